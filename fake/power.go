@@ -1,0 +1,411 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// Compile-time check: *Power is a power.Controller.
+var _ power.Controller = (*Power)(nil)
+
+// Op names a call on a power controller.
+type Op int
+
+const (
+	// OpState is a State call.
+	OpState Op = iota
+	// OpOn is an On call.
+	OpOn
+	// OpOff is an Off call (the mode is in Call.Mode).
+	OpOff
+)
+
+// String returns "state", "on" or "off".
+func (o Op) String() string {
+	switch o {
+	case OpState:
+		return "state"
+	case OpOn:
+		return "on"
+	case OpOff:
+		return "off"
+	}
+	return fmt.Sprintf("Op(%d)", int(o))
+}
+
+// FaultKind is the kind of error a Fault injects.
+type FaultKind int
+
+const (
+	// FaultNone injects nothing: the call behaves normally.
+	FaultNone FaultKind = iota
+	// FaultUnsupported returns an error matching power.ErrUnsupported.
+	FaultUnsupported
+	// FaultBusy returns an error matching power.ErrBusy.
+	FaultBusy
+	// FaultFailed returns an error matching power.ErrFailed.
+	FaultFailed
+	// FaultTimeout returns an error wrapping context.DeadlineExceeded.
+	FaultTimeout
+)
+
+// String returns the kind's name.
+func (k FaultKind) String() string {
+	switch k {
+	case FaultNone:
+		return "none"
+	case FaultUnsupported:
+		return "unsupported"
+	case FaultBusy:
+		return "busy"
+	case FaultFailed:
+		return "failed"
+	case FaultTimeout:
+		return "timeout"
+	}
+	return fmt.Sprintf("FaultKind(%d)", int(k))
+}
+
+// Fault is an injected failure of one call.
+type Fault struct {
+	// Kind is the error to return.
+	Kind FaultKind
+	// Applied makes the command take effect although the call fails, as a
+	// BMC does when the reply is lost or comes after the caller's deadline.
+	// It is ignored for OpState.
+	Applied bool
+}
+
+// Call is one recorded call on a Power.
+type Call struct {
+	// Seq numbers calls from 1 in the order they were made.
+	Seq int
+	// At is the clock's time of the call.
+	At time.Time
+	// Op is the operation; Mode is meaningful for OpOff only.
+	Op   Op
+	Mode power.Mode
+	// Reported is what State returned (OpState only).
+	Reported power.State
+	// Err is the error the call returned.
+	Err error
+}
+
+// Transition is one change of the power state a Power reports.
+type Transition struct {
+	// At is the clock's time the change took effect.
+	At time.Time
+	// From and To are the states before and after.
+	From, To power.State
+}
+
+// PowerConfig configures a Power. The zero value is a server that is on and
+// obeys every command at once.
+type PowerConfig struct {
+	// Initial is the state at creation: power.StateOn (also for the zero
+	// value) or power.StateOff.
+	Initial power.State
+	// Lag is how long the state reads power.StateTransitioning after the
+	// power really starts to change. Zero: the change is instant.
+	Lag time.Duration
+	// SoftDelay is how long the operating system takes to shut down after
+	// a soft Off, before the power starts to go.
+	SoftDelay time.Duration
+	// IgnoreSoft makes soft Off succeed and do nothing, like an OS that
+	// ignores the ACPI power button.
+	IgnoreSoft bool
+	// SoftUnsupported makes soft Off fail with power.ErrUnsupported.
+	SoftUnsupported bool
+	// Faults, if set, is asked before every call (after the one-shot faults
+	// queued with FailNext) and may inject a fault. It is called with the
+	// lock held and must not call back into the Power.
+	Faults func(c Call) Fault
+}
+
+type pending struct {
+	target power.State
+	start  time.Time // the power starts to change; reads Transitioning from here
+	at     time.Time // the change is complete
+	soft   bool
+	shown  bool // Transitioning has been recorded
+}
+
+// Power is a simulated power controller for one server. Its state changes
+// only as its Clock moves: a command schedules a change, and every call
+// settles whatever became due. It records every call and every state change.
+//
+// Semantics: a command asking for the state the server is in or already moving
+// to succeeds and changes nothing; a hard Off replaces a soft Off under way; On
+// while the server is on cancels an Off under way; On while off (or going
+// off) schedules power-on. Not for production.
+type Power struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	cfg     PowerConfig
+	settled power.State
+	pend    *pending
+	queue   map[Op][]Fault
+	calls   []Call
+	trans   []Transition
+	shown   power.State // last state recorded in trans (or initial)
+	initial power.State
+}
+
+// NewPower returns a simulated power controller that reads time from now
+// (typically (*Clock).Now).
+func NewPower(now func() time.Time, cfg PowerConfig) *Power {
+	initial := cfg.Initial
+	if initial != power.StateOff {
+		initial = power.StateOn
+	}
+	return &Power{now: now, cfg: cfg, settled: initial, shown: initial, initial: initial, queue: map[Op][]Fault{}}
+}
+
+// FailNext queues a one-shot fault for the next call of op. Queued faults
+// are used in order, before PowerConfig.Faults is asked.
+func (p *Power) FailNext(op Op, f Fault) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.queue[op] = append(p.queue[op], f)
+}
+
+// SetConfig replaces the configuration (Initial is ignored). A change
+// already scheduled keeps its timing.
+func (p *Power) SetConfig(cfg PowerConfig) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg = cfg
+}
+
+// ForceState sets the state at once, bypassing every command and fault:
+// someone pressed the power button, or the server crashed. Any scheduled
+// change is dropped.
+func (p *Power) ForceState(s power.State) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.settle(now)
+	p.pend = nil
+	p.settled = s
+	p.record(now, s)
+}
+
+// State reports the current state.
+func (p *Power) State(ctx context.Context) (power.State, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.begin(OpState, power.ModeSoft)
+	if err := ctx.Err(); err != nil {
+		return p.end(c, err)
+	}
+	if f := p.fault(c); f.Kind != FaultNone {
+		return p.end(c, p.faultErr(c, f))
+	}
+	c.Reported = p.current()
+	return p.end(c, nil)
+}
+
+// On powers the server on.
+func (p *Power) On(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.begin(OpOn, power.ModeSoft)
+	_, err := p.command(ctx, c, func() error {
+		switch {
+		case p.settled == power.StateOn:
+			p.pend = nil // cancels an Off under way; the server stays on
+			p.record(c.At, power.StateOn)
+		case p.pend != nil && p.pend.target == power.StateOn:
+			// already coming on
+		default:
+			p.schedule(power.StateOn, c.At, false)
+		}
+		return nil
+	})
+	return err
+}
+
+// Off powers the server off in mode m.
+func (p *Power) Off(ctx context.Context, m power.Mode) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.begin(OpOff, m)
+	_, err := p.command(ctx, c, func() error {
+		goingOff := p.pend != nil && p.pend.target == power.StateOff
+		if p.settled == power.StateOff && !(p.pend != nil && p.pend.target == power.StateOn) {
+			return nil // already off
+		}
+		if m == power.ModeSoft {
+			if p.cfg.SoftUnsupported {
+				return &power.Error{Op: power.OpName(m), Class: power.ClassUnsupported, Message: "fake: soft power-off not supported"}
+			}
+			if goingOff || p.cfg.IgnoreSoft {
+				return nil
+			}
+			p.schedule(power.StateOff, c.At.Add(p.cfg.SoftDelay), true)
+			return nil
+		}
+		if goingOff && !p.pend.soft {
+			return nil // a hard off is already under way
+		}
+		p.schedule(power.StateOff, c.At, false)
+		return nil
+	})
+	return err
+}
+
+// Calls returns a copy of every call made so far, in order.
+func (p *Power) Calls() []Call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Call(nil), p.calls...)
+}
+
+// Transitions returns a copy of every state change so far, in order,
+// after settling what the clock has made due.
+func (p *Power) Transitions() []Transition {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(p.now())
+	return append([]Transition(nil), p.trans...)
+}
+
+// Current returns the state the server is in now, without recording a call
+// and without faults: what a test sees, not what a controller sees.
+func (p *Power) Current() power.State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(p.now())
+	return p.current()
+}
+
+// Cycles counts completed power-ons that followed a completed power-off
+// (off → on, ignoring transitioning in between): the number of power cycles.
+func (p *Power) Cycles() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(p.now())
+	n, wasOff := 0, p.initial == power.StateOff
+	for _, t := range p.trans {
+		switch t.To {
+		case power.StateOff:
+			wasOff = true
+		case power.StateOn:
+			if wasOff {
+				n++
+			}
+			wasOff = false
+		}
+	}
+	return n
+}
+
+func (p *Power) begin(op Op, m power.Mode) Call {
+	now := p.now()
+	p.settle(now)
+	return Call{Seq: len(p.calls) + 1, At: now, Op: op, Mode: m}
+}
+
+func (p *Power) end(c Call, err error) (power.State, error) {
+	c.Err = err
+	if err != nil {
+		c.Reported = power.StateUnknown
+	}
+	p.calls = append(p.calls, c)
+	return c.Reported, err
+}
+
+// command runs act unless the context is done or a fault says otherwise.
+func (p *Power) command(ctx context.Context, c Call, act func() error) (power.State, error) {
+	if err := ctx.Err(); err != nil {
+		return p.end(c, err)
+	}
+	f := p.fault(c)
+	if f.Kind == FaultNone {
+		err := act()
+		p.settle(c.At)
+		return p.end(c, err)
+	}
+	if f.Applied {
+		_ = act()
+		p.settle(c.At)
+	}
+	return p.end(c, p.faultErr(c, f))
+}
+
+func (p *Power) fault(c Call) Fault {
+	if q := p.queue[c.Op]; len(q) > 0 {
+		p.queue[c.Op] = q[1:]
+		return q[0]
+	}
+	if p.cfg.Faults != nil {
+		return p.cfg.Faults(c)
+	}
+	return Fault{}
+}
+
+func (p *Power) faultErr(c Call, f Fault) error {
+	op := c.Op.String()
+	if c.Op == OpOff {
+		op = power.OpName(c.Mode)
+	}
+	switch f.Kind {
+	case FaultUnsupported:
+		return &power.Error{Op: op, Class: power.ClassUnsupported, Status: 501, Message: "fake: injected unsupported"}
+	case FaultBusy:
+		return &power.Error{Op: op, Class: power.ClassBusy, Status: 409, Message: "fake: injected busy"}
+	case FaultTimeout:
+		return fmt.Errorf("fake power %s: %w", op, context.DeadlineExceeded)
+	default:
+		return &power.Error{Op: op, Class: power.ClassFailed, Status: 500, Message: "fake: injected failure"}
+	}
+}
+
+// schedule replaces any scheduled change with one to target whose power
+// starts to change at start.
+func (p *Power) schedule(target power.State, start time.Time, soft bool) {
+	wasShown := p.pend != nil && p.pend.shown
+	p.pend = &pending{target: target, start: start, at: start.Add(p.cfg.Lag), soft: soft}
+	switch {
+	case wasShown && !start.After(p.now()):
+		p.pend.shown = true // still transitioning; nothing new to record
+	case wasShown:
+		p.record(p.now(), p.settled) // the change under way was abandoned
+	}
+}
+
+// settle applies what has become due by now.
+func (p *Power) settle(now time.Time) {
+	pd := p.pend
+	if pd == nil {
+		return
+	}
+	if !pd.shown && pd.at.After(pd.start) && !now.Before(pd.start) {
+		pd.shown = true
+		p.record(pd.start, power.StateTransitioning)
+	}
+	if !now.Before(pd.at) {
+		p.pend = nil
+		p.settled = pd.target
+		p.record(pd.at, pd.target)
+	}
+}
+
+func (p *Power) current() power.State {
+	if p.pend != nil && p.pend.shown {
+		return power.StateTransitioning
+	}
+	return p.settled
+}
+
+func (p *Power) record(at time.Time, s power.State) {
+	if s == p.shown {
+		return
+	}
+	p.trans = append(p.trans, Transition{At: at, From: p.shown, To: s})
+	p.shown = s
+}

@@ -1,0 +1,129 @@
+package power
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Controllers wrap them (directly or through *Error) so that
+// callers can classify an outcome with errors.Is or with Classify.
+var (
+	// ErrUnsupported: the controller cannot do this operation (for
+	// example no soft shutdown). Retrying will not help; a soft power-off
+	// falls back to hard at once.
+	ErrUnsupported = errors.New("power: operation not supported")
+	// ErrBusy: the controller refused for now (HTTP 409/503, another
+	// operation under way). Retry after a delay.
+	ErrBusy = errors.New("power: controller busy")
+	// ErrFailed: the operation failed for another reason. A soft power-off
+	// that failed escalates to hard.
+	ErrFailed = errors.New("power: operation failed")
+	// ErrUnknownMode is returned by ParseMode for anything but soft or hard.
+	ErrUnknownMode = errors.New("unknown power mode")
+)
+
+// Class is the class of a power call's outcome that decisions act on.
+//
+// The zero value, ClassNone, means the call succeeded (or no call was made).
+type Class int
+
+const (
+	// ClassNone: success, or no call.
+	ClassNone Class = iota
+	// ClassUnsupported: see ErrUnsupported.
+	ClassUnsupported
+	// ClassBusy: see ErrBusy. Timeouts (context.DeadlineExceeded) are busy
+	// too: the command may or may not have taken effect, so the caller reads
+	// the state again later and retries if it is still needed.
+	ClassBusy
+	// ClassFailed: see ErrFailed, and every error that matches no class.
+	ClassFailed
+)
+
+// String returns "none", "unsupported", "busy" or "failed".
+func (c Class) String() string {
+	switch c {
+	case ClassNone:
+		return "none"
+	case ClassUnsupported:
+		return "unsupported"
+	case ClassBusy:
+		return "busy"
+	case ClassFailed:
+		return "failed"
+	default:
+		return fmt.Sprintf("Class(%d)", int(c))
+	}
+}
+
+// Classify returns the class of err: ClassNone for nil, the class of the
+// first sentinel it matches, ClassBusy for context.DeadlineExceeded, and
+// ClassFailed for everything else (context.Canceled included: the caller
+// gave up, the controller did not say busy).
+func Classify(err error) Class {
+	switch {
+	case err == nil:
+		return ClassNone
+	case errors.Is(err, ErrUnsupported):
+		return ClassUnsupported
+	case errors.Is(err, ErrBusy):
+		return ClassBusy
+	case errors.Is(err, ErrFailed):
+		return ClassFailed
+	case errors.Is(err, context.DeadlineExceeded):
+		return ClassBusy
+	default:
+		return ClassFailed
+	}
+}
+
+// Error is a classified failure of one power operation, with what the
+// controller said. It matches its class's sentinel with errors.Is, and the
+// underlying cause (if any) through Unwrap.
+type Error struct {
+	// Op is the operation: "state", "on", "off soft" or "off hard".
+	Op string
+	// Class is the outcome class; never ClassNone.
+	Class Class
+	// Status is the protocol status (an HTTP status code), 0 if none.
+	Status int
+	// Message is what the controller said, without credentials.
+	Message string
+	// Err is the underlying error, may be nil.
+	Err error
+}
+
+// Error formats the operation, status and message.
+func (e *Error) Error() string {
+	s := "power: " + e.Op + ": " + e.Class.String()
+	if e.Status != 0 {
+		s += fmt.Sprintf(" (status %d)", e.Status)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is the sentinel of e's class.
+func (e *Error) Is(target error) bool {
+	switch e.Class {
+	case ClassUnsupported:
+		return target == ErrUnsupported
+	case ClassBusy:
+		return target == ErrBusy
+	case ClassFailed:
+		return target == ErrFailed
+	}
+	return false
+}
+
+// OpName returns the Error.Op name of a power-off in mode m.
+func OpName(m Mode) string { return "off " + m.String() }

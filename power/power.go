@@ -1,0 +1,108 @@
+// Package power defines how rebootkit talks to the power control of one
+// bare-metal server: read its power state, power it on, power it off softly
+// (an orderly OS shutdown) or hard (cut the power).
+//
+// The decision functions of the other packages never call a Controller; they
+// say which power action to take, and a thin applier (a Reconciler or an
+// Executor) calls the Controller and feeds the outcome back into the next
+// decision as a [Class]. Implementations: package power/redfish for real BMCs
+// and package fake for tests and simulations.
+package power
+
+import (
+	"context"
+	"fmt"
+)
+
+// State is the power state of a server as its controller reports it.
+//
+// The zero value is StateUnknown: nothing is known, and no decision may treat
+// an unknown state as off.
+type State int
+
+const (
+	// StateUnknown means the controller could not tell (or was not asked).
+	StateUnknown State = iota
+	// StateOn means the server is powered on.
+	StateOn
+	// StateOff means the server is powered off: no process runs on it.
+	StateOff
+	// StateTransitioning means a power change is under way (Redfish
+	// PoweringOn / PoweringOff). It is neither on nor off for any decision.
+	StateTransitioning
+)
+
+// String returns "unknown", "on", "off" or "transitioning".
+func (s State) String() string {
+	switch s {
+	case StateUnknown:
+		return "unknown"
+	case StateOn:
+		return "on"
+	case StateOff:
+		return "off"
+	case StateTransitioning:
+		return "transitioning"
+	default:
+		return fmt.Sprintf("State(%d)", int(s))
+	}
+}
+
+// Mode says how a server is powered off.
+//
+// The zero value is ModeSoft, the default of the reboot API.
+type Mode int
+
+const (
+	// ModeSoft asks the operating system to shut down (ACPI power button,
+	// Redfish GracefulShutdown). The OS may take long or ignore it.
+	ModeSoft Mode = iota
+	// ModeHard cuts the power at once (Redfish ForceOff).
+	ModeHard
+)
+
+// String returns "soft" or "hard".
+func (m Mode) String() string {
+	switch m {
+	case ModeSoft:
+		return "soft"
+	case ModeHard:
+		return "hard"
+	default:
+		return fmt.Sprintf("Mode(%d)", int(m))
+	}
+}
+
+// ParseMode parses "soft" or "hard" (exact, lower case). Anything else
+// returns an error wrapping ErrUnknownMode.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "soft":
+		return ModeSoft, nil
+	case "hard":
+		return ModeHard, nil
+	}
+	return ModeSoft, fmt.Errorf("power: mode %q: %w", s, ErrUnknownMode)
+}
+
+// Controller controls the power of one server.
+//
+// Every method must be safe to call again with the same arguments: asking
+// for the state the server is already in (or already moving to) succeeds and
+// changes nothing. A method returns once the controller has accepted the
+// command; the power state changes some time later, and callers learn of it
+// only through State. Errors should match one of the classes below with
+// errors.Is (ErrUnsupported, ErrBusy, ErrFailed); an error that matches none
+// counts as ErrFailed. Errors must never contain credentials.
+type Controller interface {
+	// State reports the current power state. An error means the state is
+	// unknown; the caller must not assume on or off.
+	State(ctx context.Context) (State, error)
+	// On powers the server on. Powering on a server that is on succeeds.
+	On(ctx context.Context) error
+	// Off powers the server off in the given mode. Powering off a server
+	// that is off succeeds. A hard Off while a soft Off is under way
+	// escalates it. ErrUnsupported means this mode is not available on this
+	// server (callers fall back from soft to hard).
+	Off(ctx context.Context, mode Mode) error
+}
