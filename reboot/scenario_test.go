@@ -1,0 +1,231 @@
+package reboot_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenario files")
+
+// A scenario file is a story: blocks of commands, each followed by a line
+// "----" and the output the commands print. Commands:
+//
+//	host online=true power=on     start a host (resets everything)
+//	annotate KEY [VALUE]          add or replace an annotation
+//	unannotate KEY                a client removes its annotation
+//	power on|off|transitioning|unknown   what the next reads observe
+//	advance DURATION              move the clock (may be negative)
+//	next-call busy|failed|unsupported    the next power call fails so
+//	online true|false             set Spec.Online
+//	deprovision true|false        set Deprovisioned
+//	decide                        decide, print, apply status and removals
+//	fenced DURATION               ask Fenced(epoch+DURATION)
+//
+// The clock starts at fake.Epoch; times print as offsets from it.
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenario files: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { runScenario(t, f) })
+	}
+}
+
+type scenario struct {
+	o        reboot.Observed
+	now      time.Time
+	nextFail power.Class
+	cfg      reboot.Config
+}
+
+func runScenario(t *testing.T, path string) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type block struct{ cmds, want string }
+	var blocks []block
+	var cur block
+	inOut := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		switch {
+		case !inOut && line == "----":
+			inOut = true
+		case !inOut:
+			cur.cmds += line + "\n"
+		case line == "":
+			blocks = append(blocks, cur)
+			cur, inOut = block{}, false
+		default:
+			cur.want += line + "\n"
+		}
+	}
+	if inOut {
+		blocks = append(blocks, cur)
+	} else if strings.TrimSpace(cur.cmds) != "" {
+		t.Fatalf("%s: last block has no ---- line", path)
+	}
+	var out strings.Builder
+	s := &scenario{now: fake.Epoch}
+	for i, b := range blocks {
+		var got strings.Builder
+		for _, line := range strings.Split(strings.TrimSpace(b.cmds), "\n") {
+			if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
+				continue
+			}
+			if err := s.run(line, &got); err != nil {
+				t.Fatalf("%s: block %d: %q: %v", path, i+1, line, err)
+			}
+		}
+		if !*rewrite && got.String() != b.want {
+			t.Errorf("%s: block %d:\n%s\ngot:\n%s\nwant:\n%s", path, i+1, b.cmds, got.String(), b.want)
+		}
+		if i > 0 {
+			out.WriteString("\n")
+		}
+		out.WriteString(b.cmds + "----\n" + got.String())
+	}
+	if *rewrite {
+		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (s *scenario) run(line string, w *strings.Builder) error {
+	f := strings.Fields(line)
+	arg := func(i int) string {
+		if i < len(f) {
+			return f[i]
+		}
+		return ""
+	}
+	switch f[0] {
+	case "host":
+		s.o = reboot.Observed{Annotations: map[string]string{}, Online: true, Power: power.StateOn}
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			if err := s.set(k, v); err != nil {
+				return err
+			}
+		}
+	case "annotate":
+		s.o.Annotations[arg(1)] = strings.Join(f[2:], " ")
+	case "unannotate":
+		delete(s.o.Annotations, arg(1))
+	case "power", "online", "deprovision", "softtimeout":
+		return s.set(f[0], arg(1))
+	case "advance":
+		d, err := time.ParseDuration(arg(1))
+		if err != nil {
+			return err
+		}
+		s.now = s.now.Add(d)
+	case "next-call":
+		switch arg(1) {
+		case "busy":
+			s.nextFail = power.ClassBusy
+		case "failed":
+			s.nextFail = power.ClassFailed
+		case "unsupported":
+			s.nextFail = power.ClassUnsupported
+		default:
+			return fmt.Errorf("unknown class %q", arg(1))
+		}
+	case "fenced":
+		d, err := time.ParseDuration(arg(1))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "fenced(%s): %v\n", rel(fake.Epoch.Add(d)), s.o.Status.Fenced(fake.Epoch.Add(d)))
+	case "decide":
+		d := s.cfg.Decide(s.o, s.now)
+		w.WriteString(describe(d))
+		if d.UpdateStatus {
+			s.o.Status = d.Status
+			for _, k := range d.RemoveAnnotations {
+				delete(s.o.Annotations, k)
+			}
+		}
+		if d.Power != reboot.ActionNone {
+			s.o.LastCall = reboot.Call{Action: d.Power, Mode: d.Mode, Class: s.nextFail, At: s.now}
+			s.nextFail = power.ClassNone
+		}
+	default:
+		return fmt.Errorf("unknown command %q", f[0])
+	}
+	return nil
+}
+
+func (s *scenario) set(k, v string) error {
+	switch k {
+	case "online":
+		s.o.Online = v == "true"
+	case "deprovision":
+		s.o.Deprovisioned = v == "true"
+	case "softtimeout":
+		d, err := time.ParseDuration(v)
+		s.cfg.SoftTimeout = d
+		return err
+	case "power":
+		m := map[string]power.State{"on": power.StateOn, "off": power.StateOff,
+			"transitioning": power.StateTransitioning, "unknown": power.StateUnknown}
+		st, ok := m[v]
+		if !ok {
+			return fmt.Errorf("unknown power state %q", v)
+		}
+		s.o.Power = st
+	default:
+		return fmt.Errorf("unknown setting %q", k)
+	}
+	return nil
+}
+
+func rel(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return "+" + t.Sub(fake.Epoch).String()
+}
+
+// describe prints a decision the way scenario files show it.
+func describe(d reboot.Decision) string {
+	var b strings.Builder
+	act := d.Power.String()
+	if d.Power == reboot.ActionPowerOff {
+		act += "(" + d.Mode.String() + ")"
+	}
+	fmt.Fprintf(&b, "phase=%s power=%s requeue=%s\n", d.Phase, act, d.RequeueAfter)
+	if d.UpdateStatus {
+		st := d.Status
+		fmt.Fprintf(&b, "persist: pendingRebootSince=%s lastPoweredOn=%s lastPoweredOff=%s mode=%s\n",
+			rel(st.PendingRebootSince), rel(st.LastPoweredOn), rel(st.LastPoweredOff), st.Mode)
+	}
+	if len(d.RemoveAnnotations) > 0 {
+		fmt.Fprintf(&b, "remove: %s\n", strings.Join(d.RemoveAnnotations, " "))
+	}
+	var reqs []string
+	for _, r := range d.Requests {
+		reqs = append(reqs, r.Annotation()+"="+r.Mode.String())
+	}
+	sort.Strings(reqs)
+	if len(reqs) > 0 {
+		fmt.Fprintf(&b, "requests: %s\n", strings.Join(reqs, " "))
+	}
+	for _, w := range d.Warnings {
+		fmt.Fprintf(&b, "warning: %v\n", w)
+	}
+	fmt.Fprintf(&b, "reason: %s\n", d.Reason)
+	return b.String()
+}
