@@ -58,7 +58,10 @@ func (e *AnnotationError) Unwrap() error { return e.Err }
 
 // Request is one reboot request read from an annotation.
 type Request struct {
-	// Key is the client's key, "" for the bare annotation.
+	// Name is the full annotation key, e.g. "reboot.metal3.io/fencing".
+	Name string
+	// Key is the client's key: the part after "reboot.metal3.io/", "" for
+	// the bare annotation (and for the invalid key "reboot.metal3.io/").
 	Key string
 	// Value is the annotation's value exactly as found; it is never
 	// rewritten.
@@ -67,16 +70,9 @@ type Request struct {
 	Mode power.Mode
 }
 
-// Annotation returns the full annotation key of r.
-func (r Request) Annotation() string {
-	if r.Key == "" {
-		return Annotation
-	}
-	return AnnotationPrefix + r.Key
-}
-
-// Keyed reports whether r is a phased request that holds the host off.
-func (r Request) Keyed() bool { return r.Key != "" }
+// Keyed reports whether r is a phased request that holds the host off:
+// any reboot annotation but the bare one.
+func (r Request) Keyed() bool { return r.Name != Annotation }
 
 // IsRebootAnnotation reports whether key is the bare reboot annotation or
 // starts with reboot.metal3.io/.
@@ -128,7 +124,7 @@ func Validate(key, value string) error {
 }
 
 // ParseAnnotations reads every reboot request from a host's annotations,
-// sorted by key (the bare annotation first), and the problems found. Bad
+// sorted by annotation name (the bare annotation first), and the problems found. Bad
 // values count as soft requests; keys the policy refuses are left out;
 // invalid keys are kept (they hold the host until removed). The map is not
 // modified.
@@ -157,9 +153,9 @@ func ParseAnnotations(annotations map[string]string, p Policy) ([]Request, []err
 			warns = append(warns, &AnnotationError{Key: k, Err: ErrHardNotAllowed})
 			mode = power.ModeSoft
 		}
-		reqs = append(reqs, Request{Key: key, Value: v, Mode: mode})
+		reqs = append(reqs, Request{Name: k, Key: key, Value: v, Mode: mode})
 	}
-	sort.Slice(reqs, func(i, j int) bool { return reqs[i].Key < reqs[j].Key })
+	sort.Slice(reqs, func(i, j int) bool { return reqs[i].Name < reqs[j].Name })
 	sort.SliceStable(warns, func(i, j int) bool {
 		return warns[i].(*AnnotationError).Key < warns[j].(*AnnotationError).Key
 	})

@@ -2,6 +2,7 @@ package reboot
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -25,13 +26,20 @@ type Status struct {
 	// Mode is the power-off mode of the pending reboot. It only ever goes
 	// from soft to hard within one reboot.
 	Mode power.Mode
+	// Seen lists the request annotations seen in the last pass of the pending reboot, sorted, and LastRequestSeen is when a
+	// key not seen before last appeared. Power-on waits until the clock has
+	// passed LastRequestSeen, so that lastPoweredOn is later than every
+	// request it answers, even at one-second precision.
+	Seen            []string
+	LastRequestSeen time.Time
 }
 
 // Equal reports whether s and o hold the same instants and mode.
 func (s Status) Equal(o Status) bool {
 	return s.LastPoweredOn.Equal(o.LastPoweredOn) &&
 		s.PendingRebootSince.Equal(o.PendingRebootSince) &&
-		s.LastPoweredOff.Equal(o.LastPoweredOff) && s.Mode == o.Mode
+		s.LastPoweredOff.Equal(o.LastPoweredOff) && s.Mode == o.Mode &&
+		s.LastRequestSeen.Equal(o.LastRequestSeen) && slices.Equal(s.Seen, o.Seen)
 }
 
 // Pending reports whether a reboot is pending.
@@ -258,6 +266,19 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 		if wantHard {
 			st.Mode = power.ModeHard
 		}
+		st.Seen, st.LastRequestSeen = nil, time.Time{}
+	}
+	if st.Pending() {
+		seen := make([]string, 0, len(d.Requests))
+		for _, r := range d.Requests {
+			seen = append(seen, r.Name)
+			if !slices.Contains(st.Seen, r.Name) {
+				st.LastRequestSeen = maxTime(p, st.PendingRebootSince)
+			}
+		}
+		if !slices.Equal(seen, st.Seen) {
+			st.Seen = seen
+		}
 	}
 	if o.Power == power.StateOff {
 		// Record the first off observation since the last power-on (and
@@ -313,23 +334,25 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		}
 		if hasBare {
 			d.RemoveAnnotations = []string{Annotation}
+			st.Seen = slices.DeleteFunc(slices.Clone(st.Seen), func(k string) bool { return k == Annotation })
 		}
 		if hasKeyed {
 			d.Reason = "off; held until every keyed annotation is removed"
 			return
 		}
-		if !p.After(st.PendingRebootSince) {
-			// LastPoweredOn must end up after PendingRebootSince, and is
-			// never written ahead of the clock (Fenced relies on it): wait
-			// for the clock to pass the request, also after a backwards jump.
-			d.Reason = "off; waiting for the clock to pass pendingRebootSince"
-			d.RequeueAfter = c.cap(st.PendingRebootSince.Add(c.Precision).Sub(now))
+		if latest := maxTime(st.PendingRebootSince, st.LastRequestSeen); !p.After(latest) {
+			// LastPoweredOn must end up later than every request it answers,
+			// and is never written ahead of the clock (Fenced relies on it):
+			// wait for the clock to pass them, also after a backwards jump.
+			d.Reason = "off; waiting for the clock to pass the latest request"
+			d.RequeueAfter = c.cap(latest.Add(c.Precision).Sub(now))
 			return
 		}
 		if c.wait(last, ActionPowerOn, power.ModeSoft, now, d) {
 			return
 		}
 		st.LastPoweredOn = p
+		st.Seen = nil
 		d.Power = ActionPowerOn
 		d.Phase = PhasePoweringOn
 		d.Reason = "off and released: power on"

@@ -217,7 +217,7 @@ func describe(d reboot.Decision) string {
 	}
 	var reqs []string
 	for _, r := range d.Requests {
-		reqs = append(reqs, r.Annotation()+"="+r.Mode.String())
+		reqs = append(reqs, r.Name+"="+r.Mode.String())
 	}
 	sort.Strings(reqs)
 	if len(reqs) > 0 {

@@ -1,0 +1,113 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// Compile-time check: *RebootHosts is a reboot.HostStore.
+var _ reboot.HostStore = (*RebootHosts)(nil)
+
+// RebootHosts is an in-memory reboot.HostStore with versions, so that
+// optimistic concurrency behaves as in Kubernetes, and with injectable
+// conflicts. Clients (tests) change hosts with Mutate, which bumps the
+// version as a real API write would. Not for production.
+type RebootHosts struct {
+	mu        sync.Mutex
+	hosts     map[string]reboot.Host
+	version   int
+	conflicts int
+	updates   int
+}
+
+// NewRebootHosts returns a store holding copies of hosts (versions are
+// assigned).
+func NewRebootHosts(hosts ...reboot.Host) *RebootHosts {
+	s := &RebootHosts{hosts: map[string]reboot.Host{}}
+	for _, h := range hosts {
+		s.put(h)
+	}
+	return s
+}
+
+func (s *RebootHosts) put(h reboot.Host) reboot.Host {
+	s.version++
+	h.Version = strconv.Itoa(s.version)
+	h.Annotations = maps.Clone(h.Annotations)
+	if h.Annotations == nil {
+		h.Annotations = map[string]string{}
+	}
+	s.hosts[h.Name] = h
+	return copyHost(h)
+}
+
+func copyHost(h reboot.Host) reboot.Host {
+	h.Annotations = maps.Clone(h.Annotations)
+	return h
+}
+
+// Get returns a copy of the host.
+func (s *RebootHosts) Get(_ context.Context, name string) (reboot.Host, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.hosts[name]
+	if !ok {
+		return reboot.Host{}, fmt.Errorf("fake: host %s: %w", name, reboot.ErrNotFound)
+	}
+	return copyHost(h), nil
+}
+
+// Update writes annotations and status if h.Version is current.
+func (s *RebootHosts) Update(_ context.Context, h reboot.Host) (reboot.Host, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.hosts[h.Name]
+	if !ok {
+		return reboot.Host{}, fmt.Errorf("fake: host %s: %w", h.Name, reboot.ErrNotFound)
+	}
+	if s.conflicts > 0 {
+		s.conflicts--
+		return reboot.Host{}, fmt.Errorf("fake: host %s (injected): %w", h.Name, reboot.ErrConflict)
+	}
+	if cur.Version != h.Version {
+		return reboot.Host{}, fmt.Errorf("fake: host %s version %s, current %s: %w", h.Name, h.Version, cur.Version, reboot.ErrConflict)
+	}
+	cur.Annotations = h.Annotations
+	cur.Status = h.Status
+	s.updates++
+	return s.put(cur), nil
+}
+
+// Mutate changes a host as a client would (annotations, Online,
+// Deprovisioned) and bumps its version.
+func (s *RebootHosts) Mutate(name string, f func(h *reboot.Host)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.hosts[name]
+	if !ok {
+		return fmt.Errorf("fake: host %s: %w", name, reboot.ErrNotFound)
+	}
+	h = copyHost(h)
+	f(&h)
+	s.put(h)
+	return nil
+}
+
+// FailUpdates makes the next n Updates fail with ErrConflict.
+func (s *RebootHosts) FailUpdates(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.conflicts += n
+}
+
+// Updates counts successful Updates.
+func (s *RebootHosts) Updates() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.updates
+}
