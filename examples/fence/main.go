@@ -1,0 +1,132 @@
+// Command fence fences one host of a small simulated fleet with a phased,
+// hard reboot (reboot.metal3.io/fencing), while another host gets a plain
+// soft reboot that its operating system ignores, so that the soft shutdown
+// falls back to hard after the timeout. Everything runs against fake power
+// controllers on a simulated clock: no hardware, done in milliseconds.
+//
+// It prints every reconcile pass that did something, and the fencing
+// client's view: when it learned the host was fenced and released it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+func main() {
+	hold := flag.Duration("hold", 30*time.Second, "how long the fencing client keeps the host off after it is fenced")
+	softTimeout := flag.Duration("soft-timeout", 180*time.Second, "soft shutdown timeout before falling back to hard")
+	lag := flag.Duration("lag", 4*time.Second, "how long a power change takes on the simulated BMCs")
+	flag.Parse()
+	if err := run(os.Stdout, *hold, *softTimeout, *lag); err != nil {
+		fmt.Fprintln(os.Stderr, "fence:", err)
+		os.Exit(1)
+	}
+}
+
+func run(w io.Writer, hold, softTimeout, lag time.Duration) error {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	names := []string{"node-0", "node-1", "node-2"}
+	powers := map[string]*fake.Power{
+		"node-0": fake.NewPower(clk.Now, fake.PowerConfig{Lag: lag}),
+		"node-1": fake.NewPower(clk.Now, fake.PowerConfig{Lag: lag, SoftDelay: 20 * time.Second}),
+		"node-2": fake.NewPower(clk.Now, fake.PowerConfig{Lag: lag, IgnoreSoft: true}),
+	}
+	var hosts []reboot.Host
+	for _, n := range names {
+		hosts = append(hosts, reboot.Host{Name: n, Online: true})
+	}
+	store := fake.NewRebootHosts(hosts...)
+	r := &reboot.Reconciler{
+		Hosts:  store,
+		Power:  func(n string) (power.Controller, error) { return powers[n], nil },
+		Now:    clk.Now,
+		Config: reboot.Config{SoftTimeout: softTimeout},
+	}
+
+	// The fencing client wants node-1's processes stopped; node-2 gets a
+	// plain reboot request.
+	fencedAt := clk.Now()
+	if err := store.Mutate("node-1", func(h *reboot.Host) {
+		h.Annotations["reboot.metal3.io/fencing"] = `{"mode":"hard","reason":"node-1 unreachable"}`
+	}); err != nil {
+		return err
+	}
+	if err := store.Mutate("node-2", func(h *reboot.Host) { h.Annotations["reboot.metal3.io"] = "" }); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "t=%-6s client: reboot.metal3.io/fencing on node-1 (hard), reboot.metal3.io on node-2 (soft)\n", "0s")
+
+	var released time.Time
+	for step := 0; step < 200; step++ {
+		now := clk.Now()
+		t := now.Sub(fake.Epoch)
+		for _, n := range names {
+			res, err := r.Reconcile(ctx, n)
+			if err != nil {
+				return err
+			}
+			d := res.Decision
+			if d.Power != reboot.ActionNone || d.UpdateStatus {
+				act := d.Power.String()
+				if d.Power == reboot.ActionPowerOff {
+					act += " (" + d.Mode.String() + ")"
+				}
+				fmt.Fprintf(w, "t=%-6s %s: %-12s %-18s %s\n", t, n, d.Phase, act, d.Reason)
+			}
+		}
+		h, err := store.Get(ctx, "node-1")
+		if err != nil {
+			return err
+		}
+		_, holding := h.Annotations["reboot.metal3.io/fencing"]
+		switch {
+		case holding && released.IsZero() && h.Status.Fenced(fencedAt):
+			released = now.Add(hold)
+			fmt.Fprintf(w, "t=%-6s client: node-1 is fenced (off since %s); workloads can move; releasing in %s\n",
+				t, h.Status.LastPoweredOff.Sub(fake.Epoch), hold)
+		case holding && !released.IsZero() && !now.Before(released):
+			if err := store.Mutate("node-1", func(h *reboot.Host) { delete(h.Annotations, "reboot.metal3.io/fencing") }); err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "t=%-6s client: removed reboot.metal3.io/fencing\n", t)
+		}
+		if done(ctx, store, powers, names) {
+			fmt.Fprintf(w, "t=%-6s all hosts on, no reboot pending\n", t)
+			break
+		}
+		clk.Advance(5 * time.Second)
+	}
+	for _, n := range names {
+		h, _ := store.Get(ctx, n)
+		fmt.Fprintf(w, "%s: %d power cycle(s), %d power calls, lastPoweredOn=%s\n", n, powers[n].Cycles(),
+			len(powers[n].Calls()), rel(h.Status.LastPoweredOn))
+	}
+	return nil
+}
+
+func done(ctx context.Context, store *fake.RebootHosts, powers map[string]*fake.Power, names []string) bool {
+	for _, n := range names {
+		h, err := store.Get(ctx, n)
+		if err != nil || h.Status.Pending() || len(h.Annotations) > 0 || powers[n].Current() != power.StateOn {
+			return false
+		}
+	}
+	return true
+}
+
+func rel(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Sub(fake.Epoch).String()
+}
