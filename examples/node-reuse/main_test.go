@@ -1,0 +1,23 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestRun(t *testing.T) {
+	for seed := uint64(0); seed < 20; seed++ {
+		var out bytes.Buffer
+		if err := run(&out, 3, 4, seed); err != nil {
+			t.Fatal(err)
+		}
+		s := out.String()
+		if !strings.Contains(s, "md-storage: 3 of 3 machines kept their host") {
+			t.Fatalf("seed %d: reuse pool did not keep its hosts:\n%s", seed, s)
+		}
+		if strings.Contains(s, "storage-v2-0     -> bmh-0") && !strings.Contains(s, "storage-v2-0     -> bmh-00") {
+			t.Fatalf("seed %d: wrong host:\n%s", seed, s)
+		}
+	}
+}
