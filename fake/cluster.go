@@ -1,0 +1,259 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// Compile-time checks.
+var (
+	_ remediation.MachineStore = (*Cluster)(nil)
+	_ remediation.NodeStore    = (*ClusterNodes)(nil)
+	_ remediation.HostStore    = (*RemediationHosts)(nil)
+)
+
+// Cluster is an in-memory set of Machines and Nodes, with versions for
+// optimistic concurrency and hooks that let a test check invariants at the
+// moment of each change. Use Nodes() for its remediation.NodeStore. Not for
+// production.
+type Cluster struct {
+	mu       sync.Mutex
+	machines map[string]remediation.MachineRecord
+	nodes    map[string]remediation.Node
+	version  int
+	// BeforeNodeFence, if set, is called (without the lock) before a Node
+	// is deleted or tainted out-of-service, with its name.
+	BeforeNodeFence func(node string)
+	deleted         []string
+}
+
+// NewCluster returns an empty cluster.
+func NewCluster() *Cluster {
+	return &Cluster{machines: map[string]remediation.MachineRecord{}, nodes: map[string]remediation.Node{}}
+}
+
+// AddMachine adds or replaces a Machine (its state is kept if it exists).
+func (c *Cluster) AddMachine(m remediation.Machine) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec := c.machines[m.Name]
+	rec.Machine = m
+	c.bump(&rec)
+	c.machines[m.Name] = rec
+}
+
+func (c *Cluster) bump(rec *remediation.MachineRecord) {
+	c.version++
+	rec.Version = strconv.Itoa(c.version)
+}
+
+// SetNeedsRemediation sets or clears NeedsRemediationAnnotation, as the
+// health checker does.
+func (c *Cluster) SetNeedsRemediation(name string, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rec, ok := c.machines[name]; ok && rec.Machine.NeedsRemediation != on {
+		rec.Machine.NeedsRemediation = on
+		c.bump(&rec)
+		c.machines[name] = rec
+	}
+}
+
+// PutNode creates or replaces a Node (a kubelet registering).
+func (c *Cluster) PutNode(n remediation.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n.Exists = true
+	n.Labels, n.Annotations = maps.Clone(n.Labels), maps.Clone(n.Annotations)
+	c.nodes[n.Name] = n
+}
+
+// SetNodeReady sets a Node's readiness if it exists.
+func (c *Cluster) SetNodeReady(name string, ready bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.nodes[name]; ok {
+		n.Ready = ready
+		c.nodes[name] = n
+	}
+}
+
+// Node returns a copy of a Node (Exists false if absent).
+func (c *Cluster) Node(name string) remediation.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[name]
+	n.Labels, n.Annotations = maps.Clone(n.Labels), maps.Clone(n.Annotations)
+	return n
+}
+
+// DeletedNodes lists every Node deletion, in order.
+func (c *Cluster) DeletedNodes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.deleted...)
+}
+
+// Get implements remediation.MachineStore.
+func (c *Cluster) Get(_ context.Context, name string) (remediation.MachineRecord, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec, ok := c.machines[name]
+	if !ok {
+		return rec, fmt.Errorf("fake: machine %s: %w", name, remediation.ErrNotFound)
+	}
+	return rec, nil
+}
+
+// List implements remediation.MachineStore, sorted by name.
+func (c *Cluster) List(context.Context) ([]remediation.MachineRecord, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]remediation.MachineRecord, 0, len(c.machines))
+	for _, r := range c.machines {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Machine.Name < out[j].Machine.Name })
+	return out, nil
+}
+
+// SaveState implements remediation.MachineStore.
+func (c *Cluster) SaveState(_ context.Context, name, version string, s remediation.State) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec, ok := c.machines[name]
+	if !ok {
+		return fmt.Errorf("fake: machine %s: %w", name, remediation.ErrNotFound)
+	}
+	if rec.Version != version {
+		return fmt.Errorf("fake: machine %s version %s, current %s: %w", name, version, rec.Version, remediation.ErrConflict)
+	}
+	rec.State = s
+	c.bump(&rec)
+	c.machines[name] = rec
+	return nil
+}
+
+// RemoveNeedsRemediation implements remediation.MachineStore.
+func (c *Cluster) RemoveNeedsRemediation(_ context.Context, name string) error {
+	c.SetNeedsRemediation(name, false)
+	return nil
+}
+
+// Delete implements remediation.MachineStore.
+func (c *Cluster) Delete(_ context.Context, name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.machines, name)
+	return nil
+}
+
+// Nodes returns the cluster's remediation.NodeStore.
+func (c *Cluster) Nodes() *ClusterNodes { return (*ClusterNodes)(c) }
+
+// ClusterNodes is the NodeStore view of a Cluster.
+type ClusterNodes Cluster
+
+// Get implements remediation.NodeStore.
+func (n *ClusterNodes) Get(_ context.Context, name string) (remediation.Node, error) {
+	return (*Cluster)(n).Node(name), nil
+}
+
+// Delete implements remediation.NodeStore.
+func (n *ClusterNodes) Delete(_ context.Context, name string) error {
+	c := (*Cluster)(n)
+	if c.BeforeNodeFence != nil {
+		c.BeforeNodeFence(name)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.nodes[name]; ok {
+		delete(c.nodes, name)
+		c.deleted = append(c.deleted, name)
+	}
+	return nil
+}
+
+// SetOutOfService implements remediation.NodeStore.
+func (n *ClusterNodes) SetOutOfService(_ context.Context, name string, on bool) error {
+	c := (*Cluster)(n)
+	if on && c.BeforeNodeFence != nil {
+		c.BeforeNodeFence(name)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if nd, ok := c.nodes[name]; ok {
+		nd.OutOfService = on
+		c.nodes[name] = nd
+	}
+	return nil
+}
+
+// AddMetadata implements remediation.NodeStore.
+func (n *ClusterNodes) AddMetadata(_ context.Context, name string, labels, annotations map[string]string) error {
+	c := (*Cluster)(n)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nd, ok := c.nodes[name]
+	if !ok {
+		return fmt.Errorf("fake: node %s not found", name)
+	}
+	add := func(dst map[string]string, src map[string]string) map[string]string {
+		dst = maps.Clone(dst)
+		if dst == nil {
+			dst = map[string]string{}
+		}
+		for k, v := range src {
+			if _, ok := dst[k]; !ok {
+				dst[k] = v
+			}
+		}
+		return dst
+	}
+	nd.Labels, nd.Annotations = add(nd.Labels, labels), add(nd.Annotations, annotations)
+	c.nodes[name] = nd
+	return nil
+}
+
+// RemediationHosts is a remediation.HostStore over a RebootHosts store and
+// the hosts' power controllers: what the remediator sees of a host is its
+// reboot annotation and the power state its controller reports. Machine i
+// runs on host HostOf(i). Not for production.
+type RemediationHosts struct {
+	Hosts  *RebootHosts
+	Power  func(host string) power.Controller
+	HostOf func(machine string) string
+}
+
+// Get implements remediation.HostStore.
+func (r *RemediationHosts) Get(ctx context.Context, machine string) (remediation.Host, error) {
+	name := r.HostOf(machine)
+	h, err := r.Hosts.Get(ctx, name)
+	if err != nil {
+		return remediation.Host{}, err
+	}
+	s, err := r.Power(name).State(ctx)
+	if err != nil {
+		s = power.StateUnknown
+	}
+	_, ok := h.Annotations[remediation.RebootAnnotation]
+	return remediation.Host{Power: s, RebootAnnotation: ok}, nil
+}
+
+// AddRebootAnnotation implements remediation.HostStore.
+func (r *RemediationHosts) AddRebootAnnotation(_ context.Context, machine, value string) error {
+	return r.Hosts.Mutate(r.HostOf(machine), func(h *reboot.Host) { h.Annotations[remediation.RebootAnnotation] = value })
+}
+
+// RemoveRebootAnnotation implements remediation.HostStore.
+func (r *RemediationHosts) RemoveRebootAnnotation(_ context.Context, machine string) error {
+	return r.Hosts.Mutate(r.HostOf(machine), func(h *reboot.Host) { delete(h.Annotations, remediation.RebootAnnotation) })
+}
