@@ -1,0 +1,203 @@
+package remediation_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+var errCrash = errors.New("sim: crashed")
+
+// sim is a small simulated cluster: machines m<i> on hosts h<i> with nodes
+// n<i>, a reboot reconciler driving fake power controllers, kubelets that
+// register a node some time after their host is on (unless broken), a
+// health checker that marks machines whose node is missing or not ready,
+// and the remediation reconciler under test.
+type sim struct {
+	ctx      context.Context
+	clk      *fake.Clock
+	cluster  *fake.Cluster
+	hosts    *fake.RebootHosts
+	powers   map[string]*fake.Power
+	reboots  *reboot.Reconciler
+	rem      *remediation.Reconciler
+	n        int
+	boot     time.Duration
+	onSince  map[string]time.Time
+	broken   map[string]bool // node fails while its host is on
+	forever  map[string]bool // a power cycle does not help
+	crashOn  int             // fail the remediator's n-th store call from now (0: never)
+	calls    int
+	mhcOff   map[string]bool // the health checker ignores this machine
+	mhcAfter time.Duration   // the health checker's timeout
+	badSince map[string]time.Time
+	lastNR   map[string]bool
+	failures []string
+}
+
+func newSim(n int, cfg remediation.Config, table bool, limit remediation.Limit) *sim {
+	s := &sim{ctx: context.Background(), clk: fake.NewClock(time.Time{}), cluster: fake.NewCluster(),
+		powers: map[string]*fake.Power{}, n: n, boot: 30 * time.Second, onSince: map[string]time.Time{},
+		broken: map[string]bool{}, forever: map[string]bool{}, mhcOff: map[string]bool{},
+		mhcAfter: 40 * time.Second, badSince: map[string]time.Time{}, lastNR: map[string]bool{}}
+	var hs []reboot.Host
+	for i := 0; i < n; i++ {
+		h, m, nd := fmt.Sprintf("h%d", i), fmt.Sprintf("m%d", i), fmt.Sprintf("n%d", i)
+		hs = append(hs, reboot.Host{Name: h, Online: true})
+		s.powers[h] = fake.NewPower(s.clk.Now, fake.PowerConfig{Lag: 3 * time.Second})
+		s.cluster.AddMachine(remediation.Machine{Name: m, UID: "uid-" + m, NodeName: nd, ControlPlane: i == 0,
+			HasControllerOwner: i%2 == 1})
+		s.cluster.PutNode(remediation.Node{Name: nd, Ready: true, Labels: map[string]string{"role": "worker", "zone": "z" + h},
+			Annotations: map[string]string{"note": "keep"}})
+		s.onSince[h] = s.clk.Now().Add(-time.Hour)
+	}
+	s.hosts = fake.NewRebootHosts(hs...)
+	s.reboots = &reboot.Reconciler{Hosts: s.hosts, Now: s.clk.Now,
+		Power: func(h string) (power.Controller, error) { return s.powers[h], nil }}
+	s.newRemediator(cfg, table, limit)
+	return s
+}
+
+func (s *sim) newRemediator(cfg remediation.Config, table bool, limit remediation.Limit) {
+	s.rem = &remediation.Reconciler{
+		Machines: crashMachines{s.cluster, s}, Nodes: crashNodes{s.cluster.Nodes(), s},
+		Hosts: crashHosts{&fake.RemediationHosts{Hosts: s.hosts,
+			Power:  func(h string) power.Controller { return s.powers[h] },
+			HostOf: func(m string) string { return "h" + m[1:] }}, s},
+		Config: cfg, Table: table, Limit: limit, Now: s.clk.Now,
+	}
+}
+
+func (s *sim) crash() error {
+	if s.crashOn == 0 {
+		return nil
+	}
+	s.calls++
+	if s.calls == s.crashOn {
+		s.crashOn, s.calls = 0, 0
+		return errCrash
+	}
+	return nil
+}
+
+// step advances the world by d: kubelets, health checker, then one pass
+// of the reboot reconciler and of the remediator for every machine.
+func (s *sim) step(d time.Duration) {
+	s.clk.Advance(d)
+	now := s.clk.Now()
+	for i := 0; i < s.n; i++ {
+		h, m, nd := fmt.Sprintf("h%d", i), fmt.Sprintf("m%d", i), fmt.Sprintf("n%d", i)
+		if s.powers[h].Current() != power.StateOn {
+			s.onSince[h] = time.Time{}
+			s.cluster.SetNodeReady(nd, false)
+		} else if s.onSince[h].IsZero() {
+			s.onSince[h] = now
+			if !s.forever[m] {
+				s.broken[m] = false // a power cycle fixes it
+			}
+		}
+		node := s.cluster.Node(nd)
+		up := !s.onSince[h].IsZero() && now.Sub(s.onSince[h]) >= s.boot && !s.broken[m]
+		switch {
+		case up && !node.Exists:
+			// The kubelet registers a fresh node, with some labels of its own.
+			s.cluster.PutNode(remediation.Node{Name: nd, Ready: true, Labels: map[string]string{"role": "worker-new"}})
+		case node.Exists:
+			s.cluster.SetNodeReady(nd, up)
+		}
+		node = s.cluster.Node(nd)
+		rec, err := s.cluster.Get(s.ctx, m)
+		if err != nil {
+			continue // deleted for its owner to replace
+		}
+		if s.lastNR[m] && !rec.Machine.NeedsRemediation {
+			// Like Cluster API's health check, the timeout runs from the
+			// Machine's last update: the remediator just updated it.
+			s.badSince[m] = now
+		}
+		switch {
+		case node.Exists && node.Ready:
+			s.badSince[m] = time.Time{}
+		case s.badSince[m].IsZero():
+			s.badSince[m] = now
+		case !s.mhcOff[m] && now.Sub(s.badSince[m]) >= s.mhcAfter:
+			s.cluster.SetNeedsRemediation(m, true)
+		}
+		rec, _ = s.cluster.Get(s.ctx, m)
+		s.lastNR[m] = rec.Machine.NeedsRemediation
+	}
+	for i := 0; i < s.n; i++ {
+		if _, err := s.reboots.Reconcile(s.ctx, fmt.Sprintf("h%d", i)); err != nil && !errors.Is(err, reboot.ErrConflict) {
+			s.failures = append(s.failures, err.Error())
+		}
+	}
+	for i := 0; i < s.n; i++ {
+		_, err := s.rem.Reconcile(s.ctx, fmt.Sprintf("m%d", i))
+		if err != nil && !errors.Is(err, errCrash) && !errors.Is(err, remediation.ErrConflict) && !errors.Is(err, remediation.ErrNotFound) {
+			s.failures = append(s.failures, err.Error())
+		}
+	}
+}
+
+type crashMachines struct {
+	*fake.Cluster
+	s *sim
+}
+
+func (c crashMachines) SaveState(ctx context.Context, name, version string, st remediation.State) error {
+	if err := c.s.crash(); err != nil {
+		return err
+	}
+	return c.Cluster.SaveState(ctx, name, version, st)
+}
+
+func (c crashMachines) RemoveNeedsRemediation(ctx context.Context, name string) error {
+	if err := c.s.crash(); err != nil {
+		return err
+	}
+	return c.Cluster.RemoveNeedsRemediation(ctx, name)
+}
+
+type crashNodes struct {
+	*fake.ClusterNodes
+	s *sim
+}
+
+func (c crashNodes) Delete(ctx context.Context, name string) error {
+	if err := c.s.crash(); err != nil {
+		return err
+	}
+	return c.ClusterNodes.Delete(ctx, name)
+}
+
+func (c crashNodes) AddMetadata(ctx context.Context, name string, l, a map[string]string) error {
+	if err := c.s.crash(); err != nil {
+		return err
+	}
+	return c.ClusterNodes.AddMetadata(ctx, name, l, a)
+}
+
+type crashHosts struct {
+	*fake.RemediationHosts
+	s *sim
+}
+
+func (c crashHosts) AddRebootAnnotation(ctx context.Context, m, v string) error {
+	if err := c.s.crash(); err != nil {
+		return err
+	}
+	return c.RemediationHosts.AddRebootAnnotation(ctx, m, v)
+}
+
+func (c crashHosts) RemoveRebootAnnotation(ctx context.Context, m string) error {
+	if err := c.s.crash(); err != nil {
+		return err
+	}
+	return c.RemediationHosts.RemoveRebootAnnotation(ctx, m)
+}
