@@ -326,6 +326,12 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 			// Side effects first, phase later: a crash in between repeats
 			// them, it never skips them.
 			d.Reason = "node back: restore its labels and annotations"
+			if d.RemoveTaint {
+				d.Reason = "node back: remove the out-of-service taint"
+				if d.RestoreLabels != nil || d.RestoreAnnotations != nil {
+					d.Reason = "node back: restore its labels and annotations, remove the out-of-service taint"
+				}
+			}
 		case m.NeedsRemediation:
 			// Removed before Done is persisted: a crash in between must not
 			// look like the node needing remediation again.
