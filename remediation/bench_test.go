@@ -17,7 +17,7 @@ func BenchmarkDecide(b *testing.B) {
 		Machine: remediation.Machine{Name: "m", UID: "u", NeedsRemediation: true, NodeName: "n"},
 		Node: remediation.Node{Exists: true, Name: "n", Ready: true,
 			Labels: map[string]string{"a": "1", "b": "2", "c": "3"}, Annotations: map[string]string{"x": "y"}},
-		Host:  remediation.Host{Power: power.StateOn},
+		Host: remediation.Host{Power: power.StateOn},
 		State: remediation.State{Phase: remediation.PhaseWaitingForNode, Attempt: 1, Started: fake.Epoch,
 			Backup: &remediation.NodeBackup{Name: "n", Labels: map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"}}},
 		MayStart: true,
