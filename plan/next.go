@@ -1,0 +1,368 @@
+package plan
+
+import (
+	"crypto/sha1"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config holds the step timeouts. The zero value takes the seed's values.
+type Config struct {
+	// DrainTimeout: the job must have drained the server's agent tasks
+	// this long after it started. Default 15 min.
+	DrainTimeout time.Duration
+	// JobTimeout: the reboot job must finish this long after it was
+	// created. Default 1 h.
+	JobTimeout time.Duration
+	// ServicesTimeout: the server's services (and the headnode's, before
+	// the next server starts) must be up this long after the job finished.
+	// Default 1 h.
+	ServicesTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 15 * time.Minute
+	}
+	if c.JobTimeout <= 0 {
+		c.JobTimeout = time.Hour
+	}
+	if c.ServicesTimeout <= 0 {
+		c.ServicesTimeout = time.Hour
+	}
+	return c
+}
+
+// ServerObs is what is observed of one server.
+type ServerObs struct {
+	// Down: the server is offline, for any reason.
+	Down bool
+	// ServicesUp: every service it runs (agents; core VMs on core servers)
+	// reports healthy.
+	ServicesUp bool
+}
+
+// JobObs is what is observed of one reboot job.
+type JobObs struct {
+	Exists   bool
+	Started  bool
+	Drained  bool
+	Finished bool // the reboot command was sent
+	Failed   bool
+	Error    string
+	// StartedAt and FinishedAt, when known, are recorded in the plan;
+	// otherwise the time of the observation is.
+	StartedAt, FinishedAt time.Time
+}
+
+// Observations are what the executor observed of the fleet in one pass.
+type Observations struct {
+	// Servers by UUID; a server missing from the map counts as up with
+	// its services up.
+	Servers map[string]ServerObs
+	// Jobs by job UUID.
+	Jobs map[string]JobObs
+	// HeadnodeServicesUp: the headnode's services are healthy.
+	HeadnodeServicesUp bool
+	// ShardPrimary is the UUID of the server hosting the database
+	// shard's primary; ShardFrozen and ShardHealthy its state.
+	ShardPrimary string
+	ShardFrozen  bool
+	ShardHealthy bool
+}
+
+// ActionKind is what an Action does.
+type ActionKind string
+
+// Action kinds.
+const (
+	ActionCreateJob ActionKind = "create-job"
+	ActionFreeze    ActionKind = "freeze-shard"
+	ActionUnfreeze  ActionKind = "unfreeze-shard"
+)
+
+// Action is a side effect the executor causes after saving the plan. All
+// are idempotent: CreateJob carries the job's UUID, derived from the plan
+// and the server, and the fleet must not create a second job with it.
+type Action struct {
+	Kind     ActionKind
+	Server   string
+	JobUUID  string
+	PlanUUID string
+	// Drain asks the job to drain the server's agent first (always true
+	// for plan jobs).
+	Drain bool
+}
+
+// JobUUID is the UUID of the reboot job of server in plan: the same every
+// time, so that re-creating it after a crash is a no-op.
+func JobUUID(planUUID, serverUUID string) string {
+	h := sha1.Sum([]byte("rebootkit/plan\x00" + planUUID + "\x00" + serverUUID))
+	h[6] = h[6]&0x0f | 0x50 // version 5 (name-based, SHA-1)
+	h[8] = h[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// ErrState is returned by Run, Stop and Cancel for a transition the plan's
+// state does not allow.
+var ErrState = errors.New("plan: not allowed in this state")
+
+// Run starts or resumes a created or stopped plan.
+func Run(p Plan) (Plan, error) {
+	if p.State != StateCreated && p.State != StateStopped && p.State != StateRunning {
+		return p, fmt.Errorf("%w: run a %s plan", ErrState, p.State)
+	}
+	q := p.Clone()
+	q.State = StateRunning
+	return q, nil
+}
+
+// Stop pauses a plan: no new reboots start; in-flight ones finish.
+func Stop(p Plan) (Plan, error) {
+	if p.State != StateRunning && p.State != StateCreated && p.State != StateStopped {
+		return p, fmt.Errorf("%w: stop a %s plan", ErrState, p.State)
+	}
+	q := p.Clone()
+	q.State = StateStopped
+	return q, nil
+}
+
+// Cancel ends a plan: no new reboots start; in-flight ones finish and are
+// recorded.
+func Cancel(p Plan) (Plan, error) {
+	if p.State.Finished() {
+		return p, fmt.Errorf("%w: cancel a %s plan", ErrState, p.State)
+	}
+	q := p.Clone()
+	q.State = StateCanceled
+	return q, nil
+}
+
+// Next is Config{}.Next.
+func Next(p Plan, obs Observations, now time.Time) (Plan, []Action) { return Config{}.Next(p, obs, now) }
+
+// Next advances the plan by what was observed: it records every step each
+// in-flight reboot has reached, starts new reboots where the order, the
+// concurrency and the plan's state allow, and returns the updated plan and
+// the actions to take after saving it. It is pure: p is not modified.
+//
+// Order: core servers first, one at a time, the headnode first; the rest
+// in a sliding window: the moment a reboot ends, the next one starts.
+// Servers of the plan that are down for other reasons count against the
+// concurrency.
+func (c Config) Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
+	c = c.withDefaults()
+	q := p.Clone()
+	var acts []Action
+	for i := range q.Reboots {
+		if q.Reboots[i].Step.InFlight() {
+			acts = c.advance(&q, i, obs, now, acts)
+		}
+	}
+	if q.State == StateRunning && q.failures() <= q.FailureBudget {
+		offline, coreBusy, corePending := 0, false, false
+		for _, r := range q.Reboots {
+			switch {
+			case r.Step.InFlight():
+				offline++
+				coreBusy = coreBusy || r.Core
+			case obs.Servers[r.ServerUUID].Down:
+				offline++
+			}
+			if r.Core && r.Step == StepPending {
+				corePending = true
+			}
+		}
+		for i := range q.Reboots {
+			r := &q.Reboots[i]
+			if r.Step != StepPending {
+				continue
+			}
+			down := obs.Servers[r.ServerUUID].Down
+			if (r.Core && coreBusy) || (!r.Core && (coreBusy || corePending)) || offline-b2i(down) >= q.Concurrency {
+				break
+			}
+			r.Step, r.StepSince = StepWaitHead, tp(now)
+			offline += 1 - b2i(down)
+			acts = c.advance(&q, i, obs, now, acts)
+			if r.Core {
+				break // one core server at a time
+			}
+		}
+	}
+	q.settle()
+	return q, acts
+}
+
+// advance moves reboot i through every step whose condition holds now.
+func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []Action) []Action {
+	r := &q.Reboots[i]
+	enter := func(s Step) { r.Step, r.StepSince = s, tp(now) }
+	fail := func(msg string) {
+		r.CanceledAt, r.Error = tp(now), msg
+		enter(StepFailed)
+		if r.Frozen {
+			enter(StepFailFreeze)
+		}
+	}
+	since := func() time.Duration {
+		if r.StepSince == nil {
+			return 0
+		}
+		return now.Sub(*r.StepSince)
+	}
+	srv, ok := obs.Servers[r.ServerUUID]
+	if !ok {
+		srv = ServerObs{ServicesUp: true}
+	}
+	for guard := 0; guard < 8; guard++ {
+		switch r.Step {
+		case StepWaitHead:
+			switch {
+			case r.Headnode || obs.HeadnodeServicesUp || q.DryRun:
+				if obs.ShardPrimary == r.ServerUUID && !q.DryRun {
+					r.Frozen = true
+					enter(StepFreeze)
+					acts = append(acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+					continue
+				}
+				r.JobUUID = JobUUID(q.UUID, r.ServerUUID)
+				enter(StepJob)
+				if !q.DryRun {
+					acts = append(acts, c.createJob(q, r))
+				}
+				continue
+			case since() >= c.ServicesTimeout:
+				fail("headnode services not up within " + c.ServicesTimeout.String())
+				continue
+			}
+		case StepFreeze:
+			switch {
+			case obs.ShardFrozen:
+				r.JobUUID = JobUUID(q.UUID, r.ServerUUID)
+				enter(StepJob)
+				acts = append(acts, c.createJob(q, r))
+				continue
+			case since() >= c.DrainTimeout:
+				fail("database shard not frozen within " + c.DrainTimeout.String())
+				continue
+			default:
+				acts = append(acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+			}
+		case StepJob:
+			if q.DryRun {
+				r.StartedAt, r.FinishedAt = tp(now), tp(now)
+				enter(StepServices)
+				continue
+			}
+			j := obs.Jobs[r.JobUUID]
+			if j.Started && r.StartedAt == nil {
+				r.StartedAt = tp(orNow(j.StartedAt, now))
+			}
+			switch {
+			case j.Failed:
+				msg := "reboot job failed"
+				if j.Error != "" {
+					msg += ": " + j.Error
+				}
+				fail(msg)
+				continue
+			case j.Finished:
+				r.FinishedAt = tp(orNow(j.FinishedAt, now))
+				enter(StepServices)
+				continue
+			case j.Started && !j.Drained && now.Sub(*r.StartedAt) >= c.DrainTimeout:
+				fail("server not drained within " + c.DrainTimeout.String())
+				continue
+			case since() >= c.JobTimeout:
+				fail("reboot job not finished within " + c.JobTimeout.String())
+				continue
+			case !j.Exists:
+				acts = append(acts, c.createJob(q, r)) // lost by a crash: same UUID, no second job
+			}
+		case StepServices:
+			switch {
+			case q.DryRun || !srv.Down && srv.ServicesUp:
+				r.OperationalAt = tp(now)
+				if r.Frozen {
+					enter(StepUnfreeze)
+					continue
+				}
+				enter(StepDone)
+			case since() >= c.ServicesTimeout:
+				fail("services not up within " + c.ServicesTimeout.String())
+				continue
+			}
+		case StepUnfreeze, StepFailFreeze:
+			switch {
+			case !obs.ShardFrozen:
+				r.Frozen = false
+				if r.Step == StepUnfreeze {
+					enter(StepDone)
+				} else {
+					enter(StepFailed)
+				}
+			case r.Step == StepUnfreeze && !obs.ShardHealthy && since() >= c.ServicesTimeout:
+				r.CanceledAt, r.Error = tp(now), "database shard not healthy within "+c.ServicesTimeout.String()+"; left frozen"
+				enter(StepFailed)
+			case obs.ShardHealthy || r.Step == StepFailFreeze:
+				acts = append(acts, Action{Kind: ActionUnfreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+			}
+		}
+		break
+	}
+	return acts
+}
+
+func (c Config) createJob(q *Plan, r *Reboot) Action {
+	return Action{Kind: ActionCreateJob, Server: r.ServerUUID, JobUUID: r.JobUUID, PlanUUID: q.UUID, Drain: true}
+}
+
+func (q *Plan) failures() int {
+	n := 0
+	for _, r := range q.Reboots {
+		if r.CanceledAt != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// settle moves the plan to its end state when nothing is left to do.
+func (q *Plan) settle() {
+	failures := q.failures()
+	if q.State == StateRunning && failures > q.FailureBudget {
+		q.State = StateFailed // over budget: no new reboots
+		return
+	}
+	if q.State != StateRunning && q.State != StateStopped {
+		return
+	}
+	for _, r := range q.Reboots {
+		if !r.Step.Ended() {
+			return
+		}
+	}
+	if failures > 0 {
+		q.State = StateFailed
+	} else {
+		q.State = StateComplete
+	}
+}
+
+func tp(t time.Time) *time.Time { return &t }
+
+func orNow(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now
+	}
+	return t
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,97 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Summary is a plan's progress for a person.
+type Summary struct {
+	Total, Done, InFlight, Failed, Left int
+	// ETA estimates the time left from the mean duration of the reboots
+	// done so far (job start to operational) and the concurrency; zero
+	// until one reboot is done.
+	ETA time.Duration
+}
+
+// Summarize counts a plan's reboots and estimates the time left.
+func Summarize(p Plan, now time.Time) Summary {
+	s := Summary{Total: len(p.Reboots)}
+	var sum time.Duration
+	var n int
+	for _, r := range p.Reboots {
+		switch {
+		case r.Step == StepDone:
+			s.Done++
+			if r.StartedAt != nil && r.OperationalAt != nil {
+				sum += r.OperationalAt.Sub(*r.StartedAt)
+				n++
+			}
+		case r.Step == StepFailed:
+			s.Failed++
+		case r.Step.InFlight():
+			s.InFlight++
+		default:
+			s.Left++
+		}
+	}
+	if n > 0 && !p.State.Finished() {
+		mean := sum / time.Duration(n)
+		slots := max(p.Concurrency, 1)
+		s.ETA = time.Duration(float64(mean) * (float64(s.Left) + float64(s.InFlight)/2) / float64(slots))
+	}
+	return s
+}
+
+// Line renders a one-line progress bar of width cells.
+func (s Summary) Line(width int) string {
+	if width < 1 {
+		width = 1
+	}
+	cells := func(n int) int {
+		if s.Total == 0 {
+			return 0
+		}
+		return n * width / s.Total
+	}
+	done, failed, fly := cells(s.Done), cells(s.Failed), cells(s.InFlight)
+	bar := strings.Repeat("#", done) + strings.Repeat("x", failed) + strings.Repeat(">", fly)
+	bar += strings.Repeat(".", max(width-len(bar), 0))
+	eta := "?"
+	if s.ETA > 0 {
+		eta = s.ETA.Round(time.Minute).String()
+	}
+	return fmt.Sprintf("[%s] %d/%d done, %d in flight, %d failed, %d left, ETA %s",
+		bar, s.Done, s.Total, s.InFlight, s.Failed, s.Left, eta)
+}
+
+// Table renders the final summary: one row per reboot.
+func Table(p Plan) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan %s: %s (concurrency %d)\n", p.UUID, p.State, p.Concurrency)
+	fmt.Fprintf(&b, "%-14s %-5s %-10s %-10s %-10s %s\n", "HOSTNAME", "CORE", "STARTED", "FINISHED", "UP", "RESULT")
+	at := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format("15:04:05")
+	}
+	for _, r := range p.Reboots {
+		core := ""
+		if r.Headnode {
+			core = "head"
+		} else if r.Core {
+			core = "core"
+		}
+		res := string(r.Step)
+		if r.Step == StepPending {
+			res = "not started"
+		}
+		if r.Error != "" {
+			res += ": " + r.Error
+		}
+		fmt.Fprintf(&b, "%-14s %-5s %-10s %-10s %-10s %s\n", r.ServerHostname, core, at(r.StartedAt), at(r.FinishedAt), at(r.OperationalAt), res)
+	}
+	return b.String()
+}
