@@ -300,3 +300,9 @@ func (s *PlanStore) List(ctx context.Context) ([]plan.Plan, error) {
 	}
 	return out, nil
 }
+
+// RebootTime is how long the server's reboot takes from job creation to
+// its services being up (if all goes well).
+func (s FleetServer) RebootTime() time.Duration {
+	return s.Queue + s.Drain + s.Shutdown + s.Boot + s.Services
+}

@@ -1,0 +1,232 @@
+// Command rolling-reboot runs a rolling reboot plan over a simulated
+// datacenter: 3 core servers (the headnode among them) and 60 others by
+// default, reboot times drawn from a heavy-tailed (log-normal) distribution,
+// a few servers whose reboot fails. Core servers go first, one at a time,
+// the headnode first (the executor dies with it and resumes from the plan
+// file); then the rest in a sliding window of -concurrency servers. It runs
+// on a simulated clock and finishes in about a second.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+type options struct {
+	servers, core, failures int
+	concurrency            string
+	budget                 int
+	seed                   uint64
+	dir                    string
+	quiet                  bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.servers, "servers", 60, "non-core servers")
+	flag.IntVar(&o.core, "core", 3, "core servers, the headnode included")
+	flag.StringVar(&o.concurrency, "concurrency", "5", "servers offline at once: a count, or a percentage like 10%")
+	flag.IntVar(&o.failures, "failures", 2, "servers whose reboot fails")
+	flag.IntVar(&o.budget, "budget", 3, "failed reboots tolerated before the plan stops")
+	flag.Uint64Var(&o.seed, "seed", 1, "random seed of the simulated fleet")
+	flag.StringVar(&o.dir, "dir", "", "directory for the plan file (default: a temporary one)")
+	flag.BoolVar(&o.quiet, "quiet", false, "print only the summary")
+	flag.Parse()
+	if err := run(os.Stdout, o); err != nil {
+		fmt.Fprintln(os.Stderr, "rolling-reboot:", err)
+		os.Exit(1)
+	}
+}
+
+// Fleet builds the simulated datacenter.
+func fleet(o options) ([]fake.FleetServer, string) {
+	rng := rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15))
+	logn := func(median time.Duration, sigma float64) time.Duration {
+		return time.Duration(float64(median) * math.Exp(sigma*rng.NormFloat64())).Round(time.Second)
+	}
+	var servers []fake.FleetServer
+	n := o.core + o.servers
+	failing := map[int]bool{}
+	for len(failing) < min(o.failures, o.servers) {
+		failing[o.core+rng.IntN(o.servers)] = true
+	}
+	for i := 0; i < n; i++ {
+		s := fake.FleetServer{
+			UUID:     fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
+			Platform: "20150801T000000Z",
+			Queue:    time.Duration(5+rng.IntN(25)) * time.Second,
+			Drain:    logn(30*time.Second, 1.0),
+			Shutdown: 20 * time.Second,
+			Boot:     logn(4*time.Minute, 0.6),
+			Services: logn(time.Minute, 0.8),
+			FailJob:  failing[i] && i%2 == 0,
+			NeverUp:  failing[i] && i%2 == 1,
+		}
+		switch {
+		case i == 0:
+			s.Hostname, s.Headnode, s.Core = "headnode", true, true
+			s.Services = logn(6*time.Minute, 0.3)
+		case i < o.core:
+			s.Hostname, s.Core = fmt.Sprintf("core-%02d", i), true
+			s.Services = logn(4*time.Minute, 0.3)
+		default:
+			s.Hostname = fmt.Sprintf("cn-%03d", i-o.core)
+		}
+		servers = append(servers, s)
+	}
+	return servers, servers[min(1, n-1)].UUID // the shard primary runs on a core server
+}
+
+func parseLimit(s string) (plan.Limit, error) {
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		n, err := strconv.Atoi(p)
+		return plan.Percent(n), err
+	}
+	n, err := strconv.Atoi(s)
+	return plan.Count(n), err
+}
+
+func run(w io.Writer, o options) error {
+	ctx := context.Background()
+	conc, err := parseLimit(o.concurrency)
+	if err != nil {
+		return fmt.Errorf("-concurrency %q: %w", o.concurrency, err)
+	}
+	dir := o.dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "rolling-reboot-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	clk := fake.NewClock(time.Time{})
+	servers, primary := fleet(o)
+	dc := fake.NewFleet(clk.Now, primary, servers...)
+	store := plan.FileStore{Dir: dir}
+
+	p, warns, err := plan.Create(dc.Servers(), plan.CreateOptions{
+		UUID: "5a1d6c0e-0000-4000-8000-000000000001", Target: "20151001T000000Z",
+		Select: plan.SelectAll, Concurrency: conc, FailureBudget: plan.Count(o.budget),
+	})
+	for _, wn := range warns {
+		fmt.Fprintln(w, "warning:", wn)
+	}
+	if err != nil {
+		return err
+	}
+	if p, err = plan.Run(p); err != nil {
+		return err
+	}
+	if err := store.Put(ctx, p); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "plan %s: %d servers (%d core), concurrency %d, failure budget %d, plan file %s\n",
+		p.UUID, len(p.Reboots), o.core, p.Concurrency, p.FailureBudget, "<dir>/"+p.UUID+".json")
+
+	exec := &plan.Executor{Fleet: dc, Store: store, Now: clk.Now}
+	tick := 10 * time.Second
+	lastLine, restarts := time.Duration(-1), 0
+	headDown := false
+	for i := 0; i < 100000; i++ {
+		q, err := exec.Pass(ctx, p.UUID)
+		switch {
+		case err == nil:
+			if headDown {
+				// The headnode is back: a new executor starts from the
+				// plan file, as sdcadm-agent does at boot.
+				exec = &plan.Executor{Fleet: dc, Store: store, Now: clk.Now}
+				headDown = false
+				restarts++
+				if !o.quiet {
+					fmt.Fprintf(w, "t=%-8s headnode back: executor restarted from the plan file\n", clk.Now().Sub(fake.Epoch))
+				}
+			}
+		case err != nil && strings.Contains(err.Error(), fake.ErrUnavailable.Error()):
+			if !headDown && !o.quiet {
+				fmt.Fprintf(w, "t=%-8s headnode rebooting: executor down\n", clk.Now().Sub(fake.Epoch))
+			}
+			headDown = true
+		default:
+			return err
+		}
+		el := clk.Now().Sub(fake.Epoch)
+		if !o.quiet && err == nil && (el/(5*time.Minute) != lastLine || !q.Unfinished()) {
+			lastLine = el / (5 * time.Minute)
+			fmt.Fprintf(w, "t=%-8s %s\n", el, plan.Summarize(q, clk.Now()).Line(40))
+		}
+		if err == nil && !q.Unfinished() {
+			break
+		}
+		clk.Advance(tick)
+	}
+	final, err := store.Get(ctx, p.UUID)
+	if err != nil {
+		return err
+	}
+	makespan := clk.Now().Sub(fake.Epoch)
+	if !o.quiet {
+		fmt.Fprint(w, "\n"+plan.Table(final))
+	}
+	jobs := dc.JobsCreated()
+	twice := 0
+	for _, n := range jobs {
+		if n > 1 {
+			twice++
+		}
+	}
+	lb, batches := bounds(servers, final)
+	fmt.Fprintf(w, "\nresult: %s in %s (simulated); %d executor restart(s); %d server(s) with more than one job\n",
+		final.State, makespan, restarts, twice)
+	fmt.Fprintf(w, "makespan: sliding window %s, fixed batches %s (%.2fx), lower bound %s (sliding window %.2fx)\n",
+		makespan.Round(time.Second), batches.Round(time.Second), float64(batches)/float64(makespan),
+		lb.Round(time.Second), float64(makespan)/float64(lb))
+	return nil
+}
+
+// bounds computes, for the servers the plan rebooted, a lower bound on the
+// makespan (core reboots in series, then the rest spread perfectly over the
+// concurrency, but never shorter than the longest reboot) and the makespan
+// of the original tool's fixed batches with a barrier.
+func bounds(servers []fake.FleetServer, p plan.Plan) (lower, batches time.Duration) {
+	byID := map[string]fake.FleetServer{}
+	for _, s := range servers {
+		byID[s.UUID] = s
+	}
+	var core time.Duration
+	var rest []time.Duration
+	var sum, longest time.Duration
+	for _, r := range p.Reboots {
+		if r.Step == plan.StepPending {
+			continue
+		}
+		d := byID[r.ServerUUID].RebootTime()
+		if r.Core {
+			core += d
+			continue
+		}
+		rest = append(rest, d)
+		sum += d
+		longest = max(longest, d)
+	}
+	c := max(p.Concurrency, 1)
+	lower = core + max(sum/time.Duration(c), longest)
+	batches = core
+	for i := 0; i < len(rest); i += c {
+		b := rest[i:min(i+c, len(rest))]
+		sort.Slice(b, func(x, y int) bool { return b[x] > b[y] })
+		batches += b[0]
+	}
+	return lower, batches
+}
