@@ -147,10 +147,12 @@ func Next(p Plan, obs Observations, now time.Time) (Plan, []Action) { return Con
 // concurrency and the plan's state allow, and returns the updated plan and
 // the actions to take after saving it. It is pure: p is not modified.
 //
-// Order: core servers first, one at a time, the headnode first; the rest
-// in a sliding window: the moment a reboot ends, the next one starts.
-// Servers of the plan that are down for other reasons count against the
-// concurrency.
+// Order: core servers first, one at a time whatever the concurrency (the
+// seed's rule), the headnode first; the rest in a sliding window: the moment a reboot ends, the next one starts.
+// Servers of the plan not rebooted yet that are down for other reasons
+// count against the concurrency; servers whose reboot ended (done or
+// failed) do not, even if they are down, or one dead server would stall
+// the plan for good (a failed one counts against the failure budget).
 func (c Config) Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 	c = c.withDefaults()
 	q := p.Clone()
@@ -167,8 +169,8 @@ func (c Config) Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 			case r.Step.InFlight():
 				offline++
 				coreBusy = coreBusy || r.Core
-			case obs.Servers[r.ServerUUID].Down:
-				offline++
+			case r.Step == StepPending && obs.Servers[r.ServerUUID].Down:
+				offline++ // down for other reasons: takes a slot
 			}
 			if r.Core && r.Step == StepPending {
 				corePending = true
@@ -180,11 +182,14 @@ func (c Config) Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 				continue
 			}
 			down := obs.Servers[r.ServerUUID].Down
-			if (r.Core && coreBusy) || (!r.Core && (coreBusy || corePending)) || offline-b2i(down) >= q.Concurrency {
+			if (r.Core && coreBusy) || (!r.Core && (coreBusy || corePending)) {
 				break
 			}
+			if !r.Core && !down && offline >= q.Concurrency {
+				continue // full; a server that is down already may still start
+			}
 			r.Step, r.StepSince = StepWaitHead, tp(now)
-			offline += 1 - b2i(down)
+			offline += b2i(!down)
 			acts = c.advance(&q, i, obs, now, acts)
 			if r.Core {
 				break // one core server at a time

@@ -13,9 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// tb is what both *testing.T and *rapid.T offer.
+type tb interface {
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	FailNow()
+}
+
 // world is a plan running against a simulated fleet on a fake clock.
 type world struct {
-	t     testing.TB
+	t     tb
 	ctx   context.Context
 	clk   *fake.Clock
 	fleet *fake.Fleet
@@ -42,7 +49,7 @@ func fleetServers(core, rest int, d time.Duration) []fake.FleetServer {
 	return out
 }
 
-func newWorld(t testing.TB, fs []fake.FleetServer, primary string, o plan.CreateOptions) *world {
+func newWorld(t tb, fs []fake.FleetServer, primary string, o plan.CreateOptions) *world {
 	w := &world{t: t, ctx: context.Background(), clk: fake.NewClock(time.Time{}), store: fake.NewPlanStore(), uuid: o.UUID}
 	w.fleet = fake.NewFleet(w.clk.Now, primary, fs...)
 	p, _, err := plan.Create(w.fleet.Servers(), o)
@@ -138,7 +145,9 @@ func TestSlidingWindow(t *testing.T) {
 			inFlight++
 		}
 	}
-	assert.Equal(t, 2, inFlight, "3 slots, one taken by a server that is down")
+	assert.Equal(t, 3, inFlight, "3 slots, one taken by a server that is down")
+	assert.True(t, p.Reboots[7].Step.InFlight(), "the down server starts: it takes no new slot")
+	assert.Equal(t, plan.StepPending, p.Reboots[2].Step)
 	for i := 0; i < 400; i++ {
 		w.clk.Advance(10 * time.Second)
 		p = w.pass()
