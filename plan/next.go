@@ -140,7 +140,9 @@ func Cancel(p Plan) (Plan, error) {
 }
 
 // Next is Config{}.Next.
-func Next(p Plan, obs Observations, now time.Time) (Plan, []Action) { return Config{}.Next(p, obs, now) }
+func Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
+	return Config{}.Next(p, obs, now)
+}
 
 // Next advances the plan by what was observed: it records every step each
 // in-flight reboot has reached, starts new reboots where the order, the

@@ -36,15 +36,15 @@ type Step string
 
 // Steps of one reboot, in order. The zero value is StepPending.
 const (
-	StepPending     Step = ""
-	StepWaitHead    Step = "wait_headnode"    // wait for the headnode's services
-	StepFreeze      Step = "freeze"           // freeze the database shard (primary here)
-	StepJob         Step = "job"              // reboot job created; waiting for it
-	StepServices    Step = "wait_services"    // job done; waiting for the services
-	StepUnfreeze    Step = "unfreeze"         // check the shard, unfreeze it
-	StepDone        Step = "done"             // operational
-	StepFailed      Step = "failed"           // canceled_at and error are set
-	StepFailFreeze  Step = "failed_unfreeze"  // failed; the shard must still be unfrozen
+	StepPending    Step = ""
+	StepWaitHead   Step = "wait_headnode"   // wait for the headnode's services
+	StepFreeze     Step = "freeze"          // freeze the database shard (primary here)
+	StepJob        Step = "job"             // reboot job created; waiting for it
+	StepServices   Step = "wait_services"   // job done; waiting for the services
+	StepUnfreeze   Step = "unfreeze"        // check the shard, unfreeze it
+	StepDone       Step = "done"            // operational
+	StepFailed     Step = "failed"          // canceled_at and error are set
+	StepFailFreeze Step = "failed_unfreeze" // failed; the shard must still be unfrozen
 )
 
 // InFlight reports whether the reboot has started and not ended.

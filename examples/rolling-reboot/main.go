@@ -26,11 +26,11 @@ import (
 
 type options struct {
 	servers, core, failures int
-	concurrency            string
-	budget                 int
-	seed                   uint64
-	dir                    string
-	quiet                  bool
+	concurrency             string
+	budget                  int
+	seed                    uint64
+	dir                     string
+	quiet                   bool
 }
 
 func main() {
