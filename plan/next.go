@@ -219,6 +219,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 		}
 		return now.Sub(*r.StepSince)
 	}
+	created := false // a create-job action was added in this call
 	srv, ok := obs.Servers[r.ServerUUID]
 	if !ok {
 		srv = ServerObs{ServicesUp: true}
@@ -237,7 +238,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 				r.JobUUID = JobUUID(q.UUID, r.ServerUUID)
 				enter(StepJob)
 				if !q.DryRun {
-					acts = append(acts, c.createJob(q, r))
+					acts, created = append(acts, c.createJob(q, r)), true
 				}
 				continue
 			case since() >= c.ServicesTimeout:
@@ -249,7 +250,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 			case obs.ShardFrozen:
 				r.JobUUID = JobUUID(q.UUID, r.ServerUUID)
 				enter(StepJob)
-				acts = append(acts, c.createJob(q, r))
+				acts, created = append(acts, c.createJob(q, r)), true
 				continue
 			case since() >= c.DrainTimeout:
 				fail("database shard not frozen within " + c.DrainTimeout.String())
@@ -285,7 +286,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 			case since() >= c.JobTimeout:
 				fail("reboot job not finished within " + c.JobTimeout.String())
 				continue
-			case !j.Exists:
+			case !j.Exists && !created:
 				acts = append(acts, c.createJob(q, r)) // lost by a crash: same UUID, no second job
 			}
 		case StepServices:

@@ -1,0 +1,46 @@
+package plan_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// Create a plan for a small fleet, run it, and take the first decision:
+// the headnode goes first, alone, whatever the concurrency.
+func ExampleNext() {
+	fleet := []plan.Server{
+		{UUID: "s1", Hostname: "cn1", Platform: "20150801T000000Z"},
+		{UUID: "s0", Hostname: "headnode", Platform: "20150801T000000Z", Headnode: true},
+		{UUID: "s2", Hostname: "cn2", Platform: "20151001T000000Z"},
+		{UUID: "s3", Hostname: "core1", Platform: "20150801T000000Z", Core: true},
+	}
+	p, warns, err := plan.Create(fleet, plan.CreateOptions{UUID: "p-1", Target: "20150901T000000Z",
+		Select: plan.SelectAll, Concurrency: plan.Count(2), IgnoreWarnings: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, w := range warns {
+		fmt.Println("warning:", w)
+	}
+	p, _ = plan.Run(p)
+	p, acts := plan.Next(p, plan.Observations{HeadnodeServicesUp: true}, fake.Epoch)
+	for _, r := range p.Reboots {
+		fmt.Printf("%-9s %s\n", r.ServerHostname, map[plan.Step]string{plan.StepPending: "pending"}[r.Step]+string(r.Step))
+	}
+	for _, a := range acts {
+		fmt.Println("action:", a.Kind, a.Server)
+	}
+	fmt.Println(plan.Summarize(p, fake.Epoch.Add(time.Minute)).Line(8))
+	// Output:
+	// warning: cn2 (s2): downgrade: 20151001T000000Z -> 20150901T000000Z
+	// headnode  job
+	// core1     pending
+	// cn1       pending
+	// cn2       pending
+	// action: create-job s0
+	// [>>......] 0/4 done, 1 in flight, 0 failed, 3 left, ETA ?
+}
