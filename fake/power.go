@@ -409,3 +409,14 @@ func (p *Power) record(at time.Time, s power.State) {
 	p.trans = append(p.trans, Transition{At: at, From: p.shown, To: s})
 	p.shown = s
 }
+
+// pendingTarget returns the state a change under way leads to
+// (StateUnknown if none).
+func (p *Power) pendingTarget() power.State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pend == nil {
+		return power.StateUnknown
+	}
+	return p.pend.target
+}
