@@ -27,7 +27,14 @@ type rig struct {
 	cfg redfish.Config
 }
 
-func newRig(t testing.TB, q fake.BMCQuirks, hw fake.PowerConfig) *rig {
+// tb is what *testing.T, *testing.B and *rapid.T offer.
+type tb interface {
+	Errorf(format string, args ...any)
+	FailNow()
+	Cleanup(func())
+}
+
+func newRig(t tb, q fake.BMCQuirks, hw fake.PowerConfig) *rig {
 	clk := fake.NewClock(time.Time{})
 	p := fake.NewPower(clk.Now, hw)
 	b := fake.NewBMC(clk.Now, p, "admin", secret)
@@ -40,7 +47,7 @@ func newRig(t testing.TB, q fake.BMCQuirks, hw fake.PowerConfig) *rig {
 		cfg: redfish.Config{Endpoint: srv.URL, Username: "admin", Password: secret, RootCAs: pool}}
 }
 
-func (r *rig) connect(t testing.TB) *redfish.Controller {
+func (r *rig) connect(t tb) *redfish.Controller {
 	c, err := redfish.Connect(context.Background(), r.cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
