@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -25,14 +27,15 @@ func main() {
 	hold := flag.Duration("hold", 30*time.Second, "how long the fencing client keeps the host off after it is fenced")
 	softTimeout := flag.Duration("soft-timeout", 180*time.Second, "soft shutdown timeout before falling back to hard")
 	lag := flag.Duration("lag", 4*time.Second, "how long a power change takes on the simulated BMCs")
+	useRedfish := flag.Bool("redfish", false, "drive each host through the Redfish adapter, against an emulated BMC over HTTPS on loopback")
 	flag.Parse()
-	if err := run(os.Stdout, *hold, *softTimeout, *lag); err != nil {
+	if err := run(os.Stdout, *hold, *softTimeout, *lag, *useRedfish); err != nil {
 		fmt.Fprintln(os.Stderr, "fence:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, hold, softTimeout, lag time.Duration) error {
+func run(w io.Writer, hold, softTimeout, lag time.Duration, useRedfish bool) error {
 	ctx := context.Background()
 	clk := fake.NewClock(time.Time{})
 	names := []string{"node-0", "node-1", "node-2"}
@@ -42,13 +45,32 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration) error {
 		"node-2": fake.NewPower(clk.Now, fake.PowerConfig{Lag: lag, IgnoreSoft: true}),
 	}
 	var hosts []reboot.Host
+	controllers := map[string]power.Controller{}
+	bmcs := map[string]*fake.BMC{}
 	for _, n := range names {
 		hosts = append(hosts, reboot.Host{Name: n, Online: true})
+		controllers[n] = powers[n]
+		if useRedfish {
+			bmc := fake.NewBMC(clk.Now, powers[n], "admin", "example-only-"+n)
+			srv := bmc.StartTLS()
+			defer srv.Close()
+			pool := x509.NewCertPool()
+			pool.AddCert(srv.Certificate())
+			c, err := redfish.Connect(ctx, redfish.Config{Endpoint: srv.URL, Username: "admin", Password: "example-only-" + n, RootCAs: pool})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			controllers[n], bmcs[n] = c, bmc
+		}
+	}
+	if useRedfish {
+		fmt.Fprintf(w, "each host is driven through Redfish (gofish) against an emulated BMC over HTTPS on loopback\n")
 	}
 	store := fake.NewRebootHosts(hosts...)
 	r := &reboot.Reconciler{
 		Hosts:  store,
-		Power:  func(n string) (power.Controller, error) { return powers[n], nil },
+		Power:  func(n string) (power.Controller, error) { return controllers[n], nil },
 		Now:    clk.Now,
 		Config: reboot.Config{SoftTimeout: softTimeout},
 	}
@@ -108,8 +130,11 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration) error {
 	}
 	for _, n := range names {
 		h, _ := store.Get(ctx, n)
-		fmt.Fprintf(w, "%s: %d power cycle(s), %d power calls, lastPoweredOn=%s\n", n, powers[n].Cycles(),
-			len(powers[n].Calls()), rel(h.Status.LastPoweredOn))
+		calls := fmt.Sprintf("%d power calls", len(powers[n].Calls()))
+		if useRedfish {
+			calls = fmt.Sprintf("%d Redfish requests, resets %v", bmcs[n].Requests(), bmcs[n].Resets())
+		}
+		fmt.Fprintf(w, "%s: %d power cycle(s), %s, lastPoweredOn=%s\n", n, powers[n].Cycles(), calls, rel(h.Status.LastPoweredOn))
 	}
 	return nil
 }

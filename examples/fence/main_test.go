@@ -8,8 +8,14 @@ import (
 )
 
 func TestRun(t *testing.T) {
+	for _, rf := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fake", true: "redfish"}[rf], func(t *testing.T) { testRun(t, rf) })
+	}
+}
+
+func testRun(t *testing.T, useRedfish bool) {
 	var out bytes.Buffer
-	if err := run(&out, 30*time.Second, 180*time.Second, 4*time.Second); err != nil {
+	if err := run(&out, 30*time.Second, 180*time.Second, 4*time.Second, useRedfish); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
