@@ -3,14 +3,13 @@ package reboot_test
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/scenario"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
@@ -33,77 +32,20 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenar
 //
 // The clock starts at fake.Epoch; times print as offsets from it.
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenario files: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runScenario(t, f) })
-	}
+	scenario.Run(t, "testdata/*.txt", *rewrite, func() func(string, *strings.Builder) error {
+		s := &scenarioState{now: fake.Epoch}
+		return s.run
+	})
 }
 
-type scenario struct {
+type scenarioState struct {
 	o        reboot.Observed
 	now      time.Time
 	nextFail power.Class
 	cfg      reboot.Config
 }
 
-func runScenario(t *testing.T, path string) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type block struct{ cmds, want string }
-	var blocks []block
-	var cur block
-	inOut := false
-	for _, line := range strings.Split(string(raw), "\n") {
-		switch {
-		case !inOut && line == "----":
-			inOut = true
-		case !inOut:
-			cur.cmds += line + "\n"
-		case line == "":
-			blocks = append(blocks, cur)
-			cur, inOut = block{}, false
-		default:
-			cur.want += line + "\n"
-		}
-	}
-	if inOut {
-		blocks = append(blocks, cur)
-	} else if strings.TrimSpace(cur.cmds) != "" {
-		t.Fatalf("%s: last block has no ---- line", path)
-	}
-	var out strings.Builder
-	s := &scenario{now: fake.Epoch}
-	for i, b := range blocks {
-		var got strings.Builder
-		for _, line := range strings.Split(strings.TrimSpace(b.cmds), "\n") {
-			if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
-				continue
-			}
-			if err := s.run(line, &got); err != nil {
-				t.Fatalf("%s: block %d: %q: %v", path, i+1, line, err)
-			}
-		}
-		if !*rewrite && got.String() != b.want {
-			t.Errorf("%s: block %d:\n%s\ngot:\n%s\nwant:\n%s", path, i+1, b.cmds, got.String(), b.want)
-		}
-		if i > 0 {
-			out.WriteString("\n")
-		}
-		out.WriteString(b.cmds + "----\n" + got.String())
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func (s *scenario) run(line string, w *strings.Builder) error {
+func (s *scenarioState) run(line string, w *strings.Builder) error {
 	f := strings.Fields(line)
 	arg := func(i int) string {
 		if i < len(f) {
@@ -168,7 +110,7 @@ func (s *scenario) run(line string, w *strings.Builder) error {
 	return nil
 }
 
-func (s *scenario) set(k, v string) error {
+func (s *scenarioState) set(k, v string) error {
 	switch k {
 	case "online":
 		s.o.Online = v == "true"

@@ -3,14 +3,13 @@ package remediation_test
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/scenario"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -32,75 +31,19 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenar
 // cluster would: deleting the node removes it, the reboot annotation
 // appears or goes, restored labels appear on the node.
 func TestScenarios(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.txt")
-	if len(files) == 0 {
-		t.Fatal("no scenario files")
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runScenario(t, f) })
-	}
+	scenario.Run(t, "testdata/*.txt", *rewrite, func() func(string, *strings.Builder) error {
+		w := &world{now: fake.Epoch, o: remediation.Observed{MayStart: true,
+			Machine: remediation.Machine{Name: "m0", UID: "uid-0", NodeName: "n0"},
+			Node:    remediation.Node{Exists: true, Name: "n0", Ready: true},
+			Host:    remediation.Host{Power: power.StateOn}}}
+		return w.run
+	})
 }
 
 type world struct {
 	cfg remediation.Config
 	o   remediation.Observed
 	now time.Time
-}
-
-func runScenario(t *testing.T, path string) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{now: fake.Epoch, o: remediation.Observed{MayStart: true,
-		Machine: remediation.Machine{Name: "m0", UID: "uid-0", NodeName: "n0"},
-		Node:    remediation.Node{Exists: true, Name: "n0", Ready: true},
-		Host:    remediation.Host{Power: power.StateOn}}}
-	var out strings.Builder
-	var cmds, got strings.Builder
-	inOut, block := false, 0
-	var want strings.Builder
-	flush := func() {
-		block++
-		if !*rewrite && got.String() != want.String() {
-			t.Errorf("%s block %d:\n%s\ngot:\n%s\nwant:\n%s", path, block, cmds.String(), got.String(), want.String())
-		}
-		if block > 1 {
-			out.WriteString("\n")
-		}
-		out.WriteString(cmds.String() + "----\n" + got.String())
-		cmds.Reset()
-		got.Reset()
-		want.Reset()
-		inOut = false
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		switch {
-		case !inOut && line == "----":
-			inOut = true
-			for _, c := range strings.Split(strings.TrimSpace(cmds.String()), "\n") {
-				if c != "" && !strings.HasPrefix(c, "#") {
-					if err := w.run(c, &got); err != nil {
-						t.Fatalf("%s: %q: %v", path, c, err)
-					}
-				}
-			}
-		case !inOut:
-			cmds.WriteString(line + "\n")
-		case line == "":
-			flush()
-		default:
-			want.WriteString(line + "\n")
-		}
-	}
-	if inOut {
-		flush()
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 func kv(fields []string) map[string]string {
