@@ -16,9 +16,10 @@
 //   - plan: rolling reboot plans for a whole datacenter, core servers first,
 //     one at a time, then the rest under a concurrency limit.
 //
-// The packages power (the power-control interface and its error classes) and
-// fake (deterministic, fault-injecting fakes of every interface) support them.
-// Packages are added issue by issue; README.md lists what exists now.
+// The packages power (the power-control interface and its error classes),
+// power/redfish (that interface over Redfish, with gofish) and fake
+// (deterministic, fault-injecting fakes of every interface, including a
+// Redfish BMC emulator and a simulated datacenter) support them.
 //
 // # Architecture: pure decisions, thin appliers
 //
