@@ -2,6 +2,7 @@ package nodereuse
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -81,11 +82,11 @@ func (s Selector) Matches(labels map[string]string) bool {
 		v, ok := labels[r.Key]
 		switch r.Operator {
 		case OpIn:
-			if !ok || !contains(r.Values, v) {
+			if !ok || !slices.Contains(r.Values, v) {
 				return false
 			}
 		case OpNotIn:
-			if ok && contains(r.Values, v) {
+			if ok && slices.Contains(r.Values, v) {
 				return false
 			}
 		case OpExists:
@@ -101,15 +102,6 @@ func (s Selector) Matches(labels map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func contains(vs []string, v string) bool {
-	for _, x := range vs {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // Request asks for hosts for machines of one pool.

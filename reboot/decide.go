@@ -308,7 +308,7 @@ func (c Config) deprovision(o Observed, d Decision) Decision {
 			d.RemoveAnnotations = append(d.RemoveAnnotations, k)
 		}
 	}
-	sortStrings(d.RemoveAnnotations)
+	slices.Sort(d.RemoveAnnotations)
 	d.Requests = nil
 	d.Status.PendingRebootSince = time.Time{}
 	d.Status.Mode = power.ModeSoft
@@ -482,12 +482,4 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }

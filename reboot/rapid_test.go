@@ -3,8 +3,6 @@ package reboot_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sort"
 	"testing"
 	"time"
 
@@ -292,15 +290,3 @@ func hasReboot(h reboot.Host) bool {
 	}
 	return false
 }
-
-// keysOf is used in failure messages.
-func keysOf(m map[string]string) string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return fmt.Sprint(ks)
-}
-
-var _ = keysOf

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -153,7 +154,7 @@ func run(w io.Writer, o options) error {
 					fmt.Fprintf(w, "t=%-8s headnode back: executor restarted from the plan file\n", clk.Now().Sub(fake.Epoch))
 				}
 			}
-		case err != nil && strings.Contains(err.Error(), fake.ErrUnavailable.Error()):
+		case errors.Is(err, fake.ErrUnavailable):
 			if !headDown && !o.quiet {
 				fmt.Fprintf(w, "t=%-8s headnode rebooting: executor down\n", clk.Now().Sub(fake.Epoch))
 			}

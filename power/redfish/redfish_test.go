@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -237,5 +236,3 @@ func TestSystemSelection(t *testing.T) {
 	_, err = redfish.Connect(ctx, redfish.Config{Endpoint: "ftp://x"})
 	assert.ErrorIs(t, err, redfish.ErrConfig)
 }
-
-var _ = http.StatusOK
