@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
@@ -62,11 +63,17 @@ type BMC struct {
 	lastOff  time.Time
 	lagUntil time.Time
 	lagState string
-	// FailNextReset, if non-zero, answers the next reset with this HTTP
-	// status and a Redfish error body; with ApplyFailedReset the reset
-	// takes effect all the same (a BMC that refuses what it just did).
-	FailNextReset    int
-	ApplyFailedReset bool
+	failNext int
+	applyBad bool
+}
+
+// FailNextReset answers the next reset with this HTTP status and a Redfish
+// error body; with applied the reset takes effect all the same (a BMC that
+// refuses what it just did). Zero clears it. Safe while the BMC serves.
+func (b *BMC) FailNextReset(status int, applied bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failNext, b.applyBad = status, applied
 }
 
 // NewBMC returns a BMC for the hardware p, with clock now and credentials.
@@ -157,7 +164,7 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"@odata.id": "/redfish/v1/Systems", "Members@odata.count": 1,
 			"Members": []map[string]string{{"@odata.id": sysPath}}})
 	case path == sysPath && r.Method == http.MethodGet:
-		writeJSON(w, b.system())
+		writeJSON(w, b.system(r.Context()))
 	case path == sysPath+"/ResetActionInfo":
 		writeJSON(w, map[string]any{"@odata.id": sysPath + "/ResetActionInfo", "Id": "ResetActionInfo",
 			"Parameters": []map[string]any{{"Name": "ResetType", "Required": true, "DataType": "String", "AllowableValues": b.allowable()}}})
@@ -218,33 +225,63 @@ func (b *BMC) allowable() []string {
 	return out
 }
 
-func (b *BMC) powerState() string {
+// powerState returns the PowerState to show, through the Power's reporting
+// model (stale, flapping, unknown as null, missing or Paused) and the
+// StateLag quirk. ok is false when PowerState is to be left out; a nil
+// value is shown as null.
+func (b *BMC) powerState(ctx context.Context) (v any, ok bool) {
 	if b.now().Before(b.lagUntil) {
-		return b.lagState
+		return b.lagState, true
 	}
+	rd, err := b.Power.Read(ctx)
+	if err != nil {
+		return nil, true
+	}
+	switch rd.State {
+	case power.StateOn:
+		return "On", true
+	case power.StateOff:
+		return "Off", true
+	case power.StateTransitioning:
+		if rd.Target == power.StateOff {
+			return "PoweringOff", true
+		}
+		return "PoweringOn", true
+	}
+	switch rd.Unknown {
+	case UnknownMissing:
+		return nil, false
+	case UnknownPaused:
+		return "Paused", true
+	}
+	return nil, true
+}
+
+// honestState is the PowerState string of the hardware's honest state, for
+// the emulator's own bookkeeping (never shown to clients as a read).
+func (b *BMC) honestState() string {
 	switch b.Power.Current() {
 	case power.StateOn:
 		return "On"
 	case power.StateOff:
 		return "Off"
-	case power.StateTransitioning:
-		if b.Power.pendingTarget() == power.StateOff {
-			return "PoweringOff"
-		}
-		return "PoweringOn"
 	}
-	return ""
+	return "PoweringOn"
 }
 
-func (b *BMC) system() map[string]any {
+func (b *BMC) system(ctx context.Context) map[string]any {
 	reset := map[string]any{"target": sysPath + "/Actions/ComputerSystem.Reset"}
 	if b.Quirks.ActionInfo {
 		reset["@Redfish.ActionInfo"] = sysPath + "/ResetActionInfo"
 	} else {
 		reset["ResetType@Redfish.AllowableValues"] = b.allowable()
 	}
-	return map[string]any{"@odata.id": sysPath, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "1",
-		"Name": "Simulated server", "PowerState": b.powerState(), "Actions": map[string]any{"#ComputerSystem.Reset": reset}}
+	sys := map[string]any{"@odata.id": sysPath, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "1",
+		"Name": "Simulated server", "Actions": map[string]any{"#ComputerSystem.Reset": reset}}
+	if v, ok := b.powerState(ctx); ok {
+		sys["PowerState"] = v
+	}
+	return sys
 }
 
 func (b *BMC) reset(w http.ResponseWriter, r *http.Request) {
@@ -254,9 +291,9 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.resets = append(b.resets, body.ResetType)
-	failWith := b.FailNextReset
-	b.FailNextReset = 0
-	if failWith != 0 && !b.ApplyFailedReset {
+	failWith := b.failNext
+	b.failNext = 0
+	if failWith != 0 && !b.applyBad {
 		redfishError(w, failWith, "GeneralError", "injected failure")
 		return
 	}
@@ -284,7 +321,7 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request) {
 		redfishError(w, http.StatusConflict, "ResourceInUse", "server is not ready to power on")
 		return
 	}
-	old := b.powerState()
+	old := b.honestState()
 	ctx := r.Context()
 	var err error
 	switch rt {
@@ -296,7 +333,8 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request) {
 	case "on", "forceon":
 		err = b.Power.On(ctx)
 	case "pushpowerbutton":
-		if cur == power.StateOff {
+		// The button toggles the hardware, whatever anyone reports.
+		if !b.Power.HardwareOn() {
 			err = b.Power.On(ctx)
 		} else {
 			err = b.Power.Off(ctx, power.ModeSoft)

@@ -30,10 +30,19 @@ type Cluster struct {
 	nodes    map[string]remediation.Node
 	version  int
 	// BeforeNodeFence, if set, is called (without the lock) before a Node
-	// is deleted or tainted out-of-service, with its name.
+	// is deleted or tainted out-of-service, with its name. Set it before
+	// the cluster is in use.
 	BeforeNodeFence func(node string)
 	deleted         []string
+	between         interloper
 }
+
+// SetInterloper installs a second writer: f is called with the Machine's
+// name, without the lock, just before every SaveState is applied, and may
+// change the Machine (SetNeedsRemediation, AddMachine) as a health checker
+// or a second reconciler would between the read and the write; SaveState
+// then fails with ErrConflict. nil removes it. Safe while in use.
+func (c *Cluster) SetInterloper(f func(machine string)) { c.between.set(f) }
 
 // NewCluster returns an empty cluster.
 func NewCluster() *Cluster {
@@ -127,6 +136,7 @@ func (c *Cluster) List(context.Context) ([]remediation.MachineRecord, error) {
 
 // SaveState implements remediation.MachineStore.
 func (c *Cluster) SaveState(_ context.Context, name, version string, s remediation.State) error {
+	c.between.run(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec, ok := c.machines[name]

@@ -241,11 +241,25 @@ func (f *Fleet) Frozen() (bool, int) {
 // that every Get decodes what Put encoded. Not for production.
 type PlanStore struct {
 	mu   sync.Mutex
-	docs map[string][]byte
-	// FailPuts makes the next Puts fail (a crash before the write).
-	FailPuts int
+	docs     map[string][]byte
+	failPuts int
 	puts     int
+	between  interloper
 }
+
+// FailPuts makes the next n Puts fail (a crash before the write). Safe
+// while in use.
+func (s *PlanStore) FailPuts(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failPuts += n
+}
+
+// SetInterloper installs a second writer, called with the plan's UUID
+// without the store's lock just before every Put is applied (an operator's
+// run, stop or cancel between the executor's read and write). nil removes
+// it. Safe while in use.
+func (s *PlanStore) SetInterloper(f func(uuid string)) { s.between.set(f) }
 
 // NewPlanStore returns an empty store.
 func NewPlanStore() *PlanStore { return &PlanStore{docs: map[string][]byte{}} }
@@ -267,10 +281,11 @@ func (s *PlanStore) Get(_ context.Context, uuid string) (plan.Plan, error) {
 
 // Put implements plan.Store.
 func (s *PlanStore) Put(_ context.Context, p plan.Plan) error {
+	s.between.run(p.UUID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.FailPuts > 0 {
-		s.FailPuts--
+	if s.failPuts > 0 {
+		s.failPuts--
 		return errors.New("fake: injected store failure")
 	}
 	d, err := plan.Encode(p)

@@ -23,7 +23,15 @@ type RebootHosts struct {
 	version   int
 	conflicts int
 	updates   int
+	between   interloper
 }
+
+// SetInterloper installs a second writer: f is called with the host's name,
+// without the store's lock, just before every Update is applied, and may
+// change the host (with Mutate) as an operator or a second reconciler would
+// between the component's read and its write. The Update then fails with
+// ErrConflict if f changed the host. nil removes it. Safe while in use.
+func (s *RebootHosts) SetInterloper(f func(name string)) { s.between.set(f) }
 
 // NewRebootHosts returns a store holding copies of hosts (versions are
 // assigned).
@@ -64,6 +72,7 @@ func (s *RebootHosts) Get(_ context.Context, name string) (reboot.Host, error) {
 
 // Update writes annotations and status if h.Version is current.
 func (s *RebootHosts) Update(_ context.Context, h reboot.Host) (reboot.Host, error) {
+	s.between.run(h.Name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.hosts[h.Name]

@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -124,6 +125,77 @@ type PowerConfig struct {
 	// queued with FailNext) and may inject a fault. It is called with the
 	// lock held and must not call back into the Power.
 	Faults func(c Call) Fault
+	// Report says how State reports the power: the zero value reports
+	// honestly (Transitioning while a change is under way). See Report.
+	Report Report
+}
+
+// Report configures the lies a Power tells through State, separately from
+// what its hardware does (the ground truth, see Truth, WasOnAt, OffAt,
+// WasOffDuring). Real BMCs lie in these ways; the modes combine.
+type Report struct {
+	// Stale makes State report the power as it was up to Stale ago, as
+	// sushy-tools (a reset applied 1 to 11 s later, the old state reported
+	// meanwhile) and iDRAC do after a reset. Within Stale after a change a
+	// read reports the state from before it. Zero: no staleness.
+	Stale time.Duration
+	// Flap makes the age of every read random in [0, Stale] instead of
+	// Stale, so that reads flap between the old and the new state.
+	Flap bool
+	// NoTransitioning never reports StateTransitioning: while a change is
+	// under way the state from before it is reported (most BMCs never say
+	// PoweringOn or PoweringOff).
+	NoTransitioning bool
+	// Unknown is the probability (0 to 1) that a read reports
+	// StateUnknown without an error: PowerState null, missing or Paused.
+	// UnknownAs chooses which (see UnknownKind) for BMC emulators.
+	Unknown float64
+	// Seed seeds the random choices of Flap and Unknown, so that a run
+	// repeats exactly.
+	Seed uint64
+}
+
+// UnknownKind is how a BMC shows a state it cannot tell.
+type UnknownKind int
+
+const (
+	// UnknownNull is PowerState: null.
+	UnknownNull UnknownKind = iota
+	// UnknownMissing leaves PowerState out.
+	UnknownMissing
+	// UnknownPaused is PowerState: "Paused".
+	UnknownPaused
+)
+
+// Cause says why the hardware's power changed.
+type Cause int
+
+const (
+	// CauseCommand: a command sent through On or Off.
+	CauseCommand Cause = iota
+	// CauseOutOfBand: ForceState, OutOfBandOn or OutOfBandOff: a person
+	// pressing the button, the BMC's power-restore policy, a crash.
+	CauseOutOfBand
+)
+
+// String returns "command" or "out-of-band".
+func (c Cause) String() string {
+	if c == CauseOutOfBand {
+		return "out-of-band"
+	}
+	return "command"
+}
+
+// TruthChange is one change of the hardware's real power: from At on, the
+// hardware is On (running) or not.
+//
+// The ground truth is conservative for fencing: the hardware counts as
+// running from the instant a power-on starts until the instant a power-off
+// completes, so "off at t" always means nothing could run at t.
+type TruthChange struct {
+	At    time.Time
+	On    bool
+	Cause Cause
 }
 
 type pending struct {
@@ -153,6 +225,10 @@ type Power struct {
 	trans   []Transition
 	shown   power.State // last state recorded in trans (or initial)
 	initial power.State
+	truth   []TruthChange
+	on      bool // the hardware's real state (last of truth, or initial)
+	rnd     *rand.Rand
+	lastUnk UnknownKind
 }
 
 // NewPower returns a simulated power controller that reads time from now
@@ -162,7 +238,9 @@ func NewPower(now func() time.Time, cfg PowerConfig) *Power {
 	if initial != power.StateOff {
 		initial = power.StateOn
 	}
-	return &Power{now: now, cfg: cfg, settled: initial, shown: initial, initial: initial, queue: map[Op][]Fault{}}
+	return &Power{now: now, cfg: cfg, settled: initial, shown: initial, initial: initial,
+		on: initial == power.StateOn, queue: map[Op][]Fault{},
+		rnd: rand.New(rand.NewPCG(cfg.Report.Seed, 0x5eed))}
 }
 
 // FailNext queues a one-shot fault for the next call of op. Queued faults
@@ -174,17 +252,36 @@ func (p *Power) FailNext(op Op, f Fault) {
 }
 
 // SetConfig replaces the configuration (Initial is ignored). A change
-// already scheduled keeps its timing.
+// already scheduled keeps its timing; the random source is kept unless
+// the seed changes.
 func (p *Power) SetConfig(cfg PowerConfig) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if cfg.Report.Seed != p.cfg.Report.Seed {
+		p.rnd = rand.New(rand.NewPCG(cfg.Report.Seed, 0x5eed))
+	}
 	p.cfg = cfg
+}
+
+// SetReport replaces how the state is reported (see Report), leaving the
+// rest of the configuration alone: the world "starts to behave" in a
+// liveness phase with SetReport(Report{}).
+func (p *Power) SetReport(r Report) {
+	p.mu.Lock()
+	cfg := p.cfg
+	p.mu.Unlock()
+	cfg.Report = r
+	p.SetConfig(cfg)
 }
 
 // ForceState sets the state at once, bypassing every command and fault:
 // someone pressed the power button, or the server crashed. Any scheduled
-// change is dropped.
+// change is dropped. StateOn and StateOff change the hardware (an
+// out-of-band event in the ground truth); other states are ignored.
 func (p *Power) ForceState(s power.State) {
+	if s != power.StateOn && s != power.StateOff {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -192,7 +289,17 @@ func (p *Power) ForceState(s power.State) {
 	p.pend = nil
 	p.settled = s
 	p.record(now, s)
+	p.setTruth(now, s == power.StateOn, CauseOutOfBand)
 }
+
+// OutOfBandOn powers the hardware on at once, as a person at the console
+// or a power-restore policy after a power loss does. Same as
+// ForceState(power.StateOn).
+func (p *Power) OutOfBandOn() { p.ForceState(power.StateOn) }
+
+// OutOfBandOff cuts the power at once (a crash, a pulled cable). Same as
+// ForceState(power.StateOff).
+func (p *Power) OutOfBandOff() { p.ForceState(power.StateOff) }
 
 // State reports the current state.
 func (p *Power) State(ctx context.Context) (power.State, error) {
@@ -205,8 +312,99 @@ func (p *Power) State(ctx context.Context) (power.State, error) {
 	if f := p.fault(c); f.Kind != FaultNone {
 		return p.end(c, p.faultErr(c, f))
 	}
-	c.Reported = p.current()
+	c.Reported, p.lastUnk = p.reported(c.At)
 	return p.end(c, nil)
+}
+
+// Reading is what an emulator shows for one read of a Power (see Read).
+type Reading struct {
+	// State is the reported state, with the configured lies.
+	State power.State
+	// Unknown says how an unknown State shows (null, missing or Paused).
+	Unknown UnknownKind
+	// Target is where a change under way leads, when State is
+	// StateTransitioning (PoweringOn or PoweringOff).
+	Target power.State
+}
+
+// Read is State for protocol emulators (fake.BMC, an IPMI BMC): the same
+// reported state, lies, faults and call record, plus how to show it.
+func (p *Power) Read(ctx context.Context) (Reading, error) {
+	st, err := p.State(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rd := Reading{State: st, Unknown: p.lastUnk, Target: power.StateUnknown}
+	if st == power.StateTransitioning {
+		rd.Target = power.StateOn
+		if p.pend != nil && p.pend.target == power.StateOff || p.pend == nil && p.settled == power.StateOn {
+			rd.Target = power.StateOff
+		}
+	}
+	return rd, err
+}
+
+// HardwareOn reports whether the hardware runs now (ground truth), which
+// is what a physical power button toggles.
+func (p *Power) HardwareOn() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(p.now())
+	return p.on
+}
+
+// reported returns what a read at now reports, with the configured lies.
+func (p *Power) reported(now time.Time) (power.State, UnknownKind) {
+	r := p.cfg.Report
+	if r.Unknown > 0 && p.rnd.Float64() < r.Unknown {
+		return power.StateUnknown, UnknownKind(p.rnd.IntN(3))
+	}
+	var age time.Duration
+	if r.Stale > 0 {
+		age = r.Stale
+		if r.Flap {
+			age = time.Duration(p.rnd.Int64N(int64(r.Stale) + 1))
+		}
+	}
+	if age == 0 {
+		// The present, also when the Power's clock went backwards.
+		s := p.current()
+		if s == power.StateTransitioning && r.NoTransitioning {
+			s = p.settled // a change under way is not complete: the old state
+		}
+		return s, UnknownNull
+	}
+	at := now.Add(-age)
+	s := p.shownAt(at)
+	if s == power.StateTransitioning && r.NoTransitioning {
+		s = p.settledBefore(at)
+	}
+	return s, UnknownNull
+}
+
+// shownAt returns the honest reported state at t (from the recorded
+// transitions; before the first one, the initial state).
+func (p *Power) shownAt(t time.Time) power.State {
+	s := p.initial
+	for i := len(p.trans) - 1; i >= 0; i-- {
+		if !p.trans[i].At.After(t) {
+			return p.trans[i].To
+		}
+	}
+	return s
+}
+
+// settledBefore returns the last on/off state shown at or before t.
+func (p *Power) settledBefore(t time.Time) power.State {
+	for i := len(p.trans) - 1; i >= 0; i-- {
+		tr := p.trans[i]
+		if tr.At.After(t) {
+			continue
+		}
+		if tr.To == power.StateOn || tr.To == power.StateOff {
+			return tr.To
+		}
+	}
+	return p.initial
 }
 
 // On powers the server on.
@@ -274,8 +472,9 @@ func (p *Power) Transitions() []Transition {
 	return append([]Transition(nil), p.trans...)
 }
 
-// Current returns the state the server is in now, without recording a call
-// and without faults: what a test sees, not what a controller sees.
+// Current returns the state the server is in now, honestly (Transitioning
+// while a change is under way), without recording a call and without
+// faults or lies: what a test sees, not what a controller sees.
 func (p *Power) Current() power.State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -388,11 +587,107 @@ func (p *Power) settle(now time.Time) {
 		pd.shown = true
 		p.record(pd.start, power.StateTransitioning)
 	}
+	if pd.target == power.StateOn && !now.Before(pd.start) {
+		p.setTruth(pd.start, true, CauseCommand) // running from the start of power-on
+	}
 	if !now.Before(pd.at) {
 		p.pend = nil
 		p.settled = pd.target
 		p.record(pd.at, pd.target)
+		if pd.target == power.StateOff {
+			p.setTruth(pd.at, false, CauseCommand) // off once the power-off is complete
+		}
 	}
+}
+
+func (p *Power) setTruth(at time.Time, on bool, cause Cause) {
+	if on == p.on {
+		return
+	}
+	p.on = on
+	p.truth = append(p.truth, TruthChange{At: at, On: on, Cause: cause})
+}
+
+// Truth returns the ground truth: every change of the hardware's real
+// power so far, in order (after settling what the clock has made due).
+func (p *Power) Truth() []TruthChange {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(p.now())
+	return append([]TruthChange(nil), p.truth...)
+}
+
+// onAt reports whether the hardware ran at t (ground truth). Changes at t
+// count: a power-on starting at t runs at t; a power-off completing at t
+// is off at t.
+func (p *Power) onAt(t time.Time) bool {
+	for i := len(p.truth) - 1; i >= 0; i-- {
+		if !p.truth[i].At.After(t) {
+			return p.truth[i].On
+		}
+	}
+	return p.initial == power.StateOn
+}
+
+// WasOnAt reports whether the hardware was running at instant t (ground
+// truth, on the time line of the Power's clock). t must not be later than
+// the clock's time.
+func (p *Power) WasOnAt(t time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(p.now())
+	return p.onAt(t)
+}
+
+// WasOffDuring reports whether the hardware was off at some instant of
+// [a, b] (ground truth): the fencing question "have all processes that ran
+// at a stopped by b?".
+func (p *Power) WasOffDuring(a, b time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(p.now())
+	if b.Before(a) {
+		return false
+	}
+	if !p.onAt(a) {
+		return true
+	}
+	for _, tc := range p.truth {
+		if !tc.On && tc.At.After(a) && !tc.At.After(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// OffThroughout reports whether the hardware was off at every instant of
+// [a, b] (ground truth).
+func (p *Power) OffThroughout(a, b time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(p.now())
+	if b.Before(a) || p.onAt(a) {
+		return false
+	}
+	for _, tc := range p.truth {
+		if tc.On && tc.At.After(a) && !tc.At.After(b) {
+			return false
+		}
+	}
+	return true
+}
+
+// OutOfBandEvents returns the instants of out-of-band power changes.
+func (p *Power) OutOfBandEvents() []TruthChange {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []TruthChange
+	for _, tc := range p.truth {
+		if tc.Cause == CauseOutOfBand {
+			out = append(out, tc)
+		}
+	}
+	return out
 }
 
 func (p *Power) current() power.State {
@@ -408,15 +703,4 @@ func (p *Power) record(at time.Time, s power.State) {
 	}
 	p.trans = append(p.trans, Transition{At: at, From: p.shown, To: s})
 	p.shown = s
-}
-
-// pendingTarget returns the state a change under way leads to
-// (StateUnknown if none).
-func (p *Power) pendingTarget() power.State {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.pend == nil {
-		return power.StateUnknown
-	}
-	return p.pend.target
 }

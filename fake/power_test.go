@@ -3,6 +3,7 @@ package fake_test
 import (
 	"context"
 	"errors"
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 	"testing"
 	"time"
 
@@ -126,7 +127,7 @@ func TestPowerFaults(t *testing.T) {
 //   - once the clock has moved past lag and soft delay, the server is in
 //     the state the last effective command asked for.
 func TestPowerProperties(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
 		clk := fake.NewClock(time.Time{})
 		cfg := fake.PowerConfig{
 			Initial:    rapid.SampledFrom([]power.State{power.StateOn, power.StateOff}).Draw(t, "initial"),

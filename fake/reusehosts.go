@@ -21,7 +21,14 @@ type ReuseHosts struct {
 	hosts   map[string]nodereuse.Host
 	version int
 	claims  map[string][]string // host -> consumers that claimed it, in order
+	between interloper
 }
+
+// SetInterloper installs a second writer: f is called with the host's name,
+// without the lock, just before every Claim or SetLabel is applied, and may
+// change the host (Update) as another controller would; the write then
+// fails with ErrConflict. nil removes it. Safe while in use.
+func (s *ReuseHosts) SetInterloper(f func(name string)) { s.between.set(f) }
 
 // NewReuseHosts returns a store holding copies of hosts.
 func NewReuseHosts(hosts ...nodereuse.Host) *ReuseHosts {
@@ -54,6 +61,7 @@ func (s *ReuseHosts) List(context.Context) ([]nodereuse.Host, error) {
 
 // Claim implements nodereuse.HostStore.
 func (s *ReuseHosts) Claim(_ context.Context, name, version, consumer string, removeLabel bool) error {
+	s.between.run(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, ok := s.hosts[name]
@@ -72,6 +80,7 @@ func (s *ReuseHosts) Claim(_ context.Context, name, version, consumer string, re
 
 // SetLabel implements nodereuse.HostStore.
 func (s *ReuseHosts) SetLabel(_ context.Context, name, version, value string) error {
+	s.between.run(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, ok := s.hosts[name]

@@ -3,6 +3,7 @@ package nodereuse_test
 import (
 	"context"
 	"fmt"
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 	"maps"
 	"slices"
 	"testing"
@@ -92,7 +93,7 @@ func category(h nodereuse.Host, req nodereuse.Request) string {
 // input gives the same answer; the input is not modified; SelectN never
 // hands out a host twice and starts with what Select picks.
 func TestSelectProperties(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
 		hosts := genHosts(t)
 		req := genRequest(t, hosts)
 		orig := make([]nodereuse.Host, len(hosts))
@@ -174,7 +175,7 @@ func TestSelectProperties(t *testing.T) {
 // No host is ever claimed by two machines, no machine gets two hosts, and
 // no machine takes another pool's host.
 func TestConcurrentClaims(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
 		hosts := genHosts(t)
 		store := fake.NewReuseHosts(hosts...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func genFleet(t *rapid.T) ([]fake.FleetServer, string) {
 //     while the plan is stopped, canceled or over its failure budget;
 //   - the plan is never complete while a reboot is pending or failed.
 func TestPlanStateMachine(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
 		fs, primary := genFleet(t)
 		o := opts()
 		o.Concurrency = plan.Count(rapid.IntRange(1, 4).Draw(t, "concurrency"))
@@ -110,7 +111,7 @@ func TestPlanStateMachine(t *testing.T) {
 					}
 				}
 			case 5:
-				w.store.FailPuts = 1
+				w.store.FailPuts(1)
 			default:
 				w.clk.Advance(time.Duration(rapid.IntRange(1, 120).Draw(t, "dt")) * time.Second)
 			}
@@ -182,7 +183,7 @@ func checkPlan(t *rapid.T, w *world, before, p, prev plan.Plan) {
 // executor that never dies: same end state, same outcome for every server,
 // one job per server.
 func TestCrashedExecutorResumesToSamePlan(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
 		fs, primary := genFleet(t)
 		o := opts()
 		o.Concurrency = plan.Count(rapid.IntRange(1, 4).Draw(t, "concurrency"))

@@ -3,6 +3,7 @@ package reboot_test
 import (
 	"context"
 	"errors"
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func (rq request) satisfied(offs int) bool { return rq.offThen || offs > rq.offI
 // backwards). After every step it checks the safety invariants; at the end,
 // with faults stopped and clients cooperating, it checks liveness.
 func TestRebootStateMachine(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
 		clk := fake.NewClock(time.Time{})
 		high := clk.Now()

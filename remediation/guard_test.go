@@ -2,6 +2,7 @@ package remediation_test
 
 import (
 	"fmt"
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 	"testing"
 
 	"github.com/rebootkit/rebootkit/remediation"
@@ -61,7 +62,7 @@ func TestMayStart(t *testing.T) {
 // TestMayStartNeverExceeds: starting remediations one by one through the
 // guard never puts more machines in flight than the limit allows.
 func TestMayStartNeverExceeds(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(1, 40).Draw(t, "n")
 		fleet := make([]remediation.FleetMachine, n)
 		for i := range fleet {

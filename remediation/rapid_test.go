@@ -2,6 +2,7 @@ package remediation_test
 
 import (
 	"fmt"
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // and at the end, with failures stopped: every remediation finished or
 // failed, no host is left off, no reboot annotation is left.
 func TestPhasedStateMachine(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(2, 6).Draw(t, "machines")
 		cfg := remediation.Config{
 			Timeout:      time.Duration(rapid.IntRange(2, 12).Draw(t, "timeoutMin")) * time.Minute,

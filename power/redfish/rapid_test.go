@@ -1,6 +1,7 @@
 package redfish_test
 
 import (
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // and checks after every step that the state the adapter reports is the
 // emulator's, and that every error is classified.
 func TestAdapterMatchesEmulator(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
 		q := fake.BMCQuirks{
 			NoGraceful:             rapid.Bool().Draw(t, "noGraceful"),
 			Lowercase:              rapid.Bool().Draw(t, "lowercase"),
@@ -38,8 +39,8 @@ func TestAdapterMatchesEmulator(t *testing.T) {
 			case 3:
 				r.clk.Advance(time.Duration(rapid.IntRange(1, 30).Draw(t, "dt")) * time.Second)
 			case 4:
-				r.bmc.FailNextReset = rapid.SampledFrom([]int{400, 405, 409, 500, 501, 503}).Draw(t, "status")
-				r.bmc.ApplyFailedReset = rapid.Bool().Draw(t, "applied")
+				r.bmc.FailNextReset(rapid.SampledFrom([]int{400, 405, 409, 500, 501, 503}).Draw(t, "status"),
+					rapid.Bool().Draw(t, "applied"))
 			case 5:
 				_, err = c.State(ctx)
 			}

@@ -111,7 +111,7 @@ func TestErrorClasses(t *testing.T) {
 	for _, tt := range tests {
 		r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
 		c := r.connect(t)
-		r.bmc.FailNextReset = tt.status
+		r.bmc.FailNextReset(tt.status, false)
 		err := c.Off(ctx, power.ModeHard)
 		assert.ErrorIs(t, err, tt.want, "status %d", tt.status)
 		var pe *power.Error
@@ -137,11 +137,11 @@ func TestConflictThatReachedTargetIsSuccess(t *testing.T) {
 		r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
 		c := r.connect(t)
 		// Refused, and nothing happened: an error.
-		r.bmc.FailNextReset = status
+		r.bmc.FailNextReset(status, false)
 		assert.Error(t, c.Off(ctx, power.ModeHard))
 		assert.Equal(t, power.StateOn, r.hw.Current())
 		// Refused, but the server went off: the re-read makes it success.
-		r.bmc.FailNextReset, r.bmc.ApplyFailedReset = status, true
+		r.bmc.FailNextReset(status, true)
 		require.NoError(t, c.Off(ctx, power.ModeHard), "status %d", status)
 		assert.Equal(t, power.StateOff, r.hw.Current())
 	}

@@ -1,0 +1,59 @@
+package rapidcheck
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// TestStaleFailFileFails shows that a failure file that no longer fits the
+// test's draws is reported, where plain rapid.Check only logs it.
+func TestStaleFailFileFails(t *testing.T) {
+	dir := t.TempDir()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = os.Chdir(wd) }()
+
+	// A failure file for the inner test holding one value, where the
+	// property now draws many: rapid calls it "no longer valid".
+	name := t.Name() + "/inner"
+	path := filepath.Join("testdata", "rapid", kindaSafe(name))
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(path, kindaSafe(name)+"-1-1.fail")
+	content := "# [" + name + "] [rapid] draw x: 5\n#\nv0.4.8#1\n0x5\n"
+	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var w *tb
+	t.Run("inner", func(t *testing.T) {
+		w = &tb{T: t}
+		rapid.Check(w, func(rt *rapid.T) {
+			rapid.SliceOfN(rapid.Int(), 20, 20).Draw(rt, "xs")
+		})
+	})
+	if len(w.stale) == 0 {
+		t.Fatalf("the wrapper did not notice a failure file rapid could not replay")
+	}
+}
+
+func kindaSafe(s string) string {
+	out := []rune{}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			out = append(out, r)
+		default:
+			out = append(out, '_')
+		}
+	}
+	return string(out)
+}
