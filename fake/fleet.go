@@ -240,7 +240,7 @@ func (f *Fleet) Frozen() (bool, int) {
 // PlanStore is an in-memory plan.Store that keeps encoded documents, so
 // that every Get decodes what Put encoded. Not for production.
 type PlanStore struct {
-	mu   sync.Mutex
+	mu       sync.Mutex
 	docs     map[string][]byte
 	failPuts int
 	puts     int
