@@ -25,8 +25,10 @@ const (
 // that names the annotation key.
 var (
 	// ErrInvalidKey: the suffix of reboot.metal3.io/{key} is not a valid
-	// Kubernetes annotation name segment. The request still holds the host
-	// (a fencing client meant it); its owner must remove it.
+	// Kubernetes annotation name segment (empty included). The annotation
+	// is ignored: it neither reboots nor holds the host, because no client
+	// key can be told from it and no Policy can judge it. Its writer must
+	// remove it and use a valid key.
 	ErrInvalidKey = errors.New("invalid reboot annotation key")
 	// ErrInvalidValue: the value is neither empty nor a JSON object. The
 	// request counts as a soft reboot.
@@ -61,7 +63,7 @@ type Request struct {
 	// Name is the full annotation key, e.g. "reboot.metal3.io/fencing".
 	Name string
 	// Key is the client's key: the part after "reboot.metal3.io/", "" for
-	// the bare annotation (and for the invalid key "reboot.metal3.io/").
+	// the bare annotation.
 	Key string
 	// Value is the annotation's value exactly as found; it is never
 	// rewritten.
@@ -124,10 +126,11 @@ func Validate(key, value string) error {
 }
 
 // ParseAnnotations reads every reboot request from a host's annotations,
-// sorted by annotation name (the bare annotation first), and the problems found. Bad
-// values count as soft requests; keys the policy refuses are left out;
-// invalid keys are kept (they hold the host until removed). The map is not
-// modified.
+// sorted by annotation name (the bare annotation first), and the problems
+// found. Bad values count as soft requests; keys the policy refuses and
+// invalid keys (reboot.metal3.io/ with an empty or malformed key) are left
+// out with a warning that says why: they never reboot nor hold the host.
+// The map is not modified.
 func ParseAnnotations(annotations map[string]string, p Policy) ([]Request, []error) {
 	var reqs []Request
 	var warns []error
@@ -135,10 +138,12 @@ func ParseAnnotations(annotations map[string]string, p Policy) ([]Request, []err
 		if !IsRebootAnnotation(k) {
 			continue
 		}
-		key := strings.TrimPrefix(strings.TrimPrefix(k, Annotation), "/")
+		key := ""
 		if k != Annotation {
+			key = k[len(AnnotationPrefix):]
 			if err := validSegment(key); err != nil {
-				warns = append(warns, &AnnotationError{Key: k, Err: err})
+				warns = append(warns, &AnnotationError{Key: k, Err: fmt.Errorf("%w; ignored: it does not reboot or hold the host", err)})
+				continue
 			}
 		}
 		if p.Allowed != nil && !p.Allowed(key) {

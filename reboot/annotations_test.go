@@ -33,7 +33,9 @@ func TestSeedExamples(t *testing.T) {
 			[]reboot.Request{{Name: "reboot.metal3.io", Key: "", Value: "{'mode':'hard'}", Mode: power.ModeSoft}}, []error{reboot.ErrInvalidValue}},
 		{"bare hard, as JSON", "reboot.metal3.io", `{"mode":"hard"}`,
 			[]reboot.Request{{Name: "reboot.metal3.io", Key: "", Value: `{"mode":"hard"}`, Mode: power.ModeHard}}, nil},
-		{"keyed, soft", "reboot.metal3.io/{key}", "", []reboot.Request{{Name: "reboot.metal3.io/{key}", Key: "{key}", Mode: power.ModeSoft}}, []error{reboot.ErrInvalidKey}},
+		// The seed's placeholder is not a valid key: reported and ignored
+		// (an invalid key never holds a host).
+		{"keyed, soft, the seed's placeholder", "reboot.metal3.io/{key}", "", nil, []error{reboot.ErrInvalidKey}},
 		{"keyed, soft, real key", "reboot.metal3.io/remediation", "", []reboot.Request{{Name: "reboot.metal3.io/remediation", Key: "remediation", Mode: power.ModeSoft}}, nil},
 		{"keyed hard, as the seed writes it", "reboot.metal3.io/remediation", "{'mode':'hard'}",
 			[]reboot.Request{{Name: "reboot.metal3.io/remediation", Key: "remediation", Value: "{'mode':'hard'}", Mode: power.ModeSoft}}, []error{reboot.ErrInvalidValue}},
@@ -122,24 +124,30 @@ func TestPolicy(t *testing.T) {
 
 func TestFencedTies(t *testing.T) {
 	t0 := fake.Epoch
-	st := reboot.Status{LastPoweredOn: t0.Add(10 * time.Second), LastPoweredOff: t0.Add(5 * time.Second)}
+	now := t0.Add(time.Minute)
+	st := reboot.Status{LastPoweredOn: t0.Add(-10 * time.Second), LastPoweredOff: t0.Add(5 * time.Second)}
 	tests := []struct {
 		at   time.Duration
 		want bool
 	}{
 		{0, true},
-		{5 * time.Second, true},                        // off observed at T: fenced
-		{5*time.Second + time.Millisecond, true},       // before lastPoweredOn
-		{10*time.Second - time.Millisecond, true},      // still before
-		{10 * time.Second, false},                      // lastPoweredOn equal to T: not fenced
-		{10*time.Second + 500*time.Millisecond, false}, // after power-on
+		{5 * time.Second, true},                       // off evidence at T: fenced
+		{5*time.Second - time.Nanosecond, true},       // just before the evidence
+		{5*time.Second + time.Nanosecond, false},      // after the evidence: not vouched for
+		{10*time.Second + 500*time.Millisecond, false}, // later still
 	}
 	for i, tt := range tests {
-		if got := st.Fenced(t0.Add(tt.at)); got != tt.want {
+		if got := st.Fenced(t0.Add(tt.at), now); got != tt.want {
 			t.Errorf("step %d: Fenced(+%v) = %v, want %v", i, tt.at, got, tt.want)
 		}
 	}
-	assert.False(t, reboot.Status{}.Fenced(t0), "nothing observed: not fenced")
+	assert.False(t, reboot.Status{}.Fenced(t0, now), "nothing observed: not fenced")
+	// Evidence the asker's clock has not reached is not vouched for.
+	assert.False(t, st.Fenced(t0, t0.Add(4*time.Second)), "evidence later than now")
+	// The processes that ran at t stopped, whatever happened since.
+	on := st
+	on.LastPoweredOn = t0.Add(6 * time.Second)
+	assert.True(t, on.Fenced(t0, now), "evidence before a later power-on still answers for t")
 }
 
 // TestDecidePure checks that Decide does not modify its input and gives
@@ -148,10 +156,12 @@ func TestDecidePure(t *testing.T) {
 	o := reboot.Observed{
 		Annotations: map[string]string{"reboot.metal3.io": "", "reboot.metal3.io/a": `{"mode":"hard"}`},
 		Online:      true,
-		Power:       power.StateOff,
-		Status: reboot.Status{PendingRebootSince: fake.Epoch, Seen: []string{"reboot.metal3.io", "reboot.metal3.io/a"},
-			LastRequestSeen: fake.Epoch},
+		Power:       power.StateOn,
+		QuietFor:    time.Hour,
 	}
+	o.Status = reboot.Decide(o, fake.Epoch).Status // the request seen at +0s
+	o.Power = power.StateOff
+	require.Len(t, o.Status.Seen, 2)
 	orig := o
 	origAnn := maps.Clone(o.Annotations)
 	origSeen := append([]string(nil), o.Status.Seen...)
@@ -164,5 +174,6 @@ func TestDecidePure(t *testing.T) {
 	assert.Equal(t, origSeen, o.Status.Seen)
 	assert.True(t, orig.Status.Equal(o.Status))
 	assert.Equal(t, []string{"reboot.metal3.io"}, a.RemoveAnnotations)
-	assert.Equal(t, []string{"reboot.metal3.io/a"}, a.Status.Seen)
+	require.Len(t, a.Status.Seen, 1, "the bare request leaves Seen with its annotation")
+	assert.Equal(t, origSeen[1], a.Status.Seen[0])
 }

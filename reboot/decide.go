@@ -1,8 +1,11 @@
 package reboot
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -10,36 +13,54 @@ import (
 
 // Status is the reboot part of a host's status, persisted by the caller.
 // Every timestamp is written from the controller's clock, truncated to
-// Config.Precision, and never moved backwards.
+// Config.Precision; a timestamp found later than the controller's clock (a
+// clock that ran ahead and was corrected) is repaired by the next decision,
+// with a warning.
 type Status struct {
-	// LastPoweredOn is the time the controller last powered the host on
-	// (the seed's lastPoweredOn). Processes that ran before it are stopped.
+	// LastPoweredOn is the time the controller last decided to power the
+	// host on (the seed's lastPoweredOn), written before the power-on is
+	// sent. A client's bare reboot is done when its annotation is gone and
+	// LastPoweredOn is later than its request.
 	LastPoweredOn time.Time
 	// PendingRebootSince is the time the controller first saw the current
 	// reboot request (the seed's pendingRebootSince). A reboot is pending
 	// while it is set and not before LastPoweredOn: a tie counts as pending,
 	// because power-on is only done once the clock has passed it.
 	PendingRebootSince time.Time
-	// LastPoweredOff is the first time the host was observed powered off
-	// since it was last powered on. Fenced uses it.
+	// LastPoweredOff is the fencing evidence: an instant (on the
+	// controller's clock) at which the hardware is known to have been off,
+	// from an Off reading that cannot be the echo of an earlier state (see
+	// the package doc). It is moved forward only while a reboot is pending
+	// and it does not yet cover the latest request (LastRequestSeen), so a
+	// host held off costs no write per pass. Fenced relies on it.
 	LastPoweredOff time.Time
 	// Mode is the power-off mode of the pending reboot. It only ever goes
 	// from soft to hard within one reboot.
 	Mode power.Mode
-	// Seen lists the request annotations seen in the last pass of the pending reboot, sorted, and LastRequestSeen is when a
-	// key not seen before last appeared. Power-on waits until the clock has
-	// passed LastRequestSeen, so that lastPoweredOn is later than every
-	// request it answers, even at one-second precision.
+	// Seen identifies the requests of the pending reboot seen in the last
+	// pass, sorted: the annotation name and a hash of its value (so that a
+	// request removed and written again with another value counts as new).
+	// LastRequestSeen is when a request not seen before last appeared. The
+	// fencing evidence must be later than it, and power-on waits until the
+	// clock has passed it, so that lastPoweredOn is later than every request
+	// it answers, even at one-second precision.
 	Seen            []string
 	LastRequestSeen time.Time
+	// OfflineSince is when the controller started powering the host off
+	// because Spec.Online is false, and OfflineMode the mode it uses: soft
+	// at first, hard after Config.SoftTimeout or a failed soft power-off.
+	// Persisted so that a restarted controller still falls back to hard.
+	OfflineSince time.Time
+	OfflineMode  power.Mode
 }
 
-// Equal reports whether s and o hold the same instants and mode.
+// Equal reports whether s and o hold the same instants, modes and requests.
 func (s Status) Equal(o Status) bool {
 	return s.LastPoweredOn.Equal(o.LastPoweredOn) &&
 		s.PendingRebootSince.Equal(o.PendingRebootSince) &&
 		s.LastPoweredOff.Equal(o.LastPoweredOff) && s.Mode == o.Mode &&
-		s.LastRequestSeen.Equal(o.LastRequestSeen) && slices.Equal(s.Seen, o.Seen)
+		s.LastRequestSeen.Equal(o.LastRequestSeen) && slices.Equal(s.Seen, o.Seen) &&
+		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode
 }
 
 // Pending reports whether a reboot is pending.
@@ -48,14 +69,34 @@ func (s Status) Pending() bool {
 }
 
 // Fenced answers the fencing question of the seed: are all processes that
-// ran on the host at time t guaranteed to have stopped? Yes iff the host was
-// observed powered off at or after t, or was powered on strictly after t.
-// Stored times are truncated (floored) to their precision, so the real event
-// happened at or after the stored time; a stored LastPoweredOn equal to t
-// does not count, because the power-on may have happened at t itself.
-func (s Status) Fenced(t time.Time) bool {
-	off := !s.LastPoweredOff.IsZero() && !s.LastPoweredOff.Before(t)
-	return off || s.LastPoweredOn.After(t)
+// ran on the host at time t guaranteed to have stopped? now is the asker's
+// clock, which must be the controller's clock (or agree with it).
+//
+// It is true iff the fencing evidence LastPoweredOff is at or after t and
+// not later than now (a timestamp the clock has not reached is not vouched
+// for: it was written by a clock that ran ahead). The evidence is the
+// floor of a time read before an Off reading, so a t after that reading
+// (and after a power-on that followed it) is always later than it. It stays
+// true after the host is powered on again: the processes that ran at t
+// stopped all the same.
+// Stored times are truncated (floored), so the real off instant is at or
+// after the stored one. For any t, at any precision, taken before the
+// client's request annotation was written, Fenced(t, now) becomes true
+// within one requeue (at most Config.Precision later) of the first pass
+// that reads the hardware off with evidence. The assumptions are those of
+// the package doc's Guarantees.
+func (s Status) Fenced(t, now time.Time) bool {
+	e := s.LastPoweredOff
+	return !e.IsZero() && !e.Before(t) && !e.After(now)
+}
+
+// Covers reports whether the fencing evidence covers every request seen in
+// the pending reboot: the hardware is known to have been off after the
+// controller first saw each of them. A fencing client can wait for this
+// instead of comparing times (Client.Fenced does both).
+func (s Status) Covers() bool {
+	return s.Pending() && !s.LastPoweredOff.IsZero() &&
+		s.LastPoweredOff.After(s.LastRequestSeen) && !s.LastPoweredOff.Before(s.PendingRebootSince)
 }
 
 // Action is the power action a decision asks for. The zero value is
@@ -153,6 +194,13 @@ type Observed struct {
 	// LastCall is the outcome of the applier's last power call for this
 	// host, if it remembers one.
 	LastCall Call
+	// QuietFor is how long, on a monotonic clock, this controller has not
+	// sent a power-on to this host before Power was read: the time since
+	// its last On call, or since the controller started if it sent none
+	// since. An Off reading counts as evidence only when QuietFor is at
+	// least Config.StaleReads (see the package doc). The zero value makes
+	// every Off reading "maybe stale": nothing is decided on it.
+	QuietFor time.Duration
 }
 
 // Config tunes decisions. The zero value is valid: every zero field takes
@@ -177,6 +225,12 @@ type Config struct {
 	// Policy says which keys may request (hard) reboots. The zero value
 	// allows all.
 	Policy Policy
+	// StaleReads bounds how long after a power-on command a BMC may still
+	// report the state from before it (sushy-tools up to 11 s, iDRAC some
+	// seconds). An Off reading within StaleReads of this controller's last
+	// power-on (Observed.QuietFor) is not evidence that the host is off.
+	// Default 30 s.
+	StaleReads time.Duration
 }
 
 // DefaultConfig returns the configuration Decide uses.
@@ -197,6 +251,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Precision <= 0 {
 		c.Precision = time.Second
+	}
+	if c.StaleReads <= 0 {
+		c.StaleReads = 30 * time.Second
 	}
 	return c
 }
@@ -239,14 +296,23 @@ type Decision struct {
 // Decide is DefaultConfig().Decide.
 func Decide(o Observed, now time.Time) Decision { return Config{}.Decide(o, now) }
 
+// ErrFutureTimestamp is the warning Decide gives when a stored timestamp
+// is later than the controller's clock: the clock ran ahead when it was
+// written and has been corrected since. Decide repairs it (see Status).
+var ErrFutureTimestamp = errors.New("reboot: stored timestamp later than the controller's clock")
+
 // Decide returns what to do for one host given what was observed and the
 // controller's current time. It is a pure function: same input, same output.
+// now must be read before the power state (see the package doc).
 func (c Config) Decide(o Observed, now time.Time) Decision {
 	c = c.withDefaults()
 	d := Decision{Status: o.Status}
 	d.Requests, d.Warnings = ParseAnnotations(o.Annotations, c.Policy)
 	p := now.Truncate(c.Precision)
 	st := &d.Status
+	if w := repair(st, p); w != nil {
+		d.Warnings = append(d.Warnings, w)
+	}
 
 	if o.Deprovisioned {
 		return c.deprovision(o, d)
@@ -269,37 +335,126 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 		st.Seen, st.LastRequestSeen = nil, time.Time{}
 	}
 	if st.Pending() {
-		seen := make([]string, 0, len(d.Requests))
-		for _, r := range d.Requests {
-			seen = append(seen, r.Name)
-			if !slices.Contains(st.Seen, r.Name) {
-				st.LastRequestSeen = maxTime(p, st.PendingRebootSince)
-			}
-		}
-		if !slices.Equal(seen, st.Seen) {
-			st.Seen = seen
-		}
+		c.see(d.Requests, p, st)
 	}
-	if o.Power == power.StateOff {
-		// Record the first off observation since the last power-on (and
-		// since the pending request): observed now, with the request
-		// visible, it satisfies the request. The time is clamped so that
-		// it never precedes what it follows, even after a clock jump.
-		floor := st.LastPoweredOn
-		if st.Pending() {
-			floor = maxTime(floor, st.PendingRebootSince)
-		}
-		if st.LastPoweredOff.IsZero() || st.LastPoweredOff.Before(floor) {
-			st.LastPoweredOff = maxTime(p, floor)
+	// An Off reading is evidence only if it cannot echo the state from
+	// before this controller's last power-on (see the package doc).
+	fresh := o.Power == power.StateOff && o.QuietFor >= c.StaleReads
+	if st.Pending() && fresh {
+		// Move the evidence forward only while it does not cover the
+		// latest request, so that a long hold costs no write per pass.
+		// (At most two writes per new request: one at once, which covers
+		// the earlier requests, and one a second later, which covers it.)
+		if need := st.LastRequestSeen.Add(c.Precision); st.LastPoweredOff.Before(need) && p.After(st.LastPoweredOff) {
+			st.LastPoweredOff = maxTime(p, st.LastPoweredOn)
 		}
 	}
 	if st.Pending() {
-		c.pending(o, now, p, hasBare, hasKeyed, wantHard, &d)
+		c.pending(o, now, p, fresh, hasBare, hasKeyed, wantHard, &d)
 	} else {
-		c.idle(o, now, p, &d)
+		c.idle(o, now, p, fresh, &d)
 	}
-	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
+	d.UpdateStatus = d.UpdateStatus || !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
 	return d
+}
+
+// see records the requests of the pending reboot: a request not seen in
+// the last pass moves LastRequestSeen to now. Both lists are sorted by
+// name, so one merge suffices, and nothing is allocated unless they differ.
+func (c Config) see(reqs []Request, p time.Time, st *Status) {
+	found, j := 0, 0
+	for _, r := range reqs {
+		h := valueHash(r.Value)
+		for j < len(st.Seen) && idName(st.Seen[j]) < r.Name {
+			j++
+		}
+		if j < len(st.Seen) && idIs(st.Seen[j], r.Name, h) {
+			found++
+			j++
+			continue
+		}
+		st.LastRequestSeen = maxTime(p, st.PendingRebootSince)
+	}
+	if found == len(reqs) && len(reqs) == len(st.Seen) {
+		return
+	}
+	seen := make([]string, len(reqs))
+	for i, r := range reqs {
+		seen[i] = seenID(r.Name, r.Value)
+	}
+	slices.Sort(seen)
+	st.Seen = seen
+}
+
+// seenID identifies a request in Status.Seen: its annotation name, '#',
+// and the FNV-1a hash of its value in hex. Valid names hold no '#', and
+// '#' sorts before every character they may hold, so IDs sort as names do.
+func seenID(name, value string) string {
+	return name + "#" + strconv.FormatUint(uint64(valueHash(value)), 16)
+}
+
+func valueHash(v string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(v); i++ {
+		h ^= uint32(v[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// idName returns the name part of a Seen ID.
+func idName(id string) string {
+	if i := strings.IndexByte(id, '#'); i >= 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// idIs reports whether id is seenID(name, value) for a value of hash h,
+// without allocating.
+func idIs(id, name string, h uint32) bool {
+	if len(id) <= len(name) || id[:len(name)] != name || id[len(name)] != '#' {
+		return false
+	}
+	v, err := strconv.ParseUint(id[len(name)+1:], 16, 32)
+	return err == nil && uint32(v) == h
+}
+
+// seenIndex finds the request (name, value) in a Seen list.
+func seenIndex(seen []string, name, value string) (int, bool) {
+	h := valueHash(value)
+	for i, id := range seen {
+		if idIs(id, name, h) {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+// repair clamps timestamps later than p (the clock ran ahead and was
+// corrected) to p and says so.
+func repair(st *Status, p time.Time) error {
+	var fixed []string
+	clamp := func(name string, t *time.Time) {
+		if t.After(p) {
+			fixed = append(fixed, name+"="+t.Format(time.RFC3339))
+			*t = p
+		}
+	}
+	clamp("lastPoweredOn", &st.LastPoweredOn)
+	clamp("pendingRebootSince", &st.PendingRebootSince)
+	clamp("lastRequestSeen", &st.LastRequestSeen)
+	clamp("offlineSince", &st.OfflineSince)
+	if st.LastPoweredOff.After(p) {
+		// Evidence labelled by a clock that ran ahead cannot be placed on
+		// the corrected clock: drop it rather than vouch for it.
+		fixed = append(fixed, "lastPoweredOff="+st.LastPoweredOff.Format(time.RFC3339)+" (dropped)")
+		st.LastPoweredOff = time.Time{}
+	}
+	if len(fixed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s repaired to %s", ErrFutureTimestamp, strings.Join(fixed, ", "), p.Format(time.RFC3339))
 }
 
 func (c Config) deprovision(o Observed, d Decision) Decision {
@@ -312,50 +467,39 @@ func (c Config) deprovision(o Observed, d Decision) Decision {
 	d.Requests = nil
 	d.Status.PendingRebootSince = time.Time{}
 	d.Status.Mode = power.ModeSoft
+	d.Status.Seen, d.Status.LastRequestSeen = nil, time.Time{}
+	d.Status.OfflineSince, d.Status.OfflineMode = time.Time{}, power.ModeSoft
 	d.Phase = PhaseDeprovisioned
 	d.Reason = "deprovisioned: reboot requests cleared"
 	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
 	return d
 }
 
-// pending decides for a host with a pending reboot.
-func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHard bool, d *Decision) {
+// pending decides for a host with a pending reboot. fresh says the power
+// reading is Off and is evidence.
+func (c Config) pending(o Observed, now, p time.Time, fresh, hasBare, hasKeyed, wantHard bool, d *Decision) {
 	st := &d.Status
 	last := o.LastCall
 	mode := st.Mode
 	if wantHard {
 		st.Mode = power.ModeHard
 	}
-	if o.Power == power.StateOff {
-		d.Phase = PhaseHeldOff
-		if !o.Online {
-			d.Reason = "off; held while Online is false"
-			return
-		}
-		if hasBare {
-			d.RemoveAnnotations = []string{Annotation}
-			st.Seen = slices.DeleteFunc(slices.Clone(st.Seen), func(k string) bool { return k == Annotation })
-		}
-		if hasKeyed {
-			d.Reason = "off; held until every keyed annotation is removed"
-			return
-		}
-		if latest := maxTime(st.PendingRebootSince, st.LastRequestSeen); !p.After(latest) {
-			// LastPoweredOn must end up later than every request it answers,
-			// and is never written ahead of the clock (Fenced relies on it):
-			// wait for the clock to pass them, also after a backwards jump.
-			d.Reason = "off; waiting for the clock to pass the latest request"
-			d.RequeueAfter = c.cap(latest.Add(c.Precision).Sub(now))
-			return
-		}
-		if c.wait(last, ActionPowerOn, power.ModeSoft, now, d) {
-			return
-		}
-		st.LastPoweredOn = p
-		st.Seen = nil
-		d.Power = ActionPowerOn
-		d.Phase = PhasePoweringOn
-		d.Reason = "off and released: power on"
+	switch {
+	case fresh:
+		c.heldOff(o, now, p, hasBare, hasKeyed, d)
+		return
+	case o.Power == power.StateOff:
+		// Maybe the echo of the state before this controller's last
+		// power-on: decide nothing on it until it cannot be.
+		d.Phase = PhasePoweringOff
+		d.Reason = "off reading may be stale (power-on sent recently): wait"
+		d.RequeueAfter = c.cap(c.StaleReads - o.QuietFor)
+		return
+	case o.Power == power.StateUnknown:
+		// No call at all: on some BMCs a power-off is a toggle, which
+		// would power on a host that is off.
+		d.Phase = PhasePoweringOff
+		d.Reason = "power state unknown: no power call, look again"
 		d.RequeueAfter = c.PollInterval
 		return
 	}
@@ -396,31 +540,87 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	d.RequeueAfter = c.PollInterval
 }
 
+// heldOff decides for a pending reboot whose host is known to be off.
+func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d *Decision) {
+	st := &d.Status
+	d.Phase = PhaseHeldOff
+	if need := st.LastRequestSeen.Add(c.Precision); st.LastPoweredOff.Before(need) {
+		// The evidence cannot cover a request seen in this very second
+		// yet: look again when the clock has passed it.
+		d.RequeueAfter = c.cap(need.Sub(now))
+	}
+	if !o.Online {
+		d.Reason = "off; held while Online is false"
+		return
+	}
+	if hasBare {
+		d.RemoveAnnotations = []string{Annotation}
+		st.Seen = slices.DeleteFunc(slices.Clone(st.Seen), func(k string) bool {
+			return strings.HasPrefix(k, Annotation+"#")
+		})
+	}
+	if hasKeyed {
+		d.Reason = "off; held until every keyed annotation is removed"
+		return
+	}
+	if latest := maxTime(st.PendingRebootSince, st.LastRequestSeen); !p.After(latest) {
+		// LastPoweredOn must end up later than every request it answers,
+		// and is never written ahead of the clock: wait for the clock to
+		// pass them, also after a backwards jump.
+		d.Reason = "off; waiting for the clock to pass the latest request"
+		d.RequeueAfter = c.cap(latest.Add(c.Precision).Sub(now))
+		return
+	}
+	if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, d) {
+		return
+	}
+	st.LastPoweredOn = p
+	st.Seen = nil
+	d.Power = ActionPowerOn
+	d.UpdateStatus = true // a versioned write before every power-on
+	d.Phase = PhasePoweringOn
+	d.Reason = "off and released: power on"
+	d.RequeueAfter = c.PollInterval
+}
+
 // idle decides for a host with no pending reboot: power follows Online.
-func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
+func (c Config) idle(o Observed, now, p time.Time, fresh bool, d *Decision) {
 	st := &d.Status
 	d.Phase = PhaseIdle
+	if o.Online || fresh {
+		st.OfflineSince, st.OfflineMode = time.Time{}, power.ModeSoft
+	}
 	switch {
 	case o.Power == power.StateUnknown || o.Power == power.StateTransitioning:
 		d.Reason = "power state " + o.Power.String() + ": wait"
 		d.RequeueAfter = c.PollInterval
+	case o.Online && o.Power == power.StateOff && !fresh:
+		d.Reason = "off reading may be stale (power-on sent recently): wait"
+		d.RequeueAfter = c.cap(c.StaleReads - o.QuietFor)
 	case o.Online && o.Power == power.StateOff:
 		if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, d) {
 			return
 		}
 		st.LastPoweredOn = maxTime(p, st.LastPoweredOn)
 		d.Power = ActionPowerOn
+		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power on"
 		d.RequeueAfter = c.PollInterval
 	case !o.Online && o.Power == power.StateOn:
-		mode := power.ModeSoft
-		last := o.LastCall
-		if last.Action == ActionPowerOff && (last.Mode == power.ModeHard ||
-			last.Class == power.ClassUnsupported || last.Class == power.ClassFailed ||
-			last.Class == power.ClassNone && now.Sub(last.At) >= c.SoftTimeout) {
-			mode = power.ModeHard
+		if st.OfflineSince.IsZero() {
+			st.OfflineSince, st.OfflineMode = p, power.ModeSoft
 		}
+		last := o.LastCall
+		softFailed := last.Action == ActionPowerOff && last.Mode == power.ModeSoft &&
+			(last.Class == power.ClassUnsupported || last.Class == power.ClassFailed)
+		if st.OfflineMode == power.ModeSoft && (softFailed || now.Sub(st.OfflineSince) >= c.SoftTimeout) {
+			st.OfflineMode = power.ModeHard
+		}
+		mode := st.OfflineMode
 		if c.wait(last, ActionPowerOff, mode, now, d) {
+			if mode == power.ModeSoft {
+				d.RequeueAfter = min(d.RequeueAfter, c.cap(st.OfflineSince.Add(c.SoftTimeout).Sub(now)))
+			}
 			return
 		}
 		d.Power = ActionPowerOff

@@ -11,36 +11,44 @@ import (
 )
 
 // A fencing client asks for a hard, phased reboot, waits until the host is
-// fenced, then releases it.
-func ExampleReconciler() {
+// fenced, then releases it; the controller powers the host on.
+func ExampleClient() {
 	ctx := context.Background()
 	clk := fake.NewClock(time.Time{})
-	pw := fake.NewPower(clk.Now, fake.PowerConfig{Lag: 3 * time.Second})
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Lag: 3 * time.Second})
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "node-0", Online: true})
 	r := &reboot.Reconciler{
-		Hosts: hosts,
-		Power: func(string) (power.Controller, error) { return pw, nil },
-		Now:   clk.Now,
+		Hosts:     hosts,
+		Power:     func(string) (power.Controller, error) { return pw, nil },
+		Now:       clk.Now,
+		Monotonic: clk.Monotonic,
 	}
-	requested := clk.Now()
-	_ = hosts.Mutate("node-0", func(h *reboot.Host) {
-		h.Annotations["reboot.metal3.io/fencing"] = `{"mode":"hard"}`
-	})
+	_, _ = r.Reconcile(ctx, "node-0") // the controller's first pass: nothing to do
+	clk.Advance(time.Minute)          // it has been up for a while (Config.StaleReads)
+
+	client := &reboot.Client{Hosts: hosts, Key: "fencing", Now: clk.Now}
+	clk.Advance(1500 * time.Millisecond) // client times have any precision
+	ticket, _ := client.Request(ctx, "node-0", power.ModeHard)
+	released := false
 	for pass := 1; pass <= 5; pass++ {
 		res, _ := r.Reconcile(ctx, "node-0")
-		h, _ := hosts.Get(ctx, "node-0")
-		fmt.Printf("pass %d: %s, %s, fenced=%v\n", pass, res.Decision.Phase, res.Decision.Power, h.Status.Fenced(requested))
-		if h.Status.Fenced(requested) {
-			_ = hosts.Mutate("node-0", func(h *reboot.Host) { delete(h.Annotations, "reboot.metal3.io/fencing") })
+		fenced, _ := client.Fenced(ctx, ticket)
+		fmt.Printf("pass %d: %s, %s, fenced=%v\n", pass, res.Decision.Phase, res.Decision.Power, fenced)
+		if fenced && !released {
+			_ = client.Release(ctx, ticket) // workloads moved: let it come back
+			released = true
 		}
 		clk.Advance(5 * time.Second)
 	}
+	done, _ := client.Done(ctx, ticket)
+	fmt.Println("done:", done, "hardware on:", pw.HardwareOn())
 	// Output:
 	// pass 1: powering-off, power-off, fenced=false
 	// pass 2: held-off, none, fenced=true
-	// pass 3: powering-on, power-on, fenced=true
-	// pass 4: idle, none, fenced=true
-	// pass 5: idle, none, fenced=true
+	// pass 3: powering-on, power-on, fenced=false
+	// pass 4: idle, none, fenced=false
+	// pass 5: idle, none, fenced=false
+	// done: true hardware on: true
 }
 
 // Decide alone, for controllers that do their own I/O.

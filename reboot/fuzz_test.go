@@ -1,16 +1,19 @@
 package reboot_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // FuzzParseAnnotations feeds arbitrary keys and values to the parser and
-// the decision: nothing panics, every reboot annotation yields exactly one
-// request, values come back unchanged, and Validate agrees with the
+// the decision: nothing panics, every reboot annotation with a valid key
+// yields exactly one request and an invalid key none (with a warning that
+// names it), values come back unchanged, and Validate agrees with the
 // warnings.
 func FuzzParseAnnotations(f *testing.F) {
 	for _, s := range [][2]string{
@@ -30,6 +33,17 @@ func FuzzParseAnnotations(f *testing.F) {
 		if !reboot.IsRebootAnnotation(key) {
 			if len(reqs) != 0 || len(warns) != 0 {
 				t.Fatalf("non-reboot annotation %q parsed: %v %v", key, reqs, warns)
+			}
+			return
+		}
+		if err := reboot.Validate(key, ""); errors.Is(err, reboot.ErrInvalidKey) {
+			// An invalid key never reboots nor holds the host.
+			if len(reqs) != 0 || len(warns) == 0 || !errors.Is(warns[0], reboot.ErrInvalidKey) {
+				t.Fatalf("invalid key %q parsed as %+v, warnings %v", key, reqs, warns)
+			}
+			d := reboot.Decide(reboot.Observed{Annotations: ann, Online: true, Power: power.StateOff, QuietFor: time.Hour}, fakeEpoch)
+			if d.Status.Pending() || d.Phase == reboot.PhaseHeldOff {
+				t.Fatalf("invalid key %q holds or reboots the host: %+v", key, d)
 			}
 			return
 		}

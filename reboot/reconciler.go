@@ -76,17 +76,56 @@ type Reconciler struct {
 	Config Config
 	// Logger, if set, receives one line per pass that does something.
 	Logger *slog.Logger
+	// Monotonic returns the time elapsed on a monotonic clock (one that
+	// never jumps). nil uses the process's monotonic clock. It measures
+	// Observed.QuietFor: how long since this Reconciler last sent a
+	// power-on to a host, or since its first pass.
+	Monotonic func() time.Duration
 
-	mu   sync.Mutex
-	last map[string]Call
+	mu      sync.Mutex
+	last    map[string]Call
+	lastOn  map[string]time.Duration
+	started bool
+	start   time.Duration
+}
+
+// processStart anchors the default monotonic clock.
+var processStart = time.Now()
+
+func (r *Reconciler) monotonic() time.Duration {
+	if r.Monotonic != nil {
+		return r.Monotonic()
+	}
+	return time.Since(processStart)
 }
 
 // Forget drops what the Reconciler remembers of a host's last power call,
-// as a process restart would.
+// as a process restart would: the host counts as possibly powered on just
+// now, so Off readings are evidence again only after Config.StaleReads.
 func (r *Reconciler) Forget(name string) {
+	m := r.monotonic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.last, name)
+	if r.lastOn == nil {
+		r.lastOn = map[string]time.Duration{}
+	}
+	r.lastOn[name] = m
+}
+
+// quietFor returns how long since the last power-on this Reconciler sent
+// to the host, or since its first pass.
+func (r *Reconciler) quietFor(name string, m time.Duration) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.started {
+		r.started, r.start = true, m
+	}
+	since := r.start
+	if on, ok := r.lastOn[name]; ok && on > since {
+		since = on
+	}
+	return m - since
 }
 
 // Reconcile runs one pass for the named host.
@@ -99,6 +138,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("reboot: power controller for %s: %w", name, err)
 	}
+	// The clocks are read before the power state: the evidence a reading
+	// gives is stamped no later than the reading.
+	now := r.Now()
+	quiet := r.quietFor(name, r.monotonic())
 	state, perr := pc.State(ctx)
 	if perr != nil {
 		state = power.StateUnknown
@@ -107,7 +150,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	last := r.last[name]
 	r.mu.Unlock()
 
-	now := r.Now()
 	d := r.Config.Decide(Observed{
 		Annotations:   h.Annotations,
 		Online:        h.Online,
@@ -115,6 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		Status:        h.Status,
 		Power:         state,
 		LastCall:      last,
+		QuietFor:      quiet,
 	}, now)
 	res := Result{Decision: d, RequeueAfter: d.RequeueAfter}
 
@@ -138,6 +181,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if d.Power != ActionNone {
 		var err error
 		if d.Power == ActionPowerOn {
+			// Noted before the call: from now on an Off reading may echo
+			// the state before it, whatever the call returns.
+			m := r.monotonic()
+			r.mu.Lock()
+			if r.lastOn == nil {
+				r.lastOn = map[string]time.Duration{}
+			}
+			r.lastOn[name] = m
+			r.mu.Unlock()
 			err = pc.On(ctx)
 		} else {
 			err = pc.Off(ctx, d.Mode)

@@ -23,12 +23,15 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenar
 //	annotate KEY [VALUE]          add or replace an annotation
 //	unannotate KEY                a client removes its annotation
 //	power on|off|transitioning|unknown   what the next reads observe
-//	advance DURATION              move the clock (may be negative)
+//	advance DURATION              let time pass (negative: the wall clock jumps back)
+//	jump DURATION                 the wall clock alone jumps (forward or back)
+//	quiet DURATION                set the time since the last power-on (monotonic);
+//	                              a host starts with 1h, a power-on resets it to 0
 //	next-call busy|failed|unsupported    the next power call fails so
 //	online true|false             set Spec.Online
 //	deprovision true|false        set Deprovisioned
 //	decide                        decide, print, apply status and removals
-//	fenced DURATION               ask Fenced(epoch+DURATION)
+//	fenced DURATION               ask Fenced(epoch+DURATION) at the current clock
 //
 // The clock starts at fake.Epoch; times print as offsets from it.
 func TestScenarios(t *testing.T) {
@@ -55,7 +58,7 @@ func (s *scenarioState) run(line string, w *strings.Builder) error {
 	}
 	switch f[0] {
 	case "host":
-		s.o = reboot.Observed{Annotations: map[string]string{}, Online: true, Power: power.StateOn}
+		s.o = reboot.Observed{Annotations: map[string]string{}, Online: true, Power: power.StateOn, QuietFor: time.Hour}
 		for _, kv := range f[1:] {
 			k, v, _ := strings.Cut(kv, "=")
 			if err := s.set(k, v); err != nil {
@@ -74,6 +77,19 @@ func (s *scenarioState) run(line string, w *strings.Builder) error {
 			return err
 		}
 		s.now = s.now.Add(d)
+		if d > 0 {
+			s.o.QuietFor += d
+		}
+	case "jump", "quiet":
+		d, err := time.ParseDuration(arg(1))
+		if err != nil {
+			return err
+		}
+		if f[0] == "jump" {
+			s.now = s.now.Add(d)
+		} else {
+			s.o.QuietFor = d
+		}
 	case "next-call":
 		switch arg(1) {
 		case "busy":
@@ -90,7 +106,7 @@ func (s *scenarioState) run(line string, w *strings.Builder) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "fenced(%s): %v\n", rel(fake.Epoch.Add(d)), s.o.Status.Fenced(fake.Epoch.Add(d)))
+		fmt.Fprintf(w, "fenced(%s): %v\n", rel(fake.Epoch.Add(d)), s.o.Status.Fenced(fake.Epoch.Add(d), s.now))
 	case "decide":
 		d := s.cfg.Decide(s.o, s.now)
 		w.WriteString(describe(d))
@@ -99,6 +115,9 @@ func (s *scenarioState) run(line string, w *strings.Builder) error {
 			for _, k := range d.RemoveAnnotations {
 				delete(s.o.Annotations, k)
 			}
+		}
+		if d.Power == reboot.ActionPowerOn {
+			s.o.QuietFor = 0
 		}
 		if d.Power != reboot.ActionNone {
 			s.o.LastCall = reboot.Call{Action: d.Power, Mode: d.Mode, Class: s.nextFail, At: s.now}
@@ -151,8 +170,12 @@ func describe(d reboot.Decision) string {
 	fmt.Fprintf(&b, "phase=%s power=%s requeue=%s\n", d.Phase, act, d.RequeueAfter)
 	if d.UpdateStatus {
 		st := d.Status
-		fmt.Fprintf(&b, "persist: pendingRebootSince=%s lastPoweredOn=%s lastPoweredOff=%s mode=%s\n",
+		fmt.Fprintf(&b, "persist: pendingRebootSince=%s lastPoweredOn=%s lastPoweredOff=%s mode=%s",
 			rel(st.PendingRebootSince), rel(st.LastPoweredOn), rel(st.LastPoweredOff), st.Mode)
+		if !st.OfflineSince.IsZero() {
+			fmt.Fprintf(&b, " offlineSince=%s offlineMode=%s", rel(st.OfflineSince), st.OfflineMode)
+		}
+		b.WriteString("\n")
 	}
 	if len(d.RemoveAnnotations) > 0 {
 		fmt.Fprintf(&b, "remove: %s\n", strings.Join(d.RemoveAnnotations, " "))

@@ -58,7 +58,7 @@ func newSim(n int, cfg remediation.Config, table bool, limit remediation.Limit) 
 		s.onSince[h] = s.clk.Now().Add(-time.Hour)
 	}
 	s.hosts = fake.NewRebootHosts(hs...)
-	s.reboots = &reboot.Reconciler{Hosts: s.hosts, Now: s.clk.Now,
+	s.reboots = &reboot.Reconciler{Hosts: s.hosts, Now: s.clk.Now, Monotonic: s.clk.Monotonic,
 		Power: func(h string) (power.Controller, error) { return s.powers[h], nil }}
 	s.newRemediator(cfg, table, limit)
 	return s

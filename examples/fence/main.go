@@ -40,9 +40,11 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, useRedfish bool) err
 	clk := fake.NewClock(time.Time{})
 	names := []string{"node-0", "node-1", "node-2"}
 	powers := map[string]*fake.Power{
-		"node-0": fake.NewPower(clk.Now, fake.PowerConfig{Lag: lag}),
-		"node-1": fake.NewPower(clk.Now, fake.PowerConfig{Lag: lag, SoftDelay: 20 * time.Second}),
-		"node-2": fake.NewPower(clk.Now, fake.PowerConfig{Lag: lag, IgnoreSoft: true}),
+		"node-0": fake.NewPower(clk.Real, fake.PowerConfig{Lag: lag}),
+		// node-1's BMC reports the previous state for 8 s after a reset.
+		"node-1": fake.NewPower(clk.Real, fake.PowerConfig{Lag: lag, SoftDelay: 20 * time.Second,
+			Report: fake.Report{Stale: 8 * time.Second, NoTransitioning: true}}),
+		"node-2": fake.NewPower(clk.Real, fake.PowerConfig{Lag: lag, IgnoreSoft: true}),
 	}
 	var hosts []reboot.Host
 	controllers := map[string]power.Controller{}
@@ -51,7 +53,7 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, useRedfish bool) err
 		hosts = append(hosts, reboot.Host{Name: n, Online: true})
 		controllers[n] = powers[n]
 		if useRedfish {
-			bmc := fake.NewBMC(clk.Now, powers[n], "admin", "example-only-"+n)
+			bmc := fake.NewBMC(clk.Real, powers[n], "admin", "example-only-"+n)
 			srv := bmc.StartTLS()
 			defer srv.Close()
 			pool := x509.NewCertPool()
@@ -69,18 +71,28 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, useRedfish bool) err
 	}
 	store := fake.NewRebootHosts(hosts...)
 	r := &reboot.Reconciler{
-		Hosts:  store,
-		Power:  func(n string) (power.Controller, error) { return controllers[n], nil },
-		Now:    clk.Now,
-		Config: reboot.Config{SoftTimeout: softTimeout},
+		Hosts:     store,
+		Power:     func(n string) (power.Controller, error) { return controllers[n], nil },
+		Now:       clk.Now,
+		Monotonic: clk.Monotonic,
+		Config:    reboot.Config{SoftTimeout: softTimeout},
 	}
+	// The controller has been running for a while before the story starts
+	// (it trusts Off readings only Config.StaleReads after its start or its
+	// last power-on).
+	for _, n := range names {
+		if _, err := r.Reconcile(ctx, n); err != nil {
+			return err
+		}
+	}
+	clk.Advance(time.Minute)
+	start := clk.Now()
 
 	// The fencing client wants node-1's processes stopped; node-2 gets a
 	// plain reboot request.
-	fencedAt := clk.Now()
-	if err := store.Mutate("node-1", func(h *reboot.Host) {
-		h.Annotations["reboot.metal3.io/fencing"] = `{"mode":"hard","reason":"node-1 unreachable"}`
-	}); err != nil {
+	client := &reboot.Client{Hosts: store, Key: "fencing", Now: clk.Now}
+	ticket, err := client.Request(ctx, "node-1", power.ModeHard)
+	if err != nil {
 		return err
 	}
 	if err := store.Mutate("node-2", func(h *reboot.Host) { h.Annotations["reboot.metal3.io"] = "" }); err != nil {
@@ -89,9 +101,10 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, useRedfish bool) err
 	fmt.Fprintf(w, "t=%-6s client: reboot.metal3.io/fencing on node-1 (hard), reboot.metal3.io on node-2 (soft)\n", "0s")
 
 	var released time.Time
+	holding := true
 	for step := 0; step < 200; step++ {
 		now := clk.Now()
-		t := now.Sub(fake.Epoch)
+		t := now.Sub(start)
 		for _, n := range names {
 			res, err := r.Reconcile(ctx, n)
 			if err != nil {
@@ -106,21 +119,24 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, useRedfish bool) err
 				fmt.Fprintf(w, "t=%-6s %s: %-12s %-18s %s\n", t, n, d.Phase, act, d.Reason)
 			}
 		}
-		h, err := store.Get(ctx, "node-1")
-		if err != nil {
-			return err
-		}
-		_, holding := h.Annotations["reboot.metal3.io/fencing"]
-		switch {
-		case holding && released.IsZero() && h.Status.Fenced(fencedAt):
-			released = now.Add(hold)
-			fmt.Fprintf(w, "t=%-6s client: node-1 is fenced (off since %s); workloads can move; releasing in %s\n",
-				t, h.Status.LastPoweredOff.Sub(fake.Epoch), hold)
-		case holding && !released.IsZero() && !now.Before(released):
-			if err := store.Mutate("node-1", func(h *reboot.Host) { delete(h.Annotations, "reboot.metal3.io/fencing") }); err != nil {
+		if holding {
+			fenced, err := client.Fenced(ctx, ticket)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "t=%-6s client: removed reboot.metal3.io/fencing\n", t)
+			switch {
+			case released.IsZero() && fenced:
+				released = now.Add(hold)
+				h, _ := store.Get(ctx, "node-1")
+				fmt.Fprintf(w, "t=%-6s client: node-1 is fenced (off at %s); workloads can move; releasing in %s\n",
+					t, h.Status.LastPoweredOff.Sub(start), hold)
+			case !released.IsZero() && !now.Before(released):
+				if err := client.Release(ctx, ticket); err != nil {
+					return err
+				}
+				holding = false
+				fmt.Fprintf(w, "t=%-6s client: removed reboot.metal3.io/fencing\n", t)
+			}
 		}
 		if done(ctx, store, powers, names) {
 			fmt.Fprintf(w, "t=%-6s all hosts on, no reboot pending\n", t)
@@ -134,8 +150,13 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, useRedfish bool) err
 		if useRedfish {
 			calls = fmt.Sprintf("%d Redfish requests, resets %v", bmcs[n].Requests(), bmcs[n].Resets())
 		}
-		fmt.Fprintf(w, "%s: %d power cycle(s), %s, lastPoweredOn=%s\n", n, powers[n].Cycles(), calls, rel(h.Status.LastPoweredOn))
+		fmt.Fprintf(w, "%s: %d power cycle(s), %s, lastPoweredOn=%s\n", n, powers[n].Cycles(), calls, rel(h.Status.LastPoweredOn, start))
 	}
+	doneAll, err := client.Done(ctx, ticket)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "fencing client: reboot done=%v\n", doneAll)
 	return nil
 }
 
@@ -149,9 +170,9 @@ func done(ctx context.Context, store *fake.RebootHosts, powers map[string]*fake.
 	return true
 }
 
-func rel(t time.Time) string {
+func rel(t, start time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Sub(fake.Epoch).String()
+	return t.Sub(start).String()
 }

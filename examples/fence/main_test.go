@@ -27,6 +27,7 @@ func testRun(t *testing.T, useRedfish bool) {
 		"node-0: 0 power cycle(s)",
 		"node-1: 1 power cycle(s)",
 		"node-2: 1 power cycle(s)",
+		"fencing client: reboot done=true",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)

@@ -48,7 +48,7 @@ func run(w io.Writer, boot, mhcTimeout time.Duration, table bool) error {
 			Labels: map[string]string{"topology.kubernetes.io/zone": "zone-" + n[len(n)-1:], "storage": "ceph"}})
 	}
 	hostStore := fake.NewRebootHosts(hosts...)
-	reboots := &reboot.Reconciler{Hosts: hostStore, Now: clk.Now,
+	reboots := &reboot.Reconciler{Hosts: hostStore, Now: clk.Now, Monotonic: clk.Monotonic,
 		Power: func(n string) (power.Controller, error) { return powers[n], nil }}
 	rem := &remediation.Reconciler{
 		Machines: cluster, Nodes: cluster.Nodes(), Table: table, Now: clk.Now,
