@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -132,8 +132,13 @@ func Validate(key, value string) error {
 // out with a warning that says why: they never reboot nor hold the host.
 // The map is not modified.
 func ParseAnnotations(annotations map[string]string, p Policy) ([]Request, []error) {
-	var reqs []Request
-	var warns []error
+	return parseInto(nil, nil, annotations, p)
+}
+
+// parseInto is ParseAnnotations appending to reqs[:0] and warns[:0], so
+// that a caller that keeps its buffers allocates nothing for valid input.
+func parseInto(reqs []Request, warns []error, annotations map[string]string, p Policy) ([]Request, []error) {
+	reqs, warns = reqs[:0], warns[:0]
 	for k, v := range annotations {
 		if !IsRebootAnnotation(k) {
 			continue
@@ -160,16 +165,27 @@ func ParseAnnotations(annotations map[string]string, p Policy) ([]Request, []err
 		}
 		reqs = append(reqs, Request{Name: k, Key: key, Value: v, Mode: mode})
 	}
-	sort.Slice(reqs, func(i, j int) bool { return reqs[i].Name < reqs[j].Name })
-	sort.SliceStable(warns, func(i, j int) bool {
-		return warns[i].(*AnnotationError).Key < warns[j].(*AnnotationError).Key
-	})
+	slices.SortFunc(reqs, func(a, b Request) int { return strings.Compare(a.Name, b.Name) })
+	if len(warns) > 1 {
+		slices.SortStableFunc(warns, func(a, b error) int {
+			return strings.Compare(a.(*AnnotationError).Key, b.(*AnnotationError).Key)
+		})
+	}
+	if len(reqs) == 0 {
+		reqs = nil
+	}
+	if len(warns) == 0 {
+		warns = nil
+	}
 	return reqs, warns
 }
 
 // parseValue returns the mode of an annotation value; on error the mode is
 // soft.
 func parseValue(v string) (power.Mode, error) {
+	if m, ok := quickValue(v); ok {
+		return m, nil
+	}
 	s := strings.TrimSpace(v)
 	if s == "" {
 		return power.ModeSoft, nil
@@ -191,6 +207,49 @@ func parseValue(v string) (power.Mode, error) {
 		return power.ModeSoft, fmt.Errorf("%w %q: want \"soft\" or \"hard\"", ErrUnknownMode, *body.Mode)
 	}
 	return m, nil
+}
+
+// quickValue recognises, without allocating, the values written most
+// often: empty, {"mode":"hard"}, {"mode":"soft"}, and what Client writes,
+// {"mode":"...","requestedAt":"<RFC 3339 time>"}. Anything else goes
+// through encoding/json.
+func quickValue(v string) (power.Mode, bool) {
+	if v == "" {
+		return power.ModeSoft, true
+	}
+	const head = `{"mode":"`
+	if !strings.HasPrefix(v, head) {
+		return 0, false
+	}
+	rest := v[len(head):]
+	var m power.Mode
+	switch {
+	case strings.HasPrefix(rest, `hard"`):
+		m = power.ModeHard
+	case strings.HasPrefix(rest, `soft"`):
+		m = power.ModeSoft
+	default:
+		return 0, false
+	}
+	rest = rest[len(`hard"`):]
+	if rest == "}" {
+		return m, true
+	}
+	const stamp = `,"requestedAt":"`
+	if !strings.HasPrefix(rest, stamp) || !strings.HasSuffix(rest, `"}`) {
+		return 0, false
+	}
+	ts := rest[len(stamp) : len(rest)-2]
+	if len(ts) == 0 {
+		return 0, false
+	}
+	for i := 0; i < len(ts); i++ {
+		c := ts[i]
+		if !(c >= '0' && c <= '9' || c == 'T' || c == 'Z' || c == ':' || c == '.' || c == '-' || c == '+') {
+			return 0, false
+		}
+	}
+	return m, true
 }
 
 // validSegment checks a Kubernetes qualified-name segment: 1 to 63

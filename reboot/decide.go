@@ -305,9 +305,27 @@ var ErrFutureTimestamp = errors.New("reboot: stored timestamp later than the con
 // controller's current time. It is a pure function: same input, same output.
 // now must be read before the power state (see the package doc).
 func (c Config) Decide(o Observed, now time.Time) Decision {
+	var d Decision
+	c.DecideInto(&d, o, now)
+	return d
+}
+
+// DecideInto is Decide writing into d, reusing the capacity of its slices:
+// a caller that keeps one Decision per goroutine makes a pass that changes
+// nothing allocate nothing (for annotation values Client writes or plain
+// {"mode":...} ones). d's previous contents are overwritten.
+func (c Config) DecideInto(d *Decision, o Observed, now time.Time) {
+	reqs, warns, removes := d.Requests, d.Warnings, d.RemoveAnnotations[:0]
+	*d = Decision{Status: o.Status, RemoveAnnotations: removes}
+	d.Requests, d.Warnings = parseInto(reqs, warns, o.Annotations, c.Policy)
+	c.decide(d, o, now)
+	if len(d.RemoveAnnotations) == 0 {
+		d.RemoveAnnotations = nil
+	}
+}
+
+func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	c = c.withDefaults()
-	d := Decision{Status: o.Status}
-	d.Requests, d.Warnings = ParseAnnotations(o.Annotations, c.Policy)
 	p := now.Truncate(c.Precision)
 	st := &d.Status
 	if w := repair(st, p); w != nil {
@@ -315,7 +333,8 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 	}
 
 	if o.Deprovisioned {
-		return c.deprovision(o, d)
+		c.deprovision(o, d)
+		return
 	}
 
 	var hasBare, hasKeyed, wantHard bool
@@ -350,12 +369,11 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 		}
 	}
 	if st.Pending() {
-		c.pending(o, now, p, fresh, hasBare, hasKeyed, wantHard, &d)
+		c.pending(o, now, p, fresh, hasBare, hasKeyed, wantHard, d)
 	} else {
-		c.idle(o, now, p, fresh, &d)
+		c.idle(o, now, p, fresh, d)
 	}
 	d.UpdateStatus = d.UpdateStatus || !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
-	return d
 }
 
 // see records the requests of the pending reboot: a request not seen in
@@ -457,7 +475,7 @@ func repair(st *Status, p time.Time) error {
 	return fmt.Errorf("%w: %s repaired to %s", ErrFutureTimestamp, strings.Join(fixed, ", "), p.Format(time.RFC3339))
 }
 
-func (c Config) deprovision(o Observed, d Decision) Decision {
+func (c Config) deprovision(o Observed, d *Decision) {
 	for k := range o.Annotations {
 		if IsRebootAnnotation(k) {
 			d.RemoveAnnotations = append(d.RemoveAnnotations, k)
@@ -472,7 +490,6 @@ func (c Config) deprovision(o Observed, d Decision) Decision {
 	d.Phase = PhaseDeprovisioned
 	d.Reason = "deprovisioned: reboot requests cleared"
 	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
-	return d
 }
 
 // pending decides for a host with a pending reboot. fresh says the power
@@ -554,7 +571,7 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		return
 	}
 	if hasBare {
-		d.RemoveAnnotations = []string{Annotation}
+		d.RemoveAnnotations = append(d.RemoveAnnotations, Annotation)
 		st.Seen = slices.DeleteFunc(slices.Clone(st.Seen), func(k string) bool {
 			return strings.HasPrefix(k, Annotation+"#")
 		})
