@@ -236,7 +236,7 @@ func quickValue(v string) (power.Mode, bool) {
 		return m, true
 	}
 	const stamp = `,"requestedAt":"`
-	if !strings.HasPrefix(rest, stamp) || !strings.HasSuffix(rest, `"}`) {
+	if len(rest) < len(stamp)+len(`"}`) || !strings.HasPrefix(rest, stamp) || !strings.HasSuffix(rest, `"}`) {
 		return 0, false
 	}
 	ts := rest[len(stamp) : len(rest)-2]
