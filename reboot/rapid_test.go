@@ -243,7 +243,7 @@ func TestRebootStateMachine(t *testing.T) {
 			}
 		}
 
-		steps := rapid.IntRange(1, 100).Draw(t, "steps")
+		steps := rapid.IntRange(20, 150).Draw(t, "steps")
 		for i := 0; i < steps; i++ {
 			switch rapid.IntRange(0, 14).Draw(t, "action") {
 			case 0, 1, 2, 3:
