@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/rebootkit/rebootkit/power"
-	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -17,7 +15,7 @@ import (
 var (
 	_ remediation.MachineStore = (*Cluster)(nil)
 	_ remediation.NodeStore    = (*ClusterNodes)(nil)
-	_ remediation.HostStore    = (*RemediationHosts)(nil)
+	_ remediation.AdmissionStore = (*Cluster)(nil)
 )
 
 // Cluster is an in-memory set of Machines and Nodes, with versions for
@@ -35,6 +33,35 @@ type Cluster struct {
 	BeforeNodeFence func(node string)
 	deleted         []string
 	between         interloper
+	admissions      remediation.Admissions
+	admVersion      int
+	admWrites       int
+}
+
+// GetAdmissions implements remediation.AdmissionStore.
+func (c *Cluster) GetAdmissions(context.Context) (remediation.Admissions, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.admissions
+	a.Machines = append([]string(nil), a.Machines...)
+	a.Version = strconv.Itoa(c.admVersion)
+	return a, nil
+}
+
+// PutAdmissions implements remediation.AdmissionStore with
+// compare-and-swap. The interloper (SetInterloper) is called first with
+// the key "admissions".
+func (c *Cluster) PutAdmissions(_ context.Context, a remediation.Admissions) error {
+	c.between.run("admissions")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a.Version != strconv.Itoa(c.admVersion) {
+		return fmt.Errorf("fake: admissions version %s, current %d: %w", a.Version, c.admVersion, remediation.ErrConflict)
+	}
+	c.admVersion++
+	c.admWrites++
+	c.admissions = remediation.Admissions{Machines: append([]string(nil), a.Machines...)}
+	return nil
 }
 
 // SetInterloper installs a second writer: f is called with the Machine's
@@ -231,39 +258,4 @@ func (n *ClusterNodes) AddMetadata(_ context.Context, name string, labels, annot
 	nd.Labels, nd.Annotations = add(nd.Labels, labels), add(nd.Annotations, annotations)
 	c.nodes[name] = nd
 	return nil
-}
-
-// RemediationHosts is a remediation.HostStore over a RebootHosts store and
-// the hosts' power controllers: what the remediator sees of a host is its
-// reboot annotation and the power state its controller reports. Machine i
-// runs on host HostOf(i). Not for production.
-type RemediationHosts struct {
-	Hosts  *RebootHosts
-	Power  func(host string) power.Controller
-	HostOf func(machine string) string
-}
-
-// Get implements remediation.HostStore.
-func (r *RemediationHosts) Get(ctx context.Context, machine string) (remediation.Host, error) {
-	name := r.HostOf(machine)
-	h, err := r.Hosts.Get(ctx, name)
-	if err != nil {
-		return remediation.Host{}, err
-	}
-	s, err := r.Power(name).State(ctx)
-	if err != nil {
-		s = power.StateUnknown
-	}
-	_, ok := h.Annotations[remediation.RebootAnnotation]
-	return remediation.Host{Power: s, RebootAnnotation: ok}, nil
-}
-
-// AddRebootAnnotation implements remediation.HostStore.
-func (r *RemediationHosts) AddRebootAnnotation(_ context.Context, machine, value string) error {
-	return r.Hosts.Mutate(r.HostOf(machine), func(h *reboot.Host) { h.Annotations[remediation.RebootAnnotation] = value })
-}
-
-// RemoveRebootAnnotation implements remediation.HostStore.
-func (r *RemediationHosts) RemoveRebootAnnotation(_ context.Context, machine string) error {
-	return r.Hosts.Mutate(r.HostOf(machine), func(h *reboot.Host) { delete(h.Annotations, remediation.RebootAnnotation) })
 }

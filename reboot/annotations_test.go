@@ -131,7 +131,7 @@ func TestFencedTies(t *testing.T) {
 		want bool
 	}{
 		{0, true},
-		{5 * time.Second, true},                        // off evidence at T: fenced
+		{5 * time.Second, false},                       // evidence at T: a tie does not fence (same clock tick)
 		{5*time.Second - time.Nanosecond, true},        // just before the evidence
 		{5*time.Second + time.Nanosecond, false},       // after the evidence: not vouched for
 		{10*time.Second + 500*time.Millisecond, false}, // later still

@@ -43,7 +43,9 @@ func settled(o reboot.Observed, at time.Time) reboot.Observed {
 // Decision, as a controller that keeps one per worker would: a pass that
 // changes nothing allocates nothing.
 func BenchmarkDecide(b *testing.B) {
-	client := func(k string) string { return reboot.RequestValue(power.ModeHard, fakeEpoch.Add(1234567*time.Nanosecond)) }
+	client := func(k string) string {
+		return reboot.RequestValue(power.ModeHard, fakeEpoch.Add(1234567*time.Nanosecond))
+	}
 	cases := []struct {
 		name string
 		o    reboot.Observed

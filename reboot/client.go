@@ -91,11 +91,21 @@ func RequestValue(mode power.Mode, at time.Time) string {
 // conflicts. An annotation of this client already present is replaced: the
 // new request starts a new wait.
 func (c *Client) Request(ctx context.Context, host string, mode power.Mode) (Ticket, error) {
+	at := c.Now()
+	return c.RequestWith(ctx, host, RequestValue(mode, at), at)
+}
+
+// RequestWith is Request with the caller's value and T: at must have been
+// taken (from the controller's clock) before this call, and value must be
+// distinct for every request of this client, e.g. by carrying at, so that
+// the controller can tell a new request from an old one. Use it when the
+// request's T is already persisted elsewhere (the remediation package
+// stores it with its attempt).
+func (c *Client) RequestWith(ctx context.Context, host, value string, at time.Time) (Ticket, error) {
 	if err := validSegment(c.Key); err != nil {
 		return Ticket{}, &AnnotationError{Key: c.Annotation(), Err: err}
 	}
-	t := Ticket{Host: host, Annotation: c.Annotation(), At: c.Now()}
-	t.Value = RequestValue(mode, t.At)
+	t := Ticket{Host: host, Annotation: c.Annotation(), At: at, Value: value}
 	err := c.update(ctx, host, func(h *Host) bool {
 		if h.Annotations == nil {
 			h.Annotations = map[string]string{}

@@ -72,13 +72,14 @@ func (s Status) Pending() bool {
 // ran on the host at time t guaranteed to have stopped? now is the asker's
 // clock, which must be the controller's clock (or agree with it).
 //
-// It is true iff the fencing evidence LastPoweredOff is at or after t and
+// It is true iff the fencing evidence LastPoweredOff is strictly after t and
 // not later than now (a timestamp the clock has not reached is not vouched
 // for: it was written by a clock that ran ahead). The evidence is the
-// floor of a time read before an Off reading, so a t after that reading
-// (and after a power-on that followed it) is always later than it. It stays
-// true after the host is powered on again: the processes that ran at t
-// stopped all the same.
+// floor of a time read before an Off reading; a t equal to it may have been
+// taken after that reading (and after a power-on that followed it) within
+// the same clock tick, so a tie does not fence. It stays true after the
+// host is powered on again: the processes that ran at t stopped all the
+// same.
 // Stored times are truncated (floored), so the real off instant is at or
 // after the stored one. For any t, at any precision, taken before the
 // client's request annotation was written, Fenced(t, now) becomes true
@@ -87,7 +88,7 @@ func (s Status) Pending() bool {
 // the package doc's Guarantees.
 func (s Status) Fenced(t, now time.Time) bool {
 	e := s.LastPoweredOff
-	return !e.IsZero() && !e.Before(t) && !e.After(now)
+	return !e.IsZero() && e.After(t) && !e.After(now)
 }
 
 // Covers reports whether the fencing evidence covers every request seen in
@@ -95,6 +96,8 @@ func (s Status) Fenced(t, now time.Time) bool {
 // controller first saw each of them. A fencing client can wait for this
 // instead of comparing times (Client.Fenced does both).
 func (s Status) Covers() bool {
+	// Both are floored to the precision: E > LastRequestSeen means E is at
+	// least one precision later, so later than the unfloored instant too.
 	return s.Pending() && !s.LastPoweredOff.IsZero() &&
 		s.LastPoweredOff.After(s.LastRequestSeen) && !s.LastPoweredOff.Before(s.PendingRebootSince)
 }

@@ -25,14 +25,14 @@ func ExampleConfig_Decide() {
 		fmt.Printf("%-17s %s\n", d.State.Phase, d.Reason)
 		o.State = d.State
 		if d.AddRebootAnnotation {
-			o.Host.RebootAnnotation = true
-			o.Host.Power = power.StateOff // the reboot controller powers it off
+			// The reboot controller powers it off and holds evidence of it.
+			o.Host = remediation.Host{RebootAnnotation: true, Requested: true, Fenced: true, Power: power.StateOff}
 		}
 		if d.DeleteNode {
 			o.Node = remediation.Node{}
 		}
 		if d.RemoveRebootAnnotation {
-			o.Host = remediation.Host{Power: power.StateOn}
+			o.Host = remediation.Host{PoweredOn: true, Power: power.StateOn} // and powers it on
 		}
 		if d.State.Phase == remediation.PhaseWaitingForNode && !o.Node.Exists {
 			o.Node = remediation.Node{Exists: true, Name: "worker-1", Ready: true} // kubelet is back
@@ -47,7 +47,7 @@ func ExampleConfig_Decide() {
 	}
 	// Output:
 	// power-off-requested attempt 1: power off
-	// node-deleted      host off: delete the node
+	// node-deleted      host fenced: delete the node
 	// powering-on       node fenced: power on
 	// waiting-for-node  host on: wait for the node
 	// waiting-for-node  node back: restore its labels and annotations

@@ -1,8 +1,10 @@
 package remediation
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -63,26 +65,50 @@ type NodeBackup struct {
 }
 
 // State is the persisted remediation state of one Machine (store it, for
-// example, as a JSON annotation on the Machine).
+// example, as a JSON annotation on the Machine). The zero value is a
+// healthy machine that was never remediated.
 type State struct {
 	Phase Phase
-	// Attempt numbers the power cycles of this remediation, from 1.
+	// Attempt numbers the power cycles of the current remediation, from 1.
+	// A machine found unhealthy again less than Config.MinHealthyPeriod
+	// after its last remediation finished is a retry of that remediation:
+	// Attempt goes on counting, whatever waits (storm guard, RetryPeriod)
+	// came in between.
 	Attempt int
-	// Started is when the current attempt started.
+	// Started is when the current attempt started (its timeout runs from
+	// here).
 	Started time.Time
-	// Finished is when PhaseDone or PhaseFailed was reached.
+	// RequestedAt is the T of the attempt's current reboot request: the
+	// Node is fenced only on evidence that the hardware was off at or after
+	// it, while that request has held the host off. A request that went
+	// missing mid-attempt is written again as a new request with a new T,
+	// never with the old value: the host may have been powered on between.
+	RequestedAt time.Time
+	// Finished is when the last attempt reached done or failed.
 	Finished time.Time
+	// UnhealthyAgain is when the machine was first seen unhealthy again
+	// after Finished; it decides retry or new remediation.
+	UnhealthyAgain time.Time
 	// Canceled is set when the needs-remediation annotation went away
 	// mid-way; the remediation then only brings the host and node back.
 	Canceled bool
-	// Backup is the Node's metadata taken when the remediation started.
+	// Backup is the Node's metadata taken when the remediation started,
+	// kept until it is restored on the Node that comes back (also after the
+	// remediation ended).
 	Backup *NodeBackup
+	// Tainted records that this remediation put the out-of-service taint on
+	// the Node, so that only its own taint is removed.
+	Tainted bool
+	// Message says, for people (a condition or event on the Machine), why
+	// the remediation waits or what it could not clean up.
+	Message string
 }
 
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
-	if s.Phase != o.Phase || s.Attempt != o.Attempt || !s.Started.Equal(o.Started) ||
-		!s.Finished.Equal(o.Finished) || s.Canceled != o.Canceled || (s.Backup == nil) != (o.Backup == nil) {
+	if s.Phase != o.Phase || s.Attempt != o.Attempt || !s.Started.Equal(o.Started) || !s.RequestedAt.Equal(o.RequestedAt) ||
+		!s.Finished.Equal(o.Finished) || !s.UnhealthyAgain.Equal(o.UnhealthyAgain) || s.Canceled != o.Canceled ||
+		s.Tainted != o.Tainted || s.Message != o.Message || (s.Backup == nil) != (o.Backup == nil) {
 		return false
 	}
 	return s.Backup == nil || s.Backup.Name == o.Backup.Name &&
@@ -115,12 +141,45 @@ type Node struct {
 	OutOfService bool
 }
 
-// Host is what a decision needs of the Machine's host.
+// Host is what a decision needs of the Machine's host, as the reboot
+// protocol answers it (see RebootHosts) for the current attempt's request.
 type Host struct {
-	// Power is the host's observed power state.
-	Power power.State
-	// RebootAnnotation: RebootAnnotation is present on the host.
+	// RebootAnnotation: RebootAnnotation is present on the host, with any
+	// value.
 	RebootAnnotation bool
+	// Requested: it is present with the current attempt's value
+	// (Request.Value).
+	Requested bool
+	// Fenced: the reboot controller holds evidence that the hardware was
+	// off at or after the attempt's start, for this very request
+	// (reboot.FencedFor). The Node is deleted or tainted only on it: never
+	// on a power reading, which a BMC may echo from before a reset.
+	Fenced bool
+	// PoweredOn: the reboot controller powered the host on after the
+	// attempt's start and no reboot is pending (reboot.Client.Done).
+	PoweredOn bool
+	// Power is the power state as read, for Table mode and messages only.
+	Power power.State
+}
+
+// Request identifies the current attempt's reboot request, for
+// HostStore.Get: the annotation value and the T it was made at.
+type Request struct {
+	Value string
+	At    time.Time
+}
+
+// RequestFor returns the reboot request of the current attempt of s for a
+// Machine, or the zero Request if no attempt is in flight.
+func RequestFor(m Machine, s State) Request {
+	at := s.RequestedAt
+	if at.IsZero() {
+		at = s.Started
+	}
+	if !InFlight(s.Phase) || at.IsZero() {
+		return Request{}
+	}
+	return Request{Value: RebootValue(m.UID, at), At: at}
 }
 
 // Observed is everything a phased decision depends on.
@@ -129,9 +188,13 @@ type Observed struct {
 	Node    Node
 	Host    Host
 	State   State
-	// MayStart is the storm guard's answer (MayStart) for this Machine; it
-	// only matters when a new remediation would start.
-	MayStart bool
+	// Admitted: the Machine is in the shared admission record (see
+	// AdmissionStore): a remediation was admitted for it and not released.
+	Admitted bool
+	// MayStart and GuardReason are the storm guard's answer (MayStart) for
+	// this Machine; they only matter when a new remediation would start.
+	MayStart    bool
+	GuardReason string
 }
 
 // Config tunes phased decisions. The zero value is valid.
@@ -142,6 +205,16 @@ type Config struct {
 	// RetryLimit is how many more power cycles one remediation may take
 	// after the first. 0 means the default, 1; a negative value, none.
 	RetryLimit int
+	// MinHealthyPeriod: a machine found unhealthy again less than this
+	// after its last remediation finished counts as a retry of the same
+	// remediation (Cluster API KubeadmControlPlane's minHealthyPeriod).
+	// Default 1 h. So a health checker that re-adds its annotation right
+	// after success (a stale view) costs at most RetryLimit+1 power cycles
+	// before escalation.
+	MinHealthyPeriod time.Duration
+	// RetryPeriod is the least time between the end of one attempt and
+	// the start of a retry (KubeadmControlPlane's retryPeriod). Default 0.
+	RetryPeriod time.Duration
 	// OutOfService taints the Node with OutOfServiceTaint (NoExecute)
 	// instead of deleting it, for clusters that support non-graceful node
 	// shutdown.
@@ -160,6 +233,9 @@ func (c Config) withDefaults() Config {
 	case c.RetryLimit < 0:
 		c.RetryLimit = 0
 	}
+	if c.MinHealthyPeriod <= 0 {
+		c.MinHealthyPeriod = time.Hour
+	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 5 * time.Second
 	}
@@ -168,18 +244,22 @@ func (c Config) withDefaults() Config {
 
 // Decision says what to do, in this order:
 //
-//  1. If UpdateState, persist State (with optimistic concurrency; on a
+//  1. If Admit, add the Machine to the shared admission record with a
+//     compare-and-swap write (on a conflict stop and decide again).
+//  2. If UpdateState, persist State (with optimistic concurrency; on a
 //     conflict stop and decide again).
-//  2. AddRebootAnnotation: set RebootAnnotation=RebootValue on the host.
-//  3. DeleteNode or TaintNode: only ever asked while the host is observed
-//     off in this pass.
-//  4. RemoveRebootAnnotation: the host may power on.
-//  5. RestoreLabels, RestoreAnnotations: add them to the returned Node
-//     (only keys it lacks are listed), and RemoveTaint.
-//  6. RemoveNeedsRemediation: remove NeedsRemediationAnnotation.
-//  7. DeleteMachine: the Machine's owner will replace it.
-//  8. Look again after RequeueAfter (zero: when something changes).
+//  3. AddRebootAnnotation: set RebootAnnotation=RebootValue on the host
+//     (through reboot.Client.RequestWith, T = State.Started).
+//  4. DeleteNode or TaintNode: only ever asked on Host.Fenced.
+//  5. RemoveRebootAnnotation: the host may power on.
+//  6. RestoreLabels, RestoreAnnotations: add them to the Node named
+//     RestoreNode (only keys it lacks are listed), and RemoveTaint.
+//  7. RemoveNeedsRemediation: remove NeedsRemediationAnnotation.
+//  8. DeleteMachine: the Machine's owner will replace it.
+//  9. If Release, remove the Machine from the admission record.
+//  10. Look again after RequeueAfter (zero: when something changes).
 type Decision struct {
+	Admit                  bool
 	UpdateState            bool
 	State                  State
 	AddRebootAnnotation    bool
@@ -187,19 +267,36 @@ type Decision struct {
 	DeleteNode             bool
 	TaintNode              bool
 	RemoveRebootAnnotation bool
+	RestoreNode            string
 	RestoreLabels          map[string]string
 	RestoreAnnotations     map[string]string
 	RemoveTaint            bool
 	RemoveNeedsRemediation bool
 	DeleteMachine          bool
+	Release                bool
 	RequeueAfter           time.Duration
 	Reason                 string
 }
 
-// RebootValue returns the value of RebootAnnotation for a Machine: its UID
-// (the seed) and hard mode (fencing must not wait for a soft shutdown).
-func RebootValue(machineUID string) string {
-	return fmt.Sprintf(`{"mode":"hard","machine":%q}`, machineUID)
+// RebootValue returns the value of RebootAnnotation for one attempt of a
+// Machine's remediation: hard mode (fencing must not wait for a soft
+// shutdown), the Machine UID (the seed), and the attempt's start, which
+// makes every attempt a distinct reboot request. It is always valid JSON,
+// whatever bytes the UID holds.
+func RebootValue(machineUID string, attempt time.Time) string {
+	b, _ := json.Marshal(struct {
+		Mode        string `json:"mode"`
+		Machine     string `json:"machine"`
+		RequestedAt string `json:"requestedAt,omitempty"`
+	}{"hard", machineUID, stamp(attempt)})
+	return string(b)
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // Decide is Config{}.Decide.
@@ -211,9 +308,16 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 	c = c.withDefaults()
 	d := Decision{State: o.State}
 	st := &d.State
-	off := o.Host.Power == power.StateOff
 	m := o.Machine
 	timedOut := !st.Started.IsZero() && now.Sub(st.Started) >= c.Timeout
+	// request writes the attempt's reboot request anew: a new T, a new
+	// value.
+	request := func(why string) {
+		st.RequestedAt = now
+		d.AddRebootAnnotation, d.RebootValue = true, RebootValue(m.UID, now)
+		d.Reason = why
+		d.RequeueAfter = c.PollInterval
+	}
 
 	switch st.Phase {
 	case PhaseNone, PhaseDone, PhaseFailed:
@@ -221,50 +325,37 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 			// Never leave a host held off by a remediation that is over.
 			d.RemoveRebootAnnotation = true
 		}
+		c.cleanup(o, &d)
 		switch {
 		case !m.NeedsRemediation:
 			d.Reason = "healthy"
+			st.UnhealthyAgain = time.Time{}
 			if st.Phase == PhaseFailed {
-				*st = State{Phase: PhaseNone}
+				st.Phase = PhaseNone
 				d.Reason = "needs-remediation annotation gone: failed remediation cleared"
 			}
+			d.Release = o.Admitted
 		case st.Phase == PhaseFailed:
 			d.Reason = "remediation failed; waiting for the Machine to be replaced or the annotation removed"
-		case !o.MayStart:
-			d.Reason = "storm guard: too many unhealthy machines"
-			d.RequeueAfter = c.PollInterval
+			d.Release = o.Admitted
 		default:
-			attempt := 1
-			if st.Phase == PhaseDone && !st.Finished.IsZero() && now.Sub(st.Finished) < c.Timeout {
-				// Unhealthy again right after a remediation: the same
-				// remediation's retry, not a new one.
-				attempt = st.Attempt + 1
-			}
-			if attempt > 1+c.RetryLimit {
-				c.escalate(o, now, &d, "unhealthy again after remediation")
-				break
-			}
-			*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, Backup: backup(o.Node)}
-			d.RemoveRebootAnnotation = false
-			d.AddRebootAnnotation, d.RebootValue = !o.Host.RebootAnnotation, RebootValue(m.UID)
-			d.Reason = fmt.Sprintf("attempt %d: power off", attempt)
-			d.RequeueAfter = c.PollInterval
+			c.start(o, now, &d)
 		}
 
 	case PhasePowerOffRequested:
 		switch {
 		case !m.NeedsRemediation:
 			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
-			*st = State{Phase: PhaseNone}
-			d.Reason = "cancelled before the node was deleted: release the host"
+			st.Phase, st.Finished, st.Canceled = PhaseDone, now, true
+			d.Release = o.Admitted
+			d.Reason = "cancelled before the node was fenced: release the host"
+			c.cleanup(o, &d)
 		case timedOut:
-			c.retryOrEscalate(o, now, &d, "host not off in time")
-		case !o.Host.RebootAnnotation:
-			d.AddRebootAnnotation, d.RebootValue = true, RebootValue(m.UID)
-			d.Reason = "reboot annotation missing: add it"
-			d.RequeueAfter = c.PollInterval
-		case !off:
-			d.Reason = "waiting for the host to be off (" + o.Host.Power.String() + ")"
+			c.retryOrEscalate(o, now, &d, "host not fenced in time")
+		case !o.Host.Requested:
+			request("reboot request missing or replaced: request again")
+		case !o.Host.Fenced:
+			d.Reason = "waiting for the reboot controller's evidence that the host is off"
 			d.RequeueAfter = c.PollInterval
 		default:
 			st.Phase = PhaseNodeDeleted
@@ -274,21 +365,24 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 	case PhaseNodeDeleted:
 		fenced := !o.Node.Exists || c.OutOfService && o.Node.OutOfService
 		switch {
-		case !fenced && off && m.NeedsRemediation:
+		case !fenced && o.Host.Fenced && o.Host.Requested && m.NeedsRemediation:
 			c.fenceNode(o, &d)
-		case !fenced && !m.NeedsRemediation:
-			st.Phase, st.Canceled = PhaseWaitingForNode, true
+		case !m.NeedsRemediation:
+			st.Phase, st.Canceled = PhasePoweringOn, true
 			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 			d.Reason = "cancelled: release the host"
+			d.RequeueAfter = c.PollInterval
+		case !fenced && !o.Host.Requested:
+			st.Phase = PhasePowerOffRequested
+			request("reboot request missing or replaced before the node was fenced: request again")
 		case !fenced:
-			d.Reason = "host not off: cannot fence the node now"
+			d.Reason = "host not known off: cannot fence the node now"
 			d.RequeueAfter = c.PollInterval
 			if timedOut {
 				c.retryOrEscalate(o, now, &d, "node not fenced in time")
 			}
 		default:
 			st.Phase = PhasePoweringOn
-			st.Canceled = st.Canceled || !m.NeedsRemediation
 			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 			d.Reason = "node fenced: power on"
 			d.RequeueAfter = c.PollInterval
@@ -297,14 +391,14 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 	case PhasePoweringOn:
 		d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 		switch {
-		case o.Host.Power == power.StateOn:
+		case o.Host.PoweredOn:
 			st.Phase = PhaseWaitingForNode
 			d.Reason = "host on: wait for the node"
 			d.RequeueAfter = c.PollInterval
 		case timedOut:
 			c.retryOrEscalate(o, now, &d, "host not on in time")
 		default:
-			d.Reason = "waiting for the host to be on (" + o.Host.Power.String() + ")"
+			d.Reason = "waiting for the reboot controller to power the host on"
 			d.RequeueAfter = c.PollInterval
 		}
 
@@ -319,40 +413,121 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 			d.RequeueAfter = c.PollInterval
 			break
 		}
-		d.RestoreLabels, d.RestoreAnnotations = missing(st.Backup, o.Node)
-		d.RemoveTaint = o.Node.OutOfService
-		switch {
-		case d.RestoreLabels != nil || d.RestoreAnnotations != nil || d.RemoveTaint:
+		if c.cleanup(o, &d) {
 			// Side effects first, phase later: a crash in between repeats
 			// them, it never skips them.
-			d.Reason = "node back: restore its labels and annotations"
-			if d.RemoveTaint {
-				d.Reason = "node back: remove the out-of-service taint"
-				if d.RestoreLabels != nil || d.RestoreAnnotations != nil {
-					d.Reason = "node back: restore its labels and annotations, remove the out-of-service taint"
-				}
-			}
-		case m.NeedsRemediation:
+			d.Reason = "node back: " + d.Reason
+			d.RequeueAfter = c.PollInterval
+			break
+		}
+		if m.NeedsRemediation && !st.Canceled {
 			// Removed before Done is persisted: a crash in between must not
 			// look like the node needing remediation again.
 			d.RemoveNeedsRemediation = true
 			d.Reason = "node back: remove the needs-remediation annotation"
-		default:
-			st.Phase, st.Finished, st.Backup = PhaseDone, now, nil
-			d.Reason = "node back: done"
-			if st.Canceled {
-				d.Reason = "node back after cancellation: done"
-			}
-			return d.finish(o)
+			d.RequeueAfter = c.PollInterval
+			break
 		}
-		d.RequeueAfter = c.PollInterval
+		st.Phase, st.Finished, st.UnhealthyAgain = PhaseDone, now, time.Time{}
+		d.Release = o.Admitted
+		d.Reason = "node back: done"
+		if st.Canceled {
+			d.Reason = "node back after cancellation: done"
+		}
 	}
 	return d.finish(o)
+}
+
+// start decides for an unhealthy Machine with no remediation in flight:
+// a retry of the last remediation, a new one, escalation, or waiting for
+// the storm guard.
+func (c Config) start(o Observed, now time.Time, d *Decision) {
+	st := &d.State
+	if !st.Finished.IsZero() && st.UnhealthyAgain.IsZero() {
+		st.UnhealthyAgain = now
+	}
+	retry := !st.Finished.IsZero() && st.UnhealthyAgain.Sub(st.Finished) < c.MinHealthyPeriod
+	attempt := 1
+	if retry {
+		attempt = st.Attempt + 1
+	}
+	if attempt > 1+c.RetryLimit {
+		c.escalate(o, now, d, fmt.Sprintf("unhealthy again %s after remediation (within %s)",
+			st.UnhealthyAgain.Sub(st.Finished).Round(time.Second), c.MinHealthyPeriod))
+		return
+	}
+	if retry && now.Sub(st.Finished) < c.RetryPeriod {
+		st.Message = fmt.Sprintf("retry %d waits for the retry period (%s)", attempt, c.RetryPeriod)
+		d.Reason = st.Message
+		d.RequeueAfter = min(c.PollInterval, st.Finished.Add(c.RetryPeriod).Sub(now))
+		return
+	}
+	if !o.Admitted && !o.MayStart {
+		st.Message = "storm guard: " + o.GuardReason
+		d.Reason = st.Message
+		d.RequeueAfter = c.PollInterval
+		return
+	}
+	d.Admit = !o.Admitted
+	backup := st.Backup
+	tainted := st.Tainted
+	if backup == nil {
+		backup = backupOf(o.Node)
+	}
+	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Backup: backup, Tainted: tainted}
+	d.RemoveRebootAnnotation = false
+	d.AddRebootAnnotation, d.RebootValue = true, RebootValue(o.Machine.UID, now)
+	d.Reason = fmt.Sprintf("attempt %d: power off", attempt)
+	if retry {
+		d.Reason = fmt.Sprintf("attempt %d (unhealthy again within %s): power off", attempt, c.MinHealthyPeriod)
+	}
+	d.RequeueAfter = c.PollInterval
+}
+
+// cleanup restores what the remediation changed on the Node (backed-up
+// labels and annotations, its own out-of-service taint) once the Node is
+// back, and forgets the backup when nothing is left to restore. It reports
+// whether a side effect is due.
+func (c Config) cleanup(o Observed, d *Decision) bool {
+	st := &d.State
+	if st.Backup == nil && !st.Tainted {
+		return false
+	}
+	if !o.Node.Exists {
+		if InFlight(st.Phase) {
+			return false
+		}
+		st.Message = "node not back: its labels and annotations (and our taint) are restored when it returns"
+		return false
+	}
+	labels, annotations := missing(st.Backup, o.Node)
+	untaint := st.Tainted && o.Node.OutOfService
+	if labels == nil && annotations == nil && !untaint {
+		st.Backup, st.Tainted = nil, false
+		if strings.HasPrefix(st.Message, "node not back") {
+			st.Message = ""
+		}
+		return false
+	}
+	d.RestoreNode = o.Node.Name
+	d.RestoreLabels, d.RestoreAnnotations, d.RemoveTaint = labels, annotations, untaint
+	switch {
+	case untaint && (labels != nil || annotations != nil):
+		d.Reason = "restore its labels and annotations, remove the out-of-service taint"
+	case untaint:
+		d.Reason = "remove the out-of-service taint"
+	default:
+		d.Reason = "restore its labels and annotations"
+	}
+	return true
 }
 
 func (d Decision) finish(o Observed) Decision {
 	if d.RemoveRebootAnnotation && d.AddRebootAnnotation {
 		d.RemoveRebootAnnotation = false
+	}
+	if !InFlight(d.State.Phase) && d.State.Phase != PhaseNone && d.Reason != "" && d.State.Message == "" {
+		d.State.Message = d.Reason
 	}
 	d.UpdateState = !d.State.Equal(o.State)
 	return d
@@ -361,15 +536,16 @@ func (d Decision) finish(o Observed) Decision {
 func (c Config) fenceNode(o Observed, d *Decision) {
 	switch {
 	case !o.Node.Exists:
-		d.Reason = "host off; no node to delete"
+		d.Reason = "host fenced; no node to delete"
 	case c.OutOfService && o.Node.OutOfService:
-		d.Reason = "host off; node already out of service"
+		d.Reason = "host fenced; node already out of service"
 	case c.OutOfService:
 		d.TaintNode = true
-		d.Reason = "host off: taint the node out-of-service"
+		d.State.Tainted = true
+		d.Reason = "host fenced: taint the node out-of-service"
 	default:
 		d.DeleteNode = true
-		d.Reason = "host off: delete the node"
+		d.Reason = "host fenced: delete the node"
 	}
 	d.RequeueAfter = c.PollInterval
 }
@@ -379,16 +555,18 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 	if st.Canceled {
 		d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 		st.Phase, st.Finished = PhaseDone, now
+		d.Release = o.Admitted
 		d.Reason = why + " after cancellation: give up waiting"
+		c.cleanup(o, d)
 		return
 	}
 	if st.Attempt <= c.RetryLimit {
 		st.Attempt++
-		st.Phase, st.Started = PhasePowerOffRequested, now
+		st.Phase, st.Started, st.RequestedAt = PhasePowerOffRequested, now, now
 		if st.Backup == nil {
-			st.Backup = backup(o.Node)
+			st.Backup = backupOf(o.Node)
 		}
-		d.AddRebootAnnotation, d.RebootValue = !o.Host.RebootAnnotation, RebootValue(o.Machine.UID)
+		d.AddRebootAnnotation, d.RebootValue = true, RebootValue(o.Machine.UID, now)
 		d.RemoveRebootAnnotation = false
 		d.Reason = fmt.Sprintf("%s: retry, attempt %d", why, st.Attempt)
 		d.RequeueAfter = c.PollInterval
@@ -401,15 +579,19 @@ func (c Config) escalate(o Observed, now time.Time, d *Decision, why string) {
 	st := &d.State
 	d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 	st.Phase, st.Finished = PhaseFailed, now
+	d.Release = o.Admitted
 	if o.Machine.HasControllerOwner {
 		d.DeleteMachine = true
 		d.Reason = why + ": retries exhausted, delete the Machine for its owner to replace"
+		st.Message = d.Reason
 		return
 	}
 	d.Reason = why + ": retries exhausted, remediation failed"
+	st.Message = d.Reason
+	c.cleanup(o, d)
 }
 
-func backup(n Node) *NodeBackup {
+func backupOf(n Node) *NodeBackup {
 	if !n.Exists {
 		return nil
 	}

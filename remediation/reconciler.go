@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/rebootkit/rebootkit/power"
-	"time"
 )
 
 // Store errors; implementations return them wrapped.
@@ -54,21 +55,63 @@ type NodeStore interface {
 }
 
 // HostStore reads a Machine's host and changes its reboot annotation.
+// RebootHosts implements it over a reboot.HostStore with the reboot
+// protocol's client side.
 type HostStore interface {
-	// Get returns the host of the Machine.
-	Get(ctx context.Context, machine string) (Host, error)
-	// AddRebootAnnotation sets RebootAnnotation to value.
-	AddRebootAnnotation(ctx context.Context, machine, value string) error
+	// Get returns what the remediation needs of the Machine's host, for
+	// the current attempt's reboot request req (zero if none is in flight):
+	// Host.Fenced and Host.PoweredOn answer for that request only.
+	Get(ctx context.Context, machine string, req Request) (Host, error)
+	// AddRebootAnnotation sets RebootAnnotation to req.Value, req.At being
+	// the request's T (taken before this call).
+	AddRebootAnnotation(ctx context.Context, machine string, req Request) error
 	// RemoveRebootAnnotation removes RebootAnnotation (absent is fine).
 	RemoveRebootAnnotation(ctx context.Context, machine string) error
 }
 
+// Admissions is the shared admission record: the Machines whose
+// remediation the storm guard admitted and that have not been released.
+type Admissions struct {
+	Machines []string
+	// Version is the store's version, for compare-and-swap.
+	Version string
+}
+
+// Has reports whether machine is admitted.
+func (a Admissions) Has(machine string) bool { return slices.Contains(a.Machines, machine) }
+
+// AdmissionStore holds the one record that makes the storm guard's
+// admission atomic across concurrent reconciles and processes: a
+// remediation starts only after a compare-and-swap write that adds its
+// Machine to the record it was judged against.
+type AdmissionStore interface {
+	// GetAdmissions returns the record (empty with a version if none).
+	GetAdmissions(ctx context.Context) (Admissions, error)
+	// PutAdmissions writes a if a.Version is current, else returns an
+	// error wrapping ErrConflict.
+	PutAdmissions(ctx context.Context, a Admissions) error
+}
+
 // Reconciler applies phased decisions (or, with Table, the seed's truth
 // table) for Machines.
+//
+// Concurrency: Reconcile may run for several Machines at once (Kubernetes
+// controllers' MaxConcurrentReconciles > 1), and from several processes.
+// Admission by the storm guard is atomic because it goes through the
+// versioned shared record of Admissions: a reconcile judges the fleet
+// against the record it read, adds its Machine with a compare-and-swap
+// write, and only then persists the new remediation; one that loses the
+// race gets ErrConflict and decides again. What must not happen is two
+// reconciles of the same Machine at once (work queues guarantee it), and
+// two controllers acting on the same hosts should run under leader
+// election anyway (the reboot controller assumes one actor per host).
 type Reconciler struct {
 	Machines MachineStore
 	Nodes    NodeStore
 	Hosts    HostStore
+	// Admissions holds the shared admission record (required in phased
+	// mode).
+	Admissions AdmissionStore
 	// Config tunes phased decisions.
 	Config Config
 	// Limit is the storm guard's limit on unhealthy machines.
@@ -93,16 +136,21 @@ type Result struct {
 // Reconcile runs one pass for the named Machine.
 func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error) {
 	rec, err := r.Machines.Get(ctx, name)
+	if errors.Is(err, ErrNotFound) && !r.Table {
+		// Deleted (for its owner to replace): release its admission.
+		return Result{}, errors.Join(fmt.Errorf("remediation: machine %s: %w", name, err), r.release(ctx, name, nil))
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("remediation: machine %s: %w", name, err)
 	}
-	host, err := r.Hosts.Get(ctx, name)
+	req := RequestFor(rec.Machine, rec.State)
+	host, err := r.Hosts.Get(ctx, name, req)
 	if err != nil {
 		return Result{}, fmt.Errorf("remediation: host of %s: %w", name, err)
 	}
 	node := Node{}
-	if rec.Machine.NodeName != "" {
-		if node, err = r.Nodes.Get(ctx, rec.Machine.NodeName); err != nil {
+	if n := nodeName(rec); n != "" {
+		if node, err = r.Nodes.Get(ctx, n); err != nil {
 			return Result{}, fmt.Errorf("remediation: node of %s: %w", name, err)
 		}
 	}
@@ -110,8 +158,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		return r.table(ctx, rec, node, host)
 	}
 
-	may := false
-	if rec.Machine.NeedsRemediation && !InFlight(rec.State.Phase) {
+	adm, err := r.Admissions.GetAdmissions(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("remediation: admissions: %w", err)
+	}
+	o := Observed{Machine: rec.Machine, Node: node, Host: host, State: rec.State, Admitted: adm.Has(name)}
+	if rec.Machine.NeedsRemediation && !InFlight(rec.State.Phase) && !o.Admitted {
 		all, err := r.Machines.List(ctx)
 		if err != nil {
 			return Result{}, fmt.Errorf("remediation: list machines: %w", err)
@@ -119,32 +171,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		fleet := make([]FleetMachine, len(all))
 		for i, m := range all {
 			fleet[i] = FleetMachine{Name: m.Machine.Name, ControlPlane: m.Machine.ControlPlane,
-				Unhealthy: m.Machine.NeedsRemediation, Remediating: InFlight(m.State.Phase)}
+				Unhealthy: m.Machine.NeedsRemediation, Remediating: InFlight(m.State.Phase) || adm.Has(m.Machine.Name)}
 		}
-		may, _ = MayStart(fleet, name, r.Limit)
+		o.MayStart, o.GuardReason = MayStart(fleet, name, r.Limit)
 	}
-	d := r.Config.Decide(Observed{Machine: rec.Machine, Node: node, Host: host, State: rec.State, MayStart: may}, r.Now())
+	d := r.Config.Decide(o, r.Now())
 	res := Result{Decision: d, RequeueAfter: d.RequeueAfter}
+	if d.Admit {
+		adm.Machines = append(slices.Clone(adm.Machines), name)
+		if err := r.Admissions.PutAdmissions(ctx, adm); err != nil {
+			return res, fmt.Errorf("remediation: admit %s: %w", name, err)
+		}
+	}
 	if d.UpdateState {
 		if err := r.Machines.SaveState(ctx, name, rec.Version, d.State); err != nil {
 			return res, fmt.Errorf("remediation: save state of %s: %w", name, err)
 		}
 	}
+	attempt := Request{Value: d.RebootValue, At: d.State.Started}
 	steps := []struct {
 		do  bool
 		run func() error
 		op  string
 	}{
-		{d.AddRebootAnnotation, func() error { return r.Hosts.AddRebootAnnotation(ctx, name, d.RebootValue) }, "add reboot annotation"},
+		{d.AddRebootAnnotation, func() error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation"},
 		{d.DeleteNode, func() error { return r.Nodes.Delete(ctx, node.Name) }, "delete node"},
 		{d.TaintNode, func() error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node"},
 		{d.RemoveRebootAnnotation, func() error { return r.Hosts.RemoveRebootAnnotation(ctx, name) }, "remove reboot annotation"},
 		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func() error {
-			return r.Nodes.AddMetadata(ctx, node.Name, d.RestoreLabels, d.RestoreAnnotations)
+			return r.Nodes.AddMetadata(ctx, d.RestoreNode, d.RestoreLabels, d.RestoreAnnotations)
 		}, "restore node metadata"},
-		{d.RemoveTaint, func() error { return r.Nodes.SetOutOfService(ctx, node.Name, false) }, "untaint node"},
+		{d.RemoveTaint, func() error { return r.Nodes.SetOutOfService(ctx, d.RestoreNode, false) }, "untaint node"},
 		{d.RemoveNeedsRemediation, func() error { return r.Machines.RemoveNeedsRemediation(ctx, name) }, "remove needs-remediation"},
 		{d.DeleteMachine, func() error { return r.Machines.Delete(ctx, name) }, "delete machine"},
+		{d.Release, func() error { return r.release(ctx, name, &adm) }, "release admission"},
 	}
 	for _, s := range steps {
 		if s.do {
@@ -161,13 +221,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	return res, nil
 }
 
+// nodeName is the Machine's Node, or the backed-up one.
+func nodeName(rec MachineRecord) string {
+	if rec.Machine.NodeName != "" {
+		return rec.Machine.NodeName
+	}
+	if rec.State.Backup != nil {
+		return rec.State.Backup.Name
+	}
+	return ""
+}
+
+// release removes machine from the admission record (read again if adm is
+// nil or stale), retrying conflicts a few times.
+func (r *Reconciler) release(ctx context.Context, machine string, adm *Admissions) error {
+	if r.Admissions == nil {
+		return nil
+	}
+	for i := 0; i < 5; i++ {
+		if adm == nil || i > 0 {
+			a, err := r.Admissions.GetAdmissions(ctx)
+			if err != nil {
+				return err
+			}
+			adm = &a
+		}
+		if !adm.Has(machine) {
+			return nil
+		}
+		next := *adm
+		next.Machines = slices.DeleteFunc(slices.Clone(adm.Machines), func(m string) bool { return m == machine })
+		err := r.Admissions.PutAdmissions(ctx, next)
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("remediation: release %s: %w", machine, ErrConflict)
+}
+
 func (r *Reconciler) table(ctx context.Context, rec MachineRecord, node Node, host Host) (Result, error) {
 	a := Table(TableInput{NodeRef: node.Exists, NeedsRemediation: rec.Machine.NeedsRemediation,
 		PoweredOn: host.Power != power.StateOff, RebootAnnotation: host.RebootAnnotation})
 	var err error
 	switch a {
 	case TableAddRebootAnnotation:
-		err = r.Hosts.AddRebootAnnotation(ctx, rec.Machine.Name, RebootValue(rec.Machine.UID))
+		now := r.Now()
+		err = r.Hosts.AddRebootAnnotation(ctx, rec.Machine.Name, Request{Value: RebootValue(rec.Machine.UID, now), At: now})
 	case TableDeleteNode:
 		err = r.Nodes.Delete(ctx, node.Name)
 	case TableRemoveNeedsRemediation:

@@ -23,6 +23,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenar
 //	machine needs=true owner=true
 //	node exists=true ready=true [label k=v]
 //	host power=on|off|transitioning annotation=true|false
+//	                what the reboot protocol answers: off = fenced for the
+//	                current request (if its annotation is ours), on = the
+//	                controller powered it on after the request
 //	storm ok|blocked
 //	advance DURATION
 //	decide        decide, print, persist the state, apply the node/host effects
@@ -44,6 +47,14 @@ type world struct {
 	cfg remediation.Config
 	o   remediation.Observed
 	now time.Time
+}
+
+// sync derives the reboot protocol's answers from the power state the
+// story sets: off with our request present is fenced; on with no request
+// is powered on by the controller.
+func (w *world) sync() {
+	w.o.Host.Fenced = w.o.Host.Power == power.StateOff && w.o.Host.Requested
+	w.o.Host.PoweredOn = w.o.Host.Power == power.StateOn && !w.o.Host.RebootAnnotation
 }
 
 func kv(fields []string) map[string]string {
@@ -98,14 +109,20 @@ func (w *world) run(line string, out *strings.Builder) error {
 			}
 		}
 	case "host":
+		if v, ok := a["annotation"]; ok {
+			w.o.Host.RebootAnnotation = v == "true"
+			w.o.Host.Requested = v == "true"
+		}
 		if v, ok := a["power"]; ok {
 			w.o.Host.Power = map[string]power.State{"on": power.StateOn, "off": power.StateOff, "transitioning": power.StateTransitioning}[v]
 		}
-		if v, ok := a["annotation"]; ok {
-			w.o.Host.RebootAnnotation = v == "true"
-		}
+		w.sync()
 	case "storm":
 		w.o.MayStart = a["ok"] != "" || f[1] == "ok"
+		w.o.GuardReason = ""
+		if !w.o.MayStart {
+			w.o.GuardReason = "3 of 3 machines unhealthy, more than the limit 40% (1)"
+		}
 	case "advance":
 		d, err := time.ParseDuration(f[1])
 		if err != nil {
@@ -116,12 +133,19 @@ func (w *world) run(line string, out *strings.Builder) error {
 		d := w.cfg.Decide(w.o, w.now)
 		out.WriteString(describe(d))
 		w.o.State = d.State
+		if d.Admit {
+			w.o.Admitted = true
+		}
+		if d.Release {
+			w.o.Admitted = false
+		}
 		if d.AddRebootAnnotation {
-			w.o.Host.RebootAnnotation = true
+			w.o.Host.RebootAnnotation, w.o.Host.Requested = true, true
 		}
 		if d.RemoveRebootAnnotation {
-			w.o.Host.RebootAnnotation = false
+			w.o.Host.RebootAnnotation, w.o.Host.Requested = false, false
 		}
+		w.sync()
 		if d.DeleteNode {
 			w.o.Node = remediation.Node{Name: "n0"}
 		}
@@ -153,6 +177,7 @@ func describe(d remediation.Decision) string {
 			acts = append(acts, s)
 		}
 	}
+	add(d.Admit, "admit")
 	add(d.AddRebootAnnotation, "add-reboot-annotation")
 	add(d.DeleteNode, "delete-node")
 	add(d.TaintNode, "taint-node")
@@ -168,6 +193,7 @@ func describe(d remediation.Decision) string {
 	add(d.RemoveTaint, "remove-taint")
 	add(d.RemoveNeedsRemediation, "remove-needs-remediation")
 	add(d.DeleteMachine, "delete-machine")
+	add(d.Release, "release")
 	if len(acts) == 0 {
 		acts = []string{"none"}
 	}

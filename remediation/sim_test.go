@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/rebootkit/rebootkit/fake"
@@ -27,6 +29,11 @@ type sim struct {
 	powers   map[string]*fake.Power
 	reboots  *reboot.Reconciler
 	rem      *remediation.Reconciler
+	rem2     *remediation.Reconciler // a second reconciler (another worker or process)
+	cfg      remediation.Config
+	limit    remediation.Limit
+	nested   string // a Machine the second reconciler reconciles at the next write
+	inNested bool
 	n        int
 	boot     time.Duration
 	onSince  map[string]time.Time
@@ -42,6 +49,11 @@ type sim struct {
 }
 
 func newSim(n int, cfg remediation.Config, table bool, limit remediation.Limit) *sim {
+	return newSimWith(n, cfg, table, limit, func(int) fake.PowerConfig { return fake.PowerConfig{Lag: 3 * time.Second} })
+}
+
+// newSimWith builds a simulation whose host i has power config pc(i).
+func newSimWith(n int, cfg remediation.Config, table bool, limit remediation.Limit, pc func(int) fake.PowerConfig) *sim {
 	s := &sim{ctx: context.Background(), clk: fake.NewClock(time.Time{}), cluster: fake.NewCluster(),
 		powers: map[string]*fake.Power{}, n: n, boot: 30 * time.Second, onSince: map[string]time.Time{},
 		broken: map[string]bool{}, forever: map[string]bool{}, mhcOff: map[string]bool{},
@@ -50,7 +62,7 @@ func newSim(n int, cfg remediation.Config, table bool, limit remediation.Limit) 
 	for i := 0; i < n; i++ {
 		h, m, nd := fmt.Sprintf("h%d", i), fmt.Sprintf("m%d", i), fmt.Sprintf("n%d", i)
 		hs = append(hs, reboot.Host{Name: h, Online: true})
-		s.powers[h] = fake.NewPower(s.clk.Now, fake.PowerConfig{Lag: 3 * time.Second})
+		s.powers[h] = fake.NewPower(s.clk.Real, pc(i))
 		s.cluster.AddMachine(remediation.Machine{Name: m, UID: "uid-" + m, NodeName: nd, ControlPlane: i == 0,
 			HasControllerOwner: i%2 == 1})
 		s.cluster.PutNode(remediation.Node{Name: nd, Ready: true, Labels: map[string]string{"role": "worker", "zone": "z" + h},
@@ -58,19 +70,50 @@ func newSim(n int, cfg remediation.Config, table bool, limit remediation.Limit) 
 		s.onSince[h] = s.clk.Now().Add(-time.Hour)
 	}
 	s.hosts = fake.NewRebootHosts(hs...)
-	s.reboots = &reboot.Reconciler{Hosts: s.hosts, Now: s.clk.Now, Monotonic: s.clk.Monotonic,
+	s.reboots = &reboot.Reconciler{Hosts: s.hosts, Now: s.clk.Now, Monotonic: s.clk.Monotonic, Logger: debugLogger(),
 		Power: func(h string) (power.Controller, error) { return s.powers[h], nil }}
+	s.cfg, s.limit = cfg, limit
 	s.newRemediator(cfg, table, limit)
+	s.rem2 = s.remediator(cfg, table, limit)
+	s.cluster.SetInterloper(func(string) {
+		// The second reconciler runs a whole pass between the first one's
+		// read and its write.
+		if m := s.nested; m != "" && !s.inNested {
+			s.nested, s.inNested = "", true
+			s.reconcileWith(s.rem2, m)
+			s.inNested = false
+		}
+	})
 	return s
 }
 
-func (s *sim) newRemediator(cfg remediation.Config, table bool, limit remediation.Limit) {
-	s.rem = &remediation.Reconciler{
+func (s *sim) remediator(cfg remediation.Config, table bool, limit remediation.Limit) *remediation.Reconciler {
+	return &remediation.Reconciler{
 		Machines: crashMachines{s.cluster, s}, Nodes: crashNodes{s.cluster.Nodes(), s},
-		Hosts: crashHosts{&fake.RemediationHosts{Hosts: s.hosts,
-			Power:  func(h string) power.Controller { return s.powers[h] },
+		Hosts: crashHosts{&remediation.RebootHosts{Hosts: s.hosts, Now: s.clk.Now,
+			Power:  func(h string) (power.Controller, error) { return s.powers[h], nil },
 			HostOf: func(m string) string { return "h" + m[1:] }}, s},
-		Config: cfg, Table: table, Limit: limit, Now: s.clk.Now,
+		Admissions: crashAdmissions{s.cluster, s},
+		Config:     cfg, Table: table, Limit: limit, Now: s.clk.Now, Logger: debugLogger(),
+	}
+}
+
+// debugLogger logs to stderr when REBOOTKIT_SIM_DEBUG is set.
+func debugLogger() *slog.Logger {
+	if os.Getenv("REBOOTKIT_SIM_DEBUG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+}
+
+func (s *sim) newRemediator(cfg remediation.Config, table bool, limit remediation.Limit) {
+	s.rem = s.remediator(cfg, table, limit)
+}
+
+func (s *sim) reconcileWith(r *remediation.Reconciler, m string) {
+	_, err := r.Reconcile(s.ctx, m)
+	if err != nil && !errors.Is(err, errCrash) && !errors.Is(err, remediation.ErrConflict) && !errors.Is(err, remediation.ErrNotFound) {
+		s.failures = append(s.failures, err.Error())
 	}
 }
 
@@ -93,7 +136,7 @@ func (s *sim) step(d time.Duration) {
 	now := s.clk.Now()
 	for i := 0; i < s.n; i++ {
 		h, m, nd := fmt.Sprintf("h%d", i), fmt.Sprintf("m%d", i), fmt.Sprintf("n%d", i)
-		if s.powers[h].Current() != power.StateOn {
+		if !s.powers[h].HardwareOn() { // the kubelet lives on the real hardware
 			s.onSince[h] = time.Time{}
 			s.cluster.SetNodeReady(nd, false)
 		} else if s.onSince[h].IsZero() {
@@ -138,11 +181,20 @@ func (s *sim) step(d time.Duration) {
 		}
 	}
 	for i := 0; i < s.n; i++ {
-		_, err := s.rem.Reconcile(s.ctx, fmt.Sprintf("m%d", i))
-		if err != nil && !errors.Is(err, errCrash) && !errors.Is(err, remediation.ErrConflict) && !errors.Is(err, remediation.ErrNotFound) {
-			s.failures = append(s.failures, err.Error())
-		}
+		s.reconcileWith(s.rem, fmt.Sprintf("m%d", i))
 	}
+}
+
+type crashAdmissions struct {
+	*fake.Cluster
+	s *sim
+}
+
+func (c crashAdmissions) PutAdmissions(ctx context.Context, a remediation.Admissions) error {
+	if err := c.s.crash(); err != nil {
+		return err
+	}
+	return c.Cluster.PutAdmissions(ctx, a)
 }
 
 type crashMachines struct {
@@ -184,20 +236,20 @@ func (c crashNodes) AddMetadata(ctx context.Context, name string, l, a map[strin
 }
 
 type crashHosts struct {
-	*fake.RemediationHosts
+	*remediation.RebootHosts
 	s *sim
 }
 
-func (c crashHosts) AddRebootAnnotation(ctx context.Context, m, v string) error {
+func (c crashHosts) AddRebootAnnotation(ctx context.Context, m string, r remediation.Request) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RemediationHosts.AddRebootAnnotation(ctx, m, v)
+	return c.RebootHosts.AddRebootAnnotation(ctx, m, r)
 }
 
 func (c crashHosts) RemoveRebootAnnotation(ctx context.Context, m string) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RemediationHosts.RemoveRebootAnnotation(ctx, m)
+	return c.RebootHosts.RemoveRebootAnnotation(ctx, m)
 }

@@ -41,7 +41,10 @@ func run(w io.Writer, boot, mhcTimeout time.Duration, table bool) error {
 	cluster := fake.NewCluster()
 	var hosts []reboot.Host
 	for _, n := range names {
-		powers[n] = fake.NewPower(clk.Now, fake.PowerConfig{Lag: 5 * time.Second})
+		// BMCs that report the previous state for 6 s after a reset and
+		// never say PoweringOn/Off, as many real ones do.
+		powers[n] = fake.NewPower(clk.Real, fake.PowerConfig{Lag: 5 * time.Second,
+			Report: fake.Report{Stale: 6 * time.Second, NoTransitioning: true}})
 		hosts = append(hosts, reboot.Host{Name: n, Online: true})
 		cluster.AddMachine(remediation.Machine{Name: n, UID: "uid-" + n, NodeName: n, HasControllerOwner: true})
 		cluster.PutNode(remediation.Node{Name: n, Ready: true,
@@ -51,14 +54,15 @@ func run(w io.Writer, boot, mhcTimeout time.Duration, table bool) error {
 	reboots := &reboot.Reconciler{Hosts: hostStore, Now: clk.Now, Monotonic: clk.Monotonic,
 		Power: func(n string) (power.Controller, error) { return powers[n], nil }}
 	rem := &remediation.Reconciler{
-		Machines: cluster, Nodes: cluster.Nodes(), Table: table, Now: clk.Now,
-		Hosts: &fake.RemediationHosts{Hosts: hostStore,
-			Power: func(n string) power.Controller { return powers[n] }, HostOf: func(m string) string { return m }},
+		Machines: cluster, Nodes: cluster.Nodes(), Admissions: cluster, Table: table, Now: clk.Now,
+		Hosts: &remediation.RebootHosts{Hosts: hostStore, Now: clk.Now,
+			Power:  func(n string) (power.Controller, error) { return powers[n], nil },
+			HostOf: func(m string) string { return m }},
 		Limit: remediation.MaxPercent(40),
 	}
 	cluster.BeforeNodeFence = func(node string) {
-		if powers[node].Current() != power.StateOff {
-			fmt.Fprintf(w, "SAFETY VIOLATION: node %s fenced while its host is %v\n", node, powers[node].Current())
+		if powers[node].HardwareOn() {
+			fmt.Fprintf(w, "SAFETY VIOLATION: node %s fenced while its host runs\n", node)
 		}
 	}
 

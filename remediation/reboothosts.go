@@ -1,0 +1,97 @@
+package remediation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// Compile-time check: *RebootHosts is a HostStore.
+var _ HostStore = (*RebootHosts)(nil)
+
+// RebootHosts is the HostStore over the reboot API, through its client
+// side (reboot.Client): the remediation asks for a phased hard reboot with
+// RebootAnnotation, learns that the host is fenced from the reboot
+// controller's evidence for that very request (reboot.FencedFor), and that
+// it is back from the controller's power-on after the request. It never
+// decides anything on a power reading, which a BMC may echo from before a
+// reset.
+type RebootHosts struct {
+	// Hosts is the reboot controller's host store.
+	Hosts reboot.HostStore
+	// HostOf maps a Machine to its host's name.
+	HostOf func(machine string) string
+	// Now is the clock (the controllers' clock).
+	Now func() time.Time
+	// Power, if set, gives a host's power controller; its reading fills
+	// Host.Power, which only Table mode and messages use.
+	Power func(host string) (power.Controller, error)
+	// Retries bounds conflicting writes retried by RemoveRebootAnnotation.
+	// Default 10.
+	Retries int
+}
+
+func (r *RebootHosts) client() *reboot.Client {
+	return &reboot.Client{Hosts: r.Hosts, Key: RebootKey, Now: r.Now, Retries: r.Retries}
+}
+
+// Get implements HostStore.
+func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Host, error) {
+	name := r.HostOf(machine)
+	h, err := r.Hosts.Get(ctx, name)
+	if err != nil {
+		return Host{}, err
+	}
+	v, present := h.Annotations[RebootAnnotation]
+	out := Host{RebootAnnotation: present, Requested: present && req.Value != "" && v == req.Value, Power: power.StateUnknown}
+	if req.Value != "" {
+		tk := reboot.Ticket{Host: name, Annotation: RebootAnnotation, Value: req.Value, At: req.At}
+		out.Fenced = out.Requested && reboot.FencedFor(h.Status, tk, r.Now())
+		out.PoweredOn = !present && h.Status.LastPoweredOn.After(req.At) && !h.Status.Pending()
+	}
+	if r.Power != nil {
+		if pc, err := r.Power(name); err == nil {
+			if s, err := pc.State(ctx); err == nil {
+				out.Power = s
+			}
+		}
+	}
+	return out, nil
+}
+
+// AddRebootAnnotation implements HostStore.
+func (r *RebootHosts) AddRebootAnnotation(ctx context.Context, machine string, req Request) error {
+	_, err := r.client().RequestWith(ctx, r.HostOf(machine), req.Value, req.At)
+	return err
+}
+
+// RemoveRebootAnnotation implements HostStore: it removes the annotation
+// whatever its value, with versioned writes, retrying conflicts.
+func (r *RebootHosts) RemoveRebootAnnotation(ctx context.Context, machine string) error {
+	name := r.HostOf(machine)
+	n := r.Retries
+	if n <= 0 {
+		n = 10
+	}
+	var err error
+	for i := 0; i < n; i++ {
+		var h reboot.Host
+		if h, err = r.Hosts.Get(ctx, name); err != nil {
+			return err
+		}
+		if _, ok := h.Annotations[RebootAnnotation]; !ok {
+			return nil
+		}
+		h.Annotations = maps.Clone(h.Annotations)
+		delete(h.Annotations, RebootAnnotation)
+		if _, err = r.Hosts.Update(ctx, h); !errors.Is(err, reboot.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("remediation: remove %s from %s: %w", RebootAnnotation, name, err)
+}
