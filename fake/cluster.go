@@ -13,8 +13,8 @@ import (
 
 // Compile-time checks.
 var (
-	_ remediation.MachineStore = (*Cluster)(nil)
-	_ remediation.NodeStore    = (*ClusterNodes)(nil)
+	_ remediation.MachineStore   = (*Cluster)(nil)
+	_ remediation.NodeStore      = (*ClusterNodes)(nil)
 	_ remediation.AdmissionStore = (*Cluster)(nil)
 )
 
