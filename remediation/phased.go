@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -484,6 +483,9 @@ func (c Config) start(o Observed, now time.Time, d *Decision) {
 	d.RequeueAfter = c.PollInterval
 }
 
+// msgCleanupWaits is State.Message while a backup waits for its Node.
+const msgCleanupWaits = "node not back: its labels and annotations (and our taint) are restored when it returns"
+
 // cleanup restores what the remediation changed on the Node (backed-up
 // labels and annotations, its own out-of-service taint) once the Node is
 // back, and forgets the backup when nothing is left to restore. It reports
@@ -497,14 +499,14 @@ func (c Config) cleanup(o Observed, d *Decision) bool {
 		if InFlight(st.Phase) {
 			return false
 		}
-		st.Message = "node not back: its labels and annotations (and our taint) are restored when it returns"
+		st.Message = msgCleanupWaits
 		return false
 	}
 	labels, annotations := missing(st.Backup, o.Node)
 	untaint := st.Tainted && o.Node.OutOfService
 	if labels == nil && annotations == nil && !untaint {
 		st.Backup, st.Tainted = nil, false
-		if strings.HasPrefix(st.Message, "node not back") {
+		if st.Message == msgCleanupWaits {
 			st.Message = ""
 		}
 		return false
