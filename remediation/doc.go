@@ -27,29 +27,63 @@
 //
 // # The caller's duties (phased)
 //
-//  1. Read the Machine (with its persisted State), its Node and its host's
-//     power state and reboot annotation.
+//  1. Read the Machine (with its persisted State), its Node, the shared
+//     admission record (AdmissionStore), and the host as the reboot
+//     protocol answers for the current attempt's request (RequestFor; use
+//     RebootHosts, which asks through reboot.Client): Host.Fenced is the
+//     reboot controller's evidence that the hardware was off at or after
+//     the request's T, never a power reading a BMC may echo.
 //  2. Before a new remediation may start, ask the storm guard (MayStart)
-//     over the whole fleet and pass its answer as Observed.MayStart.
+//     over the whole fleet, counting admitted machines as remediating, and
+//     pass its answer and reason as Observed.MayStart and GuardReason.
 //  3. Call Decide with your controller's clock.
-//  4. Persist Decision.State first (optimistic concurrency; on a conflict
-//     start again at 1), then apply the side effects in the order the
-//     Decision documents. Deleting or tainting the Node is only ever asked
-//     while the host is observed off in this pass.
+//  4. If Decision.Admit, add the Machine to the admission record with a
+//     compare-and-swap write; then persist Decision.State (optimistic
+//     concurrency); on a conflict in either, start again at 1. Then apply
+//     the side effects in the order the Decision documents, and Release
+//     last.
 //  5. Look again after RequeueAfter, and whenever the Machine, Node or host
 //     changes. A crash between any two steps is safe: the next pass repeats
 //     what was not done, and never skips a step.
 //
-// Reconciler does this over MachineStore, NodeStore and HostStore.
+// Reconciler does this over MachineStore, NodeStore, HostStore and
+// AdmissionStore.
 //
-// # Guarantees, checked by property tests
+// # Concurrency
 //
-// A Node is deleted or tainted only while its host is observed off. When a
-// remediation finishes, fails or is cancelled (the needs-remediation
-// annotation removed mid-way), its reboot annotation is removed, so no host
-// is left off. A host is power-cycled once per attempt; retries (default
-// one) happen only after Timeout (default 10 min); when they run out the
-// Machine is deleted if a controller owner will replace it, else the
-// remediation is marked failed. The Node's labels and annotations are
-// backed up and restored on the new Node (values already there win).
+// Admission is atomic across concurrent reconciles and processes: it goes
+// through one versioned record (AdmissionStore), and a remediation starts
+// only after a compare-and-swap write adds its Machine to the record the
+// storm guard judged. Two reconciles that race both read version v; one
+// writes v+1, the other gets ErrConflict and decides again against v+1. It
+// assumes the store's compare-and-swap is linearisable (Kubernetes
+// resourceVersion preconditions are), and that one Machine is not
+// reconciled twice at once (work queues guarantee it). The reboot
+// controller behind the hosts assumes one actor per host (leader election).
+//
+// # Retries and a flapping health checker
+//
+// A machine found unhealthy again less than Config.MinHealthyPeriod (1 h,
+// as Cluster API's KubeadmControlPlane) after its last remediation finished
+// is a retry of that remediation: attempts are counted per remediation,
+// whatever waits (storm guard, RetryPeriod) came in between. So a health
+// checker that re-adds its annotation right after success (a stale view)
+// costs at most RetryLimit+1 power cycles before the remediation escalates
+// (the Machine is deleted if a controller owner replaces it, else failed).
+//
+// # Guarantees, checked against ground truth by property tests
+//
+// A Node is deleted or tainted only on the reboot protocol's evidence that
+// the hardware is off for this attempt's request (and the request still
+// holds the host off); a request that went missing mid-attempt is written
+// again as a new request. At most the storm guard's limit of remediations,
+// and at most one control-plane machine, are in flight at any instant. No
+// remediation takes more than RetryLimit+1 power cycles. Every end state
+// (done, failed, cancelled, escalated) removes its reboot annotation (no
+// host is left off), removes the out-of-service taint this remediation put
+// on the Node (only its own), and restores the backed-up labels and
+// annotations on the Node that comes back, also after the remediation
+// ended; while it cannot, State.Message says so. The storm guard's refusal
+// is persisted in State.Message with its arithmetic (percentages round down,
+// as Cluster API does: 40% of 3 machines is 1).
 package remediation
