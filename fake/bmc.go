@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +42,13 @@ type BMCQuirks struct {
 	// SessionRequests expires a session token after this many requests
 	// (0: never).
 	SessionRequests int
+	// NoSessionService: the service root links no SessionService and
+	// sessions cannot be created (sushy-tools' emulator).
+	NoSessionService bool
+	// EchoErrors: error bodies echo what the client sent (the request body
+	// and the Authorization and X-Auth-Token headers), as Redfish's
+	// PropertyValueFormatError does with the rejected value.
+	EchoErrors bool
 }
 
 // BMC is a Redfish BMC emulator for one ComputerSystem, backed by a Power
@@ -56,8 +65,9 @@ type BMC struct {
 
 	mu       sync.Mutex
 	now      func() time.Time
-	sessions map[string]int // token -> requests served
+	sessions map[string]*bmcSession // id -> session
 	nextID   int
+	failGet  map[string]bmcFail // path -> one-shot failure
 	requests int
 	resets   []string
 	lastOff  time.Time
@@ -65,6 +75,28 @@ type BMC struct {
 	lagState string
 	failNext int
 	applyBad bool
+}
+
+type bmcSession struct {
+	id, token, user string
+	requests        int
+}
+
+type bmcFail struct {
+	status int
+	body   string
+}
+
+// FailNextGet answers the next GET of path (e.g. "/redfish/v1/Systems")
+// with status and body as is (empty body: a Redfish error). Safe while the
+// BMC serves.
+func (b *BMC) FailNextGet(path string, status int, body string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failGet == nil {
+		b.failGet = map[string]bmcFail{}
+	}
+	b.failGet[path] = bmcFail{status, body}
 }
 
 // FailNextReset answers the next reset with this HTTP status and a Redfish
@@ -78,7 +110,7 @@ func (b *BMC) FailNextReset(status int, applied bool) {
 
 // NewBMC returns a BMC for the hardware p, with clock now and credentials.
 func NewBMC(now func() time.Time, p *Power, username, password string) *BMC {
-	return &BMC{Power: p, Username: username, Password: password, now: now, sessions: map[string]int{}}
+	return &BMC{Power: p, Username: username, Password: password, now: now, sessions: map[string]*bmcSession{}}
 }
 
 // Requests returns how many HTTP requests the BMC has served.
@@ -106,7 +138,10 @@ func (b *BMC) Sessions() int {
 // the server. Clients trust srv.Certificate() (or use srv.Client()).
 func (b *BMC) StartTLS() *httptest.Server { return httptest.NewTLSServer(b) }
 
-const sysPath = "/redfish/v1/Systems/1"
+const (
+	sysPath      = "/redfish/v1/Systems/1"
+	sessionsPath = "/redfish/v1/SessionService/Sessions"
+)
 
 func redfishError(w http.ResponseWriter, status int, id, msg string) {
 	w.Header().Set("Content-Type", "application/json")
@@ -122,57 +157,158 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+func link(path string) map[string]string { return map[string]string{"@odata.id": path} }
+
+// echo returns what the client sent, for EchoErrors.
+func echo(r *http.Request, body []byte) string {
+	return fmt.Sprintf(" (request: %s; Authorization: %s; X-Auth-Token: %s)", body,
+		r.Header.Get("Authorization"), r.Header.Get("X-Auth-Token"))
+}
+
 // ServeHTTP implements http.Handler.
 func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.requests++
+	w.Header().Set("OData-Version", "4.0")
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	path := strings.TrimSuffix(r.URL.Path, "/")
-	if path == "/redfish/v1" || path == "/redfish" {
-		writeJSON(w, map[string]any{"@odata.id": "/redfish/v1/", "Id": "RootService", "RedfishVersion": "1.15.0",
-			"Systems": map[string]string{"@odata.id": "/redfish/v1/Systems"}, "SessionService": map[string]string{"@odata.id": "/redfish/v1/SessionService"},
-			"Links": map[string]any{"Sessions": map[string]string{"@odata.id": "/redfish/v1/SessionService/Sessions"}}})
-		return
+	fail := func(status int, id, msg string) {
+		if b.Quirks.EchoErrors {
+			msg += echo(r, body)
+		}
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Basic realm="Redfish"`)
+		}
+		redfishError(w, status, id, msg)
 	}
-	if path == "/redfish/v1/SessionService/Sessions" && r.Method == http.MethodPost {
-		var body struct{ UserName, Password string }
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || !b.credsOK(body.UserName, body.Password) {
-			redfishError(w, http.StatusUnauthorized, "NoValidSession", "invalid credentials")
+	if r.Method == http.MethodGet {
+		if f, ok := b.failGet[path]; ok {
+			delete(b.failGet, path)
+			if f.body != "" {
+				w.WriteHeader(f.status)
+				_, _ = io.WriteString(w, f.body)
+			} else {
+				fail(f.status, "GeneralError", "injected failure")
+			}
+			return
+		}
+	}
+
+	// Unauthenticated resources (DSP0266: the version document, the
+	// service root, $metadata and the OData service document).
+	switch {
+	case path == "/redfish" && r.Method == http.MethodGet:
+		writeJSON(w, map[string]string{"v1": "/redfish/v1/"})
+		return
+	case path == "/redfish/v1" && r.Method == http.MethodGet:
+		root := map[string]any{"@odata.id": "/redfish/v1/", "@odata.type": "#ServiceRoot.v1_15_0.ServiceRoot",
+			"Id": "RootService", "Name": "Root Service", "RedfishVersion": "1.15.0",
+			"UUID": "92384634-2938-2342-8820-489239905423", "Systems": link("/redfish/v1/Systems"), "Links": map[string]any{}}
+		if !b.Quirks.NoSessionService {
+			root["SessionService"] = link("/redfish/v1/SessionService")
+			root["Links"] = map[string]any{"Sessions": link(sessionsPath)}
+		}
+		writeJSON(w, root)
+		return
+	case path == "/redfish/v1/$metadata" && r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "application/xml")
+		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
+<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0">
+  <edmx:Reference Uri="http://redfish.dmtf.org/schemas/v1/ServiceRoot_v1.xml"><edmx:Include Namespace="ServiceRoot.v1_15_0"/></edmx:Reference>
+  <edmx:Reference Uri="http://redfish.dmtf.org/schemas/v1/ComputerSystem_v1.xml"><edmx:Include Namespace="ComputerSystem.v1_20_0"/></edmx:Reference>
+  <edmx:DataServices><Schema xmlns="http://docs.oasis-open.org/odata/ns/edm" Namespace="Service"><EntityContainer Name="Service" Extends="ServiceRoot.v1_15_0.ServiceContainer"/></Schema></edmx:DataServices>
+</edmx:Edmx>
+`)
+		return
+	case path == "/redfish/v1/odata" && r.Method == http.MethodGet:
+		writeJSON(w, map[string]any{"@odata.context": "/redfish/v1/$metadata", "value": []map[string]string{
+			{"name": "Service", "kind": "Singleton", "url": "/redfish/v1/"},
+			{"name": "Systems", "kind": "Singleton", "url": "/redfish/v1/Systems"},
+			{"name": "SessionService", "kind": "Singleton", "url": "/redfish/v1/SessionService"}}})
+		return
+	case path == sessionsPath && r.Method == http.MethodPost:
+		if b.Quirks.NoSessionService {
+			fail(http.StatusNotFound, "ResourceMissingAtURI", "no resource at "+path)
+			return
+		}
+		var cred struct{ UserName, Password string }
+		if err := json.Unmarshal(body, &cred); err != nil {
+			fail(http.StatusBadRequest, "MalformedJSON", "malformed request body")
+			return
+		}
+		if !b.credsOK(cred.UserName, cred.Password) {
+			fail(http.StatusUnauthorized, "NoValidSession", "invalid credentials")
 			return
 		}
 		b.nextID++
 		id := strconv.Itoa(b.nextID)
-		token := fmt.Sprintf("token-%d-%d", b.nextID, b.now().UnixNano())
-		b.sessions[token] = 0
-		w.Header().Set("X-Auth-Token", token)
-		w.Header().Set("Location", "/redfish/v1/SessionService/Sessions/"+id+"?t="+token)
+		sess := &bmcSession{id: id, user: cred.UserName, token: fmt.Sprintf("token-%d-%d", b.nextID, b.now().UnixNano())}
+		b.sessions[id] = sess
+		w.Header().Set("X-Auth-Token", sess.token)
+		w.Header().Set("Location", sessionsPath+"/"+id)
+		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
-		writeJSON(w, map[string]any{"@odata.id": "/redfish/v1/SessionService/Sessions/" + id, "Id": id, "UserName": body.UserName})
+		_ = json.NewEncoder(w).Encode(b.session(sess))
 		return
 	}
 	if !b.authorized(r) {
-		redfishError(w, http.StatusUnauthorized, "NoValidSession", "authentication required")
+		fail(http.StatusUnauthorized, "NoValidSession", "authentication required")
 		return
 	}
 	switch {
-	case strings.HasPrefix(path, "/redfish/v1/SessionService/Sessions/") && r.Method == http.MethodDelete:
-		delete(b.sessions, r.Header.Get("X-Auth-Token"))
-		w.WriteHeader(http.StatusNoContent)
-	case path == "/redfish/v1/SessionService":
-		writeJSON(w, map[string]any{"@odata.id": "/redfish/v1/SessionService", "Sessions": map[string]string{"@odata.id": "/redfish/v1/SessionService/Sessions"}})
-	case path == "/redfish/v1/Systems":
-		writeJSON(w, map[string]any{"@odata.id": "/redfish/v1/Systems", "Members@odata.count": 1,
-			"Members": []map[string]string{{"@odata.id": sysPath}}})
-	case path == sysPath && r.Method == http.MethodGet:
+	case path == "/redfish/v1/SessionService" && r.Method == http.MethodGet && !b.Quirks.NoSessionService:
+		writeJSON(w, map[string]any{"@odata.id": "/redfish/v1/SessionService", "@odata.type": "#SessionService.v1_1_8.SessionService",
+			"Id": "SessionService", "Name": "Session Service", "ServiceEnabled": true, "SessionTimeout": 1800,
+			"Sessions": link(sessionsPath)})
+	case path == sessionsPath && r.Method == http.MethodGet && !b.Quirks.NoSessionService:
+		ids := make([]string, 0, len(b.sessions))
+		for id := range b.sessions {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		members := make([]map[string]string, len(ids))
+		for i, id := range ids {
+			members[i] = link(sessionsPath + "/" + id)
+		}
+		writeJSON(w, map[string]any{"@odata.id": sessionsPath, "@odata.type": "#SessionCollection.SessionCollection",
+			"Name": "Session Collection", "Members@odata.count": len(members), "Members": members})
+	case strings.HasPrefix(path, sessionsPath+"/"):
+		sess, ok := b.sessions[strings.TrimPrefix(path, sessionsPath+"/")]
+		switch {
+		case !ok:
+			fail(http.StatusNotFound, "ResourceMissingAtURI", "no resource at "+path)
+		case r.Method == http.MethodGet:
+			writeJSON(w, b.session(sess))
+		case r.Method == http.MethodDelete:
+			delete(b.sessions, sess.id) // the session named by the URI, whoever asks
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.Header().Set("Allow", "GET, DELETE")
+			fail(http.StatusMethodNotAllowed, "ActionNotSupported", r.Method+" not allowed on a session")
+		}
+	case path == "/redfish/v1/Systems" && r.Method == http.MethodGet:
+		writeJSON(w, map[string]any{"@odata.id": "/redfish/v1/Systems", "@odata.type": "#ComputerSystemCollection.ComputerSystemCollection",
+			"Name": "Computer System Collection", "Members@odata.count": 1, "Members": []map[string]string{link(sysPath)}})
+	case path == sysPath && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		writeJSON(w, b.system(r.Context()))
-	case path == sysPath+"/ResetActionInfo":
-		writeJSON(w, map[string]any{"@odata.id": sysPath + "/ResetActionInfo", "Id": "ResetActionInfo",
+	case path == sysPath:
+		w.Header().Set("Allow", "GET, HEAD")
+		fail(http.StatusMethodNotAllowed, "ActionNotSupported", r.Method+" not allowed on the ComputerSystem")
+	case path == sysPath+"/ResetActionInfo" && r.Method == http.MethodGet:
+		writeJSON(w, map[string]any{"@odata.id": sysPath + "/ResetActionInfo", "@odata.type": "#ActionInfo.v1_3_0.ActionInfo",
+			"Id": "ResetActionInfo", "Name": "Reset Action Info",
 			"Parameters": []map[string]any{{"Name": "ResetType", "Required": true, "DataType": "String", "AllowableValues": b.allowable()}}})
 	case path == sysPath+"/Actions/ComputerSystem.Reset" && r.Method == http.MethodPost:
-		b.reset(w, r)
+		b.reset(w, r, body, fail)
 	default:
-		redfishError(w, http.StatusNotFound, "ResourceMissingAtURI", "no resource at "+path)
+		fail(http.StatusNotFound, "ResourceMissingAtURI", "no resource at "+path)
 	}
+}
+
+func (b *BMC) session(s *bmcSession) map[string]any {
+	return map[string]any{"@odata.id": sessionsPath + "/" + s.id, "@odata.type": "#Session.v1_6_0.Session",
+		"Id": s.id, "Name": "User Session", "UserName": s.user}
 }
 
 func (b *BMC) credsOK(u, p string) bool {
@@ -182,16 +318,18 @@ func (b *BMC) credsOK(u, p string) bool {
 
 func (b *BMC) authorized(r *http.Request) bool {
 	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
-		n, ok := b.sessions[tok]
-		if !ok {
-			return false
+		for _, s := range b.sessions {
+			if subtle.ConstantTimeCompare([]byte(tok), []byte(s.token)) != 1 {
+				continue
+			}
+			if b.Quirks.SessionRequests > 0 && s.requests >= b.Quirks.SessionRequests {
+				delete(b.sessions, s.id) // expired
+				return false
+			}
+			s.requests++
+			return true
 		}
-		if b.Quirks.SessionRequests > 0 && n >= b.Quirks.SessionRequests {
-			delete(b.sessions, tok) // expired
-			return false
-		}
-		b.sessions[tok] = n + 1
-		return true
+		return false
 	}
 	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Basic ") {
 		raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(a, "Basic "))
@@ -277,24 +415,29 @@ func (b *BMC) system(ctx context.Context) map[string]any {
 		reset["ResetType@Redfish.AllowableValues"] = b.allowable()
 	}
 	sys := map[string]any{"@odata.id": sysPath, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "1",
-		"Name": "Simulated server", "Actions": map[string]any{"#ComputerSystem.Reset": reset}}
+		"Name": "Simulated server", "SystemType": "Physical", "Manufacturer": "rebootkit", "Model": "fake.BMC",
+		"UUID": "38947555-7742-3448-3784-823347823834", "Status": map[string]string{"State": "Enabled", "Health": "OK"},
+		"Boot": map[string]any{"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None",
+			"BootSourceOverrideMode": "UEFI", "BootSourceOverrideTarget@Redfish.AllowableValues": []string{"None", "Pxe", "Hdd", "Cd", "BiosSetup"}},
+		"Links":   map[string]any{},
+		"Actions": map[string]any{"#ComputerSystem.Reset": reset}}
 	if v, ok := b.powerState(ctx); ok {
 		sys["PowerState"] = v
 	}
 	return sys
 }
 
-func (b *BMC) reset(w http.ResponseWriter, r *http.Request) {
+func (b *BMC) reset(w http.ResponseWriter, r *http.Request, raw []byte, fail func(status int, id, msg string)) {
 	var body struct{ ResetType string }
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		redfishError(w, http.StatusBadRequest, "MalformedJSON", "malformed request body")
+	if err := json.Unmarshal(raw, &body); err != nil {
+		fail(http.StatusBadRequest, "MalformedJSON", "malformed request body")
 		return
 	}
 	b.resets = append(b.resets, body.ResetType)
 	failWith := b.failNext
 	b.failNext = 0
 	if failWith != 0 && !b.applyBad {
-		redfishError(w, failWith, "GeneralError", "injected failure")
+		fail(failWith, "GeneralError", "injected failure")
 		return
 	}
 	allowed := false
@@ -307,18 +450,18 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request) {
 		allowed = true // the list is malformed; the firmware accepts the real names
 	}
 	if !allowed {
-		redfishError(w, http.StatusBadRequest, "ActionParameterValueNotInList", "ResetType "+body.ResetType+" is not supported")
+		fail(http.StatusBadRequest, "ActionParameterValueNotInList", "ResetType "+body.ResetType+" is not supported")
 		return
 	}
 	now := b.now()
 	cur := b.Power.Current()
 	if b.Quirks.BusyWhileTransitioning && cur == power.StateTransitioning {
-		redfishError(w, http.StatusConflict, "ResourceInUse", "a power operation is in progress")
+		fail(http.StatusConflict, "ResourceInUse", "a power operation is in progress")
 		return
 	}
 	rt := strings.ToLower(body.ResetType)
 	if b.Quirks.BusyAfterOff > 0 && (rt == "on" || rt == "forceon") && now.Sub(b.lastOff) < b.Quirks.BusyAfterOff {
-		redfishError(w, http.StatusConflict, "ResourceInUse", "server is not ready to power on")
+		fail(http.StatusConflict, "ResourceInUse", "server is not ready to power on")
 		return
 	}
 	old := b.honestState()
@@ -340,7 +483,7 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request) {
 			err = b.Power.Off(ctx, power.ModeSoft)
 		}
 	default:
-		redfishError(w, http.StatusBadRequest, "ActionParameterNotSupported", "reset type not emulated: "+body.ResetType)
+		fail(http.StatusBadRequest, "ActionParameterNotSupported", "reset type not emulated: "+body.ResetType)
 		return
 	}
 	if err != nil {
@@ -351,14 +494,14 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request) {
 		case power.ClassUnsupported:
 			status = http.StatusNotImplemented
 		}
-		redfishError(w, status, "GeneralError", "power operation failed")
+		fail(status, "GeneralError", "power operation failed")
 		return
 	}
 	if b.Quirks.StateLag > 0 {
 		b.lagUntil, b.lagState = now.Add(b.Quirks.StateLag), old
 	}
 	if failWith != 0 {
-		redfishError(w, failWith, "GeneralError", "injected failure after the reset took effect")
+		fail(failWith, "GeneralError", "injected failure after the reset took effect")
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -9,8 +9,15 @@
 // What real BMCs do, and what this adapter does about it:
 //   - Reset types are chosen from the system's allowable values (inline,
 //     or from @Redfish.ActionInfo): soft off = GracefulShutdown, hard off =
-//     ForceOff, on = On or ForceOn, PushPowerButton as the last resort
-//     (HPE iLO 5 has no Graceful* types). None fits: power.ErrUnsupported.
+//     ForceOff, on = On or ForceOn, PushPowerButton as the last resort (for
+//     BMCs that list no Graceful* type: some older firmware; current iLO 5
+//     lists GracefulShutdown and GracefulRestart). None fits:
+//     power.ErrUnsupported.
+//   - PushPowerButton toggles the power, so it is sent only when a fresh
+//     read in the same operation says the host is in the opposite state.
+//     A PowerState that is null, missing, Paused or changing gives a busy
+//     error that says why: a toggle sent to a fenced host that is off would
+//     power it on.
 //   - Allowable values are matched case-insensitively and a malformed
 //     concatenation such as "GracefulShutdownGracefulRestart" (a
 //     Supermicro firmware) counts for its parts. The reset is posted
@@ -25,24 +32,33 @@
 //   - PoweringOn and PoweringOff read as power.StateTransitioning.
 //   - Every operation runs with the caller's context (gofish keeps the
 //     context given at connect time; the adapter passes each operation's
-//     own). An expired session is re-established once.
+//     own), also while it waits for another operation on the same BMC. An
+//     expired session is re-established once, on the same HTTP transport;
+//     the old session is logged out in the background, never holding up the
+//     caller. A Connect that fails after logging in logs out again: BMCs
+//     have few session slots.
+//   - A service without a SessionService (sushy-tools) is reported with
+//     ErrNoSessionService: use BasicAuth.
 //   - TLS is verified unless InsecureSkipVerify; RootCAs adds a CA pool.
-//     Errors carry the HTTP status and the Redfish message, never the
-//     credentials.
+//     Errors carry the HTTP status and the Redfish message, bounded in size
+//     and redacted of every secret the adapter holds (password, username,
+//     the basic-auth header value, session tokens), whatever the BMC echoes.
 package redfish
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
-	"sync"
+	"time"
 
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/stmcginnis/gofish"
@@ -51,8 +67,24 @@ import (
 
 var _ power.Controller = (*Controller)(nil)
 
-// ErrConfig is wrapped by Connect for invalid configurations.
-var ErrConfig = errors.New("redfish: invalid configuration")
+// Errors.
+var (
+	// ErrConfig is wrapped by Connect for invalid configurations.
+	ErrConfig = errors.New("redfish: invalid configuration")
+	// ErrNoSessionService: the service has no SessionService, so a session
+	// cannot be created; set Config.BasicAuth.
+	ErrNoSessionService = errors.New("redfish: the service has no SessionService; use basic auth")
+)
+
+// Limits on what is read and kept of a BMC's answers.
+const (
+	// MaxBody bounds every response body read (larger ones are cut).
+	MaxBody = 1 << 20
+	// MaxMessage bounds the BMC message kept in an error.
+	MaxMessage = 512
+	// logoutTimeout bounds a logout that nobody waits for.
+	logoutTimeout = 10 * time.Second
+)
 
 // Config says how to reach one BMC.
 type Config struct {
@@ -78,12 +110,28 @@ type Config struct {
 type Controller struct {
 	cfg Config
 
-	mu          sync.Mutex
+	hc  *http.Client  // one transport for the Controller's life
+	sem chan struct{} // held by the operation under way
+
 	client      *gofish.APIClient
 	systemURI   string
 	resetTarget string
 	allowed     []string // as the BMC spells them
 }
+
+// lock takes the Controller for one operation, or gives up when ctx is
+// done: a BMC that never answers must not block later callers past their
+// deadlines.
+func (c *Controller) lock(ctx context.Context, op string) error {
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &power.Error{Op: op, Class: power.ClassBusy, Message: "another operation on this BMC is under way", Err: ctx.Err()}
+	}
+}
+
+func (c *Controller) unlock() { <-c.sem }
 
 // Connect opens a session (or sets up basic auth), finds the system and
 // reads its reset action.
@@ -95,7 +143,8 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	if u.User != nil {
 		return nil, fmt.Errorf("%w: endpoint must not carry credentials", ErrConfig)
 	}
-	c := &Controller{cfg: cfg}
+	c := &Controller{cfg: cfg, sem: make(chan struct{}, 1)}
+	c.hc = c.httpClient()
 	if err := c.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -104,35 +153,96 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 
 func (c *Controller) httpClient() *http.Client {
 	if c.cfg.HTTPClient != nil {
-		return c.cfg.HTTPClient
+		hc := *c.cfg.HTTPClient
+		base := hc.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		hc.Transport = limitTransport{base}
+		return &hc
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: c.cfg.RootCAs,
 		InsecureSkipVerify: c.cfg.InsecureSkipVerify} //nolint:gosec // the caller opted out
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: limitTransport{tr}}
 }
 
-// connect (re)establishes the client and discovers the system (locked by
-// the caller or before publication).
+// limitTransport bounds every response body to MaxBody bytes.
+type limitTransport struct{ base http.RoundTripper }
+
+func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if resp != nil && resp.Body != nil {
+		resp.Body = limitedBody{io.LimitReader(resp.Body, MaxBody), resp.Body}
+	}
+	return resp, err
+}
+
+type limitedBody struct {
+	io.Reader
+	c io.Closer
+}
+
+func (b limitedBody) Close() error { return b.c.Close() }
+
+// logout ends a session without holding anyone up: bounded by
+// logoutTimeout, detached from the caller's cancellation.
+func logout(ctx context.Context, cl *gofish.APIClient) {
+	if cl == nil {
+		return
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), logoutTimeout)
+	defer cancel()
+	cl.WithContext(lctx).Logout()
+}
+
+// connect (re)establishes the client and discovers the system (with the
+// lock held by the caller, or before publication).
 func (c *Controller) connect(ctx context.Context) error {
 	client, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
 		Endpoint: strings.TrimSuffix(c.cfg.Endpoint, "/"), Username: c.cfg.Username, Password: c.cfg.Password,
-		BasicAuth: c.cfg.BasicAuth, HTTPClient: c.httpClient(), ReuseConnections: true,
+		BasicAuth: c.cfg.BasicAuth, HTTPClient: c.hc, ReuseConnections: true,
 	})
 	if err != nil {
-		return classify("connect", err)
+		if !c.cfg.BasicAuth && strings.Contains(err.Error(), "no target provided") {
+			return &power.Error{Op: "connect", Class: power.ClassUnsupported,
+				Message: "the service root links no SessionService (sushy-tools has none): set BasicAuth", Err: ErrNoSessionService}
+		}
+		return c.classify("connect", err)
 	}
 	old := c.client
 	c.client = client
 	if old != nil {
-		old.Logout()
+		// The old session (expired, most likely) is logged out in the
+		// background: the caller's deadline is not spent on it.
+		go logout(ctx, old)
 	}
 	if c.systemURI != "" {
 		return nil
 	}
-	systems, err := client.WithContext(ctx).GetService().Systems()
+	if err := c.discover(ctx); err != nil {
+		// Logged in, but unusable: free the BMC's session slot.
+		logout(ctx, client)
+		c.client = nil
+		return err
+	}
+	return nil
+}
+
+// discover finds the system: the one named by Config.SystemID (fetched
+// directly at its conventional URI, listed only if that fails), or the
+// only one.
+func (c *Controller) discover(ctx context.Context) error {
+	cl := c.client.WithContext(ctx)
+	if id := c.cfg.SystemID; id != "" {
+		if sys, err := schemas.GetComputerSystem(cl, "/redfish/v1/Systems/"+url.PathEscape(id)); err == nil && sys.ID == id {
+			c.systemURI = sys.ODataID
+			return c.readReset(ctx, sys.RawData)
+		}
+	}
+	systems, err := cl.GetService().Systems()
 	if err != nil {
-		return classify("list systems", err)
+		return c.classify("list systems", err)
 	}
 	var sys *schemas.ComputerSystem
 	for _, s := range systems {
@@ -142,7 +252,7 @@ func (c *Controller) connect(ctx context.Context) error {
 	}
 	if sys == nil {
 		return &power.Error{Op: "connect", Class: power.ClassFailed,
-			Message: fmt.Sprintf("system %q not found among %d system(s)", c.cfg.SystemID, len(systems))}
+			Message: c.redact(fmt.Sprintf("system %q not found among %d system(s)", c.cfg.SystemID, len(systems)))}
 	}
 	c.systemURI = sys.ODataID
 	return c.readReset(ctx, sys.RawData)
@@ -169,7 +279,7 @@ func (c *Controller) readReset(ctx context.Context, raw []byte) error {
 	if len(a.Allowable) == 0 && a.ActionInfo != "" {
 		info, err := schemas.GetObject[schemas.ActionInfo](c.client.WithContext(ctx), a.ActionInfo)
 		if err != nil {
-			return classify("read ActionInfo", err)
+			return c.classify("read ActionInfo", err)
 		}
 		for _, p := range info.Parameters {
 			if p.Name == "ResetType" {
@@ -180,21 +290,32 @@ func (c *Controller) readReset(ctx context.Context, raw []byte) error {
 	return nil
 }
 
-// Close logs the session out.
-func (c *Controller) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// Close logs the session out (waiting at most 10 s for the BMC).
+func (c *Controller) Close() error { return c.CloseContext(context.Background()) }
+
+// CloseContext logs the session out, giving up when ctx is done.
+func (c *Controller) CloseContext(ctx context.Context) error {
+	if err := c.lock(ctx, "close"); err != nil {
+		return err
+	}
+	defer c.unlock()
 	if c.client != nil {
-		c.client.Logout()
+		lctx, cancel := context.WithTimeout(ctx, logoutTimeout)
+		defer cancel()
+		c.client.WithContext(lctx).Logout()
 		c.client = nil
 	}
 	return nil
 }
 
-// State reads the system's PowerState (one request).
+// State reads the system's PowerState (one request). A PowerState that is
+// null, missing, Paused or anything else unknown is power.StateUnknown with
+// no error: the BMC answered, but nothing may be decided on it.
 func (c *Controller) State(ctx context.Context) (power.State, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.lock(ctx, "state"); err != nil {
+		return power.StateUnknown, err
+	}
+	defer c.unlock()
 	s, err := c.readState(ctx)
 	if err != nil {
 		return power.StateUnknown, err
@@ -210,7 +331,7 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 		return err
 	})
 	if err != nil {
-		return power.StateUnknown, classify("state", err)
+		return power.StateUnknown, c.classify("state", err)
 	}
 	switch strings.ToLower(string(sys.PowerState)) {
 	case "on":
@@ -231,7 +352,7 @@ func (c *Controller) withSession(ctx context.Context, f func(*gofish.APIClient) 
 	}
 	err := f(c.client.WithContext(ctx))
 	var re *schemas.Error
-	if errors.As(err, &re) && re.HTTPReturnedStatusCode == http.StatusUnauthorized && !c.cfg.BasicAuth {
+	if errors.As(err, &re) && re.HTTPReturnedStatusCode == http.StatusUnauthorized && !c.cfg.BasicAuth && ctx.Err() == nil {
 		if cerr := c.connect(ctx); cerr != nil {
 			return cerr
 		}
@@ -254,8 +375,10 @@ func (c *Controller) Off(ctx context.Context, m power.Mode) error {
 }
 
 func (c *Controller) change(ctx context.Context, op string, want power.State, prefs []string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if err := c.lock(ctx, op); err != nil {
+		return err
+	}
+	defer c.unlock()
 	cur, err := c.readState(ctx)
 	if err != nil {
 		return err
@@ -268,8 +391,11 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		return &power.Error{Op: op, Class: power.ClassUnsupported,
 			Message: fmt.Sprintf("none of %v among the allowable reset types %v", prefs, c.allowed)}
 	}
-	if strings.EqualFold(rt, "PushPowerButton") && cur == power.StateTransitioning {
-		return &power.Error{Op: op, Class: power.ClassBusy, Message: "power is changing; PushPowerButton would toggle it"}
+	if strings.EqualFold(rt, "PushPowerButton") && !opposite(cur, want) {
+		// A toggle is only safe when a fresh read says the host is in the
+		// opposite state; anything else may power on a host that is off.
+		return &power.Error{Op: op, Class: power.ClassBusy,
+			Message: fmt.Sprintf("PushPowerButton toggles the power and the state reads %s, not %s: not sent", cur, oppositeOf(want))}
 	}
 	err = c.withSession(ctx, func(cl *gofish.APIClient) error {
 		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
@@ -282,7 +408,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 	if err == nil {
 		return nil
 	}
-	pe := classify(op+" ("+rt+")", err)
+	pe := c.classify(op+" ("+rt+")", err)
 	if pe.Status == http.StatusBadRequest || pe.Status == http.StatusConflict {
 		// Some BMCs refuse a reset into the state the system just reached.
 		if s, rerr := c.readState(ctx); rerr == nil && s == want {
@@ -290,6 +416,18 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		}
 	}
 	return pe
+}
+
+// opposite reports whether cur is the other stable state than want.
+func opposite(cur, want power.State) bool {
+	return cur == power.StateOn && want == power.StateOff || cur == power.StateOff && want == power.StateOn
+}
+
+func oppositeOf(want power.State) power.State {
+	if want == power.StateOn {
+		return power.StateOff
+	}
+	return power.StateOn
 }
 
 // choose returns the first preferred reset type the system allows, spelled
@@ -335,11 +473,29 @@ func concatenationOf(a, p string) bool {
 	return found && parts > 1
 }
 
-// classify turns a gofish or transport error into a *power.Error.
-func classify(op string, err error) *power.Error {
+// classify turns a gofish or transport error into a *power.Error whose
+// every rendering is free of the adapter's secrets and bounded in size. The
+// gofish error itself (whose Error() is the raw body) is never wrapped; only
+// the context's errors are, for errors.Is.
+func (c *Controller) classify(op string, err error) *power.Error {
 	var pe *power.Error
 	if errors.As(err, &pe) {
 		return pe
+	}
+	var ce *schemas.CollectionError
+	if errors.As(err, &ce) && ce != nil {
+		// Listing wraps each member's failure: report the first with its
+		// status (a 401 or a 503 must not look like nothing).
+		keys := make([]string, 0, len(ce.Failures))
+		for k := range ce.Failures {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if f := ce.Failures[k]; f != nil {
+				return c.classify(op, f)
+			}
+		}
 	}
 	var re *schemas.Error
 	if errors.As(err, &re) {
@@ -354,12 +510,56 @@ func classify(op string, err error) *power.Error {
 		case http.StatusConflict, http.StatusServiceUnavailable:
 			class = power.ClassBusy
 		}
-		return &power.Error{Op: op, Class: class, Status: re.HTTPReturnedStatusCode, Message: msg}
+		return &power.Error{Op: op, Class: class, Status: re.HTTPReturnedStatusCode, Message: c.redact(msg)}
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		return &power.Error{Op: op, Class: power.ClassBusy, Message: "timed out", Err: context.DeadlineExceeded}
+	case errors.Is(err, context.Canceled):
+		return &power.Error{Op: op, Class: power.ClassFailed, Message: "canceled", Err: context.Canceled}
 	}
-	// Transport errors name the URL but never carry the credentials
-	// (Connect refuses endpoints with userinfo).
-	return &power.Error{Op: op, Class: power.ClassFailed, Err: err}
+	// Transport errors name the URL (Connect refuses endpoints with
+	// userinfo); their text is redacted all the same, and not wrapped.
+	return &power.Error{Op: op, Class: power.ClassFailed, Message: c.redact(err.Error())}
+}
+
+// redact removes every secret the adapter holds from text a BMC sent (or
+// echoed), in the encodings an echo may use, and bounds its length.
+func (c *Controller) redact(s string) string {
+	var secrets []string
+	add := func(v string) {
+		if v != "" {
+			secrets = append(secrets, v)
+		}
+	}
+	u, p := c.cfg.Username, c.cfg.Password
+	if p != "" {
+		basic := base64.StdEncoding.EncodeToString([]byte(u + ":" + p))
+		add(basic)
+		add(base64.RawStdEncoding.EncodeToString([]byte(u + ":" + p)))
+		add(base64.URLEncoding.EncodeToString([]byte(u + ":" + p)))
+		add(p)
+		if q, err := json.Marshal(p); err == nil {
+			add(strings.Trim(string(q), `"`))
+		}
+		add(url.QueryEscape(p))
+		add(url.PathEscape(p))
+		if len(u) >= 3 {
+			add(u) // paired with the password in logins and basic auth
+		}
+	}
+	if c.client != nil {
+		if sess, err := c.client.GetSession(); err == nil {
+			add(sess.Token)
+		}
+	}
+	// Longest first, so that a secret containing another goes whole.
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	for _, v := range secrets {
+		s = strings.ReplaceAll(s, v, "[redacted]")
+	}
+	if len(s) > MaxMessage {
+		s = s[:MaxMessage] + "…(truncated)"
+	}
+	return strings.ToValidUTF8(s, "?")
 }
