@@ -127,6 +127,31 @@ func (b *BMC) Resets() []string {
 	return append([]string(nil), b.resets...)
 }
 
+// SetCredentials replaces the username and password. Safe while the BMC
+// serves.
+func (b *BMC) SetCredentials(username, password string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.Username, b.Password = username, password
+}
+
+// Tokens returns the tokens of the open sessions, sorted by session id
+// (for tests that check what a client lets out).
+func (b *BMC) Tokens() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ids := make([]string, 0, len(b.sessions))
+	for id := range b.sessions {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = b.sessions[id].token
+	}
+	return out
+}
+
 // Sessions returns how many sessions are open.
 func (b *BMC) Sessions() int {
 	b.mu.Lock()

@@ -35,8 +35,8 @@ type tb interface {
 
 func newRig(t tb, q fake.BMCQuirks, hw fake.PowerConfig) *rig {
 	clk := fake.NewClock(time.Time{})
-	p := fake.NewPower(clk.Now, hw)
-	b := fake.NewBMC(clk.Now, p, "admin", secret)
+	p := fake.NewPower(clk.Real, hw)
+	b := fake.NewBMC(clk.Real, p, "admin", secret)
 	b.Quirks = q
 	srv := b.StartTLS()
 	t.Cleanup(srv.Close)
