@@ -77,7 +77,13 @@ func TestAdapterMatchesEmulator(t *testing.T) {
 				}
 				before = onsBy()
 			}
-			if op != 0 && onsBy() > before {
+			oobNear := false
+			for _, e := range r.hw.OutOfBandEvents() {
+				oobNear = oobNear || !e.At.Before(r.clk.Real().Add(-fake.MaxStale))
+			}
+			// (A BMC echoing the state from before an out-of-band change
+			// can fool any client: documented, not checked.)
+			if op != 0 && onsBy() > before && !(oobNear && !honest) {
 				t.Fatalf("operation %d powered the hardware on (truth %v, resets %v)", op, r.hw.Truth(), r.bmc.Resets())
 			}
 			if err != nil && power.Classify(err) == power.ClassNone {

@@ -14,7 +14,10 @@
 //     lists GracefulShutdown and GracefulRestart). None fits:
 //     power.ErrUnsupported.
 //   - PushPowerButton toggles the power, so it is sent only when a fresh
-//     read in the same operation says the host is in the opposite state.
+//     read in the same operation says the host is in the opposite state,
+//     and not within Config.StaleReads of this Controller's previous reset
+//     (the read may echo the state from before it). A BMC that echoes the
+//     state from before an out-of-band power change can still fool it.
 //     A PowerState that is null, missing, Paused or changing gives a busy
 //     error that says why: a toggle sent to a fenced host that is off would
 //     power it on.
@@ -103,6 +106,14 @@ type Config struct {
 	RootCAs            *x509.CertPool
 	// HTTPClient, if set, is used as is (TLS settings above are ignored).
 	HTTPClient *http.Client
+	// StaleReads bounds how long after a reset the BMC may still report
+	// the state from before it. PushPowerButton is never sent within
+	// StaleReads of this Controller's previous reset: the "opposite state"
+	// its read shows may be that echo. Default 30 s.
+	StaleReads time.Duration
+	// Now is the clock StaleReads is measured on. nil: time.Now (whose
+	// readings carry the monotonic clock).
+	Now func() time.Time
 }
 
 // Controller is a power.Controller for one Redfish ComputerSystem. It is
@@ -116,7 +127,22 @@ type Controller struct {
 	client      *gofish.APIClient
 	systemURI   string
 	resetTarget string
-	allowed     []string // as the BMC spells them
+	allowed     []string  // as the BMC spells them
+	lastReset   time.Time // when this Controller last posted a reset
+}
+
+func (c *Controller) now() time.Time {
+	if c.cfg.Now != nil {
+		return c.cfg.Now()
+	}
+	return time.Now()
+}
+
+func (c *Controller) staleReads() time.Duration {
+	if c.cfg.StaleReads > 0 {
+		return c.cfg.StaleReads
+	}
+	return 30 * time.Second
 }
 
 // lock takes the Controller for one operation, or gives up when ctx is
@@ -391,12 +417,21 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		return &power.Error{Op: op, Class: power.ClassUnsupported,
 			Message: fmt.Sprintf("none of %v among the allowable reset types %v", prefs, c.allowed)}
 	}
-	if strings.EqualFold(rt, "PushPowerButton") && !opposite(cur, want) {
+	if strings.EqualFold(rt, "PushPowerButton") {
 		// A toggle is only safe when a fresh read says the host is in the
 		// opposite state; anything else may power on a host that is off.
-		return &power.Error{Op: op, Class: power.ClassBusy,
-			Message: fmt.Sprintf("PushPowerButton toggles the power and the state reads %s, not %s: not sent", cur, oppositeOf(want))}
+		if !opposite(cur, want) {
+			return &power.Error{Op: op, Class: power.ClassBusy,
+				Message: fmt.Sprintf("PushPowerButton toggles the power and the state reads %s, not %s: not sent", cur, oppositeOf(want))}
+		}
+		// Right after a reset of ours, the read may echo the state from
+		// before it.
+		if since := c.now().Sub(c.lastReset); !c.lastReset.IsZero() && since >= 0 && since < c.staleReads() {
+			return &power.Error{Op: op, Class: power.ClassBusy,
+				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last reset the state read may be stale: not sent", since.Round(time.Millisecond))}
+		}
 	}
+	c.lastReset = c.now()
 	err = c.withSession(ctx, func(cl *gofish.APIClient) error {
 		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
 		if resp != nil {

@@ -43,7 +43,7 @@ func newRig(t tb, q fake.BMCQuirks, hw fake.PowerConfig) *rig {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	return &rig{clk: clk, hw: p, bmc: b, srv: srv,
-		cfg: redfish.Config{Endpoint: srv.URL, Username: "admin", Password: secret, RootCAs: pool}}
+		cfg: redfish.Config{Endpoint: srv.URL, Username: "admin", Password: secret, RootCAs: pool, Now: clk.Real}}
 }
 
 func (r *rig) connect(t tb) *redfish.Controller {
