@@ -46,8 +46,18 @@ func pythonWithSushy(t *testing.T) string {
 			return py
 		}
 	}
-	t.Skip("INTEROP TEST SKIPPED: python3-sushy is not installed (apt-get install -y python3-sushy); .ci/run installs it")
+	skipInterop(t, "python3-sushy is not installed (apt-get install -y python3-sushy); .ci/run installs it")
 	return ""
+}
+
+// skipInterop skips loudly, or fails where .ci/run installed the clients
+// (REBOOTKIT_REQUIRE_INTEROP=1): there a skip would hide a broken install.
+func skipInterop(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("REBOOTKIT_REQUIRE_INTEROP") == "1" {
+		t.Fatalf("interop client missing although CI installed it: %s", why)
+	}
+	t.Skip("INTEROP TEST SKIPPED: " + why)
 }
 
 // caRig serves the rig's BMC again with a certificate signed by a test CA
@@ -94,7 +104,7 @@ func redfishtool(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("redfishtool")
 	if err != nil {
-		t.Skip("INTEROP TEST SKIPPED: redfishtool is not installed (apt-get install -y redfishtool); .ci/run installs it")
+		skipInterop(t, "redfishtool is not installed (apt-get install -y redfishtool); .ci/run installs it")
 	}
 	return p
 }
