@@ -12,8 +12,6 @@ import (
 
 var fakeEpoch = fake.Epoch
 
-var sink reboot.Decision
-
 func BenchmarkParseAnnotations(b *testing.B) {
 	ann := map[string]string{
 		"reboot.metal3.io":             "",
