@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,32 +37,60 @@ type FleetServer struct {
 }
 
 type fleetJob struct {
-	server  string
-	created time.Time
+	id       string
+	server   string
+	created  time.Time
+	cancel   time.Time // when CancelJob was asked (zero: never)
+	cancels  int
+	gone     bool // garbage-collected
+	endedAt  time.Time
+	rebooted bool // the reboot command was sent (it reboots whatever happens next)
+}
+
+// Start is one job creation as the fleet saw it: the ground truth the
+// concurrency invariant is checked against.
+type Start struct {
+	Server string
+	At     time.Time
+	// Offline are the other servers of the fleet that were offline at that
+	// instant: down, or with a job that had not ended.
+	Offline []string
+	// SelfOffline: the server itself was offline already.
+	SelfOffline bool
 }
 
 // Fleet is a simulated datacenter for plans: reboot jobs unfold on the
 // clock, servers go down and come back, the database shard can be frozen.
-// CreateJob is idempotent by job UUID, and the Fleet counts jobs and
-// reboots per server, so tests can check that nothing happens twice. Not
-// for production.
+//
+// Jobs behave like real ones: once created, a job runs to its end whatever
+// the plan decides (a plan that gives up on it does not stop it); only
+// CancelJob stops it, and only before it sent the reboot command. Finished
+// jobs can be garbage-collected (CollectJobs, or Retain). CreateJob is
+// idempotent by job UUID; the Fleet counts jobs per server and records
+// every job start with the servers offline at that instant, so that tests
+// check invariants against what really happened. Observe costs
+// O(servers + jobs). Not for production.
 type Fleet struct {
-	mu      sync.Mutex
-	now     func() time.Time
-	servers map[string]*FleetServer
-	order   []string
-	jobs    map[string]fleetJob
-	created map[string]int
-	// ShardPrimary is the server hosting the shard's primary.
+	mu       sync.Mutex
+	now      func() time.Time
+	servers  map[string]*FleetServer
+	order    []string
+	jobs     map[string]*fleetJob
+	byServer map[string][]*fleetJob
+	created  map[string]int
+	starts   []Start
+	// Retain, if set, garbage-collects jobs this long after they ended.
+	retain       time.Duration
 	shardPrimary string
 	frozen       bool
 	freezes      int
+	hide         map[string]bool // servers Observe leaves out
 }
 
 // NewFleet returns a fleet of copies of servers on the clock now.
 func NewFleet(now func() time.Time, shardPrimary string, servers ...FleetServer) *Fleet {
-	f := &Fleet{now: now, servers: map[string]*FleetServer{}, jobs: map[string]fleetJob{},
-		created: map[string]int{}, shardPrimary: shardPrimary}
+	f := &Fleet{now: now, servers: map[string]*FleetServer{}, jobs: map[string]*fleetJob{},
+		byServer: map[string][]*fleetJob{}, created: map[string]int{}, shardPrimary: shardPrimary, hide: map[string]bool{}}
 	for _, s := range servers {
 		s := s
 		f.servers[s.UUID] = &s
@@ -82,6 +111,49 @@ func (f *Fleet) Servers() []plan.Server {
 	return out
 }
 
+// SetDown marks a server down (or up again) for reasons of its own, at
+// once. Safe while in use.
+func (f *Fleet) SetDown(server string, down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.servers[server]; ok {
+		s.DownNow = down
+	}
+}
+
+// Hide makes Observe leave a server out (a monitoring gap), or not.
+func (f *Fleet) Hide(server string, hidden bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hide[server] = hidden
+}
+
+// SetRetain garbage-collects jobs d after they ended (0: never).
+func (f *Fleet) SetRetain(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.retain = d
+}
+
+// CollectJobs garbage-collects every job that ended at least d ago.
+func (f *Fleet) CollectJobs(d time.Duration) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.collect(f.now(), d)
+}
+
+func (f *Fleet) collect(now time.Time, d time.Duration) int {
+	n := 0
+	for _, j := range f.jobs {
+		f.settle(j, now)
+		if !j.gone && !j.endedAt.IsZero() && !now.Before(j.endedAt.Add(d)) {
+			j.gone = true
+			n++
+		}
+	}
+	return n
+}
+
 // times returns the job's milestones for server s.
 func (s *FleetServer) times(created time.Time) (started, drained, finished, up time.Time) {
 	started = created.Add(s.Queue)
@@ -91,18 +163,41 @@ func (s *FleetServer) times(created time.Time) (started, drained, finished, up t
 	return
 }
 
-// down reports whether server s is down at now (locked).
+// settle records how job j stands at now: whether the reboot command was
+// sent, and when the job ended (a cancel before the reboot command ends
+// it; a failing job ends once drained).
+func (f *Fleet) settle(j *fleetJob, now time.Time) {
+	if !j.endedAt.IsZero() {
+		return
+	}
+	s := f.servers[j.server]
+	_, drained, finished, _ := s.times(j.created)
+	switch {
+	case !j.cancel.IsZero() && j.cancel.Before(finished) && (s.FailJob && j.cancel.Before(drained) || !s.FailJob):
+		if !now.Before(j.cancel) {
+			j.endedAt = j.cancel
+		}
+	case s.FailJob:
+		if !now.Before(drained) {
+			j.endedAt = drained
+		}
+	case !now.Before(finished):
+		j.endedAt, j.rebooted = finished, true
+	}
+}
+
+// down reports whether server s is down at now (locked): for its own
+// reasons, or rebooting after a job sent the reboot command.
 func (f *Fleet) down(s *FleetServer, now time.Time) bool {
 	if s.DownNow {
 		return true
 	}
-	for _, j := range f.jobs {
-		if j.server != s.UUID || s.FailJob {
-			continue
-		}
-		_, _, finished, _ := s.times(j.created)
-		if !now.Before(finished) && now.Before(finished.Add(s.Boot)) {
-			return true
+	for _, j := range f.byServer[s.UUID] {
+		f.settle(j, now)
+		if j.rebooted {
+			if !now.Before(j.endedAt) && now.Before(j.endedAt.Add(s.Boot)) {
+				return true
+			}
 		}
 	}
 	return false
@@ -112,16 +207,30 @@ func (f *Fleet) servicesUp(s *FleetServer, now time.Time) bool {
 	if f.down(s, now) {
 		return false
 	}
-	for _, j := range f.jobs {
-		if j.server != s.UUID || s.FailJob {
-			continue
-		}
-		_, _, finished, up := s.times(j.created)
-		if !now.Before(finished) && (s.NeverUp || now.Before(up)) {
-			return false
+	for _, j := range f.byServer[s.UUID] {
+		if j.rebooted {
+			_, _, finished, up := s.times(j.created)
+			if !now.Before(finished) && (s.NeverUp || now.Before(up)) {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// offline reports whether s is offline at now by the plan's definition,
+// from ground truth: down, or a job on it that has not ended.
+func (f *Fleet) offline(s *FleetServer, now time.Time) bool {
+	if f.down(s, now) {
+		return true
+	}
+	for _, j := range f.byServer[s.UUID] {
+		f.settle(j, now)
+		if j.endedAt.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *Fleet) headnodeDown(now time.Time) bool {
@@ -133,7 +242,7 @@ func (f *Fleet) headnodeDown(now time.Time) bool {
 	return false
 }
 
-// Observe implements plan.Fleet.
+// Observe implements plan.Fleet, in O(servers + jobs).
 func (f *Fleet) Observe(_ context.Context, p plan.Plan) (plan.Observations, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -141,23 +250,35 @@ func (f *Fleet) Observe(_ context.Context, p plan.Plan) (plan.Observations, erro
 	if f.headnodeDown(now) {
 		return plan.Observations{}, ErrUnavailable
 	}
-	obs := plan.Observations{Servers: map[string]plan.ServerObs{}, Jobs: map[string]plan.JobObs{},
+	if f.retain > 0 {
+		f.collect(now, f.retain)
+	}
+	obs := plan.Observations{Servers: make(map[string]plan.ServerObs, len(f.servers)), Jobs: make(map[string]plan.JobObs, len(f.jobs)),
 		HeadnodeServicesUp: true, ShardPrimary: f.shardPrimary, ShardFrozen: f.frozen, ShardHealthy: true}
 	for _, s := range f.servers {
 		up := f.servicesUp(s, now)
-		obs.Servers[s.UUID] = plan.ServerObs{Down: f.down(s, now), ServicesUp: up}
 		if s.Headnode && !up {
 			obs.HeadnodeServicesUp = false
 		}
+		if f.hide[s.UUID] {
+			continue
+		}
+		obs.Servers[s.UUID] = plan.ServerObs{Down: f.down(s, now), ServicesUp: up}
 	}
 	for id, j := range f.jobs {
+		if j.gone {
+			continue
+		}
 		s := f.servers[j.server]
+		f.settle(j, now)
 		started, drained, finished, _ := s.times(j.created)
 		o := plan.JobObs{Exists: true, Started: !now.Before(started), Drained: !now.Before(drained)}
 		if o.Started {
 			o.StartedAt = started
 		}
 		switch {
+		case !j.endedAt.IsZero() && !j.rebooted && !j.cancel.IsZero() && !j.endedAt.After(now) && j.endedAt.Equal(j.cancel):
+			o.Cancelled, o.Error = true, "cancelled"
 		case s.FailJob && o.Drained:
 			o.Failed, o.Error = true, "simulated job failure on "+s.Hostname
 		case !now.Before(finished):
@@ -176,15 +297,56 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 	if f.headnodeDown(now) {
 		return ErrUnavailable
 	}
-	if _, ok := f.servers[a.Server]; !ok {
+	s, ok := f.servers[a.Server]
+	if !ok {
 		return fmt.Errorf("fake: no server %s", a.Server)
 	}
 	if _, ok := f.jobs[a.JobUUID]; ok {
 		return nil
 	}
-	f.jobs[a.JobUUID] = fleetJob{server: a.Server, created: now}
+	st := Start{Server: a.Server, At: now, SelfOffline: f.offline(s, now)}
+	for _, id := range f.order {
+		if id != a.Server && f.offline(f.servers[id], now) {
+			st.Offline = append(st.Offline, id)
+		}
+	}
+	f.starts = append(f.starts, st)
+	j := &fleetJob{id: a.JobUUID, server: a.Server, created: now}
+	f.jobs[a.JobUUID] = j
+	f.byServer[a.Server] = append(f.byServer[a.Server], j)
 	f.created[a.Server]++
 	return nil
+}
+
+// CancelJob implements plan.Fleet: a job that has not sent its reboot
+// command stops; one that has reboots the server all the same.
+func (f *Fleet) CancelJob(_ context.Context, a plan.Action) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	if f.headnodeDown(now) {
+		return ErrUnavailable
+	}
+	j, ok := f.jobs[a.JobUUID]
+	if !ok {
+		return nil
+	}
+	j.cancels++
+	if j.cancel.IsZero() {
+		f.settle(j, now)
+		if j.endedAt.IsZero() {
+			j.cancel = now
+		}
+	}
+	return nil
+}
+
+// Starts returns every job creation with the servers offline at that
+// instant (ground truth).
+func (f *Fleet) Starts() []Start {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Start(nil), f.starts...)
 }
 
 // FreezeShard implements plan.Fleet.
@@ -217,6 +379,22 @@ func (f *Fleet) JobsCreated() map[string]int {
 	return out
 }
 
+// Reboots returns how many times each server was really rebooted (a job
+// sent its reboot command), by now.
+func (f *Fleet) Reboots() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	out := map[string]int{}
+	for _, j := range f.jobs {
+		f.settle(j, now)
+		if j.rebooted {
+			out[j.server]++
+		}
+	}
+	return out
+}
+
 // Offline returns the servers down now.
 func (f *Fleet) Offline() []string {
 	f.mu.Lock()
@@ -238,10 +416,12 @@ func (f *Fleet) Frozen() (bool, int) {
 }
 
 // PlanStore is an in-memory plan.Store that keeps encoded documents, so
-// that every Get decodes what Put encoded. Not for production.
+// that every Get decodes what Put encoded, with a version per plan for
+// compare-and-swap. Not for production.
 type PlanStore struct {
 	mu       sync.Mutex
 	docs     map[string][]byte
+	versions map[string]int
 	failPuts int
 	puts     int
 	between  interloper
@@ -262,7 +442,9 @@ func (s *PlanStore) FailPuts(n int) {
 func (s *PlanStore) SetInterloper(f func(uuid string)) { s.between.set(f) }
 
 // NewPlanStore returns an empty store.
-func NewPlanStore() *PlanStore { return &PlanStore{docs: map[string][]byte{}} }
+func NewPlanStore() *PlanStore {
+	return &PlanStore{docs: map[string][]byte{}, versions: map[string]int{}}
+}
 
 // Get implements plan.Store.
 func (s *PlanStore) Get(_ context.Context, uuid string) (plan.Plan, error) {
@@ -276,10 +458,40 @@ func (s *PlanStore) Get(_ context.Context, uuid string) (plan.Plan, error) {
 	if err != nil {
 		return plan.Plan{}, fmt.Errorf("%w: %v", plan.ErrCorrupt, err)
 	}
+	if p.UUID != uuid {
+		return plan.Plan{}, fmt.Errorf("%w: key %s holds plan %s", plan.ErrCorrupt, uuid, p.UUID)
+	}
+	p.Version = strconv.Itoa(s.versions[uuid])
 	return p, nil
 }
 
-// Put implements plan.Store.
+// Create implements plan.Store.
+func (s *PlanStore) Create(ctx context.Context, p plan.Plan) error {
+	if err := plan.ValidUUID(p.UUID); err != nil {
+		return err
+	}
+	others, err := s.List(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.docs[p.UUID]; ok {
+		return fmt.Errorf("%w: %s", plan.ErrExists, p.UUID)
+	}
+	if err := plan.CheckOthers(p, others); err != nil {
+		return err
+	}
+	d, err := plan.Encode(p)
+	if err != nil {
+		return err
+	}
+	s.docs[p.UUID] = d
+	s.versions[p.UUID]++
+	return nil
+}
+
+// Put implements plan.Store with compare-and-swap on p.Version.
 func (s *PlanStore) Put(_ context.Context, p plan.Plan) error {
 	s.between.run(p.UUID)
 	s.mu.Lock()
@@ -288,11 +500,18 @@ func (s *PlanStore) Put(_ context.Context, p plan.Plan) error {
 		s.failPuts--
 		return errors.New("fake: injected store failure")
 	}
+	if _, ok := s.docs[p.UUID]; !ok {
+		return fmt.Errorf("%w: %s", plan.ErrNotFound, p.UUID)
+	}
+	if p.Version != strconv.Itoa(s.versions[p.UUID]) {
+		return fmt.Errorf("fake: plan %s version %s, current %d: %w", p.UUID, p.Version, s.versions[p.UUID], plan.ErrConflict)
+	}
 	d, err := plan.Encode(p)
 	if err != nil {
 		return err
 	}
 	s.docs[p.UUID] = d
+	s.versions[p.UUID]++
 	s.puts++
 	return nil
 }

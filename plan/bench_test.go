@@ -49,7 +49,7 @@ func BenchmarkNext10000(b *testing.B) {
 		case i < 3000:
 			r.Step = plan.StepDone
 		case i < 3500:
-			r.Step, r.JobUUID, r.StepSince = plan.StepJob, plan.JobUUID("p", r.ServerUUID), &now
+			r.Step, r.JobUUID, r.StepSince = plan.StepJob, plan.JobUUID(plan.Plan{UUID: "p"}, r.ServerUUID), &now
 			obs.Jobs[r.JobUUID] = plan.JobObs{Exists: true, Started: true, Drained: true}
 		}
 		obs.Servers[r.ServerUUID] = plan.ServerObs{ServicesUp: true}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Server is one server of the fleet, as Create sees it.
@@ -76,8 +77,13 @@ type CreateOptions struct {
 	SkipCurrent bool
 	// DryRun marks the plan: it goes through the motions without jobs.
 	DryRun bool
-	// Existing plans, to refuse servers that are in an unfinished one.
+	// Existing plans, to refuse servers that are in an unfinished one
+	// early. The store's Create checks this again, so forgetting it is
+	// safe.
 	Existing []Plan
+	// CreatedAt is the creation time recorded in the plan; it makes the
+	// plan's job identities unique (JobUUID).
+	CreatedAt time.Time
 }
 
 // Create errors; Create returns them wrapped with the servers concerned.
@@ -121,6 +127,9 @@ func (w Warning) String() string {
 func Create(fleet []Server, o CreateOptions) (Plan, []Warning, error) {
 	if o.UUID == "" {
 		return Plan{}, nil, ErrNoUUID
+	}
+	if err := ValidUUID(o.UUID); err != nil {
+		return Plan{}, nil, err
 	}
 	byKey := make(map[string]int, 2*len(fleet))
 	for i, s := range fleet {
@@ -221,7 +230,11 @@ func Create(fleet []Server, o CreateOptions) (Plan, []Warning, error) {
 		}
 		return reboots[i].ServerHostname < reboots[j].ServerHostname
 	})
-	return Plan{UUID: o.UUID, State: StateCreated, Concurrency: conc, DryRun: o.DryRun,
+	var created *time.Time
+	if !o.CreatedAt.IsZero() {
+		created = tp(o.CreatedAt)
+	}
+	return Plan{UUID: o.UUID, State: StateCreated, Concurrency: conc, DryRun: o.DryRun, CreatedAt: created,
 		FailureBudget: max(o.FailureBudget.Of(len(reboots)), 0), Reboots: reboots}, warns, nil
 }
 

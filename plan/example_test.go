@@ -27,7 +27,10 @@ func ExampleNext() {
 		fmt.Println("warning:", w)
 	}
 	p, _ = plan.Run(p)
-	p, acts := plan.Next(p, plan.Observations{HeadnodeServicesUp: true}, fake.Epoch)
+	up := plan.ServerObs{ServicesUp: true} // every server observed up
+	obs := plan.Observations{HeadnodeServicesUp: true,
+		Servers: map[string]plan.ServerObs{"s0": up, "s1": up, "s2": up, "s3": up}}
+	p, acts := plan.Next(p, obs, fake.Epoch)
 	for _, r := range p.Reboots {
 		fmt.Printf("%-9s %s\n", r.ServerHostname, map[plan.Step]string{plan.StepPending: "pending"}[r.Step]+string(r.Step))
 	}

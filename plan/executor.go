@@ -13,35 +13,94 @@ import (
 var (
 	// ErrNotFound: no plan with that UUID.
 	ErrNotFound = errors.New("plan: not found")
-	// ErrCorrupt: a stored plan document cannot be read; it is left as it
-	// is for a person to look at.
+	// ErrCorrupt: a stored plan document cannot be read, or does not match
+	// its key; it is left as it is for a person to look at.
 	ErrCorrupt = errors.New("plan: stored plan is corrupt")
+	// ErrConflict: the plan changed since it was read (compare-and-swap);
+	// read it again and decide again.
+	ErrConflict = errors.New("plan: changed since it was read")
+	// ErrExists: a plan with that UUID exists already.
+	ErrExists = errors.New("plan: a plan with that uuid exists")
+	// ErrTooLarge: a document or a plan over the documented limits
+	// (MaxDocumentBytes, MaxServers).
+	ErrTooLarge = errors.New("plan: over the size limits")
+	// ErrInvalidUUID: a plan UUID a store cannot hold safely.
+	ErrInvalidUUID = errors.New("plan: invalid plan uuid")
 )
 
-// Store keeps plans.
+// Store keeps plans. Every write is compare-and-swap on the version a read
+// returned (Plan.Version), so that an operator's run, stop or cancel and
+// an executor's pass written at the same time are never lost: one of them
+// gets ErrConflict and decides again from a fresh read.
 type Store interface {
-	// Get returns the plan or an error wrapping ErrNotFound or ErrCorrupt.
+	// Get returns the plan with its current Version, or an error wrapping
+	// ErrNotFound or ErrCorrupt.
 	Get(ctx context.Context, uuid string) (Plan, error)
-	// Put writes the plan durably (it survives a crash right after Put
-	// returns) and atomically (a crash never leaves half a document).
+	// Create stores a new plan. It fails with ErrExists if the UUID is
+	// taken, and with ErrServerInPlan if a server of p is in another
+	// unfinished plan (the store checks this, so no caller can forget it).
+	Create(ctx context.Context, p Plan) error
+	// Put writes the plan if p.Version is the stored version, else returns
+	// an error wrapping ErrConflict. It writes durably (it survives a crash
+	// right after Put returns) and atomically (a crash never leaves half a
+	// document), and never overwrites a corrupt document.
 	Put(ctx context.Context, p Plan) error
-	// List returns every readable plan.
+	// List returns every readable plan; unreadable ones are reported in the
+	// error (wrapping ErrCorrupt) after the readable ones.
 	List(ctx context.Context) ([]Plan, error)
 }
 
 // Fleet is the executor's view of the datacenter.
 type Fleet interface {
 	// Observe returns the state of the plan's servers, of their jobs and
-	// of the database shard.
+	// of the database shard. A server of the plan missing from the result
+	// counts as offline.
 	Observe(ctx context.Context, p Plan) (Observations, error)
 	// CreateJob creates the reboot job a.JobUUID for a.Server (with drain,
 	// on behalf of plan a.PlanUUID). It must be idempotent: a job that
-	// exists already is not created again.
+	// exists already is not created again. The fleet must keep a job it
+	// created (finished or not) for at least RetainJobs, so that the
+	// executor sees how it ended.
 	CreateJob(ctx context.Context, a Action) error
+	// CancelJob asks the job a.JobUUID to stop. A job that already sent
+	// its reboot command reboots the server all the same; the executor
+	// counts the server offline until Observe reports the job ended.
+	CancelJob(ctx context.Context, a Action) error
 	// FreezeShard and UnfreezeShard freeze and unfreeze the database
 	// shard; both are idempotent.
 	FreezeShard(ctx context.Context) error
 	UnfreezeShard(ctx context.Context) error
+}
+
+// RetainJobs is how long a Fleet must keep a job after it ended.
+const RetainJobs = 24 * time.Hour
+
+// Command applies an operator's command (Run, Stop, Cancel, or any pure
+// change) to a stored plan with compare-and-swap, reading again and
+// retrying when an executor or another operator wrote in between: the
+// command is never lost, and it is applied to the plan as it is now.
+func Command(ctx context.Context, s Store, uuid string, f func(Plan) (Plan, error)) (Plan, error) {
+	for i := 0; ; i++ {
+		p, err := s.Get(ctx, uuid)
+		if err != nil {
+			return Plan{}, err
+		}
+		q, err := f(p)
+		if err != nil {
+			return p, err
+		}
+		q.Version = p.Version
+		err = s.Put(ctx, q)
+		if err == nil {
+			return q, nil
+		}
+		if !errors.Is(err, ErrConflict) || i >= 100 {
+			return p, err
+		}
+		if err := ctx.Err(); err != nil {
+			return p, err
+		}
+	}
 }
 
 // Executor runs plans: each pass loads the plan, observes the fleet,
@@ -71,6 +130,9 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (Plan, error) {
 	}
 	q, acts := e.Config.Next(p, obs, e.Now())
 	if !reflect.DeepEqual(p, q) {
+		// Compare-and-swap on the version read: an operator's command (or
+		// a second executor) written since wins, and this pass is decided
+		// again from a fresh read, before any action is taken.
 		if err := e.Store.Put(ctx, q); err != nil {
 			return p, fmt.Errorf("plan %s: save: %w", uuid, err)
 		}
@@ -85,6 +147,8 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (Plan, error) {
 		switch a.Kind {
 		case ActionCreateJob:
 			err = e.Fleet.CreateJob(ctx, a)
+		case ActionCancelJob:
+			err = e.Fleet.CancelJob(ctx, a)
 		case ActionFreeze:
 			err = e.Fleet.FreezeShard(ctx)
 		case ActionUnfreeze:
@@ -110,6 +174,8 @@ func (e *Executor) Run(ctx context.Context, uuid string, wait func(context.Conte
 		switch {
 		case errors.Is(err, ErrNotFound), errors.Is(err, ErrCorrupt):
 			return p, err
+		case errors.Is(err, ErrConflict) && ctx.Err() == nil:
+			continue // someone wrote in between: decide again at once
 		case err != nil && e.Logger != nil:
 			e.Logger.Warn("reboot plan pass failed", "plan", uuid, "error", err.Error())
 		case err == nil && !p.Unfinished():

@@ -45,12 +45,13 @@ type ServerObs struct {
 
 // JobObs is what is observed of one reboot job.
 type JobObs struct {
-	Exists   bool
-	Started  bool
-	Drained  bool
-	Finished bool // the reboot command was sent
-	Failed   bool
-	Error    string
+	Exists    bool
+	Started   bool
+	Drained   bool
+	Finished  bool // the reboot command was sent
+	Failed    bool
+	Cancelled bool // stopped by CancelJob before it sent the reboot command
+	Error     string
 	// StartedAt and FinishedAt, when known, are recorded in the plan;
 	// otherwise the time of the observation is.
 	StartedAt, FinishedAt time.Time
@@ -58,8 +59,8 @@ type JobObs struct {
 
 // Observations are what the executor observed of the fleet in one pass.
 type Observations struct {
-	// Servers by UUID; a server missing from the map counts as up with
-	// its services up.
+	// Servers by UUID; a server of the plan missing from the map counts as
+	// offline (nothing is known of it).
 	Servers map[string]ServerObs
 	// Jobs by job UUID.
 	Jobs map[string]JobObs
@@ -78,6 +79,7 @@ type ActionKind string
 // Action kinds.
 const (
 	ActionCreateJob ActionKind = "create-job"
+	ActionCancelJob ActionKind = "cancel-job"
 	ActionFreeze    ActionKind = "freeze-shard"
 	ActionUnfreeze  ActionKind = "unfreeze-shard"
 )
@@ -96,9 +98,15 @@ type Action struct {
 }
 
 // JobUUID is the UUID of the reboot job of server in plan: the same every
-// time, so that re-creating it after a crash is a no-op.
-func JobUUID(planUUID, serverUUID string) string {
-	h := sha1.Sum([]byte("rebootkit/plan\x00" + planUUID + "\x00" + serverUUID))
+// time for one plan, so that re-creating it after a crash is a no-op, and
+// different for another plan (even one given the same UUID later), because
+// the plan's creation time is part of it.
+func JobUUID(p Plan, serverUUID string) string {
+	created := ""
+	if p.CreatedAt != nil {
+		created = p.CreatedAt.UTC().Format(time.RFC3339Nano)
+	}
+	h := sha1.Sum([]byte("rebootkit/plan\x00" + p.UUID + "\x00" + created + "\x00" + serverUUID))
 	h[6] = h[6]&0x0f | 0x50 // version 5 (name-based, SHA-1)
 	h[8] = h[8]&0x3f | 0x80 // RFC 4122 variant
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
@@ -144,6 +152,25 @@ func Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 	return Config{}.Next(p, obs, now)
 }
 
+// countOffline counts the servers of q that are offline.
+func countOffline(q *Plan, obs Observations) int {
+	n := 0
+	for _, r := range q.Reboots {
+		if Offline(r, obs) {
+			n++
+		}
+	}
+	return n
+}
+
+// Offline reports whether the server of r counts as offline: observed
+// down, not observed at all, its reboot in flight, or a job of ours that
+// may still run. Every start decision uses it, core servers included.
+func Offline(r Reboot, obs Observations) bool {
+	o, seen := obs.Servers[r.ServerUUID]
+	return !seen || o.Down || r.Step.InFlight()
+}
+
 // Next advances the plan by what was observed: it records every step each
 // in-flight reboot has reached, starts new reboots where the order, the
 // concurrency and the plan's state allow, and returns the updated plan and
@@ -159,20 +186,24 @@ func (c Config) Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 	c = c.withDefaults()
 	q := p.Clone()
 	var acts []Action
+	q.Waiting = ""
 	for i := range q.Reboots {
 		if q.Reboots[i].Step.InFlight() {
 			acts = c.advance(&q, i, obs, now, acts)
 		}
 	}
 	if q.State == StateRunning && q.failures() <= q.FailureBudget {
-		offline, coreBusy, corePending := 0, false, false
+		// Offline, the one definition: observed down, not observed at all,
+		// its reboot in flight, or a job of ours that may still run
+		// (StepCancelJob is in flight until the job ended).
+		offline, ours, coreBusy, corePending := 0, 0, false, false
 		for _, r := range q.Reboots {
-			switch {
-			case r.Step.InFlight():
-				offline++
+			if r.Step.InFlight() {
+				ours++
 				coreBusy = coreBusy || r.Core
-			case r.Step == StepPending && obs.Servers[r.ServerUUID].Down:
-				offline++ // down for other reasons: takes a slot
+			}
+			if Offline(r, obs) {
+				offline++
 			}
 			if r.Core && r.Step == StepPending {
 				corePending = true
@@ -183,15 +214,24 @@ func (c Config) Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 			if r.Step != StepPending {
 				continue
 			}
-			down := obs.Servers[r.ServerUUID].Down
-			if (r.Core && coreBusy) || (!r.Core && (coreBusy || corePending)) {
+			if coreBusy || !r.Core && corePending {
+				break // core servers first, one at a time
+			}
+			self := Offline(*r, obs)
+			if offline-b2i(self) >= q.Concurrency {
+				// Starting it would make (or keep) more servers offline
+				// than allowed, whoever took them down.
+				if offline > ours {
+					q.Waiting = fmt.Sprintf("waiting: %d server(s) offline (%d rebooting, %d down or unknown for other reasons), concurrency %d",
+						offline, ours, offline-ours, q.Concurrency)
+				}
 				break
 			}
-			if !r.Core && !down && offline >= q.Concurrency {
-				continue // full; a server that is down already may still start
-			}
 			r.Step, r.StepSince = StepWaitHead, tp(now)
-			offline += b2i(!down)
+			if !self {
+				offline++
+			}
+			ours++
 			acts = c.advance(&q, i, obs, now, acts)
 			if r.Core {
 				break // one core server at a time
@@ -213,6 +253,10 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 			enter(StepFailFreeze)
 		}
 	}
+	cancelJob := func(msg string) {
+		r.CanceledAt, r.Error = tp(now), msg
+		enter(StepCancelJob) // the cancel action comes from that step
+	}
 	since := func() time.Duration {
 		if r.StepSince == nil {
 			return 0
@@ -222,7 +266,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 	created := false // a create-job action was added in this call
 	srv, ok := obs.Servers[r.ServerUUID]
 	if !ok {
-		srv = ServerObs{ServicesUp: true}
+		srv = ServerObs{Down: true} // nothing known: not up
 	}
 	for guard := 0; guard < 8; guard++ {
 		switch r.Step {
@@ -235,7 +279,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 					acts = append(acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
 					continue
 				}
-				r.JobUUID = JobUUID(q.UUID, r.ServerUUID)
+				r.JobUUID = JobUUID(*q, r.ServerUUID)
 				enter(StepJob)
 				if !q.DryRun {
 					acts, created = append(acts, c.createJob(q, r)), true
@@ -248,7 +292,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 		case StepFreeze:
 			switch {
 			case obs.ShardFrozen:
-				r.JobUUID = JobUUID(q.UUID, r.ServerUUID)
+				r.JobUUID = JobUUID(*q, r.ServerUUID)
 				enter(StepJob)
 				acts, created = append(acts, c.createJob(q, r)), true
 				continue
@@ -265,11 +309,17 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 				continue
 			}
 			j := obs.Jobs[r.JobUUID]
+			if j.Exists {
+				r.JobSeen = true
+			}
 			if j.Started && r.StartedAt == nil {
 				r.StartedAt = tp(orNow(j.StartedAt, now))
 			}
+			if j.Started && r.DrainSince == nil {
+				r.DrainSince = tp(now) // the executor's clock, not the fleet's
+			}
 			switch {
-			case j.Failed:
+			case j.Failed || j.Cancelled:
 				msg := "reboot job failed"
 				if j.Error != "" {
 					msg += ": " + j.Error
@@ -280,15 +330,42 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 				r.FinishedAt = tp(orNow(j.FinishedAt, now))
 				enter(StepServices)
 				continue
-			case j.Started && !j.Drained && now.Sub(*r.StartedAt) >= c.DrainTimeout:
-				fail("server not drained within " + c.DrainTimeout.String())
+			case !j.Exists && r.JobSeen:
+				// Seen once, gone now: the fleet collected it after it
+				// ended. Never create it again (it may have rebooted the
+				// server); wait for the services to tell.
+				r.FinishedAt = tp(now)
+				enter(StepServices)
+				continue
+			case j.Started && !j.Drained && r.DrainSince != nil && now.Sub(*r.DrainSince) >= c.DrainTimeout:
+				cancelJob("server not drained within " + c.DrainTimeout.String())
 				continue
 			case since() >= c.JobTimeout:
-				fail("reboot job not finished within " + c.JobTimeout.String())
+				cancelJob("reboot job not finished within " + c.JobTimeout.String())
 				continue
 			case !j.Exists && !created:
-				acts = append(acts, c.createJob(q, r)) // lost by a crash: same UUID, no second job
+				// Lost by a crash: same UUID, no second job. It has not
+				// really started, so the limit holds for it as for a new
+				// start: others offline now must be fewer than concurrency.
+				if others := countOffline(q, obs) - 1; others >= q.Concurrency {
+					q.Waiting = fmt.Sprintf("waiting: reboot job of %s not created yet, %d other server(s) offline, concurrency %d",
+						r.ServerHostname, others, q.Concurrency)
+					break
+				}
+				acts = append(acts, c.createJob(q, r))
 			}
+		case StepCancelJob:
+			// The job may still reboot the server: it stays offline (in
+			// flight) until the fleet says the job ended.
+			j := obs.Jobs[r.JobUUID]
+			if !j.Exists || j.Finished || j.Failed || j.Cancelled {
+				enter(StepFailed)
+				if r.Frozen {
+					enter(StepFailFreeze)
+				}
+				continue
+			}
+			acts = append(acts, Action{Kind: ActionCancelJob, Server: r.ServerUUID, JobUUID: r.JobUUID, PlanUUID: q.UUID})
 		case StepServices:
 			switch {
 			case q.DryRun || !srv.Down && srv.ServicesUp:

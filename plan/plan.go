@@ -45,12 +45,13 @@ const (
 	StepDone       Step = "done"            // operational
 	StepFailed     Step = "failed"          // canceled_at and error are set
 	StepFailFreeze Step = "failed_unfreeze" // failed; the shard must still be unfrozen
+	StepCancelJob  Step = "cancel_job"      // timed out; the job is being cancelled and may still reboot the server
 )
 
 // InFlight reports whether the reboot has started and not ended.
 func (s Step) InFlight() bool {
 	switch s {
-	case StepWaitHead, StepFreeze, StepJob, StepServices, StepUnfreeze, StepFailFreeze:
+	case StepWaitHead, StepFreeze, StepJob, StepServices, StepUnfreeze, StepFailFreeze, StepCancelJob:
 		return true
 	}
 	return false
@@ -82,12 +83,23 @@ type Reboot struct {
 	Frozen bool `json:"frozen,omitempty"`
 	// Error says why the reboot failed or was canceled.
 	Error string `json:"error,omitempty"`
+	// JobSeen: the fleet has reported the job. A job seen once and then
+	// missing was garbage-collected, never lost: it is not created again.
+	JobSeen bool `json:"job_seen,omitempty"`
+	// DrainSince is when the executor first saw the job started (its own
+	// clock: the drain timeout never compares two clocks).
+	DrainSince *time.Time `json:"drain_since,omitempty"`
 }
 
 // Plan is a rolling reboot plan, stored as one JSON document.
 type Plan struct {
 	UUID  string `json:"uuid"`
 	State State  `json:"state"`
+	// CreatedAt makes job identities unique per plan (JobUUID).
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	// Waiting says why the last pass could not start a reboot it would
+	// have started, e.g. "3 servers offline, concurrency 2" ("" if none).
+	Waiting string `json:"waiting,omitempty"`
 	// Concurrency is the most servers of the plan offline at once (servers
 	// down for other reasons count).
 	Concurrency int `json:"concurrency"`
@@ -99,6 +111,36 @@ type Plan struct {
 	// Reboots are in execution order: the headnode, other core servers,
 	// then the rest.
 	Reboots []Reboot `json:"reboots"`
+
+	// Version is the store's version of the plan, for compare-and-swap
+	// (not part of the document).
+	Version string `json:"-"`
+}
+
+// Limits on plan documents, checked by Decode and the stores.
+const (
+	// MaxDocumentBytes bounds an encoded plan (about 1,000 bytes per
+	// server at MaxServers, with room to spare).
+	MaxDocumentBytes = 256 << 20
+	// MaxServers bounds the servers of one plan.
+	MaxServers = 200_000
+)
+
+// ValidUUID checks a plan UUID: 1 to 128 characters, letters, digits, '-',
+// '_' and '.', not starting with '.' or '-' (so that it is a safe file
+// name and key everywhere). Errors wrap ErrInvalidUUID.
+func ValidUUID(uuid string) error {
+	if uuid == "" || len(uuid) > 128 {
+		return fmt.Errorf("%w: %q must be 1 to 128 characters", ErrInvalidUUID, uuid)
+	}
+	for i := 0; i < len(uuid); i++ {
+		c := uuid[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || (c == '-' || c == '_' || c == '.') && i > 0
+		if !ok {
+			return fmt.Errorf("%w: %q: letters, digits, '-', '_', '.' only, starting with a letter or digit", ErrInvalidUUID, uuid)
+		}
+	}
+	return nil
 }
 
 // ErrDecode is wrapped by Decode errors.
@@ -111,10 +153,17 @@ func Encode(p Plan) ([]byte, error) {
 
 // Decode parses a plan document. Unknown fields are rejected (a document
 // written by a newer version is not silently truncated), as are documents
-// that break the plan's invariants: a missing uuid, an unknown state or
-// step, concurrency < 1, duplicate servers, trailing data. Errors wrap
-// ErrDecode.
+// that break the plan's invariants: an invalid uuid, an unknown state or
+// step, concurrency < 1, duplicate servers, core servers after non-core
+// ones (or a headnode not first), a reboot in a job step without a job
+// uuid, trailing data, a document Encode cannot write back (a time offset
+// of +24:00, a year past 9999), more than MaxServers servers or
+// MaxDocumentBytes bytes. Errors wrap ErrDecode (and ErrTooLarge for the
+// limits).
 func Decode(data []byte) (Plan, error) {
+	if len(data) > MaxDocumentBytes {
+		return Plan{}, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrDecode, ErrTooLarge, len(data), MaxDocumentBytes)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var p Plan
@@ -125,14 +174,22 @@ func Decode(data []byte) (Plan, error) {
 		return Plan{}, fmt.Errorf("%w: trailing data", ErrDecode)
 	}
 	if err := p.validate(); err != nil {
-		return Plan{}, fmt.Errorf("%w: %v", ErrDecode, err)
+		return Plan{}, fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	// Accept only what can be written back: a plan that decodes but cannot
+	// be encoded would fail every later save and be stuck for good.
+	if _, err := Encode(p); err != nil {
+		return Plan{}, fmt.Errorf("%w: cannot be written back: %v", ErrDecode, err)
 	}
 	return p, nil
 }
 
 func (p Plan) validate() error {
-	if p.UUID == "" {
-		return errors.New("missing uuid")
+	if err := ValidUUID(p.UUID); err != nil {
+		return err
+	}
+	if len(p.Reboots) > MaxServers {
+		return fmt.Errorf("%w: %d servers, limit %d", ErrTooLarge, len(p.Reboots), MaxServers)
 	}
 	switch p.State {
 	case StateCreated, StateRunning, StateStopped, StateCanceled, StateComplete, StateFailed:
@@ -146,16 +203,28 @@ func (p Plan) validate() error {
 		return fmt.Errorf("failure budget %d < 0", p.FailureBudget)
 	}
 	seen := map[string]bool{}
-	for _, r := range p.Reboots {
+	nonCore := false
+	for i, r := range p.Reboots {
 		if r.ServerUUID == "" {
 			return errors.New("reboot without server_uuid")
+		}
+		switch {
+		case r.Headnode && (i != 0 || !r.Core):
+			return fmt.Errorf("server %s: the headnode must be first and core", r.ServerUUID)
+		case r.Core && nonCore:
+			return fmt.Errorf("server %s: core servers must come before the others", r.ServerUUID)
+		case !r.Core:
+			nonCore = true
+		}
+		if r.JobUUID == "" && (r.Step == StepJob || r.Step == StepServices || r.Step == StepCancelJob) {
+			return fmt.Errorf("server %s: step %q without a job_uuid", r.ServerUUID, r.Step)
 		}
 		if seen[r.ServerUUID] {
 			return fmt.Errorf("server %s listed twice", r.ServerUUID)
 		}
 		seen[r.ServerUUID] = true
 		switch r.Step {
-		case StepPending, StepWaitHead, StepFreeze, StepJob, StepServices, StepUnfreeze, StepDone, StepFailed, StepFailFreeze:
+		case StepPending, StepWaitHead, StepFreeze, StepJob, StepServices, StepUnfreeze, StepDone, StepFailed, StepFailFreeze, StepCancelJob:
 		default:
 			return fmt.Errorf("server %s: unknown step %q", r.ServerUUID, r.Step)
 		}
@@ -167,8 +236,12 @@ func (p Plan) validate() error {
 func (p Plan) Clone() Plan {
 	q := p
 	q.Reboots = make([]Reboot, len(p.Reboots))
+	if p.CreatedAt != nil {
+		v := *p.CreatedAt
+		q.CreatedAt = &v
+	}
 	for i, r := range p.Reboots {
-		for _, t := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince} {
+		for _, t := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince} {
 			if *t != nil {
 				v := **t
 				*t = &v
@@ -191,6 +264,29 @@ func (p Plan) Unfinished() bool {
 		}
 	}
 	return false
+}
+
+// ErrServerInPlan: a server is in another unfinished plan.
+var ErrServerInPlan = errors.New("plan: server is in another unfinished plan")
+
+// CheckOthers returns an error wrapping ErrServerInPlan if a server of p is
+// in another unfinished plan of others. Stores call it in Create.
+func CheckOthers(p Plan, others []Plan) error {
+	mine := make(map[string]bool, len(p.Reboots))
+	for _, r := range p.Reboots {
+		mine[r.ServerUUID] = true
+	}
+	for _, o := range others {
+		if o.UUID == p.UUID || !o.Unfinished() {
+			continue
+		}
+		for _, r := range o.Reboots {
+			if mine[r.ServerUUID] {
+				return fmt.Errorf("%w: server %s is in plan %s", ErrServerInPlan, r.ServerUUID, o.UUID)
+			}
+		}
+	}
+	return nil
 }
 
 // MayRebootOutside is the guard of the seed: while a plan is unfinished, a

@@ -185,9 +185,12 @@ func TestFileStore(t *testing.T) {
 	_, err := s.Get(ctx, "p1")
 	assert.ErrorIs(t, err, plan.ErrNotFound)
 	p, _, _ := plan.Create(servers(1, 2), opts())
-	require.NoError(t, s.Put(ctx, p))
+	require.NoError(t, s.Create(ctx, p))
+	assert.ErrorIs(t, s.Create(ctx, p), plan.ErrExists, "a UUID is taken once")
 	got, err := s.Get(ctx, "p1")
 	require.NoError(t, err)
+	assert.NotEmpty(t, got.Version)
+	p.Version = got.Version
 	assert.Equal(t, p, got)
 
 	// A corrupt document is reported and never overwritten.
@@ -202,7 +205,7 @@ func TestFileStore(t *testing.T) {
 	assert.ErrorIs(t, err, plan.ErrCorrupt)
 	assert.Empty(t, plans)
 	entries, _ := os.ReadDir(dir)
-	assert.Len(t, entries, 1, "no temporary files left behind")
+	assert.Len(t, entries, 2, "no temporary files left behind (the plan and the lock file)")
 	assert.Error(t, s.Put(ctx, plan.Plan{UUID: "../escape", State: plan.StateCreated, Concurrency: 1}))
 }
 
@@ -237,8 +240,13 @@ func TestMayRebootOutside(t *testing.T) {
 }
 
 func TestJobUUIDStable(t *testing.T) {
-	a, b := plan.JobUUID("p", "s"), plan.JobUUID("p", "s")
+	p := plan.Plan{UUID: "p"}
+	a, b := plan.JobUUID(p, "s"), plan.JobUUID(p, "s")
 	assert.Equal(t, a, b)
-	assert.NotEqual(t, a, plan.JobUUID("p", "t"))
+	assert.NotEqual(t, a, plan.JobUUID(p, "t"))
+	// Another plan with the same UUID (created at another time) gets other
+	// jobs: its reboots are never answered by the first plan's jobs.
+	later := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	assert.NotEqual(t, a, plan.JobUUID(plan.Plan{UUID: "p", CreatedAt: &later}, "s"))
 	assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, a)
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rebootkit/rebootkit/internal/rapidcheck"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
@@ -30,7 +33,17 @@ func (f *flakyFleet) CreateJob(ctx context.Context, a plan.Action) error {
 	return f.Fleet.CreateJob(ctx, a)
 }
 
-func genFleet(t *rapid.T) ([]fake.FleetServer, string) {
+func (f *flakyFleet) CancelJob(ctx context.Context, a plan.Action) error {
+	if f.failNext {
+		f.failNext = false
+		return errKilled
+	}
+	return f.Fleet.CancelJob(ctx, a)
+}
+
+// genFleet draws a fleet; with downForGood, some servers are down for
+// other reasons from the start and never come back.
+func genFleet(t *rapid.T, downForGood bool) ([]fake.FleetServer, string) {
 	core := rapid.IntRange(0, 3).Draw(t, "core")
 	rest := rapid.IntRange(1, 10).Draw(t, "rest")
 	var fs []fake.FleetServer
@@ -51,7 +64,7 @@ func genFleet(t *rapid.T) ([]fake.FleetServer, string) {
 		case 1:
 			s.NeverUp = true
 		case 2:
-			s.DownNow = !s.Headnode // the executor runs on the headnode
+			s.DownNow = downForGood && !s.Headnode // the executor runs on the headnode
 		}
 		fs = append(fs, s)
 	}
@@ -62,87 +75,139 @@ func genFleet(t *rapid.T) ([]fake.FleetServer, string) {
 	return fs, primary
 }
 
-// TestPlanStateMachine runs random plans on random fleets with stop, run
-// and cancel at random times and executors killed between any two steps
-// (restarted with nothing in memory, or killed after saving the plan and
-// before acting). After every pass:
-//   - a pass never starts a reboot that takes the servers of the plan in
-//     flight or down (not yet rebooted) beyond the concurrency (servers
-//     already down may start: they add nothing; core servers go one at a
-//     time whatever the concurrency);
-//   - at most one core server in flight, and none but core servers until
-//     every core server has ended;
+// TestPlanStateMachine runs random plans on random fleets in a world drawn
+// to lie and race: servers going down and up for reasons of their own or
+// missing from the observations, jobs slower than the plan's timeouts that
+// keep running after the plan gave up on them (until cancelled through the
+// fleet, and then may still reboot their server), finished jobs
+// garbage-collected, an operator issuing stop, run or cancel between any
+// read and write of the executors, two executors racing on one plan,
+// executors killed between any two steps (restarted with nothing in
+// memory, or killed after saving the plan and before acting), and a clock
+// stepping at any precision. Checked against ground truth after every step:
+//   - every reboot job the fleet started (fake.Fleet.Starts) found fewer
+//     than concurrency other servers offline at that instant (down, or with
+//     a job that had not ended), core servers included;
 //   - no server ever gets a second reboot job;
-//   - a reboot that started never goes back to pending, and nothing starts
-//     while the plan is stopped, canceled or over its failure budget;
-//   - the plan is never complete while a reboot is pending or failed.
+//   - the operator's last command always wins (cancel: canceled for good;
+//     stop: stopped unless the plan ended; run: running unless it ended);
+//   - a reboot that started never goes back to pending, at most one core
+//     server is in flight and none but core servers until every core
+//     server has ended, and the plan is never complete while a reboot is
+//     pending or failed.
+//
+// At the end the world behaves and the operator runs the plan: it finishes.
 func TestPlanStateMachine(t *testing.T) {
 	rapidcheck.Check(t, func(t *rapid.T) {
-		fs, primary := genFleet(t)
+		fs, primary := genFleet(t, false)
 		o := opts()
 		o.Concurrency = plan.Count(rapid.IntRange(1, 4).Draw(t, "concurrency"))
 		o.FailureBudget = plan.Count(rapid.IntRange(0, 3).Draw(t, "budget"))
+		cfg := plan.Config{
+			DrainTimeout:    time.Duration(rapid.IntRange(30, 900).Draw(t, "drainTimeout")) * time.Second,
+			JobTimeout:      time.Duration(rapid.IntRange(60, 3600).Draw(t, "jobTimeout")) * time.Second,
+			ServicesTimeout: time.Duration(rapid.IntRange(60, 3600).Draw(t, "servicesTimeout")) * time.Second,
+		}
 		w := newWorld(t, fs, primary, o)
+		if rapid.Bool().Draw(t, "gc") {
+			w.fleet.SetRetain(time.Duration(rapid.IntRange(0, 600).Draw(t, "retain")) * time.Second)
+		}
 		ff := &flakyFleet{Fleet: w.fleet}
-		newExec := func() { w.exec = &plan.Executor{Fleet: ff, Store: w.store, Now: w.clk.Now} }
-		newExec()
+		ff2 := &flakyFleet{Fleet: w.fleet}
+		newExec := func(f plan.Fleet) *plan.Executor {
+			return &plan.Executor{Fleet: f, Store: w.store, Now: w.clk.Now, Config: cfg}
+		}
+		exec, exec2 := newExec(ff), newExec(ff2)
+		lastCmd := ""
+		command := func(name string) {
+			f := map[string]func(plan.Plan) (plan.Plan, error){"stop": plan.Stop, "run": plan.Run, "cancel": plan.Cancel}[name]
+			if _, err := plan.Command(w.ctx, w.store, w.uuid, f); err == nil {
+				lastCmd = name
+			} else if !errors.Is(err, plan.ErrState) && !strings.Contains(err.Error(), "injected") {
+				t.Fatalf("operator %s: %v", name, err)
+			}
+		}
+		// The operator may act between an executor's read and its write.
+		var pendingCmd string
+		inCmd := false
+		w.store.SetInterloper(func(string) {
+			if c := pendingCmd; c != "" && !inCmd {
+				pendingCmd, inCmd = "", true
+				command(c)
+				inCmd = false
+			}
+		})
 		prev, _ := w.store.Get(w.ctx, w.uuid)
-		for step := 0; step < 150; step++ {
-			switch rapid.IntRange(0, 12).Draw(t, "action") {
+		pass := func(e *plan.Executor) {
+			before, _ := w.store.Get(w.ctx, w.uuid)
+			_, err := e.Pass(w.ctx, w.uuid)
+			if err != nil && !errors.Is(err, fake.ErrUnavailable) && !errors.Is(err, errKilled) && !errors.Is(err, plan.ErrConflict) &&
+				!strings.Contains(err.Error(), "injected") {
+				t.Fatalf("pass: %v", err)
+			}
+			p, _ := w.store.Get(w.ctx, w.uuid)
+			checkPlan(t, w, before, p, prev, lastCmd)
+			prev = p
+		}
+		ids := make([]string, len(fs))
+		for i, f := range fs {
+			ids[i] = f.UUID
+		}
+		steps := rapid.IntRange(10, 120).Draw(t, "steps")
+		for step := 0; step < steps; step++ {
+			switch rapid.IntRange(0, 15).Draw(t, "action") {
 			case 0:
-				newExec()
+				exec = newExec(ff) // restarted, nothing in memory
 			case 1:
-				ff.failNext = true
-			case 2:
-				p, _ := w.store.Get(w.ctx, w.uuid)
-				if q, err := plan.Stop(p); err == nil {
-					_ = w.store.Put(w.ctx, q)
-				}
-			case 3:
-				p, _ := w.store.Get(w.ctx, w.uuid)
-				if q, err := plan.Run(p); err == nil {
-					_ = w.store.Put(w.ctx, q)
-				}
+				ff.failNext = true // killed after saving, before acting
+			case 2, 3:
+				command(rapid.SampledFrom([]string{"stop", "run", "run", "cancel"}).Draw(t, "command"))
 			case 4:
-				if rapid.IntRange(0, 3).Draw(t, "reallyCancel") == 0 {
-					p, _ := w.store.Get(w.ctx, w.uuid)
-					if q, err := plan.Cancel(p); err == nil {
-						_ = w.store.Put(w.ctx, q)
-					}
-				}
+				pendingCmd = rapid.SampledFrom([]string{"stop", "run", "cancel"}).Draw(t, "racingCommand")
 			case 5:
 				w.store.FailPuts(1)
+			case 6:
+				pass(exec2) // a second executor
+			case 7:
+				id := rapid.SampledFrom(ids).Draw(t, "downServer")
+				if id != ids[0] || !fs[0].Headnode {
+					w.fleet.SetDown(id, rapid.Bool().Draw(t, "down"))
+				}
+			case 8:
+				w.fleet.Hide(rapid.SampledFrom(ids).Draw(t, "hidden"), rapid.Bool().Draw(t, "hide"))
+			case 9:
+				w.clk.Apply(fake.DrawClockMove(t, "tick", false))
 			default:
 				w.clk.Advance(time.Duration(rapid.IntRange(1, 120).Draw(t, "dt")) * time.Second)
 			}
-			before, _ := w.store.Get(w.ctx, w.uuid)
-			_, err := w.exec.Pass(w.ctx, w.uuid)
-			if err != nil && !errors.Is(err, fake.ErrUnavailable) && !errors.Is(err, errKilled) && err.Error() == "" {
-				t.Fatal(err)
-			}
-			p, _ := w.store.Get(w.ctx, w.uuid)
-			checkPlan(t, w, before, p, prev)
-			prev = p
+			pass(exec)
 		}
+
+		// The world behaves; the operator runs the plan unless canceled.
+		pendingCmd = ""
+		for _, id := range ids {
+			w.fleet.SetDown(id, false)
+			w.fleet.Hide(id, false)
+		}
+		ff.failNext = false
+		for i := 0; i < 10 && lastCmd != "cancel" && lastCmd != "run"; i++ {
+			command("run") // (a pending injected store failure may eat one)
+		}
+		for i := 0; i < 3000; i++ {
+			pass(exec)
+			if p, _ := w.store.Get(w.ctx, w.uuid); !p.Unfinished() {
+				return
+			}
+			w.clk.Advance(2 * time.Minute)
+		}
+		p, _ := w.store.Get(w.ctx, w.uuid)
+		t.Fatalf("plan did not finish once the world behaved (%s):\n%s", p.Waiting, plan.Table(p))
 	})
 }
 
-func checkPlan(t *rapid.T, w *world, before, p, prev plan.Plan) {
-	offline := map[string]bool{}
-	for _, id := range w.fleet.Offline() {
-		offline[id] = true
-	}
-	n, nBefore, core, coreLeft, nonCore, startedNow := 0, 0, 0, false, false, false
+func checkPlan(t *rapid.T, w *world, before, p, prev plan.Plan, lastCmd string) {
+	core, coreLeft, nonCore := 0, false, false
 	for i, r := range p.Reboots {
-		if r.Step.InFlight() || r.Step == plan.StepPending && offline[r.ServerUUID] {
-			n++
-		}
-		if b := before.Reboots[i]; b.Step.InFlight() || b.Step == plan.StepPending && offline[b.ServerUUID] {
-			nBefore++
-		}
-		if before.Reboots[i].Step == plan.StepPending && r.Step != plan.StepPending {
-			startedNow = true
-		}
 		if r.Core && r.Step.InFlight() {
 			core++
 		}
@@ -163,18 +228,25 @@ func checkPlan(t *rapid.T, w *world, before, p, prev plan.Plan) {
 			t.Fatalf("plan complete with %s %s", r.ServerHostname, r.Step)
 		}
 	}
-	// Servers down for other reasons may exceed the limit by themselves;
-	// the plan must then not add to them.
-	if n > p.Concurrency && n > nBefore && startedNow && !coreStarted(before, p) {
-		t.Fatalf("%d servers offline or in flight, concurrency %d:\n%s", n, p.Concurrency, plan.Table(p))
-	}
 	if core > 1 || coreLeft && nonCore {
 		t.Fatalf("core order broken (%d core in flight, core left %v, non-core started %v):\n%s", core, coreLeft, nonCore, plan.Table(p))
+	}
+	for _, st := range w.fleet.Starts() {
+		if len(st.Offline) >= p.Concurrency {
+			t.Fatalf("job for %s started at %v with %d other servers offline %v, concurrency %d:\n%s",
+				st.Server, st.At, len(st.Offline), st.Offline, p.Concurrency, plan.Table(p))
+		}
 	}
 	for s, c := range w.fleet.JobsCreated() {
 		if c > 1 {
 			t.Fatalf("server %s got %d jobs", s, c)
 		}
+	}
+	ok := map[string][]plan.State{"": nil, "cancel": {plan.StateCanceled},
+		"stop": {plan.StateStopped, plan.StateComplete, plan.StateFailed},
+		"run":  {plan.StateRunning, plan.StateComplete, plan.StateFailed}}[lastCmd]
+	if ok != nil && !slices.Contains(ok, p.State) {
+		t.Fatalf("the operator's last command was %s, the plan is %s", lastCmd, p.State)
 	}
 }
 
@@ -184,7 +256,7 @@ func checkPlan(t *rapid.T, w *world, before, p, prev plan.Plan) {
 // one job per server.
 func TestCrashedExecutorResumesToSamePlan(t *testing.T) {
 	rapidcheck.Check(t, func(t *rapid.T) {
-		fs, primary := genFleet(t)
+		fs, primary := genFleet(t, false)
 		o := opts()
 		o.Concurrency = plan.Count(rapid.IntRange(1, 4).Draw(t, "concurrency"))
 		o.FailureBudget = plan.Count(len(fs)) // outcomes then depend on the servers only
@@ -228,15 +300,4 @@ func TestCrashedExecutorResumesToSamePlan(t *testing.T) {
 			}
 		}
 	})
-}
-
-// coreStarted reports whether a core server started between before and
-// after (core servers go one at a time whatever the concurrency).
-func coreStarted(before, after plan.Plan) bool {
-	for i, r := range after.Reboots {
-		if r.Core && before.Reboots[i].Step == plan.StepPending && r.Step != plan.StepPending {
-			return true
-		}
-	}
-	return false
 }

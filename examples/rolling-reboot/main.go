@@ -130,7 +130,7 @@ func run(w io.Writer, o options) error {
 	if p, err = plan.Run(p); err != nil {
 		return err
 	}
-	if err := store.Put(ctx, p); err != nil {
+	if err := store.Create(ctx, p); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "plan %s: %d servers (%d core), concurrency %d, failure budget %d, plan file %s\n",
