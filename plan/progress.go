@@ -13,11 +13,14 @@ type Summary struct {
 	// done so far (job start to operational) and the concurrency; zero
 	// until one reboot is done.
 	ETA time.Duration
+	// Waiting is why the plan could not start a reboot in its last pass
+	// (Plan.Waiting), e.g. "waiting: 3 server(s) offline (...), concurrency 2".
+	Waiting string
 }
 
 // Summarize counts a plan's reboots and estimates the time left.
 func Summarize(p Plan, now time.Time) Summary {
-	s := Summary{Total: len(p.Reboots)}
+	s := Summary{Total: len(p.Reboots), Waiting: p.Waiting}
 	var sum time.Duration
 	var n int
 	for _, r := range p.Reboots {
@@ -62,8 +65,12 @@ func (s Summary) Line(width int) string {
 	if s.ETA > 0 {
 		eta = s.ETA.Round(time.Minute).String()
 	}
-	return fmt.Sprintf("[%s] %d/%d done, %d in flight, %d failed, %d left, ETA %s",
+	line := fmt.Sprintf("[%s] %d/%d done, %d in flight, %d failed, %d left, ETA %s",
 		bar, s.Done, s.Total, s.InFlight, s.Failed, s.Left, eta)
+	if s.Waiting != "" {
+		line += "; " + s.Waiting
+	}
+	return line
 }
 
 // Table renders the final summary: one row per reboot.
