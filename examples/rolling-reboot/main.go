@@ -32,6 +32,7 @@ type options struct {
 	seed                    uint64
 	dir                     string
 	quiet                   bool
+	outage                  int
 }
 
 func main() {
@@ -44,6 +45,7 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "random seed of the simulated fleet")
 	flag.StringVar(&o.dir, "dir", "", "directory for the plan file (default: a temporary one)")
 	flag.BoolVar(&o.quiet, "quiet", false, "print only the summary")
+	flag.IntVar(&o.outage, "outage", 0, "servers that go down for reasons of their own from t=40m to t=70m (the plan waits and says why)")
 	flag.Parse()
 	if err := run(os.Stdout, o); err != nil {
 		fmt.Fprintln(os.Stderr, "rolling-reboot:", err)
@@ -163,6 +165,17 @@ func run(w io.Writer, o options) error {
 			return err
 		}
 		el := clk.Now().Sub(fake.Epoch)
+		if o.outage > 0 && (el == 40*time.Minute || el == 70*time.Minute) {
+			// An outage the plan does not control: the last servers of the
+			// plan go down, and come back half an hour later.
+			down := el == 40*time.Minute
+			for k := 0; k < o.outage && k < len(servers); k++ {
+				dc.SetDown(servers[len(servers)-1-k].UUID, down)
+			}
+			if !o.quiet {
+				fmt.Fprintf(w, "t=%-8s outage: %d server(s) down=%v for reasons of their own\n", el, o.outage, down)
+			}
+		}
 		if !o.quiet && err == nil && (el/(5*time.Minute) != lastLine || !q.Unfinished()) {
 			lastLine = el / (5 * time.Minute)
 			fmt.Fprintf(w, "t=%-8s %s\n", el, plan.Summarize(q, clk.Now()).Line(40))
