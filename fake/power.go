@@ -567,6 +567,11 @@ func (p *Power) faultErr(c Call, f Fault) error {
 // schedule replaces any scheduled change with one to target whose power
 // starts to change at start.
 func (p *Power) schedule(target power.State, start time.Time, soft bool) {
+	if p.pend != nil && p.pend.target == power.StateOn && !p.now().Before(p.pend.start) {
+		// A power-on that has started and is now abandoned left the
+		// hardware running (the ground truth says so): it counts as on.
+		p.settled = power.StateOn
+	}
 	wasShown := p.pend != nil && p.pend.shown
 	p.pend = &pending{target: target, start: start, at: start.Add(p.cfg.Lag), soft: soft}
 	switch {
