@@ -253,6 +253,18 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 			enter(StepFailFreeze)
 		}
 	}
+	// mayCreate: a job is the real start of a reboot, so the limit must
+	// hold when it is created (first time, after the shard freeze or the
+	// headnode wait, or again after a crash), not only when the reboot was
+	// decided: other servers may have gone down since.
+	mayCreate := func() bool {
+		if others := countOffline(q, obs) - 1; others >= q.Concurrency {
+			q.Waiting = fmt.Sprintf("waiting: reboot job of %s not created yet, %d other server(s) offline, concurrency %d",
+				r.ServerHostname, others, q.Concurrency)
+			return false
+		}
+		return true
+	}
 	cancelJob := func(msg string) {
 		r.CanceledAt, r.Error = tp(now), msg
 		enter(StepCancelJob) // the cancel action comes from that step
@@ -279,6 +291,9 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 					acts = append(acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
 					continue
 				}
+				if !q.DryRun && !mayCreate() {
+					break
+				}
 				r.JobUUID = JobUUID(*q, r.ServerUUID)
 				enter(StepJob)
 				if !q.DryRun {
@@ -291,11 +306,13 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 			}
 		case StepFreeze:
 			switch {
-			case obs.ShardFrozen:
+			case obs.ShardFrozen && mayCreate():
 				r.JobUUID = JobUUID(*q, r.ServerUUID)
 				enter(StepJob)
 				acts, created = append(acts, c.createJob(q, r)), true
 				continue
+			case obs.ShardFrozen:
+				// frozen, waiting for the limit (mayCreate said why)
 			case since() >= c.DrainTimeout:
 				fail("database shard not frozen within " + c.DrainTimeout.String())
 				continue
@@ -344,15 +361,11 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 				cancelJob("reboot job not finished within " + c.JobTimeout.String())
 				continue
 			case !j.Exists && !created:
-				// Lost by a crash: same UUID, no second job. It has not
-				// really started, so the limit holds for it as for a new
-				// start: others offline now must be fewer than concurrency.
-				if others := countOffline(q, obs) - 1; others >= q.Concurrency {
-					q.Waiting = fmt.Sprintf("waiting: reboot job of %s not created yet, %d other server(s) offline, concurrency %d",
-						r.ServerHostname, others, q.Concurrency)
-					break
+				// Lost by a crash: same UUID, no second job, and only while
+				// the limit holds (it has not really started).
+				if mayCreate() {
+					acts = append(acts, c.createJob(q, r))
 				}
-				acts = append(acts, c.createJob(q, r))
 			}
 		case StepCancelJob:
 			// The job may still reboot the server: it stays offline (in
