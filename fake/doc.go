@@ -1,13 +1,62 @@
 // Package fake holds deterministic, fault-injecting implementations of
-// rebootkit's interfaces, for tests and simulations: a clock that only moves
-// when told to, and a power controller whose state changes after a lag,
-// whose soft shutdown may be slow or ignored, and whose calls fail on demand.
+// rebootkit's interfaces for tests and simulations, built to lie the way
+// real hardware and real clusters do, and to tell the test what really
+// happened.
 //
-// They are not for production. They keep everything in memory, they model
-// hardware only as far as the decision functions care, and their time is
-// whatever the Clock says. Use them in your own property tests: every fake
-// records what was done to it, so a test can check invariants after every
-// step.
+// # Ground truth and what is reported
 //
-// All fakes are safe for concurrent use.
+// Power separates the hardware (the ground truth: Truth, WasOnAt,
+// WasOffDuring, OffThroughout, HardwareOn) from what State reports
+// (Report). The ground truth is conservative for fencing: the hardware
+// counts as running from the instant a power-on starts until the instant a
+// power-off completes. Report's modes combine:
+//
+//   - honest (the zero Report): Transitioning while a change is under way;
+//   - Stale: the state as it was Stale ago (sushy-tools and iDRAC report
+//     the old state for seconds after a reset);
+//   - Flap: every read is a random age in [0, Stale], so reads flap between
+//     the old and the new state;
+//   - NoTransitioning: never PoweringOn/PoweringOff, the old state instead;
+//   - Unknown: a share of reads report StateUnknown without an error (BMC
+//     emulators show it as PowerState null, missing, or "Paused").
+//
+// Out-of-band power changes (OutOfBandOn, OutOfBandOff: a person at the
+// console, a power-restore policy, a crash) are marked as such in the
+// truth. BMC (Redfish over HTTP) reports through the same model, so the same
+// lies reach an adapter over the wire.
+//
+// # Time
+//
+// Clock has a wall clock (Now: what controllers read; it jumps forward and
+// back with Jump and Set, and Correct puts it back) and a real time line
+// (Real: what hardware lives on, never jumps; Monotonic: elapsed real
+// time). Pass clk.Real to NewPower and NewBMC, clk.Now and clk.Monotonic to
+// controllers.
+//
+// # Second writers
+//
+// Every store (RebootHosts, Cluster, PlanStore, ReuseHosts) versions its
+// records and returns conflicts honestly, and SetInterloper installs a
+// second writer that runs between the component's read and its write (an
+// operator, kubectl, a second reconciler). Fault knobs (FailUpdates,
+// FailPuts, FailNext, BMC.FailNextReset, BMC.FailNextGet) are safe to set
+// while the fake is in use.
+//
+// # A datacenter
+//
+// Fleet simulates servers and reboot jobs for plans: jobs run on after a
+// plan gives up on them unless cancelled through the fleet (and reboot
+// their server anyway once they sent the reboot command), finished jobs
+// can be garbage-collected, servers go down and up for reasons of their own
+// (SetDown) or go missing from the observations (Hide), and Starts records,
+// for every job, the servers that were offline at that instant.
+//
+// # Drawing a world
+//
+// DrawPowerConfig, DrawReport and DrawClockMove draw all of the above for
+// rapid property tests. Check safety invariants against ground truth, never
+// against what the code under test was told.
+//
+// They are not for production: everything is in memory and time is
+// whatever the Clock says. All fakes are safe for concurrent use.
 package fake

@@ -15,10 +15,16 @@
 //     warnings for servers already on the target platform and for
 //     downgrades (platforms compare as versions) refuse creation unless
 //     IgnoreWarnings; SkipCurrent leaves current servers out; DryRun goes
-//     through the motions without jobs. Save it in a Store.
+//     through the motions without jobs. Store it with Store.Create, which
+//     refuses a UUID in use (ErrExists) and a server in another unfinished
+//     plan (ErrServerInPlan), whatever the caller checked.
 //  2. Run it (Run); Stop pauses it (no new reboots, in-flight ones finish),
 //     Run resumes, Cancel ends it (in-flight ones still finish and are
-//     recorded). Save after each.
+//     recorded). Apply them with Command: every store write is
+//     compare-and-swap on Plan.Version, so an operator's command and an
+//     executor's pass written at once are never lost; the loser reads again
+//     and decides again, and a cancel is obeyed at the latest in the
+//     executor's next pass.
 //  3. An Executor runs passes: load the plan, observe the fleet, call Next,
 //     save the plan, then act (create reboot jobs, freeze or unfreeze the
 //     database shard). Next is pure. Each server goes through the seed's
@@ -30,11 +36,27 @@
 //     of the plan) resumes without a second job or reboot: job UUIDs are
 //     derived from the plan and the server, and creating a job is
 //     idempotent.
-//  4. A failed step gives the server canceled_at and an error. Failures
+//     A job is the real start of a reboot: it is created only while fewer
+//     than Concurrency other servers of the plan are offline, also when it
+//     comes after the shard freeze, the headnode wait, or a crash.
+//  4. A failed step gives the server canceled_at and an error. A job that
+//     timed out is cancelled through the fleet (Fleet.CancelJob) and the
+//     server counts as offline until the fleet says the job ended: a job
+//     may still reboot its server after the plan gave up on it. Failures
 //     beyond the failure budget stop the plan from starting more reboots.
 //     End states: complete (every reboot succeeded), failed (some failed,
 //     or the budget ran out), canceled. A plan is never complete while a
 //     reboot is pending.
+//
+// # Offline, the one definition
+//
+// A server of the plan is offline if it is observed down, not observed at
+// all, its reboot is in flight, or a job of ours may still run on it
+// (Offline). Every start decision uses it, core servers included: nothing
+// starts while offline >= Concurrency, whoever took the servers down, and
+// the plan then says why in Plan.Waiting and the progress line ("waiting:
+// 3 server(s) offline (1 rebooting, 2 down or unknown for other reasons),
+// concurrency 2").
 //
 // Scheduling is a sliding window, not the original tool's fixed batches:
 // the moment a reboot ends, the next starts. On a simulated datacenter of
@@ -45,5 +67,13 @@
 // MayRebootOutside is the guard for everything else: while a plan is
 // unfinished, its servers may only be rebooted by it. Summarize, Line and
 // Table show progress to a person. FileStore keeps plans as files, written
-// atomically and durably; a corrupt file is reported and never overwritten.
+// atomically and durably under a directory lock; a file that is corrupt,
+// not a regular file, larger than MaxDocumentBytes, or whose uuid is not
+// its name is reported (ErrCorrupt, ErrTooLarge) and never overwritten.
+// Decode accepts only what Encode can write back, with valid UUIDs, core
+// servers before the others, and at most MaxServers servers.
+//
+// Not done yet (see the plan issue): one record per reboot in the store
+// (today a pass writes the whole document), a bbolt store, and passes that
+// cost O(in-flight) rather than O(servers).
 package plan
