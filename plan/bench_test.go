@@ -1,9 +1,12 @@
 package plan_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -109,4 +112,82 @@ func BenchmarkMakespan(b *testing.B) {
 	b.ReportMetric(lower.Minutes(), "lowerbound-min")
 	b.ReportMetric(float64(batches)/float64(sliding), "batches/sliding")
 	b.ReportMetric(float64(sliding)/float64(lower), "sliding/lowerbound")
+}
+
+// midRunStore creates a plan of n servers (concurrency 25) on store, runs
+// it through the real Executor for a while, and returns the world.
+func midRunStore(b *testing.B, n int, store plan.Store) (*fake.Clock, *plan.Executor, string) {
+	clk := fake.NewClock(time.Time{})
+	var fs []fake.FleetServer
+	for i := 0; i < n; i++ {
+		fs = append(fs, fake.FleetServer{UUID: fmt.Sprintf("u%06d", i), Hostname: fmt.Sprintf("cn%06d", i), Platform: "1",
+			Queue: 10 * time.Second, Drain: 30 * time.Second, Shutdown: 20 * time.Second, Boot: 4 * time.Minute, Services: time.Minute})
+	}
+	fleet := fake.NewFleet(clk.Now, "", fs...)
+	o := opts()
+	o.Concurrency = plan.Count(25)
+	o.CreatedAt = clk.Now()
+	p, _, err := plan.Create(fleet.Servers(), o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, _ = plan.Run(p)
+	if err := store.Create(context.Background(), p); err != nil {
+		b.Fatal(err)
+	}
+	exec := &plan.Executor{Fleet: fleet, Store: store, Now: clk.Now}
+	for i := 0; i < 40; i++ {
+		if _, err := exec.Pass(context.Background(), p.UUID); err != nil {
+			b.Fatal(err)
+		}
+		clk.Advance(15 * time.Second)
+	}
+	return clk, exec, p.UUID
+}
+
+// BenchmarkPassStore measures one executor pass mid-run (25 reboots in
+// flight) through the real Executor and a simulated fleet, on the bbolt
+// store (one record per reboot, only changed records written) and on the
+// FileStore (the whole document every time): ms per pass and bytes written
+// per pass, 30 simulated seconds apart.
+func BenchmarkPassStore(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("bolt/servers=%d", n), func(b *testing.B) {
+			st, err := plan.OpenBolt(filepath.Join(b.TempDir(), "plans.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			clk, exec, uuid := midRunStore(b, n, st)
+			pages0, size := st.PagesWritten()
+			passes := 0
+			for b.Loop() {
+				if _, err := exec.Pass(context.Background(), uuid); err != nil {
+					b.Fatal(err)
+				}
+				clk.Advance(30 * time.Second)
+				passes++
+			}
+			pages, _ := st.PagesWritten()
+			b.ReportMetric(float64(pages-pages0)*float64(size)/float64(passes), "bytes-written/pass")
+		})
+		b.Run(fmt.Sprintf("file/servers=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			st := plan.FileStore{Dir: dir}
+			clk, exec, uuid := midRunStore(b, n, st)
+			fi, _ := os.Stat(filepath.Join(dir, uuid+".json"))
+			writes := 0
+			for b.Loop() {
+				before, _ := os.Stat(filepath.Join(dir, uuid+".json"))
+				if _, err := exec.Pass(context.Background(), uuid); err != nil {
+					b.Fatal(err)
+				}
+				if after, _ := os.Stat(filepath.Join(dir, uuid+".json")); !after.ModTime().Equal(before.ModTime()) || after.Size() != before.Size() {
+					writes++
+				}
+				clk.Advance(30 * time.Second)
+			}
+			b.ReportMetric(float64(writes)*float64(fi.Size())/float64(b.N), "bytes-written/pass")
+		})
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +34,7 @@ type options struct {
 	dir                     string
 	quiet                   bool
 	outage                  int
+	store                   string
 }
 
 func main() {
@@ -43,8 +45,9 @@ func main() {
 	flag.IntVar(&o.failures, "failures", 2, "servers whose reboot fails")
 	flag.IntVar(&o.budget, "budget", 3, "failed reboots tolerated before the plan stops")
 	flag.Uint64Var(&o.seed, "seed", 1, "random seed of the simulated fleet")
-	flag.StringVar(&o.dir, "dir", "", "directory for the plan file (default: a temporary one)")
+	flag.StringVar(&o.dir, "dir", "", "directory for the plan store (default: a temporary one)")
 	flag.BoolVar(&o.quiet, "quiet", false, "print only the summary")
+	flag.StringVar(&o.store, "store", "bolt", "plan store: bolt (one bbolt file, one record per reboot) or file (one JSON document)")
 	flag.IntVar(&o.outage, "outage", 0, "servers that go down for reasons of their own from t=40m to t=70m (the plan waits and says why)")
 	flag.Parse()
 	if err := run(os.Stdout, o); err != nil {
@@ -117,7 +120,21 @@ func run(w io.Writer, o options) error {
 	clk := fake.NewClock(time.Time{})
 	servers, primary := fleet(o)
 	dc := fake.NewFleet(clk.Now, primary, servers...)
-	store := plan.FileStore{Dir: dir}
+	var store plan.Store
+	storeAt := "<dir>/plans.db"
+	switch o.store {
+	case "bolt", "":
+		bs, err := plan.OpenBolt(filepath.Join(dir, "plans.db"))
+		if err != nil {
+			return err
+		}
+		defer bs.Close()
+		store = bs
+	case "file":
+		store, storeAt = plan.FileStore{Dir: dir}, "<dir>/<uuid>.json"
+	default:
+		return fmt.Errorf("-store %q: bolt or file", o.store)
+	}
 
 	p, warns, err := plan.Create(dc.Servers(), plan.CreateOptions{
 		UUID: "5a1d6c0e-0000-4000-8000-000000000001", Target: "20151001T000000Z",
@@ -136,7 +153,7 @@ func run(w io.Writer, o options) error {
 		return err
 	}
 	fmt.Fprintf(w, "plan %s: %d servers (%d core), concurrency %d, failure budget %d, plan file %s\n",
-		p.UUID, len(p.Reboots), o.core, p.Concurrency, p.FailureBudget, "<dir>/"+p.UUID+".json")
+		p.UUID, len(p.Reboots), o.core, p.Concurrency, p.FailureBudget, storeAt)
 
 	exec := &plan.Executor{Fleet: dc, Store: store, Now: clk.Now}
 	tick := 10 * time.Second
@@ -153,7 +170,7 @@ func run(w io.Writer, o options) error {
 				headDown = false
 				restarts++
 				if !o.quiet {
-					fmt.Fprintf(w, "t=%-8s headnode back: executor restarted from the plan file\n", clk.Now().Sub(fake.Epoch))
+					fmt.Fprintf(w, "t=%-8s headnode back: executor restarted from the plan store\n", clk.Now().Sub(fake.Epoch))
 				}
 			}
 		case errors.Is(err, fake.ErrUnavailable):

@@ -1,0 +1,140 @@
+package plan
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+)
+
+func boltPlan(t *testing.T, uuid string, n int) Plan {
+	t.Helper()
+	var fleet []Server
+	for i := 0; i < n; i++ {
+		fleet = append(fleet, Server{UUID: uuid + "-s" + string(rune('a'+i)), Hostname: "h" + string(rune('a'+i)), Platform: "1"})
+	}
+	p, _, err := Create(fleet, CreateOptions{UUID: uuid, Target: "2", Select: SelectAll, Concurrency: Count(1), CreatedAt: time.Unix(1, 0).UTC()})
+	require.NoError(t, err)
+	return p
+}
+
+func recordVersions(t *testing.T, s *BoltStore, uuid string) []uint64 {
+	t.Helper()
+	var out []uint64
+	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPlans).Bucket([]byte(uuid))
+		_, _, recs, err := load(b, uuid)
+		for _, r := range recs {
+			out = append(out, r.Version)
+		}
+		return err
+	}))
+	return out
+}
+
+func TestBoltStore(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "plans.db")
+	s, err := OpenBolt(path)
+	require.NoError(t, err)
+	defer s.Close()
+
+	p := boltPlan(t, "p1", 3)
+	require.NoError(t, s.Create(ctx, p))
+	assert.ErrorIs(t, s.Create(ctx, p), ErrExists)
+	q := boltPlan(t, "p2", 3)
+	q.Reboots[0].ServerUUID = "p1-sa" // in p1, which is unfinished
+	assert.ErrorIs(t, s.Create(ctx, q), ErrServerInPlan)
+
+	got, err := s.Get(ctx, "p1")
+	require.NoError(t, err)
+	assert.Equal(t, "1", got.Version)
+	p.Version = got.Version
+	assert.Equal(t, p, got)
+
+	// A pass that changes one reboot writes that record only.
+	got.State = StateRunning
+	got.Reboots[1].Step = StepWaitHead
+	require.NoError(t, s.Put(ctx, got))
+	assert.Equal(t, []uint64{1, 2, 1}, recordVersions(t, s, "p1"))
+	// Compare-and-swap: the stale copy loses.
+	got.Reboots[2].Step = StepWaitHead
+	assert.ErrorIs(t, s.Put(ctx, got), ErrConflict)
+	now, err := s.Get(ctx, "p1")
+	require.NoError(t, err)
+	assert.Equal(t, StepPending, now.Reboots[2].Step)
+	assert.Equal(t, "2", now.Version)
+	// Through Command, an operator's cancel is applied to the plan as it is.
+	c, err := Command(ctx, s, "p1", Cancel)
+	require.NoError(t, err)
+	assert.Equal(t, StateCanceled, c.State)
+
+	// A second process cannot open the file.
+	start := time.Now()
+	_, err = OpenBolt(path)
+	assert.ErrorIs(t, err, ErrLocked)
+	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+func TestBoltStoreCorruptRecords(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Create(ctx, boltPlan(t, "good", 2)))
+	require.NoError(t, s.Create(ctx, boltPlan(t, "bad", 2)))
+	require.NoError(t, s.Create(ctx, boltPlan(t, "swapped", 2)))
+	require.NoError(t, s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketPlans).Bucket([]byte("bad")).Put(rebootKey(1), []byte("{garbage")); err != nil {
+			return err
+		}
+		// A header that names another plan: loading it would save it there.
+		raw := tx.Bucket(bucketPlans).Bucket([]byte("good")).Get(keyHeader)
+		return tx.Bucket(bucketPlans).Bucket([]byte("swapped")).Put(keyHeader, append([]byte(nil), raw...))
+	}))
+	for _, uuid := range []string{"bad", "swapped"} {
+		p, err := s.Get(ctx, uuid)
+		assert.ErrorIs(t, err, ErrCorrupt, uuid)
+		p.UUID = uuid
+		assert.Error(t, s.Put(ctx, p), "never overwritten")
+	}
+	var raw []byte
+	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+		raw = append(raw, tx.Bucket(bucketPlans).Bucket([]byte("bad")).Get(rebootKey(1))...)
+		return nil
+	}))
+	assert.Equal(t, "{garbage", string(raw), "left as it was for a person to look at")
+	plans, err := s.List(ctx)
+	assert.ErrorIs(t, err, ErrCorrupt)
+	require.Len(t, plans, 1)
+	assert.Equal(t, "good", plans[0].UUID, "nothing else lost")
+}
+
+func TestBoltImportFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	fs := FileStore{Dir: dir}
+	require.NoError(t, fs.Create(ctx, boltPlan(t, "a", 2)))
+	require.NoError(t, fs.Create(ctx, boltPlan(t, "b", 2)))
+	s, err := OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
+	require.NoError(t, err)
+	defer s.Close()
+	done, err := s.Import(ctx, dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, done)
+	_, err = s.Import(ctx, dir)
+	assert.True(t, errors.Is(err, ErrExists), "importing twice names the plans already there: %v", err)
+	p, err := s.Get(ctx, "a")
+	require.NoError(t, err)
+	want := boltPlan(t, "a", 2)
+	want.Version = p.Version
+	assert.Equal(t, want, p)
+	_, err = json.Marshal(p)
+	require.NoError(t, err)
+}
