@@ -242,3 +242,76 @@ func TestConcurrentClaims(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimsWithOperator: as TestConcurrentClaims, with a second writer
+// (fake.ReuseHosts.SetInterloper) that changes the host between a
+// controller's select and its claim: relabels it for another pool, marks it
+// being deleted, or gives it to someone else. Checked against the store:
+// a claim never succeeds on a host changed since it was listed, so no
+// machine takes another pool's host, a deleting host, or a host already
+// given away.
+func TestClaimsWithOperator(t *testing.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
+		ctx := context.Background()
+		hosts := genHosts(t)
+		store := fake.NewReuseHosts(hosts...)
+		poolOf := map[string]string{}
+		for _, h := range hosts {
+			poolOf[h.Name] = h.Labels[nodereuse.Label]
+		}
+		taken := map[string]bool{}
+		op := -1
+		store.SetInterloper(func(name string) {
+			kind := op
+			op = -1
+			switch kind {
+			case 0:
+				other := "md-other"
+				_ = store.Update(name, func(h *nodereuse.Host) {
+					h.Labels = map[string]string{nodereuse.Label: other}
+				})
+				poolOf[name] = other
+			case 1:
+				_ = store.Update(name, func(h *nodereuse.Host) { h.Deleting = true })
+				taken[name] = true
+			case 2:
+				_ = store.Update(name, func(h *nodereuse.Host) { h.ConsumerRef = "operator" })
+				taken[name] = true
+			}
+		})
+		var claimed []string
+		for i := 0; i < rapid.IntRange(1, 30).Draw(t, "attempts"); i++ {
+			req := nodereuse.Request{Pool: rapid.SampledFrom(pools).Draw(t, "pool"), Seed: rapid.Uint64().Draw(t, "seed")}
+			snap, _ := store.List(ctx)
+			s, err := nodereuse.Select(snap, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Outcome != nodereuse.OutcomePick {
+				continue
+			}
+			op = rapid.IntRange(-1, 2).Draw(t, "operator")
+			var version string
+			for _, h := range snap {
+				if h.Name == s.Host {
+					version = h.Version
+				}
+			}
+			if err := store.Claim(ctx, s.Host, version, fmt.Sprintf("m%d", i), s.RemoveLabel); err != nil {
+				continue
+			}
+			want, _ := req.Pool.LabelValue()
+			if p := poolOf[s.Host]; p != "" && p != want {
+				t.Fatalf("claimed %s reserved for %s by a %s machine", s.Host, p, want)
+			}
+			if taken[s.Host] {
+				t.Fatalf("claimed %s after the operator took it", s.Host)
+			}
+			claimed = append(claimed, s.Host)
+		}
+		slices.Sort(claimed)
+		if len(slices.Compact(claimed)) != len(claimed) {
+			t.Fatalf("a host went to two machines: %v", claimed)
+		}
+	})
+}
