@@ -302,9 +302,10 @@ func TestRegressionRequestsAndConnections(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// One connection for the requests, and another now and then when a
-	// background logout overlaps a request; never one per re-login.
+	// background logout overlaps a request (more under load); never one
+	// per re-login, as with a transport per connect (26 or more here).
 	t.Logf("100 state reads, 25 re-logins: %d TCP connections", conns.Load())
-	assert.LessOrEqual(t, conns.Load(), int64(4), "re-logins opened new TCP connections")
+	assert.LessOrEqual(t, conns.Load(), int64(12), "re-logins opened new TCP connections")
 }
 
 // Issue 14, emulator: what Redfish clients expect of fake.BMC.
