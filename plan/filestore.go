@@ -115,14 +115,23 @@ func (s FileStore) lock() (func(), error) {
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
+// locked returns the plan's path with the directory lock held.
+func (s FileStore) locked(uuid string) (string, func(), error) {
+	path, err := s.path(uuid)
+	if err != nil {
+		return "", nil, err
+	}
+	unlock, err := s.lock()
+	if err != nil {
+		return "", nil, err
+	}
+	return path, unlock, nil
+}
+
 // Create stores a new plan: the UUID must be free and no server of p may
 // be in another unfinished plan.
 func (s FileStore) Create(ctx context.Context, p Plan) error {
-	path, err := s.path(p.UUID)
-	if err != nil {
-		return err
-	}
-	unlock, err := s.lock()
+	path, unlock, err := s.locked(p.UUID)
 	if err != nil {
 		return err
 	}
@@ -142,11 +151,7 @@ func (s FileStore) Create(ctx context.Context, p Plan) error {
 
 // Put writes a plan if p.Version is the stored version.
 func (s FileStore) Put(_ context.Context, p Plan) error {
-	path, err := s.path(p.UUID)
-	if err != nil {
-		return err
-	}
-	unlock, err := s.lock()
+	path, unlock, err := s.locked(p.UUID)
 	if err != nil {
 		return err
 	}
