@@ -37,12 +37,10 @@ type FleetServer struct {
 }
 
 type fleetJob struct {
-	id       string
 	server   string
 	created  time.Time
 	cancel   time.Time // when CancelJob was asked (zero: never)
-	cancels  int
-	gone     bool // garbage-collected
+	gone     bool      // garbage-collected
 	endedAt  time.Time
 	rebooted bool // the reboot command was sent (it reboots whatever happens next)
 }
@@ -311,7 +309,7 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		}
 	}
 	f.starts = append(f.starts, st)
-	j := &fleetJob{id: a.JobUUID, server: a.Server, created: now}
+	j := &fleetJob{server: a.Server, created: now}
 	f.jobs[a.JobUUID] = j
 	f.byServer[a.Server] = append(f.byServer[a.Server], j)
 	f.created[a.Server]++
@@ -331,7 +329,6 @@ func (f *Fleet) CancelJob(_ context.Context, a plan.Action) error {
 	if !ok {
 		return nil
 	}
-	j.cancels++
 	if j.cancel.IsZero() {
 		f.settle(j, now)
 		if j.endedAt.IsZero() {
