@@ -60,15 +60,15 @@ func TestBoltStore(t *testing.T) {
 
 	// A pass that changes one reboot writes that record only.
 	got.State = StateRunning
-	got.Reboots[1].Step = StepWaitHead
+	got.Reboots[0].Step = StepWaitHead
 	require.NoError(t, s.Put(ctx, got))
-	assert.Equal(t, []uint64{1, 2, 1}, recordVersions(t, s, "p1"))
+	assert.Equal(t, []uint64{2, 1, 1}, recordVersions(t, s, "p1"))
 	// Compare-and-swap: the stale copy loses.
-	got.Reboots[2].Step = StepWaitHead
+	got.Reboots[1].Step = StepWaitHead
 	assert.ErrorIs(t, s.Put(ctx, got), ErrConflict)
 	now, err := s.Get(ctx, "p1")
 	require.NoError(t, err)
-	assert.Equal(t, StepPending, now.Reboots[2].Step)
+	assert.Equal(t, StepPending, now.Reboots[1].Step)
 	assert.Equal(t, "2", now.Version)
 	// Through Command, an operator's cancel is applied to the plan as it is.
 	c, err := Command(ctx, s, "p1", Cancel)

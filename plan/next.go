@@ -71,6 +71,12 @@ type Observations struct {
 	ShardPrimary string
 	ShardFrozen  bool
 	ShardHealthy bool
+
+	// Partial is set by ViewFleet.ObserveView: Servers and Jobs cover only
+	// the view's reboots, and Offline lists the servers the fleet knows to
+	// be down or cannot observe; the plan's other servers are up.
+	Partial bool
+	Offline []string
 }
 
 // ActionKind is what an Action does.
@@ -152,17 +158,6 @@ func Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 	return Config{}.Next(p, obs, now)
 }
 
-// countOffline counts the servers of q that are offline.
-func countOffline(q *Plan, obs Observations) int {
-	n := 0
-	for _, r := range q.Reboots {
-		if Offline(r, obs) {
-			n++
-		}
-	}
-	return n
-}
-
 // Offline reports whether the server of r counts as offline: observed
 // down, not observed at all, its reboot in flight, or a job of ours that
 // may still run. Every start decision uses it, core servers included.
@@ -177,75 +172,43 @@ func Offline(r Reboot, obs Observations) bool {
 // the actions to take after saving it. It is pure: p is not modified.
 //
 // Order: core servers first, one at a time whatever the concurrency (the
-// seed's rule), the headnode first; the rest in a sliding window: the moment a reboot ends, the next one starts.
-// Servers of the plan not rebooted yet that are down for other reasons
-// count against the concurrency; servers whose reboot ended (done or
-// failed) do not, even if they are down, or one dead server would stall
-// the plan for good (a failed one counts against the failure budget).
+// seed's rule), the headnode first; the rest in a sliding window: the
+// moment a reboot ends, the next one starts. Every server of the plan that
+// is offline (Offline: down for any reason, not observed, or its reboot in
+// flight, including reboots that ended as failed while their server is
+// still down) counts against the concurrency.
+//
+// Next costs O(servers); NextView does the same on the part of the plan a
+// pass needs, in O(reboots in flight).
 func (c Config) Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
-	c = c.withDefaults()
-	q := p.Clone()
-	var acts []Action
-	q.Waiting = ""
-	for i := range q.Reboots {
-		if q.Reboots[i].Step.InFlight() {
-			acts = c.advance(&q, i, obs, now, acts)
-		}
-	}
-	if q.State == StateRunning && q.failures() <= q.FailureBudget {
-		// Offline, the one definition: observed down, not observed at all,
-		// its reboot in flight, or a job of ours that may still run
-		// (StepCancelJob is in flight until the job ended).
-		offline, ours, coreBusy, corePending := 0, 0, false, false
-		for _, r := range q.Reboots {
-			if r.Step.InFlight() {
-				ours++
-				coreBusy = coreBusy || r.Core
-			}
-			if Offline(r, obs) {
-				offline++
-			}
-			if r.Core && r.Step == StepPending {
-				corePending = true
-			}
-		}
-		for i := range q.Reboots {
-			r := &q.Reboots[i]
-			if r.Step != StepPending {
-				continue
-			}
-			if coreBusy || !r.Core && corePending {
-				break // core servers first, one at a time
-			}
-			self := Offline(*r, obs)
-			if offline-b2i(self) >= q.Concurrency {
-				// Starting it would make (or keep) more servers offline
-				// than allowed, whoever took them down.
-				if offline > ours {
-					q.Waiting = fmt.Sprintf("waiting: %d server(s) offline (%d rebooting, %d down or unknown for other reasons), concurrency %d",
-						offline, ours, offline-ours, q.Concurrency)
-				}
-				break
-			}
-			r.Step, r.StepSince = StepWaitHead, tp(now)
-			if !self {
-				offline++
-			}
-			ours++
-			acts = c.advance(&q, i, obs, now, acts)
-			if r.Core {
-				break // one core server at a time
-			}
-		}
-	}
-	q.settle()
-	return q, acts
+	v, acts := c.NextView(FullView(p), obs, now)
+	return v.Plan, acts
+}
+
+// pass is one NextView's working state.
+type pass struct {
+	c   Config
+	q   *Plan
+	obs Observations
+	now time.Time
+	// offline counts the servers of the whole plan offline now (Offline),
+	// kept up to date as reboots change step.
+	offline int
+	acts    []Action
+}
+
+// enter moves r to step s now, keeping the offline count.
+func (ps *pass) enter(r *Reboot, s Step) {
+	was := Offline(*r, ps.obs)
+	r.Step, r.StepSince = s, tp(ps.now)
+	ps.offline += b2i(Offline(*r, ps.obs)) - b2i(was)
 }
 
 // advance moves reboot i through every step whose condition holds now.
-func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []Action) []Action {
+func (ps *pass) advance(i int) {
+	c, q, obs, now := ps.c, ps.q, ps.obs, ps.now
 	r := &q.Reboots[i]
-	enter := func(s Step) { r.Step, r.StepSince = s, tp(now) }
+	enter := func(s Step) { ps.enter(r, s) }
 	fail := func(msg string) {
 		r.CanceledAt, r.Error = tp(now), msg
 		enter(StepFailed)
@@ -258,7 +221,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 	// headnode wait, or again after a crash), not only when the reboot was
 	// decided: other servers may have gone down since.
 	mayCreate := func() bool {
-		if others := countOffline(q, obs) - 1; others >= q.Concurrency {
+		if others := ps.offline - 1; others >= q.Concurrency {
 			q.Waiting = fmt.Sprintf("waiting: reboot job of %s not created yet, %d other server(s) offline, concurrency %d",
 				r.ServerHostname, others, q.Concurrency)
 			return false
@@ -288,7 +251,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 				if obs.ShardPrimary == r.ServerUUID && !q.DryRun {
 					r.Frozen = true
 					enter(StepFreeze)
-					acts = append(acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+					ps.acts = append(ps.acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
 					continue
 				}
 				if !q.DryRun && !mayCreate() {
@@ -297,7 +260,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 				r.JobUUID = JobUUID(*q, r.ServerUUID)
 				enter(StepJob)
 				if !q.DryRun {
-					acts, created = append(acts, c.createJob(q, r)), true
+					ps.acts, created = append(ps.acts, c.createJob(q, r)), true
 				}
 				continue
 			case since() >= c.ServicesTimeout:
@@ -309,7 +272,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 			case obs.ShardFrozen && mayCreate():
 				r.JobUUID = JobUUID(*q, r.ServerUUID)
 				enter(StepJob)
-				acts, created = append(acts, c.createJob(q, r)), true
+				ps.acts, created = append(ps.acts, c.createJob(q, r)), true
 				continue
 			case obs.ShardFrozen:
 				// frozen, waiting for the limit (mayCreate said why)
@@ -317,7 +280,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 				fail("database shard not frozen within " + c.DrainTimeout.String())
 				continue
 			default:
-				acts = append(acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+				ps.acts = append(ps.acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
 			}
 		case StepJob:
 			if q.DryRun {
@@ -364,7 +327,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 				// Lost by a crash: same UUID, no second job, and only while
 				// the limit holds (it has not really started).
 				if mayCreate() {
-					acts = append(acts, c.createJob(q, r))
+					ps.acts = append(ps.acts, c.createJob(q, r))
 				}
 			}
 		case StepCancelJob:
@@ -378,7 +341,7 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 				}
 				continue
 			}
-			acts = append(acts, Action{Kind: ActionCancelJob, Server: r.ServerUUID, JobUUID: r.JobUUID, PlanUUID: q.UUID})
+			ps.acts = append(ps.acts, Action{Kind: ActionCancelJob, Server: r.ServerUUID, JobUUID: r.JobUUID, PlanUUID: q.UUID})
 		case StepServices:
 			switch {
 			case q.DryRun || !srv.Down && srv.ServicesUp:
@@ -405,48 +368,15 @@ func (c Config) advance(q *Plan, i int, obs Observations, now time.Time, acts []
 				r.CanceledAt, r.Error = tp(now), "database shard not healthy within "+c.ServicesTimeout.String()+"; left frozen"
 				enter(StepFailed)
 			case obs.ShardHealthy || r.Step == StepFailFreeze:
-				acts = append(acts, Action{Kind: ActionUnfreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+				ps.acts = append(ps.acts, Action{Kind: ActionUnfreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
 			}
 		}
 		break
 	}
-	return acts
 }
 
 func (c Config) createJob(q *Plan, r *Reboot) Action {
 	return Action{Kind: ActionCreateJob, Server: r.ServerUUID, JobUUID: r.JobUUID, PlanUUID: q.UUID, Drain: true}
-}
-
-func (q *Plan) failures() int {
-	n := 0
-	for _, r := range q.Reboots {
-		if r.CanceledAt != nil {
-			n++
-		}
-	}
-	return n
-}
-
-// settle moves the plan to its end state when nothing is left to do.
-func (q *Plan) settle() {
-	failures := q.failures()
-	if q.State == StateRunning && failures > q.FailureBudget {
-		q.State = StateFailed // over budget: no new reboots
-		return
-	}
-	if q.State != StateRunning && q.State != StateStopped {
-		return
-	}
-	for _, r := range q.Reboots {
-		if !r.Step.Ended() {
-			return
-		}
-	}
-	if failures > 0 {
-		q.State = StateFailed
-	} else {
-		q.State = StateComplete
-	}
 }
 
 func tp(t time.Time) *time.Time { return &t }

@@ -155,7 +155,8 @@ func Encode(p Plan) ([]byte, error) {
 // written by a newer version is not silently truncated), as are documents
 // that break the plan's invariants: an invalid uuid, an unknown state or
 // step, concurrency < 1, duplicate servers, core servers after non-core
-// ones (or a headnode not first), a reboot in a job step without a job
+// ones (or a headnode not first), a started reboot after a pending one
+// (reboots start in order), a reboot in a job step without a job
 // uuid, trailing data, a document Encode cannot write back (a time offset
 // of +24:00, a year past 9999), more than MaxServers servers or
 // MaxDocumentBytes bytes. Errors wrap ErrDecode (and ErrTooLarge for the
@@ -203,8 +204,13 @@ func (p Plan) validate() error {
 		return fmt.Errorf("failure budget %d < 0", p.FailureBudget)
 	}
 	seen := map[string]bool{}
-	nonCore := false
+	nonCore, pending := false, false
 	for i, r := range p.Reboots {
+		// Reboots start in plan order: the started ones come first.
+		if r.Step != StepPending && pending {
+			return fmt.Errorf("server %s: step %q after a pending reboot (reboots start in order)", r.ServerUUID, r.Step)
+		}
+		pending = pending || r.Step == StepPending
 		if r.ServerUUID == "" {
 			return errors.New("reboot without server_uuid")
 		}

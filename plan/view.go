@@ -1,0 +1,452 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Index summarizes a whole plan so that a pass needs to read only the
+// reboots it may change: the ones in flight and the next pending ones.
+// Reboots start in plan order, so the reboots that left StepPending are
+// always the first Started ones, and core servers are always the first
+// Core ones (Decode and the stores check both).
+//
+// NextView keeps the index up to date; stores persist it with the plan's
+// header, in the same write as the reboot records it summarizes.
+type Index struct {
+	// Total is the number of reboots; Core the number of core servers
+	// (the first Core reboots).
+	Total int `json:"total"`
+	Core  int `json:"core"`
+	// Started: the first Started reboots left StepPending.
+	Started int `json:"started"`
+	// Done and Failed count the reboots in StepDone and StepFailed.
+	Done   int `json:"done"`
+	Failed int `json:"failed"`
+	// Failures counts the reboots with canceled_at set (failed, or failing
+	// while their job is cancelled or the shard unfrozen): what the failure
+	// budget is checked against.
+	Failures int `json:"failures"`
+	// InFlight are the positions of the reboots in flight, ascending.
+	InFlight []int `json:"in_flight,omitempty"`
+	// DoneTime is the sum of (operational - started) over the DoneTimed
+	// done reboots that have both times: the ETA's mean.
+	DoneTime  time.Duration `json:"done_time,omitempty"`
+	DoneTimed int           `json:"done_timed,omitempty"`
+}
+
+// IndexOf computes the index of a whole plan, in O(servers).
+func IndexOf(p Plan) Index {
+	ix := Index{Total: len(p.Reboots)}
+	for i, r := range p.Reboots {
+		if r.Core {
+			ix.Core = i + 1
+		}
+		if r.Step != StepPending {
+			ix.Started = i + 1
+		}
+		if r.Step.InFlight() {
+			ix.InFlight = append(ix.InFlight, i)
+		}
+	}
+	t := tally(p.Reboots)
+	ix.Done, ix.Failed, ix.Failures, ix.DoneTime, ix.DoneTimed = t.done, t.failed, t.failures, t.doneTime, t.doneTimed
+	return ix
+}
+
+// counts are one set of reboots' contributions to an Index.
+type counts struct {
+	done, failed, failures, doneTimed int
+	doneTime                          time.Duration
+}
+
+func tally(rs []Reboot) counts {
+	var c counts
+	for _, r := range rs {
+		switch r.Step {
+		case StepDone:
+			c.done++
+			if r.StartedAt != nil && r.OperationalAt != nil {
+				c.doneTime += r.OperationalAt.Sub(*r.StartedAt)
+				c.doneTimed++
+			}
+		case StepFailed:
+			c.failed++
+		}
+		if r.CanceledAt != nil {
+			c.failures++
+		}
+	}
+	return c
+}
+
+// View is the part of a plan one pass works on: the header (every field of
+// Plan but Reboots), the reboots it may change (Plan.Reboots: every reboot
+// in flight, then pending ones in plan order), where they stand in the
+// whole plan (Pos), the whole plan's Index, and the plan's servers
+// (Members). A view of a whole plan (FullView) has Pos and Members nil.
+type View struct {
+	Plan
+	// Pos[k] is the position of Plan.Reboots[k] in the whole plan,
+	// ascending; nil when every reboot is loaded.
+	Pos []int
+	// Index summarizes the whole plan.
+	Index Index
+	// Members maps every server of the plan to its position; nil when
+	// every reboot is loaded. It is shared between views of one plan and
+	// never modified.
+	Members map[string]int
+}
+
+// FullView is the view of a whole plan (O(servers)).
+func FullView(p Plan) View { return View{Plan: p, Index: IndexOf(p)} }
+
+// Full reports whether every reboot of the plan is loaded.
+func (v View) Full() bool { return v.Pos == nil && len(v.Reboots) == v.Index.Total }
+
+// pos is the position of loaded reboot k in the whole plan.
+func (v View) pos(k int) int {
+	if v.Pos == nil {
+		return k
+	}
+	return v.Pos[k]
+}
+
+// Unfinished reports whether the plan may still reboot servers: it is not
+// finished, or reboots are still in flight.
+func (v View) Unfinished() bool { return !v.State.Finished() || len(v.Index.InFlight) > 0 }
+
+// Summary is the plan's progress, from the index (no reboot is read).
+func (v View) Summary() Summary {
+	ix := v.Index
+	s := Summary{Total: ix.Total, Done: ix.Done, Failed: ix.Failed, InFlight: len(ix.InFlight),
+		Left: ix.Total - ix.Started, Waiting: v.Waiting}
+	if ix.DoneTimed > 0 && !v.State.Finished() {
+		mean := ix.DoneTime / time.Duration(ix.DoneTimed)
+		s.ETA = time.Duration(float64(mean) * (float64(s.Left) + float64(s.InFlight)/2) / float64(max(v.Concurrency, 1)))
+	}
+	return s
+}
+
+// check verifies what NextView relies on: positions ascending and inside
+// the plan, every reboot in flight loaded, and the loaded reboots agreeing
+// with the index (started ones before Started, pending ones after).
+func (v View) check() error {
+	ix := v.Index
+	if ix.Total < 0 || ix.Started < 0 || ix.Started > ix.Total || ix.Core > ix.Total || ix.Done+ix.Failed+len(ix.InFlight) != ix.Started {
+		return fmt.Errorf("plan %s: inconsistent index %+v", v.UUID, summaryOf(ix))
+	}
+	if v.Pos != nil && len(v.Pos) != len(v.Reboots) || v.Pos == nil && len(v.Reboots) != ix.Total {
+		return fmt.Errorf("plan %s: view positions do not match its reboots", v.UUID)
+	}
+	last := -1
+	for k, r := range v.Reboots {
+		p := v.pos(k)
+		if p <= last || p >= ix.Total {
+			return fmt.Errorf("plan %s: view position %d out of order", v.UUID, p)
+		}
+		last = p
+		if (r.Step == StepPending) != (p >= ix.Started) {
+			return fmt.Errorf("plan %s: reboot %d (%s) is %q, index says %d started", v.UUID, p, r.ServerUUID, r.Step, ix.Started)
+		}
+		if r.Core != (p < ix.Core) {
+			return fmt.Errorf("plan %s: reboot %d (%s): core flag disagrees with the index", v.UUID, p, r.ServerUUID)
+		}
+		if _, in := slices.BinarySearch(ix.InFlight, p); in != r.Step.InFlight() {
+			return fmt.Errorf("plan %s: reboot %d (%s) is %q, index disagrees", v.UUID, p, r.ServerUUID, r.Step)
+		}
+	}
+	for _, p := range ix.InFlight {
+		if _, in := slices.BinarySearch(v.positions(), p); !in {
+			return fmt.Errorf("plan %s: reboot %d is in flight and not loaded", v.UUID, p)
+		}
+	}
+	return nil
+}
+
+func summaryOf(ix Index) string {
+	return fmt.Sprintf("total %d core %d started %d done %d failed %d in flight %d", ix.Total, ix.Core, ix.Started, ix.Done, ix.Failed, len(ix.InFlight))
+}
+
+func (v View) positions() []int {
+	if v.Pos != nil {
+		return v.Pos
+	}
+	out := make([]int, len(v.Reboots))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// offlineOthers counts the servers of the plan that are not loaded in v
+// and are offline by obs: observed down or not observed. With a partial
+// observation (Observations.Partial), those are the ones listed in
+// obs.Offline; a partial view without Members counts every server it did
+// not load as offline (nothing is known of them: safe, and it stalls).
+func offlineOthers(v View, obs Observations) int {
+	if v.Full() {
+		return 0
+	}
+	loaded := func(s string) (int, bool) {
+		p, ok := v.Members[s]
+		if !ok {
+			return 0, false
+		}
+		_, in := slices.BinarySearch(v.Pos, p)
+		return p, !in
+	}
+	if v.Members == nil {
+		return v.Index.Total - len(v.Reboots)
+	}
+	n := 0
+	if obs.Partial {
+		var seen map[string]bool
+		for _, s := range obs.Offline {
+			if _, other := loaded(s); other {
+				if seen == nil {
+					seen = map[string]bool{}
+				}
+				if !seen[s] {
+					seen[s] = true
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for s := range v.Members {
+		if _, other := loaded(s); other {
+			if o, ok := obs.Servers[s]; !ok || o.Down {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// NextView is Next on a view: it costs O(loaded reboots) plus the length
+// of obs.Offline, whatever the size of the plan. v must hold every reboot
+// in flight and the pending ones that may start, in plan order (a store's
+// GetView does this; a view with fewer pending reboots starts fewer, never
+// more). The returned view has its Index updated; v is not modified.
+func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Action) {
+	c = c.withDefaults()
+	w := v
+	w.Plan = v.Plan.Clone()
+	w.Index.InFlight = slices.Clone(v.Index.InFlight)
+	ps := &pass{c: c, q: &w.Plan, obs: obs, now: now}
+	before := tally(v.Reboots)
+	w.Waiting = ""
+	ps.offline = offlineOthers(v, obs)
+	for _, r := range w.Reboots {
+		if Offline(r, obs) {
+			ps.offline++
+		}
+	}
+	for i := range w.Reboots {
+		if w.Reboots[i].Step.InFlight() {
+			ps.advance(i)
+		}
+	}
+	failures := v.Index.Failures - before.failures + tally(w.Reboots).failures
+	if w.State == StateRunning && failures <= w.FailureBudget {
+		ours, coreBusy := 0, false
+		for _, r := range w.Reboots {
+			if r.Step.InFlight() {
+				ours++
+				coreBusy = coreBusy || r.Core
+			}
+		}
+		// Core servers are the first ones and start in order: one is still
+		// pending exactly when fewer than Core reboots started.
+		corePending := v.Index.Started < v.Index.Core
+		for i := range w.Reboots {
+			r := &w.Reboots[i]
+			if r.Step != StepPending {
+				continue
+			}
+			if coreBusy || !r.Core && corePending {
+				break // core servers first, one at a time
+			}
+			self := Offline(*r, obs)
+			if ps.offline-b2i(self) >= w.Concurrency {
+				// Starting it would make (or keep) more servers offline
+				// than allowed, whoever took them down.
+				if ps.offline > ours {
+					w.Waiting = fmt.Sprintf("waiting: %d server(s) offline (%d rebooting, %d down or unknown for other reasons), concurrency %d",
+						ps.offline, ours, ps.offline-ours, w.Concurrency)
+				}
+				break
+			}
+			ps.enter(r, StepWaitHead)
+			ours++
+			ps.advance(i)
+			if r.Core {
+				break // one core server at a time
+			}
+		}
+	}
+	after := tally(w.Reboots)
+	ix := &w.Index
+	ix.Done += after.done - before.done
+	ix.Failed += after.failed - before.failed
+	ix.Failures += after.failures - before.failures
+	ix.DoneTime += after.doneTime - before.doneTime
+	ix.DoneTimed += after.doneTimed - before.doneTimed
+	loaded := v.positions()
+	fly := ix.InFlight[:0:0]
+	for _, p := range v.Index.InFlight {
+		if _, in := slices.BinarySearch(loaded, p); !in {
+			fly = append(fly, p) // not loaded (a view that breaks the contract): unchanged
+		}
+	}
+	for k, r := range w.Reboots {
+		if r.Step.InFlight() {
+			fly = append(fly, loaded[k])
+		}
+		if r.Step != StepPending {
+			ix.Started = max(ix.Started, loaded[k]+1)
+		}
+	}
+	slices.Sort(fly)
+	ix.InFlight = fly
+	settle(&w.Plan, *ix)
+	return w, ps.acts
+}
+
+// settle moves the plan to its end state when nothing is left to do.
+func settle(q *Plan, ix Index) {
+	if q.State == StateRunning && ix.Failures > q.FailureBudget {
+		q.State = StateFailed // over budget: no new reboots
+		return
+	}
+	if q.State != StateRunning && q.State != StateStopped {
+		return
+	}
+	if ix.Done+ix.Failed < ix.Total {
+		return
+	}
+	if ix.Failures > 0 {
+		q.State = StateFailed
+	} else {
+		q.State = StateComplete
+	}
+}
+
+// ViewStore is a Store that loads and saves part of a plan, so that a pass
+// costs O(reboots in flight) whatever the plan's size.
+type ViewStore interface {
+	Store
+	// GetView returns the plan's header and index, every reboot in
+	// flight, and the first pending ones (at most pending of them), with
+	// the plan's Version.
+	GetView(ctx context.Context, uuid string, pending int) (View, error)
+	// PutView writes the view's header, index and loaded reboots if
+	// v.Version is the stored version (else ErrConflict), in one atomic,
+	// durable write that changes only the records that changed.
+	PutView(ctx context.Context, v View) error
+}
+
+// ViewFleet is a Fleet that observes part of a plan.
+type ViewFleet interface {
+	Fleet
+	// ObserveView observes the servers of v.Reboots and their jobs, the
+	// headnode and the shard (Servers, Jobs and the rest, as Observe does),
+	// sets Partial, and lists in Offline every server it knows to be down
+	// or cannot observe, in the plan or not: a server of the plan that it
+	// does not list is taken to be up. A fleet that cannot list the
+	// servers it does not know must not implement ViewFleet.
+	ObserveView(ctx context.Context, v View) (Observations, error)
+}
+
+// Views gives any Store the ViewStore methods: GetView reads the whole
+// plan and returns the part a pass needs; PutView merges the loaded
+// reboots into the stored plan with compare-and-swap. It costs what Get
+// and Put cost (O(servers)); it is for stores without records of their
+// own, and for testing NextView against Next. A store that is a ViewStore
+// already is returned as it is.
+func Views(s Store) ViewStore {
+	if vs, ok := s.(ViewStore); ok {
+		return vs
+	}
+	return viewAdapter{s}
+}
+
+type viewAdapter struct{ Store }
+
+func (a viewAdapter) GetView(ctx context.Context, uuid string, pending int) (View, error) {
+	p, err := a.Get(ctx, uuid)
+	if err != nil {
+		return View{}, err
+	}
+	return Cut(p, IndexOf(p), pending, nil), nil
+}
+
+func (a viewAdapter) PutView(ctx context.Context, v View) error {
+	p, err := a.Get(ctx, v.UUID)
+	if err != nil {
+		return err
+	}
+	if p.Version != v.Version {
+		return fmt.Errorf("plan %s: %w", v.UUID, ErrConflict)
+	}
+	if err := v.check(); err != nil {
+		return err
+	}
+	if v.Index.Total != len(p.Reboots) {
+		return fmt.Errorf("plan %s: view of %d reboots, stored %d", v.UUID, v.Index.Total, len(p.Reboots))
+	}
+	q := v.Plan
+	q.Reboots = slices.Clone(p.Reboots)
+	for k, r := range v.Reboots {
+		if q.Reboots[v.pos(k)].ServerUUID != r.ServerUUID {
+			return fmt.Errorf("%w: plan %s: reboot %d is %s, view says %s", ErrCorrupt, v.UUID, v.pos(k), q.Reboots[v.pos(k)].ServerUUID, r.ServerUUID)
+		}
+		q.Reboots[v.pos(k)] = r
+	}
+	return a.Put(ctx, q)
+}
+
+// Cut returns the view of plan p (whose index is ix) that a pass needs:
+// every reboot in flight and the first pending ones, at most pending of
+// them. members is the plan's member map (MembersOf), built if nil.
+func Cut(p Plan, ix Index, pending int, members map[string]int) View {
+	v := View{Plan: p, Index: ix, Members: members}
+	v.Reboots = nil
+	for _, i := range ix.InFlight {
+		v.Pos = append(v.Pos, i)
+	}
+	for i := ix.Started; i < ix.Total && i < ix.Started+max(pending, 0); i++ {
+		v.Pos = append(v.Pos, i)
+	}
+	slices.Sort(v.Pos)
+	v.Pos = slices.Compact(v.Pos)
+	if v.Pos == nil {
+		v.Pos = []int{}
+	}
+	for _, i := range v.Pos {
+		v.Reboots = append(v.Reboots, p.Reboots[i])
+	}
+	if v.Members == nil {
+		v.Members = MembersOf(p)
+	}
+	return v
+}
+
+// MembersOf maps each server of p to its position.
+func MembersOf(p Plan) map[string]int {
+	m := make(map[string]int, len(p.Reboots))
+	for i, r := range p.Reboots {
+		m[r.ServerUUID] = i
+	}
+	return m
+}
+
+// pendingWindow is how many pending reboots a pass loads: as many as could
+// start now, plus one (a view with fewer starts fewer, never more).
+func pendingWindow(v Index, concurrency int) int {
+	return max(concurrency-len(v.InFlight), 0) + 1
+}
