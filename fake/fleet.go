@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -13,8 +14,8 @@ import (
 
 // Compile-time checks.
 var (
-	_ plan.Fleet = (*Fleet)(nil)
-	_ plan.Store = (*PlanStore)(nil)
+	_ plan.ViewFleet = (*Fleet)(nil)
+	_ plan.Store     = (*PlanStore)(nil)
 )
 
 // ErrUnavailable is returned by a Fleet while its headnode is down: the
@@ -83,16 +84,30 @@ type Fleet struct {
 	frozen       bool
 	freezes      int
 	hide         map[string]bool // servers Observe leaves out
+	head         string          // the headnode's UUID ("" if none)
+	downNow      map[string]bool // servers with DownNow set
+	// live are the servers a job may still take offline; a server leaves
+	// once all its jobs ended and it booted (see offlineSet).
+	live    map[string]bool
+	latest  time.Time           // the latest time the fleet saw
+	unknown map[string][]string // per plan: its servers the fleet does not have
 }
 
 // NewFleet returns a fleet of copies of servers on the clock now.
 func NewFleet(now func() time.Time, shardPrimary string, servers ...FleetServer) *Fleet {
 	f := &Fleet{now: now, servers: map[string]*FleetServer{}, jobs: map[string]*fleetJob{},
-		byServer: map[string][]*fleetJob{}, created: map[string]int{}, shardPrimary: shardPrimary, hide: map[string]bool{}}
+		byServer: map[string][]*fleetJob{}, created: map[string]int{}, shardPrimary: shardPrimary, hide: map[string]bool{},
+		downNow: map[string]bool{}, live: map[string]bool{}, unknown: map[string][]string{}}
 	for _, s := range servers {
 		s := s
 		f.servers[s.UUID] = &s
 		f.order = append(f.order, s.UUID)
+		if s.Headnode && f.head == "" {
+			f.head = s.UUID
+		}
+		if s.DownNow {
+			f.downNow[s.UUID] = true
+		}
 	}
 	return f
 }
@@ -116,6 +131,11 @@ func (f *Fleet) SetDown(server string, down bool) {
 	defer f.mu.Unlock()
 	if s, ok := f.servers[server]; ok {
 		s.DownNow = down
+		if down {
+			f.downNow[server] = true
+		} else {
+			delete(f.downNow, server)
+		}
 	}
 }
 
@@ -232,12 +252,70 @@ func (f *Fleet) offline(s *FleetServer, now time.Time) bool {
 }
 
 func (f *Fleet) headnodeDown(now time.Time) bool {
-	for _, s := range f.servers {
-		if s.Headnode && f.down(s, now) {
-			return true
+	return f.head != "" && f.down(f.servers[f.head], now)
+}
+
+// offlineSet returns the servers offline at now, sorted: with truth, by
+// the plan's definition from ground truth (down, or a job on it that has
+// not ended); without, what a partial observation lists (down, or hidden
+// from the observations). It costs O(servers down + servers with recent
+// jobs): servers whose jobs all ended and that booted since leave the live
+// set for good, unless the clock goes back, when it scans every server.
+func (f *Fleet) offlineSet(now time.Time, truth bool) []string {
+	set := map[string]bool{}
+	back := now.Before(f.latest)
+	f.latest = maxTime(f.latest, now)
+	candidates := f.live
+	if back {
+		candidates = make(map[string]bool, len(f.order))
+		for _, id := range f.order {
+			candidates[id] = true
 		}
 	}
-	return false
+	for id := range candidates {
+		s := f.servers[id]
+		if truth && f.offline(s, now) || !truth && f.down(s, now) {
+			set[id] = true
+		}
+		if !back && f.quiet(s, now) {
+			delete(f.live, id)
+		}
+	}
+	for id := range f.downNow {
+		set[id] = true
+	}
+	if !truth {
+		for id, h := range f.hide {
+			if h {
+				set[id] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// quiet reports whether no job of s can take it offline at now or later:
+// every job ended, and the server booted after each reboot it caused.
+func (f *Fleet) quiet(s *FleetServer, now time.Time) bool {
+	for _, j := range f.byServer[s.UUID] {
+		f.settle(j, now)
+		if j.endedAt.IsZero() || j.rebooted && now.Before(j.endedAt.Add(s.Boot)) {
+			return false
+		}
+	}
+	return true
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Observe implements plan.Fleet, in O(servers + jobs).
@@ -264,26 +342,76 @@ func (f *Fleet) Observe(_ context.Context, p plan.Plan) (plan.Observations, erro
 		obs.Servers[s.UUID] = plan.ServerObs{Down: f.down(s, now), ServicesUp: up}
 	}
 	for id, j := range f.jobs {
-		if j.gone {
-			continue
+		if !j.gone {
+			obs.Jobs[id] = f.jobObs(j, now)
 		}
-		s := f.servers[j.server]
-		f.settle(j, now)
-		started, drained, finished, _ := s.times(j.created)
-		o := plan.JobObs{Exists: true, Started: !now.Before(started), Drained: !now.Before(drained)}
-		if o.Started {
-			o.StartedAt = started
-		}
-		switch {
-		case !j.endedAt.IsZero() && !j.rebooted && !j.cancel.IsZero() && !j.endedAt.After(now) && j.endedAt.Equal(j.cancel):
-			o.Cancelled, o.Error = true, "cancelled"
-		case s.FailJob && o.Drained:
-			o.Failed, o.Error = true, "simulated job failure on "+s.Hostname
-		case !now.Before(finished):
-			o.Finished, o.FinishedAt = true, finished
-		}
-		obs.Jobs[id] = o
 	}
+	return obs, nil
+}
+
+// jobObs is what is observed of job j at now (locked).
+func (f *Fleet) jobObs(j *fleetJob, now time.Time) plan.JobObs {
+	s := f.servers[j.server]
+	f.settle(j, now)
+	started, drained, finished, _ := s.times(j.created)
+	o := plan.JobObs{Exists: true, Started: !now.Before(started), Drained: !now.Before(drained)}
+	if o.Started {
+		o.StartedAt = started
+	}
+	switch {
+	case !j.endedAt.IsZero() && !j.rebooted && !j.cancel.IsZero() && !j.endedAt.After(now) && j.endedAt.Equal(j.cancel):
+		o.Cancelled, o.Error = true, "cancelled"
+	case s.FailJob && o.Drained:
+		o.Failed, o.Error = true, "simulated job failure on "+s.Hostname
+	case !now.Before(finished):
+		o.Finished, o.FinishedAt = true, finished
+	}
+	return o
+}
+
+// ObserveView implements plan.ViewFleet: the view's servers and their
+// jobs, the headnode and the shard, and the servers down or hidden (plus
+// the plan's servers the fleet does not have). It costs O(view + servers
+// down + servers with recent jobs), not O(servers).
+func (f *Fleet) ObserveView(_ context.Context, v plan.View) (plan.Observations, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	if f.headnodeDown(now) {
+		return plan.Observations{}, ErrUnavailable
+	}
+	obs := plan.Observations{Partial: true, Servers: make(map[string]plan.ServerObs, len(v.Reboots)), Jobs: map[string]plan.JobObs{},
+		HeadnodeServicesUp: f.head == "" || f.servicesUp(f.servers[f.head], now), ShardPrimary: f.shardPrimary, ShardFrozen: f.frozen, ShardHealthy: true}
+	for _, r := range v.Reboots {
+		s, ok := f.servers[r.ServerUUID]
+		if ok && !f.hide[s.UUID] {
+			obs.Servers[s.UUID] = plan.ServerObs{Down: f.down(s, now), ServicesUp: f.servicesUp(s, now)}
+		}
+		if j, ok := f.jobs[r.JobUUID]; ok && r.JobUUID != "" {
+			f.settle(j, now)
+			if f.retain > 0 && !j.gone && !j.endedAt.IsZero() && !now.Before(j.endedAt.Add(f.retain)) {
+				j.gone = true
+			}
+			if !j.gone {
+				obs.Jobs[r.JobUUID] = f.jobObs(j, now)
+			}
+		}
+	}
+	obs.Offline = f.offlineSet(now, false)
+	key := v.UUID
+	if v.CreatedAt != nil {
+		key += "@" + v.CreatedAt.UTC().Format(time.RFC3339Nano)
+	}
+	unknown, ok := f.unknown[key]
+	if !ok {
+		for id := range v.Members {
+			if _, have := f.servers[id]; !have {
+				unknown = append(unknown, id)
+			}
+		}
+		f.unknown[key] = unknown
+	}
+	obs.Offline = append(obs.Offline, unknown...)
 	return obs, nil
 }
 
@@ -303,8 +431,8 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		return nil
 	}
 	st := Start{Server: a.Server, At: now, SelfOffline: f.offline(s, now)}
-	for _, id := range f.order {
-		if id != a.Server && f.offline(f.servers[id], now) {
+	for _, id := range f.offlineSet(now, true) {
+		if id != a.Server {
 			st.Offline = append(st.Offline, id)
 		}
 	}
@@ -312,6 +440,7 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 	j := &fleetJob{server: a.Server, created: now}
 	f.jobs[a.JobUUID] = j
 	f.byServer[a.Server] = append(f.byServer[a.Server], j)
+	f.live[a.Server] = true
 	f.created[a.Server]++
 	return nil
 }

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,13 +33,23 @@ var ErrLocked = errors.New("plan: the plan database is open in another process")
 // gets ErrLocked. Within the process, BoltStore is safe for concurrent use.
 type BoltStore struct {
 	db *bolt.DB
+
+	mu      sync.Mutex
+	members map[string]memberCache // per plan UUID
 }
 
-var _ Store = (*BoltStore)(nil)
+// memberCache is a plan's member map; a plan's servers never change.
+type memberCache struct {
+	created string
+	m       map[string]int
+}
+
+var _ ViewStore = (*BoltStore)(nil)
 
 var (
 	bucketPlans = []byte("plans")
 	keyHeader   = []byte("header")
+	keyServers  = []byte("servers")
 )
 
 // OpenBolt opens (or creates) the plan database at path. It waits at most
@@ -70,11 +82,13 @@ func (s *BoltStore) PagesWritten() (pages int64, pageSize int) {
 	return st.TxStats.GetWrite(), s.db.Info().PageSize
 }
 
-// header is a plan's header record.
+// header is a plan's header record: the plan without its reboots, the
+// index that summarizes them, and the plan's version.
 type header struct {
 	Plan
 	Count   int    `json:"count"`
 	Version uint64 `json:"version"`
+	Index   *Index `json:"index,omitempty"`
 }
 
 // record is one reboot's record.
@@ -91,43 +105,76 @@ func rebootKey(i int) []byte {
 	return k
 }
 
-// load reads a plan's bucket, checking every record's identity.
-func load(b *bolt.Bucket, uuid string) (Plan, header, []record, error) {
+// readHeader reads and checks a plan's header record.
+func readHeader(b *bolt.Bucket, uuid string) (header, error) {
 	var h header
 	raw := b.Get(keyHeader)
 	if raw == nil {
-		return Plan{}, h, nil, fmt.Errorf("%w: plan %s has no header record", ErrCorrupt, uuid)
+		return h, fmt.Errorf("%w: plan %s has no header record", ErrCorrupt, uuid)
 	}
 	if err := json.Unmarshal(raw, &h); err != nil {
-		return Plan{}, h, nil, fmt.Errorf("%w: plan %s header: %v", ErrCorrupt, uuid, err)
+		return h, fmt.Errorf("%w: plan %s header: %v", ErrCorrupt, uuid, err)
 	}
 	if h.UUID != uuid {
-		return Plan{}, h, nil, fmt.Errorf("%w: the header under %s names plan %q", ErrCorrupt, uuid, h.UUID)
+		return h, fmt.Errorf("%w: the header under %s names plan %q", ErrCorrupt, uuid, h.UUID)
 	}
 	if h.Count < 0 || h.Count > MaxServers {
-		return Plan{}, h, nil, fmt.Errorf("%w: plan %s: %d reboots", ErrCorrupt, uuid, h.Count)
+		return h, fmt.Errorf("%w: plan %s: %d reboots", ErrCorrupt, uuid, h.Count)
+	}
+	if h.Index != nil && h.Index.Total != h.Count {
+		return h, fmt.Errorf("%w: plan %s: index of %d reboots, header says %d", ErrCorrupt, uuid, h.Index.Total, h.Count)
+	}
+	if err := h.Plan.validate(); err != nil {
+		return h, fmt.Errorf("%w: plan %s header: %v", ErrCorrupt, uuid, err)
+	}
+	return h, nil
+}
+
+// readRecord reads reboot record i, checking its identity.
+func readRecord(b *bolt.Bucket, uuid string, i int) (record, error) {
+	var rec record
+	raw := b.Get(rebootKey(i))
+	if raw == nil {
+		return rec, fmt.Errorf("%w: plan %s: reboot record %d missing", ErrCorrupt, uuid, i)
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return rec, fmt.Errorf("%w: plan %s: reboot record %d: %v", ErrCorrupt, uuid, i, err)
+	}
+	if rec.Index != i {
+		return rec, fmt.Errorf("%w: plan %s: record %d holds index %d", ErrCorrupt, uuid, i, rec.Index)
+	}
+	return rec, nil
+}
+
+// load reads a whole plan, checking every record's identity and the
+// index against the records.
+func load(b *bolt.Bucket, uuid string) (Plan, header, []record, error) {
+	h, err := readHeader(b, uuid)
+	if err != nil {
+		return Plan{}, h, nil, err
 	}
 	recs := make([]record, h.Count)
 	p := h.Plan
 	p.Reboots = make([]Reboot, h.Count)
 	for i := 0; i < h.Count; i++ {
-		raw := b.Get(rebootKey(i))
-		if raw == nil {
-			return Plan{}, h, nil, fmt.Errorf("%w: plan %s: reboot record %d missing", ErrCorrupt, uuid, i)
-		}
-		if err := json.Unmarshal(raw, &recs[i]); err != nil {
-			return Plan{}, h, nil, fmt.Errorf("%w: plan %s: reboot record %d: %v", ErrCorrupt, uuid, i, err)
-		}
-		if recs[i].Index != i {
-			return Plan{}, h, nil, fmt.Errorf("%w: plan %s: record %d holds index %d", ErrCorrupt, uuid, i, recs[i].Index)
+		if recs[i], err = readRecord(b, uuid, i); err != nil {
+			return Plan{}, h, nil, err
 		}
 		p.Reboots[i] = recs[i].Reboot
 	}
 	if err := p.validate(); err != nil {
 		return Plan{}, h, nil, fmt.Errorf("%w: plan %s: %v", ErrCorrupt, uuid, err)
 	}
+	if h.Index != nil && !equalIndex(*h.Index, IndexOf(p)) {
+		return Plan{}, h, nil, fmt.Errorf("%w: plan %s: the index does not match the reboot records", ErrCorrupt, uuid)
+	}
 	p.Version = strconv.FormatUint(h.Version, 10)
 	return p, h, recs, nil
+}
+
+func equalIndex(a, b Index) bool {
+	return a.Total == b.Total && a.Core == b.Core && a.Started == b.Started && a.Done == b.Done && a.Failed == b.Failed &&
+		a.Failures == b.Failures && a.DoneTime == b.DoneTime && a.DoneTimed == b.DoneTimed && slices.Equal(a.InFlight, b.InFlight)
 }
 
 // Get implements Store.
@@ -171,13 +218,18 @@ func (s *BoltStore) Create(_ context.Context, p Plan) error {
 }
 
 func writeAll(b *bolt.Bucket, p Plan, version uint64) error {
-	h := header{Plan: p, Count: len(p.Reboots), Version: version}
-	h.Reboots = nil
-	raw, err := json.Marshal(h)
-	if err != nil {
-		return fmt.Errorf("plan: encode %s: %w", p.UUID, err)
+	if err := putHeader(b, p, IndexOf(p), version); err != nil {
+		return err
 	}
-	if err := b.Put(keyHeader, raw); err != nil {
+	servers := make([]string, len(p.Reboots))
+	for i, r := range p.Reboots {
+		servers[i] = r.ServerUUID
+	}
+	raw, err := json.Marshal(servers)
+	if err != nil {
+		return err
+	}
+	if err := b.Put(keyServers, raw); err != nil {
 		return err
 	}
 	for i, r := range p.Reboots {
@@ -217,30 +269,215 @@ func (s *BoltStore) Put(_ context.Context, p Plan) error {
 			return fmt.Errorf("plan %s: %d reboots, stored %d: the servers of a plan do not change", p.UUID, len(p.Reboots), h.Count)
 		}
 		for i, r := range p.Reboots {
-			old, _ := json.Marshal(recs[i].Reboot)
-			now, err := json.Marshal(r)
-			if err != nil {
-				return err
+			if recs[i].Reboot.ServerUUID != r.ServerUUID {
+				return fmt.Errorf("plan %s: reboot %d is server %s, stored %s: the servers of a plan do not change", p.UUID, i, r.ServerUUID, recs[i].Reboot.ServerUUID)
 			}
-			if bytes.Equal(old, now) {
-				continue
-			}
-			raw, err := json.Marshal(record{Index: i, Version: recs[i].Version + 1, Reboot: r})
-			if err != nil {
-				return err
-			}
-			if err := b.Put(rebootKey(i), raw); err != nil {
+			if err := putRecord(b, i, recs[i], r); err != nil {
 				return err
 			}
 		}
-		nh := header{Plan: p, Count: h.Count, Version: h.Version + 1}
-		nh.Reboots = nil
-		raw, err := json.Marshal(nh)
+		return putHeader(b, p, IndexOf(p), h.Version+1)
+	})
+}
+
+func putHeader(b *bolt.Bucket, p Plan, ix Index, version uint64) error {
+	h := header{Plan: p, Count: ix.Total, Version: version, Index: &ix}
+	h.Reboots, h.Plan.Version = nil, ""
+	raw, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("plan: encode %s: %w", p.UUID, err)
+	}
+	return b.Put(keyHeader, raw)
+}
+
+// membersOf returns the plan's member map, from the cache or the servers
+// record (or, for a plan written before that record existed, its reboot
+// records). A plan's servers never change, so the map is read once.
+func (s *BoltStore) membersOf(b *bolt.Bucket, h header) (map[string]int, error) {
+	created := ""
+	if h.CreatedAt != nil {
+		created = h.CreatedAt.UTC().Format(time.RFC3339Nano)
+	}
+	s.mu.Lock()
+	c, ok := s.members[h.UUID]
+	s.mu.Unlock()
+	if ok && c.created == created && len(c.m) == h.Count {
+		return c.m, nil
+	}
+	var servers []string
+	if raw := b.Get(keyServers); raw != nil {
+		if err := json.Unmarshal(raw, &servers); err != nil {
+			return nil, fmt.Errorf("%w: plan %s: servers record: %v", ErrCorrupt, h.UUID, err)
+		}
+	} else {
+		for i := 0; i < h.Count; i++ {
+			rec, err := readRecord(b, h.UUID, i)
+			if err != nil {
+				return nil, err
+			}
+			servers = append(servers, rec.Reboot.ServerUUID)
+		}
+	}
+	if len(servers) != h.Count {
+		return nil, fmt.Errorf("%w: plan %s: %d servers listed, %d reboots", ErrCorrupt, h.UUID, len(servers), h.Count)
+	}
+	m := make(map[string]int, len(servers))
+	for i, id := range servers {
+		m[id] = i
+	}
+	if len(m) != len(servers) {
+		return nil, fmt.Errorf("%w: plan %s: a server is listed twice", ErrCorrupt, h.UUID)
+	}
+	s.mu.Lock()
+	if s.members == nil {
+		s.members = map[string]memberCache{}
+	}
+	s.members[h.UUID] = memberCache{created: created, m: m}
+	s.mu.Unlock()
+	return m, nil
+}
+
+// GetView implements ViewStore: it reads the header, the records of the
+// reboots in flight and of the next pending ones, nothing else.
+func (s *BoltStore) GetView(_ context.Context, uuid string) (View, error) {
+	if err := ValidUUID(uuid); err != nil {
+		return View{}, err
+	}
+	var v View
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPlans).Bucket([]byte(uuid))
+		if b == nil {
+			return fmt.Errorf("%w: %s", ErrNotFound, uuid)
+		}
+		h, err := readHeader(b, uuid)
 		if err != nil {
 			return err
 		}
-		return b.Put(keyHeader, raw)
+		if h.Index == nil {
+			// Written before the index existed: read it whole once.
+			p, _, _, err := load(b, uuid)
+			if err != nil {
+				return err
+			}
+			ix := IndexOf(p)
+			h.Index = &ix
+		}
+		members, err := s.membersOf(b, h)
+		if err != nil {
+			return err
+		}
+		p := h.Plan
+		p.Version = strconv.FormatUint(h.Version, 10)
+		v = View{Plan: p, Pos: cutPositions(*h.Index, PendingWindow(h.Plan, *h.Index)), Index: *h.Index, Members: members}
+		v.Reboots = make([]Reboot, len(v.Pos))
+		for k, i := range v.Pos {
+			rec, err := readRecord(b, uuid, i)
+			if err != nil {
+				return err
+			}
+			if members[rec.Reboot.ServerUUID] != i {
+				return fmt.Errorf("%w: plan %s: record %d names server %s, listed at %d", ErrCorrupt, uuid, i, rec.Reboot.ServerUUID, members[rec.Reboot.ServerUUID])
+			}
+			v.Reboots[k] = rec.Reboot
+		}
+		if err := v.check(); err != nil {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		return nil
 	})
+	return v, err
+}
+
+// PutView implements ViewStore: one transaction, compare-and-swap on the
+// plan's version, writing the header and the loaded reboot records that
+// changed.
+func (s *BoltStore) PutView(_ context.Context, v View) error {
+	if err := v.check(); err != nil {
+		return err
+	}
+	if err := v.Plan.validate(); err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPlans).Bucket([]byte(v.UUID))
+		if b == nil {
+			return fmt.Errorf("%w: %s", ErrNotFound, v.UUID)
+		}
+		h, err := readHeader(b, v.UUID)
+		if err != nil {
+			return fmt.Errorf("plan: refusing to overwrite: %w", err)
+		}
+		if strconv.FormatUint(h.Version, 10) != v.Version {
+			return fmt.Errorf("plan %s: %w", v.UUID, ErrConflict)
+		}
+		if err := checkStoredIndex(b, h); err != nil {
+			return fmt.Errorf("plan: refusing to overwrite: %w", err)
+		}
+		if v.Index.Total != h.Count {
+			return fmt.Errorf("plan %s: view of %d reboots, stored %d: the servers of a plan do not change", v.UUID, v.Index.Total, h.Count)
+		}
+		for k, r := range v.Reboots {
+			i := v.pos(k)
+			rec, err := readRecord(b, v.UUID, i)
+			if err != nil {
+				return fmt.Errorf("plan: refusing to overwrite: %w", err)
+			}
+			if rec.Reboot.ServerUUID != r.ServerUUID {
+				return fmt.Errorf("%w: plan %s: record %d is server %s, the view says %s", ErrCorrupt, v.UUID, i, rec.Reboot.ServerUUID, r.ServerUUID)
+			}
+			if err := putRecord(b, i, rec, r); err != nil {
+				return err
+			}
+		}
+		return putHeader(b, v.Plan, v.Index, h.Version+1)
+	})
+}
+
+// checkStoredIndex checks a stored index against the records it names, in
+// O(in flight): counts that add up, the reboots it says are in flight in
+// flight, the first one it says is pending pending.
+func checkStoredIndex(b *bolt.Bucket, h header) error {
+	if h.Index == nil {
+		return nil // written before the index existed: Put rewrites it
+	}
+	ix := *h.Index
+	if ix.Started < 0 || ix.Started > ix.Total || ix.Done+ix.Failed+len(ix.InFlight) != ix.Started || !slices.IsSorted(ix.InFlight) {
+		return fmt.Errorf("%w: plan %s: inconsistent index (%s)", ErrCorrupt, h.UUID, summaryOf(ix))
+	}
+	check := append([]int(nil), ix.InFlight...)
+	if ix.Started < ix.Total {
+		check = append(check, ix.Started)
+	}
+	for _, i := range check {
+		if i < 0 || i >= ix.Total {
+			return fmt.Errorf("%w: plan %s: index names reboot %d of %d", ErrCorrupt, h.UUID, i, ix.Total)
+		}
+		rec, err := readRecord(b, h.UUID, i)
+		if err != nil {
+			return err
+		}
+		if ok := i < ix.Started && rec.Reboot.Step.InFlight() || i == ix.Started && rec.Reboot.Step == StepPending; !ok {
+			return fmt.Errorf("%w: plan %s: reboot %d is %q, the index disagrees", ErrCorrupt, h.UUID, i, rec.Reboot.Step)
+		}
+	}
+	return nil
+}
+
+// putRecord writes reboot r at i if it differs from the stored rec.
+func putRecord(b *bolt.Bucket, i int, rec record, r Reboot) error {
+	old, _ := json.Marshal(rec.Reboot)
+	now, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(old, now) {
+		return nil
+	}
+	raw, err := json.Marshal(record{Index: i, Version: rec.Version + 1, Reboot: r})
+	if err != nil {
+		return err
+	}
+	return b.Put(rebootKey(i), raw)
 }
 
 func listTx(plans *bolt.Bucket) ([]Plan, []string) {

@@ -118,26 +118,51 @@ type Executor struct {
 	Logger *slog.Logger
 }
 
-// Pass runs one pass for the plan and returns the plan as saved.
-func (e *Executor) Pass(ctx context.Context, uuid string) (Plan, error) {
-	p, err := e.Store.Get(ctx, uuid)
-	if err != nil {
-		return Plan{}, fmt.Errorf("plan %s: load: %w", uuid, err)
+// Pass runs one pass for the plan and returns the plan as saved. When the
+// Store is a ViewStore and the Fleet a ViewFleet, the pass reads, observes
+// and writes only the reboots in flight and the next pending ones
+// (O(in flight) whatever the plan's size), and the returned View holds
+// just those; otherwise it works on the whole plan and returns a full
+// view.
+func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
+	vs, okStore := e.Store.(ViewStore)
+	vf, okFleet := e.Fleet.(ViewFleet)
+	var (
+		v   View
+		obs Observations
+		err error
+	)
+	if okStore && okFleet {
+		if v, err = vs.GetView(ctx, uuid); err != nil {
+			return View{}, fmt.Errorf("plan %s: load: %w", uuid, err)
+		}
+		obs, err = vf.ObserveView(ctx, v)
+	} else {
+		var p Plan
+		if p, err = e.Store.Get(ctx, uuid); err != nil {
+			return View{}, fmt.Errorf("plan %s: load: %w", uuid, err)
+		}
+		v = FullView(p)
+		obs, err = e.Fleet.Observe(ctx, p)
 	}
-	obs, err := e.Fleet.Observe(ctx, p)
 	if err != nil {
-		return p, fmt.Errorf("plan %s: observe: %w", uuid, err)
+		return v, fmt.Errorf("plan %s: observe: %w", uuid, err)
 	}
-	q, acts := e.Config.Next(p, obs, e.Now())
-	if !reflect.DeepEqual(p, q) {
+	q, acts := e.Config.NextView(v, obs, e.Now())
+	if !reflect.DeepEqual(v, q) {
 		// Compare-and-swap on the version read: an operator's command (or
 		// a second executor) written since wins, and this pass is decided
 		// again from a fresh read, before any action is taken.
-		if err := e.Store.Put(ctx, q); err != nil {
-			return p, fmt.Errorf("plan %s: save: %w", uuid, err)
+		if okStore && okFleet {
+			err = vs.PutView(ctx, q)
+		} else {
+			err = e.Store.Put(ctx, q.Plan)
+		}
+		if err != nil {
+			return v, fmt.Errorf("plan %s: save: %w", uuid, err)
 		}
 		if e.Logger != nil {
-			s := Summarize(q, e.Now())
+			s := q.Summary()
 			e.Logger.Info("reboot plan", "plan", uuid, "state", string(q.State), "done", s.Done,
 				"inFlight", s.InFlight, "failed", s.Failed, "left", s.Left)
 		}
@@ -168,7 +193,7 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (Plan, error) {
 // its clock). Errors of a pass are logged and retried after wait; Run
 // returns when wait returns an error (e.g. the context is done) or the plan
 // cannot be loaded.
-func (e *Executor) Run(ctx context.Context, uuid string, wait func(context.Context) error) (Plan, error) {
+func (e *Executor) Run(ctx context.Context, uuid string, wait func(context.Context) error) (View, error) {
 	for {
 		p, err := e.Pass(ctx, uuid)
 		switch {

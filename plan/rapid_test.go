@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -98,7 +100,19 @@ func genFleet(t *rapid.T, downForGood bool) ([]fake.FleetServer, string) {
 //
 // At the end the world behaves and the operator runs the plan: it finishes.
 func TestPlanStateMachine(t *testing.T) {
-	rapidcheck.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, func(t *rapid.T) { planStateMachine(t, false) })
+}
+
+// TestPlanStateMachineViews is TestPlanStateMachine with passes on views
+// (plan.Views over the store, fake.Fleet.ObserveView): each pass reads,
+// observes and writes only the reboots in flight and the next pending
+// ones, and the same invariants hold against the same ground truth.
+func TestPlanStateMachineViews(t *testing.T) {
+	rapidcheck.Check(t, func(t *rapid.T) { planStateMachine(t, true) })
+}
+
+func planStateMachine(t *rapid.T, views bool) {
+	{
 		fs, primary := genFleet(t, false)
 		o := opts()
 		o.Concurrency = plan.Count(rapid.IntRange(1, 4).Draw(t, "concurrency"))
@@ -114,8 +128,12 @@ func TestPlanStateMachine(t *testing.T) {
 		}
 		ff := &flakyFleet{Fleet: w.fleet}
 		ff2 := &flakyFleet{Fleet: w.fleet}
+		var store plan.Store = w.store
+		if views {
+			store = plan.Views(w.store)
+		}
 		newExec := func(f plan.Fleet) *plan.Executor {
-			return &plan.Executor{Fleet: f, Store: w.store, Now: w.clk.Now, Config: cfg}
+			return &plan.Executor{Fleet: f, Store: store, Now: w.clk.Now, Config: cfg}
 		}
 		exec, exec2 := newExec(ff), newExec(ff2)
 		lastCmd := ""
@@ -202,7 +220,7 @@ func TestPlanStateMachine(t *testing.T) {
 		}
 		p, _ := w.store.Get(w.ctx, w.uuid)
 		t.Fatalf("plan did not finish once the world behaved (%s):\n%s", p.Waiting, plan.Table(p))
-	})
+	}
 }
 
 func checkPlan(t *rapid.T, w *world, before, p, prev plan.Plan, lastCmd string) {
@@ -262,21 +280,42 @@ func TestCrashedExecutorResumesToSamePlan(t *testing.T) {
 		o.FailureBudget = plan.Count(len(fs)) // outcomes then depend on the servers only
 		kills := rapid.SliceOfN(rapid.IntRange(0, 2), 0, 400).Draw(t, "kills")
 
-		run := func(crash bool) plan.Plan {
+		// run runs the plan to its end; with crash, executors are killed
+		// as drawn; with bolt, on the bbolt store with passes on views.
+		run := func(crash, bolt bool) plan.Plan {
 			w := newWorld(t, fs, primary, o)
+			var store plan.Store = w.store
+			if bolt {
+				dir, err := os.MkdirTemp("", "plan-rapid")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer os.RemoveAll(dir)
+				bs, err := plan.OpenBolt(filepath.Join(dir, "plans.db"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer bs.Close()
+				p, _ := w.store.Get(w.ctx, w.uuid)
+				p.Version = ""
+				if err := bs.Create(w.ctx, p); err != nil {
+					t.Fatal(err)
+				}
+				store = bs
+			}
 			ff := &flakyFleet{Fleet: w.fleet}
-			w.exec = &plan.Executor{Fleet: ff, Store: w.store, Now: w.clk.Now}
+			w.exec = &plan.Executor{Fleet: ff, Store: store, Now: w.clk.Now}
 			for i := 0; i < 10000; i++ {
 				if crash && i < len(kills) {
 					switch kills[i] {
 					case 1:
-						w.exec = &plan.Executor{Fleet: ff, Store: w.store, Now: w.clk.Now}
+						w.exec = &plan.Executor{Fleet: ff, Store: store, Now: w.clk.Now}
 					case 2:
 						ff.failNext = true
 					}
 				}
 				_, _ = w.exec.Pass(w.ctx, w.uuid)
-				if p, _ := w.store.Get(w.ctx, w.uuid); !p.Unfinished() {
+				if p, _ := store.Get(w.ctx, w.uuid); !p.Unfinished() {
 					for s, c := range w.fleet.JobsCreated() {
 						if c != 1 {
 							t.Fatalf("server %s: %d jobs", s, c)
@@ -286,17 +325,19 @@ func TestCrashedExecutorResumesToSamePlan(t *testing.T) {
 				}
 				w.clk.Advance(time.Minute)
 			}
-			p, _ := w.store.Get(w.ctx, w.uuid)
-			t.Fatalf("plan did not finish (crash=%v):\n%s", crash, plan.Table(p))
+			p, _ := store.Get(w.ctx, w.uuid)
+			t.Fatalf("plan did not finish (crash=%v bolt=%v):\n%s", crash, bolt, plan.Table(p))
 			return plan.Plan{}
 		}
-		a, b := run(false), run(true)
-		if a.State != b.State {
-			t.Fatalf("end state %s without crashes, %s with", a.State, b.State)
-		}
-		for i := range a.Reboots {
-			if a.Reboots[i].Step != b.Reboots[i].Step {
-				t.Fatalf("%s: %s without crashes, %s with", a.Reboots[i].ServerHostname, a.Reboots[i].Step, b.Reboots[i].Step)
+		a := run(false, false)
+		for _, b := range []plan.Plan{run(true, false), run(true, true)} {
+			if a.State != b.State {
+				t.Fatalf("end state %s without crashes, %s with", a.State, b.State)
+			}
+			for i := range a.Reboots {
+				if a.Reboots[i].Step != b.Reboots[i].Step {
+					t.Fatalf("%s: %s without crashes, %s with", a.Reboots[i].ServerHostname, a.Reboots[i].Step, b.Reboots[i].Step)
+				}
 			}
 		}
 	})

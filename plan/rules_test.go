@@ -57,19 +57,46 @@ func newWorld(t tb, fs []fake.FleetServer, primary string, o plan.CreateOptions)
 	p, err = plan.Run(p)
 	require.NoError(t, err)
 	require.NoError(t, w.store.Create(w.ctx, p))
-	w.exec = &plan.Executor{Fleet: w.fleet, Store: w.store, Now: w.clk.Now}
+	w.exec = w.newExec()
 	return w
+}
+
+// onViews makes newExec pass on views (plan.Views over the store, and the
+// fleet's ObserveView) instead of whole plans; TestRulesOnViews sets it.
+var onViews bool
+
+func (w *world) newExec() *plan.Executor {
+	var store plan.Store = w.store
+	if onViews {
+		store = plan.Views(w.store)
+	}
+	return &plan.Executor{Fleet: w.fleet, Store: store, Now: w.clk.Now}
+}
+
+// TestRulesOnViews runs the rule and regression tests again with every
+// pass on a view: reading, observing and writing only the reboots in
+// flight and the next pending ones must keep every rule.
+func TestRulesOnViews(t *testing.T) {
+	onViews = true
+	defer func() { onViews = false }()
+	for name, f := range map[string]func(*testing.T){
+		"CoreFirstOneAtATime": TestCoreFirstOneAtATime, "SlidingWindow": TestSlidingWindow, "StopRunCancel": TestStopRunCancel,
+		"FailuresAndBudget": TestFailuresAndBudget, "ShardFreeze": TestShardFreeze, "ExecutorRestartsEveryPass": TestExecutorRestartsEveryPass,
+		"DryRun": TestDryRun, "SummaryAndViews": TestSummaryAndViews, "CancelNotOverwritten": TestRegressionCancelNotOverwritten,
+		"OfflineHasOneMeaning": TestRegressionOfflineHasOneMeaning, "CollectedJobNotRecreated": TestRegressionCollectedJobNotRecreated,
+		"DrainTimeoutOneClock": TestRegressionDrainTimeoutOneClock,
+	} {
+		t.Run(name, f)
+	}
 }
 
 // pass runs one executor pass (tolerating the headnode's downtime).
 func (w *world) pass() plan.Plan {
-	p, err := w.exec.Pass(w.ctx, w.uuid)
+	_, err := w.exec.Pass(w.ctx, w.uuid)
 	if err != nil && !errors.Is(err, fake.ErrUnavailable) {
 		w.t.Fatalf("pass: %v", err)
 	}
-	if err != nil {
-		p, _ = w.store.Get(w.ctx, w.uuid)
-	}
+	p, _ := w.store.Get(w.ctx, w.uuid) // the whole plan, whatever the pass read
 	w.snaps = append(w.snaps, p)
 	return p
 }
@@ -253,7 +280,7 @@ func TestShardFreeze(t *testing.T) {
 func TestExecutorRestartsEveryPass(t *testing.T) {
 	w := newWorld(t, fleetServers(2, 4, 2*time.Minute), "", opts())
 	for i := 0; i < 2000; i++ {
-		w.exec = &plan.Executor{Fleet: w.fleet, Store: w.store, Now: w.clk.Now}
+		w.exec = w.newExec()
 		if p := w.pass(); !p.Unfinished() {
 			break
 		}

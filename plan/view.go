@@ -341,9 +341,9 @@ func settle(q *Plan, ix Index) {
 type ViewStore interface {
 	Store
 	// GetView returns the plan's header and index, every reboot in
-	// flight, and the first pending ones (at most pending of them), with
-	// the plan's Version.
-	GetView(ctx context.Context, uuid string, pending int) (View, error)
+	// flight, and the first PendingWindow pending ones, with the plan's
+	// Version.
+	GetView(ctx context.Context, uuid string) (View, error)
 	// PutView writes the view's header, index and loaded reboots if
 	// v.Version is the stored version (else ErrConflict), in one atomic,
 	// durable write that changes only the records that changed.
@@ -377,12 +377,13 @@ func Views(s Store) ViewStore {
 
 type viewAdapter struct{ Store }
 
-func (a viewAdapter) GetView(ctx context.Context, uuid string, pending int) (View, error) {
+func (a viewAdapter) GetView(ctx context.Context, uuid string) (View, error) {
 	p, err := a.Get(ctx, uuid)
 	if err != nil {
 		return View{}, err
 	}
-	return Cut(p, IndexOf(p), pending, nil), nil
+	ix := IndexOf(p)
+	return Cut(p, ix, PendingWindow(p, ix), nil), nil
 }
 
 func (a viewAdapter) PutView(ctx context.Context, v View) error {
@@ -414,19 +415,8 @@ func (a viewAdapter) PutView(ctx context.Context, v View) error {
 // every reboot in flight and the first pending ones, at most pending of
 // them. members is the plan's member map (MembersOf), built if nil.
 func Cut(p Plan, ix Index, pending int, members map[string]int) View {
-	v := View{Plan: p, Index: ix, Members: members}
+	v := View{Plan: p, Index: ix, Members: members, Pos: cutPositions(ix, pending)}
 	v.Reboots = nil
-	for _, i := range ix.InFlight {
-		v.Pos = append(v.Pos, i)
-	}
-	for i := ix.Started; i < ix.Total && i < ix.Started+max(pending, 0); i++ {
-		v.Pos = append(v.Pos, i)
-	}
-	slices.Sort(v.Pos)
-	v.Pos = slices.Compact(v.Pos)
-	if v.Pos == nil {
-		v.Pos = []int{}
-	}
 	for _, i := range v.Pos {
 		v.Reboots = append(v.Reboots, p.Reboots[i])
 	}
@@ -434,6 +424,18 @@ func Cut(p Plan, ix Index, pending int, members map[string]int) View {
 		v.Members = MembersOf(p)
 	}
 	return v
+}
+
+// cutPositions are the positions a view loads: every reboot in flight and
+// the first pending ones, at most pending of them.
+func cutPositions(ix Index, pending int) []int {
+	pos := make([]int, 0, len(ix.InFlight)+max(pending, 0))
+	pos = append(pos, ix.InFlight...)
+	for i := ix.Started; i < ix.Total && i < ix.Started+max(pending, 0); i++ {
+		pos = append(pos, i)
+	}
+	slices.Sort(pos)
+	return slices.Compact(pos)
 }
 
 // MembersOf maps each server of p to its position.
@@ -445,8 +447,11 @@ func MembersOf(p Plan) map[string]int {
 	return m
 }
 
-// pendingWindow is how many pending reboots a pass loads: as many as could
-// start now, plus one (a view with fewer starts fewer, never more).
-func pendingWindow(v Index, concurrency int) int {
-	return max(concurrency-len(v.InFlight), 0) + 1
+// PendingWindow is how many pending reboots a view of plan p (header)
+// with index ix loads: as many as could start without going over the
+// concurrency, plus one. Pending servers that are down already start
+// without adding to the offline count, so a pass may start fewer than it
+// could with the whole plan; the next pass goes on (never more).
+func PendingWindow(p Plan, ix Index) int {
+	return max(p.Concurrency-len(ix.InFlight), 0) + 1
 }
