@@ -91,6 +91,12 @@ type Fleet struct {
 	live    map[string]bool
 	latest  time.Time           // the latest time the fleet saw
 	unknown map[string][]string // per plan: its servers the fleet does not have
+	// truthAt and truth: the servers offline (ground truth) at truthAt,
+	// appended to as jobs are created at that instant; Start.Offline
+	// lists share it (its elements are never changed).
+	truthAt time.Time
+	truth   []string
+	inTruth map[string]bool
 }
 
 // NewFleet returns a fleet of copies of servers on the clock now.
@@ -129,6 +135,7 @@ func (f *Fleet) Servers() []plan.Server {
 func (f *Fleet) SetDown(server string, down bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.truth = nil // the ground truth changed at this instant
 	if s, ok := f.servers[server]; ok {
 		s.DownNow = down
 		if down {
@@ -430,11 +437,23 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 	if _, ok := f.jobs[a.JobUUID]; ok {
 		return nil
 	}
-	st := Start{Server: a.Server, At: now, SelfOffline: f.offline(s, now)}
-	for _, id := range f.offlineSet(now, true) {
-		if id != a.Server {
-			st.Offline = append(st.Offline, id)
+	if f.truth == nil || !now.Equal(f.truthAt) {
+		f.truthAt, f.truth, f.inTruth = now, f.offlineSet(now, true), map[string]bool{}
+		for _, id := range f.truth {
+			f.inTruth[id] = true
 		}
+	}
+	st := Start{Server: a.Server, At: now, SelfOffline: f.offline(s, now)}
+	if f.inTruth[a.Server] {
+		for _, id := range f.truth {
+			if id != a.Server {
+				st.Offline = append(st.Offline, id)
+			}
+		}
+	} else {
+		st.Offline = f.truth[:len(f.truth):len(f.truth)] // shared, never changed
+		f.truth = append(f.truth, a.Server)             // offline from now on: its job has not ended
+		f.inTruth[a.Server] = true
 	}
 	f.starts = append(f.starts, st)
 	j := &fleetJob{server: a.Server, created: now}
@@ -454,6 +473,7 @@ func (f *Fleet) CancelJob(_ context.Context, a plan.Action) error {
 	if f.headnodeDown(now) {
 		return ErrUnavailable
 	}
+	f.truth = nil // a cancel may end the job at this instant
 	j, ok := f.jobs[a.JobUUID]
 	if !ok {
 		return nil

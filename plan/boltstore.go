@@ -36,6 +36,14 @@ type BoltStore struct {
 
 	mu      sync.Mutex
 	members map[string]memberCache // per plan UUID
+	// decoded keeps, per plan, the records of the last view decoded, by
+	// position: a record whose bytes did not change is not decoded again.
+	decoded map[string]map[int]decodedRecord
+}
+
+type decodedRecord struct {
+	raw []byte
+	rec record
 }
 
 // memberCache is a plan's member map; a plan's servers never change.
@@ -370,16 +378,34 @@ func (s *BoltStore) GetView(_ context.Context, uuid string) (View, error) {
 		p.Version = strconv.FormatUint(h.Version, 10)
 		v = View{Plan: p, Pos: cutPositions(*h.Index, PendingWindow(h.Plan, *h.Index)), Index: *h.Index, Members: members}
 		v.Reboots = make([]Reboot, len(v.Pos))
+		v.base = &viewBase{header: append([]byte(nil), b.Get(keyHeader)...), orig: make([]Reboot, len(v.Pos))}
+		s.mu.Lock()
+		old := s.decoded[uuid]
+		s.mu.Unlock()
+		cache := make(map[int]decodedRecord, len(v.Pos))
 		for k, i := range v.Pos {
-			rec, err := readRecord(b, uuid, i)
-			if err != nil {
-				return err
+			raw := b.Get(rebootKey(i))
+			d, ok := old[i]
+			if !ok || raw == nil || !bytes.Equal(d.raw, raw) {
+				rec, err := readRecord(b, uuid, i)
+				if err != nil {
+					return err
+				}
+				if members[rec.Reboot.ServerUUID] != i {
+					return fmt.Errorf("%w: plan %s: record %d names server %s, listed at %d", ErrCorrupt, uuid, i, rec.Reboot.ServerUUID, members[rec.Reboot.ServerUUID])
+				}
+				d = decodedRecord{raw: append([]byte(nil), raw...), rec: rec}
 			}
-			if members[rec.Reboot.ServerUUID] != i {
-				return fmt.Errorf("%w: plan %s: record %d names server %s, listed at %d", ErrCorrupt, uuid, i, rec.Reboot.ServerUUID, members[rec.Reboot.ServerUUID])
-			}
-			v.Reboots[k] = rec.Reboot
+			cache[i] = d
+			v.Reboots[k] = d.rec.Reboot.clone()
+			v.base.orig[k] = d.rec.Reboot // never modified: cache and base share it
 		}
+		s.mu.Lock()
+		if s.decoded == nil {
+			s.decoded = map[string]map[int]decodedRecord{}
+		}
+		s.decoded[uuid] = cache
+		s.mu.Unlock()
 		if err := v.check(); err != nil {
 			return fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
@@ -410,15 +436,22 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 		if strconv.FormatUint(h.Version, 10) != v.Version {
 			return fmt.Errorf("plan %s: %w", v.UUID, ErrConflict)
 		}
-		if err := checkStoredIndex(b, h); err != nil {
-			return fmt.Errorf("plan: refusing to overwrite: %w", err)
+		// The header is the one the view was read from (it was checked
+		// then), or else checked now against the records it names.
+		if v.base == nil || !bytes.Equal(v.base.header, b.Get(keyHeader)) {
+			if err := checkStoredIndex(b, h); err != nil {
+				return fmt.Errorf("plan: refusing to overwrite: %w", err)
+			}
 		}
 		if v.Index.Total != h.Count {
 			return fmt.Errorf("plan %s: view of %d reboots, stored %d: the servers of a plan do not change", v.UUID, v.Index.Total, h.Count)
 		}
 		for k, r := range v.Reboots {
+			if v.base != nil && len(v.base.orig) == len(v.Reboots) && sameReboot(v.base.orig[k], r) {
+				continue // unchanged since read (and the version says nobody wrote)
+			}
 			i := v.pos(k)
-			rec, err := readRecord(b, v.UUID, i)
+			rec, err := s.cachedRecord(b, v.UUID, i)
 			if err != nil {
 				return fmt.Errorf("plan: refusing to overwrite: %w", err)
 			}
@@ -463,14 +496,22 @@ func checkStoredIndex(b *bolt.Bucket, h header) error {
 	return nil
 }
 
+// cachedRecord reads record i of plan uuid, decoding it only if its bytes
+// differ from the ones last decoded for a view.
+func (s *BoltStore) cachedRecord(b *bolt.Bucket, uuid string, i int) (record, error) {
+	raw := b.Get(rebootKey(i))
+	s.mu.Lock()
+	d, ok := s.decoded[uuid][i]
+	s.mu.Unlock()
+	if ok && raw != nil && bytes.Equal(d.raw, raw) {
+		return d.rec, nil
+	}
+	return readRecord(b, uuid, i)
+}
+
 // putRecord writes reboot r at i if it differs from the stored rec.
 func putRecord(b *bolt.Bucket, i int, rec record, r Reboot) error {
-	old, _ := json.Marshal(rec.Reboot)
-	now, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	if bytes.Equal(old, now) {
+	if sameReboot(rec.Reboot, r) {
 		return nil
 	}
 	raw, err := json.Marshal(record{Index: i, Version: rec.Version + 1, Reboot: r})

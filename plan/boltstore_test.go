@@ -218,5 +218,6 @@ func TestBoltViewRecordIdentity(t *testing.T) {
 	}))
 	_, err = s.GetView(ctx, "w")
 	assert.ErrorIs(t, err, ErrCorrupt)
-	assert.ErrorIs(t, s.PutView(ctx, v), ErrCorrupt)
+	v.Reboots[0].Error = "a change to write"
+	assert.ErrorIs(t, s.PutView(ctx, v), ErrCorrupt, "a changed reboot is never written over another server's record")
 }

@@ -247,15 +247,20 @@ func (p Plan) Clone() Plan {
 		q.CreatedAt = &v
 	}
 	for i, r := range p.Reboots {
-		for _, t := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince} {
-			if *t != nil {
-				v := **t
-				*t = &v
-			}
-		}
-		q.Reboots[i] = r
+		q.Reboots[i] = r.clone()
 	}
 	return q
+}
+
+// clone returns a deep copy of r.
+func (r Reboot) clone() Reboot {
+	for _, t := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince} {
+		if *t != nil {
+			v := **t
+			*t = &v
+		}
+	}
+	return r
 }
 
 // Unfinished reports whether the plan may still reboot servers: it is not

@@ -98,6 +98,26 @@ type View struct {
 	// every reboot is loaded. It is shared between views of one plan and
 	// never modified.
 	Members map[string]int
+
+	// base is what a store read, so that PutView writes only what changed.
+	base *viewBase
+}
+
+// viewBase is a store's record of what it loaded into a view.
+type viewBase struct {
+	header []byte   // the header record as read
+	orig   []Reboot // the loaded reboots as read (never modified)
+}
+
+// sameReboot reports whether a and b are identical (times compared as
+// values, so identical reboots encode identically).
+func sameReboot(a, b Reboot) bool {
+	sameTime := func(x, y *time.Time) bool { return x == y || x != nil && y != nil && *x == *y }
+	return a.ServerUUID == b.ServerUUID && a.ServerHostname == b.ServerHostname && a.BootPlatform == b.BootPlatform &&
+		a.CurrentPlatform == b.CurrentPlatform && a.Headnode == b.Headnode && a.JobUUID == b.JobUUID &&
+		sameTime(a.StartedAt, b.StartedAt) && sameTime(a.FinishedAt, b.FinishedAt) && sameTime(a.OperationalAt, b.OperationalAt) &&
+		sameTime(a.CanceledAt, b.CanceledAt) && a.Core == b.Core && a.Step == b.Step && sameTime(a.StepSince, b.StepSince) &&
+		a.Frozen == b.Frozen && a.Error == b.Error && a.JobSeen == b.JobSeen && sameTime(a.DrainSince, b.DrainSince)
 }
 
 // FullView is the view of a whole plan (O(servers)).
