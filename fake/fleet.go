@@ -452,7 +452,7 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		}
 	} else {
 		st.Offline = f.truth[:len(f.truth):len(f.truth)] // shared, never changed
-		f.truth = append(f.truth, a.Server)             // offline from now on: its job has not ended
+		f.truth = append(f.truth, a.Server)              // offline from now on: its job has not ended
 		f.inTruth[a.Server] = true
 	}
 	f.starts = append(f.starts, st)
