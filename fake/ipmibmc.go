@@ -1,0 +1,311 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/bougou/go-ipmi/pkg/bmc"
+	"github.com/bougou/go-ipmi/pkg/clock"
+	"github.com/bougou/go-ipmi/pkg/hal"
+	"github.com/bougou/go-ipmi/pkg/server"
+	"github.com/bougou/go-ipmi/pkg/transport/udp"
+	"github.com/bougou/go-ipmi/pkg/types"
+
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// IPMI chassis commands an IPMIBMC can be told to fail (FailNext).
+const (
+	IPMIStatus    = "status"     // Get Chassis Status
+	IPMIPowerUp   = "power-up"   // Chassis Control: power up
+	IPMIPowerDown = "power-down" // Chassis Control: power down
+	IPMISoftOff   = "soft"       // Chassis Control: soft shutdown (ACPI)
+	IPMICycle     = "cycle"      // Chassis Control: power cycle or hard reset
+)
+
+// IPMIConfig configures an IPMIBMC.
+type IPMIConfig struct {
+	// Username and Password of the one administrator account.
+	Username, Password string
+	// CipherSuites offered (default 3 and 17).
+	CipherSuites []uint8
+	// SessionTimeout is how long an idle session lives (default 60 s, the
+	// IPMI default).
+	SessionTimeout time.Duration
+}
+
+// IPMIBMC is an IPMI v2.0 BMC (RMCP+, lanplus) on loopback UDP, built on
+// github.com/bougou/go-ipmi's reference server, whose chassis is a Power:
+// Get Chassis Status reports what the Power reports (with its lies: stale,
+// flapping; a change under way shows as the state it leaves, since IPMI
+// has only a power bit; a state it cannot tell is completion code CEh),
+// and Chassis Control power up, power down and soft shutdown are the
+// Power's On, hard Off and soft Off, with its lag, shutdown delay and
+// faults. Faults come back as IPMI completion codes: busy as Node Busy
+// (C0h), unsupported as Invalid Command (C1h), a timeout as Timeout (C3h),
+// failed as Unspecified Error (FFh).
+//
+// It runs until Close. Restart simulates a BMC reset: every session is
+// lost, the host's power is untouched. Not for production.
+type IPMIBMC struct {
+	Power *Power
+	cfg   IPMIConfig
+
+	mu       sync.Mutex
+	addr     string
+	srv      *server.Server
+	cancel   context.CancelFunc
+	done     chan struct{}
+	fail     map[string]ipmiFail
+	commands []string // chassis commands received, in order
+}
+
+type ipmiFail struct {
+	code    types.CompletionCode
+	applied bool
+}
+
+// NewIPMIBMC starts an IPMI BMC for p on 127.0.0.1 (a free UDP port).
+func NewIPMIBMC(p *Power, cfg IPMIConfig) (*IPMIBMC, error) {
+	if cfg.Username == "" || cfg.Password == "" {
+		return nil, errors.New("fake: an IPMI BMC needs a username and a password")
+	}
+	if len(cfg.CipherSuites) == 0 {
+		cfg.CipherSuites = []uint8{3, 17}
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 60 * time.Second
+	}
+	b := &IPMIBMC{Power: p, cfg: cfg, fail: map[string]ipmiFail{}}
+	if err := b.start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *IPMIBMC) start(addr string) error {
+	info := bmc.DeviceInfo{DeviceID: 0x20, DeviceRevision: 1, FirmwareMajor: 1, IPMIVersion: 0x20, ManufacturerID: 0x000157, ProductID: 1}
+	var guid [16]byte
+	copy(guid[:], "rebootkit-fake")
+	suites := make([]types.CipherSuiteID, len(b.cfg.CipherSuites))
+	for i, s := range b.cfg.CipherSuites {
+		suites[i] = types.CipherSuiteID(s)
+	}
+	bm := bmc.New(info, guid, ipmiHAL{b}, bmc.WithClock(clock.Real), bmc.WithCipherSuites(suites), bmc.WithV15Disabled())
+	bm.Sessions = bmc.NewSessionStoreWithOptions(clock.Real, bmc.WithInactivityTimeout(b.cfg.SessionTimeout))
+	bm.Sessions.SetOnRemove(bm.SOL.DeactivateBySession)
+	u, err := bm.Users.Add(2, b.cfg.Username)
+	if err != nil {
+		return fmt.Errorf("fake: ipmi user: %w", err)
+	}
+	u.SetPassword([]byte(b.cfg.Password))
+	u.Enabled = true
+	u.ChannelAccess[1] = bmc.UserChannelAccess{MaxPrivilege: bmc.PrivilegeLevelAdministrator, Enabled: true}
+	var conn *udp.Conn
+	for i := 0; ; i++ {
+		conn, err = udp.Listen(addr, udp.WithReadTimeout(200*time.Millisecond))
+		if err == nil || i >= 50 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the old socket of a restart may linger
+	}
+	if err != nil {
+		return fmt.Errorf("fake: ipmi listen: %w", err)
+	}
+	srv := server.NewServer(bm, conn, server.WithCipherSuites(suites), server.WithV15Disabled())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ctx)
+	}()
+	b.mu.Lock()
+	b.addr, b.srv, b.cancel, b.done = conn.LocalAddr().String(), srv, cancel, done
+	b.mu.Unlock()
+	return nil
+}
+
+// Addr returns the BMC's host:port.
+func (b *IPMIBMC) Addr() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.addr
+}
+
+// Host and Port return the two halves of Addr.
+func (b *IPMIBMC) Host() string { h, _, _ := net.SplitHostPort(b.Addr()); return h }
+
+// Port returns the UDP port.
+func (b *IPMIBMC) Port() int {
+	_, p, _ := net.SplitHostPort(b.Addr())
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// Close stops the BMC.
+func (b *IPMIBMC) Close() error {
+	b.mu.Lock()
+	srv, cancel, done := b.srv, b.cancel, b.done
+	b.srv = nil
+	b.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	cancel()
+	err := srv.Close()
+	<-done
+	return err
+}
+
+// Restart resets the BMC: it stops, loses every session, and listens again
+// on the same port. The host's power is untouched.
+func (b *IPMIBMC) Restart() error {
+	addr := b.Addr()
+	if err := b.Close(); err != nil {
+		return err
+	}
+	return b.start(addr)
+}
+
+// FailNext makes the next command cmd (IPMIStatus, IPMIPowerUp, ...) fail
+// with IPMI completion code cc; with applied, a power command takes effect
+// all the same (as when a BMC answers late or wrongly).
+func (b *IPMIBMC) FailNext(cmd string, cc uint8, applied bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fail[cmd] = ipmiFail{code: types.CompletionCode(cc), applied: applied}
+}
+
+// Commands returns the chassis commands received so far (IPMIStatus,
+// IPMIPowerUp, ...), in order, failed ones included.
+func (b *IPMIBMC) Commands() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.commands...)
+}
+
+// take records cmd and returns its queued failure, if any.
+func (b *IPMIBMC) take(cmd string) (ipmiFail, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.commands = append(b.commands, cmd)
+	f, ok := b.fail[cmd]
+	delete(b.fail, cmd)
+	return f, ok
+}
+
+// completion maps a Power error to an IPMI completion code.
+func completion(err error) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return types.CodeProcessTimeout
+	case power.Classify(err) == power.ClassBusy:
+		return types.CodeNodeBusy
+	case power.Classify(err) == power.ClassUnsupported:
+		return types.CodeInvalidCommand
+	}
+	return types.CodeUnspecifiedError
+}
+
+// ipmiHAL is the go-ipmi hardware abstraction over the BMC's Power: a
+// chassis and nothing else.
+type ipmiHAL struct{ b *IPMIBMC }
+
+func (h ipmiHAL) Chassis() hal.ChassisHAL { return ipmiChassis(h) }
+func (ipmiHAL) Sensors() hal.SensorHAL    { return nil }
+func (ipmiHAL) Storage() hal.StorageHAL   { return nil }
+func (ipmiHAL) Network() hal.NetworkHAL   { return nil }
+func (ipmiHAL) GPIO() hal.GPIOHAL         { return nil }
+func (ipmiHAL) I2C() hal.I2CHAL           { return nil }
+func (ipmiHAL) Console() hal.ConsoleHAL   { return nil }
+func (ipmiHAL) Close() error              { return nil }
+
+type ipmiChassis struct{ b *IPMIBMC }
+
+// PowerState is Get Chassis Status: the Power's reported state. IPMI has
+// only a power bit, so a change under way shows as the state it leaves,
+// and a state the Power cannot tell (Report.Unknown) is answered with
+// completion code CEh (cannot provide response) rather than a bit.
+func (c ipmiChassis) PowerState(ctx context.Context) (bool, error) {
+	if f, ok := c.b.take(IPMIStatus); ok {
+		return false, f.code
+	}
+	rd, err := c.b.Power.Read(ctx)
+	if err != nil {
+		return false, completion(err)
+	}
+	switch rd.State {
+	case power.StateOn:
+		return true, nil
+	case power.StateTransitioning:
+		return rd.Target == power.StateOff, nil
+	case power.StateUnknown:
+		// A BMC that cannot tell answers with an error code rather than
+		// a bit it does not know.
+		return false, types.CodeCannotProvideResponse
+	}
+	return false, nil
+}
+
+func (c ipmiChassis) command(cmd string, f func() error) error {
+	if fl, ok := c.b.take(cmd); ok {
+		if fl.applied {
+			_ = f()
+		}
+		return fl.code
+	}
+	return completion(f())
+}
+
+// SetPower is Chassis Control power up (on) or power down (off, hard).
+func (c ipmiChassis) SetPower(ctx context.Context, on bool) error {
+	if on {
+		return c.command(IPMIPowerUp, func() error { return c.b.Power.On(ctx) })
+	}
+	return c.command(IPMIPowerDown, func() error { return c.b.Power.Off(ctx, power.ModeHard) })
+}
+
+// WarmReset is what go-ipmi's handler calls for Chassis Control soft
+// shutdown (ACPI): the Power's soft Off, which the operating system may
+// take its time over or ignore (PowerConfig.SoftDelay, IgnoreSoft).
+func (c ipmiChassis) WarmReset(ctx context.Context) error {
+	return c.command(IPMISoftOff, func() error { return c.b.Power.Off(ctx, power.ModeSoft) })
+}
+
+// PowerCycle (and hard reset) power the host off hard and on again.
+func (c ipmiChassis) PowerCycle(ctx context.Context) error {
+	return c.command(IPMICycle, func() error {
+		if err := c.b.Power.Off(ctx, power.ModeHard); err != nil {
+			return err
+		}
+		return c.b.Power.On(ctx)
+	})
+}
+
+// ColdReset is a hard reset: a power cycle here.
+func (c ipmiChassis) ColdReset(ctx context.Context) error { return c.PowerCycle(ctx) }
+
+func (ipmiChassis) Identify(context.Context, uint8) error { return nil }
+func (ipmiChassis) IntrusionState(context.Context) (bool, error) {
+	return false, hal.ErrNotSupported
+}
+func (ipmiChassis) SetBootFlags(context.Context, *types.BootOptionParam_BootFlags) error {
+	return hal.ErrNotSupported
+}
+func (ipmiChassis) GetBootFlags(context.Context) (*types.BootOptionParam_BootFlags, error) {
+	return nil, hal.ErrNotSupported
+}
+func (ipmiChassis) SetBootInfoAcknowledge(context.Context, *types.BootOptionParam_BootInfoAcknowledge) error {
+	return hal.ErrNotSupported
+}
+func (ipmiChassis) GetBootInfoAcknowledge(context.Context) (*types.BootOptionParam_BootInfoAcknowledge, error) {
+	return nil, hal.ErrNotSupported
+}

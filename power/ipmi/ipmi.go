@@ -1,0 +1,372 @@
+// Package ipmi implements power.Controller over IPMI v2.0 (RMCP+, the
+// lanplus interface), with github.com/bougou/go-ipmi.
+//
+// Connect opens one session (cipher suite 3 unless told otherwise, at the
+// administrator privilege unless told otherwise) and keeps it: reading the
+// power state costs one round trip (Get Chassis Status) and a power change
+// two (read, Chassis Control). A session that the BMC dropped (it reset,
+// or evicted an idle session) is opened again once, and the operation
+// repeated once: every command this package sends is idempotent.
+//
+// What IPMI says and what this adapter does about it:
+//   - Get Chassis Status has one power bit. Any failure to read it (a
+//     completion code, a timeout, session trouble) is power.StateUnknown
+//     with a classified error, never a guess. IPMI has no "transitioning":
+//     the bit follows the power-good line, which some BMCs read late, so a
+//     read right after a change may show the state from before it (the
+//     reboot package's decisions wait for evidence, not for one read).
+//   - On is Chassis Control power up; Off hard is power down; Off soft is
+//     soft shutdown (ACPI, "emulate a fatal overtemperature" in the spec),
+//     sent only when a fresh read says the host is on. IPMI cannot say
+//     whether the operating system honoured a soft shutdown: as with
+//     Redfish, the soft path relies on the reboot decision's timeout and
+//     fall back to hard (reboot.Config). None of these commands toggles
+//     the power, so none can power on a host that is off unless On was
+//     asked.
+//   - A host already in the wanted state gets no command.
+//   - Completion codes: invalid command, not supported, parameter out of
+//     range (and their kin) are power.ErrUnsupported; node busy, timeout,
+//     out of space, "cannot provide response", firmware or SDR update in
+//     progress, and session trouble (no answer, a session the BMC no
+//     longer knows) are power.ErrBusy; everything else is power.ErrFailed.
+//     Each power.Error carries the completion code (Status) and its name
+//     (Message), never a credential: go-ipmi's own error text is redacted of
+//     the username and password before it is kept.
+package ipmi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/bougou/go-ipmi/pkg/client"
+	"github.com/bougou/go-ipmi/pkg/command/chassis"
+	"github.com/bougou/go-ipmi/pkg/types"
+
+	"github.com/rebootkit/rebootkit/power"
+)
+
+var _ power.Controller = (*Controller)(nil)
+
+// Privilege levels for Config.Privilege.
+const (
+	PrivilegeOperator      = "OPERATOR"
+	PrivilegeAdministrator = "ADMINISTRATOR"
+)
+
+// Errors.
+var (
+	// ErrConfig: the Config cannot work (no host, no credentials, cipher
+	// suite 0, an unknown privilege).
+	ErrConfig = errors.New("ipmi: invalid configuration")
+	// ErrClosed: the Controller was closed.
+	ErrClosed = errors.New("ipmi: controller closed")
+)
+
+// Config says how to reach one BMC.
+type Config struct {
+	// Host is the BMC's address; Port its UDP port (default 623).
+	Host string
+	Port int
+	// Username and Password of a BMC account allowed chassis control.
+	Username, Password string
+	// CipherSuite is the RMCP+ cipher suite (default 3: HMAC-SHA1,
+	// HMAC-SHA1-96, AES-CBC-128, what ipmitool -C 3 uses; 17 is the SHA-256
+	// one). Pin it: a BMC asked to negotiate may take about 10 s. Suite 0
+	// (no authentication) is refused.
+	CipherSuite int
+	// Privilege is the session's privilege, PrivilegeOperator (enough for
+	// chassis control) or PrivilegeAdministrator (the default).
+	Privilege string
+	// Timeout is how long one UDP exchange waits for the answer (default
+	// 1 s), and Retries how often it is sent again (default 2).
+	Timeout time.Duration
+	Retries int
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Host == "" {
+		return c, fmt.Errorf("%w: no host", ErrConfig)
+	}
+	if c.Username == "" || c.Password == "" {
+		return c, fmt.Errorf("%w: username and password are required", ErrConfig)
+	}
+	if c.Port == 0 {
+		c.Port = 623
+	}
+	if c.CipherSuite == 0 {
+		c.CipherSuite = 3
+	}
+	if c.CipherSuite < 1 || c.CipherSuite > 255 {
+		return c, fmt.Errorf("%w: cipher suite %d", ErrConfig, c.CipherSuite)
+	}
+	switch strings.ToUpper(c.Privilege) {
+	case "":
+		c.Privilege = PrivilegeAdministrator
+	case PrivilegeOperator, PrivilegeAdministrator:
+		c.Privilege = strings.ToUpper(c.Privilege)
+	default:
+		return c, fmt.Errorf("%w: privilege %q", ErrConfig, c.Privilege)
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Second
+	}
+	if c.Retries < 0 {
+		c.Retries = 0
+	} else if c.Retries == 0 {
+		c.Retries = 2
+	}
+	return c, nil
+}
+
+// Controller is a power.Controller for one BMC over IPMI. It is safe for
+// concurrent use; operations on one BMC run one at a time.
+type Controller struct {
+	cfg Config
+	sem chan struct{} // held by the running operation
+	cl  *client.Client
+	// closed: Close was called.
+	closed bool
+}
+
+// Connect opens a session with the BMC.
+func Connect(ctx context.Context, cfg Config) (*Controller, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{cfg: cfg, sem: make(chan struct{}, 1)}
+	if err := c.connect(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Controller) lock(ctx context.Context, op string) error {
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &power.Error{Op: op, Class: power.ClassBusy, Message: "waiting for another operation on this BMC", Err: ctx.Err()}
+	}
+}
+
+func (c *Controller) unlock() { <-c.sem }
+
+// connect opens a new session (the lock is held, or c is not shared yet).
+func (c *Controller) connect(ctx context.Context) error {
+	cl, err := client.NewClient(c.cfg.Host, c.cfg.Port, c.cfg.Username, c.cfg.Password)
+	if err != nil {
+		return c.classify("connect", err)
+	}
+	cl.WithInterface(client.InterfaceLanplus)
+	cl.WithCipherSuiteID(types.CipherSuiteID(c.cfg.CipherSuite))
+	priv := types.PrivilegeLevelAdministrator
+	if c.cfg.Privilege == PrivilegeOperator {
+		priv = types.PrivilegeLevelOperator
+	}
+	cl.WithMaxPrivilegeLevel(priv)
+	cl.WithTimeout(c.cfg.Timeout)
+	cl.WithRetry(c.cfg.Retries)
+	if err := cl.Connect(ctx); err != nil {
+		// go-ipmi's Close ends the keep-alive and the socket whatever the
+		// state of the handshake.
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
+		_ = cl.Close(closeCtx)
+		cancel()
+		return c.classify("connect", err)
+	}
+	c.cl = cl
+	return nil
+}
+
+// drop ends the current session without waiting long for the BMC.
+func (c *Controller) drop(ctx context.Context) {
+	if c.cl == nil {
+		return
+	}
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
+	_ = c.cl.Close(closeCtx)
+	cancel()
+	c.cl = nil
+}
+
+// Close ends the session.
+func (c *Controller) Close() error { return c.CloseContext(context.Background()) }
+
+// CloseContext ends the session, giving up on the BMC's answer when ctx is
+// done (the socket is closed either way). Later operations fail with
+// ErrClosed.
+func (c *Controller) CloseContext(ctx context.Context) error {
+	if err := c.lock(ctx, "close"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if c.cl == nil {
+		return nil
+	}
+	err := c.cl.Close(ctx)
+	c.cl = nil
+	if err != nil {
+		return c.classify("close", err)
+	}
+	return nil
+}
+
+// do runs f on the session (opening one if needed); on session trouble
+// (anything but a completion code or the caller's context) it opens a new
+// session once and runs f again. Every f here is idempotent.
+func (c *Controller) do(ctx context.Context, op string, f func(*client.Client) error) error {
+	if c.closed {
+		return ErrClosed
+	}
+	for attempt := 0; ; attempt++ {
+		if c.cl == nil {
+			if err := c.connect(ctx); err != nil {
+				return err
+			}
+		}
+		err := f(c.cl)
+		if err == nil {
+			return nil
+		}
+		if _, coded := types.IsResponseError(err); coded || ctx.Err() != nil || attempt > 0 {
+			return c.classify(op, err)
+		}
+		c.drop(ctx) // the BMC may have forgotten the session: a new one
+	}
+}
+
+// State reads the power bit (Get Chassis Status, one round trip).
+func (c *Controller) State(ctx context.Context) (power.State, error) {
+	if err := c.lock(ctx, "state"); err != nil {
+		return power.StateUnknown, err
+	}
+	defer c.unlock()
+	return c.readState(ctx)
+}
+
+func (c *Controller) readState(ctx context.Context) (power.State, error) {
+	var on bool
+	err := c.do(ctx, "state", func(cl *client.Client) error {
+		res, err := cl.GetChassisStatus(ctx)
+		if err != nil {
+			return err
+		}
+		on = res.PowerIsOn
+		return nil
+	})
+	if err != nil {
+		return power.StateUnknown, err
+	}
+	if on {
+		return power.StateOn, nil
+	}
+	return power.StateOff, nil
+}
+
+// On powers the host on (Chassis Control power up), unless a fresh read
+// says it is on.
+func (c *Controller) On(ctx context.Context) error {
+	return c.change(ctx, "on", power.StateOn, chassis.ChassisControlPowerUp)
+}
+
+// Off powers the host off: hard is Chassis Control power down, soft is
+// soft shutdown (ACPI), each sent only when a fresh read says it is on.
+func (c *Controller) Off(ctx context.Context, m power.Mode) error {
+	if m == power.ModeHard {
+		return c.change(ctx, power.OpName(m), power.StateOff, chassis.ChassisControlPowerDown)
+	}
+	return c.change(ctx, power.OpName(m), power.StateOff, chassis.ChassisControlSoftShutdown)
+}
+
+func (c *Controller) change(ctx context.Context, op string, want power.State, ctl chassis.ChassisControl) error {
+	if err := c.lock(ctx, op); err != nil {
+		return err
+	}
+	defer c.unlock()
+	cur, err := c.readState(ctx)
+	if err != nil {
+		var pe *power.Error
+		if errors.As(err, &pe) {
+			pe.Op = op + ": read state"
+		}
+		return err // unknown: not guessed, the caller retries
+	}
+	if cur == want {
+		return nil
+	}
+	return c.do(ctx, op, func(cl *client.Client) error {
+		_, err := cl.ChassisControl(ctx, ctl)
+		return err
+	})
+}
+
+// Completion codes by class (IPMI v2.0 table 5-2).
+var (
+	unsupportedCodes = map[types.CompletionCode]bool{
+		types.CodeInvalidCommand: true, types.CodeInvalidCommandForLUN: true, types.CodeParameterOutOfRange: true,
+		types.CodeRequestDataFieldInvalid: true, types.CodeIllegalCommand: true, types.CodeNotSupported: true,
+		types.CodeSubFnDisabled: true,
+	}
+	busyCodes = map[types.CompletionCode]bool{
+		types.CodeNodeBusy: true, types.CodeProcessTimeout: true, types.CodeOutOfSpace: true,
+		types.CodeReservationCanceled: true, types.CodeCannotProvideResponse: true,
+		types.CodeCannotProvideResponseSDRRInUpdate: true, types.CodeCannotProvideResponseFirmwareUpdate: true,
+		types.CodeCannotProvideResponseBMCInitialize: true, types.CodeDestinationUnavailable: true,
+	}
+)
+
+// classify turns a go-ipmi error into a *power.Error without credentials.
+func (c *Controller) classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if re, ok := types.IsResponseError(err); ok {
+		cc := re.CompletionCode()
+		class := power.ClassFailed
+		switch {
+		case unsupportedCodes[cc]:
+			class = power.ClassUnsupported
+		case busyCodes[cc]:
+			class = power.ClassBusy
+		}
+		return &power.Error{Op: op, Class: class, Status: int(cc),
+			Message: fmt.Sprintf("completion code %#02x (%s)", uint8(cc), c.redact(cc.String()))}
+	}
+	// go-ipmi does not always wrap it (it formats with %v): match its text.
+	if errors.Is(err, client.ErrRAKPAuthentication) || strings.Contains(err.Error(), client.ErrRAKPAuthentication.Error()) {
+		return &power.Error{Op: op, Class: power.ClassFailed, Message: "authentication failed (username, password or privilege)"}
+	}
+	var cause error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		cause = context.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		cause = context.Canceled
+	}
+	// No completion code: the BMC did not answer, or not within a session
+	// it knows. Busy: the caller retries.
+	return &power.Error{Op: op, Class: power.ClassBusy, Message: "no usable answer: " + c.redact(err.Error()), Err: cause}
+}
+
+// maxMessage bounds what is kept of an error text.
+const maxMessage = 512
+
+func (c *Controller) redact(s string) string {
+	for _, secret := range []string{c.cfg.Password, c.cfg.Username} {
+		if len(secret) >= 1 {
+			s = strings.ReplaceAll(s, secret, "[redacted]")
+		}
+	}
+	if len(s) > maxMessage {
+		s = s[:maxMessage] + "..."
+	}
+	return s
+}

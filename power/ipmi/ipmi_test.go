@@ -1,0 +1,165 @@
+package ipmi_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/ipmi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	user = "admin"
+	pass = "s3cret-Pa55"
+)
+
+func newBMC(t testing.TB, cfg fake.PowerConfig) (*fake.IPMIBMC, *fake.Power) {
+	t.Helper()
+	p := fake.NewPower(time.Now, cfg)
+	b, err := fake.NewIPMIBMC(p, fake.IPMIConfig{Username: user, Password: pass})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return b, p
+}
+
+func connect(t testing.TB, b *fake.IPMIBMC) *ipmi.Controller {
+	t.Helper()
+	c, err := ipmi.Connect(context.Background(), ipmi.Config{Host: b.Host(), Port: b.Port(), Username: user, Password: pass, Timeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestStatesAndModes(t *testing.T) {
+	ctx := context.Background()
+	b, p := newBMC(t, fake.PowerConfig{})
+	c := connect(t, b)
+
+	s, err := c.State(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, power.StateOn, s)
+
+	require.NoError(t, c.On(ctx), "already on: success without a command")
+	assert.NotContains(t, b.Commands(), fake.IPMIPowerUp)
+
+	require.NoError(t, c.Off(ctx, power.ModeHard))
+	assert.False(t, p.HardwareOn())
+	s, err = c.State(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, power.StateOff, s)
+
+	require.NoError(t, c.Off(ctx, power.ModeSoft), "already off: nothing sent")
+	require.NoError(t, c.Off(ctx, power.ModeHard))
+	assert.Equal(t, []string{fake.IPMIStatus, fake.IPMIStatus, fake.IPMIStatus, fake.IPMIPowerDown, fake.IPMIStatus, fake.IPMIStatus, fake.IPMIStatus}, b.Commands())
+
+	require.NoError(t, c.On(ctx))
+	assert.True(t, p.HardwareOn())
+	require.NoError(t, c.Off(ctx, power.ModeSoft))
+	assert.False(t, p.HardwareOn(), "the OS shut down at once (no SoftDelay)")
+	cmds := b.Commands()
+	assert.Equal(t, fake.IPMISoftOff, cmds[len(cmds)-1])
+}
+
+func TestSoftShutdownIgnored(t *testing.T) {
+	ctx := context.Background()
+	b, p := newBMC(t, fake.PowerConfig{IgnoreSoft: true})
+	c := connect(t, b)
+	require.NoError(t, c.Off(ctx, power.ModeSoft), "IPMI cannot tell whether the OS honoured it")
+	assert.True(t, p.HardwareOn())
+	s, err := c.State(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, power.StateOn, s, "the caller sees it is still on and falls back to hard")
+	require.NoError(t, c.Off(ctx, power.ModeHard))
+	assert.False(t, p.HardwareOn())
+}
+
+func TestCompletionCodes(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		cc    uint8
+		class power.Class
+	}{
+		{0xC1, power.ClassUnsupported}, {0xD5, power.ClassUnsupported}, {0xC9, power.ClassUnsupported},
+		{0xC0, power.ClassBusy}, {0xC3, power.ClassBusy}, {0xC4, power.ClassBusy}, {0xD2, power.ClassBusy},
+		{0xFF, power.ClassFailed}, {0xD4, power.ClassFailed}, {0x81, power.ClassFailed},
+	} {
+		b, p := newBMC(t, fake.PowerConfig{})
+		c := connect(t, b)
+		b.FailNext(fake.IPMIPowerDown, tc.cc, false)
+		err := c.Off(ctx, power.ModeHard)
+		require.Error(t, err)
+		assert.Equal(t, tc.class, power.Classify(err), "cc %#x: %v", tc.cc, err)
+		var pe *power.Error
+		require.True(t, errors.As(err, &pe))
+		assert.Equal(t, int(tc.cc), pe.Status)
+		assert.Contains(t, err.Error(), "completion code")
+		assert.True(t, p.HardwareOn(), "not applied")
+
+		b.FailNext(fake.IPMIStatus, tc.cc, false)
+		s, err := c.State(ctx)
+		assert.Equal(t, power.StateUnknown, s, "a failed read is unknown, never guessed")
+		assert.Equal(t, tc.class, power.Classify(err))
+	}
+}
+
+func TestUnknownReadIsNotGuessed(t *testing.T) {
+	ctx := context.Background()
+	b, p := newBMC(t, fake.PowerConfig{Report: fake.Report{Unknown: 1}})
+	c := connect(t, b)
+	s, err := c.State(ctx)
+	assert.Equal(t, power.StateUnknown, s)
+	assert.ErrorIs(t, err, power.ErrBusy)
+	assert.Error(t, c.Off(ctx, power.ModeSoft), "no soft shutdown on an unknown state")
+	assert.True(t, p.HardwareOn())
+	assert.NotContains(t, b.Commands(), fake.IPMISoftOff)
+}
+
+func TestSessionReopenedAfterBMCReset(t *testing.T) {
+	ctx := context.Background()
+	b, p := newBMC(t, fake.PowerConfig{})
+	c := connect(t, b)
+	_, err := c.State(ctx)
+	require.NoError(t, err)
+	require.NoError(t, b.Restart()) // every session lost
+	require.NoError(t, c.Off(ctx, power.ModeHard), "a new session, once")
+	assert.False(t, p.HardwareOn())
+	require.NoError(t, b.Close())
+	_, err = c.State(ctx)
+	assert.ErrorIs(t, err, power.ErrBusy, "no answer at all: busy")
+}
+
+func TestNoCredentialsInErrors(t *testing.T) {
+	ctx := context.Background()
+	b, _ := newBMC(t, fake.PowerConfig{})
+	_, err := ipmi.Connect(ctx, ipmi.Config{Host: b.Host(), Port: b.Port(), Username: user, Password: "wrong-" + pass, Timeout: 300 * time.Millisecond})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, power.ErrFailed)
+	assert.NotContains(t, err.Error(), pass)
+	assert.NotContains(t, err.Error(), user)
+
+	_, err = ipmi.Connect(ctx, ipmi.Config{Host: b.Host(), Port: b.Port(), Username: strings.Repeat("u", 40), Password: pass})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), strings.Repeat("u", 40))
+
+	_, err = ipmi.Connect(ctx, ipmi.Config{Host: b.Host(), Port: b.Port(), Username: user, Password: pass, CipherSuite: -1})
+	assert.ErrorIs(t, err, ipmi.ErrConfig)
+}
+
+func TestContextAndClose(t *testing.T) {
+	b, _ := newBMC(t, fake.PowerConfig{})
+	c := connect(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := c.State(ctx)
+	assert.Error(t, err)
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close(), "twice is fine")
+	_, err = c.State(context.Background())
+	assert.ErrorIs(t, err, ipmi.ErrClosed)
+}
