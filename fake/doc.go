@@ -22,8 +22,11 @@
 //
 // Out-of-band power changes (OutOfBandOn, OutOfBandOff: a person at the
 // console, a power-restore policy, a crash) are marked as such in the
-// truth. BMC (Redfish over HTTP) reports through the same model, so the same
-// lies reach an adapter over the wire.
+// truth. BMC (Redfish over HTTP) and IPMIBMC (IPMI v2.0 lanplus over
+// loopback UDP, on go-ipmi's reference server) report through the same
+// model, so the same lies, lag and faults reach an adapter over the wire
+// (IPMIBMC.FailNext answers with any completion code, Restart drops every
+// session).
 //
 // # Time
 //

@@ -63,6 +63,31 @@ type IPMIBMC struct {
 	done     chan struct{}
 	fail     map[string]ipmiFail
 	commands []string // chassis commands received, in order
+	packets  int      // UDP requests received
+}
+
+// countingConn counts the requests the BMC receives.
+type countingConn struct {
+	*udp.Conn
+	b *IPMIBMC
+}
+
+func (c countingConn) ReadFrom(buf []byte) (int, net.Addr, error) {
+	n, addr, err := c.Conn.ReadFrom(buf)
+	if err == nil && n > 0 {
+		c.b.mu.Lock()
+		c.b.packets++
+		c.b.mu.Unlock()
+	}
+	return n, addr, err
+}
+
+// Packets returns how many UDP requests the BMC received so far: the
+// round trips of its clients (retransmissions included).
+func (b *IPMIBMC) Packets() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.packets
 }
 
 type ipmiFail struct {
@@ -117,7 +142,7 @@ func (b *IPMIBMC) start(addr string) error {
 	if err != nil {
 		return fmt.Errorf("fake: ipmi listen: %w", err)
 	}
-	srv := server.NewServer(bm, conn, server.WithCipherSuites(suites), server.WithV15Disabled())
+	srv := server.NewServer(bm, countingConn{conn, b}, server.WithCipherSuites(suites), server.WithV15Disabled())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

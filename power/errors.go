@@ -86,7 +86,8 @@ type Error struct {
 	Op string
 	// Class is the outcome class; never ClassNone.
 	Class Class
-	// Status is the protocol status (an HTTP status code), 0 if none.
+	// Status is the protocol status (an HTTP status code for Redfish, the
+	// completion code for IPMI), 0 if none.
 	Status int
 	// Message is what the controller said, without credentials.
 	Message string

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/ipmi"
 	"github.com/rebootkit/rebootkit/power/redfish"
 	"github.com/rebootkit/rebootkit/reboot"
 )
@@ -28,14 +29,28 @@ func main() {
 	softTimeout := flag.Duration("soft-timeout", 180*time.Second, "soft shutdown timeout before falling back to hard")
 	lag := flag.Duration("lag", 4*time.Second, "how long a power change takes on the simulated BMCs")
 	useRedfish := flag.Bool("redfish", false, "drive each host through the Redfish adapter, against an emulated BMC over HTTPS on loopback")
+	useIPMI := flag.Bool("ipmi", false, "drive each host through the IPMI adapter (lanplus), against an emulated BMC on loopback UDP")
 	flag.Parse()
-	if err := run(os.Stdout, *hold, *softTimeout, *lag, *useRedfish); err != nil {
+	via := ""
+	switch {
+	case *useRedfish && *useIPMI:
+		fmt.Fprintln(os.Stderr, "fence: -redfish or -ipmi, not both")
+		os.Exit(2)
+	case *useRedfish:
+		via = "redfish"
+	case *useIPMI:
+		via = "ipmi"
+	}
+	if err := run(os.Stdout, *hold, *softTimeout, *lag, via); err != nil {
 		fmt.Fprintln(os.Stderr, "fence:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, hold, softTimeout, lag time.Duration, useRedfish bool) error {
+// run tells the story; via is "" (the fake power controllers directly),
+// "redfish" or "ipmi" (through that adapter against emulated BMCs).
+func run(w io.Writer, hold, softTimeout, lag time.Duration, via string) error {
+	useRedfish := via == "redfish"
 	ctx := context.Background()
 	clk := fake.NewClock(time.Time{})
 	names := []string{"node-0", "node-1", "node-2"}
@@ -49,9 +64,23 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, useRedfish bool) err
 	var hosts []reboot.Host
 	controllers := map[string]power.Controller{}
 	bmcs := map[string]*fake.BMC{}
+	ipmiBMCs := map[string]*fake.IPMIBMC{}
 	for _, n := range names {
 		hosts = append(hosts, reboot.Host{Name: n, Online: true})
 		controllers[n] = powers[n]
+		if via == "ipmi" {
+			bmc, err := fake.NewIPMIBMC(powers[n], fake.IPMIConfig{Username: "admin", Password: "example-only-" + n})
+			if err != nil {
+				return err
+			}
+			defer bmc.Close()
+			c, err := ipmi.Connect(ctx, ipmi.Config{Host: bmc.Host(), Port: bmc.Port(), Username: "admin", Password: "example-only-" + n})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			controllers[n], ipmiBMCs[n] = c, bmc
+		}
 		if useRedfish {
 			bmc := fake.NewBMC(clk.Real, powers[n], "admin", "example-only-"+n)
 			srv := bmc.StartTLS()
@@ -68,6 +97,9 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, useRedfish bool) err
 	}
 	if useRedfish {
 		fmt.Fprintf(w, "each host is driven through Redfish (gofish) against an emulated BMC over HTTPS on loopback\n")
+	}
+	if via == "ipmi" {
+		fmt.Fprintf(w, "each host is driven through IPMI (go-ipmi, lanplus, cipher suite 3) against an emulated BMC on loopback UDP\n")
 	}
 	store := fake.NewRebootHosts(hosts...)
 	r := &reboot.Reconciler{
@@ -150,6 +182,9 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, useRedfish bool) err
 		if useRedfish {
 			calls = fmt.Sprintf("%d Redfish requests, resets %v", bmcs[n].Requests(), bmcs[n].Resets())
 		}
+		if via == "ipmi" {
+			calls = fmt.Sprintf("%d IPMI round trips, chassis control %v", ipmiBMCs[n].Packets(), controls(ipmiBMCs[n].Commands()))
+		}
 		fmt.Fprintf(w, "%s: %d power cycle(s), %s, lastPoweredOn=%s\n", n, powers[n].Cycles(), calls, rel(h.Status.LastPoweredOn, start))
 	}
 	doneAll, err := client.Done(ctx, ticket)
@@ -168,6 +203,17 @@ func done(ctx context.Context, store *fake.RebootHosts, powers map[string]*fake.
 		}
 	}
 	return true
+}
+
+// controls leaves out the status reads.
+func controls(cmds []string) []string {
+	var out []string
+	for _, c := range cmds {
+		if c != fake.IPMIStatus {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func rel(t, start time.Time) string {

@@ -8,14 +8,14 @@ import (
 )
 
 func TestRun(t *testing.T) {
-	for _, rf := range []bool{false, true} {
-		t.Run(map[bool]string{false: "fake", true: "redfish"}[rf], func(t *testing.T) { testRun(t, rf) })
+	for _, via := range []string{"", "redfish", "ipmi"} {
+		t.Run("via="+via, func(t *testing.T) { testRun(t, via) })
 	}
 }
 
-func testRun(t *testing.T, useRedfish bool) {
+func testRun(t *testing.T, via string) {
 	var out bytes.Buffer
-	if err := run(&out, 30*time.Second, 180*time.Second, 4*time.Second, useRedfish); err != nil {
+	if err := run(&out, 30*time.Second, 180*time.Second, 4*time.Second, via); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
