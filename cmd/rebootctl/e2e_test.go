@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// binary is the rebootctl binary the end-to-end tests run.
+var binary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "rebootctl-e2e")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "rebootctl")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build rebootctl: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// lab is a set of servers behind emulated Redfish BMCs over HTTPS (a test
+// CA), with health checks served on loopback that pass once a server has
+// been powered on for BootTime (ground truth of its fake.Power).
+type lab struct {
+	t        *testing.T
+	dir      string
+	ids      []string
+	powers   map[string]*fake.Power
+	inv      string
+	store    string
+	bootTime time.Duration
+
+	mu      sync.Mutex
+	onSince map[string]time.Time
+}
+
+const bmcPassword = "e2e-bmc-Secret"
+
+func newLab(t *testing.T, n, core int) *lab {
+	t.Helper()
+	l := &lab{t: t, dir: t.TempDir(), powers: map[string]*fake.Power{}, onSince: map[string]time.Time{}, bootTime: 300 * time.Millisecond}
+	ca, err := fake.NewTestCA()
+	require.NoError(t, err)
+	caFile := filepath.Join(l.dir, "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
+	health := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.TrimPrefix(r.URL.Path, "/health/")
+		if l.healthy(id) {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(health.Close)
+	var b strings.Builder
+	fmt.Fprintf(&b, "defaults:\n  bmc:\n    username: admin\n    password_env: E2E_BMC_PASSWORD\n    ca_file: %s\n  health_timeout: 2s\nservers:\n", caFile)
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		l.ids = append(l.ids, id)
+		p := fake.NewPower(time.Now, fake.PowerConfig{Lag: 100 * time.Millisecond})
+		l.powers[id] = p
+		bmc := fake.NewBMC(time.Now, p, "admin", bmcPassword)
+		srv := httptest.NewUnstartedServer(bmc)
+		srv.TLS = ca.ServerConfig()
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		fmt.Fprintf(&b, "  - uuid: %s\n    hostname: cn%d\n    platform: \"1\"\n    core: %v\n    headnode: %v\n", id, i, i < core, i == 0 && core > 0)
+		fmt.Fprintf(&b, "    bmc:\n      redfish: %s\n    health:\n      http: %s/health/%s\n", srv.URL, health.URL, id)
+		fmt.Fprintf(&b, "    drain: [\"sh\", \"-c\", \"echo drain >> %s/%s.log\"]\n", l.dir, id)
+		fmt.Fprintf(&b, "    undrain: [\"sh\", \"-c\", \"echo undrain >> %s/%s.log\"]\n", l.dir, id)
+	}
+	l.inv = filepath.Join(l.dir, "inventory.yaml")
+	require.NoError(t, os.WriteFile(l.inv, []byte(b.String()), 0o600))
+	l.store = filepath.Join(l.dir, "plans.db")
+	return l
+}
+
+// healthy: powered on (ground truth) for at least bootTime.
+func (l *lab) healthy(id string) bool {
+	p, ok := l.powers[id]
+	if !ok {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !p.HardwareOn() {
+		delete(l.onSince, id)
+		return false
+	}
+	since, ok := l.onSince[id]
+	if !ok {
+		// On since the last power-on of the truth, or since ever.
+		since = time.Time{}
+		for _, tc := range p.Truth() {
+			if tc.On {
+				since = tc.At
+			}
+		}
+		l.onSince[id] = since
+	}
+	return time.Since(since) >= l.bootTime
+}
+
+func (l *lab) env() []string {
+	return append(os.Environ(), "E2E_BMC_PASSWORD="+bmcPassword, "REBOOTCTL_STORE="+l.store, "REBOOTCTL_INVENTORY="+l.inv)
+}
+
+// ctl runs rebootctl and returns its stdout, stderr and exit code.
+func (l *lab) ctl(args ...string) (string, string, int) {
+	l.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = l.env()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		l.t.Fatalf("rebootctl %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// executor starts `rebootctl executor` with short timings.
+func (l *lab) executor() *exec.Cmd {
+	l.t.Helper()
+	cmd := exec.Command(binary, "executor", "--interval", "200ms", "--poll", "100ms", "--stale-reads", "1s", "--soft-timeout", "3s", "-v")
+	cmd.Env = l.env()
+	logf, err := os.OpenFile(filepath.Join(l.dir, "executor.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	require.NoError(l.t, err)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	require.NoError(l.t, cmd.Start())
+	l.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		logf.Close()
+		if l.t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(l.dir, "executor.log"))
+			l.t.Logf("executor log:\n%s", log)
+		}
+	})
+	return cmd
+}
+
+func (l *lab) get(uuid string) plan.Plan {
+	l.t.Helper()
+	out, errs, code := l.ctl("plan", "show", uuid, "--json")
+	require.Equal(l.t, 0, code, errs)
+	p, err := plan.Decode([]byte(out))
+	require.NoError(l.t, err)
+	return p
+}
+
+// waitFor polls the plan until cond holds.
+func (l *lab) waitFor(uuid, what string, d time.Duration, cond func(plan.Plan) bool) plan.Plan {
+	l.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		p := l.get(uuid)
+		if cond(p) {
+			return p
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("waiting for %s:\n%s", what, plan.Table(p))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// offs counts each server's power-offs (ground truth).
+func (l *lab) offs() map[string]int {
+	out := map[string]int{}
+	for id, p := range l.powers {
+		for _, tc := range p.Truth() {
+			if !tc.On {
+				out[id]++
+			}
+		}
+	}
+	return out
+}
+
+// maxOffline is the most servers off at one instant (ground truth).
+func (l *lab) maxOffline() int {
+	type ev struct {
+		at  time.Time
+		off int
+	}
+	var evs []ev
+	for _, p := range l.powers {
+		for _, tc := range p.Truth() {
+			if tc.On {
+				evs = append(evs, ev{tc.At, -1})
+			} else {
+				evs = append(evs, ev{tc.At, +1})
+			}
+		}
+	}
+	sortEvents := func() {
+		for i := 1; i < len(evs); i++ {
+			for j := i; j > 0 && (evs[j].at.Before(evs[j-1].at) || evs[j].at.Equal(evs[j-1].at) && evs[j].off > evs[j-1].off); j-- {
+				evs[j], evs[j-1] = evs[j-1], evs[j]
+			}
+		}
+	}
+	sortEvents()
+	cur, best := 0, 0
+	for _, e := range evs {
+		cur += e.off
+		best = max(best, cur)
+	}
+	return best
+}
+
+func countStep(p plan.Plan, f func(plan.Reboot) bool) int {
+	n := 0
+	for _, r := range p.Reboots {
+		if f(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestEndToEnd: create, run, stop mid-way, run again, kill the executor
+// in the middle of a reboot and start it again, finish; every server is
+// power-cycled exactly once (ground truth of the emulated hardware) and
+// never more than the concurrency are off at once.
+func TestEndToEnd(t *testing.T) {
+	l := newLab(t, 6, 2)
+	const uuid = "e2e-plan-1"
+
+	// Warnings refuse creation, with their own exit code.
+	_, errs, code := l.ctl("plan", "create", "--all", "--target", "1", "--uuid", "refused")
+	assert.Equal(t, exitWarnings, code, errs)
+	assert.Contains(t, errs, "already on target platform")
+
+	out, errs, code := l.ctl("plan", "create", "--all", "-N", "2", "--target", "2", "--uuid", uuid, "--json")
+	require.Equal(t, 0, code, errs)
+	var created map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &created))
+	assert.Equal(t, uuid, created["uuid"])
+	assert.Equal(t, "created", created["state"])
+
+	exec1 := l.executor()
+	_, errs, code = l.ctl("plan", "run", uuid)
+	require.Equal(t, 0, code, errs)
+
+	// Stop after the first non-core reboot started; in-flight ones finish.
+	l.waitFor(uuid, "a non-core reboot to start", time.Minute, func(p plan.Plan) bool {
+		return countStep(p, func(r plan.Reboot) bool { return !r.Core && r.Step != plan.StepPending }) > 0
+	})
+	_, errs, code = l.ctl("plan", "stop", uuid)
+	require.Equal(t, 0, code, errs)
+	p := l.waitFor(uuid, "the in-flight reboots to finish", time.Minute, func(p plan.Plan) bool {
+		return countStep(p, func(r plan.Reboot) bool { return r.Step.InFlight() }) == 0
+	})
+	assert.Equal(t, plan.StateStopped, p.State)
+	pending := countStep(p, func(r plan.Reboot) bool { return r.Step == plan.StepPending })
+	assert.Greater(t, pending, 0, "stopped mid-way")
+	time.Sleep(time.Second)
+	assert.Equal(t, pending, countStep(l.get(uuid), func(r plan.Reboot) bool { return r.Step == plan.StepPending }), "nothing starts while stopped")
+
+	// Run again; kill the executor while a power cycle is under way.
+	_, errs, code = l.ctl("plan", "run", uuid)
+	require.Equal(t, 0, code, errs)
+	l.waitFor(uuid, "a job in flight", time.Minute, func(p plan.Plan) bool {
+		return countStep(p, func(r plan.Reboot) bool { return r.Step == plan.StepJob }) > 0
+	})
+	require.NoError(t, exec1.Process.Signal(syscall.SIGKILL))
+	_, _ = exec1.Process.Wait()
+	time.Sleep(500 * time.Millisecond)
+	l.executor()
+
+	out, errs, code = l.ctl("plan", "watch", uuid)
+	require.Equal(t, 0, code, "watch: %s\n%s", errs, out)
+	assert.Contains(t, out, "6/6 done")
+	p = l.get(uuid)
+	assert.Equal(t, plan.StateComplete, p.State)
+	for id, n := range l.offs() {
+		assert.Equal(t, 1, n, "server %s power-cycled %d times", id, n)
+	}
+	assert.LessOrEqual(t, l.maxOffline(), 2, "concurrency")
+	for _, id := range l.ids {
+		log, err := os.ReadFile(filepath.Join(l.dir, id+".log"))
+		require.NoError(t, err)
+		assert.Contains(t, string(log), "drain\nundrain", "server %s drained then undrained", id)
+	}
+
+	// list --json
+	out, _, code = l.ctl("plan", "list", "--json")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, `"state": "complete"`)
+}
+
+// TestCancel: a cancel mid-way ends the plan (watch exits 5) and the
+// servers it never started are never power-cycled.
+func TestCancel(t *testing.T) {
+	l := newLab(t, 5, 0)
+	const uuid = "e2e-cancel"
+	_, errs, code := l.ctl("plan", "create", "--all", "-N", "1", "--target", "2", "--uuid", uuid, "-r")
+	require.Equal(t, 0, code, errs)
+	l.executor()
+	l.waitFor(uuid, "the first reboot to end", time.Minute, func(p plan.Plan) bool {
+		return countStep(p, func(r plan.Reboot) bool { return r.Step == plan.StepDone }) > 0
+	})
+	_, errs, code = l.ctl("plan", "cancel", uuid)
+	require.Equal(t, 0, code, errs)
+	_, _, code = l.ctl("plan", "watch", uuid)
+	assert.Equal(t, exitCanceled, code)
+	p := l.get(uuid)
+	offs := l.offs()
+	for _, r := range p.Reboots {
+		if r.Step == plan.StepPending {
+			assert.Zero(t, offs[r.ServerUUID], "%s never started, never cycled", r.ServerHostname)
+		}
+	}
+}
+
+// TestGolden: the help texts and `plan show --json` of a new plan.
+func TestGolden(t *testing.T) {
+	l := newLab(t, 3, 1)
+	for name, args := range map[string][]string{
+		"help.txt":          {"--help"},
+		"create-help.txt":   {"plan", "create", "-h"},
+		"executor-help.txt": {"executor", "-h"},
+	} {
+		out, errs, code := l.ctl(args...)
+		require.Equal(t, 0, code, errs)
+		golden(t, name, out+errs)
+	}
+	_, errs, code := l.ctl("plan", "create", "--all", "--target", "2", "--uuid", "golden-plan")
+	require.Equal(t, 0, code, errs)
+	out, errs, code := l.ctl("plan", "show", "golden-plan", "--json")
+	require.Equal(t, 0, code, errs)
+	out = regexp.MustCompile(`"created_at": "[^"]*"`).ReplaceAllString(out, `"created_at": "CREATED"`)
+	golden(t, "show-json.txt", out)
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	got = strings.ReplaceAll(got, os.TempDir(), "TMP")
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "golden file (go test ./cmd/rebootctl -run TestGolden -update writes it)")
+	assert.Equal(t, string(want), got, "golden %s", name)
+}

@@ -1,0 +1,609 @@
+// Command rebootctl creates and runs rolling reboot plans over real
+// servers: the seed's `sdcadm reboot-plan` commands, with an inventory of
+// servers and their BMCs (Redfish or IPMI) and an executor that survives
+// its own restarts.
+//
+//	rebootctl plan create --target PLATFORM [--core|--non-core|--all|SERVER...] [-N rate] [-n] [-W] [-s] [-r] [-w]
+//	rebootctl plan run|stop|cancel|watch|show PLAN
+//	rebootctl plan list
+//	rebootctl executor
+//
+// Exit codes: 0 done; 1 an error; 2 a usage error; 3 the plan was not
+// created because of warnings (-W creates it anyway); 4 the plan ended
+// with failed reboots; 5 the plan was canceled; 130 watch was interrupted
+// (the plan keeps running).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/muesli/termenv"
+	"golang.org/x/term"
+
+	"github.com/rebootkit/rebootkit/inventory"
+	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitError     = 1
+	exitUsage     = 2
+	exitWarnings  = 3
+	exitFailed    = 4
+	exitCanceled  = 5
+	exitInterrupt = 130
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `rebootctl: rolling reboots of real servers, core servers first.
+
+Usage:
+  rebootctl plan create --target PLATFORM [--core|--non-core|--all|SERVER...] [options]
+  rebootctl plan run PLAN [-w]
+  rebootctl plan stop PLAN
+  rebootctl plan cancel PLAN
+  rebootctl plan watch PLAN
+  rebootctl plan show PLAN [--json]
+  rebootctl plan list [--json]
+  rebootctl executor [options]
+
+Every command takes --store FILE (default $REBOOTCTL_STORE or ./rebootctl.db)
+and --inventory FILE (default $REBOOTCTL_INVENTORY or ./inventory.yaml).
+Run "rebootctl plan create -h" or "rebootctl executor -h" for their options.
+
+Exit codes: 0 done; 1 error; 2 usage; 3 not created because of warnings;
+4 the plan ended with failures; 5 the plan was canceled; 130 watch
+interrupted (the plan keeps running).
+`
+
+// env holds what every command shares.
+type env struct {
+	ctx       context.Context
+	out, errw io.Writer
+	store     string
+	inventory string
+	json      bool
+}
+
+func commonFlags(fs *flag.FlagSet, e *env) {
+	fs.StringVar(&e.store, "store", "", "the plan store, a bbolt file (default $REBOOTCTL_STORE, else rebootctl.db)")
+	fs.StringVar(&e.inventory, "inventory", "", "the inventory, YAML (default $REBOOTCTL_INVENTORY, else inventory.yaml)")
+	fs.BoolVar(&e.json, "json", false, "print JSON for scripts")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context, args []string, out, errw io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(out, usage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	e := &env{ctx: ctx, out: out, errw: errw}
+	switch args[0] {
+	case "executor":
+		return e.executor(args[1:])
+	case "plan":
+		if len(args) < 2 {
+			fmt.Fprint(errw, usage)
+			return exitUsage
+		}
+		switch args[1] {
+		case "create":
+			return e.create(args[2:])
+		case "run", "stop", "cancel":
+			return e.command(args[1], args[2:])
+		case "watch":
+			return e.watchCmd(args[2:])
+		case "show":
+			return e.show(args[2:])
+		case "list":
+			return e.list(args[2:])
+		}
+	}
+	fmt.Fprintf(errw, "rebootctl: unknown command %q\n\n%s", strings.Join(args, " "), usage)
+	return exitUsage
+}
+
+// parse parses a subcommand's flags (allowing flags after arguments).
+func (e *env) parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	fs.SetOutput(e.errw)
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, exitOK, false
+			}
+			return nil, exitUsage, false
+		}
+		if fs.NArg() == 0 {
+			if e.store == "" {
+				e.store = envOr("REBOOTCTL_STORE", "rebootctl.db")
+			}
+			if e.inventory == "" {
+				e.inventory = envOr("REBOOTCTL_INVENTORY", "inventory.yaml")
+			}
+			return rest, 0, true
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func (e *env) fail(err error) int {
+	fmt.Fprintf(e.errw, "rebootctl: %v\n", err)
+	return exitError
+}
+
+// openStore opens the plan store, waiting while the executor holds it
+// (it opens it for each pass only).
+func (e *env) openStore() (*plan.BoltStore, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := plan.OpenBolt(e.store)
+		if !errors.Is(err, plan.ErrLocked) || time.Now().After(deadline) {
+			return s, err
+		}
+		select {
+		case <-e.ctx.Done():
+			return nil, e.ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (e *env) create(args []string) int {
+	fs := flag.NewFlagSet("rebootctl plan create", flag.ContinueOnError)
+	commonFlags(fs, e)
+	target := fs.String("target", "", "the boot platform the servers reboot into (required)")
+	core := fs.Bool("core", false, "reboot the core servers (the headnode included)")
+	nonCore := fs.Bool("non-core", false, "reboot the servers that are not core")
+	all := fs.Bool("all", false, "reboot every server, core first")
+	fs.BoolVar(all, "a", false, "same as --all")
+	rate := fs.String("rate", "5", "servers offline at once: a count, or a percentage like 10%")
+	fs.StringVar(rate, "N", "5", "same as --rate")
+	dry := fs.Bool("dry-run", false, "go through the motions without rebooting")
+	fs.BoolVar(dry, "n", false, "same as --dry-run")
+	ignore := fs.Bool("ignore-warnings", false, "create the plan despite warnings (servers already on the target platform, downgrades)")
+	fs.BoolVar(ignore, "W", false, "same as --ignore-warnings")
+	skip := fs.Bool("skip-current", false, "leave out servers already on the target platform")
+	fs.BoolVar(skip, "s", false, "same as --skip-current")
+	runNow := fs.Bool("run", false, "run the plan right after creating it")
+	fs.BoolVar(runNow, "r", false, "same as --run")
+	watch := fs.Bool("watch", false, "watch the plan (with --run: its execution)")
+	fs.BoolVar(watch, "w", false, "same as --watch")
+	budget := fs.Int("failure-budget", 0, "reboots that may fail before the plan stops starting new ones")
+	id := fs.String("uuid", "", "the plan's UUID (default: a random one)")
+	servers, code, ok := e.parse(fs, args)
+	if !ok {
+		return code
+	}
+	sel := plan.SelectList
+	n := 0
+	for _, b := range []struct {
+		on bool
+		s  plan.Selection
+	}{{*core, plan.SelectCore}, {*nonCore, plan.SelectNonCore}, {*all, plan.SelectAll}} {
+		if b.on {
+			sel = b.s
+			n++
+		}
+	}
+	if n > 1 || n == 1 && len(servers) > 0 || n == 0 && len(servers) == 0 {
+		fmt.Fprintln(e.errw, "rebootctl plan create: give one of --core, --non-core, --all, or servers")
+		return exitUsage
+	}
+	if *target == "" {
+		fmt.Fprintln(e.errw, "rebootctl plan create: --target is required")
+		return exitUsage
+	}
+	conc, err := parseRate(*rate)
+	if err != nil {
+		fmt.Fprintf(e.errw, "rebootctl plan create: --rate: %v\n", err)
+		return exitUsage
+	}
+	inv, err := inventory.Load(e.inventory)
+	if err != nil {
+		return e.fail(err)
+	}
+	if *id == "" {
+		*id = newUUID()
+	}
+	st, err := e.openStore()
+	if err != nil {
+		return e.fail(err)
+	}
+	existing, lerr := st.List(e.ctx)
+	p, warns, err := plan.Create(inv.PlanServers(), plan.CreateOptions{UUID: *id, Target: *target, Select: sel, Servers: servers,
+		Concurrency: conc, FailureBudget: plan.Count(*budget), IgnoreWarnings: *ignore, SkipCurrent: *skip, DryRun: *dry,
+		Existing: existing, CreatedAt: time.Now().UTC()})
+	for _, w := range warns {
+		fmt.Fprintf(e.errw, "warning: %s\n", w)
+	}
+	if errors.Is(err, plan.ErrWarnings) {
+		st.Close()
+		fmt.Fprintf(e.errw, "rebootctl: %v (not created; -W creates it anyway, -s skips servers already on the target)\n", err)
+		return exitWarnings
+	}
+	if err == nil {
+		err = st.Create(e.ctx, p)
+	}
+	if err == nil && *runNow {
+		p, err = plan.Command(e.ctx, st, p.UUID, plan.Run)
+	}
+	st.Close()
+	if err != nil {
+		if lerr != nil {
+			fmt.Fprintf(e.errw, "rebootctl: store: %v\n", lerr)
+		}
+		return e.fail(err)
+	}
+	if e.json {
+		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State, "servers": len(p.Reboots), "concurrency": p.Concurrency, "warnings": warnStrings(warns)})
+	} else {
+		fmt.Fprintf(e.out, "created plan %s: %d server(s), concurrency %d, %s\n", p.UUID, len(p.Reboots), p.Concurrency, p.State)
+		if !*runNow {
+			fmt.Fprintf(e.out, "run it with: rebootctl plan run %s\n", p.UUID)
+		}
+	}
+	if *watch {
+		return e.watch(p.UUID)
+	}
+	return exitOK
+}
+
+func warnStrings(ws []plan.Warning) []string {
+	out := []string{}
+	for _, w := range ws {
+		out = append(out, w.String())
+	}
+	return out
+}
+
+func parseRate(s string) (plan.Limit, error) {
+	pct := strings.HasSuffix(s, "%")
+	n, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+	if err != nil || n < 1 || pct && n > 100 {
+		return plan.Limit{}, fmt.Errorf("%q: want a count >= 1 or a percentage 1%%-100%%", s)
+	}
+	if pct {
+		return plan.Percent(n), nil
+	}
+	return plan.Count(n), nil
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func (e *env) command(name string, args []string) int {
+	fs := flag.NewFlagSet("rebootctl plan "+name, flag.ContinueOnError)
+	commonFlags(fs, e)
+	watch := false
+	if name == "run" {
+		fs.BoolVar(&watch, "watch", false, "watch the plan's execution")
+		fs.BoolVar(&watch, "w", false, "same as --watch")
+	}
+	rest, code, ok := e.parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(rest) != 1 {
+		fmt.Fprintf(e.errw, "rebootctl plan %s: give one plan UUID\n", name)
+		return exitUsage
+	}
+	f := map[string]func(plan.Plan) (plan.Plan, error){"run": plan.Run, "stop": plan.Stop, "cancel": plan.Cancel}[name]
+	st, err := e.openStore()
+	if err != nil {
+		return e.fail(err)
+	}
+	p, err := plan.Command(e.ctx, st, rest[0], f)
+	st.Close()
+	if err != nil {
+		return e.fail(err)
+	}
+	if e.json {
+		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State})
+	} else {
+		fmt.Fprintf(e.out, "plan %s: %s\n", p.UUID, p.State)
+	}
+	if watch {
+		return e.watch(p.UUID)
+	}
+	return exitOK
+}
+
+func (e *env) show(args []string) int {
+	fs := flag.NewFlagSet("rebootctl plan show", flag.ContinueOnError)
+	commonFlags(fs, e)
+	rest, code, ok := e.parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(rest) != 1 {
+		fmt.Fprintln(e.errw, "rebootctl plan show: give one plan UUID")
+		return exitUsage
+	}
+	st, err := e.openStore()
+	if err != nil {
+		return e.fail(err)
+	}
+	p, err := st.Get(e.ctx, rest[0])
+	st.Close()
+	if err != nil {
+		return e.fail(err)
+	}
+	if e.json {
+		doc, err := plan.Encode(p)
+		if err != nil {
+			return e.fail(err)
+		}
+		fmt.Fprintf(e.out, "%s\n", doc)
+		return exitOK
+	}
+	fmt.Fprint(e.out, plan.Table(p))
+	s := plan.Summarize(p, time.Now())
+	fmt.Fprintln(e.out, s.Line(40))
+	return exitOK
+}
+
+func (e *env) list(args []string) int {
+	fs := flag.NewFlagSet("rebootctl plan list", flag.ContinueOnError)
+	commonFlags(fs, e)
+	if _, code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	st, err := e.openStore()
+	if err != nil {
+		return e.fail(err)
+	}
+	plans, err := st.List(e.ctx)
+	st.Close()
+	type row struct {
+		UUID     string     `json:"uuid"`
+		State    plan.State `json:"state"`
+		Servers  int        `json:"servers"`
+		Done     int        `json:"done"`
+		Failed   int        `json:"failed"`
+		InFlight int        `json:"in_flight"`
+		Created  string     `json:"created_at,omitempty"`
+	}
+	rows := []row{}
+	for _, p := range plans {
+		s := plan.Summarize(p, time.Now())
+		r := row{UUID: p.UUID, State: p.State, Servers: s.Total, Done: s.Done, Failed: s.Failed, InFlight: s.InFlight}
+		if p.CreatedAt != nil {
+			r.Created = p.CreatedAt.UTC().Format(time.RFC3339)
+		}
+		rows = append(rows, r)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Created < rows[j].Created })
+	if e.json {
+		e.printJSON(rows)
+	} else {
+		fmt.Fprintf(e.out, "%-36s  %-9s  %7s  %5s  %6s  %9s  %s\n", "UUID", "STATE", "SERVERS", "DONE", "FAILED", "IN FLIGHT", "CREATED")
+		for _, r := range rows {
+			fmt.Fprintf(e.out, "%-36s  %-9s  %7d  %5d  %6d  %9d  %s\n", r.UUID, r.State, r.Servers, r.Done, r.Failed, r.InFlight, r.Created)
+		}
+	}
+	if err != nil {
+		return e.fail(err)
+	}
+	return exitOK
+}
+
+func (e *env) printJSON(v any) {
+	enc := json.NewEncoder(e.out)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func (e *env) watchCmd(args []string) int {
+	fs := flag.NewFlagSet("rebootctl plan watch", flag.ContinueOnError)
+	commonFlags(fs, e)
+	rest, code, ok := e.parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(rest) != 1 {
+		fmt.Fprintln(e.errw, "rebootctl plan watch: give one plan UUID")
+		return exitUsage
+	}
+	return e.watch(rest[0])
+}
+
+// watch draws the plan's progress until it ends (exit code by its end
+// state) or the user interrupts (the plan keeps running).
+func (e *env) watch(uuid string) int {
+	f, isFile := e.out.(*os.File)
+	tty := isFile && term.IsTerminal(int(f.Fd()))
+	var tout *termenv.Output
+	if tty {
+		tout = termenv.NewOutput(f)
+		tout.HideCursor()
+		defer tout.ShowCursor()
+	}
+	lastLines, last := 0, ""
+	for {
+		v, err := e.view(uuid)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return e.fail(err)
+		}
+		if err == nil {
+			lines := render(v, time.Now())
+			text := strings.Join(lines, "\n")
+			switch {
+			case tty:
+				if lastLines > 0 {
+					tout.CursorPrevLine(lastLines)
+					tout.ClearLines(lastLines)
+				}
+				width := 0
+				if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+					width = w
+				}
+				for _, l := range lines {
+					if width > 0 && len(l) > width {
+						l = l[:width]
+					}
+					fmt.Fprintln(e.out, l)
+				}
+				lastLines = len(lines)
+			case text != last:
+				fmt.Fprintf(e.out, "%s %s\n", time.Now().UTC().Format("15:04:05"), strings.Join(lines, "\n         "))
+			}
+			last = text
+			if !v.Unfinished() {
+				switch v.State {
+				case plan.StateFailed:
+					return exitFailed
+				case plan.StateCanceled:
+					return exitCanceled
+				}
+				return exitOK
+			}
+		}
+		select {
+		case <-e.ctx.Done():
+			fmt.Fprintf(e.errw, "\nwatch stopped; plan %s keeps running in the executor.\n  pause it:  rebootctl plan stop %s\n  end it:    rebootctl plan cancel %s\n", uuid, uuid, uuid)
+			return exitInterrupt
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (e *env) view(uuid string) (plan.View, error) {
+	st, err := e.openStore()
+	if err != nil {
+		return plan.View{}, err
+	}
+	defer st.Close()
+	return st.GetView(e.ctx, uuid)
+}
+
+// render is the watch view: a header, the progress bar, why it waits, and
+// one line per reboot in flight.
+func render(v plan.View, now time.Time) []string {
+	s := v.Summary()
+	lines := []string{fmt.Sprintf("plan %s: %s, concurrency %d", v.UUID, v.State, v.Concurrency), s.Line(40)}
+	for _, r := range v.Reboots {
+		if !r.Step.InFlight() {
+			continue
+		}
+		since := "-"
+		if r.StepSince != nil {
+			since = now.Sub(*r.StepSince).Round(time.Second).String()
+		}
+		role := ""
+		if r.Headnode {
+			role = " (headnode)"
+		} else if r.Core {
+			role = " (core)"
+		}
+		lines = append(lines, fmt.Sprintf("  %-20s %-16s for %s%s", r.ServerHostname, r.Step, since, role))
+	}
+	return lines
+}
+
+func (e *env) executor(args []string) int {
+	fs := flag.NewFlagSet("rebootctl executor", flag.ContinueOnError)
+	commonFlags(fs, e)
+	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\")")
+	interval := fs.Duration("interval", 5*time.Second, "time between passes")
+	drain := fs.Duration("drain-timeout", 15*time.Minute, "a job must have drained its server this long after it started")
+	jobTimeout := fs.Duration("job-timeout", time.Hour, "a reboot job must have power-cycled its server this long after it was created")
+	services := fs.Duration("services-timeout", time.Hour, "a rebooted server's health check must pass this long after its power cycle")
+	soft := fs.Duration("soft-timeout", 3*time.Minute, "how long a soft shutdown may take before a hard power-off")
+	stale := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
+	poll := fs.Duration("poll", time.Second, "how often a job checks its server")
+	verbose := fs.Bool("v", false, "log every job step")
+	if _, code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	inv, err := inventory.Load(e.inventory)
+	if err != nil {
+		return e.fail(err)
+	}
+	if *state == "" {
+		*state = e.store + ".fleet"
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(e.errw, &slog.HandlerOptions{Level: level}))
+	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
+		Reboot:     reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
+		JobTimeout: *jobTimeout + *services, Poll: *poll, Logger: logger})
+	if err != nil {
+		return e.fail(err)
+	}
+	defer fleet.Close()
+	cfg := plan.Config{DrainTimeout: *drain, JobTimeout: *jobTimeout, ServicesTimeout: *services}
+	fmt.Fprintf(e.errw, "rebootctl executor: store %s, fleet state %s, %d server(s); resuming running plans\n", e.store, *state, len(inv.Servers))
+	for {
+		if err := e.passAll(fleet, cfg, logger); err != nil && !errors.Is(err, context.Canceled) {
+			logger.Warn("pass failed", "error", err.Error())
+		}
+		select {
+		case <-e.ctx.Done():
+			fmt.Fprintln(e.errw, "rebootctl executor: stopping; jobs resume at the next start")
+			return exitOK
+		case <-time.After(*interval):
+		}
+	}
+}
+
+// passAll runs one pass of every unfinished plan, holding the store only
+// for that long (so that the other commands can use it).
+func (e *env) passAll(fleet *inventory.Fleet, cfg plan.Config, logger *slog.Logger) error {
+	st, err := e.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	plans, lerr := st.List(e.ctx)
+	exec := &plan.Executor{Fleet: fleet, Store: st, Config: cfg, Now: time.Now, Logger: logger}
+	for _, p := range plans {
+		if !p.Unfinished() || p.State == plan.StateCreated {
+			continue
+		}
+		if _, err := exec.Pass(e.ctx, p.UUID); err != nil && !errors.Is(err, plan.ErrConflict) {
+			logger.Warn("plan pass failed", "plan", p.UUID, "error", err.Error())
+		}
+	}
+	return lerr
+}
