@@ -62,8 +62,11 @@ func (s Summary) Line(width int) string {
 	bar := strings.Repeat("#", done) + strings.Repeat("x", failed) + strings.Repeat(">", fly)
 	bar += strings.Repeat(".", max(width-len(bar), 0))
 	eta := "?"
-	if s.ETA > 0 {
+	switch {
+	case s.ETA >= time.Minute:
 		eta = s.ETA.Round(time.Minute).String()
+	case s.ETA > 0:
+		eta = s.ETA.Round(time.Second).String()
 	}
 	line := fmt.Sprintf("[%s] %d/%d done, %d in flight, %d failed, %d left, ETA %s",
 		bar, s.Done, s.Total, s.InFlight, s.Failed, s.Left, eta)

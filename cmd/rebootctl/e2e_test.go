@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 // lab is a set of servers behind emulated Redfish BMCs over HTTPS (a test
-// CA), with health checks served on loopback that pass once a server has
+// CA; the last server behind an emulated IPMI BMC), with health checks served on loopback that pass once a server has
 // been powered on for BootTime (ground truth of its fake.Power).
 type lab struct {
 	t        *testing.T
@@ -58,15 +58,14 @@ type lab struct {
 	store    string
 	bootTime time.Duration
 
-	mu      sync.Mutex
-	onSince map[string]time.Time
+	mu sync.Mutex
 }
 
 const bmcPassword = "e2e-bmc-Secret"
 
 func newLab(t *testing.T, n, core int) *lab {
 	t.Helper()
-	l := &lab{t: t, dir: t.TempDir(), powers: map[string]*fake.Power{}, onSince: map[string]time.Time{}, bootTime: 300 * time.Millisecond}
+	l := &lab{t: t, dir: t.TempDir(), powers: map[string]*fake.Power{}, bootTime: 300 * time.Millisecond}
 	ca, err := fake.NewTestCA()
 	require.NoError(t, err)
 	caFile := filepath.Join(l.dir, "ca.pem")
@@ -87,13 +86,22 @@ func newLab(t *testing.T, n, core int) *lab {
 		l.ids = append(l.ids, id)
 		p := fake.NewPower(time.Now, fake.PowerConfig{Lag: 100 * time.Millisecond})
 		l.powers[id] = p
-		bmc := fake.NewBMC(time.Now, p, "admin", bmcPassword)
-		srv := httptest.NewUnstartedServer(bmc)
-		srv.TLS = ca.ServerConfig()
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
 		fmt.Fprintf(&b, "  - uuid: %s\n    hostname: cn%d\n    platform: \"1\"\n    core: %v\n    headnode: %v\n", id, i, i < core, i == 0 && core > 0)
-		fmt.Fprintf(&b, "    bmc:\n      redfish: %s\n    health:\n      http: %s/health/%s\n", srv.URL, health.URL, id)
+		if i == n-1 && n > 1 {
+			// The last server has an IPMI BMC.
+			bmc, err := fake.NewIPMIBMC(p, fake.IPMIConfig{Username: "admin", Password: bmcPassword})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = bmc.Close() })
+			fmt.Fprintf(&b, "    bmc:\n      ipmi: %s\n", bmc.Addr())
+		} else {
+			bmc := fake.NewBMC(time.Now, p, "admin", bmcPassword)
+			srv := httptest.NewUnstartedServer(bmc)
+			srv.TLS = ca.ServerConfig()
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			fmt.Fprintf(&b, "    bmc:\n      redfish: %s\n", srv.URL)
+		}
+		fmt.Fprintf(&b, "    health:\n      http: %s/health/%s\n", health.URL, id)
 		fmt.Fprintf(&b, "    drain: [\"sh\", \"-c\", \"echo drain >> %s/%s.log\"]\n", l.dir, id)
 		fmt.Fprintf(&b, "    undrain: [\"sh\", \"-c\", \"echo undrain >> %s/%s.log\"]\n", l.dir, id)
 	}
@@ -103,30 +111,23 @@ func newLab(t *testing.T, n, core int) *lab {
 	return l
 }
 
-// healthy: powered on (ground truth) for at least bootTime.
+// healthy: powered on (ground truth) for at least bootTime since its last
+// power-on.
 func (l *lab) healthy(id string) bool {
 	p, ok := l.powers[id]
-	if !ok {
+	if !ok || !p.HardwareOn() {
 		return false
+	}
+	var since time.Time // on since ever, unless it was powered on since
+	for _, tc := range p.Truth() {
+		if tc.On {
+			since = tc.At
+		}
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !p.HardwareOn() {
-		delete(l.onSince, id)
-		return false
-	}
-	since, ok := l.onSince[id]
-	if !ok {
-		// On since the last power-on of the truth, or since ever.
-		since = time.Time{}
-		for _, tc := range p.Truth() {
-			if tc.On {
-				since = tc.At
-			}
-		}
-		l.onSince[id] = since
-	}
-	return time.Since(since) >= l.bootTime
+	boot := l.bootTime
+	l.mu.Unlock()
+	return time.Since(since) >= boot
 }
 
 func (l *lab) env() []string {
@@ -380,4 +381,79 @@ func golden(t *testing.T, name, got string) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "golden file (go test ./cmd/rebootctl -run TestGolden -update writes it)")
 	assert.Equal(t, string(want), got, "golden %s", name)
+}
+
+// TestWatchInTerminal runs `plan watch` in a real terminal (tmux): the
+// view redraws in place (one header on the screen, however long it ran),
+// shows the reboots in flight, and Ctrl-C leaves the plan running and says
+// how to stop or cancel it. With -update the screen is written to
+// testdata/watch-screen.txt (never compared: it has timings).
+func TestWatchInTerminal(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		if os.Getenv("REBOOTKIT_REQUIRE_INTEROP") == "1" {
+			t.Fatal("tmux missing although CI installed it")
+		}
+		t.Skip("TERMINAL TEST SKIPPED: tmux not installed (apt-get install tmux)")
+	}
+	l := newLab(t, 5, 1)
+	l.mu.Lock()
+	l.bootTime = 2 * time.Second // slow enough to watch
+	l.mu.Unlock()
+	const uuid = "e2e-watch"
+	_, errs, code := l.ctl("plan", "create", "--all", "-N", "1", "--target", "2", "--uuid", uuid, "-r")
+	require.Equal(t, 0, code, errs)
+	l.executor()
+
+	session := fmt.Sprintf("rebootctl-e2e-%d", os.Getpid())
+	sock := filepath.Join(l.dir, "tmux.sock")
+	tm := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(tmux, append([]string{"-S", sock}, args...)...).CombinedOutput()
+		require.NoError(t, err, "tmux %v: %s", args, out)
+		return string(out)
+	}
+	script := filepath.Join(l.dir, "watch.sh")
+	var env strings.Builder
+	for _, kv := range []string{"E2E_BMC_PASSWORD=" + bmcPassword, "REBOOTCTL_STORE=" + l.store, "REBOOTCTL_INVENTORY=" + l.inv} {
+		fmt.Fprintf(&env, "export %q\n", kv)
+	}
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\ntrap 'true' INT\n"+env.String()+binary+" plan watch "+uuid+"\necho \"exit code $?\"\nsleep 60\n"), 0o755))
+	tm("new-session", "-d", "-s", session, "-x", "100", "-y", "20", script)
+	t.Cleanup(func() { _ = exec.Command(tmux, "-S", sock, "kill-server").Run() })
+
+	capture := func() string { return tm("capture-pane", "-p", "-t", session) }
+	var screen string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		screen = capture()
+		if strings.Contains(screen, "(core)") || strings.Contains(screen, "(headnode)") || regexp.MustCompile(`cn\d+ +(job|wait_services)`).MatchString(screen) {
+			if strings.Count(screen, "plan "+uuid) == 1 && regexp.MustCompile(`[1-9]/5 done`).MatchString(screen) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watch screen never showed progress with a reboot in flight:\n%s", screen)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	assert.Equal(t, 1, strings.Count(screen, "plan "+uuid), "redrawn in place:\n%s", screen)
+	assert.Contains(t, screen, "concurrency 1")
+	if *update {
+		require.NoError(t, os.WriteFile(filepath.Join("testdata", "watch-screen.txt"), []byte(screen), 0o644))
+	}
+	t.Logf("watch screen:\n%s", screen)
+
+	tm("send-keys", "-t", session, "C-c")
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(screen, "exit code") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		screen = capture()
+	}
+	assert.Contains(t, screen, "keeps running")
+	assert.Contains(t, screen, "rebootctl plan stop "+uuid)
+	assert.Contains(t, screen, "rebootctl plan cancel "+uuid)
+	assert.Contains(t, screen, "exit code 130")
+	p := l.waitFor(uuid, "the plan to finish after watch was interrupted", 2*time.Minute, func(p plan.Plan) bool { return !p.Unfinished() })
+	assert.Equal(t, plan.StateComplete, p.State)
 }

@@ -468,8 +468,7 @@ func (e *env) watch(uuid string) int {
 			switch {
 			case tty:
 				if lastLines > 0 {
-					tout.CursorPrevLine(lastLines)
-					tout.ClearLines(lastLines)
+					tout.ClearLines(lastLines) // from the line below the view up to its first line
 				}
 				width := 0
 				if w, _, err := term.GetSize(int(f.Fd())); err == nil {

@@ -1,0 +1,114 @@
+package inventory
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const good = `
+defaults:
+  bmc:
+    username: admin
+    password_env: BMC_PASSWORD
+servers:
+  - uuid: hn0
+    headnode: true
+    platform: "20261001"
+    bmc: {redfish: "https://10.0.0.10"}
+    health: {tcp: "10.0.1.10:22"}
+  - uuid: cn1
+    hostname: compute-1
+    bmc: {ipmi: "10.0.0.11", password_file: /etc/rebootkit/cn1}
+    health: {http: "http://10.0.1.11:8080/healthz", status: 204}
+    drain: [ssh, compute-1, drain]
+    undrain: [ssh, compute-1, undrain]
+`
+
+func TestParse(t *testing.T) {
+	inv, err := Parse([]byte(good))
+	require.NoError(t, err)
+	require.Len(t, inv.Servers, 2)
+	hn, ok := inv.Server("hn0")
+	require.True(t, ok)
+	assert.True(t, hn.Core, "the headnode is core")
+	assert.Equal(t, "hn0", hn.Hostname, "hostname defaults to the uuid")
+	cn, ok := inv.Server("compute-1")
+	require.True(t, ok)
+	b := inv.BMCOf(cn)
+	assert.Equal(t, "10.0.0.11", b.IPMI)
+	assert.Equal(t, "admin", b.Username)
+	assert.Equal(t, "/etc/rebootkit/cn1", b.PasswordFile)
+	assert.Empty(t, b.PasswordEnv, "the server's own password source wins")
+	ps := inv.PlanServers()
+	assert.True(t, ps[0].Headnode && ps[0].Core)
+}
+
+func TestParseRefuses(t *testing.T) {
+	for name, doc := range map[string]string{
+		"unknown key":          strings.Replace(good, "health: {tcp:", "heath: {tcp:", 1),
+		"password in clear":    strings.Replace(good, "password_env: BMC_PASSWORD", "password: hunter2", 1),
+		"two password sources": strings.Replace(good, "password_file: /etc/rebootkit/cn1", "password_file: /x, password_env: Y", 1),
+		"no health check":      strings.Replace(good, `health: {tcp: "10.0.1.10:22"}`, "", 1),
+		"two health checks":    strings.Replace(good, `{tcp: "10.0.1.10:22"}`, `{tcp: "10.0.1.10:22", command: [true]}`, 1),
+		"two bmcs":             strings.Replace(good, `{redfish: "https://10.0.0.10"}`, `{redfish: "https://10.0.0.10", ipmi: "10.0.0.10"}`, 1),
+		"credentials in url":   strings.Replace(good, "https://10.0.0.10", "https://root:pw@10.0.0.10", 1),
+		"bad uuid":             strings.Replace(good, "uuid: hn0", "uuid: ../hn0", 1),
+		"duplicate":            strings.Replace(good, "uuid: cn1", "uuid: hn0", 1),
+		"hostname clash":       strings.Replace(good, "hostname: compute-1", "hostname: hn0", 1),
+		"two headnodes":        strings.Replace(good, "hostname: compute-1", "hostname: compute-1\n    headnode: true", 1),
+		"empty":                "servers: []\n",
+		"not yaml":             "{{{",
+	} {
+		_, err := Parse([]byte(doc))
+		assert.ErrorIs(t, err, ErrInvalid, name)
+		if err != nil {
+			assert.NotContains(t, err.Error(), "hunter2", name)
+		}
+	}
+}
+
+func TestPassword(t *testing.T) {
+	t.Setenv("RK_TEST_PW", "from-env")
+	p, err := BMC{PasswordEnv: "RK_TEST_PW"}.Password()
+	require.NoError(t, err)
+	assert.Equal(t, "from-env", p)
+	f := filepath.Join(t.TempDir(), "pw")
+	require.NoError(t, os.WriteFile(f, []byte("from-file\nignored\n"), 0o600))
+	p, err = BMC{PasswordFile: f}.Password()
+	require.NoError(t, err)
+	assert.Equal(t, "from-file", p)
+	_, err = BMC{PasswordEnv: "RK_TEST_UNSET_PW"}.Password()
+	assert.Error(t, err)
+}
+
+func TestLoadTooLarge(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "inv.yaml")
+	require.NoError(t, os.WriteFile(f, make([]byte, MaxBytes+1), 0o600))
+	_, err := Load(f)
+	assert.ErrorIs(t, err, ErrInvalid)
+}
+
+// FuzzParse: any input either parses into an inventory that passes its
+// own checks again, or is refused with ErrInvalid; never a panic.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte("servers: [{uuid: a, bmc: {ipmi: x}, health: {tcp: 'a:1'}}]"))
+	f.Add([]byte("defaults: {health_timeout: 1s}\nservers: []"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		inv, err := Parse(data)
+		if err != nil {
+			if !strings.Contains(err.Error(), "inventory") {
+				t.Fatalf("error without context: %v", err)
+			}
+			return
+		}
+		if err := inv.check(); err != nil {
+			t.Fatalf("a parsed inventory fails its own check: %v", err)
+		}
+	})
+}
