@@ -110,7 +110,7 @@ type Fleet struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	running map[string]bool            // job UUIDs with a goroutine
+	running map[string]bool             // job UUIDs with a goroutine
 	ctrl    map[string]power.Controller // by server UUID
 	health  map[string]healthResult
 }
