@@ -89,3 +89,4 @@ func TestLiesAreBounded(t *testing.T) {
 		}
 	})
 }
+

@@ -22,6 +22,11 @@ var (
 // executor that runs there is not running either.
 var ErrUnavailable = errors.New("fake: headnode down, executor unavailable")
 
+// ErrStaleFence is returned for an action whose fencing token
+// (plan.Action.Fence) is lower than one the Fleet has seen: it comes from
+// a deposed executor.
+var ErrStaleFence = errors.New("fake: stale fencing token")
+
 // FleetServer is one simulated server and how its reboot goes. Times are
 // measured from the moment its reboot job is created.
 type FleetServer struct {
@@ -97,6 +102,32 @@ type Fleet struct {
 	truthAt time.Time
 	truth   []string
 	inTruth map[string]bool
+	// fence is the highest fencing token seen; stale are the actions
+	// refused for a lower one.
+	fence int64
+	stale int
+}
+
+// fenced checks a's fencing token (locked): 0 passes; a lower one than
+// the highest seen is refused.
+func (f *Fleet) fenced(a plan.Action) error {
+	if a.Fence == 0 {
+		return nil
+	}
+	if a.Fence < f.fence {
+		f.stale++
+		return fmt.Errorf("%w: %d < %d (%s for %s)", ErrStaleFence, a.Fence, f.fence, a.Kind, a.Server)
+	}
+	f.fence = a.Fence
+	return nil
+}
+
+// StaleActions returns how many actions were refused for a stale fencing
+// token.
+func (f *Fleet) StaleActions() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stale
 }
 
 // NewFleet returns a fleet of copies of servers on the clock now.
@@ -430,6 +461,9 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 	if f.headnodeDown(now) {
 		return ErrUnavailable
 	}
+	if err := f.fenced(a); err != nil {
+		return err
+	}
 	s, ok := f.servers[a.Server]
 	if !ok {
 		return fmt.Errorf("fake: no server %s", a.Server)
@@ -472,6 +506,9 @@ func (f *Fleet) CancelJob(_ context.Context, a plan.Action) error {
 	now := f.now()
 	if f.headnodeDown(now) {
 		return ErrUnavailable
+	}
+	if err := f.fenced(a); err != nil {
+		return err
 	}
 	f.truth = nil // a cancel may end the job at this instant
 	j, ok := f.jobs[a.JobUUID]

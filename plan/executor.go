@@ -116,6 +116,10 @@ type Executor struct {
 	Now func() time.Time
 	// Logger, if set, gets a line per pass that changed the plan.
 	Logger *slog.Logger
+	// Fence, if not 0, is copied into every action (Action.Fence): the
+	// executor's fencing token, e.g. its leadership's revision, increasing
+	// with every new leader.
+	Fence int64
 }
 
 // Pass runs one pass for the plan and returns the plan as saved. When the
@@ -168,6 +172,7 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 		}
 	}
 	for _, a := range acts {
+		a.Fence = e.Fence
 		var err error
 		switch a.Kind {
 		case ActionCreateJob:

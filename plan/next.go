@@ -101,6 +101,12 @@ type Action struct {
 	// Drain asks the job to drain the server's agent first (always true
 	// for plan jobs).
 	Drain bool
+	// Fence is the fencing token of the executor that decided the action
+	// (Executor.Fence), 0 if it has none. A fleet that remembers the
+	// highest token it has seen and refuses actions with a lower one makes
+	// the late actions of a deposed executor (paused after it saved the
+	// plan, resumed after another took over) do nothing.
+	Fence int64
 }
 
 // JobUUID is the UUID of the reboot job of server in plan: the same every
