@@ -185,6 +185,10 @@ func Decode(data []byte) (Plan, error) {
 	return p, nil
 }
 
+// Validate checks the plan's invariants (the ones Decode checks); stores
+// call it before they write.
+func (p Plan) Validate() error { return p.validate() }
+
 func (p Plan) validate() error {
 	if err := ValidUUID(p.UUID); err != nil {
 		return err

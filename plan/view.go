@@ -446,6 +446,22 @@ func Cut(p Plan, ix Index, pending int, members map[string]int) View {
 	return v
 }
 
+// ViewPositions are the positions of the reboots a view of a plan with
+// index ix loads: every reboot in flight and the first pending ones, at
+// most pending of them (PendingWindow), ascending. Stores use it.
+func ViewPositions(ix Index, pending int) []int { return cutPositions(ix, pending) }
+
+// Check verifies what NextView relies on (stores call it on the views
+// they read and are asked to write): positions ascending and inside the
+// plan, every reboot in flight loaded, the loaded reboots agreeing with
+// the index, and the header valid.
+func (v View) Check() error {
+	if err := v.Plan.validate(); err != nil {
+		return err
+	}
+	return v.check()
+}
+
 // cutPositions are the positions a view loads: every reboot in flight and
 // the first pending ones, at most pending of them.
 func cutPositions(ix Index, pending int) []int {
@@ -468,10 +484,11 @@ func MembersOf(p Plan) map[string]int {
 }
 
 // PendingWindow is how many pending reboots a view of plan p (header)
-// with index ix loads: as many as could start without going over the
-// concurrency, plus one. Pending servers that are down already start
-// without adding to the offline count, so a pass may start fewer than it
-// could with the whole plan; the next pass goes on (never more).
-func PendingWindow(p Plan, ix Index) int {
-	return max(p.Concurrency-len(ix.InFlight), 0) + 1
+// with index ix loads: the concurrency plus one, as many as could start in
+// one pass when every reboot in flight ends in it. Pending servers that are
+// down already start without adding to the offline count, so with several
+// of them a pass may start fewer than it could with the whole plan; the
+// next pass goes on (never more).
+func PendingWindow(p Plan, _ Index) int {
+	return max(p.Concurrency, 0) + 1
 }
