@@ -89,4 +89,3 @@ func TestLiesAreBounded(t *testing.T) {
 		}
 	})
 }
-
