@@ -47,6 +47,7 @@ func startEmbedded(dir string) (*embed.Etcd, error) {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*lp}, []url.URL{*lp}
 	cfg.InitialCluster = cfg.Name + "=" + lp.String()
 	cfg.TickMs, cfg.ElectionMs = 10, 50
+	cfg.UnsafeNoFsync = true // tests: speed over durability
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, err

@@ -106,6 +106,21 @@ type Fleet struct {
 	// refused for a lower one.
 	fence int64
 	stale int
+	// fenceCheck, if set, also asks the authority whether a token is the
+	// current one (SetFenceCheck).
+	fenceCheck func(token int64) error
+}
+
+// SetFenceCheck makes the fleet ask check, atomically with every fenced
+// action (plan.Action.Fence != 0), whether the token is the current
+// leadership's; an error refuses the action. It emulates a fleet whose job
+// records live in the leader election's store and are written with a
+// transaction that compares the leader's key: a deposed executor's late
+// actions are refused even before a new leader acted.
+func (f *Fleet) SetFenceCheck(check func(token int64) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fenceCheck = check
 }
 
 // fenced checks a's fencing token (locked): 0 passes; a lower one than
@@ -117,6 +132,12 @@ func (f *Fleet) fenced(a plan.Action) error {
 	if a.Fence < f.fence {
 		f.stale++
 		return fmt.Errorf("%w: %d < %d (%s for %s)", ErrStaleFence, a.Fence, f.fence, a.Kind, a.Server)
+	}
+	if f.fenceCheck != nil {
+		if err := f.fenceCheck(a.Fence); err != nil {
+			f.stale++
+			return fmt.Errorf("%w: %d: %v (%s for %s)", ErrStaleFence, a.Fence, err, a.Kind, a.Server)
+		}
 	}
 	f.fence = a.Fence
 	return nil
