@@ -2,14 +2,14 @@ package etcd
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/rebootkit/rebootkit/etcd/etcdtest"
 )
 
 // endpoint is the embedded etcd every test of the package shares (each
@@ -21,44 +21,16 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	e, err := startEmbedded(dir)
+	e, ep, err := etcdtest.Start(dir, true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "embedded etcd:", err)
 		os.Exit(1)
 	}
-	endpoint = e.Clients[0].Addr().String()
+	endpoint = ep
 	code := m.Run()
 	e.Close()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// startEmbedded starts a one-member etcd on loopback ports chosen by the
-// kernel, with short ticks (ready in well under a second).
-func startEmbedded(dir string) (*embed.Etcd, error) {
-	cfg := embed.NewConfig()
-	cfg.Dir = dir
-	cfg.Logger = "zap"
-	cfg.LogLevel = "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	lc, _ := url.Parse("http://127.0.0.1:0")
-	lp, _ := url.Parse("http://127.0.0.1:0")
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*lc}, []url.URL{*lc}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*lp}, []url.URL{*lp}
-	cfg.InitialCluster = cfg.Name + "=" + lp.String()
-	cfg.TickMs, cfg.ElectionMs = 10, 50
-	cfg.UnsafeNoFsync = true // tests: speed over durability
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-		return e, nil
-	case <-time.After(10 * time.Second):
-		e.Close()
-		return nil, fmt.Errorf("not ready in 10 s")
-	}
 }
 
 func newClient(t testing.TB) *clientv3.Client {

@@ -62,6 +62,24 @@ type Store struct {
 type memberCache struct {
 	mu sync.Mutex
 	m  map[string]members // by UUID
+	// txns and bytes count the write transactions committed and the
+	// bytes of the values they put (Written).
+	txns, bytes int64
+}
+
+// Written returns how many write transactions this store (and the stores
+// Guarded made from it) committed, and the bytes of the values they put.
+func (s *Store) Written() (txns, bytes int64) {
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	return s.cache.txns, s.cache.bytes
+}
+
+func (s *Store) count(size int) {
+	s.cache.mu.Lock()
+	s.cache.txns++
+	s.cache.bytes += int64(size)
+	s.cache.mu.Unlock()
 }
 
 type members struct {
@@ -247,6 +265,7 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 			return nil
 		}
 		resp, err := s.cli.Txn(ctx).If(absent...).Then(ops...).Commit()
+		written := size
 		ops, size = nil, 0
 		if err != nil {
 			return fmt.Errorf("etcd: create %s: %w", p.UUID, err)
@@ -254,6 +273,7 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 		if !resp.Succeeded {
 			return s.refused(ctx, p.UUID, "", fmt.Errorf("%w: %s", plan.ErrExists, p.UUID))
 		}
+		s.count(written)
 		return nil
 	}
 	cleanup := func() {
@@ -331,6 +351,7 @@ func (s *Store) write(ctx context.Context, uuid, version string, h header, pages
 	if !resp.Succeeded {
 		return s.refused(ctx, uuid, version, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
 	}
+	s.count(size)
 	return nil
 }
 

@@ -109,6 +109,9 @@ type Fleet struct {
 	// fenceCheck, if set, also asks the authority whether a token is the
 	// current one (SetFenceCheck).
 	fenceCheck func(token int64) error
+	// executorElsewhere: the fleet stays available while the headnode is
+	// down (SetExecutorElsewhere).
+	executorElsewhere bool
 }
 
 // SetFenceCheck makes the fleet ask check, atomically with every fenced
@@ -310,6 +313,27 @@ func (f *Fleet) offline(s *FleetServer, now time.Time) bool {
 	return false
 }
 
+// executorDown: the executor runs on the headnode, which is down.
+func (f *Fleet) executorDown(now time.Time) bool {
+	return !f.executorElsewhere && f.headnodeDown(now)
+}
+
+// SetExecutorElsewhere says the executors do not run on the headnode
+// (several executors on other machines, e.g. on etcd): the fleet stays
+// available while the headnode reboots.
+func (f *Fleet) SetExecutorElsewhere(elsewhere bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.executorElsewhere = elsewhere
+}
+
+// HeadnodeDown reports whether the headnode is down now (ground truth).
+func (f *Fleet) HeadnodeDown() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.headnodeDown(f.now())
+}
+
 func (f *Fleet) headnodeDown(now time.Time) bool {
 	return f.head != "" && f.down(f.servers[f.head], now)
 }
@@ -382,7 +406,7 @@ func (f *Fleet) Observe(_ context.Context, p plan.Plan) (plan.Observations, erro
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
-	if f.headnodeDown(now) {
+	if f.executorDown(now) {
 		return plan.Observations{}, ErrUnavailable
 	}
 	if f.retain > 0 {
@@ -436,7 +460,7 @@ func (f *Fleet) ObserveView(_ context.Context, v plan.View) (plan.Observations, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
-	if f.headnodeDown(now) {
+	if f.executorDown(now) {
 		return plan.Observations{}, ErrUnavailable
 	}
 	obs := plan.Observations{Partial: true, Servers: make(map[string]plan.ServerObs, len(v.Reboots)), Jobs: map[string]plan.JobObs{},
@@ -479,7 +503,7 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
-	if f.headnodeDown(now) {
+	if f.executorDown(now) {
 		return ErrUnavailable
 	}
 	if err := f.fenced(a); err != nil {
@@ -525,7 +549,7 @@ func (f *Fleet) CancelJob(_ context.Context, a plan.Action) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
-	if f.headnodeDown(now) {
+	if f.executorDown(now) {
 		return ErrUnavailable
 	}
 	if err := f.fenced(a); err != nil {
