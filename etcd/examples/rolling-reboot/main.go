@@ -115,7 +115,7 @@ func run(w io.Writer, o options) error {
 		}
 		ectx, ecancel := context.WithCancel(ctx)
 		e := &etcd.Executor{Candidate: etcd.Candidate{Client: cli, Prefix: prefix, ID: id, TTL: o.ttl}, Fleet: fleet,
-			Config: plan.Config{DrainTimeout: time.Minute, JobTimeout: time.Minute, ServicesTimeout: time.Minute},
+			Config:   plan.Config{DrainTimeout: time.Minute, JobTimeout: time.Minute, ServicesTimeout: time.Minute},
 			Interval: 100 * time.Millisecond,
 			OnLead: func(l *etcd.Leadership) {
 				mu.Lock()
