@@ -47,7 +47,7 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "random seed of the simulated fleet")
 	flag.StringVar(&o.dir, "dir", "", "directory for the plan store (default: a temporary one)")
 	flag.BoolVar(&o.quiet, "quiet", false, "print only the summary")
-	flag.StringVar(&o.store, "store", "bolt", "plan store: bolt (one bbolt file, one record per reboot) or file (one JSON document)")
+	flag.StringVar(&o.store, "store", "bolt", "plan store: bolt (one bbolt file, one record per reboot) or file (one JSON document); etcd lives in its own module (see the message)")
 	flag.IntVar(&o.outage, "outage", 0, "servers that go down for reasons of their own from t=40m to t=70m (the plan waits and says why)")
 	flag.Parse()
 	if err := run(os.Stdout, o); err != nil {
@@ -133,6 +133,9 @@ func run(w io.Writer, o options) error {
 	case "file":
 		store, storeAt = plan.FileStore{Dir: dir}, "<dir>/<uuid>.json"
 	default:
+		if o.store == "etcd" {
+			return fmt.Errorf("-store etcd: the etcd store and its executors live in their own module, so that this one does not depend on etcd: run `cd etcd && go run ./examples/rolling-reboot` (an embedded etcd, two executors, the headnode's dies with it)")
+		}
 		return fmt.Errorf("-store %q: bolt or file", o.store)
 	}
 
