@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +35,6 @@ type etcdProcess struct {
 	bin, dir     string
 	client, peer int
 	cmd          *exec.Cmd
-	mu           sync.Mutex
 	out          strings.Builder
 }
 
