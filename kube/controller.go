@@ -1,0 +1,79 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// RebootController runs the reboot package's Reconciler on the
+// BareMetalHosts of one namespace: it is reconciled on every change of a
+// host, annotation-only changes included (they do not bump the
+// generation: a GenerationChangedPredicate alone would never see a reboot
+// request), requeued when the decision asks, and each decision's warnings
+// (malformed annotations) become Kubernetes events on the host.
+type RebootController struct {
+	// Reconciler is the reboot reconciler; its Hosts must be a
+	// RebootHosts of Namespace.
+	Reconciler *reboot.Reconciler
+	Namespace  string
+	// Recorder, if set, receives the decisions' warnings as events.
+	Recorder events.EventRecorder
+	// Client reads the host an event is about (set by SetupWithManager).
+	Client client.Client
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if req.Namespace != c.Namespace {
+		return ctrl.Result{}, nil
+	}
+	res, err := c.Reconciler.Reconcile(ctx, req.Name)
+	if errors.Is(err, reboot.ErrNotFound) {
+		return ctrl.Result{}, nil // deleted
+	}
+	if errors.Is(err, reboot.ErrConflict) {
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil // someone wrote in between: decide again
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if c.Recorder != nil && len(res.Decision.Warnings) > 0 {
+		var bmh metal3.BareMetalHost
+		if c.Client != nil && c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
+			for _, w := range res.Decision.Warnings {
+				c.Recorder.Eventf(&bmh, nil, "Warning", "RebootAnnotation", "Reboot", "%v", w)
+			}
+		}
+	}
+	after := res.RequeueAfter
+	if res.Requeue && (after <= 0 || after > time.Millisecond) {
+		after = time.Millisecond // at once (a failed power call: the next decision acts on it)
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// SetupWithManager registers the controller: BareMetalHosts of the
+// namespace, on generation or annotation changes.
+func (c *RebootController) SetupWithManager(mgr ctrl.Manager) error {
+	if c.Recorder == nil {
+		c.Recorder = mgr.GetEventRecorder("rebootkit-reboot")
+	}
+	c.Client = mgr.GetClient()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("rebootkit-reboot").
+		For(&metal3.BareMetalHost{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
+			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
+		)).
+		Complete(c)
+}

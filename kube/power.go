@@ -1,0 +1,165 @@
+package kube
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/ipmi"
+	"github.com/rebootkit/rebootkit/power/redfish"
+)
+
+// ErrBMCAddress: a BareMetalHost's spec.bmc.address this package cannot
+// use.
+var ErrBMCAddress = errors.New("kube: unsupported BMC address")
+
+// BMCTarget is a parsed spec.bmc.address.
+type BMCTarget struct {
+	// Protocol is "redfish" or "ipmi".
+	Protocol string
+	// Endpoint is the Redfish base URL (scheme, host, port).
+	Endpoint string
+	// SystemID is the Redfish system's ID from the address's path, if any.
+	SystemID string
+	// Host and Port of an IPMI BMC (port 623 by default).
+	Host string
+	Port int
+}
+
+// ParseBMCAddress parses a BareMetalHost's BMC address, as the
+// baremetal-operator writes them: ipmi://host[:port], and the Redfish
+// family (redfish://, redfish+http://, redfish+https://, and vendor
+// variants such as idrac-redfish:// or ilo5-redfish://) with the system's
+// path (/redfish/v1/Systems/ID). Anything else wraps ErrBMCAddress.
+func ParseBMCAddress(addr string) (BMCTarget, error) {
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" {
+		return BMCTarget{}, fmt.Errorf("%w: %q", ErrBMCAddress, addr)
+	}
+	if u.User != nil {
+		return BMCTarget{}, fmt.Errorf("%w: credentials belong in the secret, not the address", ErrBMCAddress)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	switch {
+	case scheme == "ipmi":
+		host, port := u.Hostname(), 623
+		if p := u.Port(); p != "" {
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 1 || n > 65535 {
+				return BMCTarget{}, fmt.Errorf("%w: port %q", ErrBMCAddress, p)
+			}
+			port = n
+		}
+		return BMCTarget{Protocol: "ipmi", Host: host, Port: port}, nil
+	case strings.Contains(scheme, "redfish"):
+		web := "https"
+		if strings.HasSuffix(scheme, "+http") {
+			web = "http"
+		}
+		t := BMCTarget{Protocol: "redfish", Endpoint: web + "://" + u.Host}
+		path := strings.TrimSuffix(u.Path, "/")
+		if i := strings.LastIndex(path, "/Systems/"); i >= 0 {
+			t.SystemID = path[i+len("/Systems/"):]
+			if strings.Contains(t.SystemID, "/") || t.SystemID == "" {
+				return BMCTarget{}, fmt.Errorf("%w: system path %q", ErrBMCAddress, u.Path)
+			}
+		}
+		if net.ParseIP(strings.Trim(u.Hostname(), "[]")) == nil && u.Hostname() == "" {
+			return BMCTarget{}, fmt.Errorf("%w: no host", ErrBMCAddress)
+		}
+		return t, nil
+	}
+	return BMCTarget{}, fmt.Errorf("%w: scheme %q (redfish family or ipmi)", ErrBMCAddress, u.Scheme)
+}
+
+// Powers gives the reboot Reconciler a power.Controller per BareMetalHost,
+// from its spec.bmc (address, credentialsName: a Secret with "username"
+// and "password", disableCertificateVerification), as the
+// baremetal-operator reads them. A controller is kept while the address
+// and the Secret's resourceVersion stay the same.
+type Powers struct {
+	Client    client.Client
+	Namespace string
+	// RootCAs verifies Redfish BMCs (nil: the system's pool).
+	RootCAs *x509.CertPool
+	// Timeout bounds connecting to a BMC (default 30 s).
+	Timeout time.Duration
+
+	mu    sync.Mutex
+	cache map[string]cachedPower
+}
+
+type cachedPower struct {
+	key  string
+	ctrl power.Controller
+}
+
+// Controller returns host name's power controller (the signature of
+// reboot.Reconciler.Power).
+func (p *Powers) Controller(name string) (power.Controller, error) {
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var bmh metal3.BareMetalHost
+	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, &bmh); err != nil {
+		return nil, mapError("power of", p.Namespace, name, err)
+	}
+	t, err := ParseBMCAddress(bmh.Spec.BMC.Address)
+	if err != nil {
+		return nil, err
+	}
+	var secret corev1.Secret
+	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Spec.BMC.CredentialsName}, &secret); err != nil {
+		return nil, fmt.Errorf("kube: host %s: credentials secret %q: %w", name, bmh.Spec.BMC.CredentialsName, err)
+	}
+	key := bmh.Spec.BMC.Address + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(bmh.Spec.BMC.DisableCertificateVerification)
+	p.mu.Lock()
+	c, ok := p.cache[name]
+	p.mu.Unlock()
+	if ok && c.key == key {
+		return c.ctrl, nil
+	}
+	user, pass := string(secret.Data["username"]), string(secret.Data["password"])
+	if user == "" || pass == "" {
+		return nil, fmt.Errorf("kube: host %s: secret %q lacks username or password", name, secret.Name)
+	}
+	var ctrl power.Controller
+	switch t.Protocol {
+	case "ipmi":
+		ctrl, err = ipmi.Connect(ctx, ipmi.Config{Host: t.Host, Port: t.Port, Username: user, Password: pass})
+	default:
+		ctrl, err = redfish.Connect(ctx, redfish.Config{Endpoint: t.Endpoint, SystemID: t.SystemID, Username: user, Password: pass,
+			InsecureSkipVerify: bmh.Spec.BMC.DisableCertificateVerification, RootCAs: p.RootCAs})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kube: host %s: %w", name, err)
+	}
+	p.mu.Lock()
+	if p.cache == nil {
+		p.cache = map[string]cachedPower{}
+	}
+	if old, ok := p.cache[name]; ok {
+		if cl, ok := old.ctrl.(interface{ Close() error }); ok {
+			go func() { _ = cl.Close() }()
+		}
+	}
+	p.cache[name] = cachedPower{key: key, ctrl: ctrl}
+	p.mu.Unlock()
+	return ctrl, nil
+}
