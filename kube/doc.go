@@ -42,7 +42,9 @@
 //   - Give the controller's service account update on baremetalhosts and
 //     get on the BMC Secrets.
 //
+// cmd/rebootkit-controller is a manager binary running the reboot
+// controller (flags for kubeconfig, namespace, leader election, BMC CA).
+//
 // Not here yet (see the kube issue): the remediation and node-reuse
-// stores over Machines, Nodes and hosts, the remediation controller, and a
-// runnable manager binary.
+// stores over Machines, Nodes and hosts, and the remediation controller.
 package kube

@@ -1,0 +1,95 @@
+// Command rebootkit-controller runs rebootkit's reboot controller on the
+// BareMetalHosts of a namespace: the reboot API's annotations
+// (reboot.metal3.io, reboot.metal3.io/{key}) decided by the reboot package
+// and applied through each host's BMC (Redfish or IPMI, from spec.bmc and
+// its credentials Secret). Leader election is on by default, so that
+// several replicas never reconcile one host at once.
+//
+//	rebootkit-controller --kubeconfig ~/.kube/config --namespace metal3
+package main
+
+import (
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/rebootkit/rebootkit/kube"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("rebootkit-controller", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
+	namespace := fs.String("namespace", "", "namespace of the BareMetalHosts (required)")
+	controllers := fs.String("controllers", "reboot", "controllers to run (reboot)")
+	leaderElect := fs.Bool("leader-elect", true, "elect a leader among replicas (a Lease in the namespace)")
+	softTimeout := fs.Duration("soft-timeout", 3*time.Minute, "soft power-off timeout before falling back to hard")
+	staleReads := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
+	caFile := fs.String("bmc-ca-file", "", "PEM bundle to verify Redfish BMCs with (default: the system's roots)")
+	metrics := fs.String("metrics-bind-address", "0", "metrics endpoint (0: off)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *namespace == "" || *controllers != "reboot" {
+		fmt.Fprintln(os.Stderr, "rebootkit-controller: --namespace is required; --controllers supports reboot")
+		return 2
+	}
+	ctrl.SetLogger(zap.New())
+	if *kubeconfig != "" {
+		os.Setenv("KUBECONFIG", *kubeconfig)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
+		return 1
+	}
+	var roots *x509.CertPool
+	if *caFile != "" {
+		pem, err := os.ReadFile(*caFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
+			return 1
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			fmt.Fprintln(os.Stderr, "rebootkit-controller: no certificate in", *caFile)
+			return 1
+		}
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = metal3.AddToScheme(scheme)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics},
+		LeaderElection: *leaderElect, LeaderElectionID: "rebootkit-reboot", LeaderElectionNamespace: *namespace,
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
+		return 1
+	}
+	powers := &kube.Powers{Client: mgr.GetClient(), Namespace: *namespace, RootCAs: roots}
+	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: powers.Controller,
+		Now: time.Now, Config: reboot.Config{SoftTimeout: *softTimeout, StaleReads: *staleReads}}
+	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
+		return 1
+	}
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
+		return 1
+	}
+	return 0
+}
