@@ -25,6 +25,11 @@
 //     a conflict, and turns the decisions' warnings into events.
 //   - Powers: a power.Controller per host from its spec.bmc address (the
 //     Redfish family or IPMI, ParseBMCAddress) and credentials Secret.
+//   - Nodes, a remediation.NodeStore over core Nodes (readiness, the
+//     out-of-service taint, labels and annotations added only where
+//     missing, deletion), every change retried from a fresh read on a
+//     conflict; Admissions, the remediation storm guard's shared record as
+//     a compare-and-swap on one ConfigMap.
 //
 // Tests run against a real API server (envtest with kube-apiserver
 // v1.37.1 and etcd v3.7.3 built from the Go module proxy by
@@ -45,6 +50,6 @@
 // cmd/rebootkit-controller is a manager binary running the reboot
 // controller (flags for kubeconfig, namespace, leader election, BMC CA).
 //
-// Not here yet (see the kube issue): the remediation and node-reuse
-// stores over Machines, Nodes and hosts, and the remediation controller.
+// Not here yet (see the kube issue): the Machine store over Cluster API
+// Machines, the node-reuse host store, and the remediation controller.
 package kube

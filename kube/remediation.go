@@ -1,0 +1,197 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// Nodes is a remediation.NodeStore over core Nodes. Every change is an
+// update with the resourceVersion read, retried on a conflict from a
+// fresh read (the changes are idempotent: add what is missing, delete,
+// set or clear one taint), so a concurrent writer's change is never lost.
+type Nodes struct {
+	Client client.Client
+	// Retries bounds the conflicts retried (default 10).
+	Retries int
+}
+
+var _ remediation.NodeStore = (*Nodes)(nil)
+
+// Get implements remediation.NodeStore: a missing Node is Exists false.
+func (s *Nodes) Get(ctx context.Context, name string) (remediation.Node, error) {
+	var n corev1.Node
+	err := s.Client.Get(ctx, types.NamespacedName{Name: name}, &n)
+	if apierrors.IsNotFound(err) {
+		return remediation.Node{Name: name}, nil
+	}
+	if err != nil {
+		return remediation.Node{}, fmt.Errorf("kube: get node %s: %w", name, err)
+	}
+	out := remediation.Node{Exists: true, Name: name, Labels: n.Labels, Annotations: n.Annotations}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			out.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == remediation.OutOfServiceTaint && t.Effect == corev1.TaintEffectNoExecute {
+			out.OutOfService = true
+		}
+	}
+	return out, nil
+}
+
+// Delete implements remediation.NodeStore: deleting a missing Node
+// succeeds.
+func (s *Nodes) Delete(ctx context.Context, name string) error {
+	err := s.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kube: delete node %s: %w", name, err)
+	}
+	return nil
+}
+
+// change applies f to Node name with the resourceVersion read, retrying
+// conflicts; f returns false when nothing needs writing.
+func (s *Nodes) change(ctx context.Context, name string, f func(*corev1.Node) bool) error {
+	retries := s.Retries
+	if retries <= 0 {
+		retries = 10
+	}
+	var err error
+	for i := 0; i < retries; i++ {
+		var n corev1.Node
+		if err = s.Client.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+			return fmt.Errorf("kube: node %s: %w", name, err)
+		}
+		if !f(&n) {
+			return nil
+		}
+		if err = s.Client.Update(ctx, &n); err == nil || !apierrors.IsConflict(err) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kube: update node %s: %w", name, err)
+	}
+	return nil
+}
+
+// SetOutOfService implements remediation.NodeStore.
+func (s *Nodes) SetOutOfService(ctx context.Context, name string, on bool) error {
+	return s.change(ctx, name, func(n *corev1.Node) bool {
+		has := slices.IndexFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == remediation.OutOfServiceTaint && t.Effect == corev1.TaintEffectNoExecute
+		})
+		switch {
+		case on && has < 0:
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: remediation.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+			return true
+		case !on && has >= 0:
+			n.Spec.Taints = slices.Delete(n.Spec.Taints, has, has+1)
+			return true
+		}
+		return false
+	})
+}
+
+// AddMetadata implements remediation.NodeStore: labels and annotations the
+// Node lacks are added; existing ones are left as they are.
+func (s *Nodes) AddMetadata(ctx context.Context, name string, labels, annotations map[string]string) error {
+	return s.change(ctx, name, func(n *corev1.Node) bool {
+		changed := false
+		add := func(m *map[string]string, from map[string]string) {
+			for k, v := range from {
+				if _, ok := (*m)[k]; ok {
+					continue
+				}
+				if *m == nil {
+					*m = map[string]string{}
+				}
+				(*m)[k], changed = v, true
+			}
+		}
+		add(&n.Labels, labels)
+		add(&n.Annotations, annotations)
+		return changed
+	})
+}
+
+// Admissions is a remediation.AdmissionStore over one ConfigMap: the
+// admitted Machines as JSON under the key "machines", the ConfigMap's
+// resourceVersion as the record's version (compare-and-swap by the API
+// server).
+type Admissions struct {
+	Client    client.Client
+	Namespace string
+	// Name of the ConfigMap (default "rebootkit-remediation-admissions").
+	Name string
+}
+
+var _ remediation.AdmissionStore = (*Admissions)(nil)
+
+func (s *Admissions) name() string {
+	if s.Name == "" {
+		return "rebootkit-remediation-admissions"
+	}
+	return s.Name
+}
+
+// GetAdmissions implements remediation.AdmissionStore; a missing ConfigMap
+// is an empty record with version "" (PutAdmissions then creates it).
+func (s *Admissions) GetAdmissions(ctx context.Context) (remediation.Admissions, error) {
+	var cm corev1.ConfigMap
+	err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.name()}, &cm)
+	if apierrors.IsNotFound(err) {
+		return remediation.Admissions{}, nil
+	}
+	if err != nil {
+		return remediation.Admissions{}, fmt.Errorf("kube: admissions: %w", err)
+	}
+	var a remediation.Admissions
+	if raw := cm.Data["machines"]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &a.Machines); err != nil {
+			return remediation.Admissions{}, fmt.Errorf("kube: admissions %s/%s: %w", s.Namespace, s.name(), err)
+		}
+	}
+	a.Version = cm.ResourceVersion
+	return a, nil
+}
+
+// PutAdmissions implements remediation.AdmissionStore.
+func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions) error {
+	ms := slices.Clone(a.Machines)
+	sort.Strings(ms)
+	raw, err := json.Marshal(ms)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.name(), ResourceVersion: a.Version},
+		Data: map[string]string{"machines": string(raw)}}
+	if a.Version == "" {
+		err = s.Client.Create(ctx, cm)
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("kube: admissions: %w", remediation.ErrConflict)
+		}
+	} else {
+		err = s.Client.Update(ctx, cm)
+	}
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("kube: admissions: %w", remediation.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("kube: admissions: %w", err)
+	}
+	return nil
+}
