@@ -50,6 +50,12 @@
 // cmd/rebootkit-controller is a manager binary running the reboot
 // controller (flags for kubeconfig, namespace, leader election, BMC CA).
 //
-// Not here yet (see the kube issue): the Machine store over Cluster API
-// Machines, the node-reuse host store, and the remediation controller.
+//   - Machines, a remediation.MachineStore over Cluster API core/v1beta2
+//     Machines (the remediation mark, control-plane label, controller
+//     owner, nodeRef; the State in an annotation saved with
+//     compare-and-swap), and HostOfMachine (the BareMetalHost whose
+//     consumerRef is the Machine's Metal3Machine).
+//
+// Not here yet (see the kube issue): the remediation controller wiring
+// these stores under a manager, and the node-reuse host store.
 package kube

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -26,6 +27,7 @@ func TestMain(m *testing.M) {
 	log.SetLogger(logr.Discard())
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = metal3.AddToScheme(scheme)
+	_ = clusterv1.AddToScheme(scheme)
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		fmt.Fprintln(os.Stderr, "!!! KUBEBUILDER_ASSETS unset: the tests against a real API server will SKIP (KUBEBUILDER_ASSETS=$(scripts/build-envtest.sh)) !!!")

@@ -1,0 +1,174 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// RemediationStateAnnotation holds the remediation package's State of a
+// Machine, as JSON (an annotation: written with compare-and-swap on the
+// Machine's resourceVersion, no status subresource involved).
+const RemediationStateAnnotation = "remediation.rebootkit.io/state"
+
+// Machines is a remediation.MachineStore over the Cluster API Machines
+// (core/v1beta2) of one namespace: NeedsRemediation is the annotation
+// remediation.NeedsRemediationAnnotation, ControlPlane the control-plane
+// label, HasControllerOwner a controller owner reference (a MachineSet or
+// a control plane that will replace a deleted Machine), NodeName the
+// status' nodeRef. SaveState is a compare-and-swap on the resourceVersion
+// (a conflict is remediation.ErrConflict); a missing Machine is
+// remediation.ErrNotFound.
+type Machines struct {
+	Client    client.Client
+	Namespace string
+	// Retries bounds the conflicts RemoveNeedsRemediation retries (default 10).
+	Retries int
+}
+
+var _ remediation.MachineStore = (*Machines)(nil)
+
+func machineRecord(m *clusterv1.Machine) (remediation.MachineRecord, error) {
+	rec := remediation.MachineRecord{Version: m.ResourceVersion, Machine: remediation.Machine{
+		Name: m.Name, UID: string(m.UID), NodeName: m.Status.NodeRef.Name,
+		ControlPlane:       hasKey(m.Labels, clusterv1.MachineControlPlaneLabel),
+		HasControllerOwner: metav1.GetControllerOf(m) != nil,
+	}}
+	_, rec.Machine.NeedsRemediation = m.Annotations[remediation.NeedsRemediationAnnotation]
+	if raw := m.Annotations[RemediationStateAnnotation]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &rec.State); err != nil {
+			return rec, fmt.Errorf("kube: machine %s/%s: annotation %s: %w", m.Namespace, m.Name, RemediationStateAnnotation, err)
+		}
+	}
+	return rec, nil
+}
+
+func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
+
+// Get implements remediation.MachineStore.
+func (s *Machines) Get(ctx context.Context, name string) (remediation.MachineRecord, error) {
+	var m clusterv1.Machine
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &m); err != nil {
+		return remediation.MachineRecord{}, s.mapError("get", name, err)
+	}
+	return machineRecord(&m)
+}
+
+// List implements remediation.MachineStore.
+func (s *Machines) List(ctx context.Context) ([]remediation.MachineRecord, error) {
+	var ms clusterv1.MachineList
+	if err := s.Client.List(ctx, &ms, client.InNamespace(s.Namespace)); err != nil {
+		return nil, fmt.Errorf("kube: list machines: %w", err)
+	}
+	out := make([]remediation.MachineRecord, 0, len(ms.Items))
+	for i := range ms.Items {
+		rec, err := machineRecord(&ms.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// SaveState implements remediation.MachineStore.
+func (s *Machines) SaveState(ctx context.Context, name, version string, st remediation.State) error {
+	var m clusterv1.Machine
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &m); err != nil {
+		return s.mapError("save state of", name, err)
+	}
+	if m.ResourceVersion != version {
+		return fmt.Errorf("kube: machine %s/%s: %w", s.Namespace, name, remediation.ErrConflict)
+	}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	m.Annotations = maps.Clone(m.Annotations)
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[RemediationStateAnnotation] = string(raw)
+	if err := s.Client.Update(ctx, &m); err != nil {
+		return s.mapError("save state of", name, err)
+	}
+	return nil
+}
+
+// RemoveNeedsRemediation implements remediation.MachineStore (absent is
+// fine), retrying conflicts from a fresh read.
+func (s *Machines) RemoveNeedsRemediation(ctx context.Context, name string) error {
+	retries := s.Retries
+	if retries <= 0 {
+		retries = 10
+	}
+	var err error
+	for i := 0; i < retries; i++ {
+		var m clusterv1.Machine
+		if err = s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &m); err != nil {
+			return s.mapError("update", name, err)
+		}
+		if _, ok := m.Annotations[remediation.NeedsRemediationAnnotation]; !ok {
+			return nil
+		}
+		delete(m.Annotations, remediation.NeedsRemediationAnnotation)
+		if err = s.Client.Update(ctx, &m); err == nil || !apierrors.IsConflict(err) {
+			break
+		}
+	}
+	if err != nil {
+		return s.mapError("update", name, err)
+	}
+	return nil
+}
+
+// Delete implements remediation.MachineStore (a missing Machine is fine).
+func (s *Machines) Delete(ctx context.Context, name string) error {
+	err := s.Client.Delete(ctx, &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return s.mapError("delete", name, err)
+	}
+	return nil
+}
+
+func (s *Machines) mapError(op, name string, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("kube: %s machine %s/%s: %w", op, s.Namespace, name, remediation.ErrNotFound)
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("kube: %s machine %s/%s: %w", op, s.Namespace, name, remediation.ErrConflict)
+	}
+	return fmt.Errorf("kube: %s machine %s/%s: %w", op, s.Namespace, name, err)
+}
+
+// HostOfMachine returns the BareMetalHost of a Machine: the host whose
+// spec.consumerRef names the Machine's infrastructure object (its
+// Metal3Machine), as the Cluster API provider for metal3 links them; ""
+// if none.
+func HostOfMachine(ctx context.Context, c client.Client, namespace, machine string) (string, error) {
+	var m clusterv1.Machine
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: machine}, &m); err != nil {
+		return "", fmt.Errorf("kube: machine %s/%s: %w", namespace, machine, err)
+	}
+	infra := m.Spec.InfrastructureRef
+	var hosts metal3.BareMetalHostList
+	if err := c.List(ctx, &hosts, client.InNamespace(namespace)); err != nil {
+		return "", fmt.Errorf("kube: list hosts: %w", err)
+	}
+	for _, h := range hosts.Items {
+		if r := h.Spec.ConsumerRef; r != nil && r.Name == infra.Name && (r.Kind == "" || r.Kind == infra.Kind) {
+			return h.Name, nil
+		}
+	}
+	return "", nil
+}
