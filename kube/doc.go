@@ -56,6 +56,12 @@
 //     compare-and-swap), and HostOfMachine (the BareMetalHost whose
 //     consumerRef is the Machine's Metal3Machine).
 //
-// Not here yet (see the kube issue): the remediation controller wiring
-// these stores under a manager, and the node-reuse host store.
+//   - RemediationController and NewRemediationReconciler: the remediation
+//     Reconciler on the namespace's Machines with the stores above (run it
+//     with the RebootController: the hosts' power goes through the reboot
+//     API). The storm guard's admission is a compare-and-swap on the
+//     Admissions ConfigMap, so concurrent reconciles and managers admit at
+//     most the limit.
+//
+// Not here yet (see the kube issue): the node-reuse host store.
 package kube

@@ -1,0 +1,83 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// RemediationController runs the remediation package's Reconciler on the
+// Cluster API Machines of one namespace (power the failed node's host off
+// through the reboot API, delete its Node while it is safely off, power it
+// on, wait for the Node). Its stores are Machines, Nodes, Admissions and a
+// remediation.RebootHosts over RebootHosts (HostOf: HostOfMachine); the
+// hosts' power is the RebootController's business, so run both.
+//
+// Concurrency: the storm guard's admission is a compare-and-swap on the
+// Admissions ConfigMap, so any number of concurrent reconciles (and
+// managers) admit at most the limit; one Machine is never reconciled
+// twice at once (the work queue); run the manager with leader election so
+// that one process acts on the hosts.
+type RemediationController struct {
+	Reconciler *remediation.Reconciler
+	Namespace  string
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (c *RemediationController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if req.Namespace != c.Namespace {
+		return ctrl.Result{}, nil
+	}
+	res, err := c.Reconciler.Reconcile(ctx, req.Name)
+	if errors.Is(err, remediation.ErrNotFound) {
+		return ctrl.Result{}, nil
+	}
+	if errors.Is(err, remediation.ErrConflict) {
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
+}
+
+// SetupWithManager watches the namespace's Machines, annotation-only
+// updates included (the remediation mark is an annotation).
+func (c *RemediationController) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("rebootkit-remediation").
+		For(&clusterv1.Machine{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
+			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
+		)).
+		Complete(c)
+}
+
+// NewRemediationReconciler wires the remediation Reconciler to the stores
+// of this package for one namespace.
+func NewRemediationReconciler(cl client.Client, namespace string, cfg remediation.Config, limit remediation.Limit, now func() time.Time) *remediation.Reconciler {
+	hosts := &RebootHosts{Client: cl, Namespace: namespace}
+	return &remediation.Reconciler{
+		Machines:   &Machines{Client: cl, Namespace: namespace},
+		Nodes:      &Nodes{Client: cl},
+		Admissions: &Admissions{Client: cl, Namespace: namespace},
+		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: func(machine string) string {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			name, err := HostOfMachine(ctx, cl, namespace, machine)
+			if err != nil {
+				return ""
+			}
+			return name
+		}},
+		Config: cfg, Limit: limit, Now: now,
+	}
+}

@@ -1,0 +1,129 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// TestRemediationOnAPIServer: a Machine marked for remediation, its
+// BareMetalHost (through its Metal3Machine) and its Node, on a real API
+// server, with the reboot and remediation controllers under one manager
+// and a simulated kubelet that registers the Node again once the host
+// runs: the host is powered off, the Node deleted only while the hardware
+// is off (ground truth at the moment the kubelet sees it gone), the host
+// powered on once, the Node back with its labels, the Machine done and
+// unmarked.
+func TestRemediationOnAPIServer(t *testing.T) {
+	needAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	ns := newNamespace(t, direct)
+	nodeName := fmt.Sprintf("node-r-%d", time.Now().UnixNano())
+	h := newBMH(t, direct, ns, "host-r")
+	h.Spec.ConsumerRef = &corev1.ObjectReference{Kind: "Metal3Machine", Name: "mr-m3m", Namespace: ns}
+	require.NoError(t, direct.Update(ctx, h))
+	m := newMachine(t, direct, ns, "mr", false)
+	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: nodeName}
+	require.NoError(t, direct.Status().Update(ctx, m))
+	register := func() error {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
+		if err := direct.Create(ctx, n); err != nil {
+			return err
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		return direct.Status().Update(ctx, n)
+	}
+	require.NoError(t, register())
+	var n corev1.Node
+	require.NoError(t, direct.Get(ctx, types.NamespacedName{Name: nodeName}, &n))
+	n.Labels = map[string]string{"role": "worker"}
+	require.NoError(t, direct.Update(ctx, &n))
+
+	hw := fake.NewPower(time.Now, fake.PowerConfig{Lag: 100 * time.Millisecond})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	require.NoError(t, err)
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
+		Power:  func(string) (power.Controller, error) { return hw, nil },
+		Config: reboot.Config{StaleReads: 500 * time.Millisecond, SoftTimeout: 2 * time.Second}}
+	require.NoError(t, (&RebootController{Reconciler: rr, Namespace: ns}).SetupWithManager(mgr))
+	rem := NewRemediationReconciler(mgr.GetClient(), ns, remediation.Config{Timeout: time.Minute, PollInterval: 200 * time.Millisecond},
+		remediation.MaxCount(1), time.Now)
+	require.NoError(t, (&RemediationController{Reconciler: rem, Namespace: ns}).SetupWithManager(mgr))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	// The simulated kubelet: registers the Node again when the host runs.
+	var mu sync.Mutex
+	var goneWhileOn, gone bool
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			var cur corev1.Node
+			err := direct.Get(ctx, types.NamespacedName{Name: nodeName}, &cur)
+			if apierrors.IsNotFound(err) {
+				on := hw.HardwareOn()
+				mu.Lock()
+				if !gone {
+					gone, goneWhileOn = true, on
+				}
+				mu.Unlock()
+				if on {
+					_ = register()
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+
+	m.Annotations = map[string]string{remediation.NeedsRemediationAnnotation: ""}
+	require.NoError(t, direct.Update(ctx, m))
+	ms := &Machines{Client: direct, Namespace: ns}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		rec, err := ms.Get(ctx, "mr")
+		if err == nil && rec.State.Phase == remediation.PhaseDone && !rec.Machine.NeedsRemediation {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("remediation not done: %+v %v; power %v", rec.State, err, hw.Truth())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	mu.Lock()
+	assert.True(t, gone, "the Node was deleted")
+	assert.False(t, goneWhileOn, "the Node was deleted while the host was off")
+	mu.Unlock()
+	offs := 0
+	for _, tc := range hw.Truth() {
+		if !tc.On {
+			offs++
+		}
+	}
+	assert.Equal(t, 1, offs, "one power cycle")
+	assert.True(t, hw.HardwareOn())
+	require.NoError(t, direct.Get(ctx, types.NamespacedName{Name: nodeName}, &n))
+	assert.Equal(t, "worker", n.Labels["role"], "labels restored on the returning Node")
+}
