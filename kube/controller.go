@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -24,6 +25,9 @@ import (
 type RebootController struct {
 	// Reconciler is the reboot reconciler; its Hosts must be a
 	// RebootHosts of Namespace.
+	// Name of the controller (default "rebootkit-reboot"); controller-runtime wants
+	// names unique in a process.
+	Name       string
 	Reconciler *reboot.Reconciler
 	Namespace  string
 	// Recorder, if set, receives the decisions' warnings as events.
@@ -70,7 +74,7 @@ func (c *RebootController) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	c.Client = mgr.GetClient()
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("rebootkit-reboot").
+		Named(cmp.Or(c.Name, "rebootkit-reboot")).
 		For(&metal3.BareMetalHost{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),

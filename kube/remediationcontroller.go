@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -27,6 +28,9 @@ import (
 // twice at once (the work queue); run the manager with leader election so
 // that one process acts on the hosts.
 type RemediationController struct {
+	// Name of the controller (default "rebootkit-remediation"); controller-runtime wants
+	// names unique in a process.
+	Name       string
 	Reconciler *remediation.Reconciler
 	Namespace  string
 }
@@ -53,7 +57,7 @@ func (c *RemediationController) Reconcile(ctx context.Context, req ctrl.Request)
 // updates included (the remediation mark is an annotation).
 func (c *RemediationController) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("rebootkit-remediation").
+		Named(cmp.Or(c.Name, "rebootkit-remediation")).
 		For(&clusterv1.Machine{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
