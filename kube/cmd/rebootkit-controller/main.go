@@ -1,5 +1,6 @@
-// Command rebootkit-controller runs rebootkit's reboot controller on the
-// BareMetalHosts of a namespace: the reboot API's annotations
+// Command rebootkit-controller runs rebootkit's reboot controller (and,
+// with --controllers reboot,remediation, the remediation controller on
+// the Cluster API Machines) on the BareMetalHosts of a namespace: the reboot API's annotations
 // (reboot.metal3.io, reboot.metal3.io/{key}) decided by the reboot package
 // and applied through each host's BMC (Redfish or IPMI, from spec.bmc and
 // its credentials Secret). Leader election is on by default, so that
@@ -13,11 +14,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -25,6 +28,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/kube"
 	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
 )
 
 func main() {
@@ -35,7 +39,9 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("rebootkit-controller", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
 	namespace := fs.String("namespace", "", "namespace of the BareMetalHosts (required)")
-	controllers := fs.String("controllers", "reboot", "controllers to run (reboot)")
+	controllers := fs.String("controllers", "reboot", "controllers to run, comma-separated: reboot, remediation (remediation needs reboot)")
+	limit := fs.Int("remediation-limit", 1, "storm guard: at most this many Machines under remediation at once")
+	remTimeout := fs.Duration("remediation-timeout", 10*time.Minute, "timeout of each remediation phase")
 	leaderElect := fs.Bool("leader-elect", true, "elect a leader among replicas (a Lease in the namespace)")
 	softTimeout := fs.Duration("soft-timeout", 3*time.Minute, "soft power-off timeout before falling back to hard")
 	staleReads := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
@@ -44,8 +50,12 @@ func run(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *namespace == "" || *controllers != "reboot" {
-		fmt.Fprintln(os.Stderr, "rebootkit-controller: --namespace is required; --controllers supports reboot")
+	want := map[string]bool{}
+	for _, c := range strings.Split(*controllers, ",") {
+		want[strings.TrimSpace(c)] = true
+	}
+	if *namespace == "" || !want["reboot"] || len(want) > 2 || len(want) == 2 && !want["remediation"] {
+		fmt.Fprintln(os.Stderr, "rebootkit-controller: --namespace is required; --controllers is reboot or reboot,remediation")
 		return 2
 	}
 	ctrl.SetLogger(zap.New())
@@ -73,6 +83,7 @@ func run(args []string) int {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = metal3.AddToScheme(scheme)
+	_ = clusterv1.AddToScheme(scheme)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics},
 		LeaderElection: *leaderElect, LeaderElectionID: "rebootkit-reboot", LeaderElectionNamespace: *namespace,
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}}})
@@ -86,6 +97,13 @@ func run(args []string) int {
 	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
+	}
+	if want["remediation"] {
+		rem := kube.NewRemediationReconciler(mgr.GetClient(), *namespace, remediation.Config{Timeout: *remTimeout}, remediation.MaxCount(*limit), time.Now)
+		if err := (&kube.RemediationController{Reconciler: rem, Namespace: *namespace}).SetupWithManager(mgr); err != nil {
+			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
+			return 1
+		}
 	}
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
