@@ -62,6 +62,9 @@
 //     API). The storm guard's admission is a compare-and-swap on the
 //     Admissions ConfigMap, so concurrent reconciles and managers admit at
 //     most the limit.
-//
-// Not here yet (see the kube issue): the node-reuse host store.
+//   - ReuseHosts, a nodereuse.HostStore over BareMetalHosts (reuse label,
+//     provisioning state, consumer reference, deletion, error, paused or
+//     detached, capm3.metal3.io/unhealthy, failure domain); claims and
+//     label changes are updates with the resourceVersion listed, so two
+//     machines never get one host.
 package kube
