@@ -62,6 +62,7 @@
 //     API). The storm guard's admission is a compare-and-swap on the
 //     Admissions ConfigMap, so concurrent reconciles and managers admit at
 //     most the limit.
+//
 //   - ReuseHosts, a nodereuse.HostStore over BareMetalHosts (reuse label,
 //     provisioning state, consumer reference, deletion, error, paused or
 //     detached, capm3.metal3.io/unhealthy, failure domain); claims and

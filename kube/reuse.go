@@ -55,7 +55,7 @@ func (s *ReuseHosts) List(ctx context.Context) ([]nodereuse.Host, error) {
 		_, unhealthy := h.Annotations[UnhealthyAnnotation]
 		r := nodereuse.Host{Name: h.Name, Version: h.ResourceVersion, Labels: maps.Clone(h.Labels),
 			State: nodereuse.ProvisioningState(h.Status.Provisioning.State), Deleting: !h.DeletionTimestamp.IsZero(),
-			Error: h.Status.ErrorType != "" || h.Status.OperationalStatus == metal3.OperationalStatusError,
+			Error:  h.Status.ErrorType != "" || h.Status.OperationalStatus == metal3.OperationalStatusError,
 			Paused: paused || detached, Unhealthy: unhealthy, FailureDomain: h.Labels[FailureDomainLabel]}
 		if h.Spec.ConsumerRef != nil {
 			r.ConsumerRef = h.Spec.ConsumerRef.Name
