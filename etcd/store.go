@@ -189,9 +189,15 @@ func pageCount(count int) int { return (count + PageSize - 1) / PageSize }
 
 // Get implements plan.Store: the whole plan, read at one revision.
 func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
+	p, _, err := s.load(ctx, uuid)
+	return p, err
+}
+
+// load reads the whole plan and its header at one revision.
+func (s *Store) load(ctx context.Context, uuid string) (plan.Plan, header, error) {
 	h, rev, err := s.readHeader(ctx, uuid)
 	if err != nil {
-		return plan.Plan{}, err
+		return plan.Plan{}, h, err
 	}
 	all := make([]int, pageCount(h.Count))
 	for i := range all {
@@ -199,7 +205,7 @@ func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
 	}
 	pages, err := s.readPages(ctx, uuid, h, all, rev)
 	if err != nil {
-		return plan.Plan{}, err
+		return plan.Plan{}, h, err
 	}
 	p := h.Plan
 	p.Reboots = make([]plan.Reboot, 0, h.Count)
@@ -207,10 +213,10 @@ func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
 		p.Reboots = append(p.Reboots, pages[n]...)
 	}
 	if err := p.Validate(); err != nil {
-		return plan.Plan{}, fmt.Errorf("%w: plan %s: %v", plan.ErrCorrupt, uuid, err)
+		return plan.Plan{}, h, fmt.Errorf("%w: plan %s: %v", plan.ErrCorrupt, uuid, err)
 	}
 	p.Version = strconv.FormatInt(rev, 10)
-	return p, nil
+	return p, h, nil
 }
 
 // encodePages returns the JSON of every page of p.
@@ -361,7 +367,7 @@ func (s *Store) Put(ctx context.Context, p plan.Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	cur, err := s.Get(ctx, p.UUID)
+	cur, h, err := s.load(ctx, p.UUID)
 	if err != nil {
 		return fmt.Errorf("plan: refusing to overwrite: %w", err)
 	}
@@ -370,10 +376,6 @@ func (s *Store) Put(ctx context.Context, p plan.Plan) error {
 	}
 	if len(cur.Reboots) != len(p.Reboots) {
 		return fmt.Errorf("plan %s: %d reboots, stored %d: the servers of a plan do not change", p.UUID, len(p.Reboots), len(cur.Reboots))
-	}
-	h, _, err := s.readHeader(ctx, p.UUID)
-	if err != nil {
-		return err
 	}
 	nowPages, err := encodePages(p)
 	if err != nil {
@@ -487,7 +489,7 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 	if err != nil {
 		return plan.View{}, err
 	}
-	pos := plan.ViewPositions(h.Index, plan.PendingWindow(h.Plan, h.Index))
+	pos := plan.ViewPositions(h.Index, plan.PendingWindow(h.Plan))
 	var need []int
 	for _, i := range pos {
 		if n := i / PageSize; len(need) == 0 || need[len(need)-1] != n {

@@ -32,6 +32,10 @@ type Inventory struct {
 	// Servers in any order; plans put the headnode first, then the other
 	// core servers, then the rest.
 	Servers []Server `yaml:"servers"`
+
+	// byKey maps UUIDs and hostnames to positions in Servers (built by
+	// Parse; Server scans when it is nil).
+	byKey map[string]int
 }
 
 // Defaults are inherited by every server.
@@ -162,6 +166,7 @@ func (inv *Inventory) check() error {
 		return fmt.Errorf("%w: %d servers, limit %d", ErrInvalid, len(inv.Servers), plan.MaxServers)
 	}
 	seen := map[string]string{}
+	inv.byKey = make(map[string]int, 2*len(inv.Servers))
 	heads := 0
 	for i := range inv.Servers {
 		s := &inv.Servers[i]
@@ -182,6 +187,7 @@ func (inv *Inventory) check() error {
 			}
 		}
 		seen[s.UUID], seen[s.Hostname] = s.UUID, s.UUID
+		inv.byKey[s.UUID], inv.byKey[s.Hostname] = i, i
 		if s.Headnode {
 			heads++
 			s.Core = true
@@ -286,7 +292,10 @@ func (b BMC) Password() (string, error) {
 
 // Server returns the server with that UUID or hostname.
 func (inv Inventory) Server(key string) (Server, bool) {
-	for _, s := range inv.Servers {
+	if i, ok := inv.byKey[key]; ok && i < len(inv.Servers) && (inv.Servers[i].UUID == key || inv.Servers[i].Hostname == key) {
+		return inv.Servers[i], true
+	}
+	for _, s := range inv.Servers { // not indexed (built by hand, or changed since Parse)
 		if s.UUID == key || s.Hostname == key {
 			return s, true
 		}

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -76,9 +75,6 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 			if strings.Contains(t.SystemID, "/") || t.SystemID == "" {
 				return BMCTarget{}, fmt.Errorf("%w: system path %q", ErrBMCAddress, u.Path)
 			}
-		}
-		if net.ParseIP(strings.Trim(u.Hostname(), "[]")) == nil && u.Hostname() == "" {
-			return BMCTarget{}, fmt.Errorf("%w: no host", ErrBMCAddress)
 		}
 		return t, nil
 	}

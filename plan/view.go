@@ -178,8 +178,9 @@ func (v View) check() error {
 			return fmt.Errorf("plan %s: reboot %d (%s) is %q, index disagrees", v.UUID, p, r.ServerUUID, r.Step)
 		}
 	}
+	loaded := v.positions()
 	for _, p := range ix.InFlight {
-		if _, in := slices.BinarySearch(v.positions(), p); !in {
+		if _, in := slices.BinarySearch(loaded, p); !in {
 			return fmt.Errorf("plan %s: reboot %d is in flight and not loaded", v.UUID, p)
 		}
 	}
@@ -403,7 +404,7 @@ func (a viewAdapter) GetView(ctx context.Context, uuid string) (View, error) {
 		return View{}, err
 	}
 	ix := IndexOf(p)
-	return Cut(p, ix, PendingWindow(p, ix), nil), nil
+	return Cut(p, ix, PendingWindow(p), nil), nil
 }
 
 func (a viewAdapter) PutView(ctx context.Context, v View) error {
@@ -484,11 +485,11 @@ func MembersOf(p Plan) map[string]int {
 }
 
 // PendingWindow is how many pending reboots a view of plan p (header)
-// with index ix loads: the concurrency plus one, as many as could start in
+// loads: the concurrency plus one, as many as could start in
 // one pass when every reboot in flight ends in it. Pending servers that are
 // down already start without adding to the offline count, so with several
 // of them a pass may start fewer than it could with the whole plan; the
 // next pass goes on (never more).
-func PendingWindow(p Plan, _ Index) int {
+func PendingWindow(p Plan) int {
 	return max(p.Concurrency, 0) + 1
 }

@@ -158,6 +158,16 @@ func (e *env) parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
 	}
 }
 
+// oneUUID reports whether the command got exactly one plan UUID, and says
+// so when it did not.
+func (e *env) oneUUID(command string, rest []string) bool {
+	if len(rest) != 1 {
+		fmt.Fprintf(e.errw, "rebootctl plan %s: give one plan UUID\n", command)
+		return false
+	}
+	return true
+}
+
 func (e *env) fail(err error) int {
 	fmt.Fprintf(e.errw, "rebootctl: %v\n", err)
 	return exitError
@@ -321,8 +331,7 @@ func (e *env) command(name string, args []string) int {
 	if !ok {
 		return code
 	}
-	if len(rest) != 1 {
-		fmt.Fprintf(e.errw, "rebootctl plan %s: give one plan UUID\n", name)
+	if !e.oneUUID(name, rest) {
 		return exitUsage
 	}
 	f := map[string]func(plan.Plan) (plan.Plan, error){"run": plan.Run, "stop": plan.Stop, "cancel": plan.Cancel}[name]
@@ -353,8 +362,7 @@ func (e *env) show(args []string) int {
 	if !ok {
 		return code
 	}
-	if len(rest) != 1 {
-		fmt.Fprintln(e.errw, "rebootctl plan show: give one plan UUID")
+	if !e.oneUUID("show", rest) {
 		return exitUsage
 	}
 	st, err := e.openStore()
@@ -438,8 +446,7 @@ func (e *env) watchCmd(args []string) int {
 	if !ok {
 		return code
 	}
-	if len(rest) != 1 {
-		fmt.Fprintln(e.errw, "rebootctl plan watch: give one plan UUID")
+	if !e.oneUUID("watch", rest) {
 		return exitUsage
 	}
 	return e.watch(rest[0])

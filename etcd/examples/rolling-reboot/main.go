@@ -176,7 +176,7 @@ func run(w io.Writer, o options) error {
 			break
 		}
 	}
-	fmt.Fprintf(w, "\nresult: %s in %s; %d job(s) refused for a stale fencing token\n", v2state(ctx, store, p.UUID), el(), fleet.StaleActions())
+	fmt.Fprintf(w, "\nresult: %s in %s; %d job(s) refused for a stale fencing token\n", stateOf(ctx, store, p.UUID), el(), fleet.StaleActions())
 	if takeover > 0 {
 		fmt.Fprintf(w, "gap without an executor: %s (cn-other took over %s after the headnode died; lease TTL %ds)\n",
 			takeover-headDown, takeover-headDown, o.ttl)
@@ -192,7 +192,7 @@ func run(w io.Writer, o options) error {
 	return nil
 }
 
-func v2state(ctx context.Context, s *etcd.Store, uuid string) plan.State {
+func stateOf(ctx context.Context, s *etcd.Store, uuid string) plan.State {
 	p, err := s.Get(ctx, uuid)
 	if err != nil {
 		return "unknown"
