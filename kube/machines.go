@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,12 +93,8 @@ func (s *Machines) SaveState(ctx context.Context, name, version string, st remed
 	if err != nil {
 		return err
 	}
-	m.Annotations = maps.Clone(m.Annotations)
-	if m.Annotations == nil {
-		m.Annotations = map[string]string{}
-	}
-	m.Annotations[RemediationStateAnnotation] = string(raw)
-	if err := s.Client.Update(ctx, &m); err != nil {
+	patch := casPatch(m.ResourceVersion, metadataPatch(nil, map[string]any{RemediationStateAnnotation: string(raw)}))
+	if err := s.Client.Patch(ctx, &m, patch); err != nil {
 		return s.mapError("save state of", name, err)
 	}
 	return nil
@@ -121,8 +116,8 @@ func (s *Machines) RemoveNeedsRemediation(ctx context.Context, name string) erro
 		if _, ok := m.Annotations[remediation.NeedsRemediationAnnotation]; !ok {
 			return nil
 		}
-		delete(m.Annotations, remediation.NeedsRemediationAnnotation)
-		if err = s.Client.Update(ctx, &m); err == nil || !apierrors.IsConflict(err) {
+		patch := casPatch(m.ResourceVersion, metadataPatch(nil, map[string]any{remediation.NeedsRemediationAnnotation: nil}))
+		if err = s.Client.Patch(ctx, &m, patch); err == nil || !apierrors.IsConflict(err) {
 			break
 		}
 	}

@@ -1,11 +1,19 @@
 package kube
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/go-logr/logr"
 	"os"
+	"path/filepath"
 	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,8 +27,9 @@ import (
 // cfg reaches the API server every envtest test shares (nil when the
 // envtest binaries are not there: those tests skip, loudly).
 var (
-	cfg    *rest.Config
-	scheme = runtime.NewScheme()
+	cfg     *rest.Config
+	testEnv *envtest.Environment
+	scheme  = runtime.NewScheme()
 )
 
 func TestMain(m *testing.M) {
@@ -33,8 +42,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "!!! KUBEBUILDER_ASSETS unset: the tests against a real API server will SKIP (KUBEBUILDER_ASSETS=$(scripts/build-envtest.sh)) !!!")
 		os.Exit(m.Run())
 	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{"testdata/crds"}, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
-	var err error
+	crds, err := futureCRDs("testdata/crds")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "crds:", err)
+		os.Exit(1)
+	}
+	env := &envtest.Environment{CRDs: crds, BinaryAssetsDirectory: assets}
+	testEnv = env
 	cfg, err = env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "envtest:", err)
@@ -43,6 +57,44 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = env.Stop()
 	os.Exit(code)
+}
+
+// FutureField is a field the CRDs the tests install have in spec and in
+// status, and the pinned Go APIs lack: a newer baremetal-operator's or
+// Cluster API's field. Every store write must keep it.
+const FutureField = "futureField"
+
+// futureCRDs reads the CRDs of dir and adds FutureField (a string) to the
+// spec and status of every version.
+func futureCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no CRDs in %s: %v", dir, err)
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(raw, crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for i := range crd.Spec.Versions {
+			v := &crd.Spec.Versions[i]
+			for _, part := range []string{"spec", "status"} {
+				p, ok := v.Schema.OpenAPIV3Schema.Properties[part]
+				if !ok {
+					continue
+				}
+				p.Properties[FutureField] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+				v.Schema.OpenAPIV3Schema.Properties[part] = p
+			}
+		}
+		out = append(out, crd)
+	}
+	return out, nil
 }
 
 // needAPIServer skips without the envtest binaries, or fails where CI
@@ -56,4 +108,34 @@ func needAPIServer(t *testing.T) {
 		t.Fatal("no API server although CI builds the envtest binaries")
 	}
 	t.Skip("API SERVER TEST SKIPPED: set KUBEBUILDER_ASSETS=$(scripts/build-envtest.sh)")
+}
+
+// asUser returns a config for a new user of the test API server bound to
+// a ClusterRole with rules (in namespace ns, or cluster-wide if ns is "").
+func asUser(t *testing.T, name string, rules []rbacv1.PolicyRule, ns string) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}, Rules: rules}
+	if err := admin.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}}
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}
+	if ns == "" {
+		err = admin.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}, Subjects: subject, RoleRef: ref})
+	} else {
+		err = admin.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: name + "-"}, Subjects: subject, RoleRef: ref})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := testEnv.AddUser(envtest.User{Name: name}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Config()
 }

@@ -86,8 +86,16 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 // and "password", disableCertificateVerification), as the
 // baremetal-operator reads them. A controller is kept while the address
 // and the Secret's resourceVersion stay the same.
+//
+// Secrets are read with get, directly from the API server (Secrets), never
+// through a cache: a cache would need list and watch on every Secret of
+// the namespace and keep them all in memory.
 type Powers struct {
-	Client    client.Client
+	// Client reads BareMetalHosts (the manager's cached client is fine).
+	Client client.Reader
+	// Secrets reads the credentials Secrets with get, uncached: the
+	// manager's GetAPIReader(). Required.
+	Secrets   client.Reader
 	Namespace string
 	// RootCAs verifies Redfish BMCs (nil: the system's pool).
 	RootCAs *x509.CertPool
@@ -120,8 +128,11 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Secrets == nil {
+		return nil, errors.New("kube: Powers.Secrets is not set (use the manager's API reader)")
+	}
 	var secret corev1.Secret
-	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Spec.BMC.CredentialsName}, &secret); err != nil {
+	if err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Spec.BMC.CredentialsName}, &secret); err != nil {
 		return nil, fmt.Errorf("kube: host %s: credentials secret %q: %w", name, bmh.Spec.BMC.CredentialsName, err)
 	}
 	key := bmh.Spec.BMC.Address + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(bmh.Spec.BMC.DisableCertificateVerification)

@@ -80,15 +80,11 @@ func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, e
 	if err != nil {
 		return reboot.Host{}, err
 	}
-	ann := maps.Clone(h.Annotations)
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[StatusAnnotation] = string(raw)
-	bmh.Annotations = ann
-	// The resourceVersion set on the object makes the API server refuse
-	// the update if anyone wrote since h was read.
-	if err := s.Client.Update(ctx, &bmh); err != nil {
+	ann := withKey(h.Annotations, StatusAnnotation, string(raw))
+	// A merge patch of the annotations with the resourceVersion h was read
+	// at: the API server refuses it if anyone wrote since, and nothing but
+	// the annotations changed is written.
+	if err := s.Client.Patch(ctx, &bmh, casPatch(h.Version, metadataPatch(nil, mapPatch(bmh.Annotations, ann)))); err != nil {
 		return reboot.Host{}, mapError("update", s.Namespace, h.Name, err)
 	}
 	return toHost(&bmh)

@@ -91,7 +91,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
 	}
-	powers := &kube.Powers{Client: mgr.GetClient(), Namespace: *namespace, RootCAs: roots}
+	powers := &kube.Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: *namespace, RootCAs: roots}
 	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: powers.Controller,
 		Now: time.Now, Config: reboot.Config{SoftTimeout: *softTimeout, StaleReads: *staleReads}}
 	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace}).SetupWithManager(mgr); err != nil {
