@@ -38,7 +38,7 @@ func (s *Nodes) Get(ctx context.Context, name string) (remediation.Node, error) 
 	if err != nil {
 		return remediation.Node{}, fmt.Errorf("kube: get node %s: %w", name, err)
 	}
-	out := remediation.Node{Exists: true, Name: name, Labels: n.Labels, Annotations: n.Annotations}
+	out := remediation.Node{Exists: true, Name: name, UID: string(n.UID), Labels: n.Labels, Annotations: n.Annotations}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			out.Ready = c.Status == corev1.ConditionTrue
@@ -52,10 +52,20 @@ func (s *Nodes) Get(ctx context.Context, name string) (remediation.Node, error) 
 	return out, nil
 }
 
-// Delete implements remediation.NodeStore: deleting a missing Node
-// succeeds.
-func (s *Nodes) Delete(ctx context.Context, name string) error {
-	err := s.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+// Delete implements remediation.NodeStore: the Node is deleted with its UID
+// as a precondition (the API server refuses to delete a Node registered
+// again under the same name: remediation.ErrConflict); deleting a missing
+// Node succeeds.
+func (s *Nodes) Delete(ctx context.Context, name, uid string) error {
+	var opts []client.DeleteOption
+	if uid != "" {
+		u := types.UID(uid)
+		opts = append(opts, client.Preconditions{UID: &u})
+	}
+	err := s.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, opts...)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("kube: node %s was registered again since it was read: %w", name, remediation.ErrConflict)
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("kube: delete node %s: %w", name, err)
 	}

@@ -97,8 +97,8 @@ func TestNodesOnAPIServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, got.OutOfService)
 
-	require.NoError(t, s.Delete(ctx, name))
-	require.NoError(t, s.Delete(ctx, name), "deleting a missing Node succeeds")
+	require.NoError(t, s.Delete(ctx, name, got.UID))
+	require.NoError(t, s.Delete(ctx, name, got.UID), "deleting a missing Node succeeds")
 	got, err = s.Get(ctx, name)
 	require.NoError(t, err)
 	assert.False(t, got.Exists)

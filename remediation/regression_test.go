@@ -358,3 +358,32 @@ func TestRegressionGuardRefusalSaysWhy(t *testing.T) {
 		Machine: remediation.Machine{Name: "a", NeedsRemediation: true}, State: d.State, MayStart: may, GuardReason: why}, fake.Epoch.Add(time.Minute))
 	assert.False(t, d2.UpdateState, "the same refusal is not written again")
 }
+
+// Issue 28, A4: a remediation whose host disappears (BareMetalHost deleted
+// or consumerRef cleared) times out and escalates, at every in-flight
+// phase, and never asks a missing host for anything; a Machine whose host
+// is missing at the start waits for it until the timeout too. The old
+// Reconciler returned before Decide, where the timeout lives.
+func TestRegressionHostMissingEscalates(t *testing.T) {
+	t0 := time.Unix(1700000000, 0).UTC()
+	cfg := remediation.Config{Timeout: time.Minute}
+	m := remediation.Machine{Name: "m", UID: "u", NeedsRemediation: true, HasControllerOwner: true, NodeName: "n"}
+	for _, ph := range []remediation.Phase{remediation.PhasePowerOffRequested, remediation.PhaseNodeDeleted,
+		remediation.PhasePoweringOn, remediation.PhaseWaitingForNode} {
+		o := remediation.Observed{Machine: m, Node: remediation.Node{Exists: true, Name: "n"}, Admitted: true,
+			Host:  remediation.Host{Missing: true, Power: power.StateUnknown},
+			State: remediation.State{Phase: ph, Attempt: 1, Started: t0, RequestedAt: t0}}
+		d := cfg.Decide(o, t0.Add(30*time.Second))
+		assert.False(t, d.AddRebootAnnotation || d.DeleteNode || d.DeleteMachine, "%s: before the timeout: wait (%s)", ph, d.Reason)
+		d = cfg.Decide(o, t0.Add(time.Minute))
+		assert.True(t, d.DeleteMachine, "%s: escalates at the timeout (%s)", ph, d.Reason)
+		assert.True(t, d.Release, "%s: releases its admission", ph)
+		assert.False(t, d.AddRebootAnnotation, "%s: no request to a missing host", ph)
+		assert.Equal(t, remediation.PhaseFailed, d.State.Phase)
+	}
+	// Missing at the start: the attempt starts (its timeout runs) without a
+	// request.
+	d := cfg.Decide(remediation.Observed{Machine: m, Host: remediation.Host{Missing: true}, MayStart: true}, t0)
+	assert.Equal(t, remediation.PhasePowerOffRequested, d.State.Phase)
+	assert.False(t, d.AddRebootAnnotation)
+}
