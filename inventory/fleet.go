@@ -412,7 +412,9 @@ func (f *Fleet) check(ctx context.Context, s Server) error {
 		}
 		return nil
 	default:
-		return exec.CommandContext(ctx, h.Command[0], h.Command[1:]...).Run()
+		cmd := exec.CommandContext(ctx, h.Command[0], h.Command[1:]...)
+		cmd.Env = f.inv.CommandEnv(nil)
+		return cmd.Run()
 	}
 }
 
@@ -636,7 +638,9 @@ func (f *Fleet) run(id string) {
 func (f *Fleet) command(ctx context.Context, argv []string) error {
 	ctx, cancel := context.WithTimeout(ctx, f.inv.Defaults.commandTimeout())
 	defer cancel()
-	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = f.inv.CommandEnv(nil) // explicit: never the executor's whole environment (BMC passwords)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := string(out)
 		if len(msg) > 512 {
