@@ -71,6 +71,12 @@ type Server struct {
 	// the health check passes (argv, no shell).
 	Drain   []string `yaml:"drain"`
 	Undrain []string `yaml:"undrain"`
+	// Reboot, optional, reboots the server through its operating system
+	// (argv, no shell, e.g. [systemctl, reboot]). Only the server the
+	// executor runs on is rebooted this way (its BMC is never asked to
+	// power it off: nothing would power it on again); a plan that includes
+	// that server needs it.
+	Reboot []string `yaml:"reboot"`
 }
 
 // BMC says how to reach a server's BMC. Exactly one of Redfish and IPMI.
@@ -369,18 +375,18 @@ func (b BMC) Password() (string, error) {
 	if b.PasswordEnv != "" {
 		v, ok := os.LookupEnv(b.PasswordEnv)
 		if !ok || v == "" {
-			return "", fmt.Errorf("inventory: environment variable %s is not set", b.PasswordEnv)
+			return "", fmt.Errorf("%w: environment variable %s is not set", ErrNoPassword, b.PasswordEnv)
 		}
 		return v, nil
 	}
 	raw, err := os.ReadFile(b.PasswordFile)
 	if err != nil {
-		return "", fmt.Errorf("inventory: password file: %w", err)
+		return "", fmt.Errorf("%w: password file: %w", ErrNoPassword, err)
 	}
 	line, _, _ := strings.Cut(string(raw), "\n")
 	line = strings.TrimRight(line, "\r")
 	if line == "" {
-		return "", fmt.Errorf("inventory: password file %s is empty", b.PasswordFile)
+		return "", fmt.Errorf("%w: password file %s is empty", ErrNoPassword, b.PasswordFile)
 	}
 	return line, nil
 }
