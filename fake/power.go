@@ -352,7 +352,7 @@ type Reading struct {
 	Target power.State
 }
 
-// Read is State for protocol emulators (fake.BMC, an IPMI BMC): the same
+// Read is State for protocol emulators (redfishtest.BMC, ipmitest.BMC): the same
 // reported state, lies, faults and call record, plus how to show it.
 func (p *Power) Read(ctx context.Context) (Reading, error) {
 	st, err := p.State(ctx)
