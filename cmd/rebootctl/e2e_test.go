@@ -21,6 +21,8 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -66,7 +68,7 @@ const bmcPassword = "e2e-bmc-Secret"
 func newLab(t *testing.T, n, core int) *lab {
 	t.Helper()
 	l := &lab{t: t, dir: t.TempDir(), powers: map[string]*fake.Power{}, bootTime: 300 * time.Millisecond}
-	ca, err := fake.NewTestCA()
+	ca, err := redfishtest.NewCA()
 	require.NoError(t, err)
 	caFile := filepath.Join(l.dir, "ca.pem")
 	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
@@ -89,12 +91,12 @@ func newLab(t *testing.T, n, core int) *lab {
 		fmt.Fprintf(&b, "  - uuid: %s\n    hostname: cn%d\n    platform: \"1\"\n    core: %v\n    headnode: %v\n", id, i, i < core, i == 0 && core > 0)
 		if i == n-1 && n > 1 {
 			// The last server has an IPMI BMC.
-			bmc, err := fake.NewIPMIBMC(p, fake.IPMIConfig{Username: "admin", Password: bmcPassword})
+			bmc, err := ipmitest.NewBMC(p, ipmitest.Config{Username: "admin", Password: bmcPassword})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = bmc.Close() })
 			fmt.Fprintf(&b, "    bmc:\n      ipmi: %s\n", bmc.Addr())
 		} else {
-			bmc := fake.NewBMC(time.Now, p, "admin", bmcPassword)
+			bmc := redfishtest.NewBMC(time.Now, p, "admin", bmcPassword)
 			srv := httptest.NewUnstartedServer(bmc)
 			srv.TLS = ca.ServerConfig()
 			srv.StartTLS()
