@@ -20,6 +20,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -36,13 +38,14 @@ func TestMain(m *testing.M) {
 	log.SetLogger(logr.Discard())
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = metal3.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
 	_ = clusterv1.AddToScheme(scheme)
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		fmt.Fprintln(os.Stderr, "!!! KUBEBUILDER_ASSETS unset: the tests against a real API server will SKIP (KUBEBUILDER_ASSETS=$(scripts/build-envtest.sh)) !!!")
 		os.Exit(m.Run())
 	}
-	crds, err := futureCRDs("testdata/crds")
+	crds, err := futureCRDs("testdata/crds", "config/crd/bases")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "crds:", err)
 		os.Exit(1)
@@ -64,12 +67,16 @@ func TestMain(m *testing.M) {
 // Cluster API's field. Every store write must keep it.
 const FutureField = "futureField"
 
-// futureCRDs reads the CRDs of dir and adds FutureField (a string) to the
+// futureCRDs reads the CRDs of dirs and adds FutureField (a string) to the
 // spec and status of every version.
-func futureCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no CRDs in %s: %v", dir, err)
+func futureCRDs(dirs ...string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var files []string
+	for _, dir := range dirs {
+		fs, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil || len(fs) == 0 {
+			return nil, fmt.Errorf("no CRDs in %s: %v", dir, err)
+		}
+		files = append(files, fs...)
 	}
 	var out []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range files {

@@ -2,7 +2,6 @@ package kube
 
 import (
 	"encoding/json"
-	"maps"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,13 +63,4 @@ func metadataPatch(labels, annotations map[string]any) map[string]any {
 		meta["annotations"] = annotations
 	}
 	return map[string]any{"metadata": meta}
-}
-
-func withKey(m map[string]string, k, v string) map[string]string {
-	out := maps.Clone(m)
-	if out == nil {
-		out = map[string]string{}
-	}
-	out[k] = v
-	return out
 }

@@ -89,7 +89,7 @@ func TestPowersOnAPIServer(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	host := strings.TrimPrefix(srv.URL, "https://")
-	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc"},
+	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
 		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("s3cret")}}))
 	require.NoError(t, c.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
 		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish://" + host + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
@@ -129,9 +129,9 @@ func TestPowersReadSecretsWithGetOnly(t *testing.T) {
 	require.NoError(t, err)
 	ns := newNamespace(t, c)
 	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	srv := httptest.NewServer(fake.NewBMC(time.Now, hw, "admin", "s3cret"))
+	srv := httptest.NewServer(redfishtest.NewBMC(time.Now, hw, "admin", "s3cret"))
 	defer srv.Close()
-	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc"},
+	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
 		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("s3cret")}}))
 	require.NoError(t, c.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
 		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish+http://" + strings.TrimPrefix(srv.URL, "http://") + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
