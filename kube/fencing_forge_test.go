@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,14 +22,6 @@ import (
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
-
-// rebootClientRules are what a client that may ask for reboots needs
-// (config/rbac/reboot_client_role.yaml): update on BareMetalHosts, read on
-// the reboot records.
-var rebootClientRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{"metal3.io"}, Resources: []string{"baremetalhosts"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
-	{APIGroups: []string{"rebootkit.io"}, Resources: []string{"rebootrecords"}, Verbs: []string{"get", "list", "watch"}},
-}
 
 // TestClientCannotForgeFencing (issue 28, B8): a client allowed to ask for
 // reboots (update on BareMetalHosts) can neither make Fenced true for a
@@ -47,6 +38,9 @@ func TestClientCannotForgeFencing(t *testing.T) {
 	newBMH(t, admin, ns, "h2")
 	require.NoError(t, admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h2-bmc", Labels: map[string]string{BMCHostLabel: "h2"}},
 		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("h2-secret-pw")}}))
+	// The role shipped for reboot clients (config/rbac/reboot_client_role.yaml).
+	rebootClientRules, _ := rolesOf(t, "config/rbac/reboot_client_role.yaml")
+	require.NotEmpty(t, rebootClientRules)
 	userCfg := asUser(t, "reboot-client-"+ns, rebootClientRules, ns)
 	uc, err := client.New(userCfg, client.Options{Scheme: scheme})
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -121,6 +122,18 @@ func needAPIServer(t *testing.T) {
 // a ClusterRole with rules (in namespace ns, or cluster-wide if ns is "").
 func asUser(t *testing.T, name string, rules []rbacv1.PolicyRule, ns string) *rest.Config {
 	t.Helper()
+	bindRole(t, name, rules, ns)
+	u, err := testEnv.AddUser(envtest.User{Name: name}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Config()
+}
+
+// bindRole binds user name to a new ClusterRole with rules, in namespace
+// ns (a RoleBinding) or cluster-wide if ns is "".
+func bindRole(t *testing.T, name string, rules []rbacv1.PolicyRule, ns string) {
+	t.Helper()
 	ctx := context.Background()
 	admin, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -140,9 +153,40 @@ func asUser(t *testing.T, name string, rules []rbacv1.PolicyRule, ns string) *re
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := testEnv.AddUser(envtest.User{Name: name}, cfg)
+}
+
+// rolesOf reads the ClusterRole and Role rules of a YAML file of config/.
+func rolesOf(t *testing.T, path string) (cluster, namespaced []rbacv1.PolicyRule) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return u.Config()
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		var r rbacv1.ClusterRole // a Role has the same fields
+		if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		switch r.Kind {
+		case "ClusterRole":
+			cluster = append(cluster, r.Rules...)
+		case "Role":
+			namespaced = append(namespaced, r.Rules...)
+		}
+	}
+	return cluster, namespaced
+}
+
+// asController returns a config for a new user bound to exactly the
+// controller's generated role (config/rbac/role.yaml): its Role in
+// namespace ns, its ClusterRole cluster-wide.
+func asController(t *testing.T, ns string) *rest.Config {
+	t.Helper()
+	cluster, namespaced := rolesOf(t, "config/rbac/role.yaml")
+	if len(namespaced) == 0 {
+		t.Fatal("config/rbac/role.yaml has no Role")
+	}
+	name := "rebootkit-controller-" + ns
+	bindRole(t, name, cluster, "")
+	return asUser(t, name, namespaced, ns)
 }
