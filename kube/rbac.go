@@ -19,9 +19,11 @@ package kube
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=system,resources=leases,verbs=get;create;update
 //
 // RemediationController with Machines, Nodes and Admissions: Machines
-// patched and, on escalation, deleted; the admissions ConfigMap; Nodes
+// patched and, on escalation, deleted; their health checks read (the
+// storm guard's scope); the admissions ConfigMap; Nodes
 // patched (taint, labels) and deleted.
 //
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=system,resources=machines,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=system,resources=machinehealthchecks,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=system,resources=configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch;delete

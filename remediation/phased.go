@@ -127,6 +127,8 @@ type Machine struct {
 	HasControllerOwner bool
 	// NodeName is the name of its Node.
 	NodeName string
+	// Cluster and HealthCheck scope the storm guard (FleetMachine).
+	Cluster, HealthCheck string
 }
 
 // Node is what a decision needs of the Machine's Node.

@@ -387,3 +387,30 @@ func TestRegressionHostMissingEscalates(t *testing.T) {
 	assert.Equal(t, remediation.PhasePowerOffRequested, d.State.Phase)
 	assert.False(t, d.AddRebootAnnotation)
 }
+
+// Issue 28, B9: the storm guard counts per cluster and per health check
+// (Cluster API's maxUnhealthy is per MachineHealthCheck), and "one
+// control-plane machine at a time" is per cluster. The old guard counted
+// the whole namespace: a remediation in one cluster blocked every other.
+func TestRegressionGuardPerClusterAndHealthCheck(t *testing.T) {
+	fleet := []remediation.FleetMachine{
+		{Name: "a-w1", Cluster: "a", HealthCheck: "a-workers", Remediating: true},
+		{Name: "a-w2", Cluster: "a", HealthCheck: "a-workers", Unhealthy: true},
+		{Name: "a-cp1", Cluster: "a", HealthCheck: "a-cp", ControlPlane: true, Remediating: true},
+		{Name: "a-cp2", Cluster: "a", HealthCheck: "a-cp", ControlPlane: true, Unhealthy: true},
+		{Name: "b-w1", Cluster: "b", HealthCheck: "b-workers", Unhealthy: true},
+		{Name: "b-w2", Cluster: "b", HealthCheck: "b-workers"},
+		{Name: "b-cp1", Cluster: "b", HealthCheck: "b-cp", ControlPlane: true, Unhealthy: true},
+		{Name: "b-cp2", Cluster: "b", HealthCheck: "b-cp", ControlPlane: true},
+	}
+	limit := remediation.MaxPercent(50)
+	ok, why := remediation.MayStart(fleet, "b-w1", limit)
+	assert.True(t, ok, "cluster b's workers: 1 of 2 unhealthy: %s", why)
+	ok, why = remediation.MayStart(fleet, "b-cp1", limit)
+	assert.True(t, ok, "cluster b's control plane is not busy, whatever cluster a does: %s", why)
+	ok, why = remediation.MayStart(fleet, "a-cp2", limit)
+	assert.False(t, ok, "one control-plane machine of cluster a at a time: %s", why)
+	ok, why = remediation.MayStart(fleet, "a-w2", limit)
+	assert.False(t, ok, "cluster a's workers: 2 of 2 unhealthy: %s", why)
+	assert.Contains(t, why, "a-workers")
+}
