@@ -7,11 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +61,12 @@ type JobRecord struct {
 	Finished     *time.Time `json:"finished,omitempty"` // the reboot was asked
 	Ended        *time.Time `json:"ended,omitempty"`
 	Error        string     `json:"error,omitempty"`
+	// PoweredOff, PoweredOn and Healthy are when the job saw its server
+	// fenced off, powered on again, and passing its health check: the
+	// phases a plan records for its report (plan.Phases).
+	PoweredOff *time.Time `json:"powered_off,omitempty"`
+	PoweredOn  *time.Time `json:"powered_on,omitempty"`
+	Healthy    *time.Time `json:"healthy,omitempty"`
 }
 
 func (j JobRecord) ended() bool {
@@ -158,7 +163,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	f := &Fleet{inv: inv, opts: opts, db: db, now: time.Now, running: map[string]bool{},
 		ctrl: map[string]power.Controller{}, health: map[string]healthResult{}}
 	f.hosts = &boltHosts{db: db}
-	f.rec = &reboot.Reconciler{Hosts: f.hosts, Power: f.controller, Now: f.now, Config: opts.Reboot, Logger: opts.Logger}
+	f.rec = &reboot.Reconciler{Hosts: f.hosts, Power: f.controller, Now: f.now, Config: opts.Reboot, Logger: withHostnames(opts.Logger, inv)}
 	f.cli = &reboot.Client{Hosts: f.hosts, Key: "rebootctl", Now: f.now, Poll: opts.Poll}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	jobs, err := f.Jobs()
@@ -268,7 +273,7 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		return err
 	}
 	if created {
-		f.logf("job created", "job", a.JobUUID, "server", a.Server)
+		f.logf("job created", "job", a.JobUUID, "server", f.hostname(a.Server))
 	}
 	f.start(a.JobUUID)
 	return nil
@@ -310,6 +315,7 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 		if j.Finished != nil {
 			o.FinishedAt = *j.Finished
 		}
+		o.Phases = plan.Phases{Drained: j.Drained, Off: j.PoweredOff, On: j.PoweredOn, Healthy: j.Healthy}
 		obs.Jobs[j.UUID] = o
 	}
 	var servers []Server
@@ -381,40 +387,7 @@ func (f *Fleet) checkAll(ctx context.Context, servers []Server) map[string]bool 
 }
 
 // check runs server s's health check once.
-func (f *Fleet) check(ctx context.Context, s Server) error {
-	ctx, cancel := context.WithTimeout(ctx, f.inv.Defaults.healthTimeout())
-	defer cancel()
-	h := s.Health
-	switch {
-	case h.TCP != "":
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", h.TCP)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	case h.HTTP != "":
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.HTTP, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		want := h.Status
-		if want == 0 {
-			want = http.StatusOK
-		}
-		if resp.StatusCode != want {
-			return fmt.Errorf("health %s: status %d, want %d", h.HTTP, resp.StatusCode, want)
-		}
-		return nil
-	default:
-		return exec.CommandContext(ctx, h.Command[0], h.Command[1:]...).Run()
-	}
-}
+func (f *Fleet) check(ctx context.Context, s Server) error { return f.inv.CheckHealth(ctx, s) }
 
 // controller returns server uuid's power controller, connecting once.
 func (f *Fleet) controller(uuid string) (power.Controller, error) {
@@ -460,9 +433,11 @@ func Connect(ctx context.Context, b BMC) (power.Controller, error) {
 		if err != nil {
 			return nil, err
 		}
-		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite})
+		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite,
+			Privilege: strings.ToUpper(b.Privilege)})
 	}
-	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure}
+	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure,
+		SystemID: b.System}
 	if b.CAFile != "" {
 		pem, err := os.ReadFile(b.CAFile)
 		if err != nil {
@@ -477,7 +452,11 @@ func Connect(ctx context.Context, b BMC) (power.Controller, error) {
 		}
 		cfg.RootCAs = pool
 	}
-	return redfish.Connect(ctx, cfg)
+	c, err := redfish.Connect(ctx, cfg)
+	if errors.Is(err, redfish.ErrNoSessionService) {
+		return nil, &hintError{msg: "the BMC at " + b.Redfish + " has no Redfish session service (sushy-tools has none): set basic_auth: true in its bmc section of the inventory", err: err}
+	}
+	return c, err
 }
 
 // start runs job id in a goroutine, unless one runs already.
@@ -499,6 +478,15 @@ func (f *Fleet) start(id string) {
 		}()
 		f.run(id)
 	}()
+}
+
+// hostname is how operators know a server (its UUID if the inventory
+// does not have it).
+func (f *Fleet) hostname(uuid string) string {
+	if s, ok := f.inv.Server(uuid); ok {
+		return s.Hostname
+	}
+	return uuid
 }
 
 func (f *Fleet) logf(msg string, args ...any) {
@@ -533,7 +521,7 @@ func (f *Fleet) run(id string) {
 			return nil
 		})
 		if err == nil {
-			f.logf("job "+state, "job", id, "server", j.Server, "error", errMsg)
+			f.logf("job "+state, "job", id, "server", f.hostname(j.Server), "error", errMsg)
 		}
 		return j, err
 	}
@@ -588,11 +576,19 @@ func (f *Fleet) run(id string) {
 				f.logf("reconcile failed", "job", id, "error", rerr.Error())
 			}
 			if fenced, _ := f.cli.Fenced(ctx, t); fenced {
+				if j.PoweredOff == nil {
+					_, err = f.update(id, func(j *JobRecord) error { j.PoweredOff = &now; return nil })
+				}
 				_ = f.cli.Release(ctx, t) // off: power it on again
 			}
 			if done, _ := f.cli.Done(ctx, t); done {
 				if _, rerr := f.rec.Reconcile(ctx, s.UUID); rerr == nil {
-					_, err = set(JobBooted, "", nil)
+					_, err = set(JobBooted, "", func(j *JobRecord) {
+						if j.PoweredOff == nil {
+							j.PoweredOff = &now // fenced and released between two looks
+						}
+						j.PoweredOn = &now
+					})
 				}
 				break
 			}
@@ -606,6 +602,9 @@ func (f *Fleet) run(id string) {
 					_, err = set(JobFailed, "health check not passing within "+f.opts.JobTimeout.String(), nil)
 				}
 				break
+			}
+			if j.Healthy == nil {
+				_, _ = f.update(id, func(j *JobRecord) error { j.Healthy = &now; return nil })
 			}
 			if len(s.Undrain) > 0 {
 				if cerr := f.command(ctx, s.Undrain); cerr != nil {

@@ -89,6 +89,12 @@ type BMC struct {
 	BasicAuth bool `yaml:"basic_auth"`
 	// CipherSuite is the IPMI cipher suite (default 3).
 	CipherSuite int `yaml:"cipher_suite"`
+	// System is the Redfish ComputerSystem's ID, for a BMC with more than
+	// one system (default: the only one).
+	System string `yaml:"system"`
+	// Privilege is the IPMI session's privilege: operator (enough for
+	// power control) or administrator (the default).
+	Privilege string `yaml:"privilege"`
 }
 
 // Health is one check; exactly one of TCP, HTTP and Command.
@@ -150,7 +156,7 @@ func Parse(data []byte) (Inventory, error) {
 	dec.KnownFields(true)
 	var inv Inventory
 	if err := dec.Decode(&inv); err != nil {
-		return Inventory{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Inventory{}, decodeError(data, err)
 	}
 	if err := inv.check(); err != nil {
 		return Inventory{}, err
@@ -171,7 +177,11 @@ func (inv *Inventory) check() error {
 	for i := range inv.Servers {
 		s := &inv.Servers[i]
 		bad := func(format string, a ...any) error {
-			return fmt.Errorf("%w: server %d (%s): %s", ErrInvalid, i+1, s.UUID, fmt.Sprintf(format, a...))
+			name := s.Hostname // operators know servers by hostname
+			if name == "" {
+				name = s.UUID
+			}
+			return fmt.Errorf("%w: server %d (%s): %s", ErrInvalid, i+1, name, fmt.Sprintf(format, a...))
 		}
 		if err := plan.ValidUUID(s.UUID); err != nil {
 			return bad("uuid: %v", err)
@@ -214,6 +224,11 @@ func (inv *Inventory) check() error {
 			if _, _, err := splitHostPort(b.IPMI, 623); err != nil {
 				return bad("bmc.ipmi: %v", err)
 			}
+		}
+		switch strings.ToLower(b.Privilege) {
+		case "", "operator", "administrator":
+		default:
+			return bad("bmc.privilege %q: want operator or administrator", b.Privilege)
 		}
 		h := s.Health
 		n := 0
@@ -262,6 +277,12 @@ func (s Server) merged(d Defaults) BMC {
 	b.BasicAuth = b.BasicAuth || def.BasicAuth
 	if b.CipherSuite == 0 {
 		b.CipherSuite = def.CipherSuite
+	}
+	if b.System == "" {
+		b.System = def.System
+	}
+	if b.Privilege == "" {
+		b.Privilege = def.Privilege
 	}
 	return b
 }

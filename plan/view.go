@@ -117,7 +117,8 @@ func sameReboot(a, b Reboot) bool {
 		a.CurrentPlatform == b.CurrentPlatform && a.Headnode == b.Headnode && a.JobUUID == b.JobUUID &&
 		sameTime(a.StartedAt, b.StartedAt) && sameTime(a.FinishedAt, b.FinishedAt) && sameTime(a.OperationalAt, b.OperationalAt) &&
 		sameTime(a.CanceledAt, b.CanceledAt) && a.Core == b.Core && a.Step == b.Step && sameTime(a.StepSince, b.StepSince) &&
-		a.Frozen == b.Frozen && a.Error == b.Error && a.JobSeen == b.JobSeen && sameTime(a.DrainSince, b.DrainSince)
+		a.Frozen == b.Frozen && a.Error == b.Error && a.JobSeen == b.JobSeen && sameTime(a.DrainSince, b.DrainSince) &&
+		samePhases(a.Phases, b.Phases)
 }
 
 // FullView is the view of a whole plan (O(servers)).
@@ -142,8 +143,8 @@ func (v View) Unfinished() bool { return !v.State.Finished() || len(v.Index.InFl
 func (v View) Summary() Summary {
 	ix := v.Index
 	s := Summary{Total: ix.Total, Done: ix.Done, Failed: ix.Failed, InFlight: len(ix.InFlight),
-		Left: ix.Total - ix.Started, Waiting: v.Waiting}
-	if ix.DoneTimed > 0 && !v.State.Finished() {
+		Left: ix.Total - ix.Started, Waiting: v.Waiting, State: v.State}
+	if ix.DoneTimed > 0 && v.State == StateRunning {
 		mean := ix.DoneTime / time.Duration(ix.DoneTimed)
 		s.ETA = time.Duration(float64(mean) * (float64(s.Left) + float64(s.InFlight)/2) / float64(max(v.Concurrency, 1)))
 	}
