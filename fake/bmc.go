@@ -69,6 +69,7 @@ type BMC struct {
 	nextID   int
 	failGet  map[string]bmcFail // path -> one-shot failure
 	requests int
+	logins   int
 	resets   []string
 	lastOff  time.Time
 	lagUntil time.Time
@@ -118,6 +119,14 @@ func (b *BMC) Requests() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.requests
+}
+
+// Logins returns how many logins (POSTs to the Sessions collection,
+// failed ones included) the BMC has received.
+func (b *BMC) Logins() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.logins
 }
 
 // Resets returns the reset types received, in order.
@@ -253,6 +262,7 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			{"name": "SessionService", "kind": "Singleton", "url": "/redfish/v1/SessionService"}}})
 		return
 	case path == sessionsPath && r.Method == http.MethodPost:
+		b.logins++
 		if b.Quirks.NoSessionService {
 			fail(http.StatusNotFound, "ResourceMissingAtURI", "no resource at "+path)
 			return

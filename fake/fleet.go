@@ -97,8 +97,10 @@ type Fleet struct {
 	latest  time.Time           // the latest time the fleet saw
 	unknown map[string][]string // per plan: its servers the fleet does not have
 	// truthAt and truth: the servers offline (ground truth) at truthAt,
-	// appended to as jobs are created at that instant; Start.Offline
-	// lists share it (its elements are never changed).
+	// appended to as jobs that have not ended are created at that instant
+	// and dropped (nil) by anything else that changes the truth at it;
+	// Start.Offline lists share it (its elements are never changed).
+	// TestFleetTruthCacheExact checks it against a recount.
 	truthAt time.Time
 	truth   []string
 	inTruth map[string]bool
@@ -531,8 +533,6 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		}
 	} else {
 		st.Offline = f.truth[:len(f.truth):len(f.truth)] // shared, never changed
-		f.truth = append(f.truth, a.Server)              // offline from now on: its job has not ended
-		f.inTruth[a.Server] = true
 	}
 	f.starts = append(f.starts, st)
 	j := &fleetJob{server: a.Server, created: now}
@@ -540,6 +540,13 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 	f.byServer[a.Server] = append(f.byServer[a.Server], j)
 	f.live[a.Server] = true
 	f.created[a.Server]++
+	// The cache stays exact: the new job takes its server offline at this
+	// instant only if it has not ended at it (a job with no queue and no
+	// drain that fails ends at the instant it was created).
+	if !f.inTruth[a.Server] && f.offline(s, now) {
+		f.truth = append(f.truth, a.Server)
+		f.inTruth[a.Server] = true
+	}
 	return nil
 }
 

@@ -64,6 +64,7 @@ type IPMIBMC struct {
 	fail     map[string]ipmiFail
 	commands []string // chassis commands received, in order
 	packets  int      // UDP requests received
+	logins   int      // RMCP+ Open Session Requests received
 }
 
 // countingConn counts the requests the BMC receives.
@@ -77,6 +78,11 @@ func (c countingConn) ReadFrom(buf []byte) (int, net.Addr, error) {
 	if err == nil && n > 0 {
 		c.b.mu.Lock()
 		c.b.packets++
+		// RMCP header (4 bytes), then RMCP+ (auth type 06h) with payload
+		// type 10h: an RMCP+ Open Session Request, the start of a login.
+		if n > 5 && buf[4] == 0x06 && buf[5]&0x3f == 0x10 {
+			c.b.logins++
+		}
 		c.b.mu.Unlock()
 	}
 	return n, addr, err
@@ -88,6 +94,14 @@ func (b *IPMIBMC) Packets() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.packets
+}
+
+// Logins returns how many logins (RMCP+ Open Session Requests, failed
+// ones included) the BMC has received.
+func (b *IPMIBMC) Logins() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.logins
 }
 
 type ipmiFail struct {

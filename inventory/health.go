@@ -41,6 +41,8 @@ func (inv Inventory) CheckHealth(ctx context.Context, s Server) error {
 		}
 		return nil
 	default:
-		return exec.CommandContext(ctx, h.Command[0], h.Command[1:]...).Run()
+		cmd := exec.CommandContext(ctx, h.Command[0], h.Command[1:]...)
+		cmd.Env = inv.CommandEnv(nil)
+		return cmd.Run()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,11 @@ type Defaults struct {
 	HealthTimeout Duration `yaml:"health_timeout"`
 	// CommandTimeout bounds a drain or undrain command (default 15m).
 	CommandTimeout Duration `yaml:"command_timeout"`
+	// CommandEnv names the environment variables, besides PATH, HOME and
+	// SSH_AUTH_SOCK, that drain, undrain, reboot and health commands get
+	// from the executor's environment. Nothing else is passed on; a BMC
+	// password variable (password_env) is refused here and never passed.
+	CommandEnv []string `yaml:"command_env"`
 }
 
 // Server is one server.
@@ -65,6 +71,12 @@ type Server struct {
 	// the health check passes (argv, no shell).
 	Drain   []string `yaml:"drain"`
 	Undrain []string `yaml:"undrain"`
+	// Reboot, optional, reboots the server through its operating system
+	// (argv, no shell, e.g. [systemctl, reboot]). Only the server the
+	// executor runs on is rebooted this way (its BMC is never asked to
+	// power it off: nothing would power it on again); a plan that includes
+	// that server needs it.
+	Reboot []string `yaml:"reboot"`
 }
 
 // BMC says how to reach a server's BMC. Exactly one of Redfish and IPMI.
@@ -156,6 +168,8 @@ func Parse(data []byte) (Inventory, error) {
 	dec.KnownFields(true)
 	var inv Inventory
 	if err := dec.Decode(&inv); err != nil {
+		// The decoder quotes values; a credential typed into one must not
+		// be echoed (decodeError scrubs what it quotes).
 		return Inventory{}, decodeError(data, err)
 	}
 	if err := inv.check(); err != nil {
@@ -172,6 +186,7 @@ func (inv *Inventory) check() error {
 		return fmt.Errorf("%w: %d servers, limit %d", ErrInvalid, len(inv.Servers), plan.MaxServers)
 	}
 	seen := map[string]string{}
+	passwordVars := map[string]bool{}
 	inv.byKey = make(map[string]int, 2*len(inv.Servers))
 	heads := 0
 	for i := range inv.Servers {
@@ -213,16 +228,20 @@ func (inv *Inventory) check() error {
 		}
 		if b.Redfish != "" {
 			u, err := url.Parse(b.Redfish)
-			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-				return bad("bmc.redfish %q: want https://host[:port]", b.Redfish)
-			}
-			if u.User != nil {
-				return bad("bmc.redfish: no credentials in the URL")
+			switch {
+			case hasUserinfo(b.Redfish) || err == nil && u.User != nil:
+				return bad("bmc.redfish %q: no credentials in the URL (give username, and password_env or password_file)", Scrub(b.Redfish))
+			case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
+				return bad("bmc.redfish %q: want https://host[:port]", Scrub(b.Redfish))
 			}
 		}
 		if b.IPMI != "" {
+			if strings.Contains(b.IPMI, "@") {
+				return bad("bmc.ipmi %q: no credentials in the address (give username, and password_env or password_file)", Scrub(b.IPMI))
+			}
 			if _, _, err := splitHostPort(b.IPMI, 623); err != nil {
-				return bad("bmc.ipmi: %v", err)
+				// Not echoed: "admin:pw" is as likely as "host:port".
+				return bad("bmc.ipmi: want host[:port] (a host name or address, a port from 1 to 65535)")
 			}
 		}
 		switch strings.ToLower(b.Privilege) {
@@ -241,21 +260,103 @@ func (inv *Inventory) check() error {
 			return bad("health: give exactly one of tcp, http and command")
 		}
 		if h.TCP != "" {
-			if _, _, err := net.SplitHostPort(h.TCP); err != nil {
-				return bad("health.tcp: %v", err)
+			if _, _, err := net.SplitHostPort(h.TCP); err != nil || strings.Contains(h.TCP, "@") {
+				return bad("health.tcp %q: want host:port", Scrub(h.TCP))
 			}
 		}
 		if h.HTTP != "" {
 			if u, err := url.Parse(h.HTTP); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-				return bad("health.http %q: want an http(s) URL", h.HTTP)
+				return bad("health.http %q: want an http(s) URL", Scrub(h.HTTP))
 			}
+		}
+		if b.PasswordEnv != "" {
+			passwordVars[b.PasswordEnv] = true
 		}
 	}
 	if heads > 1 {
 		return fmt.Errorf("%w: %d headnodes, at most one", ErrInvalid, heads)
 	}
+	for _, name := range inv.Defaults.CommandEnv {
+		switch {
+		case !validEnvName(name):
+			return fmt.Errorf("%w: defaults.command_env: %q is not an environment variable name", ErrInvalid, Scrub(name))
+		case passwordVars[name]:
+			return fmt.Errorf("%w: defaults.command_env: %s holds a BMC password (password_env); commands never get it", ErrInvalid, name)
+		}
+	}
 	return nil
 }
+
+// validEnvName reports whether s is a portable environment variable name.
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// baseCommandEnv are the variables every command gets (when set).
+var baseCommandEnv = []string{"PATH", "HOME", "SSH_AUTH_SOCK"}
+
+// CommandEnv returns the environment drain, undrain, reboot and health
+// commands run with: PATH, HOME and SSH_AUTH_SOCK, and the variables
+// Defaults.CommandEnv names, from lookup (os.LookupEnv when nil). A
+// variable any server reads its BMC password from is never included.
+func (inv Inventory) CommandEnv(lookup func(string) (string, bool)) []string {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	secret := map[string]bool{}
+	for _, s := range inv.Servers {
+		if b := inv.BMCOf(s); b.PasswordEnv != "" {
+			secret[b.PasswordEnv] = true
+		}
+	}
+	var env []string
+	seen := map[string]bool{}
+	for _, name := range append(append([]string{}, baseCommandEnv...), inv.Defaults.CommandEnv...) {
+		if seen[name] || secret[name] {
+			continue
+		}
+		seen[name] = true
+		if v, ok := lookup(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
+// hasUserinfo reports whether s looks like it carries credentials before
+// its host ("scheme://user:pw@host", "user:pw@host").
+func hasUserinfo(s string) bool {
+	rest := s
+	if i := strings.Index(rest, "://"); i >= 0 {
+		rest = rest[i+3:]
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.Contains(rest, "@")
+}
+
+// Scrub replaces whatever stands before an '@' in the authority of every
+// address in msg ("htps://admin:pw@host" becomes "htps://***@host",
+// "admin:pw@host" becomes "***@host"), so that an error about an address
+// never echoes a credential typed into it.
+func Scrub(msg string) string {
+	return userinfo.ReplaceAllString(msg, "${1}***@")
+}
+
+// userinfo matches an optional scheme and the userinfo of an address: the
+// characters up to the last '@' before the host, stopping at spaces,
+// quotes and backquotes (greedy: through the last '@' of a token).
+var userinfo = regexp.MustCompile("([A-Za-z][A-Za-z0-9+.-]*:/+)?[^\\s\"'`]*@")
 
 // merged returns the server's BMC with the defaults filled in.
 func (s Server) merged(d Defaults) BMC {
@@ -295,18 +396,18 @@ func (b BMC) Password() (string, error) {
 	if b.PasswordEnv != "" {
 		v, ok := os.LookupEnv(b.PasswordEnv)
 		if !ok || v == "" {
-			return "", fmt.Errorf("inventory: environment variable %s is not set", b.PasswordEnv)
+			return "", fmt.Errorf("%w: environment variable %s is not set", ErrNoPassword, b.PasswordEnv)
 		}
 		return v, nil
 	}
 	raw, err := os.ReadFile(b.PasswordFile)
 	if err != nil {
-		return "", fmt.Errorf("inventory: password file: %w", err)
+		return "", fmt.Errorf("%w: password file: %w", ErrNoPassword, err)
 	}
 	line, _, _ := strings.Cut(string(raw), "\n")
 	line = strings.TrimRight(line, "\r")
 	if line == "" {
-		return "", fmt.Errorf("inventory: password file %s is empty", b.PasswordFile)
+		return "", fmt.Errorf("%w: password file %s is empty", ErrNoPassword, b.PasswordFile)
 	}
 	return line, nil
 }

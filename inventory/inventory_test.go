@@ -112,3 +112,56 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParseNeverEchoesCredentials: a password typed into a BMC address is
+// refused without being echoed, whether the scheme is mistyped
+// (htps://admin:pw@host), the URL is otherwise valid, or an IPMI address is
+// written admin:pw@host (issue 26, B9).
+func TestParseNeverEchoesCredentials(t *testing.T) {
+	const secret = "S3cr3tPw"
+	for name, doc := range map[string]string{
+		"mistyped scheme":     strings.Replace(good, "https://10.0.0.10", "htps://admin:"+secret+"@10.0.0.10", 1),
+		"credentials in url":  strings.Replace(good, "https://10.0.0.10", "https://admin:"+secret+"@10.0.0.10", 1),
+		"ipmi with user":      strings.Replace(good, `ipmi: "10.0.0.11"`, `ipmi: "admin:`+secret+`@10.0.0.11"`, 1),
+		"ipmi user only":      strings.Replace(good, `ipmi: "10.0.0.11"`, `ipmi: "admin:`+secret+`"`, 1),
+		"ipmi user and port":  strings.Replace(good, `ipmi: "10.0.0.11"`, `ipmi: "admin:`+secret+`@10.0.0.11:623"`, 1),
+		"health url":          strings.Replace(good, "http://10.0.1.11:8080/healthz", "htp://u:"+secret+"@10.0.1.11/healthz", 1),
+		"health tcp":          strings.Replace(good, `tcp: "10.0.1.10:22"`, `tcp: "u:`+secret+`@10.0.1.10"`, 1),
+		"value of wrong type": strings.Replace(good, `cipher_suite`, `x`, 1) + "    bmc: https://admin:" + secret + "@h\n",
+	} {
+		_, err := Parse([]byte(doc))
+		require.Error(t, err, name)
+		assert.ErrorIs(t, err, ErrInvalid, name)
+		assert.NotContains(t, err.Error(), secret, name)
+	}
+	assert.Equal(t, "htps://***@10.0.0.10", Scrub("htps://admin:"+secret+"@10.0.0.10"))
+	assert.Equal(t, "***@10.0.0.11", Scrub("admin:"+secret+"@10.0.0.11"))
+}
+
+// TestCommandsGetNoCredentials: drain, undrain and health commands run with
+// an explicit environment — PATH, HOME, SSH_AUTH_SOCK and what the
+// inventory names — never the BMC password variable the executor holds
+// (issue 26, B9).
+func TestCommandsGetNoCredentials(t *testing.T) {
+	t.Setenv("BMC_PASSWORD", "hunter2-secret")
+	t.Setenv("RK_SITE_VAR", "site")
+	t.Setenv("RK_OTHER_VAR", "other")
+	doc := strings.Replace(good, "defaults:\n", "defaults:\n  command_env: [RK_SITE_VAR]\n", 1)
+	inv, err := Parse([]byte(doc))
+	require.NoError(t, err)
+	f, err := OpenFleet(inv, filepath.Join(t.TempDir(), "fleet.db"), Options{})
+	require.NoError(t, err)
+	defer f.Close()
+	out := filepath.Join(t.TempDir(), "env")
+	require.NoError(t, f.command(t.Context(), []string{"sh", "-c", "env > " + out}))
+	raw, err := os.ReadFile(out)
+	require.NoError(t, err)
+	env := string(raw)
+	assert.NotContains(t, env, "hunter2-secret")
+	assert.Contains(t, env, "PATH=")
+	assert.Contains(t, env, "RK_SITE_VAR=site")
+	assert.NotContains(t, env, "RK_OTHER_VAR")
+
+	_, err = Parse([]byte(strings.Replace(good, "defaults:\n", "defaults:\n  command_env: [BMC_PASSWORD]\n", 1)))
+	assert.ErrorIs(t, err, ErrInvalid, "the password variable cannot be passed on")
+}

@@ -27,11 +27,11 @@ func decodeError(data []byte, err error) error {
 	if errors.As(err, &te) {
 		msgs := make([]string, len(te.Errors))
 		for i, m := range te.Errors {
-			msgs[i] = typeMessage(m)
+			msgs[i] = Scrub(typeMessage(m))
 		}
 		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(msgs, "; "))
 	}
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg := Scrub(strings.TrimPrefix(err.Error(), "yaml: "))
 	msg = lineRE.ReplaceAllString(msg, "")
 	return fmt.Errorf("%w: line %d: %s (check the indentation: keys of one server line up, list items start with \"- \", no tabs)", ErrInvalid, syntaxLine(data), msg)
 }

@@ -19,6 +19,13 @@ var (
 	// ErrFailed: the operation failed for another reason. A soft power-off
 	// that failed escalates to hard.
 	ErrFailed = errors.New("power: operation failed")
+	// ErrAuth: the BMC refused the credentials (a wrong username or
+	// password, an account without the privilege asked, a locked account).
+	// Errors that match it are of class ClassFailed as well: retrying soon
+	// will not help, and BMCs lock accounts after a few failed logins, so
+	// a Pool backs off hardest after it. The adapters wrap it in a *Error
+	// (Err: ErrAuth).
+	ErrAuth = errors.New("power: authentication failed")
 	// ErrUnknownMode is returned by ParseMode for anything but soft or hard.
 	ErrUnknownMode = errors.New("unknown power mode")
 )

@@ -1,8 +1,12 @@
 package power_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 )
 
@@ -24,4 +28,42 @@ func ExampleClassify() {
 	// busy
 	// failed
 	// power: off soft: unsupported (status 400): GracefulShutdown not allowed
+}
+
+// One Pool owns the connections to every BMC. Here the "BMC" of node-0
+// refuses the password: the first call logs in and fails with ErrAuth, the
+// calls during the back-off are not tried, and a corrected Config is tried
+// at once.
+func ExamplePool() {
+	clk := fake.NewClock(time.Time{})
+	pool := power.NewPool(power.PoolConfig{Now: clk.Now})
+	defer pool.Close()
+
+	logins := 0
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	target := func(password string) power.Target {
+		return power.Target{BMC: "https://10.0.0.5", Config: "password version " + password,
+			Connect: func(ctx context.Context) (power.Controller, error) {
+				logins++
+				if password != "right" {
+					return nil, &power.Error{Op: "connect", Class: power.ClassFailed, Status: 401, Err: power.ErrAuth}
+				}
+				return hw, nil
+			}}
+	}
+	ctx := context.Background()
+	c := pool.Controller("node-0", target("wrong"))
+	for i := 0; i < 3; i++ {
+		_, err := c.State(ctx)
+		fmt.Printf("after %2.0fs: auth failure %v, not tried %v, logins %d\n", clk.Monotonic().Seconds(),
+			errors.Is(err, power.ErrAuth), errors.Is(err, power.ErrBackoff), logins)
+		clk.Advance(20 * time.Second)
+	}
+	s, err := pool.Controller("node-0", target("right")).State(ctx)
+	fmt.Println(s, err, "logins", logins)
+	// Output:
+	// after  0s: auth failure true, not tried false, logins 1
+	// after 20s: auth failure true, not tried true, logins 1
+	// after 40s: auth failure true, not tried false, logins 2
+	// on <nil> logins 3
 }

@@ -1,12 +1,3 @@
-// Package power defines how rebootkit talks to the power control of one
-// bare-metal server: read its power state, power it on, power it off softly
-// (an orderly OS shutdown) or hard (cut the power).
-//
-// The decision functions of the other packages never call a Controller; they
-// say which power action to take, and a thin applier (a Reconciler or an
-// Executor) calls the Controller and feeds the outcome back into the next
-// decision as a [Class]. Implementations: package power/redfish for real BMCs
-// and package fake for tests and simulations.
 package power
 
 import (

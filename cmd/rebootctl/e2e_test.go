@@ -64,8 +64,9 @@ type lab struct {
 	mu sync.Mutex
 }
 
-// labOption changes one server of a lab: i is its index, bmc its BMC
-// section as newLab wrote it; it returns the section to use.
+// labOption changes one server of a lab: i is its index, bmc its
+// inventory lines after the headnode flag (bmc, health, drain, undrain) as
+// newLab wrote them; it returns the lines to use.
 type labOption func(i int, bmc string) string
 
 const bmcPassword = "e2e-bmc-Secret"
@@ -116,13 +117,13 @@ func newLab(t *testing.T, n, core int, opts ...labOption) *lab {
 			t.Cleanup(srv.Close)
 			section = fmt.Sprintf("    bmc:\n      redfish: %s\n", srv.URL)
 		}
+		section += fmt.Sprintf("    health:\n      http: %s/health/%s\n", health.URL, id)
+		section += fmt.Sprintf("    drain: [\"sh\", \"-c\", \"echo drain >> %s/%s.log\"]\n", l.dir, id)
+		section += fmt.Sprintf("    undrain: [\"sh\", \"-c\", \"echo undrain >> %s/%s.log\"]\n", l.dir, id)
 		for _, o := range opts {
 			section = o(i, section)
 		}
 		b.WriteString(section)
-		fmt.Fprintf(&b, "    health:\n      http: %s/health/%s\n", health.URL, id)
-		fmt.Fprintf(&b, "    drain: [\"sh\", \"-c\", \"echo drain >> %s/%s.log\"]\n", l.dir, id)
-		fmt.Fprintf(&b, "    undrain: [\"sh\", \"-c\", \"echo undrain >> %s/%s.log\"]\n", l.dir, id)
 	}
 	l.inv = filepath.Join(l.dir, "inventory.yaml")
 	require.NoError(t, os.WriteFile(l.inv, []byte(b.String()), 0o600))

@@ -93,6 +93,8 @@ type env struct {
 	json      bool
 	// connect opens a BMC's power controller (one login).
 	connect connectFunc
+	// creating: this command may create the store (plan create only).
+	creating bool
 }
 
 func commonFlags(fs *flag.FlagSet, e *env) {
@@ -192,6 +194,9 @@ func (e *env) fail(err error) int {
 // openStore opens the plan store, waiting while the executor holds it
 // (it opens it for each pass only).
 func (e *env) openStore() (*plan.BoltStore, error) {
+	if err := e.storeExists(); err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s, err := plan.OpenBolt(e.store)
@@ -206,7 +211,24 @@ func (e *env) openStore() (*plan.BoltStore, error) {
 	}
 }
 
+// errNoStore: the plan store named does not exist (only plan create makes
+// one): a typo, or another directory, must not look like an empty store.
+var errNoStore = errors.New("no plan store")
+
+// storeExists refuses a store file that does not exist, unless the command
+// creates plans.
+func (e *env) storeExists() error {
+	if e.creating {
+		return nil
+	}
+	if _, err := os.Stat(e.store); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w at %s: it does not exist. Give the store plans were created in (--store or REBOOTCTL_STORE), or create a plan first with \"rebootctl plan create\"", errNoStore, e.store)
+	}
+	return nil
+}
+
 func (e *env) create(args []string) int {
+	e.creating = true
 	fs := flag.NewFlagSet("rebootctl plan create", flag.ContinueOnError)
 	commonFlags(fs, e)
 	target := fs.String("target", "", "the boot platform the servers reboot into (required)")
@@ -631,6 +653,9 @@ func (e *env) executor(args []string) int {
 	}
 	inv, err := inventory.Load(e.inventory)
 	if err != nil {
+		return e.fail(err)
+	}
+	if err := e.storeExists(); err != nil {
 		return e.fail(err)
 	}
 	if *state == "" {

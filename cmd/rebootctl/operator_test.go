@@ -22,7 +22,7 @@ func wrongPassword(k int) labOption {
 		if i != k {
 			return bmc
 		}
-		return bmc + "      password_env: E2E_WRONG_PASSWORD\n"
+		return strings.Replace(bmc, "    health:", "      password_env: E2E_WRONG_PASSWORD\n    health:", 1)
 	}
 }
 
@@ -37,7 +37,8 @@ func unreachableBMC(t *testing.T, k int) labOption {
 		if i != k {
 			return bmc
 		}
-		return "    bmc:\n      redfish: https://" + addr + "\n"
+		_, rest, _ := strings.Cut(bmc, "    health:")
+		return "    bmc:\n      redfish: https://" + addr + "\n    health:" + rest
 	}
 }
 

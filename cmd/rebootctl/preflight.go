@@ -56,7 +56,11 @@ func (r preflightRow) failed() bool { return len(r.Problems) > 0 }
 type connectFunc func(ctx context.Context, b inventory.BMC) (power.Controller, error)
 
 // preflight checks every server of p, at most preflightParallel at once.
+// Logins go through a power.Pool, the owner of BMC connections: one login
+// per server, counted by its back-off, closed (logged out) at the end.
 func preflight(ctx context.Context, inv inventory.Inventory, p plan.Plan, connect connectFunc) []preflightRow {
+	pool := power.NewPool(power.PoolConfig{ConnectTimeout: loginTimeout, CallTimeout: stateTimeout})
+	defer pool.Close()
 	rows := make([]preflightRow, len(p.Reboots))
 	sem := make(chan struct{}, preflightParallel)
 	var wg sync.WaitGroup
@@ -67,7 +71,7 @@ func preflight(ctx context.Context, inv inventory.Inventory, p plan.Plan, connec
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			rows[i] = checkServer(ctx, inv, s, connect)
+			rows[i] = checkServer(ctx, inv, s, pool, connect)
 			rows[i].Order = i + 1
 			rows[i].Role = role(r)
 		}()
@@ -89,7 +93,7 @@ func role(r plan.Reboot) string {
 // checkServer runs the checks of one server: the BMC answers, the login
 // works (one login), the power state reads, the health check passes, the
 // drain and undrain commands exist. It never changes the power.
-func checkServer(ctx context.Context, inv inventory.Inventory, s inventory.Server, connect connectFunc) preflightRow {
+func checkServer(ctx context.Context, inv inventory.Inventory, s inventory.Server, pool *power.Pool, connect connectFunc) preflightRow {
 	row := preflightRow{Hostname: s.Hostname, BMC: resSkipped, Login: resSkipped, Power: resSkipped, Health: resFail, Drain: resOK}
 	b := inv.BMCOf(s)
 	problem := func(format string, a ...any) { row.Problems = append(row.Problems, fmt.Sprintf(format, a...)) }
@@ -100,41 +104,46 @@ func checkServer(ctx context.Context, inv inventory.Inventory, s inventory.Serve
 		row.Login = resFail
 		problem("no password: %v", strings.TrimPrefix(err.Error(), "inventory: "))
 	} else {
-		lctx, cancel := context.WithTimeout(ctx, loginTimeout)
-		ctrl, err := connect(lctx, b)
-		cancel()
 		addr := b.Redfish + b.IPMI
+		var mu sync.Mutex // the Pool may run Connect on its own goroutine
+		var loginErr error
+		loggedIn := false
+		ctrl := pool.Controller(s.UUID, power.Target{BMC: addr, Config: addr, Connect: func(ctx context.Context) (power.Controller, error) {
+			c, err := connect(ctx, b)
+			mu.Lock()
+			loginErr, loggedIn = err, err == nil
+			mu.Unlock()
+			return c, err
+		}})
+		sctx, cancel := context.WithTimeout(ctx, loginTimeout+stateTimeout)
+		st, err := ctrl.State(sctx)
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		if !loggedIn && loginErr == nil {
+			loginErr = err // not even tried (or no answer in time)
+		}
 		switch {
-		case err != nil && noAnswer(err):
+		case !loggedIn && noAnswer(loginErr):
 			row.BMC = resFail
-			problem("the BMC at %s does not answer (%s): check the address and the network", addr, shortNetErr(err))
-		case err != nil && badCertificate(err):
+			problem("the BMC at %s does not answer (%s): check the address and the network", addr, shortNetErr(loginErr))
+		case !loggedIn && badCertificate(loginErr):
 			row.BMC, row.Login = resOK, resFail
 			problem("the BMC at %s has a certificate this machine does not trust: give its CA in ca_file (or insecure: true)", addr)
-		case err != nil && loginRefused(err):
+		case !loggedIn && loginRefused(loginErr):
 			row.BMC, row.Login = resOK, resFail
 			problem("the BMC refused the login of %q: check the username and the password (%s)", b.Username, passwordSource(b))
-		case err != nil:
+		case !loggedIn:
 			row.BMC, row.Login = resOK, resFail
-			problem("login to the BMC at %s failed: %v", addr, err)
+			problem("login to the BMC at %s failed: %v", addr, loginErr)
+		case err != nil:
+			row.BMC, row.Login, row.Power = resOK, resOK, resFail
+			problem("the power state does not read: %v", err)
+		case st == power.StateUnknown:
+			row.BMC, row.Login, row.Power = resOK, resOK, resFail
+			problem("the BMC reports the power state as unknown")
 		default:
-			row.BMC, row.Login = resOK, resOK
-			sctx, cancel := context.WithTimeout(ctx, stateTimeout)
-			st, err := ctrl.State(sctx)
-			cancel()
-			switch {
-			case err != nil:
-				row.Power = resFail
-				problem("the power state does not read: %v", err)
-			case st == power.StateUnknown:
-				row.Power = resFail
-				problem("the BMC reports the power state as unknown")
-			default:
-				row.Power = st.String()
-			}
-			if cl, ok := ctrl.(io.Closer); ok {
-				_ = cl.Close() // logs out
-			}
+			row.BMC, row.Login, row.Power = resOK, resOK, st.String()
 		}
 	}
 
@@ -145,14 +154,14 @@ func checkServer(ctx context.Context, inv inventory.Inventory, s inventory.Serve
 		row.Health = resOK
 	}
 
-	// The drain and undrain commands exist.
+	// The drain, undrain and reboot commands exist.
 	if len(s.Drain) == 0 && len(s.Undrain) == 0 {
 		row.Drain = resNone
 	}
 	for _, c := range []struct {
 		name string
 		argv []string
-	}{{"drain", s.Drain}, {"undrain", s.Undrain}} {
+	}{{"drain", s.Drain}, {"undrain", s.Undrain}, {"reboot", s.Reboot}} {
 		if len(c.argv) == 0 {
 			continue
 		}
@@ -188,6 +197,9 @@ func badCertificate(err error) bool {
 
 // loginRefused: the BMC answered and refused the credentials.
 func loginRefused(err error) bool {
+	if errors.Is(err, power.ErrAuth) {
+		return true
+	}
 	var pe *power.Error
 	if errors.As(err, &pe) && (pe.Status == 401 || pe.Status == 403) {
 		return true

@@ -40,7 +40,7 @@ var (
 
 const (
 	colorFail    = "#c62828"
-	colorLimit   = "#c62828"
+	colorLimit   = "#e0457b"
 	colorOffline = "#5b3fa8"
 	colorCommand = "#222222"
 )
@@ -240,7 +240,7 @@ func reportSVG(p plan.Plan, now time.Time) string {
 	x := func(t time.Time) float64 { return labelW + float64(t.Sub(t0))/float64(span)*plotW }
 
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12" shape-rendering="crispEdges">`+"\n", width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", width, height)
 
 	// Time axis: ticks at a round step, labelled from the plan's start.
@@ -274,7 +274,7 @@ func reportSVG(p plan.Plan, now time.Time) string {
 			fmt.Fprintf(&b, `<line x1="0" y1="%d" x2="%d" y2="%d" stroke="#333" stroke-dasharray="4 3"/>`+"\n", y, width, y)
 		}
 		for _, s := range tl.segs {
-			w := math.Max(x(s.end)-x(s.start), 1)
+			w := math.Max(x(s.end)-x(s.start), 2) // a short phase stays visible
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s: %s %s (%s)</title></rect>`+"\n",
 				x(s.start), y+3, w, rowH-6, s.ph.color, esc(tl.r.ServerHostname), s.ph.name, shortDur(s.end.Sub(s.start)), s.start.UTC().Format("15:04:05"))
 		}

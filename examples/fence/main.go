@@ -65,34 +65,35 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, via string) error {
 	controllers := map[string]power.Controller{}
 	bmcs := map[string]*fake.BMC{}
 	ipmiBMCs := map[string]*fake.IPMIBMC{}
+	// One Pool owns the connections to the BMCs: it logs in on first use,
+	// bounds every call by a deadline and backs off after failures.
+	pool := power.NewPool(power.PoolConfig{})
+	defer pool.Close()
 	for _, n := range names {
 		hosts = append(hosts, reboot.Host{Name: n, Online: true})
 		controllers[n] = powers[n]
+		password := "example-only-" + n
 		if via == "ipmi" {
-			bmc, err := fake.NewIPMIBMC(powers[n], fake.IPMIConfig{Username: "admin", Password: "example-only-" + n})
+			bmc, err := fake.NewIPMIBMC(powers[n], fake.IPMIConfig{Username: "admin", Password: password})
 			if err != nil {
 				return err
 			}
 			defer bmc.Close()
-			c, err := ipmi.Connect(ctx, ipmi.Config{Host: bmc.Host(), Port: bmc.Port(), Username: "admin", Password: "example-only-" + n})
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			controllers[n], ipmiBMCs[n] = c, bmc
+			cfg := ipmi.Config{Host: bmc.Host(), Port: bmc.Port(), Username: "admin", Password: password}
+			controllers[n] = pool.Controller(n, power.Target{BMC: bmc.Addr(), Config: "v1",
+				Connect: func(ctx context.Context) (power.Controller, error) { return ipmi.Connect(ctx, cfg) }})
+			ipmiBMCs[n] = bmc
 		}
 		if useRedfish {
-			bmc := fake.NewBMC(clk.Real, powers[n], "admin", "example-only-"+n)
+			bmc := fake.NewBMC(clk.Real, powers[n], "admin", password)
 			srv := bmc.StartTLS()
 			defer srv.Close()
-			pool := x509.NewCertPool()
-			pool.AddCert(srv.Certificate())
-			c, err := redfish.Connect(ctx, redfish.Config{Endpoint: srv.URL, Username: "admin", Password: "example-only-" + n, RootCAs: pool})
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			controllers[n], bmcs[n] = c, bmc
+			roots := x509.NewCertPool()
+			roots.AddCert(srv.Certificate())
+			cfg := redfish.Config{Endpoint: srv.URL, Username: "admin", Password: password, RootCAs: roots}
+			controllers[n] = pool.Controller(n, power.Target{BMC: srv.URL, Config: "v1",
+				Connect: func(ctx context.Context) (power.Controller, error) { return redfish.Connect(ctx, cfg) }})
+			bmcs[n] = bmc
 		}
 	}
 	if useRedfish {

@@ -8,10 +8,18 @@
 // goes on: the regression the file pinned is silently unguarded. Check makes
 // that a test failure. Regenerate such a file by running the test against
 // the mutant it pinned, or delete it and say why in the commit.
+//
+// A failing run leaves a new failure file behind; Check then says where it
+// is and what to do with it, so that a developer who meets a red run
+// locally knows the file will replay on every later run until it is dealt
+// with.
 package rapidcheck
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,8 +57,43 @@ func (w *tb) note(msg string) {
 func Check(t *testing.T, prop func(*rapid.T)) {
 	t.Helper()
 	w := &tb{T: t}
+	before := failFiles(t.Name())
+	// rapid stops a failing test with t.Fatal, so the message about a new
+	// failure file is given from a cleanup.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, f := range failFiles(t.Name()) {
+			if !slices.Contains(before, f) {
+				if abs, err := filepath.Abs(f); err == nil {
+					f = abs
+				}
+				t.Logf("rapid saved this failing case to %s; it replays first on every run of %s until it is removed.\n"+
+					"  If the failure is a real bug: fix it, pad the file (go run github.com/rebootkit/rebootkit/internal/rapidcheck/padfail %s) and commit it as a regression.\n"+
+					"  If it came from a broken test or oracle: fix that and keep the file if it still replays, or delete it and say why in the commit.\n"+
+					"  To draw new random cases without replaying it: -rapid.nofailfile.", f, t.Name(), f)
+			}
+		}
+	})
 	rapid.Check(w, prop)
 	for _, msg := range w.stale {
 		t.Errorf("a committed rapid failure file does not replay, so the regression it pinned is unguarded: %s", msg)
 	}
+}
+
+// failFiles lists the failure files rapid keeps for test name.
+func failFiles(name string) []string {
+	dir := filepath.Join("testdata", "rapid", name)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".fail") {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
 }

@@ -29,6 +29,9 @@
 //     out of space, "cannot provide response", firmware or SDR update in
 //     progress, and session trouble (no answer, a session the BMC no
 //     longer knows) are power.ErrBusy; everything else is power.ErrFailed.
+//     A refused login (RAKP authentication code mismatch, RMCP+ status
+//     unauthorized name, unauthorized role or invalid integrity check
+//     value) is power.ErrAuth, of class failed.
 //     Each power.Error carries the completion code (Status) and its name
 //     (Message), never a credential: go-ipmi's own error text is redacted of
 //     the username and password before it is kept.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -307,8 +308,8 @@ func (c *Controller) classify(op string, err error) error {
 			Message: fmt.Sprintf("completion code %#02x (%s)", uint8(cc), c.redact(cc.String()))}
 	}
 	// go-ipmi does not always wrap it (it formats with %v): match its text.
-	if errors.Is(err, client.ErrRAKPAuthentication) || strings.Contains(err.Error(), client.ErrRAKPAuthentication.Error()) {
-		return &power.Error{Op: op, Class: power.ClassFailed, Message: "authentication failed (username, password or privilege)"}
+	if isAuthFailure(err) {
+		return &power.Error{Op: op, Class: power.ClassFailed, Message: "authentication failed (username, password or privilege)", Err: power.ErrAuth}
 	}
 	var cause error
 	switch {
@@ -320,6 +321,34 @@ func (c *Controller) classify(op string, err error) error {
 	// No completion code: the BMC did not answer, or not within a session
 	// it knows. Busy: the caller retries.
 	return &power.Error{Op: op, Class: power.ClassBusy, Message: "no usable answer: " + c.redact(err.Error()), Err: cause}
+}
+
+// authStatuses are the RMCP+ status codes (IPMI v2.0 table 13-15) by
+// which a BMC refuses the account: unauthorized role or privilege (0Ah),
+// unauthorized name (0Dh), invalid integrity check value (0Fh: a RAKP
+// message 3 made with another password).
+var authStatuses = []types.RmcpStatusCode{
+	types.RmcpStatusCodeUnauthorizedRoleOfPriLevel, types.RmcpStatusCodeUnauthorizedName,
+	types.RmcpStatusCodeInvalidIntegrityCheckValue,
+}
+
+// isAuthFailure reports whether err says the BMC refused the credentials.
+// go-ipmi formats its session-setup errors with %v, so the text is matched
+// as well as the chain.
+func isAuthFailure(err error) bool {
+	if errors.Is(err, client.ErrRAKPAuthentication) || strings.Contains(err.Error(), client.ErrRAKPAuthentication.Error()) {
+		return true
+	}
+	var se *types.RmcpStatusError
+	if errors.As(err, &se) && slices.Contains(authStatuses, se.StatusCode()) {
+		return true
+	}
+	for _, s := range authStatuses {
+		if strings.Contains(err.Error(), types.NewRmcpStatusError(s).Error()) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxMessage bounds what is kept of an error text.

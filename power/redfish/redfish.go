@@ -27,6 +27,8 @@
 //     directly, because gofish's own allowable-value check refuses
 //     GracefulShutdown in that case.
 //   - A system already in the wanted state gets no reset.
+//   - A 401 (and a 403 at login) is power.ErrAuth, of class failed: the
+//     BMC refused the credentials (a power.Pool backs off hardest after it).
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
@@ -545,7 +547,12 @@ func (c *Controller) classify(op string, err error) *power.Error {
 		case http.StatusConflict, http.StatusServiceUnavailable:
 			class = power.ClassBusy
 		}
-		return &power.Error{Op: op, Class: class, Status: re.HTTPReturnedStatusCode, Message: c.redact(msg)}
+		var cause error
+		if re.HTTPReturnedStatusCode == http.StatusUnauthorized || op == "connect" && re.HTTPReturnedStatusCode == http.StatusForbidden {
+			// The BMC refused the credentials (or, at login, the account).
+			cause = power.ErrAuth
+		}
+		return &power.Error{Op: op, Class: class, Status: re.HTTPReturnedStatusCode, Message: c.redact(msg), Err: cause}
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

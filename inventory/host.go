@@ -1,0 +1,270 @@
+package inventory
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// hostRecord is one server's power bookkeeping in the fleet state file:
+// the reboot package's record (annotations, status) and what the fleet
+// adds to it. Versioned for compare-and-swap.
+type hostRecord struct {
+	Version     uint64            `json:"version"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Status      reboot.Status     `json:"status"`
+	// Watch: this fleet asked for a power cycle of the server, so it keeps
+	// reconciling it until Settled, whatever happens to the job or plan.
+	Watch bool `json:"watch,omitempty"`
+	// Settled: the server read on (a reading that cannot be the echo of
+	// a state before the fleet's last power command), with no request
+	// and no reboot pending. Cleared by every new request.
+	Settled bool `json:"settled,omitempty"`
+	// OffMaybe: a power-off of the current reboot may have been accepted
+	// by the BMC (set before every power-off is sent, cleared only by an
+	// answer that proves it was not). From then on the reboot completes:
+	// the server is brought back on, whatever cancels it.
+	OffMaybe bool `json:"off_maybe,omitempty"`
+	// Job is the job that wrote the current request.
+	Job string `json:"job,omitempty"`
+	// Phase is where the power cycle stands, in an operator's words.
+	Phase      string    `json:"phase,omitempty"`
+	PhaseSince time.Time `json:"phase_since,omitzero"`
+	// LastError is the last BMC error (and whether a call has succeeded
+	// since).
+	LastError BMCError `json:"last_error,omitzero"`
+}
+
+// BMCError is a BMC failure as the fleet records and shows it.
+type BMCError struct {
+	// Class is one of the BMCClass constants.
+	Class string `json:"class"`
+	// Op is the operation: connect, state, on, off soft, off hard.
+	Op string `json:"op,omitempty"`
+	// Message is the error, free of credentials.
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+	// Job is the job whose reboot the call served ("" if none).
+	Job string `json:"job,omitempty"`
+	// Cleared: a call succeeded since.
+	Cleared bool `json:"cleared,omitempty"`
+}
+
+// BMC error classes, as shown to operators and counted in metrics.
+const (
+	BMCAuth        = "auth"        // the BMC refused the username or password
+	BMCUnreachable = "unreachable" // no connection to the BMC
+	BMCTLS         = "tls"         // the BMC's certificate is not trusted
+	BMCTimeout     = "timeout"     // the BMC did not answer in time
+	BMCBusy        = "busy"        // the BMC refused for now
+	BMCUnsupported = "unsupported" // the BMC cannot do it
+	BMCConfig      = "config"      // the inventory's BMC settings are incomplete (password unset, basic_auth)
+	BMCFailed      = "failed"      // anything else
+)
+
+// BMCClasses lists the classes.
+var BMCClasses = []string{BMCAuth, BMCUnreachable, BMCTLS, BMCTimeout, BMCBusy, BMCUnsupported, BMCConfig, BMCFailed}
+
+// ErrNoPassword: a BMC's password variable or file is not available.
+var ErrNoPassword = errors.New("inventory: BMC password not available")
+
+// ClassText says what a class means, in an operator's words.
+func ClassText(class string) string {
+	switch class {
+	case BMCAuth:
+		return "authentication failed at the BMC (check the username and the password)"
+	case BMCUnreachable:
+		return "BMC unreachable"
+	case BMCTLS:
+		return "the BMC's certificate is not trusted (ca_file, insecure)"
+	case BMCTimeout:
+		return "the BMC did not answer in time"
+	case BMCBusy:
+		return "the BMC is busy"
+	case BMCUnsupported:
+		return "the BMC does not support the operation"
+	case BMCConfig:
+		return "BMC settings incomplete"
+	}
+	return "BMC error"
+}
+
+// Text is the error as an operator reads it: what it means, then what the
+// BMC said.
+func (e BMCError) Text() string {
+	if e.Message == "" {
+		return ""
+	}
+	return ClassText(e.Class) + ": " + e.Message
+}
+
+// ClassifyBMC returns the class of a BMC error.
+func ClassifyBMC(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := strings.ToLower(err.Error())
+	var pe *power.Error
+	status := 0
+	if errors.As(err, &pe) {
+		status = pe.Status
+	}
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, ErrNoPassword), errors.Is(err, redfish.ErrNoSessionService), errors.Is(err, redfish.ErrConfig):
+		return BMCConfig
+	case status == 401 || status == 403 || strings.Contains(msg, "authentication failed") || strings.Contains(msg, "unauthorized") ||
+		strings.Contains(msg, "status 401") || strings.Contains(msg, "rakp"):
+		return BMCAuth
+	case errors.As(err, &ua), errors.As(err, &hn), errors.As(err, &ci), strings.Contains(msg, "x509:"), strings.Contains(msg, "tls:"), strings.Contains(msg, "certificate"):
+		return BMCTLS
+	case errors.Is(err, context.DeadlineExceeded), strings.Contains(msg, "timed out"), strings.Contains(msg, "timeout"):
+		return BMCTimeout
+	case errors.As(err, &oe), strings.Contains(msg, "connection refused"), strings.Contains(msg, "no route to host"),
+		strings.Contains(msg, "no such host"), strings.Contains(msg, "network is unreachable"):
+		return BMCUnreachable
+	}
+	switch power.Classify(err) {
+	case power.ClassBusy:
+		return BMCBusy
+	case power.ClassUnsupported:
+		return BMCUnsupported
+	}
+	return BMCFailed
+}
+
+// notApplied reports whether a failed power command certainly did nothing:
+// the BMC refused it (credentials, busy, unsupported) or was never reached.
+// A failure or a timeout may have been applied.
+func notApplied(err error) bool {
+	switch ClassifyBMC(err) {
+	case BMCAuth, BMCBusy, BMCUnsupported, BMCUnreachable, BMCTLS, BMCConfig:
+		return true
+	}
+	return false
+}
+
+// hasRequest reports whether the record holds a reboot annotation.
+func (h hostRecord) hasRequest() bool {
+	for k := range h.Annotations {
+		if reboot.IsRebootAnnotation(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// needsKeeping reports whether the fleet must keep reconciling the server:
+// it asked for a power cycle that has not settled, a reboot is pending, or
+// a request is present.
+func (h hostRecord) needsKeeping() bool {
+	return h.Watch || h.Status.Pending() || h.hasRequest()
+}
+
+// boltHosts is the reboot.HostStore of the fleet: one hostRecord per
+// server in the state file.
+type boltHosts struct{ db *bolt.DB }
+
+func (s *boltHosts) load(name string) (hostRecord, error) {
+	var rec hostRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketHosts).Get([]byte(name))
+		if raw == nil {
+			return nil
+		}
+		return json.Unmarshal(raw, &rec)
+	})
+	return rec, err
+}
+
+// modify changes the record in one transaction and bumps its version.
+// change returning errSkip writes nothing.
+func (s *boltHosts) modify(name string, change func(*hostRecord) error) (hostRecord, error) {
+	var rec hostRecord
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketHosts)
+		rec = hostRecord{}
+		if raw := b.Get([]byte(name)); raw != nil {
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				return err
+			}
+		}
+		if err := change(&rec); err != nil {
+			return err
+		}
+		rec.Version++
+		raw, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(name), raw)
+	})
+	if errors.Is(err, errSkip) {
+		err = nil
+	}
+	return rec, err
+}
+
+var errSkip = errors.New("nothing to write")
+
+func (s *boltHosts) Get(_ context.Context, name string) (reboot.Host, error) {
+	rec, err := s.load(name)
+	if err != nil {
+		return reboot.Host{}, err
+	}
+	return reboot.Host{Name: name, Version: strconv.FormatUint(rec.Version, 10), Annotations: rec.Annotations, Online: true, Status: rec.Status}, nil
+}
+
+func (s *boltHosts) Update(_ context.Context, h reboot.Host) (reboot.Host, error) {
+	rec, err := s.modify(h.Name, func(rec *hostRecord) error {
+		if strconv.FormatUint(rec.Version, 10) != h.Version {
+			return fmt.Errorf("host %s: %w", h.Name, reboot.ErrConflict)
+		}
+		rec.Annotations, rec.Status = h.Annotations, h.Status
+		return nil
+	})
+	if err != nil {
+		return reboot.Host{}, err
+	}
+	out := h
+	out.Version = strconv.FormatUint(rec.Version, 10)
+	return out, nil
+}
+
+// phaseText is where a power cycle stands after a reboot decision, in an
+// operator's words.
+func phaseText(d reboot.Decision, st power.State) string {
+	switch d.Phase {
+	case reboot.PhasePoweringOff:
+		if d.Status.Mode == power.ModeHard {
+			return "hard power-off (soft shutdown timed out or failed)"
+		}
+		return "soft power-off: waiting for the OS to shut down"
+	case reboot.PhaseHeldOff:
+		return "off, held until the job releases it"
+	case reboot.PhasePoweringOn:
+		return "powering on"
+	}
+	switch st {
+	case power.StateOn:
+		return "on"
+	case power.StateOff:
+		return "off: powering on"
+	}
+	return "power state unknown"
+}

@@ -1,0 +1,294 @@
+package inventory
+
+import (
+	"time"
+
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// Job states. A job moves forward only; the ones marked (end) are final.
+const (
+	JobCreated     = "created"        // recorded, nothing done yet
+	JobDraining    = "draining"       // the drain command runs
+	JobDrained     = "drained"        // drained; the reboot is about to be asked
+	JobRequesting  = "requesting"     // the reboot request is being written
+	JobRebooting   = "rebooting"      // asked: off, then on again (the power cycle)
+	JobWithdrawing = "withdrawing"    // cancelled before a power-off was accepted: the request is withdrawn, the server kept on
+	JobSelfReboot  = "self_rebooting" // the executor's own server reboots through its operating system
+	JobBooted      = "booted"         // the power cycle ended (read on); waiting for the health check
+	JobUndraining  = "undraining"     // the undrain command runs; then the job ends as EndAs says
+	JobDone        = "done"           // (end) power-cycled, healthy and undrained
+	JobFailed      = "failed"         // (end)
+	JobCancelled   = "cancelled"      // (end) stopped by a cancel or its plan; the server is on
+)
+
+// JobRecord is a reboot job as the fleet state file keeps it. Each change
+// of state is written before the step it starts, so an executor restarted
+// at any point resumes the job where it was, without a second reboot.
+type JobRecord struct {
+	UUID   string `json:"uuid"`
+	Server string `json:"server"`
+	Plan   string `json:"plan"`
+	State  string `json:"state"`
+	// Cancel: the job was cancelled (CancelJob), its plan ended or no
+	// longer tracks it, or it timed out; CancelReason says which. A
+	// cancelled job never powers its server off unless a power-off of
+	// its reboot may already have been accepted, in which case it brings
+	// the server back on first.
+	Cancel       bool   `json:"cancel,omitempty"`
+	CancelReason string `json:"cancel_reason,omitempty"`
+	// Key is the job's own reboot annotation key (one per job).
+	Key string `json:"key,omitempty"`
+	// RequestValue and RequestAt are the reboot annotation value and its
+	// time, chosen before it is written (JobRequesting), so that writing
+	// it again after a crash is the same request.
+	RequestValue string    `json:"request_value,omitempty"`
+	RequestAt    time.Time `json:"request_at,omitzero"`
+	// BootID is the executor's server's boot ID before its reboot
+	// (JobSelfReboot): a different one afterwards is the new boot.
+	BootID string `json:"boot_id,omitempty"`
+	// EndAs is the state JobUndraining ends in.
+	EndAs     string     `json:"end_as,omitempty"`
+	Created   time.Time  `json:"created"`
+	Started   *time.Time `json:"started,omitempty"`
+	Drained   *time.Time `json:"drained,omitempty"`
+	Requested *time.Time `json:"requested,omitempty"`
+	// Finished is the end of the power cycle: the server read on again
+	// (not the time the reboot was asked).
+	Finished *time.Time `json:"finished,omitempty"`
+	Ended    *time.Time `json:"ended,omitempty"`
+	// PoweredOff is when the job first saw its server fenced off, and
+	// Healthy when its health check first passed after the power cycle:
+	// with Drained and Finished, the phases its plan's report draws
+	// (plan.Phases).
+	PoweredOff *time.Time `json:"powered_off,omitempty"`
+	Healthy    *time.Time `json:"healthy,omitempty"`
+	StateAt    time.Time  `json:"state_at,omitzero"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// Over reports whether the job is over (done, failed or cancelled).
+func (j JobRecord) Over() bool {
+	return j.State == JobDone || j.State == JobFailed || j.State == JobCancelled
+}
+
+// key is the job's annotation key (records written before per-job keys
+// used the shared one).
+func (j JobRecord) key() string {
+	if j.Key != "" {
+		return j.Key
+	}
+	return "rebootctl"
+}
+
+// jobKey is the annotation key of job id: its own, so that no job can
+// take over or remove another's request.
+func jobKey(id string) string { return "rebootctl-" + id }
+
+// jobAct is what the applier does after persisting a job decision.
+type jobAct int
+
+const (
+	actNone       jobAct = iota
+	actDrain             // run the drain command
+	actUndrain           // run the undrain command
+	actRequest           // write the job's reboot request on the host record
+	actRelease           // remove the request: the server is fenced, let it be powered on
+	actWithdraw          // remove the request and drop the pending reboot (no power-off was accepted)
+	actSelfReboot        // run the executor's server's reboot command
+)
+
+func (a jobAct) String() string {
+	return [...]string{"none", "drain", "undrain", "request", "release", "withdraw", "self-reboot"}[a]
+}
+
+// jobInput is everything a job decision depends on.
+type jobInput struct {
+	Job  JobRecord
+	Host hostRecord
+	// Self: the job's server runs this executor; BootID is its boot ID
+	// now ("" if unknown).
+	Self      bool
+	BootID    string
+	HasReboot bool // the server has a reboot command
+	// Healthy is the server's health check, run for JobBooted only.
+	Healthy bool
+	// JobTimeout and ServicesTimeout: see Options.
+	JobTimeout, ServicesTimeout time.Duration
+	// Fenced: the job's request is present and the reboot package holds
+	// evidence that the server was off after it (reboot.FencedFor).
+	Fenced bool
+}
+
+// jobStep is a job decision: persist Job (if Changed), then do Act; if
+// the act succeeds, persist AfterOK (if set); if it fails and FailOnErr is
+// set, the job fails with FailOnErr and the error, else the act is
+// retried at the next step.
+type jobStep struct {
+	Job       JobRecord
+	Changed   bool
+	Act       jobAct
+	AfterOK   *JobRecord
+	FailOnErr string
+}
+
+// decideJob is the job's state machine: a pure function of what was
+// observed and the time (no I/O, no clock, inputs unchanged).
+func decideJob(in jobInput, now time.Time) jobStep {
+	j := in.Job
+	h := in.Host
+	st := jobStep{Job: j}
+	move := func(state string) {
+		st.Job.State, st.Job.StateAt, st.Changed = state, now, true
+	}
+	end := func(state, msg string) {
+		move(state)
+		if msg != "" {
+			st.Job.Error = msg
+		}
+		t := now
+		st.Job.Ended = &t
+	}
+	undrainThen := func(endAs, msg string) {
+		move(JobUndraining)
+		st.Job.EndAs = endAs
+		if msg != "" {
+			st.Job.Error = msg
+		}
+	}
+	cancelMsg := func(what string) string {
+		msg := what
+		if j.CancelReason != "" {
+			msg += " (" + j.CancelReason + ")"
+		}
+		if h.LastError.Message != "" && h.LastError.Job == j.UUID {
+			msg += "; last BMC error: " + h.LastError.Text()
+		}
+		return msg
+	}
+	tp := func(t time.Time) *time.Time { return &t }
+	v, anyOurs := h.Annotations[reboot.AnnotationPrefix+j.key()]
+	present := anyOurs && v == j.RequestValue && j.RequestValue != ""
+	switch j.State {
+	case JobCreated:
+		if j.Cancel {
+			end(JobCancelled, cancelMsg("cancelled before it started"))
+			break
+		}
+		if in.Self && !in.HasReboot {
+			end(JobFailed, "this executor runs on this server and never powers it off through its BMC (nothing would power it on again); "+
+				"give the server a reboot command in the inventory (reboot: [systemctl, reboot]), or run the executor on another machine")
+			break
+		}
+		move(JobDraining)
+		st.Job.Started = tp(now)
+	case JobDraining:
+		if j.Cancel {
+			undrainThen(JobCancelled, cancelMsg("cancelled while draining"))
+			break
+		}
+		st.Act = actDrain
+		after := j
+		after.State, after.StateAt, after.Drained = JobDrained, now, tp(now)
+		st.AfterOK, st.FailOnErr = &after, "drain: "
+	case JobDrained:
+		switch {
+		case j.Cancel:
+			undrainThen(JobCancelled, cancelMsg("cancelled after the drain, before the reboot"))
+		case in.Self:
+			if in.BootID == "" {
+				undrainThen(JobFailed, "this executor runs on the server and cannot read its boot ID, so it cannot tell its reboot happened")
+				break
+			}
+			move(JobSelfReboot)
+			st.Job.BootID = in.BootID
+			st.Job.Requested = tp(now)
+		default:
+			// Choose the request before writing it: writing it again
+			// after a crash is then the same request, not a second one.
+			move(JobRequesting)
+			st.Job.Key = jobKey(j.UUID)
+			st.Job.RequestAt, st.Job.RequestValue = now, reboot.RequestValue(power.ModeSoft, now)
+		}
+	case JobRequesting:
+		if j.Cancel {
+			move(JobWithdrawing) // the request may have been written before a crash
+			st.Job.Error = cancelMsg("cancelled before the power-off")
+			break
+		}
+		st.Act = actRequest
+		after := j
+		after.State, after.StateAt, after.Requested = JobRebooting, now, tp(now)
+		st.AfterOK = &after
+	case JobRebooting:
+		cycled := !anyOurs && !h.Status.Pending() && h.Status.LastPoweredOn.After(j.RequestAt) && h.Settled
+		switch {
+		case cycled:
+			st.Job.Finished = tp(now)
+			if j.Cancel {
+				end(JobCancelled, cancelMsg("cancelled after its power-off was accepted: powered on again, health not checked, left drained"))
+				break
+			}
+			move(JobBooted)
+		case present && in.Fenced:
+			st.Act = actRelease // off, on evidence: let it be powered on
+			if j.PoweredOff == nil {
+				st.Job.PoweredOff, st.Changed = tp(now), true
+			}
+		case j.Cancel && !h.OffMaybe:
+			move(JobWithdrawing)
+			st.Job.Error = cancelMsg("cancelled before the power-off")
+		case !j.Cancel && !h.OffMaybe && in.JobTimeout > 0 && now.Sub(j.Created) >= in.JobTimeout:
+			st.Job.Cancel, st.Changed = true, true
+			st.Job.CancelReason = "the power-off was not accepted within " + in.JobTimeout.String()
+		}
+	case JobWithdrawing:
+		switch {
+		case h.OffMaybe:
+			// A power-off may have been accepted meanwhile: the cycle
+			// completes (the server is brought back on), then the job ends.
+			move(JobRebooting)
+		case anyOurs || h.Status.Pending() && h.Job == j.UUID:
+			st.Act = actWithdraw
+		case h.Settled || !h.Watch && !h.Status.Pending():
+			undrainThen(JobCancelled, "")
+		}
+	case JobSelfReboot:
+		if in.BootID != "" && in.BootID != j.BootID {
+			st.Job.Finished = tp(now)
+			move(JobBooted)
+			break
+		}
+		if in.JobTimeout > 0 && j.Requested != nil && now.Sub(*j.Requested) >= in.JobTimeout {
+			end(JobFailed, "this executor's server did not boot again within "+in.JobTimeout.String()+" of its reboot command")
+			break
+		}
+		st.Act = actSelfReboot
+		st.FailOnErr = "reboot command: "
+	case JobBooted:
+		switch {
+		case j.Cancel:
+			end(JobCancelled, cancelMsg("cancelled after its power cycle: server on, health not checked, left drained"))
+		case in.Healthy:
+			st.Job.Healthy = tp(now)
+			undrainThen(JobDone, "")
+		case j.Finished != nil && in.ServicesTimeout > 0 && now.Sub(*j.Finished) >= in.ServicesTimeout:
+			end(JobFailed, "health check not passing within "+in.ServicesTimeout.String()+" of the power cycle; left drained")
+		}
+	case JobUndraining:
+		st.Act = actUndrain
+		after := j
+		endAs := j.EndAs
+		if endAs == "" {
+			endAs = JobDone
+		}
+		after.State, after.StateAt = endAs, now
+		after.Ended = tp(now)
+		st.AfterOK = &after
+		if in.ServicesTimeout > 0 && !j.StateAt.IsZero() && now.Sub(j.StateAt) >= in.ServicesTimeout {
+			st.FailOnErr = "undrain: "
+		}
+	}
+	return st
+}
