@@ -22,18 +22,18 @@
 //
 // Out-of-band power changes (OutOfBandOn, OutOfBandOff: a person at the
 // console, a power-restore policy, a crash) are marked as such in the
-// truth. BMC (Redfish over HTTP) and IPMIBMC (IPMI v2.0 lanplus over
-// loopback UDP, on go-ipmi's reference server) report through the same
-// model, so the same lies, lag and faults reach an adapter over the wire
-// (IPMIBMC.FailNext answers with any completion code, Restart drops every
-// session).
+// truth. The protocol emulators live beside their adapters, as
+// net/http/httptest does: power/redfish/redfishtest (Redfish over HTTP) and
+// power/ipmi/ipmitest (IPMI v2.0 lanplus over loopback UDP, on go-ipmi's
+// reference server). Each serves a Power and reports through the same
+// model, so the same lies, lag and faults reach an adapter over the wire.
 //
 // # Time
 //
 // Clock has a wall clock (Now: what controllers read; it jumps forward and
 // back with Jump and Set, and Correct puts it back) and a real time line
 // (Real: what hardware lives on, never jumps; Monotonic: elapsed real
-// time). Pass clk.Real to NewPower and NewBMC, clk.Now and clk.Monotonic to
+// time). Pass clk.Real to NewPower (and to redfishtest.NewBMC), clk.Now and clk.Monotonic to
 // controllers.
 //
 // # Second writers
@@ -42,7 +42,7 @@
 // records and returns conflicts honestly, and SetInterloper installs a
 // second writer that runs between the component's read and its write (an
 // operator, kubectl, a second reconciler). Fault knobs (FailUpdates,
-// FailPuts, FailNext, BMC.FailNextReset, BMC.FailNextGet) are safe to set
+// FailPuts, FailNext) are safe to set
 // while the fake is in use.
 //
 // # A datacenter

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 )
 
 func TestParseBMCAddress(t *testing.T) {
@@ -75,7 +76,7 @@ func TestPowersOnAPIServer(t *testing.T) {
 	require.NoError(t, err)
 	ns := newNamespace(t, c)
 	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	bmc := fake.NewBMC(time.Now, hw, "admin", "s3cret")
+	bmc := redfishtest.NewBMC(time.Now, hw, "admin", "s3cret")
 	srv := bmc.StartTLS()
 	defer srv.Close()
 	pool := x509.NewCertPool()

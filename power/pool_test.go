@@ -16,7 +16,9 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/ipmi"
+	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
 	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -45,10 +47,10 @@ func (c *manualClock) Advance(d time.Duration) {
 func newClock() *manualClock { return &manualClock{t: fake.Epoch} }
 
 // redfishBMC serves a Redfish emulator over TLS on loopback.
-func redfishBMC(t *testing.T) (*fake.BMC, *httptest.Server, *fake.Power) {
+func redfishBMC(t *testing.T) (*redfishtest.BMC, *httptest.Server, *fake.Power) {
 	t.Helper()
 	p := fake.NewPower(time.Now, fake.PowerConfig{})
-	b := fake.NewBMC(time.Now, p, "admin", bmcPassword)
+	b := redfishtest.NewBMC(time.Now, p, "admin", bmcPassword)
 	srv := b.StartTLS()
 	t.Cleanup(srv.Close)
 	return b, srv, p
@@ -66,7 +68,7 @@ func redfishTargetAt(url string, pool *x509.CertPool, password string) power.Tar
 	}}
 }
 
-func ipmiTarget(b *fake.IPMIBMC, password string) power.Target {
+func ipmiTarget(b *ipmitest.BMC, password string) power.Target {
 	return power.Target{BMC: b.Addr(), Config: "v1", Connect: func(ctx context.Context) (power.Controller, error) {
 		return ipmi.Connect(ctx, ipmi.Config{Host: b.Host(), Port: b.Port(), Username: "admin", Password: password,
 			Timeout: 200 * time.Millisecond, Retries: 1})
@@ -113,7 +115,7 @@ func TestPoolWrongPasswordLoginsPerMinute(t *testing.T) {
 			return redfishTarget(srv, "wrong-password"), b.Logins
 		}},
 		{"ipmi", func(t *testing.T) (power.Target, func() int) {
-			b, err := fake.NewIPMIBMC(fake.NewPower(time.Now, fake.PowerConfig{}), fake.IPMIConfig{Username: "admin", Password: bmcPassword})
+			b, err := ipmitest.NewBMC(fake.NewPower(time.Now, fake.PowerConfig{}), ipmitest.Config{Username: "admin", Password: bmcPassword})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = b.Close() })
 			return ipmiTarget(b, "wrong-password"), b.Logins
@@ -166,7 +168,7 @@ func TestAdaptersReportErrAuth(t *testing.T) {
 	require.NoError(t, err)
 	_ = c.(*redfish.Controller).Close()
 
-	b, err := fake.NewIPMIBMC(fake.NewPower(time.Now, fake.PowerConfig{}), fake.IPMIConfig{Username: "admin", Password: bmcPassword})
+	b, err := ipmitest.NewBMC(fake.NewPower(time.Now, fake.PowerConfig{}), ipmitest.Config{Username: "admin", Password: bmcPassword})
 	require.NoError(t, err)
 	defer b.Close()
 	_, err = ipmiTarget(b, "wrong").Connect(ctx)
@@ -325,8 +327,8 @@ func TestPoolCallDeadlineWithControllerIgnoringContext(t *testing.T) {
 func TestPoolBMCGoesAway(t *testing.T) {
 	t.Run("redfish", func(t *testing.T) {
 		p := fake.NewPower(time.Now, fake.PowerConfig{})
-		b := fake.NewBMC(time.Now, p, "admin", bmcPassword)
-		ca, err := fake.NewTestCA()
+		b := redfishtest.NewBMC(time.Now, p, "admin", bmcPassword)
+		ca, err := redfishtest.NewCA()
 		require.NoError(t, err)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
@@ -364,7 +366,7 @@ func TestPoolBMCGoesAway(t *testing.T) {
 		assert.LessOrEqual(t, b.Sessions(), 1)
 	})
 	t.Run("ipmi", func(t *testing.T) {
-		b, err := fake.NewIPMIBMC(fake.NewPower(time.Now, fake.PowerConfig{}), fake.IPMIConfig{Username: "admin", Password: bmcPassword})
+		b, err := ipmitest.NewBMC(fake.NewPower(time.Now, fake.PowerConfig{}), ipmitest.Config{Username: "admin", Password: bmcPassword})
 		require.NoError(t, err)
 		defer b.Close()
 		clk := newClock()

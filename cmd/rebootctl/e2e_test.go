@@ -22,6 +22,8 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -74,7 +76,7 @@ const bmcPassword = "e2e-bmc-Secret"
 func newLab(t *testing.T, n, core int, opts ...labOption) *lab {
 	t.Helper()
 	l := &lab{t: t, dir: t.TempDir(), powers: map[string]*fake.Power{}, bootTime: 300 * time.Millisecond, logins: map[string]*atomic.Int64{}}
-	ca, err := fake.NewTestCA()
+	ca, err := redfishtest.NewCA()
 	require.NoError(t, err)
 	caFile := filepath.Join(l.dir, "ca.pem")
 	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
@@ -98,12 +100,12 @@ func newLab(t *testing.T, n, core int, opts ...labOption) *lab {
 		var section string
 		if i == n-1 && n > 1 {
 			// The last server has an IPMI BMC.
-			bmc, err := fake.NewIPMIBMC(p, fake.IPMIConfig{Username: "admin", Password: bmcPassword})
+			bmc, err := ipmitest.NewBMC(p, ipmitest.Config{Username: "admin", Password: bmcPassword})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = bmc.Close() })
 			section = fmt.Sprintf("    bmc:\n      ipmi: %s\n", bmc.Addr())
 		} else {
-			bmc := fake.NewBMC(time.Now, p, "admin", bmcPassword)
+			bmc := redfishtest.NewBMC(time.Now, p, "admin", bmcPassword)
 			logins := &atomic.Int64{}
 			l.logins[id] = logins
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -20,7 +20,9 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/ipmi"
+	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
 	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -63,8 +65,8 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, via string) error {
 	}
 	var hosts []reboot.Host
 	controllers := map[string]power.Controller{}
-	bmcs := map[string]*fake.BMC{}
-	ipmiBMCs := map[string]*fake.IPMIBMC{}
+	bmcs := map[string]*redfishtest.BMC{}
+	ipmiBMCs := map[string]*ipmitest.BMC{}
 	// One Pool owns the connections to the BMCs: it logs in on first use,
 	// bounds every call by a deadline and backs off after failures.
 	pool := power.NewPool(power.PoolConfig{})
@@ -74,7 +76,7 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, via string) error {
 		controllers[n] = powers[n]
 		password := "example-only-" + n
 		if via == "ipmi" {
-			bmc, err := fake.NewIPMIBMC(powers[n], fake.IPMIConfig{Username: "admin", Password: password})
+			bmc, err := ipmitest.NewBMC(powers[n], ipmitest.Config{Username: "admin", Password: password})
 			if err != nil {
 				return err
 			}
@@ -85,7 +87,7 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, via string) error {
 			ipmiBMCs[n] = bmc
 		}
 		if useRedfish {
-			bmc := fake.NewBMC(clk.Real, powers[n], "admin", password)
+			bmc := redfishtest.NewBMC(clk.Real, powers[n], "admin", password)
 			srv := bmc.StartTLS()
 			defer srv.Close()
 			roots := x509.NewCertPool()
@@ -210,7 +212,7 @@ func done(ctx context.Context, store *fake.RebootHosts, powers map[string]*fake.
 func controls(cmds []string) []string {
 	var out []string
 	for _, c := range cmds {
-		if c != fake.IPMIStatus {
+		if c != ipmitest.Status {
 			out = append(out, c)
 		}
 	}

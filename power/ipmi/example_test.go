@@ -8,13 +8,14 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/ipmi"
+	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
 )
 
 // Power-cycle a server over IPMI; here the BMC is the emulator on loopback
 // UDP.
 func ExampleConnect() {
 	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	bmc, err := fake.NewIPMIBMC(hw, fake.IPMIConfig{Username: "admin", Password: "example-password"})
+	bmc, err := ipmitest.NewBMC(hw, ipmitest.Config{Username: "admin", Password: "example-password"})
 	if err != nil {
 		fmt.Println(err)
 		return

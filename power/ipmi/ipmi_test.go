@@ -10,6 +10,7 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/ipmi"
+	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,16 +20,16 @@ const (
 	pass = "s3cret-Pa55"
 )
 
-func newBMC(t testing.TB, cfg fake.PowerConfig) (*fake.IPMIBMC, *fake.Power) {
+func newBMC(t testing.TB, cfg fake.PowerConfig) (*ipmitest.BMC, *fake.Power) {
 	t.Helper()
 	p := fake.NewPower(time.Now, cfg)
-	b, err := fake.NewIPMIBMC(p, fake.IPMIConfig{Username: user, Password: pass})
+	b, err := ipmitest.NewBMC(p, ipmitest.Config{Username: user, Password: pass})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	return b, p
 }
 
-func connect(t testing.TB, b *fake.IPMIBMC) *ipmi.Controller {
+func connect(t testing.TB, b *ipmitest.BMC) *ipmi.Controller {
 	t.Helper()
 	c, err := ipmi.Connect(context.Background(), ipmi.Config{Host: b.Host(), Port: b.Port(), Username: user, Password: pass, Timeout: 300 * time.Millisecond})
 	require.NoError(t, err)
@@ -46,7 +47,7 @@ func TestStatesAndModes(t *testing.T) {
 	assert.Equal(t, power.StateOn, s)
 
 	require.NoError(t, c.On(ctx), "already on: success without a command")
-	assert.NotContains(t, b.Commands(), fake.IPMIPowerUp)
+	assert.NotContains(t, b.Commands(), ipmitest.PowerUp)
 
 	require.NoError(t, c.Off(ctx, power.ModeHard))
 	assert.False(t, p.HardwareOn())
@@ -56,14 +57,14 @@ func TestStatesAndModes(t *testing.T) {
 
 	require.NoError(t, c.Off(ctx, power.ModeSoft), "already off: nothing sent")
 	require.NoError(t, c.Off(ctx, power.ModeHard))
-	assert.Equal(t, []string{fake.IPMIStatus, fake.IPMIStatus, fake.IPMIStatus, fake.IPMIPowerDown, fake.IPMIStatus, fake.IPMIStatus, fake.IPMIStatus}, b.Commands())
+	assert.Equal(t, []string{ipmitest.Status, ipmitest.Status, ipmitest.Status, ipmitest.PowerDown, ipmitest.Status, ipmitest.Status, ipmitest.Status}, b.Commands())
 
 	require.NoError(t, c.On(ctx))
 	assert.True(t, p.HardwareOn())
 	require.NoError(t, c.Off(ctx, power.ModeSoft))
 	assert.False(t, p.HardwareOn(), "the OS shut down at once (no SoftDelay)")
 	cmds := b.Commands()
-	assert.Equal(t, fake.IPMISoftOff, cmds[len(cmds)-1])
+	assert.Equal(t, ipmitest.SoftOff, cmds[len(cmds)-1])
 }
 
 func TestSoftShutdownIgnored(t *testing.T) {
@@ -91,7 +92,7 @@ func TestCompletionCodes(t *testing.T) {
 	} {
 		b, p := newBMC(t, fake.PowerConfig{})
 		c := connect(t, b)
-		b.FailNext(fake.IPMIPowerDown, tc.cc, false)
+		b.FailNext(ipmitest.PowerDown, tc.cc, false)
 		err := c.Off(ctx, power.ModeHard)
 		require.Error(t, err)
 		assert.Equal(t, tc.class, power.Classify(err), "cc %#x: %v", tc.cc, err)
@@ -101,7 +102,7 @@ func TestCompletionCodes(t *testing.T) {
 		assert.Contains(t, err.Error(), "completion code")
 		assert.True(t, p.HardwareOn(), "not applied")
 
-		b.FailNext(fake.IPMIStatus, tc.cc, false)
+		b.FailNext(ipmitest.Status, tc.cc, false)
 		s, err := c.State(ctx)
 		assert.Equal(t, power.StateUnknown, s, "a failed read is unknown, never guessed")
 		assert.Equal(t, tc.class, power.Classify(err))
@@ -117,7 +118,7 @@ func TestUnknownReadIsNotGuessed(t *testing.T) {
 	assert.ErrorIs(t, err, power.ErrBusy)
 	assert.Error(t, c.Off(ctx, power.ModeSoft), "no soft shutdown on an unknown state")
 	assert.True(t, p.HardwareOn())
-	assert.NotContains(t, b.Commands(), fake.IPMISoftOff)
+	assert.NotContains(t, b.Commands(), ipmitest.SoftOff)
 }
 
 func TestSessionReopenedAfterBMCReset(t *testing.T) {

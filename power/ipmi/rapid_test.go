@@ -9,6 +9,7 @@ import (
 	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/ipmi"
+	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
 	"pgregory.net/rapid"
 )
 
@@ -36,7 +37,7 @@ func TestAdapterMatchesEmulator(t *testing.T) {
 			cfg.Report = fake.DrawReport(t, "report")
 		}
 		hw := fake.NewPower(clk.Now, cfg)
-		b, err := fake.NewIPMIBMC(hw, fake.IPMIConfig{Username: user, Password: pass})
+		b, err := ipmitest.NewBMC(hw, ipmitest.Config{Username: user, Password: pass})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +65,7 @@ func TestAdapterMatchesEmulator(t *testing.T) {
 			}
 			return out
 		}
-		cmds := []string{fake.IPMIStatus, fake.IPMIPowerUp, fake.IPMIPowerDown, fake.IPMISoftOff}
+		cmds := []string{ipmitest.Status, ipmitest.PowerUp, ipmitest.PowerDown, ipmitest.SoftOff}
 		for i := 0; i < rapid.IntRange(1, 30).Draw(t, "steps"); i++ {
 			before := onsByCommand()
 			var err error
@@ -108,7 +109,7 @@ func TestAdapterMatchesEmulator(t *testing.T) {
 			// A soft shutdown follows a status read that said on.
 			seen := b.Commands()
 			for k, cmd := range seen {
-				if cmd == fake.IPMISoftOff && (k == 0 || seen[k-1] != fake.IPMIStatus) {
+				if cmd == ipmitest.SoftOff && (k == 0 || seen[k-1] != ipmitest.Status) {
 					t.Fatalf("soft shutdown without a fresh read first: %v", seen)
 				}
 			}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 )
 
 // BenchmarkRequests counts the HTTP requests one operation costs in
@@ -13,7 +14,7 @@ import (
 func BenchmarkRequests(b *testing.B) {
 	for _, op := range []string{"state", "power-off", "power-on"} {
 		b.Run(op, func(b *testing.B) {
-			r := newRig(b, fake.BMCQuirks{}, fake.PowerConfig{})
+			r := newRig(b, redfishtest.Quirks{}, fake.PowerConfig{})
 			c := r.connect(b)
 			var reqs int
 			for b.Loop() {

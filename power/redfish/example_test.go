@@ -9,13 +9,14 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 )
 
 // Power-cycle a server through Redfish; here the BMC is the emulator on a
 // loopback TLS port, trusted through RootCAs.
 func ExampleConnect() {
 	clk := fake.NewClock(time.Time{})
-	bmc := fake.NewBMC(clk.Now, fake.NewPower(clk.Now, fake.PowerConfig{}), "admin", "example-password")
+	bmc := redfishtest.NewBMC(clk.Now, fake.NewPower(clk.Now, fake.PowerConfig{}), "admin", "example-password")
 	srv := bmc.StartTLS()
 	defer srv.Close()
 	pool := x509.NewCertPool()

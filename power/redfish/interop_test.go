@@ -13,9 +13,10 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 )
 
-// The interop tests drive fake.BMC with third-party Redfish clients:
+// The interop tests drive redfishtest.BMC with third-party Redfish clients:
 // OpenStack's sushy (what Ironic uses; Debian python3-sushy) and DMTF's
 // redfishtool (Debian redfishtool). CI installs both (.ci/run); where they
 // are missing the tests skip with a loud message, and .ci/run refuses to
@@ -64,7 +65,7 @@ func skipInterop(t *testing.T, why string) {
 // (Python's ssl wants a proper chain) and returns the CA's PEM file.
 func caRig(t *testing.T, r *rig) string {
 	t.Helper()
-	ca, err := fake.NewTestCA()
+	ca, err := redfishtest.NewCA()
 	require.NoError(t, err)
 	r.srv.Close()
 	r.srv = r.bmc.StartTLSWithCA(ca)
@@ -80,7 +81,7 @@ func TestInteropSushy(t *testing.T) {
 	require.NoError(t, os.WriteFile(script, []byte(sushyScript), 0o600))
 	for _, mode := range []string{"session", "basic"} {
 		t.Run(mode, func(t *testing.T) {
-			r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
+			r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
 			caFile := caRig(t, r)
 			cmd := exec.Command(py, script, r.srv.URL, "admin", secret, caFile, mode)
 			// requests lets these override the verify argument.
@@ -113,7 +114,7 @@ func TestInteropRedfishtool(t *testing.T) {
 	tool := redfishtool(t)
 	for _, auth := range []string{"Session", "Basic"} {
 		t.Run(auth, func(t *testing.T) {
-			r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{Lag: 2 * time.Second})
+			r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{Lag: 2 * time.Second})
 			caFile := caRig(t, r)
 			host := strings.TrimPrefix(r.srv.URL, "https://")
 			run := func(args ...string) string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"pgregory.net/rapid"
 )
 
@@ -23,7 +24,7 @@ import (
 //   - with honest reporting, the adapter reports the emulator's state.
 func TestAdapterMatchesEmulator(t *testing.T) {
 	rapidcheck.Check(t, func(t *rapid.T) {
-		q := fake.BMCQuirks{
+		q := redfishtest.Quirks{
 			NoGraceful:             rapid.Bool().Draw(t, "noGraceful"),
 			Lowercase:              rapid.Bool().Draw(t, "lowercase"),
 			ActionInfo:             rapid.Bool().Draw(t, "actionInfo"),
@@ -37,7 +38,7 @@ func TestAdapterMatchesEmulator(t *testing.T) {
 		if !honest {
 			cfg.Report = fake.DrawReport(t, "report")
 		}
-		r := newRig(t, fake.BMCQuirks{}, cfg)
+		r := newRig(t, redfishtest.Quirks{}, cfg)
 		r.bmc.Quirks = q
 		c := r.connect(t)
 		onsBy := func() int {

@@ -12,6 +12,7 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ const secret = "s3cr3t-passw0rd"
 type rig struct {
 	clk *fake.Clock
 	hw  *fake.Power
-	bmc *fake.BMC
+	bmc *redfishtest.BMC
 	srv *httptest.Server
 	cfg redfish.Config
 }
@@ -33,10 +34,10 @@ type tb interface {
 	Cleanup(func())
 }
 
-func newRig(t tb, q fake.BMCQuirks, hw fake.PowerConfig) *rig {
+func newRig(t tb, q redfishtest.Quirks, hw fake.PowerConfig) *rig {
 	clk := fake.NewClock(time.Time{})
 	p := fake.NewPower(clk.Real, hw)
-	b := fake.NewBMC(clk.Real, p, "admin", secret)
+	b := redfishtest.NewBMC(clk.Real, p, "admin", secret)
 	b.Quirks = q
 	srv := b.StartTLS()
 	t.Cleanup(srv.Close)
@@ -56,7 +57,7 @@ func (r *rig) connect(t tb) *redfish.Controller {
 var ctx = context.Background()
 
 func TestModesAndStates(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{Lag: 5 * time.Second, SoftDelay: 10 * time.Second})
+	r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{Lag: 5 * time.Second, SoftDelay: 10 * time.Second})
 	c := r.connect(t)
 	s, err := c.State(ctx)
 	require.NoError(t, err)
@@ -80,14 +81,14 @@ func TestModesAndStates(t *testing.T) {
 func TestVendorQuirks(t *testing.T) {
 	tests := []struct {
 		name  string
-		q     fake.BMCQuirks
+		q     redfishtest.Quirks
 		mode  power.Mode
 		reset string
 	}{
-		{"iLO 5: no Graceful*, soft off is PushPowerButton", fake.BMCQuirks{NoGraceful: true}, power.ModeSoft, "PushPowerButton"},
-		{"Supermicro: malformed GracefulShutdownGracefulRestart", fake.BMCQuirks{MalformedAllowable: true}, power.ModeSoft, "GracefulShutdown"},
-		{"lowercase allowable values", fake.BMCQuirks{Lowercase: true}, power.ModeHard, "forceoff"},
-		{"allowable values behind ActionInfo", fake.BMCQuirks{ActionInfo: true}, power.ModeSoft, "GracefulShutdown"},
+		{"iLO 5: no Graceful*, soft off is PushPowerButton", redfishtest.Quirks{NoGraceful: true}, power.ModeSoft, "PushPowerButton"},
+		{"Supermicro: malformed GracefulShutdownGracefulRestart", redfishtest.Quirks{MalformedAllowable: true}, power.ModeSoft, "GracefulShutdown"},
+		{"lowercase allowable values", redfishtest.Quirks{Lowercase: true}, power.ModeHard, "forceoff"},
+		{"allowable values behind ActionInfo", redfishtest.Quirks{ActionInfo: true}, power.ModeSoft, "GracefulShutdown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,7 +110,7 @@ func TestErrorClasses(t *testing.T) {
 		{409, power.ErrBusy}, {503, power.ErrBusy}, {500, power.ErrFailed}, {403, power.ErrFailed},
 	}
 	for _, tt := range tests {
-		r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
+		r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
 		c := r.connect(t)
 		r.bmc.FailNextReset(tt.status, false)
 		err := c.Off(ctx, power.ModeHard)
@@ -123,7 +124,7 @@ func TestErrorClasses(t *testing.T) {
 }
 
 func TestIDRACBusyAfterPowerOff(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{BusyAfterOff: time.Minute}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{BusyAfterOff: time.Minute}, fake.PowerConfig{})
 	c := r.connect(t)
 	require.NoError(t, c.Off(ctx, power.ModeHard))
 	err := c.On(ctx)
@@ -134,7 +135,7 @@ func TestIDRACBusyAfterPowerOff(t *testing.T) {
 
 func TestConflictThatReachedTargetIsSuccess(t *testing.T) {
 	for _, status := range []int{400, 409} {
-		r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
+		r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
 		c := r.connect(t)
 		// Refused, and nothing happened: an error.
 		r.bmc.FailNextReset(status, false)
@@ -148,7 +149,7 @@ func TestConflictThatReachedTargetIsSuccess(t *testing.T) {
 }
 
 func TestSessionExpiryAndLogout(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{SessionRequests: 3}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{SessionRequests: 3}, fake.PowerConfig{})
 	c, err := redfish.Connect(ctx, r.cfg)
 	require.NoError(t, err)
 	for i := 0; i < 10; i++ {
@@ -160,7 +161,7 @@ func TestSessionExpiryAndLogout(t *testing.T) {
 }
 
 func TestTLSAndCredentials(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
 	cfg := r.cfg
 	cfg.RootCAs = nil
 	_, err := redfish.Connect(ctx, cfg)
@@ -194,7 +195,7 @@ func TestTLSAndCredentials(t *testing.T) {
 }
 
 func TestContextPerOperation(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
 	cctx, cancel := context.WithCancel(ctx)
 	c, err := redfish.Connect(cctx, r.cfg)
 	require.NoError(t, err)
@@ -210,7 +211,7 @@ func TestContextPerOperation(t *testing.T) {
 }
 
 func TestRequestsPerOperation(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
 	c := r.connect(t)
 	count := func(f func()) int {
 		before := r.bmc.Requests()
@@ -224,7 +225,7 @@ func TestRequestsPerOperation(t *testing.T) {
 }
 
 func TestSystemSelection(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
 	cfg := r.cfg
 	cfg.SystemID = "2"
 	_, err := redfish.Connect(ctx, cfg)

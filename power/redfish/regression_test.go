@@ -25,6 +25,7 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 )
 
 // Issue 14, adapter 1: on a BMC without Graceful* reset types, a soft off
@@ -33,7 +34,7 @@ import (
 // powered on a host that was off (fenced).
 func TestRegressionNoBlindToggle(t *testing.T) {
 	for _, rep := range []fake.Report{{Unknown: 1}, {Unknown: 1, Seed: 1}, {Unknown: 1, Seed: 2}} {
-		r := newRig(t, fake.BMCQuirks{NoGraceful: true}, fake.PowerConfig{Initial: power.StateOff, Report: rep})
+		r := newRig(t, redfishtest.Quirks{NoGraceful: true}, fake.PowerConfig{Initial: power.StateOff, Report: rep})
 		c := r.connect(t)
 		err := c.Off(ctx, power.ModeSoft)
 		require.Error(t, err)
@@ -44,7 +45,7 @@ func TestRegressionNoBlindToggle(t *testing.T) {
 	}
 	// Transitioning (PoweringOn) and On: a soft off must not toggle while
 	// the power is changing.
-	r := newRig(t, fake.BMCQuirks{NoGraceful: true}, fake.PowerConfig{Initial: power.StateOff, Lag: 10 * time.Second})
+	r := newRig(t, redfishtest.Quirks{NoGraceful: true}, fake.PowerConfig{Initial: power.StateOff, Lag: 10 * time.Second})
 	c := r.connect(t)
 	require.NoError(t, c.On(ctx)) // On, not a toggle
 	r.clk.Advance(time.Second)
@@ -63,7 +64,7 @@ func TestRegressionNoBlindToggle(t *testing.T) {
 
 // Issue 14, adapter 2: a Connect that fails after logging in logs out.
 func TestRegressionFailedConnectLogsOut(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
 	cfg := r.cfg
 	cfg.SystemID = "no-such-system"
 	_, err := redfish.Connect(ctx, cfg)
@@ -78,7 +79,7 @@ func TestRegressionListErrorsKeepStatus(t *testing.T) {
 		status int
 		class  power.Class
 	}{{401, power.ClassFailed}, {503, power.ClassBusy}, {500, power.ClassFailed}} {
-		r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
+		r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
 		r.bmc.FailNextGet("/redfish/v1/Systems/1", tc.status, "")
 		cfg := r.cfg
 		cfg.BasicAuth = true
@@ -94,7 +95,7 @@ func TestRegressionListErrorsKeepStatus(t *testing.T) {
 // Issue 14, adapter 4: a service without a SessionService (sushy-tools)
 // says to use basic auth.
 func TestRegressionNoSessionService(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{NoSessionService: true}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{NoSessionService: true}, fake.PowerConfig{})
 	_, err := redfish.Connect(ctx, r.cfg)
 	require.ErrorIs(t, err, redfish.ErrNoSessionService)
 	assert.Contains(t, err.Error(), "BasicAuth")
@@ -140,7 +141,7 @@ func tlsRig(t *testing.T, h http.Handler, cfg redfish.Config) (redfish.Config, *
 // deadlines, even when the BMC never answers the old session's logout; and
 // a call waiting for another one on the same BMC gives up at its deadline.
 func TestRegressionReloginRespectsDeadlines(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{SessionRequests: 3}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{SessionRequests: 3}, fake.PowerConfig{})
 	release := make(chan struct{})
 	var hangGets atomic.Bool
 	h := hanging{h: r.bmc, release: release, hang: func(req *http.Request) bool {
@@ -213,7 +214,7 @@ func TestRegressionSecretsRedacted(t *testing.T) {
 		}
 	}
 	newEcho := func(t *testing.T) (*rig, redfish.Config) {
-		r := newRig(t, fake.BMCQuirks{EchoErrors: true}, fake.PowerConfig{})
+		r := newRig(t, redfishtest.Quirks{EchoErrors: true}, fake.PowerConfig{})
 		r.bmc.SetCredentials(user, secret)
 		cfg := r.cfg
 		cfg.Username = user
@@ -266,7 +267,7 @@ func sessionToken(t *testing.T, r *rig) string {
 
 // Issue 14, adapter 7: a huge non-JSON error body is bounded.
 func TestRegressionBoundedErrorBodies(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
 	c := r.connect(t)
 	r.bmc.FailNextGet("/redfish/v1/Systems/1", 500, strings.Repeat("x", 4<<20))
 	_, err := c.State(ctx)
@@ -277,7 +278,7 @@ func TestRegressionBoundedErrorBodies(t *testing.T) {
 // Issue 14, adapter 8: Connect with a system ID fetches that system, not
 // every system; a re-login keeps the transport (no new TCP connection).
 func TestRegressionRequestsAndConnections(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{SessionRequests: 4}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{SessionRequests: 4}, fake.PowerConfig{})
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(r.bmc)
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -308,9 +309,9 @@ func TestRegressionRequestsAndConnections(t *testing.T) {
 	assert.LessOrEqual(t, conns.Load(), int64(12), "re-logins opened new TCP connections")
 }
 
-// Issue 14, emulator: what Redfish clients expect of fake.BMC.
+// Issue 14, emulator: what Redfish clients expect of redfishtest.BMC.
 func TestEmulatorSpeaksRedfish(t *testing.T) {
-	r := newRig(t, fake.BMCQuirks{ActionInfo: true}, fake.PowerConfig{})
+	r := newRig(t, redfishtest.Quirks{ActionInfo: true}, fake.PowerConfig{})
 	hc := r.srv.Client()
 	do := func(method, path, token string, body io.Reader) (*http.Response, map[string]any) {
 		req, err := http.NewRequest(method, r.srv.URL+path, body)

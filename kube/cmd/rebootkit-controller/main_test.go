@@ -22,6 +22,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -67,7 +68,7 @@ func TestControllerBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	hw := fake.NewPower(time.Now, fake.PowerConfig{Lag: 100 * time.Millisecond})
-	srv := fake.NewBMC(time.Now, hw, "admin", "bmc-Secret-1").StartTLS()
+	srv := redfishtest.NewBMC(time.Now, hw, "admin", "bmc-Secret-1").StartTLS()
 	defer srv.Close()
 	ca := filepath.Join(dir, "bmc-ca.pem")
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {

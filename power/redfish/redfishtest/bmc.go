@@ -1,4 +1,4 @@
-package fake
+package redfishtest
 
 import (
 	"context"
@@ -15,11 +15,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 )
 
-// BMCQuirks are behaviours of real BMCs a BMC can imitate.
-type BMCQuirks struct {
+// Quirks are behaviours of real BMCs a BMC can imitate.
+type Quirks struct {
 	// NoGraceful: no Graceful* reset types (HPE iLO 5); soft power-off must
 	// use PushPowerButton.
 	NoGraceful bool
@@ -58,10 +59,10 @@ type BMCQuirks struct {
 // credentials (basic auth or session token), and counts requests. Not for
 // production.
 type BMC struct {
-	Power    *Power
+	Power    *fake.Power
 	Username string
 	Password string
-	Quirks   BMCQuirks
+	Quirks   Quirks
 
 	mu       sync.Mutex
 	now      func() time.Time
@@ -110,7 +111,7 @@ func (b *BMC) FailNextReset(status int, applied bool) {
 }
 
 // NewBMC returns a BMC for the hardware p, with clock now and credentials.
-func NewBMC(now func() time.Time, p *Power, username, password string) *BMC {
+func NewBMC(now func() time.Time, p *fake.Power, username, password string) *BMC {
 	return &BMC{Power: p, Username: username, Password: password, now: now, sessions: map[string]*bmcSession{}}
 }
 
@@ -422,9 +423,9 @@ func (b *BMC) powerState(ctx context.Context) (v any, ok bool) {
 		return "PoweringOn", true
 	}
 	switch rd.Unknown {
-	case UnknownMissing:
+	case fake.UnknownMissing:
 		return nil, false
-	case UnknownPaused:
+	case fake.UnknownPaused:
 		return "Paused", true
 	}
 	return nil, true
@@ -450,7 +451,7 @@ func (b *BMC) system(ctx context.Context) map[string]any {
 		reset["ResetType@Redfish.AllowableValues"] = b.allowable()
 	}
 	sys := map[string]any{"@odata.id": sysPath, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "1",
-		"Name": "Simulated server", "SystemType": "Physical", "Manufacturer": "rebootkit", "Model": "fake.BMC",
+		"Name": "Simulated server", "SystemType": "Physical", "Manufacturer": "rebootkit", "Model": "redfishtest.BMC",
 		"UUID": "38947555-7742-3448-3784-823347823834", "Status": map[string]string{"State": "Enabled", "Health": "OK"},
 		"Boot": map[string]any{"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None",
 			"BootSourceOverrideMode": "UEFI", "BootSourceOverrideTarget@Redfish.AllowableValues": []string{"None", "Pxe", "Hdd", "Cd", "BiosSetup"}},

@@ -1,4 +1,4 @@
-package fake
+package ipmitest
 
 import (
 	"context"
@@ -16,20 +16,21 @@ import (
 	"github.com/bougou/go-ipmi/pkg/transport/udp"
 	"github.com/bougou/go-ipmi/pkg/types"
 
+	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 )
 
-// IPMI chassis commands an IPMIBMC can be told to fail (FailNext).
+// IPMI chassis commands a BMC can be told to fail (FailNext).
 const (
-	IPMIStatus    = "status"     // Get Chassis Status
-	IPMIPowerUp   = "power-up"   // Chassis Control: power up
-	IPMIPowerDown = "power-down" // Chassis Control: power down
-	IPMISoftOff   = "soft"       // Chassis Control: soft shutdown (ACPI)
-	IPMICycle     = "cycle"      // Chassis Control: power cycle or hard reset
+	Status    = "status"     // Get Chassis Status
+	PowerUp   = "power-up"   // Chassis Control: power up
+	PowerDown = "power-down" // Chassis Control: power down
+	SoftOff   = "soft"       // Chassis Control: soft shutdown (ACPI)
+	Cycle     = "cycle"      // Chassis Control: power cycle or hard reset
 )
 
-// IPMIConfig configures an IPMIBMC.
-type IPMIConfig struct {
+// Config configures a BMC.
+type Config struct {
 	// Username and Password of the one administrator account.
 	Username, Password string
 	// CipherSuites offered (default 3 and 17).
@@ -39,7 +40,7 @@ type IPMIConfig struct {
 	SessionTimeout time.Duration
 }
 
-// IPMIBMC is an IPMI v2.0 BMC (RMCP+, lanplus) on loopback UDP, built on
+// BMC is an IPMI v2.0 BMC (RMCP+, lanplus) on loopback UDP, built on
 // github.com/bougou/go-ipmi's reference server, whose chassis is a Power:
 // Get Chassis Status reports what the Power reports (with its lies: stale,
 // flapping; a change under way shows as the state it leaves, since IPMI
@@ -52,9 +53,9 @@ type IPMIConfig struct {
 //
 // It runs until Close. Restart simulates a BMC reset: every session is
 // lost, the host's power is untouched. Not for production.
-type IPMIBMC struct {
-	Power *Power
-	cfg   IPMIConfig
+type BMC struct {
+	Power *fake.Power
+	cfg   Config
 
 	mu       sync.Mutex
 	addr     string
@@ -70,7 +71,7 @@ type IPMIBMC struct {
 // countingConn counts the requests the BMC receives.
 type countingConn struct {
 	*udp.Conn
-	b *IPMIBMC
+	b *BMC
 }
 
 func (c countingConn) ReadFrom(buf []byte) (int, net.Addr, error) {
@@ -90,7 +91,7 @@ func (c countingConn) ReadFrom(buf []byte) (int, net.Addr, error) {
 
 // Packets returns how many UDP requests the BMC received so far: the
 // round trips of its clients (retransmissions included).
-func (b *IPMIBMC) Packets() int {
+func (b *BMC) Packets() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.packets
@@ -98,7 +99,7 @@ func (b *IPMIBMC) Packets() int {
 
 // Logins returns how many logins (RMCP+ Open Session Requests, failed
 // ones included) the BMC has received.
-func (b *IPMIBMC) Logins() int {
+func (b *BMC) Logins() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.logins
@@ -109,10 +110,10 @@ type ipmiFail struct {
 	applied bool
 }
 
-// NewIPMIBMC starts an IPMI BMC for p on 127.0.0.1 (a free UDP port).
-func NewIPMIBMC(p *Power, cfg IPMIConfig) (*IPMIBMC, error) {
+// NewBMC starts an IPMI BMC for p on 127.0.0.1 (a free UDP port).
+func NewBMC(p *fake.Power, cfg Config) (*BMC, error) {
 	if cfg.Username == "" || cfg.Password == "" {
-		return nil, errors.New("fake: an IPMI BMC needs a username and a password")
+		return nil, errors.New("ipmitest: an IPMI BMC needs a username and a password")
 	}
 	if len(cfg.CipherSuites) == 0 {
 		cfg.CipherSuites = []uint8{3, 17}
@@ -120,14 +121,14 @@ func NewIPMIBMC(p *Power, cfg IPMIConfig) (*IPMIBMC, error) {
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = 60 * time.Second
 	}
-	b := &IPMIBMC{Power: p, cfg: cfg, fail: map[string]ipmiFail{}}
+	b := &BMC{Power: p, cfg: cfg, fail: map[string]ipmiFail{}}
 	if err := b.start("127.0.0.1:0"); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *IPMIBMC) start(addr string) error {
+func (b *BMC) start(addr string) error {
 	info := bmc.DeviceInfo{DeviceID: 0x20, DeviceRevision: 1, FirmwareMajor: 1, IPMIVersion: 0x20, ManufacturerID: 0x000157, ProductID: 1}
 	var guid [16]byte
 	copy(guid[:], "rebootkit-fake")
@@ -140,7 +141,7 @@ func (b *IPMIBMC) start(addr string) error {
 	bm.Sessions.SetOnRemove(bm.SOL.DeactivateBySession)
 	u, err := bm.Users.Add(2, b.cfg.Username)
 	if err != nil {
-		return fmt.Errorf("fake: ipmi user: %w", err)
+		return fmt.Errorf("ipmitest: ipmi user: %w", err)
 	}
 	u.SetPassword([]byte(b.cfg.Password))
 	u.Enabled = true
@@ -154,7 +155,7 @@ func (b *IPMIBMC) start(addr string) error {
 		time.Sleep(20 * time.Millisecond) // the old socket of a restart may linger
 	}
 	if err != nil {
-		return fmt.Errorf("fake: ipmi listen: %w", err)
+		return fmt.Errorf("ipmitest: ipmi listen: %w", err)
 	}
 	srv := server.NewServer(bm, countingConn{conn, b}, server.WithCipherSuites(suites), server.WithV15Disabled())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -170,24 +171,24 @@ func (b *IPMIBMC) start(addr string) error {
 }
 
 // Addr returns the BMC's host:port.
-func (b *IPMIBMC) Addr() string {
+func (b *BMC) Addr() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.addr
 }
 
 // Host and Port return the two halves of Addr.
-func (b *IPMIBMC) Host() string { h, _, _ := net.SplitHostPort(b.Addr()); return h }
+func (b *BMC) Host() string { h, _, _ := net.SplitHostPort(b.Addr()); return h }
 
 // Port returns the UDP port.
-func (b *IPMIBMC) Port() int {
+func (b *BMC) Port() int {
 	_, p, _ := net.SplitHostPort(b.Addr())
 	n, _ := strconv.Atoi(p)
 	return n
 }
 
 // Close stops the BMC.
-func (b *IPMIBMC) Close() error {
+func (b *BMC) Close() error {
 	b.mu.Lock()
 	srv, cancel, done := b.srv, b.cancel, b.done
 	b.srv = nil
@@ -203,7 +204,7 @@ func (b *IPMIBMC) Close() error {
 
 // Restart resets the BMC: it stops, loses every session, and listens again
 // on the same port. The host's power is untouched.
-func (b *IPMIBMC) Restart() error {
+func (b *BMC) Restart() error {
 	addr := b.Addr()
 	if err := b.Close(); err != nil {
 		return err
@@ -211,25 +212,25 @@ func (b *IPMIBMC) Restart() error {
 	return b.start(addr)
 }
 
-// FailNext makes the next command cmd (IPMIStatus, IPMIPowerUp, ...) fail
+// FailNext makes the next command cmd (Status, PowerUp, ...) fail
 // with IPMI completion code cc; with applied, a power command takes effect
 // all the same (as when a BMC answers late or wrongly).
-func (b *IPMIBMC) FailNext(cmd string, cc uint8, applied bool) {
+func (b *BMC) FailNext(cmd string, cc uint8, applied bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.fail[cmd] = ipmiFail{code: types.CompletionCode(cc), applied: applied}
 }
 
-// Commands returns the chassis commands received so far (IPMIStatus,
-// IPMIPowerUp, ...), in order, failed ones included.
-func (b *IPMIBMC) Commands() []string {
+// Commands returns the chassis commands received so far (Status,
+// PowerUp, ...), in order, failed ones included.
+func (b *BMC) Commands() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]string(nil), b.commands...)
 }
 
 // take records cmd and returns its queued failure, if any.
-func (b *IPMIBMC) take(cmd string) (ipmiFail, bool) {
+func (b *BMC) take(cmd string) (ipmiFail, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.commands = append(b.commands, cmd)
@@ -256,7 +257,7 @@ func completion(err error) error {
 
 // ipmiHAL is the go-ipmi hardware abstraction over the BMC's Power: a
 // chassis and nothing else.
-type ipmiHAL struct{ b *IPMIBMC }
+type ipmiHAL struct{ b *BMC }
 
 func (h ipmiHAL) Chassis() hal.ChassisHAL { return ipmiChassis(h) }
 func (ipmiHAL) Sensors() hal.SensorHAL    { return nil }
@@ -267,14 +268,14 @@ func (ipmiHAL) I2C() hal.I2CHAL           { return nil }
 func (ipmiHAL) Console() hal.ConsoleHAL   { return nil }
 func (ipmiHAL) Close() error              { return nil }
 
-type ipmiChassis struct{ b *IPMIBMC }
+type ipmiChassis struct{ b *BMC }
 
 // PowerState is Get Chassis Status: the Power's reported state. IPMI has
 // only a power bit, so a change under way shows as the state it leaves,
 // and a state the Power cannot tell (Report.Unknown) is answered with
 // completion code CEh (cannot provide response) rather than a bit.
 func (c ipmiChassis) PowerState(ctx context.Context) (bool, error) {
-	if f, ok := c.b.take(IPMIStatus); ok {
+	if f, ok := c.b.take(Status); ok {
 		return false, f.code
 	}
 	rd, err := c.b.Power.Read(ctx)
@@ -307,21 +308,21 @@ func (c ipmiChassis) command(cmd string, f func() error) error {
 // SetPower is Chassis Control power up (on) or power down (off, hard).
 func (c ipmiChassis) SetPower(ctx context.Context, on bool) error {
 	if on {
-		return c.command(IPMIPowerUp, func() error { return c.b.Power.On(ctx) })
+		return c.command(PowerUp, func() error { return c.b.Power.On(ctx) })
 	}
-	return c.command(IPMIPowerDown, func() error { return c.b.Power.Off(ctx, power.ModeHard) })
+	return c.command(PowerDown, func() error { return c.b.Power.Off(ctx, power.ModeHard) })
 }
 
 // WarmReset is what go-ipmi's handler calls for Chassis Control soft
 // shutdown (ACPI): the Power's soft Off, which the operating system may
 // take its time over or ignore (PowerConfig.SoftDelay, IgnoreSoft).
 func (c ipmiChassis) WarmReset(ctx context.Context) error {
-	return c.command(IPMISoftOff, func() error { return c.b.Power.Off(ctx, power.ModeSoft) })
+	return c.command(SoftOff, func() error { return c.b.Power.Off(ctx, power.ModeSoft) })
 }
 
 // PowerCycle (and hard reset) power the host off hard and on again.
 func (c ipmiChassis) PowerCycle(ctx context.Context) error {
-	return c.command(IPMICycle, func() error {
+	return c.command(Cycle, func() error {
 		if err := c.b.Power.Off(ctx, power.ModeHard); err != nil {
 			return err
 		}

@@ -1,0 +1,19 @@
+// Package redfishtest serves a Redfish BMC emulator for tests, as
+// net/http/httptest serves HTTP: a BMC over a fake.Power (the hardware
+// model of package fake, with its lies, lag and faults), on a loopback TLS
+// listener (StartTLS, or StartTLSWithCA with a CA that clients insisting on
+// a proper chain can trust).
+//
+// The BMC serves one ComputerSystem: the service root, the session service
+// (sessions by POST, token authentication, basic authentication), the
+// Systems collection, the ComputerSystem with its PowerState and the Reset
+// action (allowable values inline or behind an ActionInfo). Quirks imitate
+// real BMCs (missing Graceful* reset types, malformed allowable values,
+// 409 after power-off, stale PowerState, expiring sessions, no session
+// service, errors that echo the request). It counts requests and logins,
+// records resets, and can fail the next GET or reset on demand.
+//
+// The caller's duties: close the server it starts; treat everything here as
+// a test double (the CA and the credentials are throwaway). Not for
+// production.
+package redfishtest
