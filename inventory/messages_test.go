@@ -1,7 +1,14 @@
 package inventory
 
 import (
+	"context"
 	"errors"
+	"net/http/httptest"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -76,4 +83,27 @@ func TestLogsNameServersByHostname(t *testing.T) {
 	l.With("plan", "p").Info("other", "host", "unknown-host")
 	assert.Contains(t, b.String(), "host=compute-1 uuid=cn1 phase=held-off")
 	assert.Contains(t, b.String(), "plan=p host=unknown-host")
+}
+
+// TestNoSessionServiceSaysBasicAuth (issue 27): a Redfish service without
+// a SessionService (sushy-tools) failed with "set BasicAuth", a Go field
+// name; the message names the inventory key.
+func TestNoSessionServiceSaysBasicAuth(t *testing.T) {
+	p := fake.NewPower(time.Now, fake.PowerConfig{})
+	bmc := redfishtest.NewBMC(time.Now, p, "admin", "pw-no-session")
+	bmc.Quirks.NoSessionService = true
+	srv := httptest.NewServer(bmc)
+	defer srv.Close()
+	t.Setenv("NOSESSION_PW", "pw-no-session")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Connect(ctx, BMC{Redfish: srv.URL, Username: "admin", PasswordEnv: "NOSESSION_PW"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "set basic_auth: true")
+	assert.NotContains(t, err.Error(), "BasicAuth")
+	assert.ErrorIs(t, err, redfish.ErrNoSessionService)
+	c, err := Connect(ctx, BMC{Redfish: srv.URL, Username: "admin", PasswordEnv: "NOSESSION_PW", BasicAuth: true})
+	require.NoError(t, err, "with basic_auth it works")
+	_, err = c.State(ctx)
+	assert.NoError(t, err)
 }
