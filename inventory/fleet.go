@@ -1257,7 +1257,7 @@ func Connect(ctx context.Context, b BMC) (power.Controller, error) {
 			return nil, err
 		}
 		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite,
-			Privilege: strings.ToUpper(b.Privilege)})
+			Privilege: b.Privilege})
 	}
 	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure,
 		SystemID: b.System}
