@@ -275,13 +275,14 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 }
 
 // On powers the host on (Chassis Control power up), unless a fresh read
-// says it is on.
+// says it is on (also when the read fails).
 func (c *Controller) On(ctx context.Context) error {
 	return c.change(ctx, "on", power.StateOn, chassis.ChassisControlPowerUp)
 }
 
 // Off powers the host off: hard is Chassis Control power down, soft is
-// soft shutdown (ACPI), each sent only when a fresh read says it is on.
+// soft shutdown (ACPI), each sent unless a fresh read says it is off (also
+// when the read fails: none of them toggles).
 func (c *Controller) Off(ctx context.Context, m power.Mode) error {
 	if m == power.ModeHard {
 		return c.change(ctx, power.OpName(m), power.StateOff, chassis.ChassisControlPowerDown)
@@ -294,17 +295,12 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 		return err
 	}
 	defer c.unlock()
-	cur, err := c.readState(ctx)
-	if err != nil {
-		var pe *power.Error
-		if errors.As(err, &pe) {
-			pe.Op = op + ": read state"
-		}
-		return err // unknown: not guessed, the caller retries
-	}
-	if cur == want {
+	if cur, err := c.readState(ctx); err == nil && cur == want {
 		return nil
 	}
+	// Power up, power down and soft shutdown set the power, they never
+	// toggle it: sent also when the state cannot be read (CEh), so that a
+	// fence is not held up by a BMC that cannot tell (issue 24).
 	return c.do(ctx, op, func(cl *client.Client) error {
 		_, err := cl.ChassisControl(ctx, ctl)
 		return err
