@@ -59,7 +59,8 @@ type adapterScenario struct {
 	// before runs before the request (out-of-band events, time passing).
 	before func(pw *fake.Power, clk *fake.Clock)
 	// what is measured: "fence" (T to told fenced), "hold" (a held host
-	// powered on 2 s after the fence: to hardware off again), "again" (a
+	// powered on 2 s after the fence: from that power-on to the hardware
+	// off again), "again" (a
 	// raw client's request removed and added again with the same value: T2
 	// to Status.Fenced(T2)).
 	what  string
@@ -151,10 +152,15 @@ func (sc adapterScenario) run(t *testing.T, ad adapter, cfg reboot.Config, seed 
 	case sc.what == "fence":
 		return "fenced", clk.Real().Sub(tReal)
 	}
-	// hold: someone powers the fenced host on 2 s later.
+	// hold: someone powers the fenced host on 2 s later. No store change
+	// tells the controller: its next pass is the one the last requeued.
+	due := res.RequeueAfter
 	clk.Advance(2 * time.Second)
 	pw.OutOfBandOn()
 	onAt := clk.Real()
+	if due > 2*time.Second {
+		clk.Advance(due - 2*time.Second)
+	}
 	if !follow(limit, func() bool { return !pw.HardwareOn() }) {
 		return "left on", 0
 	}

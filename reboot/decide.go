@@ -604,6 +604,7 @@ func repair(st *Status, p time.Time) error {
 	clamp("pendingRebootSince", &st.PendingRebootSince)
 	clamp("lastRequestSeen", &st.LastRequestSeen)
 	clamp("offlineSince", &st.OfflineSince)
+	clamp("holdBroken", &st.HoldBroken)
 	if st.LastPoweredOff.After(p) {
 		// Evidence labelled by a clock that ran ahead cannot be placed on
 		// the corrected clock: drop it rather than vouch for it.
@@ -783,6 +784,9 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	d.UpdateStatus = true // a versioned write before every power-on
 	d.Phase = PhasePoweringOn
 	d.Reason = "off and released: power on"
+	if o.Power == power.StateOn {
+		d.Reason = "released, and powered on by someone else meanwhile: power on"
+	}
 	d.RequeueAfter = c.PollInterval
 }
 
