@@ -258,8 +258,11 @@ type Config struct {
 	// PollInterval is how often to look again while waiting for the power
 	// state to change. Default 5 s.
 	PollInterval time.Duration
-	// ReissueAfter is how long a hard power-off or a power-on that was
-	// accepted may go without effect before it is sent again. Default 60 s.
+	// ReissueAfter is how long a power-off or a power-on that was accepted
+	// may go without effect before it is sent again: a soft power-off while
+	// the host reads On, a power-off or power-on while the reading says
+	// nothing against it. (A hard power-off contradicted by an On reading
+	// goes out sooner, see QuickPoll.) Default 60 s.
 	ReissueAfter time.Duration
 	// Precision is the precision timestamps are stored at. Default 1 s
 	// (Kubernetes metav1.Time).
@@ -290,7 +293,8 @@ type Config struct {
 	// QuickPoll is how soon to read again after a power-off command (then
 	// doubling up to PollInterval) and after an unknown reading while a
 	// reboot is pending. It is also where repeating a hard power-off that
-	// a later reading contradicts starts its backoff. Default 1 s.
+	// a later reading contradicts starts its backoff (doubling up to
+	// PollInterval). Default 1 s.
 	QuickPoll time.Duration
 }
 
@@ -857,7 +861,7 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 	case power.ClassNone:
 		switch {
 		case a == ActionPowerOff && m == power.ModeHard && state == power.StateOn:
-			delay = min(c.QuickPoll<<min(last.Repeats, 16), c.ReissueAfter)
+			delay = min(c.QuickPoll<<min(last.Repeats, 16), c.PollInterval)
 		case a == ActionPowerOff && m == power.ModeSoft && state != power.StateOn:
 			// A soft shutdown runs until it is done or times out.
 			d.Reason = "soft power-off under way: wait"
