@@ -105,7 +105,7 @@
 // Config.PollInterval; once the reading may count, it looks again as soon
 // as it counts. A hard power-off that was accepted but is contradicted by a
 // later On reading is sent again, backing off from QuickPoll to
-// Config.ReissueAfter: a Controller skips a power-off when its own read
+// PollInterval: a Controller skips a power-off when its own read
 // says the host is off, and that read may be an old echo. A soft one is
 // sent again after ReissueAfter while the host reads On.
 //
