@@ -87,18 +87,16 @@ func (s Status) Pending() bool {
 //
 // It is true iff the fencing evidence LastPoweredOff is strictly after t and
 // not later than now (a timestamp the clock has not reached is not vouched
-// for: it was written by a clock that ran ahead). The evidence is the
-// floor of a time read before an Off reading; a t equal to it may have been
-// taken after that reading (and after a power-on that followed it) within
-// the same clock tick, so a tie does not fence. It stays true after the
-// host is powered on again: the processes that ran at t stopped all the
-// same.
-// Stored times are truncated (floored), so the real off instant is at or
-// after the stored one. For any t, at any precision, taken before the
-// client's request annotation was written, Fenced(t, now) becomes true
-// within one requeue (at most Config.Precision later) of the first pass
-// that reads the hardware off with evidence. The assumptions are those of
-// the package doc's Guarantees.
+// for: it was written by a clock that ran ahead). The evidence is a floored
+// lower bound of an instant at which the hardware was off; a t equal to it
+// may lie after that instant within the same clock tick, so a tie does not
+// fence. It stays true after the host is powered on again: the processes
+// that ran at t stopped all the same. For any t, at any precision, taken
+// before the client's request annotation was written, Fenced(t, now)
+// becomes true within one requeue (at most Config.Precision later) of the
+// first pass whose Off reading counts as evidence for the request (see the
+// package doc: about StaleReads after the controller first saw it). The
+// assumptions are those of the package doc's Guarantees.
 func (s Status) Fenced(t, now time.Time) bool {
 	e := s.LastPoweredOff
 	return !e.IsZero() && e.After(t) && !e.After(now)
