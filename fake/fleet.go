@@ -614,6 +614,35 @@ func (f *Fleet) UnfreezeShard(context.Context) error {
 	return nil
 }
 
+// FreezeShardFenced is FreezeShard for an executor with fencing token
+// token, checked as a job's (ErrStaleFence when stale), atomically with the
+// freeze.
+func (f *Fleet) FreezeShardFenced(_ context.Context, token int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fenced(plan.Action{Kind: plan.ActionFreeze, Fence: token}); err != nil {
+		return err
+	}
+	if !f.frozen {
+		f.freezes++
+	}
+	f.frozen = true
+	return nil
+}
+
+// UnfreezeShardFenced is UnfreezeShard for an executor with fencing token
+// token, checked as a job's (ErrStaleFence when stale), atomically with the
+// unfreeze.
+func (f *Fleet) UnfreezeShardFenced(_ context.Context, token int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fenced(plan.Action{Kind: plan.ActionUnfreeze, Fence: token}); err != nil {
+		return err
+	}
+	f.frozen = false
+	return nil
+}
+
 // JobsCreated returns how many jobs were created for each server.
 func (f *Fleet) JobsCreated() map[string]int {
 	f.mu.Lock()
