@@ -213,6 +213,14 @@ func TestRampLimit(t *testing.T) {
 		_, err := plan.ParseRamp(bad)
 		assert.ErrorIs(t, err, plan.ErrPolicy, bad)
 	}
+	o := opts()
+	o.Ramp = l
+	p, _, err := plan.Create(servers(0, 10), o)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 5, 5}, p.Ramp, "20% of 10 is 2, no fewer than the 5 before")
+	p.Ramp = []int{5, 1}
+	_, err = plan.Decode(must(plan.Encode(p)))
+	assert.ErrorIs(t, err, plan.ErrPolicy, "a ramp that goes down")
 }
 
 // TestRampGroundTruth: the servers offline when each job started never
@@ -442,4 +450,11 @@ func TestBlockingCondition(t *testing.T) {
 	assert.Equal(t, plan.StepJob, q2.Reboots[0].Step)
 	assert.Equal(t, plan.StepPending, q2.Reboots[2].Step)
 	assert.True(t, strings.HasPrefix(q2.Waiting, "waiting: blocking condition no-alerts fails"), q2.Waiting)
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

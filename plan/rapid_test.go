@@ -180,7 +180,9 @@ func drawPolicy(t *rapid.T, fs []fake.FleetServer, o *plan.CreateOptions) *polic
 	}
 	o.DomainLimits = pol.limits
 	if rapid.Bool().Draw(t, "ramp") {
-		for _, n := range rapid.SliceOfN(rapid.IntRange(1, 3), 1, 3).Draw(t, "stages") {
+		stages := rapid.SliceOfN(rapid.IntRange(1, 3), 1, 3).Draw(t, "stages")
+		slices.Sort(stages) // a ramp only goes up
+		for _, n := range stages {
 			o.Ramp = append(o.Ramp, plan.Count(n))
 		}
 	}

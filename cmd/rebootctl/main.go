@@ -234,6 +234,8 @@ func (e *env) create(args []string) int {
 	fs.BoolVar(watch, "w", false, "same as --watch")
 	budget := fs.Int("failure-budget", 0, "reboots that may fail before the plan stops starting new ones")
 	id := fs.String("uuid", "", "the plan's UUID (default: a random one)")
+	pf := &policyFlags{}
+	pf.register(fs)
 	servers, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
@@ -274,9 +276,15 @@ func (e *env) create(args []string) int {
 		return e.fail(err)
 	}
 	existing, lerr := st.List(e.ctx)
-	p, warns, err := plan.Create(inv.PlanServers(), plan.CreateOptions{UUID: *id, Target: *target, Select: sel, Servers: servers,
+	o := plan.CreateOptions{UUID: *id, Target: *target, Select: sel, Servers: servers,
 		Concurrency: conc, FailureBudget: plan.Count(*budget), IgnoreWarnings: *ignore, SkipCurrent: *skip, DryRun: *dry,
-		Existing: existing, CreatedAt: time.Now().UTC()})
+		Existing: existing, CreatedAt: time.Now().UTC()}
+	if err := pf.apply(inv, &o); err != nil {
+		st.Close()
+		fmt.Fprintf(e.errw, "rebootctl plan create: %v\n", err)
+		return exitUsage
+	}
+	p, warns, err := plan.Create(inv.PlanServers(), o)
 	for _, w := range warns {
 		fmt.Fprintf(e.errw, "warning: %s\n", w)
 	}
@@ -302,6 +310,9 @@ func (e *env) create(args []string) int {
 		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State, "servers": len(p.Reboots), "concurrency": p.Concurrency, "warnings": warnStrings(warns)})
 	} else {
 		fmt.Fprintf(e.out, "created plan %s: %d server(s), concurrency %d, %s\n", p.UUID, len(p.Reboots), p.Concurrency, p.State)
+		for _, l := range policyLines(p) {
+			fmt.Fprintf(e.out, "  %s\n", l)
+		}
 		if !*runNow {
 			fmt.Fprintf(e.out, "run it with: rebootctl plan run %s\n", p.UUID)
 		}
@@ -405,8 +416,14 @@ func (e *env) show(args []string) int {
 		return exitOK
 	}
 	fmt.Fprint(e.out, plan.Table(p))
+	for _, l := range policyLines(p) {
+		fmt.Fprintln(e.out, l)
+	}
 	s := plan.Summarize(p, time.Now())
 	fmt.Fprintln(e.out, s.Line(40))
+	for _, l := range outputLines(p.WaitingOutput) {
+		fmt.Fprintln(e.out, l)
+	}
 	return exitOK
 }
 
@@ -545,8 +562,9 @@ func (e *env) view(uuid string) (plan.View, error) {
 // render is the watch view: a header, the progress bar, why it waits, and
 // one line per reboot in flight.
 func render(v plan.View, now time.Time) []string {
-	s := v.Summary()
+	s := v.SummaryAt(now)
 	lines := []string{fmt.Sprintf("plan %s: %s, concurrency %d", v.UUID, v.State, v.Concurrency), s.Line(40)}
+	lines = append(lines, outputLines(v.WaitingOutput)...)
 	for _, r := range v.Reboots {
 		if !r.Step.InFlight() {
 			continue
