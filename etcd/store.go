@@ -44,6 +44,11 @@ const (
 // higher starts the rest in the next passes.
 const MaxStartsPerPass = 48 * PageSize
 
+// MaxInFlight is how many reboots of one plan a view lets be in flight at
+// once, whatever the concurrency: the header lists their positions, and
+// must fit one etcd request.
+const MaxInFlight = 100_000
+
 // readRetries bounds how often a read starts again because the revision
 // it read at was compacted under it, and how often Create lists again
 // because another plan was created meanwhile.
@@ -67,7 +72,10 @@ const readRetries = 8
 // changed pages and the header together; a larger one first writes the
 // changed pages under new keys (PREFIX pages/UUID/NONCE/00000000/WRITE),
 // each of those transactions compare-and-swap on the header too, and then
-// the header that names them: readers never see half of it. Pages of a
+// the header that names them: readers never see half of it. Keys no header
+// names any more (pages a later write replaced, the pages of a large write
+// that lost its compare-and-swap) are deleted after the write; a writer
+// that dies in between leaves them behind, never read. Pages of a
 // new plan are written before the header that names them, under a nonce,
 // so that a crash in the middle of Create leaves nothing visible and two
 // creators of one UUID cannot mix their pages.
@@ -775,8 +783,8 @@ func pagesOf(pos []int) []int {
 }
 
 // GetView implements plan.ViewStore: the header and the pages holding the
-// reboots in flight and the next pending ones (at most MaxStartsPerPass),
-// at one revision.
+// reboots in flight and the next pending ones (at most MaxStartsPerPass,
+// and no more than MaxInFlight in flight with them), at one revision.
 func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 	var v plan.View
 	err := retryCompacted(func() error {
@@ -788,7 +796,8 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 		if err != nil {
 			return err
 		}
-		pos := plan.ViewPositions(h.Index, min(plan.PendingWindow(h.Plan), MaxStartsPerPass))
+		pending := min(plan.PendingWindow(h.Plan), MaxStartsPerPass, max(MaxInFlight-len(h.Index.InFlight), 0))
+		pos := plan.ViewPositions(h.Index, pending)
 		pages, _, err := s.readPages(ctx, uuid, h, pagesOf(pos), at)
 		if err != nil {
 			return err

@@ -1266,9 +1266,11 @@ func Connect(ctx context.Context, b BMC) (power.Controller, error) {
 		if err != nil {
 			return nil, err
 		}
-		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite})
+		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite,
+			Privilege: b.Privilege})
 	}
-	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure}
+	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure,
+		SystemID: b.System}
 	if b.CAFile != "" {
 		pem, err := os.ReadFile(b.CAFile)
 		if err != nil {

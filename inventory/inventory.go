@@ -108,6 +108,14 @@ type BMC struct {
 	BasicAuth bool `yaml:"basic_auth"`
 	// CipherSuite is the IPMI cipher suite (default 3).
 	CipherSuite int `yaml:"cipher_suite"`
+	// Privilege is the IPMI session's privilege: operator (the default,
+	// the least that controls power) or administrator. Ignored for Redfish
+	// BMCs when it comes from the defaults.
+	Privilege string `yaml:"privilege"`
+	// System is the Id of the Redfish ComputerSystem to control, on a BMC
+	// with several (blades, multi-node chassis); empty: the only one.
+	// Ignored for IPMI BMCs when it comes from the defaults.
+	System string `yaml:"system"`
 }
 
 // Health is one check; exactly one of TCP, HTTP and Command.
@@ -240,6 +248,20 @@ func (inv *Inventory) check() error {
 				// Not echoed: "admin:pw" is as likely as "host:port".
 				return bad("bmc.ipmi: want host[:port] (a host name or address, a port from 1 to 65535)")
 			}
+			if len(b.Username) > 16 {
+				return bad("bmc.username: IPMI allows at most 16 bytes, this one has %d", len(b.Username))
+			}
+			switch strings.ToLower(b.Privilege) {
+			case "", "operator", "administrator":
+			default:
+				return bad("bmc.privilege %q: want operator (the default) or administrator", b.Privilege)
+			}
+			if s.BMC.System != "" {
+				return bad("bmc.system is for Redfish BMCs; an IPMI BMC controls one system")
+			}
+		}
+		if b.Redfish != "" && s.BMC.Privilege != "" {
+			return bad("bmc.privilege is for IPMI BMCs; Redfish uses the account's role")
 		}
 		h := s.Health
 		n := 0
@@ -377,6 +399,12 @@ func (s Server) merged(d Defaults) BMC {
 	if b.CipherSuite == 0 {
 		b.CipherSuite = def.CipherSuite
 	}
+	if b.Privilege == "" {
+		b.Privilege = def.Privilege
+	}
+	if b.System == "" {
+		b.System = def.System
+	}
 	return b
 }
 
@@ -441,6 +469,9 @@ func (d Defaults) commandTimeout() time.Duration {
 }
 
 func splitHostPort(s string, def int) (string, int, error) {
+	if ip := net.ParseIP(s); ip != nil {
+		return s, def, nil // an address without a port (an IPv6 literal too)
+	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		if strings.Contains(err.Error(), "missing port") {

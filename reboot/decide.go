@@ -54,9 +54,9 @@ type Status struct {
 	// Persisted so that a restarted controller still falls back to hard.
 	OfflineSince time.Time
 	OfflineMode  power.Mode
-	// HoldBroken is when the controller last read On (as the first reading
-	// of a sighting) for a host it held off with evidence covering every
-	// request: someone else powered it on. The controller powered it off
+	// HoldBroken is when the controller first read On, since the evidence
+	// LastPoweredOff last moved, for a host it held off with evidence
+	// covering every request: someone else powered it on. The controller powered it off
 	// again in the same pass. Evidence for instants before the sighting
 	// stays true (the processes that ran then did stop); the host may have
 	// run since. Zero when no hold of the pending reboot was broken. A BMC
@@ -604,6 +604,7 @@ func repair(st *Status, p time.Time) error {
 	clamp("pendingRebootSince", &st.PendingRebootSince)
 	clamp("lastRequestSeen", &st.LastRequestSeen)
 	clamp("offlineSince", &st.OfflineSince)
+	clamp("holdBroken", &st.HoldBroken)
 	if st.LastPoweredOff.After(p) {
 		// Evidence labelled by a clock that ran ahead cannot be placed on
 		// the corrected clock: drop it rather than vouch for it.
@@ -698,6 +699,9 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	// unknown, or an Off that may echo a state from before the request.
 	d.Power = ActionPowerOff
 	d.Mode = st.Mode
+	if d.Reason == "" && last.Action == ActionPowerOff && last.Mode == st.Mode && last.Class == power.ClassNone && o.Power == power.StateOn {
+		d.Reason = "power-off accepted but the host reads on (skipped or lost): power off " + st.Mode.String() + " again"
+	}
 	if d.Reason == "" {
 		switch o.Power {
 		case power.StateOff:
@@ -780,6 +784,9 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	d.UpdateStatus = true // a versioned write before every power-on
 	d.Phase = PhasePoweringOn
 	d.Reason = "off and released: power on"
+	if o.Power == power.StateOn {
+		d.Reason = "released, and powered on by someone else meanwhile: power on"
+	}
 	d.RequeueAfter = c.PollInterval
 }
 

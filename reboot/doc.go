@@ -79,7 +79,8 @@
 //     pending it may send the power-off, which powers nothing on: a
 //     power.Controller's Off never powers a host on (power/redfish sends
 //     its toggle, PushPowerButton, only after its own fresh read says On).
-//     It reads again after Config.QuickPoll (1 s).
+//     Until the power-off has evidence it reads again after
+//     Config.QuickPoll (1 s); otherwise after PollInterval.
 //   - Transitioning and On prove the host is not known off.
 //   - Off, read at instant r, proves by assumption A1 that the hardware was
 //     off at some instant in [r-StaleReads, r]. So it is evidence for a
