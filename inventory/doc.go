@@ -36,7 +36,7 @@
 //   - Drain and undrain commands must be idempotent: a restarted executor
 //     may run the one it was in the middle of again.
 //   - A blocking condition's command must exit 0 only when reboots may
-//     start; Observe runs each of a running plan's conditions (30 s
+//     start; Observe runs each of an unfinished plan's conditions (30 s
 //     timeout each, the inventory's command environment) at every pass.
 //
 // # Guarantees

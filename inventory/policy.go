@@ -34,8 +34,8 @@ type PlanPolicy struct {
 	// labels are the servers' labels.
 	DomainLimits []string `yaml:"domain_limits"`
 	// Conditions are blocking conditions: commands (argv, no shell) the
-	// executor runs before each pass of a running plan; a reboot starts
-	// only while each exits 0.
+	// executor runs before each pass of an unfinished plan; a reboot
+	// starts only while each exits 0.
 	Conditions []plan.Condition `yaml:"conditions"`
 }
 
@@ -95,11 +95,13 @@ func (p PlanPolicy) check() error {
 // ConditionTimeout bounds one run of a blocking condition's command.
 const ConditionTimeout = 30 * time.Second
 
-// conditions runs the plan's blocking conditions, one after the other,
+// conditions runs the blocking conditions of an unfinished plan, one after the other,
 // each bounded by ConditionTimeout, with the inventory's command
 // environment: a result per condition, checked now.
 func (f *Fleet) conditions(ctx context.Context, p plan.Plan) map[string]plan.ConditionResult {
-	if len(p.Conditions) == 0 || p.State != plan.StateRunning {
+	// Unfinished, not only running: a reboot of a stopped or canceled plan
+	// that has not created its job yet waits for them too.
+	if len(p.Conditions) == 0 || !p.Unfinished() {
 		return nil
 	}
 	out := make(map[string]plan.ConditionResult, len(p.Conditions))

@@ -59,8 +59,9 @@ func TestParsePlanPolicy(t *testing.T) {
 	}
 }
 
-// TestConditionsRun: the executor's fleet runs a running plan's blocking
-// conditions with every Observe and reports their exit and output.
+// TestConditionsRun: the executor's fleet runs an unfinished plan's
+// blocking conditions with every Observe and reports their exit and
+// output.
 func TestConditionsRun(t *testing.T) {
 	inv, err := Parse([]byte(withPolicy))
 	require.NoError(t, err)
@@ -75,6 +76,6 @@ func TestConditionsRun(t *testing.T) {
 	assert.Equal(t, "ALERT DiskFull firing\n(exit status 1)", res["no-alerts"].Output)
 	assert.True(t, res["quiet"].OK)
 	assert.WithinDuration(t, time.Now(), res["quiet"].At, time.Minute)
-	p.State = plan.StateStopped
-	assert.Nil(t, f.conditions(t.Context(), p), "checked for running plans only")
+	p.State = plan.StateCanceled
+	assert.Nil(t, f.conditions(t.Context(), p), "checked for unfinished plans only")
 }
