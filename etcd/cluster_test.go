@@ -320,11 +320,11 @@ func TestEtcdCluster(t *testing.T) {
 	}
 	retry("cluster up", func(ctx context.Context) error { _, err := admin.Put(ctx, pre+"up", "1"); return err })
 
-	const n, conc = 75, 3
+	const n, conc = 90, 3
 	var fs []fake.FleetServer
 	for i := 0; i < n; i++ {
 		fs = append(fs, fake.FleetServer{UUID: fmt.Sprintf("s%02d", i), Hostname: fmt.Sprintf("cn%02d", i), Platform: "1", Core: i == 0,
-			Queue: 50 * time.Millisecond, Drain: 100 * time.Millisecond, Shutdown: 50 * time.Millisecond, Boot: 1200 * time.Millisecond, Services: 200 * time.Millisecond})
+			Queue: 50 * time.Millisecond, Drain: 100 * time.Millisecond, Shutdown: 50 * time.Millisecond, Boot: 1500 * time.Millisecond, Services: 200 * time.Millisecond})
 	}
 	world := fake.NewFleet(time.Now, "s07", fs...)
 	// Ground truth of the fleet's actions: the tokens it took, in order.
@@ -490,10 +490,13 @@ func TestEtcdCluster(t *testing.T) {
 	// 1. The etcd leader is killed and restarted.
 	waitDone(2)
 	first := time.Now()
-	m := c.leader(ctx, admin)
-	if m == nil {
-		t.Fatal("no etcd leader")
-	}
+	var m *member
+	retry("find the etcd leader", func(ctx context.Context) error {
+		if m = c.leader(ctx, admin); m == nil {
+			return errors.New("no member leads")
+		}
+		return nil
+	})
 	killed := time.Now()
 	c.kill(m)
 	retry("write after the etcd leader's death", func(ctx context.Context) error { _, err := admin.Put(ctx, pre+"probe", "1"); return err })

@@ -492,8 +492,8 @@ func TestDeposedLeaderStopsActing(t *testing.T) {
 	assert.Equal(t, asked, world.shardCalls.Load(), "the deposed leader still asks for freezes")
 
 	// A pass slower than the lease acts no more, whatever the session says.
-	b, _ := lead(t, pre, "b", 1)
-	world.slow = 1500 * time.Millisecond
+	b, _ := lead(t, pre, "b", 2)
+	world.slow = 2500 * time.Millisecond
 	before := world.shardCalls.Load()
 	err = b.Pass(ctx, world, cfg29, clk.Now, nil)
 	assert.Error(t, err)

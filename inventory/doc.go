@@ -20,8 +20,9 @@
 // A reboot job (Fleet.CreateJob, idempotent by job UUID) drains the
 // server, asks the reboot package for a soft power cycle with a keyed
 // request (falling back to hard after reboot.Config.SoftTimeout), releases
-// it once the server is fenced on evidence (off, and not an echo of the
-// past: reboot.Config.StaleReads), lets the reboot controller power it on,
+// it once the server is fenced on evidence (an Off reading taken at least
+// reboot.Config.StaleReads after the request was seen, so not an echo of
+// the past), lets the reboot controller power it on,
 // waits for the health check, and undrains. Every state change is written
 // to the fleet state file (bbolt) before the step it starts; the reboot
 // request's value is chosen before it is written. A Fleet opened again

@@ -178,8 +178,8 @@ func Parse(data []byte) (Inventory, error) {
 	var inv Inventory
 	if err := dec.Decode(&inv); err != nil {
 		// The decoder quotes values; a credential typed into one must not
-		// be echoed.
-		return Inventory{}, fmt.Errorf("%w: %s", ErrInvalid, Scrub(err.Error()))
+		// be echoed (decodeError scrubs what it quotes).
+		return Inventory{}, decodeError(data, err)
 	}
 	if err := inv.check(); err != nil {
 		return Inventory{}, err
@@ -201,7 +201,11 @@ func (inv *Inventory) check() error {
 	for i := range inv.Servers {
 		s := &inv.Servers[i]
 		bad := func(format string, a ...any) error {
-			return fmt.Errorf("%w: server %d (%s): %s", ErrInvalid, i+1, s.UUID, fmt.Sprintf(format, a...))
+			name := s.Hostname // operators know servers by hostname
+			if name == "" {
+				name = s.UUID
+			}
+			return fmt.Errorf("%w: server %d (%s): %s", ErrInvalid, i+1, name, fmt.Sprintf(format, a...))
 		}
 		if err := plan.ValidUUID(s.UUID); err != nil {
 			return bad("uuid: %v", err)

@@ -1,10 +1,16 @@
 package inventory
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -196,4 +202,37 @@ func TestParsePrivilegeSystemIPv6(t *testing.T) {
 		_, err := Parse([]byte(bad))
 		assert.Error(t, err, name)
 	}
+}
+
+// TestConnectRedfishSystemKey (issue 25): the inventory's system key picks
+// one ComputerSystem of a BMC that has several; before it, such a server
+// could not be controlled at all ("system \"\" not found among 2").
+func TestConnectRedfishSystemKey(t *testing.T) {
+	ca, err := redfishtest.NewCA()
+	require.NoError(t, err)
+	first := fake.NewPower(time.Now, fake.PowerConfig{})
+	blade := fake.NewPower(time.Now, fake.PowerConfig{})
+	bmc := redfishtest.NewBMC(time.Now, first, "admin", "inventory-Pw1")
+	bmc.AddSystem("Blade-2", blade)
+	srv := bmc.StartTLSWithCA(ca)
+	defer srv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
+	t.Setenv("REBOOTKIT_TEST_BMC_PASSWORD", "inventory-Pw1")
+
+	doc := `
+servers:
+  - uuid: blade-2
+    bmc: {redfish: "` + srv.URL + `", system: Blade-2, username: admin, password_env: REBOOTKIT_TEST_BMC_PASSWORD, ca_file: "` + caFile + `"}
+    health: {tcp: "127.0.0.1:22"}
+`
+	inv, err := Parse([]byte(doc))
+	require.NoError(t, err)
+	s, _ := inv.Server("blade-2")
+	c, err := Connect(context.Background(), inv.BMCOf(s))
+	require.NoError(t, err)
+	defer c.(interface{ Close() error }).Close()
+	require.NoError(t, c.Off(context.Background(), power.ModeHard))
+	assert.False(t, blade.HardwareOn(), "the named system is off")
+	assert.True(t, first.HardwareOn(), "the other system is untouched")
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -73,6 +74,15 @@ func (c *RebootController) SetupWithManager(mgr ctrl.Manager) error {
 		c.Recorder = mgr.GetEventRecorder("rebootkit-reboot")
 	}
 	c.Client = mgr.GetClient()
+	if rh, ok := c.Reconciler.Hosts.(*RebootHosts); ok && rh.Corrupt == nil {
+		rh.Corrupt = func(host string, err error) {
+			var bmh metal3.BareMetalHost
+			if c.Client.Get(context.Background(), types.NamespacedName{Namespace: c.Namespace, Name: host}, &bmh) == nil {
+				c.Recorder.Eventf(&bmh, nil, "Warning", "RebootRecordCorrupt", "Reboot",
+					"the reboot record of host %s did not parse and is replaced at the next write (%v); its fencing evidence is dropped", host, err)
+			}
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(c.Name, "rebootkit-reboot")).
 		For(&metal3.BareMetalHost{}, builder.WithPredicates(

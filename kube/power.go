@@ -81,13 +81,48 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 	return BMCTarget{}, fmt.Errorf("%w: scheme %q (redfish family or ipmi)", ErrBMCAddress, u.Scheme)
 }
 
+// BMCHostLabel on a BMC credentials Secret names the BareMetalHost it
+// belongs to. Powers uses a Secret for a host only if it is bound to that
+// host: this label names it, or the Secret has an owner reference to the
+// host (the baremetal-operator adds one to the Secrets it manages). A
+// client that may update BareMetalHosts (to ask for reboots) can point
+// spec.bmc.credentialsName anywhere; it cannot bind a Secret, which needs
+// update on Secrets.
+const BMCHostLabel = "rebootkit.io/bmc-host"
+
+// ErrSecretNotBound: the credentials Secret a host names is not bound to
+// it (see BMCHostLabel); its credentials are not sent anywhere.
+var ErrSecretNotBound = errors.New("kube: BMC credentials secret not bound to the host")
+
+// boundTo reports whether secret is bound to the host (BMCHostLabel or an
+// owner reference with the host's UID).
+func boundTo(secret *corev1.Secret, bmh *metal3.BareMetalHost) bool {
+	if v, ok := secret.Labels[BMCHostLabel]; ok && v == bmh.Name {
+		return true
+	}
+	for _, o := range secret.OwnerReferences {
+		if o.UID == bmh.UID && o.Kind == "BareMetalHost" {
+			return true
+		}
+	}
+	return false
+}
+
 // Powers gives the reboot Reconciler a power.Controller per BareMetalHost,
 // from its spec.bmc (address, credentialsName: a Secret with "username"
 // and "password", disableCertificateVerification), as the
 // baremetal-operator reads them. A controller is kept while the address
 // and the Secret's resourceVersion stay the same.
+//
+// Secrets are read with get, directly from the API server (Secrets), never
+// through a cache: a cache would need list and watch on every Secret of
+// the namespace and keep them all in memory.
 type Powers struct {
-	Client    client.Client
+	// Client reads BareMetalHosts (the manager's cached client is fine).
+	Client client.Reader
+	// Secrets reads the credentials Secrets with get, uncached: the
+	// manager's GetAPIReader(). Required.
+	Secrets   client.Reader
 	Namespace string
 	// RootCAs verifies Redfish BMCs (nil: the system's pool).
 	RootCAs *x509.CertPool
@@ -120,11 +155,18 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Secrets == nil {
+		return nil, errors.New("kube: Powers.Secrets is not set (use the manager's API reader)")
+	}
 	var secret corev1.Secret
-	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Spec.BMC.CredentialsName}, &secret); err != nil {
+	if err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Spec.BMC.CredentialsName}, &secret); err != nil {
 		return nil, fmt.Errorf("kube: host %s: credentials secret %q: %w", name, bmh.Spec.BMC.CredentialsName, err)
 	}
-	key := bmh.Spec.BMC.Address + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(bmh.Spec.BMC.DisableCertificateVerification)
+	if !boundTo(&secret, &bmh) {
+		return nil, fmt.Errorf("%w: host %s names secret %q, which has neither the label %s=%s nor an owner reference to the host; "+
+			"label the secret if it is this host's", ErrSecretNotBound, name, secret.Name, BMCHostLabel, name)
+	}
+	key := string(bmh.UID) + "\x00" + bmh.Spec.BMC.Address + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(bmh.Spec.BMC.DisableCertificateVerification)
 	p.mu.Lock()
 	c, ok := p.cache[name]
 	p.mu.Unlock()

@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"crypto/x509"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
@@ -82,11 +88,11 @@ func TestPowersOnAPIServer(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	host := strings.TrimPrefix(srv.URL, "https://")
-	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc"},
+	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
 		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("s3cret")}}))
 	require.NoError(t, c.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
 		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish://" + host + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
-	p := &Powers{Client: c, Namespace: ns, RootCAs: pool}
+	p := &Powers{Client: c, Secrets: c, Namespace: ns, RootCAs: pool}
 	pc, err := p.Controller("h1")
 	require.NoError(t, err)
 	s, err := pc.State(ctx)
@@ -106,4 +112,41 @@ func TestPowersOnAPIServer(t *testing.T) {
 	assert.NotContains(t, err.Error(), "wrong-pass")
 	_, err = p.Controller("missing")
 	assert.Error(t, err)
+}
+
+// TestPowersReadSecretsWithGetOnly (issue 28, A3): under a user that may
+// only get Secrets (as the documented RBAC says) and a manager's cached
+// client, the power controller of a host is built at once: the Secret is
+// read directly with get. On the old code the Secret went through the
+// manager's cache, whose informer needs list and watch on every Secret
+// and never syncs: no host ever got a power controller.
+func TestPowersReadSecretsWithGetOnly(t *testing.T) {
+	needAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	ns := newNamespace(t, c)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	srv := httptest.NewServer(redfishtest.NewBMC(time.Now, hw, "admin", "s3cret"))
+	defer srv.Close()
+	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("s3cret")}}))
+	require.NoError(t, c.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
+		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish+http://" + strings.TrimPrefix(srv.URL, "http://") + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
+	ucfg := asController(t, ns) // the generated role: get on Secrets, nothing more
+	mgr, err := ctrl.NewManager(ucfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	require.True(t, mgr.GetCache().WaitForCacheSync(ctx))
+	p := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second}
+	pc, err := p.Controller("h1")
+	require.NoError(t, err)
+	st, err := pc.State(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, power.StateOn, st)
 }

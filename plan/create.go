@@ -109,7 +109,7 @@ var (
 	ErrDuplicateServer = errors.New("plan: server listed twice")
 	ErrInOtherPlan     = errors.New("plan: server is in another unfinished plan")
 	ErrConcurrency     = errors.New("plan: concurrency must be at least 1")
-	ErrWarnings        = errors.New("plan: warnings; use IgnoreWarnings to create anyway")
+	ErrWarnings        = errors.New("plan: not created because of warnings (they can be ignored)")
 	ErrEmpty           = errors.New("plan: no server to reboot")
 	ErrNoUUID          = errors.New("plan: missing plan uuid")
 )
@@ -189,7 +189,7 @@ func Create(fleet []Server, o CreateOptions) (Plan, []Warning, error) {
 
 	busy := map[string]string{}
 	for _, p := range o.Existing {
-		if p.Unfinished() {
+		if p.Unfinished() && !p.DryRun {
 			for _, r := range p.Reboots {
 				busy[r.ServerUUID] = p.UUID
 			}

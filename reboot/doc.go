@@ -105,15 +105,16 @@
 // Config.PollInterval; once the reading may count, it looks again as soon
 // as it counts. A hard power-off that was accepted but is contradicted by a
 // later On reading is sent again, backing off from QuickPoll to
-// Config.ReissueAfter: a Controller skips a power-off when its own read
+// PollInterval: a Controller skips a power-off when its own read
 // says the host is off, and that read may be an old echo. A soft one is
 // sent again after ReissueAfter while the host reads On.
 //
 // A held host (evidence covers every request, keyed requests or
 // Online=false remain) is read every PollInterval. Read On, someone else
 // powered it on: the controller records it in Status.HoldBroken (once per
-// evidence) and powers it off again in the same pass. Client.HoldBroken
-// reports it. Evidence for earlier instants stays true.
+// evidence) and powers it off again in the same pass (backing off as above
+// if it keeps reading On). Client.HoldBroken reports it. Evidence for
+// earlier instants stays true.
 //
 // A request removed and added again with the same value between two
 // passes looks like the one already seen. So while keyed requests are
@@ -121,11 +122,14 @@
 // new request: LastRequestSeen moves to now, and evidence follows
 // StaleReads later (two writes per such change, none per pass).
 //
-// Latency: an answer comes about Lag + StaleReads after the request (Lag:
-// the power-off's own delay), within about a second more when the host
-// reads honestly; Client.WaitFenced wakes on the store's change where the
-// store can tell (HostWatcher). Choose StaleReads per BMC as Config
-// explains, per host with Host.StaleReads.
+// Latency: an answer comes about Lag + StaleReads (+ OffSettle) after the
+// request (Lag: the power-off's own delay), within about a second more when
+// the host reads honestly, up to StaleReads more when the Controller
+// skipped the power-off on an old Off echo (both adapters skip when their
+// own read says Off); Client.WaitFenced wakes on the store's change where
+// the store can tell (HostWatcher). Choose StaleReads per BMC as Config
+// explains, per host with Host.StaleReads. TestAdapterScenarios (-v)
+// prints the measured table.
 //
 // # Guarantees, and the assumptions they rest on
 //

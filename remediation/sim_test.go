@@ -92,7 +92,7 @@ func (s *sim) remediator(cfg remediation.Config, table bool, limit remediation.L
 		Machines: crashMachines{s.cluster, s}, Nodes: crashNodes{s.cluster.Nodes(), s},
 		Hosts: crashHosts{&remediation.RebootHosts{Hosts: s.hosts, Now: s.clk.Now,
 			Power:  func(h string) (power.Controller, error) { return s.powers[h], nil },
-			HostOf: func(m string) string { return "h" + m[1:] }}, s},
+			HostOf: func(_ context.Context, m string) (string, error) { return "h" + m[1:], nil }}, s},
 		Admissions: crashAdmissions{s.cluster, s},
 		Config:     cfg, Table: table, Limit: limit, Now: s.clk.Now, Logger: debugLogger(),
 	}
@@ -221,11 +221,11 @@ type crashNodes struct {
 	s *sim
 }
 
-func (c crashNodes) Delete(ctx context.Context, name string) error {
+func (c crashNodes) Delete(ctx context.Context, name, uid string) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.ClusterNodes.Delete(ctx, name)
+	return c.ClusterNodes.Delete(ctx, name, uid)
 }
 
 func (c crashNodes) AddMetadata(ctx context.Context, name string, l, a map[string]string) error {

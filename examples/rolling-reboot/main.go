@@ -1,10 +1,14 @@
 // Command rolling-reboot runs a rolling reboot plan over a simulated
 // datacenter: 3 core servers (the headnode among them) and 60 others by
 // default, reboot times drawn from a heavy-tailed (log-normal) distribution,
-// a few servers whose reboot fails. Core servers go first, one at a time,
-// the headnode first (the executor dies with it and resumes from the plan
-// file); then the rest in a sliding window of -concurrency servers. It runs
-// on a simulated clock and finishes in about a second.
+// and two servers whose reboot is made to fail on purpose (-failures), so
+// that the plan ends "failed" and shows how failures are reported; -failures
+// 0 ends "complete". Core servers go first, one at a time, the headnode
+// first (the executor dies with it and resumes from the plan store); then
+// the rest in a sliding window of -concurrency servers. It runs on a
+// simulated clock: the first `go run` compiles it and its dependencies
+// first (about 45 s on a small machine), after that it finishes in about a
+// second.
 package main
 
 import (
@@ -90,7 +94,7 @@ func fleet(o options) ([]fake.FleetServer, string) {
 			NeverUp:  failing[i] && i%2 == 1,
 		}
 		switch {
-		case i == 0:
+		case i == 0 && o.core > 0: // -core 0: no core servers, no headnode
 			s.Hostname, s.Headnode, s.Core = "headnode", true, true
 			s.Services = logn(6*time.Minute, 0.3)
 		case i < o.core:
@@ -102,16 +106,41 @@ func fleet(o options) ([]fake.FleetServer, string) {
 		}
 		servers = append(servers, s)
 	}
-	return servers, servers[min(1, n-1)].UUID // the shard primary runs on a core server
+	if o.core == 0 {
+		return servers, "" // no core server: no database shard to freeze
+	}
+	return servers, servers[min(1, o.core-1)].UUID // the shard primary runs on a core server
 }
 
+// parseLimit parses -concurrency as rebootctl does: a count >= 1 or a
+// percentage from 1% to 100%.
 func parseLimit(s string) (plan.Limit, error) {
-	if p, ok := strings.CutSuffix(s, "%"); ok {
-		n, err := strconv.Atoi(p)
-		return plan.Percent(n), err
+	p, pct := strings.CutSuffix(s, "%")
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 1 || pct && n > 100 {
+		return plan.Limit{}, fmt.Errorf("want a count >= 1 or a percentage from 1%% to 100%%")
 	}
-	n, err := strconv.Atoi(s)
-	return plan.Count(n), err
+	if pct {
+		return plan.Percent(n), nil
+	}
+	return plan.Count(n), nil
+}
+
+// check validates the options that the flags cannot.
+func (o options) check() error {
+	switch {
+	case o.core < 0:
+		return fmt.Errorf("-core %d: want 0 (no core servers, no headnode) or more", o.core)
+	case o.servers < 0:
+		return fmt.Errorf("-servers %d: want 0 or more", o.servers)
+	case o.core+o.servers == 0:
+		return fmt.Errorf("-core 0 -servers 0: no server to reboot")
+	case o.failures < 0 || o.failures > o.servers:
+		return fmt.Errorf("-failures %d: want 0 to -servers (%d)", o.failures, o.servers)
+	case o.budget < 0:
+		return fmt.Errorf("-budget %d: want 0 or more", o.budget)
+	}
+	return nil
 }
 
 func run(w io.Writer, o options) error {
@@ -120,28 +149,35 @@ func run(w io.Writer, o options) error {
 	if err != nil {
 		return fmt.Errorf("-concurrency %q: %w", o.concurrency, err)
 	}
-	dir := o.dir
+	if err := o.check(); err != nil {
+		return err
+	}
+	if o.failures > 0 {
+		fmt.Fprintf(w, "this simulation makes %d reboot(s) fail on purpose (-failures %d; -failures 0 for none): expect \"result: failed\"\n", o.failures, o.failures)
+	}
+	dir, temporary := o.dir, ""
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "rolling-reboot-"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
+		temporary = " (temporary: removed when the example ends; -dir keeps it)"
 	}
 	clk := fake.NewClock(time.Time{})
 	servers, primary := fleet(o)
 	dc := fake.NewFleet(clk.Now, primary, servers...)
 	var store plan.Store
-	storeAt := "<dir>/plans.db"
+	storeAt := filepath.Join(dir, "plans.db")
 	switch o.store {
 	case "bolt", "":
-		bs, err := plan.OpenBolt(filepath.Join(dir, "plans.db"))
+		bs, err := plan.OpenBolt(storeAt)
 		if err != nil {
 			return err
 		}
 		defer bs.Close()
 		store = bs
 	case "file":
-		store, storeAt = plan.FileStore{Dir: dir}, "<dir>/<uuid>.json"
+		store, storeAt = plan.FileStore{Dir: dir}, filepath.Join(dir, "<uuid>.json")
 	default:
 		if o.store == "etcd" {
 			return fmt.Errorf("-store etcd: the etcd store and its executors live in their own module, so that this one does not depend on etcd: run `cd etcd && go run ./examples/rolling-reboot` (an embedded etcd, two executors, the headnode's dies with it)")
@@ -177,8 +213,8 @@ func run(w io.Writer, o options) error {
 	if err := store.Create(ctx, p); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "plan %s: %d servers (%d core), concurrency %d, failure budget %d, plan file %s\n",
-		p.UUID, len(p.Reboots), o.core, p.Concurrency, p.FailureBudget, storeAt)
+	fmt.Fprintf(w, "plan %s: %d servers (%d core), concurrency %d, failure budget %d, plan store %s%s\n",
+		p.UUID, len(p.Reboots), o.core, p.Concurrency, p.FailureBudget, storeAt, temporary)
 
 	exec := &plan.Executor{Fleet: dc, Store: store, Now: clk.Now}
 	tick := 10 * time.Second
@@ -247,8 +283,12 @@ func run(w io.Writer, o options) error {
 		}
 	}
 	lb, batches := bounds(servers, final, o.rackLimit)
-	fmt.Fprintf(w, "\nresult: %s in %s (simulated); %d executor restart(s); %d server(s) with more than one job\n",
-		final.State, makespan, restarts, twice)
+	expected := ""
+	if o.failures > 0 && final.State == plan.StateFailed {
+		expected = " (as expected: reboots were made to fail)"
+	}
+	fmt.Fprintf(w, "\nresult: %s%s in %s (simulated); %d executor restart(s); %d server(s) with more than one job\n",
+		final.State, expected, makespan, restarts, twice)
 	fmt.Fprintf(w, "makespan: sliding window %s, fixed batches %s (%.2fx), lower bound %s (sliding window %.2fx)\n",
 		makespan.Round(time.Second), batches.Round(time.Second), float64(batches)/float64(makespan),
 		lb.Round(time.Second), float64(makespan)/float64(lb))

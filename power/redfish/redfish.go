@@ -279,8 +279,15 @@ func (c *Controller) discover(ctx context.Context) error {
 		}
 	}
 	if sys == nil {
-		return &power.Error{Op: "connect", Class: power.ClassFailed,
-			Message: c.redact(fmt.Sprintf("system %q not found among %d system(s)", c.cfg.SystemID, len(systems)))}
+		ids := make([]string, len(systems))
+		for i, s := range systems {
+			ids[i] = s.ID
+		}
+		msg := fmt.Sprintf("system %q not found among the BMC's %d system(s) (%s)", c.cfg.SystemID, len(systems), strings.Join(ids, ", "))
+		if c.cfg.SystemID == "" {
+			msg = fmt.Sprintf("the BMC has %d systems (%s): name the one to control", len(systems), strings.Join(ids, ", "))
+		}
+		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: c.redact(msg)}
 	}
 	c.systemURI = sys.ODataID
 	return c.readReset(ctx, sys.RawData)

@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/rebootkit/rebootkit/kube"
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -83,6 +84,7 @@ func run(args []string) int {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = metal3.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
 	_ = clusterv1.AddToScheme(scheme)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics},
 		LeaderElection: *leaderElect, LeaderElectionID: "rebootkit-reboot", LeaderElectionNamespace: *namespace,
@@ -91,7 +93,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
 	}
-	powers := &kube.Powers{Client: mgr.GetClient(), Namespace: *namespace, RootCAs: roots}
+	powers := &kube.Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: *namespace, RootCAs: roots}
 	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: powers.Controller,
 		Now: time.Now, Config: reboot.Config{SoftTimeout: *softTimeout, StaleReads: *staleReads}}
 	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace}).SetupWithManager(mgr); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube"
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
@@ -45,7 +46,7 @@ func TestControllerBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{"../../testdata/crds"}, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{"../../testdata/crds", "../../config/crd/bases"}, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +59,7 @@ func TestControllerBinary(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = metal3.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +82,7 @@ func TestControllerBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "h1-bmc"},
+	must(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "h1-bmc", Labels: map[string]string{kube.BMCHostLabel: "h1"}},
 		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("bmc-Secret-1")}}))
 	must(c.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "h1"},
 		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish://" + strings.TrimPrefix(srv.URL, "https://") + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
