@@ -44,7 +44,8 @@
 // drained when the drain command ended, off when the job saw its server
 // fenced, on when the reboot controller powered it on (its record is kept
 // to the second, so never before off), healthy when the health check
-// first passed after the power cycle. Servers appear in logs by hostname.
+// first passed after the power cycle. Job steps and reboot decisions are
+// logged with the server's hostname.
 //
 // # Guarantees
 //
