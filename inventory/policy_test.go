@@ -79,3 +79,22 @@ func TestConditionsRun(t *testing.T) {
 	p.State = plan.StateCanceled
 	assert.Nil(t, f.conditions(t.Context(), p), "checked for unfinished plans only")
 }
+
+// TestRegressionConditionsCheckedWhileStopped: a stopped (or canceled)
+// plan may hold a reboot that has not created its job yet; the plan lets
+// it create the job only on a fresh success of every condition, so the
+// fleet must keep checking them (it checked running plans only, and such a
+// reboot waited for good).
+func TestRegressionConditionsCheckedWhileStopped(t *testing.T) {
+	inv, err := Parse([]byte(withPolicy))
+	require.NoError(t, err)
+	f, err := OpenFleet(inv, filepath.Join(t.TempDir(), "fleet.db"), Options{})
+	require.NoError(t, err)
+	defer f.Close()
+	for _, st := range []plan.State{plan.StateStopped, plan.StateCanceled} {
+		p := plan.Plan{UUID: "p", State: st, Concurrency: 1, Conditions: []plan.Condition{{Name: "quiet", Command: []string{"true"}}},
+			Reboots: []plan.Reboot{{ServerUUID: "cn1", Step: plan.StepWaitHead}}}
+		res := f.conditions(t.Context(), p)
+		assert.True(t, res["quiet"].OK, "%s plan with a reboot in flight", st)
+	}
+}
