@@ -130,6 +130,12 @@ func explain(err error, uuid string) string {
 		return fmt.Sprintf("no plan %s in the store (rebootctl plan list shows the plans; --store names the store)", uuid)
 	case errors.Is(err, plan.ErrExists):
 		return fmt.Sprintf("a plan %s exists already: choose another --uuid, or leave it out for a random one", uuid)
+	case errors.Is(err, plan.ErrUnknownServer):
+		_, names, _ := strings.Cut(err.Error(), plan.ErrUnknownServer.Error()+": ")
+		return fmt.Sprintf("not in the inventory: %s (name servers by hostname or uuid, as the inventory does)", names)
+	case errors.Is(err, plan.ErrDuplicateServer):
+		_, names, _ := strings.Cut(err.Error(), plan.ErrDuplicateServer.Error()+": ")
+		return fmt.Sprintf("named twice: %s", names)
 	case errors.Is(err, plan.ErrEmpty):
 		return "no server to reboot (with -s, every server chosen already runs the target platform)"
 	case errors.Is(err, plan.ErrLocked):

@@ -67,6 +67,23 @@ func TestDryRunIsAPreflight(t *testing.T) {
 			assert.Equal(t, int64(1), n.Load(), "server %s: one login", id)
 		}
 	}
+	// A dry-run plan an older rebootctl stored says so, and blocks nothing.
+	st, err := plan.OpenBolt(l.store)
+	require.NoError(t, err)
+	var fleet []plan.Server
+	for i, id := range l.ids {
+		fleet = append(fleet, plan.Server{UUID: id, Hostname: fmt.Sprintf("cn%d", i), Platform: "1"})
+	}
+	old, _, err := plan.Create(fleet, plan.CreateOptions{UUID: "old-dry", Target: "3", Select: plan.SelectAll, Concurrency: plan.Count(1), DryRun: true})
+	require.NoError(t, err)
+	require.NoError(t, st.Create(t.Context(), old))
+	st.Close()
+	out, _, code = l.ctl("plan", "list")
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `old-dry +created \(dry run\)`, out)
+	out, _, _ = l.ctl("plan", "show", "old-dry")
+	assert.Contains(t, out, "dry run: nothing was rebooted")
+
 	// Nothing stored: the real plan is not blocked.
 	out, _, code = l.ctl("plan", "list")
 	require.Equal(t, 0, code)
@@ -121,6 +138,10 @@ func TestMessagesInOperatorsWords(t *testing.T) {
 	assert.NotContains(t, errs, "not allowed in this state")
 	_, errs, _ = l.ctl("plan", "show", "nosuch")
 	assert.Contains(t, errs, "no plan nosuch in the store")
+	_, errs, code = l.ctl("plan", "create", "cn1", "nosuch-host", "--target", "2")
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, errs, "not in the inventory: nosuch-host")
+	assert.NotContains(t, errs, "plan: unknown server")
 
 	// A cancel with reboots in flight says how many still finish.
 	st, err := plan.OpenBolt(l.store)

@@ -79,7 +79,7 @@ func TestOfflineOver(t *testing.T) {
 	p := reportPlan(t)
 	var tls []timeline
 	for _, r := range p.Reboots {
-		tls = append(tls, timelineOf(r, time.Now()))
+		tls = append(tls, timelineOf(r, time.Now(), true))
 	}
 	steps := offlineOver(tls)
 	peak := 0
@@ -89,4 +89,57 @@ func TestOfflineOver(t *testing.T) {
 	}
 	assert.Equal(t, 0, steps[len(steps)-1].N)
 	assert.Equal(t, 2, peak)
+}
+
+// BenchmarkReportHTML: the report of a finished 100,000-server plan (400
+// rows drawn, the offline chart over every server).
+func BenchmarkReportHTML(b *testing.B) {
+	const n = 100_000
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	fleet := make([]plan.Server, n)
+	for i := range fleet {
+		fleet[i] = plan.Server{UUID: fmt.Sprintf("s%06d", i), Hostname: fmt.Sprintf("cn%06d", i), Platform: "1", Core: i < 3, Headnode: i == 0}
+	}
+	p, _, err := plan.Create(fleet, plan.CreateOptions{UUID: "big", Target: "2", Select: plan.SelectAll, Concurrency: plan.Count(100)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.State = plan.StateComplete
+	for i := range p.Reboots {
+		at := func(s int) *time.Time { v := t0.Add(time.Duration(i*6+s) * time.Second); return &v }
+		r := &p.Reboots[i]
+		r.Step, r.JobUUID, r.StartedAt, r.OperationalAt = plan.StepDone, "j", at(0), at(600)
+		r.Phases = &plan.Phases{Drained: at(30), Off: at(90), On: at(95), Healthy: at(500)}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(reportHTML(p, t0)) == 0 {
+			b.Fatal("empty")
+		}
+	}
+}
+
+// TestReportWithoutPhases: a plan whose fleet reported no phases (an
+// older executor) draws one neutral bar per reboot, never a phase it does
+// not know; a reboot in flight runs to now.
+func TestReportWithoutPhases(t *testing.T) {
+	p := reportPlan(t)
+	for i := range p.Reboots {
+		p.Reboots[i].Phases = nil
+	}
+	p.State = plan.StateRunning
+	t1 := time.Date(2026, 11, 23, 10, 9, 0, 0, time.UTC)
+	p.Reboots[5].Step, p.Reboots[5].JobUUID, p.Reboots[5].StartedAt = plan.StepJob, "j5", &t1
+	now := t1.Add(time.Minute)
+	for _, r := range p.Reboots {
+		tl := timelineOf(r, now, false)
+		for _, s := range tl.segs {
+			assert.Equal(t, phUnknown, s.ph, "%s", r.ServerHostname)
+		}
+	}
+	tl := timelineOf(p.Reboots[5], now, false)
+	require.Len(t, tl.segs, 1)
+	assert.True(t, tl.open)
+	assert.Equal(t, now, tl.segs[0].end)
+	assert.Contains(t, reportSVG(p, now), "reboot (phases not reported)")
 }
