@@ -33,6 +33,12 @@ func TestYAMLErrorNamesTheRightLine(t *testing.T) {
 	assert.Contains(t, err.Error(), "line 10:")
 	assert.Contains(t, err.Error(), "indentation")
 
+	// A brace left open on line 10.
+	_, err = Parse([]byte(strings.Replace(good, `bmc: {redfish: "https://10.0.0.10"}`, `bmc: {redfish: "https://10.0.0.10"`, 1)))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "line 10:")
+	assert.Contains(t, err.Error(), "not closed")
+
 	// A tab on line 3.
 	_, err = Parse([]byte("servers:\n  - uuid: a\n\tcore: true\n"))
 	require.Error(t, err)

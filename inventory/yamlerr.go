@@ -33,7 +33,14 @@ func decodeError(data []byte, err error) error {
 	}
 	msg := Scrub(strings.TrimPrefix(err.Error(), "yaml: "))
 	msg = lineRE.ReplaceAllString(msg, "")
-	return fmt.Errorf("%w: line %d: %s (check the indentation: keys of one server line up, list items start with \"- \", no tabs)", ErrInvalid, syntaxLine(data), msg)
+	hint := "check the indentation: keys of one server line up, list items start with \"- \", no tabs"
+	switch {
+	case strings.Contains(msg, "'}'") || strings.Contains(msg, "']'"):
+		hint = "a { or [ not closed on this line?"
+	case strings.Contains(msg, "quoted scalar"):
+		hint = "a quote not closed?"
+	}
+	return fmt.Errorf("%w: line %d: %s (%s)", ErrInvalid, syntaxLine(data), msg, hint)
 }
 
 var (

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -36,10 +37,15 @@ type BMCTarget struct {
 	// Host and Port of an IPMI BMC (port 623 by default).
 	Host string
 	Port int
+	// Privilege of the IPMI session, from the address's privilegelevel
+	// query parameter as the baremetal-operator reads it (OPERATOR or
+	// ADMINISTRATOR; "" is the adapter's default, OPERATOR).
+	Privilege string
 }
 
 // ParseBMCAddress parses a BareMetalHost's BMC address, as the
-// baremetal-operator writes them: ipmi://host[:port], and the Redfish
+// baremetal-operator writes them: ipmi://host[:port][?privilegelevel=P],
+// and the Redfish
 // family (redfish://, redfish+http://, redfish+https://, and vendor
 // variants such as idrac-redfish:// or ilo5-redfish://) with the system's
 // path (/redfish/v1/Systems/ID). Anything else wraps ErrBMCAddress.
@@ -62,7 +68,13 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 			}
 			port = n
 		}
-		return BMCTarget{Protocol: "ipmi", Host: host, Port: port}, nil
+		priv := strings.ToUpper(u.Query().Get("privilegelevel"))
+		switch priv {
+		case "", ipmi.PrivilegeOperator, ipmi.PrivilegeAdministrator:
+		default:
+			return BMCTarget{}, fmt.Errorf("%w: privilegelevel %q (OPERATOR or ADMINISTRATOR)", ErrBMCAddress, priv)
+		}
+		return BMCTarget{Protocol: "ipmi", Host: host, Port: port, Privilege: priv}, nil
 	case strings.Contains(scheme, "redfish"):
 		web := "https"
 		if strings.HasSuffix(scheme, "+http") {
@@ -111,8 +123,12 @@ func boundTo(secret *corev1.Secret, bmh *metal3.BareMetalHost) bool {
 // Powers gives the reboot Reconciler a power.Controller per BareMetalHost,
 // from its spec.bmc (address, credentialsName: a Secret with "username"
 // and "password", disableCertificateVerification), as the
-// baremetal-operator reads them. A controller is kept while the address
-// and the Secret's resourceVersion stay the same.
+// baremetal-operator reads them, through a power.Pool: every BMC call is
+// bounded (PoolConfig.CallTimeout, ConnectTimeout), a BMC that fails is
+// backed off (longer after a refused password), connections are cached per
+// host while the address and the Secret's resourceVersion stay the same,
+// and closed when idle. One hung or unreachable BMC thus costs its own
+// host's passes only.
 //
 // Secrets are read with get, directly from the API server (Secrets), never
 // through a cache: a cache would need list and watch on every Secret of
@@ -126,20 +142,30 @@ type Powers struct {
 	Namespace string
 	// RootCAs verifies Redfish BMCs (nil: the system's pool).
 	RootCAs *x509.CertPool
-	// Timeout bounds connecting to a BMC (default 30 s).
+	// Timeout bounds reading the host and its Secret (default 30 s).
 	Timeout time.Duration
+	// Pool owns the BMC connections; nil: one with the default
+	// power.PoolConfig, made on first use (Close closes it).
+	Pool *power.Pool
 
-	mu    sync.Mutex
-	cache map[string]cachedPower
+	once sync.Once
 }
 
-type cachedPower struct {
-	key  string
-	ctrl power.Controller
+func (p *Powers) pool() *power.Pool {
+	p.once.Do(func() {
+		if p.Pool == nil {
+			p.Pool = power.NewPool(power.PoolConfig{})
+		}
+	})
+	return p.Pool
 }
+
+// Close closes the pool's connections.
+func (p *Powers) Close() error { return p.pool().Close() }
 
 // Controller returns host name's power controller (the signature of
-// reboot.Reconciler.Power).
+// reboot.Reconciler.Power). It reads the host and its Secret; the BMC is
+// reached only by the controller's calls, through the pool.
 func (p *Powers) Controller(name string) (power.Controller, error) {
 	timeout := p.Timeout
 	if timeout <= 0 {
@@ -166,38 +192,24 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 		return nil, fmt.Errorf("%w: host %s names secret %q, which has neither the label %s=%s nor an owner reference to the host; "+
 			"label the secret if it is this host's", ErrSecretNotBound, name, secret.Name, BMCHostLabel, name)
 	}
-	key := string(bmh.UID) + "\x00" + bmh.Spec.BMC.Address + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(bmh.Spec.BMC.DisableCertificateVerification)
-	p.mu.Lock()
-	c, ok := p.cache[name]
-	p.mu.Unlock()
-	if ok && c.key == key {
-		return c.ctrl, nil
-	}
 	user, pass := string(secret.Data["username"]), string(secret.Data["password"])
 	if user == "" || pass == "" {
 		return nil, fmt.Errorf("kube: host %s: secret %q lacks username or password", name, secret.Name)
 	}
-	var ctrl power.Controller
+	insecure := bmh.Spec.BMC.DisableCertificateVerification
+	target := power.Target{
+		Config: string(bmh.UID) + "\x00" + bmh.Spec.BMC.Address + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(insecure),
+	}
 	switch t.Protocol {
 	case "ipmi":
-		ctrl, err = ipmi.Connect(ctx, ipmi.Config{Host: t.Host, Port: t.Port, Username: user, Password: pass})
+		target.BMC = net.JoinHostPort(t.Host, strconv.Itoa(t.Port))
+		cfg := ipmi.Config{Host: t.Host, Port: t.Port, Username: user, Password: pass, Privilege: t.Privilege}
+		target.Connect = func(ctx context.Context) (power.Controller, error) { return ipmi.Connect(ctx, cfg) }
 	default:
-		ctrl, err = redfish.Connect(ctx, redfish.Config{Endpoint: t.Endpoint, SystemID: t.SystemID, Username: user, Password: pass,
-			InsecureSkipVerify: bmh.Spec.BMC.DisableCertificateVerification, RootCAs: p.RootCAs})
+		target.BMC = t.Endpoint
+		cfg := redfish.Config{Endpoint: t.Endpoint, SystemID: t.SystemID, Username: user, Password: pass,
+			InsecureSkipVerify: insecure, RootCAs: p.RootCAs}
+		target.Connect = func(ctx context.Context) (power.Controller, error) { return redfish.Connect(ctx, cfg) }
 	}
-	if err != nil {
-		return nil, fmt.Errorf("kube: host %s: %w", name, err)
-	}
-	p.mu.Lock()
-	if p.cache == nil {
-		p.cache = map[string]cachedPower{}
-	}
-	if old, ok := p.cache[name]; ok {
-		if cl, ok := old.ctrl.(interface{ Close() error }); ok {
-			go func() { _ = cl.Close() }()
-		}
-	}
-	p.cache[name] = cachedPower{key: key, ctrl: ctrl}
-	p.mu.Unlock()
-	return ctrl, nil
+	return p.pool().Controller(name, target), nil
 }

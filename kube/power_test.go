@@ -34,12 +34,14 @@ func TestParseBMCAddress(t *testing.T) {
 		"redfish+https://bmc/redfish/v1/Systems/System.Embedded.1":      {Protocol: "redfish", Endpoint: "https://bmc", SystemID: "System.Embedded.1"},
 		"idrac-redfish://10.1.1.1/redfish/v1/Systems/System.Embedded.1": {Protocol: "redfish", Endpoint: "https://10.1.1.1", SystemID: "System.Embedded.1"},
 		"redfish://bmc": {Protocol: "redfish", Endpoint: "https://bmc"},
+		"ipmi://10.0.0.5:6230?privilegelevel=administrator": {Protocol: "ipmi", Host: "10.0.0.5", Port: 6230, Privilege: "ADMINISTRATOR"},
+		"ipmi://10.0.0.5?privilegelevel=OPERATOR":           {Protocol: "ipmi", Host: "10.0.0.5", Port: 623, Privilege: "OPERATOR"},
 	} {
 		got, err := ParseBMCAddress(addr)
 		require.NoError(t, err, addr)
 		assert.Equal(t, want, got, addr)
 	}
-	for _, bad := range []string{"", "10.0.0.5", "http://bmc", "ipmi://bmc:99999", "redfish://user:pw@bmc/redfish/v1/Systems/1", "libvirt://x", "redfish:///redfish/v1/Systems/1"} {
+	for _, bad := range []string{"", "10.0.0.5", "http://bmc", "ipmi://bmc:99999", "redfish://user:pw@bmc/redfish/v1/Systems/1", "libvirt://x", "redfish:///redfish/v1/Systems/1", "ipmi://h?privilegelevel=callback"} {
 		_, err := ParseBMCAddress(bad)
 		assert.ErrorIs(t, err, ErrBMCAddress, bad)
 		if err != nil {
@@ -93,6 +95,7 @@ func TestPowersOnAPIServer(t *testing.T) {
 	require.NoError(t, c.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
 		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish://" + host + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
 	p := &Powers{Client: c, Secrets: c, Namespace: ns, RootCAs: pool}
+	defer p.Close()
 	pc, err := p.Controller("h1")
 	require.NoError(t, err)
 	s, err := pc.State(ctx)
@@ -100,15 +103,21 @@ func TestPowersOnAPIServer(t *testing.T) {
 	assert.Equal(t, power.StateOn, s)
 	again, err := p.Controller("h1")
 	require.NoError(t, err)
-	assert.Same(t, pc, again, "kept while nothing changed")
+	s, err = again.State(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, power.StateOn, s)
 
-	// Wrong credentials in the Secret: an error, without the password.
+	// Wrong credentials in the Secret (a new resourceVersion: a new
+	// login): the call fails, without the password.
 	var sec corev1.Secret
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1-bmc"}, &sec))
 	sec.Data["password"] = []byte("wrong-pass")
 	require.NoError(t, c.Update(ctx, &sec))
-	_, err = p.Controller("h1")
+	pc, err = p.Controller("h1")
+	require.NoError(t, err)
+	_, err = pc.State(ctx)
 	require.Error(t, err)
+	assert.ErrorIs(t, err, power.ErrAuth)
 	assert.NotContains(t, err.Error(), "wrong-pass")
 	_, err = p.Controller("missing")
 	assert.Error(t, err)

@@ -105,9 +105,11 @@
 // Config.PollInterval; once the reading may count, it looks again as soon
 // as it counts. A hard power-off that was accepted but is contradicted by a
 // later On reading is sent again, backing off from QuickPoll to
-// PollInterval: a Controller skips a power-off when its own read
-// says the host is off, and that read may be an old echo. A soft one is
-// sent again after ReissueAfter while the host reads On.
+// PollInterval: a Controller may skip a power-off when its own read
+// says the host is off (this module's adapters send a hard power-off
+// whatever they read, but skip a soft one on an Off read), and that read
+// may be an old echo. A soft one is sent again after ReissueAfter while
+// the host reads On.
 //
 // A held host (evidence covers every request, keyed requests or
 // Online=false remain) is read every PollInterval. Read On, someone else
@@ -124,9 +126,9 @@
 //
 // Latency: an answer comes about Lag + StaleReads (+ OffSettle) after the
 // request (Lag: the power-off's own delay), within about a second more when
-// the host reads honestly, up to StaleReads more when the Controller
-// skipped the power-off on an old Off echo (both adapters skip when their
-// own read says Off); Client.WaitFenced wakes on the store's change where
+// the host reads honestly, up to StaleReads more when a Controller
+// skipped the power-off on an old Off echo (this module's adapters do not
+// skip a hard one); Client.WaitFenced wakes on the store's change where
 // the store can tell (HostWatcher). Choose StaleReads per BMC as Config
 // explains, per host with Host.StaleReads. TestAdapterScenarios (-v)
 // prints the measured table.

@@ -90,3 +90,31 @@ func TestOfflineOver(t *testing.T) {
 	assert.Equal(t, 0, steps[len(steps)-1].N)
 	assert.Equal(t, 2, peak)
 }
+
+// BenchmarkReportHTML: the report of a finished 100,000-server plan (400
+// rows drawn, the offline chart over every server).
+func BenchmarkReportHTML(b *testing.B) {
+	const n = 100_000
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	fleet := make([]plan.Server, n)
+	for i := range fleet {
+		fleet[i] = plan.Server{UUID: fmt.Sprintf("s%06d", i), Hostname: fmt.Sprintf("cn%06d", i), Platform: "1", Core: i < 3, Headnode: i == 0}
+	}
+	p, _, err := plan.Create(fleet, plan.CreateOptions{UUID: "big", Target: "2", Select: plan.SelectAll, Concurrency: plan.Count(100)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.State = plan.StateComplete
+	for i := range p.Reboots {
+		at := func(s int) *time.Time { v := t0.Add(time.Duration(i*6+s) * time.Second); return &v }
+		r := &p.Reboots[i]
+		r.Step, r.JobUUID, r.StartedAt, r.OperationalAt = plan.StepDone, "j", at(0), at(600)
+		r.Phases = &plan.Phases{Drained: at(30), Off: at(90), On: at(95), Healthy: at(500)}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(reportHTML(p, t0)) == 0 {
+			b.Fatal("empty")
+		}
+	}
+}

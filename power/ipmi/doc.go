@@ -29,17 +29,20 @@
 //     read right after a change may show the state from before it (the
 //     reboot package's decisions wait for evidence, not for one read).
 //   - On is Chassis Control power up; Off hard is power down; Off soft is
-//     soft shutdown (ACPI, "emulate a fatal overtemperature" in the spec),
-//     sent unless a fresh read says the host is already in the wanted
-//     state (also when the read fails: none of them toggles). IPMI cannot say
+//     soft shutdown (ACPI, "emulate a fatal overtemperature" in the spec).
+//     Power down is sent whatever the state reads: a read of off may be a
+//     stale echo of a host powered on a moment ago. Power up and soft
+//     shutdown are sent unless a fresh read says the host is already in
+//     the wanted state (also when the read fails). IPMI cannot say
 //     whether the operating system honoured a soft shutdown: as with
 //     Redfish, the soft path relies on the reboot decision's timeout and
 //     fall back to hard (reboot.Config). None of these commands toggles
 //     the power, so none can power on a host that is off unless On was
 //     asked.
-//   - A host already in the wanted state gets no command. That read may
-//     itself be an old echo: the reboot package sends a power-off again
-//     when a later read says On.
+//   - A host that reads on gets no power up, and one that reads off gets
+//     no soft shutdown (some BMCs press the power button for it). That read
+//     may itself be an old echo: the reboot package sends a power-off again
+//     when a later read says On, and falls back to hard.
 //   - Completion codes: invalid command, not supported, parameter out of
 //     range (and their kin) are power.ErrUnsupported; node busy, timeout,
 //     out of space, "cannot provide response", firmware or SDR update in

@@ -295,16 +295,31 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 		return err
 	}
 	defer c.unlock()
-	if cur, err := c.readState(ctx); err == nil && cur == want {
-		return nil
-	}
 	// Power up, power down and soft shutdown set the power, they never
 	// toggle it: sent also when the state cannot be read (CEh), so that a
-	// fence is not held up by a BMC that cannot tell (issue 24).
-	return c.do(ctx, op, func(cl *client.Client) error {
+	// fence is not held up by a BMC that cannot tell (issue 24). A
+	// power-off is sent even when the state reads off: that read may be a
+	// stale echo of a host powered on a moment ago, and power down can
+	// power nothing on. A power-on is skipped when the state reads on, and
+	// so is a soft shutdown when it reads off: some BMCs implement soft
+	// shutdown as a press of the power button, which would power on a host
+	// that really is off (the reboot decision falls back to hard).
+	if want == power.StateOn || ctl == chassis.ChassisControlSoftShutdown {
+		if cur, err := c.readState(ctx); err == nil && cur == want {
+			return nil
+		}
+	}
+	err := c.do(ctx, op, func(cl *client.Client) error {
 		_, err := cl.ChassisControl(ctx, ctl)
 		return err
 	})
+	if err != nil && want == power.StateOff && power.Classify(err) != power.ClassFailed {
+		// Some BMCs refuse a power-off of a chassis that is off.
+		if cur, rerr := c.readState(ctx); rerr == nil && cur == want {
+			return nil
+		}
+	}
+	return err
 }
 
 // Completion codes by class (IPMI v2.0 table 5-2).
