@@ -499,6 +499,7 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 		_, isBusy := busy[head.UUID]
 		obs.HeadnodeServicesUp = healthy[head.UUID] && !isBusy
 	}
+	obs.Conditions = f.conditions(ctx, p)
 	return obs, nil
 }
 

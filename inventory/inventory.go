@@ -33,6 +33,10 @@ type Inventory struct {
 	// Servers in any order; plans put the headnode first, then the other
 	// core servers, then the rest.
 	Servers []Server `yaml:"servers"`
+	// Plan is what new plans get unless rebootctl's flags say otherwise:
+	// maintenance windows, canary ramp, failure-domain limits, blocking
+	// conditions.
+	Plan PlanPolicy `yaml:"plan"`
 
 	// byKey maps UUIDs and hostnames to positions in Servers (built by
 	// Parse; Server scans when it is nil).
@@ -77,6 +81,9 @@ type Server struct {
 	// power it off: nothing would power it on again); a plan that includes
 	// that server needs it.
 	Reboot []string `yaml:"reboot"`
+	// Labels are the server's failure domains and other labels (rack:
+	// r12, zone: z1), for the plan's domain limits (plan.domain_limits).
+	Labels map[string]string `yaml:"labels"`
 }
 
 // BMC says how to reach a server's BMC. Exactly one of Redfish and IPMI.
@@ -287,6 +294,12 @@ func (inv *Inventory) check() error {
 	if heads > 1 {
 		return fmt.Errorf("%w: %d headnodes, at most one", ErrInvalid, heads)
 	}
+	if err := inv.checkLabels(); err != nil {
+		return err
+	}
+	if err := inv.Plan.check(); err != nil {
+		return err
+	}
 	for _, name := range inv.Defaults.CommandEnv {
 		switch {
 		case !validEnvName(name):
@@ -440,7 +453,7 @@ func (inv Inventory) Server(key string) (Server, bool) {
 func (inv Inventory) PlanServers() []plan.Server {
 	out := make([]plan.Server, len(inv.Servers))
 	for i, s := range inv.Servers {
-		out[i] = plan.Server{UUID: s.UUID, Hostname: s.Hostname, Platform: s.Platform, Core: s.Core || s.Headnode, Headnode: s.Headnode}
+		out[i] = plan.Server{UUID: s.UUID, Hostname: s.Hostname, Platform: s.Platform, Core: s.Core || s.Headnode, Headnode: s.Headnode, Labels: s.Labels}
 	}
 	return out
 }

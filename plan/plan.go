@@ -123,7 +123,7 @@ type Plan struct {
 	// Ramp is the canary ramp: the concurrency of its first stage, then of
 	// the next, each stage lasting until as many reboots as its
 	// concurrency are done (RampLimit); then Concurrency. Every stage is
-	// capped by Concurrency.
+	// capped by Concurrency; stages never go down.
 	Ramp []int `json:"ramp,omitempty"`
 	// DomainLimits cap the servers offline per failure domain (per value
 	// of a label), on top of Concurrency.

@@ -8,6 +8,12 @@
 //	rebootctl plan list
 //	rebootctl executor
 //
+// plan create -n is a dry run: it checks every server of the plan without
+// changing its power (the BMC answers, one login works, the power state
+// reads, the health check passes, the drain command exists), prints what
+// would fail and stores nothing. plan report writes the plan's timeline
+// as one self-contained HTML file.
+//
 // Exit codes: 0 done; 1 an error; 2 a usage error; 3 the plan was not
 // created because of warnings (-W creates it anyway); 4 the plan ended
 // with failed reboots; 5 the plan was canceled; 6 the dry run (-n) found
@@ -252,6 +258,8 @@ func (e *env) create(args []string) int {
 	fs.BoolVar(watch, "w", false, "same as --watch")
 	budget := fs.Int("failure-budget", 0, "reboots that may fail before the plan stops starting new ones")
 	id := fs.String("uuid", "", "the plan's UUID: "+uuidRule+" (default: a random one)")
+	pf := &policyFlags{}
+	pf.register(fs)
 	servers, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
@@ -305,6 +313,11 @@ func (e *env) create(args []string) int {
 	opts := plan.CreateOptions{UUID: *id, Target: *target, Select: sel, Servers: servers,
 		Concurrency: conc, FailureBudget: plan.Count(*budget), IgnoreWarnings: *ignore || *dry, SkipCurrent: *skip,
 		Existing: existing, CreatedAt: time.Now().UTC()}
+	if err := pf.apply(inv, &opts); err != nil {
+		st.Close()
+		fmt.Fprintf(e.errw, "rebootctl plan create: %v\n", err)
+		return exitUsage
+	}
 	fleetNow, reach := platformsReached(inv.PlanServers(), existing)
 	p, warns, err := plan.Create(fleetNow, opts)
 	for _, w := range warns {
@@ -348,6 +361,9 @@ func (e *env) create(args []string) int {
 		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State, "servers": len(p.Reboots), "concurrency": p.Concurrency, "warnings": warnStrings(warns)})
 	} else {
 		fmt.Fprintf(e.out, "created plan %s: %d server(s), concurrency %d, %s\n", p.UUID, len(p.Reboots), p.Concurrency, p.State)
+		for _, l := range policyLines(p) {
+			fmt.Fprintf(e.out, "  %s\n", l)
+		}
 		if !*runNow {
 			fmt.Fprintf(e.out, "run it with: rebootctl plan run %s\n", p.UUID)
 		}
@@ -454,8 +470,14 @@ func (e *env) show(args []string) int {
 		return exitOK
 	}
 	fmt.Fprint(e.out, plan.Table(p))
+	for _, l := range policyLines(p) {
+		fmt.Fprintln(e.out, l)
+	}
 	s := plan.Summarize(p, time.Now())
 	fmt.Fprintln(e.out, s.Line(40))
+	for _, l := range outputLines(p.WaitingOutput) {
+		fmt.Fprintln(e.out, l)
+	}
 	return exitOK
 }
 
@@ -614,11 +636,15 @@ func (e *env) view(uuid string) (plan.View, error) {
 // unless now is zero).
 func render(v plan.View, now time.Time) []string {
 	s := v.Summary()
+	if !now.IsZero() {
+		s = v.SummaryAt(now)
+	}
 	head := fmt.Sprintf("plan %s: %s, concurrency %d", v.UUID, v.State, v.Concurrency)
 	if v.DryRun {
 		head += " (dry run: nothing is rebooted)"
 	}
 	lines := []string{head, s.Line(40)}
+	lines = append(lines, outputLines(v.WaitingOutput)...)
 	for _, r := range v.Reboots {
 		if !r.Step.InFlight() {
 			continue

@@ -39,6 +39,10 @@ type options struct {
 	quiet                   bool
 	outage                  int
 	store                   string
+	// Issue 30's policies.
+	racks, rackLimit int
+	ramp, window     string
+	zone             string
 }
 
 func main() {
@@ -53,6 +57,11 @@ func main() {
 	flag.BoolVar(&o.quiet, "quiet", false, "print only the summary")
 	flag.StringVar(&o.store, "store", "bolt", "plan store: bolt (one bbolt file, one record per reboot) or file (one JSON document); etcd lives in its own module (see the message)")
 	flag.IntVar(&o.outage, "outage", 0, "servers that go down for reasons of their own from t=40m to t=70m (the plan waits and says why)")
+	flag.IntVar(&o.racks, "racks", 6, "racks the non-core servers sit in, in hostname order (label rack)")
+	flag.IntVar(&o.rackLimit, "rack-limit", 0, "at most this many servers offline per rack (0: no limit)")
+	flag.StringVar(&o.ramp, "ramp", "", `canary ramp, e.g. "1,5,20%"`)
+	flag.StringVar(&o.window, "window", "", `a weekly maintenance window, e.g. "daily 00:30-02:00" (the simulation starts on Thursday 2026-01-01 at 00:00 UTC)`)
+	flag.StringVar(&o.zone, "time-zone", "UTC", "the window's time zone")
 	flag.Parse()
 	if err := run(os.Stdout, o); err != nil {
 		fmt.Fprintln(os.Stderr, "rolling-reboot:", err)
@@ -93,6 +102,7 @@ func fleet(o options) ([]fake.FleetServer, string) {
 			s.Services = logn(4*time.Minute, 0.3)
 		default:
 			s.Hostname = fmt.Sprintf("cn-%03d", i-o.core)
+			s.Labels = map[string]string{"rack": fmt.Sprintf("r%02d", (i-o.core)*max(o.racks, 1)/o.servers)}
 		}
 		servers = append(servers, s)
 	}
@@ -175,10 +185,22 @@ func run(w io.Writer, o options) error {
 		return fmt.Errorf("-store %q: bolt or file", o.store)
 	}
 
-	p, warns, err := plan.Create(dc.Servers(), plan.CreateOptions{
+	co := plan.CreateOptions{
 		UUID: "5a1d6c0e-0000-4000-8000-000000000001", Target: "20151001T000000Z",
 		Select: plan.SelectAll, Concurrency: conc, FailureBudget: plan.Count(o.budget),
-	})
+	}
+	if o.rackLimit > 0 {
+		co.DomainLimits = []plan.DomainLimit{{Label: "rack", Max: o.rackLimit}}
+	}
+	if o.ramp != "" {
+		if co.Ramp, err = plan.ParseRamp(o.ramp); err != nil {
+			return fmt.Errorf("-ramp: %w", err)
+		}
+	}
+	if o.window != "" {
+		co.Windows = &plan.Windows{TimeZone: o.zone, Weekly: []string{o.window}}
+	}
+	p, warns, err := plan.Create(dc.Servers(), co)
 	for _, wn := range warns {
 		fmt.Fprintln(w, "warning:", wn)
 	}
@@ -196,6 +218,7 @@ func run(w io.Writer, o options) error {
 
 	exec := &plan.Executor{Fleet: dc, Store: store, Now: clk.Now}
 	tick := 10 * time.Second
+	var held time.Duration // time the windows held the plan
 	lastLine, restarts := time.Duration(-1), 0
 	headDown := false
 	for i := 0; i < 100000; i++ {
@@ -239,6 +262,9 @@ func run(w io.Writer, o options) error {
 		if err == nil && !q.Unfinished() {
 			break
 		}
+		if err == nil && strings.Contains(q.Waiting, "maintenance window") {
+			held += tick
+		}
 		clk.Advance(tick)
 	}
 	final, err := store.Get(ctx, p.UUID)
@@ -256,7 +282,7 @@ func run(w io.Writer, o options) error {
 			twice++
 		}
 	}
-	lb, batches := bounds(servers, final)
+	lb, batches := bounds(servers, final, o.rackLimit)
 	expected := ""
 	if o.failures > 0 && final.State == plan.StateFailed {
 		expected = " (as expected: reboots were made to fail)"
@@ -266,14 +292,65 @@ func run(w io.Writer, o options) error {
 	fmt.Fprintf(w, "makespan: sliding window %s, fixed batches %s (%.2fx), lower bound %s (sliding window %.2fx)\n",
 		makespan.Round(time.Second), batches.Round(time.Second), float64(batches)/float64(makespan),
 		lb.Round(time.Second), float64(makespan)/float64(lb))
+	policy(w, o, dc, servers, final, held)
 	return nil
+}
+
+// policy prints the figures of the plan's windows, ramp and rack limit,
+// checked against the fleet's ground truth (fake.Fleet.Starts).
+func policy(w io.Writer, o options, dc *fake.Fleet, servers []fake.FleetServer, p plan.Plan, held time.Duration) {
+	rack := map[string]string{}
+	for _, s := range servers {
+		rack[s.UUID] = s.Labels["rack"]
+	}
+	starts := dc.Starts()
+	if o.rackLimit > 0 {
+		most := 0
+		for _, st := range starts {
+			n := 0
+			for _, id := range st.Offline {
+				if r := rack[st.Server]; r != "" && rack[id] == r {
+					n++
+				}
+			}
+			most = max(most, n+1)
+		}
+		fmt.Fprintf(w, "rack limit %d (%d racks, interleaved in the plan's order): at most %d server(s) of one rack offline at a job start (ground truth)\n",
+			o.rackLimit, o.racks, most)
+	}
+	if len(p.Ramp) > 0 {
+		fmt.Fprintf(w, "canary ramp %v then %d:", p.Ramp, p.Concurrency)
+		for k, st := range starts {
+			if k < 12 {
+				fmt.Fprintf(w, " %d", len(st.Offline)+1)
+			}
+		}
+		fmt.Fprintln(w, " ... offline as the first jobs started")
+	}
+	if !p.Windows.Empty() {
+		outside := 0
+		for _, st := range starts {
+			if open, _, _ := p.Windows.Open(st.At); !open {
+				outside++
+			}
+		}
+		first := "-"
+		if len(starts) > 0 {
+			first = starts[0].At.Sub(fake.Epoch).String()
+		}
+		fmt.Fprintf(w, "maintenance window %q (%s): first job at t=%s, %s held outside the windows, %d job(s) started outside\n",
+			o.window, o.zone, first, held, outside)
+	}
 }
 
 // bounds computes, for the servers the plan rebooted, a lower bound on the
 // makespan (core reboots in series, then the rest spread perfectly over the
 // concurrency, but never shorter than the longest reboot) and the makespan
 // of the original tool's fixed batches with a barrier.
-func bounds(servers []fake.FleetServer, p plan.Plan) (lower, batches time.Duration) {
+//
+// With a rack limit, the bound also never drops below any rack's reboots
+// spread over its limit.
+func bounds(servers []fake.FleetServer, p plan.Plan, rackLimit int) (lower, batches time.Duration) {
 	byID := map[string]fake.FleetServer{}
 	for _, s := range servers {
 		byID[s.UUID] = s
@@ -281,6 +358,7 @@ func bounds(servers []fake.FleetServer, p plan.Plan) (lower, batches time.Durati
 	var core time.Duration
 	var rest []time.Duration
 	var sum, longest time.Duration
+	racks := map[string]time.Duration{}
 	for _, r := range p.Reboots {
 		if r.Step == plan.StepPending {
 			continue
@@ -293,9 +371,15 @@ func bounds(servers []fake.FleetServer, p plan.Plan) (lower, batches time.Durati
 		rest = append(rest, d)
 		sum += d
 		longest = max(longest, d)
+		racks[r.Labels["rack"]] += d
 	}
 	c := max(p.Concurrency, 1)
 	lower = core + max(sum/time.Duration(c), longest)
+	if rackLimit > 0 {
+		for _, d := range racks {
+			lower = max(lower, core+d/time.Duration(rackLimit))
+		}
+	}
 	batches = core
 	for i := 0; i < len(rest); i += c {
 		b := rest[i:min(i+c, len(rest))]

@@ -28,6 +28,17 @@ func TestRun(t *testing.T) {
 	if !strings.Contains(out.String(), "result: complete in") {
 		t.Errorf("a fleet without failures should complete:\n%s", out.String())
 	}
+	out.Reset()
+	if err := run(&out, options{servers: 24, core: 1, concurrency: "4", seed: 5, quiet: true, racks: 4, rackLimit: 1,
+		ramp: "1,2", window: "daily 00:30-01:30", zone: "Europe/Berlin"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"result: complete in", "at most 1 server(s) of one rack offline", "canary ramp [1 2] then 4: 1 1 2",
+		`maintenance window "daily 00:30-01:30" (Europe/Berlin): first job at t=`, "0 job(s) started outside"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
 }
 
 // TestRunSaysWhatItDoes (issue 27): the example ended "result: failed"
