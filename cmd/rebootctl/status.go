@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// readExecutor returns the executor's last heartbeat and status from the
+// store (nil if no executor ever wrote one).
+func (e *env) readExecutor(st *plan.BoltStore) *executorStatus {
+	raw, err := st.GetMeta(e.ctx, metaExecutor)
+	if err != nil || raw == nil {
+		return nil
+	}
+	var s executorStatus
+	if json.Unmarshal(raw, &s) != nil {
+		return nil
+	}
+	return &s
+}
+
+// staleAfter is how long after its last heartbeat an executor counts as
+// gone: three passes and ten seconds.
+func (s *executorStatus) staleAfter() time.Duration {
+	return 3*s.Interval + 10*time.Second
+}
+
+// executorLines says when the executor was last seen, and warns when it
+// is not running on this store.
+func executorLines(s *executorStatus, store string, now time.Time) []string {
+	if s == nil {
+		return []string{fmt.Sprintf("WARNING: no executor has ever run on store %s: start one with \"rebootctl executor --store %s\"", store, store)}
+	}
+	ago := now.Sub(s.At).Round(time.Second)
+	if ago < 0 {
+		ago = 0
+	}
+	if ago > s.staleAfter() {
+		return []string{fmt.Sprintf("WARNING: the executor was last seen %s ago (on %s, pid %d): nothing moves until one runs with --store %s", ago, s.Host, s.PID, store)}
+	}
+	line := fmt.Sprintf("executor: last seen %s ago on %s (pid %d)", ago, s.Host, s.PID)
+	if s.PassError != "" {
+		line += "; its last pass failed: " + s.PassError
+	}
+	return []string{line}
+}
+
+// serverNote is what the executor knows of one server: where its power
+// cycle stands and its last BMC error ("" if nothing).
+func serverNote(s *executorStatus, uuid string, now time.Time) string {
+	if s == nil {
+		return ""
+	}
+	for _, st := range s.Servers {
+		if st.UUID != uuid {
+			continue
+		}
+		note := ""
+		if st.Phase != "" {
+			note = "power: " + st.Phase
+			if !st.PhaseSince.IsZero() {
+				note += fmt.Sprintf(" (%s)", now.Sub(st.PhaseSince).Round(time.Second))
+			}
+		}
+		if e := st.LastError; e != nil {
+			if note != "" {
+				note += "; "
+			}
+			note += fmt.Sprintf("BMC error [%s] %s ago: %s", e.Class, now.Sub(e.At).Round(time.Second), e.Text())
+		}
+		return note
+	}
+	return ""
+}
