@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -44,6 +46,23 @@ type Leadership struct {
 	Key      string
 	session  *concurrency.Session
 	election *concurrency.Election
+	guard    clientv3.Cmp
+
+	mu sync.Mutex
+	// until is when the leadership stops acting unless confirmed again
+	// (confirm): the lease was renewed at least its TTL before, so it
+	// lasts at least until then.
+	until time.Time
+}
+
+// ShardFencer is a plan.Fleet whose shard freezes check the executor's
+// fencing token (Leadership.Rev) as its jobs do, atomically with the
+// freeze or unfreeze: refused when the token is not the current leader's.
+// A Leadership's passes call these instead of FreezeShard and
+// UnfreezeShard.
+type ShardFencer interface {
+	FreezeShardFenced(ctx context.Context, token int64) error
+	UnfreezeShardFenced(ctx context.Context, token int64) error
 }
 
 func (c *Candidate) electionPrefix() string {
@@ -76,7 +95,7 @@ func (c *Candidate) Campaign(ctx context.Context, s *concurrency.Session) (*Lead
 		return nil, fmt.Errorf("etcd: campaign: %w", err)
 	}
 	guard := clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())
-	return &Leadership{Store: NewStore(c.Client, c.Prefix).Guarded(guard), Rev: e.Rev(), Key: e.Key(), session: s, election: e}, nil
+	return &Leadership{Store: NewStore(c.Client, c.Prefix).Guarded(guard), Rev: e.Rev(), Key: e.Key(), session: s, election: e, guard: guard}, nil
 }
 
 // Leader returns the current leader's ID and fencing token, or ok false
@@ -131,16 +150,144 @@ func (l *Leadership) Done() <-chan struct{} { return l.session.Done() }
 // Resign gives the leadership up (the next candidate takes over at once).
 func (l *Leadership) Resign(ctx context.Context) error { return l.election.Resign(ctx) }
 
-// Pass runs one pass of every unfinished plan with the leadership's store
-// and fencing token. It returns ErrNotLeader as soon as a write is refused
-// for it: the caller must stop and campaign again.
-func (l *Leadership) Pass(ctx context.Context, fleet plan.Fleet, cfg plan.Config, now func() time.Time, logger *slog.Logger) error {
-	uuids, err := l.Store.Unfinished(ctx)
+// ErrInDoubt: the leadership could not be confirmed (etcd did not answer
+// in time), or the pass took so long that its lease may have run out
+// since; the pass did not act (any more). The next pass confirms again,
+// unless the session ends meanwhile.
+var ErrInDoubt = errors.New("etcd: leadership not confirmed")
+
+// confirm renews the lease once and checks that the election key is still
+// this leadership's; it returns ErrNotLeader if either is gone, ErrInDoubt
+// if etcd did not say.
+func (l *Leadership) confirm(ctx context.Context) error {
+	select {
+	case <-l.session.Done():
+		return fmt.Errorf("%w: the session ended", ErrNotLeader)
+	default:
+	}
+	cli := l.session.Client()
+	sent := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+	defer cancel()
+	ka, err := cli.KeepAliveOnce(cctx, l.session.Lease())
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("%w: its lease expired", ErrNotLeader)
+	}
 	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInDoubt, err)
+	}
+	resp, err := cli.Txn(cctx).If(l.guard).Commit()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInDoubt, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: its election key is gone", ErrNotLeader)
+	}
+	lasts := time.Duration(ka.TTL) * time.Second
+	l.mu.Lock()
+	l.until = sent.Add(lasts - lasts/10)
+	l.mu.Unlock()
+	return nil
+}
+
+// confirmTimeout bounds the confirmation of a leadership.
+const confirmTimeout = 2 * time.Second
+
+// acting returns nil while the leadership may act: its session has not
+// ended (else ErrNotLeader) and its lease, as last confirmed, cannot have
+// run out (else ErrInDoubt).
+func (l *Leadership) acting() error {
+	select {
+	case <-l.session.Done():
+		return fmt.Errorf("%w: the session ended", ErrNotLeader)
+	default:
+	}
+	l.mu.Lock()
+	until := l.until
+	l.mu.Unlock()
+	if !time.Now().Before(until) {
+		return fmt.Errorf("%w: its lease may have run out since it was last confirmed", ErrInDoubt)
+	}
+	return nil
+}
+
+// leaderFleet passes actions to the fleet only while the leadership may
+// act, and freezes the shard fenced when the fleet can (ShardFencer).
+type leaderFleet struct {
+	plan.Fleet
+	l *Leadership
+}
+
+func (f leaderFleet) CreateJob(ctx context.Context, a plan.Action) error {
+	if err := f.l.acting(); err != nil {
 		return err
 	}
-	exec := &plan.Executor{Fleet: fleet, Store: l.Store, Config: cfg, Now: now, Logger: logger, Fence: l.Rev}
-	var errs []error
+	return f.Fleet.CreateJob(ctx, a)
+}
+
+func (f leaderFleet) CancelJob(ctx context.Context, a plan.Action) error {
+	if err := f.l.acting(); err != nil {
+		return err
+	}
+	return f.Fleet.CancelJob(ctx, a)
+}
+
+func (f leaderFleet) FreezeShard(ctx context.Context) error {
+	if err := f.l.acting(); err != nil {
+		return err
+	}
+	if sf, ok := f.Fleet.(ShardFencer); ok {
+		return sf.FreezeShardFenced(ctx, f.l.Rev)
+	}
+	return f.Fleet.FreezeShard(ctx)
+}
+
+func (f leaderFleet) UnfreezeShard(ctx context.Context) error {
+	if err := f.l.acting(); err != nil {
+		return err
+	}
+	if sf, ok := f.Fleet.(ShardFencer); ok {
+		return sf.UnfreezeShardFenced(ctx, f.l.Rev)
+	}
+	return f.Fleet.UnfreezeShard(ctx)
+}
+
+// leaderViewFleet is a leaderFleet over a plan.ViewFleet.
+type leaderViewFleet struct {
+	leaderFleet
+	vf plan.ViewFleet
+}
+
+func (f leaderViewFleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	return f.vf.ObserveView(ctx, v)
+}
+
+func (l *Leadership) fleet(fleet plan.Fleet) plan.Fleet {
+	lf := leaderFleet{Fleet: fleet, l: l}
+	if vf, ok := fleet.(plan.ViewFleet); ok {
+		return leaderViewFleet{leaderFleet: lf, vf: vf}
+	}
+	return lf
+}
+
+// Pass runs one pass of every unfinished plan with the leadership's store
+// and fencing token. It first confirms the leadership (renews its lease
+// and checks its election key), and acts on the fleet only while the
+// lease, as confirmed, cannot have run out: it returns ErrNotLeader as
+// soon as the leadership is gone or may be (the caller must stop and
+// campaign again), ErrInDoubt when etcd did not answer the confirmation
+// (nothing was done). A plan header that cannot be read is reported in the
+// error (wrapping plan.ErrCorrupt) after the other plans' passes.
+func (l *Leadership) Pass(ctx context.Context, fleet plan.Fleet, cfg plan.Config, now func() time.Time, logger *slog.Logger) error {
+	if err := l.confirm(ctx); err != nil {
+		return err
+	}
+	uuids, err := l.Store.Unfinished(ctx)
+	if err != nil && !errors.Is(err, plan.ErrCorrupt) {
+		return err
+	}
+	errs := []error{err}
+	exec := &plan.Executor{Fleet: l.fleet(fleet), Store: l.Store, Config: cfg, Now: now, Logger: logger, Fence: l.Rev}
 	for _, uuid := range uuids {
 		for try := 0; try < 3; try++ {
 			_, err := exec.Pass(ctx, uuid)

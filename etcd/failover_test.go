@@ -41,17 +41,65 @@ func (h *holdFleet) CancelJob(ctx context.Context, a plan.Action) error {
 	return h.Fleet.CancelJob(ctx, a)
 }
 
-// deliver sends the held actions, late.
-func (h *holdFleet) deliver(ctx context.Context) {
+func (h *holdFleet) FreezeShard(ctx context.Context) error {
+	return h.FreezeShardFenced(ctx, 0)
+}
+
+func (h *holdFleet) UnfreezeShard(ctx context.Context) error {
+	return h.UnfreezeShardFenced(ctx, 0)
+}
+
+// FreezeShardFenced and UnfreezeShardFenced make holdFleet a ShardFencer
+// (token 0: not fenced).
+func (h *holdFleet) FreezeShardFenced(ctx context.Context, token int64) error {
+	if h.hold {
+		h.held = append(h.held, plan.Action{Kind: plan.ActionFreeze, Fence: token})
+		return nil
+	}
+	return h.shard(ctx, plan.Action{Kind: plan.ActionFreeze, Fence: token})
+}
+
+func (h *holdFleet) UnfreezeShardFenced(ctx context.Context, token int64) error {
+	if h.hold {
+		h.held = append(h.held, plan.Action{Kind: plan.ActionUnfreeze, Fence: token})
+		return nil
+	}
+	return h.shard(ctx, plan.Action{Kind: plan.ActionUnfreeze, Fence: token})
+}
+
+func (h *holdFleet) shard(ctx context.Context, a plan.Action) error {
+	switch {
+	case a.Kind == plan.ActionFreeze && a.Fence != 0:
+		return h.Fleet.FreezeShardFenced(ctx, a.Fence)
+	case a.Kind == plan.ActionFreeze:
+		return h.Fleet.FreezeShard(ctx)
+	case a.Fence != 0:
+		return h.Fleet.UnfreezeShardFenced(ctx, a.Fence)
+	default:
+		return h.Fleet.UnfreezeShard(ctx)
+	}
+}
+
+// deliver sends the held actions, late, and returns how many the fleet
+// took.
+func (h *holdFleet) deliver(ctx context.Context) int {
+	took := 0
 	for _, a := range h.held {
+		var err error
 		switch a.Kind {
 		case plan.ActionCreateJob:
-			_ = h.Fleet.CreateJob(ctx, a)
+			err = h.Fleet.CreateJob(ctx, a)
 		case plan.ActionCancelJob:
-			_ = h.Fleet.CancelJob(ctx, a)
+			err = h.Fleet.CancelJob(ctx, a)
+		default:
+			err = h.shard(ctx, a)
+		}
+		if err == nil {
+			took++
 		}
 	}
 	h.held, h.hold = nil, false
+	return took
 }
 
 // executorSim is one executor of the failover test, stepped by the test.

@@ -4,16 +4,20 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rebootkit/rebootkit/plan"
@@ -34,6 +38,17 @@ const (
 	maxTxnBytes = 1 << 20
 )
 
+// MaxStartsPerPass is how many pending reboots a view loads at most
+// (GetView), so how many reboots one pass starts at most: the pages they
+// fill fit one transaction with the header. A plan whose concurrency is
+// higher starts the rest in the next passes.
+const MaxStartsPerPass = 48 * PageSize
+
+// readRetries bounds how often a read starts again because the revision
+// it read at was compacted under it, and how often Create lists again
+// because another plan was created meanwhile.
+const readRetries = 8
+
 // Store is a plan.ViewStore on etcd. Under its prefix a plan is a header
 // key (the plan without its reboots, its index, the number of reboots and
 // the nonce of its pages) and pages of PageSize reboot records:
@@ -41,13 +56,26 @@ const (
 //	PREFIX headers/UUID
 //	PREFIX pages/UUID/NONCE/00000000 ...
 //
-// The plan's Version is the header's ModRevision; every write is one
-// transaction that compares it (compare-and-swap) and rewrites the header,
-// so a page never changes without the header changing too. A pass writes
-// the pages of the reboots it changed and the header, in one transaction.
-// Pages are written before the header that names them, under a nonce, so
-// that a crash in the middle of Create leaves nothing visible and two
+// Every read of a plan reads its header and then its pages at the
+// revision the header was read at (one snapshot, retried from the start
+// if etcd compacted that revision meanwhile), so a plan stays readable
+// whatever etcd's compaction retention. The plan's Version is the
+// header's ModRevision, used only as the compare-and-swap version: every
+// write is one transaction that compares it and rewrites the header, so a
+// page never changes without the header changing too. A write that fits
+// one transaction (etcd's limits: 128 operations, 1.5 MiB) writes the
+// changed pages and the header together; a larger one first writes the
+// changed pages under new keys (PREFIX pages/UUID/NONCE/00000000/WRITE),
+// each of those transactions compare-and-swap on the header too, and then
+// the header that names them: readers never see half of it. Pages of a
+// new plan are written before the header that names them, under a nonce,
+// so that a crash in the middle of Create leaves nothing visible and two
 // creators of one UUID cannot mix their pages.
+//
+// Create checks the other unfinished plans (ErrServerInPlan) on a list
+// read at one revision, and writes the header in a transaction that also
+// compares that no plan was created since: two overlapping plans created
+// at the same moment cannot both succeed.
 //
 // Guarded returns a Store whose every write also compares what it is given
 // (the election key an executor holds): once that leadership is gone, its
@@ -62,9 +90,26 @@ type Store struct {
 type memberCache struct {
 	mu sync.Mutex
 	m  map[string]members // by UUID
+	// loaded is, by UUID, what the last whole read of a plan saw, so that
+	// a Put of that version compares with it instead of reading every page
+	// again.
+	loaded map[string]loadedPlan
 	// txns and bytes count the write transactions committed and the
 	// bytes of the values they put (Written).
 	txns, bytes int64
+}
+
+type members struct {
+	nonce string
+	m     map[string]int
+}
+
+// loadedPlan is a whole plan as read at version rev: its header and the
+// SHA-256 of each page's stored value.
+type loadedPlan struct {
+	rev    int64
+	h      header
+	hashes [][sha256.Size]byte
 }
 
 // Written returns how many write transactions this store (and the stores
@@ -82,11 +127,6 @@ func (s *Store) count(size int) {
 	s.cache.mu.Unlock()
 }
 
-type members struct {
-	nonce string
-	m     map[string]int
-}
-
 var _ plan.ViewStore = (*Store)(nil)
 
 // NewStore returns the store under prefix (e.g. "/rebootkit/").
@@ -94,7 +134,7 @@ func NewStore(cli *clientv3.Client, prefix string) *Store {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}}}
+	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}, loaded: map[string]loadedPlan{}}}
 }
 
 // Guarded returns a Store that adds cmps to every write.
@@ -110,9 +150,13 @@ type header struct {
 	Count int        `json:"count"`
 	Nonce string     `json:"nonce"`
 	Index plan.Index `json:"index"`
+	// Over names, for the pages last written by a write too large for one
+	// transaction, the key suffix they were written under.
+	Over map[int]string `json:"over,omitempty"`
 }
 
-func (s *Store) headerKey(uuid string) string { return s.prefix + "headers/" + uuid }
+func (s *Store) headersPrefix() string        { return s.prefix + "headers/" }
+func (s *Store) headerKey(uuid string) string { return s.headersPrefix() + uuid }
 func (s *Store) pagesPrefix(uuid, nonce string) string {
 	return s.prefix + "pages/" + uuid + "/" + nonce + "/"
 }
@@ -120,103 +164,158 @@ func (s *Store) pageKey(uuid, nonce string, n int) string {
 	return fmt.Sprintf("%s%08d", s.pagesPrefix(uuid, nonce), n)
 }
 
-// readHeader returns the header and its ModRevision.
-func (s *Store) readHeader(ctx context.Context, uuid string) (header, int64, error) {
+// pageKeyOf is where page n of the plan with header h is stored.
+func (s *Store) pageKeyOf(uuid string, h header, n int) string {
+	if id, ok := h.Over[n]; ok {
+		return s.pageKey(uuid, h.Nonce, n) + "/" + id
+	}
+	return s.pageKey(uuid, h.Nonce, n)
+}
+
+// decodeHeader decodes and checks the header stored under uuid.
+func decodeHeader(uuid string, value []byte) (header, error) {
 	var h header
+	if err := json.Unmarshal(value, &h); err != nil {
+		return h, fmt.Errorf("%w: plan %s header: %v", plan.ErrCorrupt, uuid, err)
+	}
+	if h.Plan.UUID != uuid {
+		return h, fmt.Errorf("%w: the header under %s names plan %q", plan.ErrCorrupt, uuid, h.Plan.UUID)
+	}
+	if h.Count < 0 || h.Count > plan.MaxServers || h.Index.Total != h.Count || h.Nonce == "" {
+		return h, fmt.Errorf("%w: plan %s: header of %d reboots, index of %d", plan.ErrCorrupt, uuid, h.Count, h.Index.Total)
+	}
+	for n, id := range h.Over {
+		if n < 0 || n >= pageCount(h.Count) || id == "" || strings.Contains(id, "/") {
+			return h, fmt.Errorf("%w: plan %s: header names page %d under %q", plan.ErrCorrupt, uuid, n, id)
+		}
+	}
+	if err := h.Plan.Validate(); err != nil {
+		return h, fmt.Errorf("%w: plan %s header: %v", plan.ErrCorrupt, uuid, err)
+	}
+	return h, nil
+}
+
+// readHeader returns the header, its ModRevision (the plan's version) and
+// the revision it was read at (read its pages at that one).
+func (s *Store) readHeader(ctx context.Context, uuid string) (h header, version, at int64, err error) {
 	if err := plan.ValidUUID(uuid); err != nil {
-		return h, 0, err
+		return h, 0, 0, err
 	}
 	resp, err := s.cli.Get(ctx, s.headerKey(uuid))
 	if err != nil {
-		return h, 0, fmt.Errorf("etcd: get %s: %w", uuid, err)
+		return h, 0, 0, fmt.Errorf("etcd: get %s: %w", uuid, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return h, 0, fmt.Errorf("%w: %s", plan.ErrNotFound, uuid)
+		return h, 0, 0, fmt.Errorf("%w: %s", plan.ErrNotFound, uuid)
 	}
 	kv := resp.Kvs[0]
-	if err := json.Unmarshal(kv.Value, &h); err != nil {
-		return h, 0, fmt.Errorf("%w: plan %s header: %v", plan.ErrCorrupt, uuid, err)
+	h, err = decodeHeader(uuid, kv.Value)
+	if err != nil {
+		return h, 0, 0, err
 	}
-	if h.Plan.UUID != uuid {
-		return h, 0, fmt.Errorf("%w: the header under %s names plan %q", plan.ErrCorrupt, uuid, h.Plan.UUID)
-	}
-	if h.Count < 0 || h.Count > plan.MaxServers || h.Index.Total != h.Count || h.Nonce == "" {
-		return h, 0, fmt.Errorf("%w: plan %s: header of %d reboots, index of %d", plan.ErrCorrupt, uuid, h.Count, h.Index.Total)
-	}
-	if err := h.Plan.Validate(); err != nil {
-		return h, 0, fmt.Errorf("%w: plan %s header: %v", plan.ErrCorrupt, uuid, err)
-	}
-	return h, kv.ModRevision, nil
+	return h, kv.ModRevision, resp.Header.Revision, nil
 }
 
-// readPages reads the given pages of a plan at revision rev (0: now).
-func (s *Store) readPages(ctx context.Context, uuid string, h header, pages []int, rev int64) (map[int][]plan.Reboot, error) {
-	out := make(map[int][]plan.Reboot, len(pages))
-	opts := []clientv3.OpOption{}
-	if rev > 0 {
-		opts = append(opts, clientv3.WithRev(rev))
+// compacted reports whether err says the revision read at was compacted:
+// the read starts again at a current revision.
+func compacted(err error) bool { return errors.Is(err, rpctypes.ErrCompacted) }
+
+// retryCompacted runs read again while it fails because etcd compacted the
+// revision it read at (at most readRetries times).
+func retryCompacted(read func() error) error {
+	for try := 0; ; try++ {
+		err := read()
+		if err == nil || !compacted(err) || try >= readRetries {
+			return err
+		}
 	}
+}
+
+// readPages reads the given pages of a plan at revision rev, and returns
+// them and the stored values.
+func (s *Store) readPages(ctx context.Context, uuid string, h header, pages []int, rev int64) (map[int][]plan.Reboot, map[int][]byte, error) {
+	out := make(map[int][]plan.Reboot, len(pages))
+	raw := make(map[int][]byte, len(pages))
 	for start := 0; start < len(pages); start += maxTxnOps {
 		batch := pages[start:min(start+maxTxnOps, len(pages))]
 		ops := make([]clientv3.Op, len(batch))
 		for i, n := range batch {
-			ops[i] = clientv3.OpGet(s.pageKey(uuid, h.Nonce, n), opts...)
+			ops[i] = clientv3.OpGet(s.pageKeyOf(uuid, h, n), clientv3.WithRev(rev))
 		}
 		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
-			return nil, fmt.Errorf("etcd: read pages of %s: %w", uuid, err)
+			return nil, nil, fmt.Errorf("etcd: read pages of %s: %w", uuid, err)
 		}
 		for i, r := range resp.Responses {
 			n := batch[i]
 			kvs := r.GetResponseRange().Kvs
 			if len(kvs) == 0 {
-				return nil, fmt.Errorf("%w: plan %s: page %d missing", plan.ErrCorrupt, uuid, n)
+				return nil, nil, fmt.Errorf("%w: plan %s: page %d missing", plan.ErrCorrupt, uuid, n)
 			}
 			var rs []plan.Reboot
 			if err := json.Unmarshal(kvs[0].Value, &rs); err != nil {
-				return nil, fmt.Errorf("%w: plan %s: page %d: %v", plan.ErrCorrupt, uuid, n, err)
+				return nil, nil, fmt.Errorf("%w: plan %s: page %d: %v", plan.ErrCorrupt, uuid, n, err)
 			}
 			if want := min(PageSize, h.Count-n*PageSize); len(rs) != want {
-				return nil, fmt.Errorf("%w: plan %s: page %d holds %d reboots, want %d", plan.ErrCorrupt, uuid, n, len(rs), want)
+				return nil, nil, fmt.Errorf("%w: plan %s: page %d holds %d reboots, want %d", plan.ErrCorrupt, uuid, n, len(rs), want)
 			}
 			out[n] = rs
+			raw[n] = kvs[0].Value
 		}
 	}
-	return out, nil
+	return out, raw, nil
 }
 
 func pageCount(count int) int { return (count + PageSize - 1) / PageSize }
 
-// Get implements plan.Store: the whole plan, read at one revision.
-func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
-	p, _, err := s.load(ctx, uuid)
-	return p, err
-}
-
-// load reads the whole plan and its header at one revision.
-func (s *Store) load(ctx context.Context, uuid string) (plan.Plan, header, error) {
-	h, rev, err := s.readHeader(ctx, uuid)
-	if err != nil {
-		return plan.Plan{}, h, err
-	}
-	all := make([]int, pageCount(h.Count))
+func allPages(count int) []int {
+	all := make([]int, pageCount(count))
 	for i := range all {
 		all[i] = i
 	}
-	pages, err := s.readPages(ctx, uuid, h, all, rev)
+	return all
+}
+
+// Get implements plan.Store: the whole plan, read at one revision.
+func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
+	var p plan.Plan
+	err := retryCompacted(func() error {
+		h, version, at, err := s.readHeader(ctx, uuid)
+		if err != nil {
+			return err
+		}
+		p, err = s.assemble(ctx, uuid, h, version, at)
+		return err
+	})
+	return p, err
+}
+
+// assemble reads every page of the plan with header h at revision at, and
+// remembers what it read (for Put and GetView).
+func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at int64) (plan.Plan, error) {
+	all := allPages(h.Count)
+	pages, raw, err := s.readPages(ctx, uuid, h, all, at)
 	if err != nil {
-		return plan.Plan{}, h, err
+		return plan.Plan{}, err
 	}
 	p := h.Plan
 	p.Reboots = make([]plan.Reboot, 0, h.Count)
+	hashes := make([][sha256.Size]byte, len(all))
 	for n := range all {
 		p.Reboots = append(p.Reboots, pages[n]...)
+		hashes[n] = sha256.Sum256(raw[n])
 	}
 	if err := p.Validate(); err != nil {
-		return plan.Plan{}, h, fmt.Errorf("%w: plan %s: %v", plan.ErrCorrupt, uuid, err)
+		return plan.Plan{}, fmt.Errorf("%w: plan %s: %v", plan.ErrCorrupt, uuid, err)
 	}
-	p.Version = strconv.FormatInt(rev, 10)
-	return p, h, nil
+	p.Version = strconv.FormatInt(version, 10)
+	s.cache.mu.Lock()
+	s.cache.loaded[uuid] = loadedPlan{rev: version, h: h, hashes: hashes}
+	if c, ok := s.cache.m[uuid]; !ok || c.nonce != h.Nonce {
+		s.cache.m[uuid] = members{nonce: h.Nonce, m: plan.MembersOf(p)}
+	}
+	s.cache.mu.Unlock()
+	return p, nil
 }
 
 // encodePages returns the JSON of every page of p.
@@ -238,19 +337,39 @@ func newNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
+// cleanupTimeout bounds the deletions a failed or finished write does
+// after the fact (of keys no header names).
+const cleanupTimeout = 10 * time.Second
+
+// deleteKeys deletes keys no header names (best effort: a key left behind
+// is never read).
+func (s *Store) deleteKeys(ctx context.Context, keys []string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	for start := 0; start < len(keys); start += maxTxnOps {
+		var ops []clientv3.Op
+		for _, k := range keys[start:min(start+maxTxnOps, len(keys))] {
+			ops = append(ops, clientv3.OpDelete(k))
+		}
+		if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return
+		}
+	}
+}
+
 // Create implements plan.Store: pages first (in as many transactions as
 // the limits need, each refused if the plan exists), then the header, in
-// a transaction that is refused if the plan exists.
+// a transaction that is refused if the plan exists or if any plan was
+// created since the other plans were checked (then they are listed and
+// checked again).
 func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
 	hk := s.headerKey(p.UUID)
-	others, lerr := s.List(ctx)
-	if lerr != nil && !errors.Is(lerr, plan.ErrCorrupt) {
-		return lerr
-	}
-	if err := plan.CheckOthers(p, others); err != nil {
+	// Fail early, before writing pages, if another plan holds a server.
+	listedAt, err := s.checkOthers(ctx, p)
+	if err != nil {
 		return err
 	}
 	pages, err := encodePages(p)
@@ -277,13 +396,15 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 			return fmt.Errorf("etcd: create %s: %w", p.UUID, err)
 		}
 		if !resp.Succeeded {
-			return s.refused(ctx, p.UUID, "", fmt.Errorf("%w: %s", plan.ErrExists, p.UUID))
+			return s.refused(ctx, p.UUID, fmt.Errorf("%w: %s", plan.ErrExists, p.UUID))
 		}
 		s.count(written)
 		return nil
 	}
 	cleanup := func() {
-		_, _ = s.cli.Delete(context.WithoutCancel(ctx), s.pagesPrefix(p.UUID, h.Nonce), clientv3.WithPrefix())
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_, _ = s.cli.Delete(ctx, s.pagesPrefix(p.UUID, h.Nonce), clientv3.WithPrefix())
 	}
 	for n, pg := range pages {
 		if len(ops) >= maxTxnOps || size+len(pg) > maxTxnBytes {
@@ -299,21 +420,61 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 		cleanup()
 		return err
 	}
-	resp, err := s.cli.Txn(ctx).If(absent...).Then(clientv3.OpPut(hk, string(raw))).Commit()
+	for try := 0; ; try++ {
+		// Nothing created under headers/ since the list the check read:
+		// the check still holds when the header is written.
+		none := clientv3.Compare(clientv3.CreateRevision(s.headersPrefix()), "<", listedAt+1).WithPrefix()
+		resp, err := s.cli.Txn(ctx).If(append(slices.Clone(absent), none)...).Then(clientv3.OpPut(hk, string(raw))).
+			Else(clientv3.OpGet(hk, clientv3.WithKeysOnly())).Commit()
+		if err != nil {
+			// It may have been written: its pages stay.
+			return fmt.Errorf("etcd: create %s: %w", p.UUID, err)
+		}
+		if resp.Succeeded {
+			s.count(len(raw))
+			return nil
+		}
+		if len(resp.Responses) > 0 && len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
+			cleanup()
+			return s.refused(ctx, p.UUID, fmt.Errorf("%w: %s", plan.ErrExists, p.UUID))
+		}
+		if err := s.refused(ctx, p.UUID, nil); err != nil || try >= readRetries {
+			cleanup()
+			if err == nil {
+				err = fmt.Errorf("etcd: create %s: other plans were created all the while: %w", p.UUID, plan.ErrConflict)
+			}
+			return err
+		}
+		// Another plan was created meanwhile: check again.
+		if listedAt, err = s.checkOthers(ctx, p); err != nil {
+			cleanup()
+			return err
+		}
+	}
+}
+
+// checkOthers lists the unfinished plans at one revision and checks that
+// none holds a server of p; it returns the revision listed at. Only a
+// record that really is corrupt is passed over: any other error (etcd
+// unreachable, a timeout) fails the check.
+func (s *Store) checkOthers(ctx context.Context, p plan.Plan) (int64, error) {
+	unfinished := func(h header) bool {
+		return h.Plan.UUID != p.UUID && plan.View{Plan: h.Plan, Index: h.Index}.Unfinished()
+	}
+	// A corrupt record cannot be read: there is nothing to check it against.
+	others, at, _, err := s.listAt(ctx, unfinished)
 	if err != nil {
-		cleanup()
-		return fmt.Errorf("etcd: create %s: %w", p.UUID, err)
+		return 0, err
 	}
-	if !resp.Succeeded {
-		cleanup()
-		return s.refused(ctx, p.UUID, "", fmt.Errorf("%w: %s", plan.ErrExists, p.UUID))
+	if err := plan.CheckOthers(p, others); err != nil {
+		return 0, err
 	}
-	return nil
+	return at, nil
 }
 
 // refused explains a failed transaction: the guard (leadership) failed,
 // or else the given error (a conflict, the plan exists).
-func (s *Store) refused(ctx context.Context, uuid, version string, other error) error {
+func (s *Store) refused(ctx context.Context, uuid string, other error) error {
 	if len(s.guard) > 0 {
 		resp, err := s.cli.Txn(ctx).If(s.guard...).Commit()
 		if err == nil && !resp.Succeeded {
@@ -323,126 +484,253 @@ func (s *Store) refused(ctx context.Context, uuid, version string, other error) 
 	return other
 }
 
-// write writes the header and the changed pages if the header is still at
-// version (and the guard holds).
-func (s *Store) write(ctx context.Context, uuid, version string, h header, pages map[int][]byte) error {
-	rev, err := strconv.ParseInt(version, 10, 64)
-	if err != nil {
-		return fmt.Errorf("plan %s: version %q: %w", uuid, version, plan.ErrConflict)
-	}
+// write writes header h (its plan and index) and the changed pages if the
+// header is still at version rev (and the guard holds): in one
+// transaction if they fit, else the pages first under new keys, in as many
+// transactions as they need, then the header that names them. old is the
+// header as read (where its pages are).
+func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header, pages map[int][]byte) error {
 	h.Plan.Reboots, h.Plan.Version = nil, ""
+	h.Nonce, h.Count = old.Nonce, old.Count
+	keys := slices.Sorted(maps.Keys(pages))
+	cas := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.headerKey(uuid)), "=", rev)}, s.guard...)
+	// The overlay keys of the pages rewritten are not named any more.
+	var stale []string
+	h.Over = maps.Clone(old.Over)
+	for _, n := range keys {
+		if _, ok := old.Over[n]; ok {
+			stale = append(stale, s.pageKeyOf(uuid, old, n))
+			delete(h.Over, n)
+		}
+	}
+	if len(h.Over) == 0 {
+		h.Over = nil
+	}
 	raw, err := json.Marshal(h)
 	if err != nil {
 		return err
 	}
-	ops := []clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw))}
 	size := len(raw)
-	keys := make([]int, 0, len(pages))
-	for n := range pages {
-		keys = append(keys, n)
-	}
-	sort.Ints(keys)
 	for _, n := range keys {
-		ops = append(ops, clientv3.OpPut(s.pageKey(uuid, h.Nonce, n), string(pages[n])))
 		size += len(pages[n])
 	}
-	if len(ops) > maxTxnOps || size > maxTxnBytes {
-		return fmt.Errorf("%w: plan %s: one write of %d pages (%d bytes) is over etcd's transaction limits", plan.ErrTooLarge, uuid, len(pages), size)
+	if len(raw) > maxTxnBytes {
+		return fmt.Errorf("%w: plan %s: a header of %d bytes is over etcd's request limit", plan.ErrTooLarge, uuid, len(raw))
 	}
-	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.headerKey(uuid)), "=", rev)}, s.guard...)
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if 1+len(keys) <= maxTxnOps && size <= maxTxnBytes {
+		ops := []clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw))}
+		for _, n := range keys {
+			ops = append(ops, clientv3.OpPut(s.pageKey(uuid, h.Nonce, n), string(pages[n])))
+		}
+		for len(stale) > 0 && len(ops) < maxTxnOps {
+			ops = append(ops, clientv3.OpDelete(stale[0]))
+			stale = stale[1:]
+		}
+		resp, err := s.cli.Txn(ctx).If(cas...).Then(ops...).Commit()
+		if err != nil {
+			return fmt.Errorf("etcd: write %s: %w", uuid, err)
+		}
+		if !resp.Succeeded {
+			return s.refused(ctx, uuid, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
+		}
+		s.count(size)
+		s.deleteKeys(ctx, stale)
+		return nil
+	}
+	// Too large for one transaction: the pages under keys of their own,
+	// then the header naming them.
+	id := newNonce()
+	h.Over = maps.Clone(old.Over)
+	if h.Over == nil {
+		h.Over = map[int]string{}
+	}
+	for _, n := range keys {
+		h.Over[n] = id
+	}
+	if raw, err = json.Marshal(h); err != nil {
+		return err
+	}
+	if len(raw) > maxTxnBytes {
+		return fmt.Errorf("%w: plan %s: a header of %d bytes is over etcd's request limit", plan.ErrTooLarge, uuid, len(raw))
+	}
+	var staged []string
+	var ops []clientv3.Op
+	batch := 0
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		resp, err := s.cli.Txn(ctx).If(cas...).Then(ops...).Commit()
+		written := batch
+		ops, batch = nil, 0
+		if err != nil {
+			return fmt.Errorf("etcd: write %s: %w", uuid, err)
+		}
+		if !resp.Succeeded {
+			return s.refused(ctx, uuid, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
+		}
+		s.count(written)
+		return nil
+	}
+	for _, n := range keys {
+		if len(ops) >= maxTxnOps || batch+len(pages[n]) > maxTxnBytes {
+			if err := flush(); err != nil {
+				s.deleteKeys(ctx, staged)
+				return err
+			}
+		}
+		k := s.pageKeyOf(uuid, h, n)
+		staged = append(staged, k)
+		ops = append(ops, clientv3.OpPut(k, string(pages[n])))
+		batch += len(pages[n])
+	}
+	if err := flush(); err != nil {
+		s.deleteKeys(ctx, staged)
+		return err
+	}
+	resp, err := s.cli.Txn(ctx).If(cas...).Then(clientv3.OpPut(s.headerKey(uuid), string(raw))).Commit()
 	if err != nil {
+		// It may have been written: the staged pages stay.
 		return fmt.Errorf("etcd: write %s: %w", uuid, err)
 	}
 	if !resp.Succeeded {
-		return s.refused(ctx, uuid, version, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
+		s.deleteKeys(ctx, staged)
+		return s.refused(ctx, uuid, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
 	}
-	s.count(size)
+	s.count(len(raw))
+	s.deleteKeys(ctx, stale)
 	return nil
 }
 
 // Put implements plan.Store: compare-and-swap on the header's revision,
-// writing the header and the pages whose content changed.
+// writing the header and the pages whose content changed. After a Get of
+// the same version (an executor's pass, plan.Command), it compares with
+// what that Get read instead of reading every page again.
 func (s *Store) Put(ctx context.Context, p plan.Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	cur, h, err := s.load(ctx, p.UUID)
+	rev, err := strconv.ParseInt(p.Version, 10, 64)
 	if err != nil {
-		return fmt.Errorf("plan: refusing to overwrite: %w", err)
+		return fmt.Errorf("plan %s: version %q: %w", p.UUID, p.Version, plan.ErrConflict)
 	}
-	if cur.Version != p.Version {
-		return fmt.Errorf("plan %s: %w", p.UUID, plan.ErrConflict)
+	s.cache.mu.Lock()
+	lp, ok := s.cache.loaded[p.UUID]
+	mem := s.cache.m[p.UUID]
+	s.cache.mu.Unlock()
+	if !ok || lp.rev != rev || mem.nonce != lp.h.Nonce {
+		if _, err := s.Get(ctx, p.UUID); err != nil {
+			return fmt.Errorf("plan: refusing to overwrite: %w", err)
+		}
+		s.cache.mu.Lock()
+		lp = s.cache.loaded[p.UUID]
+		mem = s.cache.m[p.UUID]
+		s.cache.mu.Unlock()
+		if lp.rev != rev {
+			return fmt.Errorf("plan %s: %w", p.UUID, plan.ErrConflict)
+		}
 	}
-	if len(cur.Reboots) != len(p.Reboots) {
-		return fmt.Errorf("plan %s: %d reboots, stored %d: the servers of a plan do not change", p.UUID, len(p.Reboots), len(cur.Reboots))
+	if len(p.Reboots) != lp.h.Count {
+		return fmt.Errorf("plan %s: %d reboots, stored %d: the servers of a plan do not change", p.UUID, len(p.Reboots), lp.h.Count)
+	}
+	for i, r := range p.Reboots {
+		if at, ok := mem.m[r.ServerUUID]; !ok || at != i {
+			return fmt.Errorf("plan %s: reboot %d is server %s, stored elsewhere or not at all: the servers of a plan do not change", p.UUID, i, r.ServerUUID)
+		}
 	}
 	nowPages, err := encodePages(p)
 	if err != nil {
 		return err
 	}
-	oldPages, err := encodePages(cur)
-	if err != nil {
-		return err
-	}
 	changed := map[int][]byte{}
-	for n := range nowPages {
-		for i := n * PageSize; i < min((n+1)*PageSize, len(p.Reboots)); i++ {
-			if p.Reboots[i].ServerUUID != cur.Reboots[i].ServerUUID {
-				return fmt.Errorf("plan %s: reboot %d is server %s, stored %s: the servers of a plan do not change", p.UUID, i, p.Reboots[i].ServerUUID, cur.Reboots[i].ServerUUID)
-			}
-		}
-		if !bytes.Equal(nowPages[n], oldPages[n]) {
-			changed[n] = nowPages[n]
+	for n, pg := range nowPages {
+		if sha256.Sum256(pg) != lp.hashes[n] {
+			changed[n] = pg
 		}
 	}
+	h := lp.h
 	h.Plan, h.Index = p, plan.IndexOf(p)
-	return s.write(ctx, p.UUID, p.Version, h, changed)
+	return s.write(ctx, p.UUID, rev, lp.h, h, changed)
 }
 
-// List implements plan.Store.
+// List implements plan.Store: every plan, read at one revision. Records
+// that are corrupt are reported in the error (wrapping plan.ErrCorrupt)
+// after the readable plans; any other error (etcd unreachable, a timeout)
+// fails List.
 func (s *Store) List(ctx context.Context) ([]plan.Plan, error) {
-	resp, err := s.cli.Get(ctx, s.prefix+"headers/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	out, _, corrupt, err := s.listAt(ctx, func(header) bool { return true })
 	if err != nil {
-		return nil, fmt.Errorf("etcd: list: %w", err)
+		return nil, err
 	}
-	var out []plan.Plan
-	var bad []string
-	for _, kv := range resp.Kvs {
-		uuid := strings.TrimPrefix(string(kv.Key), s.prefix+"headers/")
-		p, err := s.Get(ctx, uuid)
-		if errors.Is(err, plan.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			bad = append(bad, err.Error())
-			continue
-		}
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].UUID < out[j].UUID })
-	if len(bad) > 0 {
-		return out, fmt.Errorf("%w: %v", plan.ErrCorrupt, bad)
+	if len(corrupt) > 0 {
+		return out, fmt.Errorf("%w: %s", plan.ErrCorrupt, strings.Join(corrupt, "; "))
 	}
 	return out, nil
 }
 
+// listAt reads every header and, for those want says, the whole plan, all
+// at one revision, which it returns. corrupt describes the records that
+// cannot be read; err is any other failure.
+func (s *Store) listAt(ctx context.Context, want func(header) bool) (out []plan.Plan, at int64, corrupt []string, err error) {
+	err = retryCompacted(func() error {
+		out, corrupt = nil, nil
+		resp, err := s.cli.Get(ctx, s.headersPrefix(), clientv3.WithPrefix())
+		if err != nil {
+			return fmt.Errorf("etcd: list: %w", err)
+		}
+		at = resp.Header.Revision
+		for _, kv := range resp.Kvs {
+			uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
+			h, err := decodeHeader(uuid, kv.Value)
+			if err != nil {
+				corrupt = append(corrupt, err.Error())
+				continue
+			}
+			if !want(h) {
+				continue
+			}
+			p, err := s.assemble(ctx, uuid, h, kv.ModRevision, at)
+			if errors.Is(err, plan.ErrCorrupt) {
+				corrupt = append(corrupt, err.Error())
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UUID < out[j].UUID })
+	return out, at, corrupt, nil
+}
+
 // Unfinished returns the UUIDs of the plans that may still reboot servers,
-// reading headers only.
+// reading headers only, at one revision. A header that cannot be read is
+// reported in the error (wrapping plan.ErrCorrupt), after the UUIDs of the
+// readable ones: its reboots in flight are nobody's until a person looks.
 func (s *Store) Unfinished(ctx context.Context) ([]string, error) {
-	resp, err := s.cli.Get(ctx, s.prefix+"headers/", clientv3.WithPrefix())
+	resp, err := s.cli.Get(ctx, s.headersPrefix(), clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("etcd: list: %w", err)
 	}
-	var out []string
+	var out, bad []string
 	for _, kv := range resp.Kvs {
-		var h header
-		if json.Unmarshal(kv.Value, &h) != nil {
+		uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
+		h, err := decodeHeader(uuid, kv.Value)
+		if err != nil {
+			bad = append(bad, err.Error())
 			continue
 		}
-		if !h.Plan.State.Finished() || len(h.Index.InFlight) > 0 {
+		if (plan.View{Plan: h.Plan, Index: h.Index}).Unfinished() {
 			out = append(out, h.Plan.UUID)
 		}
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("%w: %s", plan.ErrCorrupt, strings.Join(bad, "; "))
 	}
 	return out, nil
 }
@@ -455,11 +743,8 @@ func (s *Store) membersOf(ctx context.Context, uuid string, h header, rev int64)
 	if ok && c.nonce == h.Nonce {
 		return c.m, nil
 	}
-	all := make([]int, pageCount(h.Count))
-	for i := range all {
-		all[i] = i
-	}
-	pages, err := s.readPages(ctx, uuid, h, all, rev)
+	all := allPages(h.Count)
+	pages, _, err := s.readPages(ctx, uuid, h, all, rev)
 	if err != nil {
 		return nil, err
 	}
@@ -478,34 +763,47 @@ func (s *Store) membersOf(ctx context.Context, uuid string, h header, rev int64)
 	return m, nil
 }
 
-// GetView implements plan.ViewStore: the header and the pages holding the
-// reboots in flight and the next pending ones, at one revision.
-func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
-	h, rev, err := s.readHeader(ctx, uuid)
-	if err != nil {
-		return plan.View{}, err
-	}
-	m, err := s.membersOf(ctx, uuid, h, rev)
-	if err != nil {
-		return plan.View{}, err
-	}
-	pos := plan.ViewPositions(h.Index, plan.PendingWindow(h.Plan))
+// pagesOf are the pages holding positions pos (ascending).
+func pagesOf(pos []int) []int {
 	var need []int
 	for _, i := range pos {
 		if n := i / PageSize; len(need) == 0 || need[len(need)-1] != n {
 			need = append(need, n)
 		}
 	}
-	pages, err := s.readPages(ctx, uuid, h, need, rev)
+	return need
+}
+
+// GetView implements plan.ViewStore: the header and the pages holding the
+// reboots in flight and the next pending ones (at most MaxStartsPerPass),
+// at one revision.
+func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
+	var v plan.View
+	err := retryCompacted(func() error {
+		h, version, at, err := s.readHeader(ctx, uuid)
+		if err != nil {
+			return err
+		}
+		m, err := s.membersOf(ctx, uuid, h, at)
+		if err != nil {
+			return err
+		}
+		pos := plan.ViewPositions(h.Index, min(plan.PendingWindow(h.Plan), MaxStartsPerPass))
+		pages, _, err := s.readPages(ctx, uuid, h, pagesOf(pos), at)
+		if err != nil {
+			return err
+		}
+		v = plan.View{Plan: h.Plan, Pos: pos, Index: h.Index, Members: m}
+		v.Reboots = make([]plan.Reboot, len(pos))
+		for k, i := range pos {
+			v.Reboots[k] = pages[i/PageSize][i%PageSize]
+		}
+		v.Version = strconv.FormatInt(version, 10)
+		return nil
+	})
 	if err != nil {
 		return plan.View{}, err
 	}
-	v := plan.View{Plan: h.Plan, Pos: pos, Index: h.Index, Members: m}
-	v.Reboots = make([]plan.Reboot, len(pos))
-	for k, i := range pos {
-		v.Reboots[k] = pages[i/PageSize][i%PageSize]
-	}
-	v.Version = strconv.FormatInt(rev, 10)
 	if err := v.Check(); err != nil {
 		return plan.View{}, fmt.Errorf("%w: %v", plan.ErrCorrupt, err)
 	}
@@ -513,23 +811,21 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 }
 
 // PutView implements plan.ViewStore: the pages of the loaded reboots are
-// read, patched and written with the header in one transaction that
-// compares the header's revision (nothing changed since the view was read:
-// every write rewrites the header) and the guard.
+// read, patched and written with the header, compare-and-swap on the
+// header's revision (nothing changed since the view was read: every write
+// rewrites the header) and the guard.
 func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	if err := v.Check(); err != nil {
 		return err
 	}
-	h, rev, err := s.readHeader(ctx, v.UUID)
+	rev, err := strconv.ParseInt(v.Version, 10, 64)
 	if err != nil {
-		return fmt.Errorf("plan: refusing to overwrite: %w", err)
+		return fmt.Errorf("plan %s: version %q: %w", v.UUID, v.Version, plan.ErrConflict)
 	}
-	if strconv.FormatInt(rev, 10) != v.Version {
-		return s.refused(ctx, v.UUID, v.Version, fmt.Errorf("plan %s: %w", v.UUID, plan.ErrConflict))
-	}
-	if v.Index.Total != h.Count {
-		return fmt.Errorf("plan %s: view of %d reboots, stored %d", v.UUID, v.Index.Total, h.Count)
-	}
+	var (
+		h     header
+		pages map[int][]plan.Reboot
+	)
 	pos := v.Pos
 	if pos == nil {
 		pos = make([]int, len(v.Reboots))
@@ -537,15 +833,26 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 			pos[i] = i
 		}
 	}
-	var need []int
-	for _, i := range pos {
-		if n := i / PageSize; len(need) == 0 || need[len(need)-1] != n {
-			need = append(need, n)
+	err = retryCompacted(func() error {
+		var version, at int64
+		var err error
+		h, version, at, err = s.readHeader(ctx, v.UUID)
+		if err != nil {
+			return fmt.Errorf("plan: refusing to overwrite: %w", err)
 		}
-	}
-	pages, err := s.readPages(ctx, v.UUID, h, need, rev)
+		if version != rev {
+			return s.refused(ctx, v.UUID, fmt.Errorf("plan %s: %w", v.UUID, plan.ErrConflict))
+		}
+		if v.Index.Total != h.Count {
+			return fmt.Errorf("plan %s: view of %d reboots, stored %d", v.UUID, v.Index.Total, h.Count)
+		}
+		if pages, _, err = s.readPages(ctx, v.UUID, h, pagesOf(pos), at); err != nil {
+			return fmt.Errorf("plan: refusing to overwrite: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("plan: refusing to overwrite: %w", err)
+		return err
 	}
 	changed := map[int][]byte{}
 	for k, i := range pos {
@@ -570,6 +877,7 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 		}
 		changed[n] = raw
 	}
-	h.Plan, h.Index = v.Plan, v.Index
-	return s.write(ctx, v.UUID, v.Version, h, changed)
+	nh := h
+	nh.Plan, nh.Index = v.Plan, v.Index
+	return s.write(ctx, v.UUID, rev, h, nh, changed)
 }

@@ -13,6 +13,11 @@ import (
 // Power.Truth, the stores' contents), never against what the code under
 // test was told.
 
+// MaxEarlyOff is the longest early Off DrawReport draws (Report.EarlyOff):
+// a controller that waits for Off readings to settle
+// (reboot.Config.OffSettle) must allow at least this much.
+const MaxEarlyOff = 8 * time.Second
+
 // MaxStale is the longest staleness DrawReport draws. A controller that
 // bounds how stale a BMC's reports may be (reboot.Config.StaleReads) must
 // allow at least this much for the invariants to hold in a drawn world.
@@ -20,7 +25,8 @@ const MaxStale = 20 * time.Second
 
 // DrawReport draws how a Power reports its state: honest, stale by up to
 // MaxStale, flapping, never transitioning, unknown (null, missing, Paused)
-// for up to a third of reads, or any combination.
+// for up to a third of reads, Off up to MaxEarlyOff before the hardware is
+// off, or any combination.
 func DrawReport(t *rapid.T, label string) Report {
 	var r Report
 	if rapid.Bool().Draw(t, label+".stale") {
@@ -32,6 +38,9 @@ func DrawReport(t *rapid.T, label string) Report {
 		r.Unknown = float64(rapid.IntRange(1, 33).Draw(t, label+".unknownPercent")) / 100
 	}
 	r.Seed = rapid.Uint64().Draw(t, label+".seed")
+	if rapid.Bool().Draw(t, label+".early") {
+		r.EarlyOff = time.Duration(rapid.Int64Range(int64(100*time.Millisecond), int64(MaxEarlyOff)).Draw(t, label+".earlyOff"))
+	}
 	return r
 }
 

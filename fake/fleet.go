@@ -40,6 +40,8 @@ type FleetServer struct {
 	// FailJob makes the job fail once drained; NeverUp keeps the services
 	// down after the reboot; DownNow marks it down for other reasons.
 	FailJob, NeverUp, DownNow bool
+	// Labels are its labels (rack, zone), given to plans (Servers).
+	Labels map[string]string
 }
 
 type fleetJob struct {
@@ -114,6 +116,13 @@ type Fleet struct {
 	// executorElsewhere: the fleet stays available while the headnode is
 	// down (SetExecutorElsewhere).
 	executorElsewhere bool
+	// conditions are the blocking conditions' states (SetCondition).
+	conditions map[string]condition
+}
+
+type condition struct {
+	ok     bool
+	output string
 }
 
 // SetFenceCheck makes the fleet ask check, atomically with every fenced
@@ -182,7 +191,7 @@ func (f *Fleet) Servers() []plan.Server {
 	out := make([]plan.Server, 0, len(f.order))
 	for _, id := range f.order {
 		s := f.servers[id]
-		out = append(out, plan.Server{UUID: s.UUID, Hostname: s.Hostname, Platform: s.Platform, Core: s.Core, Headnode: s.Headnode})
+		out = append(out, plan.Server{UUID: s.UUID, Hostname: s.Hostname, Platform: s.Platform, Core: s.Core, Headnode: s.Headnode, Labels: s.Labels})
 	}
 	return out
 }
@@ -431,6 +440,7 @@ func (f *Fleet) Observe(_ context.Context, p plan.Plan) (plan.Observations, erro
 			obs.Jobs[id] = f.jobObs(j, now)
 		}
 	}
+	obs.Conditions = f.conditionResults(now)
 	return obs, nil
 }
 
@@ -497,6 +507,7 @@ func (f *Fleet) ObserveView(_ context.Context, v plan.View) (plan.Observations, 
 		f.unknown[key] = unknown
 	}
 	obs.Offline = append(obs.Offline, unknown...)
+	obs.Conditions = f.conditionResults(now)
 	return obs, nil
 }
 
@@ -599,6 +610,35 @@ func (f *Fleet) FreezeShard(context.Context) error {
 func (f *Fleet) UnfreezeShard(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.frozen = false
+	return nil
+}
+
+// FreezeShardFenced is FreezeShard for an executor with fencing token
+// token, checked as a job's (ErrStaleFence when stale), atomically with the
+// freeze.
+func (f *Fleet) FreezeShardFenced(_ context.Context, token int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fenced(plan.Action{Kind: plan.ActionFreeze, Fence: token}); err != nil {
+		return err
+	}
+	if !f.frozen {
+		f.freezes++
+	}
+	f.frozen = true
+	return nil
+}
+
+// UnfreezeShardFenced is UnfreezeShard for an executor with fencing token
+// token, checked as a job's (ErrStaleFence when stale), atomically with the
+// unfreeze.
+func (f *Fleet) UnfreezeShardFenced(_ context.Context, token int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fenced(plan.Action{Kind: plan.ActionUnfreeze, Fence: token}); err != nil {
+		return err
+	}
 	f.frozen = false
 	return nil
 }
@@ -774,4 +814,55 @@ func (s *PlanStore) List(ctx context.Context) ([]plan.Plan, error) {
 // its services being up (if all goes well).
 func (s FleetServer) RebootTime() time.Duration {
 	return s.Queue + s.Drain + s.Shutdown + s.Boot + s.Services
+}
+
+// SetCondition sets a blocking condition's state: Observe and ObserveView
+// report it (plan.Observations.Conditions) as checked at that moment,
+// succeeding if ok, with output. Safe while in use.
+func (f *Fleet) SetCondition(name string, ok bool, output string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.conditions == nil {
+		f.conditions = map[string]condition{}
+	}
+	f.conditions[name] = condition{ok, output}
+}
+
+// ConditionHolds reports whether the blocking condition holds now (ground
+// truth; a condition never set does not).
+func (f *Fleet) ConditionHolds(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.conditions[name].ok
+}
+
+func (f *Fleet) conditionResults(now time.Time) map[string]plan.ConditionResult {
+	if len(f.conditions) == 0 {
+		return nil
+	}
+	out := make(map[string]plan.ConditionResult, len(f.conditions))
+	for n, c := range f.conditions {
+		out[n] = plan.ConditionResult{OK: c.ok, Output: c.output, At: now}
+	}
+	return out
+}
+
+// JobsEnded returns how many servers have a job that has ended by now or
+// ended earlier (ground truth): at least as many reboots as any plan can
+// have seen done, whatever the clock did since.
+func (f *Fleet) JobsEnded() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	n := 0
+	for _, id := range f.order {
+		for _, j := range f.byServer[id] {
+			f.settle(j, now)
+			if !j.endedAt.IsZero() {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }

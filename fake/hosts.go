@@ -10,8 +10,12 @@ import (
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
-// Compile-time check: *RebootHosts is a reboot.HostStore.
-var _ reboot.HostStore = (*RebootHosts)(nil)
+// Compile-time checks: *RebootHosts is a reboot.HostStore and a
+// reboot.HostWatcher.
+var (
+	_ reboot.HostStore   = (*RebootHosts)(nil)
+	_ reboot.HostWatcher = (*RebootHosts)(nil)
+)
 
 // RebootHosts is an in-memory reboot.HostStore with versions, so that
 // optimistic concurrency behaves as in Kubernetes, and with injectable
@@ -24,6 +28,7 @@ type RebootHosts struct {
 	conflicts int
 	updates   int
 	between   interloper
+	watchers  map[string]map[chan struct{}]bool
 }
 
 // SetInterloper installs a second writer: f is called with the host's name,
@@ -51,7 +56,40 @@ func (s *RebootHosts) put(h reboot.Host) reboot.Host {
 		h.Annotations = map[string]string{}
 	}
 	s.hosts[h.Name] = h
+	for ch := range s.watchers[h.Name] {
+		select {
+		case ch <- struct{}{}:
+		default: // a change is already signalled
+		}
+	}
 	return copyHost(h)
+}
+
+// Watch implements reboot.HostWatcher: the channel receives a value after
+// every write of the host (Update or Mutate), coalesced, until ctx is
+// done.
+func (s *RebootHosts) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.hosts[name]; !ok {
+		return nil, fmt.Errorf("fake: host %s: %w", name, reboot.ErrNotFound)
+	}
+	ch := make(chan struct{}, 1)
+	if s.watchers == nil {
+		s.watchers = map[string]map[chan struct{}]bool{}
+	}
+	if s.watchers[name] == nil {
+		s.watchers[name] = map[chan struct{}]bool{}
+	}
+	s.watchers[name][ch] = true
+	go func() {
+		<-ctx.Done()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.watchers[name], ch)
+		close(ch)
+	}()
+	return ch, nil
 }
 
 func copyHost(h reboot.Host) reboot.Host {

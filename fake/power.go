@@ -146,6 +146,13 @@ type Report struct {
 	// under way the state from before it is reported (most BMCs never say
 	// PoweringOn or PoweringOff).
 	NoTransitioning bool
+	// EarlyOff makes the BMC report a power-off complete up to EarlyOff
+	// before the hardware is off, as some BMCs do (Off at once after
+	// ForceOff while the hardware runs seconds more): the hardware of every
+	// commanded power-off goes off EarlyOff after the BMC shows Off. It
+	// then goes off in any case: a power-on (by command or out of band)
+	// meanwhile first completes the power-off (reboot's assumption A1).
+	EarlyOff time.Duration
 	// Unknown is the probability (0 to 1) that a read reports
 	// StateUnknown without an error: PowerState null, missing or Paused.
 	// UnknownAs chooses which (see UnknownKind) for BMC emulators.
@@ -229,6 +236,9 @@ type Power struct {
 	on      bool // the hardware's real state (last of truth, or initial)
 	rnd     *rand.Rand
 	lastUnk UnknownKind
+	// offAt is when the hardware of a power-off the BMC already shows as
+	// complete goes off (Report.EarlyOff); zero if none is under way.
+	offAt time.Time
 }
 
 // NewPower returns a simulated power controller that reads time from now
@@ -289,7 +299,22 @@ func (p *Power) ForceState(s power.State) {
 	p.pend = nil
 	p.settled = s
 	p.record(now, s)
+	p.completeOff(now)
 	p.setTruth(now, s == power.StateOn, CauseOutOfBand)
+}
+
+// completeOff ends a power-off the BMC already shows as complete
+// (Report.EarlyOff): the hardware goes off at t or when it was due,
+// whichever is first.
+func (p *Power) completeOff(t time.Time) {
+	if p.offAt.IsZero() {
+		return
+	}
+	if p.offAt.Before(t) {
+		t = p.offAt
+	}
+	p.offAt = time.Time{}
+	p.setTruth(t, false, CauseCommand)
 }
 
 // OutOfBandOn powers the hardware on at once, as a person at the console
@@ -584,6 +609,9 @@ func (p *Power) schedule(target power.State, start time.Time, soft bool) {
 
 // settle applies what has become due by now.
 func (p *Power) settle(now time.Time) {
+	if !p.offAt.IsZero() && !now.Before(p.offAt) {
+		p.completeOff(now)
+	}
 	pd := p.pend
 	if pd == nil {
 		return
@@ -593,6 +621,7 @@ func (p *Power) settle(now time.Time) {
 		p.record(pd.start, power.StateTransitioning)
 	}
 	if pd.target == power.StateOn && !now.Before(pd.start) {
+		p.completeOff(pd.start)
 		p.setTruth(pd.start, true, CauseCommand) // running from the start of power-on
 	}
 	if !now.Before(pd.at) {
@@ -600,7 +629,15 @@ func (p *Power) settle(now time.Time) {
 		p.settled = pd.target
 		p.record(pd.at, pd.target)
 		if pd.target == power.StateOff {
-			p.setTruth(pd.at, false, CauseCommand) // off once the power-off is complete
+			if early := p.cfg.Report.EarlyOff; early > 0 && p.on {
+				// The BMC shows Off; the hardware runs on a while.
+				p.offAt = pd.at.Add(early)
+				if !now.Before(p.offAt) {
+					p.completeOff(now)
+				}
+			} else {
+				p.setTruth(pd.at, false, CauseCommand) // off once the power-off is complete
+			}
 		}
 	}
 }

@@ -182,7 +182,8 @@ func load(b *bolt.Bucket, uuid string) (Plan, header, []record, error) {
 
 func equalIndex(a, b Index) bool {
 	return a.Total == b.Total && a.Core == b.Core && a.Started == b.Started && a.Done == b.Done && a.Failed == b.Failed &&
-		a.Failures == b.Failures && a.DoneTime == b.DoneTime && a.DoneTimed == b.DoneTimed && slices.Equal(a.InFlight, b.InFlight)
+		a.Failures == b.Failures && a.DoneTime == b.DoneTime && a.DoneTimed == b.DoneTimed && slices.Equal(a.InFlight, b.InFlight) &&
+		(a.DoneMax == b.DoneMax || a.DoneMax == 0) // 0: written before DoneMax existed
 }
 
 // Get implements Store.

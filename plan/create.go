@@ -3,6 +3,8 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +20,8 @@ type Server struct {
 	// Core: hosts core services. Headnode: it is the headnode (and core).
 	Core     bool
 	Headnode bool
+	// Labels are its failure domains and any other labels (rack: r12).
+	Labels map[string]string
 }
 
 // Selection says which servers a plan reboots. The zero value selects the
@@ -84,6 +88,18 @@ type CreateOptions struct {
 	// CreatedAt is the creation time recorded in the plan; it makes the
 	// plan's job identities unique (JobUUID).
 	CreatedAt time.Time
+	// Windows are the plan's maintenance windows (nil: any time).
+	Windows *Windows
+	// Ramp is the canary ramp's stages (ParseRamp), percentages of the
+	// plan's servers rounded down to at least 1.
+	Ramp []Limit
+	// DomainLimits cap the servers offline per failure domain; with them,
+	// the servers that are not core start in an order that interleaves
+	// the domains (by the limits' labels, in order), so that a limit does
+	// not serialise the plan.
+	DomainLimits []DomainLimit
+	// Conditions are the plan's blocking conditions.
+	Conditions []Condition
 }
 
 // Create errors; Create returns them wrapped with the servers concerned.
@@ -199,7 +215,7 @@ func Create(fleet []Server, o CreateOptions) (Plan, []Warning, error) {
 			warns = append(warns, Warning{Kind: kind, Server: s.UUID, Hostname: s.Hostname, Current: s.Platform, Target: o.Target})
 		}
 		reboots = append(reboots, Reboot{ServerUUID: s.UUID, ServerHostname: s.Hostname, BootPlatform: o.Target,
-			CurrentPlatform: s.Platform, Headnode: s.Headnode, Core: s.Core || s.Headnode})
+			CurrentPlatform: s.Platform, Headnode: s.Headnode, Core: s.Core || s.Headnode, Labels: maps.Clone(s.Labels)})
 	}
 	if len(inOther) > 0 {
 		return Plan{}, nil, fmt.Errorf("%w: %s", ErrInOtherPlan, strings.Join(inOther, ", "))
@@ -230,12 +246,40 @@ func Create(fleet []Server, o CreateOptions) (Plan, []Warning, error) {
 		}
 		return reboots[i].ServerHostname < reboots[j].ServerHostname
 	})
+	if len(o.DomainLimits) > 0 {
+		labels := make([]string, len(o.DomainLimits))
+		for i, d := range o.DomainLimits {
+			labels[i] = d.Label
+		}
+		first := sort.Search(len(reboots), func(i int) bool { return !reboots[i].Core })
+		copy(reboots[first:], interleave(reboots[first:], labels))
+	}
 	var created *time.Time
 	if !o.CreatedAt.IsZero() {
 		created = tp(o.CreatedAt)
 	}
-	return Plan{UUID: o.UUID, State: StateCreated, Concurrency: conc, DryRun: o.DryRun, CreatedAt: created,
-		FailureBudget: max(o.FailureBudget.Of(len(reboots)), 0), Reboots: reboots}, warns, nil
+	var ramp []int
+	for _, l := range o.Ramp {
+		ramp = append(ramp, max(l.Of(len(reboots)), 1))
+	}
+	var windows *Windows
+	if o.Windows != nil {
+		w := *o.Windows
+		w.Weekly, w.Ranges = slices.Clone(w.Weekly), slices.Clone(w.Ranges)
+		windows = &w
+	}
+	p := Plan{UUID: o.UUID, State: StateCreated, Concurrency: conc, DryRun: o.DryRun, CreatedAt: created,
+		FailureBudget: max(o.FailureBudget.Of(len(reboots)), 0), Reboots: reboots, Windows: windows, Ramp: ramp,
+		DomainLimits: slices.Clone(o.DomainLimits), Conditions: slices.Clone(o.Conditions)}
+	if err := p.checkPolicy(); err != nil {
+		return Plan{}, warns, err
+	}
+	for _, r := range reboots {
+		if err := checkLabels(r.Labels); err != nil {
+			return Plan{}, warns, fmt.Errorf("server %s: %w", r.ServerHostname, err)
+		}
+	}
+	return p, warns, nil
 }
 
 // ComparePlatforms compares platform versions as versions, not strings:

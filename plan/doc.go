@@ -58,6 +58,33 @@
 // 3 server(s) offline (1 rebooting, 2 down or unknown for other reasons),
 // concurrency 2").
 //
+// # Windows, ramp, failure domains, blocking conditions
+//
+// Four more limits hold every start (the pending reboot's and, again, its
+// job's creation), all decided by Next from the plan, the observations and
+// the time it is given:
+//
+//   - Windows: reboots start only while a maintenance window is open
+//     (weekly windows in a time zone of the Go time zone database, and
+//     absolute ranges), and only if the window stays open for the longest
+//     reboot of the plan done so far (or Windows.Expect, if longer). A
+//     reboot that started finishes whenever it finishes. Outside, Waiting
+//     says until when; the ETA (Summarize, View.SummaryAt) counts only the
+//     time the windows are open.
+//   - Ramp: the concurrency follows the canary ramp (RampLimit) by the
+//     number of reboots done; failed ones do not move it on, and the
+//     failure budget stops the plan as always.
+//   - DomainLimits: at most so many servers offline per value of a label
+//     (rack, zone), counted with the one meaning of offline. Reboots still
+//     start in plan order, so Create orders the servers that are not core
+//     to interleave the domains; a reboot whose domain is full holds the
+//     ones after it. On a partial view the pass needs the plan's
+//     DomainTable (the Executor reads it once per plan).
+//   - Conditions: each blocking condition's last result
+//     (Observations.Conditions, which the fleet checks before each pass)
+//     must be a success no older than Config.ConditionMaxAge; a failure
+//     holds the plan and its output is kept in Plan.WaitingOutput.
+//
 // Scheduling is a sliding window, not the original tool's fixed batches:
 // the moment a reboot ends, the next starts. On a simulated datacenter of
 // 200 servers with log-normal reboot times (BenchmarkMakespan) fixed

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"sync"
 	"time"
 )
 
@@ -120,6 +121,38 @@ type Executor struct {
 	// executor's fencing token, e.g. its leadership's revision, increasing
 	// with every new leader.
 	Fence int64
+
+	// domains caches the domain tables of plans passed on views (a plan's
+	// servers and labels never change), by plan UUID and creation time.
+	mu      sync.Mutex
+	domains map[string]*DomainTable
+}
+
+// domainTable returns the domain table of v's plan, reading the whole plan
+// once per executor.
+func (e *Executor) domainTable(ctx context.Context, v View) (*DomainTable, error) {
+	key := v.UUID
+	if v.CreatedAt != nil {
+		key += "@" + v.CreatedAt.UTC().Format(time.RFC3339Nano)
+	}
+	e.mu.Lock()
+	t := e.domains[key]
+	e.mu.Unlock()
+	if t.fits(v) {
+		return t, nil
+	}
+	p, err := e.Store.Get(ctx, v.UUID)
+	if err != nil {
+		return nil, err
+	}
+	t = DomainTableOf(p)
+	e.mu.Lock()
+	if e.domains == nil {
+		e.domains = map[string]*DomainTable{}
+	}
+	e.domains[key] = t
+	e.mu.Unlock()
+	return t, nil
 }
 
 // Pass runs one pass for the plan and returns the plan as saved. When the
@@ -139,6 +172,11 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 	if okStore && okFleet {
 		if v, err = vs.GetView(ctx, uuid); err != nil {
 			return View{}, fmt.Errorf("plan %s: load: %w", uuid, err)
+		}
+		if len(v.DomainLimits) > 0 && !v.Full() && !v.Domains.fits(v) {
+			if v.Domains, err = e.domainTable(ctx, v); err != nil {
+				return View{}, fmt.Errorf("plan %s: load its failure domains: %w", uuid, err)
+			}
 		}
 		obs, err = vf.ObserveView(ctx, v)
 	} else {

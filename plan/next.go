@@ -19,6 +19,10 @@ type Config struct {
 	// the next server starts) must be up this long after the job finished.
 	// Default 1 h.
 	ServicesTimeout time.Duration
+	// ConditionMaxAge: a blocking condition's result older than this
+	// holds the plan as a failure would (it must be checked before each
+	// start). Default 2 min.
+	ConditionMaxAge time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -30,6 +34,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ServicesTimeout <= 0 {
 		c.ServicesTimeout = time.Hour
+	}
+	if c.ConditionMaxAge <= 0 {
+		c.ConditionMaxAge = 2 * time.Minute
 	}
 	return c
 }
@@ -71,6 +78,10 @@ type Observations struct {
 	ShardPrimary string
 	ShardFrozen  bool
 	ShardHealthy bool
+
+	// Conditions are the last results of the plan's blocking conditions
+	// (Plan.Conditions), by name; a condition missing here holds the plan.
+	Conditions map[string]ConditionResult
 
 	// Partial is set by ViewFleet.ObserveView: Servers and Jobs cover only
 	// the view's reboots, and Offline lists the servers the fleet knows to
@@ -198,16 +209,116 @@ type pass struct {
 	obs Observations
 	now time.Time
 	// offline counts the servers of the whole plan offline now (Offline),
-	// kept up to date as reboots change step.
+	// kept up to date as reboots change step; dom counts them per failure
+	// domain (nil without domain limits).
 	offline int
-	acts    []Action
+	dom     *domainCount
+	// done counts the reboots of the whole plan done (the ramp's stage);
+	// longest is the longest of them (the maintenance windows' fit).
+	done    int
+	longest time.Duration
+	// hold says why no reboot may start now, whatever the server (a
+	// closed window, a failing blocking condition), "" if none;
+	// holdOutput is the condition's output.
+	hold, holdOutput string
+	acts             []Action
 }
 
-// enter moves r to step s now, keeping the offline count.
+// enter moves r to step s now, keeping the counts.
 func (ps *pass) enter(r *Reboot, s Step) {
 	was := Offline(*r, ps.obs)
 	r.Step, r.StepSince = s, tp(ps.now)
-	ps.offline += b2i(Offline(*r, ps.obs)) - b2i(was)
+	is := Offline(*r, ps.obs)
+	ps.offline += b2i(is) - b2i(was)
+	if ps.dom != nil && is != was {
+		ps.dom.add(r, b2i(is)-b2i(was))
+	}
+	if s == StepDone {
+		ps.done++
+		if r.StartedAt != nil && r.OperationalAt != nil {
+			ps.longest = max(ps.longest, r.OperationalAt.Sub(*r.StartedAt))
+		}
+	}
+}
+
+// limit is the concurrency in force: the ramp's stage, or Concurrency.
+func (ps *pass) limit() int { return RampLimit(ps.q.Ramp, ps.q.Concurrency, ps.done) }
+
+// concurrencyWord names the limit in force for a person.
+func (ps *pass) concurrencyWord() string {
+	if l := ps.limit(); l < ps.q.Concurrency {
+		return fmt.Sprintf("canary ramp %d (until %d more reboot(s) are done), concurrency %d", l, rampLeft(ps.q.Ramp, ps.done), ps.q.Concurrency)
+	}
+	return fmt.Sprintf("concurrency %d", ps.q.Concurrency)
+}
+
+// rampLeft is how many more reboots must be done to leave the ramp's
+// current stage.
+func rampLeft(ramp []int, done int) int {
+	sum := 0
+	for _, n := range ramp {
+		sum += n
+		if done < sum {
+			return sum - done
+		}
+	}
+	return 0
+}
+
+// setHold decides whether the plan is held, whatever the server: outside
+// its maintenance windows (or too close to a window's end for its longest
+// reboot), or by a blocking condition that failed, is missing or stale.
+func (ps *pass) setHold() {
+	q, now := ps.q, ps.now
+	ps.hold, ps.holdOutput = "", ""
+	if w := q.Windows; !w.Empty() {
+		need := max(w.Expect, ps.longest)
+		loc, err := w.Location()
+		if err != nil {
+			ps.hold = "waiting: the maintenance windows cannot be read: " + err.Error()
+			return
+		}
+		at := func(t time.Time) string { return t.In(loc).Format("Mon 2006-01-02 15:04 MST") }
+		next := func() string {
+			t, ok, err := w.NextOpen(now, need)
+			switch {
+			case err != nil:
+				return "never (" + err.Error() + ")"
+			case !ok:
+				return fmt.Sprintf("no window of at least %s in the next 400 days", need.Round(time.Minute))
+			}
+			return at(t)
+		}
+		open, closes, err := w.Open(now)
+		switch {
+		case err != nil:
+			ps.hold = "waiting: the maintenance windows cannot be read: " + err.Error()
+			return
+		case !open:
+			ps.hold = "waiting: outside the maintenance windows until " + next()
+			return
+		case now.Add(need).After(closes):
+			ps.hold = fmt.Sprintf("waiting: the maintenance window closes at %s, too soon for a reboot of %s (the longest so far); next window: %s",
+				at(closes), need.Round(time.Second), next())
+			return
+		}
+	}
+	for _, c := range q.Conditions {
+		res, ok := ps.obs.Conditions[c.Name]
+		switch {
+		case !ok:
+			ps.hold = fmt.Sprintf("waiting: blocking condition %s has not been checked", c.Name)
+		case now.Sub(res.At) > ps.c.ConditionMaxAge:
+			ps.hold = fmt.Sprintf("waiting: blocking condition %s was last checked %s ago (at most %s)", c.Name,
+				now.Sub(res.At).Round(time.Second), ps.c.ConditionMaxAge)
+		case !res.OK:
+			ps.hold = fmt.Sprintf("waiting: blocking condition %s fails (checked %s ago)", c.Name, max(now.Sub(res.At), 0).Round(time.Second))
+			ps.holdOutput = CleanOutput(res.Output)
+		default:
+			continue
+		}
+		return
+	}
 }
 
 // advance moves reboot i through every step whose condition holds now.
@@ -227,9 +338,17 @@ func (ps *pass) advance(i int) {
 	// headnode wait, or again after a crash), not only when the reboot was
 	// decided: other servers may have gone down since.
 	mayCreate := func() bool {
-		if others := ps.offline - 1; others >= q.Concurrency {
-			q.Waiting = fmt.Sprintf("waiting: reboot job of %s not created yet, %d other server(s) offline, concurrency %d",
-				r.ServerHostname, others, q.Concurrency)
+		if ps.hold != "" {
+			q.Waiting, q.WaitingOutput = ps.hold+"; reboot job of "+r.ServerHostname+" not created yet", ps.holdOutput
+			return false
+		}
+		if others := ps.offline - 1; others >= ps.limit() {
+			q.Waiting = fmt.Sprintf("waiting: reboot job of %s not created yet, %d other server(s) offline, %s",
+				r.ServerHostname, others, ps.concurrencyWord())
+			return false
+		}
+		if msg := ps.dom.full(r, true); msg != "" {
+			q.Waiting = msg + "; reboot job of " + r.ServerHostname + " not created yet"
 			return false
 		}
 		return true

@@ -89,6 +89,9 @@ type Reboot struct {
 	// DrainSince is when the executor first saw the job started (its own
 	// clock: the drain timeout never compares two clocks).
 	DrainSince *time.Time `json:"drain_since,omitempty"`
+	// Labels are the server's labels when the plan was created (e.g.
+	// rack: r12, zone: z1): its failure domains (Plan.DomainLimits).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Plan is a rolling reboot plan, stored as one JSON document.
@@ -108,6 +111,23 @@ type Plan struct {
 	FailureBudget int `json:"failure_budget"`
 	// DryRun plans go through the motions without creating reboot jobs.
 	DryRun bool `json:"dry_run,omitempty"`
+	// Windows are the maintenance windows: reboots start only inside one
+	// (nil: at any time).
+	Windows *Windows `json:"windows,omitempty"`
+	// Ramp is the canary ramp: the concurrency of its first stage, then of
+	// the next, each stage lasting until as many reboots as its
+	// concurrency are done (RampLimit); then Concurrency. Every stage is
+	// capped by Concurrency.
+	Ramp []int `json:"ramp,omitempty"`
+	// DomainLimits cap the servers offline per failure domain (per value
+	// of a label), on top of Concurrency.
+	DomainLimits []DomainLimit `json:"domain_limits,omitempty"`
+	// Conditions must all hold (the last result of each, observed by the
+	// fleet, succeeded and is recent) for a reboot to start.
+	Conditions []Condition `json:"conditions,omitempty"`
+	// WaitingOutput is the output of the blocking condition that held the
+	// plan in the last pass ("" if none).
+	WaitingOutput string `json:"waiting_output,omitempty"`
 	// Reboots are in execution order: the headnode, other core servers,
 	// then the rest.
 	Reboots []Reboot `json:"reboots"`
@@ -207,6 +227,9 @@ func (p Plan) validate() error {
 	if p.FailureBudget < 0 {
 		return fmt.Errorf("failure budget %d < 0", p.FailureBudget)
 	}
+	if err := p.checkPolicy(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	nonCore, pending := false, false
 	for i, r := range p.Reboots {
@@ -228,6 +251,9 @@ func (p Plan) validate() error {
 		}
 		if r.JobUUID == "" && (r.Step == StepJob || r.Step == StepServices || r.Step == StepCancelJob) {
 			return fmt.Errorf("server %s: step %q without a job_uuid", r.ServerUUID, r.Step)
+		}
+		if err := checkLabels(r.Labels); err != nil {
+			return fmt.Errorf("server %s: %w", r.ServerUUID, err)
 		}
 		if seen[r.ServerUUID] {
 			return fmt.Errorf("server %s listed twice", r.ServerUUID)

@@ -10,8 +10,9 @@ import (
 type Summary struct {
 	Total, Done, InFlight, Failed, Left int
 	// ETA estimates the time left from the mean duration of the reboots
-	// done so far (job start to operational) and the concurrency; zero
-	// until one reboot is done.
+	// done so far (job start to operational) and the concurrency, spread
+	// over the time the maintenance windows are open; zero until one
+	// reboot is done.
 	ETA time.Duration
 	// Waiting is why the plan could not start a reboot in its last pass
 	// (Plan.Waiting), e.g. "waiting: 3 server(s) offline (...), concurrency 2".
@@ -44,6 +45,22 @@ func Summarize(p Plan, now time.Time) Summary {
 		slots := max(p.Concurrency, 1)
 		s.ETA = time.Duration(float64(mean) * (float64(s.Left) + float64(s.InFlight)/2) / float64(slots))
 	}
+	return s.inWindows(p.Windows, now)
+}
+
+// inWindows stretches the ETA (work at the concurrency) over the time the
+// windows are open from now on; an ETA that does not fit in the next 400
+// days becomes unknown (0).
+func (s Summary) inWindows(w *Windows, now time.Time) Summary {
+	if s.ETA <= 0 || w.Empty() {
+		return s
+	}
+	end, ok, err := w.Finish(now, s.ETA)
+	if err != nil || !ok {
+		s.ETA = 0
+		return s
+	}
+	s.ETA = end.Sub(now)
 	return s
 }
 

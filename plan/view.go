@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -35,6 +36,9 @@ type Index struct {
 	// done reboots that have both times: the ETA's mean.
 	DoneTime  time.Duration `json:"done_time,omitempty"`
 	DoneTimed int           `json:"done_timed,omitempty"`
+	// DoneMax is the longest of them: how long a reboot may plausibly
+	// take, for the maintenance windows.
+	DoneMax time.Duration `json:"done_max,omitempty"`
 }
 
 // IndexOf computes the index of a whole plan, in O(servers).
@@ -52,14 +56,14 @@ func IndexOf(p Plan) Index {
 		}
 	}
 	t := tally(p.Reboots)
-	ix.Done, ix.Failed, ix.Failures, ix.DoneTime, ix.DoneTimed = t.done, t.failed, t.failures, t.doneTime, t.doneTimed
+	ix.Done, ix.Failed, ix.Failures, ix.DoneTime, ix.DoneTimed, ix.DoneMax = t.done, t.failed, t.failures, t.doneTime, t.doneTimed, t.doneMax
 	return ix
 }
 
 // counts are one set of reboots' contributions to an Index.
 type counts struct {
 	done, failed, failures, doneTimed int
-	doneTime                          time.Duration
+	doneTime, doneMax                 time.Duration
 }
 
 func tally(rs []Reboot) counts {
@@ -71,6 +75,7 @@ func tally(rs []Reboot) counts {
 			if r.StartedAt != nil && r.OperationalAt != nil {
 				c.doneTime += r.OperationalAt.Sub(*r.StartedAt)
 				c.doneTimed++
+				c.doneMax = max(c.doneMax, r.OperationalAt.Sub(*r.StartedAt))
 			}
 		case StepFailed:
 			c.failed++
@@ -98,6 +103,11 @@ type View struct {
 	// every reboot is loaded. It is shared between views of one plan and
 	// never modified.
 	Members map[string]int
+	// Domains is the plan's DomainTableOf, for a partial view of a plan
+	// with DomainLimits (nil otherwise; the Executor fills it in when a
+	// store does not). Without it a pass counts every server it did not
+	// load that is offline in every domain (safe; it may hold the plan).
+	Domains *DomainTable
 
 	// base is what a store read, so that PutView writes only what changed.
 	base *viewBase
@@ -117,7 +127,8 @@ func sameReboot(a, b Reboot) bool {
 		a.CurrentPlatform == b.CurrentPlatform && a.Headnode == b.Headnode && a.JobUUID == b.JobUUID &&
 		sameTime(a.StartedAt, b.StartedAt) && sameTime(a.FinishedAt, b.FinishedAt) && sameTime(a.OperationalAt, b.OperationalAt) &&
 		sameTime(a.CanceledAt, b.CanceledAt) && a.Core == b.Core && a.Step == b.Step && sameTime(a.StepSince, b.StepSince) &&
-		a.Frozen == b.Frozen && a.Error == b.Error && a.JobSeen == b.JobSeen && sameTime(a.DrainSince, b.DrainSince)
+		a.Frozen == b.Frozen && a.Error == b.Error && a.JobSeen == b.JobSeen && sameTime(a.DrainSince, b.DrainSince) &&
+		maps.Equal(a.Labels, b.Labels)
 }
 
 // FullView is the view of a whole plan (O(servers)).
@@ -138,7 +149,15 @@ func (v View) pos(k int) int {
 // finished, or reboots are still in flight.
 func (v View) Unfinished() bool { return !v.State.Finished() || len(v.Index.InFlight) > 0 }
 
-// Summary is the plan's progress, from the index (no reboot is read).
+// SummaryAt is Summary with the ETA counting only the time the
+// maintenance windows are open from now on.
+func (v View) SummaryAt(now time.Time) Summary {
+	return v.Summary().inWindows(v.Windows, now)
+}
+
+// Summary is the plan's progress, from the index (no reboot is read). Its
+// ETA does not know the time: it ignores the maintenance windows
+// (SummaryAt counts them).
 func (v View) Summary() Summary {
 	ix := v.Index
 	s := Summary{Total: ix.Total, Done: ix.Done, Failed: ix.Failed, InFlight: len(ix.InFlight),
@@ -202,14 +221,15 @@ func (v View) positions() []int {
 	return out
 }
 
-// offlineOthers counts the servers of the plan that are not loaded in v
-// and are offline by obs: observed down or not observed. With a partial
-// observation (Observations.Partial), those are the ones listed in
-// obs.Offline; a partial view without Members counts every server it did
-// not load as offline (nothing is known of them: safe, and it stalls).
-func offlineOthers(v View, obs Observations) int {
+// offlineOthers returns the positions of the servers of the plan that
+// are not loaded in v and are offline by obs: observed down or not
+// observed. With a partial observation (Observations.Partial), those are
+// the ones listed in obs.Offline. A partial view without Members counts
+// every server it did not load as offline (nothing is known of them:
+// safe, and it stalls): unknown is how many, positions unknown.
+func offlineOthers(v View, obs Observations) (pos []int, unknown int) {
 	if v.Full() {
-		return 0
+		return nil, 0
 	}
 	loaded := func(s string) (int, bool) {
 		p, ok := v.Members[s]
@@ -220,32 +240,31 @@ func offlineOthers(v View, obs Observations) int {
 		return p, !in
 	}
 	if v.Members == nil {
-		return v.Index.Total - len(v.Reboots)
+		return nil, v.Index.Total - len(v.Reboots)
 	}
-	n := 0
 	if obs.Partial {
 		var seen map[string]bool
 		for _, s := range obs.Offline {
-			if _, other := loaded(s); other {
+			if p, other := loaded(s); other {
 				if seen == nil {
 					seen = map[string]bool{}
 				}
 				if !seen[s] {
 					seen[s] = true
-					n++
+					pos = append(pos, p)
 				}
 			}
 		}
-		return n
+		return pos, 0
 	}
 	for s := range v.Members {
-		if _, other := loaded(s); other {
+		if p, other := loaded(s); other {
 			if o, ok := obs.Servers[s]; !ok || o.Down {
-				n++
+				pos = append(pos, p)
 			}
 		}
 	}
-	return n
+	return pos, 0
 }
 
 // NextView is Next on a view: it costs O(loaded reboots) plus the length
@@ -258,20 +277,49 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	w := v
 	w.Plan = v.Plan.Clone()
 	w.Index.InFlight = slices.Clone(v.Index.InFlight)
-	ps := &pass{c: c, q: &w.Plan, obs: obs, now: now}
+	ps := &pass{c: c, q: &w.Plan, obs: obs, now: now, done: v.Index.Done, longest: v.Index.DoneMax}
 	before := tally(v.Reboots)
-	w.Waiting = ""
-	ps.offline = offlineOthers(v, obs)
-	for _, r := range w.Reboots {
-		if Offline(r, obs) {
-			ps.offline++
+	w.Waiting, w.WaitingOutput = "", ""
+	others, unknown := offlineOthers(v, obs)
+	ps.offline = len(others) + unknown
+	if len(w.DomainLimits) > 0 {
+		ps.dom = &domainCount{limits: w.DomainLimits, loaded: w.Reboots, unknown: unknown}
+		switch {
+		case v.Full():
+			ps.dom.table = DomainTableOf(v.Plan)
+		case v.Domains.fits(v):
+			ps.dom.table = v.Domains
+		}
+		for range w.DomainLimits {
+			ps.dom.off = append(ps.dom.off, map[string]int{})
+		}
+		for _, p := range others {
+			if ps.dom.table == nil {
+				ps.dom.unknown++
+				continue
+			}
+			for k := range w.DomainLimits {
+				if val := ps.dom.table.values[k][p]; val != "" {
+					ps.dom.off[k][val]++
+				}
+			}
 		}
 	}
+	for i := range w.Reboots {
+		if r := &w.Reboots[i]; Offline(*r, obs) {
+			ps.offline++
+			if ps.dom != nil {
+				ps.dom.add(r, 1)
+			}
+		}
+	}
+	ps.setHold()
 	for i := range w.Reboots {
 		if w.Reboots[i].Step.InFlight() {
 			ps.advance(i)
 		}
 	}
+	ps.setHold() // reboots done in this pass may have made the longest longer
 	failures := v.Index.Failures - before.failures + tally(w.Reboots).failures
 	if w.State == StateRunning && failures <= w.FailureBudget {
 		ours, coreBusy := 0, false
@@ -292,14 +340,22 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 			if coreBusy || !r.Core && corePending {
 				break // core servers first, one at a time
 			}
+			if ps.hold != "" {
+				w.Waiting, w.WaitingOutput = ps.hold, ps.holdOutput
+				break
+			}
 			self := Offline(*r, obs)
-			if ps.offline-b2i(self) >= w.Concurrency {
+			if lim := ps.limit(); ps.offline-b2i(self) >= lim {
 				// Starting it would make (or keep) more servers offline
 				// than allowed, whoever took them down.
-				if ps.offline > ours {
-					w.Waiting = fmt.Sprintf("waiting: %d server(s) offline (%d rebooting, %d down or unknown for other reasons), concurrency %d",
-						ps.offline, ours, ps.offline-ours, w.Concurrency)
+				if ps.offline > ours || lim < w.Concurrency {
+					w.Waiting = fmt.Sprintf("waiting: %d server(s) offline (%d rebooting, %d down or unknown for other reasons), %s",
+						ps.offline, ours, ps.offline-ours, ps.concurrencyWord())
 				}
+				break
+			}
+			if msg := ps.dom.full(r, self); msg != "" {
+				w.Waiting = msg
 				break
 			}
 			ps.enter(r, StepWaitHead)
@@ -317,6 +373,7 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	ix.Failures += after.failures - before.failures
 	ix.DoneTime += after.doneTime - before.doneTime
 	ix.DoneTimed += after.doneTimed - before.doneTimed
+	ix.DoneMax = max(ix.DoneMax, after.doneMax)
 	loaded := v.positions()
 	fly := ix.InFlight[:0:0]
 	for _, p := range v.Index.InFlight {
@@ -443,6 +500,9 @@ func Cut(p Plan, ix Index, pending int, members map[string]int) View {
 	}
 	if v.Members == nil {
 		v.Members = MembersOf(p)
+	}
+	if len(p.DomainLimits) > 0 {
+		v.Domains = DomainTableOf(p)
 	}
 	return v
 }

@@ -161,6 +161,7 @@ func TestDecidePure(t *testing.T) {
 	}
 	o.Status = reboot.Decide(o, fake.Epoch).Status // the request seen at +0s
 	o.Power = power.StateOff
+	o.SincePending, o.SinceRequest = time.Minute, time.Minute
 	require.Len(t, o.Status.Seen, 2)
 	orig := o
 	origAnn := maps.Clone(o.Annotations)

@@ -26,14 +26,15 @@ func BenchmarkParseAnnotations(b *testing.B) {
 }
 
 // settled returns o with the status two earlier passes left: the request
-// seen, and (if the power reads off) the evidence recorded.
+// seen, and (if the power reads off 40 s later) the evidence recorded.
 func settled(o reboot.Observed, at time.Time) reboot.Observed {
 	o.QuietFor = time.Hour
 	p := o.Power
 	o.Power = power.StateOn
 	o.Status = reboot.Decide(o, at).Status
 	o.Power = p
-	o.Status = reboot.Decide(o, at.Add(2*time.Second)).Status
+	o.SincePending, o.SinceRequest = 40*time.Second, 40*time.Second
+	o.Status = reboot.Decide(o, at.Add(40*time.Second)).Status
 	return o
 }
 

@@ -34,7 +34,9 @@ type Client struct {
 	Key string
 	// Now is the client's clock.
 	Now func() time.Time
-	// Poll is how often the Wait methods read the host. Default 1 s.
+	// Poll is how often the Wait methods read the host when the store
+	// cannot tell them of changes (HostWatcher). With a watch they read it
+	// on every change, and every 30 Polls in any case. Default 1 s.
 	Poll time.Duration
 	// Retries is how many conflicting writes Request and Release retry
 	// before they give up. Default 10.
@@ -149,9 +151,32 @@ func FencedFor(st Status, t Ticket, now time.Time) bool {
 	return found
 }
 
-// WaitFenced polls until Fenced is true, an error, or ctx is done.
+// HoldBroken reports when the host was last seen powered on by someone
+// else while the controller held it off for this ticket (Status.HoldBroken),
+// or the zero time if it was not since t.At. The controller powers such a
+// host off again at once; Fenced(t) stays true (the processes that ran at
+// t.At did stop), but processes may have run on the host since the
+// instant returned: a fencing agent that must keep the host down should
+// treat it as an alarm. It returns ErrReplaced like Fenced.
+func (c *Client) HoldBroken(ctx context.Context, t Ticket) (time.Time, error) {
+	h, err := c.Hosts.Get(ctx, t.Host)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reboot: hold of %s: %w", t.Host, err)
+	}
+	if v, ok := h.Annotations[t.Annotation]; !ok || v != t.Value {
+		return time.Time{}, fmt.Errorf("reboot: hold of %s: %w", t.Host, ErrReplaced)
+	}
+	if b := h.Status.HoldBroken; b.After(t.At) && h.Status.Pending() {
+		return b, nil
+	}
+	return time.Time{}, nil
+}
+
+// WaitFenced waits until Fenced is true, an error, or ctx is done: it
+// checks on every change of the host's record if the store is a
+// HostWatcher, and polls every Poll otherwise.
 func (c *Client) WaitFenced(ctx context.Context, t Ticket) error {
-	return c.wait(ctx, func() (bool, error) { return c.Fenced(ctx, t) })
+	return c.wait(ctx, t.Host, func() (bool, error) { return c.Fenced(ctx, t) })
 }
 
 // Release removes the ticket's annotation (if it is still the ticket's),
@@ -182,13 +207,26 @@ func (c *Client) Done(ctx context.Context, t Ticket) (bool, error) {
 	return !present && h.Status.LastPoweredOn.After(t.At) && !h.Status.Pending(), nil
 }
 
-// WaitDone polls until Done is true, an error, or ctx is done.
+// WaitDone waits until Done is true, an error, or ctx is done (as
+// WaitFenced).
 func (c *Client) WaitDone(ctx context.Context, t Ticket) error {
-	return c.wait(ctx, func() (bool, error) { return c.Done(ctx, t) })
+	return c.wait(ctx, t.Host, func() (bool, error) { return c.Done(ctx, t) })
 }
 
-func (c *Client) wait(ctx context.Context, f func() (bool, error)) error {
-	tick := time.NewTicker(c.poll())
+func (c *Client) wait(ctx context.Context, host string, f func() (bool, error)) error {
+	every := c.poll()
+	var changed <-chan struct{}
+	if w, ok := c.Hosts.(HostWatcher); ok {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if ch, err := w.Watch(wctx, host); err == nil {
+			// Subscribed before the first check: no change is missed. A
+			// slow poll stays, for answers that change with the clock
+			// alone (evidence written by a clock slightly ahead).
+			changed, every = ch, 30*every
+		}
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		ok, err := f()
@@ -199,6 +237,11 @@ func (c *Client) wait(ctx context.Context, f func() (bool, error)) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
+		case _, open := <-changed:
+			if !open {
+				changed = nil // the watch ended: poll
+				tick.Reset(c.poll())
+			}
 		}
 	}
 }

@@ -27,12 +27,14 @@ type Status struct {
 	// while it is set and not before LastPoweredOn: a tie counts as pending,
 	// because power-on is only done once the clock has passed it.
 	PendingRebootSince time.Time
-	// LastPoweredOff is the fencing evidence: an instant (on the
-	// controller's clock) at which the hardware is known to have been off,
-	// from an Off reading that cannot be the echo of an earlier state (see
-	// the package doc). It is moved forward only while a reboot is pending
-	// and it does not yet cover the latest request (LastRequestSeen), so a
-	// host held off costs no write per pass. Fenced relies on it.
+	// LastPoweredOff is the fencing evidence: the hardware is known to have
+	// been off at some instant at or after it (on the controller's clock)
+	// and before it was written. It comes from an Off reading that cannot
+	// echo a state from before the request (see the package doc), so it
+	// lies at least Config.StaleReads before that reading. It is moved
+	// forward only while a reboot is pending, and only when it comes to
+	// cover PendingRebootSince or LastRequestSeen, so a host held off costs
+	// no write per pass. Fenced relies on it.
 	LastPoweredOff time.Time
 	// Mode is the power-off mode of the pending reboot. It only ever goes
 	// from soft to hard within one reboot.
@@ -52,6 +54,16 @@ type Status struct {
 	// Persisted so that a restarted controller still falls back to hard.
 	OfflineSince time.Time
 	OfflineMode  power.Mode
+	// HoldBroken is when the controller last read On (as the first reading
+	// of a sighting) for a host it held off with evidence covering every
+	// request: someone else powered it on. The controller powered it off
+	// again in the same pass. Evidence for instants before the sighting
+	// stays true (the processes that ran then did stop); the host may have
+	// run since. Zero when no hold of the pending reboot was broken. A BMC
+	// whose reads flap between ages (assumption A1 allows it) can report a
+	// sighting that was an echo from before the power-off. Client.HoldBroken
+	// reports it to clients.
+	HoldBroken time.Time
 }
 
 // Equal reports whether s and o hold the same instants, modes and requests.
@@ -60,7 +72,8 @@ func (s Status) Equal(o Status) bool {
 		s.PendingRebootSince.Equal(o.PendingRebootSince) &&
 		s.LastPoweredOff.Equal(o.LastPoweredOff) && s.Mode == o.Mode &&
 		s.LastRequestSeen.Equal(o.LastRequestSeen) && slices.Equal(s.Seen, o.Seen) &&
-		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode
+		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode &&
+		s.HoldBroken.Equal(o.HoldBroken)
 }
 
 // Pending reports whether a reboot is pending.
@@ -177,6 +190,9 @@ type Call struct {
 	Class power.Class
 	// At is the applier's clock when the call returned.
 	At time.Time
+	// Repeats counts the calls of the same action and mode made right
+	// before this one (0 for the first): repeated power-offs back off.
+	Repeats int
 }
 
 // Observed is everything a decision depends on. Decide never modifies it.
@@ -200,10 +216,33 @@ type Observed struct {
 	// QuietFor is how long, on a monotonic clock, this controller has not
 	// sent a power-on to this host before Power was read: the time since
 	// its last On call, or since the controller started if it sent none
-	// since. An Off reading counts as evidence only when QuietFor is at
-	// least Config.StaleReads (see the package doc). The zero value makes
-	// every Off reading "maybe stale": nothing is decided on it.
+	// since. With no reboot pending, an Off reading powers the host on
+	// (Online) only when QuietFor is at least the stale bound: before, it
+	// may echo the state from before that power-on.
 	QuietFor time.Duration
+	// SincePending and SinceRequest are how long, on a monotonic clock,
+	// this controller has known the host's current Status.PendingRebootSince
+	// and Status.LastRequestSeen: since the pass that wrote them, or since
+	// it first read them, or since it started, whichever is latest it can
+	// vouch for (after a restart: since the restart). They say how much
+	// real time separates an Off reading from the requests (see the package
+	// doc); zero is always safe and makes no Off reading evidence.
+	SincePending, SinceRequest time.Duration
+	// OffFor is the age, on a monotonic clock, of the latest Off reading
+	// of this host that is at least the settle time (Config.OffSettle) old
+	// and was followed only by Off (or unknown) readings, this pass's Off
+	// reading included. With no settle time it is zero (this reading).
+	OffFor time.Duration
+	// Changed says the host record was written by someone else since this
+	// controller's last pass (its Version differs from the one the
+	// controller last read or wrote; true after a restart). With a reboot
+	// pending and keyed requests present, a changed record counts as a new
+	// request: a client may have removed its annotation and added it again
+	// with the same value between two passes.
+	Changed bool
+	// StaleReads and OffSettle, if positive, replace Config.StaleReads and
+	// Config.OffSettle for this host (BMCs differ: see Config).
+	StaleReads, OffSettle time.Duration
 }
 
 // Config tunes decisions. The zero value is valid: every zero field takes
@@ -228,12 +267,31 @@ type Config struct {
 	// Policy says which keys may request (hard) reboots. The zero value
 	// allows all.
 	Policy Policy
-	// StaleReads bounds how long after a power-on command a BMC may still
-	// report the state from before it (sushy-tools up to 11 s, iDRAC some
-	// seconds). An Off reading within StaleReads of this controller's last
-	// power-on (Observed.QuietFor) is not evidence that the host is off.
-	// Default 30 s.
+	// StaleReads bounds how old a state a BMC may report: every reading
+	// shows the hardware's state at some instant at most StaleReads before
+	// the read (assumption A1). An Off reading is evidence only for
+	// instants StaleReads before it, so a fence is answered about
+	// StaleReads after the request at best (plus the power-off's lag).
+	// Default 30 s. How to choose it: measure the BMC (power a host off and
+	// on out of band and time how long reads show the old state, e.g. with
+	// rebootctl or a script over its Redfish or IPMI), take the longest
+	// seen, and add a margin (sushy-tools up to 11 s, iDRAC a few seconds;
+	// 15 s is a fair setting for both). Too small a value risks a wrong
+	// fencing answer; too large only slows answers. Set it per host with
+	// Host.StaleReads (Observed.StaleReads) when BMCs differ.
 	StaleReads time.Duration
+	// OffSettle is for BMCs that report Off before the hardware is off
+	// (seen: Off at once after ForceOff while the hardware ran 3 to 8 s
+	// more). An Off reading counts only once the host has read Off for
+	// OffSettle, and the evidence is dated from the reading OffSettle old.
+	// Set it to the longest such early Off (assumption A1). Default 0: the
+	// BMC says Off only once the hardware is off.
+	OffSettle time.Duration
+	// QuickPoll is how soon to read again after a power-off command (then
+	// doubling up to PollInterval) and after an unknown reading while a
+	// reboot is pending. It is also where repeating a hard power-off that
+	// a later reading contradicts starts its backoff. Default 1 s.
+	QuickPoll time.Duration
 }
 
 // DefaultConfig returns the configuration Decide uses.
@@ -257,6 +315,23 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StaleReads <= 0 {
 		c.StaleReads = 30 * time.Second
+	}
+	if c.OffSettle < 0 {
+		c.OffSettle = 0
+	}
+	if c.QuickPoll <= 0 {
+		c.QuickPoll = time.Second
+	}
+	return c
+}
+
+// forHost applies the host's own StaleReads and OffSettle.
+func (c Config) forHost(o Observed) Config {
+	if o.StaleReads > 0 {
+		c.StaleReads = o.StaleReads
+	}
+	if o.OffSettle > 0 {
+		c.OffSettle = o.OffSettle
 	}
 	return c
 }
@@ -328,7 +403,7 @@ func (c Config) DecideInto(d *Decision, o Observed, now time.Time) {
 }
 
 func (c Config) decide(d *Decision, o Observed, now time.Time) {
-	c = c.withDefaults()
+	c = c.withDefaults().forHost(o)
 	p := now.Truncate(c.Precision)
 	st := &d.Status
 	if w := repair(st, p); w != nil {
@@ -354,29 +429,92 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		if wantHard {
 			st.Mode = power.ModeHard
 		}
-		st.Seen, st.LastRequestSeen = nil, time.Time{}
+		st.Seen, st.LastRequestSeen, st.HoldBroken = nil, time.Time{}, time.Time{}
 	}
 	if st.Pending() {
 		c.see(d.Requests, p, st)
-	}
-	// An Off reading is evidence only if it cannot echo the state from
-	// before this controller's last power-on (see the package doc).
-	fresh := o.Power == power.StateOff && o.QuietFor >= c.StaleReads
-	if st.Pending() && fresh {
-		// Move the evidence forward only while it does not cover the
-		// latest request, so that a long hold costs no write per pass.
-		// (At most two writes per new request: one at once, which covers
-		// the earlier requests, and one a second later, which covers it.)
-		if need := st.LastRequestSeen.Add(c.Precision); st.LastPoweredOff.Before(need) && p.After(st.LastPoweredOff) {
-			st.LastPoweredOff = maxTime(p, st.LastPoweredOn)
+		if o.Changed && hasKeyed && st.LastRequestSeen.Equal(o.Status.LastRequestSeen) {
+			// Someone wrote the record: a client may have removed its
+			// annotation and added it again with the same value, a new
+			// request that looks like the old one. Answer it as new.
+			st.LastRequestSeen = maxTime(p, st.PendingRebootSince)
 		}
+		c.evidence(o, p, st)
 	}
 	if st.Pending() {
-		c.pending(o, now, p, fresh, hasBare, hasKeyed, wantHard, d)
+		c.pending(o, now, p, hasBare, hasKeyed, wantHard, d)
 	} else {
-		c.idle(o, now, p, fresh, d)
+		c.idle(o, now, p, d)
 	}
 	d.UpdateStatus = d.UpdateStatus || !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
+}
+
+// evidence moves the fencing evidence forward on an Off reading that
+// cannot echo a state from before the requests. By assumption A1 an Off
+// reading taken at r shows the hardware off at some instant in
+// [r-StaleReads, r] (with OffSettle: of the reading OffSettle old, the
+// hardware being off by now). The instants are measured on the monotonic
+// clock from the pass that saw the request (SincePending, SinceRequest),
+// and stamped on the wall clock from that pass's timestamp, so that a wall
+// clock that jumps forward cannot date the evidence late.
+func (c Config) evidence(o Observed, p time.Time, st *Status) {
+	if o.Power != power.StateOff || o.OffFor < c.OffSettle {
+		return
+	}
+	sincePending, sinceRequest := o.SincePending, o.SinceRequest
+	if !st.PendingRebootSince.Equal(o.Status.PendingRebootSince) {
+		sincePending = 0 // seen in this very pass
+	}
+	if !st.LastRequestSeen.Equal(o.Status.LastRequestSeen) {
+		sinceRequest = 0
+	}
+	var e time.Time
+	for _, a := range [...]struct {
+		at    time.Time
+		since time.Duration
+	}{{st.PendingRebootSince, sincePending}, {st.LastRequestSeen, sinceRequest}} {
+		if a.at.IsZero() {
+			continue
+		}
+		if lead := a.since - o.OffFor - c.StaleReads; lead >= 0 {
+			e = maxTime(e, a.at.Add(lead).Truncate(c.Precision))
+		}
+	}
+	if e.IsZero() {
+		return
+	}
+	if e.After(p) {
+		e = p // a wall clock that jumped back: never ahead of the clock
+	}
+	// Move it only when it comes to cover the pending reboot's start or
+	// its latest request: at most two writes per new request, none per
+	// pass of a long hold.
+	level := func(t time.Time) int {
+		switch {
+		case t.IsZero() || t.Before(st.PendingRebootSince):
+			return 0
+		case !t.After(st.LastRequestSeen):
+			return 1
+		}
+		return 2
+	}
+	if e.After(st.LastPoweredOff) && level(e) > level(st.LastPoweredOff) {
+		st.LastPoweredOff = e
+	}
+}
+
+// untilEvidence is how long until an Off reading like this one could be
+// evidence covering the latest request (zero if it is, or cannot tell).
+func (c Config) untilEvidence(o Observed, st *Status) time.Duration {
+	since := o.SinceRequest
+	if !st.LastRequestSeen.Equal(o.Status.LastRequestSeen) {
+		since = 0
+	}
+	wait := c.StaleReads + c.Precision - (since - o.OffFor)
+	if o.Power == power.StateOff && o.OffFor < c.OffSettle {
+		wait = max(wait, c.OffSettle-o.OffFor)
+	}
+	return max(wait, 0)
 }
 
 // see records the requests of the pending reboot: a request not seen in
@@ -495,32 +633,16 @@ func (c Config) deprovision(o Observed, d *Decision) {
 	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
 }
 
-// pending decides for a host with a pending reboot. fresh says the power
-// reading is Off and is evidence.
-func (c Config) pending(o Observed, now, p time.Time, fresh, hasBare, hasKeyed, wantHard bool, d *Decision) {
+// pending decides for a host with a pending reboot.
+func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHard bool, d *Decision) {
 	st := &d.Status
 	last := o.LastCall
 	mode := st.Mode
 	if wantHard {
 		st.Mode = power.ModeHard
 	}
-	switch {
-	case fresh:
+	if st.Covers() {
 		c.heldOff(o, now, p, hasBare, hasKeyed, d)
-		return
-	case o.Power == power.StateOff:
-		// Maybe the echo of the state before this controller's last
-		// power-on: decide nothing on it until it cannot be.
-		d.Phase = PhasePoweringOff
-		d.Reason = "off reading may be stale (power-on sent recently): wait"
-		d.RequeueAfter = c.cap(c.StaleReads - o.QuietFor)
-		return
-	case o.Power == power.StateUnknown:
-		// No call at all: on some BMCs a power-off is a toggle, which
-		// would power on a host that is off.
-		d.Phase = PhasePoweringOff
-		d.Reason = "power state unknown: no power call, look again"
-		d.RequeueAfter = c.PollInterval
 		return
 	}
 
@@ -541,34 +663,92 @@ func (c Config) pending(o Observed, now, p time.Time, fresh, hasBare, hasKeyed, 
 	if st.Mode == power.ModeHard && mode == power.ModeSoft && d.Reason == "" {
 		d.Reason = "hard reboot requested: escalate"
 	}
+	// Look again soon: after a power-off, quickly at first, backing off to
+	// PollInterval; an unknown reading at once; an Off reading as soon as
+	// it can be evidence.
+	requeue := func() time.Duration {
+		r := c.readBackoff(last, now)
+		switch o.Power {
+		case power.StateUnknown:
+			r = c.QuickPoll
+		case power.StateOff:
+			r = min(r, max(c.untilEvidence(o, st), c.Precision/10))
+		}
+		if st.Mode == power.ModeSoft {
+			r = min(r, st.PendingRebootSince.Add(c.SoftTimeout).Sub(now))
+		}
+		return c.cap(r)
+	}
 	if o.Power == power.StateTransitioning && st.Mode == mode {
 		d.Reason = "powering off: wait"
-		d.RequeueAfter = c.PollInterval
+		d.RequeueAfter = requeue()
 		return
 	}
-	if c.wait(last, ActionPowerOff, st.Mode, now, d) {
-		if st.Mode == power.ModeSoft {
-			d.RequeueAfter = min(d.RequeueAfter, c.cap(st.PendingRebootSince.Add(c.SoftTimeout).Sub(now)))
+	if c.wait(last, ActionPowerOff, st.Mode, now, o.Power, d) {
+		if last.Class == power.ClassNone {
+			d.RequeueAfter = min(d.RequeueAfter, requeue())
+			if o.Power == power.StateOff {
+				d.Reason = "off, but the reading may predate the latest request: look again"
+			}
 		}
 		return
 	}
+	// A power-off powers nothing on (a Controller that can only toggle
+	// checks the state itself), so it is sent whatever the reading: on,
+	// unknown, or an Off that may echo a state from before the request.
 	d.Power = ActionPowerOff
 	d.Mode = st.Mode
 	if d.Reason == "" {
-		d.Reason = "reboot requested: power off " + st.Mode.String()
+		switch o.Power {
+		case power.StateOff:
+			d.Reason = "off reading may predate the request: power off " + st.Mode.String()
+		case power.StateUnknown:
+			d.Reason = "power state unknown: power off " + st.Mode.String() + " (powers nothing on)"
+		default:
+			d.Reason = "reboot requested: power off " + st.Mode.String()
+		}
 	}
-	d.RequeueAfter = c.PollInterval
+	d.RequeueAfter = c.QuickPoll
 }
 
-// heldOff decides for a pending reboot whose host is known to be off.
+// heldOff decides for a pending reboot whose evidence covers every
+// request seen: the reboot's power-off has happened.
 func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d *Decision) {
 	st := &d.Status
 	d.Phase = PhaseHeldOff
-	if need := st.LastRequestSeen.Add(c.Precision); st.LastPoweredOff.Before(need) {
-		// The evidence cannot cover a request seen in this very second
-		// yet: look again when the clock has passed it.
-		d.RequeueAfter = c.cap(need.Sub(now))
+	held := hasKeyed || !o.Online
+	switch o.Power {
+	case power.StateOn:
+		if !held {
+			break // released: power on (it powers nothing off)
+		}
+		// Someone else powered the held host on: record it (once per
+		// evidence) and power it off again at once.
+		if !st.HoldBroken.After(st.LastPoweredOff) {
+			st.HoldBroken = p
+		}
+		d.Phase = PhasePoweringOff
+		if c.wait(o.LastCall, ActionPowerOff, st.Mode, now, o.Power, d) {
+			d.RequeueAfter = min(d.RequeueAfter, c.cap(c.readBackoff(o.LastCall, now)))
+			return
+		}
+		d.Power, d.Mode = ActionPowerOff, st.Mode
+		d.Reason = "held host read on (powered on by someone else): power off " + st.Mode.String()
+		d.RequeueAfter = c.QuickPoll
+		return
+	case power.StateTransitioning:
+		d.Reason = "off; power changing: look again"
+		d.RequeueAfter = c.cap(c.readBackoff(o.LastCall, now))
+		return
+	case power.StateUnknown:
+		if !held {
+			// No power-on on an unknown state: on some BMCs it is a toggle.
+			d.Reason = "off and released, power state unknown: look again"
+			d.RequeueAfter = c.QuickPoll
+			return
+		}
 	}
+	d.RequeueAfter = c.PollInterval // a held host is read every PollInterval
 	if !o.Online {
 		d.Reason = "off; held while Online is false"
 		return
@@ -591,7 +771,7 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		d.RequeueAfter = c.cap(latest.Add(c.Precision).Sub(now))
 		return
 	}
-	if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, d) {
+	if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, o.Power, d) {
 		return
 	}
 	st.LastPoweredOn = p
@@ -604,9 +784,13 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 }
 
 // idle decides for a host with no pending reboot: power follows Online.
-func (c Config) idle(o Observed, now, p time.Time, fresh bool, d *Decision) {
+func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	st := &d.Status
 	d.Phase = PhaseIdle
+	// With no reboot pending an Off reading only matters for powering on:
+	// one that may echo the state from before this controller's last
+	// power-on is waited out.
+	fresh := o.Power == power.StateOff && o.QuietFor >= c.StaleReads
 	if o.Online || fresh {
 		st.OfflineSince, st.OfflineMode = time.Time{}, power.ModeSoft
 	}
@@ -618,7 +802,7 @@ func (c Config) idle(o Observed, now, p time.Time, fresh bool, d *Decision) {
 		d.Reason = "off reading may be stale (power-on sent recently): wait"
 		d.RequeueAfter = c.cap(c.StaleReads - o.QuietFor)
 	case o.Online && o.Power == power.StateOff:
-		if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, d) {
+		if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, o.Power, d) {
 			return
 		}
 		st.LastPoweredOn = maxTime(p, st.LastPoweredOn)
@@ -637,7 +821,7 @@ func (c Config) idle(o Observed, now, p time.Time, fresh bool, d *Decision) {
 			st.OfflineMode = power.ModeHard
 		}
 		mode := st.OfflineMode
-		if c.wait(last, ActionPowerOff, mode, now, d) {
+		if c.wait(last, ActionPowerOff, mode, now, o.Power, d) {
 			if mode == power.ModeSoft {
 				d.RequeueAfter = min(d.RequeueAfter, c.cap(st.OfflineSince.Add(c.SoftTimeout).Sub(now)))
 			}
@@ -646,28 +830,35 @@ func (c Config) idle(o Observed, now, p time.Time, fresh bool, d *Decision) {
 		d.Power = ActionPowerOff
 		d.Mode = mode
 		d.Reason = "Online is false: power off " + mode.String()
-		d.RequeueAfter = c.PollInterval
+		d.RequeueAfter = c.QuickPoll
 	default:
 		d.Reason = "power matches Online"
 	}
 }
 
 // wait reports whether the last call (same action and mode) should be
-// given time rather than repeated now; if so it sets the requeue.
-func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, d *Decision) bool {
+// given time rather than repeated now; if so it sets the requeue. state
+// is this pass's reading: a power-off that was accepted but contradicted
+// by a later On reading is repeated (backing off): the Controller may have
+// skipped it on a read of its own that echoed an old Off, or it was lost.
+func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state power.State, d *Decision) bool {
 	if last.Action != a || (a == ActionPowerOff && last.Mode != m) {
 		return false
 	}
 	var delay time.Duration
 	switch last.Class {
 	case power.ClassNone:
-		if a == ActionPowerOff && m == power.ModeSoft {
+		switch {
+		case a == ActionPowerOff && m == power.ModeHard && state == power.StateOn:
+			delay = min(c.QuickPoll<<min(last.Repeats, 16), c.ReissueAfter)
+		case a == ActionPowerOff && m == power.ModeSoft && state != power.StateOn:
 			// A soft shutdown runs until it is done or times out.
 			d.Reason = "soft power-off under way: wait"
-			d.RequeueAfter = c.PollInterval
+			d.RequeueAfter = c.readBackoff(last, now)
 			return true
+		default:
+			delay = c.ReissueAfter
 		}
-		delay = c.ReissueAfter
 	case power.ClassBusy, power.ClassFailed:
 		delay = c.RetryDelay
 	default:
@@ -686,9 +877,20 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, d *Decisi
 	}
 	d.RequeueAfter = delay - since
 	if last.Class == power.ClassNone {
-		d.RequeueAfter = min(d.RequeueAfter, c.PollInterval)
+		d.RequeueAfter = min(d.RequeueAfter, c.readBackoff(last, now))
 	}
 	return true
+}
+
+// readBackoff is when to read again after the last power call: QuickPoll
+// right after it, then as long as it has been since (doubling), at most
+// PollInterval.
+func (c Config) readBackoff(last Call, now time.Time) time.Duration {
+	if last.Action == ActionNone {
+		return c.PollInterval
+	}
+	since := now.Sub(last.At)
+	return max(min(since, c.PollInterval), c.QuickPoll)
 }
 
 // cap bounds a requeue delay to [Precision/10, SoftTimeout], so that a

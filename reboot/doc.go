@@ -34,14 +34,22 @@
 // controller, for each host and each pass:
 //
 //  1. Read the host (annotations, Spec.Online, deprovisioning, Status), then
-//     your clock (now), then its power state, in that order: evidence from
-//     a reading is stamped no later than the reading. If the power read
-//     fails, pass power.StateUnknown (null, missing and Paused are unknown).
-//  2. Pass the outcome of your last power call for this host as
-//     Observed.LastCall (keep it in memory; zero after a restart is fine),
-//     and Observed.QuietFor: the time on a monotonic clock since you last
-//     sent On to this host, or since your process started if you sent none
-//     since (never carry it across a restart).
+//     your clocks (now, and a monotonic reading), then its power state, in
+//     that order: evidence from a reading is stamped no later than the
+//     reading. If the power read fails, pass power.StateUnknown (null,
+//     missing and Paused are unknown).
+//  2. Pass what you remember (in memory; zero after a restart is always
+//     safe): the outcome of your last power call for this host as
+//     Observed.LastCall (with Repeats), and, on a monotonic clock,
+//     Observed.QuietFor (since you last sent On to it, or since your
+//     process started), SincePending and SinceRequest (since you first
+//     knew the host's current Status.PendingRebootSince and
+//     LastRequestSeen: your pass that wrote them, or your first pass that
+//     read them; after a restart, since the restart), OffFor (with
+//     Config.OffSettle: the age of the latest reading of an unbroken run
+//     of Off readings that is at least OffSettle old), and Changed (the
+//     record's version is not one you read or wrote lately). Never carry a
+//     monotonic reading across a restart.
 //  3. Call Decide (or DecideInto, to reuse buffers) with that now.
 //  4. If Decision.UpdateStatus, write Decision.Status and delete
 //     Decision.RemoveAnnotations, with optimistic concurrency, in one write
@@ -60,43 +68,79 @@
 //
 // # Evidence: what an Off reading proves
 //
-// Real BMCs report the previous power state for seconds after a reset
+// Real BMCs report an old power state for seconds after it changed
 // (sushy-tools 1 to 11 s, iDRAC similar), report null, leave the state out,
-// or say Paused. So a reading is not evidence by itself:
+// say Paused, and some say Off a few seconds before the hardware is off. So
+// a reading is not evidence by itself:
 //
-//   - Unknown (an error, null, missing, Paused) proves nothing, and a pass
-//     that reads it makes no power call at all: some BMCs can only toggle,
-//     and a toggle sent to a host that is off powers it on.
+//   - Unknown (an error, null, missing, Paused) proves nothing. A pass that
+//     reads it never powers the host on (some BMCs can only toggle, and a
+//     toggle sent to a host that is off powers it on); while a reboot is
+//     pending it may send the power-off, which powers nothing on: a
+//     power.Controller's Off never powers a host on (power/redfish sends
+//     its toggle, PushPowerButton, only after its own fresh read says On).
+//     It reads again after Config.QuickPoll (1 s).
 //   - Transitioning and On prove the host is not known off.
-//   - Off is evidence that the hardware is off at the instant of the read
-//     only if it cannot be the echo of the state before this controller's
-//     last power-on: at least Config.StaleReads (30 s) has passed, on a
-//     monotonic clock, since that power-on was sent (or since the
-//     controller started). An Off that might be such an echo is waited out:
-//     nothing is removed, powered on or recorded on its strength.
+//   - Off, read at instant r, proves by assumption A1 that the hardware was
+//     off at some instant in [r-StaleReads, r]. So it is evidence for a
+//     request only if it was read at least Config.StaleReads (30 s) after
+//     the controller first saw the request, on a monotonic clock: then it
+//     cannot echo a state from before the request, whoever powered the
+//     host on or off before it. An Off that may be such an echo is not
+//     evidence, and the power-off is sent anyway. With Config.OffSettle,
+//     the host must have read Off, without a break, for OffSettle, and the
+//     reading OffSettle old is the one that counts.
 //
-// The controller's own commands are what the argument rests on. Between its
-// last power-on and now it sent only power-offs, so an Off reading, fresh or
-// an echo of a state after that power-on, can only show the hardware off
-// after the power-on; an echo of an earlier state is excluded by the wait.
+// The evidence is kept in Status.LastPoweredOff as the (floored) instant
+// StaleReads before the reading that counts, placed on the wall clock from
+// the timestamp of the pass that first saw the request plus the monotonic
+// time since (so a wall clock that jumps forward cannot date it late). It
+// is moved forward only while a reboot is pending, and only when it comes
+// to cover PendingRebootSince or the latest request (LastRequestSeen): at
+// most two writes per new request, none per pass of a long hold.
 //
-// The evidence is kept in Status.LastPoweredOff as the (floored) time read
-// just before the Off reading, and moved forward only while a reboot is
-// pending and it does not yet cover the latest request seen
-// (LastRequestSeen): at most two writes per new request, none per pass of a
-// long hold.
+// After a power-off command the controller reads again after QuickPoll,
+// then after as long as it has been since the command (doubling), at most
+// Config.PollInterval; once the reading may count, it looks again as soon
+// as it counts. A hard power-off that was accepted but is contradicted by a
+// later On reading is sent again, backing off from QuickPoll to
+// Config.ReissueAfter: a Controller skips a power-off when its own read
+// says the host is off, and that read may be an old echo. A soft one is
+// sent again after ReissueAfter while the host reads On.
+//
+// A held host (evidence covers every request, keyed requests or
+// Online=false remain) is read every PollInterval. Read On, someone else
+// powered it on: the controller records it in Status.HoldBroken (once per
+// evidence) and powers it off again in the same pass. Client.HoldBroken
+// reports it. Evidence for earlier instants stays true.
+//
+// A request removed and added again with the same value between two
+// passes looks like the one already seen. So while keyed requests are
+// present, a record changed by someone else (Observed.Changed) counts as a
+// new request: LastRequestSeen moves to now, and evidence follows
+// StaleReads later (two writes per such change, none per pass).
+//
+// Latency: an answer comes about Lag + StaleReads after the request (Lag:
+// the power-off's own delay), within about a second more when the host
+// reads honestly; Client.WaitFenced wakes on the store's change where the
+// store can tell (HostWatcher). Choose StaleReads per BMC as Config
+// explains, per host with Host.StaleReads.
 //
 // # Guarantees, and the assumptions they rest on
 //
 // Assumptions:
 //
-//	A1. A BMC reports a state at most Config.StaleReads old after a reset,
-//	    and never reports Off for a host that has been on since before the
-//	    reset it is echoing (it may report null, Paused or nothing).
-//	A2. While a reboot request is pending, nobody powers the host on out of
-//	    band; if someone does, the controller powers it off again as soon
-//	    as the BMC shows it on, but for up to StaleReads after such a
-//	    power-on Fenced may vouch for an instant at which the host ran.
+//	A1. Every reading a BMC gives shows the hardware's power at some
+//	    instant at most StaleReads (Config, or the host's own) before the
+//	    read, or is unknown (null, missing, Paused, an error). A BMC that
+//	    reports Off before the hardware is off does so for at most
+//	    Config.OffSettle, and the hardware then goes off (before anyone
+//	    powers it on again).
+//	A2. A power.Controller's Off never powers a host on, whatever state it
+//	    is in (a toggle is sent only after a fresh read says On). Anyone
+//	    may power the host on or off out of band at any time; the
+//	    controller powers a held host off again as soon as a read shows it
+//	    on (within PollInterval plus the read's staleness).
 //	A3. The clients' and the controller's wall clocks agree. A clock that
 //	    jumps forward and is corrected is handled: stored timestamps later
 //	    than the clock are repaired (evidence is dropped, the others are
@@ -105,32 +149,37 @@
 //	    J can make Fenced(T, now) vouch for a T up to J early; Client.Fenced
 //	    also accepts Status.Covers, which compares no clocks.
 //	A4. One controller acts on a host at a time (leader election), and the
-//	    store's writes are compare-and-swap.
+//	    store's writes are compare-and-swap and return the new version.
 //
 // Under them:
 //
 //   - Fenced(T, now) true ⇒ the hardware was off at some instant at or after
 //     T (checked against the fake hardware's ground truth by
-//     TestRebootStateMachine, with stale, flapping and unknown reads, faults,
-//     jumping clocks, second writers, crashes and restarts).
+//     TestRebootStateMachine, with stale, flapping, early-Off and unknown
+//     reads, out-of-band power-ons and power-offs at any time, faults,
+//     jumping clocks, second writers, crashes and restarts, with no
+//     exemption).
 //   - For a client that takes T before writing its annotation (Client does),
-//     Client.Fenced becomes true within one requeue (at most
-//     Config.Precision) of the first pass with Off evidence.
+//     Client.Fenced becomes true about StaleReads after the controller
+//     first sees the request once the host reads Off (OffSettle more with
+//     it), within a second of the first pass at which the Off reading
+//     counts.
 //   - The host is never powered on while a keyed annotation is present in
 //     the store at the time of the controller's versioned write before the
-//     power-on; invalid keys (reboot.metal3.io/ with an empty or malformed
-//     key) are ignored with a warning and never hold a host.
-//   - The bare annotation is removed only on Off evidence later than the
+//     power-on, nor in a pass whose reading is unknown; invalid keys
+//     (reboot.metal3.io/ with an empty or malformed key) are ignored with a
+//     warning and never hold a host.
+//   - The bare annotation is removed only on evidence covering the
 //     request; no request causes two power cycles.
 //   - Online=false falls back from soft to hard after Config.SoftTimeout,
 //     timed from the persisted Status.OfflineSince, whatever restarts.
 //
 // Power-off is issued in the first pass that sees a request. Removing the
-// bare annotation and powering on happen in one pass once the host is known
-// off. Requests that arrive while a reboot is pending join it; one that
-// arrives after the power-on starts a new reboot. A pass that changes
-// nothing allocates nothing (DecideInto); Decide costs O(k log k) in the
-// number of requests.
+// bare annotation and powering on happen in one pass once the evidence
+// covers every request. Requests that arrive while a reboot is pending join
+// it; one that arrives after the power-on starts a new reboot. A pass that
+// changes nothing allocates nothing (DecideInto); Decide costs O(k log k)
+// in the number of requests.
 //
 // Timestamps are truncated to Config.Precision (1 s, as Kubernetes stores
 // them). A power-on waits until the clock has passed the latest request, so

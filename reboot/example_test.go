@@ -11,7 +11,9 @@ import (
 )
 
 // A fencing client asks for a hard, phased reboot, waits until the host is
-// fenced, then releases it; the controller powers the host on.
+// fenced, then releases it; the controller powers the host on. The BMC is
+// known to report states at most 5 s old (Config.StaleReads), and its
+// power-off takes 3 s.
 func ExampleClient() {
 	ctx := context.Background()
 	clk := fake.NewClock(time.Time{})
@@ -22,32 +24,42 @@ func ExampleClient() {
 		Power:     func(string) (power.Controller, error) { return pw, nil },
 		Now:       clk.Now,
 		Monotonic: clk.Monotonic,
+		Config:    reboot.Config{StaleReads: 5 * time.Second},
 	}
 	_, _ = r.Reconcile(ctx, "node-0") // the controller's first pass: nothing to do
-	clk.Advance(time.Minute)          // it has been up for a while (Config.StaleReads)
+	clk.Advance(time.Minute)
 
 	client := &reboot.Client{Hosts: hosts, Key: "fencing", Now: clk.Now}
 	clk.Advance(1500 * time.Millisecond) // client times have any precision
 	ticket, _ := client.Request(ctx, "node-0", power.ModeHard)
+	start := clk.Now()
 	released := false
-	for pass := 1; pass <= 5; pass++ {
+	for pass := 1; pass <= 12; pass++ {
 		res, _ := r.Reconcile(ctx, "node-0")
 		fenced, _ := client.Fenced(ctx, ticket)
-		fmt.Printf("pass %d: %s, %s, fenced=%v\n", pass, res.Decision.Phase, res.Decision.Power, fenced)
+		fmt.Printf("+%v: %s, %s, fenced=%v\n", clk.Now().Sub(start), res.Decision.Phase, res.Decision.Power, fenced)
 		if fenced && !released {
 			_ = client.Release(ctx, ticket) // workloads moved: let it come back
 			released = true
+			continue // the store changed: the controller runs at once
 		}
-		clk.Advance(5 * time.Second)
+		if res.RequeueAfter == 0 {
+			break // nothing due until something changes
+		}
+		clk.Advance(res.RequeueAfter)
+		if done, _ := client.Done(ctx, ticket); done {
+			break
+		}
 	}
 	done, _ := client.Done(ctx, ticket)
 	fmt.Println("done:", done, "hardware on:", pw.HardwareOn())
 	// Output:
-	// pass 1: powering-off, power-off, fenced=false
-	// pass 2: held-off, none, fenced=true
-	// pass 3: powering-on, power-on, fenced=false
-	// pass 4: idle, none, fenced=false
-	// pass 5: idle, none, fenced=false
+	// +0s: powering-off, power-off, fenced=false
+	// +1s: powering-off, none, fenced=false
+	// +2s: powering-off, none, fenced=false
+	// +4s: powering-off, none, fenced=false
+	// +6s: held-off, none, fenced=true
+	// +6s: powering-on, power-on, fenced=false
 	// done: true hardware on: true
 }
 

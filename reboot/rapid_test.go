@@ -79,9 +79,8 @@ type ticket struct {
 //   - Fenced: a client told its host is fenced (Client.Fenced's answer) was
 //     told the truth: the hardware was off at some real instant at or after
 //     the client's T, up to how far the wall clock has jumped back since
-//     (the documented limit of time-based answers), unless the hardware was
-//     powered on out of band within fake.MaxStale before T (assumption A2
-//     of the package doc);
+//     (the documented limit of time-based answers), whenever the hardware
+//     was powered on or off out of band (no exemption: issue 24);
 //   - no power-on is sent while a keyed annotation is in the store, nor in
 //     a pass whose power read was unknown;
 //   - the bare annotation is removed only after the hardware was really off
@@ -98,7 +97,21 @@ func TestRebootStateMachine(t *testing.T) {
 		clk := fake.NewClock(time.Time{})
 		cfg := fake.DrawPowerConfig(t, "power")
 		pw := fake.NewPower(clk.Real, cfg)
-		store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+		// The controller's bounds: the default, or exactly the BMC's own
+		// (the tightest the assumptions allow), per host or for all.
+		rcfg := reboot.Config{}
+		var hostStale, hostSettle time.Duration
+		if rapid.Bool().Draw(t, "tight") {
+			stale := max(cfg.Report.Stale, time.Millisecond)
+			if rapid.Bool().Draw(t, "perHost") {
+				hostStale, hostSettle = stale, cfg.Report.EarlyOff
+			} else {
+				rcfg.StaleReads, rcfg.OffSettle = stale, cfg.Report.EarlyOff
+			}
+		} else {
+			rcfg.OffSettle = fake.MaxEarlyOff
+		}
+		store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true, StaleReads: hostStale, OffSettle: hostSettle})
 		ctl := &probe{Controller: pw}
 		newReconciler := func() *reboot.Reconciler {
 			return &reboot.Reconciler{
@@ -106,6 +119,7 @@ func TestRebootStateMachine(t *testing.T) {
 				Power:     func(string) (power.Controller, error) { return ctl, nil },
 				Now:       clk.Now,
 				Monotonic: clk.Monotonic,
+				Config:    rcfg,
 			}
 		}
 		r := newReconciler()
@@ -115,7 +129,11 @@ func TestRebootStateMachine(t *testing.T) {
 			clients[k] = &reboot.Client{Hosts: store, Key: k, Now: clk.Now}
 		}
 		open := map[string]ticket{} // tickets whose annotation is present
-		var bareAt time.Time        // real time the bare annotation was written
+		// A raw client (the seed's remediation) writes the same value every
+		// time and asks Status.Fenced(T) itself.
+		const rawKey, rawValue = reboot.AnnotationPrefix + "raw", `{"mode":"hard"}`
+		var raw *ticket
+		var bareAt time.Time // real time the bare annotation was written
 		episodes := 0
 		var lastPending time.Time
 		var backJumps time.Duration
@@ -138,15 +156,6 @@ func TestRebootStateMachine(t *testing.T) {
 				}
 			}
 		}
-		oobOnNear := func(at time.Time) bool {
-			for _, e := range pw.OutOfBandEvents() {
-				if e.On && !e.At.Before(at.Add(-fake.MaxStale)) {
-					return true
-				}
-			}
-			return false
-		}
-
 		// The interloper: a second writer armed by an action, firing just
 		// before the Reconciler's next write.
 		var interlope func()
@@ -163,6 +172,19 @@ func TestRebootStateMachine(t *testing.T) {
 				t.Fatalf("request %s: %v", key, err)
 			}
 			open[key] = ticket{Ticket: tk, real: clk.Real()}
+		}
+		rawRequest := func() {
+			at := clk.Now()
+			if err := store.Mutate("h", func(h *reboot.Host) { h.Annotations[rawKey] = rawValue }); err != nil {
+				t.Fatal(err)
+			}
+			raw = &ticket{Ticket: reboot.Ticket{Host: "h", Annotation: rawKey, Value: rawValue, At: at}, real: clk.Real()}
+		}
+		rawRelease := func() {
+			if err := store.Mutate("h", func(h *reboot.Host) { delete(h.Annotations, rawKey) }); err != nil {
+				t.Fatal(err)
+			}
+			raw = nil
 		}
 		release := func(key string) {
 			if err := clients[key].Release(ctx, open[key].Ticket); err != nil {
@@ -187,7 +209,7 @@ func TestRebootStateMachine(t *testing.T) {
 			after := host()
 			if _, had := before.Annotations[reboot.Annotation]; had {
 				if _, has := after.Annotations[reboot.Annotation]; !has {
-					if !pw.WasOffDuring(bareAt, clk.Real()) && !oobOnNear(bareAt) {
+					if !pw.WasOffDuring(bareAt, clk.Real()) {
 						t.Fatalf("bare annotation (written at %v) removed, but the hardware has not been off since", bareAt)
 					}
 				}
@@ -212,11 +234,18 @@ func TestRebootStateMachine(t *testing.T) {
 					t.Fatalf("annotation %s: in store %v, its client thinks %v", k, inStore, inModel)
 				}
 			}
+			if _, inStore := h.Annotations[rawKey]; inStore != (raw != nil) {
+				t.Fatalf("raw annotation: in store %v, its client thinks %v", inStore, raw != nil)
+			}
+			if raw != nil && h.Status.Fenced(raw.At, now) && !pw.WasOffDuring(raw.real.Add(-backJumps), clk.Real()) {
+				t.Fatalf("raw client told fenced for T=%v (real %v), but the hardware has run since; status %+v, truth %v",
+					raw.At, raw.real, h.Status, describeTruth(pw))
+			}
 			for k, tk := range open {
 				if !reboot.FencedFor(h.Status, tk.Ticket, now) {
 					continue
 				}
-				if !pw.WasOffDuring(tk.real.Add(-backJumps), clk.Real()) && !oobOnNear(tk.real) {
+				if !pw.WasOffDuring(tk.real.Add(-backJumps), clk.Real()) {
 					t.Fatalf("client %s told fenced for T=%v (real %v), but the hardware has run since; status %+v, truth %v",
 						k, tk.At, tk.real, h.Status, describeTruth(pw))
 				}
@@ -244,7 +273,7 @@ func TestRebootStateMachine(t *testing.T) {
 
 		steps := rapid.IntRange(20, 150).Draw(t, "steps")
 		for i := 0; i < steps; i++ {
-			switch rapid.IntRange(0, 14).Draw(t, "action") {
+			switch rapid.IntRange(0, 15).Draw(t, "action") {
 			case 0, 1, 2, 3:
 				reconcile()
 			case 4:
@@ -315,6 +344,19 @@ func TestRebootStateMachine(t *testing.T) {
 				} else {
 					pw.OutOfBandOn()
 				}
+			case 15:
+				// The raw client: request, release, or (when told fenced)
+				// release and request again with the same value before the
+				// controller's next pass.
+				switch {
+				case raw == nil:
+					rawRequest()
+				case rapid.Bool().Draw(t, "rawAgain"):
+					rawRelease()
+					rawRequest()
+				default:
+					rawRelease()
+				}
 			}
 			check()
 		}
@@ -332,8 +374,19 @@ func TestRebootStateMachine(t *testing.T) {
 		for k := range open {
 			fencedTickets[k] = false
 		}
+		if raw != nil {
+			// Its T may have been taken on a clock that has been corrected
+			// since: it asks again (the same value, before the next pass).
+			rawRelease()
+			rawRequest()
+		}
+		rawFenced := raw == nil
 		converged := false
 		for i := 0; i < 300 && !converged; i++ {
+			if raw != nil && host().Status.Fenced(raw.At, clk.Now()) {
+				rawFenced = true
+				rawRelease()
+			}
 			for _, k := range keys {
 				if tk, ok := open[k]; ok {
 					f, err := clients[k].Fenced(ctx, tk.Ticket)
@@ -349,12 +402,15 @@ func TestRebootStateMachine(t *testing.T) {
 			reconcile()
 			check()
 			h := host()
-			converged = len(open) == 0 && !h.Status.Pending() && pw.Current() == power.StateOn && !hasReboot(h)
+			converged = len(open) == 0 && raw == nil && !h.Status.Pending() && pw.Current() == power.StateOn && !hasReboot(h)
 			clk.Advance(5 * time.Second)
 		}
 		h := host()
 		if !converged {
 			t.Fatalf("did not converge: annotations %v, status %+v, power %v, open %v", h.Annotations, h.Status, pw.Current(), open)
+		}
+		if !rawFenced {
+			t.Fatalf("the raw client released without ever being told fenced")
 		}
 		for k, f := range fencedTickets {
 			if !f {

@@ -32,6 +32,10 @@ type Host struct {
 	Online        bool
 	Deprovisioned bool
 	Status        Status
+	// StaleReads and OffSettle, if positive, replace the Reconciler's
+	// Config.StaleReads and Config.OffSettle for this host: set them from
+	// what is known of its BMC (see Config for how to choose them).
+	StaleReads, OffSettle time.Duration
 }
 
 // HostStore reads and writes host records.
@@ -43,6 +47,19 @@ type HostStore interface {
 	// error wrapping ErrConflict if the version is stale. It must write
 	// annotations and status atomically, or annotations first.
 	Update(ctx context.Context, h Host) (Host, error)
+}
+
+// HostWatcher is an optional interface of a HostStore that can tell when a
+// host record changes (a Kubernetes informer can; fake.RebootHosts does).
+// Client's Wait methods use it to answer as soon as the controller writes,
+// instead of polling every Client.Poll.
+type HostWatcher interface {
+	// Watch returns a channel that receives a value after every change of
+	// the named host's record made after Watch returned (changes may be
+	// coalesced into one value), until ctx is done; then the channel is
+	// closed. Sends must never block the store's writers (a buffer of one,
+	// dropped when full, is right).
+	Watch(ctx context.Context, name string) (<-chan struct{}, error)
 }
 
 // Result is what one Reconcile pass did and when to run the next.
@@ -78,15 +95,35 @@ type Reconciler struct {
 	Logger *slog.Logger
 	// Monotonic returns the time elapsed on a monotonic clock (one that
 	// never jumps). nil uses the process's monotonic clock. It measures
-	// Observed.QuietFor: how long since this Reconciler last sent a
-	// power-on to a host, or since its first pass.
+	// the real time between the passes that saw a request and the Off
+	// readings that answer it (Observed.SincePending, SinceRequest,
+	// OffFor) and since this Reconciler last sent a power-on to a host
+	// (QuietFor); what it did before its first pass counts as unknown.
 	Monotonic func() time.Duration
 
 	mu      sync.Mutex
-	last    map[string]Call
-	lastOn  map[string]time.Duration
+	hosts   map[string]*memory
 	started bool
 	start   time.Duration
+}
+
+// memory is what a Reconciler remembers of one host between passes; a
+// restart loses it, which is always safe (see Observed).
+type memory struct {
+	last   Call
+	lastOn time.Duration // monotonic time of the last power-on sent
+	forgot bool          // Forget was called: nothing is known from before now
+	known  bool          // a pass has run since the Reconciler started
+	// versions are the record's versions this Reconciler read or wrote
+	// lately: a store that reads from a cache may show an older one again.
+	versions [4]string
+	// pend and req remember when (monotonic) values of PendingRebootSince
+	// and LastRequestSeen were first known, the latest few.
+	pend, req anchors
+	// offRun holds the monotonic times of the current unbroken run of Off
+	// readings, trimmed to the latest one at least OffSettle old and those
+	// after it.
+	offRun []time.Duration
 }
 
 // processStart anchors the default monotonic clock.
@@ -99,33 +136,89 @@ func (r *Reconciler) monotonic() time.Duration {
 	return time.Since(processStart)
 }
 
-// Forget drops what the Reconciler remembers of a host's last power call,
-// as a process restart would: the host counts as possibly powered on just
-// now, so Off readings are evidence again only after Config.StaleReads.
+// mem returns the host's memory; r.mu must be held.
+func (r *Reconciler) mem(name string, m time.Duration) *memory {
+	if !r.started {
+		r.started, r.start = true, m
+	}
+	if r.hosts == nil {
+		r.hosts = map[string]*memory{}
+	}
+	h := r.hosts[name]
+	if h == nil {
+		h = &memory{lastOn: r.start}
+		r.hosts[name] = h
+	}
+	return h
+}
+
+// Forget drops what the Reconciler remembers of a host, as a process
+// restart would: the host counts as possibly powered on just now, its
+// requests as seen just now, and its record as changed. (A restarted
+// process knows less: its first pass counts from its start.)
 func (r *Reconciler) Forget(name string) {
 	m := r.monotonic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.last, name)
-	if r.lastOn == nil {
-		r.lastOn = map[string]time.Duration{}
-	}
-	r.lastOn[name] = m
+	r.mem(name, m)
+	r.hosts[name] = &memory{lastOn: m, forgot: true}
 }
 
-// quietFor returns how long since the last power-on this Reconciler sent
-// to the host, or since its first pass.
-func (r *Reconciler) quietFor(name string, m time.Duration) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.started {
-		r.started, r.start = true, m
+// anchors remembers when (on the monotonic clock) this Reconciler first
+// knew a few values of one timestamp.
+type anchors struct {
+	at   [4]time.Time
+	mono [4]time.Duration
+	n    int
+}
+
+// since returns how long ago (monotonic) v was first known; a value not
+// remembered is known from m (from the Reconciler's start when it is the
+// first value read after a restart).
+func (a *anchors) since(v time.Time, m, start time.Duration, first bool) time.Duration {
+	for i := 0; i < a.n; i++ {
+		if a.at[i].Equal(v) {
+			return m - a.mono[i]
+		}
 	}
-	since := r.start
-	if on, ok := r.lastOn[name]; ok && on > since {
-		since = on
+	known := m
+	if first {
+		known = start
 	}
-	return m - since
+	a.add(v, known)
+	return m - known
+}
+
+func (a *anchors) add(v time.Time, m time.Duration) {
+	for i := 0; i < a.n; i++ {
+		if a.at[i].Equal(v) {
+			return
+		}
+	}
+	copy(a.at[1:], a.at[:len(a.at)-1])
+	copy(a.mono[1:], a.mono[:len(a.mono)-1])
+	a.at[0], a.mono[0] = v, m
+	a.n = min(a.n+1, len(a.at))
+}
+
+// seenVersion reports whether v was handled lately: read by a pass that
+// applied its decision, or written.
+func (h *memory) seenVersion(v string) bool {
+	for _, x := range h.versions {
+		if x == v && x != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// noteVersion remembers v as handled.
+func (h *memory) noteVersion(v string) {
+	if h.seenVersion(v) {
+		return
+	}
+	copy(h.versions[1:], h.versions[:len(h.versions)-1])
+	h.versions[0] = v
 }
 
 // Reconcile runs one pass for the named host.
@@ -141,24 +234,46 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	// The clocks are read before the power state: the evidence a reading
 	// gives is stamped no later than the reading.
 	now := r.Now()
-	quiet := r.quietFor(name, r.monotonic())
+	m := r.monotonic()
 	state, perr := pc.State(ctx)
 	if perr != nil {
 		state = power.StateUnknown
 	}
-	r.mu.Lock()
-	last := r.last[name]
-	r.mu.Unlock()
+	cfg := r.Config.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 
-	d := r.Config.Decide(Observed{
+	r.mu.Lock()
+	hm := r.mem(name, m)
+	first := !hm.known
+	hm.known = true
+	o := Observed{
 		Annotations:   h.Annotations,
 		Online:        h.Online,
 		Deprovisioned: h.Deprovisioned,
 		Status:        h.Status,
 		Power:         state,
-		LastCall:      last,
-		QuietFor:      quiet,
-	}, now)
+		LastCall:      hm.last,
+		QuietFor:      m - hm.lastOn,
+		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, first && !hm.forgot),
+		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, first && !hm.forgot),
+		Changed:       !hm.seenVersion(h.Version) || first,
+		StaleReads:    h.StaleReads,
+		OffSettle:     h.OffSettle,
+	}
+	switch state {
+	case power.StateOff:
+		hm.offRun = append(hm.offRun, m)
+		for len(hm.offRun) > 1 && m-hm.offRun[1] >= cfg.OffSettle {
+			hm.offRun = hm.offRun[1:]
+		}
+		o.OffFor = m - hm.offRun[0]
+	case power.StateUnknown:
+		// Neither on nor off: the run goes on, but this reading adds nothing.
+	default:
+		hm.offRun = hm.offRun[:0]
+	}
+	r.mu.Unlock()
+
+	d := r.Config.Decide(o, now)
 	res := Result{Decision: d, RequeueAfter: d.RequeueAfter}
 
 	if d.UpdateStatus {
@@ -173,11 +288,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 				delete(nh.Annotations, k)
 			}
 		}
-		if _, err := r.Hosts.Update(ctx, nh); err != nil {
+		written, err := r.Hosts.Update(ctx, nh)
+		if err != nil {
+			// The record stays unhandled: a change seen in this pass is
+			// seen again in the next.
 			return res, fmt.Errorf("reboot: update host %s: %w", name, err)
 		}
+		r.mu.Lock()
+		hm.noteVersion(h.Version)
+		hm.noteVersion(written.Version)
+		// This pass's own values are known from its monotonic reading.
+		hm.pend.add(d.Status.PendingRebootSince, m)
+		hm.req.add(d.Status.LastRequestSeen, m)
+		r.mu.Unlock()
 	}
 
+	if !d.UpdateStatus {
+		r.mu.Lock()
+		hm.noteVersion(h.Version)
+		r.mu.Unlock()
+	}
 	if d.Power != ActionNone {
 		var err error
 		if d.Power == ActionPowerOn {
@@ -185,10 +315,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			// the state before it, whatever the call returns.
 			m := r.monotonic()
 			r.mu.Lock()
-			if r.lastOn == nil {
-				r.lastOn = map[string]time.Duration{}
-			}
-			r.lastOn[name] = m
+			hm.lastOn = m
 			r.mu.Unlock()
 			err = pc.On(ctx)
 		} else {
@@ -196,10 +323,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 		call := Call{Action: d.Power, Mode: d.Mode, Class: power.Classify(err), At: r.Now()}
 		r.mu.Lock()
-		if r.last == nil {
-			r.last = map[string]Call{}
+		if hm.last.Action == call.Action && hm.last.Mode == call.Mode {
+			call.Repeats = hm.last.Repeats + 1
 		}
-		r.last[name] = call
+		hm.last = call
 		r.mu.Unlock()
 		res.PowerErr = err
 		if err != nil {

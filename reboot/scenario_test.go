@@ -27,10 +27,19 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenar
 //	jump DURATION                 the wall clock alone jumps (forward or back)
 //	quiet DURATION                set the time since the last power-on (monotonic);
 //	                              a host starts with 1h, a power-on resets it to 0
+//	stalereads DURATION           set Config.StaleReads (default 30s)
+//	offsettle DURATION            set Config.OffSettle
+//	changed                       the next decide sees the record changed by someone else
 //	next-call busy|failed|unsupported    the next power call fails so
 //	online true|false             set Spec.Online
 //	deprovision true|false        set Deprovisioned
 //	decide                        decide, print, apply status and removals
+//
+// The monotonic ages of the status's PendingRebootSince and LastRequestSeen
+// (Observed.SincePending, SinceRequest) start when a decide writes them and
+// grow with advance; OffFor is how long the power has been set off (with
+// OffSettle), zero without it.
+//
 //	fenced DURATION               ask Fenced(epoch+DURATION) at the current clock
 //
 // The clock starts at fake.Epoch; times print as offsets from it.
@@ -46,6 +55,8 @@ type scenarioState struct {
 	now      time.Time
 	nextFail power.Class
 	cfg      reboot.Config
+	offSince time.Duration // monotonic time the power was last set off
+	mono     time.Duration
 }
 
 func (s *scenarioState) run(line string, w *strings.Builder) error {
@@ -58,7 +69,8 @@ func (s *scenarioState) run(line string, w *strings.Builder) error {
 	}
 	switch f[0] {
 	case "host":
-		s.o = reboot.Observed{Annotations: map[string]string{}, Online: true, Power: power.StateOn, QuietFor: time.Hour}
+		s.o = reboot.Observed{Annotations: map[string]string{}, Online: true, Power: power.StateOn, QuietFor: time.Hour,
+			SincePending: time.Hour, SinceRequest: time.Hour}
 		for _, kv := range f[1:] {
 			k, v, _ := strings.Cut(kv, "=")
 			if err := s.set(k, v); err != nil {
@@ -79,6 +91,21 @@ func (s *scenarioState) run(line string, w *strings.Builder) error {
 		s.now = s.now.Add(d)
 		if d > 0 {
 			s.o.QuietFor += d
+			s.o.SincePending += d
+			s.o.SinceRequest += d
+			s.mono += d
+		}
+	case "changed":
+		s.o.Changed = true
+	case "stalereads", "offsettle":
+		d, err := time.ParseDuration(arg(1))
+		if err != nil {
+			return err
+		}
+		if f[0] == "stalereads" {
+			s.cfg.StaleReads = d
+		} else {
+			s.cfg.OffSettle = d
 		}
 	case "jump", "quiet":
 		d, err := time.ParseDuration(arg(1))
@@ -108,9 +135,19 @@ func (s *scenarioState) run(line string, w *strings.Builder) error {
 		}
 		fmt.Fprintf(w, "fenced(%s): %v\n", rel(fake.Epoch.Add(d)), s.o.Status.Fenced(fake.Epoch.Add(d), s.now))
 	case "decide":
+		if s.o.Power == power.StateOff && s.cfg.OffSettle > 0 {
+			s.o.OffFor = s.mono - s.offSince
+		}
 		d := s.cfg.Decide(s.o, s.now)
+		s.o.Changed = false
 		w.WriteString(describe(d))
 		if d.UpdateStatus {
+			if !d.Status.PendingRebootSince.Equal(s.o.Status.PendingRebootSince) {
+				s.o.SincePending = 0
+			}
+			if !d.Status.LastRequestSeen.Equal(s.o.Status.LastRequestSeen) {
+				s.o.SinceRequest = 0
+			}
 			s.o.Status = d.Status
 			for _, k := range d.RemoveAnnotations {
 				delete(s.o.Annotations, k)
@@ -120,7 +157,11 @@ func (s *scenarioState) run(line string, w *strings.Builder) error {
 			s.o.QuietFor = 0
 		}
 		if d.Power != reboot.ActionNone {
-			s.o.LastCall = reboot.Call{Action: d.Power, Mode: d.Mode, Class: s.nextFail, At: s.now}
+			repeats := 0
+			if s.o.LastCall.Action == d.Power && s.o.LastCall.Mode == d.Mode {
+				repeats = s.o.LastCall.Repeats + 1
+			}
+			s.o.LastCall = reboot.Call{Action: d.Power, Mode: d.Mode, Class: s.nextFail, At: s.now, Repeats: repeats}
 			s.nextFail = power.ClassNone
 		}
 	default:
@@ -145,6 +186,9 @@ func (s *scenarioState) set(k, v string) error {
 		st, ok := m[v]
 		if !ok {
 			return fmt.Errorf("unknown power state %q", v)
+		}
+		if st == power.StateOff && s.o.Power != power.StateOff {
+			s.offSince = s.mono
 		}
 		s.o.Power = st
 	default:
@@ -172,6 +216,12 @@ func describe(d reboot.Decision) string {
 		st := d.Status
 		fmt.Fprintf(&b, "persist: pendingRebootSince=%s lastPoweredOn=%s lastPoweredOff=%s mode=%s",
 			rel(st.PendingRebootSince), rel(st.LastPoweredOn), rel(st.LastPoweredOff), st.Mode)
+		if !st.LastRequestSeen.Equal(st.PendingRebootSince) && !st.LastRequestSeen.IsZero() {
+			fmt.Fprintf(&b, " lastRequestSeen=%s", rel(st.LastRequestSeen))
+		}
+		if !st.HoldBroken.IsZero() {
+			fmt.Fprintf(&b, " holdBroken=%s", rel(st.HoldBroken))
+		}
 		if !st.OfflineSince.IsZero() {
 			fmt.Fprintf(&b, " offlineSince=%s offlineMode=%s", rel(st.OfflineSince), st.OfflineMode)
 		}
