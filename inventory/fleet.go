@@ -920,14 +920,14 @@ func (g *gated) State(ctx context.Context) (power.State, error) {
 }
 
 func (g *gated) On(ctx context.Context) error {
-	if g.f.crashAt("power on") {
+	if g.f.crashAt("power on " + g.server) {
 		return errKilled
 	}
 	ctx, cancel := g.bounded(ctx)
 	defer cancel()
 	g.f.noteCommand(g.server)
 	err := g.inner.On(ctx)
-	if g.f.crashAt("powered on") {
+	if g.f.crashAt("powered on " + g.server) {
 		return errKilled
 	}
 	g.f.noteCall(g.server, "on", err)
@@ -956,7 +956,7 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 		}); err != nil {
 			return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: err.Error()}
 		}
-		if g.f.crashAt("power off intent") {
+		if g.f.crashAt("power off intent " + g.server) {
 			return errKilled
 		}
 	}
@@ -964,7 +964,7 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 	defer cancel()
 	g.f.noteCommand(g.server)
 	err = g.inner.Off(ctx, m)
-	if g.f.crashAt("powered off") {
+	if g.f.crashAt("powered off " + g.server) {
 		return errKilled // the answer is lost: the power-off may have been accepted
 	}
 	if err != nil && !was && notApplied(err) {
