@@ -447,7 +447,7 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 			o := plan.JobObs{Exists: true, Started: j.Started != nil, Drained: j.Drained != nil,
 				Finished: j.Finished != nil && j.State != JobFailed && j.State != JobCancelled,
 				Failed:   j.State == JobFailed, Cancelled: j.State == JobCancelled, Error: j.Error}
-			if h := hosts[j.Server]; !j.Over() && o.Error == "" && h.LastError.Job == j.UUID && !h.LastError.Cleared {
+			if h := hosts[j.Server]; !j.Over() && o.Error == "" && h.LastError.Job == j.UUID {
 				o.Error = h.LastError.Text()
 			}
 			if j.Started != nil {
@@ -963,6 +963,9 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 	ctx, cancel := g.bounded(ctx)
 	defer cancel()
 	g.f.noteCommand(g.server)
+	if g.f.crashAt("power off " + g.server) {
+		return errKilled
+	}
 	err = g.inner.Off(ctx, m)
 	if g.f.crashAt("powered off " + g.server) {
 		return errKilled // the answer is lost: the power-off may have been accepted

@@ -252,6 +252,9 @@ func (s *boltHosts) Update(_ context.Context, h reboot.Host) (reboot.Host, error
 // phaseText is where a power cycle stands after a reboot decision, in an
 // operator's words.
 func phaseText(d reboot.Decision, st power.State) string {
+	if st == power.StateUnknown && d.Phase != reboot.PhaseHeldOff {
+		return "waiting for the BMC to report the power state (nothing sent)"
+	}
 	switch d.Phase {
 	case reboot.PhasePoweringOff:
 		if d.Status.Mode == power.ModeHard {

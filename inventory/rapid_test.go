@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ const (
 	bmcBusy    // answers busy to every command
 	bmcHung    // never answers (the call times out), the command not applied
 	bmcHungApp // never answers, the command applied all the same
+	bmcOffBusy // reads the state, answers busy to power-offs
 	bmcModes
 )
 
@@ -69,7 +71,7 @@ func (b *advBMC) Off(ctx context.Context, m power.Mode) error {
 	var err error
 	applied := true
 	switch b.mode {
-	case bmcBusy:
+	case bmcBusy, bmcOffBusy:
 		applied, err = false, &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Status: 409, Message: "busy"}
 	case bmcHung:
 		applied, err = false, &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "timed out", Err: context.DeadlineExceeded}
@@ -83,14 +85,20 @@ func (b *advBMC) Off(ctx context.Context, m power.Mode) error {
 	return err
 }
 
-// maybeAccepted: after this answer the power-off may have taken effect.
+// maybeAccepted: as far as the executor can know, this power-off may have
+// taken effect: its answer was lost (the executor died before it learned
+// it, or between recording the intent and sending it), it timed out or
+// failed (whatever the BMC really did), or it succeeded.
 func (e offEvent) maybeAccepted() bool {
-	return e.applied && (e.err == nil || e.lost || !notApplied(e.err))
+	return e.lost || e.err == nil && e.applied || e.err != nil && !notApplied(e.err)
 }
 
 // world is one drawn datacenter, its executor and its ground truth.
 type world struct {
-	t     *rapid.T
+	t interface {
+		Fatalf(string, ...any)
+		Logf(string, ...any)
+	}
 	clk   *fake.Clock
 	inv   Inventory
 	bmcs  map[string]*advBMC
@@ -107,6 +115,8 @@ type world struct {
 	// cancelled or its plan ended; jobStart[job] the index at its start.
 	cancelAt map[string]int
 	jobStart map[string]int
+	// offMark[server]: its BMC's power-offs when the last one was sent.
+	offMark  map[string]int
 	kills    int
 	bootTime time.Duration
 }
@@ -143,6 +153,9 @@ func (w *world) open() {
 		crash: func(point string) bool {
 			w.points++
 			w.lastPoint = point
+			if id, ok := strings.CutPrefix(point, "power off "); ok && !strings.HasPrefix(id, "intent ") {
+				w.offMark[id] = len(w.bmcs[id].offs)
+			}
 			return w.killAt > 0 && w.points >= w.killAt
 		},
 		PlanCheck: func(ctx context.Context, planUUID, jobUUID string) (bool, string, error) {
@@ -183,9 +196,14 @@ func (w *world) died() bool {
 	}
 	w.kills++
 	// A kill right after a power-off call: its answer is lost.
+	// Killed before a power-off was sent, after it was recorded as maybe
+	// sent: the executor cannot tell it from a lost answer.
 	for id, b := range w.bmcs {
-		if w.lastPoint == "powered off "+id && len(b.offs) > 0 {
+		switch {
+		case w.lastPoint == "powered off "+id && len(b.offs) > w.offMark[id]:
 			b.offs[len(b.offs)-1].lost = true
+		case w.lastPoint == "powered off "+id, w.lastPoint == "power off intent "+id, w.lastPoint == "power off "+id:
+			b.offs = append(b.offs, offEvent{lost: true})
 		}
 	}
 	w.killAt = 0
@@ -195,6 +213,8 @@ func (w *world) died() bool {
 }
 
 func (w *world) ctx() context.Context { return context.Background() }
+
+func (w *world) close() { _ = w.f.Close() }
 
 // recordCancels notes, for every live job now cancelled or whose plan
 // ended or gave up on it, how many power-offs its BMC had seen.
@@ -291,7 +311,8 @@ func (w *world) check() {
 		}
 		for k := c; k < len(offs) && k < end; k++ {
 			if offs[k].applied && !accepted {
-				w.t.Fatalf("job %s (server %s): power-off %d sent after it was cancelled or its plan ended, none accepted before", j.UUID, j.Server, k)
+				w.t.Fatalf("job %s (server %s): power-off %d sent after it was cancelled or its plan ended, none accepted before (start %d, cancel %d, offs %+v, job %+v, first err %v)",
+					j.UUID, j.Server, k, w.jobStart[j.UUID], c, offs, j, offs[0].err)
 			}
 		}
 	}
@@ -361,7 +382,7 @@ func (w *world) newPlan() {
 func TestJobStateMachine(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		w := &world{t: rt, clk: fake.NewClock(time.Time{}), bmcs: map[string]*advBMC{}, store: fake.NewPlanStore(),
-			cancelAt: map[string]int{}, jobStart: map[string]int{}}
+			cancelAt: map[string]int{}, jobStart: map[string]int{}, offMark: map[string]int{}}
 		w.path = filepath.Join(t.TempDir(), fmt.Sprintf("fleet-%d.db", time.Now().UnixNano()))
 		n := rapid.IntRange(1, 3).Draw(rt, "servers")
 		w.conc = rapid.IntRange(1, 2).Draw(rt, "concurrency")

@@ -407,7 +407,7 @@ func (e *env) show(args []string) int {
 	s := plan.Summarize(p, time.Now())
 	fmt.Fprintln(e.out, s.Line(40))
 	for _, r := range p.Reboots {
-		if note := serverNote(ex, r.ServerUUID, time.Now()); note != "" {
+		for _, note := range serverNotes(ex, r.ServerUUID, time.Now()) {
 			fmt.Fprintf(e.out, "  %-20s %s\n", r.ServerHostname, note)
 		}
 	}
@@ -576,7 +576,7 @@ func render(v plan.View, ex *executorStatus, store string, now time.Time) []stri
 			role = " (core)"
 		}
 		lines = append(lines, fmt.Sprintf("  %-20s %-16s for %s%s", r.ServerHostname, r.Step, since, role))
-		if note := serverNote(ex, r.ServerUUID, now); note != "" {
+		for _, note := range serverNotes(ex, r.ServerUUID, now) {
 			lines = append(lines, "      "+note)
 		}
 	}

@@ -48,30 +48,28 @@ func executorLines(s *executorStatus, store string, now time.Time) []string {
 	return []string{line}
 }
 
-// serverNote is what the executor knows of one server: where its power
-// cycle stands and its last BMC error ("" if nothing).
-func serverNote(s *executorStatus, uuid string, now time.Time) string {
+// serverNotes is what the executor knows of one server, a line each:
+// where its power cycle stands, and its last BMC error with its class.
+func serverNotes(s *executorStatus, uuid string, now time.Time) []string {
 	if s == nil {
-		return ""
+		return nil
 	}
 	for _, st := range s.Servers {
 		if st.UUID != uuid {
 			continue
 		}
-		note := ""
+		var notes []string
 		if st.Phase != "" {
-			note = "power: " + st.Phase
+			note := "power: " + st.Phase
 			if !st.PhaseSince.IsZero() {
-				note += fmt.Sprintf(" (%s)", now.Sub(st.PhaseSince).Round(time.Second))
+				note += fmt.Sprintf(", for %s", now.Sub(st.PhaseSince).Round(time.Second))
 			}
+			notes = append(notes, note)
 		}
 		if e := st.LastError; e != nil {
-			if note != "" {
-				note += "; "
-			}
-			note += fmt.Sprintf("BMC error [%s] %s ago: %s", e.Class, now.Sub(e.At).Round(time.Second), e.Text())
+			notes = append(notes, fmt.Sprintf("BMC error [%s] %s ago: %s", e.Class, now.Sub(e.At).Round(time.Second), e.Text()))
 		}
-		return note
+		return notes
 	}
-	return ""
+	return nil
 }
