@@ -15,8 +15,9 @@
 // default limits (128 operations, 1.5 MiB) is one transaction, a larger one
 // writes its pages under keys of their own first and then the header that
 // names them, so whatever the concurrency a pass is written whole or not
-// at all. A view loads at most MaxStartsPerPass pending reboots, so a pass
-// starts at most that many and the next pass goes on. List and Unfinished
+// at all. A view loads at most MaxStartsPerPass pending reboots (and keeps
+// at most MaxInFlight in flight), so a pass starts at most that many and
+// the next pass goes on. List and Unfinished
 // read at one revision and report corrupt records (plan.ErrCorrupt); Create
 // fails on any other error, and writes the plan's header in a transaction
 // that also compares that no plan was created since it checked the others

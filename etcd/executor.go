@@ -323,7 +323,13 @@ type Executor struct {
 	Logger   *slog.Logger
 	// OnLead, if set, is called each time the executor becomes leader.
 	OnLead func(l *Leadership)
+	// PassTimeout bounds a pass (default DefaultPassTimeout); a pass also
+	// ends when the leadership's session does.
+	PassTimeout time.Duration
 }
+
+// DefaultPassTimeout is how long an Executor's pass may take.
+const DefaultPassTimeout = time.Minute
 
 // Run runs until ctx is done.
 func (e *Executor) Run(ctx context.Context) error {
@@ -361,8 +367,26 @@ func (e *Executor) Run(ctx context.Context) error {
 }
 
 func (e *Executor) lead(ctx context.Context, l *Leadership, now func() time.Time, interval time.Duration) {
+	timeout := e.PassTimeout
+	if timeout <= 0 {
+		timeout = DefaultPassTimeout
+	}
 	for {
-		if err := l.Pass(ctx, e.Fleet, e.Config, now, e.Logger); err != nil {
+		// A pass ends when its session does: nothing is asked of etcd or
+		// the fleet after that.
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		stop := make(chan struct{})
+		go func() {
+			select {
+			case <-l.Done():
+				cancel()
+			case <-stop:
+			}
+		}()
+		err := l.Pass(pctx, e.Fleet, e.Config, now, e.Logger)
+		close(stop)
+		cancel()
+		if err != nil {
 			if errors.Is(err, ErrNotLeader) {
 				e.warn("leadership lost", err)
 				return

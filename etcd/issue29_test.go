@@ -492,8 +492,8 @@ func TestDeposedLeaderStopsActing(t *testing.T) {
 	assert.Equal(t, asked, world.shardCalls.Load(), "the deposed leader still asks for freezes")
 
 	// A pass slower than the lease acts no more, whatever the session says.
-	b, _ := lead(t, pre, "b", 1)
-	world.slow = 1500 * time.Millisecond
+	b, _ := lead(t, pre, "b", 2)
+	world.slow = 2500 * time.Millisecond
 	before := world.shardCalls.Load()
 	err = b.Pass(ctx, world, cfg29, clk.Now, nil)
 	assert.Error(t, err)
@@ -586,4 +586,34 @@ func TestNonViewPassReadsPagesOnce(t *testing.T) {
 		clk.Advance(30 * time.Second)
 	}
 	require.Len(t, fleet.JobsCreated(), 2)
+}
+
+// TestViewPassReadsPagesOnce: a view pass reads the pages of its view
+// once (GetView); PutView patches what GetView read.
+func TestViewPassReadsPagesOnce(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Time{})
+	fleet := fleetOf(clk, "v", 10*PageSize, "")
+	require.NoError(t, NewStore(newClient(t), pre).Create(ctx, runningPlan(t, "v", fleet.Servers(), 40, clk.Now())))
+	var reads atomic.Int32
+	cli := hookClient(t, func(req any) error {
+		for _, k := range rangeKeys(req) {
+			if strings.HasPrefix(k, pre+"pages/") {
+				reads.Add(1)
+			}
+		}
+		return nil
+	}, nil)
+	exec := &plan.Executor{Fleet: fleet, Store: NewStore(cli, pre), Config: cfg29, Now: clk.Now}
+	_, err := exec.Pass(ctx, "v") // reads every page once for the plan's members
+	require.NoError(t, err)
+	for i := 0; i < 5; i++ {
+		before := reads.Load()
+		v, err := exec.Pass(ctx, "v")
+		require.NoError(t, err)
+		assert.LessOrEqual(t, int(reads.Load()-before), len(pagesOf(v.Pos)), "page reads in pass %d", i)
+		clk.Advance(30 * time.Second)
+	}
+	require.NotEmpty(t, fleet.JobsCreated())
 }

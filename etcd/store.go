@@ -44,6 +44,11 @@ const (
 // higher starts the rest in the next passes.
 const MaxStartsPerPass = 48 * PageSize
 
+// MaxInFlight is how many reboots of one plan a view lets be in flight at
+// once, whatever the concurrency: the header lists their positions, and
+// must fit one etcd request.
+const MaxInFlight = 100_000
+
 // readRetries bounds how often a read starts again because the revision
 // it read at was compacted under it, and how often Create lists again
 // because another plan was created meanwhile.
@@ -67,7 +72,10 @@ const readRetries = 8
 // changed pages and the header together; a larger one first writes the
 // changed pages under new keys (PREFIX pages/UUID/NONCE/00000000/WRITE),
 // each of those transactions compare-and-swap on the header too, and then
-// the header that names them: readers never see half of it. Pages of a
+// the header that names them: readers never see half of it. Keys no header
+// names any more (pages a later write replaced, the pages of a large write
+// that lost its compare-and-swap) are deleted after the write; a writer
+// that dies in between leaves them behind, never read. Pages of a
 // new plan are written before the header that names them, under a nonce,
 // so that a crash in the middle of Create leaves nothing visible and two
 // creators of one UUID cannot mix their pages.
@@ -94,6 +102,9 @@ type memberCache struct {
 	// a Put of that version compares with it instead of reading every page
 	// again.
 	loaded map[string]loadedPlan
+	// viewed is, by UUID, the pages the last GetView read, so that a
+	// PutView of that version patches them instead of reading them again.
+	viewed map[string]viewedPages
 	// txns and bytes count the write transactions committed and the
 	// bytes of the values they put (Written).
 	txns, bytes int64
@@ -110,6 +121,15 @@ type loadedPlan struct {
 	rev    int64
 	h      header
 	hashes [][sha256.Size]byte
+}
+
+// viewedPages are the pages a view of version rev was read from, decoded
+// and as stored (never modified).
+type viewedPages struct {
+	rev   int64
+	h     header
+	pages map[int][]plan.Reboot
+	raw   map[int][]byte
 }
 
 // Written returns how many write transactions this store (and the stores
@@ -134,7 +154,7 @@ func NewStore(cli *clientv3.Client, prefix string) *Store {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}, loaded: map[string]loadedPlan{}}}
+	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}, loaded: map[string]loadedPlan{}, viewed: map[string]viewedPages{}}}
 }
 
 // Guarded returns a Store that adds cmps to every write.
@@ -775,8 +795,8 @@ func pagesOf(pos []int) []int {
 }
 
 // GetView implements plan.ViewStore: the header and the pages holding the
-// reboots in flight and the next pending ones (at most MaxStartsPerPass),
-// at one revision.
+// reboots in flight and the next pending ones (at most MaxStartsPerPass,
+// and no more than MaxInFlight in flight with them), at one revision.
 func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 	var v plan.View
 	err := retryCompacted(func() error {
@@ -788,11 +808,15 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 		if err != nil {
 			return err
 		}
-		pos := plan.ViewPositions(h.Index, min(plan.PendingWindow(h.Plan), MaxStartsPerPass))
-		pages, _, err := s.readPages(ctx, uuid, h, pagesOf(pos), at)
+		pending := min(plan.PendingWindow(h.Plan), MaxStartsPerPass, max(MaxInFlight-len(h.Index.InFlight), 0))
+		pos := plan.ViewPositions(h.Index, pending)
+		pages, raw, err := s.readPages(ctx, uuid, h, pagesOf(pos), at)
 		if err != nil {
 			return err
 		}
+		s.cache.mu.Lock()
+		s.cache.viewed[uuid] = viewedPages{rev: version, h: h, pages: pages, raw: raw}
+		s.cache.mu.Unlock()
 		v = plan.View{Plan: h.Plan, Pos: pos, Index: h.Index, Members: m}
 		v.Reboots = make([]plan.Reboot, len(pos))
 		for k, i := range pos {
@@ -811,9 +835,10 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 }
 
 // PutView implements plan.ViewStore: the pages of the loaded reboots are
-// read, patched and written with the header, compare-and-swap on the
-// header's revision (nothing changed since the view was read: every write
-// rewrites the header) and the guard.
+// patched and written with the header, compare-and-swap on the header's
+// revision (nothing changed since the view was read: every write rewrites
+// the header) and the guard. The pages are the ones this store's GetView
+// of that version read, else they are read again.
 func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	if err := v.Check(); err != nil {
 		return err
@@ -825,6 +850,7 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	var (
 		h     header
 		pages map[int][]plan.Reboot
+		raw   map[int][]byte
 	)
 	pos := v.Pos
 	if pos == nil {
@@ -833,7 +859,31 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 			pos[i] = i
 		}
 	}
-	err = retryCompacted(func() error {
+	need := pagesOf(pos)
+	// After a GetView of this version (an executor's pass), patch the pages
+	// it read: they are what is stored at that version, and the write
+	// compares the version.
+	s.cache.mu.Lock()
+	vp, ok := s.cache.viewed[v.UUID]
+	s.cache.mu.Unlock()
+	if ok && vp.rev == rev {
+		for _, n := range need {
+			if _, in := vp.pages[n]; !in {
+				ok = false
+				break
+			}
+		}
+	}
+	if ok && vp.rev == rev {
+		h, raw = vp.h, vp.raw
+		pages = make(map[int][]plan.Reboot, len(need))
+		for _, n := range need {
+			pages[n] = slices.Clone(vp.pages[n])
+		}
+		if v.Index.Total != h.Count {
+			return fmt.Errorf("plan %s: view of %d reboots, stored %d", v.UUID, v.Index.Total, h.Count)
+		}
+	} else if err := retryCompacted(func() error {
 		var version, at int64
 		var err error
 		h, version, at, err = s.readHeader(ctx, v.UUID)
@@ -846,36 +896,30 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 		if v.Index.Total != h.Count {
 			return fmt.Errorf("plan %s: view of %d reboots, stored %d", v.UUID, v.Index.Total, h.Count)
 		}
-		if pages, _, err = s.readPages(ctx, v.UUID, h, pagesOf(pos), at); err != nil {
+		if pages, raw, err = s.readPages(ctx, v.UUID, h, need, at); err != nil {
 			return fmt.Errorf("plan: refusing to overwrite: %w", err)
 		}
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
-	changed := map[int][]byte{}
 	for k, i := range pos {
 		pg := pages[i/PageSize]
 		if pg[i%PageSize].ServerUUID != v.Reboots[k].ServerUUID {
 			return fmt.Errorf("%w: plan %s: reboot %d is server %s, the view says %s", plan.ErrCorrupt, v.UUID, i, pg[i%PageSize].ServerUUID, v.Reboots[k].ServerUUID)
 		}
-		old, _ := json.Marshal(pg[i%PageSize])
-		now, err := json.Marshal(v.Reboots[k])
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(old, now) {
-			pg[i%PageSize] = v.Reboots[k]
-			changed[i/PageSize] = nil
-		}
+		pg[i%PageSize] = v.Reboots[k]
 	}
-	for n := range changed {
-		raw, err := json.Marshal(pages[n])
+	// A page changed if it encodes otherwise than it is stored.
+	changed := map[int][]byte{}
+	for _, n := range need {
+		now, err := json.Marshal(pages[n])
 		if err != nil {
 			return err
 		}
-		changed[n] = raw
+		if !bytes.Equal(now, raw[n]) {
+			changed[n] = now
+		}
 	}
 	nh := h
 	nh.Plan, nh.Index = v.Plan, v.Index

@@ -205,14 +205,17 @@ func (n *ClusterNodes) Get(_ context.Context, name string) (remediation.Node, er
 }
 
 // Delete implements remediation.NodeStore.
-func (n *ClusterNodes) Delete(_ context.Context, name string) error {
+func (n *ClusterNodes) Delete(_ context.Context, name, uid string) error {
 	c := (*Cluster)(n)
 	if c.BeforeNodeFence != nil {
 		c.BeforeNodeFence(name)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.nodes[name]; ok {
+	if cur, ok := c.nodes[name]; ok {
+		if uid != "" && cur.UID != uid {
+			return fmt.Errorf("fake: node %s has UID %q, not %q: %w", name, cur.UID, uid, remediation.ErrConflict)
+		}
 		delete(c.nodes, name)
 		c.deleted = append(c.deleted, name)
 	}

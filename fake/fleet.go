@@ -448,10 +448,28 @@ func (f *Fleet) Observe(_ context.Context, p plan.Plan) (plan.Observations, erro
 func (f *Fleet) jobObs(j *fleetJob, now time.Time) plan.JobObs {
 	s := f.servers[j.server]
 	f.settle(j, now)
-	started, drained, finished, _ := s.times(j.created)
+	started, drained, finished, up := s.times(j.created)
 	o := plan.JobObs{Exists: true, Started: !now.Before(started), Drained: !now.Before(drained)}
 	if o.Started {
 		o.StartedAt = started
+	}
+	// The phases as they happen, for reports: drained; off at the end of
+	// the shutdown and on again at once (nothing holds a server off
+	// here); healthy when its services are up.
+	seen := func(t time.Time) *time.Time {
+		if now.Before(t) {
+			return nil
+		}
+		return &t
+	}
+	if o.Drained {
+		o.Phases.Drained = seen(drained)
+	}
+	if j.rebooted {
+		o.Phases.Off, o.Phases.On = seen(finished), seen(finished)
+		if !s.NeverUp {
+			o.Phases.Healthy = seen(up)
+		}
 	}
 	switch {
 	case !j.endedAt.IsZero() && !j.rebooted && !j.cancel.IsZero() && !j.endedAt.After(now) && j.endedAt.Equal(j.cancel):

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -200,7 +198,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	f.hosts = &boltHosts{db: db}
 	f.rec = &reboot.Reconciler{Hosts: f.hosts, Power: f.power, Now: f.now, Config: opts.Reboot, Monotonic: f.mono}
 	if opts.Logger != nil && opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
-		f.rec.Logger = opts.Logger
+		f.rec.Logger = withHostnames(opts.Logger, inv)
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	jobs, err := f.Jobs()
@@ -456,6 +454,9 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 			if j.Finished != nil {
 				o.FinishedAt = *j.Finished
 			}
+			// For the plan's report: drained, fenced off, read on
+			// again after the power cycle, health check passing.
+			o.Phases = plan.Phases{Drained: j.Drained, Off: j.PoweredOff, On: poweredOn(j, hosts[j.Server]), Healthy: j.Healthy}
 			obs.Jobs[j.UUID] = o
 			return nil
 		})
@@ -488,6 +489,7 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 		_, isBusy := busy[head.UUID]
 		obs.HeadnodeServicesUp = healthy[head.UUID] && !isBusy
 	}
+	obs.Conditions = f.conditions(ctx, p)
 	return obs, nil
 }
 
@@ -753,7 +755,12 @@ func (f *Fleet) stepJob(ctx context.Context, id string) bool {
 			if f.crashAt("after " + st.Act.String()) {
 				return false
 			}
-			if j, err = f.persist(j, *st.AfterOK); err != nil {
+			after := *st.AfterOK
+			if after.Drained != nil && j.Drained == nil {
+				ended := f.now()
+				after.Drained = &ended // when the drain ended, not when it was decided
+			}
+			if j, err = f.persist(j, after); err != nil {
 				return true
 			}
 			f.logStep(j)
@@ -1194,45 +1201,30 @@ func (f *Fleet) warnf(msg string, args ...any) {
 	}
 }
 
+// poweredOn is when job j's server was powered on again: the power-on the
+// reboot controller decided after the job's request (the host's
+// LastPoweredOn, kept to the second: never before the job saw the server
+// off), else the end of the power cycle (Finished).
+func poweredOn(j JobRecord, h hostRecord) *time.Time {
+	on := h.Status.LastPoweredOn
+	if j.RequestAt.IsZero() || !on.After(j.RequestAt) {
+		return j.Finished
+	}
+	if j.PoweredOff != nil && on.Before(*j.PoweredOff) {
+		on = *j.PoweredOff
+	}
+	if j.Finished != nil && on.After(*j.Finished) {
+		return j.Finished
+	}
+	return &on
+}
+
 // check runs server s's health check once.
 func (f *Fleet) check(ctx context.Context, s Server) error {
 	if f.opts.Health != nil {
 		return f.opts.Health(ctx, s)
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.inv.Defaults.healthTimeout())
-	defer cancel()
-	h := s.Health
-	switch {
-	case h.TCP != "":
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", h.TCP)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	case h.HTTP != "":
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.HTTP, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		want := h.Status
-		if want == 0 {
-			want = http.StatusOK
-		}
-		if resp.StatusCode != want {
-			return fmt.Errorf("health %s: status %d, want %d", h.HTTP, resp.StatusCode, want)
-		}
-		return nil
-	default:
-		cmd := exec.CommandContext(ctx, h.Command[0], h.Command[1:]...)
-		cmd.Env = f.inv.CommandEnv(nil)
-		return cmd.Run()
-	}
+	return f.inv.CheckHealth(ctx, s)
 }
 
 // Connect opens the power controller of a BMC (Redfish or IPMI).
@@ -1246,9 +1238,11 @@ func Connect(ctx context.Context, b BMC) (power.Controller, error) {
 		if err != nil {
 			return nil, err
 		}
-		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite})
+		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite,
+			Privilege: b.Privilege})
 	}
-	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure}
+	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure,
+		SystemID: b.System}
 	if b.CAFile != "" {
 		pem, err := os.ReadFile(b.CAFile)
 		if err != nil {
@@ -1263,7 +1257,11 @@ func Connect(ctx context.Context, b BMC) (power.Controller, error) {
 		}
 		cfg.RootCAs = pool
 	}
-	return redfish.Connect(ctx, cfg)
+	c, err := redfish.Connect(ctx, cfg)
+	if errors.Is(err, redfish.ErrNoSessionService) {
+		return nil, &hintError{msg: "the BMC at " + b.Redfish + " has no Redfish session service (sushy-tools has none): set basic_auth: true in its bmc section of the inventory", err: err}
+	}
+	return c, err
 }
 
 // command runs argv with the command timeout.

@@ -33,6 +33,10 @@ type Inventory struct {
 	// Servers in any order; plans put the headnode first, then the other
 	// core servers, then the rest.
 	Servers []Server `yaml:"servers"`
+	// Plan is what new plans get unless rebootctl's flags say otherwise:
+	// maintenance windows, canary ramp, failure-domain limits, blocking
+	// conditions.
+	Plan PlanPolicy `yaml:"plan"`
 
 	// byKey maps UUIDs and hostnames to positions in Servers (built by
 	// Parse; Server scans when it is nil).
@@ -77,6 +81,9 @@ type Server struct {
 	// power it off: nothing would power it on again); a plan that includes
 	// that server needs it.
 	Reboot []string `yaml:"reboot"`
+	// Labels are the server's failure domains and other labels (rack:
+	// r12, zone: z1), for the plan's domain limits (plan.domain_limits).
+	Labels map[string]string `yaml:"labels"`
 }
 
 // BMC says how to reach a server's BMC. Exactly one of Redfish and IPMI.
@@ -101,6 +108,14 @@ type BMC struct {
 	BasicAuth bool `yaml:"basic_auth"`
 	// CipherSuite is the IPMI cipher suite (default 3).
 	CipherSuite int `yaml:"cipher_suite"`
+	// Privilege is the IPMI session's privilege: operator (the default,
+	// the least that controls power) or administrator. Ignored for Redfish
+	// BMCs when it comes from the defaults.
+	Privilege string `yaml:"privilege"`
+	// System is the Id of the Redfish ComputerSystem to control, on a BMC
+	// with several (blades, multi-node chassis); empty: the only one.
+	// Ignored for IPMI BMCs when it comes from the defaults.
+	System string `yaml:"system"`
 }
 
 // Health is one check; exactly one of TCP, HTTP and Command.
@@ -163,8 +178,8 @@ func Parse(data []byte) (Inventory, error) {
 	var inv Inventory
 	if err := dec.Decode(&inv); err != nil {
 		// The decoder quotes values; a credential typed into one must not
-		// be echoed.
-		return Inventory{}, fmt.Errorf("%w: %s", ErrInvalid, Scrub(err.Error()))
+		// be echoed (decodeError scrubs what it quotes).
+		return Inventory{}, decodeError(data, err)
 	}
 	if err := inv.check(); err != nil {
 		return Inventory{}, err
@@ -186,7 +201,11 @@ func (inv *Inventory) check() error {
 	for i := range inv.Servers {
 		s := &inv.Servers[i]
 		bad := func(format string, a ...any) error {
-			return fmt.Errorf("%w: server %d (%s): %s", ErrInvalid, i+1, s.UUID, fmt.Sprintf(format, a...))
+			name := s.Hostname // operators know servers by hostname
+			if name == "" {
+				name = s.UUID
+			}
+			return fmt.Errorf("%w: server %d (%s): %s", ErrInvalid, i+1, name, fmt.Sprintf(format, a...))
 		}
 		if err := plan.ValidUUID(s.UUID); err != nil {
 			return bad("uuid: %v", err)
@@ -233,6 +252,20 @@ func (inv *Inventory) check() error {
 				// Not echoed: "admin:pw" is as likely as "host:port".
 				return bad("bmc.ipmi: want host[:port] (a host name or address, a port from 1 to 65535)")
 			}
+			if len(b.Username) > 16 {
+				return bad("bmc.username: IPMI allows at most 16 bytes, this one has %d", len(b.Username))
+			}
+			switch strings.ToLower(b.Privilege) {
+			case "", "operator", "administrator":
+			default:
+				return bad("bmc.privilege %q: want operator (the default) or administrator", b.Privilege)
+			}
+			if s.BMC.System != "" {
+				return bad("bmc.system is for Redfish BMCs; an IPMI BMC controls one system")
+			}
+		}
+		if b.Redfish != "" && s.BMC.Privilege != "" {
+			return bad("bmc.privilege is for IPMI BMCs; Redfish uses the account's role")
 		}
 		h := s.Health
 		n := 0
@@ -260,6 +293,12 @@ func (inv *Inventory) check() error {
 	}
 	if heads > 1 {
 		return fmt.Errorf("%w: %d headnodes, at most one", ErrInvalid, heads)
+	}
+	if err := inv.checkLabels(); err != nil {
+		return err
+	}
+	if err := inv.Plan.check(); err != nil {
+		return err
 	}
 	for _, name := range inv.Defaults.CommandEnv {
 		switch {
@@ -364,6 +403,12 @@ func (s Server) merged(d Defaults) BMC {
 	if b.CipherSuite == 0 {
 		b.CipherSuite = def.CipherSuite
 	}
+	if b.Privilege == "" {
+		b.Privilege = def.Privilege
+	}
+	if b.System == "" {
+		b.System = def.System
+	}
 	return b
 }
 
@@ -408,7 +453,7 @@ func (inv Inventory) Server(key string) (Server, bool) {
 func (inv Inventory) PlanServers() []plan.Server {
 	out := make([]plan.Server, len(inv.Servers))
 	for i, s := range inv.Servers {
-		out[i] = plan.Server{UUID: s.UUID, Hostname: s.Hostname, Platform: s.Platform, Core: s.Core || s.Headnode, Headnode: s.Headnode}
+		out[i] = plan.Server{UUID: s.UUID, Hostname: s.Hostname, Platform: s.Platform, Core: s.Core || s.Headnode, Headnode: s.Headnode, Labels: s.Labels}
 	}
 	return out
 }
@@ -428,6 +473,9 @@ func (d Defaults) commandTimeout() time.Duration {
 }
 
 func splitHostPort(s string, def int) (string, int, error) {
+	if ip := net.ParseIP(s); ip != nil {
+		return s, def, nil // an address without a port (an IPv6 literal too)
+	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		if strings.Contains(err.Error(), "missing port") {

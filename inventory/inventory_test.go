@@ -1,10 +1,16 @@
 package inventory
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -164,4 +170,69 @@ func TestCommandsGetNoCredentials(t *testing.T) {
 
 	_, err = Parse([]byte(strings.Replace(good, "defaults:\n", "defaults:\n  command_env: [BMC_PASSWORD]\n", 1)))
 	assert.ErrorIs(t, err, ErrInvalid, "the password variable cannot be passed on")
+}
+
+// TestParsePrivilegeSystemIPv6 (issue 25): the IPMI privilege and the
+// Redfish system are inventory keys, a bare or bracketed IPv6 literal is an
+// IPMI address, and an IPMI user name over 16 bytes or an unknown privilege
+// is refused at Parse.
+func TestParsePrivilegeSystemIPv6(t *testing.T) {
+	doc := strings.Replace(good, `{redfish: "https://10.0.0.10"}`, `{redfish: "https://10.0.0.10", system: "Blade-2"}`, 1)
+	doc = strings.Replace(doc, `{ipmi: "10.0.0.11",`, `{ipmi: "fd00::5", privilege: administrator,`, 1)
+	inv, err := Parse([]byte(doc))
+	require.NoError(t, err)
+	hn, _ := inv.Server("hn0")
+	assert.Equal(t, "Blade-2", inv.BMCOf(hn).System)
+	cn, _ := inv.Server("compute-1")
+	assert.Equal(t, "administrator", inv.BMCOf(cn).Privilege)
+	for _, addr := range []string{"fd00::5", "[fd00::5]:623", "[fd00::5]"} {
+		_, err := Parse([]byte(strings.Replace(doc, `"fd00::5"`, `"`+addr+`"`, 1)))
+		require.NoError(t, err, addr)
+	}
+	host, port, err := splitHostPort("fd00::5", 623)
+	require.NoError(t, err)
+	assert.Equal(t, "fd00::5", host)
+	assert.Equal(t, 623, port)
+	for name, bad := range map[string]string{
+		"unknown privilege":          strings.Replace(doc, "privilege: administrator", "privilege: root", 1),
+		"long IPMI user name":        strings.Replace(doc, "privilege: administrator", "username: a-seventeen-bytes", 1),
+		"privilege on a Redfish BMC": strings.Replace(doc, `system: "Blade-2"`, "privilege: operator", 1),
+		"system on an IPMI BMC":      strings.Replace(doc, "privilege: administrator", "system: x", 1),
+	} {
+		_, err := Parse([]byte(bad))
+		assert.Error(t, err, name)
+	}
+}
+
+// TestConnectRedfishSystemKey (issue 25): the inventory's system key picks
+// one ComputerSystem of a BMC that has several; before it, such a server
+// could not be controlled at all ("system \"\" not found among 2").
+func TestConnectRedfishSystemKey(t *testing.T) {
+	ca, err := redfishtest.NewCA()
+	require.NoError(t, err)
+	first := fake.NewPower(time.Now, fake.PowerConfig{})
+	blade := fake.NewPower(time.Now, fake.PowerConfig{})
+	bmc := redfishtest.NewBMC(time.Now, first, "admin", "inventory-Pw1")
+	bmc.AddSystem("Blade-2", blade)
+	srv := bmc.StartTLSWithCA(ca)
+	defer srv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
+	t.Setenv("REBOOTKIT_TEST_BMC_PASSWORD", "inventory-Pw1")
+
+	doc := `
+servers:
+  - uuid: blade-2
+    bmc: {redfish: "` + srv.URL + `", system: Blade-2, username: admin, password_env: REBOOTKIT_TEST_BMC_PASSWORD, ca_file: "` + caFile + `"}
+    health: {tcp: "127.0.0.1:22"}
+`
+	inv, err := Parse([]byte(doc))
+	require.NoError(t, err)
+	s, _ := inv.Server("blade-2")
+	c, err := Connect(context.Background(), inv.BMCOf(s))
+	require.NoError(t, err)
+	defer c.(interface{ Close() error }).Close()
+	require.NoError(t, c.Off(context.Background(), power.ModeHard))
+	assert.False(t, blade.HardwareOn(), "the named system is off")
+	assert.True(t, first.HardwareOn(), "the other system is untouched")
 }

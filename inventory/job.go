@@ -58,8 +58,14 @@ type JobRecord struct {
 	// (not the time the reboot was asked).
 	Finished *time.Time `json:"finished,omitempty"`
 	Ended    *time.Time `json:"ended,omitempty"`
-	StateAt  time.Time  `json:"state_at,omitzero"`
-	Error    string     `json:"error,omitempty"`
+	// PoweredOff is when the job first saw its server fenced off, and
+	// Healthy when its health check first passed after the power cycle:
+	// with Drained and Finished, the phases its plan's report draws
+	// (plan.Phases).
+	PoweredOff *time.Time `json:"powered_off,omitempty"`
+	Healthy    *time.Time `json:"healthy,omitempty"`
+	StateAt    time.Time  `json:"state_at,omitzero"`
+	Error      string     `json:"error,omitempty"`
 }
 
 // Over reports whether the job is over (done, failed or cancelled).
@@ -227,6 +233,9 @@ func decideJob(in jobInput, now time.Time) jobStep {
 			move(JobBooted)
 		case present && in.Fenced:
 			st.Act = actRelease // off, on evidence: let it be powered on
+			if j.PoweredOff == nil {
+				st.Job.PoweredOff, st.Changed = tp(now), true
+			}
 		case j.Cancel && !h.OffMaybe:
 			move(JobWithdrawing)
 			st.Job.Error = cancelMsg("cancelled before the power-off")
@@ -262,6 +271,7 @@ func decideJob(in jobInput, now time.Time) jobStep {
 		case j.Cancel:
 			end(JobCancelled, cancelMsg("cancelled after its power cycle: server on, health not checked, left drained"))
 		case in.Healthy:
+			st.Job.Healthy = tp(now)
 			undrainThen(JobDone, "")
 		case j.Finished != nil && in.ServicesTimeout > 0 && now.Sub(*j.Finished) >= in.ServicesTimeout:
 			end(JobFailed, "health check not passing within "+in.ServicesTimeout.String()+" of the power cycle; left drained")

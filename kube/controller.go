@@ -7,10 +7,12 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/rebootkit/rebootkit/reboot"
@@ -34,6 +36,12 @@ type RebootController struct {
 	Recorder events.EventRecorder
 	// Client reads the host an event is about (set by SetupWithManager).
 	Client client.Client
+	// MaxConcurrentReconciles is how many hosts are reconciled at once
+	// (default 32): a slow BMC holds one worker, never the namespace.
+	MaxConcurrentReconciles int
+	// ReconcileTimeout bounds one pass of one host (default 2 min); the
+	// power calls inside it are bounded by the Powers' pool too.
+	ReconcileTimeout time.Duration
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -41,6 +49,8 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if req.Namespace != c.Namespace {
 		return ctrl.Result{}, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(c.ReconcileTimeout, 2*time.Minute))
+	defer cancel()
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
 	if errors.Is(err, reboot.ErrNotFound) {
 		return ctrl.Result{}, nil // deleted
@@ -73,8 +83,21 @@ func (c *RebootController) SetupWithManager(mgr ctrl.Manager) error {
 		c.Recorder = mgr.GetEventRecorder("rebootkit-reboot")
 	}
 	c.Client = mgr.GetClient()
+	if rh, ok := c.Reconciler.Hosts.(*RebootHosts); ok && rh.Corrupt == nil {
+		rh.Corrupt = func(host string, err error) {
+			var bmh metal3.BareMetalHost
+			if c.Client.Get(context.Background(), types.NamespacedName{Namespace: c.Namespace, Name: host}, &bmh) == nil {
+				c.Recorder.Eventf(&bmh, nil, "Warning", "RebootRecordCorrupt", "Reboot",
+					"the reboot record of host %s did not parse and is replaced at the next write (%v); its fencing evidence is dropped", host, err)
+			}
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(c.Name, "rebootkit-reboot")).
+		// The priority queue (controller-runtime's default) puts the
+		// initial list's events after changes: a fencing request made
+		// while a thousand hosts are first reconciled goes first.
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(c.MaxConcurrentReconciles, 32)}).
 		For(&metal3.BareMetalHost{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),

@@ -8,32 +8,40 @@
 // sigs.k8s.io/cluster-api/api v1.14.2 (core/v1beta2), and it builds with
 // sigs.k8s.io/controller-runtime v0.25.2.
 //
-// Stores (every write carries the resourceVersion read; the API server's
-// conflict is the package's ErrConflict, not-found its ErrNotFound):
+// Stores. Every write is a JSON merge patch of only what the store
+// changes, carrying the resourceVersion read (a compare-and-swap: fields
+// this module does not know, and other controllers' labels, annotations
+// and keys, are never written back); the API server's conflict is the
+// package's ErrConflict, not-found its ErrNotFound:
 //
 //   - RebootHosts, a reboot.HostStore over the BareMetalHosts of a
-//     namespace: the annotations, spec.online, and the provisioning state
-//     (deprovisioning, powering off before delete, deleting, or a deletion
-//     timestamp count as deprovisioned). The reboot package's Status lives
-//     in the annotation StatusAnnotation, written in the same update as the
-//     removal of the reboot annotations, which is what makes the seed's
-//     "atomic" promise hold: a status field would be a second write to the
-//     status subresource, which the baremetal-operator owns.
+//     namespace: the reboot annotations, spec.online, and the provisioning
+//     state (deprovisioning, powering off before delete, deleting, or a
+//     deletion timestamp count as deprovisioned). The reboot package's
+//     Status, the fencing evidence among it, lives in a RebootRecord
+//     (rebootkit.io/v1alpha1, package api/v1alpha1) of the host's name,
+//     which only the controller may write: clients that ask for reboots
+//     need update on BareMetalHosts and so could write any annotation.
+//     Update writes the annotations first (a compare-and-swap even when
+//     none changes, so that a request added since the read stops the
+//     decision), then the record. A record that does not parse counts as
+//     empty (no evidence), is reported, and is replaced at the next write.
 //   - Machines, a remediation.MachineStore over Cluster API Machines (the
-//     remediation mark, control-plane label, controller owner, nodeRef;
-//     the State in an annotation saved with compare-and-swap), and
-//     HostOfMachine (the BareMetalHost whose consumerRef is the Machine's
-//     Metal3Machine).
+//     remediation mark, control-plane label, controller owner, nodeRef,
+//     cluster and MachineHealthCheck; the State in an annotation saved
+//     with compare-and-swap), and HostOfMachine (the BareMetalHost whose
+//     consumerRef is the Machine's Metal3Machine; "" if none).
 //   - Nodes, a remediation.NodeStore over core Nodes (readiness, the
 //     out-of-service taint, labels and annotations added only where
-//     missing, deletion), every change retried from a fresh read on a
-//     conflict; Admissions, the remediation storm guard's shared record as
-//     a compare-and-swap on one ConfigMap.
+//     missing, deletion with the observed UID as a precondition), every
+//     change retried from a fresh read on a conflict; Admissions, the
+//     remediation storm guard's shared record as a compare-and-swap on one
+//     key of a ConfigMap.
 //   - ReuseHosts, a nodereuse.HostStore over BareMetalHosts (reuse label,
 //     provisioning state, consumer reference, deletion, error, paused or
 //     detached, capm3.metal3.io/unhealthy, failure domain); claims and
-//     label changes are updates with the resourceVersion listed, so two
-//     machines never get one host.
+//     label changes carry the resourceVersion listed, so two machines
+//     never get one host.
 //
 // Controllers:
 //
@@ -41,23 +49,46 @@
 //     passes annotation-only updates (they do not bump the generation, so
 //     GenerationChangedPredicate alone would never see a reboot request),
 //     requeues when the decision asks, retries at once on a conflict, and
-//     turns the decisions' warnings into events.
+//     turns the decisions' warnings and corrupt records into events.
 //   - RemediationController and NewRemediationReconciler: the remediation
 //     Reconciler on the namespace's Machines with the stores above; run it
 //     with the RebootController (the hosts' power goes through the reboot
-//     API).
+//     API). A Machine whose host is gone waits for it until the attempt's
+//     timeout, then escalates.
 //   - Powers: a power.Controller per host from its spec.bmc address (the
-//     Redfish family or IPMI, ParseBMCAddress) and credentials Secret.
+//     Redfish family or IPMI, ParseBMCAddress) and credentials Secret, read
+//     directly with get (never through a cache) and used only if it is
+//     bound to the host (BMCHostLabel or an owner reference to the host).
+//   - LeaseGuard: leadership as a fence for power calls. It is the
+//     manager's leader-election lock and notes when each renewal was sent;
+//     its wrapped power controllers power on or off only while the lease
+//     is held with a margin, each call bounded by the lease's end, so a
+//     leader paused across its lease's expiry makes no power call after a
+//     new leader acts.
+//   - RebootController reconciles hosts concurrently
+//     (MaxConcurrentReconciles) with a deadline per pass, and Powers goes
+//     through a power.Pool: a hung or unreachable BMC holds one worker for
+//     a bounded time, never the namespace.
 //   - cmd/rebootkit-controller: a manager binary running both controllers
-//     (kubeconfig, namespace, leader election on by default, BMC CA,
-//     storm-guard limit).
+//     (kubeconfig, namespace, leader election on by default with the
+//     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit).
+//
+// Deployment: config/ holds the RebootRecord CRD, the controller's role
+// generated from the +kubebuilder:rbac markers of rbac.go (a Role in the
+// hosts' namespace, a ClusterRole for Nodes only), a role for reboot
+// clients (update on BareMetalHosts, read on records), a Deployment and
+// kustomizations (kubectl apply -k config/default); Dockerfile builds the
+// image. scripts/gen-config.sh regenerates what is generated.
 //
 // Tests run against a real API server (envtest with kube-apiserver
 // v1.37.1 and etcd v3.7.3 built from the Go module proxy by
-// scripts/build-envtest.sh) with the BareMetalHost and Machine CRDs
-// generated from the typed APIs by scripts/gen-crds.sh (controller-gen
-// v0.21.0): generated rather than copied so that the schemas always match
-// the Go types this module compiles against.
+// scripts/build-envtest.sh) with the BareMetalHost, Machine and
+// MachineHealthCheck CRDs generated from the typed APIs by
+// scripts/gen-crds.sh (controller-gen v0.21.0): generated rather than
+// copied so that the schemas always match the Go types this module
+// compiles against. The tests install them with one more field in spec and
+// status than the Go types have (a newer operator's), which every write
+// must keep.
 //
 // # The caller's duties
 //
@@ -65,15 +96,22 @@
 //     the reboot Reconciler must not reconcile one host from two
 //     goroutines, which controller-runtime's work queue guarantees within
 //     one manager only.
-//   - Give the controller's service account update on baremetalhosts,
-//     machines, nodes and the admissions ConfigMap, delete on machines and
-//     nodes, and get on the BMC Secrets.
+//   - Give the controller's service account the role of config/rbac (the
+//     tests run the controllers under exactly that role), and reboot
+//     clients the reboot-client role: never write access to rebootrecords
+//     or to the BMC Secrets.
+//   - Bind each BMC Secret to its host: the label BMCHostLabel with the
+//     host's name, or an owner reference to the host (the
+//     baremetal-operator adds one to the Secrets it manages).
 //
 // # Guarantees
 //
-//   - The reboot status and the removal of the reboot annotations are one
-//     write; no store write overwrites a change it did not read.
-//   - The storm guard admits at most its limit across concurrent
-//     reconciles and managers (compare-and-swap on the Admissions record).
+//   - No store write overwrites a change it did not read, or a field it
+//     does not own.
+//   - A client that may ask for reboots cannot write the fencing evidence
+//     or have another host's BMC credentials sent to its endpoint.
+//   - The storm guard admits at most its limit per cluster and
+//     MachineHealthCheck across concurrent reconciles and managers
+//     (compare-and-swap on the Admissions record).
 //   - A host claimed for node reuse goes to one machine.
 package kube

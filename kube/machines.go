@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +26,9 @@ const RemediationStateAnnotation = "remediation.rebootkit.io/state"
 // remediation.NeedsRemediationAnnotation, ControlPlane the control-plane
 // label, HasControllerOwner a controller owner reference (a MachineSet or
 // a control plane that will replace a deleted Machine), NodeName the
-// status' nodeRef. SaveState is a compare-and-swap on the resourceVersion
+// status' nodeRef, Cluster its spec.clusterName (or cluster-name label),
+// HealthCheck the MachineHealthCheck whose cluster and selector match it
+// (the storm guard counts per cluster and health check). SaveState is a compare-and-swap on the resourceVersion
 // (a conflict is remediation.ErrConflict); a missing Machine is
 // remediation.ErrNotFound.
 type Machines struct {
@@ -38,9 +40,51 @@ type Machines struct {
 
 var _ remediation.MachineStore = (*Machines)(nil)
 
-func machineRecord(m *clusterv1.Machine) (remediation.MachineRecord, error) {
+// healthChecks are the MachineHealthChecks of a namespace, to tell which
+// one watches a Machine.
+type healthChecks []clusterv1.MachineHealthCheck
+
+func (s *Machines) healthChecks(ctx context.Context) (healthChecks, error) {
+	var l clusterv1.MachineHealthCheckList
+	if err := s.Client.List(ctx, &l, client.InNamespace(s.Namespace)); err != nil {
+		return nil, fmt.Errorf("kube: list machine health checks: %w", err)
+	}
+	return l.Items, nil
+}
+
+// of returns the name of the MachineHealthCheck watching m (same cluster,
+// selector matching its labels; the first by name if several do), or "".
+func (hc healthChecks) of(m *clusterv1.Machine) string {
+	best := ""
+	for i := range hc {
+		c := &hc[i]
+		if c.Spec.ClusterName != clusterOf(m) {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&c.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(m.Labels)) {
+			continue
+		}
+		if best == "" || c.Name < best {
+			best = c.Name
+		}
+	}
+	return best
+}
+
+// clusterOf is the Machine's cluster: spec.clusterName, else its
+// cluster.x-k8s.io/cluster-name label.
+func clusterOf(m *clusterv1.Machine) string {
+	if m.Spec.ClusterName != "" {
+		return m.Spec.ClusterName
+	}
+	return m.Labels[clusterv1.ClusterNameLabel]
+}
+
+func machineRecord(m *clusterv1.Machine, hc healthChecks) (remediation.MachineRecord, error) {
 	rec := remediation.MachineRecord{Version: m.ResourceVersion, Machine: remediation.Machine{
 		Name: m.Name, UID: string(m.UID), NodeName: m.Status.NodeRef.Name,
+		Cluster: clusterOf(m), HealthCheck: hc.of(m),
 		ControlPlane:       hasKey(m.Labels, clusterv1.MachineControlPlaneLabel),
 		HasControllerOwner: metav1.GetControllerOf(m) != nil,
 	}}
@@ -61,7 +105,11 @@ func (s *Machines) Get(ctx context.Context, name string) (remediation.MachineRec
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &m); err != nil {
 		return remediation.MachineRecord{}, s.mapError("get", name, err)
 	}
-	return machineRecord(&m)
+	hc, err := s.healthChecks(ctx)
+	if err != nil {
+		return remediation.MachineRecord{}, err
+	}
+	return machineRecord(&m, hc)
 }
 
 // List implements remediation.MachineStore.
@@ -70,9 +118,13 @@ func (s *Machines) List(ctx context.Context) ([]remediation.MachineRecord, error
 	if err := s.Client.List(ctx, &ms, client.InNamespace(s.Namespace)); err != nil {
 		return nil, fmt.Errorf("kube: list machines: %w", err)
 	}
+	hc, err := s.healthChecks(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]remediation.MachineRecord, 0, len(ms.Items))
 	for i := range ms.Items {
-		rec, err := machineRecord(&ms.Items[i])
+		rec, err := machineRecord(&ms.Items[i], hc)
 		if err != nil {
 			return nil, err
 		}
@@ -94,12 +146,8 @@ func (s *Machines) SaveState(ctx context.Context, name, version string, st remed
 	if err != nil {
 		return err
 	}
-	m.Annotations = maps.Clone(m.Annotations)
-	if m.Annotations == nil {
-		m.Annotations = map[string]string{}
-	}
-	m.Annotations[RemediationStateAnnotation] = string(raw)
-	if err := s.Client.Update(ctx, &m); err != nil {
+	patch := casPatch(m.ResourceVersion, metadataPatch(nil, map[string]any{RemediationStateAnnotation: string(raw)}))
+	if err := s.Client.Patch(ctx, &m, patch); err != nil {
 		return s.mapError("save state of", name, err)
 	}
 	return nil
@@ -121,8 +169,8 @@ func (s *Machines) RemoveNeedsRemediation(ctx context.Context, name string) erro
 		if _, ok := m.Annotations[remediation.NeedsRemediationAnnotation]; !ok {
 			return nil
 		}
-		delete(m.Annotations, remediation.NeedsRemediationAnnotation)
-		if err = s.Client.Update(ctx, &m); err == nil || !apierrors.IsConflict(err) {
+		patch := casPatch(m.ResourceVersion, metadataPatch(nil, map[string]any{remediation.NeedsRemediationAnnotation: nil}))
+		if err = s.Client.Patch(ctx, &m, patch); err == nil || !apierrors.IsConflict(err) {
 			break
 		}
 	}

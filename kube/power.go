@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -36,10 +37,15 @@ type BMCTarget struct {
 	// Host and Port of an IPMI BMC (port 623 by default).
 	Host string
 	Port int
+	// Privilege of the IPMI session, from the address's privilegelevel
+	// query parameter as the baremetal-operator reads it (OPERATOR or
+	// ADMINISTRATOR; "" is the adapter's default, OPERATOR).
+	Privilege string
 }
 
 // ParseBMCAddress parses a BareMetalHost's BMC address, as the
-// baremetal-operator writes them: ipmi://host[:port], and the Redfish
+// baremetal-operator writes them: ipmi://host[:port][?privilegelevel=P],
+// and the Redfish
 // family (redfish://, redfish+http://, redfish+https://, and vendor
 // variants such as idrac-redfish:// or ilo5-redfish://) with the system's
 // path (/redfish/v1/Systems/ID). Anything else wraps ErrBMCAddress.
@@ -62,7 +68,13 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 			}
 			port = n
 		}
-		return BMCTarget{Protocol: "ipmi", Host: host, Port: port}, nil
+		priv := strings.ToUpper(u.Query().Get("privilegelevel"))
+		switch priv {
+		case "", ipmi.PrivilegeOperator, ipmi.PrivilegeAdministrator:
+		default:
+			return BMCTarget{}, fmt.Errorf("%w: privilegelevel %q (OPERATOR or ADMINISTRATOR)", ErrBMCAddress, priv)
+		}
+		return BMCTarget{Protocol: "ipmi", Host: host, Port: port, Privilege: priv}, nil
 	case strings.Contains(scheme, "redfish"):
 		web := "https"
 		if strings.HasSuffix(scheme, "+http") {
@@ -81,30 +93,79 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 	return BMCTarget{}, fmt.Errorf("%w: scheme %q (redfish family or ipmi)", ErrBMCAddress, u.Scheme)
 }
 
+// BMCHostLabel on a BMC credentials Secret names the BareMetalHost it
+// belongs to. Powers uses a Secret for a host only if it is bound to that
+// host: this label names it, or the Secret has an owner reference to the
+// host (the baremetal-operator adds one to the Secrets it manages). A
+// client that may update BareMetalHosts (to ask for reboots) can point
+// spec.bmc.credentialsName anywhere; it cannot bind a Secret, which needs
+// update on Secrets.
+const BMCHostLabel = "rebootkit.io/bmc-host"
+
+// ErrSecretNotBound: the credentials Secret a host names is not bound to
+// it (see BMCHostLabel); its credentials are not sent anywhere.
+var ErrSecretNotBound = errors.New("kube: BMC credentials secret not bound to the host")
+
+// boundTo reports whether secret is bound to the host (BMCHostLabel or an
+// owner reference with the host's UID).
+func boundTo(secret *corev1.Secret, bmh *metal3.BareMetalHost) bool {
+	if v, ok := secret.Labels[BMCHostLabel]; ok && v == bmh.Name {
+		return true
+	}
+	for _, o := range secret.OwnerReferences {
+		if o.UID == bmh.UID && o.Kind == "BareMetalHost" {
+			return true
+		}
+	}
+	return false
+}
+
 // Powers gives the reboot Reconciler a power.Controller per BareMetalHost,
 // from its spec.bmc (address, credentialsName: a Secret with "username"
 // and "password", disableCertificateVerification), as the
-// baremetal-operator reads them. A controller is kept while the address
-// and the Secret's resourceVersion stay the same.
+// baremetal-operator reads them, through a power.Pool: every BMC call is
+// bounded (PoolConfig.CallTimeout, ConnectTimeout), a BMC that fails is
+// backed off (longer after a refused password), connections are cached per
+// host while the address and the Secret's resourceVersion stay the same,
+// and closed when idle. One hung or unreachable BMC thus costs its own
+// host's passes only.
+//
+// Secrets are read with get, directly from the API server (Secrets), never
+// through a cache: a cache would need list and watch on every Secret of
+// the namespace and keep them all in memory.
 type Powers struct {
-	Client    client.Client
+	// Client reads BareMetalHosts (the manager's cached client is fine).
+	Client client.Reader
+	// Secrets reads the credentials Secrets with get, uncached: the
+	// manager's GetAPIReader(). Required.
+	Secrets   client.Reader
 	Namespace string
 	// RootCAs verifies Redfish BMCs (nil: the system's pool).
 	RootCAs *x509.CertPool
-	// Timeout bounds connecting to a BMC (default 30 s).
+	// Timeout bounds reading the host and its Secret (default 30 s).
 	Timeout time.Duration
+	// Pool owns the BMC connections; nil: one with the default
+	// power.PoolConfig, made on first use (Close closes it).
+	Pool *power.Pool
 
-	mu    sync.Mutex
-	cache map[string]cachedPower
+	once sync.Once
 }
 
-type cachedPower struct {
-	key  string
-	ctrl power.Controller
+func (p *Powers) pool() *power.Pool {
+	p.once.Do(func() {
+		if p.Pool == nil {
+			p.Pool = power.NewPool(power.PoolConfig{})
+		}
+	})
+	return p.Pool
 }
+
+// Close closes the pool's connections.
+func (p *Powers) Close() error { return p.pool().Close() }
 
 // Controller returns host name's power controller (the signature of
-// reboot.Reconciler.Power).
+// reboot.Reconciler.Power). It reads the host and its Secret; the BMC is
+// reached only by the controller's calls, through the pool.
 func (p *Powers) Controller(name string) (power.Controller, error) {
 	timeout := p.Timeout
 	if timeout <= 0 {
@@ -120,42 +181,35 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Secrets == nil {
+		return nil, errors.New("kube: Powers.Secrets is not set (use the manager's API reader)")
+	}
 	var secret corev1.Secret
-	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Spec.BMC.CredentialsName}, &secret); err != nil {
+	if err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Spec.BMC.CredentialsName}, &secret); err != nil {
 		return nil, fmt.Errorf("kube: host %s: credentials secret %q: %w", name, bmh.Spec.BMC.CredentialsName, err)
 	}
-	key := bmh.Spec.BMC.Address + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(bmh.Spec.BMC.DisableCertificateVerification)
-	p.mu.Lock()
-	c, ok := p.cache[name]
-	p.mu.Unlock()
-	if ok && c.key == key {
-		return c.ctrl, nil
+	if !boundTo(&secret, &bmh) {
+		return nil, fmt.Errorf("%w: host %s names secret %q, which has neither the label %s=%s nor an owner reference to the host; "+
+			"label the secret if it is this host's", ErrSecretNotBound, name, secret.Name, BMCHostLabel, name)
 	}
 	user, pass := string(secret.Data["username"]), string(secret.Data["password"])
 	if user == "" || pass == "" {
 		return nil, fmt.Errorf("kube: host %s: secret %q lacks username or password", name, secret.Name)
 	}
-	var ctrl power.Controller
+	insecure := bmh.Spec.BMC.DisableCertificateVerification
+	target := power.Target{
+		Config: string(bmh.UID) + "\x00" + bmh.Spec.BMC.Address + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(insecure),
+	}
 	switch t.Protocol {
 	case "ipmi":
-		ctrl, err = ipmi.Connect(ctx, ipmi.Config{Host: t.Host, Port: t.Port, Username: user, Password: pass})
+		target.BMC = net.JoinHostPort(t.Host, strconv.Itoa(t.Port))
+		cfg := ipmi.Config{Host: t.Host, Port: t.Port, Username: user, Password: pass, Privilege: t.Privilege}
+		target.Connect = func(ctx context.Context) (power.Controller, error) { return ipmi.Connect(ctx, cfg) }
 	default:
-		ctrl, err = redfish.Connect(ctx, redfish.Config{Endpoint: t.Endpoint, SystemID: t.SystemID, Username: user, Password: pass,
-			InsecureSkipVerify: bmh.Spec.BMC.DisableCertificateVerification, RootCAs: p.RootCAs})
+		target.BMC = t.Endpoint
+		cfg := redfish.Config{Endpoint: t.Endpoint, SystemID: t.SystemID, Username: user, Password: pass,
+			InsecureSkipVerify: insecure, RootCAs: p.RootCAs}
+		target.Connect = func(ctx context.Context) (power.Controller, error) { return redfish.Connect(ctx, cfg) }
 	}
-	if err != nil {
-		return nil, fmt.Errorf("kube: host %s: %w", name, err)
-	}
-	p.mu.Lock()
-	if p.cache == nil {
-		p.cache = map[string]cachedPower{}
-	}
-	if old, ok := p.cache[name]; ok {
-		if cl, ok := old.ctrl.(interface{ Close() error }); ok {
-			go func() { _ = cl.Close() }()
-		}
-	}
-	p.cache[name] = cachedPower{key: key, ctrl: ctrl}
-	p.mu.Unlock()
-	return ctrl, nil
+	return p.pool().Controller(name, target), nil
 }

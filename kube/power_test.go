@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"crypto/x509"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
@@ -28,12 +34,14 @@ func TestParseBMCAddress(t *testing.T) {
 		"redfish+https://bmc/redfish/v1/Systems/System.Embedded.1":      {Protocol: "redfish", Endpoint: "https://bmc", SystemID: "System.Embedded.1"},
 		"idrac-redfish://10.1.1.1/redfish/v1/Systems/System.Embedded.1": {Protocol: "redfish", Endpoint: "https://10.1.1.1", SystemID: "System.Embedded.1"},
 		"redfish://bmc": {Protocol: "redfish", Endpoint: "https://bmc"},
+		"ipmi://10.0.0.5:6230?privilegelevel=administrator": {Protocol: "ipmi", Host: "10.0.0.5", Port: 6230, Privilege: "ADMINISTRATOR"},
+		"ipmi://10.0.0.5?privilegelevel=OPERATOR":           {Protocol: "ipmi", Host: "10.0.0.5", Port: 623, Privilege: "OPERATOR"},
 	} {
 		got, err := ParseBMCAddress(addr)
 		require.NoError(t, err, addr)
 		assert.Equal(t, want, got, addr)
 	}
-	for _, bad := range []string{"", "10.0.0.5", "http://bmc", "ipmi://bmc:99999", "redfish://user:pw@bmc/redfish/v1/Systems/1", "libvirt://x", "redfish:///redfish/v1/Systems/1"} {
+	for _, bad := range []string{"", "10.0.0.5", "http://bmc", "ipmi://bmc:99999", "redfish://user:pw@bmc/redfish/v1/Systems/1", "libvirt://x", "redfish:///redfish/v1/Systems/1", "ipmi://h?privilegelevel=callback"} {
 		_, err := ParseBMCAddress(bad)
 		assert.ErrorIs(t, err, ErrBMCAddress, bad)
 		if err != nil {
@@ -82,11 +90,12 @@ func TestPowersOnAPIServer(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	host := strings.TrimPrefix(srv.URL, "https://")
-	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc"},
+	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
 		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("s3cret")}}))
 	require.NoError(t, c.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
 		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish://" + host + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
-	p := &Powers{Client: c, Namespace: ns, RootCAs: pool}
+	p := &Powers{Client: c, Secrets: c, Namespace: ns, RootCAs: pool}
+	defer p.Close()
 	pc, err := p.Controller("h1")
 	require.NoError(t, err)
 	s, err := pc.State(ctx)
@@ -94,16 +103,59 @@ func TestPowersOnAPIServer(t *testing.T) {
 	assert.Equal(t, power.StateOn, s)
 	again, err := p.Controller("h1")
 	require.NoError(t, err)
-	assert.Same(t, pc, again, "kept while nothing changed")
+	s, err = again.State(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, power.StateOn, s)
 
-	// Wrong credentials in the Secret: an error, without the password.
+	// Wrong credentials in the Secret (a new resourceVersion: a new
+	// login): the call fails, without the password.
 	var sec corev1.Secret
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1-bmc"}, &sec))
 	sec.Data["password"] = []byte("wrong-pass")
 	require.NoError(t, c.Update(ctx, &sec))
-	_, err = p.Controller("h1")
+	pc, err = p.Controller("h1")
+	require.NoError(t, err)
+	_, err = pc.State(ctx)
 	require.Error(t, err)
+	assert.ErrorIs(t, err, power.ErrAuth)
 	assert.NotContains(t, err.Error(), "wrong-pass")
 	_, err = p.Controller("missing")
 	assert.Error(t, err)
+}
+
+// TestPowersReadSecretsWithGetOnly (issue 28, A3): under a user that may
+// only get Secrets (as the documented RBAC says) and a manager's cached
+// client, the power controller of a host is built at once: the Secret is
+// read directly with get. On the old code the Secret went through the
+// manager's cache, whose informer needs list and watch on every Secret
+// and never syncs: no host ever got a power controller.
+func TestPowersReadSecretsWithGetOnly(t *testing.T) {
+	needAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	ns := newNamespace(t, c)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	srv := httptest.NewServer(redfishtest.NewBMC(time.Now, hw, "admin", "s3cret"))
+	defer srv.Close()
+	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("s3cret")}}))
+	require.NoError(t, c.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
+		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish+http://" + strings.TrimPrefix(srv.URL, "http://") + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
+	ucfg := asController(t, ns) // the generated role: get on Secrets, nothing more
+	mgr, err := ctrl.NewManager(ucfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	require.True(t, mgr.GetCache().WaitForCacheSync(ctx))
+	p := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second}
+	pc, err := p.Controller("h1")
+	require.NoError(t, err)
+	st, err := pc.State(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, power.StateOn, st)
 }

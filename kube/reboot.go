@@ -3,32 +3,56 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
-// StatusAnnotation holds the reboot package's Status on the
-// BareMetalHost, as JSON. It is an annotation, not a status field, so that
-// the status is written in the same request as the removal of the reboot
-// annotations (the seed's "atomic" promise): the object's status
-// subresource is a separate write, and it belongs to the baremetal-operator.
-const StatusAnnotation = "reboot.rebootkit.io/status"
+// LegacyStatusAnnotation is where earlier versions of this package kept
+// the reboot Status, on the BareMetalHost itself. Any client that may ask
+// for a reboot could write it (and so forge the fencing evidence): it is
+// never read, and the controller's next write removes it. The Status lives
+// in the host's RebootRecord.
+const LegacyStatusAnnotation = "reboot.rebootkit.io/status"
+
+// ErrCorruptRecord: a RebootRecord whose status does not parse. The host's
+// Status then counts as empty (no evidence: Fenced is false, a pending
+// request is seen as new), which is always safe, and the controller's next
+// write replaces the record.
+var ErrCorruptRecord = errors.New("kube: corrupt reboot record")
 
 // RebootHosts is a reboot.HostStore over the BareMetalHosts of one
-// namespace. Writes are updates with the resourceVersion read, so a
-// concurrent writer's change is never overwritten: the API server's
-// conflict is returned as reboot.ErrConflict, a missing host as
-// reboot.ErrNotFound.
+// namespace. The reboot requests are the hosts' annotations; the reboot
+// Status (the fencing evidence) lives in a RebootRecord of the same name
+// in the namespace, an object only the controller may write (the clients
+// that ask for reboots need update on BareMetalHosts, which lets them write
+// any annotation).
+//
+// Update writes the annotations first (a JSON merge patch of only the
+// annotations that change, carrying the resourceVersion read: a
+// compare-and-swap, sent even when nothing changes, so that a request
+// added since the read stops the decision), then the record (created, or
+// patched with its own resourceVersion). A host's Version joins both
+// versions. The API server's conflict is reboot.ErrConflict, a missing
+// host reboot.ErrNotFound.
 type RebootHosts struct {
 	Client    client.Client
 	Namespace string
+	// Corrupt, if set, is told about a record that does not parse (the
+	// controller turns it into an event); the host is not wedged: see
+	// ErrCorruptRecord.
+	Corrupt func(host string, err error)
 }
 
 var _ reboot.HostStore = (*RebootHosts)(nil)
@@ -50,48 +74,112 @@ func (s *RebootHosts) Get(ctx context.Context, name string) (reboot.Host, error)
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &bmh); err != nil {
 		return reboot.Host{}, mapError("get", s.Namespace, name, err)
 	}
-	return toHost(&bmh)
+	var rec v1alpha1.RebootRecord
+	err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &rec)
+	switch {
+	case apierrors.IsNotFound(err):
+		return s.toHost(&bmh, nil), nil
+	case err != nil:
+		return reboot.Host{}, fmt.Errorf("kube: reboot record %s/%s: %w", s.Namespace, name, err)
+	}
+	return s.toHost(&bmh, &rec), nil
 }
 
-func toHost(bmh *metal3.BareMetalHost) (reboot.Host, error) {
-	h := reboot.Host{Name: bmh.Name, Version: bmh.ResourceVersion, Annotations: maps.Clone(bmh.Annotations),
+// version joins the host's and the record's resourceVersions.
+func version(bmh, rec string) string { return bmh + "/" + rec }
+
+func splitVersion(v string) (bmh, rec string) {
+	bmh, rec, _ = strings.Cut(v, "/")
+	return bmh, rec
+}
+
+func (s *RebootHosts) toHost(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord) reboot.Host {
+	h := reboot.Host{Name: bmh.Name, Version: version(bmh.ResourceVersion, ""), Annotations: maps.Clone(bmh.Annotations),
 		Online: bmh.Spec.Online, Deprovisioned: Deprovisioned(bmh)}
-	if raw, ok := bmh.Annotations[StatusAnnotation]; ok && raw != "" {
-		if err := json.Unmarshal([]byte(raw), &h.Status); err != nil {
-			return reboot.Host{}, fmt.Errorf("kube: host %s/%s: annotation %s: %w", bmh.Namespace, bmh.Name, StatusAnnotation, err)
+	delete(h.Annotations, LegacyStatusAnnotation)
+	if rec == nil {
+		return h
+	}
+	h.Version = version(bmh.ResourceVersion, rec.ResourceVersion)
+	if rec.Spec.HostUID != string(bmh.UID) {
+		// The record of an earlier host of the same name: start afresh
+		// (the next write replaces it).
+		return h
+	}
+	if rec.Spec.Status != "" {
+		if err := json.Unmarshal([]byte(rec.Spec.Status), &h.Status); err != nil {
+			h.Status = reboot.Status{}
+			if s.Corrupt != nil {
+				s.Corrupt(bmh.Name, fmt.Errorf("%w %s/%s: %v", ErrCorruptRecord, s.Namespace, bmh.Name, err))
+			}
 		}
 	}
-	delete(h.Annotations, StatusAnnotation)
-	return h, nil
+	return h
 }
 
-// Update implements reboot.HostStore: one update of the object's metadata
-// (the reboot annotations and the status annotation together), with the
-// resourceVersion h was read at.
+// Update implements reboot.HostStore.
 func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
+	bmhVersion, recVersion := splitVersion(h.Version)
 	var bmh metal3.BareMetalHost
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: h.Name}, &bmh); err != nil {
 		return reboot.Host{}, mapError("update", s.Namespace, h.Name, err)
 	}
-	if bmh.ResourceVersion != h.Version {
+	if bmh.ResourceVersion != bmhVersion {
 		return reboot.Host{}, fmt.Errorf("kube: host %s/%s: %w", s.Namespace, h.Name, reboot.ErrConflict)
 	}
 	raw, err := json.Marshal(h.Status)
 	if err != nil {
 		return reboot.Host{}, err
 	}
+	// 1. The annotations, compare-and-swap on the version read (also when
+	// none changes: the check is what makes a request added since the read
+	// stop this decision).
 	ann := maps.Clone(h.Annotations)
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[StatusAnnotation] = string(raw)
-	bmh.Annotations = ann
-	// The resourceVersion set on the object makes the API server refuse
-	// the update if anyone wrote since h was read.
-	if err := s.Client.Update(ctx, &bmh); err != nil {
+	delete(ann, LegacyStatusAnnotation)
+	if err := s.Client.Patch(ctx, &bmh, casPatch(bmhVersion, metadataPatch(nil, mapPatch(bmh.Annotations, ann)))); err != nil {
 		return reboot.Host{}, mapError("update", s.Namespace, h.Name, err)
 	}
-	return toHost(&bmh)
+	// 2. The record, if the Status changed (a client writing its request
+	// changes none, and may not write records).
+	var cur v1alpha1.RebootRecord
+	switch err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: h.Name}, &cur); {
+	case apierrors.IsNotFound(err):
+		if recVersion != "" {
+			return reboot.Host{}, fmt.Errorf("kube: reboot record %s/%s: %w", s.Namespace, h.Name, reboot.ErrConflict)
+		}
+		if h.Status.Equal(reboot.Status{}) {
+			return s.toHost(&bmh, nil), nil
+		}
+	case err != nil:
+		return reboot.Host{}, fmt.Errorf("kube: reboot record %s/%s: %w", s.Namespace, h.Name, err)
+	default:
+		if cur.ResourceVersion != recVersion {
+			return reboot.Host{}, fmt.Errorf("kube: reboot record %s/%s: %w", s.Namespace, h.Name, reboot.ErrConflict)
+		}
+		if was := s.toHost(&bmh, &cur); was.Status.Equal(h.Status) {
+			return was, nil
+		}
+	}
+	rec := v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: h.Name,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: metal3.GroupVersion.String(), Kind: "BareMetalHost",
+			Name: bmh.Name, UID: bmh.UID, BlockOwnerDeletion: ptr.To(false)}}},
+		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), Status: string(raw)}}
+	if recVersion == "" {
+		err = s.Client.Create(ctx, &rec)
+		if apierrors.IsAlreadyExists(err) {
+			return reboot.Host{}, fmt.Errorf("kube: reboot record %s/%s: %w", s.Namespace, h.Name, reboot.ErrConflict)
+		}
+	} else {
+		err = s.Client.Patch(ctx, &rec, casPatch(recVersion, map[string]any{"spec": rec.Spec,
+			"metadata": map[string]any{"ownerReferences": rec.OwnerReferences}}))
+	}
+	if apierrors.IsNotFound(err) { // deleted since the read: decide again
+		return reboot.Host{}, fmt.Errorf("kube: reboot record %s/%s: %w", s.Namespace, h.Name, reboot.ErrConflict)
+	}
+	if err != nil {
+		return reboot.Host{}, mapError("record of", s.Namespace, h.Name, err)
+	}
+	return s.toHost(&bmh, &rec), nil
 }
 
 // mapError maps API errors to the reboot package's sentinels.

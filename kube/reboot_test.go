@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -100,12 +101,15 @@ func TestRebootControllerOnAPIServer(t *testing.T) {
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
-	require.NoError(t, err)
-	c := mgr.GetClient()
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	require.NoError(t, err)
 	ns := newNamespace(t, direct)
+	// The controller runs as a user bound to the generated role
+	// (config/rbac/role.yaml): a missing permission fails the test.
+	mgr, err := ctrl.NewManager(asController(t, ns), ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
+	require.NoError(t, err)
+	c := mgr.GetClient()
 	newBMH(t, direct, ns, "h1")
 	hw := fake.NewPower(time.Now, fake.PowerConfig{Lag: 100 * time.Millisecond})
 	rec := &reboot.Reconciler{Hosts: &RebootHosts{Client: c, Namespace: ns}, Now: time.Now,

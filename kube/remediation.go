@@ -38,7 +38,7 @@ func (s *Nodes) Get(ctx context.Context, name string) (remediation.Node, error) 
 	if err != nil {
 		return remediation.Node{}, fmt.Errorf("kube: get node %s: %w", name, err)
 	}
-	out := remediation.Node{Exists: true, Name: name, Labels: n.Labels, Annotations: n.Annotations}
+	out := remediation.Node{Exists: true, Name: name, UID: string(n.UID), Labels: n.Labels, Annotations: n.Annotations}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			out.Ready = c.Status == corev1.ConditionTrue
@@ -52,19 +52,29 @@ func (s *Nodes) Get(ctx context.Context, name string) (remediation.Node, error) 
 	return out, nil
 }
 
-// Delete implements remediation.NodeStore: deleting a missing Node
-// succeeds.
-func (s *Nodes) Delete(ctx context.Context, name string) error {
-	err := s.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+// Delete implements remediation.NodeStore: the Node is deleted with its UID
+// as a precondition (the API server refuses to delete a Node registered
+// again under the same name: remediation.ErrConflict); deleting a missing
+// Node succeeds.
+func (s *Nodes) Delete(ctx context.Context, name, uid string) error {
+	var opts []client.DeleteOption
+	if uid != "" {
+		u := types.UID(uid)
+		opts = append(opts, client.Preconditions{UID: &u})
+	}
+	err := s.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, opts...)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("kube: node %s was registered again since it was read: %w", name, remediation.ErrConflict)
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("kube: delete node %s: %w", name, err)
 	}
 	return nil
 }
 
-// change applies f to Node name with the resourceVersion read, retrying
-// conflicts; f returns false when nothing needs writing.
-func (s *Nodes) change(ctx context.Context, name string, f func(*corev1.Node) bool) error {
+// change patches Node name with the body f returns for the Node read (nil:
+// nothing to write), with the resourceVersion read, retrying conflicts.
+func (s *Nodes) change(ctx context.Context, name string, f func(*corev1.Node) map[string]any) error {
 	retries := s.Retries
 	if retries <= 0 {
 		retries = 10
@@ -75,10 +85,11 @@ func (s *Nodes) change(ctx context.Context, name string, f func(*corev1.Node) bo
 		if err = s.Client.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
 			return fmt.Errorf("kube: node %s: %w", name, err)
 		}
-		if !f(&n) {
+		body := f(&n)
+		if body == nil {
 			return nil
 		}
-		if err = s.Client.Update(ctx, &n); err == nil || !apierrors.IsConflict(err) {
+		if err = s.Client.Patch(ctx, &n, casPatch(n.ResourceVersion, body)); err == nil || !apierrors.IsConflict(err) {
 			break
 		}
 	}
@@ -90,41 +101,46 @@ func (s *Nodes) change(ctx context.Context, name string, f func(*corev1.Node) bo
 
 // SetOutOfService implements remediation.NodeStore.
 func (s *Nodes) SetOutOfService(ctx context.Context, name string, on bool) error {
-	return s.change(ctx, name, func(n *corev1.Node) bool {
+	return s.change(ctx, name, func(n *corev1.Node) map[string]any {
 		has := slices.IndexFunc(n.Spec.Taints, func(t corev1.Taint) bool {
 			return t.Key == remediation.OutOfServiceTaint && t.Effect == corev1.TaintEffectNoExecute
 		})
+		var taints []corev1.Taint
 		switch {
 		case on && has < 0:
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: remediation.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
-			return true
+			taints = append(slices.Clone(n.Spec.Taints), corev1.Taint{Key: remediation.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
 		case !on && has >= 0:
-			n.Spec.Taints = slices.Delete(n.Spec.Taints, has, has+1)
-			return true
+			taints = slices.Delete(slices.Clone(n.Spec.Taints), has, has+1)
+		default:
+			return nil
 		}
-		return false
+		// The list is replaced whole (a merge patch cannot add to a list);
+		// the resourceVersion makes that safe against a concurrent change.
+		return map[string]any{"spec": map[string]any{"taints": taints}}
 	})
 }
 
 // AddMetadata implements remediation.NodeStore: labels and annotations the
 // Node lacks are added; existing ones are left as they are.
 func (s *Nodes) AddMetadata(ctx context.Context, name string, labels, annotations map[string]string) error {
-	return s.change(ctx, name, func(n *corev1.Node) bool {
-		changed := false
-		add := func(m *map[string]string, from map[string]string) {
+	return s.change(ctx, name, func(n *corev1.Node) map[string]any {
+		add := func(have, from map[string]string) map[string]any {
+			var out map[string]any
 			for k, v := range from {
-				if _, ok := (*m)[k]; ok {
-					continue
+				if _, ok := have[k]; !ok {
+					if out == nil {
+						out = map[string]any{}
+					}
+					out[k] = v
 				}
-				if *m == nil {
-					*m = map[string]string{}
-				}
-				(*m)[k], changed = v, true
 			}
+			return out
 		}
-		add(&n.Labels, labels)
-		add(&n.Annotations, annotations)
-		return changed
+		l, a := add(n.Labels, labels), add(n.Annotations, annotations)
+		if l == nil && a == nil {
+			return nil
+		}
+		return metadataPatch(l, a)
 	})
 }
 
@@ -177,7 +193,7 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 	if err != nil {
 		return err
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.name(), ResourceVersion: a.Version},
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.name()},
 		Data: map[string]string{"machines": string(raw)}}
 	if a.Version == "" {
 		err = s.Client.Create(ctx, cm)
@@ -185,7 +201,9 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 			return fmt.Errorf("kube: admissions: %w", remediation.ErrConflict)
 		}
 	} else {
-		err = s.Client.Update(ctx, cm)
+		// Only our key, compare-and-swap on the version read: the
+		// ConfigMap's labels, annotations, owners and other keys stay.
+		err = s.Client.Patch(ctx, cm, casPatch(a.Version, map[string]any{"data": map[string]any{"machines": string(raw)}}))
 	}
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("kube: admissions: %w", remediation.ErrConflict)

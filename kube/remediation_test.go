@@ -16,7 +16,7 @@ import (
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
-// interloping wraps a client: before its next Update, another writer
+// interloping wraps a client: before its next Update or Patch, another writer
 // changes the same object (a label), so that the Update conflicts.
 type interloping struct {
 	client.Client
@@ -24,7 +24,21 @@ type interloping struct {
 	armed bool
 }
 
+func (c *interloping) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if err := c.interlope(ctx, obj); err != nil {
+		return err
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
 func (c *interloping) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	if err := c.interlope(ctx, obj); err != nil {
+		return err
+	}
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+func (c *interloping) interlope(ctx context.Context, obj client.Object) error {
 	if c.armed {
 		c.armed = false
 		var n corev1.Node
@@ -39,7 +53,7 @@ func (c *interloping) Update(ctx context.Context, obj client.Object, opts ...cli
 			return err
 		}
 	}
-	return c.Client.Update(ctx, obj, opts...)
+	return nil
 }
 
 // TestNodesOnAPIServer: the Node store on real Nodes: readiness and the
@@ -83,8 +97,8 @@ func TestNodesOnAPIServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, got.OutOfService)
 
-	require.NoError(t, s.Delete(ctx, name))
-	require.NoError(t, s.Delete(ctx, name), "deleting a missing Node succeeds")
+	require.NoError(t, s.Delete(ctx, name, got.UID))
+	require.NoError(t, s.Delete(ctx, name, got.UID), "deleting a missing Node succeeds")
 	got, err = s.Get(ctx, name)
 	require.NoError(t, err)
 	assert.False(t, got.Exists)

@@ -73,14 +73,8 @@ func NewRemediationReconciler(cl client.Client, namespace string, cfg remediatio
 		Machines:   &Machines{Client: cl, Namespace: namespace},
 		Nodes:      &Nodes{Client: cl},
 		Admissions: &Admissions{Client: cl, Namespace: namespace},
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: func(machine string) string {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			name, err := HostOfMachine(ctx, cl, namespace, machine)
-			if err != nil {
-				return ""
-			}
-			return name
+		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: func(ctx context.Context, machine string) (string, error) {
+			return HostOfMachine(ctx, cl, namespace, machine)
 		}},
 		Config: cfg, Limit: limit, Now: now,
 	}

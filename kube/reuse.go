@@ -66,7 +66,9 @@ func (s *ReuseHosts) List(ctx context.Context) ([]nodereuse.Host, error) {
 }
 
 // change reads host name, checks its version, applies f and updates it.
-func (s *ReuseHosts) change(ctx context.Context, name, version string, f func(*metal3.BareMetalHost) error) error {
+//
+// f returns the merge patch body of the change (only what it changes).
+func (s *ReuseHosts) change(ctx context.Context, name, version string, f func(*metal3.BareMetalHost) (map[string]any, error)) error {
 	var h metal3.BareMetalHost
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &h); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -77,10 +79,11 @@ func (s *ReuseHosts) change(ctx context.Context, name, version string, f func(*m
 	if h.ResourceVersion != version {
 		return fmt.Errorf("kube: host %s/%s changed: %w", s.Namespace, name, nodereuse.ErrConflict)
 	}
-	if err := f(&h); err != nil {
+	body, err := f(&h)
+	if err != nil {
 		return err
 	}
-	if err := s.Client.Update(ctx, &h); err != nil {
+	if err := s.Client.Patch(ctx, &h, casPatch(version, body)); err != nil {
 		if apierrors.IsConflict(err) {
 			return fmt.Errorf("kube: host %s/%s: %w", s.Namespace, name, nodereuse.ErrConflict)
 		}
@@ -91,9 +94,9 @@ func (s *ReuseHosts) change(ctx context.Context, name, version string, f func(*m
 
 // Claim implements nodereuse.HostStore.
 func (s *ReuseHosts) Claim(ctx context.Context, name, version, consumer string, removeLabel bool) error {
-	return s.change(ctx, name, version, func(h *metal3.BareMetalHost) error {
+	return s.change(ctx, name, version, func(h *metal3.BareMetalHost) (map[string]any, error) {
 		if h.Spec.ConsumerRef != nil {
-			return fmt.Errorf("kube: host %s/%s is claimed by %s: %w", s.Namespace, name, h.Spec.ConsumerRef.Name, nodereuse.ErrConflict)
+			return nil, fmt.Errorf("kube: host %s/%s is claimed by %s: %w", s.Namespace, name, h.Spec.ConsumerRef.Name, nodereuse.ErrConflict)
 		}
 		kind, api := s.ConsumerKind, s.ConsumerAPIVersion
 		if kind == "" {
@@ -102,21 +105,17 @@ func (s *ReuseHosts) Claim(ctx context.Context, name, version, consumer string, 
 		if api == "" {
 			api = "infrastructure.cluster.x-k8s.io/v1beta1"
 		}
-		h.Spec.ConsumerRef = &corev1.ObjectReference{Kind: kind, APIVersion: api, Name: consumer, Namespace: s.Namespace}
-		if removeLabel {
-			delete(h.Labels, nodereuse.Label)
+		body := map[string]any{"spec": map[string]any{"consumerRef": &corev1.ObjectReference{Kind: kind, APIVersion: api, Name: consumer, Namespace: s.Namespace}}}
+		if _, ok := h.Labels[nodereuse.Label]; ok && removeLabel {
+			body["metadata"] = map[string]any{"labels": map[string]any{nodereuse.Label: nil}}
 		}
-		return nil
+		return body, nil
 	})
 }
 
 // SetLabel implements nodereuse.HostStore.
 func (s *ReuseHosts) SetLabel(ctx context.Context, name, version, value string) error {
-	return s.change(ctx, name, version, func(h *metal3.BareMetalHost) error {
-		if h.Labels == nil {
-			h.Labels = map[string]string{}
-		}
-		h.Labels[nodereuse.Label] = value
-		return nil
+	return s.change(ctx, name, version, func(*metal3.BareMetalHost) (map[string]any, error) {
+		return metadataPatch(map[string]any{nodereuse.Label: value}, nil), nil
 	})
 }

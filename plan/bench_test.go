@@ -70,16 +70,7 @@ func BenchmarkNext10000(b *testing.B) {
 // against a lower bound (core in series, then perfect packing, never less
 // than the longest reboot).
 func BenchmarkMakespan(b *testing.B) {
-	rng := rand.New(rand.NewPCG(42, 7))
-	logn := func(m time.Duration, s float64) time.Duration {
-		return time.Duration(float64(m) * math.Exp(s*rng.NormFloat64())).Round(time.Second)
-	}
-	var fs []fake.FleetServer
-	for i := 0; i < 203; i++ {
-		fs = append(fs, fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
-			Core: i < 3, Headnode: i == 0, Queue: 10 * time.Second, Drain: logn(30*time.Second, 1),
-			Shutdown: 20 * time.Second, Boot: logn(4*time.Minute, 0.6), Services: logn(time.Minute, 0.8)})
-	}
+	fs := makespanFleet()
 	const conc = 10
 	var sliding time.Duration
 	for b.Loop() {
@@ -112,6 +103,101 @@ func BenchmarkMakespan(b *testing.B) {
 	b.ReportMetric(lower.Minutes(), "lowerbound-min")
 	b.ReportMetric(float64(batches)/float64(sliding), "batches/sliding")
 	b.ReportMetric(float64(sliding)/float64(lower), "sliding/lowerbound")
+}
+
+// makespanFleet is BenchmarkMakespan's datacenter: 3 core servers and 200
+// others in 20 racks of 10 (cn000-cn009 in r00, and so on), log-normal
+// reboot times (seeded: the same every run).
+func makespanFleet() []fake.FleetServer {
+	rng := rand.New(rand.NewPCG(42, 7))
+	logn := func(m time.Duration, s float64) time.Duration {
+		return time.Duration(float64(m) * math.Exp(s*rng.NormFloat64())).Round(time.Second)
+	}
+	var fs []fake.FleetServer
+	for i := 0; i < 203; i++ {
+		fs = append(fs, fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
+			Core: i < 3, Headnode: i == 0, Queue: 10 * time.Second, Drain: logn(30*time.Second, 1),
+			Shutdown: 20 * time.Second, Boot: logn(4*time.Minute, 0.6), Services: logn(time.Minute, 0.8)})
+		if i >= 3 {
+			fs[i].Labels = map[string]string{"rack": fmt.Sprintf("r%02d", (i-3)/10)}
+		}
+	}
+	return fs
+}
+
+// BenchmarkMakespanRack is BenchmarkMakespan's datacenter and plan
+// (concurrency 10) with at most one server per rack offline: the
+// makespan in the plan's order (racks interleaved), in hostname order
+// (the racks one after the other), and without the limit, against the
+// lower bound of the rack-limited plan: core in series, then the longest
+// of perfect packing, the longest reboot and the longest rack (its
+// reboots in series).
+func BenchmarkMakespanRack(b *testing.B) {
+	fs := makespanFleet()
+	const conc = 10
+	run := func(limit, hostOrder bool) time.Duration {
+		o := opts()
+		o.Concurrency = plan.Count(conc)
+		if limit {
+			o.DomainLimits = []plan.DomainLimit{{Label: "rack", Max: 1}}
+		}
+		w := newWorld(b, fs, "", o)
+		if hostOrder {
+			if _, err := plan.Command(w.ctx, w.store, w.uuid, func(p plan.Plan) (plan.Plan, error) {
+				q := p.Clone()
+				sort.SliceStable(q.Reboots, func(i, j int) bool {
+					return q.Reboots[i].Core && !q.Reboots[j].Core || q.Reboots[i].Core == q.Reboots[j].Core && !q.Reboots[i].Core &&
+						q.Reboots[i].ServerHostname < q.Reboots[j].ServerHostname
+				})
+				return q, nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		w.runUntilDone(5*time.Second, 1_000_000)
+		for _, st := range w.fleet.Starts() {
+			for _, id := range st.Offline {
+				if r := fs[idx(st.Server)].Labels["rack"]; limit && r != "" && fs[idx(id)].Labels["rack"] == r {
+					b.Fatalf("%s started with %s offline in its rack", st.Server, id)
+				}
+			}
+		}
+		return w.clk.Now().Sub(fake.Epoch)
+	}
+	var rack, hostOrder, free time.Duration
+	for b.Loop() {
+		rack, hostOrder, free = run(true, false), run(true, true), run(false, false)
+	}
+	var core, sum, longest time.Duration
+	racks := map[string]time.Duration{}
+	for _, s := range fs {
+		if s.Core {
+			core += s.RebootTime()
+			continue
+		}
+		sum += s.RebootTime()
+		longest = max(longest, s.RebootTime())
+		racks[s.Labels["rack"]] += s.RebootTime()
+	}
+	var rackMax time.Duration
+	for _, d := range racks {
+		rackMax = max(rackMax, d)
+	}
+	lower := core + max(sum/conc, longest, rackMax)
+	b.ReportMetric(rack.Minutes(), "rack-min")
+	b.ReportMetric(hostOrder.Minutes(), "rack-hostorder-min")
+	b.ReportMetric(free.Minutes(), "nolimit-min")
+	b.ReportMetric(lower.Minutes(), "lowerbound-min")
+	b.ReportMetric(float64(rack)/float64(lower), "rack/lowerbound")
+	b.ReportMetric(float64(hostOrder)/float64(lower), "hostorder/lowerbound")
+	b.ReportMetric(float64(rack)/float64(free), "rack/nolimit")
+}
+
+// idx is the position of server "uNNN" in makespanFleet.
+func idx(id string) int {
+	n := 0
+	fmt.Sscanf(id, "u%d", &n)
+	return n
 }
 
 // benchWorld is a plan of n servers on a store, run by the real Executor

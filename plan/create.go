@@ -91,7 +91,8 @@ type CreateOptions struct {
 	// Windows are the plan's maintenance windows (nil: any time).
 	Windows *Windows
 	// Ramp is the canary ramp's stages (ParseRamp), percentages of the
-	// plan's servers rounded down to at least 1.
+	// plan's servers rounded down to at least 1 and to no fewer than the
+	// stage before.
 	Ramp []Limit
 	// DomainLimits cap the servers offline per failure domain; with them,
 	// the servers that are not core start in an order that interleaves
@@ -108,7 +109,7 @@ var (
 	ErrDuplicateServer = errors.New("plan: server listed twice")
 	ErrInOtherPlan     = errors.New("plan: server is in another unfinished plan")
 	ErrConcurrency     = errors.New("plan: concurrency must be at least 1")
-	ErrWarnings        = errors.New("plan: warnings; use IgnoreWarnings to create anyway")
+	ErrWarnings        = errors.New("plan: not created because of warnings (they can be ignored)")
 	ErrEmpty           = errors.New("plan: no server to reboot")
 	ErrNoUUID          = errors.New("plan: missing plan uuid")
 )
@@ -188,7 +189,7 @@ func Create(fleet []Server, o CreateOptions) (Plan, []Warning, error) {
 
 	busy := map[string]string{}
 	for _, p := range o.Existing {
-		if p.Unfinished() {
+		if p.Unfinished() && !p.DryRun {
 			for _, r := range p.Reboots {
 				busy[r.ServerUUID] = p.UUID
 			}
@@ -260,7 +261,9 @@ func Create(fleet []Server, o CreateOptions) (Plan, []Warning, error) {
 	}
 	var ramp []int
 	for _, l := range o.Ramp {
-		ramp = append(ramp, max(l.Of(len(reboots)), 1))
+		// At least 1, and never below the stage before (20% of a small
+		// plan may be fewer than the 5 before it).
+		ramp = append(ramp, max(l.Of(len(reboots)), 1, slices.Max(append([]int{0}, ramp...))))
 	}
 	var windows *Windows
 	if o.Windows != nil {

@@ -15,7 +15,7 @@
 //     warnings for servers already on the target platform and for
 //     downgrades (platforms compare as versions) refuse creation unless
 //     IgnoreWarnings; SkipCurrent leaves current servers out; DryRun goes
-//     through the motions without jobs. Store it with Store.Create, which
+//     through the motions without jobs (and blocks no other plan). Store it with Store.Create, which
 //     refuses a UUID in use (ErrExists) and a server in another unfinished
 //     plan (ErrServerInPlan), whatever the caller checked.
 //  2. Run it (Run); Stop pauses it (no new reboots, in-flight ones finish),
@@ -90,6 +90,10 @@
 // 200 servers with log-normal reboot times (BenchmarkMakespan) fixed
 // batches take 1.51 times as long, and the sliding window is within 1.05
 // of a lower bound.
+//
+// For reports, a plan also keeps what no decision reads: each reboot's
+// Phases as the fleet reported them (drained, off, on, healthy; the first
+// report of each wins) and the operators' Commands (Record).
 //
 // MayRebootOutside is the guard for everything else: while a plan is
 // unfinished, its servers may only be rebooted by it. Summarize, Line and

@@ -47,3 +47,21 @@ func ExampleNext() {
 	// action: create-job s0
 	// [>>......] 0/4 done, 1 in flight, 0 failed, 3 left, ETA ?
 }
+
+// A Sunday window from 01:00 to 05:00 in Berlin lasts four hours, three
+// on the night the clocks go forward, five on the night they go back.
+func ExampleWindows_Periods() {
+	w := &plan.Windows{TimeZone: "Europe/Berlin", Weekly: []string{"Sun 01:00-05:00"}}
+	for _, day := range []time.Time{
+		time.Date(2026, 3, 22, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC),
+	} {
+		ps, _ := w.Periods(day.Add(-2*time.Hour), day.Add(22*time.Hour))
+		fmt.Println(ps[0].Start.UTC().Format("2006-01-02 15:04Z"), ps[0].End.Sub(ps[0].Start))
+	}
+	// Output:
+	// 2026-03-22 00:00Z 4h0m0s
+	// 2026-03-29 00:00Z 3h0m0s
+	// 2026-10-24 23:00Z 5h0m0s
+}

@@ -62,6 +62,9 @@ type JobObs struct {
 	// StartedAt and FinishedAt, when known, are recorded in the plan;
 	// otherwise the time of the observation is.
 	StartedAt, FinishedAt time.Time
+	// Phases, when the fleet knows them, are recorded in the plan's
+	// Reboot.Phases for reports (first report of each phase wins).
+	Phases Phases
 }
 
 // Observations are what the executor observed of the fleet in one pass.
@@ -362,6 +365,9 @@ func (ps *pass) advance(i int) {
 			return 0
 		}
 		return now.Sub(*r.StepSince)
+	}
+	if j, ok := obs.Jobs[r.JobUUID]; ok && r.JobUUID != "" {
+		r.Phases = r.Phases.merge(j.Phases)
 	}
 	created := false // a create-job action was added in this call
 	srv, ok := obs.Servers[r.ServerUUID]

@@ -89,6 +89,10 @@ type Reboot struct {
 	// DrainSince is when the executor first saw the job started (its own
 	// clock: the drain timeout never compares two clocks).
 	DrainSince *time.Time `json:"drain_since,omitempty"`
+	// Phases are when the reboot's job reached each phase, as the fleet
+	// reported them (JobObs.Phases); for reports only, no decision reads
+	// them.
+	Phases *Phases `json:"phases,omitempty"`
 	// Labels are the server's labels when the plan was created (e.g.
 	// rack: r12, zone: z1): its failure domains (Plan.DomainLimits).
 	Labels map[string]string `json:"labels,omitempty"`
@@ -109,7 +113,9 @@ type Plan struct {
 	// FailureBudget is how many reboots may fail before the plan stops
 	// starting new ones; failures beyond it end the plan as failed.
 	FailureBudget int `json:"failure_budget"`
-	// DryRun plans go through the motions without creating reboot jobs.
+	// DryRun plans go through the motions without creating reboot jobs;
+	// they never block another plan (CheckOthers, Create and
+	// MayRebootOutside skip them).
 	DryRun bool `json:"dry_run,omitempty"`
 	// Windows are the maintenance windows: reboots start only inside one
 	// (nil: at any time).
@@ -117,7 +123,7 @@ type Plan struct {
 	// Ramp is the canary ramp: the concurrency of its first stage, then of
 	// the next, each stage lasting until as many reboots as its
 	// concurrency are done (RampLimit); then Concurrency. Every stage is
-	// capped by Concurrency.
+	// capped by Concurrency; stages never go down.
 	Ramp []int `json:"ramp,omitempty"`
 	// DomainLimits cap the servers offline per failure domain (per value
 	// of a label), on top of Concurrency.
@@ -131,6 +137,10 @@ type Plan struct {
 	// Reboots are in execution order: the headnode, other core servers,
 	// then the rest.
 	Reboots []Reboot `json:"reboots"`
+	// Commands are the operators' commands (run, stop, cancel), oldest
+	// first, the last MaxCommands kept; for reports only, no decision
+	// reads them. See Record.
+	Commands []Mark `json:"commands,omitempty"`
 
 	// Version is the store's version of the plan, for compare-and-swap
 	// (not part of the document).
@@ -279,6 +289,7 @@ func (p Plan) Clone() Plan {
 	for i, r := range p.Reboots {
 		q.Reboots[i] = r.clone()
 	}
+	q.Commands = append([]Mark(nil), p.Commands...)
 	return q
 }
 
@@ -289,6 +300,10 @@ func (r Reboot) clone() Reboot {
 			v := **t
 			*t = &v
 		}
+	}
+	if r.Phases != nil {
+		ph := r.Phases.clone()
+		r.Phases = &ph
 	}
 	return r
 }
@@ -311,14 +326,15 @@ func (p Plan) Unfinished() bool {
 var ErrServerInPlan = errors.New("plan: server is in another unfinished plan")
 
 // CheckOthers returns an error wrapping ErrServerInPlan if a server of p is
-// in another unfinished plan of others. Stores call it in Create.
+// in another unfinished plan of others (dry-run plans reboot nothing and
+// block nothing). Stores call it in Create.
 func CheckOthers(p Plan, others []Plan) error {
 	mine := make(map[string]bool, len(p.Reboots))
 	for _, r := range p.Reboots {
 		mine[r.ServerUUID] = true
 	}
 	for _, o := range others {
-		if o.UUID == p.UUID || !o.Unfinished() {
+		if o.UUID == p.UUID || !o.Unfinished() || o.DryRun {
 			continue
 		}
 		for _, r := range o.Reboots {
@@ -332,10 +348,11 @@ func CheckOthers(p Plan, others []Plan) error {
 
 // MayRebootOutside is the guard of the seed: while a plan is unfinished, a
 // server in it may only be rebooted by that plan (planUUID equal to the
-// plan's uuid). Servers in no unfinished plan may be rebooted.
+// plan's uuid). Servers in no unfinished plan (dry-run plans do not
+// count) may be rebooted.
 func MayRebootOutside(plans []Plan, serverUUID, planUUID string) (bool, string) {
 	for _, p := range plans {
-		if !p.Unfinished() || p.UUID == planUUID {
+		if !p.Unfinished() || p.UUID == planUUID || p.DryRun {
 			continue
 		}
 		for _, r := range p.Reboots {

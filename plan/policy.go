@@ -178,9 +178,12 @@ func (p Plan) checkPolicy() error {
 	if len(p.Ramp) > 100 {
 		return fmt.Errorf("%w: ramp of %d stages, at most 100", ErrPolicy, len(p.Ramp))
 	}
-	for _, n := range p.Ramp {
+	for i, n := range p.Ramp {
 		if n < 1 {
 			return fmt.Errorf("%w: ramp stage %d < 1", ErrPolicy, n)
+		}
+		if i > 0 && n < p.Ramp[i-1] {
+			return fmt.Errorf("%w: ramp %v goes down (a canary ramp only goes up)", ErrPolicy, p.Ramp)
 		}
 	}
 	seen := map[string]bool{}

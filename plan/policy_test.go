@@ -3,6 +3,7 @@ package plan_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +213,14 @@ func TestRampLimit(t *testing.T) {
 		_, err := plan.ParseRamp(bad)
 		assert.ErrorIs(t, err, plan.ErrPolicy, bad)
 	}
+	o := opts()
+	o.Ramp = l
+	p, _, err := plan.Create(servers(0, 10), o)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 5, 5}, p.Ramp, "20% of 10 is 2, no fewer than the 5 before")
+	p.Ramp = []int{5, 1}
+	_, err = plan.Decode(must(plan.Encode(p)))
+	assert.ErrorIs(t, err, plan.ErrPolicy, "a ramp that goes down")
 }
 
 // TestRampGroundTruth: the servers offline when each job started never
@@ -356,6 +365,51 @@ func TestDomainLimitGroundTruth(t *testing.T) {
 	}
 }
 
+// TestDomainLimitOnBolt: passes on views of the bbolt store, which gives
+// no domain table: the Executor reads it once and the limits hold.
+func TestDomainLimitOnBolt(t *testing.T) {
+	o := opts()
+	o.Concurrency = plan.Count(8)
+	o.DomainLimits = []plan.DomainLimit{{Label: "rack", Max: 1}}
+	fs := racks(12, 4, 3*time.Minute)
+	w := newWorld(t, fs, "", o)
+	// Down for other reasons, in rack r11, not loaded by the first views:
+	// only r11 waits (without the table it would hold every rack).
+	w.fleet.SetDown(fs[47].UUID, true)
+	st, err := plan.OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
+	require.NoError(t, err)
+	defer st.Close()
+	p, err := w.store.Get(w.ctx, w.uuid)
+	require.NoError(t, err)
+	p.Version = ""
+	require.NoError(t, st.Create(w.ctx, p))
+	exec := &plan.Executor{Fleet: w.fleet, Store: st, Now: w.clk.Now}
+	rack := map[string]string{}
+	for _, s := range fs {
+		rack[s.UUID] = s.Labels["rack"]
+	}
+	for i := 0; i < 10000; i++ {
+		v, err := exec.Pass(w.ctx, w.uuid)
+		require.NoError(t, err)
+		require.False(t, v.Full(), "passes on views")
+		if !v.Unfinished() {
+			assert.Equal(t, plan.StateComplete, v.State)
+			break
+		}
+		if i == 20 {
+			assert.Len(t, w.fleet.Starts(), 7, "7 racks started (concurrency 8, one server down elsewhere)")
+			w.fleet.SetDown(fs[47].UUID, false)
+		}
+		w.clk.Advance(10 * time.Second)
+	}
+	require.Len(t, w.fleet.Starts(), 48)
+	for _, s := range w.fleet.Starts() {
+		for _, id := range s.Offline {
+			assert.NotEqual(t, rack[s.Server], rack[id], "%s started with %s offline in its rack", s.Server, id)
+		}
+	}
+}
+
 // TestBlockingCondition: a failing condition holds every start, its output
 // in the plan for watch; a stale or missing result holds it too; in-flight
 // reboots go on.
@@ -396,4 +450,11 @@ func TestBlockingCondition(t *testing.T) {
 	assert.Equal(t, plan.StepJob, q2.Reboots[0].Step)
 	assert.Equal(t, plan.StepPending, q2.Reboots[2].Step)
 	assert.True(t, strings.HasPrefix(q2.Waiting, "waiting: blocking condition no-alerts fails"), q2.Waiting)
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -17,11 +17,14 @@ type Summary struct {
 	// Waiting is why the plan could not start a reboot in its last pass
 	// (Plan.Waiting), e.g. "waiting: 3 server(s) offline (...), concurrency 2".
 	Waiting string
+	// State is the plan's state. Line shows an ETA only while the plan
+	// runs (or when State is not set): a stopped plan has none.
+	State State
 }
 
 // Summarize counts a plan's reboots and estimates the time left.
 func Summarize(p Plan, now time.Time) Summary {
-	s := Summary{Total: len(p.Reboots), Waiting: p.Waiting}
+	s := Summary{Total: len(p.Reboots), Waiting: p.Waiting, State: p.State}
 	var sum time.Duration
 	var n int
 	for _, r := range p.Reboots {
@@ -40,7 +43,7 @@ func Summarize(p Plan, now time.Time) Summary {
 			s.Left++
 		}
 	}
-	if n > 0 && !p.State.Finished() {
+	if n > 0 && p.State == StateRunning {
 		mean := sum / time.Duration(n)
 		slots := max(p.Concurrency, 1)
 		s.ETA = time.Duration(float64(mean) * (float64(s.Left) + float64(s.InFlight)/2) / float64(slots))
@@ -85,19 +88,31 @@ func (s Summary) Line(width int) string {
 	case s.ETA > 0:
 		eta = s.ETA.Round(time.Second).String()
 	}
-	line := fmt.Sprintf("[%s] %d/%d done, %d in flight, %d failed, %d left, ETA %s",
-		bar, s.Done, s.Total, s.InFlight, s.Failed, s.Left, eta)
+	line := fmt.Sprintf("[%s] %d/%d done, %d in flight, %d failed, %d left",
+		bar, s.Done, s.Total, s.InFlight, s.Failed, s.Left)
+	if s.State == "" || s.State == StateRunning {
+		line += ", ETA " + eta
+	}
 	if s.Waiting != "" {
 		line += "; " + s.Waiting
 	}
 	return line
 }
 
-// Table renders the final summary: one row per reboot.
+// Table renders the final summary: one row per reboot, the hostname
+// column as wide as the longest hostname.
 func Table(p Plan) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "plan %s: %s (concurrency %d)\n", p.UUID, p.State, p.Concurrency)
-	fmt.Fprintf(&b, "%-14s %-5s %-10s %-10s %-10s %s\n", "HOSTNAME", "CORE", "STARTED", "FINISHED", "UP", "RESULT")
+	dry := ""
+	if p.DryRun {
+		dry = ", dry run: nothing was rebooted"
+	}
+	fmt.Fprintf(&b, "plan %s: %s (concurrency %d%s)\n", p.UUID, p.State, p.Concurrency, dry)
+	w := len("HOSTNAME")
+	for _, r := range p.Reboots {
+		w = max(w, len(r.ServerHostname))
+	}
+	fmt.Fprintf(&b, "%-*s %-5s %-10s %-10s %-10s %s\n", w, "HOSTNAME", "CORE", "STARTED", "FINISHED", "UP", "RESULT")
 	at := func(t *time.Time) string {
 		if t == nil {
 			return "-"
@@ -118,7 +133,7 @@ func Table(p Plan) string {
 		if r.Error != "" {
 			res += ": " + r.Error
 		}
-		fmt.Fprintf(&b, "%-14s %-5s %-10s %-10s %-10s %s\n", r.ServerHostname, core, at(r.StartedAt), at(r.FinishedAt), at(r.OperationalAt), res)
+		fmt.Fprintf(&b, "%-*s %-5s %-10s %-10s %-10s %s\n", w, r.ServerHostname, core, at(r.StartedAt), at(r.FinishedAt), at(r.OperationalAt), res)
 	}
 	return b.String()
 }

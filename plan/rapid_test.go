@@ -23,6 +23,22 @@ import (
 type flakyFleet struct {
 	*fake.Fleet
 	failNext bool
+	rec      *startRecorder // nil: no notes
+}
+
+// startRecorder notes, for every job start, the ground truth the plan's
+// policy is checked against: jobs ended by then (at least the reboots any
+// pass can have seen done), whether the blocking condition held, whether
+// the windows were in force.
+type startRecorder struct {
+	notes     map[int]startNote
+	cond      string // the blocking condition's name ("" if none)
+	windowsOn bool
+}
+
+type startNote struct {
+	ended           int
+	condHeld, inWin bool
 }
 
 var errKilled = errors.New("test: executor killed before acting")
@@ -32,7 +48,16 @@ func (f *flakyFleet) CreateJob(ctx context.Context, a plan.Action) error {
 		f.failNext = false
 		return errKilled
 	}
-	return f.Fleet.CreateJob(ctx, a)
+	if f.rec == nil {
+		return f.Fleet.CreateJob(ctx, a)
+	}
+	n, ended := len(f.Fleet.Starts()), f.Fleet.JobsEnded()
+	held := f.rec.cond == "" || f.Fleet.ConditionHolds(f.rec.cond)
+	err := f.Fleet.CreateJob(ctx, a)
+	if len(f.Fleet.Starts()) > n {
+		f.rec.notes[n] = startNote{ended: ended, condHeld: held, inWin: f.rec.windowsOn}
+	}
+	return err
 }
 
 func (f *flakyFleet) CancelJob(ctx context.Context, a plan.Action) error {
@@ -100,7 +125,7 @@ func genFleet(t *rapid.T, downForGood bool) ([]fake.FleetServer, string) {
 //
 // At the end the world behaves and the operator runs the plan: it finishes.
 func TestPlanStateMachine(t *testing.T) {
-	rapidcheck.Check(t, func(t *rapid.T) { planStateMachine(t, false) })
+	rapidcheck.Check(t, func(t *rapid.T) { planStateMachine(t, false, false) })
 }
 
 // TestPlanStateMachineViews is TestPlanStateMachine with passes on views
@@ -108,10 +133,125 @@ func TestPlanStateMachine(t *testing.T) {
 // observes and writes only the reboots in flight and the next pending
 // ones, and the same invariants hold against the same ground truth.
 func TestPlanStateMachineViews(t *testing.T) {
-	rapidcheck.Check(t, func(t *rapid.T) { planStateMachine(t, true) })
+	rapidcheck.Check(t, func(t *rapid.T) { planStateMachine(t, true, false) })
 }
 
-func planStateMachine(t *rapid.T, views bool) {
+// TestPlanPolicyStateMachine is TestPlanStateMachine (whole plans or views,
+// drawn) with a drawn policy: servers labelled by rack and zone with
+// limits per rack and per zone (a count or a percentage), a canary ramp,
+// a daily maintenance window in a drawn time zone plus an absolute range,
+// and a blocking condition the world flips at any step. Checked against
+// ground truth at every job start, besides the invariants above:
+//   - the windows were open (while the plan had them);
+//   - the blocking condition held;
+//   - the servers offline in the server's rack and zone (fake.Start,
+//     down for any reason included) were below each domain's limit;
+//   - the servers offline were below the ramp's limit for the number of
+//     jobs that had ended by then (fake.Fleet.JobsEnded: at least the
+//     reboots any pass can have seen done).
+//
+// At the end the world behaves, the condition holds, the operator drops
+// the windows and runs the plan: it finishes.
+func TestPlanPolicyStateMachine(t *testing.T) {
+	rapidcheck.Check(t, func(t *rapid.T) { planStateMachine(t, rapid.Bool().Draw(t, "views"), true) })
+}
+
+// policy is the drawn policy of TestPlanPolicyStateMachine.
+type policy struct {
+	windows *plan.Windows
+	limits  []plan.DomainLimit
+	labels  map[string]map[string]string
+	cond    string
+}
+
+func drawPolicy(t *rapid.T, fs []fake.FleetServer, o *plan.CreateOptions) *policy {
+	pol := &policy{labels: map[string]map[string]string{}}
+	racks := rapid.IntRange(1, 4).Draw(t, "racks")
+	for i := range fs {
+		rack := rapid.IntRange(0, racks-1).Draw(t, "rack")
+		fs[i].Labels = map[string]string{"rack": fmt.Sprintf("r%d", rack), "zone": fmt.Sprintf("z%d", rack%2)}
+		pol.labels[fs[i].UUID] = fs[i].Labels
+	}
+	if rapid.Bool().Draw(t, "rackLimit") {
+		pol.limits = append(pol.limits, plan.DomainLimit{Label: "rack", Max: rapid.IntRange(1, 2).Draw(t, "perRack")})
+	}
+	if rapid.Bool().Draw(t, "zoneLimit") {
+		pol.limits = append(pol.limits, plan.DomainLimit{Label: "zone", Max: rapid.IntRange(10, 60).Draw(t, "zonePercent"), Percent: true})
+	}
+	o.DomainLimits = pol.limits
+	if rapid.Bool().Draw(t, "ramp") {
+		stages := rapid.SliceOfN(rapid.IntRange(1, 3), 1, 3).Draw(t, "stages")
+		slices.Sort(stages) // a ramp only goes up
+		for _, n := range stages {
+			o.Ramp = append(o.Ramp, plan.Count(n))
+		}
+	}
+	if rapid.Bool().Draw(t, "windows") {
+		zone := rapid.SampledFrom([]string{"UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata"}).Draw(t, "zone")
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open := fake.Epoch.Add(time.Duration(rapid.IntRange(0, 24).Draw(t, "opensAt")) * 10 * time.Minute).In(loc)
+		length := time.Duration(rapid.IntRange(1, 18).Draw(t, "length")) * 10 * time.Minute
+		end := open.Add(length)
+		w := &plan.Windows{TimeZone: zone, Weekly: []string{fmt.Sprintf("daily %02d:%02d-%02d:%02d", open.Hour(), open.Minute(), end.Hour(), end.Minute())},
+			Expect: time.Duration(rapid.IntRange(0, 30).Draw(t, "expect")) * time.Minute}
+		if rapid.Bool().Draw(t, "range") {
+			s := fake.Epoch.Add(time.Duration(rapid.IntRange(0, 240).Draw(t, "rangeAt")) * time.Minute)
+			w.Ranges = []plan.Range{{Start: s, End: s.Add(time.Duration(rapid.IntRange(1, 120).Draw(t, "rangeLength")) * time.Minute)}}
+		}
+		o.Windows, pol.windows = w, w
+	}
+	if rapid.Bool().Draw(t, "condition") {
+		pol.cond = "no-alerts"
+		o.Conditions = []plan.Condition{{Name: pol.cond, Command: []string{"check"}}}
+	}
+	return pol
+}
+
+// checkPolicy checks every job start against the drawn policy.
+func checkPolicy(t *rapid.T, w *world, p plan.Plan, pol *policy, rec *startRecorder) {
+	size := map[string]int{}
+	for _, l := range pol.labels {
+		for k, v := range l {
+			size[k+"="+v]++
+		}
+	}
+	for k, st := range w.fleet.Starts() {
+		note, ok := rec.notes[k]
+		if !ok {
+			t.Fatalf("job start %d (%s) not noted", k, st.Server)
+		}
+		if note.inWin {
+			if open, _, err := pol.windows.Open(st.At); err != nil || !open {
+				t.Fatalf("job for %s started at %s, outside the windows %v (%v)", st.Server, st.At, pol.windows.Weekly, err)
+			}
+		}
+		if !note.condHeld {
+			t.Fatalf("job for %s started at %s while the blocking condition failed", st.Server, st.At)
+		}
+		if lim := plan.RampLimit(p.Ramp, p.Concurrency, note.ended); len(st.Offline) >= lim {
+			t.Fatalf("job for %s started at %s with %d other servers offline, ramp %v allows %d after %d jobs ended:\n%s",
+				st.Server, st.At, len(st.Offline), p.Ramp, lim, note.ended, plan.Table(p))
+		}
+		for _, l := range pol.limits {
+			v := pol.labels[st.Server][l.Label]
+			n := 0
+			for _, id := range st.Offline {
+				if pol.labels[id][l.Label] == v {
+					n++
+				}
+			}
+			if lim := l.Of(size[l.Label+"="+v]); n >= lim {
+				t.Fatalf("job for %s started at %s with %d other servers offline in %s %s %v, limit %d:\n%s",
+					st.Server, st.At, n, l.Label, v, st.Offline, lim, plan.Table(p))
+			}
+		}
+	}
+}
+
+func planStateMachine(t *rapid.T, views, withPolicy bool) {
 	{
 		fs, primary := genFleet(t, false)
 		o := opts()
@@ -122,12 +262,18 @@ func planStateMachine(t *rapid.T, views bool) {
 			JobTimeout:      time.Duration(rapid.IntRange(60, 3600).Draw(t, "jobTimeout")) * time.Second,
 			ServicesTimeout: time.Duration(rapid.IntRange(60, 3600).Draw(t, "servicesTimeout")) * time.Second,
 		}
+		var pol *policy
+		var rec *startRecorder
+		if withPolicy {
+			pol = drawPolicy(t, fs, &o)
+			rec = &startRecorder{notes: map[int]startNote{}, cond: pol.cond, windowsOn: pol.windows != nil}
+		}
 		w := newWorld(t, fs, primary, o)
 		if rapid.Bool().Draw(t, "gc") {
 			w.fleet.SetRetain(time.Duration(rapid.IntRange(0, 600).Draw(t, "retain")) * time.Second)
 		}
-		ff := &flakyFleet{Fleet: w.fleet}
-		ff2 := &flakyFleet{Fleet: w.fleet}
+		ff := &flakyFleet{Fleet: w.fleet, rec: rec}
+		ff2 := &flakyFleet{Fleet: w.fleet, rec: rec}
 		var store plan.Store = w.store
 		if views {
 			store = plan.Views(w.store)
@@ -165,6 +311,9 @@ func planStateMachine(t *rapid.T, views bool) {
 			}
 			p, _ := w.store.Get(w.ctx, w.uuid)
 			checkPlan(t, w, before, p, prev, lastCmd)
+			if pol != nil {
+				checkPolicy(t, w, p, pol, rec)
+			}
 			prev = p
 		}
 		ids := make([]string, len(fs))
@@ -172,8 +321,12 @@ func planStateMachine(t *rapid.T, views bool) {
 			ids[i] = f.UUID
 		}
 		steps := rapid.IntRange(10, 120).Draw(t, "steps")
+		actions := 15
+		if pol != nil && pol.cond != "" {
+			actions = 17
+		}
 		for step := 0; step < steps; step++ {
-			switch rapid.IntRange(0, 15).Draw(t, "action") {
+			switch rapid.IntRange(0, actions).Draw(t, "action") {
 			case 0:
 				exec = newExec(ff) // restarted, nothing in memory
 			case 1:
@@ -195,6 +348,13 @@ func planStateMachine(t *rapid.T, views bool) {
 				w.fleet.Hide(rapid.SampledFrom(ids).Draw(t, "hidden"), rapid.Bool().Draw(t, "hide"))
 			case 9:
 				w.clk.Apply(fake.DrawClockMove(t, "tick", false))
+			case 16, 17:
+				if pol != nil && pol.cond != "" {
+					ok := rapid.Bool().Draw(t, "conditionHolds")
+					w.fleet.SetCondition(pol.cond, ok, map[bool]string{false: "ALERT firing"}[ok])
+					break
+				}
+				fallthrough
 			default:
 				w.clk.Advance(time.Duration(rapid.IntRange(1, 120).Draw(t, "dt")) * time.Second)
 			}
@@ -208,6 +368,21 @@ func planStateMachine(t *rapid.T, views bool) {
 			w.fleet.Hide(id, false)
 		}
 		ff.failNext = false
+		if pol != nil {
+			if pol.cond != "" {
+				w.fleet.SetCondition(pol.cond, true, "")
+			}
+			rec.windowsOn = false
+			for i := 0; i < 10; i++ { // (a pending injected store failure may eat one)
+				if _, err := plan.Command(w.ctx, w.store, w.uuid, func(p plan.Plan) (plan.Plan, error) {
+					q := p.Clone()
+					q.Windows = nil
+					return q, nil
+				}); err == nil {
+					break
+				}
+			}
+		}
 		for i := 0; i < 10 && lastCmd != "cancel" && lastCmd != "run"; i++ {
 			command("run") // (a pending injected store failure may eat one)
 		}

@@ -128,6 +128,7 @@ func sameReboot(a, b Reboot) bool {
 		sameTime(a.StartedAt, b.StartedAt) && sameTime(a.FinishedAt, b.FinishedAt) && sameTime(a.OperationalAt, b.OperationalAt) &&
 		sameTime(a.CanceledAt, b.CanceledAt) && a.Core == b.Core && a.Step == b.Step && sameTime(a.StepSince, b.StepSince) &&
 		a.Frozen == b.Frozen && a.Error == b.Error && a.JobSeen == b.JobSeen && sameTime(a.DrainSince, b.DrainSince) &&
+		samePhases(a.Phases, b.Phases) &&
 		maps.Equal(a.Labels, b.Labels)
 }
 
@@ -161,8 +162,8 @@ func (v View) SummaryAt(now time.Time) Summary {
 func (v View) Summary() Summary {
 	ix := v.Index
 	s := Summary{Total: ix.Total, Done: ix.Done, Failed: ix.Failed, InFlight: len(ix.InFlight),
-		Left: ix.Total - ix.Started, Waiting: v.Waiting}
-	if ix.DoneTimed > 0 && !v.State.Finished() {
+		Left: ix.Total - ix.Started, Waiting: v.Waiting, State: v.State}
+	if ix.DoneTimed > 0 && v.State == StateRunning {
 		mean := ix.DoneTime / time.Duration(ix.DoneTimed)
 		s.ETA = time.Duration(float64(mean) * (float64(s.Left) + float64(s.InFlight)/2) / float64(max(v.Concurrency, 1)))
 	}

@@ -26,17 +26,19 @@
 //     the deadline is given up on: the caller gets a busy error wrapping
 //     context.DeadlineExceeded, and the controller is closed once its call
 //     returns, counting against its BMC's sessions until then;
-//   - backs off per BMC after a failure that says the BMC is unreachable or
-//     refuses us (no answer, a transport error, a timeout, ErrAuth):
+//   - backs off per BMC after a failed connect (whatever the reason) and
+//     after a call that says the BMC is unreachable or refuses us (no
+//     answer, a transport error, a timeout, ErrAuth):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
 //     authentication failure AuthBackoff (30 s) doubling up to
 //     MaxAuthBackoff (30 min), so a BMC with a wrong password sees at most
 //     two logins a minute, and fewer as the failures go on. A call during a
 //     back-off is not tried: it fails at once with an error matching
 //     ErrBackoff and the failure that started it (so errors.Is(err, ErrAuth)
-//     still tells the operator the password is wrong). An answer from the
-//     BMC (even a refusal with a status, such as a 409) or a success ends
-//     the back-off; so does a new Target.Config for the host;
+//     still tells the operator the password is wrong). A success, or an
+//     answer from the BMC on an open controller (even a refusal with a
+//     status, such as a 409), ends the back-off; so does a new
+//     Target.Config for the host;
 //   - keeps at most PoolConfig.MaxSessions controllers open per BMC (hosts
 //     behind one BMC share it), closing the least recently used idle one
 //     (and waiting for its logout) before opening another, or waiting for
@@ -58,9 +60,10 @@
 //   - No call through a Pool's Controller blocks its caller longer than
 //     CallTimeout (or the caller's deadline) plus half a second.
 //   - Between two logins to a BMC that refused the last one there are at
-//     least AuthBackoff, doubling with each refusal in a row (until a new
-//     Config); between two connection attempts to a BMC that did not
-//     answer, at least Backoff, doubling likewise.
+//     least AuthBackoff, doubling with each refusal until a success or a
+//     new Config; between two connection attempts to a BMC after a failed
+//     one, at least Backoff, doubling with each failure in a row. A
+//     failure never shortens a pause already running.
 //   - A BMC never has more than MaxSessions controllers open through the
 //     Pool (each holds one session; power/redfish briefly holds two while
 //     it replaces an expired one).

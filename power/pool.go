@@ -127,11 +127,12 @@ type Pool struct {
 
 // bmcState is one BMC's back-off and login serialisation.
 type bmcState struct {
-	logging  bool      // a Connect to this BMC runs
-	failures int       // in a row
-	auth     bool      // the last failure was an authentication failure
-	until    time.Time // no attempt before
-	last     error     // the failure that started the back-off
+	logging      bool      // a Connect to this BMC runs
+	failures     int       // failures in a row, authentication failures apart
+	authFailures int       // authentication failures since the last success
+	auth         bool      // the last failure was an authentication failure
+	until        time.Time // no attempt before
+	last         error     // the last failure
 }
 
 // entry is one host's cached controller.
@@ -302,7 +303,7 @@ func (p *Pool) bmc(name string) *bmcState {
 // backoffErr returns the error of a call not tried (p.mu held), or nil.
 func (p *Pool) backoffErr(op string, b *bmcState) error {
 	now := p.cfg.Now()
-	if b.failures == 0 || !now.Before(b.until) {
+	if b.last == nil || !now.Before(b.until) {
 		return nil
 	}
 	class := ClassBusy
@@ -310,50 +311,57 @@ func (p *Pool) backoffErr(op string, b *bmcState) error {
 		class = ClassFailed
 	}
 	return &Error{Op: op, Class: class,
-		Message: fmt.Sprintf("not tried: the BMC failed %d time(s) in a row, next try in %s", b.failures, b.until.Sub(now).Round(time.Millisecond)),
+		Message: fmt.Sprintf("not tried: the BMC failed %d time(s) in a row, next try in %s", b.failures+b.authFailures, b.until.Sub(now).Round(time.Millisecond)),
 		Err:     errors.Join(ErrBackoff, b.last)}
 }
 
-// failed records a failure of BMC b (p.mu held).
+// failed records a failure of BMC b (p.mu held). Authentication failures
+// and other failures each double their own pause; a failure never
+// shortens a pause already running.
 func (p *Pool) failed(bmcName string, b *bmcState, err error) {
 	auth := errors.Is(err, ErrAuth)
-	if auth != b.auth {
-		b.failures = 0 // a new kind of failure starts its own ladder
-	}
-	b.failures++
-	b.auth, b.last = auth, err
-	d, limit := p.cfg.Backoff, p.cfg.MaxBackoff
+	var d, limit time.Duration
+	var n int
 	if auth {
-		d, limit = p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
+		b.authFailures++
+		n, d, limit = b.authFailures, p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
+	} else {
+		b.failures++
+		n, d, limit = b.failures, p.cfg.Backoff, p.cfg.MaxBackoff
 	}
-	for i := 1; i < b.failures && d < limit; i++ {
+	for i := 1; i < n && d < limit; i++ {
 		d *= 2
 	}
 	d = min(d, limit)
-	b.until = p.cfg.Now().Add(d)
+	b.auth, b.last = auth, err
+	if until := p.cfg.Now().Add(d); until.After(b.until) {
+		b.until = until
+	}
 	if p.cfg.Logger != nil {
-		p.cfg.Logger.Warn("BMC backing off", "bmc", bmcName, "failures", b.failures, "for", d, "error", err)
+		p.cfg.Logger.Warn("BMC backing off", "bmc", bmcName, "failures", b.failures+b.authFailures, "for", d, "error", err)
 	}
 }
 
 // succeeded clears BMC b's back-off (p.mu held).
-func (b *bmcState) succeeded() { b.failures, b.auth, b.last, b.until = 0, false, nil, time.Time{} }
+func (b *bmcState) succeeded() {
+	b.failures, b.authFailures, b.auth, b.last, b.until = 0, 0, false, nil, time.Time{}
+}
 
-// countsAsFailure reports whether err says the BMC is unreachable or
-// refuses us (so later calls should wait), rather than that it answered
-// and declined this one operation.
+// countsAsFailure reports whether the outcome err of a call on an open
+// controller says the BMC is unreachable or refuses us (so later calls
+// should wait).
 func countsAsFailure(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
-	if errors.Is(err, ErrAuth) {
-		return true
-	}
+	return errors.Is(err, ErrAuth) || !answered(err)
+}
+
+// answered reports whether err is an answer of the BMC's (a status, or a
+// refusal of the operation): the BMC is there.
+func answered(err error) bool {
 	var pe *Error
-	if errors.As(err, &pe) && (pe.Status != 0 || pe.Class == ClassUnsupported) {
-		return false // the BMC answered
-	}
-	return true
+	return errors.As(err, &pe) && (pe.Status != 0 || pe.Class == ClassUnsupported) && !errors.Is(err, ErrAuth)
 }
 
 // acquire returns host's entry with a connected controller, marked in use,
@@ -394,9 +402,13 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*entry, 
 			}
 			continue
 		}
-		// A session slot: evict the least recently used idle controller
-		// of this BMC, or wait for one.
-		if p.sessionsLocked(t.BMC) >= p.cfg.MaxSessions && !p.evictLocked(t.BMC) {
+		// A session slot: unless a logout on this BMC is under way already,
+		// close its least recently used idle controller; then wait for the
+		// BMC to end that session (or for any other to end).
+		if p.sessionsLocked(t.BMC) >= p.cfg.MaxSessions {
+			if !p.closingLocked(t.BMC) {
+				p.evictLocked(t.BMC)
+			}
 			if err := p.waitLocked(ctx, op, "waiting for a free session on this BMC"); err != nil {
 				p.mu.Unlock()
 				return nil, nil, err
@@ -449,7 +461,9 @@ func (p *Pool) connect(ctx context.Context, op string, e *entry, b *bmcState) (*
 		defer p.mu.Unlock()
 		b.logging = false
 		if err != nil {
-			if !abandoned && countsAsFailure(err) {
+			// Any failure to connect counts (a BMC that answers 503 to
+			// every login must not get one a second).
+			if !abandoned && !errors.Is(err, context.Canceled) {
 				p.failed(e.target.BMC, b, err)
 			}
 			p.doneLocked(e)
@@ -517,6 +531,16 @@ func (p *Pool) sessionsLocked(name string) int {
 	return n
 }
 
+// closingLocked reports whether a controller of BMC name is being closed.
+func (p *Pool) closingLocked(name string) bool {
+	for e := range p.retiring {
+		if e.target.BMC == name && e.inUse == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // evictLocked closes the least recently used idle controller of BMC name.
 func (p *Pool) evictLocked(name string) bool {
 	var victim *entry
@@ -562,10 +586,10 @@ func (p *Pool) release(e *entry, err error, abandoned bool) {
 	b := p.bmc(e.target.BMC)
 	switch {
 	case abandoned:
-	case err == nil:
-		b.succeeded()
 	case countsAsFailure(err):
 		p.failed(e.target.BMC, b, err)
+	case err == nil || answered(err):
+		b.succeeded()
 	}
 	p.doneLocked(e)
 }

@@ -474,3 +474,38 @@ func TestPoolConfigChange(t *testing.T) {
 	_, err = pool.Controller("n", good).State(context.Background())
 	require.ErrorIs(t, err, power.ErrPoolClosed)
 }
+
+// TestPoolConnectRefusedWithStatusBacksOff: a BMC that answers every login
+// with a status (503, 500) gets no login a second: a failed connect backs
+// off whatever its reason, and a success clears it.
+func TestPoolConnectRefusedWithStatusBacksOff(t *testing.T) {
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{})
+	var connects atomic.Int32
+	var up atomic.Bool
+	c := pool.Controller("n", power.Target{BMC: "bmc", Connect: func(context.Context) (power.Controller, error) {
+		connects.Add(1)
+		if !up.Load() {
+			return nil, &power.Error{Op: "connect", Class: power.ClassBusy, Status: 503, Message: "service unavailable"}
+		}
+		return fake.NewPower(time.Now, fake.PowerConfig{}), nil
+	}})
+	for range 10 {
+		_, err := c.State(context.Background())
+		require.Error(t, err)
+		clk.Advance(100 * time.Millisecond)
+	}
+	assert.Equal(t, int32(1), connects.Load(), "logins within the first second")
+	clk.Advance(time.Second)
+	_, err := c.State(context.Background())
+	require.Error(t, err)
+	assert.Equal(t, int32(2), connects.Load())
+	_, err = c.State(context.Background())
+	require.ErrorIs(t, err, power.ErrBackoff)
+	up.Store(true)
+	clk.Advance(2 * time.Second)
+	_, err = c.State(context.Background())
+	require.NoError(t, err)
+	_, err = c.State(context.Background())
+	require.NoError(t, err, "a success clears the back-off")
+}

@@ -54,9 +54,9 @@ type Status struct {
 	// Persisted so that a restarted controller still falls back to hard.
 	OfflineSince time.Time
 	OfflineMode  power.Mode
-	// HoldBroken is when the controller last read On (as the first reading
-	// of a sighting) for a host it held off with evidence covering every
-	// request: someone else powered it on. The controller powered it off
+	// HoldBroken is when the controller first read On, since the evidence
+	// LastPoweredOff last moved, for a host it held off with evidence
+	// covering every request: someone else powered it on. The controller powered it off
 	// again in the same pass. Evidence for instants before the sighting
 	// stays true (the processes that ran then did stop); the host may have
 	// run since. Zero when no hold of the pending reboot was broken. A BMC
@@ -87,18 +87,16 @@ func (s Status) Pending() bool {
 //
 // It is true iff the fencing evidence LastPoweredOff is strictly after t and
 // not later than now (a timestamp the clock has not reached is not vouched
-// for: it was written by a clock that ran ahead). The evidence is the
-// floor of a time read before an Off reading; a t equal to it may have been
-// taken after that reading (and after a power-on that followed it) within
-// the same clock tick, so a tie does not fence. It stays true after the
-// host is powered on again: the processes that ran at t stopped all the
-// same.
-// Stored times are truncated (floored), so the real off instant is at or
-// after the stored one. For any t, at any precision, taken before the
-// client's request annotation was written, Fenced(t, now) becomes true
-// within one requeue (at most Config.Precision later) of the first pass
-// that reads the hardware off with evidence. The assumptions are those of
-// the package doc's Guarantees.
+// for: it was written by a clock that ran ahead). The evidence is a floored
+// lower bound of an instant at which the hardware was off; a t equal to it
+// may lie after that instant within the same clock tick, so a tie does not
+// fence. It stays true after the host is powered on again: the processes
+// that ran at t stopped all the same. For any t, at any precision, taken
+// before the client's request annotation was written, Fenced(t, now)
+// becomes true within one requeue (at most Config.Precision later) of the
+// first pass whose Off reading counts as evidence for the request (see the
+// package doc: about StaleReads after the controller first saw it). The
+// assumptions are those of the package doc's Guarantees.
 func (s Status) Fenced(t, now time.Time) bool {
 	e := s.LastPoweredOff
 	return !e.IsZero() && e.After(t) && !e.After(now)
@@ -258,8 +256,11 @@ type Config struct {
 	// PollInterval is how often to look again while waiting for the power
 	// state to change. Default 5 s.
 	PollInterval time.Duration
-	// ReissueAfter is how long a hard power-off or a power-on that was
-	// accepted may go without effect before it is sent again. Default 60 s.
+	// ReissueAfter is how long a power-off or a power-on that was accepted
+	// may go without effect before it is sent again: a soft power-off while
+	// the host reads On, a power-off or power-on while the reading says
+	// nothing against it. (A hard power-off contradicted by an On reading
+	// goes out sooner, see QuickPoll.) Default 60 s.
 	ReissueAfter time.Duration
 	// Precision is the precision timestamps are stored at. Default 1 s
 	// (Kubernetes metav1.Time).
@@ -290,7 +291,8 @@ type Config struct {
 	// QuickPoll is how soon to read again after a power-off command (then
 	// doubling up to PollInterval) and after an unknown reading while a
 	// reboot is pending. It is also where repeating a hard power-off that
-	// a later reading contradicts starts its backoff. Default 1 s.
+	// a later reading contradicts starts its backoff (doubling up to
+	// PollInterval). Default 1 s.
 	QuickPoll time.Duration
 }
 
@@ -604,6 +606,7 @@ func repair(st *Status, p time.Time) error {
 	clamp("pendingRebootSince", &st.PendingRebootSince)
 	clamp("lastRequestSeen", &st.LastRequestSeen)
 	clamp("offlineSince", &st.OfflineSince)
+	clamp("holdBroken", &st.HoldBroken)
 	if st.LastPoweredOff.After(p) {
 		// Evidence labelled by a clock that ran ahead cannot be placed on
 		// the corrected clock: drop it rather than vouch for it.
@@ -698,6 +701,9 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	// unknown, or an Off that may echo a state from before the request.
 	d.Power = ActionPowerOff
 	d.Mode = st.Mode
+	if d.Reason == "" && last.Action == ActionPowerOff && last.Mode == st.Mode && last.Class == power.ClassNone && o.Power == power.StateOn {
+		d.Reason = "power-off accepted but the host reads on (skipped or lost): power off " + st.Mode.String() + " again"
+	}
 	if d.Reason == "" {
 		switch o.Power {
 		case power.StateOff:
@@ -780,6 +786,9 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	d.UpdateStatus = true // a versioned write before every power-on
 	d.Phase = PhasePoweringOn
 	d.Reason = "off and released: power on"
+	if o.Power == power.StateOn {
+		d.Reason = "released, and powered on by someone else meanwhile: power on"
+	}
 	d.RequeueAfter = c.PollInterval
 }
 
@@ -850,7 +859,7 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 	case power.ClassNone:
 		switch {
 		case a == ActionPowerOff && m == power.ModeHard && state == power.StateOn:
-			delay = min(c.QuickPoll<<min(last.Repeats, 16), c.ReissueAfter)
+			delay = min(c.QuickPoll<<min(last.Repeats, 16), c.PollInterval)
 		case a == ActionPowerOff && m == power.ModeSoft && state != power.StateOn:
 			// A soft shutdown runs until it is done or times out.
 			d.Reason = "soft power-off under way: wait"

@@ -79,7 +79,8 @@
 //     pending it may send the power-off, which powers nothing on: a
 //     power.Controller's Off never powers a host on (power/redfish sends
 //     its toggle, PushPowerButton, only after its own fresh read says On).
-//     It reads again after Config.QuickPoll (1 s).
+//     Until the power-off has evidence it reads again after
+//     Config.QuickPoll (1 s); otherwise after PollInterval.
 //   - Transitioning and On prove the host is not known off.
 //   - Off, read at instant r, proves by assumption A1 that the hardware was
 //     off at some instant in [r-StaleReads, r]. So it is evidence for a
@@ -104,15 +105,18 @@
 // Config.PollInterval; once the reading may count, it looks again as soon
 // as it counts. A hard power-off that was accepted but is contradicted by a
 // later On reading is sent again, backing off from QuickPoll to
-// Config.ReissueAfter: a Controller skips a power-off when its own read
-// says the host is off, and that read may be an old echo. A soft one is
-// sent again after ReissueAfter while the host reads On.
+// PollInterval: a Controller may skip a power-off when its own read
+// says the host is off (this module's adapters send a hard power-off
+// whatever they read, but skip a soft one on an Off read), and that read
+// may be an old echo. A soft one is sent again after ReissueAfter while
+// the host reads On.
 //
 // A held host (evidence covers every request, keyed requests or
 // Online=false remain) is read every PollInterval. Read On, someone else
 // powered it on: the controller records it in Status.HoldBroken (once per
-// evidence) and powers it off again in the same pass. Client.HoldBroken
-// reports it. Evidence for earlier instants stays true.
+// evidence) and powers it off again in the same pass (backing off as above
+// if it keeps reading On). Client.HoldBroken reports it. Evidence for
+// earlier instants stays true.
 //
 // A request removed and added again with the same value between two
 // passes looks like the one already seen. So while keyed requests are
@@ -120,11 +124,14 @@
 // new request: LastRequestSeen moves to now, and evidence follows
 // StaleReads later (two writes per such change, none per pass).
 //
-// Latency: an answer comes about Lag + StaleReads after the request (Lag:
-// the power-off's own delay), within about a second more when the host
-// reads honestly; Client.WaitFenced wakes on the store's change where the
-// store can tell (HostWatcher). Choose StaleReads per BMC as Config
-// explains, per host with Host.StaleReads.
+// Latency: an answer comes about Lag + StaleReads (+ OffSettle) after the
+// request (Lag: the power-off's own delay), within about a second more when
+// the host reads honestly, up to StaleReads more when a Controller
+// skipped the power-off on an old Off echo (this module's adapters do not
+// skip a hard one); Client.WaitFenced wakes on the store's change where
+// the store can tell (HostWatcher). Choose StaleReads per BMC as Config
+// explains, per host with Host.StaleReads. TestAdapterScenarios (-v)
+// prints the measured table.
 //
 // # Guarantees, and the assumptions they rest on
 //

@@ -37,8 +37,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenar
 //
 // The monotonic ages of the status's PendingRebootSince and LastRequestSeen
 // (Observed.SincePending, SinceRequest) start when a decide writes them and
-// grow with advance; OffFor is how long the power has been set off (with
-// OffSettle), zero without it.
+// grow with advance; OffFor is the age of the latest decide, in the current
+// run of Off readings, at least OffSettle old (as the Reconciler tracks it).
 //
 //	fenced DURATION               ask Fenced(epoch+DURATION) at the current clock
 //
@@ -55,7 +55,7 @@ type scenarioState struct {
 	now      time.Time
 	nextFail power.Class
 	cfg      reboot.Config
-	offSince time.Duration // monotonic time the power was last set off
+	offReads []time.Duration // monotonic times of the decides of the current run of Off readings
 	mono     time.Duration
 }
 
@@ -135,8 +135,14 @@ func (s *scenarioState) run(line string, w *strings.Builder) error {
 		}
 		fmt.Fprintf(w, "fenced(%s): %v\n", rel(fake.Epoch.Add(d)), s.o.Status.Fenced(fake.Epoch.Add(d), s.now))
 	case "decide":
-		if s.o.Power == power.StateOff && s.cfg.OffSettle > 0 {
-			s.o.OffFor = s.mono - s.offSince
+		if s.o.Power == power.StateOff {
+			// As the Reconciler: the latest Off reading (decide) at
+			// least OffSettle old, of an unbroken run.
+			s.offReads = append(s.offReads, s.mono)
+			for len(s.offReads) > 1 && s.mono-s.offReads[1] >= s.cfg.OffSettle {
+				s.offReads = s.offReads[1:]
+			}
+			s.o.OffFor = s.mono - s.offReads[0]
 		}
 		d := s.cfg.Decide(s.o, s.now)
 		s.o.Changed = false
@@ -187,8 +193,8 @@ func (s *scenarioState) set(k, v string) error {
 		if !ok {
 			return fmt.Errorf("unknown power state %q", v)
 		}
-		if st == power.StateOff && s.o.Power != power.StateOff {
-			s.offSince = s.mono
+		if st != power.StateOff && st != power.StateUnknown {
+			s.offReads = nil
 		}
 		s.o.Power = st
 	default:

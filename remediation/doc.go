@@ -76,14 +76,24 @@
 // A Node is deleted or tainted only on the reboot protocol's evidence that
 // the hardware is off for this attempt's request (and the request still
 // holds the host off); a request that went missing mid-attempt is written
-// again as a new request. At most the storm guard's limit of remediations,
-// and at most one control-plane machine, are in flight at any instant. No
-// remediation takes more than RetryLimit+1 power cycles. Every end state
-// (done, failed, cancelled, escalated) removes its reboot annotation (no
-// host is left off), removes the out-of-service taint this remediation put
-// on the Node (only its own), and restores the backed-up labels and
-// annotations on the Node that comes back, also after the remediation
-// ended; while it cannot, State.Message says so. The storm guard's refusal
-// is persisted in State.Message with its arithmetic (percentages round down,
-// as Cluster API does: 40% of 3 machines is 1).
+// again as a new request. That evidence comes from an Off reading taken at
+// least the reboot controller's StaleReads after it saw the request (30 s
+// by default; less where the BMC's staleness is known, see
+// reboot.Config.StaleReads), whoever powered the host on or off before it;
+// keep Config.Timeout well above it. Where BMCs say Off before the
+// hardware is off, the reboot controller's OffSettle must cover it
+// (reboot's assumption A1): otherwise a Node can be deleted while its host
+// still runs for those seconds. The property tests draw such BMCs (up to
+// fake.MaxEarlyOff) and configure OffSettle for them. A host someone powers on while it is
+// held is powered off again by the reboot controller
+// (reboot.Client.HoldBroken tells when). At most the storm guard's limit
+// of remediations, and at most one control-plane machine, are in flight at
+// any instant. No remediation takes more than RetryLimit+1 power cycles.
+// Every end state (done, failed, cancelled, escalated) removes its reboot
+// annotation (no host is left off), removes the out-of-service taint this
+// remediation put on the Node (only its own), and restores the backed-up
+// labels and annotations on the Node that comes back, also after the
+// remediation ended; while it cannot, State.Message says so. The storm
+// guard's refusal is persisted in State.Message with its arithmetic
+// (percentages round down, as Cluster API does: 40% of 3 machines is 1).
 package remediation

@@ -42,8 +42,13 @@ func (l Limit) String() string {
 
 // FleetMachine is one machine as the storm guard sees it.
 type FleetMachine struct {
-	Name         string
-	ControlPlane bool
+	Name string
+	// Cluster is the machine's cluster (Cluster API's
+	// cluster.x-k8s.io/cluster-name); HealthCheck the health check that
+	// watches it (a MachineHealthCheck's name; "" if none). The guard
+	// counts per cluster and health check: see MayStart.
+	Cluster, HealthCheck string
+	ControlPlane         bool
 	// Unhealthy: the health checker marked it (needs remediation).
 	Unhealthy bool
 	// Remediating: a remediation is in flight (phase between
@@ -55,26 +60,36 @@ type FleetMachine struct {
 func InFlight(p Phase) bool { return p >= PhasePowerOffRequested && p <= PhaseWaitingForNode }
 
 // MayStart is the storm guard: may a remediation of machine candidate
-// start now? Unhealthy and remediating machines (and the candidate) count
-// as unhealthy; their number must not exceed limit.Of(len(fleet)). At most
-// one control-plane machine is remediated at a time. A candidate already
-// remediating may always go on. It reads the fleet once and modifies
-// nothing.
+// start now? It counts within the candidate's cluster and health check, as
+// Cluster API's maxUnhealthy does per MachineHealthCheck: the machines of
+// the same Cluster and HealthCheck are its fleet; the unhealthy and
+// remediating ones among them (and the candidate) count as unhealthy, and
+// their number must not exceed limit.Of(size of that fleet). At most one
+// control-plane machine of a cluster is remediated at a time. A candidate
+// already remediating may always go on. It reads the fleet once and
+// modifies nothing.
 func MayStart(fleet []FleetMachine, candidate string, limit Limit) (bool, string) {
-	unhealthy, cpBusy := 0, false
 	var cand *FleetMachine
 	for i := range fleet {
+		if fleet[i].Name == candidate {
+			cand = &fleet[i]
+		}
+	}
+	unhealthy, size, cpBusy := 0, 0, false
+	for i := range fleet {
 		m := &fleet[i]
-		if m.Name == candidate {
-			cand = m
-			unhealthy++
+		if cand == nil || m.Cluster != cand.Cluster {
 			continue
 		}
-		if m.Unhealthy || m.Remediating {
-			unhealthy++
-		}
-		if m.ControlPlane && m.Remediating {
+		if m.ControlPlane && m.Remediating && m != cand {
 			cpBusy = true
+		}
+		if m.HealthCheck != cand.HealthCheck {
+			continue
+		}
+		size++
+		if m == cand || m.Unhealthy || m.Remediating {
+			unhealthy++
 		}
 	}
 	switch {
@@ -85,8 +100,20 @@ func MayStart(fleet []FleetMachine, candidate string, limit Limit) (bool, string
 	case cand.ControlPlane && cpBusy:
 		return false, "another control-plane machine is being remediated"
 	}
-	if max := limit.Of(len(fleet)); unhealthy > max {
-		return false, fmt.Sprintf("%d of %d machines unhealthy, more than the limit %s (%d)", unhealthy, len(fleet), limit, max)
+	if max := limit.Of(size); unhealthy > max {
+		return false, fmt.Sprintf("%d of %d machines%s unhealthy, more than the limit %s (%d)", unhealthy, size, scope(cand), limit, max)
 	}
-	return true, fmt.Sprintf("%d of %d machines unhealthy, within the limit %s", unhealthy, len(fleet), limit)
+	return true, fmt.Sprintf("%d of %d machines%s unhealthy, within the limit %s", unhealthy, size, scope(cand), limit)
+}
+
+func scope(m *FleetMachine) string {
+	switch {
+	case m.Cluster != "" && m.HealthCheck != "":
+		return fmt.Sprintf(" of cluster %s under health check %s", m.Cluster, m.HealthCheck)
+	case m.Cluster != "":
+		return " of cluster " + m.Cluster
+	case m.HealthCheck != "":
+		return " under health check " + m.HealthCheck
+	}
+	return ""
 }

@@ -127,12 +127,18 @@ type Machine struct {
 	HasControllerOwner bool
 	// NodeName is the name of its Node.
 	NodeName string
+	// Cluster and HealthCheck scope the storm guard (FleetMachine).
+	Cluster, HealthCheck string
 }
 
 // Node is what a decision needs of the Machine's Node.
 type Node struct {
-	Exists      bool
-	Name        string
+	Exists bool
+	Name   string
+	// UID identifies this registration of the Node: a Node deleted and
+	// registered again under the same name has another UID. The Node is
+	// deleted only with the UID observed (NodeStore.Delete).
+	UID         string
 	Labels      map[string]string
 	Annotations map[string]string
 	Ready       bool
@@ -143,6 +149,10 @@ type Node struct {
 // Host is what a decision needs of the Machine's host, as the reboot
 // protocol answers it (see RebootHosts) for the current attempt's request.
 type Host struct {
+	// Missing: the Machine has no host (its BareMetalHost was deleted or
+	// released mid-remediation). Nothing can be powered; the attempt waits
+	// for it until its timeout, then escalates.
+	Missing bool
 	// RebootAnnotation: RebootAnnotation is present on the host, with any
 	// value.
 	RebootAnnotation bool
@@ -249,7 +259,8 @@ func (c Config) withDefaults() Config {
 //     conflict stop and decide again).
 //  3. AddRebootAnnotation: set RebootAnnotation=RebootValue on the host
 //     (through reboot.Client.RequestWith, T = State.Started).
-//  4. DeleteNode or TaintNode: only ever asked on Host.Fenced.
+//  4. DeleteNode (with the observed Node's UID as a precondition) or
+//     TaintNode: only ever asked on Host.Fenced.
 //  5. RemoveRebootAnnotation: the host may power on.
 //  6. RestoreLabels, RestoreAnnotations: add them to the Node named
 //     RestoreNode (only keys it lacks are listed), and RemoveTaint.
@@ -351,6 +362,9 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 			c.cleanup(o, &d)
 		case timedOut:
 			c.retryOrEscalate(o, now, &d, "host not fenced in time")
+		case o.Host.Missing:
+			d.Reason = "the machine has no host (deleted or released): waiting for it until the timeout"
+			d.RequeueAfter = c.PollInterval
 		case !o.Host.Requested:
 			request("reboot request missing or replaced: request again")
 		case !o.Host.Fenced:
@@ -371,6 +385,12 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 			d.Reason = "cancelled: release the host"
 			d.RequeueAfter = c.PollInterval
+		case !fenced && o.Host.Missing:
+			d.Reason = "the machine has no host (deleted or released): cannot fence the node; waiting until the timeout"
+			d.RequeueAfter = c.PollInterval
+			if timedOut {
+				c.retryOrEscalate(o, now, &d, "node not fenced in time")
+			}
 		case !fenced && !o.Host.Requested:
 			st.Phase = PhasePowerOffRequested
 			request("reboot request missing or replaced before the node was fenced: request again")
@@ -475,7 +495,11 @@ func (c Config) start(o Observed, now time.Time, d *Decision) {
 	}
 	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Backup: backup, Tainted: tainted}
 	d.RemoveRebootAnnotation = false
-	d.AddRebootAnnotation, d.RebootValue = true, RebootValue(o.Machine.UID, now)
+	// Without a host nothing can be asked: the attempt waits for one until
+	// its timeout, then escalates.
+	if !o.Host.Missing {
+		d.AddRebootAnnotation, d.RebootValue = true, RebootValue(o.Machine.UID, now)
+	}
 	d.Reason = fmt.Sprintf("attempt %d: power off", attempt)
 	if retry {
 		d.Reason = fmt.Sprintf("attempt %d (unhealthy again within %s): power off", attempt, c.MinHealthyPeriod)
@@ -560,6 +584,11 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 		d.Release = o.Admitted
 		d.Reason = why + " after cancellation: give up waiting"
 		c.cleanup(o, d)
+		return
+	}
+	if o.Host.Missing {
+		// No host to power-cycle again: a retry could not even ask.
+		c.escalate(o, now, d, why+" (the machine has no host)")
 		return
 	}
 	if st.Attempt <= c.RetryLimit {

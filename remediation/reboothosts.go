@@ -24,8 +24,10 @@ var _ HostStore = (*RebootHosts)(nil)
 type RebootHosts struct {
 	// Hosts is the reboot controller's host store.
 	Hosts reboot.HostStore
-	// HostOf maps a Machine to its host's name.
-	HostOf func(machine string) string
+	// HostOf maps a Machine to its host's name: "" with a nil error if the
+	// Machine has no host (Host.Missing); an error if it cannot tell (the
+	// pass fails and is retried).
+	HostOf func(ctx context.Context, machine string) (string, error)
 	// Now is the clock (the controllers' clock).
 	Now func() time.Time
 	// Power, if set, gives a host's power controller; its reading fills
@@ -42,8 +44,17 @@ func (r *RebootHosts) client() *reboot.Client {
 
 // Get implements HostStore.
 func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Host, error) {
-	name := r.HostOf(machine)
+	name, err := r.HostOf(ctx, machine)
+	if err != nil {
+		return Host{}, fmt.Errorf("remediation: host of machine %s: %w", machine, err)
+	}
+	if name == "" {
+		return Host{Missing: true, Power: power.StateUnknown}, nil
+	}
 	h, err := r.Hosts.Get(ctx, name)
+	if errors.Is(err, reboot.ErrNotFound) {
+		return Host{Missing: true, Power: power.StateUnknown}, nil
+	}
 	if err != nil {
 		return Host{}, err
 	}
@@ -66,22 +77,36 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 
 // AddRebootAnnotation implements HostStore.
 func (r *RebootHosts) AddRebootAnnotation(ctx context.Context, machine string, req Request) error {
-	_, err := r.client().RequestWith(ctx, r.HostOf(machine), req.Value, req.At)
+	name, err := r.HostOf(ctx, machine)
+	if err != nil {
+		return fmt.Errorf("remediation: host of machine %s: %w", machine, err)
+	}
+	if name == "" {
+		return fmt.Errorf("remediation: machine %s has no host: %w", machine, ErrNotFound)
+	}
+	_, err = r.client().RequestWith(ctx, name, req.Value, req.At)
 	return err
 }
 
 // RemoveRebootAnnotation implements HostStore: it removes the annotation
 // whatever its value, with versioned writes, retrying conflicts.
 func (r *RebootHosts) RemoveRebootAnnotation(ctx context.Context, machine string) error {
-	name := r.HostOf(machine)
+	name, err := r.HostOf(ctx, machine)
+	if err != nil {
+		return fmt.Errorf("remediation: host of machine %s: %w", machine, err)
+	}
+	if name == "" {
+		return nil // no host, no annotation
+	}
 	n := r.Retries
 	if n <= 0 {
 		n = 10
 	}
-	var err error
 	for i := 0; i < n; i++ {
 		var h reboot.Host
-		if h, err = r.Hosts.Get(ctx, name); err != nil {
+		if h, err = r.Hosts.Get(ctx, name); errors.Is(err, reboot.ErrNotFound) {
+			return nil
+		} else if err != nil {
 			return err
 		}
 		if _, ok := h.Annotations[RebootAnnotation]; !ok {

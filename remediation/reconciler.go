@@ -45,8 +45,11 @@ type MachineStore interface {
 type NodeStore interface {
 	// Get returns the Node; Exists is false if there is none (no error).
 	Get(ctx context.Context, name string) (Node, error)
-	// Delete deletes the Node; deleting a missing Node succeeds.
-	Delete(ctx context.Context, name string) error
+	// Delete deletes the Node if its UID is uid (any Node of that name if
+	// uid is empty): a Node registered again under the same name since it
+	// was read is another Node, and the deletion fails with an error
+	// wrapping ErrConflict. Deleting a missing Node succeeds.
+	Delete(ctx context.Context, name, uid string) error
 	// SetOutOfService adds (on) or removes OutOfServiceTaint with effect
 	// NoExecute.
 	SetOutOfService(ctx context.Context, name string, on bool) error
@@ -170,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 		fleet := make([]FleetMachine, len(all))
 		for i, m := range all {
-			fleet[i] = FleetMachine{Name: m.Machine.Name, ControlPlane: m.Machine.ControlPlane,
+			fleet[i] = FleetMachine{Name: m.Machine.Name, Cluster: m.Machine.Cluster, HealthCheck: m.Machine.HealthCheck, ControlPlane: m.Machine.ControlPlane,
 				Unhealthy: m.Machine.NeedsRemediation, Remediating: InFlight(m.State.Phase) || adm.Has(m.Machine.Name)}
 		}
 		o.MayStart, o.GuardReason = MayStart(fleet, name, r.Limit)
@@ -195,7 +198,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		op  string
 	}{
 		{d.AddRebootAnnotation, func() error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation"},
-		{d.DeleteNode, func() error { return r.Nodes.Delete(ctx, node.Name) }, "delete node"},
+		{d.DeleteNode, func() error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node"},
 		{d.TaintNode, func() error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node"},
 		{d.RemoveRebootAnnotation, func() error { return r.Hosts.RemoveRebootAnnotation(ctx, name) }, "remove reboot annotation"},
 		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func() error {
@@ -268,7 +271,7 @@ func (r *Reconciler) table(ctx context.Context, rec MachineRecord, node Node, ho
 		now := r.Now()
 		err = r.Hosts.AddRebootAnnotation(ctx, rec.Machine.Name, Request{Value: RebootValue(rec.Machine.UID, now), At: now})
 	case TableDeleteNode:
-		err = r.Nodes.Delete(ctx, node.Name)
+		err = r.Nodes.Delete(ctx, node.Name, node.UID)
 	case TableRemoveNeedsRemediation:
 		err = r.Machines.RemoveNeedsRemediation(ctx, rec.Machine.Name)
 	case TableRemoveRebootAnnotation:

@@ -358,3 +358,59 @@ func TestRegressionGuardRefusalSaysWhy(t *testing.T) {
 		Machine: remediation.Machine{Name: "a", NeedsRemediation: true}, State: d.State, MayStart: may, GuardReason: why}, fake.Epoch.Add(time.Minute))
 	assert.False(t, d2.UpdateState, "the same refusal is not written again")
 }
+
+// Issue 28, A4: a remediation whose host disappears (BareMetalHost deleted
+// or consumerRef cleared) times out and escalates, at every in-flight
+// phase, and never asks a missing host for anything; a Machine whose host
+// is missing at the start waits for it until the timeout too. The old
+// Reconciler returned before Decide, where the timeout lives.
+func TestRegressionHostMissingEscalates(t *testing.T) {
+	t0 := time.Unix(1700000000, 0).UTC()
+	cfg := remediation.Config{Timeout: time.Minute}
+	m := remediation.Machine{Name: "m", UID: "u", NeedsRemediation: true, HasControllerOwner: true, NodeName: "n"}
+	for _, ph := range []remediation.Phase{remediation.PhasePowerOffRequested, remediation.PhaseNodeDeleted,
+		remediation.PhasePoweringOn, remediation.PhaseWaitingForNode} {
+		o := remediation.Observed{Machine: m, Node: remediation.Node{Exists: true, Name: "n"}, Admitted: true,
+			Host:  remediation.Host{Missing: true, Power: power.StateUnknown},
+			State: remediation.State{Phase: ph, Attempt: 1, Started: t0, RequestedAt: t0}}
+		d := cfg.Decide(o, t0.Add(30*time.Second))
+		assert.False(t, d.AddRebootAnnotation || d.DeleteNode || d.DeleteMachine, "%s: before the timeout: wait (%s)", ph, d.Reason)
+		d = cfg.Decide(o, t0.Add(time.Minute))
+		assert.True(t, d.DeleteMachine, "%s: escalates at the timeout (%s)", ph, d.Reason)
+		assert.True(t, d.Release, "%s: releases its admission", ph)
+		assert.False(t, d.AddRebootAnnotation, "%s: no request to a missing host", ph)
+		assert.Equal(t, remediation.PhaseFailed, d.State.Phase)
+	}
+	// Missing at the start: the attempt starts (its timeout runs) without a
+	// request.
+	d := cfg.Decide(remediation.Observed{Machine: m, Host: remediation.Host{Missing: true}, MayStart: true}, t0)
+	assert.Equal(t, remediation.PhasePowerOffRequested, d.State.Phase)
+	assert.False(t, d.AddRebootAnnotation)
+}
+
+// Issue 28, B9: the storm guard counts per cluster and per health check
+// (Cluster API's maxUnhealthy is per MachineHealthCheck), and "one
+// control-plane machine at a time" is per cluster. The old guard counted
+// the whole namespace: a remediation in one cluster blocked every other.
+func TestRegressionGuardPerClusterAndHealthCheck(t *testing.T) {
+	fleet := []remediation.FleetMachine{
+		{Name: "a-w1", Cluster: "a", HealthCheck: "a-workers", Remediating: true},
+		{Name: "a-w2", Cluster: "a", HealthCheck: "a-workers", Unhealthy: true},
+		{Name: "a-cp1", Cluster: "a", HealthCheck: "a-cp", ControlPlane: true, Remediating: true},
+		{Name: "a-cp2", Cluster: "a", HealthCheck: "a-cp", ControlPlane: true, Unhealthy: true},
+		{Name: "b-w1", Cluster: "b", HealthCheck: "b-workers", Unhealthy: true},
+		{Name: "b-w2", Cluster: "b", HealthCheck: "b-workers"},
+		{Name: "b-cp1", Cluster: "b", HealthCheck: "b-cp", ControlPlane: true, Unhealthy: true},
+		{Name: "b-cp2", Cluster: "b", HealthCheck: "b-cp", ControlPlane: true},
+	}
+	limit := remediation.MaxPercent(50)
+	ok, why := remediation.MayStart(fleet, "b-w1", limit)
+	assert.True(t, ok, "cluster b's workers: 1 of 2 unhealthy: %s", why)
+	ok, why = remediation.MayStart(fleet, "b-cp1", limit)
+	assert.True(t, ok, "cluster b's control plane is not busy, whatever cluster a does: %s", why)
+	ok, why = remediation.MayStart(fleet, "a-cp2", limit)
+	assert.False(t, ok, "one control-plane machine of cluster a at a time: %s", why)
+	ok, why = remediation.MayStart(fleet, "a-w2", limit)
+	assert.False(t, ok, "cluster a's workers: 2 of 2 unhealthy: %s", why)
+	assert.Contains(t, why, "a-workers")
+}

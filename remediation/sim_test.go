@@ -70,8 +70,12 @@ func newSimWith(n int, cfg remediation.Config, table bool, limit remediation.Lim
 		s.onSince[h] = s.clk.Now().Add(-time.Hour)
 	}
 	s.hosts = fake.NewRebootHosts(hs...)
+	// The adversary BMCs may say Off up to fake.MaxEarlyOff before the
+	// hardware is off (fake.DrawReport): the reboot controller is configured
+	// for it, as reboot's assumption A1 asks of its users.
 	s.reboots = &reboot.Reconciler{Hosts: s.hosts, Now: s.clk.Now, Monotonic: s.clk.Monotonic, Logger: debugLogger(),
-		Power: func(h string) (power.Controller, error) { return s.powers[h], nil }}
+		Power:  func(h string) (power.Controller, error) { return s.powers[h], nil },
+		Config: reboot.Config{OffSettle: fake.MaxEarlyOff}}
 	s.cfg, s.limit = cfg, limit
 	s.newRemediator(cfg, table, limit)
 	s.rem2 = s.remediator(cfg, table, limit)
@@ -92,7 +96,7 @@ func (s *sim) remediator(cfg remediation.Config, table bool, limit remediation.L
 		Machines: crashMachines{s.cluster, s}, Nodes: crashNodes{s.cluster.Nodes(), s},
 		Hosts: crashHosts{&remediation.RebootHosts{Hosts: s.hosts, Now: s.clk.Now,
 			Power:  func(h string) (power.Controller, error) { return s.powers[h], nil },
-			HostOf: func(m string) string { return "h" + m[1:] }}, s},
+			HostOf: func(_ context.Context, m string) (string, error) { return "h" + m[1:], nil }}, s},
 		Admissions: crashAdmissions{s.cluster, s},
 		Config:     cfg, Table: table, Limit: limit, Now: s.clk.Now, Logger: debugLogger(),
 	}
@@ -221,11 +225,11 @@ type crashNodes struct {
 	s *sim
 }
 
-func (c crashNodes) Delete(ctx context.Context, name string) error {
+func (c crashNodes) Delete(ctx context.Context, name, uid string) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.ClusterNodes.Delete(ctx, name)
+	return c.ClusterNodes.Delete(ctx, name, uid)
 }
 
 func (c crashNodes) AddMetadata(ctx context.Context, name string, l, a map[string]string) error {

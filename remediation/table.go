@@ -43,7 +43,8 @@ const (
 	TableRemoveRebootAnnotation
 )
 
-// String returns the action as the seed's table words it.
+// String returns the action as the seed's table words it (with
+// "annotation" spelt right).
 func (a TableAction) String() string {
 	switch a {
 	case TableNothing:
@@ -53,7 +54,7 @@ func (a TableAction) String() string {
 	case TableDeleteNode:
 		return "Delete node"
 	case TableRemoveNeedsRemediation:
-		return "Remove needs-remediation annoation"
+		return "Remove needs-remediation annotation"
 	case TableRemoveRebootAnnotation:
 		return "Remove reboot annotation"
 	}

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -59,15 +60,22 @@ type lab struct {
 	inv      string
 	store    string
 	bootTime time.Duration
+	// logins counts the Redfish logins (session creations) per server.
+	logins map[string]*atomic.Int64
 
 	mu sync.Mutex
 }
 
+// labOption changes one server of a lab: i is its index, bmc its
+// inventory lines after the headnode flag (bmc, health, drain, undrain) as
+// newLab wrote them; it returns the lines to use.
+type labOption func(i int, bmc string) string
+
 const bmcPassword = "e2e-bmc-Secret"
 
-func newLab(t *testing.T, n, core int) *lab {
+func newLab(t *testing.T, n, core int, opts ...labOption) *lab {
 	t.Helper()
-	l := &lab{t: t, dir: t.TempDir(), powers: map[string]*fake.Power{}, bootTime: 300 * time.Millisecond}
+	l := &lab{t: t, dir: t.TempDir(), powers: map[string]*fake.Power{}, bootTime: 300 * time.Millisecond, logins: map[string]*atomic.Int64{}}
 	ca, err := redfishtest.NewCA()
 	require.NoError(t, err)
 	caFile := filepath.Join(l.dir, "ca.pem")
@@ -89,23 +97,35 @@ func newLab(t *testing.T, n, core int) *lab {
 		p := fake.NewPower(time.Now, fake.PowerConfig{Lag: 100 * time.Millisecond})
 		l.powers[id] = p
 		fmt.Fprintf(&b, "  - uuid: %s\n    hostname: cn%d\n    platform: \"1\"\n    core: %v\n    headnode: %v\n", id, i, i < core, i == 0 && core > 0)
+		var section string
 		if i == n-1 && n > 1 {
 			// The last server has an IPMI BMC.
 			bmc, err := ipmitest.NewBMC(p, ipmitest.Config{Username: "admin", Password: bmcPassword})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = bmc.Close() })
-			fmt.Fprintf(&b, "    bmc:\n      ipmi: %s\n", bmc.Addr())
+			section = fmt.Sprintf("    bmc:\n      ipmi: %s\n", bmc.Addr())
 		} else {
 			bmc := redfishtest.NewBMC(time.Now, p, "admin", bmcPassword)
-			srv := httptest.NewUnstartedServer(bmc)
+			logins := &atomic.Int64{}
+			l.logins[id] = logins
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/SessionService/Sessions") {
+					logins.Add(1)
+				}
+				bmc.ServeHTTP(w, r)
+			}))
 			srv.TLS = ca.ServerConfig()
 			srv.StartTLS()
 			t.Cleanup(srv.Close)
-			fmt.Fprintf(&b, "    bmc:\n      redfish: %s\n", srv.URL)
+			section = fmt.Sprintf("    bmc:\n      redfish: %s\n", srv.URL)
 		}
-		fmt.Fprintf(&b, "    health:\n      http: %s/health/%s\n", health.URL, id)
-		fmt.Fprintf(&b, "    drain: [\"sh\", \"-c\", \"echo drain >> %s/%s.log\"]\n", l.dir, id)
-		fmt.Fprintf(&b, "    undrain: [\"sh\", \"-c\", \"echo undrain >> %s/%s.log\"]\n", l.dir, id)
+		section += fmt.Sprintf("    health:\n      http: %s/health/%s\n", health.URL, id)
+		section += fmt.Sprintf("    drain: [\"sh\", \"-c\", \"echo drain >> %s/%s.log\"]\n", l.dir, id)
+		section += fmt.Sprintf("    undrain: [\"sh\", \"-c\", \"echo undrain >> %s/%s.log\"]\n", l.dir, id)
+		for _, o := range opts {
+			section = o(i, section)
+		}
+		b.WriteString(section)
 	}
 	l.inv = filepath.Join(l.dir, "inventory.yaml")
 	require.NoError(t, os.WriteFile(l.inv, []byte(b.String()), 0o600))
@@ -133,7 +153,7 @@ func (l *lab) healthy(id string) bool {
 }
 
 func (l *lab) env() []string {
-	return append(os.Environ(), "E2E_BMC_PASSWORD="+bmcPassword, "REBOOTCTL_STORE="+l.store, "REBOOTCTL_INVENTORY="+l.inv)
+	return append(os.Environ(), "E2E_BMC_PASSWORD="+bmcPassword, "E2E_WRONG_PASSWORD=not-"+bmcPassword, "REBOOTCTL_STORE="+l.store, "REBOOTCTL_INVENTORY="+l.inv)
 }
 
 // ctl runs rebootctl and returns its stdout, stderr and exit code.
@@ -268,7 +288,7 @@ func TestEndToEnd(t *testing.T) {
 	// Warnings refuse creation, with their own exit code.
 	_, errs, code := l.ctl("plan", "create", "--all", "--target", "1", "--uuid", "refused")
 	assert.Equal(t, exitWarnings, code, errs)
-	assert.Contains(t, errs, "already on target platform")
+	assert.Contains(t, errs, "already runs the target platform")
 
 	out, errs, code := l.ctl("plan", "create", "--all", "-N", "2", "--target", "2", "--uuid", uuid, "--json")
 	require.Equal(t, 0, code, errs)

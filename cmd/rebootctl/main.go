@@ -4,14 +4,21 @@
 // its own restarts.
 //
 //	rebootctl plan create --target PLATFORM [--core|--non-core|--all|SERVER...] [-N rate] [-n] [-W] [-s] [-r] [-w]
-//	rebootctl plan run|stop|cancel|watch|show PLAN
+//	rebootctl plan run|stop|cancel|watch|show|report PLAN
 //	rebootctl plan list
 //	rebootctl executor
 //
+// plan create -n is a dry run: it checks every server of the plan without
+// changing its power (the BMC answers, one login works, the power state
+// reads, the health check passes, the drain command exists), prints what
+// would fail and stores nothing. plan report writes the plan's timeline
+// as one self-contained HTML file.
+//
 // Exit codes: 0 done; 1 an error; 2 a usage error; 3 the plan was not
 // created because of warnings (-W creates it anyway); 4 the plan ended
-// with failed reboots; 5 the plan was canceled; 130 watch was interrupted
-// (the plan keeps running).
+// with failed reboots; 5 the plan was canceled; 6 the dry run (-n) found
+// servers that would fail; 130 watch was interrupted (the plan keeps
+// running).
 package main
 
 import (
@@ -46,6 +53,7 @@ const (
 	exitFailed    = 4
 	exitCanceled  = 5
 	exitInterrupt = 130
+	exitDryRun    = 6 // the dry run found servers that would fail
 )
 
 func main() {
@@ -63,16 +71,23 @@ Usage:
   rebootctl plan cancel PLAN
   rebootctl plan watch PLAN
   rebootctl plan show PLAN [--json]
+  rebootctl plan report PLAN [-o FILE]
   rebootctl plan list [--json]
   rebootctl executor [options]
 
 Every command takes --store FILE (default $REBOOTCTL_STORE or ./rebootctl.db)
 and --inventory FILE (default $REBOOTCTL_INVENTORY or ./inventory.yaml).
+Relative paths are from the current directory: the executor and every
+command must name the same store, so give a systemd unit absolute paths.
 Run "rebootctl plan create -h" or "rebootctl executor -h" for their options.
+"plan create -n" is a dry run: it checks every server (BMC, login, power
+state, health check, drain command), changes nothing and stores nothing.
+"plan report" writes the plan's timeline as one HTML file (no network).
 
 Exit codes: 0 done; 1 error; 2 usage; 3 not created because of warnings;
-4 the plan ended with failures; 5 the plan was canceled; 130 watch
-interrupted (the plan keeps running).
+4 the plan ended with failures; 5 the plan was canceled; 6 the dry run
+found servers that would fail; 130 watch interrupted (the plan keeps
+running).
 `
 
 // env holds what every command shares.
@@ -82,6 +97,8 @@ type env struct {
 	store     string
 	inventory string
 	json      bool
+	// connect opens a BMC's power controller (one login).
+	connect connectFunc
 	// creating: this command may create the store (plan create only).
 	creating bool
 }
@@ -107,7 +124,7 @@ func run(ctx context.Context, args []string, out, errw io.Writer) int {
 		}
 		return exitOK
 	}
-	e := &env{ctx: ctx, out: out, errw: errw}
+	e := &env{ctx: ctx, out: out, errw: errw, connect: inventory.Connect}
 	switch args[0] {
 	case "executor":
 		return e.executor(args[1:])
@@ -127,6 +144,8 @@ func run(ctx context.Context, args []string, out, errw io.Writer) int {
 			return e.show(args[2:])
 		case "list":
 			return e.list(args[2:])
+		case "report":
+			return e.report(args[2:])
 		}
 	}
 	fmt.Fprintf(errw, "rebootctl: unknown command %q\n\n%s", strings.Join(args, " "), usage)
@@ -166,6 +185,11 @@ func (e *env) oneUUID(command string, rest []string) bool {
 		return false
 	}
 	return true
+}
+
+// operator records an operator's command in the plan (for its report).
+func (e *env) operator(name string, f func(plan.Plan) (plan.Plan, error)) func(plan.Plan) (plan.Plan, error) {
+	return plan.Record(name, time.Now().UTC(), f)
 }
 
 func (e *env) fail(err error) int {
@@ -220,7 +244,7 @@ func (e *env) create(args []string) int {
 	fs.BoolVar(all, "a", false, "same as --all")
 	rate := fs.String("rate", "5", "servers offline at once: a count, or a percentage like 10%")
 	fs.StringVar(rate, "N", "5", "same as --rate")
-	dry := fs.Bool("dry-run", false, "go through the motions without rebooting")
+	dry := fs.Bool("dry-run", false, "dry run: check every server without changing its power (BMC, login, power state, health check, drain command), print what would fail, store nothing")
 	fs.BoolVar(dry, "n", false, "same as --dry-run")
 	ignore := fs.Bool("ignore-warnings", false, "create the plan despite warnings (servers already on the target platform, downgrades)")
 	fs.BoolVar(ignore, "W", false, "same as --ignore-warnings")
@@ -231,7 +255,9 @@ func (e *env) create(args []string) int {
 	watch := fs.Bool("watch", false, "watch the plan (with --run: its execution)")
 	fs.BoolVar(watch, "w", false, "same as --watch")
 	budget := fs.Int("failure-budget", 0, "reboots that may fail before the plan stops starting new ones")
-	id := fs.String("uuid", "", "the plan's UUID (default: a random one)")
+	id := fs.String("uuid", "", "the plan's UUID: "+uuidRule+" (default: a random one)")
+	pf := &policyFlags{}
+	pf.register(fs)
 	servers, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
@@ -260,6 +286,16 @@ func (e *env) create(args []string) int {
 		fmt.Fprintf(e.errw, "rebootctl plan create: --rate: %v\n", err)
 		return exitUsage
 	}
+	if *id != "" {
+		if err := plan.ValidUUID(*id); err != nil {
+			fmt.Fprintf(e.errw, "rebootctl plan create: --uuid %q: %s\n", *id, uuidRule)
+			return exitUsage
+		}
+	}
+	if *dry && (*runNow || *watch) {
+		fmt.Fprintln(e.errw, "rebootctl plan create: a dry run (-n) only checks the servers: it has nothing to run or watch")
+		return exitUsage
+	}
 	inv, err := inventory.Load(e.inventory)
 	if err != nil {
 		return e.fail(err)
@@ -272,34 +308,60 @@ func (e *env) create(args []string) int {
 		return e.fail(err)
 	}
 	existing, lerr := st.List(e.ctx)
-	p, warns, err := plan.Create(inv.PlanServers(), plan.CreateOptions{UUID: *id, Target: *target, Select: sel, Servers: servers,
-		Concurrency: conc, FailureBudget: plan.Count(*budget), IgnoreWarnings: *ignore, SkipCurrent: *skip, DryRun: *dry,
-		Existing: existing, CreatedAt: time.Now().UTC()})
+	opts := plan.CreateOptions{UUID: *id, Target: *target, Select: sel, Servers: servers,
+		Concurrency: conc, FailureBudget: plan.Count(*budget), IgnoreWarnings: *ignore || *dry, SkipCurrent: *skip,
+		Existing: existing, CreatedAt: time.Now().UTC()}
+	if err := pf.apply(inv, &opts); err != nil {
+		st.Close()
+		fmt.Fprintf(e.errw, "rebootctl plan create: %v\n", err)
+		return exitUsage
+	}
+	fleetNow, reach := platformsReached(inv.PlanServers(), existing)
+	p, warns, err := plan.Create(fleetNow, opts)
 	for _, w := range warns {
-		fmt.Fprintf(e.errw, "warning: %s\n", w)
+		r, ok := reach[w.Server]
+		fmt.Fprintf(e.errw, "warning: %s%s\n", warningText(w), reachedNote(r, ok))
+	}
+	if *dry {
+		st.Close()
+		return e.dryRun(inv, p, warns, *ignore, err, func() []plan.Reboot { return chosen(fleetNow, opts) }, existing)
 	}
 	if errors.Is(err, plan.ErrWarnings) {
 		st.Close()
-		fmt.Fprintf(e.errw, "rebootctl: %v (not created; -W creates it anyway, -s skips servers already on the target)\n", err)
+		fmt.Fprintf(e.errw, "rebootctl: %s\n", warningsRefused(warns))
 		return exitWarnings
+	}
+	if errors.Is(err, plan.ErrInOtherPlan) || errors.Is(err, plan.ErrServerInPlan) {
+		st.Close()
+		fmt.Fprintf(e.errw, "rebootctl: %s\n", inOtherPlans(chosen(fleetNow, opts), existing))
+		return exitError
 	}
 	if err == nil {
 		err = st.Create(e.ctx, p)
+		if errors.Is(err, plan.ErrServerInPlan) { // a plan created since we listed
+			others, _ := st.List(e.ctx)
+			st.Close()
+			fmt.Fprintf(e.errw, "rebootctl: %s\n", inOtherPlans(p.Reboots, others))
+			return exitError
+		}
 	}
 	if err == nil && *runNow {
-		p, err = plan.Command(e.ctx, st, p.UUID, plan.Run)
+		p, err = plan.Command(e.ctx, st, p.UUID, e.operator("run", plan.Run))
 	}
 	st.Close()
 	if err != nil {
 		if lerr != nil {
 			fmt.Fprintf(e.errw, "rebootctl: store: %v\n", lerr)
 		}
-		return e.fail(err)
+		return e.fail(errors.New(explain(err, *id)))
 	}
 	if e.json {
 		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State, "servers": len(p.Reboots), "concurrency": p.Concurrency, "warnings": warnStrings(warns)})
 	} else {
 		fmt.Fprintf(e.out, "created plan %s: %d server(s), concurrency %d, %s\n", p.UUID, len(p.Reboots), p.Concurrency, p.State)
+		for _, l := range policyLines(p) {
+			fmt.Fprintf(e.out, "  %s\n", l)
+		}
 		if !*runNow {
 			fmt.Fprintf(e.out, "run it with: rebootctl plan run %s\n", p.UUID)
 		}
@@ -359,15 +421,18 @@ func (e *env) command(name string, args []string) int {
 	if err != nil {
 		return e.fail(err)
 	}
-	p, err := plan.Command(e.ctx, st, rest[0], f)
+	p, err := plan.Command(e.ctx, st, rest[0], e.operator(name, f))
 	st.Close()
+	if errors.Is(err, plan.ErrState) {
+		return e.fail(fmt.Errorf("plan %s is %s: it cannot be %s", p.UUID, p.State, map[string]string{"run": "run again (create a new plan)", "stop": "stopped", "cancel": "canceled"}[name]))
+	}
 	if err != nil {
-		return e.fail(err)
+		return e.fail(errors.New(explain(err, rest[0])))
 	}
 	if e.json {
-		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State})
+		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State, "in_flight": inFlight(p)})
 	} else {
-		fmt.Fprintf(e.out, "plan %s: %s\n", p.UUID, p.State)
+		fmt.Fprintln(e.out, commandDone(name, p))
 	}
 	if watch {
 		return e.watch(p.UUID)
@@ -393,7 +458,7 @@ func (e *env) show(args []string) int {
 	ex := e.readExecutor(st)
 	st.Close()
 	if err != nil {
-		return e.fail(err)
+		return e.fail(errors.New(explain(err, rest[0])))
 	}
 	if e.json {
 		doc, err := plan.Encode(p)
@@ -404,8 +469,14 @@ func (e *env) show(args []string) int {
 		return exitOK
 	}
 	fmt.Fprint(e.out, plan.Table(p))
+	for _, l := range policyLines(p) {
+		fmt.Fprintln(e.out, l)
+	}
 	s := plan.Summarize(p, time.Now())
 	fmt.Fprintln(e.out, s.Line(40))
+	for _, l := range outputLines(p.WaitingOutput) {
+		fmt.Fprintln(e.out, l)
+	}
 	for _, r := range p.Reboots {
 		for _, note := range serverNotes(ex, r.ServerUUID, time.Now()) {
 			fmt.Fprintf(e.out, "  %-20s %s\n", r.ServerHostname, note)
@@ -440,11 +511,12 @@ func (e *env) list(args []string) int {
 		Failed   int        `json:"failed"`
 		InFlight int        `json:"in_flight"`
 		Created  string     `json:"created_at,omitempty"`
+		DryRun   bool       `json:"dry_run,omitempty"`
 	}
 	rows := []row{}
 	for _, p := range plans {
 		s := plan.Summarize(p, time.Now())
-		r := row{UUID: p.UUID, State: p.State, Servers: s.Total, Done: s.Done, Failed: s.Failed, InFlight: s.InFlight}
+		r := row{UUID: p.UUID, State: p.State, Servers: s.Total, Done: s.Done, Failed: s.Failed, InFlight: s.InFlight, DryRun: p.DryRun}
 		if p.CreatedAt != nil {
 			r.Created = p.CreatedAt.UTC().Format(time.RFC3339)
 		}
@@ -454,9 +526,19 @@ func (e *env) list(args []string) int {
 	if e.json {
 		e.printJSON(rows)
 	} else {
-		fmt.Fprintf(e.out, "%-36s  %-9s  %7s  %5s  %6s  %9s  %s\n", "UUID", "STATE", "SERVERS", "DONE", "FAILED", "IN FLIGHT", "CREATED")
+		uw, sw := len("UUID"), len("STATE")
+		state := func(r row) string {
+			if r.DryRun { // stored by an older rebootctl: it rebooted nothing
+				return string(r.State) + " (dry run)"
+			}
+			return string(r.State)
+		}
 		for _, r := range rows {
-			fmt.Fprintf(e.out, "%-36s  %-9s  %7d  %5d  %6d  %9d  %s\n", r.UUID, r.State, r.Servers, r.Done, r.Failed, r.InFlight, r.Created)
+			uw, sw = max(uw, len(r.UUID)), max(sw, len(state(r)))
+		}
+		fmt.Fprintf(e.out, "%-*s  %-*s  %7s  %5s  %6s  %9s  %s\n", uw, "UUID", sw, "STATE", "SERVERS", "DONE", "FAILED", "IN FLIGHT", "CREATED")
+		for _, r := range rows {
+			fmt.Fprintf(e.out, "%-*s  %-*s  %7d  %5d  %6d  %9d  %s\n", uw, r.UUID, sw, state(r), r.Servers, r.Done, r.Failed, r.InFlight, r.Created)
 		}
 		for _, l := range executorLines(ex, e.store, time.Now()) {
 			fmt.Fprintln(e.out, l)
@@ -499,14 +581,18 @@ func (e *env) watch(uuid string) int {
 		defer tout.ShowCursor()
 	}
 	lastLines, last := 0, ""
+	var seen plan.View
 	for {
 		v, ex, err := e.view(uuid)
 		if err != nil && !errors.Is(err, context.Canceled) {
-			return e.fail(err)
+			return e.fail(errors.New(explain(err, uuid)))
 		}
 		if err == nil {
+			seen = v
 			lines := render(v, ex, e.store, time.Now())
-			text := strings.Join(lines, "\n")
+			// On a pipe, print when something changes other than the
+			// "for 12s" counters (they change every second).
+			text := strings.Join(render(v, ex, e.store, time.Time{}), "\n")
 			switch {
 			case tty:
 				if lastLines > 0 {
@@ -539,7 +625,10 @@ func (e *env) watch(uuid string) int {
 		}
 		select {
 		case <-e.ctx.Done():
-			fmt.Fprintf(e.errw, "\nwatch stopped; plan %s keeps running in the executor.\n  pause it:  rebootctl plan stop %s\n  end it:    rebootctl plan cancel %s\n", uuid, uuid, uuid)
+			if seen.UUID == "" {
+				seen.UUID, seen.State = uuid, plan.StateRunning
+			}
+			fmt.Fprint(e.errw, interrupted(seen))
 			return exitInterrupt
 		case <-time.After(time.Second):
 		}
@@ -557,16 +646,26 @@ func (e *env) view(uuid string) (plan.View, *executorStatus, error) {
 }
 
 // render is the watch view: a header, the progress bar, why it waits, and
-// one line per reboot in flight.
+// one line per reboot in flight (with how long it has been in its step,
+// unless now is zero), what the executor says of its server, and when the
+// executor was last seen (unless store is "").
 func render(v plan.View, ex *executorStatus, store string, now time.Time) []string {
 	s := v.Summary()
-	lines := []string{fmt.Sprintf("plan %s: %s, concurrency %d", v.UUID, v.State, v.Concurrency), s.Line(40)}
+	if !now.IsZero() {
+		s = v.SummaryAt(now)
+	}
+	head := fmt.Sprintf("plan %s: %s, concurrency %d", v.UUID, v.State, v.Concurrency)
+	if v.DryRun {
+		head += " (dry run: nothing is rebooted)"
+	}
+	lines := []string{head, s.Line(40)}
+	lines = append(lines, outputLines(v.WaitingOutput)...)
 	for _, r := range v.Reboots {
 		if !r.Step.InFlight() {
 			continue
 		}
 		since := "-"
-		if r.StepSince != nil {
+		if r.StepSince != nil && !now.IsZero() {
 			since = now.Sub(*r.StepSince).Round(time.Second).String()
 		}
 		role := ""
@@ -580,7 +679,7 @@ func render(v plan.View, ex *executorStatus, store string, now time.Time) []stri
 			lines = append(lines, "      "+note)
 		}
 	}
-	if v.Unfinished() {
+	if v.Unfinished() && store != "" {
 		lines = append(lines, executorLines(ex, store, now)...)
 	}
 	return lines

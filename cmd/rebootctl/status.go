@@ -34,6 +34,9 @@ func executorLines(s *executorStatus, store string, now time.Time) []string {
 	if s == nil {
 		return []string{fmt.Sprintf("WARNING: no executor has ever run on store %s: start one with \"rebootctl executor --store %s\"", store, store)}
 	}
+	if now.IsZero() { // no times (watch on a pipe compares without them)
+		return []string{fmt.Sprintf("executor: on %s (pid %d)", s.Host, s.PID)}
+	}
 	ago := now.Sub(s.At).Round(time.Second)
 	if ago < 0 {
 		ago = 0
@@ -61,13 +64,17 @@ func serverNotes(s *executorStatus, uuid string, now time.Time) []string {
 		var notes []string
 		if st.Phase != "" {
 			note := "power: " + st.Phase
-			if !st.PhaseSince.IsZero() {
+			if !st.PhaseSince.IsZero() && !now.IsZero() {
 				note += fmt.Sprintf(", for %s", now.Sub(st.PhaseSince).Round(time.Second))
 			}
 			notes = append(notes, note)
 		}
 		if e := st.LastError; e != nil {
-			notes = append(notes, fmt.Sprintf("BMC error [%s] %s ago: %s", e.Class, now.Sub(e.At).Round(time.Second), e.Text()))
+			ago := ""
+			if !now.IsZero() {
+				ago = " " + now.Sub(e.At).Round(time.Second).String() + " ago"
+			}
+			notes = append(notes, fmt.Sprintf("BMC error [%s]%s: %s", e.Class, ago, e.Text()))
 		}
 		return notes
 	}

@@ -57,7 +57,7 @@ func run(w io.Writer, boot, mhcTimeout time.Duration, table bool) error {
 		Machines: cluster, Nodes: cluster.Nodes(), Admissions: cluster, Table: table, Now: clk.Now,
 		Hosts: &remediation.RebootHosts{Hosts: hostStore, Now: clk.Now,
 			Power:  func(n string) (power.Controller, error) { return powers[n], nil },
-			HostOf: func(m string) string { return m }},
+			HostOf: func(_ context.Context, m string) (string, error) { return m, nil }},
 		Limit: remediation.MaxPercent(40),
 	}
 	cluster.BeforeNodeFence = func(node string) {
@@ -80,7 +80,8 @@ func run(w io.Writer, boot, mhcTimeout time.Duration, table bool) error {
 		}
 	}
 	fmt.Fprintf(w, "t=%-7s worker-1's kernel hangs: node NotReady, host still on\n", "0s")
-	for step := 0; step < 240; step++ {
+	const steps = 240 // of 5 s: 20 minutes of simulated time
+	for step := 0; step < steps; step++ {
 		now := clk.Now()
 		for _, n := range names {
 			if powers[n].Current() != power.StateOn {
@@ -131,6 +132,10 @@ func run(w io.Writer, boot, mhcTimeout time.Duration, table bool) error {
 			say(n+"power", fmt.Sprintf("host %s is %s", n, powers[n].Current()))
 		}
 		clk.Advance(5 * time.Second)
+	}
+	if table {
+		fmt.Fprintf(w, "stopped after %d steps (%s simulated): the seed's stateless table has no memory of what it did, so it loops (reboot, delete the Node, the Node comes back, again) and never ends by itself; without -table the phased mode ends after one power cycle\n",
+			steps, clk.Now().Sub(fake.Epoch))
 	}
 	fmt.Fprintln(w, "summary:")
 	for _, n := range names {

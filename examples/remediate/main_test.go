@@ -33,4 +33,12 @@ func TestRun(t *testing.T) {
 	if strings.Contains(out.String(), "worker-1: 1 power cycle(s)") || strings.Contains(out.String(), "worker-1: 0 power cycle(s)") {
 		t.Fatalf("the table mode was expected to loop:\n%s", out.String())
 	}
+	// TestRun's table mode (issue 27): the run stopped at its step limit
+	// without a word on why.
+	if !strings.Contains(out.String(), "stopped after 240 steps (20m0s simulated): the seed's stateless table") {
+		t.Errorf("the table mode's closing line is missing:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "annoation") {
+		t.Errorf("our own text spells annotation right:\n%s", out.String())
+	}
 }

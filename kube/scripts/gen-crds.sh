@@ -15,4 +15,4 @@ mkdir -p "$out"
 cp "$tmp/metal3.io_baremetalhosts.yaml" "$out/"
 go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.21.0 crd \
   paths=sigs.k8s.io/cluster-api/api/core/v1beta2 output:crd:dir="$tmp/capi"
-cp "$tmp/capi/cluster.x-k8s.io_machines.yaml" "$out/"
+cp "$tmp/capi/cluster.x-k8s.io_machines.yaml" "$tmp/capi/cluster.x-k8s.io_machinehealthchecks.yaml" "$out/"

@@ -39,5 +39,5 @@ func ExampleConnect() {
 	// Output:
 	// after off: off
 	// after on: on
-	// chassis commands: [status power-down status status power-up status]
+	// chassis commands: [power-down status status power-up status]
 }

@@ -25,8 +25,9 @@ const (
 
 // Errors.
 var (
-	// ErrConfig: the Config cannot work (no host, no credentials, cipher
-	// suite 0, an unknown privilege).
+	// ErrConfig: the Config cannot work (no host, no credentials, a user
+	// name over 16 bytes or a password over 20, cipher suite 0, an unknown
+	// privilege). Retrying will not help.
 	ErrConfig = errors.New("ipmi: invalid configuration")
 	// ErrClosed: the Controller was closed.
 	ErrClosed = errors.New("ipmi: controller closed")
@@ -34,18 +35,22 @@ var (
 
 // Config says how to reach one BMC.
 type Config struct {
-	// Host is the BMC's address; Port its UDP port (default 623).
+	// Host is the BMC's address: a name, an IPv4 address or an IPv6
+	// literal (with or without brackets: fd00::5, [fd00::5]); Port its UDP
+	// port (default 623).
 	Host string
 	Port int
-	// Username and Password of a BMC account allowed chassis control.
+	// Username and Password of a BMC account allowed chassis control. IPMI
+	// carries at most 16 bytes of user name and 20 of password.
 	Username, Password string
 	// CipherSuite is the RMCP+ cipher suite (default 3: HMAC-SHA1,
 	// HMAC-SHA1-96, AES-CBC-128, what ipmitool -C 3 uses; 17 is the SHA-256
 	// one). Pin it: a BMC asked to negotiate may take about 10 s. Suite 0
 	// (no authentication) is refused.
 	CipherSuite int
-	// Privilege is the session's privilege, PrivilegeOperator (enough for
-	// chassis control) or PrivilegeAdministrator (the default).
+	// Privilege is the session's privilege: PrivilegeOperator (the
+	// default: the least privilege that controls power) or
+	// PrivilegeAdministrator (for BMCs that demand it). Case-insensitive.
 	Privilege string
 	// Timeout is how long one UDP exchange waits for the answer (default
 	// 1 s), and Retries how often it is sent again (default 2).
@@ -53,12 +58,25 @@ type Config struct {
 	Retries int
 }
 
+// Lengths IPMI v2.0 carries (RAKP message 1; the 20-byte key of table
+// 13-11).
+const (
+	maxUsername = 16
+	maxPassword = 20
+)
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Host == "" {
 		return c, fmt.Errorf("%w: no host", ErrConfig)
 	}
 	if c.Username == "" || c.Password == "" {
 		return c, fmt.Errorf("%w: username and password are required", ErrConfig)
+	}
+	if len(c.Username) > maxUsername {
+		return c, fmt.Errorf("%w: the user name is %d bytes long; IPMI allows at most %d", ErrConfig, len(c.Username), maxUsername)
+	}
+	if len(c.Password) > maxPassword {
+		return c, fmt.Errorf("%w: the password is %d bytes long; IPMI v2.0 allows at most %d", ErrConfig, len(c.Password), maxPassword)
 	}
 	if c.Port == 0 {
 		c.Port = 623
@@ -71,7 +89,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch strings.ToUpper(c.Privilege) {
 	case "":
-		c.Privilege = PrivilegeAdministrator
+		c.Privilege = PrivilegeOperator
 	case PrivilegeOperator, PrivilegeAdministrator:
 		c.Privilege = strings.ToUpper(c.Privilege)
 	default:
@@ -124,10 +142,15 @@ func (c *Controller) unlock() { <-c.sem }
 
 // connect opens a new session (the lock is held, or c is not shared yet).
 func (c *Controller) connect(ctx context.Context) error {
-	cl, err := client.NewClient(c.cfg.Host, c.cfg.Port, c.cfg.Username, c.cfg.Password)
+	host := strings.TrimSuffix(strings.TrimPrefix(c.cfg.Host, "["), "]")
+	cl, err := client.NewClient(host, c.cfg.Port, c.cfg.Username, c.cfg.Password)
 	if err != nil {
 		return c.classify("connect", err)
 	}
+	// go-ipmi dials through d: the address joined properly (IPv6), and
+	// every Open Session Response checked against the pinned suite.
+	d := &guardDialer{addr: hostPort(host, c.cfg.Port), asked: c.cfg.CipherSuite, timeout: c.cfg.Timeout}
+	cl.WithUDPProxy(d)
 	cl.WithInterface(client.InterfaceLanplus)
 	cl.WithCipherSuiteID(types.CipherSuiteID(c.cfg.CipherSuite))
 	priv := types.PrivilegeLevelAdministrator
@@ -143,7 +166,20 @@ func (c *Controller) connect(ctx context.Context) error {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
 		_ = cl.Close(closeCtx)
 		cancel()
+		if ferr := d.failure(); ferr != nil {
+			msg := "refused: the BMC's answer to Open Session was malformed"
+			if errors.Is(ferr, ErrDowngrade) {
+				msg = "refused a cipher suite downgrade (a man in the middle, or a BMC without the pinned suite: pin one it has)"
+			}
+			return &power.Error{Op: "connect", Class: power.ClassFailed, Message: msg, Err: ferr}
+		}
 		return c.classify("connect", err)
+	}
+	if ferr := d.failure(); ferr != nil { // cannot happen: the conn fails every read after it
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
+		_ = cl.Close(closeCtx)
+		cancel()
+		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "refused", Err: ferr}
 	}
 	c.cl = cl
 	return nil
@@ -239,13 +275,14 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 }
 
 // On powers the host on (Chassis Control power up), unless a fresh read
-// says it is on.
+// says it is on (also when the read fails).
 func (c *Controller) On(ctx context.Context) error {
 	return c.change(ctx, "on", power.StateOn, chassis.ChassisControlPowerUp)
 }
 
 // Off powers the host off: hard is Chassis Control power down, soft is
-// soft shutdown (ACPI), each sent only when a fresh read says it is on.
+// soft shutdown (ACPI), each sent unless a fresh read says it is off (also
+// when the read fails: none of them toggles).
 func (c *Controller) Off(ctx context.Context, m power.Mode) error {
 	if m == power.ModeHard {
 		return c.change(ctx, power.OpName(m), power.StateOff, chassis.ChassisControlPowerDown)
@@ -258,21 +295,31 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 		return err
 	}
 	defer c.unlock()
-	cur, err := c.readState(ctx)
-	if err != nil {
-		var pe *power.Error
-		if errors.As(err, &pe) {
-			pe.Op = op + ": read state"
+	// Power up, power down and soft shutdown set the power, they never
+	// toggle it: sent also when the state cannot be read (CEh), so that a
+	// fence is not held up by a BMC that cannot tell (issue 24). A
+	// power-off is sent even when the state reads off: that read may be a
+	// stale echo of a host powered on a moment ago, and power down can
+	// power nothing on. A power-on is skipped when the state reads on, and
+	// so is a soft shutdown when it reads off: some BMCs implement soft
+	// shutdown as a press of the power button, which would power on a host
+	// that really is off (the reboot decision falls back to hard).
+	if want == power.StateOn || ctl == chassis.ChassisControlSoftShutdown {
+		if cur, err := c.readState(ctx); err == nil && cur == want {
+			return nil
 		}
-		return err // unknown: not guessed, the caller retries
 	}
-	if cur == want {
-		return nil
-	}
-	return c.do(ctx, op, func(cl *client.Client) error {
+	err := c.do(ctx, op, func(cl *client.Client) error {
 		_, err := cl.ChassisControl(ctx, ctl)
 		return err
 	})
+	if err != nil && want == power.StateOff && power.Classify(err) != power.ClassFailed {
+		// Some BMCs refuse a power-off of a chassis that is off.
+		if cur, rerr := c.readState(ctx); rerr == nil && cur == want {
+			return nil
+		}
+	}
+	return err
 }
 
 // Completion codes by class (IPMI v2.0 table 5-2).

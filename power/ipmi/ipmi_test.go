@@ -22,7 +22,12 @@ const (
 
 func newBMC(t testing.TB, cfg fake.PowerConfig) (*ipmitest.BMC, *fake.Power) {
 	t.Helper()
-	p := fake.NewPower(time.Now, cfg)
+	return newBMCOn(t, time.Now, cfg)
+}
+
+func newBMCOn(t testing.TB, now func() time.Time, cfg fake.PowerConfig) (*ipmitest.BMC, *fake.Power) {
+	t.Helper()
+	p := fake.NewPower(now, cfg)
 	b, err := ipmitest.NewBMC(p, ipmitest.Config{Username: user, Password: pass})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
@@ -55,9 +60,10 @@ func TestStatesAndModes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, power.StateOff, s)
 
-	require.NoError(t, c.Off(ctx, power.ModeSoft), "already off: nothing sent")
+	require.NoError(t, c.Off(ctx, power.ModeSoft), "already off: no soft shutdown (it may press the button)")
 	require.NoError(t, c.Off(ctx, power.ModeHard))
-	assert.Equal(t, []string{ipmitest.Status, ipmitest.Status, ipmitest.Status, ipmitest.PowerDown, ipmitest.Status, ipmitest.Status, ipmitest.Status}, b.Commands())
+	assert.Equal(t, []string{ipmitest.Status, ipmitest.Status, ipmitest.PowerDown, ipmitest.Status, ipmitest.Status, ipmitest.PowerDown}, b.Commands(),
+		"power down is sent whatever the state reads: an off read may be a stale echo")
 
 	require.NoError(t, c.On(ctx))
 	assert.True(t, p.HardwareOn())
@@ -65,6 +71,26 @@ func TestStatesAndModes(t *testing.T) {
 	assert.False(t, p.HardwareOn(), "the OS shut down at once (no SoftDelay)")
 	cmds := b.Commands()
 	assert.Equal(t, ipmitest.SoftOff, cmds[len(cmds)-1])
+}
+
+// Issue 24, point 4: the adapter skipped power down when its own read said
+// off, and that read can be an echo of a host powered on out of band a
+// moment ago (a BMC that reads the power-good line late): the caller was
+// told the power-off succeeded while the host ran.
+func TestRegressionStaleOffReadDoesNotSkipPowerDown(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	b, p := newBMCOn(t, clk.Real, fake.PowerConfig{Initial: power.StateOff, Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
+	c := connect(t, b)
+	clk.Advance(10 * time.Second)
+	p.OutOfBandOn()
+	clk.Advance(time.Second)
+	s, err := c.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, power.StateOff, s, "the emulator should echo the old state")
+	require.NoError(t, c.Off(ctx, power.ModeHard))
+	assert.Contains(t, b.Commands(), ipmitest.PowerDown)
+	assert.False(t, p.HardwareOn(), "the host powered on out of band still runs")
 }
 
 func TestSoftShutdownIgnored(t *testing.T) {
@@ -109,6 +135,9 @@ func TestCompletionCodes(t *testing.T) {
 	}
 }
 
+// An unknown read (CEh) is reported as unknown, never guessed; a power-off
+// is sent all the same, since none of the chassis commands toggles (issue
+// 24: a fence is not held up by a BMC that cannot tell).
 func TestUnknownReadIsNotGuessed(t *testing.T) {
 	ctx := context.Background()
 	b, p := newBMC(t, fake.PowerConfig{Report: fake.Report{Unknown: 1}})
@@ -116,9 +145,11 @@ func TestUnknownReadIsNotGuessed(t *testing.T) {
 	s, err := c.State(ctx)
 	assert.Equal(t, power.StateUnknown, s)
 	assert.ErrorIs(t, err, power.ErrBusy)
-	assert.Error(t, c.Off(ctx, power.ModeSoft), "no soft shutdown on an unknown state")
-	assert.True(t, p.HardwareOn())
-	assert.NotContains(t, b.Commands(), ipmitest.SoftOff)
+	assert.NoError(t, c.Off(ctx, power.ModeHard), "power down sent on an unknown state")
+	assert.False(t, p.HardwareOn())
+	assert.Contains(t, b.Commands(), ipmitest.PowerDown)
+	assert.NoError(t, c.Off(ctx, power.ModeHard), "and again: it powers nothing on")
+	assert.False(t, p.HardwareOn())
 }
 
 func TestSessionReopenedAfterBMCReset(t *testing.T) {

@@ -26,7 +26,10 @@
 //     Supermicro firmware) counts for its parts. The reset is posted
 //     directly, because gofish's own allowable-value check refuses
 //     GracefulShutdown in that case.
-//   - A system already in the wanted state gets no reset.
+//   - A power-off that does not toggle (ForceOff, GracefulShutdown) is
+//     sent whatever the state reads, unknown or Off included: it cannot
+//     power anything on, and an Off read may be a stale echo of a host that
+//     was powered on a moment ago. A system that reads On gets no On reset.
 //   - A 401 (and a 403 at login) is power.ErrAuth, of class failed: the
 //     BMC refused the credentials (a power.Pool backs off hardest after it).
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
@@ -279,8 +282,15 @@ func (c *Controller) discover(ctx context.Context) error {
 		}
 	}
 	if sys == nil {
-		return &power.Error{Op: "connect", Class: power.ClassFailed,
-			Message: c.redact(fmt.Sprintf("system %q not found among %d system(s)", c.cfg.SystemID, len(systems)))}
+		ids := make([]string, len(systems))
+		for i, s := range systems {
+			ids[i] = s.ID
+		}
+		msg := fmt.Sprintf("system %q not found among the BMC's %d system(s) (%s)", c.cfg.SystemID, len(systems), strings.Join(ids, ", "))
+		if c.cfg.SystemID == "" {
+			msg = fmt.Sprintf("the BMC has %d systems (%s): name the one to control", len(systems), strings.Join(ids, ", "))
+		}
+		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: c.redact(msg)}
 	}
 	c.systemURI = sys.ODataID
 	return c.readReset(ctx, sys.RawData)
@@ -407,19 +417,26 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		return err
 	}
 	defer c.unlock()
+	rt := c.choose(prefs)
+	toggle := strings.EqualFold(rt, "PushPowerButton")
 	cur, err := c.readState(ctx)
-	if err != nil {
+	// A power-off that does not toggle (ForceOff, GracefulShutdown) can
+	// power nothing on, so it is sent whatever the read says: a read of
+	// Off may be an echo of the past (a stale BMC, a host powered on out of
+	// band a moment ago), and skipping the command on it would leave a host
+	// running that the caller is fencing. Anything else needs a read.
+	blindOff := want == power.StateOff && rt != "" && !toggle
+	if err != nil && !blindOff {
 		return err
 	}
-	if cur == want {
+	if err == nil && cur == want && !blindOff {
 		return nil
 	}
-	rt := c.choose(prefs)
 	if rt == "" {
 		return &power.Error{Op: op, Class: power.ClassUnsupported,
 			Message: fmt.Sprintf("none of %v among the allowable reset types %v", prefs, c.allowed)}
 	}
-	if strings.EqualFold(rt, "PushPowerButton") {
+	if toggle {
 		// A toggle is only safe when a fresh read says the host is in the
 		// opposite state; anything else may power on a host that is off.
 		if !opposite(cur, want) {

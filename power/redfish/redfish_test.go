@@ -75,7 +75,37 @@ func TestModesAndStates(t *testing.T) {
 	require.NoError(t, c.On(ctx))
 	r.clk.Advance(5 * time.Second)
 	require.NoError(t, c.Off(ctx, power.ModeHard))
-	assert.Equal(t, []string{"GracefulShutdown", "On", "ForceOff"}, r.bmc.Resets(), "no reset for the already-off request")
+	assert.Equal(t, []string{"GracefulShutdown", "ForceOff", "On", "ForceOff"}, r.bmc.Resets(),
+		"a non-toggling power-off is sent even when the state reads Off")
+	require.NoError(t, c.On(ctx))
+	r.clk.Advance(5 * time.Second)
+	require.NoError(t, c.On(ctx), "already on: success")
+	assert.Len(t, r.bmc.Resets(), 5, "no On reset for a system that reads On")
+}
+
+// Issue 24, point 4: the adapter skipped a power-off when its own read said
+// Off, and that read can be a stale echo of a host that was powered on out
+// of band a moment ago; the caller was told the power-off succeeded while
+// the host ran. A non-toggling power-off is now sent whatever the read
+// says, and one is sent on an unknown read too (it can power nothing on).
+func TestRegressionStaleOffReadDoesNotSkipPowerOff(t *testing.T) {
+	r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{Initial: power.StateOff, Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
+	c := r.connect(t)
+	r.clk.Advance(10 * time.Second)
+	r.hw.OutOfBandOn() // a person powers the host on; the BMC says Off for 5 s more
+	r.clk.Advance(time.Second)
+	s, err := c.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, power.StateOff, s, "the emulator should echo the old state")
+	require.NoError(t, c.Off(ctx, power.ModeHard))
+	assert.Equal(t, []string{"ForceOff"}, r.bmc.Resets())
+	assert.False(t, r.hw.HardwareOn(), "the host powered on out of band still runs")
+
+	u := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{Report: fake.Report{Unknown: 1}})
+	uc := u.connect(t)
+	require.NoError(t, uc.Off(ctx, power.ModeHard), "a ForceOff needs no known state")
+	assert.Equal(t, []string{"ForceOff"}, u.bmc.Resets())
+	assert.False(t, u.hw.HardwareOn())
 }
 
 func TestVendorQuirks(t *testing.T) {
@@ -220,8 +250,9 @@ func TestRequestsPerOperation(t *testing.T) {
 	}
 	assert.Equal(t, 1, count(func() { _, _ = c.State(ctx) }), "state")
 	assert.Equal(t, 2, count(func() { _ = c.Off(ctx, power.ModeHard) }), "power-off")
-	assert.Equal(t, 1, count(func() { _ = c.Off(ctx, power.ModeHard) }), "power-off when off")
+	assert.Equal(t, 2, count(func() { _ = c.Off(ctx, power.ModeHard) }), "power-off when off: the ForceOff is sent all the same")
 	assert.Equal(t, 2, count(func() { _ = c.On(ctx) }), "power-on")
+	assert.Equal(t, 1, count(func() { _ = c.On(ctx) }), "power-on when on")
 }
 
 func TestSystemSelection(t *testing.T) {

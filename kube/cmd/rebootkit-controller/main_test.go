@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube"
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
@@ -38,30 +41,8 @@ func TestControllerBinary(t *testing.T) {
 		}
 		t.Skip("API SERVER TEST SKIPPED: set KUBEBUILDER_ASSETS=$(scripts/build-envtest.sh)")
 	}
-	log.SetLogger(logr.Discard())
+	bin, kubeconfig, c := startEnv(t, assets)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "rebootkit-controller")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{"../../testdata/crds"}, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = metal3.AddToScheme(scheme)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rkc-"}}
 	if err := c.Create(ctx, ns); err != nil {
@@ -80,7 +61,7 @@ func TestControllerBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "h1-bmc"},
+	must(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "h1-bmc", Labels: map[string]string{kube.BMCHostLabel: "h1"}},
 		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("bmc-Secret-1")}}))
 	must(c.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "h1"},
 		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish://" + strings.TrimPrefix(srv.URL, "https://") + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
@@ -125,4 +106,59 @@ func TestControllerBinary(t *testing.T) {
 		t.Fatalf("%d power-offs, want 1: %v", offs, hw.Truth())
 	}
 	t.Log("rebooted through the controller binary")
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// startEnv builds the binary (once per test process), starts a real API
+// server with the CRDs for this test (stopped at its end), and returns the
+// binary, a kubeconfig file and an admin client.
+func startEnv(t *testing.T, assets string) (bin, kubeconfig string, c client.Client) {
+	t.Helper()
+	log.SetLogger(logr.Discard())
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rebootkit-controller-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "rebootkit-controller")
+		if out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{"../../testdata/crds", "../../config/crd/bases"}, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = metal3.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	c, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return builtBin, kubeconfig, c
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		_ = os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
 }

@@ -31,10 +31,16 @@ const (
 
 // Config configures a BMC.
 type Config struct {
-	// Username and Password of the one administrator account.
+	// Username and Password of the one account.
 	Username, Password string
+	// OperatorOnly limits the account to the operator privilege (enough
+	// for chassis control); by default it may be administrator.
+	OperatorOnly bool
 	// CipherSuites offered (default 3 and 17).
 	CipherSuites []uint8
+	// Addr is the UDP address to listen on (default "127.0.0.1:0", a free
+	// port; "[::1]:0" for IPv6).
+	Addr string
 	// SessionTimeout is how long an idle session lives (default 60 s, the
 	// IPMI default).
 	SessionTimeout time.Duration
@@ -122,7 +128,11 @@ func NewBMC(p *fake.Power, cfg Config) (*BMC, error) {
 		cfg.SessionTimeout = 60 * time.Second
 	}
 	b := &BMC{Power: p, cfg: cfg, fail: map[string]ipmiFail{}}
-	if err := b.start("127.0.0.1:0"); err != nil {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+		b.cfg.Addr = cfg.Addr
+	}
+	if err := b.start(cfg.Addr); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -145,7 +155,11 @@ func (b *BMC) start(addr string) error {
 	}
 	u.SetPassword([]byte(b.cfg.Password))
 	u.Enabled = true
-	u.ChannelAccess[1] = bmc.UserChannelAccess{MaxPrivilege: bmc.PrivilegeLevelAdministrator, Enabled: true}
+	maxPriv := bmc.PrivilegeLevelAdministrator
+	if b.cfg.OperatorOnly {
+		maxPriv = bmc.PrivilegeLevelOperator
+	}
+	u.ChannelAccess[1] = bmc.UserChannelAccess{MaxPrivilege: maxPriv, Enabled: true}
 	var conn *udp.Conn
 	for i := 0; ; i++ {
 		conn, err = udp.Listen(addr, udp.WithReadTimeout(200*time.Millisecond))

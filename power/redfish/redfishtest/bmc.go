@@ -2,13 +2,16 @@ package redfishtest
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,13 +55,14 @@ type Quirks struct {
 	EchoErrors bool
 }
 
-// BMC is a Redfish BMC emulator for one ComputerSystem, backed by a Power
-// that models the hardware. It serves the service root, the session
-// service, the Systems collection, the ComputerSystem with PowerState and
-// the Reset action (inline allowable values or an ActionInfo), checks
-// credentials (basic auth or session token), and counts requests. Not for
-// production.
+// BMC is a Redfish BMC emulator for one ComputerSystem (Id "1"), or several
+// (AddSystem), each backed by a fake.Power that models the hardware. It
+// serves the service root, the session service, the Systems collection,
+// each ComputerSystem with PowerState and the Reset action (inline
+// allowable values or an ActionInfo), checks credentials (basic auth or
+// session token), and counts requests. Not for production.
 type BMC struct {
+	// Power is the hardware of system "1".
 	Power    *fake.Power
 	Username string
 	Password string
@@ -72,11 +76,18 @@ type BMC struct {
 	requests int
 	logins   int
 	resets   []string
+	systems  map[string]*system // by Id; "1" is Power
+	extra    []string           // Ids added by AddSystem, in order
+	failNext int
+	applyBad bool
+}
+
+// system is one ComputerSystem's hardware and the BMC's memory of it.
+type system struct {
+	power    *fake.Power
 	lastOff  time.Time
 	lagUntil time.Time
 	lagState string
-	failNext int
-	applyBad bool
 }
 
 type bmcSession struct {
@@ -112,7 +123,57 @@ func (b *BMC) FailNextReset(status int, applied bool) {
 
 // NewBMC returns a BMC for the hardware p, with clock now and credentials.
 func NewBMC(now func() time.Time, p *fake.Power, username, password string) *BMC {
-	return &BMC{Power: p, Username: username, Password: password, now: now, sessions: map[string]*bmcSession{}}
+	return &BMC{Power: p, Username: username, Password: password, now: now, sessions: map[string]*bmcSession{},
+		systems: map[string]*system{}}
+}
+
+// AddSystem adds a ComputerSystem with Id id over the hardware p (a blade
+// or a node of a multi-node chassis); the Systems collection lists "1" and
+// then the added ones in order. An Id already served is replaced. Safe
+// while the BMC serves.
+func (b *BMC) AddSystem(id string, p *fake.Power) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.systems == nil {
+		b.systems = map[string]*system{}
+	}
+	if _, ok := b.systems[id]; !ok && id != "1" {
+		b.extra = append(b.extra, id)
+	}
+	if id == "1" {
+		b.Power = p
+	}
+	b.systems[id] = &system{power: p}
+}
+
+// systemIDs lists the systems served (b.mu held).
+func (b *BMC) systemIDs() []string {
+	return append([]string{"1"}, b.extra...)
+}
+
+// sys returns system id (b.mu held); "1" is always there, over b.Power.
+func (b *BMC) sys(id string) (*system, bool) {
+	if b.systems == nil {
+		b.systems = map[string]*system{}
+	}
+	s, ok := b.systems[id]
+	if id == "1" {
+		if !ok {
+			s = &system{}
+			b.systems[id] = s
+		}
+		s.power, ok = b.Power, true
+	}
+	return s, ok
+}
+
+// systemPower reports whether system id is served (b.mu held).
+func (b *BMC) systemPower(id string) (*fake.Power, bool) {
+	s, ok := b.sys(id)
+	if !ok {
+		return nil, false
+	}
+	return s.power, true
 }
 
 // Requests returns how many HTTP requests the BMC has served.
@@ -174,7 +235,7 @@ func (b *BMC) Sessions() int {
 func (b *BMC) StartTLS() *httptest.Server { return httptest.NewTLSServer(b) }
 
 const (
-	sysPath      = "/redfish/v1/Systems/1"
+	systemsPath  = "/redfish/v1/Systems"
 	sessionsPath = "/redfish/v1/SessionService/Sessions"
 )
 
@@ -200,7 +261,79 @@ func echo(r *http.Request, body []byte) string {
 		r.Header.Get("Authorization"), r.Header.Get("X-Auth-Token"))
 }
 
-// ServeHTTP implements http.Handler.
+// resource is what the BMC serves at a path: the methods it allows, and
+// the schema that describes it (for the Link header), if any.
+type resource struct {
+	allow       []string
+	describedBy string
+	// public: served without authentication (DSP0266: the version
+	// document, the service root, $metadata, the OData service document,
+	// and session creation).
+	public func(method string) bool
+}
+
+func always(string) bool { return true }
+func never(string) bool  { return false }
+
+const schemaBase = "http://redfish.dmtf.org/schemas/v1/"
+
+// resource returns what is served at path, and the system it belongs to
+// (for the system's resources).
+func (b *BMC) resource(path string) (resource, string, bool) {
+	get := []string{http.MethodGet, http.MethodHead}
+	switch path {
+	case "/redfish":
+		return resource{allow: get, public: always}, "", true
+	case "/redfish/v1":
+		return resource{allow: get, public: always, describedBy: schemaBase + "ServiceRoot.v1_15_0.json"}, "", true
+	case "/redfish/v1/$metadata", "/redfish/v1/odata":
+		return resource{allow: get, public: always}, "", true
+	case "/redfish/v1/JsonSchemas", "/redfish/v1/Registries":
+		return resource{allow: get, public: never}, "", true
+	case "/redfish/v1/Systems":
+		return resource{allow: get, public: never, describedBy: schemaBase + "ComputerSystemCollection.json"}, "", true
+	}
+	if !b.Quirks.NoSessionService {
+		switch {
+		case path == "/redfish/v1/SessionService":
+			return resource{allow: get, public: never, describedBy: schemaBase + "SessionService.v1_1_8.json"}, "", true
+		case path == sessionsPath:
+			return resource{allow: []string{http.MethodGet, http.MethodHead, http.MethodPost},
+				public:      func(m string) bool { return m == http.MethodPost },
+				describedBy: schemaBase + "SessionCollection.json"}, "", true
+		case path == sessionsPath+"/Members":
+			return resource{allow: []string{http.MethodPost}, public: always}, "", true
+		case strings.HasPrefix(path, sessionsPath+"/"):
+			if _, ok := b.sessions[strings.TrimPrefix(path, sessionsPath+"/")]; ok {
+				return resource{allow: []string{http.MethodGet, http.MethodHead, http.MethodDelete}, public: never,
+					describedBy: schemaBase + "Session.v1_6_0.json"}, "", true
+			}
+			return resource{}, "", false
+		}
+	}
+	if rest, ok := strings.CutPrefix(path, systemsPath+"/"); ok {
+		id, sub, _ := strings.Cut(rest, "/")
+		if _, ok := b.systemPower(id); !ok {
+			return resource{}, "", false
+		}
+		switch sub {
+		case "":
+			return resource{allow: get, public: never, describedBy: schemaBase + "ComputerSystem.v1_20_0.json"}, id, true
+		case "ResetActionInfo":
+			return resource{allow: get, public: never}, id, true
+		case "Actions/ComputerSystem.Reset":
+			return resource{allow: []string{http.MethodPost}, public: never}, id, true
+		}
+	}
+	return resource{}, "", false
+}
+
+// ServeHTTP implements http.Handler. HEAD is served wherever GET is (net/http
+// sends no body); a method a resource does not allow is 405 with an Allow
+// header; GET and HEAD answers carry Allow, Cache-Control and, for the
+// service root, the collections, sessions and systems, a Link to their
+// schema (rel=describedby); a request with an OData-Version other than 4.0
+// is 412.
 func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -217,6 +350,10 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		redfishError(w, status, id, msg)
 	}
+	if v := r.Header.Get("OData-Version"); v != "" && v != "4.0" {
+		fail(http.StatusPreconditionFailed, "PreconditionFailed", "OData-Version "+v+" is not supported (4.0 is)")
+		return
+	}
 	if r.Method == http.MethodGet {
 		if f, ok := b.failGet[path]; ok {
 			delete(b.failGet, path)
@@ -229,75 +366,75 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-
-	// Unauthenticated resources (DSP0266: the version document, the
-	// service root, $metadata and the OData service document).
-	switch {
-	case path == "/redfish" && r.Method == http.MethodGet:
-		writeJSON(w, map[string]string{"v1": "/redfish/v1/"})
+	res, sysID, found := b.resource(path)
+	public := found && res.public(r.Method)
+	if !public && !b.authorized(r) {
+		fail(http.StatusUnauthorized, "NoValidSession", "authentication required")
 		return
-	case path == "/redfish/v1" && r.Method == http.MethodGet:
+	}
+	if !found {
+		fail(http.StatusNotFound, "ResourceMissingAtURI", "no resource at "+path)
+		return
+	}
+	allow := strings.Join(res.allow, ", ")
+	if !slices.Contains(res.allow, r.Method) {
+		w.Header().Set("Allow", allow)
+		fail(http.StatusMethodNotAllowed, "OperationNotAllowed", r.Method+" is not allowed on "+path)
+		return
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		w.Header().Set("Allow", allow)
+		w.Header().Set("Cache-Control", "no-cache")
+		if res.describedBy != "" {
+			w.Header().Set("Link", "<"+res.describedBy+">; rel=describedby")
+		}
+	}
+	read := r.Method == http.MethodGet || r.Method == http.MethodHead
+	switch {
+	case path == "/redfish":
+		writeJSON(w, map[string]string{"v1": "/redfish/v1/"})
+	case path == "/redfish/v1":
 		root := map[string]any{"@odata.id": "/redfish/v1/", "@odata.type": "#ServiceRoot.v1_15_0.ServiceRoot",
 			"Id": "RootService", "Name": "Root Service", "RedfishVersion": "1.15.0",
-			"UUID": "92384634-2938-2342-8820-489239905423", "Systems": link("/redfish/v1/Systems"), "Links": map[string]any{}}
+			"UUID": "92384634-2938-2342-8820-489239905423", "Systems": link(systemsPath),
+			"JsonSchemas": link("/redfish/v1/JsonSchemas"), "Registries": link("/redfish/v1/Registries"),
+			"Links": map[string]any{}}
 		if !b.Quirks.NoSessionService {
 			root["SessionService"] = link("/redfish/v1/SessionService")
 			root["Links"] = map[string]any{"Sessions": link(sessionsPath)}
 		}
 		writeJSON(w, root)
-		return
-	case path == "/redfish/v1/$metadata" && r.Method == http.MethodGet:
+	case path == "/redfish/v1/$metadata":
 		w.Header().Set("Content-Type", "application/xml")
 		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
 <edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0">
   <edmx:Reference Uri="http://redfish.dmtf.org/schemas/v1/ServiceRoot_v1.xml"><edmx:Include Namespace="ServiceRoot.v1_15_0"/></edmx:Reference>
   <edmx:Reference Uri="http://redfish.dmtf.org/schemas/v1/ComputerSystem_v1.xml"><edmx:Include Namespace="ComputerSystem.v1_20_0"/></edmx:Reference>
+  <edmx:Reference Uri="http://redfish.dmtf.org/schemas/v1/JsonSchemaFileCollection_v1.xml"><edmx:Include Namespace="JsonSchemaFileCollection"/></edmx:Reference>
+  <edmx:Reference Uri="http://redfish.dmtf.org/schemas/v1/MessageRegistryFileCollection_v1.xml"><edmx:Include Namespace="MessageRegistryFileCollection"/></edmx:Reference>
   <edmx:DataServices><Schema xmlns="http://docs.oasis-open.org/odata/ns/edm" Namespace="Service"><EntityContainer Name="Service" Extends="ServiceRoot.v1_15_0.ServiceContainer"/></Schema></edmx:DataServices>
 </edmx:Edmx>
 `)
-		return
-	case path == "/redfish/v1/odata" && r.Method == http.MethodGet:
+	case path == "/redfish/v1/odata":
 		writeJSON(w, map[string]any{"@odata.context": "/redfish/v1/$metadata", "value": []map[string]string{
 			{"name": "Service", "kind": "Singleton", "url": "/redfish/v1/"},
 			{"name": "Systems", "kind": "Singleton", "url": "/redfish/v1/Systems"},
+			{"name": "JsonSchemas", "kind": "Singleton", "url": "/redfish/v1/JsonSchemas"},
+			{"name": "Registries", "kind": "Singleton", "url": "/redfish/v1/Registries"},
 			{"name": "SessionService", "kind": "Singleton", "url": "/redfish/v1/SessionService"}}})
-		return
-	case path == sessionsPath && r.Method == http.MethodPost:
-		b.logins++
-		if b.Quirks.NoSessionService {
-			fail(http.StatusNotFound, "ResourceMissingAtURI", "no resource at "+path)
-			return
-		}
-		var cred struct{ UserName, Password string }
-		if err := json.Unmarshal(body, &cred); err != nil {
-			fail(http.StatusBadRequest, "MalformedJSON", "malformed request body")
-			return
-		}
-		if !b.credsOK(cred.UserName, cred.Password) {
-			fail(http.StatusUnauthorized, "NoValidSession", "invalid credentials")
-			return
-		}
-		b.nextID++
-		id := strconv.Itoa(b.nextID)
-		sess := &bmcSession{id: id, user: cred.UserName, token: fmt.Sprintf("token-%d-%d", b.nextID, b.now().UnixNano())}
-		b.sessions[id] = sess
-		w.Header().Set("X-Auth-Token", sess.token)
-		w.Header().Set("Location", sessionsPath+"/"+id)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(b.session(sess))
-		return
-	}
-	if !b.authorized(r) {
-		fail(http.StatusUnauthorized, "NoValidSession", "authentication required")
-		return
-	}
-	switch {
-	case path == "/redfish/v1/SessionService" && r.Method == http.MethodGet && !b.Quirks.NoSessionService:
+	case path == "/redfish/v1/JsonSchemas":
+		writeJSON(w, map[string]any{"@odata.id": path, "@odata.type": "#JsonSchemaFileCollection.JsonSchemaFileCollection",
+			"Name": "JSON Schema File Collection", "Members@odata.count": 0, "Members": []any{}})
+	case path == "/redfish/v1/Registries":
+		writeJSON(w, map[string]any{"@odata.id": path, "@odata.type": "#MessageRegistryFileCollection.MessageRegistryFileCollection",
+			"Name": "Message Registry File Collection", "Members@odata.count": 0, "Members": []any{}})
+	case (path == sessionsPath || path == sessionsPath+"/Members") && r.Method == http.MethodPost:
+		b.login(w, body, fail)
+	case path == "/redfish/v1/SessionService":
 		writeJSON(w, map[string]any{"@odata.id": "/redfish/v1/SessionService", "@odata.type": "#SessionService.v1_1_8.SessionService",
 			"Id": "SessionService", "Name": "Session Service", "ServiceEnabled": true, "SessionTimeout": 1800,
 			"Sessions": link(sessionsPath)})
-	case path == sessionsPath && r.Method == http.MethodGet && !b.Quirks.NoSessionService:
+	case path == sessionsPath:
 		ids := make([]string, 0, len(b.sessions))
 		for id := range b.sessions {
 			ids = append(ids, id)
@@ -310,36 +447,56 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"@odata.id": sessionsPath, "@odata.type": "#SessionCollection.SessionCollection",
 			"Name": "Session Collection", "Members@odata.count": len(members), "Members": members})
 	case strings.HasPrefix(path, sessionsPath+"/"):
-		sess, ok := b.sessions[strings.TrimPrefix(path, sessionsPath+"/")]
-		switch {
-		case !ok:
-			fail(http.StatusNotFound, "ResourceMissingAtURI", "no resource at "+path)
-		case r.Method == http.MethodGet:
+		sess := b.sessions[strings.TrimPrefix(path, sessionsPath+"/")]
+		if read {
 			writeJSON(w, b.session(sess))
-		case r.Method == http.MethodDelete:
+		} else { // DELETE
 			delete(b.sessions, sess.id) // the session named by the URI, whoever asks
 			w.WriteHeader(http.StatusNoContent)
-		default:
-			w.Header().Set("Allow", "GET, DELETE")
-			fail(http.StatusMethodNotAllowed, "ActionNotSupported", r.Method+" not allowed on a session")
 		}
-	case path == "/redfish/v1/Systems" && r.Method == http.MethodGet:
-		writeJSON(w, map[string]any{"@odata.id": "/redfish/v1/Systems", "@odata.type": "#ComputerSystemCollection.ComputerSystemCollection",
-			"Name": "Computer System Collection", "Members@odata.count": 1, "Members": []map[string]string{link(sysPath)}})
-	case path == sysPath && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		writeJSON(w, b.system(r.Context()))
-	case path == sysPath:
-		w.Header().Set("Allow", "GET, HEAD")
-		fail(http.StatusMethodNotAllowed, "ActionNotSupported", r.Method+" not allowed on the ComputerSystem")
-	case path == sysPath+"/ResetActionInfo" && r.Method == http.MethodGet:
-		writeJSON(w, map[string]any{"@odata.id": sysPath + "/ResetActionInfo", "@odata.type": "#ActionInfo.v1_3_0.ActionInfo",
+	case path == systemsPath:
+		ids := b.systemIDs()
+		members := make([]map[string]string, len(ids))
+		for i, id := range ids {
+			members[i] = link(systemsPath + "/" + id)
+		}
+		writeJSON(w, map[string]any{"@odata.id": systemsPath, "@odata.type": "#ComputerSystemCollection.ComputerSystemCollection",
+			"Name": "Computer System Collection", "Members@odata.count": len(members), "Members": members})
+	case path == systemsPath+"/"+sysID:
+		writeJSON(w, b.system(r.Context(), sysID))
+	case path == systemsPath+"/"+sysID+"/ResetActionInfo":
+		writeJSON(w, map[string]any{"@odata.id": path, "@odata.type": "#ActionInfo.v1_3_0.ActionInfo",
 			"Id": "ResetActionInfo", "Name": "Reset Action Info",
 			"Parameters": []map[string]any{{"Name": "ResetType", "Required": true, "DataType": "String", "AllowableValues": b.allowable()}}})
-	case path == sysPath+"/Actions/ComputerSystem.Reset" && r.Method == http.MethodPost:
-		b.reset(w, r, body, fail)
+	case path == systemsPath+"/"+sysID+"/Actions/ComputerSystem.Reset":
+		b.reset(w, r, sysID, body, fail)
 	default:
 		fail(http.StatusNotFound, "ResourceMissingAtURI", "no resource at "+path)
 	}
+}
+
+// login creates a session (POST to the Sessions collection or to its
+// Members), with a token from crypto/rand.
+func (b *BMC) login(w http.ResponseWriter, body []byte, fail func(status int, id, msg string)) {
+	b.logins++
+	var cred struct{ UserName, Password string }
+	if err := json.Unmarshal(body, &cred); err != nil {
+		fail(http.StatusBadRequest, "MalformedJSON", "malformed request body")
+		return
+	}
+	if !b.credsOK(cred.UserName, cred.Password) {
+		fail(http.StatusUnauthorized, "NoValidSession", "invalid credentials")
+		return
+	}
+	b.nextID++
+	id := strconv.Itoa(b.nextID)
+	sess := &bmcSession{id: id, user: cred.UserName, token: rand.Text()}
+	b.sessions[id] = sess
+	w.Header().Set("X-Auth-Token", sess.token)
+	w.Header().Set("Location", sessionsPath+"/"+id)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(b.session(sess))
 }
 
 func (b *BMC) session(s *bmcSession) map[string]any {
@@ -399,15 +556,15 @@ func (b *BMC) allowable() []string {
 	return out
 }
 
-// powerState returns the PowerState to show, through the Power's reporting
-// model (stale, flapping, unknown as null, missing or Paused) and the
-// StateLag quirk. ok is false when PowerState is to be left out; a nil
-// value is shown as null.
-func (b *BMC) powerState(ctx context.Context) (v any, ok bool) {
-	if b.now().Before(b.lagUntil) {
-		return b.lagState, true
+// powerState returns the PowerState of system s to show, through the
+// Power's reporting model (stale, flapping, unknown as null, missing or
+// Paused) and the StateLag quirk. ok is false when PowerState is to be left
+// out; a nil value is shown as null.
+func (b *BMC) powerState(ctx context.Context, s *system) (v any, ok bool) {
+	if b.now().Before(s.lagUntil) {
+		return s.lagState, true
 	}
-	rd, err := b.Power.Read(ctx)
+	rd, err := s.power.Read(ctx)
 	if err != nil {
 		return nil, true
 	}
@@ -433,8 +590,8 @@ func (b *BMC) powerState(ctx context.Context) (v any, ok bool) {
 
 // honestState is the PowerState string of the hardware's honest state, for
 // the emulator's own bookkeeping (never shown to clients as a read).
-func (b *BMC) honestState() string {
-	switch b.Power.Current() {
+func honestState(p *fake.Power) string {
+	switch p.Current() {
 	case power.StateOn:
 		return "On"
 	case power.StateOff:
@@ -443,27 +600,35 @@ func (b *BMC) honestState() string {
 	return "PoweringOn"
 }
 
-func (b *BMC) system(ctx context.Context) map[string]any {
-	reset := map[string]any{"target": sysPath + "/Actions/ComputerSystem.Reset"}
+func (b *BMC) system(ctx context.Context, id string) map[string]any {
+	s, _ := b.sys(id)
+	path := systemsPath + "/" + id
+	reset := map[string]any{"target": path + "/Actions/ComputerSystem.Reset"}
 	if b.Quirks.ActionInfo {
-		reset["@Redfish.ActionInfo"] = sysPath + "/ResetActionInfo"
+		reset["@Redfish.ActionInfo"] = path + "/ResetActionInfo"
 	} else {
 		reset["ResetType@Redfish.AllowableValues"] = b.allowable()
 	}
-	sys := map[string]any{"@odata.id": sysPath, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "1",
-		"Name": "Simulated server", "SystemType": "Physical", "Manufacturer": "rebootkit", "Model": "redfishtest.BMC",
-		"UUID": "38947555-7742-3448-3784-823347823834", "Status": map[string]string{"State": "Enabled", "Health": "OK"},
+	uuid := "38947555-7742-3448-3784-823347823834"
+	if id != "1" {
+		uuid = fmt.Sprintf("38947555-7742-3448-3784-%012x", crc32.ChecksumIEEE([]byte(id)))
+	}
+	sys := map[string]any{"@odata.id": path, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": id,
+		"Name": "Simulated server " + id, "SystemType": "Physical", "Manufacturer": "rebootkit", "Model": "redfishtest.BMC",
+		"UUID": uuid, "Status": map[string]string{"State": "Enabled", "Health": "OK"},
 		"Boot": map[string]any{"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None",
 			"BootSourceOverrideMode": "UEFI", "BootSourceOverrideTarget@Redfish.AllowableValues": []string{"None", "Pxe", "Hdd", "Cd", "BiosSetup"}},
 		"Links":   map[string]any{},
 		"Actions": map[string]any{"#ComputerSystem.Reset": reset}}
-	if v, ok := b.powerState(ctx); ok {
+	if v, ok := b.powerState(ctx, s); ok {
 		sys["PowerState"] = v
 	}
 	return sys
 }
 
-func (b *BMC) reset(w http.ResponseWriter, r *http.Request, raw []byte, fail func(status int, id, msg string)) {
+func (b *BMC) reset(w http.ResponseWriter, r *http.Request, id string, raw []byte, fail func(status int, id, msg string)) {
+	s, _ := b.sys(id)
+	hw := s.power
 	var body struct{ ResetType string }
 	if err := json.Unmarshal(raw, &body); err != nil {
 		fail(http.StatusBadRequest, "MalformedJSON", "malformed request body")
@@ -490,33 +655,33 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request, raw []byte, fail fun
 		return
 	}
 	now := b.now()
-	cur := b.Power.Current()
+	cur := hw.Current()
 	if b.Quirks.BusyWhileTransitioning && cur == power.StateTransitioning {
 		fail(http.StatusConflict, "ResourceInUse", "a power operation is in progress")
 		return
 	}
 	rt := strings.ToLower(body.ResetType)
-	if b.Quirks.BusyAfterOff > 0 && (rt == "on" || rt == "forceon") && now.Sub(b.lastOff) < b.Quirks.BusyAfterOff {
+	if b.Quirks.BusyAfterOff > 0 && (rt == "on" || rt == "forceon") && now.Sub(s.lastOff) < b.Quirks.BusyAfterOff {
 		fail(http.StatusConflict, "ResourceInUse", "server is not ready to power on")
 		return
 	}
-	old := b.honestState()
+	old := honestState(hw)
 	ctx := r.Context()
 	var err error
 	switch rt {
 	case "gracefulshutdown":
-		err = b.Power.Off(ctx, power.ModeSoft)
+		err = hw.Off(ctx, power.ModeSoft)
 	case "forceoff":
-		err = b.Power.Off(ctx, power.ModeHard)
-		b.lastOff = now
+		err = hw.Off(ctx, power.ModeHard)
+		s.lastOff = now
 	case "on", "forceon":
-		err = b.Power.On(ctx)
+		err = hw.On(ctx)
 	case "pushpowerbutton":
 		// The button toggles the hardware, whatever anyone reports.
-		if !b.Power.HardwareOn() {
-			err = b.Power.On(ctx)
+		if !hw.HardwareOn() {
+			err = hw.On(ctx)
 		} else {
-			err = b.Power.Off(ctx, power.ModeSoft)
+			err = hw.Off(ctx, power.ModeSoft)
 		}
 	default:
 		fail(http.StatusBadRequest, "ActionParameterNotSupported", "reset type not emulated: "+body.ResetType)
@@ -534,7 +699,7 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request, raw []byte, fail fun
 		return
 	}
 	if b.Quirks.StateLag > 0 {
-		b.lagUntil, b.lagState = now.Add(b.Quirks.StateLag), old
+		s.lagUntil, s.lagState = now.Add(b.Quirks.StateLag), old
 	}
 	if failWith != 0 {
 		fail(failWith, "GeneralError", "injected failure after the reset took effect")

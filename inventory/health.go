@@ -1,0 +1,48 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+)
+
+// CheckHealth runs server s's health check once, bounded by the
+// inventory's health_timeout (default 5s). nil means it passed.
+func (inv Inventory) CheckHealth(ctx context.Context, s Server) error {
+	ctx, cancel := context.WithTimeout(ctx, inv.Defaults.healthTimeout())
+	defer cancel()
+	h := s.Health
+	switch {
+	case h.TCP != "":
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", h.TCP)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	case h.HTTP != "":
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.HTTP, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		want := h.Status
+		if want == 0 {
+			want = http.StatusOK
+		}
+		if resp.StatusCode != want {
+			return fmt.Errorf("health %s: status %d, want %d", h.HTTP, resp.StatusCode, want)
+		}
+		return nil
+	default:
+		cmd := exec.CommandContext(ctx, h.Command[0], h.Command[1:]...)
+		cmd.Env = inv.CommandEnv(nil)
+		return cmd.Run()
+	}
+}

@@ -1,0 +1,29 @@
+package kube
+
+// The permissions the controllers of this package need, as kubebuilder
+// RBAC markers: scripts/gen-config.sh generates config/rbac/role.yaml from
+// them (controller-gen v0.21.0), and the tests run the controllers as a
+// user bound to exactly that role, so a missing permission fails a test.
+// Namespaced rules go to a Role (kustomize sets its namespace, the
+// BareMetalHosts' namespace); only Nodes, which have no namespace, need a
+// ClusterRole.
+//
+// RebootController with RebootHosts and Powers: hosts read through the
+// cache and patched; the controller's own records; Secrets with get only,
+// never cached; events; the leader-election Lease.
+//
+// +kubebuilder:rbac:groups=metal3.io,namespace=system,resources=baremetalhosts,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=rebootkit.io,namespace=system,resources=rebootrecords,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=system,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=system,resources=leases,verbs=get;create;update
+//
+// RemediationController with Machines, Nodes and Admissions: Machines
+// patched and, on escalation, deleted; their health checks read (the
+// storm guard's scope); the admissions ConfigMap; Nodes
+// patched (taint, labels) and deleted.
+//
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=system,resources=machines,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,namespace=system,resources=machinehealthchecks,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=system,resources=configmaps,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch;delete
