@@ -106,7 +106,8 @@ func Command(ctx context.Context, s Store, uuid string, f func(Plan) (Plan, erro
 
 // Executor runs plans: each pass loads the plan, observes the fleet,
 // decides with Next, saves the plan, then acts. It keeps nothing in memory
-// between passes, so it may be killed at any point (the headnode it runs on
+// between passes (but a cache of plans' failure domains, which never
+// change), so it may be killed at any point (the headnode it runs on
 // reboots as part of the plan) and resumes from the store without a second
 // job or a second reboot for any server.
 type Executor struct {
