@@ -40,6 +40,13 @@
 //     start; Observe runs each of an unfinished plan's conditions (30 s
 //     timeout each, the inventory's command environment) at every pass.
 //
+// Observe reports each job's phases for the plan's report (plan.Phases):
+// drained when the drain command ended, off when the job saw its server
+// fenced, on when the reboot controller powered it on (its record is kept
+// to the second, so never before off), healthy when the health check
+// first passed after the power cycle. Job steps and reboot decisions are
+// logged with the server's hostname.
+//
 // # Guarantees
 //
 //   - A job powers its server off and on at most once, across restarts.

@@ -402,9 +402,13 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*entry, 
 			}
 			continue
 		}
-		// A session slot: evict the least recently used idle controller
-		// of this BMC, or wait for one.
-		if p.sessionsLocked(t.BMC) >= p.cfg.MaxSessions && !p.evictLocked(t.BMC) {
+		// A session slot: unless a logout on this BMC is under way already,
+		// close its least recently used idle controller; then wait for the
+		// BMC to end that session (or for any other to end).
+		if p.sessionsLocked(t.BMC) >= p.cfg.MaxSessions {
+			if !p.closingLocked(t.BMC) {
+				p.evictLocked(t.BMC)
+			}
 			if err := p.waitLocked(ctx, op, "waiting for a free session on this BMC"); err != nil {
 				p.mu.Unlock()
 				return nil, nil, err
@@ -525,6 +529,16 @@ func (p *Pool) sessionsLocked(name string) int {
 		}
 	}
 	return n
+}
+
+// closingLocked reports whether a controller of BMC name is being closed.
+func (p *Pool) closingLocked(name string) bool {
+	for e := range p.retiring {
+		if e.target.BMC == name && e.inUse == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // evictLocked closes the least recently used idle controller of BMC name.

@@ -8,6 +8,12 @@
 //	rebootctl plan list
 //	rebootctl executor
 //
+// plan create -n is a dry run: it checks every server of the plan without
+// changing its power (the BMC answers, one login works, the power state
+// reads, the health check passes, the drain command exists), prints what
+// would fail and stores nothing. plan report writes the plan's timeline
+// as one self-contained HTML file.
+//
 // Exit codes: 0 done; 1 an error; 2 a usage error; 3 the plan was not
 // created because of warnings (-W creates it anyway); 4 the plan ended
 // with failed reboots; 5 the plan was canceled; 6 the dry run (-n) found

@@ -93,7 +93,10 @@ type timeline struct {
 // Drained, power off to Off, held off to On, boot to Healthy, services to
 // operational. A phase the fleet did not report merges into the next one
 // known; a reboot in flight ends at now, a failed one at its failure.
-func timelineOf(r plan.Reboot, now time.Time) timeline {
+//
+// reported says whether the plan's fleet reports phases (some reboot of
+// the plan has them): if not, nothing is labelled with a phase.
+func timelineOf(r plan.Reboot, now time.Time, reported bool) timeline {
 	tl := timeline{r: r}
 	if r.StartedAt == nil && r.StepSince != nil && r.Step != plan.StepPending {
 		r.StartedAt = r.StepSince // started, job not seen yet
@@ -136,6 +139,8 @@ func timelineOf(r plan.Reboot, now time.Time) timeline {
 		}
 		p := phases[i]
 		switch {
+		case i == len(marks)-1 && !ended && !reported:
+			p = phUnknown // failed or in flight; the fleet reports no phases
 		case i == len(marks)-1 && !ended:
 			p = phases[last+1] // failed or in flight in the phase after the last one reported
 		case i > last+1:
@@ -193,9 +198,13 @@ func offlineOver(tls []timeline) []offlineStep {
 // order) with a bar per phase, failures and operator commands marked, and
 // under it the servers offline over time against the concurrency limit.
 func reportSVG(p plan.Plan, now time.Time) string {
+	reported := false
+	for _, r := range p.Reboots {
+		reported = reported || r.Phases != nil
+	}
 	var tls []timeline
 	for _, r := range p.Reboots {
-		tls = append(tls, timelineOf(r, now))
+		tls = append(tls, timelineOf(r, now, reported))
 	}
 	// The time range: every start and end, and the commands.
 	var t0, t1 time.Time

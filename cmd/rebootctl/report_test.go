@@ -79,7 +79,7 @@ func TestOfflineOver(t *testing.T) {
 	p := reportPlan(t)
 	var tls []timeline
 	for _, r := range p.Reboots {
-		tls = append(tls, timelineOf(r, time.Now()))
+		tls = append(tls, timelineOf(r, time.Now(), true))
 	}
 	steps := offlineOver(tls)
 	peak := 0
@@ -117,4 +117,29 @@ func BenchmarkReportHTML(b *testing.B) {
 			b.Fatal("empty")
 		}
 	}
+}
+
+// TestReportWithoutPhases: a plan whose fleet reported no phases (an
+// older executor) draws one neutral bar per reboot, never a phase it does
+// not know; a reboot in flight runs to now.
+func TestReportWithoutPhases(t *testing.T) {
+	p := reportPlan(t)
+	for i := range p.Reboots {
+		p.Reboots[i].Phases = nil
+	}
+	p.State = plan.StateRunning
+	t1 := time.Date(2026, 11, 23, 10, 9, 0, 0, time.UTC)
+	p.Reboots[5].Step, p.Reboots[5].JobUUID, p.Reboots[5].StartedAt = plan.StepJob, "j5", &t1
+	now := t1.Add(time.Minute)
+	for _, r := range p.Reboots {
+		tl := timelineOf(r, now, false)
+		for _, s := range tl.segs {
+			assert.Equal(t, phUnknown, s.ph, "%s", r.ServerHostname)
+		}
+	}
+	tl := timelineOf(p.Reboots[5], now, false)
+	require.Len(t, tl.segs, 1)
+	assert.True(t, tl.open)
+	assert.Equal(t, now, tl.segs[0].end)
+	assert.Contains(t, reportSVG(p, now), "reboot (phases not reported)")
 }
