@@ -129,7 +129,15 @@ type executorSim struct {
 //
 // At the end the world behaves and the operators run the plan: whoever
 // leads finishes it.
-func TestFailover(t *testing.T) {
+func TestFailover(t *testing.T) { failover(t, false) }
+
+// TestFailoverShard is TestFailover with a database shard whose primary
+// (drawn) is one of the servers: the executors freeze and unfreeze it,
+// and a paused leader's late freeze or unfreeze must be refused like its
+// jobs (issue 29).
+func TestFailoverShard(t *testing.T) { failover(t, true) }
+
+func failover(t *testing.T, shard bool) {
 	cli := newClient(t)
 	rapidcheck.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
@@ -142,7 +150,11 @@ func TestFailover(t *testing.T) {
 				Core: i == 0, Queue: 5 * time.Second, Drain: 10 * time.Second, Shutdown: 5 * time.Second,
 				Boot: time.Duration(rapid.IntRange(30, 300).Draw(rt, "boot")) * time.Second, Services: 20 * time.Second})
 		}
-		world := fake.NewFleet(clk.Now, "", fs...)
+		primary := ""
+		if shard {
+			primary = rapid.SampledFrom(fs).Draw(rt, "primary").UUID
+		}
+		world := fake.NewFleet(clk.Now, primary, fs...)
 		// The fleet refuses an action whose token is not the current
 		// leader's (as one keeping its jobs in etcd would).
 		auth := Candidate{Client: cli, Prefix: pre}
@@ -281,7 +293,9 @@ func TestFailover(t *testing.T) {
 			case 3: // resumed: late actions, then it believes it still leads
 				if e.paused {
 					e.paused = false
-					e.fleet.deliver(ctx)
+					if took := e.fleet.deliver(ctx); took > 0 {
+						rt.Fatalf("the fleet took %d late actions of %s, paused past its lease", took, e.cand.ID)
+					}
 					step(e)
 				}
 			case 4:
@@ -300,7 +314,9 @@ func TestFailover(t *testing.T) {
 		for _, e := range execs {
 			if e.paused {
 				e.paused = false
-				e.fleet.deliver(ctx)
+				if took := e.fleet.deliver(ctx); took > 0 {
+					rt.Fatalf("the fleet took %d late actions of %s, paused past its lease", took, e.cand.ID)
+				}
 			}
 			e.fleet.hold = false
 		}

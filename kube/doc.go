@@ -59,9 +59,19 @@
 //     Redfish family or IPMI, ParseBMCAddress) and credentials Secret, read
 //     directly with get (never through a cache) and used only if it is
 //     bound to the host (BMCHostLabel or an owner reference to the host).
+//   - LeaseGuard: leadership as a fence for power calls. It is the
+//     manager's leader-election lock and notes when each renewal was sent;
+//     its wrapped power controllers power on or off only while the lease
+//     is held with a margin, each call bounded by the lease's end, so a
+//     leader paused across its lease's expiry makes no power call after a
+//     new leader acts.
+//   - RebootController reconciles hosts concurrently
+//     (MaxConcurrentReconciles) with a deadline per pass, and Powers goes
+//     through a power.Pool: a hung or unreachable BMC holds one worker for
+//     a bounded time, never the namespace.
 //   - cmd/rebootkit-controller: a manager binary running both controllers
-//     (kubeconfig, namespace, leader election on by default, BMC CA,
-//     storm-guard limit).
+//     (kubeconfig, namespace, leader election on by default with the
+//     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit).
 //
 // Deployment: config/ holds the RebootRecord CRD, the controller's role
 // generated from the +kubebuilder:rbac markers of rbac.go (a Role in the

@@ -80,7 +80,11 @@
 // least the reboot controller's StaleReads after it saw the request (30 s
 // by default; less where the BMC's staleness is known, see
 // reboot.Config.StaleReads), whoever powered the host on or off before it;
-// keep Config.Timeout well above it. A host someone powers on while it is
+// keep Config.Timeout well above it. Where BMCs say Off before the
+// hardware is off, the reboot controller's OffSettle must cover it
+// (reboot's assumption A1): otherwise a Node can be deleted while its host
+// still runs for those seconds. The property tests draw such BMCs (up to
+// fake.MaxEarlyOff) and configure OffSettle for them. A host someone powers on while it is
 // held is powered off again by the reboot controller
 // (reboot.Client.HoldBroken tells when). At most the storm guard's limit
 // of remediations, and at most one control-plane machine, are in flight at

@@ -70,8 +70,12 @@ func newSimWith(n int, cfg remediation.Config, table bool, limit remediation.Lim
 		s.onSince[h] = s.clk.Now().Add(-time.Hour)
 	}
 	s.hosts = fake.NewRebootHosts(hs...)
+	// The adversary BMCs may say Off up to fake.MaxEarlyOff before the
+	// hardware is off (fake.DrawReport): the reboot controller is configured
+	// for it, as reboot's assumption A1 asks of its users.
 	s.reboots = &reboot.Reconciler{Hosts: s.hosts, Now: s.clk.Now, Monotonic: s.clk.Monotonic, Logger: debugLogger(),
-		Power: func(h string) (power.Controller, error) { return s.powers[h], nil }}
+		Power:  func(h string) (power.Controller, error) { return s.powers[h], nil },
+		Config: reboot.Config{OffSettle: fake.MaxEarlyOff}}
 	s.cfg, s.limit = cfg, limit
 	s.newRemediator(cfg, table, limit)
 	s.rem2 = s.remediator(cfg, table, limit)

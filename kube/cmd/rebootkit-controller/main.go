@@ -19,6 +19,7 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -49,6 +50,9 @@ func run(args []string) int {
 	staleReads := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
 	caFile := fs.String("bmc-ca-file", "", "PEM bundle to verify Redfish BMCs with (default: the system's roots)")
 	metrics := fs.String("metrics-bind-address", "0", "metrics endpoint (0: off)")
+	leaseDuration := fs.Duration("lease-duration", 15*time.Second, "leader lease duration (power calls stop a third of it before the lease may end)")
+	renewDeadline := fs.Duration("renew-deadline", 10*time.Second, "how long the leader tries to renew its lease")
+	retryPeriod := fs.Duration("retry-period", 2*time.Second, "how often leader election is tried and the lease renewed")
 	workers := fs.Int("concurrent-reconciles", 32, "hosts reconciled at once (a slow BMC holds one)")
 	callTimeout := fs.Duration("bmc-call-timeout", 30*time.Second, "bound on every BMC power call")
 	connectTimeout := fs.Duration("bmc-connect-timeout", 30*time.Second, "bound on every BMC login")
@@ -90,9 +94,23 @@ func run(args []string) int {
 	_ = metal3.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
 	_ = clusterv1.AddToScheme(scheme)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics},
+	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics},
 		LeaderElection: *leaderElect, LeaderElectionID: "rebootkit-reboot", LeaderElectionNamespace: *namespace,
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}}})
+		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}}}
+	// Leadership fences power calls: they are made only while the lease
+	// renewed last is held with a margin (kube.LeaseGuard).
+	var guard *kube.LeaseGuard
+	if *leaderElect {
+		host, _ := os.Hostname()
+		guard, err = kube.NewLeaseGuard(cfg, *namespace, "rebootkit-reboot", host+"_"+string(uuid.NewUUID()), *leaseDuration, *renewDeadline)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
+			return 1
+		}
+		opts.LeaderElectionResourceLockInterface = guard
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
@@ -100,7 +118,17 @@ func run(args []string) int {
 	pool := power.NewPool(power.PoolConfig{CallTimeout: *callTimeout, ConnectTimeout: *connectTimeout})
 	defer pool.Close()
 	powers := &kube.Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: *namespace, RootCAs: roots, Pool: pool}
-	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: powers.Controller,
+	powerOf := powers.Controller
+	if guard != nil {
+		powerOf = func(name string) (power.Controller, error) {
+			pc, err := powers.Controller(name)
+			if err != nil {
+				return nil, err
+			}
+			return guard.Wrap(pc), nil
+		}
+	}
+	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: powerOf,
 		Now: time.Now, Config: reboot.Config{SoftTimeout: *softTimeout, StaleReads: *staleReads}}
 	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace, MaxConcurrentReconciles: *workers,
 		ReconcileTimeout: 2*(*callTimeout+*connectTimeout) + 30*time.Second}).SetupWithManager(mgr); err != nil {

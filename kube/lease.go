@@ -1,0 +1,165 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// ErrNotLeader: a power call refused because this process may no longer
+// hold the leader lease (it was not renewed recently enough, with the
+// guard's margin).
+var ErrNotLeader = errors.New("kube: not the leader (lease not held with the margin): no power call")
+
+// LeaseGuard makes leadership a fence for power calls. Leader election is
+// a lease: a leader paused after a versioned write, or finishing its
+// reconciles while it loses the lease, could power a host on after the new
+// leader powered it off for a fencing request. The guard is the manager's
+// leader-election lock (ctrl.Options.LeaderElectionResourceLockInterface)
+// and notes, on a monotonic clock, when each renewal of this process's
+// lease was sent; Wrap's controllers make a power-on or power-off only
+// while the lease renewed last is held for at least Margin more, and bound
+// the call by the lease's end. Other candidates take the lease only
+// LeaseDuration after they saw it renewed, which is after the renewal was
+// sent, so a call the guard lets through ends before another leader can
+// act. Power readings are not guarded.
+//
+// The argument assumes that the processes' monotonic clocks run at the
+// same rate within Margin over a LeaseDuration (they measure it), and that
+// a call sent before its deadline is not applied by the BMC after it
+// (Margin covers the delivery).
+type LeaseGuard struct {
+	// Lock is the real lock (a Lease, resourcelock.New).
+	Lock resourcelock.Interface
+	// LeaseDuration is the manager's (ctrl.Options.LeaseDuration).
+	LeaseDuration time.Duration
+	// Margin is how long before the lease's end power calls stop
+	// (default LeaseDuration/3).
+	Margin time.Duration
+	// Monotonic is the clock (default: the process's monotonic clock).
+	Monotonic func() time.Duration
+
+	mu         sync.Mutex
+	validUntil time.Duration
+	held       bool
+}
+
+var _ resourcelock.Interface = (*LeaseGuard)(nil)
+
+var guardStart = time.Now()
+
+// NewLeaseGuard returns a guard over a Lease lock named name in namespace
+// ns for identity id.
+func NewLeaseGuard(cfg *rest.Config, ns, name, id string, leaseDuration, renewDeadline time.Duration) (*LeaseGuard, error) {
+	lock, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock, ns, name,
+		resourcelock.ResourceLockConfig{Identity: id}, cfg, renewDeadline)
+	if err != nil {
+		return nil, fmt.Errorf("kube: leader lease: %w", err)
+	}
+	return &LeaseGuard{Lock: lock, LeaseDuration: leaseDuration}, nil
+}
+
+func (g *LeaseGuard) now() time.Duration {
+	if g.Monotonic != nil {
+		return g.Monotonic()
+	}
+	return time.Since(guardStart)
+}
+
+func (g *LeaseGuard) margin() time.Duration {
+	if g.Margin > 0 {
+		return g.Margin
+	}
+	return g.LeaseDuration / 3
+}
+
+// wrote notes a successful write of the record ler sent at sent.
+func (g *LeaseGuard) wrote(ler resourcelock.LeaderElectionRecord, sent time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ler.HolderIdentity != g.Lock.Identity() {
+		g.held = false // released
+		return
+	}
+	g.held, g.validUntil = true, sent+g.LeaseDuration
+}
+
+// Get implements resourcelock.Interface.
+func (g *LeaseGuard) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	return g.Lock.Get(ctx)
+}
+
+// Create implements resourcelock.Interface.
+func (g *LeaseGuard) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	sent := g.now()
+	err := g.Lock.Create(ctx, ler)
+	if err == nil {
+		g.wrote(ler, sent)
+	}
+	return err
+}
+
+// Update implements resourcelock.Interface.
+func (g *LeaseGuard) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	sent := g.now()
+	err := g.Lock.Update(ctx, ler)
+	if err == nil {
+		g.wrote(ler, sent)
+	}
+	return err
+}
+
+// RecordEvent implements resourcelock.Interface.
+func (g *LeaseGuard) RecordEvent(s string) { g.Lock.RecordEvent(s) }
+
+// Identity implements resourcelock.Interface.
+func (g *LeaseGuard) Identity() string { return g.Lock.Identity() }
+
+// Describe implements resourcelock.Interface.
+func (g *LeaseGuard) Describe() string { return g.Lock.Describe() }
+
+// remaining is how long power calls may still run (<= 0: none).
+func (g *LeaseGuard) remaining() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.held {
+		return 0
+	}
+	return g.validUntil - g.margin() - g.now()
+}
+
+// Held reports whether this process holds the lease with the margin.
+func (g *LeaseGuard) Held() bool { return g.remaining() > 0 }
+
+// Wrap returns pc with its On and Off guarded.
+func (g *LeaseGuard) Wrap(pc power.Controller) power.Controller { return &guarded{g: g, pc: pc} }
+
+type guarded struct {
+	g  *LeaseGuard
+	pc power.Controller
+}
+
+func (c *guarded) State(ctx context.Context) (power.State, error) { return c.pc.State(ctx) }
+
+func (c *guarded) call(ctx context.Context, f func(context.Context) error) error {
+	left := c.g.remaining()
+	if left <= 0 {
+		return ErrNotLeader
+	}
+	ctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	return f(ctx)
+}
+
+func (c *guarded) On(ctx context.Context) error { return c.call(ctx, c.pc.On) }
+
+func (c *guarded) Off(ctx context.Context, m power.Mode) error {
+	return c.call(ctx, func(ctx context.Context) error { return c.pc.Off(ctx, m) })
+}

@@ -1,0 +1,190 @@
+package kube
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// freezer models a paused process: once frozen, its lease renewals and its
+// power calls wait until thawed (ignoring their contexts, as a stopped
+// process notices nothing), and the power call then runs with a context
+// that was never cancelled (the process resumes before it learns anything).
+type freezer struct {
+	mu     sync.Mutex
+	frozen chan struct{} // closed by thaw; nil when not frozen
+	onCall chan struct{} // receives when a power-on is caught
+}
+
+func (f *freezer) wait() {
+	f.mu.Lock()
+	ch := f.frozen
+	f.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	f.frozen = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *freezer) thaw() {
+	f.mu.Lock()
+	if f.frozen != nil {
+		close(f.frozen)
+		f.frozen = nil
+	}
+	f.mu.Unlock()
+}
+
+// frozenLock is a lock whose writes wait while the process is frozen.
+type frozenLock struct {
+	resourcelock.Interface
+	f *freezer
+}
+
+func (l frozenLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.f.wait()
+	return l.Interface.Update(ctx, ler)
+}
+
+func (l frozenLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	l.f.wait()
+	return l.Interface.Get(ctx)
+}
+
+// pauser catches the first power-on after arm: the process freezes right
+// after the versioned write that decided it, before the call.
+type pauser struct {
+	power.Controller
+	f     *freezer
+	armed chan struct{}
+	once  sync.Once
+}
+
+func (p *pauser) On(ctx context.Context) error {
+	select {
+	case <-p.armed:
+		caught := false
+		p.once.Do(func() { caught = true })
+		if caught {
+			p.f.freeze()
+			p.f.onCall <- struct{}{}
+			p.f.wait()
+			ctx = context.Background() // resumed before any cancellation arrives
+		}
+	default:
+	}
+	return p.Controller.On(ctx)
+}
+
+// TestNoPowerCallAfterLeaseLost (issue 28, B7): leader A decides a power-on
+// (its versioned write is done) and is paused before the call, across the
+// expiry of its lease. Leader B takes over and fences the host for a
+// client's request (the client is told Fenced). A resumes: its power-on is
+// refused, the host stays off. On the old code (no guard) A's power-on went
+// through after B's fencing.
+func TestNoPowerCallAfterLeaseLost(t *testing.T) {
+	needAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	ns := newNamespace(t, direct)
+	newBMH(t, direct, ns, "h1")
+	hw := fake.NewPower(time.Now, fake.PowerConfig{Lag: 50 * time.Millisecond})
+	const lease, renew, retry = 3 * time.Second, 2 * time.Second, 250 * time.Millisecond
+	fr := &freezer{onCall: make(chan struct{}, 1)}
+	armed := make(chan struct{})
+
+	var wg sync.WaitGroup
+	start := func(id string, frozen bool) ctrl.Manager {
+		guard, err := NewLeaseGuard(cfg, ns, "rebootkit-lease-test", id, lease, renew)
+		require.NoError(t, err)
+		if frozen {
+			guard.Lock = frozenLock{Interface: guard.Lock, f: fr}
+		}
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+			Cache:          cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+			LeaderElection: true, LeaderElectionID: "rebootkit-lease-test", LeaderElectionNamespace: ns,
+			LeaderElectionResourceLockInterface: guard, LeaseDuration: ptrTo(lease), RenewDeadline: ptrTo(renew), RetryPeriod: ptrTo(retry)})
+		require.NoError(t, err)
+		pc := guard.Wrap(hw)
+		if frozen {
+			pc = &pauser{Controller: pc, f: fr, armed: armed}
+		}
+		rec := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
+			Power:  func(string) (power.Controller, error) { return pc, nil },
+			Config: reboot.Config{StaleReads: 300 * time.Millisecond, SoftTimeout: time.Second}}
+		require.NoError(t, (&RebootController{Name: "reboot-" + id, Reconciler: rec, Namespace: ns}).SetupWithManager(mgr))
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+		return mgr
+	}
+	defer func() { fr.thaw(); cancel(); wg.Wait() }()
+
+	a := start("a-"+ns, true)
+	select {
+	case <-a.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("A not elected")
+	}
+	start("b-"+ns, false)
+
+	// A bare reboot: A powers off, then decides the power-on and is
+	// paused before the call.
+	close(armed)
+	annotate := func(k, v string) {
+		var bmh metal3.BareMetalHost
+		require.NoError(t, direct.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &bmh))
+		if bmh.Annotations == nil {
+			bmh.Annotations = map[string]string{}
+		}
+		bmh.Annotations[k] = v
+		require.NoError(t, direct.Update(ctx, &bmh))
+	}
+	annotate(reboot.Annotation, `{"mode":"hard"}`)
+	select {
+	case <-fr.onCall:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("A never decided the power-on; power %v", hw.Truth())
+	}
+	require.False(t, hw.HardwareOn(), "off while A is paused")
+
+	// A fencing client asks; B takes over after A's lease expired and
+	// fences the host.
+	cl := &reboot.Client{Hosts: &RebootHosts{Client: direct, Namespace: ns}, Key: "fencer", Now: time.Now, Poll: 100 * time.Millisecond}
+	tk, err := cl.Request(ctx, "h1", power.ModeHard)
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	require.NoError(t, cl.WaitFenced(wctx, tk), "B fences the host")
+	fencedAt := time.Now()
+
+	// A resumes.
+	fr.thaw()
+	time.Sleep(2 * time.Second)
+	assert.False(t, hw.HardwareOn(), "the fenced host stays off")
+	for _, tc := range hw.Truth() {
+		assert.False(t, tc.On && tc.At.After(fencedAt.Add(-time.Second)), "powered on at %v after the client was told Fenced (%v)", tc.At, fencedAt)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
