@@ -130,8 +130,22 @@ func (e *env) executor(args []string) int {
 	if err != nil {
 		return e.fail(err)
 	}
-	if err := e.storeExists(); err != nil {
-		return e.fail(err)
+	// A store that does not exist is never created here (a typo, or
+	// another directory, must not look like an empty store): say so, and
+	// wait for plan create to make it.
+	for said := false; ; said = true {
+		err := e.storeExists()
+		if err == nil {
+			break
+		}
+		if !said {
+			fmt.Fprintf(e.errw, "rebootctl executor: %v; waiting for it\n", err)
+		}
+		select {
+		case <-e.ctx.Done():
+			return exitOK
+		case <-time.After(*interval):
+		}
 	}
 	selfUUID, err := resolveSelf(inv, *self)
 	if err != nil {

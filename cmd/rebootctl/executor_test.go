@@ -20,7 +20,8 @@ import (
 // TestRefusesMissingStore: every command but plan create refuses a store
 // that does not exist, says so, and does not create an empty one (an
 // executor or a watch started in another directory must not look at an
-// empty store of its own) (issue 26, B7).
+// empty store of its own); the executor says so and waits for plan create
+// to make it (issue 26, B7).
 func TestRefusesMissingStore(t *testing.T) {
 	l := newLab(t, 2, 0)
 	missing := filepath.Join(l.dir, "elsewhere", "..", "typo.db")
@@ -31,7 +32,6 @@ func TestRefusesMissingStore(t *testing.T) {
 		{"plan", "run", "p1"},
 		{"plan", "stop", "p1"},
 		{"plan", "cancel", "p1"},
-		{"executor", "--self", "none"},
 	} {
 		_, errs, code := l.ctl(append(args, "--store", missing)...)
 		assert.Equal(t, exitError, code, "%v: %s", args, errs)
@@ -39,6 +39,17 @@ func TestRefusesMissingStore(t *testing.T) {
 		_, err := os.Stat(missing)
 		assert.ErrorIs(t, err, os.ErrNotExist, "%v created the store", args)
 	}
+	_, logPath := l.executorWith("executor-missing.log", nil, "--store", missing)
+	eventually(t, 30*time.Second, func() string {
+		log, _ := os.ReadFile(logPath)
+		if !strings.Contains(string(log), "does not exist") {
+			return "the executor does not say the store is missing:\n" + string(log)
+		}
+		return ""
+	})
+	time.Sleep(time.Second)
+	_, err := os.Stat(missing)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the executor created the store")
 }
 
 // executorWith starts `rebootctl executor` with the lab's short timings,
