@@ -17,17 +17,57 @@
 //
 // # Jobs
 //
-// A reboot job (Fleet.CreateJob, idempotent by job UUID) drains the
-// server, asks the reboot package for a soft power cycle with a keyed
-// request (falling back to hard after reboot.Config.SoftTimeout), releases
-// it once the server is fenced on evidence (an Off reading taken at least
-// reboot.Config.StaleReads after the request was seen, so not an echo of
-// the past), lets the reboot controller power it on,
-// waits for the health check, and undrains. Every state change is written
-// to the fleet state file (bbolt) before the step it starts; the reboot
-// request's value is chosen before it is written. A Fleet opened again
-// (an executor restarted) resumes every job where it was, without a
-// second power cycle.
+// A reboot job (Fleet.CreateJob, idempotent by job UUID; refused with
+// ErrServerBusy while the server has another live job) is a pure decision
+// (decideJob) and a thin applier. It drains the server, writes its own
+// keyed reboot request (the annotation key carries the job's UUID) for a
+// soft power cycle (falling back to hard after reboot.Config.SoftTimeout),
+// releases it once the server is fenced on evidence (an Off reading taken
+// at least reboot.Config.StaleReads after the fleet's last power command,
+// so not an echo of the past), and counts the power cycle finished
+// (JobObs.Finished, the plan's FINISHED) only when the server reads on
+// again, with a reading that cannot be such an echo either; then it waits
+// for the health check and undrains. Every state change is written to the
+// fleet state file (bbolt) before the step it starts; the reboot request's
+// value is chosen before it is written. A Fleet opened again (an executor
+// restarted) resumes every job where it was, without a second power cycle.
+//
+// The power bookkeeping is the fleet's, not the job's: once a job has
+// written its request, the fleet reconciles the server (one goroutine per
+// server, through the reboot package's Reconciler) until it reads on with
+// no request left and no reboot pending, whatever happens to the job or
+// its plan, and across restarts. A power-on that fails (busy, a timeout,
+// an executor killed between the status write and the call) is retried.
+//
+// A power-off is sent only while the server's live job is in its reboot
+// step, not cancelled, and (Options.PlanCheck) its plan still runs it; the
+// fleet writes that a power-off may have been accepted before sending it,
+// and clears that only on an answer that proves it was not (a refused
+// password, busy, unsupported, an unreachable BMC). A job cancelled
+// (CancelJob), timed out (Options.JobTimeout), or dropped by its plan
+// (Sync) before that withdraws its request and drops the pending reboot:
+// nothing powers the server off. After it, the power cycle completes (the
+// server is brought back on), then the job ends.
+//
+// The server the executor runs on (Options.Self) is never powered off
+// through its BMC: nothing would power it on again. Its job reboots it
+// with the server's reboot command (the inventory's reboot key) after
+// recording the boot ID (Options.BootID), and counts the reboot done when
+// the executor, started again on the new boot, reads another boot ID. A
+// server without a reboot command fails its job at once, saying why.
+//
+// BMC calls go through a power.Pool (one connection per server, every
+// call bounded by Options.CallTimeout, back-off per BMC). Every BMC error
+// is classified (BMCAuth, BMCUnreachable, BMCTLS, BMCTimeout, BMCBusy,
+// BMCUnsupported, BMCConfig, BMCFailed), recorded as the server's last BMC
+// error (Fleet.Status, with the power phase), logged at Warn at most once
+// a minute per server and class, and given to Options.OnBMCError; a job
+// that times out carries it in its error, so the plan records the real
+// cause.
+//
+// Observe never waits for a server: health checks run in the background
+// (at most 32 at once, results reused for Options.HealthTTL) and their last
+// results count; a server never checked yet counts as down.
 //
 // # The caller's duties
 //
@@ -49,10 +89,27 @@
 //
 // # Guarantees
 //
+// Under the reboot package's assumptions (a BMC reports no state older
+// than reboot.Config.StaleReads; nobody powers a server on or off out of
+// band during its reboot), checked against the fake hardware's ground
+// truth by TestJobStateMachine (adversary BMCs, executors killed between
+// any two steps, operators' commands, plans ending while jobs run):
+//
 //   - A job powers its server off and on at most once, across restarts.
-//   - A cancelled job stops before it asks for the reboot; after that it
-//     completes (the plan counts the server offline until it has).
-//   - A server counts as down while its health check fails or a job is
-//     rebooting it; its services count as up only when the check passes
-//     and no job is busy with it.
+//   - No server is left off: a job ends only after its server read on,
+//     and the fleet reconciles every server it asked to power-cycle until
+//     it reads on.
+//   - Once a job is cancelled, timed out, or its plan ended or gave up on
+//     it, no power-off reaches its server's BMC unless one of its reboot
+//     may already have been accepted: accepted, timed out, or sent by an
+//     executor that was killed before it learned the answer.
+//   - One live job per server.
+//   - A server counts as down while its health check fails, a job may
+//     power it off, or a power cycle of the fleet has not settled; its
+//     services count as up only when the check passes and no job is busy
+//     with it. With the plan's rule (offline servers count against the
+//     concurrency) no more servers are off at once than the concurrency.
+//   - Commands (drain, undrain, reboot, health, conditions) run with PATH,
+//     HOME, SSH_AUTH_SOCK and defaults.command_env only, never a BMC
+//     password variable; errors about addresses never echo credentials.
 package inventory

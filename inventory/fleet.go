@@ -112,8 +112,7 @@ type Fleet struct {
 	workers  map[string]bool   // servers with a goroutine
 	pokes    map[string]bool   // servers kicked while their goroutine ran
 	liveJob  map[string]string // server UUID -> its live job
-	ctrl     map[string]power.Controller
-	backoff  map[string]connBackoff
+	pool     *power.Pool
 	health   map[string]healthResult
 	probing  map[string]bool
 	reads    map[string]reading       // last power reading per server
@@ -133,12 +132,6 @@ type healthResult struct {
 type reading struct {
 	state power.State
 	at    time.Duration
-}
-
-type connBackoff struct {
-	until time.Duration
-	wait  time.Duration
-	err   error
 }
 
 var (
@@ -197,10 +190,11 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	}
 	f := &Fleet{inv: inv, opts: opts, db: db, now: opts.Now, mono: opts.Monotonic,
 		workers: map[string]bool{}, pokes: map[string]bool{}, liveJob: map[string]string{},
-		ctrl: map[string]power.Controller{}, backoff: map[string]connBackoff{}, health: map[string]healthResult{},
+		health:  map[string]healthResult{},
 		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
 		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32)}
 	f.start = f.mono()
+	f.pool = power.NewPool(power.PoolConfig{CallTimeout: opts.CallTimeout, ConnectTimeout: opts.CallTimeout, Now: opts.Now, Logger: opts.Logger})
 	f.hosts = &boltHosts{db: db}
 	f.rec = &reboot.Reconciler{Hosts: f.hosts, Power: f.power, Now: f.now, Config: opts.Reboot, Monotonic: f.mono}
 	if opts.Logger != nil && opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
@@ -209,6 +203,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	jobs, err := f.Jobs()
 	if err != nil {
+		f.pool.Close()
 		db.Close()
 		return nil, err
 	}
@@ -230,6 +225,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 			return nil
 		})
 	}); err != nil {
+		f.pool.Close()
 		db.Close()
 		return nil, err
 	}
@@ -256,13 +252,7 @@ func linuxBootID() (string, error) {
 func (f *Fleet) Close() error {
 	f.cancel()
 	f.wg.Wait()
-	f.mu.Lock()
-	for _, c := range f.ctrl {
-		if cl, ok := c.(interface{ Close() error }); ok {
-			_ = cl.Close()
-		}
-	}
-	f.mu.Unlock()
+	_ = f.pool.Close()
 	return f.db.Close()
 }
 
@@ -455,7 +445,7 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 			o := plan.JobObs{Exists: true, Started: j.Started != nil, Drained: j.Drained != nil,
 				Finished: j.Finished != nil && j.State != JobFailed && j.State != JobCancelled,
 				Failed:   j.State == JobFailed, Cancelled: j.State == JobCancelled, Error: j.Error}
-			if h := hosts[j.Server]; !j.Over() && o.Error == "" && h.LastError.Job == j.UUID && !h.LastError.Cleared {
+			if h := hosts[j.Server]; !j.Over() && o.Error == "" && h.LastError.Job == j.UUID {
 				o.Error = h.LastError.Text()
 			}
 			if j.Started != nil {
@@ -937,14 +927,14 @@ func (g *gated) State(ctx context.Context) (power.State, error) {
 }
 
 func (g *gated) On(ctx context.Context) error {
-	if g.f.crashAt("power on") {
+	if g.f.crashAt("power on " + g.server) {
 		return errKilled
 	}
 	ctx, cancel := g.bounded(ctx)
 	defer cancel()
 	g.f.noteCommand(g.server)
 	err := g.inner.On(ctx)
-	if g.f.crashAt("powered on") {
+	if g.f.crashAt("powered on " + g.server) {
 		return errKilled
 	}
 	g.f.noteCall(g.server, "on", err)
@@ -973,15 +963,18 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 		}); err != nil {
 			return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: err.Error()}
 		}
-		if g.f.crashAt("power off intent") {
+		if g.f.crashAt("power off intent " + g.server) {
 			return errKilled
 		}
 	}
 	ctx, cancel := g.bounded(ctx)
 	defer cancel()
 	g.f.noteCommand(g.server)
+	if g.f.crashAt("power off " + g.server) {
+		return errKilled
+	}
 	err = g.inner.Off(ctx, m)
-	if g.f.crashAt("powered off") {
+	if g.f.crashAt("powered off " + g.server) {
 		return errKilled // the answer is lost: the power-off may have been accepted
 	}
 	if err != nil && !was && notApplied(err) {
@@ -1100,48 +1093,36 @@ func (f *Fleet) noteCall(server, op string, err error) {
 	}
 }
 
-// controller returns server uuid's power controller, connecting once; a
-// failed connection is tried again after a back-off (1 s doubling to
-// 5 min), never more often.
+// controller returns server uuid's power controller from the fleet's
+// power.Pool (one cached connection per server, closed when idle, every
+// call bounded, back-off per BMC after failures: hardest after a refused
+// password).
 func (f *Fleet) controller(uuid string) (power.Controller, error) {
-	m := f.mono()
-	f.mu.Lock()
-	c, ok := f.ctrl[uuid]
-	b := f.backoff[uuid]
-	f.mu.Unlock()
-	if ok {
-		return c, nil
-	}
-	if b.err != nil && m < b.until {
-		return nil, b.err
-	}
 	s, ok := f.inv.Server(uuid)
 	if !ok {
 		return nil, fmt.Errorf("inventory: no server %s", uuid)
 	}
-	ctx, cancel := context.WithTimeout(f.ctx, f.opts.CallTimeout)
-	defer cancel()
-	var err error
-	if f.opts.Controller != nil {
-		c, err = f.opts.Controller(ctx, s)
-	} else {
-		c, err = Connect(ctx, f.inv.BMCOf(s))
+	b := f.inv.BMCOf(s)
+	addr := b.Redfish
+	if b.IPMI != "" {
+		addr = "ipmi://" + b.IPMI
 	}
-	if err != nil {
-		err = fmt.Errorf("server %s: %w", s.Hostname, err)
-		b.wait = min(max(2*b.wait, time.Second), 5*time.Minute)
-		b.until, b.err = f.mono()+b.wait, err
-		f.mu.Lock()
-		f.backoff[uuid] = b
-		f.mu.Unlock()
-		f.noteCall(uuid, "connect", err)
-		return nil, err
-	}
-	f.mu.Lock()
-	f.ctrl[uuid] = c
-	delete(f.backoff, uuid)
-	f.mu.Unlock()
-	return c, nil
+	// No secret in the config: the password's source, not the password.
+	cfg := fmt.Sprintf("%s user=%s env=%s file=%s ca=%s insecure=%v basic=%v cipher=%d",
+		addr, b.Username, b.PasswordEnv, b.PasswordFile, b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite)
+	return f.pool.Controller(uuid, power.Target{BMC: addr, Config: cfg, Connect: func(ctx context.Context) (power.Controller, error) {
+		var c power.Controller
+		var err error
+		if f.opts.Controller != nil {
+			c, err = f.opts.Controller(ctx, s)
+		} else {
+			c, err = Connect(ctx, b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("server %s: connect: %w", s.Hostname, err)
+		}
+		return c, nil
+	}}), nil
 }
 
 // ServerStatus is where one server stands, for watch and show.

@@ -128,7 +128,7 @@ func ClassifyBMC(err error) string {
 	switch {
 	case errors.Is(err, ErrNoPassword), errors.Is(err, redfish.ErrNoSessionService), errors.Is(err, redfish.ErrConfig):
 		return BMCConfig
-	case status == 401 || status == 403 || strings.Contains(msg, "authentication failed") || strings.Contains(msg, "unauthorized") ||
+	case errors.Is(err, power.ErrAuth), status == 401 || status == 403 || strings.Contains(msg, "authentication failed") || strings.Contains(msg, "unauthorized") ||
 		strings.Contains(msg, "status 401") || strings.Contains(msg, "rakp"):
 		return BMCAuth
 	case errors.As(err, &ua), errors.As(err, &hn), errors.As(err, &ci), strings.Contains(msg, "x509:"), strings.Contains(msg, "tls:"), strings.Contains(msg, "certificate"):
@@ -152,6 +152,9 @@ func ClassifyBMC(err error) string {
 // the BMC refused it (credentials, busy, unsupported) or was never reached.
 // A failure or a timeout may have been applied.
 func notApplied(err error) bool {
+	if errors.Is(err, power.ErrBackoff) {
+		return true // not tried
+	}
 	switch ClassifyBMC(err) {
 	case BMCAuth, BMCBusy, BMCUnsupported, BMCUnreachable, BMCTLS, BMCConfig:
 		return true
@@ -249,6 +252,9 @@ func (s *boltHosts) Update(_ context.Context, h reboot.Host) (reboot.Host, error
 // phaseText is where a power cycle stands after a reboot decision, in an
 // operator's words.
 func phaseText(d reboot.Decision, st power.State) string {
+	if st == power.StateUnknown && d.Phase != reboot.PhaseHeldOff {
+		return "waiting for the BMC to report the power state (nothing sent)"
+	}
 	switch d.Phase {
 	case reboot.PhasePoweringOff:
 		if d.Status.Mode == power.ModeHard {

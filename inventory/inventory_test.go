@@ -236,3 +236,24 @@ servers:
 	assert.False(t, blade.HardwareOn(), "the named system is off")
 	assert.True(t, first.HardwareOn(), "the other system is untouched")
 }
+
+// FuzzScrub: a password typed into an address (scheme://user:pw@host or
+// user:pw@host, in a message) never survives Scrub.
+func FuzzScrub(f *testing.F) {
+	f.Add("htps", "admin", "S3cret", "10.0.0.1:443/redfish")
+	f.Add("", "root", "p/a:ss", "bmc")
+	f.Fuzz(func(t *testing.T, scheme, user, pw, host string) {
+		bad := func(s string) bool { return strings.ContainsAny(s, " \t\n\r\v\f\"'`@\u0085\u00a0") }
+		if len(pw) < 4 || bad(pw) || bad(user) || bad(host) || bad(scheme) || strings.Contains(host, pw) || strings.Contains(scheme, pw) {
+			return
+		}
+		addr := user + ":" + pw + "@" + host
+		if scheme != "" {
+			addr = scheme + "://" + addr
+		}
+		msg := Scrub(`bmc.redfish "` + addr + `": want https://host[:port]`)
+		if strings.Contains(msg, pw) {
+			t.Fatalf("Scrub left the password in %q", msg)
+		}
+	})
+}

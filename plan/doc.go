@@ -6,8 +6,9 @@
 // state, concurrency, and per server server_uuid, server_hostname,
 // boot_platform, current_platform, headnode, job_uuid, started_at,
 // finished_at, operational_at, canceled_at; plus the bookkeeping that lets
-// an executor resume (core, step, step_since, frozen, error). Unknown
-// fields are rejected.
+// an executor resume (core, step, step_since, frozen, error), the policy
+// (windows, ramp, domain_limits, conditions) and the servers' labels.
+// Unknown fields are rejected.
 //
 // # Life of a plan
 //

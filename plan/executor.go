@@ -106,7 +106,8 @@ func Command(ctx context.Context, s Store, uuid string, f func(Plan) (Plan, erro
 
 // Executor runs plans: each pass loads the plan, observes the fleet,
 // decides with Next, saves the plan, then acts. It keeps nothing in memory
-// between passes, so it may be killed at any point (the headnode it runs on
+// between passes (but a cache of plans' failure domains, which never
+// change), so it may be killed at any point (the headnode it runs on
 // reboots as part of the plan) and resumes from the store without a second
 // job or a second reboot for any server.
 type Executor struct {
@@ -121,24 +122,31 @@ type Executor struct {
 	// executor's fencing token, e.g. its leadership's revision, increasing
 	// with every new leader.
 	Fence int64
-
-	// domains caches the domain tables of plans passed on views (a plan's
-	// servers and labels never change), by plan UUID and creation time.
-	mu      sync.Mutex
-	domains map[string]*DomainTable
 }
 
+// domainTables caches the domain tables of plans passed on views, by plan
+// UUID and creation time, for every Executor of the process (executors
+// are often made per pass): a plan's servers and labels never change, so
+// a table is read once. At most maxDomainTables plans are kept.
+var domainTables struct {
+	sync.Mutex
+	m map[string]*DomainTable
+}
+
+const maxDomainTables = 16
+
 // domainTable returns the domain table of v's plan, reading the whole plan
-// once per executor.
+// once per process (every pass for a plan without a creation time: its
+// UUID alone does not tell it from another plan of that UUID).
 func (e *Executor) domainTable(ctx context.Context, v View) (*DomainTable, error) {
-	key := v.UUID
+	key := ""
 	if v.CreatedAt != nil {
-		key += "@" + v.CreatedAt.UTC().Format(time.RFC3339Nano)
+		key = v.UUID + "@" + v.CreatedAt.UTC().Format(time.RFC3339Nano)
 	}
-	e.mu.Lock()
-	t := e.domains[key]
-	e.mu.Unlock()
-	if t.fits(v) {
+	domainTables.Lock()
+	t := domainTables.m[key]
+	domainTables.Unlock()
+	if key != "" && t.fits(v) {
 		return t, nil
 	}
 	p, err := e.Store.Get(ctx, v.UUID)
@@ -146,12 +154,15 @@ func (e *Executor) domainTable(ctx context.Context, v View) (*DomainTable, error
 		return nil, err
 	}
 	t = DomainTableOf(p)
-	e.mu.Lock()
-	if e.domains == nil {
-		e.domains = map[string]*DomainTable{}
+	if key == "" {
+		return t, nil
 	}
-	e.domains[key] = t
-	e.mu.Unlock()
+	domainTables.Lock()
+	defer domainTables.Unlock()
+	if domainTables.m == nil || len(domainTables.m) >= maxDomainTables {
+		domainTables.m = map[string]*DomainTable{}
+	}
+	domainTables.m[key] = t
 	return t, nil
 }
 

@@ -452,7 +452,11 @@ func (ps *pass) advance(i int) {
 				cancelJob("server not drained within " + c.DrainTimeout.String())
 				continue
 			case since() >= c.JobTimeout:
-				cancelJob("reboot job not finished within " + c.JobTimeout.String())
+				msg := "reboot job not finished within " + c.JobTimeout.String()
+				if j.Error != "" {
+					msg += ": " + j.Error // what the job is stuck on, e.g. the BMC refusing the password
+				}
+				cancelJob(msg)
 				continue
 			case !j.Exists && !created:
 				// Lost by a crash: same UUID, no second job, and only while

@@ -252,7 +252,8 @@ func DomainTableOf(p Plan) *DomainTable {
 	return t
 }
 
-// fits reports whether the table is for the domain limits of v's plan.
+// fits reports whether the table is for the domain limits of v's plan and
+// agrees with the reboots v loaded.
 func (t *DomainTable) fits(v View) bool {
 	if t == nil || len(t.labels) != len(v.DomainLimits) {
 		return false
@@ -260,6 +261,11 @@ func (t *DomainTable) fits(v View) bool {
 	for k, d := range v.DomainLimits {
 		if t.labels[k] != d.Label || len(t.values[k]) != v.Index.Total {
 			return false
+		}
+		for i, r := range v.Reboots {
+			if p := v.pos(i); p >= len(t.values[k]) || t.values[k][p] != r.Labels[d.Label] {
+				return false
+			}
 		}
 	}
 	return true

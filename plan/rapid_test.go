@@ -142,7 +142,8 @@ func TestPlanStateMachineViews(t *testing.T) {
 // a daily maintenance window in a drawn time zone plus an absolute range,
 // and a blocking condition the world flips at any step. Checked against
 // ground truth at every job start, besides the invariants above:
-//   - the windows were open (while the plan had them);
+//   - the windows were open (while the plan had them), and stayed open
+//     for the reboot's expected length (Windows.Expect);
 //   - the blocking condition held;
 //   - the servers offline in the server's rack and zone (fake.Start,
 //     down for any reason included) were below each domain's limit;
@@ -224,8 +225,12 @@ func checkPolicy(t *rapid.T, w *world, p plan.Plan, pol *policy, rec *startRecor
 			t.Fatalf("job start %d (%s) not noted", k, st.Server)
 		}
 		if note.inWin {
-			if open, _, err := pol.windows.Open(st.At); err != nil || !open {
+			open, closes, err := pol.windows.Open(st.At)
+			if err != nil || !open {
 				t.Fatalf("job for %s started at %s, outside the windows %v (%v)", st.Server, st.At, pol.windows.Weekly, err)
+			}
+			if st.At.Add(pol.windows.Expect).After(closes) {
+				t.Fatalf("job for %s started at %s, the window closes at %s, before a reboot of %s could finish", st.Server, st.At, closes, pol.windows.Expect)
 			}
 		}
 		if !note.condHeld {

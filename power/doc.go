@@ -50,7 +50,8 @@
 //     logs every session out).
 //   - Give each BMC one stable Target.BMC name (its address) and each host a
 //     stable Target.Config that changes when its configuration (credentials,
-//     TLS, system) does; never put secrets in either (they are logged).
+//     TLS, system) does; never put secrets in either (the Pool logs Target.BMC and keeps
+//     Target.Config for as long as it runs).
 //   - Call Forget when a host is deleted.
 //   - Treat a busy outcome as "unknown, try again later": a timed-out
 //     command may or may not have taken effect.

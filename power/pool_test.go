@@ -509,3 +509,19 @@ func TestPoolConnectRefusedWithStatusBacksOff(t *testing.T) {
 	_, err = c.State(context.Background())
 	require.NoError(t, err, "a success clears the back-off")
 }
+
+// BenchmarkPoolState: the cost a Pool adds to a call on an open controller
+// (a goroutine and the bookkeeping), against an in-memory controller.
+func BenchmarkPoolState(b *testing.B) {
+	pool := power.NewPool(power.PoolConfig{})
+	defer pool.Close()
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	c := pool.Controller("n", power.Target{BMC: "bmc", Connect: func(context.Context) (power.Controller, error) { return hw, nil }})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.State(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

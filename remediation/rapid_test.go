@@ -202,6 +202,10 @@ func settled(s *sim, limit remediation.Limit) bool {
 		if remediation.InFlight(r.State.Phase) {
 			return false
 		}
+		// A Node that is back gets its backup restored by a later pass.
+		if node := s.cluster.Node(r.Machine.NodeName); node.Exists && node.Ready && r.State.Backup != nil {
+			return false
+		}
 		if may, _ := remediation.MayStart(fleet, r.Machine.Name, limit); r.Machine.NeedsRemediation &&
 			r.State.Phase != remediation.PhaseFailed && may {
 			return false

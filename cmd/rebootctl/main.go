@@ -29,7 +29,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -43,7 +42,6 @@ import (
 
 	"github.com/rebootkit/rebootkit/inventory"
 	"github.com/rebootkit/rebootkit/plan"
-	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // Exit codes.
@@ -457,6 +455,7 @@ func (e *env) show(args []string) int {
 		return e.fail(err)
 	}
 	p, err := st.Get(e.ctx, rest[0])
+	ex := e.readExecutor(st)
 	st.Close()
 	if err != nil {
 		return e.fail(errors.New(explain(err, rest[0])))
@@ -478,6 +477,16 @@ func (e *env) show(args []string) int {
 	for _, l := range outputLines(p.WaitingOutput) {
 		fmt.Fprintln(e.out, l)
 	}
+	for _, r := range p.Reboots {
+		for _, note := range serverNotes(ex, r.ServerUUID, time.Now()) {
+			fmt.Fprintf(e.out, "  %-20s %s\n", r.ServerHostname, note)
+		}
+	}
+	if p.Unfinished() {
+		for _, l := range executorLines(ex, e.store, time.Now()) {
+			fmt.Fprintln(e.out, l)
+		}
+	}
 	return exitOK
 }
 
@@ -492,6 +501,7 @@ func (e *env) list(args []string) int {
 		return e.fail(err)
 	}
 	plans, err := st.List(e.ctx)
+	ex := e.readExecutor(st)
 	st.Close()
 	type row struct {
 		UUID     string     `json:"uuid"`
@@ -529,6 +539,9 @@ func (e *env) list(args []string) int {
 		fmt.Fprintf(e.out, "%-*s  %-*s  %7s  %5s  %6s  %9s  %s\n", uw, "UUID", sw, "STATE", "SERVERS", "DONE", "FAILED", "IN FLIGHT", "CREATED")
 		for _, r := range rows {
 			fmt.Fprintf(e.out, "%-*s  %-*s  %7d  %5d  %6d  %9d  %s\n", uw, r.UUID, sw, state(r), r.Servers, r.Done, r.Failed, r.InFlight, r.Created)
+		}
+		for _, l := range executorLines(ex, e.store, time.Now()) {
+			fmt.Fprintln(e.out, l)
 		}
 	}
 	if err != nil {
@@ -570,16 +583,16 @@ func (e *env) watch(uuid string) int {
 	lastLines, last := 0, ""
 	var seen plan.View
 	for {
-		v, err := e.view(uuid)
+		v, ex, err := e.view(uuid)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return e.fail(errors.New(explain(err, uuid)))
 		}
 		if err == nil {
 			seen = v
-			lines := render(v, time.Now())
+			lines := render(v, ex, e.store, time.Now())
 			// On a pipe, print when something changes other than the
 			// "for 12s" counters (they change every second).
-			text := strings.Join(render(v, time.Time{}), "\n")
+			text := strings.Join(render(v, ex, e.store, time.Time{}), "\n")
 			switch {
 			case tty:
 				if lastLines > 0 {
@@ -622,19 +635,21 @@ func (e *env) watch(uuid string) int {
 	}
 }
 
-func (e *env) view(uuid string) (plan.View, error) {
+func (e *env) view(uuid string) (plan.View, *executorStatus, error) {
 	st, err := e.openStore()
 	if err != nil {
-		return plan.View{}, err
+		return plan.View{}, nil, err
 	}
 	defer st.Close()
-	return st.GetView(e.ctx, uuid)
+	v, err := st.GetView(e.ctx, uuid)
+	return v, e.readExecutor(st), err
 }
 
 // render is the watch view: a header, the progress bar, why it waits, and
 // one line per reboot in flight (with how long it has been in its step,
-// unless now is zero).
-func render(v plan.View, now time.Time) []string {
+// unless now is zero), what the executor says of its server, and when the
+// executor was last seen (unless store is "").
+func render(v plan.View, ex *executorStatus, store string, now time.Time) []string {
 	s := v.Summary()
 	if !now.IsZero() {
 		s = v.SummaryAt(now)
@@ -660,79 +675,12 @@ func render(v plan.View, now time.Time) []string {
 			role = " (core)"
 		}
 		lines = append(lines, fmt.Sprintf("  %-20s %-16s for %s%s", r.ServerHostname, r.Step, since, role))
+		for _, note := range serverNotes(ex, r.ServerUUID, now) {
+			lines = append(lines, "      "+note)
+		}
+	}
+	if v.Unfinished() && store != "" {
+		lines = append(lines, executorLines(ex, store, now)...)
 	}
 	return lines
-}
-
-func (e *env) executor(args []string) int {
-	fs := flag.NewFlagSet("rebootctl executor", flag.ContinueOnError)
-	commonFlags(fs, e)
-	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\")")
-	interval := fs.Duration("interval", 5*time.Second, "time between passes")
-	drain := fs.Duration("drain-timeout", 15*time.Minute, "a job must have drained its server this long after it started")
-	jobTimeout := fs.Duration("job-timeout", time.Hour, "a reboot job must have power-cycled its server this long after it was created")
-	services := fs.Duration("services-timeout", time.Hour, "a rebooted server's health check must pass this long after its power cycle")
-	soft := fs.Duration("soft-timeout", 3*time.Minute, "how long a soft shutdown may take before a hard power-off")
-	stale := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
-	poll := fs.Duration("poll", time.Second, "how often a job checks its server")
-	verbose := fs.Bool("v", false, "log every job step")
-	if _, code, ok := e.parse(fs, args); !ok {
-		return code
-	}
-	inv, err := inventory.Load(e.inventory)
-	if err != nil {
-		return e.fail(err)
-	}
-	if err := e.storeExists(); err != nil {
-		return e.fail(err)
-	}
-	if *state == "" {
-		*state = e.store + ".fleet"
-	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	logger := slog.New(slog.NewTextHandler(e.errw, &slog.HandlerOptions{Level: level}))
-	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
-		Reboot:     reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
-		JobTimeout: *jobTimeout + *services, Poll: *poll, Logger: logger})
-	if err != nil {
-		return e.fail(err)
-	}
-	defer fleet.Close()
-	cfg := plan.Config{DrainTimeout: *drain, JobTimeout: *jobTimeout, ServicesTimeout: *services}
-	fmt.Fprintf(e.errw, "rebootctl executor: store %s, fleet state %s, %d server(s); resuming running plans\n", e.store, *state, len(inv.Servers))
-	for {
-		if err := e.passAll(fleet, cfg, logger); err != nil && !errors.Is(err, context.Canceled) {
-			logger.Warn("pass failed", "error", err.Error())
-		}
-		select {
-		case <-e.ctx.Done():
-			fmt.Fprintln(e.errw, "rebootctl executor: stopping; jobs resume at the next start")
-			return exitOK
-		case <-time.After(*interval):
-		}
-	}
-}
-
-// passAll runs one pass of every unfinished plan, holding the store only
-// for that long (so that the other commands can use it).
-func (e *env) passAll(fleet *inventory.Fleet, cfg plan.Config, logger *slog.Logger) error {
-	st, err := e.openStore()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	plans, lerr := st.List(e.ctx)
-	exec := &plan.Executor{Fleet: fleet, Store: st, Config: cfg, Now: time.Now, Logger: logger}
-	for _, p := range plans {
-		if !p.Unfinished() || p.State == plan.StateCreated {
-			continue
-		}
-		if _, err := exec.Pass(e.ctx, p.UUID); err != nil && !errors.Is(err, plan.ErrConflict) {
-			logger.Warn("plan pass failed", "plan", p.UUID, "error", err.Error())
-		}
-	}
-	return lerr
 }

@@ -75,7 +75,7 @@ func TestRenderHeldByCondition(t *testing.T) {
 		Waiting:       "waiting: blocking condition no-alerts fails (checked 3s ago)",
 		WaitingOutput: "ALERT DiskFull firing on cn001\nALERT NodeDown firing on cn002",
 		Reboots:       []plan.Reboot{{ServerUUID: "u1", ServerHostname: "cn001"}}})
-	lines := render(v, time.Now())
+	lines := render(v, nil, "", time.Now())
 	require.Len(t, lines, 4)
 	assert.Contains(t, lines[1], "waiting: blocking condition no-alerts fails (checked 3s ago)")
 	assert.Equal(t, []string{"    | ALERT DiskFull firing on cn001", "    | ALERT NodeDown firing on cn002"}, lines[2:])

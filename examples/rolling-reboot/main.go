@@ -257,7 +257,7 @@ func run(w io.Writer, o options) error {
 		}
 		if !o.quiet && err == nil && (el/(5*time.Minute) != lastLine || !q.Unfinished()) {
 			lastLine = el / (5 * time.Minute)
-			fmt.Fprintf(w, "t=%-8s %s\n", el, q.Summary().Line(40))
+			fmt.Fprintf(w, "t=%-8s %s\n", el, q.SummaryAt(clk.Now()).Line(40))
 		}
 		if err == nil && !q.Unfinished() {
 			break

@@ -3,6 +3,7 @@ package ipmitest_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rebootkit/rebootkit/fake"
@@ -30,8 +31,8 @@ func ExampleBMC() {
 	}
 	defer c.Close()
 	fmt.Println(c.Off(ctx, power.ModeHard))
-	fmt.Println("hardware on:", hw.HardwareOn(), "commands:", bmc.Commands(), "logins:", bmc.Logins())
+	fmt.Println("hardware on:", hw.HardwareOn(), "power-down received:", slices.Contains(bmc.Commands(), ipmitest.PowerDown), "logins:", bmc.Logins())
 	// Output:
 	// <nil>
-	// hardware on: false commands: [status power-down] logins: 1
+	// hardware on: false power-down received: true logins: 1
 }

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/rebootkit/rebootkit/inventory"
+	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// metaExecutor is the key of the executor's heartbeat and status in the
+// plan store's meta bucket.
+const metaExecutor = "executor"
+
+// executorStatus is what the executor publishes in the store after every
+// pass: its heartbeat and where each busy server stands.
+type executorStatus struct {
+	Host     string        `json:"host"`
+	PID      int           `json:"pid"`
+	Started  time.Time     `json:"started"`
+	At       time.Time     `json:"at"`
+	Interval time.Duration `json:"interval"`
+	State    string        `json:"state"`
+	Self     string        `json:"self,omitempty"`
+	// LastPass is the end of the last pass that had no error.
+	LastPass  time.Time                `json:"last_pass,omitzero"`
+	PassError string                   `json:"pass_error,omitempty"`
+	Servers   []inventory.ServerStatus `json:"servers,omitempty"`
+}
+
+// lockedStore is the plan store as the executor uses it: opened for each
+// read or write only, so that the store's lock is never held while the
+// fleet is observed or acted on (an operator's stop or cancel waits for
+// one store operation at most).
+type lockedStore struct{ e *env }
+
+func (s lockedStore) with(f func(*plan.BoltStore) error) error {
+	st, err := s.e.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return f(st)
+}
+
+func (s lockedStore) Get(ctx context.Context, uuid string) (p plan.Plan, err error) {
+	err = s.with(func(st *plan.BoltStore) error { p, err = st.Get(ctx, uuid); return err })
+	return p, err
+}
+
+func (s lockedStore) Create(ctx context.Context, p plan.Plan) error {
+	return s.with(func(st *plan.BoltStore) error { return st.Create(ctx, p) })
+}
+
+func (s lockedStore) Put(ctx context.Context, p plan.Plan) error {
+	return s.with(func(st *plan.BoltStore) error { return st.Put(ctx, p) })
+}
+
+func (s lockedStore) List(ctx context.Context) (ps []plan.Plan, err error) {
+	err = s.with(func(st *plan.BoltStore) error { ps, err = st.List(ctx); return err })
+	return ps, err
+}
+
+func (s lockedStore) GetView(ctx context.Context, uuid string) (v plan.View, err error) {
+	err = s.with(func(st *plan.BoltStore) error { v, err = st.GetView(ctx, uuid); return err })
+	return v, err
+}
+
+func (s lockedStore) PutView(ctx context.Context, v plan.View) error {
+	return s.with(func(st *plan.BoltStore) error { return st.PutView(ctx, v) })
+}
+
+var _ plan.ViewStore = lockedStore{}
+
+// jobLive says whether a plan (as v shows it) still runs job: its reboot
+// is in its job step and the plan has not ended, or it waits for the
+// services after the power cycle. powerOff asks the stricter question of
+// the first power-off: job step, plan not ended.
+func jobLive(v plan.View, job string, powerOff bool) (bool, string) {
+	for _, r := range v.Reboots {
+		if r.JobUUID != job {
+			continue
+		}
+		switch {
+		case r.Step == plan.StepJob && !v.State.Finished():
+			return true, ""
+		case r.Step == plan.StepServices && !powerOff:
+			return true, ""
+		case r.Step == plan.StepJob:
+			return false, fmt.Sprintf("plan %s is %s", v.UUID, v.State)
+		case r.Step == plan.StepCancelJob || r.Step == plan.StepFailed:
+			why := fmt.Sprintf("plan %s gave up on this reboot", v.UUID)
+			if r.Error != "" {
+				why += ": " + r.Error
+			}
+			return false, why
+		}
+		return false, fmt.Sprintf("plan %s no longer runs this job (step %s)", v.UUID, r.Step)
+	}
+	return false, fmt.Sprintf("plan %s no longer runs this job", v.UUID)
+}
+
+func (e *env) executor(args []string) int {
+	fs := flag.NewFlagSet("rebootctl executor", flag.ContinueOnError)
+	commonFlags(fs, e)
+	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\")")
+	interval := fs.Duration("interval", 5*time.Second, "time between passes")
+	drain := fs.Duration("drain-timeout", 15*time.Minute, "a job must have drained its server this long after it started")
+	jobTimeout := fs.Duration("job-timeout", time.Hour, "a reboot job must have power-cycled its server this long after it was created")
+	services := fs.Duration("services-timeout", time.Hour, "a rebooted server's health check must pass this long after its power cycle")
+	soft := fs.Duration("soft-timeout", 3*time.Minute, "how long a soft shutdown may take before a hard power-off")
+	stale := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
+	poll := fs.Duration("poll", time.Second, "how often a job checks its server")
+	self := fs.String("self", "", "the inventory server this executor runs on (hostname or UUID), or \"none\"\n(default: the server whose hostname is this machine's); it is never powered off\nthrough its BMC, only rebooted through its own reboot command")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (host:port), at /metrics")
+	verbose := fs.Bool("v", false, "log every job step")
+	if _, code, ok := e.parse(fs, args); !ok {
+		return code
+	}
+	inv, err := inventory.Load(e.inventory)
+	if err != nil {
+		return e.fail(err)
+	}
+	// A store that does not exist is never created here (a typo, or
+	// another directory, must not look like an empty store): say so, and
+	// wait for plan create to make it.
+	for said := false; ; said = true {
+		err := e.storeExists()
+		if err == nil {
+			break
+		}
+		if !said {
+			fmt.Fprintf(e.errw, "rebootctl executor: %v; waiting for it\n", err)
+		}
+		select {
+		case <-e.ctx.Done():
+			return exitOK
+		case <-time.After(*interval):
+		}
+	}
+	selfUUID, err := resolveSelf(inv, *self)
+	if err != nil {
+		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
+		return exitUsage
+	}
+	if *state == "" {
+		*state = e.store + ".fleet"
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(e.errw, &slog.HandlerOptions{Level: level}))
+	m := newMetrics()
+	store := lockedStore{e}
+	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
+		Reboot:     reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
+		JobTimeout: *jobTimeout, ServicesTimeout: *services, Poll: *poll, Logger: logger, Self: selfUUID,
+		OnBMCError: m.bmcError,
+		PlanCheck: func(ctx context.Context, planUUID, jobUUID string) (bool, string, error) {
+			v, err := store.GetView(ctx, planUUID)
+			if errors.Is(err, plan.ErrNotFound) {
+				return false, "its plan " + planUUID + " no longer exists", nil
+			}
+			if err != nil {
+				return false, "", err
+			}
+			ok, why := jobLive(v, jobUUID, true)
+			return ok, why, nil
+		}})
+	if err != nil {
+		return e.fail(err)
+	}
+	defer fleet.Close()
+	if *metricsAddr != "" {
+		ln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return e.fail(fmt.Errorf("--metrics-addr: %w", err))
+		}
+		srv := &http.Server{Handler: m.handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		fmt.Fprintf(e.errw, "rebootctl executor: metrics at http://%s/metrics\n", ln.Addr())
+	}
+	cfg := plan.Config{DrainTimeout: *drain, JobTimeout: *jobTimeout, ServicesTimeout: *services}
+	host, _ := os.Hostname()
+	st := executorStatus{Host: host, PID: os.Getpid(), Started: time.Now().UTC(), Interval: *interval, State: *state, Self: selfUUID}
+	selfName := "none"
+	if s, ok := inv.Server(selfUUID); ok {
+		selfName = s.Hostname
+	}
+	fmt.Fprintf(e.errw, "rebootctl executor: store %s, fleet state %s, %d server(s), running on server %s; resuming running plans\n", e.store, *state, len(inv.Servers), selfName)
+	for {
+		start := time.Now()
+		err := e.passAll(fleet, store, cfg, logger, m)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			logger.Warn("pass failed", "error", err.Error())
+			st.PassError = err.Error()
+		} else if err == nil {
+			st.PassError = ""
+			st.LastPass = time.Now().UTC()
+			m.passOK(st.LastPass)
+		}
+		m.passDuration(time.Since(start))
+		st.At = time.Now().UTC()
+		st.Servers, _ = fleet.Status()
+		if raw, err := json.Marshal(st); err == nil {
+			if err := store.with(func(s *plan.BoltStore) error { return s.PutMeta(e.ctx, metaExecutor, raw) }); err != nil && !errors.Is(err, context.Canceled) {
+				logger.Warn("heartbeat not written", "error", err.Error())
+			}
+		}
+		select {
+		case <-e.ctx.Done():
+			fmt.Fprintln(e.errw, "rebootctl executor: stopping; jobs resume at the next start")
+			return exitOK
+		case <-time.After(*interval):
+		}
+	}
+}
+
+// resolveSelf finds the server the executor runs on: --self (a hostname,
+// a UUID, or "none"), else the server whose hostname is this machine's.
+func resolveSelf(inv inventory.Inventory, flagValue string) (string, error) {
+	switch flagValue {
+	case "none":
+		return "", nil
+	case "":
+		host, err := os.Hostname()
+		if err != nil {
+			return "", nil
+		}
+		if s, ok := inv.Server(host); ok {
+			return s.UUID, nil
+		}
+		return "", nil
+	}
+	s, ok := inv.Server(flagValue)
+	if !ok {
+		return "", fmt.Errorf("--self %s: no such server in the inventory (give its hostname or UUID, or none)", flagValue)
+	}
+	return s.UUID, nil
+}
+
+// passAll runs one pass of every unfinished plan (the store locked for
+// each read and write only, never while the fleet is observed or acted
+// on), then ends the jobs their plans no longer run.
+func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config, logger *slog.Logger, m *metrics) error {
+	plans, lerr := store.List(e.ctx)
+	exec := &plan.Executor{Fleet: fleet, Store: store, Config: cfg, Now: time.Now, Logger: logger}
+	views := map[string]plan.View{}
+	failed := map[string]bool{}
+	var perr error
+	for _, p := range plans {
+		if !p.Unfinished() || p.State == plan.StateCreated {
+			views[p.UUID] = plan.FullView(p)
+			continue
+		}
+		if e.ctx.Err() != nil {
+			return e.ctx.Err()
+		}
+		v, err := exec.Pass(e.ctx, p.UUID)
+		if err != nil && !errors.Is(err, plan.ErrConflict) {
+			logger.Warn("plan pass failed", "plan", p.UUID, "error", err.Error())
+			perr = err
+		}
+		if err != nil {
+			failed[p.UUID] = true
+			continue
+		}
+		views[p.UUID] = v
+	}
+	m.observe(plans, views)
+	if err := fleet.Sync(e.ctx, func(j inventory.JobRecord) (bool, bool, string) {
+		if failed[j.Plan] {
+			return false, false, ""
+		}
+		v, ok := views[j.Plan]
+		if !ok {
+			// Not listed: gone, unless the list itself failed.
+			return lerr == nil, false, "its plan " + j.Plan + " no longer exists"
+		}
+		live, why := jobLive(v, j.UUID, false)
+		return true, live, why
+	}); err != nil {
+		return err
+	}
+	if lerr != nil {
+		return lerr
+	}
+	return perr
+}

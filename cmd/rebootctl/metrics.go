@@ -1,0 +1,92 @@
+package main
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rebootkit/rebootkit/inventory"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// metrics are the executor's Prometheus metrics, on a registry of their
+// own (no process-wide state).
+type metrics struct {
+	reg       *prometheus.Registry
+	plans     *prometheus.GaugeVec
+	reboots   *prometheus.GaugeVec
+	bmcErrors *prometheus.CounterVec
+	pass      prometheus.Histogram
+	lastPass  prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(),
+		plans: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rebootctl_plans",
+			Help: "Plans in the store, by state."}, []string{"state"}),
+		reboots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rebootctl_reboots",
+			Help: "Reboots of the plans that are not finished, by step (pending, job, wait_services, done, failed, ...)."}, []string{"step"}),
+		bmcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rebootctl_bmc_errors_total",
+			Help: "BMC errors, by class (auth, unreachable, tls, timeout, busy, unsupported, config, failed)."}, []string{"class"}),
+		pass: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rebootctl_pass_duration_seconds",
+			Help: "How long one executor pass over every plan took.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "rebootctl_last_successful_pass_timestamp_seconds",
+			Help: "When the last executor pass without an error ended (Unix time)."}),
+	}
+	m.reg.MustRegister(m.plans, m.reboots, m.bmcErrors, m.pass, m.lastPass)
+	for _, c := range inventory.BMCClasses {
+		m.bmcErrors.WithLabelValues(c) // every class shows, at 0
+	}
+	for _, s := range []plan.State{plan.StateCreated, plan.StateRunning, plan.StateStopped, plan.StateCanceled, plan.StateComplete, plan.StateFailed} {
+		m.plans.WithLabelValues(string(s))
+	}
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *metrics) bmcError(class string) { m.bmcErrors.WithLabelValues(class).Inc() }
+
+func (m *metrics) passDuration(d time.Duration) { m.pass.Observe(d.Seconds()) }
+
+func (m *metrics) passOK(t time.Time) { m.lastPass.Set(float64(t.UnixNano()) / 1e9) }
+
+// observe sets the plan and reboot gauges from the plans listed, the
+// reboots of the unfinished ones counted from their index (views hold the
+// passes' results).
+func (m *metrics) observe(plans []plan.Plan, views map[string]plan.View) {
+	states := map[plan.State]int{}
+	steps := map[string]int{}
+	for _, p := range plans {
+		states[p.State]++
+		if !p.Unfinished() {
+			continue
+		}
+		v, ok := views[p.UUID]
+		if !ok {
+			v = plan.FullView(p)
+		}
+		ix := v.Index
+		steps["pending"] += ix.Total - ix.Started
+		steps[string(plan.StepDone)] += ix.Done
+		steps[string(plan.StepFailed)] += ix.Failed
+		for _, r := range v.Reboots {
+			if r.Step.InFlight() {
+				steps[string(r.Step)]++
+			}
+		}
+	}
+	m.plans.Reset()
+	for _, s := range []plan.State{plan.StateCreated, plan.StateRunning, plan.StateStopped, plan.StateCanceled, plan.StateComplete, plan.StateFailed} {
+		m.plans.WithLabelValues(string(s)).Set(float64(states[s]))
+	}
+	m.reboots.Reset()
+	for _, s := range []string{"pending", string(plan.StepWaitHead), string(plan.StepFreeze), string(plan.StepJob), string(plan.StepServices),
+		string(plan.StepUnfreeze), string(plan.StepCancelJob), string(plan.StepFailFreeze), string(plan.StepDone), string(plan.StepFailed)} {
+		m.reboots.WithLabelValues(s).Set(float64(steps[s]))
+	}
+}

@@ -1,0 +1,473 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// BMC adversary modes.
+const (
+	bmcOK      = iota
+	bmcAuth    // refuses the password (at login)
+	bmcBusy    // answers busy to every command
+	bmcHung    // never answers (the call times out), the command not applied
+	bmcHungApp // never answers, the command applied all the same
+	bmcOffBusy // reads the state, answers busy to power-offs
+	bmcModes
+)
+
+// offEvent is one power-off that reached a BMC (ground truth).
+type offEvent struct {
+	applied bool  // the hardware was told to power off
+	err     error // what the caller was told
+	lost    bool  // the executor died before it learned the answer
+}
+
+// advBMC is a server's BMC as the adversary runs it: a fake.Power behind
+// a login that may refuse the password, and calls that may be busy or hang.
+type advBMC struct {
+	p    *fake.Power
+	mode int
+	offs []offEvent
+}
+
+func (b *advBMC) State(ctx context.Context) (power.State, error) {
+	switch b.mode {
+	case bmcBusy:
+		return power.StateUnknown, &power.Error{Op: "state", Class: power.ClassBusy, Status: 503, Message: "busy"}
+	case bmcHung, bmcHungApp:
+		return power.StateUnknown, &power.Error{Op: "state", Class: power.ClassBusy, Message: "timed out", Err: context.DeadlineExceeded}
+	}
+	return b.p.State(ctx)
+}
+
+func (b *advBMC) On(ctx context.Context) error {
+	switch b.mode {
+	case bmcBusy:
+		return &power.Error{Op: "on", Class: power.ClassBusy, Status: 409, Message: "busy"}
+	case bmcHung:
+		return &power.Error{Op: "on", Class: power.ClassBusy, Message: "timed out", Err: context.DeadlineExceeded}
+	case bmcHungApp:
+		_ = b.p.On(ctx)
+		return &power.Error{Op: "on", Class: power.ClassBusy, Message: "timed out", Err: context.DeadlineExceeded}
+	}
+	return b.p.On(ctx)
+}
+
+func (b *advBMC) Off(ctx context.Context, m power.Mode) error {
+	var err error
+	applied := true
+	switch b.mode {
+	case bmcBusy, bmcOffBusy:
+		applied, err = false, &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Status: 409, Message: "busy"}
+	case bmcHung:
+		applied, err = false, &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "timed out", Err: context.DeadlineExceeded}
+	case bmcHungApp:
+		_ = b.p.Off(ctx, m)
+		err = &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "timed out", Err: context.DeadlineExceeded}
+	default:
+		err = b.p.Off(ctx, m)
+	}
+	b.offs = append(b.offs, offEvent{applied: applied, err: err})
+	return err
+}
+
+// maybeAccepted: as far as the executor can know, this power-off may have
+// taken effect: its answer was lost (the executor died before it learned
+// it, or between recording the intent and sending it), it timed out or
+// failed (whatever the BMC really did), or it succeeded.
+func (e offEvent) maybeAccepted() bool {
+	return e.lost || e.err == nil && e.applied || e.err != nil && !notApplied(e.err)
+}
+
+// world is one drawn datacenter, its executor and its ground truth.
+type world struct {
+	t interface {
+		Fatalf(string, ...any)
+		Logf(string, ...any)
+	}
+	clk   *fake.Clock
+	inv   Inventory
+	bmcs  map[string]*advBMC
+	path  string
+	f     *Fleet
+	store *fake.PlanStore
+	conc  int
+	cfg   plan.Config
+	plans []string
+	// kill: the crash point count at which the executor dies (0: none).
+	points, killAt int
+	lastPoint      string
+	// cancelAt[job] = (server, index into its BMC's offs) when the job was
+	// cancelled or its plan ended; jobStart[job] the index at its start.
+	cancelAt map[string]int
+	jobStart map[string]int
+	// offMark[server]: its BMC's power-offs when the last one was sent.
+	offMark  map[string]int
+	kills    int
+	bootTime time.Duration
+}
+
+func (w *world) open() {
+	f, err := OpenFleet(w.inv, w.path, Options{
+		Reboot:     reboot.Config{SoftTimeout: time.Minute, StaleReads: fake.MaxStale + time.Second},
+		JobTimeout: w.cfg.JobTimeout, ServicesTimeout: w.cfg.ServicesTimeout, Poll: time.Second, CallTimeout: time.Second,
+		Now: w.clk.Now, Monotonic: w.clk.Monotonic, manual: true,
+		Controller: func(_ context.Context, s Server) (power.Controller, error) {
+			b := w.bmcs[s.UUID]
+			if b.mode == bmcAuth {
+				return nil, &power.Error{Op: "connect", Class: power.ClassFailed, Status: 401, Message: "authentication failed", Err: power.ErrAuth}
+			}
+			return b, nil
+		},
+		Health: func(_ context.Context, s Server) error {
+			p := w.bmcs[s.UUID].p
+			if !p.HardwareOn() {
+				return errors.New("down")
+			}
+			var since time.Time
+			for _, tc := range p.Truth() {
+				if tc.On {
+					since = tc.At
+				}
+			}
+			if w.clk.Real().Sub(since) < w.bootTime {
+				return errors.New("booting")
+			}
+			return nil
+		},
+		command: func(context.Context, []string) error { return nil },
+		crash: func(point string) bool {
+			w.points++
+			w.lastPoint = point
+			if id, ok := strings.CutPrefix(point, "power off "); ok && !strings.HasPrefix(id, "intent ") {
+				w.offMark[id] = len(w.bmcs[id].offs)
+			}
+			return w.killAt > 0 && w.points >= w.killAt
+		},
+		PlanCheck: func(ctx context.Context, planUUID, jobUUID string) (bool, string, error) {
+			p, err := w.store.Get(ctx, planUUID)
+			if err != nil {
+				return false, "", err
+			}
+			ok, why := testJobLive(plan.FullView(p), jobUUID, true)
+			return ok, why, nil
+		},
+	})
+	if err != nil {
+		w.t.Fatalf("open fleet: %v", err)
+	}
+	w.f = f
+}
+
+// testJobLive is cmd/rebootctl's rule: the plan runs the job while its
+// reboot is in the job step of a plan that has not ended (or, unless
+// powerOff, waits for the services).
+func testJobLive(v plan.View, job string, powerOff bool) (bool, string) {
+	for _, r := range v.Reboots {
+		if r.JobUUID == job {
+			if r.Step == plan.StepJob && !v.State.Finished() || r.Step == plan.StepServices && !powerOff {
+				return true, ""
+			}
+			return false, fmt.Sprintf("plan %s: %s, reboot %s", v.UUID, v.State, r.Step)
+		}
+	}
+	return false, "plan " + v.UUID + " no longer runs it"
+}
+
+// died handles a kill: the fleet is dropped as a killed process is, and
+// opened again.
+func (w *world) died() bool {
+	if !w.f.isDead() {
+		return false
+	}
+	w.kills++
+	// A kill right after a power-off call: its answer is lost.
+	// Killed before a power-off was sent, after it was recorded as maybe
+	// sent: the executor cannot tell it from a lost answer.
+	for id, b := range w.bmcs {
+		switch {
+		case w.lastPoint == "powered off "+id && len(b.offs) > w.offMark[id]:
+			b.offs[len(b.offs)-1].lost = true
+		case w.lastPoint == "powered off "+id, w.lastPoint == "power off intent "+id, w.lastPoint == "power off "+id:
+			b.offs = append(b.offs, offEvent{lost: true})
+		}
+	}
+	w.killAt = 0
+	_ = w.f.Close()
+	w.open()
+	return true
+}
+
+func (w *world) ctx() context.Context { return context.Background() }
+
+func (w *world) close() { _ = w.f.Close() }
+
+// recordCancels notes, for every live job now cancelled or whose plan
+// ended or gave up on it, how many power-offs its BMC had seen.
+func (w *world) recordCancels() {
+	jobs, err := w.f.Jobs()
+	if err != nil {
+		w.t.Fatalf("jobs: %v", err)
+	}
+	for _, j := range jobs {
+		if _, ok := w.jobStart[j.UUID]; !ok {
+			w.jobStart[j.UUID] = len(w.bmcs[j.Server].offs)
+		}
+		if _, done := w.cancelAt[j.UUID]; done || j.Over() {
+			continue
+		}
+		ended := j.Cancel
+		if p, err := w.store.Get(w.ctx(), j.Plan); err == nil {
+			if live, _ := testJobLive(plan.FullView(p), j.UUID, true); !live {
+				ended = true
+			}
+		}
+		if ended {
+			w.cancelAt[j.UUID] = len(w.bmcs[j.Server].offs)
+		}
+	}
+}
+
+func (w *world) pass() {
+	exec := &plan.Executor{Fleet: w.f, Store: w.store, Config: w.cfg, Now: w.clk.Now}
+	for _, id := range w.plans {
+		p, err := w.store.Get(w.ctx(), id)
+		if err != nil || !p.Unfinished() || p.State == plan.StateCreated {
+			continue
+		}
+		_, _ = exec.Pass(w.ctx(), id)
+		if w.died() {
+			return
+		}
+	}
+	_ = w.f.Sync(w.ctx(), func(j JobRecord) (bool, bool, string) {
+		p, err := w.store.Get(w.ctx(), j.Plan)
+		if err != nil {
+			return false, false, ""
+		}
+		live, why := testJobLive(plan.FullView(p), j.UUID, false)
+		return true, live, why
+	})
+	w.recordCancels()
+}
+
+func (w *world) step(server string) {
+	w.f.stepServer(w.ctx(), server)
+	w.died()
+	w.recordCancels()
+}
+
+// check verifies the invariants against ground truth.
+func (w *world) check() {
+	jobs, err := w.f.Jobs()
+	if err != nil {
+		w.t.Fatalf("jobs: %v", err)
+	}
+	live := map[string]string{}
+	for _, j := range jobs {
+		if j.Over() {
+			continue
+		}
+		if other, ok := live[j.Server]; ok {
+			w.t.Fatalf("two live jobs on %s: %s and %s", j.Server, other, j.UUID)
+		}
+		live[j.Server] = j.UUID
+	}
+	for id, b := range w.bmcs {
+		// No server left off once its job ended.
+		if _, busy := live[id]; !busy && !b.p.HardwareOn() {
+			w.t.Fatalf("server %s is off and no job of the fleet is live on it", id)
+		}
+	}
+	// No power-off after a job was cancelled or its plan ended, unless a
+	// power-off of its reboot may have been accepted before.
+	for _, j := range jobs {
+		c, ok := w.cancelAt[j.UUID]
+		if !ok {
+			continue
+		}
+		offs := w.bmcs[j.Server].offs
+		end := len(offs)
+		if j.Over() {
+			end = min(end, c) // later ones belong to later jobs
+		}
+		accepted := false
+		for _, e := range offs[min(w.jobStart[j.UUID], c):c] {
+			accepted = accepted || e.maybeAccepted()
+		}
+		for k := c; k < len(offs) && k < end; k++ {
+			if offs[k].applied && !accepted {
+				w.t.Fatalf("job %s (server %s): power-off %d sent after it was cancelled or its plan ended, none accepted before (start %d, cancel %d, offs %+v, job %+v, first err %v)",
+					j.UUID, j.Server, k, w.jobStart[j.UUID], c, offs, j, offs[0].err)
+			}
+		}
+	}
+	// Servers off <= concurrency at every instant.
+	if n := maxOff(w.bmcs); n > w.conc {
+		w.t.Fatalf("%d servers off at once, concurrency %d", n, w.conc)
+	}
+}
+
+func maxOff(bmcs map[string]*advBMC) int {
+	type ev struct {
+		at  time.Time
+		off int
+	}
+	var evs []ev
+	for _, b := range bmcs {
+		for _, tc := range b.p.Truth() {
+			if tc.On {
+				evs = append(evs, ev{tc.At, -1})
+			} else {
+				evs = append(evs, ev{tc.At, +1})
+			}
+		}
+	}
+	sort.SliceStable(evs, func(i, j int) bool {
+		return evs[i].at.Before(evs[j].at) || evs[i].at.Equal(evs[j].at) && evs[i].off < evs[j].off
+	})
+	cur, best := 0, 0
+	for _, e := range evs {
+		cur += e.off
+		best = max(best, cur)
+	}
+	return best
+}
+
+func (w *world) newPlan() {
+	id := fmt.Sprintf("p%d", len(w.plans)+1)
+	created := w.clk.Now()
+	p, _, err := plan.Create(w.inv.PlanServers(), plan.CreateOptions{UUID: id, Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(w.conc), IgnoreWarnings: true, CreatedAt: created})
+	if err != nil {
+		w.t.Fatalf("create: %v", err)
+	}
+	if err := w.store.Create(w.ctx(), p); err != nil {
+		return // a server is in an unfinished plan
+	}
+	if _, err := plan.Command(w.ctx(), w.store, id, plan.Run); err != nil {
+		w.t.Fatalf("run: %v", err)
+	}
+	w.plans = append(w.plans, id)
+}
+
+// TestJobStateMachine drives inventory fleets (the jobs and the power
+// bookkeeping, through their pure decisions and appliers) and a plan
+// executor over adversary BMCs — stale, unknown and slow power readings,
+// soft shutdowns ignored or unsupported, BMCs that refuse the password,
+// answer busy, or hang with or without applying the command — with the
+// executor killed between any two steps (also between a power call and
+// what follows it), operators stopping, running and cancelling plans, and
+// plans ending while jobs run. Against ground truth (the fake hardware and
+// what reached each BMC): no server is off while no job of the fleet is
+// live on it; no power-off reaches a BMC after its job was cancelled or its
+// plan ended or gave up on it, unless a power-off of that reboot may have
+// been accepted before; one live job per server; at most concurrency
+// servers off at every instant; and once the BMCs behave, every plan ends
+// and every server is on (issue 26, A1-A3, A5).
+func TestJobStateMachine(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		w := &world{t: rt, clk: fake.NewClock(time.Time{}), bmcs: map[string]*advBMC{}, store: fake.NewPlanStore(),
+			cancelAt: map[string]int{}, jobStart: map[string]int{}, offMark: map[string]int{}}
+		w.path = filepath.Join(t.TempDir(), fmt.Sprintf("fleet-%d.db", time.Now().UnixNano()))
+		n := rapid.IntRange(1, 3).Draw(rt, "servers")
+		w.conc = rapid.IntRange(1, 2).Draw(rt, "concurrency")
+		w.bootTime = time.Duration(rapid.IntRange(0, 30).Draw(rt, "bootSeconds")) * time.Second
+		w.cfg = plan.Config{DrainTimeout: 10 * time.Minute, JobTimeout: time.Duration(rapid.IntRange(2, 20).Draw(rt, "jobMinutes")) * time.Minute,
+			ServicesTimeout: 10 * time.Minute}
+		for i := range n {
+			id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+			cfg := fake.DrawPowerConfig(rt, id)
+			w.bmcs[id] = &advBMC{p: fake.NewPower(w.clk.Real, cfg)}
+			w.inv.Servers = append(w.inv.Servers, Server{UUID: id, Hostname: fmt.Sprintf("cn%d", i), Platform: "1",
+				BMC: BMC{Redfish: "https://bmc" + id, Username: "u", PasswordEnv: "P"}, Health: Health{TCP: "h:1"}})
+		}
+		ids := make([]string, 0, n)
+		for id := range w.bmcs {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		w.open()
+		defer func() { _ = w.f.Close() }()
+		w.newPlan()
+		rt.Repeat(map[string]func(*rapid.T){
+			"pass": func(*rapid.T) { w.pass() },
+			"step": func(t *rapid.T) { w.step(rapid.SampledFrom(ids).Draw(t, "server")) },
+			"stepAll": func(*rapid.T) {
+				for _, id := range ids {
+					w.step(id)
+				}
+			},
+			"time": func(t *rapid.T) {
+				w.clk.Advance(time.Duration(rapid.Int64Range(int64(100*time.Millisecond), int64(2*time.Minute)).Draw(t, "advance")))
+			},
+			"kill": func(t *rapid.T) { w.killAt = w.points + rapid.IntRange(1, 12).Draw(t, "killAfter") },
+			"bmc": func(t *rapid.T) {
+				w.bmcs[rapid.SampledFrom(ids).Draw(t, "bmcServer")].mode = rapid.IntRange(0, bmcModes-1).Draw(t, "bmcMode")
+			},
+			"operator": func(t *rapid.T) {
+				if len(w.plans) == 0 {
+					return
+				}
+				id := w.plans[len(w.plans)-1]
+				cmd := rapid.SampledFrom([]string{"stop", "run", "cancel"}).Draw(t, "command")
+				f := map[string]func(plan.Plan) (plan.Plan, error){"stop": plan.Stop, "run": plan.Run, "cancel": plan.Cancel}[cmd]
+				_, _ = plan.Command(w.ctx(), w.store, id, f)
+				w.recordCancels()
+			},
+			"newPlan": func(*rapid.T) { w.newPlan() },
+			"":        func(*rapid.T) { w.check() },
+		})
+		// The BMCs behave from now on: every plan ends, every server is on.
+		for _, b := range w.bmcs {
+			b.mode = bmcOK
+		}
+		w.killAt = 0
+		for i := 0; ; i++ {
+			w.pass()
+			for _, id := range ids {
+				w.step(id)
+			}
+			w.check()
+			settled := true
+			for _, id := range w.plans {
+				if p, err := w.store.Get(w.ctx(), id); err == nil && p.Unfinished() {
+					if p.State == plan.StateStopped {
+						_, _ = plan.Command(w.ctx(), w.store, id, plan.Run)
+					}
+					settled = false
+				}
+			}
+			for id, b := range w.bmcs {
+				h, _ := w.f.hosts.load(id)
+				settled = settled && b.p.HardwareOn() && !h.needsKeeping()
+			}
+			if settled {
+				break
+			}
+			if i > 3000 {
+				for _, id := range w.plans {
+					p, _ := w.store.Get(w.ctx(), id)
+					rt.Logf("%s", plan.Table(p))
+				}
+				jobs, _ := w.f.Jobs()
+				rt.Fatalf("not settled after the BMCs behaved: jobs %+v", jobs)
+			}
+			w.clk.Advance(5 * time.Second)
+		}
+	})
+}
