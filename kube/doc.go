@@ -26,6 +26,8 @@
 //     none changes, so that a request added since the read stops the
 //     decision), then the record. A record that does not parse counts as
 //     empty (no evidence), is reported, and is replaced at the next write.
+//     With Informers (a manager's cache) it is a reboot.HostWatcher: a
+//     reboot.Client's waits answer when the host or its record changes.
 //   - Machines, a remediation.MachineStore over Cluster API Machines (the
 //     remediation mark, control-plane label, controller owner, nodeRef,
 //     cluster and MachineHealthCheck; the State in an annotation saved
