@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -42,6 +43,11 @@ type RebootController struct {
 	// ReconcileTimeout bounds one pass of one host (default 2 min); the
 	// power calls inside it are bounded by the Powers' pool too.
 	ReconcileTimeout time.Duration
+	// Ownership says which hosts are rebootkit's to power: the others
+	// belong to the baremetal-operator and are refused with an event
+	// (RebootRefused), without any power call. The zero value assumes an
+	// operator and takes only detached hosts.
+	Ownership Ownership
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -51,6 +57,18 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(c.ReconcileTimeout, 2*time.Minute))
 	defer cancel()
+	if c.Client != nil {
+		var bmh metal3.BareMetalHost
+		if err := c.Client.Get(ctx, req.NamespacedName, &bmh); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if ours, why := c.Ownership.Ours(&bmh); !ours {
+			if c.Recorder != nil && hasRebootAnnotation(bmh.Annotations) {
+				c.Recorder.Eventf(&bmh, nil, "Warning", "RebootRefused", "Reboot", "%s", why)
+			}
+			return ctrl.Result{}, nil
+		}
+	}
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
 	if errors.Is(err, reboot.ErrNotFound) {
 		return ctrl.Result{}, nil // deleted
@@ -103,4 +121,13 @@ func (c *RebootController) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
 		)).
 		Complete(c)
+}
+
+func hasRebootAnnotation(a map[string]string) bool {
+	for k := range a {
+		if k == reboot.Annotation || strings.HasPrefix(k, reboot.AnnotationPrefix) {
+			return true
+		}
+	}
+	return false
 }

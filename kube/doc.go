@@ -26,6 +26,8 @@
 //     none changes, so that a request added since the read stops the
 //     decision), then the record. A record that does not parse counts as
 //     empty (no evidence), is reported, and is replaced at the next write.
+//     With Informers (a manager's cache) it is a reboot.HostWatcher: a
+//     reboot.Client's waits answer when the host or its record changes.
 //   - Machines, a remediation.MachineStore over Cluster API Machines (the
 //     remediation mark, control-plane label, controller owner, nodeRef,
 //     cluster and MachineHealthCheck; the State in an annotation saved
@@ -59,6 +61,16 @@
 //     Redfish family or IPMI, ParseBMCAddress) and credentials Secret, read
 //     directly with get (never through a cache) and used only if it is
 //     bound to the host (BMCHostLabel or an owner reference to the host).
+//   - Ownership, OperatorHosts, OwnedHosts: never two actors on one
+//     host. Next to a baremetal-operator (the default), the
+//     RebootController powers only hosts the operator does not manage
+//     (annotation baremetalhost.metal3.io/detached, or a label selector)
+//     and refuses the others with a RebootRefused event, making no power
+//     call; the remediation drives the operator's hosts through its own
+//     reboot annotation and status, as the Cluster API provider for metal3
+//     does (OperatorHosts), and rebootkit's hosts through the reboot API.
+//     Without an operator (Ownership.NoOperator) every host is
+//     rebootkit's.
 //   - LeaseGuard: leadership as a fence for power calls. It is the
 //     manager's leader-election lock and notes when each renewal was sent;
 //     its wrapped power controllers power on or off only while the lease

@@ -49,7 +49,7 @@ func TestStormGuardPerClusterAndHealthCheck(t *testing.T) {
 	machine("b-w1", "b", "worker")
 	machine("b-w2", "b", "worker")
 
-	rem := NewRemediationReconciler(c, ns, remediation.Config{Timeout: time.Hour}, remediation.MaxCount(1), time.Now)
+	rem := NewRemediationReconciler(c, ns, Ownership{NoOperator: true}, remediation.Config{Timeout: time.Hour}, remediation.MaxCount(1), time.Now)
 	ms := &Machines{Client: c, Namespace: ns}
 	mark := func(name string) remediation.MachineRecord {
 		t.Helper()

@@ -133,7 +133,7 @@ func TestNoPowerCallAfterLeaseLost(t *testing.T) {
 		rec := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
 			Power:  func(string) (power.Controller, error) { return pc, nil },
 			Config: reboot.Config{StaleReads: 300 * time.Millisecond, SoftTimeout: time.Second}}
-		require.NoError(t, (&RebootController{Name: "reboot-" + id, Reconciler: rec, Namespace: ns}).SetupWithManager(mgr))
+		require.NoError(t, (&RebootController{Name: "reboot-" + id, Reconciler: rec, Namespace: ns, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
 		return mgr

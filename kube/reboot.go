@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
@@ -53,6 +54,10 @@ type RebootHosts struct {
 	// controller turns it into an event); the host is not wedged: see
 	// ErrCorruptRecord.
 	Corrupt func(host string, err error)
+	// Informers, if set (a manager's GetCache()), make the store a
+	// reboot.HostWatcher: the reboot Client's waits then answer as soon
+	// as the controller writes, instead of polling.
+	Informers cache.Informers
 }
 
 var _ reboot.HostStore = (*RebootHosts)(nil)

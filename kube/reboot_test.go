@@ -115,7 +115,7 @@ func TestRebootControllerOnAPIServer(t *testing.T) {
 	rec := &reboot.Reconciler{Hosts: &RebootHosts{Client: c, Namespace: ns}, Now: time.Now,
 		Power:  func(string) (power.Controller, error) { return hw, nil },
 		Config: reboot.Config{StaleReads: 500 * time.Millisecond, SoftTimeout: 2 * time.Second}}
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rec, Namespace: ns}).SetupWithManager(mgr))
+	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rec, Namespace: ns, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()

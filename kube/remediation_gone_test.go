@@ -42,7 +42,7 @@ func TestRemediationHostGoneEscalates(t *testing.T) {
 	require.NoError(t, c.Update(ctx, m))
 
 	now := time.Now
-	rem := NewRemediationReconciler(c, ns, remediation.Config{Timeout: 2 * time.Second, RetryLimit: -1, PollInterval: 100 * time.Millisecond},
+	rem := NewRemediationReconciler(c, ns, Ownership{NoOperator: true}, remediation.Config{Timeout: 2 * time.Second, RetryLimit: -1, PollInterval: 100 * time.Millisecond},
 		remediation.MaxCount(1), now)
 	_, err = rem.Reconcile(ctx, "mg")
 	require.NoError(t, err)

@@ -66,16 +66,22 @@ func (c *RemediationController) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // NewRemediationReconciler wires the remediation Reconciler to the stores
-// of this package for one namespace.
-func NewRemediationReconciler(cl client.Client, namespace string, cfg remediation.Config, limit remediation.Limit, now func() time.Time) *remediation.Reconciler {
+// of this package for one namespace. Hosts that own says are rebootkit's
+// are driven through the reboot API (the RebootController serves it), the
+// others through the baremetal-operator's own reboot annotation and status
+// (OwnedHosts): one actor per host.
+func NewRemediationReconciler(cl client.Client, namespace string, own Ownership, cfg remediation.Config, limit remediation.Limit, now func() time.Time) *remediation.Reconciler {
 	hosts := &RebootHosts{Client: cl, Namespace: namespace}
+	hostOf := func(ctx context.Context, machine string) (string, error) {
+		return HostOfMachine(ctx, cl, namespace, machine)
+	}
 	return &remediation.Reconciler{
 		Machines:   &Machines{Client: cl, Namespace: namespace},
 		Nodes:      &Nodes{Client: cl},
 		Admissions: &Admissions{Client: cl, Namespace: namespace},
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: func(ctx context.Context, machine string) (string, error) {
-			return HostOfMachine(ctx, cl, namespace, machine)
-		}},
+		Hosts: &OwnedHosts{Ownership: own,
+			Ours:     &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: hostOf},
+			Operator: &OperatorHosts{Client: cl, Namespace: namespace, HostOf: hostOf}},
 		Config: cfg, Limit: limit, Now: now,
 	}
 }

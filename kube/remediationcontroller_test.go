@@ -70,8 +70,8 @@ func TestRemediationOnAPIServer(t *testing.T) {
 	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
 		Power:  func(string) (power.Controller, error) { return hw, nil },
 		Config: reboot.Config{StaleReads: 500 * time.Millisecond, SoftTimeout: 2 * time.Second}}
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns}).SetupWithManager(mgr))
-	rem := NewRemediationReconciler(mgr.GetClient(), ns, remediation.Config{Timeout: time.Minute, PollInterval: 200 * time.Millisecond},
+	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
+	rem := NewRemediationReconciler(mgr.GetClient(), ns, Ownership{NoOperator: true}, remediation.Config{Timeout: time.Minute, PollInterval: 200 * time.Millisecond},
 		remediation.MaxCount(1), time.Now)
 	require.NoError(t, (&RemediationController{Name: "remediation-" + ns, Reconciler: rem, Namespace: ns}).SetupWithManager(mgr))
 	var wg sync.WaitGroup

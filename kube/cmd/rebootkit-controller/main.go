@@ -18,6 +18,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -53,6 +54,8 @@ func run(args []string) int {
 	leaseDuration := fs.Duration("lease-duration", 15*time.Second, "leader lease duration (power calls stop a third of it before the lease may end)")
 	renewDeadline := fs.Duration("renew-deadline", 10*time.Second, "how long the leader tries to renew its lease")
 	retryPeriod := fs.Duration("retry-period", 2*time.Second, "how often leader election is tried and the lease renewed")
+	operator := fs.Bool("baremetal-operator", true, "a baremetal-operator runs in the cluster: rebootkit powers only hosts it does not manage (detached, or --unmanaged-hosts) and remediates the others through the operator's reboot annotation")
+	unmanaged := fs.String("unmanaged-hosts", "", "label selector of hosts the baremetal-operator does not manage (besides detached ones)")
 	workers := fs.Int("concurrent-reconciles", 32, "hosts reconciled at once (a slow BMC holds one)")
 	callTimeout := fs.Duration("bmc-call-timeout", 30*time.Second, "bound on every BMC power call")
 	connectTimeout := fs.Duration("bmc-connect-timeout", 30*time.Second, "bound on every BMC login")
@@ -66,6 +69,15 @@ func run(args []string) int {
 	if *namespace == "" || !want["reboot"] || len(want) > 2 || len(want) == 2 && !want["remediation"] {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller: --namespace is required; --controllers is reboot or reboot,remediation")
 		return 2
+	}
+	own := kube.Ownership{NoOperator: !*operator}
+	if *unmanaged != "" {
+		sel, err := labels.Parse(*unmanaged)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rebootkit-controller: --unmanaged-hosts:", err)
+			return 2
+		}
+		own.Unmanaged = sel
 	}
 	ctrl.SetLogger(zap.New())
 	if *kubeconfig != "" {
@@ -130,13 +142,13 @@ func run(args []string) int {
 	}
 	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: powerOf,
 		Now: time.Now, Config: reboot.Config{SoftTimeout: *softTimeout, StaleReads: *staleReads}}
-	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace, MaxConcurrentReconciles: *workers,
+	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace, MaxConcurrentReconciles: *workers, Ownership: own,
 		ReconcileTimeout: 2*(*callTimeout+*connectTimeout) + 30*time.Second}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
 	}
 	if want["remediation"] {
-		rem := kube.NewRemediationReconciler(mgr.GetClient(), *namespace, remediation.Config{Timeout: *remTimeout}, remediation.MaxCount(*limit), time.Now)
+		rem := kube.NewRemediationReconciler(mgr.GetClient(), *namespace, own, remediation.Config{Timeout: *remTimeout}, remediation.MaxCount(*limit), time.Now)
 		if err := (&kube.RemediationController{Reconciler: rem, Namespace: *namespace}).SetupWithManager(mgr); err != nil {
 			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 			return 1

@@ -66,7 +66,7 @@ func TestControllerBinary(t *testing.T) {
 	must(c.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "h1"},
 		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish://" + strings.TrimPrefix(srv.URL, "https://") + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
 
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--namespace", ns.Name, "--controllers", "reboot,remediation", "--bmc-ca-file", ca, "--stale-reads", "500ms", "--soft-timeout", "2s")
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--namespace", ns.Name, "--baremetal-operator=false", "--controllers", "reboot,remediation", "--bmc-ca-file", ca, "--stale-reads", "500ms", "--soft-timeout", "2s")
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	must(cmd.Start())

@@ -127,7 +127,7 @@ func TestThousandHosts(t *testing.T) {
 	}
 	t.Logf("%d hosts and secrets created in %v", n, time.Since(created).Round(time.Millisecond))
 
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--namespace", ns.Name, "--stale-reads", "500ms",
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--namespace", ns.Name, "--baremetal-operator=false", "--stale-reads", "500ms",
 		"--concurrent-reconciles", "32", "--bmc-call-timeout", "5s", "--bmc-connect-timeout", "5s")
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = &logs, &logs

@@ -1,0 +1,201 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// Ownership: never two actors on one host's power. In a metal3 cluster the
+// baremetal-operator owns each host's power: it implements the
+// reboot.metal3.io annotations itself and powers hosts by spec.online. So
+// rebootkit's RebootController powers only the hosts the operator does not
+// manage, and a remediation drives the others through the operator's own
+// reboot annotation and status, as the Cluster API provider for metal3
+// does.
+type Ownership struct {
+	// NoOperator: no baremetal-operator runs in the cluster; every host is
+	// rebootkit's.
+	NoOperator bool
+	// Unmanaged selects hosts the operator does not manage (besides those
+	// it is detached from by metal3.DetachedAnnotation); nil selects none.
+	Unmanaged labels.Selector
+}
+
+// Ours reports whether rebootkit powers bmh (and why not, if not).
+func (o Ownership) Ours(bmh *metal3.BareMetalHost) (bool, string) {
+	if o.NoOperator {
+		return true, ""
+	}
+	if _, ok := bmh.Annotations[metal3.DetachedAnnotation]; ok {
+		return true, ""
+	}
+	if o.Unmanaged != nil && o.Unmanaged.Matches(labels.Set(bmh.Labels)) {
+		return true, ""
+	}
+	return false, fmt.Sprintf("host %s is managed by the baremetal-operator, which powers it and serves its reboot annotations itself; "+
+		"rebootkit powers only hosts the operator does not manage (annotation %s, or a label selector given to rebootkit)",
+		bmh.Name, metal3.DetachedAnnotation)
+}
+
+// OperatorHosts is a remediation.HostStore for hosts the
+// baremetal-operator powers: the remediation's request is the operator's
+// own phased reboot annotation (remediation.RebootAnnotation, a
+// reboot.metal3.io/{key}), and what it did is read from the host's status
+// as the operator writes it. Fenced: the request is there and the
+// operator's status, written in a later second than the request
+// (status.lastUpdated, seconds), says the host is not powered on.
+// PoweredOn: the request is gone and such a status says it is on. The
+// evidence rests on the operator's status being true when written, and on
+// its clock agreeing with the remediation's (the reboot package's
+// assumption A3).
+type OperatorHosts struct {
+	Client    client.Client
+	Namespace string
+	// HostOf maps a Machine to its host ("" with a nil error: none).
+	HostOf func(ctx context.Context, machine string) (string, error)
+}
+
+var _ remediation.HostStore = (*OperatorHosts)(nil)
+
+func (s *OperatorHosts) host(ctx context.Context, machine string) (*metal3.BareMetalHost, error) {
+	name, err := s.HostOf(ctx, machine)
+	if err != nil || name == "" {
+		return nil, err
+	}
+	var bmh metal3.BareMetalHost
+	err = s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &bmh)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kube: host %s/%s: %w", s.Namespace, name, err)
+	}
+	return &bmh, nil
+}
+
+// after reports whether a status written at t (floored to seconds) was
+// written after instant at.
+func after(t *time.Time, at time.Time) bool {
+	return t != nil && !t.Before(at.Truncate(time.Second).Add(time.Second))
+}
+
+// Get implements remediation.HostStore.
+func (s *OperatorHosts) Get(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	bmh, err := s.host(ctx, machine)
+	if err != nil {
+		return remediation.Host{}, err
+	}
+	if bmh == nil {
+		return remediation.Host{Missing: true, Power: power.StateUnknown}, nil
+	}
+	v, present := bmh.Annotations[remediation.RebootAnnotation]
+	out := remediation.Host{RebootAnnotation: present, Requested: present && req.Value != "" && v == req.Value, Power: power.StateUnknown}
+	var updated *time.Time
+	if bmh.Status.LastUpdated != nil {
+		updated = &bmh.Status.LastUpdated.Time
+	}
+	if bmh.Status.PoweredOn {
+		out.Power = power.StateOn
+	} else {
+		out.Power = power.StateOff
+	}
+	if req.Value != "" && after(updated, req.At) {
+		out.Fenced = out.Requested && !bmh.Status.PoweredOn
+		out.PoweredOn = !present && bmh.Status.PoweredOn
+	}
+	return out, nil
+}
+
+// AddRebootAnnotation implements remediation.HostStore (a merge patch of
+// the one annotation, with the resourceVersion read).
+func (s *OperatorHosts) AddRebootAnnotation(ctx context.Context, machine string, req remediation.Request) error {
+	return s.patch(ctx, machine, req.Value)
+}
+
+// RemoveRebootAnnotation implements remediation.HostStore.
+func (s *OperatorHosts) RemoveRebootAnnotation(ctx context.Context, machine string) error {
+	return s.patch(ctx, machine, nil)
+}
+
+func (s *OperatorHosts) patch(ctx context.Context, machine string, value any) error {
+	bmh, err := s.host(ctx, machine)
+	if err != nil {
+		return err
+	}
+	if bmh == nil {
+		if value == nil {
+			return nil
+		}
+		return fmt.Errorf("kube: machine %s has no host: %w", machine, remediation.ErrNotFound)
+	}
+	if _, ok := bmh.Annotations[remediation.RebootAnnotation]; !ok && value == nil {
+		return nil
+	}
+	err = s.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion, metadataPatch(nil, map[string]any{remediation.RebootAnnotation: value})))
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("kube: host %s/%s: %w", s.Namespace, bmh.Name, remediation.ErrConflict)
+	}
+	return err
+}
+
+// OwnedHosts is the remediation.HostStore that keeps one actor per host:
+// hosts rebootkit powers (Ownership.Ours) go through the reboot API served
+// by the RebootController (Ours), the others through the
+// baremetal-operator (Operator).
+type OwnedHosts struct {
+	Ownership Ownership
+	Ours      remediation.HostStore
+	Operator  *OperatorHosts
+}
+
+var _ remediation.HostStore = (*OwnedHosts)(nil)
+
+func (s *OwnedHosts) pick(ctx context.Context, machine string) (remediation.HostStore, error) {
+	bmh, err := s.Operator.host(ctx, machine)
+	if err != nil {
+		return nil, err
+	}
+	if bmh != nil {
+		if ours, _ := s.Ownership.Ours(bmh); !ours {
+			return s.Operator, nil
+		}
+	}
+	return s.Ours, nil
+}
+
+// Get implements remediation.HostStore.
+func (s *OwnedHosts) Get(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	h, err := s.pick(ctx, machine)
+	if err != nil {
+		return remediation.Host{}, err
+	}
+	return h.Get(ctx, machine, req)
+}
+
+// AddRebootAnnotation implements remediation.HostStore.
+func (s *OwnedHosts) AddRebootAnnotation(ctx context.Context, machine string, req remediation.Request) error {
+	h, err := s.pick(ctx, machine)
+	if err != nil {
+		return err
+	}
+	return h.AddRebootAnnotation(ctx, machine, req)
+}
+
+// RemoveRebootAnnotation implements remediation.HostStore.
+func (s *OwnedHosts) RemoveRebootAnnotation(ctx context.Context, machine string) error {
+	h, err := s.pick(ctx, machine)
+	if err != nil {
+		return err
+	}
+	return h.RemoveRebootAnnotation(ctx, machine)
+}
