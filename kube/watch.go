@@ -24,9 +24,10 @@ var ErrNoWatch = errors.New("kube: no informers to watch hosts with")
 // Watch implements reboot.HostWatcher with the informers of
 // RebootHosts.Informers (a manager's cache): a value after every change
 // of the host or of its RebootRecord the informers see, coalesced into a
-// buffer of one; the channel is closed when ctx is done. Read the host
-// through a client of the same cache, so that what wakes a waiter is what
-// it then reads.
+// buffer of one; the channel is closed when ctx is done. A reboot Client
+// should read through a direct client (a cache may not yet show the
+// request it just wrote, which it would take for a removed request): a
+// change the informers report is then always visible to its read.
 func (s *RebootHosts) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
 	if s.Informers == nil {
 		return nil, ErrNoWatch

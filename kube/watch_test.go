@@ -44,7 +44,9 @@ func TestRebootHostsWatch(t *testing.T) {
 	defer func() { cancel(); wg.Wait() }()
 	require.True(t, mgr.GetCache().WaitForCacheSync(ctx))
 
-	cl := &reboot.Client{Hosts: hosts, Key: "fencer", Now: time.Now, Poll: 10 * time.Minute}
+	// The client reads directly (a cache may not show its own request yet)
+	// and is woken by the manager's informers.
+	cl := &reboot.Client{Hosts: &RebootHosts{Client: direct, Namespace: ns, Informers: mgr.GetCache()}, Key: "fencer", Now: time.Now, Poll: 10 * time.Minute}
 	tk, err := cl.Request(ctx, "h1", power.ModeHard)
 	require.NoError(t, err)
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
