@@ -194,7 +194,12 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
 		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32)}
 	f.start = f.mono()
-	f.pool = power.NewPool(power.PoolConfig{CallTimeout: opts.CallTimeout, ConnectTimeout: opts.CallTimeout, Now: opts.Now, Logger: opts.Logger})
+	// The Pool measures back-off and idleness only: give it the monotonic
+	// clock, so that a wall clock stepped back (NTP) never leaves a BMC
+	// backing off for as long as the step.
+	monoEpoch := time.Unix(0, 0)
+	f.pool = power.NewPool(power.PoolConfig{CallTimeout: opts.CallTimeout, ConnectTimeout: opts.CallTimeout, Logger: opts.Logger,
+		Now: func() time.Time { return monoEpoch.Add(f.mono()) }})
 	f.hosts = &boltHosts{db: db}
 	f.rec = &reboot.Reconciler{Hosts: f.hosts, Power: f.power, Now: f.now, Config: opts.Reboot, Monotonic: f.mono}
 	if opts.Logger != nil && opts.Logger.Enabled(context.Background(), slog.LevelDebug) {

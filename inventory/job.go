@@ -222,7 +222,12 @@ func decideJob(in jobInput, now time.Time) jobStep {
 		after.State, after.StateAt, after.Requested = JobRebooting, now, tp(now)
 		st.AfterOK = &after
 	case JobRebooting:
-		cycled := !anyOurs && !h.Status.Pending() && h.Status.LastPoweredOn.After(j.RequestAt) && h.Settled
+		// In this state the request is removed only by the release, after
+		// the reboot package fenced the server for it: gone, no reboot
+		// pending, and the server read on since is the end of the power
+		// cycle. (No timestamps compared: the wall clock may have been
+		// stepped between the request and the power-on.)
+		cycled := !anyOurs && !h.Status.Pending() && h.Settled
 		switch {
 		case cycled:
 			st.Job.Finished = tp(now)

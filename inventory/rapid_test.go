@@ -415,7 +415,8 @@ func TestJobStateMachine(t *testing.T) {
 			"time": func(t *rapid.T) {
 				w.clk.Advance(time.Duration(rapid.Int64Range(int64(100*time.Millisecond), int64(2*time.Minute)).Draw(t, "advance")))
 			},
-			"kill": func(t *rapid.T) { w.killAt = w.points + rapid.IntRange(1, 12).Draw(t, "killAfter") },
+			"clock": func(t *rapid.T) { w.clk.Apply(fake.DrawClockMove(t, "clock", true)) },
+			"kill":  func(t *rapid.T) { w.killAt = w.points + rapid.IntRange(1, 12).Draw(t, "killAfter") },
 			"bmc": func(t *rapid.T) {
 				w.bmcs[rapid.SampledFrom(ids).Draw(t, "bmcServer")].mode = rapid.IntRange(0, bmcModes-1).Draw(t, "bmcMode")
 			},
@@ -465,7 +466,12 @@ func TestJobStateMachine(t *testing.T) {
 					rt.Logf("%s", plan.Table(p))
 				}
 				jobs, _ := w.f.Jobs()
-				rt.Fatalf("not settled after the BMCs behaved: jobs %+v", jobs)
+				var hosts []string
+				for _, id := range ids {
+					h, _ := w.f.hosts.load(id)
+					hosts = append(hosts, fmt.Sprintf("%s: %+v hardware on %v", id, h, w.bmcs[id].p.HardwareOn()))
+				}
+				rt.Fatalf("not settled after the BMCs behaved: jobs %+v\nhosts %s", jobs, strings.Join(hosts, "\n"))
 			}
 			w.clk.Advance(5 * time.Second)
 		}
