@@ -46,8 +46,10 @@ type BMCTarget struct {
 // ParseBMCAddress parses a BareMetalHost's BMC address, as the
 // baremetal-operator writes them: ipmi://host[:port][?privilegelevel=P],
 // and the Redfish
-// family (redfish://, redfish+http://, redfish+https://, and vendor
-// variants such as idrac-redfish:// or ilo5-redfish://) with the system's
+// family (redfish://, redfish+http://, redfish+https://, the
+// virtual-media and UEFI-HTTP variants such as redfish-virtualmedia:// and
+// idrac-virtualmedia://, and vendor variants such as idrac-redfish:// or
+// ilo5-redfish://) with the system's
 // path (/redfish/v1/Systems/ID). Anything else wraps ErrBMCAddress.
 func ParseBMCAddress(addr string) (BMCTarget, error) {
 	u, err := url.Parse(addr)
@@ -75,7 +77,10 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 			return BMCTarget{}, fmt.Errorf("%w: privilegelevel %q (OPERATOR or ADMINISTRATOR)", ErrBMCAddress, priv)
 		}
 		return BMCTarget{Protocol: "ipmi", Host: host, Port: port, Privilege: priv}, nil
-	case strings.Contains(scheme, "redfish"):
+	case strings.Contains(scheme, "redfish") || strings.Contains(scheme, "virtualmedia") || strings.Contains(scheme, "uefihttp"):
+		// The baremetal-operator's Redfish drivers: redfish, its
+		// virtual-media and UEFI-HTTP boot variants, and the vendors'
+		// (idrac-redfish, idrac-virtualmedia, ilo5-redfish, ...).
 		web := "https"
 		if strings.HasSuffix(scheme, "+http") {
 			web = "http"

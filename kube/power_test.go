@@ -34,8 +34,10 @@ func TestParseBMCAddress(t *testing.T) {
 		"redfish+https://bmc/redfish/v1/Systems/System.Embedded.1":      {Protocol: "redfish", Endpoint: "https://bmc", SystemID: "System.Embedded.1"},
 		"idrac-redfish://10.1.1.1/redfish/v1/Systems/System.Embedded.1": {Protocol: "redfish", Endpoint: "https://10.1.1.1", SystemID: "System.Embedded.1"},
 		"redfish://bmc": {Protocol: "redfish", Endpoint: "https://bmc"},
-		"ipmi://10.0.0.5:6230?privilegelevel=administrator": {Protocol: "ipmi", Host: "10.0.0.5", Port: 6230, Privilege: "ADMINISTRATOR"},
-		"ipmi://10.0.0.5?privilegelevel=OPERATOR":           {Protocol: "ipmi", Host: "10.0.0.5", Port: 623, Privilege: "OPERATOR"},
+		"redfish-virtualmedia+http://bmc:8000/redfish/v1/Systems/2":          {Protocol: "redfish", Endpoint: "http://bmc:8000", SystemID: "2"},
+		"idrac-virtualmedia://10.1.1.1/redfish/v1/Systems/System.Embedded.1": {Protocol: "redfish", Endpoint: "https://10.1.1.1", SystemID: "System.Embedded.1"},
+		"ipmi://10.0.0.5:6230?privilegelevel=administrator":                  {Protocol: "ipmi", Host: "10.0.0.5", Port: 6230, Privilege: "ADMINISTRATOR"},
+		"ipmi://10.0.0.5?privilegelevel=OPERATOR":                            {Protocol: "ipmi", Host: "10.0.0.5", Port: 623, Privilege: "OPERATOR"},
 	} {
 		got, err := ParseBMCAddress(addr)
 		require.NoError(t, err, addr)
