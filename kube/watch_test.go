@@ -55,6 +55,10 @@ func TestRebootHostsWatch(t *testing.T) {
 	assert.False(t, hw.HardwareOn())
 	require.NoError(t, cl.Release(ctx, tk))
 	require.NoError(t, cl.WaitDone(wctx, tk), "rebooted, learnt from the watch")
+	// Done means the power-on was decided and recorded (before it is sent).
+	for end := time.Now().Add(10 * time.Second); !hw.HardwareOn() && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	assert.True(t, hw.HardwareOn())
 
 	c2, stop := context.WithCancel(ctx)
