@@ -309,7 +309,22 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 			return nil
 		}
 	}
+	sent := false
 	err := c.do(ctx, op, func(cl *client.Client) error {
+		if sent && ctl == chassis.ChassisControlSoftShutdown {
+			// The first soft shutdown may have been applied although its
+			// answer was lost, and the host may be off now: send it again
+			// only after a fresh read on the new session says on (some
+			// BMCs press the power button for it).
+			res, err := cl.GetChassisStatus(ctx)
+			if err != nil {
+				return err
+			}
+			if !res.PowerIsOn {
+				return nil
+			}
+		}
+		sent = true
 		_, err := cl.ChassisControl(ctx, ctl)
 		return err
 	})
