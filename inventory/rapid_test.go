@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 	"pgregory.net/rapid"
 
 	"github.com/rebootkit/rebootkit/fake"
@@ -380,7 +381,7 @@ func (w *world) newPlan() {
 // servers off at every instant; and once the BMCs behave, every plan ends
 // and every server is on (issue 26, A1-A3, A5).
 func TestJobStateMachine(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
+	rapidcheck.Check(t, func(rt *rapid.T) {
 		w := &world{t: rt, clk: fake.NewClock(time.Time{}), bmcs: map[string]*advBMC{}, store: fake.NewPlanStore(),
 			cancelAt: map[string]int{}, jobStart: map[string]int{}, offMark: map[string]int{}}
 		w.path = filepath.Join(t.TempDir(), fmt.Sprintf("fleet-%d.db", time.Now().UnixNano()))

@@ -119,6 +119,10 @@ type Pool struct {
 	configs map[string]string
 	bmcs    map[string]*bmcState
 	closed  bool
+	// waiting: Close is waiting for wg; closes that start later (a call
+	// that outlived its deadline ends after Close) are not added to it,
+	// since a WaitGroup may not grow while it is waited for.
+	waiting bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -175,7 +179,10 @@ func (p *Pool) Forget(host string) {
 }
 
 // Close closes every controller (waiting up to 10 s for each BMC's
-// logout) and stops the Pool. Later calls fail with ErrPoolClosed.
+// logout) and stops the Pool. Later calls fail with ErrPoolClosed. A call
+// still running past its deadline when Close is called (a controller that
+// ignores its context) closes its controller in the background when it
+// returns, after Close.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -186,6 +193,7 @@ func (p *Pool) Close() error {
 	for _, e := range p.hosts {
 		p.retireLocked(e)
 	}
+	p.waiting = true
 	p.cond.Broadcast()
 	p.mu.Unlock()
 	close(p.stop)
@@ -261,9 +269,14 @@ func (p *Pool) closeLocked(e *entry) {
 	// Until the BMC has ended the session it still counts against the
 	// BMC's bound.
 	p.retiring[e] = struct{}{}
-	p.wg.Add(1)
+	counted := !p.waiting
+	if counted {
+		p.wg.Add(1)
+	}
 	go func() {
-		defer p.wg.Done()
+		if counted {
+			defer p.wg.Done()
+		}
 		closeController(c)
 		p.mu.Lock()
 		delete(p.retiring, e)

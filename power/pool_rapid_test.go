@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 	"github.com/rebootkit/rebootkit/power"
 	"pgregory.net/rapid"
 )
@@ -129,7 +130,7 @@ func (c *simCtrl) Close() error {
 // the credentials changed; no call held past its deadline plus half a
 // second; a call refused for back-off never reached the BMC.
 func TestPoolStateMachine(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
 		const maxSessions = 2
 		const callTimeout = 30 * time.Millisecond
 		authBackoff := 30 * time.Second
