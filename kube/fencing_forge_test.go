@@ -31,8 +31,7 @@ import (
 func TestClientCannotForgeFencing(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	admin, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	admin := adminClient(t)
 	ns := newNamespace(t, admin)
 	h1 := newBMH(t, admin, ns, "h1")
 	newBMH(t, admin, ns, "h2")
@@ -93,8 +92,7 @@ func TestClientCannotForgeFencing(t *testing.T) {
 func TestCorruptRecordRepaired(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c := adminClient(t)
 	ns := newNamespace(t, c)
 	h := newBMH(t, c, ns, "h1")
 	h.Annotations = map[string]string{LegacyStatusAnnotation: "{not json", reboot.Annotation: `{"mode":"hard"}`}

@@ -23,8 +23,7 @@ import (
 func TestStormGuardPerClusterAndHealthCheck(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c := adminClient(t)
 	ns := newNamespace(t, c)
 	mhc := func(name, cluster, role string) {
 		require.NoError(t, c.Create(ctx, &clusterv1.MachineHealthCheck{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},

@@ -37,8 +37,7 @@ func newMachine(t *testing.T, c client.Client, ns, name string, controlPlane boo
 func TestMachinesOnAPIServer(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c := adminClient(t)
 	ns := newNamespace(t, c)
 	m := newMachine(t, c, ns, "m1", true)
 	newMachine(t, c, ns, "m2", false)

@@ -4,16 +4,22 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/go-logr/logr"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/require"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -189,4 +195,24 @@ func asController(t *testing.T, ns string) *rest.Config {
 	name := "rebootkit-controller-" + ns
 	bindRole(t, name, cluster, "")
 	return asUser(t, name, namespaced, ns)
+}
+
+// adminClient is a client with the test API server's admin credentials
+// that reads directly, not through a cache.
+func adminClient(t *testing.T) client.Client {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	return c
+}
+
+// namespacedManager is a manager that runs as the controller (under the
+// generated RBAC, see asController) with its cache on namespace ns and no
+// metrics listener.
+func namespacedManager(t *testing.T, ns string) manager.Manager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(asController(t, ns), ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
+	require.NoError(t, err)
+	return mgr
 }

@@ -18,10 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
@@ -142,8 +139,7 @@ func TestOneActorPerHost(t *testing.T) {
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	direct, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	direct := adminClient(t)
 	ns := newNamespace(t, direct)
 	managed := newBMH(t, direct, ns, "managed")
 	managed.Spec.ConsumerRef = &corev1.ObjectReference{Kind: "Metal3Machine", Name: "m1-m3m", Namespace: ns}
@@ -154,9 +150,7 @@ func TestOneActorPerHost(t *testing.T) {
 	hws := map[string]*fake.Power{"managed": fake.NewPower(time.Now, fake.PowerConfig{}), "detached": fake.NewPower(time.Now, fake.PowerConfig{})}
 	log := &actors{}
 
-	mgr, err := ctrl.NewManager(asController(t, ns), ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
-	require.NoError(t, err)
+	mgr := namespacedManager(t, ns)
 	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
 		Power: func(name string) (power.Controller, error) {
 			return tagged{Controller: hws[name], host: name, actor: "rebootkit", log: log}, nil

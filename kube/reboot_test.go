@@ -14,10 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
@@ -45,8 +42,7 @@ func newBMH(t *testing.T, c client.Client, ns, name string) *metal3.BareMetalHos
 func TestRebootHostsOnAPIServer(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c := adminClient(t)
 	ns := newNamespace(t, c)
 	newBMH(t, c, ns, "h1")
 	s := &RebootHosts{Client: c, Namespace: ns}
@@ -101,14 +97,11 @@ func TestRebootControllerOnAPIServer(t *testing.T) {
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	direct, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	direct := adminClient(t)
 	ns := newNamespace(t, direct)
 	// The controller runs as a user bound to the generated role
 	// (config/rbac/role.yaml): a missing permission fails the test.
-	mgr, err := ctrl.NewManager(asController(t, ns), ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
-	require.NoError(t, err)
+	mgr := namespacedManager(t, ns)
 	c := mgr.GetClient()
 	newBMH(t, direct, ns, "h1")
 	hw := fake.NewPower(time.Now, fake.PowerConfig{Lag: 100 * time.Millisecond})

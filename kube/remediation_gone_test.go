@@ -28,8 +28,7 @@ import (
 func TestRemediationHostGoneEscalates(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c := adminClient(t)
 	ns := newNamespace(t, c)
 	h := newBMH(t, c, ns, "host-g")
 	h.Spec.ConsumerRef = &corev1.ObjectReference{Kind: "Metal3Machine", Name: "mg-m3m", Namespace: ns}
@@ -44,7 +43,7 @@ func TestRemediationHostGoneEscalates(t *testing.T) {
 	now := time.Now
 	rem := NewRemediationReconciler(c, ns, Ownership{NoOperator: true}, remediation.Config{Timeout: 2 * time.Second, RetryLimit: -1, PollInterval: 100 * time.Millisecond},
 		remediation.MaxCount(1), now)
-	_, err = rem.Reconcile(ctx, "mg")
+	_, err := rem.Reconcile(ctx, "mg")
 	require.NoError(t, err)
 	rec, err := (&Machines{Client: c, Namespace: ns}).Get(ctx, "mg")
 	require.NoError(t, err)
@@ -87,8 +86,7 @@ func TestRemediationHostGoneEscalates(t *testing.T) {
 func TestNodeDeleteChecksUID(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c := adminClient(t)
 	name := fmt.Sprintf("node-uid-%d", time.Now().UnixNano())
 	require.NoError(t, c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 	s := &Nodes{Client: c}

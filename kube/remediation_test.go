@@ -63,8 +63,7 @@ func (c *interloping) interlope(ctx context.Context, obj client.Object) error {
 func TestNodesOnAPIServer(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c := adminClient(t)
 	name := fmt.Sprintf("node-%d", time.Now().UnixNano())
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"keep": "mine"}}}
 	require.NoError(t, c.Create(ctx, n))
@@ -110,8 +109,7 @@ func TestNodesOnAPIServer(t *testing.T) {
 func TestAdmissionsOnAPIServer(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c := adminClient(t)
 	s := &Admissions{Client: c, Namespace: newNamespace(t, c)}
 	a, err := s.GetAdmissions(ctx)
 	require.NoError(t, err)

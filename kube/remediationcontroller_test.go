@@ -14,10 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
@@ -37,8 +33,7 @@ func TestRemediationOnAPIServer(t *testing.T) {
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	direct, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	direct := adminClient(t)
 	ns := newNamespace(t, direct)
 	nodeName := fmt.Sprintf("node-r-%d", time.Now().UnixNano())
 	h := newBMH(t, direct, ns, "host-r")
@@ -64,9 +59,7 @@ func TestRemediationOnAPIServer(t *testing.T) {
 	hw := fake.NewPower(time.Now, fake.PowerConfig{Lag: 100 * time.Millisecond})
 	// The controllers run as a user bound to the generated role
 	// (config/rbac/role.yaml): a missing permission fails the test.
-	mgr, err := ctrl.NewManager(asController(t, ns), ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
-	require.NoError(t, err)
+	mgr := namespacedManager(t, ns)
 	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
 		Power:  func(string) (power.Controller, error) { return hw, nil },
 		Config: reboot.Config{StaleReads: 500 * time.Millisecond, SoftTimeout: 2 * time.Second}}

@@ -9,7 +9,6 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/nodereuse"
 )
@@ -21,8 +20,7 @@ import (
 func TestReuseHostsOnAPIServer(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c := adminClient(t)
 	ns := newNamespace(t, c)
 	pool := nodereuse.MachineDeployment("md-1")
 	label, err := pool.LabelValue()

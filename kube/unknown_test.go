@@ -61,8 +61,7 @@ var (
 func TestWritesKeepUnknownFields(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c := adminClient(t)
 	ns := newNamespace(t, c)
 	newBMH(t, c, ns, "h1")
 	setFuture(t, c, bmhGVK, ns, "h1")

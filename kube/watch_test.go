@@ -8,10 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
@@ -26,13 +22,10 @@ func TestRebootHostsWatch(t *testing.T) {
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	direct, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	direct := adminClient(t)
 	ns := newNamespace(t, direct)
 	newBMH(t, direct, ns, "h1")
-	mgr, err := ctrl.NewManager(asController(t, ns), ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
-	require.NoError(t, err)
+	mgr := namespacedManager(t, ns)
 	hw := fake.NewPower(time.Now, fake.PowerConfig{Lag: 50 * time.Millisecond})
 	hosts := &RebootHosts{Client: mgr.GetClient(), Namespace: ns, Informers: mgr.GetCache()}
 	rec := &reboot.Reconciler{Hosts: hosts, Now: time.Now, Power: func(string) (power.Controller, error) { return hw, nil },
