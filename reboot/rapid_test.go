@@ -3,67 +3,16 @@ package reboot_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/internal/rapidcheck"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 	"pgregory.net/rapid"
 )
-
-var errCrash = errors.New("test: process crashed before the power call")
-
-// probe wraps the power controller the Reconciler uses: it can crash the
-// process before a power call, and it checks, at the instant of every
-// power-on, what the store and the last read say.
-type probe struct {
-	power.Controller
-	armed     bool
-	crashed   bool
-	lastRead  power.State
-	onChecker func()
-	onRead    func() // a second writer armed to write while the power is read
-}
-
-func (p *probe) State(ctx context.Context) (power.State, error) {
-	if f := p.onRead; f != nil {
-		p.onRead = nil
-		f()
-	}
-	s, err := p.Controller.State(ctx)
-	p.lastRead = s
-	if err != nil {
-		p.lastRead = power.StateUnknown
-	}
-	return s, err
-}
-
-func (p *probe) On(ctx context.Context) error {
-	if p.armed {
-		p.armed, p.crashed = false, true
-		return errCrash
-	}
-	p.onChecker()
-	return p.Controller.On(ctx)
-}
-
-func (p *probe) Off(ctx context.Context, m power.Mode) error {
-	if p.armed {
-		p.armed, p.crashed = false, true
-		return errCrash
-	}
-	return p.Controller.Off(ctx, m)
-}
-
-// ticket is a fencing client's request as the test knows it: the
-// protocol's ticket and the real instant its T was taken.
-type ticket struct {
-	reboot.Ticket
-	real time.Time
-}
 
 // TestRebootStateMachine drives the Reconciler and fencing clients (the
 // Client API) in a world drawn from the adversary fakes: a BMC that reports
@@ -112,7 +61,7 @@ func TestRebootStateMachine(t *testing.T) {
 			rcfg.OffSettle = fake.MaxEarlyOff
 		}
 		store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true, StaleReads: hostStale, OffSettle: hostSettle})
-		ctl := &probe{Controller: pw}
+		ctl := &rebootcheck.Probe{Controller: pw}
 		newReconciler := func() *reboot.Reconciler {
 			return &reboot.Reconciler{
 				Hosts:     store,
@@ -128,11 +77,11 @@ func TestRebootStateMachine(t *testing.T) {
 		for _, k := range keys {
 			clients[k] = &reboot.Client{Hosts: store, Key: k, Now: clk.Now}
 		}
-		open := map[string]ticket{} // tickets whose annotation is present
+		open := map[string]rebootcheck.Ticket{} // tickets whose annotation is present
 		// A raw client (the seed's remediation) writes the same value every
 		// time and asks Status.Fenced(T) itself.
 		const rawKey, rawValue = reboot.AnnotationPrefix + "raw", `{"mode":"hard"}`
-		var raw *ticket
+		var raw *rebootcheck.Ticket
 		var bareAt time.Time // real time the bare annotation was written
 		episodes := 0
 		var lastPending time.Time
@@ -146,14 +95,12 @@ func TestRebootStateMachine(t *testing.T) {
 			}
 			return h
 		}
-		ctl.onChecker = func() {
-			if ctl.lastRead == power.StateUnknown {
+		ctl.OnOn = func() {
+			if ctl.LastRead == power.StateUnknown {
 				t.Fatalf("power-on sent in a pass whose power read was unknown")
 			}
-			for k := range host().Annotations {
-				if k != reboot.Annotation && reboot.Validate(k, "") == nil {
-					t.Fatalf("power-on sent while %s is in the store", k)
-				}
+			if k := rebootcheck.HeldBy(host()); k != "" {
+				t.Fatalf("power-on sent while %s is in the store", k)
 			}
 		}
 		// The interloper: a second writer armed by an action, firing just
@@ -171,14 +118,14 @@ func TestRebootStateMachine(t *testing.T) {
 			if err != nil {
 				t.Fatalf("request %s: %v", key, err)
 			}
-			open[key] = ticket{Ticket: tk, real: clk.Real()}
+			open[key] = rebootcheck.Ticket{Ticket: tk, Real: clk.Real()}
 		}
 		rawRequest := func() {
 			at := clk.Now()
 			if err := store.Mutate("h", func(h *reboot.Host) { h.Annotations[rawKey] = rawValue }); err != nil {
 				t.Fatal(err)
 			}
-			raw = &ticket{Ticket: reboot.Ticket{Host: "h", Annotation: rawKey, Value: rawValue, At: at}, real: clk.Real()}
+			raw = &rebootcheck.Ticket{Ticket: reboot.Ticket{Host: "h", Annotation: rawKey, Value: rawValue, At: at}, Real: clk.Real()}
 		}
 		rawRelease := func() {
 			if err := store.Mutate("h", func(h *reboot.Host) { delete(h.Annotations, rawKey) }); err != nil {
@@ -202,8 +149,8 @@ func TestRebootStateMachine(t *testing.T) {
 			if err != nil && !errors.Is(err, reboot.ErrConflict) {
 				t.Fatalf("reconcile: %v", err)
 			}
-			if ctl.crashed {
-				ctl.crashed = false
+			if ctl.Crashed {
+				ctl.Crashed = false
 				r = newReconciler()
 			}
 			after := host()
@@ -237,37 +184,21 @@ func TestRebootStateMachine(t *testing.T) {
 			if _, inStore := h.Annotations[rawKey]; inStore != (raw != nil) {
 				t.Fatalf("raw annotation: in store %v, its client thinks %v", inStore, raw != nil)
 			}
-			if raw != nil && h.Status.Fenced(raw.At, now) && !pw.WasOffDuring(raw.real.Add(-backJumps), clk.Real()) {
+			if raw != nil && h.Status.Fenced(raw.At, now) && !pw.WasOffDuring(raw.Real.Add(-backJumps), clk.Real()) {
 				t.Fatalf("raw client told fenced for T=%v (real %v), but the hardware has run since; status %+v, truth %v",
-					raw.At, raw.real, h.Status, describeTruth(pw))
+					raw.At, raw.Real, h.Status, rebootcheck.DescribeTruth(pw))
 			}
 			for k, tk := range open {
 				if !reboot.FencedFor(h.Status, tk.Ticket, now) {
 					continue
 				}
-				if !pw.WasOffDuring(tk.real.Add(-backJumps), clk.Real()) {
+				if !pw.WasOffDuring(tk.Real.Add(-backJumps), clk.Real()) {
 					t.Fatalf("client %s told fenced for T=%v (real %v), but the hardware has run since; status %+v, truth %v",
-						k, tk.At, tk.real, h.Status, describeTruth(pw))
+						k, tk.At, tk.Real, h.Status, rebootcheck.DescribeTruth(pw))
 				}
 			}
-			cycles, oobOffs := 0, 0
-			wasOff := false
-			for _, tc := range pw.Truth() {
-				switch {
-				case !tc.On:
-					wasOff = true
-					if tc.Cause == fake.CauseOutOfBand {
-						oobOffs++
-					}
-				case wasOff && tc.Cause == fake.CauseCommand:
-					cycles++
-					wasOff = false
-				default:
-					wasOff = false
-				}
-			}
-			if cycles > episodes+oobOffs {
-				t.Fatalf("%d power cycles by command for %d reboots and %d out-of-band power-offs", cycles, episodes, oobOffs)
+			if err := rebootcheck.CheckCycles(pw, episodes); err != nil {
+				t.Fatal(err)
 			}
 		}
 
@@ -301,7 +232,7 @@ func TestRebootStateMachine(t *testing.T) {
 			case 9:
 				r = newReconciler() // a restart between two steps
 			case 10:
-				ctl.armed = true // a crash after persisting, before the power call
+				ctl.CrashArmed = true // a crash after persisting, before the power call
 			case 11:
 				store.FailUpdates(1)
 			case 12:
@@ -324,7 +255,7 @@ func TestRebootStateMachine(t *testing.T) {
 					}
 				}
 				if atRead {
-					ctl.onRead = f // after the Reconciler read the host, before it decides
+					ctl.OnRead = f // after the Reconciler read the host, before it decides
 				} else {
 					interlope = f // just before its write
 				}
@@ -362,9 +293,9 @@ func TestRebootStateMachine(t *testing.T) {
 		}
 
 		// Liveness: the world behaves from here on.
-		interlope, ctl.onRead = nil, nil
+		interlope, ctl.OnRead = nil, nil
 		store.SetInterloper(nil)
-		ctl.armed = false
+		ctl.CrashArmed = false
 		pw.SetReport(fake.Report{})
 		clk.Correct()
 		lastWall = clk.Now()
@@ -402,7 +333,7 @@ func TestRebootStateMachine(t *testing.T) {
 			reconcile()
 			check()
 			h := host()
-			converged = len(open) == 0 && raw == nil && !h.Status.Pending() && pw.Current() == power.StateOn && !hasReboot(h)
+			converged = len(open) == 0 && raw == nil && !h.Status.Pending() && pw.Current() == power.StateOn && !rebootcheck.HasValidReboot(h)
 			clk.Advance(5 * time.Second)
 		}
 		h := host()
@@ -418,23 +349,4 @@ func TestRebootStateMachine(t *testing.T) {
 			}
 		}
 	})
-}
-
-// hasReboot reports whether a valid reboot annotation is present.
-func hasReboot(h reboot.Host) bool {
-	for k := range h.Annotations {
-		if reboot.IsRebootAnnotation(k) && reboot.Validate(k, "") == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// describeTruth is for failure messages.
-func describeTruth(p *fake.Power) string {
-	s := ""
-	for _, tc := range p.Truth() {
-		s += fmt.Sprintf("%s on=%v %s; ", tc.At.Format("15:04:05.000"), tc.On, tc.Cause)
-	}
-	return s
 }

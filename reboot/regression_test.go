@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
@@ -21,7 +22,7 @@ type world struct {
 	ctx   context.Context
 	clk   *fake.Clock
 	pw    *fake.Power
-	ctl   *probe
+	ctl   *rebootcheck.Probe
 	store *fake.RebootHosts
 	r     *reboot.Reconciler
 }
@@ -30,7 +31,7 @@ func newWorld(t *testing.T, cfg fake.PowerConfig, h reboot.Host) *world {
 	t.Helper()
 	w := &world{ctx: context.Background(), clk: fake.NewClock(time.Time{})}
 	w.pw = fake.NewPower(w.clk.Real, cfg)
-	w.ctl = &probe{Controller: w.pw, onChecker: func() {}}
+	w.ctl = &rebootcheck.Probe{Controller: w.pw}
 	h.Name = "h"
 	w.store = fake.NewRebootHosts(h)
 	w.r = w.reconciler()
@@ -317,7 +318,7 @@ func TestRegressionPowerOnWritesFirst(t *testing.T) {
 	w.clk.Advance(31 * time.Second)
 	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) { h.Status.LastPoweredOn = w.clk.Now().Truncate(time.Second) }))
 	// A client adds its key while the Reconciler reads the power.
-	w.ctl.onRead = func() {
+	w.ctl.OnRead = func() {
 		_ = w.store.Mutate("h", func(h *reboot.Host) { h.Annotations["reboot.metal3.io/fencing"] = `{"mode":"hard"}` })
 	}
 	calls := len(w.pw.Calls())
