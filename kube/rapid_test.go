@@ -86,6 +86,14 @@ func (s *interlopingHosts) Update(ctx context.Context, h reboot.Host) (reboot.Ho
 // API server.
 const kubeChecks = "50"
 
+// rapidChecksGiven reports whether -rapid.checks was on the command line
+// (asked once, before this file sets the flag itself).
+var rapidChecksGiven = sync.OnceValue(func() bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "rapid.checks" })
+	return given
+})
+
 // TestRebootStateMachineOnAPIServer is the reboot state machine on real
 // objects: the reboot Reconciler over RebootHosts reading through a
 // manager's cache (which lags the API server) as the controller does, under
@@ -117,9 +125,7 @@ const kubeChecks = "50"
 // and the host ends on with nothing pending.
 func TestRebootStateMachineOnAPIServer(t *testing.T) {
 	needAPIServer(t)
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
-	if !set {
+	if !rapidChecksGiven() {
 		if err := flag.Set("rapid.checks", kubeChecks); err != nil {
 			t.Fatal(err)
 		}
