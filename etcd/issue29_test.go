@@ -557,6 +557,21 @@ func TestListOneRevision(t *testing.T) {
 // plans.
 type plainFleet struct{ plan.Fleet }
 
+// pageReadCounter returns a client that counts the page keys its reads
+// under prefix pre ask for, and the count.
+func pageReadCounter(t *testing.T, pre string) (*atomic.Int32, *clientv3.Client) {
+	reads := new(atomic.Int32)
+	cli := hookClient(t, func(req any) error {
+		for _, k := range rangeKeys(req) {
+			if strings.HasPrefix(k, pre+"pages/") {
+				reads.Add(1)
+			}
+		}
+		return nil
+	}, nil)
+	return reads, cli
+}
+
 // TestNonViewPassReadsPagesOnce (issue 29, point 6): an executor pass
 // with a fleet that is not a ViewFleet reads each page once (Get), not
 // twice (Get, then Put reading every page again to compare).
@@ -567,15 +582,7 @@ func TestNonViewPassReadsPagesOnce(t *testing.T) {
 	const pages = 10
 	fleet := fleetOf(clk, "n", pages*PageSize, "")
 	require.NoError(t, NewStore(newClient(t), pre).Create(ctx, runningPlan(t, "n", fleet.Servers(), 2, clk.Now())))
-	var reads atomic.Int32
-	cli := hookClient(t, func(req any) error {
-		for _, k := range rangeKeys(req) {
-			if strings.HasPrefix(k, pre+"pages/") {
-				reads.Add(1)
-			}
-		}
-		return nil
-	}, nil)
+	reads, cli := pageReadCounter(t, pre)
 	exec := &plan.Executor{Fleet: plainFleet{fleet}, Store: NewStore(cli, pre), Config: cfg29, Now: clk.Now}
 	for i := 0; i < 3; i++ {
 		before := reads.Load()
@@ -596,15 +603,7 @@ func TestViewPassReadsPagesOnce(t *testing.T) {
 	clk := fake.NewClock(time.Time{})
 	fleet := fleetOf(clk, "v", 10*PageSize, "")
 	require.NoError(t, NewStore(newClient(t), pre).Create(ctx, runningPlan(t, "v", fleet.Servers(), 40, clk.Now())))
-	var reads atomic.Int32
-	cli := hookClient(t, func(req any) error {
-		for _, k := range rangeKeys(req) {
-			if strings.HasPrefix(k, pre+"pages/") {
-				reads.Add(1)
-			}
-		}
-		return nil
-	}, nil)
+	reads, cli := pageReadCounter(t, pre)
 	exec := &plan.Executor{Fleet: fleet, Store: NewStore(cli, pre), Config: cfg29, Now: clk.Now}
 	_, err := exec.Pass(ctx, "v") // reads every page once for the plan's members
 	require.NoError(t, err)
