@@ -50,7 +50,10 @@
 //     longer knows) are power.ErrBusy; everything else is power.ErrFailed.
 //     A refused login (RAKP authentication code mismatch, RMCP+ status
 //     unauthorized name, unauthorized role or invalid integrity check
-//     value) is power.ErrAuth, of class failed.
+//     value) is power.ErrAuth, of class failed. A session setup that fails
+//     after the BMC's RAKP 2 proved the password (at RAKP 3 or 4: a late
+//     answer to a retransmitted RAKP 1 does that) is tried once more from
+//     the start, and if it fails again it is power.ErrBusy, never ErrAuth.
 //     Each power.Error carries the completion code (Status) and its name
 //     (Message), never a credential: go-ipmi's own error text is redacted of
 //     the username and password before it is kept.

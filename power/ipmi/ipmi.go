@@ -141,7 +141,36 @@ func (c *Controller) lock(ctx context.Context, op string) error {
 func (c *Controller) unlock() { <-c.sem }
 
 // connect opens a new session (the lock is held, or c is not shared yet).
+// A handshake that fails after the BMC's RAKP 2 proved the password (see
+// lateHandshake) is tried once more from the start.
 func (c *Controller) connect(ctx context.Context) error {
+	err := c.handshake(ctx)
+	var pe *power.Error
+	if errors.As(err, &pe) && pe.Err == errLateHandshake && ctx.Err() == nil {
+		err = c.handshake(ctx)
+	}
+	return err
+}
+
+// errLateHandshake marks a session setup that failed after the password
+// was proved (lateHandshake); it is never ErrAuth.
+var errLateHandshake = errors.New("the session setup failed at its last step although the BMC accepted the password " +
+	"(a lost or late answer; if it persists, the BMC may require a BMC key, Kg, which is not supported)")
+
+// lateHandshake reports whether a failed session setup got past RAKP 2:
+// go-ipmi checks the BMC's RAKP 2 against the password before it sends
+// RAKP 3, so the account and the password are right, and the failure is
+// in the answer to RAKP 3. A late answer to a retransmitted RAKP 1 does
+// that: the BMC drew a new random for the second, and the console took the
+// first's, so RAKP 4 does not match (or the BMC refuses RAKP 3). So can a
+// BMC that requires a BMC key (Kg), which this adapter does not send.
+// go-ipmi formats these errors with %v: the text is matched.
+func lateHandshake(err error) bool {
+	return strings.Contains(err.Error(), "rakp3 failed")
+}
+
+// handshake opens one session, start to end.
+func (c *Controller) handshake(ctx context.Context) error {
 	host := strings.TrimSuffix(strings.TrimPrefix(c.cfg.Host, "["), "]")
 	cl, err := client.NewClient(host, c.cfg.Port, c.cfg.Username, c.cfg.Password)
 	if err != nil {
@@ -368,6 +397,9 @@ func (c *Controller) classify(op string, err error) error {
 		}
 		return &power.Error{Op: op, Class: class, Status: int(cc),
 			Message: fmt.Sprintf("completion code %#02x (%s)", uint8(cc), c.redact(cc.String()))}
+	}
+	if lateHandshake(err) {
+		return &power.Error{Op: op, Class: power.ClassBusy, Err: errLateHandshake}
 	}
 	// go-ipmi does not always wrap it (it formats with %v): match its text.
 	if isAuthFailure(err) {
