@@ -126,10 +126,11 @@ var rapidChecksGiven = sync.OnceValue(func() bool {
 func TestRebootStateMachineOnAPIServer(t *testing.T) {
 	needAPIServer(t)
 	if !rapidChecksGiven() {
+		was := flag.Lookup("rapid.checks").Value.String()
 		if err := flag.Set("rapid.checks", kubeChecks); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = flag.Set("rapid.checks", "100") }()
+		defer func() { _ = flag.Set("rapid.checks", was) }()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -431,6 +432,9 @@ func TestRebootStateMachineOnAPIServer(t *testing.T) {
 		converged := false
 		for i := 0; i < 300 && !converged; i++ {
 			if raw != nil && host().Status.Fenced(raw.At, clk.Now()) {
+				if !pw.WasOffDuring(raw.Real.Add(-backJumps), clk.Real()) {
+					rt.Fatalf("raw client told fenced for T=%v at the end, but the hardware has run since; truth %v", raw.At, rebootcheck.DescribeTruth(pw))
+				}
 				rawTold = true
 				rawRelease()
 			}
@@ -441,6 +445,9 @@ func TestRebootStateMachineOnAPIServer(t *testing.T) {
 						rt.Fatalf("client %s: %v", k, err)
 					}
 					if f {
+						if !pw.WasOffDuring(tk.Real.Add(-backJumps), clk.Real()) {
+							rt.Fatalf("client %s told fenced for T=%v at the end, but the hardware has run since; truth %v", k, tk.At, rebootcheck.DescribeTruth(pw))
+						}
 						told[k] = true
 						release(k)
 					}

@@ -315,6 +315,9 @@ func TestRebootStateMachine(t *testing.T) {
 		converged := false
 		for i := 0; i < 300 && !converged; i++ {
 			if raw != nil && host().Status.Fenced(raw.At, clk.Now()) {
+				if !pw.WasOffDuring(raw.Real.Add(-backJumps), clk.Real()) {
+					t.Fatalf("raw client told fenced for T=%v at the end, but the hardware has run since; truth %v", raw.At, rebootcheck.DescribeTruth(pw))
+				}
 				rawFenced = true
 				rawRelease()
 			}
@@ -325,6 +328,9 @@ func TestRebootStateMachine(t *testing.T) {
 						t.Fatalf("client %s: %v", k, err)
 					}
 					if f {
+						if !pw.WasOffDuring(tk.Real.Add(-backJumps), clk.Real()) {
+							t.Fatalf("client %s told fenced for T=%v at the end, but the hardware has run since; truth %v", k, tk.At, rebootcheck.DescribeTruth(pw))
+						}
 						fencedTickets[k] = true
 						release(k)
 					}

@@ -50,10 +50,11 @@
 //     longer knows) are power.ErrBusy; everything else is power.ErrFailed.
 //     A refused login (RAKP authentication code mismatch, RMCP+ status
 //     unauthorized name, unauthorized role or invalid integrity check
-//     value) is power.ErrAuth, of class failed. A session setup that fails
-//     after the BMC's RAKP 2 proved the password (at RAKP 3 or 4: a late
-//     answer to a retransmitted RAKP 1 does that) is tried once more from
-//     the start, and if it fails again it is power.ErrBusy, never ErrAuth.
+//     value) is power.ErrAuth, of class failed. Except after a retransmit:
+//     a session setup whose RAKP 1 went out twice and that failed at RAKP
+//     3 or 4 (the race of a late answer to the first RAKP 1, after the
+//     BMC's RAKP 2 proved the password) is tried once more from the start,
+//     and if that fails the same way it is power.ErrBusy, never ErrAuth.
 //     Each power.Error carries the completion code (Status) and its name
 //     (Message), never a credential: go-ipmi's own error text is redacted of
 //     the username and password before it is kept.

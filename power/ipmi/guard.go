@@ -119,8 +119,9 @@ type guardConn struct {
 	net.Conn
 	asked int
 
-	mu  sync.Mutex
-	err error
+	mu    sync.Mutex
+	err   error
+	rakp1 int // RAKP Message 1 datagrams written (a retransmit makes two)
 }
 
 func (g *guardConn) failure() error {
@@ -151,6 +152,13 @@ func (g *guardConn) Read(b []byte) (int, error) {
 func (g *guardConn) Write(b []byte) (int, error) {
 	if err := g.failure(); err != nil {
 		return 0, err
+	}
+	// RMCP (4 bytes), then the session header: authentication type 06h
+	// (RMCP+) and the payload type, 12h for RAKP Message 1.
+	if len(b) > 5 && b[4] == 0x06 && b[5]&0x3f == 0x12 {
+		g.mu.Lock()
+		g.rakp1++
+		g.mu.Unlock()
 	}
 	return g.Conn.Write(b)
 }
@@ -190,6 +198,20 @@ func (d *guardDialer) failure() error {
 		return nil
 	}
 	return g.failure()
+}
+
+// rakp1Sent returns how many RAKP Message 1 datagrams went out on the
+// connection dialled.
+func (d *guardDialer) rakp1Sent() int {
+	d.mu.Lock()
+	g := d.conn
+	d.mu.Unlock()
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.rakp1
 }
 
 // hostPort joins host (an IPv6 literal with or without brackets, an IPv4

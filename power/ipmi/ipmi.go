@@ -152,21 +152,22 @@ func (c *Controller) connect(ctx context.Context) error {
 	return err
 }
 
-// errLateHandshake marks a session setup that failed after the password
-// was proved (lateHandshake); it is never ErrAuth.
-var errLateHandshake = errors.New("the session setup failed at its last step although the BMC accepted the password " +
-	"(a lost or late answer; if it persists, the BMC may require a BMC key, Kg, which is not supported)")
+// errLateHandshake marks a session setup that failed past RAKP 2 after
+// RAKP 1 was retransmitted (lateHandshake); it is never ErrAuth.
+var errLateHandshake = errors.New("the session setup failed at its last step after a retransmit " +
+	"(a late answer from a slow BMC or a lossy network; the password was not refused)")
 
-// lateHandshake reports whether a failed session setup got past RAKP 2:
-// go-ipmi checks the BMC's RAKP 2 against the password before it sends
-// RAKP 3, so the account and the password are right, and the failure is
-// in the answer to RAKP 3. A late answer to a retransmitted RAKP 1 does
-// that: the BMC drew a new random for the second, and the console took the
-// first's, so RAKP 4 does not match (or the BMC refuses RAKP 3). So can a
-// BMC that requires a BMC key (Kg), which this adapter does not send.
-// go-ipmi formats these errors with %v: the text is matched.
-func lateHandshake(err error) bool {
-	return strings.Contains(err.Error(), "rakp3 failed")
+// lateHandshake reports whether a failed session setup is the race of a
+// retransmitted RAKP 1: RAKP 1 went out more than once (rakp1Sent), and
+// the setup got past RAKP 2 (go-ipmi checks the BMC's RAKP 2 against the
+// password before it sends RAKP 3) and failed in the answer to RAKP 3.
+// The BMC drew a new random for the retransmit and the console took the
+// late answer to the first, so RAKP 4 does not match, or the BMC refuses
+// RAKP 3. Without a retransmit, such a failure keeps its class (a refusal
+// in RAKP 4 is ErrAuth). go-ipmi formats these errors with %v: the text is
+// matched.
+func lateHandshake(err error, rakp1Sent int) bool {
+	return rakp1Sent > 1 && strings.Contains(err.Error(), "rakp3 failed")
 }
 
 // handshake opens one session, start to end.
@@ -201,6 +202,9 @@ func (c *Controller) handshake(ctx context.Context) error {
 				msg = "refused a cipher suite downgrade (a man in the middle, or a BMC without the pinned suite: pin one it has)"
 			}
 			return &power.Error{Op: "connect", Class: power.ClassFailed, Message: msg, Err: ferr}
+		}
+		if lateHandshake(err, d.rakp1Sent()) {
+			return &power.Error{Op: "connect", Class: power.ClassBusy, Err: errLateHandshake}
 		}
 		return c.classify("connect", err)
 	}
@@ -397,9 +401,6 @@ func (c *Controller) classify(op string, err error) error {
 		}
 		return &power.Error{Op: op, Class: class, Status: int(cc),
 			Message: fmt.Sprintf("completion code %#02x (%s)", uint8(cc), c.redact(cc.String()))}
-	}
-	if lateHandshake(err) {
-		return &power.Error{Op: op, Class: power.ClassBusy, Err: errLateHandshake}
 	}
 	// go-ipmi does not always wrap it (it formats with %v): match its text.
 	if isAuthFailure(err) {

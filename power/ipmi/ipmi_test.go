@@ -172,6 +172,7 @@ func TestNoCredentialsInErrors(t *testing.T) {
 	_, err := ipmi.Connect(ctx, ipmi.Config{Host: b.Host(), Port: b.Port(), Username: user, Password: "wrong-" + pass, Timeout: 300 * time.Millisecond})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, power.ErrFailed)
+	assert.ErrorIs(t, err, power.ErrAuth, "a wrong password is a refused login")
 	assert.NotContains(t, err.Error(), pass)
 	assert.NotContains(t, err.Error(), user)
 
