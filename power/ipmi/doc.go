@@ -51,10 +51,11 @@
 //     A refused login (RAKP authentication code mismatch, RMCP+ status
 //     unauthorized name, unauthorized role or invalid integrity check
 //     value) is power.ErrAuth, of class failed. Except after a retransmit:
-//     a session setup whose RAKP 1 went out twice and that failed at RAKP
-//     3 or 4 (the race of a late answer to the first RAKP 1, after the
-//     BMC's RAKP 2 proved the password) is tried once more from the start,
-//     and if that fails the same way it is power.ErrBusy, never ErrAuth.
+//     a session setup in which Open Session, RAKP 1 or RAKP 3 went out
+//     twice and that failed at RAKP 3 or 4 (the race of a late answer to
+//     the first, after the BMC's RAKP 2 proved the password) is tried once
+//     more from the start, and if that fails the same way it is
+//     power.ErrBusy, never ErrAuth.
 //     Each power.Error carries the completion code (Status) and its name
 //     (Message), never a credential: go-ipmi's own error text is redacted of
 //     the username and password before it is kept.

@@ -119,9 +119,10 @@ type guardConn struct {
 	net.Conn
 	asked int
 
-	mu    sync.Mutex
-	err   error
-	rakp1 int // RAKP Message 1 datagrams written (a retransmit makes two)
+	mu     sync.Mutex
+	err    error
+	resent bool // a session setup message (Open Session, RAKP 1, RAKP 3) went out twice
+	sent   [3]int
 }
 
 func (g *guardConn) failure() error {
@@ -154,11 +155,15 @@ func (g *guardConn) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	// RMCP (4 bytes), then the session header: authentication type 06h
-	// (RMCP+) and the payload type, 12h for RAKP Message 1.
-	if len(b) > 5 && b[4] == 0x06 && b[5]&0x3f == 0x12 {
-		g.mu.Lock()
-		g.rakp1++
-		g.mu.Unlock()
+	// (RMCP+) and the payload type: 10h Open Session Request, 12h RAKP
+	// Message 1, 14h RAKP Message 3.
+	if len(b) > 5 && b[4] == 0x06 {
+		if i := int(b[5]&0x3f) - 0x10; i >= 0 && i <= 4 && i%2 == 0 {
+			g.mu.Lock()
+			g.sent[i/2]++
+			g.resent = g.resent || g.sent[i/2] > 1
+			g.mu.Unlock()
+		}
 	}
 	return g.Conn.Write(b)
 }
@@ -200,18 +205,18 @@ func (d *guardDialer) failure() error {
 	return g.failure()
 }
 
-// rakp1Sent returns how many RAKP Message 1 datagrams went out on the
-// connection dialled.
-func (d *guardDialer) rakp1Sent() int {
+// resent reports whether a session setup message (Open Session Request,
+// RAKP Message 1 or 3) went out more than once on the connection dialled.
+func (d *guardDialer) resent() bool {
 	d.mu.Lock()
 	g := d.conn
 	d.mu.Unlock()
 	if g == nil {
-		return 0
+		return false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.rakp1
+	return g.resent
 }
 
 // hostPort joins host (an IPv6 literal with or without brackets, an IPv4

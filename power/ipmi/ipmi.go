@@ -153,21 +153,22 @@ func (c *Controller) connect(ctx context.Context) error {
 }
 
 // errLateHandshake marks a session setup that failed past RAKP 2 after
-// RAKP 1 was retransmitted (lateHandshake); it is never ErrAuth.
+// a retransmit (lateHandshake); it is never ErrAuth.
 var errLateHandshake = errors.New("the session setup failed at its last step after a retransmit " +
 	"(a late answer from a slow BMC or a lossy network; the password was not refused)")
 
 // lateHandshake reports whether a failed session setup is the race of a
-// retransmitted RAKP 1: RAKP 1 went out more than once (rakp1Sent), and
-// the setup got past RAKP 2 (go-ipmi checks the BMC's RAKP 2 against the
-// password before it sends RAKP 3) and failed in the answer to RAKP 3.
-// The BMC drew a new random for the retransmit and the console took the
-// late answer to the first, so RAKP 4 does not match, or the BMC refuses
-// RAKP 3. Without a retransmit, such a failure keeps its class (a refusal
-// in RAKP 4 is ErrAuth). go-ipmi formats these errors with %v: the text is
-// matched.
-func lateHandshake(err error, rakp1Sent int) bool {
-	return rakp1Sent > 1 && strings.Contains(err.Error(), "rakp3 failed")
+// retransmit: a setup message (Open Session Request, RAKP 1 or RAKP 3)
+// went out more than once (resent), and the setup got past RAKP 2
+// (go-ipmi checks the BMC's RAKP 2 against the password before it sends
+// RAKP 3) and failed in the answer to RAKP 3. A late answer to the first
+// of two requests does that: the BMC made a new session or random for the
+// second, and the console went on with the first's, so RAKP 4 does not
+// match or the BMC refuses RAKP 3. Without a retransmit, such a failure
+// keeps its class (a refusal in RAKP 4 is ErrAuth). go-ipmi formats these
+// errors with %v: the text is matched.
+func lateHandshake(err error, resent bool) bool {
+	return resent && strings.Contains(err.Error(), "rakp3 failed")
 }
 
 // handshake opens one session, start to end.
@@ -203,7 +204,7 @@ func (c *Controller) handshake(ctx context.Context) error {
 			}
 			return &power.Error{Op: "connect", Class: power.ClassFailed, Message: msg, Err: ferr}
 		}
-		if lateHandshake(err, d.rakp1Sent()) {
+		if lateHandshake(err, d.resent()) {
 			return &power.Error{Op: "connect", Class: power.ClassBusy, Err: errLateHandshake}
 		}
 		return c.classify("connect", err)
