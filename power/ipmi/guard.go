@@ -4,223 +4,244 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
-
-	"github.com/bougou/go-ipmi/pkg/types"
 )
 
 // ErrDowngrade is matched (errors.Is) by a *DowngradeError.
 var ErrDowngrade = errors.New("ipmi: the BMC negotiated other algorithms than the pinned cipher suite")
 
-// DowngradeError: the BMC's RMCP+ Open Session Response named other
-// authentication, integrity or confidentiality algorithms than those of the
-// pinned cipher suite. The Open Session exchange is not authenticated, so a
-// man in the middle can do this; the session is refused and nothing is sent
-// on it.
+// DowngradeError: the answer to the RMCP+ Open Session Request named
+// other authentication, integrity or confidentiality algorithms than those
+// of the pinned cipher suite, or was not an RMCP+ Open Session Response at
+// all (another payload type, IPMI v1.5 framing). The Open Session exchange
+// is not authenticated, so a man in the middle can do this; the session is
+// refused and nothing more is sent.
 type DowngradeError struct {
 	// Asked is the pinned cipher suite.
 	Asked int
 	// Offered is the cipher suite whose algorithms the BMC named, or -1 if
-	// no suite has them.
+	// no suite has them or the answer named none.
 	Offered int
 	// Auth, Integrity and Confidentiality are the algorithm numbers the
-	// BMC named (IPMI v2.0 tables 13-17 to 13-19).
+	// BMC named (IPMI v2.0 tables 13-17 to 13-19); 0 when Reason is set.
 	Auth, Integrity, Confidentiality uint8
+	// Reason says what the answer was when it was no Open Session
+	// Response ("IPMI v1.5 framing", "payload type 0x13"); empty
+	// otherwise.
+	Reason string
 }
 
 // Error names the suite asked and the one offered.
 func (e *DowngradeError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("ipmi: cipher suite %d was pinned but the answer to Open Session was %s, not an RMCP+ Open Session Response: session refused, nothing sent on it",
+			e.Asked, e.Reason)
+	}
 	offered := "no cipher suite"
 	if e.Offered >= 0 {
 		offered = "cipher suite " + strconv.Itoa(e.Offered)
 	}
 	return fmt.Sprintf("ipmi: cipher suite %d was pinned but the BMC offered %s (authentication %s, integrity %s, confidentiality %s): session refused, nothing sent on it",
-		e.Asked, offered, types.AuthAlg(e.Auth), types.IntegrityAlg(e.Integrity), types.CryptAlg(e.Confidentiality))
+		e.Asked, offered, authName(e.Auth), integName(e.Integrity), cryptName(e.Confidentiality))
 }
 
 // Is reports whether target is ErrDowngrade.
 func (e *DowngradeError) Is(target error) bool { return target == ErrDowngrade }
 
-// errMalformedOpenSession: an Open Session Response too short to name its
-// algorithms.
-var errMalformedOpenSession = errors.New("ipmi: malformed RMCP+ Open Session Response: session refused")
+// ErrProtocol is matched (errors.Is) by a *ProtocolError.
+var ErrProtocol = errors.New("ipmi: the BMC's answer broke the IPMI v2.0 protocol")
 
-// Offsets in an RMCP+ datagram (IPMI v2.0 sections 13.6 and 13.18): the
-// RMCP header (4 bytes), the session header of a session-less RMCP+
-// packet (authentication type 06h, payload type, session ID, sequence
-// number, payload length: 12 bytes), then the Open Session Response:
-// message tag, status code, privilege, reserved, two session IDs, and the
-// authentication, integrity and confidentiality payloads (8 bytes each,
-// the algorithm in the fifth byte).
+// ProtocolError: an answer in the session setup was malformed (truncated,
+// a wrong length, an answer to another request or session). The setup
+// stops at once: nothing more is sent.
+type ProtocolError struct {
+	// Step is the exchange: "Open Session", "RAKP 2", "RAKP 4".
+	Step string
+	// Reason says what was wrong.
+	Reason string
+}
+
+// Error names the step and what was wrong.
+func (e *ProtocolError) Error() string {
+	return "ipmi: malformed answer to " + e.Step + " (" + e.Reason + "): session refused"
+}
+
+// Is reports whether target is ErrProtocol.
+func (e *ProtocolError) Is(target error) bool { return target == ErrProtocol }
+
+// Offsets in an Open Session Response body (IPMI v2.0 table 13-10):
+// message tag, status code, privilege, reserved, the console's session
+// ID, the BMC's session ID, and the authentication, integrity and
+// confidentiality payloads (8 bytes each: payload type, reserved, length,
+// algorithm, reserved).
 const (
-	offAuthType       = 4
-	offPayloadType    = 5
-	offPayloadLength  = 14
-	offPayload        = 16
-	payloadOpenResp   = 0x11
+	openRespTag       = 0
 	openRespStatus    = 1
+	openRespConsoleID = 4
+	openRespBMCID     = 8
 	openRespAuthAlg   = 16
 	openRespIntegAlg  = 24
 	openRespCryptAlg  = 32
 	openRespMinLength = 36
 )
 
-// suiteAlgorithms returns the algorithm numbers of cipher suite id.
-func suiteAlgorithms(id int) (auth, integ, crypt uint8, ok bool) {
-	a, i, c, ok := types.GetCipherSuiteAlgorithms(types.CipherSuiteID(id))
-	return uint8(a), uint8(i), uint8(c), ok
-}
-
-// checkOpenSession returns a *DowngradeError if datagram p is an RMCP+
-// Open Session Response that names other algorithms than suite asked's,
-// errMalformedOpenSession if it is one too short to tell, and nil for
-// anything else (a refusal with a status code names no algorithms).
-func checkOpenSession(p []byte, asked int) error {
-	if len(p) <= offPayloadType || p[offAuthType] != 0x06 || p[offPayloadType]&0x3f != payloadOpenResp {
-		return nil
+// checkOpenSession checks p, the first datagram after an Open Session
+// Request with message tag tag and console session ID consoleID, against
+// suite st, and returns the BMC's session ID. Anything but an RMCP+ Open
+// Session Response for that request naming st's algorithms is an error: a
+// *DowngradeError (other algorithms, another payload type, IPMI v1.5
+// framing), a *RefusedError (a status code), or a *ProtocolError.
+func checkOpenSession(p []byte, tag uint8, consoleID uint32, st suite) (uint32, error) {
+	bad := func(format string, args ...any) error {
+		return &ProtocolError{Step: "Open Session", Reason: fmt.Sprintf(format, args...)}
 	}
-	if len(p) < offPayload {
-		return errMalformedOpenSession
+	if len(p) < 6 || !isRMCP(p) {
+		return 0, bad("not an RMCP datagram, %d bytes", len(p))
 	}
-	n := int(binary.LittleEndian.Uint16(p[offPayloadLength:]))
-	body := p[offPayload:]
-	if n < len(body) {
-		body = body[:n]
+	if p[4] != authTypeRMCPPlus {
+		return 0, &DowngradeError{Asked: st.id, Offered: -1,
+			Reason: fmt.Sprintf("an IPMI v1.5 packet (authentication type %#02x)", p[4])}
 	}
-	if len(body) > openRespStatus && body[openRespStatus] != 0 {
-		return nil // refused: go-ipmi reports the status
+	if p[5] != ptOpenResponse {
+		return 0, &DowngradeError{Asked: st.id, Offered: -1,
+			Reason: fmt.Sprintf("payload type %#02x", p[5])}
+	}
+	body, err := sessionlessPayload(p, ptOpenResponse)
+	if err != nil {
+		return 0, bad("%v", err)
+	}
+	if len(body) < 2 {
+		return 0, bad("truncated, %d bytes", len(body))
+	}
+	if body[openRespTag] != tag {
+		return 0, bad("an answer to another request (message tag %d, not %d)", body[openRespTag], tag)
+	}
+	if body[openRespStatus] != 0 {
+		return 0, &RefusedError{Step: "Open Session", Status: body[openRespStatus], Suite: st.id}
 	}
 	if len(body) < openRespMinLength {
-		return errMalformedOpenSession
+		return 0, bad("truncated, %d bytes", len(body))
+	}
+	if id := binary.LittleEndian.Uint32(body[openRespConsoleID:]); id != consoleID {
+		return 0, bad("an answer for another session")
+	}
+	for i, typ := range []int{openRespAuthAlg, openRespIntegAlg, openRespCryptAlg} {
+		if body[typ-4] != uint8(i) || body[typ-1] != 8 {
+			return 0, bad("algorithm payload %d malformed", i)
+		}
 	}
 	auth, integ, crypt := body[openRespAuthAlg]&0x3f, body[openRespIntegAlg]&0x3f, body[openRespCryptAlg]&0x3f
-	wa, wi, wc, ok := suiteAlgorithms(asked)
-	if ok && auth == wa && integ == wi && crypt == wc {
-		return nil
+	if auth != st.auth || integ != st.integ || crypt != st.crypt {
+		return 0, &DowngradeError{Asked: st.id, Offered: suiteOf(auth, integ, crypt), Auth: auth, Integrity: integ, Confidentiality: crypt}
 	}
-	offered := -1
-	for id := 0; id <= 255; id++ {
-		if a, i, c, ok := suiteAlgorithms(id); ok && a == auth && i == integ && c == crypt {
-			offered = id
-			break
+	bmcID := binary.LittleEndian.Uint32(body[openRespBMCID:])
+	if bmcID == 0 {
+		return 0, bad("session ID 0")
+	}
+	return bmcID, nil
+}
+
+// ErrRefused is matched (errors.Is) by a *RefusedError.
+var ErrRefused = errors.New("ipmi: the BMC refused the session")
+
+// RefusedError: the BMC answered Open Session, RAKP 1 or RAKP 3 with a
+// non-zero RMCP+ status code (IPMI v2.0 table 13-15). Those answers are
+// not authenticated: a man in the middle can send one too.
+type RefusedError struct {
+	// Step is the answer: "Open Session", "RAKP 2" or "RAKP 4".
+	Step string
+	// Status is the RMCP+ status code.
+	Status uint8
+	// Suite is the pinned cipher suite.
+	Suite int
+	// Offered are the cipher suites the BMC lists (Get Channel Cipher
+	// Suites) when it refused the suite; nil if it was not asked or did
+	// not answer.
+	Offered []int
+}
+
+// rmcpStatus names the RMCP+ status codes (IPMI v2.0 table 13-15).
+var rmcpStatus = map[uint8]string{
+	0x01: "insufficient resources to create a session",
+	0x02: "invalid session ID",
+	0x03: "invalid payload type",
+	0x04: "invalid authentication algorithm",
+	0x05: "invalid integrity algorithm",
+	0x06: "no matching authentication payload",
+	0x07: "no matching integrity payload",
+	0x08: "inactive session ID",
+	0x09: "invalid role",
+	0x0a: "unauthorized role or privilege level requested",
+	0x0b: "insufficient resources to create a session at the requested role",
+	0x0c: "invalid name length",
+	0x0d: "unauthorized name",
+	0x0e: "unauthorized GUID",
+	0x0f: "invalid integrity check value",
+	0x10: "invalid confidentiality algorithm",
+	0x11: "no cipher suite match with the proposed security algorithms",
+	0x12: "illegal or unrecognized parameter",
+}
+
+// refusalKind sorts the status codes by what fixes them.
+func refusalKind(s uint8) string {
+	switch s {
+	case 0x01, 0x0b:
+		return "resources"
+	case 0x02, 0x08:
+		return "session"
+	case 0x04, 0x05, 0x06, 0x07, 0x10, 0x11:
+		return "suite"
+	case 0x09, 0x0a, 0x0c, 0x0d, 0x0e, 0x0f:
+		return "auth"
+	}
+	return "other"
+}
+
+// StatusName returns the name of the status code.
+func (e *RefusedError) StatusName() string {
+	if n, ok := rmcpStatus[e.Status]; ok {
+		return n
+	}
+	return "reserved status"
+}
+
+// Fix says what the operator can do about it.
+func (e *RefusedError) Fix() string {
+	switch refusalKind(e.Status) {
+	case "resources":
+		return "the BMC has no free session slot: close other sessions (ipmitool, consoles) or wait for them to time out, and try again"
+	case "session":
+		return "the BMC dropped the session while it was set up: try again"
+	case "suite":
+		if len(e.Offered) > 0 {
+			s := make([]string, len(e.Offered))
+			for i, id := range e.Offered {
+				s[i] = strconv.Itoa(id)
+			}
+			return fmt.Sprintf("the BMC does not run cipher suite %d; it lists %s (unauthenticated): pin 3 or 17 if listed, or enable one of them on the BMC",
+				e.Suite, strings.Join(s, ", "))
 		}
+		return fmt.Sprintf("the BMC does not run cipher suite %d: pin the other of 3 and 17, or enable it on the BMC (ipmitool channel getciphers ipmi lists them)", e.Suite)
+	case "auth":
+		return "check the user name, the password and that the account may log in at the privilege asked (Config.Privilege)"
 	}
-	return &DowngradeError{Asked: asked, Offered: offered, Auth: auth, Integrity: integ, Confidentiality: crypt}
+	return "the BMC's IPMI implementation did not accept the request"
 }
 
-// guardConn is the UDP connection go-ipmi talks through: it checks every
-// Open Session Response against the pinned suite, and once one fails the
-// check it passes nothing more, either way.
-type guardConn struct {
-	net.Conn
-	asked int
-
-	mu     sync.Mutex
-	err    error
-	resent bool // a session setup message (Open Session, RAKP 1, RAKP 3) went out twice
-	sent   [3]int
+// Error names the step, the status code and the fix.
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("ipmi: the BMC refused %s with RMCP+ status %#02x (%s): %s", e.Step, e.Status, e.StatusName(), e.Fix())
 }
 
-func (g *guardConn) failure() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.err
-}
+// Is reports whether target is ErrRefused.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
-func (g *guardConn) Read(b []byte) (int, error) {
-	if err := g.failure(); err != nil {
-		return 0, err
-	}
-	n, err := g.Conn.Read(b)
-	if err != nil {
-		return n, err
-	}
-	if cerr := checkOpenSession(b[:n], g.asked); cerr != nil {
-		g.mu.Lock()
-		if g.err == nil {
-			g.err = cerr
-		}
-		g.mu.Unlock()
-		return 0, cerr
-	}
-	return n, nil
-}
+// auth reports whether the status refuses the account.
+func (e *RefusedError) auth() bool { return refusalKind(e.Status) == "auth" }
 
-func (g *guardConn) Write(b []byte) (int, error) {
-	if err := g.failure(); err != nil {
-		return 0, err
-	}
-	// RMCP (4 bytes), then the session header: authentication type 06h
-	// (RMCP+) and the payload type: 10h Open Session Request, 12h RAKP
-	// Message 1, 14h RAKP Message 3.
-	if len(b) > 5 && b[4] == 0x06 {
-		if i := int(b[5]&0x3f) - 0x10; i >= 0 && i <= 4 && i%2 == 0 {
-			g.mu.Lock()
-			g.sent[i/2]++
-			g.resent = g.resent || g.sent[i/2] > 1
-			g.mu.Unlock()
-		}
-	}
-	return g.Conn.Write(b)
-}
-
-// guardDialer is the dialer go-ipmi is given (client.WithUDPProxy): it
-// dials the BMC's address joined properly (IPv6 literals in brackets,
-// which go-ipmi's own "%s:%d" does not do) and wraps the connection in a
-// guardConn.
-type guardDialer struct {
-	addr    string
-	asked   int
-	timeout time.Duration
-
-	mu   sync.Mutex
-	conn *guardConn
-}
-
-// Dial ignores the address go-ipmi formats and dials d.addr.
-func (d *guardDialer) Dial(network, _ string) (net.Conn, error) {
-	c, err := net.DialTimeout(network, d.addr, d.timeout)
-	if err != nil {
-		return nil, err
-	}
-	g := &guardConn{Conn: c, asked: d.asked}
-	d.mu.Lock()
-	d.conn = g
-	d.mu.Unlock()
-	return g, nil
-}
-
-// failure returns the check's failure on the connection dialled, if any.
-func (d *guardDialer) failure() error {
-	d.mu.Lock()
-	g := d.conn
-	d.mu.Unlock()
-	if g == nil {
-		return nil
-	}
-	return g.failure()
-}
-
-// resent reports whether a session setup message (Open Session Request,
-// RAKP Message 1 or 3) went out more than once on the connection dialled.
-func (d *guardDialer) resent() bool {
-	d.mu.Lock()
-	g := d.conn
-	d.mu.Unlock()
-	if g == nil {
-		return false
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.resent
-}
-
-// hostPort joins host (an IPv6 literal with or without brackets, an IPv4
-// address or a name) and port.
-func hostPort(host string, port int) string {
-	return net.JoinHostPort(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), strconv.Itoa(port))
+// busy reports whether trying again later may help.
+func (e *RefusedError) busy() bool {
+	k := refusalKind(e.Status)
+	return k == "resources" || k == "session"
 }

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"net"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/bougou/go-ipmi/pkg/client"
-	"github.com/bougou/go-ipmi/pkg/command/chassis"
-	"github.com/bougou/go-ipmi/pkg/types"
 
 	"github.com/rebootkit/rebootkit/power"
 )
@@ -26,8 +23,9 @@ const (
 // Errors.
 var (
 	// ErrConfig: the Config cannot work (no host, no credentials, a user
-	// name over 16 bytes or a password over 20, cipher suite 0, an unknown
-	// privilege). Retrying will not help.
+	// name over 16 bytes or a password over 20, a cipher suite other than
+	// 3 and 17, an unknown privilege). Connect returns it in a
+	// *power.Error of class failed: retrying will not help.
 	ErrConfig = errors.New("ipmi: invalid configuration")
 	// ErrClosed: the Controller was closed.
 	ErrClosed = errors.New("ipmi: controller closed")
@@ -43,10 +41,11 @@ type Config struct {
 	// Username and Password of a BMC account allowed chassis control. IPMI
 	// carries at most 16 bytes of user name and 20 of password.
 	Username, Password string
-	// CipherSuite is the RMCP+ cipher suite (default 3: HMAC-SHA1,
-	// HMAC-SHA1-96, AES-CBC-128, what ipmitool -C 3 uses; 17 is the SHA-256
-	// one). Pin it: a BMC asked to negotiate may take about 10 s. Suite 0
-	// (no authentication) is refused.
+	// CipherSuite is the RMCP+ cipher suite: 3 (the default:
+	// RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128, what ipmitool -C 3 uses)
+	// or 17 (RAKP-HMAC-SHA256, HMAC-SHA256-128, AES-CBC-128). Those are
+	// the suites that authenticate and encrypt every packet of the
+	// session; any other is ErrConfig.
 	CipherSuite int
 	// Privilege is the session's privilege: PrivilegeOperator (the
 	// default: the least privilege that controls power) or
@@ -84,8 +83,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CipherSuite == 0 {
 		c.CipherSuite = 3
 	}
-	if c.CipherSuite < 1 || c.CipherSuite > 255 {
-		return c, fmt.Errorf("%w: cipher suite %d", ErrConfig, c.CipherSuite)
+	if _, ok := suites[c.CipherSuite]; !ok {
+		return c, fmt.Errorf("%w: cipher suite %d: pin 3 or 17, the suites that authenticate and encrypt every packet", ErrConfig, c.CipherSuite)
 	}
 	switch strings.ToUpper(c.Privilege) {
 	case "":
@@ -107,22 +106,30 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // Controller is a power.Controller for one BMC over IPMI. It is safe for
-// concurrent use; operations on one BMC run one at a time.
+// concurrent use; operations on one BMC run one at a time, and only the
+// operation running sends on the session (there is no keep-alive: a
+// session the BMC evicted while idle is opened again).
 type Controller struct {
-	cfg Config
-	sem chan struct{} // held by the running operation
-	cl  *client.Client
+	cfg  Config
+	st   suite
+	addr string
+	sem  chan struct{} // held by the running operation
+	sess *session
+	// dropped counts the datagrams refused by sessions that ended.
+	dropped int
 	// closed: Close was called.
 	closed bool
 }
 
-// Connect opens a session with the BMC.
+// Connect opens a session with the BMC. Every error is a *power.Error: a
+// Config that cannot work is of class failed and matches ErrConfig.
 func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
-		return nil, err
+		return nil, &power.Error{Op: "connect", Class: power.ClassFailed, Message: "the configuration cannot work", Err: err}
 	}
-	c := &Controller{cfg: cfg, sem: make(chan struct{}, 1)}
+	host := strings.TrimSuffix(strings.TrimPrefix(cfg.Host, "["), "]")
+	c := &Controller{cfg: cfg, st: suites[cfg.CipherSuite], addr: net.JoinHostPort(host, strconv.Itoa(cfg.Port)), sem: make(chan struct{}, 1)}
 	if err := c.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -140,9 +147,24 @@ func (c *Controller) lock(ctx context.Context, op string) error {
 
 func (c *Controller) unlock() { <-c.sem }
 
+// Dropped returns how many datagrams the Controller's sessions refused
+// since Connect: not authenticated with the session's key, for another
+// session, replayed or out of the sequence window, not encrypted, or
+// authentic but not the answer to the request waiting (a retransmit's
+// second answer). On a quiet network it stays 0 or near.
+func (c *Controller) Dropped() int {
+	c.sem <- struct{}{}
+	defer c.unlock()
+	n := c.dropped
+	if c.sess != nil {
+		n += c.sess.dropped
+	}
+	return n
+}
+
 // connect opens a new session (the lock is held, or c is not shared yet).
-// A handshake that fails after the BMC's RAKP 2 proved the password (see
-// lateHandshake) is tried once more from the start.
+// A setup that fails past RAKP 2 after a retransmit (errLateHandshake) is
+// tried once more from the start.
 func (c *Controller) connect(ctx context.Context) error {
 	err := c.handshake(ctx)
 	var pe *power.Error
@@ -153,89 +175,112 @@ func (c *Controller) connect(ctx context.Context) error {
 }
 
 // errLateHandshake marks a session setup that failed past RAKP 2 after
-// a retransmit (lateHandshake); it is never ErrAuth.
+// a retransmit; it is never ErrAuth.
 var errLateHandshake = errors.New("the session setup failed at its last step after a retransmit " +
 	"(a late answer from a slow BMC or a lossy network; the password was not refused)")
 
-// lateHandshake reports whether a failed session setup is the race of a
-// retransmit: a setup message (Open Session Request, RAKP 1 or RAKP 3)
-// went out more than once (resent), and the setup got past RAKP 2
-// (go-ipmi checks the BMC's RAKP 2 against the password before it sends
-// RAKP 3) and failed in the answer to RAKP 3. A late answer to the first
-// of two requests does that: the BMC made a new session or random for the
-// second, and the console went on with the first's, so RAKP 4 does not
-// match or the BMC refuses RAKP 3. Without a retransmit, such a failure
-// keeps its class (a refusal in RAKP 4 is ErrAuth). go-ipmi formats these
-// errors with %v: the text is matched.
-func lateHandshake(err error, resent bool) bool {
-	return resent && strings.Contains(err.Error(), "rakp3 failed")
+func (c *Controller) privilege() uint8 {
+	if c.cfg.Privilege == PrivilegeOperator {
+		return privOperator
+	}
+	return privAdministrator
 }
 
-// handshake opens one session, start to end.
+// handshake opens one session, start to end: Get Channel Authentication
+// Capabilities on a socket of its own, then on a new socket Open Session,
+// RAKP 1 to 4 and Set Session Privilege Level.
 func (c *Controller) handshake(ctx context.Context) error {
-	host := strings.TrimSuffix(strings.TrimPrefix(c.cfg.Host, "["), "]")
-	cl, err := client.NewClient(host, c.cfg.Port, c.cfg.Username, c.cfg.Password)
+	pl, err := dialLink(ctx, c.addr, c.cfg.Timeout, c.cfg.Retries)
 	if err != nil {
 		return c.classify("connect", err)
 	}
-	// go-ipmi dials through d: the address joined properly (IPv6), and
-	// every Open Session Response checked against the pinned suite.
-	d := &guardDialer{addr: hostPort(host, c.cfg.Port), asked: c.cfg.CipherSuite, timeout: c.cfg.Timeout}
-	cl.WithUDPProxy(d)
-	cl.WithInterface(client.InterfaceLanplus)
-	cl.WithCipherSuiteID(types.CipherSuiteID(c.cfg.CipherSuite))
-	priv := types.PrivilegeLevelAdministrator
-	if c.cfg.Privilege == PrivilegeOperator {
-		priv = types.PrivilegeLevelOperator
-	}
-	cl.WithMaxPrivilegeLevel(priv)
-	cl.WithTimeout(c.cfg.Timeout)
-	cl.WithRetry(c.cfg.Retries)
-	if err := cl.Connect(ctx); err != nil {
-		// go-ipmi's Close ends the keep-alive and the socket whatever the
-		// state of the handshake.
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
-		_ = cl.Close(closeCtx)
-		cancel()
-		if ferr := d.failure(); ferr != nil {
-			msg := "refused: the BMC's answer to Open Session was malformed"
-			if errors.Is(ferr, ErrDowngrade) {
-				msg = "refused a cipher suite downgrade (a man in the middle, or a BMC without the pinned suite: pin one it has)"
-			}
-			return &power.Error{Op: "connect", Class: power.ClassFailed, Message: msg, Err: ferr}
-		}
-		if lateHandshake(err, d.resent()) {
-			return &power.Error{Op: "connect", Class: power.ClassBusy, Err: errLateHandshake}
-		}
+	err = probe(ctx, pl, c.privilege())
+	pl.close()
+	c.dropped += pl.dropped
+	if err != nil {
 		return c.classify("connect", err)
 	}
-	if ferr := d.failure(); ferr != nil { // cannot happen: the conn fails every read after it
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
-		_ = cl.Close(closeCtx)
-		cancel()
-		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "refused", Err: ferr}
+	l, err := dialLink(ctx, c.addr, c.cfg.Timeout, c.cfg.Retries)
+	if err != nil {
+		return c.classify("connect", err)
 	}
-	c.cl = cl
-	return nil
+	su := &setup{cfg: c.cfg, st: c.st, link: l}
+	s, err := su.open(ctx)
+	if err == nil {
+		c.sess = s
+		return nil
+	}
+	if s != nil {
+		c.end(ctx, s)
+	} else {
+		l.close()
+		c.dropped += l.dropped
+	}
+	return c.setupError(ctx, su, err)
+}
+
+// setupError turns a failed session setup into a *power.Error.
+func (c *Controller) setupError(ctx context.Context, su *setup, err error) error {
+	var (
+		de *DowngradeError
+		pe *ProtocolError
+		re *RefusedError
+	)
+	late := su.resent && su.step == "RAKP 3" && ctx.Err() == nil
+	switch {
+	case errors.As(err, &de):
+		return &power.Error{Op: "connect", Class: power.ClassFailed,
+			Message: "refused a cipher suite downgrade (a man in the middle, or a BMC without the pinned suite: pin one it has)", Err: de}
+	case errors.As(err, &pe):
+		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "refused: the session setup broke the protocol", Err: pe}
+	case late && (errors.As(err, &re) || errors.Is(err, errRAKP4) || errors.Is(err, errNoAnswer)):
+		return &power.Error{Op: "connect", Class: power.ClassBusy, Err: errLateHandshake}
+	case errors.As(err, &re):
+		if re.Step == "Open Session" && refusalKind(re.Status) == "suite" {
+			if l, lerr := dialLink(ctx, c.addr, c.cfg.Timeout, 0); lerr == nil {
+				re.Offered = listSuites(ctx, l)
+				l.close()
+			}
+		}
+		pwe := &power.Error{Op: "connect", Class: power.ClassFailed, Status: int(re.Status), Message: "session refused", Err: re}
+		switch {
+		case re.auth():
+			pwe.Message = "authentication failed (username, password or privilege)"
+			pwe.Err = fmt.Errorf("%w: %w", power.ErrAuth, re)
+		case re.busy():
+			pwe.Class = power.ClassBusy
+		}
+		return pwe
+	case errors.Is(err, errRAKP2), errors.Is(err, errRAKP4), errors.Is(err, errPrivilege):
+		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "authentication failed (username, password or privilege)",
+			Err: fmt.Errorf("%w: %s", power.ErrAuth, c.redact(err.Error()))}
+	}
+	return c.classify("connect", err)
+}
+
+// end closes session s without waiting long for the BMC.
+func (c *Controller) end(ctx context.Context, s *session) {
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
+	_ = s.closeSession(closeCtx)
+	cancel()
+	c.dropped += s.dropped
 }
 
 // drop ends the current session without waiting long for the BMC.
 func (c *Controller) drop(ctx context.Context) {
-	if c.cl == nil {
+	if c.sess == nil {
 		return
 	}
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
-	_ = c.cl.Close(closeCtx)
-	cancel()
-	c.cl = nil
+	c.end(ctx, c.sess)
+	c.sess = nil
 }
 
 // Close ends the session.
 func (c *Controller) Close() error { return c.CloseContext(context.Background()) }
 
-// CloseContext ends the session, giving up on the BMC's answer when ctx is
-// done (the socket is closed either way). Later operations fail with
-// ErrClosed.
+// CloseContext ends the session (Close Session, one try), giving up on
+// the BMC's answer when ctx is done or after one Timeout (the socket is
+// closed either way). Later operations fail with ErrClosed.
 func (c *Controller) CloseContext(ctx context.Context) error {
 	if err := c.lock(ctx, "close"); err != nil {
 		return err
@@ -245,11 +290,15 @@ func (c *Controller) CloseContext(ctx context.Context) error {
 		return nil
 	}
 	c.closed = true
-	if c.cl == nil {
+	if c.sess == nil {
 		return nil
 	}
-	err := c.cl.Close(ctx)
-	c.cl = nil
+	s := c.sess
+	c.sess = nil
+	closeCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	err := s.closeSession(closeCtx)
+	c.dropped += s.dropped
 	if err != nil {
 		return c.classify("close", err)
 	}
@@ -257,26 +306,33 @@ func (c *Controller) CloseContext(ctx context.Context) error {
 }
 
 // do runs f on the session (opening one if needed); on session trouble
-// (anything but a completion code or the caller's context) it opens a new
-// session once and runs f again. Every f here is idempotent.
-func (c *Controller) do(ctx context.Context, op string, f func(*client.Client) error) error {
+// (anything but a completion code or the caller's context) it ends the
+// session, opens a new one once and runs f again. Every f here is
+// idempotent. A session that lost an answer is never used again: an
+// answer withheld by someone on the network cannot come back later, since
+// a new session has new keys.
+func (c *Controller) do(ctx context.Context, op string, f func(*session) error) error {
 	if c.closed {
-		return ErrClosed
+		return &power.Error{Op: op, Class: power.ClassFailed, Message: "the controller was closed", Err: ErrClosed}
 	}
 	for attempt := 0; ; attempt++ {
-		if c.cl == nil {
+		if c.sess == nil {
 			if err := c.connect(ctx); err != nil {
 				return err
 			}
 		}
-		err := f(c.cl)
+		err := f(c.sess)
 		if err == nil {
 			return nil
 		}
-		if _, coded := types.IsResponseError(err); coded || ctx.Err() != nil || attempt > 0 {
+		var ce completionError
+		if errors.As(err, &ce) {
 			return c.classify(op, err)
 		}
-		c.drop(ctx) // the BMC may have forgotten the session: a new one
+		c.drop(ctx)
+		if ctx.Err() != nil || attempt > 0 {
+			return c.classify(op, err)
+		}
 	}
 }
 
@@ -289,15 +345,25 @@ func (c *Controller) State(ctx context.Context) (power.State, error) {
 	return c.readState(ctx)
 }
 
+// chassisOn sends Get Chassis Status and returns its power bit (IPMI
+// v2.0 table 28-3: bit 0 of the current power state).
+func chassisOn(ctx context.Context, s *session) (bool, error) {
+	d, err := s.command(ctx, netFnChassis, cmdChassisSts, nil)
+	if err != nil {
+		return false, err
+	}
+	if len(d) < 3 {
+		return false, fmt.Errorf("Get Chassis Status: %d data bytes, at least 3 due", len(d))
+	}
+	return d[0]&0x01 != 0, nil
+}
+
 func (c *Controller) readState(ctx context.Context) (power.State, error) {
 	var on bool
-	err := c.do(ctx, "state", func(cl *client.Client) error {
-		res, err := cl.GetChassisStatus(ctx)
-		if err != nil {
-			return err
-		}
-		on = res.PowerIsOn
-		return nil
+	err := c.do(ctx, "state", func(s *session) error {
+		var err error
+		on, err = chassisOn(ctx, s)
+		return err
 	})
 	if err != nil {
 		return power.StateUnknown, err
@@ -308,10 +374,17 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 	return power.StateOff, nil
 }
 
+// Chassis Control commands (IPMI v2.0 table 28-4).
+const (
+	chassisPowerDown    = 0x00
+	chassisPowerUp      = 0x01
+	chassisSoftShutdown = 0x05
+)
+
 // On powers the host on (Chassis Control power up), unless a fresh read
 // says it is on (also when the read fails).
 func (c *Controller) On(ctx context.Context) error {
-	return c.change(ctx, "on", power.StateOn, chassis.ChassisControlPowerUp)
+	return c.change(ctx, "on", power.StateOn, chassisPowerUp)
 }
 
 // Off powers the host off: hard is Chassis Control power down, soft is
@@ -319,12 +392,12 @@ func (c *Controller) On(ctx context.Context) error {
 // when the read fails: none of them toggles).
 func (c *Controller) Off(ctx context.Context, m power.Mode) error {
 	if m == power.ModeHard {
-		return c.change(ctx, power.OpName(m), power.StateOff, chassis.ChassisControlPowerDown)
+		return c.change(ctx, power.OpName(m), power.StateOff, chassisPowerDown)
 	}
-	return c.change(ctx, power.OpName(m), power.StateOff, chassis.ChassisControlSoftShutdown)
+	return c.change(ctx, power.OpName(m), power.StateOff, chassisSoftShutdown)
 }
 
-func (c *Controller) change(ctx context.Context, op string, want power.State, ctl chassis.ChassisControl) error {
+func (c *Controller) change(ctx context.Context, op string, want power.State, ctl uint8) error {
 	if err := c.lock(ctx, op); err != nil {
 		return err
 	}
@@ -338,28 +411,28 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 	// so is a soft shutdown when it reads off: some BMCs implement soft
 	// shutdown as a press of the power button, which would power on a host
 	// that really is off (the reboot decision falls back to hard).
-	if want == power.StateOn || ctl == chassis.ChassisControlSoftShutdown {
+	if want == power.StateOn || ctl == chassisSoftShutdown {
 		if cur, err := c.readState(ctx); err == nil && cur == want {
 			return nil
 		}
 	}
 	sent := false
-	err := c.do(ctx, op, func(cl *client.Client) error {
-		if sent && ctl == chassis.ChassisControlSoftShutdown {
+	err := c.do(ctx, op, func(s *session) error {
+		if sent && ctl == chassisSoftShutdown {
 			// The first soft shutdown may have been applied although its
 			// answer was lost, and the host may be off now: send it again
 			// only after a fresh read on the new session says on (some
 			// BMCs press the power button for it).
-			res, err := cl.GetChassisStatus(ctx)
+			on, err := chassisOn(ctx, s)
 			if err != nil {
 				return err
 			}
-			if !res.PowerIsOn {
+			if !on {
 				return nil
 			}
 		}
 		sent = true
-		_, err := cl.ChassisControl(ctx, ctl)
+		_, err := s.command(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
 		return err
 	})
 	if err != nil && want == power.StateOff && power.Classify(err) != power.ClassFailed {
@@ -373,39 +446,30 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 
 // Completion codes by class (IPMI v2.0 table 5-2).
 var (
-	unsupportedCodes = map[types.CompletionCode]bool{
-		types.CodeInvalidCommand: true, types.CodeInvalidCommandForLUN: true, types.CodeParameterOutOfRange: true,
-		types.CodeRequestDataFieldInvalid: true, types.CodeIllegalCommand: true, types.CodeNotSupported: true,
-		types.CodeSubFnDisabled: true,
-	}
-	busyCodes = map[types.CompletionCode]bool{
-		types.CodeNodeBusy: true, types.CodeProcessTimeout: true, types.CodeOutOfSpace: true,
-		types.CodeReservationCanceled: true, types.CodeCannotProvideResponse: true,
-		types.CodeCannotProvideResponseSDRRInUpdate: true, types.CodeCannotProvideResponseFirmwareUpdate: true,
-		types.CodeCannotProvideResponseBMCInitialize: true, types.CodeDestinationUnavailable: true,
-	}
+	unsupportedCodes = map[uint8]bool{0xc1: true, 0xc2: true, 0xc9: true, 0xcc: true, 0xcd: true, 0xd5: true, 0xd6: true}
+	busyCodes        = map[uint8]bool{0xc0: true, 0xc3: true, 0xc4: true, 0xc5: true, 0xce: true, 0xd0: true, 0xd1: true, 0xd2: true, 0xd3: true}
 )
 
-// classify turns a go-ipmi error into a *power.Error without credentials.
+// classify turns an error of a session into a *power.Error without
+// credentials.
 func (c *Controller) classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if re, ok := types.IsResponseError(err); ok {
-		cc := re.CompletionCode()
+	var pe *power.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	var ce completionError
+	if errors.As(err, &ce) {
 		class := power.ClassFailed
 		switch {
-		case unsupportedCodes[cc]:
+		case unsupportedCodes[uint8(ce)]:
 			class = power.ClassUnsupported
-		case busyCodes[cc]:
+		case busyCodes[uint8(ce)]:
 			class = power.ClassBusy
 		}
-		return &power.Error{Op: op, Class: class, Status: int(cc),
-			Message: fmt.Sprintf("completion code %#02x (%s)", uint8(cc), c.redact(cc.String()))}
-	}
-	// go-ipmi does not always wrap it (it formats with %v): match its text.
-	if isAuthFailure(err) {
-		return &power.Error{Op: op, Class: power.ClassFailed, Message: "authentication failed (username, password or privilege)", Err: power.ErrAuth}
+		return &power.Error{Op: op, Class: class, Status: int(ce), Message: ce.Error()}
 	}
 	var cause error
 	switch {
@@ -414,37 +478,9 @@ func (c *Controller) classify(op string, err error) error {
 	case errors.Is(err, context.Canceled):
 		cause = context.Canceled
 	}
-	// No completion code: the BMC did not answer, or not within a session
-	// it knows. Busy: the caller retries.
+	// No completion code: the BMC did not answer, or not with an answer
+	// authenticated for this session. Busy: the caller retries.
 	return &power.Error{Op: op, Class: power.ClassBusy, Message: "no usable answer: " + c.redact(err.Error()), Err: cause}
-}
-
-// authStatuses are the RMCP+ status codes (IPMI v2.0 table 13-15) by
-// which a BMC refuses the account: unauthorized role or privilege (0Ah),
-// unauthorized name (0Dh), invalid integrity check value (0Fh: a RAKP
-// message 3 made with another password).
-var authStatuses = []types.RmcpStatusCode{
-	types.RmcpStatusCodeUnauthorizedRoleOfPriLevel, types.RmcpStatusCodeUnauthorizedName,
-	types.RmcpStatusCodeInvalidIntegrityCheckValue,
-}
-
-// isAuthFailure reports whether err says the BMC refused the credentials.
-// go-ipmi formats its session-setup errors with %v, so the text is matched
-// as well as the chain.
-func isAuthFailure(err error) bool {
-	if errors.Is(err, client.ErrRAKPAuthentication) || strings.Contains(err.Error(), client.ErrRAKPAuthentication.Error()) {
-		return true
-	}
-	var se *types.RmcpStatusError
-	if errors.As(err, &se) && slices.Contains(authStatuses, se.StatusCode()) {
-		return true
-	}
-	for _, s := range authStatuses {
-		if strings.Contains(err.Error(), types.NewRmcpStatusError(s).Error()) {
-			return true
-		}
-	}
-	return false
 }
 
 // maxMessage bounds what is kept of an error text.
