@@ -1,27 +1,59 @@
 // Package ipmi implements power.Controller over IPMI v2.0 (RMCP+, the
-// lanplus interface), with github.com/bougou/go-ipmi.
+// lanplus interface), with an RMCP+ client of its own written from the
+// IPMI v2.0 specification: the few messages power control needs, and
+// nothing else (package ipmitest's emulator is built on
+// github.com/bougou/go-ipmi's server; this package does not use go-ipmi).
 //
-// Connect opens one session (cipher suite 3 unless told otherwise, at the
+// Connect opens one session (cipher suite 3 unless told 17, at the
 // operator privilege, the least that controls power, unless told
-// otherwise) and keeps it: reading the
-// power state costs one round trip (Get Chassis Status) and a power change
-// two (read, Chassis Control). A session that the BMC dropped (it reset,
-// or evicted an idle session) is opened again once, and the operation
-// repeated once: every command this package sends is idempotent.
+// otherwise): Get Channel Authentication Capabilities on a socket of its
+// own, then Open Session, RAKP 1 to 4 and Set Session Privilege Level on
+// the session's socket. It keeps the session: reading the power state
+// costs one round trip (Get Chassis Status) and a power change two (read,
+// Chassis Control; a hard power-off one, it does not read first). A
+// session that lost an answer or that the BMC dropped (it reset, or
+// evicted an idle session) is ended and opened again once, and the
+// operation repeated once: every command this package sends is
+// idempotent. Nothing is sent between operations (no keep-alive, no
+// goroutine): one session has one sender.
 //
 // What IPMI says and what this adapter does about it:
+//   - Every datagram of an established session is checked before any of
+//     it is parsed as an answer: an IPMI payload, authenticated with the
+//     session's integrity key K1 (HMAC-SHA1-96 for suite 3,
+//     HMAC-SHA256-128 for 17, over the whole packet from the
+//     authentication type to the next header), encrypted with K2
+//     (AES-CBC-128), for this session's ID, with a session sequence
+//     number past the last one accepted and at most 32 past it (no replay,
+//     no old answer reordered after a newer one), and then the answer to
+//     the request waiting (network function, command, IPMI sequence
+//     number). Anything else is dropped and counted (Controller.Dropped):
+//     a man in the middle without the password can delay and drop, never
+//     answer. A session that only ever receives forgeries ends busy, never
+//     with a state.
 //   - The RMCP+ Open Session exchange is not authenticated: a man in the
 //     middle (or a BMC without the pinned suite) can answer with weaker
-//     algorithms, and go-ipmi adopts whatever the answer names. This
-//     adapter hands go-ipmi a dialer whose connection checks every Open
-//     Session Response against the pinned cipher suite; one that names any
-//     other authentication, integrity or confidentiality algorithm is
-//     refused with a *DowngradeError (ErrDowngrade, class failed) naming
-//     the suite asked and the one offered, and the connection sends
-//     nothing more.
+//     algorithms. After the Open Session Request the only acceptable
+//     datagram is an RMCP+ Open Session Response to it (payload type 11h,
+//     its message tag and console session ID) naming the pinned suite's
+//     algorithms. One naming others, another payload type or IPMI v1.5
+//     framing is a *DowngradeError (ErrDowngrade); a truncated or
+//     malformed one, or one for another request, a *ProtocolError
+//     (ErrProtocol); both are of class failed, and nothing more is sent.
+//   - The BMC's RAKP 2 is checked with the password and its RAKP 4 with
+//     the session key before the session is used. A BMC key (Kg) is not
+//     supported: such a BMC fails at RAKP 4 (ErrAuth).
+//   - A non-zero RMCP+ status code in the answer to Open Session, RAKP 1
+//     or RAKP 3 is a *RefusedError (ErrRefused) naming the status and the
+//     fix. A BMC without the pinned suite is of class failed (retrying
+//     will not help), and the error lists the suites the BMC offers (Get
+//     Channel Cipher Suites, outside a session: not authenticated) when it
+//     answers; no free session slot is busy; a refused account is
+//     power.ErrAuth.
 //   - IPv6 literals (fd00::5 or [fd00::5]) are dialled bracketed.
-//   - A user name over 16 bytes or a password over 20 is ErrConfig at
-//     Connect, before anything is sent.
+//   - A user name over 16 bytes, a password over 20, or a cipher suite
+//     other than 3 and 17 is ErrConfig at Connect, in a *power.Error of
+//     class failed, before anything is sent.
 //   - Get Chassis Status has one power bit. Any failure to read it (a
 //     completion code, a timeout, session trouble) is power.StateUnknown
 //     with a classified error, never a guess. IPMI has no "transitioning":
@@ -48,17 +80,17 @@
 //     out of space, "cannot provide response", firmware or SDR update in
 //     progress, and session trouble (no answer, a session the BMC no
 //     longer knows) are power.ErrBusy; everything else is power.ErrFailed.
-//     A refused login (RAKP authentication code mismatch, RMCP+ status
-//     unauthorized name, unauthorized role or invalid integrity check
-//     value) is power.ErrAuth, of class failed. Except after a retransmit:
+//     A refused login (a RAKP 2 that does not verify with the password,
+//     an RMCP+ status refusing the name, role or integrity check value,
+//     Set Session Privilege Level refused) is power.ErrAuth, of class
+//     failed. Except after a retransmit:
 //     a session setup in which Open Session, RAKP 1 or RAKP 3 went out
 //     twice and that failed at RAKP 3 or 4 (the race of a late answer to
 //     the first, after the BMC's RAKP 2 proved the password) is tried once
 //     more from the start, and if that fails the same way it is
 //     power.ErrBusy, never ErrAuth.
-//     Each power.Error carries the completion code (Status) and its name
-//     (Message), never a credential: go-ipmi's own error text is redacted of
-//     the username and password before it is kept.
+//     Each power.Error carries the completion code or RMCP+ status
+//     (Status) and its name (Message), never a credential.
 //
 // # The caller's duties
 //
@@ -75,14 +107,18 @@
 //
 // # Guarantees
 //
-//   - No datagram is sent on a session whose Open Session Response named
-//     other algorithms than the pinned suite's.
+//   - No datagram is sent after an answer to Open Session that is not an
+//     RMCP+ Open Session Response naming the pinned suite's algorithms.
+//   - No state and no success is taken from a datagram that is not
+//     authenticated and encrypted with the session's keys, or that was
+//     accepted before (replay).
 //   - No command is sent that can power a host on unless On was asked
 //     (there is no toggle in this package).
 //   - A state that cannot be read is power.StateUnknown with an error,
 //     never a guess.
-//   - Errors are *power.Error values of a class, with the completion code,
-//     and never contain the password or the username.
+//   - Every error of Connect and of a Controller is a *power.Error of a
+//     class, with the completion code or status, and never contains the
+//     password or the username.
 //   - One operation at a time per Controller; every operation honours its
 //     context while it waits for another.
 package ipmi

@@ -56,7 +56,7 @@ var ErrProtocol = errors.New("ipmi: the BMC's answer broke the IPMI v2.0 protoco
 // a wrong length, an answer to another request or session). The setup
 // stops at once: nothing more is sent.
 type ProtocolError struct {
-	// Step is the exchange: "Open Session", "RAKP 2", "RAKP 4".
+	// Step is the request answered: "Open Session", "RAKP 1", "RAKP 3".
 	Step string
 	// Reason says what was wrong.
 	Reason string
@@ -149,7 +149,8 @@ var ErrRefused = errors.New("ipmi: the BMC refused the session")
 // non-zero RMCP+ status code (IPMI v2.0 table 13-15). Those answers are
 // not authenticated: a man in the middle can send one too.
 type RefusedError struct {
-	// Step is the answer: "Open Session", "RAKP 2" or "RAKP 4".
+	// Step is the request refused: "Open Session", "RAKP 1" (in RAKP 2)
+	// or "RAKP 3" (in RAKP 4).
 	Step string
 	// Status is the RMCP+ status code.
 	Status uint8
@@ -216,11 +217,19 @@ func (e *RefusedError) Fix() string {
 	case "suite":
 		if len(e.Offered) > 0 {
 			s := make([]string, len(e.Offered))
+			var usable []string
 			for i, id := range e.Offered {
 				s[i] = strconv.Itoa(id)
+				if _, ok := suites[id]; ok && id != e.Suite {
+					usable = append(usable, s[i])
+				}
 			}
-			return fmt.Sprintf("the BMC does not run cipher suite %d; it lists %s (unauthenticated): pin 3 or 17 if listed, or enable one of them on the BMC",
-				e.Suite, strings.Join(s, ", "))
+			fix := "enable cipher suite 3 or 17 on the BMC"
+			if len(usable) > 0 {
+				fix = "pin cipher suite " + strings.Join(usable, " or ")
+			}
+			return fmt.Sprintf("the BMC does not run cipher suite %d; it lists %s (unauthenticated answer): %s",
+				e.Suite, strings.Join(s, ", "), fix)
 		}
 		return fmt.Sprintf("the BMC does not run cipher suite %d: pin the other of 3 and 17, or enable it on the BMC (ipmitool channel getciphers ipmi lists them)", e.Suite)
 	case "auth":

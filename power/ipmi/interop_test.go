@@ -189,3 +189,43 @@ func TestAdapterDrivesIpmiSim(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), pass)
 }
+
+// TestIpmiSimSuites (issue 34, point 3): against ipmi_sim, each of the
+// two suites this package runs either works (state, power-off and on
+// checked against the chassis script's power file) or, if this ipmi_sim
+// does not run it, is refused as a *ipmi.RefusedError of class failed
+// naming the status and the suites the BMC lists, never busy (go-ipmi
+// v0.9.1 made a refusal busy, retried for ever).
+func TestIpmiSimSuites(t *testing.T) {
+	port, dir := ipmiSim(t)
+	ctx := context.Background()
+	for _, id := range []int{3, 17} {
+		var c *ipmi.Controller
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			c, err = ipmi.Connect(ctx, ipmi.Config{Host: "127.0.0.1", Port: port, Username: user, Password: pass,
+				CipherSuite: id, Timeout: 500 * time.Millisecond})
+			if err == nil || power.Classify(err) != power.ClassBusy || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			var re *ipmi.RefusedError
+			require.ErrorAs(t, err, &re, "suite %d", id)
+			assert.Equal(t, power.ClassFailed, power.Classify(err))
+			assert.Contains(t, err.Error(), fmt.Sprintf("does not run cipher suite %d", id))
+			t.Logf("suite %d: %v", id, err)
+			continue
+		}
+		s, err := c.State(ctx)
+		require.NoError(t, err)
+		require.NoError(t, c.Off(ctx, power.ModeHard))
+		assert.Equal(t, "0", simPower(t, dir), "suite %d", id)
+		require.NoError(t, c.On(ctx))
+		assert.Equal(t, "1", simPower(t, dir), "suite %d", id)
+		t.Logf("suite %d: a session (state was %v), %d datagrams refused", id, s, c.Dropped())
+		assert.Zero(t, c.Dropped())
+		require.NoError(t, c.Close())
+	}
+}

@@ -353,7 +353,7 @@ func chassisOn(ctx context.Context, s *session) (bool, error) {
 		return false, err
 	}
 	if len(d) < 3 {
-		return false, fmt.Errorf("Get Chassis Status: %d data bytes, at least 3 due", len(d))
+		return false, fmt.Errorf("the answer to Get Chassis Status has %d data bytes, at least 3 are due", len(d))
 	}
 	return d[0]&0x01 != 0, nil
 }
