@@ -102,7 +102,7 @@ func run(w io.Writer, hold, softTimeout, lag time.Duration, via string) error {
 		fmt.Fprintf(w, "each host is driven through Redfish (gofish) against an emulated BMC over HTTPS on loopback\n")
 	}
 	if via == "ipmi" {
-		fmt.Fprintf(w, "each host is driven through IPMI (go-ipmi, lanplus, cipher suite 3) against an emulated BMC on loopback UDP\n")
+		fmt.Fprintf(w, "each host is driven through IPMI (lanplus, cipher suite 3) against an emulated BMC on loopback UDP\n")
 	}
 	store := fake.NewRebootHosts(hosts...)
 	r := &reboot.Reconciler{
