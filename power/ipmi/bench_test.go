@@ -60,3 +60,35 @@ func BenchmarkOperations(b *testing.B) {
 		})
 	}
 }
+
+// TestDatagramsPerOperation counts, at the BMC (ground truth), the
+// datagrams each operation costs on a live session: a read 1 (Get Chassis
+// Status), a power-on or soft power-off 2 (read, Chassis Control), a hard
+// power-off 1 (Chassis Control, sent whatever the state reads), and 1 when
+// the read finds the host already in the state asked.
+func TestDatagramsPerOperation(t *testing.T) {
+	ctx := context.Background()
+	b, hw := newBMC(t, fake.PowerConfig{})
+	c := connect(t, b)
+	for _, tc := range []struct {
+		name string
+		op   func() error
+		want int
+	}{
+		{"state", func() error { _, err := c.State(ctx); return err }, 1},
+		{"off soft, host on", func() error { return c.Off(ctx, power.ModeSoft) }, 2},
+		{"on, host off", func() error { return c.On(ctx) }, 2},
+		{"on, host on", func() error { return c.On(ctx) }, 1},
+		{"off hard", func() error { return c.Off(ctx, power.ModeHard) }, 1},
+		{"off soft, host off", func() error { return c.Off(ctx, power.ModeSoft) }, 1},
+	} {
+		before := b.Packets()
+		if err := tc.op(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := b.Packets() - before; got != tc.want {
+			t.Errorf("%s: %d datagrams, want %d", tc.name, got, tc.want)
+		}
+		t.Logf("%s: %d datagram(s); hardware on: %v", tc.name, b.Packets()-before, hw.HardwareOn())
+	}
+}

@@ -167,6 +167,9 @@ func TestReorderedAnswersKeepTheTruth(t *testing.T) {
 	if err == nil {
 		assert.Equal(t, power.StateOn, s)
 	}
+	// The answer held back came after a newer one: refused (its session
+	// sequence number is behind), not read.
+	assert.GreaterOrEqual(t, c.Dropped(), 1)
 }
 
 // downgradeTo rewrites the console's Open Session Request to ask for

@@ -117,6 +117,8 @@ type Controller struct {
 	sess *session
 	// dropped counts the datagrams refused by sessions that ended.
 	dropped int
+	// idle is idleReopen (shorter in tests).
+	idle time.Duration
 	// closed: Close was called.
 	closed bool
 }
@@ -129,7 +131,8 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, &power.Error{Op: "connect", Class: power.ClassFailed, Message: "the configuration cannot work", Err: err}
 	}
 	host := strings.TrimSuffix(strings.TrimPrefix(cfg.Host, "["), "]")
-	c := &Controller{cfg: cfg, st: suites[cfg.CipherSuite], addr: net.JoinHostPort(host, strconv.Itoa(cfg.Port)), sem: make(chan struct{}, 1)}
+	c := &Controller{cfg: cfg, st: suites[cfg.CipherSuite], addr: net.JoinHostPort(host, strconv.Itoa(cfg.Port)),
+		sem: make(chan struct{}, 1), idle: idleReopen}
 	if err := c.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -211,7 +214,7 @@ func (c *Controller) handshake(ctx context.Context) error {
 		return nil
 	}
 	if s != nil {
-		c.end(ctx, s)
+		c.end(s)
 	} else {
 		l.close()
 		c.dropped += l.dropped
@@ -259,21 +262,25 @@ func (c *Controller) setupError(ctx context.Context, su *setup, err error) error
 }
 
 // end closes session s without waiting long for the BMC.
-func (c *Controller) end(ctx context.Context, s *session) {
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
-	_ = s.closeSession(closeCtx)
-	cancel()
+func (c *Controller) end(s *session) {
+	s.abandon()
 	c.dropped += s.dropped
 }
 
-// drop ends the current session without waiting long for the BMC.
-func (c *Controller) drop(ctx context.Context) {
+// drop ends the current session without waiting for the BMC.
+func (c *Controller) drop() {
 	if c.sess == nil {
 		return
 	}
-	c.end(ctx, c.sess)
+	c.end(c.sess)
 	c.sess = nil
 }
+
+// idleReopen: a session unused for this long is ended and a new one
+// opened before the next operation, rather than found dead by a timeout
+// (BMCs evict sessions idle for 60 s by default, IPMI v2.0 section 6.12.15;
+// this package sends no keep-alive).
+const idleReopen = 30 * time.Second
 
 // Close ends the session.
 func (c *Controller) Close() error { return c.CloseContext(context.Background()) }
@@ -315,6 +322,9 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 	if c.closed {
 		return &power.Error{Op: op, Class: power.ClassFailed, Message: "the controller was closed", Err: ErrClosed}
 	}
+	if c.sess != nil && time.Since(c.sess.lastAnswer) > c.idle {
+		c.drop()
+	}
 	for attempt := 0; ; attempt++ {
 		if c.sess == nil {
 			if err := c.connect(ctx); err != nil {
@@ -329,7 +339,7 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 		if errors.As(err, &ce) {
 			return c.classify(op, err)
 		}
-		c.drop(ctx)
+		c.drop()
 		if ctx.Err() != nil || attempt > 0 {
 			return c.classify(op, err)
 		}

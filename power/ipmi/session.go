@@ -113,6 +113,8 @@ type session struct {
 	*link
 	keys
 	rqSeq uint8
+	// lastAnswer is when the session last took an answer.
+	lastAnswer time.Time
 }
 
 // completionError is a non-zero IPMI completion code.
@@ -153,10 +155,25 @@ func (s *session) command(ctx context.Context, netFn, cmd uint8, data []byte) ([
 	if err != nil {
 		return nil, err
 	}
+	s.lastAnswer = time.Now()
 	if code != 0 {
 		return nil, completionError(code)
 	}
 	return out, nil
+}
+
+// abandon sends Close Session once without waiting for the answer, and
+// closes the socket: for a session that lost an answer or sat idle, whose
+// BMC may not answer any more.
+func (s *session) abandon() {
+	defer s.close()
+	s.rqSeq = (s.rqSeq + 1) & 0x3f
+	if p, err := s.seal(ipmiRequest(netFnApp, cmdCloseSess, s.rqSeq, binary.LittleEndian.AppendUint32(nil, s.bmcID))); err == nil {
+		_ = s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
+		if _, err := s.conn.Write(p); err == nil {
+			s.sent++
+		}
+	}
 }
 
 // closeSession sends Close Session once and waits at most one Timeout for
