@@ -79,6 +79,9 @@ func (l *link) roundTrip(ctx context.Context, step string, next func() ([]byte, 
 				}
 				// ICMP port unreachable and the like: wait out the
 				// timeout as for a lost answer.
+				if errors.Is(err, net.ErrClosed) {
+					return try + 1, fmt.Errorf("%s: %w", step, err)
+				}
 				if time.Now().Before(deadline) {
 					continue
 				}
