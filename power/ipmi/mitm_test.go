@@ -15,6 +15,7 @@ import (
 // in their stead.
 type mitm struct {
 	ln, up *net.UDPConn
+	wg     sync.WaitGroup
 	mu     sync.Mutex
 	peer   *net.UDPAddr
 	// consoleID is the console's session ID (from its last Open Session
@@ -34,19 +35,40 @@ type mitm struct {
 
 func newMITM(t *testing.T, bmcAddr string) *mitm {
 	t.Helper()
-	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	m, err := startMITM(bmcAddr)
 	require.NoError(t, err)
-	ra, err := net.ResolveUDPAddr("udp", bmcAddr)
-	require.NoError(t, err)
-	up, err := net.DialUDP("udp", nil, ra)
-	require.NoError(t, err)
-	m := &mitm{ln: ln, up: up}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); m.fromClient() }()
-	go func() { defer wg.Done(); m.fromBMC() }()
-	t.Cleanup(func() { ln.Close(); up.Close(); wg.Wait() })
+	t.Cleanup(m.close)
 	return m
+}
+
+// startMITM starts a man in the middle before the BMC at bmcAddr; close
+// stops it.
+func startMITM(bmcAddr string) (*mitm, error) {
+	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return nil, err
+	}
+	ra, err := net.ResolveUDPAddr("udp", bmcAddr)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	up, err := net.DialUDP("udp", nil, ra)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	m := &mitm{ln: ln, up: up}
+	m.wg.Add(2)
+	go func() { defer m.wg.Done(); m.fromClient() }()
+	go func() { defer m.wg.Done(); m.fromBMC() }()
+	return m, nil
+}
+
+func (m *mitm) close() {
+	m.ln.Close()
+	m.up.Close()
+	m.wg.Wait()
 }
 
 func (m *mitm) addr() (string, int) {
