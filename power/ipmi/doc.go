@@ -15,7 +15,10 @@
 // evicted an idle session) is ended and opened again once, and the
 // operation repeated once: every command this package sends is
 // idempotent. Nothing is sent between operations (no keep-alive, no
-// goroutine): one session has one sender.
+// goroutine): one session has one sender, so no answer can meet a request
+// it was not sent for. A session idle for 30 s is ended (Close Session,
+// not waited for) and a new one opened before the next operation, since
+// BMCs evict idle sessions.
 //
 // What IPMI says and what this adapter does about it:
 //   - Every datagram of an established session is checked before any of
