@@ -53,6 +53,7 @@ func TestNetworkAdversaryNeverBecomesState(t *testing.T) {
 		defer m.close()
 		mode := netHonest
 		var last, held []byte
+		m.mu.Lock() // the hooks run under m.mu
 		m.toBMC = func(p []byte) bool {
 			if !m.active || !sessionDatagram(p) {
 				return true
@@ -90,6 +91,7 @@ func TestNetworkAdversaryNeverBecomesState(t *testing.T) {
 			held = nil
 			return out
 		}
+		m.mu.Unlock()
 		host, port := m.addr()
 		c, err := ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: user, Password: pass, Timeout: 50 * time.Millisecond, Retries: 1})
 		if err != nil {
