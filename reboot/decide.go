@@ -241,6 +241,19 @@ type Observed struct {
 	// StaleReads and OffSettle, if positive, replace Config.StaleReads and
 	// Config.OffSettle for this host (BMCs differ: see Config).
 	StaleReads, OffSettle time.Duration
+	// SoftToggles and HardToggles say that the host's power.Controller
+	// may press the power button for a soft or a hard power-off (see
+	// Toggler). Such a power-off is sent only on an On reading taken
+	// SoftTimeout + StaleReads after this controller's last power-off
+	// (SinceOff) and StaleReads after its last power-on (QuietFor): never
+	// on an Off or unknown reading, nor on an On that may echo the state
+	// from before a shutdown this controller started.
+	SoftToggles, HardToggles bool
+	// SinceOff is how long, on a monotonic clock, this controller has not
+	// sent a power-off to this host before Power was read: since its last
+	// Off call (whatever its outcome), or since the controller started if
+	// it sent none since. Only toggling power-offs read it.
+	SinceOff time.Duration
 }
 
 // Config tunes decisions. The zero value is valid: every zero field takes
@@ -696,9 +709,17 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		}
 		return
 	}
-	// A power-off powers nothing on (a Controller that can only toggle
-	// checks the state itself), so it is sent whatever the reading: on,
-	// unknown, or an Off that may echo a state from before the request.
+	// A power-off that sets the power powers nothing on, so it is sent
+	// whatever the reading: on, unknown, or an Off that may echo a state
+	// from before the request. One that may press the power button is
+	// sent only on an On reading that cannot be an echo (pressWait).
+	if w, no := c.pressWait(o, st.Mode); no {
+		if d.Reason == "" {
+			d.Reason = "power-off presses the power button: wait for an On reading that cannot be an echo"
+		}
+		d.RequeueAfter = c.cap(min(w, requeue()))
+		return
+	}
 	d.Power = ActionPowerOff
 	d.Mode = st.Mode
 	if d.Reason == "" && last.Action == ActionPowerOff && last.Mode == st.Mode && last.Class == power.ClassNone && o.Power == power.StateOn {
@@ -736,6 +757,11 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		d.Phase = PhasePoweringOff
 		if c.wait(o.LastCall, ActionPowerOff, st.Mode, now, o.Power, d) {
 			d.RequeueAfter = min(d.RequeueAfter, c.cap(c.readBackoff(o.LastCall, now)))
+			return
+		}
+		if w, no := c.pressWait(o, st.Mode); no {
+			d.Reason = "held host read on; its power-off presses the power button: wait for an On reading that cannot be an echo"
+			d.RequeueAfter = c.cap(w)
 			return
 		}
 		d.Power, d.Mode = ActionPowerOff, st.Mode
@@ -834,6 +860,11 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			if mode == power.ModeSoft {
 				d.RequeueAfter = min(d.RequeueAfter, c.cap(st.OfflineSince.Add(c.SoftTimeout).Sub(now)))
 			}
+			return
+		}
+		if w, no := c.pressWait(o, mode); no {
+			d.Reason = "Online is false; the power-off presses the power button: wait for an On reading that cannot be an echo"
+			d.RequeueAfter = c.cap(w)
 			return
 		}
 		d.Power = ActionPowerOff

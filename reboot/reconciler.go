@@ -110,8 +110,9 @@ type Reconciler struct {
 // memory is what a Reconciler remembers of one host between passes; a
 // restart loses it, which is always safe (see Observed).
 type memory struct {
-	last   Call
-	lastOn time.Duration // monotonic time of the last power-on sent
+	last    Call
+	lastOn  time.Duration // monotonic time of the last power-on sent
+	lastOff time.Duration // monotonic time of the last power-off sent
 	forgot bool          // Forget was called: nothing is known from before now
 	known  bool          // a pass has run since the Reconciler started
 	// versions are the record's versions this Reconciler read or wrote
@@ -146,7 +147,7 @@ func (r *Reconciler) mem(name string, m time.Duration) *memory {
 	}
 	h := r.hosts[name]
 	if h == nil {
-		h = &memory{lastOn: r.start}
+		h = &memory{lastOn: r.start, lastOff: r.start}
 		r.hosts[name] = h
 	}
 	return h
@@ -161,7 +162,7 @@ func (r *Reconciler) Forget(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.mem(name, m)
-	r.hosts[name] = &memory{lastOn: m, forgot: true}
+	r.hosts[name] = &memory{lastOn: m, lastOff: m, forgot: true}
 }
 
 // anchors remembers when (on the monotonic clock) this Reconciler first
@@ -253,11 +254,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		Power:         state,
 		LastCall:      hm.last,
 		QuietFor:      m - hm.lastOn,
+		SinceOff:      m - hm.lastOff,
 		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, first && !hm.forgot),
 		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, first && !hm.forgot),
 		Changed:       !hm.seenVersion(h.Version) || first,
 		StaleReads:    h.StaleReads,
 		OffSettle:     h.OffSettle,
+	}
+	if t, ok := pc.(Toggler); ok {
+		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
 	switch state {
 	case power.StateOff:
@@ -319,6 +324,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			r.mu.Unlock()
 			err = pc.On(ctx)
 		} else {
+			// Noted before the call, as a power-on is: a shutdown may
+			// start whatever the call returns.
+			m := r.monotonic()
+			r.mu.Lock()
+			hm.lastOff = m
+			r.mu.Unlock()
 			err = pc.Off(ctx, d.Mode)
 		}
 		call := Call{Action: d.Power, Mode: d.Mode, Class: power.Classify(err), At: r.Now()}

@@ -71,6 +71,13 @@ func (p *Probe) Off(ctx context.Context, m power.Mode) error {
 	return p.Controller.Off(ctx, m)
 }
 
+// TogglesOff implements reboot.Toggler for the wrapped controller: false
+// unless it implements it.
+func (p *Probe) TogglesOff(m power.Mode) bool {
+	t, ok := p.Controller.(reboot.Toggler)
+	return ok && t.TogglesOff(m)
+}
+
 // Ticket is a fencing client's request as the test knows it: the
 // protocol's ticket and the real instant its T was taken.
 type Ticket struct {
