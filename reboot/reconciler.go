@@ -113,8 +113,8 @@ type memory struct {
 	last    Call
 	lastOn  time.Duration // monotonic time of the last power-on sent
 	lastOff time.Duration // monotonic time of the last power-off sent
-	forgot bool          // Forget was called: nothing is known from before now
-	known  bool          // a pass has run since the Reconciler started
+	forgot  bool          // Forget was called: nothing is known from before now
+	known   bool          // a pass has run since the Reconciler started
 	// versions are the record's versions this Reconciler read or wrote
 	// lately: a store that reads from a cache may show an older one again.
 	versions [4]string
