@@ -184,7 +184,8 @@ type Call struct {
 	Action Action
 	// Mode is the mode of a power-off.
 	Mode power.Mode
-	// Class is the outcome (power.Classify of the error).
+	// Class is the outcome: CallClass of the error (a call that was not
+	// carried out, a refused login or a Pool's back-off, is busy).
 	Class power.Class
 	// At is the applier's clock when the call returned.
 	At time.Time

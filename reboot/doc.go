@@ -58,7 +58,8 @@
 //     comes with UpdateStatus: the versioned write is what makes a keyed
 //     annotation added since your read stop the power-on.
 //  5. Make the power call Decision.Power (Off with Decision.Mode, or On),
-//     and remember its outcome class (power.Classify) and time for step 2.
+//     and remember its outcome class (CallClass: a refused login or a
+//     Pool's back-off was not tried, and is busy) and time for step 2.
 //  6. Run the next pass after Decision.RequeueAfter, at once after a failed
 //     power call, and whenever the host changes.
 //  7. Report Decision.Warnings (bad values, invalid keys, refused keys) to

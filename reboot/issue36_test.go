@@ -1,6 +1,8 @@
 package reboot_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -55,4 +57,58 @@ func describeTruth(pw *fake.Power) string {
 		s += tc.At.Format("15:04:05.000") + " on=" + map[bool]string{true: "true", false: "false"}[tc.On] + " " + tc.Cause.String() + "; "
 	}
 	return s
+}
+
+// refusing is a power controller whose power-offs are refused with err
+// (not carried out) until until; then it passes them through.
+type refusing struct {
+	power.Controller
+	now   func() time.Time
+	until time.Time
+	err   error
+}
+
+func (r *refusing) Off(ctx context.Context, m power.Mode) error {
+	if r.now().Before(r.until) {
+		return r.err
+	}
+	return r.Controller.Off(ctx, m)
+}
+
+// Issue 36, point 3: a soft power-off refused because of the credentials
+// (a password rotation in progress), refused by the Pool while it backs
+// off after that, or refused as busy was not carried out: it is tried
+// again soft after RetryDelay, and only SoftTimeout escalates to hard.
+// (The old code counted ErrAuth and the Pool's refusal after it as a
+// failed soft power-off and cut the power 10 ms after the request.)
+func TestIssue36RefusedLoginIsNotTriedNotFailed(t *testing.T) {
+	authErr := &power.Error{Op: "off soft", Class: power.ClassFailed, Status: 401, Message: "refused", Err: power.ErrAuth}
+	for name, err := range map[string]error{
+		"auth":    authErr,
+		"backoff": &power.Error{Op: "off soft", Class: power.ClassFailed, Message: "not tried", Err: errors.Join(power.ErrBackoff, authErr)},
+		"busy":    &power.Error{Op: "off soft", Class: power.ClassBusy, Status: 503},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, fake.PowerConfig{SoftDelay: 20 * time.Second}, reboot.Host{Online: true})
+			ref := &refusing{Controller: w.pw, now: w.clk.Real, until: w.clk.Real().Add(45 * time.Second), err: err}
+			w.r.Power = func(string) (power.Controller, error) { return ref, nil }
+			client := &reboot.Client{Hosts: w.store, Key: "drain", Now: w.clk.Now}
+			_, rerr := client.Request(w.ctx, "h", power.ModeSoft)
+			require.NoError(t, rerr)
+			start := w.clk.Real()
+			w.follow(t, 2*time.Minute, func() bool { return false })
+			var soft []time.Duration
+			for _, c := range w.pw.Calls() {
+				if c.Op == fake.OpOff && c.Mode == power.ModeHard {
+					t.Fatalf("hard power-off %v after the request, before SoftTimeout", c.At.Sub(start))
+				}
+				if c.Op == fake.OpOff {
+					soft = append(soft, c.At.Sub(start))
+				}
+			}
+			require.NotEmpty(t, soft, "soft power-off tried again once it was accepted")
+			require.LessOrEqual(t, soft[0], 45*time.Second+reboot.DefaultConfig().RetryDelay, "tried again every RetryDelay")
+			require.False(t, w.pw.HardwareOn(), "the OS shut down")
+		})
+	}
 }

@@ -332,7 +332,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			r.mu.Unlock()
 			err = pc.Off(ctx, d.Mode)
 		}
-		call := Call{Action: d.Power, Mode: d.Mode, Class: power.Classify(err), At: r.Now()}
+		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now()}
 		r.mu.Lock()
 		if hm.last.Action == call.Action && hm.last.Mode == call.Mode {
 			call.Repeats = hm.last.Repeats + 1
