@@ -250,6 +250,12 @@ type Observed struct {
 	// on an Off or unknown reading, nor on an On that may echo the state
 	// from before a shutdown this controller started.
 	SoftToggles, HardToggles bool
+	// UnknownFor is how long, on a monotonic clock, the host's power has
+	// read unknown without a break, up to this pass's unknown reading
+	// (zero for the first unknown reading of a run, and for any other).
+	// Unknown readings back off from QuickPoll to PollInterval with it
+	// once a run lasts longer than PollInterval.
+	UnknownFor time.Duration
 	// SinceOff is how long, on a monotonic clock, this controller has not
 	// sent a power-off to this host before Power was read: since its last
 	// Off call (whatever its outcome), or since the controller started if
@@ -303,8 +309,9 @@ type Config struct {
 	// BMC says Off only once the hardware is off.
 	OffSettle time.Duration
 	// QuickPoll is how soon to read again after a power-off command (then
-	// doubling up to PollInterval) and after an unknown reading while a
-	// reboot is pending. It is also where repeating a hard power-off that
+	// as long as it has been since the command, up to PollInterval) and
+	// after an unknown reading while a reboot is pending (backing off to
+	// PollInterval once the readings have been unknown for PollInterval). It is also where repeating a hard power-off that
 	// a later reading contradicts starts its backoff (doubling up to
 	// PollInterval). Default 1 s.
 	QuickPoll time.Duration
@@ -681,13 +688,15 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		d.Reason = "hard reboot requested: escalate"
 	}
 	// Look again soon: after a power-off, quickly at first, backing off to
-	// PollInterval; an unknown reading at once; an Off reading as soon as
-	// it can be evidence.
+	// PollInterval; after an unknown reading, quickly at first, backing
+	// off to PollInterval while the readings stay unknown (a BMC that
+	// answers null is not read every QuickPoll for ever); an Off reading
+	// as soon as it can be evidence.
 	requeue := func() time.Duration {
 		r := c.readBackoff(last, now)
 		switch o.Power {
 		case power.StateUnknown:
-			r = c.QuickPoll
+			r = c.unknownBackoff(o)
 		case power.StateOff:
 			r = min(r, max(c.untilEvidence(o, st), c.Precision/10))
 		}
@@ -777,7 +786,7 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		if !held {
 			// No power-on on an unknown state: on some BMCs it is a toggle.
 			d.Reason = "off and released, power state unknown: look again"
-			d.RequeueAfter = c.QuickPoll
+			d.RequeueAfter = c.cap(c.unknownBackoff(o))
 			return
 		}
 	}
@@ -921,6 +930,15 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 		d.RequeueAfter = min(d.RequeueAfter, c.readBackoff(last, now))
 	}
 	return true
+}
+
+// unknownBackoff is when to read again after an unknown reading:
+// QuickPoll for the first PollInterval of an unbroken run of unknown
+// readings (a BMC that answers null now and then is read again at once),
+// then as long as the run has gone on beyond that, at most PollInterval
+// (one that answers null for ever is read every PollInterval).
+func (c Config) unknownBackoff(o Observed) time.Duration {
+	return max(min(o.UnknownFor-c.PollInterval, c.PollInterval), c.QuickPoll)
 }
 
 // readBackoff is when to read again after the last power call: QuickPoll

@@ -80,8 +80,11 @@
 //     pending it may send the power-off, which powers nothing on: a
 //     power.Controller's Off never powers a host on (power/redfish sends
 //     its toggle, PushPowerButton, only after its own fresh read says On).
-//     Until the power-off has evidence it reads again after
-//     Config.QuickPoll (1 s); otherwise after PollInterval.
+//     While a reboot is pending it reads again after Config.QuickPoll
+//     (1 s) for the first PollInterval of an unbroken run of unknown
+//     readings, then backing off to PollInterval, so a BMC that answers
+//     null for ever is not read every second; otherwise after
+//     PollInterval.
 //   - Transitioning and On prove the host is not known off.
 //   - Off, read at instant r, proves by assumption A1 that the hardware was
 //     off at some instant in [r-StaleReads, r]. So it is evidence for a

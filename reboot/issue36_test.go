@@ -112,3 +112,32 @@ func TestIssue36RefusedLoginIsNotTriedNotFailed(t *testing.T) {
 		})
 	}
 }
+
+// Issue 36, point 4: a BMC that answers null for ten minutes while a
+// reboot is pending is read backing off from QuickPoll to PollInterval, as
+// after a power-off, not every QuickPoll for ever (the old code read it
+// 600 times).
+func TestIssue36UnknownReadingsBackOff(t *testing.T) {
+	for _, mode := range []power.Mode{power.ModeHard, power.ModeSoft} {
+		t.Run(mode.String(), func(t *testing.T) {
+			w := newWorld(t, fake.PowerConfig{Report: fake.Report{Unknown: 1}}, reboot.Host{Online: true})
+			client := &reboot.Client{Hosts: w.store, Key: "fencing", Now: w.clk.Now}
+			_, err := client.Request(w.ctx, "h", mode)
+			require.NoError(t, err)
+			before := len(w.pw.Calls())
+			const span = 10 * time.Minute
+			w.follow(t, span, func() bool { return false })
+			reads := 0
+			for _, c := range w.pw.Calls()[before:] {
+				if c.Op == fake.OpState {
+					reads++
+				}
+			}
+			cfg := reboot.DefaultConfig()
+			// PollInterval apart, plus the quick reads after each power-off
+			// (sent again every ReissueAfter).
+			bound := int(span/cfg.PollInterval) + int(span/cfg.ReissueAfter+1)*4
+			require.LessOrEqual(t, reads, bound, "reads of a BMC that answers null in %v", span)
+		})
+	}
+}

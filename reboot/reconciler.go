@@ -125,6 +125,10 @@ type memory struct {
 	// readings, trimmed to the latest one at least OffSettle old and those
 	// after it.
 	offRun []time.Duration
+	// unknownSince is when (monotonic) the current unbroken run of
+	// unknown readings began; valid while unknownRun.
+	unknownSince time.Duration
+	unknownRun   bool
 }
 
 // processStart anchors the default monotonic clock.
@@ -273,8 +277,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		o.OffFor = m - hm.offRun[0]
 	case power.StateUnknown:
 		// Neither on nor off: the run goes on, but this reading adds nothing.
+		if !hm.unknownRun {
+			hm.unknownRun, hm.unknownSince = true, m
+		}
+		o.UnknownFor = m - hm.unknownSince
 	default:
 		hm.offRun = hm.offRun[:0]
+	}
+	if state != power.StateUnknown {
+		hm.unknownRun = false
 	}
 	r.mu.Unlock()
 
