@@ -45,7 +45,9 @@
 //     process started), SincePending and SinceRequest (since you first
 //     knew the host's current Status.PendingRebootSince and
 //     LastRequestSeen: your pass that wrote them, or your first pass that
-//     read them; after a restart, since the restart), OffFor (with
+//     read them; after a restart, since the restart, unless the value is
+//     stamped later than the restart: a previous leader wrote it late),
+//     OffFor (with
 //     Config.OffSettle: the age of the latest reading of an unbroken run
 //     of Off readings that is at least OffSettle old), and Changed (the
 //     record's version is not one you read or wrote lately). Never carry a
@@ -161,6 +163,12 @@
 //	    also accepts Status.Covers, which compares no clocks.
 //	A4. One controller acts on a host at a time (leader election), and the
 //	    store's writes are compare-and-swap and return the new version.
+//	    During a handover the old leader may still finish a pass: its
+//	    power call is stopped by a lease guard (kube.LeaseGuard), its
+//	    write by the compare-and-swap if the new leader wrote the host
+//	    since its read, and otherwise its timestamps count as known only
+//	    from the new leader's next read, never from its start
+//	    (TestIssue36LeaderHandoverLateWrite).
 //
 // Under them:
 //

@@ -3,12 +3,14 @@ package reboot_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
@@ -138,6 +140,114 @@ func TestIssue36UnknownReadingsBackOff(t *testing.T) {
 			// (sent again every ReissueAfter).
 			bound := int(span/cfg.PollInterval) + int(span/cfg.ReissueAfter+1)*4
 			require.LessOrEqual(t, reads, bound, "reads of a BMC that answers null in %v", span)
+		})
+	}
+}
+
+// leaseGuard is a power controller that makes calls only while its
+// Reconciler holds the lease, as kube.LeaseGuard does.
+type leaseGuard struct {
+	power.Controller
+	leader bool
+}
+
+var errNotLeader = &power.Error{Op: "guard", Class: power.ClassFailed, Message: "not the leader: no power call"}
+
+func (g *leaseGuard) On(ctx context.Context) error {
+	if !g.leader {
+		return errNotLeader
+	}
+	return g.Controller.On(ctx)
+}
+
+func (g *leaseGuard) Off(ctx context.Context, m power.Mode) error {
+	if !g.leader {
+		return errNotLeader
+	}
+	return g.Controller.Off(ctx, m)
+}
+
+// Issue 36, point 5: a leader handover. The old leader reads a host,
+// pauses (its lease expires; the new leader starts on another host), then
+// reads its clock and writes a status dated after the new leader's start.
+// The store's compare-and-swap refuses that write when the new leader
+// wrote the host meanwhile; when it did not, the write lands, and the new
+// leader must not count its timestamps as known since its own start. (The
+// old code did: its first Off reading, an echo from before an out-of-band
+// power-on, became evidence 20 s too late, and Fenced vouched for an
+// instant at which the hardware ran.)
+func TestIssue36LeaderHandoverLateWrite(t *testing.T) {
+	for _, newLeaderWrites := range []bool{false, true} {
+		t.Run(fmt.Sprintf("newLeaderWritesFirst=%v", newLeaderWrites), func(t *testing.T) {
+			ctx := context.Background()
+			clk := fake.NewClock(time.Time{})
+			pw := fake.NewPower(clk.Real, fake.PowerConfig{Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
+			other := fake.NewPower(clk.Real, fake.PowerConfig{})
+			store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true}, reboot.Host{Name: "g", Online: true})
+			cfg := reboot.Config{StaleReads: 5 * time.Second}
+			gA, gB := &leaseGuard{Controller: pw, leader: true}, &leaseGuard{Controller: pw}
+			var b *reboot.Reconciler
+			paused := false
+			a := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+				Power: func(name string) (power.Controller, error) {
+					if name == "h" && paused {
+						// Between the old leader's read and its clocks: its
+						// lease expires, the new leader starts.
+						paused = false
+						gA.leader, gB.leader = false, true
+						_, err := b.Reconcile(ctx, "g")
+						require.NoError(t, err)
+						if newLeaderWrites {
+							_, err := b.Reconcile(ctx, "h")
+							require.NoError(t, err)
+						}
+						clk.Advance(20 * time.Second)
+					}
+					if name == "g" {
+						return other, nil
+					}
+					return gA, nil
+				}}
+			b = &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+				Power: func(name string) (power.Controller, error) {
+					if name == "g" {
+						return other, nil
+					}
+					return gB, nil
+				}}
+			for _, n := range []string{"h", "g"} {
+				_, err := a.Reconcile(ctx, n)
+				require.NoError(t, err)
+			}
+			clk.Advance(time.Minute)
+			client := &reboot.Client{Hosts: store, Key: "fencing", Now: clk.Now}
+			_, err := client.Request(ctx, "h", power.ModeHard)
+			require.NoError(t, err)
+
+			paused = true
+			_, err = a.Reconcile(ctx, "h")
+			if newLeaderWrites {
+				require.ErrorIs(t, err, reboot.ErrConflict, "the store refuses the old leader's late write")
+			} else {
+				require.NoError(t, err)
+			}
+			// The new leader powers off; reads echo 5 s; someone powers the
+			// host on 4 s later, after the new leader's last reissue, and
+			// the next second's Off reading echoes the power-off.
+			_, err = b.Reconcile(ctx, "h")
+			require.NoError(t, err)
+			for i := 1; i <= 40; i++ {
+				clk.Advance(500 * time.Millisecond)
+				if i == 8 {
+					pw.OutOfBandOn()
+				}
+				_, err = b.Reconcile(ctx, "h")
+				require.NoError(t, err)
+				h, _ := store.Get(ctx, "h")
+				if e := h.Status.LastPoweredOff; !e.IsZero() && !pw.WasOffDuring(e, clk.Real()) {
+					t.Fatalf("evidence %v: the hardware was not off at or after it; truth %s", e.Sub(fake.Epoch), rebootcheck.DescribeTruth(pw))
+				}
+			}
 		})
 	}
 }

@@ -105,6 +105,10 @@ type Reconciler struct {
 	hosts   map[string]*memory
 	started bool
 	start   time.Duration
+	// startWall is the wall clock read with start: a value stamped later
+	// was written after the start (by a previous leader finishing a pass
+	// late), so it is not known since the start.
+	startWall time.Time
 }
 
 // memory is what a Reconciler remembers of one host between passes; a
@@ -142,9 +146,9 @@ func (r *Reconciler) monotonic() time.Duration {
 }
 
 // mem returns the host's memory; r.mu must be held.
-func (r *Reconciler) mem(name string, m time.Duration) *memory {
+func (r *Reconciler) mem(name string, m time.Duration, wall time.Time) *memory {
 	if !r.started {
-		r.started, r.start = true, m
+		r.started, r.start, r.startWall = true, m, wall
 	}
 	if r.hosts == nil {
 		r.hosts = map[string]*memory{}
@@ -165,8 +169,20 @@ func (r *Reconciler) Forget(name string) {
 	m := r.monotonic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.mem(name, m)
+	r.mem(name, m, r.Now())
 	r.hosts[name] = &memory{lastOn: m, lastOff: m, forgot: true}
+}
+
+// knownSinceStart reports whether a timestamp v read in a host's first
+// pass since the start (first) may count as known since the start: only
+// if it is not later than the wall clock at the start. A later one was
+// written after the start, by someone who read the clock after it: a
+// previous leader that paused between its read and its write across a
+// handover, whose write the store's compare-and-swap accepts when this
+// Reconciler has not written the host since. Counting it from the start
+// would date the evidence it anchors late (issue 36); it counts from now.
+func (r *Reconciler) knownSinceStart(first bool, v time.Time) bool {
+	return first && !v.After(r.startWall)
 }
 
 // anchors remembers when (on the monotonic clock) this Reconciler first
@@ -247,9 +263,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	cfg := r.Config.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 
 	r.mu.Lock()
-	hm := r.mem(name, m)
+	hm := r.mem(name, m, now)
 	first := !hm.known
 	hm.known = true
+	// A value read in this host's first pass is known since the start
+	// only if it was stamped before it (see knownSinceStart).
+	fromStart := first && !hm.forgot
 	o := Observed{
 		Annotations:   h.Annotations,
 		Online:        h.Online,
@@ -259,8 +278,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		LastCall:      hm.last,
 		QuietFor:      m - hm.lastOn,
 		SinceOff:      m - hm.lastOff,
-		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, first && !hm.forgot),
-		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, first && !hm.forgot),
+		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, r.knownSinceStart(fromStart, h.Status.PendingRebootSince)),
+		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.LastRequestSeen)),
 		Changed:       !hm.seenVersion(h.Version) || first,
 		StaleReads:    h.StaleReads,
 		OffSettle:     h.OffSettle,
