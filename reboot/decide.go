@@ -64,6 +64,14 @@ type Status struct {
 	// sighting that was an echo from before the power-off. Client.HoldBroken
 	// reports it to clients.
 	HoldBroken time.Time
+	// RewriteSeen is the earliest write by someone else, not yet covered
+	// by the evidence, that left the requests as they were but may have
+	// removed one and added it again with the same value; LastRewriteSeen
+	// the latest such write after it (zero if none). The evidence moves
+	// forward to cover them, one after the other, without delaying any
+	// other request (see rewrite.go: how a re-added request is told from
+	// other writes).
+	RewriteSeen, LastRewriteSeen time.Time
 }
 
 // Equal reports whether s and o hold the same instants, modes and requests.
@@ -73,7 +81,8 @@ func (s Status) Equal(o Status) bool {
 		s.LastPoweredOff.Equal(o.LastPoweredOff) && s.Mode == o.Mode &&
 		s.LastRequestSeen.Equal(o.LastRequestSeen) && slices.Equal(s.Seen, o.Seen) &&
 		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode &&
-		s.HoldBroken.Equal(o.HoldBroken)
+		s.HoldBroken.Equal(o.HoldBroken) &&
+		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen)
 }
 
 // Pending reports whether a reboot is pending.
@@ -234,10 +243,11 @@ type Observed struct {
 	OffFor time.Duration
 	// Changed says the host record was written by someone else since this
 	// controller's last pass (its Version differs from the one the
-	// controller last read or wrote; true after a restart). With a reboot
-	// pending and keyed requests present, a changed record counts as a new
-	// request: a client may have removed its annotation and added it again
-	// with the same value between two passes.
+	// controller last read or wrote; true after a restart). It never makes
+	// a request new (only a request name and value not seen before do);
+	// with a reboot pending, keyed requests present and the requests as
+	// they were, it is a possible re-add of a request with the same value,
+	// answered apart (Status.RewriteSeen) without delaying the others.
 	Changed bool
 	// StaleReads and OffSettle, if positive, replace Config.StaleReads and
 	// Config.OffSettle for this host (BMCs differ: see Config).
@@ -453,14 +463,15 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 			st.Mode = power.ModeHard
 		}
 		st.Seen, st.LastRequestSeen, st.HoldBroken = nil, time.Time{}, time.Time{}
+		st.RewriteSeen, st.LastRewriteSeen = time.Time{}, time.Time{}
 	}
 	if st.Pending() {
 		c.see(d.Requests, p, st)
 		if o.Changed && hasKeyed && st.LastRequestSeen.Equal(o.Status.LastRequestSeen) {
-			// Someone wrote the record: a client may have removed its
-			// annotation and added it again with the same value, a new
-			// request that looks like the old one. Answer it as new.
-			st.LastRequestSeen = maxTime(p, st.PendingRebootSince)
+			// Someone wrote the record and the requests are as they were:
+			// not a new request, but one may have been removed and added
+			// again with the same value. Answered apart (rewrite.go).
+			c.noteRewrite(p, st)
 		}
 		c.evidence(o, p, st)
 	}
@@ -524,6 +535,7 @@ func (c Config) evidence(o Observed, p time.Time, st *Status) {
 	if e.After(st.LastPoweredOff) && level(e) > level(st.LastPoweredOff) {
 		st.LastPoweredOff = e
 	}
+	st.coverRewrite(e)
 }
 
 // untilEvidence is how long until an Off reading like this one could be
@@ -628,6 +640,8 @@ func repair(st *Status, p time.Time) error {
 	clamp("lastRequestSeen", &st.LastRequestSeen)
 	clamp("offlineSince", &st.OfflineSince)
 	clamp("holdBroken", &st.HoldBroken)
+	clamp("rewriteSeen", &st.RewriteSeen)
+	clamp("lastRewriteSeen", &st.LastRewriteSeen)
 	if st.LastPoweredOff.After(p) {
 		// Evidence labelled by a clock that ran ahead cannot be placed on
 		// the corrected clock: drop it rather than vouch for it.
@@ -651,6 +665,7 @@ func (c Config) deprovision(o Observed, d *Decision) {
 	d.Status.PendingRebootSince = time.Time{}
 	d.Status.Mode = power.ModeSoft
 	d.Status.Seen, d.Status.LastRequestSeen = nil, time.Time{}
+	d.Status.RewriteSeen, d.Status.LastRewriteSeen = time.Time{}, time.Time{}
 	d.Status.OfflineSince, d.Status.OfflineMode = time.Time{}, power.ModeSoft
 	d.Phase = PhaseDeprovisioned
 	d.Reason = "deprovisioned: reboot requests cleared"
@@ -791,6 +806,9 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		}
 	}
 	d.RequeueAfter = c.PollInterval // a held host is read every PollInterval
+	if w := c.untilRewrite(st, now); w > 0 {
+		d.RequeueAfter = min(d.RequeueAfter, c.cap(w)) // a re-add may be answered sooner
+	}
 	if !o.Online {
 		d.Reason = "off; held while Online is false"
 		return
@@ -805,7 +823,7 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		d.Reason = "off; held until every keyed annotation is removed"
 		return
 	}
-	if latest := maxTime(st.PendingRebootSince, st.LastRequestSeen); !p.After(latest) {
+	if latest := maxTime(maxTime(st.PendingRebootSince, st.LastRequestSeen), maxTime(st.RewriteSeen, st.LastRewriteSeen)); !p.After(latest) {
 		// LastPoweredOn must end up later than every request it answers,
 		// and is never written ahead of the clock: wait for the clock to
 		// pass them, also after a backwards jump.

@@ -124,11 +124,17 @@
 // if it keeps reading On). Client.HoldBroken reports it. Evidence for
 // earlier instants stays true.
 //
-// A request removed and added again with the same value between two
-// passes looks like the one already seen. So while keyed requests are
-// present, a record changed by someone else (Observed.Changed) counts as a
-// new request: LastRequestSeen moves to now, and evidence follows
-// StaleReads later (two writes per such change, none per pass).
+// A request is new when its annotation and value were not among those
+// seen in the last pass: only that moves LastRequestSeen, and each request
+// is answered within Lag + StaleReads (+ OffSettle) + 1 s of its arrival
+// whatever else writes the record. A request removed and added again with
+// the same value between two passes looks like the one already seen: so
+// while keyed requests are present, a record changed by someone else
+// (Observed.Changed) with the requests as they were is a possible re-add,
+// answered apart without delaying any other request
+// (Status.RewriteSeen): StaleReads after the pass that saw it, within two
+// StaleReads while a second writer never stops (one status write per such
+// change, none per pass).
 //
 // Latency: an answer comes about Lag + StaleReads (+ OffSettle) after the
 // request (Lag: the power-off's own delay), within about a second more when

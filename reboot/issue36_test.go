@@ -251,3 +251,80 @@ func TestIssue36LeaderHandoverLateWrite(t *testing.T) {
 		})
 	}
 }
+
+// followWriting is world.follow with a second writer that never stops: an
+// inventory sync writing its own annotation every every, each write
+// followed by a pass (a controller reconciles on every change).
+func (w *world) followWriting(t *testing.T, limit, every time.Duration, stop func() bool) bool {
+	t.Helper()
+	end := w.clk.Real().Add(limit)
+	nextWrite := w.clk.Real().Add(every)
+	n := 0
+	for w.clk.Real().Before(end) {
+		res := w.pass(t)
+		if stop() {
+			return true
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Millisecond
+		}
+		if until := nextWrite.Sub(w.clk.Real()); until <= next {
+			w.clk.Advance(until)
+			n++
+			require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations["inventory.example.com/synced"] = fmt.Sprint(n)
+			}))
+			nextWrite = nextWrite.Add(every)
+			continue
+		}
+		w.clk.Advance(next)
+	}
+	return stop()
+}
+
+// Issue 36, point 2: client A holds a host off; an inventory sync writes
+// the record every 10 s for ever. Client B's request is answered within
+// Lag + StaleReads + 1 s of its arrival. (The old code counted every write
+// as a re-added request and restarted the StaleReads wait: B was never
+// answered.) A raw client that removes its request and adds it again with
+// the same value is still answered, also while the writer goes on.
+func TestIssue36OutsideWritesDoNotStarveFence(t *testing.T) {
+	const lag = time.Second
+	stale := reboot.DefaultConfig().StaleReads
+	w := newWorld(t, fake.PowerConfig{Lag: lag}, reboot.Host{Online: true})
+	a := &reboot.Client{Hosts: w.store, Key: "a", Now: w.clk.Now}
+	b := &reboot.Client{Hosts: w.store, Key: "b", Now: w.clk.Now}
+	fenced := func(c *reboot.Client, tk reboot.Ticket) func() bool {
+		return func() bool { f, err := c.Fenced(w.ctx, tk); require.NoError(t, err); return f }
+	}
+	tkA, err := a.Request(w.ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	require.True(t, w.followWriting(t, 2*time.Minute, 10*time.Second, fenced(a, tkA)), "A fenced")
+	w.clk.Advance(3 * time.Second)
+
+	tkB, err := b.Request(w.ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	start := w.clk.Real()
+	if !w.followWriting(t, 5*time.Minute, 10*time.Second, fenced(b, tkB)) {
+		t.Fatalf("B's request not answered in 5 minutes of outside writes; status %+v", w.host(t).Status)
+	}
+	require.LessOrEqual(t, w.clk.Real().Sub(start), lag+stale+time.Second, "B answered within Lag + StaleReads + 1 s")
+	require.True(t, w.pw.WasOffDuring(tkB.At, w.clk.Real()))
+
+	// The raw client of the seed: same value, removed and added again
+	// between two passes, while the writer goes on.
+	const raw, value = reboot.AnnotationPrefix + "raw", `{"mode":"hard"}`
+	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) { h.Annotations[raw] = value }))
+	t1 := w.clk.Now()
+	require.True(t, w.followWriting(t, 2*time.Minute, 10*time.Second, func() bool { return w.host(t).Status.Fenced(t1, w.clk.Now()) }))
+	w.clk.Advance(4 * time.Second)
+	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) { delete(h.Annotations, raw) }))
+	t2, t2Real := w.clk.Now(), w.clk.Real()
+	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) { h.Annotations[raw] = value }))
+	if !w.followWriting(t, 5*time.Minute, 10*time.Second, func() bool { return w.host(t).Status.Fenced(t2, w.clk.Now()) }) {
+		t.Fatalf("the raw client's request, added again, not answered")
+	}
+	require.True(t, w.pw.WasOffDuring(t2Real, w.clk.Real()))
+	require.LessOrEqual(t, w.clk.Real().Sub(t2Real), 2*stale+lag+time.Second, "the raw request answered within 2 StaleReads while the writer goes on")
+}
