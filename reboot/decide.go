@@ -260,6 +260,10 @@ type Observed struct {
 	// on an Off or unknown reading, nor on an On that may echo the state
 	// from before a shutdown this controller started.
 	SoftToggles, HardToggles bool
+	// SinceRewrite and SinceLastRewrite are as SinceRequest for
+	// Status.RewriteSeen and Status.LastRewriteSeen: how long this
+	// controller has known those values (zero is always safe).
+	SinceRewrite, SinceLastRewrite time.Duration
 	// UnknownFor is how long, on a monotonic clock, the host's power has
 	// read unknown without a break, up to this pass's unknown reading
 	// (zero for the first unknown reading of a run, and for any other).
@@ -502,11 +506,12 @@ func (c Config) evidence(o Observed, p time.Time, st *Status) {
 	if !st.LastRequestSeen.Equal(o.Status.LastRequestSeen) {
 		sinceRequest = 0
 	}
+	sinceRewrite := o.rewriteSince(st.RewriteSeen)
 	var e time.Time
 	for _, a := range [...]struct {
 		at    time.Time
 		since time.Duration
-	}{{st.PendingRebootSince, sincePending}, {st.LastRequestSeen, sinceRequest}} {
+	}{{st.PendingRebootSince, sincePending}, {st.LastRequestSeen, sinceRequest}, {st.RewriteSeen, sinceRewrite}} {
 		if a.at.IsZero() {
 			continue
 		}

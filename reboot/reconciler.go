@@ -125,6 +125,9 @@ type memory struct {
 	// pend and req remember when (monotonic) values of PendingRebootSince
 	// and LastRequestSeen were first known, the latest few.
 	pend, req anchors
+	// rew and lastRew do the same for RewriteSeen and LastRewriteSeen
+	// (a value that moves from the second to the first keeps its time).
+	rew, lastRew anchors
 	// offRun holds the monotonic times of the current unbroken run of Off
 	// readings, trimmed to the latest one at least OffSettle old and those
 	// after it.
@@ -280,9 +283,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		SinceOff:      m - hm.lastOff,
 		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, r.knownSinceStart(fromStart, h.Status.PendingRebootSince)),
 		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.LastRequestSeen)),
-		Changed:       !hm.seenVersion(h.Version) || first,
-		StaleReads:    h.StaleReads,
-		OffSettle:     h.OffSettle,
+		SinceRewrite:  hm.rew.since(h.Status.RewriteSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.RewriteSeen)),
+		SinceLastRewrite: hm.lastRew.since(h.Status.LastRewriteSeen, m, r.start,
+			r.knownSinceStart(fromStart, h.Status.LastRewriteSeen)),
+		Changed:    !hm.seenVersion(h.Version) || first,
+		StaleReads: h.StaleReads,
+		OffSettle:  h.OffSettle,
 	}
 	if t, ok := pc.(Toggler); ok {
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
@@ -335,6 +341,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		// This pass's own values are known from its monotonic reading.
 		hm.pend.add(d.Status.PendingRebootSince, m)
 		hm.req.add(d.Status.LastRequestSeen, m)
+		if v := d.Status.RewriteSeen; v.Equal(h.Status.LastRewriteSeen) && !v.Equal(h.Status.RewriteSeen) {
+			hm.rew.add(v, m-o.SinceLastRewrite) // promoted: known since it was the latest
+		} else {
+			hm.rew.add(v, m)
+		}
+		hm.lastRew.add(d.Status.LastRewriteSeen, m)
 		r.mu.Unlock()
 	}
 

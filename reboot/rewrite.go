@@ -20,6 +20,9 @@ import "time"
 // such write the evidence does not cover yet, LastRewriteSeen the latest
 // one after it. The evidence moves forward once it can cover RewriteSeen
 // (see Config.evidence), then RewriteSeen takes LastRewriteSeen's place.
+// Like the requests, both are anchors on the monotonic clock
+// (Observed.SinceRewrite, SinceLastRewrite), so that the evidence that
+// covers them is dated right after the wall clock was corrected.
 // A lone re-add is answered StaleReads after the pass that saw the write;
 // one made while a writer never stops within two StaleReads. Each such
 // write costs at most one status write.
@@ -63,4 +66,19 @@ func (c Config) untilRewrite(st *Status, now time.Time) time.Duration {
 		return 0
 	}
 	return max(st.RewriteSeen.Add(c.StaleReads+c.Precision).Sub(now), c.Precision/10)
+}
+
+// rewriteSince is how long the controller has known the value v of
+// Status.RewriteSeen after this pass's changes: a value set in this pass
+// is known from now, one promoted from LastRewriteSeen since it was.
+func (o Observed) rewriteSince(v time.Time) time.Duration {
+	switch {
+	case v.IsZero():
+		return 0
+	case v.Equal(o.Status.RewriteSeen):
+		return o.SinceRewrite
+	case v.Equal(o.Status.LastRewriteSeen):
+		return o.SinceLastRewrite
+	}
+	return 0
 }
