@@ -79,9 +79,16 @@
 //   - Unknown (an error, null, missing, Paused) proves nothing. A pass that
 //     reads it never powers the host on (some BMCs can only toggle, and a
 //     toggle sent to a host that is off powers it on); while a reboot is
-//     pending it may send the power-off, which powers nothing on: a
-//     power.Controller's Off never powers a host on (power/redfish sends
-//     its toggle, PushPowerButton, only after its own fresh read says On).
+//     pending it may send a power-off that sets the power (ForceOff,
+//     GracefulShutdown, IPMI power down), which powers nothing on. A
+//     power-off that may press the power button (a Controller that
+//     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
+//     sent only on an On reading taken Config.SoftTimeout + StaleReads
+//     after this controller's previous power-off and StaleReads after its
+//     previous power-on (Observed.SinceOff, QuietFor; after a restart,
+//     from the restart): such a reading cannot echo a state from before a
+//     shutdown it started. A soft press is then never sent again before
+//     SoftTimeout falls back to hard.
 //     While a reboot is pending it reads again after Config.QuickPoll
 //     (1 s) for the first PollInterval of an unbroken run of unknown
 //     readings, then backing off to PollInterval, so a BMC that answers
@@ -112,10 +119,15 @@
 // as it counts. A hard power-off that was accepted but is contradicted by a
 // later On reading is sent again, backing off from QuickPoll to
 // PollInterval: a Controller may skip a power-off when its own read
-// says the host is off (this module's adapters send a hard power-off
-// whatever they read, but skip a soft one on an Off read), and that read
-// may be an old echo. A soft one is sent again after ReissueAfter while
-// the host reads On.
+// says the host is off, and that read may be an old echo. This module's
+// adapters send a power-off that sets the power whatever they read
+// (power/redfish: ForceOff and GracefulShutdown; power/ipmi: power down),
+// and skip one that may press the button on their own reading
+// (power/redfish: PushPowerButton unless it reads On, and not within
+// SoftTimeout + StaleReads of its previous press; power/ipmi: soft
+// shutdown, which some BMCs implement as a press, when it reads Off). A
+// soft one is sent again after ReissueAfter while the host reads On,
+// unless it may press the button (above).
 //
 // A held host (evidence covers every request, keyed requests or
 // Online=false remain) is read every PollInterval. Read On, someone else
@@ -139,8 +151,8 @@
 // Latency: an answer comes about Lag + StaleReads (+ OffSettle) after the
 // request (Lag: the power-off's own delay), within about a second more when
 // the host reads honestly, up to StaleReads more when a Controller
-// skipped the power-off on an old Off echo (this module's adapters do not
-// skip a hard one); Client.WaitFenced wakes on the store's change where
+// skipped the power-off on an old Off echo (this module's adapters skip
+// only one that may press the power button); Client.WaitFenced wakes on the store's change where
 // the store can tell (HostWatcher). Choose StaleReads per BMC as Config
 // explains, per host with Host.StaleReads. TestAdapterScenarios (-v)
 // prints the measured table.
@@ -156,7 +168,12 @@
 //	    Config.OffSettle, and the hardware then goes off (before anyone
 //	    powers it on again).
 //	A2. A power.Controller's Off never powers a host on, whatever state it
-//	    is in (a toggle is sent only after a fresh read says On). Anyone
+//	    is in, or it says it may with Toggler (then the controller sends
+//	    it only on an On reading that cannot echo a state from before its
+//	    own previous power-off: a soft shutdown ends within SoftTimeout of
+//	    the press, or never; an out-of-band power change within StaleReads
+//	    before the press can still fool it, the limit of any BMC that
+//	    reads late). Anyone
 //	    may power the host on or off out of band at any time; the
 //	    controller powers a held host off again as soon as a read shows it
 //	    on (within PollInterval plus the read's staleness).

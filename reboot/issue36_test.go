@@ -2,6 +2,7 @@ package reboot_test
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/internal/rebootcheck"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -43,7 +46,7 @@ func TestIssue36SoftReissueNeverPressesHeldHostOn(t *testing.T) {
 			start := w.clk.Real()
 			w.follow(t, 10*time.Minute, func() bool { return false })
 			if on := poweredOnByCommand(w.pw, start); !on.IsZero() {
-				t.Fatalf("the held host was powered on by the controller %v after the request; truth %v", on.Sub(start), describeTruth(w.pw))
+				t.Fatalf("the held host was powered on by the controller %v after the request; truth %v", on.Sub(start), rebootcheck.DescribeTruth(w.pw))
 			}
 			require.False(t, w.pw.HardwareOn(), "held off")
 			f, err := client.Fenced(w.ctx, tk)
@@ -51,14 +54,6 @@ func TestIssue36SoftReissueNeverPressesHeldHostOn(t *testing.T) {
 			require.True(t, f, "fenced in the end")
 		})
 	}
-}
-
-func describeTruth(pw *fake.Power) string {
-	s := ""
-	for _, tc := range pw.Truth() {
-		s += tc.At.Format("15:04:05.000") + " on=" + map[bool]string{true: "true", false: "false"}[tc.On] + " " + tc.Cause.String() + "; "
-	}
-	return s
 }
 
 // refusing is a power controller whose power-offs are refused with err
@@ -327,4 +322,70 @@ func TestIssue36OutsideWritesDoNotStarveFence(t *testing.T) {
 	}
 	require.True(t, w.pw.WasOffDuring(t2Real, w.clk.Real()))
 	require.LessOrEqual(t, w.clk.Real().Sub(t2Real), 2*stale+lag+time.Second, "the raw request answered within 2 StaleReads while the writer goes on")
+}
+
+// Issue 36, point 1 through the adapters that toggle: power/redfish on a
+// BMC with no graceful reset type (its soft power-off is PushPowerButton)
+// and power/ipmi on a BMC that implements soft shutdown as a press of the
+// power button. The OS takes 45 s to shut down, reads are 20 s late; a
+// client holds the host off for ten minutes with a soft request. The
+// hardware's ground truth must show no power-on by command.
+func TestIssue36TogglingAdaptersNeverPowerHeldHostOn(t *testing.T) {
+	pc := fake.PowerConfig{SoftDelay: 45 * time.Second, Lag: time.Second,
+		Report: fake.Report{Stale: 20 * time.Second, NoTransitioning: true}}
+	for _, ad := range []struct {
+		name    string
+		button  fake.ButtonKind // the hardware's own button (IPMI's soft shutdown)
+		connect func(t *testing.T, clk *fake.Clock, pw *fake.Power) power.Controller
+	}{
+		{"redfish-no-graceful", fake.ButtonNone, func(t *testing.T, clk *fake.Clock, pw *fake.Power) power.Controller {
+			bmc := redfishtest.NewBMC(clk.Real, pw, "admin", "scenario-only")
+			bmc.Quirks.NoGraceful = true
+			srv := bmc.StartTLS()
+			t.Cleanup(srv.Close)
+			roots := x509.NewCertPool()
+			roots.AddCert(srv.Certificate())
+			c, err := redfish.Connect(context.Background(), redfish.Config{Endpoint: srv.URL, Username: "admin",
+				Password: "scenario-only", RootCAs: roots, Now: clk.Real})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		}},
+		{"ipmi-soft-is-a-press", fake.ButtonSoft, adapters[1].connect},
+	} {
+		t.Run(ad.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := fake.NewClock(time.Time{})
+			cfg := pc
+			cfg.Button = ad.button
+			pw := fake.NewPower(clk.Real, cfg)
+			store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+			ctl := ad.connect(t, clk, pw)
+			r := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic,
+				Power: func(string) (power.Controller, error) { return ctl, nil }}
+			_, err := r.Reconcile(ctx, "h")
+			require.NoError(t, err)
+			clk.Advance(5 * time.Minute) // up for longer than SoftTimeout + StaleReads
+			client := &reboot.Client{Hosts: store, Key: "fencing", Now: clk.Now}
+			tk, err := client.Request(ctx, "h", power.ModeSoft)
+			require.NoError(t, err)
+			start := clk.Real()
+			for end := start.Add(10 * time.Minute); clk.Real().Before(end); {
+				res, err := r.Reconcile(ctx, "h")
+				require.NoError(t, err)
+				next := res.RequeueAfter
+				if res.Requeue || next <= 0 {
+					next = 10 * time.Millisecond
+				}
+				clk.Advance(next)
+			}
+			if on := poweredOnByCommand(pw, start); !on.IsZero() {
+				t.Fatalf("the held host was powered on by a press %v after the request; truth %s", on.Sub(start), rebootcheck.DescribeTruth(pw))
+			}
+			f, err := client.Fenced(ctx, tk)
+			require.NoError(t, err)
+			require.True(t, f, "fenced")
+			require.True(t, pw.WasOffDuring(start, clk.Real()))
+		})
+	}
 }
