@@ -273,7 +273,9 @@ type Observed struct {
 	// SinceOff is how long, on a monotonic clock, this controller has not
 	// sent a power-off to this host before Power was read: since its last
 	// Off call (whatever its outcome), or since the controller started if
-	// it sent none since. Only toggling power-offs read it.
+	// it sent none since and a previous process may have (a reboot was
+	// pending, or Online=false was being enforced, at its first read; if
+	// neither, as long as it likes). Only toggling power-offs read it.
 	SinceOff time.Duration
 }
 

@@ -86,7 +86,8 @@
 //     sent only on an On reading taken Config.SoftTimeout + StaleReads
 //     after this controller's previous power-off and StaleReads after its
 //     previous power-on (Observed.SinceOff, QuietFor; after a restart,
-//     from the restart): such a reading cannot echo a state from before a
+//     from the restart if a reboot was pending or Online=false enforced
+//     then): such a reading cannot echo a state from before a
 //     shutdown it started. A soft press is then never sent again before
 //     SoftTimeout falls back to hard.
 //     While a reboot is pending it reads again after Config.QuickPoll

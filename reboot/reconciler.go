@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -117,8 +118,12 @@ type memory struct {
 	last    Call
 	lastOn  time.Duration // monotonic time of the last power-on sent
 	lastOff time.Duration // monotonic time of the last power-off sent
-	forgot  bool          // Forget was called: nothing is known from before now
-	known   bool          // a pass has run since the Reconciler started
+	// noOff: no power-off of this host can still be in effect (none sent
+	// since the start, and the status read at the start showed none
+	// under way before it).
+	noOff  bool
+	forgot bool // Forget was called: nothing is known from before now
+	known  bool // a pass has run since the Reconciler started
 	// versions are the record's versions this Reconciler read or wrote
 	// lately: a store that reads from a cache may show an older one again.
 	versions [4]string
@@ -225,6 +230,22 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 	a.n = min(a.n+1, len(a.at))
 }
 
+// sinceOff returns Observed.SinceOff. What a previous process sent is
+// unknown, so the time since the start counts, unless the status read in
+// the host's first pass shows that no power-off of a previous process can
+// still be in effect: no reboot pending and the host not being powered
+// off for Online=false (a power-off is sent only after a versioned write
+// that shows one of them, and a reboot ends only once the host was off).
+func (h *memory) sinceOff(first bool, st Status, m time.Duration) time.Duration {
+	if first && !h.forgot && !st.Pending() && st.OfflineSince.IsZero() {
+		h.noOff = true
+	}
+	if h.noOff {
+		return math.MaxInt64
+	}
+	return m - h.lastOff
+}
+
 // seenVersion reports whether v was handled lately: read by a pass that
 // applied its decision, or written.
 func (h *memory) seenVersion(v string) bool {
@@ -280,7 +301,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		Power:         state,
 		LastCall:      hm.last,
 		QuietFor:      m - hm.lastOn,
-		SinceOff:      m - hm.lastOff,
+		SinceOff:      hm.sinceOff(first, h.Status, m),
 		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, r.knownSinceStart(fromStart, h.Status.PendingRebootSince)),
 		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.LastRequestSeen)),
 		SinceRewrite:  hm.rew.since(h.Status.RewriteSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.RewriteSeen)),
@@ -370,7 +391,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			// start whatever the call returns.
 			m := r.monotonic()
 			r.mu.Lock()
-			hm.lastOff = m
+			hm.lastOff, hm.noOff = m, false
 			r.mu.Unlock()
 			err = pc.Off(ctx, d.Mode)
 		}
