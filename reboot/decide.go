@@ -327,9 +327,10 @@ type Config struct {
 	// QuickPoll is how soon to read again after a power-off command (then
 	// as long as it has been since the command, up to PollInterval) and
 	// after an unknown reading while a reboot is pending (backing off to
-	// PollInterval once the readings have been unknown for PollInterval). It is also where repeating a hard power-off that
-	// a later reading contradicts starts its backoff (doubling up to
-	// PollInterval). Default 1 s.
+	// PollInterval once the readings have been unknown for PollInterval).
+	// It is also where repeating a hard power-off that a later reading
+	// contradicts starts its backoff (doubling up to PollInterval).
+	// Default 1 s.
 	QuickPoll time.Duration
 }
 
