@@ -53,6 +53,8 @@ type Leadership struct {
 	// (confirm): the lease was renewed at least its TTL before, so it
 	// lasts at least until then.
 	until time.Time
+	// lasts is the lease's TTL as last confirmed.
+	lasts time.Duration
 }
 
 // ShardFencer is a plan.Fleet whose shard freezes check the executor's
@@ -186,6 +188,7 @@ func (l *Leadership) confirm(ctx context.Context) error {
 	lasts := time.Duration(ka.TTL) * time.Second
 	l.mu.Lock()
 	l.until = sent.Add(lasts - lasts/10)
+	l.lasts = lasts
 	l.mu.Unlock()
 	return nil
 }
