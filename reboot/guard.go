@@ -22,8 +22,8 @@ var ErrNotLeader = errors.New("reboot: not the leader: no write and no power cal
 // as a lease can: Hold answers only while the lease is held with a margin,
 // and bounds the call by the lease's end.
 //
-// Implementations: etcd.Leadership.Guard (an etcd lease) and, for
-// Kubernetes, kube.LeaseGuard's controllers. A process that is the only
+// Implementations: etcd.Leadership.Guard (an etcd election's lease) and
+// kube.LeaseGuard (a Kubernetes Lease). A process that is the only
 // controller by construction needs none (nil).
 type Guard interface {
 	// Hold returns a context derived from ctx whose deadline is no later
