@@ -3,14 +3,16 @@ package remediation
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // Loop returns the Reconciler as a reboot.Runner's loop named
 // "remediation" over the Machines keys lists (run it in the same Runner as
-// the reboot controller's Reconciler.Loop). RequeueAfter schedules the
-// next pass; a Machine that is gone and whose admission is released is
+// the reboot controller's Reconciler.Loop). A pass that persisted a new
+// State is followed at once by another (as its own write would wake it in
+// Kubernetes); otherwise RequeueAfter schedules the next pass; a Machine that is gone and whose admission is released is
 // left alone until it is listed or added again. When Hosts is a
 // *RebootHosts over a store that can watch (reboot.HostWatcher), a
 // Machine is woken whenever its host's record changes: the reboot
@@ -21,6 +23,10 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 			res, err := r.Reconcile(ctx, name)
 			if errors.Is(err, ErrNotFound) && r.gone(ctx, name) {
 				return reboot.Next{}, nil
+			}
+			if err == nil && res.Decision.UpdateState {
+				// In Kubernetes the Machine's own change would wake it.
+				return reboot.Next{After: time.Nanosecond}, nil
 			}
 			return reboot.Next{After: res.RequeueAfter}, err
 		}}
