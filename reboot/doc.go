@@ -64,7 +64,12 @@
 //  7. Report Decision.Warnings (bad values, invalid keys, refused keys) to
 //     the clients, e.g. as Kubernetes events.
 //
-// Reconciler does steps 1 to 6 over a HostStore and power.Controllers.
+// Reconciler does steps 1 to 5 over a HostStore and power.Controllers;
+// Runner does step 6 for it (Reconciler.Loop), and for the remediation
+// reconciler in the same process. A Guard (Reconciler.Guard) fences every
+// store write and power call by the process's leadership (assumption A4):
+// etcd.Leadership.Guard and kube.LeaseGuard implement it. The
+// reboottest package is the conformance kit for HostStores of your own.
 //
 // # Evidence: what an Off reading proves
 //
@@ -155,8 +160,10 @@
 //	    for evidence later than the asker's now. A clock that jumps back by
 //	    J can make Fenced(T, now) vouch for a T up to J early; Client.Fenced
 //	    also accepts Status.Covers, which compares no clocks.
-//	A4. One controller acts on a host at a time (leader election), and the
-//	    store's writes are compare-and-swap and return the new version.
+//	A4. One controller acts on a host at a time (leader election, with a
+//	    Guard that fences writes and power calls by the leader's lease),
+//	    and the store's writes are compare-and-swap and return the new
+//	    version.
 //
 // Under them:
 //
