@@ -329,6 +329,18 @@ type Executor struct {
 	// PassTimeout bounds a pass (default DefaultPassTimeout); a pass also
 	// ends when the leadership's session does.
 	PassTimeout time.Duration
+	// After paces the executor: the wait between passes and after a
+	// failed session or campaign (default time.After). Give it the
+	// clock Now reads (a simulated one in tests) so that Interval is on
+	// that clock. The lease's TTL stays on real time: etcd keeps it.
+	After func(d time.Duration) <-chan time.Time
+}
+
+func (e *Executor) after(d time.Duration) <-chan time.Time {
+	if e.After != nil {
+		return e.After(d)
+	}
+	return time.After(d)
 }
 
 // DefaultPassTimeout is how long an Executor's pass may take.
@@ -348,7 +360,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		s, err := e.NewSession(ctx)
 		if err != nil {
 			e.warn("session", err)
-			sleep(ctx, interval)
+			e.sleep(ctx, interval)
 			continue
 		}
 		l, err := e.Campaign(ctx, s)
@@ -356,7 +368,7 @@ func (e *Executor) Run(ctx context.Context) error {
 			s.Close()
 			if ctx.Err() == nil {
 				e.warn("campaign", err)
-				sleep(ctx, interval)
+				e.sleep(ctx, interval)
 			}
 			continue
 		}
@@ -401,7 +413,7 @@ func (e *Executor) lead(ctx context.Context, l *Leadership, now func() time.Time
 			return
 		case <-l.Done():
 			return
-		case <-time.After(interval):
+		case <-e.after(interval):
 		}
 	}
 }
@@ -412,9 +424,9 @@ func (e *Executor) warn(what string, err error) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+func (e *Executor) sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
-	case <-time.After(d):
+	case <-e.after(d):
 	}
 }
