@@ -25,7 +25,8 @@
 //     Status.Fenced(T, now) answers the fencing question: are all processes
 //     that ran on the host at T guaranteed stopped?
 //   - Client is the other side: Request (a keyed annotation written after
-//     taking T), Fenced / WaitFenced, Release, Done / WaitDone. Fencing
+//     taking T), Fenced / WaitFenced, Release, Done / WaitDone (the
+//     power-on was decided), Up / WaitUp (the host reads on after it). Fencing
 //     agents and the remediation package use it.
 //
 // # The caller's duties
