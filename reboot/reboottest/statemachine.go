@@ -106,8 +106,9 @@ func mutate(ctx context.Context, s reboot.HostStore, name string, f func(h *rebo
 }
 
 // StateMachine is the property test of reboot.Reconciler over the store:
-// the reboot package's own TestRebootStateMachine runs it on the fake
-// store. See the package doc for what it checks.
+// the reboot package's TestRebootStateMachine, with the store as a
+// parameter (the second writer and injected conflicts go through the
+// store's own Update). See the package doc for what it checks.
 func StateMachine(t *testing.T, newStores NewStores) {
 	rapidcheck.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
