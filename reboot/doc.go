@@ -71,6 +71,8 @@
 // store write and power call by the process's leadership (assumption A4):
 // etcd.Leadership.Guard and kube.LeaseGuard implement it. The
 // reboottest package is the conformance kit for HostStores of your own.
+// Stores whose records are not BareMetalHosts can carry the API under a
+// prefix of their own (WithPrefix); metal3's stays the default.
 //
 // # Evidence: what an Off reading proves
 //
