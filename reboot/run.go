@@ -79,7 +79,6 @@ type Runner struct {
 	// or watch.
 	Logger *slog.Logger
 
-	wake    chan struct{}
 	pending chan runKey
 }
 
