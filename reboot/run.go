@@ -79,6 +79,7 @@ type Runner struct {
 	// or watch.
 	Logger *slog.Logger
 
+	once    sync.Once
 	pending chan runKey
 }
 
@@ -143,9 +144,7 @@ func (r *Runner) Add(loop, key string) error {
 }
 
 func (r *Runner) init() {
-	if r.pending == nil {
-		r.pending = make(chan runKey, 1024)
-	}
+	r.once.Do(func() { r.pending = make(chan runKey, 1024) })
 }
 
 func (r *Runner) backoff(failures int) time.Duration {
