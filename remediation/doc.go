@@ -49,7 +49,9 @@
 // Reconciler does this over MachineStore, NodeStore, HostStore and
 // AdmissionStore. Where the machine and its node are one record of your
 // own inventory (no Cluster API), implement RecordStore (three methods)
-// and get both stores from Records; run with Config.OutOfService. The
+// and get both stores from Records; run with Config.OutOfService, and
+// with Config.Nouns for messages in your words (server, pool, unhealthy
+// flag) instead of Cluster API's. The
 // Reconciler's Loop runs it in a reboot.Runner next to the reboot
 // controller, and its Guard fences its writes by leadership.
 //

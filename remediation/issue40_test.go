@@ -35,3 +35,27 @@ func TestUnknownHostIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, h.Missing)
 }
+
+// TestNounsInMessages (issue 40, point 6): with Config.Nouns, the storm
+// guard's refusal persisted in State.Message speaks of the caller's
+// servers and pools, not of machines of cluster X, and the next pass does
+// not write the same message again. Before, the words were Cluster API's.
+func TestNounsInMessages(t *testing.T) {
+	fleet := []remediation.FleetMachine{{Name: "db-1", Cluster: "db", Unhealthy: true, Remediating: true}, {Name: "db-2", Cluster: "db", Unhealthy: true}}
+	may, why := remediation.MayStart(fleet, "db-2", remediation.MaxCount(1))
+	require.False(t, may)
+	o := remediation.Observed{Machine: remediation.Machine{Name: "db-2", UID: "db-2", NodeName: "db-2", Cluster: "db", NeedsRemediation: true},
+		Node: remediation.Node{Exists: true, Name: "db-2"}, MayStart: may, GuardReason: why}
+	cfg := remediation.Config{Nouns: remediation.Nouns{Machine: "server", Group: "pool", Unhealthy: "unhealthy flag"}}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d := cfg.Decide(o, now)
+	require.True(t, d.UpdateState)
+	assert.Contains(t, d.State.Message, "2 of 2 servers of pool db unhealthy")
+	assert.NotContains(t, d.State.Message, "machine")
+	assert.NotContains(t, d.State.Message, "cluster")
+	o.State = d.State
+	again := cfg.Decide(o, now.Add(time.Minute))
+	assert.False(t, again.UpdateState, "the same message written again: %q vs %q", again.State.Message, o.State.Message)
+	// Without Nouns, Cluster API's words.
+	assert.Contains(t, remediation.Config{}.Decide(remediation.Observed{Machine: o.Machine, Node: o.Node, MayStart: may, GuardReason: why}, now).State.Message, "machines of cluster db")
+}
