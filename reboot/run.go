@@ -130,8 +130,8 @@ type runResult struct {
 }
 
 // Add wakes key of the loop named loop (reconciled at once, and watched
-// from now on). It may be called before or while Run runs; it never
-// blocks for long.
+// from now on). It may be called before or while Run runs; it blocks only
+// while 1024 wake-ups wait for Run to take them.
 func (r *Runner) Add(loop, key string) error {
 	for i, l := range r.Loops {
 		if l.Name == loop {
