@@ -14,9 +14,9 @@ import (
 // returns the record with a new version; an Update with a version that is
 // no longer current (also after a write through the other handle) wraps
 // ErrConflict and changes nothing; and, if the store is a
-// reboot.HostWatcher, 100 writes nobody reads from the watch do not block,
-// the watch then holds a value, and its channel is closed when its
-// context ends.
+// reboot.HostWatcher that can watch (Watch returns no error), 100 writes
+// nobody reads from the watch do not block, the watch then holds a value,
+// and its channel is closed when its context ends.
 func Contract(t testing.TB, newStores NewStores) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -87,8 +87,11 @@ func Contract(t testing.TB, newStores NewStores) {
 	wctx, wcancel := context.WithCancel(ctx)
 	ch, err := hw.Watch(wctx, "h")
 	if err != nil {
+		// A store that cannot watch in this configuration says so; the
+		// Client and the Runner then poll.
 		wcancel()
-		t.Fatalf("Watch: %v", err)
+		t.Logf("Watch: %v: the watch checks were not run", err)
+		return
 	}
 	wrote := make(chan error, 1)
 	go func() {
