@@ -552,6 +552,8 @@ func (c *Controller) classify(op string, err error) *power.Error {
 		return &power.Error{Op: op, Class: power.ClassBusy, Message: "timed out", Err: context.DeadlineExceeded}
 	case errors.Is(err, context.Canceled):
 		return &power.Error{Op: op, Class: power.ClassFailed, Message: "canceled", Err: context.Canceled}
+	case errors.Is(err, ErrRedirect):
+		return &power.Error{Op: op, Class: power.ClassFailed, Message: c.redact(err.Error()), Err: ErrRedirect}
 	}
 	// Transport errors name the URL (Connect refuses endpoints with
 	// userinfo); their text is redacted all the same, and not wrapped.
