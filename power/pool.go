@@ -141,7 +141,11 @@ type Pool struct {
 	mu    sync.Mutex
 	hosts map[string]*entry
 	eps   map[string]*endpoint
-	idle  list.List // *session with no call running, least recently used first
+	// hostsHigh, epsHigh: the most entries the maps held since they were
+	// last made (Go's maps never shrink: they are copied when mostly
+	// empty, so that memory follows the fleet down after churn).
+	hostsHigh, epsHigh int
+	idle               list.List // *session with no call running, least recently used first
 	// parked: logins no host uses whose back-off still runs (a host
 	// forgotten and back at once must not log in again sooner).
 	parked map[*creds]struct{}
@@ -151,6 +155,8 @@ type Pool struct {
 	closed, waiting bool
 	stop, done      chan struct{}
 	wg              sync.WaitGroup // closes under way
+	closeQ          []closeJob     // sessions to close, in order
+	closers         int            // goroutines closing them
 }
 
 // endpoint is one BMC's state.
@@ -230,7 +236,22 @@ func (p *Pool) Forget(host string) {
 	if e, ok := p.hosts[host]; ok {
 		delete(p.hosts, host)
 		p.detachLocked(e)
+		p.hosts, p.hostsHigh = shrink(p.hosts, p.hostsHigh)
 	}
+}
+
+// shrink returns m, or a copy of it if it holds less than a quarter of
+// its high-water mark high (amortised O(1) per delete), and the new mark.
+func shrink[V any](m map[string]V, high int) (map[string]V, int) {
+	high = max(high, len(m))
+	if high < 1024 || len(m) > high/4 {
+		return m, high
+	}
+	c := make(map[string]V, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c, len(m)
 }
 
 // Close closes every session (waiting up to 10 s for each BMC's logout)

@@ -11,6 +11,7 @@ func (p *Pool) endpointLocked(name string) *endpoint {
 	if !ok {
 		ep = &endpoint{name: name, live: map[*session]struct{}{}, creds: map[string]*creds{}}
 		p.eps[name] = ep
+		p.epsHigh = max(p.epsHigh, len(p.eps))
 	}
 	return ep
 }
@@ -36,6 +37,7 @@ func (p *Pool) entryLocked(host string, t Target) *entry {
 	}
 	e = &entry{host: host, target: t, cr: cr}
 	p.hosts[host] = e
+	p.hostsHigh = max(p.hostsHigh, len(p.hosts))
 	return e
 }
 
@@ -71,6 +73,7 @@ func (p *Pool) gcLocked(cr *creds) {
 	}
 	if len(ep.creds) == 0 && ep.sessions == 0 && !ep.logging && p.eps[ep.name] == ep {
 		delete(p.eps, ep.name)
+		p.eps, p.epsHigh = shrink(p.eps, p.epsHigh)
 	}
 }
 
@@ -128,32 +131,62 @@ func (p *Pool) retireLocked(s *session) {
 
 // closeLocked closes s's controller in the background (p.mu held); the
 // BMC's session count drops once it returns. Controllers made on a shared
-// session hold nothing of their own and are not closed.
+// session hold nothing of their own and are not closed. At most
+// maxClosers closes run at once (a fleet forgotten at once is not a
+// storm of logouts, nor of goroutines).
 func (p *Pool) closeLocked(s *session) {
 	c := s.ctrl
 	s.ctrl = nil
-	ep := s.cr.ep
 	if c == nil {
 		return
 	}
 	if p.cfg.Logger != nil {
-		p.cfg.Logger.Info("closing BMC session", "bmc", ep.name)
+		p.cfg.Logger.Info("closing BMC session", "bmc", s.cr.ep.name)
 	}
 	counted := !p.waiting
 	if counted {
 		p.wg.Add(1)
 	}
-	go func() {
-		if counted {
-			defer p.wg.Done()
+	p.closeQ = append(p.closeQ, closeJob{s: s, c: c, counted: counted})
+	if p.closers < maxClosers {
+		p.closers++
+		go p.closer()
+	}
+}
+
+// maxClosers bounds the closes (logouts) running at once.
+const maxClosers = 64
+
+// closeJob is a session to close.
+type closeJob struct {
+	s       *session
+	c       Controller
+	counted bool // in p.wg
+}
+
+// closer closes the queued sessions until none is left.
+func (p *Pool) closer() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.closeQ) > 0 {
+		job := p.closeQ[0]
+		p.closeQ[0] = closeJob{}
+		p.closeQ = p.closeQ[1:]
+		if len(p.closeQ) == 0 {
+			p.closeQ = nil // let the array go
 		}
-		closeController(c)
-		p.mu.Lock()
-		ep.sessions--
-		p.gcLocked(s.cr)
-		p.wakeLocked(ep)
 		p.mu.Unlock()
-	}()
+		closeController(job.c)
+		p.mu.Lock()
+		ep := job.s.cr.ep
+		ep.sessions--
+		p.gcLocked(job.s.cr)
+		p.wakeLocked(ep)
+		if job.counted {
+			p.wg.Done()
+		}
+	}
+	p.closers--
 }
 
 func closeController(c Controller) {
