@@ -108,7 +108,12 @@ func checkServer(ctx context.Context, inv inventory.Inventory, s inventory.Serve
 		var mu sync.Mutex // the Pool may run Connect on its own goroutine
 		var loginErr error
 		loggedIn := false
-		ctrl := pool.Controller(s.UUID, power.Target{BMC: addr, Config: addr, Connect: func(ctx context.Context) (power.Controller, error) {
+		// The login's identity (its credentials' source, never the secret):
+		// a server with a wrong password never backs off another's login
+		// to the same BMC (issue 35).
+		login := fmt.Sprintf("user=%s env=%s file=%s ca=%s insecure=%v", b.Username, b.PasswordEnv, b.PasswordFile, b.CAFile, b.Insecure)
+		defer pool.Forget(s.UUID) // checked: its session goes now, not at the end of the run
+		ctrl := pool.Controller(s.UUID, power.Target{BMC: addr, Config: addr, Login: login, Connect: func(ctx context.Context) (power.Controller, error) {
 			c, err := connect(ctx, b)
 			mu.Lock()
 			loginErr, loggedIn = err, err == nil
