@@ -176,6 +176,7 @@ type creds struct {
 	key          string
 	ep           *endpoint
 	refs         int      // hosts using this login
+	pins         int      // its sessions (from login to logout) and logins running
 	shared       *session // the session hosts of this login share, if any
 	failures     int      // failed logins in a row, authentication failures apart
 	authFailures int      // authentication failures since the last success

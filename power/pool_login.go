@@ -182,6 +182,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	cr, ep := e.cr, e.cr.ep
 	ep.logging = true
 	ep.sessions++
+	cr.pins++ // until the session is logged out, or the login failed
 	e.connecting = true
 	s := &session{cr: cr, entries: map[*entry]struct{}{}}
 	res := make(chan loginResult, 1)
@@ -218,6 +219,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		defer p.wakeLocked(ep)
 		if err != nil {
 			ep.sessions--
+			cr.pins--
 			if !overran {
 				p.failedLocked(cr, err)
 			}
@@ -286,12 +288,14 @@ func (p *Pool) gate(cr *creds) LoginGate {
 			}
 		}
 		ep.logging = true
+		cr.pins++
 		var once sync.Once
 		return func(err error) {
 			once.Do(func() {
 				p.mu.Lock()
 				defer p.mu.Unlock()
 				ep.logging = false
+				cr.pins--
 				switch {
 				case err == nil:
 					p.succeededLocked(cr)

@@ -63,7 +63,7 @@ func (p *Pool) detachLocked(e *entry) {
 // held).
 func (p *Pool) gcLocked(cr *creds) {
 	ep := cr.ep
-	if cr.refs == 0 && cr.shared == nil && ep.creds[cr.key] == cr {
+	if cr.refs == 0 && cr.pins == 0 && cr.shared == nil && ep.creds[cr.key] == cr {
 		if cr.last != nil && p.cfg.Now().Before(cr.until) {
 			p.parked[cr] = struct{}{}
 		} else {
@@ -180,6 +180,7 @@ func (p *Pool) closer() {
 		p.mu.Lock()
 		ep := job.s.cr.ep
 		ep.sessions--
+		job.s.cr.pins--
 		p.gcLocked(job.s.cr)
 		p.wakeLocked(ep)
 		if job.counted {

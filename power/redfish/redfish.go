@@ -306,11 +306,10 @@ func (c *Controller) CloseContext(ctx context.Context) error {
 		return err
 	}
 	defer c.unlock()
-	if cl := c.sess.current(); cl != nil {
+	if cl := c.sess.take(); cl != nil {
 		lctx, cancel := context.WithTimeout(ctx, logoutTimeout)
 		defer cancel()
 		cl.WithContext(lctx).Logout()
-		c.sess.set(nil)
 	}
 	return nil
 }

@@ -2,10 +2,12 @@ package redfish
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/stmcginnis/gofish"
@@ -36,6 +38,27 @@ func (s *session) set(cl *gofish.APIClient) {
 	s.mu.Unlock()
 }
 
+// replace makes fresh the client if old still is, atomically (a Close may
+// have taken the session meanwhile: then fresh is not installed).
+func (s *session) replace(old, fresh *gofish.APIClient) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client != old {
+		return false
+	}
+	s.client = fresh
+	return true
+}
+
+// take removes the client, atomically, and returns it (nil if none).
+func (s *session) take() *gofish.APIClient {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cl := s.client
+	s.client = nil
+	return cl
+}
+
 // login makes a new login for c's configuration. A later login (gated)
 // goes through the gate: one login at a time per BMC and the back-off of
 // the credentials, when a Pool gave one (the Pool holds them already for
@@ -64,30 +87,57 @@ func (s *session) login(ctx context.Context, c *Controller, gated bool) (_ *gofi
 
 // relogin replaces the expired client stale with a new login, once for
 // all the controllers sharing the session: a caller that finds it already
-// replaced uses the new one. The old session is logged out in the
-// background, never holding up the caller.
+// replaced uses the new one. The login is not the caller's to cancel: a
+// caller that gives up waiting leaves it running (bounded by
+// reloginTimeout), and its session serves the next call; a BMC that was
+// still answering an abandoned login would otherwise get the next one at
+// the same time, and keep a session nobody can log out. The old session is
+// logged out in the background, never holding up the caller.
 func (s *session) relogin(ctx context.Context, c *Controller, stale *gofish.APIClient) (*gofish.APIClient, error) {
 	select {
 	case s.busy <- struct{}{}:
 	case <-ctx.Done():
 		return nil, &power.Error{Op: "connect", Class: power.ClassBusy, Message: "waiting for another login on this session", Err: ctx.Err()}
 	}
-	defer func() { <-s.busy }()
 	cur := s.current()
-	if cur == nil {
-		return nil, &power.Error{Op: "request", Class: power.ClassFailed, Message: "controller closed"}
-	}
-	if cur != stale {
+	if cur == nil || cur != stale {
+		<-s.busy
+		if cur == nil {
+			return nil, &power.Error{Op: "request", Class: power.ClassFailed, Message: "controller closed"}
+		}
 		return cur, nil
 	}
-	fresh, err := s.login(ctx, c, true)
-	if err != nil {
-		return nil, err
+	type result struct {
+		cl  *gofish.APIClient
+		err error
 	}
-	s.set(fresh)
-	go logout(ctx, stale)
-	return fresh, nil
+	res := make(chan result, 1)
+	go func() {
+		defer func() { <-s.busy }()
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reloginTimeout)
+		defer cancel()
+		fresh, err := s.login(lctx, c, true)
+		if err == nil {
+			if s.replace(stale, fresh) {
+				go logout(lctx, stale)
+			} else {
+				logout(lctx, fresh) // closed meanwhile
+				fresh, err = nil, &power.Error{Op: "request", Class: power.ClassFailed, Message: "controller closed"}
+			}
+		}
+		res <- result{fresh, err}
+	}()
+	select {
+	case r := <-res:
+		return r.cl, r.err
+	case <-ctx.Done():
+		return nil, &power.Error{Op: "connect", Class: power.ClassBusy,
+			Message: "gave up waiting for the new login to the BMC; it goes on, and the next call uses it", Err: ctx.Err()}
+	}
 }
+
+// reloginTimeout bounds a login made inside a call.
+const reloginTimeout = 30 * time.Second
 
 // share makes the controller of cfg's system on the session of shared,
 // without a login, if shared is a Controller of this package with the same
@@ -100,7 +150,17 @@ func share(ctx context.Context, cfg Config, shared power.Controller) (*Controlle
 			Message: fmt.Sprintf("the offered session is not this login's (%T)", shared), Err: power.ErrNotShared}
 	}
 	c := &Controller{cfg: cfg, sess: sh.sess, sem: make(chan struct{}, 1)}
-	if err := c.discover(ctx); err != nil {
+	stale := c.sess.current()
+	err := c.discover(ctx)
+	var pe *power.Error
+	if errors.As(err, &pe) && pe.Status == http.StatusUnauthorized && !cfg.BasicAuth && stale != nil && ctx.Err() == nil {
+		// The shared session expired: re-established once, for all.
+		if _, err := c.sess.relogin(ctx, c, stale); err != nil {
+			return nil, err
+		}
+		err = c.discover(ctx)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return c, nil
