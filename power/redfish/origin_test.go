@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 )
@@ -214,4 +215,52 @@ func TestConfiguredProxyIsUsed(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, []string{"CONNECT bmc-0.invalid:443"}, connects())
 	assert.False(t, errors.Is(err, redfish.ErrRedirect))
+}
+
+// accepting answers every reset 202 Accepted with a task monitor at
+// monitor (after the BMC applied it).
+type accepting struct {
+	bmc     http.Handler
+	monitor string
+}
+
+func (a accepting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/Actions/ComputerSystem.Reset") {
+		rec := httptest.NewRecorder()
+		a.bmc.ServeHTTP(rec, r)
+		if rec.Code/100 == 2 {
+			w.Header().Set("Location", a.monitor)
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		return
+	}
+	a.bmc.ServeHTTP(w, r)
+}
+
+// TestResetAcceptedWithTaskMonitor (issue 35, point 9, the documented
+// choice): a reset answered 202 Accepted with a task monitor succeeds
+// without following the monitor (here on another origin, which would see
+// the session token), and a later State read is the evidence of the
+// change.
+func TestResetAcceptedWithTaskMonitor(t *testing.T) {
+	other := newElsewhere(t)
+	p := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, p, "admin", secret)
+	cfg, _ := tlsRig(t, accepting{bmc: b, monitor: other.srv.URL + "/redfish/v1/TaskService/TaskMonitors/1"},
+		redfish.Config{Username: "admin", Password: secret})
+	c, err := redfish.Connect(context.Background(), cfg)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Off(context.Background(), power.ModeHard))
+	s, err := c.State(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, power.StateOff, s, "the later read is the evidence")
+	assert.Equal(t, []string{"ForceOff"}, b.Resets())
+	assert.Empty(t, other.requests(), "the task monitor was followed")
 }

@@ -41,10 +41,37 @@
 //   - Every operation runs with the caller's context (gofish keeps the
 //     context given at connect time; the adapter passes each operation's
 //     own), also while it waits for another operation on the same BMC. An
-//     expired session is re-established once, on the same HTTP transport;
-//     the old session is logged out in the background, never holding up the
-//     caller. A Connect that fails after logging in logs out again: BMCs
-//     have few session slots.
+//     expired session is re-established once for every controller sharing
+//     it, on the same HTTP transport, through the power.Pool's login gate
+//     (power.ConnectInfo.Gate: one login at a time per BMC, and its
+//     back-off); that login is not the caller's to cancel (a BMC still
+//     answering an abandoned login would get the next one at the same time
+//     and keep a session nobody can log out): a caller that gives up
+//     leaves it running, bounded, for the next call. The old session is
+//     logged out in the background, never holding up the caller. A Connect
+//     that fails after logging in logs out again: BMCs have few session
+//     slots.
+//   - One session serves every system of a service: Connect given an open
+//     Controller in power.ConnectInfo.Shared (a power.Pool does that for
+//     hosts with the same BMC and login) makes the new system's Controller
+//     on its session, without a login, if the endpoint, credentials, TLS
+//     and proxy settings are the same; otherwise it fails with
+//     power.ErrNotShared and the Pool logs in. Closing such a Controller
+//     does nothing; closing the one that logged in ends the session.
+//   - Credentials never leave the endpoint's origin: a redirect to another
+//     scheme, host or port is not followed, nor any redirect of a request
+//     with a body (a login, a reset), so the session token, the basic-auth
+//     header and a login's password go nowhere else and a login body is
+//     never sent twice; the error wraps ErrRedirect. The BMC is reached
+//     directly, never through HTTP_PROXY or HTTPS_PROXY from the
+//     environment, unless Config.Proxy names a proxy.
+//   - A reset answered 202 Accepted with a task monitor succeeds without
+//     following the task: the reset was accepted, which is all a
+//     power.Controller method promises, and callers take the outcome from
+//     a later State read (the reboot decisions wait for the state to
+//     change, and a reset that failed shows as a state that does not).
+//     Following a monitor would add requests to a BMC-chosen URL for
+//     nothing a later read does not tell.
 //   - A service without a SessionService (sushy-tools) is reported with
 //     ErrNoSessionService: use BasicAuth.
 //   - TLS is verified unless InsecureSkipVerify; RootCAs adds a CA pool.
