@@ -144,9 +144,10 @@ func (c *simCtrl) Close() error {
 // random worlds (a wrong password, a BMC gone, one that hangs, one stuck
 // past every deadline, idle time, forgotten hosts, new credentials) and
 // checks, against what the BMCs saw: never more sessions open on a BMC
-// than the bound; after a refused login, no login within AuthBackoff unless
-// the credentials changed; no call held past its deadline plus half a
-// second; a call refused for back-off never reached the BMC.
+// than the bound; after a refused login, no login with the same
+// credentials within AuthBackoff (re-logins inside calls, through the
+// Pool's gate, included); no call held past its deadline plus half a
+// second; a call refused for back-off caused no login.
 func TestPoolStateMachine(t *testing.T) {
 	rapidcheck.Check(t, func(t *rapid.T) {
 		const maxSessions = 2

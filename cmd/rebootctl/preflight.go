@@ -57,7 +57,8 @@ type connectFunc func(ctx context.Context, b inventory.BMC) (power.Controller, e
 
 // preflight checks every server of p, at most preflightParallel at once.
 // Logins go through a power.Pool, the owner of BMC connections: one login
-// per server, counted by its back-off, closed (logged out) at the end.
+// per server (or one per BMC and credentials, shared), counted by its
+// back-off, logged out once the server is checked.
 func preflight(ctx context.Context, inv inventory.Inventory, p plan.Plan, connect connectFunc) []preflightRow {
 	pool := power.NewPool(power.PoolConfig{ConnectTimeout: loginTimeout, CallTimeout: stateTimeout})
 	defer pool.Close()
