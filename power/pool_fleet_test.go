@@ -284,3 +284,25 @@ func TestPoolReloginRefusedBacksOff(t *testing.T) {
 	assert.Positive(t, authErrs)
 	assert.LessOrEqual(t, b.Logins()-before, 1, "logins within 20 s of a refused re-login")
 }
+
+// TestPoolForgetKeepsLoginBackoff: a host whose password was refused,
+// forgotten and back at once (churn), does not log in again before the
+// back-off is over; once it is, the Pool keeps nothing of it.
+func TestPoolForgetKeepsLoginBackoff(t *testing.T) {
+	b, srv, _ := redfishBMC(t)
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{})
+	bad := redfishTarget(srv, "wrong")
+	_, err := pool.Controller("n", bad).State(context.Background())
+	require.ErrorIs(t, err, power.ErrAuth)
+	pool.Forget("n")
+	_, err = pool.Controller("n", bad).State(context.Background())
+	require.ErrorIs(t, err, power.ErrBackoff)
+	assert.Equal(t, 1, b.Logins())
+	pool.Forget("n")
+	clk.Advance(time.Minute)
+	require.Eventually(t, func() bool {
+		h, e, l, live, idle, parked := power.PoolSizes(pool)
+		return h+e+l+live+idle+parked == 0
+	}, 5*time.Second, 10*time.Millisecond, "the Pool keeps the back-off of a forgotten host after it is over")
+}

@@ -32,6 +32,7 @@ func (p *Pool) entryLocked(host string, t Target) *entry {
 		ep.creds[key] = cr
 	}
 	cr.refs++ // before the old entry lets go: the same login survives
+	delete(p.parked, cr)
 	if e != nil {
 		p.detachLocked(e)
 	}
@@ -63,13 +64,16 @@ func (p *Pool) detachLocked(e *entry) {
 // held).
 func (p *Pool) gcLocked(cr *creds) {
 	ep := cr.ep
-	if cr.refs == 0 && cr.pins == 0 && cr.shared == nil && ep.creds[cr.key] == cr {
-		if cr.last != nil && p.cfg.Now().Before(cr.until) {
-			p.parked[cr] = struct{}{}
-		} else {
-			delete(p.parked, cr)
-			delete(ep.creds, cr.key)
-		}
+	switch {
+	case ep.creds[cr.key] != cr:
+		delete(p.parked, cr)
+	case cr.refs > 0 || cr.pins > 0 || cr.shared != nil:
+		delete(p.parked, cr) // in use again
+	case cr.last != nil && p.cfg.Now().Before(cr.until):
+		p.parked[cr] = struct{}{}
+	default:
+		delete(p.parked, cr)
+		delete(ep.creds, cr.key)
 	}
 	if len(ep.creds) == 0 && ep.sessions == 0 && !ep.logging && p.eps[ep.name] == ep {
 		delete(p.eps, ep.name)
