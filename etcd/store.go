@@ -105,6 +105,8 @@ type memberCache struct {
 	// viewed is, by UUID, the pages the last GetView read, so that a
 	// PutView of that version patches them instead of reading them again.
 	viewed map[string]viewedPages
+	// heads is, by UUID, the header the last GetHead read (PutHead).
+	heads map[string]headRead
 	// txns and bytes count the write transactions committed and the
 	// bytes of the values they put (Written).
 	txns, bytes int64
@@ -154,7 +156,7 @@ func NewStore(cli *clientv3.Client, prefix string) *Store {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}, loaded: map[string]loadedPlan{}, viewed: map[string]viewedPages{}}}
+	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}, loaded: map[string]loadedPlan{}, viewed: map[string]viewedPages{}, heads: map[string]headRead{}}}
 }
 
 // Guarded returns a Store that adds cmps to every write.

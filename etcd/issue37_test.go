@@ -1,0 +1,166 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// bigRun is a running plan of n servers in etcd, led by one executor
+// whose passes a test runs back to back (executor), its clock moving 30
+// simulated seconds per pass.
+type bigRun struct {
+	store *Store // the operator's store (no guard)
+	fleet *fake.Fleet
+	clk   *fake.Clock
+	l     *Leadership
+	uuid  string
+}
+
+func newBigRun(tb testing.TB, n, conc int) *bigRun {
+	tb.Helper()
+	ctx := context.Background()
+	cli := newClient(tb)
+	pre := prefix(tb)
+	clk := fake.NewClock(time.Time{})
+	fs := make([]fake.FleetServer, n)
+	for i := range fs {
+		// Boot times spread over 3 minutes: every pass sees reboots end.
+		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%06d", i), Hostname: fmt.Sprintf("cn%06d", i), Platform: "1",
+			Queue: 10 * time.Second, Drain: 30 * time.Second, Shutdown: 20 * time.Second, Boot: 3*time.Minute + time.Duration(i%180)*time.Second, Services: time.Minute}
+	}
+	fleet := fake.NewFleet(clk.Now, "", fs...)
+	p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "big", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(conc), CreatedAt: clk.Now()})
+	require.NoError(tb, err)
+	p, _ = plan.Run(p)
+	st := NewStore(cli, pre)
+	require.NoError(tb, st.Create(ctx, p))
+	cand := Candidate{Client: cli, Prefix: pre, ID: "exec", TTL: 60}
+	s, err := cand.NewSession(ctx)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { s.Close() })
+	l, err := cand.Campaign(ctx, s)
+	require.NoError(tb, err)
+	return &bigRun{store: NewStore(newClient(tb), pre), fleet: fleet, clk: clk, l: l, uuid: "big"}
+}
+
+func (r *bigRun) pass(ctx context.Context) error {
+	err := r.l.Pass(ctx, r.fleet, plan.Config{}, r.clk.Now, nil)
+	r.clk.Advance(30 * time.Second)
+	return err
+}
+
+// executor runs passes back to back until the returned function is
+// called; that returns how many passes ran and their errors.
+func (r *bigRun) executor(tb testing.TB) (stop func() (int, error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		n    atomic.Int64
+		errs error
+		wg   sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if err := r.pass(ctx); err != nil && ctx.Err() == nil {
+				errs = errors.Join(errs, err)
+			}
+			n.Add(1)
+		}
+	}()
+	// Let it write a few passes first.
+	for deadline := time.Now().Add(time.Minute); n.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return func() (int, error) {
+		cancel()
+		wg.Wait()
+		return int(n.Load()), errs
+	}
+}
+
+// storedState reads the plan's header straight from etcd (not through
+// the store under test).
+func (r *bigRun) storedState(tb testing.TB) (plan.State, plan.Index) {
+	resp, err := r.store.cli.Get(context.Background(), r.store.headerKey(r.uuid))
+	require.NoError(tb, err)
+	require.Len(tb, resp.Kvs, 1)
+	var h header
+	require.NoError(tb, json.Unmarshal(resp.Kvs[0].Value, &h))
+	return h.Plan.State, h.Index
+}
+
+// command runs an operator's command and returns how long it took to land.
+func (r *bigRun) command(tb testing.TB, f func(plan.Plan) (plan.Plan, error)) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err := plan.Command(ctx, r.store, r.uuid, f)
+	took := time.Since(start)
+	require.NoError(tb, err, "the command did not land in %v with the executor running", took)
+	return took
+}
+
+// TestStopLandsWhileExecutorRuns (issue 37, point 1): an operator's stop,
+// run and cancel land on a large running plan whose executor writes a
+// pass every few etcd round trips of the operator (the hook runs a pass
+// before every third request of the operator's client: time measured in
+// round trips, so the test does not depend on the machine's speed).
+// plan.Command read the whole plan (a request per 100 pages) before its
+// compare-and-swap, so every try lost to a pass (ErrConflict after 100
+// tries); a header-only command is two.
+func TestStopLandsWhileExecutorRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 20,000-server plan")
+	}
+	r := newBigRun(t, 20_000, 1_000)
+	ctx := context.Background()
+	for i := 0; i < 12; i++ { // until reboots end every pass
+		require.NoError(t, r.pass(ctx))
+	}
+	var (
+		requests, passes int
+		passErr          error
+	)
+	cli := hookClient(t, func(any) error {
+		requests++
+		if requests%3 == 0 {
+			passErr = errors.Join(passErr, r.pass(ctx))
+			passes++
+		}
+		return nil
+	}, nil)
+	r.store = NewStore(cli, r.store.prefix)
+	for _, c := range []struct {
+		f    func(plan.Plan) (plan.Plan, error)
+		want plan.State
+	}{{plan.Stop, plan.StateStopped}, {plan.Run, plan.StateRunning}, {plan.Cancel, plan.StateCanceled}} {
+		before := requests
+		_, err := plan.Command(ctx, r.store, r.uuid, c.f)
+		require.NoError(t, err, "the command did not land in %d round trips", requests-before)
+		state, _ := r.storedState(t)
+		require.Equal(t, c.want, state)
+		t.Logf("%s landed in %d round trips", c.want, requests-before)
+	}
+	require.NoError(t, passErr)
+	require.Positive(t, passes)
+	_, ix := r.storedState(t)
+	// Nothing starts after the cancel.
+	for i := 0; i < 3; i++ {
+		require.NoError(t, r.pass(ctx))
+	}
+	_, after := r.storedState(t)
+	require.Equal(t, ix.Started, after.Started, "a reboot started after the cancel landed")
+}
