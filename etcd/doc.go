@@ -23,7 +23,10 @@
 // that also compares that no plan was created since it checked the others
 // (then it checks again): two overlapping plans created at once cannot
 // both succeed. Operators' commands (plan.Command with Run, Stop, Cancel)
-// are plain compare-and-swap writes from any process and are never lost.
+// are compare-and-swap writes of the header alone (Store is a
+// plan.HeadStore: one read and one write, whatever the plan's size) from
+// any process, and are never lost: a pass written in between makes the
+// command read again, and the command's write makes the pass decide again.
 //
 // Candidate, Leadership and Executor: an executor campaigns through
 // concurrency.Election on a session lease; the Leadership's Store adds to
@@ -59,12 +62,15 @@
 //   - At most one executor writes a plan at a time, and a deposed one
 //     never writes again.
 //   - Each pass first renews the leadership's lease and checks its
-//     election key (Leadership.Pass); it acts on the fleet only while that
-//     lease, as renewed, cannot have run out (90 % of its TTL after the
-//     renewal was sent), and not at all once the session ended: a pass of
-//     a leader whose lease is gone does nothing, even a pass that would
-//     write nothing, and a pass that outlasts its lease stops acting
-//     (ErrNotLeader, ErrInDoubt).
+//     election key (Leadership.Pass), and does so again every third of the
+//     TTL while it runs; it acts on the fleet only while that lease, as
+//     last renewed, cannot have run out (90 % of its TTL after the renewal
+//     was sent), and not at all once the session ended or a renewal found
+//     the lease or the election key gone: a pass of a leader whose lease
+//     is gone does nothing, even a pass that would write nothing (ErrNotLeader);
+//     a pass whose renewals etcd does not answer stops acting
+//     (ErrInDoubt); a slow pass of a live leader goes on acting, however
+//     long it takes.
 //   - With a fleet that checks fencing tokens as above, a deposed executor's
 //     late actions do nothing; no server gets two jobs; the concurrency
 //     holds (TestFailover against an embedded etcd; TestEtcdCluster against
