@@ -5,12 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
@@ -163,4 +170,45 @@ func TestStopLandsWhileExecutorRuns(t *testing.T) {
 	}
 	_, after := r.storedState(t)
 	require.Equal(t, ix.Started, after.Started, "a reboot started after the cancel landed")
+}
+
+// TestCreateIdempotentAfterLostAnswer (issue 37, point 4): a Create whose
+// header transaction was applied but whose answer was lost is tried
+// again by the operator and succeeds; a different plan of that UUID is
+// still refused. The old Create answered the retry with ErrExists for its
+// own plan.
+func TestCreateIdempotentAfterLostAnswer(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	lose := true
+	icpt := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if r, ok := req.(*pb.TxnRequest); ok && lose {
+			for _, op := range r.Success {
+				if p := op.GetRequestPut(); p != nil && strings.HasPrefix(string(p.Key), pre+"headers/") {
+					lose = false
+					return status.Error(codes.Unavailable, "connection lost after the request was applied")
+				}
+			}
+		}
+		return err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(icpt)}})
+	require.NoError(t, err)
+	defer cli.Close()
+	clk := fake.NewClock(time.Time{})
+	p := runningPlan(t, "c", fleetOf(clk, "c", 3, "").Servers(), 1, clk.Now())
+	s := NewStore(cli, pre)
+	require.Error(t, s.Create(ctx, p), "the answer was lost")
+	require.NoError(t, s.Create(ctx, p), "the retry of the same request")
+	got, err := NewStore(newClient(t), pre).Get(ctx, "c")
+	require.NoError(t, err)
+	require.Len(t, got.Reboots, 3)
+	other := runningPlan(t, "c", fleetOf(clk, "d", 3, "").Servers(), 1, clk.Now())
+	require.ErrorIs(t, s.Create(ctx, other), plan.ErrExists)
+	// After passes the request is still recognized.
+	l, _ := lead(t, pre, "x", 60)
+	require.NoError(t, l.Pass(ctx, fleetOf(clk, "c", 3, ""), cfg29, clk.Now, nil))
+	require.NoError(t, s.Create(ctx, p))
 }

@@ -175,6 +175,9 @@ type header struct {
 	// Over names, for the pages last written by a write too large for one
 	// transaction, the key suffix they were written under.
 	Over map[int]string `json:"over,omitempty"`
+	// Request is the SHA-256 (hex) of the plan as Create was given it: a
+	// Create of the same plan again (after its answer was lost) succeeds.
+	Request string `json:"request,omitempty"`
 }
 
 func (s *Store) headersPrefix() string        { return s.prefix + "headers/" }
@@ -383,7 +386,11 @@ func (s *Store) deleteKeys(ctx context.Context, keys []string) {
 // the limits need, each refused if the plan exists), then the header, in
 // a transaction that is refused if the plan exists or if any plan was
 // created since the other plans were checked (then they are listed and
-// checked again).
+// checked again). Create is idempotent for the same request: when the
+// plan exists and its header records the same request (the SHA-256 of the
+// plan as given), it succeeds, so that a caller whose Create was applied
+// but whose answer was lost may try again; another plan of that UUID is
+// refused (plan.ErrExists).
 func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -398,7 +405,11 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 	if err != nil {
 		return err
 	}
-	h := header{Plan: p, Count: len(p.Reboots), Nonce: newNonce(), Index: plan.IndexOf(p)}
+	request, err := requestHash(p)
+	if err != nil {
+		return err
+	}
+	h := header{Plan: p, Count: len(p.Reboots), Nonce: newNonce(), Index: plan.IndexOf(p), Request: request}
 	h.Plan.Reboots, h.Plan.Version = nil, ""
 	raw, err := json.Marshal(h)
 	if err != nil {
@@ -418,7 +429,10 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 			return fmt.Errorf("etcd: create %s: %w", p.UUID, err)
 		}
 		if !resp.Succeeded {
-			return s.refused(ctx, p.UUID, fmt.Errorf("%w: %s", plan.ErrExists, p.UUID))
+			if err := s.refused(ctx, p.UUID, s.exists(ctx, p.UUID, request)); err != nil {
+				return err
+			}
+			return errCreated
 		}
 		s.count(written)
 		return nil
@@ -432,6 +446,9 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 		if len(ops) >= maxTxnOps || size+len(pg) > maxTxnBytes {
 			if err := flush(); err != nil {
 				cleanup()
+				if errors.Is(err, errCreated) {
+					return nil
+				}
 				return err
 			}
 		}
@@ -440,6 +457,9 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 	}
 	if err := flush(); err != nil {
 		cleanup()
+		if errors.Is(err, errCreated) {
+			return nil
+		}
 		return err
 	}
 	for try := 0; ; try++ {
@@ -458,7 +478,7 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 		}
 		if len(resp.Responses) > 0 && len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
 			cleanup()
-			return s.refused(ctx, p.UUID, fmt.Errorf("%w: %s", plan.ErrExists, p.UUID))
+			return s.refused(ctx, p.UUID, s.exists(ctx, p.UUID, request))
 		}
 		if err := s.refused(ctx, p.UUID, nil); err != nil || try >= readRetries {
 			cleanup()
@@ -513,7 +533,7 @@ func (s *Store) refused(ctx context.Context, uuid string, other error) error {
 // header as read (where its pages are).
 func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header, pages map[int][]byte) error {
 	h.Plan.Reboots, h.Plan.Version = nil, ""
-	h.Nonce, h.Count = old.Nonce, old.Count
+	h.Nonce, h.Count, h.Request = old.Nonce, old.Count, old.Request
 	keys := slices.Sorted(maps.Keys(pages))
 	cas := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.headerKey(uuid)), "=", rev)}, s.guard...)
 	// The overlay keys of the pages rewritten are not named any more.
