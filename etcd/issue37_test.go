@@ -212,3 +212,91 @@ func TestCreateIdempotentAfterLostAnswer(t *testing.T) {
 	require.NoError(t, l.Pass(ctx, fleetOf(clk, "c", 3, ""), cfg29, clk.Now, nil))
 	require.NoError(t, s.Create(ctx, p))
 }
+
+// hugeErrorFleet reports every job as failed with an error text of 2 MiB.
+type hugeErrorFleet struct{ *fake.Fleet }
+
+func (f hugeErrorFleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	obs, err := f.Fleet.ObserveView(ctx, v)
+	for id, j := range obs.Jobs {
+		if j.Exists {
+			j.Failed, j.Error = true, strings.Repeat("disk on fire\n", 2<<20/13)
+			obs.Jobs[id] = j
+		}
+	}
+	return obs, err
+}
+
+// TestHugeErrorTextBounded (issue 37, point 6): a job's error text of 2
+// MiB is kept bounded, so the page holding the reboot stays under etcd's
+// request limit and the plan goes on. The old pass wrote it whole: etcd
+// refused the request (too large) on every pass, and the plan was wedged.
+func TestHugeErrorTextBounded(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Time{})
+	world := hugeErrorFleet{fleetOf(clk, "e", 3, "")}
+	operator := NewStore(newClient(t), pre)
+	p := runningPlan(t, "e", world.Servers(), 1, clk.Now())
+	p.FailureBudget = 3
+	require.NoError(t, operator.Create(ctx, p))
+	l, _ := lead(t, pre, "x", 60)
+	for i := 0; i < 6; i++ {
+		require.NoError(t, l.Pass(ctx, world, cfg29, clk.Now, nil), "pass %d", i)
+		clk.Advance(30 * time.Second)
+	}
+	got, err := operator.Get(ctx, "e")
+	require.NoError(t, err)
+	failed := 0
+	for _, r := range got.Reboots {
+		require.LessOrEqual(t, len(r.Error), plan.MaxErrorBytes)
+		if r.Step == plan.StepFailed {
+			failed++
+			require.Contains(t, r.Error, "disk on fire")
+			require.NotContains(t, r.Error, "\n", "a peer's control characters")
+		}
+	}
+	require.Positive(t, failed)
+}
+
+// TestWorstRecordPageFits (issue 37, point 6): the record fields that come
+// from outside are bounded (names, labels by Validate; error text by
+// NextView), so that a page of PageSize records at every bound fits one
+// transaction. The old Validate let a server have 64 labels of 253 + 253
+// bytes: 32 such records make a page over a MiB, and with long names
+// over etcd's request limit.
+func TestWorstRecordPageFits(t *testing.T) {
+	clk := fake.NewClock(time.Time{})
+	p := runningPlan(t, "w", fleetOf(clk, "w", PageSize, "").Servers(), 1, clk.Now())
+	labels := map[string]string{}
+	for i := 0; i < 64; i++ {
+		labels[fmt.Sprintf("%03d%s", i, strings.Repeat("k", 250))] = strings.Repeat("v", 253)
+	}
+	big := p.Clone()
+	big.Reboots[1].Labels = labels
+	require.ErrorIs(t, big.Validate(), plan.ErrTooLarge, "64 labels of 506 bytes")
+	long := p.Clone()
+	long.Reboots[1].ServerHostname = strings.Repeat("h", 100_000)
+	require.ErrorIs(t, long.Validate(), plan.ErrTooLarge, "a hostname of 100,000 bytes")
+
+	at := clk.Now()
+	worst := p.Clone()
+	for i := range worst.Reboots {
+		r := &worst.Reboots[i]
+		name := func(c string) string { return fmt.Sprintf("%02d", i) + strings.Repeat(c, plan.MaxNameBytes-2) }
+		r.ServerUUID, r.ServerHostname, r.BootPlatform, r.CurrentPlatform, r.JobUUID = name("u"), name("h"), name("b"), name("c"), name("j")
+		r.Labels = map[string]string{}
+		for k := 0; k < 8; k++ {
+			r.Labels[fmt.Sprintf("%d%s", k, strings.Repeat("k", 252))] = strings.Repeat("\u00e9", 126) // 253 + 252 bytes
+		}
+		r.Error = plan.BoundText(strings.Repeat("\u00e9rror ", 10_000), plan.MaxErrorBytes)
+		r.Step, r.StartedAt, r.FinishedAt, r.OperationalAt, r.CanceledAt, r.StepSince, r.DrainSince = plan.StepFailed, &at, &at, &at, &at, &at, &at
+		r.Phases = &plan.Phases{Drained: &at, Off: &at, On: &at, Healthy: &at}
+	}
+	require.NoError(t, worst.Validate())
+	pages, err := encodePages(worst)
+	require.NoError(t, err)
+	require.Len(t, pages, 1)
+	require.LessOrEqual(t, len(pages[0]), maxTxnBytes, "a page at every bound")
+	t.Logf("a page at every bound: %d bytes", len(pages[0]))
+}
