@@ -377,6 +377,33 @@ type Executor struct {
 	// PassTimeout bounds a pass (default DefaultPassTimeout); a pass also
 	// ends when the leadership's session does.
 	PassTimeout time.Duration
+	// Retention is how long a plan that ended is kept whole before the
+	// leader replaces it with its summary (Store.Prune); 0 means
+	// DefaultRetention, a negative value forever.
+	Retention time.Duration
+}
+
+// maintainEvery is how often a leader prunes and sweeps (Maintain).
+const maintainEvery = 10 * time.Minute
+
+// Maintain prunes the plans that ended more than retention ago (Prune;
+// none if retention < 0) and sweeps the unreferenced pages of the others
+// (Sweep), with the leadership's fenced store.
+func (l *Leadership) Maintain(ctx context.Context, now time.Time, retention time.Duration) error {
+	var errs []error
+	if retention >= 0 {
+		if _, err := l.Store.Prune(ctx, now, now.Add(-retention)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	uuids, err := l.Store.Unfinished(ctx)
+	errs = append(errs, err)
+	for _, uuid := range uuids {
+		if _, err := l.Store.Sweep(ctx, uuid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // DefaultPassTimeout is how long an Executor's pass may take.
@@ -422,6 +449,11 @@ func (e *Executor) lead(ctx context.Context, l *Leadership, now func() time.Time
 	if timeout <= 0 {
 		timeout = DefaultPassTimeout
 	}
+	retention := e.Retention
+	if retention == 0 {
+		retention = DefaultRetention
+	}
+	var maintained time.Time
 	for {
 		// A pass ends when its session does: nothing is asked of etcd or
 		// the fleet after that.
@@ -435,6 +467,12 @@ func (e *Executor) lead(ctx context.Context, l *Leadership, now func() time.Time
 			}
 		}()
 		err := l.Pass(pctx, e.Fleet, e.Config, now, e.Logger)
+		if err == nil && time.Since(maintained) >= maintainEvery {
+			maintained = time.Now()
+			if merr := l.Maintain(pctx, now(), retention); merr != nil {
+				e.warn("prune and sweep", merr)
+			}
+		}
 		close(stop)
 		cancel()
 		if err != nil {

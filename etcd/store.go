@@ -178,6 +178,8 @@ type header struct {
 	// Request is the SHA-256 (hex) of the plan as Create was given it: a
 	// Create of the same plan again (after its answer was lost) succeeds.
 	Request string `json:"request,omitempty"`
+	// Ended is when Prune first saw the plan ended.
+	Ended *time.Time `json:"ended,omitempty"`
 }
 
 func (s *Store) headersPrefix() string        { return s.prefix + "headers/" }
@@ -309,15 +311,15 @@ func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
 		if err != nil {
 			return err
 		}
-		p, err = s.assemble(ctx, uuid, h, version, at)
+		p, err = s.assemble(ctx, uuid, h, version, at, true)
 		return err
 	})
 	return p, err
 }
 
 // assemble reads every page of the plan with header h at revision at, and
-// remembers what it read (for Put and GetView).
-func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at int64) (plan.Plan, error) {
+// if keep remembers what it read (for Put and GetView).
+func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at int64, keep bool) (plan.Plan, error) {
 	all := allPages(h.Count)
 	pages, raw, err := s.readPages(ctx, uuid, h, all, at)
 	if err != nil {
@@ -334,6 +336,9 @@ func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at
 		return plan.Plan{}, fmt.Errorf("%w: plan %s: %v", plan.ErrCorrupt, uuid, err)
 	}
 	p.Version = strconv.FormatInt(version, 10)
+	if !keep {
+		return p, nil
+	}
 	s.cache.mu.Lock()
 	s.cache.loaded[uuid] = loadedPlan{rev: version, h: h, hashes: hashes}
 	if c, ok := s.cache.m[uuid]; !ok || c.nonce != h.Nonce {
@@ -533,7 +538,7 @@ func (s *Store) refused(ctx context.Context, uuid string, other error) error {
 // header as read (where its pages are).
 func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header, pages map[int][]byte) error {
 	h.Plan.Reboots, h.Plan.Version = nil, ""
-	h.Nonce, h.Count, h.Request = old.Nonce, old.Count, old.Request
+	h.Nonce, h.Count, h.Request, h.Ended = old.Nonce, old.Count, old.Request, old.Ended
 	keys := slices.Sorted(maps.Keys(pages))
 	cas := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.headerKey(uuid)), "=", rev)}, s.guard...)
 	// The overlay keys of the pages rewritten are not named any more.
@@ -577,6 +582,7 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 		}
 		s.count(size)
 		s.deleteKeys(ctx, stale)
+		s.written(uuid, h)
 		return nil
 	}
 	// Too large for one transaction: the pages under keys of their own,
@@ -641,7 +647,16 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 	}
 	s.count(len(raw))
 	s.deleteKeys(ctx, stale)
+	s.written(uuid, h)
 	return nil
+}
+
+// written is called after a write of header h: a plan that ended is
+// forgotten by the caches.
+func (s *Store) written(uuid string, h header) {
+	if ended(h) {
+		s.forget(uuid)
+	}
 }
 
 // Put implements plan.Store: compare-and-swap on the header's revision,
@@ -731,7 +746,8 @@ func (s *Store) listAt(ctx context.Context, want func(header) bool) (out []plan.
 			if !want(h) {
 				continue
 			}
-			p, err := s.assemble(ctx, uuid, h, kv.ModRevision, at)
+			// Only the plans that may act again are cached.
+			p, err := s.assemble(ctx, uuid, h, kv.ModRevision, at, !ended(h))
 			if errors.Is(err, plan.ErrCorrupt) {
 				corrupt = append(corrupt, err.Error())
 				continue
