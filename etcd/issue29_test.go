@@ -362,15 +362,16 @@ func TestLargeWriteAtomic(t *testing.T) {
 		require.NoError(t, err)
 		return r.Count
 	}
-	assert.Equal(t, int64(400), keys(), "the pages and the winner's")
+	// (Issue 37: the keys an overlay replaced are deleted too.)
+	assert.Equal(t, int64(200), keys(), "the winner's pages only")
 	again := mark(now, "C")
 	require.NoError(t, NewStore(cli, pre).Put(ctx, again))
-	assert.Equal(t, int64(400), keys(), "the pages and the last large write's")
+	assert.Equal(t, int64(200), keys(), "the last large write's pages only")
 	small, err := NewStore(cli, pre).Get(ctx, "w")
 	require.NoError(t, err)
 	small.Reboots[0].ServerHostname = "small"
 	require.NoError(t, NewStore(cli, pre).Put(ctx, small))
-	assert.Equal(t, int64(399), keys())
+	assert.Equal(t, int64(200), keys())
 	final, err := NewStore(newClient(t), pre).Get(ctx, "w")
 	require.NoError(t, err)
 	assert.Equal(t, "small", final.Reboots[0].ServerHostname)

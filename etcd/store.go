@@ -594,6 +594,10 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 	}
 	for _, n := range keys {
 		h.Over[n] = id
+		if _, ok := old.Over[n]; !ok {
+			// The page's key of the plan's own nonce is not named any more.
+			stale = append(stale, s.pageKeyOf(uuid, old, n))
+		}
 	}
 	if raw, err = json.Marshal(h); err != nil {
 		return err
