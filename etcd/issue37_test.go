@@ -109,17 +109,6 @@ func (r *bigRun) storedState(tb testing.TB) (plan.State, plan.Index) {
 	return h.Plan.State, h.Index
 }
 
-// command runs an operator's command and returns how long it took to land.
-func (r *bigRun) command(tb testing.TB, f func(plan.Plan) (plan.Plan, error)) time.Duration {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	start := time.Now()
-	_, err := plan.Command(ctx, r.store, r.uuid, f)
-	took := time.Since(start)
-	require.NoError(tb, err, "the command did not land in %v with the executor running", took)
-	return took
-}
-
 // TestStopLandsWhileExecutorRuns (issue 37, point 1): an operator's stop,
 // run and cancel land on a large running plan whose executor writes a
 // pass every few etcd round trips of the operator (the hook runs a pass
