@@ -77,3 +77,16 @@ func (s *BoltStore) PutHead(_ context.Context, hv View) error {
 		return putHeader(b, hv.Plan, *ix, h.Version+1)
 	})
 }
+
+// forgetEnded evicts the store's caches of v's plan (its member map, the
+// records decoded last) once the plan ended (finished, nothing in
+// flight): it never acts again.
+func (s *BoltStore) forgetEnded(v View) {
+	if v.Unfinished() {
+		return
+	}
+	s.mu.Lock()
+	delete(s.members, v.UUID)
+	delete(s.decoded, v.UUID)
+	s.mu.Unlock()
+}
