@@ -261,6 +261,13 @@ func retryCompacted(read func() error) error {
 // readPages reads the given pages of a plan at revision rev, and returns
 // them and the stored values.
 func (s *Store) readPages(ctx context.Context, uuid string, h header, pages []int, rev int64) (map[int][]plan.Reboot, map[int][]byte, error) {
+	return s.readPagesReusing(ctx, uuid, h, pages, rev, viewedPages{})
+}
+
+// readPagesReusing is readPages, reusing the decoded pages of prev whose
+// stored value did not change (the pages of the plan's last view: most
+// pages of a pass are as the last pass left them).
+func (s *Store) readPagesReusing(ctx context.Context, uuid string, h header, pages []int, rev int64, prev viewedPages) (map[int][]plan.Reboot, map[int][]byte, error) {
 	out := make(map[int][]plan.Reboot, len(pages))
 	raw := make(map[int][]byte, len(pages))
 	for start := 0; start < len(pages); start += maxTxnOps {
@@ -278,6 +285,10 @@ func (s *Store) readPages(ctx context.Context, uuid string, h header, pages []in
 			kvs := r.GetResponseRange().Kvs
 			if len(kvs) == 0 {
 				return nil, nil, fmt.Errorf("%w: plan %s: page %d missing", plan.ErrCorrupt, uuid, n)
+			}
+			if was, ok := prev.raw[n]; ok && prev.h.Count == h.Count && bytes.Equal(was, kvs[0].Value) {
+				out[n], raw[n] = prev.pages[n], kvs[0].Value
+				continue
 			}
 			var rs []plan.Reboot
 			if err := json.Unmarshal(kvs[0].Value, &rs); err != nil {
@@ -852,7 +863,13 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 		}
 		pending := min(plan.PendingWindow(h.Plan), MaxStartsPerPass, max(MaxInFlight-len(h.Index.InFlight), 0))
 		pos := plan.ViewPositions(h.Index, pending)
-		pages, raw, err := s.readPages(ctx, uuid, h, pagesOf(pos), at)
+		s.cache.mu.Lock()
+		prev := s.cache.viewed[uuid]
+		s.cache.mu.Unlock()
+		if prev.h.Nonce != h.Nonce {
+			prev = viewedPages{}
+		}
+		pages, raw, err := s.readPagesReusing(ctx, uuid, h, pagesOf(pos), at, prev)
 		if err != nil {
 			return err
 		}
@@ -864,6 +881,9 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 		for k, i := range pos {
 			v.Reboots[k] = pages[i/PageSize][i%PageSize]
 		}
+		// The pages are kept (and reused by the next view): the caller
+		// gets its own copy of what the reboots point to.
+		v.Reboots = plan.Plan{Reboots: v.Reboots}.Clone().Reboots
 		v.Version = strconv.FormatInt(version, 10)
 		return nil
 	})
