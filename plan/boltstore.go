@@ -425,6 +425,7 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 	if err := v.Plan.validate(); err != nil {
 		return err
 	}
+	defer s.forgetEnded(v)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketPlans).Bucket([]byte(v.UUID))
 		if b == nil {

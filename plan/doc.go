@@ -25,7 +25,10 @@
 //     compare-and-swap on Plan.Version, so an operator's command and an
 //     executor's pass written at once are never lost; the loser reads again
 //     and decides again, and a cancel is obeyed at the latest in the
-//     executor's next pass.
+//     executor's next pass. On a HeadStore (BoltStore, the etcd store) a
+//     command reads and writes the plan's header only, whatever the plan's
+//     size, so it lands while an executor rewrites the plan every pass;
+//     Edit is the whole-plan read-modify-write for tools and tests.
 //  3. An Executor runs passes: load the plan, observe the fleet, call Next,
 //     save the plan, then act (create reboot jobs, freeze or unfreeze the
 //     database shard). Next is pure. Each server goes through the seed's
@@ -107,7 +110,11 @@
 //
 // BoltStore (one bbolt file, opened by one process at a time) keeps a
 // header record (the plan without its reboots, its Index, its version) and
-// one versioned record per reboot. Import reads the JSON files of a
+// one versioned record per reboot. What the world writes into a record is
+// bounded: Validate refuses names over MaxNameBytes and labels over
+// MaxLabelBytes per server, and NextView cuts a reboot's error text (and
+// the plan's Waiting) to MaxErrorBytes (BoundText), so a record stays a
+// few KiB whatever a fleet reports. Import reads the JSON files of a
 // FileStore directory; the JSON document stays the export/import and watch
 // format.
 //

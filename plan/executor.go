@@ -76,34 +76,6 @@ type Fleet interface {
 // RetainJobs is how long a Fleet must keep a job after it ended.
 const RetainJobs = 24 * time.Hour
 
-// Command applies an operator's command (Run, Stop, Cancel, or any pure
-// change) to a stored plan with compare-and-swap, reading again and
-// retrying when an executor or another operator wrote in between: the
-// command is never lost, and it is applied to the plan as it is now.
-func Command(ctx context.Context, s Store, uuid string, f func(Plan) (Plan, error)) (Plan, error) {
-	for i := 0; ; i++ {
-		p, err := s.Get(ctx, uuid)
-		if err != nil {
-			return Plan{}, err
-		}
-		q, err := f(p)
-		if err != nil {
-			return p, err
-		}
-		q.Version = p.Version
-		err = s.Put(ctx, q)
-		if err == nil {
-			return q, nil
-		}
-		if !errors.Is(err, ErrConflict) || i >= 100 {
-			return p, err
-		}
-		if err := ctx.Err(); err != nil {
-			return p, err
-		}
-	}
-}
-
 // Executor runs plans: each pass loads the plan, observes the fleet,
 // decides with Next, saves the plan, then acts. It keeps nothing in memory
 // between passes (but a cache of plans' failure domains, which never

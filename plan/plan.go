@@ -265,6 +265,9 @@ func (p Plan) validate() error {
 		if err := checkLabels(r.Labels); err != nil {
 			return fmt.Errorf("server %s: %w", r.ServerUUID, err)
 		}
+		if err := r.checkBounds(); err != nil {
+			return fmt.Errorf("server %.64s: %w", r.ServerUUID, err)
+		}
 		if seen[r.ServerUUID] {
 			return fmt.Errorf("server %s listed twice", r.ServerUUID)
 		}

@@ -393,6 +393,11 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	slices.Sort(fly)
 	ix.InFlight = fly
 	settle(&w.Plan, *ix)
+	// What the fleet said is kept bounded: a record never outgrows a page.
+	for k := range w.Reboots {
+		w.Reboots[k].Error = BoundText(w.Reboots[k].Error, MaxErrorBytes)
+	}
+	w.Waiting = BoundText(w.Waiting, MaxErrorBytes)
 	return w, ps.acts
 }
 

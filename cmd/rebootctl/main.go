@@ -421,8 +421,9 @@ func (e *env) command(name string, args []string) int {
 	if err != nil {
 		return e.fail(err)
 	}
-	p, err := plan.Command(e.ctx, st, rest[0], e.operator(name, f))
+	v, err := plan.CommandView(e.ctx, st, rest[0], e.operator(name, f))
 	st.Close()
+	p := v.Plan
 	if errors.Is(err, plan.ErrState) {
 		return e.fail(fmt.Errorf("plan %s is %s: it cannot be %s", p.UUID, p.State, map[string]string{"run": "run again (create a new plan)", "stop": "stopped", "cancel": "canceled"}[name]))
 	}
@@ -430,9 +431,9 @@ func (e *env) command(name string, args []string) int {
 		return e.fail(errors.New(explain(err, rest[0])))
 	}
 	if e.json {
-		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State, "in_flight": inFlight(p)})
+		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State, "in_flight": len(v.Index.InFlight)})
 	} else {
-		fmt.Fprintln(e.out, commandDone(name, p))
+		fmt.Fprintln(e.out, commandDone(name, v))
 	}
 	if watch {
 		return e.watch(p.UUID)
