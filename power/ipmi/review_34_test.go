@@ -231,3 +231,55 @@ func TestReview34_EmulatorBMCResetLeavesTheHostAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestReview34_DroppedPowerDownWithStaleOffReadIsNotSuccess: the network
+// variant of TestReview34_RefusedPowerDownWithStaleOffReadIsNotSuccess,
+// with an honest BMC that reads the power-good line late. A man in the
+// middle without the keys drops the console's Chassis Control requests
+// (by position: the first request of the old session, the second of the
+// next one, after Set Session Privilege) and lets everything else by.
+// Off(hard) times out twice, then reads the state on a third session,
+// gets the BMC's authentic but stale "off", and reports success: the
+// caller is told the host is off while it runs.
+func TestReview34_DroppedPowerDownWithStaleOffReadIsNotSuccess(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	b, p := newBMCOn(t, clk.Real, fake.PowerConfig{Initial: power.StateOff, Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
+	m := newMITM(t, b.Addr())
+	host, port := m.addr()
+	c, err := ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
+		Timeout: 100 * time.Millisecond, Retries: 1})
+	require.NoError(t, err)
+	defer c.Close()
+	clk.Advance(10 * time.Second)
+	p.OutOfBandOn()
+	clk.Advance(time.Second)
+	s, err := c.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, power.StateOff, s, "the emulator should echo the old state")
+
+	m.mu.Lock()
+	sessions, index, lastID := 0, 0, m.consoleID
+	m.toBMC = func(q []byte) bool {
+		if m.consoleID != lastID {
+			lastID, sessions, index = m.consoleID, sessions+1, 0
+		}
+		if !m.active || !sessionDatagram(q) {
+			return true
+		}
+		index++
+		switch sessions {
+		case 0: // the session of the Off: its power down
+			return false
+		case 1: // the session opened again: Set Session Privilege passes, power down does not
+			return index < 2
+		}
+		return true
+	}
+	m.mu.Unlock()
+	err = c.Off(ctx, power.ModeHard)
+	assert.NotContains(t, b.Commands(), ipmitest.PowerDown, "the man in the middle let a power down by")
+	if err == nil {
+		assert.False(t, p.HardwareOn(), "Off(hard) reported success though no power down reached the BMC: the host still runs")
+	}
+}
