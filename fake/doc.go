@@ -20,6 +20,13 @@
 //   - Unknown: a share of reads report StateUnknown without an error (BMC
 //     emulators show it as PowerState null, missing, or "Paused").
 //
+// PowerConfig.Button makes a Power a BMC with a power button (ButtonSoft:
+// its soft Off is a press, as on firmware with no graceful reset type;
+// ButtonAll: every On and Off is one): a press toggles the hardware, on
+// if it is off, an OS shutdown of SoftDelay if it runs. Its TogglesOff
+// says so (reboot.Toggler). The zero value keeps the Power every other
+// test knows.
+//
 // Out-of-band power changes (OutOfBandOn, OutOfBandOff: a person at the
 // console, a power-restore policy, a crash) are marked as such in the
 // truth. The protocol emulators live beside their adapters, as

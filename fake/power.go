@@ -128,6 +128,9 @@ type PowerConfig struct {
 	// Report says how State reports the power: the zero value reports
 	// honestly (Transitioning while a change is under way). See Report.
 	Report Report
+	// Button makes some calls presses of the power button, which toggle
+	// the hardware (see ButtonKind). Zero: none.
+	Button ButtonKind
 }
 
 // Report configures the lies a Power tells through State, separately from
@@ -439,6 +442,8 @@ func (p *Power) On(ctx context.Context) error {
 	c := p.begin(OpOn, power.ModeSoft)
 	_, err := p.command(ctx, c, func() error {
 		switch {
+		case p.cfg.Button == ButtonAll:
+			p.press(c.At)
 		case p.settled == power.StateOn:
 			p.pend = nil // cancels an Off under way; the server stays on
 			p.record(c.At, power.StateOn)
@@ -458,6 +463,10 @@ func (p *Power) Off(ctx context.Context, m power.Mode) error {
 	defer p.mu.Unlock()
 	c := p.begin(OpOff, m)
 	_, err := p.command(ctx, c, func() error {
+		if p.pressesOff(m) {
+			p.press(c.At)
+			return nil
+		}
 		goingOff := p.pend != nil && p.pend.target == power.StateOff
 		if p.settled == power.StateOff && !(p.pend != nil && p.pend.target == power.StateOn) {
 			return nil // already off

@@ -313,3 +313,30 @@ func BenchmarkFleetObserve(b *testing.B) {
 		})
 	}
 }
+
+// A press toggles the hardware: on if it is off, an OS shutdown of
+// SoftDelay if it runs, lost in a change under way (issue 36).
+func TestPowerButtonToggles(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	p := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 45 * time.Second})
+	require.True(t, p.TogglesOff(power.ModeSoft))
+	require.False(t, p.TogglesOff(power.ModeHard))
+	require.NoError(t, p.Off(ctx, power.ModeSoft)) // press: the OS shuts down
+	clk.Advance(10 * time.Second)
+	require.NoError(t, p.Off(ctx, power.ModeSoft)) // lost in the shutdown
+	require.True(t, p.HardwareOn())
+	clk.Advance(40 * time.Second)
+	require.False(t, p.HardwareOn(), "off 45 s after the first press")
+	require.NoError(t, p.Off(ctx, power.ModeSoft)) // press on a host that is off
+	require.True(t, p.HardwareOn(), "a press powers an off host on")
+	require.NoError(t, p.Off(ctx, power.ModeHard)) // ForceOff sets the power
+	require.False(t, p.HardwareOn())
+
+	all := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, Initial: power.StateOff})
+	require.NoError(t, all.On(ctx))
+	require.True(t, all.HardwareOn())
+	require.NoError(t, all.On(ctx)) // a press while on: shutdown (SoftDelay 0)
+	require.False(t, all.HardwareOn())
+	require.False(t, fake.NewPower(clk.Real, fake.PowerConfig{}).TogglesOff(power.ModeSoft), "no button by default")
+}

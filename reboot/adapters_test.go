@@ -256,7 +256,7 @@ func TestAdapterScenarios(t *testing.T) {
 				if sc.pc.Report.Unknown > 0 || sc.pc.Report.Flap {
 					bound += 4 * time.Second // reissues back off; unknown reads
 				}
-				if sc.what == "fence" && (worst > bound || verdicts["fenced"] != sc.seeds) {
+				if (sc.what == "fence" || sc.what == "again") && (worst > bound || verdicts["fenced"] != sc.seeds) {
 					t.Errorf("%s/%s/%s: %v, latency %v over %v", sc.name, ad.name, named.name, verdicts, worst, bound)
 				}
 			}

@@ -64,6 +64,14 @@ type Status struct {
 	// sighting that was an echo from before the power-off. Client.HoldBroken
 	// reports it to clients.
 	HoldBroken time.Time
+	// RewriteSeen is the earliest write by someone else, not yet covered
+	// by the evidence, that left the requests as they were but may have
+	// removed one and added it again with the same value; LastRewriteSeen
+	// the latest such write after it (zero if none). The evidence moves
+	// forward to cover them, one after the other, without delaying any
+	// other request (see rewrite.go: how a re-added request is told from
+	// other writes).
+	RewriteSeen, LastRewriteSeen time.Time
 }
 
 // Equal reports whether s and o hold the same instants, modes and requests.
@@ -73,7 +81,8 @@ func (s Status) Equal(o Status) bool {
 		s.LastPoweredOff.Equal(o.LastPoweredOff) && s.Mode == o.Mode &&
 		s.LastRequestSeen.Equal(o.LastRequestSeen) && slices.Equal(s.Seen, o.Seen) &&
 		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode &&
-		s.HoldBroken.Equal(o.HoldBroken)
+		s.HoldBroken.Equal(o.HoldBroken) &&
+		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen)
 }
 
 // Pending reports whether a reboot is pending.
@@ -184,7 +193,8 @@ type Call struct {
 	Action Action
 	// Mode is the mode of a power-off.
 	Mode power.Mode
-	// Class is the outcome (power.Classify of the error).
+	// Class is the outcome: CallClass of the error (a call that was not
+	// carried out, a refused login or a Pool's back-off, is busy).
 	Class power.Class
 	// At is the applier's clock when the call returned.
 	At time.Time
@@ -233,14 +243,40 @@ type Observed struct {
 	OffFor time.Duration
 	// Changed says the host record was written by someone else since this
 	// controller's last pass (its Version differs from the one the
-	// controller last read or wrote; true after a restart). With a reboot
-	// pending and keyed requests present, a changed record counts as a new
-	// request: a client may have removed its annotation and added it again
-	// with the same value between two passes.
+	// controller last read or wrote; true after a restart). It never makes
+	// a request new (only a request name and value not seen before do);
+	// with a reboot pending, keyed requests present and the requests as
+	// they were, it is a possible re-add of a request with the same value,
+	// answered apart (Status.RewriteSeen) without delaying the others.
 	Changed bool
 	// StaleReads and OffSettle, if positive, replace Config.StaleReads and
 	// Config.OffSettle for this host (BMCs differ: see Config).
 	StaleReads, OffSettle time.Duration
+	// SoftToggles and HardToggles say that the host's power.Controller
+	// may press the power button for a soft or a hard power-off (see
+	// Toggler). Such a power-off is sent only on an On reading taken
+	// SoftTimeout + StaleReads after this controller's last power-off
+	// (SinceOff) and StaleReads after its last power-on (QuietFor): never
+	// on an Off or unknown reading, nor on an On that may echo the state
+	// from before a shutdown this controller started.
+	SoftToggles, HardToggles bool
+	// SinceRewrite and SinceLastRewrite are as SinceRequest for
+	// Status.RewriteSeen and Status.LastRewriteSeen: how long this
+	// controller has known those values (zero is always safe).
+	SinceRewrite, SinceLastRewrite time.Duration
+	// UnknownFor is how long, on a monotonic clock, the host's power has
+	// read unknown without a break, up to this pass's unknown reading
+	// (zero for the first unknown reading of a run, and for any other).
+	// Unknown readings back off from QuickPoll to PollInterval with it
+	// once a run lasts longer than PollInterval.
+	UnknownFor time.Duration
+	// SinceOff is how long, on a monotonic clock, this controller has not
+	// sent a power-off to this host before Power was read: since its last
+	// Off call (whatever its outcome), or since the controller started if
+	// it sent none since and a previous process may have (a reboot was
+	// pending, or Online=false was being enforced, at its first read; if
+	// neither, as long as it likes). Only toggling power-offs read it.
+	SinceOff time.Duration
 }
 
 // Config tunes decisions. The zero value is valid: every zero field takes
@@ -289,10 +325,12 @@ type Config struct {
 	// BMC says Off only once the hardware is off.
 	OffSettle time.Duration
 	// QuickPoll is how soon to read again after a power-off command (then
-	// doubling up to PollInterval) and after an unknown reading while a
-	// reboot is pending. It is also where repeating a hard power-off that
-	// a later reading contradicts starts its backoff (doubling up to
-	// PollInterval). Default 1 s.
+	// as long as it has been since the command, up to PollInterval) and
+	// after an unknown reading while a reboot is pending (backing off to
+	// PollInterval once the readings have been unknown for PollInterval).
+	// It is also where repeating a hard power-off that a later reading
+	// contradicts starts its backoff (doubling up to PollInterval).
+	// Default 1 s.
 	QuickPoll time.Duration
 }
 
@@ -432,14 +470,15 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 			st.Mode = power.ModeHard
 		}
 		st.Seen, st.LastRequestSeen, st.HoldBroken = nil, time.Time{}, time.Time{}
+		st.RewriteSeen, st.LastRewriteSeen = time.Time{}, time.Time{}
 	}
 	if st.Pending() {
 		c.see(d.Requests, p, st)
 		if o.Changed && hasKeyed && st.LastRequestSeen.Equal(o.Status.LastRequestSeen) {
-			// Someone wrote the record: a client may have removed its
-			// annotation and added it again with the same value, a new
-			// request that looks like the old one. Answer it as new.
-			st.LastRequestSeen = maxTime(p, st.PendingRebootSince)
+			// Someone wrote the record and the requests are as they were:
+			// not a new request, but one may have been removed and added
+			// again with the same value. Answered apart (rewrite.go).
+			c.noteRewrite(p, st)
 		}
 		c.evidence(o, p, st)
 	}
@@ -470,11 +509,12 @@ func (c Config) evidence(o Observed, p time.Time, st *Status) {
 	if !st.LastRequestSeen.Equal(o.Status.LastRequestSeen) {
 		sinceRequest = 0
 	}
+	sinceRewrite := o.rewriteSince(st.RewriteSeen)
 	var e time.Time
 	for _, a := range [...]struct {
 		at    time.Time
 		since time.Duration
-	}{{st.PendingRebootSince, sincePending}, {st.LastRequestSeen, sinceRequest}} {
+	}{{st.PendingRebootSince, sincePending}, {st.LastRequestSeen, sinceRequest}, {st.RewriteSeen, sinceRewrite}} {
 		if a.at.IsZero() {
 			continue
 		}
@@ -503,6 +543,7 @@ func (c Config) evidence(o Observed, p time.Time, st *Status) {
 	if e.After(st.LastPoweredOff) && level(e) > level(st.LastPoweredOff) {
 		st.LastPoweredOff = e
 	}
+	st.coverRewrite(e)
 }
 
 // untilEvidence is how long until an Off reading like this one could be
@@ -607,6 +648,8 @@ func repair(st *Status, p time.Time) error {
 	clamp("lastRequestSeen", &st.LastRequestSeen)
 	clamp("offlineSince", &st.OfflineSince)
 	clamp("holdBroken", &st.HoldBroken)
+	clamp("rewriteSeen", &st.RewriteSeen)
+	clamp("lastRewriteSeen", &st.LastRewriteSeen)
 	if st.LastPoweredOff.After(p) {
 		// Evidence labelled by a clock that ran ahead cannot be placed on
 		// the corrected clock: drop it rather than vouch for it.
@@ -630,6 +673,7 @@ func (c Config) deprovision(o Observed, d *Decision) {
 	d.Status.PendingRebootSince = time.Time{}
 	d.Status.Mode = power.ModeSoft
 	d.Status.Seen, d.Status.LastRequestSeen = nil, time.Time{}
+	d.Status.RewriteSeen, d.Status.LastRewriteSeen = time.Time{}, time.Time{}
 	d.Status.OfflineSince, d.Status.OfflineMode = time.Time{}, power.ModeSoft
 	d.Phase = PhaseDeprovisioned
 	d.Reason = "deprovisioned: reboot requests cleared"
@@ -667,13 +711,15 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		d.Reason = "hard reboot requested: escalate"
 	}
 	// Look again soon: after a power-off, quickly at first, backing off to
-	// PollInterval; an unknown reading at once; an Off reading as soon as
-	// it can be evidence.
+	// PollInterval; after an unknown reading, quickly at first, backing
+	// off to PollInterval while the readings stay unknown (a BMC that
+	// answers null is not read every QuickPoll for ever); an Off reading
+	// as soon as it can be evidence.
 	requeue := func() time.Duration {
 		r := c.readBackoff(last, now)
 		switch o.Power {
 		case power.StateUnknown:
-			r = c.QuickPoll
+			r = c.unknownBackoff(o)
 		case power.StateOff:
 			r = min(r, max(c.untilEvidence(o, st), c.Precision/10))
 		}
@@ -696,9 +742,17 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		}
 		return
 	}
-	// A power-off powers nothing on (a Controller that can only toggle
-	// checks the state itself), so it is sent whatever the reading: on,
-	// unknown, or an Off that may echo a state from before the request.
+	// A power-off that sets the power powers nothing on, so it is sent
+	// whatever the reading: on, unknown, or an Off that may echo a state
+	// from before the request. One that may press the power button is
+	// sent only on an On reading that cannot be an echo (pressWait).
+	if w, no := c.pressWait(o, st.Mode); no {
+		if d.Reason == "" {
+			d.Reason = "power-off presses the power button: wait for an On reading that cannot be an echo"
+		}
+		d.RequeueAfter = c.cap(min(w, requeue()))
+		return
+	}
 	d.Power = ActionPowerOff
 	d.Mode = st.Mode
 	if d.Reason == "" && last.Action == ActionPowerOff && last.Mode == st.Mode && last.Class == power.ClassNone && o.Power == power.StateOn {
@@ -738,6 +792,11 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 			d.RequeueAfter = min(d.RequeueAfter, c.cap(c.readBackoff(o.LastCall, now)))
 			return
 		}
+		if w, no := c.pressWait(o, st.Mode); no {
+			d.Reason = "held host read on; its power-off presses the power button: wait for an On reading that cannot be an echo"
+			d.RequeueAfter = c.cap(w)
+			return
+		}
 		d.Power, d.Mode = ActionPowerOff, st.Mode
 		d.Reason = "held host read on (powered on by someone else): power off " + st.Mode.String()
 		d.RequeueAfter = c.QuickPoll
@@ -750,11 +809,14 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		if !held {
 			// No power-on on an unknown state: on some BMCs it is a toggle.
 			d.Reason = "off and released, power state unknown: look again"
-			d.RequeueAfter = c.QuickPoll
+			d.RequeueAfter = c.cap(c.unknownBackoff(o))
 			return
 		}
 	}
 	d.RequeueAfter = c.PollInterval // a held host is read every PollInterval
+	if w := c.untilRewrite(st, now); w > 0 {
+		d.RequeueAfter = min(d.RequeueAfter, c.cap(w)) // a re-add may be answered sooner
+	}
 	if !o.Online {
 		d.Reason = "off; held while Online is false"
 		return
@@ -769,7 +831,7 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		d.Reason = "off; held until every keyed annotation is removed"
 		return
 	}
-	if latest := maxTime(st.PendingRebootSince, st.LastRequestSeen); !p.After(latest) {
+	if latest := maxTime(maxTime(st.PendingRebootSince, st.LastRequestSeen), maxTime(st.RewriteSeen, st.LastRewriteSeen)); !p.After(latest) {
 		// LastPoweredOn must end up later than every request it answers,
 		// and is never written ahead of the clock: wait for the clock to
 		// pass them, also after a backwards jump.
@@ -836,6 +898,11 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			}
 			return
 		}
+		if w, no := c.pressWait(o, mode); no {
+			d.Reason = "Online is false; the power-off presses the power button: wait for an On reading that cannot be an echo"
+			d.RequeueAfter = c.cap(w)
+			return
+		}
 		d.Power = ActionPowerOff
 		d.Mode = mode
 		d.Reason = "Online is false: power off " + mode.String()
@@ -889,6 +956,15 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 		d.RequeueAfter = min(d.RequeueAfter, c.readBackoff(last, now))
 	}
 	return true
+}
+
+// unknownBackoff is when to read again after an unknown reading:
+// QuickPoll for the first PollInterval of an unbroken run of unknown
+// readings (a BMC that answers null now and then is read again at once),
+// then as long as the run has gone on beyond that, at most PollInterval
+// (one that answers null for ever is read every PollInterval).
+func (c Config) unknownBackoff(o Observed) time.Duration {
+	return max(min(o.UnknownFor-c.PollInterval, c.PollInterval), c.QuickPoll)
 }
 
 // readBackoff is when to read again after the last power call: QuickPoll

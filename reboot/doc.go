@@ -45,7 +45,9 @@
 //     process started), SincePending and SinceRequest (since you first
 //     knew the host's current Status.PendingRebootSince and
 //     LastRequestSeen: your pass that wrote them, or your first pass that
-//     read them; after a restart, since the restart), OffFor (with
+//     read them; after a restart, since the restart, unless the value is
+//     stamped later than the restart: a previous leader wrote it late),
+//     OffFor (with
 //     Config.OffSettle: the age of the latest reading of an unbroken run
 //     of Off readings that is at least OffSettle old), and Changed (the
 //     record's version is not one you read or wrote lately). Never carry a
@@ -58,7 +60,8 @@
 //     comes with UpdateStatus: the versioned write is what makes a keyed
 //     annotation added since your read stop the power-on.
 //  5. Make the power call Decision.Power (Off with Decision.Mode, or On),
-//     and remember its outcome class (power.Classify) and time for step 2.
+//     and remember its outcome class (CallClass: a refused login or a
+//     Pool's back-off was not tried, and is busy) and time for step 2.
 //  6. Run the next pass after Decision.RequeueAfter, at once after a failed
 //     power call, and whenever the host changes.
 //  7. Report Decision.Warnings (bad values, invalid keys, refused keys) to
@@ -76,11 +79,22 @@
 //   - Unknown (an error, null, missing, Paused) proves nothing. A pass that
 //     reads it never powers the host on (some BMCs can only toggle, and a
 //     toggle sent to a host that is off powers it on); while a reboot is
-//     pending it may send the power-off, which powers nothing on: a
-//     power.Controller's Off never powers a host on (power/redfish sends
-//     its toggle, PushPowerButton, only after its own fresh read says On).
-//     Until the power-off has evidence it reads again after
-//     Config.QuickPoll (1 s); otherwise after PollInterval.
+//     pending it may send a power-off that sets the power (ForceOff,
+//     GracefulShutdown, IPMI power down), which powers nothing on. A
+//     power-off that may press the power button (a Controller that
+//     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
+//     sent only on an On reading taken Config.SoftTimeout + StaleReads
+//     after this controller's previous power-off and StaleReads after its
+//     previous power-on (Observed.SinceOff, QuietFor; after a restart,
+//     from the restart if a reboot was pending or Online=false enforced
+//     then): such a reading cannot echo a state from before a
+//     shutdown it started. A soft press is then never sent again before
+//     SoftTimeout falls back to hard.
+//     While a reboot is pending it reads again after Config.QuickPoll
+//     (1 s) for the first PollInterval of an unbroken run of unknown
+//     readings, then backing off to PollInterval, so a BMC that answers
+//     null for ever is not read every second; otherwise after
+//     PollInterval.
 //   - Transitioning and On prove the host is not known off.
 //   - Off, read at instant r, proves by assumption A1 that the hardware was
 //     off at some instant in [r-StaleReads, r]. So it is evidence for a
@@ -106,10 +120,15 @@
 // as it counts. A hard power-off that was accepted but is contradicted by a
 // later On reading is sent again, backing off from QuickPoll to
 // PollInterval: a Controller may skip a power-off when its own read
-// says the host is off (this module's adapters send a hard power-off
-// whatever they read, but skip a soft one on an Off read), and that read
-// may be an old echo. A soft one is sent again after ReissueAfter while
-// the host reads On.
+// says the host is off, and that read may be an old echo. This module's
+// adapters send a power-off that sets the power whatever they read
+// (power/redfish: ForceOff and GracefulShutdown; power/ipmi: power down),
+// and skip one that may press the button on their own reading
+// (power/redfish: PushPowerButton unless it reads On, and not within
+// SoftTimeout + StaleReads of its previous press; power/ipmi: soft
+// shutdown, which some BMCs implement as a press, when it reads Off). A
+// soft one is sent again after ReissueAfter while the host reads On,
+// unless it may press the button (above).
 //
 // A held host (evidence covers every request, keyed requests or
 // Online=false remain) is read every PollInterval. Read On, someone else
@@ -118,17 +137,23 @@
 // if it keeps reading On). Client.HoldBroken reports it. Evidence for
 // earlier instants stays true.
 //
-// A request removed and added again with the same value between two
-// passes looks like the one already seen. So while keyed requests are
-// present, a record changed by someone else (Observed.Changed) counts as a
-// new request: LastRequestSeen moves to now, and evidence follows
-// StaleReads later (two writes per such change, none per pass).
+// A request is new when its annotation and value were not among those
+// seen in the last pass: only that moves LastRequestSeen, and each request
+// is answered within Lag + StaleReads (+ OffSettle) + 1 s of its arrival
+// whatever else writes the record. A request removed and added again with
+// the same value between two passes looks like the one already seen: so
+// while keyed requests are present, a record changed by someone else
+// (Observed.Changed) with the requests as they were is a possible re-add,
+// answered apart without delaying any other request
+// (Status.RewriteSeen): StaleReads after the pass that saw it, within two
+// StaleReads while a second writer never stops (one status write per such
+// change, none per pass).
 //
 // Latency: an answer comes about Lag + StaleReads (+ OffSettle) after the
 // request (Lag: the power-off's own delay), within about a second more when
 // the host reads honestly, up to StaleReads more when a Controller
-// skipped the power-off on an old Off echo (this module's adapters do not
-// skip a hard one); Client.WaitFenced wakes on the store's change where
+// skipped the power-off on an old Off echo (this module's adapters skip
+// only one that may press the power button); Client.WaitFenced wakes on the store's change where
 // the store can tell (HostWatcher). Choose StaleReads per BMC as Config
 // explains, per host with Host.StaleReads. TestAdapterScenarios (-v)
 // prints the measured table.
@@ -144,7 +169,12 @@
 //	    Config.OffSettle, and the hardware then goes off (before anyone
 //	    powers it on again).
 //	A2. A power.Controller's Off never powers a host on, whatever state it
-//	    is in (a toggle is sent only after a fresh read says On). Anyone
+//	    is in, or it says it may with Toggler (then the controller sends
+//	    it only on an On reading that cannot echo a state from before its
+//	    own previous power-off: a soft shutdown ends within SoftTimeout of
+//	    the press, or never; an out-of-band power change within StaleReads
+//	    before the press can still fool it, the limit of any BMC that
+//	    reads late). Anyone
 //	    may power the host on or off out of band at any time; the
 //	    controller powers a held host off again as soon as a read shows it
 //	    on (within PollInterval plus the read's staleness).
@@ -157,6 +187,12 @@
 //	    also accepts Status.Covers, which compares no clocks.
 //	A4. One controller acts on a host at a time (leader election), and the
 //	    store's writes are compare-and-swap and return the new version.
+//	    During a handover the old leader may still finish a pass: its
+//	    power call is stopped by a lease guard (kube.LeaseGuard), its
+//	    write by the compare-and-swap if the new leader wrote the host
+//	    since its read, and otherwise its timestamps count as known only
+//	    from the new leader's next read, never from its start
+//	    (TestIssue36LeaderHandoverLateWrite).
 //
 // Under them:
 //

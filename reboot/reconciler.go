@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -105,25 +106,41 @@ type Reconciler struct {
 	hosts   map[string]*memory
 	started bool
 	start   time.Duration
+	// startWall is the wall clock read with start: a value stamped later
+	// was written after the start (by a previous leader finishing a pass
+	// late), so it is not known since the start.
+	startWall time.Time
 }
 
 // memory is what a Reconciler remembers of one host between passes; a
 // restart loses it, which is always safe (see Observed).
 type memory struct {
-	last   Call
-	lastOn time.Duration // monotonic time of the last power-on sent
-	forgot bool          // Forget was called: nothing is known from before now
-	known  bool          // a pass has run since the Reconciler started
+	last    Call
+	lastOn  time.Duration // monotonic time of the last power-on sent
+	lastOff time.Duration // monotonic time of the last power-off sent
+	// noOff: no power-off of this host can still be in effect (none sent
+	// since the start, and the status read at the start showed none
+	// under way before it).
+	noOff  bool
+	forgot bool // Forget was called: nothing is known from before now
+	known  bool // a pass has run since the Reconciler started
 	// versions are the record's versions this Reconciler read or wrote
 	// lately: a store that reads from a cache may show an older one again.
 	versions [4]string
 	// pend and req remember when (monotonic) values of PendingRebootSince
 	// and LastRequestSeen were first known, the latest few.
 	pend, req anchors
+	// rew and lastRew do the same for RewriteSeen and LastRewriteSeen
+	// (a value that moves from the second to the first keeps its time).
+	rew, lastRew anchors
 	// offRun holds the monotonic times of the current unbroken run of Off
 	// readings, trimmed to the latest one at least OffSettle old and those
 	// after it.
 	offRun []time.Duration
+	// unknownSince is when (monotonic) the current unbroken run of
+	// unknown readings began; valid while unknownRun.
+	unknownSince time.Duration
+	unknownRun   bool
 }
 
 // processStart anchors the default monotonic clock.
@@ -137,16 +154,16 @@ func (r *Reconciler) monotonic() time.Duration {
 }
 
 // mem returns the host's memory; r.mu must be held.
-func (r *Reconciler) mem(name string, m time.Duration) *memory {
+func (r *Reconciler) mem(name string, m time.Duration, wall time.Time) *memory {
 	if !r.started {
-		r.started, r.start = true, m
+		r.started, r.start, r.startWall = true, m, wall
 	}
 	if r.hosts == nil {
 		r.hosts = map[string]*memory{}
 	}
 	h := r.hosts[name]
 	if h == nil {
-		h = &memory{lastOn: r.start}
+		h = &memory{lastOn: r.start, lastOff: r.start}
 		r.hosts[name] = h
 	}
 	return h
@@ -160,8 +177,20 @@ func (r *Reconciler) Forget(name string) {
 	m := r.monotonic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.mem(name, m)
-	r.hosts[name] = &memory{lastOn: m, forgot: true}
+	r.mem(name, m, r.Now())
+	r.hosts[name] = &memory{lastOn: m, lastOff: m, forgot: true}
+}
+
+// knownSinceStart reports whether a timestamp v read in a host's first
+// pass since the start (first) may count as known since the start: only
+// if it is not later than the wall clock at the start. A later one was
+// written after the start, by someone who read the clock after it: a
+// previous leader that paused between its read and its write across a
+// handover, whose write the store's compare-and-swap accepts when this
+// Reconciler has not written the host since. Counting it from the start
+// would date the evidence it anchors late (issue 36); it counts from now.
+func (r *Reconciler) knownSinceStart(first bool, v time.Time) bool {
+	return first && !v.After(r.startWall)
 }
 
 // anchors remembers when (on the monotonic clock) this Reconciler first
@@ -199,6 +228,22 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 	copy(a.mono[1:], a.mono[:len(a.mono)-1])
 	a.at[0], a.mono[0] = v, m
 	a.n = min(a.n+1, len(a.at))
+}
+
+// sinceOff returns Observed.SinceOff. What a previous process sent is
+// unknown, so the time since the start counts, unless the status read in
+// the host's first pass shows that no power-off of a previous process can
+// still be in effect: no reboot pending and the host not being powered
+// off for Online=false (a power-off is sent only after a versioned write
+// that shows one of them, and a reboot ends only once the host was off).
+func (h *memory) sinceOff(first bool, st Status, m time.Duration) time.Duration {
+	if first && !h.forgot && !st.Pending() && st.OfflineSince.IsZero() {
+		h.noOff = true
+	}
+	if h.noOff {
+		return math.MaxInt64
+	}
+	return m - h.lastOff
 }
 
 // seenVersion reports whether v was handled lately: read by a pass that
@@ -242,9 +287,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	cfg := r.Config.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 
 	r.mu.Lock()
-	hm := r.mem(name, m)
+	hm := r.mem(name, m, now)
 	first := !hm.known
 	hm.known = true
+	// A value read in this host's first pass is known since the start
+	// only if it was stamped before it (see knownSinceStart).
+	fromStart := first && !hm.forgot
 	o := Observed{
 		Annotations:   h.Annotations,
 		Online:        h.Online,
@@ -253,11 +301,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		Power:         state,
 		LastCall:      hm.last,
 		QuietFor:      m - hm.lastOn,
-		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, first && !hm.forgot),
-		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, first && !hm.forgot),
-		Changed:       !hm.seenVersion(h.Version) || first,
-		StaleReads:    h.StaleReads,
-		OffSettle:     h.OffSettle,
+		SinceOff:      hm.sinceOff(first, h.Status, m),
+		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, r.knownSinceStart(fromStart, h.Status.PendingRebootSince)),
+		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.LastRequestSeen)),
+		SinceRewrite:  hm.rew.since(h.Status.RewriteSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.RewriteSeen)),
+		SinceLastRewrite: hm.lastRew.since(h.Status.LastRewriteSeen, m, r.start,
+			r.knownSinceStart(fromStart, h.Status.LastRewriteSeen)),
+		Changed:    !hm.seenVersion(h.Version) || first,
+		StaleReads: h.StaleReads,
+		OffSettle:  h.OffSettle,
+	}
+	if t, ok := pc.(Toggler); ok {
+		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
 	switch state {
 	case power.StateOff:
@@ -268,8 +323,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		o.OffFor = m - hm.offRun[0]
 	case power.StateUnknown:
 		// Neither on nor off: the run goes on, but this reading adds nothing.
+		if !hm.unknownRun {
+			hm.unknownRun, hm.unknownSince = true, m
+		}
+		o.UnknownFor = m - hm.unknownSince
 	default:
 		hm.offRun = hm.offRun[:0]
+	}
+	if state != power.StateUnknown {
+		hm.unknownRun = false
 	}
 	r.mu.Unlock()
 
@@ -300,6 +362,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		// This pass's own values are known from its monotonic reading.
 		hm.pend.add(d.Status.PendingRebootSince, m)
 		hm.req.add(d.Status.LastRequestSeen, m)
+		if v := d.Status.RewriteSeen; v.Equal(h.Status.LastRewriteSeen) && !v.Equal(h.Status.RewriteSeen) {
+			hm.rew.add(v, m-o.SinceLastRewrite) // promoted: known since it was the latest
+		} else {
+			hm.rew.add(v, m)
+		}
+		hm.lastRew.add(d.Status.LastRewriteSeen, m)
 		r.mu.Unlock()
 	}
 
@@ -319,9 +387,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			r.mu.Unlock()
 			err = pc.On(ctx)
 		} else {
+			// Noted before the call, as a power-on is: a shutdown may
+			// start whatever the call returns.
+			m := r.monotonic()
+			r.mu.Lock()
+			hm.lastOff, hm.noOff = m, false
+			r.mu.Unlock()
 			err = pc.Off(ctx, d.Mode)
 		}
-		call := Call{Action: d.Power, Mode: d.Mode, Class: power.Classify(err), At: r.Now()}
+		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now()}
 		r.mu.Lock()
 		if hm.last.Action == call.Action && hm.last.Mode == call.Mode {
 			call.Repeats = hm.last.Repeats + 1

@@ -228,6 +228,12 @@ func describe(d reboot.Decision) string {
 		if !st.HoldBroken.IsZero() {
 			fmt.Fprintf(&b, " holdBroken=%s", rel(st.HoldBroken))
 		}
+		if !st.RewriteSeen.IsZero() {
+			fmt.Fprintf(&b, " rewriteSeen=%s", rel(st.RewriteSeen))
+		}
+		if !st.LastRewriteSeen.IsZero() {
+			fmt.Fprintf(&b, " lastRewriteSeen=%s", rel(st.LastRewriteSeen))
+		}
 		if !st.OfflineSince.IsZero() {
 			fmt.Fprintf(&b, " offlineSince=%s offlineMode=%s", rel(st.OfflineSince), st.OfflineMode)
 		}

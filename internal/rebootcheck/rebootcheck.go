@@ -25,7 +25,8 @@ var ErrCrash = errors.New("test: process crashed before the power call")
 // OnRead once while the power is read (a second writer between the
 // Reconciler's read of the host and its write), and calls OnOn at the
 // instant of every power-on, before it is sent (the test checks there what
-// the store holds and LastRead).
+// the store holds and LastRead), and OnOff and AfterOff around every
+// power-off. It forwards reboot.Toggler.
 type Probe struct {
 	power.Controller
 	CrashArmed bool
@@ -34,6 +35,11 @@ type Probe struct {
 	LastRead power.State
 	OnRead   func()
 	OnOn     func()
+	// OnOff and AfterOff, if set, are called right before and right
+	// after every power-off is sent (the test compares the hardware's
+	// ground truth across the call: a press of the power button may power
+	// a host on).
+	OnOff, AfterOff func(m power.Mode)
 }
 
 // State implements power.Controller.
@@ -68,7 +74,21 @@ func (p *Probe) Off(ctx context.Context, m power.Mode) error {
 		p.CrashArmed, p.Crashed = false, true
 		return ErrCrash
 	}
-	return p.Controller.Off(ctx, m)
+	if p.OnOff != nil {
+		p.OnOff(m)
+	}
+	err := p.Controller.Off(ctx, m)
+	if p.AfterOff != nil {
+		p.AfterOff(m)
+	}
+	return err
+}
+
+// TogglesOff implements reboot.Toggler for the wrapped controller: false
+// unless it implements it.
+func (p *Probe) TogglesOff(m power.Mode) bool {
+	t, ok := p.Controller.(reboot.Toggler)
+	return ok && t.TogglesOff(m)
 }
 
 // Ticket is a fencing client's request as the test knows it: the

@@ -71,9 +71,11 @@
 //     the wanted state (also when the read fails). IPMI cannot say
 //     whether the operating system honoured a soft shutdown: as with
 //     Redfish, the soft path relies on the reboot decision's timeout and
-//     fall back to hard (reboot.Config). None of these commands toggles
-//     the power, so none can power on a host that is off unless On was
-//     asked.
+//     fall back to hard (reboot.Config). Power up and power down set the
+//     power, they never toggle it; a soft shutdown may be a press of the
+//     power button on some BMCs, so Controller.TogglesOff reports it as
+//     one (reboot.Toggler) and the reboot controller sends it only on an
+//     On reading that cannot be an echo.
 //   - A host that reads on gets no power up, and one that reads off gets
 //     no soft shutdown (some BMCs press the power button for it). That read
 //     may itself be an old echo: the reboot package sends a power-off again
@@ -115,8 +117,10 @@
 //   - No state and no success is taken from a datagram that is not
 //     authenticated and encrypted with the session's keys, or that was
 //     accepted before (replay).
-//   - No command is sent that can power a host on unless On was asked
-//     (there is no toggle in this package).
+//   - No command is sent that can power a host on unless On was asked,
+//     except a soft shutdown on a BMC that implements it as a press of the
+//     power button; it is sent only when a fresh read says the host is on
+//     (TogglesOff reports it).
 //   - A state that cannot be read is power.StateUnknown with an error,
 //     never a guess.
 //   - Every error of Connect and of a Controller is a *power.Error of a

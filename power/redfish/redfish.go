@@ -15,9 +15,14 @@
 //     power.ErrUnsupported.
 //   - PushPowerButton toggles the power, so it is sent only when a fresh
 //     read in the same operation says the host is in the opposite state,
-//     and not within Config.StaleReads of this Controller's previous reset
-//     (the read may echo the state from before it). A BMC that echoes the
-//     state from before an out-of-band power change can still fool it.
+//     not within Config.StaleReads of this Controller's previous reset
+//     (the read may echo the state from before it), and, for a power-off,
+//     not within Config.SoftTimeout + StaleReads of its previous press for
+//     a power-off (the OS may still be shutting down from it: an On read
+//     may be an echo, and a press would power on a host that is off).
+//     TogglesOff says which power-offs are presses (reboot.Toggler). A BMC
+//     that echoes the state from before an out-of-band power change can
+//     still fool it.
 //     A PowerState that is null, missing, Paused or changing gives a busy
 //     error that says why: a toggle sent to a fenced host that is off would
 //     power it on.
@@ -66,6 +71,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -119,6 +125,13 @@ type Config struct {
 	// Now is the clock StaleReads is measured on. nil: time.Now (whose
 	// readings carry the monotonic clock).
 	Now func() time.Time
+	// SoftTimeout bounds how long the operating system may take to shut
+	// down after a press of the power button for a power-off: until then
+	// the power may still change because of it. No press for a power-off
+	// is sent within SoftTimeout + StaleReads of this Controller's
+	// previous one, so that the On read it needs cannot be an echo of the
+	// state before that shutdown. Default 180 s (reboot.Config's).
+	SoftTimeout time.Duration
 }
 
 // Controller is a power.Controller for one Redfish ComputerSystem. It is
@@ -134,6 +147,10 @@ type Controller struct {
 	resetTarget string
 	allowed     []string  // as the BMC spells them
 	lastReset   time.Time // when this Controller last posted a reset
+	lastOffPush time.Time // when it last pressed the button for a power-off
+	// toggles holds, after each read of the allowable values, bit 1 if a
+	// soft and bit 2 if a hard power-off is PushPowerButton (TogglesOff).
+	toggles atomic.Uint32
 }
 
 func (c *Controller) now() time.Time {
@@ -141,6 +158,34 @@ func (c *Controller) now() time.Time {
 		return c.cfg.Now()
 	}
 	return time.Now()
+}
+
+func (c *Controller) softTimeout() time.Duration {
+	if c.cfg.SoftTimeout > 0 {
+		return c.cfg.SoftTimeout
+	}
+	return 180 * time.Second
+}
+
+// offPrefs are the reset types for a power-off in mode m, preferred first.
+func offPrefs(m power.Mode) []string {
+	if m == power.ModeHard {
+		return []string{"ForceOff", "PushPowerButton"}
+	}
+	return []string{"GracefulShutdown", "PushPowerButton"}
+}
+
+// TogglesOff reports whether Off in mode m is a press of the power button
+// (PushPowerButton: the system allows no GracefulShutdown, or no
+// ForceOff, respectively). It implements reboot.Toggler: the reboot
+// controller then sends such a power-off only on an On reading that
+// cannot be an echo.
+func (c *Controller) TogglesOff(m power.Mode) bool {
+	bit := uint32(1)
+	if m == power.ModeHard {
+		bit = 2
+	}
+	return c.toggles.Load()&bit != 0
 }
 
 func (c *Controller) staleReads() time.Duration {
@@ -325,6 +370,13 @@ func (c *Controller) readReset(ctx context.Context, raw []byte) error {
 			}
 		}
 	}
+	var bits uint32
+	for i, m := range []power.Mode{power.ModeSoft, power.ModeHard} {
+		if strings.EqualFold(c.choose(offPrefs(m)), "PushPowerButton") {
+			bits |= 1 << i
+		}
+	}
+	c.toggles.Store(bits)
 	return nil
 }
 
@@ -406,10 +458,7 @@ func (c *Controller) On(ctx context.Context) error {
 
 // Off powers the system off.
 func (c *Controller) Off(ctx context.Context, m power.Mode) error {
-	if m == power.ModeHard {
-		return c.change(ctx, power.OpName(m), power.StateOff, []string{"ForceOff", "PushPowerButton"})
-	}
-	return c.change(ctx, power.OpName(m), power.StateOff, []string{"GracefulShutdown", "PushPowerButton"})
+	return c.change(ctx, power.OpName(m), power.StateOff, offPrefs(m))
 }
 
 func (c *Controller) change(ctx context.Context, op string, want power.State, prefs []string) error {
@@ -448,6 +497,17 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		if since := c.now().Sub(c.lastReset); !c.lastReset.IsZero() && since >= 0 && since < c.staleReads() {
 			return &power.Error{Op: op, Class: power.ClassBusy,
 				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last reset the state read may be stale: not sent", since.Round(time.Millisecond))}
+		}
+		// After a press for a power-off, the OS may shut down until
+		// SoftTimeout, and a read shows a state up to StaleReads old:
+		// until both have passed, an On read may echo the state before
+		// that shutdown, and a press would power on a host that is off.
+		if since := c.now().Sub(c.lastOffPush); want == power.StateOff && !c.lastOffPush.IsZero() && since >= 0 && since < c.softTimeout()+c.staleReads() {
+			return &power.Error{Op: op, Class: power.ClassBusy,
+				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond))}
+		}
+		if want == power.StateOff {
+			c.lastOffPush = c.now()
 		}
 	}
 	c.lastReset = c.now()

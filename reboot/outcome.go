@@ -1,0 +1,21 @@
+package reboot
+
+import (
+	"errors"
+
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// CallClass is the outcome class of a power call as decisions need it in
+// Call.Class: power.Classify, except that a call that was not carried out
+// is power.ClassBusy, "not tried, try again after Config.RetryDelay". Not
+// carried out are a refused login (power.ErrAuth: a password rotation in
+// progress, say) and a power.Pool's refusal while it backs off
+// (power.ErrBackoff): neither says anything about the host or its OS, so
+// neither may turn a soft power-off into a hard one; only SoftTimeout does.
+func CallClass(err error) power.Class {
+	if err != nil && (errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff)) {
+		return power.ClassBusy
+	}
+	return power.Classify(err)
+}

@@ -1,0 +1,50 @@
+package reboot
+
+import (
+	"time"
+
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// Toggler is an optional interface of a power.Controller whose power-off
+// may press the power button instead of setting the power (Redfish
+// PushPowerButton on a BMC with no graceful or forced reset type; IPMI
+// soft shutdown, which some BMCs implement as a press). A press sent to a
+// host that is off powers it on, so the Reconciler tells Decide
+// (Observed.SoftToggles, HardToggles), which sends such a power-off only
+// on a reading that cannot be an echo (see Observed.SinceOff).
+// Controllers that do not implement it never toggle on Off.
+type Toggler interface {
+	// TogglesOff reports whether Off in mode m may be a press of the
+	// power button.
+	TogglesOff(m power.Mode) bool
+}
+
+// toggles reports whether a power-off in mode m may press the button.
+func (o Observed) toggles(m power.Mode) bool {
+	if m == power.ModeHard {
+		return o.HardToggles
+	}
+	return o.SoftToggles
+}
+
+// pressWait says whether a power-off in mode m must not be sent in this
+// pass because it may press the power button of a host that may be off,
+// and how long until this pass's kind of reading could allow it. A press
+// goes out only on an On reading taken when no earlier call of this
+// controller can still be changing the power: after a power-off the OS
+// may shut down until Config.SoftTimeout, and a reading shows a state up
+// to StaleReads old, so SinceOff must be at least SoftTimeout + StaleReads;
+// after a power-on, QuietFor at least StaleReads. Any other reading (Off,
+// unknown, transitioning, or an On that may echo the state before our own
+// call) sends nothing: a press to a host that is off powers it on.
+func (c Config) pressWait(o Observed, m power.Mode) (time.Duration, bool) {
+	if !o.toggles(m) {
+		return 0, false
+	}
+	wait := max(c.SoftTimeout+c.StaleReads-o.SinceOff, c.StaleReads-o.QuietFor, 0)
+	if o.Power != power.StateOn {
+		return max(wait, c.PollInterval), true
+	}
+	return wait, wait > 0
+}
