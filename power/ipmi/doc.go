@@ -66,9 +66,15 @@
 //   - On is Chassis Control power up; Off hard is power down; Off soft is
 //     soft shutdown (ACPI, "emulate a fatal overtemperature" in the spec).
 //     Power down is sent whatever the state reads: a read of off may be a
-//     stale echo of a host powered on a moment ago. Power up and soft
-//     shutdown are sent unless a fresh read says the host is already in
-//     the wanted state (also when the read fails). IPMI cannot say
+//     stale echo of a host powered on a moment ago. Power up is sent
+//     unless a fresh read says the host is on (also when the read fails).
+//     A soft shutdown is sent only when a fresh read says the host is on:
+//     when the read fails, Off soft returns that read's error (busy for
+//     most) and sends nothing. A power-off that the BMC does not carry out
+//     (busy, no answer, a timeout) is an error even when the state then
+//     reads off, since that read may be a stale echo; only a refusal
+//     authenticated with completion code D5h ("not supported in present
+//     state") followed by a read of off is success. IPMI cannot say
 //     whether the operating system honoured a soft shutdown: as with
 //     Redfish, the soft path relies on the reboot decision's timeout and
 //     fall back to hard (reboot.Config). Power up and power down set the
