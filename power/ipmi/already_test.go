@@ -3,12 +3,14 @@ package ipmi_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/ipmi"
 	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
 )
 
@@ -47,4 +49,29 @@ func TestSoftShutdownUnreadIsTheReadError(t *testing.T) {
 	assert.Equal(t, power.OpName(power.ModeSoft), pe.Op)
 	assert.NotContains(t, b.Commands(), ipmitest.SoftOff)
 	assert.False(t, p.HardwareOn())
+}
+
+// TestForgedRAKP4InsteadOfTheBMCsClosesTheSession: a man in the middle
+// replaces the BMC's RAKP 4 with one whose integrity check value does not
+// verify. Nothing verifies to the end of the wait: ErrAuth. The BMC took
+// RAKP 3 and holds the session active; the console ends it with Close
+// Session (ground truth: the BMC's session table), rather than leave one
+// of its few slots taken until the session timeout.
+func TestForgedRAKP4InsteadOfTheBMCsClosesTheSession(t *testing.T) {
+	b, _ := newBMC(t, fake.PowerConfig{Initial: power.StateOn})
+	m := newMITM(t, b.Addr())
+	m.mu.Lock()
+	m.toClient = func(p []byte) [][]byte {
+		if payloadType(p)&0x3f == 0x15 {
+			p[len(p)-1] ^= 0xff
+		}
+		return [][]byte{p}
+	}
+	m.mu.Unlock()
+	host, port := m.addr()
+	_, err := ipmi.Connect(context.Background(), ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
+		Timeout: 200 * time.Millisecond, Retries: 1})
+	require.ErrorIs(t, err, power.ErrAuth)
+	assert.Eventually(t, func() bool { return b.Sessions() == 0 }, 2*time.Second, 10*time.Millisecond,
+		"the session the BMC activated at RAKP 3 was left open (%d sessions)", b.Sessions())
 }

@@ -44,8 +44,16 @@
 //     malformed one, or one for another request, a *ProtocolError
 //     (ErrProtocol); both are of class failed, and nothing more is sent.
 //   - The BMC's RAKP 2 is checked with the password and its RAKP 4 with
-//     the session key before the session is used. A BMC key (Kg) is not
-//     supported: such a BMC fails at RAKP 4 (ErrAuth).
+//     the session key before the session is used. Neither is
+//     authenticated until it verifies, so a RAKP 2 or 4 for this setup
+//     that does not (a bad authentication code, a refusal status, a
+//     truncated message) is dropped and counted, and the step waits on
+//     for the BMC's; only when its wait ends (one Timeout after such an
+//     answer, which is not asked for again: the BMC would count a wrong
+//     password twice) with nothing verifying is it the step's error. A
+//     setup that fails after RAKP 3 went out sends Close Session (not
+//     waited for), since the BMC may hold the session active. A BMC key
+//     (Kg) is not supported: such a BMC fails at RAKP 4 (ErrAuth).
 //   - A non-zero RMCP+ status code in the answer to Open Session, RAKP 1
 //     or RAKP 3 is a *RefusedError (ErrRefused) naming the status and the
 //     fix. A BMC without the pinned suite is of class failed (retrying

@@ -66,6 +66,7 @@ type BMC struct {
 	mu       sync.Mutex
 	addr     string
 	srv      *server.Server
+	sessions *bmc.SessionStore
 	cancel   context.CancelFunc
 	done     chan struct{}
 	fail     map[string]ipmiFail
@@ -101,6 +102,16 @@ func (b *BMC) Packets() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.packets
+}
+
+// Sessions returns how many RMCP+ sessions the BMC holds now, set up or
+// being set up: each takes one of its few slots until Close Session or
+// the session timeout.
+func (b *BMC) Sessions() int {
+	b.mu.Lock()
+	st := b.sessions
+	b.mu.Unlock()
+	return st.Count()
 }
 
 // Logins returns how many logins (RMCP+ Open Session Requests, failed
@@ -179,7 +190,7 @@ func (b *BMC) start(addr string) error {
 		_ = srv.Serve(ctx)
 	}()
 	b.mu.Lock()
-	b.addr, b.srv, b.cancel, b.done = conn.LocalAddr().String(), srv, cancel, done
+	b.addr, b.srv, b.cancel, b.done, b.sessions = conn.LocalAddr().String(), srv, cancel, done, bm.Sessions
 	b.mu.Unlock()
 	return nil
 }
