@@ -2,6 +2,7 @@ package ipmi_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,4 +75,41 @@ func TestForgedRAKP4InsteadOfTheBMCsClosesTheSession(t *testing.T) {
 	require.ErrorIs(t, err, power.ErrAuth)
 	assert.Eventually(t, func() bool { return b.Sessions() == 0 }, 2*time.Second, 10*time.Millisecond,
 		"the session the BMC activated at RAKP 3 was left open (%d sessions)", b.Sessions())
+}
+
+// TestSuiteListRequestsBounded: after a "no cipher suite match" refusal,
+// the console asks Get Channel Cipher Suites (unauthenticated) a few times
+// at most, however long the BMC's list says it goes on (ground truth: the
+// requests the scripted BMC received).
+func TestSuiteListRequestsBounded(t *testing.T) {
+	records := []byte{0x01}
+	for len(records) < 17 {
+		records = append(records, 0xc0, 0x03)
+	}
+	var mu sync.Mutex
+	asked := 0
+	host, port := scriptedBMC(t, func(p []byte) [][]byte {
+		switch {
+		case len(p) >= 20 && p[4] == 0x00 && p[19] == 0x54:
+			mu.Lock()
+			asked++
+			mu.Unlock()
+			return [][]byte{v15Answer(p, records)}
+		case len(p) >= 20 && p[4] == 0x00:
+			return [][]byte{v15Answer(p, []byte{0x01, 0x80, 0x04, 0x02, 0, 0, 0, 0})}
+		case len(p) >= 24 && p[4] == 0x06 && p[5] == 0x10:
+			body := append([]byte{p[16], 0x11, 0, 0}, p[20:24]...)
+			q := []byte{0x06, 0x00, 0xff, 0x07, 0x06, 0x11, 0, 0, 0, 0, 0, 0, 0, 0, uint8(len(body)), 0}
+			return [][]byte{append(q, body...)}
+		}
+		return nil
+	})
+	_, err := ipmi.Connect(context.Background(), ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
+		Timeout: 200 * time.Millisecond})
+	var re *ipmi.RefusedError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, []int{3}, re.Offered, "each suite once")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.LessOrEqual(t, asked, 8, "Get Channel Cipher Suites requests")
 }

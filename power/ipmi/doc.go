@@ -58,8 +58,9 @@
 //     or RAKP 3 is a *RefusedError (ErrRefused) naming the status and the
 //     fix. A BMC without the pinned suite is of class failed (retrying
 //     will not help), and the error lists the suites the BMC offers (Get
-//     Channel Cipher Suites, outside a session: not authenticated) when it
-//     answers; no free session slot is busy; a refused account is
+//     Channel Cipher Suites, outside a session: not authenticated, so at
+//     most 8 requests, each suite once, at most 16) when it answers; no
+//     free session slot is busy; a refused account is
 //     power.ErrAuth.
 //   - IPv6 literals (fd00::5 or [fd00::5]) are dialled bracketed.
 //   - A user name over 16 bytes, a password over 20, or a cipher suite
