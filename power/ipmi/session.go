@@ -45,8 +45,18 @@ func (l *link) close() { _ = l.conn.Close() }
 // accept returning (false, nil) drops the datagram. It returns how many
 // times a datagram went out. A done ctx ends the wait at once.
 func (l *link) roundTrip(ctx context.Context, step string, next func() ([]byte, error), accept func([]byte) (bool, error)) (int, error) {
-	stop := context.AfterFunc(ctx, func() { _ = l.conn.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
+	// A done ctx ends the wait at once; the deadline it sets must land
+	// before roundTrip returns, never under the next exchange's read.
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		_ = l.conn.SetReadDeadline(time.Unix(1, 0))
+	})
+	defer func() {
+		if !stop() {
+			<-fired
+		}
+	}()
 	dropped := l.dropped
 	for try := 0; try <= l.retries; try++ {
 		if err := ctx.Err(); err != nil {
