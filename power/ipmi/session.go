@@ -45,8 +45,18 @@ func (l *link) close() { _ = l.conn.Close() }
 // accept returning (false, nil) drops the datagram. It returns how many
 // times a datagram went out. A done ctx ends the wait at once.
 func (l *link) roundTrip(ctx context.Context, step string, next func() ([]byte, error), accept func([]byte) (bool, error)) (int, error) {
-	stop := context.AfterFunc(ctx, func() { _ = l.conn.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
+	// A done ctx ends the wait at once; the deadline it sets must land
+	// before roundTrip returns, never under the next exchange's read.
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		_ = l.conn.SetReadDeadline(time.Unix(1, 0))
+	})
+	defer func() {
+		if !stop() {
+			<-fired
+		}
+	}()
 	dropped := l.dropped
 	for try := 0; try <= l.retries; try++ {
 		if err := ctx.Err(); err != nil {
@@ -295,7 +305,8 @@ func (su *setup) open(ctx context.Context) (*session, error) {
 	var rc, guid [16]byte
 	key := kuid(su.cfg.Password)
 	authLen := st.hash().Size()
-	n, err = l.roundTrip(ctx, "RAKP 1", func() ([]byte, error) { return rakp1, nil }, func(p []byte) (bool, error) {
+	var v2 pending
+	n, err = l.roundTrip(ctx, "RAKP 1", v2.resend(rakp1), func(p []byte) (bool, error) {
 		body, err := sessionlessPayload(p, ptRAKP2)
 		if err != nil || len(body) < 8 || body[0] != rakp1Tag || binary.LittleEndian.Uint32(body[4:]) != consoleID {
 			// A late answer to Open Session (a retransmit's), or noise.
@@ -303,26 +314,26 @@ func (su *setup) open(ctx context.Context) (*session, error) {
 			return false, nil
 		}
 		if body[1] != 0 {
-			return false, &RefusedError{Step: "RAKP 1", Status: body[1], Suite: st.id}
+			return v2.note(l, &RefusedError{Step: "RAKP 1", Status: body[1], Suite: st.id})
 		}
 		// RAKP 2 (table 13-12): tag, status, reserved, the console's
 		// session ID, the BMC's random, its GUID, and the key exchange
 		// authentication code over both IDs, both randoms, the GUID,
 		// the role and the user name.
 		if len(body) < 40+authLen {
-			return false, &ProtocolError{Step: "RAKP 1", Reason: fmt.Sprintf("RAKP 2 truncated, %d bytes", len(body))}
+			return v2.note(l, &ProtocolError{Step: "RAKP 1", Reason: fmt.Sprintf("RAKP 2 truncated, %d bytes", len(body))})
 		}
 		copy(rc[:], body[8:24])
 		copy(guid[:], body[24:40])
 		want := hmacOf(st, key, le32(consoleID), le32(bmcID), rm[:], rc[:], guid[:], []byte{role, uint8(len(name))}, name)
 		if !hmac.Equal(want, body[40:40+authLen]) {
-			return false, errRAKP2
+			return v2.note(l, errRAKP2)
 		}
 		return true, nil
 	})
 	su.resent = su.resent || n > 1
 	if err != nil {
-		return nil, err
+		return nil, v2.end(err)
 	}
 
 	// The keys (sections 13.31 and 13.32): SIK over both randoms, the
@@ -340,32 +351,39 @@ func (su *setup) open(ctx context.Context) (*session, error) {
 	r3 = append(r3, hmacOf(st, key, rc[:], le32(consoleID), []byte{role, uint8(len(name))}, name)...)
 	rakp3 := sessionless(ptRAKP3, r3)
 	su.step = "RAKP 3"
-	n, err = l.roundTrip(ctx, "RAKP 3", func() ([]byte, error) { return rakp3, nil }, func(p []byte) (bool, error) {
+	var v4 pending
+	n, err = l.roundTrip(ctx, "RAKP 3", v4.resend(rakp3), func(p []byte) (bool, error) {
 		body, err := sessionlessPayload(p, ptRAKP4)
 		if err != nil || len(body) < 8 || body[0] != rakp3Tag || binary.LittleEndian.Uint32(body[4:]) != consoleID {
 			l.drop(fmt.Errorf("not the RAKP 4 of this setup: %v", err))
 			return false, nil
 		}
 		if body[1] != 0 {
-			return false, &RefusedError{Step: "RAKP 3", Status: body[1], Suite: st.id}
+			return v4.note(l, &RefusedError{Step: "RAKP 3", Status: body[1], Suite: st.id})
 		}
 		// RAKP 4 (table 13-14): the integrity check value over the
 		// console's random, the BMC's session ID and its GUID, with SIK.
 		if len(body) < 8+st.icvLen {
-			return false, &ProtocolError{Step: "RAKP 3", Reason: fmt.Sprintf("RAKP 4 truncated, %d bytes", len(body))}
+			return v4.note(l, &ProtocolError{Step: "RAKP 3", Reason: fmt.Sprintf("RAKP 4 truncated, %d bytes", len(body))})
 		}
 		want := hmacOf(st, sik, rm[:], le32(bmcID), guid[:])[:st.icvLen]
 		if !hmac.Equal(want, body[8:8+st.icvLen]) {
-			return false, errRAKP4
+			return v4.note(l, errRAKP4)
 		}
 		return true, nil
 	})
 	su.resent = su.resent || n > 1
+	s := &session{link: l, keys: keys{st: st, consoleID: consoleID, bmcID: bmcID, k1: k1, aesKey: k2[:16], random: randRead}}
 	if err != nil {
-		return nil, err
+		if n > 0 {
+			// RAKP 3 went out: the BMC may hold the session active (its
+			// RAKP 4 lost, or forged over): the caller ends it with Close
+			// Session, which the BMC takes only if it has these keys.
+			return s, v4.end(err)
+		}
+		return nil, v4.end(err)
 	}
 
-	s := &session{link: l, keys: keys{st: st, consoleID: consoleID, bmcID: bmcID, k1: k1, aesKey: k2[:16], random: randRead}}
 	// The session starts at the user privilege: raise it (section 22.18).
 	su.step = "privilege"
 	if _, err := s.command(ctx, netFnApp, cmdSetPriv, []byte{priv}); err != nil {
@@ -376,6 +394,49 @@ func (su *setup) open(ctx context.Context) (*session, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// pending is the verdict of a RAKP step on the datagrams that claimed to
+// be its answer (the setup's tag and console session ID) and did not
+// verify: a bad authentication code, a refusal status, a truncated
+// message. Anyone on the network can send those, so each is dropped and
+// counted like an in-session forgery, and the step waits on, to the end of
+// its wait, for one that verifies; only then is the verdict the step's
+// error (a wrong password is ErrAuth one Timeout after the BMC's RAKP 2).
+// The request is not sent again after such an answer: a BMC answers a
+// wrong password again, and counts each against its lockout.
+type pending struct{ err error }
+
+// note drops the datagram that failed with err and keeps err as the
+// verdict: the first, unless a malformed message is followed by one that
+// says more.
+func (v *pending) note(l *link, err error) (bool, error) {
+	l.drop(err)
+	var pe *ProtocolError
+	if v.err == nil || errors.As(v.err, &pe) {
+		v.err = err
+	}
+	return false, nil
+}
+
+// resend is the step's next datagram: p, until an answer failed; then the
+// verdict ends the step.
+func (v *pending) resend(p []byte) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		if v.err != nil {
+			return nil, v.err
+		}
+		return p, nil
+	}
+}
+
+// end is the step's error: the verdict when the wait ran out (every try,
+// or the caller's deadline) after an answer that failed.
+func (v *pending) end(err error) error {
+	if v.err != nil && (errors.Is(err, errNoAnswer) || errors.Is(err, context.DeadlineExceeded)) {
+		return v.err
+	}
+	return err
 }
 
 func randRead(b []byte) error { _, err := rand.Read(b); return err }
