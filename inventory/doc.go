@@ -46,8 +46,17 @@
 // password, busy, unsupported, an unreachable BMC). A job cancelled
 // (CancelJob), timed out (Options.JobTimeout), or dropped by its plan
 // (Sync) before that withdraws its request and drops the pending reboot:
-// nothing powers the server off. After it, the power cycle completes (the
-// server is brought back on), then the job ends.
+// nothing powers the server off, and the job ends at once, without
+// waiting for a power reading (a BMC that never answers holds nothing but
+// its own server). After it, the power cycle completes (the server is
+// brought back on), then the job ends; if the power cycle has not
+// completed Options.JobTimeout after the request (a BMC that stopped
+// answering mid-cycle), the job ends failed saying the server may be off,
+// and the fleet keeps reconciling the server until it reads on: the server
+// counts as down meanwhile. The operator can give up on a server
+// (Fleet.Abandon; rebootctl plan abandon): the fleet never powers it on or
+// off again, its job ends failed (undrained), Status shows its last known
+// phase, and it counts as down only while its health check fails.
 //
 // The server the executor runs on (Options.Self) is never powered off
 // through its BMC: nothing would power it on again. Its job reboots it

@@ -170,6 +170,16 @@ func decideJob(in jobInput, now time.Time) jobStep {
 	tp := func(t time.Time) *time.Time { return &t }
 	v, anyOurs := h.Annotations[reboot.AnnotationPrefix+j.key()]
 	present := anyOurs && v == j.RequestValue && j.RequestValue != ""
+	if h.Abandoned != "" && j.State == JobCreated {
+		end(JobFailed, "abandoned by the operator ("+h.Abandoned+")")
+		return st
+	}
+	if h.Abandoned != "" && j.State != JobUndraining {
+		// The operator gave up on the server: nothing powers it any
+		// more; the job undoes its drain and ends.
+		undrainThen(JobFailed, "abandoned by the operator ("+h.Abandoned+"); last known power: "+orUnknown(h.Phase))
+		return st
+	}
 	switch j.State {
 	case JobCreated:
 		if j.Cancel {
@@ -241,6 +251,20 @@ func decideJob(in jobInput, now time.Time) jobStep {
 			if j.PoweredOff == nil {
 				st.Job.PoweredOff, st.Changed = tp(now), true
 			}
+		case h.OffMaybe && in.JobTimeout > 0 && j.Requested != nil && now.Sub(*j.Requested) >= in.JobTimeout:
+			// A power-off may have been accepted, and the power cycle has
+			// not completed within the job timeout (a BMC that stopped
+			// answering): the job ends, so that its plan does not wait for
+			// it for ever; the fleet keeps reconciling the server (it
+			// powers it on once its BMC answers) and shows its phase. The
+			// request is released first, so that nothing holds the server
+			// off for a job that has ended.
+			st.Act = actRelease
+			after := j
+			after.State, after.StateAt, after.EndAs = JobUndraining, now, JobFailed
+			after.Error = cancelMsg("the power cycle did not complete within " + in.JobTimeout.String() +
+				" of the request; the server may be off: the executor keeps trying to power it on")
+			st.AfterOK = &after
 		case j.Cancel && !h.OffMaybe:
 			move(JobWithdrawing)
 			st.Job.Error = cancelMsg("cancelled before the power-off")
@@ -296,4 +320,11 @@ func decideJob(in jobInput, now time.Time) jobStep {
 		}
 	}
 	return st
+}
+
+func orUnknown(phase string) string {
+	if phase == "" {
+		return "unknown (never read)"
+	}
+	return phase
 }

@@ -120,6 +120,8 @@ type world struct {
 	offMark  map[string]int
 	kills    int
 	bootTime time.Duration
+	// budget is the failure budget of new plans.
+	budget int
 }
 
 func (w *world) open() {
@@ -353,7 +355,7 @@ func (w *world) newPlan() {
 	id := fmt.Sprintf("p%d", len(w.plans)+1)
 	created := w.clk.Now()
 	p, _, err := plan.Create(w.inv.PlanServers(), plan.CreateOptions{UUID: id, Target: "2", Select: plan.SelectAll,
-		Concurrency: plan.Count(w.conc), IgnoreWarnings: true, CreatedAt: created})
+		Concurrency: plan.Count(w.conc), FailureBudget: plan.Count(w.budget), IgnoreWarnings: true, CreatedAt: created})
 	if err != nil {
 		w.t.Fatalf("create: %v", err)
 	}

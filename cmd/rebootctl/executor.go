@@ -254,6 +254,13 @@ func resolveSelf(inv inventory.Inventory, flagValue string) (string, error) {
 // each read and write only, never while the fleet is observed or acted
 // on), then ends the jobs their plans no longer run.
 func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config, logger *slog.Logger, m *metrics) error {
+	var abandoned []byte
+	if err := store.with(func(s *plan.BoltStore) (err error) { abandoned, err = s.GetMeta(e.ctx, metaAbandoned); return err }); err != nil {
+		return err
+	}
+	if err := applyAbandoned(fleet, abandoned); err != nil {
+		return err
+	}
 	plans, lerr := store.List(e.ctx)
 	exec := &plan.Executor{Fleet: fleet, Store: store, Config: cfg, Now: time.Now, Logger: logger}
 	views := map[string]plan.View{}

@@ -6,6 +6,7 @@
 //	rebootctl plan create --target PLATFORM [--core|--non-core|--all|SERVER...] [-N rate] [-n] [-W] [-s] [-r] [-w]
 //	rebootctl plan run|stop|cancel|watch|show|report PLAN
 //	rebootctl plan list
+//	rebootctl plan abandon PLAN SERVER
 //	rebootctl executor
 //
 // plan create -n is a dry run: it checks every server of the plan without
@@ -73,6 +74,7 @@ Usage:
   rebootctl plan show PLAN [--json]
   rebootctl plan report PLAN [-o FILE]
   rebootctl plan list [--json]
+  rebootctl plan abandon PLAN SERVER
   rebootctl executor [options]
 
 Every command takes --store FILE (default $REBOOTCTL_STORE or ./rebootctl.db)
@@ -83,6 +85,8 @@ Run "rebootctl plan create -h" or "rebootctl executor -h" for their options.
 "plan create -n" is a dry run: it checks every server (BMC, login, power
 state, health check, drain command), changes nothing and stores nothing.
 "plan report" writes the plan's timeline as one HTML file (no network).
+"plan abandon" gives up on one server: the executor never powers it on or
+off again, ends its job (undrained, failed) and shows its last known state.
 
 Exit codes: 0 done; 1 error; 2 usage; 3 not created because of warnings;
 4 the plan ended with failures; 5 the plan was canceled; 6 the dry run
@@ -146,6 +150,8 @@ func run(ctx context.Context, args []string, out, errw io.Writer) int {
 			return e.list(args[2:])
 		case "report":
 			return e.report(args[2:])
+		case "abandon":
+			return e.abandon(args[2:])
 		}
 	}
 	fmt.Fprintf(errw, "rebootctl: unknown command %q\n\n%s", strings.Join(args, " "), usage)
