@@ -59,11 +59,24 @@
 // phase, and it counts as down only while its health check fails.
 //
 // The server the executor runs on (Options.Self) is never powered off
-// through its BMC: nothing would power it on again. Its job reboots it
-// with the server's reboot command (the inventory's reboot key) after
-// recording the boot ID (Options.BootID), and counts the reboot done when
-// the executor, started again on the new boot, reads another boot ID. A
-// server without a reboot command fails its job at once, saying why.
+// through its BMC: nothing would power it on again. This is checked
+// before anything else, even before completing a power cycle whose
+// power-off may have been accepted: a reboot that began through the BMC
+// before the executor knew it ran there is withdrawn and done through the
+// OS instead. Inventory.Identify finds the server by hostname (case and
+// domain aside) or by address; servers it cannot tell apart from this
+// machine (Options.MaybeSelf) are never powered off and their jobs are
+// refused (ErrMaybeSelf) until the operator names the executor's server.
+// The executor's own job reboots it with the server's reboot command (the
+// inventory's reboot key) only when no other power cycle of the fleet is
+// unsettled (self last, alone; meanwhile no other server is powered off),
+// after recording the boot ID (Options.BootID) and "sent on this boot":
+// the command runs once per boot, never again while the boot ID stays
+// the same or cannot be read, and the reboot counts done when the
+// executor, started again on the new boot, reads another boot ID. A
+// failed run fails the job only if the same boot ID is still read two
+// minutes later. A server without a reboot command fails its job at once,
+// saying why.
 //
 // BMC calls go through a power.Pool (one connection per server, every
 // call bounded by Options.CallTimeout, back-off per BMC). Every BMC error

@@ -58,6 +58,11 @@ type Options struct {
 	// through its BMC: it reboots through its own reboot command and the
 	// job confirms the new boot by its boot ID (see the package doc).
 	Self string
+	// MaybeSelf lists the servers that may be the machine this executor
+	// runs on when it cannot tell (Inventory.Identify): they are never
+	// powered off through their BMC, and CreateJob refuses their jobs
+	// (ErrMaybeSelf) until the operator says (--self).
+	MaybeSelf []string
 	// BootID returns this machine's boot ID (default: the Linux kernel's,
 	// /proc/sys/kernel/random/boot_id).
 	BootID func() (string, error)
@@ -332,6 +337,10 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		b := tx.Bucket(bucketJobs)
 		if b.Get([]byte(a.JobUUID)) != nil {
 			return nil // idempotent
+		}
+		if f.selfWhy(s.UUID) != "" && s.UUID != f.opts.Self {
+			return fmt.Errorf("%w: %s (it could not be told apart from this machine by hostname or address); job %s of plan %s waits: "+
+				"restart the executor with --self %s if it runs there, or --self none or --self SERVER if it does not", ErrMaybeSelf, s.Hostname, a.JobUUID, a.PlanUUID, s.Hostname)
 		}
 		if other, busy := f.liveJob[s.UUID]; busy && other != a.JobUUID {
 			return fmt.Errorf("%w: %s has job %s; job %s of plan %s waits for it to end", ErrServerBusy, s.Hostname, other, a.JobUUID, a.PlanUUID)

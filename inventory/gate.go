@@ -82,6 +82,13 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 	if h.Abandoned != "" {
 		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: abandoned by the operator (" + h.Abandoned + ")"}
 	}
+	// Before anything else, whatever was recorded: the executor's own
+	// server (or one that may be it) is never powered off through its
+	// BMC, not even to complete a power cycle that began before the
+	// executor knew it ran there.
+	if why := g.f.selfWhy(g.server); why != "" {
+		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: " + why}
+	}
 	was := h.OffMaybe
 	if !was {
 		if why := g.f.mayPowerOff(ctx, g.server, h); why != "" {
@@ -124,12 +131,17 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 // may): only its live job, not cancelled, in its reboot step, whose plan
 // still runs it, and never the executor's own server.
 func (f *Fleet) mayPowerOff(ctx context.Context, server string, h hostRecord) string {
-	if server == f.opts.Self {
-		return "this executor runs on this server"
-	}
 	f.mu.Lock()
 	id, live := f.liveJob[server]
+	selfJob := f.liveJob[f.opts.Self]
 	f.mu.Unlock()
+	if f.opts.Self != "" && selfJob != "" {
+		// Self last, alone: while this executor's server reboots
+		// through its OS, nothing else is powered off.
+		if sj, ok, err := f.job(selfJob); err != nil || ok && sj.State == JobSelfReboot {
+			return "this executor's own server is rebooting"
+		}
+	}
 	if !live || id != h.Job {
 		return "no live job of this fleet asked for it"
 	}
@@ -224,4 +236,18 @@ func (f *Fleet) noteCall(server, op string, err error) {
 		s, _ := f.inv.Server(server)
 		f.warnf("BMC error", "server", s.Hostname, "class", class, "op", op, "problem", ClassText(class), "error", msg)
 	}
+}
+
+// selfWhy says why server must be treated as the executor's own ("" if
+// not): it is Options.Self, or one of Options.MaybeSelf.
+func (f *Fleet) selfWhy(server string) string {
+	if server == f.opts.Self {
+		return "this executor runs on this server"
+	}
+	for _, m := range f.opts.MaybeSelf {
+		if m == server {
+			return "this server may be the machine this executor runs on"
+		}
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -139,4 +140,139 @@ func TestAbandonServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, pl.Unfinished(), plan.Table(pl))
 	assert.ErrorIs(t, w.f.CreateJob(w.ctx(), plan.Action{Server: ids[0], JobUUID: "again", PlanUUID: w.plans[0]}), ErrAbandoned)
+}
+
+// selfWorld is a world whose server 0 runs the executor (from the moment
+// setSelf is called): its reboot command counts runs, and its boot ID
+// changes bootDelay after the command ran.
+type selfWorld struct {
+	*world
+	ids       []string
+	boot      string
+	bootErr   error
+	runs      int
+	failRun   bool
+	bootDelay time.Duration
+	rebootAt  time.Time
+	onRun     func()
+}
+
+func newSelfWorld(t *testing.T, n, conc int) *selfWorld {
+	w, ids := newWorld(t, n, conc)
+	w.inv.Servers[0].Reboot = []string{"reboot-self"}
+	return &selfWorld{world: w, ids: ids, boot: "boot-1"}
+}
+
+func (sw *selfWorld) setSelf() {
+	sw.f.opts.Self = sw.ids[0]
+	sw.f.opts.BootID = func() (string, error) {
+		if !sw.rebootAt.IsZero() && !sw.clk.Real().Before(sw.rebootAt) {
+			sw.boot, sw.rebootAt = sw.boot+"+", time.Time{}
+		}
+		return sw.boot, sw.bootErr
+	}
+	sw.f.opts.command = func(_ context.Context, argv []string) error {
+		if argv[0] != "reboot-self" {
+			return nil
+		}
+		sw.runs++
+		if sw.onRun != nil {
+			sw.onRun()
+		}
+		if sw.rebootAt.IsZero() {
+			sw.rebootAt = sw.clk.Real().Add(sw.bootDelay)
+		}
+		if sw.failRun {
+			return errors.New("killed by the shutdown")
+		}
+		return nil
+	}
+}
+
+// TestSelfCheckedBeforeAnything: the executor's server's reboot began
+// through its BMC before the executor knew it ran there (its power-off
+// timed out, so it may have been accepted); restarted with --self, the
+// executor never powers it off through its BMC, withdraws the request,
+// and reboots it through its OS, once (issue 38, A.2; old code: the
+// "power-off may have been accepted" shortcut sent the power-off again).
+func TestSelfCheckedBeforeAnything(t *testing.T) {
+	sw := newSelfWorld(t, 1, 1)
+	b := sw.bmcs[sw.ids[0]]
+	b.mode = bmcOffHung
+	sw.open()
+	sw.newPlan()
+	for i := 0; i < 300 && len(b.offs) == 0; i++ {
+		sw.run(sw.ids, time.Second)
+	}
+	require.NotEmpty(t, b.offs)
+	h, err := sw.f.hosts.load(sw.ids[0])
+	require.NoError(t, err)
+	require.True(t, h.OffMaybe, "the power-off may have been accepted")
+	sw.close()
+	b.mode = bmcOK
+	sent := len(b.offs)
+	sw.open()
+	defer sw.close()
+	sw.setSelf()
+	sw.run(sw.ids, 10*time.Minute)
+	assert.Len(t, b.offs, sent, "no power-off reaches the executor's own server's BMC once it knows")
+	assert.Zero(t, b.p.Cycles())
+	assert.Equal(t, 1, sw.runs, "rebooted once through its OS")
+	jobs, err := sw.f.Jobs()
+	require.NoError(t, err)
+	assert.Equal(t, JobDone, jobs[0].State, jobs[0].Error)
+}
+
+// TestSelfRebootCommandOnce: the reboot command delays the reboot by a
+// minute (shutdown -r +1) and the run fails as the shutdown kills it;
+// the boot ID cannot be read for a while after the restart. The command
+// runs once, the job ends done on the new boot (issue 38, A.3; old code:
+// the command ran up to 8 times per step, and its failure failed the job).
+func TestSelfRebootCommandOnce(t *testing.T) {
+	sw := newSelfWorld(t, 1, 1)
+	sw.bootDelay = time.Minute
+	sw.failRun = true
+	sw.open()
+	defer sw.close()
+	sw.setSelf()
+	sw.newPlan()
+	sw.run(sw.ids, 30*time.Second)
+	require.Equal(t, 1, sw.runs)
+	sw.close()
+	sw.open() // the executor restarted on the new boot, the boot ID unreadable at first
+	sw.setSelf()
+	sw.bootErr = errors.New("no boot id")
+	sw.run(sw.ids, 2*time.Minute)
+	sw.bootErr = nil
+	sw.run(sw.ids, 2*time.Minute)
+	assert.Equal(t, 1, sw.runs, "the reboot command ran once")
+	jobs, err := sw.f.Jobs()
+	require.NoError(t, err)
+	assert.Equal(t, JobDone, jobs[0].State, jobs[0].Error)
+}
+
+// TestSelfLastAlone: the executor's server and another are in a plan at
+// concurrency 2: the executor reboots itself only when no server it
+// powered off waits for it (issue 38, A.2; old code: it rebooted itself
+// while the other server was off).
+func TestSelfLastAlone(t *testing.T) {
+	sw := newSelfWorld(t, 2, 2)
+	sw.bootDelay = time.Second
+	other := sw.bmcs[sw.ids[1]]
+	sw.open()
+	defer sw.close()
+	sw.setSelf()
+	sw.onRun = func() {
+		h, err := sw.f.hosts.load(sw.ids[1])
+		require.NoError(t, err)
+		assert.True(t, other.p.HardwareOn(), "the other server is on when the executor reboots itself")
+		assert.False(t, h.needsKeeping(), "no power cycle of the other server is unsettled")
+	}
+	sw.newPlan()
+	sw.run(sw.ids, 15*time.Minute)
+	assert.Equal(t, 1, sw.runs)
+	assert.Equal(t, 1, other.p.Cycles())
+	pl, err := sw.store.Get(sw.ctx(), sw.plans[0])
+	require.NoError(t, err)
+	assert.Equal(t, plan.StateComplete, pl.State, plan.Table(pl))
 }

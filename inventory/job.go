@@ -48,6 +48,12 @@ type JobRecord struct {
 	// BootID is the executor's server's boot ID before its reboot
 	// (JobSelfReboot): a different one afterwards is the new boot.
 	BootID string `json:"boot_id,omitempty"`
+	// RebootSentBoot is the boot ID on which the reboot command was run
+	// (recorded before it runs: it runs once per boot), RebootSentAt
+	// when, and RebootError its error if it failed.
+	RebootSentBoot string     `json:"reboot_sent_boot,omitempty"`
+	RebootSentAt   *time.Time `json:"reboot_sent_at,omitempty"`
+	RebootError    string     `json:"reboot_error,omitempty"`
 	// EndAs is the state JobUndraining ends in.
 	EndAs     string     `json:"end_as,omitempty"`
 	Created   time.Time  `json:"created"`
@@ -97,10 +103,11 @@ const (
 	actRelease           // remove the request: the server is fenced, let it be powered on
 	actWithdraw          // remove the request and drop the pending reboot (no power-off was accepted)
 	actSelfReboot        // run the executor's server's reboot command
+	actWithdrawSelf      // remove the request and drop the pending reboot of the executor's own server
 )
 
 func (a jobAct) String() string {
-	return [...]string{"none", "drain", "undrain", "request", "release", "withdraw", "self-reboot"}[a]
+	return [...]string{"none", "drain", "undrain", "request", "release", "withdraw", "self-reboot", "withdraw-self"}[a]
 }
 
 // jobInput is everything a job decision depends on.
@@ -108,9 +115,16 @@ type jobInput struct {
 	Job  JobRecord
 	Host hostRecord
 	// Self: the job's server runs this executor; BootID is its boot ID
-	// now ("" if unknown).
-	Self      bool
-	BootID    string
+	// now ("" if unknown). OthersBusy: another server's power cycle of
+	// this fleet has not ended (a live job in a power step, or its power
+	// bookkeeping unsettled): the executor's own reboot waits for it (self
+	// last, alone).
+	Self       bool
+	BootID     string
+	OthersBusy bool
+	// MaybeSelf: the job's server may be the machine this executor runs
+	// on, and the executor cannot tell (Options.MaybeSelf).
+	MaybeSelf bool
 	HasReboot bool // the server has a reboot command
 	// Healthy is the server's health check, run for JobBooted only.
 	Healthy bool
@@ -131,7 +145,15 @@ type jobStep struct {
 	Act       jobAct
 	AfterOK   *JobRecord
 	FailOnErr string
+	// RecordErr: if the act fails, its error (prefixed) is written into
+	// the job's RebootError; the act is not retried.
+	RecordErr string
 }
+
+// selfRebootGrace: how long after a failed reboot command of the
+// executor's own server its job fails (the command may fail because the
+// shutdown it started killed it).
+const selfRebootGrace = 2 * time.Minute
 
 // decideJob is the job's state machine: a pure function of what was
 // observed and the time (no I/O, no clock, inputs unchanged).
@@ -170,6 +192,28 @@ func decideJob(in jobInput, now time.Time) jobStep {
 	tp := func(t time.Time) *time.Time { return &t }
 	v, anyOurs := h.Annotations[reboot.AnnotationPrefix+j.key()]
 	present := anyOurs && v == j.RequestValue && j.RequestValue != ""
+	if (in.Self || in.MaybeSelf) && (j.State == JobRequesting || j.State == JobRebooting || j.State == JobWithdrawing) {
+		// This reboot began through the BMC before the executor knew it
+		// runs on this server (another hostname, --self given after a
+		// restart): before anything else, take the request back and
+		// drop the pending reboot (the executor runs, so the server is
+		// on), then reboot through the OS as the executor's own.
+		st.Act = actWithdrawSelf
+		after := j
+		after.State, after.StateAt = JobDrained, now
+		st.AfterOK = &after
+		return st
+	}
+	if in.MaybeSelf && (j.State == JobCreated || j.State == JobDraining || j.State == JobDrained) {
+		msg := "this server may be the machine this executor runs on (not told apart by hostname or address): never powered off through its BMC; " +
+			"restart the executor with --self naming it, or --self none"
+		if j.State == JobCreated {
+			end(JobFailed, msg)
+		} else {
+			undrainThen(JobFailed, msg)
+		}
+		return st
+	}
 	if h.Abandoned != "" && j.State == JobCreated {
 		end(JobFailed, "abandoned by the operator ("+h.Abandoned+")")
 		return st
@@ -206,6 +250,12 @@ func decideJob(in jobInput, now time.Time) jobStep {
 		switch {
 		case j.Cancel:
 			undrainThen(JobCancelled, cancelMsg("cancelled after the drain, before the reboot"))
+		case in.Self && !in.HasReboot:
+			undrainThen(JobFailed, "this executor runs on this server and never powers it off through its BMC (nothing would power it on again); "+
+				"give the server a reboot command in the inventory (reboot: [systemctl, reboot]), or run the executor on another machine")
+		case in.Self && in.OthersBusy:
+			// Self last, alone: never reboot while servers this fleet
+			// powered off wait for the executor to power them on.
 		case in.Self:
 			if in.BootID == "" {
 				undrainThen(JobFailed, "this executor runs on the server and cannot read its boot ID, so it cannot tell its reboot happened")
@@ -289,12 +339,25 @@ func decideJob(in jobInput, now time.Time) jobStep {
 			move(JobBooted)
 			break
 		}
-		if in.JobTimeout > 0 && j.Requested != nil && now.Sub(*j.Requested) >= in.JobTimeout {
-			end(JobFailed, "this executor's server did not boot again within "+in.JobTimeout.String()+" of its reboot command")
+		if j.RebootSentBoot == j.BootID {
+			// Sent once on this boot (recorded before it ran): wait for
+			// the new boot, never run it again (a re-run during the
+			// shutdown could fail a reboot that works, or push back a
+			// delayed one). A failed boot-ID read waits too.
+			switch {
+			case j.RebootError != "" && in.BootID == j.BootID && j.RebootSentAt != nil && now.Sub(*j.RebootSentAt) >= selfRebootGrace:
+				// Still the same boot, readably, well after the command
+				// failed: it really failed.
+				undrainThen(JobFailed, "reboot command failed and this executor's server did not reboot within "+selfRebootGrace.String()+": "+j.RebootError)
+			case in.JobTimeout > 0 && j.Requested != nil && now.Sub(*j.Requested) >= in.JobTimeout:
+				undrainThen(JobFailed, "this executor's server did not boot again within "+in.JobTimeout.String()+" of its reboot command")
+			}
 			break
 		}
+		// Record "sent on this boot" before running it.
+		st.Job.RebootSentBoot, st.Job.RebootSentAt, st.Changed = j.BootID, tp(now), true
 		st.Act = actSelfReboot
-		st.FailOnErr = "reboot command: "
+		st.RecordErr = "reboot command: "
 	case JobBooted:
 		switch {
 		case j.Cancel:

@@ -27,6 +27,7 @@ const (
 	bmcHung    // never answers (the call times out), the command not applied
 	bmcHungApp // never answers, the command applied all the same
 	bmcOffBusy // reads the state, answers busy to power-offs
+	bmcOffHung // reads the state, power-offs time out (not applied)
 	bmcModes
 )
 
@@ -74,7 +75,7 @@ func (b *advBMC) Off(ctx context.Context, m power.Mode) error {
 	switch b.mode {
 	case bmcBusy, bmcOffBusy:
 		applied, err = false, &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Status: 409, Message: "busy"}
-	case bmcHung:
+	case bmcHung, bmcOffHung:
 		applied, err = false, &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "timed out", Err: context.DeadlineExceeded}
 	case bmcHungApp:
 		_ = b.p.Off(ctx, m)

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
+	bolt "go.etcd.io/bbolt"
 )
 
 // kick makes sure a goroutine looks after the server (its live job and
@@ -178,6 +180,11 @@ func (f *Fleet) stepJob(ctx context.Context, id string) bool {
 			if id, err := f.opts.BootID(); err == nil {
 				in.BootID = id
 			}
+			if j.State == JobDrained {
+				in.OthersBusy = f.othersBusy(s.UUID)
+			}
+		} else if s.UUID != "" && f.selfWhy(s.UUID) != "" {
+			in.MaybeSelf = true
 		}
 		if j.State == JobRebooting && j.RequestValue != "" {
 			t := reboot.Ticket{Host: j.Server, Annotation: reboot.AnnotationPrefix + j.key(), Value: j.RequestValue, At: j.RequestAt}
@@ -208,6 +215,15 @@ func (f *Fleet) stepJob(ctx context.Context, id string) bool {
 			return false
 		}
 		switch {
+		case aerr != nil && st.RecordErr != "":
+			msg := st.RecordErr + aerr.Error()
+			if j, err = f.update(j.UUID, func(cur *JobRecord) error {
+				cur.RebootError = msg
+				return nil
+			}); err == nil {
+				f.warnf("job step failed", "job", id, "server", s.Hostname, "step", st.Act.String(), "error", msg)
+			}
+			return true
 		case aerr != nil && st.FailOnErr != "":
 			now := f.now()
 			failed := j
@@ -290,7 +306,28 @@ func (f *Fleet) act(ctx context.Context, s Server, j JobRecord, a jobAct) error 
 			return f.command(ctx, s.Undrain)
 		}
 	case actSelfReboot:
+		if len(s.Reboot) == 0 {
+			return fmt.Errorf("inventory: %s has no reboot command", s.Hostname)
+		}
 		return f.command(ctx, s.Reboot)
+	case actWithdrawSelf:
+		_, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {
+			for k := range h.Annotations {
+				if k == ann {
+					h.Annotations = copyMap(h.Annotations)
+					delete(h.Annotations, k)
+				}
+			}
+			if h.Job == j.UUID {
+				// The executor runs here, so the server is on: no
+				// power cycle of it is pending, nothing to watch.
+				h.Status.PendingRebootSince, h.Status.Seen, h.Status.LastRequestSeen = time.Time{}, nil, time.Time{}
+				h.Status.Mode = power.ModeSoft
+				h.Watch, h.Settled, h.OffMaybe = false, false, false
+			}
+			return nil
+		})
+		return err
 	case actRequest:
 		_, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {
 			if h.Annotations[ann] == j.RequestValue {
@@ -376,4 +413,38 @@ func (f *Fleet) command(ctx context.Context, argv []string) error {
 		return fmt.Errorf("%s: %w: %s", argv[0], err, msg)
 	}
 	return nil
+}
+
+// othersBusy reports whether a server other than self has a power cycle
+// of this fleet that has not ended: a live job in a power step, or power
+// bookkeeping not settled.
+func (f *Fleet) othersBusy(self string) bool {
+	f.mu.Lock()
+	jobs := make(map[string]string, len(f.liveJob))
+	for s, id := range f.liveJob {
+		jobs[s] = id
+	}
+	f.mu.Unlock()
+	for s, id := range jobs {
+		if s == self {
+			continue
+		}
+		if j, ok, err := f.job(id); err != nil || ok && powerBusy(j.State) {
+			return true
+		}
+	}
+	busy := false
+	_ = f.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketHosts).ForEach(func(k, v []byte) error {
+			if string(k) == self || busy {
+				return nil
+			}
+			var h hostRecord
+			if err := json.Unmarshal(v, &h); err != nil || h.needsKeeping() {
+				busy = true
+			}
+			return nil
+		})
+	})
+	return busy
 }
