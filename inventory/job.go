@@ -96,14 +96,14 @@ func jobKey(id string) string { return "rebootctl-" + id }
 type jobAct int
 
 const (
-	actNone       jobAct = iota
-	actDrain             // run the drain command
-	actUndrain           // run the undrain command
-	actRequest           // write the job's reboot request on the host record
-	actRelease           // remove the request: the server is fenced, let it be powered on
-	actWithdraw          // remove the request and drop the pending reboot (no power-off was accepted)
-	actSelfReboot        // run the executor's server's reboot command
-	actWithdrawSelf      // remove the request and drop the pending reboot of the executor's own server
+	actNone         jobAct = iota
+	actDrain               // run the drain command
+	actUndrain             // run the undrain command
+	actRequest             // write the job's reboot request on the host record
+	actRelease             // remove the request: the server is fenced, let it be powered on
+	actWithdraw            // remove the request and drop the pending reboot (no power-off was accepted)
+	actSelfReboot          // run the executor's server's reboot command
+	actWithdrawSelf        // remove the request and drop the pending reboot of the executor's own server
 )
 
 func (a jobAct) String() string {
