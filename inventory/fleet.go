@@ -39,7 +39,7 @@ type Options struct {
 	// the server off afterwards). Give the plan's job timeout. Default 1h.
 	JobTimeout time.Duration
 	// ServicesTimeout: a job whose server's health check does not pass
-	// this long after its power cycle fails (the server is left drained).
+	// this long after its power cycle fails (it is undrained all the same).
 	// Give the plan's services timeout. Default 1h.
 	ServicesTimeout time.Duration
 	// HealthTTL: how long a health result is reused. Default 2s.

@@ -276,3 +276,60 @@ func TestSelfLastAlone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, plan.StateComplete, pl.State, plan.Table(pl))
 }
+
+// TestEveryEndUndrains: a drain that fails, a health check that never
+// passes, and a cancel after the power cycle each end the job with the
+// server undrained (issue 38, A.4; old code: the job ended failed or
+// cancelled and left the server cordoned).
+func TestEveryEndUndrains(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		setup  func(w *world, ids []string, drainErr *error)
+		during func(w *world)
+		end    string
+	}{
+		{"drain fails", func(_ *world, _ []string, drainErr *error) { *drainErr = errors.New("kubectl: exit 1") }, nil, JobFailed},
+		{"health never passes", func(w *world, _ []string, _ *error) { w.bootTime = 24 * time.Hour }, nil, JobFailed},
+		{"cancel after the power cycle", func(w *world, _ []string, _ *error) { w.bootTime = 24 * time.Hour }, func(w *world) {
+			_, _ = plan.Command(w.ctx(), w.store, w.plans[0], plan.Cancel)
+		}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, ids := newWorld(t, 1, 1)
+			w.inv.Servers[0].Drain, w.inv.Servers[0].Undrain = []string{"drain"}, []string{"undrain"}
+			var drainErr error
+			c.setup(w, ids, &drainErr)
+			w.open()
+			defer w.close()
+			drained, undrained := 0, 0
+			w.f.opts.command = func(_ context.Context, argv []string) error {
+				switch argv[0] {
+				case "drain":
+					drained++
+					return drainErr
+				case "undrain":
+					undrained++
+				}
+				return nil
+			}
+			w.newPlan()
+			if c.during != nil {
+				for i := 0; i < 600 && w.bmcs[ids[0]].p.Cycles() == 0; i++ {
+					w.run(ids, time.Second)
+				}
+				w.run(ids, 30*time.Second)
+				c.during(w)
+			}
+			w.run(ids, 30*time.Minute)
+			jobs, err := w.f.Jobs()
+			require.NoError(t, err)
+			require.Len(t, jobs, 1)
+			assert.True(t, jobs[0].Over(), jobs[0].State)
+			if c.end != "" {
+				assert.Equal(t, c.end, jobs[0].State, jobs[0].Error)
+			}
+			assert.Equal(t, 1, drained)
+			assert.Equal(t, 1, undrained, "the drain was undone: %s", jobs[0].Error)
+		})
+	}
+}

@@ -137,7 +137,8 @@ type jobInput struct {
 
 // jobStep is a job decision: persist Job (if Changed), then do Act; if
 // the act succeeds, persist AfterOK (if set); if it fails and FailOnErr is
-// set, the job fails with FailOnErr and the error, else the act is
+// set, the job fails with FailOnErr and the error (through JobUndraining,
+// unless the undrain itself failed: every end undoes the drain), else the act is
 // retried at the next step.
 type jobStep struct {
 	Job       JobRecord
@@ -292,7 +293,7 @@ func decideJob(in jobInput, now time.Time) jobStep {
 		case cycled:
 			st.Job.Finished = tp(now)
 			if j.Cancel {
-				end(JobCancelled, cancelMsg("cancelled after its power-off was accepted: powered on again, health not checked, left drained"))
+				undrainThen(JobCancelled, cancelMsg("cancelled after its power-off was accepted: powered on again, health not checked"))
 				break
 			}
 			move(JobBooted)
@@ -361,12 +362,12 @@ func decideJob(in jobInput, now time.Time) jobStep {
 	case JobBooted:
 		switch {
 		case j.Cancel:
-			end(JobCancelled, cancelMsg("cancelled after its power cycle: server on, health not checked, left drained"))
+			undrainThen(JobCancelled, cancelMsg("cancelled after its power cycle: server on, health not checked"))
 		case in.Healthy:
 			st.Job.Healthy = tp(now)
 			undrainThen(JobDone, "")
 		case j.Finished != nil && in.ServicesTimeout > 0 && now.Sub(*j.Finished) >= in.ServicesTimeout:
-			end(JobFailed, "health check not passing within "+in.ServicesTimeout.String()+" of the power cycle; left drained")
+			undrainThen(JobFailed, "health check not passing within "+in.ServicesTimeout.String()+" of the power cycle")
 		}
 	case JobUndraining:
 		st.Act = actUndrain
@@ -379,7 +380,7 @@ func decideJob(in jobInput, now time.Time) jobStep {
 		after.Ended = tp(now)
 		st.AfterOK = &after
 		if in.ServicesTimeout > 0 && !j.StateAt.IsZero() && now.Sub(j.StateAt) >= in.ServicesTimeout {
-			st.FailOnErr = "undrain: "
+			st.FailOnErr = "undrain failed, the server is left drained (run its undrain command by hand): "
 		}
 	}
 	return st

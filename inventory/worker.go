@@ -228,6 +228,11 @@ func (f *Fleet) stepJob(ctx context.Context, id string) bool {
 			now := f.now()
 			failed := j
 			failed.State, failed.StateAt, failed.Ended, failed.Error = JobFailed, now, &now, st.FailOnErr+aerr.Error()
+			if st.Act != actUndrain {
+				// Every end undoes the drain (a failed or timed-out
+				// drain may have cordoned the server already).
+				failed.State, failed.EndAs, failed.Ended = JobUndraining, JobFailed, nil
+			}
 			if j, err = f.persist(j, failed); err == nil {
 				f.logStep(j)
 			}
