@@ -96,7 +96,11 @@
 //
 // # The caller's duties
 //
-//   - One executor per fleet state file (bbolt's lock enforces it).
+//   - One executor per fleet state file (bbolt's lock enforces it), and
+//     one per plan store: cmd/rebootctl's executor holds a lease in the
+//     store, renewed at every pass and checked before every first
+//     power-off (Options.PlanCheck), so that a second one is refused
+//     whatever state file or path it is given.
 //   - Health checks must fail while a server is down and pass only when
 //     its services are really up: the plan trusts them for "operational".
 //   - Drain and undrain commands must be idempotent: a restarted executor

@@ -165,11 +165,22 @@ func (e *env) executor(args []string) int {
 	logger := slog.New(slog.NewTextHandler(e.errw, &slog.HandlerOptions{Level: level}))
 	m := newMetrics()
 	store := lockedStore{e}
+	host, _ := os.Hostname()
+	// One live executor per plan store, whatever state file or path it
+	// was given: claimed before the fleet resumes any job.
+	me := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: *state, Started: time.Now().UTC(), Interval: *interval}
+	if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil {
+		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
+		return exitError
+	}
 	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
 		Reboot:     reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
 		JobTimeout: *jobTimeout, ServicesTimeout: *services, Poll: *poll, Logger: logger, Self: selfUUID, MaybeSelf: maybeSelf,
 		OnBMCError: m.bmcError,
 		PlanCheck: func(ctx context.Context, planUUID, jobUUID string) (bool, string, error) {
+			if err := holds(ctx, store, me); err != nil {
+				return false, "", err // no power-off unless this executor still holds the store
+			}
 			v, err := store.GetView(ctx, planUUID)
 			if errors.Is(err, plan.ErrNotFound) {
 				return false, "its plan " + planUUID + " no longer exists", nil
@@ -195,7 +206,6 @@ func (e *env) executor(args []string) int {
 		fmt.Fprintf(e.errw, "rebootctl executor: metrics at http://%s/metrics\n", ln.Addr())
 	}
 	cfg := plan.Config{DrainTimeout: *drain, JobTimeout: *jobTimeout, ServicesTimeout: *services}
-	host, _ := os.Hostname()
 	st := executorStatus{Host: host, PID: os.Getpid(), Started: time.Now().UTC(), Interval: *interval, State: *state, Self: selfUUID}
 	selfName := "none"
 	if s, ok := inv.Server(selfUUID); ok {
@@ -214,6 +224,10 @@ func (e *env) executor(args []string) int {
 	}
 	for {
 		start := time.Now()
+		if err := claim(e.ctx, store, me, start.UTC()); errors.Is(err, errOtherExecutor) {
+			fmt.Fprintf(e.errw, "rebootctl executor: stopping: %v\n", err)
+			return exitError
+		}
 		err := e.passAll(fleet, store, cfg, logger, m)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn("pass failed", "error", err.Error())

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,4 +43,39 @@ func TestPlanAbandon(t *testing.T) {
 	_, errs, code = l.ctl("plan", "abandon", "ab-1", "nosuch")
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errs, "no server nosuch")
+}
+
+// TestSecondExecutorRefused: a second executor on the same plan store,
+// given another fleet state file and the store through a symlink, refuses
+// to start and names the first; once the first is stopped, a new one
+// starts (issue 38, A.8; old code: both ran, each taking the other's jobs
+// for lost).
+func TestSecondExecutorRefused(t *testing.T) {
+	l := newLab(t, 1, 0)
+	_, errs, code := l.ctl("plan", "create", "--all", "-N", "1", "--target", "2", "--uuid", "two-1")
+	require.Equal(t, exitOK, code, errs)
+	first, _ := l.executorWith("first.log", nil)
+	require.Eventually(t, func() bool {
+		out, _, _ := l.ctl("plan", "show", "two-1")
+		return strings.Contains(out, "executor: last seen")
+	}, time.Minute, 100*time.Millisecond)
+	link := filepath.Join(l.dir, "link.db")
+	require.NoError(t, os.Symlink(l.store, link))
+	second, logPath := l.executorWith("second.log", []string{"REBOOTCTL_STORE=" + link}, "--state", filepath.Join(l.dir, "other.fleet"))
+	done := make(chan error, 1)
+	go func() { done <- second.Wait() }()
+	select {
+	case err := <-done:
+		require.Error(t, err, "the second executor exits non-zero")
+		log, _ := os.ReadFile(logPath)
+		assert.Contains(t, string(log), "another executor runs on this plan store")
+		assert.Contains(t, string(log), "pid "+strconv.Itoa(first.Process.Pid))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second executor runs next to the first")
+	}
+	require.NoError(t, first.Process.Kill())
+	_, _ = first.Process.Wait()
+	third, _ := l.executorWith("third.log", nil)
+	time.Sleep(2 * time.Second)
+	assert.True(t, processRuns(third.Process.Pid), "a new executor starts once the first is gone")
 }
