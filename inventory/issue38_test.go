@@ -333,3 +333,52 @@ func TestEveryEndUndrains(t *testing.T) {
 		})
 	}
 }
+
+// TestOffMaybeClearedWhenSettled: a reboot settles; a later job is
+// cancelled between recording its request step and writing the request
+// (the executor died there). It ends cancelled without claiming a power
+// cycle, and undrained (issue 38, A.6; old code: the first reboot's
+// "power-off may have been accepted" flag was never cleared, so the later
+// job counted the old power cycle as its own and left the server drained).
+func TestOffMaybeClearedWhenSettled(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	w.inv.Servers[0].Undrain = []string{"undrain"}
+	w.open()
+	defer func() { w.close() }()
+	w.newPlan()
+	w.run(ids, 10*time.Minute)
+	pl, err := w.store.Get(w.ctx(), w.plans[0])
+	require.NoError(t, err)
+	require.Equal(t, plan.StateComplete, pl.State, plan.Table(pl))
+	undrained := 0
+	w.f.opts.command = func(_ context.Context, argv []string) error {
+		if argv[0] == "undrain" {
+			undrained++
+		}
+		return nil
+	}
+	w.f.opts.crash = func(point string) bool { return point == "job requesting request" }
+	require.NoError(t, w.f.CreateJob(w.ctx(), plan.Action{Server: ids[0], JobUUID: "later", PlanUUID: "p9"}))
+	w.f.stepServer(w.ctx(), ids[0])
+	require.True(t, w.f.isDead())
+	_ = w.f.Close()
+	w.open()
+	w.f.opts.command = func(_ context.Context, argv []string) error {
+		if argv[0] == "undrain" {
+			undrained++
+		}
+		return nil
+	}
+	require.NoError(t, w.f.cancelJob("later", "cancelled by the test"))
+	for range 20 {
+		w.f.stepServer(w.ctx(), ids[0])
+		w.clk.Advance(time.Second)
+	}
+	j, ok, err := w.f.job("later")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, JobCancelled, j.State)
+	assert.Nil(t, j.Finished, "no power cycle is claimed: %s", j.Error)
+	assert.Equal(t, 1, undrained)
+	assert.Equal(t, 1, w.bmcs[ids[0]].p.Cycles())
+}

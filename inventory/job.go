@@ -193,6 +193,9 @@ func decideJob(in jobInput, now time.Time) jobStep {
 	tp := func(t time.Time) *time.Time { return &t }
 	v, anyOurs := h.Annotations[reboot.AnnotationPrefix+j.key()]
 	present := anyOurs && v == j.RequestValue && j.RequestValue != ""
+	// offMaybe: a power-off of this job's own reboot may have been
+	// accepted (the host's flag belongs to the request that set it).
+	offMaybe := h.OffMaybe && h.Job == j.UUID
 	if (in.Self || in.MaybeSelf) && (j.State == JobRequesting || j.State == JobRebooting || j.State == JobWithdrawing) {
 		// This reboot began through the BMC before the executor knew it
 		// runs on this server (another hostname, --self given after a
@@ -288,7 +291,7 @@ func decideJob(in jobInput, now time.Time) jobStep {
 		// pending, and the server read on since is the end of the power
 		// cycle. (No timestamps compared: the wall clock may have been
 		// stepped between the request and the power-on.)
-		cycled := !anyOurs && !h.Status.Pending() && h.Settled
+		cycled := !anyOurs && !h.Status.Pending() && h.Settled && h.Job == j.UUID
 		switch {
 		case cycled:
 			st.Job.Finished = tp(now)
@@ -302,7 +305,7 @@ func decideJob(in jobInput, now time.Time) jobStep {
 			if j.PoweredOff == nil {
 				st.Job.PoweredOff, st.Changed = tp(now), true
 			}
-		case h.OffMaybe && in.JobTimeout > 0 && j.Requested != nil && now.Sub(*j.Requested) >= in.JobTimeout:
+		case offMaybe && in.JobTimeout > 0 && j.Requested != nil && now.Sub(*j.Requested) >= in.JobTimeout:
 			// A power-off may have been accepted, and the power cycle has
 			// not completed within the job timeout (a BMC that stopped
 			// answering): the job ends, so that its plan does not wait for
@@ -316,16 +319,16 @@ func decideJob(in jobInput, now time.Time) jobStep {
 			after.Error = cancelMsg("the power cycle did not complete within " + in.JobTimeout.String() +
 				" of the request; the server may be off: the executor keeps trying to power it on")
 			st.AfterOK = &after
-		case j.Cancel && !h.OffMaybe:
+		case j.Cancel && !offMaybe:
 			move(JobWithdrawing)
 			st.Job.Error = cancelMsg("cancelled before the power-off")
-		case !j.Cancel && !h.OffMaybe && in.JobTimeout > 0 && now.Sub(j.Created) >= in.JobTimeout:
+		case !j.Cancel && !offMaybe && in.JobTimeout > 0 && now.Sub(j.Created) >= in.JobTimeout:
 			st.Job.Cancel, st.Changed = true, true
 			st.Job.CancelReason = "the power-off was not accepted within " + in.JobTimeout.String()
 		}
 	case JobWithdrawing:
 		switch {
-		case h.OffMaybe:
+		case offMaybe:
 			// A power-off may have been accepted meanwhile: the cycle
 			// completes (the server is brought back on), then the job ends.
 			move(JobRebooting)

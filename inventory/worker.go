@@ -142,7 +142,8 @@ func (f *Fleet) keep(ctx context.Context, server string) bool {
 				r.Phase, r.PhaseSince = phase, now
 			}
 			if settled {
-				r.Settled, r.Watch = true, false
+				// The reboot is over: nothing of it may be off any more.
+				r.Settled, r.Watch, r.OffMaybe = true, false, false
 			}
 			return nil
 		})
