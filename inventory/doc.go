@@ -22,9 +22,10 @@
 // (decideJob) and a thin applier. It drains the server, writes its own
 // keyed reboot request (the annotation key carries the job's UUID) for a
 // soft power cycle (falling back to hard after reboot.Config.SoftTimeout),
-// releases it once the server is fenced on evidence (an Off reading taken
-// at least reboot.Config.StaleReads after the fleet's last power command,
-// so not an echo of the past), and counts the power cycle finished
+// releases it once the server is fenced on evidence for this very
+// request (an Off reading the reboot controller counts as covering the
+// request it saw, reboot.Status.Covers: never the evidence of an earlier
+// reboot, whatever the wall clock did between them), and counts the power cycle finished
 // (JobObs.Finished, the plan's FINISHED) only when the server reads on
 // again, with a reading that cannot be such an echo either; then it waits
 // for the health check and undrains. Every end of a job undoes its drain

@@ -382,3 +382,48 @@ func TestOffMaybeClearedWhenSettled(t *testing.T) {
 	assert.Equal(t, 1, undrained)
 	assert.Equal(t, 1, w.bmcs[ids[0]].p.Cycles())
 }
+
+// TestDoneMeansThisRequestsPowerCycle: a reboot settles; the wall clock
+// steps back ten minutes; the next job chooses its request and the
+// executor dies before writing it; it restarts once the clock has passed
+// the first reboot's power-off evidence again. The job is done only after
+// a power cycle of its own request (ground truth), never on the old
+// evidence (issue 38, A.7; old code: the earlier power-off fenced the new
+// request at once, and the plan recorded the server done with no power
+// cycle).
+func TestDoneMeansThisRequestsPowerCycle(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	w.cfg.JobTimeout = time.Hour
+	p := w.bmcs[ids[0]].p
+	w.open()
+	defer func() { w.close() }()
+	w.newPlan()
+	w.run(ids, 10*time.Minute)
+	require.Equal(t, 1, p.Cycles())
+	w.clk.Jump(-10 * time.Minute)
+	w.f.opts.crash = func(point string) bool { return point == "job requesting request" }
+	w.newPlan()
+	for i := 0; i < 30 && !w.f.isDead(); i++ {
+		w.pass()
+		w.f.stepServer(w.ctx(), ids[0])
+		w.clk.Advance(time.Second)
+	}
+	require.True(t, w.f.isDead(), "killed between choosing and writing the request")
+	_ = w.f.Close()
+	w.clk.Advance(15 * time.Minute)
+	w.open()
+	for i := 0; i < 600; i++ {
+		w.run(ids, time.Second)
+		jobs, err := w.f.Jobs()
+		require.NoError(t, err)
+		for _, j := range jobs {
+			if j.Plan == w.plans[1] && (j.Finished != nil || j.State == JobDone) {
+				require.Equal(t, 2, p.Cycles(), "job %s counts a power cycle (%s) the hardware never had", j.UUID, j.State)
+			}
+		}
+	}
+	pl, err := w.store.Get(w.ctx(), w.plans[1])
+	require.NoError(t, err)
+	assert.Equal(t, plan.StateComplete, pl.State, plan.Table(pl))
+	assert.Equal(t, 2, p.Cycles())
+}

@@ -189,7 +189,7 @@ func (f *Fleet) stepJob(ctx context.Context, id string) bool {
 		}
 		if j.State == JobRebooting && j.RequestValue != "" {
 			t := reboot.Ticket{Host: j.Server, Annotation: reboot.AnnotationPrefix + j.key(), Value: j.RequestValue, At: j.RequestAt}
-			in.Fenced = h.Annotations[t.Annotation] == t.Value && reboot.FencedFor(h.Status, t, f.now())
+			in.Fenced = h.Annotations[t.Annotation] == t.Value && fencedForRequest(h.Status, t, f.now())
 		}
 		if j.State == JobBooted && !j.Cancel {
 			in.Healthy = f.check(ctx, s) == nil
@@ -453,4 +453,20 @@ func (f *Fleet) othersBusy(self string) bool {
 		})
 	})
 	return busy
+}
+
+// fencedForRequest: the reboot controller holds evidence that the server
+// was off after it saw this very request (the request is in the pending
+// reboot's Seen list and the evidence covers it: Status.Covers), not
+// merely after the request's instant. A wall clock stepped back between
+// two reboots, and a request chosen then but written after a crash, would
+// otherwise be fenced by the previous reboot's power-off: "done" without
+// a power cycle of this reboot. (reboot.FencedFor with a ticket instant
+// no evidence can follow asks exactly the Covers question.)
+func fencedForRequest(st reboot.Status, t reboot.Ticket, now time.Time) bool {
+	if !st.Covers() {
+		return false
+	}
+	t.At = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	return reboot.FencedFor(st, t, now)
 }
