@@ -35,6 +35,9 @@
 // fleet state file (bbolt) before the step it starts; the reboot request's
 // value is chosen before it is written. A Fleet opened again (an executor
 // restarted) resumes every job where it was, without a second power cycle.
+// It refuses to open (ErrMissingServer, naming each) while a server with a
+// live job or a power cycle that has not settled is missing from the
+// inventory: only its BMC can power it on.
 //
 // The power bookkeeping is the fleet's, not the job's: once a job has
 // written its request, the fleet reconciles the server (one goroutine per

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,11 @@ var ErrLocked = errors.New("inventory: the fleet state file is open in another p
 // ErrServerBusy: CreateJob was asked for a server that has a live reboot
 // job already (one live job per server).
 var ErrServerBusy = errors.New("inventory: the server has a live reboot job")
+
+// ErrMissingServer: OpenFleet found a server with a live job or a power
+// cycle that has not settled, and the inventory no longer has it: the
+// fleet could neither finish the job nor power the server on.
+var ErrMissingServer = errors.New("inventory: a server the fleet is busy with is missing from the inventory")
 
 // ErrAbandoned: CreateJob was asked for a server the operator abandoned
 // in the same plan (Fleet.Abandon).
@@ -239,6 +245,11 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := f.missing(jobs, keep); err != nil {
+		f.pool.Close()
+		db.Close()
+		return nil, err
+	}
 	for s := range f.liveJob {
 		f.kick(s)
 	}
@@ -349,7 +360,7 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 			return err
 		}
 		now := f.now()
-		raw, err := json.Marshal(JobRecord{UUID: a.JobUUID, Server: s.UUID, Plan: a.PlanUUID, State: JobCreated, Created: now, StateAt: now})
+		raw, err := json.Marshal(JobRecord{UUID: a.JobUUID, Server: s.UUID, Hostname: s.Hostname, Plan: a.PlanUUID, State: JobCreated, Created: now, StateAt: now})
 		if err != nil {
 			return err
 		}
@@ -507,4 +518,43 @@ func takeBack(tx *bolt.Tx, server, planUUID string) error {
 		return err
 	}
 	return b.Put([]byte(server), out)
+}
+
+// missing refuses to resume while a server with a live job or an
+// unsettled power cycle is missing from the inventory (it may be off,
+// and only its BMC can power it on), naming each.
+func (f *Fleet) missing(jobs []JobRecord, keep []string) error {
+	names := map[string]string{}
+	for _, j := range jobs {
+		if j.Hostname != "" {
+			names[j.Server] = j.Hostname
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	note := func(server, why string) {
+		if _, ok := f.inv.Server(server); ok || seen[server] {
+			return
+		}
+		seen[server] = true
+		name := server
+		if h := names[server]; h != "" {
+			name = h + " (" + server + ")"
+		}
+		out = append(out, name+": "+why)
+	}
+	for _, j := range jobs {
+		if !j.Over() {
+			note(j.Server, "its reboot job "+j.UUID+" is "+j.State)
+		}
+	}
+	for _, s := range keep {
+		note(s, "its power cycle has not settled (it may be off)")
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	sort.Strings(out)
+	return fmt.Errorf("%w: %s. Put it back in the inventory (with its bmc section) and start the executor again, so that its power cycle completes; "+
+		"remove it only once it is on and its job has ended", ErrMissingServer, strings.Join(out, "; "))
 }

@@ -427,3 +427,43 @@ func TestDoneMeansThisRequestsPowerCycle(t *testing.T) {
 	assert.Equal(t, plan.StateComplete, pl.State, plan.Table(pl))
 	assert.Equal(t, 2, p.Cycles())
 }
+
+// TestMissingServerRefused: a server is taken out of the inventory while
+// its reboot has powered it off; the executor restarted with that
+// inventory refuses to start, naming it; put back, the server is powered
+// on (issue 38, A.5; old code: the fleet started, logged at Debug, and
+// the server stayed off for good).
+func TestMissingServerRefused(t *testing.T) {
+	w, ids := newWorld(t, 2, 1)
+	w.open()
+	var off string
+	for i := 0; i < 300 && off == ""; i++ {
+		if i == 0 {
+			w.newPlan()
+		}
+		w.run(ids, time.Second)
+		for _, id := range ids {
+			if !w.bmcs[id].p.HardwareOn() {
+				off = id
+			}
+		}
+	}
+	require.NotEmpty(t, off, "a server was powered off")
+	w.close()
+	full := w.inv
+	w.inv = Inventory{}
+	for _, s := range full.Servers {
+		if s.UUID != off {
+			w.inv.Servers = append(w.inv.Servers, s)
+		}
+	}
+	_, err := OpenFleet(w.inv, w.path, Options{Now: w.clk.Now, Monotonic: w.clk.Monotonic, manual: true})
+	require.ErrorIs(t, err, ErrMissingServer)
+	name, _ := full.Server(off)
+	assert.Contains(t, err.Error(), name.Hostname)
+	w.inv = full
+	w.open()
+	defer w.close()
+	w.run(ids, 10*time.Minute)
+	assert.True(t, w.bmcs[off].p.HardwareOn())
+}

@@ -29,6 +29,9 @@ const (
 type JobRecord struct {
 	UUID   string `json:"uuid"`
 	Server string `json:"server"`
+	// Hostname is the server's hostname when the job was created (for
+	// messages about a server the inventory no longer has).
+	Hostname string `json:"hostname,omitempty"`
 	Plan   string `json:"plan"`
 	State  string `json:"state"`
 	// Cancel: the job was cancelled (CancelJob), its plan ended or no
