@@ -32,8 +32,8 @@ type JobRecord struct {
 	// Hostname is the server's hostname when the job was created (for
 	// messages about a server the inventory no longer has).
 	Hostname string `json:"hostname,omitempty"`
-	Plan   string `json:"plan"`
-	State  string `json:"state"`
+	Plan     string `json:"plan"`
+	State    string `json:"state"`
 	// Cancel: the job was cancelled (CancelJob), its plan ended or no
 	// longer tracks it, or it timed out; CancelReason says which. A
 	// cancelled job never powers its server off unless a power-off of
