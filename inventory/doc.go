@@ -96,7 +96,10 @@
 //
 // Observe never waits for a server: health checks run in the background
 // (at most 32 at once, results reused for Options.HealthTTL) and their last
-// results count; a server never checked yet counts as down.
+// results count; a server never checked yet counts as down, and so does one
+// whose last result is older than Options.HealthMaxAge (measured on the
+// monotonic clock from the start of its check): no start relies on an
+// observation older than that.
 //
 // # The caller's duties
 //

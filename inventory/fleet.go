@@ -50,6 +50,12 @@ type Options struct {
 	ServicesTimeout time.Duration
 	// HealthTTL: how long a health result is reused. Default 2s.
 	HealthTTL time.Duration
+	// HealthMaxAge bounds the age of a health result a start may rely
+	// on, measured from the start of the check that produced it (on the
+	// monotonic clock): an older "up" counts as down, so that a server
+	// that crashed while the checks of dead servers queued is never
+	// counted up. Default 15s.
+	HealthMaxAge time.Duration
 	// Poll: how often a job and its server are looked at. Default 1s.
 	Poll time.Duration
 	// CallTimeout bounds every BMC call (connect included). Default 30s.
@@ -136,7 +142,7 @@ type Fleet struct {
 
 type healthResult struct {
 	ok bool
-	at time.Time
+	at time.Duration // monotonic: when the check that produced it started
 }
 
 // reading is a power state read and when the read started.
@@ -182,6 +188,9 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	}
 	if opts.HealthTTL <= 0 {
 		opts.HealthTTL = 2 * time.Second
+	}
+	if opts.HealthMaxAge <= 0 {
+		opts.HealthMaxAge = 15 * time.Second
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second

@@ -3,12 +3,15 @@ package inventory
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
 )
 
@@ -466,4 +469,42 @@ func TestMissingServerRefused(t *testing.T) {
 	defer w.close()
 	w.run(ids, 10*time.Minute)
 	assert.True(t, w.bmcs[off].p.HardwareOn())
+}
+
+// TestStaleHealthCountsDown: a server's health check passed; its next
+// check hangs (the checks of dead servers queue, or the server crashed and
+// its check times out). Once the last result is older than HealthMaxAge
+// the server counts as down, not up (issue 38, A.9; old code: the last
+// result counted whatever its age, so a crashed server counted as up and
+// the plan could take more servers offline than its concurrency).
+func TestStaleHealthCountsDown(t *testing.T) {
+	clk := fake.NewClock(time.Time{})
+	release := make(chan struct{})
+	calls := 0
+	var mu sync.Mutex
+	inv := Inventory{Servers: []Server{{UUID: "u0", Hostname: "cn0", Health: Health{TCP: "h:1"}}}}
+	f, err := OpenFleet(inv, filepath.Join(t.TempDir(), "fleet.db"), Options{Now: clk.Now, Monotonic: clk.Monotonic,
+		Health: func(ctx context.Context, _ Server) error {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			if n > 1 {
+				select { // the second check hangs
+				case <-release:
+				case <-ctx.Done():
+				}
+				return errors.New("down")
+			}
+			return nil
+		}})
+	require.NoError(t, err)
+	defer func() { close(release); _ = f.Close() }()
+	s := inv.Servers[0]
+	f.healthOf(t.Context(), []Server{s})
+	require.Eventually(t, func() bool { return f.healthOf(t.Context(), []Server{s})["u0"] }, 10*time.Second, 10*time.Millisecond, "the first check passed")
+	clk.Advance(3 * time.Second) // past HealthTTL: a new check starts, and hangs
+	assert.True(t, f.healthOf(t.Context(), []Server{s})["u0"], "a result 3s old still counts")
+	clk.Advance(20 * time.Second)
+	assert.False(t, f.healthOf(t.Context(), []Server{s})["u0"], "a result 23s old counts as down")
 }

@@ -110,10 +110,11 @@ func (f *Fleet) headnode() (Server, bool) {
 
 // healthOf returns the servers' last health results, starting a check in
 // the background for each result older than HealthTTL (at most 32 at
-// once). It never waits (tests' manual fleets check at once).
+// once). A result older than HealthMaxAge counts as down. It never waits
+// (tests' manual fleets check at once).
 func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool {
 	out := make(map[string]bool, len(servers))
-	now := f.now()
+	now := f.mono()
 	for _, s := range servers {
 		if f.opts.manual {
 			out[s.UUID] = f.check(ctx, s) == nil
@@ -121,13 +122,16 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 		}
 		f.mu.Lock()
 		r, ok := f.health[s.UUID]
-		fresh := ok && now.Sub(r.at) < f.opts.HealthTTL && now.Sub(r.at) >= 0
+		age := now - r.at
+		fresh := ok && age < f.opts.HealthTTL && age >= 0
 		start := !fresh && !f.probing[s.UUID]
 		if start {
 			f.probing[s.UUID] = true
 		}
 		f.mu.Unlock()
-		out[s.UUID] = ok && r.ok
+		// Only a result young enough counts as up (its age bounded
+		// from the start of its check).
+		out[s.UUID] = ok && r.ok && age >= 0 && age <= f.opts.HealthMaxAge
 		if start {
 			f.wg.Add(1)
 			go func(s Server) {
@@ -137,10 +141,11 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 				case <-f.ctx.Done():
 					return
 				}
+				at := f.mono()
 				ok := f.check(f.ctx, s) == nil
 				<-f.probeSem
 				f.mu.Lock()
-				f.health[s.UUID] = healthResult{ok: ok, at: f.now()}
+				f.health[s.UUID] = healthResult{ok: ok, at: at}
 				delete(f.probing, s.UUID)
 				f.mu.Unlock()
 			}(s)
