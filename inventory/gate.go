@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/termsafe"
 	"github.com/rebootkit/rebootkit/power"
 )
 
@@ -209,7 +210,7 @@ func (f *Fleet) noteCall(server, op string, err error) {
 	if f.opts.OnBMCError != nil {
 		f.opts.OnBMCError(class)
 	}
-	msg := err.Error()
+	msg := termsafe.Clean(err.Error()) // the BMC's words: never a control character
 	if len(msg) > 300 {
 		msg = msg[:300] + "..."
 	}

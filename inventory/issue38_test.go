@@ -508,3 +508,16 @@ func TestStaleHealthCountsDown(t *testing.T) {
 	clk.Advance(20 * time.Second)
 	assert.False(t, f.healthOf(t.Context(), []Server{s})["u0"], "a result 23s old counts as down")
 }
+
+// TestBMCErrorStoredClean: a BMC's error text with escape sequences is
+// recorded (and so shown, logged, stored in the plan) without a control
+// character (issue 38, 12; old code: stored raw).
+func TestBMCErrorStoredClean(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	w.open()
+	defer w.close()
+	w.f.noteCall(ids[0], "state", errors.New("refused\x1b]52;c;ZXZpbA==\x07\x1b[2J done"))
+	h, err := w.f.hosts.load(ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, "refused]52;c;ZXZpbA==[2J done", h.LastError.Message)
+}

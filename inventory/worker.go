@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/termsafe"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 	bolt "go.etcd.io/bbolt"
@@ -412,7 +413,7 @@ func (f *Fleet) command(ctx context.Context, argv []string) error {
 	cmd.Env = f.inv.CommandEnv(nil) // explicit: never the executor's whole environment (BMC passwords)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		msg := string(out)
+		msg := termsafe.Clean(string(out))
 		if len(msg) > 512 {
 			msg = msg[:512] + "..."
 		}

@@ -474,23 +474,25 @@ func (e *env) show(args []string) int {
 		fmt.Fprintf(e.out, "%s\n", doc)
 		return exitOK
 	}
-	fmt.Fprint(e.out, plan.Table(p))
+	// Everything printed may hold a peer's text (a BMC's error, a
+	// command's output): control characters dropped.
+	fmt.Fprint(e.out, cleanBlock(plan.Table(p)))
 	for _, l := range policyLines(p) {
-		fmt.Fprintln(e.out, l)
+		fmt.Fprintln(e.out, clean(l))
 	}
 	s := plan.Summarize(p, time.Now())
 	fmt.Fprintln(e.out, s.Line(40))
 	for _, l := range outputLines(p.WaitingOutput) {
-		fmt.Fprintln(e.out, l)
+		fmt.Fprintln(e.out, clean(l))
 	}
 	for _, r := range p.Reboots {
 		for _, note := range serverNotes(ex, r.ServerUUID, time.Now()) {
-			fmt.Fprintf(e.out, "  %-20s %s\n", r.ServerHostname, note)
+			fmt.Fprintf(e.out, "  %-20s %s\n", clean(r.ServerHostname), clean(note))
 		}
 	}
 	if p.Unfinished() {
 		for _, l := range executorLines(ex, e.store, time.Now()) {
-			fmt.Fprintln(e.out, l)
+			fmt.Fprintln(e.out, clean(l))
 		}
 	}
 	return exitOK
@@ -687,6 +689,9 @@ func render(v plan.View, ex *executorStatus, store string, now time.Time) []stri
 	}
 	if v.Unfinished() && store != "" {
 		lines = append(lines, executorLines(ex, store, now)...)
+	}
+	for i, l := range lines {
+		lines[i] = clean(l) // a peer's text (BMC errors, command output) never reaches the terminal raw
 	}
 	return lines
 }
