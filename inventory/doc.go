@@ -94,6 +94,14 @@
 // that times out carries it in its error, so the plan records the real
 // cause.
 //
+// ObserveView (plan.ViewFleet) observes a view of a plan: the view's
+// servers and jobs only, with Offline listing the servers the fleet may
+// have powered off (tracked in memory, not read from every record) and
+// the plan's servers the inventory lacks, so that an executor's pass costs
+// O(reboots in flight) whatever the plan's size (BenchmarkExecutorPass).
+// A reboot job is refused (ErrServerBusy) while the power cycle of an
+// earlier job that gave up on its BMC has not settled.
+//
 // Observe never waits for a server: health checks run in the background
 // (at most 32 at once, results reused for Options.HealthTTL) and their last
 // results count; a server never checked yet counts as down, and so does one

@@ -125,19 +125,28 @@ type Fleet struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	workers  map[string]bool   // servers with a goroutine
-	pokes    map[string]bool   // servers kicked while their goroutine ran
-	liveJob  map[string]string // server UUID -> its live job
-	pool     *power.Pool
-	health   map[string]healthResult
-	probing  map[string]bool
-	reads    map[string]reading       // last power reading per server
-	lastCmd  map[string]time.Duration // monotonic time of the last power command sent
-	lastErr  map[string]BMCError      // last error recorded per server
-	logged   map[string]time.Duration // server+class -> last Warn (monotonic)
-	dead     bool                     // killed by a test's crash point
-	probeSem chan struct{}
+	mu      sync.Mutex
+	workers map[string]bool   // servers with a goroutine
+	pokes   map[string]bool   // servers kicked while their goroutine ran
+	liveJob map[string]string // server UUID -> its live job
+	keeping map[string]bool   // servers whose power bookkeeping has not settled
+	// missing: the servers of the plan whose Members map is missingKey
+	// (of length missingLen) that the inventory lacks (ObserveView).
+	missingKey uintptr
+	missingLen int
+	missingIDs []string
+	headOnce   sync.Once
+	head       Server
+	hasHead    bool
+	pool       *power.Pool
+	health     map[string]healthResult
+	probing    map[string]bool
+	reads      map[string]reading       // last power reading per server
+	lastCmd    map[string]time.Duration // monotonic time of the last power command sent
+	lastErr    map[string]BMCError      // last error recorded per server
+	logged     map[string]time.Duration // server+class -> last Warn (monotonic)
+	dead       bool                     // killed by a test's crash point
+	probeSem   chan struct{}
 }
 
 type healthResult struct {
@@ -209,7 +218,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		opts.BootID = linuxBootID
 	}
 	f := &Fleet{inv: inv, opts: opts, db: db, now: opts.Now, mono: opts.Monotonic,
-		workers: map[string]bool{}, pokes: map[string]bool{}, liveJob: map[string]string{},
+		workers: map[string]bool{}, pokes: map[string]bool{}, liveJob: map[string]string{}, keeping: map[string]bool{},
 		health:  map[string]healthResult{},
 		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
 		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32)}
@@ -263,6 +272,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		f.kick(s)
 	}
 	for _, s := range keep {
+		f.keeping[s] = true
 		f.kick(s)
 	}
 	return f, nil
@@ -367,6 +377,18 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		}
 		if err := takeBack(tx, s.UUID, a.PlanUUID); err != nil {
 			return err
+		}
+		if raw := tx.Bucket(bucketHosts).Get([]byte(s.UUID)); raw != nil {
+			var h hostRecord
+			if err := json.Unmarshal(raw, &h); err != nil {
+				return err
+			}
+			if h.needsKeeping() && h.Job != "" {
+				// A job that gave up on a BMC mid-cycle left its power
+				// cycle to the fleet: no new reboot joins it.
+				return fmt.Errorf("%w: %s: the power cycle of job %s has not settled (%s); job %s of plan %s waits for it",
+					ErrServerBusy, s.Hostname, h.Job, orUnknown(h.Phase), a.JobUUID, a.PlanUUID)
+			}
 		}
 		now := f.now()
 		raw, err := json.Marshal(JobRecord{UUID: a.JobUUID, Server: s.UUID, Hostname: s.Hostname, Plan: a.PlanUUID, State: JobCreated, Created: now, StateAt: now})

@@ -255,6 +255,10 @@ func (w *world) pass() {
 		}
 		_, _ = exec.Pass(w.ctx(), id)
 		if w.died() {
+			// The jobs this pass created are seen now, before any of
+			// their steps (a job first seen later would count the
+			// power-offs it sent as a predecessor's).
+			w.recordCancels()
 			return
 		}
 	}

@@ -76,8 +76,17 @@ func (f *Fleet) stepServer(ctx context.Context, server string) bool {
 	if f.isDead() {
 		return false
 	}
+	h, err := f.hosts.load(server)
+	if err == nil {
+		f.mu.Lock()
+		if h.needsKeeping() {
+			f.keeping[server] = true
+		} else {
+			delete(f.keeping, server)
+		}
+		f.mu.Unlock()
+	}
 	if !live && !keeping {
-		h, err := f.hosts.load(server)
 		return err != nil || h.needsKeeping()
 	}
 	return true
@@ -352,6 +361,11 @@ func (f *Fleet) act(ctx context.Context, s Server, j JobRecord, a jobAct) error 
 			h.Watch, h.Settled, h.OffMaybe, h.Job = true, false, false, j.UUID
 			return nil
 		})
+		if err == nil {
+			f.mu.Lock()
+			f.keeping[s.UUID] = true
+			f.mu.Unlock()
+		}
 		return err
 	case actRelease:
 		_, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {

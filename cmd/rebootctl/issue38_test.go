@@ -3,7 +3,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -80,4 +82,58 @@ func TestSecondExecutorRefused(t *testing.T) {
 	third, _ := l.executorWith("third.log", nil)
 	time.Sleep(2 * time.Second)
 	assert.True(t, processRuns(third.Process.Pid), "a new executor starts once the first is gone")
+}
+
+// TestFiftyServersFiveDeadBMCs is the measurement: a plan of 50
+// servers, 5 of them with a BMC that never answers, at -N 2 with a
+// failure budget of 5 and a job timeout of 30 s: the plan ends (the dead
+// ones failed, every other server power-cycled once, never more than 2
+// off at once), and watch, on a pipe, shows it. The duration and the
+// watch output are logged (and written to REBOOTKIT_MEASURE_DIR if set).
+func TestFiftyServersFiveDeadBMCs(t *testing.T) {
+	var opts []labOption
+	dead := map[int]bool{3: true, 11: true, 22: true, 33: true, 44: true}
+	for i := range dead {
+		opts = append(opts, unreachableBMC(t, i))
+	}
+	l := newLab(t, 50, 0, opts...)
+	_, errs, code := l.ctl("plan", "create", "--all", "-N", "2", "--failure-budget", "5", "--target", "2", "--uuid", "fifty")
+	require.Equal(t, exitOK, code, errs)
+	l.executorWith("executor-fifty.log", nil, "--job-timeout", "30s")
+	watchOut := filepath.Join(l.dir, "watch.txt")
+	wf, err := os.Create(watchOut)
+	require.NoError(t, err)
+	watch := exec.Command(binary, "plan", "watch", "fifty")
+	watch.Env = l.env()
+	watch.Stdout, watch.Stderr = wf, wf
+	start := time.Now()
+	_, errs, code = l.ctl("plan", "run", "fifty")
+	require.Equal(t, exitOK, code, errs)
+	require.NoError(t, watch.Start())
+	p := l.waitFor("fifty", "the plan to end", 15*time.Minute, func(p plan.Plan) bool { return !p.Unfinished() })
+	took := time.Since(start)
+	_ = watch.Wait()
+	wf.Close()
+	shown, _ := os.ReadFile(watchOut)
+	t.Logf("plan of 50 servers, 5 dead BMCs, -N 2: %s to completion, state %s\n%s", took.Round(time.Second), p.State, plan.Table(p))
+	t.Logf("watch (on a pipe):\n%s", shown)
+	if dir := os.Getenv("REBOOTKIT_MEASURE_DIR"); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, "fifty-watch.txt"), shown, 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "fifty-summary.txt"), []byte(fmt.Sprintf("%s to completion, state %s\n%s", took.Round(time.Second), p.State, plan.Table(p))), 0o644)
+	}
+	offs := l.offs()
+	step := map[string]plan.Step{}
+	for _, r := range p.Reboots {
+		step[r.ServerUUID] = r.Step
+	}
+	for i, id := range l.ids {
+		if dead[i] {
+			assert.Zero(t, offs[id], "cn%d (dead BMC) never powered off", i)
+			assert.Equal(t, plan.StepFailed, step[id], "cn%d", i)
+		} else {
+			assert.Equal(t, plan.StepDone, step[id], "cn%d", i)
+			assert.Equal(t, 1, offs[id], "cn%d power-cycled once", i)
+		}
+	}
+	assert.LessOrEqual(t, l.maxOffline(), 2)
 }
