@@ -136,13 +136,19 @@
 // Under the reboot package's assumptions (a BMC reports no state older
 // than reboot.Config.StaleReads; nobody powers a server on or off out of
 // band during its reboot), checked against the fake hardware's ground
-// truth by TestJobStateMachine (adversary BMCs, executors killed between
-// any two steps, operators' commands, plans ending while jobs run):
+// truth by TestJobStateMachine (adversary BMCs, one of them dead for ever
+// in its liveness phase, executors killed between any two steps, clocks
+// stepped, commands that fail, hang or answer late, the executor's own
+// server set mid-plan, operators' commands, plans ending while jobs run):
 //
 //   - A job powers its server off and on at most once, across restarts.
 //   - No server is left off: a job ends only after its server read on,
+//     or, when its BMC stopped answering mid-cycle, after the job timeout,
 //     and the fleet reconciles every server it asked to power-cycle until
-//     it reads on.
+//     it reads on (unless the operator abandons it).
+//   - A job done means a power cycle of its own request happened; every
+//     end of a job undoes its drain; the executor's own server is never
+//     powered off through its BMC.
 //   - Once a job is cancelled, timed out, or its plan ended or gave up on
 //     it, no power-off reaches its server's BMC unless one of its reboot
 //     may already have been accepted: accepted, timed out, or sent by an

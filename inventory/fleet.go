@@ -482,12 +482,21 @@ func (f *Fleet) cancelJob(id, why string) error {
 // after the passes with what the plans say, so that no job outlives its
 // plan's view of it.
 func (f *Fleet) Sync(_ context.Context, tracked func(j JobRecord) (known, live bool, why string)) error {
-	jobs, err := f.Jobs()
-	if err != nil {
-		return err
+	// The live jobs only (kept in memory): a pass never reads every job
+	// the state file ever recorded.
+	f.mu.Lock()
+	ids := make([]string, 0, len(f.liveJob))
+	for _, id := range f.liveJob {
+		ids = append(ids, id)
 	}
-	for _, j := range jobs {
-		if j.Over() || j.Cancel {
+	f.mu.Unlock()
+	sort.Strings(ids)
+	for _, id := range ids {
+		j, ok, err := f.job(id)
+		if err != nil {
+			return err
+		}
+		if !ok || j.Over() || j.Cancel {
 			continue
 		}
 		if known, live, why := tracked(j); known && !live {

@@ -76,7 +76,9 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 		}
 		j, isBusy := busy[s.UUID]
 		h := hosts[s.UUID]
-		down := !healthy[s.UUID] || powerDown(j, isBusy, h)
+		// An abandoned server is the operator's: it never counts against
+		// the concurrency (the executor will not touch it again).
+		down := h.Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, h))
 		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
 	}
 	if hasHead {
@@ -297,7 +299,7 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 			continue
 		}
 		j, isBusy := live[s.UUID]
-		down := !healthy[s.UUID] || powerDown(j, isBusy, hosts[s.UUID])
+		down := hosts[s.UUID].Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, hosts[s.UUID]))
 		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
 		if down {
 			offline[s.UUID] = true
