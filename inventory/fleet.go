@@ -404,11 +404,13 @@ func (f *Fleet) Sync(_ context.Context, tracked func(j JobRecord) (known, live b
 	return nil
 }
 
-// FreezeShard and UnfreezeShard: an inventory fleet has no shard.
-func (f *Fleet) FreezeShard(context.Context) error { return nil }
-
-// UnfreezeShard: see FreezeShard.
-func (f *Fleet) UnfreezeShard(context.Context) error { return nil }
+// HasHeadnode implements plan.HeadnodeFleet: the inventory lists a
+// headnode. (An inventory fleet has no database shard: it is no
+// plan.ShardFleet.)
+func (f *Fleet) HasHeadnode() bool {
+	_, ok := f.headnode()
+	return ok
+}
 
 // powerBusy: job states in which the server may be off because of the job.
 func powerBusy(state string) bool {

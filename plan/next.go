@@ -74,7 +74,13 @@ type Observations struct {
 	Servers map[string]ServerObs
 	// Jobs by job UUID.
 	Jobs map[string]JobObs
-	// HeadnodeServicesUp: the headnode's services are healthy.
+	// Headnode: the fleet has a headnode whose services every reboot
+	// waits for (the wait_headnode step). The Executor sets it from the
+	// Fleet's HeadnodeFleet ability; without it HeadnodeServicesUp is not
+	// read and no reboot waits for a headnode.
+	Headnode bool
+	// HeadnodeServicesUp: the headnode's services are healthy (read only
+	// with Headnode).
 	HeadnodeServicesUp bool
 	// ShardPrimary is the UUID of the server hosting the database
 	// shard's primary; ShardFrozen and ShardHealthy its state.
@@ -180,10 +186,13 @@ func Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 
 // Offline reports whether the server of r counts as offline: observed
 // down, not observed at all, its reboot in flight, or a job of ours that
-// may still run. Every start decision uses it, core servers included.
+// may still run. A reboot held before its job was ever asked for (waiting
+// for the headnode, its turn, a window or its failure domain) does not
+// make its server offline: nothing of it runs there. Every start decision
+// uses it, core servers included.
 func Offline(r Reboot, obs Observations) bool {
 	o, seen := obs.Servers[r.ServerUUID]
-	return !seen || o.Down || r.Step.InFlight()
+	return !seen || o.Down || r.Step.InFlight() && !r.held()
 }
 
 // Next advances the plan by what was observed: it records every step each
@@ -224,7 +233,10 @@ type pass struct {
 	// closed window, a failing blocking condition), "" if none;
 	// holdOutput is the condition's output.
 	hold, holdOutput string
-	acts             []Action
+	// failures counts the reboots of the whole plan with canceled_at set,
+	// kept up to date in the pass (the failure budget).
+	failures int
+	acts     []Action
 }
 
 // enter moves r to step s now, keeping the counts.
@@ -324,39 +336,76 @@ func (ps *pass) setHold() {
 	}
 }
 
+// stopped says why no job of the plan may be created now whatever the
+// limits ("" if one may): the plan is not running, or its failures are
+// over the budget.
+func (ps *pass) stopped() string {
+	switch {
+	case ps.q.State != StateRunning:
+		return "the plan is " + string(ps.q.State)
+	case ps.failures > ps.q.FailureBudget:
+		return fmt.Sprintf("%d reboot(s) failed, failure budget %d", ps.failures, ps.q.FailureBudget)
+	}
+	return ""
+}
+
+// ended reports whether no job of the plan will ever be created again:
+// it is canceled or ended, or over its failure budget (it ends as failed
+// in this pass).
+func (ps *pass) ended() bool {
+	return ps.q.State.Finished() || ps.q.State == StateRunning && ps.failures > ps.q.FailureBudget
+}
+
 // advance moves reboot i through every step whose condition holds now.
 func (ps *pass) advance(i int) {
 	c, q, obs, now := ps.c, ps.q, ps.obs, ps.now
 	r := &q.Reboots[i]
 	enter := func(s Step) { ps.enter(r, s) }
 	fail := func(msg string) {
+		if r.CanceledAt == nil {
+			ps.failures++
+		}
 		r.CanceledAt, r.Error = tp(now), msg
 		enter(StepFailed)
 		if r.Frozen {
 			enter(StepFailFreeze)
 		}
 	}
+	wait := func(msg string) {
+		if q.Waiting == "" {
+			q.Waiting = msg
+		}
+	}
 	// mayCreate: a job is the real start of a reboot, so the limit must
 	// hold when it is created (first time, after the shard freeze or the
 	// headnode wait, or again after a crash), not only when the reboot was
-	// decided: other servers may have gone down since.
+	// decided: other servers may have gone down since. A stopped, canceled
+	// or ended plan creates none.
 	mayCreate := func() bool {
+		if why := ps.stopped(); why != "" {
+			wait("waiting: " + why + "; reboot job of " + r.ServerHostname + " not created")
+			return false
+		}
 		if ps.hold != "" {
 			q.Waiting, q.WaitingOutput = ps.hold+"; reboot job of "+r.ServerHostname+" not created yet", ps.holdOutput
 			return false
 		}
-		if others := ps.offline - 1; others >= ps.limit() {
+		self := Offline(*r, obs)
+		if others := ps.offline - b2i(self); others >= ps.limit() {
 			q.Waiting = fmt.Sprintf("waiting: reboot job of %s not created yet, %d other server(s) offline, %s",
 				r.ServerHostname, others, ps.concurrencyWord())
 			return false
 		}
-		if msg := ps.dom.full(r, true); msg != "" {
+		if msg := ps.dom.full(r, self); msg != "" {
 			q.Waiting = msg + "; reboot job of " + r.ServerHostname + " not created yet"
 			return false
 		}
 		return true
 	}
 	cancelJob := func(msg string) {
+		if r.CanceledAt == nil {
+			ps.failures++
+		}
 		r.CanceledAt, r.Error = tp(now), msg
 		enter(StepCancelJob) // the cancel action comes from that step
 	}
@@ -365,6 +414,13 @@ func (ps *pass) advance(i int) {
 			return 0
 		}
 		return now.Sub(*r.StepSince)
+	}
+	createJob := func() {
+		enter(StepJob) // (before the job UUID: held until now, not offline)
+		r.JobUUID = JobUUID(*q, r.ServerUUID)
+		if !q.DryRun {
+			ps.acts = append(ps.acts, c.createJob(q, r))
+		}
 	}
 	if j, ok := obs.Jobs[r.JobUUID]; ok && r.JobUUID != "" {
 		r.Phases = r.Phases.merge(j.Phases)
@@ -377,41 +433,73 @@ func (ps *pass) advance(i int) {
 	for guard := 0; guard < 8; guard++ {
 		switch r.Step {
 		case StepWaitHead:
-			switch {
-			case r.Headnode || obs.HeadnodeServicesUp || q.DryRun:
-				if obs.ShardPrimary == r.ServerUUID && !q.DryRun {
-					r.Frozen = true
-					enter(StepFreeze)
-					ps.acts = append(ps.acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
-					continue
-				}
-				if !q.DryRun && !mayCreate() {
-					break
-				}
-				r.JobUUID = JobUUID(*q, r.ServerUUID)
+			// Held before its job could start. A job asked for before
+			// (then lost, and released here) that turns up after all is
+			// followed from now on.
+			if r.JobUUID != "" && obs.Jobs[r.JobUUID].Exists {
 				enter(StepJob)
-				if !q.DryRun {
-					ps.acts, created = append(ps.acts, c.createJob(q, r)), true
-				}
-				continue
-			case since() >= c.ServicesTimeout:
-				fail("headnode services not up within " + c.ServicesTimeout.String())
 				continue
 			}
+			headOK := r.Headnode || !obs.Headnode || obs.HeadnodeServicesUp || q.DryRun
+			primary := obs.ShardPrimary == r.ServerUUID && !q.DryRun
+			if r.Frozen {
+				// It froze the shard and was held: the shard never stays
+				// frozen while no job of it can start.
+				switch {
+				case !obs.ShardFrozen:
+					r.Frozen = false
+					continue
+				case headOK && primary && mayCreate():
+					createJob()
+					created = true
+					continue
+				}
+				ps.acts = append(ps.acts, Action{Kind: ActionUnfreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+				wait("waiting: reboot of " + r.ServerHostname + " is held; unfreezing the database shard meanwhile")
+				break
+			}
+			if ps.ended() {
+				r.Error = "not started: " + ps.stopped()
+				enter(StepReleased)
+				break
+			}
+			if !headOK {
+				if since() >= c.ServicesTimeout {
+					fail("headnode services not up within " + c.ServicesTimeout.String())
+					continue
+				}
+				wait(fmt.Sprintf("waiting: reboot of %s waits for the headnode's services (for %s, at most %s)",
+					r.ServerHostname, since().Round(time.Second), c.ServicesTimeout))
+				break
+			}
+			if !q.DryRun && !mayCreate() {
+				break // never freeze the shard before the job can start
+			}
+			if primary {
+				r.Frozen = true
+				enter(StepFreeze)
+				continue
+			}
+			createJob()
+			created = !q.DryRun
+			continue
 		case StepFreeze:
 			switch {
-			case obs.ShardFrozen && mayCreate():
-				r.JobUUID = JobUUID(*q, r.ServerUUID)
-				enter(StepJob)
-				ps.acts, created = append(ps.acts, c.createJob(q, r)), true
+			case !mayCreate():
+				// Held after the freeze was asked for: release it, and
+				// freeze again when the job can start.
+				enter(StepWaitHead)
 				continue
 			case obs.ShardFrozen:
-				// frozen, waiting for the limit (mayCreate said why)
+				createJob()
+				created = true
+				continue
 			case since() >= c.DrainTimeout:
 				fail("database shard not frozen within " + c.DrainTimeout.String())
 				continue
 			default:
 				ps.acts = append(ps.acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+				wait("waiting: freezing the database shard for the reboot of " + r.ServerHostname)
 			}
 		case StepJob:
 			if q.DryRun {
@@ -448,6 +536,20 @@ func (ps *pass) advance(i int) {
 				r.FinishedAt = tp(now)
 				enter(StepServices)
 				continue
+			case !j.Exists && !created:
+				// Never seen: lost before it was created (an executor
+				// killed between save and act, a CreateJob error or
+				// refusal). It has not started, so it is no failure and
+				// its JobTimeout does not run: ask again (same UUID, no
+				// second job) while the limits hold, else hold it as a
+				// reboot that has not started.
+				if !mayCreate() {
+					enter(StepWaitHead)
+					continue
+				}
+				r.StepSince = tp(now) // the JobTimeout runs from the job's (re)creation
+				ps.acts = append(ps.acts, c.createJob(q, r))
+				wait("waiting: reboot job of " + r.ServerHostname + " asked for again (the fleet does not show it)")
 			case j.Started && !j.Drained && r.DrainSince != nil && now.Sub(*r.DrainSince) >= c.DrainTimeout:
 				cancelJob("server not drained within " + c.DrainTimeout.String())
 				continue
@@ -458,12 +560,6 @@ func (ps *pass) advance(i int) {
 				}
 				cancelJob(msg)
 				continue
-			case !j.Exists && !created:
-				// Lost by a crash: same UUID, no second job, and only while
-				// the limit holds (it has not really started).
-				if mayCreate() {
-					ps.acts = append(ps.acts, c.createJob(q, r))
-				}
 			}
 		case StepCancelJob:
 			// The job may still reboot the server: it stays offline (in
@@ -500,6 +596,7 @@ func (ps *pass) advance(i int) {
 					enter(StepFailed)
 				}
 			case r.Step == StepUnfreeze && !obs.ShardHealthy && since() >= c.ServicesTimeout:
+				ps.failures++
 				r.CanceledAt, r.Error = tp(now), "database shard not healthy within "+c.ServicesTimeout.String()+"; left frozen"
 				enter(StepFailed)
 			case obs.ShardHealthy || r.Step == StepFailFreeze:

@@ -26,6 +26,9 @@ type Index struct {
 	// Done and Failed count the reboots in StepDone and StepFailed.
 	Done   int `json:"done"`
 	Failed int `json:"failed"`
+	// Released counts the reboots in StepReleased (never started, the
+	// plan ended while they were held).
+	Released int `json:"released,omitempty"`
 	// Failures counts the reboots with canceled_at set (failed, or failing
 	// while their job is cancelled or the shard unfrozen): what the failure
 	// budget is checked against.
@@ -56,13 +59,13 @@ func IndexOf(p Plan) Index {
 		}
 	}
 	t := tally(p.Reboots)
-	ix.Done, ix.Failed, ix.Failures, ix.DoneTime, ix.DoneTimed, ix.DoneMax = t.done, t.failed, t.failures, t.doneTime, t.doneTimed, t.doneMax
+	ix.Done, ix.Failed, ix.Released, ix.Failures, ix.DoneTime, ix.DoneTimed, ix.DoneMax = t.done, t.failed, t.released, t.failures, t.doneTime, t.doneTimed, t.doneMax
 	return ix
 }
 
 // counts are one set of reboots' contributions to an Index.
 type counts struct {
-	done, failed, failures, doneTimed int
+	done, failed, released, failures, doneTimed int
 	doneTime, doneMax                 time.Duration
 }
 
@@ -79,6 +82,8 @@ func tally(rs []Reboot) counts {
 			}
 		case StepFailed:
 			c.failed++
+		case StepReleased:
+			c.released++
 		}
 		if r.CanceledAt != nil {
 			c.failures++
@@ -162,7 +167,7 @@ func (v View) SummaryAt(now time.Time) Summary {
 func (v View) Summary() Summary {
 	ix := v.Index
 	s := Summary{Total: ix.Total, Done: ix.Done, Failed: ix.Failed, InFlight: len(ix.InFlight),
-		Left: ix.Total - ix.Started, Waiting: v.Waiting, State: v.State}
+		Left: ix.Total - ix.Started + ix.Released, Waiting: v.Waiting, State: v.State}
 	if ix.DoneTimed > 0 && v.State == StateRunning {
 		mean := ix.DoneTime / time.Duration(ix.DoneTimed)
 		s.ETA = time.Duration(float64(mean) * (float64(s.Left) + float64(s.InFlight)/2) / float64(max(v.Concurrency, 1)))
@@ -175,7 +180,7 @@ func (v View) Summary() Summary {
 // with the index (started ones before Started, pending ones after).
 func (v View) check() error {
 	ix := v.Index
-	if ix.Total < 0 || ix.Started < 0 || ix.Started > ix.Total || ix.Core > ix.Total || ix.Done+ix.Failed+len(ix.InFlight) != ix.Started {
+	if ix.Total < 0 || ix.Started < 0 || ix.Started > ix.Total || ix.Core > ix.Total || ix.Done+ix.Failed+ix.Released+len(ix.InFlight) != ix.Started {
 		return fmt.Errorf("plan %s: inconsistent index %+v", v.UUID, summaryOf(ix))
 	}
 	if v.Pos != nil && len(v.Pos) != len(v.Reboots) || v.Pos == nil && len(v.Reboots) != ix.Total {
@@ -278,7 +283,7 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	w := v
 	w.Plan = v.Plan.Clone()
 	w.Index.InFlight = slices.Clone(v.Index.InFlight)
-	ps := &pass{c: c, q: &w.Plan, obs: obs, now: now, done: v.Index.Done, longest: v.Index.DoneMax}
+	ps := &pass{c: c, q: &w.Plan, obs: obs, now: now, done: v.Index.Done, longest: v.Index.DoneMax, failures: v.Index.Failures}
 	before := tally(v.Reboots)
 	w.Waiting, w.WaitingOutput = "", ""
 	others, unknown := offlineOthers(v, obs)
@@ -326,7 +331,7 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 		ours, coreBusy := 0, false
 		for _, r := range w.Reboots {
 			if r.Step.InFlight() {
-				ours++
+				ours += b2i(Offline(r, obs))
 				coreBusy = coreBusy || r.Core
 			}
 		}
@@ -355,13 +360,13 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 				}
 				break
 			}
-			if msg := ps.dom.full(r, self); msg != "" {
-				w.Waiting = msg
-				break
-			}
+			// A reboot whose failure domain is full is held in
+			// wait_headnode (its server is not offline because of it),
+			// and the next one is tried: a domain limit holds only its
+			// own domain.
 			ps.enter(r, StepWaitHead)
-			ours++
 			ps.advance(i)
+			ours += b2i(Offline(*r, obs) && r.Step.InFlight())
 			if r.Core {
 				break // one core server at a time
 			}
@@ -371,6 +376,7 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	ix := &w.Index
 	ix.Done += after.done - before.done
 	ix.Failed += after.failed - before.failed
+	ix.Released += after.released - before.released
 	ix.Failures += after.failures - before.failures
 	ix.DoneTime += after.doneTime - before.doneTime
 	ix.DoneTimed += after.doneTimed - before.doneTimed
@@ -405,7 +411,7 @@ func settle(q *Plan, ix Index) {
 	if q.State != StateRunning && q.State != StateStopped {
 		return
 	}
-	if ix.Done+ix.Failed < ix.Total {
+	if ix.Done+ix.Failed+ix.Released < ix.Total {
 		return
 	}
 	if ix.Failures > 0 {
