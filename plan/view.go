@@ -66,7 +66,7 @@ func IndexOf(p Plan) Index {
 // counts are one set of reboots' contributions to an Index.
 type counts struct {
 	done, failed, released, failures, doneTimed int
-	doneTime, doneMax                 time.Duration
+	doneTime, doneMax                           time.Duration
 }
 
 func tally(rs []Reboot) counts {
