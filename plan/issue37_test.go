@@ -185,3 +185,147 @@ func TestRegression40NoHeadnodeNoWait(t *testing.T) {
 		}
 	}
 }
+
+// doneAt returns a plan whose first n reboots are done, each having taken
+// took[i] from job creation, the rest pending, at now.
+func doneAt(t *testing.T, o plan.CreateOptions, total int, took []time.Duration, now time.Time) plan.Plan {
+	p, _, err := plan.Create(servers(0, total), o)
+	require.NoError(t, err)
+	p.State = plan.StateRunning
+	for i, d := range took {
+		r := &p.Reboots[i]
+		start, end := now.Add(-d-time.Hour), now.Add(-time.Hour)
+		r.Step, r.JobUUID = plan.StepDone, plan.JobUUID(p, r.ServerUUID)
+		r.StartedAt, r.OperationalAt, r.StepSince = &start, &end, &end
+	}
+	return p
+}
+
+func upObs(p plan.Plan) plan.Observations {
+	obs := plan.Observations{Servers: map[string]plan.ServerObs{}, HeadnodeServicesUp: true}
+	for _, r := range p.Reboots {
+		obs.Servers[r.ServerUUID] = plan.ServerObs{ServicesUp: true}
+	}
+	return obs
+}
+
+// Point 10: one slow reboot (2 h) among ten of 10 minutes made the longest
+// reboot the need of every reboot: no 1-hour window ever fitted again, and
+// the operator's expect (30 min) could not lower it. The need is now the
+// 90th percentile with the longest left out, or the operator's expect
+// when given, and the waiting message names which.
+func TestRegression37RobustRebootEstimate(t *testing.T) {
+	now := time.Date(2026, 1, 5, 22, 0, 0, 0, time.UTC) // a daily 22:00-23:00 window opens
+	took := []time.Duration{2 * time.Hour}
+	for i := 0; i < 10; i++ {
+		took = append(took, 10*time.Minute)
+	}
+	for _, expect := range []time.Duration{0, 30 * time.Minute} {
+		o := opts()
+		o.Windows = &plan.Windows{Weekly: []string{"daily 22:00-23:00"}, Expect: expect}
+		p := doneAt(t, o, 14, took, now)
+		q, acts := plan.Next(p, upObs(p), now)
+		require.Len(t, acts, 2, "expect %s: %s", expect, q.Waiting)
+		// 50 minutes into the window, nothing fits any more: the message
+		// names the estimate.
+		q, acts = plan.Next(p, upObs(p), now.Add(50*time.Minute))
+		assert.Empty(t, acts)
+		if expect > 0 {
+			assert.Contains(t, q.Waiting, "windows expect 30m0s", q.Waiting)
+		} else {
+			assert.Contains(t, q.Waiting, "the 90th percentile of 11 reboot(s) done", q.Waiting)
+		}
+	}
+}
+
+// Point 12: the fit measured reboots from the job's start but decided at
+// its creation, so a job that queued for 20 minutes "fitted" and ended
+// after the window closed. Reboots are now measured from the job's
+// creation: the queue counts.
+func TestRegression37WindowFitCountsQueue(t *testing.T) {
+	start := time.Date(2026, 1, 5, 22, 0, 0, 0, time.UTC)
+	fs := fleetServers(0, 4, 10*time.Minute)
+	for i := range fs {
+		fs[i].Queue = 20 * time.Minute // about 31 min from creation, 11 from start
+	}
+	o := opts()
+	o.Concurrency = plan.Count(1)
+	o.Windows = &plan.Windows{Weekly: []string{"daily 22:00-23:00"}}
+	w := newWorldAt(t, start, fs, o)
+	for w.clk.Now().Before(start.Add(2 * time.Hour)) {
+		w.pass()
+		w.clk.Advance(30 * time.Second)
+	}
+	reboots := w.fleet.Starts()
+	require.NotEmpty(t, reboots)
+	for _, st := range reboots {
+		_, closes, err := o.Windows.Open(st.At)
+		require.NoError(t, err)
+		end := st.At.Add(fs[0].RebootTime())
+		assert.False(t, end.After(closes) && !st.At.Equal(start), "a reboot created at %s ends at %s, after the window closed at %s", st.At, end, closes)
+	}
+}
+
+// Point 12: with windows that never stay open as long as one reboot takes
+// (1-hour windows, an expect of 2 hours) the ETA was a finite 191 hours
+// and the waiting message read "outside the maintenance windows until no
+// window of at least 2h0m in the next 400 days". The summary now says
+// never, and the message says what to do.
+func TestRegression37NeverFits(t *testing.T) {
+	now := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	o := opts()
+	o.Windows = &plan.Windows{Weekly: []string{"daily 22:00-23:00"}, Expect: 2 * time.Hour}
+	p := doneAt(t, o, 20, []time.Duration{time.Hour}, now)
+	q, acts := plan.Next(p, upObs(p), now)
+	assert.Empty(t, acts)
+	assert.NotContains(t, q.Waiting, "until no window")
+	assert.Contains(t, q.Waiting, "no maintenance window is open for 2h0m0s")
+	assert.Contains(t, q.Waiting, "lengthen the windows or set windows expect")
+	s := plan.Summarize(q, now)
+	assert.Zero(t, s.ETA)
+	assert.Contains(t, s.Line(10), "ETA never")
+	v := plan.FullView(q)
+	assert.Contains(t, v.SummaryAt(now).Line(10), "ETA never")
+}
+
+// Point 12: with a canary ramp of 1 then 3, the headnode's reboot (core,
+// rebooted one at a time anyway) used to spend the first canary stage:
+// the first non-core reboots then started three at once. The ramp counts
+// only the reboots that are not core.
+func TestRegression37RampNotSpentOnHeadnode(t *testing.T) {
+	fs := fleetServers(1, 6, time.Minute)
+	o := opts()
+	o.Concurrency = plan.Count(3)
+	o.Ramp = []plan.Limit{plan.Count(1), plan.Count(3)}
+	w := newWorld(t, fs, "", o)
+	w.runUntilDone(30*time.Second, 500)
+	starts := w.fleet.Starts()
+	require.Len(t, starts, 7)
+	// The first start after the headnode's is the canary: alone.
+	canary := starts[1]
+	for _, st := range starts[2:] {
+		assert.False(t, st.At.Equal(canary.At), "%s started with the canary %s", st.Server, canary.Server)
+		for _, id := range st.Offline {
+			assert.NotEqual(t, canary.Server, id, "%s started while the canary %s was still rebooting", st.Server, canary.Server)
+		}
+	}
+}
+
+// Point 12: a held pass computed the next window over 400 days every
+// pass; the answer is cached, so a held plan's pass does not grow with
+// the search horizon.
+func BenchmarkHeldPassNextWindow(b *testing.B) {
+	now := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	o := opts()
+	o.Windows = &plan.Windows{Weekly: []string{"daily 22:00-23:00"}, Expect: 2 * time.Hour}
+	p, _, err := plan.Create(servers(0, 20), o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.State = plan.StateRunning
+	obs := upObs(p)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		plan.Next(p, obs, now.Add(time.Duration(i)*time.Second))
+	}
+}

@@ -225,10 +225,11 @@ type pass struct {
 	// domain (nil without domain limits).
 	offline int
 	dom     *domainCount
-	// done counts the reboots of the whole plan done (the ramp's stage);
-	// longest is the longest of them (the maintenance windows' fit).
-	done    int
-	longest time.Duration
+	// done counts the reboots of the whole plan done but core ones (the
+	// ramp's stage); hist counts them all by duration (the maintenance
+	// windows' fit, Need).
+	done int
+	hist Hist
 	// hold says why no reboot may start now, whatever the server (a
 	// closed window, a failing blocking condition), "" if none;
 	// holdOutput is the condition's output.
@@ -249,9 +250,9 @@ func (ps *pass) enter(r *Reboot, s Step) {
 		ps.dom.add(r, b2i(is)-b2i(was))
 	}
 	if s == StepDone {
-		ps.done++
-		if r.StartedAt != nil && r.OperationalAt != nil {
-			ps.longest = max(ps.longest, r.OperationalAt.Sub(*r.StartedAt))
+		ps.done += b2i(!r.Core)
+		if d, ok := took(*r); ok {
+			ps.hist = ps.hist.add(d, 1)
 		}
 	}
 }
@@ -280,43 +281,49 @@ func rampLeft(ramp []int, done int) int {
 	return 0
 }
 
-// setHold decides whether the plan is held, whatever the server: outside
-// its maintenance windows (or too close to a window's end for its longest
-// reboot), or by a blocking condition that failed, is missing or stale.
+// windowHold says why the maintenance windows hold the plan now ("" if
+// they do not): closed, or closing too soon for a reboot of the length
+// Need gives, or never open long enough.
+func (ps *pass) windowHold() string {
+	w, now := ps.q.Windows, ps.now
+	if w.Empty() {
+		return ""
+	}
+	need, why := Need(w, ps.hist)
+	loc, err := w.Location()
+	if err != nil {
+		return "waiting: the maintenance windows cannot be read: " + err.Error()
+	}
+	at := func(t time.Time) string { return t.In(loc).Format("Mon 2006-01-02 15:04 MST") }
+	open, closes, err := w.Open(now)
+	if err != nil {
+		return "waiting: the maintenance windows cannot be read: " + err.Error()
+	}
+	if open && !now.Add(need).After(closes) {
+		return ""
+	}
+	next, ok, err := nextOpen(w, now, need)
+	switch {
+	case err != nil:
+		return "waiting: the maintenance windows cannot be read: " + err.Error()
+	case !ok:
+		return fmt.Sprintf("waiting: no maintenance window is open for %s (%s) in the next 400 days: no reboot can start; lengthen the windows or set windows expect",
+			need.Round(time.Second), why)
+	case !open:
+		return "waiting: outside the maintenance windows until " + at(next)
+	}
+	return fmt.Sprintf("waiting: the maintenance window closes at %s, too soon for a reboot of %s (%s); next window: %s",
+		at(closes), need.Round(time.Second), why, at(next))
+}
+
+// setHold decides whether the plan is held, whatever the server: by the
+// maintenance windows (windowHold), or by a blocking condition that
+// failed, is missing or stale.
 func (ps *pass) setHold() {
 	q, now := ps.q, ps.now
-	ps.hold, ps.holdOutput = "", ""
-	if w := q.Windows; !w.Empty() {
-		need := max(w.Expect, ps.longest)
-		loc, err := w.Location()
-		if err != nil {
-			ps.hold = "waiting: the maintenance windows cannot be read: " + err.Error()
-			return
-		}
-		at := func(t time.Time) string { return t.In(loc).Format("Mon 2006-01-02 15:04 MST") }
-		next := func() string {
-			t, ok, err := w.NextOpen(now, need)
-			switch {
-			case err != nil:
-				return "never (" + err.Error() + ")"
-			case !ok:
-				return fmt.Sprintf("no window of at least %s in the next 400 days", need.Round(time.Minute))
-			}
-			return at(t)
-		}
-		open, closes, err := w.Open(now)
-		switch {
-		case err != nil:
-			ps.hold = "waiting: the maintenance windows cannot be read: " + err.Error()
-			return
-		case !open:
-			ps.hold = "waiting: outside the maintenance windows until " + next()
-			return
-		case now.Add(need).After(closes):
-			ps.hold = fmt.Sprintf("waiting: the maintenance window closes at %s, too soon for a reboot of %s (the longest so far); next window: %s",
-				at(closes), need.Round(time.Second), next())
-			return
-		}
+	ps.hold, ps.holdOutput = ps.windowHold(), ""
+	if ps.hold != "" {
+		return
 	}
 	for _, c := range q.Conditions {
 		res, ok := ps.obs.Conditions[c.Name]
@@ -417,7 +424,7 @@ func (ps *pass) advance(i int) {
 	}
 	createJob := func() {
 		enter(StepJob) // (before the job UUID: held until now, not offline)
-		r.JobUUID = JobUUID(*q, r.ServerUUID)
+		r.JobUUID, r.JobCreatedAt = JobUUID(*q, r.ServerUUID), tp(now)
 		if !q.DryRun {
 			ps.acts = append(ps.acts, c.createJob(q, r))
 		}
@@ -547,7 +554,7 @@ func (ps *pass) advance(i int) {
 					enter(StepWaitHead)
 					continue
 				}
-				r.StepSince = tp(now) // the JobTimeout runs from the job's (re)creation
+				r.StepSince, r.JobCreatedAt = tp(now), tp(now) // the JobTimeout runs from the job's (re)creation
 				ps.acts = append(ps.acts, c.createJob(q, r))
 				wait("waiting: reboot job of " + r.ServerHostname + " asked for again (the fleet does not show it)")
 			case j.Started && !j.Drained && r.DrainSince != nil && now.Sub(*r.DrainSince) >= c.DrainTimeout:

@@ -102,6 +102,10 @@ type Reboot struct {
 	// DrainSince is when the executor first saw the job started (its own
 	// clock: the drain timeout never compares two clocks).
 	DrainSince *time.Time `json:"drain_since,omitempty"`
+	// JobCreatedAt is when its reboot job was (last) asked for: the
+	// maintenance windows' fit measures reboots from there (the queue
+	// counts).
+	JobCreatedAt *time.Time `json:"job_created_at,omitempty"`
 	// Phases are when the reboot's job reached each phase, as the fleet
 	// reported them (JobObs.Phases); for reports only, no decision reads
 	// them.
@@ -308,7 +312,7 @@ func (p Plan) Clone() Plan {
 
 // clone returns a deep copy of r.
 func (r Reboot) clone() Reboot {
-	for _, t := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince} {
+	for _, t := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince, &r.JobCreatedAt} {
 		if *t != nil {
 			v := **t
 			*t = &v

@@ -35,13 +35,20 @@ type Index struct {
 	Failures int `json:"failures"`
 	// InFlight are the positions of the reboots in flight, ascending.
 	InFlight []int `json:"in_flight,omitempty"`
-	// DoneTime is the sum of (operational - started) over the DoneTimed
+	// DoneTime is the sum of how long they took (job created, or started
+	// for older plans, to operational) over the DoneTimed
 	// done reboots that have both times: the ETA's mean.
 	DoneTime  time.Duration `json:"done_time,omitempty"`
 	DoneTimed int           `json:"done_timed,omitempty"`
 	// DoneMax is the longest of them: how long a reboot may plausibly
 	// take, for the maintenance windows.
 	DoneMax time.Duration `json:"done_max,omitempty"`
+	// DoneHist counts them by duration: the maintenance windows' robust
+	// estimate (Need).
+	DoneHist Hist `json:"done_hist,omitempty"`
+	// CoreDone counts the core reboots done: the canary ramp counts only
+	// the others (its first stage is never spent on the headnode).
+	CoreDone int `json:"core_done,omitempty"`
 }
 
 // IndexOf computes the index of a whole plan, in O(servers).
@@ -60,13 +67,15 @@ func IndexOf(p Plan) Index {
 	}
 	t := tally(p.Reboots)
 	ix.Done, ix.Failed, ix.Released, ix.Failures, ix.DoneTime, ix.DoneTimed, ix.DoneMax = t.done, t.failed, t.released, t.failures, t.doneTime, t.doneTimed, t.doneMax
+	ix.DoneHist, ix.CoreDone = t.hist, t.coreDone
 	return ix
 }
 
 // counts are one set of reboots' contributions to an Index.
 type counts struct {
-	done, failed, released, failures, doneTimed int
-	doneTime, doneMax                           time.Duration
+	done, failed, released, failures, doneTimed, coreDone int
+	doneTime, doneMax                                     time.Duration
+	hist                                                  Hist
 }
 
 func tally(rs []Reboot) counts {
@@ -75,10 +84,12 @@ func tally(rs []Reboot) counts {
 		switch r.Step {
 		case StepDone:
 			c.done++
-			if r.StartedAt != nil && r.OperationalAt != nil {
-				c.doneTime += r.OperationalAt.Sub(*r.StartedAt)
+			c.coreDone += b2i(r.Core)
+			if d, ok := took(r); ok {
+				c.doneTime += d
 				c.doneTimed++
-				c.doneMax = max(c.doneMax, r.OperationalAt.Sub(*r.StartedAt))
+				c.doneMax = max(c.doneMax, d)
+				c.hist = c.hist.add(d, 1)
 			}
 		case StepFailed:
 			c.failed++
@@ -133,6 +144,7 @@ func sameReboot(a, b Reboot) bool {
 		sameTime(a.StartedAt, b.StartedAt) && sameTime(a.FinishedAt, b.FinishedAt) && sameTime(a.OperationalAt, b.OperationalAt) &&
 		sameTime(a.CanceledAt, b.CanceledAt) && a.Core == b.Core && a.Step == b.Step && sameTime(a.StepSince, b.StepSince) &&
 		a.Frozen == b.Frozen && a.Error == b.Error && a.JobSeen == b.JobSeen && sameTime(a.DrainSince, b.DrainSince) &&
+		sameTime(a.JobCreatedAt, b.JobCreatedAt) &&
 		samePhases(a.Phases, b.Phases) &&
 		maps.Equal(a.Labels, b.Labels)
 }
@@ -158,7 +170,7 @@ func (v View) Unfinished() bool { return !v.State.Finished() || len(v.Index.InFl
 // SummaryAt is Summary with the ETA counting only the time the
 // maintenance windows are open from now on.
 func (v View) SummaryAt(now time.Time) Summary {
-	return v.Summary().inWindows(v.Windows, now)
+	return v.Summary().inWindows(v.Windows, v.Index.DoneHist, now)
 }
 
 // Summary is the plan's progress, from the index (no reboot is read). Its
@@ -283,7 +295,8 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	w := v
 	w.Plan = v.Plan.Clone()
 	w.Index.InFlight = slices.Clone(v.Index.InFlight)
-	ps := &pass{c: c, q: &w.Plan, obs: obs, now: now, done: v.Index.Done, longest: v.Index.DoneMax, failures: v.Index.Failures}
+	w.Index.DoneHist = v.Index.DoneHist.clone()
+	ps := &pass{c: c, q: &w.Plan, obs: obs, now: now, done: v.Index.Done - v.Index.CoreDone, hist: v.Index.DoneHist.clone(), failures: v.Index.Failures}
 	before := tally(v.Reboots)
 	w.Waiting, w.WaitingOutput = "", ""
 	others, unknown := offlineOthers(v, obs)
@@ -381,6 +394,13 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	ix.DoneTime += after.doneTime - before.doneTime
 	ix.DoneTimed += after.doneTimed - before.doneTimed
 	ix.DoneMax = max(ix.DoneMax, after.doneMax)
+	ix.CoreDone += after.coreDone - before.coreDone
+	for k, n := range after.hist {
+		ix.DoneHist = ix.DoneHist.addKey(k, n)
+	}
+	for k, n := range before.hist {
+		ix.DoneHist = ix.DoneHist.addKey(k, -n)
+	}
 	loaded := v.positions()
 	fly := ix.InFlight[:0:0]
 	for _, p := range v.Index.InFlight {
