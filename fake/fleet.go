@@ -941,3 +941,11 @@ func (f *Fleet) FrozenWithoutJob() time.Duration {
 	}
 	return d
 }
+
+// ShardIdle reports whether the database shard is frozen now and no job
+// on its primary was created since it was frozen (ground truth).
+func (f *Fleet) ShardIdle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.frozen && !f.jobSinceFreeze
+}

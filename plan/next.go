@@ -543,18 +543,23 @@ func (ps *pass) advance(i int) {
 				r.FinishedAt = tp(now)
 				enter(StepServices)
 				continue
-			case !j.Exists && !created:
+			case !j.Exists && !created && !mayCreate():
 				// Never seen: lost before it was created (an executor
 				// killed between save and act, a CreateJob error or
-				// refusal). It has not started, so it is no failure and
-				// its JobTimeout does not run: ask again (same UUID, no
-				// second job) while the limits hold, else hold it as a
-				// reboot that has not started.
-				if !mayCreate() {
-					enter(StepWaitHead)
-					continue
-				}
-				r.StepSince, r.JobCreatedAt = tp(now), tp(now) // the JobTimeout runs from the job's (re)creation
+				// refusal) and held now. It has not started, so it is no
+				// failure and its JobTimeout does not run while it is
+				// held: it waits as a reboot that has not started, and
+				// is created again (same UUID) when the limits allow.
+				enter(StepWaitHead)
+				continue
+			case !j.Exists && !created && (since() < c.JobTimeout || r.JobCreatedAt == nil || !r.JobCreatedAt.After(*r.StepSince)):
+				// Never seen, and the limits hold: ask again (same UUID,
+				// no second job). A job asked for again and still not
+				// shown JobTimeout after the first ask (a fleet that
+				// collected it before it was seen, or keeps refusing it)
+				// times out below; one asked for once only (the executor
+				// was away meanwhile) is asked for again first.
+				r.JobCreatedAt = tp(now)
 				ps.acts = append(ps.acts, c.createJob(q, r))
 				wait("waiting: reboot job of " + r.ServerHostname + " asked for again (the fleet does not show it)")
 			case j.Started && !j.Drained && r.DrainSince != nil && now.Sub(*r.DrainSince) >= c.DrainTimeout:
