@@ -1,13 +1,16 @@
 package plan_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
 	"github.com/rebootkit/rebootkit/plan"
 )
 
@@ -328,4 +331,56 @@ func BenchmarkHeldPassNextWindow(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		plan.Next(p, obs, now.Add(time.Duration(i)*time.Second))
 	}
+}
+
+// TestDomainLimitLiveness (rapid): racks under a per-rack limit, and one
+// server down for other reasons for good, its fault kept on throughout,
+// with executors killed between save and act and restarted. Every rack
+// without a server down is rebooted in full (ground truth: each of its
+// servers rebooted once and done), whatever the order of the plan: a
+// domain limit never stalls another domain; the held rack's reboots say
+// what they wait for.
+func TestDomainLimitLiveness(t *testing.T) {
+	rapidcheck.Check(t, func(t *rapid.T) {
+		nRacks := rapid.IntRange(2, 4).Draw(t, "racks")
+		per := rapid.IntRange(1, 4).Draw(t, "perRack")
+		fs := racks(nRacks, per, time.Duration(rapid.IntRange(1, 5).Draw(t, "boot"))*time.Minute)
+		down := rapid.IntRange(0, len(fs)-1).Draw(t, "down")
+		o := opts()
+		o.Concurrency = plan.Count(rapid.IntRange(2, 4).Draw(t, "concurrency"))
+		o.FailureBudget = plan.Count(len(fs))
+		o.DomainLimits = []plan.DomainLimit{{Label: "rack", Max: rapid.IntRange(1, 2).Draw(t, "perRackLimit")}}
+		onViews = rapid.Bool().Draw(t, "views")
+		defer func() { onViews = false }()
+		w := newWorld(t, fs, "", o)
+		w.fleet.SetDown(fs[down].UUID, true)
+		ff := &flakyFleet{Fleet: w.fleet}
+		var p plan.Plan
+		for i := 0; i < 150; i++ {
+			switch rapid.IntRange(0, 9).Draw(t, "fault") {
+			case 0:
+				ff.failNext = true
+			case 1:
+				w.exec = w.newExec()
+			}
+			w.exec.Fleet = ff
+			_, _ = w.exec.Pass(w.ctx, w.uuid)
+			p, _ = w.store.Get(w.ctx, w.uuid)
+			w.clk.Advance(time.Minute)
+		}
+		held := fs[down].Labels["rack"]
+		reboots := w.fleet.Reboots()
+		for _, r := range p.Reboots {
+			if r.Labels["rack"] == held {
+				continue
+			}
+			if r.Step != plan.StepDone || reboots[r.ServerUUID] != 1 {
+				t.Fatalf("%s in %s (no server down there) is %s, rebooted %d times; %s is down:\n%s",
+					r.ServerHostname, r.Labels["rack"], r.Step, reboots[r.ServerUUID], held, plan.Table(p))
+			}
+		}
+		if p.Unfinished() && !strings.Contains(p.Waiting, "rack "+held) {
+			t.Fatalf("the plan waits without naming rack %s: %q\n%s", held, p.Waiting, plan.Table(p))
+		}
+	})
 }

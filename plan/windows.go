@@ -32,11 +32,12 @@ type Windows struct {
 	Weekly []string `json:"weekly,omitempty"`
 	// Ranges are absolute windows, [Start, End).
 	Ranges []Range `json:"ranges,omitempty"`
-	// Expect is how long a reboot is expected to take at least (job
-	// created to services up). A reboot starts only if the window stays
-	// open for the longest of Expect and the longest reboot of the plan
-	// done so far (Index.DoneMax). 0: until one is done, a reboot may
-	// start until the window closes.
+	// Expect is how long a reboot is expected to take (job created to
+	// services up), the operator's word: when set, a reboot starts only if
+	// the window stays open that long, whatever the reboots done took. 0:
+	// the plan's own estimate (Need: the 90th percentile of the reboots
+	// done, the longest left out); until one is done, a reboot may start
+	// until the window closes.
 	Expect time.Duration `json:"expect,omitempty"`
 }
 
