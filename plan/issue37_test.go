@@ -384,3 +384,26 @@ func TestDomainLimitLiveness(t *testing.T) {
 		}
 	})
 }
+
+// Issue 40 point 1: Waiting always names what a reboot waits for. A
+// reboot parked in wait_headnode because the headnode's services never
+// came back had an empty Waiting (the plan looked idle for an hour).
+func TestRegression40WaitingNamesHeadnode(t *testing.T) {
+	fs := fleetServers(1, 2, time.Minute)
+	fs[0].NeverUp = true
+	o := opts()
+	o.FailureBudget = plan.Count(2)
+	w := newWorld(t, fs, "", o)
+	named := false
+	for i := 0; i < 120; i++ {
+		p := w.pass()
+		for _, r := range p.Reboots {
+			if r.Step == plan.StepWaitHead {
+				require.Contains(t, p.Waiting, "headnode", plan.Table(p))
+				named = true
+			}
+		}
+		w.clk.Advance(time.Minute)
+	}
+	assert.True(t, named, "no reboot waited for the headnode")
+}
