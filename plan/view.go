@@ -297,6 +297,9 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	w.Index.InFlight = slices.Clone(v.Index.InFlight)
 	w.Index.DoneHist = v.Index.DoneHist.clone()
 	ps := &pass{c: c, q: &w.Plan, obs: obs, now: now, done: v.Index.Done - v.Index.CoreDone, hist: v.Index.DoneHist.clone(), failures: v.Index.Failures}
+	if len(ps.hist) == 0 && v.Index.DoneMax > 0 {
+		ps.hist = ps.hist.add(v.Index.DoneMax, 1) // an index written before DoneHist: its longest reboot
+	}
 	before := tally(v.Reboots)
 	w.Waiting, w.WaitingOutput = "", ""
 	others, unknown := offlineOthers(v, obs)
