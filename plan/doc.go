@@ -48,7 +48,7 @@
 //     window closing, a condition failing, the limits, a stop) unfreezes
 //     it and freezes again when its job can start. Plan.Waiting names what
 //     a reboot waits for.
-//  5. Held reboots: a reboot that left pending but whose job is not
+//  4. Held reboots: a reboot that left pending but whose job is not
 //     created (or was lost before the fleet showed it: an executor killed
 //     between save and act, a CreateJob error) has not started: its
 //     JobTimeout does not run while it is held, and it is never counted
@@ -56,7 +56,7 @@
 //     failure budget spent) no job is created; a stopped plan's held
 //     reboots wait for Run, a canceled or ended plan's are released
 //     (StepReleased: not started, no failure) and the plan finishes.
-//  6. A failed step gives the server canceled_at and an error. A job that
+//  5. A failed step gives the server canceled_at and an error. A job that
 //     timed out is cancelled through the fleet (Fleet.CancelJob) and the
 //     server counts as offline until the fleet says the job ended: a job
 //     may still reboot its server after the plan gave up on it. Failures
