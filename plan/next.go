@@ -356,6 +356,18 @@ func (ps *pass) stopped() string {
 	return ""
 }
 
+// mayStart reports whether advancing r may create its job: it waits for
+// the headnode, the shard or the limits, or its job was never shown.
+func mayStart(r Reboot, obs Observations) bool {
+	switch r.Step {
+	case StepWaitHead, StepFreeze:
+		return true
+	case StepJob:
+		return !r.JobSeen && !obs.Jobs[r.JobUUID].Exists
+	}
+	return false
+}
+
 // ended reports whether no job of the plan will ever be created again:
 // it is canceled or ended, or over its failure budget (it ends as failed
 // in this pass).

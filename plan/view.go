@@ -336,9 +336,14 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 		}
 	}
 	ps.setHold()
-	for i := range w.Reboots {
-		if w.Reboots[i].Step.InFlight() {
-			ps.advance(i)
+	// Reboots whose job the fleet shows (or showed) first, then those
+	// that may create one: the failures of the first decide whether the
+	// failure budget is spent before any job is created in this pass.
+	for _, mayCreate := range []bool{false, true} {
+		for i := range w.Reboots {
+			if r := w.Reboots[i]; r.Step.InFlight() && mayStart(r, obs) == mayCreate {
+				ps.advance(i)
+			}
 		}
 	}
 	ps.setHold() // reboots done in this pass may have made the longest longer
