@@ -508,11 +508,13 @@ func (f *Fleet) Sync(_ context.Context, tracked func(j JobRecord) (known, live b
 	return nil
 }
 
-// FreezeShard and UnfreezeShard: an inventory fleet has no shard.
-func (f *Fleet) FreezeShard(context.Context) error { return nil }
-
-// UnfreezeShard: see FreezeShard.
-func (f *Fleet) UnfreezeShard(context.Context) error { return nil }
+// HasHeadnode implements plan.HeadnodeFleet: the inventory lists a
+// headnode. (An inventory fleet has no database shard: it is no
+// plan.ShardFleet.)
+func (f *Fleet) HasHeadnode() bool {
+	_, ok := f.headnode()
+	return ok
+}
 
 func (f *Fleet) infof(msg string, args ...any) {
 	if f.opts.Logger != nil {
