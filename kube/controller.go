@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/rebootkit/rebootkit/reboot"
@@ -76,6 +77,17 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if errors.Is(err, reboot.ErrConflict) {
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil // someone wrote in between: decide again
 	}
+	if errors.Is(err, ErrBMCChanged) {
+		// Nothing was sent to the new BMC; restoring spec.bmc (a change of
+		// the host) brings the next pass.
+		if c.Recorder != nil && c.Client != nil {
+			var bmh metal3.BareMetalHost
+			if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
+				c.Recorder.Eventf(&bmh, nil, "Warning", "BMCChanged", "Reboot", "%v", err)
+			}
+		}
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -117,11 +129,20 @@ func (c *RebootController) SetupWithManager(mgr ctrl.Manager) error {
 		// while a thousand hosts are first reconciled goes first.
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(c.MaxConcurrentReconciles, 32)}).
 		For(&metal3.BareMetalHost{}, builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, detachedChanged),
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
 		)).
 		Complete(c)
 }
+
+// detachedChanged passes a status update that makes a host detached or
+// attached (the operator writes status.operationalStatus after the
+// annotation: the host becomes rebootkit's then).
+var detachedChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*metal3.BareMetalHost)
+	n, ok2 := e.ObjectNew.(*metal3.BareMetalHost)
+	return ok1 && ok2 && Detached(o) != Detached(n)
+}}
 
 func hasRebootAnnotation(a map[string]string) bool {
 	for k := range a {

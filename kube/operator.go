@@ -27,8 +27,24 @@ type Ownership struct {
 	// rebootkit's.
 	NoOperator bool
 	// Unmanaged selects hosts the operator does not manage (besides those
-	// it is detached from by metal3.DetachedAnnotation); nil selects none.
+	// it has detached, see Detached); nil selects none. Its labels must be
+	// ones reboot clients cannot write: config/admission denies them every
+	// label change.
 	Unmanaged labels.Selector
+}
+
+// Detached reports whether the baremetal-operator has let go of bmh: the
+// annotation metal3.DetachedAnnotation asks for it, and
+// status.operationalStatus "detached" says the operator did it (it writes
+// that only once Ironic's detach is done, and only in the provisioned,
+// externally provisioned, ready and available states). Either alone is
+// not enough: the annotation before the detach completes (or in a state
+// the operator does not detach in), and the status after the annotation
+// is removed (the operator then re-registers the host and powers it
+// again). See the package doc, "The baremetal-operator's rules".
+func Detached(bmh *metal3.BareMetalHost) bool {
+	_, asked := bmh.Annotations[metal3.DetachedAnnotation]
+	return asked && bmh.Status.OperationalStatus == metal3.OperationalStatusDetached
 }
 
 // Ours reports whether rebootkit powers bmh (and why not, if not).
@@ -36,15 +52,22 @@ func (o Ownership) Ours(bmh *metal3.BareMetalHost) (bool, string) {
 	if o.NoOperator {
 		return true, ""
 	}
-	if _, ok := bmh.Annotations[metal3.DetachedAnnotation]; ok {
+	if Detached(bmh) {
 		return true, ""
 	}
 	if o.Unmanaged != nil && o.Unmanaged.Matches(labels.Set(bmh.Labels)) {
 		return true, ""
 	}
+	if _, asked := bmh.Annotations[metal3.DetachedAnnotation]; asked {
+		return false, fmt.Sprintf("host %s has the annotation %s but the baremetal-operator has not detached it yet "+
+			"(status.operationalStatus %q, provisioning state %q; it detaches only provisioned, externally provisioned, ready "+
+			"and available hosts): the operator still powers it, so rebootkit does not; wait for operationalStatus %q",
+			bmh.Name, metal3.DetachedAnnotation, bmh.Status.OperationalStatus, bmh.Status.Provisioning.State, metal3.OperationalStatusDetached)
+	}
 	return false, fmt.Sprintf("host %s is managed by the baremetal-operator, which powers it and serves its reboot annotations itself; "+
-		"rebootkit powers only hosts the operator does not manage (annotation %s, or a label selector given to rebootkit)",
-		bmh.Name, metal3.DetachedAnnotation)
+		"rebootkit powers only hosts the operator does not manage (detached: annotation %s and status.operationalStatus %q, "+
+		"or a label selector given to rebootkit)",
+		bmh.Name, metal3.DetachedAnnotation, metal3.OperationalStatusDetached)
 }
 
 // OperatorHosts is a remediation.HostStore for hosts the

@@ -141,8 +141,9 @@ func boundTo(secret *corev1.Secret, bmh *metal3.BareMetalHost) bool {
 type Powers struct {
 	// Client reads BareMetalHosts (the manager's cached client is fine).
 	Client client.Reader
-	// Secrets reads the credentials Secrets with get, uncached: the
-	// manager's GetAPIReader(). Required.
+	// Secrets reads with get, uncached, the credentials Secrets, the
+	// host's RebootRecord (its BMC pin) and the reboot-client admission
+	// policy: the manager's GetAPIReader(). Required.
 	Secrets   client.Reader
 	Namespace string
 	// RootCAs verifies Redfish BMCs (nil: the system's pool).
@@ -152,6 +153,13 @@ type Powers struct {
 	// Pool owns the BMC connections; nil: one with the default
 	// power.PoolConfig, made on first use (Close closes it).
 	Pool *power.Pool
+	// PolicyName is the reboot-client admission policy and binding
+	// (default AdmissionPolicyName), and PolicySettle how long before a
+	// reboot became pending they must have existed (default
+	// DefaultPolicySettle) for a BMC changed during that reboot to be
+	// used: see ErrBMCChanged.
+	PolicyName   string
+	PolicySettle time.Duration
 
 	once sync.Once
 }
@@ -188,6 +196,9 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	}
 	if p.Secrets == nil {
 		return nil, errors.New("kube: Powers.Secrets is not set (use the manager's API reader)")
+	}
+	if err := p.checkPin(ctx, &bmh); err != nil {
+		return nil, err
 	}
 	var secret corev1.Secret
 	if err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Spec.BMC.CredentialsName}, &secret); err != nil {

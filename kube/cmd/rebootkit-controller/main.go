@@ -10,6 +10,7 @@
 package main
 
 import (
+	"context"
 	"crypto/x509"
 	"flag"
 	"fmt"
@@ -55,7 +56,8 @@ func run(args []string) int {
 	renewDeadline := fs.Duration("renew-deadline", 10*time.Second, "how long the leader tries to renew its lease")
 	retryPeriod := fs.Duration("retry-period", 2*time.Second, "how often leader election is tried and the lease renewed")
 	operator := fs.Bool("baremetal-operator", true, "a baremetal-operator runs in the cluster: rebootkit powers only hosts it does not manage (detached, or --unmanaged-hosts) and remediates the others through the operator's reboot annotation")
-	unmanaged := fs.String("unmanaged-hosts", "", "label selector of hosts the baremetal-operator does not manage (besides detached ones)")
+	unmanaged := fs.String("unmanaged-hosts", "", "label selector of hosts the baremetal-operator does not manage (besides detached ones); "+
+		"needs the admission policy of config/admission, without which reboot clients could write those labels")
 	workers := fs.Int("concurrent-reconciles", 32, "hosts reconciled at once (a slow BMC holds one)")
 	callTimeout := fs.Duration("bmc-call-timeout", 30*time.Second, "bound on every BMC power call")
 	connectTimeout := fs.Duration("bmc-connect-timeout", 30*time.Second, "bound on every BMC login")
@@ -126,6 +128,16 @@ func run(args []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
+	}
+	if own.Unmanaged != nil && *operator {
+		// The selector's labels must be out of the reboot clients' reach.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := kube.PolicyInForce(ctx, mgr.GetAPIReader(), "", time.Now(), 0)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rebootkit-controller: --unmanaged-hosts: %v: reboot clients could label an operator's host into rebootkit's hands\n", err)
+			return 1
+		}
 	}
 	pool := power.NewPool(power.PoolConfig{CallTimeout: *callTimeout, ConnectTimeout: *connectTimeout})
 	defer pool.Close()
