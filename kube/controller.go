@@ -91,6 +91,17 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if isPowerOffDisabled(res.PowerErr) {
+		// Refused, with an event, and not retried at once: only a change
+		// of the host (or a minute) brings the next pass.
+		if c.Recorder != nil && c.Client != nil {
+			var bmh metal3.BareMetalHost
+			if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
+				c.Recorder.Eventf(&bmh, nil, "Warning", "PowerOffRefused", "Reboot", "%v", res.PowerErr)
+			}
+		}
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
 	if c.Recorder != nil && len(res.Decision.Warnings) > 0 {
 		var bmh metal3.BareMetalHost
 		if c.Client != nil && c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {

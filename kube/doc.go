@@ -68,6 +68,10 @@
 //     (config/admission, AdmissionPolicyName) and its denying binding
 //     have been in force since before the reboot became pending, so that
 //     only an identity with more than the reboot-client role changed it.
+//     A host with spec.disablePowerOff is never powered off (its power-off
+//     fails with ErrPowerOffDisabled and the controller says so with a
+//     PowerOffRefused event): rebootkit has no reset call, so the reboots
+//     of such a host are the baremetal-operator's.
 //   - Ownership, OperatorHosts, OwnedHosts: never two actors on one
 //     host. Next to a baremetal-operator (the default), the
 //     RebootController powers only hosts the operator does not manage

@@ -227,5 +227,9 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 			InsecureSkipVerify: insecure, RootCAs: p.RootCAs}
 		target.Connect = func(ctx context.Context) (power.Controller, error) { return redfish.Connect(ctx, cfg) }
 	}
-	return p.pool().Controller(name, target), nil
+	pc := p.pool().Controller(name, target)
+	if bmh.Spec.DisablePowerOff {
+		return noPowerOff{Controller: pc, host: name}, nil
+	}
+	return pc, nil
 }
