@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -46,9 +48,45 @@ type RebootController struct {
 	ReconcileTimeout time.Duration
 	// Ownership says which hosts are rebootkit's to power: the others
 	// belong to the baremetal-operator and are refused with an event
-	// (RebootRefused), without any power call. The zero value assumes an
-	// operator and takes only detached hosts.
+	// (RebootRefused, once per set of reboot annotations, not on every
+	// change of the host), without any power call. The zero value assumes
+	// an operator and takes only detached hosts.
 	Ownership Ownership
+	// IdlePoll bounds the time between two passes of a host of rebootkit's
+	// (default 60 s, the baremetal-operator's power-state poll): a host
+	// that crashes off, or is powered on or off behind rebootkit's back,
+	// is noticed within it, not at the manager's resync (10 h).
+	IdlePoll time.Duration
+
+	refusedMu sync.Mutex
+	refused   map[string]string // host -> the reboot annotations last refused
+}
+
+// refuseOnce reports whether the refusal of host's reboot annotations ann
+// has not been reported yet (and notes it).
+func (c *RebootController) refuseOnce(host string, ann map[string]string) bool {
+	keys := make([]string, 0, len(ann))
+	for k, v := range ann {
+		if k == reboot.Annotation || strings.HasPrefix(k, reboot.AnnotationPrefix) {
+			keys = append(keys, k+"="+v)
+		}
+	}
+	slices.Sort(keys)
+	sig := strings.Join(keys, "\x00")
+	c.refusedMu.Lock()
+	defer c.refusedMu.Unlock()
+	if c.refused == nil {
+		c.refused = map[string]string{}
+	}
+	if sig == "" {
+		delete(c.refused, host)
+		return false
+	}
+	if c.refused[host] == sig {
+		return false
+	}
+	c.refused[host] = sig
+	return true
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -64,11 +102,12 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		if ours, why := c.Ownership.Ours(&bmh); !ours {
-			if c.Recorder != nil && hasRebootAnnotation(bmh.Annotations) {
+			if c.refuseOnce(req.Name, bmh.Annotations) && c.Recorder != nil {
 				c.Recorder.Eventf(&bmh, nil, "Warning", "RebootRefused", "Reboot", "%s", why)
 			}
 			return ctrl.Result{}, nil
 		}
+		c.refuseOnce(req.Name, nil) // ours now: a later refusal is news
 	}
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
 	if errors.Is(err, reboot.ErrNotFound) {
@@ -114,6 +153,9 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if res.Requeue && (after <= 0 || after > time.Millisecond) {
 		after = time.Millisecond // at once (a failed power call: the next decision acts on it)
 	}
+	if idle := cmp.Or(c.IdlePoll, time.Minute); after <= 0 || after > idle {
+		after = idle // a host's power can change with no change of the object
+	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
@@ -154,12 +196,3 @@ var detachedChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool
 	n, ok2 := e.ObjectNew.(*metal3.BareMetalHost)
 	return ok1 && ok2 && Detached(o) != Detached(n)
 }}
-
-func hasRebootAnnotation(a map[string]string) bool {
-	for k := range a {
-		if k == reboot.Annotation || strings.HasPrefix(k, reboot.AnnotationPrefix) {
-			return true
-		}
-	}
-	return false
-}
