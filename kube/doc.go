@@ -95,7 +95,10 @@
 //     a bounded time, never the namespace.
 //   - cmd/rebootkit-controller: a manager binary running both controllers
 //     (kubeconfig, namespace, leader election on by default with the
-//     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit).
+//     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit),
+//     with liveness (/healthz) and readiness (/readyz: informers synced)
+//     probes. Without the Cluster API CRDs it runs the reboot controller,
+//     says that the remediation waits, and restarts once they are served.
 //
 // Deployment: config/ holds the RebootRecord CRD, the controller's role
 // generated from the +kubebuilder:rbac markers of rbac.go (a Role in the
@@ -104,9 +107,10 @@
 // records, and the marker verb "reboot" on rebootkit.io/rebootclients), the
 // ValidatingAdmissionPolicy under which a holder of that marker may change
 // nothing of a host but the reboot annotations unless it also has the verb
-// "configure" on the host (config/admission), a Deployment and
-// kustomizations (kubectl apply -k config/default); Dockerfile builds the
-// image. scripts/gen-config.sh regenerates what is generated.
+// "configure" on the host (config/admission), a Deployment (two replicas
+// never on one host, probes) with a PodDisruptionBudget, and
+// kustomizations (kubectl apply -k config/default, which sets the image);
+// Dockerfile builds the image. scripts/gen-config.sh regenerates what is generated.
 //
 // # The baremetal-operator's rules
 //

@@ -52,6 +52,7 @@ func run(args []string) int {
 	staleReads := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
 	caFile := fs.String("bmc-ca-file", "", "PEM bundle to verify Redfish BMCs with (default: the system's roots)")
 	metrics := fs.String("metrics-bind-address", "0", "metrics endpoint (0: off)")
+	probes := fs.String("health-probe-bind-address", ":8081", "liveness (/healthz) and readiness (/readyz) endpoint (0: off)")
 	leaseDuration := fs.Duration("lease-duration", 15*time.Second, "leader lease duration (power calls stop a third of it before the lease may end)")
 	renewDeadline := fs.Duration("renew-deadline", 10*time.Second, "how long the leader tries to renew its lease")
 	retryPeriod := fs.Duration("retry-period", 2*time.Second, "how often leader election is tried and the lease renewed")
@@ -108,7 +109,7 @@ func run(args []string) int {
 	_ = metal3.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
 	_ = clusterv1.AddToScheme(scheme)
-	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics},
+	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics}, HealthProbeBindAddress: *probes,
 		LeaderElection: *leaderElect, LeaderElectionID: "rebootkit-reboot", LeaderElectionNamespace: *namespace,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}}}
@@ -159,6 +160,25 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
 	}
+	if err := addProbes(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
+		return 1
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if want["remediation"] {
+		if missing := missingCAPI(mgr); missing != "" {
+			// Start what can run: the reboot controller does not need the
+			// Cluster API. The remediation waits; the process restarts
+			// once the CRDs are served, and starts it then.
+			fmt.Fprintf(os.Stderr, "rebootkit-controller: the remediation controller waits for the Cluster API CRDs (%s is not served); "+
+				"the reboot controller runs; the process restarts once they are installed\n", missing)
+			var stop context.CancelFunc
+			ctx, stop = context.WithCancel(ctx)
+			defer stop()
+			go waitCAPI(ctx, mgr, stop)
+			want["remediation"] = false
+		}
+	}
 	if want["remediation"] {
 		rem := kube.NewRemediationReconciler(mgr.GetClient(), *namespace, own, remediation.Config{Timeout: *remTimeout}, remediation.MaxCount(*limit), time.Now)
 		if err := (&kube.RemediationController{Reconciler: rem, Namespace: *namespace}).SetupWithManager(mgr); err != nil {
@@ -166,7 +186,7 @@ func run(args []string) int {
 			return 1
 		}
 	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
 	}
