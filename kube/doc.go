@@ -136,7 +136,11 @@
 //     A host stops being rebootkit's the moment its annotation goes.
 //   - The operator writes status (status.poweredOn, lastUpdated) only when
 //     something changes, and its power reading comes from Ironic's cached
-//     power state (synced about every 60 s).
+//     power state (synced about every 60 s). So OperatorHosts takes
+//     status.poweredOn, whenever written, as a reading up to StaleReads
+//     old (DefaultOperatorStaleReads): a host shown off is fenced once
+//     that long has passed since the request, also when the operator
+//     showed it off before the request and writes nothing new.
 //
 // Tests run against a real API server (envtest with kube-apiserver
 // v1.37.1 and etcd v3.7.3 built from the Go module proxy by

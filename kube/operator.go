@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -70,22 +71,41 @@ func (o Ownership) Ours(bmh *metal3.BareMetalHost) (bool, string) {
 		bmh.Name, metal3.DetachedAnnotation, metal3.OperationalStatusDetached)
 }
 
+// DefaultOperatorStaleReads is how old the baremetal-operator's power
+// reading may be: Ironic syncs a node's power state about every 60 s and
+// the operator polls it about every 60 s, with a margin.
+const DefaultOperatorStaleReads = 3 * time.Minute
+
 // OperatorHosts is a remediation.HostStore for hosts the
 // baremetal-operator powers: the remediation's request is the operator's
 // own phased reboot annotation (remediation.RebootAnnotation, a
 // reboot.metal3.io/{key}), and what it did is read from the host's status
-// as the operator writes it. Fenced: the request is there and the
-// operator's status, written in a later second than the request
-// (status.lastUpdated, seconds), says the host is not powered on.
-// PoweredOn: the request is gone and such a status says it is on. The
-// evidence rests on the operator's status being true when written, and on
-// its clock agreeing with the remediation's (the reboot package's
-// assumption A3).
+// as the operator writes it.
+//
+// status.poweredOn is a power reading, with the reboot package's evidence
+// rules: it may echo the hardware's state up to StaleReads old (Ironic's
+// cached power state, synced periodically, and the operator's poll), so a
+// reading of Off at instant r proves only that the hardware was off at
+// some instant at or after r-StaleReads. Fenced: the request is there and
+// the status, read now, says the host is not powered on, and
+// now-StaleReads is after the request (its second, floored): the host was
+// off after the request. That holds whether the operator wrote the status
+// before or after the request: it writes status only when something
+// changes, so a host it already showed off is fenced too. PoweredOn: the
+// request is gone and a status written in a later second than the request
+// (status.lastUpdated) says it is on. The evidence rests on the operator
+// running (its status is at most StaleReads behind the hardware), and on
+// its clock and Ironic's agreeing with the remediation's (the reboot
+// package's assumption A3).
 type OperatorHosts struct {
 	Client    client.Client
 	Namespace string
 	// HostOf maps a Machine to its host ("" with a nil error: none).
 	HostOf func(ctx context.Context, machine string) (string, error)
+	// Now is the clock (default time.Now); StaleReads the reading's age
+	// bound (default DefaultOperatorStaleReads).
+	Now        func() time.Time
+	StaleReads time.Duration
 }
 
 var _ remediation.HostStore = (*OperatorHosts)(nil)
@@ -114,6 +134,11 @@ func after(t *time.Time, at time.Time) bool {
 
 // Get implements remediation.HostStore.
 func (s *OperatorHosts) Get(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	// The clock is read before the host: the reading is no older than now.
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
 	bmh, err := s.host(ctx, machine)
 	if err != nil {
 		return remediation.Host{}, err
@@ -132,9 +157,11 @@ func (s *OperatorHosts) Get(ctx context.Context, machine string, req remediation
 	} else {
 		out.Power = power.StateOff
 	}
-	if req.Value != "" && after(updated, req.At) {
-		out.Fenced = out.Requested && !bmh.Status.PoweredOn
-		out.PoweredOn = !present && bmh.Status.PoweredOn
+	if req.Value != "" {
+		stale := cmp.Or(s.StaleReads, DefaultOperatorStaleReads)
+		offAfter := now.Add(-stale) // the earliest the Off read now may describe
+		out.Fenced = out.Requested && !bmh.Status.PoweredOn && offAfter.After(req.At.Truncate(time.Second).Add(time.Second))
+		out.PoweredOn = !present && bmh.Status.PoweredOn && after(updated, req.At)
 	}
 	return out, nil
 }

@@ -203,6 +203,7 @@ func TestOneActorPerHost(t *testing.T) {
 	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec}).SetupWithManager(mgr))
 	rem := NewRemediationReconciler(mgr.GetClient(), ns, Ownership{}, remediation.Config{Timeout: time.Minute, PollInterval: 200 * time.Millisecond},
 		remediation.MaxCount(1), time.Now)
+	rem.Hosts.(*OwnedHosts).Operator.StaleReads = time.Second // the stand-in's reading is current
 	fc := &fenceCheck{NodeStore: rem.Nodes, hw: hws["managed"]}
 	rem.Nodes = fc
 	require.NoError(t, (&RemediationController{Name: "remediation-" + ns, Reconciler: rem, Namespace: ns}).SetupWithManager(mgr))
