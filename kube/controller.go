@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/rebootkit/rebootkit/reboot"
@@ -57,6 +60,11 @@ type RebootController struct {
 	// that crashes off, or is powered on or off behind rebootkit's back,
 	// is noticed within it, not at the manager's resync (10 h).
 	IdlePoll time.Duration
+	// Async, if it is what the Reconciler's Power goes through, is told
+	// to reconcile a host when a BMC call that outlived its pass ends
+	// (SetupWithManager sets its Done); a pass whose call is still running
+	// is requeued after a minute at the latest.
+	Async *Async
 
 	refusedMu sync.Mutex
 	refused   map[string]string // host -> the reboot annotations last refused
@@ -130,6 +138,10 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if isInFlight(res.PowerErr) {
+		// The call goes on in the background; its end requeues the host.
+		return ctrl.Result{RequeueAfter: cmp.Or(c.IdlePoll, time.Minute)}, nil
+	}
 	if isPowerOffDisabled(res.PowerErr) {
 		// Refused, with an event, and not retried at once: only a change
 		// of the host (or a minute) brings the next pass.
@@ -175,7 +187,19 @@ func (c *RebootController) SetupWithManager(mgr ctrl.Manager) error {
 			}
 		}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if c.Async != nil {
+		ended := make(chan event.TypedGenericEvent[*metal3.BareMetalHost], 4096)
+		c.Async.Done = func(name string) {
+			select {
+			case ended <- event.TypedGenericEvent[*metal3.BareMetalHost]{Object: &metal3.BareMetalHost{
+				ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}}:
+			default: // full: the requeue after a minute covers it
+			}
+		}
+		b = b.WatchesRawSource(source.Channel(ended, &handler.TypedEnqueueRequestForObject[*metal3.BareMetalHost]{}))
+	}
+	return b.
 		Named(cmp.Or(c.Name, "rebootkit-reboot")).
 		// The priority queue (controller-runtime's default) puts the
 		// initial list's events after changes: a fencing request made

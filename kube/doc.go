@@ -91,8 +91,11 @@
 //     new leader acts.
 //   - RebootController reconciles hosts concurrently
 //     (MaxConcurrentReconciles) with a deadline per pass, and Powers goes
-//     through a power.Pool: a hung or unreachable BMC holds one worker for
-//     a bounded time, never the namespace.
+//     through a power.Pool. With Async (as the binary runs it) every BMC
+//     call, a login included, runs in the background, one per host, and a
+//     pass waits for it at most Async.Wait: a hung BMC holds no worker, so
+//     a fencing request on a healthy host is served whatever the number of
+//     hung BMCs; the call's end reconciles its host again.
 //   - cmd/rebootkit-controller: a manager binary running both controllers
 //     (kubeconfig, namespace, leader election on by default with the
 //     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit),

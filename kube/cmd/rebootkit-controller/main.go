@@ -153,9 +153,12 @@ func run(args []string) int {
 			return guard.Wrap(pc), nil
 		}
 	}
-	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: powerOf,
+	// No reconcile worker waits on a BMC (a login to a hung one) for more
+	// than a moment: the calls run in the background.
+	async := &kube.Async{Power: powerOf, Timeout: 2*(*callTimeout+*connectTimeout) + 30*time.Second}
+	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: async.Controller,
 		Now: time.Now, Config: reboot.Config{SoftTimeout: *softTimeout, StaleReads: *staleReads}}
-	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace, MaxConcurrentReconciles: *workers, Ownership: own,
+	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace, MaxConcurrentReconciles: *workers, Ownership: own, Async: async,
 		ReconcileTimeout: 2*(*callTimeout+*connectTimeout) + 30*time.Second}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
