@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -85,13 +86,16 @@ func change(ctx context.Context, c client.Client, ns, host string, f func(*metal
 	return c.Update(ctx, &h)
 }
 
-// waitDenied retries a change as c until the API server denies it (a new
-// policy takes a moment to load), and fails if it never does.
-func waitDenied(t *testing.T, c client.Client, ns, host string, f func(*metal3.BareMetalHost)) {
+// waitDenied retries a change of a label of host as c (a new value each
+// time) until the API server denies it (a new policy takes a moment to
+// load), and fails if it never does.
+func waitDenied(t *testing.T, c client.Client, ns, host string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err := change(context.Background(), c, ns, host, f)
+		err := change(context.Background(), c, ns, host, func(h *metal3.BareMetalHost) {
+			metav1.SetMetaDataLabel(&h.ObjectMeta, "probe", strconv.FormatInt(time.Now().UnixNano(), 10))
+		})
 		if err != nil && strings.Contains(err.Error(), "reboot client") {
 			return
 		}
@@ -117,8 +121,9 @@ func TestRebootClientChangesOnlyAnnotations(t *testing.T) {
 	installPolicy(t, admin, ns)
 	rc := rebootClient(t, ns, "reboot-client")
 
-	waitDenied(t, rc, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = "redfish://10.6.6.6/redfish/v1/Systems/1" })
+	waitDenied(t, rc, ns, "h1")
 	for name, f := range map[string]func(*metal3.BareMetalHost){
+		"address":     func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = "redfish://10.6.6.6/redfish/v1/Systems/1" },
 		"tls":         func(h *metal3.BareMetalHost) { h.Spec.BMC.DisableCertificateVerification = true },
 		"credentials": func(h *metal3.BareMetalHost) { h.Spec.BMC.CredentialsName = "other-bmc" },
 		"online":      func(h *metal3.BareMetalHost) { h.Spec.Online = false },
@@ -205,7 +210,7 @@ func TestBMCChangedDuringRequestNotUsed(t *testing.T) {
 		t.Cleanup(func() { _ = p.Close() })
 		if withPolicy {
 			p.PolicyName = installPolicy(t, admin, ns)
-			waitDenied(t, rebootClient(t, ns, "probe"), ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.Online = false })
+			waitDenied(t, rebootClient(t, ns, "probe"), ns, "h1")
 			time.Sleep(1100 * time.Millisecond) // PolicySettle
 		}
 		r := &reboot.Reconciler{Hosts: &RebootHosts{Client: admin, Namespace: ns}, Now: time.Now, Power: p.Controller}

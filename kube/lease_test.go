@@ -193,9 +193,9 @@ func ptrTo[T any](v T) *T { return &v }
 // ends where the other candidates think it ends: the renewal plus the
 // record's whole leaseDurationSeconds, as client-go writes them, not the
 // configured duration. With 1800ms the record says 1 s: power calls stop
-// before 1 s, not 1.8 s; under 1 s the record says 0 and nothing passes.
-// On the old code calls passed until 1.8 s minus the margin, and with
-// 900ms at all.
+// 1 s minus the margin after the renewal, not 1.8 s minus it. (Under 1 s
+// the record would say 0, which the API server refuses.) On the old code
+// calls passed until 1.8 s (2.5 s) minus the margin.
 func TestLeaseGuardUsesRecordDuration(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
@@ -205,9 +205,9 @@ func TestLeaseGuardUsesRecordDuration(t *testing.T) {
 		heldAt    time.Duration // held just after the write
 		notHeldAt time.Duration
 	}{
-		{dur: 1800 * time.Millisecond, heldAt: 10 * time.Millisecond, notHeldAt: 950 * time.Millisecond},
-		{dur: 900 * time.Millisecond, notHeldAt: 0},
-		{dur: 3 * time.Second, heldAt: 1900 * time.Millisecond, notHeldAt: 2950 * time.Millisecond},
+		{dur: 1800 * time.Millisecond, heldAt: 950 * time.Millisecond, notHeldAt: 970 * time.Millisecond},
+		{dur: 2500 * time.Millisecond, heldAt: 1950 * time.Millisecond, notHeldAt: 1970 * time.Millisecond},
+		{dur: 3 * time.Second, heldAt: 2950 * time.Millisecond, notHeldAt: 2970 * time.Millisecond},
 	} {
 		var mono time.Duration
 		g, err := NewLeaseGuard(cfg, ns, "lease-"+tc.dur.String(), "me", tc.dur, tc.dur/2)
