@@ -164,7 +164,8 @@
 //   - Give the controller's service account the role of config/rbac (the
 //     tests run the controllers under exactly that role), and reboot
 //     clients the reboot-client role: never write access to rebootrecords
-//     or to the BMC Secrets.
+//     or to the BMC Secrets. Install config/admission (with
+//     --unmanaged-hosts the binary refuses to start without it).
 //   - Bind each BMC Secret to its host: the label BMCHostLabel with the
 //     host's name, or an owner reference to the host (the
 //     baremetal-operator adds one to the Secrets it manages).
