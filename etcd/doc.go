@@ -93,10 +93,10 @@
 //     leader has acted yet (TestFailover found this).
 //   - The same for freezing and unfreezing the database shard: implement
 //     ShardFencer (fake.Fleet does), whose methods get the fencing token.
-//     A fleet that does not is asked plainly (FreezeShard, UnfreezeShard),
-//     and then only the executor's own checks stand between a deposed
-//     leader and a late freeze or unfreeze: the one right before each
-//     action (below), not atomic with it.
+//     A fleet that does not is asked plainly (plan.ShardFleet), and then
+//     only the executor's own checks stand between a deposed leader and a
+//     late freeze or unfreeze: the one right before each action (below),
+//     not atomic with it. A fleet without a shard implements neither.
 //   - Give every executor its own client or session; pick a TTL longer
 //     than the pauses you expect of a healthy executor (GC, I/O), shorter
 //     than the gap you accept.

@@ -288,7 +288,21 @@ func (f leaderFleet) FreezeShard(ctx context.Context) error {
 	if sf, ok := f.Fleet.(ShardFencer); ok {
 		return sf.FreezeShardFenced(ctx, f.l.Rev)
 	}
-	return f.Fleet.FreezeShard(ctx)
+	if sf, ok := f.Fleet.(plan.ShardFleet); ok {
+		return sf.FreezeShard(ctx)
+	}
+	return errNoShard
+}
+
+// errNoShard: a freeze asked of a fleet without a shard (the plan's
+// Executor never asks one).
+var errNoShard = errors.New("etcd: the fleet has no database shard")
+
+// HasHeadnode forwards the fleet's plan.HeadnodeFleet ability (false
+// without it).
+func (f leaderFleet) HasHeadnode() bool {
+	hf, ok := f.Fleet.(plan.HeadnodeFleet)
+	return ok && hf.HasHeadnode()
 }
 
 func (f leaderFleet) UnfreezeShard(ctx context.Context) error {
@@ -298,7 +312,10 @@ func (f leaderFleet) UnfreezeShard(ctx context.Context) error {
 	if sf, ok := f.Fleet.(ShardFencer); ok {
 		return sf.UnfreezeShardFenced(ctx, f.l.Rev)
 	}
-	return f.Fleet.UnfreezeShard(ctx)
+	if sf, ok := f.Fleet.(plan.ShardFleet); ok {
+		return sf.UnfreezeShard(ctx)
+	}
+	return errNoShard
 }
 
 // leaderViewFleet is a leaderFleet over a plan.ViewFleet.

@@ -476,7 +476,7 @@ func checkStoredIndex(b *bolt.Bucket, h header) error {
 		return nil // written before the index existed: Put rewrites it
 	}
 	ix := *h.Index
-	if ix.Started < 0 || ix.Started > ix.Total || ix.Done+ix.Failed+len(ix.InFlight) != ix.Started || !slices.IsSorted(ix.InFlight) {
+	if ix.Started < 0 || ix.Started > ix.Total || ix.Done+ix.Failed+ix.Released+len(ix.InFlight) != ix.Started || !slices.IsSorted(ix.InFlight) {
 		return fmt.Errorf("%w: plan %s: inconsistent index (%s)", ErrCorrupt, h.UUID, summaryOf(ix))
 	}
 	check := append([]int(nil), ix.InFlight...)
