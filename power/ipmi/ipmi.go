@@ -52,7 +52,10 @@ type Config struct {
 	// PrivilegeAdministrator (for BMCs that demand it). Case-insensitive.
 	Privilege string
 	// Timeout is how long one UDP exchange waits for the answer (default
-	// 1 s), and Retries how often it is sent again (default 2).
+	// 1 s), and Retries how often it is sent again (default 2); a step
+	// waits (Retries+1)×Timeout in all. A soft shutdown, and a RAKP
+	// request after an answer that did not verify, are not sent again but
+	// waited for as long.
 	Timeout time.Duration
 	Retries int
 }
