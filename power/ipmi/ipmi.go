@@ -52,7 +52,10 @@ type Config struct {
 	// PrivilegeAdministrator (for BMCs that demand it). Case-insensitive.
 	Privilege string
 	// Timeout is how long one UDP exchange waits for the answer (default
-	// 1 s), and Retries how often it is sent again (default 2).
+	// 1 s), and Retries how often it is sent again (default 2); a step
+	// waits (Retries+1)×Timeout in all. A soft shutdown, and a RAKP
+	// request after an answer that did not verify, are not sent again but
+	// waited for as long.
 	Timeout time.Duration
 	Retries int
 }
@@ -443,6 +446,11 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 		}
 	}
 	sent := false
+	// lost: the error of the last Chassis Control that went out and got
+	// no authenticated answer; offAfterLoss: a soft shutdown was not sent
+	// again because the read on the new session said off.
+	var lost error
+	offAfterLoss := false
 	// refused: the last Chassis Control was answered, authenticated, with
 	// this completion code (0: not refused, or not answered).
 	var refused completionError
@@ -452,20 +460,36 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 			// The first soft shutdown may have been applied although its
 			// answer was lost, and the host may be off now: send it again
 			// only after a fresh read on the new session says on (some
-			// BMCs press the power button for it).
+			// BMCs press the power button for it). A read of off is no
+			// success either: it may be a stale echo of a host that runs,
+			// and no soft shutdown was confirmed.
 			on, err := chassisOn(ctx, s)
 			if err != nil {
 				return err
 			}
 			if !on {
+				offAfterLoss = true
 				return nil
 			}
 		}
 		sent = true
-		_, err := s.command(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
-		errors.As(err, &refused)
+		var err error
+		if ctl == chassisSoftShutdown {
+			// Sent once per session, never retransmitted blind: a lost
+			// answer is session trouble, and the resend above reads first.
+			_, err = s.commandOnce(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
+		} else {
+			_, err = s.command(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
+		}
+		if !errors.As(err, &refused) {
+			lost = err
+		}
 		return err
 	})
+	if err == nil && offAfterLoss {
+		return &power.Error{Op: op, Class: power.ClassBusy,
+			Message: "the answer to the soft shutdown was lost (" + c.redact(fmt.Sprint(lost)) + ") and the state then read off, which may be a stale echo of a host that runs: not taken as success; nothing more was sent (retry: Off reads the state again)"}
+	}
 	if err != nil && want == power.StateOff && alreadyCodes[refused] {
 		// Some BMCs refuse a power-off of a chassis that is off, with an
 		// authenticated completion code saying so: success if a fresh read
