@@ -14,7 +14,8 @@
 // session that lost an answer or that the BMC dropped (it reset, or
 // evicted an idle session) is ended and opened again once, and the
 // operation repeated once: every command this package sends is
-// idempotent. Nothing is sent between operations (no keep-alive, no
+// idempotent, but for a soft shutdown (a press of the power button on
+// some BMCs), which is never repeated: its lost answer is busy. Nothing is sent between operations (no keep-alive, no
 // goroutine): one session has one sender, so no answer can meet a request
 // it was not sent for. A session idle for 30 s is ended (Close Session,
 // not waited for) and a new one opened before the next operation, since
@@ -86,13 +87,13 @@
 //     most) and sends nothing; when the first read says off, Off soft
 //     succeeds and sends nothing (powering off a host that is off
 //     succeeds; that read may be an echo, see below). A soft shutdown is
-//     sent at most once per session, never retransmitted: when its
-//     answer is lost the session is ended and, on a new one, sent again
-//     only after a fresh read says on. Once a power-off went out, only
+//     sent at most once per call of Off, never retransmitted: when its
+//     answer is lost, Off returns busy and sends nothing more (it may
+//     have been carried out, and a second one may be a press of the power
+//     button; no read right after it can tell). Once a power-off went out, only
 //     the BMC's authenticated answer is success: a power-off that the BMC
 //     does not carry out (busy, no answer, a timeout) is an error even
-//     when the state then reads off (for soft, also when that read on the
-//     new session is why it is not sent again), since that read may be a
+//     when the state then reads off, since that read may be a
 //     stale echo; of the refusals, only one authenticated with completion
 //     code D5h ("not supported in present state") followed by a read of
 //     off is success, in both modes. IPMI cannot say
@@ -147,7 +148,7 @@
 //   - No command is sent that can power a host on unless On was asked,
 //     except a soft shutdown on a BMC that implements it as a press of the
 //     power button; it is sent only when a fresh read says the host is on,
-//     and never retransmitted without one (TogglesOff reports it).
+//     at most once per call of Off (TogglesOff reports it).
 //   - A state that cannot be read is power.StateUnknown with an error,
 //     never a guess.
 //   - Every error of Connect and of a Controller is a *power.Error of a

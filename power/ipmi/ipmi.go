@@ -241,6 +241,13 @@ func (c *Controller) setupError(ctx context.Context, su *setup, err error) error
 		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "refused: the session setup broke the protocol", Err: pe}
 	case late && (errors.As(err, &re) || errors.Is(err, errRAKP4) || errors.Is(err, errNoAnswer)):
 		return &power.Error{Op: "connect", Class: power.ClassBusy, Err: errLateHandshake}
+	case su.step == "RAKP 3" && ctx.Err() == nil && errors.As(err, &re):
+		// RAKP 2 verified with the password, so a refusal after it (an
+		// unauthenticated status: another sender's RAKP 3 may have made
+		// the BMC drop the session) is no proof of a wrong password. A
+		// RAKP 4 that fails its integrity check stays an ErrAuth (a BMC
+		// key, Kg, this client does not support).
+		return &power.Error{Op: "connect", Class: power.ClassBusy, Err: errLateHandshake}
 	case errors.As(err, &re):
 		if re.Step == "Open Session" && refusalKind(re.Status) == "suite" {
 			if l, lerr := dialLink(ctx, c.addr, c.cfg.Timeout, 0); lerr == nil {
@@ -447,10 +454,10 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 	}
 	sent := false
 	// lost: the error of the last Chassis Control that went out and got
-	// no authenticated answer; offAfterLoss: a soft shutdown was not sent
-	// again because the read on the new session said off.
+	// no authenticated answer; softLost: a soft shutdown went out, its
+	// answer was lost, and nothing more was sent.
 	var lost error
-	offAfterLoss := false
+	softLost := false
 	// refused: the last Chassis Control was answered, authenticated, with
 	// this completion code (0: not refused, or not answered).
 	var refused completionError
@@ -458,25 +465,21 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 		refused = 0
 		if sent && ctl == chassisSoftShutdown {
 			// The first soft shutdown may have been applied although its
-			// answer was lost, and the host may be off now: send it again
-			// only after a fresh read on the new session says on (some
-			// BMCs press the power button for it). A read of off is no
-			// success either: it may be a stale echo of a host that runs,
-			// and no soft shutdown was confirmed.
-			on, err := chassisOn(ctx, s)
-			if err != nil {
-				return err
-			}
-			if !on {
-				offAfterLoss = true
-				return nil
-			}
+			// answer was lost, and some BMCs press the power button for
+			// it: a second one could power on a host the first turned off.
+			// No read taken now can tell (it may be an echo of the state
+			// before the first), so nothing more is sent; the caller
+			// decides on reads over time (the reboot package sends a
+			// press only on an On reading taken SoftTimeout + StaleReads
+			// after its last power-off).
+			softLost = true
+			return nil
 		}
 		sent = true
 		var err error
 		if ctl == chassisSoftShutdown {
 			// Sent once per session, never retransmitted blind: a lost
-			// answer is session trouble, and the resend above reads first.
+			// answer is session trouble, and ends the call above.
 			_, err = s.commandOnce(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
 		} else {
 			_, err = s.command(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
@@ -486,9 +489,9 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 		}
 		return err
 	})
-	if err == nil && offAfterLoss {
+	if err == nil && softLost {
 		return &power.Error{Op: op, Class: power.ClassBusy,
-			Message: "the answer to the soft shutdown was lost (" + c.redact(fmt.Sprint(lost)) + ") and the state then read off, which may be a stale echo of a host that runs: not taken as success; nothing more was sent (retry: Off reads the state again)"}
+			Message: "the answer to the soft shutdown was lost (" + c.redact(fmt.Sprint(lost)) + "); it may have been carried out, and a second one may be a press of the power button: nothing more was sent (read the state over time before sending another)"}
 	}
 	if err != nil && want == power.StateOff && alreadyCodes[refused] {
 		// Some BMCs refuse a power-off of a chassis that is off, with an

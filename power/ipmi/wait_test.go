@@ -78,11 +78,14 @@ func TestRAKPForgeryFloodDoesNotExtendTheStep(t *testing.T) {
 	assert.Equal(t, 1, rakp1s, "RAKP 1 was sent again after an answer that did not verify")
 }
 
-// TestSoftShutdownLostAnswerThenReadOnIsSentAgain: the soft shutdown's
-// answer is lost (the OS ignores it, the host runs); it is not sent again
-// on that session, and on the new one it is sent again once a fresh read
-// says on, and its answer is success. One soft shutdown per session.
-func TestSoftShutdownLostAnswerThenReadOnIsSentAgain(t *testing.T) {
+// TestSoftShutdownLostAnswerIsSentOnce: the soft shutdown's answer is
+// lost (the OS ignores it, the host runs); it is not sent again, on that
+// session or another (a second may be a press of the power button on a
+// host the first turned off, and no read right after can tell), and Off
+// says busy, not success. (Review 34's second round made it send again
+// after a read of on; its third round showed that read may be an echo:
+// TestReview34_LostSoftShutdownNotPressedAgainOnAnEcho.)
+func TestSoftShutdownLostAnswerIsSentOnce(t *testing.T) {
 	ctx := context.Background()
 	b, hw := newBMC(t, fake.PowerConfig{Initial: power.StateOn, IgnoreSoft: true})
 	m := newMITM(t, b.Addr())
@@ -111,7 +114,9 @@ func TestSoftShutdownLostAnswerThenReadOnIsSentAgain(t *testing.T) {
 	m.mu.Unlock()
 
 	start := time.Now()
-	require.NoError(t, c.Off(ctx, power.ModeSoft))
+	err = c.Off(ctx, power.ModeSoft)
+	require.Error(t, err)
+	assert.Equal(t, power.ClassBusy, power.Classify(err), "%v", err)
 	assert.GreaterOrEqual(t, time.Since(start), 600*time.Millisecond, "the lost answer was not waited for the step's full time")
 	n := 0
 	for _, cmd := range b.Commands() {
@@ -119,7 +124,7 @@ func TestSoftShutdownLostAnswerThenReadOnIsSentAgain(t *testing.T) {
 			n++
 		}
 	}
-	assert.Equal(t, 2, n, "one soft shutdown per session: the lost one, and one after the fresh read of on")
+	assert.Equal(t, 1, n, "one soft shutdown in all: the lost one")
 	m.mu.Lock()
 	assert.LessOrEqual(t, sent1, 3, "the first session sent more than the read, one soft shutdown and Close Session")
 	m.mu.Unlock()
