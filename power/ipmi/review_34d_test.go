@@ -1,0 +1,118 @@
+package ipmi_test
+
+// Review 34, fourth round: what is still wrong after the fixes of the
+// third round (review_34c_test.go, commit 15098eb).
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/ipmi"
+)
+
+// injectRAKP3 makes the man in the middle send a made-up RAKP 3 to the
+// BMC (for the BMC session ID read off the console's RAKP 1) as soon as
+// the BMC's RAKP 2 goes by, ahead of the console's: the BMC refuses it
+// (an auth status) and forgets the session, and refuses the console's own
+// RAKP 3 too. When rakp4 is set it also sends the console a made-up RAKP 4
+// with status 0 and a junk integrity check value.
+func injectRAKP3(m *mitm, rakp4 bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var bmcID []byte
+	m.toBMC = func(q []byte) bool {
+		if payloadType(q)&0x3f == 0x12 && len(q) >= 24 {
+			bmcID = append([]byte(nil), q[20:24]...)
+		}
+		return true
+	}
+	m.toClient = func(q []byte) [][]byte {
+		if payloadType(q)&0x3f == 0x13 && bmcID != nil {
+			body := []byte{2, 0, 0, 0}
+			body = append(body, bmcID...)
+			body = append(body, make([]byte, 20)...)
+			f := []byte{0x06, 0x00, 0xff, 0x07, 0x06, 0x14, 0, 0, 0, 0, 0, 0, 0, 0, byte(len(body)), 0}
+			f = append(f, body...)
+			_, _ = m.up.Write(f)
+			time.Sleep(5 * time.Millisecond)
+			bmcID = nil
+			if rakp4 {
+				// RAKP 4: tag 2, status 0, the console's session ID, a
+				// made-up integrity check value (12 bytes for suite 3).
+				b4 := []byte{2, 0, 0, 0}
+				b4 = binary.LittleEndian.AppendUint32(b4, m.consoleID)
+				b4 = append(b4, make([]byte, 12)...)
+				g := []byte{0x06, 0x00, 0xff, 0x07, 0x06, 0x15, 0, 0, 0, 0, 0, 0, 0, 0, byte(len(b4)), 0}
+				g = append(g, b4...)
+				return [][]byte{q, g}
+			}
+		}
+		return [][]byte{q}
+	}
+}
+
+// TestReview34_InjectedRAKP3WithACallerDeadlineIsNotAWrongPassword: the
+// third round's fix (setupError: "RAKP 2 verified with the password, so a
+// refusal after it ... is no proof of a wrong password") holds only when
+// ctx is not done: `case su.step == "RAKP 3" && ctx.Err() == nil &&
+// errors.As(err, &re)`. With a caller's deadline that ends inside the
+// RAKP 3 wait (pending waits to the end of the step's time for a RAKP 4
+// that verifies, and pending.end turns context.DeadlineExceeded into the
+// verdict), the same injected refusal falls through to the general
+// RefusedError case and is power.ErrAuth, class failed: the right
+// password, proven by the BMC's RAKP 2, reads as wrong, and the Pool backs
+// off for 30 s to 30 min. Every Pool and reboot call has a deadline.
+// Root cause: ipmi.go setupError, the `ctx.Err() == nil` guard of the
+// RAKP 3 case (and `late`), with session.go pending.end mapping
+// DeadlineExceeded to the unauthenticated verdict. Fix: past a verified
+// RAKP 2, decide on su.step alone (a done ctx makes it busy with the
+// ctx's error, never ErrAuth).
+func TestReview34_InjectedRAKP3WithACallerDeadlineIsNotAWrongPassword(t *testing.T) {
+	b, _ := newBMC(t, fake.PowerConfig{Initial: power.StateOn})
+	m := newMITM(t, b.Addr())
+	injectRAKP3(m, false)
+	host, port := m.addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	c, err := ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
+		Timeout: time.Second, Retries: 1})
+	if err == nil {
+		c.Close()
+	}
+	t.Logf("Connect: %v", err)
+	assert.False(t, errors.Is(err, power.ErrAuth), "the BMC's RAKP 2 verified with the password, yet an injected RAKP 3 and the caller's deadline make the right password read as refused: %v", err)
+}
+
+// TestReview34_ForgedRAKP4AfterAVerifiedRAKP2IsNotAWrongPassword: the
+// third round's fix leaves errRAKP4 as ErrAuth ("a BMC key, Kg"). So the
+// injector of TestReview34_InjectedRAKP3AfterAVerifiedRAKP2IsNotAWrongPassword
+// only has to add one more made-up datagram, a RAKP 4 with status 0 and a
+// junk integrity check value (anyone who saw the Open Session Request
+// knows the console's session ID): it ranks above the BMC's refusals
+// (pending.rank 3), becomes the verdict, and the right password, proven by
+// the BMC's RAKP 2, is power.ErrAuth. No dropping, no deadline. Root
+// cause: ipmi.go setupError `case errors.Is(err, errRAKP2),
+// errors.Is(err, errRAKP4), ...` reports an unauthenticated RAKP 4 as a
+// wrong password after RAKP 2 proved it right. Fix: errRAKP4 past a
+// verified RAKP 2 is not ErrAuth (busy, or failed with the Kg hint
+// without ErrAuth).
+func TestReview34_ForgedRAKP4AfterAVerifiedRAKP2IsNotAWrongPassword(t *testing.T) {
+	b, _ := newBMC(t, fake.PowerConfig{Initial: power.StateOn})
+	m := newMITM(t, b.Addr())
+	injectRAKP3(m, true)
+	host, port := m.addr()
+	c, err := ipmi.Connect(context.Background(), ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
+		Timeout: 200 * time.Millisecond, Retries: 1})
+	if err == nil {
+		c.Close()
+	}
+	t.Logf("Connect: %v", err)
+	assert.False(t, errors.Is(err, power.ErrAuth), "the BMC's RAKP 2 verified with the password, yet a made-up RAKP 4 makes the right password read as refused: %v", err)
+}
