@@ -15,6 +15,7 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/ipmi"
+	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
 )
 
 // injectRAKP3 makes the man in the middle send a made-up RAKP 3 to the
@@ -115,4 +116,66 @@ func TestReview34_ForgedRAKP4AfterAVerifiedRAKP2IsNotAWrongPassword(t *testing.T
 	}
 	t.Logf("Connect: %v", err)
 	assert.False(t, errors.Is(err, power.ErrAuth), "the BMC's RAKP 2 verified with the password, yet a made-up RAKP 4 makes the right password read as refused: %v", err)
+}
+
+// TestReview34_LostSoftShutdownAnswerIsBusyWhateverTheReconnect: doc.go:
+// "A soft shutdown is sent at most once per call of Off, never
+// retransmitted: when its answer is lost, Off returns busy and sends
+// nothing more". The third round's fix decides that inside do()'s retry
+// closure, so do() first ends the session and opens a new one (Get
+// Channel Authentication Capabilities, Open Session, RAKP 1 to 4, Set
+// Session Privilege Level) only to have the closure return "busy"; when
+// that reconnect fails otherwise, Off returns the reconnect's error. Here
+// the answer to the new Open Session names other algorithms (a man in the
+// middle, or a BMC mid-reset): Off(soft) returns a *DowngradeError of
+// class failed, and the reboot decision takes a failed soft power-off as
+// "fall back to hard" at once (reboot/decide.go softFailed) while the
+// operating system runs the shutdown the BMC did carry out (ground truth:
+// the BMC's log has the soft shutdown). Root cause: ipmi.go change(), the
+// `if sent && ctl == chassisSoftShutdown { softLost = true; return nil }`
+// runs after do() has reconnected (ipmi.go do(), `if c.sess == nil {
+// c.connect ... return err }`). Fix: after a lost soft shutdown return
+// busy without reconnecting (a sentinel that stops do()'s retry).
+func TestReview34_LostSoftShutdownAnswerIsBusyWhateverTheReconnect(t *testing.T) {
+	ctx := context.Background()
+	b, _ := newBMC(t, fake.PowerConfig{Initial: power.StateOn, SoftDelay: 50 * time.Millisecond})
+	m := newMITM(t, b.Addr())
+	host, port := m.addr()
+	c, err := ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
+		Timeout: 200 * time.Millisecond, Retries: 1})
+	if !assert.NoError(t, err) {
+		return
+	}
+	defer c.Close()
+
+	m.mu.Lock()
+	first, answers := m.consoleID, 0
+	m.toClient = func(q []byte) [][]byte {
+		if m.consoleID == first && sessionDatagram(q) {
+			// Get Chassis Status passes (on); the answer to the soft
+			// shutdown (carried out by the BMC) is lost.
+			answers++
+			if answers > 1 {
+				return nil
+			}
+		}
+		if m.consoleID != first && payloadType(q) == 0x11 && len(q) > 32 {
+			// The new session's Open Session Response names RAKP-none.
+			q = append([]byte(nil), q...)
+			q[32] = 0
+		}
+		return [][]byte{q}
+	}
+	m.mu.Unlock()
+
+	err = c.Off(ctx, power.ModeSoft)
+	soft := 0
+	for _, cmd := range b.Commands() {
+		if cmd == ipmitest.SoftOff {
+			soft++
+		}
+	}
+	t.Logf("Off(soft): %v (class %v); soft shutdowns at the BMC: %d", err, power.Classify(err), soft)
+	assert.Equal(t, 1, soft)
+	assert.Equal(t, power.ClassBusy, power.Classify(err), "the soft shutdown went out and its answer was lost: busy, whatever a reconnect nobody needed says: %v", err)
 }
