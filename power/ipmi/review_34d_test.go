@@ -76,19 +76,28 @@ func injectRAKP3(m *mitm, rakp4 bool) {
 // RAKP 2, decide on su.step alone (a done ctx makes it busy with the
 // ctx's error, never ErrAuth).
 func TestReview34_InjectedRAKP3WithACallerDeadlineIsNotAWrongPassword(t *testing.T) {
-	b, _ := newBMC(t, fake.PowerConfig{Initial: power.StateOn})
-	m := newMITM(t, b.Addr())
-	injectRAKP3(m, false)
-	host, port := m.addr()
-	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-	defer cancel()
-	c, err := ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
-		Timeout: time.Second, Retries: 1})
-	if err == nil {
-		c.Close()
+	// The deadline ends the RAKP 3 wait: both the read deadline and the
+	// ctx's timer fire at that instant, and whether ctx.Err() is already
+	// set when setupError looks is a race (about one run in three here),
+	// so the same Connect is tried a few times.
+	for i := 0; i < 8; i++ {
+		b, _ := newBMC(t, fake.PowerConfig{Initial: power.StateOn})
+		m := newMITM(t, b.Addr())
+		injectRAKP3(m, false)
+		host, port := m.addr()
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		c, err := ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
+			Timeout: time.Second, Retries: 1})
+		cancel()
+		if err == nil {
+			c.Close()
+		}
+		t.Logf("Connect %d: %v", i, err)
+		if errors.Is(err, power.ErrAuth) {
+			t.Errorf("the BMC's RAKP 2 verified with the password, yet an injected RAKP 3 and the caller's deadline make the right password read as refused: %v", err)
+			return
+		}
 	}
-	t.Logf("Connect: %v", err)
-	assert.False(t, errors.Is(err, power.ErrAuth), "the BMC's RAKP 2 verified with the password, yet an injected RAKP 3 and the caller's deadline make the right password read as refused: %v", err)
 }
 
 // TestReview34_ForgedRAKP4AfterAVerifiedRAKP2IsNotAWrongPassword: the
