@@ -58,7 +58,8 @@
 //     before a refusal status, and that before a malformed message. A
 //     setup that fails after RAKP 3 went out sends Close Session (not
 //     waited for), since the BMC may hold the session active. A BMC key
-//     (Kg) is not supported: such a BMC fails at RAKP 4 (ErrAuth).
+//     (Kg) is not supported: such a BMC fails at RAKP 4, of class failed
+//     (not ErrAuth: its RAKP 2 proved the password).
 //   - A non-zero RMCP+ status code in the answer to Open Session, RAKP 1
 //     or RAKP 3 is a *RefusedError (ErrRefused) naming the status and the
 //     fix. A BMC without the pinned suite is of class failed (retrying
@@ -116,7 +117,10 @@
 //     A refused login (a RAKP 2 that does not verify with the password,
 //     an RMCP+ status refusing the name, role or integrity check value,
 //     Set Session Privilege Level refused) is power.ErrAuth, of class
-//     failed. Except after a retransmit:
+//     failed; but once the BMC's RAKP 2 verified with the password, a
+//     RAKP 3 refused or a RAKP 4 that does not verify is never ErrAuth
+//     (class failed: a forgery on the network or a BMC key). Except after
+//     a retransmit:
 //     a session setup in which Open Session, RAKP 1 or RAKP 3 went out
 //     twice and that failed at RAKP 3 or 4 (the race of a late answer to
 //     the first, after the BMC's RAKP 2 proved the password) is tried once
