@@ -143,7 +143,6 @@ func TestReview36_RestartAfterOnlineFlipPressesOffHostOn(t *testing.T) {
 	}
 }
 
-
 // Review 36: A2 says the controller powers a held host off again as soon
 // as a read shows it on (within PollInterval plus the read's staleness).
 // On a controller whose soft power-off may be a press (every IPMI host:
