@@ -2,6 +2,7 @@ package reboot_test
 
 import (
 	"context"
+	"crypto/x509"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/ipmi"
 	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
+	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -26,30 +29,52 @@ import (
 func TestReview36_PoolHidesTogglerHeldHostPressedOn(t *testing.T) {
 	pc := fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 45 * time.Second, Lag: time.Second,
 		Report: fake.Report{Stale: 20 * time.Second, NoTransitioning: true}}
+	// Redfish on a BMC with no graceful reset type (its soft power-off is
+	// PushPowerButton), the controller run with --soft-timeout=10m
+	// --stale-reads=60s: kube.Powers builds the adapter's Config without
+	// either, so its own press window is the default 180 s + 30 s, and the
+	// Reconciler, which has the right bounds, is never told it toggles.
+	// The OS takes 170 s, reads are 50 s late (inside the operator's
+	// bounds).
+	rfPC := fake.PowerConfig{SoftDelay: 170 * time.Second, Lag: time.Second,
+		Report: fake.Report{Stale: 50 * time.Second, NoTransitioning: true}}
 	for _, tc := range []struct {
 		name    string
-		connect func(t *testing.T, pw *fake.Power) func(ctx context.Context) (power.Controller, error)
+		pc      fake.PowerConfig
+		rcfg    reboot.Config
+		connect func(t *testing.T, clk *fake.Clock, pw *fake.Power) func(ctx context.Context) (power.Controller, error)
 	}{
-		{"fake", func(t *testing.T, pw *fake.Power) func(ctx context.Context) (power.Controller, error) {
+		{"fake", pc, reboot.Config{}, func(t *testing.T, _ *fake.Clock, pw *fake.Power) func(ctx context.Context) (power.Controller, error) {
 			return func(context.Context) (power.Controller, error) { return pw, nil }
 		}},
-		{"ipmi", func(t *testing.T, pw *fake.Power) func(ctx context.Context) (power.Controller, error) {
+		{"ipmi", pc, reboot.Config{}, func(t *testing.T, _ *fake.Clock, pw *fake.Power) func(ctx context.Context) (power.Controller, error) {
 			bmc, err := ipmitest.NewBMC(pw, ipmitest.Config{Username: "admin", Password: "scenario-only"})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = bmc.Close() })
 			cfg := ipmi.Config{Host: bmc.Host(), Port: bmc.Port(), Username: "admin", Password: "scenario-only"}
 			return func(ctx context.Context) (power.Controller, error) { return ipmi.Connect(ctx, cfg) }
 		}},
+		{"redfish-no-graceful-flags", rfPC, reboot.Config{SoftTimeout: 10 * time.Minute, StaleReads: time.Minute},
+			func(t *testing.T, clk *fake.Clock, pw *fake.Power) func(ctx context.Context) (power.Controller, error) {
+				bmc := redfishtest.NewBMC(clk.Real, pw, "admin", "scenario-only")
+				bmc.Quirks.NoGraceful = true
+				srv := bmc.StartTLS()
+				t.Cleanup(srv.Close)
+				roots := x509.NewCertPool()
+				roots.AddCert(srv.Certificate())
+				cfg := redfish.Config{Endpoint: srv.URL, Username: "admin", Password: "scenario-only", RootCAs: roots, Now: clk.Real}
+				return func(ctx context.Context) (power.Controller, error) { return redfish.Connect(ctx, cfg) }
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			clk := fake.NewClock(time.Time{})
-			pw := fake.NewPower(clk.Real, pc)
+			pw := fake.NewPower(clk.Real, tc.pc)
 			pool := power.NewPool(power.PoolConfig{Now: clk.Real, IdleTimeout: time.Hour})
 			t.Cleanup(func() { _ = pool.Close() })
-			ctl := pool.Controller("h", power.Target{BMC: "bmc-h", Config: "v1", Connect: tc.connect(t, pw)})
+			ctl := pool.Controller("h", power.Target{BMC: "bmc-h", Config: "v1", Connect: tc.connect(t, clk, pw)})
 			store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-			r := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic,
+			r := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: tc.rcfg,
 				Power: func(string) (power.Controller, error) { return ctl, nil }}
 			_, err := r.Reconcile(ctx, "h")
 			require.NoError(t, err)
