@@ -3,6 +3,7 @@ package reboot_test
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"testing"
 	"time"
 
@@ -263,4 +264,54 @@ func offCalls(pw *fake.Power, from time.Time) []string {
 		}
 	}
 	return out
+}
+
+// refusingToggler is refusing for a controller that may press the power
+// button: it forwards reboot.Toggler.
+type refusingToggler struct {
+	*refusing
+	t reboot.Toggler
+}
+
+func (r refusingToggler) TogglesOff(m power.Mode) bool { return r.t.TogglesOff(m) }
+
+// Review 36, issue point 3 on a controller whose soft power-off is a press
+// (every IPMI host, Redfish without GracefulShutdown): a soft power-off
+// refused for its credentials (a password rotation in progress) or by the
+// Pool's back-off was not carried out, and must be "tried again soft after
+// RetryDelay, escalation left to SoftTimeout". The Reconciler notes the
+// refused call as a press (memory.lastOff, set before the call whatever
+// its outcome), so pressWait holds every soft retry for SoftTimeout +
+// StaleReads: the soft power-off is never sent, and SoftTimeout cuts the
+// power hard although the OS would have shut down in 20 s. (power/redfish
+// does the same at its level: lastOffPush is set before the POST.)
+func TestReview36_RefusedPressIsNeverRetriedSoft(t *testing.T) {
+	authErr := &power.Error{Op: "off soft", Class: power.ClassFailed, Status: 401, Message: "refused", Err: power.ErrAuth}
+	for name, err := range map[string]error{
+		"auth":    authErr,
+		"backoff": &power.Error{Op: "off soft", Class: power.ClassFailed, Message: "not tried", Err: errors.Join(power.ErrBackoff, authErr)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 20 * time.Second}, reboot.Host{Online: true})
+			ref := refusingToggler{&refusing{Controller: w.pw, now: w.clk.Real, until: w.clk.Real().Add(15 * time.Second), err: err}, w.pw}
+			w.r.Power = func(string) (power.Controller, error) { return ref, nil }
+			client := &reboot.Client{Hosts: w.store, Key: "drain", Now: w.clk.Now}
+			_, rerr := client.Request(w.ctx, "h", power.ModeSoft)
+			require.NoError(t, rerr)
+			start := w.clk.Real()
+			w.follow(t, 4*time.Minute, func() bool { return false })
+			cfg := reboot.DefaultConfig()
+			var soft []time.Duration
+			for _, c := range w.pw.Calls() {
+				if c.Op == fake.OpOff && c.Mode == power.ModeHard {
+					t.Fatalf("hard power-off %v after the request; the soft power-off was never sent once the credentials worked (soft calls reaching the BMC: %v)", c.At.Sub(start), soft)
+				}
+				if c.Op == fake.OpOff {
+					soft = append(soft, c.At.Sub(start))
+				}
+			}
+			require.NotEmpty(t, soft, "soft power-off tried again once it was accepted")
+			require.LessOrEqual(t, soft[0], 15*time.Second+cfg.RetryDelay, "tried again after RetryDelay")
+		})
+	}
 }
