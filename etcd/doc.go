@@ -31,6 +31,10 @@
 // that lost its lease can never write again, even if it does not know yet
 // (ErrNotLeader); and every action it asks of the fleet carries its
 // fencing token (the election key's create revision, plan.Action.Fence).
+// Leadership.Guard gives the same leadership as a reboot.Guard, the fence
+// reboot.Reconciler and remediation.Reconciler ask before every write and
+// power call when their stores are not this etcd. Executor.After paces
+// the passes on the caller's clock.
 //
 // # The caller's duties
 //

@@ -53,6 +53,8 @@ type Leadership struct {
 	// (confirm): the lease was renewed at least its TTL before, so it
 	// lasts at least until then.
 	until time.Time
+	// lasts is the lease's TTL as last confirmed.
+	lasts time.Duration
 }
 
 // ShardFencer is a plan.Fleet whose shard freezes check the executor's
@@ -186,6 +188,7 @@ func (l *Leadership) confirm(ctx context.Context) error {
 	lasts := time.Duration(ka.TTL) * time.Second
 	l.mu.Lock()
 	l.until = sent.Add(lasts - lasts/10)
+	l.lasts = lasts
 	l.mu.Unlock()
 	return nil
 }
@@ -326,6 +329,18 @@ type Executor struct {
 	// PassTimeout bounds a pass (default DefaultPassTimeout); a pass also
 	// ends when the leadership's session does.
 	PassTimeout time.Duration
+	// After paces the executor: the wait between passes and after a
+	// failed session or campaign (default time.After). Give it the
+	// clock Now reads (a simulated one in tests) so that Interval is on
+	// that clock. The lease's TTL stays on real time: etcd keeps it.
+	After func(d time.Duration) <-chan time.Time
+}
+
+func (e *Executor) after(d time.Duration) <-chan time.Time {
+	if e.After != nil {
+		return e.After(d)
+	}
+	return time.After(d)
 }
 
 // DefaultPassTimeout is how long an Executor's pass may take.
@@ -345,7 +360,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		s, err := e.NewSession(ctx)
 		if err != nil {
 			e.warn("session", err)
-			sleep(ctx, interval)
+			e.sleep(ctx, interval)
 			continue
 		}
 		l, err := e.Campaign(ctx, s)
@@ -353,7 +368,7 @@ func (e *Executor) Run(ctx context.Context) error {
 			s.Close()
 			if ctx.Err() == nil {
 				e.warn("campaign", err)
-				sleep(ctx, interval)
+				e.sleep(ctx, interval)
 			}
 			continue
 		}
@@ -398,7 +413,7 @@ func (e *Executor) lead(ctx context.Context, l *Leadership, now func() time.Time
 			return
 		case <-l.Done():
 			return
-		case <-time.After(interval):
+		case <-e.after(interval):
 		}
 	}
 }
@@ -409,9 +424,9 @@ func (e *Executor) warn(what string, err error) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+func (e *Executor) sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
-	case <-time.After(d):
+	case <-e.after(d):
 	}
 }

@@ -14,7 +14,7 @@ import (
 func ExamplePower() {
 	ctx := context.Background()
 	clk := fake.NewClock(time.Time{})
-	p := fake.NewPower(clk.Now, fake.PowerConfig{Lag: 2 * time.Second, IgnoreSoft: true})
+	p := fake.NewPower(clk.Real, fake.PowerConfig{Lag: 2 * time.Second, IgnoreSoft: true})
 
 	_ = p.Off(ctx, power.ModeSoft)
 	clk.Advance(3 * time.Minute)

@@ -134,8 +134,8 @@ type PowerConfig struct {
 }
 
 // Report configures the lies a Power tells through State, separately from
-// what its hardware does (the ground truth, see Truth, WasOnAt, OffAt,
-// WasOffDuring). Real BMCs lie in these ways; the modes combine.
+// what its hardware does (the ground truth, see Truth, WasOnAt,
+// WasOffDuring, HardwareOn). Real BMCs lie in these ways; the modes combine.
 type Report struct {
 	// Stale makes State report the power as it was up to Stale ago, as
 	// sushy-tools (a reset applied 1 to 11 s later, the old state reported
@@ -244,8 +244,10 @@ type Power struct {
 	offAt time.Time
 }
 
-// NewPower returns a simulated power controller that reads time from now
-// (typically (*Clock).Now).
+// NewPower returns a simulated power controller that reads time from now:
+// pass a Clock's Real (the true time line, which never jumps), so that
+// its ground truth (Truth, WasOnAt, WasOffDuring) is on real time; the
+// controllers under test read the Clock's Now.
 func NewPower(now func() time.Time, cfg PowerConfig) *Power {
 	initial := cfg.Initial
 	if initial != power.StateOff {

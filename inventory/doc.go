@@ -19,7 +19,8 @@
 //
 // A reboot job (Fleet.CreateJob, idempotent by job UUID; refused with
 // ErrServerBusy while the server has another live job) is a pure decision
-// (decideJob) and a thin applier. It drains the server, writes its own
+// (the job's state machine, a function of what was observed and the time)
+// and a thin applier. It drains the server, writes its own
 // keyed reboot request (the annotation key carries the job's UUID) for a
 // soft power cycle (falling back to hard after reboot.Config.SoftTimeout),
 // releases it once the server is fenced on evidence (an Off reading taken

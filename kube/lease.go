@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // ErrNotLeader: a power call refused because this process may no longer
@@ -163,3 +164,19 @@ func (c *guarded) On(ctx context.Context) error { return c.call(ctx, c.pc.On) }
 func (c *guarded) Off(ctx context.Context, m power.Mode) error {
 	return c.call(ctx, func(ctx context.Context) error { return c.pc.Off(ctx, m) })
 }
+
+// Hold implements reboot.Guard, so that a reboot.Reconciler or
+// remediation.Reconciler run outside a controller-runtime manager (or its
+// store writes) is fenced by the same lease: it answers only while the
+// lease is held with the margin, and its context ends at the lease's end
+// minus the margin.
+func (g *LeaseGuard) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	left := g.remaining()
+	if left <= 0 {
+		return nil, nil, fmt.Errorf("%w: %w", reboot.ErrNotLeader, ErrNotLeader)
+	}
+	c, cancel := context.WithTimeout(ctx, left)
+	return c, cancel, nil
+}
+
+var _ reboot.Guard = (*LeaseGuard)(nil)

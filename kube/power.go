@@ -14,6 +14,7 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -180,6 +181,9 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	defer cancel()
 	var bmh metal3.BareMetalHost
 	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, &bmh); err != nil {
+		if apierrors.IsNotFound(err) {
+			p.pool().Forget(name) // deleted: its session and what the pool kept for it go (issue 35)
+		}
 		return nil, mapError("power of", p.Namespace, name, err)
 	}
 	t, err := ParseBMCAddress(bmh.Spec.BMC.Address)
@@ -204,6 +208,8 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	insecure := bmh.Spec.BMC.DisableCertificateVerification
 	target := power.Target{
 		Config: string(bmh.UID) + "\x00" + bmh.Spec.BMC.Address + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(insecure),
+		// Hosts of one BMC with the same Secret share a login (issue 35).
+		Login: secret.Namespace + "/" + secret.Name + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(insecure),
 	}
 	switch t.Protocol {
 	case "ipmi":

@@ -80,7 +80,7 @@ func NewRemediationReconciler(cl client.Client, namespace string, own Ownership,
 		Nodes:      &Nodes{Client: cl},
 		Admissions: &Admissions{Client: cl, Namespace: namespace},
 		Hosts: &OwnedHosts{Ownership: own,
-			Ours:     &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: hostOf},
+			Ours:     &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: hostOf, HostsMayVanish: true},
 			Operator: &OperatorHosts{Client: cl, Namespace: namespace, HostOf: hostOf}},
 		Config: cfg, Limit: limit, Now: now,
 	}

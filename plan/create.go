@@ -107,11 +107,15 @@ type CreateOptions struct {
 var (
 	ErrUnknownServer   = errors.New("plan: unknown server")
 	ErrDuplicateServer = errors.New("plan: server listed twice")
-	ErrInOtherPlan     = errors.New("plan: server is in another unfinished plan")
 	ErrConcurrency     = errors.New("plan: concurrency must be at least 1")
 	ErrWarnings        = errors.New("plan: not created because of warnings (they can be ignored)")
 	ErrEmpty           = errors.New("plan: no server to reboot")
 	ErrNoUUID          = errors.New("plan: missing plan uuid")
+
+	// ErrInOtherPlan is Create's ErrServerInPlan: errors wrapping it also
+	// match ErrServerInPlan (which a store's Create returns for a plan
+	// made since), and its text says which check found it.
+	ErrInOtherPlan = fmt.Errorf("%w (found when the plan was made)", ErrServerInPlan)
 )
 
 // WarningKind is the kind of a creation warning.

@@ -13,46 +13,67 @@
 //
 // Every caller that talks to real BMCs (the inventory's fleet, the
 // Kubernetes controllers, the examples) gets its Controllers from one
-// [Pool]: pool.Controller(host, Target{BMC, Config, Connect}). The Pool
+// [Pool]: pool.Controller(host, Target{BMC, Config, Login, Connect}). The
+// Pool
 //
-//   - opens a host's controller on its first call (Target.Connect, bounded
-//     by PoolConfig.ConnectTimeout, one login at a time per BMC) and keeps
-//     it for the next calls;
-//   - closes it when it has been idle for PoolConfig.IdleTimeout, when the
-//     caller says the host is gone (Forget), when the host's Target.Config
+//   - keeps one session per BMC endpoint and login (Target.Login, or
+//     Config when it is empty: the credentials and TLS settings): hosts of
+//     a chassis whose one Redfish service serves their systems share it
+//     (power/redfish makes each host's controller on it without a login,
+//     and only when the endpoint, credentials and TLS settings are really
+//     the same); an adapter that cannot share (power/ipmi) gets a session
+//     per host;
+//   - opens a session on a host's first call (Target.Connect, bounded by
+//     PoolConfig.ConnectTimeout, one login at a time per BMC) and keeps it
+//     for the next calls. A caller that gives up (its context ends) during
+//     a login gets a busy error at once; the login goes on, is not counted
+//     against the BMC, and its session serves the next call. Logins an
+//     adapter makes inside a call (a session expired) go through the same
+//     rule and back-off (ConnectInfo.Gate);
+//   - closes a session when no call used it for PoolConfig.IdleTimeout,
+//     when no host uses it any more (Forget), when the hosts' Target
 //     changes, and on Close;
 //   - bounds every State, On and Off call by PoolConfig.CallTimeout (and
 //     the caller's own deadline). A controller that does not return within
 //     the deadline is given up on: the caller gets a busy error wrapping
-//     context.DeadlineExceeded, and the controller is closed once its call
+//     context.DeadlineExceeded, and its session is closed once its call
 //     returns, counting against its BMC's sessions until then;
-//   - backs off per BMC after a failed connect (whatever the reason) and
-//     after a call that says the BMC is unreachable or refuses us (no
-//     answer, a transport error, a timeout, ErrAuth):
+//   - backs off LOGINS per BMC and login after a failed one (whatever the
+//     reason; a login that outlives ConnectTimeout included):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
 //     authentication failure AuthBackoff (30 s) doubling up to
 //     MaxAuthBackoff (30 min), so a BMC with a wrong password sees at most
-//     two logins a minute, and fewer as the failures go on. A call during a
-//     back-off is not tried: it fails at once with an error matching
-//     ErrBackoff and the failure that started it (so errors.Is(err, ErrAuth)
-//     still tells the operator the password is wrong). A success, or an
-//     answer from the BMC on an open controller (even a refusal with a
-//     status, such as a 409), ends the back-off; so does a new
-//     Target.Config for the host;
-//   - keeps at most PoolConfig.MaxSessions controllers open per BMC (hosts
-//     behind one BMC share it), closing the least recently used idle one
-//     (and waiting for its logout) before opening another, or waiting for
-//     one to become idle.
+//     two logins a minute with it, and fewer as the failures go on. A call
+//     that needs a login during a back-off is not tried: it fails at once
+//     with an error matching ErrBackoff and the failure that started it
+//     (so errors.Is(err, ErrAuth) still tells the operator the password is
+//     wrong). Calls on an open session are always tried, whatever any
+//     login's back-off: one host's wrong password never refuses another
+//     host whose credentials differ or whose session is open. A call's
+//     failure backs nothing off; a call refused with ErrAuth (the session
+//     is gone and a new login was refused) closes the session, so the next
+//     call logs in, under the back-off. A success, or an answer from the
+//     BMC, ends the back-off of its login;
+//   - keeps at most PoolConfig.MaxSessions sessions open per BMC. A login
+//     that finds its BMC at the bound waits for a session to become idle,
+//     and then closes the least recently used idle one, at most one every
+//     PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
+//     evicted faster than that, and other such logins fail at once as busy;
+//   - costs the same per call whatever the number of hosts and BMCs (per
+//     BMC state, maps and an idle list; no scan of the hosts), and after
+//     Forget keeps nothing of a host.
 //
 // # The caller's duties
 //
 //   - Use one Pool per process for all BMCs, and Close it on shutdown (it
 //     logs every session out).
-//   - Give each BMC one stable Target.BMC name (its address) and each host a
+//   - Give each BMC one stable Target.BMC name (its address), each host a
 //     stable Target.Config that changes when its configuration (credentials,
-//     TLS, system) does; never put secrets in either (the Pool logs Target.BMC and keeps
-//     Target.Config for as long as it runs).
-//   - Call Forget when a host is deleted.
+//     TLS, system) does, and hosts with the same credentials to one BMC the
+//     same Target.Login (never the same one to different credentials:
+//     their logins would share a back-off); never put secrets in them (the
+//     Pool logs Target.BMC and keeps the others for as long as it runs).
+//   - Call Forget when a host is deleted or no longer managed.
 //   - Treat a busy outcome as "unknown, try again later": a timed-out
 //     command may or may not have taken effect.
 //
@@ -60,14 +81,15 @@
 //
 //   - No call through a Pool's Controller blocks its caller longer than
 //     CallTimeout (or the caller's deadline) plus half a second.
-//   - Between two logins to a BMC that refused the last one there are at
-//     least AuthBackoff, doubling with each refusal until a success or a
-//     new Config; between two connection attempts to a BMC after a failed
-//     one, at least Backoff, doubling with each failure in a row. A
-//     failure never shortens a pause already running.
-//   - A BMC never has more than MaxSessions controllers open through the
-//     Pool (each holds one session; power/redfish briefly holds two while
-//     it replaces an expired one).
+//   - Between two logins to a BMC with credentials it refused last there
+//     are at least AuthBackoff, doubling with each refusal until a success
+//     (a Forget of every host using them does not shorten it); between two
+//     logins after a failed one, at least Backoff, doubling with each
+//     failure in a row. A failure never shortens a pause already running.
+//   - At most one login at a time per BMC, including logins made inside
+//     calls by adapters that take the ConnectInfo.Gate (power/redfish).
+//   - A BMC never has more than MaxSessions sessions open through the
+//     Pool.
 //
 // # Assumptions
 //
@@ -75,4 +97,7 @@
 //     as above, but its goroutine lives until it returns.
 //   - Target.Connect reports a refused login with an error matching
 //     ErrAuth (power/redfish and power/ipmi do).
+//   - power/ipmi re-establishes a session inside a call on its own, not
+//     through ConnectInfo.Gate: those logins are outside the one-at-a-time
+//     rule (an IPMI BMC serves one host).
 package power

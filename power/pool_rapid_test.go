@@ -36,19 +36,27 @@ type simBMC struct {
 	release   chan struct{} // closed to free stuck calls
 	open      int
 	maxOpen   int
-	logins    []time.Time
-	refusals  []time.Time // logins refused for the password
-	resets    []time.Time // a host of this BMC changed its Config
-	reached   int         // logins and calls that reached the BMC
+	logins    map[string][]time.Time // by credentials (the hosts' Config)
+	refusals  map[string][]time.Time // logins refused for the password
+	reached   int                    // logins and calls that reached the BMC
 	violation string
 }
 
-func (b *simBMC) connect(ctx context.Context, limit int) (power.Controller, error) {
+// loginCount returns the logins the BMC saw (b.mu held).
+func (b *simBMC) loginCount() int {
+	n := 0
+	for _, l := range b.logins {
+		n += len(l)
+	}
+	return n
+}
+
+func (b *simBMC) connect(ctx context.Context, limit int, key string) (power.Controller, error) {
 	b.mu.Lock()
 	b.reached++
 	mode := b.mode
 	now := b.clk.Now()
-	b.logins = append(b.logins, now)
+	b.logins[key] = append(b.logins[key], now)
 	release := b.release
 	b.mu.Unlock()
 	switch mode {
@@ -62,7 +70,7 @@ func (b *simBMC) connect(ctx context.Context, limit int) (power.Controller, erro
 		return nil, errors.New("read: connection reset")
 	case modeWrongPass:
 		b.mu.Lock()
-		b.refusals = append(b.refusals, now)
+		b.refusals[key] = append(b.refusals[key], now)
 		b.mu.Unlock()
 		return nil, &power.Error{Op: "connect", Class: power.ClassFailed, Status: 401, Err: power.ErrAuth}
 	}
@@ -73,11 +81,13 @@ func (b *simBMC) connect(ctx context.Context, limit int) (power.Controller, erro
 	if b.open > limit && b.violation == "" {
 		b.violation = fmt.Sprintf("%d sessions open on %s, the bound is %d", b.open, b.name, limit)
 	}
-	return &simCtrl{b: b}, nil
+	return &simCtrl{b: b, key: key, gate: power.ConnectInfoFrom(ctx).Gate}, nil
 }
 
 type simCtrl struct {
 	b      *simBMC
+	key    string          // its credentials
+	gate   power.LoginGate // the adapter's re-logins go through it
 	closed sync.Once
 }
 
@@ -97,12 +107,20 @@ func (c *simCtrl) State(ctx context.Context) (power.State, error) {
 		<-release
 		return power.StateUnknown, &power.Error{Op: "state", Class: power.ClassFailed, Message: "reset"}
 	case modeWrongPass:
+		// The session is refused (401): the adapter logs in again, through
+		// the Pool's gate, and is refused.
+		done, err := c.gate(ctx)
+		if err != nil {
+			return power.StateUnknown, err
+		}
 		now := b.clk.Now()
 		b.mu.Lock()
-		b.refusals = append(b.refusals, now) // the adapter's re-login, refused
-		b.logins = append(b.logins, now)
+		b.refusals[c.key] = append(b.refusals[c.key], now)
+		b.logins[c.key] = append(b.logins[c.key], now)
 		b.mu.Unlock()
-		return power.StateUnknown, &power.Error{Op: "state", Class: power.ClassFailed, Status: 401, Err: power.ErrAuth}
+		err = &power.Error{Op: "state", Class: power.ClassFailed, Status: 401, Err: power.ErrAuth}
+		done(err)
+		return power.StateUnknown, err
 	}
 	return power.StateOn, nil
 }
@@ -126,9 +144,10 @@ func (c *simCtrl) Close() error {
 // random worlds (a wrong password, a BMC gone, one that hangs, one stuck
 // past every deadline, idle time, forgotten hosts, new credentials) and
 // checks, against what the BMCs saw: never more sessions open on a BMC
-// than the bound; after a refused login, no login within AuthBackoff unless
-// the credentials changed; no call held past its deadline plus half a
-// second; a call refused for back-off never reached the BMC.
+// than the bound; after a refused login, no login with the same
+// credentials within AuthBackoff (re-logins inside calls, through the
+// Pool's gate, included); no call held past its deadline plus half a
+// second; a call refused for back-off caused no login.
 func TestPoolStateMachine(t *testing.T) {
 	rapidcheck.Check(t, func(t *rapid.T) {
 		const maxSessions = 2
@@ -137,7 +156,8 @@ func TestPoolStateMachine(t *testing.T) {
 		clk := newClock()
 		pool := power.NewPool(power.PoolConfig{Now: clk.Now, MaxSessions: maxSessions, CallTimeout: callTimeout,
 			ConnectTimeout: callTimeout, IdleTimeout: 5 * time.Minute})
-		bmcs := []*simBMC{{name: "A", clk: clk, release: make(chan struct{})}, {name: "B", clk: clk, release: make(chan struct{})}}
+		bmcs := []*simBMC{{name: "A", clk: clk, release: make(chan struct{}), logins: map[string][]time.Time{}, refusals: map[string][]time.Time{}},
+			{name: "B", clk: clk, release: make(chan struct{}), logins: map[string][]time.Time{}, refusals: map[string][]time.Time{}}}
 		defer func() {
 			for _, b := range bmcs {
 				b.mu.Lock()
@@ -153,11 +173,10 @@ func TestPoolStateMachine(t *testing.T) {
 		hosts := []string{"h0", "h1", "h2", "h3", "h4"}
 		bmcOf := func(h string) *simBMC { return bmcs[map[string]int{"h0": 0, "h1": 0, "h2": 0, "h3": 1, "h4": 1}[h]] }
 		version := map[string]int{}
-		used := map[string]int{} // the version each host was last called with
 		target := func(h string) power.Target {
 			b := bmcOf(h)
 			return power.Target{BMC: b.name, Config: fmt.Sprint(version[h]), Connect: func(ctx context.Context) (power.Controller, error) {
-				return b.connect(ctx, maxSessions)
+				return b.connect(ctx, maxSessions, fmt.Sprint(version[h]))
 			}}
 		}
 
@@ -166,13 +185,7 @@ func TestPoolStateMachine(t *testing.T) {
 				h := rapid.SampledFrom(hosts).Draw(t, "host")
 				b := bmcOf(h)
 				b.mu.Lock()
-				before := b.reached
-				if v, ok := used[h]; ok && v != version[h] {
-					// The Pool sees the new credentials now: it may try
-					// them at once (PoolConfig's documented exception).
-					b.resets = append(b.resets, clk.Now())
-				}
-				used[h] = version[h]
+				before := b.loginCount()
 				b.mu.Unlock()
 				start := time.Now()
 				_, err := pool.Controller(h, target(h)).State(context.Background())
@@ -180,10 +193,10 @@ func TestPoolStateMachine(t *testing.T) {
 					t.Fatalf("a call on %s took %s", h, took)
 				}
 				b.mu.Lock()
-				after := b.reached
+				after := b.loginCount()
 				b.mu.Unlock()
 				if errors.Is(err, power.ErrBackoff) && after != before {
-					t.Fatalf("a call refused for back-off reached BMC %s", b.name)
+					t.Fatalf("a call refused for back-off logged in to BMC %s", b.name)
 				}
 			},
 			"mode": func(t *rapid.T) {
@@ -203,7 +216,6 @@ func TestPoolStateMachine(t *testing.T) {
 			"forget": func(t *rapid.T) {
 				h := rapid.SampledFrom(hosts).Draw(t, "host")
 				pool.Forget(h)
-				delete(used, h)
 			},
 			"new credentials": func(t *rapid.T) {
 				version[rapid.SampledFrom(hosts).Draw(t, "host")]++
@@ -216,11 +228,13 @@ func TestPoolStateMachine(t *testing.T) {
 						b.mu.Unlock()
 						t.Fatal(v)
 					}
-					for _, r := range b.refusals {
-						for _, l := range b.logins {
-							if l.After(r) && l.Sub(r) < authBackoff && !resetBetween(b.resets, r, l) {
-								b.mu.Unlock()
-								t.Fatalf("BMC %s refused a login at %s and got another %s later", b.name, r.Format(time.TimeOnly), l.Sub(r))
+					for key, rs := range b.refusals {
+						for _, r := range rs {
+							for _, l := range b.logins[key] {
+								if l.After(r) && l.Sub(r) < authBackoff {
+									b.mu.Unlock()
+									t.Fatalf("BMC %s refused a login with credentials %s at %s and got another %s later", b.name, key, r.Format(time.TimeOnly), l.Sub(r))
+								}
 							}
 						}
 					}
@@ -229,15 +243,4 @@ func TestPoolStateMachine(t *testing.T) {
 			},
 		})
 	})
-}
-
-// resetBetween reports whether credentials changed at an instant in
-// [from, to].
-func resetBetween(resets []time.Time, from, to time.Time) bool {
-	for _, r := range resets {
-		if !r.Before(from) && !r.After(to) {
-			return true
-		}
-	}
-	return false
 }

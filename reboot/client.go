@@ -41,6 +41,12 @@ type Client struct {
 	// Retries is how many conflicting writes Request and Release retry
 	// before they give up. Default 10.
 	Retries int
+	// Power, if set, reads a host's power for Up and WaitUp.
+	Power func(host string) (power.Controller, error)
+	// StaleReads is how old a power reading may be (reboot's assumption
+	// A1), for Up: the host's own Host.StaleReads if set, else this,
+	// else the controller's default (30 s).
+	StaleReads time.Duration
 }
 
 // Ticket is one request made by a Client: what Fenced, Release and Done
@@ -197,7 +203,9 @@ func (c *Client) Release(ctx context.Context, t Ticket) error {
 
 // Done reports whether the reboot the ticket asked for is over: its
 // annotation is gone and the controller powered the host on after t.At
-// (the seed's rule: lastPoweredOn later than the request).
+// (the seed's rule: lastPoweredOn later than the request). That is "the
+// power-on was decided and sent": the host may still be off (a BMC takes
+// seconds) or fail to come on. Up tells when the host reads on after it.
 func (c *Client) Done(ctx context.Context, t Ticket) (bool, error) {
 	h, err := c.Hosts.Get(ctx, t.Host)
 	if err != nil {

@@ -25,7 +25,8 @@
 //     Status.Fenced(T, now) answers the fencing question: are all processes
 //     that ran on the host at T guaranteed stopped?
 //   - Client is the other side: Request (a keyed annotation written after
-//     taking T), Fenced / WaitFenced, Release, Done / WaitDone. Fencing
+//     taking T), Fenced / WaitFenced, Release, Done / WaitDone (the
+//     power-on was decided), Up / WaitUp (the host reads on after it). Fencing
 //     agents and the remediation package use it.
 //
 // # The caller's duties
@@ -67,7 +68,14 @@
 //  7. Report Decision.Warnings (bad values, invalid keys, refused keys) to
 //     the clients, e.g. as Kubernetes events.
 //
-// Reconciler does steps 1 to 6 over a HostStore and power.Controllers.
+// Reconciler does steps 1 to 5 over a HostStore and power.Controllers;
+// Runner does step 6 for it (Reconciler.Loop), and for the remediation
+// reconciler in the same process. A Guard (Reconciler.Guard) fences every
+// store write and power call by the process's leadership (assumption A4):
+// etcd.Leadership.Guard and kube.LeaseGuard implement it. The
+// reboottest package is the conformance kit for HostStores of your own.
+// Stores whose records are not BareMetalHosts can carry the API under a
+// prefix of their own (WithPrefix); metal3's stays the default.
 //
 // # Evidence: what an Off reading proves
 //
@@ -185,13 +193,15 @@
 //	    for evidence later than the asker's now. A clock that jumps back by
 //	    J can make Fenced(T, now) vouch for a T up to J early; Client.Fenced
 //	    also accepts Status.Covers, which compares no clocks.
-//	A4. One controller acts on a host at a time (leader election), and the
-//	    store's writes are compare-and-swap and return the new version.
-//	    During a handover the old leader may still finish a pass: its
-//	    power call is stopped by a lease guard (kube.LeaseGuard), its
-//	    write by the compare-and-swap if the new leader wrote the host
-//	    since its read, and otherwise its timestamps count as known only
-//	    from the new leader's next read, never from its start
+//	A4. One controller acts on a host at a time (leader election, with a
+//	    Guard that fences writes and power calls by the leader's lease),
+//	    and the store's writes are compare-and-swap and return the new
+//	    version. During a handover the old leader may still finish a pass:
+//	    its power call and write are stopped by the Guard (Reconciler.Guard;
+//	    kube.LeaseGuard, etcd.Leadership.Guard), its write by the
+//	    compare-and-swap if the new leader wrote the host since its read,
+//	    and otherwise its timestamps count as known only from the new
+//	    leader's next read, never from its start
 //	    (TestIssue36LeaderHandoverLateWrite).
 //
 // Under them:

@@ -139,23 +139,23 @@ func TestIssue36UnknownReadingsBackOff(t *testing.T) {
 	}
 }
 
-// leaseGuard is a power controller that makes calls only while its
+// leasedPower is a power controller that makes calls only while its
 // Reconciler holds the lease, as kube.LeaseGuard does.
-type leaseGuard struct {
+type leasedPower struct {
 	power.Controller
 	leader bool
 }
 
 var errNotLeader = &power.Error{Op: "guard", Class: power.ClassFailed, Message: "not the leader: no power call"}
 
-func (g *leaseGuard) On(ctx context.Context) error {
+func (g *leasedPower) On(ctx context.Context) error {
 	if !g.leader {
 		return errNotLeader
 	}
 	return g.Controller.On(ctx)
 }
 
-func (g *leaseGuard) Off(ctx context.Context, m power.Mode) error {
+func (g *leasedPower) Off(ctx context.Context, m power.Mode) error {
 	if !g.leader {
 		return errNotLeader
 	}
@@ -180,7 +180,7 @@ func TestIssue36LeaderHandoverLateWrite(t *testing.T) {
 			other := fake.NewPower(clk.Real, fake.PowerConfig{})
 			store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true}, reboot.Host{Name: "g", Online: true})
 			cfg := reboot.Config{StaleReads: 5 * time.Second}
-			gA, gB := &leaseGuard{Controller: pw, leader: true}, &leaseGuard{Controller: pw}
+			gA, gB := &leasedPower{Controller: pw, leader: true}, &leasedPower{Controller: pw}
 			var b *reboot.Reconciler
 			paused := false
 			a := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,

@@ -101,6 +101,10 @@ type Reconciler struct {
 	// OffFor) and since this Reconciler last sent a power-on to a host
 	// (QuietFor); what it did before its first pass counts as unknown.
 	Monotonic func() time.Duration
+	// Guard, if set, fences every store write and power call by this
+	// process's leadership (see Guard); a refused pass returns an error
+	// wrapping ErrNotLeader and acts no more.
+	Guard Guard
 
 	mu      sync.Mutex
 	hosts   map[string]*memory
@@ -350,7 +354,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 				delete(nh.Annotations, k)
 			}
 		}
-		written, err := r.Hosts.Update(ctx, nh)
+		var written Host
+		err := Fenced(ctx, r.Guard, "reboot: update host "+name, func(ctx context.Context) (err error) {
+			written, err = r.Hosts.Update(ctx, nh)
+			return err
+		})
+		if errors.Is(err, ErrNotLeader) {
+			return res, err
+		}
 		if err != nil {
 			// The record stays unhandled: a change seen in this pass is
 			// seen again in the next.
@@ -377,7 +388,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		r.mu.Unlock()
 	}
 	if d.Power != ActionNone {
-		var err error
+		pctx, cancel, err := hold(ctx, r.Guard, "reboot: "+d.Power.String()+" "+name)
+		if err != nil {
+			return res, err
+		}
+		defer cancel()
+		ctx := pctx
 		if d.Power == ActionPowerOn {
 			// Noted before the call: from now on an Off reading may echo
 			// the state before it, whatever the call returns.

@@ -47,7 +47,13 @@
 //     what was not done, and never skips a step.
 //
 // Reconciler does this over MachineStore, NodeStore, HostStore and
-// AdmissionStore.
+// AdmissionStore. Where the machine and its node are one record of your
+// own inventory (no Cluster API), implement RecordStore (three methods)
+// and get both stores from Records; run with Config.OutOfService, and
+// with Config.Nouns for messages in your words (server, pool, unhealthy
+// flag) instead of Cluster API's. The
+// Reconciler's Loop runs it in a reboot.Runner next to the reboot
+// controller, and its Guard fences its writes by leadership.
 //
 // # Concurrency
 //

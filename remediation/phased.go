@@ -230,6 +230,10 @@ type Config struct {
 	OutOfService bool
 	// PollInterval is how often to look again while waiting. Default 5 s.
 	PollInterval time.Duration
+	// Nouns, if set, are the words State.Message and Decision.Reason use
+	// instead of Cluster API's (machine, node, cluster, health check,
+	// needs-remediation annotation).
+	Nouns Nouns
 }
 
 func (c Config) withDefaults() Config {
@@ -312,9 +316,8 @@ func stamp(t time.Time) string {
 // Decide is Config{}.Decide.
 func Decide(o Observed, now time.Time) Decision { return Config{}.Decide(o, now) }
 
-// Decide returns the phased remediation's next step for one Machine. It is
-// pure: no I/O, no clock, and o is not modified.
-func (c Config) Decide(o Observed, now time.Time) Decision {
+// decide is Decide in Cluster API's nouns.
+func (c Config) decide(o Observed, now time.Time) Decision {
 	c = c.withDefaults()
 	d := Decision{State: o.State}
 	st := &d.State
@@ -530,7 +533,7 @@ func (c Config) cleanup(o Observed, d *Decision) bool {
 	untaint := st.Tainted && o.Node.OutOfService
 	if labels == nil && annotations == nil && !untaint {
 		st.Backup, st.Tainted = nil, false
-		if st.Message == msgCleanupWaits {
+		if st.Message == msgCleanupWaits || st.Message == c.Nouns.say(msgCleanupWaits) {
 			st.Message = ""
 		}
 		return false

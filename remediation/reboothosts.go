@@ -11,6 +11,10 @@ import (
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
+// ErrUnknownHost: RebootHosts.HostOf named a host the reboot store does
+// not have.
+var ErrUnknownHost = errors.New("remediation: unknown host")
+
 // Compile-time check: *RebootHosts is a HostStore.
 var _ HostStore = (*RebootHosts)(nil)
 
@@ -33,6 +37,14 @@ type RebootHosts struct {
 	// Power, if set, gives a host's power controller; its reading fills
 	// Host.Power, which only Table mode and messages use.
 	Power func(host string) (power.Controller, error)
+	// HostsMayVanish: a host HostOf names that the store does not have
+	// counts as Missing (deleted mid-remediation: the attempt waits for
+	// it until its timeout, then escalates), as BareMetalHosts may be
+	// deleted while their Machine still names them (the kube module sets
+	// it). False (the default, for inventories whose host records outlive
+	// their machines): it is an error wrapping ErrUnknownHost, the pass
+	// fails and is retried, and nothing escalates on a wrong mapping.
+	HostsMayVanish bool
 	// Retries bounds conflicting writes retried by RemoveRebootAnnotation.
 	// Default 10.
 	Retries int
@@ -53,6 +65,10 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 	}
 	h, err := r.Hosts.Get(ctx, name)
 	if errors.Is(err, reboot.ErrNotFound) {
+		if !r.HostsMayVanish {
+			return Host{}, fmt.Errorf("remediation: machine %s maps to host %s, which the host store does not have (fix HostOf or add the host): %w",
+				machine, name, ErrUnknownHost)
+		}
 		return Host{Missing: true, Power: power.StateUnknown}, nil
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // Store errors; implementations return them wrapped.
@@ -127,6 +128,11 @@ type Reconciler struct {
 	Now func() time.Time
 	// Logger, if set, gets one line per pass that does something.
 	Logger *slog.Logger
+	// Guard, if set, fences every write (Machines, Nodes, hosts'
+	// annotations, admissions) by this process's leadership, as in
+	// reboot.Reconciler: a refused pass returns an error wrapping
+	// reboot.ErrNotLeader and acts no more.
+	Guard reboot.Guard
 }
 
 // Result is what a pass decided.
@@ -141,7 +147,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	rec, err := r.Machines.Get(ctx, name)
 	if errors.Is(err, ErrNotFound) && !r.Table {
 		// Deleted (for its owner to replace): release its admission.
-		return Result{}, errors.Join(fmt.Errorf("remediation: machine %s: %w", name, err), r.release(ctx, name, nil))
+		return Result{}, errors.Join(fmt.Errorf("remediation: machine %s: %w", name, err),
+			reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) }))
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("remediation: machine %s: %w", name, err)
@@ -182,36 +189,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	res := Result{Decision: d, RequeueAfter: d.RequeueAfter}
 	if d.Admit {
 		adm.Machines = append(slices.Clone(adm.Machines), name)
-		if err := r.Admissions.PutAdmissions(ctx, adm); err != nil {
+		if err := reboot.Fenced(ctx, r.Guard, "remediation: admit "+name, func(ctx context.Context) error {
+			return r.Admissions.PutAdmissions(ctx, adm)
+		}); err != nil {
 			return res, fmt.Errorf("remediation: admit %s: %w", name, err)
 		}
 	}
 	if d.UpdateState {
-		if err := r.Machines.SaveState(ctx, name, rec.Version, d.State); err != nil {
+		if err := reboot.Fenced(ctx, r.Guard, "remediation: save state of "+name, func(ctx context.Context) error {
+			return r.Machines.SaveState(ctx, name, rec.Version, d.State)
+		}); err != nil {
 			return res, fmt.Errorf("remediation: save state of %s: %w", name, err)
 		}
 	}
 	attempt := Request{Value: d.RebootValue, At: d.State.Started}
 	steps := []struct {
 		do  bool
-		run func() error
+		run func(ctx context.Context) error
 		op  string
 	}{
-		{d.AddRebootAnnotation, func() error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation"},
-		{d.DeleteNode, func() error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node"},
-		{d.TaintNode, func() error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node"},
-		{d.RemoveRebootAnnotation, func() error { return r.Hosts.RemoveRebootAnnotation(ctx, name) }, "remove reboot annotation"},
-		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func() error {
+		{d.AddRebootAnnotation, func(ctx context.Context) error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation"},
+		{d.DeleteNode, func(ctx context.Context) error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node"},
+		{d.TaintNode, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node"},
+		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.Hosts.RemoveRebootAnnotation(ctx, name) }, "remove reboot annotation"},
+		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func(ctx context.Context) error {
 			return r.Nodes.AddMetadata(ctx, d.RestoreNode, d.RestoreLabels, d.RestoreAnnotations)
 		}, "restore node metadata"},
-		{d.RemoveTaint, func() error { return r.Nodes.SetOutOfService(ctx, d.RestoreNode, false) }, "untaint node"},
-		{d.RemoveNeedsRemediation, func() error { return r.Machines.RemoveNeedsRemediation(ctx, name) }, "remove needs-remediation"},
-		{d.DeleteMachine, func() error { return r.Machines.Delete(ctx, name) }, "delete machine"},
-		{d.Release, func() error { return r.release(ctx, name, &adm) }, "release admission"},
+		{d.RemoveTaint, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, d.RestoreNode, false) }, "untaint node"},
+		{d.RemoveNeedsRemediation, func(ctx context.Context) error { return r.Machines.RemoveNeedsRemediation(ctx, name) }, "remove needs-remediation"},
+		{d.DeleteMachine, func(ctx context.Context) error { return r.Machines.Delete(ctx, name) }, "delete machine"},
+		{d.Release, func(ctx context.Context) error { return r.release(ctx, name, &adm) }, "release admission"},
 	}
 	for _, s := range steps {
 		if s.do {
-			if err := s.run(); err != nil {
+			if err := reboot.Fenced(ctx, r.Guard, "remediation: "+s.op+" for "+name, s.run); err != nil {
 				return res, fmt.Errorf("remediation: %s for %s: %w", s.op, name, err)
 			}
 		}
@@ -266,6 +277,20 @@ func (r *Reconciler) table(ctx context.Context, rec MachineRecord, node Node, ho
 	a := Table(TableInput{NodeRef: node.Exists, NeedsRemediation: rec.Machine.NeedsRemediation,
 		PoweredOn: host.Power != power.StateOff, RebootAnnotation: host.RebootAnnotation})
 	var err error
+	if a != TableNothing {
+		err = reboot.Fenced(ctx, r.Guard, "remediation: table "+a.String()+" for "+rec.Machine.Name, func(ctx context.Context) error {
+			return r.tableAct(ctx, a, rec, node)
+		})
+	}
+	if err != nil {
+		return Result{TableAction: a}, fmt.Errorf("remediation: table %s for %s: %w", a, rec.Machine.Name, err)
+	}
+	return Result{TableAction: a, RequeueAfter: r.Config.withDefaults().PollInterval}, nil
+}
+
+// tableAct applies the table's action a.
+func (r *Reconciler) tableAct(ctx context.Context, a TableAction, rec MachineRecord, node Node) error {
+	var err error
 	switch a {
 	case TableAddRebootAnnotation:
 		now := r.Now()
@@ -277,8 +302,5 @@ func (r *Reconciler) table(ctx context.Context, rec MachineRecord, node Node, ho
 	case TableRemoveRebootAnnotation:
 		err = r.Hosts.RemoveRebootAnnotation(ctx, rec.Machine.Name)
 	}
-	if err != nil {
-		return Result{TableAction: a}, fmt.Errorf("remediation: table %s for %s: %w", a, rec.Machine.Name, err)
-	}
-	return Result{TableAction: a, RequeueAfter: r.Config.withDefaults().PollInterval}, nil
+	return err
 }

@@ -57,7 +57,8 @@ type connectFunc func(ctx context.Context, b inventory.BMC) (power.Controller, e
 
 // preflight checks every server of p, at most preflightParallel at once.
 // Logins go through a power.Pool, the owner of BMC connections: one login
-// per server, counted by its back-off, closed (logged out) at the end.
+// per server (or one per BMC and credentials, shared), counted by its
+// back-off, logged out once the server is checked.
 func preflight(ctx context.Context, inv inventory.Inventory, p plan.Plan, connect connectFunc) []preflightRow {
 	pool := power.NewPool(power.PoolConfig{ConnectTimeout: loginTimeout, CallTimeout: stateTimeout})
 	defer pool.Close()
@@ -108,7 +109,12 @@ func checkServer(ctx context.Context, inv inventory.Inventory, s inventory.Serve
 		var mu sync.Mutex // the Pool may run Connect on its own goroutine
 		var loginErr error
 		loggedIn := false
-		ctrl := pool.Controller(s.UUID, power.Target{BMC: addr, Config: addr, Connect: func(ctx context.Context) (power.Controller, error) {
+		// The login's identity (its credentials' source, never the secret):
+		// a server with a wrong password never backs off another's login
+		// to the same BMC (issue 35).
+		login := fmt.Sprintf("user=%s env=%s file=%s ca=%s insecure=%v", b.Username, b.PasswordEnv, b.PasswordFile, b.CAFile, b.Insecure)
+		defer pool.Forget(s.UUID) // checked: its session goes now, not at the end of the run
+		ctrl := pool.Controller(s.UUID, power.Target{BMC: addr, Config: addr, Login: login, Connect: func(ctx context.Context) (power.Controller, error) {
 			c, err := connect(ctx, b)
 			mu.Lock()
 			loginErr, loggedIn = err, err == nil

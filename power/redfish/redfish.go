@@ -46,10 +46,37 @@
 //   - Every operation runs with the caller's context (gofish keeps the
 //     context given at connect time; the adapter passes each operation's
 //     own), also while it waits for another operation on the same BMC. An
-//     expired session is re-established once, on the same HTTP transport;
-//     the old session is logged out in the background, never holding up the
-//     caller. A Connect that fails after logging in logs out again: BMCs
-//     have few session slots.
+//     expired session is re-established once for every controller sharing
+//     it, on the same HTTP transport, through the power.Pool's login gate
+//     (power.ConnectInfo.Gate: one login at a time per BMC, and its
+//     back-off); that login is not the caller's to cancel (a BMC still
+//     answering an abandoned login would get the next one at the same time
+//     and keep a session nobody can log out): a caller that gives up
+//     leaves it running, bounded, for the next call. The old session is
+//     logged out in the background, never holding up the caller. A Connect
+//     that fails after logging in logs out again: BMCs have few session
+//     slots.
+//   - One session serves every system of a service: Connect given an open
+//     Controller in power.ConnectInfo.Shared (a power.Pool does that for
+//     hosts with the same BMC and login) makes the new system's Controller
+//     on its session, without a login, if the endpoint, credentials, TLS
+//     and proxy settings are the same; otherwise it fails with
+//     power.ErrNotShared and the Pool logs in. Closing such a Controller
+//     does nothing; closing the one that logged in ends the session.
+//   - Credentials never leave the endpoint's origin: a redirect to another
+//     scheme, host or port is not followed, nor any redirect of a request
+//     with a body (a login, a reset), so the session token, the basic-auth
+//     header and a login's password go nowhere else and a login body is
+//     never sent twice; the error wraps ErrRedirect. The BMC is reached
+//     directly, never through HTTP_PROXY or HTTPS_PROXY from the
+//     environment, unless Config.Proxy names a proxy.
+//   - A reset answered 202 Accepted with a task monitor succeeds without
+//     following the task: the reset was accepted, which is all a
+//     power.Controller method promises, and callers take the outcome from
+//     a later State read (the reboot decisions wait for the state to
+//     change, and a reset that failed shows as a state that does not).
+//     Following a monitor would add requests to a BMC-chosen URL for
+//     nothing a later read does not tell.
 //   - A service without a SessionService (sushy-tools) is reported with
 //     ErrNoSessionService: use BasicAuth.
 //   - TLS is verified unless InsecureSkipVerify; RootCAs adds a CA pool.
@@ -60,7 +87,6 @@ package redfish
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -115,8 +141,15 @@ type Config struct {
 	// replaces the system's CA pool.
 	InsecureSkipVerify bool
 	RootCAs            *x509.CertPool
-	// HTTPClient, if set, is used as is (TLS settings above are ignored).
+	// HTTPClient, if set, is used with its transport (TLS settings above
+	// and Proxy are ignored; a nil Transport is net/http's default, which
+	// honours HTTP_PROXY). Redirects are restricted all the same.
 	HTTPClient *http.Client
+	// Proxy, if set, is the HTTP proxy to reach the BMC through. Nil: the
+	// BMC is reached directly, whatever HTTP_PROXY and HTTPS_PROXY say (a
+	// controller's proxy for the internet must not see BMC sessions and
+	// passwords).
+	Proxy *url.URL
 	// StaleReads bounds how long after a reset the BMC may still report
 	// the state from before it. PushPowerButton is never sent within
 	// StaleReads of this Controller's previous reset: the "opposite state"
@@ -139,10 +172,10 @@ type Config struct {
 type Controller struct {
 	cfg Config
 
-	hc  *http.Client  // one transport for the Controller's life
-	sem chan struct{} // held by the operation under way
+	sess *session      // the login; shared with the controllers made on it
+	own  bool          // this Controller made the login (Close logs it out)
+	sem  chan struct{} // held by the operation under way
 
-	client      *gofish.APIClient
 	systemURI   string
 	resetTarget string
 	allowed     []string  // as the BMC spells them
@@ -219,47 +252,17 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	if u.User != nil {
 		return nil, fmt.Errorf("%w: endpoint must not carry credentials", ErrConfig)
 	}
-	c := &Controller{cfg: cfg, sem: make(chan struct{}, 1)}
-	c.hc = c.httpClient()
+	ci := power.ConnectInfoFrom(ctx)
+	if ci.Shared != nil {
+		return share(ctx, cfg, ci.Shared)
+	}
+	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1)}
+	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1)}
 	if err := c.connect(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
-
-func (c *Controller) httpClient() *http.Client {
-	if c.cfg.HTTPClient != nil {
-		hc := *c.cfg.HTTPClient
-		base := hc.Transport
-		if base == nil {
-			base = http.DefaultTransport
-		}
-		hc.Transport = limitTransport{base}
-		return &hc
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: c.cfg.RootCAs,
-		InsecureSkipVerify: c.cfg.InsecureSkipVerify} //nolint:gosec // the caller opted out
-	return &http.Client{Transport: limitTransport{tr}}
-}
-
-// limitTransport bounds every response body to MaxBody bytes.
-type limitTransport struct{ base http.RoundTripper }
-
-func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(r)
-	if resp != nil && resp.Body != nil {
-		resp.Body = limitedBody{io.LimitReader(resp.Body, MaxBody), resp.Body}
-	}
-	return resp, err
-}
-
-type limitedBody struct {
-	io.Reader
-	c io.Closer
-}
-
-func (b limitedBody) Close() error { return b.c.Close() }
 
 // logout ends a session without holding anyone up: bounded by
 // logoutTimeout, detached from the caller's cancellation.
@@ -272,34 +275,18 @@ func logout(ctx context.Context, cl *gofish.APIClient) {
 	cl.WithContext(lctx).Logout()
 }
 
-// connect (re)establishes the client and discovers the system (with the
-// lock held by the caller, or before publication).
+// connect logs in (through the Pool's gate, if any) and discovers the
+// system (before publication).
 func (c *Controller) connect(ctx context.Context) error {
-	client, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
-		Endpoint: strings.TrimSuffix(c.cfg.Endpoint, "/"), Username: c.cfg.Username, Password: c.cfg.Password,
-		BasicAuth: c.cfg.BasicAuth, HTTPClient: c.hc, ReuseConnections: true,
-	})
+	client, err := c.sess.login(ctx, c, false)
 	if err != nil {
-		if !c.cfg.BasicAuth && strings.Contains(err.Error(), "no target provided") {
-			return &power.Error{Op: "connect", Class: power.ClassUnsupported,
-				Message: "the service root links no SessionService (sushy-tools has none): set BasicAuth", Err: ErrNoSessionService}
-		}
-		return c.classify("connect", err)
+		return err
 	}
-	old := c.client
-	c.client = client
-	if old != nil {
-		// The old session (expired, most likely) is logged out in the
-		// background: the caller's deadline is not spent on it.
-		go logout(ctx, old)
-	}
-	if c.systemURI != "" {
-		return nil
-	}
+	c.sess.set(client)
 	if err := c.discover(ctx); err != nil {
 		// Logged in, but unusable: free the BMC's session slot.
 		logout(ctx, client)
-		c.client = nil
+		c.sess.set(nil)
 		return err
 	}
 	return nil
@@ -309,7 +296,11 @@ func (c *Controller) connect(ctx context.Context) error {
 // directly at its conventional URI, listed only if that fails), or the
 // only one.
 func (c *Controller) discover(ctx context.Context) error {
-	cl := c.client.WithContext(ctx)
+	client := c.sess.current()
+	if client == nil {
+		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "the shared session is closed"}
+	}
+	cl := client.WithContext(ctx)
 	if id := c.cfg.SystemID; id != "" {
 		if sys, err := schemas.GetComputerSystem(cl, "/redfish/v1/Systems/"+url.PathEscape(id)); err == nil && sys.ID == id {
 			c.systemURI = sys.ODataID
@@ -360,7 +351,7 @@ func (c *Controller) readReset(ctx context.Context, raw []byte) error {
 	}
 	c.resetTarget, c.allowed = a.Target, a.Allowable
 	if len(a.Allowable) == 0 && a.ActionInfo != "" {
-		info, err := schemas.GetObject[schemas.ActionInfo](c.client.WithContext(ctx), a.ActionInfo)
+		info, err := schemas.GetObject[schemas.ActionInfo](c.sess.current().WithContext(ctx), a.ActionInfo)
 		if err != nil {
 			return c.classify("read ActionInfo", err)
 		}
@@ -380,23 +371,32 @@ func (c *Controller) readReset(ctx context.Context, raw []byte) error {
 	return nil
 }
 
-// Close logs the session out (waiting at most 10 s for the BMC).
+// Close logs the session out (waiting at most 10 s for the BMC). The
+// controllers made on this one's session (Connect with a shared session)
+// stop working; Close of one of those does nothing.
 func (c *Controller) Close() error { return c.CloseContext(context.Background()) }
 
-// CloseContext logs the session out, giving up when ctx is done.
+// CloseContext is Close, giving up when ctx is done.
 func (c *Controller) CloseContext(ctx context.Context) error {
+	if !c.own {
+		return nil
+	}
 	if err := c.lock(ctx, "close"); err != nil {
 		return err
 	}
 	defer c.unlock()
-	if c.client != nil {
+	if cl := c.sess.take(); cl != nil {
 		lctx, cancel := context.WithTimeout(ctx, logoutTimeout)
 		defer cancel()
-		c.client.WithContext(lctx).Logout()
-		c.client = nil
+		cl.WithContext(lctx).Logout()
 	}
 	return nil
 }
+
+// SharesSession reports true: the controllers of other systems of this
+// BMC, with the same endpoint, credentials and TLS settings, can be made
+// on this one's session (power.SessionSharer).
+func (c *Controller) SharesSession() bool { return true }
 
 // State reads the system's PowerState (one request). A PowerState that is
 // null, missing, Paused or anything else unknown is power.StateUnknown with
@@ -437,16 +437,18 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 // withSession runs f with a client bound to ctx, and once more after
 // re-establishing the session if the BMC answered 401.
 func (c *Controller) withSession(ctx context.Context, f func(*gofish.APIClient) error) error {
-	if c.client == nil {
+	cl := c.sess.current()
+	if cl == nil {
 		return &power.Error{Op: "request", Class: power.ClassFailed, Message: "controller closed"}
 	}
-	err := f(c.client.WithContext(ctx))
+	err := f(cl.WithContext(ctx))
 	var re *schemas.Error
 	if errors.As(err, &re) && re.HTTPReturnedStatusCode == http.StatusUnauthorized && !c.cfg.BasicAuth && ctx.Err() == nil {
-		if cerr := c.connect(ctx); cerr != nil {
-			return cerr
+		fresh, lerr := c.sess.relogin(ctx, c, cl)
+		if lerr != nil {
+			return lerr
 		}
-		err = f(c.client.WithContext(ctx))
+		err = f(fresh.WithContext(ctx))
 	}
 	return err
 }
@@ -636,6 +638,8 @@ func (c *Controller) classify(op string, err error) *power.Error {
 		return &power.Error{Op: op, Class: power.ClassBusy, Message: "timed out", Err: context.DeadlineExceeded}
 	case errors.Is(err, context.Canceled):
 		return &power.Error{Op: op, Class: power.ClassFailed, Message: "canceled", Err: context.Canceled}
+	case errors.Is(err, ErrRedirect):
+		return &power.Error{Op: op, Class: power.ClassFailed, Message: c.redact(err.Error()), Err: ErrRedirect}
 	}
 	// Transport errors name the URL (Connect refuses endpoints with
 	// userinfo); their text is redacted all the same, and not wrapped.
@@ -667,8 +671,8 @@ func (c *Controller) redact(s string) string {
 			add(u) // paired with the password in logins and basic auth
 		}
 	}
-	if c.client != nil {
-		if sess, err := c.client.GetSession(); err == nil {
+	if cl := c.sess.current(); cl != nil {
+		if sess, err := cl.GetSession(); err == nil {
 			add(sess.Token)
 		}
 	}

@@ -3,8 +3,10 @@ package redfishtest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -53,6 +55,21 @@ type Quirks struct {
 	// and the Authorization and X-Auth-Token headers), as Redfish's
 	// PropertyValueFormatError does with the rejected value.
 	EchoErrors bool
+	// LoginDelay: a login takes this long (a slow BMC: 800 ms is common)
+	// before it is answered; other requests are served meanwhile.
+	LoginDelay time.Duration
+}
+
+// LoginRecord is one login the BMC received.
+type LoginRecord struct {
+	// At is the BMC's clock when the login arrived.
+	At time.Time
+	// Credentials names the credentials tried: a short fingerprint of the
+	// user name and password (the same credentials, the same fingerprint),
+	// never the secret.
+	Credentials string
+	// OK: the BMC accepted them.
+	OK bool
 }
 
 // BMC is a Redfish BMC emulator for one ComputerSystem (Id "1"), or several
@@ -75,6 +92,9 @@ type BMC struct {
 	failGet  map[string]bmcFail // path -> one-shot failure
 	requests int
 	logins   int
+	loginLog []LoginRecord
+	inLogin  int // logins being answered (LoginDelay)
+	mostAt   int // the most logins being answered at once
 	resets   []string
 	systems  map[string]*system // by Id; "1" is Power
 	extra    []string           // Ids added by AddSystem, in order
@@ -189,6 +209,27 @@ func (b *BMC) Logins() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.logins
+}
+
+// LoginLog returns the logins received, in order.
+func (b *BMC) LoginLog() []LoginRecord {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]LoginRecord(nil), b.loginLog...)
+}
+
+// MostLoginsAtOnce returns the most logins the BMC was answering at the
+// same time (meaningful with Quirks.LoginDelay).
+func (b *BMC) MostLoginsAtOnce() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mostAt
+}
+
+// Fingerprint is the LoginRecord.Credentials of user and password.
+func Fingerprint(user, password string) string {
+	sum := sha256.Sum256([]byte(user + "\x00" + password))
+	return hex.EncodeToString(sum[:6])
 }
 
 // Resets returns the reset types received, in order.
@@ -335,6 +376,19 @@ func (b *BMC) resource(path string) (resource, string, bool) {
 // schema (rel=describedby); a request with an OData-Version other than 4.0
 // is 412.
 func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && strings.HasPrefix(strings.TrimSuffix(r.URL.Path, "/"), sessionsPath) {
+		b.mu.Lock()
+		delay := b.Quirks.LoginDelay
+		if delay > 0 {
+			b.inLogin++
+			b.mostAt = max(b.mostAt, b.inLogin)
+		}
+		b.mu.Unlock()
+		if delay > 0 {
+			time.Sleep(delay)
+			defer func() { b.mu.Lock(); b.inLogin--; b.mu.Unlock() }()
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.requests++
@@ -484,7 +538,9 @@ func (b *BMC) login(w http.ResponseWriter, body []byte, fail func(status int, id
 		fail(http.StatusBadRequest, "MalformedJSON", "malformed request body")
 		return
 	}
-	if !b.credsOK(cred.UserName, cred.Password) {
+	ok := b.credsOK(cred.UserName, cred.Password)
+	b.loginLog = append(b.loginLog, LoginRecord{At: b.now(), Credentials: Fingerprint(cred.UserName, cred.Password), OK: ok})
+	if !ok {
 		fail(http.StatusUnauthorized, "NoValidSession", "invalid credentials")
 		return
 	}

@@ -17,8 +17,10 @@
 // 412. Quirks imitate
 // real BMCs (missing Graceful* reset types, malformed allowable values,
 // 409 after power-off, stale PowerState, expiring sessions, no session
-// service, errors that echo the request). It counts requests and logins,
-// records resets, and can fail the next GET or reset on demand.
+// service, errors that echo the request, slow logins). It counts requests
+// and logins (LoginLog: when, with which credentials' fingerprint, and
+// whether accepted; MostLoginsAtOnce), records resets, and can fail the
+// next GET or reset on demand.
 //
 // The caller's duties: close the server it starts; treat everything here as
 // a test double (the CA and the credentials are throwaway). Not for

@@ -1,0 +1,14 @@
+package etcd
+
+import (
+	"testing"
+
+	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/plan/plantest"
+)
+
+// TestStoreConformance runs the plan store conformance kit on etcd.Store
+// (issue 40, point 4).
+func TestStoreConformance(t *testing.T) {
+	plantest.StoreContract(t, func() (plan.Store, func(), error) { return NewStore(newClient(t), prefix(t)), nil, nil })
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// inventory is the company's own host inventory: the records a fencer
+// reads and writes. Here it lives in memory; yours is a database table
+// with a version column (UPDATE ... WHERE version = ?).
+type inventory struct {
+	mu       sync.Mutex
+	hosts    map[string]reboot.Host
+	version  int
+	watchers map[string][]chan struct{}
+}
+
+func newInventory(hosts ...reboot.Host) *inventory {
+	inv := &inventory{hosts: map[string]reboot.Host{}, watchers: map[string][]chan struct{}{}}
+	for _, h := range hosts {
+		inv.put(h)
+	}
+	return inv
+}
+
+// put stores h under a new version and wakes the watchers; inv.mu held
+// (or not yet shared).
+func (inv *inventory) put(h reboot.Host) reboot.Host {
+	inv.version++
+	h.Version = strconv.Itoa(inv.version)
+	h.Annotations = maps.Clone(h.Annotations)
+	inv.hosts[h.Name] = h
+	for _, ch := range inv.watchers[h.Name] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	return h
+}
+
+// Get implements reboot.HostStore.
+func (inv *inventory) Get(_ context.Context, name string) (reboot.Host, error) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	h, ok := inv.hosts[name]
+	if !ok {
+		return reboot.Host{}, fmt.Errorf("inventory: %s: %w", name, reboot.ErrNotFound)
+	}
+	h.Annotations = maps.Clone(h.Annotations)
+	return h, nil
+}
+
+// Update implements reboot.HostStore: compare-and-swap on the version.
+func (inv *inventory) Update(_ context.Context, h reboot.Host) (reboot.Host, error) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	cur, ok := inv.hosts[h.Name]
+	if !ok {
+		return reboot.Host{}, fmt.Errorf("inventory: %s: %w", h.Name, reboot.ErrNotFound)
+	}
+	if cur.Version != h.Version {
+		return reboot.Host{}, fmt.Errorf("inventory: %s: %w", h.Name, reboot.ErrConflict)
+	}
+	cur.Annotations, cur.Status = h.Annotations, h.Status
+	return inv.put(cur), nil
+}
+
+// Watch implements reboot.HostWatcher.
+func (inv *inventory) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
+	ch := make(chan struct{}, 1)
+	inv.mu.Lock()
+	inv.watchers[name] = append(inv.watchers[name], ch)
+	inv.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		inv.mu.Lock()
+		defer inv.mu.Unlock()
+		ws := inv.watchers[name]
+		for i, c := range ws {
+			if c == ch {
+				inv.watchers[name] = append(ws[:i], ws[i+1:]...)
+				break
+			}
+		}
+		close(ch)
+	}()
+	return ch, nil
+}
+
+// names lists the hosts (the runner's keys).
+func (inv *inventory) names(context.Context) ([]string, error) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	var ns []string
+	for n := range inv.hosts {
+		ns = append(ns, n)
+	}
+	return ns, nil
+}

@@ -1,0 +1,108 @@
+// Package plantest is the conformance kit for plan.Store implementations
+// (plans kept in a database of your own): StoreContract checks what the
+// Executor and the operators' commands rely on: ErrNotFound, ErrExists,
+// the store's own check that no server is in two unfinished plans
+// (ErrServerInPlan), compare-and-swap on Version (ErrConflict, nothing
+// written), and List.
+//
+// It checks the store's contract only. The Fleet's job contract and the
+// executor's state machine against a second writer are not yet part of
+// the kit (plan's own rapid tests run them on the fakes).
+package plantest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// NewStore returns a fresh, empty store and a function that closes it
+// (nil if nothing to close).
+type NewStore func() (plan.Store, func(), error)
+
+// runningPlan is a running plan of the servers named.
+func runningPlan(uuid string, at time.Time, servers ...string) (plan.Plan, error) {
+	fleet := make([]plan.Server, len(servers))
+	for i, s := range servers {
+		fleet[i] = plan.Server{UUID: s, Hostname: "host-" + s, Platform: "1"}
+	}
+	p, _, err := plan.Create(fleet, plan.CreateOptions{UUID: uuid, Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(1), FailureBudget: plan.Count(len(servers)), CreatedAt: at})
+	if err != nil {
+		return plan.Plan{}, fmt.Errorf("plantest: %w", err)
+	}
+	return plan.Run(p)
+}
+
+// StoreContract runs the store's contract checks (see the package doc).
+func StoreContract(t testing.TB, newStore NewStore) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, closeStore, err := newStore()
+	if err != nil {
+		t.Fatalf("new store: %v", err)
+	}
+	if closeStore != nil {
+		defer closeStore()
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	one, err := runningPlan("plan-one", at, "u1", "u2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "plan-one"); !errors.Is(err, plan.ErrNotFound) {
+		t.Errorf("Get of a missing plan: %v, want an error wrapping plan.ErrNotFound", err)
+	}
+	if err := s.Create(ctx, one); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	got, err := s.Get(ctx, "plan-one")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.UUID != "plan-one" || len(got.Reboots) != 2 || got.State != plan.StateRunning || got.Version == "" {
+		t.Errorf("Get after Create: uuid %q, %d reboots, state %v, version %q; want the plan created, with a version",
+			got.UUID, len(got.Reboots), got.State, got.Version)
+	}
+	if err := s.Create(ctx, one); !errors.Is(err, plan.ErrExists) {
+		t.Errorf("Create of an existing uuid: %v, want an error wrapping plan.ErrExists", err)
+	}
+	overlap, _ := runningPlan("plan-two", at, "u2", "u3")
+	if err := s.Create(ctx, overlap); !errors.Is(err, plan.ErrServerInPlan) {
+		t.Errorf("Create of a plan with a server of another unfinished plan: %v, want an error wrapping plan.ErrServerInPlan (a server rebooted by two plans at once)", err)
+	}
+	apart, _ := runningPlan("plan-three", at, "u4")
+	if err := s.Create(ctx, apart); err != nil {
+		t.Errorf("Create of a plan of other servers: %v", err)
+	}
+
+	// Compare-and-swap.
+	mine := got
+	mine.Reboots[0].Error = "mine"
+	if err := s.Put(ctx, mine); err != nil {
+		t.Fatalf("Put with the current version: %v", err)
+	}
+	after, err := s.Get(ctx, "plan-one")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if after.Version == got.Version || after.Reboots[0].Error != "mine" {
+		t.Errorf("after Put: version %q (was %q), error %q; want a new version and the write", after.Version, got.Version, after.Reboots[0].Error)
+	}
+	stale := got
+	stale.Reboots[0].Error = "stale"
+	if err := s.Put(ctx, stale); !errors.Is(err, plan.ErrConflict) {
+		t.Errorf("Put with a stale version: %v, want an error wrapping plan.ErrConflict (an operator's cancel would be overwritten)", err)
+	}
+	if cur, _ := s.Get(ctx, "plan-one"); cur.Reboots[0].Error != "mine" {
+		t.Errorf("a refused Put wrote: error %q", cur.Reboots[0].Error)
+	}
+	all, err := s.List(ctx)
+	if err != nil || len(all) != 2 {
+		t.Errorf("List: %d plans, %v; want 2", len(all), err)
+	}
+}

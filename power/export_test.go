@@ -1,0 +1,14 @@
+package power
+
+// PoolSizes reports what p keeps: hosts, BMC endpoints, logins
+// (credentials with their back-off), live sessions, idle sessions and
+// parked logins (for tests that memory does not grow with churn).
+func PoolSizes(p *Pool) (hosts, endpoints, logins, live, idle, parked int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ep := range p.eps {
+		logins += len(ep.creds)
+		live += len(ep.live)
+	}
+	return len(p.hosts), len(p.eps), logins, live, p.idle.Len(), len(p.parked)
+}

@@ -1,0 +1,102 @@
+package power
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// release ends a call on s; err is its outcome (nil: success). Calls
+// never back a login off: a success (or an answer of the BMC) proves the
+// credentials and ends their back-off; a refusal of the credentials
+// (ErrAuth: the session is gone and a re-login was refused) retires the
+// session, so that the next call logs in, under the back-off.
+func (p *Pool) release(s *session, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case errors.Is(err, ErrAuth):
+		p.retireLocked(s)
+	case err == nil || answered(err):
+		p.succeededLocked(s.cr)
+	}
+	p.doneLocked(s)
+}
+
+// answered reports whether err is an answer of the BMC's (a status, or a
+// refusal of the operation): the BMC is there.
+func answered(err error) bool {
+	var pe *Error
+	return errors.As(err, &pe) && (pe.Status != 0 || pe.Class == ClassUnsupported) && !errors.Is(err, ErrAuth)
+}
+
+// pooled is the Controller the Pool hands out.
+type pooled struct {
+	p    *Pool
+	host string
+	t    Target
+}
+
+func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Controller) error) error {
+	ctx, cancel := context.WithTimeout(ctx, c.p.cfg.CallTimeout)
+	defer cancel()
+	s, ctrl, err := c.p.acquire(ctx, op, c.host, c.t)
+	if err != nil {
+		return err
+	}
+	res := make(chan error, 1)
+	go func() {
+		err := f(ctx, ctrl)
+		c.p.release(s, err)
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(abandonGrace)
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return err
+	case <-t.C:
+	}
+	// The controller does not honour its deadline: give up on its
+	// session. It is closed once the call returns, and counts against the
+	// BMC's sessions until then.
+	p := c.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case err := <-res:
+		return err
+	default:
+	}
+	p.retireLocked(s)
+	return &Error{Op: op, Class: ClassBusy, Message: "the BMC did not answer before the deadline", Err: context.DeadlineExceeded}
+}
+
+// State reads the host's power state through the pool.
+func (c *pooled) State(ctx context.Context) (State, error) {
+	var s State
+	err := c.call(ctx, "state", func(ctx context.Context, ctrl Controller) error {
+		var err error
+		s, err = ctrl.State(ctx)
+		return err
+	})
+	if err != nil {
+		return StateUnknown, err
+	}
+	return s, nil
+}
+
+// On powers the host on through the pool.
+func (c *pooled) On(ctx context.Context) error {
+	return c.call(ctx, "on", func(ctx context.Context, ctrl Controller) error { return ctrl.On(ctx) })
+}
+
+// Off powers the host off through the pool.
+func (c *pooled) Off(ctx context.Context, m Mode) error {
+	return c.call(ctx, OpName(m), func(ctx context.Context, ctrl Controller) error { return ctrl.Off(ctx, m) })
+}

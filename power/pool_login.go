@@ -1,0 +1,361 @@
+package power
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrNotShared is returned (wrapped) by a Target.Connect that was offered
+// a shared session (ConnectInfo.Shared) it will not use: another endpoint,
+// other credentials or other TLS settings than its own. The Pool then logs
+// in for the host.
+var ErrNotShared = errors.New("power: the offered session is not this host's login")
+
+// SessionSharer is implemented by a Controller whose session can serve
+// other hosts behind the same BMC (a Redfish service for a chassis's
+// systems). A Pool offers an open one, in ConnectInfo.Shared, to the
+// Connect of the other hosts with the same BMC and Target.Login; that
+// Connect returns a controller on the same session, without a login, or
+// an error matching ErrNotShared. A controller made on a shared session
+// holds nothing of its own: the Pool never closes it, and closes the
+// session's first controller once no host uses the session.
+type SessionSharer interface {
+	Controller
+	// SharesSession reports whether other hosts may use this session.
+	SharesSession() bool
+}
+
+// LoginGate takes a login a controller makes on its own, inside a call (a
+// session expired and re-established), through the Pool's rules: one
+// login at a time per BMC, and the back-off of its credentials. It returns
+// an error (matching ErrBackoff while backing off) if the login must not
+// be made; otherwise done, which the controller must call once with the
+// login's outcome.
+type LoginGate func(ctx context.Context) (done func(err error), err error)
+
+// ConnectInfo is what a Pool tells Target.Connect, in its context.
+type ConnectInfo struct {
+	// Shared, if not nil, is an open SessionSharer of the same BMC and
+	// login: make this host's controller on its session, or fail with
+	// ErrNotShared.
+	Shared Controller
+	// Gate, if not nil, is the gate every later login of the controller
+	// must go through.
+	Gate LoginGate
+}
+
+type connectInfoKey struct{}
+
+// WithConnectInfo returns ctx carrying ci.
+func WithConnectInfo(ctx context.Context, ci ConnectInfo) context.Context {
+	return context.WithValue(ctx, connectInfoKey{}, ci)
+}
+
+// ConnectInfoFrom returns the ConnectInfo ctx carries (the zero value if
+// none: no shared session, no gate).
+func ConnectInfoFrom(ctx context.Context) ConnectInfo {
+	ci, _ := ctx.Value(connectInfoKey{}).(ConnectInfo)
+	return ci
+}
+
+// acquire returns a session and host's controller on it, marked in use,
+// logging in or attaching to a shared session as needed. It honours ctx
+// while it waits.
+func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session, Controller, error) {
+	p.mu.Lock()
+	for {
+		if p.closed {
+			p.mu.Unlock()
+			return nil, nil, ErrPoolClosed
+		}
+		e := p.entryLocked(host, t)
+		cr, ep := e.cr, e.cr.ep
+		if e.ctrl != nil {
+			// An open session: calls go through, whatever any login's
+			// back-off.
+			s := e.sess
+			p.useLocked(s)
+			p.mu.Unlock()
+			return s, e.ctrl, nil
+		}
+		now := p.cfg.Now()
+		if e.connecting {
+			// A login (or an attach) for this host runs: wait for it,
+			// unless it ran past its deadline and logins back off.
+			err := p.backoffErrLocked(op, cr, now)
+			if err == nil {
+				err = p.waitLocked(ctx, ep, op, "waiting for the login of this host")
+			}
+			if err != nil {
+				p.mu.Unlock()
+				return nil, nil, err
+			}
+			continue
+		}
+		if s := cr.shared; s != nil && !e.noShare && s.ctrl != nil {
+			s2, ctrl, err, again := p.attach(ctx, op, e, s)
+			if again {
+				continue
+			}
+			p.mu.Unlock()
+			return s2, ctrl, err
+		}
+		if err := p.backoffErrLocked(op, cr, now); err != nil {
+			p.mu.Unlock()
+			return nil, nil, err
+		}
+		if ep.logging {
+			if err := p.waitLocked(ctx, ep, op, "waiting for another login to this BMC"); err != nil {
+				p.mu.Unlock()
+				return nil, nil, err
+			}
+			continue
+		}
+		if ep.sessions >= p.cfg.MaxSessions {
+			evicted, wait := p.evictLocked(ep, now)
+			if !evicted && !wait {
+				p.mu.Unlock()
+				return nil, nil, &Error{Op: op, Class: ClassBusy, Message: fmt.Sprintf(
+					"the BMC's %d sessions serve other logins and one was closed for a login less than %s ago: try again later",
+					p.cfg.MaxSessions, p.cfg.LoginInterval)}
+			}
+			if err := p.waitLocked(ctx, ep, op, "waiting for a free session on this BMC"); err != nil {
+				p.mu.Unlock()
+				return nil, nil, err
+			}
+			continue
+		}
+		return p.login(ctx, op, e) // unlocks
+	}
+}
+
+// attach makes e's controller on shared session s (p.mu held, released
+// while Connect runs). again: look at e afresh (the adapter declined, or
+// s went away meanwhile).
+func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *session, _ Controller, _ error, again bool) {
+	e.connecting = true
+	p.useLocked(s)
+	actx, cancel := context.WithTimeout(WithConnectInfo(ctx, ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr)}), p.cfg.ConnectTimeout)
+	connect := e.target.Connect
+	p.mu.Unlock()
+	ctrl, err := connect(actx)
+	cancel()
+	p.mu.Lock()
+	e.connecting = false
+	p.doneLocked(s)
+	switch {
+	case err != nil && errors.Is(err, ErrNotShared):
+		e.noShare = true
+		return nil, nil, nil, true
+	case err != nil:
+		// Not a login: the host's own failure (a system not found, a
+		// read that timed out), no back-off.
+		if _, ok := err.(*Error); !ok {
+			err = &Error{Op: "connect", Class: Classify(err), Err: err}
+		}
+		return nil, nil, err, false
+	case s.retired || p.hosts[e.host] != e || p.closed:
+		return nil, nil, nil, true // nothing of its own to close
+	}
+	e.sess, e.ctrl = s, ctrl
+	s.entries[e] = struct{}{}
+	p.useLocked(s)
+	return s, ctrl, nil, false
+}
+
+// loginResult is a login's outcome for the caller that started it.
+type loginResult struct {
+	s    *session
+	ctrl Controller
+	err  error
+}
+
+// login runs e's Target.Connect (p.mu held on entry, released). The login
+// is bounded by ConnectTimeout only: a caller that gives up waiting gets a
+// busy error at once, and the login goes on, its outcome counted and its
+// session kept for the next call (the caller's cancellation is not the
+// BMC's failure).
+func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Controller, error) {
+	cr, ep := e.cr, e.cr.ep
+	ep.logging = true
+	ep.sessions++
+	cr.pins++ // until the session is logged out, or the login failed
+	e.connecting = true
+	s := &session{cr: cr, entries: map[*entry]struct{}{}}
+	res := make(chan loginResult, 1)
+	waiting := true // guarded by p.mu: the caller still waits
+	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Gate: p.gate(cr)}), p.cfg.ConnectTimeout)
+	connect := e.target.Connect
+	finished, overran := false, false // guarded by p.mu
+	// A Connect that ignores its deadline is the BMC's (or the adapter's)
+	// failure: later logins back off while it runs on.
+	overrun := time.AfterFunc(p.cfg.ConnectTimeout+abandonGrace, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !finished {
+			overran = true
+			p.failedLocked(cr, &Error{Op: "connect", Class: ClassBusy, Message: "the BMC did not complete the login in time", Err: context.DeadlineExceeded})
+			p.wakeLocked(ep)
+		}
+	})
+	p.mu.Unlock()
+	go func() {
+		ctrl, err := connect(cctx)
+		cancel()
+		overrun.Stop()
+		if err != nil {
+			if _, ok := err.(*Error); !ok {
+				err = &Error{Op: "connect", Class: Classify(err), Err: err}
+			}
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		finished = true
+		ep.logging = false
+		e.connecting = false
+		defer p.wakeLocked(ep)
+		if err != nil {
+			ep.sessions--
+			cr.pins--
+			if !overran {
+				p.failedLocked(cr, err)
+			}
+			p.gcLocked(cr)
+			res <- loginResult{err: err}
+			return
+		}
+		p.succeededLocked(cr)
+		s.ctrl, s.lastUsed = ctrl, p.cfg.Now()
+		ss, ok := ctrl.(SessionSharer)
+		s.shareable = ok && ss.SharesSession()
+		ep.live[s] = struct{}{}
+		if s.shareable && cr.shared == nil {
+			cr.shared = s
+		}
+		if p.closed || p.hosts[e.host] != e {
+			p.retireLocked(s) // forgotten meanwhile: nobody uses it
+			res <- loginResult{err: &Error{Op: op, Class: ClassBusy, Message: "the host was forgotten during the login"}}
+			return
+		}
+		e.sess, e.ctrl = s, ctrl
+		s.entries[e] = struct{}{}
+		if waiting {
+			s.inUse++ // the caller's call
+			res <- loginResult{s: s, ctrl: ctrl}
+			return
+		}
+		s.idle = p.idle.PushBack(s)
+	}()
+	select {
+	case r := <-res:
+		return r.s, r.ctrl, r.err
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	select {
+	case r := <-res:
+		p.mu.Unlock()
+		return r.s, r.ctrl, r.err
+	default:
+	}
+	waiting = false
+	p.mu.Unlock()
+	return nil, nil, &Error{Op: op, Class: ClassBusy,
+		Message: "gave up waiting for the login to the BMC; it goes on, and the next call uses it", Err: ctx.Err()}
+}
+
+// gate returns the LoginGate of login cr.
+func (p *Pool) gate(cr *creds) LoginGate {
+	return func(ctx context.Context) (func(error), error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		ep := cr.ep
+		for {
+			if p.closed {
+				return nil, ErrPoolClosed
+			}
+			if err := p.backoffErrLocked("login", cr, p.cfg.Now()); err != nil {
+				return nil, err
+			}
+			if !ep.logging {
+				break
+			}
+			if err := p.waitLocked(ctx, ep, "login", "waiting for another login to this BMC"); err != nil {
+				return nil, err
+			}
+		}
+		ep.logging = true
+		cr.pins++
+		var once sync.Once
+		return func(err error) {
+			once.Do(func() {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				ep.logging = false
+				cr.pins--
+				switch {
+				case err == nil:
+					p.succeededLocked(cr)
+				case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+					// The call's deadline (partly its caller's): not
+					// counted against the BMC.
+				default:
+					p.failedLocked(cr, err)
+				}
+				p.gcLocked(cr)
+				p.wakeLocked(ep)
+			})
+		}, nil
+	}
+}
+
+// backoffErrLocked returns the error of a login not tried (p.mu held), or
+// nil.
+func (p *Pool) backoffErrLocked(op string, cr *creds, now time.Time) error {
+	if cr.last == nil || !now.Before(cr.until) {
+		return nil
+	}
+	class := ClassBusy
+	if cr.auth {
+		class = ClassFailed
+	}
+	return &Error{Op: op, Class: class,
+		Message: fmt.Sprintf("login not tried: logins to the BMC with these credentials failed %d time(s) in a row, next try in %s",
+			cr.failures+cr.authFailures, cr.until.Sub(now).Round(time.Millisecond)),
+		Err: errors.Join(ErrBackoff, cr.last)}
+}
+
+// failedLocked records a failed login of cr (p.mu held). Authentication
+// failures and other failures each double their own pause; a failure
+// never shortens a pause already running.
+func (p *Pool) failedLocked(cr *creds, err error) {
+	auth := errors.Is(err, ErrAuth)
+	var d, limit time.Duration
+	var n int
+	if auth {
+		cr.authFailures++
+		n, d, limit = cr.authFailures, p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
+	} else {
+		cr.failures++
+		n, d, limit = cr.failures, p.cfg.Backoff, p.cfg.MaxBackoff
+	}
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	cr.auth, cr.last = auth, err
+	if until := p.cfg.Now().Add(d); until.After(cr.until) {
+		cr.until = until
+	}
+	if p.cfg.Logger != nil {
+		p.cfg.Logger.Warn("BMC logins backing off", "bmc", cr.ep.name, "failures", cr.failures+cr.authFailures, "for", d, "error", err)
+	}
+}
+
+// succeededLocked clears cr's back-off (p.mu held).
+func (p *Pool) succeededLocked(cr *creds) {
+	cr.failures, cr.authFailures, cr.auth, cr.last, cr.until = 0, 0, false, nil, time.Time{}
+}

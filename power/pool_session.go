@@ -1,0 +1,266 @@
+package power
+
+import (
+	"context"
+	"time"
+)
+
+// endpointLocked returns BMC name's state, made on first use (p.mu held).
+func (p *Pool) endpointLocked(name string) *endpoint {
+	ep, ok := p.eps[name]
+	if !ok {
+		ep = &endpoint{name: name, live: map[*session]struct{}{}, creds: map[string]*creds{}}
+		p.eps[name] = ep
+		p.epsHigh = max(p.epsHigh, len(p.eps))
+	}
+	return ep
+}
+
+// entryLocked returns host's entry for t (p.mu held): the one kept, or a
+// new one if there is none or t's configuration differs from its.
+func (p *Pool) entryLocked(host string, t Target) *entry {
+	e := p.hosts[host]
+	if e != nil && e.target.BMC == t.BMC && e.target.Config == t.Config && e.target.Login == t.Login {
+		e.target.Connect = t.Connect
+		return e
+	}
+	ep := p.endpointLocked(t.BMC)
+	key := t.loginKey()
+	cr, ok := ep.creds[key]
+	if !ok {
+		cr = &creds{key: key, ep: ep}
+		ep.creds[key] = cr
+	}
+	cr.refs++ // before the old entry lets go: the same login survives
+	delete(p.parked, cr)
+	if e != nil {
+		p.detachLocked(e)
+	}
+	e = &entry{host: host, target: t, cr: cr}
+	p.hosts[host] = e
+	p.hostsHigh = max(p.hostsHigh, len(p.hosts))
+	return e
+}
+
+// detachLocked lets entry e (no longer in p.hosts) go of its session and
+// login, and drops what nobody uses any more (p.mu held).
+func (p *Pool) detachLocked(e *entry) {
+	if s := e.sess; s != nil {
+		delete(s.entries, e)
+		if len(s.entries) == 0 {
+			p.retireLocked(s)
+		}
+	}
+	e.sess, e.ctrl = nil, nil
+	cr := e.cr
+	cr.refs--
+	p.gcLocked(cr)
+	p.wakeLocked(cr.ep)
+}
+
+// gcLocked drops login cr once no host uses it, no session of it is live
+// and its back-off is over (until then the janitor looks at it), and its
+// BMC's state once it has no login, no session and no login running (p.mu
+// held).
+func (p *Pool) gcLocked(cr *creds) {
+	ep := cr.ep
+	switch {
+	case ep.creds[cr.key] != cr:
+		delete(p.parked, cr)
+	case cr.refs > 0 || cr.pins > 0 || cr.shared != nil:
+		delete(p.parked, cr) // in use again
+	case cr.last != nil && p.cfg.Now().Before(cr.until):
+		p.parked[cr] = struct{}{}
+	default:
+		delete(p.parked, cr)
+		delete(ep.creds, cr.key)
+	}
+	if len(ep.creds) == 0 && ep.sessions == 0 && !ep.logging && p.eps[ep.name] == ep {
+		delete(p.eps, ep.name)
+		p.eps, p.epsHigh = shrink(p.eps, p.epsHigh)
+	}
+}
+
+// useLocked marks one more call on s (p.mu held).
+func (p *Pool) useLocked(s *session) {
+	s.inUse++
+	if s.idle != nil {
+		p.idle.Remove(s.idle)
+		s.idle = nil
+	}
+}
+
+// doneLocked ends a use of s (p.mu held): a retired session is closed once
+// no call uses it, a live one waits on the idle list.
+func (p *Pool) doneLocked(s *session) {
+	s.inUse--
+	s.lastUsed = p.cfg.Now()
+	if s.inUse == 0 {
+		if s.retired {
+			p.closeLocked(s)
+		} else if s.idle == nil {
+			s.idle = p.idle.PushBack(s)
+		}
+	}
+	p.wakeLocked(s.cr.ep)
+}
+
+// retireLocked takes live session s out of use (p.mu held): its hosts
+// let go of it, and it is closed now, or once no call uses it. It counts
+// against its BMC's sessions until the BMC has logged it out.
+func (p *Pool) retireLocked(s *session) {
+	if s.retired {
+		return
+	}
+	s.retired = true
+	ep, cr := s.cr.ep, s.cr
+	delete(ep.live, s)
+	if cr.shared == s {
+		cr.shared = nil
+	}
+	if s.idle != nil {
+		p.idle.Remove(s.idle)
+		s.idle = nil
+	}
+	for e := range s.entries {
+		e.sess, e.ctrl = nil, nil
+	}
+	s.entries = nil
+	if s.inUse == 0 {
+		p.closeLocked(s)
+	}
+	p.gcLocked(cr)
+	p.wakeLocked(ep)
+}
+
+// closeLocked closes s's controller in the background (p.mu held); the
+// BMC's session count drops once it returns. Controllers made on a shared
+// session hold nothing of their own and are not closed. At most
+// maxClosers closes run at once (a fleet forgotten at once is not a
+// storm of logouts, nor of goroutines).
+func (p *Pool) closeLocked(s *session) {
+	c := s.ctrl
+	s.ctrl = nil
+	if c == nil {
+		return
+	}
+	if p.cfg.Logger != nil {
+		p.cfg.Logger.Info("closing BMC session", "bmc", s.cr.ep.name)
+	}
+	counted := !p.waiting
+	if counted {
+		p.wg.Add(1)
+	}
+	p.closeQ = append(p.closeQ, closeJob{s: s, c: c, counted: counted})
+	if p.closers < maxClosers {
+		p.closers++
+		go p.closer()
+	}
+}
+
+// maxClosers bounds the closes (logouts) running at once.
+const maxClosers = 64
+
+// closeJob is a session to close.
+type closeJob struct {
+	s       *session
+	c       Controller
+	counted bool // in p.wg
+}
+
+// closer closes the queued sessions until none is left.
+func (p *Pool) closer() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.closeQ) > 0 {
+		job := p.closeQ[0]
+		p.closeQ[0] = closeJob{}
+		p.closeQ = p.closeQ[1:]
+		if len(p.closeQ) == 0 {
+			p.closeQ = nil // let the array go
+		}
+		p.mu.Unlock()
+		closeController(job.c)
+		p.mu.Lock()
+		ep := job.s.cr.ep
+		ep.sessions--
+		job.s.cr.pins--
+		p.gcLocked(job.s.cr)
+		p.wakeLocked(ep)
+		if job.counted {
+			p.wg.Done()
+		}
+	}
+	p.closers--
+}
+
+func closeController(c Controller) {
+	switch cl := c.(type) {
+	case interface{ CloseContext(context.Context) error }:
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		_ = cl.CloseContext(ctx)
+	case interface{ Close() error }:
+		done := make(chan struct{})
+		go func() { _ = cl.Close(); close(done) }()
+		t := time.NewTimer(closeTimeout)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+	}
+}
+
+// wakeLocked wakes whoever waits on ep's state (p.mu held).
+func (p *Pool) wakeLocked(ep *endpoint) {
+	if ep.wake != nil {
+		close(ep.wake)
+		ep.wake = nil
+	}
+}
+
+// waitLocked waits (p.mu held, released while waiting) until ep's state
+// changes or ctx is done.
+func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) error {
+	if ep.wake == nil {
+		ep.wake = make(chan struct{})
+	}
+	ch := ep.wake
+	p.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: op, Class: ClassBusy, Message: why, Err: err}
+	}
+	return nil
+}
+
+// evictLocked closes the least recently used idle live session of ep for
+// a login that needs its place, at most once every LoginInterval (p.mu
+// held). It reports whether it did, and if not whether waiting may help
+// (a session is in use and will become idle).
+func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
+	var victim *session
+	for s := range ep.live { // at most MaxSessions
+		if s.inUse > 0 {
+			wait = true
+			continue
+		}
+		if victim == nil || s.lastUsed.Before(victim.lastUsed) {
+			victim = s
+		}
+	}
+	if victim == nil {
+		return false, wait || ep.sessions > len(ep.live)
+	}
+	if !ep.lastEvict.IsZero() && now.Sub(ep.lastEvict) < p.cfg.LoginInterval {
+		return false, false
+	}
+	ep.lastEvict = now
+	p.retireLocked(victim)
+	return true, true
+}

@@ -1,0 +1,111 @@
+package redfish
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// ErrRedirect is wrapped by the error of a request the BMC redirected to
+// another origin (scheme, host or port), or redirected at all when it
+// carried a body (a login, a reset): the redirect is not followed, so that
+// neither the credentials nor a login body go anywhere but the endpoint.
+var ErrRedirect = errors.New("redfish: the BMC redirected the request; not followed")
+
+// maxRedirects bounds the same-origin redirects followed for a read.
+const maxRedirects = 3
+
+// httpClient returns the Controller's HTTP client: Config.HTTPClient (its
+// transport kept) or one of our own, that reaches the BMC directly unless
+// Config.Proxy says otherwise (never through the environment's
+// HTTP_PROXY/HTTPS_PROXY), never follows a redirect off the endpoint's
+// origin nor one of a request with a body, and bounds every response body.
+func (c *Controller) httpClient(origin *url.URL) *http.Client {
+	var hc http.Client
+	if c.cfg.HTTPClient != nil {
+		hc = *c.cfg.HTTPClient // its transport (nil: net/http's default) is the caller's
+	} else {
+		hc.Transport = c.transport()
+	}
+	theirs := hc.CheckRedirect
+	hc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := checkRedirect(origin, req, via); err != nil {
+			return err
+		}
+		if theirs != nil {
+			return theirs(req, via)
+		}
+		return nil
+	}
+	hc.Transport = limitTransport{hc.Transport}
+	return &hc
+}
+
+// transport is the Controller's own: verified TLS unless told not to, and
+// the proxy of Config.Proxy only.
+func (c *Controller) transport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	if c.cfg.Proxy != nil {
+		tr.Proxy = http.ProxyURL(c.cfg.Proxy)
+	}
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: c.cfg.RootCAs,
+		InsecureSkipVerify: c.cfg.InsecureSkipVerify} //nolint:gosec // the caller opted out
+	return tr
+}
+
+// checkRedirect allows a redirect only of a read without a body, within
+// the endpoint's origin, a few times.
+func checkRedirect(origin *url.URL, req *http.Request, via []*http.Request) error {
+	first := via[0]
+	switch {
+	case first.Method != http.MethodGet && first.Method != http.MethodHead:
+		return fmt.Errorf("%w: a %s (which may carry credentials in its body) is never redirected", ErrRedirect, first.Method)
+	case !sameOrigin(origin, req.URL):
+		return fmt.Errorf("%w: to another origin than the endpoint's", ErrRedirect)
+	case len(via) > maxRedirects:
+		return fmt.Errorf("%w: more than %d redirects", ErrRedirect, maxRedirects)
+	}
+	return nil
+}
+
+// sameOrigin reports whether u has a's scheme, host and port (the default
+// port of the scheme when none is given).
+func sameOrigin(a, u *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, u.Scheme) && strings.EqualFold(a.Hostname(), u.Hostname()) && port(a) == port(u)
+}
+
+// limitTransport bounds every response body to MaxBody bytes.
+type limitTransport struct{ base http.RoundTripper }
+
+func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(r)
+	if resp != nil && resp.Body != nil {
+		resp.Body = limitedBody{io.LimitReader(resp.Body, MaxBody), resp.Body}
+	}
+	return resp, err
+}
+
+type limitedBody struct {
+	io.Reader
+	c io.Closer
+}
+
+func (b limitedBody) Close() error { return b.c.Close() }

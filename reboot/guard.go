@@ -1,0 +1,73 @@
+package reboot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrNotLeader: a Guard refused a store write or a power call because this
+// process does not hold the leadership (assumption A4), or may no longer
+// hold it by the time the call lands.
+var ErrNotLeader = errors.New("reboot: not the leader: no write and no power call")
+
+// Guard fences a controller by its leadership (assumption A4: one
+// controller acts on a host at a time). Reconciler (and
+// remediation.Reconciler) ask it right before every store write and every
+// power call, never for reads.
+//
+// Leadership is a lease: a leader paused after it read the store, or
+// finishing a pass while it loses the lease, could otherwise write or power
+// a host on after the next leader fenced it. A Guard closes that gap as far
+// as a lease can: Hold answers only while the lease is held with a margin,
+// and bounds the call by the lease's end.
+//
+// Implementations: etcd.Leadership.Guard (an etcd election's lease) and
+// kube.LeaseGuard (a Kubernetes Lease). A process that is the only
+// controller by construction needs none (nil).
+type Guard interface {
+	// Hold returns a context derived from ctx whose deadline is no later
+	// than the moment another process may take the leadership (minus the
+	// guard's margin), and its cancel function; or an error wrapping
+	// ErrNotLeader if this process does not hold the leadership with the
+	// margin now (then it must not act). The caller makes its one write or
+	// power call with that context and then cancels it.
+	Hold(ctx context.Context) (context.Context, context.CancelFunc, error)
+}
+
+// hold asks g (nil: no fence) before a write or power call described by
+// what, and checks the returned context once more right before the call: a
+// process paused in between finds it past its deadline.
+func hold(ctx context.Context, g Guard, what string) (context.Context, context.CancelFunc, error) {
+	if g == nil {
+		return ctx, func() {}, nil
+	}
+	gctx, cancel, err := g.Hold(ctx)
+	if err != nil {
+		if !errors.Is(err, ErrNotLeader) {
+			err = fmt.Errorf("%w: %w", ErrNotLeader, err)
+		}
+		return ctx, func() {}, fmt.Errorf("%s: %w", what, err)
+	}
+	if gctx.Err() != nil {
+		cancel()
+		return ctx, func() {}, fmt.Errorf("%s: %w: the lease may have ended", what, ErrNotLeader)
+	}
+	return gctx, cancel, nil
+}
+
+// Fenced runs f (one store write or power call) under g as the reconcilers
+// do: it asks g first and passes f the bounded context. A nil g runs f
+// with ctx. Stores and controllers of your own that make extra writes can
+// use it too.
+func Fenced(ctx context.Context, g Guard, what string, f func(context.Context) error) error {
+	gctx, cancel, err := hold(ctx, g, what)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := gctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w: %w", what, ErrNotLeader, err)
+	}
+	return f(gctx)
+}

@@ -1,0 +1,23 @@
+package reboottest_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/reboot/reboottest"
+)
+
+// ExampleNewStores shows the constructor a store's test gives to Check:
+// a fresh store holding exactly the host given. In your test:
+// reboottest.Check(t, newStores).
+func ExampleNewStores() {
+	var newStores reboottest.NewStores = func(h reboot.Host) (reboottest.Stores, error) {
+		return reboottest.Stores{Hosts: fake.NewRebootHosts(h)}, nil
+	}
+	s, _ := newStores(reboot.Host{Name: "db-1", Online: true})
+	h, _ := s.Hosts.Get(context.Background(), "db-1")
+	fmt.Println(h.Name, h.Online)
+	// Output: db-1 true
+}

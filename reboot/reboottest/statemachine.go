@@ -1,0 +1,438 @@
+// Package reboottest is the conformance kit for reboot.HostStore
+// implementations: run it from a test of your own store, and your store
+// passes the same property test, against the same ground truth, as the
+// project's own stores.
+//
+//	func TestMyStore(t *testing.T) {
+//		reboottest.Check(t, func(h reboot.Host) (reboottest.Stores, error) {
+//			s := newMyStore(t) // a fresh, empty store
+//			if err := s.create(h); err != nil { // h exactly as given
+//				return reboottest.Stores{}, err
+//			}
+//			return reboottest.Stores{Hosts: s}, nil
+//		})
+//	}
+//
+// Check runs Contract (compare-and-swap, ErrNotFound, the new version
+// returned, annotations and status written together, a HostWatcher that
+// never blocks writers) and StateMachine: a reboot.Reconciler over your
+// store, fencing clients, a second writer between the Reconciler's read
+// and its write, injected conflicts, crashes and restarts, a lying BMC
+// (the fake package's adversary modes) and a jumping clock; after every
+// step the answers clients got are checked against the fake hardware's
+// ground truth (was it really off after the client's request?), and at the
+// end every client must get its answer and every host be back on.
+//
+// A failing case is saved by rapid under testdata/rapid/<TestName>/ of
+// your package and replayed on every later run: commit it with the fix.
+package reboottest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rapidcheck"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// Stores are the handles of one fresh store under test.
+type Stores struct {
+	// Hosts is the store the Reconciler uses.
+	Hosts reboot.HostStore
+	// Other is a second handle on the same records, as another process
+	// (a fencing client, an operator) has it; nil uses Hosts. Its reads
+	// must be current (not from a cache that lags): the kit checks the
+	// ground truth through it.
+	Other reboot.HostStore
+	// Close, if set, is called when the case is done.
+	Close func()
+}
+
+// NewStores returns a fresh store holding exactly the host h (every field
+// as given: the kit sets StaleReads and OffSettle per host in some cases),
+// and nothing from an earlier call.
+type NewStores func(h reboot.Host) (Stores, error)
+
+// Check runs Contract and StateMachine as subtests.
+func Check(t *testing.T, newStores NewStores) {
+	t.Run("Contract", func(t *testing.T) { Contract(t, newStores) })
+	t.Run("StateMachine", func(t *testing.T) { StateMachine(t, newStores) })
+}
+
+// hooked is the Reconciler's handle: it runs before (a second writer) just
+// before a write, and fails writes with ErrConflict when told to.
+type hooked struct {
+	reboot.HostStore
+	before    func()
+	conflicts int
+}
+
+func (s *hooked) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
+	if f := s.before; f != nil {
+		f()
+	}
+	if s.conflicts > 0 {
+		s.conflicts--
+		return reboot.Host{}, fmt.Errorf("reboottest: injected: %w", reboot.ErrConflict)
+	}
+	return s.HostStore.Update(ctx, h)
+}
+
+// mutate changes a host as a client does: read, change, compare-and-swap,
+// again on a conflict.
+func mutate(ctx context.Context, s reboot.HostStore, name string, f func(h *reboot.Host)) error {
+	for i := 0; i < 20; i++ {
+		h, err := s.Get(ctx, name)
+		if err != nil {
+			return err
+		}
+		if h.Annotations == nil {
+			h.Annotations = map[string]string{}
+		}
+		f(&h)
+		if _, err = s.Update(ctx, h); !errors.Is(err, reboot.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("reboottest: write %s: %w (20 times)", name, reboot.ErrConflict)
+}
+
+// StateMachine is the property test of reboot.Reconciler over the store:
+// the reboot package's TestRebootStateMachine, with the store as a
+// parameter (the second writer and injected conflicts go through the
+// store's own Update). See the package doc for what it checks.
+func StateMachine(t *testing.T, newStores NewStores) {
+	rapidcheck.Check(t, func(t *rapid.T) {
+		ctx := context.Background()
+		clk := fake.NewClock(time.Time{})
+		cfg := fake.DrawPowerConfig(t, "power")
+		pw := fake.NewPower(clk.Real, cfg)
+		// The controller's bounds: the default, or exactly the BMC's own
+		// (the tightest the assumptions allow), per host or for all.
+		rcfg := reboot.Config{}
+		var hostStale, hostSettle time.Duration
+		if rapid.Bool().Draw(t, "tight") {
+			stale := max(cfg.Report.Stale, time.Millisecond)
+			if rapid.Bool().Draw(t, "perHost") {
+				hostStale, hostSettle = stale, cfg.Report.EarlyOff
+			} else {
+				rcfg.StaleReads, rcfg.OffSettle = stale, cfg.Report.EarlyOff
+			}
+		} else {
+			rcfg.OffSettle = fake.MaxEarlyOff
+		}
+		stores, err := newStores(reboot.Host{Name: "h", Online: true, StaleReads: hostStale, OffSettle: hostSettle})
+		if err != nil {
+			t.Fatalf("new store: %v", err)
+		}
+		if stores.Close != nil {
+			defer stores.Close()
+		}
+		other := stores.Other
+		if other == nil {
+			other = stores.Hosts
+		}
+		store := &hooked{HostStore: stores.Hosts}
+		ctl := &rebootcheck.Probe{Controller: pw}
+		newReconciler := func() *reboot.Reconciler {
+			return &reboot.Reconciler{
+				Hosts:     store,
+				Power:     func(string) (power.Controller, error) { return ctl, nil },
+				Now:       clk.Now,
+				Monotonic: clk.Monotonic,
+				Config:    rcfg,
+			}
+		}
+		r := newReconciler()
+		keys := []string{"fencing", "drain", "storage"}
+		clients := map[string]*reboot.Client{}
+		for _, k := range keys {
+			clients[k] = &reboot.Client{Hosts: other, Key: k, Now: clk.Now}
+		}
+		open := map[string]rebootcheck.Ticket{} // tickets whose annotation is present
+		// A raw client (the seed's remediation) writes the same value every
+		// time and asks Status.Fenced(T) itself.
+		const rawKey, rawValue = reboot.AnnotationPrefix + "raw", `{"mode":"hard"}`
+		var raw *rebootcheck.Ticket
+		var bareAt time.Time // real time the bare annotation was written
+		episodes := 0
+		var lastPending time.Time
+		var backJumps time.Duration
+		var lastWall time.Time = clk.Now()
+
+		host := func() reboot.Host {
+			h, err := other.Get(ctx, "h")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h
+		}
+		ctl.OnOn = func() {
+			if ctl.LastRead == power.StateUnknown {
+				t.Fatalf("power-on sent in a pass whose power read was unknown")
+			}
+			if k := rebootcheck.HeldBy(host()); k != "" {
+				t.Fatalf("power-on sent while %s is in the store", k)
+			}
+		}
+		// The interloper: a second writer armed by an action, firing just
+		// before the Reconciler's next write.
+		var interlope func()
+		store.before = func() {
+			if f := interlope; f != nil {
+				interlope = nil
+				f()
+			}
+		}
+
+		request := func(key string, mode power.Mode) {
+			tk, err := clients[key].Request(ctx, "h", mode)
+			if err != nil {
+				t.Fatalf("request %s: %v", key, err)
+			}
+			open[key] = rebootcheck.Ticket{Ticket: tk, Real: clk.Real()}
+		}
+		rawRequest := func() {
+			at := clk.Now()
+			if err := mutate(ctx, other, "h", func(h *reboot.Host) { h.Annotations[rawKey] = rawValue }); err != nil {
+				t.Fatal(err)
+			}
+			raw = &rebootcheck.Ticket{Ticket: reboot.Ticket{Host: "h", Annotation: rawKey, Value: rawValue, At: at}, Real: clk.Real()}
+		}
+		rawRelease := func() {
+			if err := mutate(ctx, other, "h", func(h *reboot.Host) { delete(h.Annotations, rawKey) }); err != nil {
+				t.Fatal(err)
+			}
+			raw = nil
+		}
+		release := func(key string) {
+			if err := clients[key].Release(ctx, open[key].Ticket); err != nil {
+				t.Fatalf("release %s: %v", key, err)
+			}
+			delete(open, key)
+		}
+
+		reconcile := func() {
+			before := host()
+			// A pass takes no time at all: its reading, its power call and a
+			// client's T after it can share one clock reading (coarse clocks
+			// do that), and a tie must never fence.
+			_, err := r.Reconcile(ctx, "h")
+			if err != nil && !errors.Is(err, reboot.ErrConflict) {
+				t.Fatalf("reconcile: %v", err)
+			}
+			if ctl.Crashed {
+				ctl.Crashed = false
+				r = newReconciler()
+			}
+			after := host()
+			if _, had := before.Annotations[reboot.Annotation]; had {
+				if _, has := after.Annotations[reboot.Annotation]; !has {
+					if !pw.WasOffDuring(bareAt, clk.Real()) {
+						t.Fatalf("bare annotation (written at %v) removed, but the hardware has not been off since", bareAt)
+					}
+				}
+			}
+			if after.Status.Pending() && !after.Status.PendingRebootSince.Equal(lastPending) {
+				episodes++
+				lastPending = after.Status.PendingRebootSince
+			}
+		}
+
+		check := func() {
+			h := host()
+			now := clk.Now()
+			if now.Before(lastWall) {
+				backJumps += lastWall.Sub(now)
+			}
+			lastWall = now
+			for _, k := range keys {
+				_, inStore := h.Annotations[reboot.AnnotationPrefix+k]
+				_, inModel := open[k]
+				if inStore != inModel {
+					t.Fatalf("annotation %s: in store %v, its client thinks %v", k, inStore, inModel)
+				}
+			}
+			if _, inStore := h.Annotations[rawKey]; inStore != (raw != nil) {
+				t.Fatalf("raw annotation: in store %v, its client thinks %v", inStore, raw != nil)
+			}
+			if raw != nil && h.Status.Fenced(raw.At, now) && !pw.WasOffDuring(raw.Real.Add(-backJumps), clk.Real()) {
+				t.Fatalf("raw client told fenced for T=%v (real %v), but the hardware has run since; status %+v, truth %v",
+					raw.At, raw.Real, h.Status, rebootcheck.DescribeTruth(pw))
+			}
+			for k, tk := range open {
+				if !reboot.FencedFor(h.Status, tk.Ticket, now) {
+					continue
+				}
+				if !pw.WasOffDuring(tk.Real.Add(-backJumps), clk.Real()) {
+					t.Fatalf("client %s told fenced for T=%v (real %v), but the hardware has run since; status %+v, truth %v",
+						k, tk.At, tk.Real, h.Status, rebootcheck.DescribeTruth(pw))
+				}
+			}
+			if err := rebootcheck.CheckCycles(pw, episodes); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		steps := rapid.IntRange(20, 150).Draw(t, "steps")
+		for i := 0; i < steps; i++ {
+			switch rapid.IntRange(0, 15).Draw(t, "action") {
+			case 0, 1, 2, 3:
+				reconcile()
+			case 4:
+				k := rapid.SampledFrom(keys).Draw(t, "key")
+				request(k, power.Mode(rapid.IntRange(0, 1).Draw(t, "mode")))
+			case 5:
+				k := rapid.SampledFrom(keys).Draw(t, "key")
+				if _, ok := open[k]; ok {
+					release(k)
+				}
+			case 6:
+				v := rapid.SampledFrom([]string{"", `{"mode":"hard"}`, `{"mode":"soft"}`, "not json"}).Draw(t, "value")
+				if err := mutate(ctx, other, "h", func(h *reboot.Host) { h.Annotations[reboot.Annotation] = v }); err != nil {
+					t.Fatal(err)
+				}
+				if bareAt.IsZero() || !host().Status.Pending() {
+					bareAt = clk.Real()
+				}
+			case 7:
+				clk.Apply(fake.DrawClockMove(t, "clock", true))
+			case 8:
+				op := rapid.SampledFrom([]fake.Op{fake.OpState, fake.OpOn, fake.OpOff}).Draw(t, "faultOp")
+				k := rapid.SampledFrom([]fake.FaultKind{fake.FaultBusy, fake.FaultFailed, fake.FaultTimeout, fake.FaultUnsupported}).Draw(t, "fault")
+				pw.FailNext(op, fake.Fault{Kind: k, Applied: rapid.Bool().Draw(t, "applied")})
+			case 9:
+				r = newReconciler() // a restart between two steps
+			case 10:
+				ctl.CrashArmed = true // a crash after persisting, before the power call
+			case 11:
+				store.conflicts++
+			case 12:
+				// A second writer between the Reconciler's read and write: a
+				// client requesting or releasing, or an unrelated annotation
+				// (kubectl), or an invalid reboot key.
+				k := rapid.SampledFrom(keys).Draw(t, "interloperKey")
+				what := rapid.IntRange(0, 3).Draw(t, "interloper")
+				atRead := rapid.Bool().Draw(t, "interloperAtRead")
+				f := func() {
+					switch _, held := open[k]; {
+					case what == 0 && !held:
+						request(k, power.ModeHard)
+					case what == 1 && held:
+						release(k)
+					case what == 2:
+						_ = mutate(ctx, other, "h", func(h *reboot.Host) { h.Annotations["example.com/touch"] = clk.Now().String() })
+					default:
+						_ = mutate(ctx, other, "h", func(h *reboot.Host) { h.Annotations[reboot.AnnotationPrefix] = `{"mode":"hard"}` })
+					}
+				}
+				if atRead {
+					ctl.OnRead = f // after the Reconciler read the host, before it decides
+				} else {
+					interlope = f // just before its write
+				}
+			case 13:
+				// A cooperative client: release once fenced.
+				for _, k := range keys {
+					if tk, ok := open[k]; ok {
+						if f, err := clients[k].Fenced(ctx, tk.Ticket); err == nil && f {
+							release(k)
+							break
+						}
+					}
+				}
+			case 14:
+				if rapid.IntRange(0, 3).Draw(t, "oob") == 0 {
+					pw.OutOfBandOff()
+				} else {
+					pw.OutOfBandOn()
+				}
+			case 15:
+				// The raw client: request, release, or (when told fenced)
+				// release and request again with the same value before the
+				// controller's next pass.
+				switch {
+				case raw == nil:
+					rawRequest()
+				case rapid.Bool().Draw(t, "rawAgain"):
+					rawRelease()
+					rawRequest()
+				default:
+					rawRelease()
+				}
+			}
+			check()
+		}
+
+		// Liveness: the world behaves from here on.
+		interlope, ctl.OnRead = nil, nil
+		store.before = nil
+		ctl.CrashArmed = false
+		pw.SetReport(fake.Report{})
+		clk.Correct()
+		lastWall = clk.Now()
+		// An invalid key written by the second writer stays: it must never
+		// hold the host.
+		fencedTickets := map[string]bool{}
+		for k := range open {
+			fencedTickets[k] = false
+		}
+		if raw != nil {
+			// Its T may have been taken on a clock that has been corrected
+			// since: it asks again (the same value, before the next pass).
+			rawRelease()
+			rawRequest()
+		}
+		rawFenced := raw == nil
+		converged := false
+		for i := 0; i < 300 && !converged; i++ {
+			if raw != nil && host().Status.Fenced(raw.At, clk.Now()) {
+				if !pw.WasOffDuring(raw.Real.Add(-backJumps), clk.Real()) {
+					t.Fatalf("raw client told fenced for T=%v at the end, but the hardware has run since; truth %v", raw.At, rebootcheck.DescribeTruth(pw))
+				}
+				rawFenced = true
+				rawRelease()
+			}
+			for _, k := range keys {
+				if tk, ok := open[k]; ok {
+					f, err := clients[k].Fenced(ctx, tk.Ticket)
+					if err != nil {
+						t.Fatalf("client %s: %v", k, err)
+					}
+					if f {
+						if !pw.WasOffDuring(tk.Real.Add(-backJumps), clk.Real()) {
+							t.Fatalf("client %s told fenced for T=%v at the end, but the hardware has run since; truth %v", k, tk.At, rebootcheck.DescribeTruth(pw))
+						}
+						fencedTickets[k] = true
+						release(k)
+					}
+				}
+			}
+			reconcile()
+			check()
+			h := host()
+			converged = len(open) == 0 && raw == nil && !h.Status.Pending() && pw.Current() == power.StateOn && !rebootcheck.HasValidReboot(h)
+			clk.Advance(5 * time.Second)
+		}
+		h := host()
+		if !converged {
+			t.Fatalf("did not converge: annotations %v, status %+v, power %v, open %v", h.Annotations, h.Status, pw.Current(), open)
+		}
+		if !rawFenced {
+			t.Fatalf("the raw client released without ever being told fenced")
+		}
+		for k, f := range fencedTickets {
+			if !f {
+				t.Fatalf("client %s released without ever being told fenced", k)
+			}
+		}
+	})
+}

@@ -1,0 +1,418 @@
+package reboot
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Loop is one reconciler as a Runner runs it: the reboot Reconciler
+// (Reconciler.Loop), the remediation one (remediation.Reconciler.Loop),
+// or one of your own.
+type Loop struct {
+	// Name names the loop in the Runner's log lines ("reboot").
+	Name string
+	// Reconcile runs one pass for key.
+	Reconcile func(ctx context.Context, key string) (Next, error)
+	// Keys lists every key to reconcile (your host or machine names). The
+	// Runner calls it at start and every Runner.Resync, reconciles each
+	// key listed, and stops watching keys no longer listed. nil: only the
+	// keys given to Runner.Add.
+	Keys func(ctx context.Context) ([]string, error)
+	// Watch, if set, returns a channel that receives a value whenever key
+	// changes (HostWatcher.Watch has this shape), closed when ctx is done.
+	// The Runner watches every key it knows and reconciles it at once on
+	// each value; without Watch, changes are seen at the next RequeueAfter
+	// or Resync.
+	Watch func(ctx context.Context, key string) (<-chan struct{}, error)
+}
+
+// Next is when a Loop's pass wants the next one.
+type Next struct {
+	// Requeue asks for another pass soon: after the key's back-off
+	// (Runner.MinBackoff, doubling up to MaxBackoff while passes keep
+	// asking or failing).
+	Requeue bool
+	// After, if positive (and Requeue false), asks for the next pass after
+	// it, and resets the key's back-off.
+	After time.Duration
+}
+
+// Runner runs Loops: the work queue a controller outside Kubernetes needs
+// around reboot.Reconciler and remediation.Reconciler. It gives the same
+// guarantees as a controller-runtime controller:
+//
+//   - A key is never reconciled twice at once (per loop): a key woken while
+//     its pass runs is reconciled once more right after it.
+//   - At most Workers passes run at once, over all loops.
+//   - A pass that fails (any error: a conflict, a store or BMC error,
+//     reboot.ErrNotLeader) or asks to Requeue runs again after the key's
+//     back-off, which doubles from MinBackoff to MaxBackoff and is reset by
+//     a pass that succeeds without Requeue; a conflict is retried the same
+//     way (the next pass reads again and decides again).
+//   - Next.After schedules the next pass; a wake-up from Loop.Watch, Add or
+//     Resync brings it forward, never later.
+//   - Every pass is bounded by PassTimeout; when ctx is done, Run stops
+//     starting passes, cancels those running, waits for them, and returns.
+//
+// A Runner is not a leader election: run one per process and fence the
+// reconcilers with a Guard (etcd.Leadership.Guard) when several processes
+// may run.
+type Runner struct {
+	// Loops are the reconcilers to run.
+	Loops []Loop
+	// Workers bounds the passes that run at once (default 4).
+	Workers int
+	// Resync is how often Loop.Keys is listed again and every key
+	// reconciled (default 10 min).
+	Resync time.Duration
+	// MinBackoff and MaxBackoff bound the back-off after failures and
+	// Requeue (defaults 100 ms and 2 min).
+	MinBackoff, MaxBackoff time.Duration
+	// PassTimeout bounds one pass (default 2 min).
+	PassTimeout time.Duration
+	// Logger, if set, gets a line per failed pass and per failed listing
+	// or watch.
+	Logger *slog.Logger
+
+	once    sync.Once
+	pending chan runKey
+}
+
+// Runner defaults.
+const (
+	DefaultWorkers     = 4
+	DefaultResync      = 10 * time.Minute
+	DefaultMinBackoff  = 100 * time.Millisecond
+	DefaultMaxBackoff  = 2 * time.Minute
+	DefaultPassTimeout = 2 * time.Minute
+)
+
+type runKey struct {
+	loop int
+	key  string
+}
+
+// keyState is what the Runner knows of one key.
+type keyState struct {
+	k        runKey
+	due      time.Time // when scheduled (heap != -1)
+	index    int       // heap index, -1 when not scheduled
+	running  bool
+	again    bool // woken while running: run again right after
+	failures int
+	stop     context.CancelFunc // ends the key's watch
+	listed   bool               // seen in the latest listing (or added)
+}
+
+type dueHeap []*keyState
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *dueHeap) Push(x any)        { s := x.(*keyState); s.index = len(*h); *h = append(*h, s) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	s := old[len(old)-1]
+	*h = old[:len(old)-1]
+	s.index = -1
+	return s
+}
+
+type runResult struct {
+	k    runKey
+	next Next
+	err  error
+}
+
+// Add wakes key of the loop named loop (reconciled at once, and watched
+// from now on). It may be called before or while Run runs; it blocks only
+// while 1024 wake-ups wait for Run to take them.
+func (r *Runner) Add(loop, key string) error {
+	for i, l := range r.Loops {
+		if l.Name == loop {
+			r.init()
+			r.pending <- runKey{i, key}
+			return nil
+		}
+	}
+	return fmt.Errorf("reboot: runner has no loop %q", loop)
+}
+
+func (r *Runner) init() {
+	r.once.Do(func() { r.pending = make(chan runKey, 1024) })
+}
+
+func (r *Runner) backoff(failures int) time.Duration {
+	lo, hi := r.MinBackoff, r.MaxBackoff
+	if lo <= 0 {
+		lo = DefaultMinBackoff
+	}
+	if hi <= 0 {
+		hi = DefaultMaxBackoff
+	}
+	d := lo
+	for i := 1; i < failures && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
+}
+
+// Run runs the loops until ctx is done, then returns ctx's error once
+// every pass it started has ended. Call it once per Runner.
+func (r *Runner) Run(ctx context.Context) error {
+	if len(r.Loops) == 0 {
+		return errors.New("reboot: runner without loops")
+	}
+	r.init()
+	workers := r.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
+	resync := r.Resync
+	if resync <= 0 {
+		resync = DefaultResync
+	}
+	timeout := r.PassTimeout
+	if timeout <= 0 {
+		timeout = DefaultPassTimeout
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	work := make(chan runKey)
+	results := make(chan runResult, workers)
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range work {
+				pctx, pcancel := context.WithTimeout(ctx, timeout)
+				next, err := r.Loops[k.loop].Reconcile(pctx, k.key)
+				pcancel()
+				results <- runResult{k, next, err}
+			}
+		}()
+	}
+	listed := make(chan []runKey, len(r.Loops))
+	wakes := make(chan runKey, 256)
+	list := func() {
+		for i, l := range r.Loops {
+			if l.Keys == nil {
+				continue
+			}
+			go func() {
+				lctx, lcancel := context.WithTimeout(ctx, timeout)
+				defer lcancel()
+				keys, err := l.Keys(lctx)
+				if err != nil {
+					r.warn(ctx, l.Name, "", "list keys", err)
+					return
+				}
+				ks := make([]runKey, len(keys))
+				for j, k := range keys {
+					ks[j] = runKey{i, k}
+				}
+				select {
+				case listed <- ks:
+				case <-ctx.Done():
+				}
+			}()
+		}
+	}
+	keys := map[runKey]*keyState{}
+	var due dueHeap
+	schedule := func(s *keyState, at time.Time) {
+		switch {
+		case s.running:
+			if !at.After(time.Now()) {
+				s.again = true
+			} else if s.index < 0 || at.Before(s.due) {
+				// Kept in the heap; dispatch waits until it is done.
+				s.due = at
+				if s.index < 0 {
+					heap.Push(&due, s)
+				} else {
+					heap.Fix(&due, s.index)
+				}
+			}
+		case s.index < 0:
+			s.due = at
+			heap.Push(&due, s)
+		case at.Before(s.due):
+			s.due = at
+			heap.Fix(&due, s.index)
+		}
+	}
+	know := func(k runKey) *keyState {
+		s := keys[k]
+		if s == nil {
+			s = &keyState{k: k, index: -1}
+			keys[k] = s
+			if w := r.Loops[k.loop].Watch; w != nil {
+				wctx, wcancel := context.WithCancel(ctx)
+				s.stop = wcancel
+				go r.watch(wctx, w, k, wakes)
+			}
+		}
+		s.listed = true
+		return s
+	}
+
+	list()
+	tick := time.NewTicker(resync)
+	defer tick.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	free := workers
+	for {
+		// Start what is due, skipping keys that run (they are started
+		// again when their pass ends).
+		now := time.Now()
+		for free > 0 && due.Len() > 0 && !due[0].due.After(now) {
+			s := heap.Pop(&due).(*keyState)
+			if s.running {
+				s.again = true // due now: runs right after its pass
+				continue
+			}
+			s.running = true
+			free--
+			work <- s.k
+		}
+		wait := time.Hour
+		if due.Len() > 0 && free > 0 {
+			wait = max(0, time.Until(due[0].due))
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			close(work)
+			wg.Wait() // results has room for every pass still running
+			for _, s := range keys {
+				if s.stop != nil {
+					s.stop()
+				}
+			}
+			return ctx.Err()
+		case res := <-results:
+			free++
+			s := keys[res.k]
+			s.running = false
+			r.done(ctx, s, res, schedule)
+			if s.again {
+				s.again = false
+				schedule(s, time.Now())
+			}
+		case k := <-r.pending:
+			schedule(know(k), time.Now())
+		case k := <-wakes:
+			if s := keys[k]; s != nil {
+				schedule(s, time.Now())
+			}
+		case ks := <-listed:
+			for _, k := range ks {
+				schedule(know(k), time.Now())
+			}
+		case <-tick.C:
+			// Keys of listing loops not listed since the last tick are
+			// forgotten (their watches end) once nothing is due for them.
+			for k, s := range keys {
+				if r.Loops[k.loop].Keys == nil {
+					continue
+				}
+				if !s.listed && !s.running && s.index < 0 {
+					if s.stop != nil {
+						s.stop()
+					}
+					delete(keys, k)
+					continue
+				}
+				s.listed = false
+			}
+			list()
+		case <-timer.C:
+		}
+	}
+}
+
+// done applies a pass's result to its key.
+func (r *Runner) done(ctx context.Context, s *keyState, res runResult, schedule func(*keyState, time.Time)) {
+	switch {
+	case res.err != nil:
+		s.failures++
+		d := r.backoff(s.failures)
+		if ctx.Err() == nil {
+			r.warn(ctx, r.Loops[res.k.loop].Name, res.k.key, fmt.Sprintf("pass failed (retry in %v)", d), res.err)
+		}
+		schedule(s, time.Now().Add(d))
+	case res.next.Requeue:
+		s.failures++
+		schedule(s, time.Now().Add(r.backoff(s.failures)))
+	case res.next.After > 0:
+		s.failures = 0
+		schedule(s, time.Now().Add(res.next.After))
+	default:
+		s.failures = 0
+	}
+}
+
+// watch forwards key's wake-ups until ctx is done; a watch that fails or
+// ends early is started again after a back-off.
+func (r *Runner) watch(ctx context.Context, w func(context.Context, string) (<-chan struct{}, error), k runKey, wakes chan<- runKey) {
+	for try := 1; ctx.Err() == nil; try++ {
+		ch, err := w(ctx, k.key)
+		if err != nil {
+			r.warn(ctx, r.Loops[k.loop].Name, k.key, "watch", err)
+		} else {
+			for range ch {
+				try = 1
+				select {
+				case wakes <- k:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.backoff(try)):
+		}
+	}
+}
+
+func (r *Runner) warn(ctx context.Context, loop, key, what string, err error) {
+	if r.Logger == nil || ctx.Err() != nil {
+		return
+	}
+	attrs := []slog.Attr{slog.String("loop", loop), slog.String("error", err.Error())}
+	if key != "" {
+		attrs = append(attrs, slog.String("key", key))
+	}
+	r.Logger.LogAttrs(ctx, slog.LevelWarn, "runner: "+what, attrs...)
+}
+
+// Loop returns the Reconciler as a Runner's loop named "reboot" over the
+// hosts keys lists: a failed power call asks for a pass after the
+// back-off, Decision.RequeueAfter schedules the next, a host gone from the
+// store (ErrNotFound) is left alone until it is listed or added again, and
+// Hosts' HostWatcher, if it has one, wakes a host when its record changes.
+func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) Loop {
+	l := Loop{Name: "reboot", Keys: keys,
+		Reconcile: func(ctx context.Context, name string) (Next, error) {
+			res, err := r.Reconcile(ctx, name)
+			if errors.Is(err, ErrNotFound) {
+				r.Forget(name)
+				return Next{}, nil
+			}
+			return Next{Requeue: res.Requeue, After: res.RequeueAfter}, err
+		}}
+	if w, ok := r.Hosts.(HostWatcher); ok {
+		l.Watch = w.Watch
+	}
+	return l
+}

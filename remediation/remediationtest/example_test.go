@@ -1,0 +1,30 @@
+package remediationtest_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/remediation"
+	"github.com/rebootkit/rebootkit/remediation/remediationtest"
+)
+
+// ExampleNewStores shows the constructor a store's test gives to Contract:
+// fresh stores holding exactly the machines and nodes given. In your
+// test: remediationtest.Contract(t, newStores).
+func ExampleNewStores() {
+	var newStores remediationtest.NewStores = func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
+		c := fake.NewCluster()
+		for _, m := range ms {
+			c.AddMachine(m)
+		}
+		for _, n := range ns {
+			c.PutNode(n)
+		}
+		return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: c}, nil
+	}
+	s, _ := newStores([]remediation.Machine{{Name: "s1", NodeName: "s1"}}, []remediation.Node{{Exists: true, Name: "s1"}})
+	n, _ := s.Nodes.Get(context.Background(), "s1")
+	fmt.Println(n.Name, n.Exists)
+	// Output: s1 true
+}

@@ -1,0 +1,159 @@
+// Package remediationtest is the conformance kit for the remediation
+// stores you implement (MachineStore, NodeStore, AdmissionStore, or a
+// RecordStore through remediation.Records): Contract checks, against what
+// the store then returns, the compare-and-swap of State and of the
+// admission record, ErrNotFound, a Node deleted only with the UID read,
+// and the metadata rules the Reconciler relies on.
+//
+// It checks the stores' contract only; the remediation state machine with
+// a second writer against ground truth (remediation's TestPhasedStateMachine)
+// runs on the fakes and is not yet part of the kit.
+package remediationtest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// Stores are the handles of one fresh set of stores under test.
+type Stores struct {
+	Machines   remediation.MachineStore
+	Nodes      remediation.NodeStore
+	Admissions remediation.AdmissionStore
+	// SingleRecord: Machines and Nodes are one record per server
+	// (remediation.Records): Nodes.Delete is not checked (run the
+	// Reconciler with Config.OutOfService).
+	SingleRecord bool
+	// Close, if set, is called when the check is done.
+	Close func()
+}
+
+// NewStores returns fresh stores holding exactly the machines and nodes
+// given (each machine's node has the machine's name; machines start
+// without a persisted State) and an empty admission record.
+type NewStores func(machines []remediation.Machine, nodes []remediation.Node) (Stores, error)
+
+// Contract runs the contract checks (see the package doc).
+func Contract(t testing.TB, newStores NewStores) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	machines := []remediation.Machine{
+		{Name: "s1", UID: "s1", NodeName: "s1", Cluster: "c", NeedsRemediation: true},
+		{Name: "s2", UID: "s2", NodeName: "s2", Cluster: "c"},
+	}
+	nodes := []remediation.Node{
+		{Exists: true, Name: "s1", UID: "s1", Ready: true, Labels: map[string]string{"role": "db"}},
+		{Exists: true, Name: "s2", UID: "s2", Ready: true},
+	}
+	s, err := newStores(machines, nodes)
+	if err != nil {
+		t.Fatalf("new stores: %v", err)
+	}
+	if s.Close != nil {
+		defer s.Close()
+	}
+
+	// Machines.
+	if _, err := s.Machines.Get(ctx, "nope"); !errors.Is(err, remediation.ErrNotFound) {
+		t.Errorf("Machines.Get of a missing machine: %v, want an error wrapping remediation.ErrNotFound", err)
+	}
+	rec, err := s.Machines.Get(ctx, "s1")
+	if err != nil {
+		t.Fatalf("Machines.Get: %v", err)
+	}
+	if rec.Machine.Name != "s1" || !rec.Machine.NeedsRemediation || rec.Machine.NodeName != "s1" {
+		t.Errorf("Machines.Get: %+v, want s1 as created (needs remediation, node s1)", rec.Machine)
+	}
+	all, err := s.Machines.List(ctx)
+	if err != nil || len(all) != 2 {
+		t.Errorf("Machines.List: %d machines, %v; want 2", len(all), err)
+	}
+	st := remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if err := s.Machines.SaveState(ctx, "s1", rec.Version, st); err != nil {
+		t.Fatalf("SaveState with the current version: %v", err)
+	}
+	after, _ := s.Machines.Get(ctx, "s1")
+	if !after.State.Equal(st) || after.Version == rec.Version {
+		t.Errorf("after SaveState: state %+v version %q (was %q), want the state saved and a new version", after.State, after.Version, rec.Version)
+	}
+	if err := s.Machines.SaveState(ctx, "s1", rec.Version, remediation.State{}); !errors.Is(err, remediation.ErrConflict) {
+		t.Errorf("SaveState with a stale version: %v, want an error wrapping remediation.ErrConflict (two reconciles would both start)", err)
+	}
+	if cur, _ := s.Machines.Get(ctx, "s1"); !cur.State.Equal(st) {
+		t.Errorf("a refused SaveState changed the state to %+v", cur.State)
+	}
+	if err := s.Machines.RemoveNeedsRemediation(ctx, "s1"); err != nil {
+		t.Errorf("RemoveNeedsRemediation: %v", err)
+	}
+	if cur, _ := s.Machines.Get(ctx, "s1"); cur.Machine.NeedsRemediation || !cur.State.Equal(st) {
+		t.Errorf("after RemoveNeedsRemediation: %+v, state %+v; want it cleared and the state kept", cur.Machine, cur.State)
+	}
+
+	// Nodes.
+	if n, err := s.Nodes.Get(ctx, "nope"); err != nil || n.Exists {
+		t.Errorf("Nodes.Get of a missing node: %+v, %v; want Exists false and no error", n, err)
+	}
+	n, err := s.Nodes.Get(ctx, "s1")
+	if err != nil || !n.Exists || !n.Ready {
+		t.Fatalf("Nodes.Get: %+v, %v; want s1, existing and ready", n, err)
+	}
+	if err := s.Nodes.SetOutOfService(ctx, "s1", true); err != nil {
+		t.Errorf("SetOutOfService: %v", err)
+	}
+	if n, _ := s.Nodes.Get(ctx, "s1"); !n.OutOfService {
+		t.Error("SetOutOfService(true) did not show")
+	}
+	if err := s.Nodes.SetOutOfService(ctx, "s1", false); err != nil {
+		t.Errorf("SetOutOfService(false): %v", err)
+	}
+	if n, _ := s.Nodes.Get(ctx, "s1"); n.OutOfService {
+		t.Error("SetOutOfService(false) did not show")
+	}
+	if err := s.Nodes.AddMetadata(ctx, "s1", map[string]string{"role": "other", "zone": "a"}, map[string]string{"note": "x"}); err != nil {
+		t.Errorf("AddMetadata: %v", err)
+	}
+	if n, _ := s.Nodes.Get(ctx, "s1"); n.Labels["role"] != "db" || n.Labels["zone"] != "a" || n.Annotations["note"] != "x" {
+		t.Errorf("after AddMetadata: labels %v annotations %v; want what was missing added, what was there kept", n.Labels, n.Annotations)
+	}
+	if !s.SingleRecord {
+		if err := s.Nodes.Delete(ctx, "s2", "another-registration"); !errors.Is(err, remediation.ErrConflict) {
+			t.Errorf("Nodes.Delete with another UID: %v, want an error wrapping remediation.ErrConflict (a node registered again is another node)", err)
+		}
+		if n, _ := s.Nodes.Get(ctx, "s2"); !n.Exists {
+			t.Error("a refused Nodes.Delete deleted the node")
+		}
+		if err := s.Nodes.Delete(ctx, "s2", "s2"); err != nil {
+			t.Errorf("Nodes.Delete with its UID: %v", err)
+		}
+		if n, _ := s.Nodes.Get(ctx, "s2"); n.Exists {
+			t.Error("Nodes.Delete did not delete")
+		}
+		if err := s.Nodes.Delete(ctx, "s2", ""); err != nil {
+			t.Errorf("Nodes.Delete of a missing node: %v, want success", err)
+		}
+	}
+
+	// Admissions.
+	a, err := s.Admissions.GetAdmissions(ctx)
+	if err != nil {
+		t.Fatalf("GetAdmissions: %v", err)
+	}
+	next := a
+	next.Machines = append(slices.Clone(a.Machines), "s1")
+	if err := s.Admissions.PutAdmissions(ctx, next); err != nil {
+		t.Fatalf("PutAdmissions with the current version: %v", err)
+	}
+	stale := a
+	stale.Machines = append(slices.Clone(a.Machines), "s2")
+	if err := s.Admissions.PutAdmissions(ctx, stale); !errors.Is(err, remediation.ErrConflict) {
+		t.Errorf("PutAdmissions with a stale version: %v, want an error wrapping remediation.ErrConflict (the storm guard's admission would not be atomic)", err)
+	}
+	if got, _ := s.Admissions.GetAdmissions(ctx); !got.Has("s1") || got.Has("s2") {
+		t.Errorf("admissions %v, want s1 only", got.Machines)
+	}
+}
