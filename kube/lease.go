@@ -165,6 +165,13 @@ func (c *guarded) Off(ctx context.Context, m power.Mode) error {
 	return c.call(ctx, func(ctx context.Context) error { return c.pc.Off(ctx, m) })
 }
 
+// TogglesOff passes on the wrapped controller's reboot.Toggler (false if
+// it has none), so that the reboot controller's press rule applies.
+func (c *guarded) TogglesOff(m power.Mode) bool {
+	t, ok := c.pc.(interface{ TogglesOff(power.Mode) bool })
+	return ok && t.TogglesOff(m)
+}
+
 // Hold implements reboot.Guard, so that a reboot.Reconciler or
 // remediation.Reconciler run outside a controller-runtime manager (or its
 // store writes) is fenced by the same lease: it answers only while the

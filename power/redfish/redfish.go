@@ -508,12 +508,14 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 			return &power.Error{Op: op, Class: power.ClassBusy,
 				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond))}
 		}
-		if want == power.StateOff {
-			c.lastOffPush = c.now()
-		}
 	}
 	c.lastReset = c.now()
 	err = c.withSession(ctx, func(cl *gofish.APIClient) error {
+		if toggle && want == power.StateOff {
+			// Noted only once the request goes out: a press refused
+			// before it (a login refused) cannot shut anything down.
+			c.lastOffPush = c.now()
+		}
 		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
 		if resp != nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
