@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -16,8 +15,9 @@ import (
 
 // ErrNotLeader: a power call refused because this process may no longer
 // hold the leader lease (it was not renewed recently enough, with the
-// guard's margin).
-var ErrNotLeader = errors.New("kube: not the leader (lease not held with the margin): no power call")
+// guard's margin). It wraps reboot.ErrNotLeader, so that the reboot
+// controller counts the call as not tried (reboot.CallClass).
+var ErrNotLeader = fmt.Errorf("kube: not the leader (lease not held with the margin): no power call: %w", reboot.ErrNotLeader)
 
 // LeaseGuard makes leadership a fence for power calls. Leader election is
 // a lease: a leader paused after a versioned write, or finishing its

@@ -197,7 +197,9 @@ func TestReview36_HoldBreakWaitsOutTheWholePressWindow(t *testing.T) {
 	cfg := reboot.DefaultConfig()
 	var off time.Time
 	for _, c := range w.pw.Calls() {
-		if c.Op == fake.OpOff && c.At.After(oob) {
+		// A power-off at the very instant of the power-on counts: the
+		// previous follow ended before it, so any call at oob came after.
+		if c.Op == fake.OpOff && !c.At.Before(oob) {
 			off = c.At
 			break
 		}
