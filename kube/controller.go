@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -87,6 +88,9 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			}
 		}
 	}
+	if c.Recorder != nil && c.Client != nil && (res.PowerErr != nil || res.StateErr != nil) {
+		c.powerEvent(ctx, req, res)
+	}
 	after := res.RequeueAfter
 	if res.Requeue && (after <= 0 || after > time.Millisecond) {
 		after = time.Millisecond // at once (a failed power call: the next decision acts on it)
@@ -130,4 +134,23 @@ func hasRebootAnnotation(a map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// powerEvent reports a failed power call or state read of a pass as a
+// Warning event on the host (the events API aggregates repeats), so that
+// a BMC refusing the credentials for ever is seen.
+func (c *RebootController) powerEvent(ctx context.Context, req ctrl.Request, res reboot.Result) {
+	var bmh metal3.BareMetalHost
+	if c.Client.Get(ctx, req.NamespacedName, &bmh) != nil {
+		return
+	}
+	err, what := res.PowerErr, "power call"
+	if err == nil {
+		err, what = res.StateErr, "power state read"
+	}
+	fix := "check the BMC's address and reachability"
+	if errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) {
+		fix = "check the username and password in the host's BMC credentials Secret"
+	}
+	c.Recorder.Eventf(&bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", req.Name, what, err, fix)
 }

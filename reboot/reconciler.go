@@ -76,6 +76,11 @@ type Result struct {
 	// Requeue asks for another pass at once (after a failed power call, so
 	// that the next decision can act on the failure).
 	Requeue bool
+	// StateErr is the error of this pass's power state read, if any (the
+	// pass went on with the state unknown): report it, e.g. as an event,
+	// since a BMC that refuses the credentials for ever may never get a
+	// power call that would fail.
+	StateErr error
 }
 
 // Reconciler applies decisions for hosts: it reads the host and its power
@@ -385,7 +390,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	r.mu.Unlock()
 
 	d := r.Config.Decide(o, now)
-	res := Result{Decision: d, RequeueAfter: d.RequeueAfter}
+	res := Result{Decision: d, RequeueAfter: d.RequeueAfter, StateErr: perr}
 
 	if d.UpdateStatus {
 		nh := h
