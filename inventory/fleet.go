@@ -946,6 +946,13 @@ func (g *gated) On(ctx context.Context) error {
 	return err
 }
 
+// TogglesOff passes on the inner controller's reboot.Toggler (false if
+// it has none), so that the reboot controller's press rule applies.
+func (g *gated) TogglesOff(m power.Mode) bool {
+	t, ok := g.inner.(reboot.Toggler)
+	return ok && t.TogglesOff(m)
+}
+
 func (g *gated) Off(ctx context.Context, m power.Mode) error {
 	if g.f.isDead() {
 		return errKilled
