@@ -77,7 +77,9 @@ type Status struct {
 	// before the call. A restarted controller that finds it set counts a
 	// press as possibly in effect from its start (Observed.SincePress):
 	// Online may have flipped back meanwhile, clearing OfflineSince, while
-	// the OS still shuts down. It is never cleared.
+	// the OS still shuts down. It is cleared once no reading can echo a
+	// state from before the press's shutdown (the window of pressWait has
+	// passed), so that a restart then need not wait.
 	LastPress time.Time
 }
 
@@ -512,6 +514,8 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		// A press is persisted before it is sent, for a restarted
 		// controller (Status.LastPress).
 		st.LastPress = maxTime(p, st.LastPress)
+	} else if !st.LastPress.IsZero() && c.pressSettled(o) {
+		st.LastPress = time.Time{} // its shutdown is over: a restart need not wait
 	}
 	d.UpdateStatus = d.UpdateStatus || !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
 }

@@ -62,3 +62,11 @@ func (c Config) pressWait(o Observed, m power.Mode) (time.Duration, bool) {
 	}
 	return wait, wait > 0
 }
+
+// pressSettled reports whether the shutdown of this controller's last
+// press is over and no reading can echo a state from before it: StaleReads
+// after the Off reading that showed it over, or SoftTimeout + StaleReads
+// after the press.
+func (c Config) pressSettled(o Observed) bool {
+	return o.PressOver && o.PressOverFor >= c.StaleReads || o.SincePress >= c.SoftTimeout+c.StaleReads
+}
