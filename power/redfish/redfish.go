@@ -511,11 +511,6 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 	}
 	c.lastReset = c.now()
 	err = c.withSession(ctx, func(cl *gofish.APIClient) error {
-		if toggle && want == power.StateOff {
-			// Noted only once the request goes out: a press refused
-			// before it (a login refused) cannot shut anything down.
-			c.lastOffPush = c.now()
-		}
 		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
 		if resp != nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
@@ -523,10 +518,19 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		}
 		return err
 	})
+	var pe *power.Error
+	if err != nil {
+		pe = c.classify(op+" ("+rt+")", err)
+	}
+	if toggle && want == power.StateOff && (pe == nil || !errors.Is(pe, power.ErrAuth)) {
+		// A press refused for its credentials (the session expired and
+		// the login was refused) was not carried out and shuts nothing
+		// down; any other outcome, a timeout included, may have pressed.
+		c.lastOffPush = c.now()
+	}
 	if err == nil {
 		return nil
 	}
-	pe := c.classify(op+" ("+rt+")", err)
 	if pe.Status == http.StatusBadRequest || pe.Status == http.StatusConflict {
 		// Some BMCs refuse a reset into the state the system just reached.
 		if s, rerr := c.readState(ctx); rerr == nil && s == want {
