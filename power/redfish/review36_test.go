@@ -44,3 +44,24 @@ func TestReview36_RefusedPressStartsNoWindow(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, tried, 2, "the session expired at the state read and at the POST")
 }
+
+// Review 36 findings 3/4 at the adapter: once a read begun StaleReads
+// after a press showed Off (the press's shutdown over), a press for a
+// power-off is refused only within StaleReads of that read, not for the
+// whole SoftTimeout + StaleReads: a held host powered on out of band is
+// powered off again.
+func TestReview36_AdapterPressWindowClosesOnOffRead(t *testing.T) {
+	r := newRig(t, redfishtest.Quirks{NoGraceful: true}, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	c := r.connect(t)
+	require.NoError(t, c.Off(ctx, power.ModeSoft))
+	r.clk.Advance(31 * time.Second)
+	s, err := c.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, power.StateOff, s)
+	r.clk.Advance(31 * time.Second)
+	r.hw.OutOfBandOn()
+	require.NoError(t, c.Off(ctx, power.ModeSoft), "62 s after the press, 31 s after the Off read")
+	require.Equal(t, []string{"PushPowerButton", "PushPowerButton"}, r.bmc.Resets())
+	r.clk.Advance(21 * time.Second)
+	require.False(t, r.hw.HardwareOn())
+}
