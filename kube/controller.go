@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -161,6 +162,9 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			}
 		}
 	}
+	if c.Recorder != nil && c.Client != nil && (res.PowerErr != nil || res.StateErr != nil) {
+		c.powerEvent(ctx, req, res)
+	}
 	after := res.RequeueAfter
 	if res.Requeue && (after <= 0 || after > time.Millisecond) {
 		after = time.Millisecond // at once (a failed power call: the next decision acts on it)
@@ -220,3 +224,31 @@ var detachedChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool
 	n, ok2 := e.ObjectNew.(*metal3.BareMetalHost)
 	return ok1 && ok2 && Detached(o) != Detached(n)
 }}
+
+func hasRebootAnnotation(a map[string]string) bool {
+	for k := range a {
+		if k == reboot.Annotation || strings.HasPrefix(k, reboot.AnnotationPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// powerEvent reports a failed power call or state read of a pass as a
+// Warning event on the host (the events API aggregates repeats), so that
+// a BMC refusing the credentials for ever is seen.
+func (c *RebootController) powerEvent(ctx context.Context, req ctrl.Request, res reboot.Result) {
+	var bmh metal3.BareMetalHost
+	if c.Client.Get(ctx, req.NamespacedName, &bmh) != nil {
+		return
+	}
+	err, what := res.PowerErr, "power call"
+	if err == nil {
+		err, what = res.StateErr, "power state read"
+	}
+	fix := "check the BMC's address and reachability"
+	if errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) {
+		fix = "check the username and password in the host's BMC credentials Secret"
+	}
+	c.Recorder.Eventf(&bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", req.Name, what, err, fix)
+}

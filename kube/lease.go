@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -16,8 +15,9 @@ import (
 
 // ErrNotLeader: a power call refused because this process may no longer
 // hold the leader lease (it was not renewed recently enough, with the
-// guard's margin).
-var ErrNotLeader = errors.New("kube: not the leader (lease not held with the margin): no power call")
+// guard's margin). It wraps reboot.ErrNotLeader, so that the reboot
+// controller counts the call as not tried (reboot.CallClass).
+var ErrNotLeader = fmt.Errorf("kube: not the leader (lease not held with the margin): no power call: %w", reboot.ErrNotLeader)
 
 // LeaseGuard makes leadership a fence for power calls. Leader election is
 // a lease: a leader paused after a versioned write, or finishing its
@@ -171,6 +171,13 @@ func (c *guarded) On(ctx context.Context) error { return c.call(ctx, c.pc.On) }
 
 func (c *guarded) Off(ctx context.Context, m power.Mode) error {
 	return c.call(ctx, func(ctx context.Context) error { return c.pc.Off(ctx, m) })
+}
+
+// TogglesOff passes on the wrapped controller's reboot.Toggler (false if
+// it has none), so that the reboot controller's press rule applies.
+func (c *guarded) TogglesOff(m power.Mode) bool {
+	t, ok := c.pc.(interface{ TogglesOff(power.Mode) bool })
+	return ok && t.TogglesOff(m)
 }
 
 // Hold implements reboot.Guard, so that a reboot.Reconciler or

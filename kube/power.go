@@ -149,6 +149,11 @@ type Powers struct {
 	Namespace string
 	// RootCAs verifies Redfish BMCs (nil: the system's pool).
 	RootCAs *x509.CertPool
+	// SoftTimeout and StaleReads are passed to the Redfish adapter
+	// (redfish.Config): set them to the reboot.Config the Reconciler runs
+	// with, so that the adapter's own press rule uses the same bounds.
+	// Zero: the adapter's defaults.
+	SoftTimeout, StaleReads time.Duration
 	// Timeout bounds reading the host and its Secret (default 30 s).
 	Timeout time.Duration
 	// Pool owns the BMC connections; nil: one with the default
@@ -230,7 +235,7 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	default:
 		target.BMC = t.Endpoint
 		cfg := redfish.Config{Endpoint: t.Endpoint, SystemID: t.SystemID, Username: user, Password: pass,
-			InsecureSkipVerify: insecure, RootCAs: p.RootCAs}
+			InsecureSkipVerify: insecure, RootCAs: p.RootCAs, SoftTimeout: p.SoftTimeout, StaleReads: p.StaleReads}
 		target.Connect = func(ctx context.Context) (power.Controller, error) { return redfish.Connect(ctx, cfg) }
 	}
 	pc := p.pool().Controller(name, target)

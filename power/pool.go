@@ -228,7 +228,9 @@ func NewPool(cfg PoolConfig) *Pool {
 // Controller returns host's controller, reached as t says. Nothing is
 // opened until the first call. The Controller's calls go through the Pool:
 // bounded by CallTimeout, and they log in (or reuse a session) as needed;
-// a login refused for back-off fails at once with ErrBackoff.
+// a login refused for back-off fails at once with ErrBackoff. It has the
+// method TogglesOff (reboot.Toggler) of its adapter once connected, and
+// answers true, a possible press of the power button, before.
 func (p *Pool) Controller(host string, t Target) Controller {
 	return &pooled{p: p, host: host, t: t}
 }

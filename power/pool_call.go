@@ -110,3 +110,21 @@ type notSent struct{ err error }
 func (e notSent) Error() string { return e.err.Error() }
 
 func (e notSent) Unwrap() []error { return []error{ErrNotSent, e.err} }
+
+// TogglesOff reports whether Off in mode m may be a press of the power
+// button (the reboot package's Toggler): what the host's connected
+// controller says, false if it cannot toggle, and true while the host is
+// not connected (the adapter is not known yet, so a press is assumed).
+func (c *pooled) TogglesOff(m Mode) bool {
+	c.p.mu.Lock()
+	var ctrl Controller
+	if e := c.p.hosts[c.host]; e != nil {
+		ctrl = e.ctrl
+	}
+	c.p.mu.Unlock()
+	if ctrl == nil {
+		return true
+	}
+	t, ok := ctrl.(interface{ TogglesOff(Mode) bool })
+	return ok && t.TogglesOff(m)
+}

@@ -142,7 +142,8 @@ func run(args []string) int {
 	}
 	pool := power.NewPool(power.PoolConfig{CallTimeout: *callTimeout, ConnectTimeout: *connectTimeout})
 	defer pool.Close()
-	powers := &kube.Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: *namespace, RootCAs: roots, Pool: pool}
+	powers := &kube.Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: *namespace, RootCAs: roots, Pool: pool,
+		SoftTimeout: *softTimeout, StaleReads: *staleReads}
 	powerOf := powers.Controller
 	if guard != nil {
 		powerOf = func(name string) (power.Controller, error) {
