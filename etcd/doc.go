@@ -24,7 +24,7 @@
 // MaxStartsPerPass times the number of passes a reboot lasts, in flight,
 // whichever is less (at 50 % of 100,000 servers, a pass every 30 s and
 // reboots of 6 minutes: 12 passes, 18,432 reboots in flight; with the
-// Executor's 1 s Interval, the concurrency). List and Unfinished
+// Executor's 1 s Interval, the concurrency). List, Heads and Unfinished
 // read at one revision and report corrupt records (plan.ErrCorrupt); Create
 // fails on any other error, and writes the plan's header in a transaction
 // that also compares that no plan was created since it checked the others
@@ -63,9 +63,24 @@
 //
 // Measured (BenchmarkFinishedPlanBytes): a finished plan of 100,000
 // servers holds 3,126 keys and about 52 MB of keys and values; after
-// Prune, one key of about 400 bytes. The list of plans a pass reads
-// (Unfinished) is every header under PREFIX headers/: the unfinished
-// plans and the ended ones still within the retention.
+// Prune, one key of about 400 bytes. Prune also keeps the hash of the
+// Create request in the summary, so a Create retried after its plan was
+// pruned succeeds without creating it again.
+//
+// What a pass reads does not grow with the plans retained: an index key
+// per unfinished plan (PREFIX unfinished/UUID, put by the transaction that
+// creates the plan, deleted by the write that ends it, both
+// compare-and-swap on the header) answers Unfinished, the passes and
+// Create's check of the other plans, which read the index and the headers
+// (and, for Create, the pages) of the unfinished plans only. A prefix
+// written by a version without the index is indexed from its headers by
+// the first Unfinished (the PREFIX unfinished key marks it done). Heads
+// lists every retained plan from its header alone (the summaries, no page
+// read); List (plan.Store) returns whole plans, so it reads every page of
+// every retained plan: it is not for listing. Get and List cache only the
+// plans that may still act. Maintain also deletes the pages of UUIDs that
+// have no header (a Create whose writer died) once they are older than the
+// previous Maintain (Store.SweepOrphans).
 //
 // Deleting keys does not shrink etcd: every write leaves history until
 // compaction, and compaction leaves free pages until defragmentation. Run

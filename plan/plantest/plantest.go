@@ -68,7 +68,10 @@ func StoreContract(t testing.TB, newStore NewStore) {
 		t.Errorf("Get after Create: uuid %q, %d reboots, state %v, version %q; want the plan created, with a version",
 			got.UUID, len(got.Reboots), got.State, got.Version)
 	}
-	if err := s.Create(ctx, one); !errors.Is(err, plan.ErrExists) {
+	// Another plan of the same UUID (a store may accept the same request
+	// again, idempotently: its answer may have been lost).
+	other, _ := runningPlan("plan-one", at.Add(time.Minute), "u1", "u2")
+	if err := s.Create(ctx, other); !errors.Is(err, plan.ErrExists) {
 		t.Errorf("Create of an existing uuid: %v, want an error wrapping plan.ErrExists", err)
 	}
 	overlap, _ := runningPlan("plan-two", at, "u2", "u3")
