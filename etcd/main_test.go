@@ -31,11 +31,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("REBOOTKIT_BENCH_ETCD") == "process" {
 		endpoint, stop, err = startProcess(os.Getenv("REBOOTKIT_ETCD_BIN"), dir)
 	} else {
-		var e interface{ Close() }
-		e, endpoint, err = etcdtest.Start(dir, true)
-		if e != nil {
-			stop = e.Close
+		e, ep, serr := etcdtest.Start(dir, true)
+		if serr == nil {
+			endpoint, stop = ep, e.Close
 		}
+		err = serr
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcd:", err)
