@@ -60,6 +60,8 @@ const readRetries = 8
 //
 //	PREFIX headers/UUID
 //	PREFIX pages/UUID/NONCE/00000000 ...
+//	PREFIX unfinished/UUID   (while the plan may still reboot servers)
+//	PREFIX summaries/UUID    (once Prune removed it)
 //
 // Every read of a plan reads its header and then its pages at the
 // revision the header was read at (one snapshot, retried from the start
