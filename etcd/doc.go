@@ -120,6 +120,12 @@
 // observation (about a tenth each). Keeping the pages a write wrote as the
 // next view's cache would save the re-read; it is not done.
 //
+// An operator's stop or run (plan.Command, header only) on that plan while
+// its executor runs passes back to back, same etcd process and load
+// (BenchmarkCommandLatency, -benchtime 3x): 24 ms on average, 56 ms at
+// worst at 5 %; 460 ms on average, 952 ms at worst at 50 % (the header
+// lists the positions of the 50,000 reboots in flight).
+//
 // # The caller's duties
 //
 //   - The fleet must refuse an action whose fencing token is not the
