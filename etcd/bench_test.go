@@ -18,7 +18,12 @@ import (
 // 100,000 servers with 25 reboots in flight, and at 100,000 with 5,000
 // (5 %) and 50,000 (50 %): there a pass changes more pages than one
 // transaction holds. The
-// embedded etcd of the tests does not fsync (see etcdtest.Start).
+// embedded etcd of the tests does not fsync (see etcdtest.Start); with
+// REBOOTKIT_BENCH_ETCD=process and REBOOTKIT_ETCD_BIN the package's tests
+// and benchmarks run against an etcd server process instead (doc.go gives
+// the numbers). cpu-ms/pass is this process's CPU time per pass (the
+// executor's and the fake fleet's), which the machine's load distorts less
+// than the wall time.
 func BenchmarkPass(b *testing.B) {
 	for _, c := range []struct{ n, conc int }{{10_000, 25}, {100_000, 25}, {100_000, 5_000}, {100_000, 50_000}} {
 		n := c.n
