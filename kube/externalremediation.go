@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,7 +34,9 @@ const controlPlaneNodeLabel = "node-role.kubernetes.io/control-plane"
 // "machine" of the remediation package. NeedsRemediation is true until the
 // health checker deletes the object (a deletion timestamp: our finalizer
 // holds it) or NodeHealthCheck marks it timed out (TimedOutAnnotation):
-// then the phased mode cancels (releases the host, restores the Node).
+// then the phased mode cancels (releases the host, restores the Node); or
+// until the Node is back after the power cycle (NodeBackAnnotation, the
+// package's RemoveNeedsRemediation).
 // NodeName is the owning Machine's nodeRef (Cluster API), else the
 // NodeNameAnnotation, else the object's name (NodeHealthCheck).
 // HasControllerOwner is always false: an exhausted remediation fails and
@@ -92,9 +93,15 @@ func (s *ExternalRemediations) nodeOf(ctx context.Context, r *v1alpha1.PowerCycl
 	return n, controlPlane, nil
 }
 
-// needsRemediation: not deleted, not timed out by NodeHealthCheck.
+// NodeBackAnnotation marks a PowerCycleRemediation whose Node came back
+// Ready after the power cycle (the remediation package's
+// RemoveNeedsRemediation): it is over, whatever its checker does next.
+const NodeBackAnnotation = "remediation.rebootkit.io/node-back"
+
+// needsRemediation: not deleted, not timed out by NodeHealthCheck, its
+// Node not back.
 func needsRemediation(r *v1alpha1.PowerCycleRemediation) bool {
-	return r.DeletionTimestamp == nil && !hasKey(r.Annotations, v1alpha1.TimedOutAnnotation)
+	return r.DeletionTimestamp == nil && !hasKey(r.Annotations, v1alpha1.TimedOutAnnotation) && !hasKey(r.Annotations, NodeBackAnnotation)
 }
 
 func (s *ExternalRemediations) record(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (remediation.MachineRecord, error) {
@@ -215,10 +222,26 @@ func (s *ExternalRemediations) patchStatus(ctx context.Context, r *v1alpha1.Powe
 	return nil
 }
 
-// RemoveNeedsRemediation implements remediation.MachineStore: nothing to
-// remove (the health checker deletes the object when the Node is
-// healthy).
-func (s *ExternalRemediations) RemoveNeedsRemediation(context.Context, string) error { return nil }
+// RemoveNeedsRemediation implements remediation.MachineStore: it marks
+// the remediation NodeBackAnnotation (the health checker deletes the
+// object when it sees the Node healthy).
+func (s *ExternalRemediations) RemoveNeedsRemediation(ctx context.Context, name string) error {
+	r, err := s.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	if hasKey(r.Annotations, NodeBackAnnotation) {
+		return nil
+	}
+	err = s.Client.Patch(ctx, r, casPatch(r.ResourceVersion, metadataPatch(nil, map[string]any{NodeBackAnnotation: "true"})))
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("kube: remediation %s/%s: %w", s.Namespace, name, remediation.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("kube: remediation %s/%s: %w", s.Namespace, name, err)
+	}
+	return nil
+}
 
 // Delete implements remediation.MachineStore: never asked
 // (HasControllerOwner is false); it deletes nothing.
@@ -284,12 +307,12 @@ type hostAdmissions struct {
 	hostOf func(ctx context.Context, name string) (string, error)
 }
 
-// PutAdmissions implements remediation.AdmissionStore.
+// PutAdmissions implements remediation.AdmissionStore. The Reconciler
+// appends the remediation it admits to the record it read, so an earlier
+// name is the holder.
 func (a *hostAdmissions) PutAdmissions(ctx context.Context, adm remediation.Admissions) error {
 	holder := map[string]string{}
-	names := slices.Clone(adm.Machines)
-	slices.Sort(names)
-	for _, m := range names {
+	for _, m := range adm.Machines {
 		h, err := a.hostOf(ctx, m)
 		if errors.Is(err, remediation.ErrNotFound) || h == "" && err == nil {
 			continue
@@ -298,7 +321,7 @@ func (a *hostAdmissions) PutAdmissions(ctx context.Context, adm remediation.Admi
 			return err
 		}
 		if other, ok := holder[h]; ok {
-			return fmt.Errorf("%w: host %s by %s (and %s)", ErrHostHeld, h, other, m)
+			return fmt.Errorf("%w: host %s is held by remediation %s until it is released; %s waits", ErrHostHeld, h, other, m)
 		}
 		holder[h] = m
 	}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -244,7 +245,7 @@ func (e *extEnv) eventually(what string, d time.Duration, f func() bool) {
 	deadline := time.Now().Add(d)
 	for !f() {
 		if time.Now().After(deadline) {
-			e.t.Fatalf("not in %s: %s", d, what)
+			e.t.Fatalf("not in %s: %s\n%s", d, what, e.dump())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -297,3 +298,21 @@ func (e *extEnv) nodeReady(h string) (*corev1.Node, bool) {
 func clientKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// dump lists the remediations and hosts, for a failure message.
+func (e *extEnv) dump() string {
+	var l v1alpha1.PowerCycleRemediationList
+	_ = e.direct.List(e.ctx, &l, client.InNamespace(e.ns))
+	var b strings.Builder
+	for _, r := range l.Items {
+		fmt.Fprintf(&b, "%s: host=%s phase=%s msg=%q deleting=%v conds=", r.Name, r.Status.Host, r.Status.Phase, r.Status.Message, r.DeletionTimestamp != nil)
+		for _, c := range r.Status.Conditions {
+			fmt.Fprintf(&b, "%s=%s/%s ", c.Type, c.Status, c.Reason)
+		}
+		b.WriteString("\n")
+	}
+	for h, hw := range e.hw {
+		fmt.Fprintf(&b, "%s: on=%v held=%v offs=%d\n", h, hw.HardwareOn(), e.held(h), e.offs(h))
+	}
+	return b.String()
+}
