@@ -57,6 +57,16 @@
 //     with the RebootController (the hosts' power goes through the reboot
 //     API). A Machine whose host is gone waits for it until the attempt's
 //     timeout, then escalates.
+//   - ExternalRemediationController: the same phased power-cycle for
+//     PowerCycleRemediations (api/v1alpha1), the external remediation
+//     objects Cluster API's MachineHealthCheck and medik8s's
+//     NodeHealthCheck create from a PowerCycleRemediationTemplate; the
+//     store is ExternalRemediations (one remediation per Machine or Node,
+//     its state in its status, the conditions the checkers read). One
+//     remediation holds a host at a time (ErrHostHeld), the storm guard
+//     counts them all against the cluster's Nodes, and a remediation
+//     deleted or timed out mid-way releases its host before it goes
+//     (ReleaseFinalizer).
 //   - Powers: a power.Controller per host from its spec.bmc address (the
 //     Redfish family or IPMI, ParseBMCAddress) and credentials Secret, read
 //     directly with get (never through a cache) and used only if it is
