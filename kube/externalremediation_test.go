@@ -288,3 +288,26 @@ func TestExternalRemediationStormGuard10(t *testing.T) {
 	_, whileOn := e.fc.counts()
 	assert.Empty(t, whileOn)
 }
+
+// TestExternalRemediationNoHost: a Node that names no host (no Machine,
+// no mapping match): the remediation fails at once (Succeeded False,
+// Processing False: the checker may escalate), says the fix, powers
+// nothing, and does not write its status in a loop.
+func TestExternalRemediationNoHost(t *testing.T) {
+	e := newExtEnv(t, []string{"h0"}, remediation.MaxCount(1))
+	ctx := context.Background()
+	spec := v1alpha1.PowerCycleRemediationSpec{HostMapping: &v1alpha1.HostMapping{Label: "no-such-label"}}
+	name := e.nodeOf["h0"]
+	require.NoError(t, e.checker.Create(ctx, &v1alpha1.PowerCycleRemediation{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}, Spec: spec}))
+	e.eventually("failed", 10*time.Second, func() bool {
+		return condition(e.remediationOf(name), v1alpha1.ConditionSucceeded) == metav1.ConditionFalse
+	})
+	r := e.remediationOf(name)
+	assert.Contains(t, r.Status.Message, "hostMapping")
+	assert.Equal(t, metav1.ConditionFalse, condition(r, v1alpha1.ConditionProcessing))
+	time.Sleep(time.Second)
+	assert.Equal(t, r.ResourceVersion, e.remediationOf(name).ResourceVersion, "status rewritten in a loop")
+	assert.Zero(t, e.offs("h0"))
+	require.NoError(t, e.checker.Delete(ctx, r))
+	e.eventually("gone", 10*time.Second, func() bool { return e.remediationOf(name) == nil })
+}

@@ -181,8 +181,16 @@ func (c *ExternalRemediationController) findHost(ctx context.Context, s *Externa
 	}
 	host, err := s.FindHost(ctx, r)
 	if errors.Is(err, ErrNoHost) {
-		conds := conditions(r.Status.Conditions, metav1.ConditionFalse, metav1.ConditionFalse, "NoHost", err.Error(), r.Generation)
-		return c.requeueOnConflict(s.patchStatus(ctx, r, map[string]any{"message": err.Error() + "; fix the mapping or the Machine's host", "conditions": conds}))
+		// Nothing was done to any host: fail at once (the checker may
+		// escalate), and look again in case the mapping appears.
+		msg := err.Error() + "; fix the template's hostMapping or the Machine's host"
+		conds := conditions(r.Status.Conditions, metav1.ConditionFalse, metav1.ConditionFalse, "NoHost", msg, r.Generation)
+		if r.Status.Message != msg || !sameConditions(conds, r.Status.Conditions) {
+			if err := s.patchStatus(ctx, r, map[string]any{"message": msg, "conditions": conds}); err != nil {
+				return c.requeueOnConflict(err)
+			}
+		}
+		return ctrl.Result{RequeueAfter: c.poll()}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, err
