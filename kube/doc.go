@@ -95,8 +95,14 @@
 //     (kubeconfig, namespace, leader election on by default with the
 //     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit).
 //
-// Deployment: config/ holds the RebootRecord CRD, the controller's role
-// generated from the +kubebuilder:rbac markers of rbac.go (a Role in the
+// Deployment: config/ holds the RebootRecord and PowerCycleRemediation(Template)
+// CRDs, an aggregated ClusterRole that lets Cluster API's and
+// NodeHealthCheck's service accounts create and delete remediations
+// (config/rbac/external_remediation_checker_role.yaml), samples of a
+// MachineHealthCheck and a NodeHealthCheck using rebootkit
+// (config/samples), the controller's role
+// generated from the +kubebuilder:rbac markers of rbac.go and
+// externalremediationrbac.go (a Role in the
 // hosts' namespace, a ClusterRole for Nodes only), a role for reboot
 // clients (update on BareMetalHosts, read on records), a Deployment and
 // kustomizations (kubectl apply -k config/default); Dockerfile builds the
