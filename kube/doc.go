@@ -57,6 +57,16 @@
 //     with the RebootController (the hosts' power goes through the reboot
 //     API). A Machine whose host is gone waits for it until the attempt's
 //     timeout, then escalates.
+//   - ExternalRemediationController: the same phased power-cycle for
+//     PowerCycleRemediations (api/v1alpha1), the external remediation
+//     objects Cluster API's MachineHealthCheck and medik8s's
+//     NodeHealthCheck create from a PowerCycleRemediationTemplate; the
+//     store is ExternalRemediations (one remediation per Machine or Node,
+//     its state in its status, the conditions the checkers read). One
+//     remediation holds a host at a time (ErrHostHeld), the storm guard
+//     counts them all against the cluster's Nodes, and a remediation
+//     deleted or timed out mid-way releases its host before it goes
+//     (ReleaseFinalizer).
 //   - Powers: a power.Controller per host from its spec.bmc address (the
 //     Redfish family or IPMI, ParseBMCAddress) and credentials Secret, read
 //     directly with get (never through a cache) and used only if it is
@@ -103,8 +113,13 @@
 //     probes. Without the Cluster API CRDs it runs the reboot controller,
 //     says that the remediation waits, and restarts once they are served.
 //
-// Deployment: config/ holds the RebootRecord CRD, the controller's role
-// generated from the +kubebuilder:rbac markers of rbac.go (a Role in the
+// Deployment: config/ holds the RebootRecord and
+// PowerCycleRemediation(Template) CRDs, an aggregated ClusterRole that
+// lets Cluster API's and NodeHealthCheck's service accounts create and
+// delete remediations (config/rbac/external_remediation_checker_role.yaml),
+// samples of a MachineHealthCheck and a NodeHealthCheck using rebootkit
+// (config/samples), the controller's role generated from the
+// +kubebuilder:rbac markers of rbac.go and externalremediationrbac.go (a Role in the
 // hosts' namespace, a ClusterRole for Nodes and, by name, the admission
 // policy), a role for reboot clients (update on BareMetalHosts, read on
 // records, and the marker verb "reboot" on rebootkit.io/rebootclients), the

@@ -44,7 +44,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("rebootkit-controller", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
 	namespace := fs.String("namespace", "", "namespace of the BareMetalHosts (required)")
-	controllers := fs.String("controllers", "reboot", "controllers to run, comma-separated: reboot, remediation (remediation needs reboot)")
+	controllers := fs.String("controllers", "reboot", "controllers to run, comma-separated: reboot, remediation, external-remediation (PowerCycleRemediations of MachineHealthChecks and NodeHealthChecks); both remediations need reboot")
 	limit := fs.Int("remediation-limit", 1, "storm guard: at most this many Machines under remediation at once")
 	remTimeout := fs.Duration("remediation-timeout", 10*time.Minute, "timeout of each remediation phase")
 	leaderElect := fs.Bool("leader-elect", true, "elect a leader among replicas (a Lease in the namespace)")
@@ -69,8 +69,14 @@ func run(args []string) int {
 	for _, c := range strings.Split(*controllers, ",") {
 		want[strings.TrimSpace(c)] = true
 	}
-	if *namespace == "" || !want["reboot"] || len(want) > 2 || len(want) == 2 && !want["remediation"] {
-		fmt.Fprintln(os.Stderr, "rebootkit-controller: --namespace is required; --controllers is reboot or reboot,remediation")
+	known := 0
+	for _, c := range []string{"reboot", "remediation", "external-remediation"} {
+		if want[c] {
+			known++
+		}
+	}
+	if *namespace == "" || !want["reboot"] || known != len(want) {
+		fmt.Fprintln(os.Stderr, "rebootkit-controller: --namespace is required; --controllers is reboot, optionally with remediation and external-remediation")
 		return 2
 	}
 	own := kube.Ownership{NoOperator: !*operator}
@@ -186,6 +192,13 @@ func run(args []string) int {
 	if want["remediation"] {
 		rem := kube.NewRemediationReconciler(mgr.GetClient(), *namespace, own, remediation.Config{Timeout: *remTimeout}, remediation.MaxCount(*limit), time.Now)
 		if err := (&kube.RemediationController{Reconciler: rem, Namespace: *namespace}).SetupWithManager(mgr); err != nil {
+			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
+			return 1
+		}
+	}
+	if want["external-remediation"] {
+		if err := (&kube.ExternalRemediationController{Client: mgr.GetClient(), Namespace: *namespace, Ownership: own,
+			Limit: remediation.MaxCount(*limit)}).SetupWithManager(mgr); err != nil {
 			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 			return 1
 		}
