@@ -56,7 +56,13 @@
 //     Reconciler on the namespace's Machines with the stores above; run it
 //     with the RebootController (the hosts' power goes through the reboot
 //     API). A Machine whose host is gone waits for it until the attempt's
-//     timeout, then escalates.
+//     timeout, then escalates. Hosts carrying the remediation's reboot
+//     request are watched and mapped to their Machine (through the host's
+//     consumerRef), so a request no attempt owns (a superseded leader's
+//     write) is removed at once. The binary runs it under the LeaseGuard
+//     (remediation.Reconciler.Guard) and has Machines.Reader read the
+//     Machine from the API server: each side effect first checks that the
+//     persisted attempt is still the one that decided it.
 //   - Powers: a power.Controller per host from its spec.bmc address (the
 //     Redfish family or IPMI, ParseBMCAddress) and credentials Secret, read
 //     directly with get (never through a cache) and used only if it is

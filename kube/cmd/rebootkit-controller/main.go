@@ -184,6 +184,13 @@ func run(args []string) int {
 	}
 	if want["remediation"] {
 		rem := kube.NewRemediationReconciler(mgr.GetClient(), *namespace, own, remediation.Config{Timeout: *remTimeout}, remediation.MaxCount(*limit), time.Now)
+		// Each side effect checks the persisted attempt on the API server
+		// (not the cache) and runs under the lease guard: a leader paused
+		// past its lease writes nothing.
+		rem.Machines.(*kube.Machines).Reader = mgr.GetAPIReader()
+		if guard != nil {
+			rem.Guard = guard
+		}
 		if err := (&kube.RemediationController{Reconciler: rem, Namespace: *namespace}).SetupWithManager(mgr); err != nil {
 			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 			return 1
