@@ -128,6 +128,7 @@ func TestSupersededRemediationWritesNoRebootRequest(t *testing.T) {
 	require.NoError(t, err)
 	mgr, err := ctrl.NewManager(ccfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache:          cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Client:         client.Options{Cache: &client.CacheOptions{DisableFor: UncachedObjects()}},
 		LeaderElection: true, LeaderElectionID: "rebootkit-reboot", LeaderElectionNamespace: ns,
 		LeaderElectionResourceLockInterface: guard, LeaseDuration: ptrTo(lease), RenewDeadline: ptrTo(renew), RetryPeriod: ptrTo(retry)})
 	require.NoError(t, err)

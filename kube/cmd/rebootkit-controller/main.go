@@ -26,6 +26,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -112,7 +113,8 @@ func run(args []string) int {
 	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics}, HealthProbeBindAddress: *probes,
 		LeaderElection: *leaderElect, LeaderElectionID: "rebootkit-reboot", LeaderElectionNamespace: *namespace,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}}}
+		Cache:  cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: kube.UncachedObjects()}}}
 	// Leadership fences power calls: they are made only while the lease
 	// renewed last is held with a margin (kube.LeaseGuard).
 	var guard *kube.LeaseGuard
