@@ -112,7 +112,10 @@
 // Deployment: config/ holds the RebootRecord CRD, the controller's role
 // generated from the +kubebuilder:rbac markers of rbac.go (a Role in the
 // hosts' namespace, a ClusterRole for Nodes and, by name, the admission
-// policy), a role for reboot clients (update on BareMetalHosts, read on
+// policy; Nodes and the admissions ConfigMap are read by name, never listed
+// or watched: run the manager with UncachedObjects uncached, as the binary
+// does, and a test applies the rendered config/ and runs the binary under
+// its ServiceAccount's token with no forbidden call), a role for reboot clients (update on BareMetalHosts, read on
 // records, and the marker verb "reboot" on rebootkit.io/rebootclients), the
 // ValidatingAdmissionPolicy under which a holder of that marker may change
 // nothing of a host but the reboot annotations unless it also has the verb
