@@ -207,18 +207,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		do  bool
 		run func(ctx context.Context) error
 		op  string
-	}{ // the first six act on the host or the Node (checked below)
-		{d.AddRebootAnnotation, func(ctx context.Context) error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation"},
-		{d.DeleteNode, func(ctx context.Context) error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node"},
-		{d.TaintNode, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node"},
-		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.Hosts.RemoveRebootAnnotation(ctx, name) }, "remove reboot annotation"},
+		// checked: the step acts on the host or the Node, so it runs only
+		// if the persisted attempt is still the one decided (below).
+		checked bool
+	}{
+		{d.AddRebootAnnotation, func(ctx context.Context) error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation", true},
+		{d.DeleteNode, func(ctx context.Context) error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node", true},
+		{d.TaintNode, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node", true},
+		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.Hosts.RemoveRebootAnnotation(ctx, name) }, "remove reboot annotation", true},
 		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func(ctx context.Context) error {
 			return r.Nodes.AddMetadata(ctx, d.RestoreNode, d.RestoreLabels, d.RestoreAnnotations)
-		}, "restore node metadata"},
-		{d.RemoveTaint, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, d.RestoreNode, false) }, "untaint node"},
-		{d.RemoveNeedsRemediation, func(ctx context.Context) error { return r.Machines.RemoveNeedsRemediation(ctx, name) }, "remove needs-remediation"},
-		{d.DeleteMachine, func(ctx context.Context) error { return r.Machines.Delete(ctx, name) }, "delete machine"},
-		{d.Release, func(ctx context.Context) error { return r.release(ctx, name, &adm) }, "release admission"},
+		}, "restore node metadata", true},
+		{d.RemoveTaint, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, d.RestoreNode, false) }, "untaint node", true},
+		{d.RemoveNeedsRemediation, func(ctx context.Context) error { return r.Machines.RemoveNeedsRemediation(ctx, name) }, "remove needs-remediation", false},
+		{d.DeleteMachine, func(ctx context.Context) error { return r.Machines.Delete(ctx, name) }, "delete machine", false},
+		{d.Release, func(ctx context.Context) error { return r.release(ctx, name, &adm) }, "release admission", false},
 	}
 	// The side effects on the host and the Node are this pass's only if
 	// the persisted attempt is still the one it decided: a pass paused
@@ -228,10 +231,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if d.UpdateState {
 		decided = d.State
 	}
-	for i, s := range steps {
+	for _, s := range steps {
 		if s.do {
 			run := s.run
-			if i < 6 {
+			if s.checked {
 				run = func(ctx context.Context) error {
 					if err := r.current(ctx, name, decided); err != nil {
 						return err
