@@ -56,7 +56,13 @@
 //     Reconciler on the namespace's Machines with the stores above; run it
 //     with the RebootController (the hosts' power goes through the reboot
 //     API). A Machine whose host is gone waits for it until the attempt's
-//     timeout, then escalates.
+//     timeout, then escalates. Hosts carrying the remediation's reboot
+//     request are watched and mapped to their Machine (through the host's
+//     consumerRef), so a request no attempt owns (a superseded leader's
+//     write) is removed at once. The binary runs it under the LeaseGuard
+//     (remediation.Reconciler.Guard) and has Machines.Reader read the
+//     Machine from the API server: each side effect first checks that the
+//     persisted attempt is still the one that decided it.
 //   - ExternalRemediationController: the same phased power-cycle for
 //     PowerCycleRemediations (api/v1alpha1), the external remediation
 //     objects Cluster API's MachineHealthCheck and medik8s's
@@ -121,7 +127,10 @@
 // (config/samples), the controller's role generated from the
 // +kubebuilder:rbac markers of rbac.go and externalremediationrbac.go (a Role in the
 // hosts' namespace, a ClusterRole for Nodes and, by name, the admission
-// policy), a role for reboot clients (update on BareMetalHosts, read on
+// policy; Nodes and the admissions ConfigMap are read by name, never listed
+// or watched: run the manager with UncachedObjects uncached, as the binary
+// does, and a test applies the rendered config/ and runs the binary under
+// its ServiceAccount's token with no forbidden call), a role for reboot clients (update on BareMetalHosts, read on
 // records, and the marker verb "reboot" on rebootkit.io/rebootclients), the
 // ValidatingAdmissionPolicy under which a holder of that marker may change
 // nothing of a host but the reboot annotations unless it also has the verb

@@ -26,6 +26,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -118,7 +119,8 @@ func run(args []string) int {
 	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics}, HealthProbeBindAddress: *probes,
 		LeaderElection: *leaderElect, LeaderElectionID: "rebootkit-reboot", LeaderElectionNamespace: *namespace,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}}}
+		Cache:  cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: kube.UncachedObjects()}}}
 	// Leadership fences power calls: they are made only while the lease
 	// renewed last is held with a margin (kube.LeaseGuard).
 	var guard *kube.LeaseGuard
@@ -191,6 +193,13 @@ func run(args []string) int {
 	}
 	if want["remediation"] {
 		rem := kube.NewRemediationReconciler(mgr.GetClient(), *namespace, own, remediation.Config{Timeout: *remTimeout}, remediation.MaxCount(*limit), time.Now)
+		// Each side effect checks the persisted attempt on the API server
+		// (not the cache) and runs under the lease guard: a leader paused
+		// past its lease writes nothing.
+		rem.Machines.(*kube.Machines).Reader = mgr.GetAPIReader()
+		if guard != nil {
+			rem.Guard = guard
+		}
 		if err := (&kube.RemediationController{Reconciler: rem, Namespace: *namespace}).SetupWithManager(mgr); err != nil {
 			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 			return 1
