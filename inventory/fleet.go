@@ -95,6 +95,10 @@ type Options struct {
 
 	// manual: no goroutines; tests step the fleet (stepServer).
 	manual bool
+	// slowProbes, with manual: healthOf starts no check; it reads the
+	// results the test delivers (probeResult), slow as it likes, with
+	// their age bounded as the background checks' are (tests).
+	slowProbes bool
 	// crash, if set, is asked at each step boundary; true kills the fleet
 	// there (tests).
 	crash func(point string) bool

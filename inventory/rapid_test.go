@@ -144,6 +144,9 @@ type world struct {
 	// tracksOS: OS reboots go through runCommand (scenario worlds run
 	// their own commands).
 	tracksOS bool
+	// slowProbes: the fleet's health results are the probes the world
+	// delivers (Options.slowProbes).
+	slowProbes bool
 }
 
 // Command modes.
@@ -216,22 +219,8 @@ func (w *world) open() {
 			}
 			return b, nil
 		},
-		Health: func(_ context.Context, s Server) error {
-			p := w.bmcs[s.UUID].p
-			if !p.HardwareOn() {
-				return errors.New("down")
-			}
-			var since time.Time
-			for _, tc := range p.Truth() {
-				if tc.On {
-					since = tc.At
-				}
-			}
-			if w.clk.Real().Sub(since) < w.bootTime {
-				return errors.New("booting")
-			}
-			return nil
-		},
+		Health:     func(_ context.Context, s Server) error { return w.healthNow(s.UUID) },
+		slowProbes: w.slowProbes,
 		command: func(_ context.Context, argv []string) error {
 			for _, s := range w.inv.Servers {
 				if len(argv) == 2 && argv[1] == s.UUID {
@@ -268,6 +257,25 @@ func (w *world) open() {
 		w.t.Fatalf("open fleet: %v", err)
 	}
 	w.f = f
+}
+
+// healthNow is server id's health check as the world answers it now: up
+// once powered on (ground truth) for bootTime.
+func (w *world) healthNow(id string) error {
+	p := w.bmcs[id].p
+	if !p.HardwareOn() {
+		return errors.New("down")
+	}
+	var since time.Time
+	for _, tc := range p.Truth() {
+		if tc.On {
+			since = tc.At
+		}
+	}
+	if w.clk.Real().Sub(since) < w.bootTime {
+		return errors.New("booting")
+	}
+	return nil
 }
 
 // testJobLive is cmd/rebootctl's rule: the plan runs the job while its
