@@ -120,7 +120,7 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 		age := now - r.at
 		if f.opts.manual {
 			f.mu.Unlock()
-			out[s.UUID] = ok && r.ok && age >= 0 && age <= f.opts.HealthMaxAge
+			out[s.UUID] = f.countsUp(r, ok, age)
 			continue
 		}
 		fresh := ok && age < f.opts.HealthTTL && age >= 0
@@ -131,7 +131,7 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 		f.mu.Unlock()
 		// Only a result young enough counts as up (its age bounded
 		// from the start of its check).
-		out[s.UUID] = ok && r.ok && age >= 0 && age <= f.opts.HealthMaxAge
+		out[s.UUID] = f.countsUp(r, ok, age)
 		if start {
 			f.wg.Add(1)
 			go func(s Server) {
@@ -152,6 +152,12 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 		}
 	}
 	return out
+}
+
+// countsUp: a health result (had: there is one) of this age counts as up,
+// passed and no older than HealthMaxAge.
+func (f *Fleet) countsUp(r healthResult, had bool, age time.Duration) bool {
+	return had && r.ok && age >= 0 && age <= f.opts.HealthMaxAge
 }
 
 // probeResult records a health check of server that started at
