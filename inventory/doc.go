@@ -88,7 +88,9 @@
 // saying why.
 //
 // BMC calls go through a power.Pool (one connection per server, every
-// call bounded by Options.CallTimeout, back-off per BMC). Every BMC error
+// call bounded by Options.CallTimeout, back-off per BMC and login; a
+// changed password, keyed by a fingerprint of its content, is a new login
+// tried at once). Every BMC error
 // is classified (BMCAuth, BMCUnreachable, BMCTLS, BMCTimeout, BMCBusy,
 // BMCUnsupported, BMCConfig, BMCFailed), recorded as the server's last BMC
 // error (Fleet.Status, with the power phase), logged at Warn at most once
