@@ -201,7 +201,7 @@ func jobObs(j JobRecord, h hostRecord) plan.JobObs {
 	o := plan.JobObs{Exists: true, Started: j.Started != nil, Drained: j.Drained != nil,
 		Finished: j.Finished != nil && j.State != JobFailed && j.State != JobCancelled,
 		Failed:   j.State == JobFailed, Cancelled: j.State == JobCancelled, Error: j.Error}
-	if !j.Over() && o.Error == "" && h.LastError.Job == j.UUID {
+	if !j.Over() && o.Error == "" && h.LastError.Job == j.UUID && !h.LastError.Cleared {
 		o.Error = h.LastError.Text()
 	}
 	if j.Started != nil {

@@ -418,7 +418,7 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 		}
 		views[p.UUID] = v
 	}
-	m.observe(plans, views)
+	m.observe(plans, views, lerr)
 	if err := fleet.Sync(e.ctx, func(j inventory.JobRecord) (bool, bool, string) {
 		if failed[j.Plan] {
 			return false, false, ""
