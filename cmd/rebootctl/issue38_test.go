@@ -181,3 +181,15 @@ func TestMaybeSelfPlanRefusedAtStart(t *testing.T) {
 	l.executorWith("none.log", nil, "--self", "none")
 	l.waitFor("maybe-1", "the plan to end", 2*time.Minute, func(p plan.Plan) bool { return !p.Unfinished() })
 }
+
+// TestDryRunCreatesNoStore: plan create -n at a --store path that does not
+// exist checks the servers and leaves no store file behind (issue 38,
+// B.14; old code: it created an empty store there).
+func TestDryRunCreatesNoStore(t *testing.T) {
+	l := newLab(t, 2, 0)
+	out, errs, code := l.ctl("plan", "create", "--all", "-n", "--target", "2")
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	assert.Contains(t, out, "dry run")
+	_, err := os.Stat(l.store)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the dry run created the store")
+}
