@@ -193,3 +193,20 @@ func TestDryRunCreatesNoStore(t *testing.T) {
 	_, err := os.Stat(l.store)
 	assert.ErrorIs(t, err, os.ErrNotExist, "the dry run created the store")
 }
+
+// TestDryRunRefusesOwnServerWithoutReboot: the dry run, run on the machine
+// that is a server of the plan (its hostname), fails that server when it
+// has no reboot command, saying how to fix it (issue 38, B.14; old code:
+// every check passed, and the real plan's reboot of it failed at once).
+func TestDryRunRefusesOwnServerWithoutReboot(t *testing.T) {
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	l := newLab(t, 2, 0)
+	raw, err := os.ReadFile(l.inv)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(l.inv, []byte(strings.Replace(string(raw), "hostname: cn1\n", "hostname: "+host+"\n", 1)), 0o600))
+	out, errs, code := l.ctl("plan", "create", "--all", "-n", "--target", "2")
+	assert.Equal(t, exitDryRun, code, "%s%s", out, errs)
+	assert.Contains(t, out, "this machine is "+host+", and it has no reboot command")
+	assert.Contains(t, out, "reboot: [systemctl, reboot]")
+}
