@@ -167,6 +167,8 @@ func (e *env) executor(args []string) int {
 	m := newMetrics()
 	store := lockedStore{e}
 	host, _ := os.Hostname()
+	named := serverNames(inv)
+	e.named = named
 	if err := refuseMaybeSelf(e.ctx, store, inv, maybeSelf, host); err != nil {
 		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
 		return exitError
@@ -235,8 +237,9 @@ func (e *env) executor(args []string) int {
 		}
 		err := e.passAll(fleet, store, cfg, logger, m)
 		if err != nil && !errors.Is(err, context.Canceled) {
-			logger.Warn("pass failed", "error", err.Error())
-			st.PassError = err.Error()
+			msg := named.Replace(err.Error())
+			logger.Warn("pass failed", "error", msg)
+			st.PassError = msg
 		} else if err == nil {
 			st.PassError = ""
 			st.LastPass = time.Now().UTC()
@@ -294,6 +297,18 @@ func resolveSelf(ctx context.Context, inv inventory.Inventory, flagValue string)
 		return "", nil, fmt.Errorf("--self %s: no such server in the inventory (give its hostname or UUID, or none)", flagValue)
 	}
 	return s.UUID, nil, nil
+}
+
+// serverNames replaces each server's UUID with its hostname in the text
+// operators read (pass errors): they know servers by hostname.
+func serverNames(inv inventory.Inventory) *strings.Replacer {
+	pairs := make([]string, 0, 2*len(inv.Servers))
+	for _, s := range inv.Servers {
+		if s.Hostname != "" && s.Hostname != s.UUID {
+			pairs = append(pairs, s.UUID, s.Hostname)
+		}
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // machineID returns this machine's machine ID (/etc/machine-id, else
@@ -387,6 +402,9 @@ func lookupAll(ctx context.Context, inv inventory.Inventory) map[string][]netip.
 // each read and write only, never while the fleet is observed or acted
 // on), then ends the jobs their plans no longer run.
 func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config, logger *slog.Logger, m *metrics) error {
+	if e.named == nil {
+		e.named = strings.NewReplacer()
+	}
 	var abandoned []byte
 	if err := store.with(func(s *plan.BoltStore) (err error) { abandoned, err = s.GetMeta(e.ctx, metaAbandoned); return err }); err != nil {
 		return err
@@ -409,7 +427,7 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 		}
 		v, err := exec.Pass(e.ctx, p.UUID)
 		if err != nil && !errors.Is(err, plan.ErrConflict) {
-			logger.Warn("plan pass failed", "plan", p.UUID, "error", err.Error())
+			logger.Warn("plan pass failed", "plan", p.UUID, "error", e.named.Replace(err.Error()))
 			perr = err
 		}
 		if err != nil {

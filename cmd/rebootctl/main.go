@@ -105,6 +105,9 @@ type env struct {
 	connect connectFunc
 	// creating: this command may create the store (plan create only).
 	creating bool
+	// named puts hostnames for server UUIDs in the executor's pass
+	// errors (set by the executor).
+	named *strings.Replacer
 }
 
 func commonFlags(fs *flag.FlagSet, e *env) {
