@@ -111,13 +111,18 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 	out := make(map[string]bool, len(servers))
 	now := f.mono()
 	for _, s := range servers {
-		if f.opts.manual {
+		if f.opts.manual && !f.opts.slowProbes {
 			out[s.UUID] = f.check(ctx, s) == nil
 			continue
 		}
 		f.mu.Lock()
 		r, ok := f.health[s.UUID]
 		age := now - r.at
+		if f.opts.manual {
+			f.mu.Unlock()
+			out[s.UUID] = f.countsUp(r, ok, age)
+			continue
+		}
 		fresh := ok && age < f.opts.HealthTTL && age >= 0
 		start := !fresh && !f.probing[s.UUID]
 		if start {
@@ -126,7 +131,7 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 		f.mu.Unlock()
 		// Only a result young enough counts as up (its age bounded
 		// from the start of its check).
-		out[s.UUID] = ok && r.ok && age >= 0 && age <= f.opts.HealthMaxAge
+		out[s.UUID] = f.countsUp(r, ok, age)
 		if start {
 			f.wg.Add(1)
 			go func(s Server) {
@@ -147,6 +152,22 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 		}
 	}
 	return out
+}
+
+// countsUp: a health result (had: there is one) of this age counts as up,
+// passed and no older than HealthMaxAge.
+func (f *Fleet) countsUp(r healthResult, had bool, age time.Duration) bool {
+	return had && r.ok && age >= 0 && age <= f.opts.HealthMaxAge
+}
+
+// probeResult records a health check of server that started at
+// monotonic time at (tests' slow probes).
+func (f *Fleet) probeResult(server string, ok bool, at time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, had := f.health[server]; !had || r.at <= at {
+		f.health[server] = healthResult{ok: ok, at: at}
+	}
 }
 
 // poweredOn is when job j's server was powered on again: the power-on the
@@ -180,7 +201,7 @@ func jobObs(j JobRecord, h hostRecord) plan.JobObs {
 	o := plan.JobObs{Exists: true, Started: j.Started != nil, Drained: j.Drained != nil,
 		Finished: j.Finished != nil && j.State != JobFailed && j.State != JobCancelled,
 		Failed:   j.State == JobFailed, Cancelled: j.State == JobCancelled, Error: j.Error}
-	if !j.Over() && o.Error == "" && h.LastError.Job == j.UUID {
+	if !j.Over() && o.Error == "" && h.LastError.Job == j.UUID && !h.LastError.Cleared {
 		o.Error = h.LastError.Text()
 	}
 	if j.Started != nil {
