@@ -210,7 +210,14 @@ func (f *Fleet) noteCall(server, op string, err error) {
 	f.mu.Unlock()
 	if err == nil {
 		// The first success since this process started (the record may
-		// hold an error of a previous run) or since an error.
+		// hold an error of a previous run) or since an error. A state
+		// read that works does not clear a refused power command: that
+		// error still says why the server's power cycle does not move
+		// (only a power command that works, or an error of a read,
+		// is cleared by it).
+		if had && !prev.Cleared && op == "state" && prev.Op != "state" {
+			return
+		}
 		if !had || !prev.Cleared {
 			prev.Cleared = true
 			f.mu.Lock()
