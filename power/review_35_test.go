@@ -147,3 +147,60 @@ func TestReview35_ForgetDuringLoginResurrectsHost(t *testing.T) {
 	assert.Equal(t, int32(1), connects.Load(), "a forgotten host's BMC was logged in to again after Forget")
 	assert.Zero(t, hosts+logins+live, "the Pool keeps a forgotten host (hosts %d, logins %d, live sessions %d)", hosts, logins, live)
 }
+
+// hungLogout is a controller whose Close (the logout) hangs until release
+// is closed: a BMC that went dead with a session open.
+type hungLogout struct {
+	*fake.Power
+	release chan struct{}
+}
+
+func (h *hungLogout) Close() error { <-h.release; return nil }
+
+// TestReview35_DeadBMCsLogoutsStallHealthyBMC: 64 BMCs go dead (a rack
+// switch fails) with a session open each, and their hosts are forgotten
+// (or their sessions retired: calls timed out, Targets changed): their
+// logouts take all of the Pool's 64 closers for up to 10 s each, in one
+// queue. A healthy BMC whose host's Secret was rotated at that moment has
+// its old session queued behind them, still counted against its
+// MaxSessions: the host's login with its new, working credentials waits
+// for the dead BMCs' logouts and is refused. One BMC's trouble must cost
+// only its own hosts.
+// deadN: as many dead BMCs as the Pool has closers (maxClosers, 64); with
+// none, the test passes.
+const deadN = 64
+
+func TestReview35_DeadBMCsLogoutsStallHealthyBMC(t *testing.T) {
+	release := make(chan struct{})
+	pool := newPool(t, newClock(), power.PoolConfig{MaxSessions: 1, CallTimeout: time.Second})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	ctx := context.Background()
+	for i := range deadN {
+		name := "dead-" + string(rune('A'+i/26)) + string(rune('a'+i%26))
+		c := pool.Controller(name, power.Target{BMC: name, Config: "v1", Connect: func(context.Context) (power.Controller, error) {
+			return &hungLogout{Power: fake.NewPower(time.Now, fake.PowerConfig{}), release: release}, nil
+		}})
+		_, err := c.State(ctx)
+		require.NoError(t, err)
+	}
+	good := func(v string) power.Target {
+		return power.Target{BMC: "healthy", Config: v, Connect: func(context.Context) (power.Controller, error) {
+			return fake.NewPower(time.Now, fake.PowerConfig{}), nil
+		}}
+	}
+	_, err := pool.Controller("h", good("secret-v1")).State(ctx)
+	require.NoError(t, err)
+	for i := range deadN {
+		pool.Forget("dead-" + string(rune('A'+i/26)) + string(rune('a'+i%26)))
+	}
+	// The Secret of host h rotates: a new Target, a new login.
+	_, err = pool.Controller("h", good("secret-v2")).State(ctx)
+	assert.NoError(t, err, "a healthy BMC's login waited behind the logouts of dead BMCs")
+	close(release)
+}
