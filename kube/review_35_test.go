@@ -14,12 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 type review35Clock struct {
@@ -148,4 +150,45 @@ func TestReview35_SecretRewriteBypassesAuthBackoff(t *testing.T) {
 	t.Logf("%d failed logins with one wrong password in %s", failed, time.Since(start).Round(time.Millisecond))
 	require.Less(t, time.Since(start), 30*time.Second)
 	assert.LessOrEqual(t, failed, 2, "failed logins with the same wrong password within a minute")
+}
+
+// TestReview35_DeletedHostNeverForgotten (issue 35, point 5, at the kube
+// controller): a BareMetalHost is reconciled (its power state read
+// through the Pool), then deleted, and its deletion reconciled, wired as
+// rebootkit-controller's main wires it. The Pool's Forget in
+// Powers.Controller runs only when Powers.Controller is called for a host
+// that is gone, but the RebootController and reboot.Reconciler both
+// return on the host's NotFound before they ask for its power controller:
+// the deleted host's entry, login and BMC state stay in the Pool for as
+// long as the process runs (its session until IdleTimeout). Ground truth:
+// the emulator's count of open sessions.
+func TestReview35_DeletedHostNeverForgotten(t *testing.T) {
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, hw, "admin", "s3cret")
+	srv := b.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	c := fakeclient.NewClientBuilder().WithScheme(scheme).Build()
+	review35Host(t, c, "h1", strings.TrimPrefix(srv.URL, "https://"), "1", "admin", "s3cret")
+	pool := power.NewPool(power.PoolConfig{})
+	powers := &Powers{Client: c, Secrets: c, Namespace: "ns", RootCAs: roots, Pool: pool}
+	defer powers.Close()
+	rec := &reboot.Reconciler{Hosts: &RebootHosts{Client: c, Namespace: "ns"}, Power: powers.Controller, Now: time.Now}
+	ctl := &RebootController{Reconciler: rec, Namespace: "ns", Client: c, Ownership: Ownership{NoOperator: true}}
+	ctx := context.Background()
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "h1"}}
+	_, err := ctl.Reconcile(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.Sessions(), "the host's power was never read: the test tests nothing")
+
+	var bmh metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, req.NamespacedName, &bmh))
+	require.NoError(t, c.Delete(ctx, &bmh))
+	_, err = ctl.Reconcile(ctx, req)
+	require.NoError(t, err)
+	// Forget closes the host's session (its logout, in the background):
+	// the emulator's own count of open sessions shows whether it ran.
+	assert.Eventually(t, func() bool { return b.Sessions() == 0 }, 2*time.Second, 10*time.Millisecond,
+		"the deleted host's BMC session is still open: the Pool never forgot the host")
 }
