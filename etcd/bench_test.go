@@ -15,10 +15,11 @@ import (
 // leadership, the view read, the decision, and the fenced write; ms per
 // pass, bytes written and write transactions per pass. At 10,000 and
 // 100,000 servers with 25 reboots in flight, and at 100,000 with 5,000
-// (5 %): there a pass changes more pages than one transaction holds. The
+// (5 %) and 50,000 (50 %): there a pass changes more pages than one
+// transaction holds. The
 // embedded etcd of the tests does not fsync (see etcdtest.Start).
 func BenchmarkPass(b *testing.B) {
-	for _, c := range []struct{ n, conc int }{{10_000, 25}, {100_000, 25}, {100_000, 5_000}} {
+	for _, c := range []struct{ n, conc int }{{10_000, 25}, {100_000, 25}, {100_000, 5_000}, {100_000, 50_000}} {
 		n := c.n
 		b.Run(fmt.Sprintf("servers=%d/concurrency=%d", c.n, c.conc), func(b *testing.B) {
 			ctx := context.Background()

@@ -53,8 +53,10 @@ type Leadership struct {
 	// (confirm): the lease was renewed at least its TTL before, so it
 	// lasts at least until then.
 	until time.Time
-	// lasts is the lease's TTL as last confirmed.
-	lasts time.Duration
+	// ttl is the lease's TTL as last renewed.
+	ttl time.Duration
+	// lost is set once a confirmation found the leadership gone.
+	lost bool
 }
 
 // ShardFencer is a plan.Fleet whose shard freezes check the executor's
@@ -173,6 +175,7 @@ func (l *Leadership) confirm(ctx context.Context) error {
 	defer cancel()
 	ka, err := cli.KeepAliveOnce(cctx, l.session.Lease())
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		l.setLost()
 		return fmt.Errorf("%w: its lease expired", ErrNotLeader)
 	}
 	if err != nil {
@@ -183,14 +186,54 @@ func (l *Leadership) confirm(ctx context.Context) error {
 		return fmt.Errorf("%w: %v", ErrInDoubt, err)
 	}
 	if !resp.Succeeded {
+		l.setLost()
 		return fmt.Errorf("%w: its election key is gone", ErrNotLeader)
 	}
 	lasts := time.Duration(ka.TTL) * time.Second
 	l.mu.Lock()
-	l.until = sent.Add(lasts - lasts/10)
-	l.lasts = lasts
+	if until := sent.Add(lasts - lasts/10); until.After(l.until) {
+		l.until = until
+	}
+	l.ttl = lasts
 	l.mu.Unlock()
 	return nil
+}
+
+func (l *Leadership) setLost() {
+	l.mu.Lock()
+	l.lost = true
+	l.mu.Unlock()
+}
+
+// renewing confirms the leadership again every third of its lease TTL
+// until the returned function is called: a pass that lasts longer than
+// the lease goes on acting while its lease, as renewed, is alive, and
+// stops at once when a renewal finds the leadership gone.
+func (l *Leadership) renewing(ctx context.Context) (stop func()) {
+	l.mu.Lock()
+	every := max(l.ttl/3, 100*time.Millisecond)
+	l.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := l.confirm(ctx); errors.Is(err, ErrNotLeader) {
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // confirmTimeout bounds the confirmation of a leadership.
@@ -206,8 +249,11 @@ func (l *Leadership) acting() error {
 	default:
 	}
 	l.mu.Lock()
-	until := l.until
+	until, lost := l.until, l.lost
 	l.mu.Unlock()
+	if lost {
+		return fmt.Errorf("%w: a renewal found it gone", ErrNotLeader)
+	}
 	if !time.Now().Before(until) {
 		return fmt.Errorf("%w: its lease may have run out since it was last confirmed", ErrInDoubt)
 	}
@@ -242,7 +288,21 @@ func (f leaderFleet) FreezeShard(ctx context.Context) error {
 	if sf, ok := f.Fleet.(ShardFencer); ok {
 		return sf.FreezeShardFenced(ctx, f.l.Rev)
 	}
-	return f.Fleet.FreezeShard(ctx)
+	if sf, ok := f.Fleet.(plan.ShardFleet); ok {
+		return sf.FreezeShard(ctx)
+	}
+	return errNoShard
+}
+
+// errNoShard: a freeze asked of a fleet without a shard (the plan's
+// Executor never asks one).
+var errNoShard = errors.New("etcd: the fleet has no database shard")
+
+// HasHeadnode forwards the fleet's plan.HeadnodeFleet ability (false
+// without it).
+func (f leaderFleet) HasHeadnode() bool {
+	hf, ok := f.Fleet.(plan.HeadnodeFleet)
+	return ok && hf.HasHeadnode()
 }
 
 func (f leaderFleet) UnfreezeShard(ctx context.Context) error {
@@ -252,7 +312,10 @@ func (f leaderFleet) UnfreezeShard(ctx context.Context) error {
 	if sf, ok := f.Fleet.(ShardFencer); ok {
 		return sf.UnfreezeShardFenced(ctx, f.l.Rev)
 	}
-	return f.Fleet.UnfreezeShard(ctx)
+	if sf, ok := f.Fleet.(plan.ShardFleet); ok {
+		return sf.UnfreezeShard(ctx)
+	}
+	return errNoShard
 }
 
 // leaderViewFleet is a leaderFleet over a plan.ViewFleet.
@@ -275,8 +338,9 @@ func (l *Leadership) fleet(fleet plan.Fleet) plan.Fleet {
 
 // Pass runs one pass of every unfinished plan with the leadership's store
 // and fencing token. It first confirms the leadership (renews its lease
-// and checks its election key), and acts on the fleet only while the
-// lease, as confirmed, cannot have run out: it returns ErrNotLeader as
+// and checks its election key), confirms it again every third of the
+// lease TTL while the pass lasts, and acts on the fleet only while the
+// lease, as last confirmed, cannot have run out: it returns ErrNotLeader as
 // soon as the leadership is gone or may be (the caller must stop and
 // campaign again), ErrInDoubt when etcd did not answer the confirmation
 // (nothing was done). A plan header that cannot be read is reported in the
@@ -285,6 +349,7 @@ func (l *Leadership) Pass(ctx context.Context, fleet plan.Fleet, cfg plan.Config
 	if err := l.confirm(ctx); err != nil {
 		return err
 	}
+	defer l.renewing(ctx)()
 	uuids, err := l.Store.Unfinished(ctx)
 	if err != nil && !errors.Is(err, plan.ErrCorrupt) {
 		return err
@@ -334,6 +399,10 @@ type Executor struct {
 	// clock Now reads (a simulated one in tests) so that Interval is on
 	// that clock. The lease's TTL stays on real time: etcd keeps it.
 	After func(d time.Duration) <-chan time.Time
+	// Retention is how long a plan that ended is kept whole before the
+	// leader replaces it with its summary (Store.Prune); 0 means
+	// DefaultRetention, a negative value forever.
+	Retention time.Duration
 }
 
 func (e *Executor) after(d time.Duration) <-chan time.Time {
@@ -341,6 +410,29 @@ func (e *Executor) after(d time.Duration) <-chan time.Time {
 		return e.After(d)
 	}
 	return time.After(d)
+}
+
+// maintainEvery is how often a leader prunes and sweeps (Maintain).
+const maintainEvery = 10 * time.Minute
+
+// Maintain prunes the plans that ended more than retention ago (Prune;
+// none if retention < 0) and sweeps the unreferenced pages of the others
+// (Sweep), with the leadership's fenced store.
+func (l *Leadership) Maintain(ctx context.Context, now time.Time, retention time.Duration) error {
+	var errs []error
+	if retention >= 0 {
+		if _, err := l.Store.Prune(ctx, now, now.Add(-retention)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	uuids, err := l.Store.Unfinished(ctx)
+	errs = append(errs, err)
+	for _, uuid := range uuids {
+		if _, err := l.Store.Sweep(ctx, uuid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // DefaultPassTimeout is how long an Executor's pass may take.
@@ -386,6 +478,11 @@ func (e *Executor) lead(ctx context.Context, l *Leadership, now func() time.Time
 	if timeout <= 0 {
 		timeout = DefaultPassTimeout
 	}
+	retention := e.Retention
+	if retention == 0 {
+		retention = DefaultRetention
+	}
+	var maintained time.Time
 	for {
 		// A pass ends when its session does: nothing is asked of etcd or
 		// the fleet after that.
@@ -399,6 +496,12 @@ func (e *Executor) lead(ctx context.Context, l *Leadership, now func() time.Time
 			}
 		}()
 		err := l.Pass(pctx, e.Fleet, e.Config, now, e.Logger)
+		if err == nil && time.Since(maintained) >= maintainEvery {
+			maintained = time.Now()
+			if merr := l.Maintain(pctx, now(), retention); merr != nil {
+				e.warn("prune and sweep", merr)
+			}
+		}
 		close(stop)
 		cancel()
 		if err != nil {

@@ -37,7 +37,7 @@ func (g leaderGuard) Hold(ctx context.Context) (context.Context, context.CancelF
 	l := g.l
 	l.mu.Lock()
 	until := l.until
-	lasts := l.lasts
+	lasts := l.ttl
 	l.mu.Unlock()
 	if err := l.acting(); err != nil || time.Until(until) < lasts*9/20 {
 		if err := l.confirm(ctx); err != nil {

@@ -105,6 +105,8 @@ type memberCache struct {
 	// viewed is, by UUID, the pages the last GetView read, so that a
 	// PutView of that version patches them instead of reading them again.
 	viewed map[string]viewedPages
+	// heads is, by UUID, the header the last GetHead read (PutHead).
+	heads map[string]headRead
 	// txns and bytes count the write transactions committed and the
 	// bytes of the values they put (Written).
 	txns, bytes int64
@@ -154,7 +156,7 @@ func NewStore(cli *clientv3.Client, prefix string) *Store {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}, loaded: map[string]loadedPlan{}, viewed: map[string]viewedPages{}}}
+	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}, loaded: map[string]loadedPlan{}, viewed: map[string]viewedPages{}, heads: map[string]headRead{}}}
 }
 
 // Guarded returns a Store that adds cmps to every write.
@@ -173,6 +175,11 @@ type header struct {
 	// Over names, for the pages last written by a write too large for one
 	// transaction, the key suffix they were written under.
 	Over map[int]string `json:"over,omitempty"`
+	// Request is the SHA-256 (hex) of the plan as Create was given it: a
+	// Create of the same plan again (after its answer was lost) succeeds.
+	Request string `json:"request,omitempty"`
+	// Ended is when Prune first saw the plan ended.
+	Ended *time.Time `json:"ended,omitempty"`
 }
 
 func (s *Store) headersPrefix() string        { return s.prefix + "headers/" }
@@ -254,6 +261,13 @@ func retryCompacted(read func() error) error {
 // readPages reads the given pages of a plan at revision rev, and returns
 // them and the stored values.
 func (s *Store) readPages(ctx context.Context, uuid string, h header, pages []int, rev int64) (map[int][]plan.Reboot, map[int][]byte, error) {
+	return s.readPagesReusing(ctx, uuid, h, pages, rev, viewedPages{})
+}
+
+// readPagesReusing is readPages, reusing the decoded pages of prev whose
+// stored value did not change (the pages of the plan's last view: most
+// pages of a pass are as the last pass left them).
+func (s *Store) readPagesReusing(ctx context.Context, uuid string, h header, pages []int, rev int64, prev viewedPages) (map[int][]plan.Reboot, map[int][]byte, error) {
 	out := make(map[int][]plan.Reboot, len(pages))
 	raw := make(map[int][]byte, len(pages))
 	for start := 0; start < len(pages); start += maxTxnOps {
@@ -271,6 +285,10 @@ func (s *Store) readPages(ctx context.Context, uuid string, h header, pages []in
 			kvs := r.GetResponseRange().Kvs
 			if len(kvs) == 0 {
 				return nil, nil, fmt.Errorf("%w: plan %s: page %d missing", plan.ErrCorrupt, uuid, n)
+			}
+			if was, ok := prev.raw[n]; ok && prev.h.Count == h.Count && bytes.Equal(was, kvs[0].Value) {
+				out[n], raw[n] = prev.pages[n], kvs[0].Value
+				continue
 			}
 			var rs []plan.Reboot
 			if err := json.Unmarshal(kvs[0].Value, &rs); err != nil {
@@ -304,15 +322,15 @@ func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
 		if err != nil {
 			return err
 		}
-		p, err = s.assemble(ctx, uuid, h, version, at)
+		p, err = s.assemble(ctx, uuid, h, version, at, true)
 		return err
 	})
 	return p, err
 }
 
 // assemble reads every page of the plan with header h at revision at, and
-// remembers what it read (for Put and GetView).
-func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at int64) (plan.Plan, error) {
+// if keep remembers what it read (for Put and GetView).
+func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at int64, keep bool) (plan.Plan, error) {
 	all := allPages(h.Count)
 	pages, raw, err := s.readPages(ctx, uuid, h, all, at)
 	if err != nil {
@@ -329,6 +347,9 @@ func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at
 		return plan.Plan{}, fmt.Errorf("%w: plan %s: %v", plan.ErrCorrupt, uuid, err)
 	}
 	p.Version = strconv.FormatInt(version, 10)
+	if !keep {
+		return p, nil
+	}
 	s.cache.mu.Lock()
 	s.cache.loaded[uuid] = loadedPlan{rev: version, h: h, hashes: hashes}
 	if c, ok := s.cache.m[uuid]; !ok || c.nonce != h.Nonce {
@@ -381,7 +402,11 @@ func (s *Store) deleteKeys(ctx context.Context, keys []string) {
 // the limits need, each refused if the plan exists), then the header, in
 // a transaction that is refused if the plan exists or if any plan was
 // created since the other plans were checked (then they are listed and
-// checked again).
+// checked again). Create is idempotent for the same request: when the
+// plan exists and its header records the same request (the SHA-256 of the
+// plan as given), it succeeds, so that a caller whose Create was applied
+// but whose answer was lost may try again; another plan of that UUID is
+// refused (plan.ErrExists).
 func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -396,7 +421,11 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 	if err != nil {
 		return err
 	}
-	h := header{Plan: p, Count: len(p.Reboots), Nonce: newNonce(), Index: plan.IndexOf(p)}
+	request, err := requestHash(p)
+	if err != nil {
+		return err
+	}
+	h := header{Plan: p, Count: len(p.Reboots), Nonce: newNonce(), Index: plan.IndexOf(p), Request: request}
 	h.Plan.Reboots, h.Plan.Version = nil, ""
 	raw, err := json.Marshal(h)
 	if err != nil {
@@ -416,7 +445,10 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 			return fmt.Errorf("etcd: create %s: %w", p.UUID, err)
 		}
 		if !resp.Succeeded {
-			return s.refused(ctx, p.UUID, fmt.Errorf("%w: %s", plan.ErrExists, p.UUID))
+			if err := s.refused(ctx, p.UUID, s.exists(ctx, p.UUID, request)); err != nil {
+				return err
+			}
+			return errCreated
 		}
 		s.count(written)
 		return nil
@@ -430,6 +462,9 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 		if len(ops) >= maxTxnOps || size+len(pg) > maxTxnBytes {
 			if err := flush(); err != nil {
 				cleanup()
+				if errors.Is(err, errCreated) {
+					return nil
+				}
 				return err
 			}
 		}
@@ -438,6 +473,9 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 	}
 	if err := flush(); err != nil {
 		cleanup()
+		if errors.Is(err, errCreated) {
+			return nil
+		}
 		return err
 	}
 	for try := 0; ; try++ {
@@ -456,7 +494,7 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 		}
 		if len(resp.Responses) > 0 && len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
 			cleanup()
-			return s.refused(ctx, p.UUID, fmt.Errorf("%w: %s", plan.ErrExists, p.UUID))
+			return s.refused(ctx, p.UUID, s.exists(ctx, p.UUID, request))
 		}
 		if err := s.refused(ctx, p.UUID, nil); err != nil || try >= readRetries {
 			cleanup()
@@ -511,7 +549,7 @@ func (s *Store) refused(ctx context.Context, uuid string, other error) error {
 // header as read (where its pages are).
 func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header, pages map[int][]byte) error {
 	h.Plan.Reboots, h.Plan.Version = nil, ""
-	h.Nonce, h.Count = old.Nonce, old.Count
+	h.Nonce, h.Count, h.Request, h.Ended = old.Nonce, old.Count, old.Request, old.Ended
 	keys := slices.Sorted(maps.Keys(pages))
 	cas := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.headerKey(uuid)), "=", rev)}, s.guard...)
 	// The overlay keys of the pages rewritten are not named any more.
@@ -555,6 +593,7 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 		}
 		s.count(size)
 		s.deleteKeys(ctx, stale)
+		s.written(uuid, h)
 		return nil
 	}
 	// Too large for one transaction: the pages under keys of their own,
@@ -566,6 +605,10 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 	}
 	for _, n := range keys {
 		h.Over[n] = id
+		if _, ok := old.Over[n]; !ok {
+			// The page's key of the plan's own nonce is not named any more.
+			stale = append(stale, s.pageKeyOf(uuid, old, n))
+		}
 	}
 	if raw, err = json.Marshal(h); err != nil {
 		return err
@@ -619,7 +662,16 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 	}
 	s.count(len(raw))
 	s.deleteKeys(ctx, stale)
+	s.written(uuid, h)
 	return nil
+}
+
+// written is called after a write of header h: a plan that ended is
+// forgotten by the caches.
+func (s *Store) written(uuid string, h header) {
+	if ended(h) {
+		s.forget(uuid)
+	}
 }
 
 // Put implements plan.Store: compare-and-swap on the header's revision,
@@ -709,7 +761,8 @@ func (s *Store) listAt(ctx context.Context, want func(header) bool) (out []plan.
 			if !want(h) {
 				continue
 			}
-			p, err := s.assemble(ctx, uuid, h, kv.ModRevision, at)
+			// Only the plans that may act again are cached.
+			p, err := s.assemble(ctx, uuid, h, kv.ModRevision, at, !ended(h))
 			if errors.Is(err, plan.ErrCorrupt) {
 				corrupt = append(corrupt, err.Error())
 				continue
@@ -810,7 +863,13 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 		}
 		pending := min(plan.PendingWindow(h.Plan), MaxStartsPerPass, max(MaxInFlight-len(h.Index.InFlight), 0))
 		pos := plan.ViewPositions(h.Index, pending)
-		pages, raw, err := s.readPages(ctx, uuid, h, pagesOf(pos), at)
+		s.cache.mu.Lock()
+		prev := s.cache.viewed[uuid]
+		s.cache.mu.Unlock()
+		if prev.h.Nonce != h.Nonce {
+			prev = viewedPages{}
+		}
+		pages, raw, err := s.readPagesReusing(ctx, uuid, h, pagesOf(pos), at, prev)
 		if err != nil {
 			return err
 		}
@@ -822,6 +881,9 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 		for k, i := range pos {
 			v.Reboots[k] = pages[i/PageSize][i%PageSize]
 		}
+		// The pages are kept (and reused by the next view): the caller
+		// gets its own copy of what the reboots point to.
+		v.Reboots = plan.Plan{Reboots: v.Reboots}.Clone().Reboots
 		v.Version = strconv.FormatInt(version, 10)
 		return nil
 	})

@@ -31,7 +31,8 @@ func TestStoreBasics(t *testing.T) {
 	s := NewStore(newClient(t), prefix(t))
 	p := testPlan(t, "p1", 70, 3) // three pages
 	require.NoError(t, s.Create(ctx, p))
-	assert.ErrorIs(t, s.Create(ctx, p), plan.ErrExists)
+	require.NoError(t, s.Create(ctx, p), "the same request again (issue 37)")
+	assert.ErrorIs(t, s.Create(ctx, testPlan(t, "p1", 3, 1)), plan.ErrExists)
 	q := testPlan(t, "p2", 3, 1)
 	q.Reboots[2].ServerUUID = p.Reboots[5].ServerUUID
 	assert.ErrorIs(t, s.Create(ctx, q), plan.ErrServerInPlan)

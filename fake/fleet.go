@@ -118,6 +118,15 @@ type Fleet struct {
 	executorElsewhere bool
 	// conditions are the blocking conditions' states (SetCondition).
 	conditions map[string]condition
+	// headnodeZero: without a headnode, HeadnodeServicesUp is reported
+	// false (SetHeadnodeZero).
+	headnodeZero bool
+	// frozenAt is when the shard was last frozen; jobSinceFreeze whether
+	// a job on its primary was created since; idleMax the longest time
+	// it stayed frozen before such a job (FrozenWithoutJob).
+	frozenAt       time.Time
+	jobSinceFreeze bool
+	idleMax        time.Duration
 }
 
 type condition struct {
@@ -424,7 +433,7 @@ func (f *Fleet) Observe(_ context.Context, p plan.Plan) (plan.Observations, erro
 		f.collect(now, f.retain)
 	}
 	obs := plan.Observations{Servers: make(map[string]plan.ServerObs, len(f.servers)), Jobs: make(map[string]plan.JobObs, len(f.jobs)),
-		HeadnodeServicesUp: true, ShardPrimary: f.shardPrimary, ShardFrozen: f.frozen, ShardHealthy: true}
+		HeadnodeServicesUp: f.head != "" || !f.headnodeZero, ShardPrimary: f.shardPrimary, ShardFrozen: f.frozen, ShardHealthy: true}
 	for _, s := range f.servers {
 		up := f.servicesUp(s, now)
 		if s.Headnode && !up {
@@ -494,7 +503,7 @@ func (f *Fleet) ObserveView(_ context.Context, v plan.View) (plan.Observations, 
 		return plan.Observations{}, ErrUnavailable
 	}
 	obs := plan.Observations{Partial: true, Servers: make(map[string]plan.ServerObs, len(v.Reboots)), Jobs: map[string]plan.JobObs{},
-		HeadnodeServicesUp: f.head == "" || f.servicesUp(f.servers[f.head], now), ShardPrimary: f.shardPrimary, ShardFrozen: f.frozen, ShardHealthy: true}
+		HeadnodeServicesUp: f.head == "" && !f.headnodeZero || f.head != "" && f.servicesUp(f.servers[f.head], now), ShardPrimary: f.shardPrimary, ShardFrozen: f.frozen, ShardHealthy: true}
 	for _, r := range v.Reboots {
 		s, ok := f.servers[r.ServerUUID]
 		if ok && !f.hide[s.UUID] {
@@ -564,6 +573,9 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		st.Offline = f.truth[:len(f.truth):len(f.truth)] // shared, never changed
 	}
 	f.starts = append(f.starts, st)
+	if f.frozen && a.Server == f.shardPrimary && !f.jobSinceFreeze {
+		f.endIdle(now)
+	}
 	j := &fleetJob{server: a.Server, created: now}
 	f.jobs[a.JobUUID] = j
 	f.byServer[a.Server] = append(f.byServer[a.Server], j)
@@ -619,6 +631,7 @@ func (f *Fleet) FreezeShard(context.Context) error {
 	defer f.mu.Unlock()
 	if !f.frozen {
 		f.freezes++
+		f.frozenAt, f.jobSinceFreeze = f.now(), false
 	}
 	f.frozen = true
 	return nil
@@ -628,6 +641,9 @@ func (f *Fleet) FreezeShard(context.Context) error {
 func (f *Fleet) UnfreezeShard(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.frozen && !f.jobSinceFreeze {
+		f.endIdle(f.now())
+	}
 	f.frozen = false
 	return nil
 }
@@ -643,6 +659,7 @@ func (f *Fleet) FreezeShardFenced(_ context.Context, token int64) error {
 	}
 	if !f.frozen {
 		f.freezes++
+		f.frozenAt, f.jobSinceFreeze = f.now(), false
 	}
 	f.frozen = true
 	return nil
@@ -656,6 +673,9 @@ func (f *Fleet) UnfreezeShardFenced(_ context.Context, token int64) error {
 	defer f.mu.Unlock()
 	if err := f.fenced(plan.Action{Kind: plan.ActionUnfreeze, Fence: token}); err != nil {
 		return err
+	}
+	if f.frozen && !f.jobSinceFreeze {
+		f.endIdle(f.now())
 	}
 	f.frozen = false
 	return nil
@@ -883,4 +903,49 @@ func (f *Fleet) JobsEnded() int {
 		}
 	}
 	return n
+}
+
+// HasHeadnode implements plan.HeadnodeFleet: the fleet has a headnode
+// (a FleetServer with Headnode set).
+func (f *Fleet) HasHeadnode() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.head != ""
+}
+
+// SetHeadnodeZero makes a fleet without a headnode report
+// Observations.HeadnodeServicesUp false, as a plan.Fleet of one's own that
+// leaves the field at its zero value does (by default it reports true).
+func (f *Fleet) SetHeadnodeZero(zero bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.headnodeZero = zero
+}
+
+// endIdle ends a stretch of frozen time without a job on the primary at
+// now (locked).
+func (f *Fleet) endIdle(now time.Time) {
+	f.jobSinceFreeze = true
+	f.idleMax = max(f.idleMax, now.Sub(f.frozenAt))
+}
+
+// FrozenWithoutJob returns the longest time the database shard stayed
+// frozen, up to now, before a job on its primary was created (or it was
+// unfrozen): ground truth for "a hold never leaves the shard frozen".
+func (f *Fleet) FrozenWithoutJob() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := f.idleMax
+	if f.frozen && !f.jobSinceFreeze {
+		d = max(d, f.now().Sub(f.frozenAt))
+	}
+	return d
+}
+
+// ShardIdle reports whether the database shard is frozen now and no job
+// on its primary was created since it was frozen (ground truth).
+func (f *Fleet) ShardIdle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.frozen && !f.jobSinceFreeze
 }

@@ -23,15 +23,22 @@
 // and a thin applier. It drains the server, writes its own
 // keyed reboot request (the annotation key carries the job's UUID) for a
 // soft power cycle (falling back to hard after reboot.Config.SoftTimeout),
-// releases it once the server is fenced on evidence (an Off reading taken
-// at least reboot.Config.StaleReads after the fleet's last power command,
-// so not an echo of the past), and counts the power cycle finished
+// releases it once the server is fenced on evidence for this very
+// request (an Off reading the reboot controller counts as covering the
+// request it saw, reboot.Status.Covers: never the evidence of an earlier
+// reboot, whatever the wall clock did between them), and counts the power cycle finished
 // (JobObs.Finished, the plan's FINISHED) only when the server reads on
 // again, with a reading that cannot be such an echo either; then it waits
-// for the health check and undrains. Every state change is written to the
+// for the health check and undrains. Every end of a job undoes its drain
+// (a failed or timed-out drain, a health check that never passes, a
+// cancel at any step): only an undrain that keeps failing until the
+// services timeout leaves the server drained, and the job's error says so. Every state change is written to the
 // fleet state file (bbolt) before the step it starts; the reboot request's
 // value is chosen before it is written. A Fleet opened again (an executor
 // restarted) resumes every job where it was, without a second power cycle.
+// It refuses to open (ErrMissingServer, naming each) while a server with a
+// live job or a power cycle that has not settled is missing from the
+// inventory: only its BMC can power it on.
 //
 // The power bookkeeping is the fleet's, not the job's: once a job has
 // written its request, the fleet reconciles the server (one goroutine per
@@ -47,15 +54,37 @@
 // password, busy, unsupported, an unreachable BMC). A job cancelled
 // (CancelJob), timed out (Options.JobTimeout), or dropped by its plan
 // (Sync) before that withdraws its request and drops the pending reboot:
-// nothing powers the server off. After it, the power cycle completes (the
-// server is brought back on), then the job ends.
+// nothing powers the server off, and the job ends at once, without
+// waiting for a power reading (a BMC that never answers holds nothing but
+// its own server). After it, the power cycle completes (the server is
+// brought back on), then the job ends; if the power cycle has not
+// completed Options.JobTimeout after the request (a BMC that stopped
+// answering mid-cycle), the job ends failed saying the server may be off,
+// and the fleet keeps reconciling the server until it reads on: the server
+// counts as down meanwhile. The operator can give up on a server
+// (Fleet.Abandon; rebootctl plan abandon): the fleet never powers it on or
+// off again, its job ends failed (undrained), Status shows its last known
+// phase, and it counts as down only while its health check fails.
 //
 // The server the executor runs on (Options.Self) is never powered off
-// through its BMC: nothing would power it on again. Its job reboots it
-// with the server's reboot command (the inventory's reboot key) after
-// recording the boot ID (Options.BootID), and counts the reboot done when
-// the executor, started again on the new boot, reads another boot ID. A
-// server without a reboot command fails its job at once, saying why.
+// through its BMC: nothing would power it on again. This is checked
+// before anything else, even before completing a power cycle whose
+// power-off may have been accepted: a reboot that began through the BMC
+// before the executor knew it ran there is withdrawn and done through the
+// OS instead. Inventory.Identify finds the server by hostname (case and
+// domain aside) or by address; servers it cannot tell apart from this
+// machine (Options.MaybeSelf) are never powered off and their jobs are
+// refused (ErrMaybeSelf) until the operator names the executor's server.
+// The executor's own job reboots it with the server's reboot command (the
+// inventory's reboot key) only when no other power cycle of the fleet is
+// unsettled (self last, alone; meanwhile no other server is powered off),
+// after recording the boot ID (Options.BootID) and "sent on this boot":
+// the command runs once per boot, never again while the boot ID stays
+// the same or cannot be read, and the reboot counts done when the
+// executor, started again on the new boot, reads another boot ID. A
+// failed run fails the job only if the same boot ID is still read two
+// minutes later. A server without a reboot command fails its job at once,
+// saying why.
 //
 // BMC calls go through a power.Pool (one connection per server, every
 // call bounded by Options.CallTimeout, back-off per BMC). Every BMC error
@@ -66,13 +95,28 @@
 // that times out carries it in its error, so the plan records the real
 // cause.
 //
+// ObserveView (plan.ViewFleet) observes a view of a plan: the view's
+// servers and jobs only, with Offline listing the servers the fleet may
+// have powered off (tracked in memory, not read from every record) and
+// the plan's servers the inventory lacks, so that an executor's pass costs
+// O(reboots in flight) whatever the plan's size (BenchmarkExecutorPass).
+// A reboot job is refused (ErrServerBusy) while the power cycle of an
+// earlier job that gave up on its BMC has not settled.
+//
 // Observe never waits for a server: health checks run in the background
 // (at most 32 at once, results reused for Options.HealthTTL) and their last
-// results count; a server never checked yet counts as down.
+// results count; a server never checked yet counts as down, and so does one
+// whose last result is older than Options.HealthMaxAge (measured on the
+// monotonic clock from the start of its check): no start relies on an
+// observation older than that.
 //
 // # The caller's duties
 //
-//   - One executor per fleet state file (bbolt's lock enforces it).
+//   - One executor per fleet state file (bbolt's lock enforces it), and
+//     one per plan store: cmd/rebootctl's executor holds a lease in the
+//     store, renewed at every pass and checked before every first
+//     power-off (Options.PlanCheck), so that a second one is refused
+//     whatever state file or path it is given.
 //   - Health checks must fail while a server is down and pass only when
 //     its services are really up: the plan trusts them for "operational".
 //   - Drain and undrain commands must be idempotent: a restarted executor
@@ -93,13 +137,19 @@
 // Under the reboot package's assumptions (a BMC reports no state older
 // than reboot.Config.StaleReads; nobody powers a server on or off out of
 // band during its reboot), checked against the fake hardware's ground
-// truth by TestJobStateMachine (adversary BMCs, executors killed between
-// any two steps, operators' commands, plans ending while jobs run):
+// truth by TestJobStateMachine (adversary BMCs, one of them dead for ever
+// in its liveness phase, executors killed between any two steps, clocks
+// stepped, commands that fail, hang or answer late, the executor's own
+// server set mid-plan, operators' commands, plans ending while jobs run):
 //
 //   - A job powers its server off and on at most once, across restarts.
 //   - No server is left off: a job ends only after its server read on,
+//     or, when its BMC stopped answering mid-cycle, after the job timeout,
 //     and the fleet reconciles every server it asked to power-cycle until
-//     it reads on.
+//     it reads on (unless the operator abandons it).
+//   - A job done means a power cycle of its own request happened; every
+//     end of a job undoes its drain; the executor's own server is never
+//     powered off through its BMC.
 //   - Once a job is cancelled, timed out, or its plan ended or gave up on
 //     it, no power-off reaches its server's BMC unless one of its reboot
 //     may already have been accepted: accepted, timed out, or sent by an

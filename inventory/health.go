@@ -2,9 +2,11 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
 )
 
@@ -25,10 +27,14 @@ func (inv Inventory) CheckHealth(ctx context.Context, s Server) error {
 	case h.HTTP != "":
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.HTTP, nil)
 		if err != nil {
-			return err
+			return fmt.Errorf("health.http %s: not a valid URL", Scrub(h.HTTP))
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				ue.URL = Scrub(ue.URL) // never a user:password
+			}
 			return err
 		}
 		resp.Body.Close()
@@ -37,7 +43,7 @@ func (inv Inventory) CheckHealth(ctx context.Context, s Server) error {
 			want = http.StatusOK
 		}
 		if resp.StatusCode != want {
-			return fmt.Errorf("health %s: status %d, want %d", h.HTTP, resp.StatusCode, want)
+			return fmt.Errorf("health %s: status %d, want %d", Scrub(h.HTTP), resp.StatusCode, want)
 		}
 		return nil
 	default:

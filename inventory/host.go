@@ -45,6 +45,13 @@ type hostRecord struct {
 	// LastError is the last BMC error (and whether a call has succeeded
 	// since).
 	LastError BMCError `json:"last_error,omitzero"`
+	// Abandoned: the operator gave up on the server (Fleet.Abandon): the
+	// fleet never powers it on or off again, its live job ends, and it
+	// counts as down only while its health check fails. AbandonedPlan is
+	// the plan it was abandoned in: a job of another plan takes it back.
+	Abandoned     string    `json:"abandoned,omitempty"`
+	AbandonedPlan string    `json:"abandoned_plan,omitempty"`
+	AbandonedAt   time.Time `json:"abandoned_at,omitzero"`
 }
 
 // BMCError is a BMC failure as the fleet records and shows it.
@@ -176,7 +183,7 @@ func (h hostRecord) hasRequest() bool {
 // it asked for a power cycle that has not settled, a reboot is pending, or
 // a request is present.
 func (h hostRecord) needsKeeping() bool {
-	return h.Watch || h.Status.Pending() || h.hasRequest()
+	return h.Abandoned == "" && (h.Watch || h.Status.Pending() || h.hasRequest())
 }
 
 // boltHosts is the reboot.HostStore of the fleet: one hostRecord per

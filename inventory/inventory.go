@@ -234,6 +234,9 @@ func (inv *Inventory) check() error {
 			return bad("bmc: no username")
 		case (b.PasswordEnv == "") == (b.PasswordFile == ""):
 			return bad("bmc: give exactly one of password_env and password_file (never a password)")
+		case b.PasswordEnv != "" && !envName.MatchString(b.PasswordEnv):
+			// Never echoed: it may be a password typed in by mistake.
+			return bad("bmc.password_env must name an environment variable (letters, digits and _, not starting with a digit), never hold the password; its value is not shown")
 		}
 		if b.Redfish != "" {
 			u, err := url.Parse(b.Redfish)
@@ -418,9 +421,12 @@ func (inv Inventory) BMCOf(s Server) BMC { return s.merged(inv.Defaults) }
 // Password reads the BMC password from the environment or the file.
 func (b BMC) Password() (string, error) {
 	if b.PasswordEnv != "" {
+		if !envName.MatchString(b.PasswordEnv) {
+			return "", fmt.Errorf("%w: password_env does not name an environment variable (its value is not shown: it may be a password)", ErrNoPassword)
+		}
 		v, ok := os.LookupEnv(b.PasswordEnv)
 		if !ok || v == "" {
-			return "", fmt.Errorf("%w: environment variable %s is not set", ErrNoPassword, b.PasswordEnv)
+			return "", fmt.Errorf("%w: environment variable %s is not set", ErrNoPassword, envShown(b.PasswordEnv))
 		}
 		return v, nil
 	}
@@ -488,4 +494,21 @@ func splitHostPort(s string, def int) (string, int, error) {
 		return "", 0, fmt.Errorf("port %q", port)
 	}
 	return host, n, nil
+}
+
+// envName is what password_env must be: an environment variable's name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// conventionalEnv: a variable's name as people write them.
+var conventionalEnv = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
+// envShown is how a password_env name appears in messages: as is when it
+// reads like a variable's name (upper case, digits, _), else masked, so
+// that a password typed into password_env never reaches a log, show, the
+// store or a report.
+func envShown(name string) string {
+	if conventionalEnv.MatchString(name) {
+		return name
+	}
+	return fmt.Sprintf("named in password_env (%d characters, not shown: it does not read like a variable's name and may be a password)", len(name))
 }

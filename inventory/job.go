@@ -29,8 +29,11 @@ const (
 type JobRecord struct {
 	UUID   string `json:"uuid"`
 	Server string `json:"server"`
-	Plan   string `json:"plan"`
-	State  string `json:"state"`
+	// Hostname is the server's hostname when the job was created (for
+	// messages about a server the inventory no longer has).
+	Hostname string `json:"hostname,omitempty"`
+	Plan     string `json:"plan"`
+	State    string `json:"state"`
 	// Cancel: the job was cancelled (CancelJob), its plan ended or no
 	// longer tracks it, or it timed out; CancelReason says which. A
 	// cancelled job never powers its server off unless a power-off of
@@ -48,6 +51,12 @@ type JobRecord struct {
 	// BootID is the executor's server's boot ID before its reboot
 	// (JobSelfReboot): a different one afterwards is the new boot.
 	BootID string `json:"boot_id,omitempty"`
+	// RebootSentBoot is the boot ID on which the reboot command was run
+	// (recorded before it runs: it runs once per boot), RebootSentAt
+	// when, and RebootError its error if it failed.
+	RebootSentBoot string     `json:"reboot_sent_boot,omitempty"`
+	RebootSentAt   *time.Time `json:"reboot_sent_at,omitempty"`
+	RebootError    string     `json:"reboot_error,omitempty"`
 	// EndAs is the state JobUndraining ends in.
 	EndAs     string     `json:"end_as,omitempty"`
 	Created   time.Time  `json:"created"`
@@ -90,17 +99,18 @@ func jobKey(id string) string { return "rebootctl-" + id }
 type jobAct int
 
 const (
-	actNone       jobAct = iota
-	actDrain             // run the drain command
-	actUndrain           // run the undrain command
-	actRequest           // write the job's reboot request on the host record
-	actRelease           // remove the request: the server is fenced, let it be powered on
-	actWithdraw          // remove the request and drop the pending reboot (no power-off was accepted)
-	actSelfReboot        // run the executor's server's reboot command
+	actNone         jobAct = iota
+	actDrain               // run the drain command
+	actUndrain             // run the undrain command
+	actRequest             // write the job's reboot request on the host record
+	actRelease             // remove the request: the server is fenced, let it be powered on
+	actWithdraw            // remove the request and drop the pending reboot (no power-off was accepted)
+	actSelfReboot          // run the executor's server's reboot command
+	actWithdrawSelf        // remove the request and drop the pending reboot of the executor's own server
 )
 
 func (a jobAct) String() string {
-	return [...]string{"none", "drain", "undrain", "request", "release", "withdraw", "self-reboot"}[a]
+	return [...]string{"none", "drain", "undrain", "request", "release", "withdraw", "self-reboot", "withdraw-self"}[a]
 }
 
 // jobInput is everything a job decision depends on.
@@ -108,9 +118,16 @@ type jobInput struct {
 	Job  JobRecord
 	Host hostRecord
 	// Self: the job's server runs this executor; BootID is its boot ID
-	// now ("" if unknown).
-	Self      bool
-	BootID    string
+	// now ("" if unknown). OthersBusy: another server's power cycle of
+	// this fleet has not ended (a live job in a power step, or its power
+	// bookkeeping unsettled): the executor's own reboot waits for it (self
+	// last, alone).
+	Self       bool
+	BootID     string
+	OthersBusy bool
+	// MaybeSelf: the job's server may be the machine this executor runs
+	// on, and the executor cannot tell (Options.MaybeSelf).
+	MaybeSelf bool
 	HasReboot bool // the server has a reboot command
 	// Healthy is the server's health check, run for JobBooted only.
 	Healthy bool
@@ -123,7 +140,8 @@ type jobInput struct {
 
 // jobStep is a job decision: persist Job (if Changed), then do Act; if
 // the act succeeds, persist AfterOK (if set); if it fails and FailOnErr is
-// set, the job fails with FailOnErr and the error, else the act is
+// set, the job fails with FailOnErr and the error (through JobUndraining,
+// unless the undrain itself failed: every end undoes the drain), else the act is
 // retried at the next step.
 type jobStep struct {
 	Job       JobRecord
@@ -131,7 +149,15 @@ type jobStep struct {
 	Act       jobAct
 	AfterOK   *JobRecord
 	FailOnErr string
+	// RecordErr: if the act fails, its error (prefixed) is written into
+	// the job's RebootError; the act is not retried.
+	RecordErr string
 }
+
+// selfRebootGrace: how long after a failed reboot command of the
+// executor's own server its job fails (the command may fail because the
+// shutdown it started killed it).
+const selfRebootGrace = 2 * time.Minute
 
 // decideJob is the job's state machine: a pure function of what was
 // observed and the time (no I/O, no clock, inputs unchanged).
@@ -170,6 +196,41 @@ func decideJob(in jobInput, now time.Time) jobStep {
 	tp := func(t time.Time) *time.Time { return &t }
 	v, anyOurs := h.Annotations[reboot.AnnotationPrefix+j.key()]
 	present := anyOurs && v == j.RequestValue && j.RequestValue != ""
+	// offMaybe: a power-off of this job's own reboot may have been
+	// accepted (the host's flag belongs to the request that set it).
+	offMaybe := h.OffMaybe && h.Job == j.UUID
+	if (in.Self || in.MaybeSelf) && (j.State == JobRequesting || j.State == JobRebooting || j.State == JobWithdrawing) {
+		// This reboot began through the BMC before the executor knew it
+		// runs on this server (another hostname, --self given after a
+		// restart): before anything else, take the request back and
+		// drop the pending reboot (the executor runs, so the server is
+		// on), then reboot through the OS as the executor's own.
+		st.Act = actWithdrawSelf
+		after := j
+		after.State, after.StateAt = JobDrained, now
+		st.AfterOK = &after
+		return st
+	}
+	if in.MaybeSelf && (j.State == JobCreated || j.State == JobDraining || j.State == JobDrained) {
+		msg := "this server may be the machine this executor runs on (not told apart by hostname or address): never powered off through its BMC; " +
+			"restart the executor with --self naming it, or --self none"
+		if j.State == JobCreated {
+			end(JobFailed, msg)
+		} else {
+			undrainThen(JobFailed, msg)
+		}
+		return st
+	}
+	if h.Abandoned != "" && j.State == JobCreated {
+		end(JobFailed, "abandoned by the operator ("+h.Abandoned+")")
+		return st
+	}
+	if h.Abandoned != "" && j.State != JobUndraining {
+		// The operator gave up on the server: nothing powers it any
+		// more; the job undoes its drain and ends.
+		undrainThen(JobFailed, "abandoned by the operator ("+h.Abandoned+"); last known power: "+orUnknown(h.Phase))
+		return st
+	}
 	switch j.State {
 	case JobCreated:
 		if j.Cancel {
@@ -196,6 +257,12 @@ func decideJob(in jobInput, now time.Time) jobStep {
 		switch {
 		case j.Cancel:
 			undrainThen(JobCancelled, cancelMsg("cancelled after the drain, before the reboot"))
+		case in.Self && !in.HasReboot:
+			undrainThen(JobFailed, "this executor runs on this server and never powers it off through its BMC (nothing would power it on again); "+
+				"give the server a reboot command in the inventory (reboot: [systemctl, reboot]), or run the executor on another machine")
+		case in.Self && in.OthersBusy:
+			// Self last, alone: never reboot while servers this fleet
+			// powered off wait for the executor to power them on.
 		case in.Self:
 			if in.BootID == "" {
 				undrainThen(JobFailed, "this executor runs on the server and cannot read its boot ID, so it cannot tell its reboot happened")
@@ -227,12 +294,12 @@ func decideJob(in jobInput, now time.Time) jobStep {
 		// pending, and the server read on since is the end of the power
 		// cycle. (No timestamps compared: the wall clock may have been
 		// stepped between the request and the power-on.)
-		cycled := !anyOurs && !h.Status.Pending() && h.Settled
+		cycled := !anyOurs && !h.Status.Pending() && h.Settled && h.Job == j.UUID
 		switch {
 		case cycled:
 			st.Job.Finished = tp(now)
 			if j.Cancel {
-				end(JobCancelled, cancelMsg("cancelled after its power-off was accepted: powered on again, health not checked, left drained"))
+				undrainThen(JobCancelled, cancelMsg("cancelled after its power-off was accepted: powered on again, health not checked"))
 				break
 			}
 			move(JobBooted)
@@ -241,16 +308,30 @@ func decideJob(in jobInput, now time.Time) jobStep {
 			if j.PoweredOff == nil {
 				st.Job.PoweredOff, st.Changed = tp(now), true
 			}
-		case j.Cancel && !h.OffMaybe:
+		case offMaybe && in.JobTimeout > 0 && j.Requested != nil && now.Sub(*j.Requested) >= in.JobTimeout:
+			// A power-off may have been accepted, and the power cycle has
+			// not completed within the job timeout (a BMC that stopped
+			// answering): the job ends, so that its plan does not wait for
+			// it for ever; the fleet keeps reconciling the server (it
+			// powers it on once its BMC answers) and shows its phase. The
+			// request is released first, so that nothing holds the server
+			// off for a job that has ended.
+			st.Act = actRelease
+			after := j
+			after.State, after.StateAt, after.EndAs = JobUndraining, now, JobFailed
+			after.Error = cancelMsg("the power cycle did not complete within " + in.JobTimeout.String() +
+				" of the request; the server may be off: the executor keeps trying to power it on")
+			st.AfterOK = &after
+		case j.Cancel && !offMaybe:
 			move(JobWithdrawing)
 			st.Job.Error = cancelMsg("cancelled before the power-off")
-		case !j.Cancel && !h.OffMaybe && in.JobTimeout > 0 && now.Sub(j.Created) >= in.JobTimeout:
+		case !j.Cancel && !offMaybe && in.JobTimeout > 0 && now.Sub(j.Created) >= in.JobTimeout:
 			st.Job.Cancel, st.Changed = true, true
 			st.Job.CancelReason = "the power-off was not accepted within " + in.JobTimeout.String()
 		}
 	case JobWithdrawing:
 		switch {
-		case h.OffMaybe:
+		case offMaybe:
 			// A power-off may have been accepted meanwhile: the cycle
 			// completes (the server is brought back on), then the job ends.
 			move(JobRebooting)
@@ -265,21 +346,34 @@ func decideJob(in jobInput, now time.Time) jobStep {
 			move(JobBooted)
 			break
 		}
-		if in.JobTimeout > 0 && j.Requested != nil && now.Sub(*j.Requested) >= in.JobTimeout {
-			end(JobFailed, "this executor's server did not boot again within "+in.JobTimeout.String()+" of its reboot command")
+		if j.RebootSentBoot == j.BootID {
+			// Sent once on this boot (recorded before it ran): wait for
+			// the new boot, never run it again (a re-run during the
+			// shutdown could fail a reboot that works, or push back a
+			// delayed one). A failed boot-ID read waits too.
+			switch {
+			case j.RebootError != "" && in.BootID == j.BootID && j.RebootSentAt != nil && now.Sub(*j.RebootSentAt) >= selfRebootGrace:
+				// Still the same boot, readably, well after the command
+				// failed: it really failed.
+				undrainThen(JobFailed, "reboot command failed and this executor's server did not reboot within "+selfRebootGrace.String()+": "+j.RebootError)
+			case in.JobTimeout > 0 && j.Requested != nil && now.Sub(*j.Requested) >= in.JobTimeout:
+				undrainThen(JobFailed, "this executor's server did not boot again within "+in.JobTimeout.String()+" of its reboot command")
+			}
 			break
 		}
+		// Record "sent on this boot" before running it.
+		st.Job.RebootSentBoot, st.Job.RebootSentAt, st.Changed = j.BootID, tp(now), true
 		st.Act = actSelfReboot
-		st.FailOnErr = "reboot command: "
+		st.RecordErr = "reboot command: "
 	case JobBooted:
 		switch {
 		case j.Cancel:
-			end(JobCancelled, cancelMsg("cancelled after its power cycle: server on, health not checked, left drained"))
+			undrainThen(JobCancelled, cancelMsg("cancelled after its power cycle: server on, health not checked"))
 		case in.Healthy:
 			st.Job.Healthy = tp(now)
 			undrainThen(JobDone, "")
 		case j.Finished != nil && in.ServicesTimeout > 0 && now.Sub(*j.Finished) >= in.ServicesTimeout:
-			end(JobFailed, "health check not passing within "+in.ServicesTimeout.String()+" of the power cycle; left drained")
+			undrainThen(JobFailed, "health check not passing within "+in.ServicesTimeout.String()+" of the power cycle")
 		}
 	case JobUndraining:
 		st.Act = actUndrain
@@ -292,8 +386,15 @@ func decideJob(in jobInput, now time.Time) jobStep {
 		after.Ended = tp(now)
 		st.AfterOK = &after
 		if in.ServicesTimeout > 0 && !j.StateAt.IsZero() && now.Sub(j.StateAt) >= in.ServicesTimeout {
-			st.FailOnErr = "undrain: "
+			st.FailOnErr = "undrain failed, the server is left drained (run its undrain command by hand): "
 		}
 	}
 	return st
+}
+
+func orUnknown(phase string) string {
+	if phase == "" {
+		return "unknown (never read)"
+	}
+	return phase
 }

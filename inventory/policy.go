@@ -76,8 +76,15 @@ func (p PlanPolicy) DomainLimitsOf() ([]plan.DomainLimit, error) {
 	return out, nil
 }
 
-// check validates the section as a plan would.
+// check validates the section as a plan would. A windows section with a
+// time zone or an expect and no window at all is refused: a plan would
+// take it as "no restriction" (reboots at any time), the opposite of what
+// its author meant.
 func (p PlanPolicy) check() error {
+	if w := p.Windows; w != nil && len(w.Weekly) == 0 && len(w.Ranges) == 0 {
+		return fmt.Errorf("%w: plan.windows has no weekly window and no range (time_zone %q): reboots would start at any time; add weekly or ranges, or remove the windows section",
+			ErrInvalid, w.TimeZone)
+	}
 	if _, err := p.RampOf(); err != nil {
 		return fmt.Errorf("%w: plan.ramp: %v", ErrInvalid, err)
 	}

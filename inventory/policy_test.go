@@ -98,3 +98,16 @@ func TestRegressionConditionsCheckedWhileStopped(t *testing.T) {
 		assert.True(t, res["quiet"].OK, "%s plan with a reboot in flight", st)
 	}
 }
+
+// Issue 37 point 12: an inventory `windows:` section with a time zone and
+// no window used to be taken as no restriction at all (reboots at any
+// time); it is refused at parse time (so at plan create).
+func TestRegression37WindowsWithoutWindow(t *testing.T) {
+	doc := strings.Replace(withPolicy, `    weekly: ["Mon-Fri 22:00-06:00"]
+    ranges: [{start: 2026-12-24T00:00:00+01:00, end: 2026-12-27T00:00:00+01:00}]
+`, "", 1)
+	require.NotEqual(t, withPolicy, doc)
+	_, err := Parse([]byte(doc))
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "no weekly window and no range")
+}

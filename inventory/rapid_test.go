@@ -27,6 +27,7 @@ const (
 	bmcHung    // never answers (the call times out), the command not applied
 	bmcHungApp // never answers, the command applied all the same
 	bmcOffBusy // reads the state, answers busy to power-offs
+	bmcOffHung // reads the state, power-offs time out (not applied)
 	bmcModes
 )
 
@@ -74,7 +75,7 @@ func (b *advBMC) Off(ctx context.Context, m power.Mode) error {
 	switch b.mode {
 	case bmcBusy, bmcOffBusy:
 		applied, err = false, &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Status: 409, Message: "busy"}
-	case bmcHung:
+	case bmcHung, bmcOffHung:
 		applied, err = false, &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "timed out", Err: context.DeadlineExceeded}
 	case bmcHungApp:
 		_ = b.p.Off(ctx, m)
@@ -120,9 +121,90 @@ type world struct {
 	offMark  map[string]int
 	kills    int
 	bootTime time.Duration
+	// budget is the failure budget of new plans.
+	budget int
+	// Commands: cmdMode[server] is how its drain, undrain and reboot
+	// commands behave; drained[server] is ground truth (the last drain or
+	// undrain that took effect).
+	cmdMode map[string]int
+	drained map[string]bool
+	// self is the server this executor runs on ("" none); boot[server]
+	// its boot ID; osReboots[server] counts its reboots through its OS;
+	// selfFrom[server] the index into its BMC's offs when it became the
+	// executor's (-1 while it is not).
+	self      string
+	boot      map[string]string
+	osReboots map[string]int
+	selfFrom  map[string]int
+	// cyclesAt[job]: the hardware's power cycles and OS reboots of its
+	// server when the job was first seen.
+	cyclesAt map[string]int
+	// abandoned[server]: when the operator abandoned it (real time).
+	abandoned map[string]time.Time
+	// tracksOS: OS reboots go through runCommand (scenario worlds run
+	// their own commands).
+	tracksOS bool
+}
+
+// Command modes.
+const (
+	cmdOK   = iota
+	cmdFail // fails, nothing done
+	cmdHang // times out, nothing done
+	cmdLate // done, but answers a timeout
+	cmdModes
+)
+
+// runCommand is a drain, undrain or reboot command as the drawn world
+// runs it.
+func (w *world) runCommand(server string, argv []string) error {
+	mode := w.cmdMode[server]
+	apply := mode == cmdOK || mode == cmdLate
+	if apply {
+		switch argv[0] {
+		case "drain":
+			w.drained[server] = true
+		case "undrain":
+			w.drained[server] = false
+		case "reboot-self":
+			if server == w.self {
+				w.osReboots[server]++
+				w.boot[server] += "+"
+			}
+		}
+	}
+	switch mode {
+	case cmdFail:
+		return errors.New(argv[0] + ": exit status 1")
+	case cmdHang, cmdLate:
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// cycles is what a job's server went through: power cycles (ground
+// truth) and reboots through its OS.
+func (w *world) cycles(server string) int {
+	return w.bmcs[server].p.Cycles() + w.osReboots[server]
+}
+
+// setSelf makes server the one the executor runs on ("" none).
+func (w *world) setSelf(server string) {
+	if w.self != "" {
+		w.selfFrom[w.self] = -1
+	}
+	w.self = server
+	if server != "" {
+		w.selfFrom[server] = len(w.bmcs[server].offs)
+	}
+	w.f.opts.Self = server
 }
 
 func (w *world) open() {
+	if w.cyclesAt == nil { // scenario worlds (newWorld) start without them
+		w.cmdMode, w.drained, w.boot, w.osReboots = map[string]int{}, map[string]bool{}, map[string]string{}, map[string]int{}
+		w.selfFrom, w.cyclesAt, w.abandoned = map[string]int{}, map[string]int{}, map[string]time.Time{}
+	}
 	f, err := OpenFleet(w.inv, w.path, Options{
 		Reboot:     reboot.Config{SoftTimeout: time.Minute, StaleReads: fake.MaxStale + time.Second},
 		JobTimeout: w.cfg.JobTimeout, ServicesTimeout: w.cfg.ServicesTimeout, Poll: time.Second, CallTimeout: time.Second,
@@ -150,7 +232,21 @@ func (w *world) open() {
 			}
 			return nil
 		},
-		command: func(context.Context, []string) error { return nil },
+		command: func(_ context.Context, argv []string) error {
+			for _, s := range w.inv.Servers {
+				if len(argv) == 2 && argv[1] == s.UUID {
+					return w.runCommand(s.UUID, argv)
+				}
+			}
+			return nil
+		},
+		Self: w.self,
+		BootID: func() (string, error) {
+			if w.self == "" {
+				return "boot-none", nil
+			}
+			return w.boot[w.self], nil
+		},
 		crash: func(point string) bool {
 			w.points++
 			w.lastPoint = point
@@ -227,6 +323,7 @@ func (w *world) recordCancels() {
 	for _, j := range jobs {
 		if _, ok := w.jobStart[j.UUID]; !ok {
 			w.jobStart[j.UUID] = len(w.bmcs[j.Server].offs)
+			w.cyclesAt[j.UUID] = w.cycles(j.Server)
 		}
 		if _, done := w.cancelAt[j.UUID]; done || j.Over() {
 			continue
@@ -252,6 +349,10 @@ func (w *world) pass() {
 		}
 		_, _ = exec.Pass(w.ctx(), id)
 		if w.died() {
+			// The jobs this pass created are seen now, before any of
+			// their steps (a job first seen later would count the
+			// power-offs it sent as a predecessor's).
+			w.recordCancels()
 			return
 		}
 	}
@@ -289,9 +390,15 @@ func (w *world) check() {
 		live[j.Server] = j.UUID
 	}
 	for id, b := range w.bmcs {
-		// No server left off once its job ended.
-		if _, busy := live[id]; !busy && !b.p.HardwareOn() {
-			w.t.Fatalf("server %s is off and no job of the fleet is live on it", id)
+		// No server left off once its job ended, unless the fleet still
+		// reconciles it (a job gives up on a BMC that stopped answering
+		// mid-cycle; the fleet powers it on once it answers) or the
+		// operator abandoned it.
+		h, _ := w.f.hosts.load(id)
+		if _, busy := live[id]; !busy && !b.p.HardwareOn() && !h.needsKeeping() && h.Abandoned == "" {
+			jobs, _ := w.f.Jobs()
+			hh, _ := w.f.hosts.load(id)
+			w.t.Fatalf("server %s is off and no job of the fleet is live on it: jobs %+v host %+v", id, jobs, hh)
 		}
 	}
 	// No power-off after a job was cancelled or its plan ended, unless a
@@ -317,25 +424,62 @@ func (w *world) check() {
 			}
 		}
 	}
+	// No server stays drained after its job ended, unless its undrain
+	// kept failing and the job says so; done means a power cycle (or a
+	// reboot through its OS) of this reboot happened; the executor's own
+	// server is never powered off through its BMC.
+	last := map[string]JobRecord{}
+	for _, j := range jobs {
+		if p, ok := last[j.Server]; !ok || j.Created.After(p.Created) || p.Over() && !j.Over() {
+			last[j.Server] = j
+		}
+		if j.State == JobDone && (j.BootID == "" || w.tracksOS) {
+			if at, seen := w.cyclesAt[j.UUID]; seen && w.cycles(j.Server) <= at {
+				w.t.Fatalf("job %s is done but its server %s went through no power cycle or reboot since it started (%d)", j.UUID, j.Server, at)
+			}
+		}
+	}
+	for id := range w.bmcs {
+		j, ok := last[id]
+		if _, busy := live[id]; !busy && ok && j.Over() && w.drained[id] && !strings.Contains(j.Error, "left drained") {
+			w.t.Fatalf("server %s stays drained after its job %s ended %s (%s)", id, j.UUID, j.State, j.Error)
+		}
+		if k, ok := w.selfFrom[id]; ok && k >= 0 {
+			for _, o := range w.bmcs[id].offs[k:] {
+				if o.applied {
+					w.t.Fatalf("the executor's own server %s was powered off through its BMC", id)
+				}
+			}
+		}
+	}
 	// Servers off <= concurrency at every instant.
-	if n := maxOff(w.bmcs); n > w.conc {
+	if n := maxOff(w.bmcs, w.abandoned); n > w.conc {
 		w.t.Fatalf("%d servers off at once, concurrency %d", n, w.conc)
 	}
 }
 
-func maxOff(bmcs map[string]*advBMC) int {
+func maxOff(bmcs map[string]*advBMC, abandoned map[string]time.Time) int {
 	type ev struct {
 		at  time.Time
 		off int
 	}
 	var evs []ev
-	for _, b := range bmcs {
+	for id, b := range bmcs {
+		off := false
+		at, isAbandoned := abandoned[id]
 		for _, tc := range b.p.Truth() {
+			if isAbandoned && !tc.At.Before(at) {
+				break // the operator's from then on
+			}
 			if tc.On {
 				evs = append(evs, ev{tc.At, -1})
 			} else {
 				evs = append(evs, ev{tc.At, +1})
 			}
+			off = !tc.On
+		}
+		if isAbandoned && off {
+			evs = append(evs, ev{at, -1}) // no longer counted from the abandon on
 		}
 	}
 	sort.SliceStable(evs, func(i, j int) bool {
@@ -353,7 +497,7 @@ func (w *world) newPlan() {
 	id := fmt.Sprintf("p%d", len(w.plans)+1)
 	created := w.clk.Now()
 	p, _, err := plan.Create(w.inv.PlanServers(), plan.CreateOptions{UUID: id, Target: "2", Select: plan.SelectAll,
-		Concurrency: plan.Count(w.conc), IgnoreWarnings: true, CreatedAt: created})
+		Concurrency: plan.Count(w.conc), FailureBudget: plan.Count(w.budget), IgnoreWarnings: true, CreatedAt: created})
 	if err != nil {
 		w.t.Fatalf("create: %v", err)
 	}
@@ -373,18 +517,30 @@ func (w *world) newPlan() {
 // answer busy, or hang with or without applying the command — with the
 // executor killed between any two steps (also between a power call and
 // what follows it), operators stopping, running and cancelling plans, and
-// plans ending while jobs run. Against ground truth (the fake hardware and
-// what reached each BMC): no server is off while no job of the fleet is
-// live on it; no power-off reaches a BMC after its job was cancelled or its
-// plan ended or gave up on it, unless a power-off of that reboot may have
-// been accepted before; one live job per server; at most concurrency
-// servers off at every instant; and once the BMCs behave, every plan ends
-// and every server is on (issue 26, A1-A3, A5).
+// plans ending while jobs run, drain, undrain and reboot commands that
+// fail, hang, or take effect and answer late, and the executor's own server
+// set or changed mid-plan. Against ground truth (the fake hardware, what
+// reached each BMC, what each command did): no server is off while no job
+// of the fleet is live on it unless the fleet still reconciles it; no
+// power-off reaches a BMC after its job was cancelled or its plan ended or
+// gave up on it, unless a power-off of that reboot may have been accepted
+// before; one live job per server; at most concurrency servers off at every
+// instant; done implies a power cycle (or an OS reboot of the executor's
+// own server) since the job started; no server stays drained after its job
+// ended unless the job says its undrain kept failing; the executor's own
+// server is never powered off through its BMC. Liveness keeps one BMC
+// (drawn) dead for ever, refusing every login or never answering: every
+// plan still ends and every other server is on, the operator abandoning the
+// dead one if its plan waits for it (issue 26, A1-A3, A5; issue 38, C).
 func TestJobStateMachine(t *testing.T) {
 	rapidcheck.Check(t, func(rt *rapid.T) {
 		w := &world{t: rt, clk: fake.NewClock(time.Time{}), bmcs: map[string]*advBMC{}, store: fake.NewPlanStore(),
-			cancelAt: map[string]int{}, jobStart: map[string]int{}, offMark: map[string]int{}}
+			cancelAt: map[string]int{}, jobStart: map[string]int{}, offMark: map[string]int{},
+			cmdMode: map[string]int{}, drained: map[string]bool{}, boot: map[string]string{}, osReboots: map[string]int{},
+			selfFrom: map[string]int{}, cyclesAt: map[string]int{}, abandoned: map[string]time.Time{}}
 		w.path = filepath.Join(t.TempDir(), fmt.Sprintf("fleet-%d.db", time.Now().UnixNano()))
+		w.budget = rapid.IntRange(0, 2).Draw(rt, "budget")
+		w.tracksOS = true
 		n := rapid.IntRange(1, 3).Draw(rt, "servers")
 		w.conc = rapid.IntRange(1, 2).Draw(rt, "concurrency")
 		w.bootTime = time.Duration(rapid.IntRange(0, 30).Draw(rt, "bootSeconds")) * time.Second
@@ -395,7 +551,9 @@ func TestJobStateMachine(t *testing.T) {
 			cfg := fake.DrawPowerConfig(rt, id)
 			w.bmcs[id] = &advBMC{p: fake.NewPower(w.clk.Real, cfg)}
 			w.inv.Servers = append(w.inv.Servers, Server{UUID: id, Hostname: fmt.Sprintf("cn%d", i), Platform: "1",
-				BMC: BMC{Redfish: "https://bmc" + id, Username: "u", PasswordEnv: "P"}, Health: Health{TCP: "h:1"}})
+				BMC: BMC{Redfish: "https://bmc" + id, Username: "u", PasswordEnv: "P"}, Health: Health{TCP: "h:1"},
+				Drain: []string{"drain", id}, Undrain: []string{"undrain", id}, Reboot: []string{"reboot-self", id}})
+			w.boot[id], w.selfFrom[id] = "boot-"+id, -1
 		}
 		ids := make([]string, 0, n)
 		for id := range w.bmcs {
@@ -432,11 +590,42 @@ func TestJobStateMachine(t *testing.T) {
 				w.recordCancels()
 			},
 			"newPlan": func(*rapid.T) { w.newPlan() },
-			"":        func(*rapid.T) { w.check() },
+			"cmd": func(t *rapid.T) {
+				w.cmdMode[rapid.SampledFrom(ids).Draw(t, "cmdServer")] = rapid.IntRange(0, cmdModes-1).Draw(t, "cmdMode")
+			},
+			"self": func(t *rapid.T) {
+				// The executor learns (or is told after a restart) which
+				// server it runs on, mid-plan.
+				// Only a server that runs (the executor runs there):
+				// on, and no power-off of ours may have been applied.
+				id := rapid.SampledFrom(append([]string{""}, ids...)).Draw(t, "self")
+				if id != "" {
+					b := w.bmcs[id]
+					if !b.p.HardwareOn() || len(b.offs) > 0 && (b.offs[len(b.offs)-1].applied || b.offs[len(b.offs)-1].lost) && b.p.Cycles() == 0 {
+						t.Skip("the executor cannot run on a server that may be shutting down")
+					}
+					if h, _ := w.f.hosts.load(id); h.OffMaybe && len(b.offs) > 0 && (b.offs[len(b.offs)-1].applied || b.offs[len(b.offs)-1].lost) {
+						t.Skip("the executor cannot run on a server that may be shutting down")
+					}
+				}
+				w.setSelf(id)
+			},
+			"": func(*rapid.T) { w.check() },
 		})
-		// The BMCs behave from now on: every plan ends, every server is on.
-		for _, b := range w.bmcs {
+		// Liveness with the faults the design must survive kept on: one
+		// BMC (drawn) stays dead for ever (refusing every login, or never
+		// answering); the others and the commands behave. Every plan
+		// ends, every other server is on and settled, no job is left;
+		// the operator abandons the dead server if its plan waits for it
+		// (a power-off of it may have been accepted before it died).
+		dead := rapid.SampledFrom(append([]string{""}, ids...)).Draw(rt, "deadBMC")
+		deadMode := rapid.SampledFrom([]int{bmcAuth, bmcHung}).Draw(rt, "deadMode")
+		for id, b := range w.bmcs {
 			b.mode = bmcOK
+			if id == dead {
+				b.mode = deadMode
+			}
+			w.cmdMode[id] = cmdOK
 		}
 		w.killAt = 0
 		for i := 0; ; i++ {
@@ -454,12 +643,27 @@ func TestJobStateMachine(t *testing.T) {
 					settled = false
 				}
 			}
+			jobs, _ := w.f.Jobs()
+			for _, j := range jobs {
+				settled = settled && j.Over()
+			}
 			for id, b := range w.bmcs {
+				if id == dead {
+					continue
+				}
 				h, _ := w.f.hosts.load(id)
 				settled = settled && b.p.HardwareOn() && !h.needsKeeping()
 			}
 			if settled {
 				break
+			}
+			if i == 1500 && dead != "" {
+				w.abandoned[dead] = w.clk.Real()
+				for _, id := range w.plans {
+					if p, err := w.store.Get(w.ctx(), id); err == nil && p.Unfinished() {
+						_ = w.f.Abandon(dead, id, "operator gave up")
+					}
+				}
 			}
 			if i > 3000 {
 				for _, id := range w.plans {

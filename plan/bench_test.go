@@ -143,7 +143,7 @@ func BenchmarkMakespanRack(b *testing.B) {
 		}
 		w := newWorld(b, fs, "", o)
 		if hostOrder {
-			if _, err := plan.Command(w.ctx, w.store, w.uuid, func(p plan.Plan) (plan.Plan, error) {
+			if _, err := plan.Edit(w.ctx, w.store, w.uuid, func(p plan.Plan) (plan.Plan, error) {
 				q := p.Clone()
 				sort.SliceStable(q.Reboots, func(i, j int) bool {
 					return q.Reboots[i].Core && !q.Reboots[j].Core || q.Reboots[i].Core == q.Reboots[j].Core && !q.Reboots[i].Core &&

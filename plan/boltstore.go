@@ -425,6 +425,7 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 	if err := v.Plan.validate(); err != nil {
 		return err
 	}
+	defer s.forgetEnded(v)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketPlans).Bucket([]byte(v.UUID))
 		if b == nil {
@@ -475,7 +476,7 @@ func checkStoredIndex(b *bolt.Bucket, h header) error {
 		return nil // written before the index existed: Put rewrites it
 	}
 	ix := *h.Index
-	if ix.Started < 0 || ix.Started > ix.Total || ix.Done+ix.Failed+len(ix.InFlight) != ix.Started || !slices.IsSorted(ix.InFlight) {
+	if ix.Started < 0 || ix.Started > ix.Total || ix.Done+ix.Failed+ix.Released+len(ix.InFlight) != ix.Started || !slices.IsSorted(ix.InFlight) {
 		return fmt.Errorf("%w: plan %s: inconsistent index (%s)", ErrCorrupt, h.UUID, summaryOf(ix))
 	}
 	check := append([]int(nil), ix.InFlight...)

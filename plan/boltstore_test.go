@@ -221,3 +221,24 @@ func TestBoltViewRecordIdentity(t *testing.T) {
 	v.Reboots[0].Error = "a change to write"
 	assert.ErrorIs(t, s.PutView(ctx, v), ErrCorrupt, "a changed reboot is never written over another server's record")
 }
+
+// TestBoltCachesForgetEndedPlan (issue 37, point 3): the bbolt store's
+// per-plan caches (member map, decoded records) forget a plan once it
+// ends. The old store kept them for every plan it ever passed.
+func TestBoltCachesForgetEndedPlan(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
+	require.NoError(t, err)
+	defer s.Close()
+	p := boltPlan(t, "e", 3)
+	require.NoError(t, s.Create(ctx, p))
+	v, err := s.GetView(ctx, "e")
+	require.NoError(t, err)
+	require.NotEmpty(t, s.members)
+	v.State = StateCanceled
+	require.NoError(t, s.PutView(ctx, v))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.Empty(t, s.members, "member maps")
+	assert.Empty(t, s.decoded, "decoded records")
+}

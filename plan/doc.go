@@ -25,7 +25,10 @@
 //     compare-and-swap on Plan.Version, so an operator's command and an
 //     executor's pass written at once are never lost; the loser reads again
 //     and decides again, and a cancel is obeyed at the latest in the
-//     executor's next pass.
+//     executor's next pass. On a HeadStore (BoltStore, the etcd store) a
+//     command reads and writes the plan's header only, whatever the plan's
+//     size, so it lands while an executor rewrites the plan every pass;
+//     Edit is the whole-plan read-modify-write for tools and tests.
 //  3. An Executor runs passes: load the plan, observe the fleet, call Next,
 //     save the plan, then act (create reboot jobs, freeze or unfreeze the
 //     database shard). Next is pure. Each server goes through the seed's
@@ -40,7 +43,23 @@
 //     A job is the real start of a reboot: it is created only while fewer
 //     than Concurrency other servers of the plan are offline, also when it
 //     comes after the shard freeze, the headnode wait, or a crash.
-//  4. A failed step gives the server canceled_at and an error. A job that
+//     The headnode and the shard are optional abilities of the Fleet,
+//     found by type assertion: only a HeadnodeFleet whose HasHeadnode is
+//     true makes reboots wait for the headnode's services, and only a
+//     ShardFleet is asked to freeze. The shard is frozen only once the
+//     primary's job may start, and a reboot held after the freeze (a
+//     window closing, a condition failing, the limits, a stop) unfreezes
+//     it and freezes again when its job can start. Plan.Waiting names what
+//     a reboot waits for.
+//  4. Held reboots: a reboot that left pending but whose job is not
+//     created (or was lost before the fleet showed it: an executor killed
+//     between save and act, a CreateJob error) has not started: its
+//     JobTimeout does not run while it is held, and it is never counted
+//     failed for it. After Stop, Cancel or the end of the plan (the
+//     failure budget spent) no job is created; a stopped plan's held
+//     reboots wait for Run, a canceled or ended plan's are released
+//     (StepReleased: not started, no failure) and the plan finishes.
+//  5. A failed step gives the server canceled_at and an error. A job that
 //     timed out is cancelled through the fleet (Fleet.CancelJob) and the
 //     server counts as offline until the fleet says the job ended: a job
 //     may still reboot its server after the plan gave up on it. Failures
@@ -52,8 +71,8 @@
 // # Offline, the one definition
 //
 // A server of the plan is offline if it is observed down, not observed at
-// all, its reboot is in flight, or a job of ours may still run on it
-// (Offline). Every start decision uses it, core servers included: nothing
+// all, its reboot is in flight (but held in wait_headnode before any job
+// of it was asked for), or a job of ours may still run on it (Offline). Every start decision uses it, core servers included: nothing
 // starts while offline >= Concurrency, whoever took the servers down, and
 // the plan then says why in Plan.Waiting and the progress line ("waiting:
 // 3 server(s) offline (1 rebooting, 2 down or unknown for other reasons),
@@ -67,19 +86,27 @@
 //
 //   - Windows: reboots start only while a maintenance window is open
 //     (weekly windows in a time zone of the Go time zone database, and
-//     absolute ranges), and only if the window stays open for the longest
-//     reboot of the plan done so far (or Windows.Expect, if longer). A
-//     reboot that started finishes whenever it finishes. Outside, Waiting
-//     says until when; the ETA (Summarize, View.SummaryAt) counts only the
-//     time the windows are open.
+//     absolute ranges), and only if the window stays open for as long as a
+//     reboot takes from its job's creation (Need: Windows.Expect when set,
+//     else the 90th percentile of the reboots done with the longest left
+//     out, from Index.DoneHist). A reboot that started finishes whenever
+//     it finishes. Outside, Waiting says until when and which estimate
+//     holds the plan; the ETA (Summarize, View.SummaryAt) counts only the
+//     time the windows are open, and is Never when no window of the next
+//     400 days is long enough for one reboot. The next window is cached
+//     between passes.
 //   - Ramp: the concurrency follows the canary ramp (RampLimit) by the
-//     number of reboots done; failed ones do not move it on, and the
+//     number of reboots done that are not core (core servers go one at a
+//     time anyway: the headnode never spends the first stage); failed ones
+//     do not move it on, and the
 //     failure budget stops the plan as always.
 //   - DomainLimits: at most so many servers offline per value of a label
-//     (rack, zone), counted with the one meaning of offline. Reboots still
-//     start in plan order, so Create orders the servers that are not core
-//     to interleave the domains; a reboot whose domain is full holds the
-//     ones after it. On a partial view the pass needs the plan's
+//     (rack, zone), counted with the one meaning of offline. A reboot whose
+//     domain is full is held in wait_headnode (not offline while no job
+//     of it was asked for) and the next ones are tried: a domain limit
+//     holds only its own domain. Reboots otherwise start in plan order, so
+//     Create orders the servers that are not core to interleave the
+//     domains. Held reboots are loaded by every pass (they are in flight). On a partial view the pass needs the plan's
 //     DomainTable (the Executor reads it once per plan).
 //   - Conditions: each blocking condition's last result
 //     (Observations.Conditions, which the fleet checks before each pass)
@@ -107,7 +134,11 @@
 //
 // BoltStore (one bbolt file, opened by one process at a time) keeps a
 // header record (the plan without its reboots, its Index, its version) and
-// one versioned record per reboot. Import reads the JSON files of a
+// one versioned record per reboot. What the world writes into a record is
+// bounded: Validate refuses names over MaxNameBytes and labels over
+// MaxLabelBytes per server, and NextView cuts a reboot's error text (and
+// the plan's Waiting) to MaxErrorBytes (BoundText), so a record stays a
+// few KiB whatever a fleet reports. Import reads the JSON files of a
 // FileStore directory; the JSON document stays the export/import and watch
 // format.
 //

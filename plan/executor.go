@@ -67,42 +67,30 @@ type Fleet interface {
 	// its reboot command reboots the server all the same; the executor
 	// counts the server offline until Observe reports the job ended.
 	CancelJob(ctx context.Context, a Action) error
+}
+
+// ShardFleet is a Fleet with a database shard whose primary's reboot is
+// wrapped in a freeze (sdcadm's vocabulary): an optional ability, found by
+// type assertion. A Fleet that is not a ShardFleet has no shard: the
+// Executor ignores the ShardPrimary it reports and never freezes.
+type ShardFleet interface {
 	// FreezeShard and UnfreezeShard freeze and unfreeze the database
 	// shard; both are idempotent.
 	FreezeShard(ctx context.Context) error
 	UnfreezeShard(ctx context.Context) error
 }
 
+// HeadnodeFleet is a Fleet with a headnode whose services every reboot
+// waits for (the wait_headnode step): an optional ability, found by type
+// assertion. Its Observe reports Observations.HeadnodeServicesUp. A Fleet
+// that is not a HeadnodeFleet, or whose HasHeadnode is false, has none:
+// no reboot waits for a headnode.
+type HeadnodeFleet interface {
+	HasHeadnode() bool
+}
+
 // RetainJobs is how long a Fleet must keep a job after it ended.
 const RetainJobs = 24 * time.Hour
-
-// Command applies an operator's command (Run, Stop, Cancel, or any pure
-// change) to a stored plan with compare-and-swap, reading again and
-// retrying when an executor or another operator wrote in between: the
-// command is never lost, and it is applied to the plan as it is now.
-func Command(ctx context.Context, s Store, uuid string, f func(Plan) (Plan, error)) (Plan, error) {
-	for i := 0; ; i++ {
-		p, err := s.Get(ctx, uuid)
-		if err != nil {
-			return Plan{}, err
-		}
-		q, err := f(p)
-		if err != nil {
-			return p, err
-		}
-		q.Version = p.Version
-		err = s.Put(ctx, q)
-		if err == nil {
-			return q, nil
-		}
-		if !errors.Is(err, ErrConflict) || i >= 100 {
-			return p, err
-		}
-		if err := ctx.Err(); err != nil {
-			return p, err
-		}
-	}
-}
 
 // Executor runs plans: each pass loads the plan, observes the fleet,
 // decides with Next, saves the plan, then acts. It keeps nothing in memory
@@ -201,6 +189,12 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 	if err != nil {
 		return v, fmt.Errorf("plan %s: observe: %w", uuid, err)
 	}
+	hf, ok := e.Fleet.(HeadnodeFleet)
+	obs.Headnode = ok && hf.HasHeadnode()
+	sf, isShard := e.Fleet.(ShardFleet)
+	if !isShard {
+		obs.ShardPrimary, obs.ShardFrozen = "", false // no shard to freeze
+	}
 	q, acts := e.Config.NextView(v, obs, e.Now())
 	if !reflect.DeepEqual(v, q) {
 		// Compare-and-swap on the version read: an operator's command (or
@@ -228,10 +222,15 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 			err = e.Fleet.CreateJob(ctx, a)
 		case ActionCancelJob:
 			err = e.Fleet.CancelJob(ctx, a)
-		case ActionFreeze:
-			err = e.Fleet.FreezeShard(ctx)
-		case ActionUnfreeze:
-			err = e.Fleet.UnfreezeShard(ctx)
+		case ActionFreeze, ActionUnfreeze:
+			switch {
+			case !isShard:
+				err = errors.New("the fleet has no database shard") // not decided: ShardPrimary was cleared
+			case a.Kind == ActionFreeze:
+				err = sf.FreezeShard(ctx)
+			default:
+				err = sf.UnfreezeShard(ctx)
+			}
 		}
 		if err != nil {
 			// The plan is saved; the next pass sees what is missing and

@@ -74,7 +74,13 @@ type Observations struct {
 	Servers map[string]ServerObs
 	// Jobs by job UUID.
 	Jobs map[string]JobObs
-	// HeadnodeServicesUp: the headnode's services are healthy.
+	// Headnode: the fleet has a headnode whose services every reboot
+	// waits for (the wait_headnode step). The Executor sets it from the
+	// Fleet's HeadnodeFleet ability; without it HeadnodeServicesUp is not
+	// read and no reboot waits for a headnode.
+	Headnode bool
+	// HeadnodeServicesUp: the headnode's services are healthy (read only
+	// with Headnode).
 	HeadnodeServicesUp bool
 	// ShardPrimary is the UUID of the server hosting the database
 	// shard's primary; ShardFrozen and ShardHealthy its state.
@@ -180,10 +186,13 @@ func Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 
 // Offline reports whether the server of r counts as offline: observed
 // down, not observed at all, its reboot in flight, or a job of ours that
-// may still run. Every start decision uses it, core servers included.
+// may still run. A reboot held before its job was ever asked for (waiting
+// for the headnode, its turn, a window or its failure domain) does not
+// make its server offline: nothing of it runs there. Every start decision
+// uses it, core servers included.
 func Offline(r Reboot, obs Observations) bool {
 	o, seen := obs.Servers[r.ServerUUID]
-	return !seen || o.Down || r.Step.InFlight()
+	return !seen || o.Down || r.Step.InFlight() && !r.held()
 }
 
 // Next advances the plan by what was observed: it records every step each
@@ -216,15 +225,19 @@ type pass struct {
 	// domain (nil without domain limits).
 	offline int
 	dom     *domainCount
-	// done counts the reboots of the whole plan done (the ramp's stage);
-	// longest is the longest of them (the maintenance windows' fit).
-	done    int
-	longest time.Duration
+	// done counts the reboots of the whole plan done but core ones (the
+	// ramp's stage); hist counts them all by duration (the maintenance
+	// windows' fit, Need).
+	done int
+	hist Hist
 	// hold says why no reboot may start now, whatever the server (a
 	// closed window, a failing blocking condition), "" if none;
 	// holdOutput is the condition's output.
 	hold, holdOutput string
-	acts             []Action
+	// failures counts the reboots of the whole plan with canceled_at set,
+	// kept up to date in the pass (the failure budget).
+	failures int
+	acts     []Action
 }
 
 // enter moves r to step s now, keeping the counts.
@@ -237,9 +250,9 @@ func (ps *pass) enter(r *Reboot, s Step) {
 		ps.dom.add(r, b2i(is)-b2i(was))
 	}
 	if s == StepDone {
-		ps.done++
-		if r.StartedAt != nil && r.OperationalAt != nil {
-			ps.longest = max(ps.longest, r.OperationalAt.Sub(*r.StartedAt))
+		ps.done += b2i(!r.Core)
+		if d, ok := took(*r); ok {
+			ps.hist = ps.hist.add(d, 1)
 		}
 	}
 }
@@ -268,43 +281,49 @@ func rampLeft(ramp []int, done int) int {
 	return 0
 }
 
-// setHold decides whether the plan is held, whatever the server: outside
-// its maintenance windows (or too close to a window's end for its longest
-// reboot), or by a blocking condition that failed, is missing or stale.
+// windowHold says why the maintenance windows hold the plan now ("" if
+// they do not): closed, or closing too soon for a reboot of the length
+// Need gives, or never open long enough.
+func (ps *pass) windowHold() string {
+	w, now := ps.q.Windows, ps.now
+	if w.Empty() {
+		return ""
+	}
+	need, why := Need(w, ps.hist)
+	loc, err := w.Location()
+	if err != nil {
+		return "waiting: the maintenance windows cannot be read: " + err.Error()
+	}
+	at := func(t time.Time) string { return t.In(loc).Format("Mon 2006-01-02 15:04 MST") }
+	open, closes, err := w.Open(now)
+	if err != nil {
+		return "waiting: the maintenance windows cannot be read: " + err.Error()
+	}
+	if open && !now.Add(need).After(closes) {
+		return ""
+	}
+	next, ok, err := nextOpen(w, now, need)
+	switch {
+	case err != nil:
+		return "waiting: the maintenance windows cannot be read: " + err.Error()
+	case !ok:
+		return fmt.Sprintf("waiting: no maintenance window is open for %s (%s) in the next 400 days: no reboot can start; lengthen the windows or set windows expect",
+			need.Round(time.Second), why)
+	case !open:
+		return "waiting: outside the maintenance windows until " + at(next)
+	}
+	return fmt.Sprintf("waiting: the maintenance window closes at %s, too soon for a reboot of %s (%s); next window: %s",
+		at(closes), need.Round(time.Second), why, at(next))
+}
+
+// setHold decides whether the plan is held, whatever the server: by the
+// maintenance windows (windowHold), or by a blocking condition that
+// failed, is missing or stale.
 func (ps *pass) setHold() {
 	q, now := ps.q, ps.now
-	ps.hold, ps.holdOutput = "", ""
-	if w := q.Windows; !w.Empty() {
-		need := max(w.Expect, ps.longest)
-		loc, err := w.Location()
-		if err != nil {
-			ps.hold = "waiting: the maintenance windows cannot be read: " + err.Error()
-			return
-		}
-		at := func(t time.Time) string { return t.In(loc).Format("Mon 2006-01-02 15:04 MST") }
-		next := func() string {
-			t, ok, err := w.NextOpen(now, need)
-			switch {
-			case err != nil:
-				return "never (" + err.Error() + ")"
-			case !ok:
-				return fmt.Sprintf("no window of at least %s in the next 400 days", need.Round(time.Minute))
-			}
-			return at(t)
-		}
-		open, closes, err := w.Open(now)
-		switch {
-		case err != nil:
-			ps.hold = "waiting: the maintenance windows cannot be read: " + err.Error()
-			return
-		case !open:
-			ps.hold = "waiting: outside the maintenance windows until " + next()
-			return
-		case now.Add(need).After(closes):
-			ps.hold = fmt.Sprintf("waiting: the maintenance window closes at %s, too soon for a reboot of %s (the longest so far); next window: %s",
-				at(closes), need.Round(time.Second), next())
-			return
-		}
+	ps.hold, ps.holdOutput = ps.windowHold(), ""
+	if ps.hold != "" {
+		return
 	}
 	for _, c := range q.Conditions {
 		res, ok := ps.obs.Conditions[c.Name]
@@ -324,39 +343,88 @@ func (ps *pass) setHold() {
 	}
 }
 
+// stopped says why no job of the plan may be created now whatever the
+// limits ("" if one may): the plan is not running, or its failures are
+// over the budget.
+func (ps *pass) stopped() string {
+	switch {
+	case ps.q.State != StateRunning:
+		return "the plan is " + string(ps.q.State)
+	case ps.failures > ps.q.FailureBudget:
+		return fmt.Sprintf("%d reboot(s) failed, failure budget %d", ps.failures, ps.q.FailureBudget)
+	}
+	return ""
+}
+
+// mayStart reports whether advancing r may create its job: it waits for
+// the headnode, the shard or the limits, or its job was never shown.
+func mayStart(r Reboot, obs Observations) bool {
+	switch r.Step {
+	case StepWaitHead, StepFreeze:
+		return true
+	case StepJob:
+		return !r.JobSeen && !obs.Jobs[r.JobUUID].Exists
+	}
+	return false
+}
+
+// ended reports whether no job of the plan will ever be created again:
+// it is canceled or ended, or over its failure budget (it ends as failed
+// in this pass).
+func (ps *pass) ended() bool {
+	return ps.q.State.Finished() || ps.q.State == StateRunning && ps.failures > ps.q.FailureBudget
+}
+
 // advance moves reboot i through every step whose condition holds now.
 func (ps *pass) advance(i int) {
 	c, q, obs, now := ps.c, ps.q, ps.obs, ps.now
 	r := &q.Reboots[i]
 	enter := func(s Step) { ps.enter(r, s) }
 	fail := func(msg string) {
+		if r.CanceledAt == nil {
+			ps.failures++
+		}
 		r.CanceledAt, r.Error = tp(now), msg
 		enter(StepFailed)
 		if r.Frozen {
 			enter(StepFailFreeze)
 		}
 	}
+	wait := func(msg string) {
+		if q.Waiting == "" {
+			q.Waiting = msg
+		}
+	}
 	// mayCreate: a job is the real start of a reboot, so the limit must
 	// hold when it is created (first time, after the shard freeze or the
 	// headnode wait, or again after a crash), not only when the reboot was
-	// decided: other servers may have gone down since.
+	// decided: other servers may have gone down since. A stopped, canceled
+	// or ended plan creates none.
 	mayCreate := func() bool {
+		if why := ps.stopped(); why != "" {
+			wait("waiting: " + why + "; reboot job of " + r.ServerHostname + " not created")
+			return false
+		}
 		if ps.hold != "" {
 			q.Waiting, q.WaitingOutput = ps.hold+"; reboot job of "+r.ServerHostname+" not created yet", ps.holdOutput
 			return false
 		}
-		if others := ps.offline - 1; others >= ps.limit() {
+		self := Offline(*r, obs)
+		if others := ps.offline - b2i(self); others >= ps.limit() {
 			q.Waiting = fmt.Sprintf("waiting: reboot job of %s not created yet, %d other server(s) offline, %s",
 				r.ServerHostname, others, ps.concurrencyWord())
 			return false
 		}
-		if msg := ps.dom.full(r, true); msg != "" {
+		if msg := ps.dom.full(r, self); msg != "" {
 			q.Waiting = msg + "; reboot job of " + r.ServerHostname + " not created yet"
 			return false
 		}
 		return true
 	}
 	cancelJob := func(msg string) {
+		if r.CanceledAt == nil {
+			ps.failures++
+		}
 		r.CanceledAt, r.Error = tp(now), msg
 		enter(StepCancelJob) // the cancel action comes from that step
 	}
@@ -365,6 +433,13 @@ func (ps *pass) advance(i int) {
 			return 0
 		}
 		return now.Sub(*r.StepSince)
+	}
+	createJob := func() {
+		enter(StepJob) // (before the job UUID: held until now, not offline)
+		r.JobUUID, r.JobCreatedAt = JobUUID(*q, r.ServerUUID), tp(now)
+		if !q.DryRun {
+			ps.acts = append(ps.acts, c.createJob(q, r))
+		}
 	}
 	if j, ok := obs.Jobs[r.JobUUID]; ok && r.JobUUID != "" {
 		r.Phases = r.Phases.merge(j.Phases)
@@ -377,41 +452,73 @@ func (ps *pass) advance(i int) {
 	for guard := 0; guard < 8; guard++ {
 		switch r.Step {
 		case StepWaitHead:
-			switch {
-			case r.Headnode || obs.HeadnodeServicesUp || q.DryRun:
-				if obs.ShardPrimary == r.ServerUUID && !q.DryRun {
-					r.Frozen = true
-					enter(StepFreeze)
-					ps.acts = append(ps.acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
-					continue
-				}
-				if !q.DryRun && !mayCreate() {
-					break
-				}
-				r.JobUUID = JobUUID(*q, r.ServerUUID)
+			// Held before its job could start. A job asked for before
+			// (then lost, and released here) that turns up after all is
+			// followed from now on.
+			if r.JobUUID != "" && obs.Jobs[r.JobUUID].Exists {
 				enter(StepJob)
-				if !q.DryRun {
-					ps.acts, created = append(ps.acts, c.createJob(q, r)), true
-				}
-				continue
-			case since() >= c.ServicesTimeout:
-				fail("headnode services not up within " + c.ServicesTimeout.String())
 				continue
 			}
+			headOK := r.Headnode || !obs.Headnode || obs.HeadnodeServicesUp || q.DryRun
+			primary := obs.ShardPrimary == r.ServerUUID && !q.DryRun
+			if r.Frozen {
+				// It froze the shard and was held: the shard never stays
+				// frozen while no job of it can start.
+				switch {
+				case !obs.ShardFrozen:
+					r.Frozen = false
+					continue
+				case headOK && primary && mayCreate():
+					createJob()
+					created = true
+					continue
+				}
+				ps.acts = append(ps.acts, Action{Kind: ActionUnfreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+				wait("waiting: reboot of " + r.ServerHostname + " is held; unfreezing the database shard meanwhile")
+				break
+			}
+			if ps.ended() {
+				r.Error = "not started: " + ps.stopped()
+				enter(StepReleased)
+				break
+			}
+			if !headOK {
+				if since() >= c.ServicesTimeout {
+					fail("headnode services not up within " + c.ServicesTimeout.String())
+					continue
+				}
+				wait(fmt.Sprintf("waiting: reboot of %s waits for the headnode's services (for %s, at most %s)",
+					r.ServerHostname, since().Round(time.Second), c.ServicesTimeout))
+				break
+			}
+			if !q.DryRun && !mayCreate() {
+				break // never freeze the shard before the job can start
+			}
+			if primary {
+				r.Frozen = true
+				enter(StepFreeze)
+				continue
+			}
+			createJob()
+			created = !q.DryRun
+			continue
 		case StepFreeze:
 			switch {
-			case obs.ShardFrozen && mayCreate():
-				r.JobUUID = JobUUID(*q, r.ServerUUID)
-				enter(StepJob)
-				ps.acts, created = append(ps.acts, c.createJob(q, r)), true
+			case !mayCreate():
+				// Held after the freeze was asked for: release it, and
+				// freeze again when the job can start.
+				enter(StepWaitHead)
 				continue
 			case obs.ShardFrozen:
-				// frozen, waiting for the limit (mayCreate said why)
+				createJob()
+				created = true
+				continue
 			case since() >= c.DrainTimeout:
 				fail("database shard not frozen within " + c.DrainTimeout.String())
 				continue
 			default:
 				ps.acts = append(ps.acts, Action{Kind: ActionFreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+				wait("waiting: freezing the database shard for the reboot of " + r.ServerHostname)
 			}
 		case StepJob:
 			if q.DryRun {
@@ -448,6 +555,25 @@ func (ps *pass) advance(i int) {
 				r.FinishedAt = tp(now)
 				enter(StepServices)
 				continue
+			case !j.Exists && !created && !mayCreate():
+				// Never seen: lost before it was created (an executor
+				// killed between save and act, a CreateJob error or
+				// refusal) and held now. It has not started, so it is no
+				// failure and its JobTimeout does not run while it is
+				// held: it waits as a reboot that has not started, and
+				// is created again (same UUID) when the limits allow.
+				enter(StepWaitHead)
+				continue
+			case !j.Exists && !created && (since() < c.JobTimeout || r.JobCreatedAt == nil || !r.JobCreatedAt.After(*r.StepSince)):
+				// Never seen, and the limits hold: ask again (same UUID,
+				// no second job). A job asked for again and still not
+				// shown JobTimeout after the first ask (a fleet that
+				// collected it before it was seen, or keeps refusing it)
+				// times out below; one asked for once only (the executor
+				// was away meanwhile) is asked for again first.
+				r.JobCreatedAt = tp(now)
+				ps.acts = append(ps.acts, c.createJob(q, r))
+				wait("waiting: reboot job of " + r.ServerHostname + " asked for again (the fleet does not show it)")
 			case j.Started && !j.Drained && r.DrainSince != nil && now.Sub(*r.DrainSince) >= c.DrainTimeout:
 				cancelJob("server not drained within " + c.DrainTimeout.String())
 				continue
@@ -458,12 +584,6 @@ func (ps *pass) advance(i int) {
 				}
 				cancelJob(msg)
 				continue
-			case !j.Exists && !created:
-				// Lost by a crash: same UUID, no second job, and only while
-				// the limit holds (it has not really started).
-				if mayCreate() {
-					ps.acts = append(ps.acts, c.createJob(q, r))
-				}
 			}
 		case StepCancelJob:
 			// The job may still reboot the server: it stays offline (in
@@ -500,6 +620,7 @@ func (ps *pass) advance(i int) {
 					enter(StepFailed)
 				}
 			case r.Step == StepUnfreeze && !obs.ShardHealthy && since() >= c.ServicesTimeout:
+				ps.failures++
 				r.CanceledAt, r.Error = tp(now), "database shard not healthy within "+c.ServicesTimeout.String()+"; left frozen"
 				enter(StepFailed)
 			case obs.ShardHealthy || r.Step == StepFailFreeze:

@@ -46,6 +46,10 @@ const (
 	StepFailed     Step = "failed"          // canceled_at and error are set
 	StepFailFreeze Step = "failed_unfreeze" // failed; the shard must still be unfrozen
 	StepCancelJob  Step = "cancel_job"      // timed out; the job is being cancelled and may still reboot the server
+	// StepReleased: the plan was canceled or ended while the reboot was
+	// held before its job could start (a window, a condition, the ramp, a
+	// domain limit); it never started and is not a failure.
+	StepReleased Step = "released"
 )
 
 // InFlight reports whether the reboot has started and not ended.
@@ -57,8 +61,17 @@ func (s Step) InFlight() bool {
 	return false
 }
 
-// Ended reports whether the reboot succeeded or failed for good.
-func (s Step) Ended() bool { return s == StepDone || s == StepFailed }
+// Ended reports whether the reboot succeeded or failed for good, or was
+// released without starting (StepReleased).
+func (s Step) Ended() bool { return s == StepDone || s == StepFailed || s == StepReleased }
+
+// held reports whether r left pending but no job of it can be running:
+// it waits in wait_headnode and no job was ever asked for. Its server is
+// not offline because of it (Offline). (A reboot in freeze keeps its
+// slot while the shard freezes.)
+func (r Reboot) held() bool {
+	return r.Step == StepWaitHead && r.JobUUID == ""
+}
 
 // Reboot is one server's entry in a plan (the seed's fields, then this
 // package's bookkeeping).
@@ -89,6 +102,10 @@ type Reboot struct {
 	// DrainSince is when the executor first saw the job started (its own
 	// clock: the drain timeout never compares two clocks).
 	DrainSince *time.Time `json:"drain_since,omitempty"`
+	// JobCreatedAt is when its reboot job was (last) asked for: the
+	// maintenance windows' fit measures reboots from there (the queue
+	// counts).
+	JobCreatedAt *time.Time `json:"job_created_at,omitempty"`
 	// Phases are when the reboot's job reached each phase, as the fleet
 	// reported them (JobObs.Phases); for reports only, no decision reads
 	// them.
@@ -265,12 +282,15 @@ func (p Plan) validate() error {
 		if err := checkLabels(r.Labels); err != nil {
 			return fmt.Errorf("server %s: %w", r.ServerUUID, err)
 		}
+		if err := r.checkBounds(); err != nil {
+			return fmt.Errorf("server %.64s: %w", r.ServerUUID, err)
+		}
 		if seen[r.ServerUUID] {
 			return fmt.Errorf("server %s listed twice", r.ServerUUID)
 		}
 		seen[r.ServerUUID] = true
 		switch r.Step {
-		case StepPending, StepWaitHead, StepFreeze, StepJob, StepServices, StepUnfreeze, StepDone, StepFailed, StepFailFreeze, StepCancelJob:
+		case StepPending, StepWaitHead, StepFreeze, StepJob, StepServices, StepUnfreeze, StepDone, StepFailed, StepFailFreeze, StepCancelJob, StepReleased:
 		default:
 			return fmt.Errorf("server %s: unknown step %q", r.ServerUUID, r.Step)
 		}
@@ -295,7 +315,7 @@ func (p Plan) Clone() Plan {
 
 // clone returns a deep copy of r.
 func (r Reboot) clone() Reboot {
-	for _, t := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince} {
+	for _, t := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince, &r.JobCreatedAt} {
 		if *t != nil {
 			v := **t
 			*t = &v

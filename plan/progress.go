@@ -20,6 +20,9 @@ type Summary struct {
 	// State is the plan's state. Line shows an ETA only while the plan
 	// runs (or when State is not set): a stopped plan has none.
 	State State
+	// Never: no maintenance window in the next 400 days is long enough
+	// for one reboot (Need): the plan cannot finish as it is; ETA is 0.
+	Never bool
 }
 
 // Summarize counts a plan's reboots and estimates the time left.
@@ -27,13 +30,15 @@ func Summarize(p Plan, now time.Time) Summary {
 	s := Summary{Total: len(p.Reboots), Waiting: p.Waiting, State: p.State}
 	var sum time.Duration
 	var n int
+	var hist Hist
 	for _, r := range p.Reboots {
 		switch {
 		case r.Step == StepDone:
 			s.Done++
-			if r.StartedAt != nil && r.OperationalAt != nil {
-				sum += r.OperationalAt.Sub(*r.StartedAt)
+			if d, ok := took(r); ok {
+				sum += d
 				n++
+				hist = hist.add(d, 1)
 			}
 		case r.Step == StepFailed:
 			s.Failed++
@@ -48,14 +53,25 @@ func Summarize(p Plan, now time.Time) Summary {
 		slots := max(p.Concurrency, 1)
 		s.ETA = time.Duration(float64(mean) * (float64(s.Left) + float64(s.InFlight)/2) / float64(slots))
 	}
-	return s.inWindows(p.Windows, now)
+	return s.inWindows(p.Windows, hist, now)
 }
 
 // inWindows stretches the ETA (work at the concurrency) over the time the
 // windows are open from now on; an ETA that does not fit in the next 400
-// days becomes unknown (0).
-func (s Summary) inWindows(w *Windows, now time.Time) Summary {
-	if s.ETA <= 0 || w.Empty() {
+// days becomes unknown (0). A plan with reboots left whose windows are
+// never open long enough for one reboot (Need, from hist) never
+// finishes: Never.
+func (s Summary) inWindows(w *Windows, hist Hist, now time.Time) Summary {
+	if w.Empty() || s.Left+s.InFlight == 0 {
+		return s
+	}
+	if need, _ := Need(w, hist); need > 0 && s.Left > 0 {
+		if _, ok, err := nextOpen(w, now, need); err == nil && !ok {
+			s.ETA, s.Never = 0, true
+			return s
+		}
+	}
+	if s.ETA <= 0 {
 		return s
 	}
 	end, ok, err := w.Finish(now, s.ETA)
@@ -83,6 +99,8 @@ func (s Summary) Line(width int) string {
 	bar += strings.Repeat(".", max(width-len(bar), 0))
 	eta := "?"
 	switch {
+	case s.Never:
+		eta = "never (no maintenance window is long enough for one reboot)"
 	case s.ETA >= time.Minute:
 		eta = s.ETA.Round(time.Minute).String()
 	case s.ETA > 0:

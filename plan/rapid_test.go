@@ -24,6 +24,10 @@ type flakyFleet struct {
 	*fake.Fleet
 	failNext bool
 	rec      *startRecorder // nil: no notes
+	// state, if set, reads the plan's stored state; a job created while
+	// it is not running is noted in late.
+	state func() plan.State
+	late  string
 }
 
 // startRecorder notes, for every job start, the ground truth the plan's
@@ -47,6 +51,16 @@ func (f *flakyFleet) CreateJob(ctx context.Context, a plan.Action) error {
 	if f.failNext {
 		f.failNext = false
 		return errKilled
+	}
+	if f.state != nil {
+		if st := f.state(); st != plan.StateRunning && f.late == "" {
+			n := len(f.Fleet.Starts())
+			defer func() {
+				if len(f.Fleet.Starts()) > n {
+					f.late = fmt.Sprintf("job for %s created while the plan was %s", a.Server, st)
+				}
+			}()
+		}
 	}
 	if f.rec == nil {
 		return f.Fleet.CreateJob(ctx, a)
@@ -277,8 +291,15 @@ func planStateMachine(t *rapid.T, views, withPolicy bool) {
 		if rapid.Bool().Draw(t, "gc") {
 			w.fleet.SetRetain(time.Duration(rapid.IntRange(0, 600).Draw(t, "retain")) * time.Second)
 		}
-		ff := &flakyFleet{Fleet: w.fleet, rec: rec}
-		ff2 := &flakyFleet{Fleet: w.fleet, rec: rec}
+		stored := func() plan.State {
+			p, err := w.store.Get(w.ctx, w.uuid)
+			if err != nil {
+				return plan.StateRunning // (an injected failure: no verdict)
+			}
+			return p.State
+		}
+		ff := &flakyFleet{Fleet: w.fleet, rec: rec, state: stored}
+		ff2 := &flakyFleet{Fleet: w.fleet, rec: rec, state: stored}
 		var store plan.Store = w.store
 		if views {
 			store = plan.Views(w.store)
@@ -307,6 +328,7 @@ func planStateMachine(t *rapid.T, views, withPolicy bool) {
 			}
 		})
 		prev, _ := w.store.Get(w.ctx, w.uuid)
+		idlePasses := 0 // successful passes in a row after which the shard was frozen with no job
 		pass := func(e *plan.Executor) {
 			before, _ := w.store.Get(w.ctx, w.uuid)
 			_, err := e.Pass(w.ctx, w.uuid)
@@ -316,6 +338,16 @@ func planStateMachine(t *rapid.T, views, withPolicy bool) {
 			}
 			p, _ := w.store.Get(w.ctx, w.uuid)
 			checkPlan(t, w, before, p, prev, lastCmd)
+			checkOverTime(t, w, p, ff, ff2)
+			switch {
+			case !w.fleet.ShardIdle():
+				idlePasses = 0
+			case err == nil:
+				if idlePasses++; idlePasses > 1 {
+					t.Fatalf("the shard stayed frozen with no job on its primary over %d passes (%s so far):\n%s",
+						idlePasses, w.fleet.FrozenWithoutJob(), plan.Table(p))
+				}
+			}
 			if pol != nil {
 				checkPolicy(t, w, p, pol, rec)
 			}
@@ -366,8 +398,24 @@ func planStateMachine(t *rapid.T, views, withPolicy bool) {
 			pass(exec)
 		}
 
-		// The world behaves; the operator runs the plan unless canceled.
+		// A canceled plan ends with the faults still on (servers down or
+		// hidden, the condition failing, the windows in force): held
+		// reboots are released, nothing starts.
 		pendingCmd = ""
+		ff.failNext = false
+		if lastCmd == "cancel" {
+			for i := 0; ; i++ {
+				pass(exec)
+				if p, _ := w.store.Get(w.ctx, w.uuid); !p.Unfinished() {
+					break
+				} else if i == 3000 {
+					t.Fatalf("a canceled plan did not end with the faults on (%s):\n%s", p.Waiting, plan.Table(p))
+				}
+				w.clk.Advance(2 * time.Minute)
+			}
+		}
+
+		// The world behaves; the operator runs the plan unless canceled.
 		for _, id := range ids {
 			w.fleet.SetDown(id, false)
 			w.fleet.Hide(id, false)
@@ -400,6 +448,28 @@ func planStateMachine(t *rapid.T, views, withPolicy bool) {
 		}
 		p, _ := w.store.Get(w.ctx, w.uuid)
 		t.Fatalf("plan did not finish once the world behaved (%s):\n%s", p.Waiting, plan.Table(p))
+	}
+}
+
+// checkOverTime checks what must hold at every moment, from ground truth:
+// no job was created while the stored plan was not running (after a
+// stop, a cancel or its end), and a reboot counted failed had a job
+// created (a reboot that never started is no failure), but for the two
+// steps before the job that time out on their own (the headnode's
+// services, the shard's freeze).
+func checkOverTime(t *rapid.T, w *world, p plan.Plan, ffs ...*flakyFleet) {
+	for _, f := range ffs {
+		if f.late != "" {
+			t.Fatalf("%s:\n%s", f.late, plan.Table(p))
+		}
+	}
+	created := w.fleet.JobsCreated()
+	for _, r := range p.Reboots {
+		if r.CanceledAt == nil || created[r.ServerUUID] > 0 ||
+			strings.HasPrefix(r.Error, "headnode services not up") || strings.HasPrefix(r.Error, "database shard not frozen") {
+			continue
+		}
+		t.Fatalf("%s counted failed (%s) although no job of it was ever created:\n%s", r.ServerHostname, r.Error, plan.Table(p))
 	}
 }
 

@@ -26,19 +26,29 @@ type Index struct {
 	// Done and Failed count the reboots in StepDone and StepFailed.
 	Done   int `json:"done"`
 	Failed int `json:"failed"`
+	// Released counts the reboots in StepReleased (never started, the
+	// plan ended while they were held).
+	Released int `json:"released,omitempty"`
 	// Failures counts the reboots with canceled_at set (failed, or failing
 	// while their job is cancelled or the shard unfrozen): what the failure
 	// budget is checked against.
 	Failures int `json:"failures"`
 	// InFlight are the positions of the reboots in flight, ascending.
 	InFlight []int `json:"in_flight,omitempty"`
-	// DoneTime is the sum of (operational - started) over the DoneTimed
+	// DoneTime is the sum of how long they took (job created, or started
+	// for older plans, to operational) over the DoneTimed
 	// done reboots that have both times: the ETA's mean.
 	DoneTime  time.Duration `json:"done_time,omitempty"`
 	DoneTimed int           `json:"done_timed,omitempty"`
 	// DoneMax is the longest of them: how long a reboot may plausibly
 	// take, for the maintenance windows.
 	DoneMax time.Duration `json:"done_max,omitempty"`
+	// DoneHist counts them by duration: the maintenance windows' robust
+	// estimate (Need).
+	DoneHist Hist `json:"done_hist,omitempty"`
+	// CoreDone counts the core reboots done: the canary ramp counts only
+	// the others (its first stage is never spent on the headnode).
+	CoreDone int `json:"core_done,omitempty"`
 }
 
 // IndexOf computes the index of a whole plan, in O(servers).
@@ -56,14 +66,16 @@ func IndexOf(p Plan) Index {
 		}
 	}
 	t := tally(p.Reboots)
-	ix.Done, ix.Failed, ix.Failures, ix.DoneTime, ix.DoneTimed, ix.DoneMax = t.done, t.failed, t.failures, t.doneTime, t.doneTimed, t.doneMax
+	ix.Done, ix.Failed, ix.Released, ix.Failures, ix.DoneTime, ix.DoneTimed, ix.DoneMax = t.done, t.failed, t.released, t.failures, t.doneTime, t.doneTimed, t.doneMax
+	ix.DoneHist, ix.CoreDone = t.hist, t.coreDone
 	return ix
 }
 
 // counts are one set of reboots' contributions to an Index.
 type counts struct {
-	done, failed, failures, doneTimed int
-	doneTime, doneMax                 time.Duration
+	done, failed, released, failures, doneTimed, coreDone int
+	doneTime, doneMax                                     time.Duration
+	hist                                                  Hist
 }
 
 func tally(rs []Reboot) counts {
@@ -72,13 +84,17 @@ func tally(rs []Reboot) counts {
 		switch r.Step {
 		case StepDone:
 			c.done++
-			if r.StartedAt != nil && r.OperationalAt != nil {
-				c.doneTime += r.OperationalAt.Sub(*r.StartedAt)
+			c.coreDone += b2i(r.Core)
+			if d, ok := took(r); ok {
+				c.doneTime += d
 				c.doneTimed++
-				c.doneMax = max(c.doneMax, r.OperationalAt.Sub(*r.StartedAt))
+				c.doneMax = max(c.doneMax, d)
+				c.hist = c.hist.add(d, 1)
 			}
 		case StepFailed:
 			c.failed++
+		case StepReleased:
+			c.released++
 		}
 		if r.CanceledAt != nil {
 			c.failures++
@@ -128,6 +144,7 @@ func sameReboot(a, b Reboot) bool {
 		sameTime(a.StartedAt, b.StartedAt) && sameTime(a.FinishedAt, b.FinishedAt) && sameTime(a.OperationalAt, b.OperationalAt) &&
 		sameTime(a.CanceledAt, b.CanceledAt) && a.Core == b.Core && a.Step == b.Step && sameTime(a.StepSince, b.StepSince) &&
 		a.Frozen == b.Frozen && a.Error == b.Error && a.JobSeen == b.JobSeen && sameTime(a.DrainSince, b.DrainSince) &&
+		sameTime(a.JobCreatedAt, b.JobCreatedAt) &&
 		samePhases(a.Phases, b.Phases) &&
 		maps.Equal(a.Labels, b.Labels)
 }
@@ -153,7 +170,7 @@ func (v View) Unfinished() bool { return !v.State.Finished() || len(v.Index.InFl
 // SummaryAt is Summary with the ETA counting only the time the
 // maintenance windows are open from now on.
 func (v View) SummaryAt(now time.Time) Summary {
-	return v.Summary().inWindows(v.Windows, now)
+	return v.Summary().inWindows(v.Windows, v.Index.DoneHist, now)
 }
 
 // Summary is the plan's progress, from the index (no reboot is read). Its
@@ -162,7 +179,7 @@ func (v View) SummaryAt(now time.Time) Summary {
 func (v View) Summary() Summary {
 	ix := v.Index
 	s := Summary{Total: ix.Total, Done: ix.Done, Failed: ix.Failed, InFlight: len(ix.InFlight),
-		Left: ix.Total - ix.Started, Waiting: v.Waiting, State: v.State}
+		Left: ix.Total - ix.Started + ix.Released, Waiting: v.Waiting, State: v.State}
 	if ix.DoneTimed > 0 && v.State == StateRunning {
 		mean := ix.DoneTime / time.Duration(ix.DoneTimed)
 		s.ETA = time.Duration(float64(mean) * (float64(s.Left) + float64(s.InFlight)/2) / float64(max(v.Concurrency, 1)))
@@ -175,7 +192,7 @@ func (v View) Summary() Summary {
 // with the index (started ones before Started, pending ones after).
 func (v View) check() error {
 	ix := v.Index
-	if ix.Total < 0 || ix.Started < 0 || ix.Started > ix.Total || ix.Core > ix.Total || ix.Done+ix.Failed+len(ix.InFlight) != ix.Started {
+	if ix.Total < 0 || ix.Started < 0 || ix.Started > ix.Total || ix.Core > ix.Total || ix.Done+ix.Failed+ix.Released+len(ix.InFlight) != ix.Started {
 		return fmt.Errorf("plan %s: inconsistent index %+v", v.UUID, summaryOf(ix))
 	}
 	if v.Pos != nil && len(v.Pos) != len(v.Reboots) || v.Pos == nil && len(v.Reboots) != ix.Total {
@@ -278,7 +295,11 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	w := v
 	w.Plan = v.Plan.Clone()
 	w.Index.InFlight = slices.Clone(v.Index.InFlight)
-	ps := &pass{c: c, q: &w.Plan, obs: obs, now: now, done: v.Index.Done, longest: v.Index.DoneMax}
+	w.Index.DoneHist = v.Index.DoneHist.clone()
+	ps := &pass{c: c, q: &w.Plan, obs: obs, now: now, done: v.Index.Done - v.Index.CoreDone, hist: v.Index.DoneHist.clone(), failures: v.Index.Failures}
+	if len(ps.hist) == 0 && v.Index.DoneMax > 0 {
+		ps.hist = ps.hist.add(v.Index.DoneMax, 1) // an index written before DoneHist: its longest reboot
+	}
 	before := tally(v.Reboots)
 	w.Waiting, w.WaitingOutput = "", ""
 	others, unknown := offlineOthers(v, obs)
@@ -315,9 +336,14 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 		}
 	}
 	ps.setHold()
-	for i := range w.Reboots {
-		if w.Reboots[i].Step.InFlight() {
-			ps.advance(i)
+	// Reboots whose job the fleet shows (or showed) first, then those
+	// that may create one: the failures of the first decide whether the
+	// failure budget is spent before any job is created in this pass.
+	for _, mayCreate := range []bool{false, true} {
+		for i := range w.Reboots {
+			if r := w.Reboots[i]; r.Step.InFlight() && mayStart(r, obs) == mayCreate {
+				ps.advance(i)
+			}
 		}
 	}
 	ps.setHold() // reboots done in this pass may have made the longest longer
@@ -326,7 +352,7 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 		ours, coreBusy := 0, false
 		for _, r := range w.Reboots {
 			if r.Step.InFlight() {
-				ours++
+				ours += b2i(Offline(r, obs))
 				coreBusy = coreBusy || r.Core
 			}
 		}
@@ -355,13 +381,13 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 				}
 				break
 			}
-			if msg := ps.dom.full(r, self); msg != "" {
-				w.Waiting = msg
-				break
-			}
+			// A reboot whose failure domain is full is held in
+			// wait_headnode (its server is not offline because of it),
+			// and the next one is tried: a domain limit holds only its
+			// own domain.
 			ps.enter(r, StepWaitHead)
-			ours++
 			ps.advance(i)
+			ours += b2i(Offline(*r, obs) && r.Step.InFlight())
 			if r.Core {
 				break // one core server at a time
 			}
@@ -371,10 +397,18 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	ix := &w.Index
 	ix.Done += after.done - before.done
 	ix.Failed += after.failed - before.failed
+	ix.Released += after.released - before.released
 	ix.Failures += after.failures - before.failures
 	ix.DoneTime += after.doneTime - before.doneTime
 	ix.DoneTimed += after.doneTimed - before.doneTimed
 	ix.DoneMax = max(ix.DoneMax, after.doneMax)
+	ix.CoreDone += after.coreDone - before.coreDone
+	for k, n := range after.hist {
+		ix.DoneHist = ix.DoneHist.addKey(k, n)
+	}
+	for k, n := range before.hist {
+		ix.DoneHist = ix.DoneHist.addKey(k, -n)
+	}
 	loaded := v.positions()
 	fly := ix.InFlight[:0:0]
 	for _, p := range v.Index.InFlight {
@@ -393,6 +427,11 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	slices.Sort(fly)
 	ix.InFlight = fly
 	settle(&w.Plan, *ix)
+	// What the fleet said is kept bounded: a record never outgrows a page.
+	for k := range w.Reboots {
+		w.Reboots[k].Error = BoundText(w.Reboots[k].Error, MaxErrorBytes)
+	}
+	w.Waiting = BoundText(w.Waiting, MaxErrorBytes)
 	return w, ps.acts
 }
 
@@ -405,7 +444,7 @@ func settle(q *Plan, ix Index) {
 	if q.State != StateRunning && q.State != StateStopped {
 		return
 	}
-	if ix.Done+ix.Failed < ix.Total {
+	if ix.Done+ix.Failed+ix.Released < ix.Total {
 		return
 	}
 	if ix.Failures > 0 {

@@ -32,11 +32,12 @@ type Windows struct {
 	Weekly []string `json:"weekly,omitempty"`
 	// Ranges are absolute windows, [Start, End).
 	Ranges []Range `json:"ranges,omitempty"`
-	// Expect is how long a reboot is expected to take at least (job
-	// created to services up). A reboot starts only if the window stays
-	// open for the longest of Expect and the longest reboot of the plan
-	// done so far (Index.DoneMax). 0: until one is done, a reboot may
-	// start until the window closes.
+	// Expect is how long a reboot is expected to take (job created to
+	// services up), the operator's word: when set, a reboot starts only if
+	// the window stays open that long, whatever the reboots done took. 0:
+	// the plan's own estimate (Need: the 90th percentile of the reboots
+	// done, the longest left out); until one is done, a reboot may start
+	// until the window closes.
 	Expect time.Duration `json:"expect,omitempty"`
 }
 
@@ -380,4 +381,44 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// nextOpens caches NextOpen's answers: a held plan asks every pass, and
+// the answer for a later time before the window found is the same (no
+// window long enough opens in between). Keyed by the windows and the need;
+// at most maxNextOpens entries.
+var nextOpens struct {
+	sync.Mutex
+	m map[string]nextOpenEntry
+}
+
+type nextOpenEntry struct {
+	from, at time.Time
+	ok       bool
+}
+
+const maxNextOpens = 64
+
+// nextOpen is w.NextOpen(t, need), cached: an answer found from `from` is
+// the answer for every t in [from, at] (for no window at all: for an hour
+// after from).
+func nextOpen(w *Windows, t time.Time, need time.Duration) (time.Time, bool, error) {
+	key := fmt.Sprintf("%q|%q|%q|%d", w.TimeZone, w.Weekly, fmt.Sprint(w.Ranges), need)
+	nextOpens.Lock()
+	e, hit := nextOpens.m[key]
+	nextOpens.Unlock()
+	if hit && !t.Before(e.from) && (e.ok && !t.After(e.at) || !e.ok && t.Before(e.from.Add(time.Hour))) {
+		return e.at, e.ok, nil
+	}
+	at, ok, err := w.NextOpen(t, need)
+	if err != nil {
+		return at, ok, err
+	}
+	nextOpens.Lock()
+	defer nextOpens.Unlock()
+	if nextOpens.m == nil || len(nextOpens.m) >= maxNextOpens {
+		nextOpens.m = map[string]nextOpenEntry{}
+	}
+	nextOpens.m[key] = nextOpenEntry{from: t, at: at, ok: ok}
+	return at, ok, nil
 }

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -27,8 +29,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // binary is the rebootctl binary the end-to-end tests run.
 var binary string
@@ -267,16 +267,6 @@ func (l *lab) maxOffline() int {
 	return best
 }
 
-func countStep(p plan.Plan, f func(plan.Reboot) bool) int {
-	n := 0
-	for _, r := range p.Reboots {
-		if f(r) {
-			n++
-		}
-	}
-	return n
-}
-
 // TestEndToEnd: create, run, stop mid-way, run again, kill the executor
 // in the middle of a reboot and start it again, finish; every server is
 // power-cycled exactly once (ground truth of the emulated hardware) and
@@ -390,19 +380,6 @@ func TestGolden(t *testing.T) {
 	require.Equal(t, 0, code, errs)
 	out = regexp.MustCompile(`"created_at": "[^"]*"`).ReplaceAllString(out, `"created_at": "CREATED"`)
 	golden(t, "show-json.txt", out)
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	got = strings.ReplaceAll(got, os.TempDir(), "TMP")
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "golden file (go test ./cmd/rebootctl -run TestGolden -update writes it)")
-	assert.Equal(t, string(want), got, "golden %s", name)
 }
 
 // TestWatchInTerminal runs `plan watch` in a real terminal (tmux): the

@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/rebootkit/rebootkit/inventory"
@@ -147,7 +150,7 @@ func (e *env) executor(args []string) int {
 		case <-time.After(*interval):
 		}
 	}
-	selfUUID, err := resolveSelf(inv, *self)
+	selfUUID, maybeSelf, err := resolveSelf(e.ctx, inv, *self)
 	if err != nil {
 		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
 		return exitUsage
@@ -162,11 +165,22 @@ func (e *env) executor(args []string) int {
 	logger := slog.New(slog.NewTextHandler(e.errw, &slog.HandlerOptions{Level: level}))
 	m := newMetrics()
 	store := lockedStore{e}
+	host, _ := os.Hostname()
+	// One live executor per plan store, whatever state file or path it
+	// was given: claimed before the fleet resumes any job.
+	me := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: *state, Started: time.Now().UTC(), Interval: *interval}
+	if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil {
+		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
+		return exitError
+	}
 	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
 		Reboot:     reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
-		JobTimeout: *jobTimeout, ServicesTimeout: *services, Poll: *poll, Logger: logger, Self: selfUUID,
+		JobTimeout: *jobTimeout, ServicesTimeout: *services, Poll: *poll, Logger: logger, Self: selfUUID, MaybeSelf: maybeSelf,
 		OnBMCError: m.bmcError,
 		PlanCheck: func(ctx context.Context, planUUID, jobUUID string) (bool, string, error) {
+			if err := holds(ctx, store, me); err != nil {
+				return false, "", err // no power-off unless this executor still holds the store
+			}
 			v, err := store.GetView(ctx, planUUID)
 			if errors.Is(err, plan.ErrNotFound) {
 				return false, "its plan " + planUUID + " no longer exists", nil
@@ -192,15 +206,28 @@ func (e *env) executor(args []string) int {
 		fmt.Fprintf(e.errw, "rebootctl executor: metrics at http://%s/metrics\n", ln.Addr())
 	}
 	cfg := plan.Config{DrainTimeout: *drain, JobTimeout: *jobTimeout, ServicesTimeout: *services}
-	host, _ := os.Hostname()
 	st := executorStatus{Host: host, PID: os.Getpid(), Started: time.Now().UTC(), Interval: *interval, State: *state, Self: selfUUID}
 	selfName := "none"
 	if s, ok := inv.Server(selfUUID); ok {
 		selfName = s.Hostname
 	}
 	fmt.Fprintf(e.errw, "rebootctl executor: store %s, fleet state %s, %d server(s), running on server %s; resuming running plans\n", e.store, *state, len(inv.Servers), selfName)
+	if len(maybeSelf) > 0 {
+		var names []string
+		for _, id := range maybeSelf {
+			if s, ok := inv.Server(id); ok {
+				names = append(names, s.Hostname)
+			}
+		}
+		fmt.Fprintf(e.errw, "rebootctl executor: WARNING: cannot tell whether this machine is one of %s (hostname %q matches none; their names do not resolve to its addresses): "+
+			"their reboots are refused; give --self SERVER or --self none\n", clean(strings.Join(names, ", ")), clean(host))
+	}
 	for {
 		start := time.Now()
+		if err := claim(e.ctx, store, me, start.UTC()); errors.Is(err, errOtherExecutor) {
+			fmt.Fprintf(e.errw, "rebootctl executor: stopping: %v\n", err)
+			return exitError
+		}
 		err := e.passAll(fleet, store, cfg, logger, m)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			logger.Warn("pass failed", "error", err.Error())
@@ -228,32 +255,88 @@ func (e *env) executor(args []string) int {
 }
 
 // resolveSelf finds the server the executor runs on: --self (a hostname,
-// a UUID, or "none"), else the server whose hostname is this machine's.
-func resolveSelf(inv inventory.Inventory, flagValue string) (string, error) {
+// a UUID, or "none"), else the server whose hostname is this machine's
+// (case and domain aside), else the one whose hostname or health check
+// host resolves to one of this machine's addresses. maybe lists the
+// servers it cannot tell apart from this machine (see Inventory.Identify):
+// the executor never powers them off and refuses their jobs.
+func resolveSelf(ctx context.Context, inv inventory.Inventory, flagValue string) (self string, maybe []string, err error) {
 	switch flagValue {
 	case "none":
-		return "", nil
+		return "", nil, nil
 	case "":
-		host, err := os.Hostname()
-		if err != nil {
-			return "", nil
+		m := inventory.Machine{Resolved: map[string][]netip.Addr{}}
+		m.Hostname, _ = os.Hostname()
+		if ifs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range ifs {
+				if p, err := netip.ParsePrefix(a.String()); err == nil {
+					m.Addrs = append(m.Addrs, p.Addr())
+				}
+			}
 		}
-		if s, ok := inv.Server(host); ok {
-			return s.UUID, nil
+		if self, maybe := inv.Identify(m); self != "" {
+			return self, nil, nil // by hostname: no lookups
+		} else if len(maybe) > 1 && m.Hostname != "" {
+			// several hostnames match
+			return "", maybe, nil
 		}
-		return "", nil
+		m.Resolved = lookupAll(ctx, inv)
+		self, maybe := inv.Identify(m)
+		return self, maybe, nil
 	}
 	s, ok := inv.Server(flagValue)
 	if !ok {
-		return "", fmt.Errorf("--self %s: no such server in the inventory (give its hostname or UUID, or none)", flagValue)
+		return "", nil, fmt.Errorf("--self %s: no such server in the inventory (give its hostname or UUID, or none)", flagValue)
 	}
-	return s.UUID, nil
+	return s.UUID, nil, nil
+}
+
+// lookupAll resolves every name of the inventory's servers (hostnames,
+// health check hosts), 16 at a time, each within 3 s; a name that does
+// not resolve is left out.
+func lookupAll(ctx context.Context, inv inventory.Inventory) map[string][]netip.Addr {
+	names := map[string]bool{}
+	for _, s := range inv.Servers {
+		for _, n := range s.Names() {
+			names[n] = true
+		}
+	}
+	out := map[string][]netip.Addr{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			as, err := net.DefaultResolver.LookupNetIP(cctx, "ip", n)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			out[n] = as
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // passAll runs one pass of every unfinished plan (the store locked for
 // each read and write only, never while the fleet is observed or acted
 // on), then ends the jobs their plans no longer run.
 func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config, logger *slog.Logger, m *metrics) error {
+	var abandoned []byte
+	if err := store.with(func(s *plan.BoltStore) (err error) { abandoned, err = s.GetMeta(e.ctx, metaAbandoned); return err }); err != nil {
+		return err
+	}
+	if err := applyAbandoned(fleet, abandoned); err != nil {
+		return err
+	}
 	plans, lerr := store.List(e.ctx)
 	exec := &plan.Executor{Fleet: fleet, Store: store, Config: cfg, Now: time.Now, Logger: logger}
 	views := map[string]plan.View{}

@@ -6,6 +6,7 @@
 //	rebootctl plan create --target PLATFORM [--core|--non-core|--all|SERVER...] [-N rate] [-n] [-W] [-s] [-r] [-w]
 //	rebootctl plan run|stop|cancel|watch|show|report PLAN
 //	rebootctl plan list
+//	rebootctl plan abandon PLAN SERVER
 //	rebootctl executor
 //
 // plan create -n is a dry run: it checks every server of the plan without
@@ -73,6 +74,7 @@ Usage:
   rebootctl plan show PLAN [--json]
   rebootctl plan report PLAN [-o FILE]
   rebootctl plan list [--json]
+  rebootctl plan abandon PLAN SERVER
   rebootctl executor [options]
 
 Every command takes --store FILE (default $REBOOTCTL_STORE or ./rebootctl.db)
@@ -83,6 +85,8 @@ Run "rebootctl plan create -h" or "rebootctl executor -h" for their options.
 "plan create -n" is a dry run: it checks every server (BMC, login, power
 state, health check, drain command), changes nothing and stores nothing.
 "plan report" writes the plan's timeline as one HTML file (no network).
+"plan abandon" gives up on one server: the executor never powers it on or
+off again, ends its job (undrained, failed) and shows its last known state.
 
 Exit codes: 0 done; 1 error; 2 usage; 3 not created because of warnings;
 4 the plan ended with failures; 5 the plan was canceled; 6 the dry run
@@ -146,6 +150,8 @@ func run(ctx context.Context, args []string, out, errw io.Writer) int {
 			return e.list(args[2:])
 		case "report":
 			return e.report(args[2:])
+		case "abandon":
+			return e.abandon(args[2:])
 		}
 	}
 	fmt.Fprintf(errw, "rebootctl: unknown command %q\n\n%s", strings.Join(args, " "), usage)
@@ -421,8 +427,9 @@ func (e *env) command(name string, args []string) int {
 	if err != nil {
 		return e.fail(err)
 	}
-	p, err := plan.Command(e.ctx, st, rest[0], e.operator(name, f))
+	v, err := plan.CommandView(e.ctx, st, rest[0], e.operator(name, f))
 	st.Close()
+	p := v.Plan
 	if errors.Is(err, plan.ErrState) {
 		return e.fail(fmt.Errorf("plan %s is %s: it cannot be %s", p.UUID, p.State, map[string]string{"run": "run again (create a new plan)", "stop": "stopped", "cancel": "canceled"}[name]))
 	}
@@ -430,9 +437,9 @@ func (e *env) command(name string, args []string) int {
 		return e.fail(errors.New(explain(err, rest[0])))
 	}
 	if e.json {
-		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State, "in_flight": inFlight(p)})
+		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State, "in_flight": len(v.Index.InFlight)})
 	} else {
-		fmt.Fprintln(e.out, commandDone(name, p))
+		fmt.Fprintln(e.out, commandDone(name, v))
 	}
 	if watch {
 		return e.watch(p.UUID)
@@ -468,23 +475,25 @@ func (e *env) show(args []string) int {
 		fmt.Fprintf(e.out, "%s\n", doc)
 		return exitOK
 	}
-	fmt.Fprint(e.out, plan.Table(p))
+	// Everything printed may hold a peer's text (a BMC's error, a
+	// command's output): control characters dropped.
+	fmt.Fprint(e.out, cleanBlock(plan.Table(p)))
 	for _, l := range policyLines(p) {
-		fmt.Fprintln(e.out, l)
+		fmt.Fprintln(e.out, clean(l))
 	}
 	s := plan.Summarize(p, time.Now())
 	fmt.Fprintln(e.out, s.Line(40))
 	for _, l := range outputLines(p.WaitingOutput) {
-		fmt.Fprintln(e.out, l)
+		fmt.Fprintln(e.out, clean(l))
 	}
 	for _, r := range p.Reboots {
 		for _, note := range serverNotes(ex, r.ServerUUID, time.Now()) {
-			fmt.Fprintf(e.out, "  %-20s %s\n", r.ServerHostname, note)
+			fmt.Fprintf(e.out, "  %-20s %s\n", clean(r.ServerHostname), clean(note))
 		}
 	}
 	if p.Unfinished() {
 		for _, l := range executorLines(ex, e.store, time.Now()) {
-			fmt.Fprintln(e.out, l)
+			fmt.Fprintln(e.out, clean(l))
 		}
 	}
 	return exitOK
@@ -681,6 +690,9 @@ func render(v plan.View, ex *executorStatus, store string, now time.Time) []stri
 	}
 	if v.Unfinished() && store != "" {
 		lines = append(lines, executorLines(ex, store, now)...)
+	}
+	for i, l := range lines {
+		lines[i] = clean(l) // a peer's text (BMC errors, command output) never reaches the terminal raw
 	}
 	return lines
 }

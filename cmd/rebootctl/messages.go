@@ -83,20 +83,9 @@ func list(names []string, max int) string {
 	return strings.Join(names[:max], ", ") + fmt.Sprintf(" and %d more", len(names)-max)
 }
 
-// inFlight counts the plan's reboots in flight.
-func inFlight(p plan.Plan) int {
-	n := 0
-	for _, r := range p.Reboots {
-		if r.Step.InFlight() {
-			n++
-		}
-	}
-	return n
-}
-
 // commandDone is what run, stop and cancel print.
-func commandDone(name string, p plan.Plan) string {
-	n := inFlight(p)
+func commandDone(name string, p plan.View) string {
+	n := len(p.Index.InFlight)
 	switch name {
 	case "cancel":
 		if n == 0 {

@@ -74,6 +74,7 @@ func (m *metrics) observe(plans []plan.Plan, views map[string]plan.View) {
 		steps["pending"] += ix.Total - ix.Started
 		steps[string(plan.StepDone)] += ix.Done
 		steps[string(plan.StepFailed)] += ix.Failed
+		steps[string(plan.StepReleased)] += ix.Released
 		for _, r := range v.Reboots {
 			if r.Step.InFlight() {
 				steps[string(r.Step)]++
@@ -86,7 +87,7 @@ func (m *metrics) observe(plans []plan.Plan, views map[string]plan.View) {
 	}
 	m.reboots.Reset()
 	for _, s := range []string{"pending", string(plan.StepWaitHead), string(plan.StepFreeze), string(plan.StepJob), string(plan.StepServices),
-		string(plan.StepUnfreeze), string(plan.StepCancelJob), string(plan.StepFailFreeze), string(plan.StepDone), string(plan.StepFailed)} {
+		string(plan.StepUnfreeze), string(plan.StepCancelJob), string(plan.StepFailFreeze), string(plan.StepDone), string(plan.StepFailed), string(plan.StepReleased)} {
 		m.reboots.WithLabelValues(s).Set(float64(steps[s]))
 	}
 }

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -217,7 +219,7 @@ func TestPlatformReached(t *testing.T) {
 	require.Equal(t, 0, code, errs)
 	st, err := plan.OpenBolt(l.store)
 	require.NoError(t, err)
-	_, err = plan.Command(t.Context(), st, "up", func(p plan.Plan) (plan.Plan, error) {
+	_, err = plan.Edit(t.Context(), st, "up", func(p plan.Plan) (plan.Plan, error) {
 		q := p.Clone()
 		q.State = plan.StateComplete
 		at := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)

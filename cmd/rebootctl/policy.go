@@ -29,7 +29,7 @@ func (pf *policyFlags) register(fs *flag.FlagSet) {
 	fs.Var(&pf.windows, "window", `a weekly maintenance window, "DAYS HH:MM-HH:MM" (e.g. "Mon-Fri 22:00-06:00"); repeat for more; reboots start only inside one`)
 	fs.Var(&pf.ranges, "window-range", "an absolute maintenance window, START/END in RFC 3339 (2026-12-24T00:00:00+01:00/2026-12-27T00:00:00+01:00); repeatable")
 	fs.StringVar(&pf.zone, "time-zone", "", "the weekly windows' time zone (e.g. Europe/Berlin; default the inventory's, else UTC)")
-	fs.DurationVar(&pf.expect, "expect-reboot", 0, "how long a reboot takes at least: none starts unless the window stays open that long (or as long as the longest reboot so far)")
+	fs.DurationVar(&pf.expect, "expect-reboot", 0, "how long a reboot takes (job created to services up): none starts unless the window stays open that long (default: the 90th percentile of the plan's reboots done)")
 	fs.StringVar(&pf.ramp, "ramp", "", `canary ramp: servers offline at once until that many reboots are done, stage by stage (e.g. "1,5,20%"), then --rate`)
 	fs.Var(&pf.limits, "domain-limit", "at most so many servers offline per value of a label, LABEL=N or LABEL=P% (e.g. rack=1, zone=10%); repeatable")
 	fs.Var(&pf.conditions, "condition", `a blocking condition, NAME=COMMAND (run by /bin/sh -c before each pass; reboots start only while it exits 0); repeatable`)

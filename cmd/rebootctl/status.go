@@ -62,6 +62,9 @@ func serverNotes(s *executorStatus, uuid string, now time.Time) []string {
 			continue
 		}
 		var notes []string
+		if st.Abandoned != "" {
+			notes = append(notes, "abandoned by the operator ("+clean(st.Abandoned)+"): the executor never powers it on or off again")
+		}
 		if st.Phase != "" {
 			note := "power: " + st.Phase
 			if !st.PhaseSince.IsZero() && !now.IsZero() {

@@ -33,7 +33,7 @@ func TestRun(t *testing.T) {
 		ramp: "1,2", window: "daily 00:30-01:30", zone: "Europe/Berlin"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"result: complete in", "at most 1 server(s) of one rack offline", "canary ramp [1 2] then 4: 1 1 2",
+	for _, want := range []string{"result: complete in", "at most 1 server(s) of one rack offline", "canary ramp [1 2] then 4: 1 1 1 2", // the headnode, then the canary (the ramp counts servers that are not core)
 		`maintenance window "daily 00:30-01:30" (Europe/Berlin): first job at t=`, "0 job(s) started outside"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

@@ -44,14 +44,27 @@
 //     malformed one, or one for another request, a *ProtocolError
 //     (ErrProtocol); both are of class failed, and nothing more is sent.
 //   - The BMC's RAKP 2 is checked with the password and its RAKP 4 with
-//     the session key before the session is used. A BMC key (Kg) is not
-//     supported: such a BMC fails at RAKP 4 (ErrAuth).
+//     the session key before the session is used. Neither is
+//     authenticated until it verifies, so a RAKP 2 or 4 for this setup
+//     that does not (a bad authentication code, a refusal status, a
+//     truncated message) is dropped and counted, and the step waits on
+//     for the BMC's, without sending its request again (the BMC would
+//     count a wrong password twice); only when the step's time is up
+//     ((Retries+1)×Timeout from its first send, however many such
+//     answers come) with nothing verifying is it the step's error. Of
+//     several, one that does not verify with the password or session
+//     key (status 0, as the BMC answers a wrong password) is reported
+//     before a refusal status, and that before a malformed message. A
+//     setup that fails after RAKP 3 went out sends Close Session (not
+//     waited for), since the BMC may hold the session active. A BMC key
+//     (Kg) is not supported: such a BMC fails at RAKP 4 (ErrAuth).
 //   - A non-zero RMCP+ status code in the answer to Open Session, RAKP 1
 //     or RAKP 3 is a *RefusedError (ErrRefused) naming the status and the
 //     fix. A BMC without the pinned suite is of class failed (retrying
 //     will not help), and the error lists the suites the BMC offers (Get
-//     Channel Cipher Suites, outside a session: not authenticated) when it
-//     answers; no free session slot is busy; a refused account is
+//     Channel Cipher Suites, outside a session: not authenticated, so at
+//     most 8 requests, each suite once, at most 16) when it answers; no
+//     free session slot is busy; a refused account is
 //     power.ErrAuth.
 //   - IPv6 literals (fd00::5 or [fd00::5]) are dialled bracketed.
 //   - A user name over 16 bytes, a password over 20, or a cipher suite
@@ -66,9 +79,23 @@
 //   - On is Chassis Control power up; Off hard is power down; Off soft is
 //     soft shutdown (ACPI, "emulate a fatal overtemperature" in the spec).
 //     Power down is sent whatever the state reads: a read of off may be a
-//     stale echo of a host powered on a moment ago. Power up and soft
-//     shutdown are sent unless a fresh read says the host is already in
-//     the wanted state (also when the read fails). IPMI cannot say
+//     stale echo of a host powered on a moment ago. Power up is sent
+//     unless a fresh read says the host is on (also when the read fails).
+//     A soft shutdown is sent only when a fresh read says the host is on:
+//     when the read fails, Off soft returns that read's error (busy for
+//     most) and sends nothing; when the first read says off, Off soft
+//     succeeds and sends nothing (powering off a host that is off
+//     succeeds; that read may be an echo, see below). A soft shutdown is
+//     sent at most once per session, never retransmitted: when its
+//     answer is lost the session is ended and, on a new one, sent again
+//     only after a fresh read says on. Once a power-off went out, only
+//     the BMC's authenticated answer is success: a power-off that the BMC
+//     does not carry out (busy, no answer, a timeout) is an error even
+//     when the state then reads off (for soft, also when that read on the
+//     new session is why it is not sent again), since that read may be a
+//     stale echo; of the refusals, only one authenticated with completion
+//     code D5h ("not supported in present state") followed by a read of
+//     off is success, in both modes. IPMI cannot say
 //     whether the operating system honoured a soft shutdown: as with
 //     Redfish, the soft path relies on the reboot decision's timeout and
 //     fall back to hard (reboot.Config). Power up and power down set the
@@ -119,8 +146,8 @@
 //     accepted before (replay).
 //   - No command is sent that can power a host on unless On was asked,
 //     except a soft shutdown on a BMC that implements it as a press of the
-//     power button; it is sent only when a fresh read says the host is on
-//     (TogglesOff reports it).
+//     power button; it is sent only when a fresh read says the host is on,
+//     and never retransmitted without one (TogglesOff reports it).
 //   - A state that cannot be read is power.StateUnknown with an error,
 //     never a guess.
 //   - Every error of Connect and of a Controller is a *power.Error of a

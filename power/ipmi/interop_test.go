@@ -204,7 +204,10 @@ func TestIpmiSimSuites(t *testing.T) {
 		var err error
 		for deadline := time.Now().Add(10 * time.Second); ; {
 			c, err = ipmi.Connect(ctx, ipmi.Config{Host: "127.0.0.1", Port: port, Username: user, Password: pass,
-				CipherSuite: id, Timeout: 500 * time.Millisecond})
+				// A generous timeout: a retransmit's second answer counts as
+				// dropped, and under load (-race on busy cores) 500 ms was
+				// short enough to retransmit to an honest ipmi_sim.
+				CipherSuite: id, Timeout: 3 * time.Second})
 			if err == nil || power.Classify(err) != power.ClassBusy || time.Now().After(deadline) {
 				break
 			}

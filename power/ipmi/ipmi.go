@@ -52,7 +52,10 @@ type Config struct {
 	// PrivilegeAdministrator (for BMCs that demand it). Case-insensitive.
 	Privilege string
 	// Timeout is how long one UDP exchange waits for the answer (default
-	// 1 s), and Retries how often it is sent again (default 2).
+	// 1 s), and Retries how often it is sent again (default 2); a step
+	// waits (Retries+1)×Timeout in all. A soft shutdown, and a RAKP
+	// request after an answer that did not verify, are not sent again but
+	// waited for as long.
 	Timeout time.Duration
 	Retries int
 }
@@ -392,14 +395,15 @@ const (
 )
 
 // On powers the host on (Chassis Control power up), unless a fresh read
-// says it is on (also when the read fails).
+// says it is on (also when the read fails: power up never toggles).
 func (c *Controller) On(ctx context.Context) error {
 	return c.change(ctx, "on", power.StateOn, chassisPowerUp)
 }
 
-// Off powers the host off: hard is Chassis Control power down, soft is
-// soft shutdown (ACPI), each sent unless a fresh read says it is off (also
-// when the read fails: none of them toggles).
+// Off powers the host off: hard is Chassis Control power down, sent
+// whatever the state reads; soft is soft shutdown (ACPI), sent only when a
+// fresh read says the host is on (a read that fails is returned as the
+// error, and nothing is sent: some BMCs press the power button for it).
 func (c *Controller) Off(ctx context.Context, m power.Mode) error {
 	if m == power.ModeHard {
 		return c.change(ctx, power.OpName(m), power.StateOff, chassisPowerDown)
@@ -407,51 +411,108 @@ func (c *Controller) Off(ctx context.Context, m power.Mode) error {
 	return c.change(ctx, power.OpName(m), power.StateOff, chassisSoftShutdown)
 }
 
+// alreadyCodes are the completion codes a BMC gives a Chassis Control it
+// refuses because the chassis already is in the state asked: "not
+// supported in present state" (IPMI v2.0 table 5-2).
+var alreadyCodes = map[completionError]bool{0xd5: true}
+
 func (c *Controller) change(ctx context.Context, op string, want power.State, ctl uint8) error {
 	if err := c.lock(ctx, op); err != nil {
 		return err
 	}
 	defer c.unlock()
-	// Power up, power down and soft shutdown set the power, they never
-	// toggle it: sent also when the state cannot be read (CEh), so that a
-	// fence is not held up by a BMC that cannot tell (issue 24). A
-	// power-off is sent even when the state reads off: that read may be a
-	// stale echo of a host powered on a moment ago, and power down can
-	// power nothing on. A power-on is skipped when the state reads on, and
-	// so is a soft shutdown when it reads off: some BMCs implement soft
-	// shutdown as a press of the power button, which would power on a host
-	// that really is off (the reboot decision falls back to hard).
-	if want == power.StateOn || ctl == chassisSoftShutdown {
+	// Power up and power down set the power, they never toggle it: power
+	// up is sent also when the state cannot be read (CEh), and power down
+	// whatever the state reads, so that a fence is not held up by a BMC
+	// that cannot tell (issue 24); a read of off may be a stale echo of a
+	// host powered on a moment ago, and power down can power nothing on.
+	// A power-on is skipped when the state reads on. A soft shutdown is
+	// sent only when the state reads on: some BMCs implement it as a press
+	// of the power button, which would power on a host that really is off
+	// (the reboot decision falls back to hard), so neither a read of off
+	// nor a failed read lets it go out.
+	switch {
+	case want == power.StateOn:
 		if cur, err := c.readState(ctx); err == nil && cur == want {
+			return nil
+		}
+	case ctl == chassisSoftShutdown:
+		cur, err := c.readState(ctx)
+		if err != nil {
+			return c.unread(op, err)
+		}
+		if cur == want {
 			return nil
 		}
 	}
 	sent := false
+	// lost: the error of the last Chassis Control that went out and got
+	// no authenticated answer; offAfterLoss: a soft shutdown was not sent
+	// again because the read on the new session said off.
+	var lost error
+	offAfterLoss := false
+	// refused: the last Chassis Control was answered, authenticated, with
+	// this completion code (0: not refused, or not answered).
+	var refused completionError
 	err := c.do(ctx, op, func(s *session) error {
+		refused = 0
 		if sent && ctl == chassisSoftShutdown {
 			// The first soft shutdown may have been applied although its
 			// answer was lost, and the host may be off now: send it again
 			// only after a fresh read on the new session says on (some
-			// BMCs press the power button for it).
+			// BMCs press the power button for it). A read of off is no
+			// success either: it may be a stale echo of a host that runs,
+			// and no soft shutdown was confirmed.
 			on, err := chassisOn(ctx, s)
 			if err != nil {
 				return err
 			}
 			if !on {
+				offAfterLoss = true
 				return nil
 			}
 		}
 		sent = true
-		_, err := s.command(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
+		var err error
+		if ctl == chassisSoftShutdown {
+			// Sent once per session, never retransmitted blind: a lost
+			// answer is session trouble, and the resend above reads first.
+			_, err = s.commandOnce(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
+		} else {
+			_, err = s.command(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
+		}
+		if !errors.As(err, &refused) {
+			lost = err
+		}
 		return err
 	})
-	if err != nil && want == power.StateOff && power.Classify(err) != power.ClassFailed {
-		// Some BMCs refuse a power-off of a chassis that is off.
+	if err == nil && offAfterLoss {
+		return &power.Error{Op: op, Class: power.ClassBusy,
+			Message: "the answer to the soft shutdown was lost (" + c.redact(fmt.Sprint(lost)) + ") and the state then read off, which may be a stale echo of a host that runs: not taken as success; nothing more was sent (retry: Off reads the state again)"}
+	}
+	if err != nil && want == power.StateOff && alreadyCodes[refused] {
+		// Some BMCs refuse a power-off of a chassis that is off, with an
+		// authenticated completion code saying so: success if a fresh read
+		// agrees. Never after busy, no answer or a timeout: the read may be
+		// a stale echo of a host that runs (the caller retries and decides
+		// on reads over time).
 		if cur, rerr := c.readState(ctx); rerr == nil && cur == want {
 			return nil
 		}
 	}
 	return err
+}
+
+// unread is the error of a soft shutdown not sent because the state could
+// not be read: of the read's class (busy for most), with its status.
+func (c *Controller) unread(op string, err error) error {
+	var pe *power.Error
+	if !errors.As(err, &pe) {
+		return c.classify(op, err)
+	}
+	return &power.Error{Op: op, Class: pe.Class, Status: pe.Status,
+		Message: "no soft shutdown sent: the power state could not be read, and on some BMCs a soft shutdown presses the power button (retry, or power off hard)",
+		Err:     pe}
 }
 
 // Completion codes by class (IPMI v2.0 table 5-2).

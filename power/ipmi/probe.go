@@ -41,12 +41,21 @@ func probe(ctx context.Context, l *link, priv uint8) error {
 	return err
 }
 
+// Bounds on what is asked and kept of Get Channel Cipher Suites, whose
+// answers are not authenticated: a few requests (16 bytes of records
+// each, about three suites), a few distinct suite IDs.
+const (
+	maxSuiteRequests = 8
+	maxOffered       = 16
+)
+
 // listSuites asks the BMC for the cipher suites it offers for IPMI
 // payloads (Get Channel Cipher Suites, section 22.15), and returns their
-// IDs, or nil if it does not answer.
+// IDs, or nil if it does not answer: at most maxSuiteRequests requests
+// and maxOffered distinct IDs.
 func listSuites(ctx context.Context, l *link) []int {
 	var records []byte
-	for index := uint8(0); index < 0x40; index++ {
+	for index := uint8(0); index < maxSuiteRequests; index++ {
 		code, data, err := v15Call(ctx, l, netFnApp, cmdCipherList, index+1, []byte{channelSelf, 0x00, 0x80 | index})
 		if err != nil || code != 0 || len(data) < 1 {
 			break
@@ -59,19 +68,27 @@ func listSuites(ctx context.Context, l *link) []int {
 	return parseSuiteRecords(records)
 }
 
-// parseSuiteRecords returns the cipher suite IDs of Get Channel Cipher
-// Suites record data (table 22-18): C0h and the ID for a standard suite,
-// C1h, the ID and a 3-byte IANA number for an OEM one, each followed by
-// its algorithm bytes.
+// parseSuiteRecords returns the distinct cipher suite IDs (at most
+// maxOffered, in the order listed) of Get Channel Cipher Suites record
+// data (table 22-18): C0h and the ID for a standard suite, C1h, the ID
+// and a 3-byte IANA number for an OEM one, each followed by its algorithm
+// bytes.
 func parseSuiteRecords(b []byte) []int {
 	var ids []int
+	seen := map[int]bool{}
+	add := func(id int) {
+		if !seen[id] && len(ids) < maxOffered {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
 	for i := 0; i < len(b); {
 		switch {
 		case b[i] == 0xc0 && i+1 < len(b):
-			ids = append(ids, int(b[i+1]))
+			add(int(b[i+1]))
 			i += 2
 		case b[i] == 0xc1 && i+1 < len(b):
-			ids = append(ids, int(b[i+1]))
+			add(int(b[i+1]))
 			i += 5
 		default:
 			i++

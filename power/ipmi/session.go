@@ -41,31 +41,52 @@ func (l *link) close() { _ = l.conn.Close() }
 
 // roundTrip sends the datagram next returns, then hands every datagram
 // received to accept until accept returns true or an error; after each
-// Timeout without that it sends next's datagram again, Retries times.
-// accept returning (false, nil) drops the datagram. It returns how many
-// times a datagram went out. A done ctx ends the wait at once.
+// Timeout without that it calls next again, Retries times, and sends what
+// it returns; a nil datagram sends nothing and waits one more Timeout, so
+// the step's time is (Retries+1)×Timeout from the first send whatever
+// arrives. accept returning (false, nil) drops the datagram. It returns
+// how many datagrams went out. A done ctx ends the wait at once.
 func (l *link) roundTrip(ctx context.Context, step string, next func() ([]byte, error), accept func([]byte) (bool, error)) (int, error) {
-	stop := context.AfterFunc(ctx, func() { _ = l.conn.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
-	dropped := l.dropped
+	// A done ctx ends the wait at once; the deadline it sets must land
+	// before roundTrip returns, never under the next exchange's read.
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		_ = l.conn.SetReadDeadline(time.Unix(1, 0))
+	})
+	defer func() {
+		if !stop() {
+			<-fired
+		}
+	}()
+	dropped, sent := l.dropped, 0
+	var end time.Time // the end of the try under way
 	for try := 0; try <= l.retries; try++ {
 		if err := ctx.Err(); err != nil {
-			return try, fmt.Errorf("%s: %w", step, err)
+			return sent, fmt.Errorf("%s: %w", step, err)
 		}
 		p, err := next()
 		if err != nil {
-			return try, err
+			return sent, err
 		}
-		if _, err := l.conn.Write(p); err != nil {
-			return try, fmt.Errorf("%s: %w", step, err)
+		if p != nil {
+			if _, err := l.conn.Write(p); err != nil {
+				return sent, fmt.Errorf("%s: %w", step, err)
+			}
+			l.sent++
+			sent++
+			end = time.Now().Add(l.timeout)
+		} else {
+			// Nothing sent: the wait goes on one Timeout from the end
+			// of the last try, not from now.
+			end = end.Add(l.timeout)
 		}
-		l.sent++
-		deadline := time.Now().Add(l.timeout)
+		deadline := end
 		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 			deadline = d
 		}
 		if err := l.conn.SetReadDeadline(deadline); err != nil {
-			return try + 1, err
+			return sent, err
 		}
 		if ctx.Err() != nil { // the AfterFunc ran before this deadline was set
 			_ = l.conn.SetReadDeadline(time.Unix(1, 0))
@@ -80,7 +101,7 @@ func (l *link) roundTrip(ctx context.Context, step string, next func() ([]byte, 
 				// ICMP port unreachable and the like: wait out the
 				// timeout as for a lost answer.
 				if errors.Is(err, net.ErrClosed) {
-					return try + 1, fmt.Errorf("%s: %w", step, err)
+					return sent, fmt.Errorf("%s: %w", step, err)
 				}
 				if time.Now().Before(deadline) {
 					continue
@@ -89,20 +110,20 @@ func (l *link) roundTrip(ctx context.Context, step string, next func() ([]byte, 
 			}
 			ok, err := accept(l.buf[:n])
 			if err != nil {
-				return try + 1, err
+				return sent, err
 			}
 			if ok {
-				return try + 1, nil
+				return sent, nil
 			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return l.retries + 1, fmt.Errorf("%s: %w", step, err)
+		return sent, fmt.Errorf("%s: %w", step, err)
 	}
 	if l.dropped > dropped {
-		return l.retries + 1, fmt.Errorf("%s: %w after %d tries (%d datagrams refused, the last: %v)", step, errNoAnswer, l.retries+1, l.dropped-dropped, l.lastDrop)
+		return sent, fmt.Errorf("%s: %w after %d tries, %d sent (%d datagrams refused, the last: %v)", step, errNoAnswer, l.retries+1, sent, l.dropped-dropped, l.lastDrop)
 	}
-	return l.retries + 1, fmt.Errorf("%s: %w after %d tries", step, errNoAnswer, l.retries+1)
+	return sent, fmt.Errorf("%s: %w after %d tries, %d sent", step, errNoAnswer, l.retries+1, sent)
 }
 
 // drop counts a refused datagram.
@@ -133,12 +154,33 @@ func (e completionError) Error() string {
 // matches the request is taken. A retransmit carries the same request
 // (the same IPMI sequence number) in a new packet.
 func (s *session) command(ctx context.Context, netFn, cmd uint8, data []byte) ([]byte, error) {
+	return s.exchange(ctx, netFn, cmd, data, true)
+}
+
+// commandOnce is command without a retransmit: the request goes out once
+// and its answer is waited for as long as command's tries take. For a
+// request that must not be applied twice (a soft shutdown may be a press
+// of the power button): a lost answer is an error, and the caller reads
+// the state before it sends again.
+func (s *session) commandOnce(ctx context.Context, netFn, cmd uint8, data []byte) ([]byte, error) {
+	return s.exchange(ctx, netFn, cmd, data, false)
+}
+
+func (s *session) exchange(ctx context.Context, netFn, cmd uint8, data []byte, resend bool) ([]byte, error) {
 	s.rqSeq = (s.rqSeq + 1) & 0x3f
 	rq := s.rqSeq
 	msg := ipmiRequest(netFn, cmd, rq, data)
 	var out []byte
 	var code uint8
-	_, err := s.roundTrip(ctx, fmt.Sprintf("command %#02x/%#02x", netFn, cmd), func() ([]byte, error) { return s.seal(msg) },
+	sent := false
+	next := func() ([]byte, error) {
+		if sent && !resend {
+			return nil, nil
+		}
+		sent = true
+		return s.seal(msg)
+	}
+	_, err := s.roundTrip(ctx, fmt.Sprintf("command %#02x/%#02x", netFn, cmd), next,
 		func(p []byte) (bool, error) {
 			m, err := s.open(p)
 			if err != nil {
@@ -295,7 +337,8 @@ func (su *setup) open(ctx context.Context) (*session, error) {
 	var rc, guid [16]byte
 	key := kuid(su.cfg.Password)
 	authLen := st.hash().Size()
-	n, err = l.roundTrip(ctx, "RAKP 1", func() ([]byte, error) { return rakp1, nil }, func(p []byte) (bool, error) {
+	var v2 pending
+	n, err = l.roundTrip(ctx, "RAKP 1", v2.resend(rakp1), func(p []byte) (bool, error) {
 		body, err := sessionlessPayload(p, ptRAKP2)
 		if err != nil || len(body) < 8 || body[0] != rakp1Tag || binary.LittleEndian.Uint32(body[4:]) != consoleID {
 			// A late answer to Open Session (a retransmit's), or noise.
@@ -303,26 +346,26 @@ func (su *setup) open(ctx context.Context) (*session, error) {
 			return false, nil
 		}
 		if body[1] != 0 {
-			return false, &RefusedError{Step: "RAKP 1", Status: body[1], Suite: st.id}
+			return v2.note(l, &RefusedError{Step: "RAKP 1", Status: body[1], Suite: st.id})
 		}
 		// RAKP 2 (table 13-12): tag, status, reserved, the console's
 		// session ID, the BMC's random, its GUID, and the key exchange
 		// authentication code over both IDs, both randoms, the GUID,
 		// the role and the user name.
 		if len(body) < 40+authLen {
-			return false, &ProtocolError{Step: "RAKP 1", Reason: fmt.Sprintf("RAKP 2 truncated, %d bytes", len(body))}
+			return v2.note(l, &ProtocolError{Step: "RAKP 1", Reason: fmt.Sprintf("RAKP 2 truncated, %d bytes", len(body))})
 		}
 		copy(rc[:], body[8:24])
 		copy(guid[:], body[24:40])
 		want := hmacOf(st, key, le32(consoleID), le32(bmcID), rm[:], rc[:], guid[:], []byte{role, uint8(len(name))}, name)
 		if !hmac.Equal(want, body[40:40+authLen]) {
-			return false, errRAKP2
+			return v2.note(l, errRAKP2)
 		}
 		return true, nil
 	})
 	su.resent = su.resent || n > 1
 	if err != nil {
-		return nil, err
+		return nil, v2.end(err)
 	}
 
 	// The keys (sections 13.31 and 13.32): SIK over both randoms, the
@@ -340,32 +383,39 @@ func (su *setup) open(ctx context.Context) (*session, error) {
 	r3 = append(r3, hmacOf(st, key, rc[:], le32(consoleID), []byte{role, uint8(len(name))}, name)...)
 	rakp3 := sessionless(ptRAKP3, r3)
 	su.step = "RAKP 3"
-	n, err = l.roundTrip(ctx, "RAKP 3", func() ([]byte, error) { return rakp3, nil }, func(p []byte) (bool, error) {
+	var v4 pending
+	n, err = l.roundTrip(ctx, "RAKP 3", v4.resend(rakp3), func(p []byte) (bool, error) {
 		body, err := sessionlessPayload(p, ptRAKP4)
 		if err != nil || len(body) < 8 || body[0] != rakp3Tag || binary.LittleEndian.Uint32(body[4:]) != consoleID {
 			l.drop(fmt.Errorf("not the RAKP 4 of this setup: %v", err))
 			return false, nil
 		}
 		if body[1] != 0 {
-			return false, &RefusedError{Step: "RAKP 3", Status: body[1], Suite: st.id}
+			return v4.note(l, &RefusedError{Step: "RAKP 3", Status: body[1], Suite: st.id})
 		}
 		// RAKP 4 (table 13-14): the integrity check value over the
 		// console's random, the BMC's session ID and its GUID, with SIK.
 		if len(body) < 8+st.icvLen {
-			return false, &ProtocolError{Step: "RAKP 3", Reason: fmt.Sprintf("RAKP 4 truncated, %d bytes", len(body))}
+			return v4.note(l, &ProtocolError{Step: "RAKP 3", Reason: fmt.Sprintf("RAKP 4 truncated, %d bytes", len(body))})
 		}
 		want := hmacOf(st, sik, rm[:], le32(bmcID), guid[:])[:st.icvLen]
 		if !hmac.Equal(want, body[8:8+st.icvLen]) {
-			return false, errRAKP4
+			return v4.note(l, errRAKP4)
 		}
 		return true, nil
 	})
 	su.resent = su.resent || n > 1
+	s := &session{link: l, keys: keys{st: st, consoleID: consoleID, bmcID: bmcID, k1: k1, aesKey: k2[:16], random: randRead}}
 	if err != nil {
-		return nil, err
+		if n > 0 {
+			// RAKP 3 went out: the BMC may hold the session active (its
+			// RAKP 4 lost, or forged over): the caller ends it with Close
+			// Session, which the BMC takes only if it has these keys.
+			return s, v4.end(err)
+		}
+		return nil, v4.end(err)
 	}
 
-	s := &session{link: l, keys: keys{st: st, consoleID: consoleID, bmcID: bmcID, k1: k1, aesKey: k2[:16], random: randRead}}
 	// The session starts at the user privilege: raise it (section 22.18).
 	su.step = "privilege"
 	if _, err := s.command(ctx, netFnApp, cmdSetPriv, []byte{priv}); err != nil {
@@ -376,6 +426,66 @@ func (su *setup) open(ctx context.Context) (*session, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// pending is the verdict of a RAKP step on the datagrams that claimed to
+// be its answer (the setup's tag and console session ID) and did not
+// verify: a bad authentication code, a refusal status, a truncated
+// message. Anyone on the network can send those, so each is dropped and
+// counted like an in-session forgery, and the step waits on, without
+// sending its request again, to the end of its time ((Retries+1)×Timeout
+// from the first send, however many such answers come) for one that
+// verifies; only then is the verdict the step's error. The request is not
+// sent again after such an answer: a BMC answers a wrong password again,
+// and counts each against its lockout.
+type pending struct{ err error }
+
+// rank orders verdicts: a message that does not verify with the password
+// or the session key (status 0: the BMC's own answer to a wrong password
+// looks like that, and only a BMC that has the account answers so) says
+// more than a refusal status, which anyone can send, and that more than a
+// malformed message.
+func rank(err error) int {
+	var pe *ProtocolError
+	var re *RefusedError
+	switch {
+	case errors.As(err, &pe):
+		return 1
+	case errors.As(err, &re):
+		return 2
+	default: // errRAKP2, errRAKP4
+		return 3
+	}
+}
+
+// note drops the datagram that failed with err and keeps err as the
+// verdict when it ranks above the one kept (the first of a rank).
+func (v *pending) note(l *link, err error) (bool, error) {
+	l.drop(err)
+	if v.err == nil || rank(err) > rank(v.err) {
+		v.err = err
+	}
+	return false, nil
+}
+
+// resend is the step's next datagram: p, until an answer failed; then
+// nothing (the wait goes on).
+func (v *pending) resend(p []byte) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		if v.err != nil {
+			return nil, nil
+		}
+		return p, nil
+	}
+}
+
+// end is the step's error: the verdict when the wait ran out (every try,
+// or the caller's deadline) after an answer that failed.
+func (v *pending) end(err error) error {
+	if v.err != nil && (errors.Is(err, errNoAnswer) || errors.Is(err, context.DeadlineExceeded)) {
+		return v.err
+	}
+	return err
 }
 
 func randRead(b []byte) error { _, err := rand.Read(b); return err }

@@ -12,6 +12,7 @@ import (
 	"github.com/bougou/go-ipmi/pkg/bmc"
 	"github.com/bougou/go-ipmi/pkg/clock"
 	"github.com/bougou/go-ipmi/pkg/hal"
+	"github.com/bougou/go-ipmi/pkg/handlers"
 	"github.com/bougou/go-ipmi/pkg/server"
 	"github.com/bougou/go-ipmi/pkg/transport/udp"
 	"github.com/bougou/go-ipmi/pkg/types"
@@ -58,7 +59,10 @@ type Config struct {
 // failed as Unspecified Error (FFh).
 //
 // It runs until Close. Restart simulates a BMC reset: every session is
-// lost, the host's power is untouched. Not for production.
+// lost, the host's power is untouched. App Cold Reset and Warm Reset
+// (ipmitool mc reset) are answered and leave the host's power and the
+// sessions alone (use Restart for a reset that loses them). Not for
+// production.
 type BMC struct {
 	Power *fake.Power
 	cfg   Config
@@ -66,6 +70,7 @@ type BMC struct {
 	mu       sync.Mutex
 	addr     string
 	srv      *server.Server
+	sessions *bmc.SessionStore
 	cancel   context.CancelFunc
 	done     chan struct{}
 	fail     map[string]ipmiFail
@@ -101,6 +106,16 @@ func (b *BMC) Packets() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.packets
+}
+
+// Sessions returns how many RMCP+ sessions the BMC holds now, set up or
+// being set up: each takes one of its few slots until Close Session or
+// the session timeout.
+func (b *BMC) Sessions() int {
+	b.mu.Lock()
+	st := b.sessions
+	b.mu.Unlock()
+	return st.Count()
 }
 
 // Logins returns how many logins (RMCP+ Open Session Requests, failed
@@ -171,7 +186,8 @@ func (b *BMC) start(addr string) error {
 	if err != nil {
 		return fmt.Errorf("ipmitest: ipmi listen: %w", err)
 	}
-	srv := server.NewServer(bm, countingConn{conn, b}, server.WithCipherSuites(suites), server.WithV15Disabled())
+	srv := server.NewServer(bm, countingConn{conn, b}, server.WithCipherSuites(suites), server.WithV15Disabled(),
+		server.WithHandlerRegistry(registry()))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -179,9 +195,29 @@ func (b *BMC) start(addr string) error {
 		_ = srv.Serve(ctx)
 	}()
 	b.mu.Lock()
-	b.addr, b.srv, b.cancel, b.done = conn.LocalAddr().String(), srv, cancel, done
+	b.addr, b.srv, b.cancel, b.done, b.sessions = conn.LocalAddr().String(), srv, cancel, done, bm.Sessions
 	b.mu.Unlock()
 	return nil
+}
+
+// registry is go-ipmi's standard handlers, with App Cold Reset and Warm
+// Reset (IPMI v2.0 sections 20.2 and 20.3: reset the BMC, not the host)
+// of our own: go-ipmi's call the chassis HAL's ColdReset and WarmReset,
+// which are also its Chassis Control hard reset and soft shutdown, so they
+// would power-cycle or soft-power-off the host.
+func registry() *handlers.Registry {
+	r := handlers.NewRegistry()
+	handlers.RegisterAllHandlers(r)
+	r.RegisterFunc(types.CommandColdReset, func(_ context.Context, hctx *handlers.HandlerContext, _ []byte) ([]byte, types.CompletionCode, error) {
+		// A cold reset aborts a SOL parameter set in progress (table
+		// 26-3), as go-ipmi's handler does; the host's power is left alone.
+		hctx.BMC.SOL.Config().ResetVolatile()
+		return nil, types.CodeOK, nil
+	})
+	r.RegisterFunc(types.CommandWarmReset, func(context.Context, *handlers.HandlerContext, []byte) ([]byte, types.CompletionCode, error) {
+		return nil, types.CodeOK, nil
+	})
+	return r
 }
 
 // Addr returns the BMC's host:port.

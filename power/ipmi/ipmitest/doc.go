@@ -9,7 +9,9 @@
 // Chassis Control power up, power down and soft shutdown are the Power's
 // On, hard Off and soft Off. Faults come back as completion codes, and
 // FailNext injects any code for the next command. Restart drops every
-// session (a BMC reset); the host's power is untouched. The BMC counts UDP
+// session (a BMC reset); the host's power is untouched. App Cold Reset and
+// Warm Reset (ipmitool mc reset) leave the host's power alone too (they
+// reset the BMC, not the host). The BMC counts UDP
 // requests and logins (RMCP+ Open Session Requests) and records the
 // chassis commands it received.
 //

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/rebootkit/rebootkit/inventory"
+)
+
+// metaAbandoned is the key, in the plan store's meta bucket, of the
+// servers operators gave up on (plan abandon): the executor applies them
+// at its next pass.
+const metaAbandoned = "abandoned"
+
+// abandonRecord is one operator's abandon of a server in a plan.
+type abandonRecord struct {
+	Plan string    `json:"plan"`
+	At   time.Time `json:"at"`
+	By   string    `json:"by,omitempty"`
+}
+
+// readAbandoned returns the abandons recorded in the store (server UUID
+// to record).
+func readAbandoned(raw []byte) map[string]abandonRecord {
+	out := map[string]abandonRecord{}
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &out)
+	}
+	return out
+}
+
+// abandonWhy is what the fleet records and shows for an abandon.
+func (a abandonRecord) why() string {
+	why := "plan abandon at " + a.At.UTC().Format(time.RFC3339)
+	if a.By != "" {
+		why += " by " + a.By
+	}
+	return why
+}
+
+// abandon is "rebootctl plan abandon PLAN SERVER": the operator gives up
+// on one server of a plan. The executor never powers it on or off again,
+// ends its job (undrained, failed) and reports its last known state.
+func (e *env) abandon(args []string) int {
+	fs := flag.NewFlagSet("rebootctl plan abandon", flag.ContinueOnError)
+	commonFlags(fs, e)
+	rest, code, ok := e.parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(rest) != 2 {
+		fmt.Fprintln(e.errw, "rebootctl plan abandon: give a plan UUID and a server (hostname or UUID)")
+		return exitUsage
+	}
+	inv, err := inventory.Load(e.inventory)
+	if err != nil {
+		return e.fail(err)
+	}
+	s, ok := inv.Server(rest[1])
+	if !ok {
+		return e.fail(fmt.Errorf("plan abandon: no server %s in the inventory %s", rest[1], e.inventory))
+	}
+	st, err := e.openStore()
+	if err != nil {
+		return e.fail(err)
+	}
+	defer st.Close()
+	p, err := st.Get(e.ctx, rest[0])
+	if err != nil {
+		return e.fail(fmt.Errorf("plan abandon: %s", explain(err, rest[0])))
+	}
+	found := false
+	for _, r := range p.Reboots {
+		found = found || r.ServerUUID == s.UUID
+	}
+	if !found {
+		return e.fail(fmt.Errorf("plan abandon: plan %s does not reboot %s", p.UUID, s.Hostname))
+	}
+	raw, err := st.GetMeta(e.ctx, metaAbandoned)
+	if err != nil {
+		return e.fail(err)
+	}
+	all := readAbandoned(raw)
+	if prev, ok := all[s.UUID]; ok && prev.Plan == p.UUID {
+		fmt.Fprintf(e.out, "%s was already abandoned in plan %s (%s)\n", s.Hostname, p.UUID, prev.why())
+		return exitOK
+	}
+	all[s.UUID] = abandonRecord{Plan: p.UUID, At: time.Now().UTC(), By: os.Getenv("USER")}
+	out, err := json.Marshal(all)
+	if err != nil {
+		return e.fail(err)
+	}
+	if err := st.PutMeta(e.ctx, metaAbandoned, out); err != nil {
+		return e.fail(err)
+	}
+	fmt.Fprintf(e.out, "abandoned %s in plan %s: from its next pass the executor never powers it on or off again and ends its job (undrained, failed)\n", s.Hostname, p.UUID)
+	notes := serverNotes(e.readExecutor(st), s.UUID, time.Now())
+	if len(notes) == 0 {
+		notes = []string{"power: not known to the executor (no power cycle of it in progress)"}
+	}
+	fmt.Fprintf(e.out, "its last known state:\n")
+	for _, n := range notes {
+		fmt.Fprintf(e.out, "  %s\n", clean(n))
+	}
+	return exitOK
+}
+
+// applyAbandoned gives the fleet the abandons recorded in the store.
+func applyAbandoned(fleet *inventory.Fleet, raw []byte) error {
+	for server, a := range readAbandoned(raw) {
+		if err := fleet.Abandon(server, a.Plan, a.why()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

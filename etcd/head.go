@@ -1,0 +1,70 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+var _ plan.HeadStore = (*Store)(nil)
+
+// GetHead implements plan.HeadStore: the plan's header key alone, one
+// read whatever the plan's size.
+func (s *Store) GetHead(ctx context.Context, uuid string) (plan.View, error) {
+	h, version, _, err := s.readHeader(ctx, uuid)
+	if err != nil {
+		return plan.View{}, err
+	}
+	s.cache.mu.Lock()
+	s.cache.heads[uuid] = headRead{rev: version, h: h}
+	s.cache.mu.Unlock()
+	p := h.Plan
+	p.Reboots = nil
+	p.Version = strconv.FormatInt(version, 10)
+	return plan.View{Plan: p, Index: h.Index, Pos: []int{}}, nil
+}
+
+// PutHead implements plan.HeadStore: the header rewritten with hv's plan
+// (its index, pages and overlays as stored), in one transaction that
+// compares the header's revision (and the guard). An executor's pass
+// written since loses nothing: the operator's write makes the pass's
+// compare-and-swap fail, and the pass decides again from a fresh read.
+func (s *Store) PutHead(ctx context.Context, hv plan.View) error {
+	if len(hv.Reboots) != 0 {
+		return fmt.Errorf("plan %s: PutHead writes the header only, not %d reboots", hv.UUID, len(hv.Reboots))
+	}
+	if err := hv.Plan.Validate(); err != nil {
+		return err
+	}
+	rev, err := strconv.ParseInt(hv.Version, 10, 64)
+	if err != nil {
+		return fmt.Errorf("plan %s: version %q: %w", hv.UUID, hv.Version, plan.ErrConflict)
+	}
+	// After a GetHead of this version, the header it read is the one
+	// stored at that version (the write compares it): one round trip.
+	s.cache.mu.Lock()
+	hr, ok := s.cache.heads[hv.UUID]
+	delete(s.cache.heads, hv.UUID)
+	s.cache.mu.Unlock()
+	old := hr.h
+	if !ok || hr.rev != rev {
+		var version int64
+		if old, version, _, err = s.readHeader(ctx, hv.UUID); err != nil {
+			return fmt.Errorf("plan: refusing to overwrite: %w", err)
+		}
+		if version != rev {
+			return s.refused(ctx, hv.UUID, fmt.Errorf("plan %s: %w", hv.UUID, plan.ErrConflict))
+		}
+	}
+	nh := old
+	nh.Plan = hv.Plan
+	return s.write(ctx, hv.UUID, rev, old, nh, nil)
+}
+
+// headRead is a header as GetHead read it at version rev.
+type headRead struct {
+	rev int64
+	h   header
+}

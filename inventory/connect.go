@@ -1,0 +1,82 @@
+package inventory
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/ipmi"
+	"github.com/rebootkit/rebootkit/power/redfish"
+)
+
+// controller returns server uuid's power controller from the fleet's
+// power.Pool (one cached connection per server, closed when idle, every
+// call bounded, back-off per BMC after failures: hardest after a refused
+// password).
+func (f *Fleet) controller(uuid string) (power.Controller, error) {
+	s, ok := f.inv.Server(uuid)
+	if !ok {
+		return nil, fmt.Errorf("inventory: no server %s", uuid)
+	}
+	b := f.inv.BMCOf(s)
+	addr := b.Redfish
+	if b.IPMI != "" {
+		addr = "ipmi://" + b.IPMI
+	}
+	// No secret in the config: the password's source, not the password.
+	cfg := fmt.Sprintf("%s user=%s env=%s file=%s ca=%s insecure=%v basic=%v cipher=%d",
+		addr, b.Username, b.PasswordEnv, b.PasswordFile, b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite)
+	return f.pool.Controller(uuid, power.Target{BMC: addr, Config: cfg, Connect: func(ctx context.Context) (power.Controller, error) {
+		var c power.Controller
+		var err error
+		if f.opts.Controller != nil {
+			c, err = f.opts.Controller(ctx, s)
+		} else {
+			c, err = Connect(ctx, b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("server %s: connect: %w", s.Hostname, err)
+		}
+		return c, nil
+	}}), nil
+}
+
+// Connect opens the power controller of a BMC (Redfish or IPMI).
+func Connect(ctx context.Context, b BMC) (power.Controller, error) {
+	pass, err := b.Password()
+	if err != nil {
+		return nil, err
+	}
+	if b.IPMI != "" {
+		host, port, err := splitHostPort(b.IPMI, 623)
+		if err != nil {
+			return nil, err
+		}
+		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite,
+			Privilege: b.Privilege})
+	}
+	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure,
+		SystemID: b.System}
+	if b.CAFile != "" {
+		pem, err := os.ReadFile(b.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("inventory: ca_file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("inventory: ca_file %s holds no certificate", b.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	c, err := redfish.Connect(ctx, cfg)
+	if errors.Is(err, redfish.ErrNoSessionService) {
+		return nil, &hintError{msg: "the BMC at " + b.Redfish + " has no Redfish session service (sushy-tools has none): set basic_auth: true in its bmc section of the inventory", err: err}
+	}
+	return c, err
+}

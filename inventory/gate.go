@@ -1,0 +1,254 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rebootkit/rebootkit/internal/termsafe"
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// power is the Reconciler's power controller for a server: its BMC's,
+// behind the fleet's gate.
+func (f *Fleet) power(server string) (power.Controller, error) {
+	c, err := f.controller(server)
+	if err != nil {
+		return nil, err
+	}
+	return &gated{f: f, server: server, inner: c}, nil
+}
+
+// gated is a server's power controller as the fleet lets the reboot
+// package use it: every call bounded by CallTimeout and its errors
+// recorded; a power-off sent only while the server's live job may power
+// it off (not cancelled, its plan still runs it), with OffMaybe recorded
+// before it is sent.
+type gated struct {
+	f      *Fleet
+	server string
+	inner  power.Controller
+}
+
+func (g *gated) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, g.f.opts.CallTimeout)
+}
+
+func (g *gated) State(ctx context.Context) (power.State, error) {
+	if g.f.isDead() {
+		return power.StateUnknown, errKilled
+	}
+	ctx, cancel := g.bounded(ctx)
+	defer cancel()
+	at := g.f.mono()
+	st, err := g.inner.State(ctx)
+	if err != nil {
+		st = power.StateUnknown
+	}
+	g.f.mu.Lock()
+	g.f.reads[g.server] = reading{state: st, at: at}
+	g.f.mu.Unlock()
+	g.f.noteCall(g.server, "state", err)
+	return st, err
+}
+
+func (g *gated) On(ctx context.Context) error {
+	if g.f.crashAt("power on " + g.server) {
+		return errKilled
+	}
+	if h, err := g.f.hosts.load(g.server); err != nil || h.Abandoned != "" {
+		return &power.Error{Op: "on", Class: power.ClassBusy, Message: "held: abandoned by the operator, or the fleet state is unreadable"}
+	}
+	ctx, cancel := g.bounded(ctx)
+	defer cancel()
+	g.f.noteCommand(g.server)
+	err := g.inner.On(ctx)
+	if g.f.crashAt("powered on " + g.server) {
+		return errKilled
+	}
+	g.f.noteCall(g.server, "on", err)
+	return err
+}
+
+func (g *gated) Off(ctx context.Context, m power.Mode) error {
+	if g.f.isDead() {
+		return errKilled
+	}
+	h, err := g.f.hosts.load(g.server)
+	if err != nil {
+		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "fleet state unreadable: " + err.Error()}
+	}
+	if h.Abandoned != "" {
+		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: abandoned by the operator (" + h.Abandoned + ")"}
+	}
+	// Before anything else, whatever was recorded: the executor's own
+	// server (or one that may be it) is never powered off through its
+	// BMC, not even to complete a power cycle that began before the
+	// executor knew it ran there.
+	if why := g.f.selfWhy(g.server); why != "" {
+		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: " + why}
+	}
+	was := h.OffMaybe
+	if !was {
+		if why := g.f.mayPowerOff(ctx, g.server, h); why != "" {
+			return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: " + why}
+		}
+		if _, err := g.f.hosts.modify(g.server, func(r *hostRecord) error {
+			if r.Version != h.Version {
+				return fmt.Errorf("inventory: host %s changed meanwhile", g.server)
+			}
+			r.OffMaybe = true
+			return nil
+		}); err != nil {
+			return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: err.Error()}
+		}
+		if g.f.crashAt("power off intent " + g.server) {
+			return errKilled
+		}
+	}
+	ctx, cancel := g.bounded(ctx)
+	defer cancel()
+	g.f.noteCommand(g.server)
+	if g.f.crashAt("power off " + g.server) {
+		return errKilled
+	}
+	err = g.inner.Off(ctx, m)
+	if g.f.crashAt("powered off " + g.server) {
+		return errKilled // the answer is lost: the power-off may have been accepted
+	}
+	if err != nil && !was && notApplied(err) {
+		_, _ = g.f.hosts.modify(g.server, func(r *hostRecord) error {
+			r.OffMaybe = false // refused: nothing was powered off
+			return nil
+		})
+	}
+	g.f.noteCall(g.server, power.OpName(m), err)
+	return err
+}
+
+// mayPowerOff says why the server must not be powered off now ("" if it
+// may): only its live job, not cancelled, in its reboot step, whose plan
+// still runs it, and never the executor's own server.
+func (f *Fleet) mayPowerOff(ctx context.Context, server string, h hostRecord) string {
+	f.mu.Lock()
+	id, live := f.liveJob[server]
+	selfJob := f.liveJob[f.opts.Self]
+	f.mu.Unlock()
+	if f.opts.Self != "" && selfJob != "" {
+		// Self last, alone: while this executor's server reboots
+		// through its OS, nothing else is powered off.
+		if sj, ok, err := f.job(selfJob); err != nil || ok && sj.State == JobSelfReboot {
+			return "this executor's own server is rebooting"
+		}
+	}
+	if !live || id != h.Job {
+		return "no live job of this fleet asked for it"
+	}
+	j, ok, err := f.job(id)
+	switch {
+	case err != nil || !ok:
+		return "its job cannot be read"
+	case j.Cancel:
+		return "its job was cancelled (" + j.CancelReason + ")"
+	case j.State != JobRebooting:
+		return "its job is " + j.State
+	}
+	if f.opts.PlanCheck != nil {
+		ok, why, err := f.opts.PlanCheck(ctx, j.Plan, j.UUID)
+		if err != nil {
+			return "its plan cannot be read: " + err.Error()
+		}
+		if !ok {
+			_ = f.cancelJob(j.UUID, why)
+			return why
+		}
+	}
+	return ""
+}
+
+func (f *Fleet) noteCommand(server string) {
+	m := f.mono()
+	f.mu.Lock()
+	f.lastCmd[server] = m
+	f.mu.Unlock()
+}
+
+// noteCall records a BMC call's outcome: an error as the server's last
+// BMC error (written when it changes, or a minute after the last write),
+// logged at Warn at most once a minute per server and class, and counted.
+func (f *Fleet) noteCall(server, op string, err error) {
+	if errors.Is(err, errKilled) {
+		return
+	}
+	var pe *power.Error
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Message, "held: ") {
+		return // the fleet's own gate, not the BMC
+	}
+	now, m := f.now(), f.mono()
+	f.mu.Lock()
+	prev, had := f.lastErr[server]
+	f.mu.Unlock()
+	if err == nil {
+		if had && !prev.Cleared {
+			prev.Cleared = true
+			f.mu.Lock()
+			f.lastErr[server] = prev
+			f.mu.Unlock()
+			_, _ = f.hosts.modify(server, func(h *hostRecord) error {
+				if h.LastError.Cleared || h.LastError.Message == "" {
+					return errSkip
+				}
+				h.LastError.Cleared = true
+				return nil
+			})
+		}
+		return
+	}
+	class := ClassifyBMC(err)
+	if f.opts.OnBMCError != nil {
+		f.opts.OnBMCError(class)
+	}
+	msg := termsafe.Clean(err.Error()) // the BMC's words: never a control character
+	if len(msg) > 300 {
+		msg = msg[:300] + "..."
+	}
+	if !had || prev.Cleared || prev.Class != class || prev.Message != msg || now.Sub(prev.At) >= time.Minute || now.Before(prev.At) {
+		h, herr := f.hosts.modify(server, func(h *hostRecord) error {
+			h.LastError = BMCError{Class: class, Op: op, Message: msg, At: now, Job: h.Job}
+			return nil
+		})
+		if herr == nil {
+			f.mu.Lock()
+			f.lastErr[server] = h.LastError
+			f.mu.Unlock()
+		}
+	}
+	key := server + "\x00" + class
+	f.mu.Lock()
+	at, logged := f.logged[key]
+	due := !logged || m-at >= time.Minute
+	if due {
+		f.logged[key] = m
+	}
+	f.mu.Unlock()
+	if due {
+		s, _ := f.inv.Server(server)
+		f.warnf("BMC error", "server", s.Hostname, "class", class, "op", op, "problem", ClassText(class), "error", msg)
+	}
+}
+
+// selfWhy says why server must be treated as the executor's own ("" if
+// not): it is Options.Self, or one of Options.MaybeSelf.
+func (f *Fleet) selfWhy(server string) string {
+	if server == f.opts.Self {
+		return "this executor runs on this server"
+	}
+	for _, m := range f.opts.MaybeSelf {
+		if m == server {
+			return "this server may be the machine this executor runs on"
+		}
+	}
+	return ""
+}

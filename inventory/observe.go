@@ -1,0 +1,355 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// powerBusy: job states in which the server may be off because of the job.
+func powerBusy(state string) bool {
+	switch state {
+	case JobRequesting, JobRebooting, JobWithdrawing, JobSelfReboot:
+		return true
+	}
+	return false
+}
+
+// Observe implements plan.Fleet: the plan's servers (down while their
+// health check fails, a job may power them off, or a power cycle of the
+// fleet has not settled), and the jobs. It never waits for a health check
+// or a BMC: checks run in the background and their last results count (a
+// server never checked counts as down).
+func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, error) {
+	obs := plan.Observations{Servers: map[string]plan.ServerObs{}, Jobs: map[string]plan.JobObs{}, HeadnodeServicesUp: true, ShardHealthy: true}
+	busy := map[string]JobRecord{}
+	hosts := map[string]hostRecord{}
+	err := f.db.View(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketHosts).ForEach(func(k, v []byte) error {
+			var h hostRecord
+			if err := json.Unmarshal(v, &h); err != nil {
+				return fmt.Errorf("inventory: host %s: %w", k, err)
+			}
+			hosts[string(k)] = h
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
+			var j JobRecord
+			if err := json.Unmarshal(v, &j); err != nil {
+				return fmt.Errorf("inventory: job %s: %w", k, err)
+			}
+			if !j.Over() {
+				busy[j.Server] = j
+			}
+			o := jobObs(j, hosts[j.Server])
+			obs.Jobs[j.UUID] = o
+			return nil
+		})
+	})
+	if err != nil {
+		return plan.Observations{}, err
+	}
+	var servers []Server
+	for _, r := range p.Reboots {
+		if s, ok := f.inv.Server(r.ServerUUID); ok {
+			servers = append(servers, s)
+		}
+	}
+	head, hasHead := f.headnode()
+	if hasHead {
+		servers = append(servers, head)
+	}
+	healthy := f.healthOf(ctx, servers)
+	for _, r := range p.Reboots {
+		s, ok := f.inv.Server(r.ServerUUID)
+		if !ok {
+			continue // not in the inventory: unknown, counts as offline
+		}
+		j, isBusy := busy[s.UUID]
+		h := hosts[s.UUID]
+		// An abandoned server is the operator's: it never counts against
+		// the concurrency (the executor will not touch it again).
+		down := h.Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, h))
+		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
+	}
+	if hasHead {
+		_, isBusy := busy[head.UUID]
+		obs.HeadnodeServicesUp = healthy[head.UUID] && !isBusy
+	}
+	obs.Conditions = f.conditions(ctx, p)
+	return obs, nil
+}
+
+// headnode is the inventory's headnode (found once: the inventory does
+// not change while the fleet is open).
+func (f *Fleet) headnode() (Server, bool) {
+	f.headOnce.Do(func() {
+		for i := range f.inv.Servers {
+			if f.inv.Servers[i].Headnode {
+				f.head, f.hasHead = f.inv.Servers[i], true
+				return
+			}
+		}
+	})
+	return f.head, f.hasHead
+}
+
+// healthOf returns the servers' last health results, starting a check in
+// the background for each result older than HealthTTL (at most 32 at
+// once). A result older than HealthMaxAge counts as down. It never waits
+// (tests' manual fleets check at once).
+func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool {
+	out := make(map[string]bool, len(servers))
+	now := f.mono()
+	for _, s := range servers {
+		if f.opts.manual {
+			out[s.UUID] = f.check(ctx, s) == nil
+			continue
+		}
+		f.mu.Lock()
+		r, ok := f.health[s.UUID]
+		age := now - r.at
+		fresh := ok && age < f.opts.HealthTTL && age >= 0
+		start := !fresh && !f.probing[s.UUID]
+		if start {
+			f.probing[s.UUID] = true
+		}
+		f.mu.Unlock()
+		// Only a result young enough counts as up (its age bounded
+		// from the start of its check).
+		out[s.UUID] = ok && r.ok && age >= 0 && age <= f.opts.HealthMaxAge
+		if start {
+			f.wg.Add(1)
+			go func(s Server) {
+				defer f.wg.Done()
+				select {
+				case f.probeSem <- struct{}{}:
+				case <-f.ctx.Done():
+					return
+				}
+				at := f.mono()
+				ok := f.check(f.ctx, s) == nil
+				<-f.probeSem
+				f.mu.Lock()
+				f.health[s.UUID] = healthResult{ok: ok, at: at}
+				delete(f.probing, s.UUID)
+				f.mu.Unlock()
+			}(s)
+		}
+	}
+	return out
+}
+
+// poweredOn is when job j's server was powered on again: the power-on the
+// reboot controller decided after the job's request (the host's
+// LastPoweredOn, kept to the second: never before the job saw the server
+// off), else the end of the power cycle (Finished).
+func poweredOn(j JobRecord, h hostRecord) *time.Time {
+	on := h.Status.LastPoweredOn
+	if j.RequestAt.IsZero() || !on.After(j.RequestAt) {
+		return j.Finished
+	}
+	if j.PoweredOff != nil && on.Before(*j.PoweredOff) {
+		on = *j.PoweredOff
+	}
+	if j.Finished != nil && on.After(*j.Finished) {
+		return j.Finished
+	}
+	return &on
+}
+
+// check runs server s's health check once.
+func (f *Fleet) check(ctx context.Context, s Server) error {
+	if f.opts.Health != nil {
+		return f.opts.Health(ctx, s)
+	}
+	return f.inv.CheckHealth(ctx, s)
+}
+
+// jobObs is what the plan sees of job j (h: its server's record).
+func jobObs(j JobRecord, h hostRecord) plan.JobObs {
+	o := plan.JobObs{Exists: true, Started: j.Started != nil, Drained: j.Drained != nil,
+		Finished: j.Finished != nil && j.State != JobFailed && j.State != JobCancelled,
+		Failed:   j.State == JobFailed, Cancelled: j.State == JobCancelled, Error: j.Error}
+	if !j.Over() && o.Error == "" && h.LastError.Job == j.UUID {
+		o.Error = h.LastError.Text()
+	}
+	if j.Started != nil {
+		o.StartedAt = *j.Started
+	}
+	if j.Finished != nil {
+		o.FinishedAt = *j.Finished
+	}
+	// For the plan's report: drained, fenced off, read on again after the
+	// power cycle, health check passing.
+	o.Phases = plan.Phases{Drained: j.Drained, Off: j.PoweredOff, On: poweredOn(j, h), Healthy: j.Healthy}
+	return o
+}
+
+// powerDown: the server may be off because of this fleet: its live job
+// (j, if busy) is in a power step, or a power cycle of the fleet has not
+// settled (unless the operator abandoned it).
+func powerDown(j JobRecord, busy bool, h hostRecord) bool {
+	return busy && powerBusy(j.State) || h.Abandoned == "" && (h.Watch && !h.Settled || h.Status.Pending())
+}
+
+var _ plan.ViewFleet = (*Fleet)(nil)
+
+// ObserveView implements plan.ViewFleet: Observe for the view's reboots
+// only (their servers' health checks and jobs), with Offline listing every
+// server the fleet may have powered off (a live job in a power step, a
+// power cycle not settled: tracked in memory, so that a pass never reads
+// every record of the state file), every server of the view whose check
+// fails, and every server of the plan the inventory lacks. A pass costs
+// O(reboots in flight) whatever the plan's size, and health checks run
+// for the view's servers only: a server of the plan outside the view
+// counts as up unless the fleet is busy with it.
+func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	if v.Full() {
+		return f.Observe(ctx, v.Plan)
+	}
+	obs := plan.Observations{Servers: map[string]plan.ServerObs{}, Jobs: map[string]plan.JobObs{}, HeadnodeServicesUp: true, ShardHealthy: true, Partial: true}
+	f.mu.Lock()
+	watch := make(map[string]string, len(f.liveJob)+len(f.keeping))
+	for s, id := range f.liveJob {
+		watch[s] = id
+	}
+	for s := range f.keeping {
+		if _, ok := watch[s]; !ok {
+			watch[s] = ""
+		}
+	}
+	f.mu.Unlock()
+	var servers []Server
+	inView := make(map[string]bool, len(v.Reboots))
+	for _, r := range v.Reboots {
+		inView[r.ServerUUID] = true
+		if s, ok := f.inv.Server(r.ServerUUID); ok {
+			servers = append(servers, s)
+			if _, ok := watch[s.UUID]; !ok {
+				f.mu.Lock()
+				watch[s.UUID] = f.liveJob[s.UUID]
+				f.mu.Unlock()
+			}
+		}
+	}
+	head, hasHead := f.headnode()
+	if hasHead {
+		servers = append(servers, head)
+	}
+	hosts := make(map[string]hostRecord, len(watch))
+	live := make(map[string]JobRecord, len(watch))
+	err := f.db.View(func(tx *bolt.Tx) error {
+		hb, jb := tx.Bucket(bucketHosts), tx.Bucket(bucketJobs)
+		for s, id := range watch {
+			if raw := hb.Get([]byte(s)); raw != nil {
+				var h hostRecord
+				if err := json.Unmarshal(raw, &h); err != nil {
+					return fmt.Errorf("inventory: host %s: %w", s, err)
+				}
+				hosts[s] = h
+			}
+			if id == "" {
+				continue
+			}
+			if raw := jb.Get([]byte(id)); raw != nil {
+				var j JobRecord
+				if err := json.Unmarshal(raw, &j); err != nil {
+					return fmt.Errorf("inventory: job %s: %w", id, err)
+				}
+				if !j.Over() {
+					live[s] = j
+				}
+			}
+		}
+		for _, r := range v.Reboots {
+			if r.JobUUID == "" {
+				continue
+			}
+			raw := jb.Get([]byte(r.JobUUID))
+			if raw == nil {
+				continue
+			}
+			var j JobRecord
+			if err := json.Unmarshal(raw, &j); err != nil {
+				return fmt.Errorf("inventory: job %s: %w", r.JobUUID, err)
+			}
+			obs.Jobs[j.UUID] = jobObs(j, hosts[j.Server])
+		}
+		return nil
+	})
+	if err != nil {
+		return plan.Observations{}, err
+	}
+	healthy := f.healthOf(ctx, servers)
+	offline := map[string]bool{}
+	for _, r := range v.Reboots {
+		s, ok := f.inv.Server(r.ServerUUID)
+		if !ok {
+			offline[r.ServerUUID] = true // not in the inventory: cannot observe it
+			continue
+		}
+		j, isBusy := live[s.UUID]
+		down := hosts[s.UUID].Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, hosts[s.UUID]))
+		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
+		if down {
+			offline[s.UUID] = true
+		}
+	}
+	for s, h := range hosts {
+		if j, isBusy := live[s]; !inView[s] && powerDown(j, isBusy, h) {
+			offline[s] = true
+		}
+	}
+	for _, s := range f.missingOf(v.Members) {
+		offline[s] = true
+	}
+	for s := range offline {
+		obs.Offline = append(obs.Offline, s)
+	}
+	sort.Strings(obs.Offline)
+	if hasHead {
+		_, isBusy := live[head.UUID]
+		obs.HeadnodeServicesUp = healthy[head.UUID] && !isBusy
+	}
+	obs.Conditions = f.conditions(ctx, v.Plan)
+	return obs, nil
+}
+
+// missingOf returns the servers of a plan (its view's Members) that the
+// inventory lacks. A plan's Members map is shared between its views and
+// never modified, and the inventory does not change while the fleet is
+// open: the answer is kept for the last map asked about, so a pass does
+// not look up every server of the plan.
+func (f *Fleet) missingOf(members map[string]int) []string {
+	if members == nil {
+		return nil
+	}
+	key := reflect.ValueOf(members).Pointer()
+	f.mu.Lock()
+	if f.missingKey == key && f.missingLen == len(members) {
+		out := f.missingIDs
+		f.mu.Unlock()
+		return out
+	}
+	f.mu.Unlock()
+	var out []string
+	for s := range members {
+		if _, ok := f.inv.Server(s); !ok {
+			out = append(out, s)
+		}
+	}
+	f.mu.Lock()
+	f.missingKey, f.missingLen, f.missingIDs = key, len(members), out
+	f.mu.Unlock()
+	return out
+}

@@ -1,0 +1,63 @@
+package inventory
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// TestIdentifySelf: the executor finds its own server by hostname (case
+// and domain aside) or by address, and lists the servers it cannot tell
+// apart from this machine (issue 38, A.2; old code: an exact hostname
+// only, so "CN1.example.com" or an address match was never itself).
+func TestIdentifySelf(t *testing.T) {
+	inv := Inventory{Servers: []Server{
+		{UUID: "u0", Hostname: "cn0", Health: Health{TCP: "10.0.0.10:22"}},
+		{UUID: "u1", Hostname: "cn1"},
+		{UUID: "u2", Hostname: "cn2", Health: Health{HTTP: "http://cn2-mgmt:8080/health"}},
+	}}
+	a := netip.MustParseAddr
+	all := map[string][]netip.Addr{"cn1": {a("10.0.0.11")}, "cn2": {a("10.0.0.12")}, "cn2-mgmt": {a("10.0.1.12")}}
+	for _, c := range []struct {
+		name  string
+		m     Machine
+		self  string
+		maybe []string
+	}{
+		{"hostname, other case and a domain", Machine{Hostname: "CN1.example.com", Resolved: all}, "u1", nil},
+		{"literal health address", Machine{Hostname: "x", Addrs: []netip.Addr{a("127.0.0.1"), a("10.0.0.10")}, Resolved: all}, "u0", nil},
+		{"health host resolves to ours", Machine{Hostname: "x", Addrs: []netip.Addr{a("10.0.1.12")}, Resolved: all}, "u2", nil},
+		{"none of them", Machine{Hostname: "x", Addrs: []netip.Addr{a("10.9.9.9")}, Resolved: all}, "", nil},
+		{"cannot tell: names unresolved", Machine{Hostname: "x", Addrs: []netip.Addr{a("10.9.9.9")}, Resolved: map[string][]netip.Addr{}}, "", []string{"u1", "u2"}},
+		{"two match", Machine{Hostname: "cn1", Addrs: []netip.Addr{a("10.0.0.10")}, Resolved: all}, "", []string{"u0", "u1"}},
+		{"loopback never matches", Machine{Hostname: "x", Addrs: []netip.Addr{a("127.0.0.1")}, Resolved: map[string][]netip.Addr{"cn1": {a("127.0.0.1")}, "cn2": nil, "cn2-mgmt": nil}}, "", nil},
+	} {
+		self, maybe := inv.Identify(c.m)
+		assert.Equal(t, c.self, self, c.name)
+		assert.Equal(t, c.maybe, maybe, c.name)
+	}
+}
+
+// TestMaybeSelfRefused: a server the executor cannot tell apart from its
+// own machine is never powered off and its job is refused, saying how to
+// fix it (issue 38, A.2; old code: it was powered off like any other).
+func TestMaybeSelfRefused(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	w.open()
+	defer w.close()
+	w.f.opts.MaybeSelf = []string{ids[0]}
+	w.newPlan()
+	w.run(ids, 2*time.Minute)
+	assert.Empty(t, w.bmcs[ids[0]].offs)
+	jobs, err := w.f.Jobs()
+	require.NoError(t, err)
+	assert.Empty(t, jobs)
+	err = w.f.CreateJob(w.ctx(), plan.Action{Server: ids[0], JobUUID: "j", PlanUUID: "p"})
+	assert.ErrorIs(t, err, ErrMaybeSelf)
+	assert.Contains(t, err.Error(), "--self cn0")
+}

@@ -1,0 +1,487 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"time"
+
+	"github.com/rebootkit/rebootkit/internal/termsafe"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+	bolt "go.etcd.io/bbolt"
+)
+
+// kick makes sure a goroutine looks after the server (its live job and
+// its power bookkeeping) until nothing is left to do.
+func (f *Fleet) kick(server string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.kickLocked(server)
+}
+
+func (f *Fleet) kickLocked(server string) {
+	if f.opts.manual || f.ctx.Err() != nil {
+		return
+	}
+	if f.workers[server] {
+		f.pokes[server] = true
+		return
+	}
+	f.workers[server] = true
+	f.wg.Add(1)
+	go f.worker(server)
+}
+
+func (f *Fleet) worker(server string) {
+	defer f.wg.Done()
+	for {
+		f.mu.Lock()
+		f.pokes[server] = false
+		f.mu.Unlock()
+		more := f.stepServer(f.ctx, server)
+		f.mu.Lock()
+		if !more && !f.pokes[server] || f.ctx.Err() != nil {
+			delete(f.workers, server)
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+		t := time.NewTimer(f.opts.Poll)
+		select {
+		case <-f.ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// stepServer looks after one server once: its power bookkeeping (one
+// reconcile while a power cycle of the fleet has not settled), then its
+// live job (as many steps as it can take at once). It reports whether
+// anything is left to do. One goroutine at a time per server.
+func (f *Fleet) stepServer(ctx context.Context, server string) bool {
+	if f.isDead() {
+		return false
+	}
+	keeping := f.keep(ctx, server)
+	f.mu.Lock()
+	id, live := f.liveJob[server]
+	f.mu.Unlock()
+	if live {
+		live = f.stepJob(ctx, id)
+	}
+	if f.isDead() {
+		return false
+	}
+	h, err := f.hosts.load(server)
+	if err == nil {
+		f.mu.Lock()
+		if h.needsKeeping() {
+			f.keeping[server] = true
+		} else {
+			delete(f.keeping, server)
+		}
+		f.mu.Unlock()
+	}
+	if !live && !keeping {
+		return err != nil || h.needsKeeping()
+	}
+	return true
+}
+
+func (f *Fleet) isDead() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dead
+}
+
+// crashAt is a test's kill point: true means the fleet died there.
+func (f *Fleet) crashAt(point string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.dead && f.opts.crash != nil && f.opts.crash(point) {
+		f.dead = true
+	}
+	return f.dead
+}
+
+// keep reconciles the server's power once if the fleet's power cycle of
+// it has not settled: until it reads on (not an echo of a state before the
+// fleet's last command) with no request left and no reboot pending,
+// whatever happened to the job or the plan. It reports whether it must
+// look again.
+func (f *Fleet) keep(ctx context.Context, server string) bool {
+	h, err := f.hosts.load(server)
+	if err != nil || !h.needsKeeping() {
+		return err != nil
+	}
+	res, rerr := f.rec.Reconcile(ctx, server)
+	if f.isDead() {
+		return false
+	}
+	if rerr != nil && !errors.Is(rerr, reboot.ErrConflict) {
+		f.debugf("reconcile", "server", server, "error", rerr.Error())
+	}
+	f.mu.Lock()
+	rd, read := f.reads[server]
+	last := max(f.lastCmd[server], f.start)
+	f.mu.Unlock()
+	stale := f.opts.Reboot.StaleReads
+	if stale <= 0 {
+		stale = reboot.DefaultConfig().StaleReads
+	}
+	h, err = f.hosts.load(server)
+	if err != nil {
+		return true
+	}
+	phase := phaseText(res.Decision, rd.state)
+	settled := rerr == nil && read && rd.state == power.StateOn && rd.at-stale >= last && !h.hasRequest() && !h.Status.Pending()
+	if settled {
+		phase = "on"
+	}
+	if phase != h.Phase || settled && (h.Watch || !h.Settled) {
+		now := f.now()
+		h, err = f.hosts.modify(server, func(r *hostRecord) error {
+			if r.Version != h.Version {
+				return errSkip // changed meanwhile: look again next time
+			}
+			if r.Phase != phase {
+				r.Phase, r.PhaseSince = phase, now
+			}
+			if settled {
+				// The reboot is over: nothing of it may be off any more.
+				r.Settled, r.Watch, r.OffMaybe = true, false, false
+			}
+			return nil
+		})
+		if err != nil {
+			return true
+		}
+	}
+	return h.needsKeeping()
+}
+
+// stepJob runs job id's decisions and acts until it has to wait. It
+// reports whether the job is still live.
+func (f *Fleet) stepJob(ctx context.Context, id string) bool {
+	for range 8 {
+		j, ok, err := f.job(id)
+		if err != nil {
+			return true
+		}
+		if !ok || j.Over() {
+			f.mu.Lock()
+			if f.liveJob[j.Server] == id {
+				delete(f.liveJob, j.Server)
+			}
+			f.mu.Unlock()
+			return false
+		}
+		s, _ := f.inv.Server(j.Server)
+		h, err := f.hosts.load(j.Server)
+		if err != nil {
+			return true
+		}
+		in := jobInput{Job: j, Host: h, JobTimeout: f.opts.JobTimeout, ServicesTimeout: f.opts.ServicesTimeout}
+		if s.UUID != "" && s.UUID == f.opts.Self {
+			in.Self, in.HasReboot = true, len(s.Reboot) > 0
+			if id, err := f.opts.BootID(); err == nil {
+				in.BootID = id
+			}
+			if j.State == JobDrained {
+				in.OthersBusy = f.othersBusy(s.UUID)
+			}
+		} else if s.UUID != "" && f.selfWhy(s.UUID) != "" {
+			in.MaybeSelf = true
+		}
+		if j.State == JobRebooting && j.RequestValue != "" {
+			t := reboot.Ticket{Host: j.Server, Annotation: reboot.AnnotationPrefix + j.key(), Value: j.RequestValue, At: j.RequestAt}
+			in.Fenced = h.Annotations[t.Annotation] == t.Value && fencedForRequest(h.Status, t, f.now())
+		}
+		if j.State == JobBooted && !j.Cancel {
+			in.Healthy = f.check(ctx, s) == nil
+		}
+		st := decideJob(in, f.now())
+		if st.Changed {
+			if j, err = f.persist(j, st.Job); err != nil {
+				f.infof("job state not saved", "job", id, "error", err.Error())
+				return true
+			}
+			f.logStep(j)
+		}
+		if f.crashAt("job " + st.Job.State + " " + st.Act.String()) {
+			return false
+		}
+		if st.Act == actNone {
+			if !st.Changed {
+				return true // wait
+			}
+			continue
+		}
+		aerr := f.act(ctx, s, j, st.Act)
+		if f.isDead() || ctx.Err() != nil {
+			return false
+		}
+		switch {
+		case aerr != nil && st.RecordErr != "":
+			msg := st.RecordErr + aerr.Error()
+			if j, err = f.update(j.UUID, func(cur *JobRecord) error {
+				cur.RebootError = msg
+				return nil
+			}); err == nil {
+				f.warnf("job step failed", "job", id, "server", s.Hostname, "step", st.Act.String(), "error", msg)
+			}
+			return true
+		case aerr != nil && st.FailOnErr != "":
+			now := f.now()
+			failed := j
+			failed.State, failed.StateAt, failed.Ended, failed.Error = JobFailed, now, &now, st.FailOnErr+aerr.Error()
+			if st.Act != actUndrain {
+				// Every end undoes the drain (a failed or timed-out
+				// drain may have cordoned the server already).
+				failed.State, failed.EndAs, failed.Ended = JobUndraining, JobFailed, nil
+			}
+			if j, err = f.persist(j, failed); err == nil {
+				f.logStep(j)
+			}
+			return true
+		case aerr != nil:
+			f.infof("job step failed; retrying", "job", id, "server", s.Hostname, "step", st.Act.String(), "error", aerr.Error())
+			return true
+		case st.AfterOK != nil:
+			if f.crashAt("after " + st.Act.String()) {
+				return false
+			}
+			after := *st.AfterOK
+			if after.Drained != nil && j.Drained == nil {
+				ended := f.now()
+				after.Drained = &ended // when the drain ended, not when it was decided
+			}
+			if j, err = f.persist(j, after); err != nil {
+				return true
+			}
+			f.logStep(j)
+		}
+	}
+	return true
+}
+
+// persist writes next over the job read as prev (compare-and-swap on its
+// state), keeping a cancel written meanwhile.
+func (f *Fleet) persist(prev, next JobRecord) (JobRecord, error) {
+	out, err := f.update(prev.UUID, func(cur *JobRecord) error {
+		if cur.State != prev.State {
+			return fmt.Errorf("inventory: job %s moved to %s meanwhile", prev.UUID, cur.State)
+		}
+		cancel, reason := cur.Cancel, cur.CancelReason
+		*cur = next
+		if cancel && !next.Cancel {
+			cur.Cancel, cur.CancelReason = true, reason
+		}
+		return nil
+	})
+	if err == nil && out.Over() {
+		f.mu.Lock()
+		if f.liveJob[out.Server] == out.UUID {
+			delete(f.liveJob, out.Server)
+		}
+		f.mu.Unlock()
+	}
+	return out, err
+}
+
+func (f *Fleet) logStep(j JobRecord) {
+	s, _ := f.inv.Server(j.Server)
+	args := []any{"job", j.UUID, "server", s.Hostname, "state", j.State}
+	if j.Error != "" {
+		args = append(args, "error", j.Error)
+	}
+	switch j.State {
+	case JobFailed:
+		f.warnf("reboot job failed", args...)
+	case JobCancelled:
+		f.warnf("reboot job cancelled", args...)
+	default:
+		f.infof("job "+j.State, args...)
+	}
+}
+
+// act does one job act.
+func (f *Fleet) act(ctx context.Context, s Server, j JobRecord, a jobAct) error {
+	ann := reboot.AnnotationPrefix + j.key()
+	switch a {
+	case actDrain:
+		if len(s.Drain) > 0 {
+			return f.command(ctx, s.Drain)
+		}
+	case actUndrain:
+		if len(s.Undrain) > 0 {
+			return f.command(ctx, s.Undrain)
+		}
+	case actSelfReboot:
+		if len(s.Reboot) == 0 {
+			return fmt.Errorf("inventory: %s has no reboot command", s.Hostname)
+		}
+		return f.command(ctx, s.Reboot)
+	case actWithdrawSelf:
+		_, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {
+			for k := range h.Annotations {
+				if k == ann {
+					h.Annotations = copyMap(h.Annotations)
+					delete(h.Annotations, k)
+				}
+			}
+			if h.Job == j.UUID {
+				// The executor runs here, so the server is on: no
+				// power cycle of it is pending, nothing to watch.
+				h.Status.PendingRebootSince, h.Status.Seen, h.Status.LastRequestSeen = time.Time{}, nil, time.Time{}
+				h.Status.Mode = power.ModeSoft
+				h.Watch, h.Settled, h.OffMaybe = false, false, false
+			}
+			return nil
+		})
+		return err
+	case actRequest:
+		_, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {
+			if h.Annotations[ann] == j.RequestValue {
+				return errSkip // written before a crash: the same request
+			}
+			for k := range h.Annotations {
+				if reboot.IsRebootAnnotation(k) && k != ann {
+					return fmt.Errorf("inventory: %s has another reboot request (%s); job %s waits", s.Hostname, k, j.UUID)
+				}
+			}
+			if h.Annotations == nil {
+				h.Annotations = map[string]string{}
+			}
+			h.Annotations[ann] = j.RequestValue
+			h.Watch, h.Settled, h.OffMaybe, h.Job = true, false, false, j.UUID
+			return nil
+		})
+		if err == nil {
+			f.mu.Lock()
+			f.keeping[s.UUID] = true
+			f.mu.Unlock()
+		}
+		return err
+	case actRelease:
+		_, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {
+			if h.Annotations[ann] != j.RequestValue {
+				return errSkip
+			}
+			delete(h.Annotations, ann)
+			return nil
+		})
+		return err
+	case actWithdraw:
+		_, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {
+			_, had := h.Annotations[ann]
+			abort := !h.OffMaybe && h.Status.Pending() && h.Job == j.UUID
+			if !had && !abort {
+				return errSkip
+			}
+			if had {
+				h.Annotations = copyMap(h.Annotations)
+				delete(h.Annotations, ann)
+			}
+			if abort {
+				// No power-off of this reboot can have been accepted:
+				// drop it, so that nothing powers the server off.
+				h.Status.PendingRebootSince, h.Status.Seen, h.Status.LastRequestSeen = time.Time{}, nil, time.Time{}
+				h.Status.Mode = power.ModeSoft
+			}
+			if h.OffMaybe {
+				h.Watch, h.Settled = true, false
+			} else {
+				// No power-off of this reboot was sent (or every one
+				// was refused): the server was never touched, so nothing
+				// is left to confirm; no BMC reading is waited for.
+				h.Watch = false
+			}
+			return nil
+		})
+		return err
+	}
+	return nil
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// command runs argv with the command timeout.
+func (f *Fleet) command(ctx context.Context, argv []string) error {
+	if f.opts.command != nil {
+		return f.opts.command(ctx, argv)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.inv.Defaults.commandTimeout())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = f.inv.CommandEnv(nil) // explicit: never the executor's whole environment (BMC passwords)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		msg := termsafe.Clean(string(out))
+		if len(msg) > 512 {
+			msg = msg[:512] + "..."
+		}
+		return fmt.Errorf("%s: %w: %s", argv[0], err, msg)
+	}
+	return nil
+}
+
+// othersBusy reports whether a server other than self has a power cycle
+// of this fleet that has not ended: a live job in a power step, or power
+// bookkeeping not settled.
+func (f *Fleet) othersBusy(self string) bool {
+	f.mu.Lock()
+	jobs := make(map[string]string, len(f.liveJob))
+	for s, id := range f.liveJob {
+		jobs[s] = id
+	}
+	f.mu.Unlock()
+	for s, id := range jobs {
+		if s == self {
+			continue
+		}
+		if j, ok, err := f.job(id); err != nil || ok && powerBusy(j.State) {
+			return true
+		}
+	}
+	busy := false
+	_ = f.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketHosts).ForEach(func(k, v []byte) error {
+			if string(k) == self || busy {
+				return nil
+			}
+			var h hostRecord
+			if err := json.Unmarshal(v, &h); err != nil || h.needsKeeping() {
+				busy = true
+			}
+			return nil
+		})
+	})
+	return busy
+}
+
+// fencedForRequest: the reboot controller holds evidence that the server
+// was off after it saw this very request (the request is in the pending
+// reboot's Seen list and the evidence covers it: Status.Covers), not
+// merely after the request's instant. A wall clock stepped back between
+// two reboots, and a request chosen then but written after a crash, would
+// otherwise be fenced by the previous reboot's power-off: "done" without
+// a power cycle of this reboot. (reboot.FencedFor with a ticket instant
+// no evidence can follow asks exactly the Covers question.)
+func fencedForRequest(st reboot.Status, t reboot.Ticket, now time.Time) bool {
+	if !st.Covers() {
+		return false
+	}
+	t.At = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	return reboot.FencedFor(st, t, now)
+}
