@@ -27,8 +27,8 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 		addr = "ipmi://" + b.IPMI
 	}
 	// No secret in the config: the password's source, not the password.
-	cfg := fmt.Sprintf("%s user=%s env=%s file=%s ca=%s insecure=%v basic=%v cipher=%d",
-		addr, b.Username, b.PasswordEnv, b.PasswordFile, b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite)
+	cfg := fmt.Sprintf("%s user=%s env=%s file=%s ca=%s insecure=%v basic=%v cipher=%d priv=%s",
+		addr, b.Username, b.PasswordEnv, b.PasswordFile, b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite, b.Privilege)
 	return f.pool.Controller(uuid, power.Target{BMC: addr, Config: cfg, Connect: func(ctx context.Context) (power.Controller, error) {
 		var c power.Controller
 		var err error
