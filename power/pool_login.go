@@ -33,7 +33,9 @@ type SessionSharer interface {
 // login at a time per BMC, and the back-off of its credentials. It returns
 // an error (matching ErrBackoff while backing off) if the login must not
 // be made; otherwise done, which the controller must call once with the
-// login's outcome.
+// login's outcome. Every failed outcome backs the credentials' logins off
+// (a login that ran out of its own time included) but a cancellation
+// (context.Canceled): that is the caller's, not the BMC's.
 type LoginGate func(ctx context.Context) (done func(err error), err error)
 
 // ConnectInfo is what a Pool tells Target.Connect, in its context.
