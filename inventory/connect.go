@@ -34,8 +34,8 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 	// fingerprint of its content, so that a changed password (a corrected
 	// password_file) is a new login, tried at once, not one backing off
 	// after the old password's refusals.
-	cfg := fmt.Sprintf("%s user=%s env=%s file=%s secret=%s ca=%s insecure=%v basic=%v cipher=%d",
-		addr, b.Username, b.PasswordEnv, b.PasswordFile, f.secretPrint(b), b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite)
+	cfg := fmt.Sprintf("%s user=%s env=%s file=%s secret=%s ca=%s insecure=%v basic=%v cipher=%d priv=%s",
+		addr, b.Username, b.PasswordEnv, b.PasswordFile, f.secretPrint(b), b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite, b.Privilege)
 	return f.pool.Controller(uuid, power.Target{BMC: addr, Config: cfg, Connect: func(ctx context.Context) (power.Controller, error) {
 		var c power.Controller
 		var err error

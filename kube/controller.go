@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -66,6 +67,13 @@ type RebootController struct {
 	// (SetupWithManager sets its Done); a pass whose call is still running
 	// is requeued after a minute at the latest.
 	Async *Async
+	// Forget, if set, is called with a host's name once the host is gone
+	// (its reconcile finds it NotFound): the power layer drops what it
+	// keeps for it (Powers.Forget: its BMC session is logged out). Nil:
+	// the Reconciler's Power is asked for the gone host, which
+	// Powers.Controller (also under an Async) answers by forgetting it,
+	// without any BMC call.
+	Forget func(host string)
 
 	refusedMu sync.Mutex
 	refused   map[string]string // host -> the reboot annotations last refused
@@ -98,6 +106,20 @@ func (c *RebootController) refuseOnce(host string, ann map[string]string) bool {
 	return true
 }
 
+// forget drops what the power layer keeps for host, which is gone (issue
+// 35): see Forget.
+func (c *RebootController) forget(host string) {
+	switch {
+	case c.Forget != nil:
+		c.Forget(host)
+	case c.Reconciler != nil && c.Reconciler.Power != nil:
+		// Powers.Controller forgets a host it finds NotFound; one found
+		// (re-created meanwhile) only gets a Controller, unused: no BMC
+		// call either way.
+		_, _ = c.Reconciler.Power(host)
+	}
+}
+
 // Reconcile implements reconcile.Reconciler.
 func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if req.Namespace != c.Namespace {
@@ -108,6 +130,9 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if c.Client != nil {
 		var bmh metal3.BareMetalHost
 		if err := c.Client.Get(ctx, req.NamespacedName, &bmh); err != nil {
+			if apierrors.IsNotFound(err) {
+				c.forget(req.Name)
+			}
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		if ours, why := c.Ownership.Ours(&bmh); !ours {
@@ -120,6 +145,7 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
 	if errors.Is(err, reboot.ErrNotFound) {
+		c.forget(req.Name)
 		return ctrl.Result{}, nil // deleted
 	}
 	if errors.Is(err, reboot.ErrConflict) {

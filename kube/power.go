@@ -132,8 +132,9 @@ func boundTo(secret *corev1.Secret, bmh *metal3.BareMetalHost) bool {
 // baremetal-operator reads them, through a power.Pool: every BMC call is
 // bounded (PoolConfig.CallTimeout, ConnectTimeout), a BMC that fails is
 // backed off (longer after a refused password), connections are cached per
-// host while the address and the Secret's resourceVersion stay the same,
-// and closed when idle. One hung or unreachable BMC thus costs its own
+// host while the address and the credentials stay the same (hosts with the
+// same credentials share a login, whatever Secret holds them), and closed
+// when idle or when the host is deleted (Forget). One hung or unreachable BMC thus costs its own
 // host's passes only.
 //
 // Secrets are read with get, directly from the API server (Secrets), never
@@ -182,6 +183,13 @@ func (p *Powers) pool() *power.Pool {
 // Close closes the pool's connections.
 func (p *Powers) Close() error { return p.pool().Close() }
 
+// Forget drops what the pool keeps for host name (its session is logged
+// out unless other hosts share it): call it when the host is deleted
+// (RebootController does, on NotFound). A change of the host's BMC address
+// or credentials needs no call: its next Controller has another
+// Target.Config, and the pool drops the old one.
+func (p *Powers) Forget(name string) { p.pool().Forget(name) }
+
 // Controller returns host name's power controller (the signature of
 // reboot.Reconciler.Power). It reads the host and its Secret; the BMC is
 // reached only by the controller's calls, through the pool.
@@ -222,11 +230,7 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 		return nil, fmt.Errorf("kube: host %s: secret %q lacks username or password", name, secret.Name)
 	}
 	insecure := bmh.Spec.BMC.DisableCertificateVerification
-	target := power.Target{
-		Config: string(bmh.UID) + "\x00" + bmh.Spec.BMC.Address + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(insecure),
-		// Hosts of one BMC with the same Secret share a login (issue 35).
-		Login: secret.Namespace + "/" + secret.Name + "\x00" + secret.ResourceVersion + "\x00" + strconv.FormatBool(insecure),
-	}
+	var target power.Target
 	switch t.Protocol {
 	case "ipmi":
 		target.BMC = net.JoinHostPort(t.Host, strconv.Itoa(t.Port))
@@ -238,6 +242,15 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 			InsecureSkipVerify: insecure, RootCAs: p.RootCAs, SoftTimeout: p.SoftTimeout, StaleReads: p.StaleReads}
 		target.Connect = func(ctx context.Context) (power.Controller, error) { return redfish.Connect(ctx, cfg) }
 	}
+	// The login's identity is a fingerprint of the credentials themselves
+	// (never the password in clear), not of the Secret that holds them:
+	// hosts with their own Secrets (the baremetal-operator's layout) and
+	// the same credentials share a login, its back-off and, behind one
+	// Redfish service, its session; a rewrite of a Secret that keeps its
+	// credentials changes nothing, and a real change logs in anew (issue
+	// 35).
+	target.Login = power.CredentialsKey(t.Protocol, target.BMC, user, pass, strconv.FormatBool(insecure), t.Privilege)
+	target.Config = string(bmh.UID) + "\x00" + bmh.Spec.BMC.Address + "\x00" + target.Login
 	pc := p.pool().Controller(name, target)
 	if bmh.Spec.DisablePowerOff {
 		return noPowerOff{Controller: pc, host: name}, nil

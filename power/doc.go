@@ -29,10 +29,16 @@
 //     a login gets a busy error at once; the login goes on, is not counted
 //     against the BMC, and its session serves the next call. Logins an
 //     adapter makes inside a call (a session expired) go through the same
-//     rule and back-off (ConnectInfo.Gate);
+//     rule and back-off (ConnectInfo.Gate); such a login that runs out of
+//     its own time is the BMC's failure, only its caller's cancellation
+//     is not. A call waiting for a login of its host that is forgotten
+//     meanwhile fails (busy): it never brings the host back;
 //   - closes a session when no call used it for PoolConfig.IdleTimeout,
 //     when no host uses it any more (Forget), when the hosts' Target
-//     changes, and on Close;
+//     changes, and on Close. Each BMC's logouts run in order on their own
+//     queue, a bounded number of BMCs' at once, and a login waiting for a
+//     BMC's session to be logged out starts that BMC's queue at once: dead
+//     BMCs' hanging logouts never hold up another BMC;
 //   - bounds every State, On and Off call by PoolConfig.CallTimeout (and
 //     the caller's own deadline). A controller that does not return within
 //     the deadline is given up on: the caller gets a busy error wrapping
@@ -55,10 +61,15 @@
 //     call logs in, under the back-off. A success, or an answer from the
 //     BMC, ends the back-off of its login;
 //   - keeps at most PoolConfig.MaxSessions sessions open per BMC. A login
-//     that finds its BMC at the bound waits for a session to become idle,
-//     and then closes the least recently used idle one, at most one every
-//     PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
-//     evicted faster than that, and other such logins fail at once as busy;
+//     whose credentials already logged in to the BMC (since the Pool kept
+//     them) that finds its BMC at the bound waits for a session to become
+//     idle, and then closes the least recently used idle one, at most one
+//     every PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
+//     evicted faster than that, and other such logins fail at once as
+//     busy. A login of credentials not yet proven is tried first, one
+//     over the bound (one login at a time per BMC), and only its success
+//     closes the least recently used idle session: a wrong password never
+//     closes another host's working session;
 //   - costs the same per call whatever the number of hosts and BMCs (per
 //     BMC state, maps and an idle list; no scan of the hosts), and after
 //     Forget keeps nothing of a host.
@@ -72,7 +83,9 @@
 //     TLS, system) does, and hosts with the same credentials to one BMC the
 //     same Target.Login (never the same one to different credentials:
 //     their logins would share a back-off); never put secrets in them (the
-//     Pool logs Target.BMC and keeps the others for as long as it runs).
+//     Pool logs Target.BMC and keeps the others for as long as it runs):
+//     [CredentialsKey] makes such an identity from the credentials
+//     themselves, without keeping them.
 //   - Call Forget when a host is deleted or no longer managed.
 //   - Treat a busy outcome as "unknown, try again later": a timed-out
 //     command may or may not have taken effect.
@@ -89,7 +102,9 @@
 //   - At most one login at a time per BMC, including logins made inside
 //     calls by adapters that take the ConnectInfo.Gate (power/redfish).
 //   - A BMC never has more than MaxSessions sessions open through the
-//     Pool.
+//     Pool, but for one more while a login of credentials not yet proven
+//     there runs and until its success has the least recently used idle
+//     session logged out.
 //
 // # Assumptions
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rebootkit/rebootkit/fake"
@@ -66,4 +67,15 @@ func ExamplePool() {
 	// after 20s: auth failure true, not tried true, logins 1
 	// after 40s: auth failure true, not tried false, logins 2
 	// on <nil> logins 3
+}
+
+// ExampleCredentialsKey: two hosts whose (separate) Secrets hold the same
+// credentials get the same login identity, so they share one session;
+// the identity holds no secret.
+func ExampleCredentialsKey() {
+	a := power.CredentialsKey("https://chassis-1", "admin", "s3cret", "verify")
+	b := power.CredentialsKey("https://chassis-1", "admin", "s3cret", "verify")
+	c := power.CredentialsKey("https://chassis-1", "admin", "rotated", "verify")
+	fmt.Println(a == b, a == c, strings.Contains(a, "s3cret"))
+	// Output: true false false
 }

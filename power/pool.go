@@ -76,7 +76,9 @@ type PoolConfig struct {
 	IdleTimeout time.Duration
 	// MaxSessions bounds the sessions open at once per BMC (default 2).
 	// Hosts whose sessions are shared (the same BMC and Login, an adapter
-	// that shares) count once.
+	// that shares) count once. A login of credentials not yet proven on
+	// the BMC may take one more, briefly: it is tried before any working
+	// session is closed for it (see the package documentation).
 	MaxSessions int
 	// LoginInterval: a login that needs a live, idle session of its BMC
 	// closed (the BMC is at MaxSessions) closes at most one every
@@ -163,8 +165,8 @@ type Pool struct {
 	closed, waiting bool
 	stop, done      chan struct{}
 	wg              sync.WaitGroup // closes under way
-	closeQ          []closeJob     // sessions to close, in order
-	closers         int            // goroutines closing them
+	readyQ          []*endpoint    // BMCs whose closes wait for a closer
+	closers         int            // goroutines closing sessions
 }
 
 // endpoint is one BMC's state.
@@ -176,6 +178,9 @@ type endpoint struct {
 	lastEvict time.Time             // when a login last closed a live session
 	creds     map[string]*creds     // by Target.loginKey
 	wake      chan struct{}         // closed (and dropped) when the state changes
+	closeQ    []closeJob            // its sessions to close, in order
+	closing   bool                  // a goroutine closes closeQ
+	ready     bool                  // in Pool.readyQ
 }
 
 // creds is one login (BMC and credentials): its back-off and its shared
@@ -189,6 +194,7 @@ type creds struct {
 	failures     int      // failed logins in a row, authentication failures apart
 	authFailures int      // authentication failures since the last success
 	auth         bool     // the last failure was an authentication failure
+	proven       bool     // a login with these credentials succeeded here
 	until        time.Time
 	last         error
 }
@@ -215,6 +221,7 @@ type entry struct {
 	ctrl       Controller // this host's controller on sess
 	connecting bool       // a Connect for this host runs
 	noShare    bool       // the adapter declined the shared session
+	gone       bool       // dropped from p.hosts (forgotten or replaced)
 }
 
 // NewPool returns a Pool; Close stops it.

@@ -33,7 +33,9 @@ type SessionSharer interface {
 // login at a time per BMC, and the back-off of its credentials. It returns
 // an error (matching ErrBackoff while backing off) if the login must not
 // be made; otherwise done, which the controller must call once with the
-// login's outcome.
+// login's outcome. Every failed outcome backs the credentials' logins off
+// (a login that ran out of its own time included) but a cancellation
+// (context.Canceled): that is the caller's, not the BMC's.
 type LoginGate func(ctx context.Context) (done func(err error), err error)
 
 // ConnectInfo is what a Pool tells Target.Connect, in its context.
@@ -66,12 +68,20 @@ func ConnectInfoFrom(ctx context.Context) ConnectInfo {
 // while it waits.
 func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session, Controller, error) {
 	p.mu.Lock()
+	var held *entry // the entry this call started with
 	for {
 		if p.closed {
 			p.mu.Unlock()
 			return nil, nil, ErrPoolClosed
 		}
+		if held != nil && held.gone && p.hosts[host] == nil {
+			// Forgotten while this call waited: a waiting call must not
+			// bring the host back (nobody would forget it again).
+			p.mu.Unlock()
+			return nil, nil, &Error{Op: op, Class: ClassBusy, Message: "the host was forgotten during the call"}
+		}
 		e := p.entryLocked(host, t)
+		held = e
 		cr, ep := e.cr, e.cr.ep
 		if e.ctrl != nil {
 			// An open session: calls go through, whatever any login's
@@ -114,7 +124,14 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 			}
 			continue
 		}
-		if ep.sessions >= p.cfg.MaxSessions {
+		// Credentials that never logged in here are tried before any live
+		// session makes way for them (one such login over the bound at a
+		// time: logins are one at a time per BMC): a wrong password never
+		// closes another host's working session. Once the login
+		// succeeds, the bound is restored (trimLocked).
+		probe := !cr.proven && ep.sessions <= p.cfg.MaxSessions
+		if ep.sessions >= p.cfg.MaxSessions && !probe {
+			p.urgentCloseLocked(ep)
 			evicted, wait := p.evictLocked(ep, now)
 			if !evicted && !wait {
 				p.mu.Unlock()
@@ -228,10 +245,12 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 			return
 		}
 		p.succeededLocked(cr)
+		cr.proven = true
 		s.ctrl, s.lastUsed = ctrl, p.cfg.Now()
 		ss, ok := ctrl.(SessionSharer)
 		s.shareable = ok && ss.SharesSession()
 		ep.live[s] = struct{}{}
+		p.trimLocked(ep, s)
 		if s.shareable && cr.shared == nil {
 			cr.shared = s
 		}
@@ -299,9 +318,12 @@ func (p *Pool) gate(cr *creds) LoginGate {
 				switch {
 				case err == nil:
 					p.succeededLocked(cr)
-				case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-					// The call's deadline (partly its caller's): not
-					// counted against the BMC.
+					cr.proven = true
+				case errors.Is(err, context.Canceled):
+					// The caller's cancellation: not the BMC's failure.
+					// A login that ran out of time (its own deadline,
+					// detached from the caller's, as power/redfish's
+					// re-login) is the BMC's, and backs off.
 				default:
 					p.failedLocked(cr, err)
 				}

@@ -45,6 +45,7 @@ func (p *Pool) entryLocked(host string, t Target) *entry {
 // detachLocked lets entry e (no longer in p.hosts) go of its session and
 // login, and drops what nobody uses any more (p.mu held).
 func (p *Pool) detachLocked(e *entry) {
+	e.gone = true
 	if s := e.sess; s != nil {
 		delete(s.entries, e)
 		if len(s.entries) == 0 {
@@ -100,6 +101,7 @@ func (p *Pool) doneLocked(s *session) {
 			p.closeLocked(s)
 		} else if s.idle == nil {
 			s.idle = p.idle.PushBack(s)
+			p.trimLocked(s.cr.ep, nil)
 		}
 	}
 	p.wakeLocked(s.cr.ep)
@@ -135,9 +137,13 @@ func (p *Pool) retireLocked(s *session) {
 
 // closeLocked closes s's controller in the background (p.mu held); the
 // BMC's session count drops once it returns. Controllers made on a shared
-// session hold nothing of their own and are not closed. At most
-// maxClosers closes run at once (a fleet forgotten at once is not a
-// storm of logouts, nor of goroutines).
+// session hold nothing of their own and are not closed. Each BMC's closes
+// run one at a time, in order, on their own queue; at most maxClosers
+// BMCs' queues run at once (a fleet forgotten at once is not a storm of
+// logouts, nor of goroutines), and a login waiting for one of its BMC's
+// sessions to be closed starts that BMC's queue at once
+// (urgentCloseLocked): dead BMCs' hanging logouts never hold up another
+// BMC's.
 func (p *Pool) closeLocked(s *session) {
 	c := s.ctrl
 	s.ctrl = nil
@@ -151,14 +157,37 @@ func (p *Pool) closeLocked(s *session) {
 	if counted {
 		p.wg.Add(1)
 	}
-	p.closeQ = append(p.closeQ, closeJob{s: s, c: c, counted: counted})
+	ep := s.cr.ep
+	ep.closeQ = append(ep.closeQ, closeJob{s: s, c: c, counted: counted})
+	if ep.closing || ep.ready {
+		return
+	}
 	if p.closers < maxClosers {
-		p.closers++
-		go p.closer()
+		p.startCloserLocked(ep)
+		return
+	}
+	ep.ready = true
+	p.readyQ = append(p.readyQ, ep)
+}
+
+// urgentCloseLocked starts ep's queued closes now, beyond maxClosers, if
+// none runs (p.mu held): a login waits for them. At most one goroutine
+// per BMC with a login waiting is added.
+func (p *Pool) urgentCloseLocked(ep *endpoint) {
+	if len(ep.closeQ) > 0 && !ep.closing {
+		p.startCloserLocked(ep)
 	}
 }
 
-// maxClosers bounds the closes (logouts) running at once.
+// startCloserLocked starts a goroutine closing ep's queue (p.mu held).
+func (p *Pool) startCloserLocked(ep *endpoint) {
+	ep.closing, ep.ready = true, false
+	p.closers++
+	go p.closer(ep)
+}
+
+// maxClosers bounds the BMCs whose closes (logouts) run at once, but for
+// the BMCs a login waits on.
 const maxClosers = 64
 
 // closeJob is a session to close.
@@ -168,30 +197,52 @@ type closeJob struct {
 	counted bool // in p.wg
 }
 
-// closer closes the queued sessions until none is left.
-func (p *Pool) closer() {
+// closer closes ep's queued sessions, then those of the BMCs waiting for
+// a closer, until none is left.
+func (p *Pool) closer(ep *endpoint) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for len(p.closeQ) > 0 {
-		job := p.closeQ[0]
-		p.closeQ[0] = closeJob{}
-		p.closeQ = p.closeQ[1:]
-		if len(p.closeQ) == 0 {
-			p.closeQ = nil // let the array go
+	for ep != nil {
+		for len(ep.closeQ) > 0 {
+			job := ep.closeQ[0]
+			ep.closeQ[0] = closeJob{}
+			ep.closeQ = ep.closeQ[1:]
+			if len(ep.closeQ) == 0 {
+				ep.closeQ = nil // let the array go
+			}
+			p.mu.Unlock()
+			closeController(job.c)
+			p.mu.Lock()
+			ep.sessions--
+			job.s.cr.pins--
+			p.gcLocked(job.s.cr)
+			p.wakeLocked(ep)
+			if job.counted {
+				p.wg.Done()
+			}
 		}
-		p.mu.Unlock()
-		closeController(job.c)
-		p.mu.Lock()
-		ep := job.s.cr.ep
-		ep.sessions--
-		job.s.cr.pins--
-		p.gcLocked(job.s.cr)
-		p.wakeLocked(ep)
-		if job.counted {
-			p.wg.Done()
-		}
+		ep.closing = false
+		ep = p.nextReadyLocked()
 	}
 	p.closers--
+}
+
+// nextReadyLocked takes the next BMC whose closes wait for a closer (p.mu
+// held), or nil.
+func (p *Pool) nextReadyLocked() *endpoint {
+	for len(p.readyQ) > 0 {
+		ep := p.readyQ[0]
+		p.readyQ[0] = nil
+		p.readyQ = p.readyQ[1:]
+		if len(p.readyQ) == 0 {
+			p.readyQ = nil
+		}
+		if ep.ready && !ep.closing && len(ep.closeQ) > 0 {
+			ep.closing, ep.ready = true, false
+			return ep
+		}
+	}
+	return nil
 }
 
 func closeController(c Controller) {
@@ -263,4 +314,24 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 	ep.lastEvict = now
 	p.retireLocked(victim)
 	return true, true
+}
+
+// trimLocked closes the least recently used idle live sessions of ep
+// other than keep while more than MaxSessions are live (p.mu held): after
+// a login of credentials not yet proven went over the bound, or once a
+// session that was in use then becomes idle.
+func (p *Pool) trimLocked(ep *endpoint, keep *session) {
+	for len(ep.live) > p.cfg.MaxSessions {
+		var victim *session
+		for s := range ep.live { // at most MaxSessions+1
+			if s != keep && s.inUse == 0 && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
+				victim = s
+			}
+		}
+		if victim == nil {
+			return
+		}
+		ep.lastEvict = p.cfg.Now()
+		p.retireLocked(victim)
+	}
 }

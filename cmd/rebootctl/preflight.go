@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -103,7 +104,7 @@ func checkServer(ctx context.Context, inv inventory.Inventory, s inventory.Serve
 
 	// The BMC answers, the login works, the power state reads: one login
 	// (the connection's answer is the BMC's answer).
-	if _, err := b.Password(); err != nil {
+	if pass, err := b.Password(); err != nil {
 		row.Login = resFail
 		problem("no password: %v", strings.TrimPrefix(err.Error(), "inventory: "))
 	} else {
@@ -111,10 +112,12 @@ func checkServer(ctx context.Context, inv inventory.Inventory, s inventory.Serve
 		var mu sync.Mutex // the Pool may run Connect on its own goroutine
 		var loginErr error
 		loggedIn := false
-		// The login's identity (its credentials' source, never the secret):
-		// a server with a wrong password never backs off another's login
-		// to the same BMC (issue 35).
-		login := fmt.Sprintf("user=%s env=%s file=%s ca=%s insecure=%v", b.Username, b.PasswordEnv, b.PasswordFile, b.CAFile, b.Insecure)
+		// The login's identity: a fingerprint of everything the login
+		// uses (never the secret in clear), so a server with a wrong
+		// password never backs off another's login to the same BMC, and
+		// servers with the same credentials share one (issue 35).
+		login := power.CredentialsKey(addr, b.Username, pass, b.CAFile, strconv.FormatBool(b.Insecure),
+			strconv.FormatBool(b.BasicAuth), b.Privilege, strconv.Itoa(b.CipherSuite))
 		defer pool.Forget(s.UUID) // checked: its session goes now, not at the end of the run
 		ctrl := pool.Controller(s.UUID, power.Target{BMC: addr, Config: addr, Login: login, Connect: func(ctx context.Context) (power.Controller, error) {
 			c, err := connect(ctx, b)

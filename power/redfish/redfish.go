@@ -70,7 +70,11 @@
 //     scheme, host or port is not followed, nor any redirect of a request
 //     with a body (a login, a reset), so the session token, the basic-auth
 //     header and a login's password go nowhere else and a login body is
-//     never sent twice; the error wraps ErrRedirect. The BMC is reached
+//     never sent twice; the error wraps ErrRedirect. No request at all is
+//     sent off the origin, whatever URI the BMC gave (a session's Location,
+//     a link): it fails with an error wrapping ErrOffOrigin, and a Reset
+//     target that is not a path of the endpoint's ("/…") makes On and Off
+//     fail without sending anything. The BMC is reached
 //     directly, never through HTTP_PROXY or HTTPS_PROXY from the
 //     environment, unless Config.Proxy names a proxy.
 //   - A reset answered 202 Accepted with a task monitor succeeds without
@@ -356,8 +360,11 @@ func (c *Controller) readReset(ctx context.Context, raw []byte) error {
 	if !ok || a.Target == "" {
 		return &power.Error{Op: "connect", Class: power.ClassUnsupported, Message: "system has no Reset action"}
 	}
+	// A target that is not a path of the endpoint's is kept, and every
+	// reset refused (change): reads still work, and the operator learns
+	// why a power action fails.
 	c.resetTarget, c.allowed = a.Target, a.Allowable
-	if len(a.Allowable) == 0 && a.ActionInfo != "" {
+	if len(a.Allowable) == 0 && a.ActionInfo != "" && bmcPath(a.ActionInfo) {
 		info, err := schemas.GetObject[schemas.ActionInfo](c.sess.current().WithContext(ctx), a.ActionInfo)
 		if err != nil {
 			return c.classify("read ActionInfo", err)
@@ -481,6 +488,10 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		return err
 	}
 	defer c.unlock()
+	if !bmcPath(c.resetTarget) {
+		return &power.Error{Op: op, Class: power.ClassFailed,
+			Message: "the system's Reset target is not a path of the endpoint's: not sent", Err: ErrOffOrigin}
+	}
 	rt := c.choose(prefs)
 	toggle := strings.EqualFold(rt, "PushPowerButton")
 	cur, err := c.readState(ctx)

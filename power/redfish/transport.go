@@ -41,8 +41,23 @@ func (c *Controller) httpClient(origin *url.URL) *http.Client {
 		}
 		return nil
 	}
-	hc.Transport = limitTransport{hc.Transport}
+	hc.Transport = limitTransport{base: hc.Transport, origin: origin}
 	return &hc
+}
+
+// ErrOffOrigin is wrapped by the error of a request the Controller
+// refused to send because its URL is not on the endpoint's origin (scheme,
+// host and port) or carries user information: a URI the BMC gave (a
+// session's Location, a Reset target, a link) that is not a path of the
+// endpoint's. Neither the session token nor the password goes anywhere
+// but the endpoint.
+var ErrOffOrigin = errors.New("redfish: request to another origin than the endpoint's refused")
+
+// bmcPath reports whether uri, given by the BMC, is a path of the
+// endpoint's: it starts with one "/" (not "//", a network-path reference
+// to another host).
+func bmcPath(uri string) bool {
+	return strings.HasPrefix(uri, "/") && !strings.HasPrefix(uri, "//") && !strings.ContainsAny(uri, "\\@")
 }
 
 // transport is the Controller's own: verified TLS unless told not to, and
@@ -88,10 +103,22 @@ func sameOrigin(a, u *url.URL) bool {
 	return strings.EqualFold(a.Scheme, u.Scheme) && strings.EqualFold(a.Hostname(), u.Hostname()) && port(a) == port(u)
 }
 
-// limitTransport bounds every response body to MaxBody bytes.
-type limitTransport struct{ base http.RoundTripper }
+// limitTransport sends only requests to the endpoint's origin (every
+// request may carry the session token or the basic-auth password, and
+// gofish prefixes the endpoint to whatever URI the BMC gave), and bounds
+// every response body to MaxBody bytes.
+type limitTransport struct {
+	base   http.RoundTripper
+	origin *url.URL
+}
 
 func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.origin != nil && (r.URL.User != nil || !sameOrigin(t.origin, r.URL)) {
+		if r.Body != nil {
+			_ = r.Body.Close() // RoundTrip must close it, even on error
+		}
+		return nil, fmt.Errorf("%w: %s to %s", ErrOffOrigin, r.Method, safeHost(r.URL))
+	}
 	base := t.base
 	if base == nil {
 		base = http.DefaultTransport
@@ -109,3 +136,14 @@ type limitedBody struct {
 }
 
 func (b limitedBody) Close() error { return b.c.Close() }
+
+// safeHost is u's host for an error, without user information and
+// without a peer's control characters.
+func safeHost(u *url.URL) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, u.Scheme+"://"+u.Host)
+}
