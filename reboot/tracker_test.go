@@ -61,7 +61,7 @@ func trackerPass(ctx context.Context, tr *reboot.Tracker, cfg reboot.Config, hos
 
 // TestTrackerMatchesReconciler drives two identical hosts, one with the
 // Reconciler and one with Decide and a Tracker, through the same requests,
-// second writer, clock and BMC faults: every decision must be the same, so
+// second writer, restarts, clock and BMC faults (power buttons included): every decision must be the same, so
 // the Tracker fills Observed as the Reconciler does.
 func TestTrackerMatchesReconciler(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -76,6 +76,10 @@ func TestTrackerMatchesReconciler(t *testing.T) {
 				Seed:    1,
 			},
 			IgnoreSoft: rapid.Bool().Draw(rt, "ignoreSoft"),
+			Button:     fake.ButtonKind(rapid.IntRange(0, 2).Draw(rt, "button")), // Toggler answers
+		}
+		if pcfg.Button == fake.ButtonAll {
+			pcfg.IgnoreSoft = false
 		}
 		cfg := reboot.Config{StaleReads: 5 * time.Second,
 			OffSettle: time.Duration(rapid.IntRange(0, 3).Draw(rt, "settle")) * time.Second}
@@ -83,7 +87,7 @@ func TestTrackerMatchesReconciler(t *testing.T) {
 		hosts := fake.NewRebootHosts(reboot.Host{Name: "a", Online: true}, reboot.Host{Name: "b", Online: true})
 		r := &reboot.Reconciler{Hosts: hosts, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
 			Power: func(string) (power.Controller, error) { return pa, nil }}
-		tr := reboot.NewTracker(clk.Monotonic(), clk.Now())
+		tr := &reboot.Tracker{} // starts at its first pass, as the Reconciler does
 		steps := rapid.IntRange(1, 60).Draw(rt, "steps")
 		for i := 0; i < steps; i++ {
 			switch rapid.IntRange(0, 9).Draw(rt, "op") {
@@ -117,6 +121,10 @@ func TestTrackerMatchesReconciler(t *testing.T) {
 				op := rapid.SampledFrom([]fake.Op{fake.OpOn, fake.OpOff}).Draw(rt, "faultOp")
 				pa.FailNext(op, f)
 				pb.FailNext(op, f)
+			case 4: // both restart: what they remembered is lost
+				r = &reboot.Reconciler{Hosts: hosts, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+					Power: func(string) (power.Controller, error) { return pa, nil }}
+				tr = &reboot.Tracker{}
 			default:
 				clk.Advance(time.Duration(rapid.IntRange(0, 20000).Draw(rt, "ms")) * time.Millisecond)
 			}
