@@ -23,21 +23,32 @@ func requestHash(p plan.Plan) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// exists explains a Create refused because the plan's header exists: nil
-// if that header was written by a Create of this same request (its answer
-// was lost, and the caller tries again), else an error wrapping
-// plan.ErrExists.
+// exists explains a Create refused because the plan's header or its
+// summary (the plan was pruned) exists: nil if that plan was created by a
+// Create of this same request (its answer was lost, and the caller tries
+// again), else an error wrapping plan.ErrExists.
 func (s *Store) exists(ctx context.Context, uuid, request string) error {
 	taken := fmt.Errorf("%w: %s", plan.ErrExists, uuid)
 	resp, err := s.cli.Get(ctx, s.headerKey(uuid))
 	if err != nil {
 		return fmt.Errorf("%w (and reading it failed: %v)", taken, err)
 	}
+	if len(resp.Kvs) > 0 {
+		var h header
+		if err := json.Unmarshal(resp.Kvs[0].Value, &h); err != nil || h.Request == "" || h.Request != request {
+			return taken
+		}
+		return nil
+	}
+	// Created, ended and pruned: its summary records the request.
+	if resp, err = s.cli.Get(ctx, s.summaryKey(uuid)); err != nil {
+		return fmt.Errorf("%w (and reading it failed: %v)", taken, err)
+	}
 	if len(resp.Kvs) == 0 {
 		return taken
 	}
-	var h header
-	if err := json.Unmarshal(resp.Kvs[0].Value, &h); err != nil || h.Request == "" || h.Request != request {
+	var a Archived
+	if err := json.Unmarshal(resp.Kvs[0].Value, &a); err != nil || a.Request == "" || a.Request != request {
 		return taken
 	}
 	return nil

@@ -57,6 +57,8 @@ type Leadership struct {
 	ttl time.Duration
 	// lost is set once a confirmation found the leadership gone.
 	lost bool
+	// swept is the revision the last Maintain's SweepOrphans read at.
+	swept int64
 }
 
 // ShardFencer is a plan.Fleet whose shard freezes check the executor's
@@ -416,8 +418,10 @@ func (e *Executor) after(d time.Duration) <-chan time.Time {
 const maintainEvery = 10 * time.Minute
 
 // Maintain prunes the plans that ended more than retention ago (Prune;
-// none if retention < 0) and sweeps the unreferenced pages of the others
-// (Sweep), with the leadership's fenced store.
+// none if retention < 0), sweeps the unreferenced pages of the others
+// (Sweep) and the pages of UUIDs without a header written before the
+// previous Maintain of this leadership (SweepOrphans), with the
+// leadership's fenced store.
 func (l *Leadership) Maintain(ctx context.Context, now time.Time, retention time.Duration) error {
 	var errs []error
 	if retention >= 0 {
@@ -431,6 +435,16 @@ func (l *Leadership) Maintain(ctx context.Context, now time.Time, retention time
 		if _, err := l.Store.Sweep(ctx, uuid); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	l.mu.Lock()
+	before := l.swept
+	l.mu.Unlock()
+	if _, at, err := l.Store.SweepOrphans(ctx, before); err != nil {
+		errs = append(errs, err)
+	} else {
+		l.mu.Lock()
+		l.swept = at
+		l.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }

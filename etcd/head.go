@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rebootkit/rebootkit/plan"
 )
@@ -67,4 +70,36 @@ func (s *Store) PutHead(ctx context.Context, hv plan.View) error {
 type headRead struct {
 	rev int64
 	h   header
+}
+
+// Heads returns every retained plan (unfinished, or ended within the
+// retention) as a view of its header alone: the plan without its reboots,
+// and its index (View.Summary gives the counts, View.SummaryAt the ETA),
+// read at one revision, no page read or decoded. It is what a listing of
+// plans needs; List (plan.Store) reads every page. A header that cannot be
+// read is reported in the error (wrapping plan.ErrCorrupt) after the
+// readable ones.
+func (s *Store) Heads(ctx context.Context) ([]plan.View, error) {
+	resp, err := s.cli.Get(ctx, s.headersPrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcd: list: %w", err)
+	}
+	out := make([]plan.View, 0, len(resp.Kvs))
+	var bad []string
+	for _, kv := range resp.Kvs {
+		uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
+		h, err := decodeHeader(uuid, kv.Value)
+		if err != nil {
+			bad = append(bad, err.Error())
+			continue
+		}
+		p := h.Plan
+		p.Reboots = nil
+		p.Version = strconv.FormatInt(kv.ModRevision, 10)
+		out = append(out, plan.View{Plan: p, Index: h.Index, Pos: []int{}})
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("%w: %s", plan.ErrCorrupt, strings.Join(bad, "; "))
+	}
+	return out, nil
 }

@@ -543,6 +543,9 @@ func TestUnfinishedReportsCorruptHeader(t *testing.T) {
 	fleet := fleetOf(clk, "ok", 3, "")
 	s := NewStore(cli, pre)
 	require.NoError(t, s.Create(ctx, runningPlan(t, "ok", fleet.Servers(), 1, clk.Now())))
+	// A plan whose header then became unreadable (Unfinished reads the
+	// headers of the plans its index names: issue 37).
+	require.NoError(t, s.Create(ctx, runningPlan(t, "broken", fleetOf(clk, "broken", 1, "").Servers(), 1, clk.Now())))
 	_, err := cli.Put(ctx, pre+"headers/broken", `{"plan":`)
 	require.NoError(t, err)
 	un, err := s.Unfinished(ctx)

@@ -26,6 +26,10 @@ type Archived struct {
 	Summary  plan.Summary `json:"summary"`
 	Ended    time.Time    `json:"ended"`
 	PrunedAt time.Time    `json:"pruned_at"`
+	// Request is the plan's Create request (its SHA-256): a Create of
+	// the same plan retried after the prune succeeds without creating it
+	// again; another plan of that UUID is refused (plan.ErrExists).
+	Request string `json:"request,omitempty"`
 }
 
 func (s *Store) summaryKey(uuid string) string { return s.prefix + "summaries/" + uuid }
@@ -85,7 +89,7 @@ func (s *Store) Prune(ctx context.Context, now, olderThan time.Time) ([]string, 
 		if !h.Ended.Before(olderThan) {
 			continue
 		}
-		a := Archived{Plan: h.Plan, Summary: plan.View{Plan: h.Plan, Index: h.Index}.Summary(), Ended: *h.Ended, PrunedAt: now}
+		a := Archived{Plan: h.Plan, Summary: plan.View{Plan: h.Plan, Index: h.Index}.Summary(), Ended: *h.Ended, PrunedAt: now, Request: h.Request}
 		raw, err := json.Marshal(a)
 		if err != nil {
 			return pruned, err
@@ -93,6 +97,7 @@ func (s *Store) Prune(ctx context.Context, now, olderThan time.Time) ([]string, 
 		r, err := s.cli.Txn(ctx).If(cas...).Then(
 			clientv3.OpPut(s.summaryKey(uuid), string(raw)),
 			clientv3.OpDelete(string(kv.Key)),
+			clientv3.OpDelete(s.indexKey(uuid)),
 			clientv3.OpDelete(s.prefix+"pages/"+uuid+"/", clientv3.WithPrefix()),
 		).Commit()
 		if err != nil {
@@ -149,4 +154,67 @@ func (s *Store) Sweep(ctx context.Context, uuid string) (int, error) {
 	}
 	s.deleteKeys(ctx, stale)
 	return len(stale), nil
+}
+
+// SweepOrphans deletes the page keys of UUIDs that have no header, every
+// one of whose keys under its nonce was written at or before revision
+// before (read by the previous call):
+// the pages of a Create whose writer died before writing the header (or
+// that lost it). Pass the revision the previous call returned (Maintain
+// does, every ten minutes), so that a Create in progress keeps its pages;
+// a Create slower than that finds its first page gone and fails. It reads
+// the keys (not the values) of every page and header, and returns how many
+// keys it deleted and the revision it read at.
+func (s *Store) SweepOrphans(ctx context.Context, before int64) (int, int64, error) {
+	pre := s.prefix + "pages/"
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(pre, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(s.headersPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		return 0, 0, fmt.Errorf("etcd: sweep: %w", err)
+	}
+	headed := map[string]bool{}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		headed[strings.TrimPrefix(string(kv.Key), s.headersPrefix())] = true
+	}
+	// By UUID/NONCE/: the keys, and whether all are older than before.
+	type group struct {
+		keys int
+		old  bool
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		parts := strings.SplitN(strings.TrimPrefix(string(kv.Key), pre), "/", 3)
+		if len(parts) < 3 || headed[parts[0]] {
+			continue
+		}
+		g := parts[0] + "/" + parts[1] + "/"
+		if groups[g] == nil {
+			groups[g] = &group{old: true}
+			order = append(order, g)
+		}
+		groups[g].keys++
+		groups[g].old = groups[g].old && kv.ModRevision <= before
+	}
+	deleted := 0
+	var errs []error
+	for _, g := range order {
+		if !groups[g].old {
+			continue
+		}
+		uuid := strings.SplitN(g, "/", 2)[0]
+		// Only while the plan still has no header.
+		cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.headerKey(uuid)), "=", 0)}, s.guard...)
+		r, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(pre+g, clientv3.WithPrefix())).Commit()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("etcd: sweep %s: %w", uuid, err))
+			continue
+		}
+		if r.Succeeded {
+			deleted += int(r.Responses[0].GetResponseDeleteRange().Deleted)
+		}
+	}
+	return deleted, resp.Header.Revision, errors.Join(errs...)
 }

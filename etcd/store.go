@@ -60,6 +60,8 @@ const readRetries = 8
 //
 //	PREFIX headers/UUID
 //	PREFIX pages/UUID/NONCE/00000000 ...
+//	PREFIX unfinished/UUID   (while the plan may still reboot servers)
+//	PREFIX summaries/UUID    (once Prune removed it)
 //
 // Every read of a plan reads its header and then its pages at the
 // revision the header was read at (one snapshot, retried from the start
@@ -322,7 +324,8 @@ func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
 		if err != nil {
 			return err
 		}
-		p, err = s.assemble(ctx, uuid, h, version, at, true)
+		// Only the plans that may act again are cached.
+		p, err = s.assemble(ctx, uuid, h, version, at, !ended(h))
 		return err
 	})
 	return p, err
@@ -431,7 +434,9 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 	if err != nil {
 		return err
 	}
-	absent := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(hk), "=", 0)}, s.guard...)
+	// Neither the plan nor its summary (it was created, ended and pruned).
+	absent := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(hk), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(s.summaryKey(p.UUID)), "=", 0)}, s.guard...)
 	var ops []clientv3.Op
 	size := 0
 	flush := func() error {
@@ -482,8 +487,18 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 		// Nothing created under headers/ since the list the check read:
 		// the check still holds when the header is written.
 		none := clientv3.Compare(clientv3.CreateRevision(s.headersPrefix()), "<", listedAt+1).WithPrefix()
-		resp, err := s.cli.Txn(ctx).If(append(slices.Clone(absent), none)...).Then(clientv3.OpPut(hk, string(raw))).
-			Else(clientv3.OpGet(hk, clientv3.WithKeysOnly())).Commit()
+		cmps := append(slices.Clone(absent), none)
+		if len(pages) > 0 {
+			// Its pages are still there (SweepOrphans deletes the pages of a
+			// Create that took too long).
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.pageKey(p.UUID, h.Nonce, 0)), ">", 0))
+		}
+		then := []clientv3.Op{clientv3.OpPut(hk, string(raw))}
+		if !ended(h) {
+			then = append(then, clientv3.OpPut(s.indexKey(p.UUID), ""))
+		}
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(then...).
+			Else(clientv3.OpGet(hk, clientv3.WithKeysOnly()), clientv3.OpGet(s.summaryKey(p.UUID), clientv3.WithKeysOnly())).Commit()
 		if err != nil {
 			// It may have been written: its pages stay.
 			return fmt.Errorf("etcd: create %s: %w", p.UUID, err)
@@ -492,7 +507,7 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 			s.count(len(raw))
 			return nil
 		}
-		if len(resp.Responses) > 0 && len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
+		if len(resp.Responses) > 1 && (len(resp.Responses[0].GetResponseRange().Kvs) > 0 || len(resp.Responses[1].GetResponseRange().Kvs) > 0) {
 			cleanup()
 			return s.refused(ctx, p.UUID, s.exists(ctx, p.UUID, request))
 		}
@@ -516,11 +531,30 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 // record that really is corrupt is passed over: any other error (etcd
 // unreachable, a timeout) fails the check.
 func (s *Store) checkOthers(ctx context.Context, p plan.Plan) (int64, error) {
-	unfinished := func(h header) bool {
-		return h.Plan.UUID != p.UUID && plan.View{Plan: h.Plan, Index: h.Index}.Unfinished()
-	}
 	// A corrupt record cannot be read: there is nothing to check it against.
-	others, at, _, err := s.listAt(ctx, unfinished)
+	var others []plan.Plan
+	var at int64
+	err := retryCompacted(func() error {
+		heads, rev, _, err := s.unfinishedHeads(ctx)
+		if err != nil {
+			return err
+		}
+		others, at = nil, rev
+		for _, ih := range heads {
+			if ih.uuid == p.UUID {
+				continue
+			}
+			o, err := s.assemble(ctx, ih.uuid, ih.h, ih.rev, at, true)
+			if errors.Is(err, plan.ErrCorrupt) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			others = append(others, o)
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -576,7 +610,7 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 		return fmt.Errorf("%w: plan %s: a header of %d bytes is over etcd's request limit", plan.ErrTooLarge, uuid, len(raw))
 	}
 	if 1+len(keys) <= maxTxnOps && size <= maxTxnBytes {
-		ops := []clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw))}
+		ops := append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw))}, s.indexOps(uuid, old, h)...)
 		for _, n := range keys {
 			ops = append(ops, clientv3.OpPut(s.pageKey(uuid, h.Nonce, n), string(pages[n])))
 		}
@@ -651,7 +685,7 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 		s.deleteKeys(ctx, staged)
 		return err
 	}
-	resp, err := s.cli.Txn(ctx).If(cas...).Then(clientv3.OpPut(s.headerKey(uuid), string(raw))).Commit()
+	resp, err := s.cli.Txn(ctx).If(cas...).Then(append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw))}, s.indexOps(uuid, old, h)...)...).Commit()
 	if err != nil {
 		// It may have been written: the staged pages stay.
 		return fmt.Errorf("etcd: write %s: %w", uuid, err)
@@ -782,25 +816,18 @@ func (s *Store) listAt(ctx context.Context, want func(header) bool) (out []plan.
 }
 
 // Unfinished returns the UUIDs of the plans that may still reboot servers,
-// reading headers only, at one revision. A header that cannot be read is
+// at one revision, reading the index of unfinished plans and their headers
+// only (never a retained ended plan). A header that cannot be read is
 // reported in the error (wrapping plan.ErrCorrupt), after the UUIDs of the
 // readable ones: its reboots in flight are nobody's until a person looks.
 func (s *Store) Unfinished(ctx context.Context) ([]string, error) {
-	resp, err := s.cli.Get(ctx, s.headersPrefix(), clientv3.WithPrefix())
+	heads, _, bad, err := s.unfinishedHeads(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("etcd: list: %w", err)
+		return nil, err
 	}
-	var out, bad []string
-	for _, kv := range resp.Kvs {
-		uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
-		h, err := decodeHeader(uuid, kv.Value)
-		if err != nil {
-			bad = append(bad, err.Error())
-			continue
-		}
-		if (plan.View{Plan: h.Plan, Index: h.Index}).Unfinished() {
-			out = append(out, h.Plan.UUID)
-		}
+	out := make([]string, 0, len(heads))
+	for _, ih := range heads {
+		out = append(out, ih.uuid)
 	}
 	if len(bad) > 0 {
 		return out, fmt.Errorf("%w: %s", plan.ErrCorrupt, strings.Join(bad, "; "))

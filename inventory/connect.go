@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/ipmi"
@@ -35,7 +36,7 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 		if f.opts.Controller != nil {
 			c, err = f.opts.Controller(ctx, s)
 		} else {
-			c, err = Connect(ctx, b)
+			c, err = connectBounded(ctx, b, f.opts.Reboot.SoftTimeout, f.opts.Reboot.StaleReads)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("server %s: connect: %w", s.Hostname, err)
@@ -46,6 +47,13 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 
 // Connect opens the power controller of a BMC (Redfish or IPMI).
 func Connect(ctx context.Context, b BMC) (power.Controller, error) {
+	return connectBounded(ctx, b, 0, 0)
+}
+
+// connectBounded is Connect giving the Redfish adapter the reboot
+// controller's SoftTimeout and StaleReads (zero: the adapter's defaults),
+// so that its own press rule uses the operator's bounds.
+func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads time.Duration) (power.Controller, error) {
 	pass, err := b.Password()
 	if err != nil {
 		return nil, err
@@ -59,7 +67,7 @@ func Connect(ctx context.Context, b BMC) (power.Controller, error) {
 			Privilege: b.Privilege})
 	}
 	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure,
-		SystemID: b.System}
+		SystemID: b.System, SoftTimeout: softTimeout, StaleReads: staleReads}
 	if b.CAFile != "" {
 		pem, err := os.ReadFile(b.CAFile)
 		if err != nil {

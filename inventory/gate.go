@@ -9,6 +9,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/internal/termsafe"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // power is the Reconciler's power controller for a server: its BMC's,
@@ -70,6 +71,13 @@ func (g *gated) On(ctx context.Context) error {
 	}
 	g.f.noteCall(g.server, "on", err)
 	return err
+}
+
+// TogglesOff passes on the inner controller's reboot.Toggler (false if
+// it has none), so that the reboot controller's press rule applies.
+func (g *gated) TogglesOff(m power.Mode) bool {
+	t, ok := g.inner.(reboot.Toggler)
+	return ok && t.TogglesOff(m)
 }
 
 func (g *gated) Off(ctx context.Context, m power.Mode) error {

@@ -159,8 +159,8 @@ func ClassifyBMC(err error) string {
 // the BMC refused it (credentials, busy, unsupported) or was never reached.
 // A failure or a timeout may have been applied.
 func notApplied(err error) bool {
-	if errors.Is(err, power.ErrBackoff) {
-		return true // not tried
+	if errors.Is(err, power.ErrBackoff) || errors.Is(err, power.ErrNotSent) {
+		return true // not tried, or never sent (no session)
 	}
 	switch ClassifyBMC(err) {
 	case BMCAuth, BMCBusy, BMCUnsupported, BMCUnreachable, BMCTLS, BMCConfig:

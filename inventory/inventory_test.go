@@ -257,3 +257,16 @@ func FuzzScrub(f *testing.F) {
 		}
 	})
 }
+
+// Review 36: the fleet's gated controller passes on reboot.Toggler.
+func TestGatedForwardsTogglesOff(t *testing.T) {
+	clk := fake.NewClock(time.Time{})
+	g := &gated{inner: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft})}
+	if !g.TogglesOff(power.ModeSoft) || g.TogglesOff(power.ModeHard) {
+		t.Fatal("gated hides the inner controller's TogglesOff")
+	}
+	g = &gated{inner: fake.NewPower(clk.Real, fake.PowerConfig{})}
+	if g.TogglesOff(power.ModeSoft) {
+		t.Fatal("gated says a press for a controller that cannot toggle")
+	}
+}

@@ -4,18 +4,25 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -45,9 +52,50 @@ type RebootController struct {
 	ReconcileTimeout time.Duration
 	// Ownership says which hosts are rebootkit's to power: the others
 	// belong to the baremetal-operator and are refused with an event
-	// (RebootRefused), without any power call. The zero value assumes an
-	// operator and takes only detached hosts.
+	// (RebootRefused, once per set of reboot annotations, not on every
+	// change of the host), without any power call. The zero value assumes
+	// an operator and takes only detached hosts.
 	Ownership Ownership
+	// IdlePoll bounds the time between two passes of a host of rebootkit's
+	// (default 60 s, the baremetal-operator's power-state poll): a host
+	// that crashes off, or is powered on or off behind rebootkit's back,
+	// is noticed within it, not at the manager's resync (10 h).
+	IdlePoll time.Duration
+	// Async, if it is what the Reconciler's Power goes through, is told
+	// to reconcile a host when a BMC call that outlived its pass ends
+	// (SetupWithManager sets its Done); a pass whose call is still running
+	// is requeued after a minute at the latest.
+	Async *Async
+
+	refusedMu sync.Mutex
+	refused   map[string]string // host -> the reboot annotations last refused
+}
+
+// refuseOnce reports whether the refusal of host's reboot annotations ann
+// has not been reported yet (and notes it).
+func (c *RebootController) refuseOnce(host string, ann map[string]string) bool {
+	keys := make([]string, 0, len(ann))
+	for k, v := range ann {
+		if k == reboot.Annotation || strings.HasPrefix(k, reboot.AnnotationPrefix) {
+			keys = append(keys, k+"="+v)
+		}
+	}
+	slices.Sort(keys)
+	sig := strings.Join(keys, "\x00")
+	c.refusedMu.Lock()
+	defer c.refusedMu.Unlock()
+	if c.refused == nil {
+		c.refused = map[string]string{}
+	}
+	if sig == "" {
+		delete(c.refused, host)
+		return false
+	}
+	if c.refused[host] == sig {
+		return false
+	}
+	c.refused[host] = sig
+	return true
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -63,11 +111,12 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		if ours, why := c.Ownership.Ours(&bmh); !ours {
-			if c.Recorder != nil && hasRebootAnnotation(bmh.Annotations) {
+			if c.refuseOnce(req.Name, bmh.Annotations) && c.Recorder != nil {
 				c.Recorder.Eventf(&bmh, nil, "Warning", "RebootRefused", "Reboot", "%s", why)
 			}
 			return ctrl.Result{}, nil
 		}
+		c.refuseOnce(req.Name, nil) // ours now: a later refusal is news
 	}
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
 	if errors.Is(err, reboot.ErrNotFound) {
@@ -76,8 +125,34 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if errors.Is(err, reboot.ErrConflict) {
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil // someone wrote in between: decide again
 	}
+	if errors.Is(err, ErrBMCChanged) {
+		// Nothing was sent to the new BMC; restoring spec.bmc (a change of
+		// the host) brings the next pass.
+		if c.Recorder != nil && c.Client != nil {
+			var bmh metal3.BareMetalHost
+			if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
+				c.Recorder.Eventf(&bmh, nil, "Warning", "BMCChanged", "Reboot", "%v", err)
+			}
+		}
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if isInFlight(res.PowerErr) {
+		// The call goes on in the background; its end requeues the host.
+		return ctrl.Result{RequeueAfter: cmp.Or(c.IdlePoll, time.Minute)}, nil
+	}
+	if isPowerOffDisabled(res.PowerErr) {
+		// Refused, with an event, and not retried at once: only a change
+		// of the host (or a minute) brings the next pass.
+		if c.Recorder != nil && c.Client != nil {
+			var bmh metal3.BareMetalHost
+			if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
+				c.Recorder.Eventf(&bmh, nil, "Warning", "PowerOffRefused", "Reboot", "%v", res.PowerErr)
+			}
+		}
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
 	if c.Recorder != nil && len(res.Decision.Warnings) > 0 {
 		var bmh metal3.BareMetalHost
@@ -87,9 +162,15 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			}
 		}
 	}
+	if c.Recorder != nil && c.Client != nil && (res.PowerErr != nil || res.StateErr != nil) {
+		c.powerEvent(ctx, req, res)
+	}
 	after := res.RequeueAfter
 	if res.Requeue && (after <= 0 || after > time.Millisecond) {
 		after = time.Millisecond // at once (a failed power call: the next decision acts on it)
+	}
+	if idle := cmp.Or(c.IdlePoll, time.Minute); after <= 0 || after > idle {
+		after = idle // a host's power can change with no change of the object
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -110,18 +191,39 @@ func (c *RebootController) SetupWithManager(mgr ctrl.Manager) error {
 			}
 		}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if c.Async != nil {
+		ended := make(chan event.TypedGenericEvent[*metal3.BareMetalHost], 4096)
+		c.Async.Done = func(name string) {
+			select {
+			case ended <- event.TypedGenericEvent[*metal3.BareMetalHost]{Object: &metal3.BareMetalHost{
+				ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}}:
+			default: // full: the requeue after a minute covers it
+			}
+		}
+		b = b.WatchesRawSource(source.Channel(ended, &handler.TypedEnqueueRequestForObject[*metal3.BareMetalHost]{}))
+	}
+	return b.
 		Named(cmp.Or(c.Name, "rebootkit-reboot")).
 		// The priority queue (controller-runtime's default) puts the
 		// initial list's events after changes: a fencing request made
 		// while a thousand hosts are first reconciled goes first.
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(c.MaxConcurrentReconciles, 32)}).
 		For(&metal3.BareMetalHost{}, builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, detachedChanged),
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
 		)).
 		Complete(c)
 }
+
+// detachedChanged passes a status update that makes a host detached or
+// attached (the operator writes status.operationalStatus after the
+// annotation: the host becomes rebootkit's then).
+var detachedChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*metal3.BareMetalHost)
+	n, ok2 := e.ObjectNew.(*metal3.BareMetalHost)
+	return ok1 && ok2 && Detached(o) != Detached(n)
+}}
 
 func hasRebootAnnotation(a map[string]string) bool {
 	for k := range a {
@@ -130,4 +232,23 @@ func hasRebootAnnotation(a map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// powerEvent reports a failed power call or state read of a pass as a
+// Warning event on the host (the events API aggregates repeats), so that
+// a BMC refusing the credentials for ever is seen.
+func (c *RebootController) powerEvent(ctx context.Context, req ctrl.Request, res reboot.Result) {
+	var bmh metal3.BareMetalHost
+	if c.Client.Get(ctx, req.NamespacedName, &bmh) != nil {
+		return
+	}
+	err, what := res.PowerErr, "power call"
+	if err == nil {
+		err, what = res.StateErr, "power state read"
+	}
+	fix := "check the BMC's address and reachability"
+	if errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) {
+		fix = "check the username and password in the host's BMC credentials Secret"
+	}
+	c.Recorder.Eventf(&bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", req.Name, what, err, fix)
 }

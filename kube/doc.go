@@ -61,12 +61,24 @@
 //     Redfish family or IPMI, ParseBMCAddress) and credentials Secret, read
 //     directly with get (never through a cache) and used only if it is
 //     bound to the host (BMCHostLabel or an owner reference to the host).
+//     While a reboot is pending, the host's RebootRecord pins the
+//     spec.bmc (address, credentials Secret, TLS verification) seen when
+//     it became pending; a different one gets no credentials and gives no
+//     evidence (ErrBMCChanged) unless the reboot-client admission policy
+//     (config/admission, AdmissionPolicyName) and its denying binding
+//     have been in force since before the reboot became pending, so that
+//     only an identity with more than the reboot-client role changed it.
+//     A host with spec.disablePowerOff is never powered off (its power-off
+//     fails with ErrPowerOffDisabled and the controller says so with a
+//     PowerOffRefused event): rebootkit has no reset call, so the reboots
+//     of such a host are the baremetal-operator's.
 //   - Ownership, OperatorHosts, OwnedHosts: never two actors on one
 //     host. Next to a baremetal-operator (the default), the
 //     RebootController powers only hosts the operator does not manage
-//     (annotation baremetalhost.metal3.io/detached, or a label selector)
-//     and refuses the others with a RebootRefused event, making no power
-//     call; the remediation drives the operator's hosts through its own
+//     (Detached: the annotation baremetalhost.metal3.io/detached and
+//     status.operationalStatus detached, see "The baremetal-operator's
+//     rules"; or a label selector) and refuses the others with a
+//     RebootRefused event, making no power call; the remediation drives the operator's hosts through its own
 //     reboot annotation and status, as the Cluster API provider for metal3
 //     does (OperatorHosts), and rebootkit's hosts through the reboot API.
 //     Without an operator (Ownership.NoOperator) every host is
@@ -79,18 +91,59 @@
 //     new leader acts.
 //   - RebootController reconciles hosts concurrently
 //     (MaxConcurrentReconciles) with a deadline per pass, and Powers goes
-//     through a power.Pool: a hung or unreachable BMC holds one worker for
-//     a bounded time, never the namespace.
+//     through a power.Pool. With Async (as the binary runs it) every BMC
+//     call, a login included, runs in the background, one per host, and a
+//     pass waits for it at most Async.Wait: a hung BMC holds no worker, so
+//     a fencing request on a healthy host is served whatever the number of
+//     hung BMCs; the call's end reconciles its host again.
 //   - cmd/rebootkit-controller: a manager binary running both controllers
 //     (kubeconfig, namespace, leader election on by default with the
-//     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit).
+//     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit),
+//     with liveness (/healthz) and readiness (/readyz: informers synced)
+//     probes. Without the Cluster API CRDs it runs the reboot controller,
+//     says that the remediation waits, and restarts once they are served.
 //
 // Deployment: config/ holds the RebootRecord CRD, the controller's role
 // generated from the +kubebuilder:rbac markers of rbac.go (a Role in the
-// hosts' namespace, a ClusterRole for Nodes only), a role for reboot
-// clients (update on BareMetalHosts, read on records), a Deployment and
-// kustomizations (kubectl apply -k config/default); Dockerfile builds the
-// image. scripts/gen-config.sh regenerates what is generated.
+// hosts' namespace, a ClusterRole for Nodes and, by name, the admission
+// policy), a role for reboot clients (update on BareMetalHosts, read on
+// records, and the marker verb "reboot" on rebootkit.io/rebootclients), the
+// ValidatingAdmissionPolicy under which a holder of that marker may change
+// nothing of a host but the reboot annotations unless it also has the verb
+// "configure" on the host (config/admission), a Deployment (two replicas
+// never on one host, probes) with a PodDisruptionBudget, and
+// kustomizations (kubectl apply -k config/default, which sets the image);
+// Dockerfile builds the image. scripts/gen-config.sh regenerates what is generated.
+//
+// # The baremetal-operator's rules
+//
+// What this package relies on, from the baremetal-operator v0.13.2
+// (controllers/metal3.io/host_state_machine.go and
+// baremetalhost_controller.go):
+//
+//   - checkDetachedHost runs before every state's handler: with the
+//     annotation baremetalhost.metal3.io/detached, and only in the
+//     provisioned, externally provisioned, ready and available states, it
+//     calls detachHost; in any other state (registering, inspecting,
+//     preparing, provisioning, deprovisioning...) the annotation is
+//     ignored and the operator goes on powering the host through Ironic.
+//   - detachHost asks the provisioner to detach (Ironic deletes its node)
+//     and, while that is in progress (Dirty), returns without changing the
+//     status; only when it is done does it set status.operationalStatus
+//     to "detached" (SetOperationalStatus(OperationalStatusDetached)),
+//     then polls slowly. So the annotation alone does not mean the
+//     operator let go: Detached requires both.
+//   - Without the annotation, checkDetachedHost sets a detached host's
+//     operationalStatus back to OK (or error) and the operator registers
+//     it again and powers it: the status alone does not mean it either.
+//     A host stops being rebootkit's the moment its annotation goes.
+//   - The operator writes status (status.poweredOn, lastUpdated) only when
+//     something changes, and its power reading comes from Ironic's cached
+//     power state (synced about every 60 s). So OperatorHosts takes
+//     status.poweredOn, whenever written, as a reading up to StaleReads
+//     old (DefaultOperatorStaleReads): a host shown off is fenced once
+//     that long has passed since the request, also when the operator
+//     showed it off before the request and writes nothing new.
 //
 // Tests run against a real API server (envtest with kube-apiserver
 // v1.37.1 and etcd v3.7.3 built from the Go module proxy by
@@ -111,7 +164,8 @@
 //   - Give the controller's service account the role of config/rbac (the
 //     tests run the controllers under exactly that role), and reboot
 //     clients the reboot-client role: never write access to rebootrecords
-//     or to the BMC Secrets.
+//     or to the BMC Secrets. Install config/admission (with
+//     --unmanaged-hosts the binary refuses to start without it).
 //   - Bind each BMC Secret to its host: the label BMCHostLabel with the
 //     host's name, or an owner reference to the host (the
 //     baremetal-operator adds one to the Secrets it manages).
@@ -121,7 +175,11 @@
 //   - No store write overwrites a change it did not read, or a field it
 //     does not own.
 //   - A client that may ask for reboots cannot write the fencing evidence
-//     or have another host's BMC credentials sent to its endpoint.
+//     or have another host's BMC credentials sent to its endpoint. With
+//     config/admission installed it can change nothing of a host but the
+//     reboot annotations (not spec.bmc, not labels, not the detached
+//     annotation); without it, a spec.bmc changed during a pending reboot
+//     is not used (ErrBMCChanged).
 //   - The storm guard admits at most its limit per cluster and
 //     MachineHealthCheck across concurrent reconciles and managers
 //     (compare-and-swap on the Admissions record).

@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -16,8 +15,9 @@ import (
 
 // ErrNotLeader: a power call refused because this process may no longer
 // hold the leader lease (it was not renewed recently enough, with the
-// guard's margin).
-var ErrNotLeader = errors.New("kube: not the leader (lease not held with the margin): no power call")
+// guard's margin). It wraps reboot.ErrNotLeader, so that the reboot
+// controller counts the call as not tried (reboot.CallClass).
+var ErrNotLeader = fmt.Errorf("kube: not the leader (lease not held with the margin): no power call: %w", reboot.ErrNotLeader)
 
 // LeaseGuard makes leadership a fence for power calls. Leader election is
 // a lease: a leader paused after a versioned write, or finishing its
@@ -27,7 +27,10 @@ var ErrNotLeader = errors.New("kube: not the leader (lease not held with the mar
 // and notes, on a monotonic clock, when each renewal of this process's
 // lease was sent; Wrap's controllers make a power-on or power-off only
 // while the lease renewed last is held for at least Margin more, and bound
-// the call by the lease's end. Other candidates take the lease only
+// the call by the lease's end. The lease's end is the renewal's sending
+// plus the record's leaseDurationSeconds (what the other candidates wait),
+// not the configured LeaseDuration: client-go writes whole seconds, so
+// 1800ms is a 1 s lease and anything under 1 s none. Other candidates take the lease only
 // LeaseDuration after they saw it renewed, which is after the renewal was
 // sent, so a call the guard lets through ends before another leader can
 // act. Power readings are not guarded.
@@ -42,13 +45,14 @@ type LeaseGuard struct {
 	// LeaseDuration is the manager's (ctrl.Options.LeaseDuration).
 	LeaseDuration time.Duration
 	// Margin is how long before the lease's end power calls stop
-	// (default LeaseDuration/3).
+	// (default a third of the lease's duration as the record says it).
 	Margin time.Duration
 	// Monotonic is the clock (default: the process's monotonic clock).
 	Monotonic func() time.Duration
 
 	mu         sync.Mutex
 	validUntil time.Duration
+	duration   time.Duration // the lease's, from the record last written
 	held       bool
 }
 
@@ -74,22 +78,26 @@ func (g *LeaseGuard) now() time.Duration {
 	return time.Since(guardStart)
 }
 
-func (g *LeaseGuard) margin() time.Duration {
+func (g *LeaseGuard) margin(d time.Duration) time.Duration {
 	if g.Margin > 0 {
 		return g.Margin
 	}
-	return g.LeaseDuration / 3
+	return d / 3
 }
 
-// wrote notes a successful write of the record ler sent at sent.
+// wrote notes a successful write of the record ler sent at sent. The
+// lease lasts what the record says (leaseDurationSeconds, whole seconds:
+// client-go writes LeaseDuration truncated, and the other candidates wait
+// only that long), never more than LeaseDuration.
 func (g *LeaseGuard) wrote(ler resourcelock.LeaderElectionRecord, sent time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if ler.HolderIdentity != g.Lock.Identity() {
-		g.held = false // released
+	d := min(time.Duration(ler.LeaseDurationSeconds)*time.Second, g.LeaseDuration)
+	if ler.HolderIdentity != g.Lock.Identity() || d <= 0 {
+		g.held = false // released, or a lease no other candidate waits for
 		return
 	}
-	g.held, g.validUntil = true, sent+g.LeaseDuration
+	g.held, g.validUntil, g.duration = true, sent+d, d
 }
 
 // Get implements resourcelock.Interface.
@@ -133,7 +141,7 @@ func (g *LeaseGuard) remaining() time.Duration {
 	if !g.held {
 		return 0
 	}
-	return g.validUntil - g.margin() - g.now()
+	return g.validUntil - g.margin(g.duration) - g.now()
 }
 
 // Held reports whether this process holds the lease with the margin.
@@ -163,6 +171,13 @@ func (c *guarded) On(ctx context.Context) error { return c.call(ctx, c.pc.On) }
 
 func (c *guarded) Off(ctx context.Context, m power.Mode) error {
 	return c.call(ctx, func(ctx context.Context) error { return c.pc.Off(ctx, m) })
+}
+
+// TogglesOff passes on the wrapped controller's reboot.Toggler (false if
+// it has none), so that the reboot controller's press rule applies.
+func (c *guarded) TogglesOff(m power.Mode) bool {
+	t, ok := c.pc.(interface{ TogglesOff(power.Mode) bool })
+	return ok && t.TogglesOff(m)
 }
 
 // Hold implements reboot.Guard, so that a reboot.Reconciler or

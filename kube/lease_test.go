@@ -9,6 +9,7 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -187,3 +188,44 @@ func TestNoPowerCallAfterLeaseLost(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestLeaseGuardUsesRecordDuration (issue 39, point 7): the guard's lease
+// ends where the other candidates think it ends: the renewal plus the
+// record's whole leaseDurationSeconds, as client-go writes them, not the
+// configured duration. With 1800ms the record says 1 s: power calls stop
+// 1 s minus the margin after the renewal, not 1.8 s minus it. (Under 1 s
+// the record would say 0, which the API server refuses.) On the old code
+// calls passed until 1.8 s (2.5 s) minus the margin.
+func TestLeaseGuardUsesRecordDuration(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	ns := newNamespace(t, adminClient(t))
+	for _, tc := range []struct {
+		dur       time.Duration
+		heldAt    time.Duration // held just after the write
+		notHeldAt time.Duration
+	}{
+		{dur: 1800 * time.Millisecond, heldAt: 950 * time.Millisecond, notHeldAt: 970 * time.Millisecond},
+		{dur: 2500 * time.Millisecond, heldAt: 1950 * time.Millisecond, notHeldAt: 1970 * time.Millisecond},
+		{dur: 3 * time.Second, heldAt: 2950 * time.Millisecond, notHeldAt: 2970 * time.Millisecond},
+	} {
+		var mono time.Duration
+		g, err := NewLeaseGuard(cfg, ns, "lease-"+tc.dur.String(), "me", tc.dur, tc.dur/2)
+		require.NoError(t, err)
+		g.Monotonic = func() time.Duration { return mono }
+		g.Margin = 40 * time.Millisecond
+		now := metav1.Now()
+		// What client-go's leader election writes.
+		ler := resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: int(tc.dur / time.Second),
+			AcquireTime: now, RenewTime: now}
+		require.NoError(t, g.Create(ctx, ler))
+		if tc.heldAt > 0 {
+			mono = tc.heldAt
+			assert.True(t, g.Held(), "%v: held at %v", tc.dur, tc.heldAt)
+		}
+		mono = tc.notHeldAt
+		assert.False(t, g.Held(), "%v: other candidates may take a lease of %d s: not held at %v", tc.dur, ler.LeaseDurationSeconds, tc.notHeldAt)
+		pc := g.Wrap(fake.NewPower(time.Now, fake.PowerConfig{}))
+		assert.ErrorIs(t, pc.Off(ctx, power.ModeHard), ErrNotLeader)
+	}
+}

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -27,8 +28,24 @@ type Ownership struct {
 	// rebootkit's.
 	NoOperator bool
 	// Unmanaged selects hosts the operator does not manage (besides those
-	// it is detached from by metal3.DetachedAnnotation); nil selects none.
+	// it has detached, see Detached); nil selects none. Its labels must be
+	// ones reboot clients cannot write: config/admission denies them every
+	// label change.
 	Unmanaged labels.Selector
+}
+
+// Detached reports whether the baremetal-operator has let go of bmh: the
+// annotation metal3.DetachedAnnotation asks for it, and
+// status.operationalStatus "detached" says the operator did it (it writes
+// that only once Ironic's detach is done, and only in the provisioned,
+// externally provisioned, ready and available states). Either alone is
+// not enough: the annotation before the detach completes (or in a state
+// the operator does not detach in), and the status after the annotation
+// is removed (the operator then re-registers the host and powers it
+// again). See the package doc, "The baremetal-operator's rules".
+func Detached(bmh *metal3.BareMetalHost) bool {
+	_, asked := bmh.Annotations[metal3.DetachedAnnotation]
+	return asked && bmh.Status.OperationalStatus == metal3.OperationalStatusDetached
 }
 
 // Ours reports whether rebootkit powers bmh (and why not, if not).
@@ -36,33 +53,59 @@ func (o Ownership) Ours(bmh *metal3.BareMetalHost) (bool, string) {
 	if o.NoOperator {
 		return true, ""
 	}
-	if _, ok := bmh.Annotations[metal3.DetachedAnnotation]; ok {
+	if Detached(bmh) {
 		return true, ""
 	}
 	if o.Unmanaged != nil && o.Unmanaged.Matches(labels.Set(bmh.Labels)) {
 		return true, ""
 	}
+	if _, asked := bmh.Annotations[metal3.DetachedAnnotation]; asked {
+		return false, fmt.Sprintf("host %s has the annotation %s but the baremetal-operator has not detached it yet "+
+			"(status.operationalStatus %q, provisioning state %q; it detaches only provisioned, externally provisioned, ready "+
+			"and available hosts): the operator still powers it, so rebootkit does not; wait for operationalStatus %q",
+			bmh.Name, metal3.DetachedAnnotation, bmh.Status.OperationalStatus, bmh.Status.Provisioning.State, metal3.OperationalStatusDetached)
+	}
 	return false, fmt.Sprintf("host %s is managed by the baremetal-operator, which powers it and serves its reboot annotations itself; "+
-		"rebootkit powers only hosts the operator does not manage (annotation %s, or a label selector given to rebootkit)",
-		bmh.Name, metal3.DetachedAnnotation)
+		"rebootkit powers only hosts the operator does not manage (detached: annotation %s and status.operationalStatus %q, "+
+		"or a label selector given to rebootkit)",
+		bmh.Name, metal3.DetachedAnnotation, metal3.OperationalStatusDetached)
 }
+
+// DefaultOperatorStaleReads is how old the baremetal-operator's power
+// reading may be: Ironic syncs a node's power state about every 60 s and
+// the operator polls it about every 60 s, with a margin.
+const DefaultOperatorStaleReads = 3 * time.Minute
 
 // OperatorHosts is a remediation.HostStore for hosts the
 // baremetal-operator powers: the remediation's request is the operator's
 // own phased reboot annotation (remediation.RebootAnnotation, a
 // reboot.metal3.io/{key}), and what it did is read from the host's status
-// as the operator writes it. Fenced: the request is there and the
-// operator's status, written in a later second than the request
-// (status.lastUpdated, seconds), says the host is not powered on.
-// PoweredOn: the request is gone and such a status says it is on. The
-// evidence rests on the operator's status being true when written, and on
-// its clock agreeing with the remediation's (the reboot package's
-// assumption A3).
+// as the operator writes it.
+//
+// status.poweredOn is a power reading, with the reboot package's evidence
+// rules: it may echo the hardware's state up to StaleReads old (Ironic's
+// cached power state, synced periodically, and the operator's poll), so a
+// reading of Off at instant r proves only that the hardware was off at
+// some instant at or after r-StaleReads. Fenced: the request is there and
+// the status, read now, says the host is not powered on, and
+// now-StaleReads is after the request (its second, floored): the host was
+// off after the request. That holds whether the operator wrote the status
+// before or after the request: it writes status only when something
+// changes, so a host it already showed off is fenced too. PoweredOn: the
+// request is gone and a status written in a later second than the request
+// (status.lastUpdated) says it is on. The evidence rests on the operator
+// running (its status is at most StaleReads behind the hardware), and on
+// its clock and Ironic's agreeing with the remediation's (the reboot
+// package's assumption A3).
 type OperatorHosts struct {
 	Client    client.Client
 	Namespace string
 	// HostOf maps a Machine to its host ("" with a nil error: none).
 	HostOf func(ctx context.Context, machine string) (string, error)
+	// Now is the clock (default time.Now); StaleReads the reading's age
+	// bound (default DefaultOperatorStaleReads).
+	Now        func() time.Time
+	StaleReads time.Duration
 }
 
 var _ remediation.HostStore = (*OperatorHosts)(nil)
@@ -91,6 +134,11 @@ func after(t *time.Time, at time.Time) bool {
 
 // Get implements remediation.HostStore.
 func (s *OperatorHosts) Get(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	// The clock is read before the host: the reading is no older than now.
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
 	bmh, err := s.host(ctx, machine)
 	if err != nil {
 		return remediation.Host{}, err
@@ -109,9 +157,11 @@ func (s *OperatorHosts) Get(ctx context.Context, machine string, req remediation
 	} else {
 		out.Power = power.StateOff
 	}
-	if req.Value != "" && after(updated, req.At) {
-		out.Fenced = out.Requested && !bmh.Status.PoweredOn
-		out.PoweredOn = !present && bmh.Status.PoweredOn
+	if req.Value != "" {
+		stale := cmp.Or(s.StaleReads, DefaultOperatorStaleReads)
+		offAfter := now.Add(-stale) // the earliest the Off read now may describe
+		out.Fenced = out.Requested && !bmh.Status.PoweredOn && offAfter.After(req.At.Truncate(time.Second).Add(time.Second))
+		out.PoweredOn = !present && bmh.Status.PoweredOn && after(updated, req.At)
 	}
 	return out, nil
 }

@@ -87,7 +87,17 @@ func operatorStandIn(ctx context.Context, t *testing.T, c client.Client, ns stri
 		for i := range hosts.Items {
 			h := &hosts.Items[i]
 			hw := hws[h.Name]
-			if _, detached := h.Annotations[metal3.DetachedAnnotation]; detached || hw == nil {
+			if hw == nil {
+				continue
+			}
+			// checkDetachedHost: the annotation detaches a host in a
+			// detachable state (the stand-in's Ironic detaches at once),
+			// and the operator then leaves it alone.
+			if _, asked := h.Annotations[metal3.DetachedAnnotation]; asked && detachable(h.Status.Provisioning.State) {
+				if h.Status.OperationalStatus != metal3.OperationalStatusDetached {
+					h.Status.OperationalStatus = metal3.OperationalStatusDetached
+					_ = c.Status().Update(ctx, h)
+				}
 				continue
 			}
 			pc := tagged{Controller: hw, host: h.Name, actor: "baremetal-operator", log: log}
@@ -127,6 +137,40 @@ func operatorStandIn(ctx context.Context, t *testing.T, c client.Client, ns stri
 	}
 }
 
+// detachable: the provisioning states in which the baremetal-operator
+// detaches a host (v0.13.2, checkDetachedHost).
+func detachable(s metal3.ProvisioningState) bool {
+	switch s {
+	case metal3.StateProvisioned, metal3.StateExternallyProvisioned, metal3.StateReady, metal3.StateAvailable:
+		return true
+	}
+	return false
+}
+
+// detach makes host detached as the baremetal-operator does it: the
+// annotation, then (the state provisioned and Ironic's detach done) the
+// status.
+func detach(t *testing.T, c client.Client, ns, host string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, change(ctx, c, ns, host, func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, metal3.DetachedAnnotation, "")
+	}))
+	setStatus(t, c, ns, host, func(s *metal3.BareMetalHostStatus) {
+		s.Provisioning.State = metal3.StateProvisioned
+		s.OperationalStatus = metal3.OperationalStatusDetached
+	})
+}
+
+// setStatus writes a host's status as the operator would.
+func setStatus(t *testing.T, c client.Client, ns, host string, f func(*metal3.BareMetalHostStatus)) {
+	t.Helper()
+	var h metal3.BareMetalHost
+	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: host}, &h))
+	f(&h.Status)
+	require.NoError(t, c.Status().Update(context.Background(), &h))
+}
+
 // TestOneActorPerHost (issue 28, B6): next to a baremetal-operator (a
 // stand-in for its power loop), rebootkit's reboot controller powers only
 // the detached host and refuses the managed one with an event; the
@@ -144,9 +188,8 @@ func TestOneActorPerHost(t *testing.T) {
 	managed := newBMH(t, direct, ns, "managed")
 	managed.Spec.ConsumerRef = &corev1.ObjectReference{Kind: "Metal3Machine", Name: "m1-m3m", Namespace: ns}
 	require.NoError(t, direct.Update(ctx, managed))
-	detached := newBMH(t, direct, ns, "detached")
-	detached.Annotations = map[string]string{metal3.DetachedAnnotation: ""}
-	require.NoError(t, direct.Update(ctx, detached))
+	newBMH(t, direct, ns, "detached")
+	detach(t, direct, ns, "detached")
 	hws := map[string]*fake.Power{"managed": fake.NewPower(time.Now, fake.PowerConfig{}), "detached": fake.NewPower(time.Now, fake.PowerConfig{})}
 	log := &actors{}
 
@@ -160,6 +203,7 @@ func TestOneActorPerHost(t *testing.T) {
 	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec}).SetupWithManager(mgr))
 	rem := NewRemediationReconciler(mgr.GetClient(), ns, Ownership{}, remediation.Config{Timeout: time.Minute, PollInterval: 200 * time.Millisecond},
 		remediation.MaxCount(1), time.Now)
+	rem.Hosts.(*OwnedHosts).Operator.StaleReads = time.Second // the stand-in's reading is current
 	fc := &fenceCheck{NodeStore: rem.Nodes, hw: hws["managed"]}
 	rem.Nodes = fc
 	require.NoError(t, (&RemediationController{Name: "remediation-" + ns, Reconciler: rem, Namespace: ns}).SetupWithManager(mgr))

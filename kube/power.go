@@ -142,17 +142,30 @@ func boundTo(secret *corev1.Secret, bmh *metal3.BareMetalHost) bool {
 type Powers struct {
 	// Client reads BareMetalHosts (the manager's cached client is fine).
 	Client client.Reader
-	// Secrets reads the credentials Secrets with get, uncached: the
-	// manager's GetAPIReader(). Required.
+	// Secrets reads with get, uncached, the credentials Secrets, the
+	// host's RebootRecord (its BMC pin) and the reboot-client admission
+	// policy: the manager's GetAPIReader(). Required.
 	Secrets   client.Reader
 	Namespace string
 	// RootCAs verifies Redfish BMCs (nil: the system's pool).
 	RootCAs *x509.CertPool
+	// SoftTimeout and StaleReads are passed to the Redfish adapter
+	// (redfish.Config): set them to the reboot.Config the Reconciler runs
+	// with, so that the adapter's own press rule uses the same bounds.
+	// Zero: the adapter's defaults.
+	SoftTimeout, StaleReads time.Duration
 	// Timeout bounds reading the host and its Secret (default 30 s).
 	Timeout time.Duration
 	// Pool owns the BMC connections; nil: one with the default
 	// power.PoolConfig, made on first use (Close closes it).
 	Pool *power.Pool
+	// PolicyName is the reboot-client admission policy and binding
+	// (default AdmissionPolicyName), and PolicySettle how long before a
+	// reboot became pending they must have existed (default
+	// DefaultPolicySettle) for a BMC changed during that reboot to be
+	// used: see ErrBMCChanged.
+	PolicyName   string
+	PolicySettle time.Duration
 
 	once sync.Once
 }
@@ -193,6 +206,9 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	if p.Secrets == nil {
 		return nil, errors.New("kube: Powers.Secrets is not set (use the manager's API reader)")
 	}
+	if err := p.checkPin(ctx, &bmh); err != nil {
+		return nil, err
+	}
 	var secret corev1.Secret
 	if err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Spec.BMC.CredentialsName}, &secret); err != nil {
 		return nil, fmt.Errorf("kube: host %s: credentials secret %q: %w", name, bmh.Spec.BMC.CredentialsName, err)
@@ -219,8 +235,12 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	default:
 		target.BMC = t.Endpoint
 		cfg := redfish.Config{Endpoint: t.Endpoint, SystemID: t.SystemID, Username: user, Password: pass,
-			InsecureSkipVerify: insecure, RootCAs: p.RootCAs}
+			InsecureSkipVerify: insecure, RootCAs: p.RootCAs, SoftTimeout: p.SoftTimeout, StaleReads: p.StaleReads}
 		target.Connect = func(ctx context.Context) (power.Controller, error) { return redfish.Connect(ctx, cfg) }
 	}
-	return p.pool().Controller(name, target), nil
+	pc := p.pool().Controller(name, target)
+	if bmh.Spec.DisablePowerOff {
+		return noPowerOff{Controller: pc, host: name}, nil
+	}
+	return pc, nil
 }

@@ -18,6 +18,11 @@ package kube
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=system,resources=leases,verbs=get;create;update
 //
+// Powers reads the reboot-client admission policy and its binding (by
+// name, with get) to tell whether a BMC changed during a reboot may be used.
+//
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,resourceNames=rebootkit-reboot-client,verbs=get
+//
 // RemediationController with Machines, Nodes and Admissions: Machines
 // patched and, on escalation, deleted; their health checks read (the
 // storm guard's scope); the admissions ConfigMap; Nodes

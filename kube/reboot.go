@@ -170,14 +170,16 @@ func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, e
 	rec := v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: h.Name,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: metal3.GroupVersion.String(), Kind: "BareMetalHost",
 			Name: bmh.Name, UID: bmh.UID, BlockOwnerDeletion: ptr.To(false)}}},
-		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), Status: string(raw)}}
+		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), Status: string(raw), BMC: nextPin(&bmh, &cur, h.Status)}}
 	if recVersion == "" {
 		err = s.Client.Create(ctx, &rec)
 		if apierrors.IsAlreadyExists(err) {
 			return reboot.Host{}, fmt.Errorf("kube: reboot record %s/%s: %w", s.Namespace, h.Name, reboot.ErrConflict)
 		}
 	} else {
-		err = s.Client.Patch(ctx, &rec, casPatch(recVersion, map[string]any{"spec": rec.Spec,
+		// The pin explicitly: a merge patch leaves what it omits.
+		spec := map[string]any{"hostUID": rec.Spec.HostUID, "status": rec.Spec.Status, "bmc": rec.Spec.BMC}
+		err = s.Client.Patch(ctx, &rec, casPatch(recVersion, map[string]any{"spec": spec,
 			"metadata": map[string]any{"ownerReferences": rec.OwnerReferences}}))
 	}
 	if apierrors.IsNotFound(err) { // deleted since the read: decide again

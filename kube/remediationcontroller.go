@@ -81,7 +81,7 @@ func NewRemediationReconciler(cl client.Client, namespace string, own Ownership,
 		Admissions: &Admissions{Client: cl, Namespace: namespace},
 		Hosts: &OwnedHosts{Ownership: own,
 			Ours:     &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: hostOf, HostsMayVanish: true},
-			Operator: &OperatorHosts{Client: cl, Namespace: namespace, HostOf: hostOf}},
+			Operator: &OperatorHosts{Client: cl, Namespace: namespace, HostOf: hostOf, Now: now}},
 		Config: cfg, Limit: limit, Now: now,
 	}
 }

@@ -15,6 +15,14 @@ import (
 // started the back-off (ErrAuth, for example).
 var ErrBackoff = errors.New("power: not tried, logins to the BMC with these credentials are backing off after a failure")
 
+// ErrNotSent is matched (errors.Is) by the error of a Pool call that was
+// never sent to the BMC: the Pool had no session for it (its login
+// failed, was backing off, was still running when the caller's context
+// ended, or no session slot was free). A power command whose error
+// matches ErrNotSent certainly changed nothing; any other error of a
+// power command may have been carried out.
+var ErrNotSent = errors.New("power: not sent to the BMC")
+
 // ErrPoolClosed is returned by calls on a closed Pool.
 var ErrPoolClosed = errors.New("power: pool closed")
 
@@ -220,7 +228,9 @@ func NewPool(cfg PoolConfig) *Pool {
 // Controller returns host's controller, reached as t says. Nothing is
 // opened until the first call. The Controller's calls go through the Pool:
 // bounded by CallTimeout, and they log in (or reuse a session) as needed;
-// a login refused for back-off fails at once with ErrBackoff.
+// a login refused for back-off fails at once with ErrBackoff. It has the
+// method TogglesOff (reboot.Toggler) of its adapter once connected, and
+// answers true, a possible press of the power button, before.
 func (p *Pool) Controller(host string, t Target) Controller {
 	return &pooled{p: p, host: host, t: t}
 }

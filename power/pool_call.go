@@ -42,7 +42,7 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 	defer cancel()
 	s, ctrl, err := c.p.acquire(ctx, op, c.host, c.t)
 	if err != nil {
-		return err
+		return notSent{err}
 	}
 	res := make(chan error, 1)
 	go func() {
@@ -99,4 +99,32 @@ func (c *pooled) On(ctx context.Context) error {
 // Off powers the host off through the pool.
 func (c *pooled) Off(ctx context.Context, m Mode) error {
 	return c.call(ctx, OpName(m), func(ctx context.Context, ctrl Controller) error { return ctrl.Off(ctx, m) })
+}
+
+// notSent is the error of a call the Pool never handed to a controller
+// (no session: a login that failed, backs off, is still running, or
+// waits for a free session): it matches ErrNotSent and everything err
+// matches, and reads as err.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() }
+
+func (e notSent) Unwrap() []error { return []error{ErrNotSent, e.err} }
+
+// TogglesOff reports whether Off in mode m may be a press of the power
+// button (the reboot package's Toggler): what the host's connected
+// controller says, false if it cannot toggle, and true while the host is
+// not connected (the adapter is not known yet, so a press is assumed).
+func (c *pooled) TogglesOff(m Mode) bool {
+	c.p.mu.Lock()
+	var ctrl Controller
+	if e := c.p.hosts[c.host]; e != nil {
+		ctrl = e.ctrl
+	}
+	c.p.mu.Unlock()
+	if ctrl == nil {
+		return true
+	}
+	t, ok := ctrl.(interface{ TogglesOff(Mode) bool })
+	return ok && t.TogglesOff(m)
 }

@@ -175,8 +175,9 @@ func TestPoolStateMachine(t *testing.T) {
 		version := map[string]int{}
 		target := func(h string) power.Target {
 			b := bmcOf(h)
-			return power.Target{BMC: b.name, Config: fmt.Sprint(version[h]), Connect: func(ctx context.Context) (power.Controller, error) {
-				return b.connect(ctx, maxSessions, fmt.Sprint(version[h]))
+			v := fmt.Sprint(version[h]) // read here: Connect runs in the Pool's goroutine
+			return power.Target{BMC: b.name, Config: v, Connect: func(ctx context.Context) (power.Controller, error) {
+				return b.connect(ctx, maxSessions, v)
 			}}
 		}
 

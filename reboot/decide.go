@@ -72,6 +72,15 @@ type Status struct {
 	// other request (see rewrite.go: how a re-added request is told from
 	// other writes).
 	RewriteSeen, LastRewriteSeen time.Time
+	// LastPress is when the controller last decided a power-off that may
+	// press the power button (see Toggler), written in a versioned write
+	// before the call. A restarted controller that finds it set counts a
+	// press as possibly in effect from its start (Observed.SincePress):
+	// Online may have flipped back meanwhile, clearing OfflineSince, while
+	// the OS still shuts down. It is cleared once no reading can echo a
+	// state from before the press's shutdown (the window of pressWait has
+	// passed), so that a restart then need not wait.
+	LastPress time.Time
 }
 
 // Equal reports whether s and o hold the same instants, modes and requests.
@@ -82,7 +91,8 @@ func (s Status) Equal(o Status) bool {
 		s.LastRequestSeen.Equal(o.LastRequestSeen) && slices.Equal(s.Seen, o.Seen) &&
 		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode &&
 		s.HoldBroken.Equal(o.HoldBroken) &&
-		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen)
+		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
+		s.LastPress.Equal(o.LastPress)
 }
 
 // Pending reports whether a reboot is pending.
@@ -254,11 +264,11 @@ type Observed struct {
 	StaleReads, OffSettle time.Duration
 	// SoftToggles and HardToggles say that the host's power.Controller
 	// may press the power button for a soft or a hard power-off (see
-	// Toggler). Such a power-off is sent only on an On reading taken
-	// SoftTimeout + StaleReads after this controller's last power-off
-	// (SinceOff) and StaleReads after its last power-on (QuietFor): never
-	// on an Off or unknown reading, nor on an On that may echo the state
-	// from before a shutdown this controller started.
+	// Toggler). Such a power-off is sent only on an On reading that
+	// cannot echo a state from before a change this controller's calls
+	// may have made: StaleReads after its last power-on (QuietFor) and
+	// power-off (SinceOff), and after the shutdown of its last press is
+	// over (SincePress, PressOver): never on an Off or unknown reading.
 	SoftToggles, HardToggles bool
 	// SinceRewrite and SinceLastRewrite are as SinceRequest for
 	// Status.RewriteSeen and Status.LastRewriteSeen: how long this
@@ -272,11 +282,24 @@ type Observed struct {
 	UnknownFor time.Duration
 	// SinceOff is how long, on a monotonic clock, this controller has not
 	// sent a power-off to this host before Power was read: since its last
-	// Off call (whatever its outcome), or since the controller started if
-	// it sent none since and a previous process may have (a reboot was
-	// pending, or Online=false was being enforced, at its first read; if
-	// neither, as long as it likes). Only toggling power-offs read it.
+	// Off call that may have been carried out (a call refused before it
+	// reached the hardware, see CallClass, does not count), or since the
+	// controller started if it sent none since and a previous process may
+	// have (a reboot was pending, Online=false was being enforced, or
+	// Status.LastPress was set at its first read; if none, as long as it
+	// likes). Only toggling power-offs read it.
 	SinceOff time.Duration
+	// SincePress is as SinceOff for the power-offs that may have pressed
+	// the power button (Toggler; after a restart, any power-off of a
+	// previous process, see Status.LastPress). PressOver says that an Off
+	// reading taken StaleReads after the latest such press returned (so
+	// showing the hardware off after it: its shutdown is over) was seen,
+	// PressOverFor how long ago (monotonic) that reading ended. A press
+	// that timed out may still be carried out: its shutdown is never over
+	// by a reading, only by SoftTimeout.
+	SincePress   time.Duration
+	PressOver    bool
+	PressOverFor time.Duration
 }
 
 // Config tunes decisions. The zero value is valid: every zero field takes
@@ -487,6 +510,13 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	} else {
 		c.idle(o, now, p, d)
 	}
+	if d.Power == ActionPowerOff && o.toggles(d.Mode) {
+		// A press is persisted before it is sent, for a restarted
+		// controller (Status.LastPress).
+		st.LastPress = maxTime(p, st.LastPress)
+	} else if !st.LastPress.IsZero() && c.pressSettled(o) {
+		st.LastPress = time.Time{} // its shutdown is over: a restart need not wait
+	}
 	d.UpdateStatus = d.UpdateStatus || !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
 }
 
@@ -650,6 +680,7 @@ func repair(st *Status, p time.Time) error {
 	clamp("holdBroken", &st.HoldBroken)
 	clamp("rewriteSeen", &st.RewriteSeen)
 	clamp("lastRewriteSeen", &st.LastRewriteSeen)
+	clamp("lastPress", &st.LastPress)
 	if st.LastPoweredOff.After(p) {
 		// Evidence labelled by a clock that ran ahead cannot be placed on
 		// the corrected clock: drop it rather than vouch for it.

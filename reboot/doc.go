@@ -93,13 +93,20 @@
 //     GracefulShutdown, IPMI power down), which powers nothing on. A
 //     power-off that may press the power button (a Controller that
 //     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
-//     sent only on an On reading taken Config.SoftTimeout + StaleReads
-//     after this controller's previous power-off and StaleReads after its
-//     previous power-on (Observed.SinceOff, QuietFor; after a restart,
-//     from the restart if a reboot was pending or Online=false enforced
-//     then): such a reading cannot echo a state from before a
-//     shutdown it started. A soft press is then never sent again before
-//     SoftTimeout falls back to hard.
+//     sent only on an On reading taken StaleReads after this controller's
+//     previous power-on and power-off, and after the shutdown of its
+//     previous press is over: Config.SoftTimeout + StaleReads after the
+//     press, or StaleReads after an Off reading taken StaleReads after the
+//     press returned (that reading shows the hardware off after it). A
+//     press refused before it reached the hardware (a refused login, a
+//     Pool's back-off, a refusal for leadership) counts as none; one that
+//     timed out counts for the whole SoftTimeout. Every press is recorded
+//     in Status.LastPress by a versioned write before it is sent, so a
+//     restarted controller counts a press as possibly in effect from its
+//     start if LastPress is set (or a reboot was pending, or Online=false
+//     enforced) (Observed.SinceOff, SincePress, PressOver, QuietFor).
+//     Such a reading cannot echo a state from before a shutdown it
+//     started.
 //     While a reboot is pending it reads again after Config.QuickPoll
 //     (1 s) for the first PollInterval of an unbroken run of unknown
 //     readings, then backing off to PollInterval, so a BMC that answers
@@ -189,12 +196,18 @@
 //	    controller powers a held host off again as soon as a read shows it
 //	    on (within PollInterval plus the read's staleness).
 //	A3. The clients' and the controller's wall clocks agree. A clock that
-//	    jumps forward and is corrected is handled: stored timestamps later
-//	    than the clock are repaired (evidence is dropped, the others are
-//	    clamped) with an ErrFutureTimestamp warning, and Fenced never vouches
-//	    for evidence later than the asker's now. A clock that jumps back by
-//	    J can make Fenced(T, now) vouch for a T up to J early; Client.Fenced
-//	    also accepts Status.Covers, which compares no clocks.
+//	    jumps forward and is corrected is handled only in part: stored
+//	    timestamps later than the clock are repaired by the controller's
+//	    next pass (evidence is dropped, the others are clamped) with an
+//	    ErrFutureTimestamp warning, and Fenced never vouches for evidence
+//	    later than the asker's now. But evidence stamped while the clock
+//	    ran J ahead is dropped only by a pass that runs before the
+//	    corrected clock catches up with it: if the controller does not run
+//	    in that time (it is down, or the host is not reconciled), Fenced(T,
+//	    now) (and Client.Fenced) vouch for a T up to J late from then on,
+//	    although the hardware may have run since T. A clock that jumps back
+//	    by J can make Fenced(T, now) vouch for a T up to J early;
+//	    Client.Fenced also accepts Status.Covers, which compares no clocks.
 //	A4. One controller acts on a host at a time (leader election, with a
 //	    Guard that fences writes and power calls by the leader's lease),
 //	    and the store's writes are compare-and-swap and return the new

@@ -11,11 +11,20 @@ import (
 // is power.ClassBusy, "not tried, try again after Config.RetryDelay". Not
 // carried out are a refused login (power.ErrAuth: a password rotation in
 // progress, say) and a power.Pool's refusal while it backs off
-// (power.ErrBackoff): neither says anything about the host or its OS, so
-// neither may turn a soft power-off into a hard one; only SoftTimeout does.
+// (power.ErrBackoff), and a Guard's or a power wrapper's refusal for
+// leadership (an error wrapping ErrNotLeader): none says anything about
+// the host or its OS, so none may turn a soft power-off into a hard one;
+// only SoftTimeout does.
 func CallClass(err error) power.Class {
-	if err != nil && (errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff)) {
+	if notCarriedOut(err) {
 		return power.ClassBusy
 	}
 	return power.Classify(err)
+}
+
+// notCarriedOut reports whether err says the call never reached the
+// hardware: a refused login, a Pool's back-off, a refusal for leadership.
+// (A timeout or a busy answer may have been carried out.)
+func notCarriedOut(err error) bool {
+	return err != nil && (errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) || errors.Is(err, ErrNotLeader))
 }

@@ -76,6 +76,11 @@ type Result struct {
 	// Requeue asks for another pass at once (after a failed power call, so
 	// that the next decision can act on the failure).
 	Requeue bool
+	// StateErr is the error of this pass's power state read, if any (the
+	// pass went on with the state unknown): report it, e.g. as an event,
+	// since a BMC that refuses the credentials for ever may never get a
+	// power call that would fail.
+	StateErr error
 }
 
 // Reconciler applies decisions for hosts: it reads the host and its power
@@ -119,13 +124,9 @@ type Reconciler struct {
 // memory is what a Reconciler remembers of one host between passes; a
 // restart loses it, which is always safe (see Observed).
 type memory struct {
-	last    Call
-	lastOn  time.Duration // monotonic time of the last power-on sent
-	lastOff time.Duration // monotonic time of the last power-off sent
-	// noOff: no power-off of this host can still be in effect (none sent
-	// since the start, and the status read at the start showed none
-	// under way before it).
-	noOff  bool
+	last   Call
+	lastOn time.Duration // monotonic time of the last power-on sent
+	off    offState
 	forgot bool // Forget was called: nothing is known from before now
 	known  bool // a pass has run since the Reconciler started
 	// versions are the record's versions this Reconciler read or wrote
@@ -145,6 +146,30 @@ type memory struct {
 	// unknown readings began; valid while unknownRun.
 	unknownSince time.Duration
 	unknownRun   bool
+}
+
+// offState is what a Reconciler remembers of its power-offs of one host
+// (Observed.SinceOff, SincePress, PressOver).
+type offState struct {
+	// lastOff is the monotonic time of the last power-off sent that may
+	// have been carried out; noOff: none can still be in effect (none
+	// sent since the start, and the status read at the start showed none
+	// under way before it).
+	lastOff time.Duration
+	noOff   bool
+	// lastPress and noPress are the same for power-offs that may press
+	// the power button.
+	lastPress time.Duration
+	noPress   bool
+	// returned: the last press returned success, at pressDone; only then
+	// can an Off reading show its shutdown over (a press that timed out
+	// may be carried out later).
+	returned  bool
+	pressDone time.Duration
+	// over: an Off reading taken StaleReads after pressDone was seen; it
+	// ended at overAt.
+	over   bool
+	overAt time.Duration
 }
 
 // processStart anchors the default monotonic clock.
@@ -167,7 +192,7 @@ func (r *Reconciler) mem(name string, m time.Duration, wall time.Time) *memory {
 	}
 	h := r.hosts[name]
 	if h == nil {
-		h = &memory{lastOn: r.start, lastOff: r.start}
+		h = &memory{lastOn: r.start, off: offState{lastOff: r.start, lastPress: r.start}}
 		r.hosts[name] = h
 	}
 	return h
@@ -182,7 +207,7 @@ func (r *Reconciler) Forget(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.mem(name, m, r.Now())
-	r.hosts[name] = &memory{lastOn: m, lastOff: m, forgot: true}
+	r.hosts[name] = &memory{lastOn: m, off: offState{lastOff: m, lastPress: m}, forgot: true}
 }
 
 // knownSinceStart reports whether a timestamp v read in a host's first
@@ -234,20 +259,42 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 	a.n = min(a.n+1, len(a.at))
 }
 
-// sinceOff returns Observed.SinceOff. What a previous process sent is
-// unknown, so the time since the start counts, unless the status read in
-// the host's first pass shows that no power-off of a previous process can
-// still be in effect: no reboot pending and the host not being powered
-// off for Online=false (a power-off is sent only after a versioned write
-// that shows one of them, and a reboot ends only once the host was off).
-func (h *memory) sinceOff(first bool, st Status, m time.Duration) time.Duration {
-	if first && !h.forgot && !st.Pending() && st.OfflineSince.IsZero() {
-		h.noOff = true
+// sinceOff returns Observed.SinceOff and SincePress. What a previous
+// process sent is unknown, so the time since the start counts, unless the
+// status read in the host's first pass shows that no power-off of a
+// previous process can still be in effect: no reboot pending and the host
+// not being powered off for Online=false (a power-off is sent only after a
+// versioned write that shows one of them, and a reboot ends only once the
+// host was off), and for presses no Status.LastPress either (Online may
+// have flipped back while the OS still shuts down). A LastPress later than
+// the wall clock at the start was written after it (by a previous leader
+// finishing late): its press counts from now.
+func (h *memory) sinceOff(first bool, st Status, m time.Duration, late bool) (time.Duration, time.Duration) {
+	o := &h.off
+	if first && !h.forgot {
+		o.noOff = !st.Pending() && st.OfflineSince.IsZero()
+		o.noPress = o.noOff && st.LastPress.IsZero()
+		if late {
+			o.lastPress = m
+		}
 	}
-	if h.noOff {
-		return math.MaxInt64
+	sinceOff, sincePress := m-o.lastOff, m-o.lastPress
+	if o.noOff {
+		sinceOff = math.MaxInt64
 	}
-	return m - h.lastOff
+	if o.noPress {
+		sincePress = math.MaxInt64
+	}
+	return sinceOff, sincePress
+}
+
+// sawState notes a reading of state taken between the monotonic times m
+// and after: an Off reading taken StaleReads after the last press
+// returned shows the hardware off after it, so its shutdown is over.
+func (o *offState) sawState(state power.State, m, after, stale time.Duration) {
+	if state == power.StateOff && !o.noPress && o.returned && !o.over && m-stale >= o.pressDone {
+		o.over, o.overAt = true, after
+	}
 }
 
 // seenVersion reports whether v was handled lately: read by a pass that
@@ -288,6 +335,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if perr != nil {
 		state = power.StateUnknown
 	}
+	mRead := r.monotonic() // the reading ended by now
 	cfg := r.Config.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 
 	r.mu.Lock()
@@ -305,7 +353,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		Power:         state,
 		LastCall:      hm.last,
 		QuietFor:      m - hm.lastOn,
-		SinceOff:      hm.sinceOff(first, h.Status, m),
 		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, r.knownSinceStart(fromStart, h.Status.PendingRebootSince)),
 		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.LastRequestSeen)),
 		SinceRewrite:  hm.rew.since(h.Status.RewriteSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.RewriteSeen)),
@@ -318,11 +365,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if t, ok := pc.(Toggler); ok {
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall))
+	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads)
 	o.OffFor, o.UnknownFor = hm.reading(state, m, cfg.OffSettle)
 	r.mu.Unlock()
 
 	d := r.Config.Decide(o, now)
-	res := Result{Decision: d, RequeueAfter: d.RequeueAfter}
+	res := Result{Decision: d, RequeueAfter: d.RequeueAfter, StateErr: perr}
 
 	if d.UpdateStatus {
 		nh := h
@@ -378,12 +427,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			err = pc.On(ctx)
 		} else {
 			// Noted before the call, as a power-on is: a shutdown may
-			// start whatever the call returns.
+			// start whatever the call returns, unless it was refused
+			// before it reached the hardware (notCarriedOut).
+			press := o.toggles(d.Mode)
 			m := r.monotonic()
 			r.mu.Lock()
-			hm.lastOff, hm.noOff = m, false
+			was := hm.sendingOff(press, m)
 			r.mu.Unlock()
 			err = pc.Off(ctx, d.Mode)
+			done := r.monotonic()
+			r.mu.Lock()
+			hm.sentOff(was, press, err, done)
+			r.mu.Unlock()
 		}
 		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now()}
 		r.mu.Lock()

@@ -32,19 +32,41 @@ func (o Observed) toggles(m power.Mode) bool {
 // pass because it may press the power button of a host that may be off,
 // and how long until this pass's kind of reading could allow it. A press
 // goes out only on an On reading taken when no earlier call of this
-// controller can still be changing the power: after a power-off the OS
-// may shut down until Config.SoftTimeout, and a reading shows a state up
-// to StaleReads old, so SinceOff must be at least SoftTimeout + StaleReads;
-// after a power-on, QuietFor at least StaleReads. Any other reading (Off,
-// unknown, transitioning, or an On that may echo the state before our own
-// call) sends nothing: a press to a host that is off powers it on.
+// controller can still be changing the power, and which cannot echo a
+// state from before such a change (a reading shows a state up to
+// StaleReads old):
+//
+//   - after a power-on, or a power-off that cannot press (a forced one),
+//     StaleReads after it (QuietFor, SinceOff);
+//   - after a press for a power-off (SincePress), the OS may shut down
+//     until SoftTimeout: StaleReads after that, unless an Off reading
+//     taken StaleReads after the press (so showing the hardware off after
+//     it: the shutdown is over) came first (PressOver); then StaleReads
+//     after that reading (PressOverFor).
+//
+// Any other reading (Off, unknown, transitioning, or an On that may echo
+// the state before our own call) sends nothing: a press to a host that is
+// off powers it on.
 func (c Config) pressWait(o Observed, m power.Mode) (time.Duration, bool) {
 	if !o.toggles(m) {
 		return 0, false
 	}
-	wait := max(c.SoftTimeout+c.StaleReads-o.SinceOff, c.StaleReads-o.QuietFor, 0)
+	wait := max(c.StaleReads-o.SinceOff, c.StaleReads-o.QuietFor, 0)
+	if o.PressOver {
+		wait = max(wait, c.StaleReads-o.PressOverFor)
+	} else {
+		wait = max(wait, c.SoftTimeout+c.StaleReads-o.SincePress)
+	}
 	if o.Power != power.StateOn {
 		return max(wait, c.PollInterval), true
 	}
 	return wait, wait > 0
+}
+
+// pressSettled reports whether the shutdown of this controller's last
+// press is over and no reading can echo a state from before it: StaleReads
+// after the Off reading that showed it over, or SoftTimeout + StaleReads
+// after the press.
+func (c Config) pressSettled(o Observed) bool {
+	return o.PressOver && o.PressOverFor >= c.StaleReads || o.SincePress >= c.SoftTimeout+c.StaleReads
 }

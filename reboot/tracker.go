@@ -38,6 +38,10 @@ type Tracker struct {
 	m       time.Duration
 	version string
 	o       Observed
+	// the power call in progress (between Sending and Sent): whether it
+	// may press the power button, and the power-off memory before it.
+	press bool
+	was   offState
 }
 
 // NewTracker returns a Tracker whose controller started at start on its
@@ -46,7 +50,7 @@ type Tracker struct {
 // to the Tracker.
 func NewTracker(start time.Duration, startWall time.Time) *Tracker {
 	return &Tracker{started: true, start: start, startWall: startWall,
-		mem: memory{lastOn: start, lastOff: start}}
+		mem: memory{lastOn: start, off: offState{lastOff: start, lastPress: start}}}
 }
 
 // Reading is what the caller read in one pass.
@@ -61,14 +65,18 @@ type Reading struct {
 	// (one that never jumps), both read before Power.
 	Now  time.Time
 	Mono time.Duration
+	// ReadEnd is the monotonic clock read once the power state read
+	// returned; a value before Mono (zero, say) counts as Mono. It dates
+	// the end of a press's shutdown (Observed.PressOverFor).
+	ReadEnd time.Duration
 	// SoftToggles and HardToggles are the power controller's
 	// Toggler.TogglesOff answers (false if it is no Toggler).
 	SoftToggles, HardToggles bool
 }
 
 // Observe starts a pass: it returns the Observed to give Config.Decide,
-// with cfg the Config that will decide (only its OffSettle is read, with
-// the host's override). Fields, and where they come from:
+// with cfg the Config that will decide (only its OffSettle and StaleReads
+// are read, with the host's overrides). Fields, and where they come from:
 //
 //   - Annotations, Online, Deprovisioned, Status, StaleReads, OffSettle:
 //     copied from rd.Host. Power, SoftToggles, HardToggles: from rd.
@@ -76,10 +84,21 @@ type Reading struct {
 //     same action and mode sent in a row before it (zero before any).
 //   - QuietFor: Mono since the last Sending of a power-on, or since the
 //     start if none.
-//   - SinceOff: Mono since the last Sending of a power-off, or since the
-//     start if none; unbounded if none was sent and the Status read in
-//     the first pass shows no power-off under way (no reboot pending, no
-//     Online=false being enforced) and Forget was not called.
+//   - SinceOff: Mono since the last Sending of a power-off that may have
+//     been carried out (one whose Sent error was refused before it reached
+//     the hardware, an auth failure, a back-off or a lost leadership,
+//     does not count), or since the start if none; unbounded if none was
+//     sent and the Status read in the first pass shows no power-off under
+//     way (no reboot pending, no Online=false being enforced) and Forget
+//     was not called.
+//   - SincePress: the same for power-offs that may press the power button
+//     (sent in a mode whose Toggles answer of that pass was true); also
+//     unbounded only if the first pass's Status has no LastPress, and
+//     counted from this pass if that LastPress is later than the start's
+//     wall clock (written after the start).
+//   - PressOver: an Off reading taken (Mono) at least StaleReads after the
+//     last press's Sent returned success was seen since that press;
+//     PressOverFor is Mono since the ReadEnd of the first such reading.
 //   - SincePending, SinceRequest, SinceRewrite, SinceLastRewrite: Mono
 //     since the Tracker first knew the current Status.PendingRebootSince,
 //     LastRequestSeen, RewriteSeen and LastRewriteSeen: since the pass
@@ -96,7 +115,7 @@ type Reading struct {
 func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	m, h := rd.Mono, rd.Host
 	if !t.started {
-		*t = Tracker{started: true, start: m, startWall: rd.Now, mem: memory{lastOn: m, lastOff: m}}
+		*t = Tracker{started: true, start: m, startWall: rd.Now, mem: memory{lastOn: m, off: offState{lastOff: m, lastPress: m}}}
 	}
 	hm := &t.mem
 	first := !hm.known
@@ -113,7 +132,6 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		Power:            rd.Power,
 		LastCall:         hm.last,
 		QuietFor:         m - hm.lastOn,
-		SinceOff:         hm.sinceOff(first, h.Status, m),
 		SincePending:     since(&hm.pend, h.Status.PendingRebootSince),
 		SinceRequest:     since(&hm.req, h.Status.LastRequestSeen),
 		SinceRewrite:     since(&hm.rew, h.Status.RewriteSeen),
@@ -124,8 +142,10 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		SoftToggles:      rd.SoftToggles,
 		HardToggles:      rd.HardToggles,
 	}
-	settle := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle}).OffSettle
-	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, settle)
+	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall))
+	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads)
+	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
 	t.m, t.version, t.o = m, h.Version, o
 	return o
 }
@@ -143,29 +163,43 @@ func (t *Tracker) Applied(d Decision, written string) {
 	}
 }
 
-// Sending reports that a power call of action a is about to be made, at
-// mono on the monotonic clock. Call it before the call: from then on an
-// Off reading may echo the state before a power-on, and a shutdown may
-// start, whatever the call returns.
-func (t *Tracker) Sending(a Action, mono time.Duration) {
+// Sending reports that the pass's power call of action a, in mode m for a
+// power-off, is about to be made, at mono on the monotonic clock. Call it
+// just before the call: from then on an Off reading may echo the state
+// before a power-on, and a shutdown may start, whatever the call returns.
+// A power-off counts as a press of the power button if the pass's Reading
+// said mode m toggles (SoftToggles or HardToggles).
+func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 	switch a {
 	case ActionPowerOn:
 		t.mem.lastOn = mono
 	case ActionPowerOff:
-		t.mem.lastOff, t.mem.noOff = mono, false
+		t.press = t.o.toggles(m)
+		t.was = t.mem.sendingOff(t.press, mono)
 	}
 }
 
-// Sent reports the outcome of the power call (Repeats is ignored) and
-// returns it with Repeats filled; the next Observe gives it as LastCall.
-func (t *Tracker) Sent(c Call) Call { return t.mem.called(c) }
+// Sent reports the outcome of the power call announced by Sending: c is
+// the call (Repeats is ignored), err what it returned and doneMono the
+// monotonic clock read once it returned. A power-off refused before it
+// reached the hardware (err an auth failure, a back-off or ErrNotLeader)
+// is undone as if never sent; a press that returned success is what a
+// later Off reading can show over (PressOver). Sent returns c with Repeats
+// filled; the next Observe gives it as LastCall.
+func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
+	if c.Action == ActionPowerOff {
+		t.mem.sentOff(t.was, t.press, err, doneMono)
+	}
+	t.press, t.was = false, offState{}
+	return t.mem.called(c)
+}
 
 // Forget drops what the Tracker knows, at mono on the monotonic clock, as
 // a restart would: the host counts as possibly powered on and off just
 // now, its values as known from now, and its record as changed.
 func (t *Tracker) Forget(mono time.Duration, now time.Time) {
 	*t = Tracker{started: true, start: mono, startWall: now,
-		mem: memory{lastOn: mono, lastOff: mono, forgot: true}}
+		mem: memory{lastOn: mono, off: offState{lastOff: mono, lastPress: mono}, forgot: true}}
 }
 
 // reading notes a power reading at m and returns Observed.OffFor and
@@ -215,4 +249,36 @@ func (h *memory) called(c Call) Call {
 	}
 	h.last = c
 	return c
+}
+
+// sawState notes a reading of state taken between the monotonic times m
+// and after (see offState.sawState) and returns Observed.PressOver and
+// PressOverFor.
+func (h *memory) sawState(state power.State, m, after, stale time.Duration) (bool, time.Duration) {
+	h.off.sawState(state, m, after, stale)
+	return h.off.over, m - h.off.overAt
+}
+
+// sendingOff notes a power-off about to be sent at m, a press of the power
+// button if press, and returns the power-off memory before it, for
+// sentOff.
+func (h *memory) sendingOff(press bool, m time.Duration) (was offState) {
+	was = h.off
+	h.off.lastOff, h.off.noOff = m, false
+	if press {
+		h.off = offState{lastOff: m, lastPress: m}
+	}
+	return was
+}
+
+// sentOff notes the outcome err of the power-off noted by sendingOff,
+// returned at done: one refused before it reached the hardware
+// (notCarriedOut) is undone; a press that returned success is dated.
+func (h *memory) sentOff(was offState, press bool, err error, done time.Duration) {
+	switch {
+	case notCarriedOut(err):
+		h.off = was
+	case press && err == nil:
+		h.off.returned, h.off.pressDone = true, done
+	}
 }

@@ -3,6 +3,7 @@ package reboot_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ func trackerPass(ctx context.Context, tr *reboot.Tracker, cfg reboot.Config, hos
 	if rd.Power, err = pc.State(ctx); err != nil {
 		rd.Power = power.StateUnknown
 	}
+	rd.ReadEnd = mono()
 	if t, ok := pc.(reboot.Toggler); ok {
 		rd.SoftToggles, rd.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
@@ -48,13 +50,13 @@ func trackerPass(ctx context.Context, tr *reboot.Tracker, cfg reboot.Config, hos
 	}
 	tr.Applied(d, written)
 	if d.Power != reboot.ActionNone {
-		tr.Sending(d.Power, mono())
+		tr.Sending(d.Power, d.Mode, mono())
 		if d.Power == reboot.ActionPowerOn {
 			err = pc.On(ctx)
 		} else {
 			err = pc.Off(ctx, d.Mode)
 		}
-		tr.Sent(reboot.Call{Action: d.Power, Mode: d.Mode, Class: reboot.CallClass(err), At: now()})
+		tr.Sent(reboot.Call{Action: d.Power, Mode: d.Mode, Class: reboot.CallClass(err), At: now()}, err, mono())
 	}
 	return d, nil
 }
@@ -166,13 +168,13 @@ func TestTrackerFields(t *testing.T) {
 		t.Fatalf("first pass: %+v", o)
 	}
 	tr.Applied(reboot.Decision{}, "")
-	tr.Sending(reboot.ActionPowerOff, 11*time.Second)
-	c := tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeHard, Class: power.ClassBusy})
+	tr.Sending(reboot.ActionPowerOff, power.ModeHard, 11*time.Second)
+	c := tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeHard, Class: power.ClassBusy}, power.ErrBusy, 11*time.Second)
 	if c.Repeats != 0 {
 		t.Fatalf("first call repeats %d", c.Repeats)
 	}
-	tr.Sending(reboot.ActionPowerOff, 12*time.Second)
-	if c := tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeHard}); c.Repeats != 1 {
+	tr.Sending(reboot.ActionPowerOff, power.ModeHard, 12*time.Second)
+	if c := tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeHard}, nil, 12*time.Second); c.Repeats != 1 {
 		t.Fatalf("second call repeats %d", c.Repeats)
 	}
 	o = read(13, power.StateUnknown)
@@ -197,8 +199,8 @@ func TestTrackerFields(t *testing.T) {
 	if o.Changed || o.SinceRequest != 3*time.Second || o.SincePending != 20*time.Second || o.OffFor != 0 {
 		t.Fatalf("after write: %+v", o)
 	}
-	tr.Sending(reboot.ActionPowerOn, 21*time.Second)
-	tr.Sent(reboot.Call{Action: reboot.ActionPowerOn})
+	tr.Sending(reboot.ActionPowerOn, power.ModeHard, 21*time.Second)
+	tr.Sent(reboot.Call{Action: reboot.ActionPowerOn}, nil, 21*time.Second)
 	h.Version = "3" // someone else wrote
 	if o = read(25, power.StateOn); !o.Changed || o.QuietFor != 4*time.Second || o.LastCall.Repeats != 0 {
 		t.Fatalf("after power-on: %+v", o)
@@ -243,4 +245,58 @@ func ExampleTracker() {
 	// idle none
 	// idle none
 	// idle none
+}
+
+// TestTrackerPressFields checks SincePress, PressOver and PressOverFor
+// and the undoing of a power-off refused before it reached the hardware.
+func TestTrackerPressFields(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	cfg := reboot.Config{StaleReads: 5 * time.Second}
+	tr := reboot.NewTracker(0, t0)
+	h := reboot.Host{Name: "n", Version: "1", Online: true}
+	read := func(s, end float64, st power.State) reboot.Observed {
+		return tr.Observe(reboot.Reading{Host: h, Power: st, Now: t0.Add(sec(s)), Mono: sec(s), ReadEnd: sec(end),
+			SoftToggles: true}, cfg)
+	}
+	o := read(10, 10, power.StateOn)
+	if o.SinceOff != math.MaxInt64 || o.SincePress != math.MaxInt64 || o.PressOver {
+		t.Fatalf("first pass, nothing under way: %+v", o)
+	}
+	tr.Applied(reboot.Decision{}, "")
+	// A press refused before the hardware (a back-off) is undone.
+	tr.Sending(reboot.ActionPowerOff, power.ModeSoft, sec(10))
+	tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeSoft, Class: reboot.CallClass(power.ErrBackoff)}, power.ErrBackoff, sec(10))
+	if o = read(11, 11, power.StateOn); o.SinceOff != math.MaxInt64 || o.SincePress != math.MaxInt64 {
+		t.Fatalf("after a refused press: %+v", o)
+	}
+	tr.Applied(reboot.Decision{}, "")
+	// A hard power-off that does not toggle is no press.
+	tr.Sending(reboot.ActionPowerOff, power.ModeHard, sec(12))
+	tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeHard}, nil, sec(12))
+	if o = read(13, 13, power.StateOn); o.SinceOff != sec(1) || o.SincePress != math.MaxInt64 {
+		t.Fatalf("after a hard power-off: %+v", o)
+	}
+	tr.Applied(reboot.Decision{}, "")
+	tr.Sending(reboot.ActionPowerOff, power.ModeSoft, sec(14))
+	tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeSoft}, nil, sec(15))
+	// Off, but read less than StaleReads after the press returned.
+	if o = read(19, 19, power.StateOff); o.SincePress != sec(5) || o.SinceOff != sec(5) || o.PressOver {
+		t.Fatalf("early Off reading: %+v", o)
+	}
+	tr.Applied(reboot.Decision{}, "")
+	if o = read(20, 20.5, power.StateOff); !o.PressOver || o.PressOverFor != -sec(0.5) {
+		t.Fatalf("Off reading StaleReads after the press: %+v", o)
+	}
+	tr.Applied(reboot.Decision{}, "")
+	if o = read(23, 23, power.StateOn); !o.PressOver || o.PressOverFor != sec(2.5) {
+		t.Fatalf("later pass: %+v", o)
+	}
+	// A press that timed out may be carried out later: no reading shows it over.
+	tr.Applied(reboot.Decision{}, "")
+	tr.Sending(reboot.ActionPowerOff, power.ModeSoft, sec(24))
+	tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeSoft, Class: power.ClassBusy}, context.DeadlineExceeded, sec(25))
+	if o = read(40, 40, power.StateOff); o.PressOver || o.SincePress != sec(16) {
+		t.Fatalf("after a press that timed out: %+v", o)
+	}
 }

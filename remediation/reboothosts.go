@@ -24,8 +24,9 @@ var _ HostStore = (*RebootHosts)(nil)
 // records the reboot controller reads; this type asks that controller for
 // reboots of Machines' hosts): the remediation asks for a phased hard reboot with
 // RebootAnnotation, learns that the host is fenced from the reboot
-// controller's evidence for that very request (reboot.FencedFor), and that
-// it is back from the controller's power-on after the request. It never
+// controller's evidence for that very request (reboot.FencedFor), unless
+// the controller reports its hold broken since (Status.HoldBroken after the
+// evidence: processes ran on the host again), and that it is back from the controller's power-on after the request. It never
 // decides anything on a power reading, which a BMC may echo from before a
 // reset.
 type RebootHosts struct {
@@ -81,7 +82,11 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 	out := Host{RebootAnnotation: present, Requested: present && req.Value != "" && v == req.Value, Power: power.StateUnknown}
 	if req.Value != "" {
 		tk := reboot.Ticket{Host: name, Annotation: RebootAnnotation, Value: req.Value, At: req.At}
-		out.Fenced = out.Requested && reboot.FencedFor(h.Status, tk, r.Now())
+		// A hold someone broke (the host powered on behind the
+		// controller since its evidence) fences nothing: processes ran
+		// on the host since, and a Node deleted now may still run them.
+		broken := h.Status.HoldBroken.After(h.Status.LastPoweredOff) && h.Status.HoldBroken.After(req.At)
+		out.Fenced = out.Requested && reboot.FencedFor(h.Status, tk, r.Now()) && !broken
 		out.PoweredOn = !present && h.Status.LastPoweredOn.After(req.At) && !h.Status.Pending()
 	}
 	if r.Power != nil {

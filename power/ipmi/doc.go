@@ -14,7 +14,8 @@
 // session that lost an answer or that the BMC dropped (it reset, or
 // evicted an idle session) is ended and opened again once, and the
 // operation repeated once: every command this package sends is
-// idempotent. Nothing is sent between operations (no keep-alive, no
+// idempotent, but for a soft shutdown (a press of the power button on
+// some BMCs), which is never repeated: its lost answer is busy. Nothing is sent between operations (no keep-alive, no
 // goroutine): one session has one sender, so no answer can meet a request
 // it was not sent for. A session idle for 30 s is ended (Close Session,
 // not waited for) and a new one opened before the next operation, since
@@ -48,12 +49,17 @@
 //     authenticated until it verifies, so a RAKP 2 or 4 for this setup
 //     that does not (a bad authentication code, a refusal status, a
 //     truncated message) is dropped and counted, and the step waits on
-//     for the BMC's; only when its wait ends (one Timeout after such an
-//     answer, which is not asked for again: the BMC would count a wrong
-//     password twice) with nothing verifying is it the step's error. A
+//     for the BMC's, without sending its request again (the BMC would
+//     count a wrong password twice); only when the step's time is up
+//     ((Retries+1)×Timeout from its first send, however many such
+//     answers come) with nothing verifying is it the step's error. Of
+//     several, one that does not verify with the password or session
+//     key (status 0, as the BMC answers a wrong password) is reported
+//     before a refusal status, and that before a malformed message. A
 //     setup that fails after RAKP 3 went out sends Close Session (not
 //     waited for), since the BMC may hold the session active. A BMC key
-//     (Kg) is not supported: such a BMC fails at RAKP 4 (ErrAuth).
+//     (Kg) is not supported: such a BMC fails at RAKP 4, of class failed
+//     (not ErrAuth: its RAKP 2 proved the password).
 //   - A non-zero RMCP+ status code in the answer to Open Session, RAKP 1
 //     or RAKP 3 is a *RefusedError (ErrRefused) naming the status and the
 //     fix. A BMC without the pinned suite is of class failed (retrying
@@ -79,11 +85,19 @@
 //     unless a fresh read says the host is on (also when the read fails).
 //     A soft shutdown is sent only when a fresh read says the host is on:
 //     when the read fails, Off soft returns that read's error (busy for
-//     most) and sends nothing. A power-off that the BMC does not carry out
-//     (busy, no answer, a timeout) is an error even when the state then
-//     reads off, since that read may be a stale echo; only a refusal
-//     authenticated with completion code D5h ("not supported in present
-//     state") followed by a read of off is success. IPMI cannot say
+//     most) and sends nothing; when the first read says off, Off soft
+//     succeeds and sends nothing (powering off a host that is off
+//     succeeds; that read may be an echo, see below). A soft shutdown is
+//     sent at most once per call of Off, never retransmitted: when its
+//     answer is lost, Off returns busy and sends nothing more (it may
+//     have been carried out, and a second one may be a press of the power
+//     button; no read right after it can tell). Once a power-off went out, only
+//     the BMC's authenticated answer is success: a power-off that the BMC
+//     does not carry out (busy, no answer, a timeout) is an error even
+//     when the state then reads off, since that read may be a
+//     stale echo; of the refusals, only one authenticated with completion
+//     code D5h ("not supported in present state") followed by a read of
+//     off is success, in both modes. IPMI cannot say
 //     whether the operating system honoured a soft shutdown: as with
 //     Redfish, the soft path relies on the reboot decision's timeout and
 //     fall back to hard (reboot.Config). Power up and power down set the
@@ -103,7 +117,10 @@
 //     A refused login (a RAKP 2 that does not verify with the password,
 //     an RMCP+ status refusing the name, role or integrity check value,
 //     Set Session Privilege Level refused) is power.ErrAuth, of class
-//     failed. Except after a retransmit:
+//     failed; but once the BMC's RAKP 2 verified with the password, a
+//     RAKP 3 refused or a RAKP 4 that does not verify is never ErrAuth
+//     (class failed: a forgery on the network or a BMC key). Except after
+//     a retransmit:
 //     a session setup in which Open Session, RAKP 1 or RAKP 3 went out
 //     twice and that failed at RAKP 3 or 4 (the race of a late answer to
 //     the first, after the BMC's RAKP 2 proved the password) is tried once
@@ -134,8 +151,8 @@
 //     accepted before (replay).
 //   - No command is sent that can power a host on unless On was asked,
 //     except a soft shutdown on a BMC that implements it as a press of the
-//     power button; it is sent only when a fresh read says the host is on
-//     (TogglesOff reports it).
+//     power button; it is sent only when a fresh read says the host is on,
+//     at most once per call of Off (TogglesOff reports it).
 //   - A state that cannot be read is power.StateUnknown with an error,
 //     never a guess.
 //   - Every error of Connect and of a Controller is a *power.Error of a

@@ -52,7 +52,10 @@ type Config struct {
 	// PrivilegeAdministrator (for BMCs that demand it). Case-insensitive.
 	Privilege string
 	// Timeout is how long one UDP exchange waits for the answer (default
-	// 1 s), and Retries how often it is sent again (default 2).
+	// 1 s), and Retries how often it is sent again (default 2); a step
+	// waits (Retries+1)×Timeout in all. A soft shutdown, and a RAKP
+	// request after an answer that did not verify, are not sent again but
+	// waited for as long.
 	Timeout time.Duration
 	Retries int
 }
@@ -182,6 +185,11 @@ func (c *Controller) connect(ctx context.Context) error {
 var errLateHandshake = errors.New("the session setup failed at its last step after a retransmit " +
 	"(a late answer from a slow BMC or a lossy network; the password was not refused)")
 
+// errAfterVerified marks a session setup that failed at RAKP 3 or 4 after
+// the BMC's RAKP 2 proved it knows the password; it is never ErrAuth.
+var errAfterVerified = errors.New("the session setup failed after the BMC proved it knows the password " +
+	"(RAKP 3 refused or RAKP 4 did not verify): a forged answer on the network, or a BMC key (Kg), which this client does not support")
+
 func (c *Controller) privilege() uint8 {
 	if c.cfg.Privilege == PrivilegeOperator {
 		return privOperator
@@ -238,6 +246,15 @@ func (c *Controller) setupError(ctx context.Context, su *setup, err error) error
 		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "refused: the session setup broke the protocol", Err: pe}
 	case late && (errors.As(err, &re) || errors.Is(err, errRAKP4) || errors.Is(err, errNoAnswer)):
 		return &power.Error{Op: "connect", Class: power.ClassBusy, Err: errLateHandshake}
+	case su.step == "RAKP 3" && (errors.As(err, &re) || errors.Is(err, errRAKP4)):
+		// RAKP 2 verified with the password, so what fails after it is
+		// no proof of a wrong password: a refusal is an unauthenticated
+		// status (another sender's RAKP 3 may have made the BMC drop the
+		// session), and a RAKP 4 that fails its integrity check may be a
+		// forgery or a BMC key (Kg), which this client does not support.
+		// Not ErrAuth (whose back-off would block a right password), and
+		// whatever the caller's deadline made of the wait.
+		return &power.Error{Op: "connect", Class: power.ClassFailed, Err: errAfterVerified}
 	case errors.As(err, &re):
 		if re.Step == "Open Session" && refusalKind(re.Status) == "suite" {
 			if l, lerr := dialLink(ctx, c.addr, c.cfg.Timeout, 0); lerr == nil {
@@ -340,11 +357,15 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 			return c.classify(op, err)
 		}
 		c.drop()
-		if ctx.Err() != nil || attempt > 0 {
+		if ctx.Err() != nil || attempt > 0 || errors.Is(err, errNoRepeat) {
 			return c.classify(op, err)
 		}
 	}
 }
+
+// errNoRepeat marks an error of f that do must not repeat f after, on a
+// new session or at all (a soft shutdown whose answer was lost).
+var errNoRepeat = errors.New("ipmi: not repeated")
 
 // State reads the power bit (Get Chassis Status, one round trip).
 func (c *Controller) State(ctx context.Context) (power.State, error) {
@@ -442,30 +463,43 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 			return nil
 		}
 	}
-	sent := false
+	// lost: the error of the last Chassis Control that went out and got
+	// no authenticated answer; softLost: a soft shutdown went out, its
+	// answer was lost, and nothing more was sent.
+	var lost error
+	softLost := false
 	// refused: the last Chassis Control was answered, authenticated, with
 	// this completion code (0: not refused, or not answered).
 	var refused completionError
 	err := c.do(ctx, op, func(s *session) error {
 		refused = 0
-		if sent && ctl == chassisSoftShutdown {
-			// The first soft shutdown may have been applied although its
-			// answer was lost, and the host may be off now: send it again
-			// only after a fresh read on the new session says on (some
-			// BMCs press the power button for it).
-			on, err := chassisOn(ctx, s)
-			if err != nil {
-				return err
+		var err error
+		if ctl == chassisSoftShutdown {
+			// Sent once, never retransmitted nor repeated on a new
+			// session: a soft shutdown whose answer was lost may have
+			// been applied, and some BMCs press the power button for it,
+			// so a second could power on a host the first turned off. No
+			// read taken now can tell (it may be an echo of the state
+			// before the first): the caller decides on reads over time
+			// (the reboot package sends a press only on an On reading
+			// taken SoftTimeout + StaleReads after its last power-off).
+			_, err = s.commandOnce(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
+			if err != nil && !errors.As(err, &refused) {
+				softLost, lost = true, err
+				return fmt.Errorf("%w: %w", errNoRepeat, err)
 			}
-			if !on {
-				return nil
-			}
+			return err
 		}
-		sent = true
-		_, err := s.command(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
-		errors.As(err, &refused)
+		_, err = s.command(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
+		if !errors.As(err, &refused) {
+			lost = err
+		}
 		return err
 	})
+	if softLost {
+		return &power.Error{Op: op, Class: power.ClassBusy,
+			Message: "the answer to the soft shutdown was lost (" + c.redact(fmt.Sprint(lost)) + "); it may have been carried out, and a second one may be a press of the power button: nothing more was sent (read the state over time before sending another)"}
+	}
 	if err != nil && want == power.StateOff && alreadyCodes[refused] {
 		// Some BMCs refuse a power-off of a chassis that is off, with an
 		// authenticated completion code saying so: success if a fresh read

@@ -157,7 +157,7 @@ func TestNetworkAdversaryNeverBecomesState(t *testing.T) {
 		mode, held = netHonest, nil
 		m.mu.Unlock()
 		var s power.State
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			s, err = c.State(ctx)
 			if err == nil || time.Now().After(deadline) {
 				break

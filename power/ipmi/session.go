@@ -41,9 +41,11 @@ func (l *link) close() { _ = l.conn.Close() }
 
 // roundTrip sends the datagram next returns, then hands every datagram
 // received to accept until accept returns true or an error; after each
-// Timeout without that it sends next's datagram again, Retries times.
-// accept returning (false, nil) drops the datagram. It returns how many
-// times a datagram went out. A done ctx ends the wait at once.
+// Timeout without that it calls next again, Retries times, and sends what
+// it returns; a nil datagram sends nothing and waits one more Timeout, so
+// the step's time is (Retries+1)×Timeout from the first send whatever
+// arrives. accept returning (false, nil) drops the datagram. It returns
+// how many datagrams went out. A done ctx ends the wait at once.
 func (l *link) roundTrip(ctx context.Context, step string, next func() ([]byte, error), accept func([]byte) (bool, error)) (int, error) {
 	// A done ctx ends the wait at once; the deadline it sets must land
 	// before roundTrip returns, never under the next exchange's read.
@@ -57,25 +59,34 @@ func (l *link) roundTrip(ctx context.Context, step string, next func() ([]byte, 
 			<-fired
 		}
 	}()
-	dropped := l.dropped
+	dropped, sent := l.dropped, 0
+	var end time.Time // the end of the try under way
 	for try := 0; try <= l.retries; try++ {
 		if err := ctx.Err(); err != nil {
-			return try, fmt.Errorf("%s: %w", step, err)
+			return sent, fmt.Errorf("%s: %w", step, err)
 		}
 		p, err := next()
 		if err != nil {
-			return try, err
+			return sent, err
 		}
-		if _, err := l.conn.Write(p); err != nil {
-			return try, fmt.Errorf("%s: %w", step, err)
+		if p != nil {
+			if _, err := l.conn.Write(p); err != nil {
+				return sent, fmt.Errorf("%s: %w", step, err)
+			}
+			l.sent++
+			sent++
+			end = time.Now().Add(l.timeout)
+		} else {
+			// Nothing sent: the wait goes on one Timeout from the end
+			// of the last try, not from now.
+			end = end.Add(l.timeout)
 		}
-		l.sent++
-		deadline := time.Now().Add(l.timeout)
+		deadline := end
 		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 			deadline = d
 		}
 		if err := l.conn.SetReadDeadline(deadline); err != nil {
-			return try + 1, err
+			return sent, err
 		}
 		if ctx.Err() != nil { // the AfterFunc ran before this deadline was set
 			_ = l.conn.SetReadDeadline(time.Unix(1, 0))
@@ -90,7 +101,7 @@ func (l *link) roundTrip(ctx context.Context, step string, next func() ([]byte, 
 				// ICMP port unreachable and the like: wait out the
 				// timeout as for a lost answer.
 				if errors.Is(err, net.ErrClosed) {
-					return try + 1, fmt.Errorf("%s: %w", step, err)
+					return sent, fmt.Errorf("%s: %w", step, err)
 				}
 				if time.Now().Before(deadline) {
 					continue
@@ -99,20 +110,20 @@ func (l *link) roundTrip(ctx context.Context, step string, next func() ([]byte, 
 			}
 			ok, err := accept(l.buf[:n])
 			if err != nil {
-				return try + 1, err
+				return sent, err
 			}
 			if ok {
-				return try + 1, nil
+				return sent, nil
 			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return l.retries + 1, fmt.Errorf("%s: %w", step, err)
+		return sent, fmt.Errorf("%s: %w", step, err)
 	}
 	if l.dropped > dropped {
-		return l.retries + 1, fmt.Errorf("%s: %w after %d tries (%d datagrams refused, the last: %v)", step, errNoAnswer, l.retries+1, l.dropped-dropped, l.lastDrop)
+		return sent, fmt.Errorf("%s: %w after %d tries, %d sent (%d datagrams refused, the last: %v)", step, errNoAnswer, l.retries+1, sent, l.dropped-dropped, l.lastDrop)
 	}
-	return l.retries + 1, fmt.Errorf("%s: %w after %d tries", step, errNoAnswer, l.retries+1)
+	return sent, fmt.Errorf("%s: %w after %d tries, %d sent", step, errNoAnswer, l.retries+1, sent)
 }
 
 // drop counts a refused datagram.
@@ -143,12 +154,33 @@ func (e completionError) Error() string {
 // matches the request is taken. A retransmit carries the same request
 // (the same IPMI sequence number) in a new packet.
 func (s *session) command(ctx context.Context, netFn, cmd uint8, data []byte) ([]byte, error) {
+	return s.exchange(ctx, netFn, cmd, data, true)
+}
+
+// commandOnce is command without a retransmit: the request goes out once
+// and its answer is waited for as long as command's tries take. For a
+// request that must not be applied twice (a soft shutdown may be a press
+// of the power button): a lost answer is an error, and the caller reads
+// the state before it sends again.
+func (s *session) commandOnce(ctx context.Context, netFn, cmd uint8, data []byte) ([]byte, error) {
+	return s.exchange(ctx, netFn, cmd, data, false)
+}
+
+func (s *session) exchange(ctx context.Context, netFn, cmd uint8, data []byte, resend bool) ([]byte, error) {
 	s.rqSeq = (s.rqSeq + 1) & 0x3f
 	rq := s.rqSeq
 	msg := ipmiRequest(netFn, cmd, rq, data)
 	var out []byte
 	var code uint8
-	_, err := s.roundTrip(ctx, fmt.Sprintf("command %#02x/%#02x", netFn, cmd), func() ([]byte, error) { return s.seal(msg) },
+	sent := false
+	next := func() ([]byte, error) {
+		if sent && !resend {
+			return nil, nil
+		}
+		sent = true
+		return s.seal(msg)
+	}
+	_, err := s.roundTrip(ctx, fmt.Sprintf("command %#02x/%#02x", netFn, cmd), next,
 		func(p []byte) (bool, error) {
 			m, err := s.open(p)
 			if err != nil {
@@ -400,31 +432,48 @@ func (su *setup) open(ctx context.Context) (*session, error) {
 // be its answer (the setup's tag and console session ID) and did not
 // verify: a bad authentication code, a refusal status, a truncated
 // message. Anyone on the network can send those, so each is dropped and
-// counted like an in-session forgery, and the step waits on, to the end of
-// its wait, for one that verifies; only then is the verdict the step's
-// error (a wrong password is ErrAuth one Timeout after the BMC's RAKP 2).
-// The request is not sent again after such an answer: a BMC answers a
-// wrong password again, and counts each against its lockout.
+// counted like an in-session forgery, and the step waits on, without
+// sending its request again, to the end of its time ((Retries+1)×Timeout
+// from the first send, however many such answers come) for one that
+// verifies; only then is the verdict the step's error. The request is not
+// sent again after such an answer: a BMC answers a wrong password again,
+// and counts each against its lockout.
 type pending struct{ err error }
 
+// rank orders verdicts: a message that does not verify with the password
+// or the session key (status 0: the BMC's own answer to a wrong password
+// looks like that, and only a BMC that has the account answers so) says
+// more than a refusal status, which anyone can send, and that more than a
+// malformed message.
+func rank(err error) int {
+	var pe *ProtocolError
+	var re *RefusedError
+	switch {
+	case errors.As(err, &pe):
+		return 1
+	case errors.As(err, &re):
+		return 2
+	default: // errRAKP2, errRAKP4
+		return 3
+	}
+}
+
 // note drops the datagram that failed with err and keeps err as the
-// verdict: the first, unless a malformed message is followed by one that
-// says more.
+// verdict when it ranks above the one kept (the first of a rank).
 func (v *pending) note(l *link, err error) (bool, error) {
 	l.drop(err)
-	var pe *ProtocolError
-	if v.err == nil || errors.As(v.err, &pe) {
+	if v.err == nil || rank(err) > rank(v.err) {
 		v.err = err
 	}
 	return false, nil
 }
 
-// resend is the step's next datagram: p, until an answer failed; then the
-// verdict ends the step.
+// resend is the step's next datagram: p, until an answer failed; then
+// nothing (the wait goes on).
 func (v *pending) resend(p []byte) func() ([]byte, error) {
 	return func() ([]byte, error) {
 		if v.err != nil {
-			return nil, v.err
+			return nil, nil
 		}
 		return p, nil
 	}

@@ -19,7 +19,10 @@
 //     (the read may echo the state from before it), and, for a power-off,
 //     not within Config.SoftTimeout + StaleReads of its previous press for
 //     a power-off (the OS may still be shutting down from it: an On read
-//     may be an echo, and a press would power on a host that is off).
+//     may be an echo, and a press would power on a host that is off),
+//     or, once a read begun StaleReads after that press (answered with
+//     success) showed Off, within StaleReads of that read. A press refused
+//     for its credentials was not carried out and does not count.
 //     TogglesOff says which power-offs are presses (reboot.Toggler). A BMC
 //     that echoes the state from before an out-of-band power change can
 //     still fool it.
@@ -181,6 +184,10 @@ type Controller struct {
 	allowed     []string  // as the BMC spells them
 	lastReset   time.Time // when this Controller last posted a reset
 	lastOffPush time.Time // when it last pressed the button for a power-off
+	// pushOK: that press was answered with success; pushOverAt: when a
+	// read that began StaleReads after it showed Off (its shutdown over).
+	pushOK     bool
+	pushOverAt time.Time
 	// toggles holds, after each read of the allowable values, bit 1 if a
 	// soft and bit 2 if a hard power-off is PushPowerButton (TogglesOff).
 	toggles atomic.Uint32
@@ -414,6 +421,7 @@ func (c *Controller) State(ctx context.Context) (power.State, error) {
 }
 
 func (c *Controller) readState(ctx context.Context) (power.State, error) {
+	sent := c.now()
 	var sys *schemas.ComputerSystem
 	err := c.withSession(ctx, func(cl *gofish.APIClient) error {
 		var err error
@@ -427,6 +435,11 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 	case "on":
 		return power.StateOn, nil
 	case "off":
+		// Taken StaleReads after a press that was answered, an Off read
+		// shows the hardware off after it: its shutdown is over.
+		if c.pushOK && c.pushOverAt.IsZero() && sent.Sub(c.lastOffPush) >= c.staleReads() {
+			c.pushOverAt = c.now()
+		}
 		return power.StateOff, nil
 	case "poweringon", "poweringoff":
 		return power.StateTransitioning, nil
@@ -504,12 +517,10 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		// SoftTimeout, and a read shows a state up to StaleReads old:
 		// until both have passed, an On read may echo the state before
 		// that shutdown, and a press would power on a host that is off.
-		if since := c.now().Sub(c.lastOffPush); want == power.StateOff && !c.lastOffPush.IsZero() && since >= 0 && since < c.softTimeout()+c.staleReads() {
+		if since, over := c.now().Sub(c.lastOffPush), c.now().Sub(c.pushOverAt); want == power.StateOff && !c.lastOffPush.IsZero() && since >= 0 &&
+			(c.pushOverAt.IsZero() && since < c.softTimeout()+c.staleReads() || !c.pushOverAt.IsZero() && over >= 0 && over < c.staleReads()) {
 			return &power.Error{Op: op, Class: power.ClassBusy,
 				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond))}
-		}
-		if want == power.StateOff {
-			c.lastOffPush = c.now()
 		}
 	}
 	c.lastReset = c.now()
@@ -521,10 +532,19 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		}
 		return err
 	})
+	var pe *power.Error
+	if err != nil {
+		pe = c.classify(op+" ("+rt+")", err)
+	}
+	if toggle && want == power.StateOff && (pe == nil || !errors.Is(pe, power.ErrAuth)) {
+		// A press refused for its credentials (the session expired and
+		// the login was refused) was not carried out and shuts nothing
+		// down; any other outcome, a timeout included, may have pressed.
+		c.lastOffPush, c.pushOK, c.pushOverAt = c.now(), pe == nil, time.Time{}
+	}
 	if err == nil {
 		return nil
 	}
-	pe := c.classify(op+" ("+rt+")", err)
 	if pe.Status == http.StatusBadRequest || pe.Status == http.StatusConflict {
 		// Some BMCs refuse a reset into the state the system just reached.
 		if s, rerr := c.readState(ctx); rerr == nil && s == want {

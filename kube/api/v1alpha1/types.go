@@ -37,6 +37,28 @@ type RebootRecordSpec struct {
 	HostUID string `json:"hostUID"`
 	// Status is the reboot package's Status of the host, as JSON.
 	Status string `json:"status"`
+	// BMC is the host's BMC as it was when the controller first saw the
+	// pending reboot (nil while none is pending): the controller sends no
+	// credentials to, and takes no evidence from, another one during that
+	// reboot unless the reboot-client admission policy has been in force
+	// since before it (kube.Powers).
+	// +optional
+	BMC *BMCPin `json:"bmc,omitempty"`
+}
+
+// BMCPin is a BareMetalHost's spec.bmc as the controller saw it when a
+// reboot became pending.
+type BMCPin struct {
+	// Address is spec.bmc.address.
+	Address string `json:"address"`
+	// CredentialsName is spec.bmc.credentialsName.
+	CredentialsName string `json:"credentialsName"`
+	// DisableCertificateVerification is spec.bmc.disableCertificateVerification.
+	// +optional
+	DisableCertificateVerification bool `json:"disableCertificateVerification,omitempty"`
+	// PendingSince is the reboot's PendingRebootSince (RFC 3339 with
+	// nanoseconds, the controller's clock): the pin belongs to that reboot.
+	PendingSince string `json:"pendingSince"`
 }
 
 // RebootRecordList is a list of RebootRecords.

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"context"
 	"crypto/x509"
 	"flag"
 	"fmt"
@@ -51,11 +52,13 @@ func run(args []string) int {
 	staleReads := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
 	caFile := fs.String("bmc-ca-file", "", "PEM bundle to verify Redfish BMCs with (default: the system's roots)")
 	metrics := fs.String("metrics-bind-address", "0", "metrics endpoint (0: off)")
+	probes := fs.String("health-probe-bind-address", ":8081", "liveness (/healthz) and readiness (/readyz) endpoint (0: off)")
 	leaseDuration := fs.Duration("lease-duration", 15*time.Second, "leader lease duration (power calls stop a third of it before the lease may end)")
 	renewDeadline := fs.Duration("renew-deadline", 10*time.Second, "how long the leader tries to renew its lease")
 	retryPeriod := fs.Duration("retry-period", 2*time.Second, "how often leader election is tried and the lease renewed")
 	operator := fs.Bool("baremetal-operator", true, "a baremetal-operator runs in the cluster: rebootkit powers only hosts it does not manage (detached, or --unmanaged-hosts) and remediates the others through the operator's reboot annotation")
-	unmanaged := fs.String("unmanaged-hosts", "", "label selector of hosts the baremetal-operator does not manage (besides detached ones)")
+	unmanaged := fs.String("unmanaged-hosts", "", "label selector of hosts the baremetal-operator does not manage (besides detached ones); "+
+		"needs the admission policy of config/admission, without which reboot clients could write those labels")
 	workers := fs.Int("concurrent-reconciles", 32, "hosts reconciled at once (a slow BMC holds one)")
 	callTimeout := fs.Duration("bmc-call-timeout", 30*time.Second, "bound on every BMC power call")
 	connectTimeout := fs.Duration("bmc-connect-timeout", 30*time.Second, "bound on every BMC login")
@@ -106,7 +109,7 @@ func run(args []string) int {
 	_ = metal3.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
 	_ = clusterv1.AddToScheme(scheme)
-	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics},
+	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics}, HealthProbeBindAddress: *probes,
 		LeaderElection: *leaderElect, LeaderElectionID: "rebootkit-reboot", LeaderElectionNamespace: *namespace,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}}}
@@ -127,9 +130,20 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
 	}
+	if own.Unmanaged != nil && *operator {
+		// The selector's labels must be out of the reboot clients' reach.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := kube.PolicyInForce(ctx, mgr.GetAPIReader(), "", time.Now(), 0)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rebootkit-controller: --unmanaged-hosts: %v: reboot clients could label an operator's host into rebootkit's hands\n", err)
+			return 1
+		}
+	}
 	pool := power.NewPool(power.PoolConfig{CallTimeout: *callTimeout, ConnectTimeout: *connectTimeout})
 	defer pool.Close()
-	powers := &kube.Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: *namespace, RootCAs: roots, Pool: pool}
+	powers := &kube.Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: *namespace, RootCAs: roots, Pool: pool,
+		SoftTimeout: *softTimeout, StaleReads: *staleReads}
 	powerOf := powers.Controller
 	if guard != nil {
 		powerOf = func(name string) (power.Controller, error) {
@@ -140,12 +154,34 @@ func run(args []string) int {
 			return guard.Wrap(pc), nil
 		}
 	}
-	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: powerOf,
+	// No reconcile worker waits on a BMC (a login to a hung one) for more
+	// than a moment: the calls run in the background.
+	async := &kube.Async{Power: powerOf, Timeout: 2*(*callTimeout+*connectTimeout) + 30*time.Second}
+	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: async.Controller,
 		Now: time.Now, Config: reboot.Config{SoftTimeout: *softTimeout, StaleReads: *staleReads}}
-	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace, MaxConcurrentReconciles: *workers, Ownership: own,
+	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace, MaxConcurrentReconciles: *workers, Ownership: own, Async: async,
 		ReconcileTimeout: 2*(*callTimeout+*connectTimeout) + 30*time.Second}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
+	}
+	if err := addProbes(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
+		return 1
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if want["remediation"] {
+		if missing := missingCAPI(mgr); missing != "" {
+			// Start what can run: the reboot controller does not need the
+			// Cluster API. The remediation waits; the process restarts
+			// once the CRDs are served, and starts it then.
+			fmt.Fprintf(os.Stderr, "rebootkit-controller: the remediation controller waits for the Cluster API CRDs (%s is not served); "+
+				"the reboot controller runs; the process restarts once they are installed\n", missing)
+			var stop context.CancelFunc
+			ctx, stop = context.WithCancel(ctx)
+			defer stop()
+			go waitCAPI(ctx, mgr, stop)
+			want["remediation"] = false
+		}
 	}
 	if want["remediation"] {
 		rem := kube.NewRemediationReconciler(mgr.GetClient(), *namespace, own, remediation.Config{Timeout: *remTimeout}, remediation.MaxCount(*limit), time.Now)
@@ -154,7 +190,7 @@ func run(args []string) int {
 			return 1
 		}
 	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 1
 	}

@@ -119,6 +119,12 @@ var (
 // binary, a kubeconfig file and an admin client.
 func startEnv(t *testing.T, assets string) (bin, kubeconfig string, c client.Client) {
 	t.Helper()
+	return startEnvWith(t, assets, "../../testdata/crds", "../../config/crd/bases")
+}
+
+// startEnvWith is startEnv with the CRDs of dirs (files or directories).
+func startEnvWith(t *testing.T, assets string, crds ...string) (bin, kubeconfig string, c client.Client) {
+	t.Helper()
 	log.SetLogger(logr.Discard())
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "rebootkit-controller-")
@@ -134,7 +140,7 @@ func startEnv(t *testing.T, assets string) (bin, kubeconfig string, c client.Cli
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{"../../testdata/crds", "../../config/crd/bases"}, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
+	env := &envtest.Environment{CRDDirectoryPaths: crds, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,162 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// The index of unfinished plans: a key PREFIX unfinished/UUID (empty) for
+// every plan that may still reboot servers, put by the transaction that
+// creates the plan and deleted by the write that ends it (the same
+// compare-and-swap as the header), so that Unfinished, a pass and
+// Create's check of the other plans read the unfinished plans only, never
+// the retained ended ones. PREFIX unfinished (the marker) says the index
+// is complete: a prefix written by a version without the index has
+// unfinished plans and no marker, and the first Unfinished builds the
+// index from the headers.
+func (s *Store) indexPrefix() string         { return s.prefix + "unfinished/" }
+func (s *Store) indexKey(uuid string) string { return s.indexPrefix() + uuid }
+func (s *Store) indexMarker() string         { return s.prefix + "unfinished" }
+
+// indexOps are the operations a write of header h over old adds to keep
+// the index: none unless the plan ends (or, never in practice, starts
+// again).
+func (s *Store) indexOps(uuid string, old, h header) []clientv3.Op {
+	switch {
+	case ended(h) && !ended(old):
+		return []clientv3.Op{clientv3.OpDelete(s.indexKey(uuid))}
+	case !ended(h) && ended(old):
+		return []clientv3.Op{clientv3.OpPut(s.indexKey(uuid), "")}
+	}
+	return nil
+}
+
+// unfinishedAt returns the UUIDs in the index of unfinished plans and the
+// revision read at, building the index first if the prefix has none.
+func (s *Store) unfinishedAt(ctx context.Context) ([]string, int64, error) {
+	for try := 0; ; try++ {
+		resp, err := s.cli.Txn(ctx).Then(
+			clientv3.OpGet(s.indexPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+			clientv3.OpGet(s.indexMarker(), clientv3.WithKeysOnly()),
+		).Commit()
+		if err != nil {
+			return nil, 0, fmt.Errorf("etcd: list: %w", err)
+		}
+		if len(resp.Responses[1].GetResponseRange().Kvs) > 0 {
+			var out []string
+			for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+				uuid := strings.TrimPrefix(string(kv.Key), s.indexPrefix())
+				if plan.ValidUUID(uuid) == nil {
+					out = append(out, uuid)
+				}
+			}
+			sort.Strings(out)
+			return out, resp.Header.Revision, nil
+		}
+		if try >= readRetries {
+			return nil, 0, fmt.Errorf("etcd: building the index of unfinished plans: %w", plan.ErrConflict)
+		}
+		if err := s.buildIndex(ctx); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+// buildIndex writes the index of unfinished plans from every header (once
+// per prefix written by a version without the index), in one transaction
+// that compares every header it read: a plan written meanwhile makes it
+// start again.
+func (s *Store) buildIndex(ctx context.Context) error {
+	resp, err := s.cli.Get(ctx, s.headersPrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("etcd: list: %w", err)
+	}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.headersPrefix()), "<", resp.Header.Revision+1).WithPrefix()}
+	ops := []clientv3.Op{clientv3.OpPut(s.indexMarker(), "")}
+	for _, kv := range resp.Kvs {
+		uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
+		h, err := decodeHeader(uuid, kv.Value)
+		if err != nil {
+			// Unreadable: indexed, so that Unfinished reports it.
+			ops = append(ops, clientv3.OpPut(s.indexKey(uuid), ""))
+			continue
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
+		if !ended(h) {
+			ops = append(ops, clientv3.OpPut(s.indexKey(uuid), ""))
+		}
+	}
+	// A prefix of more plans than one transaction holds is indexed in
+	// parts; the marker goes with the last.
+	for len(ops) > 0 {
+		n := min(len(ops), maxTxnOps)
+		c := cmps
+		if len(c) > maxTxnOps {
+			c = c[:1]
+		}
+		r, err := s.cli.Txn(ctx).If(c...).Then(ops[len(ops)-n:]...).Commit()
+		if err != nil {
+			return fmt.Errorf("etcd: building the index of unfinished plans: %w", err)
+		}
+		if !r.Succeeded {
+			return nil // a plan was written meanwhile: read again
+		}
+		ops = ops[:len(ops)-n]
+	}
+	return nil
+}
+
+// indexedHead is the header of a plan the index names, as read.
+type indexedHead struct {
+	uuid string
+	h    header
+	rev  int64 // the header's ModRevision
+}
+
+// unfinishedHeads reads the headers of the plans the index names, at the
+// revision the index was read at, and returns those of unfinished plans,
+// that revision, and the headers that cannot be read (corrupt). It reads
+// nothing of the ended plans.
+func (s *Store) unfinishedHeads(ctx context.Context) (out []indexedHead, at int64, corrupt []string, err error) {
+	err = retryCompacted(func() error {
+		out, corrupt = nil, nil
+		var uuids []string
+		uuids, at, err = s.unfinishedAt(ctx)
+		if err != nil {
+			return err
+		}
+		for start := 0; start < len(uuids); start += maxTxnOps {
+			batch := uuids[start:min(start+maxTxnOps, len(uuids))]
+			ops := make([]clientv3.Op, len(batch))
+			for i, uuid := range batch {
+				ops[i] = clientv3.OpGet(s.headerKey(uuid), clientv3.WithRev(at))
+			}
+			resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+			if err != nil {
+				return fmt.Errorf("etcd: list: %w", err)
+			}
+			for i, r := range resp.Responses {
+				kvs := r.GetResponseRange().Kvs
+				if len(kvs) == 0 {
+					continue // pruned
+				}
+				h, err := decodeHeader(batch[i], kvs[0].Value)
+				if err != nil {
+					corrupt = append(corrupt, err.Error())
+					continue
+				}
+				if !ended(h) {
+					out = append(out, indexedHead{uuid: batch[i], h: h, rev: kvs[0].ModRevision})
+				}
+			}
+		}
+		return nil
+	})
+	return out, at, corrupt, err
+}

@@ -1,0 +1,152 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// ErrInFlight: a BMC call of the host is still running in the background
+// (a login or call to a slow or hung BMC); the reconcile pass did not wait
+// for it. It wraps power.ErrBusy: the command may or may not take effect,
+// and the next pass reads the state again. Async reconciles the host when
+// the call ends.
+var ErrInFlight = fmt.Errorf("kube: BMC call still running: %w", power.ErrBusy)
+
+// Async runs every BMC call (the login a first call makes included) in a
+// goroutine of its own, one at a time per host, and waits for it at most
+// Wait: a reconcile worker never waits on a hung BMC for longer, whatever
+// the number of hung BMCs. A call that takes longer goes on in the
+// background under its own bounds (the pool's call and connect timeouts,
+// the LeaseGuard's lease end if the controllers it runs are guarded),
+// the pass gets ErrInFlight, further calls of that host get ErrInFlight at
+// once until it ends, and Done is then told the host's name (the
+// RebootController requeues it). A result that comes too late is never
+// handed to a later pass: a power reading is always taken during the call
+// that returns it.
+type Async struct {
+	// Power gives a host's controller (Powers.Controller, guarded).
+	Power func(name string) (power.Controller, error)
+	// Wait bounds how long a pass waits for a call (default 250 ms).
+	Wait time.Duration
+	// Timeout bounds a background call (default 5 min); the controllers'
+	// own bounds are normally shorter.
+	Timeout time.Duration
+	// Done, if set, is called with the host's name when a call that
+	// outlived its pass ends (from the call's goroutine; it must not
+	// block).
+	Done func(name string)
+
+	mu       sync.Mutex
+	inflight map[string]bool
+}
+
+// Controller returns host name's controller (the signature of
+// reboot.Reconciler.Power).
+func (a *Async) Controller(name string) (power.Controller, error) {
+	pc, err := a.Power(name)
+	if err != nil {
+		return nil, err
+	}
+	return &asyncController{a: a, host: name, pc: pc}, nil
+}
+
+// InFlight reports whether a call of host runs in the background.
+func (a *Async) InFlight(host string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.inflight[host]
+}
+
+type asyncController struct {
+	a    *Async
+	host string
+	pc   power.Controller
+}
+
+type result struct {
+	state power.State
+	err   error
+}
+
+// run starts f for the host unless a call of the host is in flight, and
+// waits for it at most Wait (or ctx).
+func (c *asyncController) run(ctx context.Context, f func(context.Context) (power.State, error)) (power.State, error) {
+	a := c.a
+	a.mu.Lock()
+	if a.inflight == nil {
+		a.inflight = map[string]bool{}
+	}
+	if a.inflight[c.host] {
+		a.mu.Unlock()
+		return power.StateUnknown, fmt.Errorf("host %s: %w", c.host, ErrInFlight)
+	}
+	a.inflight[c.host] = true
+	a.mu.Unlock()
+
+	timeout := a.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	done := make(chan result, 1)
+	var mu sync.Mutex
+	waited := false // the pass gave up waiting: tell Done at the end
+	go func() {
+		// Not the pass's context: it ends with the pass.
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		s, err := f(bg)
+		cancel()
+		a.mu.Lock()
+		delete(a.inflight, c.host)
+		a.mu.Unlock()
+		done <- result{s, err}
+		mu.Lock()
+		late := waited
+		mu.Unlock()
+		if late && a.Done != nil {
+			a.Done(c.host)
+		}
+	}()
+	wait := a.Wait
+	if wait <= 0 {
+		wait = 250 * time.Millisecond
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.state, r.err
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	select {
+	case r := <-done: // ended meanwhile
+		mu.Unlock()
+		return r.state, r.err
+	default:
+	}
+	waited = true
+	mu.Unlock()
+	return power.StateUnknown, fmt.Errorf("host %s: %w", c.host, ErrInFlight)
+}
+
+func (c *asyncController) State(ctx context.Context) (power.State, error) {
+	return c.run(ctx, c.pc.State)
+}
+
+func (c *asyncController) On(ctx context.Context) error {
+	_, err := c.run(ctx, func(ctx context.Context) (power.State, error) { return power.StateUnknown, c.pc.On(ctx) })
+	return err
+}
+
+func (c *asyncController) Off(ctx context.Context, m power.Mode) error {
+	_, err := c.run(ctx, func(ctx context.Context) (power.State, error) { return power.StateUnknown, c.pc.Off(ctx, m) })
+	return err
+}
+
+func isInFlight(err error) bool { return errors.Is(err, ErrInFlight) }

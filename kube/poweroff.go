@@ -1,0 +1,30 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// ErrPowerOffDisabled: the host has spec.disablePowerOff (its BMC may be
+// reachable only while the host runs, NC-SI): rebootkit never powers it
+// off, for a reboot request or for spec.online false. It wraps
+// power.ErrUnsupported.
+var ErrPowerOffDisabled = fmt.Errorf("kube: spec.disablePowerOff is set: %w", power.ErrUnsupported)
+
+// noPowerOff is a host's power controller that refuses every power-off
+// (spec.disablePowerOff); readings and power-on go through.
+type noPowerOff struct {
+	power.Controller
+	host string
+}
+
+// Off implements power.Controller: always refused, nothing is sent.
+func (n noPowerOff) Off(context.Context, power.Mode) error {
+	return fmt.Errorf("%w: host %s is never powered off by rebootkit; a reboot of it must be a reset, "+
+		"which the baremetal-operator does (remove its detached annotation), or clear spec.disablePowerOff", ErrPowerOffDisabled, n.host)
+}
+
+func isPowerOffDisabled(err error) bool { return errors.Is(err, ErrPowerOffDisabled) }
