@@ -11,14 +11,17 @@ import (
 // (as raft's RawNode keeps its core's inputs): the caller reports what it
 // read and what it did, and Observe fills every Observed field that needs
 // memory on a monotonic clock. The Reconciler keeps the same memory with
-// the same helpers (reading, wrote, called below).
+// the same helpers (reading, wrote, called, sawState, sendingOff, sentOff
+// below; sinceOff in reconciler.go), so the two fill every field alike.
 //
 // One pass with a Tracker is: read the host record, read the controller's
 // clock and monotonic clock, read the power state (in that order: the
-// evidence a reading gives is stamped no later than the reading), call
+// evidence a reading gives is stamped no later than the reading) and the
+// monotonic clock again once that read returned (Reading.ReadEnd), call
 // Observe, Decide, write the decision's Status if asked and call Applied
 // once the write succeeded (or at once if none was asked), then call
-// Sending just before a power call and Sent when it returns. A pass whose
+// Sending just before a power call and Sent, with its error and the
+// monotonic clock read once it returned, when it returns. A pass whose
 // write failed calls neither Applied nor a power call: the next pass reads
 // again.
 //

@@ -299,4 +299,18 @@ func TestTrackerPressFields(t *testing.T) {
 	if o = read(40, 40, power.StateOff); o.PressOver || o.SincePress != sec(16) {
 		t.Fatalf("after a press that timed out: %+v", o)
 	}
+	// A LastPress read first but stamped after the start was written after
+	// it (a previous leader finishing late): its press counts from now.
+	late := reboot.NewTracker(0, t0)
+	lh := reboot.Host{Name: "n", Version: "1", Status: reboot.Status{LastPress: t0.Add(sec(5))}}
+	o = late.Observe(reboot.Reading{Host: lh, Power: power.StateOn, Now: t0.Add(sec(10)), Mono: sec(10)}, cfg)
+	if o.SincePress != 0 || o.SinceOff != math.MaxInt64 {
+		t.Fatalf("late LastPress: SincePress %v SinceOff %v, want 0 and unbounded", o.SincePress, o.SinceOff)
+	}
+	// One stamped before the start counts from the start.
+	early := reboot.NewTracker(0, t0.Add(sec(6)))
+	o = early.Observe(reboot.Reading{Host: lh, Power: power.StateOn, Now: t0.Add(sec(10)), Mono: sec(10)}, cfg)
+	if o.SincePress != sec(10) {
+		t.Fatalf("LastPress before the start: SincePress %v, want 10s", o.SincePress)
+	}
 }
