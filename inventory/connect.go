@@ -2,7 +2,10 @@ package inventory
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -27,9 +30,12 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 	if b.IPMI != "" {
 		addr = "ipmi://" + b.IPMI
 	}
-	// No secret in the config: the password's source, not the password.
-	cfg := fmt.Sprintf("%s user=%s env=%s file=%s ca=%s insecure=%v basic=%v cipher=%d",
-		addr, b.Username, b.PasswordEnv, b.PasswordFile, b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite)
+	// No secret in the config: the password's source and a keyed
+	// fingerprint of its content, so that a changed password (a corrected
+	// password_file) is a new login, tried at once, not one backing off
+	// after the old password's refusals.
+	cfg := fmt.Sprintf("%s user=%s env=%s file=%s secret=%s ca=%s insecure=%v basic=%v cipher=%d",
+		addr, b.Username, b.PasswordEnv, b.PasswordFile, f.secretPrint(b), b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite)
 	return f.pool.Controller(uuid, power.Target{BMC: addr, Config: cfg, Connect: func(ctx context.Context) (power.Controller, error) {
 		var c power.Controller
 		var err error
@@ -43,6 +49,19 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 		}
 		return c, nil
 	}}), nil
+}
+
+// secretPrint is a fingerprint of b's password as it reads now: an
+// HMAC-SHA-256 under this fleet's random key (never the secret, nor a hash
+// one could test guesses against elsewhere), "none" if it does not read.
+func (f *Fleet) secretPrint(b BMC) string {
+	pass, err := b.Password()
+	if err != nil {
+		return "none"
+	}
+	m := hmac.New(sha256.New, f.printKey)
+	m.Write([]byte(pass))
+	return hex.EncodeToString(m.Sum(nil)[:12])
 }
 
 // Connect opens the power controller of a BMC (Redfish or IPMI).

@@ -71,8 +71,9 @@
 // before anything else, even before completing a power cycle whose
 // power-off may have been accepted: a reboot that began through the BMC
 // before the executor knew it ran there is withdrawn and done through the
-// OS instead. Inventory.Identify finds the server by hostname (case and
-// domain aside) or by address; servers it cannot tell apart from this
+// OS instead. Inventory.Identify finds the server by machine ID first
+// (Server.MachineID against Machine.MachineID: equal is it, different is
+// not), then by hostname (case and domain aside) or by address; servers it cannot tell apart from this
 // machine (Options.MaybeSelf) are never powered off and their jobs are
 // refused (ErrMaybeSelf) until the operator names the executor's server.
 // The executor's own job reboots it with the server's reboot command (the
@@ -87,7 +88,9 @@
 // saying why.
 //
 // BMC calls go through a power.Pool (one connection per server, every
-// call bounded by Options.CallTimeout, back-off per BMC). Every BMC error
+// call bounded by Options.CallTimeout, back-off per BMC and login; a
+// changed password, keyed by a fingerprint of its content, is a new login
+// tried at once). Every BMC error
 // is classified (BMCAuth, BMCUnreachable, BMCTLS, BMCTimeout, BMCBusy,
 // BMCUnsupported, BMCConfig, BMCFailed), recorded as the server's last BMC
 // error (Fleet.Status, with the power phase), logged at Warn at most once

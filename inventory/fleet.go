@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,6 +96,10 @@ type Options struct {
 
 	// manual: no goroutines; tests step the fleet (stepServer).
 	manual bool
+	// slowProbes, with manual: healthOf starts no check; it reads the
+	// results the test delivers (probeResult), slow as it likes, with
+	// their age bounded as the background checks' are (tests).
+	slowProbes bool
 	// crash, if set, is asked at each step boundary; true kills the fleet
 	// there (tests).
 	crash func(point string) bool
@@ -139,6 +144,7 @@ type Fleet struct {
 	head       Server
 	hasHead    bool
 	pool       *power.Pool
+	printKey   []byte // random, this process's: keys secretPrint
 	health     map[string]healthResult
 	probing    map[string]bool
 	reads      map[string]reading       // last power reading per server
@@ -223,6 +229,11 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
 		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32)}
 	f.start = f.mono()
+	f.printKey = make([]byte, 32)
+	if _, err := rand.Read(f.printKey); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("inventory: random key: %w", err)
+	}
 	// The Pool measures back-off and idleness only: give it the monotonic
 	// clock, so that a wall clock stepped back (NTP) never leaves a BMC
 	// backing off for as long as the step.

@@ -185,7 +185,10 @@ func (f *Fleet) noteCommand(server string) {
 
 // noteCall records a BMC call's outcome: an error as the server's last
 // BMC error (written when it changes, or a minute after the last write),
-// logged at Warn at most once a minute per server and class, and counted.
+// logged at Warn at most once a minute per server and class, and counted;
+// a success clears the recorded error, one of a previous run included. A
+// call the Pool refused during a login back-off reached no BMC: neither
+// recorded nor counted.
 func (f *Fleet) noteCall(server, op string, err error) {
 	if errors.Is(err, errKilled) {
 		return
@@ -194,12 +197,28 @@ func (f *Fleet) noteCall(server, op string, err error) {
 	if errors.As(err, &pe) && strings.HasPrefix(pe.Message, "held: ") {
 		return // the fleet's own gate, not the BMC
 	}
+	if errors.Is(err, power.ErrBackoff) {
+		// The Pool refused the call during a login back-off: nothing
+		// reached the BMC. The error that started the back-off stands;
+		// not counted, not recorded again (its countdown changes every
+		// second).
+		return
+	}
 	now, m := f.now(), f.mono()
 	f.mu.Lock()
 	prev, had := f.lastErr[server]
 	f.mu.Unlock()
 	if err == nil {
-		if had && !prev.Cleared {
+		// The first success since this process started (the record may
+		// hold an error of a previous run) or since an error. A state
+		// read that works does not clear a refused power command: that
+		// error still says why the server's power cycle does not move
+		// (only a power command that works, or an error of a read,
+		// is cleared by it).
+		if had && !prev.Cleared && op == "state" && prev.Op != "state" {
+			return
+		}
+		if !had || !prev.Cleared {
 			prev.Cleared = true
 			f.mu.Lock()
 			f.lastErr[server] = prev

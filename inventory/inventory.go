@@ -81,6 +81,11 @@ type Server struct {
 	// power it off: nothing would power it on again); a plan that includes
 	// that server needs it.
 	Reboot []string `yaml:"reboot"`
+	// MachineID, optional, is the server's /etc/machine-id (32 hex
+	// digits): the executor tells by it, decisively, whether it runs on
+	// this server (equal) or not (different), whatever hostnames and
+	// addresses say.
+	MachineID string `yaml:"machine_id"`
 	// Labels are the server's failure domains and other labels (rack:
 	// r12, zone: z1), for the plan's domain limits (plan.domain_limits).
 	Labels map[string]string `yaml:"labels"`
@@ -221,6 +226,16 @@ func (inv *Inventory) check() error {
 			}
 		}
 		seen[s.UUID], seen[s.Hostname] = s.UUID, s.UUID
+		if s.MachineID != "" {
+			id := normMachineID(s.MachineID)
+			if !machineIDRe.MatchString(id) {
+				return bad("machine_id: want the 32 hex digits of the server's /etc/machine-id")
+			}
+			if other, ok := seen["machine-id:"+id]; ok {
+				return bad("machine_id is also server %s's", other)
+			}
+			seen["machine-id:"+id] = s.Hostname
+		}
 		inv.byKey[s.UUID], inv.byKey[s.Hostname] = i, i
 		if s.Headnode {
 			heads++
@@ -498,6 +513,9 @@ func splitHostPort(s string, def int) (string, int, error) {
 
 // envName is what password_env must be: an environment variable's name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// machineIDRe is a machine ID as normMachineID leaves it.
+var machineIDRe = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // conventionalEnv: a variable's name as people write them.
 var conventionalEnv = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)

@@ -37,7 +37,15 @@ func TestDeadBMCStallsOnlyItsServer(t *testing.T) {
 		assert.True(t, w.bmcs[dead].p.HardwareOn())
 		h, err := w.f.hosts.load(dead)
 		require.NoError(t, err)
-		assert.False(t, h.needsKeeping(), "mode %d: nothing left to reconcile on a server never powered off: %+v", mode, h)
+		if mode == bmcAuth {
+			// Every login refused: no power-off was ever sent.
+			assert.False(t, h.needsKeeping(), "mode %d: nothing left to reconcile on a server never powered off: %+v", mode, h)
+		} else {
+			// A power-off went out and timed out: it may have been
+			// carried out, so the server is still reconciled, without
+			// holding the plan's slot (its health check says up).
+			assert.True(t, h.needsKeeping(), "mode %d: a power-off that timed out may have been carried out: %+v", mode, h)
+		}
 		w.close()
 	}
 }

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // powerBusy: job states in which the server may be off because of the job.
@@ -30,6 +31,7 @@ func powerBusy(state string) bool {
 func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, error) {
 	obs := plan.Observations{Servers: map[string]plan.ServerObs{}, Jobs: map[string]plan.JobObs{}, HeadnodeServicesUp: true, ShardHealthy: true}
 	busy := map[string]JobRecord{}
+	ended := map[string]time.Time{}
 	hosts := map[string]hostRecord{}
 	err := f.db.View(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketHosts).ForEach(func(k, v []byte) error {
@@ -49,6 +51,8 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 			}
 			if !j.Over() {
 				busy[j.Server] = j
+			} else if h := hosts[j.Server]; h.Job == j.UUID && j.Ended != nil {
+				ended[j.Server] = *j.Ended
 			}
 			o := jobObs(j, hosts[j.Server])
 			obs.Jobs[j.UUID] = o
@@ -78,7 +82,7 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 		h := hosts[s.UUID]
 		// An abandoned server is the operator's: it never counts against
 		// the concurrency (the executor will not touch it again).
-		down := h.Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, h))
+		down := h.Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, h) && (isBusy || !f.endedLongAgo(ended, s.UUID)))
 		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
 	}
 	if hasHead {
@@ -111,13 +115,18 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 	out := make(map[string]bool, len(servers))
 	now := f.mono()
 	for _, s := range servers {
-		if f.opts.manual {
+		if f.opts.manual && !f.opts.slowProbes {
 			out[s.UUID] = f.check(ctx, s) == nil
 			continue
 		}
 		f.mu.Lock()
 		r, ok := f.health[s.UUID]
 		age := now - r.at
+		if f.opts.manual {
+			f.mu.Unlock()
+			out[s.UUID] = f.countsUp(r, ok, age)
+			continue
+		}
 		fresh := ok && age < f.opts.HealthTTL && age >= 0
 		start := !fresh && !f.probing[s.UUID]
 		if start {
@@ -126,7 +135,7 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 		f.mu.Unlock()
 		// Only a result young enough counts as up (its age bounded
 		// from the start of its check).
-		out[s.UUID] = ok && r.ok && age >= 0 && age <= f.opts.HealthMaxAge
+		out[s.UUID] = f.countsUp(r, ok, age)
 		if start {
 			f.wg.Add(1)
 			go func(s Server) {
@@ -147,6 +156,22 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 		}
 	}
 	return out
+}
+
+// countsUp: a health result (had: there is one) of this age counts as up,
+// passed and no older than HealthMaxAge.
+func (f *Fleet) countsUp(r healthResult, had bool, age time.Duration) bool {
+	return had && r.ok && age >= 0 && age <= f.opts.HealthMaxAge
+}
+
+// probeResult records a health check of server that started at
+// monotonic time at (tests' slow probes).
+func (f *Fleet) probeResult(server string, ok bool, at time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, had := f.health[server]; !had || r.at <= at {
+		f.health[server] = healthResult{ok: ok, at: at}
+	}
 }
 
 // poweredOn is when job j's server was powered on again: the power-on the
@@ -180,7 +205,7 @@ func jobObs(j JobRecord, h hostRecord) plan.JobObs {
 	o := plan.JobObs{Exists: true, Started: j.Started != nil, Drained: j.Drained != nil,
 		Finished: j.Finished != nil && j.State != JobFailed && j.State != JobCancelled,
 		Failed:   j.State == JobFailed, Cancelled: j.State == JobCancelled, Error: j.Error}
-	if !j.Over() && o.Error == "" && h.LastError.Job == j.UUID {
+	if !j.Over() && o.Error == "" && h.LastError.Job == j.UUID && !h.LastError.Cleared {
 		o.Error = h.LastError.Text()
 	}
 	if j.Started != nil {
@@ -197,9 +222,34 @@ func jobObs(j JobRecord, h hostRecord) plan.JobObs {
 
 // powerDown: the server may be off because of this fleet: its live job
 // (j, if busy) is in a power step, or a power cycle of the fleet has not
-// settled (unless the operator abandoned it).
+// settled (unless the operator abandoned it). While a job of the server
+// is live this counts whatever its health check says; once none is (its
+// job ended, at the latest JobTimeout after its request, saying the
+// server may be off), an unsettled power cycle counts only while the
+// server's health check fails: a BMC that never answers would otherwise
+// hold a concurrency slot for good (issue 38, A.1), and a power-off
+// accepted before has shown in a health check begun HealthMaxAge plus
+// StaleReads after its job ended (endedLongAgo). The fleet goes on reconciling it, and show and watch
+// list it with its BMC error.
 func powerDown(j JobRecord, busy bool, h hostRecord) bool {
 	return busy && powerBusy(j.State) || h.Abandoned == "" && (h.Watch && !h.Settled || h.Status.Pending())
+}
+
+// endedLongAgo reports whether the server's last job (ended[server], its
+// end) ended at least HealthMaxAge plus StaleReads ago, so that a health
+// check that counts as up was begun after anything its power commands
+// did had shown. No job (a power cycle unsettled since before a restart):
+// false.
+func (f *Fleet) endedLongAgo(ended map[string]time.Time, server string) bool {
+	at, ok := ended[server]
+	if !ok {
+		return false
+	}
+	stale := f.opts.Reboot.StaleReads
+	if stale <= 0 {
+		stale = reboot.DefaultConfig().StaleReads
+	}
+	return f.now().Sub(at) >= f.opts.HealthMaxAge+stale
 }
 
 var _ plan.ViewFleet = (*Fleet)(nil)
@@ -242,12 +292,23 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 			}
 		}
 	}
+	// Servers kept reconciled outside the view (a power cycle that has not
+	// settled) are health-checked too: once their job ended, their health
+	// check says whether they count as offline (offAfterJob).
+	for s, id := range watch {
+		if !inView[s] && id == "" {
+			if srv, ok := f.inv.Server(s); ok {
+				servers = append(servers, srv)
+			}
+		}
+	}
 	head, hasHead := f.headnode()
 	if hasHead {
 		servers = append(servers, head)
 	}
 	hosts := make(map[string]hostRecord, len(watch))
 	live := make(map[string]JobRecord, len(watch))
+	ended := map[string]time.Time{}
 	err := f.db.View(func(tx *bolt.Tx) error {
 		hb, jb := tx.Bucket(bucketHosts), tx.Bucket(bucketJobs)
 		for s, id := range watch {
@@ -268,6 +329,8 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 				}
 				if !j.Over() {
 					live[s] = j
+				} else if hosts[s].Job == j.UUID && j.Ended != nil {
+					ended[s] = *j.Ended
 				}
 			}
 		}
@@ -299,14 +362,14 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 			continue
 		}
 		j, isBusy := live[s.UUID]
-		down := hosts[s.UUID].Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, hosts[s.UUID]))
+		down := hosts[s.UUID].Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, hosts[s.UUID]) && (isBusy || !f.endedLongAgo(ended, s.UUID)))
 		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
 		if down {
 			offline[s.UUID] = true
 		}
 	}
 	for s, h := range hosts {
-		if j, isBusy := live[s]; !inView[s] && powerDown(j, isBusy, h) {
+		if j, isBusy := live[s]; !inView[s] && h.Abandoned == "" && powerDown(j, isBusy, h) && (isBusy || !healthy[s] || !f.endedLongAgo(ended, s)) {
 			offline[s] = true
 		}
 	}

@@ -144,6 +144,13 @@ type world struct {
 	// tracksOS: OS reboots go through runCommand (scenario worlds run
 	// their own commands).
 	tracksOS bool
+	// removed: the server the operator took out of the inventory when
+	// the executor last started ("" none), at removedAt (real time).
+	removed   string
+	removedAt time.Time
+	// slowProbes: the fleet's health results are the probes the world
+	// delivers (Options.slowProbes).
+	slowProbes bool
 }
 
 // Command modes.
@@ -201,11 +208,32 @@ func (w *world) setSelf(server string) {
 }
 
 func (w *world) open() {
+	if err := w.tryOpen(); err != nil {
+		w.t.Fatalf("open fleet: %v", err)
+	}
+}
+
+// openInv is the inventory the executor is started with: the world's,
+// less the server the operator removed.
+func (w *world) openInv() Inventory {
+	if w.removed == "" {
+		return w.inv
+	}
+	inv := Inventory{Defaults: w.inv.Defaults}
+	for _, s := range w.inv.Servers {
+		if s.UUID != w.removed {
+			inv.Servers = append(inv.Servers, s)
+		}
+	}
+	return inv
+}
+
+func (w *world) tryOpen() error {
 	if w.cyclesAt == nil { // scenario worlds (newWorld) start without them
 		w.cmdMode, w.drained, w.boot, w.osReboots = map[string]int{}, map[string]bool{}, map[string]string{}, map[string]int{}
 		w.selfFrom, w.cyclesAt, w.abandoned = map[string]int{}, map[string]int{}, map[string]time.Time{}
 	}
-	f, err := OpenFleet(w.inv, w.path, Options{
+	f, err := OpenFleet(w.openInv(), w.path, Options{
 		Reboot:     reboot.Config{SoftTimeout: time.Minute, StaleReads: fake.MaxStale + time.Second},
 		JobTimeout: w.cfg.JobTimeout, ServicesTimeout: w.cfg.ServicesTimeout, Poll: time.Second, CallTimeout: time.Second,
 		Now: w.clk.Now, Monotonic: w.clk.Monotonic, manual: true,
@@ -216,22 +244,8 @@ func (w *world) open() {
 			}
 			return b, nil
 		},
-		Health: func(_ context.Context, s Server) error {
-			p := w.bmcs[s.UUID].p
-			if !p.HardwareOn() {
-				return errors.New("down")
-			}
-			var since time.Time
-			for _, tc := range p.Truth() {
-				if tc.On {
-					since = tc.At
-				}
-			}
-			if w.clk.Real().Sub(since) < w.bootTime {
-				return errors.New("booting")
-			}
-			return nil
-		},
+		Health:     func(_ context.Context, s Server) error { return w.healthNow(s.UUID) },
+		slowProbes: w.slowProbes,
 		command: func(_ context.Context, argv []string) error {
 			for _, s := range w.inv.Servers {
 				if len(argv) == 2 && argv[1] == s.UUID {
@@ -265,9 +279,29 @@ func (w *world) open() {
 		},
 	})
 	if err != nil {
-		w.t.Fatalf("open fleet: %v", err)
+		return err
 	}
 	w.f = f
+	return nil
+}
+
+// healthNow is server id's health check as the world answers it now: up
+// once powered on (ground truth) for bootTime.
+func (w *world) healthNow(id string) error {
+	p := w.bmcs[id].p
+	if !p.HardwareOn() {
+		return errors.New("down")
+	}
+	var since time.Time
+	for _, tc := range p.Truth() {
+		if tc.On {
+			since = tc.At
+		}
+	}
+	if w.clk.Real().Sub(since) < w.bootTime {
+		return errors.New("booting")
+	}
+	return nil
 }
 
 // testJobLive is cmd/rebootctl's rule: the plan runs the job while its
@@ -452,6 +486,16 @@ func (w *world) check() {
 			}
 		}
 	}
+	// A server the executor runs without (removed from its inventory)
+	// was on then and is never powered off after: nothing of ours may be
+	// left unsettled on it.
+	if w.removed != "" {
+		for _, tc := range w.bmcs[w.removed].p.Truth() {
+			if !tc.On && !tc.At.Before(w.removedAt) {
+				w.t.Fatalf("server %s went off at %s, after the executor started without it (removed at %s)", w.removed, tc.At, w.removedAt)
+			}
+		}
+	}
 	// Servers off <= concurrency at every instant.
 	if n := maxOff(w.bmcs, w.abandoned); n > w.conc {
 		w.t.Fatalf("%d servers off at once, concurrency %d", n, w.conc)
@@ -518,8 +562,10 @@ func (w *world) newPlan() {
 // executor killed between any two steps (also between a power call and
 // what follows it), operators stopping, running and cancelling plans, and
 // plans ending while jobs run, drain, undrain and reboot commands that
-// fail, hang, or take effect and answer late, and the executor's own server
-// set or changed mid-plan. Against ground truth (the fake hardware, what
+// fail, hang, or take effect and answer late, the executor's own server
+// set or changed mid-plan, and the executor restarted with a server removed
+// from its inventory (refused while the fleet is busy with it: the
+// operator puts it back). Against ground truth (the fake hardware, what
 // reached each BMC, what each command did): no server is off while no job
 // of the fleet is live on it unless the fleet still reconciles it; no
 // power-off reaches a BMC after its job was cancelled or its plan ended or
@@ -528,7 +574,10 @@ func (w *world) newPlan() {
 // instant; done implies a power cycle (or an OS reboot of the executor's
 // own server) since the job started; no server stays drained after its job
 // ended unless the job says its undrain kept failing; the executor's own
-// server is never powered off through its BMC. Liveness keeps one BMC
+// server is never powered off through its BMC; a server the executor
+// started without was on then and is never powered off after (with the
+// refusal of ErrMissingServer removed, it started without a server its
+// power cycle had left off). Liveness keeps one BMC
 // (drawn) dead for ever, refusing every login or never answering: every
 // plan still ends and every other server is on, the operator abandoning the
 // dead one if its plan waits for it (issue 26, A1-A3, A5; issue 38, C).
@@ -599,6 +648,9 @@ func TestJobStateMachine(t *testing.T) {
 				// Only a server that runs (the executor runs there):
 				// on, and no power-off of ours may have been applied.
 				id := rapid.SampledFrom(append([]string{""}, ids...)).Draw(t, "self")
+				if id != "" && id == w.removed {
+					t.Skip("the executor runs on a server of its inventory")
+				}
 				if id != "" {
 					b := w.bmcs[id]
 					if !b.p.HardwareOn() || len(b.offs) > 0 && (b.offs[len(b.offs)-1].applied || b.offs[len(b.offs)-1].lost) && b.p.Cycles() == 0 {
@@ -610,8 +662,40 @@ func TestJobStateMachine(t *testing.T) {
 				}
 				w.setSelf(id)
 			},
+			"inventory": func(t *rapid.T) {
+				// The executor restarts with a server removed from the
+				// inventory (or all of them back): refused while the
+				// fleet is busy with it (the operator puts it back),
+				// else it runs without it.
+				id := rapid.SampledFrom(append([]string{""}, ids...)).Draw(t, "removed")
+				if id != "" && id == w.self {
+					t.Skip("the executor's own server stays in its inventory")
+				}
+				_ = w.f.Close()
+				w.removed = id
+				err := w.tryOpen()
+				if errors.Is(err, ErrMissingServer) {
+					w.removed = ""
+					w.open()
+					return
+				}
+				if err != nil {
+					t.Fatalf("open fleet: %v", err)
+				}
+				if id != "" {
+					w.removedAt = w.clk.Real()
+					if !w.bmcs[id].p.HardwareOn() {
+						t.Fatalf("the executor started without server %s, which is off", id)
+					}
+				}
+			},
 			"": func(*rapid.T) { w.check() },
 		})
+		if w.removed != "" { // the operator puts it back
+			_ = w.f.Close()
+			w.removed = ""
+			w.open()
+		}
 		// Liveness with the faults the design must survive kept on: one
 		// BMC (drawn) stays dead for ever (refusing every login, or never
 		// answering); the others and the commands behave. Every plan

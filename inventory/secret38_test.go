@@ -1,7 +1,14 @@
 package inventory
 
 import (
+	"context"
 	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -37,4 +44,45 @@ func TestPasswordTypedIntoPasswordEnvNeverEchoed(t *testing.T) {
 		require.Error(t, err)
 		assert.NotContains(t, err.Error(), secret)
 	}
+}
+
+// TestChangedPasswordFileTriedAtOnce: a BMC refuses the password of the
+// password_file, and the Pool backs off that login; once the file holds
+// the right password, the next call logs in at once (issue 38, B.10; old
+// code: the login kept its key, so the corrected password waited for the
+// auth back-off, up to 30 min).
+func TestChangedPasswordFileTriedAtOnce(t *testing.T) {
+	const good = "right-Passw0rd"
+	file := filepath.Join(t.TempDir(), "bmc.pass")
+	require.NoError(t, os.WriteFile(file, []byte("wrong-password\n"), 0o600))
+	clk := fake.NewClock(time.Time{})
+	p := fake.NewPower(clk.Real, fake.PowerConfig{})
+	inv := Inventory{Servers: []Server{{UUID: "u0", Hostname: "cn0", Health: Health{TCP: "h:1"},
+		BMC: BMC{Redfish: "https://bmc0", Username: "admin", PasswordFile: file}}}}
+	logins := 0
+	f, err := OpenFleet(inv, filepath.Join(t.TempDir(), "fleet.db"), Options{Now: clk.Now, Monotonic: clk.Monotonic, manual: true,
+		Controller: func(_ context.Context, s Server) (power.Controller, error) {
+			logins++
+			if pass, err := s.BMC.Password(); err != nil || pass != good {
+				return nil, &power.Error{Op: "connect", Class: power.ClassFailed, Status: 401, Message: "authentication failed", Err: power.ErrAuth}
+			}
+			return p, nil
+		}})
+	require.NoError(t, err)
+	defer f.Close()
+	state := func() error {
+		c, err := f.controller("u0")
+		require.NoError(t, err)
+		_, err = c.State(t.Context())
+		return err
+	}
+	require.ErrorIs(t, state(), power.ErrAuth)
+	require.Equal(t, 1, logins)
+	clk.Advance(time.Second)
+	require.Error(t, state(), "the refused login backs off")
+	require.Equal(t, 1, logins, "no login during the back-off")
+	require.NoError(t, os.WriteFile(file, []byte(good+"\n"), 0o600))
+	clk.Advance(time.Second)
+	assert.NoError(t, state(), "the corrected password is tried at once")
+	assert.Equal(t, 2, logins)
 }

@@ -20,8 +20,11 @@ var ErrMaybeSelf = errors.New("inventory: the server may be the machine this exe
 // points).
 type Machine struct {
 	Hostname string
-	Addrs    []netip.Addr
-	Resolved map[string][]netip.Addr
+	// MachineID is this machine's /etc/machine-id ("" if unknown):
+	// compared with each server's machine_id before anything else.
+	MachineID string
+	Addrs     []netip.Addr
+	Resolved  map[string][]netip.Addr
 }
 
 // Names returns the names Identify looks up for server s: its hostname
@@ -66,7 +69,9 @@ func (s Server) addrs() []netip.Addr {
 }
 
 // Identify says which server of the inventory this machine is (self, ""
-// if none), by its hostname (case and domain aside) and by its addresses
+// if none): first by machine ID (a server whose machine_id equals this
+// machine's is it, one whose machine_id differs is not, whatever else
+// matches), then by its hostname (case and domain aside) and by its addresses
 // (a server whose hostname or health check host resolves to one of this
 // machine's addresses, or names one literally). maybe lists the servers
 // it cannot tell about: several match, or a server's names did not
@@ -85,7 +90,18 @@ func (inv Inventory) Identify(m Machine) (self string, maybe []string) {
 		}
 	}
 	var byName, byAddr, unknown []string
+	mid := normMachineID(m.MachineID)
+	if mid != "" {
+		for _, s := range inv.Servers {
+			if normMachineID(s.MachineID) == mid {
+				return s.UUID, nil // decisive (Validate refuses duplicates)
+			}
+		}
+	}
 	for _, s := range inv.Servers {
+		if mid != "" && normMachineID(s.MachineID) != "" {
+			continue // another machine, told by its machine ID
+		}
 		if m.Hostname != "" && (strings.EqualFold(s.Hostname, m.Hostname) || short(s.Hostname) == short(m.Hostname) && short(m.Hostname) != "") {
 			byName = append(byName, s.UUID)
 			continue
@@ -132,4 +148,10 @@ func compactStrings(s []string) []string {
 		}
 	}
 	return out
+}
+
+// normMachineID is a machine ID as compared: lower case, spaces and
+// dashes left out.
+func normMachineID(id string) string {
+	return strings.ToLower(strings.NewReplacer("-", "", " ", "", "\n", "").Replace(id))
 }

@@ -56,7 +56,23 @@
 //     Reconciler on the namespace's Machines with the stores above; run it
 //     with the RebootController (the hosts' power goes through the reboot
 //     API). A Machine whose host is gone waits for it until the attempt's
-//     timeout, then escalates.
+//     timeout, then escalates. Hosts carrying the remediation's reboot
+//     request are watched and mapped to their Machine (through the host's
+//     consumerRef), so a request no attempt owns (a superseded leader's
+//     write) is removed at once. The binary runs it under the LeaseGuard
+//     (remediation.Reconciler.Guard) and has Machines.Reader read the
+//     Machine from the API server: each side effect first checks that the
+//     persisted attempt is still the one that decided it.
+//   - ExternalRemediationController: the same phased power-cycle for
+//     PowerCycleRemediations (api/v1alpha1), the external remediation
+//     objects Cluster API's MachineHealthCheck and medik8s's
+//     NodeHealthCheck create from a PowerCycleRemediationTemplate; the
+//     store is ExternalRemediations (one remediation per Machine or Node,
+//     its state in its status, the conditions the checkers read). One
+//     remediation holds a host at a time (ErrHostHeld), the storm guard
+//     counts them all against the cluster's Nodes, and a remediation
+//     deleted or timed out mid-way releases its host before it goes
+//     (ReleaseFinalizer).
 //   - Powers: a power.Controller per host from its spec.bmc address (the
 //     Redfish family or IPMI, ParseBMCAddress) and credentials Secret, read
 //     directly with get (never through a cache) and used only if it is
@@ -103,10 +119,18 @@
 //     probes. Without the Cluster API CRDs it runs the reboot controller,
 //     says that the remediation waits, and restarts once they are served.
 //
-// Deployment: config/ holds the RebootRecord CRD, the controller's role
-// generated from the +kubebuilder:rbac markers of rbac.go (a Role in the
+// Deployment: config/ holds the RebootRecord and
+// PowerCycleRemediation(Template) CRDs, an aggregated ClusterRole that
+// lets Cluster API's and NodeHealthCheck's service accounts create and
+// delete remediations (config/rbac/external_remediation_checker_role.yaml),
+// samples of a MachineHealthCheck and a NodeHealthCheck using rebootkit
+// (config/samples), the controller's role generated from the
+// +kubebuilder:rbac markers of rbac.go and externalremediationrbac.go (a Role in the
 // hosts' namespace, a ClusterRole for Nodes and, by name, the admission
-// policy), a role for reboot clients (update on BareMetalHosts, read on
+// policy; Nodes and the admissions ConfigMap are read by name, never listed
+// or watched: run the manager with UncachedObjects uncached, as the binary
+// does, and a test applies the rendered config/ and runs the binary under
+// its ServiceAccount's token with no forbidden call), a role for reboot clients (update on BareMetalHosts, read on
 // records, and the marker verb "reboot" on rebootkit.io/rebootclients), the
 // ValidatingAdmissionPolicy under which a holder of that marker may change
 // nothing of a host but the reboot annotations unless it also has the verb

@@ -34,6 +34,11 @@ const RemediationStateAnnotation = "remediation.rebootkit.io/state"
 type Machines struct {
 	Client    client.Client
 	Namespace string
+	// Reader, if set, is what Get reads the Machine with (the manager's
+	// API reader: the remediation checks the persisted attempt before
+	// each side effect, which a lagging cache could not tell); default
+	// Client.
+	Reader client.Reader
 	// Retries bounds the conflicts RemoveNeedsRemediation retries (default 10).
 	Retries int
 }
@@ -102,7 +107,11 @@ func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
 // Get implements remediation.MachineStore.
 func (s *Machines) Get(ctx context.Context, name string) (remediation.MachineRecord, error) {
 	var m clusterv1.Machine
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &m); err != nil {
+	var rd client.Reader = s.Client
+	if s.Reader != nil {
+		rd = s.Reader
+	}
+	if err := rd.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &m); err != nil {
 		return remediation.MachineRecord{}, s.mapError("get", name, err)
 	}
 	hc, err := s.healthChecks(ctx)

@@ -212,7 +212,8 @@ func adminClient(t *testing.T) client.Client {
 func namespacedManager(t *testing.T, ns string) manager.Manager {
 	t.Helper()
 	mgr, err := ctrl.NewManager(asController(t, ns), ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
+		Cache:  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: UncachedObjects()}}})
 	require.NoError(t, err)
 	return mgr
 }

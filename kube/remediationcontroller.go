@@ -6,11 +6,14 @@ import (
 	"errors"
 	"time"
 
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -54,15 +57,46 @@ func (c *RemediationController) Reconcile(ctx context.Context, req ctrl.Request)
 }
 
 // SetupWithManager watches the namespace's Machines, annotation-only
-// updates included (the remediation mark is an annotation).
+// updates included (the remediation mark is an annotation), and the
+// BareMetalHosts that carry the remediation's reboot request, each mapped
+// to the Machines of its consumer: a request no attempt owns (a
+// superseded leader's write that landed) is removed at once, not at the
+// next resync.
 func (c *RemediationController) SetupWithManager(mgr ctrl.Manager) error {
+	inNS := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace })
+	cl := mgr.GetClient()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(c.Name, "rebootkit-remediation")).
 		For(&clusterv1.Machine{}, builder.WithPredicates(
-			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}),
-			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}), inNS,
 		)).
+		Watches(&metal3.BareMetalHost{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return machinesOfHost(ctx, cl, o)
+		}), builder.WithPredicates(inNS, predicate.NewPredicateFuncs(func(o client.Object) bool {
+			_, has := o.GetAnnotations()[remediation.RebootAnnotation]
+			return has
+		}))).
 		Complete(c)
+}
+
+// machinesOfHost maps a host to the Machines whose infrastructure object is
+// its consumer (the inverse of HostOfMachine); none if it cannot tell.
+func machinesOfHost(ctx context.Context, cl client.Client, o client.Object) []reconcile.Request {
+	h, ok := o.(*metal3.BareMetalHost)
+	if !ok || h.Spec.ConsumerRef == nil {
+		return nil
+	}
+	var ms clusterv1.MachineList
+	if err := cl.List(ctx, &ms, client.InNamespace(h.Namespace)); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, m := range ms.Items {
+		if r := m.Spec.InfrastructureRef; r.Name == h.Spec.ConsumerRef.Name && (h.Spec.ConsumerRef.Kind == "" || h.Spec.ConsumerRef.Kind == r.Kind) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+		}
+	}
+	return out
 }
 
 // NewRemediationReconciler wires the remediation Reconciler to the stores

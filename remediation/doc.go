@@ -67,6 +67,20 @@
 // reconciled twice at once (work queues guarantee it). The reboot
 // controller behind the hosts assumes one actor per host (leader election).
 //
+// A pass's side effects on the host and the Node (the reboot request and
+// its removal, the Node's deletion, taint, untaint and restored metadata)
+// are conditional on the view that decided them: right before each, the
+// Reconciler reads the Machine again and acts only if its persisted state
+// is still the one the pass decided (else ErrConflict: a leader paused
+// after its state write, superseded since by another's, writes no reboot
+// request of an attempt that is over). The MachineStore's Get must read
+// the authority for this (the kube module's reads the API server, not a
+// cache). The check and the write both run under Guard, whose context ends
+// before another leader may act, which closes the gap between the two; a
+// request that still lands (no Guard) is owned by no attempt and removed
+// by the next pass over its Machine (a finished remediation never leaves a
+// request on a host), which a controller starts on the host's change.
+//
 // # Retries and a flapping health checker
 //
 // A machine found unhealthy again less than Config.MinHealthyPeriod (1 h,

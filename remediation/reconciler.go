@@ -207,22 +207,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		do  bool
 		run func(ctx context.Context) error
 		op  string
+		// checked: the step acts on the host or the Node, so it runs only
+		// if the persisted attempt is still the one decided (below).
+		checked bool
 	}{
-		{d.AddRebootAnnotation, func(ctx context.Context) error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation"},
-		{d.DeleteNode, func(ctx context.Context) error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node"},
-		{d.TaintNode, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node"},
-		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.Hosts.RemoveRebootAnnotation(ctx, name) }, "remove reboot annotation"},
+		{d.AddRebootAnnotation, func(ctx context.Context) error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation", true},
+		{d.DeleteNode, func(ctx context.Context) error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node", true},
+		{d.TaintNode, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node", true},
+		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.Hosts.RemoveRebootAnnotation(ctx, name) }, "remove reboot annotation", true},
 		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func(ctx context.Context) error {
 			return r.Nodes.AddMetadata(ctx, d.RestoreNode, d.RestoreLabels, d.RestoreAnnotations)
-		}, "restore node metadata"},
-		{d.RemoveTaint, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, d.RestoreNode, false) }, "untaint node"},
-		{d.RemoveNeedsRemediation, func(ctx context.Context) error { return r.Machines.RemoveNeedsRemediation(ctx, name) }, "remove needs-remediation"},
-		{d.DeleteMachine, func(ctx context.Context) error { return r.Machines.Delete(ctx, name) }, "delete machine"},
-		{d.Release, func(ctx context.Context) error { return r.release(ctx, name, &adm) }, "release admission"},
+		}, "restore node metadata", true},
+		{d.RemoveTaint, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, d.RestoreNode, false) }, "untaint node", true},
+		{d.RemoveNeedsRemediation, func(ctx context.Context) error { return r.Machines.RemoveNeedsRemediation(ctx, name) }, "remove needs-remediation", false},
+		{d.DeleteMachine, func(ctx context.Context) error { return r.Machines.Delete(ctx, name) }, "delete machine", false},
+		{d.Release, func(ctx context.Context) error { return r.release(ctx, name, &adm) }, "release admission", false},
+	}
+	// The side effects on the host and the Node are this pass's only if
+	// the persisted attempt is still the one it decided: a pass paused
+	// after its state write, superseded since by another leader's, writes
+	// nothing (no reboot request of an attempt that is over).
+	decided := rec.State
+	if d.UpdateState {
+		decided = d.State
 	}
 	for _, s := range steps {
 		if s.do {
-			if err := reboot.Fenced(ctx, r.Guard, "remediation: "+s.op+" for "+name, s.run); err != nil {
+			run := s.run
+			if s.checked {
+				run = func(ctx context.Context) error {
+					if err := r.current(ctx, name, decided); err != nil {
+						return err
+					}
+					return s.run(ctx)
+				}
+			}
+			if err := reboot.Fenced(ctx, r.Guard, "remediation: "+s.op+" for "+name, run); err != nil {
 				return res, fmt.Errorf("remediation: %s for %s: %w", s.op, name, err)
 			}
 		}
@@ -233,6 +253,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			slog.String("phase", d.State.Phase.String()), slog.Int("attempt", d.State.Attempt), slog.String("reason", d.Reason))
 	}
 	return res, nil
+}
+
+// current reads the Machine's persisted state again (MachineStore.Get,
+// which must read the authority, not a cache that may lag) and fails with
+// ErrConflict unless it is still decided: another pass (another leader's)
+// wrote since, and this pass's view no longer holds.
+func (r *Reconciler) current(ctx context.Context, name string, decided State) error {
+	rec, err := r.Machines.Get(ctx, name)
+	if err != nil {
+		return fmt.Errorf("remediation: machine %s: check the persisted attempt: %w", name, err)
+	}
+	if !rec.State.Equal(decided) {
+		return fmt.Errorf("remediation: machine %s: superseded (its persisted state changed since this pass decided): %w", name, ErrConflict)
+	}
+	return nil
 }
 
 // nodeName is the Machine's Node, or the backed-up one.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -166,6 +167,12 @@ func (e *env) executor(args []string) int {
 	m := newMetrics()
 	store := lockedStore{e}
 	host, _ := os.Hostname()
+	named := serverNames(inv)
+	e.named = named
+	if err := refuseMaybeSelf(e.ctx, store, inv, maybeSelf, host); err != nil {
+		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
+		return exitError
+	}
 	// One live executor per plan store, whatever state file or path it
 	// was given: claimed before the fleet resumes any job.
 	me := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: *state, Started: time.Now().UTC(), Interval: *interval}
@@ -230,8 +237,9 @@ func (e *env) executor(args []string) int {
 		}
 		err := e.passAll(fleet, store, cfg, logger, m)
 		if err != nil && !errors.Is(err, context.Canceled) {
-			logger.Warn("pass failed", "error", err.Error())
-			st.PassError = err.Error()
+			msg := named.Replace(err.Error())
+			logger.Warn("pass failed", "error", msg)
+			st.PassError = msg
 		} else if err == nil {
 			st.PassError = ""
 			st.LastPass = time.Now().UTC()
@@ -265,7 +273,7 @@ func resolveSelf(ctx context.Context, inv inventory.Inventory, flagValue string)
 	case "none":
 		return "", nil, nil
 	case "":
-		m := inventory.Machine{Resolved: map[string][]netip.Addr{}}
+		m := inventory.Machine{Resolved: map[string][]netip.Addr{}, MachineID: machineID()}
 		m.Hostname, _ = os.Hostname()
 		if ifs, err := net.InterfaceAddrs(); err == nil {
 			for _, a := range ifs {
@@ -289,6 +297,70 @@ func resolveSelf(ctx context.Context, inv inventory.Inventory, flagValue string)
 		return "", nil, fmt.Errorf("--self %s: no such server in the inventory (give its hostname or UUID, or none)", flagValue)
 	}
 	return s.UUID, nil, nil
+}
+
+// serverNames replaces each server's UUID with its hostname in the text
+// operators read (pass errors): they know servers by hostname.
+func serverNames(inv inventory.Inventory) *strings.Replacer {
+	pairs := make([]string, 0, 2*len(inv.Servers))
+	for _, s := range inv.Servers {
+		if s.Hostname != "" && s.Hostname != s.UUID {
+			pairs = append(pairs, s.UUID, s.Hostname)
+		}
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// machineID returns this machine's machine ID (/etc/machine-id, else
+// D-Bus's copy), "" if neither reads.
+func machineID() string {
+	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
+		if raw, err := os.ReadFile(p); err == nil && len(raw) < 100 {
+			if id := strings.TrimSpace(string(raw)); id != "" {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+// refuseMaybeSelf refuses to start (an error naming the plans and the
+// servers, and the fix) while a running or stopped plan has a reboot not
+// ended of a server this executor cannot tell apart from its own machine:
+// its job would be refused for ever and hold the plan.
+func refuseMaybeSelf(ctx context.Context, store lockedStore, inv inventory.Inventory, maybe []string, host string) error {
+	if len(maybe) == 0 {
+		return nil
+	}
+	plans, err := store.List(ctx)
+	if err != nil {
+		return err
+	}
+	var lines []string
+	for _, p := range plans {
+		if !p.Unfinished() {
+			continue
+		}
+		var names []string
+		for _, r := range p.Reboots {
+			if r.Step.Ended() || !slices.Contains(maybe, r.ServerUUID) {
+				continue
+			}
+			name := r.ServerUUID
+			if s, ok := inv.Server(name); ok {
+				name = s.Hostname
+			}
+			names = append(names, name)
+		}
+		if len(names) > 0 {
+			lines = append(lines, fmt.Sprintf("plan %s reboots %s", p.UUID, strings.Join(names, ", ")))
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s, and this machine (hostname %q) may be one of them: its hostname matches none and their names do not resolve to its addresses, so it cannot tell; "+
+		"give --self SERVER (or --self none if it is none of them), or the servers' machine_id in the inventory", clean(strings.Join(lines, "; ")), clean(host))
 }
 
 // lookupAll resolves every name of the inventory's servers (hostnames,
@@ -330,6 +402,9 @@ func lookupAll(ctx context.Context, inv inventory.Inventory) map[string][]netip.
 // each read and write only, never while the fleet is observed or acted
 // on), then ends the jobs their plans no longer run.
 func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config, logger *slog.Logger, m *metrics) error {
+	if e.named == nil {
+		e.named = strings.NewReplacer()
+	}
 	var abandoned []byte
 	if err := store.with(func(s *plan.BoltStore) (err error) { abandoned, err = s.GetMeta(e.ctx, metaAbandoned); return err }); err != nil {
 		return err
@@ -352,7 +427,7 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 		}
 		v, err := exec.Pass(e.ctx, p.UUID)
 		if err != nil && !errors.Is(err, plan.ErrConflict) {
-			logger.Warn("plan pass failed", "plan", p.UUID, "error", err.Error())
+			logger.Warn("plan pass failed", "plan", p.UUID, "error", e.named.Replace(err.Error()))
 			perr = err
 		}
 		if err != nil {
@@ -361,7 +436,7 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 		}
 		views[p.UUID] = v
 	}
-	m.observe(plans, views)
+	m.observe(plans, views, lerr)
 	if err := fleet.Sync(e.ctx, func(j inventory.JobRecord) (bool, bool, string) {
 		if failed[j.Plan] {
 			return false, false, ""

@@ -137,3 +137,76 @@ func TestFiftyServersFiveDeadBMCs(t *testing.T) {
 	}
 	assert.LessOrEqual(t, l.maxOffline(), 2)
 }
+
+// TestMaybeSelfPlanRefusedAtStart: a running plan reboots a server this
+// executor cannot tell apart from its own machine (its hostname is not
+// this machine's and does not resolve, its health check names no
+// address): the executor refuses to start, naming the plan and the
+// server and saying how to fix it, and nothing is powered off; with
+// --self none it runs the plan (issue 38, A.2; old code: a warning, then
+// it ran and held the plan for ever on a job it refused).
+func TestMaybeSelfPlanRefusedAtStart(t *testing.T) {
+	l := newLab(t, 2, 0, func(i int, section string) string {
+		if i != 0 {
+			return section
+		}
+		lines := strings.Split(section, "\n")
+		for k, line := range lines {
+			if strings.HasPrefix(line, "      http: ") {
+				lines[k] = "      command: [\"true\"]"
+			}
+		}
+		return strings.Join(lines, "\n")
+	})
+	raw, err := os.ReadFile(l.inv)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(l.inv, []byte(strings.Replace(string(raw), "hostname: cn0\n", "hostname: cn0-maybe.invalid\n", 1)), 0o600))
+	_, errs, code := l.ctl("plan", "create", "--all", "-N", "1", "--target", "2", "--uuid", "maybe-1", "--run")
+	require.Equal(t, exitOK, code, errs)
+	cmd, logPath := l.executorWith("maybe.log", nil, "--self", "")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.Error(t, err, "the executor exits non-zero")
+		log, _ := os.ReadFile(logPath)
+		assert.Contains(t, string(log), "plan maybe-1 reboots cn0-maybe.invalid")
+		assert.Contains(t, string(log), "give --self SERVER")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the executor runs a plan with a server that may be its own machine")
+	}
+	for _, id := range l.ids {
+		assert.Empty(t, l.powers[id].Truth(), "nothing powered off")
+	}
+	l.executorWith("none.log", nil, "--self", "none")
+	l.waitFor("maybe-1", "the plan to end", 2*time.Minute, func(p plan.Plan) bool { return !p.Unfinished() })
+}
+
+// TestDryRunCreatesNoStore: plan create -n at a --store path that does not
+// exist checks the servers and leaves no store file behind (issue 38,
+// B.14; old code: it created an empty store there).
+func TestDryRunCreatesNoStore(t *testing.T) {
+	l := newLab(t, 2, 0)
+	out, errs, code := l.ctl("plan", "create", "--all", "-n", "--target", "2")
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	assert.Contains(t, out, "dry run")
+	_, err := os.Stat(l.store)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the dry run created the store")
+}
+
+// TestDryRunRefusesOwnServerWithoutReboot: the dry run, run on the machine
+// that is a server of the plan (its hostname), fails that server when it
+// has no reboot command, saying how to fix it (issue 38, B.14; old code:
+// every check passed, and the real plan's reboot of it failed at once).
+func TestDryRunRefusesOwnServerWithoutReboot(t *testing.T) {
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	l := newLab(t, 2, 0)
+	raw, err := os.ReadFile(l.inv)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(l.inv, []byte(strings.Replace(string(raw), "hostname: cn1\n", "hostname: "+host+"\n", 1)), 0o600))
+	out, errs, code := l.ctl("plan", "create", "--all", "-n", "--target", "2")
+	assert.Equal(t, exitDryRun, code, "%s%s", out, errs)
+	assert.Contains(t, out, "this machine is "+host+", and it has no reboot command")
+	assert.Contains(t, out, "reboot: [systemctl, reboot]")
+}

@@ -105,6 +105,9 @@ type env struct {
 	connect connectFunc
 	// creating: this command may create the store (plan create only).
 	creating bool
+	// named puts hostnames for server UUIDs in the executor's pass
+	// errors (set by the executor).
+	named *strings.Replacer
 }
 
 func commonFlags(fs *flag.FlagSet, e *env) {
@@ -309,16 +312,27 @@ func (e *env) create(args []string) int {
 	if *id == "" {
 		*id = newUUID()
 	}
-	st, err := e.openStore()
-	if err != nil {
-		return e.fail(err)
+	// A dry run stores nothing: it reads the store if there is one, and
+	// creates none where there is not.
+	var st *plan.BoltStore
+	var existing []plan.Plan
+	var lerr error
+	if _, serr := os.Stat(e.store); !*dry || serr == nil {
+		if st, err = e.openStore(); err != nil {
+			return e.fail(err)
+		}
+		existing, lerr = st.List(e.ctx)
 	}
-	existing, lerr := st.List(e.ctx)
+	closeStore := func() {
+		if st != nil {
+			st.Close()
+		}
+	}
 	opts := plan.CreateOptions{UUID: *id, Target: *target, Select: sel, Servers: servers,
 		Concurrency: conc, FailureBudget: plan.Count(*budget), IgnoreWarnings: *ignore || *dry, SkipCurrent: *skip,
 		Existing: existing, CreatedAt: time.Now().UTC()}
 	if err := pf.apply(inv, &opts); err != nil {
-		st.Close()
+		closeStore()
 		fmt.Fprintf(e.errw, "rebootctl plan create: %v\n", err)
 		return exitUsage
 	}
@@ -329,7 +343,7 @@ func (e *env) create(args []string) int {
 		fmt.Fprintf(e.errw, "warning: %s%s\n", warningText(w), reachedNote(r, ok))
 	}
 	if *dry {
-		st.Close()
+		closeStore()
 		return e.dryRun(inv, p, warns, *ignore, err, func() []plan.Reboot { return chosen(fleetNow, opts) }, existing)
 	}
 	if errors.Is(err, plan.ErrWarnings) {

@@ -91,7 +91,8 @@ func commandDone(name string, p plan.View) string {
 		if n == 0 {
 			return fmt.Sprintf("plan %s: canceled; no reboot was in flight, nothing more will happen", p.UUID)
 		}
-		return fmt.Sprintf("plan %s: canceled; no new reboot starts, and the %d reboot(s) in flight will still finish (watch them: rebootctl plan watch %s)", p.UUID, n, p.UUID)
+		return fmt.Sprintf("plan %s: canceled; no new reboot starts, and the %d reboot(s) in flight are withdrawn: a server not yet powered off is undrained and left running, "+
+			"one whose power-off may already have been accepted completes its power cycle (on again) and is undrained (watch them: rebootctl plan watch %s)", p.UUID, n, p.UUID)
 	case "stop":
 		return fmt.Sprintf("plan %s: stopped; no new reboot starts, %d in flight will finish; resume with: rebootctl plan run %s", p.UUID, n, p.UUID)
 	}

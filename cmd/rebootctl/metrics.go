@@ -29,7 +29,7 @@ func newMetrics() *metrics {
 		reboots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rebootctl_reboots",
 			Help: "Reboots of the plans that are not finished, by step (pending, job, wait_services, done, failed, ...)."}, []string{"step"}),
 		bmcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rebootctl_bmc_errors_total",
-			Help: "BMC errors, by class (auth, unreachable, tls, timeout, busy, unsupported, config, failed)."}, []string{"class"}),
+			Help: "BMC calls that failed, by class (auth, unreachable, tls, timeout, busy, unsupported, config, failed); calls refused during a login back-off are not counted."}, []string{"class"}),
 		pass: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rebootctl_pass_duration_seconds",
 			Help: "How long one executor pass over every plan took.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "rebootctl_last_successful_pass_timestamp_seconds",
@@ -55,10 +55,14 @@ func (m *metrics) passDuration(d time.Duration) { m.pass.Observe(d.Seconds()) }
 
 func (m *metrics) passOK(t time.Time) { m.lastPass.Set(float64(t.UnixNano()) / 1e9) }
 
-// observe sets the plan and reboot gauges from the plans listed, the
+// observe sets the plan and reboot gauges from the plans listed (left as
+// they are when the list failed: listErr), the
 // reboots of the unfinished ones counted from their index (views hold the
 // passes' results).
-func (m *metrics) observe(plans []plan.Plan, views map[string]plan.View) {
+func (m *metrics) observe(plans []plan.Plan, views map[string]plan.View, listErr error) {
+	if listErr != nil {
+		return // what the store held last stands: a failed read is no empty store
+	}
 	states := map[plan.State]int{}
 	steps := map[string]int{}
 	for _, p := range plans {

@@ -145,14 +145,18 @@ func TestMessagesInOperatorsWords(t *testing.T) {
 	assert.Contains(t, errs, "not in the inventory: nosuch-host")
 	assert.NotContains(t, errs, "plan: unknown server")
 
-	// A cancel with reboots in flight says how many still finish.
+	// A cancel with reboots in flight says what is withdrawn and what
+	// still finishes (issue 38, B.14; old code: "will still finish",
+	// though most are withdrawn).
 	st, err := plan.OpenBolt(l.store)
 	require.NoError(t, err)
 	p := runningPlan(t, st, "third", l)
 	st.Close()
 	out, errs, code = l.ctl("plan", "cancel", p.UUID)
 	require.Equal(t, 0, code, errs)
-	assert.Contains(t, out, "the 1 reboot(s) in flight will still finish")
+	assert.Contains(t, out, "the 1 reboot(s) in flight are withdrawn: a server not yet powered off is undrained and left running")
+	assert.Contains(t, out, "may already have been accepted completes its power cycle")
+	assert.NotContains(t, out, "will still finish")
 }
 
 // runningPlan stores a running plan over the lab whose first reboot is in

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -288,6 +290,7 @@ func (e *env) dryRun(inv inventory.Inventory, p plan.Plan, warns []plan.Warning,
 		return e.fail(fmt.Errorf("dry run: %s", explain(err, p.UUID)))
 	}
 	rows := preflight(e.ctx, inv, p, e.connect)
+	noteSelf(inv, p, rows, thisMachine())
 	if e.json {
 		e.printJSON(map[string]any{"dry_run": true, "servers": rows, "warnings": warnStrings(warns), "concurrency": p.Concurrency})
 	} else if writePreflight(e.out, p, rows) {
@@ -303,4 +306,35 @@ func (e *env) dryRun(inv inventory.Inventory, p plan.Plan, warns []plan.Warning,
 		return exitWarnings
 	}
 	return exitOK
+}
+
+// thisMachine is what the dry run knows of the machine it runs on, without
+// name lookups: its hostname, machine ID and addresses.
+func thisMachine() inventory.Machine {
+	m := inventory.Machine{MachineID: machineID()}
+	m.Hostname, _ = os.Hostname()
+	if ifs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range ifs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil {
+				m.Addrs = append(m.Addrs, p.Addr())
+			}
+		}
+	}
+	return m
+}
+
+// noteSelf fails the row of the server the dry run's machine is, when it
+// has no reboot command: an executor run there (the default) never powers
+// it off through its BMC, so its reboot would fail at once.
+func noteSelf(inv inventory.Inventory, p plan.Plan, rows []preflightRow, m inventory.Machine) {
+	self, _ := inv.Identify(m)
+	for i, r := range p.Reboots {
+		s, ok := inv.Server(r.ServerUUID)
+		if r.ServerUUID != self || !ok || len(s.Reboot) > 0 {
+			continue
+		}
+		rows[i].Problems = append(rows[i].Problems, fmt.Sprintf("this machine is %s, and it has no reboot command: an executor run here never powers its own server off "+
+			"through the BMC, so this reboot would fail at once; give %s a reboot command (reboot: [systemctl, reboot]) in the inventory, "+
+			"or run the executor on another machine (--self none)", s.Hostname, s.Hostname))
+	}
 }

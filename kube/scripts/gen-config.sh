@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Generates, with controller-gen v0.21.0 from the module proxy, what
-# kubebuilder projects generate from markers: the RebootRecord CRD
+# kubebuilder projects generate from markers: the rebootkit.io CRDs
 # (config/crd/bases), its deep-copy functions, and the controller's role
 # (config/rbac/role.yaml, from the +kubebuilder:rbac markers in rbac.go).
 # Run from kube/: scripts/gen-config.sh

@@ -11,7 +11,9 @@ var GroupVersion = schema.GroupVersion{Group: "rebootkit.io", Version: "v1alpha1
 
 // AddToScheme adds the types of this package to a scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &RebootRecord{}, &RebootRecordList{})
+	s.AddKnownTypes(GroupVersion, &RebootRecord{}, &RebootRecordList{},
+		&PowerCycleRemediation{}, &PowerCycleRemediationList{},
+		&PowerCycleRemediationTemplate{}, &PowerCycleRemediationTemplateList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

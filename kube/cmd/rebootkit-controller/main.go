@@ -26,6 +26,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -44,7 +45,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("rebootkit-controller", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
 	namespace := fs.String("namespace", "", "namespace of the BareMetalHosts (required)")
-	controllers := fs.String("controllers", "reboot", "controllers to run, comma-separated: reboot, remediation (remediation needs reboot)")
+	controllers := fs.String("controllers", "reboot", "controllers to run, comma-separated: reboot, remediation, external-remediation (PowerCycleRemediations of MachineHealthChecks and NodeHealthChecks); both remediations need reboot")
 	limit := fs.Int("remediation-limit", 1, "storm guard: at most this many Machines under remediation at once")
 	remTimeout := fs.Duration("remediation-timeout", 10*time.Minute, "timeout of each remediation phase")
 	leaderElect := fs.Bool("leader-elect", true, "elect a leader among replicas (a Lease in the namespace)")
@@ -69,8 +70,14 @@ func run(args []string) int {
 	for _, c := range strings.Split(*controllers, ",") {
 		want[strings.TrimSpace(c)] = true
 	}
-	if *namespace == "" || !want["reboot"] || len(want) > 2 || len(want) == 2 && !want["remediation"] {
-		fmt.Fprintln(os.Stderr, "rebootkit-controller: --namespace is required; --controllers is reboot or reboot,remediation")
+	known := 0
+	for _, c := range []string{"reboot", "remediation", "external-remediation"} {
+		if want[c] {
+			known++
+		}
+	}
+	if *namespace == "" || !want["reboot"] || known != len(want) {
+		fmt.Fprintln(os.Stderr, "rebootkit-controller: --namespace is required; --controllers is reboot, optionally with remediation and external-remediation")
 		return 2
 	}
 	own := kube.Ownership{NoOperator: !*operator}
@@ -112,7 +119,8 @@ func run(args []string) int {
 	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: *metrics}, HealthProbeBindAddress: *probes,
 		LeaderElection: *leaderElect, LeaderElectionID: "rebootkit-reboot", LeaderElectionNamespace: *namespace,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}}}
+		Cache:  cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: kube.UncachedObjects()}}}
 	// Leadership fences power calls: they are made only while the lease
 	// renewed last is held with a margin (kube.LeaseGuard).
 	var guard *kube.LeaseGuard
@@ -185,7 +193,21 @@ func run(args []string) int {
 	}
 	if want["remediation"] {
 		rem := kube.NewRemediationReconciler(mgr.GetClient(), *namespace, own, remediation.Config{Timeout: *remTimeout}, remediation.MaxCount(*limit), time.Now)
+		// Each side effect checks the persisted attempt on the API server
+		// (not the cache) and runs under the lease guard: a leader paused
+		// past its lease writes nothing.
+		rem.Machines.(*kube.Machines).Reader = mgr.GetAPIReader()
+		if guard != nil {
+			rem.Guard = guard
+		}
 		if err := (&kube.RemediationController{Reconciler: rem, Namespace: *namespace}).SetupWithManager(mgr); err != nil {
+			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
+			return 1
+		}
+	}
+	if want["external-remediation"] {
+		if err := (&kube.ExternalRemediationController{Client: mgr.GetClient(), Namespace: *namespace, Ownership: own,
+			Limit: remediation.MaxCount(*limit)}).SetupWithManager(mgr); err != nil {
 			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 			return 1
 		}

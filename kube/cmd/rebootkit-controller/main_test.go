@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -154,6 +155,7 @@ func startEnvWith(t *testing.T, assets string, crds ...string) (bin, kubeconfig 
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = metal3.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
+	_ = clusterv1.AddToScheme(scheme)
 	c, err = client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)

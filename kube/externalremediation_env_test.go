@@ -1,0 +1,318 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// hostLabel is the Node label naming its BareMetalHost in these tests.
+const hostLabel = "rebootkit.io/baremetalhost"
+
+// extEnv is a namespace with BareMetalHosts (each with a fake power),
+// their Nodes (a simulated kubelet per Node), the reboot and external
+// remediation controllers under the generated role, and a client with
+// the health checkers' aggregated role.
+type extEnv struct {
+	t       *testing.T
+	ctx     context.Context
+	direct  client.Client
+	checker client.Client
+	ns      string
+	hw      map[string]*fake.Power // by host
+	nodeOf  map[string]string      // host -> node
+	fc      *groundFence
+
+	mu   sync.Mutex
+	hung map[string]time.Time // node -> when it hung (NotReady until a power cycle after)
+}
+
+// groundFence checks at every Node deletion or taint that the Node's
+// host is off (ground truth from its fake power).
+type groundFence struct {
+	remediation.NodeStore
+	env     *extEnv
+	mu      sync.Mutex
+	fences  int
+	whileOn []string
+}
+
+func (g *groundFence) check(node string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fences++
+	for h, n := range g.env.nodeOf {
+		if n == node && g.env.hw[h].HardwareOn() {
+			g.whileOn = append(g.whileOn, node)
+		}
+	}
+}
+
+func (g *groundFence) Delete(ctx context.Context, name, uid string) error {
+	g.check(name)
+	return g.NodeStore.Delete(ctx, name, uid)
+}
+
+func (g *groundFence) SetOutOfService(ctx context.Context, name string, on bool) error {
+	if on {
+		g.check(name)
+	}
+	return g.NodeStore.SetOutOfService(ctx, name, on)
+}
+
+func (g *groundFence) counts() (int, []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.fences, append([]string(nil), g.whileOn...)
+}
+
+// checkerRules are the aggregated checker role of config/rbac plus what a
+// health checker reads of its own (Nodes, Machines).
+func checkerRules(t *testing.T) []rbacv1.PolicyRule {
+	cluster, _ := rolesOf(t, "config/rbac/external_remediation_checker_role.yaml")
+	require.NotEmpty(t, cluster)
+	return append(cluster,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machines"}, Verbs: []string{"get", "list", "watch"}})
+}
+
+// newExtEnv starts it all with hosts h0..: host i runs node "<ns>-n<i>",
+// labelled with its host's name.
+func newExtEnv(t *testing.T, hosts []string, limit remediation.Limit) *extEnv {
+	t.Helper()
+	needAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &extEnv{t: t, ctx: ctx, direct: adminClient(t), hw: map[string]*fake.Power{}, nodeOf: map[string]string{}, hung: map[string]time.Time{}}
+	e.ns = newNamespace(t, e.direct)
+	for _, h := range hosts {
+		newBMH(t, e.direct, e.ns, h)
+		e.hw[h] = fake.NewPower(time.Now, fake.PowerConfig{Lag: 100 * time.Millisecond})
+		e.nodeOf[h] = e.ns + "-" + h
+		require.NoError(t, e.register(h, map[string]string{hostLabel: h, "role": "worker"}))
+	}
+	cc, err := client.New(asUser(t, "checker-"+e.ns, checkerRules(t), ""), client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	e.checker = cc
+
+	mgr := namespacedManager(t, e.ns)
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: e.ns}, Now: time.Now,
+		Power:  func(h string) (power.Controller, error) { return e.hw[h], nil },
+		Config: reboot.Config{StaleReads: 500 * time.Millisecond, SoftTimeout: 2 * time.Second}}
+	require.NoError(t, (&RebootController{Name: "reboot-" + e.ns, Reconciler: rr, Namespace: e.ns, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
+	e.fc = &groundFence{NodeStore: &Nodes{Client: mgr.GetClient()}, env: e}
+	xc := &ExternalRemediationController{Name: "ext-" + e.ns, Client: mgr.GetClient(), Namespace: e.ns, Ownership: Ownership{NoOperator: true},
+		Limit: limit, PollInterval: 200 * time.Millisecond, Nodes: e.fc}
+	require.NoError(t, xc.SetupWithManager(mgr))
+	var wg sync.WaitGroup
+	wg.Add(1 + len(hosts))
+	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+	for _, h := range hosts {
+		go func() { defer wg.Done(); e.kubelet(h) }()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return e
+}
+
+// register creates host h's Node, Ready, as a kubelet does (with only
+// the labels given).
+func (e *extEnv) register(h string, labels map[string]string) error {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.nodeOf[h], Labels: labels}}
+	if err := e.direct.Create(e.ctx, n); err != nil {
+		return err
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	return e.direct.Status().Update(e.ctx, n)
+}
+
+// hang makes host h's Node NotReady until its host is power-cycled.
+func (e *extEnv) hang(h string) time.Time {
+	e.mu.Lock()
+	now := time.Now()
+	e.hung[e.nodeOf[h]] = now
+	e.mu.Unlock()
+	e.setReady(h, false)
+	return now
+}
+
+func (e *extEnv) setReady(h string, ready bool) {
+	for i := 0; i < 20; i++ {
+		var n corev1.Node
+		if err := e.direct.Get(e.ctx, types.NamespacedName{Name: e.nodeOf[h]}, &n); err != nil {
+			return
+		}
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st, LastHeartbeatTime: metav1.Now()}}
+		if err := e.direct.Status().Update(e.ctx, &n); err == nil || !apierrors.IsConflict(err) {
+			return
+		}
+	}
+}
+
+// kubelet simulates host h's kubelet: while the host runs, its Node is
+// registered (again, with the kubelet's own labels only) and Ready,
+// unless it hung and the host has not been off since.
+func (e *extEnv) kubelet(h string) {
+	for e.ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		hw := e.hw[h]
+		if !hw.HardwareOn() {
+			continue
+		}
+		e.mu.Lock()
+		since, hung := e.hung[e.nodeOf[h]]
+		if hung && hw.WasOffDuring(since, time.Now()) {
+			delete(e.hung, e.nodeOf[h])
+			hung = false
+		}
+		e.mu.Unlock()
+		var n corev1.Node
+		err := e.direct.Get(e.ctx, types.NamespacedName{Name: e.nodeOf[h]}, &n)
+		if apierrors.IsNotFound(err) {
+			if !hung {
+				_ = e.register(h, map[string]string{"kubernetes.io/hostname": e.nodeOf[h]})
+			}
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		ready := false
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = c.Status == corev1.ConditionTrue
+			}
+		}
+		if ready == hung {
+			e.setReady(h, !hung)
+		}
+	}
+}
+
+// template creates a PowerCycleRemediationTemplate.
+func (e *extEnv) template(name string, spec v1alpha1.PowerCycleRemediationSpec) *v1alpha1.PowerCycleRemediationTemplate {
+	tp := &v1alpha1.PowerCycleRemediationTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec: v1alpha1.PowerCycleRemediationTemplateSpec{Template: v1alpha1.PowerCycleRemediationTemplateResource{Spec: spec}}}
+	require.NoError(e.t, e.direct.Create(e.ctx, tp))
+	return tp
+}
+
+// remediationOf reads a remediation directly (nil if gone).
+func (e *extEnv) remediationOf(name string) *v1alpha1.PowerCycleRemediation {
+	var r v1alpha1.PowerCycleRemediation
+	err := e.direct.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: name}, &r)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(e.t, err)
+	return &r
+}
+
+// condition returns a remediation's condition status ("" if unset).
+func condition(r *v1alpha1.PowerCycleRemediation, t string) metav1.ConditionStatus {
+	if r == nil {
+		return ""
+	}
+	if c := meta.FindStatusCondition(r.Status.Conditions, t); c != nil {
+		return c.Status
+	}
+	return ""
+}
+
+// eventually polls f until it holds or the deadline passes.
+func (e *extEnv) eventually(what string, d time.Duration, f func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(d)
+	for !f() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("not in %s: %s\n%s", d, what, e.dump())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// held reports whether host h carries the remediation's reboot request
+// (a direct read).
+func (e *extEnv) held(h string) bool {
+	var bmh = newBMHRef(e.ns, h)
+	require.NoError(e.t, e.direct.Get(e.ctx, client.ObjectKeyFromObject(bmh), bmh))
+	_, ok := bmh.Annotations[reboot.AnnotationPrefix+remediation.RebootKey]
+	return ok
+}
+
+// offs counts host h's power-offs (ground truth).
+func (e *extEnv) offs(h string) int {
+	n := 0
+	for _, tc := range e.hw[h].Truth() {
+		if !tc.On {
+			n++
+		}
+	}
+	return n
+}
+
+// firstOffAfter is when host h's hardware first went off after t.
+func (e *extEnv) firstOffAfter(h string, t time.Time) time.Time {
+	for _, tc := range e.hw[h].Truth() {
+		if !tc.On && tc.At.After(t) {
+			return tc.At
+		}
+	}
+	return time.Time{}
+}
+
+// nodeReady reads host h's Node directly: exists and Ready.
+func (e *extEnv) nodeReady(h string) (*corev1.Node, bool) {
+	var n corev1.Node
+	if err := e.direct.Get(e.ctx, types.NamespacedName{Name: e.nodeOf[h]}, &n); err != nil {
+		return nil, false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return &n, c.Status == corev1.ConditionTrue
+		}
+	}
+	return &n, false
+}
+
+func clientKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// dump lists the remediations and hosts, for a failure message.
+func (e *extEnv) dump() string {
+	var l v1alpha1.PowerCycleRemediationList
+	_ = e.direct.List(e.ctx, &l, client.InNamespace(e.ns))
+	var b strings.Builder
+	for _, r := range l.Items {
+		fmt.Fprintf(&b, "%s: host=%s phase=%s msg=%q deleting=%v conds=", r.Name, r.Status.Host, r.Status.Phase, r.Status.Message, r.DeletionTimestamp != nil)
+		for _, c := range r.Status.Conditions {
+			fmt.Fprintf(&b, "%s=%s/%s ", c.Type, c.Status, c.Reason)
+		}
+		b.WriteString("\n")
+	}
+	for h, hw := range e.hw {
+		fmt.Fprintf(&b, "%s: on=%v held=%v offs=%d\n", h, hw.HardwareOn(), e.held(h), e.offs(h))
+	}
+	return b.String()
+}

@@ -1,0 +1,342 @@
+package kube
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// ReleaseFinalizer holds a PowerCycleRemediation its health checker
+// deleted until rebootkit let go of the host: no reboot request left on
+// it, no attempt in flight, the Node's backed-up labels and annotations
+// (and our out-of-service taint) restored, or the Node gone for good.
+const ReleaseFinalizer = "remediation.rebootkit.io/release-host"
+
+// ExternalAdmissionsName is the ConfigMap of the storm guard's admission
+// record for PowerCycleRemediations (apart from the Machine-annotation
+// remediation's, whose names are Machines').
+const ExternalAdmissionsName = "rebootkit-external-remediation-admissions"
+
+// ExternalRemediationController runs the remediation package's phased
+// power-cycle for each PowerCycleRemediation of one namespace, as Cluster
+// API's MachineHealthCheck (external remediation) and medik8s's
+// NodeHealthCheck create them: the host found once (Machine, Metal3Machine,
+// BareMetalHost; or the template's hostMapping on the Node) and recorded
+// in status.host; the reboot request made, the Node deleted or tainted
+// only on the reboot protocol's evidence that the host is off, the
+// request removed, the Node waited for; status.conditions (Processing,
+// Succeeded, PermanentNodeDeletionExpected) and the CAPM3-like phase,
+// retryCount and lastRemediated written for the checkers. At most one
+// remediation holds a host (the admission record is a lock per host:
+// ErrHostHeld), and the storm guard's Limit counts all of them. A
+// remediation deleted mid-way (ReleaseFinalizer) or marked timed out by
+// NodeHealthCheck is cancelled: the host released and the Node restored
+// before Processing turns False or the object goes.
+//
+// Run it with a RebootController on the same namespace (the hosts' power
+// goes through the reboot API), under leader election.
+type ExternalRemediationController struct {
+	// Name of the controller (default "rebootkit-external-remediation").
+	Name      string
+	Client    client.Client
+	Namespace string
+	// Ownership tells rebootkit's hosts from the baremetal-operator's, as
+	// for NewRemediationReconciler.
+	Ownership Ownership
+	// Limit is the storm guard's limit across all remediations of the
+	// namespace, against its Nodes.
+	Limit remediation.Limit
+	// PollInterval is how often a remediation is looked at while it waits
+	// (default 5 s).
+	PollInterval time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Nodes is the Node store (default Nodes over Client).
+	Nodes remediation.NodeStore
+}
+
+func (c *ExternalRemediationController) now() time.Time {
+	if c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
+}
+
+func (c *ExternalRemediationController) poll() time.Duration {
+	return cmp.Or(c.PollInterval, 5*time.Second)
+}
+
+func (c *ExternalRemediationController) store() *ExternalRemediations {
+	return &ExternalRemediations{Client: c.Client, Namespace: c.Namespace}
+}
+
+// configOf is the phased mode's Config from the remediation's knobs.
+func (c *ExternalRemediationController) configOf(spec v1alpha1.PowerCycleRemediationSpec) remediation.Config {
+	cfg := remediation.Config{PollInterval: c.poll(), OutOfService: spec.Strategy == v1alpha1.StrategyOutOfServiceTaint}
+	if spec.Timeout != nil {
+		cfg.Timeout = spec.Timeout.Duration
+	}
+	if spec.RetryLimit != nil {
+		cfg.RetryLimit = int(*spec.RetryLimit)
+		if cfg.RetryLimit == 0 {
+			cfg.RetryLimit = -1 // none; the package's 0 means its default
+		}
+	}
+	return cfg
+}
+
+// reconciler is the remediation Reconciler for one remediation's knobs.
+func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemediationSpec) *remediation.Reconciler {
+	s := c.store()
+	rh := &RebootHosts{Client: c.Client, Namespace: c.Namespace}
+	var hosts remediation.HostStore = &OwnedHosts{Ownership: c.Ownership,
+		Ours:     &remediation.RebootHosts{Hosts: rh, Now: c.now, HostOf: s.HostOf, HostsMayVanish: true},
+		Operator: &OperatorHosts{Client: c.Client, Namespace: c.Namespace, HostOf: s.HostOf}}
+	if spec.Mode == "soft" {
+		hosts = softHosts{hosts}
+	}
+	nodes := c.Nodes
+	if nodes == nil {
+		nodes = &Nodes{Client: c.Client}
+	}
+	return &remediation.Reconciler{
+		Machines: s, Nodes: nodes, Hosts: hosts,
+		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: c.Client, Namespace: c.Namespace, Name: ExternalAdmissionsName}, hostOf: s.HostOf},
+		Config:     c.configOf(spec), Limit: c.Limit, Now: c.now,
+	}
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (c *ExternalRemediationController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if req.Namespace != c.Namespace {
+		return ctrl.Result{}, nil
+	}
+	s := c.store()
+	r, err := s.get(ctx, req.Name)
+	if errors.Is(err, remediation.ErrNotFound) {
+		// Gone: release a stale admission.
+		_, err = c.reconciler(v1alpha1.PowerCycleRemediationSpec{}).Reconcile(ctx, req.Name)
+		if errors.Is(err, remediation.ErrNotFound) {
+			err = nil
+		}
+		return ctrl.Result{}, err
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if r.DeletionTimestamp == nil && !slices.Contains(r.Finalizers, ReleaseFinalizer) {
+		// Before anything is done to the host: the checker's deletion
+		// must wait for the host's release.
+		fin := append(slices.Clone(r.Finalizers), ReleaseFinalizer)
+		return c.requeueOnConflict(c.Client.Patch(ctx, r, casPatch(r.ResourceVersion, map[string]any{"metadata": map[string]any{"finalizers": fin}})))
+	}
+	if r.Status.Host == "" {
+		return c.findHost(ctx, s, r)
+	}
+	rec := c.reconciler(r.Spec)
+	res, err := rec.Reconcile(ctx, r.Name)
+	switch {
+	case errors.Is(err, ErrHostHeld):
+		return c.report(ctx, r, rec, "waiting: "+err.Error())
+	case errors.Is(err, remediation.ErrConflict):
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	out, err := c.report(ctx, r, rec, "")
+	if err == nil && res.RequeueAfter > 0 && (out.RequeueAfter == 0 || res.RequeueAfter < out.RequeueAfter) {
+		out.RequeueAfter = res.RequeueAfter
+	}
+	return out, err
+}
+
+func (c *ExternalRemediationController) requeueOnConflict(err error) (ctrl.Result, error) {
+	if err != nil && (errors.Is(err, remediation.ErrConflict) || isConflict(err)) {
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// findHost records the remediation's host in its status, once; without
+// one, the remediation fails at once (nothing was done to any host), so
+// that the checker escalates.
+func (c *ExternalRemediationController) findHost(ctx context.Context, s *ExternalRemediations, r *v1alpha1.PowerCycleRemediation) (ctrl.Result, error) {
+	if r.DeletionTimestamp != nil {
+		// Never acted: nothing to release.
+		return c.removeFinalizer(ctx, r)
+	}
+	host, err := s.FindHost(ctx, r)
+	if errors.Is(err, ErrNoHost) {
+		// Nothing was done to any host: fail at once (the checker may
+		// escalate), and look again in case the mapping appears.
+		msg := err.Error() + "; fix the template's hostMapping or the Machine's host"
+		conds := conditions(r.Status.Conditions, metav1.ConditionFalse, metav1.ConditionFalse, "NoHost", msg, r.Generation)
+		if r.Status.Message != msg || !sameConditions(conds, r.Status.Conditions) {
+			if err := s.patchStatus(ctx, r, map[string]any{"message": msg, "conditions": conds}); err != nil {
+				return c.requeueOnConflict(err)
+			}
+		}
+		return ctrl.Result{RequeueAfter: c.poll()}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	node, _, _ := s.nodeOf(ctx, r)
+	return c.requeueOnConflict(s.patchStatus(ctx, r, map[string]any{"host": host, "nodeName": node}))
+}
+
+func (c *ExternalRemediationController) removeFinalizer(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (ctrl.Result, error) {
+	if !slices.Contains(r.Finalizers, ReleaseFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	fin := slices.DeleteFunc(slices.Clone(r.Finalizers), func(f string) bool { return f == ReleaseFinalizer })
+	if fin == nil {
+		fin = []string{}
+	}
+	return c.requeueOnConflict(c.Client.Patch(ctx, r, casPatch(r.ResourceVersion, map[string]any{"metadata": map[string]any{"finalizers": fin}})))
+}
+
+// report reads the remediation and its host again, writes the
+// conditions the checkers read (and a waiting message), and removes the
+// finalizer of a deleted remediation once the host is released.
+func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha1.PowerCycleRemediation, rec *remediation.Reconciler, waiting string) (ctrl.Result, error) {
+	s := c.store()
+	r, err := s.get(ctx, old.Name)
+	if errors.Is(err, remediation.ErrNotFound) {
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	mr, err := s.record(ctx, r)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	host, err := rec.Hosts.Get(ctx, r.Name, remediation.Request{})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var node remediation.Node
+	if mr.Machine.NodeName != "" {
+		if node, err = rec.Nodes.Get(ctx, mr.Machine.NodeName); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	st := mr.State
+	held := host.RebootAnnotation
+	processing, succeeded, reason := metav1.ConditionFalse, metav1.ConditionUnknown, "Waiting"
+	switch {
+	case remediation.InFlight(st.Phase) || held:
+		processing, reason = metav1.ConditionTrue, "PowerCycling"
+	case st.Phase == remediation.PhaseDone && !st.Canceled:
+		succeeded, reason = metav1.ConditionTrue, "RemediationFinished"
+	case st.Phase == remediation.PhaseFailed:
+		succeeded, reason = metav1.ConditionFalse, "RemediationFailed"
+	case st.Phase == remediation.PhaseDone || !needsRemediation(r):
+		succeeded, reason = metav1.ConditionFalse, "RemediationCancelled"
+	default:
+		processing = metav1.ConditionTrue // accepted, waiting to start
+	}
+	msg := cmp.Or(waiting, st.Message, reason)
+	conds := conditions(r.Status.Conditions, processing, succeeded, reason, msg, r.Generation)
+	released := !remediation.InFlight(st.Phase) && !held && (st.Backup == nil && !st.Tainted || !node.Exists)
+	if !sameConditions(conds, r.Status.Conditions) || waiting != "" && r.Status.Message != waiting {
+		body := map[string]any{"conditions": conds}
+		if waiting != "" {
+			body["message"] = waiting
+		}
+		if err := s.patchStatus(ctx, r, body); err != nil {
+			return c.requeueOnConflict(err)
+		}
+		if r, err = s.get(ctx, r.Name); err != nil {
+			return c.requeueOnConflict(err)
+		}
+	}
+	if r.DeletionTimestamp != nil && released {
+		return c.removeFinalizer(ctx, r)
+	}
+	if waiting != "" || r.DeletionTimestamp != nil || remediation.InFlight(st.Phase) || held {
+		return ctrl.Result{RequeueAfter: c.poll()}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// conditions returns the condition list with Processing, Succeeded and
+// PermanentNodeDeletionExpected set (transition times kept when the
+// status does not change).
+func conditions(have []metav1.Condition, processing, succeeded metav1.ConditionStatus, reason, msg string, gen int64) []metav1.Condition {
+	out := slices.Clone(have)
+	set := func(t string, st metav1.ConditionStatus) {
+		meta.SetStatusCondition(&out, metav1.Condition{Type: t, Status: st, Reason: reason, Message: truncate(msg, 1024), ObservedGeneration: gen})
+	}
+	set(v1alpha1.ConditionProcessing, processing)
+	set(v1alpha1.ConditionSucceeded, succeeded)
+	meta.SetStatusCondition(&out, metav1.Condition{Type: v1alpha1.ConditionPermanentNodeDeletionExpected, Status: metav1.ConditionFalse,
+		Reason: "NodeReturns", Message: "the Node is deleted while its host is off and registers again when it boots", ObservedGeneration: gen})
+	return out
+}
+
+func sameConditions(a, b []metav1.Condition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		y := meta.FindStatusCondition(b, x.Type)
+		if y == nil || y.Status != x.Status || y.Reason != x.Reason || y.Message != x.Message || y.ObservedGeneration != x.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// SetupWithManager watches the namespace's PowerCycleRemediations.
+func (c *ExternalRemediationController) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(cmp.Or(c.Name, "rebootkit-external-remediation")).
+		For(&v1alpha1.PowerCycleRemediation{}, builder.WithPredicates(
+			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
+		)).
+		Complete(c)
+}
+
+// softHosts asks for soft reboots: the remediation package's request
+// value in soft mode (graceful shutdown first), on writes and on the reads
+// that compare it.
+type softHosts struct{ remediation.HostStore }
+
+func soft(req remediation.Request) remediation.Request {
+	req.Value = strings.Replace(req.Value, `"mode":"hard"`, `"mode":"soft"`, 1)
+	return req
+}
+
+func (h softHosts) Get(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	return h.HostStore.Get(ctx, machine, soft(req))
+}
+
+func (h softHosts) AddRebootAnnotation(ctx context.Context, machine string, req remediation.Request) error {
+	return h.HostStore.AddRebootAnnotation(ctx, machine, soft(req))
+}
+
+// isConflict: the API server refused a write on its resourceVersion.
+func isConflict(err error) bool { return apierrors.IsConflict(err) }
