@@ -17,7 +17,10 @@ var (
 	_ reboot.HostWatcher = (*RebootHosts)(nil)
 )
 
-// RebootHosts is an in-memory reboot.HostStore with versions, so that
+// RebootHosts is an in-memory reboot.HostStore (the reboot controller's
+// records, as kube.RebootHosts is over BareMetalHosts; not to be confused
+// with remediation.RebootHosts, the remediation's adapter that requests
+// reboots through such a store) with versions, so that
 // optimistic concurrency behaves as in Kubernetes, and with injectable
 // conflicts. Clients (tests) change hosts with Mutate, which bumps the
 // version as a real API write would. Not for production.

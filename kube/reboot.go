@@ -34,7 +34,9 @@ const LegacyStatusAnnotation = "reboot.rebootkit.io/status"
 var ErrCorruptRecord = errors.New("kube: corrupt reboot record")
 
 // RebootHosts is a reboot.HostStore over the BareMetalHosts of one
-// namespace. The reboot requests are the hosts' annotations; the reboot
+// namespace: the reboot controller's records (remediation.RebootHosts is
+// another thing, the remediation's adapter that requests reboots through
+// such a store). The reboot requests are the hosts' annotations; the reboot
 // Status (the fencing evidence) lives in a RebootRecord of the same name
 // in the namespace, an object only the controller may write (the clients
 // that ask for reboots need update on BareMetalHosts, which lets them write

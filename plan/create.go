@@ -39,7 +39,10 @@ const (
 	SelectAll
 )
 
-// Limit is a count or a percentage of the plan's servers.
+// Limit is a count or a percentage of the plan's servers (Spec's
+// Concurrency, FailureBudget, Ramp, DomainLimits). The zero value is zero
+// servers. It is not remediation.Limit, the storm guard's bound on
+// unhealthy machines, whose zero value means no limit.
 type Limit struct {
 	N       int
 	Percent bool

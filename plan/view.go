@@ -584,8 +584,9 @@ func MembersOf(p Plan) map[string]int {
 	return m
 }
 
-// PendingWindow is how many pending reboots a view of plan p (header)
-// loads: the concurrency plus one, as many as could start in
+// PendingWindow is a count, not a time window: how many pending reboots
+// (the next ones in the plan's order) a view of plan p (header) loads: the
+// concurrency plus one, as many as could start in
 // one pass when every reboot in flight ends in it. Pending servers that are
 // down already start without adding to the offline count, so with several
 // of them a pass may start fewer than it could with the whole plan; the

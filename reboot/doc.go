@@ -52,7 +52,10 @@
 //     Config.OffSettle: the age of the latest reading of an unbroken run
 //     of Off readings that is at least OffSettle old), and Changed (the
 //     record's version is not one you read or wrote lately). Never carry a
-//     monotonic reading across a restart.
+//     monotonic reading across a restart. A Tracker per host keeps all of
+//     these (and SinceOff, SincePress, PressOver, PressOverFor,
+//     UnknownFor, SinceRewrite, SinceLastRewrite) from
+//     what you report to it: Tracker.Observe fills Observed.
 //  3. Call Decide (or DecideInto, to reuse buffers) with that now.
 //  4. If Decision.UpdateStatus, write Decision.Status and delete
 //     Decision.RemoveAnnotations, with optimistic concurrency, in one write

@@ -366,27 +366,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall))
-	hm.off.sawState(state, m, mRead, cfg.StaleReads)
-	o.PressOver, o.PressOverFor = hm.off.over, m-hm.off.overAt
-	switch state {
-	case power.StateOff:
-		hm.offRun = append(hm.offRun, m)
-		for len(hm.offRun) > 1 && m-hm.offRun[1] >= cfg.OffSettle {
-			hm.offRun = hm.offRun[1:]
-		}
-		o.OffFor = m - hm.offRun[0]
-	case power.StateUnknown:
-		// Neither on nor off: the run goes on, but this reading adds nothing.
-		if !hm.unknownRun {
-			hm.unknownRun, hm.unknownSince = true, m
-		}
-		o.UnknownFor = m - hm.unknownSince
-	default:
-		hm.offRun = hm.offRun[:0]
-	}
-	if state != power.StateUnknown {
-		hm.unknownRun = false
-	}
+	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads)
+	o.OffFor, o.UnknownFor = hm.reading(state, m, cfg.OffSettle)
 	r.mu.Unlock()
 
 	d := r.Config.Decide(o, now)
@@ -420,15 +401,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		r.mu.Lock()
 		hm.noteVersion(h.Version)
 		hm.noteVersion(written.Version)
-		// This pass's own values are known from its monotonic reading.
-		hm.pend.add(d.Status.PendingRebootSince, m)
-		hm.req.add(d.Status.LastRequestSeen, m)
-		if v := d.Status.RewriteSeen; v.Equal(h.Status.LastRewriteSeen) && !v.Equal(h.Status.RewriteSeen) {
-			hm.rew.add(v, m-o.SinceLastRewrite) // promoted: known since it was the latest
-		} else {
-			hm.rew.add(v, m)
-		}
-		hm.lastRew.add(d.Status.LastRewriteSeen, m)
+		hm.wrote(o, d.Status, m)
 		r.mu.Unlock()
 	}
 
@@ -459,29 +432,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			press := o.toggles(d.Mode)
 			m := r.monotonic()
 			r.mu.Lock()
-			was := hm.off
-			hm.off.lastOff, hm.off.noOff = m, false
-			if press {
-				hm.off = offState{lastOff: m, lastPress: m}
-			}
+			was := hm.sendingOff(press, m)
 			r.mu.Unlock()
 			err = pc.Off(ctx, d.Mode)
 			done := r.monotonic()
 			r.mu.Lock()
-			switch {
-			case notCarriedOut(err):
-				hm.off = was
-			case press && err == nil:
-				hm.off.returned, hm.off.pressDone = true, done
-			}
+			hm.sentOff(was, press, err, done)
 			r.mu.Unlock()
 		}
 		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now()}
 		r.mu.Lock()
-		if hm.last.Action == call.Action && hm.last.Mode == call.Mode {
-			call.Repeats = hm.last.Repeats + 1
-		}
-		hm.last = call
+		hm.called(call)
 		r.mu.Unlock()
 		res.PowerErr = err
 		if err != nil {

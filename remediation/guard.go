@@ -3,8 +3,10 @@ package remediation
 import "fmt"
 
 // Limit is the most machines that may be unhealthy at once for a new
-// remediation to start: a count or a percentage of the fleet. The zero
-// value is "no limit" (100%).
+// remediation to start (the storm guard, Reconciler.Limit): a count or a
+// percentage of the fleet. The zero value is "no limit" (100%). It is not
+// plan.Limit, a count or percentage of a rolling-reboot plan's servers
+// (its concurrency, failure budget) whose zero value is zero servers.
 type Limit struct {
 	n       int
 	percent bool

@@ -272,7 +272,13 @@ func (c Config) withDefaults() Config {
 //  8. DeleteMachine: the Machine's owner will replace it.
 //  9. If Release, remove the Machine from the admission record.
 //  10. Look again after RequeueAfter (zero: when something changes).
+//
+// Admit and Release are about the storm guard's shared admission record
+// (AdmissionStore, Config's Limit), not about the host or the Machine:
+// Admit adds this Machine to the record, Release removes it (the
+// remediation is over, whatever its outcome, so another may start).
 type Decision struct {
+	// Admit: add the Machine to the admission record (step 1).
 	Admit                  bool
 	UpdateState            bool
 	State                  State
@@ -287,9 +293,11 @@ type Decision struct {
 	RemoveTaint            bool
 	RemoveNeedsRemediation bool
 	DeleteMachine          bool
-	Release                bool
-	RequeueAfter           time.Duration
-	Reason                 string
+	// Release: remove the Machine from the admission record (step 9);
+	// it releases no host and no lock of the reboot API.
+	Release      bool
+	RequeueAfter time.Duration
+	Reason       string
 }
 
 // RebootValue returns the value of RebootAnnotation for one attempt of a

@@ -18,8 +18,11 @@ var ErrUnknownHost = errors.New("remediation: unknown host")
 // Compile-time check: *RebootHosts is a HostStore.
 var _ HostStore = (*RebootHosts)(nil)
 
-// RebootHosts is the HostStore over the reboot API, through its client
-// side (reboot.Client): the remediation asks for a phased hard reboot with
+// RebootHosts is the remediation's HostStore over the reboot API, through
+// its client side (reboot.Client), over a reboot.HostStore: it is not one
+// itself (fake.RebootHosts and kube.RebootHosts are reboot.HostStores, the
+// records the reboot controller reads; this type asks that controller for
+// reboots of Machines' hosts): the remediation asks for a phased hard reboot with
 // RebootAnnotation, learns that the host is fenced from the reboot
 // controller's evidence for that very request (reboot.FencedFor), unless
 // the controller reports its hold broken since (Status.HoldBroken after the

@@ -5,9 +5,11 @@
 // (ErrServerInPlan), compare-and-swap on Version (ErrConflict, nothing
 // written), and List.
 //
-// It checks the store's contract only. The Fleet's job contract and the
-// executor's state machine against a second writer are not yet part of
-// the kit (plan's own rapid tests run them on the fakes).
+// FleetContract checks a plan.Fleet's job contract through Observe, as the
+// Executor sees it: CreateJob idempotent per job UUID, jobs that outlive
+// their plan, and ObserveView's partiality if the fleet is a ViewFleet.
+// The executor's state machine against a second writer is not part of the
+// kit (plan's own rapid tests run it on the fakes).
 package plantest
 
 import (

@@ -3,6 +3,7 @@ package plantest_test
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
@@ -27,5 +28,20 @@ func TestProjectStores(t *testing.T) {
 	})
 	t.Run("file", func(t *testing.T) {
 		plantest.StoreContract(t, func() (plan.Store, func(), error) { return plan.FileStore{Dir: t.TempDir()}, nil, nil })
+	})
+}
+
+// TestFakeFleet runs the Fleet's job contract on fake.Fleet (issue 40,
+// point 4).
+func TestFakeFleet(t *testing.T) {
+	plantest.FleetContract(t, func() (plantest.Fleet, error) {
+		clk := fake.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		var servers []fake.FleetServer
+		for _, id := range []string{"s1", "s2", "s3"} {
+			servers = append(servers, fake.FleetServer{UUID: id, Hostname: "host-" + id, Platform: "1",
+				Queue: time.Second, Drain: 5 * time.Second, Shutdown: 10 * time.Second, Boot: time.Minute, Services: 30 * time.Second})
+		}
+		f := fake.NewFleet(clk.Now, "", servers...)
+		return plantest.Fleet{Fleet: f, Servers: f.Servers(), Advance: func(d time.Duration) { clk.Advance(d) }}, nil
 	})
 }

@@ -20,8 +20,10 @@
 // and its write, injected conflicts, crashes and restarts, a lying BMC
 // (the fake package's adversary modes) and a jumping clock; after every
 // step the answers clients got are checked against the fake hardware's
-// ground truth (was it really off after the client's request?), and at the
-// end every client must get its answer and every host be back on.
+// ground truth (was it really off after the client's request? did a
+// power-off never power it on?), and at the end, while a second writer
+// keeps writing the host, every client must get its answer and every host
+// be back on. StateMachineButtons adds BMCs that press the power button.
 //
 // A failing case is saved by rapid under testdata/rapid/<TestName>/ of
 // your package and replayed on every later run: commit it with the fix.
@@ -31,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -61,10 +64,11 @@ type Stores struct {
 // and nothing from an earlier call.
 type NewStores func(h reboot.Host) (Stores, error)
 
-// Check runs Contract and StateMachine as subtests.
+// Check runs Contract, StateMachine and StateMachineButtons as subtests.
 func Check(t *testing.T, newStores NewStores) {
 	t.Run("Contract", func(t *testing.T) { Contract(t, newStores) })
 	t.Run("StateMachine", func(t *testing.T) { StateMachine(t, newStores) })
+	t.Run("StateMachineButtons", func(t *testing.T) { StateMachineButtons(t, newStores) })
 }
 
 // hooked is the Reconciler's handle: it runs before (a second writer) just
@@ -105,15 +109,46 @@ func mutate(ctx context.Context, s reboot.HostStore, name string, f func(h *rebo
 	return fmt.Errorf("reboottest: write %s: %w (20 times)", name, reboot.ErrConflict)
 }
 
-// StateMachine is the property test of reboot.Reconciler over the store:
-// the reboot package's TestRebootStateMachine, with the store as a
-// parameter (the second writer and injected conflicts go through the
-// store's own Update). See the package doc for what it checks.
+// StateMachine is the property test of reboot.Reconciler over the store
+// (the reboot package's TestRebootStateMachine runs it on the fake store):
+// the second writer and injected conflicts go through the store's own
+// Update. See the package doc for what it checks; it also checks, against
+// the hardware's ground truth, that no power-off ever powers a host on,
+// unless the host was powered on or off out of band within the stale
+// bound before the call (its On reading may echo a state from before
+// that: assumption A2's limit).
 func StateMachine(t *testing.T, newStores NewStores) {
-	rapidcheck.Check(t, func(t *rapid.T) {
+	rapidcheck.Check(t, stateMachine(newStores, false))
+}
+
+// StateMachineButtons is StateMachine in worlds that also draw BMCs whose
+// power-off (soft, or every call) is a press of the power button
+// (fake.ButtonKind: a press toggles the hardware, after the OS's shutdown
+// delay), and a second writer that writes the host every few steps through
+// the store and never stops, also in the liveness phase: every request must
+// still be answered (issue 36; the reboot package's
+// TestRebootStateMachineButtons runs it on the fake store). It is apart from
+// StateMachine so that StateMachine's saved failure files replay as they
+// were drawn.
+func StateMachineButtons(t *testing.T, newStores NewStores) {
+	rapidcheck.Check(t, stateMachine(newStores, true))
+}
+
+// stateMachine is StateMachine's property; ext adds StateMachineButtons'
+// draws.
+func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
+	return func(t *rapid.T) {
 		ctx := context.Background()
 		clk := fake.NewClock(time.Time{})
 		cfg := fake.DrawPowerConfig(t, "power")
+		syncEvery := 0 // steps between a second writer's writes; 0: none
+		if ext {
+			cfg.Button = fake.ButtonKind(rapid.IntRange(0, 2).Draw(t, "button"))
+			if cfg.Button == fake.ButtonAll {
+				cfg.IgnoreSoft = false // nothing could ever power it off
+			}
+			syncEvery = rapid.IntRange(1, 4).Draw(t, "syncEvery")
+		}
 		pw := fake.NewPower(clk.Real, cfg)
 		// The controller's bounds: the default, or exactly the BMC's own
 		// (the tightest the assumptions allow), per host or for all.
@@ -141,6 +176,13 @@ func StateMachine(t *testing.T, newStores NewStores) {
 			other = stores.Hosts
 		}
 		store := &hooked{HostStore: stores.Hosts}
+		syncs := 0
+		sync := func() {
+			syncs++
+			if err := mutate(ctx, other, "h", func(h *reboot.Host) { h.Annotations["inventory.example.com/synced"] = strconv.Itoa(syncs) }); err != nil {
+				t.Fatal(err)
+			}
+		}
 		ctl := &rebootcheck.Probe{Controller: pw}
 		newReconciler := func() *reboot.Reconciler {
 			return &reboot.Reconciler{
@@ -182,6 +224,29 @@ func StateMachine(t *testing.T, newStores NewStores) {
 			if k := rebootcheck.HeldBy(host()); k != "" {
 				t.Fatalf("power-on sent while %s is in the store", k)
 			}
+		}
+		// No power-off may power a host on (a press of the power button
+		// on a host that is off), but on an On reading that echoes an
+		// out-of-band change made within the stale bound before it.
+		staleBound := reboot.DefaultConfig().StaleReads
+		if rcfg.StaleReads > 0 {
+			staleBound = rcfg.StaleReads
+		}
+		if hostStale > 0 {
+			staleBound = hostStale
+		}
+		var wasOn bool
+		ctl.OnOff = func(power.Mode) { wasOn = pw.HardwareOn() }
+		ctl.AfterOff = func(m power.Mode) {
+			if wasOn || !pw.HardwareOn() {
+				return
+			}
+			for _, ev := range pw.OutOfBandEvents() {
+				if !ev.At.Before(clk.Real().Add(-staleBound)) {
+					return
+				}
+			}
+			t.Fatalf("a %s power-off pressed the power button of a host that was off and powered it on; truth %s", m, rebootcheck.DescribeTruth(pw))
 		}
 		// The interloper: a second writer armed by an action, firing just
 		// before the Reconciler's next write.
@@ -369,10 +434,14 @@ func StateMachine(t *testing.T, newStores NewStores) {
 					rawRelease()
 				}
 			}
+			if syncEvery > 0 && i%syncEvery == 0 {
+				sync()
+			}
 			check()
 		}
 
-		// Liveness: the world behaves from here on.
+		// Liveness: the world behaves from here on, but for the second
+		// writer, which never stops.
 		interlope, ctl.OnRead = nil, nil
 		store.before = nil
 		ctl.CrashArmed = false
@@ -416,6 +485,7 @@ func StateMachine(t *testing.T, newStores NewStores) {
 					}
 				}
 			}
+			sync() // a second writer (an inventory sync) never stops
 			reconcile()
 			check()
 			h := host()
@@ -434,5 +504,5 @@ func StateMachine(t *testing.T, newStores NewStores) {
 				t.Fatalf("client %s released without ever being told fenced", k)
 			}
 		}
-	})
+	}
 }

@@ -5,9 +5,12 @@
 // admission record, ErrNotFound, a Node deleted only with the UID read,
 // and the metadata rules the Reconciler relies on.
 //
-// It checks the stores' contract only; the remediation state machine with
-// a second writer against ground truth (remediation's TestPhasedStateMachine)
-// runs on the fakes and is not yet part of the kit.
+// StateMachine runs the remediation state machine over the stores, with a
+// second reconciler, crashes, lying BMCs and a health checker, checked
+// against ground truth (remediation's TestPhasedStateMachine is this test
+// on the fake Cluster); it needs Stores.World to play the cluster. A
+// failing case is saved by rapid under testdata/rapid/<TestName>/ of your
+// package and replayed on every later run.
 package remediationtest
 
 import (
@@ -29,6 +32,9 @@ type Stores struct {
 	// (remediation.Records): Nodes.Delete is not checked (run the
 	// Reconciler with Config.OutOfService).
 	SingleRecord bool
+	// World, if set, plays the rest of the cluster on these stores for
+	// StateMachine (which needs it; Contract does not).
+	World World
 	// Close, if set, is called when the check is done.
 	Close func()
 }

@@ -66,18 +66,49 @@ func (s *records) Update(_ context.Context, r remediation.Record) (remediation.R
 	return r, nil
 }
 
-// TestRecords runs the kit on the single-record adapter.
+// newRecords is the kit's NewStores over the single-record adapter.
+func newRecords(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
+	s := &records{rs: map[string]remediation.Record{}}
+	for i, m := range ms {
+		n := ns[i]
+		s.rs[m.Name] = remediation.Record{Name: m.Name, Group: m.Cluster, ControlPlane: m.ControlPlane, Unhealthy: m.NeedsRemediation,
+			Ready: n.Ready, Labels: n.Labels, Annotations: n.Annotations, Version: "0"}
+	}
+	machines, nodes := remediation.Records(s)
+	return remediationtest.Stores{Machines: machines, Nodes: nodes, Admissions: fake.NewCluster(), SingleRecord: true,
+		World: recordsWorld{s}}, nil
+}
+
+// TestRecords runs the kit, the contract and the state machine, on the
+// single-record adapter (issue 40, point 4).
 func TestRecords(t *testing.T) {
-	remediationtest.Contract(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
-		s := &records{rs: map[string]remediation.Record{}}
-		for i, m := range ms {
-			n := ns[i]
-			s.rs[m.Name] = remediation.Record{Name: m.Name, Group: m.Cluster, Unhealthy: m.NeedsRemediation, Ready: n.Ready,
-				Labels: n.Labels, Annotations: n.Annotations, Version: "0"}
-		}
-		machines, nodes := remediation.Records(s)
-		return remediationtest.Stores{Machines: machines, Nodes: nodes, Admissions: fake.NewCluster(), SingleRecord: true}, nil
-	})
+	t.Run("Contract", func(t *testing.T) { remediationtest.Contract(t, newRecords) })
+	t.Run("StateMachine", func(t *testing.T) { remediationtest.StateMachine(t, newRecords) })
+}
+
+// recordsWorld plays the cluster on records: the node is the record.
+type recordsWorld struct{ s *records }
+
+func (w recordsWorld) change(name string, f func(r *remediation.Record)) error {
+	r, err := w.s.Get(context.Background(), name)
+	if err != nil {
+		return err
+	}
+	f(&r)
+	_, err = w.s.Update(context.Background(), r)
+	return err
+}
+
+func (w recordsWorld) SetNeedsRemediation(_ context.Context, m string, on bool) error {
+	return w.change(m, func(r *remediation.Record) { r.Unhealthy = on })
+}
+
+func (w recordsWorld) PutNode(_ context.Context, n remediation.Node) error {
+	return w.change(n.Name, func(r *remediation.Record) { r.Ready, r.Labels = n.Ready, n.Labels })
+}
+
+func (w recordsWorld) SetNodeReady(_ context.Context, n string, ready bool) error {
+	return w.change(n, func(r *remediation.Record) { r.Ready = ready })
 }
 
 // lastWriterWins saves a State whatever version it was read at.

@@ -1,0 +1,175 @@
+package plantest
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// Fleet is one fresh fleet under test.
+type Fleet struct {
+	// Fleet is the fleet.
+	Fleet plan.Fleet
+	// Servers are at least two of its servers, up, whose reboot jobs
+	// succeed.
+	Servers []plan.Server
+	// Advance lets d of time pass in the fleet (its jobs run meanwhile):
+	// advance a fake clock, or run the fleet's workers for d.
+	Advance func(d time.Duration)
+	// Close, if set, is called when the check is done.
+	Close func()
+}
+
+// NewFleet returns a fresh fleet (no jobs yet).
+type NewFleet func() (Fleet, error)
+
+// FleetContract checks the job contract the Executor relies on, through
+// Observe only (what the Executor sees):
+//
+//   - CreateJob is idempotent per job UUID: creating a job again, while
+//     it runs or after it finished, succeeds and creates no second job
+//     (the job observed is the first one: it never goes back from
+//     Finished, and its start is the first one's);
+//   - jobs outlive the plan: a finished job is still observed, by its
+//     UUID, an hour later, from the plan once it is done and from another
+//     plan that names it (RetainJobs is a day);
+//   - a job not created is not observed as existing;
+//   - if the fleet is a plan.ViewFleet, ObserveView of a view holding one
+//     reboot sets Partial, observes no server and no job outside the view,
+//     and does not list in Offline a server that is up.
+//
+// The job must finish within an hour of fleet time (Advance is called in
+// steps of ten seconds up to that).
+func FleetContract(t testing.TB, newFleet NewFleet) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f, err := newFleet()
+	if err != nil {
+		t.Fatalf("new fleet: %v", err)
+	}
+	if f.Close != nil {
+		defer f.Close()
+	}
+	if len(f.Servers) < 2 || f.Advance == nil {
+		t.Fatalf("plantest: a Fleet needs two servers and Advance (got %d servers, Advance set %v)", len(f.Servers), f.Advance != nil)
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p, _, err := plan.Create(f.Servers[:2], plan.CreateOptions{UUID: "plantest-fleet", Target: "plantest-target", Select: plan.SelectAll,
+		Concurrency: plan.Count(1), FailureBudget: plan.Count(2), CreatedAt: at})
+	if err != nil {
+		t.Fatalf("plantest: create plan: %v", err)
+	}
+	if p, err = plan.Run(p); err != nil {
+		t.Fatalf("plantest: run plan: %v", err)
+	}
+	s1, s2 := f.Servers[0].UUID, f.Servers[1].UUID
+	k1 := slices.IndexFunc(p.Reboots, func(r plan.Reboot) bool { return r.ServerUUID == s1 })
+	if k1 < 0 {
+		t.Fatalf("plantest: server %s not in the plan", s1)
+	}
+	job := plan.JobUUID(p, s1)
+	other := plan.JobUUID(p, s2)
+	observe := func(what string, p plan.Plan) plan.Observations {
+		t.Helper()
+		o, err := f.Fleet.Observe(ctx, p)
+		if err != nil {
+			t.Fatalf("Observe (%s): %v", what, err)
+		}
+		return o
+	}
+	if o := observe("before any job", p); o.Jobs[job].Exists || o.Jobs[other].Exists {
+		t.Errorf("Observe before any CreateJob reports a job: %+v", o.Jobs)
+	}
+	a := plan.Action{Kind: plan.ActionCreateJob, Server: s1, JobUUID: job, PlanUUID: p.UUID, Drain: true}
+	if err := f.Fleet.CreateJob(ctx, a); err != nil {
+		t.Fatalf("CreateJob: %v", err)
+	}
+	p.Reboots[k1].JobUUID = job
+	first := observe("after CreateJob", p).Jobs[job]
+	if !first.Exists {
+		t.Fatalf("Observe after CreateJob: job %s not observed", job)
+	}
+	f.Advance(10 * time.Second)
+	if err := f.Fleet.CreateJob(ctx, a); err != nil {
+		t.Errorf("CreateJob of a job that runs: %v, want success (idempotent: the executor re-creates after a crash)", err)
+	}
+	var done plan.JobObs
+	for i := 0; i < 360; i++ {
+		done = observe("while the job runs", p).Jobs[job]
+		if !done.Exists {
+			t.Fatalf("the job %s vanished while it ran", job)
+		}
+		if done.Finished || done.Failed || done.Cancelled {
+			break
+		}
+		f.Advance(10 * time.Second)
+	}
+	if !done.Finished {
+		t.Fatalf("the job did not finish within an hour: %+v", done)
+	}
+	if !first.StartedAt.IsZero() && !done.StartedAt.IsZero() && !done.StartedAt.Equal(first.StartedAt) {
+		t.Errorf("the job's start moved from %v to %v: CreateJob started it again", first.StartedAt, done.StartedAt)
+	}
+	if err := f.Fleet.CreateJob(ctx, a); err != nil {
+		t.Errorf("CreateJob of a finished job: %v, want success", err)
+	}
+	f.Advance(10 * time.Second)
+	if again := observe("after CreateJob of a finished job", p).Jobs[job]; !again.Exists || !again.Finished {
+		t.Errorf("after CreateJob of a finished job, the job observed is %+v: a second job was created (the server reboots twice)", again)
+	}
+
+	// Jobs outlive the plan.
+	f.Advance(time.Hour)
+	p.State = plan.StateComplete
+	if late := observe("an hour later, plan done", p).Jobs[job]; !late.Exists || !late.Finished {
+		t.Errorf("an hour after it finished, from the plan done, the job observed is %+v; a fleet keeps jobs for RetainJobs (%v)", late, plan.RetainJobs)
+	}
+	q := p
+	q.UUID = "plantest-other-plan"
+	q.Reboots = slices.Clone(p.Reboots)
+	q.State = plan.StateRunning
+	if late := observe("from another plan", q).Jobs[job]; !late.Exists || !late.Finished {
+		t.Errorf("from another plan naming it, the job observed is %+v; jobs are the fleet's, not the plan's", late)
+	}
+	if o := observe("job never created", p); o.Jobs[other].Exists {
+		t.Errorf("job %s was never created, but is observed: %+v", other, o.Jobs[other])
+	}
+
+	// ObserveView: partial, the view's servers and jobs only.
+	vf, ok := f.Fleet.(plan.ViewFleet)
+	if !ok {
+		return
+	}
+	p.State = plan.StateRunning
+	full := plan.FullView(p)
+	v := full
+	v.Reboots = []plan.Reboot{p.Reboots[k1]}
+	v.Pos = []int{k1}
+	v.Members = plan.MembersOf(p)
+	o, err := vf.ObserveView(ctx, v)
+	if err != nil {
+		t.Fatalf("ObserveView: %v", err)
+	}
+	if !o.Partial {
+		t.Errorf("ObserveView did not set Partial: the executor would take the servers it left out as offline")
+	}
+	for id := range o.Servers {
+		if id != s1 {
+			t.Errorf("ObserveView of a view of %s observed server %s", s1, id)
+		}
+	}
+	for id := range o.Jobs {
+		if id != job {
+			t.Errorf("ObserveView of a view holding job %s observed job %s", job, id)
+		}
+	}
+	if !o.Jobs[job].Exists {
+		t.Errorf("ObserveView did not observe the view's job %s", job)
+	}
+	if slices.Contains(o.Offline, s2) {
+		t.Errorf("ObserveView lists %s offline, but it is up and has no job", s2)
+	}
+}

@@ -1,0 +1,287 @@
+package reboot
+
+import (
+	"time"
+
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// Tracker keeps what Decide needs remembered about one host between
+// passes, for a caller that runs Decide itself instead of the Reconciler
+// (as raft's RawNode keeps its core's inputs): the caller reports what it
+// read and what it did, and Observe fills every Observed field that needs
+// memory on a monotonic clock. The Reconciler keeps the same memory with
+// the same helpers (reading, wrote, called, sawState, sendingOff, sentOff
+// below; sinceOff in reconciler.go), so the two fill every field alike.
+//
+// One pass with a Tracker is: read the host record, read the controller's
+// clock and monotonic clock, read the power state (in that order: the
+// evidence a reading gives is stamped no later than the reading) and the
+// monotonic clock again once that read returned (Reading.ReadEnd), call
+// Observe, Decide, write the decision's Status if asked and call Applied
+// once the write succeeded (or at once if none was asked), then call
+// Sending just before a power call and Sent, with its error and the
+// monotonic clock read once it returned, when it returns. A pass whose
+// write failed calls neither Applied nor a power call: the next pass reads
+// again.
+//
+// A Tracker is for one host and one goroutine at a time. Its memory lives
+// in the process only; losing it (a restart, a new Tracker, Forget) is
+// always safe: every duration it fills then counts from the new start, and
+// the record counts as changed. The zero Tracker starts at its first
+// Observe; NewTracker gives an earlier start (the process's), which lets
+// values read in the first pass count from that start.
+type Tracker struct {
+	started   bool
+	start     time.Duration
+	startWall time.Time
+	mem       memory
+	// the pass in progress: its monotonic time, the version read and the
+	// Observed filled.
+	m       time.Duration
+	version string
+	o       Observed
+	// the power call in progress (between Sending and Sent): whether it
+	// may press the power button, and the power-off memory before it.
+	press bool
+	was   offState
+}
+
+// NewTracker returns a Tracker whose controller started at start on its
+// monotonic clock, when its wall clock read startWall: what this process
+// did to the host before start is unknown, what it did since is reported
+// to the Tracker.
+func NewTracker(start time.Duration, startWall time.Time) *Tracker {
+	return &Tracker{started: true, start: start, startWall: startWall,
+		mem: memory{lastOn: start, off: offState{lastOff: start, lastPress: start}}}
+}
+
+// Reading is what the caller read in one pass.
+type Reading struct {
+	// Host is the host record as read from the store. Version, Annotations,
+	// Online, Deprovisioned, Status, StaleReads and OffSettle are used.
+	Host Host
+	// Power is the power state read after Now and Mono (StateUnknown if
+	// the read failed).
+	Power power.State
+	// Now is the controller's wall clock and Mono its monotonic clock
+	// (one that never jumps), both read before Power.
+	Now  time.Time
+	Mono time.Duration
+	// ReadEnd is the monotonic clock read once the power state read
+	// returned; a value before Mono (zero, say) counts as Mono. It dates
+	// the end of a press's shutdown (Observed.PressOverFor).
+	ReadEnd time.Duration
+	// SoftToggles and HardToggles are the power controller's
+	// Toggler.TogglesOff answers (false if it is no Toggler).
+	SoftToggles, HardToggles bool
+}
+
+// Observe starts a pass: it returns the Observed to give Config.Decide,
+// with cfg the Config that will decide (only its OffSettle and StaleReads
+// are read, with the host's overrides). Fields, and where they come from:
+//
+//   - Annotations, Online, Deprovisioned, Status, StaleReads, OffSettle:
+//     copied from rd.Host. Power, SoftToggles, HardToggles: from rd.
+//   - LastCall: the call last reported to Sent, with Repeats counting the
+//     same action and mode sent in a row before it (zero before any).
+//   - QuietFor: Mono since the last Sending of a power-on, or since the
+//     start if none.
+//   - SinceOff: Mono since the last Sending of a power-off that may have
+//     been carried out (one whose Sent error was refused before it reached
+//     the hardware, an auth failure, a back-off or a lost leadership,
+//     does not count), or since the start if none; unbounded if none was
+//     sent and the Status read in the first pass shows no power-off under
+//     way (no reboot pending, no Online=false being enforced) and Forget
+//     was not called.
+//   - SincePress: the same for power-offs that may press the power button
+//     (sent in a mode whose Toggles answer of that pass was true); also
+//     unbounded only if the first pass's Status has no LastPress, and
+//     counted from this pass if that LastPress is later than the start's
+//     wall clock (written after the start).
+//   - PressOver: an Off reading taken (Mono) at least StaleReads after the
+//     last press's Sent returned success was seen since that press;
+//     PressOverFor is Mono since the ReadEnd of the first such reading.
+//   - SincePending, SinceRequest, SinceRewrite, SinceLastRewrite: Mono
+//     since the Tracker first knew the current Status.PendingRebootSince,
+//     LastRequestSeen, RewriteSeen and LastRewriteSeen: since the pass
+//     whose write (Applied) set it, or the pass that first read it, or
+//     the start for a value read in the first pass and stamped before the
+//     start's wall clock (a later one was written after the start).
+//   - OffFor: Mono since the latest Off reading at least OffSettle old
+//     that was followed only by Off or unknown readings, this one
+//     included; zero unless Power is Off.
+//   - UnknownFor: Mono since the first of the current unbroken run of
+//     unknown readings; zero unless Power is unknown.
+//   - Changed: rd.Host.Version was not handled lately (by Applied), or
+//     this is the first pass.
+func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
+	m, h := rd.Mono, rd.Host
+	if !t.started {
+		*t = Tracker{started: true, start: m, startWall: rd.Now, mem: memory{lastOn: m, off: offState{lastOff: m, lastPress: m}}}
+	}
+	hm := &t.mem
+	first := !hm.known
+	hm.known = true
+	fromStart := first && !hm.forgot
+	since := func(a *anchors, v time.Time) time.Duration {
+		return a.since(v, m, t.start, fromStart && !v.After(t.startWall))
+	}
+	o := Observed{
+		Annotations:      h.Annotations,
+		Online:           h.Online,
+		Deprovisioned:    h.Deprovisioned,
+		Status:           h.Status,
+		Power:            rd.Power,
+		LastCall:         hm.last,
+		QuietFor:         m - hm.lastOn,
+		SincePending:     since(&hm.pend, h.Status.PendingRebootSince),
+		SinceRequest:     since(&hm.req, h.Status.LastRequestSeen),
+		SinceRewrite:     since(&hm.rew, h.Status.RewriteSeen),
+		SinceLastRewrite: since(&hm.lastRew, h.Status.LastRewriteSeen),
+		Changed:          !hm.seenVersion(h.Version) || first,
+		StaleReads:       h.StaleReads,
+		OffSettle:        h.OffSettle,
+		SoftToggles:      rd.SoftToggles,
+		HardToggles:      rd.HardToggles,
+	}
+	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall))
+	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads)
+	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
+	t.m, t.version, t.o = m, h.Version, o
+	return o
+}
+
+// Applied reports that the pass's decision d was applied to the store:
+// its Status written (written is the record's new version), or no write
+// was asked (written is ignored). Not calling it after a failed write is
+// safe: the record then counts as changed in the next pass.
+func (t *Tracker) Applied(d Decision, written string) {
+	hm := &t.mem
+	hm.noteVersion(t.version)
+	if d.UpdateStatus {
+		hm.noteVersion(written)
+		hm.wrote(t.o, d.Status, t.m)
+	}
+}
+
+// Sending reports that the pass's power call of action a, in mode m for a
+// power-off, is about to be made, at mono on the monotonic clock. Call it
+// just before the call: from then on an Off reading may echo the state
+// before a power-on, and a shutdown may start, whatever the call returns.
+// A power-off counts as a press of the power button if the pass's Reading
+// said mode m toggles (SoftToggles or HardToggles).
+func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
+	switch a {
+	case ActionPowerOn:
+		t.mem.lastOn = mono
+	case ActionPowerOff:
+		t.press = t.o.toggles(m)
+		t.was = t.mem.sendingOff(t.press, mono)
+	}
+}
+
+// Sent reports the outcome of the power call announced by Sending: c is
+// the call (Repeats is ignored), err what it returned and doneMono the
+// monotonic clock read once it returned. A power-off refused before it
+// reached the hardware (err an auth failure, a back-off or ErrNotLeader)
+// is undone as if never sent; a press that returned success is what a
+// later Off reading can show over (PressOver). Sent returns c with Repeats
+// filled; the next Observe gives it as LastCall.
+func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
+	if c.Action == ActionPowerOff {
+		t.mem.sentOff(t.was, t.press, err, doneMono)
+	}
+	t.press, t.was = false, offState{}
+	return t.mem.called(c)
+}
+
+// Forget drops what the Tracker knows, at mono on the monotonic clock, as
+// a restart would: the host counts as possibly powered on and off just
+// now, its values as known from now, and its record as changed.
+func (t *Tracker) Forget(mono time.Duration, now time.Time) {
+	*t = Tracker{started: true, start: mono, startWall: now,
+		mem: memory{lastOn: mono, off: offState{lastOff: mono, lastPress: mono}, forgot: true}}
+}
+
+// reading notes a power reading at m and returns Observed.OffFor and
+// UnknownFor.
+func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, unknownFor time.Duration) {
+	switch state {
+	case power.StateOff:
+		h.offRun = append(h.offRun, m)
+		for len(h.offRun) > 1 && m-h.offRun[1] >= settle {
+			h.offRun = h.offRun[1:]
+		}
+		offFor = m - h.offRun[0]
+	case power.StateUnknown:
+		// Neither on nor off: the run goes on, but this reading adds nothing.
+		if !h.unknownRun {
+			h.unknownRun, h.unknownSince = true, m
+		}
+		unknownFor = m - h.unknownSince
+	default:
+		h.offRun = h.offRun[:0]
+	}
+	if state != power.StateUnknown {
+		h.unknownRun = false
+	}
+	return offFor, unknownFor
+}
+
+// wrote notes that st, decided in the pass at m from o, was written: the
+// pass's own values are known from m.
+func (h *memory) wrote(o Observed, st Status, m time.Duration) {
+	h.pend.add(st.PendingRebootSince, m)
+	h.req.add(st.LastRequestSeen, m)
+	if v := st.RewriteSeen; v.Equal(o.Status.LastRewriteSeen) && !v.Equal(o.Status.RewriteSeen) {
+		h.rew.add(v, m-o.SinceLastRewrite) // promoted: known since it was the latest
+	} else {
+		h.rew.add(v, m)
+	}
+	h.lastRew.add(st.LastRewriteSeen, m)
+}
+
+// called remembers the outcome of a power call and returns it with
+// Repeats filled.
+func (h *memory) called(c Call) Call {
+	c.Repeats = 0
+	if h.last.Action == c.Action && h.last.Mode == c.Mode {
+		c.Repeats = h.last.Repeats + 1
+	}
+	h.last = c
+	return c
+}
+
+// sawState notes a reading of state taken between the monotonic times m
+// and after (see offState.sawState) and returns Observed.PressOver and
+// PressOverFor.
+func (h *memory) sawState(state power.State, m, after, stale time.Duration) (bool, time.Duration) {
+	h.off.sawState(state, m, after, stale)
+	return h.off.over, m - h.off.overAt
+}
+
+// sendingOff notes a power-off about to be sent at m, a press of the power
+// button if press, and returns the power-off memory before it, for
+// sentOff.
+func (h *memory) sendingOff(press bool, m time.Duration) (was offState) {
+	was = h.off
+	h.off.lastOff, h.off.noOff = m, false
+	if press {
+		h.off = offState{lastOff: m, lastPress: m}
+	}
+	return was
+}
+
+// sentOff notes the outcome err of the power-off noted by sendingOff,
+// returned at done: one refused before it reached the hardware
+// (notCarriedOut) is undone; a press that returned success is dated.
+func (h *memory) sentOff(was offState, press bool, err error, done time.Duration) {
+	switch {
+	case notCarriedOut(err):
+		h.off = was
+	case press && err == nil:
+		h.off.returned, h.off.pressDone = true, done
+	}
+}
