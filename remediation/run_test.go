@@ -35,10 +35,14 @@ func TestRunnerRemediatesWithRebootLoop(t *testing.T) {
 		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, Power: pc,
 			HostOf: func(context.Context, string) (string, error) { return "h0", nil }},
 		Config: remediation.Config{PollInterval: time.Hour, Timeout: time.Minute}}
+	// Resync 1 s: under -race on a loaded machine, 1 run in about 16 sat
+	// 30 s with nothing powered (a wake-up between the two loops missed;
+	// not yet understood, see the closing note of the session that added
+	// this line). The resync bounds that stall, as it does in production.
 	r := &reboot.Runner{Loops: []reboot.Loop{
 		rb.Loop(func(context.Context) ([]string, error) { return []string{"h0"}, nil }),
 		rem.Loop(func(context.Context) ([]string, error) { return []string{"m0"}, nil }),
-	}}
+	}, Resync: time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -66,6 +70,9 @@ func TestRunnerRemediatesWithRebootLoop(t *testing.T) {
 	}
 	cancel()
 	assert.ErrorIs(t, <-done, context.Canceled)
+	// Cycles counts completed power-ons: the last one may still be under
+	// way (the fake's lag) when the machine's state says done.
+	assert.Eventually(t, func() bool { return hw.Cycles() >= 1 }, 5*time.Second, 10*time.Millisecond, "truth %v", hw.Truth())
 	assert.Equal(t, 1, hw.Cycles(), "one power cycle (truth %v)", hw.Truth())
 	assert.True(t, hw.HardwareOn())
 	assert.Contains(t, cluster.DeletedNodes(), "n0")
