@@ -10,5 +10,10 @@ package kube
 // templates) are config/rbac/external_remediation_checker_role.yaml, an
 // aggregated ClusterRole.
 //
+// The storm guard of the external remediation counts the cluster's Nodes
+// with one uncached List per pass (Nodes are not cached: UncachedObjects),
+// so the role lists Nodes, without watch.
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
+// +kubebuilder:rbac:groups="",namespace=system,resources=configmaps,resourceNames=rebootkit-external-remediation-admissions,verbs=get;patch
 // +kubebuilder:rbac:groups=rebootkit.io,namespace=system,resources=powercycleremediations,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=rebootkit.io,namespace=system,resources=powercycleremediations/status,verbs=get;patch

@@ -250,8 +250,10 @@ func checkNarrowRoles(t *testing.T, rendered []byte) {
 		for _, res := range r.Resources {
 			switch res {
 			case "nodes":
-				if slices.Contains(r.Verbs, "list") || slices.Contains(r.Verbs, "watch") {
-					t.Errorf("the role lists or watches every Node: %v", r.Verbs)
+				// list only: the external remediation's storm guard counts
+				// the cluster's Nodes with one uncached List per pass.
+				if slices.Contains(r.Verbs, "watch") {
+					t.Errorf("the role watches every Node: %v", r.Verbs)
 				}
 			case "configmaps":
 				if slices.Contains(r.Verbs, "list") || slices.Contains(r.Verbs, "watch") ||
