@@ -251,14 +251,6 @@ var detachedChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool
 	return ok1 && ok2 && Detached(o) != Detached(n)
 }}
 
-func hasRebootAnnotation(a map[string]string) bool {
-	for k := range a {
-		if k == reboot.Annotation || strings.HasPrefix(k, reboot.AnnotationPrefix) {
-			return true
-		}
-	}
-	return false
-}
 
 // powerEvent reports a failed power call or state read of a pass as a
 // Warning event on the host (the events API aggregates repeats), so that
