@@ -251,7 +251,6 @@ var detachedChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool
 	return ok1 && ok2 && Detached(o) != Detached(n)
 }}
 
-
 // powerEvent reports a failed power call or state read of a pass as a
 // Warning event on the host (the events API aggregates repeats), so that
 // a BMC refusing the credentials for ever is seen.
