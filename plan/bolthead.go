@@ -23,17 +23,9 @@ func (s *BoltStore) GetHead(_ context.Context, uuid string) (View, error) {
 		if b == nil {
 			return fmt.Errorf("%w: %s", ErrNotFound, uuid)
 		}
-		h, err := readHeader(b, uuid)
+		h, err := readIndexedHeader(b, uuid)
 		if err != nil {
 			return err
-		}
-		if h.Index == nil {
-			p, _, _, err := load(b, uuid)
-			if err != nil {
-				return err
-			}
-			ix := IndexOf(p)
-			h.Index = &ix
 		}
 		p := h.Plan
 		p.Reboots = nil

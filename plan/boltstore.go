@@ -114,6 +114,22 @@ func rebootKey(i int) []byte {
 }
 
 // readHeader reads and checks a plan's header record.
+// readIndexedHeader reads plan uuid's header with its Index; a plan
+// written before the index existed is read whole once to compute it.
+func readIndexedHeader(b *bolt.Bucket, uuid string) (header, error) {
+	h, err := readHeader(b, uuid)
+	if err != nil || h.Index != nil {
+		return h, err
+	}
+	p, _, _, err := load(b, uuid)
+	if err != nil {
+		return header{}, err
+	}
+	ix := IndexOf(p)
+	h.Index = &ix
+	return h, nil
+}
+
 func readHeader(b *bolt.Bucket, uuid string) (header, error) {
 	var h header
 	raw := b.Get(keyHeader)
@@ -358,18 +374,9 @@ func (s *BoltStore) GetView(_ context.Context, uuid string) (View, error) {
 		if b == nil {
 			return fmt.Errorf("%w: %s", ErrNotFound, uuid)
 		}
-		h, err := readHeader(b, uuid)
+		h, err := readIndexedHeader(b, uuid)
 		if err != nil {
 			return err
-		}
-		if h.Index == nil {
-			// Written before the index existed: read it whole once.
-			p, _, _, err := load(b, uuid)
-			if err != nil {
-				return err
-			}
-			ix := IndexOf(p)
-			h.Index = &ix
 		}
 		members, err := s.membersOf(b, h)
 		if err != nil {
