@@ -249,7 +249,11 @@ func (r *Runner) Run(ctx context.Context) error {
 			heap.Fix(&due, s.index)
 		}
 	}
-	know := func(k runKey) *keyState {
+	// wake reconciles k now, unless k is new and has a watch: its first
+	// pass then waits for the watch to be set up (the watch wakes it),
+	// so that no change made between that pass's read and the watch's
+	// start is missed.
+	wake := func(k runKey) {
 		s := keys[k]
 		if s == nil {
 			s = &keyState{k: k, index: -1}
@@ -257,11 +261,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			if w := r.Loops[k.loop].Watch; w != nil {
 				wctx, wcancel := context.WithCancel(ctx)
 				s.stop = wcancel
+				s.listed = true
 				go r.watch(wctx, w, k, wakes)
+				return
 			}
 		}
 		s.listed = true
-		return s
+		schedule(s, time.Now())
 	}
 
 	list()
@@ -309,14 +315,14 @@ func (r *Runner) Run(ctx context.Context) error {
 				schedule(s, time.Now())
 			}
 		case k := <-r.pending:
-			schedule(know(k), time.Now())
+			wake(k)
 		case k := <-wakes:
 			if s := keys[k]; s != nil {
 				schedule(s, time.Now())
 			}
 		case ks := <-listed:
 			for _, k := range ks {
-				schedule(know(k), time.Now())
+				wake(k)
 			}
 		case <-tick.C:
 			// Keys of listing loops not listed since the last tick are
@@ -362,10 +368,25 @@ func (r *Runner) done(ctx context.Context, s *keyState, res runResult, schedule 
 }
 
 // watch forwards key's wake-ups until ctx is done; a watch that fails or
-// ends early is started again after a back-off.
+// ends early is started again after a back-off. Each watch set up wakes
+// the key once, for the changes made before it was in place; so does the
+// first try, which the key's first pass waits for.
 func (r *Runner) watch(ctx context.Context, w func(context.Context, string) (<-chan struct{}, error), k runKey, wakes chan<- runKey) {
 	for try := 1; ctx.Err() == nil; try++ {
 		ch, err := w(ctx, k.key)
+		if err == nil || try == 1 {
+			// A watch reports only the changes made after it was set up:
+			// one made between the key's last pass and now (before the
+			// first watch, or while a failed one was down) would wait for
+			// Resync. Reconcile the key once the watch is in place (and
+			// after the first try, whatever its outcome: the key's first
+			// pass waits for it).
+			select {
+			case wakes <- k:
+			case <-ctx.Done():
+				return
+			}
+		}
 		if err != nil {
 			r.warn(ctx, r.Loops[k.loop].Name, k.key, "watch", err)
 		} else {

@@ -225,3 +225,68 @@ func TestRunnerFencesOnWatch(t *testing.T) {
 	require.NoError(t, cl.WaitDone(ctx, tk))
 	require.Eventually(t, hw.HardwareOn, 20*time.Second, 10*time.Millisecond, "the host comes back on")
 }
+
+// A change made while a key has no watch in place (HostWatcher reports
+// only the changes made after Watch returned: before the first watch is
+// set up, or while a watch that ended is set up again) must still wake the
+// key. Before, such a change waited for Resync (10 min by default), and a
+// key's first pass could run before its watch was in place:
+// remediation/TestRunnerRemediatesWithRebootLoop stalled 30 s in about 1
+// run in 16 under -race for that reason.
+func TestRunnerWakesAfterWatchStarts(t *testing.T) {
+	var passes atomic.Int32
+	firstPass := make(chan struct{})
+	var changed atomic.Bool
+	var once sync.Once
+	var watchTries atomic.Int32
+	r := &reboot.Runner{Resync: time.Hour, MinBackoff: 10 * time.Millisecond, Loops: []reboot.Loop{{
+		Name: "reboot",
+		Keys: func(context.Context) ([]string, error) { return []string{"h"}, nil },
+		Reconcile: func(context.Context, string) (reboot.Next, error) {
+			passes.Add(1)
+			once.Do(func() { close(firstPass) })
+			return reboot.Next{}, nil
+		},
+		Watch: func(ctx context.Context, _ string) (<-chan struct{}, error) {
+			ch := make(chan struct{})
+			if watchTries.Add(1) == 1 {
+				// The first watch ends after the first pass; the key
+				// changes while no watch is in place.
+				go func() {
+					<-firstPass
+					changed.Store(true)
+					close(ch)
+				}()
+				return ch, nil
+			}
+			go func() { <-ctx.Done(); close(ch) }()
+			return ch, nil
+		},
+	}}}
+	stop := runFor(t, r)
+	deadline := time.Now().Add(10 * time.Second)
+	for !changed.Load() || passes.Load() < 2 || watchTries.Load() < 2 {
+		require.True(t, time.Now().Before(deadline),
+			"the change made while no watch was in place never reconciled (passes %d, watch tries %d)", passes.Load(), watchTries.Load())
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.ErrorIs(t, stop(), context.Canceled)
+}
+
+// A key whose watch cannot be set up is still reconciled at once (its
+// first pass waits only for the first try of its watch).
+func TestRunnerReconcilesKeyWithoutWatch(t *testing.T) {
+	var passes atomic.Int32
+	r := &reboot.Runner{Resync: time.Hour, MinBackoff: time.Hour, Loops: []reboot.Loop{{
+		Name: "reboot",
+		Reconcile: func(context.Context, string) (reboot.Next, error) {
+			passes.Add(1)
+			return reboot.Next{}, nil
+		},
+		Watch: func(context.Context, string) (<-chan struct{}, error) { return nil, errors.New("watch refused") },
+	}}}
+	stop := runFor(t, r)
+	require.NoError(t, r.Add("reboot", "h"))
+	require.Eventually(t, func() bool { return passes.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
+	assert.ErrorIs(t, stop(), context.Canceled)
+}
