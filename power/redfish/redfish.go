@@ -294,6 +294,9 @@ func (c *Controller) connect(ctx context.Context) error {
 		return err
 	}
 	c.sess.set(client)
+	if f := power.ConnectInfoFrom(ctx).LoggedIn; f != nil {
+		f() // what fails from here is this system's, not the login's
+	}
 	if err := c.discover(ctx); err != nil {
 		// Logged in, but unusable: free the BMC's session slot.
 		logout(ctx, client)
