@@ -77,3 +77,39 @@ func TestReview36_StandbyMemoryIgnoresOtherLeadersPress(t *testing.T) {
 			on.Sub(start), rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// Review 36 round 2: A2 says the controller powers a held host off again
+// as soon as a read shows it on, and soft "falls back to hard after
+// Config.SoftTimeout". A held host whose reboot was soft (the OS shut down
+// in time, so Status.Mode stays soft) is powered on out of band and sits
+// where the power button does nothing (firmware setup, a boot loader, an
+// OS that ignores ACPI): heldOff sends a soft power-off every ReissueAfter
+// for ever and never falls back to hard. The host runs, held by a keyed
+// annotation, for as long as the test lasts (15 minutes), on a BMC that
+// sets the power as on one whose soft power-off is a press.
+func TestReview36_HoldBreakSoftNeverFallsBackToHard(t *testing.T) {
+	for _, button := range []fake.ButtonKind{fake.ButtonNone, fake.ButtonSoft} {
+		t.Run(button.String(), func(t *testing.T) {
+			pc := fake.PowerConfig{Button: button, SoftDelay: 10 * time.Second, Lag: time.Second}
+			w := newWorld(t, pc, reboot.Host{Online: true})
+			c := &reboot.Client{Hosts: w.store, Key: "fencing", Now: w.clk.Now}
+			tk, err := c.Request(w.ctx, "h", power.ModeSoft)
+			require.NoError(t, err)
+			require.True(t, w.follow(t, 3*time.Minute, func() bool { f, _ := c.Fenced(w.ctx, tk); return f }), "fenced")
+			w.follow(t, 5*time.Minute, func() bool { return false })
+			require.False(t, w.pw.HardwareOn(), "held off")
+			// Powered on out of band; it stops in the firmware, where the
+			// power button is ignored.
+			pc.IgnoreSoft = true
+			w.pw.SetConfig(pc)
+			w.pw.OutOfBandOn()
+			at := w.clk.Real()
+			w.follow(t, 15*time.Minute, func() bool { return false })
+			bound := reboot.DefaultConfig().SoftTimeout + reboot.DefaultConfig().PollInterval + reboot.DefaultConfig().StaleReads
+			if !w.pw.WasOffDuring(at.Add(time.Second), at.Add(bound)) {
+				t.Fatalf("the held host (keyed annotation present) powered on out of band was not powered off within %v (SoftTimeout + PollInterval + StaleReads); still on after 15 min: %v; %d power calls; truth %s",
+					bound, w.pw.HardwareOn(), len(w.pw.Calls()), rebootcheck.DescribeTruth(w.pw))
+			}
+		})
+	}
+}
