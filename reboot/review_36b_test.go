@@ -113,3 +113,78 @@ func TestReview36_HoldBreakSoftNeverFallsBackToHard(t *testing.T) {
 		})
 	}
 }
+
+// earlyOffEcho is a BMC within assumption A1 with OffSettle = 10 s and
+// StaleReads = 30 s around the first soft press: the OS shuts down in
+// 45 s (the hardware is off 46 s after the press); from 36 s the BMC says
+// Off early (at most OffSettle before the hardware is off), and from 46 s
+// to 75 s it answers On, the state of an instant at most 30 s old (the
+// hardware ran until 46 s): flapping between an early Off and a stale On,
+// as a shutting-down host does on some BMCs. Otherwise it reads honestly.
+type earlyOffEcho struct {
+	*fake.Power
+	clk   *fake.Clock
+	press time.Time
+}
+
+func (e *earlyOffEcho) State(ctx context.Context) (power.State, error) {
+	if !e.press.IsZero() {
+		switch d := e.clk.Real().Sub(e.press); {
+		case d >= 36*time.Second && d < 46*time.Second:
+			return power.StateOff, nil
+		case d >= 46*time.Second && d < 75*time.Second:
+			return power.StateOn, nil
+		}
+	}
+	return e.Power.State(ctx)
+}
+
+func (e *earlyOffEcho) Off(ctx context.Context, m power.Mode) error {
+	if m == power.ModeSoft && e.press.IsZero() {
+		e.press = e.clk.Real()
+	}
+	return e.Power.Off(ctx, m)
+}
+
+// Review 36 round 2: the press rule takes "an Off reading taken StaleReads
+// after the press returned" as proof that the press's shutdown is over
+// (offState.sawState, PressOver), but with Config.OffSettle an Off reading
+// proves nothing until the run of Off readings is OffSettle long (A1: a
+// BMC may say Off up to OffSettle before the hardware is off); the
+// evidence rule requires that run, the press rule does not. An early Off
+// 36 s after the press marks the shutdown over; StaleReads after it, an
+// On reading (an A1-true echo of the hardware before it went off at 46 s)
+// gets a second press, which powers the held host on.
+func TestReview36_EarlyOffEndsPressWindow(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 45 * time.Second, Lag: time.Second})
+	bmc := &earlyOffEcho{Power: pw, clk: clk}
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	r := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic,
+		Config: reboot.Config{OffSettle: 10 * time.Second},
+		Power:  func(string) (power.Controller, error) { return bmc, nil }}
+	_, err := r.Reconcile(ctx, "h")
+	require.NoError(t, err)
+	clk.Advance(5 * time.Minute)
+	client := &reboot.Client{Hosts: store, Key: "fencing", Now: clk.Now}
+	_, err = client.Request(ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	start := clk.Real()
+	for end := start.Add(5 * time.Minute); clk.Real().Before(end); {
+		res, err := r.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 10 * time.Millisecond
+		}
+		clk.Advance(next)
+	}
+	require.False(t, bmc.press.IsZero(), "pressed")
+	require.True(t, pw.OffThroughout(bmc.press.Add(47*time.Second), bmc.press.Add(75*time.Second)) || !poweredOnByCommand(pw, start).IsZero(),
+		"the hardware went off 46 s after the press (the scripted readings are A1-true)")
+	if on := poweredOnByCommand(pw, start); !on.IsZero() {
+		t.Fatalf("a second press powered the held host (keyed annotation present) on %v after the request; truth %s",
+			on.Sub(start), rebootcheck.DescribeTruth(pw))
+	}
+}
