@@ -188,3 +188,37 @@ func TestReview36_EarlyOffEndsPressWindow(t *testing.T) {
 			on.Sub(start), rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// Review 36 round 2, issue point 3 ("a call that was not carried out
+// (refused credentials, back-off, busy) is not tried: retry soft after
+// RetryDelay") for the Pool's own "certainly changed nothing" answer:
+// power.ErrNotSent (no session: a login that failed or was still running
+// when the call's deadline came, or no free session slot on a BMC shared
+// by several hosts). notCarriedOut (outcome.go) knows ErrAuth, ErrBackoff
+// and ErrNotLeader but not ErrNotSent, so a soft press the Pool never sent
+// counts as a press in effect: pressWait holds every soft retry for
+// SoftTimeout + StaleReads and SoftTimeout cuts the power hard, although
+// the OS would have shut down in 20 s.
+func TestReview36_NotSentPressIsNeverRetriedSoft(t *testing.T) {
+	notSent := &power.Error{Op: "off soft", Class: power.ClassBusy, Message: "login still running", Err: power.ErrNotSent}
+	require.Equal(t, power.ClassBusy, reboot.CallClass(notSent))
+	w := newWorld(t, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 20 * time.Second}, reboot.Host{Online: true})
+	ref := refusingToggler{&refusing{Controller: w.pw, now: w.clk.Real, until: w.clk.Real().Add(15 * time.Second), err: notSent}, w.pw}
+	w.r.Power = func(string) (power.Controller, error) { return ref, nil }
+	client := &reboot.Client{Hosts: w.store, Key: "drain", Now: w.clk.Now}
+	_, err := client.Request(w.ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	start := w.clk.Real()
+	w.follow(t, 4*time.Minute, func() bool { return false })
+	var soft []time.Duration
+	for _, c := range w.pw.Calls() {
+		if c.Op == fake.OpOff && c.Mode == power.ModeHard {
+			t.Fatalf("hard power-off %v after the request; the soft power-off the Pool never sent was not tried again (soft calls reaching the BMC: %v)", c.At.Sub(start), soft)
+		}
+		if c.Op == fake.OpOff {
+			soft = append(soft, c.At.Sub(start))
+		}
+	}
+	require.NotEmpty(t, soft, "soft power-off tried again once the Pool had a session")
+	require.LessOrEqual(t, soft[0], 15*time.Second+reboot.DefaultConfig().RetryDelay, "tried again after RetryDelay")
+}
