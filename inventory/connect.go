@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -34,9 +35,18 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 	// fingerprint of its content, so that a changed password (a corrected
 	// password_file) is a new login, tried at once, not one backing off
 	// after the old password's refusals.
-	cfg := fmt.Sprintf("%s user=%s env=%s file=%s secret=%s ca=%s insecure=%v basic=%v cipher=%d priv=%s",
-		addr, b.Username, b.PasswordEnv, b.PasswordFile, f.secretPrint(b), b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite, b.Privilege)
-	return f.pool.Controller(uuid, power.Target{BMC: addr, Config: cfg, Connect: func(ctx context.Context) (power.Controller, error) {
+	cfg := fmt.Sprintf("%s system=%s user=%s env=%s file=%s secret=%s ca=%s insecure=%v basic=%v cipher=%d priv=%s",
+		addr, b.System, b.Username, b.PasswordEnv, b.PasswordFile, f.secretPrint(b), b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite, b.Privilege)
+	// The login's identity is what the login sends, not where the
+	// password came from: servers behind one BMC whose password files or
+	// variables hold the same credentials share one login, its back-off
+	// and (Redfish) one session (review 35, round 2).
+	login := ""
+	if pass, err := b.Password(); err == nil {
+		login = power.CredentialsKey(addr, b.Username, pass, b.CAFile, strconv.FormatBool(b.Insecure),
+			strconv.FormatBool(b.BasicAuth), b.Privilege, strconv.Itoa(b.CipherSuite))
+	}
+	return f.pool.Controller(uuid, power.Target{BMC: addr, Config: cfg, Login: login, Connect: func(ctx context.Context) (power.Controller, error) {
 		var c power.Controller
 		var err error
 		if f.opts.Controller != nil {
