@@ -153,3 +153,44 @@ func TestReview35_HungSystemLookupLogsInEveryCall(t *testing.T) {
 	assert.LessOrEqual(t, b.Logins(), 1,
 		"a BMC whose system lookups time out got a new login (and session) for every call, never backed off")
 }
+
+// TestReview35_SlowSystemLookupSplitsSharedLogin: blades behind one
+// chassis manager with the same credentials, whose system lookups take a
+// moment (300 ms: listing a chassis's systems is slow on real managers;
+// the emulator answers at once). Since 05cf8dd, LoggedIn frees the BMC for
+// the next login while the first Connect still looks its system up, and
+// the session is offered for sharing only once that Connect returns: the
+// second blade's first call logs in its own session with the same
+// credentials instead of waiting for the first and sharing it (issue 35
+// point 2: "share one session per endpoint and credentials"). The extra
+// sessions stay open as long as their hosts are polled. Ground truth: the
+// emulator's logins and open sessions.
+func TestReview35_SlowSystemLookupSplitsSharedLogin(t *testing.T) {
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, hw, "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	b.AddSystem("3", fake.NewPower(time.Now, fake.PowerConfig{}))
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems") {
+			time.Sleep(300 * time.Millisecond)
+		}
+		b.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	pool := newPool(t, newClock(), power.PoolConfig{})
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	for _, id := range []string{"1", "2", "3"} {
+		c := pool.Controller("host"+id, systemTarget(srv, id, bmcPassword))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.State(ctx)
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 1, b.Logins(), "hosts with the same credentials behind one BMC logged in more than once")
+	assert.Equal(t, 1, b.Sessions(), "more than one BMC session is open for one login")
+}
