@@ -45,7 +45,9 @@
 //     context.DeadlineExceeded, and its session is closed once its call
 //     returns, counting against its BMC's sessions until then;
 //   - backs off LOGINS per BMC and login after a failed one (whatever the
-//     reason; a login that outlives ConnectTimeout included):
+//     reason; a login that outlives ConnectTimeout included; the one
+//     exception is a Connect that fails with ErrNoSystem, whose login the
+//     BMC's authenticated answer proved: that failure is the host's own):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
 //     authentication failure AuthBackoff (30 s) doubling up to
 //     MaxAuthBackoff (30 min), so a BMC with a wrong password sees at most

@@ -26,6 +26,15 @@ var (
 	// a Pool backs off hardest after it. The adapters wrap it in a *Error
 	// (Err: ErrAuth).
 	ErrAuth = errors.New("power: authentication failed")
+	// ErrNoSystem: the BMC accepted the login, and its authenticated
+	// answer says the system asked for is not there (a blade pulled, a
+	// wrong system ID, several systems and none named). It is the host's
+	// own configuration, not the login's: a Pool counts the login as
+	// successful and backs no login off for it (the neighbours behind the
+	// same BMC and credentials go on). Class failed. An adapter wraps it
+	// only after an answer that proves the credentials; a lookup that
+	// timed out or was refused is not ErrNoSystem.
+	ErrNoSystem = errors.New("power: no such system on the BMC")
 	// ErrUnknownMode is returned by ParseMode for anything but soft or hard.
 	ErrUnknownMode = errors.New("unknown power mode")
 )

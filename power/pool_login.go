@@ -47,14 +47,6 @@ type ConnectInfo struct {
 	// Gate, if not nil, is the gate every later login of the controller
 	// must go through.
 	Gate LoginGate
-	// LoggedIn, if not nil, is to be called by Connect once its login
-	// succeeded, before the rest of its work (finding the system): an
-	// error of Connect after it is the host's own (a system not on the
-	// BMC, a lookup that timed out), not a failed login, and backs no
-	// login off; and the BMC is free for the next login at once. A
-	// Connect that never calls it has every error counted as a failed
-	// login.
-	LoggedIn func()
 }
 
 type connectInfoKey struct{}
@@ -212,29 +204,15 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	s := &session{cr: cr, entries: map[*entry]struct{}{}}
 	res := make(chan loginResult, 1)
 	waiting := true // guarded by p.mu: the caller still waits
-	// guarded by p.mu: Connect ended; it overran its deadline; its login
-	// succeeded (ConnectInfo.LoggedIn), which ended ep.logging.
-	finished, overran, loggedIn := false, false, false
-	logged := func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if finished || loggedIn {
-			return
-		}
-		loggedIn = true
-		p.succeededLocked(cr)
-		cr.proven = true
-		ep.logging = false
-		p.wakeLocked(ep)
-	}
-	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Gate: p.gate(cr), LoggedIn: logged}), p.cfg.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Gate: p.gate(cr)}), p.cfg.ConnectTimeout)
 	connect := e.target.Connect
+	finished, overran := false, false // guarded by p.mu
 	// A Connect that ignores its deadline is the BMC's (or the adapter's)
 	// failure: later logins back off while it runs on.
 	overrun := time.AfterFunc(p.cfg.ConnectTimeout+abandonGrace, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if !finished && !loggedIn {
+		if !finished {
 			overran = true
 			p.failedLocked(cr, &Error{Op: "connect", Class: ClassBusy, Message: "the BMC did not complete the login in time", Err: context.DeadlineExceeded})
 			p.wakeLocked(ep)
@@ -253,15 +231,19 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		finished = true
-		if !loggedIn {
-			ep.logging = false
-		}
+		ep.logging = false
 		e.connecting = false
 		defer p.wakeLocked(ep)
 		if err != nil {
 			ep.sessions--
 			cr.pins--
-			if !overran && !loggedIn {
+			switch {
+			case errors.Is(err, ErrNoSystem) && !errors.Is(err, ErrAuth):
+				// The login worked; the host's system is not there: its
+				// own configuration, no back-off for its neighbours.
+				p.succeededLocked(cr)
+				cr.proven = true
+			case !overran:
 				p.failedLocked(cr, err)
 			}
 			p.gcLocked(cr)

@@ -294,9 +294,6 @@ func (c *Controller) connect(ctx context.Context) error {
 		return err
 	}
 	c.sess.set(client)
-	if f := power.ConnectInfoFrom(ctx).LoggedIn; f != nil {
-		f() // what fails from here is this system's, not the login's
-	}
 	if err := c.discover(ctx); err != nil {
 		// Logged in, but unusable: free the BMC's session slot.
 		logout(ctx, client)
@@ -340,7 +337,9 @@ func (c *Controller) discover(ctx context.Context) error {
 		if c.cfg.SystemID == "" {
 			msg = fmt.Sprintf("the BMC has %d systems (%s): name the one to control", len(systems), strings.Join(ids, ", "))
 		}
-		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: c.redact(msg)}
+		// The listing answered with these credentials: the login is
+		// good, the system is this host's own problem.
+		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: c.redact(msg), Err: power.ErrNoSystem}
 	}
 	c.systemURI = sys.ODataID
 	return c.readReset(ctx, sys.RawData)
