@@ -3,7 +3,7 @@ module github.com/rebootkit/rebootkit/etcd
 go 1.26.0
 
 require (
-	github.com/rebootkit/rebootkit v0.0.0
+	github.com/rebootkit/rebootkit v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/metal3-io/baremetal-operator/apis v0.13.2
-	github.com/rebootkit/rebootkit v0.0.0
+	github.com/rebootkit/rebootkit v0.1.0
 	github.com/stretchr/testify v1.12.1
 	k8s.io/api v0.37.0
 	k8s.io/apiextensions-apiserver v0.37.0

@@ -3,8 +3,8 @@ module example.com/ownstore
 go 1.26.0
 
 require (
-	github.com/rebootkit/rebootkit v0.0.0
-	github.com/rebootkit/rebootkit/etcd v0.0.0
+	github.com/rebootkit/rebootkit v0.1.0
+	github.com/rebootkit/rebootkit/etcd v0.1.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 )
 
