@@ -45,9 +45,10 @@
 //
 // # Second writers
 //
-// Every store (RebootHosts, Cluster, PlanStore, ReuseHosts) versions its
-// records and returns conflicts honestly, and SetInterloper installs a
-// second writer that runs between the component's read and its write (an
+// Every store (RebootHosts, Cluster, PlanStore, ReuseHosts, and Records,
+// the single-record inventory of remediation.Records) versions its
+// records and returns conflicts honestly; on the first four SetInterloper
+// installs a second writer that runs between the component's read and its write (an
 // operator, kubectl, a second reconciler). Fault knobs (FailUpdates,
 // FailPuts, FailNext) are safe to set
 // while the fake is in use.

@@ -2,9 +2,6 @@ package remediation_test
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,67 +14,17 @@ import (
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
-// recordInventory is a user's own inventory of single records: all the
-// store code the single-record adapter needs.
-type recordInventory struct {
-	mu sync.Mutex
-	rs map[string]remediation.Record
-	n  int
-}
-
-func (s *recordInventory) Get(_ context.Context, name string) (remediation.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.rs[name]
-	if !ok {
-		return r, fmt.Errorf("inventory %s: %w", name, remediation.ErrNotFound)
-	}
-	return r, nil
-}
-
-func (s *recordInventory) List(context.Context) ([]remediation.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []remediation.Record
-	for _, r := range s.rs {
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func (s *recordInventory) Update(_ context.Context, r remediation.Record) (remediation.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.rs[r.Name].Version != r.Version {
-		return r, fmt.Errorf("inventory %s: %w", r.Name, remediation.ErrConflict)
-	}
-	s.n++
-	r.Version = strconv.Itoa(s.n)
-	s.rs[r.Name] = r
-	return r, nil
-}
-
-func (s *recordInventory) set(name string, f func(r *remediation.Record)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.rs[name]
-	f(&r)
-	s.n++
-	r.Version = strconv.Itoa(s.n)
-	s.rs[name] = r
-}
-
 // TestSingleRecordRemediation (issue 40, point 6): an inventory where the
 // machine and the node are one record (three methods) is remediated to
 // the end through Records: fenced, out of service, powered on, back
 // Ready, flags cleared, one power cycle, labels kept. Before, the same
 // took MachineStore and NodeStore (eleven methods, two types).
 func TestSingleRecordRemediation(t *testing.T) {
-	inv := &recordInventory{rs: map[string]remediation.Record{}}
-	inv.set("db-1", func(r *remediation.Record) {
+	inv := fake.NewRecords() // a user's own inventory of single records
+	inv.Set("db-1", func(r *remediation.Record) {
 		*r = remediation.Record{Name: "db-1", Group: "db", Ready: true, Labels: map[string]string{"role": "primary"}}
 	})
-	inv.set("db-2", func(r *remediation.Record) { *r = remediation.Record{Name: "db-2", Group: "db", Ready: true} })
+	inv.Set("db-2", func(r *remediation.Record) { *r = remediation.Record{Name: "db-2", Group: "db", Ready: true} })
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "db-1", Online: true}, reboot.Host{Name: "db-2", Online: true})
 	hw := fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond})
 	pc := func(string) (power.Controller, error) { return hw, nil }
@@ -98,7 +45,7 @@ func TestSingleRecordRemediation(t *testing.T) {
 	defer cancel()
 	go func() { _ = r.Run(ctx) }()
 
-	inv.set("db-1", func(r *remediation.Record) { r.Unhealthy, r.Ready = true, false })
+	inv.Set("db-1", func(r *remediation.Record) { r.Unhealthy, r.Ready = true, false })
 	sawOOS := false
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -109,7 +56,7 @@ func TestSingleRecordRemediation(t *testing.T) {
 			sawOOS = true
 		}
 		if sawOOS && hw.HardwareOn() && !rec.Ready {
-			inv.set("db-1", func(r *remediation.Record) { r.Ready = true }) // the database is back
+			inv.Set("db-1", func(r *remediation.Record) { r.Ready = true }) // the database is back
 		}
 		if rec.State.Phase == remediation.PhaseDone && !rec.Unhealthy && !rec.OutOfService {
 			assert.Equal(t, "primary", rec.Labels["role"])

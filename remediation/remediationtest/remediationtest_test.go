@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strconv"
 	"sync"
 	"testing"
 
@@ -27,52 +26,15 @@ func TestFakeCluster(t *testing.T) {
 	})
 }
 
-// records is a minimal RecordStore.
-type records struct {
-	mu sync.Mutex
-	rs map[string]remediation.Record
-	n  int
-}
-
-func (s *records) Get(_ context.Context, name string) (remediation.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.rs[name]
-	if !ok {
-		return r, fmt.Errorf("%s: %w", name, remediation.ErrNotFound)
-	}
-	return r, nil
-}
-
-func (s *records) List(context.Context) ([]remediation.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []remediation.Record
-	for _, r := range s.rs {
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func (s *records) Update(_ context.Context, r remediation.Record) (remediation.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.rs[r.Name].Version != r.Version {
-		return r, fmt.Errorf("%s: %w", r.Name, remediation.ErrConflict)
-	}
-	s.n++
-	r.Version = strconv.Itoa(s.n)
-	s.rs[r.Name] = r
-	return r, nil
-}
-
 // newRecords is the kit's NewStores over the single-record adapter.
 func newRecords(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
-	s := &records{rs: map[string]remediation.Record{}}
+	s := fake.NewRecords()
 	for i, m := range ms {
 		n := ns[i]
-		s.rs[m.Name] = remediation.Record{Name: m.Name, Group: m.Cluster, ControlPlane: m.ControlPlane, Unhealthy: m.NeedsRemediation,
-			Ready: n.Ready, Labels: n.Labels, Annotations: n.Annotations, Version: "0"}
+		s.Set(m.Name, func(r *remediation.Record) {
+			*r = remediation.Record{Group: m.Cluster, ControlPlane: m.ControlPlane, Unhealthy: m.NeedsRemediation,
+				Ready: n.Ready, Labels: n.Labels, Annotations: n.Annotations}
+		})
 	}
 	machines, nodes := remediation.Records(s)
 	return remediationtest.Stores{Machines: machines, Nodes: nodes, Admissions: fake.NewCluster(), SingleRecord: true,
@@ -87,7 +49,7 @@ func TestRecords(t *testing.T) {
 }
 
 // recordsWorld plays the cluster on records: the node is the record.
-type recordsWorld struct{ s *records }
+type recordsWorld struct{ s *fake.Records }
 
 func (w recordsWorld) change(name string, f func(r *remediation.Record)) error {
 	r, err := w.s.Get(context.Background(), name)
