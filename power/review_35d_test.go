@@ -142,3 +142,48 @@ func TestReview35_MissingSystemLogsInEveryCall(t *testing.T) {
 	assert.LessOrEqual(t, b.Logins(), 2,
 		"a host whose system is not on the BMC logged in %d times for 10 calls within one minute of the Pool's clock", b.Logins())
 }
+
+// TestReview35_BasicAuthRotatedPasswordAttachNeverBacksOff: blades 1 and
+// 2 behind one service with the same BasicAuth credentials share host A's
+// open controller. The password is rotated on the BMC (the Secret lags).
+// Host B's calls, which have no controller of their own, attach to A's
+// shared one: Pool.attach runs Connect with no back-off check ("not a
+// login"), and its ErrAuth ("the host's own failure") backs nothing off
+// nor retires the shared session, whose use by the attach keeps it from
+// going idle. Every call of B is thus two more requests with the refused
+// password at the BMC, at the callers' rate, for ever (an account
+// lockout), where the Pool documents AuthBackoff (30 s) doubling to 30
+// min for a refused password. Ground truth: the requests with refused
+// credentials the BMC received.
+func TestReview35_BasicAuthRotatedPasswordAttachNeverBacksOff(t *testing.T) {
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, hw, "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	wb := &wrongBasic{b: b}
+	srv := httptest.NewTLSServer(wb)
+	t.Cleanup(srv.Close)
+	pool := newPool(t, newClock(), power.PoolConfig{}) // the clock stands still: any back-off holds
+	ctx := context.Background()
+
+	a := pool.Controller("a", basicTarget(srv, "1", bmcPassword))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	b.SetCredentials("admin", "rotated") // the BMC's password changes; the hosts' do not yet
+
+	hostB := pool.Controller("b", basicTarget(srv, "2", bmcPassword))
+	_, err = hostB.State(ctx)
+	require.ErrorIs(t, err, power.ErrAuth, "the BMC refuses the old password")
+	first := wb.n.Load()
+	require.NotZero(t, first)
+	// One more try (a fix that retires the shared session and logs in
+	// anew) is fair; after that, back-off.
+	for i := range 5 {
+		_, err = hostB.State(ctx)
+		if i >= 2 {
+			assert.ErrorIs(t, err, power.ErrBackoff, "call %d after a refused password was not backed off: %v", i+2, err)
+		}
+	}
+	assert.LessOrEqual(t, wb.n.Load(), 2*first,
+		"the BMC received the refused password again and again (%d requests with it after the first call's %d), with no back-off",
+		wb.n.Load()-first, first)
+}
