@@ -47,7 +47,10 @@
 //   - backs off LOGINS per BMC and login after a failed one (whatever the
 //     reason; a login that outlives ConnectTimeout included; the one
 //     exception is a Connect that fails with ErrNoSystem, whose login the
-//     BMC's authenticated answer proved: that failure is the host's own):
+//     BMC's authenticated answer proved: that failure is the host's own,
+//     and backs that host alone off, Backoff doubling up to MaxBackoff;
+//     a refused password met while joining a shared session retires that
+//     session and backs the login off):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
 //     authentication failure AuthBackoff (30 s) doubling up to
 //     MaxAuthBackoff (30 min), so a BMC with a wrong password sees at most

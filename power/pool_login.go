@@ -105,6 +105,13 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 			}
 			continue
 		}
+		if e.ownLast != nil && now.Before(e.ownUntil) {
+			p.mu.Unlock()
+			return nil, nil, &Error{Op: op, Class: ClassFailed,
+				Message: fmt.Sprintf("not tried: this host's system was not found on the BMC %d time(s) in a row, next try in %s",
+					e.ownFails, e.ownUntil.Sub(now).Round(time.Millisecond)),
+				Err: errors.Join(ErrBackoff, e.ownLast)}
+		}
 		if s := cr.shared; s != nil && !e.noShare && s.ctrl != nil {
 			s2, ctrl, err, again := p.attach(ctx, op, e, s)
 			if again {
@@ -169,15 +176,23 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 		return nil, nil, nil, true
 	case err != nil:
 		// Not a login: the host's own failure (a system not found, a
-		// read that timed out), no back-off.
+		// read that timed out), no back-off of the login; but a refused
+		// password (rotated on the BMC) means the shared session's
+		// credentials no longer work: it goes, and the login backs off.
 		if _, ok := err.(*Error); !ok {
 			err = &Error{Op: "connect", Class: Classify(err), Err: err}
 		}
+		if errors.Is(err, ErrAuth) {
+			p.failedLocked(e.cr, err)
+			p.retireLocked(s)
+		}
+		p.ownLocked(e, err)
 		return nil, nil, err, false
 	case s.retired || p.hosts[e.host] != e || p.closed:
 		return nil, nil, nil, true // nothing of its own to close
 	}
 	e.sess, e.ctrl = s, ctrl
+	e.ownFails, e.ownLast = 0, nil
 	s.entries[e] = struct{}{}
 	p.useLocked(s)
 	return s, ctrl, nil, false
@@ -240,9 +255,11 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 			switch {
 			case errors.Is(err, ErrNoSystem) && !errors.Is(err, ErrAuth):
 				// The login worked; the host's system is not there: its
-				// own configuration, no back-off for its neighbours.
+				// own configuration, no back-off for its neighbours (this
+				// host backs off alone).
 				p.succeededLocked(cr)
 				cr.proven = true
+				p.ownLocked(e, err)
 			case !overran:
 				p.failedLocked(cr, err)
 			}
@@ -266,6 +283,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 			return
 		}
 		e.sess, e.ctrl = s, ctrl
+		e.ownFails, e.ownLast = 0, nil
 		s.entries[e] = struct{}{}
 		if waiting {
 			s.inUse++ // the caller's call
@@ -290,6 +308,21 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	p.mu.Unlock()
 	return nil, nil, &Error{Op: op, Class: ClassBusy,
 		Message: "gave up waiting for the login to the BMC; it goes on, and the next call uses it", Err: ctx.Err()}
+}
+
+// ownLocked records a Connect failure of e that is its own (p.mu held):
+// ErrNoSystem backs e alone off, Backoff doubling up to MaxBackoff.
+func (p *Pool) ownLocked(e *entry, err error) {
+	if !errors.Is(err, ErrNoSystem) {
+		return
+	}
+	e.ownFails++
+	e.ownLast = err
+	d := p.cfg.Backoff
+	for i := 1; i < e.ownFails && d < p.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	e.ownUntil = p.cfg.Now().Add(min(d, p.cfg.MaxBackoff))
 }
 
 // gate returns the LoginGate of login cr.

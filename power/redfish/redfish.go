@@ -313,9 +313,15 @@ func (c *Controller) discover(ctx context.Context) error {
 	}
 	cl := client.WithContext(ctx)
 	if id := c.cfg.SystemID; id != "" {
-		if sys, err := schemas.GetComputerSystem(cl, "/redfish/v1/Systems/"+url.PathEscape(id)); err == nil && sys.ID == id {
+		sys, err := schemas.GetComputerSystem(cl, "/redfish/v1/Systems/"+url.PathEscape(id))
+		if err == nil && sys.ID == id {
 			c.systemURI = sys.ODataID
 			return c.readReset(ctx, sys.RawData)
+		}
+		if err != nil {
+			if e := c.classify("read system", err); errors.Is(e, power.ErrAuth) {
+				return e // refused credentials, whatever the listing says
+			}
 		}
 	}
 	systems, err := cl.GetService().Systems()
@@ -337,9 +343,16 @@ func (c *Controller) discover(ctx context.Context) error {
 		if c.cfg.SystemID == "" {
 			msg = fmt.Sprintf("the BMC has %d systems (%s): name the one to control", len(systems), strings.Join(ids, ", "))
 		}
-		// The listing answered with these credentials: the login is
-		// good, the system is this host's own problem.
-		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: c.redact(msg), Err: power.ErrNoSystem}
+		// The listing answered with these credentials: with a session
+		// (its login proved them) or, with basic auth, a listing whose
+		// members were read (an empty collection may be served to
+		// anyone), the login is good and the system is this host's own
+		// problem.
+		var cause error
+		if !c.cfg.BasicAuth || len(systems) > 0 {
+			cause = power.ErrNoSystem
+		}
+		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: c.redact(msg), Err: cause}
 	}
 	c.systemURI = sys.ODataID
 	return c.readReset(ctx, sys.RawData)
