@@ -457,6 +457,19 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 	return power.StateUnknown, nil
 }
 
+// notSent is the error of a command not sent because the state it needs
+// could not be read: of the read's class, matching power.ErrNotSent (it
+// certainly changed nothing) and whatever the read's error matches.
+func notSent(op string, err error) error {
+	pe := &power.Error{Op: op, Class: power.Classify(err), Message: "not sent: the power state could not be read"}
+	var re *power.Error
+	if errors.As(err, &re) {
+		pe.Class, pe.Status = re.Class, re.Status
+	}
+	pe.Err = fmt.Errorf("%w: %w", power.ErrNotSent, err)
+	return pe
+}
+
 // withSession runs f with a client bound to ctx, and once more after
 // re-establishing the session if the BMC answered 401.
 func (c *Controller) withSession(ctx context.Context, f func(*gofish.APIClient) error) error {
@@ -505,7 +518,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 	// running that the caller is fencing. Anything else needs a read.
 	blindOff := want == power.StateOff && rt != "" && !toggle
 	if err != nil && !blindOff {
-		return err
+		return notSent(op, err)
 	}
 	if err == nil && cur == want && !blindOff {
 		return nil
@@ -519,13 +532,13 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		// opposite state; anything else may power on a host that is off.
 		if !opposite(cur, want) {
 			return &power.Error{Op: op, Class: power.ClassBusy,
-				Message: fmt.Sprintf("PushPowerButton toggles the power and the state reads %s, not %s: not sent", cur, oppositeOf(want))}
+				Message: fmt.Sprintf("PushPowerButton toggles the power and the state reads %s, not %s: not sent", cur, oppositeOf(want)), Err: power.ErrNotSent}
 		}
 		// Right after a reset of ours, the read may echo the state from
 		// before it.
 		if since := c.now().Sub(c.lastReset); !c.lastReset.IsZero() && since >= 0 && since < c.staleReads() {
 			return &power.Error{Op: op, Class: power.ClassBusy,
-				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last reset the state read may be stale: not sent", since.Round(time.Millisecond))}
+				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last reset the state read may be stale: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
 		}
 		// After a press for a power-off, the OS may shut down until
 		// SoftTimeout, and a read shows a state up to StaleReads old:
@@ -534,7 +547,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		if since, over := c.now().Sub(c.lastOffPush), c.now().Sub(c.pushOverAt); want == power.StateOff && !c.lastOffPush.IsZero() && since >= 0 &&
 			(c.pushOverAt.IsZero() && since < c.softTimeout()+c.staleReads() || !c.pushOverAt.IsZero() && over >= 0 && over < c.staleReads()) {
 			return &power.Error{Op: op, Class: power.ClassBusy,
-				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond))}
+				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
 		}
 	}
 	c.lastReset = c.now()
