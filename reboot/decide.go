@@ -291,10 +291,12 @@ type Observed struct {
 	SinceOff time.Duration
 	// SincePress is as SinceOff for the power-offs that may have pressed
 	// the power button (Toggler; after a restart, any power-off of a
-	// previous process, see Status.LastPress). PressOver says that an Off
-	// reading taken StaleReads after the latest such press returned (so
-	// showing the hardware off after it: its shutdown is over) was seen,
-	// PressOverFor how long ago (monotonic) that reading ended. A press
+	// previous process, see Status.LastPress). PressOver says that an
+	// unbroken run of Off readings taken StaleReads after the latest such
+	// press returned, OffSettle long (so showing the hardware off after
+	// it: its shutdown is over; unknown readings do not break the run),
+	// was seen, PressOverFor how long ago (monotonic) the reading that
+	// completed the run ended. A press
 	// that timed out may still be carried out: its shutdown is never over
 	// by a reading, only by SoftTimeout.
 	SincePress   time.Duration

@@ -97,8 +97,9 @@
 //     sent only on an On reading taken StaleReads after this controller's
 //     previous power-on and power-off, and after the shutdown of its
 //     previous press is over: Config.SoftTimeout + StaleReads after the
-//     press, or StaleReads after an Off reading taken StaleReads after the
-//     press returned (that reading shows the hardware off after it). A
+//     press, or StaleReads after an unbroken run of Off readings taken
+//     StaleReads after the press returned and Config.OffSettle long (that
+//     run shows the hardware off after it, as the evidence rule asks). A
 //     press refused before it reached the hardware (a refused login, a
 //     Pool's back-off, a refusal for leadership) counts as none; one that
 //     timed out counts for the whole SoftTimeout. Every press is recorded

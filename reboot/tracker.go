@@ -99,9 +99,11 @@ type Reading struct {
 //     unbounded only if the first pass's Status has no LastPress, and
 //     counted from this pass if that LastPress is later than the start's
 //     wall clock (written after the start).
-//   - PressOver: an Off reading taken (Mono) at least StaleReads after the
-//     last press's Sent returned success was seen since that press;
-//     PressOverFor is Mono since the ReadEnd of the first such reading.
+//   - PressOver: an unbroken run (unknown readings do not break it) of
+//     Off readings, each taken (Mono) at least StaleReads after the last
+//     press's Sent returned success, lasting at least OffSettle, was seen
+//     since that press; PressOverFor is Mono since the ReadEnd of the
+//     reading that completed the first such run.
 //   - SincePending, SinceRequest, SinceRewrite, SinceLastRewrite: Mono
 //     since the Tracker first knew the current Status.PendingRebootSince,
 //     LastRequestSeen, RewriteSeen and LastRewriteSeen: since the pass
@@ -147,7 +149,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall))
-	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads)
+	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
 	t.m, t.version, t.o = m, h.Version, o
 	return o
@@ -257,8 +259,8 @@ func (h *memory) called(c Call) Call {
 // sawState notes a reading of state taken between the monotonic times m
 // and after (see offState.sawState) and returns Observed.PressOver and
 // PressOverFor.
-func (h *memory) sawState(state power.State, m, after, stale time.Duration) (bool, time.Duration) {
-	h.off.sawState(state, m, after, stale)
+func (h *memory) sawState(state power.State, m, after, stale, settle time.Duration) (bool, time.Duration) {
+	h.off.sawState(state, m, after, stale, settle)
 	return h.off.over, m - h.off.overAt
 }
 
