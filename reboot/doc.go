@@ -101,12 +101,17 @@
 //     StaleReads after the press returned and Config.OffSettle long (that
 //     run shows the hardware off after it, as the evidence rule asks). A
 //     press refused before it reached the hardware (a refused login, a
-//     Pool's back-off, a refusal for leadership) counts as none; one that
-//     timed out counts for the whole SoftTimeout. Every press is recorded
-//     in Status.LastPress by a versioned write before it is sent, so a
-//     restarted controller counts a press as possibly in effect from its
-//     start if LastPress is set (or a reboot was pending, or Online=false
-//     enforced) (Observed.SinceOff, SincePress, PressOver, QuietFor).
+//     Pool's back-off, a call never sent (power.ErrNotSent), a refusal
+//     for leadership) counts as none; one that timed out counts for the
+//     whole SoftTimeout. Every press is recorded in Status.LastPress by a
+//     versioned write before it is sent, so a restarted controller counts
+//     a press as possibly in effect from its start if LastPress is set
+//     (or a reboot was pending, or Online=false enforced), and a
+//     controller that reads, in any later pass, a LastPress (or a pending
+//     reboot, or an Online=false being enforced) it did not write (another
+//     leader's, written while it stood by) counts that press (power-off)
+//     as sent at that pass, never earlier (Observed.SinceOff, SincePress,
+//     PressOver, QuietFor).
 //     Such a reading cannot echo a state from before a shutdown it
 //     started.
 //     While a reboot is pending it reads again after Config.QuickPoll
@@ -219,7 +224,10 @@
 //	    compare-and-swap if the new leader wrote the host since its read,
 //	    and otherwise its timestamps count as known only from the new
 //	    leader's next read, never from its start
-//	    (TestIssue36LeaderHandoverLateWrite).
+//	    (TestIssue36LeaderHandoverLateWrite). A standby runs passes too
+//	    (reads only): what its first pass read does not stop it from
+//	    counting a press or power-off the old leader recorded later
+//	    (TestReview36_StandbyMemoryIgnoresOtherLeadersPress).
 //
 // Under them:
 //

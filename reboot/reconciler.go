@@ -146,6 +146,9 @@ type memory struct {
 	// unknown readings began; valid while unknownRun.
 	unknownSince time.Duration
 	unknownRun   bool
+	// own are the values of the status that show a power-off known to
+	// this controller (see sinceOff).
+	own ownValues
 }
 
 // offState is what a Reconciler remembers of its power-offs of one host
@@ -274,6 +277,13 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // have flipped back while the OS still shuts down). A LastPress later than
 // the wall clock at the start was written after it (by a previous leader
 // finishing late): its press counts from now.
+//
+// In any later pass, a status that shows a power-off this controller did
+// not write (a PendingRebootSince, OfflineSince or LastPress value it
+// neither wrote nor knew: another leader's, written while this one stood
+// by) counts as a power-off, and a LastPress as a press, sent now: from
+// when this controller first saw it, never earlier, and whatever it
+// remembered of its own presses (their shutdown is no longer known over).
 func (h *memory) sinceOff(first bool, st Status, m time.Duration, late bool) (time.Duration, time.Duration) {
 	o := &h.off
 	if first && !h.forgot {
@@ -283,6 +293,13 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late bool) (ti
 			o.lastPress = m
 		}
 	}
+	if off, press := h.own.foreign(st); !first && off {
+		o.noOff, o.lastOff = false, max(o.lastOff, m)
+		if press {
+			*o = offState{lastOff: o.lastOff, lastPress: max(o.lastPress, m)}
+		}
+	}
+	h.own.note(st)
 	sinceOff, sincePress := m-o.lastOff, m-o.lastPress
 	if o.noOff {
 		sinceOff = math.MaxInt64

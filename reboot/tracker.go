@@ -243,6 +243,57 @@ func (h *memory) wrote(o Observed, st Status, m time.Duration) {
 		h.rew.add(v, m)
 	}
 	h.lastRew.add(st.LastRewriteSeen, m)
+	h.own.note(st)
+}
+
+// ownValues are the values of the Status fields that show a power-off
+// (PendingRebootSince, OfflineSince, LastPress) this controller knows: it
+// wrote them, read them in its first pass (dated from its start), or
+// already honoured them as another writer's. A value not among them is
+// another writer's (a previous leader's, across a handover).
+type ownValues struct {
+	pend, offline, press timeSet
+}
+
+// note adds st's values.
+func (v *ownValues) note(st Status) {
+	v.pend.add(st.PendingRebootSince)
+	v.offline.add(st.OfflineSince)
+	v.press.add(st.LastPress)
+}
+
+// foreign reports whether st shows a power-off (a pending reboot, Online
+// false enforced, a press) and whether a press whose values this
+// controller does not know: another writer may have sent it.
+func (v *ownValues) foreign(st Status) (off, press bool) {
+	press = !st.LastPress.IsZero() && !v.press.has(st.LastPress)
+	off = press || st.Pending() && !v.pend.has(st.PendingRebootSince) ||
+		!st.OfflineSince.IsZero() && !v.offline.has(st.OfflineSince)
+	return off, press
+}
+
+// timeSet holds the latest few values of a timestamp.
+type timeSet struct {
+	at [4]time.Time
+	n  int
+}
+
+func (t *timeSet) has(v time.Time) bool {
+	for i := 0; i < t.n; i++ {
+		if t.at[i].Equal(v) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *timeSet) add(v time.Time) {
+	if v.IsZero() || t.has(v) {
+		return
+	}
+	copy(t.at[1:], t.at[:len(t.at)-1])
+	t.at[0] = v
+	t.n = min(t.n+1, len(t.at))
 }
 
 // called remembers the outcome of a power call and returns it with
