@@ -157,8 +157,11 @@
 // A held host (evidence covers every request, keyed requests or
 // Online=false remain) is read every PollInterval. Read On, someone else
 // powered it on: the controller records it in Status.HoldBroken (once per
-// evidence) and powers it off again in the same pass (backing off as above
-// if it keeps reading On). Client.HoldBroken reports it. Evidence for
+// evidence) and powers it off again, hard whatever the reboot's mode (the
+// host may sit where the power button does nothing: firmware setup, a
+// boot loader, an OS that ignores ACPI), in the same pass (backing off as
+// above if it keeps reading On; a hard power-off that may press the
+// button waits as above for an On reading that cannot be an echo). Client.HoldBroken reports it. Evidence for
 // earlier instants stays true.
 //
 // A request is new when its annotation and value were not among those
