@@ -52,7 +52,7 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 		if f.opts.Controller != nil {
 			c, err = f.opts.Controller(ctx, s)
 		} else {
-			c, err = connectBounded(ctx, b, f.opts.Reboot.SoftTimeout, f.opts.Reboot.StaleReads)
+			c, err = connectBounded(ctx, b, f.opts.Reboot.SoftTimeout, f.opts.Reboot.StaleReads, f.opts.Reboot.OffSettle)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("server %s: connect: %w", s.Hostname, err)
@@ -76,13 +76,13 @@ func (f *Fleet) secretPrint(b BMC) string {
 
 // Connect opens the power controller of a BMC (Redfish or IPMI).
 func Connect(ctx context.Context, b BMC) (power.Controller, error) {
-	return connectBounded(ctx, b, 0, 0)
+	return connectBounded(ctx, b, 0, 0, 0)
 }
 
 // connectBounded is Connect giving the Redfish adapter the reboot
-// controller's SoftTimeout and StaleReads (zero: the adapter's defaults),
-// so that its own press rule uses the operator's bounds.
-func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads time.Duration) (power.Controller, error) {
+// controller's SoftTimeout, StaleReads and OffSettle (zero: the adapter's
+// defaults), so that its own press rule uses the operator's bounds.
+func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads, offSettle time.Duration) (power.Controller, error) {
 	pass, err := b.Password()
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads time.Dur
 			Privilege: b.Privilege})
 	}
 	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure,
-		SystemID: b.System, SoftTimeout: softTimeout, StaleReads: staleReads}
+		SystemID: b.System, SoftTimeout: softTimeout, StaleReads: staleReads, OffSettle: offSettle}
 	if b.CAFile != "" {
 		pem, err := os.ReadFile(b.CAFile)
 		if err != nil {

@@ -149,4 +149,10 @@ func (c *asyncController) Off(ctx context.Context, m power.Mode) error {
 	return err
 }
 
+// TogglesOff passes on the wrapped controller's reboot.Toggler (false if
+// it has none), so that the reboot controller's press rule applies: a
+// soft power-off through Async may still be a press of the power button.
+// It asks the wrapped controller at once (no BMC call).
+func (c *asyncController) TogglesOff(m power.Mode) bool { return togglesOff(c.pc, m) }
+
 func isInFlight(err error) bool { return errors.Is(err, ErrInFlight) }

@@ -175,8 +175,13 @@ func (c *guarded) Off(ctx context.Context, m power.Mode) error {
 
 // TogglesOff passes on the wrapped controller's reboot.Toggler (false if
 // it has none), so that the reboot controller's press rule applies.
-func (c *guarded) TogglesOff(m power.Mode) bool {
-	t, ok := c.pc.(interface{ TogglesOff(power.Mode) bool })
+func (c *guarded) TogglesOff(m power.Mode) bool { return togglesOff(c.pc, m) }
+
+// togglesOff is pc's reboot.Toggler answer for mode m, false if pc has
+// none. Every wrapper of a power.Controller in this package passes it on
+// (TestWrappersForwardExtensions).
+func togglesOff(pc power.Controller, m power.Mode) bool {
+	t, ok := pc.(reboot.Toggler)
 	return ok && t.TogglesOff(m)
 }
 

@@ -27,4 +27,9 @@ func (n noPowerOff) Off(context.Context, power.Mode) error {
 		"which the baremetal-operator does (remove its detached annotation), or clear spec.disablePowerOff", ErrPowerOffDisabled, n.host)
 }
 
+// TogglesOff passes on the wrapped controller's reboot.Toggler. No
+// power-off is ever sent through it, but a wrapper says what the
+// controller it wraps would do (TestWrappersForwardExtensions).
+func (n noPowerOff) TogglesOff(m power.Mode) bool { return togglesOff(n.Controller, m) }
+
 func isPowerOffDisabled(err error) bool { return errors.Is(err, ErrPowerOffDisabled) }

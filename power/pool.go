@@ -18,9 +18,12 @@ var ErrBackoff = errors.New("power: not tried, logins to the BMC with these cred
 // ErrNotSent is matched (errors.Is) by the error of a Pool call that was
 // never sent to the BMC: the Pool had no session for it (its login
 // failed, was backing off, was still running when the caller's context
-// ended, or no session slot was free). A power command whose error
-// matches ErrNotSent certainly changed nothing; any other error of a
-// power command may have been carried out.
+// ended, or no session slot was free), and by an adapter's own refusal
+// before sending (power/redfish: a PushPowerButton it holds back, or a
+// state it needs and could not read; power/ipmi: a soft shutdown on a
+// state it could not read, a session it could not open). A power
+// command whose error matches ErrNotSent certainly changed nothing; any
+// other error of a power command may have been carried out.
 var ErrNotSent = errors.New("power: not sent to the BMC")
 
 // ErrPoolClosed is returned by calls on a closed Pool.

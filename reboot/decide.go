@@ -291,10 +291,12 @@ type Observed struct {
 	SinceOff time.Duration
 	// SincePress is as SinceOff for the power-offs that may have pressed
 	// the power button (Toggler; after a restart, any power-off of a
-	// previous process, see Status.LastPress). PressOver says that an Off
-	// reading taken StaleReads after the latest such press returned (so
-	// showing the hardware off after it: its shutdown is over) was seen,
-	// PressOverFor how long ago (monotonic) that reading ended. A press
+	// previous process, see Status.LastPress). PressOver says that an
+	// unbroken run of Off readings taken StaleReads after the latest such
+	// press returned, OffSettle long (so showing the hardware off after
+	// it: its shutdown is over; unknown readings do not break the run),
+	// was seen, PressOverFor how long ago (monotonic) the reading that
+	// completed the run ended. A press
 	// that timed out may still be carried out: its shutdown is never over
 	// by a reading, only by SoftTimeout.
 	SincePress   time.Duration
@@ -814,22 +816,26 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 			break // released: power on (it powers nothing off)
 		}
 		// Someone else powered the held host on: record it (once per
-		// evidence) and power it off again at once.
+		// evidence) and power it off again at once, hard whatever the
+		// reboot's mode: the host may sit where the power button does
+		// nothing (firmware setup, a boot loader, an OS that ignores
+		// ACPI), and a soft power-off sent for ever would leave it
+		// running while it is held.
 		if !st.HoldBroken.After(st.LastPoweredOff) {
 			st.HoldBroken = p
 		}
 		d.Phase = PhasePoweringOff
-		if c.wait(o.LastCall, ActionPowerOff, st.Mode, now, o.Power, d) {
+		if c.wait(o.LastCall, ActionPowerOff, power.ModeHard, now, o.Power, d) {
 			d.RequeueAfter = min(d.RequeueAfter, c.cap(c.readBackoff(o.LastCall, now)))
 			return
 		}
-		if w, no := c.pressWait(o, st.Mode); no {
+		if w, no := c.pressWait(o, power.ModeHard); no {
 			d.Reason = "held host read on; its power-off presses the power button: wait for an On reading that cannot be an echo"
 			d.RequeueAfter = c.cap(w)
 			return
 		}
-		d.Power, d.Mode = ActionPowerOff, st.Mode
-		d.Reason = "held host read on (powered on by someone else): power off " + st.Mode.String()
+		d.Power, d.Mode = ActionPowerOff, power.ModeHard
+		d.Reason = "held host read on (powered on by someone else): power off hard"
 		d.RequeueAfter = c.QuickPoll
 		return
 	case power.StateTransitioning:

@@ -97,15 +97,21 @@
 //     sent only on an On reading taken StaleReads after this controller's
 //     previous power-on and power-off, and after the shutdown of its
 //     previous press is over: Config.SoftTimeout + StaleReads after the
-//     press, or StaleReads after an Off reading taken StaleReads after the
-//     press returned (that reading shows the hardware off after it). A
+//     press, or StaleReads after an unbroken run of Off readings taken
+//     StaleReads after the press returned and Config.OffSettle long (that
+//     run shows the hardware off after it, as the evidence rule asks). A
 //     press refused before it reached the hardware (a refused login, a
-//     Pool's back-off, a refusal for leadership) counts as none; one that
-//     timed out counts for the whole SoftTimeout. Every press is recorded
-//     in Status.LastPress by a versioned write before it is sent, so a
-//     restarted controller counts a press as possibly in effect from its
-//     start if LastPress is set (or a reboot was pending, or Online=false
-//     enforced) (Observed.SinceOff, SincePress, PressOver, QuietFor).
+//     Pool's back-off, a call never sent (power.ErrNotSent), a refusal
+//     for leadership) counts as none; one that timed out counts for the
+//     whole SoftTimeout. Every press is recorded in Status.LastPress by a
+//     versioned write before it is sent, so a restarted controller counts
+//     a press as possibly in effect from its start if LastPress is set
+//     (or a reboot was pending, or Online=false enforced), and a
+//     controller that reads, in any later pass, a LastPress (or a pending
+//     reboot, or an Online=false being enforced) it did not write (another
+//     leader's, written while it stood by) counts that press (power-off)
+//     as sent at that pass, never earlier (Observed.SinceOff, SincePress,
+//     PressOver, QuietFor).
 //     Such a reading cannot echo a state from before a shutdown it
 //     started.
 //     While a reboot is pending it reads again after Config.QuickPoll
@@ -151,8 +157,11 @@
 // A held host (evidence covers every request, keyed requests or
 // Online=false remain) is read every PollInterval. Read On, someone else
 // powered it on: the controller records it in Status.HoldBroken (once per
-// evidence) and powers it off again in the same pass (backing off as above
-// if it keeps reading On). Client.HoldBroken reports it. Evidence for
+// evidence) and powers it off again, hard whatever the reboot's mode (the
+// host may sit where the power button does nothing: firmware setup, a
+// boot loader, an OS that ignores ACPI), in the same pass (backing off as
+// above if it keeps reading On; a hard power-off that may press the
+// button waits as above for an On reading that cannot be an echo). Client.HoldBroken reports it. Evidence for
 // earlier instants stays true.
 //
 // A request is new when its annotation and value were not among those
@@ -218,7 +227,10 @@
 //	    compare-and-swap if the new leader wrote the host since its read,
 //	    and otherwise its timestamps count as known only from the new
 //	    leader's next read, never from its start
-//	    (TestIssue36LeaderHandoverLateWrite).
+//	    (TestIssue36LeaderHandoverLateWrite). A standby runs passes too
+//	    (reads only): what its first pass read does not stop it from
+//	    counting a press or power-off the old leader recorded later
+//	    (TestReview36_StandbyMemoryIgnoresOtherLeadersPress).
 //
 // Under them:
 //

@@ -10,8 +10,10 @@ import (
 // Call.Class: power.Classify, except that a call that was not carried out
 // is power.ClassBusy, "not tried, try again after Config.RetryDelay". Not
 // carried out are a refused login (power.ErrAuth: a password rotation in
-// progress, say) and a power.Pool's refusal while it backs off
-// (power.ErrBackoff), and a Guard's or a power wrapper's refusal for
+// progress, say), a power.Pool's refusal while it backs off
+// (power.ErrBackoff), a call the Pool or the adapter never sent
+// (power.ErrNotSent: no session, or the adapter's own refusal before
+// sending, such as a press it holds back), and a Guard's or a power wrapper's refusal for
 // leadership (an error wrapping ErrNotLeader): none says anything about
 // the host or its OS, so none may turn a soft power-off into a hard one;
 // only SoftTimeout does.
@@ -23,8 +25,10 @@ func CallClass(err error) power.Class {
 }
 
 // notCarriedOut reports whether err says the call never reached the
-// hardware: a refused login, a Pool's back-off, a refusal for leadership.
-// (A timeout or a busy answer may have been carried out.)
+// hardware: a refused login, a Pool's back-off, a call never sent
+// (power.ErrNotSent), a refusal for leadership. (A timeout or a busy
+// answer may have been carried out.)
 func notCarriedOut(err error) bool {
-	return err != nil && (errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) || errors.Is(err, ErrNotLeader))
+	return err != nil && (errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) || errors.Is(err, power.ErrNotSent) ||
+		errors.Is(err, ErrNotLeader))
 }

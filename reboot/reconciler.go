@@ -146,6 +146,9 @@ type memory struct {
 	// unknown readings began; valid while unknownRun.
 	unknownSince time.Duration
 	unknownRun   bool
+	// own are the values of the status that show a power-off known to
+	// this controller (see sinceOff).
+	own ownValues
 }
 
 // offState is what a Reconciler remembers of its power-offs of one host
@@ -166,10 +169,15 @@ type offState struct {
 	// may be carried out later).
 	returned  bool
 	pressDone time.Duration
-	// over: an Off reading taken StaleReads after pressDone was seen; it
-	// ended at overAt.
+	// over: an unbroken run of Off readings taken StaleReads after
+	// pressDone, OffSettle long, was seen; its last reading ended at
+	// overAt.
 	over   bool
 	overAt time.Duration
+	// inRun: the readings since runStart (monotonic) that qualify are an
+	// unbroken run of Off readings (unknown ones aside).
+	inRun    bool
+	runStart time.Duration
 }
 
 // processStart anchors the default monotonic clock.
@@ -269,6 +277,13 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // have flipped back while the OS still shuts down). A LastPress later than
 // the wall clock at the start was written after it (by a previous leader
 // finishing late): its press counts from now.
+//
+// In any later pass, a status that shows a power-off this controller did
+// not write (a PendingRebootSince, OfflineSince or LastPress value it
+// neither wrote nor knew: another leader's, written while this one stood
+// by) counts as a power-off, and a LastPress as a press, sent now: from
+// when this controller first saw it, never earlier, and whatever it
+// remembered of its own presses (their shutdown is no longer known over).
 func (h *memory) sinceOff(first bool, st Status, m time.Duration, late bool) (time.Duration, time.Duration) {
 	o := &h.off
 	if first && !h.forgot {
@@ -278,6 +293,13 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late bool) (ti
 			o.lastPress = m
 		}
 	}
+	if off, press := h.own.foreign(st); !first && off {
+		o.noOff, o.lastOff = false, max(o.lastOff, m)
+		if press {
+			*o = offState{lastOff: o.lastOff, lastPress: max(o.lastPress, m)}
+		}
+	}
+	h.own.note(st)
 	sinceOff, sincePress := m-o.lastOff, m-o.lastPress
 	if o.noOff {
 		sinceOff = math.MaxInt64
@@ -289,11 +311,25 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late bool) (ti
 }
 
 // sawState notes a reading of state taken between the monotonic times m
-// and after: an Off reading taken StaleReads after the last press
-// returned shows the hardware off after it, so its shutdown is over.
-func (o *offState) sawState(state power.State, m, after, stale time.Duration) {
-	if state == power.StateOff && !o.noPress && o.returned && !o.over && m-stale >= o.pressDone {
-		o.over, o.overAt = true, after
+// and after: Off readings taken StaleReads after the last press returned
+// show the hardware off after it, so its shutdown is over, once their
+// unbroken run (unknown readings do not break it) is OffSettle (settle)
+// long, as the evidence rule asks (A1: a BMC may say Off up to OffSettle
+// before the hardware is off).
+func (o *offState) sawState(state power.State, m, after, stale, settle time.Duration) {
+	if o.noPress || !o.returned || o.over {
+		return
+	}
+	switch {
+	case state == power.StateOff && m-stale >= o.pressDone:
+		if !o.inRun {
+			o.inRun, o.runStart = true, m
+		}
+		if m-o.runStart >= settle {
+			o.over, o.overAt = true, after
+		}
+	case state != power.StateUnknown:
+		o.inRun = false
 	}
 }
 
@@ -366,7 +402,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall))
-	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads)
+	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(state, m, cfg.OffSettle)
 	r.mu.Unlock()
 

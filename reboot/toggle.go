@@ -39,10 +39,10 @@ func (o Observed) toggles(m power.Mode) bool {
 //   - after a power-on, or a power-off that cannot press (a forced one),
 //     StaleReads after it (QuietFor, SinceOff);
 //   - after a press for a power-off (SincePress), the OS may shut down
-//     until SoftTimeout: StaleReads after that, unless an Off reading
-//     taken StaleReads after the press (so showing the hardware off after
-//     it: the shutdown is over) came first (PressOver); then StaleReads
-//     after that reading (PressOverFor).
+//     until SoftTimeout: StaleReads after that, unless an unbroken run of
+//     Off readings taken StaleReads after the press, OffSettle long (so
+//     showing the hardware off after it: the shutdown is over), came
+//     first (PressOver); then StaleReads after that run (PressOverFor).
 //
 // Any other reading (Off, unknown, transitioning, or an On that may echo
 // the state before our own call) sends nothing: a press to a host that is

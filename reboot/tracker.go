@@ -99,9 +99,11 @@ type Reading struct {
 //     unbounded only if the first pass's Status has no LastPress, and
 //     counted from this pass if that LastPress is later than the start's
 //     wall clock (written after the start).
-//   - PressOver: an Off reading taken (Mono) at least StaleReads after the
-//     last press's Sent returned success was seen since that press;
-//     PressOverFor is Mono since the ReadEnd of the first such reading.
+//   - PressOver: an unbroken run (unknown readings do not break it) of
+//     Off readings, each taken (Mono) at least StaleReads after the last
+//     press's Sent returned success, lasting at least OffSettle, was seen
+//     since that press; PressOverFor is Mono since the ReadEnd of the
+//     reading that completed the first such run.
 //   - SincePending, SinceRequest, SinceRewrite, SinceLastRewrite: Mono
 //     since the Tracker first knew the current Status.PendingRebootSince,
 //     LastRequestSeen, RewriteSeen and LastRewriteSeen: since the pass
@@ -147,7 +149,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall))
-	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads)
+	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
 	t.m, t.version, t.o = m, h.Version, o
 	return o
@@ -241,6 +243,57 @@ func (h *memory) wrote(o Observed, st Status, m time.Duration) {
 		h.rew.add(v, m)
 	}
 	h.lastRew.add(st.LastRewriteSeen, m)
+	h.own.note(st)
+}
+
+// ownValues are the values of the Status fields that show a power-off
+// (PendingRebootSince, OfflineSince, LastPress) this controller knows: it
+// wrote them, read them in its first pass (dated from its start), or
+// already honoured them as another writer's. A value not among them is
+// another writer's (a previous leader's, across a handover).
+type ownValues struct {
+	pend, offline, press timeSet
+}
+
+// note adds st's values.
+func (v *ownValues) note(st Status) {
+	v.pend.add(st.PendingRebootSince)
+	v.offline.add(st.OfflineSince)
+	v.press.add(st.LastPress)
+}
+
+// foreign reports whether st shows a power-off (a pending reboot, Online
+// false enforced, a press) and whether a press whose values this
+// controller does not know: another writer may have sent it.
+func (v *ownValues) foreign(st Status) (off, press bool) {
+	press = !st.LastPress.IsZero() && !v.press.has(st.LastPress)
+	off = press || st.Pending() && !v.pend.has(st.PendingRebootSince) ||
+		!st.OfflineSince.IsZero() && !v.offline.has(st.OfflineSince)
+	return off, press
+}
+
+// timeSet holds the latest few values of a timestamp.
+type timeSet struct {
+	at [4]time.Time
+	n  int
+}
+
+func (t *timeSet) has(v time.Time) bool {
+	for i := 0; i < t.n; i++ {
+		if t.at[i].Equal(v) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *timeSet) add(v time.Time) {
+	if v.IsZero() || t.has(v) {
+		return
+	}
+	copy(t.at[1:], t.at[:len(t.at)-1])
+	t.at[0] = v
+	t.n = min(t.n+1, len(t.at))
 }
 
 // called remembers the outcome of a power call and returns it with
@@ -257,8 +310,8 @@ func (h *memory) called(c Call) Call {
 // sawState notes a reading of state taken between the monotonic times m
 // and after (see offState.sawState) and returns Observed.PressOver and
 // PressOverFor.
-func (h *memory) sawState(state power.State, m, after, stale time.Duration) (bool, time.Duration) {
-	h.off.sawState(state, m, after, stale)
+func (h *memory) sawState(state power.State, m, after, stale, settle time.Duration) (bool, time.Duration) {
+	h.off.sawState(state, m, after, stale, settle)
 	return h.off.over, m - h.off.overAt
 }
 

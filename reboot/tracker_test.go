@@ -314,3 +314,41 @@ func TestTrackerPressFields(t *testing.T) {
 		t.Fatalf("LastPress before the start: SincePress %v, want 10s", o.SincePress)
 	}
 }
+
+// Review 36 round 2 (TestReview36_StandbyMemoryIgnoresOtherLeadersPress
+// for the Tracker): a press or power-off that the status shows after the
+// first pass, and that this Tracker did not write (another leader's), is
+// counted from the pass that first saw it, never earlier, whatever the
+// first pass showed; the Tracker's own writes are not.
+func TestTrackerHonoursOtherWritersPress(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := reboot.Config{}
+	tr := reboot.NewTracker(0, t0)
+	h := reboot.Host{Name: "n", Version: "1", Online: true}
+	read := func(s time.Duration, st power.State) reboot.Observed {
+		return tr.Observe(reboot.Reading{Host: h, Power: st, Now: t0.Add(s), Mono: s, ReadEnd: s, SoftToggles: true}, cfg)
+	}
+	if o := read(time.Minute, power.StateOn); o.SinceOff != math.MaxInt64 || o.SincePress != math.MaxInt64 {
+		t.Fatalf("first pass, idle: %+v", o)
+	}
+	tr.Applied(reboot.Decision{}, "")
+	// This Tracker writes a pending reboot: its own, no power-off.
+	own := h.Status
+	own.PendingRebootSince = t0.Add(2 * time.Minute)
+	tr.Applied(reboot.Decision{UpdateStatus: true, Status: own}, "2")
+	h.Version, h.Status = "2", own
+	if o := read(2*time.Minute, power.StateOn); o.SinceOff != math.MaxInt64 || o.SincePress != math.MaxInt64 {
+		t.Fatalf("own pending reboot counted as a power-off: %+v", o)
+	}
+	tr.Applied(reboot.Decision{}, "")
+	// Another leader presses (LastPress written by it, 10 s earlier).
+	h.Version = "3"
+	h.Status.LastPress = t0.Add(3*time.Minute - 10*time.Second)
+	if o := read(3*time.Minute, power.StateOn); o.SinceOff != 0 || o.SincePress != 0 || o.PressOver {
+		t.Fatalf("another writer's press not counted from now: %+v", o)
+	}
+	tr.Applied(reboot.Decision{}, "")
+	if o := read(4*time.Minute, power.StateOn); o.SincePress != time.Minute {
+		t.Fatalf("the other writer's press dated again: %+v", o)
+	}
+}

@@ -345,6 +345,10 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 	for attempt := 0; ; attempt++ {
 		if c.sess == nil {
 			if err := c.connect(ctx); err != nil {
+				if attempt == 0 {
+					// Nothing of this call went out.
+					return notSent(op, c.classify(op, err))
+				}
 				return err
 			}
 		}
@@ -361,6 +365,18 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 			return c.classify(op, err)
 		}
 	}
+}
+
+// notSent marks err (classified: it holds a *power.Error), the error of
+// a call that sent nothing (no session could be opened, or the state it
+// needs could not be read), with power.ErrNotSent: it certainly changed
+// nothing.
+func notSent(op string, err error) error {
+	var pe *power.Error
+	if !errors.As(err, &pe) {
+		return &power.Error{Op: op, Class: power.ClassBusy, Message: "not sent", Err: power.ErrNotSent}
+	}
+	return &power.Error{Op: pe.Op, Class: pe.Class, Status: pe.Status, Message: pe.Message, Err: fmt.Errorf("%w: %w", power.ErrNotSent, pe)}
 }
 
 // errNoRepeat marks an error of f that do must not repeat f after, on a
@@ -518,11 +534,11 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 func (c *Controller) unread(op string, err error) error {
 	var pe *power.Error
 	if !errors.As(err, &pe) {
-		return c.classify(op, err)
+		return notSent(op, c.classify(op, err))
 	}
 	return &power.Error{Op: op, Class: pe.Class, Status: pe.Status,
 		Message: "no soft shutdown sent: the power state could not be read, and on some BMCs a soft shutdown presses the power button (retry, or power off hard)",
-		Err:     pe}
+		Err:     fmt.Errorf("%w: %w", power.ErrNotSent, pe)}
 }
 
 // Completion codes by class (IPMI v2.0 table 5-2).

@@ -20,8 +20,9 @@
 //     not within Config.SoftTimeout + StaleReads of its previous press for
 //     a power-off (the OS may still be shutting down from it: an On read
 //     may be an echo, and a press would power on a host that is off),
-//     or, once a read begun StaleReads after that press (answered with
-//     success) showed Off, within StaleReads of that read. A press refused
+//     or, once an unbroken run of reads begun StaleReads after that press
+//     (answered with success) showed Off for Config.OffSettle, within
+//     StaleReads of the read that completed the run. A press refused
 //     for its credentials was not carried out and does not count.
 //     TogglesOff says which power-offs are presses (reboot.Toggler). A BMC
 //     that echoes the state from before an out-of-band power change can
@@ -172,6 +173,12 @@ type Config struct {
 	// previous one, so that the On read it needs cannot be an echo of the
 	// state before that shutdown. Default 180 s (reboot.Config's).
 	SoftTimeout time.Duration
+	// OffSettle is how long before the hardware is off the BMC may
+	// already report Off (reboot.Config.OffSettle): a press's shutdown
+	// counts as over only once an unbroken run of Off reads, begun
+	// StaleReads after the press, is OffSettle long. Zero: the first such
+	// read.
+	OffSettle time.Duration
 }
 
 // Controller is a power.Controller for one Redfish ComputerSystem. It is
@@ -192,6 +199,9 @@ type Controller struct {
 	// read that began StaleReads after it showed Off (its shutdown over).
 	pushOK     bool
 	pushOverAt time.Time
+	// pushOffRun: when the current unbroken run of Off reads begun
+	// StaleReads after that press began (zero: none).
+	pushOffRun time.Time
 	// toggles holds, after each read of the allowable values, bit 1 if a
 	// soft and bit 2 if a hard power-off is PushPowerButton (TogglesOff).
 	toggles atomic.Uint32
@@ -454,19 +464,41 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 		return power.StateUnknown, c.classify("state", err)
 	}
 	switch strings.ToLower(string(sys.PowerState)) {
-	case "on":
-		return power.StateOn, nil
 	case "off":
-		// Taken StaleReads after a press that was answered, an Off read
-		// shows the hardware off after it: its shutdown is over.
+		// Taken StaleReads after a press that was answered, an unbroken
+		// run of Off reads OffSettle long shows the hardware off after
+		// it: its shutdown is over. (A BMC may say Off up to OffSettle
+		// before the hardware is off.)
 		if c.pushOK && c.pushOverAt.IsZero() && sent.Sub(c.lastOffPush) >= c.staleReads() {
-			c.pushOverAt = c.now()
+			if c.pushOffRun.IsZero() {
+				c.pushOffRun = sent
+			}
+			if sent.Sub(c.pushOffRun) >= c.cfg.OffSettle {
+				c.pushOverAt = c.now()
+			}
 		}
 		return power.StateOff, nil
 	case "poweringon", "poweringoff":
+		c.pushOffRun = time.Time{}
 		return power.StateTransitioning, nil
+	case "on":
+		c.pushOffRun = time.Time{}
+		return power.StateOn, nil
 	}
 	return power.StateUnknown, nil
+}
+
+// notSent is the error of a command not sent because the state it needs
+// could not be read: of the read's class, matching power.ErrNotSent (it
+// certainly changed nothing) and whatever the read's error matches.
+func notSent(op string, err error) error {
+	pe := &power.Error{Op: op, Class: power.Classify(err), Message: "not sent: the power state could not be read"}
+	var re *power.Error
+	if errors.As(err, &re) {
+		pe.Class, pe.Status = re.Class, re.Status
+	}
+	pe.Err = fmt.Errorf("%w: %w", power.ErrNotSent, err)
+	return pe
 }
 
 // withSession runs f with a client bound to ctx, and once more after
@@ -517,7 +549,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 	// running that the caller is fencing. Anything else needs a read.
 	blindOff := want == power.StateOff && rt != "" && !toggle
 	if err != nil && !blindOff {
-		return err
+		return notSent(op, err)
 	}
 	if err == nil && cur == want && !blindOff {
 		return nil
@@ -531,13 +563,13 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		// opposite state; anything else may power on a host that is off.
 		if !opposite(cur, want) {
 			return &power.Error{Op: op, Class: power.ClassBusy,
-				Message: fmt.Sprintf("PushPowerButton toggles the power and the state reads %s, not %s: not sent", cur, oppositeOf(want))}
+				Message: fmt.Sprintf("PushPowerButton toggles the power and the state reads %s, not %s: not sent", cur, oppositeOf(want)), Err: power.ErrNotSent}
 		}
 		// Right after a reset of ours, the read may echo the state from
 		// before it.
 		if since := c.now().Sub(c.lastReset); !c.lastReset.IsZero() && since >= 0 && since < c.staleReads() {
 			return &power.Error{Op: op, Class: power.ClassBusy,
-				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last reset the state read may be stale: not sent", since.Round(time.Millisecond))}
+				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last reset the state read may be stale: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
 		}
 		// After a press for a power-off, the OS may shut down until
 		// SoftTimeout, and a read shows a state up to StaleReads old:
@@ -546,7 +578,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		if since, over := c.now().Sub(c.lastOffPush), c.now().Sub(c.pushOverAt); want == power.StateOff && !c.lastOffPush.IsZero() && since >= 0 &&
 			(c.pushOverAt.IsZero() && since < c.softTimeout()+c.staleReads() || !c.pushOverAt.IsZero() && over >= 0 && over < c.staleReads()) {
 			return &power.Error{Op: op, Class: power.ClassBusy,
-				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond))}
+				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
 		}
 	}
 	c.lastReset = c.now()
@@ -566,7 +598,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		// A press refused for its credentials (the session expired and
 		// the login was refused) was not carried out and shuts nothing
 		// down; any other outcome, a timeout included, may have pressed.
-		c.lastOffPush, c.pushOK, c.pushOverAt = c.now(), pe == nil, time.Time{}
+		c.lastOffPush, c.pushOK, c.pushOverAt, c.pushOffRun = c.now(), pe == nil, time.Time{}, time.Time{}
 	}
 	if err == nil {
 		return nil

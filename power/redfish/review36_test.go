@@ -65,3 +65,38 @@ func TestReview36_AdapterPressWindowClosesOnOffRead(t *testing.T) {
 	r.clk.Advance(21 * time.Second)
 	require.False(t, r.hw.HardwareOn())
 }
+
+// Review 36 round 2 (TestReview36_EarlyOffEndsPressWindow at the
+// adapter): with Config.OffSettle, one Off read does not show a press's
+// shutdown over (a BMC may say Off up to OffSettle early); an unbroken
+// run of Off reads OffSettle long does.
+func TestPressWindowNeedsOffSettleRun(t *testing.T) {
+	r := newRig(t, redfishtest.Quirks{NoGraceful: true}, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	r.cfg.OffSettle = 10 * time.Second
+	c := r.connect(t)
+	require.NoError(t, c.Off(ctx, power.ModeSoft))
+	r.clk.Advance(31 * time.Second)
+	s, err := c.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, power.StateOff, s)
+	r.clk.Advance(31 * time.Second)
+	r.hw.OutOfBandOn()
+	err = c.Off(ctx, power.ModeSoft)
+	require.ErrorIs(t, err, power.ErrNotSent, "one Off read, 31 s ago: the shutdown is not shown over")
+	require.Len(t, r.bmc.Resets(), 1)
+
+	// Off reads 31 s and 41 s after a press: a run OffSettle long.
+	r.clk.Advance(4 * time.Minute)
+	require.NoError(t, c.Off(ctx, power.ModeSoft))
+	require.Len(t, r.bmc.Resets(), 2)
+	for _, d := range []time.Duration{31 * time.Second, 10 * time.Second} {
+		r.clk.Advance(d)
+		s, err := c.State(ctx)
+		require.NoError(t, err)
+		require.Equal(t, power.StateOff, s)
+	}
+	r.clk.Advance(31 * time.Second)
+	r.hw.OutOfBandOn()
+	require.NoError(t, c.Off(ctx, power.ModeSoft), "31 s after the run of Off reads ended")
+	require.Len(t, r.bmc.Resets(), 3)
+}
