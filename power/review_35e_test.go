@@ -52,3 +52,44 @@ func TestReview35_TransientSystem401OnAttachFencesNeighbourOut(t *testing.T) {
 	assert.NoError(t, err, "the fence of host A (right credentials, open session) was refused after B's one 401")
 	assert.False(t, hwA.HardwareOn(), "ground truth: system 1 is still on after its fence")
 }
+
+// TestReview35_SharedReloginRefusalCountedTwice: blades 1 and 2, one
+// session-auth login. A's session expires on the BMC while the password is
+// rotated there. Host B's attach finds the session expired (401), and
+// power/redfish's share re-logs in through the Pool's gate: the BMC
+// refuses that one login; the gate's done records it (failedLocked), and
+// then Pool.attach (72c773f) records the same refusal again. One refused
+// login thus counts as two in a row: the first pause is 2×AuthBackoff
+// (60 s), where the doc says AuthBackoff (30 s) after an authentication
+// failure, doubling with each further one. With the rotation undone on the
+// BMC at 31 s, host A's call is still refused. Ground truth: the
+// emulator's log holds one refused login.
+func TestReview35_SharedReloginRefusalCountedTwice(t *testing.T) {
+	b, srv, _ := chassis(t, 2)
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+
+	a := pool.Controller("a", systemTarget(srv, "1", bmcPassword))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	b.Quirks.SessionRequests = 1 // A's session expires at its next request (the server is idle)
+	b.SetCredentials("admin", "rotated")
+
+	hostB := pool.Controller("b", systemTarget(srv, "2", bmcPassword))
+	_, err = hostB.State(ctx)
+	require.ErrorIs(t, err, power.ErrAuth)
+	refused := 0
+	for _, l := range b.LoginLog() {
+		if !l.OK {
+			refused++
+		}
+	}
+	require.Equal(t, 1, refused, "ground truth: the BMC refused one login")
+
+	b.SetCredentials("admin", bmcPassword) // the rotation is undone
+	b.Quirks.SessionRequests = 0
+	clk.Advance(31 * time.Second) // past AuthBackoff after one refusal
+	_, err = a.State(ctx)
+	assert.NoError(t, err, "31 s after one refused login (AuthBackoff 30 s), host A's login is still not tried")
+}
