@@ -93,3 +93,33 @@ func TestReview35_SharedReloginRefusalCountedTwice(t *testing.T) {
 	_, err = a.State(ctx)
 	assert.NoError(t, err, "31 s after one refused login (AuthBackoff 30 s), host A's login is still not tried")
 }
+
+// TestReview35_SessionLoginAcceptedThen401OnSystemBacksOffLogin: with
+// session auth, a login the BMC accepted (a session made: the emulator's
+// own log says the credentials are right) followed by one transient 401
+// on the GET of the host's system is, since 72c773f, reported by
+// redfish.discover as ErrAuth ("refused credentials, whatever the listing
+// says"), and the Pool counts it as a refused login: AuthBackoff (30 s,
+// doubling to 30 min) for every host with these credentials that has no
+// open session. The next call, a fence, is refused although the BMC never
+// refused the credentials. Before 72c773f the 401 fell through to the
+// listing and the host was found. Ground truth: the emulator's login log
+// (every login accepted) and system 1's hardware, still on.
+func TestReview35_SessionLoginAcceptedThen401OnSystemBacksOffLogin(t *testing.T) {
+	b, srv, hw := chassis(t, 2)
+	pool := newPool(t, newClock(), power.PoolConfig{}) // the clock stands still: any back-off holds
+	ctx := context.Background()
+
+	b.FailNextGet("/redfish/v1/Systems/1", http.StatusUnauthorized, "") // one transient 401, after the login
+	a := pool.Controller("a", systemTarget(srv, "1", bmcPassword))
+	_, _ = a.State(ctx)
+	for _, l := range b.LoginLog() {
+		require.True(t, l.OK, "ground truth: the BMC accepted every login")
+	}
+	err := a.Off(ctx, power.ModeHard)
+	assert.NoError(t, err, "the fence was refused after a login the BMC accepted")
+	assert.False(t, hw[0].HardwareOn(), "ground truth: system 1 is still on after its fence")
+	c := pool.Controller("c", systemTarget(srv, "2", bmcPassword))
+	_, err = c.State(ctx)
+	assert.NoError(t, err, "host C (right credentials) is refused after A's accepted login")
+}
