@@ -43,8 +43,7 @@ func TestReview35_TransientSystem401OnAttachFencesNeighbourOut(t *testing.T) {
 
 	b.FailNextGet("/redfish/v1/Systems/2", http.StatusUnauthorized, "") // one transient 401 on B's system
 	hostB := pool.Controller("b", basicTarget(srv, "2", bmcPassword))
-	_, err = hostB.State(ctx)
-	require.Error(t, err)
+	_, _ = hostB.State(ctx)
 
 	_, err = a.State(ctx)
 	assert.NoError(t, err, "host A's open session was retired and its call refused after B's one 401")
