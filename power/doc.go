@@ -49,8 +49,9 @@
 //     exception is a Connect that fails with ErrNoSystem, whose login the
 //     BMC's authenticated answer proved: that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff;
-//     a refused password met while joining a shared session retires that
-//     session and backs the login off):
+//     a request refused while a host joins a shared session backs that
+//     host alone off, AuthBackoff doubling up to MaxAuthBackoff, and
+//     leaves the session to the hosts whose calls still work):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
 //     authentication failure AuthBackoff (30 s) doubling up to
 //     MaxAuthBackoff (30 min), so a BMC with a wrong password sees at most

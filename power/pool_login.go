@@ -108,7 +108,7 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 		if e.ownLast != nil && now.Before(e.ownUntil) {
 			p.mu.Unlock()
 			return nil, nil, &Error{Op: op, Class: ClassFailed,
-				Message: fmt.Sprintf("not tried: this host's system was not found on the BMC %d time(s) in a row, next try in %s",
+				Message: fmt.Sprintf("not tried: this host's own connection to the BMC failed %d time(s) in a row, next try in %s",
 					e.ownFails, e.ownUntil.Sub(now).Round(time.Millisecond)),
 				Err: errors.Join(ErrBackoff, e.ownLast)}
 		}
@@ -176,15 +176,13 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 		return nil, nil, nil, true
 	case err != nil:
 		// Not a login: the host's own failure (a system not found, a
-		// read that timed out), no back-off of the login; but a refused
-		// password (rotated on the BMC) means the shared session's
-		// credentials no longer work: it goes, and the login backs off.
+		// read that timed out, one request refused), no back-off of the
+		// login and the shared session stays (its other hosts' calls
+		// tell whether it still works; a re-login the adapter made
+		// went through the gate, which counted it). A missing system or
+		// a refused request backs this host alone off.
 		if _, ok := err.(*Error); !ok {
 			err = &Error{Op: "connect", Class: Classify(err), Err: err}
-		}
-		if errors.Is(err, ErrAuth) {
-			p.failedLocked(e.cr, err)
-			p.retireLocked(s)
 		}
 		p.ownLocked(e, err)
 		return nil, nil, err, false
@@ -311,18 +309,23 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 }
 
 // ownLocked records a Connect failure of e that is its own (p.mu held):
-// ErrNoSystem backs e alone off, Backoff doubling up to MaxBackoff.
+// ErrNoSystem backs e alone off, Backoff doubling up to MaxBackoff, and
+// ErrAuth (met while joining a shared session) AuthBackoff doubling up to
+// MaxAuthBackoff.
 func (p *Pool) ownLocked(e *entry, err error) {
-	if !errors.Is(err, ErrNoSystem) {
+	d, limit := p.cfg.Backoff, p.cfg.MaxBackoff
+	switch {
+	case errors.Is(err, ErrAuth):
+		d, limit = p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
+	case !errors.Is(err, ErrNoSystem):
 		return
 	}
 	e.ownFails++
 	e.ownLast = err
-	d := p.cfg.Backoff
-	for i := 1; i < e.ownFails && d < p.cfg.MaxBackoff; i++ {
+	for i := 1; i < e.ownFails && d < limit; i++ {
 		d *= 2
 	}
-	e.ownUntil = p.cfg.Now().Add(min(d, p.cfg.MaxBackoff))
+	e.ownUntil = p.cfg.Now().Add(min(d, limit))
 }
 
 // gate returns the LoginGate of login cr.

@@ -328,9 +328,12 @@ func (c *Controller) discover(ctx context.Context) error {
 			c.systemURI = sys.ODataID
 			return c.readReset(ctx, sys.RawData)
 		}
-		if err != nil {
+		if err != nil && c.cfg.BasicAuth {
+			// With basic auth nothing proved the credentials yet: a
+			// refusal here is theirs, whatever the listing says. (With a
+			// session the login proved them; the listing decides.)
 			if e := c.classify("read system", err); errors.Is(e, power.ErrAuth) {
-				return e // refused credentials, whatever the listing says
+				return e
 			}
 		}
 	}
