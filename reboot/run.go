@@ -20,8 +20,8 @@ type Loop struct {
 	Reconcile func(ctx context.Context, key string) (Next, error)
 	// Keys lists every key to reconcile (your host or machine names). The
 	// Runner calls it at start and every Runner.Resync, reconciles each
-	// key listed, and stops watching keys no longer listed. nil: only the
-	// keys given to Runner.Add.
+	// key listed, and stops watching keys no longer listed (a listing
+	// that fails forgets no key). nil: only the keys given to Runner.Add.
 	Keys func(ctx context.Context) ([]string, error)
 	// Watch, if set, returns a channel that receives a value whenever key
 	// changes (HostWatcher.Watch has this shape), closed when ctx is done.
@@ -92,6 +92,10 @@ const (
 	DefaultPassTimeout = 2 * time.Minute
 )
 
+// firstWatchWait bounds how long a new key's first pass waits for the
+// first try of its watch.
+const firstWatchWait = time.Second
+
 type runKey struct {
 	loop int
 	key  string
@@ -130,7 +134,8 @@ type runResult struct {
 }
 
 // Add wakes key of the loop named loop (reconciled at once, and watched
-// from now on). It may be called before or while Run runs; it blocks only
+// from now on; a key new to a loop with a Watch is reconciled as soon as
+// its watch is in place, and within a second whatever the watch does). It may be called before or while Run runs; it blocks only
 // while 1024 wake-ups wait for Run to take them.
 func (r *Runner) Add(loop, key string) error {
 	for i, l := range r.Loops {
@@ -199,7 +204,15 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	listed := make(chan []runKey, len(r.Loops))
+	type listing struct {
+		loop int
+		keys []runKey
+		err  error
+	}
+	listed := make(chan listing, len(r.Loops))
+	// A loop whose latest listing failed forgets none of its keys: a
+	// failed listing is not "no longer listed".
+	listFailed := make([]bool, len(r.Loops))
 	wakes := make(chan runKey, 256)
 	list := func() {
 		for i, l := range r.Loops {
@@ -212,14 +225,13 @@ func (r *Runner) Run(ctx context.Context) error {
 				keys, err := l.Keys(lctx)
 				if err != nil {
 					r.warn(ctx, l.Name, "", "list keys", err)
-					return
 				}
 				ks := make([]runKey, len(keys))
 				for j, k := range keys {
 					ks[j] = runKey{i, k}
 				}
 				select {
-				case listed <- ks:
+				case listed <- listing{i, ks, err}:
 				case <-ctx.Done():
 				}
 			}()
@@ -252,7 +264,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	// wake reconciles k now, unless k is new and has a watch: its first
 	// pass then waits for the watch to be set up (the watch wakes it),
 	// so that no change made between that pass's read and the watch's
-	// start is missed.
+	// start is missed; but no longer than firstWatchWait (a watch that
+	// does not return: an informer that never syncs).
 	wake := func(k runKey) {
 		s := keys[k]
 		if s == nil {
@@ -263,6 +276,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				s.stop = wcancel
 				s.listed = true
 				go r.watch(wctx, w, k, wakes)
+				schedule(s, time.Now().Add(firstWatchWait))
 				return
 			}
 		}
@@ -320,15 +334,16 @@ func (r *Runner) Run(ctx context.Context) error {
 			if s := keys[k]; s != nil {
 				schedule(s, time.Now())
 			}
-		case ks := <-listed:
-			for _, k := range ks {
+		case l := <-listed:
+			listFailed[l.loop] = l.err != nil
+			for _, k := range l.keys {
 				wake(k)
 			}
 		case <-tick.C:
 			// Keys of listing loops not listed since the last tick are
 			// forgotten (their watches end) once nothing is due for them.
 			for k, s := range keys {
-				if r.Loops[k.loop].Keys == nil {
+				if r.Loops[k.loop].Keys == nil || listFailed[k.loop] {
 					continue
 				}
 				if !s.listed && !s.running && s.index < 0 {
