@@ -1,0 +1,107 @@
+package reboot_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// appliedTimeoutStore is a HostStore whose next Update, once armed, is
+// applied and then reported as failed (an API write whose answer timed
+// out after the server applied it: the caller cannot tell).
+type appliedTimeoutStore struct {
+	*fake.RebootHosts
+	mu    sync.Mutex
+	armed bool
+}
+
+func (s *appliedTimeoutStore) arm() { s.mu.Lock(); s.armed = true; s.mu.Unlock() }
+
+func (s *appliedTimeoutStore) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
+	w, err := s.RebootHosts.Update(ctx, h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && s.armed {
+		s.armed = false
+		return reboot.Host{}, context.DeadlineExceeded
+	}
+	return w, err
+}
+
+// Review 36 round 3: the round-2 fix counts a LastPress (or a pending
+// reboot) that this controller "neither wrote nor knew" as another
+// leader's press sent at the pass that first saw it (ownValues.foreign).
+// But "wrote" means "saw its write succeed": a write that the store
+// applied while its answer timed out is not noted. The pass that decided
+// the first soft press of a reboot writes PendingRebootSince and
+// LastPress, the write times out (applied), so no press is sent; the next
+// pass reads its own LastPress, takes it for a foreign press sent now,
+// and waits SoftTimeout + StaleReads before any press. At SoftTimeout the
+// soft reboot falls back to hard: on a BMC whose soft power-off is the
+// power button (iLO-like), a soft reboot is a hard power cut, the OS
+// never asked to shut down (the very harm of issue 36 point 3, now from
+// one timed-out write). Expected: the soft power-off goes out within
+// RetryDelay (plus a pass) of the failed write, and no hard power-off is
+// sent while the soft shutdown may still run.
+func TestReview36_AppliedWriteTimeoutTurnsSoftIntoHard(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 45 * time.Second, Lag: time.Second})
+	store := &appliedTimeoutStore{RebootHosts: fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})}
+	r := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	// The controller has known the host, idle and on, for a while.
+	_, err := r.Reconcile(ctx, "h")
+	require.NoError(t, err)
+	clk.Advance(time.Minute)
+
+	c := &reboot.Client{Hosts: store, Key: "fencing", Now: clk.Now}
+	_, err = c.Request(ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	start := clk.Real()
+	store.arm() // the first status write of the reboot times out, applied
+	for end := start.Add(4 * time.Minute); clk.Real().Before(end); {
+		res, err := r.Reconcile(ctx, "h")
+		next := res.RequeueAfter
+		if err != nil || res.Requeue || next <= 0 {
+			next = 10 * time.Millisecond
+		}
+		clk.Advance(next)
+	}
+	var firstSoft, firstHard time.Time
+	for _, call := range pw.Calls() {
+		if call.Op != fake.OpOff {
+			continue
+		}
+		if call.Mode == power.ModeSoft && firstSoft.IsZero() {
+			firstSoft = call.At
+		}
+		if call.Mode == power.ModeHard && firstHard.IsZero() {
+			firstHard = call.At
+		}
+	}
+	cfg := reboot.DefaultConfig()
+	if firstSoft.IsZero() || firstSoft.Sub(start) > cfg.RetryDelay+cfg.QuickPoll+time.Second {
+		t.Errorf("soft reboot: the first soft power-off went out at %v after the request (zero: never), want within RetryDelay of the failed write",
+			sub(firstSoft, start))
+	}
+	if !firstHard.IsZero() {
+		t.Errorf("soft reboot cut hard %v after the request; first soft power-off at %v; truth %s",
+			firstHard.Sub(start), sub(firstSoft, start), rebootcheck.DescribeTruth(pw))
+	}
+}
+
+func sub(a, b time.Time) time.Duration {
+	if a.IsZero() {
+		return 0
+	}
+	return a.Sub(b)
+}
