@@ -105,3 +105,62 @@ func sub(a, b time.Time) time.Duration {
 	}
 	return a.Sub(b)
 }
+
+// Review 36 round 3: A4's standby sentence covers a press or power-off
+// the old leader recorded, not its power-on. Status.LastPoweredOn is
+// written by a versioned write before every power-on, exactly as
+// LastPress before a press, yet a value of it that this controller
+// neither wrote nor knew does not restart QuietFor: the standby that
+// takes over counts the old leader's power-on as "never" (QuietFor since
+// its own start). On a BMC whose only reset type is PushPowerButton (On
+// is a press, as step "an unknown reading never powers on" warns), leader
+// A powers an Online host on and loses its lease; B takes over 5 s later,
+// reads Off (a 20 s stale echo from before A's power-on, within A1), and
+// presses the button again: the host A just powered on is powered off,
+// while Online is true and no reboot is requested. Expected: B waits
+// StaleReads after the first pass that read A's LastPoweredOn, as A would
+// have after its own power-on, and the host stays on.
+func TestReview36_StandbyIgnoresOtherLeadersPowerOn(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, Lag: time.Second,
+		Report: fake.Report{Stale: 20 * time.Second, NoTransitioning: true}})
+	pw.OutOfBandOff()
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false})
+	lease := &testLease{clk: clk}
+	lease.give("a", time.Hour)
+	pc := func(string) (power.Controller, error) { return pw, nil }
+	ra := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Power: pc, Guard: &leaseGuard{l: lease, id: "a"}}
+	rb := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Power: pc, Guard: &leaseGuard{l: lease, id: "b"}}
+	clk.Advance(time.Minute)
+	_, err := ra.Reconcile(ctx, "h")
+	require.NoError(t, err)
+	_, _ = rb.Reconcile(ctx, "h") // standby: reads only
+	clk.Advance(5 * time.Minute)
+	require.False(t, pw.HardwareOn())
+
+	// The operator sets Online; leader A powers the host on.
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	start := clk.Real()
+	res, err := ra.Reconcile(ctx, "h")
+	require.NoError(t, err)
+	require.Equal(t, reboot.ActionPowerOn, res.Decision.Power, res.Decision.Reason)
+	clk.Advance(2 * time.Second)
+	require.True(t, pw.HardwareOn(), "A powered the host on")
+	// A's lease ends (it is paused); B takes over 5 s after A's power-on.
+	clk.Advance(3 * time.Second)
+	lease.give("b", time.Hour)
+	for end := start.Add(3 * time.Minute); clk.Real().Before(end); {
+		res, err := rb.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 10 * time.Millisecond
+		}
+		clk.Advance(next)
+	}
+	if pw.WasOffDuring(start.Add(2*time.Second), clk.Real()) {
+		t.Fatalf("the new leader pressed the button of the host the old leader had just powered on (Online true, no request) and powered it off; truth %s",
+			rebootcheck.DescribeTruth(pw))
+	}
+}
