@@ -164,3 +164,61 @@ func TestReview36_StandbyIgnoresOtherLeadersPowerOn(t *testing.T) {
 			rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// noHardOff is a BMC that offers no hard power-off (a Redfish system
+// whose allowable reset types are On and GracefulShutdown only: the
+// adapter answers ClassUnsupported for hard); soft works.
+type noHardOff struct{ *fake.Power }
+
+func (n noHardOff) Off(ctx context.Context, m power.Mode) error {
+	if m == power.ModeHard {
+		return &power.Error{Op: power.OpName(m), Class: power.ClassUnsupported, Message: "none of [ForceOff PushPowerButton] among the allowable reset types"}
+	}
+	return n.Power.Off(ctx, m)
+}
+
+// Review 36 round 3: the round-2 fix powers a broken hold off "hard
+// whatever the reboot's mode", with no way back to soft: heldOff sends a
+// hard power-off, the BMC answers unsupported, wait() never waits on
+// ClassUnsupported, and the next pass sends hard again, for ever. A held
+// host (keyed annotation present) powered on out of band on a BMC that
+// offers only a graceful power-off is never powered off again, though A2
+// promises it within PollInterval plus the read's staleness, and soft
+// (the reboot's own mode, which did it before the fix) would work.
+func TestReview36_HoldBreakHardUnsupportedNeverPowersOff(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 10 * time.Second, Lag: time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	r := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic,
+		Power: func(string) (power.Controller, error) { return noHardOff{pw}, nil }}
+	run := func(limit time.Duration) {
+		for end := clk.Real().Add(limit); clk.Real().Before(end); {
+			res, err := r.Reconcile(ctx, "h")
+			require.NoError(t, err)
+			next := res.RequeueAfter
+			if res.Requeue || next <= 0 {
+				next = 10 * time.Millisecond
+			}
+			clk.Advance(next)
+		}
+	}
+	run(time.Minute)
+	c := &reboot.Client{Hosts: store, Key: "fencing", Now: clk.Now}
+	tk, err := c.Request(ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	run(3 * time.Minute)
+	f, err := c.Fenced(ctx, tk)
+	require.NoError(t, err)
+	require.True(t, f, "fenced by the soft power-off")
+	require.False(t, pw.HardwareOn())
+	pw.OutOfBandOn()
+	at := clk.Real()
+	run(10 * time.Minute)
+	cfg := reboot.DefaultConfig()
+	bound := cfg.SoftTimeout + cfg.PollInterval + cfg.StaleReads
+	if !pw.WasOffDuring(at.Add(time.Second), at.Add(bound)) {
+		t.Fatalf("held host powered on out of band on a BMC without a hard power-off: not powered off within %v (still on after 10 min: %v); truth %s",
+			bound, pw.HardwareOn(), rebootcheck.DescribeTruth(pw))
+	}
+}
