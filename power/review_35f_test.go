@@ -1,0 +1,158 @@
+package power_test
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// refusalLog wraps an emulated BMC and records, on the test's clock, every
+// request the BMC answered 401 that carried basic-auth credentials with
+// password pw: the refused authentications the BMC saw (ground truth at
+// the BMC's side: with basic auth every request is an authentication, and
+// a BMC's lockout counts each).
+type refusalLog struct {
+	h   http.Handler
+	now func() time.Time
+	pw  string
+
+	mu      sync.Mutex
+	refused []time.Time
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(s int) { w.status = s; w.ResponseWriter.WriteHeader(s) }
+
+func (l *refusalLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	l.h.ServeHTTP(sw, r)
+	a := r.Header.Get("Authorization")
+	raw, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(a, "Basic "))
+	if sw.status == http.StatusUnauthorized && strings.HasPrefix(a, "Basic ") && strings.HasSuffix(string(raw), ":"+l.pw) {
+		l.mu.Lock()
+		l.refused = append(l.refused, l.now())
+		l.mu.Unlock()
+	}
+}
+
+func (l *refusalLog) times() []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Time(nil), l.refused...)
+}
+
+// basicChassis serves n systems behind one BMC, through a refusalLog.
+func basicChassis(t *testing.T, n int, clk *manualClock) (*redfishtest.BMC, *httptest.Server, []*fake.Power, *refusalLog) {
+	t.Helper()
+	hw := []*fake.Power{fake.NewPower(time.Now, fake.PowerConfig{})}
+	b := redfishtest.NewBMC(time.Now, hw[0], "admin", bmcPassword)
+	for i := 2; i <= n; i++ {
+		p := fake.NewPower(time.Now, fake.PowerConfig{})
+		hw = append(hw, p)
+		b.AddSystem(string(rune('0'+i)), p)
+	}
+	log := &refusalLog{h: b, now: clk.Now, pw: bmcPassword}
+	srv := httptest.NewTLSServer(log)
+	t.Cleanup(srv.Close)
+	return b, srv, hw, log
+}
+
+// TestReview35_RotatedBasicAuthEachJoinerHammersBMC: five blades behind
+// one service, one BasicAuth login. Host A connected (its shared session
+// is open) and then has nothing to do (the kube controllers and the
+// executor call a host only while an operation on it runs). The password
+// is rotated on the BMC. Hosts B..E each get work and call State every
+// 5 s for 5 minutes. Since f455107, a 401 met while joining backs the
+// joining host off alone and leaves the shared session and the login's
+// back-off alone; the joiners' failed attaches even keep the stale
+// session from going idle (doneLocked refreshes lastUsed), so nothing
+// ever retires it: every host tries the refused password on its own
+// schedule. Ground truth (the BMC's side): 16 refused basic-auth
+// authentications in 5 minutes, 8 in the first minute, where the package
+// doc promises "a BMC with a wrong password sees at most two logins a
+// minute with it, and fewer as the failures go on" (30 s doubling: at most
+// 4 in 5 minutes). A BMC with an account lockout (iDRAC, iLO, OpenBMC's
+// pam_faillock) locks the account out for every host and every operator.
+func TestReview35_RotatedBasicAuthEachJoinerHammersBMC(t *testing.T) {
+	clk := newClock()
+	b, srv, _, log := basicChassis(t, 5, clk)
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+
+	a := pool.Controller("a", basicTarget(srv, "1", bmcPassword))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	b.SetCredentials("admin", "rotated")
+
+	var hosts []power.Controller
+	for _, id := range []string{"2", "3", "4", "5"} {
+		hosts = append(hosts, pool.Controller("h"+id, basicTarget(srv, id, bmcPassword)))
+	}
+	for step := 0; step < 60; step++ { // 5 minutes, a call every 5 s
+		for _, h := range hosts {
+			_, err := h.State(ctx)
+			if err != nil {
+				assert.ErrorIs(t, err, power.ErrAuth, "the operator is told the password is wrong")
+			}
+		}
+		clk.Advance(5 * time.Second)
+	}
+	refused := log.times()
+	t.Logf("refused basic-auth authentications at the BMC: %d in 5 min, at most %d in one minute", len(refused), maxPerMinute(refused))
+	assert.LessOrEqual(t, maxPerMinute(refused), 2, "ground truth: the BMC saw more than two refused logins a minute with the wrong password")
+	assert.LessOrEqual(t, len(refused), 5, "ground truth: the BMC saw more refused logins in 5 minutes than AuthBackoff doubling allows (4)")
+}
+
+// TestReview35_RecoveredAuthStillRefusesJoinerFence: three blades, one
+// BasicAuth login, host A connected and idle. The BMC refuses the
+// credentials for 10 minutes (its directory service for the account is
+// down, or a rotation is rolled back on the BMC; the Secret never
+// changes, so the Pool's login stays the same). Host B, which needs work,
+// calls State every 5 s meanwhile: each refused join doubles B's own
+// back-off (f455107: AuthBackoff doubling up to MaxAuthBackoff), which no
+// success of its login ends. Once the BMC accepts the credentials again,
+// host A's call with the very same credentials on the very same session
+// succeeds, yet B's fence (a hard Off) is refused for minutes more with
+// an error that says the password is wrong. The doc: "A success, or an
+// answer from the BMC, ends the back-off of its login". Ground truth: the
+// emulator accepts the credentials (A's read) and system 2 stays on.
+func TestReview35_RecoveredAuthStillRefusesJoinerFence(t *testing.T) {
+	clk := newClock()
+	b, srv, hw, _ := basicChassis(t, 3, clk)
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+
+	a := pool.Controller("a", basicTarget(srv, "1", bmcPassword))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+
+	b.SetCredentials("admin", "directory-down")
+	hostB := pool.Controller("b", basicTarget(srv, "2", bmcPassword))
+	for step := 0; step < 120; step++ { // 10 minutes
+		_, _ = hostB.State(ctx)
+		clk.Advance(5 * time.Second)
+	}
+	b.SetCredentials("admin", bmcPassword) // the BMC accepts them again
+
+	_, err = a.State(ctx)
+	require.NoError(t, err, "ground truth: the BMC accepts the credentials again")
+	clk.Advance(5 * time.Second)
+	err = hostB.Off(ctx, power.ModeHard)
+	assert.NoError(t, err, "host B's fence was refused (its own back-off) after the same credentials worked for host A")
+	assert.False(t, hw[1].HardwareOn(), "ground truth: system 2 is still on after its fence")
+}
