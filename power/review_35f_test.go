@@ -3,6 +3,7 @@ package power_test
 import (
 	"context"
 	"encoding/base64"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -155,4 +156,84 @@ func TestReview35_RecoveredAuthStillRefusesJoinerFence(t *testing.T) {
 	err = hostB.Off(ctx, power.ModeHard)
 	assert.NoError(t, err, "host B's fence was refused (its own back-off) after the same credentials worked for host A")
 	assert.False(t, hw[1].HardwareOn(), "ground truth: system 2 is still on after its fence")
+}
+
+// deadBlade wraps an emulated BMC: every GET of path is answered 500 (the
+// chassis manager cannot reach that blade), and every request is counted
+// (ground truth at the BMC's side).
+type deadBlade struct {
+	h    http.Handler
+	path string
+
+	mu             sync.Mutex
+	requests, dead int
+}
+
+func (d *deadBlade) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	d.requests++
+	isDead := r.Method == http.MethodGet && strings.TrimSuffix(r.URL.Path, "/") == d.path
+	if isDead {
+		d.dead++
+	}
+	d.mu.Unlock()
+	if isDead {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"error":{"code":"Base.1.8.InternalError","message":"the blade does not answer"}}`)
+		return
+	}
+	d.h.ServeHTTP(w, r)
+}
+
+func (d *deadBlade) counts() (requests, dead int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.requests, d.dead
+}
+
+// TestReview35_FailedJoinNeverBacksOff: eight blades behind one chassis
+// manager, one session login; host A connected. Blade 8's management path
+// is dead: the manager answers every GET of /Systems/8 with 500. Host H
+// (blade 8) is being remediated and its caller reads its state every 5 s.
+// Each call finds the shared session open and joins it (Pool.attach):
+// the join fails with neither ErrNoSystem nor ErrAuth, and since
+// f455107/72c773f such a failure backs off nothing (ownLocked returns,
+// the login is not counted): the next call joins again at once. Each join
+// is the GET of the system and, on its failure, the listing of every
+// system of the chassis (redfish.discover): 10 requests to the manager
+// that serves the seven healthy blades, every 5 s, for as long as the
+// blade is dead. The package doc: a failed Connect backs its login off
+// "whatever the reason ... the one exception is a Connect that fails with
+// ErrNoSystem" (which backs the host off alone); the same failure on the
+// login path backs off (Backoff 1 s doubling up to 2 min: about 9 tries in
+// 5 minutes). Ground truth: the manager's own request counts.
+func TestReview35_FailedJoinNeverBacksOff(t *testing.T) {
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, hw, "admin", bmcPassword)
+	for i := 2; i <= 8; i++ {
+		b.AddSystem(string(rune('0'+i)), fake.NewPower(time.Now, fake.PowerConfig{}))
+	}
+	d := &deadBlade{h: b, path: "/redfish/v1/Systems/8"}
+	srv := httptest.NewTLSServer(d)
+	t.Cleanup(srv.Close)
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+
+	a := pool.Controller("a", systemTarget(srv, "1", bmcPassword))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	before, _ := d.counts()
+
+	h := pool.Controller("h", systemTarget(srv, "8", bmcPassword))
+	for step := 0; step < 60; step++ { // 5 minutes, a call every 5 s
+		_, err := h.State(ctx)
+		require.Error(t, err)
+		clk.Advance(5 * time.Second)
+	}
+	after, dead := d.counts()
+	tries := dead / 2 // each join GETs /Systems/8, then lists every system, 8 included
+	t.Logf("blade 8: %d joins in 5 min, %d requests to the chassis manager", tries, after-before)
+	assert.LessOrEqual(t, tries, 12, "ground truth: the dead blade's joins were tried at the caller's rate, never backed off")
 }
