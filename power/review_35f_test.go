@@ -237,3 +237,39 @@ func TestReview35_FailedJoinNeverBacksOff(t *testing.T) {
 	t.Logf("blade 8: %d joins in 5 min, %d requests to the chassis manager", tries, after-before)
 	assert.LessOrEqual(t, tries, 12, "ground truth: the dead blade's joins were tried at the caller's rate, never backed off")
 }
+
+// TestReview35_TransientJoin401RefusesFenceForAuthBackoff: two blades,
+// one BasicAuth login, host A connected. The BMC answers one GET of
+// /Systems/2 with 401 although the credentials are right (HPE iLO, AMI
+// and NVIDIA GB200/GB300 BMCs are known to answer intermittent 401s to
+// valid credentials: dsx-ai-factory/infra-controller#69 and #5349 retry
+// them; Supermicro: mrlhansen/idrac_exporter#178). Host B joins A's
+// session at that moment. Since 72c773f discover returns that one 401 as
+// ErrAuth without looking further (with basic auth), and since f455107
+// the Pool backs host B alone off for AuthBackoff (30 s, doubling). Host
+// A's call right after, with the same credentials on the same session,
+// succeeds (the BMC accepts them), but B's fence one second later is
+// refused with an error saying the password is wrong. The same 401 on a
+// connected host's call costs nothing but that call: its next call is
+// tried at once. Ground truth: system 2's hardware stays on.
+func TestReview35_TransientJoin401RefusesFenceForAuthBackoff(t *testing.T) {
+	clk := newClock()
+	b, srv, hw, _ := basicChassis(t, 2, clk)
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+
+	a := pool.Controller("a", basicTarget(srv, "1", bmcPassword))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+
+	b.FailNextGet("/redfish/v1/Systems/2", http.StatusUnauthorized, "") // one intermittent 401
+	hostB := pool.Controller("b", basicTarget(srv, "2", bmcPassword))
+	_, _ = hostB.State(ctx)
+	_, err = a.State(ctx)
+	require.NoError(t, err, "ground truth: the BMC accepts the credentials")
+
+	clk.Advance(time.Second)
+	err = hostB.Off(ctx, power.ModeHard)
+	assert.NoError(t, err, "host B's fence was refused for AuthBackoff after one intermittent 401 on valid credentials")
+	assert.False(t, hw[1].HardwareOn(), "ground truth: system 2 is still on after its fence")
+}
