@@ -48,10 +48,12 @@
 //     reason; a login that outlives ConnectTimeout included; the one
 //     exception is a Connect that fails with ErrNoSystem, whose login the
 //     BMC's authenticated answer proved: that failure is the host's own,
-//     and backs that host alone off, Backoff doubling up to MaxBackoff;
-//     a request refused while a host joins a shared session backs that
-//     host alone off, AuthBackoff doubling up to MaxAuthBackoff, and
-//     leaves the session to the hosts whose calls still work):
+//     and backs that host alone off, Backoff doubling up to MaxBackoff,
+//     as does any other failure of a host joining a shared session; a
+//     refusal of the credentials met while joining counts once against
+//     the login (hosts without a session of their own, joiners included,
+//     wait out its back-off) and leaves the session to the hosts whose
+//     calls still work, whose next success ends the back-off):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
 //     authentication failure AuthBackoff (30 s) doubling up to
 //     MaxAuthBackoff (30 min), so a BMC with a wrong password sees at most

@@ -113,6 +113,14 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 				Err: errors.Join(ErrBackoff, e.ownLast)}
 		}
 		if s := cr.shared; s != nil && !e.noShare && s.ctrl != nil {
+			// Joining is not a call on an open session of this host's:
+			// it waits out the login's back-off (a refused join counts
+			// against the login, so that joiners of a password rotated
+			// on the BMC do not each retry it at their callers' rate).
+			if err := p.backoffErrLocked(op, cr, now); err != nil {
+				p.mu.Unlock()
+				return nil, nil, err
+			}
 			s2, ctrl, err, again := p.attach(ctx, op, e, s)
 			if again {
 				continue
@@ -162,6 +170,10 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *session, _ Controller, _ error, again bool) {
 	e.connecting = true
 	p.useLocked(s)
+	lastUsed := s.lastUsed
+	// A refused re-login the adapter made meanwhile (through the gate,
+	// power/redfish's share) is counted already.
+	authFailures := e.cr.authFailures
 	actx, cancel := context.WithTimeout(WithConnectInfo(ctx, ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr)}), p.cfg.ConnectTimeout)
 	connect := e.target.Connect
 	p.mu.Unlock()
@@ -175,16 +187,28 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 		e.noShare = true
 		return nil, nil, nil, true
 	case err != nil:
-		// Not a login: the host's own failure (a system not found, a
-		// read that timed out, one request refused), no back-off of the
-		// login and the shared session stays (its other hosts' calls
-		// tell whether it still works; a re-login the adapter made
-		// went through the gate, which counted it). A missing system or
-		// a refused request backs this host alone off.
+		// Not a login of its own. A refusal of the credentials counts
+		// once against the login (unless the adapter's re-login went
+		// through the gate, which counted it): every host without a
+		// session of its own then waits out the back-off, and hosts
+		// whose calls work keep the session (their calls tell whether
+		// it still works). Any other failure (a system not found or
+		// failing, a lookup that timed out) backs this host alone off.
+		// A failed join does not keep the session from idling out.
 		if _, ok := err.(*Error); !ok {
 			err = &Error{Op: "connect", Class: Classify(err), Err: err}
 		}
-		p.ownLocked(e, err)
+		if s.lastUsed.After(lastUsed) && s.inUse == 0 {
+			s.lastUsed = lastUsed
+		}
+		switch {
+		case errors.Is(err, ErrAuth):
+			if e.cr.authFailures == authFailures {
+				p.failedLocked(e.cr, err)
+			}
+		case ctx.Err() == nil: // not the caller's cancellation or deadline
+			p.ownLocked(e, err)
+		}
 		return nil, nil, err, false
 	case s.retired || p.hosts[e.host] != e || p.closed:
 		return nil, nil, nil, true // nothing of its own to close
@@ -309,17 +333,14 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 }
 
 // ownLocked records a Connect failure of e that is its own (p.mu held):
-// ErrNoSystem backs e alone off, Backoff doubling up to MaxBackoff, and
-// ErrAuth (met while joining a shared session) AuthBackoff doubling up to
-// MaxAuthBackoff.
+// it backs e alone off, Backoff doubling up to MaxBackoff. The caller's
+// cancellation, a refusal without a try (ErrBackoff) and a refusal of the
+// credentials (the login's, not the host's) are not counted.
 func (p *Pool) ownLocked(e *entry, err error) {
-	d, limit := p.cfg.Backoff, p.cfg.MaxBackoff
-	switch {
-	case errors.Is(err, ErrAuth):
-		d, limit = p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
-	case !errors.Is(err, ErrNoSystem):
+	if errors.Is(err, context.Canceled) || errors.Is(err, ErrBackoff) || errors.Is(err, ErrAuth) {
 		return
 	}
+	d, limit := p.cfg.Backoff, p.cfg.MaxBackoff
 	e.ownFails++
 	e.ownLast = err
 	for i := 1; i < e.ownFails && d < limit; i++ {

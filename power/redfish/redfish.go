@@ -324,17 +324,21 @@ func (c *Controller) discover(ctx context.Context) error {
 	cl := client.WithContext(ctx)
 	if id := c.cfg.SystemID; id != "" {
 		sys, err := schemas.GetComputerSystem(cl, "/redfish/v1/Systems/"+url.PathEscape(id))
-		if err == nil && sys.ID == id {
-			c.systemURI = sys.ODataID
-			return c.readReset(ctx, sys.RawData)
-		}
 		if err != nil && c.cfg.BasicAuth {
 			// With basic auth nothing proved the credentials yet: a
-			// refusal here is theirs, whatever the listing says. (With a
-			// session the login proved them; the listing decides.)
+			// refusal here is theirs, whatever the listing says (with a
+			// session the login proved them; the listing decides). It is
+			// not read again: each read with a refused password counts
+			// towards the account's lockout; the Pool backs the login
+			// off, and a success of another host's call on the same
+			// credentials ends that back-off.
 			if e := c.classify("read system", err); errors.Is(e, power.ErrAuth) {
 				return e
 			}
+		}
+		if err == nil && sys.ID == id {
+			c.systemURI = sys.ODataID
+			return c.readReset(ctx, sys.RawData)
 		}
 	}
 	systems, err := cl.GetService().Systems()
