@@ -35,7 +35,7 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 	// password_file) is a new login, tried at once, not one backing off
 	// after the old password's refusals.
 	cfg := fmt.Sprintf("%s user=%s env=%s file=%s secret=%s ca=%s insecure=%v basic=%v cipher=%d priv=%s",
-		addr, b.Username, b.PasswordEnv, b.PasswordFile, f.secretPrint(b), b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite, b.Privilege)
+		addr, b.Username, b.PasswordEnv, b.PasswordFile, f.secretPrint(b), b.CAFile, b.InsecureSkipVerify(), b.UseBasicAuth(), b.CipherSuite, b.Privilege)
 	return f.pool.Controller(uuid, power.Target{BMC: addr, Config: cfg, Connect: func(ctx context.Context) (power.Controller, error) {
 		var c power.Controller
 		var err error
@@ -85,7 +85,7 @@ func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads time.Dur
 		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite,
 			Privilege: b.Privilege})
 	}
-	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure,
+	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.UseBasicAuth(), InsecureSkipVerify: b.InsecureSkipVerify(),
 		SystemID: b.System, SoftTimeout: softTimeout, StaleReads: staleReads}
 	if b.CAFile != "" {
 		pem, err := os.ReadFile(b.CAFile)

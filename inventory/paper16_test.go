@@ -1,0 +1,103 @@
+package inventory
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Issue 38, point 16: the inventory's paper cuts an operator met.
+
+const twoRedfish = `
+defaults:
+  bmc: {username: admin, password_env: BMC_PASSWORD, insecure: true, basic_auth: true}
+servers:
+  - uuid: a
+    hostname: node-a
+    bmc: {redfish: "https://10.0.0.1"}
+    health: {tcp: "10.0.1.1:22"}
+  - uuid: b
+    hostname: node-b
+    bmc: {redfish: "https://10.0.0.2", insecure: false, basic_auth: false}
+    health: {tcp: "10.0.1.2:22"}
+`
+
+// TestServerFalseOverridesDefaultTrue: a server's insecure: false and
+// basic_auth: false win over defaults of true, as the README says ("a
+// server's own value wins"). Before, both were ORed with the default: the
+// server skipped certificate verification although it said not to.
+func TestServerFalseOverridesDefaultTrue(t *testing.T) {
+	inv, err := Parse([]byte(twoRedfish))
+	require.NoError(t, err)
+	a, _ := inv.Server("node-a")
+	b, _ := inv.Server("node-b")
+	assert.True(t, inv.BMCOf(a).InsecureSkipVerify(), "node-a inherits insecure: true")
+	assert.True(t, inv.BMCOf(a).UseBasicAuth(), "node-a inherits basic_auth: true")
+	assert.False(t, inv.BMCOf(b).InsecureSkipVerify(), "node-b's insecure: false wins")
+	assert.False(t, inv.BMCOf(b).UseBasicAuth(), "node-b's basic_auth: false wins")
+}
+
+// TestCipherSuiteOnlySupported: only the cipher suites the IPMI adapter
+// speaks (3 and 17) are accepted; cipher_suite: 99 was accepted and
+// failed only at the first login.
+func TestCipherSuiteOnlySupported(t *testing.T) {
+	for _, cs := range []string{"99", "1", "-3", "2"} {
+		doc := strings.Replace(good, `bmc: {ipmi: "10.0.0.11",`, `bmc: {ipmi: "10.0.0.11", cipher_suite: `+cs+`,`, 1)
+		_, err := Parse([]byte(doc))
+		if assert.ErrorIs(t, err, ErrInvalid, cs) {
+			assert.Contains(t, err.Error(), "cipher_suite", cs)
+			assert.Contains(t, err.Error(), "3 (the default) or 17", cs)
+		}
+	}
+	for _, cs := range []string{"3", "17"} {
+		doc := strings.Replace(good, `bmc: {ipmi: "10.0.0.11",`, `bmc: {ipmi: "10.0.0.11", cipher_suite: `+cs+`,`, 1)
+		_, err := Parse([]byte(doc))
+		assert.NoError(t, err, cs)
+	}
+	doc := strings.Replace(good, "password_env: BMC_PASSWORD", "password_env: BMC_PASSWORD\n    cipher_suite: 99", 1)
+	_, err := Parse([]byte(doc))
+	assert.ErrorIs(t, err, ErrInvalid, "a bad default is refused too")
+}
+
+// TestHostnamesDifferingInCaseRefused: hostnames are names of machines
+// (DNS is case-insensitive): two servers whose hostnames differ only in
+// case would be one machine to an operator, and the executor's own server
+// is identified case aside. Before, both were accepted.
+func TestHostnamesDifferingInCaseRefused(t *testing.T) {
+	doc := strings.Replace(good, "hostname: compute-1", "hostname: HN0", 1)
+	_, err := Parse([]byte(doc))
+	if assert.ErrorIs(t, err, ErrInvalid) {
+		assert.Contains(t, err.Error(), "hn0")
+	}
+}
+
+// TestTwoServersOneBMCRefused: two servers naming the same BMC (the same
+// Redfish service and system, or the same IPMI address) would power each
+// other off. Before, Load, the dry run and the executor accepted them.
+func TestTwoServersOneBMCRefused(t *testing.T) {
+	for name, repl := range map[string][2]string{
+		"same redfish":             {`"https://10.0.0.2", insecure`, `"https://10.0.0.1", insecure`},
+		"same redfish, port, case": {`"https://10.0.0.2", insecure`, `"HTTPS://10.0.0.1:443/", insecure`},
+		"same system":              {`"https://10.0.0.2", insecure`, `"https://10.0.0.1", system: "1", insecure`},
+	} {
+		doc := strings.Replace(twoRedfish, repl[0], repl[1], 1)
+		if name == "same system" {
+			doc = strings.Replace(doc, `{redfish: "https://10.0.0.1"}`, `{redfish: "https://10.0.0.1", system: "1"}`, 1)
+		}
+		_, err := Parse([]byte(doc))
+		if assert.ErrorIs(t, err, ErrInvalid, name) {
+			assert.Contains(t, err.Error(), "node-a", name)
+		}
+	}
+	// Two systems of one Redfish service are two servers.
+	doc := strings.Replace(twoRedfish, `{redfish: "https://10.0.0.1"}`, `{redfish: "https://10.0.0.1", system: "1"}`, 1)
+	doc = strings.Replace(doc, `"https://10.0.0.2", insecure`, `"https://10.0.0.1", system: "2", insecure`, 1)
+	_, err := Parse([]byte(doc))
+	assert.NoError(t, err, "two systems of one BMC")
+	// IPMI: one system per address.
+	ipmi := strings.Replace(good, `{redfish: "https://10.0.0.10"}`, `{ipmi: "10.0.0.11:623"}`, 1)
+	_, err = Parse([]byte(ipmi))
+	assert.ErrorIs(t, err, ErrInvalid, "same IPMI address")
+}
