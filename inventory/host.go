@@ -188,7 +188,11 @@ func (h hostRecord) needsKeeping() bool {
 
 // boltHosts is the reboot.HostStore of the fleet: one hostRecord per
 // server in the state file.
-type boltHosts struct{ db *bolt.DB }
+type boltHosts struct {
+	db *bolt.DB
+	// written, if set, is told every record written.
+	written func(name string, rec hostRecord)
+}
 
 func (s *boltHosts) load(name string) (hostRecord, error) {
 	var rec hostRecord
@@ -226,6 +230,8 @@ func (s *boltHosts) modify(name string, change func(*hostRecord) error) (hostRec
 	})
 	if errors.Is(err, errSkip) {
 		err = nil
+	} else if err == nil && s.written != nil {
+		s.written(name, rec)
 	}
 	return rec, err
 }

@@ -120,6 +120,7 @@ func (e *env) executor(args []string) int {
 	interval := fs.Duration("interval", 5*time.Second, "time between passes")
 	drain := fs.Duration("drain-timeout", 15*time.Minute, "a job must have drained its server this long after it started")
 	jobTimeout := fs.Duration("job-timeout", time.Hour, "a reboot job must have power-cycled its server this long after it was created")
+	retention := fs.Duration("job-retention", time.Hour, "how long an ended job stays in the fleet state file once its plan has recorded its end")
 	services := fs.Duration("services-timeout", time.Hour, "a rebooted server's health check must pass this long after its power cycle")
 	soft := fs.Duration("soft-timeout", 3*time.Minute, "how long a soft shutdown may take before a hard power-off")
 	stale := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
@@ -182,7 +183,7 @@ func (e *env) executor(args []string) int {
 	}
 	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
 		Reboot:     reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
-		JobTimeout: *jobTimeout, ServicesTimeout: *services, Poll: *poll, Logger: logger, Self: selfUUID, MaybeSelf: maybeSelf,
+		JobTimeout: *jobTimeout, ServicesTimeout: *services, JobRetention: *retention, Poll: *poll, Logger: logger, Self: selfUUID, MaybeSelf: maybeSelf,
 		OnBMCError: m.bmcError,
 		PlanCheck: func(ctx context.Context, planUUID, jobUUID string) (bool, string, error) {
 			if err := holds(ctx, store, me); err != nil {
@@ -451,8 +452,37 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 	}); err != nil {
 		return err
 	}
+	// The jobs whose reboots their plans have recorded as ended leave the
+	// fleet state file (after its retention), so that it and every pass
+	// stay the size of the reboots in flight.
+	if _, err := fleet.Prune(func(j inventory.JobRecord) bool {
+		return jobNeeded(views, failed, lerr, j)
+	}); err != nil {
+		return err
+	}
 	if lerr != nil {
 		return lerr
 	}
 	return perr
+}
+
+// jobNeeded says whether a plan may still look at an ended job: its plan
+// could not be read this pass (failed, or the list failed), or its reboot
+// of that job has not ended (a plan whose reboot has ended never creates
+// or reads that job again; what show and report say of it is in the plan
+// store). A plan that is gone needs nothing.
+func jobNeeded(views map[string]plan.View, failed map[string]bool, listErr error, j inventory.JobRecord) bool {
+	if listErr != nil || failed[j.Plan] {
+		return true
+	}
+	v, ok := views[j.Plan]
+	if !ok {
+		return false
+	}
+	for _, r := range v.Reboots {
+		if r.JobUUID == j.UUID && !r.Step.Ended() {
+			return true
+		}
+	}
+	return false
 }
