@@ -107,3 +107,24 @@ func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads time.Dur
 	}
 	return c, err
 }
+
+// operatorText is a BMC error as an operator reads it: the Redfish
+// adapter's advice to a library user when a login finds no
+// SessionService ("set BasicAuth", a Go field) becomes the inventory key
+// to set, on every path (a first connect is reworded by Connect; a
+// re-login of an expired session is not).
+func operatorText(err error, hostname string) string {
+	var h *hintError
+	if errors.Is(err, redfish.ErrNoSessionService) && !errors.As(err, &h) {
+		return "the BMC of " + hostname + " has no Redfish session service (sushy-tools has none): set basic_auth: true in its bmc section of the inventory"
+	}
+	return err.Error()
+}
+
+// serverName is server's hostname (its UUID if the inventory lacks it).
+func (f *Fleet) serverName(server string) string {
+	if s, ok := f.inv.Server(server); ok {
+		return s.Hostname
+	}
+	return server
+}

@@ -237,7 +237,7 @@ func (f *Fleet) noteCall(server, op string, err error) {
 	if f.opts.OnBMCError != nil {
 		f.opts.OnBMCError(class)
 	}
-	msg := termsafe.Clean(err.Error()) // the BMC's words: never a control character
+	msg := termsafe.Clean(operatorText(err, f.serverName(server))) // the BMC's words: never a control character
 	if len(msg) > 300 {
 		msg = msg[:300] + "..."
 	}

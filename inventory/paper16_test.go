@@ -1,11 +1,15 @@
 package inventory
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish"
 )
 
 // Issue 38, point 16: the inventory's paper cuts an operator met.
@@ -100,4 +104,26 @@ func TestTwoServersOneBMCRefused(t *testing.T) {
 	ipmi := strings.Replace(good, `{redfish: "https://10.0.0.10"}`, `{ipmi: "10.0.0.11:623"}`, 1)
 	_, err = Parse([]byte(ipmi))
 	assert.ErrorIs(t, err, ErrInvalid, "same IPMI address")
+}
+
+// TestNoSessionServiceSaysBasicAuthKey: when a later login (a session
+// that expired, a BMC reset) finds no SessionService, the Redfish
+// adapter's advice to a library user, "set BasicAuth", reaches show and
+// watch as the inventory key an operator sets: basic_auth: true (issue
+// 38, point 16; old code: the first connect was reworded, a re-login's
+// error went out as the adapter wrote it).
+func TestNoSessionServiceSaysBasicAuthKey(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	w.open()
+	defer w.close()
+	w.f.noteCall(ids[0], "state", fmt.Errorf("server cn0: %w", &power.Error{Op: "connect", Class: power.ClassUnsupported,
+		Message: "the service root links no SessionService (sushy-tools has none): set BasicAuth", Err: redfish.ErrNoSessionService}))
+	st, err := w.f.Status()
+	require.NoError(t, err)
+	require.Len(t, st, 1)
+	require.NotNil(t, st[0].LastError)
+	msg := st[0].LastError.Text()
+	assert.Contains(t, msg, "basic_auth: true", msg)
+	assert.NotContains(t, msg, "BasicAuth", msg)
+	assert.Equal(t, BMCConfig, st[0].LastError.Class)
 }
