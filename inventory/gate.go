@@ -70,7 +70,18 @@ func (g *gated) On(ctx context.Context) error {
 		return errKilled
 	}
 	g.f.noteCall(g.server, "on", err)
+	g.f.logPower(g.server, "on", err)
 	return err
+}
+
+// logPower logs a power command sent to a server's BMC and its answer
+// (Info: rebootctl executor -v).
+func (f *Fleet) logPower(server, op string, err error) {
+	if err != nil {
+		f.infof("power command failed", "server", f.serverName(server), "op", op, "error", termsafe.Clean(operatorText(err, f.serverName(server))))
+		return
+	}
+	f.infof("power command accepted", "server", f.serverName(server), "op", op)
 }
 
 // TogglesOff passes on the inner controller's reboot.Toggler (false if
@@ -133,6 +144,7 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 		})
 	}
 	g.f.noteCall(g.server, power.OpName(m), err)
+	g.f.logPower(g.server, power.OpName(m), err)
 	return err
 }
 

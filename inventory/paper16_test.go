@@ -2,8 +2,12 @@ package inventory
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -126,4 +130,34 @@ func TestNoSessionServiceSaysBasicAuthKey(t *testing.T) {
 	assert.Contains(t, msg, "basic_auth: true", msg)
 	assert.NotContains(t, msg, "BasicAuth", msg)
 	assert.Equal(t, BMCConfig, st[0].LastError.Class)
+}
+
+// TestPowerCommandsLoggedAtInfo: the executor's -v (Info) log names
+// every power command sent to a BMC, with the server's hostname and the
+// answer (issue 38, point 16; old code: job steps only, the reboot
+// decisions at Debug, no power operation even with -v).
+func TestPowerCommandsLoggedAtInfo(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	w.open()
+	defer w.close()
+	var buf strings.Builder
+	w.f.opts.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	w.newPlan()
+	w.run(ids, 5*time.Minute)
+	require.Equal(t, 1, w.bmcs[ids[0]].p.Cycles(), "power-cycled (ground truth)")
+	out := buf.String()
+	assert.Regexp(t, `msg="power command accepted" server=cn0 op="off (soft|hard)"`, out)
+	assert.Regexp(t, `msg="power command accepted" server=cn0 op=on`, out)
+}
+
+// syncWriter serialises writes (the fleet logs from several goroutines).
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -127,7 +127,7 @@ func (e *env) executor(args []string) int {
 	poll := fs.Duration("poll", time.Second, "how often a job checks its server")
 	self := fs.String("self", "", "the inventory server this executor runs on (hostname or UUID), or \"none\"\n(default: the server whose hostname is this machine's); it is never powered off\nthrough its BMC, only rebooted through its own reboot command")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (host:port), at /metrics")
-	verbose := fs.Bool("v", false, "log every job step")
+	verbose := fs.Bool("v", false, "log every job step and every power command sent to a BMC (with its answer)")
 	if _, code, ok := e.parse(fs, args); !ok {
 		return code
 	}
