@@ -625,10 +625,8 @@ func (e *env) watch(uuid string) int {
 				if w, _, err := term.GetSize(int(f.Fd())); err == nil {
 					width = w
 				}
+				lines = fitWidth(lines, width)
 				for _, l := range lines {
-					if width > 0 && len(l) > width {
-						l = l[:width]
-					}
 					fmt.Fprintln(e.out, l)
 				}
 				lastLines = len(lines)
