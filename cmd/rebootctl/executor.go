@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -116,6 +117,7 @@ func jobLive(v plan.View, job string, powerOff bool) (bool, string) {
 func (e *env) executor(args []string) int {
 	fs := flag.NewFlagSet("rebootctl executor", flag.ContinueOnError)
 	commonFlags(fs, e)
+	jsonFlag(fs, e, "log as JSON lines (log/slog's JSON handler) instead of text")
 	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\")")
 	interval := fs.Duration("interval", 5*time.Second, "time between passes")
 	drain := fs.Duration("drain-timeout", 15*time.Minute, "a job must have drained its server this long after it started")
@@ -160,11 +162,7 @@ func (e *env) executor(args []string) int {
 	if *state == "" {
 		*state = e.store + ".fleet"
 	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	logger := slog.New(slog.NewTextHandler(e.errw, &slog.HandlerOptions{Level: level}))
+	logger := executorLogger(e.errw, *verbose, e.json)
 	m := newMetrics()
 	store := lockedStore{e}
 	host, _ := os.Hostname()
@@ -485,4 +483,17 @@ func jobNeeded(views map[string]plan.View, failed map[string]bool, listErr error
 		}
 	}
 	return false
+}
+
+// executorLogger is the executor's log: Warn and above, Info too with -v
+// (every job step and power command); JSON lines with --json.
+func executorLogger(w io.Writer, verbose, asJSON bool) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelWarn}
+	if verbose {
+		opts.Level = slog.LevelInfo
+	}
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
