@@ -137,8 +137,10 @@
 //     timeout each, the inventory's command environment) at every pass.
 //
 // Observe reports each job's phases for the plan's report (plan.Phases):
-// drained when the drain command ended, off when the job saw its server
-// fenced, on when the reboot controller powered it on (its record is kept
+// drained when the drain command ended, off at the first Off reading after
+// its power-off was sent (the hardware's evidence; the job relies on it as
+// fencing evidence only StaleReads later), else when the job saw its
+// server fenced, on when the reboot controller powered it on (its record is kept
 // to the second, so never before off), healthy when the health check
 // first passed after the power cycle. Job steps and reboot decisions are
 // logged with the server's hostname.

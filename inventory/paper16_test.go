@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rebootkit/rebootkit/plan"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish"
 )
@@ -160,4 +161,36 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// TestReportOffPhaseFromHardware: the plan's report draws the power-off
+// phase up to the hardware's power-off (the first Off reading after the
+// power-off was sent), not up to the instant the job could rely on it as
+// fencing evidence, StaleReads later (issue 38, point 16; old code: the
+// "power off" bar included the executor's confirmation wait, 20 s and
+// more here, and the "held off" bar lost as much).
+func TestReportOffPhaseFromHardware(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	w.open()
+	defer w.close()
+	w.newPlan()
+	w.run(ids, 5*time.Minute)
+	p, err := w.store.Get(w.ctx(), w.plans[0])
+	require.NoError(t, err)
+	require.Equal(t, plan.StepDone, p.Reboots[0].Step, plan.Table(p))
+	ph := p.Reboots[0].Phases
+	require.NotNil(t, ph)
+	require.NotNil(t, ph.Off)
+	var offAt time.Time
+	for _, c := range w.bmcs[ids[0]].p.Truth() {
+		if !c.On {
+			offAt = c.At
+			break
+		}
+	}
+	require.False(t, offAt.IsZero(), "powered off (ground truth)")
+	assert.False(t, ph.Off.Before(offAt.Truncate(time.Second)), "never before the hardware went off: %s < %s", ph.Off, offAt)
+	assert.LessOrEqual(t, ph.Off.Sub(offAt), 3*time.Second, "off at %s, reported %s: the confirmation wait is not the power-off's", offAt, ph.Off)
+	require.NotNil(t, ph.On)
+	assert.True(t, ph.On.After(*ph.Off), "held off between")
 }
