@@ -75,6 +75,12 @@ func (s lockedStore) List(ctx context.Context) (ps []plan.Plan, err error) {
 	return ps, err
 }
 
+// ListHeads lists every plan's header only (plan.BoltStore.ListHeads).
+func (s lockedStore) ListHeads(ctx context.Context) (vs []plan.View, err error) {
+	err = s.with(func(st *plan.BoltStore) error { vs, err = st.ListHeads(ctx); return err })
+	return vs, err
+}
+
 func (s lockedStore) GetView(ctx context.Context, uuid string) (v plan.View, err error) {
 	err = s.with(func(st *plan.BoltStore) error { v, err = st.GetView(ctx, uuid); return err })
 	return v, err
@@ -411,14 +417,16 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 	if err := applyAbandoned(fleet, abandoned); err != nil {
 		return err
 	}
-	plans, lerr := store.List(e.ctx)
+	// The plans' headers only: a pass reads the reboots of the plans it
+	// runs (their views), never every reboot of every plan ever stored.
+	plans, lerr := store.ListHeads(e.ctx)
 	exec := &plan.Executor{Fleet: fleet, Store: store, Config: cfg, Now: time.Now, Logger: logger}
 	views := map[string]plan.View{}
 	failed := map[string]bool{}
 	var perr error
 	for _, p := range plans {
 		if !p.Unfinished() || p.State == plan.StateCreated {
-			views[p.UUID] = plan.FullView(p)
+			views[p.UUID] = p // no job of it runs: its header says all
 			continue
 		}
 		if e.ctx.Err() != nil {

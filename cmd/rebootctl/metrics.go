@@ -62,11 +62,11 @@ func (m *metrics) passDuration(d time.Duration) { m.pass.Observe(d.Seconds()) }
 
 func (m *metrics) passOK(t time.Time) { m.lastPass.Set(float64(t.UnixNano()) / 1e9) }
 
-// observe sets the plan and reboot gauges from the plans listed (left as
-// they are when the list failed: listErr), the
-// reboots of the unfinished ones counted from their index (views hold the
-// passes' results).
-func (m *metrics) observe(plans []plan.Plan, views map[string]plan.View, listErr error) {
+// observe sets the plan and reboot gauges from the plans listed (their
+// headers; left as they are when the list failed: listErr), the reboots
+// of the unfinished ones counted from their index (views hold the passes'
+// results).
+func (m *metrics) observe(plans []plan.View, views map[string]plan.View, listErr error) {
 	if listErr != nil {
 		return // what the store held last stands: a failed read is no empty store
 	}
@@ -80,7 +80,7 @@ func (m *metrics) observe(plans []plan.Plan, views map[string]plan.View, listErr
 		}
 		v, ok := views[p.UUID]
 		if !ok {
-			v = plan.FullView(p)
+			v = p
 		}
 		switch {
 		case v.State == plan.StateStopped:

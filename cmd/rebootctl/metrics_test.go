@@ -18,7 +18,7 @@ import (
 func TestFailedListKeepsGauges(t *testing.T) {
 	m := newMetrics()
 	p := plan.Plan{UUID: "p1", State: plan.StateRunning, Reboots: []plan.Reboot{{ServerUUID: "s1"}, {ServerUUID: "s2"}}}
-	m.observe([]plan.Plan{p}, map[string]plan.View{}, nil)
+	m.observe([]plan.View{plan.FullView(p)}, map[string]plan.View{}, nil)
 	assert.Equal(t, 1.0, gauge(t, m.plans.WithLabelValues(string(plan.StateRunning))))
 	assert.Equal(t, 2.0, gauge(t, m.reboots.WithLabelValues("pending")))
 	m.observe(nil, map[string]plan.View{}, errors.New("store: list: i/o timeout"))
@@ -47,12 +47,12 @@ func TestMetricsShowHeldPlans(t *testing.T) {
 	closed := plan.Plan{UUID: "p2", State: plan.StateRunning, Reboots: []plan.Reboot{{ServerUUID: "s2"}},
 		Waiting: "waiting: outside the maintenance windows until Mon 2026-01-05 22:00 CET"}
 	stopped := plan.Plan{UUID: "p3", State: plan.StateStopped, Reboots: []plan.Reboot{{ServerUUID: "s3"}}}
-	m.observe([]plan.Plan{held, closed, stopped}, map[string]plan.View{}, nil)
+	m.observe([]plan.View{plan.FullView(held), plan.FullView(closed), plan.FullView(stopped)}, map[string]plan.View{}, nil)
 	assert.Equal(t, 1.0, gauge(t, m.waiting.WithLabelValues("condition")))
 	assert.Equal(t, 1.0, gauge(t, m.waiting.WithLabelValues("window")))
 	assert.Equal(t, 1.0, gauge(t, m.waiting.WithLabelValues("stopped")), "a stopped plan is held by the operator")
 	held.Waiting = ""
-	m.observe([]plan.Plan{held, closed}, map[string]plan.View{"p1": plan.FullView(held)}, nil)
+	m.observe([]plan.View{plan.FullView(held), plan.FullView(closed)}, map[string]plan.View{"p1": plan.FullView(held)}, nil)
 	assert.Equal(t, 0.0, gauge(t, m.waiting.WithLabelValues("condition")), "moving again")
 	assert.Equal(t, 0.0, gauge(t, m.waiting.WithLabelValues("stopped")))
 	assert.Equal(t, "domain", waitReason("waiting: cn07 waits for rack r01: 1 server(s) offline there, limit 1"))
