@@ -106,6 +106,7 @@ func TestPruneKeepsWhatIsNeeded(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.True(t, jobs[0].Over())
+	w.clk.Advance(2 * time.Minute) // due again (the passes looked at it)
 	n, err := w.f.Prune(func(JobRecord) bool { return true })
 	require.NoError(t, err)
 	assert.Zero(t, n, "a job its plan needs stays")
@@ -118,6 +119,7 @@ func TestPruneKeepsWhatIsNeeded(t *testing.T) {
 	n, err = w.f.Prune(func(JobRecord) bool { return false })
 	require.NoError(t, err)
 	assert.Zero(t, n, "still not settled")
+	w.f.opts.JobRetention = 24 * time.Hour // kept until the restart below
 	w.bmcs[ids[0]].mode = bmcOK
 	w.run(ids, 10*time.Minute)
 	require.True(t, w.bmcs[ids[0]].p.HardwareOn())
