@@ -36,15 +36,15 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 	// password_file) is a new login, tried at once, not one backing off
 	// after the old password's refusals.
 	cfg := fmt.Sprintf("%s system=%s user=%s env=%s file=%s secret=%s ca=%s insecure=%v basic=%v cipher=%d priv=%s",
-		addr, b.System, b.Username, b.PasswordEnv, b.PasswordFile, f.secretPrint(b), b.CAFile, b.Insecure, b.BasicAuth, b.CipherSuite, b.Privilege)
+		addr, b.System, b.Username, b.PasswordEnv, b.PasswordFile, f.secretPrint(b), b.CAFile, b.InsecureSkipVerify(), b.UseBasicAuth(), b.CipherSuite, b.Privilege)
 	// The login's identity is what the login sends, not where the
 	// password came from: servers behind one BMC whose password files or
 	// variables hold the same credentials share one login, its back-off
 	// and (Redfish) one session (review 35, round 2).
 	login := ""
 	if pass, err := b.Password(); err == nil {
-		login = power.CredentialsKey(addr, b.Username, pass, b.CAFile, strconv.FormatBool(b.Insecure),
-			strconv.FormatBool(b.BasicAuth), b.Privilege, strconv.Itoa(b.CipherSuite))
+		login = power.CredentialsKey(addr, b.Username, pass, b.CAFile, strconv.FormatBool(b.InsecureSkipVerify()),
+			strconv.FormatBool(b.UseBasicAuth()), b.Privilege, strconv.Itoa(b.CipherSuite))
 	}
 	return f.pool.Controller(uuid, power.Target{BMC: addr, Config: cfg, Login: login, Connect: func(ctx context.Context) (power.Controller, error) {
 		var c power.Controller
@@ -95,7 +95,7 @@ func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads, offSett
 		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite,
 			Privilege: b.Privilege})
 	}
-	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.BasicAuth, InsecureSkipVerify: b.Insecure,
+	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.UseBasicAuth(), InsecureSkipVerify: b.InsecureSkipVerify(),
 		SystemID: b.System, SoftTimeout: softTimeout, StaleReads: staleReads, OffSettle: offSettle}
 	if b.CAFile != "" {
 		pem, err := os.ReadFile(b.CAFile)
@@ -116,4 +116,25 @@ func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads, offSett
 		return nil, &hintError{msg: "the BMC at " + b.Redfish + " has no Redfish session service (sushy-tools has none): set basic_auth: true in its bmc section of the inventory", err: err}
 	}
 	return c, err
+}
+
+// operatorText is a BMC error as an operator reads it: the Redfish
+// adapter's advice to a library user when a login finds no
+// SessionService ("set BasicAuth", a Go field) becomes the inventory key
+// to set, on every path (a first connect is reworded by Connect; a
+// re-login of an expired session is not).
+func operatorText(err error, hostname string) string {
+	var h *hintError
+	if errors.Is(err, redfish.ErrNoSessionService) && !errors.As(err, &h) {
+		return "the BMC of " + hostname + " has no Redfish session service (sushy-tools has none): set basic_auth: true in its bmc section of the inventory"
+	}
+	return err.Error()
+}
+
+// serverName is server's hostname (its UUID if the inventory lacks it).
+func (f *Fleet) serverName(server string) string {
+	if s, ok := f.inv.Server(server); ok {
+		return s.Hostname
+	}
+	return server
 }

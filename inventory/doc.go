@@ -106,6 +106,14 @@
 // A reboot job is refused (ErrServerBusy) while the power cycle of an
 // earlier job that gave up on its BMC has not settled.
 //
+// The state file stays the size of the jobs in flight: Prune removes a
+// job once it ended at least Options.JobRetention ago, its plan has
+// recorded its end (the plan never reads or creates it again; what plan
+// show and plan report say of an ended plan is in the plan store), and its
+// server's power cycle has settled. Status and Prune read only the records
+// of the servers and jobs they show or remove (kept in memory which they
+// are), never every record (BenchmarkPassBookkeeping).
+//
 // Observe never waits for a server: health checks run in the background
 // (at most 32 at once, results reused for Options.HealthTTL) and their last
 // results count; a server never checked yet counts as down, and so does one
@@ -129,8 +137,10 @@
 //     timeout each, the inventory's command environment) at every pass.
 //
 // Observe reports each job's phases for the plan's report (plan.Phases):
-// drained when the drain command ended, off when the job saw its server
-// fenced, on when the reboot controller powered it on (its record is kept
+// drained when the drain command ended, off at the first Off reading after
+// its power-off was sent (the hardware's evidence; the job relies on it as
+// fencing evidence only StaleReads later), else when the job saw its
+// server fenced, on when the reboot controller powered it on (its record is kept
 // to the second, so never before off), healthy when the health check
 // first passed after the power cycle. Job steps and reboot decisions are
 // logged with the server's hostname.

@@ -57,6 +57,10 @@ type Options struct {
 	// that crashed while the checks of dead servers queued is never
 	// counted up. Default 15s.
 	HealthMaxAge time.Duration
+	// JobRetention: how long an ended job stays in the fleet state file
+	// at least (Prune; Status shows a server's last job meanwhile).
+	// Default 1h.
+	JobRetention time.Duration
 	// Poll: how often a job and its server are looked at. Default 1s.
 	Poll time.Duration
 	// CallTimeout bounds every BMC call (connect included). Default 30s.
@@ -135,6 +139,15 @@ type Fleet struct {
 	pokes   map[string]bool   // servers kicked while their goroutine ran
 	liveJob map[string]string // server UUID -> its live job
 	keeping map[string]bool   // servers whose power bookkeeping has not settled
+	// openJobs: the jobs of the state file not known to have ended (job
+	// UUID -> server); endedJobs: those that ended and are not pruned
+	// yet; lastJob: each server's last job; shown: the servers whose
+	// host record Status shows (interesting). Kept in memory so that no
+	// pass reads every record of the state file.
+	openJobs  map[string]string
+	endedJobs endedHeap
+	lastJob   map[string]string
+	shown     map[string]bool
 	// missing: the servers of the plan whose Members map is missingKey
 	// (of length missingLen) that the inventory lacks (ObserveView).
 	missingKey uintptr
@@ -210,6 +223,9 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
+	if opts.JobRetention <= 0 {
+		opts.JobRetention = time.Hour
+	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 30 * time.Second
 	}
@@ -227,7 +243,8 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		workers: map[string]bool{}, pokes: map[string]bool{}, liveJob: map[string]string{}, keeping: map[string]bool{},
 		health:  map[string]healthResult{},
 		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
-		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32)}
+		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32),
+		openJobs: map[string]string{}, lastJob: map[string]string{}, shown: map[string]bool{}}
 	f.start = f.mono()
 	f.printKey = make([]byte, 32)
 	if _, err := rand.Read(f.printKey); err != nil {
@@ -240,7 +257,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	monoEpoch := time.Unix(0, 0)
 	f.pool = power.NewPool(power.PoolConfig{CallTimeout: opts.CallTimeout, ConnectTimeout: opts.CallTimeout, Logger: opts.Logger,
 		Now: func() time.Time { return monoEpoch.Add(f.mono()) }})
-	f.hosts = &boltHosts{db: db}
+	f.hosts = &boltHosts{db: db, written: f.noteHost}
 	f.rec = &reboot.Reconciler{Hosts: f.hosts, Power: f.power, Now: f.now, Config: opts.Reboot, Monotonic: f.mono}
 	if opts.Logger != nil && opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
 		f.rec.Logger = withHostnames(opts.Logger, inv)
@@ -257,6 +274,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 			f.liveJob[j.Server] = j.UUID
 		}
 	}
+	f.trackJobs(jobs)
 	var keep []string
 	if err := db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketHosts).ForEach(func(k, v []byte) error {
@@ -266,6 +284,9 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 			}
 			if h.needsKeeping() {
 				keep = append(keep, string(k))
+			}
+			if h.interesting() {
+				f.shown[string(k)] = true
 			}
 			return nil
 		})
@@ -414,6 +435,8 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 	}
 	if created {
 		f.liveJob[s.UUID] = a.JobUUID
+		f.openJobs[a.JobUUID] = s.UUID
+		f.lastJob[s.UUID] = a.JobUUID
 		f.infof("job created", "job", a.JobUUID, "server", s.Hostname, "plan", a.PlanUUID)
 	}
 	f.kickLocked(s.UUID)

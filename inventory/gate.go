@@ -43,7 +43,7 @@ func (g *gated) State(ctx context.Context) (power.State, error) {
 	}
 	ctx, cancel := g.bounded(ctx)
 	defer cancel()
-	at := g.f.mono()
+	at, wall := g.f.mono(), g.f.now()
 	st, err := g.inner.State(ctx)
 	if err != nil {
 		st = power.StateUnknown
@@ -52,7 +52,26 @@ func (g *gated) State(ctx context.Context) (power.State, error) {
 	g.f.reads[g.server] = reading{state: st, at: at}
 	g.f.mu.Unlock()
 	g.f.noteCall(g.server, "state", err)
+	if st == power.StateOff {
+		g.f.noteOffRead(g.server, wall)
+	}
 	return st, err
+}
+
+// noteOffRead records, for the report, the first Off reading (begun at
+// wall) after a power-off of the server's current reboot was sent.
+func (f *Fleet) noteOffRead(server string, wall time.Time) {
+	h, err := f.hosts.load(server)
+	if err != nil || !h.OffMaybe || !h.FirstOffRead.IsZero() {
+		return
+	}
+	_, _ = f.hosts.modify(server, func(r *hostRecord) error {
+		if !r.OffMaybe || !r.FirstOffRead.IsZero() {
+			return errSkip
+		}
+		r.FirstOffRead = wall
+		return nil
+	})
 }
 
 func (g *gated) On(ctx context.Context) error {
@@ -70,7 +89,18 @@ func (g *gated) On(ctx context.Context) error {
 		return errKilled
 	}
 	g.f.noteCall(g.server, "on", err)
+	g.f.logPower(g.server, "on", err)
 	return err
+}
+
+// logPower logs a power command sent to a server's BMC and its answer
+// (Info: rebootctl executor -v).
+func (f *Fleet) logPower(server, op string, err error) {
+	if err != nil {
+		f.infof("power command failed", "server", f.serverName(server), "op", op, "error", termsafe.Clean(operatorText(err, f.serverName(server))))
+		return
+	}
+	f.infof("power command accepted", "server", f.serverName(server), "op", op)
 }
 
 // TogglesOff passes on the inner controller's reboot.Toggler (false if
@@ -107,7 +137,7 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 			if r.Version != h.Version {
 				return fmt.Errorf("inventory: host %s changed meanwhile", g.server)
 			}
-			r.OffMaybe = true
+			r.OffMaybe, r.FirstOffRead = true, time.Time{}
 			return nil
 		}); err != nil {
 			return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: err.Error()}
@@ -133,6 +163,7 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 		})
 	}
 	g.f.noteCall(g.server, power.OpName(m), err)
+	g.f.logPower(g.server, power.OpName(m), err)
 	return err
 }
 
@@ -237,7 +268,7 @@ func (f *Fleet) noteCall(server, op string, err error) {
 	if f.opts.OnBMCError != nil {
 		f.opts.OnBMCError(class)
 	}
-	msg := termsafe.Clean(err.Error()) // the BMC's words: never a control character
+	msg := termsafe.Clean(operatorText(err, f.serverName(server))) // the BMC's words: never a control character
 	if len(msg) > 300 {
 		msg = msg[:300] + "..."
 	}

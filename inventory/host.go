@@ -37,6 +37,13 @@ type hostRecord struct {
 	// answer that proves it was not). From then on the reboot completes:
 	// the server is brought back on, whatever cancels it.
 	OffMaybe bool `json:"off_maybe,omitempty"`
+	// FirstOffRead is when the first Off reading began after a power-off
+	// of the current reboot was sent (cleared when the next reboot's
+	// first power-off is sent): the hardware went off between that
+	// power-off and this reading. The plan's report draws the power-off
+	// phase up to it (plan.Phases.Off), not up to the fencing evidence,
+	// which waits StaleReads more.
+	FirstOffRead time.Time `json:"first_off_read,omitzero"`
 	// Job is the job that wrote the current request.
 	Job string `json:"job,omitempty"`
 	// Phase is where the power cycle stands, in an operator's words.
@@ -188,7 +195,11 @@ func (h hostRecord) needsKeeping() bool {
 
 // boltHosts is the reboot.HostStore of the fleet: one hostRecord per
 // server in the state file.
-type boltHosts struct{ db *bolt.DB }
+type boltHosts struct {
+	db *bolt.DB
+	// written, if set, is told every record written.
+	written func(name string, rec hostRecord)
+}
 
 func (s *boltHosts) load(name string) (hostRecord, error) {
 	var rec hostRecord
@@ -226,6 +237,8 @@ func (s *boltHosts) modify(name string, change func(*hostRecord) error) (hostRec
 	})
 	if errors.Is(err, errSkip) {
 		err = nil
+	} else if err == nil && s.written != nil {
+		s.written(name, rec)
 	}
 	return rec, err
 }

@@ -105,13 +105,18 @@ type BMC struct {
 	PasswordFile string `yaml:"password_file"`
 
 	// CAFile is a PEM bundle to verify a Redfish BMC's certificate with
-	// (in addition to the system roots). Insecure skips verification.
+	// (in addition to the system roots). Insecure, when true, skips
+	// verification (InsecureSkipVerify). Nil: not given (a server's
+	// defaults apply); a server's false wins over a default true.
 	CAFile   string `yaml:"ca_file"`
-	Insecure bool   `yaml:"insecure"`
-	// BasicAuth uses HTTP basic authentication instead of a Redfish
-	// session (for services without a SessionService).
-	BasicAuth bool `yaml:"basic_auth"`
-	// CipherSuite is the IPMI cipher suite (default 3).
+	Insecure *bool  `yaml:"insecure"`
+	// BasicAuth, when true, uses HTTP basic authentication instead of a
+	// Redfish session (for services without a SessionService;
+	// UseBasicAuth). Nil: not given; a server's false wins over a default
+	// true.
+	BasicAuth *bool `yaml:"basic_auth"`
+	// CipherSuite is the IPMI cipher suite: 3 (the default) or 17, the
+	// suites the IPMI adapter speaks.
 	CipherSuite int `yaml:"cipher_suite"`
 	// Privilege is the IPMI session's privilege: operator (the default,
 	// the least that controls power) or administrator. Ignored for Redfish
@@ -226,6 +231,13 @@ func (inv *Inventory) check() error {
 			}
 		}
 		seen[s.UUID], seen[s.Hostname] = s.UUID, s.UUID
+		// A hostname names a machine, case aside (DNS; the executor
+		// finds its own server case aside): two that differ only in
+		// case are one machine to an operator.
+		if other, ok := seen["host:"+strings.ToLower(s.Hostname)]; ok {
+			return bad("hostname %q differs only in case from server %s's: give each server its own hostname", s.Hostname, other)
+		}
+		seen["host:"+strings.ToLower(s.Hostname)] = s.Hostname
 		if s.MachineID != "" {
 			id := normMachineID(s.MachineID)
 			if !machineIDRe.MatchString(id) {
@@ -281,6 +293,27 @@ func (inv *Inventory) check() error {
 			if s.BMC.System != "" {
 				return bad("bmc.system is for Redfish BMCs; an IPMI BMC controls one system")
 			}
+			if b.CipherSuite != 0 && b.CipherSuite != 3 && b.CipherSuite != 17 {
+				return bad("bmc.cipher_suite %d: want 3 (the default) or 17, the cipher suites the IPMI adapter speaks", b.CipherSuite)
+			}
+		}
+		if id := bmcIdentity(b); id != "" {
+			if other, ok := seen["bmc:"+id]; ok {
+				return bad("its BMC (%s) is also server %s's: each server needs its own BMC, or its own bmc.system of a Redfish service with several", Scrub(bmcShown(b)), other)
+			}
+			seen["bmc:"+id] = s.Hostname
+			if b.Redfish != "" && b.System != "" {
+				// A server with no system names the service's only one,
+				// which may be this one.
+				if other, ok := seen["bmc:"+bmcIdentity(BMC{Redfish: b.Redfish})]; ok {
+					return bad("its BMC (%s) is also server %s's, which names no bmc.system: give every server of that BMC its system", Scrub(bmcShown(b)), other)
+				}
+				seen["bmc-sys:"+bmcIdentity(BMC{Redfish: b.Redfish})] = s.Hostname
+			} else if b.Redfish != "" {
+				if other, ok := seen["bmc-sys:"+id]; ok {
+					return bad("its BMC (%s) is also server %s's: give every server of that BMC its bmc.system", Scrub(bmcShown(b)), other)
+				}
+			}
 		}
 		if b.Redfish != "" && s.BMC.Privilege != "" {
 			return bad("bmc.privilege is for IPMI BMCs; Redfish uses the account's role")
@@ -327,6 +360,44 @@ func (inv *Inventory) check() error {
 		}
 	}
 	return nil
+}
+
+// bmcIdentity is what names one BMC-controlled system, whatever the
+// spelling: a Redfish service (scheme and host case aside, the default
+// port made explicit, no trailing slash) and its system, or an IPMI host
+// and port. "" if b names none.
+func bmcIdentity(b BMC) string {
+	if b.IPMI != "" {
+		host, port, err := splitHostPort(b.IPMI, 623)
+		if err != nil {
+			return ""
+		}
+		return "ipmi://" + net.JoinHostPort(strings.ToLower(strings.Trim(host, "[]")), strconv.Itoa(port))
+	}
+	u, err := url.Parse(b.Redfish)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		port = "443"
+		if scheme == "http" {
+			port = "80"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port) + strings.TrimRight(u.Path, "/") + "#" + b.System
+}
+
+// bmcShown is a BMC as an operator wrote it.
+func bmcShown(b BMC) string {
+	if b.IPMI != "" {
+		return "ipmi " + b.IPMI
+	}
+	if b.System != "" {
+		return b.Redfish + " system " + b.System
+	}
+	return b.Redfish
 }
 
 // validEnvName reports whether s is a portable environment variable name.
@@ -416,8 +487,12 @@ func (s Server) merged(d Defaults) BMC {
 	if b.CAFile == "" {
 		b.CAFile = def.CAFile
 	}
-	b.Insecure = b.Insecure || def.Insecure
-	b.BasicAuth = b.BasicAuth || def.BasicAuth
+	if b.Insecure == nil {
+		b.Insecure = def.Insecure
+	}
+	if b.BasicAuth == nil {
+		b.BasicAuth = def.BasicAuth
+	}
 	if b.CipherSuite == 0 {
 		b.CipherSuite = def.CipherSuite
 	}
@@ -429,6 +504,14 @@ func (s Server) merged(d Defaults) BMC {
 	}
 	return b
 }
+
+// InsecureSkipVerify reports whether the BMC's certificate goes unchecked
+// (insecure: true).
+func (b BMC) InsecureSkipVerify() bool { return b.Insecure != nil && *b.Insecure }
+
+// UseBasicAuth reports whether credentials go with every Redfish request
+// instead of a session (basic_auth: true).
+func (b BMC) UseBasicAuth() bool { return b.BasicAuth != nil && *b.BasicAuth }
 
 // BMCOf returns server s's BMC settings, defaults applied.
 func (inv Inventory) BMCOf(s Server) BMC { return s.merged(inv.Defaults) }

@@ -108,7 +108,7 @@ func TestNoSessionServiceSaysBasicAuth(t *testing.T) {
 	assert.Contains(t, err.Error(), "set basic_auth: true")
 	assert.NotContains(t, err.Error(), "BasicAuth")
 	assert.ErrorIs(t, err, redfish.ErrNoSessionService)
-	c, err := Connect(ctx, BMC{Redfish: srv.URL, Username: "admin", PasswordEnv: "NOSESSION_PW", BasicAuth: true})
+	c, err := Connect(ctx, BMC{Redfish: srv.URL, Username: "admin", PasswordEnv: "NOSESSION_PW", BasicAuth: new(true)})
 	require.NoError(t, err, "with basic_auth it works")
 	_, err = c.State(ctx)
 	assert.NoError(t, err)

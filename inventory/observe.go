@@ -216,8 +216,22 @@ func jobObs(j JobRecord, h hostRecord) plan.JobObs {
 	}
 	// For the plan's report: drained, fenced off, read on again after the
 	// power cycle, health check passing.
-	o.Phases = plan.Phases{Drained: j.Drained, Off: j.PoweredOff, On: poweredOn(j, h), Healthy: j.Healthy}
+	o.Phases = plan.Phases{Drained: j.Drained, Off: poweredOff(j, h), On: poweredOn(j, h), Healthy: j.Healthy}
 	return o
+}
+
+// poweredOff is when job j's server went off, as near the hardware as
+// the fleet knows it: the first Off reading after the job's power-off was
+// sent (the host's FirstOffRead, for this job's request), not later than
+// the job saw the server fenced (PoweredOff, which waits StaleReads more
+// for fencing evidence); PoweredOff when there is no such reading.
+func poweredOff(j JobRecord, h hostRecord) *time.Time {
+	if j.PoweredOff == nil || h.Job != j.UUID || h.FirstOffRead.IsZero() ||
+		h.FirstOffRead.Before(j.RequestAt) || h.FirstOffRead.After(*j.PoweredOff) {
+		return j.PoweredOff
+	}
+	at := h.FirstOffRead
+	return &at
 }
 
 // powerDown: the server may be off because of this fleet: its live job

@@ -398,6 +398,9 @@ func (w *world) pass() {
 		live, why := testJobLive(plan.FullView(p), j.UUID, false)
 		return true, live, why
 	})
+	// As the executor does after every pass: ended jobs their plans no
+	// longer need leave the state file (issue 38, 15).
+	_, _ = w.f.Prune(w.neededBy)
 	w.recordCancels()
 }
 

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"encoding/json"
+	"sort"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -11,7 +12,8 @@ import (
 type ServerStatus struct {
 	UUID     string `json:"uuid"`
 	Hostname string `json:"hostname"`
-	// Job and JobState: its live job, or the last one.
+	// Job and JobState: its live job, or the last one (while the state
+	// file keeps it: Options.JobRetention).
 	Job      string `json:"job,omitempty"`
 	JobState string `json:"job_state,omitempty"`
 	// Phase is where its power cycle stands (soft power-off, hard
@@ -26,44 +28,55 @@ type ServerStatus struct {
 }
 
 // Status lists the servers with a live job, a power cycle that has not
-// settled, or a BMC error no call has cleared.
+// settled, a BMC error no call has cleared, or the operator's abandon.
+// It reads those servers' records only (kept in memory which they are),
+// never every record of the state file.
 func (f *Fleet) Status() ([]ServerStatus, error) {
+	f.mu.Lock()
+	jobOf := make(map[string]string, len(f.shown)+len(f.liveJob))
+	for s := range f.shown {
+		jobOf[s] = f.lastJob[s]
+	}
+	for s, id := range f.liveJob {
+		jobOf[s] = id
+	}
+	f.mu.Unlock()
+	servers := make([]string, 0, len(jobOf))
+	for s := range jobOf {
+		servers = append(servers, s)
+	}
+	sort.Strings(servers)
 	var out []ServerStatus
-	jobs := map[string]JobRecord{}
 	err := f.db.View(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketJobs).ForEach(func(_, v []byte) error {
-			var j JobRecord
-			if err := json.Unmarshal(v, &j); err != nil {
-				return err
-			}
-			if prev, ok := jobs[j.Server]; !ok || !j.Over() || prev.Over() && j.Created.After(prev.Created) {
-				if !ok || prev.Over() {
-					jobs[j.Server] = j
+		jb, hb := tx.Bucket(bucketJobs), tx.Bucket(bucketHosts)
+		for _, s := range servers {
+			var h hostRecord
+			if raw := hb.Get([]byte(s)); raw != nil {
+				if err := json.Unmarshal(raw, &h); err != nil {
+					return err
 				}
 			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketHosts).ForEach(func(k, v []byte) error {
-			var h hostRecord
-			if err := json.Unmarshal(v, &h); err != nil {
-				return err
+			var j JobRecord
+			if id := jobOf[s]; id != "" {
+				if raw := jb.Get([]byte(id)); raw != nil {
+					if err := json.Unmarshal(raw, &j); err != nil {
+						return err
+					}
+				}
 			}
-			j := jobs[string(k)]
 			errShown := h.LastError.Message != "" && !h.LastError.Cleared
-			if (j.UUID == "" || j.Over() && !h.needsKeeping() && !errShown) && h.Abandoned == "" {
-				return nil
+			if (j.UUID == "" || j.Over()) && !h.interesting() {
+				continue
 			}
-			s, _ := f.inv.Server(string(k))
-			st := ServerStatus{UUID: string(k), Hostname: s.Hostname, Job: j.UUID, JobState: j.State, Phase: h.Phase, PhaseSince: h.PhaseSince, Abandoned: h.Abandoned}
+			srv, _ := f.inv.Server(s)
+			st := ServerStatus{UUID: s, Hostname: srv.Hostname, Job: j.UUID, JobState: j.State, Phase: h.Phase, PhaseSince: h.PhaseSince, Abandoned: h.Abandoned}
 			if errShown {
 				e := h.LastError
 				st.LastError = &e
 			}
 			out = append(out, st)
-			return nil
-		})
+		}
+		return nil
 	})
 	return out, err
 }

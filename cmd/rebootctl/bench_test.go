@@ -44,7 +44,7 @@ func BenchmarkStopLatency(b *testing.B) {
 		if i%10 < 3 {
 			path = "dead"
 		}
-		fmt.Fprintf(&inv, "  - {uuid: %08d-0000-4000-8000-000000000000, hostname: s%d, platform: \"1\", health: {http: %q}}\n", i, i, health.URL+"/"+path)
+		fmt.Fprintf(&inv, "  - {uuid: %08d-0000-4000-8000-000000000000, hostname: s%d, platform: \"1\", bmc: {system: \"s%d\"}, health: {http: %q}}\n", i, i, i, health.URL+"/"+path)
 	}
 	invPath := filepath.Join(dir, "inventory.yaml")
 	if err := os.WriteFile(invPath, []byte(inv.String()), 0o600); err != nil {

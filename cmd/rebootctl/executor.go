@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -74,6 +75,12 @@ func (s lockedStore) List(ctx context.Context) (ps []plan.Plan, err error) {
 	return ps, err
 }
 
+// ListHeads lists every plan's header only (plan.BoltStore.ListHeads).
+func (s lockedStore) ListHeads(ctx context.Context) (vs []plan.View, err error) {
+	err = s.with(func(st *plan.BoltStore) error { vs, err = st.ListHeads(ctx); return err })
+	return vs, err
+}
+
 func (s lockedStore) GetView(ctx context.Context, uuid string) (v plan.View, err error) {
 	err = s.with(func(st *plan.BoltStore) error { v, err = st.GetView(ctx, uuid); return err })
 	return v, err
@@ -116,17 +123,19 @@ func jobLive(v plan.View, job string, powerOff bool) (bool, string) {
 func (e *env) executor(args []string) int {
 	fs := flag.NewFlagSet("rebootctl executor", flag.ContinueOnError)
 	commonFlags(fs, e)
+	jsonFlag(fs, e, "log as JSON lines (log/slog's JSON handler) instead of text")
 	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\")")
 	interval := fs.Duration("interval", 5*time.Second, "time between passes")
 	drain := fs.Duration("drain-timeout", 15*time.Minute, "a job must have drained its server this long after it started")
 	jobTimeout := fs.Duration("job-timeout", time.Hour, "a reboot job must have power-cycled its server this long after it was created")
+	retention := fs.Duration("job-retention", time.Hour, "how long an ended job stays in the fleet state file once its plan has recorded its end")
 	services := fs.Duration("services-timeout", time.Hour, "a rebooted server's health check must pass this long after its power cycle")
 	soft := fs.Duration("soft-timeout", 3*time.Minute, "how long a soft shutdown may take before a hard power-off")
 	stale := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
 	poll := fs.Duration("poll", time.Second, "how often a job checks its server")
 	self := fs.String("self", "", "the inventory server this executor runs on (hostname or UUID), or \"none\"\n(default: the server whose hostname is this machine's); it is never powered off\nthrough its BMC, only rebooted through its own reboot command")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics on this address (host:port), at /metrics")
-	verbose := fs.Bool("v", false, "log every job step")
+	verbose := fs.Bool("v", false, "log every job step and every power command sent to a BMC (with its answer)")
 	if _, code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -159,11 +168,7 @@ func (e *env) executor(args []string) int {
 	if *state == "" {
 		*state = e.store + ".fleet"
 	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	logger := slog.New(slog.NewTextHandler(e.errw, &slog.HandlerOptions{Level: level}))
+	logger := executorLogger(e.errw, *verbose, e.json)
 	m := newMetrics()
 	store := lockedStore{e}
 	host, _ := os.Hostname()
@@ -182,7 +187,7 @@ func (e *env) executor(args []string) int {
 	}
 	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
 		Reboot:     reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
-		JobTimeout: *jobTimeout, ServicesTimeout: *services, Poll: *poll, Logger: logger, Self: selfUUID, MaybeSelf: maybeSelf,
+		JobTimeout: *jobTimeout, ServicesTimeout: *services, JobRetention: *retention, Poll: *poll, Logger: logger, Self: selfUUID, MaybeSelf: maybeSelf,
 		OnBMCError: m.bmcError,
 		PlanCheck: func(ctx context.Context, planUUID, jobUUID string) (bool, string, error) {
 			if err := holds(ctx, store, me); err != nil {
@@ -412,14 +417,16 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 	if err := applyAbandoned(fleet, abandoned); err != nil {
 		return err
 	}
-	plans, lerr := store.List(e.ctx)
+	// The plans' headers only: a pass reads the reboots of the plans it
+	// runs (their views), never every reboot of every plan ever stored.
+	plans, lerr := store.ListHeads(e.ctx)
 	exec := &plan.Executor{Fleet: fleet, Store: store, Config: cfg, Now: time.Now, Logger: logger}
 	views := map[string]plan.View{}
 	failed := map[string]bool{}
 	var perr error
 	for _, p := range plans {
 		if !p.Unfinished() || p.State == plan.StateCreated {
-			views[p.UUID] = plan.FullView(p)
+			views[p.UUID] = p // no job of it runs: its header says all
 			continue
 		}
 		if e.ctx.Err() != nil {
@@ -451,8 +458,50 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 	}); err != nil {
 		return err
 	}
+	// The jobs whose reboots their plans have recorded as ended leave the
+	// fleet state file (after its retention), so that it and every pass
+	// stay the size of the reboots in flight.
+	if _, err := fleet.Prune(func(j inventory.JobRecord) bool {
+		return jobNeeded(views, failed, lerr, j)
+	}); err != nil {
+		return err
+	}
 	if lerr != nil {
 		return lerr
 	}
 	return perr
+}
+
+// jobNeeded says whether a plan may still look at an ended job: its plan
+// could not be read this pass (failed, or the list failed), or its reboot
+// of that job has not ended (a plan whose reboot has ended never creates
+// or reads that job again; what show and report say of it is in the plan
+// store). A plan that is gone needs nothing.
+func jobNeeded(views map[string]plan.View, failed map[string]bool, listErr error, j inventory.JobRecord) bool {
+	if listErr != nil || failed[j.Plan] {
+		return true
+	}
+	v, ok := views[j.Plan]
+	if !ok {
+		return false
+	}
+	for _, r := range v.Reboots {
+		if r.JobUUID == j.UUID && !r.Step.Ended() {
+			return true
+		}
+	}
+	return false
+}
+
+// executorLogger is the executor's log: Warn and above, Info too with -v
+// (every job step and power command); JSON lines with --json.
+func executorLogger(w io.Writer, verbose, asJSON bool) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelWarn}
+	if verbose {
+		opts.Level = slog.LevelInfo
+	}
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -70,12 +70,12 @@ Usage:
   rebootctl plan run PLAN [-w]
   rebootctl plan stop PLAN
   rebootctl plan cancel PLAN
-  rebootctl plan watch PLAN
+  rebootctl plan watch PLAN [--json]
   rebootctl plan show PLAN [--json]
   rebootctl plan report PLAN [-o FILE]
   rebootctl plan list [--json]
   rebootctl plan abandon PLAN SERVER
-  rebootctl executor [options]
+  rebootctl executor [--json] [options]
 
 Every command takes --store FILE (default $REBOOTCTL_STORE or ./rebootctl.db)
 and --inventory FILE (default $REBOOTCTL_INVENTORY or ./inventory.yaml).
@@ -113,7 +113,12 @@ type env struct {
 func commonFlags(fs *flag.FlagSet, e *env) {
 	fs.StringVar(&e.store, "store", "", "the plan store, a bbolt file (default $REBOOTCTL_STORE, else rebootctl.db)")
 	fs.StringVar(&e.inventory, "inventory", "", "the inventory, YAML (default $REBOOTCTL_INVENTORY, else inventory.yaml)")
-	fs.BoolVar(&e.json, "json", false, "print JSON for scripts")
+}
+
+// jsonFlag adds --json to the commands that honour it (each says how in
+// help); the others refuse it.
+func jsonFlag(fs *flag.FlagSet, e *env, help string) {
+	fs.BoolVar(&e.json, "json", false, help)
 }
 
 func envOr(k, def string) string {
@@ -246,6 +251,7 @@ func (e *env) create(args []string) int {
 	e.creating = true
 	fs := flag.NewFlagSet("rebootctl plan create", flag.ContinueOnError)
 	commonFlags(fs, e)
+	jsonFlag(fs, e, "print the plan created (or the dry run's findings) as JSON")
 	target := fs.String("target", "", "the boot platform the servers reboot into (required)")
 	core := fs.Bool("core", false, "reboot the core servers (the headnode included)")
 	nonCore := fs.Bool("non-core", false, "reboot the servers that are not core")
@@ -424,6 +430,7 @@ func newUUID() string {
 func (e *env) command(name string, args []string) int {
 	fs := flag.NewFlagSet("rebootctl plan "+name, flag.ContinueOnError)
 	commonFlags(fs, e)
+	jsonFlag(fs, e, "print the plan's state as JSON")
 	watch := false
 	if name == "run" {
 		fs.BoolVar(&watch, "watch", false, "watch the plan's execution")
@@ -464,6 +471,7 @@ func (e *env) command(name string, args []string) int {
 func (e *env) show(args []string) int {
 	fs := flag.NewFlagSet("rebootctl plan show", flag.ContinueOnError)
 	commonFlags(fs, e)
+	jsonFlag(fs, e, "print the whole plan as JSON")
 	rest, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
@@ -516,6 +524,7 @@ func (e *env) show(args []string) int {
 func (e *env) list(args []string) int {
 	fs := flag.NewFlagSet("rebootctl plan list", flag.ContinueOnError)
 	commonFlags(fs, e)
+	jsonFlag(fs, e, "print the plans as JSON")
 	if _, code, ok := e.parse(fs, args); !ok {
 		return code
 	}
@@ -582,6 +591,7 @@ func (e *env) printJSON(v any) {
 func (e *env) watchCmd(args []string) int {
 	fs := flag.NewFlagSet("rebootctl plan watch", flag.ContinueOnError)
 	commonFlags(fs, e)
+	jsonFlag(fs, e, "print one JSON object per line each time the plan's progress changes")
 	rest, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
@@ -596,7 +606,7 @@ func (e *env) watchCmd(args []string) int {
 // state) or the user interrupts (the plan keeps running).
 func (e *env) watch(uuid string) int {
 	f, isFile := e.out.(*os.File)
-	tty := isFile && term.IsTerminal(int(f.Fd()))
+	tty := !e.json && isFile && term.IsTerminal(int(f.Fd()))
 	var tout *termenv.Output
 	if tty {
 		tout = termenv.NewOutput(f)
@@ -610,7 +620,13 @@ func (e *env) watch(uuid string) int {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return e.fail(errors.New(explain(err, uuid)))
 		}
-		if err == nil {
+		if err == nil && e.json {
+			seen = v
+			if doc := watchJSON(v); doc != last {
+				fmt.Fprintln(e.out, doc)
+				last = doc
+			}
+		} else if err == nil {
 			seen = v
 			lines := render(v, ex, e.store, time.Now())
 			// On a pipe, print when something changes other than the
@@ -625,10 +641,8 @@ func (e *env) watch(uuid string) int {
 				if w, _, err := term.GetSize(int(f.Fd())); err == nil {
 					width = w
 				}
+				lines = fitWidth(lines, width)
 				for _, l := range lines {
-					if width > 0 && len(l) > width {
-						l = l[:width]
-					}
 					fmt.Fprintln(e.out, l)
 				}
 				lastLines = len(lines)
@@ -636,6 +650,8 @@ func (e *env) watch(uuid string) int {
 				fmt.Fprintf(e.out, "%s %s\n", time.Now().UTC().Format("15:04:05"), strings.Join(lines, "\n         "))
 			}
 			last = text
+		}
+		if err == nil {
 			if !v.Unfinished() {
 				switch v.State {
 				case plan.StateFailed:
@@ -709,4 +725,40 @@ func render(v plan.View, ex *executorStatus, store string, now time.Time) []stri
 		lines[i] = clean(l) // a peer's text (BMC errors, command output) never reaches the terminal raw
 	}
 	return lines
+}
+
+// watchJSON is one line of "plan watch --json": the plan's progress as
+// JSON (the reboots in flight by server and step), without the counters
+// that change every second, so that a line is printed only on a change.
+func watchJSON(v plan.View) string {
+	s := v.Summary()
+	type reboot struct {
+		Server string    `json:"server"`
+		Step   plan.Step `json:"step"`
+		Since  string    `json:"since,omitempty"`
+	}
+	doc := struct {
+		UUID     string     `json:"uuid"`
+		State    plan.State `json:"state"`
+		Total    int        `json:"total"`
+		Done     int        `json:"done"`
+		InFlight int        `json:"in_flight"`
+		Failed   int        `json:"failed"`
+		Left     int        `json:"left"`
+		Waiting  string     `json:"waiting,omitempty"`
+		Reboots  []reboot   `json:"in_flight_reboots"`
+	}{UUID: v.UUID, State: v.State, Total: s.Total, Done: s.Done, InFlight: s.InFlight, Failed: s.Failed, Left: s.Left,
+		Waiting: clean(s.Waiting), Reboots: []reboot{}}
+	for _, r := range v.Reboots {
+		if !r.Step.InFlight() {
+			continue
+		}
+		rb := reboot{Server: clean(r.ServerHostname), Step: r.Step}
+		if r.StepSince != nil {
+			rb.Since = r.StepSince.UTC().Format(time.RFC3339)
+		}
+		doc.Reboots = append(doc.Reboots, rb)
+	}
+	raw, _ := json.Marshal(doc)
+	return string(raw)
 }

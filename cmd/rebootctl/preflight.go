@@ -116,8 +116,8 @@ func checkServer(ctx context.Context, inv inventory.Inventory, s inventory.Serve
 		// uses (never the secret in clear), so a server with a wrong
 		// password never backs off another's login to the same BMC, and
 		// servers with the same credentials share one (issue 35).
-		login := power.CredentialsKey(addr, b.Username, pass, b.CAFile, strconv.FormatBool(b.Insecure),
-			strconv.FormatBool(b.BasicAuth), b.Privilege, strconv.Itoa(b.CipherSuite))
+		login := power.CredentialsKey(addr, b.Username, pass, b.CAFile, strconv.FormatBool(b.InsecureSkipVerify()),
+			strconv.FormatBool(b.UseBasicAuth()), b.Privilege, strconv.Itoa(b.CipherSuite))
 		defer pool.Forget(s.UUID) // checked: its session goes now, not at the end of the run
 		ctrl := pool.Controller(s.UUID, power.Target{BMC: addr, Config: addr, Login: login, Connect: func(ctx context.Context) (power.Controller, error) {
 			c, err := connect(ctx, b)

@@ -36,6 +36,10 @@ var (
 	// phUnknown covers phases the fleet did not report (a fleet without
 	// plan.Phases draws one bar from the start to services up).
 	phUnknown = phase{"reboot (phases not reported)", "#9fb0c4"}
+	// phNotOff is the time a reboot that failed spent after its drain
+	// without its power-off ever confirmed (a BMC that refused every
+	// login): no "power off" bar for a server nothing shows was off.
+	phNotOff = phase{"power-off not confirmed", "#c9b9a6"}
 )
 
 const (
@@ -141,6 +145,8 @@ func timelineOf(r plan.Reboot, now time.Time, reported bool) timeline {
 		switch {
 		case i == len(marks)-1 && !ended && !reported:
 			p = phUnknown // failed or in flight; the fleet reports no phases
+		case i == len(marks)-1 && !ended && !tl.open && last+1 == 1:
+			p = phNotOff // failed with no power-off reported
 		case i == len(marks)-1 && !ended:
 			p = phases[last+1] // failed or in flight in the phase after the last one reported
 		case i > last+1:

@@ -143,3 +143,29 @@ func TestReportWithoutPhases(t *testing.T) {
 	assert.Equal(t, now, tl.segs[0].end)
 	assert.Contains(t, reportSVG(p, now), "reboot (phases not reported)")
 }
+
+// TestReportNoPowerOffBarWithoutEvidence: a reboot that failed after its
+// drain with no power-off ever confirmed (its BMC refused every login)
+// draws no "power off" bar: the report shows as powered off only what the
+// job's evidence says was (issue 38, point 16; old code: a "power off"
+// bar ran from the drain to the failure).
+func TestReportNoPowerOffBarWithoutEvidence(t *testing.T) {
+	p := reportPlan(t)
+	t0 := *p.Reboots[3].StartedAt
+	drained, failed := t0.Add(20*time.Second), t0.Add(400*time.Second)
+	r := p.Reboots[3]
+	r.Phases = &plan.Phases{Drained: &drained}
+	r.CanceledAt = &failed
+	r.Error = "reboot job failed: the power cycle did not start within 1h0m0s: authentication failed at the BMC"
+	tl := timelineOf(r, failed.Add(time.Hour), true)
+	require.Len(t, tl.segs, 2)
+	assert.Equal(t, phDrain, tl.segs[0].ph)
+	assert.Equal(t, phNotOff, tl.segs[1].ph, "never powered off: not a power-off bar")
+	for _, s := range tl.segs {
+		assert.NotEqual(t, phOff, s.ph)
+	}
+	// In flight, the power-off is under way: drawn as such.
+	r.Step, r.CanceledAt = plan.StepJob, nil
+	tl = timelineOf(r, failed, true)
+	assert.Equal(t, phOff, tl.segs[len(tl.segs)-1].ph)
+}

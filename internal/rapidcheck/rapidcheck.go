@@ -9,6 +9,11 @@
 // that a test failure. Regenerate such a file by running the test against
 // the mutant it pinned, or delete it and say why in the commit.
 //
+// A newcomer's "go test ./..." stays quick: unless told otherwise, Check
+// draws QuickChecks cases per property instead of rapid's 100. CI (.ci/run)
+// sets REBOOTKIT_LONG=1 for rapid's default; -rapid.checks or RAPID_CHECKS
+// choose the count explicitly. Committed failure files replay either way.
+//
 // A failing run leaves a new failure file behind; Check then says where it
 // is and what to do with it, so that a developer who meets a red run
 // locally knows the file will replay on every later run until it is dealt
@@ -16,11 +21,14 @@
 package rapidcheck
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -52,10 +60,46 @@ func (w *tb) note(msg string) {
 	}
 }
 
+// QuickChecks is how many cases a property draws in a quick run.
+const QuickChecks = 20
+
+// LongEnv is the environment variable that asks for the long runs
+// (rapid's default count), as CI does.
+const LongEnv = "REBOOTKIT_LONG"
+
+var quickOnce sync.Once
+
+// checksFor returns the rapid.checks value a run should set, and whether
+// to set it: QuickChecks unless the long runs are asked for (LongEnv) or
+// the count was chosen (the RAPID_CHECKS variable, the -rapid.checks
+// flag).
+func checksFor(lookup func(string) (string, bool), flagGiven bool) (int, bool) {
+	if v, ok := lookup(LongEnv); ok && v != "" && v != "0" {
+		return 0, false
+	}
+	if _, ok := lookup("RAPID_CHECKS"); ok || flagGiven {
+		return 0, false
+	}
+	return QuickChecks, true
+}
+
+// quick sets rapid's check count for a quick run, once per test binary.
+func quick() {
+	quickOnce.Do(func() {
+		given := false
+		flag.Visit(func(f *flag.Flag) { given = given || f.Name == "rapid.checks" })
+		if n, ok := checksFor(os.LookupEnv, given); ok {
+			_ = flag.Set("rapid.checks", strconv.Itoa(n))
+		}
+	})
+}
+
 // Check is rapid.Check that also fails t when a committed failure file of
-// this test cannot be replayed.
+// this test cannot be replayed. In a quick run it draws QuickChecks cases
+// (see the package doc).
 func Check(t *testing.T, prop func(*rapid.T)) {
 	t.Helper()
+	quick()
 	w := &tb{T: t}
 	before := failFiles(t.Name())
 	// rapid stops a failing test with t.Fatal, so the message about a new

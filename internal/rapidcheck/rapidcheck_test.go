@@ -57,3 +57,38 @@ func kindaSafe(s string) string {
 	}
 	return string(out)
 }
+
+// TestQuickUnlessLong (issue 38, point 17): a newcomer's go test draws
+// QuickChecks cases per property; CI's REBOOTKIT_LONG=1, RAPID_CHECKS or
+// -rapid.checks keep the count asked for. Old code: every run drew 100,
+// and the root's go test took 113-151 s on 2 cores.
+func TestQuickUnlessLong(t *testing.T) {
+	env := func(kv ...string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1], true
+				}
+			}
+			return "", false
+		}
+	}
+	if n, ok := checksFor(env(), false); !ok || n != QuickChecks {
+		t.Errorf("quick run: got %d, %v; want %d", n, ok, QuickChecks)
+	}
+	for name, c := range map[string]struct {
+		lookup func(string) (string, bool)
+		flag   bool
+	}{
+		"CI":           {env(LongEnv, "1"), false},
+		"RAPID_CHECKS": {env("RAPID_CHECKS", "7"), false},
+		"flag":         {env(), true},
+	} {
+		if _, ok := checksFor(c.lookup, c.flag); ok {
+			t.Errorf("%s: the count asked for must stand", name)
+		}
+	}
+	if _, ok := checksFor(env(LongEnv, "0"), false); !ok {
+		t.Errorf("REBOOTKIT_LONG=0 is a quick run")
+	}
+}
