@@ -206,7 +206,7 @@
 //     spec.online false: no power call is made for them, and only their
 //     owner removes a keyed request. So the remediation never gets such a
 //     host fenced (it escalates when its attempt times out, as for any
-//     host that cannot be fenced), and a fencing agent waits in vain:
+//     host that cannot be fenced), and a fencing agent waits in vain;
 //   - never writes fencing evidence for it. A reset restarts the host
 //     without its power going off; a reset host is never "fenced"
 //     (reboot.Status.Fenced stays false), whatever the reset stopped.
