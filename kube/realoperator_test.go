@@ -24,6 +24,7 @@ import (
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
 )
 
 // realOperator returns the path of the baremetal-operator built by
@@ -184,4 +185,88 @@ func TestRealOperatorDetach(t *testing.T) {
 	// completes after the emulated hardware's lag.
 	assert.Eventually(t, func() bool { return hw.Cycles() == 1 && hw.HardwareOn() }, 10*time.Second, 20*time.Millisecond,
 		"ground truth: one power cycle: %v", hw.Truth())
+}
+
+// TestRealOperatorEvidence (issue 39, point 4, against the real
+// baremetal-operator v0.13.2 in test mode): the remediation's view of a
+// host the operator manages (OperatorHosts) takes the operator's
+// status.poweredOn as a reading. A host the operator already shows off
+// (spec.online false, before the request: the operator writes nothing
+// new) is fenced StaleReads after the request; a host the operator powers
+// off for the request (its status written within the request's second)
+// is fenced StaleReads after the request too, and never before. On the
+// code before point 4 the first was never fenced and the second was fenced
+// at the operator's write.
+func TestRealOperatorEvidence(t *testing.T) {
+	needAPIServer(t)
+	bin := realOperator(t)
+	ctx := context.Background()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc"},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
+	require.NoError(t, direct.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
+		Spec: metal3.BareMetalHostSpec{Online: true, ExternallyProvisioned: true,
+			BMC: metal3.BMCDetails{Address: "redfish+http://127.0.0.1:9/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
+	startOperator(t, bin, ns)
+	var bmh metal3.BareMetalHost
+	waitHost := func(what string, ok func(*metal3.BareMetalHost) bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
+			if ok(&bmh) {
+				return
+			}
+			require.True(t, time.Now().Before(deadline), "the operator never %s: %+v", what, bmh.Status)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitHost("took the host to externally provisioned and on", func(h *metal3.BareMetalHost) bool {
+		return h.Status.Provisioning.State == metal3.StateExternallyProvisioned && h.Status.PoweredOn
+	})
+	const stale = 2 * time.Second
+	s := &OperatorHosts{Client: direct, Namespace: ns, HostOf: func(context.Context, string) (string, error) { return "h1", nil }, StaleReads: stale}
+	// fencedAt asks for a fence at req and returns when the view first
+	// said Fenced, checking that it never did before StaleReads after
+	// the request's second.
+	fencedAt := func(req remediation.Request) time.Time {
+		t.Helper()
+		require.NoError(t, s.AddRebootAnnotation(ctx, "m1", req))
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			before := time.Now()
+			h, err := s.Get(ctx, "m1", req)
+			require.NoError(t, err)
+			if h.Fenced {
+				require.False(t, before.Before(req.At.Truncate(time.Second).Add(stale)),
+					"fenced %v after the request, before StaleReads (%v): the operator's reading may predate it", before.Sub(req.At), stale)
+				return before
+			}
+			require.True(t, time.Now().Before(deadline), "never fenced: %+v", h)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// Already shown off: the operator powers it off for spec.online false
+	// and then writes nothing new for the request.
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.Online = false }))
+	waitHost("showed the host off", func(h *metal3.BareMetalHost) bool { return !h.Status.PoweredOn })
+	time.Sleep(time.Second)
+	req := remediation.Request{Value: `{"mode":"hard"}`, At: time.Now()}
+	at := fencedAt(req)
+	t.Logf("shown off before the request: fenced %v after it", at.Sub(req.At).Round(time.Millisecond))
+	require.NoError(t, s.RemoveRebootAnnotation(ctx, "m1"))
+
+	// Powered off by the operator for the request.
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.Online = true }))
+	waitHost("powered the host on again", func(h *metal3.BareMetalHost) bool { return h.Status.PoweredOn })
+	req = remediation.Request{Value: `{"mode":"hard"}`, At: time.Now()}
+	at = fencedAt(req)
+	require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
+	require.False(t, bmh.Status.PoweredOn, "the operator showed the host off for the request")
+	require.NotNil(t, bmh.Status.LastUpdated)
+	t.Logf("powered off by the operator for the request (status written at %v, the request at %v): fenced %v after it",
+		bmh.Status.LastUpdated.UTC().Format(time.RFC3339), req.At.UTC().Format(time.RFC3339Nano), at.Sub(req.At).Round(time.Millisecond))
+	require.NoError(t, s.RemoveRebootAnnotation(ctx, "m1"))
 }
