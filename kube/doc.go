@@ -221,6 +221,22 @@
 // status than the Go types have (a newer operator's), which every write
 // must keep.
 //
+// Where the operator's own behaviour is the point, tests run the real
+// baremetal-operator v0.13.2 beside the controller: scripts/build-bmo.sh
+// builds it from the Go module proxy (cached by version, with its CRDs),
+// and the tests run it out of cluster in its test mode (-test-mode: the
+// fixture provisioner instead of Ironic, so it never reaches a BMC; one
+// power state per process, so one process per host) against the envtest
+// API server: TestRealOperatorDetach (rebootkit makes no BMC call before
+// the operator reports the host detached) and TestRealOperatorEvidence
+// (its status.poweredOn as a reading). They skip with a loud message when
+// the binary is not built (REBOOTKIT_BMO_BIN) and fail in CI, which
+// builds it. The other operator-mode tests keep a stand-in of the
+// operator's power loop: they check that the operator and rebootkit never
+// both power one host's hardware, which needs the operator to drive the
+// same emulated hardware, and the real one in test mode drives only its
+// fixture.
+//
 // # The caller's duties
 //
 //   - One active manager (leader election, on by default in the binary):
