@@ -10,8 +10,11 @@ import (
 	"github.com/rebootkit/rebootkit/power"
 )
 
-// Compile-time check: *Power is a power.Controller.
-var _ power.Controller = (*Power)(nil)
+// Compile-time checks: *Power is a power.Controller and a power.Resetter.
+var (
+	_ power.Controller = (*Power)(nil)
+	_ power.Resetter   = (*Power)(nil)
+)
 
 // Op names a call on a power controller.
 type Op int
@@ -23,9 +26,11 @@ const (
 	OpOn
 	// OpOff is an Off call (the mode is in Call.Mode).
 	OpOff
+	// OpReset is a Reset call (power.Resetter).
+	OpReset
 )
 
-// String returns "state", "on" or "off".
+// String returns "state", "on", "off" or "reset".
 func (o Op) String() string {
 	switch o {
 	case OpState:
@@ -34,6 +39,8 @@ func (o Op) String() string {
 		return "on"
 	case OpOff:
 		return "off"
+	case OpReset:
+		return "reset"
 	}
 	return fmt.Sprintf("Op(%d)", int(o))
 }
@@ -239,6 +246,8 @@ type Power struct {
 	on      bool // the hardware's real state (last of truth, or initial)
 	rnd     *rand.Rand
 	lastUnk UnknownKind
+	// resets are the instants the hardware was reset (ground truth).
+	resets []time.Time
 	// offAt is when the hardware of a power-off the BMC already shows as
 	// complete goes off (Report.EarlyOff); zero if none is under way.
 	offAt time.Time
@@ -490,6 +499,32 @@ func (p *Power) Off(ctx context.Context, m power.Mode) error {
 		return nil
 	})
 	return err
+}
+
+// Reset restarts the server without a power-off (power.Resetter): the
+// hardware stays on, and the reset is in the ground truth (Resets). A
+// server whose hardware is off, or whose power is changing, is not reset:
+// the call fails (power.ErrFailed) and changes nothing.
+func (p *Power) Reset(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.begin(OpReset, power.ModeHard)
+	_, err := p.command(ctx, c, func() error {
+		if !p.on || p.pend != nil || !p.offAt.IsZero() {
+			return &power.Error{Op: "reset", Class: power.ClassFailed, Message: "fake: the server is not on: not reset"}
+		}
+		p.resets = append(p.resets, c.At)
+		return nil
+	})
+	return err
+}
+
+// Resets returns the instants the hardware was reset (ground truth), in
+// order. A reset is not a power-off: WasOffDuring never counts it.
+func (p *Power) Resets() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time(nil), p.resets...)
 }
 
 // Calls returns a copy of every call made so far, in order.

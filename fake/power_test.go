@@ -340,3 +340,24 @@ func TestPowerButtonToggles(t *testing.T) {
 	require.False(t, all.HardwareOn())
 	require.False(t, fake.NewPower(clk.Real, fake.PowerConfig{}).TogglesOff(power.ModeSoft), "no button by default")
 }
+
+// TestPowerReset: a reset keeps the hardware on (never off in the ground
+// truth), is recorded in Resets, and is refused with no effect while the
+// hardware is off or changing.
+func TestPowerReset(t *testing.T) {
+	clk := fake.NewClock(time.Unix(1000, 0))
+	p := fake.NewPower(clk.Real, fake.PowerConfig{Lag: time.Second})
+	ctx := context.Background()
+	start := clk.Real()
+	require.NoError(t, p.Reset(ctx))
+	assert.Equal(t, []time.Time{start}, p.Resets())
+	clk.Advance(time.Second)
+	assert.False(t, p.WasOffDuring(start, clk.Real()), "a reset is not a power-off")
+	require.NoError(t, p.Off(ctx, power.ModeHard))
+	require.ErrorIs(t, p.Reset(ctx), power.ErrFailed, "changing: not reset")
+	clk.Advance(2 * time.Second)
+	require.ErrorIs(t, p.Reset(ctx), power.ErrFailed, "off: not reset")
+	assert.False(t, p.HardwareOn(), "a refused reset powers nothing on")
+	assert.Len(t, p.Resets(), 1)
+	assert.Equal(t, fake.OpReset, p.Calls()[len(p.Calls())-1].Op)
+}

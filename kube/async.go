@@ -43,6 +43,18 @@ type Async struct {
 
 	mu       sync.Mutex
 	inflight map[string]bool
+	resets   map[string]resetOutcome // a Reset's outcome that came after its pass
+}
+
+// lateReset returns (and forgets) the outcome of host's last Reset that
+// ended after its pass gave up waiting, if any: the reset path persists
+// it, so that an accepted reset is not sent again.
+func (a *Async) lateReset(host string) (resetOutcome, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o, ok := a.resets[host]
+	delete(a.resets, host)
+	return o, ok
 }
 
 // Controller returns host name's controller (the signature of
@@ -154,5 +166,25 @@ func (c *asyncController) Off(ctx context.Context, m power.Mode) error {
 // soft power-off through Async may still be a press of the power button.
 // It asks the wrapped controller at once (no BMC call).
 func (c *asyncController) TogglesOff(m power.Mode) bool { return togglesOff(c.pc, m) }
+
+// Reset runs the host's Reset (power.Resetter) as the other calls run; an
+// outcome that comes after the pass gave up is kept for the reset path
+// (lateReset).
+func (c *asyncController) Reset(ctx context.Context) error {
+	_, err := c.run(ctx, func(ctx context.Context) (power.State, error) {
+		err := resetOf(ctx, c.pc)
+		c.a.mu.Lock()
+		if c.a.resets == nil {
+			c.a.resets = map[string]resetOutcome{}
+		}
+		c.a.resets[c.host] = resetOutcome{at: time.Now(), err: err}
+		c.a.mu.Unlock()
+		return power.StateUnknown, err
+	})
+	if !isInFlight(err) {
+		c.a.lateReset(c.host) // answered within the pass: the caller has it
+	}
+	return err
+}
 
 func isInFlight(err error) bool { return errors.Is(err, ErrInFlight) }

@@ -75,8 +75,10 @@ type RebootController struct {
 	// without any BMC call.
 	Forget func(host string)
 
-	refusedMu sync.Mutex
-	refused   map[string]string // host -> the reboot annotations last refused
+	refusedMu    sync.Mutex
+	refused      map[string]string       // host -> the reboot annotations last refused
+	resetRefused map[string]string       // host -> what of a spec.disablePowerOff host was last refused
+	resetOut     map[string]resetOutcome // host -> the outcome of its reset path's last command
 }
 
 // refuseOnce reports whether the refusal of host's reboot annotations ann
@@ -142,6 +144,21 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, nil
 		}
 		c.refuseOnce(req.Name, nil) // ours now: a later refusal is news
+		if bmh.Spec.DisablePowerOff {
+			res, err := c.reconcileReset(ctx, &bmh)
+			if errors.Is(err, ErrBMCChanged) {
+				if c.Recorder != nil {
+					c.Recorder.Eventf(&bmh, nil, "Warning", "BMCChanged", "Reboot", "%v", err)
+				}
+				return ctrl.Result{RequeueAfter: time.Minute}, nil
+			}
+			if errors.Is(err, reboot.ErrNotFound) {
+				c.forget(req.Name)
+				return ctrl.Result{}, nil
+			}
+			return res, err
+		}
+		c.refuseResetOnce(req.Name, nil)
 	}
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
 	if errors.Is(err, reboot.ErrNotFound) {

@@ -84,10 +84,9 @@
 //     (config/admission, AdmissionPolicyName) and its denying binding
 //     have been in force since before the reboot became pending, so that
 //     only an identity with more than the reboot-client role changed it.
-//     A host with spec.disablePowerOff is never powered off (its power-off
-//     fails with ErrPowerOffDisabled and the controller says so with a
-//     PowerOffRefused event): rebootkit has no reset call, so the reboots
-//     of such a host are the baremetal-operator's.
+//     A host with spec.disablePowerOff is never powered off (its
+//     power-off fails with ErrPowerOffDisabled): see "Hosts whose power
+//     never goes off".
 //   - Ownership, OperatorHosts, OwnedHosts: never two actors on one
 //     host. Next to a baremetal-operator (the default), the
 //     RebootController powers only hosts the operator does not manage
@@ -169,6 +168,49 @@
 //     that long has passed since the request, also when the operator
 //     showed it off before the request and writes nothing new.
 //
+// # Hosts whose power never goes off
+//
+// spec.disablePowerOff marks a host whose BMC may be reachable only while
+// the host runs (NC-SI). The baremetal-operator v0.13.2 never powers such
+// a host off: its provisioner's PowerOff asks Ironic for a reboot instead
+// (pkg/provisioner/ironic: Rebooting, or SoftRebooting for a soft one),
+// manageHostPower then removes the bare reboot annotation at once,
+// actionPowerOffBeforeDeleting skips the power-off, and its webhook
+// refuses spec.online false with the field (validatePowerStatus). The
+// RebootController, for such a host of rebootkit's:
+//
+//   - does the bare reboot.metal3.io request with a reset through the
+//     host's power.Controller (power.Resetter: Redfish ForceRestart, IPMI
+//     hard reset; always hard, whatever the mode asked: a graceful restart
+//     the OS may ignore could never be seen to have happened), sent only
+//     on an On reading, its intent written to the RebootRecord
+//     (ResetAnnotation, with the BMC pin) before it is sent. The request
+//     is removed only when the BMC accepted the reset and the host then
+//     read On at least StaleReads after that acceptance: the reading
+//     cannot echo a state from before the reset (assumption A1 of the
+//     reboot package), so the host came back up after it. That is a
+//     stricter rule than the operator's, which removes the annotation as
+//     soon as Ironic accepts the reboot. A host that reads Off StaleReads
+//     after the request (or after the reset) was off after it: it is
+//     powered on, and the request is done when it reads On StaleReads
+//     after that power-on. The RebootRecord then carries the time in
+//     LastResetAnnotation, and a Reset event says what was done. A reset
+//     whose outcome is unknown (a timeout, an answer lost, a restart
+//     between the write and the answer) may have been carried out; it is
+//     sent again only StaleReads and RetryDelay after it was about to be
+//     sent, on an On reading then: such a request may reset the host
+//     twice. A BMC that cannot reset (power.ErrUnsupported) is reported
+//     with a ResetUnsupported event, and nothing else is done.
+//   - refuses with a PowerOffRefused event (once per set) its keyed
+//     reboot.metal3.io/{key} requests, which ask for a hold off, and
+//     spec.online false: no power call is made for them, and only their
+//     owner removes a keyed request. So the remediation never gets such a
+//     host fenced (it escalates when its attempt times out, as for any
+//     host that cannot be fenced), and a fencing agent waits in vain;
+//   - never writes fencing evidence for it. A reset restarts the host
+//     without its power going off; a reset host is never "fenced"
+//     (reboot.Status.Fenced stays false), whatever the reset stopped.
+//
 // Tests run against a real API server (envtest with kube-apiserver
 // v1.37.1 and etcd v3.7.3 built from the Go module proxy by
 // scripts/build-envtest.sh) with the BareMetalHost, Machine and
@@ -178,6 +220,22 @@
 // compiles against. The tests install them with one more field in spec and
 // status than the Go types have (a newer operator's), which every write
 // must keep.
+//
+// Where the operator's own behaviour is the point, tests run the real
+// baremetal-operator v0.13.2 beside the controller: scripts/build-bmo.sh
+// builds it from the Go module proxy (cached by version, with its CRDs),
+// and the tests run it out of cluster in its test mode (-test-mode: the
+// fixture provisioner instead of Ironic, so it never reaches a BMC; one
+// power state per process, so one process per host) against the envtest
+// API server: TestRealOperatorDetach (rebootkit makes no BMC call before
+// the operator reports the host detached) and TestRealOperatorEvidence
+// (its status.poweredOn as a reading). They skip with a loud message when
+// the binary is not built (REBOOTKIT_BMO_BIN) and fail in CI, which
+// builds it. The other operator-mode tests keep a stand-in of the
+// operator's power loop: they check that the operator and rebootkit never
+// both power one host's hardware, which needs the operator to drive the
+// same emulated hardware, and the real one in test mode drives only its
+// fixture.
 //
 // # The caller's duties
 //

@@ -147,7 +147,7 @@ func (g *LeaseGuard) remaining() time.Duration {
 // Held reports whether this process holds the lease with the margin.
 func (g *LeaseGuard) Held() bool { return g.remaining() > 0 }
 
-// Wrap returns pc with its On and Off guarded.
+// Wrap returns pc with its On, Off and Reset guarded.
 func (g *LeaseGuard) Wrap(pc power.Controller) power.Controller { return &guarded{g: g, pc: pc} }
 
 type guarded struct {
@@ -171,6 +171,11 @@ func (c *guarded) On(ctx context.Context) error { return c.call(ctx, c.pc.On) }
 
 func (c *guarded) Off(ctx context.Context, m power.Mode) error {
 	return c.call(ctx, func(ctx context.Context) error { return c.pc.Off(ctx, m) })
+}
+
+// Reset is guarded as On and Off are (power.Resetter).
+func (c *guarded) Reset(ctx context.Context) error {
+	return c.call(ctx, func(ctx context.Context) error { return resetOf(ctx, c.pc) })
 }
 
 // TogglesOff passes on the wrapped controller's reboot.Toggler (false if

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // ErrPowerOffDisabled: the host has spec.disablePowerOff (its BMC may be
@@ -23,8 +24,8 @@ type noPowerOff struct {
 
 // Off implements power.Controller: always refused, nothing is sent.
 func (n noPowerOff) Off(context.Context, power.Mode) error {
-	return fmt.Errorf("%w: host %s is never powered off by rebootkit; a reboot of it must be a reset, "+
-		"which the baremetal-operator does (remove its detached annotation), or clear spec.disablePowerOff", ErrPowerOffDisabled, n.host)
+	return fmt.Errorf("%w: host %s is never powered off by rebootkit; a reboot of it is a reset, "+
+		"asked for with the bare %s annotation; or clear spec.disablePowerOff", ErrPowerOffDisabled, n.host, reboot.Annotation)
 }
 
 // TogglesOff passes on the wrapped controller's reboot.Toggler. No
@@ -33,3 +34,17 @@ func (n noPowerOff) Off(context.Context, power.Mode) error {
 func (n noPowerOff) TogglesOff(m power.Mode) bool { return togglesOff(n.Controller, m) }
 
 func isPowerOffDisabled(err error) bool { return errors.Is(err, ErrPowerOffDisabled) }
+
+// Reset passes the restart without a power-off on to the host's
+// controller (power.Resetter): it is how such a host is rebooted.
+func (n noPowerOff) Reset(ctx context.Context) error { return resetOf(ctx, n.Controller) }
+
+// resetOf is pc's Reset, or an error matching power.ErrUnsupported if pc
+// cannot reset.
+func resetOf(ctx context.Context, pc power.Controller) error {
+	r, ok := pc.(power.Resetter)
+	if !ok {
+		return &power.Error{Op: "reset", Class: power.ClassUnsupported, Message: "the host's power controller cannot reset"}
+	}
+	return r.Reset(ctx)
+}

@@ -18,6 +18,7 @@ import (
 // interfaces here.
 var extensions = []reflect.Type{
 	reflect.TypeFor[reboot.Toggler](),
+	reflect.TypeFor[power.Resetter](),
 }
 
 // TestWrappersForwardExtensions: every wrapper of a power.Controller in

@@ -8,6 +8,10 @@
 // Executor) calls the Controller and feeds the outcome back into the next
 // decision as a [Class]. Implementations: package power/redfish and
 // power/ipmi for real BMCs, and package fake for tests and simulations.
+// All three, and a Pool's Controllers, are also a [Resetter]: a restart
+// without a power-off (Redfish ForceRestart, IPMI hard reset), for hosts
+// whose power must never go off; a reset is never evidence that a host
+// was off.
 //
 // # One owner of BMC connections
 //

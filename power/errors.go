@@ -98,7 +98,8 @@ func Classify(err error) Class {
 // controller said. It matches its class's sentinel with errors.Is, and the
 // underlying cause (if any) through Unwrap.
 type Error struct {
-	// Op is the operation: "state", "on", "off soft" or "off hard".
+	// Op is the operation: "state", "on", "off soft", "off hard" or
+	// "reset".
 	Op string
 	// Class is the outcome class; never ClassNone.
 	Class Class

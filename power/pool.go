@@ -246,7 +246,8 @@ func NewPool(cfg PoolConfig) *Pool {
 // bounded by CallTimeout, and they log in (or reuse a session) as needed;
 // a login refused for back-off fails at once with ErrBackoff. It has the
 // method TogglesOff (reboot.Toggler) of its adapter once connected, and
-// answers true, a possible press of the power button, before.
+// answers true, a possible press of the power button, before; and it is a
+// Resetter, whose Reset is the adapter's (ErrUnsupported if it has none).
 func (p *Pool) Controller(host string, t Target) Controller {
 	return &pooled{p: p, host: host, t: t}
 }

@@ -101,6 +101,18 @@ func (c *pooled) Off(ctx context.Context, m Mode) error {
 	return c.call(ctx, OpName(m), func(ctx context.Context, ctrl Controller) error { return ctrl.Off(ctx, m) })
 }
 
+// Reset restarts the host through the pool (Resetter): the connected
+// adapter's Reset, or an error matching ErrUnsupported if it has none.
+func (c *pooled) Reset(ctx context.Context) error {
+	return c.call(ctx, "reset", func(ctx context.Context, ctrl Controller) error {
+		r, ok := ctrl.(Resetter)
+		if !ok {
+			return &Error{Op: "reset", Class: ClassUnsupported, Message: "the adapter cannot reset a server"}
+		}
+		return r.Reset(ctx)
+	})
+}
+
 // notSent is the error of a call the Pool never handed to a controller
 // (no session: a login that failed, backs off, is still running, or
 // waits for a free session): it matches ErrNotSent and everything err

@@ -97,3 +97,21 @@ type Controller interface {
 	// server (callers fall back from soft to hard).
 	Off(ctx context.Context, mode Mode) error
 }
+
+// Resetter is an optional interface of a Controller that can restart a
+// running server without powering it off: a hard reset (Redfish
+// ForceRestart, IPMI Chassis Control hard reset). The power never reads
+// Off, so a reset is no evidence that a server was off: nothing may take
+// it for fencing. It is what a host whose power must never go off
+// (metal3's spec.disablePowerOff: a BMC reached through the host's own
+// network port, NC-SI) is rebooted with.
+type Resetter interface {
+	// Reset restarts the server at once. It is sent only to a server that
+	// a fresh read shows On (a reset of a server that is off powers it on
+	// on some BMCs, and does nothing on others): any other read fails
+	// with an error matching ErrBusy and sends nothing. ErrUnsupported
+	// means the controller cannot reset this server. A nil error means
+	// the BMC accepted the reset; a timeout (ErrBusy wrapping
+	// context.DeadlineExceeded) may or may not have reset it.
+	Reset(ctx context.Context) error
+}

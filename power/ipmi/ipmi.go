@@ -425,6 +425,7 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 const (
 	chassisPowerDown    = 0x00
 	chassisPowerUp      = 0x01
+	chassisHardReset    = 0x03
 	chassisSoftShutdown = 0x05
 )
 
@@ -594,3 +595,54 @@ func (c *Controller) redact(s string) string {
 	}
 	return s
 }
+
+// Reset restarts the host without a power-off (power.Resetter): Chassis
+// Control hard reset, sent only when a fresh read says the host is on
+// (a failed read is returned as the error, and nothing is sent). It is
+// sent once, never retransmitted nor repeated on a new session: a reset
+// whose answer was lost may have been carried out, and a second would
+// restart the host again; that outcome is busy, and nothing more is sent.
+func (c *Controller) Reset(ctx context.Context) error {
+	const op = "reset"
+	if err := c.lock(ctx, op); err != nil {
+		return err
+	}
+	defer c.unlock()
+	cur, err := c.readState(ctx)
+	if err != nil {
+		return err
+	}
+	if cur != power.StateOn {
+		return &power.Error{Op: op, Class: power.ClassBusy, Message: fmt.Sprintf("the state reads %s, not on: no reset sent", cur)}
+	}
+	var lost error
+	err = c.do(ctx, op, func(s *session) error {
+		_, err := s.commandOnce(ctx, netFnChassis, cmdChassisCtl, []byte{chassisHardReset})
+		var refused completionError
+		if err != nil && !errors.As(err, &refused) {
+			lost = err
+			return fmt.Errorf("%w: %w", errNoRepeat, err)
+		}
+		return err
+	})
+	if lost != nil {
+		return &power.Error{Op: op, Class: power.ClassBusy,
+			Message: "the answer to the hard reset was lost (" + c.redact(fmt.Sprint(lost)) + "); it may have been carried out: nothing more was sent",
+			Err:     cause(lost)}
+	}
+	return err
+}
+
+// cause is context.DeadlineExceeded or context.Canceled if err is one,
+// else nil.
+func cause(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return context.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return context.Canceled
+	}
+	return nil
+}
+
+var _ power.Resetter = (*Controller)(nil)

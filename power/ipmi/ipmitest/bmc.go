@@ -27,7 +27,8 @@ const (
 	PowerUp   = "power-up"   // Chassis Control: power up
 	PowerDown = "power-down" // Chassis Control: power down
 	SoftOff   = "soft"       // Chassis Control: soft shutdown (ACPI)
-	Cycle     = "cycle"      // Chassis Control: power cycle or hard reset
+	Cycle     = "cycle"      // Chassis Control: power cycle
+	HardReset = "reset"      // Chassis Control: hard reset
 )
 
 // Config configures a BMC.
@@ -380,8 +381,12 @@ func (c ipmiChassis) PowerCycle(ctx context.Context) error {
 	})
 }
 
-// ColdReset is a hard reset: a power cycle here.
-func (c ipmiChassis) ColdReset(ctx context.Context) error { return c.PowerCycle(ctx) }
+// ColdReset is what go-ipmi's handler calls for Chassis Control hard
+// reset: the Power's Reset, a restart without a power-off (refused, with
+// no effect, when the hardware is off).
+func (c ipmiChassis) ColdReset(ctx context.Context) error {
+	return c.command(HardReset, func() error { return c.b.Power.Reset(ctx) })
+}
 
 func (ipmiChassis) Identify(context.Context, uint8) error { return nil }
 func (ipmiChassis) IntrusionState(context.Context) (bool, error) {

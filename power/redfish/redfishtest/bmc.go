@@ -29,6 +29,9 @@ type Quirks struct {
 	// NoGraceful: no Graceful* reset types (HPE iLO 5); soft power-off must
 	// use PushPowerButton.
 	NoGraceful bool
+	// NoForceRestart: ForceRestart is not among the allowable reset
+	// types (the system cannot be restarted without a power-off).
+	NoForceRestart bool
 	// MalformedAllowable lists "GracefulShutdownGracefulRestart" as one
 	// allowable value instead of two (a Supermicro firmware).
 	MalformedAllowable bool
@@ -598,6 +601,9 @@ func (b *BMC) allowable() []string {
 		if b.Quirks.NoGraceful && strings.HasPrefix(t, "Graceful") {
 			continue
 		}
+		if b.Quirks.NoForceRestart && t == "ForceRestart" {
+			continue
+		}
 		if b.Quirks.MalformedAllowable && t == "GracefulShutdown" {
 			continue
 		}
@@ -732,6 +738,10 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request, id string, raw []byt
 		s.lastOff = now
 	case "on", "forceon":
 		err = hw.On(ctx)
+	case "forcerestart":
+		// A restart without a power-off: the hardware stays on (it
+		// refuses a system that is off, as this emulator's firmware does).
+		err = hw.Reset(ctx)
 	case "pushpowerbutton":
 		// The button toggles the hardware, whatever anyone reports.
 		if !hw.HardwareOn() {

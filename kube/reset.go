@@ -1,0 +1,283 @@
+package kube
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// ResetAnnotation on a host's RebootRecord keeps the state of the reboot
+// by reset of a host with spec.disablePowerOff (JSON: when the request was
+// first seen, when the last reset or power-on was about to be sent, when
+// the BMC accepted it). Only the controller writes it.
+const ResetAnnotation = "rebootkit.io/reset"
+
+// LastResetAnnotation on a host's RebootRecord is when the BMC accepted
+// the reset that answered the host's last reboot request (RFC 3339), set
+// when the request is removed.
+const LastResetAnnotation = "rebootkit.io/last-reset"
+
+// reconcileReset is a pass of a host with spec.disablePowerOff: its power
+// never goes off, so its bare reboot request is done with a reset
+// (decideReset), its keyed requests (a hold off) and spec.online false are
+// refused with a PowerOffRefused event, and no fencing evidence is ever
+// written for it.
+func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareMetalHost) (ctrl.Result, error) {
+	name := bmh.Name
+	idle := cmp.Or(c.IdlePoll, time.Minute)
+	var keyed []string
+	for k := range bmh.Annotations {
+		if strings.HasPrefix(k, reboot.AnnotationPrefix) {
+			keyed = append(keyed, k)
+		}
+	}
+	refusal := map[string]string{}
+	for _, k := range keyed {
+		refusal[k] = bmh.Annotations[k]
+	}
+	if !bmh.Spec.Online {
+		refusal["spec.online"] = "false"
+	}
+	if c.refuseResetOnce(name, refusal) && c.Recorder != nil {
+		c.Recorder.Eventf(bmh, nil, "Warning", "PowerOffRefused", "Reboot",
+			"%v: host %s is never powered off by rebootkit, so it cannot be held off (%s): a reboot of it is a reset, "+
+				"asked for with the bare %s annotation; remove the others, or clear spec.disablePowerOff",
+			ErrPowerOffDisabled, name, strings.Join(sortedKeys(refusal), ", "), reboot.Annotation)
+	}
+	if Deprovisioned(bmh) {
+		return ctrl.Result{}, nil // its power is provisioning's
+	}
+	hosts, ok := c.Reconciler.Hosts.(*RebootHosts)
+	if !ok {
+		return ctrl.Result{}, errors.New("kube: a host with spec.disablePowerOff needs the Reconciler's Hosts to be a *RebootHosts")
+	}
+	var rec v1alpha1.RebootRecord
+	err := hosts.Client.Get(ctx, types.NamespacedName{Namespace: hosts.Namespace, Name: name}, &rec)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("kube: reboot record %s/%s: %w", hosts.Namespace, name, err)
+	}
+	var st resetRecord
+	if exists && rec.Spec.HostUID == string(bmh.UID) && rec.Annotations[ResetAnnotation] != "" {
+		if json.Unmarshal([]byte(rec.Annotations[ResetAnnotation]), &st) != nil {
+			st = resetRecord{} // corrupt: start afresh (no evidence is kept here)
+		}
+	}
+	_, requested := bmh.Annotations[reboot.Annotation]
+	now := c.Reconciler.Now()
+	o := resetObserved{Requested: requested, Rec: st, Power: power.StateUnknown}
+	var pc power.Controller
+	if requested {
+		if pc, err = c.Reconciler.Power(name); err != nil {
+			return ctrl.Result{}, err
+		}
+		if s, err := pc.State(ctx); err == nil {
+			o.Power = s
+		}
+		if c.Async != nil {
+			if lo, ok := c.Async.lateReset(name); ok {
+				c.noteReset(name, lo)
+			}
+			o.InFlight = c.Async.InFlight(name)
+		}
+		if lo, ok := c.lastReset(name); ok {
+			o.Outcome = &lo
+		}
+	}
+	d := decideReset(o, resetConfigOf(c.Reconciler.Config), now)
+	write := func(f func(context.Context) error) error {
+		return reboot.Fenced(ctx, c.Reconciler.Guard, "kube: reset of host "+name, f)
+	}
+	switch {
+	case d.Done:
+		err = write(func(ctx context.Context) error {
+			if err := hosts.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion,
+				metadataPatch(nil, map[string]any{reboot.Annotation: nil}))); err != nil {
+				return mapError("reset of", hosts.Namespace, name, err)
+			}
+			return c.writeReset(ctx, hosts, bmh, &rec, exists, nil, st.Accepted)
+		})
+		if err == nil && c.Recorder != nil {
+			what := "was reset"
+			if st.Op == "on" {
+				what = "read off after the request and was powered on"
+			}
+			c.Recorder.Eventf(bmh, nil, "Normal", "Reset", "Reboot",
+				"host %s %s at %s (spec.disablePowerOff: a reboot is a reset, never a power-off) and reads on; %s removed",
+				name, what, st.Accepted.UTC().Format(time.RFC3339), reboot.Annotation)
+		}
+		c.forgetReset(name)
+	case d.Clear:
+		err = write(func(ctx context.Context) error { return c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}) })
+		c.forgetReset(name)
+	case d.Write:
+		err = write(func(ctx context.Context) error {
+			return c.writeReset(ctx, hosts, bmh, &rec, exists, &d.Rec, time.Time{})
+		})
+	}
+	if errors.Is(err, reboot.ErrConflict) {
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if d.Unsupported && c.Recorder != nil {
+		c.Recorder.Eventf(bmh, nil, "Warning", "ResetUnsupported", "Reboot",
+			"host %s has spec.disablePowerOff and its BMC cannot reset it (%v): it is neither powered off nor reset; "+
+				"reboot it by hand and remove %s, or enable ForceRestart (Redfish) / hard reset (IPMI) on its BMC", name, o.Outcome.err, reboot.Annotation)
+	}
+	if d.Call != "" {
+		cerr := c.sendReset(ctx, pc, d.Call)
+		if !isInFlight(cerr) {
+			c.noteReset(name, resetOutcome{at: c.Reconciler.Now(), err: cerr})
+		}
+		if cerr != nil && !isInFlight(cerr) && c.Recorder != nil {
+			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; check the BMC's address and reachability", name, d.Call, cerr)
+		}
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	if d.Write || d.Done || d.Clear {
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	after := d.After
+	if after <= 0 || after > idle {
+		after = idle
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// sendReset sends the reset path's command through pc.
+func (c *RebootController) sendReset(ctx context.Context, pc power.Controller, call string) error {
+	if call == "on" {
+		return pc.On(ctx)
+	}
+	return resetOf(ctx, pc)
+}
+
+// writeReset writes the record's reset state st (nil: cleared; with last
+// set, the LastResetAnnotation) with a compare-and-swap on the record
+// read, and the BMC pin of the pending request (see Powers): created if
+// missing, replaced if it is an earlier host's.
+func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord,
+	exists bool, st *resetRecord, last time.Time) error {
+	ann := map[string]any{ResetAnnotation: nil}
+	var pin *v1alpha1.BMCPin
+	if st != nil {
+		raw, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		ann[ResetAnnotation] = string(raw)
+		since := st.Since.UTC().Format(time.RFC3339Nano)
+		if exists && rec.Spec.HostUID == string(bmh.UID) && rec.Spec.BMC != nil && rec.Spec.BMC.PendingSince == since {
+			pin = rec.Spec.BMC.DeepCopy()
+		} else {
+			pin = &v1alpha1.BMCPin{Address: bmh.Spec.BMC.Address, CredentialsName: bmh.Spec.BMC.CredentialsName,
+				DisableCertificateVerification: bmh.Spec.BMC.DisableCertificateVerification, PendingSince: since}
+		}
+	}
+	if !last.IsZero() {
+		ann[LastResetAnnotation] = last.UTC().Format(time.RFC3339)
+	}
+	owner := []metav1.OwnerReference{{APIVersion: metal3.GroupVersion.String(), Kind: "BareMetalHost",
+		Name: bmh.Name, UID: bmh.UID, BlockOwnerDeletion: ptr.To(false)}}
+	if !exists {
+		if st == nil {
+			return nil
+		}
+		nr := v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: hosts.Namespace, Name: bmh.Name,
+			Annotations: map[string]string{ResetAnnotation: ann[ResetAnnotation].(string)}, OwnerReferences: owner},
+			Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}
+		err := hosts.Client.Create(ctx, &nr)
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("kube: reboot record %s/%s: %w", hosts.Namespace, bmh.Name, reboot.ErrConflict)
+		}
+		return err
+	}
+	spec := map[string]any{"bmc": pin}
+	if rec.Spec.HostUID != string(bmh.UID) {
+		// An earlier host's record: start afresh.
+		spec["hostUID"], spec["status"] = string(bmh.UID), ""
+	}
+	err := hosts.Client.Patch(ctx, rec, casPatch(rec.ResourceVersion, map[string]any{"spec": spec,
+		"metadata": map[string]any{"annotations": ann, "ownerReferences": owner}}))
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("kube: reboot record %s/%s: %w", hosts.Namespace, bmh.Name, reboot.ErrConflict)
+	}
+	if err != nil {
+		return mapError("record of", hosts.Namespace, bmh.Name, err)
+	}
+	return nil
+}
+
+// noteReset, lastReset and forgetReset keep the outcome of the reset
+// path's last command per host, in memory.
+func (c *RebootController) noteReset(host string, o resetOutcome) {
+	c.refusedMu.Lock()
+	defer c.refusedMu.Unlock()
+	if c.resetOut == nil {
+		c.resetOut = map[string]resetOutcome{}
+	}
+	c.resetOut[host] = o
+}
+
+func (c *RebootController) lastReset(host string) (resetOutcome, bool) {
+	c.refusedMu.Lock()
+	defer c.refusedMu.Unlock()
+	o, ok := c.resetOut[host]
+	return o, ok
+}
+
+func (c *RebootController) forgetReset(host string) {
+	c.refusedMu.Lock()
+	defer c.refusedMu.Unlock()
+	delete(c.resetOut, host)
+}
+
+// refuseResetOnce reports whether the refusal of what a host with
+// spec.disablePowerOff asks for (keyed requests, spec.online false) is
+// news (and notes it); an empty set forgets.
+func (c *RebootController) refuseResetOnce(host string, what map[string]string) bool {
+	keys := sortedKeys(what)
+	for i, k := range keys {
+		keys[i] = k + "=" + what[k]
+	}
+	sig := strings.Join(keys, "\x00")
+	c.refusedMu.Lock()
+	defer c.refusedMu.Unlock()
+	if c.resetRefused == nil {
+		c.resetRefused = map[string]string{}
+	}
+	if sig == "" {
+		delete(c.resetRefused, host)
+		return false
+	}
+	if c.resetRefused[host] == sig {
+		return false
+	}
+	c.resetRefused[host] = sig
+	return true
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.Sort(keys)
+	return keys
+}

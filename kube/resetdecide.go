@@ -1,0 +1,170 @@
+package kube
+
+import (
+	"errors"
+	"time"
+
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// resetRecord is the persisted state of the reboot by reset of a host with
+// spec.disablePowerOff (the ResetAnnotation of its RebootRecord). Its
+// times are the controller's wall clock.
+type resetRecord struct {
+	// Since is when the controller first saw the pending request.
+	Since time.Time `json:"since"`
+	// Sending is when the last command (a reset, or a power-on of a host
+	// that read off) was about to be sent: written before it is sent.
+	Sending time.Time `json:"sending,omitzero"`
+	// Accepted is when the BMC accepted that command (its answer came).
+	Accepted time.Time `json:"accepted,omitzero"`
+	// Op is the command: "reset" or "on".
+	Op string `json:"op,omitempty"`
+}
+
+func (r resetRecord) pending() bool { return !r.Since.IsZero() }
+
+// accepted reports whether the latest command sent was accepted.
+func (r resetRecord) accepted() bool {
+	return !r.Accepted.IsZero() && !r.Accepted.Before(r.Sending)
+}
+
+// resetOutcome is the in-memory outcome of a command of the reset path:
+// when its answer came, and the error (nil: accepted).
+type resetOutcome struct {
+	at  time.Time
+	err error
+}
+
+// resetObserved is what a pass of the reset path decides on: the host's
+// bare request, its persisted record, the power read after both, and the
+// outcome of the last command this process sent (nil: none known, such as
+// after a restart).
+type resetObserved struct {
+	Requested bool
+	Rec       resetRecord
+	Power     power.State
+	Outcome   *resetOutcome
+	InFlight  bool
+}
+
+// resetDecision: persist Rec first when Write, then send Call ("reset",
+// "on" or none); Done removes the bare request and clears the record;
+// Clear only clears it. After is the next pass (0: at once).
+type resetDecision struct {
+	Write       bool
+	Rec         resetRecord
+	Call        string
+	Done        bool
+	Clear       bool
+	Unsupported bool
+	After       time.Duration
+}
+
+// resetConfig is the part of reboot.Config the reset path uses, with the
+// reboot package's defaults.
+type resetConfig struct {
+	StaleReads, PollInterval, QuickPoll, RetryDelay time.Duration
+}
+
+func resetConfigOf(c reboot.Config) resetConfig {
+	d := reboot.DefaultConfig()
+	pick := func(v, def time.Duration) time.Duration {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	return resetConfig{StaleReads: pick(c.StaleReads, d.StaleReads), PollInterval: pick(c.PollInterval, d.PollInterval),
+		QuickPoll: pick(c.QuickPoll, d.QuickPoll), RetryDelay: pick(c.RetryDelay, d.RetryDelay)}
+}
+
+// decideReset is the reboot by reset of a host whose power must never go
+// off (spec.disablePowerOff), a pure function of what was observed and
+// now. A reboot request is done when the BMC accepted a reset and the host
+// then read On at least StaleReads after that acceptance (the reading
+// cannot echo a state from before the reset: the host is up after it).
+// A host that reads Off StaleReads after the request (or after the reset)
+// was off after the request: it is powered on, and the request is done
+// when it reads On StaleReads after that power-on. Nothing here is ever
+// evidence of a power-off: the reset path writes no fencing evidence.
+//
+// A reset is sent only on an On reading; a command whose outcome is not
+// known (an answer lost, a restart between the write of Sending and the
+// answer) is sent again only StaleReads (and RetryDelay) after it was
+// about to be sent, on an On reading then: such a request may reset the
+// host twice.
+func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
+	rec := o.Rec
+	if !o.Requested {
+		if rec.pending() {
+			return resetDecision{Clear: true}
+		}
+		return resetDecision{}
+	}
+	if !rec.pending() {
+		return resetDecision{Write: true, Rec: resetRecord{Since: now}}
+	}
+	if o.InFlight {
+		return resetDecision{After: c.PollInterval}
+	}
+	sent := !rec.Sending.IsZero()
+	if sent && !rec.accepted() && o.Outcome != nil && !o.Outcome.at.Before(rec.Sending) {
+		// The answer to the last command, not yet persisted.
+		if o.Outcome.err == nil {
+			rec.Accepted = o.Outcome.at
+			return resetDecision{Write: true, Rec: rec}
+		}
+		if errors.Is(o.Outcome.err, power.ErrUnsupported) {
+			return resetDecision{Unsupported: true, After: time.Minute}
+		}
+		// Refused, failed or timed out: it may have been carried out all
+		// the same, so it is treated as an unknown outcome (below).
+	}
+	if sent && rec.accepted() {
+		since := now.Sub(rec.Accepted)
+		switch o.Power {
+		case power.StateOn:
+			if since >= c.StaleReads {
+				return resetDecision{Done: true}
+			}
+			return resetDecision{After: c.StaleReads - since}
+		case power.StateOff:
+			if since >= c.StaleReads {
+				rec.Sending, rec.Op = now, "on"
+				return resetDecision{Write: true, Rec: rec, Call: "on"}
+			}
+			return resetDecision{After: c.StaleReads - since}
+		}
+		return resetDecision{After: c.QuickPoll}
+	}
+	if sent {
+		// Sent, outcome unknown (failed, or lost in a restart): not again before
+		// StaleReads and RetryDelay after it, so that the reading it is
+		// sent on again cannot echo the state from before it.
+		if wait := max(c.StaleReads, c.RetryDelay) - now.Sub(rec.Sending); wait > 0 {
+			return resetDecision{After: wait}
+		}
+	}
+	return resend(o, c, now, rec)
+}
+
+// resend decides the command to send on this pass's reading.
+func resend(o resetObserved, c resetConfig, now time.Time, rec resetRecord) resetDecision {
+	switch o.Power {
+	case power.StateOn:
+		rec.Sending, rec.Op = now, "reset"
+		return resetDecision{Write: true, Rec: rec, Call: "reset"}
+	case power.StateOff:
+		// Off is proof of a power-off after the request only StaleReads
+		// after it; before, it may echo the past (and a power-on would
+		// then answer a reboot that never happened).
+		if wait := c.StaleReads - now.Sub(rec.Since); wait > 0 {
+			return resetDecision{After: wait}
+		}
+		rec.Sending, rec.Op = now, "on"
+		return resetDecision{Write: true, Rec: rec, Call: "on"}
+	}
+	return resetDecision{After: c.QuickPoll}
+}

@@ -1,0 +1,177 @@
+package kube
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"pgregory.net/rapid"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// TestDecideReset: the reset path's rules, one case each.
+func TestDecideReset(t *testing.T) {
+	c := resetConfig{StaleReads: 30 * time.Second, PollInterval: 5 * time.Second, QuickPoll: time.Second, RetryDelay: 10 * time.Second}
+	t0 := time.Unix(1_000_000, 0)
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	for _, tc := range []struct {
+		name string
+		o    resetObserved
+		now  time.Time
+		want resetDecision
+	}{
+		{"no request, nothing kept", resetObserved{}, sec(0), resetDecision{}},
+		{"request gone: cleared", resetObserved{Rec: resetRecord{Since: sec(0)}}, sec(5), resetDecision{Clear: true}},
+		{"new request: persisted first", resetObserved{Requested: true, Power: power.StateOn}, sec(0),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0)}}},
+		{"on: reset, its intent persisted", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOn}, sec(1),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Call: "reset"}},
+		{"unknown: no reset (it may power on a host that is off)", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateUnknown}, sec(1),
+			resetDecision{After: time.Second}},
+		{"off that may echo the past: wait", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOff}, sec(10),
+			resetDecision{After: 20 * time.Second}},
+		{"off StaleReads after the request: power on", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOff}, sec(30),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(30), Op: "on"}, Call: "on"}},
+		{"accepted: persisted", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Power: power.StateOn,
+			Outcome: &resetOutcome{at: sec(2)}}, sec(2),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset"}}},
+		{"an outcome of an earlier command is not this one's", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(5), Op: "reset"}, Power: power.StateOn,
+			Outcome: &resetOutcome{at: sec(2)}}, sec(6), resetDecision{After: 29 * time.Second}},
+		{"on too soon after the reset: may echo", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset"}, Power: power.StateOn}, sec(20),
+			resetDecision{After: 12 * time.Second}},
+		{"on StaleReads after the reset: done", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset"}, Power: power.StateOn}, sec(32),
+			resetDecision{Done: true}},
+		{"off StaleReads after the reset: power on", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset"}, Power: power.StateOff}, sec(32),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(32), Accepted: sec(2), Op: "on"}, Call: "on"}},
+		{"failed: may have been done, not sent again soon", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Power: power.StateOn,
+			Outcome: &resetOutcome{at: sec(2), err: &power.Error{Op: "reset", Class: power.ClassBusy}}}, sec(3), resetDecision{After: 28 * time.Second}},
+		{"unknown outcome (restart): again StaleReads after", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Power: power.StateOn}, sec(31),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset"}, Call: "reset"}},
+		{"unsupported: reported", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Power: power.StateOn,
+			Outcome: &resetOutcome{at: sec(2), err: &power.Error{Op: "reset", Class: power.ClassUnsupported}}}, sec(2), resetDecision{Unsupported: true, After: time.Minute}},
+		{"in flight: wait", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, InFlight: true}, sec(2), resetDecision{After: 5 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, decideReset(tc.o, c, tc.now))
+		})
+	}
+}
+
+// TestResetStateMachine: decideReset against a fake host whose BMC lies
+// (stale and flapping reads, unknown reads, calls that fail after they
+// took effect, out-of-band power-offs and power-ons) and a controller
+// that restarts (losing what it kept in memory), checked against the
+// hardware's ground truth:
+//
+//   - the reset path never powers the host off (every power-off of the
+//     hardware is out of band);
+//   - a request is done only if the hardware was reset or was off at
+//     some instant since the request was first seen;
+//   - once the BMC behaves (no faults, honest reads, nothing out of
+//     band), the request is done within a bounded time.
+func TestResetStateMachine(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := resetConfig{StaleReads: 2 * time.Second, PollInterval: 500 * time.Millisecond, QuickPoll: 100 * time.Millisecond, RetryDelay: time.Second}
+		clk := fake.NewClock(time.Unix(1_000_000, 0))
+		rep := fake.Report{
+			Stale:   time.Duration(rapid.IntRange(0, 2000).Draw(t, "staleMs")) * time.Millisecond,
+			Flap:    rapid.Bool().Draw(t, "flap"),
+			Unknown: rapid.Float64Range(0, 0.3).Draw(t, "unknown"),
+			Seed:    rapid.Uint64().Draw(t, "seed"),
+		}
+		hw := fake.NewPower(clk.Real, fake.PowerConfig{Lag: 100 * time.Millisecond, Report: rep})
+		ctx := context.Background()
+		var rec resetRecord
+		var out *resetOutcome
+		requested := true
+		pass := func() resetDecision {
+			s, err := hw.State(ctx)
+			if err != nil {
+				s = power.StateUnknown
+			}
+			now := clk.Now()
+			d := decideReset(resetObserved{Requested: requested, Rec: rec, Power: s, Outcome: out}, cfg, now)
+			switch {
+			case d.Done:
+				if !hw.WasOffDuring(rec.Since, clk.Real()) {
+					ok := false
+					for _, r := range hw.Resets() {
+						ok = ok || !r.Before(rec.Since)
+					}
+					if !ok {
+						t.Fatalf("done at %v with no reset and no power-off since %v: truth %v", now, rec.Since, hw.Truth())
+					}
+				}
+				requested, rec, out = false, resetRecord{}, nil
+			case d.Clear:
+				rec, out = resetRecord{}, nil
+			case d.Write:
+				rec = d.Rec
+			}
+			if d.Call != "" {
+				var err error
+				if d.Call == "on" {
+					err = hw.On(ctx)
+				} else {
+					err = hw.Reset(ctx)
+				}
+				out = &resetOutcome{at: clk.Now(), err: err}
+			}
+			return d
+		}
+		queued := 0
+		steps := rapid.IntRange(1, 60).Draw(t, "steps")
+		for range steps {
+			switch rapid.IntRange(0, 9).Draw(t, "action") {
+			case 0:
+				hw.OutOfBandOff()
+			case 1:
+				hw.OutOfBandOn()
+			case 2:
+				queued++ // each costs the liveness phase at most one retry
+				hw.FailNext(rapid.SampledFrom([]fake.Op{fake.OpState, fake.OpOn, fake.OpReset}).Draw(t, "op"),
+					fake.Fault{Kind: rapid.SampledFrom([]fake.FaultKind{fake.FaultBusy, fake.FaultFailed, fake.FaultTimeout}).Draw(t, "kind"),
+						Applied: rapid.Bool().Draw(t, "applied")})
+			case 3:
+				out = nil // a restart: memory lost, the record kept
+			case 4:
+				if !requested {
+					requested = true // a new request
+				}
+			default:
+				pass()
+			}
+			clk.Advance(time.Duration(rapid.IntRange(0, 1500).Draw(t, "advanceMs")) * time.Millisecond)
+		}
+		for _, tc := range hw.Truth() {
+			if !tc.On && tc.Cause != fake.CauseOutOfBand {
+				t.Fatalf("the reset path powered the host off: %v", hw.Truth())
+			}
+		}
+		// Liveness: the BMC behaves from now on.
+		hw.SetReport(fake.Report{})
+		if !requested {
+			requested = true
+		}
+		begin := clk.Now()
+		for requested {
+			if clk.Now().Sub(begin) > time.Duration(queued+3)*(cfg.StaleReads+cfg.RetryDelay+cfg.PollInterval) {
+				t.Fatalf("not done %v after the BMC behaved: record %+v, truth %v", clk.Now().Sub(begin), rec, hw.Truth())
+			}
+			d := pass()
+			step := d.After
+			if step <= 0 || step > cfg.PollInterval {
+				step = min(max(step, 10*time.Millisecond), cfg.PollInterval)
+			}
+			clk.Advance(step)
+		}
+		for _, tc := range hw.Truth() {
+			if !tc.On && tc.Cause != fake.CauseOutOfBand {
+				t.Fatalf("the reset path powered the host off: %v", hw.Truth())
+			}
+		}
+	})
+}
