@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -181,5 +182,52 @@ func mutations(t *testing.T, typ reflect.Type, get func(reflect.Value) reflect.V
 		yield(name, func(r reflect.Value) { v := get(r); v.SetFloat(v.Float() + 1) })
 	default:
 		t.Fatalf("%s: cannot mutate a %s: teach fillValue and mutations", name, typ)
+	}
+}
+
+// TestCloneSharesNoPointer checks, by reflection over every pointer of a
+// filled Plan's reboots (their times and phases, and fields added later),
+// that Clone copies what they point to: the executor compares a pass's
+// output with its input, which it must never change through a shared
+// pointer. Labels and the plan's policy are shared (nothing modifies
+// them).
+func TestCloneSharesNoPointer(t *testing.T) {
+	p := reflect.New(reflect.TypeFor[Plan]()).Elem()
+	fillValue(t, p)
+	rs := p.FieldByName("Reboots")
+	rs.Set(reflect.Append(rs, rs.Index(0))) // two reboots: Clone copies each into one allocation
+	orig := p.Interface().(Plan)
+	q := orig.Clone()
+	var walk func(name string, a, b reflect.Value)
+	walk = func(name string, a, b reflect.Value) {
+		switch a.Kind() {
+		case reflect.Pointer:
+			if a.IsNil() {
+				return
+			}
+			if a.Pointer() == b.Pointer() {
+				t.Errorf("%s: the clone shares the pointer", name)
+			}
+			walk(name, a.Elem(), b.Elem())
+		case reflect.Struct:
+			for i := range a.NumField() {
+				if f := a.Type().Field(i); f.IsExported() && f.Name != "Labels" {
+					walk(name+"."+f.Name, a.Field(i), b.Field(i))
+				}
+			}
+		case reflect.Slice:
+			if a.Len() > 0 && a.Pointer() == b.Pointer() {
+				t.Errorf("%s: the clone shares the slice", name)
+			}
+			for i := range a.Len() {
+				walk(fmt.Sprintf("%s[%d]", name, i), a.Index(i), b.Index(i))
+			}
+		}
+	}
+	for _, f := range []string{"Reboots", "CreatedAt", "Commands"} {
+		walk("Plan."+f, reflect.ValueOf(orig).FieldByName(f), reflect.ValueOf(q).FieldByName(f))
+	}
+	if !sameView(FullView(orig), FullView(q)) {
+		t.Error("the clone differs from the plan")
 	}
 }
