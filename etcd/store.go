@@ -384,7 +384,7 @@ func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at
 func encodePages(p plan.Plan) ([][]byte, error) {
 	out := make([][]byte, pageCount(len(p.Reboots)))
 	for n := range out {
-		raw, err := json.Marshal(p.Reboots[n*PageSize : min((n+1)*PageSize, len(p.Reboots))])
+		raw, err := encodePage(p.Reboots[n*PageSize : min((n+1)*PageSize, len(p.Reboots))])
 		if err != nil {
 			return nil, fmt.Errorf("etcd: encode %s: %w", p.UUID, err)
 		}
@@ -1072,7 +1072,7 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 		// A copy of what the reboots point to: the page is kept.
 		pg = plan.Plan{Reboots: pg}.Clone().Reboots
 		patched[n] = pg
-		now, err := json.Marshal(pg)
+		now, err := encodePage(pg)
 		if err != nil {
 			return err
 		}
