@@ -163,3 +163,22 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, s...)
 	return append(b, '"')
 }
+
+// wallOnly strips the monotonic clock readings of the times rs points to
+// (rs owns them): a page a store keeps after writing it holds the times
+// as a read of it would, so that a pass measures durations from the wall
+// clock whether its view came from etcd or from the store's pages.
+func wallOnly(rs []plan.Reboot) {
+	for i := range rs {
+		r := &rs[i]
+		ts := []*time.Time{r.StartedAt, r.FinishedAt, r.OperationalAt, r.CanceledAt, r.StepSince, r.DrainSince, r.JobCreatedAt}
+		if ph := r.Phases; ph != nil {
+			ts = append(ts, ph.Drained, ph.Off, ph.On, ph.Healthy)
+		}
+		for _, t := range ts {
+			if t != nil {
+				*t = t.Round(0)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package etcd
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +96,41 @@ func fillReboot(t *testing.T, v reflect.Value, at time.Time) {
 		v.SetBool(true)
 	default:
 		t.Fatalf("cannot fill a %s: teach fillReboot and encodePage", v.Type())
+	}
+}
+
+// TestWallOnlyEveryTime: wallOnly strips the monotonic reading of every
+// time of a reboot, found by reflection (a time field added later
+// included), as a read from etcd would.
+func TestWallOnlyEveryTime(t *testing.T) {
+	var r plan.Reboot
+	fillReboot(t, reflect.ValueOf(&r).Elem(), time.Now())
+	rs := []plan.Reboot{r}
+	rs = plan.Plan{Reboots: rs}.Clone().Reboots
+	wallOnly(rs)
+	var walk func(name string, v reflect.Value)
+	walk = func(name string, v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Pointer:
+			if !v.IsNil() {
+				walk(name, v.Elem())
+			}
+		case reflect.Struct:
+			if tm, ok := v.Interface().(time.Time); ok {
+				if strings.Contains(tm.String(), "m=") {
+					t.Errorf("%s keeps its monotonic reading", name)
+				}
+				return
+			}
+			for i := range v.NumField() {
+				if v.Type().Field(i).IsExported() {
+					walk(name+"."+v.Type().Field(i).Name, v.Field(i))
+				}
+			}
+		}
+	}
+	walk("Reboot", reflect.ValueOf(rs[0]))
+	if !strings.Contains(r.StartedAt.String(), "m=") {
+		t.Fatal("the test's times have no monotonic reading")
 	}
 }

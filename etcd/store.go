@@ -1071,6 +1071,7 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	for n, pg := range patched {
 		// A copy of what the reboots point to: the page is kept.
 		pg = plan.Plan{Reboots: pg}.Clone().Reboots
+		wallOnly(pg)
 		patched[n] = pg
 		now, err := encodePage(pg)
 		if err != nil {
