@@ -3,9 +3,14 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
@@ -23,13 +28,17 @@ import (
 // and benchmarks run against an etcd server process instead (doc.go gives
 // the numbers). cpu-ms/pass is this process's CPU time per pass (the
 // executor's and the fake fleet's), which the machine's load distorts less
-// than the wall time.
+// than the wall time. rpcs/pass and rpc-ms/pass are the calls to etcd a
+// pass makes and the wall time it waits for their answers (round trips,
+// etcd's work, fsync included; the client's encoding too, which is also
+// in cpu-ms/pass): on a machine that is not loaded, a pass's wall time is
+// about its CPU time plus that wait.
 func BenchmarkPass(b *testing.B) {
 	for _, c := range []struct{ n, conc int }{{10_000, 25}, {100_000, 25}, {100_000, 5_000}, {100_000, 50_000}} {
 		n := c.n
 		b.Run(fmt.Sprintf("servers=%d/concurrency=%d", c.n, c.conc), func(b *testing.B) {
 			ctx := context.Background()
-			cli := newClient(b)
+			cli, rpcs := timedClient(b)
 			pre := prefix(b)
 			clk := fake.NewClock(time.Time{})
 			fs := make([]fake.FleetServer, n)
@@ -68,10 +77,14 @@ func BenchmarkPass(b *testing.B) {
 			}
 			txns0, bytes0 := l.Store.Written()
 			cpu0 := cpuTime(b)
+			calls0, wait0 := rpcs()
 			for b.Loop() {
 				pass()
 			}
 			b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/pass")
+			calls, wait := rpcs()
+			b.ReportMetric(float64(calls-calls0)/float64(b.N), "rpcs/pass")
+			b.ReportMetric(float64((wait-wait0).Microseconds())/1000/float64(b.N), "rpc-ms/pass")
 			txns, bytes := l.Store.Written()
 			b.ReportMetric(float64(bytes-bytes0)/float64(b.N), "bytes-written/pass")
 			b.ReportMetric(float64(txns-txns0)/float64(b.N), "txns/pass")
@@ -130,4 +143,25 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// timedClient returns a client of the tests' etcd that counts its unary
+// calls and the wall time spent waiting for them, and a function that
+// returns both so far.
+func timedClient(b *testing.B) (*clientv3.Client, func() (calls int64, wait time.Duration)) {
+	var n, ns atomic.Int64
+	icpt := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		t0 := time.Now()
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		ns.Add(int64(time.Since(t0)))
+		n.Add(1)
+		return err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(icpt)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cli.Close() })
+	return cli, func() (int64, time.Duration) { return n.Load(), time.Duration(ns.Load()) }
 }

@@ -96,29 +96,45 @@
 //
 // # Pass time, measured
 //
+// A store keeps the pages of a plan's last view, decoded and as stored,
+// with the version and value of the header they go with: the ones GetView
+// read, then the ones PutView wrote, at the version its write made. While
+// the plan's header is as the store last read or wrote it (every write
+// rewrites the header), the next GetView reads only the pages it does not
+// hold (the next pending ones); after another writer (an operator's
+// command, an edit, a second store) it reads them all again, decoding
+// only those whose stored value changed. PutView encodes only the pages
+// holding a reboot that changed (plan.SameReboot), and writes only those
+// whose encoding changed.
+//
 // BenchmarkPass against a real etcd server process (v3.7.3, fsync on, one
 // member on the same machine), on a 2-core machine whose load average was
-// 21 to 25 while it ran (other jobs), a pass every 30 simulated seconds of
+// 12 to 25 while it ran (other jobs), a pass every 30 simulated seconds of
 // a plan of 100,000 servers:
 //
 //	REBOOTKIT_ETCD_BIN=/path/to/etcd REBOOTKIT_BENCH_ETCD=process \
-//	  go test -run '^$' -bench 'BenchmarkPass/servers=100000' -benchtime 20x -benchmem ./
+//	  go test -run '^$' -bench 'BenchmarkPass/servers=100000/concurrency=(5000|50000)$' -benchtime 20x -benchmem ./
 //
-//	concurrency  wall ms/pass    executor CPU ms/pass  allocated/pass         written/pass
-//	5 %          240 to 1,020    113                   24 MB, 137,000 allocs  440 KB, 1 txn
-//	50 %         1,460 to 2,490  511                   85 MB, 596,000 allocs  2.4 MB, 4 txns
+//	concurrency  wall ms/pass   executor CPU ms/pass  etcd calls/pass, wait  allocated/pass         written/pass
+//	5 %          124 to 343     55 to 62              5.6, 51 to 73 ms       15 MB, 38,000 allocs   490 KB, 0.85 txn
+//	50 %         1,310 to 2,640 323 to 347            11, 260 to 481 ms      64 MB, 164,000 allocs  2.7 MB, 4 txns
 //
-// The wall time follows the machine's load (the executor's CPU time, which
-// includes the fake fleet's, does not): the goal of 50 ms per pass at 5 %
-// is not met. Where a pass at 5 % goes (about 6,500 reboots in its view:
-// 5,000 in flight and 1,536 pending, in some 205 pages): reading the view's
-// pages from etcd and decoding the changed ones (GetView, a third of the
-// allocations: each pass reads all 205 pages again, about 3.5 MB, although
-// the executor wrote most of them itself), the caller's copy of the view
-// (plan.Plan.Clone, about 4 MB), encoding the changed pages (PutView), the
-// decision (plan.Config.NextView) and, in the benchmark, the fake fleet's
-// observation (about a tenth each). Keeping the pages a write wrote as the
-// next view's cache would save the re-read; it is not done.
+// Before this cache (and the other changes of issue 37, point 5), at 5 %:
+// 240 to 1,020 ms wall, 113 to 126 CPU-ms, 24 to 26 MB and about 150,000
+// allocations per pass; at 50 %: 1,460 to 4,970 ms wall, 511 to 592
+// CPU-ms, 85 to 91 MB and 596,000 to 656,000 allocations per pass.
+//
+// The wall time follows the machine's load; the executor's CPU time (which
+// includes the fake fleet's, about a third of it at 5 %) and the number
+// of calls do not. On a machine that is not loaded a pass costs about its
+// CPU time plus the wait for etcd's answers, mostly the one write of the
+// changed pages (fsync included): the goal of 50 ms per pass at 5 % is
+// not shown here. What is left at 5 % (about 6,500 reboots in the view):
+// the fake fleet's observation, the decision (plan.Config.NextView), the
+// caller's copy of the view and NextView's (plan.Plan.Clone), checking
+// the view (plan.View.Check, twice), decoding the header (twice: the index
+// of unfinished plans, then the view), encoding the changed pages, and the
+// garbage collector.
 //
 // An operator's stop or run (plan.Command, header only) on that plan while
 // its executor runs passes back to back, same etcd process and load

@@ -127,13 +127,24 @@ type loadedPlan struct {
 	hashes [][sha256.Size]byte
 }
 
-// viewedPages are the pages a view of version rev was read from, decoded
-// and as stored (never modified).
+// viewedPages are the pages of the plan's last view, decoded and as
+// stored (never modified), as they are at version rev: read by GetView at
+// that version, or written by PutView, whose write made rev. hraw is the
+// header's stored value at rev. While the header is still at rev with
+// that value, nothing of the plan changed (every write rewrites the
+// header), so GetView reads none of these pages again.
 type viewedPages struct {
 	rev   int64
 	h     header
+	hraw  []byte
 	pages map[int][]plan.Reboot
 	raw   map[int][]byte
+}
+
+// current reports whether the pages of vp are the plan's pages at version
+// rev, whose header is h, stored as hraw.
+func (vp viewedPages) current(rev int64, h header, hraw []byte) bool {
+	return vp.rev == rev && vp.h.Nonce == h.Nonce && vp.h.Count == h.Count && bytes.Equal(vp.hraw, hraw)
 }
 
 // Written returns how many write transactions this store (and the stores
@@ -227,22 +238,29 @@ func decodeHeader(uuid string, value []byte) (header, error) {
 // readHeader returns the header, its ModRevision (the plan's version) and
 // the revision it was read at (read its pages at that one).
 func (s *Store) readHeader(ctx context.Context, uuid string) (h header, version, at int64, err error) {
+	h, _, version, at, err = s.readHeaderValue(ctx, uuid)
+	return h, version, at, err
+}
+
+// readHeaderValue is readHeader that also returns the header's stored
+// value.
+func (s *Store) readHeaderValue(ctx context.Context, uuid string) (h header, value []byte, version, at int64, err error) {
 	if err := plan.ValidUUID(uuid); err != nil {
-		return h, 0, 0, err
+		return h, nil, 0, 0, err
 	}
 	resp, err := s.cli.Get(ctx, s.headerKey(uuid))
 	if err != nil {
-		return h, 0, 0, fmt.Errorf("etcd: get %s: %w", uuid, err)
+		return h, nil, 0, 0, fmt.Errorf("etcd: get %s: %w", uuid, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return h, 0, 0, fmt.Errorf("%w: %s", plan.ErrNotFound, uuid)
+		return h, nil, 0, 0, fmt.Errorf("%w: %s", plan.ErrNotFound, uuid)
 	}
 	kv := resp.Kvs[0]
 	h, err = decodeHeader(uuid, kv.Value)
 	if err != nil {
-		return h, 0, 0, err
+		return h, nil, 0, 0, err
 	}
-	return h, kv.ModRevision, resp.Header.Revision, nil
+	return h, kv.Value, kv.ModRevision, resp.Header.Revision, nil
 }
 
 // compacted reports whether err says the revision read at was compacted:
@@ -366,7 +384,7 @@ func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at
 func encodePages(p plan.Plan) ([][]byte, error) {
 	out := make([][]byte, pageCount(len(p.Reboots)))
 	for n := range out {
-		raw, err := json.Marshal(p.Reboots[n*PageSize : min((n+1)*PageSize, len(p.Reboots))])
+		raw, err := encodePage(p.Reboots[n*PageSize : min((n+1)*PageSize, len(p.Reboots))])
 		if err != nil {
 			return nil, fmt.Errorf("etcd: encode %s: %w", p.UUID, err)
 		}
@@ -582,6 +600,20 @@ func (s *Store) refused(ctx context.Context, uuid string, other error) error {
 // transactions as they need, then the header that names them. old is the
 // header as read (where its pages are).
 func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header, pages map[int][]byte) error {
+	_, err := s.writeRev(ctx, uuid, rev, old, h, pages)
+	return err
+}
+
+// wrote is what a write stored: the header h, its value raw, at the
+// version rev (the header's new ModRevision).
+type wrote struct {
+	rev int64
+	h   header
+	raw []byte
+}
+
+// writeRev is write, returning what it stored.
+func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h header, pages map[int][]byte) (wrote, error) {
 	h.Plan.Reboots, h.Plan.Version = nil, ""
 	h.Nonce, h.Count, h.Request, h.Ended = old.Nonce, old.Count, old.Request, old.Ended
 	keys := slices.Sorted(maps.Keys(pages))
@@ -600,14 +632,14 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 	}
 	raw, err := json.Marshal(h)
 	if err != nil {
-		return err
+		return wrote{}, err
 	}
 	size := len(raw)
 	for _, n := range keys {
 		size += len(pages[n])
 	}
 	if len(raw) > maxTxnBytes {
-		return fmt.Errorf("%w: plan %s: a header of %d bytes is over etcd's request limit", plan.ErrTooLarge, uuid, len(raw))
+		return wrote{}, fmt.Errorf("%w: plan %s: a header of %d bytes is over etcd's request limit", plan.ErrTooLarge, uuid, len(raw))
 	}
 	if 1+len(keys) <= maxTxnOps && size <= maxTxnBytes {
 		ops := append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw))}, s.indexOps(uuid, old, h)...)
@@ -620,15 +652,15 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 		}
 		resp, err := s.cli.Txn(ctx).If(cas...).Then(ops...).Commit()
 		if err != nil {
-			return fmt.Errorf("etcd: write %s: %w", uuid, err)
+			return wrote{}, fmt.Errorf("etcd: write %s: %w", uuid, err)
 		}
 		if !resp.Succeeded {
-			return s.refused(ctx, uuid, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
+			return wrote{}, s.refused(ctx, uuid, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
 		}
 		s.count(size)
 		s.deleteKeys(ctx, stale)
 		s.written(uuid, h)
-		return nil
+		return wrote{rev: resp.Header.Revision, h: h, raw: raw}, nil
 	}
 	// Too large for one transaction: the pages under keys of their own,
 	// then the header naming them.
@@ -645,10 +677,10 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 		}
 	}
 	if raw, err = json.Marshal(h); err != nil {
-		return err
+		return wrote{}, err
 	}
 	if len(raw) > maxTxnBytes {
-		return fmt.Errorf("%w: plan %s: a header of %d bytes is over etcd's request limit", plan.ErrTooLarge, uuid, len(raw))
+		return wrote{}, fmt.Errorf("%w: plan %s: a header of %d bytes is over etcd's request limit", plan.ErrTooLarge, uuid, len(raw))
 	}
 	var staged []string
 	var ops []clientv3.Op
@@ -673,7 +705,7 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 		if len(ops) >= maxTxnOps || batch+len(pages[n]) > maxTxnBytes {
 			if err := flush(); err != nil {
 				s.deleteKeys(ctx, staged)
-				return err
+				return wrote{}, err
 			}
 		}
 		k := s.pageKeyOf(uuid, h, n)
@@ -683,21 +715,21 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 	}
 	if err := flush(); err != nil {
 		s.deleteKeys(ctx, staged)
-		return err
+		return wrote{}, err
 	}
 	resp, err := s.cli.Txn(ctx).If(cas...).Then(append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw))}, s.indexOps(uuid, old, h)...)...).Commit()
 	if err != nil {
 		// It may have been written: the staged pages stay.
-		return fmt.Errorf("etcd: write %s: %w", uuid, err)
+		return wrote{}, fmt.Errorf("etcd: write %s: %w", uuid, err)
 	}
 	if !resp.Succeeded {
 		s.deleteKeys(ctx, staged)
-		return s.refused(ctx, uuid, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
+		return wrote{}, s.refused(ctx, uuid, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
 	}
 	s.count(len(raw))
 	s.deleteKeys(ctx, stale)
 	s.written(uuid, h)
-	return nil
+	return wrote{rev: resp.Header.Revision, h: h, raw: raw}, nil
 }
 
 // written is called after a write of header h: a plan that ended is
@@ -877,10 +909,14 @@ func pagesOf(pos []int) []int {
 // GetView implements plan.ViewStore: the header and the pages holding the
 // reboots in flight and the next pending ones (at most MaxStartsPerPass,
 // and no more than MaxInFlight in flight with them), at one revision.
+// When the header is as this store last read or wrote it (its version and
+// value), the pages of the last view are what is stored and only the pages
+// it did not hold are read; else every page is read (and those whose
+// stored value did not change are not decoded again).
 func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 	var v plan.View
 	err := retryCompacted(func() error {
-		h, version, at, err := s.readHeader(ctx, uuid)
+		h, hraw, version, at, err := s.readHeaderValue(ctx, uuid)
 		if err != nil {
 			return err
 		}
@@ -890,18 +926,37 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 		}
 		pending := min(plan.PendingWindow(h.Plan), MaxStartsPerPass, max(MaxInFlight-len(h.Index.InFlight), 0))
 		pos := plan.ViewPositions(h.Index, pending)
+		need := pagesOf(pos)
 		s.cache.mu.Lock()
 		prev := s.cache.viewed[uuid]
 		s.cache.mu.Unlock()
-		if prev.h.Nonce != h.Nonce {
-			prev = viewedPages{}
-		}
-		pages, raw, err := s.readPagesReusing(ctx, uuid, h, pagesOf(pos), at, prev)
-		if err != nil {
-			return err
+		var pages map[int][]plan.Reboot
+		var raw map[int][]byte
+		if prev.current(version, h, hraw) {
+			var missing []int
+			for _, n := range need {
+				if _, ok := prev.pages[n]; !ok {
+					missing = append(missing, n)
+				}
+			}
+			if pages, raw, err = s.readPages(ctx, uuid, h, missing, at); err != nil {
+				return err
+			}
+			for _, n := range need {
+				if _, ok := pages[n]; !ok {
+					pages[n], raw[n] = prev.pages[n], prev.raw[n]
+				}
+			}
+		} else {
+			if prev.h.Nonce != h.Nonce {
+				prev = viewedPages{}
+			}
+			if pages, raw, err = s.readPagesReusing(ctx, uuid, h, need, at, prev); err != nil {
+				return err
+			}
 		}
 		s.cache.mu.Lock()
-		s.cache.viewed[uuid] = viewedPages{rev: version, h: h, pages: pages, raw: raw}
+		s.cache.viewed[uuid] = viewedPages{rev: version, h: h, hraw: hraw, pages: pages, raw: raw}
 		s.cache.mu.Unlock()
 		v = plan.View{Plan: h.Plan, Pos: pos, Index: h.Index, Members: m}
 		v.Reboots = make([]plan.Reboot, len(pos))
@@ -927,7 +982,11 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 // patched and written with the header, compare-and-swap on the header's
 // revision (nothing changed since the view was read: every write rewrites
 // the header) and the guard. The pages are the ones this store's GetView
-// of that version read, else they are read again.
+// of that version read, else they are read again. Only the pages holding
+// a reboot that is not the same as the one read (plan.SameReboot) are
+// encoded, and only those whose encoding differs from their stored value
+// are written. After the write, the pages are remembered as the plan's at
+// the version it made, so that the next GetView reads none of them.
 func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	if err := v.Check(); err != nil {
 		return err
@@ -964,11 +1023,7 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 		}
 	}
 	if ok && vp.rev == rev {
-		h, raw = vp.h, vp.raw
-		pages = make(map[int][]plan.Reboot, len(need))
-		for _, n := range need {
-			pages[n] = slices.Clone(vp.pages[n])
-		}
+		h, pages, raw = vp.h, vp.pages, vp.raw
 		if v.Index.Total != h.Count {
 			return fmt.Errorf("plan %s: view of %d reboots, stored %d", v.UUID, v.Index.Total, h.Count)
 		}
@@ -992,17 +1047,33 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	}); err != nil {
 		return err
 	}
+	// pages and raw are as read (shared with the cache, never modified): a
+	// page that changes is copied, patched and encoded.
+	patched := make(map[int][]plan.Reboot)
 	for k, i := range pos {
-		pg := pages[i/PageSize]
-		if pg[i%PageSize].ServerUUID != v.Reboots[k].ServerUUID {
-			return fmt.Errorf("%w: plan %s: reboot %d is server %s, the view says %s", plan.ErrCorrupt, v.UUID, i, pg[i%PageSize].ServerUUID, v.Reboots[k].ServerUUID)
+		n := i / PageSize
+		was := pages[n][i%PageSize]
+		if was.ServerUUID != v.Reboots[k].ServerUUID {
+			return fmt.Errorf("%w: plan %s: reboot %d is server %s, the view says %s", plan.ErrCorrupt, v.UUID, i, was.ServerUUID, v.Reboots[k].ServerUUID)
+		}
+		if plan.SameReboot(was, v.Reboots[k]) {
+			continue
+		}
+		pg, ok := patched[n]
+		if !ok {
+			pg = slices.Clone(pages[n])
+			patched[n] = pg
 		}
 		pg[i%PageSize] = v.Reboots[k]
 	}
 	// A page changed if it encodes otherwise than it is stored.
 	changed := map[int][]byte{}
-	for _, n := range need {
-		now, err := json.Marshal(pages[n])
+	for n, pg := range patched {
+		// A copy of what the reboots point to: the page is kept.
+		pg = plan.Plan{Reboots: pg}.Clone().Reboots
+		wallOnly(pg)
+		patched[n] = pg
+		now, err := encodePage(pg)
 		if err != nil {
 			return err
 		}
@@ -1012,5 +1083,26 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	}
 	nh := h
 	nh.Plan, nh.Index = v.Plan, v.Index
-	return s.write(ctx, v.UUID, rev, h, nh, changed)
+	w, err := s.writeRev(ctx, v.UUID, rev, h, nh, changed)
+	if err != nil {
+		return err
+	}
+	if ended(w.h) {
+		return nil // written forgot the plan: it acts no more
+	}
+	// The pages as stored now, at the version the write made.
+	now := viewedPages{rev: w.rev, h: w.h, hraw: w.raw, pages: make(map[int][]plan.Reboot, len(need)), raw: make(map[int][]byte, len(need))}
+	for _, n := range need {
+		now.pages[n], now.raw[n] = pages[n], raw[n]
+		if pg, ok := patched[n]; ok {
+			now.pages[n] = pg
+		}
+		if b, ok := changed[n]; ok {
+			now.raw[n] = b
+		}
+	}
+	s.cache.mu.Lock()
+	s.cache.viewed[v.UUID] = now
+	s.cache.mu.Unlock()
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sync"
 	"time"
 )
@@ -196,7 +195,7 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 		obs.ShardPrimary, obs.ShardFrozen = "", false // no shard to freeze
 	}
 	q, acts := e.Config.NextView(v, obs, e.Now())
-	if !reflect.DeepEqual(v, q) {
+	if !sameView(v, q) {
 		// Compare-and-swap on the version read: an operator's command (or
 		// a second executor) written since wins, and this pass is decided
 		// again from a fresh read, before any action is taken.

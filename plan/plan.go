@@ -298,34 +298,80 @@ func (p Plan) validate() error {
 	return nil
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy of what a pass or a command changes: the
+// reboots, CreatedAt and Commands. The policy (Windows, Ramp,
+// DomainLimits, Conditions) and the reboots' Labels are shared: nothing
+// modifies them in place.
 func (p Plan) Clone() Plan {
 	q := p
-	q.Reboots = make([]Reboot, len(p.Reboots))
+	q.Reboots = cloneReboots(p.Reboots)
 	if p.CreatedAt != nil {
 		v := *p.CreatedAt
 		q.CreatedAt = &v
-	}
-	for i, r := range p.Reboots {
-		q.Reboots[i] = r.clone()
 	}
 	q.Commands = append([]Mark(nil), p.Commands...)
 	return q
 }
 
-// clone returns a deep copy of r.
-func (r Reboot) clone() Reboot {
-	for _, t := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince, &r.JobCreatedAt} {
-		if *t != nil {
-			v := **t
-			*t = &v
+// timeFields are the times r points to (Phases' apart).
+func (r *Reboot) timeFields() [7]**time.Time {
+	return [...]**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince, &r.JobCreatedAt}
+}
+
+// timeFields are the times p points to.
+func (p *Phases) timeFields() [4]**time.Time {
+	return [...]**time.Time{&p.Drained, &p.Off, &p.On, &p.Healthy}
+}
+
+// cloneReboots returns a deep copy of rs. The times and phases they point
+// to are copied into one allocation each, not one per time: a pass clones
+// thousands of reboots.
+func cloneReboots(rs []Reboot) []Reboot {
+	if rs == nil {
+		return nil
+	}
+	out := make([]Reboot, len(rs))
+	copy(out, rs)
+	nt, np := 0, 0
+	for i := range out {
+		r := &out[i]
+		for _, t := range r.timeFields() {
+			nt += b2i(*t != nil)
+		}
+		if r.Phases != nil {
+			np++
+			for _, t := range r.Phases.timeFields() {
+				nt += b2i(*t != nil)
+			}
 		}
 	}
-	if r.Phases != nil {
-		ph := r.Phases.clone()
-		r.Phases = &ph
+	times := make([]time.Time, 0, nt) // never grows: the pointers stay valid
+	phases := make([]Phases, 0, np)
+	own := func(t **time.Time) {
+		if *t != nil {
+			times = append(times, **t)
+			*t = &times[len(times)-1]
+		}
 	}
-	return r
+	for i := range out {
+		r := &out[i]
+		for _, t := range r.timeFields() {
+			own(t)
+		}
+		if r.Phases != nil {
+			phases = append(phases, *r.Phases)
+			r.Phases = &phases[len(phases)-1]
+			for _, t := range r.Phases.timeFields() {
+				own(t)
+			}
+		}
+	}
+	return out
+}
+
+// clone returns a deep copy of r.
+func (r Reboot) clone() Reboot {
+	return cloneReboots([]Reboot{r})[0]
 }
 
 // Unfinished reports whether the plan may still reboot servers: it is not

@@ -18,16 +18,6 @@ type Phases struct {
 	Healthy *time.Time `json:"healthy,omitempty"`
 }
 
-func (p Phases) clone() Phases {
-	for _, t := range []**time.Time{&p.Drained, &p.Off, &p.On, &p.Healthy} {
-		if *t != nil {
-			v := **t
-			*t = &v
-		}
-	}
-	return p
-}
-
 // merge returns cur with the phases of obs it does not have yet; cur
 // itself when nothing is new (nil stays nil).
 func (cur *Phases) merge(obs Phases) *Phases {

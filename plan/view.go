@@ -135,8 +135,12 @@ type viewBase struct {
 	orig   []Reboot // the loaded reboots as read (never modified)
 }
 
-// sameReboot reports whether a and b are identical (times compared as
-// values, so identical reboots encode identically).
+// SameReboot reports whether a and b are identical: every field equal,
+// times compared as values with their location and monotonic reading, so
+// that identical reboots encode identically (a store writes a record only
+// when it is not the same as the one it read).
+func SameReboot(a, b Reboot) bool { return sameReboot(a, b) }
+
 func sameReboot(a, b Reboot) bool {
 	sameTime := func(x, y *time.Time) bool { return x == y || x != nil && y != nil && *x == *y }
 	return a.ServerUUID == b.ServerUUID && a.ServerHostname == b.ServerHostname && a.BootPlatform == b.BootPlatform &&
