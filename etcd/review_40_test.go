@@ -10,6 +10,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // noShardFleet is a user's Fleet without the optional ShardFleet (and
@@ -59,4 +60,34 @@ func TestReview40_LeaderFleetIsAlwaysAShardFleet(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestReview40_GuardHoldsAfterResign: Leadership.Resign "gives the
+// leadership up (the next candidate takes over at once)", but the
+// leadership's Guard keeps answering Hold for up to about half the lease
+// TTL after it (Hold confirms with etcd only when less than 45 % of the TTL
+// is left), so a process that resigns while its Runner still finishes
+// passes (a graceful handover) writes and powers hosts while the next
+// leader's Guard also holds: two fenced actors at once (assumption A4).
+func TestReview40_GuardHoldsAfterResign(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pre := prefix(t)
+	l1, _ := lead(t, pre, "one", 30)
+	g1 := l1.Guard()
+	hctx, hcancel, err := g1.Hold(ctx) // confirms: the lease is fresh
+	require.NoError(t, err)
+	hcancel()
+	_ = hctx
+	require.NoError(t, l1.Resign(ctx))
+	l2, _ := lead(t, pre, "two", 30) // takes over at once
+	_, c2, err := l2.Guard().Hold(ctx)
+	require.NoError(t, err, "the new leader's guard")
+	defer c2()
+	_, c1, err := g1.Hold(ctx)
+	if err == nil {
+		c1()
+		t.Fatal("the resigned leader's Guard still holds while the next leader's does (both may write and power hosts)")
+	}
+	require.ErrorIs(t, err, reboot.ErrNotLeader)
 }
