@@ -1,10 +1,17 @@
 package remediation_test
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -47,5 +54,61 @@ func TestReview40_NounsRewriteNames(t *testing.T) {
 	d = cfg.Decide(o, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	if !strings.Contains(d.State.Message+d.Reason, "node-9") {
 		t.Errorf("the machine's name node-9 was rewritten: message %q, reason %q (the guard said %q)", d.State.Message, d.Reason, why)
+	}
+}
+
+// TestReview40_UnhealthyRecordWaitsForResync: remediation's doc (step 5)
+// says to look again "whenever the Machine, Node or host changes", and the
+// README runs remediation.Reconciler.Loop in a reboot.Runner. But the Loop
+// watches only the host's record: a server of a single-record inventory
+// (RecordStore has no Watch) that its health check marks Unhealthy after
+// its first pass (a healthy machine asks for no requeue) waits for the
+// Runner's Resync (10 minutes by default) before anything starts, and
+// nothing in Loop's, Records' or the Runner's doc says to wake it
+// (Runner.Add). A silent ten-minute stall before a failed host is fenced.
+func TestReview40_UnhealthyRecordWaitsForResync(t *testing.T) {
+	inv := &recordInventory{rs: map[string]remediation.Record{}}
+	inv.set("db-1", func(r *remediation.Record) { *r = remediation.Record{Name: "db-1", Group: "db", Ready: true} })
+	inv.set("db-2", func(r *remediation.Record) { *r = remediation.Record{Name: "db-2", Group: "db", Ready: true} })
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "db-1", Online: true}, reboot.Host{Name: "db-2", Online: true})
+	hw := fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond})
+	pc := func(string) (power.Controller, error) { return hw, nil }
+	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now, Power: pc,
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
+	machines, nodes := remediation.Records(inv)
+	var passes atomic.Int32
+	rem := &remediation.Reconciler{Machines: machines, Nodes: nodes, Admissions: fake.NewCluster(), Now: time.Now,
+		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, Power: pc,
+			HostOf: func(_ context.Context, m string) (string, error) { return m, nil }},
+		Limit:  remediation.MaxCount(1),
+		Config: remediation.Config{OutOfService: true, PollInterval: 50 * time.Millisecond, Timeout: time.Minute}}
+	names := func(context.Context) ([]string, error) { return []string{"db-1", "db-2"}, nil }
+	loop := rem.Loop(names)
+	inner := loop.Reconcile
+	loop.Reconcile = func(ctx context.Context, k string) (reboot.Next, error) {
+		if k == "db-1" {
+			passes.Add(1)
+		}
+		return inner(ctx, k)
+	}
+	r := &reboot.Runner{Loops: []reboot.Loop{rb.Loop(names), loop}} // the defaults, as the README
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+	require.Eventually(t, func() bool { return passes.Load() >= 1 }, 10*time.Second, 5*time.Millisecond, "db-1's first pass")
+	time.Sleep(200 * time.Millisecond)
+
+	inv.set("db-1", func(r *remediation.Record) { r.Unhealthy, r.Ready = true, false }) // the health check's verdict
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec, err := inv.Get(ctx, "db-1")
+		require.NoError(t, err)
+		if remediation.InFlight(rec.State.Phase) || rec.OutOfService || !hw.HardwareOn() {
+			return
+		}
+		require.True(t, time.Now().Before(deadline),
+			"db-1 marked unhealthy 10 s ago: no remediation started (state %+v, db-1's passes %d, truth %v): it waits for the Runner's 10-minute resync",
+			rec.State, passes.Load(), hw.Truth())
+		time.Sleep(20 * time.Millisecond)
 	}
 }
