@@ -3,12 +3,15 @@ package reboot_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -84,4 +87,34 @@ func TestReview40_AddWaitsForBlockingWatch(t *testing.T) {
 	require.Eventually(t, func() bool { return passes.Load() >= 1 }, 3*time.Second, 5*time.Millisecond,
 		"Add: the key was not reconciled at once (its first pass waits for a watch that does not return)")
 	require.ErrorIs(t, stop(), context.Canceled)
+}
+
+// TestReview40_PrefixLeaksMetal3KeysIntoStatus: WithPrefix says "they
+// see metal3's keys, the store holds yours", but the Reconciler's
+// Status.Seen (the requests of the pending reboot: annotation name and a
+// hash of its value) is written to the store as it is, with metal3's
+// names: a store with its own prefix holds reboot.metal3.io keys in every
+// pending host's status (another tool reading the record with the store's
+// prefix cannot match them to its requests).
+func TestReview40_PrefixLeaksMetal3KeysIntoStatus(t *testing.T) {
+	ctx := context.Background()
+	raw := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	hosts, err := reboot.WithPrefix(raw, "reboot.example.com")
+	require.NoError(t, err)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	r := &reboot.Reconciler{Hosts: hosts, Now: time.Now, Power: func(string) (power.Controller, error) { return hw, nil },
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond}}
+	c := &reboot.Client{Hosts: hosts, Key: "fencing", Now: time.Now}
+	_, err = c.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	_, err = r.Reconcile(ctx, "h")
+	require.NoError(t, err)
+	h, err := raw.Get(ctx, "h")
+	require.NoError(t, err)
+	for k := range h.Annotations {
+		require.False(t, strings.HasPrefix(k, "reboot.metal3.io"), "annotation %s in the store", k)
+	}
+	for _, s := range h.Status.Seen {
+		require.False(t, strings.Contains(s, "reboot.metal3.io"), "Status.Seen in the store holds metal3's key: %q (annotations %v)", s, h.Annotations)
+	}
 }
