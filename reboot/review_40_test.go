@@ -66,8 +66,9 @@ func TestReview40_FailedListingForgetsWatchedKeys(t *testing.T) {
 // "reconciled at once, and watched from now on", but since 5e1c266 a new
 // key's first pass waits for the first try of its watch: a Watch that
 // does not return (kube.RebootHosts.Watch blocks in the cache's
-// GetInformer until the informers sync: a manager not started yet, a
-// RebootRecord watch the role forbids) leaves the key unreconciled until
+// the started cache's GetInformer until that informer syncs: a
+// RebootRecord or BareMetalHost watch the role forbids, an API server
+// that does not answer) leaves the key unreconciled until
 // Resync (10 min by default), although nothing stops a pass.
 func TestReview40_AddWaitsForBlockingWatch(t *testing.T) {
 	var passes atomic.Int32
