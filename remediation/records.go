@@ -99,6 +99,9 @@ func (m recordMachines) SaveState(ctx context.Context, name, version string, st 
 		return fmt.Errorf("remediation: record %s changed since it was read: %w", name, ErrConflict)
 	}
 	r.State = st
+	if err := ctx.Err(); err != nil { // the read outlasted the caller's (the Guard's) deadline
+		return fmt.Errorf("remediation: record %s: %w", name, err)
+	}
 	_, err = m.s.Update(ctx, r)
 	return err
 }
@@ -173,6 +176,9 @@ func change(ctx context.Context, s RecordStore, name string, f func(r *Record) b
 		}
 		if !f(&r) {
 			return nil
+		}
+		if err := ctx.Err(); err != nil { // the read outlasted the caller's (the Guard's) deadline
+			return fmt.Errorf("remediation: record %s: %w", name, err)
 		}
 		if _, err = s.Update(ctx, r); !errors.Is(err, ErrConflict) {
 			return err
