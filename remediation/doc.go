@@ -53,7 +53,10 @@
 // with Config.Nouns for messages in your words (server, pool, unhealthy
 // flag) instead of Cluster API's. The
 // Reconciler's Loop runs it in a reboot.Runner next to the reboot
-// controller, and its Guard fences its writes by leadership.
+// controller, waking a Machine when it changes (at once if the store is a
+// MachineWatcher, or a RecordWatcher behind Records; else within
+// Config.PollInterval, by polling it), and its Guard fences its writes by
+// leadership.
 //
 // # Concurrency
 //

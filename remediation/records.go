@@ -58,8 +58,13 @@ var ErrNotDeletable = errors.New("remediation: a single record is not deleted (s
 // workloads are moved by its OutOfService flag; a record is never deleted)
 // and with RebootHosts mapping a record's name to its host. The Machine it
 // shows has no controller owner, so escalation fails the remediation and
-// never deletes anything.
+// never deletes anything. The MachineStore is a MachineWatcher when s is
+// a RecordWatcher (Reconciler.Loop then wakes a record at once when it
+// changes; else it reads it every Config.PollInterval).
 func Records(s RecordStore) (MachineStore, NodeStore) {
+	if w, ok := s.(RecordWatcher); ok {
+		return watchingRecordMachines{recordMachines{s}, w}, recordNodes{s}
+	}
 	return recordMachines{s}, recordNodes{s}
 }
 
