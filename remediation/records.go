@@ -68,6 +68,22 @@ func Records(s RecordStore) (MachineStore, NodeStore) {
 	return recordMachines{s}, recordNodes{s}
 }
 
+// RecordStoreOf returns the RecordStore behind a MachineStore or NodeStore
+// that Records returned, and false for any other store: for conformance
+// kits (remediationtest.Contract) that check the RecordStore's own
+// compare-and-swap, which the adapter's sequential calls cannot show.
+func RecordStoreOf(store any) (RecordStore, bool) {
+	switch s := store.(type) {
+	case recordMachines:
+		return s.s, true
+	case watchingRecordMachines:
+		return s.s, true
+	case recordNodes:
+		return s.s, true
+	}
+	return nil, false
+}
+
 type recordMachines struct{ s RecordStore }
 
 func machineOf(r Record) MachineRecord {
