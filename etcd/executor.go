@@ -55,8 +55,13 @@ type Leadership struct {
 	until time.Time
 	// ttl is the lease's TTL as last renewed.
 	ttl time.Duration
-	// lost is set once a confirmation found the leadership gone.
+	// lost is set once a confirmation found the leadership gone, or by
+	// Resign.
 	lost bool
+	// ended is done once Resign is called; the contexts Guard's Hold
+	// returns end with it (made on first use: endedContext).
+	ended context.Context
+	end   context.CancelFunc
 	// swept is the revision the last Maintain's SweepOrphans read at.
 	swept int64
 }
@@ -154,7 +159,12 @@ func (c *Candidate) LeaderGuard(ctx context.Context, token int64) (clientv3.Cmp,
 func (l *Leadership) Done() <-chan struct{} { return l.session.Done() }
 
 // Resign gives the leadership up (the next candidate takes over at once).
-func (l *Leadership) Resign(ctx context.Context) error { return l.election.Resign(ctx) }
+// The leadership stops acting before the election key is deleted, even if
+// Resign fails: its Guard refuses, and the contexts Hold returned end.
+func (l *Leadership) Resign(ctx context.Context) error {
+	l.giveUp()
+	return l.election.Resign(ctx)
+}
 
 // ErrInDoubt: the leadership could not be confirmed (etcd did not answer
 // in time), or the pass took so long that its lease may have run out

@@ -19,6 +19,8 @@ import (
 // election key first when less than half of that is left; the context it
 // returns ends at that instant. A leader paused after Hold finds the
 // context ended when it resumes; one paused before finds the lease gone.
+// After Resign (called, not returned), Hold refuses at once and the
+// contexts it returned before have ended.
 //
 // Errors wrap reboot.ErrNotLeader, and ErrNotLeader (the leadership is
 // gone) or ErrInDoubt (etcd did not answer the renewal).
@@ -51,5 +53,28 @@ func (g leaderGuard) Hold(ctx context.Context) (context.Context, context.CancelF
 		return nil, nil, fmt.Errorf("%w: %w", reboot.ErrNotLeader, err)
 	}
 	c, cancel := context.WithDeadline(ctx, until)
-	return c, cancel, nil
+	stop := context.AfterFunc(l.endedContext(), cancel)
+	return c, func() { stop(); cancel() }, nil
+}
+
+// endedContext returns the context that Resign ends.
+func (l *Leadership) endedContext() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended == nil {
+		l.ended, l.end = context.WithCancel(context.Background())
+	}
+	return l.ended
+}
+
+// giveUp marks the leadership lost and ends the contexts Hold returned:
+// Resign calls it before it deletes the election key, so that this
+// process stops acting before the next candidate can start.
+func (l *Leadership) giveUp() {
+	l.endedContext()
+	l.mu.Lock()
+	l.lost = true
+	end := l.end
+	l.mu.Unlock()
+	end()
 }

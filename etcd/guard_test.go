@@ -168,3 +168,22 @@ func pausedLeaderGuard(t *testing.T, pauseAt string) {
 	_, _, err = la.Guard().Hold(ctx)
 	assert.ErrorIs(t, err, reboot.ErrNotLeader)
 }
+
+// TestGuardResignEndsHeldContexts: a pass that took Hold's context before
+// its process resigned must not go on acting with it once Resign is called
+// (the next candidate takes over at once).
+func TestGuardResignEndsHeldContexts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, _ := lead(t, prefix(t), "one", 30)
+	hctx, hcancel, err := l.Guard().Hold(ctx)
+	require.NoError(t, err)
+	defer hcancel()
+	require.NoError(t, hctx.Err())
+	require.NoError(t, l.Resign(ctx))
+	select {
+	case <-hctx.Done():
+	default:
+		t.Fatal("a context Hold returned before Resign is still live after it")
+	}
+}

@@ -16,6 +16,7 @@ var (
 	_ remediation.MachineStore   = (*Cluster)(nil)
 	_ remediation.NodeStore      = (*ClusterNodes)(nil)
 	_ remediation.AdmissionStore = (*Cluster)(nil)
+	_ remediation.MachineWatcher = (*Cluster)(nil)
 )
 
 // Cluster is an in-memory set of Machines and Nodes, with versions for
@@ -36,6 +37,26 @@ type Cluster struct {
 	admissions      remediation.Admissions
 	admVersion      int
 	admWrites       int
+	watchers        watchers
+}
+
+// Watch implements remediation.MachineWatcher: the channel receives a
+// value after every change of the Machine (AddMachine, SetNeedsRemediation,
+// SaveState, RemoveNeedsRemediation, Delete) or of its Node (its NodeName's,
+// or the backed-up one's), coalesced, until ctx is done; then it is
+// closed. The Machine need not exist yet.
+func (c *Cluster) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
+	return c.watchers.add(ctx, &c.mu, name), nil
+}
+
+// nodeChanged notifies the watchers of the Machines of Node n; the caller
+// holds the lock.
+func (c *Cluster) nodeChanged(n string) {
+	for name, rec := range c.machines {
+		if rec.Machine.NodeName == n || rec.State.Backup != nil && rec.State.Backup.Name == n {
+			c.watchers.notify(name)
+		}
+	}
 }
 
 // GetAdmissions implements remediation.AdmissionStore.
@@ -89,6 +110,7 @@ func (c *Cluster) AddMachine(m remediation.Machine) {
 func (c *Cluster) bump(rec *remediation.MachineRecord) {
 	c.version++
 	rec.Version = strconv.Itoa(c.version)
+	c.watchers.notify(rec.Machine.Name)
 }
 
 // SetNeedsRemediation sets or clears NeedsRemediationAnnotation, as the
@@ -110,6 +132,7 @@ func (c *Cluster) PutNode(n remediation.Node) {
 	n.Exists = true
 	n.Labels, n.Annotations = maps.Clone(n.Labels), maps.Clone(n.Annotations)
 	c.nodes[n.Name] = n
+	c.nodeChanged(n.Name)
 }
 
 // SetNodeReady sets a Node's readiness if it exists.
@@ -119,6 +142,7 @@ func (c *Cluster) SetNodeReady(name string, ready bool) {
 	if n, ok := c.nodes[name]; ok {
 		n.Ready = ready
 		c.nodes[name] = n
+		c.nodeChanged(name)
 	}
 }
 
@@ -189,7 +213,10 @@ func (c *Cluster) RemoveNeedsRemediation(_ context.Context, name string) error {
 func (c *Cluster) Delete(_ context.Context, name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.machines, name)
+	if _, ok := c.machines[name]; ok {
+		delete(c.machines, name)
+		c.watchers.notify(name)
+	}
 	return nil
 }
 
@@ -218,6 +245,7 @@ func (n *ClusterNodes) Delete(_ context.Context, name, uid string) error {
 		}
 		delete(c.nodes, name)
 		c.deleted = append(c.deleted, name)
+		c.nodeChanged(name)
 	}
 	return nil
 }
@@ -233,6 +261,7 @@ func (n *ClusterNodes) SetOutOfService(_ context.Context, name string, on bool) 
 	if nd, ok := c.nodes[name]; ok {
 		nd.OutOfService = on
 		c.nodes[name] = nd
+		c.nodeChanged(name)
 	}
 	return nil
 }
@@ -260,5 +289,6 @@ func (n *ClusterNodes) AddMetadata(_ context.Context, name string, labels, annot
 	}
 	nd.Labels, nd.Annotations = add(nd.Labels, labels), add(nd.Annotations, annotations)
 	c.nodes[name] = nd
+	c.nodeChanged(name)
 	return nil
 }

@@ -31,7 +31,7 @@ type RebootHosts struct {
 	conflicts int
 	updates   int
 	between   interloper
-	watchers  map[string]map[chan struct{}]bool
+	watchers  watchers
 }
 
 // SetInterloper installs a second writer: f is called with the host's name,
@@ -59,12 +59,7 @@ func (s *RebootHosts) put(h reboot.Host) reboot.Host {
 		h.Annotations = map[string]string{}
 	}
 	s.hosts[h.Name] = h
-	for ch := range s.watchers[h.Name] {
-		select {
-		case ch <- struct{}{}:
-		default: // a change is already signalled
-		}
-	}
+	s.watchers.notify(h.Name)
 	return copyHost(h)
 }
 
@@ -73,26 +68,12 @@ func (s *RebootHosts) put(h reboot.Host) reboot.Host {
 // done.
 func (s *RebootHosts) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.hosts[name]; !ok {
+	_, ok := s.hosts[name]
+	s.mu.Unlock()
+	if !ok { // hosts are never deleted
 		return nil, fmt.Errorf("fake: host %s: %w", name, reboot.ErrNotFound)
 	}
-	ch := make(chan struct{}, 1)
-	if s.watchers == nil {
-		s.watchers = map[string]map[chan struct{}]bool{}
-	}
-	if s.watchers[name] == nil {
-		s.watchers[name] = map[chan struct{}]bool{}
-	}
-	s.watchers[name][ch] = true
-	go func() {
-		<-ctx.Done()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(s.watchers[name], ch)
-		close(ch)
-	}()
-	return ch, nil
+	return s.watchers.add(ctx, &s.mu, name), nil
 }
 
 func copyHost(h reboot.Host) reboot.Host {

@@ -10,14 +10,27 @@ import (
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
-// Records is an in-memory remediation.RecordStore: an inventory where the
-// machine and the node are one record (remediation.Records adapts it).
+// Records is an in-memory remediation.RecordStore and RecordWatcher: an
+// inventory where the machine and the node are one record
+// (remediation.Records adapts it).
 // Update is a compare-and-swap on Version; every write, Set included,
 // gives the record a new Version. Safe for concurrent use.
 type Records struct {
-	mu sync.Mutex
-	rs map[string]remediation.Record
-	n  int
+	mu       sync.Mutex
+	rs       map[string]remediation.Record
+	n        int
+	watchers watchers
+}
+
+// Compile-time check: Records can watch (remediation.Records' MachineStore
+// is then a remediation.MachineWatcher).
+var _ remediation.RecordWatcher = (*Records)(nil)
+
+// Watch implements remediation.RecordWatcher: the channel receives a value
+// after every write of the record (Update or Set), coalesced, until ctx is
+// done; then it is closed. The record need not exist yet.
+func (s *Records) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
+	return s.watchers.add(ctx, &s.mu, name), nil
 }
 
 // NewRecords returns a store holding rs (their Versions are replaced).
@@ -79,6 +92,7 @@ func (s *Records) putLocked(r remediation.Record) remediation.Record {
 	r.Version = strconv.Itoa(s.n)
 	r = copyRecord(r)
 	s.rs[r.Name] = r
+	s.watchers.notify(r.Name)
 	return copyRecord(r)
 }
 

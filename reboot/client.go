@@ -268,6 +268,9 @@ func (c *Client) update(ctx context.Context, host string, change func(h *Host) b
 		if !change(&h) {
 			return nil
 		}
+		if err := ctx.Err(); err != nil { // the read outlasted ctx (a Guard's deadline)
+			return fmt.Errorf("reboot: update %s: %w", host, err)
+		}
 		if _, err = c.Hosts.Update(ctx, h); !errors.Is(err, ErrConflict) {
 			return err
 		}

@@ -3,6 +3,7 @@ package reboot
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -16,7 +17,8 @@ const escapedMetal3 = "rebootkit.invalid/metal3."
 // default): prefix is the bare request and prefix + "/{key}" the keyed
 // ones, e.g. "reboot.example.com" and "reboot.example.com/fencing". Give
 // the result to the Reconciler and to every Client: they see metal3's
-// keys, the store holds yours. A metal3 key found in the store (someone
+// keys, the store holds yours (in the annotations and in Status.Seen's
+// entries). A metal3 key found in the store (someone
 // else's protocol) is hidden from them and written back as it was. The
 // result is a HostWatcher when hosts is. The prefix must be a valid
 // annotation name (a DNS subdomain, like reboot.metal3.io).
@@ -92,6 +94,23 @@ func (p PrefixedHosts) toStore(k string) string {
 	return k
 }
 
+// mapSeen maps the annotation names of Status.Seen's entries ("name#hash")
+// by f, keeping the list sorted: the store holds its own names there too.
+func mapSeen(in []string, f func(string) string) []string {
+	if in == nil {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, id := range in {
+		if j := strings.LastIndexByte(id, '#'); j >= 0 {
+			id = f(id[:j]) + id[j:]
+		}
+		out[i] = id
+	}
+	slices.Sort(out)
+	return out
+}
+
 func mapKeys(in map[string]string, f func(string) string) map[string]string {
 	if in == nil {
 		return nil
@@ -110,16 +129,19 @@ func (p PrefixedHosts) Get(ctx context.Context, name string) (Host, error) {
 		return h, err
 	}
 	h.Annotations = mapKeys(h.Annotations, p.toInternal)
+	h.Status.Seen = mapSeen(h.Status.Seen, p.toInternal)
 	return h, nil
 }
 
 // Update implements HostStore.
 func (p PrefixedHosts) Update(ctx context.Context, h Host) (Host, error) {
 	h.Annotations = mapKeys(h.Annotations, p.toStore)
+	h.Status.Seen = mapSeen(h.Status.Seen, p.toStore)
 	w, err := p.Hosts.Update(ctx, h)
 	if err != nil {
 		return w, err
 	}
 	w.Annotations = mapKeys(w.Annotations, p.toInternal)
+	w.Status.Seen = mapSeen(w.Status.Seen, p.toInternal)
 	return w, nil
 }

@@ -53,7 +53,10 @@
 // with Config.Nouns for messages in your words (server, pool, unhealthy
 // flag) instead of Cluster API's. The
 // Reconciler's Loop runs it in a reboot.Runner next to the reboot
-// controller, and its Guard fences its writes by leadership.
+// controller, waking a Machine when it changes (at once if the store is a
+// MachineWatcher, or a RecordWatcher behind Records; else within
+// Config.PollInterval, by polling it), and its Guard fences its writes by
+// leadership.
 //
 // # Concurrency
 //
@@ -76,7 +79,10 @@
 // request of an attempt that is over). The MachineStore's Get must read
 // the authority for this (the kube module's reads the API server, not a
 // cache). The check and the write both run under Guard, whose context ends
-// before another leader may act, which closes the gap between the two; a
+// before another leader may act, and the write is made only if that
+// context is still live after the check's read (so is every write the
+// stores here make after a read: Records', RebootHosts'), which closes the
+// gap between the two for stores that do not check the context; a
 // request that still lands (no Guard) is owned by no attempt and removed
 // by the next pass over its Machine (a finished remediation never leaves a
 // request on a host), which a controller starts on the host's change.

@@ -96,26 +96,26 @@ func MayStart(fleet []FleetMachine, candidate string, limit Limit) (bool, string
 	}
 	switch {
 	case cand == nil:
-		return false, fmt.Sprintf("machine %s is not in the fleet", candidate)
+		return false, fmt.Sprintf(reasonNotInFleet, candidate)
 	case cand.Remediating:
-		return true, "already remediating"
+		return true, reasonAlready
 	case cand.ControlPlane && cpBusy:
-		return false, "another control-plane machine is being remediated"
+		return false, reasonControlPlaneBusy
 	}
 	if max := limit.Of(size); unhealthy > max {
-		return false, fmt.Sprintf("%d of %d machines%s unhealthy, more than the limit %s (%d)", unhealthy, size, scope(cand), limit, max)
+		return false, fmt.Sprintf(reasonOverLimit, unhealthy, size, scope(cand), limit, max)
 	}
-	return true, fmt.Sprintf("%d of %d machines%s unhealthy, within the limit %s", unhealthy, size, scope(cand), limit)
+	return true, fmt.Sprintf(reasonWithinLimit, unhealthy, size, scope(cand), limit)
 }
 
 func scope(m *FleetMachine) string {
 	switch {
 	case m.Cluster != "" && m.HealthCheck != "":
-		return fmt.Sprintf(" of cluster %s under health check %s", m.Cluster, m.HealthCheck)
+		return fmt.Sprintf(scopeBoth, m.Cluster, m.HealthCheck)
 	case m.Cluster != "":
-		return " of cluster " + m.Cluster
+		return fmt.Sprintf(scopeCluster, m.Cluster)
 	case m.HealthCheck != "":
-		return " under health check " + m.HealthCheck
+		return fmt.Sprintf(scopeHealthCheck, m.HealthCheck)
 	}
 	return ""
 }

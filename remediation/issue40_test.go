@@ -59,3 +59,24 @@ func TestNounsInMessages(t *testing.T) {
 	// Without Nouns, Cluster API's words.
 	assert.Contains(t, remediation.Config{}.Decide(remediation.Observed{Machine: o.Machine, Node: o.Node, MayStart: may, GuardReason: why}, now).State.Message, "machines of cluster db")
 }
+
+// TestNounsGuardReasonForms: every form of the storm guard's reason is
+// rendered in the caller's words with its names and numbers kept, and a
+// noun with '%' in it does not break the format.
+func TestNounsGuardReasonForms(t *testing.T) {
+	n := remediation.Config{Nouns: remediation.Nouns{Machine: "100% server", Group: "rack", HealthCheck: "probe"}}
+	fleet := []remediation.FleetMachine{
+		{Name: "node-1", Cluster: "machine-room", HealthCheck: "node-check", Unhealthy: true},
+		{Name: "node-2", Cluster: "machine-room", HealthCheck: "node-check", Unhealthy: true},
+		{Name: "node-3", Cluster: "machine-room", HealthCheck: "node-check"},
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, limit := range []remediation.Limit{remediation.MaxCount(1), remediation.MaxCount(5)} {
+		may, why := remediation.MayStart(fleet, "node-2", limit)
+		if may {
+			continue // admitted: no message
+		}
+		d := n.Decide(remediation.Observed{Machine: remediation.Machine{Name: "node-2", NeedsRemediation: true}, GuardReason: why}, now)
+		assert.Equal(t, "storm guard: 2 of 3 100% servers of rack machine-room under probe node-check unhealthy, more than the limit 1 (1)", d.State.Message)
+	}
+}

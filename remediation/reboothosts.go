@@ -138,6 +138,9 @@ func (r *RebootHosts) RemoveRebootAnnotation(ctx context.Context, machine string
 		}
 		h.Annotations = maps.Clone(h.Annotations)
 		delete(h.Annotations, RebootAnnotation)
+		if err := ctx.Err(); err != nil { // the reads outlasted the caller's (the Guard's) deadline
+			return fmt.Errorf("remediation: remove %s from %s: %w", RebootAnnotation, name, err)
+		}
 		if _, err = r.Hosts.Update(ctx, h); !errors.Is(err, reboot.ErrConflict) {
 			return err
 		}

@@ -239,6 +239,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 					if err := r.current(ctx, name, decided); err != nil {
 						return err
 					}
+					// The read may have outlasted the Guard's lease.
+					if err := live(ctx, r.Guard, "remediation: "+s.op+" for "+name); err != nil {
+						return err
+					}
 					return s.run(ctx)
 				}
 			}
@@ -268,6 +272,21 @@ func (r *Reconciler) current(ctx context.Context, name string, decided State) er
 		return fmt.Errorf("remediation: machine %s: superseded (its persisted state changed since this pass decided): %w", name, ErrConflict)
 	}
 	return nil
+}
+
+// live checks, right before a write that follows a read in the same
+// fenced call, that ctx (the Guard's, bounded by its lease) has not ended:
+// a pass paused in the read finds its lease over, and writes nothing.
+// Without a Guard it reports ctx's own end.
+func live(ctx context.Context, g reboot.Guard, what string) error {
+	err := ctx.Err()
+	switch {
+	case err == nil:
+		return nil
+	case g != nil:
+		return fmt.Errorf("%s: %w: %w", what, reboot.ErrNotLeader, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // nodeName is the Machine's Node, or the backed-up one.
@@ -300,6 +319,9 @@ func (r *Reconciler) release(ctx context.Context, machine string, adm *Admission
 		}
 		next := *adm
 		next.Machines = slices.DeleteFunc(slices.Clone(adm.Machines), func(m string) bool { return m == machine })
+		if err := live(ctx, r.Guard, "remediation: release "+machine); err != nil {
+			return err
+		}
 		err := r.Admissions.PutAdmissions(ctx, next)
 		if !errors.Is(err, ErrConflict) {
 			return err

@@ -58,9 +58,30 @@ var ErrNotDeletable = errors.New("remediation: a single record is not deleted (s
 // workloads are moved by its OutOfService flag; a record is never deleted)
 // and with RebootHosts mapping a record's name to its host. The Machine it
 // shows has no controller owner, so escalation fails the remediation and
-// never deletes anything.
+// never deletes anything. The MachineStore is a MachineWatcher when s is
+// a RecordWatcher (Reconciler.Loop then wakes a record at once when it
+// changes; else it reads it every Config.PollInterval).
 func Records(s RecordStore) (MachineStore, NodeStore) {
+	if w, ok := s.(RecordWatcher); ok {
+		return watchingRecordMachines{recordMachines{s}, w}, recordNodes{s}
+	}
 	return recordMachines{s}, recordNodes{s}
+}
+
+// RecordStoreOf returns the RecordStore behind a MachineStore or NodeStore
+// that Records returned, and false for any other store: for conformance
+// kits (remediationtest.Contract) that check the RecordStore's own
+// compare-and-swap, which the adapter's sequential calls cannot show.
+func RecordStoreOf(store any) (RecordStore, bool) {
+	switch s := store.(type) {
+	case recordMachines:
+		return s.s, true
+	case watchingRecordMachines:
+		return s.s, true
+	case recordNodes:
+		return s.s, true
+	}
+	return nil, false
 }
 
 type recordMachines struct{ s RecordStore }
@@ -99,6 +120,9 @@ func (m recordMachines) SaveState(ctx context.Context, name, version string, st 
 		return fmt.Errorf("remediation: record %s changed since it was read: %w", name, ErrConflict)
 	}
 	r.State = st
+	if err := ctx.Err(); err != nil { // the read outlasted the caller's (the Guard's) deadline
+		return fmt.Errorf("remediation: record %s: %w", name, err)
+	}
 	_, err = m.s.Update(ctx, r)
 	return err
 }
@@ -173,6 +197,9 @@ func change(ctx context.Context, s RecordStore, name string, f func(r *Record) b
 		}
 		if !f(&r) {
 			return nil
+		}
+		if err := ctx.Err(); err != nil { // the read outlasted the caller's (the Guard's) deadline
+			return fmt.Errorf("remediation: record %s: %w", name, err)
 		}
 		if _, err = s.Update(ctx, r); !errors.Is(err, ErrConflict) {
 			return err

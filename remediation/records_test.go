@@ -37,10 +37,9 @@ func TestSingleRecordRemediation(t *testing.T) {
 		Limit:  remediation.MaxCount(1),
 		Config: remediation.Config{OutOfService: true, PollInterval: 50 * time.Millisecond, Timeout: time.Minute}}
 	names := func(context.Context) ([]string, error) { return []string{"db-1", "db-2"}, nil }
-	// The records have no Watch: a short resync stands in for the wake-up
-	// a change of db-1 would give (else a first pass before it was marked
-	// unhealthy leaves it to the ten-minute default: flaky under -race).
-	r := &reboot.Runner{Loops: []reboot.Loop{rb.Loop(names), rem.Loop(names)}, Resync: 200 * time.Millisecond}
+	// fake.Records is a RecordWatcher: db-1 marked unhealthy after its
+	// first pass is woken by the change (the Runner's default Resync).
+	r := &reboot.Runner{Loops: []reboot.Loop{rb.Loop(names), rem.Loop(names)}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = r.Run(ctx) }()

@@ -12,11 +12,19 @@ import (
 // "remediation" over the Machines keys lists (run it in the same Runner as
 // the reboot controller's Reconciler.Loop). A pass that persisted a new
 // State is followed at once by another (as its own write would wake it in
-// Kubernetes); otherwise RequeueAfter schedules the next pass; a Machine that is gone and whose admission is released is
-// left alone until it is listed or added again. When Hosts is a
-// *RebootHosts over a store that can watch (reboot.HostWatcher), a
-// Machine is woken whenever its host's record changes: the reboot
-// controller's evidence is acted on at once, not at the next poll.
+// Kubernetes); otherwise RequeueAfter schedules the next pass; a Machine
+// that is gone and whose admission is released is left alone until it is
+// listed or added again.
+//
+// A Machine is woken whenever its record changes (the health checker
+// marks it unhealthy, another writer saves its State): at once if
+// Machines is a MachineWatcher (Records' is when its RecordStore is a
+// RecordWatcher; fake.Cluster and fake.Records are), else within
+// Config.PollInterval (default 5 s), by reading it that often (give your
+// store a Watch to spare those reads). When Hosts is a *RebootHosts over a
+// store that can watch (reboot.HostWatcher), it is also woken whenever its
+// host's record changes: the reboot controller's evidence is acted on at
+// once, not at the next poll.
 func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) reboot.Loop {
 	l := reboot.Loop{Name: "remediation", Keys: keys,
 		Reconcile: func(ctx context.Context, name string) (reboot.Next, error) {
@@ -30,21 +38,36 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 			}
 			return reboot.Next{After: res.RequeueAfter}, err
 		}}
+	machine := func(ctx context.Context, name string) (<-chan struct{}, error) {
+		if w, ok := r.Machines.(MachineWatcher); ok {
+			return w.Watch(ctx, name)
+		}
+		return pollMachine(ctx, r.Machines, name, r.Config.withDefaults().PollInterval)
+	}
+	var host func(ctx context.Context, name string) (<-chan struct{}, error)
 	if rh, ok := r.Hosts.(*RebootHosts); ok {
 		if w, ok := rh.Hosts.(reboot.HostWatcher); ok {
-			l.Watch = func(ctx context.Context, machine string) (<-chan struct{}, error) {
-				host, err := rh.HostOf(ctx, machine)
+			host = func(ctx context.Context, machine string) (<-chan struct{}, error) {
+				h, err := rh.HostOf(ctx, machine)
 				if err != nil {
 					return nil, err
 				}
-				if host == "" {
+				if h == "" {
 					ch := make(chan struct{})
 					go func() { <-ctx.Done(); close(ch) }()
 					return ch, nil
 				}
-				return w.Watch(ctx, host)
+				return w.Watch(ctx, h)
 			}
 		}
+	}
+	l.Watch = func(ctx context.Context, name string) (<-chan struct{}, error) {
+		ws := []func(context.Context) (<-chan struct{}, error){
+			func(ctx context.Context) (<-chan struct{}, error) { return machine(ctx, name) }}
+		if host != nil {
+			ws = append(ws, func(ctx context.Context) (<-chan struct{}, error) { return host(ctx, name) })
+		}
+		return mergeWatches(ctx, ws...)
 	}
 	return l
 }

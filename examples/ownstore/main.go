@@ -74,7 +74,10 @@ func fence(ctx context.Context, endpoint, host string, out *os.File) error {
 	}()
 	go func() { _ = runner.Run(rctx) }()
 
-	client := &reboot.Client{Hosts: inv, Key: "db-failover", Now: time.Now}
+	// Power and StaleReads (the reconciler's) let WaitUp check the host
+	// reads on after the reboot, not only that the power-on was decided.
+	client := &reboot.Client{Hosts: inv, Key: "db-failover", Now: time.Now,
+		Power: rec.Power, StaleReads: rec.Config.StaleReads}
 	ticket, err := client.Request(ctx, host, power.ModeHard)
 	if err != nil {
 		return err
@@ -86,7 +89,9 @@ func fence(ctx context.Context, endpoint, host string, out *os.File) error {
 	if err := client.Release(ctx, ticket); err != nil {
 		return err
 	}
-	if err := client.WaitDone(ctx, ticket); err != nil {
+	// WaitDone would return once the power-on is decided; WaitUp once the
+	// host reads on after it (a reading that cannot echo the state before).
+	if err := client.WaitUp(ctx, ticket); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "%s powered on again\n", host)

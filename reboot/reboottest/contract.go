@@ -14,9 +14,10 @@ import (
 // returns the record with a new version; an Update with a version that is
 // no longer current (also after a write through the other handle) wraps
 // ErrConflict and changes nothing; and, if the store is a
-// reboot.HostWatcher that can watch (Watch returns no error), 100 writes
-// nobody reads from the watch do not block, the watch then holds a value,
-// and its channel is closed when its context ends.
+// reboot.HostWatcher: Watch returns within 10 s, and if it can watch (no
+// error), 100 writes nobody reads from the watch do not block, the watch
+// then holds a value, each of three later writes gives another once the
+// value before was read, and its channel is closed when its context ends.
 func Contract(t testing.TB, newStores NewStores) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -85,7 +86,24 @@ func Contract(t testing.TB, newStores NewStores) {
 		return
 	}
 	wctx, wcancel := context.WithCancel(ctx)
-	ch, err := hw.Watch(wctx, "h")
+	defer wcancel()
+	type watched struct {
+		ch  <-chan struct{}
+		err error
+	}
+	started := make(chan watched, 1)
+	go func() {
+		ch, err := hw.Watch(wctx, "h")
+		started <- watched{ch, err}
+	}()
+	var ch <-chan struct{}
+	select {
+	case w := <-started:
+		ch, err = w.ch, w.err
+	case <-time.After(watchReturns):
+		t.Errorf("Watch did not return within %v: a watch is set up, or fails, without waiting for a change (the Runner's first pass of a host waits for it)", watchReturns)
+		return
+	}
 	if err != nil {
 		// A store that cannot watch in this configuration says so; the
 		// Client and the Runner then poll.
@@ -119,6 +137,22 @@ func Contract(t testing.TB, newStores NewStores) {
 	case <-time.After(10 * time.Second):
 		t.Error("no value on the watch after 100 writes")
 	}
+	// Every later change gives a value again (the watch re-arms).
+	for i := 0; i < 3; i++ {
+		if err := mutate(ctx, other, "h", func(h *reboot.Host) { h.Annotations["example.com/again"] = time.Duration(i).String() }); err != nil {
+			t.Fatalf("write while watched: %v", err)
+		}
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				t.Error("the watch closed before its context ended")
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("no value on the watch after write %d following a value read: a watch must report every change made after it returned, not only the first", i+1)
+			return
+		}
+	}
 	wcancel()
 	deadline := time.After(10 * time.Second)
 	for {
@@ -133,3 +167,6 @@ func Contract(t testing.TB, newStores NewStores) {
 		return
 	}
 }
+
+// watchReturns bounds how long Contract lets Watch take to return.
+const watchReturns = 10 * time.Second

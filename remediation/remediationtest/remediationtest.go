@@ -3,7 +3,9 @@
 // RecordStore through remediation.Records): Contract checks, against what
 // the store then returns, the compare-and-swap of State and of the
 // admission record, ErrNotFound, a Node deleted only with the UID read,
-// and the metadata rules the Reconciler relies on.
+// and the metadata rules the Reconciler relies on; behind
+// remediation.Records, the RecordStore's own Update compare-and-swap
+// (Records' read-change-write loops count on its ErrConflict).
 //
 // StateMachine runs the remediation state machine over the stores, with a
 // second reconciler, crashes, lying BMCs and a health checker, checked
@@ -144,6 +146,10 @@ func Contract(t testing.TB, newStores NewStores) {
 		}
 	}
 
+	if rs, ok := remediation.RecordStoreOf(s.Machines); ok {
+		checkRecordStore(ctx, t, rs)
+	}
+
 	// Admissions.
 	a, err := s.Admissions.GetAdmissions(ctx)
 	if err != nil {
@@ -161,5 +167,41 @@ func Contract(t testing.TB, newStores NewStores) {
 	}
 	if got, _ := s.Admissions.GetAdmissions(ctx); !got.Has("s1") || got.Has("s2") {
 		t.Errorf("admissions %v, want s1 only", got.Machines)
+	}
+}
+
+// checkRecordStore checks a RecordStore's Update directly: a compare-and-
+// swap on Version. Through Records' sequential calls a store whose Update
+// ignores the version looks right (the adapter reads before each write),
+// but Records' read-change-write loops (SetOutOfService, AddMetadata,
+// RemoveNeedsRemediation) would then write an old State back over a
+// concurrent SaveState.
+func checkRecordStore(ctx context.Context, t testing.TB, rs remediation.RecordStore) {
+	t.Helper()
+	if _, err := rs.Get(ctx, "nope"); !errors.Is(err, remediation.ErrNotFound) {
+		t.Errorf("RecordStore.Get of a missing record: %v, want an error wrapping remediation.ErrNotFound", err)
+	}
+	r, err := rs.Get(ctx, "s2")
+	if err != nil {
+		t.Errorf("RecordStore.Get: %v", err)
+		return
+	}
+	mine := r
+	mine.OutOfService = !r.OutOfService
+	w, err := rs.Update(ctx, mine)
+	if err != nil {
+		t.Errorf("RecordStore.Update with the current version: %v", err)
+		return
+	}
+	if w.Version == r.Version {
+		t.Errorf("RecordStore.Update returned version %q, the one it was given: want a new version", w.Version)
+	}
+	stale := r
+	stale.State = remediation.State{Phase: remediation.PhaseFailed, Attempt: 9}
+	if _, err := rs.Update(ctx, stale); !errors.Is(err, remediation.ErrConflict) {
+		t.Errorf("RecordStore.Update with a stale version: %v, want an error wrapping remediation.ErrConflict (Records' read-change-write would write an old State back over a concurrent one)", err)
+	}
+	if cur, err := rs.Get(ctx, "s2"); err != nil || cur.OutOfService != mine.OutOfService || !cur.State.Equal(r.State) || cur.Version != w.Version {
+		t.Errorf("after a refused Update: %+v, %v; want the record of the accepted one (version %q)", cur, err, w.Version)
 	}
 }
