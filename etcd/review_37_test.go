@@ -94,38 +94,53 @@ func (f refusing) CreateJob(ctx context.Context, a plan.Action) error {
 // ended (the first step of Prune), so nothing is ever pruned and etcd
 // fills up as before issue 37.
 func TestReview37_RetentionRunsWhileAPlanFails(t *testing.T) {
-	ctx := context.Background()
-	cli := newClient(t)
-	pre := prefix(t)
-	clk := fake.NewClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
-	fleet := fleetOf(clk, "a", 3, "")
-	st := NewStore(cli, pre)
-	// An ended plan (canceled before it started).
-	done, _, err := plan.Create(fleetOf(clk, "d", 2, "").Servers(), plan.CreateOptions{UUID: "d", Target: "2", Select: plan.SelectAll,
-		Concurrency: plan.Count(1), CreatedAt: clk.Now()})
-	require.NoError(t, err)
-	done, err = plan.Cancel(done)
-	require.NoError(t, err)
-	require.NoError(t, st.Create(ctx, done))
-	// A running plan whose first server the fleet keeps refusing.
-	require.NoError(t, st.Create(ctx, runningPlan(t, "a", fleet.Servers(), 1, clk.Now())))
-	e := &Executor{Candidate: Candidate{Client: cli, Prefix: pre, ID: "x", TTL: 5}, Fleet: refusing{fleet, "a-u00000"},
-		Now: clk.Now, Interval: 50 * time.Millisecond, Retention: time.Hour}
-	rctx, cancel := context.WithCancel(ctx)
-	finished := make(chan struct{})
-	go func() { defer close(finished); _ = e.Run(rctx) }()
-	defer func() { cancel(); <-finished }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		h, _, _, err := st.readHeader(ctx, "d")
-		require.NoError(t, err)
-		if h.Ended != nil {
-			return // Maintain ran
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the leader never ran Maintain (the ended plan was never marked ended, so it is never pruned) while another plan's pass kept failing")
-		}
-		time.Sleep(100 * time.Millisecond)
+	for _, fault := range []string{"refused", "corrupt"} {
+		t.Run(fault, func(t *testing.T) {
+			ctx := context.Background()
+			cli := newClient(t)
+			pre := prefix(t)
+			clk := fake.NewClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+			fleet := fleetOf(clk, "a", 3, "")
+			st := NewStore(cli, pre)
+			// An ended plan (canceled before it started).
+			done, _, err := plan.Create(fleetOf(clk, "d", 2, "").Servers(), plan.CreateOptions{UUID: "d", Target: "2", Select: plan.SelectAll,
+				Concurrency: plan.Count(1), CreatedAt: clk.Now()})
+			require.NoError(t, err)
+			done, err = plan.Cancel(done)
+			require.NoError(t, err)
+			require.NoError(t, st.Create(ctx, done))
+			refused := "nobody"
+			switch fault {
+			case "refused":
+				// A running plan whose first server the fleet keeps refusing.
+				require.NoError(t, st.Create(ctx, runningPlan(t, "a", fleet.Servers(), 1, clk.Now())))
+				refused = "a-u00000"
+			case "corrupt":
+				// An unfinished plan whose header became unreadable: Unfinished
+				// reports ErrCorrupt on every pass (TestUnfinishedReportsCorruptHeader).
+				require.NoError(t, st.Create(ctx, runningPlan(t, "b", fleetOf(clk, "b", 1, "").Servers(), 1, clk.Now())))
+				_, err := cli.Put(ctx, pre+"headers/b", `{"plan":`)
+				require.NoError(t, err)
+			}
+			e := &Executor{Candidate: Candidate{Client: cli, Prefix: pre, ID: "x", TTL: 5}, Fleet: refusing{fleet, refused},
+				Now: clk.Now, Interval: 50 * time.Millisecond, Retention: time.Hour}
+			rctx, cancel := context.WithCancel(ctx)
+			finished := make(chan struct{})
+			go func() { defer close(finished); _ = e.Run(rctx) }()
+			defer func() { cancel(); <-finished }()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				h, _, _, err := st.readHeader(ctx, "d")
+				require.NoError(t, err)
+				if h.Ended != nil {
+					return // Maintain ran
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the leader never ran Maintain (the ended plan was never marked ended, so it is never pruned) while another plan's pass kept failing (%s)", fault)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
 	}
 }
 
