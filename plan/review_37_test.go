@@ -256,3 +256,39 @@ func TestReview37_RefusedJobNotCountedFailed(t *testing.T) {
 	require.Zero(t, w.fleet.JobsCreated()[fs[0].UUID], "the fleet never had a job of it")
 	assert.Nil(t, p.Reboots[0].CanceledAt, "a reboot whose job never existed was counted failed (%s):\n%s", p.Reboots[0].Error, plan.Table(p))
 }
+
+// TestReview37_LostJobsAndOneDownServerStall: the executor is killed
+// between save and act (the seed's case: it runs on the headnode), so the
+// two jobs of the pass are lost (the pass stops at the first failed
+// action); then one server of the plan goes down for other reasons and
+// stays down (the fault kept on). Each lost reboot, re-checked against
+// the limits, counts the other one as offline (wait_headnode with a job
+// UUID is not held(): Offline), so neither is ever created again and
+// nothing else starts: the plan waits for ever, saying "2 rebooting"
+// while the fleet has no job at all (ground truth). At 335f26d the two
+// failed after JobTimeout and the plan went on; point 11's fix (the
+// JobTimeout of a lost job does not run while it is held) turned that
+// into a stall for good. Concurrency 2 with one server down leaves one
+// slot: the plan must reboot the other servers.
+func TestReview37_LostJobsAndOneDownServerStall(t *testing.T) {
+	fs := fleetServers(0, 6, time.Minute)
+	o := opts()
+	o.Concurrency = plan.Count(2)
+	o.FailureBudget = plan.Count(6)
+	w := newWorld(t, fs, "", o)
+	ff := &flakyFleet{Fleet: w.fleet}
+	w.exec.Fleet = ff
+	ff.failNext = true
+	_, _ = w.exec.Pass(w.ctx, w.uuid) // saves two starts, dies before the first job
+	require.Empty(t, w.fleet.JobsCreated())
+	w.fleet.SetDown(fs[5].UUID, true) // for good
+	for i := 0; i < 300; i++ {
+		w.clk.Advance(time.Minute)
+		_, _ = w.exec.Pass(w.ctx, w.uuid)
+	}
+	p, _ := w.store.Get(w.ctx, w.uuid)
+	reboots := w.fleet.Reboots()
+	for _, s := range fs[:5] {
+		assert.Equal(t, 1, reboots[s.UUID], "%s never rebooted in 5 h with one server of six down (%s):\n%s", s.Hostname, p.Waiting, plan.Table(p))
+	}
+}
