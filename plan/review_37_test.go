@@ -292,3 +292,23 @@ func TestReview37_LostJobsAndOneDownServerStall(t *testing.T) {
 		assert.Equal(t, 1, reboots[s.UUID], "%s never rebooted in 5 h with one server of six down (%s):\n%s", s.Hostname, p.Waiting, plan.Table(p))
 	}
 }
+
+// TestReview37_EstimateRoundingStallsFittingPlan: Hist.Estimate returns
+// the upper end of the percentile's bucket, up to 9 % above what the
+// reboots took. Ten reboots of 58 min 30 s, each of which fitted the daily
+// one-hour window, become a need of about 62.6 min: no window ever fits
+// again and the plan waits for ever ("ETA never"), although every reboot
+// so far fitted. Rounding up by a bucket is not robustness; an estimate
+// above every reboot ever seen should not hold the plan.
+func TestReview37_EstimateRoundingStallsFittingPlan(t *testing.T) {
+	now := time.Date(2026, 1, 5, 22, 0, 0, 0, time.UTC) // a daily 22:00-23:00 window opens
+	var took []time.Duration
+	for i := 0; i < 10; i++ {
+		took = append(took, 58*time.Minute+30*time.Second)
+	}
+	o := opts()
+	o.Windows = &plan.Windows{Weekly: []string{"daily 22:00-23:00"}}
+	p := doneAt(t, o, 14, took, now)
+	q, acts := plan.Next(p, upObs(p), now)
+	assert.NotEmpty(t, acts, "reboots that all fitted the window no longer start: %s", q.Waiting)
+}
