@@ -71,8 +71,9 @@
 // # Offline, the one definition
 //
 // A server of the plan is offline if it is observed down, not observed at
-// all, its reboot is in flight (but held in wait_headnode before any job
-// of it was asked for), or a job of ours may still run on it (Offline). Every start decision uses it, core servers included: nothing
+// all, its reboot is in flight (but held in wait_headnode while the fleet
+// shows no job of it: before its job was asked for, or after the job asked
+// for was taken for lost), or a job of ours may still run on it (Offline). Every start decision uses it, core servers included: nothing
 // starts while offline >= Concurrency, whoever took the servers down, and
 // the plan then says why in Plan.Waiting and the progress line ("waiting:
 // 3 server(s) offline (1 rebooting, 2 down or unknown for other reasons),

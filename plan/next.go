@@ -186,13 +186,15 @@ func Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 
 // Offline reports whether the server of r counts as offline: observed
 // down, not observed at all, its reboot in flight, or a job of ours that
-// may still run. A reboot held before its job was ever asked for (waiting
-// for the headnode, its turn, a window or its failure domain) does not
-// make its server offline: nothing of it runs there. Every start decision
+// may still run. A reboot held in wait_headnode (waiting for the
+// headnode, its turn, a window or its failure domain, before its job was
+// asked for or after the job asked for was taken for lost) does not make
+// its server offline while the fleet shows no job of it: nothing of it
+// runs there. Every start decision
 // uses it, core servers included.
 func Offline(r Reboot, obs Observations) bool {
 	o, seen := obs.Servers[r.ServerUUID]
-	return !seen || o.Down || r.Step.InFlight() && !r.held()
+	return !seen || o.Down || r.Step.InFlight() && !r.held(obs)
 }
 
 // Next advances the plan by what was observed: it records every step each

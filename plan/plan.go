@@ -65,12 +65,13 @@ func (s Step) InFlight() bool {
 // released without starting (StepReleased).
 func (s Step) Ended() bool { return s == StepDone || s == StepFailed || s == StepReleased }
 
-// held reports whether r left pending but no job of it can be running:
-// it waits in wait_headnode and no job was ever asked for. Its server is
-// not offline because of it (Offline). (A reboot in freeze keeps its
-// slot while the shard freezes.)
-func (r Reboot) held() bool {
-	return r.Step == StepWaitHead && r.JobUUID == ""
+// held reports whether r left pending but no job of it runs: it waits in
+// wait_headnode, and either no job of it was ever asked for or the one
+// asked for was taken for lost (the fleet did not show it in time) and
+// the fleet shows it still not. Its server is not offline because of it
+// (Offline). (A reboot in freeze keeps its slot while the shard freezes.)
+func (r Reboot) held(obs Observations) bool {
+	return r.Step == StepWaitHead && (r.JobUUID == "" || !obs.Jobs[r.JobUUID].Exists)
 }
 
 // Reboot is one server's entry in a plan (the seed's fields, then this
