@@ -23,6 +23,14 @@ type Config struct {
 	// holds the plan as a failure would (it must be checked before each
 	// start). Default 2 min.
 	ConditionMaxAge time.Duration
+	// ShowTimeout: a reboot job asked for (CreateJob) must show in the
+	// fleet's observations this long after the (last) ask. Until then it
+	// may run, so its server counts offline and its reboot is neither
+	// held nor released; after it, a job never shown is taken for lost
+	// (never created: the executor was killed before it acted, or the
+	// fleet refused it) and the reboot waits as one that has not started,
+	// asked for again when the limits allow. Default 1 min.
+	ShowTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -37,6 +45,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConditionMaxAge <= 0 {
 		c.ConditionMaxAge = 2 * time.Minute
+	}
+	if c.ShowTimeout <= 0 {
+		c.ShowTimeout = time.Minute
 	}
 	return c
 }
@@ -557,25 +568,27 @@ func (ps *pass) advance(i int) {
 				r.FinishedAt = tp(now)
 				enter(StepServices)
 				continue
-			case !j.Exists && !created && !mayCreate():
-				// Never seen: lost before it was created (an executor
+			case !j.Exists && !created:
+				// Never seen. Until ShowTimeout after it was asked for,
+				// the job may run (the fleet shows it late): it stays
+				// here, counted offline, whatever the plan's state. After
+				// it, it is taken for lost (never created: an executor
 				// killed between save and act, a CreateJob error or
-				// refusal) and held now. It has not started, so it is no
+				// refusal): the reboot has not started, so it is no
 				// failure and its JobTimeout does not run while it is
-				// held: it waits as a reboot that has not started, and
-				// is created again (same UUID) when the limits allow.
+				// held; it waits in wait_headnode and is asked for again
+				// (same UUID, no second job) when the limits allow.
+				asked := r.JobCreatedAt
+				if asked == nil {
+					asked = r.StepSince
+				}
+				if asked != nil && now.Sub(*asked) < c.ShowTimeout {
+					wait(fmt.Sprintf("waiting: reboot job of %s asked for, not shown by the fleet yet (counted offline, for at most %s)",
+						r.ServerHostname, c.ShowTimeout))
+					break
+				}
 				enter(StepWaitHead)
 				continue
-			case !j.Exists && !created && (since() < c.JobTimeout || r.JobCreatedAt == nil || !r.JobCreatedAt.After(*r.StepSince)):
-				// Never seen, and the limits hold: ask again (same UUID,
-				// no second job). A job asked for again and still not
-				// shown JobTimeout after the first ask (a fleet that
-				// collected it before it was seen, or keeps refusing it)
-				// times out below; one asked for once only (the executor
-				// was away meanwhile) is asked for again first.
-				r.JobCreatedAt = tp(now)
-				ps.acts = append(ps.acts, c.createJob(q, r))
-				wait("waiting: reboot job of " + r.ServerHostname + " asked for again (the fleet does not show it)")
 			case j.Started && !j.Drained && r.DrainSince != nil && now.Sub(*r.DrainSince) >= c.DrainTimeout:
 				cancelJob("server not drained within " + c.DrainTimeout.String())
 				continue
