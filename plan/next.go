@@ -476,12 +476,16 @@ func (ps *pass) advance(i int) {
 			primary := obs.ShardPrimary == r.ServerUUID && !q.DryRun
 			if r.Frozen {
 				// It froze the shard and was held: the shard never stays
-				// frozen while no job of it can start.
+				// frozen while no job of it can start. A job asked for
+				// and taken for lost (the fleet refuses it, or never got
+				// it) unfreezes the shard too before it is asked for
+				// again, so a refusal that lasts never keeps the shard
+				// frozen longer than a pass, ShowTimeout and a pass.
 				switch {
 				case !obs.ShardFrozen:
 					r.Frozen = false
 					continue
-				case headOK && primary && mayCreate():
+				case r.JobUUID == "" && headOK && primary && mayCreate():
 					createJob()
 					created = true
 					continue
