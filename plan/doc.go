@@ -48,14 +48,24 @@
 //     true makes reboots wait for the headnode's services, and only a
 //     ShardFleet is asked to freeze. The shard is frozen only once the
 //     primary's job may start, and a reboot held after the freeze (a
-//     window closing, a condition failing, the limits, a stop) unfreezes
-//     it and freezes again when its job can start. Plan.Waiting names what
+//     window closing, a condition failing, the limits, a stop, or its job
+//     taken for lost: the fleet refused it) unfreezes it and freezes again
+//     when its job can start. Plan.Waiting names what
 //     a reboot waits for.
 //  4. Held reboots: a reboot that left pending but whose job is not
 //     created (or was lost before the fleet showed it: an executor killed
 //     between save and act, a CreateJob error) has not started: its
 //     JobTimeout does not run while it is held, and it is never counted
-//     failed for it. After Stop, Cancel or the end of the plan (the
+//     failed for it. A job asked for is taken for lost only when the fleet
+//     has not shown it Config.ShowTimeout (1 min) after the last ask:
+//     until then it may run, so its server counts offline and its reboot
+//     is neither held nor released, whatever the plan's state (a fleet
+//     must show a job it created within ShowTimeout). A job the fleet
+//     never shows though it is asked for again whenever the limits allow
+//     (it refuses it every time) is given up JobTimeout after the first
+//     ask: the reboot is released (StepReleased, its error says the fleet
+//     refused or lost the job), not counted failed, and the plan ends
+//     failed rather than complete. After Stop, Cancel or the end of the plan (the
 //     failure budget spent) no job is created; a stopped plan's held
 //     reboots wait for Run, a canceled or ended plan's are released
 //     (StepReleased: not started, no failure) and the plan finishes.
@@ -64,8 +74,9 @@
 //     server counts as offline until the fleet says the job ended: a job
 //     may still reboot its server after the plan gave up on it. Failures
 //     beyond the failure budget stop the plan from starting more reboots.
-//     End states: complete (every reboot succeeded), failed (some failed,
-//     or the budget ran out), canceled. A plan is never complete while a
+//     End states: complete (every reboot succeeded), failed (some failed
+//     or were given up as the fleet never showed their job, or the budget
+//     ran out), canceled. A plan is never complete while a
 //     reboot is pending.
 //
 // # Offline, the one definition

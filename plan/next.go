@@ -451,6 +451,9 @@ func (ps *pass) advance(i int) {
 		enter(StepJob) // (before the job UUID: held until now, not offline)
 		r.JobUUID, r.JobCreatedAt = JobUUID(*q, r.ServerUUID), tp(now)
 		if !q.DryRun {
+			if r.AskedAt == nil {
+				r.AskedAt = tp(now)
+			}
 			ps.acts = append(ps.acts, c.createJob(q, r))
 		}
 	}
@@ -469,6 +472,7 @@ func (ps *pass) advance(i int) {
 			// (then lost, and released here) that turns up after all is
 			// followed from now on.
 			if r.JobUUID != "" && obs.Jobs[r.JobUUID].Exists {
+				r.AskedAt = nil
 				enter(StepJob)
 				continue
 			}
@@ -499,6 +503,15 @@ func (ps *pass) advance(i int) {
 				enter(StepReleased)
 				break
 			}
+			if r.AskedAt != nil && now.Sub(*r.AskedAt) >= c.JobTimeout {
+				// Asked for again and again, never shown: the fleet
+				// refuses it (or loses it). Give it up: it never started,
+				// so it is no failure, but the plan cannot end complete.
+				r.Error = fmt.Sprintf("not started: the fleet never showed its reboot job in %s of asking (since %s): it refused or lost it; the executor's log has its answer",
+					c.JobTimeout, r.AskedAt.UTC().Format(time.RFC3339))
+				enter(StepReleased)
+				break
+			}
 			if !headOK {
 				if since() >= c.ServicesTimeout {
 					fail("headnode services not up within " + c.ServicesTimeout.String())
@@ -509,7 +522,8 @@ func (ps *pass) advance(i int) {
 				break
 			}
 			if !q.DryRun && !mayCreate() {
-				break // never freeze the shard before the job can start
+				r.AskedAt = nil // held by the limits: not the fleet's refusal
+				break           // never freeze the shard before the job can start
 			}
 			if primary {
 				r.Frozen = true
@@ -545,7 +559,7 @@ func (ps *pass) advance(i int) {
 			}
 			j := obs.Jobs[r.JobUUID]
 			if j.Exists {
-				r.JobSeen = true
+				r.JobSeen, r.AskedAt = true, nil
 			}
 			if j.Started && r.StartedAt == nil {
 				r.StartedAt = tp(orNow(j.StartedAt, now))

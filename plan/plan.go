@@ -48,7 +48,9 @@ const (
 	StepCancelJob  Step = "cancel_job"      // timed out; the job is being cancelled and may still reboot the server
 	// StepReleased: the plan was canceled or ended while the reboot was
 	// held before its job could start (a window, a condition, the ramp, a
-	// domain limit); it never started and is not a failure.
+	// domain limit), or the fleet never showed its job in JobTimeout of
+	// asking (it refused or lost it); it never started and is not a
+	// failure (but a plan with a released reboot never ends complete).
 	StepReleased Step = "released"
 )
 
@@ -107,6 +109,13 @@ type Reboot struct {
 	// maintenance windows' fit measures reboots from there (the queue
 	// counts).
 	JobCreatedAt *time.Time `json:"job_created_at,omitempty"`
+	// AskedAt is when its reboot job was first asked for and not shown
+	// since: kept through the asks again after the job was taken for lost
+	// (Config.ShowTimeout), cleared when the fleet shows the job or the
+	// reboot is held by the plan's limits. A job the fleet has not shown
+	// JobTimeout after AskedAt is given up: the reboot is released
+	// (StepReleased), not started and not failed.
+	AskedAt *time.Time `json:"asked_at,omitempty"`
 	// Phases are when the reboot's job reached each phase, as the fleet
 	// reported them (JobObs.Phases); for reports only, no decision reads
 	// them.
@@ -316,7 +325,7 @@ func (p Plan) Clone() Plan {
 
 // clone returns a deep copy of r.
 func (r Reboot) clone() Reboot {
-	for _, t := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince, &r.JobCreatedAt} {
+	for _, t := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince, &r.JobCreatedAt, &r.AskedAt} {
 		if *t != nil {
 			v := **t
 			*t = &v
