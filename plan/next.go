@@ -586,16 +586,26 @@ func (ps *pass) advance(i int) {
 				r.FinishedAt = tp(now)
 				enter(StepServices)
 				continue
+			case !j.Exists && !created && !(r.AskedAt != nil && now.Sub(*r.AskedAt) >= c.JobTimeout) &&
+				!(r.Frozen && since() >= c.ShowTimeout) && mayCreate():
+				// Never seen, and the limits hold: ask again (same UUID,
+				// no second job), until JobTimeout after the first ask
+				// (AskedAt); a frozen primary only for ShowTimeout, then
+				// its job is taken for lost below and the shard unfrozen.
+				r.JobCreatedAt = tp(now)
+				ps.acts = append(ps.acts, c.createJob(q, r))
+				wait("waiting: reboot job of " + r.ServerHostname + " asked for again (the fleet does not show it)")
 			case !j.Exists && !created:
-				// Never seen. Until ShowTimeout after it was asked for,
-				// the job may run (the fleet shows it late): it stays
-				// here, counted offline, whatever the plan's state. After
-				// it, it is taken for lost (never created: an executor
-				// killed between save and act, a CreateJob error or
-				// refusal): the reboot has not started, so it is no
-				// failure and its JobTimeout does not run while it is
-				// held; it waits in wait_headnode and is asked for again
-				// (same UUID, no second job) when the limits allow.
+				// Never seen, and not asked again. Until ShowTimeout
+				// after the last ask the job may run (the fleet shows it
+				// late): it stays here, counted offline, whatever the
+				// plan's state. After it, it is taken for lost (never
+				// created: an executor killed between save and act, a
+				// CreateJob error or refusal): the reboot has not
+				// started, so it is no failure and its JobTimeout does
+				// not run while it is held; it waits in wait_headnode and
+				// is asked for again (same UUID) when the limits allow,
+				// or released once JobTimeout of asking went by.
 				asked := r.JobCreatedAt
 				if asked == nil {
 					asked = r.StepSince

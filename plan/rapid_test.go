@@ -329,6 +329,18 @@ func planStateMachine(t *rapid.T, views, withPolicy bool) {
 		})
 		prev, _ := w.store.Get(w.ctx, w.uuid)
 		idlePasses := 0 // successful passes in a row after which the shard was frozen with no job
+		// idleTime is the time between those passes (the clock between two
+		// successful idle passes in a row). A primary's job asked for may
+		// run until the fleet had Config.ShowTimeout (1 min) to show it, so
+		// the shard stays frozen meanwhile: the bound is two ShowTimeouts
+		// (its asks again, then the wait after the last one) and two pass
+		// gaps (at most 2 min here), never a number of passes alone.
+		var (
+			idleTime time.Duration
+			idleAt   time.Time
+			lastOK   bool
+		)
+		const idleBound = 2*time.Minute + 2*2*time.Minute
 		pass := func(e *plan.Executor) {
 			before, _ := w.store.Get(w.ctx, w.uuid)
 			_, err := e.Pass(w.ctx, w.uuid)
@@ -341,13 +353,18 @@ func planStateMachine(t *rapid.T, views, withPolicy bool) {
 			checkOverTime(t, w, p, ff, ff2)
 			switch {
 			case !w.fleet.ShardIdle():
-				idlePasses = 0
+				idlePasses, idleTime = 0, 0
 			case err == nil:
-				if idlePasses++; idlePasses > 1 {
-					t.Fatalf("the shard stayed frozen with no job on its primary over %d passes (%s so far):\n%s",
-						idlePasses, w.fleet.FrozenWithoutJob(), plan.Table(p))
+				if idlePasses > 0 && lastOK {
+					idleTime += w.clk.Now().Sub(idleAt)
+				}
+				idleAt = w.clk.Now()
+				if idlePasses++; idlePasses > 1 && idleTime > idleBound {
+					t.Fatalf("the shard stayed frozen with no job on its primary over %d passes and %s (%s so far):\n%s",
+						idlePasses, idleTime, w.fleet.FrozenWithoutJob(), plan.Table(p))
 				}
 			}
+			lastOK = err == nil
 			if pol != nil {
 				checkPolicy(t, w, p, pol, rec)
 			}
