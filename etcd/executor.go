@@ -470,7 +470,9 @@ func (e *Executor) after(d time.Duration) <-chan time.Time {
 	return time.After(d)
 }
 
-// maintainEvery is how often a leader prunes and sweeps (Maintain).
+// maintainEvery is how often a leader prunes and sweeps (Maintain): on
+// its own timer, after the pass that comes due, whatever the passes
+// returned.
 const maintainEvery = 10 * time.Minute
 
 // Maintain prunes the plans that ended more than retention ago (Prune;
@@ -566,14 +568,15 @@ func (e *Executor) lead(ctx context.Context, l *Leadership, now func() time.Time
 			}
 		}()
 		err := l.Pass(pctx, e.Fleet, e.Config, now, e.Logger)
-		if err == nil && time.Since(maintained) >= maintainEvery {
-			maintained = time.Now()
-			if merr := l.Maintain(pctx, now(), retention); merr != nil {
-				e.warn("prune and sweep", merr)
-			}
-		}
 		close(stop)
 		cancel()
+		// Retention runs on its own timer, whatever the passes return (a
+		// plan whose pass fails every time never switches it off), while
+		// the leadership holds.
+		if !errors.Is(err, ErrNotLeader) && time.Since(maintained) >= maintainEvery {
+			maintained = time.Now()
+			e.maintain(ctx, l, now, retention, timeout)
+		}
 		if err != nil {
 			if errors.Is(err, ErrNotLeader) {
 				e.warn("leadership lost", err)
@@ -588,6 +591,25 @@ func (e *Executor) lead(ctx context.Context, l *Leadership, now func() time.Time
 			return
 		case <-e.after(interval):
 		}
+	}
+}
+
+// maintain runs the leadership's Maintain, bounded by timeout and ended
+// with the leadership's session.
+func (e *Executor) maintain(ctx context.Context, l *Leadership, now func() time.Time, retention, timeout time.Duration) {
+	mctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-l.Done():
+			cancel()
+		case <-stop:
+		}
+	}()
+	if err := l.Maintain(mctx, now(), retention); err != nil {
+		e.warn("prune and sweep", err)
 	}
 }
 
