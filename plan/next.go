@@ -302,7 +302,7 @@ func (ps *pass) windowHold() string {
 	if w.Empty() {
 		return ""
 	}
-	need, why := Need(w, ps.hist)
+	need, why := needAt(w, ps.hist, now)
 	loc, err := w.Location()
 	if err != nil {
 		return "waiting: the maintenance windows cannot be read: " + err.Error()
