@@ -366,13 +366,28 @@ func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at
 func encodePages(p plan.Plan) ([][]byte, error) {
 	out := make([][]byte, pageCount(len(p.Reboots)))
 	for n := range out {
-		raw, err := json.Marshal(p.Reboots[n*PageSize : min((n+1)*PageSize, len(p.Reboots))])
+		raw, err := marshalPage(p.Reboots[n*PageSize : min((n+1)*PageSize, len(p.Reboots))])
 		if err != nil {
 			return nil, fmt.Errorf("etcd: encode %s: %w", p.UUID, err)
 		}
 		out[n] = raw
 	}
 	return out, nil
+}
+
+// marshalPage encodes a page of reboot records as JSON without HTML
+// escaping: '<', '>' and '&' take one byte each, not six (\u003c), so a
+// record within plan's byte bounds (MaxNameBytes, MaxLabelBytes,
+// MaxErrorBytes) encodes to about as many bytes as its text, and a page
+// within maxTxnBytes. Any JSON decoder reads it.
+func marshalPage(page []plan.Reboot) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(page); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 func newNonce() string {
@@ -1002,7 +1017,7 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	// A page changed if it encodes otherwise than it is stored.
 	changed := map[int][]byte{}
 	for _, n := range need {
-		now, err := json.Marshal(pages[n])
+		now, err := marshalPage(pages[n])
 		if err != nil {
 			return err
 		}
