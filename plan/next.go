@@ -507,7 +507,7 @@ func (ps *pass) advance(i int) {
 				// Asked for again and again, never shown: the fleet
 				// refuses it (or loses it). Give it up: it never started,
 				// so it is no failure, but the plan cannot end complete.
-				r.Error = fmt.Sprintf("not started: the fleet never showed its reboot job in %s of asking (since %s): it refused or lost it; the executor's log has its answer",
+				r.Error = fmt.Sprintf("not started: the fleet never showed its reboot job in %s of asking (since %s): it refused or lost it (or collected it before it was seen); the executor's log has its answer",
 					c.JobTimeout, r.AskedAt.UTC().Format(time.RFC3339))
 				enter(StepReleased)
 				break
