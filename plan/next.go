@@ -484,7 +484,9 @@ func (ps *pass) advance(i int) {
 				// and taken for lost (the fleet refuses it, or never got
 				// it) unfreezes the shard too before it is asked for
 				// again, so a refusal that lasts never keeps the shard
-				// frozen longer than a pass, ShowTimeout and a pass.
+				// frozen with no job longer than two ShowTimeouts (the
+				// asks again, then the wait after the last) and two
+				// passes.
 				switch {
 				case !obs.ShardFrozen:
 					r.Frozen = false
