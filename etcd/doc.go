@@ -55,7 +55,8 @@
 // PREFIX summaries/, a few hundred bytes, listed by Summaries) and
 // deletes its header and every page key. Archive a plan's records before
 // the retention runs out if they must be kept (Store.Get, then
-// plan.Encode). The leader also sweeps, every ten minutes,
+// plan.Encode). The leader prunes every ten minutes, whatever its
+// passes return (a plan whose pass fails never stops it), and then sweeps
 // the page keys no header names (Store.Sweep: staged pages of a write that
 // lost or whose writer died). The stores' caches forget a plan when it
 // ends. Create is idempotent for the same request: the header records a

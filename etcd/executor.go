@@ -273,7 +273,9 @@ func (l *Leadership) acting() error {
 }
 
 // leaderFleet passes actions to the fleet only while the leadership may
-// act, and freezes the shard fenced when the fleet can (ShardFencer).
+// act. It has the fleet's optional abilities, and only those
+// (Leadership.fleet picks the wrapper): a fleet without a shard stays
+// one, so the plan's Executor never freezes through it.
 type leaderFleet struct {
 	plan.Fleet
 	l *Leadership
@@ -293,57 +295,111 @@ func (f leaderFleet) CancelJob(ctx context.Context, a plan.Action) error {
 	return f.Fleet.CancelJob(ctx, a)
 }
 
-func (f leaderFleet) FreezeShard(ctx context.Context) error {
-	if err := f.l.acting(); err != nil {
+// leaderShard is the plan.ShardFleet ability of a leaderFleet whose fleet
+// has a shard: it freezes fenced when the fleet can (ShardFencer).
+type leaderShard struct {
+	f plan.Fleet
+	l *Leadership
+}
+
+func (s leaderShard) FreezeShard(ctx context.Context) error {
+	if err := s.l.acting(); err != nil {
 		return err
 	}
-	if sf, ok := f.Fleet.(ShardFencer); ok {
-		return sf.FreezeShardFenced(ctx, f.l.Rev)
+	if sf, ok := s.f.(ShardFencer); ok {
+		return sf.FreezeShardFenced(ctx, s.l.Rev)
 	}
-	if sf, ok := f.Fleet.(plan.ShardFleet); ok {
-		return sf.FreezeShard(ctx)
-	}
-	return errNoShard
+	return s.f.(plan.ShardFleet).FreezeShard(ctx)
 }
 
-// errNoShard: a freeze asked of a fleet without a shard (the plan's
-// Executor never asks one).
-var errNoShard = errors.New("etcd: the fleet has no database shard")
-
-// HasHeadnode forwards the fleet's plan.HeadnodeFleet ability (false
-// without it).
-func (f leaderFleet) HasHeadnode() bool {
-	hf, ok := f.Fleet.(plan.HeadnodeFleet)
-	return ok && hf.HasHeadnode()
-}
-
-func (f leaderFleet) UnfreezeShard(ctx context.Context) error {
-	if err := f.l.acting(); err != nil {
+func (s leaderShard) UnfreezeShard(ctx context.Context) error {
+	if err := s.l.acting(); err != nil {
 		return err
 	}
-	if sf, ok := f.Fleet.(ShardFencer); ok {
-		return sf.UnfreezeShardFenced(ctx, f.l.Rev)
+	if sf, ok := s.f.(ShardFencer); ok {
+		return sf.UnfreezeShardFenced(ctx, s.l.Rev)
 	}
-	if sf, ok := f.Fleet.(plan.ShardFleet); ok {
-		return sf.UnfreezeShard(ctx)
+	return s.f.(plan.ShardFleet).UnfreezeShard(ctx)
+}
+
+// leaderHead is the plan.HeadnodeFleet ability, leaderView the
+// plan.ViewFleet one, of a leaderFleet whose fleet has it.
+type (
+	leaderHead struct{ plan.HeadnodeFleet }
+	leaderView struct{ vf plan.ViewFleet }
+)
+
+func (v leaderView) ObserveView(ctx context.Context, pv plan.View) (plan.Observations, error) {
+	return v.vf.ObserveView(ctx, pv)
+}
+
+// The leaderFleet wrappers, one per set of abilities (S: shard, H:
+// headnode, V: views).
+type (
+	leaderS struct {
+		leaderFleet
+		leaderShard
 	}
-	return errNoShard
-}
+	leaderH struct {
+		leaderFleet
+		leaderHead
+	}
+	leaderV struct {
+		leaderFleet
+		leaderView
+	}
+	leaderSH struct {
+		leaderFleet
+		leaderShard
+		leaderHead
+	}
+	leaderSV struct {
+		leaderFleet
+		leaderShard
+		leaderView
+	}
+	leaderHV struct {
+		leaderFleet
+		leaderHead
+		leaderView
+	}
+	leaderSHV struct {
+		leaderFleet
+		leaderShard
+		leaderHead
+		leaderView
+	}
+)
 
-// leaderViewFleet is a leaderFleet over a plan.ViewFleet.
-type leaderViewFleet struct {
-	leaderFleet
-	vf plan.ViewFleet
-}
-
-func (f leaderViewFleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
-	return f.vf.ObserveView(ctx, v)
-}
-
+// fleet wraps fleet in the leaderFleet with its abilities: a
+// plan.ShardFleet only if fleet is one (or a ShardFencer), a
+// plan.HeadnodeFleet and a plan.ViewFleet only if fleet is one.
 func (l *Leadership) fleet(fleet plan.Fleet) plan.Fleet {
 	lf := leaderFleet{Fleet: fleet, l: l}
-	if vf, ok := fleet.(plan.ViewFleet); ok {
-		return leaderViewFleet{leaderFleet: lf, vf: vf}
+	_, isShard := fleet.(plan.ShardFleet)
+	if _, fenced := fleet.(ShardFencer); fenced {
+		isShard = true
+	}
+	sh := leaderShard{f: fleet, l: l}
+	hf, isHead := fleet.(plan.HeadnodeFleet)
+	hd := leaderHead{hf}
+	vf, isView := fleet.(plan.ViewFleet)
+	vw := leaderView{vf}
+	switch {
+	case isShard && isHead && isView:
+		return leaderSHV{lf, sh, hd, vw}
+	case isShard && isHead:
+		return leaderSH{lf, sh, hd}
+	case isShard && isView:
+		return leaderSV{lf, sh, vw}
+	case isHead && isView:
+		return leaderHV{lf, hd, vw}
+	case isShard:
+		return leaderS{lf, sh}
+	case isHead:
+		return leaderH{lf, hd}
+	case isView:
+		return leaderV{lf, vw}
 	}
 	return lf
 }
@@ -424,7 +480,9 @@ func (e *Executor) after(d time.Duration) <-chan time.Time {
 	return time.After(d)
 }
 
-// maintainEvery is how often a leader prunes and sweeps (Maintain).
+// maintainEvery is how often a leader prunes and sweeps (Maintain): on
+// its own timer, after the pass that comes due, whatever the passes
+// returned.
 const maintainEvery = 10 * time.Minute
 
 // Maintain prunes the plans that ended more than retention ago (Prune;
@@ -520,14 +578,15 @@ func (e *Executor) lead(ctx context.Context, l *Leadership, now func() time.Time
 			}
 		}()
 		err := l.Pass(pctx, e.Fleet, e.Config, now, e.Logger)
-		if err == nil && time.Since(maintained) >= maintainEvery {
-			maintained = time.Now()
-			if merr := l.Maintain(pctx, now(), retention); merr != nil {
-				e.warn("prune and sweep", merr)
-			}
-		}
 		close(stop)
 		cancel()
+		// Retention runs on its own timer, whatever the passes return (a
+		// plan whose pass fails every time never switches it off), while
+		// the leadership holds.
+		if !errors.Is(err, ErrNotLeader) && time.Since(maintained) >= maintainEvery {
+			maintained = time.Now()
+			e.maintain(ctx, l, now, retention, timeout)
+		}
 		if err != nil {
 			if errors.Is(err, ErrNotLeader) {
 				e.warn("leadership lost", err)
@@ -542,6 +601,25 @@ func (e *Executor) lead(ctx context.Context, l *Leadership, now func() time.Time
 			return
 		case <-e.after(interval):
 		}
+	}
+}
+
+// maintain runs the leadership's Maintain, bounded by timeout and ended
+// with the leadership's session.
+func (e *Executor) maintain(ctx context.Context, l *Leadership, now func() time.Time, retention, timeout time.Duration) {
+	mctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-l.Done():
+			cancel()
+		case <-stop:
+		}
+	}()
+	if err := l.Maintain(mctx, now(), retention); err != nil {
+		e.warn("prune and sweep", err)
 	}
 }
 

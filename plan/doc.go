@@ -48,15 +48,28 @@
 //     true makes reboots wait for the headnode's services, and only a
 //     ShardFleet is asked to freeze. The shard is frozen only once the
 //     primary's job may start, and a reboot held after the freeze (a
-//     window closing, a condition failing, the limits, a stop) unfreezes
-//     it and freezes again when its job can start. Plan.Waiting names what
+//     window closing, a condition failing, the limits, a stop, or its job
+//     taken for lost: the fleet refused it) unfreezes it and freezes again
+//     when its job can start. Plan.Waiting names what
 //     a reboot waits for.
 //  4. Held reboots: a reboot that left pending but whose job is not
 //     created (or was lost before the fleet showed it: an executor killed
 //     between save and act, a CreateJob error) has not started: its
 //     JobTimeout does not run while it is held, and it is never counted
-//     failed for it. After Stop, Cancel or the end of the plan (the
-//     failure budget spent) no job is created; a stopped plan's held
+//     failed for it. A job asked for is taken for lost only when the fleet
+//     has not shown it Config.ShowTimeout (1 min) after the last ask:
+//     until then it may run, so its server counts offline and its reboot
+//     is neither held nor released, whatever the plan's state (a fleet
+//     must show a job it created within ShowTimeout). A job the fleet
+//     never shows though it is asked for again whenever the limits allow
+//     (it refuses it every time) is given up JobTimeout after the first
+//     ask: the reboot is released (StepReleased, its error says the fleet
+//     refused or lost the job), not counted failed, and the plan ends
+//     failed rather than complete. After Stop, Cancel or the end of the plan (the
+//     failure budget spent) no job is created, but by a pass that read the
+//     plan before a command landed: a pass reads the plan's state again
+//     before its first job and every 16 jobs (Executor.Pass), so at most
+//     16 jobs follow a command that lands while it creates them; a stopped plan's held
 //     reboots wait for Run, a canceled or ended plan's are released
 //     (StepReleased: not started, no failure) and the plan finishes.
 //  5. A failed step gives the server canceled_at and an error. A job that
@@ -64,15 +77,17 @@
 //     server counts as offline until the fleet says the job ended: a job
 //     may still reboot its server after the plan gave up on it. Failures
 //     beyond the failure budget stop the plan from starting more reboots.
-//     End states: complete (every reboot succeeded), failed (some failed,
-//     or the budget ran out), canceled. A plan is never complete while a
+//     End states: complete (every reboot succeeded), failed (some failed
+//     or were given up as the fleet never showed their job, or the budget
+//     ran out), canceled. A plan is never complete while a
 //     reboot is pending.
 //
 // # Offline, the one definition
 //
 // A server of the plan is offline if it is observed down, not observed at
-// all, its reboot is in flight (but held in wait_headnode before any job
-// of it was asked for), or a job of ours may still run on it (Offline). Every start decision uses it, core servers included: nothing
+// all, its reboot is in flight (but held in wait_headnode while the fleet
+// shows no job of it: before its job was asked for, or after the job asked
+// for was taken for lost), or a job of ours may still run on it (Offline). Every start decision uses it, core servers included: nothing
 // starts while offline >= Concurrency, whoever took the servers down, and
 // the plan then says why in Plan.Waiting and the progress line ("waiting:
 // 3 server(s) offline (1 rebooting, 2 down or unknown for other reasons),
@@ -89,7 +104,10 @@
 //     absolute ranges), and only if the window stays open for as long as a
 //     reboot takes from its job's creation (Need: Windows.Expect when set,
 //     else the 90th percentile of the reboots done with the longest left
-//     out, from Index.DoneHist). A reboot that started finishes whenever
+//     out, from Index.DoneHist; one reboot done holds a start until a
+//     window long enough for it, but never holds the plan for good: when
+//     no window is that long, starts wait for no estimate until a second
+//     reboot is done). A reboot that started finishes whenever
 //     it finishes. Outside, Waiting says until when and which estimate
 //     holds the plan; the ETA (Summarize, View.SummaryAt) counts only the
 //     time the windows are open, and is Never when no window of the next

@@ -25,8 +25,11 @@ func took(r Reboot) (time.Duration, bool) {
 }
 
 // Hist counts the done reboots by how long they took (took), in buckets
-// of about 9 % (bucket k holds durations up to 2^(k/8) seconds), so that a
-// high percentile is known from the index alone, in O(buckets).
+// of about 9 % (key "k": how many took up to 2^(k/8) seconds, more than
+// 2^((k-1)/8)), and sums their seconds per bucket (key "sk"), so that a
+// high percentile is known from the index alone, in O(buckets), and
+// within its bucket by the reboots' own lengths. Every key is a sum, so
+// an index keeps it by adding and removing reboots.
 type Hist map[string]int
 
 // histBucket is the bucket of d.
@@ -43,7 +46,21 @@ func histUpper(k int) time.Duration {
 	return time.Duration(math.Pow(2, float64(k)/8) * float64(time.Second)).Round(time.Second)
 }
 
-func (h Hist) add(d time.Duration, n int) Hist { return h.addKey(strconv.Itoa(histBucket(d)), n) }
+func (h Hist) add(d time.Duration, n int) Hist {
+	k := strconv.Itoa(histBucket(d))
+	return h.addKey(k, n).addKey("s"+k, n*int(d.Round(time.Second)/time.Second))
+}
+
+// bucketLength is how long the reboots of bucket k took: their mean
+// (never above the longest of them, at most 9 % below it), or the
+// bucket's upper bound for a bucket counted without its sum.
+func (h Hist) bucketLength(k, count int) time.Duration {
+	sum, ok := h["s"+strconv.Itoa(k)]
+	if !ok || count <= 0 {
+		return histUpper(k)
+	}
+	return min(time.Duration(sum/count)*time.Second, histUpper(k))
+}
 
 func (h Hist) clone() Hist {
 	if h == nil {
@@ -58,8 +75,10 @@ func (h Hist) clone() Hist {
 
 // Estimate is the robust estimate of how long a reboot takes: the 90th
 // percentile of the done reboots, leaving out the longest one (so one
-// slow reboot never sets the need of every other), rounded up to its
-// bucket; n is how many reboots it rests on (0: none done, no estimate).
+// slow reboot never sets the need of every other), taken as the mean of
+// the reboots in its bucket (never above what they took: a length every
+// reboot so far fitted in is never estimated longer); n is how many
+// reboots it rests on (0: none done, no estimate).
 func (h Hist) Estimate() (d time.Duration, n int) {
 	type bucket struct{ k, n int }
 	var bs []bucket
@@ -82,10 +101,11 @@ func (h Hist) Estimate() (d time.Duration, n int) {
 	seen := 0
 	for _, b := range bs {
 		if seen += b.n; seen >= rank {
-			return histUpper(b.k), n
+			return h.bucketLength(b.k, b.n), n
 		}
 	}
-	return histUpper(bs[len(bs)-1].k), n
+	last := bs[len(bs)-1]
+	return h.bucketLength(last.k, last.n), n
 }
 
 // Need is how long a reboot must be able to run inside a maintenance
@@ -102,6 +122,23 @@ func Need(w *Windows, h Hist) (time.Duration, string) {
 		return 0, "no reboot done yet"
 	}
 	return d, fmt.Sprintf("the 90th percentile of %d reboot(s) done, the longest left out; set windows expect to override", n)
+}
+
+// needAt is Need as the plan's decisions use it at now: one reboot done
+// is not decisive (leaving the longest out leaves nothing), so an
+// estimate that rests on a single reboot holds a start until a window
+// long enough for it, but never holds the plan for good: when no window
+// of the next 400 days is that long, nothing holds the starts (0) until
+// a second reboot is done. Windows.Expect, the operator's word, always
+// holds.
+func needAt(w *Windows, h Hist, now time.Time) (time.Duration, string) {
+	need, why := Need(w, h)
+	if _, n := h.Estimate(); need > 0 && n == 1 && (w == nil || w.Expect <= 0) {
+		if _, ok, err := nextOpen(w, now, need); err == nil && !ok {
+			return 0, fmt.Sprintf("the one reboot done took %s, longer than any window: too few reboots for an estimate", need.Round(time.Second))
+		}
+	}
+	return need, why
 }
 
 // addKey adds n to bucket key.

@@ -60,7 +60,9 @@ type Fleet interface {
 	// on behalf of plan a.PlanUUID). It must be idempotent: a job that
 	// exists already is not created again. The fleet must keep a job it
 	// created (finished or not) for at least RetainJobs, so that the
-	// executor sees how it ended.
+	// executor sees how it ended, and show it in Observe within
+	// Config.ShowTimeout of the call (a job not shown by then is taken
+	// for lost: its server no longer counts offline).
 	CreateJob(ctx context.Context, a Action) error
 	// CancelJob asks the job a.JobUUID to stop. A job that already sent
 	// its reboot command reboots the server all the same; the executor
@@ -153,7 +155,12 @@ func (e *Executor) domainTable(ctx context.Context, v View) (*DomainTable, error
 	return t, nil
 }
 
-// Pass runs one pass for the plan and returns the plan as saved. When the
+// Pass runs one pass for the plan and returns the plan as saved. Before
+// its first reboot job, and again every 16 jobs, it reads the plan's
+// state again (the header alone on a HeadStore) and creates no more jobs
+// once the plan is not running: a stop or cancel that landed after the
+// pass saved is followed by at most 16 job creations of that pass (those
+// between two reads), none when it landed before the first. When the
 // Store is a ViewStore and the Fleet a ViewFleet, the pass reads, observes
 // and writes only the reboots in flight and the next pending ones
 // (O(in flight) whatever the plan's size), and the returned View holds
@@ -213,11 +220,27 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 				"inFlight", s.InFlight, "failed", s.Failed, "left", s.Left)
 		}
 	}
+	creates := 0
 	for _, a := range acts {
 		a.Fence = e.Fence
 		var err error
 		switch a.Kind {
 		case ActionCreateJob:
+			if creates%recheckEvery == 0 {
+				// An operator's stop or cancel may have landed since the
+				// read: look again before the first job and every
+				// recheckEvery jobs, and create none once it is not
+				// running (the reboots asked for are taken for lost after
+				// ShowTimeout, and held or released).
+				running, rerr := e.running(ctx, uuid)
+				if rerr != nil {
+					return q, fmt.Errorf("plan %s: read its state before creating jobs: %w", uuid, rerr)
+				}
+				if !running {
+					return q, nil
+				}
+			}
+			creates++
 			err = e.Fleet.CreateJob(ctx, a)
 		case ActionCancelJob:
 			err = e.Fleet.CancelJob(ctx, a)
@@ -238,6 +261,21 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 		}
 	}
 	return q, nil
+}
+
+// recheckEvery is how many jobs a pass creates between two reads of the
+// plan's state (Executor.Pass).
+const recheckEvery = 16
+
+// running reads whether the stored plan is still running: its header
+// alone on a HeadStore (one small read), else the whole plan.
+func (e *Executor) running(ctx context.Context, uuid string) (bool, error) {
+	if hs, ok := e.Store.(HeadStore); ok {
+		h, err := hs.GetHead(ctx, uuid)
+		return h.State == StateRunning, err
+	}
+	p, err := e.Store.Get(ctx, uuid)
+	return p.State == StateRunning, err
 }
 
 // Run runs passes until the plan is finished and nothing is in flight,

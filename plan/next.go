@@ -23,6 +23,14 @@ type Config struct {
 	// holds the plan as a failure would (it must be checked before each
 	// start). Default 2 min.
 	ConditionMaxAge time.Duration
+	// ShowTimeout: a reboot job asked for (CreateJob) must show in the
+	// fleet's observations this long after the (last) ask. Until then it
+	// may run, so its server counts offline and its reboot is neither
+	// held nor released; after it, a job never shown is taken for lost
+	// (never created: the executor was killed before it acted, or the
+	// fleet refused it) and the reboot waits as one that has not started,
+	// asked for again when the limits allow. Default 1 min.
+	ShowTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -37,6 +45,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConditionMaxAge <= 0 {
 		c.ConditionMaxAge = 2 * time.Minute
+	}
+	if c.ShowTimeout <= 0 {
+		c.ShowTimeout = time.Minute
 	}
 	return c
 }
@@ -186,13 +197,15 @@ func Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 
 // Offline reports whether the server of r counts as offline: observed
 // down, not observed at all, its reboot in flight, or a job of ours that
-// may still run. A reboot held before its job was ever asked for (waiting
-// for the headnode, its turn, a window or its failure domain) does not
-// make its server offline: nothing of it runs there. Every start decision
+// may still run. A reboot held in wait_headnode (waiting for the
+// headnode, its turn, a window or its failure domain, before its job was
+// asked for or after the job asked for was taken for lost) does not make
+// its server offline while the fleet shows no job of it: nothing of it
+// runs there. Every start decision
 // uses it, core servers included.
 func Offline(r Reboot, obs Observations) bool {
 	o, seen := obs.Servers[r.ServerUUID]
-	return !seen || o.Down || r.Step.InFlight() && !r.held()
+	return !seen || o.Down || r.Step.InFlight() && !r.held(obs)
 }
 
 // Next advances the plan by what was observed: it records every step each
@@ -289,7 +302,7 @@ func (ps *pass) windowHold() string {
 	if w.Empty() {
 		return ""
 	}
-	need, why := Need(w, ps.hist)
+	need, why := needAt(w, ps.hist, now)
 	loc, err := w.Location()
 	if err != nil {
 		return "waiting: the maintenance windows cannot be read: " + err.Error()
@@ -438,6 +451,9 @@ func (ps *pass) advance(i int) {
 		enter(StepJob) // (before the job UUID: held until now, not offline)
 		r.JobUUID, r.JobCreatedAt = JobUUID(*q, r.ServerUUID), tp(now)
 		if !q.DryRun {
+			if r.AskedAt == nil {
+				r.AskedAt = tp(now)
+			}
 			ps.acts = append(ps.acts, c.createJob(q, r))
 		}
 	}
@@ -456,6 +472,7 @@ func (ps *pass) advance(i int) {
 			// (then lost, and released here) that turns up after all is
 			// followed from now on.
 			if r.JobUUID != "" && obs.Jobs[r.JobUUID].Exists {
+				r.AskedAt = nil
 				enter(StepJob)
 				continue
 			}
@@ -463,12 +480,18 @@ func (ps *pass) advance(i int) {
 			primary := obs.ShardPrimary == r.ServerUUID && !q.DryRun
 			if r.Frozen {
 				// It froze the shard and was held: the shard never stays
-				// frozen while no job of it can start.
+				// frozen while no job of it can start. A job asked for
+				// and taken for lost (the fleet refuses it, or never got
+				// it) unfreezes the shard too before it is asked for
+				// again, so a refusal that lasts never keeps the shard
+				// frozen with no job longer than two ShowTimeouts (the
+				// asks again, then the wait after the last) and two
+				// passes.
 				switch {
 				case !obs.ShardFrozen:
 					r.Frozen = false
 					continue
-				case headOK && primary && mayCreate():
+				case r.JobUUID == "" && headOK && primary && mayCreate():
 					createJob()
 					created = true
 					continue
@@ -482,6 +505,15 @@ func (ps *pass) advance(i int) {
 				enter(StepReleased)
 				break
 			}
+			if r.AskedAt != nil && now.Sub(*r.AskedAt) >= c.JobTimeout {
+				// Asked for again and again, never shown: the fleet
+				// refuses it (or loses it). Give it up: it never started,
+				// so it is no failure, but the plan cannot end complete.
+				r.Error = fmt.Sprintf("not started: the fleet never showed its reboot job in %s of asking (since %s): it refused or lost it (or collected it before it was seen); the executor's log has its answer",
+					c.JobTimeout, r.AskedAt.UTC().Format(time.RFC3339))
+				enter(StepReleased)
+				break
+			}
 			if !headOK {
 				if since() >= c.ServicesTimeout {
 					fail("headnode services not up within " + c.ServicesTimeout.String())
@@ -492,7 +524,8 @@ func (ps *pass) advance(i int) {
 				break
 			}
 			if !q.DryRun && !mayCreate() {
-				break // never freeze the shard before the job can start
+				r.AskedAt = nil // held by the limits: not the fleet's refusal
+				break           // never freeze the shard before the job can start
 			}
 			if primary {
 				r.Frozen = true
@@ -528,7 +561,7 @@ func (ps *pass) advance(i int) {
 			}
 			j := obs.Jobs[r.JobUUID]
 			if j.Exists {
-				r.JobSeen = true
+				r.JobSeen, r.AskedAt = true, nil
 			}
 			if j.Started && r.StartedAt == nil {
 				r.StartedAt = tp(orNow(j.StartedAt, now))
@@ -555,25 +588,37 @@ func (ps *pass) advance(i int) {
 				r.FinishedAt = tp(now)
 				enter(StepServices)
 				continue
-			case !j.Exists && !created && !mayCreate():
-				// Never seen: lost before it was created (an executor
-				// killed between save and act, a CreateJob error or
-				// refusal) and held now. It has not started, so it is no
-				// failure and its JobTimeout does not run while it is
-				// held: it waits as a reboot that has not started, and
-				// is created again (same UUID) when the limits allow.
-				enter(StepWaitHead)
-				continue
-			case !j.Exists && !created && (since() < c.JobTimeout || r.JobCreatedAt == nil || !r.JobCreatedAt.After(*r.StepSince)):
+			case !j.Exists && !created && !(r.AskedAt != nil && now.Sub(*r.AskedAt) >= c.JobTimeout) &&
+				!(r.Frozen && since() >= c.ShowTimeout) && mayCreate():
 				// Never seen, and the limits hold: ask again (same UUID,
-				// no second job). A job asked for again and still not
-				// shown JobTimeout after the first ask (a fleet that
-				// collected it before it was seen, or keeps refusing it)
-				// times out below; one asked for once only (the executor
-				// was away meanwhile) is asked for again first.
+				// no second job), until JobTimeout after the first ask
+				// (AskedAt); a frozen primary only for ShowTimeout, then
+				// its job is taken for lost below and the shard unfrozen.
 				r.JobCreatedAt = tp(now)
 				ps.acts = append(ps.acts, c.createJob(q, r))
 				wait("waiting: reboot job of " + r.ServerHostname + " asked for again (the fleet does not show it)")
+			case !j.Exists && !created:
+				// Never seen, and not asked again. Until ShowTimeout
+				// after the last ask the job may run (the fleet shows it
+				// late): it stays here, counted offline, whatever the
+				// plan's state. After it, it is taken for lost (never
+				// created: an executor killed between save and act, a
+				// CreateJob error or refusal): the reboot has not
+				// started, so it is no failure and its JobTimeout does
+				// not run while it is held; it waits in wait_headnode and
+				// is asked for again (same UUID) when the limits allow,
+				// or released once JobTimeout of asking went by.
+				asked := r.JobCreatedAt
+				if asked == nil {
+					asked = r.StepSince
+				}
+				if asked != nil && now.Sub(*asked) < c.ShowTimeout {
+					wait(fmt.Sprintf("waiting: reboot job of %s asked for, not shown by the fleet yet (counted offline, for at most %s)",
+						r.ServerHostname, c.ShowTimeout))
+					break
+				}
+				enter(StepWaitHead)
+				continue
 			case j.Started && !j.Drained && r.DrainSince != nil && now.Sub(*r.DrainSince) >= c.DrainTimeout:
 				cancelJob("server not drained within " + c.DrainTimeout.String())
 				continue

@@ -48,7 +48,9 @@ const (
 	StepCancelJob  Step = "cancel_job"      // timed out; the job is being cancelled and may still reboot the server
 	// StepReleased: the plan was canceled or ended while the reboot was
 	// held before its job could start (a window, a condition, the ramp, a
-	// domain limit); it never started and is not a failure.
+	// domain limit), or the fleet never showed its job in JobTimeout of
+	// asking (it refused or lost it); it never started and is not a
+	// failure (but a plan with a released reboot never ends complete).
 	StepReleased Step = "released"
 )
 
@@ -65,12 +67,13 @@ func (s Step) InFlight() bool {
 // released without starting (StepReleased).
 func (s Step) Ended() bool { return s == StepDone || s == StepFailed || s == StepReleased }
 
-// held reports whether r left pending but no job of it can be running:
-// it waits in wait_headnode and no job was ever asked for. Its server is
-// not offline because of it (Offline). (A reboot in freeze keeps its
-// slot while the shard freezes.)
-func (r Reboot) held() bool {
-	return r.Step == StepWaitHead && r.JobUUID == ""
+// held reports whether r left pending but no job of it runs: it waits in
+// wait_headnode, and either no job of it was ever asked for or the one
+// asked for was taken for lost (the fleet did not show it in time) and
+// the fleet shows it still not. Its server is not offline because of it
+// (Offline). (A reboot in freeze keeps its slot while the shard freezes.)
+func (r Reboot) held(obs Observations) bool {
+	return r.Step == StepWaitHead && (r.JobUUID == "" || !obs.Jobs[r.JobUUID].Exists)
 }
 
 // Reboot is one server's entry in a plan (the seed's fields, then this
@@ -106,6 +109,13 @@ type Reboot struct {
 	// maintenance windows' fit measures reboots from there (the queue
 	// counts).
 	JobCreatedAt *time.Time `json:"job_created_at,omitempty"`
+	// AskedAt is when its reboot job was first asked for and not shown
+	// since: kept through the asks again after the job was taken for lost
+	// (Config.ShowTimeout), cleared when the fleet shows the job or the
+	// reboot is held by the plan's limits. A job the fleet has not shown
+	// JobTimeout after AskedAt is given up: the reboot is released
+	// (StepReleased), not started and not failed.
+	AskedAt *time.Time `json:"asked_at,omitempty"`
 	// Phases are when the reboot's job reached each phase, as the fleet
 	// reported them (JobObs.Phases); for reports only, no decision reads
 	// them.
@@ -314,8 +324,8 @@ func (p Plan) Clone() Plan {
 }
 
 // timeFields are the times r points to (Phases' apart).
-func (r *Reboot) timeFields() [7]**time.Time {
-	return [...]**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince, &r.JobCreatedAt}
+func (r *Reboot) timeFields() [8]**time.Time {
+	return [...]**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince, &r.JobCreatedAt, &r.AskedAt}
 }
 
 // timeFields are the times p points to.

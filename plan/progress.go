@@ -65,7 +65,7 @@ func (s Summary) inWindows(w *Windows, hist Hist, now time.Time) Summary {
 	if w.Empty() || s.Left+s.InFlight == 0 {
 		return s
 	}
-	if need, _ := Need(w, hist); need > 0 && s.Left > 0 {
+	if need, _ := needAt(w, hist, now); need > 0 && s.Left > 0 {
 		if _, ok, err := nextOpen(w, now, need); err == nil && !ok {
 			s.ETA, s.Never = 0, true
 			return s

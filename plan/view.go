@@ -148,7 +148,7 @@ func sameReboot(a, b Reboot) bool {
 		sameTime(a.StartedAt, b.StartedAt) && sameTime(a.FinishedAt, b.FinishedAt) && sameTime(a.OperationalAt, b.OperationalAt) &&
 		sameTime(a.CanceledAt, b.CanceledAt) && a.Core == b.Core && a.Step == b.Step && sameTime(a.StepSince, b.StepSince) &&
 		a.Frozen == b.Frozen && a.Error == b.Error && a.JobSeen == b.JobSeen && sameTime(a.DrainSince, b.DrainSince) &&
-		sameTime(a.JobCreatedAt, b.JobCreatedAt) &&
+		sameTime(a.JobCreatedAt, b.JobCreatedAt) && sameTime(a.AskedAt, b.AskedAt) &&
 		samePhases(a.Phases, b.Phases) &&
 		maps.Equal(a.Labels, b.Labels)
 }
@@ -451,7 +451,9 @@ func settle(q *Plan, ix Index) {
 	if ix.Done+ix.Failed+ix.Released < ix.Total {
 		return
 	}
-	if ix.Failures > 0 {
+	if ix.Failures > 0 || ix.Released > 0 {
+		// A running plan releases a reboot only when the fleet never
+		// showed its job: not every reboot succeeded.
 		q.State = StateFailed
 	} else {
 		q.State = StateComplete
