@@ -109,9 +109,10 @@
 //     (or a reboot was pending, or Online=false enforced), and a
 //     controller that reads, in any later pass, a LastPress (or a pending
 //     reboot, or an Online=false being enforced) it did not write (another
-//     leader's, written while it stood by) counts that press (power-off)
-//     as sent at that pass, never earlier (Observed.SinceOff, SincePress,
-//     PressOver, QuietFor).
+//     leader's, written while it stood by; a write of its own whose answer
+//     was lost, a timeout the store applied, stays its own) counts that
+//     press (power-off) as sent at that pass, never earlier
+//     (Observed.SinceOff, SincePress, PressOver, QuietFor).
 //     Such a reading cannot echo a state from before a shutdown it
 //     started.
 //     While a reboot is pending it reads again after Config.QuickPoll

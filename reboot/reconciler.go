@@ -423,6 +423,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 		var written Host
 		err := Fenced(ctx, r.Guard, "reboot: update host "+name, func(ctx context.Context) (err error) {
+			// Noted before the write (see memory.writing): a write whose
+			// answer is lost may have been applied.
+			r.mu.Lock()
+			hm.writing(d.Status)
+			r.mu.Unlock()
 			written, err = r.Hosts.Update(ctx, nh)
 			return err
 		})

@@ -11,19 +11,19 @@ import (
 // (as raft's RawNode keeps its core's inputs): the caller reports what it
 // read and what it did, and Observe fills every Observed field that needs
 // memory on a monotonic clock. The Reconciler keeps the same memory with
-// the same helpers (reading, wrote, called, sawState, sendingOff, sentOff
-// below; sinceOff in reconciler.go), so the two fill every field alike.
+// the same helpers (reading, writing, wrote, called, sawState, sendingOff,
+// sentOff below; sinceOff in reconciler.go), so the two fill every field alike.
 //
 // One pass with a Tracker is: read the host record, read the controller's
 // clock and monotonic clock, read the power state (in that order: the
 // evidence a reading gives is stamped no later than the reading) and the
 // monotonic clock again once that read returned (Reading.ReadEnd), call
-// Observe, Decide, write the decision's Status if asked and call Applied
-// once the write succeeded (or at once if none was asked), then call
-// Sending just before a power call and Sent, with its error and the
-// monotonic clock read once it returned, when it returns. A pass whose
-// write failed calls neither Applied nor a power call: the next pass reads
-// again.
+// Observe, Decide, write the decision's Status if asked (calling Writing
+// just before the write) and call Applied once the write succeeded (or at
+// once if none was asked), then call Sending just before a power call and
+// Sent, with its error and the monotonic clock read once it returned, when
+// it returns. A pass whose write failed calls neither Applied nor a power
+// call: the next pass reads again.
 //
 // A Tracker is for one host and one goroutine at a time. Its memory lives
 // in the process only; losing it (a restart, a new Tracker, Forget) is
@@ -155,6 +155,19 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	return o
 }
 
+// Writing reports that the pass's decision d is about to be written to
+// the store: call it just before the write of d.Status (it does nothing
+// if d.UpdateStatus is false). From then on the values it writes count
+// as this controller's own, whatever the write returns: a write whose
+// answer timed out may have been applied, and the next pass must not take
+// its LastPress (or pending reboot, OfflineSince, LastPoweredOn) for
+// another leader's (see Observe: SinceOff).
+func (t *Tracker) Writing(d Decision) {
+	if d.UpdateStatus {
+		t.mem.writing(d.Status)
+	}
+}
+
 // Applied reports that the pass's decision d was applied to the store:
 // its Status written (written is the record's new version), or no write
 // was asked (written is ignored). Not calling it after a failed write is
@@ -232,6 +245,19 @@ func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, un
 	return offFor, unknownFor
 }
 
+// writing notes that st is about to be written: its values of the fields
+// ownValues holds are this controller's from now on, whatever the write
+// returns. A write whose answer is lost (a timeout) may have been applied,
+// and its values must not then be taken for another writer's (that would
+// count this controller's own LastPress as a press sent by another, and
+// hold every press back for SoftTimeout). One that was not applied leaves
+// values nobody else writes: under A3 and A4 another leader stamps its
+// values from its own clock in passes run under its own lease, so never
+// with the instants this controller read from its clock while it led.
+func (h *memory) writing(st Status) {
+	h.own.note(st)
+}
+
 // wrote notes that st, decided in the pass at m from o, was written: the
 // pass's own values are known from m.
 func (h *memory) wrote(o Observed, st Status, m time.Duration) {
@@ -248,7 +274,8 @@ func (h *memory) wrote(o Observed, st Status, m time.Duration) {
 
 // ownValues are the values of the Status fields that show a power-off
 // (PendingRebootSince, OfflineSince, LastPress) this controller knows: it
-// wrote them, read them in its first pass (dated from its start), or
+// wrote them (or sent a write of them whose answer it may have lost: see
+// writing), read them in its first pass (dated from its start), or
 // already honoured them as another writer's. A value not among them is
 // another writer's (a previous leader's, across a handover).
 type ownValues struct {

@@ -42,6 +42,7 @@ func trackerPass(ctx context.Context, tr *reboot.Tracker, cfg reboot.Config, hos
 		for _, k := range d.RemoveAnnotations {
 			delete(nh.Annotations, k)
 		}
+		tr.Writing(d)
 		w, err := hosts.Update(ctx, nh)
 		if err != nil {
 			return d, err
@@ -350,5 +351,37 @@ func TestTrackerHonoursOtherWritersPress(t *testing.T) {
 	tr.Applied(reboot.Decision{}, "")
 	if o := read(4*time.Minute, power.StateOn); o.SincePress != time.Minute {
 		t.Fatalf("the other writer's press dated again: %+v", o)
+	}
+}
+
+// Review 36 round 3 (TestReview36_AppliedWriteTimeoutTurnsSoftIntoHard for
+// the Tracker): the values of a write announced by Writing are the
+// Tracker's own even when the write's answer is lost (no Applied): the
+// next pass must not take its own LastPress for another leader's press.
+func TestTrackerWritingOwnsLostWrite(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := reboot.Config{}
+	tr := reboot.NewTracker(0, t0)
+	h := reboot.Host{Name: "n", Version: "1", Online: true}
+	read := func(s time.Duration) reboot.Observed {
+		return tr.Observe(reboot.Reading{Host: h, Power: power.StateOn, Now: t0.Add(s), Mono: s, ReadEnd: s, SoftToggles: true}, cfg)
+	}
+	read(time.Minute)
+	tr.Applied(reboot.Decision{}, "")
+	h.Annotations = map[string]string{reboot.Annotation: ""}
+	o := read(2 * time.Minute)
+	d := cfg.Decide(o, t0.Add(2*time.Minute))
+	if !d.UpdateStatus || d.Status.LastPress.IsZero() {
+		t.Fatalf("the soft press is not recorded before it is sent: %+v", d)
+	}
+	tr.Writing(d)
+	// The store applied the write; its answer timed out (no Applied).
+	h.Version, h.Status = "2", d.Status
+	if o = read(2*time.Minute + time.Second); o.SincePress != math.MaxInt64 || o.SinceOff != math.MaxInt64 {
+		t.Fatalf("own LastPress of a write whose answer was lost taken for another writer's press: SincePress %v SinceOff %v",
+			o.SincePress, o.SinceOff)
+	}
+	if d = cfg.Decide(o, t0.Add(2*time.Minute+time.Second)); d.Power != reboot.ActionPowerOff || d.Mode != power.ModeSoft {
+		t.Fatalf("the soft press is not sent after the lost write: %s %s (%s)", d.Power, d.Mode, d.Reason)
 	}
 }
