@@ -234,9 +234,12 @@ type Observed struct {
 	// QuietFor is how long, on a monotonic clock, this controller has not
 	// sent a power-on to this host before Power was read: the time since
 	// its last On call, or since the controller started if it sent none
-	// since. With no reboot pending, an Off reading powers the host on
-	// (Online) only when QuietFor is at least the stale bound: before, it
-	// may echo the state from before that power-on.
+	// since; a Status.LastPoweredOn it neither wrote nor knew (another
+	// leader's power-on, recorded before it was sent), or one read first
+	// but stamped after the start, counts as a power-on sent at the pass
+	// that first read it. With no reboot pending, an Off reading powers
+	// the host on (Online) only when QuietFor is at least the stale bound:
+	// before, it may echo the state from before that power-on.
 	QuietFor time.Duration
 	// SincePending and SinceRequest are how long, on a monotonic clock,
 	// this controller has known the host's current Status.PendingRebootSince

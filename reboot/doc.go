@@ -43,7 +43,8 @@
 //     safe): the outcome of your last power call for this host as
 //     Observed.LastCall (with Repeats), and, on a monotonic clock,
 //     Observed.QuietFor (since you last sent On to it, or since your
-//     process started), SincePending and SinceRequest (since you first
+//     process started, or since you first read a LastPoweredOn you did
+//     not write: another leader's power-on), SincePending and SinceRequest (since you first
 //     knew the host's current Status.PendingRebootSince and
 //     LastRequestSeen: your pass that wrote them, or your first pass that
 //     read them; after a restart, since the restart, unless the value is
@@ -111,8 +112,9 @@
 //     reboot, or an Online=false being enforced) it did not write (another
 //     leader's, written while it stood by; a write of its own whose answer
 //     was lost, a timeout the store applied, stays its own) counts that
-//     press (power-off) as sent at that pass, never earlier
-//     (Observed.SinceOff, SincePress, PressOver, QuietFor).
+//     press (power-off) as sent at that pass, never earlier, and
+//     likewise a Status.LastPoweredOn (written before every power-on) as
+//     a power-on (Observed.SinceOff, SincePress, PressOver, QuietFor).
 //     Such a reading cannot echo a state from before a shutdown it
 //     started.
 //     While a reboot is pending it reads again after Config.QuickPoll
@@ -230,8 +232,9 @@
 //	    leader's next read, never from its start
 //	    (TestIssue36LeaderHandoverLateWrite). A standby runs passes too
 //	    (reads only): what its first pass read does not stop it from
-//	    counting a press or power-off the old leader recorded later
-//	    (TestReview36_StandbyMemoryIgnoresOtherLeadersPress).
+//	    counting a press, power-off or power-on the old leader recorded
+//	    later (TestReview36_StandbyMemoryIgnoresOtherLeadersPress,
+//	    TestReview36_StandbyIgnoresOtherLeadersPowerOn).
 //
 // Under them:
 //

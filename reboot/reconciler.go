@@ -103,8 +103,9 @@ type Reconciler struct {
 	// never jumps). nil uses the process's monotonic clock. It measures
 	// the real time between the passes that saw a request and the Off
 	// readings that answer it (Observed.SincePending, SinceRequest,
-	// OffFor) and since this Reconciler last sent a power-on to a host
-	// (QuietFor); what it did before its first pass counts as unknown.
+	// OffFor) and since this Reconciler last sent a power-on to a host, or
+	// first read another leader's (QuietFor); what it did before its first
+	// pass counts as unknown.
 	Monotonic func() time.Duration
 	// Guard, if set, fences every store write and power call by this
 	// process's leadership (see Guard); a refused pass returns an error
@@ -388,7 +389,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		Status:        h.Status,
 		Power:         state,
 		LastCall:      hm.last,
-		QuietFor:      m - hm.lastOn,
+		QuietFor:      hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(r.startWall)),
 		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, r.knownSinceStart(fromStart, h.Status.PendingRebootSince)),
 		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.LastRequestSeen)),
 		SinceRewrite:  hm.rew.since(h.Status.RewriteSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.RewriteSeen)),

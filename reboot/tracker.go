@@ -86,7 +86,10 @@ type Reading struct {
 //   - LastCall: the call last reported to Sent, with Repeats counting the
 //     same action and mode sent in a row before it (zero before any).
 //   - QuietFor: Mono since the last Sending of a power-on, or since the
-//     start if none.
+//     start if none; or since the pass that first read a
+//     Status.LastPoweredOn this Tracker neither wrote (Writing) nor read
+//     before, if later (another leader's power-on; in the first pass,
+//     only one stamped after the start's wall clock).
 //   - SinceOff: Mono since the last Sending of a power-off that may have
 //     been carried out (one whose Sent error was refused before it reached
 //     the hardware, an auth failure, a back-off or a lost leadership,
@@ -136,7 +139,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		Status:           h.Status,
 		Power:            rd.Power,
 		LastCall:         hm.last,
-		QuietFor:         m - hm.lastOn,
+		QuietFor:         hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(t.startWall)),
 		SincePending:     since(&hm.pend, h.Status.PendingRebootSince),
 		SinceRequest:     since(&hm.req, h.Status.LastRequestSeen),
 		SinceRewrite:     since(&hm.rew, h.Status.RewriteSeen),
@@ -280,6 +283,9 @@ func (h *memory) wrote(o Observed, st Status, m time.Duration) {
 // another writer's (a previous leader's, across a handover).
 type ownValues struct {
 	pend, offline, press timeSet
+	// on holds the LastPoweredOn values, which show a power-on (see
+	// memory.quietFor).
+	on timeSet
 }
 
 // note adds st's values.
@@ -287,6 +293,24 @@ func (v *ownValues) note(st Status) {
 	v.pend.add(st.PendingRebootSince)
 	v.offline.add(st.OfflineSince)
 	v.press.add(st.LastPress)
+	v.on.add(st.LastPoweredOn)
+}
+
+// quietFor returns Observed.QuietFor for a pass at m that read st: the
+// time since this controller's last power-on sent, or since its start.
+// Every power-on is recorded in Status.LastPoweredOn by a versioned write
+// before it is sent, so a LastPoweredOn this controller neither wrote nor
+// knew, read in a later pass (another leader's power-on, written while
+// this one stood by), counts as a power-on sent at this pass, never
+// earlier; so does one read in the first pass but stamped after the
+// start's wall clock (late: written after the start). Call it before
+// sinceOff, which notes st's values as known.
+func (h *memory) quietFor(first bool, st Status, m time.Duration, late bool) time.Duration {
+	foreign := !first && !st.LastPoweredOn.IsZero() && !h.own.on.has(st.LastPoweredOn)
+	if foreign || late {
+		h.lastOn = max(h.lastOn, m)
+	}
+	return m - h.lastOn
 }
 
 // foreign reports whether st shows a power-off (a pending reboot, Online
