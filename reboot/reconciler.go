@@ -150,6 +150,8 @@ type memory struct {
 	// own are the values of the status that show a power-off known to
 	// this controller (see sinceOff).
 	own ownValues
+	// hardUnsupportedAt is Observed.HardUnsupportedAt.
+	hardUnsupportedAt time.Time
 }
 
 // offState is what a Reconciler remembers of its power-offs of one host
@@ -395,9 +397,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		SinceRewrite:  hm.rew.since(h.Status.RewriteSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.RewriteSeen)),
 		SinceLastRewrite: hm.lastRew.since(h.Status.LastRewriteSeen, m, r.start,
 			r.knownSinceStart(fromStart, h.Status.LastRewriteSeen)),
-		Changed:    !hm.seenVersion(h.Version) || first,
-		StaleReads: h.StaleReads,
-		OffSettle:  h.OffSettle,
+		Changed:           !hm.seenVersion(h.Version) || first,
+		StaleReads:        h.StaleReads,
+		OffSettle:         h.OffSettle,
+		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	if t, ok := pc.(Toggler); ok {
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)

@@ -120,6 +120,9 @@ type Reading struct {
 //     unknown readings; zero unless Power is unknown.
 //   - Changed: rd.Host.Version was not handled lately (by Applied), or
 //     this is the first pass.
+//   - HardUnsupportedAt: the At of the latest hard power-off reported to
+//     Sent whose class was unsupported or none, if unsupported (zero
+//     before any).
 func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	m, h := rd.Mono, rd.Host
 	if !t.started {
@@ -133,22 +136,23 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		return a.since(v, m, t.start, fromStart && !v.After(t.startWall))
 	}
 	o := Observed{
-		Annotations:      h.Annotations,
-		Online:           h.Online,
-		Deprovisioned:    h.Deprovisioned,
-		Status:           h.Status,
-		Power:            rd.Power,
-		LastCall:         hm.last,
-		QuietFor:         hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(t.startWall)),
-		SincePending:     since(&hm.pend, h.Status.PendingRebootSince),
-		SinceRequest:     since(&hm.req, h.Status.LastRequestSeen),
-		SinceRewrite:     since(&hm.rew, h.Status.RewriteSeen),
-		SinceLastRewrite: since(&hm.lastRew, h.Status.LastRewriteSeen),
-		Changed:          !hm.seenVersion(h.Version) || first,
-		StaleReads:       h.StaleReads,
-		OffSettle:        h.OffSettle,
-		SoftToggles:      rd.SoftToggles,
-		HardToggles:      rd.HardToggles,
+		Annotations:       h.Annotations,
+		Online:            h.Online,
+		Deprovisioned:     h.Deprovisioned,
+		Status:            h.Status,
+		Power:             rd.Power,
+		LastCall:          hm.last,
+		QuietFor:          hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(t.startWall)),
+		SincePending:      since(&hm.pend, h.Status.PendingRebootSince),
+		SinceRequest:      since(&hm.req, h.Status.LastRequestSeen),
+		SinceRewrite:      since(&hm.rew, h.Status.RewriteSeen),
+		SinceLastRewrite:  since(&hm.lastRew, h.Status.LastRewriteSeen),
+		Changed:           !hm.seenVersion(h.Version) || first,
+		StaleReads:        h.StaleReads,
+		OffSettle:         h.OffSettle,
+		SoftToggles:       rd.SoftToggles,
+		HardToggles:       rd.HardToggles,
+		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall))
@@ -348,8 +352,17 @@ func (t *timeSet) add(v time.Time) {
 }
 
 // called remembers the outcome of a power call and returns it with
-// Repeats filled.
+// Repeats filled; a hard power-off's answer sets or clears
+// Observed.HardUnsupportedAt (one that was busy or failed says neither).
 func (h *memory) called(c Call) Call {
+	if c.Action == ActionPowerOff && c.Mode == power.ModeHard {
+		switch c.Class {
+		case power.ClassUnsupported:
+			h.hardUnsupportedAt = c.At
+		case power.ClassNone:
+			h.hardUnsupportedAt = time.Time{}
+		}
+	}
 	c.Repeats = 0
 	if h.last.Action == c.Action && h.last.Mode == c.Mode {
 		c.Repeats = h.last.Repeats + 1
