@@ -290,7 +290,10 @@ type Observed struct {
 	// controller started if it sent none since and a previous process may
 	// have (a reboot was pending, Online=false was being enforced, or
 	// Status.LastPress was set at its first read; if none, as long as it
-	// likes). Only toggling power-offs read it.
+	// likes). A PendingRebootSince, OfflineSince or LastPress it neither
+	// wrote (nor sent in a write whose answer was lost) nor read before
+	// (another leader's) counts as a power-off sent at the pass that first
+	// read it. Only toggling power-offs read it.
 	SinceOff time.Duration
 	// SincePress is as SinceOff for the power-offs that may have pressed
 	// the power button (Toggler; after a restart, any power-off of a

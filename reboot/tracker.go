@@ -91,17 +91,24 @@ type Reading struct {
 //     before, if later (another leader's power-on; in the first pass,
 //     only one stamped after the start's wall clock).
 //   - SinceOff: Mono since the last Sending of a power-off that may have
-//     been carried out (one whose Sent error was refused before it reached
-//     the hardware, an auth failure, a back-off or a lost leadership,
-//     does not count), or since the start if none; unbounded if none was
-//     sent and the Status read in the first pass shows no power-off under
-//     way (no reboot pending, no Online=false being enforced) and Forget
-//     was not called.
+//     been carried out (one whose Sent error says it was refused before
+//     it reached the hardware, an auth failure (power.ErrAuth), a
+//     back-off (power.ErrBackoff), a call never sent (power.ErrNotSent)
+//     or a lost leadership (ErrNotLeader), does not count), or since the
+//     start if none; unbounded if none was sent and the Status read in
+//     the first pass shows no power-off under way (no reboot pending, no
+//     Online=false being enforced) and Forget was not called. In a later
+//     pass, a Status that shows a power-off with values this Tracker
+//     neither wrote (Writing) nor read before (a PendingRebootSince,
+//     OfflineSince or LastPress of another leader's) counts as a
+//     power-off sent at that pass, if later.
 //   - SincePress: the same for power-offs that may press the power button
 //     (sent in a mode whose Toggles answer of that pass was true); also
 //     unbounded only if the first pass's Status has no LastPress, and
 //     counted from this pass if that LastPress is later than the start's
-//     wall clock (written after the start).
+//     wall clock (written after the start); in a later pass, a LastPress
+//     it neither wrote nor read before counts as a press sent at that
+//     pass, and what was known of its own presses' shutdown is dropped.
 //   - PressOver: an unbroken run (unknown readings do not break it) of
 //     Off readings, each taken (Mono) at least StaleReads after the last
 //     press's Sent returned success, lasting at least OffSettle, was seen
@@ -207,10 +214,12 @@ func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 // Sent reports the outcome of the power call announced by Sending: c is
 // the call (Repeats is ignored), err what it returned and doneMono the
 // monotonic clock read once it returned. A power-off refused before it
-// reached the hardware (err an auth failure, a back-off or ErrNotLeader)
-// is undone as if never sent; a press that returned success is what a
-// later Off reading can show over (PressOver). Sent returns c with Repeats
-// filled; the next Observe gives it as LastCall.
+// reached the hardware (err wrapping power.ErrAuth, power.ErrBackoff,
+// power.ErrNotSent or ErrNotLeader) is undone as if never sent; a press
+// that returned success is what a later Off reading can show over
+// (PressOver); a hard power-off answered unsupported sets
+// HardUnsupportedAt (c.At), one accepted clears it. Sent returns c with
+// Repeats filled; the next Observe gives it as LastCall.
 func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 	if c.Action == ActionPowerOff {
 		t.mem.sentOff(t.was, t.press, err, doneMono)
