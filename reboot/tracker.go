@@ -289,7 +289,8 @@ func (h *memory) wrote(o Observed, st Status, m time.Duration) {
 }
 
 // ownValues are the values of the Status fields that show a power-off
-// (PendingRebootSince, OfflineSince, LastPress) this controller knows: it
+// (PendingRebootSince, OfflineSince, LastPress) or a power-on
+// (LastPoweredOn) this controller knows: it
 // wrote them (or sent a write of them whose answer it may have lost: see
 // writing), read them in its first pass (dated from its start), or
 // already honoured them as another writer's. A value not among them is
