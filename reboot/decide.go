@@ -234,9 +234,12 @@ type Observed struct {
 	// QuietFor is how long, on a monotonic clock, this controller has not
 	// sent a power-on to this host before Power was read: the time since
 	// its last On call, or since the controller started if it sent none
-	// since. With no reboot pending, an Off reading powers the host on
-	// (Online) only when QuietFor is at least the stale bound: before, it
-	// may echo the state from before that power-on.
+	// since; a Status.LastPoweredOn it neither wrote nor knew (another
+	// leader's power-on, recorded before it was sent), or one read first
+	// but stamped after the start, counts as a power-on sent at the pass
+	// that first read it. With no reboot pending, an Off reading powers
+	// the host on (Online) only when QuietFor is at least the stale bound:
+	// before, it may echo the state from before that power-on.
 	QuietFor time.Duration
 	// SincePending and SinceRequest are how long, on a monotonic clock,
 	// this controller has known the host's current Status.PendingRebootSince
@@ -287,7 +290,10 @@ type Observed struct {
 	// controller started if it sent none since and a previous process may
 	// have (a reboot was pending, Online=false was being enforced, or
 	// Status.LastPress was set at its first read; if none, as long as it
-	// likes). Only toggling power-offs read it.
+	// likes). A PendingRebootSince, OfflineSince or LastPress it neither
+	// wrote (nor sent in a write whose answer was lost) nor read before
+	// (another leader's) counts as a power-off sent at the pass that first
+	// read it. Only toggling power-offs read it.
 	SinceOff time.Duration
 	// SincePress is as SinceOff for the power-offs that may have pressed
 	// the power button (Toggler; after a restart, any power-off of a
@@ -302,6 +308,18 @@ type Observed struct {
 	SincePress   time.Duration
 	PressOver    bool
 	PressOverFor time.Duration
+	// HardUnsupportedAt is when (the applier's clock, as Call.At) the BMC
+	// answered this controller's latest hard power-off of this host
+	// unsupported (power.ClassUnsupported: it offers no forced power-off,
+	// e.g. a Redfish system whose reset types are On and GracefulShutdown
+	// only); zero if it did not, or a hard power-off was accepted since (a
+	// busy or failed answer changes nothing). For Config.ReissueAfter
+	// from then, a power-off that would be hard (a held host read on, a
+	// hard reboot, Online=false after SoftTimeout) is sent soft, the only
+	// one the BMC offers, with an ErrNoHardPowerOff warning; then hard is
+	// tried again (the answer may have been passing). It lives in memory
+	// only: zero after a restart.
+	HardUnsupportedAt time.Time
 }
 
 // Config tunes decisions. The zero value is valid: every zero field takes
@@ -429,8 +447,10 @@ type Decision struct {
 	Phase Phase
 	// Requests are the requests that counted in this pass.
 	Requests []Request
-	// Warnings are problems with annotations (each an *AnnotationError);
-	// report them, e.g. as Kubernetes events.
+	// Warnings are problems with annotations (each an *AnnotationError),
+	// a stored timestamp repaired (ErrFutureTimestamp) or a hard power-off
+	// sent soft (ErrNoHardPowerOff); report them, e.g. as Kubernetes
+	// events.
 	Warnings []error
 	// Reason says why, in a few words.
 	Reason string
@@ -443,6 +463,36 @@ func Decide(o Observed, now time.Time) Decision { return Config{}.Decide(o, now)
 // is later than the controller's clock: the clock ran ahead when it was
 // written and has been corrected since. Decide repairs it (see Status).
 var ErrFutureTimestamp = errors.New("reboot: stored timestamp later than the controller's clock")
+
+// ErrNoHardPowerOff is the warning Decide gives when it sends a power-off
+// soft that it would have sent hard, because the BMC answered the last
+// hard one unsupported (Observed.HardUnsupportedAt): the host goes off only
+// if its OS shuts down. Give the BMC a forced power-off (a Redfish
+// ForceOff or PushPowerButton reset type, IPMI power down) to have hard
+// reboots and broken holds powered off whatever the OS does.
+var ErrNoHardPowerOff = errors.New("reboot: the BMC offers no hard power-off: powering off soft")
+
+// offMode returns the mode to send a power-off in that should be m: soft
+// instead of hard for ReissueAfter after the BMC answered the last hard
+// one unsupported (Observed.HardUnsupportedAt). If it is sent, the
+// decision warns.
+func (c Config) offMode(o Observed, m power.Mode, now time.Time) power.Mode {
+	at := o.HardUnsupportedAt
+	if m == power.ModeHard && !at.IsZero() && !now.Before(at) && now.Sub(at) < c.ReissueAfter {
+		return power.ModeSoft
+	}
+	return m
+}
+
+// sendOff sets d to send a power-off in mode m that should have been in
+// mode want, warning if the BMC's lack of a hard power-off made them
+// differ.
+func (d *Decision) sendOff(m, want power.Mode) {
+	d.Power, d.Mode = ActionPowerOff, m
+	if m != want {
+		d.Warnings = append(d.Warnings, ErrNoHardPowerOff)
+	}
+}
 
 // Decide returns what to do for one host given what was observed and the
 // controller's current time. It is a pure function: same input, same output.
@@ -743,6 +793,9 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	if st.Mode == power.ModeHard && mode == power.ModeSoft && d.Reason == "" {
 		d.Reason = "hard reboot requested: escalate"
 	}
+	// The mode sent: soft in place of hard on a BMC that offers no hard
+	// power-off (Observed.HardUnsupportedAt); the reboot's mode stays hard.
+	send := c.offMode(o, st.Mode, now)
 	// Look again soon: after a power-off, quickly at first, backing off to
 	// PollInterval; after an unknown reading, quickly at first, backing
 	// off to PollInterval while the readings stay unknown (a BMC that
@@ -766,7 +819,7 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		d.RequeueAfter = requeue()
 		return
 	}
-	if c.wait(last, ActionPowerOff, st.Mode, now, o.Power, d) {
+	if c.wait(last, ActionPowerOff, send, now, o.Power, d) {
 		if last.Class == power.ClassNone {
 			d.RequeueAfter = min(d.RequeueAfter, requeue())
 			if o.Power == power.StateOff {
@@ -779,26 +832,28 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	// whatever the reading: on, unknown, or an Off that may echo a state
 	// from before the request. One that may press the power button is
 	// sent only on an On reading that cannot be an echo (pressWait).
-	if w, no := c.pressWait(o, st.Mode); no {
+	if w, no := c.pressWait(o, send); no {
 		if d.Reason == "" {
 			d.Reason = "power-off presses the power button: wait for an On reading that cannot be an echo"
 		}
 		d.RequeueAfter = c.cap(min(w, requeue()))
 		return
 	}
-	d.Power = ActionPowerOff
-	d.Mode = st.Mode
-	if d.Reason == "" && last.Action == ActionPowerOff && last.Mode == st.Mode && last.Class == power.ClassNone && o.Power == power.StateOn {
-		d.Reason = "power-off accepted but the host reads on (skipped or lost): power off " + st.Mode.String() + " again"
+	d.sendOff(send, st.Mode)
+	if d.Reason == "" && last.Action == ActionPowerOff && last.Mode == send && last.Class == power.ClassNone && o.Power == power.StateOn {
+		d.Reason = "power-off accepted but the host reads on (skipped or lost): power off " + send.String() + " again"
+	}
+	if send != st.Mode {
+		d.Reason = "hard power-off unsupported by the BMC: power off soft"
 	}
 	if d.Reason == "" {
 		switch o.Power {
 		case power.StateOff:
-			d.Reason = "off reading may predate the request: power off " + st.Mode.String()
+			d.Reason = "off reading may predate the request: power off " + send.String()
 		case power.StateUnknown:
-			d.Reason = "power state unknown: power off " + st.Mode.String() + " (powers nothing on)"
+			d.Reason = "power state unknown: power off " + send.String() + " (powers nothing on)"
 		default:
-			d.Reason = "reboot requested: power off " + st.Mode.String()
+			d.Reason = "reboot requested: power off " + send.String()
 		}
 	}
 	d.RequeueAfter = c.QuickPoll
@@ -820,22 +875,24 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		// reboot's mode: the host may sit where the power button does
 		// nothing (firmware setup, a boot loader, an OS that ignores
 		// ACPI), and a soft power-off sent for ever would leave it
-		// running while it is held.
+		// running while it is held. On a BMC that answered hard
+		// unsupported, soft is the only power-off there is.
 		if !st.HoldBroken.After(st.LastPoweredOff) {
 			st.HoldBroken = p
 		}
 		d.Phase = PhasePoweringOff
-		if c.wait(o.LastCall, ActionPowerOff, power.ModeHard, now, o.Power, d) {
+		send := c.offMode(o, power.ModeHard, now)
+		if c.wait(o.LastCall, ActionPowerOff, send, now, o.Power, d) {
 			d.RequeueAfter = min(d.RequeueAfter, c.cap(c.readBackoff(o.LastCall, now)))
 			return
 		}
-		if w, no := c.pressWait(o, power.ModeHard); no {
+		if w, no := c.pressWait(o, send); no {
 			d.Reason = "held host read on; its power-off presses the power button: wait for an On reading that cannot be an echo"
 			d.RequeueAfter = c.cap(w)
 			return
 		}
-		d.Power, d.Mode = ActionPowerOff, power.ModeHard
-		d.Reason = "held host read on (powered on by someone else): power off hard"
+		d.sendOff(send, power.ModeHard)
+		d.Reason = "held host read on (powered on by someone else): power off " + send.String()
 		d.RequeueAfter = c.QuickPoll
 		return
 	case power.StateTransitioning:
@@ -928,7 +985,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		if st.OfflineMode == power.ModeSoft && (softFailed || now.Sub(st.OfflineSince) >= c.SoftTimeout) {
 			st.OfflineMode = power.ModeHard
 		}
-		mode := st.OfflineMode
+		mode := c.offMode(o, st.OfflineMode, now)
 		if c.wait(last, ActionPowerOff, mode, now, o.Power, d) {
 			if mode == power.ModeSoft {
 				d.RequeueAfter = min(d.RequeueAfter, c.cap(st.OfflineSince.Add(c.SoftTimeout).Sub(now)))
@@ -940,8 +997,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			d.RequeueAfter = c.cap(w)
 			return
 		}
-		d.Power = ActionPowerOff
-		d.Mode = mode
+		d.sendOff(mode, st.OfflineMode)
 		d.Reason = "Online is false: power off " + mode.String()
 		d.RequeueAfter = c.QuickPoll
 	default:

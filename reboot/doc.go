@@ -15,6 +15,11 @@
 //     (the default) asks the OS to shut down and falls back to hard after
 //     Config.SoftTimeout (180 s), at once if the BMC cannot do soft, and when
 //     it fails. Hard wins over soft across all clients, also mid-shutdown.
+//     A BMC that answers a hard power-off unsupported (no ForceOff) gets
+//     it soft, the only power-off it offers, with an ErrNoHardPowerOff
+//     warning (a Kubernetes event), hard being asked again every
+//     Config.ReissueAfter (Observed.HardUnsupportedAt): such a host goes
+//     off, and the request is answered, only once its OS shuts down.
 //     A bad value counts as soft with a warning (note that the design
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.
@@ -43,7 +48,8 @@
 //     safe): the outcome of your last power call for this host as
 //     Observed.LastCall (with Repeats), and, on a monotonic clock,
 //     Observed.QuietFor (since you last sent On to it, or since your
-//     process started), SincePending and SinceRequest (since you first
+//     process started, or since you first read a LastPoweredOn you did
+//     not write: another leader's power-on), SincePending and SinceRequest (since you first
 //     knew the host's current Status.PendingRebootSince and
 //     LastRequestSeen: your pass that wrote them, or your first pass that
 //     read them; after a restart, since the restart, unless the value is
@@ -54,7 +60,7 @@
 //     record's version is not one you read or wrote lately). Never carry a
 //     monotonic reading across a restart. A Tracker per host keeps all of
 //     these (and SinceOff, SincePress, PressOver, PressOverFor,
-//     UnknownFor, SinceRewrite, SinceLastRewrite) from
+//     UnknownFor, SinceRewrite, SinceLastRewrite, HardUnsupportedAt) from
 //     what you report to it: Tracker.Observe fills Observed.
 //  3. Call Decide (or DecideInto, to reuse buffers) with that now.
 //  4. If Decision.UpdateStatus, write Decision.Status and delete
@@ -109,9 +115,11 @@
 //     (or a reboot was pending, or Online=false enforced), and a
 //     controller that reads, in any later pass, a LastPress (or a pending
 //     reboot, or an Online=false being enforced) it did not write (another
-//     leader's, written while it stood by) counts that press (power-off)
-//     as sent at that pass, never earlier (Observed.SinceOff, SincePress,
-//     PressOver, QuietFor).
+//     leader's, written while it stood by; a write of its own whose answer
+//     was lost, a timeout the store applied, stays its own) counts that
+//     press (power-off) as sent at that pass, never earlier, and
+//     likewise a Status.LastPoweredOn (written before every power-on) as
+//     a power-on (Observed.SinceOff, SincePress, PressOver, QuietFor).
 //     Such a reading cannot echo a state from before a shutdown it
 //     started.
 //     While a reboot is pending it reads again after Config.QuickPoll
@@ -159,7 +167,8 @@
 // powered it on: the controller records it in Status.HoldBroken (once per
 // evidence) and powers it off again, hard whatever the reboot's mode (the
 // host may sit where the power button does nothing: firmware setup, a
-// boot loader, an OS that ignores ACPI), in the same pass (backing off as
+// boot loader, an OS that ignores ACPI; soft on a BMC that answers hard
+// unsupported, as above), in the same pass (backing off as
 // above if it keeps reading On; a hard power-off that may press the
 // button waits as above for an On reading that cannot be an echo). Client.HoldBroken reports it. Evidence for
 // earlier instants stays true.
@@ -204,7 +213,8 @@
 //	    reads late). Anyone
 //	    may power the host on or off out of band at any time; the
 //	    controller powers a held host off again as soon as a read shows it
-//	    on (within PollInterval plus the read's staleness).
+//	    on (within PollInterval plus the read's staleness; soft on a BMC
+//	    that offers no hard power-off, so off once its OS shuts down).
 //	A3. The clients' and the controller's wall clocks agree. A clock that
 //	    jumps forward and is corrected is handled only in part: stored
 //	    timestamps later than the clock are repaired by the controller's
@@ -229,8 +239,9 @@
 //	    leader's next read, never from its start
 //	    (TestIssue36LeaderHandoverLateWrite). A standby runs passes too
 //	    (reads only): what its first pass read does not stop it from
-//	    counting a press or power-off the old leader recorded later
-//	    (TestReview36_StandbyMemoryIgnoresOtherLeadersPress).
+//	    counting a press, power-off or power-on the old leader recorded
+//	    later (TestReview36_StandbyMemoryIgnoresOtherLeadersPress,
+//	    TestReview36_StandbyIgnoresOtherLeadersPowerOn).
 //
 // Under them:
 //

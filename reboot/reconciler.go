@@ -103,8 +103,9 @@ type Reconciler struct {
 	// never jumps). nil uses the process's monotonic clock. It measures
 	// the real time between the passes that saw a request and the Off
 	// readings that answer it (Observed.SincePending, SinceRequest,
-	// OffFor) and since this Reconciler last sent a power-on to a host
-	// (QuietFor); what it did before its first pass counts as unknown.
+	// OffFor) and since this Reconciler last sent a power-on to a host, or
+	// first read another leader's (QuietFor); what it did before its first
+	// pass counts as unknown.
 	Monotonic func() time.Duration
 	// Guard, if set, fences every store write and power call by this
 	// process's leadership (see Guard); a refused pass returns an error
@@ -149,6 +150,8 @@ type memory struct {
 	// own are the values of the status that show a power-off known to
 	// this controller (see sinceOff).
 	own ownValues
+	// hardUnsupportedAt is Observed.HardUnsupportedAt.
+	hardUnsupportedAt time.Time
 }
 
 // offState is what a Reconciler remembers of its power-offs of one host
@@ -388,15 +391,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		Status:        h.Status,
 		Power:         state,
 		LastCall:      hm.last,
-		QuietFor:      m - hm.lastOn,
+		QuietFor:      hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(r.startWall)),
 		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, r.knownSinceStart(fromStart, h.Status.PendingRebootSince)),
 		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.LastRequestSeen)),
 		SinceRewrite:  hm.rew.since(h.Status.RewriteSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.RewriteSeen)),
 		SinceLastRewrite: hm.lastRew.since(h.Status.LastRewriteSeen, m, r.start,
 			r.knownSinceStart(fromStart, h.Status.LastRewriteSeen)),
-		Changed:    !hm.seenVersion(h.Version) || first,
-		StaleReads: h.StaleReads,
-		OffSettle:  h.OffSettle,
+		Changed:           !hm.seenVersion(h.Version) || first,
+		StaleReads:        h.StaleReads,
+		OffSettle:         h.OffSettle,
+		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	if t, ok := pc.(Toggler); ok {
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
@@ -423,6 +427,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 		var written Host
 		err := Fenced(ctx, r.Guard, "reboot: update host "+name, func(ctx context.Context) (err error) {
+			// Noted before the write (see memory.writing): a write whose
+			// answer is lost may have been applied.
+			r.mu.Lock()
+			hm.writing(d.Status)
+			r.mu.Unlock()
 			written, err = r.Hosts.Update(ctx, nh)
 			return err
 		})

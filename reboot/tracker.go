@@ -11,19 +11,19 @@ import (
 // (as raft's RawNode keeps its core's inputs): the caller reports what it
 // read and what it did, and Observe fills every Observed field that needs
 // memory on a monotonic clock. The Reconciler keeps the same memory with
-// the same helpers (reading, wrote, called, sawState, sendingOff, sentOff
-// below; sinceOff in reconciler.go), so the two fill every field alike.
+// the same helpers (reading, writing, wrote, called, sawState, sendingOff,
+// sentOff below; sinceOff in reconciler.go), so the two fill every field alike.
 //
 // One pass with a Tracker is: read the host record, read the controller's
 // clock and monotonic clock, read the power state (in that order: the
 // evidence a reading gives is stamped no later than the reading) and the
 // monotonic clock again once that read returned (Reading.ReadEnd), call
-// Observe, Decide, write the decision's Status if asked and call Applied
-// once the write succeeded (or at once if none was asked), then call
-// Sending just before a power call and Sent, with its error and the
-// monotonic clock read once it returned, when it returns. A pass whose
-// write failed calls neither Applied nor a power call: the next pass reads
-// again.
+// Observe, Decide, write the decision's Status if asked (calling Writing
+// just before the write) and call Applied once the write succeeded (or at
+// once if none was asked), then call Sending just before a power call and
+// Sent, with its error and the monotonic clock read once it returned, when
+// it returns. A pass whose write failed calls neither Applied nor a power
+// call: the next pass reads again.
 //
 // A Tracker is for one host and one goroutine at a time. Its memory lives
 // in the process only; losing it (a restart, a new Tracker, Forget) is
@@ -86,19 +86,29 @@ type Reading struct {
 //   - LastCall: the call last reported to Sent, with Repeats counting the
 //     same action and mode sent in a row before it (zero before any).
 //   - QuietFor: Mono since the last Sending of a power-on, or since the
-//     start if none.
+//     start if none; or since the pass that first read a
+//     Status.LastPoweredOn this Tracker neither wrote (Writing) nor read
+//     before, if later (another leader's power-on; in the first pass,
+//     only one stamped after the start's wall clock).
 //   - SinceOff: Mono since the last Sending of a power-off that may have
-//     been carried out (one whose Sent error was refused before it reached
-//     the hardware, an auth failure, a back-off or a lost leadership,
-//     does not count), or since the start if none; unbounded if none was
-//     sent and the Status read in the first pass shows no power-off under
-//     way (no reboot pending, no Online=false being enforced) and Forget
-//     was not called.
+//     been carried out (one whose Sent error says it was refused before
+//     it reached the hardware, an auth failure (power.ErrAuth), a
+//     back-off (power.ErrBackoff), a call never sent (power.ErrNotSent)
+//     or a lost leadership (ErrNotLeader), does not count), or since the
+//     start if none; unbounded if none was sent and the Status read in
+//     the first pass shows no power-off under way (no reboot pending, no
+//     Online=false being enforced) and Forget was not called. In a later
+//     pass, a Status that shows a power-off with values this Tracker
+//     neither wrote (Writing) nor read before (a PendingRebootSince,
+//     OfflineSince or LastPress of another leader's) counts as a
+//     power-off sent at that pass, if later.
 //   - SincePress: the same for power-offs that may press the power button
 //     (sent in a mode whose Toggles answer of that pass was true); also
 //     unbounded only if the first pass's Status has no LastPress, and
 //     counted from this pass if that LastPress is later than the start's
-//     wall clock (written after the start).
+//     wall clock (written after the start); in a later pass, a LastPress
+//     it neither wrote nor read before counts as a press sent at that
+//     pass, and what was known of its own presses' shutdown is dropped.
 //   - PressOver: an unbroken run (unknown readings do not break it) of
 //     Off readings, each taken (Mono) at least StaleReads after the last
 //     press's Sent returned success, lasting at least OffSettle, was seen
@@ -117,6 +127,9 @@ type Reading struct {
 //     unknown readings; zero unless Power is unknown.
 //   - Changed: rd.Host.Version was not handled lately (by Applied), or
 //     this is the first pass.
+//   - HardUnsupportedAt: the At of the latest hard power-off reported to
+//     Sent whose class was unsupported or none, if unsupported (zero
+//     before any).
 func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	m, h := rd.Mono, rd.Host
 	if !t.started {
@@ -130,22 +143,23 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		return a.since(v, m, t.start, fromStart && !v.After(t.startWall))
 	}
 	o := Observed{
-		Annotations:      h.Annotations,
-		Online:           h.Online,
-		Deprovisioned:    h.Deprovisioned,
-		Status:           h.Status,
-		Power:            rd.Power,
-		LastCall:         hm.last,
-		QuietFor:         m - hm.lastOn,
-		SincePending:     since(&hm.pend, h.Status.PendingRebootSince),
-		SinceRequest:     since(&hm.req, h.Status.LastRequestSeen),
-		SinceRewrite:     since(&hm.rew, h.Status.RewriteSeen),
-		SinceLastRewrite: since(&hm.lastRew, h.Status.LastRewriteSeen),
-		Changed:          !hm.seenVersion(h.Version) || first,
-		StaleReads:       h.StaleReads,
-		OffSettle:        h.OffSettle,
-		SoftToggles:      rd.SoftToggles,
-		HardToggles:      rd.HardToggles,
+		Annotations:       h.Annotations,
+		Online:            h.Online,
+		Deprovisioned:     h.Deprovisioned,
+		Status:            h.Status,
+		Power:             rd.Power,
+		LastCall:          hm.last,
+		QuietFor:          hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(t.startWall)),
+		SincePending:      since(&hm.pend, h.Status.PendingRebootSince),
+		SinceRequest:      since(&hm.req, h.Status.LastRequestSeen),
+		SinceRewrite:      since(&hm.rew, h.Status.RewriteSeen),
+		SinceLastRewrite:  since(&hm.lastRew, h.Status.LastRewriteSeen),
+		Changed:           !hm.seenVersion(h.Version) || first,
+		StaleReads:        h.StaleReads,
+		OffSettle:         h.OffSettle,
+		SoftToggles:       rd.SoftToggles,
+		HardToggles:       rd.HardToggles,
+		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall))
@@ -153,6 +167,19 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
 	t.m, t.version, t.o = m, h.Version, o
 	return o
+}
+
+// Writing reports that the pass's decision d is about to be written to
+// the store: call it just before the write of d.Status (it does nothing
+// if d.UpdateStatus is false). From then on the values it writes count
+// as this controller's own, whatever the write returns: a write whose
+// answer timed out may have been applied, and the next pass must not take
+// its LastPress (or pending reboot, OfflineSince, LastPoweredOn) for
+// another leader's (see Observe: SinceOff).
+func (t *Tracker) Writing(d Decision) {
+	if d.UpdateStatus {
+		t.mem.writing(d.Status)
+	}
 }
 
 // Applied reports that the pass's decision d was applied to the store:
@@ -187,10 +214,12 @@ func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 // Sent reports the outcome of the power call announced by Sending: c is
 // the call (Repeats is ignored), err what it returned and doneMono the
 // monotonic clock read once it returned. A power-off refused before it
-// reached the hardware (err an auth failure, a back-off or ErrNotLeader)
-// is undone as if never sent; a press that returned success is what a
-// later Off reading can show over (PressOver). Sent returns c with Repeats
-// filled; the next Observe gives it as LastCall.
+// reached the hardware (err wrapping power.ErrAuth, power.ErrBackoff,
+// power.ErrNotSent or ErrNotLeader) is undone as if never sent; a press
+// that returned success is what a later Off reading can show over
+// (PressOver); a hard power-off answered unsupported sets
+// HardUnsupportedAt (c.At), one accepted clears it. Sent returns c with
+// Repeats filled; the next Observe gives it as LastCall.
 func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 	if c.Action == ActionPowerOff {
 		t.mem.sentOff(t.was, t.press, err, doneMono)
@@ -232,6 +261,19 @@ func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, un
 	return offFor, unknownFor
 }
 
+// writing notes that st is about to be written: its values of the fields
+// ownValues holds are this controller's from now on, whatever the write
+// returns. A write whose answer is lost (a timeout) may have been applied,
+// and its values must not then be taken for another writer's (that would
+// count this controller's own LastPress as a press sent by another, and
+// hold every press back for SoftTimeout). One that was not applied leaves
+// values nobody else writes: under A3 and A4 another leader stamps its
+// values from its own clock in passes run under its own lease, so never
+// with the instants this controller read from its clock while it led.
+func (h *memory) writing(st Status) {
+	h.own.note(st)
+}
+
 // wrote notes that st, decided in the pass at m from o, was written: the
 // pass's own values are known from m.
 func (h *memory) wrote(o Observed, st Status, m time.Duration) {
@@ -247,12 +289,17 @@ func (h *memory) wrote(o Observed, st Status, m time.Duration) {
 }
 
 // ownValues are the values of the Status fields that show a power-off
-// (PendingRebootSince, OfflineSince, LastPress) this controller knows: it
-// wrote them, read them in its first pass (dated from its start), or
+// (PendingRebootSince, OfflineSince, LastPress) or a power-on
+// (LastPoweredOn) this controller knows: it
+// wrote them (or sent a write of them whose answer it may have lost: see
+// writing), read them in its first pass (dated from its start), or
 // already honoured them as another writer's. A value not among them is
 // another writer's (a previous leader's, across a handover).
 type ownValues struct {
 	pend, offline, press timeSet
+	// on holds the LastPoweredOn values, which show a power-on (see
+	// memory.quietFor).
+	on timeSet
 }
 
 // note adds st's values.
@@ -260,6 +307,24 @@ func (v *ownValues) note(st Status) {
 	v.pend.add(st.PendingRebootSince)
 	v.offline.add(st.OfflineSince)
 	v.press.add(st.LastPress)
+	v.on.add(st.LastPoweredOn)
+}
+
+// quietFor returns Observed.QuietFor for a pass at m that read st: the
+// time since this controller's last power-on sent, or since its start.
+// Every power-on is recorded in Status.LastPoweredOn by a versioned write
+// before it is sent, so a LastPoweredOn this controller neither wrote nor
+// knew, read in a later pass (another leader's power-on, written while
+// this one stood by), counts as a power-on sent at this pass, never
+// earlier; so does one read in the first pass but stamped after the
+// start's wall clock (late: written after the start). Call it before
+// sinceOff, which notes st's values as known.
+func (h *memory) quietFor(first bool, st Status, m time.Duration, late bool) time.Duration {
+	foreign := !first && !st.LastPoweredOn.IsZero() && !h.own.on.has(st.LastPoweredOn)
+	if foreign || late {
+		h.lastOn = max(h.lastOn, m)
+	}
+	return m - h.lastOn
 }
 
 // foreign reports whether st shows a power-off (a pending reboot, Online
@@ -297,8 +362,17 @@ func (t *timeSet) add(v time.Time) {
 }
 
 // called remembers the outcome of a power call and returns it with
-// Repeats filled.
+// Repeats filled; a hard power-off's answer sets or clears
+// Observed.HardUnsupportedAt (one that was busy or failed says neither).
 func (h *memory) called(c Call) Call {
+	if c.Action == ActionPowerOff && c.Mode == power.ModeHard {
+		switch c.Class {
+		case power.ClassUnsupported:
+			h.hardUnsupportedAt = c.At
+		case power.ClassNone:
+			h.hardUnsupportedAt = time.Time{}
+		}
+	}
 	c.Repeats = 0
 	if h.last.Action == c.Action && h.last.Mode == c.Mode {
 		c.Repeats = h.last.Repeats + 1

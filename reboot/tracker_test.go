@@ -42,6 +42,7 @@ func trackerPass(ctx context.Context, tr *reboot.Tracker, cfg reboot.Config, hos
 		for _, k := range d.RemoveAnnotations {
 			delete(nh.Annotations, k)
 		}
+		tr.Writing(d)
 		w, err := hosts.Update(ctx, nh)
 		if err != nil {
 			return d, err
@@ -350,5 +351,84 @@ func TestTrackerHonoursOtherWritersPress(t *testing.T) {
 	tr.Applied(reboot.Decision{}, "")
 	if o := read(4*time.Minute, power.StateOn); o.SincePress != time.Minute {
 		t.Fatalf("the other writer's press dated again: %+v", o)
+	}
+}
+
+// Review 36 round 3 (TestReview36_AppliedWriteTimeoutTurnsSoftIntoHard for
+// the Tracker): the values of a write announced by Writing are the
+// Tracker's own even when the write's answer is lost (no Applied): the
+// next pass must not take its own LastPress for another leader's press.
+func TestTrackerWritingOwnsLostWrite(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := reboot.Config{}
+	tr := reboot.NewTracker(0, t0)
+	h := reboot.Host{Name: "n", Version: "1", Online: true}
+	read := func(s time.Duration) reboot.Observed {
+		return tr.Observe(reboot.Reading{Host: h, Power: power.StateOn, Now: t0.Add(s), Mono: s, ReadEnd: s, SoftToggles: true}, cfg)
+	}
+	read(time.Minute)
+	tr.Applied(reboot.Decision{}, "")
+	h.Annotations = map[string]string{reboot.Annotation: ""}
+	o := read(2 * time.Minute)
+	d := cfg.Decide(o, t0.Add(2*time.Minute))
+	if !d.UpdateStatus || d.Status.LastPress.IsZero() {
+		t.Fatalf("the soft press is not recorded before it is sent: %+v", d)
+	}
+	tr.Writing(d)
+	// The store applied the write; its answer timed out (no Applied).
+	h.Version, h.Status = "2", d.Status
+	if o = read(2*time.Minute + time.Second); o.SincePress != math.MaxInt64 || o.SinceOff != math.MaxInt64 {
+		t.Fatalf("own LastPress of a write whose answer was lost taken for another writer's press: SincePress %v SinceOff %v",
+			o.SincePress, o.SinceOff)
+	}
+	if d = cfg.Decide(o, t0.Add(2*time.Minute+time.Second)); d.Power != reboot.ActionPowerOff || d.Mode != power.ModeSoft {
+		t.Fatalf("the soft press is not sent after the lost write: %s %s (%s)", d.Power, d.Mode, d.Reason)
+	}
+}
+
+// Review 36 round 3 (TestReview36_StandbyIgnoresOtherLeadersPowerOn for
+// the Tracker): a LastPoweredOn this Tracker neither wrote nor knew
+// (another leader's power-on) restarts QuietFor from the pass that first
+// read it; its own does not, and one read in the first pass counts from
+// the start unless it was stamped after the start.
+func TestTrackerHonoursOtherWritersPowerOn(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := reboot.Config{}
+	tr := reboot.NewTracker(0, t0)
+	h := reboot.Host{Name: "n", Version: "1", Online: true, Status: reboot.Status{LastPoweredOn: t0.Add(-time.Hour)}}
+	read := func(s time.Duration, st power.State) reboot.Observed {
+		return tr.Observe(reboot.Reading{Host: h, Power: st, Now: t0.Add(s), Mono: s, ReadEnd: s}, cfg)
+	}
+	if o := read(time.Minute, power.StateOff); o.QuietFor != time.Minute {
+		t.Fatalf("first pass: QuietFor %v, want since the start", o.QuietFor)
+	}
+	tr.Applied(reboot.Decision{}, "")
+	// Another leader powers the host on.
+	h.Version, h.Status.LastPoweredOn = "2", t0.Add(2*time.Minute)
+	if o := read(2*time.Minute+5*time.Second, power.StateOff); o.QuietFor != 0 {
+		t.Fatalf("another writer's power-on: QuietFor %v, want 0 (counted from this pass)", o.QuietFor)
+	}
+	tr.Applied(reboot.Decision{}, "")
+	if o := read(3*time.Minute, power.StateOn); o.QuietFor != 55*time.Second {
+		t.Fatalf("the other writer's power-on dated again: QuietFor %v, want 55s", o.QuietFor)
+	}
+	tr.Applied(reboot.Decision{}, "")
+	// This Tracker's own power-on: QuietFor from its Sending only.
+	own := h.Status
+	own.LastPoweredOn = t0.Add(4 * time.Minute)
+	d := reboot.Decision{UpdateStatus: true, Status: own, Power: reboot.ActionPowerOn}
+	tr.Writing(d)
+	tr.Applied(d, "3")
+	tr.Sending(reboot.ActionPowerOn, power.ModeSoft, 4*time.Minute)
+	tr.Sent(reboot.Call{Action: reboot.ActionPowerOn}, nil, 4*time.Minute)
+	h.Version, h.Status = "3", own
+	if o := read(5*time.Minute, power.StateOn); o.QuietFor != time.Minute {
+		t.Fatalf("own power-on: QuietFor %v, want 1m", o.QuietFor)
+	}
+	// Read first but stamped after the start: written after it.
+	late := reboot.NewTracker(0, t0)
+	lh := reboot.Host{Name: "n", Version: "1", Online: true, Status: reboot.Status{LastPoweredOn: t0.Add(5 * time.Second)}}
+	if o := late.Observe(reboot.Reading{Host: lh, Power: power.StateOff, Now: t0.Add(10 * time.Second), Mono: 10 * time.Second}, cfg); o.QuietFor != 0 {
+		t.Fatalf("late LastPoweredOn: QuietFor %v, want 0", o.QuietFor)
 	}
 }
