@@ -170,7 +170,6 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *session, _ Controller, _ error, again bool) {
 	e.connecting = true
 	p.useLocked(s)
-	lastUsed := s.lastUsed
 	// A refused re-login the adapter made meanwhile (through the gate,
 	// power/redfish's share) is counted already.
 	authFailures := e.cr.authFailures
@@ -181,7 +180,11 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 	cancel()
 	p.mu.Lock()
 	e.connecting = false
-	p.doneLocked(s)
+	if err == nil {
+		p.doneLocked(s) // a join is a use of the session
+	} else {
+		p.unjoinLocked(s) // a failed one is not: the session still idles
+	}
 	switch {
 	case err != nil && errors.Is(err, ErrNotShared):
 		e.noShare = true
@@ -198,15 +201,14 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 		if _, ok := err.(*Error); !ok {
 			err = &Error{Op: "connect", Class: Classify(err), Err: err}
 		}
-		if s.lastUsed.After(lastUsed) && s.inUse == 0 {
-			s.lastUsed = lastUsed
-		}
 		switch {
 		case errors.Is(err, ErrAuth):
 			if e.cr.authFailures == authFailures {
 				p.failedLocked(e.cr, err)
 			}
-		case ctx.Err() == nil: // not the caller's cancellation or deadline
+		case !errors.Is(ctx.Err(), context.Canceled):
+			// Not the caller's cancellation; a deadline (the call's
+			// CallTimeout, or ConnectTimeout) is the BMC's slowness.
 			p.ownLocked(e, err)
 		}
 		return nil, nil, err, false

@@ -107,6 +107,31 @@ func (p *Pool) doneLocked(s *session) {
 	p.wakeLocked(s.cr.ep)
 }
 
+// unjoinLocked ends a failed join's use of s (p.mu held): unlike a call,
+// it does not count as a use, so s's last use stays what the calls made
+// it, and s goes back on the idle list in order of last use (sweep relies
+// on that order).
+func (p *Pool) unjoinLocked(s *session) {
+	s.inUse--
+	if s.inUse == 0 {
+		if s.retired {
+			p.closeLocked(s)
+		} else if s.idle == nil {
+			el := p.idle.Back()
+			for el != nil && el.Value.(*session).lastUsed.After(s.lastUsed) {
+				el = el.Prev()
+			}
+			if el == nil {
+				s.idle = p.idle.PushFront(s)
+			} else {
+				s.idle = p.idle.InsertAfter(s, el)
+			}
+			p.trimLocked(s.cr.ep, nil)
+		}
+	}
+	p.wakeLocked(s.cr.ep)
+}
+
 // retireLocked takes live session s out of use (p.mu held): its hosts
 // let go of it, and it is closed now, or once no call uses it. It counts
 // against its BMC's sessions until the BMC has logged it out.
