@@ -131,9 +131,15 @@ func (m *mitm) fromBMC() {
 				m.openAnswered = true
 			}
 		}
-		peer := m.peer
+		peer, console := m.peer, m.consoleID
 		m.mu.Unlock()
 		for _, q := range out {
+			// The BMC's late answer in an earlier session goes to that
+			// session's console, whose socket is closed: not to the
+			// latest peer (each session dials its own socket).
+			if sessionDatagram(q) && binary.LittleEndian.Uint32(q[6:10]) != console {
+				continue
+			}
 			if peer != nil {
 				_, _ = m.ln.WriteToUDP(q, peer)
 			}
