@@ -214,7 +214,17 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 				"inFlight", s.InFlight, "failed", s.Failed, "left", s.Left)
 		}
 	}
+	// An action refused or failed for one server never holds back the
+	// others' (a fleet that refuses the job of a server whose BMC is dead
+	// would otherwise keep every later server of the plan from starting:
+	// issue 38, A.1); the server's later actions of this pass are skipped.
+	// The plan is saved: the next pass sees what is missing and asks again.
+	var errs []error
+	failed := map[string]bool{}
 	for _, a := range acts {
+		if failed[a.Server] {
+			continue
+		}
 		a.Fence = e.Fence
 		var err error
 		switch a.Kind {
@@ -233,12 +243,11 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 			}
 		}
 		if err != nil {
-			// The plan is saved; the next pass sees what is missing and
-			// asks again.
-			return q, fmt.Errorf("plan %s: %s for %s: %w", uuid, a.Kind, a.Server, err)
+			failed[a.Server] = true
+			errs = append(errs, fmt.Errorf("plan %s: %s for %s: %w", uuid, a.Kind, a.Server, err))
 		}
 	}
-	return q, nil
+	return q, errors.Join(errs...)
 }
 
 // Run runs passes until the plan is finished and nothing is in flight,
