@@ -31,7 +31,8 @@
 // again, with a reading that cannot be such an echo either; then it waits
 // for the health check and undrains. Every end of a job undoes its drain
 // (a failed or timed-out drain, a health check that never passes, a
-// cancel at any step): only an undrain that keeps failing until the
+// cancel at any step; a cancel or an abandon interrupts a running drain
+// command at once): only an undrain that keeps failing until the
 // services timeout leaves the server drained, and the job's error says so. Every state change is written to the
 // fleet state file (bbolt) before the step it starts; the reboot request's
 // value is chosen before it is written. A Fleet opened again (an executor

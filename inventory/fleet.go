@@ -135,6 +135,9 @@ type Fleet struct {
 	pokes   map[string]bool   // servers kicked while their goroutine ran
 	liveJob map[string]string // server UUID -> its live job
 	keeping map[string]bool   // servers whose power bookkeeping has not settled
+	// draining: job UUID -> interrupts its running drain command (a
+	// cancel or an abandon does not wait out the drain's timeout).
+	draining map[string]context.CancelFunc
 	// missing: the servers of the plan whose Members map is missingKey
 	// (of length missingLen) that the inventory lacks (ObserveView).
 	missingKey uintptr
@@ -225,8 +228,9 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	}
 	f := &Fleet{inv: inv, opts: opts, db: db, now: opts.Now, mono: opts.Monotonic,
 		workers: map[string]bool{}, pokes: map[string]bool{}, liveJob: map[string]string{}, keeping: map[string]bool{},
-		health:  map[string]healthResult{},
-		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
+		draining: map[string]context.CancelFunc{},
+		health:   map[string]healthResult{},
+		probing:  map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
 		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32)}
 	f.start = f.mono()
 	f.printKey = make([]byte, 32)
@@ -457,6 +461,12 @@ func (f *Fleet) Abandon(server, planUUID, why string) error {
 	if changed {
 		f.warnf("server abandoned by the operator: never powered by this executor again", "server", s.Hostname, "plan", planUUID, "why", why)
 	}
+	f.mu.Lock()
+	live := f.liveJob[s.UUID]
+	f.mu.Unlock()
+	if live != "" {
+		f.interruptDrain(live)
+	}
 	f.kick(s.UUID)
 	return nil
 }
@@ -484,6 +494,7 @@ func (f *Fleet) cancelJob(id, why string) error {
 		return err
 	}
 	f.infof("job cancelled", "job", id, "reason", why)
+	f.interruptDrain(id)
 	f.kick(j.Server)
 	return nil
 }
