@@ -25,7 +25,8 @@ const metaLease = "executor-lease"
 var errOtherExecutor = errors.New("another executor runs on this plan store")
 
 // lease is an executor's claim on a plan store, renewed at every pass and
-// before every first power-off. A claim not renewed for three intervals
+// every interval during a long one, and checked before every first
+// power-off. A claim not renewed for three intervals
 // and ten seconds has lapsed; a claim of a process of this machine that
 // no longer runs has lapsed at once.
 type lease struct {
