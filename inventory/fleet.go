@@ -106,6 +106,9 @@ type Options struct {
 	// command, if set, replaces running drain, undrain and reboot
 	// commands (tests).
 	command func(ctx context.Context, argv []string) error
+	// lockTimeout: how long OpenFleet waits for the state file's lock
+	// (default 1s; tests).
+	lockTimeout time.Duration
 }
 
 // Fleet is a plan.Fleet over an inventory: a reboot job drains its
@@ -180,7 +183,11 @@ var errKilled = errors.New("inventory: fleet killed (test)")
 // every job that had not ended, and the power bookkeeping of every server
 // whose power cycle has not settled.
 func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	lock := opts.lockTimeout
+	if lock <= 0 {
+		lock = time.Second
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lock})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
