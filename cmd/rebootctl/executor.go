@@ -176,7 +176,7 @@ func (e *env) executor(args []string) int {
 	}
 	// One live executor per plan store, whatever state file or path it
 	// was given: claimed before the fleet resumes any job.
-	me := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: *state, Started: time.Now().UTC(), Interval: *interval}
+	me := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: canonicalPath(*state), Started: time.Now().UTC(), Interval: *interval}
 	if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil {
 		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
 		return exitError
