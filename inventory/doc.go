@@ -118,9 +118,12 @@
 //
 //   - One executor per fleet state file (bbolt's lock enforces it), and
 //     one per plan store: cmd/rebootctl's executor holds a lease in the
-//     store, renewed at every pass and checked before every first
-//     power-off (Options.PlanCheck), so that a second one is refused
-//     whatever state file or path it is given.
+//     store, renewed at every pass (and every interval during a long one)
+//     and checked before every first power-off (Options.PlanCheck), so
+//     that a second one is refused whatever state file or path it is
+//     given; and one that would take the store over from a dead executor
+//     with another state file is refused while the jobs in that file are
+//     in flight (it knows nothing of them, and would start each again).
 //   - Health checks must fail while a server is down and pass only when
 //     its services are really up: the plan trusts them for "operational".
 //   - Drain and undrain commands must be idempotent: a restarted executor
