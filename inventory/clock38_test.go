@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/plan"
 )
 
 // TestJobTimeoutsAfterClockStepsBack (issue 38, C; the liveness failure
@@ -52,4 +55,38 @@ func TestJobTimeoutsAfterClockStepsBack(t *testing.T) {
 			assert.False(t, at.After(now.Add(time.Hour+time.Minute)), "ended at %s", at)
 		})
 	}
+}
+
+// TestAbandonEndsRefusedReboot (issue 38, A.1; found with the liveness
+// failure of TestJobStateMachine at seed 8356624518063216321): a dead
+// BMC's power cycle has not settled, so the job of a later plan for that
+// server is refused; the operator abandons the server in that plan: its
+// reboot ends failed at once, and the plan ends. Old code: the fleet
+// refused the job for ever (ErrAbandoned) and the plan waited its whole
+// job timeout for a job that was never going to exist.
+func TestAbandonEndsRefusedReboot(t *testing.T) {
+	w, ids := offThenDead(t)
+	defer w.close()
+	w.run(ids, w.cfg.JobTimeout+2*time.Minute)
+	first, err := w.store.Get(w.ctx(), w.plans[0])
+	require.NoError(t, err)
+	require.False(t, first.Unfinished(), plan.Table(first))
+	w.newPlan()
+	require.Len(t, w.plans, 2)
+	w.run(ids, time.Minute)
+	jobs, err := w.f.Jobs()
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "the later plan's job is refused while the cycle has not settled")
+	b := w.bmcs[ids[0]]
+	require.NoError(t, w.f.Abandon("cn0", w.plans[1], "by alice"))
+	calls := len(b.p.Calls())
+	w.run(ids, 30*time.Second)
+	p, err := w.store.Get(w.ctx(), w.plans[1])
+	require.NoError(t, err)
+	assert.Equal(t, plan.StepFailed, p.Reboots[0].Step, plan.Table(p))
+	assert.Contains(t, p.Reboots[0].Error, "abandoned by the operator (by alice)")
+	assert.False(t, p.Unfinished(), plan.Table(p))
+	b.mode = bmcOK
+	w.run(ids, 10*time.Minute)
+	assert.Equal(t, calls, len(b.p.Calls()), "nothing reaches an abandoned server's BMC")
 }

@@ -64,8 +64,10 @@
 // and the fleet keeps reconciling the server until it reads on: the server
 // counts as down meanwhile. The operator can give up on a server
 // (Fleet.Abandon; rebootctl plan abandon): the fleet never powers it on or
-// off again, its job ends failed (undrained), Status shows its last known
-// phase, and it counts as down only while its health check fails.
+// off again, its job ends failed (undrained), a job of the same plan asked
+// for later is recorded failed at once (the plan moves on), Status shows
+// its last known phase, and it counts as down only while its health check
+// fails.
 //
 // The server the executor runs on (Options.Self) is never powered off
 // through its BMC: nothing would power it on again. This is checked

@@ -33,10 +33,6 @@ var ErrServerBusy = errors.New("inventory: the server has a live reboot job")
 // fleet could neither finish the job nor power the server on.
 var ErrMissingServer = errors.New("inventory: a server the fleet is busy with is missing from the inventory")
 
-// ErrAbandoned: CreateJob was asked for a server the operator abandoned
-// in the same plan (Fleet.Abandon).
-var ErrAbandoned = errors.New("inventory: the server was abandoned by the operator")
-
 // Options tune a Fleet.
 type Options struct {
 	// Reboot configures the power decisions (soft timeout, stale reads).
@@ -376,7 +372,9 @@ func (f *Fleet) update(id string, change func(*JobRecord) error) (JobRecord, err
 
 // CreateJob implements plan.Fleet: it records the job (once per UUID) and
 // starts it. It refuses (ErrServerBusy) a job for a server that has
-// another live job.
+// another live job. A job for a server the operator abandoned in the same
+// plan is recorded failed at once (it never runs), so that the plan moves
+// on.
 func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 	s, ok := f.inv.Server(a.Server)
 	if !ok {
@@ -397,8 +395,21 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		if other, busy := f.liveJob[s.UUID]; busy && other != a.JobUUID {
 			return fmt.Errorf("%w: %s has job %s; job %s of plan %s waits for it to end", ErrServerBusy, s.Hostname, other, a.JobUUID, a.PlanUUID)
 		}
-		if err := takeBack(tx, s.UUID, a.PlanUUID); err != nil {
+		abandoned, err := takeBack(tx, s.UUID, a.PlanUUID)
+		if err != nil {
 			return err
+		}
+		if abandoned != "" {
+			// Abandoned in this very plan (its job may have been refused
+			// until then): recorded ended, so that the plan sees its
+			// reboot fail now and moves on; nothing of it ever runs.
+			now := f.now()
+			raw, err := json.Marshal(JobRecord{UUID: a.JobUUID, Server: s.UUID, Hostname: s.Hostname, Plan: a.PlanUUID, State: JobFailed,
+				Created: now, StateAt: now, Ended: &now, Error: "abandoned by the operator (" + abandoned + ") before its job started"})
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte(a.JobUUID), raw)
 		}
 		if raw := tx.Bucket(bucketHosts).Get([]byte(s.UUID)); raw != nil {
 			var h hostRecord
@@ -564,31 +575,32 @@ func (f *Fleet) warnf(msg string, args ...any) {
 }
 
 // takeBack clears an operator's abandon of server when a job of another
-// plan starts on it, in the job's own transaction. A job of the plan it
-// was abandoned in stays refused.
-func takeBack(tx *bolt.Tx, server, planUUID string) error {
+// plan starts on it, in the job's own transaction. For a job of the plan
+// it was abandoned in it returns why it was abandoned (that job never
+// runs).
+func takeBack(tx *bolt.Tx, server, planUUID string) (string, error) {
 	b := tx.Bucket(bucketHosts)
 	raw := b.Get([]byte(server))
 	if raw == nil {
-		return nil
+		return "", nil
 	}
 	var h hostRecord
 	if err := json.Unmarshal(raw, &h); err != nil {
-		return err
+		return "", err
 	}
 	if h.Abandoned == "" {
-		return nil
+		return "", nil
 	}
 	if h.AbandonedPlan == planUUID {
-		return fmt.Errorf("%w: the operator abandoned it in plan %s", ErrAbandoned, planUUID)
+		return h.Abandoned, nil
 	}
 	h.Abandoned, h.AbandonedPlan, h.AbandonedAt = "", "", time.Time{}
 	h.Version++
 	out, err := json.Marshal(h)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return b.Put([]byte(server), out)
+	return "", b.Put([]byte(server), out)
 }
 
 // missing refuses to resume while a server with a live job or an
