@@ -483,7 +483,10 @@ func (w *world) check() {
 	// server is never powered off through its BMC.
 	last := map[string]JobRecord{}
 	for _, j := range jobs {
-		if p, ok := last[j.Server]; !ok || j.Created.After(p.Created) || p.Over() && !j.Over() {
+		// (A job that never started never drained or undrained: one
+		// recorded failed because its server was abandoned says
+		// nothing of the drain.)
+		if p, ok := last[j.Server]; (j.Started != nil || !j.Over()) && (!ok || j.Created.After(p.Created) || p.Over() && !j.Over()) {
 			last[j.Server] = j
 		}
 		if j.State == JobDone && (j.BootID == "" || w.tracksOS) {
