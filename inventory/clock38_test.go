@@ -90,3 +90,39 @@ func TestAbandonEndsRefusedReboot(t *testing.T) {
 	w.run(ids, 10*time.Minute)
 	assert.Equal(t, calls, len(b.p.Calls()), "nothing reaches an abandoned server's BMC")
 }
+
+// TestSelfUnsettledCycleDropped (issue 38, A.2; the liveness failure of
+// TestJobStateMachine at seed 3185088740164526513): a job's power-off
+// timed out (not applied), so the job ended saying the server may be off
+// and the fleet kept reconciling it; then the executor learns that it
+// runs on that server. It is on (the executor runs there): the fleet
+// drops the power cycle it could only complete through the server's BMC,
+// and never powers it off. Old code: the fleet tried the held power-off
+// every few seconds for ever, and the server counted as unsettled.
+func TestSelfUnsettledCycleDropped(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	w.budget = 1
+	b := w.bmcs[ids[0]]
+	b.mode = bmcOffHung
+	w.open()
+	defer func() { w.close() }()
+	w.newPlan()
+	w.run(ids, w.cfg.JobTimeout+3*time.Minute)
+	jobs, err := w.f.Jobs()
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, JobFailed, jobs[0].State, jobs[0].Error)
+	h, err := w.f.hosts.load(ids[0])
+	require.NoError(t, err)
+	require.True(t, h.needsKeeping(), "the fleet keeps reconciling a server whose power-off may have been accepted")
+	require.True(t, b.p.HardwareOn())
+	b.mode = bmcOK
+	w.setSelf(ids[0])
+	w.run(ids, 5*time.Minute)
+	h, err = w.f.hosts.load(ids[0])
+	require.NoError(t, err)
+	assert.False(t, h.needsKeeping(), "the executor runs on the server, so it is on: nothing is left to reconcile (%s)", h.Phase)
+	for _, tc := range b.p.Truth() {
+		assert.True(t, tc.On, "the executor's own server was powered off through its BMC at %s", tc.At)
+	}
+}

@@ -74,7 +74,8 @@
 // before anything else, even before completing a power cycle whose
 // power-off may have been accepted: a reboot that began through the BMC
 // before the executor knew it ran there is withdrawn and done through the
-// OS instead. Inventory.Identify finds the server by machine ID first
+// OS instead, and what is left of one whose job had already ended is
+// dropped (the executor runs there, so it is on). Inventory.Identify finds the server by machine ID first
 // (Server.MachineID against Machine.MachineID: equal is it, different is
 // not), then by hostname (case and domain aside) or by address; servers it cannot tell apart from this
 // machine (Options.MaybeSelf) are never powered off and their jobs are

@@ -118,6 +118,14 @@ func (f *Fleet) keep(ctx context.Context, server string) bool {
 	if err != nil || !h.needsKeeping() {
 		return err != nil
 	}
+	if server == f.opts.Self && f.opts.Self != "" {
+		f.mu.Lock()
+		_, live := f.liveJob[server]
+		f.mu.Unlock()
+		if !live {
+			return f.dropSelfCycle(server)
+		}
+	}
 	res, rerr := f.rec.Reconcile(ctx, server)
 	if f.isDead() {
 		return false
@@ -161,6 +169,33 @@ func (f *Fleet) keep(ctx context.Context, server string) bool {
 			return true
 		}
 	}
+	return h.needsKeeping()
+}
+
+// dropSelfCycle drops what is left of a power cycle of the fleet on the
+// executor's own server once no job of it is live (its job ended, saying
+// it may be off, before the executor knew it ran there): the executor
+// runs on it, so it is on, and the cycle could only be completed through
+// its BMC, which never powers it off. It reports whether it must look
+// again.
+func (f *Fleet) dropSelfCycle(server string) bool {
+	h, err := f.hosts.modify(server, func(h *hostRecord) error {
+		for k := range h.Annotations {
+			if reboot.IsRebootAnnotation(k) {
+				h.Annotations = copyMap(h.Annotations)
+				delete(h.Annotations, k)
+			}
+		}
+		h.Status.PendingRebootSince, h.Status.Seen, h.Status.LastRequestSeen = time.Time{}, nil, time.Time{}
+		h.Status.Mode = power.ModeSoft
+		h.Watch, h.Settled, h.OffMaybe = false, false, false
+		h.Phase, h.PhaseSince = "", f.now()
+		return nil
+	})
+	if err != nil {
+		return true
+	}
+	f.infof("power cycle of the executor's own server dropped: it runs there, so it is on", "server", server)
 	return h.needsKeeping()
 }
 
