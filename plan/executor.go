@@ -222,6 +222,10 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 	var errs []error
 	failed := map[string]bool{}
 	for _, a := range acts {
+		if ctx.Err() != nil {
+			errs = append(errs, fmt.Errorf("plan %s: %w", uuid, ctx.Err()))
+			break // stopping: the next pass asks again
+		}
 		if failed[a.Server] {
 			continue
 		}
