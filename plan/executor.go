@@ -159,7 +159,9 @@ func (e *Executor) domainTable(ctx context.Context, v View) (*DomainTable, error
 // and writes only the reboots in flight and the next pending ones
 // (O(in flight) whatever the plan's size), and the returned View holds
 // just those; otherwise it works on the whole plan and returns a full
-// view.
+// view. An action the fleet refuses or fails is reported (every such
+// error joined) and asked again by the next pass; it never holds back the
+// actions of other servers.
 func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 	vs, okStore := e.Store.(ViewStore)
 	vf, okFleet := e.Fleet.(ViewFleet)
