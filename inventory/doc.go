@@ -61,11 +61,8 @@
 // brought back on), then the job ends; if the power cycle has not
 // completed Options.JobTimeout after the request (a BMC that stopped
 // answering mid-cycle), the job ends failed saying the server may be off,
-// and the fleet keeps reconciling the server until it reads on, never
-// powering it off again (the plan may have started another reboot in its
-// slot): it only brings it back on, and drops the cycle once the server
-// has read on for longer than a soft shutdown takes. The server counts as
-// down meanwhile. The operator can give up on a server
+// and the fleet keeps reconciling the server until it reads on: the server
+// counts as down meanwhile. The operator can give up on a server
 // (Fleet.Abandon; rebootctl plan abandon): the fleet never powers it on or
 // off again, its job ends failed (undrained), a job of the same plan asked
 // for later is recorded failed at once (the plan moves on), Status shows

@@ -99,13 +99,6 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: " + why}
 	}
 	was := h.OffMaybe
-	if was && !g.f.cycleJobLive(g.server, h.Job) {
-		// Its job ended (JobTimeout after its request, saying the
-		// server may be off): the plan counts the server offline only
-		// while its health check fails, so nothing may power it off any
-		// more; the fleet only brings it back on.
-		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: its job ended; the fleet only powers it on"}
-	}
 	if !was {
 		if why := g.f.mayPowerOff(ctx, g.server, h); why != "" {
 			return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: " + why}
@@ -141,14 +134,6 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 	}
 	g.f.noteCall(g.server, power.OpName(m), err)
 	return err
-}
-
-// cycleJobLive reports whether job (the one whose power cycle the host
-// record holds) is the server's live job.
-func (f *Fleet) cycleJobLive(server, job string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return job != "" && f.liveJob[server] == job
 }
 
 // mayPowerOff says why the server must not be powered off now ("" if it

@@ -123,14 +123,8 @@ func (f *Fleet) keep(ctx context.Context, server string) bool {
 		_, live := f.liveJob[server]
 		f.mu.Unlock()
 		if !live {
-			return f.dropCycle(server, "power cycle of the executor's own server dropped: it runs there, so it is on")
+			return f.dropSelfCycle(server)
 		}
-	}
-	if h.OffMaybe && !f.cycleJobLive(server, h.Job) && f.readsOnSince(server, f.opts.Reboot.SoftTimeout) {
-		// Its job ended and the fleet no longer powers it off (gated.Off):
-		// read on, freshly, longer than a soft shutdown may take after
-		// the last command: what was accepted of the power-off is over.
-		return f.dropCycle(server, "power cycle dropped after its job ended: the server reads on")
 	}
 	res, rerr := f.rec.Reconcile(ctx, server)
 	if f.isDead() {
@@ -178,15 +172,13 @@ func (f *Fleet) keep(ctx context.Context, server string) bool {
 	return h.needsKeeping()
 }
 
-// dropCycle drops what is left of a power cycle of the fleet on server
-// (why says why, in the log): on the executor's own server once no job of
-// it is live (its job ended, saying it may be off, before the executor
-// knew it ran there: the executor runs on it, so it is on, and the cycle
-// could only be completed through its BMC, which never powers it off); on
-// any server whose job ended once it reads on for longer than a soft
-// shutdown takes (nothing powers it off any more). It reports whether it
-// must look again.
-func (f *Fleet) dropCycle(server, why string) bool {
+// dropSelfCycle drops what is left of a power cycle of the fleet on the
+// executor's own server once no job of it is live (its job ended, saying
+// it may be off, before the executor knew it ran there): the executor
+// runs on it, so it is on, and the cycle could only be completed through
+// its BMC, which never powers it off. It reports whether it must look
+// again.
+func (f *Fleet) dropSelfCycle(server string) bool {
 	h, err := f.hosts.modify(server, func(h *hostRecord) error {
 		for k := range h.Annotations {
 			if reboot.IsRebootAnnotation(k) {
@@ -203,27 +195,8 @@ func (f *Fleet) dropCycle(server, why string) bool {
 	if err != nil {
 		return true
 	}
-	f.infof(why, "server", server)
+	f.infof("power cycle of the executor's own server dropped: it runs there, so it is on", "server", server)
 	return h.needsKeeping()
-}
-
-// readsOnSince reports whether the server's last power reading is on and
-// began at least StaleReads after the fleet's last command to it, and
-// soft (a soft shutdown's time) plus StaleReads have passed since that
-// command.
-func (f *Fleet) readsOnSince(server string, soft time.Duration) bool {
-	if soft <= 0 {
-		soft = reboot.DefaultConfig().SoftTimeout
-	}
-	stale := f.opts.Reboot.StaleReads
-	if stale <= 0 {
-		stale = reboot.DefaultConfig().StaleReads
-	}
-	f.mu.Lock()
-	rd, read := f.reads[server]
-	last := max(f.lastCmd[server], f.start)
-	f.mu.Unlock()
-	return read && rd.state == power.StateOn && rd.at-stale >= last && f.mono()-last >= soft+stale
 }
 
 // stepJob runs job id's decisions and acts until it has to wait. It
