@@ -31,7 +31,8 @@
 // again, with a reading that cannot be such an echo either; then it waits
 // for the health check and undrains. Every end of a job undoes its drain
 // (a failed or timed-out drain, a health check that never passes, a
-// cancel at any step): only an undrain that keeps failing until the
+// cancel at any step; a cancel or an abandon interrupts a running drain
+// command at once): only an undrain that keeps failing until the
 // services timeout leaves the server drained, and the job's error says so. Every state change is written to the
 // fleet state file (bbolt) before the step it starts; the reboot request's
 // value is chosen before it is written. A Fleet opened again (an executor
@@ -63,15 +64,18 @@
 // and the fleet keeps reconciling the server until it reads on: the server
 // counts as down meanwhile. The operator can give up on a server
 // (Fleet.Abandon; rebootctl plan abandon): the fleet never powers it on or
-// off again, its job ends failed (undrained), Status shows its last known
-// phase, and it counts as down only while its health check fails.
+// off again, its job ends failed (undrained), a job of the same plan asked
+// for later is recorded failed at once (the plan moves on), Status shows
+// its last known phase, and it counts as down only while its health check
+// fails.
 //
 // The server the executor runs on (Options.Self) is never powered off
 // through its BMC: nothing would power it on again. This is checked
 // before anything else, even before completing a power cycle whose
 // power-off may have been accepted: a reboot that began through the BMC
 // before the executor knew it ran there is withdrawn and done through the
-// OS instead. Inventory.Identify finds the server by machine ID first
+// OS instead, and what is left of one whose job had already ended is
+// dropped (the executor runs there, so it is on). Inventory.Identify finds the server by machine ID first
 // (Server.MachineID against Machine.MachineID: equal is it, different is
 // not), then by hostname (case and domain aside) or by address; servers it cannot tell apart from this
 // machine (Options.MaybeSelf) are never powered off and their jobs are
@@ -125,9 +129,12 @@
 //
 //   - One executor per fleet state file (bbolt's lock enforces it), and
 //     one per plan store: cmd/rebootctl's executor holds a lease in the
-//     store, renewed at every pass and checked before every first
-//     power-off (Options.PlanCheck), so that a second one is refused
-//     whatever state file or path it is given.
+//     store, renewed at every pass (and every interval during a long one)
+//     and checked before every first power-off (Options.PlanCheck), so
+//     that a second one is refused whatever state file or path it is
+//     given; and one that would take the store over from a dead executor
+//     with another state file is refused while the jobs in that file are
+//     in flight (it knows nothing of them, and would start each again).
 //   - Health checks must fail while a server is down and pass only when
 //     its services are really up: the plan trusts them for "operational".
 //   - Drain and undrain commands must be idempotent: a restarted executor

@@ -33,10 +33,6 @@ var ErrServerBusy = errors.New("inventory: the server has a live reboot job")
 // fleet could neither finish the job nor power the server on.
 var ErrMissingServer = errors.New("inventory: a server the fleet is busy with is missing from the inventory")
 
-// ErrAbandoned: CreateJob was asked for a server the operator abandoned
-// in the same plan (Fleet.Abandon).
-var ErrAbandoned = errors.New("inventory: the server was abandoned by the operator")
-
 // Options tune a Fleet.
 type Options struct {
 	// Reboot configures the power decisions (soft timeout, stale reads).
@@ -110,6 +106,9 @@ type Options struct {
 	// command, if set, replaces running drain, undrain and reboot
 	// commands (tests).
 	command func(ctx context.Context, argv []string) error
+	// lockTimeout: how long OpenFleet waits for the state file's lock
+	// (default 1s; tests).
+	lockTimeout time.Duration
 }
 
 // Fleet is a plan.Fleet over an inventory: a reboot job drains its
@@ -148,6 +147,9 @@ type Fleet struct {
 	endedJobs endedHeap
 	lastJob   map[string]string
 	shown     map[string]bool
+	// draining: job UUID -> interrupts its running drain command (a
+	// cancel or an abandon does not wait out the drain's timeout).
+	draining map[string]context.CancelFunc
 	// missing: the servers of the plan whose Members map is missingKey
 	// (of length missingLen) that the inventory lacks (ObserveView).
 	missingKey uintptr
@@ -190,7 +192,11 @@ var errKilled = errors.New("inventory: fleet killed (test)")
 // every job that had not ended, and the power bookkeeping of every server
 // whose power cycle has not settled.
 func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	lock := opts.lockTimeout
+	if lock <= 0 {
+		lock = time.Second
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lock})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
@@ -244,7 +250,8 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		health:  map[string]healthResult{},
 		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
 		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32),
-		openJobs: map[string]string{}, lastJob: map[string]string{}, shown: map[string]bool{}}
+		openJobs: map[string]string{}, lastJob: map[string]string{}, shown: map[string]bool{},
+		draining: map[string]context.CancelFunc{}}
 	f.start = f.mono()
 	f.printKey = make([]byte, 32)
 	if _, err := rand.Read(f.printKey); err != nil {
@@ -386,7 +393,9 @@ func (f *Fleet) update(id string, change func(*JobRecord) error) (JobRecord, err
 
 // CreateJob implements plan.Fleet: it records the job (once per UUID) and
 // starts it. It refuses (ErrServerBusy) a job for a server that has
-// another live job.
+// another live job. A job for a server the operator abandoned in the same
+// plan is recorded failed at once (it never runs), so that the plan moves
+// on.
 func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 	s, ok := f.inv.Server(a.Server)
 	if !ok {
@@ -407,8 +416,21 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		if other, busy := f.liveJob[s.UUID]; busy && other != a.JobUUID {
 			return fmt.Errorf("%w: %s has job %s; job %s of plan %s waits for it to end", ErrServerBusy, s.Hostname, other, a.JobUUID, a.PlanUUID)
 		}
-		if err := takeBack(tx, s.UUID, a.PlanUUID); err != nil {
+		abandoned, err := takeBack(tx, s.UUID, a.PlanUUID)
+		if err != nil {
 			return err
+		}
+		if abandoned != "" {
+			// Abandoned in this very plan (its job may have been refused
+			// until then): recorded ended, so that the plan sees its
+			// reboot fail now and moves on; nothing of it ever runs.
+			now := f.now()
+			raw, err := json.Marshal(JobRecord{UUID: a.JobUUID, Server: s.UUID, Hostname: s.Hostname, Plan: a.PlanUUID, State: JobFailed,
+				Created: now, StateAt: now, Ended: &now, Error: "abandoned by the operator (" + abandoned + ") before its job started"})
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte(a.JobUUID), raw)
 		}
 		if raw := tx.Bucket(bucketHosts).Get([]byte(s.UUID)); raw != nil {
 			var h hostRecord
@@ -480,6 +502,12 @@ func (f *Fleet) Abandon(server, planUUID, why string) error {
 	if changed {
 		f.warnf("server abandoned by the operator: never powered by this executor again", "server", s.Hostname, "plan", planUUID, "why", why)
 	}
+	f.mu.Lock()
+	live := f.liveJob[s.UUID]
+	f.mu.Unlock()
+	if live != "" {
+		f.interruptDrain(live)
+	}
 	f.kick(s.UUID)
 	return nil
 }
@@ -507,6 +535,7 @@ func (f *Fleet) cancelJob(id, why string) error {
 		return err
 	}
 	f.infof("job cancelled", "job", id, "reason", why)
+	f.interruptDrain(id)
 	f.kick(j.Server)
 	return nil
 }
@@ -569,31 +598,32 @@ func (f *Fleet) warnf(msg string, args ...any) {
 }
 
 // takeBack clears an operator's abandon of server when a job of another
-// plan starts on it, in the job's own transaction. A job of the plan it
-// was abandoned in stays refused.
-func takeBack(tx *bolt.Tx, server, planUUID string) error {
+// plan starts on it, in the job's own transaction. For a job of the plan
+// it was abandoned in it returns why it was abandoned (that job never
+// runs).
+func takeBack(tx *bolt.Tx, server, planUUID string) (string, error) {
 	b := tx.Bucket(bucketHosts)
 	raw := b.Get([]byte(server))
 	if raw == nil {
-		return nil
+		return "", nil
 	}
 	var h hostRecord
 	if err := json.Unmarshal(raw, &h); err != nil {
-		return err
+		return "", err
 	}
 	if h.Abandoned == "" {
-		return nil
+		return "", nil
 	}
 	if h.AbandonedPlan == planUUID {
-		return fmt.Errorf("%w: the operator abandoned it in plan %s", ErrAbandoned, planUUID)
+		return h.Abandoned, nil
 	}
 	h.Abandoned, h.AbandonedPlan, h.AbandonedAt = "", "", time.Time{}
 	h.Version++
 	out, err := json.Marshal(h)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return b.Put([]byte(server), out)
+	return "", b.Put([]byte(server), out)
 }
 
 // missing refuses to resume while a server with a live job or an

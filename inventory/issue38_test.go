@@ -150,7 +150,12 @@ func TestAbandonServer(t *testing.T) {
 	pl, err := w.store.Get(w.ctx(), w.plans[0])
 	require.NoError(t, err)
 	assert.False(t, pl.Unfinished(), plan.Table(pl))
-	assert.ErrorIs(t, w.f.CreateJob(w.ctx(), plan.Action{Server: ids[0], JobUUID: "again", PlanUUID: w.plans[0]}), ErrAbandoned)
+	require.NoError(t, w.f.CreateJob(w.ctx(), plan.Action{Server: ids[0], JobUUID: "again", PlanUUID: w.plans[0]}))
+	again, ok, err := w.f.job("again")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, JobFailed, again.State, "a job of the plan it was abandoned in never runs")
+	assert.Contains(t, again.Error, "abandoned by the operator (by alice)")
 }
 
 // selfWorld is a world whose server 0 runs the executor (from the moment

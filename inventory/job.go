@@ -159,12 +159,39 @@ type jobStep struct {
 // shutdown it started killed it).
 const selfRebootGrace = 2 * time.Minute
 
+// sinceNow returns j with every stamp its timeouts count from that lies
+// after now (the wall clock stepped back since it was written) set to
+// now, and whether it changed one: a timeout then runs out at most its
+// length after the step back, not once the clock has caught up with what
+// it lost (a year ahead and back kept the executor's own server drained
+// for a year: issue 38, C). The request's own instant (RequestAt, part of
+// its value) is never changed. j is not modified.
+func sinceNow(j JobRecord, now time.Time) (JobRecord, bool) {
+	changed := false
+	at := func(t *time.Time) *time.Time {
+		if t == nil || !t.After(now) {
+			return t
+		}
+		changed = true
+		n := now
+		return &n
+	}
+	j.Requested, j.RebootSentAt, j.Finished = at(j.Requested), at(j.RebootSentAt), at(j.Finished)
+	if j.Created.After(now) {
+		j.Created, changed = now, true
+	}
+	if j.StateAt.After(now) {
+		j.StateAt, changed = now, true
+	}
+	return j, changed
+}
+
 // decideJob is the job's state machine: a pure function of what was
 // observed and the time (no I/O, no clock, inputs unchanged).
 func decideJob(in jobInput, now time.Time) jobStep {
-	j := in.Job
+	j, rebased := sinceNow(in.Job, now)
 	h := in.Host
-	st := jobStep{Job: j}
+	st := jobStep{Job: j, Changed: rebased}
 	move := func(state string) {
 		st.Job.State, st.Job.StateAt, st.Changed = state, now, true
 	}

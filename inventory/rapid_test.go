@@ -151,6 +151,12 @@ type world struct {
 	// slowProbes: the fleet's health results are the probes the world
 	// delivers (Options.slowProbes).
 	slowProbes bool
+	// restartDraw, if set, moves the clocks (drawn, back as well as
+	// forward) between a crash and the restart that follows it.
+	restartDraw func()
+	// cyclesEnd[job]: the cycles() of its server when the job was first
+	// seen over.
+	cyclesEnd map[string]int
 }
 
 // Command modes.
@@ -233,9 +239,21 @@ func (w *world) tryOpen() error {
 		w.cmdMode, w.drained, w.boot, w.osReboots = map[string]int{}, map[string]bool{}, map[string]string{}, map[string]int{}
 		w.selfFrom, w.cyclesAt, w.abandoned = map[string]int{}, map[string]int{}, map[string]time.Time{}
 	}
-	f, err := OpenFleet(w.openInv(), w.path, Options{
-		Reboot:     reboot.Config{SoftTimeout: time.Minute, StaleReads: fake.MaxStale + time.Second},
-		JobTimeout: w.cfg.JobTimeout, ServicesTimeout: w.cfg.ServicesTimeout, Poll: time.Second, CallTimeout: time.Second,
+	f, err := w.openFleet(0)
+	if err != nil {
+		return err
+	}
+	w.f = f
+	return nil
+}
+
+// openFleet opens an executor's fleet on the world's state file (lock:
+// how long to wait for the file's lock, 0 the default).
+func (w *world) openFleet(lock time.Duration) (*Fleet, error) {
+	return OpenFleet(w.openInv(), w.path, Options{
+		lockTimeout: lock,
+		Reboot:      reboot.Config{SoftTimeout: time.Minute, StaleReads: fake.MaxStale + time.Second},
+		JobTimeout:  w.cfg.JobTimeout, ServicesTimeout: w.cfg.ServicesTimeout, Poll: time.Second, CallTimeout: time.Second,
 		Now: w.clk.Now, Monotonic: w.clk.Monotonic, manual: true,
 		Controller: func(_ context.Context, s Server) (power.Controller, error) {
 			b := w.bmcs[s.UUID]
@@ -278,11 +296,6 @@ func (w *world) tryOpen() error {
 			return ok, why, nil
 		},
 	})
-	if err != nil {
-		return err
-	}
-	w.f = f
-	return nil
 }
 
 // healthNow is server id's health check as the world answers it now: up
@@ -339,6 +352,9 @@ func (w *world) died() bool {
 	}
 	w.killAt = 0
 	_ = w.f.Close()
+	if w.restartDraw != nil {
+		w.restartDraw()
+	}
 	w.open()
 	return true
 }
@@ -358,6 +374,9 @@ func (w *world) recordCancels() {
 		if _, ok := w.jobStart[j.UUID]; !ok {
 			w.jobStart[j.UUID] = len(w.bmcs[j.Server].offs)
 			w.cyclesAt[j.UUID] = w.cycles(j.Server)
+		}
+		if _, seen := w.cyclesEnd[j.UUID]; !seen && j.Over() && w.cyclesEnd != nil {
+			w.cyclesEnd[j.UUID] = w.cycles(j.Server)
 		}
 		if _, done := w.cancelAt[j.UUID]; done || j.Over() {
 			continue
@@ -467,7 +486,10 @@ func (w *world) check() {
 	// server is never powered off through its BMC.
 	last := map[string]JobRecord{}
 	for _, j := range jobs {
-		if p, ok := last[j.Server]; !ok || j.Created.After(p.Created) || p.Over() && !j.Over() {
+		// (A job that never started never drained or undrained: one
+		// recorded failed because its server was abandoned says
+		// nothing of the drain.)
+		if p, ok := last[j.Server]; (j.Started != nil || !j.Over()) && (!ok || j.Created.After(p.Created) || p.Over() && !j.Over()) {
 			last[j.Server] = j
 		}
 		if j.State == JobDone && (j.BootID == "" || w.tracksOS) {
@@ -496,6 +518,21 @@ func (w *world) check() {
 		for _, tc := range w.bmcs[w.removed].p.Truth() {
 			if !tc.On && !tc.At.Before(w.removedAt) {
 				w.t.Fatalf("server %s went off at %s, after the executor started without it (removed at %s)", w.removed, tc.At, w.removedAt)
+			}
+		}
+	}
+	// One power cycle at most per reboot (ground truth): a job resumed
+	// after a crash, or a second executor started on its store, never
+	// power-cycles its server again.
+	if w.cyclesEnd != nil {
+		for _, j := range jobs {
+			at, seen := w.cyclesAt[j.UUID]
+			end, over := w.cyclesEnd[j.UUID]
+			if !over {
+				end = w.cycles(j.Server)
+			}
+			if seen && end-at > 1 {
+				w.t.Fatalf("job %s power-cycled (or rebooted) server %s %d times", j.UUID, j.Server, end-at)
 			}
 		}
 	}
@@ -585,6 +622,22 @@ func (w *world) newPlan() {
 // plan still ends and every other server is on, the operator abandoning the
 // dead one if its plan waits for it (issue 26, A1-A3, A5; issue 38, C).
 func TestJobStateMachine(t *testing.T) {
+	jobStateMachine(t, false)
+}
+
+// TestJobStateMachineTwoExecutors is TestJobStateMachine with a second
+// executor started on the same fleet state file while the first runs (it
+// must be refused, ErrLocked, and never act), the clocks moved (back as
+// well as forward) between every crash and the restart that follows it,
+// and, against ground truth, at most one power cycle (or OS reboot) per
+// job (issue 38, C). A second executor given another state file is
+// refused by rebootctl's lease on the plan store (e2e
+// TestSecondExecutorRefused).
+func TestJobStateMachineTwoExecutors(t *testing.T) {
+	jobStateMachine(t, true)
+}
+
+func jobStateMachine(t *testing.T, two bool) {
 	rapidcheck.Check(t, func(rt *rapid.T) {
 		w := &world{t: rt, clk: fake.NewClock(time.Time{}), bmcs: map[string]*advBMC{}, store: fake.NewPlanStore(),
 			cancelAt: map[string]int{}, jobStart: map[string]int{}, offMark: map[string]int{},
@@ -615,7 +668,7 @@ func TestJobStateMachine(t *testing.T) {
 		w.open()
 		defer func() { _ = w.f.Close() }()
 		w.newPlan()
-		rt.Repeat(map[string]func(*rapid.T){
+		actions := map[string]func(*rapid.T){
 			"pass": func(*rapid.T) { w.pass() },
 			"step": func(t *rapid.T) { w.step(rapid.SampledFrom(ids).Draw(t, "server")) },
 			"stepAll": func(*rapid.T) {
@@ -693,7 +746,24 @@ func TestJobStateMachine(t *testing.T) {
 				}
 			},
 			"": func(*rapid.T) { w.check() },
-		})
+		}
+		if two {
+			w.cyclesEnd = map[string]int{}
+			w.restartDraw = func() { w.clk.Apply(fake.DrawClockMove(rt, "restartClock", true)) }
+			actions["second"] = func(t *rapid.T) {
+				// A second executor on the same state file while the
+				// first runs: refused before it reads or does anything.
+				f, err := w.openFleet(10 * time.Millisecond)
+				if err == nil {
+					_ = f.Close()
+					t.Fatalf("a second executor opened the fleet state file %s while the first runs", w.path)
+				}
+				if !errors.Is(err, ErrLocked) {
+					t.Fatalf("second executor: %v, want ErrLocked", err)
+				}
+			}
+		}
+		rt.Repeat(actions)
 		if w.removed != "" { // the operator puts it back
 			_ = w.f.Close()
 			w.removed = ""

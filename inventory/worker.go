@@ -118,6 +118,14 @@ func (f *Fleet) keep(ctx context.Context, server string) bool {
 	if err != nil || !h.needsKeeping() {
 		return err != nil
 	}
+	if server == f.opts.Self && f.opts.Self != "" {
+		f.mu.Lock()
+		_, live := f.liveJob[server]
+		f.mu.Unlock()
+		if !live {
+			return f.dropSelfCycle(server)
+		}
+	}
 	res, rerr := f.rec.Reconcile(ctx, server)
 	if f.isDead() {
 		return false
@@ -161,6 +169,33 @@ func (f *Fleet) keep(ctx context.Context, server string) bool {
 			return true
 		}
 	}
+	return h.needsKeeping()
+}
+
+// dropSelfCycle drops what is left of a power cycle of the fleet on the
+// executor's own server once no job of it is live (its job ended, saying
+// it may be off, before the executor knew it ran there): the executor
+// runs on it, so it is on, and the cycle could only be completed through
+// its BMC, which never powers it off. It reports whether it must look
+// again.
+func (f *Fleet) dropSelfCycle(server string) bool {
+	h, err := f.hosts.modify(server, func(h *hostRecord) error {
+		for k := range h.Annotations {
+			if reboot.IsRebootAnnotation(k) {
+				h.Annotations = copyMap(h.Annotations)
+				delete(h.Annotations, k)
+			}
+		}
+		h.Status.PendingRebootSince, h.Status.Seen, h.Status.LastRequestSeen = time.Time{}, nil, time.Time{}
+		h.Status.Mode = power.ModeSoft
+		h.Watch, h.Settled, h.OffMaybe = false, false, false
+		h.Phase, h.PhaseSince = "", f.now()
+		return nil
+	})
+	if err != nil {
+		return true
+	}
+	f.infof("power cycle of the executor's own server dropped: it runs there, so it is on", "server", server)
 	return h.needsKeeping()
 }
 
@@ -235,6 +270,10 @@ func (f *Fleet) stepJob(ctx context.Context, id string) bool {
 				f.warnf("job step failed", "job", id, "server", s.Hostname, "step", st.Act.String(), "error", msg)
 			}
 			return true
+		case errors.Is(aerr, errDrainInterrupted):
+			// Cancelled or abandoned while draining: decided again from
+			// the job as it is now (it undoes the drain and ends).
+			continue
 		case aerr != nil && st.FailOnErr != "":
 			now := f.now()
 			failed := j
@@ -315,7 +354,7 @@ func (f *Fleet) act(ctx context.Context, s Server, j JobRecord, a jobAct) error 
 	switch a {
 	case actDrain:
 		if len(s.Drain) > 0 {
-			return f.command(ctx, s.Drain)
+			return f.drain(ctx, s, j)
 		}
 	case actUndrain:
 		if len(s.Undrain) > 0 {
@@ -406,6 +445,49 @@ func (f *Fleet) act(ctx context.Context, s Server, j JobRecord, a jobAct) error 
 		return err
 	}
 	return nil
+}
+
+// errDrainInterrupted: a job's drain command was stopped because the job
+// was cancelled or its server abandoned meanwhile.
+var errDrainInterrupted = errors.New("inventory: drain interrupted: the job was cancelled")
+
+// drain runs server s's drain command for job j, interrupted as soon as
+// the job is cancelled or the server abandoned (cancelJob, Abandon), not
+// at the command's timeout (up to 15 minutes).
+func (f *Fleet) drain(ctx context.Context, s Server, j JobRecord) error {
+	dctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	f.mu.Lock()
+	f.draining[j.UUID] = func() { stop(errDrainInterrupted) }
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.draining, j.UUID)
+		f.mu.Unlock()
+	}()
+	// A cancel or an abandon recorded between the decision and the
+	// registration above found nothing to interrupt: look once more.
+	if cur, ok, err := f.job(j.UUID); err == nil && ok && cur.Cancel {
+		return errDrainInterrupted
+	}
+	if h, err := f.hosts.load(s.UUID); err == nil && h.Abandoned != "" {
+		return errDrainInterrupted
+	}
+	err := f.command(dctx, s.Drain)
+	if err != nil && errors.Is(context.Cause(dctx), errDrainInterrupted) {
+		return fmt.Errorf("%w: %w", errDrainInterrupted, err)
+	}
+	return err
+}
+
+// interruptDrain stops job id's running drain command, if any.
+func (f *Fleet) interruptDrain(id string) {
+	f.mu.Lock()
+	stop := f.draining[id]
+	f.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 func copyMap(m map[string]string) map[string]string {

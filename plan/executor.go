@@ -165,7 +165,9 @@ func (e *Executor) domainTable(ctx context.Context, v View) (*DomainTable, error
 // and writes only the reboots in flight and the next pending ones
 // (O(in flight) whatever the plan's size), and the returned View holds
 // just those; otherwise it works on the whole plan and returns a full
-// view.
+// view. An action the fleet refuses or fails is reported (every such
+// error joined) and asked again by the next pass; it never holds back the
+// actions of other servers.
 func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 	vs, okStore := e.Store.(ViewStore)
 	vf, okFleet := e.Fleet.(ViewFleet)
@@ -221,7 +223,21 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 		}
 	}
 	creates := 0
+	// An action refused or failed for one server never holds back the
+	// others' (a fleet that refuses the job of a server whose BMC is dead
+	// would otherwise keep every later server of the plan from starting:
+	// issue 38, A.1); the server's later actions of this pass are skipped.
+	// The plan is saved: the next pass sees what is missing and asks again.
+	var errs []error
+	failed := map[string]bool{}
 	for _, a := range acts {
+		if ctx.Err() != nil {
+			errs = append(errs, fmt.Errorf("plan %s: %w", uuid, ctx.Err()))
+			break // stopping: the next pass asks again
+		}
+		if failed[a.Server] {
+			continue
+		}
 		a.Fence = e.Fence
 		var err error
 		switch a.Kind {
@@ -234,10 +250,10 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 				// ShowTimeout, and held or released).
 				running, rerr := e.running(ctx, uuid)
 				if rerr != nil {
-					return q, fmt.Errorf("plan %s: read its state before creating jobs: %w", uuid, rerr)
+					return q, errors.Join(append(errs, fmt.Errorf("plan %s: read its state before creating jobs: %w", uuid, rerr))...)
 				}
 				if !running {
-					return q, nil
+					return q, errors.Join(errs...)
 				}
 			}
 			creates++
@@ -255,12 +271,11 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 			}
 		}
 		if err != nil {
-			// The plan is saved; the next pass sees what is missing and
-			// asks again.
-			return q, fmt.Errorf("plan %s: %s for %s: %w", uuid, a.Kind, a.Server, err)
+			failed[a.Server] = true
+			errs = append(errs, fmt.Errorf("plan %s: %s for %s: %w", uuid, a.Kind, a.Server, err))
 		}
 	}
-	return q, nil
+	return q, errors.Join(errs...)
 }
 
 // recheckEvery is how many jobs a pass creates between two reads of the

@@ -460,6 +460,23 @@ func (ps *pass) advance(i int) {
 	if j, ok := obs.Jobs[r.JobUUID]; ok && r.JobUUID != "" {
 		r.Phases = r.Phases.merge(j.Phases)
 	}
+	// A step (or a drain) that began after now: the clock stepped back
+	// since. It counts from now, so that its timeout runs out at most its
+	// length after the step back, not once the clock has caught up with
+	// what it lost (a day back kept a refused job waiting a day: issue 38,
+	// C).
+	if r.StepSince != nil && r.StepSince.After(now) {
+		r.StepSince = tp(now)
+	}
+	if r.DrainSince != nil && r.DrainSince.After(now) {
+		r.DrainSince = tp(now)
+	}
+	if r.AskedAt != nil && r.AskedAt.After(now) {
+		r.AskedAt = tp(now) // a job asked for: JobTimeout of asking, likewise
+	}
+	if r.JobCreatedAt != nil && r.JobCreatedAt.After(now) {
+		r.JobCreatedAt = tp(now) // and ShowTimeout
+	}
 	created := false // a create-job action was added in this call
 	srv, ok := obs.Servers[r.ServerUUID]
 	if !ok {

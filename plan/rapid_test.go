@@ -22,7 +22,10 @@ import (
 // executor killed right after saving the plan would.
 type flakyFleet struct {
 	*fake.Fleet
-	failNext bool
+	// failNext kills the executor at its next action: that action and
+	// every later one of the same pass fail (dead), as after a crash
+	// (Pass goes on past a refused action, not past its own death).
+	failNext, dead bool
 	rec      *startRecorder // nil: no notes
 	// state, if set, reads the plan's stored state; a job created while
 	// it is not running is noted in late.
@@ -47,9 +50,21 @@ type startNote struct {
 
 var errKilled = errors.New("test: executor killed before acting")
 
+// Observe starts a pass: a new executor after a kill.
+func (f *flakyFleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, error) {
+	f.dead = false
+	return f.Fleet.Observe(ctx, p)
+}
+
+// ObserveView starts a pass, as Observe.
+func (f *flakyFleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	f.dead = false
+	return f.Fleet.ObserveView(ctx, v)
+}
+
 func (f *flakyFleet) CreateJob(ctx context.Context, a plan.Action) error {
-	if f.failNext {
-		f.failNext = false
+	if f.failNext || f.dead {
+		f.failNext, f.dead = false, true
 		return errKilled
 	}
 	if f.state != nil {
@@ -75,8 +90,8 @@ func (f *flakyFleet) CreateJob(ctx context.Context, a plan.Action) error {
 }
 
 func (f *flakyFleet) CancelJob(ctx context.Context, a plan.Action) error {
-	if f.failNext {
-		f.failNext = false
+	if f.failNext || f.dead {
+		f.failNext, f.dead = false, true
 		return errKilled
 	}
 	return f.Fleet.CancelJob(ctx, a)

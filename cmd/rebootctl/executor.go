@@ -27,7 +27,8 @@ import (
 const metaExecutor = "executor"
 
 // executorStatus is what the executor publishes in the store after every
-// pass: its heartbeat and where each busy server stands.
+// pass, and every interval during a long one: its heartbeat and where each
+// busy server stands.
 type executorStatus struct {
 	Host     string        `json:"host"`
 	PID      int           `json:"pid"`
@@ -180,7 +181,7 @@ func (e *env) executor(args []string) int {
 	}
 	// One live executor per plan store, whatever state file or path it
 	// was given: claimed before the fleet resumes any job.
-	me := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: *state, Started: time.Now().UTC(), Interval: *interval}
+	me := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: canonicalPath(*state), Started: time.Now().UTC(), Interval: *interval}
 	if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil {
 		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
 		return exitError
@@ -234,13 +235,34 @@ func (e *env) executor(args []string) int {
 		fmt.Fprintf(e.errw, "rebootctl executor: WARNING: cannot tell whether this machine is one of %s (hostname %q matches none; their names do not resolve to its addresses): "+
 			"their reboots are refused; give --self SERVER or --self none\n", clean(strings.Join(names, ", ")), clean(host))
 	}
+	// publish writes the heartbeat and where each busy server stands;
+	// during a pass too (beatDuring), with the lease renewed.
+	var stMu sync.Mutex
+	publish := func() {
+		stMu.Lock()
+		s := st
+		stMu.Unlock()
+		s.At = time.Now().UTC()
+		s.Servers, _ = fleet.Status()
+		if raw, err := json.Marshal(s); err == nil {
+			if err := store.with(func(s *plan.BoltStore) error { return s.PutMeta(e.ctx, metaExecutor, raw) }); err != nil && !errors.Is(err, context.Canceled) {
+				logger.Warn("heartbeat not written", "error", err.Error())
+			}
+		}
+	}
 	for {
 		start := time.Now()
 		if err := claim(e.ctx, store, me, start.UTC()); errors.Is(err, errOtherExecutor) {
 			fmt.Fprintf(e.errw, "rebootctl executor: stopping: %v\n", err)
 			return exitError
 		}
-		err := e.passAll(fleet, store, cfg, logger, m)
+		err := beatDuring(e.ctx, *interval, func() {
+			if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil && !errors.Is(err, context.Canceled) {
+				logger.Warn("lease not renewed during a pass", "error", err.Error())
+			}
+			publish()
+		}, func() error { return e.passAll(fleet, store, cfg, logger, m) })
+		stMu.Lock()
 		if err != nil && !errors.Is(err, context.Canceled) {
 			msg := named.Replace(err.Error())
 			logger.Warn("pass failed", "error", msg)
@@ -250,14 +272,9 @@ func (e *env) executor(args []string) int {
 			st.LastPass = time.Now().UTC()
 			m.passOK(st.LastPass)
 		}
+		stMu.Unlock()
 		m.passDuration(time.Since(start))
-		st.At = time.Now().UTC()
-		st.Servers, _ = fleet.Status()
-		if raw, err := json.Marshal(st); err == nil {
-			if err := store.with(func(s *plan.BoltStore) error { return s.PutMeta(e.ctx, metaExecutor, raw) }); err != nil && !errors.Is(err, context.Canceled) {
-				logger.Warn("heartbeat not written", "error", err.Error())
-			}
-		}
+		publish()
 		select {
 		case <-e.ctx.Done():
 			fmt.Fprintln(e.errw, "rebootctl executor: stopping; jobs resume at the next start")

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,7 +26,8 @@ const metaLease = "executor-lease"
 var errOtherExecutor = errors.New("another executor runs on this plan store")
 
 // lease is an executor's claim on a plan store, renewed at every pass and
-// before every first power-off. A claim not renewed for three intervals
+// every interval during a long one, and checked before every first
+// power-off. A claim not renewed for three intervals
 // and ten seconds has lapsed; a claim of a process of this machine that
 // no longer runs has lapsed at once.
 type lease struct {
@@ -91,6 +93,11 @@ func claim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
 		if cur.ID != me.ID && !cur.lapsed(now, me.Host) {
 			return fmt.Errorf("%w (%s): stop it first, or wait until its lease lapses (%s after its last renewal)", errOtherExecutor, cur, 3*cur.Interval+10*time.Second)
 		}
+		if cur.ID != "" && cur.ID != me.ID && !sameState(cur, me) {
+			if err := inFlightElsewhere(ctx, st, cur); err != nil {
+				return err
+			}
+		}
 		me.At = now
 		out, err := json.Marshal(me)
 		if err != nil {
@@ -98,6 +105,60 @@ func claim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
 		}
 		return st.PutMeta(ctx, metaLease, out)
 	})
+}
+
+// errOtherState: the store's last executor kept its jobs in another
+// fleet state file, and reboots of a running or stopped plan are in
+// flight there.
+var errOtherState = errors.New("the last executor on this plan store used another fleet state file, and reboots it started are in flight")
+
+// sameState reports whether two leases name the same fleet state file:
+// the same machine and the same file (symbolic links and relative paths
+// resolved on this machine).
+func sameState(a, b lease) bool {
+	return a.Host == b.Host && canonicalPath(a.State) == canonicalPath(b.State)
+}
+
+// canonicalPath is path made absolute, its symbolic links resolved when
+// it exists.
+func canonicalPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	return filepath.Clean(path)
+}
+
+// inFlightElsewhere refuses to take the store over from cur, whose jobs
+// are in another fleet state file, while a running or stopped plan has a
+// reboot in its job step: this executor knows nothing of those jobs, and
+// would start each again (a second drain, a second power cycle of a
+// server the first may have left off).
+func inFlightElsewhere(ctx context.Context, st *plan.BoltStore, cur lease) error {
+	plans, err := st.List(ctx)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, p := range plans {
+		if p.State.Finished() {
+			continue // canceled or ended: its reboots end without their jobs
+		}
+		for _, r := range p.Reboots {
+			if r.Step == plan.StepJob || r.Step == plan.StepCancelJob {
+				names = append(names, fmt.Sprintf("%s (plan %s)", r.ServerHostname, p.UUID))
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s kept its jobs in %s on %s, and the reboots of %s are in flight there. "+
+		"Start the executor on %s with --state %s, so that it resumes them; if that file is lost, cancel those plans first "+
+		"(rebootctl plan cancel PLAN) and check each server by hand (it may be drained, or off)",
+		errOtherState, clean(cur.Host), clean(cur.State), clean(cur.Host), clean(strings.Join(names, ", ")), clean(cur.Host), clean(cur.State))
 }
 
 // holds reports whether me still holds the store's lease (read only).
