@@ -2,8 +2,10 @@ package power_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -136,4 +138,55 @@ func TestReview35_ShortDeadlineReadsRefuseFenceForMinutes(t *testing.T) {
 	assert.NoError(t, err, "the fence of a host whose BMC and credentials work was refused for its back-off")
 	time.Sleep(100 * time.Millisecond)
 	assert.False(t, hw2.HardwareOn(), "ground truth: blade 2 is still powered: the fence was never sent")
+}
+
+// TestReview35_FailedJoinCostGrowsWithFleet (issue 35 point 4): cbd92b6's
+// unjoinLocked puts a session whose join failed back on the Pool's one
+// idle list (all BMCs') by walking it from the back past every session
+// used more recently: a scan of the fleet's idle sessions under the
+// Pool's global lock. A chassis (host A connected, then idle) and N other
+// BMCs whose sessions were used after it; each host of a dead blade on
+// the chassis that joins A's session (its system fails) walks all N. The
+// package doc: "costs the same per call whatever the number of hosts and
+// BMCs (per BMC state, maps and an idle list; no scan of the hosts)".
+// Measured as in TestPoolCostFlatWithFleetSize (best of seven batches,
+// 8× margin for 20× the sessions).
+func TestReview35_FailedJoinCostGrowsWithFleet(t *testing.T) {
+	const batch = 300
+	cost := func(held int) time.Duration {
+		clk := newClock()
+		f := &fleet{hw: alwaysOn{}}
+		pool := power.NewPool(power.PoolConfig{Now: clk.Now})
+		defer pool.Close()
+		ctx := context.Background()
+		chassis := func(ok bool) power.Target {
+			return power.Target{BMC: "https://chassis", Config: "admin/v1", Connect: func(ctx context.Context) (power.Controller, error) {
+				if power.ConnectInfoFrom(ctx).Shared != nil && !ok {
+					return nil, &power.Error{Op: "connect", Class: power.ClassFailed, Message: "the blade does not answer"}
+				}
+				f.open.Add(1)
+				return &sharingFake{Controller: f.hw, logins: &f.logins, open: &f.open}, nil
+			}}
+		}
+		_, err := pool.Controller("a", chassis(true)).State(ctx) // A's session, used first
+		require.NoError(t, err)
+		clk.Advance(time.Second)
+		f.fill(t, pool, held, 1) // the rest of the fleet, used after it
+		best := time.Duration(1 << 62)
+		next := 0
+		for range 7 {
+			runtime.GC()
+			start := time.Now()
+			for range batch {
+				_, err := pool.Controller(fmt.Sprintf("dead-%d", next), chassis(false)).State(ctx)
+				require.Error(t, err)
+				next++
+			}
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	small, large := cost(1_000), cost(20_000)
+	t.Logf("%d failed joins with 1,000 other sessions idle: %s; with 20,000: %s (%.1f×)", batch, small, large, float64(large)/float64(small))
+	assert.Less(t, large, 8*small, "the cost of a failed join grows with the fleet's idle sessions (unjoinLocked walks the idle list)")
 }
