@@ -190,3 +190,41 @@ func TestReview35_FailedJoinCostGrowsWithFleet(t *testing.T) {
 	t.Logf("%d failed joins with 1,000 other sessions idle: %s; with 20,000: %s (%.1f×)", batch, small, large, float64(large)/float64(small))
 	assert.Less(t, large, 8*small, "the cost of a failed join grows with the fleet's idle sessions (unjoinLocked walks the idle list)")
 }
+
+// TestReview35_JoinIgnoringDeadlineBlocksCaller: the Pool's guarantee "No
+// call through a Pool's Controller blocks its caller longer than
+// CallTimeout (or the caller's deadline) plus half a second". A login
+// (Pool.login) runs Connect on its own goroutine and answers the caller at
+// its deadline whatever Connect does (a Connect that ignores its deadline
+// is given up on and backs off: the overrun timer); a join (Pool.attach)
+// runs the same Target.Connect on the caller's goroutine and waits for it
+// to return. A host whose Connect, offered the shared session, does not
+// return for 3 s (an adapter that ignores its deadline, as the login path
+// expects some to) holds its caller 3 s with CallTimeout 300 ms.
+func TestReview35_JoinIgnoringDeadlineBlocksCaller(t *testing.T) {
+	f := &fleet{hw: alwaysOn{}}
+	pool := newPool(t, newClock(), power.PoolConfig{CallTimeout: 300 * time.Millisecond, ConnectTimeout: 300 * time.Millisecond})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	target := power.Target{BMC: "https://chassis", Config: "admin/v1", Connect: func(ctx context.Context) (power.Controller, error) {
+		if power.ConnectInfoFrom(ctx).Shared != nil {
+			select { // the join's system lookup ignores its deadline
+			case <-release:
+			case <-time.After(3 * time.Second):
+			}
+			return nil, &power.Error{Op: "connect", Class: power.ClassBusy, Message: "late", Err: context.DeadlineExceeded}
+		}
+		f.open.Add(1)
+		return &sharingFake{Controller: f.hw, logins: &f.logins, open: &f.open}, nil
+	}}
+	ctx := context.Background()
+	_, err := pool.Controller("a", target).State(ctx)
+	require.NoError(t, err)
+
+	start := time.Now()
+	_, err = pool.Controller("b", target).State(ctx)
+	took := time.Since(start)
+	t.Logf("B's call (a join whose Connect ignores its deadline) returned after %s: %v", took, err)
+	assert.Error(t, err)
+	assert.Less(t, took, 300*time.Millisecond+500*time.Millisecond, "the caller was held past CallTimeout plus half a second")
+}
