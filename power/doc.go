@@ -30,8 +30,10 @@
 //   - opens a session on a host's first call (Target.Connect, bounded by
 //     PoolConfig.ConnectTimeout, one login at a time per BMC) and keeps it
 //     for the next calls. A caller that gives up (its context ends) during
-//     a login gets a busy error at once; the login goes on, is not counted
-//     against the BMC, and its session serves the next call. Logins an
+//     a login, or while its host joins a shared session, gets a busy error
+//     at once; the login or join goes on (bounded by ConnectTimeout), is
+//     not counted against the BMC for the caller's giving up, and serves
+//     the next call. Logins an
 //     adapter makes inside a call (a session expired) go through the same
 //     rule and back-off (ConnectInfo.Gate); such a login that runs out of
 //     its own time is the BMC's failure, only its caller's cancellation

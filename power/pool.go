@@ -209,7 +209,8 @@ type session struct {
 	ctrl      Controller
 	shareable bool
 	entries   map[*entry]struct{}
-	inUse     int // calls (and attaches) running on it
+	inUse     int // calls running on it
+	joins     int // hosts joining it (not a use: it stays idle, but open)
 	lastUsed  time.Time
 	idle      *list.Element
 	retired   bool
@@ -335,12 +336,16 @@ func (p *Pool) sweep() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Now()
-	for el := p.idle.Front(); el != nil; el = p.idle.Front() {
+	for el := p.idle.Front(); el != nil; {
+		next := el.Next()
 		s := el.Value.(*session)
 		if now.Sub(s.lastUsed) < p.cfg.IdleTimeout {
 			break
 		}
-		p.retireLocked(s)
+		if s.joins == 0 { // a session being joined is closed after the join
+			p.retireLocked(s)
+		}
+		el = next
 	}
 	for cr := range p.parked {
 		p.gcLocked(cr)

@@ -164,62 +164,96 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 	}
 }
 
-// attach makes e's controller on shared session s (p.mu held, released
-// while Connect runs). again: look at e afresh (the adapter declined, or
-// s went away meanwhile).
+// attach makes e's controller on shared session s (p.mu held on entry,
+// released). The join runs as a login does: on its own goroutine, bounded
+// by ConnectTimeout only; a caller that gives up waiting gets a busy error
+// at once, and the join goes on, its outcome counted and its controller
+// kept for the next call (the caller's cancellation or deadline is not
+// the BMC's failure). A join is no use of the session: the session stays
+// on the idle list with its last use unchanged, and is not closed while
+// the join runs (s.joins). again: look at e afresh (the adapter declined,
+// or s went away meanwhile).
 func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *session, _ Controller, _ error, again bool) {
 	e.connecting = true
-	p.useLocked(s)
+	s.joins++
 	// A refused re-login the adapter made meanwhile (through the gate,
 	// power/redfish's share) is counted already.
 	authFailures := e.cr.authFailures
-	actx, cancel := context.WithTimeout(WithConnectInfo(ctx, ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr)}), p.cfg.ConnectTimeout)
+	jctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr)}), p.cfg.ConnectTimeout)
 	connect := e.target.Connect
-	p.mu.Unlock()
-	ctrl, err := connect(actx)
-	cancel()
-	p.mu.Lock()
-	e.connecting = false
-	if err == nil {
-		p.doneLocked(s) // a join is a use of the session
-	} else {
-		p.unjoinLocked(s) // a failed one is not: the session still idles
+	type joinResult struct {
+		s     *session
+		ctrl  Controller
+		err   error
+		again bool
 	}
-	switch {
-	case err != nil && errors.Is(err, ErrNotShared):
-		e.noShare = true
-		return nil, nil, nil, true
-	case err != nil:
-		// Not a login of its own. A refusal of the credentials counts
-		// once against the login (unless the adapter's re-login went
-		// through the gate, which counted it): every host without a
-		// session of its own then waits out the back-off, and hosts
-		// whose calls work keep the session (their calls tell whether
-		// it still works). Any other failure (a system not found or
-		// failing, a lookup that timed out) backs this host alone off.
-		// A failed join does not keep the session from idling out.
-		if _, ok := err.(*Error); !ok {
-			err = &Error{Op: "connect", Class: Classify(err), Err: err}
+	res := make(chan joinResult, 1)
+	waiting := true // guarded by p.mu: the caller still waits
+	p.mu.Unlock()
+	go func() {
+		ctrl, err := connect(jctx)
+		cancel()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		e.connecting = false
+		s.joins--
+		defer p.wakeLocked(s.cr.ep)
+		if s.retired && s.inUse == 0 && s.joins == 0 {
+			p.closeLocked(s)
 		}
 		switch {
-		case errors.Is(err, ErrAuth):
-			if e.cr.authFailures == authFailures {
-				p.failedLocked(e.cr, err)
+		case err != nil && errors.Is(err, ErrNotShared):
+			e.noShare = true
+			res <- joinResult{again: true}
+			return
+		case err != nil:
+			// Not a login of its own. A refusal of the credentials counts
+			// once against the login (unless the adapter's re-login went
+			// through the gate, which counted it): every host without a
+			// session of its own then waits out the back-off, and hosts
+			// whose calls work keep the session (their calls tell whether
+			// it still works). Any other failure (a system not found or
+			// failing, a join that ran out of its own time) backs this
+			// host alone off.
+			if _, ok := err.(*Error); !ok {
+				err = &Error{Op: "connect", Class: Classify(err), Err: err}
 			}
-		case !errors.Is(ctx.Err(), context.Canceled):
-			// Not the caller's cancellation; a deadline (the call's
-			// CallTimeout, or ConnectTimeout) is the BMC's slowness.
-			p.ownLocked(e, err)
+			if errors.Is(err, ErrAuth) {
+				if e.cr.authFailures == authFailures {
+					p.failedLocked(e.cr, err)
+				}
+			} else {
+				p.ownLocked(e, err)
+			}
+			res <- joinResult{err: err}
+			return
+		case s.retired || p.hosts[e.host] != e || p.closed:
+			res <- joinResult{again: true} // nothing of its own to close
+			return
 		}
-		return nil, nil, err, false
-	case s.retired || p.hosts[e.host] != e || p.closed:
-		return nil, nil, nil, true // nothing of its own to close
+		e.sess, e.ctrl = s, ctrl
+		e.ownFails, e.ownLast = 0, nil
+		s.entries[e] = struct{}{}
+		if waiting {
+			p.useLocked(s) // the caller's call
+		}
+		res <- joinResult{s: s, ctrl: ctrl}
+	}()
+	select {
+	case r := <-res:
+		p.mu.Lock()
+		return r.s, r.ctrl, r.err, r.again
+	case <-ctx.Done():
 	}
-	e.sess, e.ctrl = s, ctrl
-	e.ownFails, e.ownLast = 0, nil
-	s.entries[e] = struct{}{}
-	p.useLocked(s)
-	return s, ctrl, nil, false
+	p.mu.Lock()
+	select {
+	case r := <-res:
+		return r.s, r.ctrl, r.err, r.again
+	default:
+	}
+	waiting = false
+	return nil, nil, &Error{Op: op, Class: ClassBusy,
+		Message: "gave up waiting for this host to join the BMC's shared session; it goes on, and the next call uses it", Err: ctx.Err()}, false
 }
 
 // loginResult is a login's outcome for the caller that started it.

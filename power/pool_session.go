@@ -98,34 +98,11 @@ func (p *Pool) doneLocked(s *session) {
 	s.lastUsed = p.cfg.Now()
 	if s.inUse == 0 {
 		if s.retired {
-			p.closeLocked(s)
+			if s.joins == 0 {
+				p.closeLocked(s)
+			}
 		} else if s.idle == nil {
 			s.idle = p.idle.PushBack(s)
-			p.trimLocked(s.cr.ep, nil)
-		}
-	}
-	p.wakeLocked(s.cr.ep)
-}
-
-// unjoinLocked ends a failed join's use of s (p.mu held): unlike a call,
-// it does not count as a use, so s's last use stays what the calls made
-// it, and s goes back on the idle list in order of last use (sweep relies
-// on that order).
-func (p *Pool) unjoinLocked(s *session) {
-	s.inUse--
-	if s.inUse == 0 {
-		if s.retired {
-			p.closeLocked(s)
-		} else if s.idle == nil {
-			el := p.idle.Back()
-			for el != nil && el.Value.(*session).lastUsed.After(s.lastUsed) {
-				el = el.Prev()
-			}
-			if el == nil {
-				s.idle = p.idle.PushFront(s)
-			} else {
-				s.idle = p.idle.InsertAfter(s, el)
-			}
 			p.trimLocked(s.cr.ep, nil)
 		}
 	}
@@ -153,7 +130,7 @@ func (p *Pool) retireLocked(s *session) {
 		e.sess, e.ctrl = nil, nil
 	}
 	s.entries = nil
-	if s.inUse == 0 {
+	if s.inUse == 0 && s.joins == 0 {
 		p.closeLocked(s)
 	}
 	p.gcLocked(cr)
@@ -322,7 +299,7 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 	var victim *session
 	for s := range ep.live { // at most MaxSessions
-		if s.inUse > 0 {
+		if s.inUse > 0 || s.joins > 0 {
 			wait = true
 			continue
 		}
@@ -349,7 +326,7 @@ func (p *Pool) trimLocked(ep *endpoint, keep *session) {
 	for len(ep.live) > p.cfg.MaxSessions {
 		var victim *session
 		for s := range ep.live { // at most MaxSessions+1
-			if s != keep && s.inUse == 0 && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
+			if s != keep && s.inUse == 0 && s.joins == 0 && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
 				victim = s
 			}
 		}
