@@ -29,7 +29,7 @@ func TestReview40b_GuardContextOutlivesRevokedLease(t *testing.T) {
 	require.NoError(t, err)
 	defer hcancel()
 
-	require.NoError(t, s1.Close()) // revokes the lease
+	require.NoError(t, s1.Close())   // revokes the lease
 	l2, _ := lead(t, pre, "two", 30) // takes over at once
 	_, c2, err := l2.Guard().Hold(ctx)
 	require.NoError(t, err, "the new leader's guard")
