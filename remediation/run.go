@@ -20,8 +20,10 @@ import (
 // marks it unhealthy, another writer saves its State): at once if
 // Machines is a MachineWatcher (Records' is when its RecordStore is a
 // RecordWatcher; fake.Cluster and fake.Records are), else within
-// Config.PollInterval (default 5 s), by reading it that often (give your
-// store a Watch to spare those reads). When Hosts is a *RebootHosts over a
+// Config.PollInterval (default 5 s): the Loop lists Machines (one
+// MachineStore.List per interval, whatever their number, while any is
+// watched) and wakes those whose Version changed (give your store a Watch
+// to spare those listings). When Hosts is a *RebootHosts over a
 // store that can watch (reboot.HostWatcher), it is also woken whenever its
 // host's record changes: the reboot controller's evidence is acted on at
 // once, not at the next poll.
@@ -38,11 +40,15 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 			}
 			return reboot.Next{After: res.RequeueAfter}, err
 		}}
+	var poll *poller // shared by every Machine of this Loop
+	if _, ok := r.Machines.(MachineWatcher); !ok {
+		poll = newPoller(r.Machines, r.Config.withDefaults().PollInterval)
+	}
 	machine := func(ctx context.Context, name string) (<-chan struct{}, error) {
 		if w, ok := r.Machines.(MachineWatcher); ok {
 			return w.Watch(ctx, name)
 		}
-		return pollMachine(ctx, r.Machines, name, r.Config.withDefaults().PollInterval)
+		return poll.Watch(ctx, name)
 	}
 	var host func(ctx context.Context, name string) (<-chan struct{}, error)
 	if rh, ok := r.Hosts.(*RebootHosts); ok {

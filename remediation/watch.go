@@ -2,9 +2,7 @@ package remediation
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"time"
 )
 
 // MachineWatcher is an optional ability of a MachineStore: it says when a
@@ -37,47 +35,6 @@ type watchingRecordMachines struct {
 
 func (m watchingRecordMachines) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
 	return m.w.Watch(ctx, name)
-}
-
-// pollMachine is a watch of a MachineStore that cannot watch: it reads the
-// Machine every interval (each read bounded by it) and reports a change of
-// its Version (or of its existence); a read that fails reports nothing.
-func pollMachine(ctx context.Context, s MachineStore, name string, every time.Duration) (<-chan struct{}, error) {
-	version := func() (string, bool) {
-		gctx, cancel := context.WithTimeout(ctx, every)
-		defer cancel()
-		rec, err := s.Get(gctx, name)
-		if errors.Is(err, ErrNotFound) {
-			return "", true
-		}
-		if err != nil {
-			return "", false
-		}
-		return rec.Version, true
-	}
-	last, _ := version()
-	ch := make(chan struct{}, 1)
-	go func() {
-		defer close(ch)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			v, ok := version()
-			if ok && v != last {
-				last = v
-				select {
-				case ch <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return ch, nil
 }
 
 // mergeWatches starts every watch and returns one channel that receives a
