@@ -23,10 +23,12 @@ import (
 // Config.PollInterval (default 5 s): the Loop lists Machines (one
 // MachineStore.List per interval, whatever their number, while any is
 // watched) and wakes those whose Version changed (give your store a Watch
-// to spare those listings). When Hosts is a *RebootHosts over a
-// store that can watch (reboot.HostWatcher), it is also woken whenever its
-// host's record changes: the reboot controller's evidence is acted on at
-// once, not at the next poll.
+// to spare those listings). When Hosts is a *RebootHosts over a store that
+// can watch (reboot.HostWatcher), it is also woken whenever its host's
+// record changes: the reboot controller's evidence is acted on at once,
+// not at the next poll. The host is the one HostOf names, asked again
+// whenever the Machine's record changes (a Machine provisioned onto a
+// host, or moved, is then woken by its new host).
 func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) reboot.Loop {
 	l := reboot.Loop{Name: "remediation", Keys: keys,
 		Reconcile: func(ctx context.Context, name string) (reboot.Next, error) {
@@ -50,30 +52,19 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 		}
 		return poll.Watch(ctx, name)
 	}
-	var host func(ctx context.Context, name string) (<-chan struct{}, error)
-	if rh, ok := r.Hosts.(*RebootHosts); ok {
-		if w, ok := rh.Hosts.(reboot.HostWatcher); ok {
-			host = func(ctx context.Context, machine string) (<-chan struct{}, error) {
-				h, err := rh.HostOf(ctx, machine)
-				if err != nil {
-					return nil, err
-				}
-				if h == "" {
-					ch := make(chan struct{})
-					go func() { <-ctx.Done(); close(ch) }()
-					return ch, nil
-				}
-				return w.Watch(ctx, h)
-			}
-		}
+	rh, ok := r.Hosts.(*RebootHosts)
+	hw, watches := reboot.HostWatcher(nil), false
+	if ok {
+		hw, watches = rh.Hosts.(reboot.HostWatcher)
 	}
 	l.Watch = func(ctx context.Context, name string) (<-chan struct{}, error) {
-		ws := []func(context.Context) (<-chan struct{}, error){
-			func(ctx context.Context) (<-chan struct{}, error) { return machine(ctx, name) }}
-		if host != nil {
-			ws = append(ws, func(ctx context.Context) (<-chan struct{}, error) { return host(ctx, name) })
+		if !watches {
+			return machine(ctx, name)
 		}
-		return mergeWatches(ctx, ws...)
+		return watchWithHost(ctx,
+			func(ctx context.Context) (<-chan struct{}, error) { return machine(ctx, name) },
+			func(ctx context.Context) (string, error) { return rh.HostOf(ctx, name) },
+			hw.Watch)
 	}
 	return l
 }
