@@ -58,7 +58,8 @@ type Leadership struct {
 	// lost is set once a confirmation found the leadership gone, or by
 	// Resign.
 	lost bool
-	// ended is done once Resign is called; the contexts Guard's Hold
+	// ended is done once Resign is called, a renewal finds the
+	// leadership lost or the session ends; the contexts Guard's Hold
 	// returns end with it (made on first use: endedContext).
 	ended context.Context
 	end   context.CancelFunc
@@ -211,11 +212,8 @@ func (l *Leadership) confirm(ctx context.Context) error {
 	return nil
 }
 
-func (l *Leadership) setLost() {
-	l.mu.Lock()
-	l.lost = true
-	l.mu.Unlock()
-}
+// setLost marks the leadership lost and ends the contexts Hold returned.
+func (l *Leadership) setLost() { l.giveUp() }
 
 // renewing confirms the leadership again every third of its lease TTL
 // until the returned function is called: a pass that lasts longer than

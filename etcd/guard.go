@@ -20,7 +20,9 @@ import (
 // returns ends at that instant. A leader paused after Hold finds the
 // context ended when it resumes; one paused before finds the lease gone.
 // After Resign (called, not returned), Hold refuses at once and the
-// contexts it returned before have ended.
+// contexts it returned before have ended; they end too as soon as the
+// session ends (its lease revoked by Close, or expired) or a renewal
+// finds the leadership gone.
 //
 // Errors wrap reboot.ErrNotLeader, and ErrNotLeader (the leadership is
 // gone) or ErrInDoubt (etcd did not answer the renewal).
@@ -57,12 +59,23 @@ func (g leaderGuard) Hold(ctx context.Context) (context.Context, context.CancelF
 	return c, func() { stop(); cancel() }, nil
 }
 
-// endedContext returns the context that Resign ends.
+// endedContext returns the context that ends when the leadership does:
+// at Resign, when a renewal finds it lost (setLost), or when its session
+// ends (the lease expired or was revoked: the next candidate may lead at
+// once). One goroutine, started on first use, watches the session.
 func (l *Leadership) endedContext() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended == nil {
 		l.ended, l.end = context.WithCancel(context.Background())
+		ended, end, sessionDone := l.ended, l.end, l.session.Done()
+		go func() {
+			select {
+			case <-sessionDone:
+				end()
+			case <-ended.Done():
+			}
+		}()
 	}
 	return l.ended
 }

@@ -21,7 +21,9 @@ type Loop struct {
 	// Keys lists every key to reconcile (your host or machine names). The
 	// Runner calls it at start and every Runner.Resync, reconciles each
 	// key listed, and stops watching keys no longer listed (a listing
-	// that fails forgets no key). nil: only the keys given to Runner.Add.
+	// that fails forgets no key; while a listing is still running, no key
+	// is forgotten and the loop is not listed again). nil: only the keys
+	// given to Runner.Add.
 	Keys func(ctx context.Context) ([]string, error)
 	// Watch, if set, returns a channel that receives a value whenever key
 	// changes (HostWatcher.Watch has this shape), closed when ctx is done.
@@ -213,12 +215,18 @@ func (r *Runner) Run(ctx context.Context) error {
 	// A loop whose latest listing failed forgets none of its keys: a
 	// failed listing is not "no longer listed".
 	listFailed := make([]bool, len(r.Loops))
+	// A loop whose listing is still running (an inventory slow for a
+	// moment, longer than Resync) forgets none of its keys either, and is
+	// not listed again until that listing is in: a key it lists is not
+	// "no longer listed", and slow listings do not pile up.
+	listRunning := make([]bool, len(r.Loops))
 	wakes := make(chan runKey, 256)
 	list := func() {
 		for i, l := range r.Loops {
-			if l.Keys == nil {
+			if l.Keys == nil || listRunning[i] {
 				continue
 			}
+			listRunning[i] = true
 			go func() {
 				lctx, lcancel := context.WithTimeout(ctx, timeout)
 				defer lcancel()
@@ -335,6 +343,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				schedule(s, time.Now())
 			}
 		case l := <-listed:
+			listRunning[l.loop] = false
 			listFailed[l.loop] = l.err != nil
 			for _, k := range l.keys {
 				wake(k)
@@ -343,7 +352,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			// Keys of listing loops not listed since the last tick are
 			// forgotten (their watches end) once nothing is due for them.
 			for k, s := range keys {
-				if r.Loops[k.loop].Keys == nil || listFailed[k.loop] {
+				if r.Loops[k.loop].Keys == nil || listFailed[k.loop] || listRunning[k.loop] {
 					continue
 				}
 				if !s.listed && !s.running && s.index < 0 {

@@ -55,8 +55,8 @@
 // Reconciler's Loop runs it in a reboot.Runner next to the reboot
 // controller, waking a Machine when it changes (at once if the store is a
 // MachineWatcher, or a RecordWatcher behind Records; else within
-// Config.PollInterval, by polling it), and its Guard fences its writes by
-// leadership.
+// Config.PollInterval, by one listing of all Machines per interval), and
+// its Guard fences its writes by leadership.
 //
 // # Concurrency
 //

@@ -60,7 +60,7 @@ var ErrNotDeletable = errors.New("remediation: a single record is not deleted (s
 // shows has no controller owner, so escalation fails the remediation and
 // never deletes anything. The MachineStore is a MachineWatcher when s is
 // a RecordWatcher (Reconciler.Loop then wakes a record at once when it
-// changes; else it reads it every Config.PollInterval).
+// changes; else it lists the records once every Config.PollInterval).
 func Records(s RecordStore) (MachineStore, NodeStore) {
 	if w, ok := s.(RecordWatcher); ok {
 		return watchingRecordMachines{recordMachines{s}, w}, recordNodes{s}

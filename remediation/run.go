@@ -20,11 +20,15 @@ import (
 // marks it unhealthy, another writer saves its State): at once if
 // Machines is a MachineWatcher (Records' is when its RecordStore is a
 // RecordWatcher; fake.Cluster and fake.Records are), else within
-// Config.PollInterval (default 5 s), by reading it that often (give your
-// store a Watch to spare those reads). When Hosts is a *RebootHosts over a
-// store that can watch (reboot.HostWatcher), it is also woken whenever its
-// host's record changes: the reboot controller's evidence is acted on at
-// once, not at the next poll.
+// Config.PollInterval (default 5 s): the Loop lists Machines (one
+// MachineStore.List per interval, whatever their number, while any is
+// watched) and wakes those whose Version changed (give your store a Watch
+// to spare those listings). When Hosts is a *RebootHosts over a store that
+// can watch (reboot.HostWatcher), it is also woken whenever its host's
+// record changes: the reboot controller's evidence is acted on at once,
+// not at the next poll. The host is the one HostOf names, asked again
+// whenever the Machine's record changes (a Machine provisioned onto a
+// host, or moved, is then woken by its new host).
 func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) reboot.Loop {
 	l := reboot.Loop{Name: "remediation", Keys: keys,
 		Reconcile: func(ctx context.Context, name string) (reboot.Next, error) {
@@ -38,36 +42,29 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 			}
 			return reboot.Next{After: res.RequeueAfter}, err
 		}}
+	var poll *poller // shared by every Machine of this Loop
+	if _, ok := r.Machines.(MachineWatcher); !ok {
+		poll = newPoller(r.Machines, r.Config.withDefaults().PollInterval)
+	}
 	machine := func(ctx context.Context, name string) (<-chan struct{}, error) {
 		if w, ok := r.Machines.(MachineWatcher); ok {
 			return w.Watch(ctx, name)
 		}
-		return pollMachine(ctx, r.Machines, name, r.Config.withDefaults().PollInterval)
+		return poll.Watch(ctx, name)
 	}
-	var host func(ctx context.Context, name string) (<-chan struct{}, error)
-	if rh, ok := r.Hosts.(*RebootHosts); ok {
-		if w, ok := rh.Hosts.(reboot.HostWatcher); ok {
-			host = func(ctx context.Context, machine string) (<-chan struct{}, error) {
-				h, err := rh.HostOf(ctx, machine)
-				if err != nil {
-					return nil, err
-				}
-				if h == "" {
-					ch := make(chan struct{})
-					go func() { <-ctx.Done(); close(ch) }()
-					return ch, nil
-				}
-				return w.Watch(ctx, h)
-			}
-		}
+	rh, ok := r.Hosts.(*RebootHosts)
+	hw, watches := reboot.HostWatcher(nil), false
+	if ok {
+		hw, watches = rh.Hosts.(reboot.HostWatcher)
 	}
 	l.Watch = func(ctx context.Context, name string) (<-chan struct{}, error) {
-		ws := []func(context.Context) (<-chan struct{}, error){
-			func(ctx context.Context) (<-chan struct{}, error) { return machine(ctx, name) }}
-		if host != nil {
-			ws = append(ws, func(ctx context.Context) (<-chan struct{}, error) { return host(ctx, name) })
+		if !watches {
+			return machine(ctx, name)
 		}
-		return mergeWatches(ctx, ws...)
+		return watchWithHost(ctx,
+			func(ctx context.Context) (<-chan struct{}, error) { return machine(ctx, name) },
+			func(ctx context.Context) (string, error) { return rh.HostOf(ctx, name) },
+			hw.Watch)
 	}
 	return l
 }

@@ -2,9 +2,6 @@ package remediation
 
 import (
 	"context"
-	"errors"
-	"sync"
-	"time"
 )
 
 // MachineWatcher is an optional ability of a MachineStore: it says when a
@@ -39,82 +36,79 @@ func (m watchingRecordMachines) Watch(ctx context.Context, name string) (<-chan 
 	return m.w.Watch(ctx, name)
 }
 
-// pollMachine is a watch of a MachineStore that cannot watch: it reads the
-// Machine every interval (each read bounded by it) and reports a change of
-// its Version (or of its existence); a read that fails reports nothing.
-func pollMachine(ctx context.Context, s MachineStore, name string, every time.Duration) (<-chan struct{}, error) {
-	version := func() (string, bool) {
-		gctx, cancel := context.WithTimeout(ctx, every)
-		defer cancel()
-		rec, err := s.Get(gctx, name)
-		if errors.Is(err, ErrNotFound) {
-			return "", true
-		}
-		if err != nil {
-			return "", false
-		}
-		return rec.Version, true
-	}
-	last, _ := version()
-	ch := make(chan struct{}, 1)
-	go func() {
-		defer close(ch)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			v, ok := version()
-			if ok && v != last {
-				last = v
-				select {
-				case ch <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return ch, nil
-}
-
-// mergeWatches starts every watch and returns one channel that receives a
-// value (coalesced, never blocking the sources) whenever any of them does;
-// it is closed once ctx is done or any source's channel closes (the
-// Runner then starts the watch again). A watch that fails to start fails
-// the merge.
-func mergeWatches(ctx context.Context, watches ...func(context.Context) (<-chan struct{}, error)) (<-chan struct{}, error) {
+// watchWithHost merges a Machine's watch with its host's into one
+// channel that receives a value (coalesced, never blocking the sources)
+// whenever either does. The host is resolved with hostOf when the watch
+// starts and again whenever the Machine's watch fires (before that wake
+// is passed on): when the answer changed (a Machine provisioned onto a
+// host, or moved), the host watch is restarted on the new host. The
+// channel is closed once ctx is done, either source's channel closes, or
+// a new resolution fails (the Runner then starts the watch again). A watch
+// that fails to start, or a first resolution that fails, fails the call.
+func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan struct{}, error),
+	hostOf func(context.Context) (string, error), watchHost func(context.Context, string) (<-chan struct{}, error)) (<-chan struct{}, error) {
 	wctx, cancel := context.WithCancel(ctx)
-	var chs []<-chan struct{}
-	for _, w := range watches {
-		ch, err := w(wctx)
-		if err != nil {
-			cancel()
-			return nil, err
+	hcancel := context.CancelFunc(func() {})
+	// startHost ends the current host watch and watches h (a nil channel,
+	// which never fires, when the Machine has no host).
+	startHost := func(h string) (<-chan struct{}, error) {
+		hcancel()
+		if h == "" {
+			return nil, nil
 		}
-		chs = append(chs, ch)
+		var hctx context.Context
+		hctx, hcancel = context.WithCancel(wctx)
+		return watchHost(hctx, h)
+	}
+	mch, err := machine(wctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	h, err := hostOf(wctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	hch, err := startHost(h)
+	if err != nil {
+		cancel()
+		return nil, err
 	}
 	out := make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	for _, ch := range chs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer cancel() // one source ended: end them all
-			for range ch {
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			}
-		}()
+	wake := func() {
+		select {
+		case out <- struct{}{}:
+		default:
+		}
 	}
 	go func() {
-		wg.Wait()
-		cancel()
-		close(out)
+		defer close(out)
+		defer cancel()
+		for {
+			select {
+			case _, ok := <-mch:
+				if !ok {
+					return
+				}
+				now, err := hostOf(wctx)
+				if err == nil && now != h {
+					var ch <-chan struct{}
+					if ch, err = startHost(now); err == nil {
+						h, hch = now, ch
+					}
+				}
+				wake()
+				if err != nil {
+					return
+				}
+			case _, ok := <-hch:
+				if !ok {
+					return
+				}
+				wake()
+			}
+		}
 	}()
 	return out, nil
 }

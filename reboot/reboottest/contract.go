@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/watchcheck"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -17,7 +18,9 @@ import (
 // reboot.HostWatcher: Watch returns within 10 s, and if it can watch (no
 // error), 100 writes nobody reads from the watch do not block, the watch
 // then holds a value, each of three later writes gives another once the
-// value before was read, and its channel is closed when its context ends.
+// value before was read (the first of them changes the Status only: the
+// reboot controller's evidence must wake a watcher too, not only changed
+// annotations), and its channel is closed when its context ends.
 func Contract(t testing.TB, newStores NewStores) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -85,88 +88,18 @@ func Contract(t testing.TB, newStores NewStores) {
 	if !ok {
 		return
 	}
-	wctx, wcancel := context.WithCancel(ctx)
-	defer wcancel()
-	type watched struct {
-		ch  <-chan struct{}
-		err error
-	}
-	started := make(chan watched, 1)
-	go func() {
-		ch, err := hw.Watch(wctx, "h")
-		started <- watched{ch, err}
-	}()
-	var ch <-chan struct{}
-	select {
-	case w := <-started:
-		ch, err = w.ch, w.err
-	case <-time.After(watchReturns):
-		t.Errorf("Watch did not return within %v: a watch is set up, or fails, without waiting for a change (the Runner's first pass of a host waits for it)", watchReturns)
-		return
-	}
-	if err != nil {
-		// A store that cannot watch in this configuration says so; the
-		// Client and the Runner then poll.
-		wcancel()
-		t.Logf("Watch: %v: the watch checks were not run", err)
-		return
-	}
-	wrote := make(chan error, 1)
-	go func() {
-		for i := 0; i < 100; i++ {
-			if err := mutate(ctx, other, "h", func(h *reboot.Host) { h.Annotations["example.com/n"] = time.Duration(i).String() }); err != nil {
-				wrote <- err
-				return
-			}
-		}
-		wrote <- nil
-	}()
-	select {
-	case err := <-wrote:
-		if err != nil {
-			t.Fatalf("writes while watched: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("100 writes blocked on a watch nobody reads (sends must never block writers)")
-	}
-	select {
-	case _, ok := <-ch:
-		if !ok {
-			t.Error("the watch closed before its context ended")
-		}
-	case <-time.After(10 * time.Second):
-		t.Error("no value on the watch after 100 writes")
-	}
-	// Every later change gives a value again (the watch re-arms).
-	for i := 0; i < 3; i++ {
-		if err := mutate(ctx, other, "h", func(h *reboot.Host) { h.Annotations["example.com/again"] = time.Duration(i).String() }); err != nil {
-			t.Fatalf("write while watched: %v", err)
-		}
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				t.Error("the watch closed before its context ended")
-				return
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("no value on the watch after write %d following a value read: a watch must report every change made after it returned, not only the first", i+1)
-			return
-		}
-	}
-	wcancel()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case _, ok := <-ch:
-			if ok {
-				continue
-			}
-		case <-deadline:
-			t.Error("the watch's channel was not closed after its context ended")
-		}
-		return
-	}
+	// Even writes change the Status only (the reboot controller's
+	// evidence, which remediation acts on at once), odd ones annotations
+	// only: the first write after the re-arm is Status-only.
+	watchcheck.Check(ctx, t, "host h",
+		func(ctx context.Context) (<-chan struct{}, error) { return hw.Watch(ctx, "h") },
+		func(ctx context.Context, i int) error {
+			return mutate(ctx, other, "h", func(h *reboot.Host) {
+				if i%2 == 0 {
+					h.Status.PendingRebootSince = at.Add(time.Duration(i+1) * time.Second)
+				} else {
+					h.Annotations["example.com/n"] = time.Duration(i).String()
+				}
+			})
+		})
 }
-
-// watchReturns bounds how long Contract lets Watch take to return.
-const watchReturns = 10 * time.Second

@@ -5,7 +5,13 @@
 // admission record, ErrNotFound, a Node deleted only with the UID read,
 // and the metadata rules the Reconciler relies on; behind
 // remediation.Records, the RecordStore's own Update compare-and-swap
-// (Records' read-change-write loops count on its ErrConflict).
+// (Records' read-change-write loops count on its ErrConflict); and when
+// the MachineStore is a remediation.MachineWatcher, or the RecordStore a
+// remediation.RecordWatcher, its Watch: it returns within 10 s, and if it
+// can watch (no error), 100 writes nobody reads from the watch do not
+// block, the watch then holds a value, each of three later writes gives
+// another once the value before was read, and its channel is closed when
+// its context ends (Reconciler.Loop does not poll a store that can watch).
 //
 // StateMachine runs the remediation state machine over the stores, with a
 // second reconciler, crashes, lying BMCs and a health checker, checked
@@ -22,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/watchcheck"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -149,6 +156,7 @@ func Contract(t testing.TB, newStores NewStores) {
 	if rs, ok := remediation.RecordStoreOf(s.Machines); ok {
 		checkRecordStore(ctx, t, rs)
 	}
+	checkWatchers(ctx, t, s.Machines)
 
 	// Admissions.
 	a, err := s.Admissions.GetAdmissions(ctx)
@@ -167,6 +175,45 @@ func Contract(t testing.TB, newStores NewStores) {
 	}
 	if got, _ := s.Admissions.GetAdmissions(ctx); !got.Has("s1") || got.Has("s2") {
 		t.Errorf("admissions %v, want s1 only", got.Machines)
+	}
+}
+
+// checkWatchers checks the Watch of a MachineWatcher (writes: SaveState)
+// and of the RecordWatcher behind Records (writes: RecordStore.Update):
+// Reconciler.Loop does not poll a store that can watch, so a Watch that
+// does not report would leave a Machine marked unhealthy unseen until the
+// next resync.
+func checkWatchers(ctx context.Context, t testing.TB, machines remediation.MachineStore) {
+	t.Helper()
+	if mw, ok := machines.(remediation.MachineWatcher); ok {
+		if !watchcheck.Check(ctx, t, "Machine s2 (MachineWatcher)",
+			func(ctx context.Context) (<-chan struct{}, error) { return mw.Watch(ctx, "s2") },
+			func(ctx context.Context, i int) error {
+				rec, err := machines.Get(ctx, "s2")
+				if err != nil {
+					return err
+				}
+				return machines.SaveState(ctx, "s2", rec.Version, remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: i + 1})
+			}) {
+			return // Records' Watch is its RecordStore's: once is enough
+		}
+	}
+	rs, ok := remediation.RecordStoreOf(machines)
+	if !ok {
+		return
+	}
+	if rw, ok := rs.(remediation.RecordWatcher); ok {
+		watchcheck.Check(ctx, t, "record s2 (RecordWatcher)",
+			func(ctx context.Context) (<-chan struct{}, error) { return rw.Watch(ctx, "s2") },
+			func(ctx context.Context, i int) error {
+				r, err := rs.Get(ctx, "s2")
+				if err != nil {
+					return err
+				}
+				r.OutOfService = !r.OutOfService
+				_, err = rs.Update(ctx, r)
+				return err
+			})
 	}
 }
 

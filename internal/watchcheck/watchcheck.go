@@ -1,0 +1,108 @@
+// Package watchcheck checks a store's Watch against the contract the
+// Runner relies on (reboot.HostWatcher's, shared by
+// remediation.MachineWatcher and RecordWatcher), for the conformance kits
+// reboot/reboottest and remediation/remediationtest.
+package watchcheck
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Returns bounds how long Check lets Watch take to return.
+const Returns = 10 * time.Second
+
+// Check checks one watch of the record named what: watch returns within
+// Returns (an error means the store cannot watch in this configuration:
+// the checks are skipped and logged); 100 writes (write(0) to write(99))
+// nobody reads from the watch do not block, and the watch then holds a
+// value; each of three later writes (write(100) to write(102)) gives
+// another value once the one before was read; and the channel is closed
+// once the watch's context ends. write(i) must change the record. It
+// reports whether no check failed.
+func Check(ctx context.Context, t testing.TB, what string, watch func(context.Context) (<-chan struct{}, error), write func(ctx context.Context, i int) error) bool {
+	t.Helper()
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	type watched struct {
+		ch  <-chan struct{}
+		err error
+	}
+	started := make(chan watched, 1)
+	go func() {
+		ch, err := watch(wctx)
+		started <- watched{ch, err}
+	}()
+	var ch <-chan struct{}
+	select {
+	case w := <-started:
+		if w.err != nil {
+			// A store that cannot watch in this configuration says so; the
+			// Runner then polls.
+			t.Logf("Watch of %s: %v: the watch checks were not run", what, w.err)
+			return true
+		}
+		ch = w.ch
+	case <-time.After(Returns):
+		t.Errorf("Watch of %s did not return within %v: a watch is set up, or fails, without waiting for a change (the Runner's first pass of a key waits for it)", what, Returns)
+		return false
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		for i := range 100 {
+			if err := write(ctx, i); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatalf("writes to %s while watched: %v", what, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("100 writes to %s blocked on a watch nobody reads (sends must never block writers)", what)
+	}
+	select {
+	case _, ok := <-ch:
+		if !ok {
+			t.Errorf("the watch of %s closed before its context ended", what)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("no value on the watch of %s after 100 writes (a store that says it can watch is not polled: its changes would wait for the next resync)", what)
+		return false
+	}
+	// Every later change gives a value again (the watch re-arms).
+	for i := range 3 {
+		if err := write(ctx, 100+i); err != nil {
+			t.Fatalf("write to %s while watched: %v", what, err)
+		}
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				t.Errorf("the watch of %s closed before its context ended", what)
+				return false
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("no value on the watch of %s after write %d following a value read: a watch must report every change made after it returned, not only the first", what, i+1)
+			return false
+		}
+	}
+	wcancel()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if ok {
+				continue
+			}
+			return true
+		case <-deadline:
+			t.Errorf("the watch of %s's channel was not closed after its context ended", what)
+			return false
+		}
+	}
+}
