@@ -2,9 +2,11 @@ package power_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,4 +48,77 @@ func TestReview35_CloseLeavesJoinedSessionLoggedIn(t *testing.T) {
 	assert.Equal(t, 0, open, "Close returned with A's idle session still logged in at the BMC (a detached join held it open)")
 	time.Sleep(1500 * time.Millisecond) // the join ends; the session is logged out after Close
 	t.Logf("1.5 s later: %d", b.Sessions())
+}
+
+// closingCtrl is a controller whose Close is counted (sessions open at
+// the BMC).
+type closingCtrl struct {
+	power.Controller
+	open *atomic.Int64
+}
+
+func (c *closingCtrl) Close() error { c.open.Add(-1); return nil }
+
+// TestReview35_JoinedIdleSessionMakesProbeCloseItsOwn (bd0694c, point 2):
+// a BMC with MaxSessions 1. Host A's session (login v1) is idle; host B,
+// same login, joins it (its system answers in 800 ms). Host C, behind the
+// same BMC with rotated credentials (login v2, not yet proven there),
+// logs in one over the bound. The doc: "A login of credentials not yet
+// proven is tried first, one over the bound ..., and only its success
+// closes the least recently used idle session"; bd0694c: "a join is no use
+// of the session: it stays on the idle list". But trim treats the joined
+// session as in use: nothing is closed at C's login, and when C's call
+// ends (doneLocked's trim) the only candidate left is C's own fresh
+// session: it is closed, and the eviction stamp is set. A second later C
+// is fenced (hard Off): it needs a login, the BMC is at the bound, and
+// "one was closed for a login less than 1m0s ago": the fence is refused
+// for a LoginInterval although C's credentials and BMC work. Ground truth:
+// C's fake power is still on.
+func TestReview35_JoinedIdleSessionMakesProbeCloseItsOwn(t *testing.T) {
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{MaxSessions: 1})
+	ctx := context.Background()
+	var open, logins atomic.Int64
+	hwC := fake.NewPower(time.Now, fake.PowerConfig{})
+	shared := func(slow time.Duration) power.Target {
+		return power.Target{BMC: "https://chassis", Config: "v1", Login: "v1", Connect: func(ctx context.Context) (power.Controller, error) {
+			if power.ConnectInfoFrom(ctx).Shared != nil {
+				select { // the blade's system answered late
+				case <-time.After(slow):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return &sharingFake{Controller: alwaysOn{}, logins: &logins, open: &open}, nil
+			}
+			logins.Add(1)
+			open.Add(1)
+			return &sharingFake{Controller: alwaysOn{}, logins: &logins, open: &open}, nil
+		}}
+	}
+	c := pool.Controller("c", power.Target{BMC: "https://chassis", Config: "v2", Login: "v2", Connect: func(ctx context.Context) (power.Controller, error) {
+		logins.Add(1)
+		open.Add(1)
+		return &closingCtrl{Controller: hwC, open: &open}, nil
+	}})
+
+	_, err := pool.Controller("a", shared(0)).State(ctx)
+	require.NoError(t, err)
+	clk.Advance(10 * time.Second) // A's session idle
+
+	joined := make(chan error, 1)
+	go func() { _, err := pool.Controller("b", shared(800*time.Millisecond)).State(ctx); joined <- err }()
+	time.Sleep(100 * time.Millisecond) // B's join runs
+
+	_, err = c.State(ctx) // C's first login, one over the bound
+	require.NoError(t, err)
+	require.NoError(t, <-joined)
+	time.Sleep(50 * time.Millisecond)
+	t.Logf("after C's first call and B's join: sessions open %d, logins %d", open.Load(), logins.Load())
+
+	clk.Advance(time.Second)
+	err = c.Off(ctx, power.ModeHard) // the fence of C
+	time.Sleep(50 * time.Millisecond)
+	t.Logf("fence of C a second later: %v; sessions open %d, logins %d", err, open.Load(), logins.Load())
+	assert.NoError(t, err, "C's fence was refused: its fresh session was closed in place of the idle, joined one")
+	assert.False(t, hwC.HardwareOn(), "ground truth: C is still powered")
 }
