@@ -2,6 +2,7 @@ package power_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -121,4 +122,54 @@ func TestReview35_JoinedIdleSessionMakesProbeCloseItsOwn(t *testing.T) {
 	t.Logf("fence of C a second later: %v; sessions open %d, logins %d", err, open.Load(), logins.Load())
 	assert.NoError(t, err, "C's fence was refused: its fresh session was closed in place of the idle, joined one")
 	assert.False(t, hwC.HardwareOn(), "ground truth: C is still powered")
+}
+
+// TestReview35_CallReadsControllerAfterUnlock: acquire hands a call the
+// host's controller by reading e.ctrl after it released p.mu
+// (pool_login.go: "p.mu.Unlock(); return s, e.ctrl, nil"). A Forget of
+// the host (or a Target change, a sweep, a trim, another host's call
+// refused with ErrAuth retiring the shared session) running in that
+// window sets e.ctrl to nil: the call gets a nil Controller and its
+// goroutine panics calling State on it, taking the process (the kube
+// controller, rebootctl) down; or it runs on another session's
+// controller than the session it holds. The Pool is documented "safe for
+// concurrent use". Without -race the call's goroutine (the Pool's, not
+// the test's: nothing can recover it) panics within a second here, and
+// the test binary dies with "nil pointer dereference" at pool_call.go's
+// ctrl.State; under -race the read is reported as a data race.
+func TestReview35_CallReadsControllerAfterUnlock(t *testing.T) {
+	pool := newPool(t, nil, power.PoolConfig{})
+	var open, logins atomic.Int64
+	target := power.Target{BMC: "https://chassis", Config: "v1", Connect: func(ctx context.Context) (power.Controller, error) {
+		if power.ConnectInfoFrom(ctx).Shared != nil {
+			return &sharingFake{Controller: alwaysOn{}, logins: &logins, open: &open}, nil
+		}
+		logins.Add(1)
+		open.Add(1)
+		return &sharingFake{Controller: alwaysOn{}, logins: &logins, open: &open}, nil
+	}}
+	ctx := context.Background()
+	_, err := pool.Controller("b", target).State(ctx) // keeps the shared session open
+	require.NoError(t, err)
+	stop := time.Now().Add(time.Second)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for time.Now().Before(stop) {
+			pool.Forget("a")
+		}
+	}()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := pool.Controller("a", target)
+			for time.Now().Before(stop) {
+				_, _ = a.State(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	<-done
 }
