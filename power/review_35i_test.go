@@ -173,3 +173,63 @@ func TestReview35_CallReadsControllerAfterUnlock(t *testing.T) {
 	wg.Wait()
 	<-done
 }
+
+// TestReview35_JoinKeepsBMCOverSessionBound (bd0694c): a BMC with
+// MaxSessions 1. Host A's session (login v1) is idle; host B, same login,
+// joins it (its system answers in 800 ms) for a caller that gives up at
+// 300 ms. Host C (login v2, not yet proven) logs in during the join, one
+// over the bound, for a caller that gives up too (the login takes
+// 200 ms). C's login succeeds: trim keeps C's session and skips A's, being
+// joined. Then the join ends, and nothing trims: neither the join's end
+// nor a login whose caller left call trimLocked, and no call ends on
+// either session. Two sessions stay open at the BMC until the idle sweep
+// (IdleTimeout, 5 min by default). The doc: "A BMC never has more than
+// MaxSessions sessions open through the Pool, but for one more while a
+// login of credentials not yet proven there runs and until its success
+// has the least recently used idle session logged out." Ground truth:
+// the fake BMC's count of sessions open (logins not closed), two seconds
+// after both ended.
+func TestReview35_JoinKeepsBMCOverSessionBound(t *testing.T) {
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{MaxSessions: 1})
+	ctx := context.Background()
+	var open, logins atomic.Int64
+	login := func(name string, slow time.Duration) power.Target {
+		return power.Target{BMC: "https://chassis", Config: name, Login: name, Connect: func(ctx context.Context) (power.Controller, error) {
+			if power.ConnectInfoFrom(ctx).Shared != nil {
+				slow = 800 * time.Millisecond // the blade's system answered late
+			}
+			select {
+			case <-time.After(slow):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if power.ConnectInfoFrom(ctx).Shared != nil {
+				return &sharingFake{Controller: alwaysOn{}, logins: &logins, open: &open}, nil
+			}
+			logins.Add(1)
+			open.Add(1)
+			return &sharingFake{Controller: alwaysOn{}, logins: &logins, open: &open}, nil
+		}}
+	}
+	_, err := pool.Controller("a", login("v1", 0)).State(ctx)
+	require.NoError(t, err)
+	clk.Advance(10 * time.Second) // A's session idle
+
+	joined := make(chan struct{})
+	go func() {
+		defer close(joined)
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		_, _ = pool.Controller("b", login("v1", 0)).State(short)
+	}()
+	time.Sleep(100 * time.Millisecond) // B's join runs
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = pool.Controller("c", login("v2", 200*time.Millisecond)).State(short)
+	cancel()
+	require.Error(t, err) // C's caller gave up; its login goes on
+	<-joined
+	time.Sleep(2 * time.Second) // the join (800 ms) and C's login (200 ms) are over
+	t.Logf("sessions open at the BMC: %d (MaxSessions 1), logins %d", open.Load(), logins.Load())
+	assert.LessOrEqual(t, open.Load(), int64(1), "the BMC stays over its session bound after the join and the login ended")
+}
