@@ -233,3 +233,40 @@ func TestReview35_JoinKeepsBMCOverSessionBound(t *testing.T) {
 	t.Logf("sessions open at the BMC: %d (MaxSessions 1), logins %d", open.Load(), logins.Load())
 	assert.LessOrEqual(t, open.Load(), int64(1), "the BMC stays over its session bound after the join and the login ended")
 }
+
+// TestReview35_HungJoinHoldsForgottenSessionOpen (bd0694c, Low): a join
+// whose Connect does not return at its deadline (ConnectTimeout 300 ms;
+// the adapter ignores it, as TestReview35_JoinIgnoringDeadlineBlocksCaller
+// has it) keeps session.joins above zero for as long as it hangs. The
+// Pool never gives up on it (a login has its overrun timer; a join has
+// none), so once every host of the session is forgotten the session is
+// retired but not logged out: it stays open at the BMC until the Connect
+// returns, whenever that is. The doc: the join "goes on (bounded by
+// ConnectTimeout)"; Forget: "its session is closed (in the background,
+// bounded) unless other hosts use it". Ground truth: the fake BMC's count
+// of sessions open, a second after both hosts were forgotten.
+func TestReview35_HungJoinHoldsForgottenSessionOpen(t *testing.T) {
+	pool := newPool(t, newClock(), power.PoolConfig{CallTimeout: 300 * time.Millisecond, ConnectTimeout: 300 * time.Millisecond})
+	var open, logins atomic.Int64
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	target := power.Target{BMC: "https://chassis", Config: "admin/v1", Connect: func(ctx context.Context) (power.Controller, error) {
+		if power.ConnectInfoFrom(ctx).Shared != nil {
+			<-release // the join's lookup ignores its deadline
+			return nil, &power.Error{Op: "connect", Class: power.ClassBusy, Message: "late", Err: context.DeadlineExceeded}
+		}
+		logins.Add(1)
+		open.Add(1)
+		return &sharingFake{Controller: alwaysOn{}, logins: &logins, open: &open}, nil
+	}}
+	ctx := context.Background()
+	_, err := pool.Controller("a", target).State(ctx)
+	require.NoError(t, err)
+	_, err = pool.Controller("b", target).State(ctx) // gives up at 300 ms; the join hangs on
+	require.Error(t, err)
+	pool.Forget("a")
+	pool.Forget("b")
+	time.Sleep(time.Second)
+	t.Logf("sessions open at the BMC a second after every host was forgotten: %d", open.Load())
+	assert.Zero(t, open.Load(), "the forgotten session is held open by a join that outlived ConnectTimeout")
+}
