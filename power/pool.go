@@ -210,7 +210,7 @@ type session struct {
 	shareable bool
 	entries   map[*entry]struct{}
 	inUse     int // calls running on it
-	joins     int // hosts joining it (not a use: it stays idle, but open)
+	joins     int // hosts joining it (not a use: it stays idle, and is logged out once they are done, or on Close)
 	lastUsed  time.Time
 	idle      *list.Element
 	retired   bool
@@ -301,7 +301,7 @@ func (p *Pool) Close() error {
 	}
 	for _, ep := range p.eps {
 		for s := range ep.live {
-			p.retireLocked(s)
+			p.retireLocked(s) // closed now unless a call uses it, even while joined
 		}
 		p.wakeLocked(ep)
 	}

@@ -86,10 +86,10 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 		if e.ctrl != nil {
 			// An open session: calls go through, whatever any login's
 			// back-off.
-			s := e.sess
+			s, ctrl := e.sess, e.ctrl // read under the lock: Forget may clear them
 			p.useLocked(s)
 			p.mu.Unlock()
-			return s, e.ctrl, nil
+			return s, ctrl, nil
 		}
 		now := p.cfg.Now()
 		if e.connecting {
@@ -188,19 +188,35 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 		again bool
 	}
 	res := make(chan joinResult, 1)
-	waiting := true // guarded by p.mu: the caller still waits
+	waiting := true   // guarded by p.mu: the caller still waits
+	finished := false // guarded by p.mu: Connect returned
+	// A Connect that ignores its deadline does not keep a session nobody
+	// uses any more logged in: once its time is up, a retired session
+	// with no call on it is closed (the join then fails).
+	overrun := time.AfterFunc(p.cfg.ConnectTimeout+abandonGrace, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !finished && s.retired && s.inUse == 0 {
+			p.closeLocked(s)
+		}
+	})
 	p.mu.Unlock()
 	go func() {
 		ctrl, err := connect(jctx)
 		cancel()
+		overrun.Stop()
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		finished = true
 		e.connecting = false
 		s.joins--
 		defer p.wakeLocked(s.cr.ep)
-		if s.retired && s.inUse == 0 && s.joins == 0 {
-			p.closeLocked(s)
-		}
+		defer p.trimLocked(s.cr.ep, nil) // a session retired meanwhile may free a slot
+		defer func() {
+			if s.retired && s.inUse == 0 && s.joins == 0 {
+				p.closeLocked(s) // retired while joined, and nobody uses it
+			}
+		}()
 		switch {
 		case err != nil && errors.Is(err, ErrNotShared):
 			e.noShare = true
@@ -226,6 +242,13 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 				p.ownLocked(e, err)
 			}
 			res <- joinResult{err: err}
+			return
+		case s.retired && s.ctrl != nil && waiting && p.hosts[e.host] == e && !p.closed:
+			// Retired while joined (trimmed for another login): still
+			// logged in, it serves the call that waited for the join, and
+			// is logged out when that call ends.
+			p.useLocked(s)
+			res <- joinResult{s: s, ctrl: ctrl}
 			return
 		case s.retired || p.hosts[e.host] != e || p.closed:
 			res <- joinResult{again: true} // nothing of its own to close

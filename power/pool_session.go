@@ -130,7 +130,7 @@ func (p *Pool) retireLocked(s *session) {
 		e.sess, e.ctrl = nil, nil
 	}
 	s.entries = nil
-	if s.inUse == 0 && s.joins == 0 {
+	if s.inUse == 0 && (s.joins == 0 || p.closed) { // Close does not wait for a join
 		p.closeLocked(s)
 	}
 	p.gcLocked(cr)
@@ -299,7 +299,7 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 	var victim *session
 	for s := range ep.live { // at most MaxSessions
-		if s.inUse > 0 || s.joins > 0 {
+		if s.inUse > 0 {
 			wait = true
 			continue
 		}
@@ -326,7 +326,7 @@ func (p *Pool) trimLocked(ep *endpoint, keep *session) {
 	for len(ep.live) > p.cfg.MaxSessions {
 		var victim *session
 		for s := range ep.live { // at most MaxSessions+1
-			if s != keep && s.inUse == 0 && s.joins == 0 && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
+			if s != keep && s.inUse == 0 && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
 				victim = s
 			}
 		}
