@@ -20,6 +20,9 @@
 //     warning (a Kubernetes event), hard being asked again every
 //     Config.ReissueAfter (Observed.HardUnsupportedAt): such a host goes
 //     off, and the request is answered, only once its OS shuts down.
+//     An answer that comes after its pass stopped waiting (a power
+//     controller that implements LateAnswerer, as kube.Async does) is
+//     recorded by the next pass.
 //     A bad value counts as soft with a warning (note that the design
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.

@@ -442,6 +442,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		state = power.StateUnknown
 	}
 	mRead := r.monotonic() // the reading ended by now
+	// The answer of a call that outlived its pass (LateAnswerer): taken
+	// before this pass makes a call of its own.
+	var late *LateAnswer
+	if la, ok := pc.(LateAnswerer); ok {
+		if a, ok := la.LateAnswer(); ok {
+			late = &a
+		}
+	}
 	cfg := r.Config.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 
 	r.mu.Lock()
@@ -449,6 +457,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	standby := r.Guard != nil && !r.leading
 	first := !hm.known
 	hm.known = true
+	if late != nil {
+		hm.late(*late, now)
+	}
 	// A value read in this host's first pass is known since the start
 	// only if it was stamped before it (see knownSinceStart).
 	fromStart := first && !hm.forgot

@@ -85,7 +85,7 @@ type Reading struct {
 //
 //   - Annotations, Online, Deprovisioned, Status, StaleReads, OffSettle:
 //     copied from rd.Host. Power, SoftToggles, HardToggles: from rd.
-//   - LastCall: the call last reported to Sent, with Repeats counting the
+//   - LastCall: the call last reported to Sent (or Late), with Repeats counting the
 //     same action and mode sent in a row before it (zero before any).
 //   - QuietFor: Mono since the last Sending of a power-on, or since the
 //     start if none; or since the pass that first read a
@@ -234,6 +234,16 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 	}
 	t.press, t.was = false, offState{}
 	return t.mem.called(c)
+}
+
+// Late reports the answer a of a power call that came after the pass that
+// made it had reported it to Sent as busy (see LateAnswerer), at now on the
+// controller's clock: call it before the next Observe. It records the
+// answer's class as Sent does (LastCall, HardUnsupportedAt) and leaves
+// what is known of power-offs as Sent left it. It returns the Call
+// recorded.
+func (t *Tracker) Late(a LateAnswer, now time.Time) Call {
+	return t.mem.late(a, now)
 }
 
 // Forget drops what the Tracker knows, at mono on the monotonic clock, as
