@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // ErrInFlight: a BMC call of the host is still running in the background
@@ -25,9 +26,11 @@ var ErrInFlight = fmt.Errorf("kube: BMC call still running: %w", power.ErrBusy)
 // the LeaseGuard's lease end if the controllers it runs are guarded),
 // the pass gets ErrInFlight, further calls of that host get ErrInFlight at
 // once until it ends, and Done is then told the host's name (the
-// RebootController requeues it). A result that comes too late is never
-// handed to a later pass: a power reading is always taken during the call
-// that returns it.
+// RebootController requeues it). A power reading that comes too late is
+// never handed to a later pass: a reading is always taken during the call
+// that returns it. The answer of a power-on or power-off that comes too
+// late is kept for the next pass (reboot.LateAnswerer): a slow BMC's "hard
+// power-off unsupported" makes the reboot controller power off soft.
 type Async struct {
 	// Power gives a host's controller (Powers.Controller, guarded).
 	Power func(name string) (power.Controller, error)
@@ -43,7 +46,8 @@ type Async struct {
 
 	mu       sync.Mutex
 	inflight map[string]bool
-	resets   map[string]resetOutcome // a Reset's outcome that came after its pass
+	resets   map[string]resetOutcome      // a Reset's outcome that came after its pass
+	answers  map[string]reboot.LateAnswer // an On's or Off's answer that came after its pass
 }
 
 // lateReset returns (and forgets) the outcome of host's last Reset that
@@ -152,14 +156,45 @@ func (c *asyncController) State(ctx context.Context) (power.State, error) {
 }
 
 func (c *asyncController) On(ctx context.Context) error {
-	_, err := c.run(ctx, func(ctx context.Context) (power.State, error) { return power.StateUnknown, c.pc.On(ctx) })
-	return err
+	return c.call(ctx, reboot.LateAnswer{Action: reboot.ActionPowerOn}, c.pc.On)
 }
 
 func (c *asyncController) Off(ctx context.Context, m power.Mode) error {
-	_, err := c.run(ctx, func(ctx context.Context) (power.State, error) { return power.StateUnknown, c.pc.Off(ctx, m) })
+	return c.call(ctx, reboot.LateAnswer{Action: reboot.ActionPowerOff, Mode: m},
+		func(ctx context.Context) error { return c.pc.Off(ctx, m) })
+}
+
+// call runs the power call f (described by la) as run does, and keeps its
+// answer for LateAnswer if it comes after the pass stopped waiting.
+func (c *asyncController) call(ctx context.Context, la reboot.LateAnswer, f func(context.Context) error) error {
+	_, err := c.run(ctx, func(ctx context.Context) (power.State, error) {
+		la.Err = f(ctx)
+		c.a.mu.Lock()
+		if c.a.answers == nil {
+			c.a.answers = map[string]reboot.LateAnswer{}
+		}
+		c.a.answers[c.host] = la
+		c.a.mu.Unlock()
+		return power.StateUnknown, la.Err
+	})
+	if !isInFlight(err) {
+		c.LateAnswer() // answered within the pass: the caller has it
+	}
 	return err
 }
+
+// LateAnswer returns, and forgets, the answer of the host's last power-on
+// or power-off that ended after its pass was told ErrInFlight
+// (reboot.LateAnswerer).
+func (c *asyncController) LateAnswer() (reboot.LateAnswer, bool) {
+	c.a.mu.Lock()
+	defer c.a.mu.Unlock()
+	la, ok := c.a.answers[c.host]
+	delete(c.a.answers, c.host)
+	return la, ok
+}
+
+var _ reboot.LateAnswerer = (*asyncController)(nil)
 
 // TogglesOff passes on the wrapped controller's reboot.Toggler (false if
 // it has none), so that the reboot controller's press rule applies: a

@@ -110,7 +110,9 @@
 //     call, a login included, runs in the background, one per host, and a
 //     pass waits for it at most Async.Wait: a hung BMC holds no worker, so
 //     a fencing request on a healthy host is served whatever the number of
-//     hung BMCs; the call's end reconciles its host again.
+//     hung BMCs; the call's end reconciles its host again, and a power
+//     call's late answer (a hard power-off unsupported) is recorded by that
+//     pass (reboot.LateAnswerer).
 //   - cmd/rebootkit-controller: a manager binary running both controllers
 //     (kubeconfig, namespace, leader election on by default with the
 //     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit),

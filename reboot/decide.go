@@ -293,7 +293,10 @@ type Observed struct {
 	// likes). A PendingRebootSince, OfflineSince or LastPress it neither
 	// wrote (nor sent in a write whose answer was lost) nor read before
 	// (another leader's) counts as a power-off sent at the pass that first
-	// read it. Only toggling power-offs read it.
+	// read it; while the controller does not hold its leadership, any
+	// such value counts as sent at every pass, and once it leads, no
+	// earlier than its leadership began (see doc.go, Evidence). Only
+	// toggling power-offs read it.
 	SinceOff time.Duration
 	// SincePress is as SinceOff for the power-offs that may have pressed
 	// the power button (Toggler; after a restart, any power-off of a

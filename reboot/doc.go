@@ -20,6 +20,9 @@
 //     warning (a Kubernetes event), hard being asked again every
 //     Config.ReissueAfter (Observed.HardUnsupportedAt): such a host goes
 //     off, and the request is answered, only once its OS shuts down.
+//     An answer that comes after its pass stopped waiting (a power
+//     controller that implements LateAnswerer, as kube.Async does) is
+//     recorded by the next pass.
 //     A bad value counts as soft with a warning (note that the design
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.
@@ -114,12 +117,21 @@
 //     a press as possibly in effect from its start if LastPress is set
 //     (or a reboot was pending, or Online=false enforced), and a
 //     controller that reads, in any later pass, a LastPress (or a pending
-//     reboot, or an Online=false being enforced) it did not write (another
-//     leader's, written while it stood by; a write of its own whose answer
-//     was lost, a timeout the store applied, stays its own) counts that
-//     press (power-off) as sent at that pass, never earlier, and
-//     likewise a Status.LastPoweredOn (written before every power-on) as
-//     a power-on (Observed.SinceOff, SincePress, PressOver, QuietFor).
+//     reboot, or an Online=false being enforced) it did not write (a write
+//     of its own whose answer was lost, a timeout the store applied, stays
+//     its own) counts that press (power-off) as sent at that pass, never
+//     earlier, and likewise a Status.LastPoweredOn (written before every
+//     power-on) as a power-on (Observed.SinceOff, SincePress, PressOver,
+//     QuietFor). Another leader writes its value before it sends the
+//     call, which may land until its lease ends, after the read: so a
+//     controller with a Guard that does not hold the leadership (it asks
+//     the Guard at the start of every pass) counts every such value it
+//     reads as sent at every pass, and once it leads (the first Hold that
+//     succeeds after one refused, or after its start) as sent no earlier
+//     than that Hold, when the Guard promises the old leader's calls are
+//     over (TestReview36_StandbyCountsOtherLeadersPressFromItsWrite,
+//     TestReview36_StandbyCountsOtherLeadersPowerOnFromItsWrite; a
+//     Tracker is told by Standby and Leading).
 //     Such a reading cannot echo a state from before a shutdown it
 //     started.
 //     While a reboot is pending it reads again after Config.QuickPoll

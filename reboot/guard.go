@@ -14,7 +14,10 @@ var ErrNotLeader = errors.New("reboot: not the leader: no write and no power cal
 // Guard fences a controller by its leadership (assumption A4: one
 // controller acts on a host at a time). Reconciler (and
 // remediation.Reconciler) ask it right before every store write and every
-// power call, never for reads.
+// power call, never to fence a read; the Reconciler also asks it at the
+// start of every pass, only to learn whether it leads (the first Hold that
+// succeeds after a refusal, or after its start, begins its leadership: see
+// doc.go, Evidence).
 //
 // Leadership is a lease: a leader paused after it read the store, or
 // finishing a pass while it loses the lease, could otherwise write or power

@@ -104,12 +104,17 @@ type Reconciler struct {
 	// the real time between the passes that saw a request and the Off
 	// readings that answer it (Observed.SincePending, SinceRequest,
 	// OffFor) and since this Reconciler last sent a power-on to a host, or
-	// first read another leader's (QuietFor); what it did before its first
-	// pass counts as unknown.
+	// first read another leader's, or began to lead (QuietFor); what it
+	// did before its first pass counts as unknown.
 	Monotonic func() time.Duration
 	// Guard, if set, fences every store write and power call by this
 	// process's leadership (see Guard); a refused pass returns an error
-	// wrapping ErrNotLeader and acts no more.
+	// wrapping ErrNotLeader and acts no more. It is also asked at the
+	// start of every pass: until a Hold succeeds (and after one is
+	// refused) the Reconciler stands by, and counts the power calls the
+	// status shows (another leader's) as sent at every pass, then as sent
+	// when its leadership began (see doc.go, Evidence). With no Guard it
+	// leads from its start.
 	Guard Guard
 
 	mu      sync.Mutex
@@ -120,6 +125,9 @@ type Reconciler struct {
 	// was written after the start (by a previous leader finishing a pass
 	// late), so it is not known since the start.
 	startWall time.Time
+	// leading: with a Guard, its last Hold succeeded (see noteHold); a
+	// Reconciler without a Guard leads from its start.
+	leading bool
 }
 
 // memory is what a Reconciler remembers of one host between passes; a
@@ -152,7 +160,14 @@ type memory struct {
 	own ownValues
 	// hardUnsupportedAt is Observed.HardUnsupportedAt.
 	hardUnsupportedAt time.Time
+	// heard is what passes run while standing by (not holding the
+	// leadership) read: see lead.
+	heard heard
 }
+
+// heard tells which kinds of call the statuses read while standing by
+// showed (another leader's, whose calls may land until its lease ends).
+type heard struct{ off, press, on bool }
 
 // offState is what a Reconciler remembers of its power-offs of one host
 // (Observed.SinceOff, SincePress, PressOver).
@@ -221,6 +236,42 @@ func (r *Reconciler) Forget(name string) {
 	r.hosts[name] = &memory{lastOn: m, off: offState{lastOff: m, lastPress: m}, forgot: true}
 }
 
+// probe asks the Guard, if any, whether this process holds the
+// leadership now, and notes the answer (noteHold). It acts on nothing: a
+// refused probe makes the pass one of a standby, which reads and decides
+// (its writes and calls are refused by their own Holds).
+func (r *Reconciler) probe(ctx context.Context) {
+	if r.Guard == nil {
+		return
+	}
+	_, cancel, err := hold(ctx, r.Guard, "reboot: leadership")
+	cancel()
+	r.noteHold(err == nil)
+}
+
+// noteHold notes the outcome of a Guard Hold that just returned: a refusal
+// makes this Reconciler stand by; the first success after standing by (or
+// after its start) begins its leadership now, and every host's values read
+// while it stood by count as sent now (memory.lead), if later: the Guard
+// promises that the previous leader's calls, bounded by its lease, are
+// over by then.
+func (r *Reconciler) noteHold(ok bool) {
+	if r.Guard == nil {
+		return
+	}
+	m := r.monotonic()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !ok || r.leading {
+		r.leading = ok
+		return
+	}
+	r.leading = true
+	for _, h := range r.hosts {
+		h.lead(m)
+	}
+}
+
 // knownSinceStart reports whether a timestamp v read in a host's first
 // pass since the start (first) may count as known since the start: only
 // if it is not later than the wall clock at the start. A later one was
@@ -283,11 +334,17 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 //
 // In any later pass, a status that shows a power-off this controller did
 // not write (a PendingRebootSince, OfflineSince or LastPress value it
-// neither wrote nor knew: another leader's, written while this one stood
-// by) counts as a power-off, and a LastPress as a press, sent now: from
-// when this controller first saw it, never earlier, and whatever it
-// remembered of its own presses (their shutdown is no longer known over).
-func (h *memory) sinceOff(first bool, st Status, m time.Duration, late bool) (time.Duration, time.Duration) {
+// neither wrote nor knew: another leader's) counts as a power-off, and a
+// LastPress as a press, sent now: from when this controller first saw it,
+// never earlier, and whatever it remembered of its own presses (their
+// shutdown is no longer known over).
+//
+// In a pass run while standing by (standby: not holding the leadership),
+// every power-off and press the status shows counts as sent now, at every
+// such pass: another leader writes its value before it sends the call,
+// which may land until its lease ends, after this read. lead then counts
+// them as sent when this controller's leadership began, if later.
+func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby bool) (time.Duration, time.Duration) {
 	o := &h.off
 	if first && !h.forgot {
 		o.noOff = !st.Pending() && st.OfflineSince.IsZero()
@@ -296,7 +353,14 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late bool) (ti
 			o.lastPress = m
 		}
 	}
-	if off, press := h.own.foreign(st); !first && off {
+	off, press := h.own.foreign(st)
+	off, press = off && !first, press && !first
+	if standby {
+		press = !st.LastPress.IsZero()
+		off = press || st.Pending() || !st.OfflineSince.IsZero()
+		h.heard.off, h.heard.press = h.heard.off || off, h.heard.press || press
+	}
+	if off {
 		o.noOff, o.lastOff = false, max(o.lastOff, m)
 		if press {
 			*o = offState{lastOff: o.lastOff, lastPress: max(o.lastPress, m)}
@@ -366,6 +430,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("reboot: power controller for %s: %w", name, err)
 	}
+	// Is this process the leader? Asked before the clocks are read: a
+	// pass that counts from its leadership counts from before m.
+	r.probe(ctx)
 	// The clocks are read before the power state: the evidence a reading
 	// gives is stamped no later than the reading.
 	now := r.Now()
@@ -375,12 +442,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		state = power.StateUnknown
 	}
 	mRead := r.monotonic() // the reading ended by now
+	// The answer of a call that outlived its pass (LateAnswerer): taken
+	// before this pass makes a call of its own.
+	var late *LateAnswer
+	if la, ok := pc.(LateAnswerer); ok {
+		if a, ok := la.LateAnswer(); ok {
+			late = &a
+		}
+	}
 	cfg := r.Config.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 
 	r.mu.Lock()
 	hm := r.mem(name, m, now)
+	standby := r.Guard != nil && !r.leading
 	first := !hm.known
 	hm.known = true
+	if late != nil {
+		hm.late(*late, now)
+	}
 	// A value read in this host's first pass is known since the start
 	// only if it was stamped before it (see knownSinceStart).
 	fromStart := first && !hm.forgot
@@ -391,7 +470,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		Status:        h.Status,
 		Power:         state,
 		LastCall:      hm.last,
-		QuietFor:      hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(r.startWall)),
+		QuietFor:      hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(r.startWall), standby),
 		SincePending:  hm.pend.since(h.Status.PendingRebootSince, m, r.start, r.knownSinceStart(fromStart, h.Status.PendingRebootSince)),
 		SinceRequest:  hm.req.since(h.Status.LastRequestSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.LastRequestSeen)),
 		SinceRewrite:  hm.rew.since(h.Status.RewriteSeen, m, r.start, r.knownSinceStart(fromStart, h.Status.RewriteSeen)),
@@ -405,7 +484,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if t, ok := pc.(Toggler); ok {
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall))
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall), standby)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(state, m, cfg.OffSettle)
 	r.mu.Unlock()
@@ -427,6 +506,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 		var written Host
 		err := Fenced(ctx, r.Guard, "reboot: update host "+name, func(ctx context.Context) (err error) {
+			r.noteHold(true)
 			// Noted before the write (see memory.writing): a write whose
 			// answer is lost may have been applied.
 			r.mu.Lock()
@@ -436,6 +516,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			return err
 		})
 		if errors.Is(err, ErrNotLeader) {
+			r.noteHold(false)
 			return res, err
 		}
 		if err != nil {
@@ -457,6 +538,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	}
 	if d.Power != ActionNone {
 		pctx, cancel, err := hold(ctx, r.Guard, "reboot: "+d.Power.String()+" "+name)
+		r.noteHold(err == nil)
 		if err != nil {
 			return res, err
 		}

@@ -45,6 +45,8 @@ type Tracker struct {
 	// may press the power button, and the power-off memory before it.
 	press bool
 	was   offState
+	// standby: Standby was called, and Leading not since.
+	standby bool
 }
 
 // NewTracker returns a Tracker whose controller started at start on its
@@ -83,13 +85,15 @@ type Reading struct {
 //
 //   - Annotations, Online, Deprovisioned, Status, StaleReads, OffSettle:
 //     copied from rd.Host. Power, SoftToggles, HardToggles: from rd.
-//   - LastCall: the call last reported to Sent, with Repeats counting the
+//   - LastCall: the call last reported to Sent (or Late), with Repeats counting the
 //     same action and mode sent in a row before it (zero before any).
 //   - QuietFor: Mono since the last Sending of a power-on, or since the
 //     start if none; or since the pass that first read a
 //     Status.LastPoweredOn this Tracker neither wrote (Writing) nor read
 //     before, if later (another leader's power-on; in the first pass,
-//     only one stamped after the start's wall clock).
+//     only one stamped after the start's wall clock). After Standby and
+//     until Leading, any LastPoweredOn counts as sent at every pass;
+//     Leading(mono) then counts it as sent at mono, if later.
 //   - SinceOff: Mono since the last Sending of a power-off that may have
 //     been carried out (one whose Sent error says it was refused before
 //     it reached the hardware, an auth failure (power.ErrAuth), a
@@ -101,7 +105,10 @@ type Reading struct {
 //     pass, a Status that shows a power-off with values this Tracker
 //     neither wrote (Writing) nor read before (a PendingRebootSince,
 //     OfflineSince or LastPress of another leader's) counts as a
-//     power-off sent at that pass, if later.
+//     power-off sent at that pass, if later. After Standby and until
+//     Leading, any of them counts as sent at every pass, and
+//     Leading(mono) then counts it as sent at mono, if later (for
+//     SincePress too).
 //   - SincePress: the same for power-offs that may press the power button
 //     (sent in a mode whose Toggles answer of that pass was true); also
 //     unbounded only if the first pass's Status has no LastPress, and
@@ -133,7 +140,8 @@ type Reading struct {
 func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	m, h := rd.Mono, rd.Host
 	if !t.started {
-		*t = Tracker{started: true, start: m, startWall: rd.Now, mem: memory{lastOn: m, off: offState{lastOff: m, lastPress: m}}}
+		*t = Tracker{started: true, start: m, startWall: rd.Now, standby: t.standby,
+			mem: memory{lastOn: m, off: offState{lastOff: m, lastPress: m}}}
 	}
 	hm := &t.mem
 	first := !hm.known
@@ -149,7 +157,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		Status:            h.Status,
 		Power:             rd.Power,
 		LastCall:          hm.last,
-		QuietFor:          hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(t.startWall)),
+		QuietFor:          hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(t.startWall), t.standby),
 		SincePending:      since(&hm.pend, h.Status.PendingRebootSince),
 		SinceRequest:      since(&hm.req, h.Status.LastRequestSeen),
 		SinceRewrite:      since(&hm.rew, h.Status.RewriteSeen),
@@ -162,7 +170,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall))
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), t.standby)
 	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
 	t.m, t.version, t.o = m, h.Version, o
@@ -228,12 +236,47 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 	return t.mem.called(c)
 }
 
+// Late reports the answer a of a power call that came after the pass that
+// made it had reported it to Sent as busy (see LateAnswerer), at now on the
+// controller's clock: call it before the next Observe. It records the
+// answer's class as Sent does (LastCall, HardUnsupportedAt) and leaves
+// what is known of power-offs as Sent left it. It returns the Call
+// recorded.
+func (t *Tracker) Late(a LateAnswer, now time.Time) Call {
+	return t.mem.late(a, now)
+}
+
 // Forget drops what the Tracker knows, at mono on the monotonic clock, as
 // a restart would: the host counts as possibly powered on and off just
 // now, its values as known from now, and its record as changed.
 func (t *Tracker) Forget(mono time.Duration, now time.Time) {
-	*t = Tracker{started: true, start: mono, startWall: now,
+	*t = Tracker{started: true, start: mono, startWall: now, standby: t.standby,
 		mem: memory{lastOn: mono, off: offState{lastOff: mono, lastPress: mono}, forgot: true}}
+}
+
+// Standby reports that the caller's controller does not hold its
+// leadership (its Guard refused a Hold), or has not asked yet: a caller
+// fenced by a Guard calls it before its first Observe. Until Leading, every
+// power-off, press and power-on the Status read shows counts as sent at
+// that pass, at every pass (another leader writes its value before it
+// sends the call, which may land until its lease ends: after this read).
+// A caller that needs no Guard (the only controller by construction) never
+// calls it: the Tracker then leads from its start.
+func (t *Tracker) Standby() { t.standby = true }
+
+// Leading reports a Hold of the caller's Guard that succeeded, at mono on
+// the monotonic clock (read once it returned): call it after every
+// successful Hold (it does nothing unless Standby was called since the
+// last one). The first after Standby begins the leadership: what passes
+// read while standing by counts as sent at mono, if later (the Guard
+// promises the previous leader's calls are over by then). The Reconciler
+// asks its Guard at the start of every pass and before every write and
+// power call, and reports each answer so.
+func (t *Tracker) Leading(mono time.Duration) {
+	if t.standby {
+		t.standby = false
+		t.mem.lead(mono)
+	}
 }
 
 // reading notes a power reading at m and returns Observed.OffFor and
@@ -310,6 +353,24 @@ func (v *ownValues) note(st Status) {
 	v.on.add(st.LastPoweredOn)
 }
 
+// lead notes that this controller's leadership began at m after it stood
+// by: a power-off, press or power-on that a status read while standing by
+// showed counts as sent at m, if later (its sender's lease, which bounds
+// the call, ended before m).
+func (h *memory) lead(m time.Duration) {
+	o := &h.off
+	if h.heard.on {
+		h.lastOn = max(h.lastOn, m)
+	}
+	if h.heard.off {
+		o.noOff, o.lastOff = false, max(o.lastOff, m)
+	}
+	if h.heard.press && m > o.lastPress {
+		*o = offState{lastOff: o.lastOff, lastPress: m}
+	}
+	h.heard = heard{}
+}
+
 // quietFor returns Observed.QuietFor for a pass at m that read st: the
 // time since this controller's last power-on sent, or since its start.
 // Every power-on is recorded in Status.LastPoweredOn by a versioned write
@@ -317,10 +378,15 @@ func (v *ownValues) note(st Status) {
 // knew, read in a later pass (another leader's power-on, written while
 // this one stood by), counts as a power-on sent at this pass, never
 // earlier; so does one read in the first pass but stamped after the
-// start's wall clock (late: written after the start). Call it before
-// sinceOff, which notes st's values as known.
-func (h *memory) quietFor(first bool, st Status, m time.Duration, late bool) time.Duration {
+// start's wall clock (late: written after the start). In a pass run while
+// standing by, any LastPoweredOn counts as a power-on sent now, at every
+// such pass (see sinceOff and lead). Call it before sinceOff, which notes
+// st's values as known.
+func (h *memory) quietFor(first bool, st Status, m time.Duration, late, standby bool) time.Duration {
 	foreign := !first && !st.LastPoweredOn.IsZero() && !h.own.on.has(st.LastPoweredOn)
+	if standby && !st.LastPoweredOn.IsZero() {
+		foreign, h.heard.on = true, true
+	}
 	if foreign || late {
 		h.lastOn = max(h.lastOn, m)
 	}
