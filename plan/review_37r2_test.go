@@ -1,0 +1,104 @@
+package plan_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// slowCallFleet is a fleet whose CreateJob calls take callTime each (an
+// HTTP call with retries; or, what is the same for the reboot decided
+// first, a pass that creates hundreds of jobs one after the other: at 50 %
+// of 100,000 servers a pass creates up to 1,536) and which shows a job
+// lag after the call, well within plan.Fleet's contract ("show it in
+// Observe within Config.ShowTimeout of the call").
+type slowCallFleet struct {
+	*fake.Fleet
+	clk      *fake.Clock
+	callTime time.Duration
+	lag      time.Duration
+	called   map[string]time.Time
+}
+
+func (f *slowCallFleet) CreateJob(ctx context.Context, a plan.Action) error {
+	f.clk.Advance(f.callTime)
+	if err := f.Fleet.CreateJob(ctx, a); err != nil {
+		return err
+	}
+	if _, ok := f.called[a.JobUUID]; !ok {
+		f.called[a.JobUUID] = f.clk.Now()
+	}
+	return nil
+}
+
+func (f *slowCallFleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, error) {
+	obs, err := f.Fleet.Observe(ctx, p)
+	for id := range obs.Jobs {
+		if at, ok := f.called[id]; ok && f.clk.Now().Sub(at) < f.lag {
+			delete(obs.Jobs, id)
+		}
+	}
+	return obs, err
+}
+
+// TestReview37_ShowTimeoutFromDecisionNotCall: plan.Fleet's contract is
+// that a created job shows "within Config.ShowTimeout of the call", but
+// next.go measures ShowTimeout from JobCreatedAt, the instant the pass
+// decided (before its save and before its CreateJob calls). A job whose
+// call came 40 s after the decision and that the fleet showed 30 s after
+// the call (within the contract's 1 min) is taken for lost at 61 s when a
+// domain limit holds it (its rack has another server down): its server no
+// longer counts offline, and a reboot in another rack starts. Ground truth
+// (fake.Fleet's Starts): at that job's creation the first job is running
+// and the other server is down: 3 servers of the plan offline with
+// concurrency 2.
+func TestReview37_ShowTimeoutFromDecisionNotCall(t *testing.T) {
+	mk := func(uuid, host, rack string) fake.FleetServer {
+		return fake.FleetServer{UUID: uuid, Hostname: host, Platform: "1", Queue: 2 * time.Minute, Drain: 10 * time.Second,
+			Shutdown: 5 * time.Second, Boot: 10 * time.Minute, Services: 30 * time.Second, Labels: map[string]string{"rack": rack}}
+	}
+	fs := []fake.FleetServer{mk("u000", "cn000", "ra"), mk("u001", "cn001", "rb"), mk("u002", "cn002", "rb"), mk("u003", "cn003", "ra")}
+	o := opts()
+	o.Concurrency, o.FailureBudget = plan.Count(2), plan.Count(4)
+	o.DomainLimits = []plan.DomainLimit{{Label: "rack", Max: 1}}
+	w := newWorld(t, fs, "", o)
+	sf := &slowCallFleet{Fleet: w.fleet, clk: w.clk, callTime: 40 * time.Second, lag: 30 * time.Second, called: map[string]time.Time{}}
+	w.exec = &plan.Executor{Fleet: sf, Store: w.store, Now: w.clk.Now}
+	start := w.clk.Now()
+
+	w.fleet.SetDown("u002", true) // rb's second server, down for other reasons
+	_, err := w.exec.Pass(w.ctx, w.uuid)
+	require.NoError(t, err)
+	p, _ := w.store.Get(w.ctx, w.uuid)
+	require.Len(t, w.fleet.Starts(), 1, "one reboot started:\n%s", plan.Table(p))
+
+	// 61 s after the decision, 21 s after the call: the fleet shows the
+	// job at 70 s. The other server of rack ra went down meanwhile, the
+	// one of rb came back.
+	w.fleet.SetDown("u002", false)
+	w.fleet.SetDown("u003", true)
+	w.clk.Advance(start.Add(61 * time.Second).Sub(w.clk.Now()))
+	t.Logf("pass 2 at %s after the decision", w.clk.Now().Sub(start))
+	for i := 0; i < 10; i++ {
+		_, err := w.exec.Pass(w.ctx, w.uuid)
+		q, _ := w.store.Get(w.ctx, w.uuid)
+		t.Logf("at %s: %v %q steps %s %s %s %s", w.clk.Now().Sub(start), err, q.Waiting, q.Reboots[0].Step, q.Reboots[1].Step, q.Reboots[2].Step, q.Reboots[3].Step)
+		w.clk.Advance(10 * time.Second)
+	}
+	p, _ = w.store.Get(w.ctx, w.uuid)
+	t.Logf("%s", plan.Table(p))
+	for _, st := range w.fleet.Starts() {
+		n := len(st.Offline)
+		if !st.SelfOffline {
+			n++
+		}
+		assert.LessOrEqual(t, n, 2, "job on %s created at %s with %v offline (ground truth): %d servers of the plan offline, concurrency 2; called at %v:\n%s",
+			st.Server, st.At.Sub(start), st.Offline, n, sf.called, plan.Table(p))
+	}
+}
