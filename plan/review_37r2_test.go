@@ -102,3 +102,52 @@ func TestReview37_ShowTimeoutFromDecisionNotCall(t *testing.T) {
 			st.Server, st.At.Sub(start), st.Offline, n, sf.called, plan.Table(p))
 	}
 }
+
+// TestReview37_CancelReleasesJobShownInTime: round 1's
+// TestReview37_CancelDoesNotReleaseCreatedJob again, with a fleet that
+// keeps the contract. The job's CreateJob call came 40 s after the pass
+// decided (a slow call, or the pass's earlier calls), and the fleet shows
+// it 30 s after the call (within ShowTimeout of the call). The operator
+// cancels meanwhile; the pass at 61 s measures ShowTimeout from the
+// decision (JobCreatedAt), takes the job for lost, releases the reboot
+// ("not started") and the plan ends; ground truth: the job runs and
+// reboots the server after the plan ended.
+func TestReview37_CancelReleasesJobShownInTime(t *testing.T) {
+	fs := fleetServers(0, 2, time.Minute)
+	for i := range fs {
+		fs[i].Queue = 2 * time.Minute
+	}
+	o := opts()
+	o.Concurrency = plan.Count(1)
+	w := newWorld(t, fs, "", o)
+	sf := &slowCallFleet{Fleet: w.fleet, clk: w.clk, callTime: 40 * time.Second, lag: 30 * time.Second, called: map[string]time.Time{}}
+	w.exec = &plan.Executor{Fleet: sf, Store: w.store, Now: w.clk.Now}
+	start := w.clk.Now()
+	_, err := w.exec.Pass(w.ctx, w.uuid)
+	require.NoError(t, err)
+	require.Len(t, w.fleet.JobsCreated(), 1, "the first reboot's job was created")
+	w.clk.Advance(time.Second)
+	_, err = plan.Command(w.ctx, w.store, w.uuid, plan.Cancel)
+	require.NoError(t, err)
+	w.clk.Advance(start.Add(61 * time.Second).Sub(w.clk.Now()))
+	var p plan.Plan
+	var endedAt time.Duration
+	for i := 0; i < 30; i++ {
+		_, _ = w.exec.Pass(w.ctx, w.uuid)
+		p, _ = w.store.Get(w.ctx, w.uuid)
+		if !p.Unfinished() {
+			endedAt = w.clk.Now().Sub(start)
+			break
+		}
+		w.clk.Advance(5 * time.Second)
+	}
+	w.clk.Advance(10 * time.Minute)
+	rebooted := w.fleet.Reboots()
+	for _, r := range p.Reboots {
+		if rebooted[r.ServerUUID] > 0 {
+			assert.NotEqual(t, plan.StepReleased, r.Step,
+				"%s recorded %q (never started; the plan ended at %s) although its job, called at %v and shown 30 s later, rebooted it (ground truth):\n%s",
+				r.ServerHostname, r.Error, endedAt, sf.called, plan.Table(p))
+		}
+	}
+}
