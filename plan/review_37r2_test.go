@@ -24,10 +24,15 @@ type slowCallFleet struct {
 	callTime time.Duration
 	lag      time.Duration
 	called   map[string]time.Time
+	// firstOnly: only the first call for a job is slow (an ask again of
+	// a job the fleet has answers at once).
+	firstOnly bool
 }
 
 func (f *slowCallFleet) CreateJob(ctx context.Context, a plan.Action) error {
-	f.clk.Advance(f.callTime)
+	if _, asked := f.called[a.JobUUID]; !asked || !f.firstOnly {
+		f.clk.Advance(f.callTime)
+	}
 	if err := f.Fleet.CreateJob(ctx, a); err != nil {
 		return err
 	}
@@ -150,4 +155,47 @@ func TestReview37_CancelReleasesJobShownInTime(t *testing.T) {
 				r.ServerHostname, r.Error, endedAt, sf.called, plan.Table(p))
 		}
 	}
+}
+
+// TestReview37_FrozenPrimaryUnfrozenWhileItReboots: the database shard's
+// primary's job is called 40 s after the pass decided it and the fleet
+// shows it 30 s after the call (within ShowTimeout of the call); the
+// operator cancels the plan meanwhile. next.go takes the job for lost
+// ShowTimeout after the decision (JobCreatedAt is the decision's
+// instant), moves the reboot to wait_headnode and unfreezes the shard,
+// while the job, created and running, reboots the primary. Ground truth
+// (fake.Fleet): the primary is down with the shard not frozen, which the
+// freeze exists to prevent.
+func TestReview37_FrozenPrimaryUnfrozenWhileItReboots(t *testing.T) {
+	fs := fleetServers(0, 2, 10*time.Minute)
+	for i := range fs {
+		fs[i].Queue = 0
+	}
+	o := opts()
+	o.Concurrency = plan.Count(1)
+	w := newWorld(t, fs, "u000", o)
+	sf := &slowCallFleet{Fleet: w.fleet, clk: w.clk, callTime: 40 * time.Second, lag: 30 * time.Second, called: map[string]time.Time{}, firstOnly: true}
+	w.exec = &plan.Executor{Fleet: sf, Store: w.store, Now: w.clk.Now}
+	start := w.clk.Now()
+	var bad []string
+	canceled := false
+	for i := 0; i < 60; i++ {
+		_, _ = w.exec.Pass(w.ctx, w.uuid)
+		if !canceled && len(w.fleet.JobsCreated()) > 0 {
+			w.clk.Advance(time.Second)
+			_, err := plan.Command(w.ctx, w.store, w.uuid, plan.Cancel)
+			require.NoError(t, err)
+			canceled = true
+		}
+		frozen, _ := w.fleet.Frozen()
+		for _, s := range w.fleet.Offline() {
+			if s == "u000" && !frozen {
+				bad = append(bad, w.clk.Now().Sub(start).String())
+			}
+		}
+		w.clk.Advance(5 * time.Second)
+	}
+	p, _ := w.store.Get(w.ctx, w.uuid)
+	require.True(t, canceled)
+	assert.Empty(t, bad, "the primary u000 was down (rebooting, ground truth) with the shard unfrozen at %v; its job called at %v:\n%s", bad, sf.called, plan.Table(p))
 }
