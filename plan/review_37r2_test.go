@@ -199,3 +199,21 @@ func TestReview37_FrozenPrimaryUnfrozenWhileItReboots(t *testing.T) {
 	require.True(t, canceled)
 	assert.Empty(t, bad, "the primary u000 was down (rebooting, ground truth) with the shard unfrozen at %v; its job called at %v:\n%s", bad, sf.called, plan.Table(p))
 }
+
+// TestReview37_TwoSlowRebootsStallWindowedPlan: round 1's
+// TestReview37_FirstSlowRebootStallsWindowedPlan was fixed for one reboot
+// done only (needAt: "an estimate that rests on a single reboot ... never
+// holds the plan for good"). With the first two reboots slow (2 h each: a
+// firmware update on the first servers, the headnode and a core server
+// that run the most services), the estimate rests on the shorter of the
+// two, no 1-hour window ever fits it, no other reboot can finish to lower
+// it, and the plan waits for ever. Its message says "set windows expect to
+// override", which rebootctl offers only at create (--expect-reboot).
+func TestReview37_TwoSlowRebootsStallWindowedPlan(t *testing.T) {
+	now := time.Date(2026, 1, 5, 22, 0, 0, 0, time.UTC) // a daily 22:00-23:00 window opens
+	o := opts()
+	o.Windows = &plan.Windows{Weekly: []string{"daily 22:00-23:00"}}
+	p := doneAt(t, o, 14, []time.Duration{2 * time.Hour, 2 * time.Hour}, now)
+	q, acts := plan.Next(p, upObs(p), now)
+	assert.NotEmpty(t, acts, "two slow reboots set the need of every other, for good: %s", q.Waiting)
+}
