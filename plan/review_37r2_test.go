@@ -217,3 +217,48 @@ func TestReview37_TwoSlowRebootsStallWindowedPlan(t *testing.T) {
 	q, acts := plan.Next(p, upObs(p), now)
 	assert.NotEmpty(t, acts, "two slow reboots set the need of every other, for good: %s", q.Waiting)
 }
+
+// TestReview37_CancelReleasesJobsOfLongPass: the same at scale, with
+// ordinary numbers: a pass starts 100 reboots, each CreateJob call takes
+// 0.5 s (the last is called 50 s after the pass decided) and the fleet
+// shows a job 15 s after its call. The operator cancels after the pass;
+// the next pass, 61 s after the decision, releases ("not started") the
+// reboots whose jobs the fleet has not shown yet, every one of which it
+// created 46 s to 50 s after the decision and shows within ShowTimeout of
+// the call; the plan ends while those jobs reboot their servers (ground
+// truth).
+func TestReview37_CancelReleasesJobsOfLongPass(t *testing.T) {
+	fs := fleetServers(0, 100, time.Minute)
+	o := opts()
+	o.Concurrency = plan.Count(100)
+	w := newWorld(t, fs, "", o)
+	sf := &slowCallFleet{Fleet: w.fleet, clk: w.clk, callTime: 500 * time.Millisecond, lag: 15 * time.Second, called: map[string]time.Time{}, firstOnly: true}
+	w.exec = &plan.Executor{Fleet: sf, Store: w.store, Now: w.clk.Now}
+	start := w.clk.Now()
+	_, err := w.exec.Pass(w.ctx, w.uuid)
+	require.NoError(t, err)
+	require.Len(t, w.fleet.JobsCreated(), 100)
+	w.clk.Advance(time.Second)
+	_, err = plan.Command(w.ctx, w.store, w.uuid, plan.Cancel)
+	require.NoError(t, err)
+	w.clk.Advance(start.Add(61 * time.Second).Sub(w.clk.Now()))
+	var p plan.Plan
+	for i := 0; i < 200; i++ {
+		_, _ = w.exec.Pass(w.ctx, w.uuid)
+		p, _ = w.store.Get(w.ctx, w.uuid)
+		if !p.Unfinished() {
+			break
+		}
+		w.clk.Advance(5 * time.Second)
+	}
+	require.False(t, p.Unfinished(), "the canceled plan ended")
+	w.clk.Advance(10 * time.Minute)
+	rebooted := w.fleet.Reboots()
+	var wrong []string
+	for _, r := range p.Reboots {
+		if rebooted[r.ServerUUID] > 0 && r.Step == plan.StepReleased {
+			wrong = append(wrong, r.ServerHostname)
+		}
+	}
+	assert.Empty(t, wrong, "%d reboot(s) recorded released (never started) although their jobs, created and shown within ShowTimeout of the call, rebooted the servers after the plan ended (ground truth)", len(wrong))
+}
