@@ -57,8 +57,10 @@
 //     between save and act, a CreateJob error) has not started: its
 //     JobTimeout does not run while it is held, and it is never counted
 //     failed for it. A job asked for is taken for lost only when the fleet
-//     has not shown it Config.ShowTimeout (1 min) after the last ask:
-//     until then it may run, so its server counts offline and its reboot
+//     has not shown it Config.ShowTimeout (1 min) after the last ask's
+//     calls returned, counted from the start of the first pass after the
+//     ask (Reboot.ShowFrom: a pass's calls may take long, and passes are
+//     sequential), never from the decision: until then it may run, so its server counts offline and its reboot
 //     is neither held nor released, whatever the plan's state (a fleet
 //     must show a job it created within ShowTimeout). A job the fleet
 //     never shows though it is asked for again whenever the limits allow
