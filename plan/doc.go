@@ -106,10 +106,12 @@
 //     absolute ranges), and only if the window stays open for as long as a
 //     reboot takes from its job's creation (Need: Windows.Expect when set,
 //     else the 90th percentile of the reboots done with the longest left
-//     out, from Index.DoneHist; one reboot done holds a start until a
-//     window long enough for it, but never holds the plan for good: when
-//     no window is that long, starts wait for no estimate until a second
-//     reboot is done). A reboot that started finishes whenever
+//     out, from Index.DoneHist; an estimate that rests on fewer than 10
+//     reboots done, where leaving the longest out makes it the second
+//     longest whatever the percentile, holds a start until a window long
+//     enough for it, but never holds the plan for good: when no window is
+//     that long, starts wait for no estimate until 10 reboots are done,
+//     each starting until its window closes). A reboot that started finishes whenever
 //     it finishes. Outside, Waiting says until when and which estimate
 //     holds the plan; the ETA (Summarize, View.SummaryAt) counts only the
 //     time the windows are open, and is Never when no window of the next
