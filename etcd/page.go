@@ -90,6 +90,9 @@ func appendReboot(b []byte, r *plan.Reboot) ([]byte, error) {
 	if b, err = appendTime(b, `,"asked_at":`, r.AskedAt); err != nil {
 		return nil, err
 	}
+	if b, err = appendTime(b, `,"show_from":`, r.ShowFrom); err != nil {
+		return nil, err
+	}
 	if ph := r.Phases; ph != nil {
 		b = append(b, `,"phases":{`...)
 		n := len(b)
@@ -183,7 +186,7 @@ func appendString(b []byte, s string) []byte {
 func wallOnly(rs []plan.Reboot) {
 	for i := range rs {
 		r := &rs[i]
-		ts := []*time.Time{r.StartedAt, r.FinishedAt, r.OperationalAt, r.CanceledAt, r.StepSince, r.DrainSince, r.JobCreatedAt, r.AskedAt}
+		ts := []*time.Time{r.StartedAt, r.FinishedAt, r.OperationalAt, r.CanceledAt, r.StepSince, r.DrainSince, r.JobCreatedAt, r.AskedAt, r.ShowFrom}
 		if ph := r.Phases; ph != nil {
 			ts = append(ts, ph.Drained, ph.Off, ph.On, ph.Healthy)
 		}

@@ -57,8 +57,10 @@
 //     between save and act, a CreateJob error) has not started: its
 //     JobTimeout does not run while it is held, and it is never counted
 //     failed for it. A job asked for is taken for lost only when the fleet
-//     has not shown it Config.ShowTimeout (1 min) after the last ask:
-//     until then it may run, so its server counts offline and its reboot
+//     has not shown it Config.ShowTimeout (1 min) after the last ask's
+//     calls returned, counted from the start of the first pass after the
+//     ask (Reboot.ShowFrom: a pass's calls may take long, and passes are
+//     sequential), never from the decision: until then it may run, so its server counts offline and its reboot
 //     is neither held nor released, whatever the plan's state (a fleet
 //     must show a job it created within ShowTimeout). A job the fleet
 //     never shows though it is asked for again whenever the limits allow
@@ -104,10 +106,12 @@
 //     absolute ranges), and only if the window stays open for as long as a
 //     reboot takes from its job's creation (Need: Windows.Expect when set,
 //     else the 90th percentile of the reboots done with the longest left
-//     out, from Index.DoneHist; one reboot done holds a start until a
-//     window long enough for it, but never holds the plan for good: when
-//     no window is that long, starts wait for no estimate until a second
-//     reboot is done). A reboot that started finishes whenever
+//     out, from Index.DoneHist; an estimate that rests on fewer than 10
+//     reboots done, where leaving the longest out makes it the second
+//     longest whatever the percentile, holds a start until a window long
+//     enough for it, but never holds the plan for good: when no window is
+//     that long, starts wait for no estimate until 10 reboots are done,
+//     each starting until its window closes). A reboot that started finishes whenever
 //     it finishes. Outside, Waiting says until when and which estimate
 //     holds the plan; the ETA (Summarize, View.SummaryAt) counts only the
 //     time the windows are open, and is Never when no window of the next

@@ -124,18 +124,26 @@ func Need(w *Windows, h Hist) (time.Duration, string) {
 	return d, fmt.Sprintf("the 90th percentile of %d reboot(s) done, the longest left out; set windows expect to override", n)
 }
 
-// needAt is Need as the plan's decisions use it at now: one reboot done
-// is not decisive (leaving the longest out leaves nothing), so an
-// estimate that rests on a single reboot holds a start until a window
-// long enough for it, but never holds the plan for good: when no window
-// of the next 400 days is that long, nothing holds the starts (0) until
-// a second reboot is done. Windows.Expect, the operator's word, always
-// holds.
+// minEstimate is how many reboots done an estimate must rest on to hold
+// the plan for good. Below 10 the 90th percentile is the longest reboot
+// (ceil(0.9 n) = n), so with the longest left out the estimate is the
+// second longest whatever the percentile: two slow reboots (the first
+// ones, often the headnode and core servers that run the most services)
+// would set the need of every other.
+const minEstimate = 10
+
+// needAt is Need as the plan's decisions use it at now: fewer than
+// minEstimate reboots done are not decisive, so an estimate that rests on
+// them holds a start until a window long enough for it, but never holds
+// the plan for good: when no window of the next 400 days is that long,
+// nothing holds the starts (0) until minEstimate reboots are done.
+// Windows.Expect, the operator's word, always holds.
 func needAt(w *Windows, h Hist, now time.Time) (time.Duration, string) {
 	need, why := Need(w, h)
-	if _, n := h.Estimate(); need > 0 && n == 1 && (w == nil || w.Expect <= 0) {
+	if _, n := h.Estimate(); need > 0 && n < minEstimate && (w == nil || w.Expect <= 0) {
 		if _, ok, err := nextOpen(w, now, need); err == nil && !ok {
-			return 0, fmt.Sprintf("the one reboot done took %s, longer than any window: too few reboots for an estimate", need.Round(time.Second))
+			return 0, fmt.Sprintf("%d reboot(s) done, the estimate %s is longer than any window: too few reboots for an estimate (%d needed)",
+				n, need.Round(time.Second), minEstimate)
 		}
 	}
 	return need, why

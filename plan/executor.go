@@ -61,8 +61,9 @@ type Fleet interface {
 	// exists already is not created again. The fleet must keep a job it
 	// created (finished or not) for at least RetainJobs, so that the
 	// executor sees how it ended, and show it in Observe within
-	// Config.ShowTimeout of the call (a job not shown by then is taken
-	// for lost: its server no longer counts offline).
+	// Config.ShowTimeout of the call (a job not shown by then may be
+	// taken for lost, ShowTimeout after the first pass that follows the
+	// call: its server no longer counts offline).
 	CreateJob(ctx context.Context, a Action) error
 	// CancelJob asks the job a.JobUUID to stop. A job that already sent
 	// its reboot command reboots the server all the same; the executor

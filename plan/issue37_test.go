@@ -409,3 +409,28 @@ func TestRegression40WaitingNamesHeadnode(t *testing.T) {
 	}
 	assert.True(t, named, "no reboot waited for the headnode")
 }
+
+// The small-sample rule's edge (TestReview37_TwoSlowRebootsStallWindowedPlan):
+// with nine reboots done, all longer than any window, the estimate rests
+// on too few to hold the plan for good and reboots start; with ten it is
+// decisive: the plan waits, says why and what to do, and the ETA is never.
+func TestEstimateHoldsForGoodFromTenReboots(t *testing.T) {
+	now := time.Date(2026, 1, 5, 22, 0, 0, 0, time.UTC) // a daily 22:00-23:00 window opens
+	for _, n := range []int{2, 9, 10, 11} {
+		o := opts()
+		o.Windows = &plan.Windows{Weekly: []string{"daily 22:00-23:00"}}
+		took := make([]time.Duration, n)
+		for i := range took {
+			took[i] = 2 * time.Hour
+		}
+		p := doneAt(t, o, 20, took, now)
+		q, acts := plan.Next(p, upObs(p), now)
+		if n < 10 {
+			assert.NotEmpty(t, acts, "%d reboots done held the plan for good: %s", n, q.Waiting)
+			continue
+		}
+		assert.Empty(t, acts, "%d reboots done of 2 h each, 1-hour windows", n)
+		assert.Contains(t, q.Waiting, "no maintenance window is open for 2h0m0s")
+		assert.Contains(t, plan.Summarize(q, now).Line(10), "ETA never")
+	}
+}

@@ -24,7 +24,9 @@ type Config struct {
 	// start). Default 2 min.
 	ConditionMaxAge time.Duration
 	// ShowTimeout: a reboot job asked for (CreateJob) must show in the
-	// fleet's observations this long after the (last) ask. Until then it
+	// fleet's observations this long after the (last) ask's call
+	// returned; a pass counts it from the start of the first pass after
+	// the ask (Reboot.ShowFrom), a point known to follow the call. Until then it
 	// may run, so its server counts offline and its reboot is neither
 	// held nor released; after it, a job never shown is taken for lost
 	// (never created: the executor was killed before it acted, or the
@@ -449,7 +451,7 @@ func (ps *pass) advance(i int) {
 	}
 	createJob := func() {
 		enter(StepJob) // (before the job UUID: held until now, not offline)
-		r.JobUUID, r.JobCreatedAt = JobUUID(*q, r.ServerUUID), tp(now)
+		r.JobUUID, r.JobCreatedAt, r.ShowFrom = JobUUID(*q, r.ServerUUID), tp(now), nil
 		if !q.DryRun {
 			if r.AskedAt == nil {
 				r.AskedAt = tp(now)
@@ -502,7 +504,8 @@ func (ps *pass) advance(i int) {
 				// it) unfreezes the shard too before it is asked for
 				// again, so a refusal that lasts never keeps the shard
 				// frozen with no job longer than two ShowTimeouts (the
-				// asks again, then the wait after the last) and two
+				// asks again, then the wait after the last, counted
+				// from the first pass after it: ShowFrom) and three
 				// passes.
 				switch {
 				case !obs.ShardFrozen:
@@ -578,7 +581,7 @@ func (ps *pass) advance(i int) {
 			}
 			j := obs.Jobs[r.JobUUID]
 			if j.Exists {
-				r.JobSeen, r.AskedAt = true, nil
+				r.JobSeen, r.AskedAt, r.ShowFrom = true, nil, nil
 			}
 			if j.Started && r.StartedAt == nil {
 				r.StartedAt = tp(orNow(j.StartedAt, now))
@@ -611,29 +614,34 @@ func (ps *pass) advance(i int) {
 				// no second job), until JobTimeout after the first ask
 				// (AskedAt); a frozen primary only for ShowTimeout, then
 				// its job is taken for lost below and the shard unfrozen.
-				r.JobCreatedAt = tp(now)
+				r.JobCreatedAt, r.ShowFrom = tp(now), nil
 				ps.acts = append(ps.acts, c.createJob(q, r))
 				wait("waiting: reboot job of " + r.ServerHostname + " asked for again (the fleet does not show it)")
 			case !j.Exists && !created:
 				// Never seen, and not asked again. Until ShowTimeout
-				// after the last ask the job may run (the fleet shows it
-				// late): it stays here, counted offline, whatever the
-				// plan's state. After it, it is taken for lost (never
+				// after the last ask's calls the job may run (the fleet
+				// shows it late): it stays here, counted offline,
+				// whatever the plan's state. The clock starts at the
+				// first pass after the ask (ShowFrom), when its calls
+				// are known to have returned, not at the decision
+				// (JobCreatedAt): a pass's calls may take long (1,536
+				// of them at 50 % of 100,000 servers). After it, it is
+				// taken for lost (never
 				// created: an executor killed between save and act, a
 				// CreateJob error or refusal): the reboot has not
 				// started, so it is no failure and its JobTimeout does
 				// not run while it is held; it waits in wait_headnode and
 				// is asked for again (same UUID) when the limits allow,
 				// or released once JobTimeout of asking went by.
-				asked := r.JobCreatedAt
-				if asked == nil {
-					asked = r.StepSince
+				if r.ShowFrom == nil && (r.JobCreatedAt == nil || now.After(*r.JobCreatedAt)) {
+					r.ShowFrom = tp(now) // a later pass than the ask's
 				}
-				if asked != nil && now.Sub(*asked) < c.ShowTimeout {
-					wait(fmt.Sprintf("waiting: reboot job of %s asked for, not shown by the fleet yet (counted offline, for at most %s)",
+				if r.ShowFrom == nil || now.Sub(*r.ShowFrom) < c.ShowTimeout {
+					wait(fmt.Sprintf("waiting: reboot job of %s asked for, not shown by the fleet yet (counted offline, for at most %s after the ask)",
 						r.ServerHostname, c.ShowTimeout))
 					break
 				}
+				r.ShowFrom = nil
 				enter(StepWaitHead)
 				continue
 			case j.Started && !j.Drained && r.DrainSince != nil && now.Sub(*r.DrainSince) >= c.DrainTimeout:

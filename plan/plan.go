@@ -116,6 +116,16 @@ type Reboot struct {
 	// JobTimeout after AskedAt is given up: the reboot is released
 	// (StepReleased), not started and not failed.
 	AskedAt *time.Time `json:"asked_at,omitempty"`
+	// ShowFrom is when Config.ShowTimeout started for the job last asked
+	// for and not shown yet: the start of the first pass after the one
+	// that asked (JobCreatedAt is when that pass decided, before its save
+	// and its CreateJob calls, which may take long). Every call of the
+	// ask had returned by then: an executor's passes are sequential, and
+	// a deposed leader's late calls are fenced (Action.Fence). Until
+	// ShowTimeout after it the job may run, so its server counts offline;
+	// after it the job is taken for lost. Cleared when the job is asked
+	// for again or shown.
+	ShowFrom *time.Time `json:"show_from,omitempty"`
 	// Phases are when the reboot's job reached each phase, as the fleet
 	// reported them (JobObs.Phases); for reports only, no decision reads
 	// them.
@@ -324,8 +334,8 @@ func (p Plan) Clone() Plan {
 }
 
 // timeFields are the times r points to (Phases' apart).
-func (r *Reboot) timeFields() [8]**time.Time {
-	return [...]**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince, &r.JobCreatedAt, &r.AskedAt}
+func (r *Reboot) timeFields() [9]**time.Time {
+	return [...]**time.Time{&r.StartedAt, &r.FinishedAt, &r.OperationalAt, &r.CanceledAt, &r.StepSince, &r.DrainSince, &r.JobCreatedAt, &r.AskedAt, &r.ShowFrom}
 }
 
 // timeFields are the times p points to.

@@ -148,7 +148,7 @@ func sameReboot(a, b Reboot) bool {
 		sameTime(a.StartedAt, b.StartedAt) && sameTime(a.FinishedAt, b.FinishedAt) && sameTime(a.OperationalAt, b.OperationalAt) &&
 		sameTime(a.CanceledAt, b.CanceledAt) && a.Core == b.Core && a.Step == b.Step && sameTime(a.StepSince, b.StepSince) &&
 		a.Frozen == b.Frozen && a.Error == b.Error && a.JobSeen == b.JobSeen && sameTime(a.DrainSince, b.DrainSince) &&
-		sameTime(a.JobCreatedAt, b.JobCreatedAt) && sameTime(a.AskedAt, b.AskedAt) &&
+		sameTime(a.JobCreatedAt, b.JobCreatedAt) && sameTime(a.AskedAt, b.AskedAt) && sameTime(a.ShowFrom, b.ShowFrom) &&
 		samePhases(a.Phases, b.Phases) &&
 		maps.Equal(a.Labels, b.Labels)
 }

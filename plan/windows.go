@@ -36,8 +36,9 @@ type Windows struct {
 	// services up), the operator's word: when set, a reboot starts only if
 	// the window stays open that long, whatever the reboots done took. 0:
 	// the plan's own estimate (Need: the 90th percentile of the reboots
-	// done, the longest left out); until one is done, a reboot may start
-	// until the window closes.
+	// done, the longest left out); until one is done, and while fewer
+	// than 10 are done and no window is as long as their estimate, a
+	// reboot may start until the window closes.
 	Expect time.Duration `json:"expect,omitempty"`
 }
 
