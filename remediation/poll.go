@@ -92,6 +92,10 @@ func (p *poller) version(ctx context.Context, name string) string {
 	return rec.Version
 }
 
+// listTimeout bounds one listing of the poller when PollInterval is
+// shorter.
+const listTimeout = 2 * time.Minute
+
 // run lists the store every interval until ctx is done.
 func (p *poller) run(ctx context.Context) {
 	t := time.NewTicker(p.every)
@@ -102,10 +106,28 @@ func (p *poller) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		lctx, cancel := context.WithTimeout(ctx, p.every)
+		// A listing may take longer than the interval (a large fleet):
+		// bounded by listTimeout, the ticks meanwhile are skipped.
+		lctx, cancel := context.WithTimeout(ctx, max(p.every, listTimeout))
 		recs, err := p.s.List(lctx)
 		cancel()
 		if err != nil {
+			// Nothing is known: every watched Machine is woken, and its
+			// pass reads it (the store is not deaf to a failing List).
+			p.mu.Lock()
+			if ctx.Err() != nil {
+				p.mu.Unlock()
+				return
+			}
+			for _, subs := range p.subs {
+				for sub := range subs {
+					select {
+					case sub.ch <- struct{}{}:
+					default:
+					}
+				}
+			}
+			p.mu.Unlock()
 			continue
 		}
 		listed := make(map[string]string, len(recs))

@@ -42,13 +42,14 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 			}
 			return reboot.Next{After: res.RequeueAfter}, err
 		}}
-	var poll *poller // shared by every Machine of this Loop
-	if _, ok := r.Machines.(MachineWatcher); !ok {
-		poll = newPoller(r.Machines, r.Config.withDefaults().PollInterval)
-	}
+	// Shared by every Machine of this Loop: for a store without Watch,
+	// or one whose Watch cannot start.
+	poll := newPoller(r.Machines, r.Config.withDefaults().PollInterval)
 	machine := func(ctx context.Context, name string) (<-chan struct{}, error) {
 		if w, ok := r.Machines.(MachineWatcher); ok {
-			return w.Watch(ctx, name)
+			if ch, err := w.Watch(ctx, name); err == nil {
+				return ch, nil
+			}
 		}
 		return poll.Watch(ctx, name)
 	}

@@ -43,8 +43,10 @@ func (m watchingRecordMachines) Watch(ctx context.Context, name string) (<-chan 
 // is passed on): when the answer changed (a Machine provisioned onto a
 // host, or moved), the host watch is restarted on the new host. The
 // channel is closed once ctx is done, either source's channel closes, or
-// a new resolution fails (the Runner then starts the watch again). A watch
-// that fails to start, or a first resolution that fails, fails the call.
+// a new resolution fails (the Runner then starts the watch again). A
+// Machine watch that fails to start, or a first resolution that fails,
+// fails the call; a host watch that cannot start leaves the Machine's
+// watch alone (its host's evidence is then seen at its next pass).
 func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan struct{}, error),
 	hostOf func(context.Context) (string, error), watchHost func(context.Context, string) (<-chan struct{}, error)) (<-chan struct{}, error) {
 	wctx, cancel := context.WithCancel(ctx)
@@ -72,8 +74,10 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 	}
 	hch, err := startHost(h)
 	if err != nil {
-		cancel()
-		return nil, err
+		// The host store cannot watch (now): the Machine's own watch
+		// still wakes it, and its host's evidence is seen at its next
+		// pass (PollInterval).
+		hch = nil
 	}
 	out := make(chan struct{}, 1)
 	wake := func() {
@@ -93,10 +97,11 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 				}
 				now, err := hostOf(wctx)
 				if err == nil && now != h {
-					var ch <-chan struct{}
-					if ch, err = startHost(now); err == nil {
-						h, hch = now, ch
+					ch, herr := startHost(now)
+					if herr != nil {
+						ch = nil // as above: the Machine's watch alone
 					}
+					h, hch = now, ch
 				}
 				wake()
 				if err != nil {

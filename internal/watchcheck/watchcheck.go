@@ -39,7 +39,9 @@ func Check(ctx context.Context, t testing.TB, what string, watch func(context.Co
 	case w := <-started:
 		if w.err != nil {
 			// A store that cannot watch in this configuration says so; the
-			// Runner then polls.
+			// loops then poll (remediation's Loop falls back to its
+			// poller; the Runner retries the watch and the reboot loop's
+			// RequeueAfter still runs its passes).
 			t.Logf("Watch of %s: %v: the watch checks were not run", what, w.err)
 			return true
 		}

@@ -156,7 +156,7 @@ func Contract(t testing.TB, newStores NewStores) {
 	if rs, ok := remediation.RecordStoreOf(s.Machines); ok {
 		checkRecordStore(ctx, t, rs)
 	}
-	checkWatchers(ctx, t, s.Machines)
+	checkWatchers(ctx, t, s.Machines, s.World)
 
 	// Admissions.
 	a, err := s.Admissions.GetAdmissions(ctx)
@@ -178,17 +178,22 @@ func Contract(t testing.TB, newStores NewStores) {
 	}
 }
 
-// checkWatchers checks the Watch of a MachineWatcher (writes: SaveState)
-// and of the RecordWatcher behind Records (writes: RecordStore.Update):
+// checkWatchers checks the Watch of a MachineWatcher (writes: SaveState,
+// and World.SetNeedsRemediation when the kit has a World) and of the RecordWatcher behind Records (writes: RecordStore.Update):
 // Reconciler.Loop does not poll a store that can watch, so a Watch that
 // does not report would leave a Machine marked unhealthy unseen until the
 // next resync.
-func checkWatchers(ctx context.Context, t testing.TB, machines remediation.MachineStore) {
+func checkWatchers(ctx context.Context, t testing.TB, machines remediation.MachineStore, world World) {
 	t.Helper()
 	if mw, ok := machines.(remediation.MachineWatcher); ok {
 		if !watchcheck.Check(ctx, t, "Machine s2 (MachineWatcher)",
 			func(ctx context.Context) (<-chan struct{}, error) { return mw.Watch(ctx, "s2") },
 			func(ctx context.Context, i int) error {
+				if world != nil && i%2 == 1 {
+					// The health checker's mark: the change that starts a
+					// remediation, not only the Reconciler's own writes.
+					return world.SetNeedsRemediation(ctx, "s2", i%4 == 1)
+				}
 				rec, err := machines.Get(ctx, "s2")
 				if err != nil {
 					return err
