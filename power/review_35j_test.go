@@ -99,3 +99,50 @@ func TestReview35_EvictedJoinedSessionRefusesFence(t *testing.T) {
 	assert.False(t, hwC.HardwareOn(), "ground truth: C is still powered")
 	require.NoError(t, <-joined)
 }
+
+// TestReview35_CloseLeavesTrimmedJoinedSessionLoggedIn (5e77d0d, the fix
+// of TestReview35_CloseLeavesJoinedSessionLoggedIn is partial): blades 1
+// and 2 behind one chassis manager (blade 2's system answered in 800 ms),
+// MaxSessions 1. Host A is connected (session s1, login "admin/…"). Host B
+// joins s1. Meanwhile host C, behind the same manager under another login
+// key not yet proven there, logs in one over the bound; its success trims
+// the least recently used idle session: since 5e77d0d the joined s1 is
+// trimmed (retired) but left logged in for the join. The process then
+// shuts down: Pool.Close "closes every session" and "logs every session
+// out"; 5e77d0d: "Close logs out joined sessions at once". But Close only
+// walks the live sessions: s1, retired, is not among them, and Close
+// returns with it still logged in at the manager (it is logged out when
+// the join ends, after Close, outside its wait: a process exiting then
+// never logs it out). Ground truth: the emulator's own count of open
+// sessions right after Close returns.
+func TestReview35_CloseLeavesTrimmedJoinedSessionLoggedIn(t *testing.T) {
+	b, _, srv, _ := slowChassis(t, 800*time.Millisecond)
+	pool := power.NewPool(power.PoolConfig{MaxSessions: 1})
+	ctx := context.Background()
+
+	_, err := pool.Controller("a", systemTarget(srv, "1", bmcPassword)).State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.Sessions())
+
+	joined := make(chan error, 1)
+	go func() {
+		_, err := pool.Controller("b", systemTarget(srv, "2", bmcPassword)).State(ctx)
+		joined <- err
+	}()
+	time.Sleep(150 * time.Millisecond) // B's join runs
+
+	tc := systemTarget(srv, "1", bmcPassword)
+	tc.Config += "#c" // another login key, not yet proven on the manager
+	_, err = pool.Controller("c", tc).State(ctx)
+	require.NoError(t, err)
+	t.Logf("after C's login: sessions open at the manager %d", b.Sessions())
+
+	start := time.Now()
+	require.NoError(t, pool.Close())
+	open := b.Sessions()
+	t.Logf("Close returned after %s; sessions open at the manager: %d", time.Since(start).Round(time.Millisecond), open)
+	assert.Equal(t, 0, open, "Close returned with the trimmed, joined session still logged in at the BMC")
+	t.Logf("B's call: %v", <-joined)
+	time.Sleep(300 * time.Millisecond)
+	t.Logf("after the join: %d", b.Sessions())
+}
