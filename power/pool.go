@@ -166,10 +166,14 @@ type Pool struct {
 	// that start later are not added to it: a WaitGroup may not grow while
 	// it is waited for).
 	closed, waiting bool
-	stop, done      chan struct{}
-	wg              sync.WaitGroup // closes under way
-	readyQ          []*endpoint    // BMCs whose closes wait for a closer
-	closers         int            // goroutines closing sessions
+	// joinedRetired: sessions retired while a host joined them and no
+	// call used them, still logged in until the join ends (Close logs
+	// them out at once).
+	joinedRetired map[*session]struct{}
+	stop, done    chan struct{}
+	wg            sync.WaitGroup // closes under way
+	readyQ        []*endpoint    // BMCs whose closes wait for a closer
+	closers       int            // goroutines closing sessions
 }
 
 // endpoint is one BMC's state.
@@ -237,7 +241,8 @@ type entry struct {
 // NewPool returns a Pool; Close stops it.
 func NewPool(cfg PoolConfig) *Pool {
 	p := &Pool{cfg: cfg.withDefaults(), hosts: map[string]*entry{}, eps: map[string]*endpoint{}, parked: map[*creds]struct{}{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		joinedRetired: map[*session]struct{}{},
+		stop:          make(chan struct{}), done: make(chan struct{})}
 	go p.janitor()
 	return p
 }
@@ -304,6 +309,11 @@ func (p *Pool) Close() error {
 			p.retireLocked(s) // closed now unless a call uses it, even while joined
 		}
 		p.wakeLocked(ep)
+	}
+	for s := range p.joinedRetired { // retired earlier while joined
+		if s.inUse == 0 {
+			p.closeLocked(s)
+		}
 	}
 	p.waiting = true
 	p.mu.Unlock()

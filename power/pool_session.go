@@ -130,8 +130,11 @@ func (p *Pool) retireLocked(s *session) {
 		e.sess, e.ctrl = nil, nil
 	}
 	s.entries = nil
-	if s.inUse == 0 && (s.joins == 0 || p.closed) { // Close does not wait for a join
+	switch {
+	case s.inUse == 0 && (s.joins == 0 || p.closed): // Close does not wait for a join
 		p.closeLocked(s)
+	case s.inUse == 0:
+		p.joinedRetired[s] = struct{}{} // logged out when its joins end, or on Close
 	}
 	p.gcLocked(cr)
 	p.wakeLocked(ep)
@@ -147,6 +150,7 @@ func (p *Pool) retireLocked(s *session) {
 // (urgentCloseLocked): dead BMCs' hanging logouts never hold up another
 // BMC's.
 func (p *Pool) closeLocked(s *session) {
+	delete(p.joinedRetired, s)
 	c := s.ctrl
 	s.ctrl = nil
 	if c == nil {
@@ -299,7 +303,7 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 	var victim *session
 	for s := range ep.live { // at most MaxSessions
-		if s.inUse > 0 {
+		if s.inUse > 0 || s.joins > 0 { // a joined session would stay open: no slot
 			wait = true
 			continue
 		}
