@@ -9,11 +9,13 @@ import (
 
 // poller is the watch of a MachineStore that cannot watch, shared by
 // every Machine of one Loop: while any Machine is watched, it lists the
-// store once every interval (MachineStore.List, each call bounded by the
-// interval) and wakes the watches of the Machines whose Version changed
+// store once every interval (MachineStore.List, each call bounded by
+// listTimeout or the interval, whichever is longer; ticks missed meanwhile
+// are skipped) and wakes the watches of the Machines whose Version changed
 // (or that appeared or went) since the watch started or the last
 // listing. Its cost is one List per interval, whatever the number of
-// Machines; a listing that fails wakes nothing.
+// Machines; a listing that fails wakes every watched Machine (their passes
+// read them).
 type poller struct {
 	s     MachineStore
 	every time.Duration

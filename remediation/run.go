@@ -47,9 +47,15 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 	poll := newPoller(r.Machines, r.Config.withDefaults().PollInterval)
 	machine := func(ctx context.Context, name string) (<-chan struct{}, error) {
 		if w, ok := r.Machines.(MachineWatcher); ok {
-			if ch, err := w.Watch(ctx, name); err == nil {
+			ch, err := w.Watch(ctx, name)
+			if err == nil {
 				return ch, nil
 			}
+			// Polled meanwhile, and the watch tried again with a back-off
+			// until it starts.
+			return withRetry(ctx,
+				func(ctx context.Context) (<-chan struct{}, error) { return w.Watch(ctx, name) },
+				func(ctx context.Context) (<-chan struct{}, error) { return poll.Watch(ctx, name) })
 		}
 		return poll.Watch(ctx, name)
 	}

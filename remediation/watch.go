@@ -2,6 +2,7 @@ package remediation
 
 import (
 	"context"
+	"time"
 )
 
 // MachineWatcher is an optional ability of a MachineStore: it says when a
@@ -46,7 +47,7 @@ func (m watchingRecordMachines) Watch(ctx context.Context, name string) (<-chan 
 // a new resolution fails (the Runner then starts the watch again). A
 // Machine watch that fails to start, or a first resolution that fails,
 // fails the call; a host watch that cannot start leaves the Machine's
-// watch alone (its host's evidence is then seen at its next pass).
+// watch alone while it is tried again with a back-off.
 func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan struct{}, error),
 	hostOf func(context.Context) (string, error), watchHost func(context.Context, string) (<-chan struct{}, error)) (<-chan struct{}, error) {
 	wctx, cancel := context.WithCancel(ctx)
@@ -73,11 +74,13 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 		return nil, err
 	}
 	hch, err := startHost(h)
+	var retry <-chan time.Time // the host watch failed: start it again then
+	backoff := watchRetryMin
 	if err != nil {
 		// The host store cannot watch (now): the Machine's own watch
-		// still wakes it, and its host's evidence is seen at its next
-		// pass (PollInterval).
-		hch = nil
+		// still wakes it, and the host watch is tried again with a
+		// back-off.
+		hch, retry = nil, time.After(backoff)
 	}
 	out := make(chan struct{}, 1)
 	wake := func() {
@@ -99,7 +102,7 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 				if err == nil && now != h {
 					ch, herr := startHost(now)
 					if herr != nil {
-						ch = nil // as above: the Machine's watch alone
+						ch, retry = nil, time.After(backoff) // as above
 					}
 					h, hch = now, ch
 				}
@@ -111,6 +114,73 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 				if !ok {
 					return
 				}
+				wake()
+			case <-retry:
+				retry = nil
+				ch, herr := startHost(h)
+				if herr != nil {
+					backoff = min(2*backoff, watchRetry)
+					retry = time.After(backoff)
+					continue
+				}
+				hch, backoff = ch, watchRetryMin
+				wake() // a change while the host was not watched
+			}
+		}
+	}()
+	return out, nil
+}
+
+// A watch that could not start (a host watch, or a Machine watch replaced
+// by polling meanwhile) is tried again after watchRetryMin, doubling up to
+// watchRetry.
+const (
+	watchRetryMin = time.Second
+	watchRetry    = time.Minute
+)
+
+// withRetry returns the watch try makes once it starts (with one wake:
+// changes while it was not in place), and fallback's until then; try is
+// called again after watchRetryMin, doubling up to watchRetry. The
+// channel closes when ctx is done or the watch in use closes.
+func withRetry(ctx context.Context, try, fallback func(context.Context) (<-chan struct{}, error)) (<-chan struct{}, error) {
+	fctx, fcancel := context.WithCancel(ctx)
+	fch, err := fallback(fctx)
+	if err != nil {
+		fcancel()
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case out <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		defer close(out)
+		defer fcancel()
+		backoff := watchRetryMin
+		retry := time.After(backoff)
+		in := fch
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-in:
+				if !ok {
+					return
+				}
+				wake()
+			case <-retry:
+				ch, err := try(ctx)
+				if err != nil {
+					backoff = min(2*backoff, watchRetry)
+					retry = time.After(backoff)
+					continue
+				}
+				fcancel() // the fallback is no longer needed
+				in, retry = ch, nil
 				wake()
 			}
 		}
