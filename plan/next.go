@@ -479,6 +479,9 @@ func (ps *pass) advance(i int) {
 	if r.JobCreatedAt != nil && r.JobCreatedAt.After(now) {
 		r.JobCreatedAt = tp(now) // and ShowTimeout
 	}
+	if r.ShowFrom != nil && r.ShowFrom.After(now) {
+		r.ShowFrom = tp(now)
+	}
 	created := false // a create-job action was added in this call
 	srv, ok := obs.Servers[r.ServerUUID]
 	if !ok {

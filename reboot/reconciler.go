@@ -128,6 +128,7 @@ type Reconciler struct {
 	// leading: with a Guard, its last Hold succeeded (see noteHold); a
 	// Reconciler without a Guard leads from its start.
 	leading bool
+	leadAt  time.Duration // monotonic: when it last began to lead (its first Hold that succeeded)
 }
 
 // memory is what a Reconciler remembers of one host between passes; a
@@ -218,7 +219,11 @@ func (r *Reconciler) mem(name string, m time.Duration, wall time.Time) *memory {
 	}
 	h := r.hosts[name]
 	if h == nil {
-		h = &memory{lastOn: r.start, off: offState{lastOff: r.start, lastPress: r.start}}
+		// A host first read once it leads: another leader's press or
+		// power-on may land until its first Hold succeeded, not only
+		// until its start.
+		base := max(r.start, r.leadAt)
+		h = &memory{lastOn: base, off: offState{lastOff: base, lastPress: base}}
 		r.hosts[name] = h
 	}
 	return h
@@ -266,7 +271,7 @@ func (r *Reconciler) noteHold(ok bool) {
 		r.leading = ok
 		return
 	}
-	r.leading = true
+	r.leading, r.leadAt = true, m
 	for _, h := range r.hosts {
 		h.lead(m)
 	}
