@@ -1,0 +1,174 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// review39Env starts a reboot controller over the fake hardware hw (the
+// Reconciler's Power is hw itself: no emulator) for namespace ns.
+func review39Env(t *testing.T, ctx context.Context, ns string, hw *fake.Power, cfg reboot.Config) *events.FakeRecorder {
+	t.Helper()
+	mgr := namespacedManager(t, ns)
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
+		Power:  func(string) (power.Controller, error) { return hw, nil },
+		Config: cfg}
+	rec := events.NewFakeRecorder(10000)
+	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
+		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return rec
+}
+
+// TestReview39_LostResetAnswerResetsForEver: the doc (kube/doc.go, "Hosts
+// whose power never goes off"; decideReset's comment) says a reset whose
+// outcome is unknown is sent again StaleReads later, "such a request may
+// reset the host twice". With a BMC that carries out every reset but
+// whose answer never arrives (on NC-SI hardware the reset takes the
+// BMC's shared port down with the host's NIC, so the answer is the very
+// thing that gets lost), the controller resets the host again every
+// max(StaleReads, RetryDelay), for ever: the host never gets to finish
+// booting, and the request is never done nor given up. Ground truth:
+// fake power's Resets().
+func TestReview39_LostResetAnswerResetsForEver(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpReset {
+			return fake.Fault{Kind: fake.FaultTimeout, Applied: true} // carried out; the answer is lost
+		}
+		return fake.Fault{}
+	}})
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	const stale = 300 * time.Millisecond
+	review39Env(t, ctx, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
+
+	start := time.Now()
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}))
+	time.Sleep(20 * stale)
+	resets := hw.Resets()
+	assert.False(t, hw.WasOffDuring(start, time.Now()), "never off")
+	assert.LessOrEqual(t, len(resets), 2,
+		"one request reset the host %d times in %v (every StaleReads, without end): %v", len(resets), 20*stale, resets)
+}
+
+// TestReview39_LeftoverResetStateAnswersNewRequest: Done removes the bare
+// request from the host first and clears the record's ResetAnnotation in a
+// second write (kube/reset.go reconcileReset, case d.Done). A controller
+// that stops between the two writes (a crash, a lost lease, the second
+// write failing) leaves the record with a pending, accepted reset. The
+// next bare request made before the controller's next pass of the host
+// (here: present when it starts) is then "done" at once from that old
+// state: the request is removed, a Reset event says the host was reset,
+// and no reset is ever sent for it (ground truth: Resets() empty). A
+// rolling reboot is told that the host rebooted when it did not.
+func TestReview39_LeftoverResetStateAnswersNewRequest(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	bmh := newBMH(t, direct, ns, "h1")
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+
+	// What the Done pass of an earlier request left when it stopped after
+	// its first write: the host's request removed, the record's state not
+	// yet cleared (an accepted reset a minute ago).
+	old := time.Now().Add(-time.Minute)
+	st := resetRecord{Since: old, Sending: old.Add(time.Second), Accepted: old.Add(2 * time.Second), Op: "reset"}
+	raw, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, direct.Create(ctx, &v1alpha1.RebootRecord{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1", Annotations: map[string]string{ResetAnnotation: string(raw)}},
+		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: &v1alpha1.BMCPin{Address: bmh.Spec.BMC.Address,
+			CredentialsName: bmh.Spec.BMC.CredentialsName, PendingSince: st.Since.UTC().Format(time.RFC3339Nano)}},
+	}))
+	// A new request, made before the controller's next pass.
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}))
+	start := time.Now()
+	const stale = 300 * time.Millisecond
+	review39Env(t, ctx, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
+
+	var removed time.Time
+	for deadline := time.Now().Add(10 * time.Second); removed.IsZero() && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var h metal3.BareMetalHost
+		require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &h))
+		if _, ok := h.Annotations[reboot.Annotation]; !ok {
+			removed = time.Now()
+		}
+	}
+	require.False(t, removed.IsZero(), "the request was never done")
+	resets := hw.Resets()
+	require.NotEmpty(t, resets, "the new request was removed %v after the controller started with no reset sent for it (ground truth: no reset, never off: %v)",
+		removed.Sub(start), !hw.WasOffDuring(start, time.Now()))
+	assert.True(t, resets[0].After(start))
+}
+
+// TestReview39_HoldReleasedAfterDisablePowerOffLeavesHostOff: a host
+// held off by a keyed request (fenced, the normal path) that then gets
+// spec.disablePowerOff (an administrator marking the hardware NC-SI)
+// stays off for good once the keyed request is removed: the reset path
+// (kube/reset.go reconcileReset) powers a host on only for a pending bare
+// request, and nothing else of the controller looks at it any more. On
+// the normal path the removal of the hold powers the host on. Ground
+// truth: fake power's Truth.
+func TestReview39_HoldReleasedAfterDisablePowerOffLeavesHostOff(t *testing.T) {
+	needAPIServer(t)
+	// "normal" is the control (passes): the same hold released without
+	// the flip of spec.disablePowerOff powers the host on.
+	for _, flip := range []bool{false, true} {
+		name := map[bool]string{false: "normal", true: "disablePowerOff-set-while-held"}[flip]
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			direct := adminClient(t)
+			ns := newNamespace(t, direct)
+			hw := fake.NewPower(time.Now, fake.PowerConfig{})
+			newBMH(t, direct, ns, "h1")
+			const stale = 300 * time.Millisecond
+			review39Env(t, ctx, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
+
+			require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+				metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.AnnotationPrefix+"fencer", `{"mode":"hard"}`)
+			}))
+			require.Eventually(t, func() bool { return !hw.HardwareOn() }, 10*time.Second, 20*time.Millisecond, "held off")
+			time.Sleep(2 * stale)
+			require.False(t, hw.HardwareOn())
+
+			if flip {
+				require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+				time.Sleep(2 * stale)
+			}
+			require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+				delete(h.Annotations, reboot.AnnotationPrefix+"fencer")
+			}))
+			assert.Eventually(t, hw.HardwareOn, 5*time.Second, 20*time.Millisecond,
+				"the hold was released and the host (spec.online true) stays off: truth %v, calls %v", hw.Truth(), hw.Calls())
+		})
+	}
+}
