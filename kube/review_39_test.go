@@ -172,3 +172,62 @@ func TestReview39_HoldReleasedAfterDisablePowerOffLeavesHostOff(t *testing.T) {
 		})
 	}
 }
+
+// TestReview39_FlipLeavesResetStateThatAnswersLaterRequest: the same
+// leftover state reached with no crash. A reset is accepted for a host's
+// request; before it is done an administrator clears
+// spec.disablePowerOff, and the normal path finishes the request with a
+// power cycle (it never touches the record's ResetAnnotation). When the
+// field is set again together with the host's next bare request (one
+// apply, so no pass of the host without a request in between), that
+// request is removed at once from the old accepted reset: no reset is sent
+// for it (ground truth).
+func TestReview39_FlipLeavesResetStateThatAnswersLaterRequest(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	const stale = time.Second
+	review39Env(t, ctx, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
+	request := func() {
+		require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+			metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, `{"mode":"hard"}`)
+		}))
+	}
+	gone := func() bool {
+		var h metal3.BareMetalHost
+		require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &h))
+		_, ok := h.Annotations[reboot.Annotation]
+		return !ok
+	}
+	request()
+	require.Eventually(t, func() bool {
+		var rec v1alpha1.RebootRecord
+		if direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &rec) != nil {
+			return false
+		}
+		var st resetRecord
+		return json.Unmarshal([]byte(rec.Annotations[ResetAnnotation]), &st) == nil && st.accepted()
+	}, 5*time.Second, 10*time.Millisecond, "reset accepted and persisted")
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = false }))
+	require.Eventually(t, gone, 20*time.Second, 20*time.Millisecond, "the normal path finishes the request")
+	require.Eventually(t, hw.HardwareOn, 10*time.Second, 20*time.Millisecond)
+	require.Len(t, hw.Resets(), 1)
+
+	// The field set again together with the next request (one apply), so
+	// that no pass sees the host without a request in between.
+	time.Sleep(stale)
+	asked := time.Now()
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		h.Spec.DisablePowerOff = true
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, `{"mode":"hard"}`)
+	}))
+	require.Eventually(t, gone, 20*time.Second, 20*time.Millisecond, "the second request is done")
+	resets := hw.Resets()
+	assert.True(t, len(resets) == 2 && resets[1].After(asked),
+		"the second request was removed %v after it was made with no reset for it (ground truth resets %v, off since: %v)",
+		time.Since(asked), resets, hw.WasOffDuring(asked, time.Now()))
+}
