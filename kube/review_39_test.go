@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -230,4 +231,43 @@ func TestReview39_FlipLeavesResetStateThatAnswersLaterRequest(t *testing.T) {
 	assert.True(t, len(resets) == 2 && resets[1].After(asked),
 		"the second request was removed %v after it was made with no reset for it (ground truth resets %v, off since: %v)",
 		time.Since(asked), resets, hw.WasOffDuring(asked, time.Now()))
+}
+
+// hangingResetter is a BMC whose calls, Reset included, block until
+// released.
+type hangingResetter struct{ *hangs }
+
+func (h hangingResetter) Reset(ctx context.Context) error { return h.wait(ctx) }
+
+// TestReview39_AsyncLateResetOutcomesOutliveHosts (Low): a Reset that
+// outlives its pass leaves its outcome in Async.resets (kube/async.go
+// asyncController.Reset) until a later pass of the same host with a bare
+// request takes it (reconcileReset). A host deleted meanwhile (or whose
+// request is removed and never made again) keeps its entry for the life
+// of the process: forgetting the host (RebootController.forget, as its
+// NotFound reconcile does) does not drop it, so the map grows with every
+// host name that ever had a late reset.
+func TestReview39_AsyncLateResetOutcomesOutliveHosts(t *testing.T) {
+	h := hangingResetter{&hangs{release: make(chan struct{})}}
+	ended := make(chan string, 1000)
+	a := &Async{Wait: 5 * time.Millisecond, Done: func(n string) { ended <- n },
+		Power: func(string) (power.Controller, error) { return h, nil }}
+	c := &RebootController{Async: a, Reconciler: &reboot.Reconciler{Power: a.Controller}}
+	const n = 200
+	for i := range n {
+		pc, err := a.Controller(fmt.Sprintf("h%d", i))
+		require.NoError(t, err)
+		require.ErrorIs(t, pc.(power.Resetter).Reset(context.Background()), ErrInFlight)
+	}
+	close(h.release)
+	for range n {
+		<-ended
+	}
+	for i := range n {
+		c.forget(fmt.Sprintf("h%d", i)) // each host deleted
+	}
+	a.mu.Lock()
+	left := len(a.resets)
+	a.mu.Unlock()
+	assert.Zero(t, left, "late reset outcomes kept for %d deleted hosts", left)
 }
