@@ -271,3 +271,41 @@ func TestReview39_AsyncLateResetOutcomesOutliveHosts(t *testing.T) {
 	a.mu.Unlock()
 	assert.Zero(t, left, "late reset outcomes kept for %d deleted hosts", left)
 }
+
+// TestReview39_ResetPathPowersOnOfflineHost: a host with
+// spec.disablePowerOff and spec.online false (the controller reports
+// spec.online false as refused, but nothing else stops it: with no
+// operator, NoOperator mode, no webhook refuses the pair) that is off (a
+// person switched it off for service) is powered ON by a bare reboot
+// request: decideReset (kube/resetdecide.go resend, case StateOff) sends
+// "on" StaleReads after the request, whatever spec.online says. The
+// normal path never powers on a host whose spec.online is false (reboot.
+// Decide holds it off); rebootkit here powers on a host its owner wants
+// off. Ground truth: fake power's Truth.
+func TestReview39_ResetPathPowersOnOfflineHost(t *testing.T) {
+	needAPIServer(t)
+	// "normal" is the control (passes): without spec.disablePowerOff the
+	// same request leaves the host off.
+	for _, disable := range []bool{false, true} {
+		t.Run(map[bool]string{false: "normal", true: "disablePowerOff"}[disable], func(t *testing.T) {
+			ctx := context.Background()
+			direct := adminClient(t)
+			ns := newNamespace(t, direct)
+			hw := fake.NewPower(time.Now, fake.PowerConfig{Initial: power.StateOff})
+			newBMH(t, direct, ns, "h1")
+			require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+				h.Spec.DisablePowerOff = disable
+				h.Spec.Online = false
+			}))
+			const stale = 300 * time.Millisecond
+			review39Env(t, ctx, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
+			start := time.Now()
+			require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+				metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+			}))
+			time.Sleep(10 * stale)
+			assert.False(t, hw.HardwareOn(), "spec.online is false and the host was off: a reboot request powered it on (truth %v, calls %v)", hw.Truth(), hw.Calls())
+			assert.True(t, hw.WasOffDuring(start, time.Now()))
+		})
+	}
+}
