@@ -309,3 +309,73 @@ func TestReview39_ResetPathPowersOnOfflineHost(t *testing.T) {
 		})
 	}
 }
+
+// loseAfter is a reboot.Guard that is held for its first n Holds and lost
+// once the n-th one ends (a leader paused right after its write, whose
+// lease another replica then takes).
+type loseAfter struct {
+	mu    sync.Mutex
+	n     int
+	holds int
+	lost  bool
+}
+
+func (g *loseAfter) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.lost {
+		return nil, nil, reboot.ErrNotLeader
+	}
+	g.holds++
+	last := g.holds == g.n
+	ctx, cancel := context.WithCancel(ctx)
+	return ctx, func() {
+		cancel()
+		if last {
+			g.mu.Lock()
+			g.lost = true
+			g.mu.Unlock()
+		}
+	}, nil
+}
+
+// TestReview39_ResetNotFencedByGuard: reboot.Reconciler.Guard "fences
+// every store write and power call by this process's leadership", and the
+// normal path holds it around its power calls (reboot/reconciler.go,
+// hold before the call). The reset path holds it only around its record
+// writes (kube/reset.go reconcileReset: write(...)), then sends the reset
+// (sendReset) with no Hold: a process whose leadership ended right after
+// its write of Sending resets the host all the same. The kube binary also
+// wraps the controllers in LeaseGuard.Wrap, which covers it there; a
+// library user who fences with the Guard alone (etcd.Leadership.Guard, as
+// the reboot package documents) is not covered. Ground truth: Resets().
+func TestReview39_ResetNotFencedByGuard(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	// Hold 1: the write of Since; hold 2: the write of Sending, after which
+	// the leadership is gone.
+	g := &loseAfter{n: 2}
+	mgr := namespacedManager(t, ns)
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
+		Power: func(string) (power.Controller, error) { return hw, nil }, Guard: g,
+		Config: reboot.Config{StaleReads: 300 * time.Millisecond, RetryDelay: 300 * time.Millisecond, SoftTimeout: time.Second}}
+	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: events.NewFakeRecorder(1000),
+		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	mctx, cancel := context.WithCancel(ctx)
+	go func() { defer wg.Done(); _ = mgr.Start(mctx) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}))
+	require.Eventually(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.lost }, 5*time.Second, 10*time.Millisecond, "the two writes happen")
+	time.Sleep(time.Second)
+	assert.Empty(t, hw.Resets(), "a reset was sent after this process's leadership ended (guard holds %d)", g.holds)
+}
