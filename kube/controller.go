@@ -111,6 +111,7 @@ func (c *RebootController) refuseOnce(host string, ann map[string]string) bool {
 // forget drops what the power layer keeps for host, which is gone (issue
 // 35): see Forget.
 func (c *RebootController) forget(host string) {
+	c.forgetReset(host) // and the late outcome Async keeps
 	switch {
 	case c.Forget != nil:
 		c.Forget(host)

@@ -247,8 +247,11 @@ func (c *RebootController) lastReset(host string) (resetOutcome, bool) {
 
 func (c *RebootController) forgetReset(host string) {
 	c.refusedMu.Lock()
-	defer c.refusedMu.Unlock()
 	delete(c.resetOut, host)
+	c.refusedMu.Unlock()
+	if c.Async != nil {
+		c.Async.lateReset(host) // dropped: it answered a command of this request
+	}
 }
 
 // refuseResetOnce reports whether the refusal of what a host with
