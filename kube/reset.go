@@ -144,7 +144,11 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 				"reboot it by hand and remove %s, or enable ForceRestart (Redfish) / hard reset (IPMI) on its BMC", name, o.Outcome.err, reboot.Annotation)
 	}
 	if d.Call != "" {
-		cerr := c.sendReset(ctx, pc, d.Call)
+		cerr := reboot.Fenced(ctx, c.Reconciler.Guard, "kube: "+d.Call+" of host "+name,
+			func(ctx context.Context) error { return c.sendReset(ctx, pc, d.Call) })
+		if errors.Is(cerr, reboot.ErrNotLeader) {
+			return ctrl.Result{}, cerr // not sent: the leader's pass decides again
+		}
 		if !isInFlight(cerr) {
 			c.noteReset(name, resetOutcome{at: c.Reconciler.Now(), err: cerr})
 		}
