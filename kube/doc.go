@@ -198,9 +198,15 @@
 //     whose outcome is unknown (a timeout, an answer lost, a restart
 //     between the write and the answer) may have been carried out; it is
 //     sent again only StaleReads and RetryDelay after it was about to be
-//     sent, on an On reading then: such a request may reset the host
-//     twice. A BMC that cannot reset (power.ErrUnsupported) is reported
-//     with a ResetUnsupported event, and nothing else is done.
+//     sent, on an On reading then, and only once: such a request may
+//     reset the host twice, never three times. On NC-SI hardware the
+//     reset takes the BMC's port down with the host's NIC, so its answer
+//     is what gets lost: after a second reset of unknown outcome the
+//     controller sends no more, reports a ResetOutcomeUnknown event, and
+//     waits for evidence (the BMC's late answer, an Off reading) or for a
+//     person to check the host and remove the request. A BMC that cannot
+//     reset (power.ErrUnsupported) is reported with a ResetUnsupported
+//     event, and nothing else is done.
 //   - refuses with a PowerOffRefused event (once per set) its keyed
 //     reboot.metal3.io/{key} requests, which ask for a hold off, and
 //     spec.online false: no power call is made for them, and only their

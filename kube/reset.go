@@ -138,6 +138,12 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if d.GaveUp && c.Recorder != nil {
+		c.Recorder.Eventf(bmh, nil, "Warning", "ResetOutcomeUnknown", "Reboot",
+			"host %s was sent %d resets for its request and the BMC's answer to the last one never came: it may have been reset "+
+				"(on NC-SI hardware the reset takes the BMC's port down); no more resets are sent. Check the host, then remove %s "+
+				"(a new request starts afresh); an Off reading or the BMC's late answer is still taken", name, d.Rec.Resets, reboot.Annotation)
+	}
 	if d.Unsupported && c.Recorder != nil {
 		c.Recorder.Eventf(bmh, nil, "Warning", "ResetUnsupported", "Reboot",
 			"host %s has spec.disablePowerOff and its BMC cannot reset it (%v): it is neither powered off nor reset; "+

@@ -21,7 +21,19 @@ type resetRecord struct {
 	Accepted time.Time `json:"accepted,omitzero"`
 	// Op is the command: "reset" or "on".
 	Op string `json:"op,omitempty"`
+	// Resets is how many resets were about to be sent for the request (at
+	// most maxResets).
+	Resets int `json:"resets,omitempty"`
+	// GaveUp is when the controller stopped resetting: maxResets resets
+	// were sent and the outcome of the last one is not known.
+	GaveUp time.Time `json:"gaveUp,omitzero"`
 }
+
+// maxResets bounds the resets sent for one request: a reset whose answer
+// is lost (on NC-SI hardware the reset takes the BMC's port down with the
+// host's NIC, so the answer is what gets lost) is sent once more, and then
+// no more (ResetOutcomeUnknown).
+const maxResets = 2
 
 func (r resetRecord) pending() bool { return !r.Since.IsZero() }
 
@@ -51,7 +63,8 @@ type resetObserved struct {
 
 // resetDecision: persist Rec first when Write, then send Call ("reset",
 // "on" or none); Done removes the bare request and clears the record;
-// Clear only clears it. After is the next pass (0: at once).
+// Clear only clears it. GaveUp reports that the record's GaveUp was just
+// set (ResetOutcomeUnknown). After is the next pass (0: at once).
 type resetDecision struct {
 	Write       bool
 	Rec         resetRecord
@@ -59,6 +72,7 @@ type resetDecision struct {
 	Done        bool
 	Clear       bool
 	Unsupported bool
+	GaveUp      bool
 	After       time.Duration
 }
 
@@ -93,8 +107,12 @@ func resetConfigOf(c reboot.Config) resetConfig {
 // A reset is sent only on an On reading; a command whose outcome is not
 // known (an answer lost, a restart between the write of Sending and the
 // answer) is sent again only StaleReads (and RetryDelay) after it was
-// about to be sent, on an On reading then: such a request may reset the
-// host twice.
+// about to be sent, on an On reading then, and a reset at most once: such
+// a request may reset the host twice. After the second reset of unknown
+// outcome the controller gives up (GaveUp) and waits for evidence (a late
+// answer, an Off reading) or for a person to remove the request. A
+// power-on of unknown outcome followed by an On reading StaleReads later
+// is done: the host came up after it was off.
 func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 	rec := o.Rec
 	if !o.Requested {
@@ -146,6 +164,11 @@ func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 		if wait := max(c.StaleReads, c.RetryDelay) - now.Sub(rec.Sending); wait > 0 {
 			return resetDecision{After: wait}
 		}
+		if rec.Op == "on" && o.Power == power.StateOn {
+			// "on" was sent only on an Off reading that proves a power-off
+			// after the request; the host reads on StaleReads after it.
+			return resetDecision{Done: true}
+		}
 	}
 	return resend(o, c, now, rec)
 }
@@ -154,7 +177,14 @@ func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 func resend(o resetObserved, c resetConfig, now time.Time, rec resetRecord) resetDecision {
 	switch o.Power {
 	case power.StateOn:
-		rec.Sending, rec.Op = now, "reset"
+		if rec.Resets >= maxResets {
+			if rec.GaveUp.IsZero() {
+				rec.GaveUp = now
+				return resetDecision{Write: true, Rec: rec, GaveUp: true}
+			}
+			return resetDecision{After: c.PollInterval}
+		}
+		rec.Sending, rec.Op, rec.Resets = now, "reset", rec.Resets+1
 		return resetDecision{Write: true, Rec: rec, Call: "reset"}
 	case power.StateOff:
 		// Off is proof of a power-off after the request only StaleReads
