@@ -193,7 +193,9 @@
 //     soon as Ironic accepts the reboot. A host that reads Off StaleReads
 //     after the request (or after the reset) was off after it: it is
 //     powered on, and the request is done when it reads On StaleReads
-//     after that power-on. The RebootRecord then carries the time in
+//     after that power-on; it is powered on only if spec.online is true
+//     and no keyed request holds it, else the request is done and the
+//     host left off. The RebootRecord then carries the time in
 //     LastResetAnnotation, and a Reset event says what was done. A reset
 //     whose outcome is unknown (a timeout, an answer lost, a restart
 //     between the write and the answer) may have been carried out; it is

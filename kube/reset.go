@@ -82,7 +82,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	}
 	_, requested := bmh.Annotations[reboot.Annotation]
 	now := c.Reconciler.Now()
-	o := resetObserved{Requested: requested, Rec: st, Power: power.StateUnknown}
+	o := resetObserved{Requested: requested, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
 	var pc power.Controller
 	if requested {
 		if pc, err = c.Reconciler.Power(name); err != nil {
@@ -115,13 +115,9 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			return c.writeReset(ctx, hosts, bmh, &rec, exists, nil, st.Accepted)
 		})
 		if err == nil && c.Recorder != nil {
-			what := "was reset"
-			if st.Op == "on" {
-				what = "read off after the request and was powered on"
-			}
 			c.Recorder.Eventf(bmh, nil, "Normal", "Reset", "Reboot",
-				"host %s %s at %s (spec.disablePowerOff: a reboot is a reset, never a power-off) and reads on; %s removed",
-				name, what, st.Accepted.UTC().Format(time.RFC3339), reboot.Annotation)
+				"host %s %s (spec.disablePowerOff: a reboot is a reset, never a power-off); %s removed",
+				name, doneWhat(st, d.LeftOff), reboot.Annotation)
 		}
 		c.forgetReset(name)
 	case d.Clear:
@@ -171,6 +167,19 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		after = idle
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// doneWhat says what answered a request of the reset path.
+func doneWhat(st resetRecord, leftOff bool) string {
+	switch {
+	case leftOff:
+		return "read off after the request and is left off (spec.online is false, or a keyed request holds it)"
+	case st.Op == "on" && st.accepted():
+		return "read off after the request, was powered on at " + st.Accepted.UTC().Format(time.RFC3339) + " and reads on"
+	case st.Op == "on":
+		return "read off after the request, was powered on (the BMC's answer was lost) and reads on"
+	}
+	return "was reset at " + st.Accepted.UTC().Format(time.RFC3339) + " and reads on"
 }
 
 // sendReset sends the reset path's command through pc.

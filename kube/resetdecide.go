@@ -52,9 +52,13 @@ type resetOutcome struct {
 // resetObserved is what a pass of the reset path decides on: the host's
 // bare request, its persisted record, the power read after both, and the
 // outcome of the last command this process sent (nil: none known, such as
-// after a restart).
+// after a restart). Online is the host's spec.online; Held reports a keyed
+// reboot request (a hold off, refused on this path): the reset path never
+// powers the host on unless Online and not Held.
 type resetObserved struct {
 	Requested bool
+	Online    bool
+	Held      bool
 	Rec       resetRecord
 	Power     power.State
 	Outcome   *resetOutcome
@@ -62,14 +66,17 @@ type resetObserved struct {
 }
 
 // resetDecision: persist Rec first when Write, then send Call ("reset",
-// "on" or none); Done removes the bare request and clears the record;
-// Clear only clears it. GaveUp reports that the record's GaveUp was just
-// set (ResetOutcomeUnknown). After is the next pass (0: at once).
+// "on" or none); Done removes the bare request and clears the record
+// (LeftOff: the host read off after the request and is left off, as
+// spec.online false or a hold wants); Clear only clears it. GaveUp
+// reports that the record's GaveUp was just set (ResetOutcomeUnknown).
+// After is the next pass (0: at once).
 type resetDecision struct {
 	Write       bool
 	Rec         resetRecord
 	Call        string
 	Done        bool
+	LeftOff     bool
 	Clear       bool
 	Unsupported bool
 	GaveUp      bool
@@ -103,6 +110,10 @@ func resetConfigOf(c reboot.Config) resetConfig {
 // was off after the request: it is powered on, and the request is done
 // when it reads On StaleReads after that power-on. Nothing here is ever
 // evidence of a power-off: the reset path writes no fencing evidence.
+//
+// The host is powered on only if spec.online is true and no keyed
+// request holds it; otherwise an Off reading StaleReads after the request
+// (or the reset) is done, the host left off.
 //
 // A reset is sent only on an On reading; a command whose outcome is not
 // known (an answer lost, a restart between the write of Sending and the
@@ -150,8 +161,7 @@ func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 			return resetDecision{After: c.StaleReads - since}
 		case power.StateOff:
 			if since >= c.StaleReads {
-				rec.Sending, rec.Op = now, "on"
-				return resetDecision{Write: true, Rec: rec, Call: "on"}
+				return powerOn(o, now, rec)
 			}
 			return resetDecision{After: c.StaleReads - since}
 		}
@@ -171,6 +181,17 @@ func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 		}
 	}
 	return resend(o, c, now, rec)
+}
+
+// powerOn sends "on" to a host that reads off after the request, unless
+// spec.online is false or a hold wants it off: then the request is done
+// and the host left off.
+func powerOn(o resetObserved, now time.Time, rec resetRecord) resetDecision {
+	if !o.Online || o.Held {
+		return resetDecision{Done: true, LeftOff: true}
+	}
+	rec.Sending, rec.Op = now, "on"
+	return resetDecision{Write: true, Rec: rec, Call: "on"}
 }
 
 // resend decides the command to send on this pass's reading.
@@ -193,8 +214,7 @@ func resend(o resetObserved, c resetConfig, now time.Time, rec resetRecord) rese
 		if wait := c.StaleReads - now.Sub(rec.Since); wait > 0 {
 			return resetDecision{After: wait}
 		}
-		rec.Sending, rec.Op = now, "on"
-		return resetDecision{Write: true, Rec: rec, Call: "on"}
+		return powerOn(o, now, rec)
 	}
 	return resetDecision{After: c.QuickPoll}
 }

@@ -33,7 +33,7 @@ func TestDecideReset(t *testing.T) {
 			resetDecision{After: time.Second}},
 		{"off that may echo the past: wait", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOff}, sec(10),
 			resetDecision{After: 20 * time.Second}},
-		{"off StaleReads after the request: power on", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOff}, sec(30),
+		{"off StaleReads after the request: power on", resetObserved{Requested: true, Online: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOff}, sec(30),
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(30), Op: "on"}, Call: "on"}},
 		{"accepted: persisted", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Power: power.StateOn,
 			Outcome: &resetOutcome{at: sec(2)}}, sec(2),
@@ -44,7 +44,7 @@ func TestDecideReset(t *testing.T) {
 			resetDecision{After: 12 * time.Second}},
 		{"on StaleReads after the reset: done", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset"}, Power: power.StateOn}, sec(32),
 			resetDecision{Done: true}},
-		{"off StaleReads after the reset: power on", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset"}, Power: power.StateOff}, sec(32),
+		{"off StaleReads after the reset: power on", resetObserved{Requested: true, Online: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset"}, Power: power.StateOff}, sec(32),
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(32), Accepted: sec(2), Op: "on"}, Call: "on"}},
 		{"failed: may have been done, not sent again soon", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Power: power.StateOn,
 			Outcome: &resetOutcome{at: sec(2), err: &power.Error{Op: "reset", Class: power.ClassBusy}}}, sec(3), resetDecision{After: 28 * time.Second}},
@@ -54,13 +54,17 @@ func TestDecideReset(t *testing.T) {
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset", Resets: 2, GaveUp: sec(61)}, GaveUp: true}},
 		{"given up: wait for evidence", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset", Resets: 2, GaveUp: sec(61)}, Power: power.StateOn}, sec(90),
 			resetDecision{After: 5 * time.Second}},
-		{"given up, then off: power on", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset", Resets: 2, GaveUp: sec(61)}, Power: power.StateOff}, sec(90),
+		{"given up, then off: power on", resetObserved{Requested: true, Online: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset", Resets: 2, GaveUp: sec(61)}, Power: power.StateOff}, sec(90),
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(90), Op: "on", Resets: 2, GaveUp: sec(61)}, Call: "on"}},
 		{"given up, then a late answer: persisted", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset", Resets: 2, GaveUp: sec(61)}, Power: power.StateOn,
 			Outcome: &resetOutcome{at: sec(70)}}, sec(90),
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Accepted: sec(70), Op: "reset", Resets: 2, GaveUp: sec(61)}}},
-		{"power-on of unknown outcome, on StaleReads after: done", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(30), Op: "on"}, Power: power.StateOn}, sec(60),
+		{"power-on of unknown outcome, on StaleReads after: done", resetObserved{Requested: true, Online: true, Rec: resetRecord{Since: sec(0), Sending: sec(30), Op: "on"}, Power: power.StateOn}, sec(60),
 			resetDecision{Done: true}},
+		{"off StaleReads after the request, spec.online false: done, left off", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOff}, sec(30),
+			resetDecision{Done: true, LeftOff: true}},
+		{"off StaleReads after the reset, held: done, left off", resetObserved{Requested: true, Online: true, Held: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset", Resets: 1}, Power: power.StateOff}, sec(32),
+			resetDecision{Done: true, LeftOff: true}},
 		{"unsupported: reported", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Power: power.StateOn,
 			Outcome: &resetOutcome{at: sec(2), err: &power.Error{Op: "reset", Class: power.ClassUnsupported}}}, sec(2), resetDecision{Unsupported: true, After: time.Minute}},
 		{"in flight: wait", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, InFlight: true}, sec(2), resetDecision{After: 5 * time.Second}},
@@ -108,7 +112,7 @@ func TestResetStateMachine(t *testing.T) {
 				s = power.StateUnknown
 			}
 			now := clk.Now()
-			d := decideReset(resetObserved{Requested: requested, Rec: rec, Power: s, Outcome: out}, cfg, now)
+			d := decideReset(resetObserved{Requested: requested, Online: true, Rec: rec, Power: s, Outcome: out}, cfg, now)
 			if d.Done || d.GaveUp {
 				n := 0
 				for _, r := range hw.Resets() {
