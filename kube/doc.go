@@ -209,6 +209,10 @@
 //     person to check the host and remove the request. A BMC that cannot
 //     reset (power.ErrUnsupported) is reported with a ResetUnsupported
 //     event, and nothing else is done.
+//   - with no request, makes power follow spec.online true as the normal
+//     path does: a host that reads Off, with no keyed request, is powered
+//     on (again at most every StaleReads), so that a host held off before
+//     spec.disablePowerOff was set comes back when its hold is removed.
 //   - refuses with a PowerOffRefused event (once per set) its keyed
 //     reboot.metal3.io/{key} requests, which ask for a hold off, and
 //     spec.online false: no power call is made for them, and only their

@@ -37,8 +37,8 @@ const LastResetAnnotation = "rebootkit.io/last-reset"
 // reconcileReset is a pass of a host with spec.disablePowerOff: its power
 // never goes off, so its bare reboot request is done with a reset
 // (decideReset), its keyed requests (a hold off) and spec.online false are
-// refused with a PowerOffRefused event, and no fencing evidence is ever
-// written for it.
+// refused with a PowerOffRefused event, with no request its power follows
+// spec.online true, and no fencing evidence is ever written for it.
 func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareMetalHost) (ctrl.Result, error) {
 	name := bmh.Name
 	idle := cmp.Or(c.IdlePoll, time.Minute)
@@ -83,23 +83,21 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	_, requested := bmh.Annotations[reboot.Annotation]
 	now := c.Reconciler.Now()
 	o := resetObserved{Requested: requested, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
-	var pc power.Controller
-	if requested {
-		if pc, err = c.Reconciler.Power(name); err != nil {
-			return ctrl.Result{}, err
+	pc, err := c.Reconciler.Power(name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if s, err := pc.State(ctx); err == nil {
+		o.Power = s
+	}
+	if c.Async != nil {
+		if lo, ok := c.Async.lateReset(name); ok {
+			c.noteReset(name, lo)
 		}
-		if s, err := pc.State(ctx); err == nil {
-			o.Power = s
-		}
-		if c.Async != nil {
-			if lo, ok := c.Async.lateReset(name); ok {
-				c.noteReset(name, lo)
-			}
-			o.InFlight = c.Async.InFlight(name)
-		}
-		if lo, ok := c.lastReset(name); ok {
-			o.Outcome = &lo
-		}
+		o.InFlight = c.Async.InFlight(name)
+	}
+	if lo, ok := c.lastReset(name); ok && requested {
+		o.Outcome = &lo
 	}
 	d := decideReset(o, resetConfigOf(c.Reconciler.Config), now)
 	write := func(f func(context.Context) error) error {
@@ -198,7 +196,14 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 	exists bool, st *resetRecord, last time.Time) error {
 	ann := map[string]any{ResetAnnotation: nil}
 	var pin *v1alpha1.BMCPin
-	if st != nil {
+	if st != nil && !st.pending() {
+		// A power-on with no request (power follows spec.online): no pin.
+		raw, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		ann[ResetAnnotation] = string(raw)
+	} else if st != nil {
 		raw, err := json.Marshal(st)
 		if err != nil {
 			return err

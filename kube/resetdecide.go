@@ -124,13 +124,24 @@ func resetConfigOf(c reboot.Config) resetConfig {
 // answer, an Off reading) or for a person to remove the request. A
 // power-on of unknown outcome followed by an On reading StaleReads later
 // is done: the host came up after it was off.
+//
+// With no request, power follows spec.online as on the normal path: a
+// host that reads Off, with spec.online true and no hold, is powered on
+// (not again before StaleReads after the last power-on was about to be
+// sent, Rec.Sending of a record with no request).
 func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 	rec := o.Rec
 	if !o.Requested {
 		if rec.pending() {
 			return resetDecision{Clear: true}
 		}
-		return resetDecision{}
+		if o.Power != power.StateOff || !o.Online || o.Held {
+			return resetDecision{}
+		}
+		if wait := c.StaleReads - now.Sub(rec.Sending); wait > 0 {
+			return resetDecision{After: wait}
+		}
+		return resetDecision{Write: true, Rec: resetRecord{Sending: now, Op: "on"}, Call: "on"}
 	}
 	if !rec.pending() {
 		return resetDecision{Write: true, Rec: resetRecord{Since: now}}
