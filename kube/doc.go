@@ -208,7 +208,12 @@
 //     waits for evidence (the BMC's late answer, an Off reading) or for a
 //     person to check the host and remove the request. A BMC that cannot
 //     reset (power.ErrUnsupported) is reported with a ResetUnsupported
-//     event, and nothing else is done.
+//     event, and nothing else is done. The resets and power-ons are sent
+//     under the Reconciler's Guard, as the normal path's power calls are.
+//   - ties the state to one request: the host carries
+//     ResetRequestAnnotation, written when the request is taken and
+//     removed with it (in one write), and a state whose request the host
+//     does not carry is an earlier request's, never this one's answer.
 //   - with no request, makes power follow spec.online true as the normal
 //     path does: a host that reads Off, with no keyed request, is powered
 //     on (again at most every StaleReads), so that a host held off before

@@ -26,13 +26,23 @@ import (
 // ResetAnnotation on a host's RebootRecord keeps the state of the reboot
 // by reset of a host with spec.disablePowerOff (JSON: when the request was
 // first seen, when the last reset or power-on was about to be sent, when
-// the BMC accepted it). Only the controller writes it.
+// the BMC accepted it, how many resets were sent, when the controller gave
+// up; with no request, when the last power-on was about to be sent). Only
+// the controller writes it.
 const ResetAnnotation = "rebootkit.io/reset"
 
 // LastResetAnnotation on a host's RebootRecord is when the BMC accepted
 // the reset that answered the host's last reboot request (RFC 3339), set
 // when the request is removed.
 const LastResetAnnotation = "rebootkit.io/last-reset"
+
+// ResetRequestAnnotation on a host with spec.disablePowerOff ties the bare
+// reboot request the controller is answering to the RebootRecord's
+// ResetAnnotation: its value is that state's Since (RFC 3339 with
+// nanoseconds). The controller writes it after the record when it takes a
+// request and removes it with the request: a record whose Since the host
+// does not carry is an earlier request's and never answers this one.
+const ResetRequestAnnotation = "rebootkit.io/reset-request"
 
 // reconcileReset is a pass of a host with spec.disablePowerOff: its power
 // never goes off, so its bare reboot request is done with a reset
@@ -81,6 +91,10 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		}
 	}
 	_, requested := bmh.Annotations[reboot.Annotation]
+	marker, marked := bmh.Annotations[ResetRequestAnnotation]
+	if requested && st.pending() && marker != stamp(st.Since) {
+		st = resetRecord{} // an earlier request's state: this request starts afresh
+	}
 	now := c.Reconciler.Now()
 	o := resetObserved{Requested: requested, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
 	pc, err := c.Reconciler.Power(name)
@@ -103,12 +117,18 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	write := func(f func(context.Context) error) error {
 		return reboot.Fenced(ctx, c.Reconciler.Guard, "kube: reset of host "+name, f)
 	}
+	unmark := map[string]any{}
+	if marked {
+		unmark[ResetRequestAnnotation] = nil
+	}
 	switch {
 	case d.Done:
+		// The request and its marker go in one write, then the state: a
+		// stop in between leaves a state no later request carries.
+		unmark[reboot.Annotation] = nil
 		err = write(func(ctx context.Context) error {
-			if err := hosts.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion,
-				metadataPatch(nil, map[string]any{reboot.Annotation: nil}))); err != nil {
-				return mapError("reset of", hosts.Namespace, name, err)
+			if err := patchHost(ctx, hosts, bmh, unmark); err != nil {
+				return err
 			}
 			return c.writeReset(ctx, hosts, bmh, &rec, exists, nil, st.Accepted)
 		})
@@ -119,11 +139,19 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		}
 		c.forgetReset(name)
 	case d.Clear:
-		err = write(func(ctx context.Context) error { return c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}) })
+		err = write(func(ctx context.Context) error {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}); err != nil || !marked {
+				return err
+			}
+			return patchHost(ctx, hosts, bmh, unmark)
+		})
 		c.forgetReset(name)
 	case d.Write:
 		err = write(func(ctx context.Context) error {
-			return c.writeReset(ctx, hosts, bmh, &rec, exists, &d.Rec, time.Time{})
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &d.Rec, time.Time{}); err != nil || !d.Rec.pending() || marker == stamp(d.Rec.Since) {
+				return err
+			}
+			return patchHost(ctx, hosts, bmh, map[string]any{ResetRequestAnnotation: stamp(d.Rec.Since)})
 		})
 	}
 	if errors.Is(err, reboot.ErrConflict) {
@@ -167,6 +195,18 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
+// patchHost writes the annotations ann (nil: removed) of bmh with a
+// compare-and-swap on the version read.
+func patchHost(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, ann map[string]any) error {
+	if err := hosts.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion, metadataPatch(nil, ann))); err != nil {
+		return mapError("reset of", hosts.Namespace, bmh.Name, err)
+	}
+	return nil
+}
+
+// stamp is t as ResetRequestAnnotation and the BMC pin write it.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
 // doneWhat says what answered a request of the reset path.
 func doneWhat(st resetRecord, leftOff bool) string {
 	switch {
@@ -209,7 +249,7 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 			return err
 		}
 		ann[ResetAnnotation] = string(raw)
-		since := st.Since.UTC().Format(time.RFC3339Nano)
+		since := stamp(st.Since)
 		if exists && rec.Spec.HostUID == string(bmh.UID) && rec.Spec.BMC != nil && rec.Spec.BMC.PendingSince == since {
 			pin = rec.Spec.BMC.DeepCopy()
 		} else {
