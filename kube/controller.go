@@ -160,6 +160,15 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return res, err
 		}
 		c.refuseResetOnce(req.Name, nil)
+		if _, ok := bmh.Annotations[ResetRequestAnnotation]; ok {
+			// spec.disablePowerOff was cleared during a reset: the normal
+			// path takes the request, and the reset state goes first.
+			err := c.dropReset(ctx, &bmh)
+			if errors.Is(err, reboot.ErrConflict) || err == nil {
+				return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+			}
+			return ctrl.Result{}, err
+		}
 	}
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
 	if errors.Is(err, reboot.ErrNotFound) {

@@ -214,6 +214,8 @@
 //     ResetRequestAnnotation, written when the request is taken and
 //     removed with it (in one write), and a state whose request the host
 //     does not carry is an earlier request's, never this one's answer.
+//     When spec.disablePowerOff is cleared, the state is cleared before
+//     the normal path takes the host.
 //   - with no request, makes power follow spec.online true as the normal
 //     path does: a host that reads Off, with no keyed request, is powered
 //     on (again at most every StaleReads), so that a host held off before

@@ -195,6 +195,32 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
+// dropReset clears the reset state of a host that the normal path now
+// handles (spec.disablePowerOff cleared): the record's ResetAnnotation,
+// then the host's ResetRequestAnnotation, so that no later request of the
+// reset path is answered by it.
+func (c *RebootController) dropReset(ctx context.Context, bmh *metal3.BareMetalHost) error {
+	hosts, ok := c.Reconciler.Hosts.(*RebootHosts)
+	if !ok {
+		return errors.New("kube: a host with spec.disablePowerOff needs the Reconciler's Hosts to be a *RebootHosts")
+	}
+	var rec v1alpha1.RebootRecord
+	err := hosts.Client.Get(ctx, types.NamespacedName{Namespace: hosts.Namespace, Name: bmh.Name}, &rec)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kube: reboot record %s/%s: %w", hosts.Namespace, bmh.Name, err)
+	}
+	c.forgetReset(bmh.Name)
+	return reboot.Fenced(ctx, c.Reconciler.Guard, "kube: reset state of host "+bmh.Name, func(ctx context.Context) error {
+		if err == nil && rec.Annotations[ResetAnnotation] != "" {
+			ann := map[string]any{ResetAnnotation: nil}
+			if perr := hosts.Client.Patch(ctx, &rec, casPatch(rec.ResourceVersion, metadataPatch(nil, ann))); perr != nil {
+				return mapError("record of", hosts.Namespace, bmh.Name, perr)
+			}
+		}
+		return patchHost(ctx, hosts, bmh, map[string]any{ResetRequestAnnotation: nil})
+	})
+}
+
 // patchHost writes the annotations ann (nil: removed) of bmh with a
 // compare-and-swap on the version read.
 func patchHost(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, ann map[string]any) error {
