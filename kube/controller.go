@@ -290,9 +290,13 @@ func (c *RebootController) powerEvent(ctx context.Context, req ctrl.Request, res
 	if err == nil {
 		err, what = res.StateErr, "power state read"
 	}
-	fix := "check the BMC's address and reachability"
+	c.Recorder.Eventf(&bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", req.Name, what, err, powerFix(err))
+}
+
+// powerFix is the operator's fix for a failed BMC call.
+func powerFix(err error) string {
 	if errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) {
-		fix = "check the username and password in the host's BMC credentials Secret"
+		return "check the username and password in the host's BMC credentials Secret"
 	}
-	c.Recorder.Eventf(&bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", req.Name, what, err, fix)
+	return "check the BMC's address and reachability"
 }

@@ -208,8 +208,10 @@
 //     waits for evidence (the BMC's late answer, an Off reading) or for a
 //     person to check the host and remove the request. A BMC that cannot
 //     reset (power.ErrUnsupported) is reported with a ResetUnsupported
-//     event, and nothing else is done. The resets and power-ons are sent
-//     under the Reconciler's Guard, as the normal path's power calls are.
+//     event, and nothing else is done. A failed state read is reported
+//     with a RebootPowerError event, and nothing is sent until a reading
+//     comes. The resets and power-ons are sent under the Reconciler's
+//     Guard, as the normal path's power calls are.
 //   - ties the state to one request: the host carries
 //     ResetRequestAnnotation, written when the request is taken and
 //     removed with it (in one write), and a state whose request the host

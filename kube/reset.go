@@ -103,6 +103,9 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	}
 	if s, err := pc.State(ctx); err == nil {
 		o.Power = s
+	} else if !isInFlight(err) && c.Recorder != nil {
+		c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot",
+			"host %s: power state read failed: %v; nothing is sent to it until a reading comes: %s", name, err, powerFix(err))
 	}
 	if c.Async != nil {
 		if lo, ok := c.Async.lateReset(name); ok {
@@ -181,7 +184,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			c.noteReset(name, resetOutcome{at: c.Reconciler.Now(), err: cerr})
 		}
 		if cerr != nil && !isInFlight(cerr) && c.Recorder != nil {
-			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; check the BMC's address and reachability", name, d.Call, cerr)
+			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", name, d.Call, cerr, powerFix(cerr))
 		}
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
