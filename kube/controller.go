@@ -111,6 +111,7 @@ func (c *RebootController) refuseOnce(host string, ann map[string]string) bool {
 // forget drops what the power layer keeps for host, which is gone (issue
 // 35): see Forget.
 func (c *RebootController) forget(host string) {
+	c.forgetReset(host) // and the late outcome Async keeps
 	switch {
 	case c.Forget != nil:
 		c.Forget(host)
@@ -159,6 +160,15 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return res, err
 		}
 		c.refuseResetOnce(req.Name, nil)
+		if _, ok := bmh.Annotations[ResetRequestAnnotation]; ok {
+			// spec.disablePowerOff was cleared during a reset: the normal
+			// path takes the request, and the reset state goes first.
+			err := c.dropReset(ctx, &bmh)
+			if errors.Is(err, reboot.ErrConflict) || err == nil {
+				return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+			}
+			return ctrl.Result{}, err
+		}
 	}
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
 	if errors.Is(err, reboot.ErrNotFound) {
@@ -280,9 +290,13 @@ func (c *RebootController) powerEvent(ctx context.Context, req ctrl.Request, res
 	if err == nil {
 		err, what = res.StateErr, "power state read"
 	}
-	fix := "check the BMC's address and reachability"
+	c.Recorder.Eventf(&bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", req.Name, what, err, powerFix(err))
+}
+
+// powerFix is the operator's fix for a failed BMC call.
+func powerFix(err error) string {
 	if errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) {
-		fix = "check the username and password in the host's BMC credentials Secret"
+		return "check the username and password in the host's BMC credentials Secret"
 	}
-	c.Recorder.Eventf(&bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", req.Name, what, err, fix)
+	return "check the BMC's address and reachability"
 }

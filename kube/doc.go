@@ -195,14 +195,35 @@
 //     soon as Ironic accepts the reboot. A host that reads Off StaleReads
 //     after the request (or after the reset) was off after it: it is
 //     powered on, and the request is done when it reads On StaleReads
-//     after that power-on. The RebootRecord then carries the time in
+//     after that power-on; it is powered on only if spec.online is true
+//     and no keyed request holds it, else the request is done and the
+//     host left off. The RebootRecord then carries the time in
 //     LastResetAnnotation, and a Reset event says what was done. A reset
 //     whose outcome is unknown (a timeout, an answer lost, a restart
 //     between the write and the answer) may have been carried out; it is
 //     sent again only StaleReads and RetryDelay after it was about to be
-//     sent, on an On reading then: such a request may reset the host
-//     twice. A BMC that cannot reset (power.ErrUnsupported) is reported
-//     with a ResetUnsupported event, and nothing else is done.
+//     sent, on an On reading then, and only once: such a request may
+//     reset the host twice, never three times. On NC-SI hardware the
+//     reset takes the BMC's port down with the host's NIC, so its answer
+//     is what gets lost: after a second reset of unknown outcome the
+//     controller sends no more, reports a ResetOutcomeUnknown event, and
+//     waits for evidence (the BMC's late answer, an Off reading) or for a
+//     person to check the host and remove the request. A BMC that cannot
+//     reset (power.ErrUnsupported) is reported with a ResetUnsupported
+//     event, and nothing else is done. A failed state read is reported
+//     with a RebootPowerError event, and nothing is sent until a reading
+//     comes. The resets and power-ons are sent under the Reconciler's
+//     Guard, as the normal path's power calls are.
+//   - ties the state to one request: the host carries
+//     ResetRequestAnnotation, written when the request is taken and
+//     removed with it (in one write), and a state whose request the host
+//     does not carry is an earlier request's, never this one's answer.
+//     When spec.disablePowerOff is cleared, the state is cleared before
+//     the normal path takes the host.
+//   - with no request, makes power follow spec.online true as the normal
+//     path does: a host that reads Off, with no keyed request, is powered
+//     on (again at most every StaleReads), so that a host held off before
+//     spec.disablePowerOff was set comes back when its hold is removed.
 //   - refuses with a PowerOffRefused event (once per set) its keyed
 //     reboot.metal3.io/{key} requests, which ask for a hold off, and
 //     spec.online false: no power call is made for them, and only their

@@ -26,7 +26,9 @@ import (
 // ResetAnnotation on a host's RebootRecord keeps the state of the reboot
 // by reset of a host with spec.disablePowerOff (JSON: when the request was
 // first seen, when the last reset or power-on was about to be sent, when
-// the BMC accepted it). Only the controller writes it.
+// the BMC accepted it, how many resets were sent, when the controller gave
+// up; with no request, when the last power-on was about to be sent). Only
+// the controller writes it.
 const ResetAnnotation = "rebootkit.io/reset"
 
 // LastResetAnnotation on a host's RebootRecord is when the BMC accepted
@@ -34,11 +36,19 @@ const ResetAnnotation = "rebootkit.io/reset"
 // when the request is removed.
 const LastResetAnnotation = "rebootkit.io/last-reset"
 
+// ResetRequestAnnotation on a host with spec.disablePowerOff ties the bare
+// reboot request the controller is answering to the RebootRecord's
+// ResetAnnotation: its value is that state's Since (RFC 3339 with
+// nanoseconds). The controller writes it after the record when it takes a
+// request and removes it with the request: a record whose Since the host
+// does not carry is an earlier request's and never answers this one.
+const ResetRequestAnnotation = "rebootkit.io/reset-request"
+
 // reconcileReset is a pass of a host with spec.disablePowerOff: its power
 // never goes off, so its bare reboot request is done with a reset
 // (decideReset), its keyed requests (a hold off) and spec.online false are
-// refused with a PowerOffRefused event, and no fencing evidence is ever
-// written for it.
+// refused with a PowerOffRefused event, with no request its power follows
+// spec.online true, and no fencing evidence is ever written for it.
 func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareMetalHost) (ctrl.Result, error) {
 	name := bmh.Name
 	idle := cmp.Or(c.IdlePoll, time.Minute)
@@ -81,55 +91,70 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		}
 	}
 	_, requested := bmh.Annotations[reboot.Annotation]
+	marker, marked := bmh.Annotations[ResetRequestAnnotation]
+	if requested && st.pending() && marker != stamp(st.Since) {
+		st = resetRecord{} // an earlier request's state: this request starts afresh
+	}
 	now := c.Reconciler.Now()
-	o := resetObserved{Requested: requested, Rec: st, Power: power.StateUnknown}
-	var pc power.Controller
-	if requested {
-		if pc, err = c.Reconciler.Power(name); err != nil {
-			return ctrl.Result{}, err
+	o := resetObserved{Requested: requested, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
+	pc, err := c.Reconciler.Power(name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if s, err := pc.State(ctx); err == nil {
+		o.Power = s
+	} else if !isInFlight(err) && c.Recorder != nil {
+		c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot",
+			"host %s: power state read failed: %v; nothing is sent to it until a reading comes: %s", name, err, powerFix(err))
+	}
+	if c.Async != nil {
+		if lo, ok := c.Async.lateReset(name); ok {
+			c.noteReset(name, lo)
 		}
-		if s, err := pc.State(ctx); err == nil {
-			o.Power = s
-		}
-		if c.Async != nil {
-			if lo, ok := c.Async.lateReset(name); ok {
-				c.noteReset(name, lo)
-			}
-			o.InFlight = c.Async.InFlight(name)
-		}
-		if lo, ok := c.lastReset(name); ok {
-			o.Outcome = &lo
-		}
+		o.InFlight = c.Async.InFlight(name)
+	}
+	if lo, ok := c.lastReset(name); ok && requested {
+		o.Outcome = &lo
 	}
 	d := decideReset(o, resetConfigOf(c.Reconciler.Config), now)
 	write := func(f func(context.Context) error) error {
 		return reboot.Fenced(ctx, c.Reconciler.Guard, "kube: reset of host "+name, f)
 	}
+	unmark := map[string]any{}
+	if marked {
+		unmark[ResetRequestAnnotation] = nil
+	}
 	switch {
 	case d.Done:
+		// The request and its marker go in one write, then the state: a
+		// stop in between leaves a state no later request carries.
+		unmark[reboot.Annotation] = nil
 		err = write(func(ctx context.Context) error {
-			if err := hosts.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion,
-				metadataPatch(nil, map[string]any{reboot.Annotation: nil}))); err != nil {
-				return mapError("reset of", hosts.Namespace, name, err)
+			if err := patchHost(ctx, hosts, bmh, unmark); err != nil {
+				return err
 			}
 			return c.writeReset(ctx, hosts, bmh, &rec, exists, nil, st.Accepted)
 		})
 		if err == nil && c.Recorder != nil {
-			what := "was reset"
-			if st.Op == "on" {
-				what = "read off after the request and was powered on"
-			}
 			c.Recorder.Eventf(bmh, nil, "Normal", "Reset", "Reboot",
-				"host %s %s at %s (spec.disablePowerOff: a reboot is a reset, never a power-off) and reads on; %s removed",
-				name, what, st.Accepted.UTC().Format(time.RFC3339), reboot.Annotation)
+				"host %s %s (spec.disablePowerOff: a reboot is a reset, never a power-off); %s removed",
+				name, doneWhat(st, d.LeftOff), reboot.Annotation)
 		}
 		c.forgetReset(name)
 	case d.Clear:
-		err = write(func(ctx context.Context) error { return c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}) })
+		err = write(func(ctx context.Context) error {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}); err != nil || !marked {
+				return err
+			}
+			return patchHost(ctx, hosts, bmh, unmark)
+		})
 		c.forgetReset(name)
 	case d.Write:
 		err = write(func(ctx context.Context) error {
-			return c.writeReset(ctx, hosts, bmh, &rec, exists, &d.Rec, time.Time{})
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &d.Rec, time.Time{}); err != nil || !d.Rec.pending() || marker == stamp(d.Rec.Since) {
+				return err
+			}
+			return patchHost(ctx, hosts, bmh, map[string]any{ResetRequestAnnotation: stamp(d.Rec.Since)})
 		})
 	}
 	if errors.Is(err, reboot.ErrConflict) {
@@ -138,18 +163,28 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if d.GaveUp && c.Recorder != nil {
+		c.Recorder.Eventf(bmh, nil, "Warning", "ResetOutcomeUnknown", "Reboot",
+			"host %s was sent %d resets for its request and the BMC's answer to the last one never came: it may have been reset "+
+				"(on NC-SI hardware the reset takes the BMC's port down); no more resets are sent. Check the host, then remove %s "+
+				"(a new request starts afresh); an Off reading or the BMC's late answer is still taken", name, d.Rec.Resets, reboot.Annotation)
+	}
 	if d.Unsupported && c.Recorder != nil {
 		c.Recorder.Eventf(bmh, nil, "Warning", "ResetUnsupported", "Reboot",
 			"host %s has spec.disablePowerOff and its BMC cannot reset it (%v): it is neither powered off nor reset; "+
 				"reboot it by hand and remove %s, or enable ForceRestart (Redfish) / hard reset (IPMI) on its BMC", name, o.Outcome.err, reboot.Annotation)
 	}
 	if d.Call != "" {
-		cerr := c.sendReset(ctx, pc, d.Call)
+		cerr := reboot.Fenced(ctx, c.Reconciler.Guard, "kube: "+d.Call+" of host "+name,
+			func(ctx context.Context) error { return c.sendReset(ctx, pc, d.Call) })
+		if errors.Is(cerr, reboot.ErrNotLeader) {
+			return ctrl.Result{}, cerr // not sent: the leader's pass decides again
+		}
 		if !isInFlight(cerr) {
 			c.noteReset(name, resetOutcome{at: c.Reconciler.Now(), err: cerr})
 		}
 		if cerr != nil && !isInFlight(cerr) && c.Recorder != nil {
-			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; check the BMC's address and reachability", name, d.Call, cerr)
+			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", name, d.Call, cerr, powerFix(cerr))
 		}
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
@@ -161,6 +196,57 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		after = idle
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// dropReset clears the reset state of a host that the normal path now
+// handles (spec.disablePowerOff cleared): the record's ResetAnnotation,
+// then the host's ResetRequestAnnotation, so that no later request of the
+// reset path is answered by it.
+func (c *RebootController) dropReset(ctx context.Context, bmh *metal3.BareMetalHost) error {
+	hosts, ok := c.Reconciler.Hosts.(*RebootHosts)
+	if !ok {
+		return errors.New("kube: a host with spec.disablePowerOff needs the Reconciler's Hosts to be a *RebootHosts")
+	}
+	var rec v1alpha1.RebootRecord
+	err := hosts.Client.Get(ctx, types.NamespacedName{Namespace: hosts.Namespace, Name: bmh.Name}, &rec)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kube: reboot record %s/%s: %w", hosts.Namespace, bmh.Name, err)
+	}
+	c.forgetReset(bmh.Name)
+	return reboot.Fenced(ctx, c.Reconciler.Guard, "kube: reset state of host "+bmh.Name, func(ctx context.Context) error {
+		if err == nil && rec.Annotations[ResetAnnotation] != "" {
+			ann := map[string]any{ResetAnnotation: nil}
+			if perr := hosts.Client.Patch(ctx, &rec, casPatch(rec.ResourceVersion, metadataPatch(nil, ann))); perr != nil {
+				return mapError("record of", hosts.Namespace, bmh.Name, perr)
+			}
+		}
+		return patchHost(ctx, hosts, bmh, map[string]any{ResetRequestAnnotation: nil})
+	})
+}
+
+// patchHost writes the annotations ann (nil: removed) of bmh with a
+// compare-and-swap on the version read.
+func patchHost(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, ann map[string]any) error {
+	if err := hosts.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion, metadataPatch(nil, ann))); err != nil {
+		return mapError("reset of", hosts.Namespace, bmh.Name, err)
+	}
+	return nil
+}
+
+// stamp is t as ResetRequestAnnotation and the BMC pin write it.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// doneWhat says what answered a request of the reset path.
+func doneWhat(st resetRecord, leftOff bool) string {
+	switch {
+	case leftOff:
+		return "read off after the request and is left off (spec.online is false, or a keyed request holds it)"
+	case st.Op == "on" && st.accepted():
+		return "read off after the request, was powered on at " + st.Accepted.UTC().Format(time.RFC3339) + " and reads on"
+	case st.Op == "on":
+		return "read off after the request, was powered on (the BMC's answer was lost) and reads on"
+	}
+	return "was reset at " + st.Accepted.UTC().Format(time.RFC3339) + " and reads on"
 }
 
 // sendReset sends the reset path's command through pc.
@@ -179,13 +265,20 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 	exists bool, st *resetRecord, last time.Time) error {
 	ann := map[string]any{ResetAnnotation: nil}
 	var pin *v1alpha1.BMCPin
-	if st != nil {
+	if st != nil && !st.pending() {
+		// A power-on with no request (power follows spec.online): no pin.
 		raw, err := json.Marshal(st)
 		if err != nil {
 			return err
 		}
 		ann[ResetAnnotation] = string(raw)
-		since := st.Since.UTC().Format(time.RFC3339Nano)
+	} else if st != nil {
+		raw, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		ann[ResetAnnotation] = string(raw)
+		since := stamp(st.Since)
 		if exists && rec.Spec.HostUID == string(bmh.UID) && rec.Spec.BMC != nil && rec.Spec.BMC.PendingSince == since {
 			pin = rec.Spec.BMC.DeepCopy()
 		} else {
@@ -247,8 +340,11 @@ func (c *RebootController) lastReset(host string) (resetOutcome, bool) {
 
 func (c *RebootController) forgetReset(host string) {
 	c.refusedMu.Lock()
-	defer c.refusedMu.Unlock()
 	delete(c.resetOut, host)
+	c.refusedMu.Unlock()
+	if c.Async != nil {
+		c.Async.lateReset(host) // dropped: it answered a command of this request
+	}
 }
 
 // refuseResetOnce reports whether the refusal of what a host with

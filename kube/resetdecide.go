@@ -21,7 +21,19 @@ type resetRecord struct {
 	Accepted time.Time `json:"accepted,omitzero"`
 	// Op is the command: "reset" or "on".
 	Op string `json:"op,omitempty"`
+	// Resets is how many resets were about to be sent for the request (at
+	// most maxResets).
+	Resets int `json:"resets,omitempty"`
+	// GaveUp is when the controller stopped resetting: maxResets resets
+	// were sent and the outcome of the last one is not known.
+	GaveUp time.Time `json:"gaveUp,omitzero"`
 }
+
+// maxResets bounds the resets sent for one request: a reset whose answer
+// is lost (on NC-SI hardware the reset takes the BMC's port down with the
+// host's NIC, so the answer is what gets lost) is sent once more, and then
+// no more (ResetOutcomeUnknown).
+const maxResets = 2
 
 func (r resetRecord) pending() bool { return !r.Since.IsZero() }
 
@@ -40,9 +52,13 @@ type resetOutcome struct {
 // resetObserved is what a pass of the reset path decides on: the host's
 // bare request, its persisted record, the power read after both, and the
 // outcome of the last command this process sent (nil: none known, such as
-// after a restart).
+// after a restart). Online is the host's spec.online; Held reports a keyed
+// reboot request (a hold off, refused on this path): the reset path never
+// powers the host on unless Online and not Held.
 type resetObserved struct {
 	Requested bool
+	Online    bool
+	Held      bool
 	Rec       resetRecord
 	Power     power.State
 	Outcome   *resetOutcome
@@ -50,15 +66,20 @@ type resetObserved struct {
 }
 
 // resetDecision: persist Rec first when Write, then send Call ("reset",
-// "on" or none); Done removes the bare request and clears the record;
-// Clear only clears it. After is the next pass (0: at once).
+// "on" or none); Done removes the bare request and clears the record
+// (LeftOff: the host read off after the request and is left off, as
+// spec.online false or a hold wants); Clear only clears it. GaveUp
+// reports that the record's GaveUp was just set (ResetOutcomeUnknown).
+// After is the next pass (0: at once).
 type resetDecision struct {
 	Write       bool
 	Rec         resetRecord
 	Call        string
 	Done        bool
+	LeftOff     bool
 	Clear       bool
 	Unsupported bool
+	GaveUp      bool
 	After       time.Duration
 }
 
@@ -90,18 +111,37 @@ func resetConfigOf(c reboot.Config) resetConfig {
 // when it reads On StaleReads after that power-on. Nothing here is ever
 // evidence of a power-off: the reset path writes no fencing evidence.
 //
+// The host is powered on only if spec.online is true and no keyed
+// request holds it; otherwise an Off reading StaleReads after the request
+// (or the reset) is done, the host left off.
+//
 // A reset is sent only on an On reading; a command whose outcome is not
 // known (an answer lost, a restart between the write of Sending and the
 // answer) is sent again only StaleReads (and RetryDelay) after it was
-// about to be sent, on an On reading then: such a request may reset the
-// host twice.
+// about to be sent, on an On reading then, and a reset at most once: such
+// a request may reset the host twice. After the second reset of unknown
+// outcome the controller gives up (GaveUp) and waits for evidence (a late
+// answer, an Off reading) or for a person to remove the request. A
+// power-on of unknown outcome followed by an On reading StaleReads later
+// is done: the host came up after it was off.
+//
+// With no request, power follows spec.online as on the normal path: a
+// host that reads Off, with spec.online true and no hold, is powered on
+// (not again before StaleReads after the last power-on was about to be
+// sent, Rec.Sending of a record with no request).
 func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 	rec := o.Rec
 	if !o.Requested {
 		if rec.pending() {
 			return resetDecision{Clear: true}
 		}
-		return resetDecision{}
+		if o.Power != power.StateOff || !o.Online || o.Held {
+			return resetDecision{}
+		}
+		if wait := c.StaleReads - now.Sub(rec.Sending); wait > 0 {
+			return resetDecision{After: wait}
+		}
+		return resetDecision{Write: true, Rec: resetRecord{Sending: now, Op: "on"}, Call: "on"}
 	}
 	if !rec.pending() {
 		return resetDecision{Write: true, Rec: resetRecord{Since: now}}
@@ -132,8 +172,7 @@ func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 			return resetDecision{After: c.StaleReads - since}
 		case power.StateOff:
 			if since >= c.StaleReads {
-				rec.Sending, rec.Op = now, "on"
-				return resetDecision{Write: true, Rec: rec, Call: "on"}
+				return powerOn(o, now, rec)
 			}
 			return resetDecision{After: c.StaleReads - since}
 		}
@@ -146,15 +185,38 @@ func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 		if wait := max(c.StaleReads, c.RetryDelay) - now.Sub(rec.Sending); wait > 0 {
 			return resetDecision{After: wait}
 		}
+		if rec.Op == "on" && o.Power == power.StateOn {
+			// "on" was sent only on an Off reading that proves a power-off
+			// after the request; the host reads on StaleReads after it.
+			return resetDecision{Done: true}
+		}
 	}
 	return resend(o, c, now, rec)
+}
+
+// powerOn sends "on" to a host that reads off after the request, unless
+// spec.online is false or a hold wants it off: then the request is done
+// and the host left off.
+func powerOn(o resetObserved, now time.Time, rec resetRecord) resetDecision {
+	if !o.Online || o.Held {
+		return resetDecision{Done: true, LeftOff: true}
+	}
+	rec.Sending, rec.Op = now, "on"
+	return resetDecision{Write: true, Rec: rec, Call: "on"}
 }
 
 // resend decides the command to send on this pass's reading.
 func resend(o resetObserved, c resetConfig, now time.Time, rec resetRecord) resetDecision {
 	switch o.Power {
 	case power.StateOn:
-		rec.Sending, rec.Op = now, "reset"
+		if rec.Resets >= maxResets {
+			if rec.GaveUp.IsZero() {
+				rec.GaveUp = now
+				return resetDecision{Write: true, Rec: rec, GaveUp: true}
+			}
+			return resetDecision{After: c.PollInterval}
+		}
+		rec.Sending, rec.Op, rec.Resets = now, "reset", rec.Resets+1
 		return resetDecision{Write: true, Rec: rec, Call: "reset"}
 	case power.StateOff:
 		// Off is proof of a power-off after the request only StaleReads
@@ -163,8 +225,7 @@ func resend(o resetObserved, c resetConfig, now time.Time, rec resetRecord) rese
 		if wait := c.StaleReads - now.Sub(rec.Since); wait > 0 {
 			return resetDecision{After: wait}
 		}
-		rec.Sending, rec.Op = now, "on"
-		return resetDecision{Write: true, Rec: rec, Call: "on"}
+		return powerOn(o, now, rec)
 	}
 	return resetDecision{After: c.QuickPoll}
 }

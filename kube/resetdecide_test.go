@@ -28,12 +28,12 @@ func TestDecideReset(t *testing.T) {
 		{"new request: persisted first", resetObserved{Requested: true, Power: power.StateOn}, sec(0),
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0)}}},
 		{"on: reset, its intent persisted", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOn}, sec(1),
-			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Call: "reset"}},
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset", Resets: 1}, Call: "reset"}},
 		{"unknown: no reset (it may power on a host that is off)", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateUnknown}, sec(1),
 			resetDecision{After: time.Second}},
 		{"off that may echo the past: wait", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOff}, sec(10),
 			resetDecision{After: 20 * time.Second}},
-		{"off StaleReads after the request: power on", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOff}, sec(30),
+		{"off StaleReads after the request: power on", resetObserved{Requested: true, Online: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOff}, sec(30),
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(30), Op: "on"}, Call: "on"}},
 		{"accepted: persisted", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Power: power.StateOn,
 			Outcome: &resetOutcome{at: sec(2)}}, sec(2),
@@ -44,12 +44,33 @@ func TestDecideReset(t *testing.T) {
 			resetDecision{After: 12 * time.Second}},
 		{"on StaleReads after the reset: done", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset"}, Power: power.StateOn}, sec(32),
 			resetDecision{Done: true}},
-		{"off StaleReads after the reset: power on", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset"}, Power: power.StateOff}, sec(32),
+		{"off StaleReads after the reset: power on", resetObserved{Requested: true, Online: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset"}, Power: power.StateOff}, sec(32),
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(32), Accepted: sec(2), Op: "on"}, Call: "on"}},
 		{"failed: may have been done, not sent again soon", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Power: power.StateOn,
 			Outcome: &resetOutcome{at: sec(2), err: &power.Error{Op: "reset", Class: power.ClassBusy}}}, sec(3), resetDecision{After: 28 * time.Second}},
-		{"unknown outcome (restart): again StaleReads after", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Power: power.StateOn}, sec(31),
-			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset"}, Call: "reset"}},
+		{"unknown outcome (restart): again StaleReads after", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset", Resets: 1}, Power: power.StateOn}, sec(31),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset", Resets: 2}, Call: "reset"}},
+		{"second reset of unknown outcome: give up, no third", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset", Resets: 2}, Power: power.StateOn}, sec(61),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset", Resets: 2, GaveUp: sec(61)}, GaveUp: true}},
+		{"given up: wait for evidence", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset", Resets: 2, GaveUp: sec(61)}, Power: power.StateOn}, sec(90),
+			resetDecision{After: 5 * time.Second}},
+		{"given up, then off: power on", resetObserved{Requested: true, Online: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset", Resets: 2, GaveUp: sec(61)}, Power: power.StateOff}, sec(90),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(90), Op: "on", Resets: 2, GaveUp: sec(61)}, Call: "on"}},
+		{"given up, then a late answer: persisted", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Op: "reset", Resets: 2, GaveUp: sec(61)}, Power: power.StateOn,
+			Outcome: &resetOutcome{at: sec(70)}}, sec(90),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(31), Accepted: sec(70), Op: "reset", Resets: 2, GaveUp: sec(61)}}},
+		{"power-on of unknown outcome, on StaleReads after: done", resetObserved{Requested: true, Online: true, Rec: resetRecord{Since: sec(0), Sending: sec(30), Op: "on"}, Power: power.StateOn}, sec(60),
+			resetDecision{Done: true}},
+		{"off StaleReads after the request, spec.online false: done, left off", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOff}, sec(30),
+			resetDecision{Done: true, LeftOff: true}},
+		{"off StaleReads after the reset, held: done, left off", resetObserved{Requested: true, Online: true, Held: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(2), Op: "reset", Resets: 1}, Power: power.StateOff}, sec(32),
+			resetDecision{Done: true, LeftOff: true}},
+		{"no request, off, online, no hold: power on", resetObserved{Online: true, Power: power.StateOff}, sec(0),
+			resetDecision{Write: true, Rec: resetRecord{Sending: sec(0), Op: "on"}, Call: "on"}},
+		{"no request, off soon after a power-on: wait", resetObserved{Online: true, Rec: resetRecord{Sending: sec(0), Op: "on"}, Power: power.StateOff}, sec(10),
+			resetDecision{After: 20 * time.Second}},
+		{"no request, off, spec.online false: nothing", resetObserved{Power: power.StateOff}, sec(0), resetDecision{}},
+		{"no request, off, held: nothing", resetObserved{Online: true, Held: true, Power: power.StateOff}, sec(0), resetDecision{}},
 		{"unsupported: reported", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, Power: power.StateOn,
 			Outcome: &resetOutcome{at: sec(2), err: &power.Error{Op: "reset", Class: power.ClassUnsupported}}}, sec(2), resetDecision{Unsupported: true, After: time.Minute}},
 		{"in flight: wait", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset"}, InFlight: true}, sec(2), resetDecision{After: 5 * time.Second}},
@@ -70,8 +91,12 @@ func TestDecideReset(t *testing.T) {
 //     hardware is out of band);
 //   - a request is done only if the hardware was reset or was off at
 //     some instant since the request was first seen;
-//   - once the BMC behaves (no faults, honest reads, nothing out of
-//     band), the request is done within a bounded time.
+//   - no request is sent more than maxResets resets (ground truth);
+//   - once the BMC's reads are honest and nothing happens out of band,
+//     the request is done or given up (ResetOutcomeUnknown) within a
+//     bounded time, whether or not the answers to resets keep being lost
+//     (a lost-answer fault that stays on, as on NC-SI hardware), and done
+//     if no answer was ever lost nor forgotten.
 func TestResetStateMachine(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := resetConfig{StaleReads: 2 * time.Second, PollInterval: 500 * time.Millisecond, QuickPoll: 100 * time.Millisecond, RetryDelay: time.Second}
@@ -93,7 +118,18 @@ func TestResetStateMachine(t *testing.T) {
 				s = power.StateUnknown
 			}
 			now := clk.Now()
-			d := decideReset(resetObserved{Requested: requested, Rec: rec, Power: s, Outcome: out}, cfg, now)
+			d := decideReset(resetObserved{Requested: requested, Online: true, Rec: rec, Power: s, Outcome: out}, cfg, now)
+			if d.Done || d.GaveUp {
+				n := 0
+				for _, r := range hw.Resets() {
+					if !r.Before(rec.Since) {
+						n++
+					}
+				}
+				if n > maxResets {
+					t.Fatalf("%d resets for one request since %v: %v", n, rec.Since, hw.Resets())
+				}
+			}
 			switch {
 			case d.Done:
 				if !hw.WasOffDuring(rec.Since, clk.Real()) {
@@ -122,7 +158,7 @@ func TestResetStateMachine(t *testing.T) {
 			}
 			return d
 		}
-		queued := 0
+		queued, restarts := 0, 0
 		steps := rapid.IntRange(1, 60).Draw(t, "steps")
 		for range steps {
 			switch rapid.IntRange(0, 9).Draw(t, "action") {
@@ -136,6 +172,7 @@ func TestResetStateMachine(t *testing.T) {
 					fake.Fault{Kind: rapid.SampledFrom([]fake.FaultKind{fake.FaultBusy, fake.FaultFailed, fake.FaultTimeout}).Draw(t, "kind"),
 						Applied: rapid.Bool().Draw(t, "applied")})
 			case 3:
+				restarts++
 				out = nil // a restart: memory lost, the record kept
 			case 4:
 				if !requested {
@@ -151,15 +188,25 @@ func TestResetStateMachine(t *testing.T) {
 				t.Fatalf("the reset path powered the host off: %v", hw.Truth())
 			}
 		}
-		// Liveness: the BMC behaves from now on.
+		// Liveness: the BMC's reads are honest from now on; the answers to
+		// its resets may stay lost (they are carried out).
+		lost := rapid.Bool().Draw(t, "lostAnswers")
 		hw.SetReport(fake.Report{})
+		if lost {
+			hw.SetConfig(fake.PowerConfig{Lag: 100 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+				if c.Op == fake.OpReset {
+					return fake.Fault{Kind: fake.FaultTimeout, Applied: true}
+				}
+				return fake.Fault{}
+			}})
+		}
 		if !requested {
 			requested = true
 		}
 		begin := clk.Now()
-		for requested {
-			if clk.Now().Sub(begin) > time.Duration(queued+3)*(cfg.StaleReads+cfg.RetryDelay+cfg.PollInterval) {
-				t.Fatalf("not done %v after the BMC behaved: record %+v, truth %v", clk.Now().Sub(begin), rec, hw.Truth())
+		for requested && rec.GaveUp.IsZero() {
+			if clk.Now().Sub(begin) > time.Duration(queued+maxResets+3)*(cfg.StaleReads+cfg.RetryDelay+cfg.PollInterval) {
+				t.Fatalf("neither done nor given up %v after the BMC's reads became honest: record %+v, truth %v", clk.Now().Sub(begin), rec, hw.Truth())
 			}
 			d := pass()
 			step := d.After
@@ -167,6 +214,9 @@ func TestResetStateMachine(t *testing.T) {
 				step = min(max(step, 10*time.Millisecond), cfg.PollInterval)
 			}
 			clk.Advance(step)
+		}
+		if requested && !lost && queued == 0 && restarts == 0 {
+			t.Fatalf("gave up with no answer lost nor forgotten: record %+v, calls %v", rec, hw.Calls())
 		}
 		for _, tc := range hw.Truth() {
 			if !tc.On && tc.Cause != fake.CauseOutOfBand {
