@@ -1,0 +1,171 @@
+package kube
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// nhcCreate creates a remediation for node as medik8s NodeHealthCheck's
+// resources.manager.generateRemediationCR does: named after the Node,
+// annotated with the node name, owned (not controller) by the NHC.
+func (e *extEnv) nhcCreate(node string, spec v1alpha1.PowerCycleRemediationSpec) {
+	e.t.Helper()
+	f := false
+	r := &v1alpha1.PowerCycleRemediation{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: node,
+		Annotations:     map[string]string{v1alpha1.NodeNameAnnotation: node},
+		Labels:          map[string]string{"app.kubernetes.io/part-of": "node-healthcheck-controller"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "remediation.medik8s.io/v1alpha1", Kind: "NodeHealthCheck", Name: "nhc", UID: "uid-nhc", Controller: &f}}},
+		Spec: spec}
+	require.NoError(e.t, e.checker.Create(e.ctx, r))
+}
+
+// blockKubelet keeps host h's Node NotReady and, once deleted, not
+// registered again (a slow boot) until unblockKubelet.
+func (e *extEnv) blockKubelet(h string) {
+	e.mu.Lock()
+	e.hung[e.nodeOf[h]] = time.Now().Add(time.Hour) // never "off since": the kubelet stays hung
+	e.mu.Unlock()
+	e.setReady(h, false)
+}
+
+func (e *extEnv) unblockKubelet(h string) {
+	e.mu.Lock()
+	delete(e.hung, e.nodeOf[h])
+	e.mu.Unlock()
+}
+
+func (e *extEnv) nodeGone(h string) bool {
+	var n corev1.Node
+	return apierrors.IsNotFound(e.direct.Get(e.ctx, types.NamespacedName{Name: e.nodeOf[h]}, &n))
+}
+
+// TestReview41_CancelledRemediationForgetsNodeLabels: medik8s
+// NodeHealthCheck deletes a remediation whose Node is gone as soon as it
+// sees it gone (deleteOrphanedRemediationCRs: PermanentNodeDeletionExpected
+// is not True), so with the ResourceDeletion strategy every NHC remediation
+// is deleted right after rebootkit deleted the Node. The cancelled
+// remediation powers the host on and waits for the Node; if the Node has
+// not registered again by the attempt's timeout (counted from the
+// attempt's start, not from the cancel: a slow boot), the finalizer is
+// removed with the backup of the Node's labels still in status.state, and
+// the Node that registers later never gets them back. README: "A
+// remediation deleted mid-way ... first releases the host (request
+// removed, host powered on, Node labels restored): its finalizer holds the
+// object ... until then."
+func TestReview41_CancelledRemediationForgetsNodeLabels(t *testing.T) {
+	e := newExtEnv(t, []string{"h0"}, remediation.MaxCount(1))
+	node := e.nodeOf["h0"]
+	e.blockKubelet("h0")
+	e.nhcCreate(node, workerSpec(6*time.Second))
+	e.eventually("Node deleted by rebootkit", 30*time.Second, func() bool { return e.nodeGone("h0") })
+	// NHC: the Node is gone and the remediation does not expect permanent
+	// deletion: an orphan, deleted at once.
+	r := e.remediationOf(node)
+	require.NotNil(t, r)
+	assert.Equal(t, metav1.ConditionFalse, condition(r, v1alpha1.ConditionPermanentNodeDeletionExpected))
+	require.NoError(t, e.checker.Delete(e.ctx, r))
+	e.eventually("host on again", 30*time.Second, func() bool { return e.hw["h0"].HardwareOn() })
+	// The Node boots slowly: it registers after the remediation has gone.
+	e.eventually("remediation gone", 30*time.Second, func() bool { return e.remediationOf(node) == nil })
+	e.unblockKubelet("h0")
+	e.eventually("Node registered again and Ready", 10*time.Second, func() bool { _, ready := e.nodeReady("h0"); return ready })
+	deadline := time.Now().Add(10 * time.Second)
+	var n *corev1.Node
+	for time.Now().Before(deadline) {
+		n, _ = e.nodeReady("h0")
+		if n != nil && n.Labels["role"] == "worker" && n.Labels[hostLabel] == "h0" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.NotNil(t, n)
+	assert.Equal(t, "worker", n.Labels["role"], "the Node's backed-up label was never restored (the remediation went with the backup)")
+	assert.Equal(t, "h0", n.Labels[hostLabel], "the Node's backed-up host label was never restored: the next remediation of this Node finds no host")
+}
+
+// TestReview41_SamplesKeepTheirOwnTimeoutRule: the README says "Keep the
+// NodeHealthCheck step's timeout above (retryLimit+1) × timeout", and its
+// NodeHealthCheck sample and config/samples/nodehealthcheck.yaml break it
+// (10m × 2 attempts = 20m against a 15m step): NodeHealthCheck marks the
+// remediation timed out and moves on to Machine Deletion Remediation in
+// the middle of rebootkit's second power cycle.
+func TestReview41_SamplesKeepTheirOwnTimeoutRule(t *testing.T) {
+	type nhcDoc struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Template struct {
+				Spec v1alpha1.PowerCycleRemediationSpec `json:"spec"`
+			} `json:"template"`
+			EscalatingRemediations []struct {
+				RemediationTemplate struct {
+					Kind string `json:"kind"`
+					Name string `json:"name"`
+				} `json:"remediationTemplate"`
+				Timeout metav1.Duration `json:"timeout"`
+			} `json:"escalatingRemediations"`
+		} `json:"spec"`
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	check := func(what, text string) {
+		templates := map[string]v1alpha1.PowerCycleRemediationSpec{}
+		var nhcs []nhcDoc
+		for _, doc := range strings.Split(text, "\n---") {
+			var d nhcDoc
+			if err := yaml.Unmarshal([]byte(doc), &d); err != nil {
+				continue
+			}
+			switch d.Kind {
+			case "PowerCycleRemediationTemplate":
+				templates[d.Metadata.Name] = d.Spec.Template.Spec
+			case "NodeHealthCheck":
+				nhcs = append(nhcs, d)
+			}
+		}
+		require.NotEmpty(t, nhcs, what)
+		for _, d := range nhcs {
+			for _, step := range d.Spec.EscalatingRemediations {
+				if step.RemediationTemplate.Kind != "PowerCycleRemediationTemplate" {
+					continue
+				}
+				spec, ok := templates[step.RemediationTemplate.Name]
+				require.True(t, ok, what)
+				timeout, retries := 10*time.Minute, 1
+				if spec.Timeout != nil {
+					timeout = spec.Timeout.Duration
+				}
+				if spec.RetryLimit != nil {
+					retries = int(*spec.RetryLimit)
+				}
+				need := time.Duration(retries+1) * timeout
+				assert.Greater(t, step.Timeout.Duration, need, "%s: NodeHealthCheck step timeout %s is not above (retryLimit+1)×timeout = %s",
+					what, step.Timeout.Duration, need)
+			}
+		}
+	}
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	i := strings.Index(string(readme), "### Plug rebootkit into a MachineHealthCheck")
+	require.GreaterOrEqual(t, i, 0)
+	sec := string(readme[i:])
+	sec = sec[strings.Index(sec, "```yaml")+len("```yaml"):]
+	sec = sec[:strings.Index(sec, "```")]
+	check("README", sec)
+	sample, err := os.ReadFile("config/samples/nodehealthcheck.yaml")
+	require.NoError(t, err)
+	check("config/samples/nodehealthcheck.yaml", string(sample))
+}
