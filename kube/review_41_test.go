@@ -169,3 +169,83 @@ func TestReview41_SamplesKeepTheirOwnTimeoutRule(t *testing.T) {
 	require.NoError(t, err)
 	check("config/samples/nodehealthcheck.yaml", string(sample))
 }
+
+// TestReview41_TimedOutReportsReleasedWhileHostOff: NodeHealthCheck's
+// step times out while rebootkit has asked for the power-off and the host
+// is already off, but the reboot protocol's evidence has not come in
+// (PhasePowerOffRequested). The remediation says Processing False and
+// Succeeded False (RemediationCancelled) at once, while the host is still
+// off (ground truth). README: "A remediation ... marked
+// remediation.medik8s.io/nhc-timed-out, first releases the host (request
+// removed, host powered on, Node labels restored): ... `Processing` stays
+// True, until then." The next remediator (already created by NHC) and
+// rebootkit's power-on then race on a host that is off.
+func TestReview41_TimedOutReportsReleasedWhileHostOff(t *testing.T) {
+	e := newExtEnv(t, []string{"h0"}, remediation.MaxCount(1))
+	node := e.nodeOf["h0"]
+	e.hang("h0")
+	e.nhcCreate(node, workerSpec(time.Minute))
+	// The host has gone off (ground truth) and the remediation still
+	// waits for the evidence.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		require.True(t, time.Now().Before(deadline), "host never off in power-off-requested\n%s", e.dump())
+		if !e.hw["h0"].HardwareOn() {
+			if r := e.remediationOf(node); r != nil && r.Status.Phase == remediation.PhasePowerOffRequested.String() {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// NHC: timed out.
+	r := e.remediationOf(node)
+	r.Annotations[v1alpha1.TimedOutAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	require.NoError(t, e.checker.Update(e.ctx, r))
+	var onWhenReleased, seen bool
+	deadline = time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r := e.remediationOf(node)
+		if condition(r, v1alpha1.ConditionProcessing) == metav1.ConditionFalse {
+			onWhenReleased, seen = e.hw["h0"].HardwareOn(), true
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	require.True(t, seen, "Processing never False\n%s", e.dump())
+	assert.True(t, onWhenReleased, "Processing False (and Succeeded False) while the host was still off (ground truth)\n%s", e.dump())
+	e.eventually("host on again", 30*time.Second, func() bool { return e.hw["h0"].HardwareOn() })
+}
+
+// TestReview41_DeletedBeforeFenceGoesWhileHostOff: the checker deletes
+// the remediation while the host is off but not yet fenced: the finalizer
+// is removed (the object gone) while the host is still off (ground truth);
+// the README says the finalizer holds it until the host is powered on.
+func TestReview41_DeletedBeforeFenceGoesWhileHostOff(t *testing.T) {
+	e := newExtEnv(t, []string{"h0"}, remediation.MaxCount(1))
+	node := e.nodeOf["h0"]
+	e.hang("h0")
+	e.nhcCreate(node, workerSpec(time.Minute))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		require.True(t, time.Now().Before(deadline), "host never off in power-off-requested\n%s", e.dump())
+		if !e.hw["h0"].HardwareOn() {
+			if r := e.remediationOf(node); r != nil && r.Status.Phase == remediation.PhasePowerOffRequested.String() {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, e.checker.Delete(e.ctx, &v1alpha1.PowerCycleRemediation{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: node}}))
+	var onWhenGone, gone bool
+	deadline = time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if e.remediationOf(node) == nil {
+			onWhenGone, gone = e.hw["h0"].HardwareOn(), true
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	require.True(t, gone)
+	assert.True(t, onWhenGone, "the remediation went (finalizer removed) while its host was still off (ground truth)")
+	e.eventually("host on again", 30*time.Second, func() bool { return e.hw["h0"].HardwareOn() })
+}
