@@ -3,6 +3,7 @@ package kube
 import (
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -248,4 +250,57 @@ func TestReview41_DeletedBeforeFenceGoesWhileHostOff(t *testing.T) {
 	require.True(t, gone)
 	assert.True(t, onWhenGone, "the remediation went (finalizer removed) while its host was still off (ground truth)")
 	e.eventually("host on again", 30*time.Second, func() bool { return e.hw["h0"].HardwareOn() })
+}
+
+// TestReview41_ReleasedWhileOffBypassesStormGuard: the storm guard's
+// limit is 1. Host h0's remediation has powered it off (not yet fenced)
+// when NodeHealthCheck times it out; h0's BMC refuses the power-on for a
+// while (fault still on). The cancelled remediation is released at once
+// (admission record, Processing False) although h0 is off, so h1's
+// remediation, which the guard held back, starts and powers h1 off: two
+// hosts off at once against a limit of 1 (ground truth).
+func TestReview41_ReleasedWhileOffBypassesStormGuard(t *testing.T) {
+	e := newExtEnv(t, []string{"h0", "h1"}, remediation.MaxCount(1))
+	var refuseOn atomic.Bool
+	e.hw["h0"].SetConfig(fake.PowerConfig{Lag: 100 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn && refuseOn.Load() {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}})
+	n0, n1 := e.nodeOf["h0"], e.nodeOf["h1"]
+	start := time.Now()
+	e.hang("h0")
+	e.nhcCreate(n0, workerSpec(time.Minute))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		require.True(t, time.Now().Before(deadline), "h0 never off in power-off-requested\n%s", e.dump())
+		if !e.hw["h0"].HardwareOn() {
+			if r := e.remediationOf(n0); r != nil && r.Status.Phase == remediation.PhasePowerOffRequested.String() {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	refuseOn.Store(true)
+	// h1 goes bad too: its remediation waits for the storm guard.
+	e.hang("h1")
+	e.nhcCreate(n1, workerSpec(time.Minute))
+	// NHC times h0's remediation out.
+	r := e.remediationOf(n0)
+	r.Annotations[v1alpha1.TimedOutAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	require.NoError(t, e.checker.Update(e.ctx, r))
+	time.Sleep(5 * time.Second)
+	bothOff := false
+	for _, tc := range append(e.hw["h0"].Truth(), e.hw["h1"].Truth()...) {
+		if tc.At.Before(start) {
+			continue
+		}
+		if !e.hw["h0"].WasOnAt(tc.At) && !e.hw["h1"].WasOnAt(tc.At) {
+			bothOff = true
+		}
+	}
+	assert.False(t, bothOff, "two hosts off at once against the storm guard's limit of 1 (ground truth)\n%s", e.dump())
+	refuseOn.Store(false)
+	e.eventually("h0 on again", 30*time.Second, func() bool { return e.hw["h0"].HardwareOn() })
 }
