@@ -304,3 +304,28 @@ func TestReview41_ReleasedWhileOffBypassesStormGuard(t *testing.T) {
 	refuseOn.Store(false)
 	e.eventually("h0 on again", 30*time.Second, func() bool { return e.hw["h0"].HardwareOn() })
 }
+
+// TestReview41_KubeletWritableMappingFencesAnotherHost: without Cluster
+// API the Node names its host with a label or an annotation
+// (hostMapping; the samples use the label rebootkit.io/baremetalhost).
+// A kubelet may write both on its own Node (NodeRestriction reserves only
+// node-restriction.kubernetes.io/ and the kubernetes.io/k8s.io label
+// domains), so one compromised or mislabelled node that goes NotReady
+// gets another server powered off and its own Node deleted while its host
+// runs (ground truth): here n0 (on h0) names h1.
+func TestReview41_KubeletWritableMappingFencesAnotherHost(t *testing.T) {
+	e := newExtEnv(t, []string{"h0", "h1"}, remediation.MaxCount(2))
+	n0 := e.nodeOf["h0"]
+	// n0's kubelet (or a stale label) names h1.
+	var n corev1.Node
+	require.NoError(t, e.direct.Get(e.ctx, types.NamespacedName{Name: n0}, &n))
+	n.Labels[hostLabel] = "h1"
+	require.NoError(t, e.direct.Update(e.ctx, &n))
+	start := time.Now()
+	e.hang("h0")
+	e.nhcCreate(n0, workerSpec(20*time.Second))
+	time.Sleep(8 * time.Second)
+	_, whileOn := e.fc.counts()
+	assert.Empty(t, whileOn, "Node deleted while its host ran (ground truth)\n%s", e.dump())
+	assert.False(t, e.hw["h1"].WasOffDuring(start, time.Now()), "h1, whose Node is healthy, was powered off on another Node's label")
+}
