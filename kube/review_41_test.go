@@ -329,3 +329,71 @@ func TestReview41_KubeletWritableMappingFencesAnotherHost(t *testing.T) {
 	assert.Empty(t, whileOn, "Node deleted while its host ran (ground truth)\n%s", e.dump())
 	assert.False(t, e.hw["h1"].WasOffDuring(start, time.Now()), "h1, whose Node is healthy, was powered off on another Node's label")
 }
+
+// nhcOrphans runs medik8s NodeHealthCheck's deleteOrphanedRemediationCRs
+// (nodehealthcheck_controller.go): a remediation it owns, not being
+// deleted, whose Node (node-name annotation, else its name) does not
+// exist, is deleted unless PermanentNodeDeletionExpected is True and
+// Succeeded is not True. NHC runs it on every reconcile, and a Node's
+// deletion triggers one.
+func (e *extEnv) nhcOrphans() {
+	for e.ctx.Err() == nil {
+		var l v1alpha1.PowerCycleRemediationList
+		if err := e.checker.List(e.ctx, &l); err == nil {
+			for i := range l.Items {
+				r := &l.Items[i]
+				if r.DeletionTimestamp != nil || len(r.OwnerReferences) == 0 || r.OwnerReferences[0].Kind != "NodeHealthCheck" {
+					continue
+				}
+				if condition(r, v1alpha1.ConditionPermanentNodeDeletionExpected) == metav1.ConditionTrue &&
+					condition(r, v1alpha1.ConditionSucceeded) != metav1.ConditionTrue {
+					continue
+				}
+				node := r.Name
+				if a := r.Annotations[v1alpha1.NodeNameAnnotation]; a != "" {
+					node = a
+				}
+				var n corev1.Node
+				if err := e.checker.Get(e.ctx, types.NamespacedName{Name: node}, &n); apierrors.IsNotFound(err) {
+					_ = e.checker.Delete(e.ctx, r)
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestReview41_NHCOrphansEveryNodeDeletion: with the default
+// ResourceDeletion strategy rebootkit deletes the Node and reports
+// PermanentNodeDeletionExpected False, so the real NodeHealthCheck deletes
+// the remediation as an orphan the moment the Node is gone: every NHC
+// remediation is cancelled mid-way. When the first boot does not bring the
+// Node back (it would after a second power cycle: retryLimit 1), the
+// cancelled remediation gives up at its timeout instead of retrying, and
+// NHC, which only looks at existing Nodes, never remediates or escalates
+// again: the Node is lost for good with nobody working on it.
+func TestReview41_NHCOrphansEveryNodeDeletion(t *testing.T) {
+	e := newExtEnv(t, []string{"h0"}, remediation.MaxCount(1))
+	node := e.nodeOf["h0"]
+	go e.nhcOrphans()
+	e.blockKubelet("h0")
+	// The host's first boot hangs; a second power cycle heals it.
+	go func() {
+		for e.ctx.Err() == nil && e.offs("h0") < 2 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		e.unblockKubelet("h0")
+	}()
+	one := int32(1)
+	spec := workerSpec(5 * time.Second)
+	spec.RetryLimit = &one
+	e.nhcCreate(node, spec)
+	e.eventually("Node deleted by rebootkit", 30*time.Second, func() bool { return e.nodeGone("h0") })
+	deadline := time.Now().Add(30 * time.Second)
+	back := false
+	for time.Now().Before(deadline) && !back {
+		_, back = e.nodeReady("h0")
+		time.Sleep(100 * time.Millisecond)
+	}
+	assert.True(t, back, "the Node never came back: the remediation was deleted as NHC's orphan and never retried (power-offs: %d)\n%s", e.offs("h0"), e.dump())
+}
