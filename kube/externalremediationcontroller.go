@@ -148,6 +148,12 @@ func (c *ExternalRemediationController) Reconcile(ctx context.Context, req ctrl.
 		return c.findHost(ctx, s, r)
 	}
 	rec := c.reconciler(r.Spec)
+	if mr, err := s.record(ctx, r); err == nil && remediation.InFlight(mr.State.Phase) && nodeDeletionExpected(r, mr.State, true) &&
+		!meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionPermanentNodeDeletionExpected) {
+		// Persisted before the Node is deleted: NodeHealthCheck must never
+		// see the Node gone with it False.
+		return c.report(ctx, r, rec, "")
+	}
 	res, err := rec.Reconcile(ctx, r.Name)
 	switch {
 	case errors.Is(err, ErrHostHeld):
@@ -184,7 +190,7 @@ func (c *ExternalRemediationController) findHost(ctx context.Context, s *Externa
 		// Nothing was done to any host: fail at once (the checker may
 		// escalate), and look again in case the mapping appears.
 		msg := err.Error() + "; fix the template's hostMapping or the Machine's host"
-		conds := conditions(r.Status.Conditions, metav1.ConditionFalse, metav1.ConditionFalse, "NoHost", msg, r.Generation)
+		conds := conditions(r.Status.Conditions, metav1.ConditionFalse, metav1.ConditionFalse, "NoHost", msg, r.Generation, false)
 		if r.Status.Message != msg || !sameConditions(conds, r.Status.Conditions) {
 			if err := s.patchStatus(ctx, r, map[string]any{"message": msg, "conditions": conds}); err != nil {
 				return c.requeueOnConflict(err)
@@ -252,7 +258,7 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 		processing = metav1.ConditionTrue // accepted, waiting to start
 	}
 	msg := cmp.Or(waiting, st.Message, reason)
-	conds := conditions(r.Status.Conditions, processing, succeeded, reason, msg, r.Generation)
+	conds := conditions(r.Status.Conditions, processing, succeeded, reason, msg, r.Generation, nodeDeletionExpected(r, st, node.Exists))
 	released := !remediation.InFlight(st.Phase) && !held && (st.Backup == nil && !st.Tainted || !node.Exists)
 	if !sameConditions(conds, r.Status.Conditions) || waiting != "" && r.Status.Message != waiting {
 		body := map[string]any{"conditions": conds}
@@ -275,18 +281,38 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 	return ctrl.Result{}, nil
 }
 
+// nodeDeletionExpected is PermanentNodeDeletionExpected for a
+// remediation in state st: True from the start of an attempt that deletes
+// the Node (ResourceDeletion; so it is persisted before the Node is
+// deleted) and, after the attempt, while the Node it deleted is not back
+// (a backup waits for it). medik8s NodeHealthCheck deletes a remediation
+// whose Node is gone as an orphan unless this is True and Succeeded is
+// not (deleteOrphanedRemediationCRs): without it every remediation would
+// be cancelled the moment rebootkit deleted its Node.
+func nodeDeletionExpected(r *v1alpha1.PowerCycleRemediation, st remediation.State, nodeExists bool) bool {
+	if r.Spec.Strategy == v1alpha1.StrategyOutOfServiceTaint {
+		return false
+	}
+	return remediation.InFlight(st.Phase) || st.Backup != nil && !nodeExists
+}
+
 // conditions returns the condition list with Processing, Succeeded and
 // PermanentNodeDeletionExpected set (transition times kept when the
 // status does not change).
-func conditions(have []metav1.Condition, processing, succeeded metav1.ConditionStatus, reason, msg string, gen int64) []metav1.Condition {
+func conditions(have []metav1.Condition, processing, succeeded metav1.ConditionStatus, reason, msg string, gen int64, nodeDeletion bool) []metav1.Condition {
 	out := slices.Clone(have)
 	set := func(t string, st metav1.ConditionStatus) {
 		meta.SetStatusCondition(&out, metav1.Condition{Type: t, Status: st, Reason: reason, Message: truncate(msg, 1024), ObservedGeneration: gen})
 	}
 	set(v1alpha1.ConditionProcessing, processing)
 	set(v1alpha1.ConditionSucceeded, succeeded)
-	meta.SetStatusCondition(&out, metav1.Condition{Type: v1alpha1.ConditionPermanentNodeDeletionExpected, Status: metav1.ConditionFalse,
-		Reason: "NodeReturns", Message: "the Node is deleted while its host is off and registers again when it boots", ObservedGeneration: gen})
+	pnde := metav1.Condition{Type: v1alpha1.ConditionPermanentNodeDeletionExpected, Status: metav1.ConditionFalse,
+		Reason: "NodeNotDeleted", Message: "rebootkit has not deleted the Node", ObservedGeneration: gen}
+	if nodeDeletion {
+		pnde.Status, pnde.Reason = metav1.ConditionTrue, "NodeDeletedWhileHostOff"
+		pnde.Message = "rebootkit deletes the Node while its host is off; it registers again when the host boots: keep this remediation"
+	}
+	meta.SetStatusCondition(&out, pnde)
 	return out
 }
 

@@ -73,11 +73,14 @@ func TestReview41_CancelledRemediationForgetsNodeLabels(t *testing.T) {
 	e.blockKubelet("h0")
 	e.nhcCreate(node, workerSpec(6*time.Second))
 	e.eventually("Node deleted by rebootkit", 30*time.Second, func() bool { return e.nodeGone("h0") })
-	// NHC: the Node is gone and the remediation does not expect permanent
-	// deletion: an orphan, deleted at once.
+	// The checker deletes the remediation while the Node is gone (since
+	// TestReview41_NHCOrphansEveryNodeDeletion's fix rebootkit reports
+	// PermanentNodeDeletionExpected True here, so NodeHealthCheck's orphan
+	// rule keeps it; a user, or NodeHealthCheck deleting with its own
+	// NodeHealthCheck, still deletes it mid-way).
 	r := e.remediationOf(node)
 	require.NotNil(t, r)
-	assert.Equal(t, metav1.ConditionFalse, condition(r, v1alpha1.ConditionPermanentNodeDeletionExpected))
+	assert.Equal(t, metav1.ConditionTrue, condition(r, v1alpha1.ConditionPermanentNodeDeletionExpected))
 	require.NoError(t, e.checker.Delete(e.ctx, r))
 	e.eventually("host on again", 30*time.Second, func() bool { return e.hw["h0"].HardwareOn() })
 	// The Node boots slowly: it registers after the remediation has gone.

@@ -26,8 +26,12 @@ const (
 	// Node is back and Ready, False once the remediation failed or was
 	// cancelled and the host is released; Unknown before.
 	ConditionSucceeded = "Succeeded"
-	// ConditionPermanentNodeDeletionExpected is always False: the Node is
-	// deleted while its host is off and registers again when it boots.
+	// ConditionPermanentNodeDeletionExpected is True from the start of an
+	// attempt that deletes the Node (strategy ResourceDeletion) and, after
+	// it, while the Node it deleted has not registered again; False
+	// otherwise. NodeHealthCheck deletes a remediation whose Node is gone
+	// unless it is True (and Succeeded is not), so the remediation lives
+	// on while its Node is deleted.
 	ConditionPermanentNodeDeletionExpected = "PermanentNodeDeletionExpected"
 )
 
