@@ -28,7 +28,8 @@ const (
 	// PhaseWaitingForNode: the host is on; waiting for the node to return
 	// and be Ready, then restoring its labels and annotations.
 	PhaseWaitingForNode
-	// PhaseDone: remediated (or cancelled and the host is back on).
+	// PhaseDone: remediated (or cancelled and the host is back on, or
+	// given up waiting for it).
 	PhaseDone
 	// PhaseFailed: timeouts and retries ran out; the Machine was deleted if
 	// it has an owner that replaces it.
@@ -365,12 +366,20 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 
 	case PhasePowerOffRequested:
 		switch {
-		case !m.NeedsRemediation:
-			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
+		case !m.NeedsRemediation && o.Host.Missing:
+			// No host: nothing was or can be powered off.
 			st.Phase, st.Finished, st.Canceled = PhaseDone, now, true
 			d.Release = o.Admitted
-			d.Reason = "cancelled before the node was fenced: release the host"
+			d.Reason = "cancelled before the node was fenced, no host: done"
 			c.cleanup(o, &d)
+		case !m.NeedsRemediation:
+			// The request may have powered the host off already: the
+			// remediation stays in flight (admitted, holding its host) until
+			// the reboot controller powered it on.
+			st.Phase, st.Canceled = PhasePoweringOn, true
+			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
+			d.Reason = "cancelled before the node was fenced: release the host, wait for it to be on"
+			d.RequeueAfter = c.PollInterval
 		case timedOut:
 			c.retryOrEscalate(o, now, &d, "host not fenced in time")
 		case o.Host.Missing:
