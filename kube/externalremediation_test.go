@@ -19,7 +19,7 @@ import (
 // workerSpec is the tests' template: hard, the Node found by its label.
 func workerSpec(timeout time.Duration) v1alpha1.PowerCycleRemediationSpec {
 	return v1alpha1.PowerCycleRemediationSpec{Timeout: &metav1.Duration{Duration: timeout},
-		HostMapping: &v1alpha1.HostMapping{Label: hostLabel}}
+		HostMapping: &v1alpha1.HostMapping{Label: hostLabel, HostAnnotation: hostNodeAnnotation}}
 }
 
 // TestExternalRemediationNHC: a Node goes NotReady; the NodeHealthCheck
@@ -323,4 +323,32 @@ func TestExternalRemediationNoHost(t *testing.T) {
 	assert.Zero(t, e.offs("h0"))
 	require.NoError(t, e.checker.Delete(ctx, r))
 	e.eventually("gone", 10*time.Second, func() bool { return e.remediationOf(name) == nil })
+}
+
+// TestExternalRemediationRefusesKubeletWritableLabel: a hostMapping
+// label its Node's kubelet can write names no host, even the right one:
+// the remediation fails with NoHost and says which keys are trusted;
+// nothing is powered. A node-restriction.kubernetes.io label (which
+// NodeRestriction forbids kubelets to set) is trusted.
+func TestExternalRemediationRefusesKubeletWritableLabel(t *testing.T) {
+	for key, trusted := range map[string]bool{
+		hostLabel: false, "kubernetes.io/hostname": false, "node.kubernetes.io/x": false, "node-restriction.kubernetes.ioX/x": false,
+		"nodes.node-restriction.kubernetes.io":         false, // no domain: a bare name
+		"node-restriction.kubernetes.io/baremetalhost": true, "rack.node-restriction.kubernetes.io/host": true,
+	} {
+		assert.Equal(t, trusted, kubeletCannotWrite(key), key)
+	}
+	e := newExtEnv(t, []string{"h0"}, remediation.MaxCount(1))
+	ctx := context.Background()
+	name := e.nodeOf["h0"]
+	// The Node's label names its own host, correctly: still refused.
+	spec := v1alpha1.PowerCycleRemediationSpec{HostMapping: &v1alpha1.HostMapping{Label: hostLabel}}
+	require.NoError(t, e.checker.Create(ctx, &v1alpha1.PowerCycleRemediation{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}, Spec: spec}))
+	e.eventually("failed", 10*time.Second, func() bool {
+		return condition(e.remediationOf(name), v1alpha1.ConditionSucceeded) == metav1.ConditionFalse
+	})
+	r := e.remediationOf(name)
+	assert.Contains(t, r.Status.Message, "node-restriction.kubernetes.io")
+	assert.Empty(t, r.Status.Host)
+	assert.Zero(t, e.offs("h0"))
 }

@@ -35,7 +35,8 @@ const ExternalAdmissionsName = "rebootkit-external-remediation-admissions"
 // power-cycle for each PowerCycleRemediation of one namespace, as Cluster
 // API's MachineHealthCheck (external remediation) and medik8s's
 // NodeHealthCheck create them: the host found once (Machine, Metal3Machine,
-// BareMetalHost; or the template's hostMapping on the Node) and recorded
+// BareMetalHost; or the template's hostMapping: hosts, the BareMetalHost
+// naming the Node, or a Node label its kubelet cannot write) and recorded
 // in status.host; the reboot request made, the Node deleted or tainted
 // only on the reboot protocol's evidence that the host is off, the
 // request removed, the Node waited for; status.conditions (Processing,

@@ -74,16 +74,28 @@ type PowerCycleRemediationSpec struct {
 }
 
 // HostMapping maps a Node to the BareMetalHost (in the remediation's
-// namespace) it runs on: Hosts first, then the Node's label, then its
-// annotation.
+// namespace) it runs on: Hosts first, then the BareMetalHost whose
+// HostAnnotation names the Node, then the Node's Label. Only what the
+// Node's kubelet cannot write is trusted: a kubelet may set any
+// annotation and most labels on its own Node, and a Node that names
+// another server's host would have that server powered off and itself
+// deleted while it runs. So Label must be in the
+// node-restriction.kubernetes.io domain (or a subdomain of it), which the
+// NodeRestriction admission plugin forbids kubelets to set; another key
+// is refused (the remediation fails with NoHost, saying so). Where the
+// BareMetalHost side and the Label both name a host and disagree, the
+// remediation fails with NoHost.
 type HostMapping struct {
-	// Label is a label key of the Node whose value is the host's name.
+	// Label is a label key of the Node whose value is the host's name,
+	// in the node-restriction.kubernetes.io domain (for example
+	// node-restriction.kubernetes.io/baremetalhost).
 	// +optional
 	Label string `json:"label,omitempty"`
-	// Annotation is an annotation key of the Node whose value is the
-	// host's name.
+	// HostAnnotation is an annotation key of the BareMetalHosts whose
+	// value is the name of the Node the host runs (exactly one host may
+	// name a Node).
 	// +optional
-	Annotation string `json:"annotation,omitempty"`
+	HostAnnotation string `json:"hostAnnotation,omitempty"`
 	// Hosts maps Node names to host names.
 	// +optional
 	Hosts map[string]string `json:"hosts,omitempty"`
