@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
@@ -23,7 +24,10 @@ import (
 // ReleaseFinalizer holds a PowerCycleRemediation its health checker
 // deleted until rebootkit let go of the host: no reboot request left on
 // it, no attempt in flight, the Node's backed-up labels and annotations
-// (and our out-of-service taint) restored, or the Node gone for good.
+// (and our out-of-service taint) restored or, while the Node is not
+// back, kept under the key nodeBackups of the ConfigMap
+// ExternalAdmissionsName, from where they are restored when it registers
+// again.
 const ReleaseFinalizer = "remediation.rebootkit.io/release-host"
 
 // ExternalAdmissionsName is the ConfigMap of the storm guard's admission
@@ -85,6 +89,13 @@ func (c *ExternalRemediationController) store() *ExternalRemediations {
 	return &ExternalRemediations{Client: c.Client, Namespace: c.Namespace}
 }
 
+func (c *ExternalRemediationController) nodes() remediation.NodeStore {
+	if c.Nodes == nil {
+		return &Nodes{Client: c.Client}
+	}
+	return c.Nodes
+}
+
 // configOf is the phased mode's Config from the remediation's knobs.
 func (c *ExternalRemediationController) configOf(spec v1alpha1.PowerCycleRemediationSpec) remediation.Config {
 	cfg := remediation.Config{PollInterval: c.poll(), OutOfService: spec.Strategy == v1alpha1.StrategyOutOfServiceTaint}
@@ -110,12 +121,8 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 	if spec.Mode == "soft" {
 		hosts = softHosts{hosts}
 	}
-	nodes := c.Nodes
-	if nodes == nil {
-		nodes = &Nodes{Client: c.Client}
-	}
 	return &remediation.Reconciler{
-		Machines: s, Nodes: nodes, Hosts: hosts,
+		Machines: s, Nodes: c.nodes(), Hosts: hosts,
 		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: c.Client, Namespace: c.Namespace, Name: ExternalAdmissionsName}, hostOf: s.HostOf},
 		Config:     c.configOf(spec), Limit: c.Limit, Now: c.now,
 	}
@@ -274,6 +281,15 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 		}
 	}
 	if r.DeletionTimestamp != nil && released {
+		if (st.Backup != nil || st.Tainted) && !node.Exists {
+			// The Node is not back to restore it on: keep the backup where
+			// it outlives this object (restoreLoop restores it when the
+			// Node registers again), then let the object go.
+			b := &nodeBackups{Client: c.Client, Namespace: c.Namespace}
+			if err := b.keep(ctx, mr.Machine.NodeName, pendingRestore{Backup: st.Backup, Tainted: st.Tainted}); err != nil {
+				return c.requeueOnConflict(err)
+			}
+		}
 		return c.removeFinalizer(ctx, r)
 	}
 	if waiting != "" || r.DeletionTimestamp != nil || remediation.InFlight(st.Phase) || held {
@@ -337,14 +353,19 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// SetupWithManager watches the namespace's PowerCycleRemediations.
+// SetupWithManager watches the namespace's PowerCycleRemediations and
+// runs the loop that restores, on a Node that registers again, the
+// backups of remediations that went before it was back.
 func (c *ExternalRemediationController) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(c.Name, "rebootkit-external-remediation")).
 		For(&v1alpha1.PowerCycleRemediation{}, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
 		)).
-		Complete(c)
+		Complete(c); err != nil {
+		return err
+	}
+	return mgr.Add(manager.RunnableFunc(c.restoreLoop))
 }
 
 // softHosts asks for soft reboots: the remediation package's request
