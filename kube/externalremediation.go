@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -257,10 +259,24 @@ func (s *ExternalRemediations) HostOf(ctx context.Context, name string) (string,
 	return r.Status.Host, nil
 }
 
+// NodeRestrictionDomain is the label domain the NodeRestriction
+// admission plugin forbids kubelets to set on their Node: a Node label
+// names a host only under it (or a subdomain of it).
+const NodeRestrictionDomain = "node-restriction.kubernetes.io"
+
+// kubeletCannotWrite reports whether a kubelet under NodeRestriction
+// cannot set the Node label key.
+func kubeletCannotWrite(key string) bool {
+	domain, _, ok := strings.Cut(key, "/")
+	return ok && (domain == NodeRestrictionDomain || strings.HasSuffix(domain, "."+NodeRestrictionDomain))
+}
+
 // FindHost finds the host of r: through its owning Machine's
-// Metal3Machine (Cluster API), else the template's hostMapping on its
-// Node (hosts, then the label, then the annotation). "" with ErrNoHost
-// if none names one.
+// Metal3Machine (Cluster API), else the template's hostMapping (hosts,
+// then the BareMetalHost whose hostAnnotation names the Node, then the
+// Node's label if its kubelet cannot write it). "" with ErrNoHost if none
+// names one, if the label's key is one its kubelet can write, or if the
+// two sides disagree.
 func (s *ExternalRemediations) FindHost(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (string, error) {
 	if m := machineOwner(r); m != "" {
 		h, err := HostOfMachine(ctx, s.Client, r.Namespace, m)
@@ -280,20 +296,59 @@ func (s *ExternalRemediations) FindHost(ctx context.Context, r *v1alpha1.PowerCy
 	if h := hm.Hosts[node]; h != "" {
 		return h, nil
 	}
-	var n corev1.Node
-	if err := s.Client.Get(ctx, types.NamespacedName{Name: node}, &n); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("%w: node %s is gone and hostMapping.hosts does not name it", ErrNoHost, node)
+	byHost, err := s.hostNaming(ctx, r.Namespace, hm.HostAnnotation, node)
+	if err != nil {
+		return "", err
+	}
+	byLabel := ""
+	if hm.Label != "" && kubeletCannotWrite(hm.Label) {
+		var n corev1.Node
+		err := s.Client.Get(ctx, types.NamespacedName{Name: node}, &n)
+		switch {
+		case err == nil:
+			byLabel = n.Labels[hm.Label]
+		case !apierrors.IsNotFound(err):
+			return "", fmt.Errorf("kube: node %s: %w", node, err)
 		}
-		return "", fmt.Errorf("kube: node %s: %w", node, err)
 	}
-	if h := n.Labels[hm.Label]; hm.Label != "" && h != "" {
-		return h, nil
+	switch {
+	case byHost != "" && byLabel != "" && byHost != byLabel:
+		return "", fmt.Errorf("%w: node %s: BareMetalHost %s names it (annotation %q) but its label %q names host %s; fix the hostMapping",
+			ErrNoHost, node, byHost, hm.HostAnnotation, hm.Label, byLabel)
+	case byHost != "":
+		return byHost, nil
+	case byLabel != "":
+		return byLabel, nil
+	case hm.Label != "" && !kubeletCannotWrite(hm.Label):
+		return "", fmt.Errorf("%w: node %s: hostMapping.label %q is not in the %s domain, so the Node's kubelet can write it and name any host; "+
+			"use a %s/ label, hostMapping.hostAnnotation on the BareMetalHosts, or hostMapping.hosts",
+			ErrNoHost, node, hm.Label, NodeRestrictionDomain, NodeRestrictionDomain)
 	}
-	if h := n.Annotations[hm.Annotation]; hm.Annotation != "" && h != "" {
-		return h, nil
+	return "", fmt.Errorf("%w: node %s: no BareMetalHost has annotation %q naming it and it has no label %q; fix the hostMapping",
+		ErrNoHost, node, hm.HostAnnotation, hm.Label)
+}
+
+// hostNaming is the one BareMetalHost of namespace whose annotation key
+// names node ("" if none or key is ""; ErrNoHost if two do).
+func (s *ExternalRemediations) hostNaming(ctx context.Context, namespace, key, node string) (string, error) {
+	if key == "" {
+		return "", nil
 	}
-	return "", fmt.Errorf("%w: node %s has neither label %q nor annotation %q", ErrNoHost, node, hm.Label, hm.Annotation)
+	var hosts metal3.BareMetalHostList
+	if err := s.Client.List(ctx, &hosts, client.InNamespace(namespace)); err != nil {
+		return "", fmt.Errorf("kube: list hosts: %w", err)
+	}
+	found := ""
+	for _, h := range hosts.Items {
+		if v, ok := h.Annotations[key]; !ok || v != node {
+			continue
+		}
+		if found != "" {
+			return "", fmt.Errorf("%w: node %s: BareMetalHosts %s and %s both name it (annotation %q); fix one", ErrNoHost, node, found, h.Name, key)
+		}
+		found = h.Name
+	}
+	return found, nil
 }
 
 // hostAdmissions is the storm guard's admission record that is also a

@@ -32,6 +32,9 @@ import (
 //     remediation.medik8s.io/nhc-timed-out and the next step's object is
 //     created at once. A step whose Succeeded is False escalates at once.
 //     When the Node is Ready again every remediation of it is deleted.
+//     A remediation it owns whose Node is gone is deleted as an orphan
+//     unless PermanentNodeDeletionExpected is True and Succeeded is not
+//     (deleteOrphanedRemediationCRs, run on every reconcile).
 //   - mhcDriver, Cluster API core v1beta2 MachineHealthCheck with
 //     spec.remediation.templateRef: a Machine whose Node is not Ready for
 //     `unhealthy`, or whose nodeRef names a missing Node, gets a
@@ -100,7 +103,40 @@ func (d *nhcDriver) run() {
 		for _, n := range d.nodes {
 			d.pass(n)
 		}
+		d.orphans()
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// orphans is NodeHealthCheck's deleteOrphanedRemediationCRs over the
+// remediations this NodeHealthCheck owns.
+func (d *nhcDriver) orphans() {
+	c, e := d.e.checker, d.e
+	var l v1alpha1.PowerCycleRemediationList
+	if err := c.List(e.ctx, &l, client.InNamespace(e.ns)); err != nil {
+		return
+	}
+	for i := range l.Items {
+		r := &l.Items[i]
+		owned := false
+		for _, o := range r.OwnerReferences {
+			owned = owned || o.Kind == "NodeHealthCheck" && o.UID == d.uid
+		}
+		if r.DeletionTimestamp != nil || !owned {
+			continue
+		}
+		if meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionPermanentNodeDeletionExpected) &&
+			!meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionSucceeded) {
+			continue
+		}
+		node := r.Name
+		if a := r.Annotations[v1alpha1.NodeNameAnnotation]; a != "" {
+			node = a
+		}
+		var n corev1.Node
+		if err := c.Get(e.ctx, types.NamespacedName{Name: node}, &n); apierrors.IsNotFound(err) {
+			_ = c.Delete(e.ctx, r)
+		}
 	}
 }
 

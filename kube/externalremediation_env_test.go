@@ -24,8 +24,13 @@ import (
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
-// hostLabel is the Node label naming its BareMetalHost in these tests.
+// hostLabel is a Node label naming its BareMetalHost in these tests: a
+// key the Node's kubelet can write, which hostMapping refuses.
 const hostLabel = "rebootkit.io/baremetalhost"
+
+// hostNodeAnnotation is the BareMetalHost annotation naming its Node in
+// these tests (hostMapping.hostAnnotation).
+const hostNodeAnnotation = "rebootkit.io/node"
 
 // extEnv is a namespace with BareMetalHosts (each with a fake power),
 // their Nodes (a simulated kubelet per Node), the reboot and external
@@ -103,7 +108,9 @@ func newExtEnv(t *testing.T, hosts []string, limit remediation.Limit) *extEnv {
 	e := &extEnv{t: t, ctx: ctx, direct: adminClient(t), hw: map[string]*fake.Power{}, nodeOf: map[string]string{}, hung: map[string]time.Time{}}
 	e.ns = newNamespace(t, e.direct)
 	for _, h := range hosts {
-		newBMH(t, e.direct, e.ns, h)
+		bmh := newBMH(t, e.direct, e.ns, h)
+		bmh.Annotations = map[string]string{hostNodeAnnotation: e.ns + "-" + h}
+		require.NoError(t, e.direct.Update(ctx, bmh))
 		e.hw[h] = fake.NewPower(time.Now, fake.PowerConfig{Lag: 100 * time.Millisecond})
 		e.nodeOf[h] = e.ns + "-" + h
 		require.NoError(t, e.register(h, map[string]string{hostLabel: h, "role": "worker"}))

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
@@ -23,7 +24,10 @@ import (
 // ReleaseFinalizer holds a PowerCycleRemediation its health checker
 // deleted until rebootkit let go of the host: no reboot request left on
 // it, no attempt in flight, the Node's backed-up labels and annotations
-// (and our out-of-service taint) restored, or the Node gone for good.
+// (and our out-of-service taint) restored or, while the Node is not
+// back, kept under the key nodeBackups of the ConfigMap
+// ExternalAdmissionsName, from where they are restored when it registers
+// again.
 const ReleaseFinalizer = "remediation.rebootkit.io/release-host"
 
 // ExternalAdmissionsName is the ConfigMap of the storm guard's admission
@@ -35,7 +39,8 @@ const ExternalAdmissionsName = "rebootkit-external-remediation-admissions"
 // power-cycle for each PowerCycleRemediation of one namespace, as Cluster
 // API's MachineHealthCheck (external remediation) and medik8s's
 // NodeHealthCheck create them: the host found once (Machine, Metal3Machine,
-// BareMetalHost; or the template's hostMapping on the Node) and recorded
+// BareMetalHost; or the template's hostMapping: hosts, the BareMetalHost
+// naming the Node, or a Node label its kubelet cannot write) and recorded
 // in status.host; the reboot request made, the Node deleted or tainted
 // only on the reboot protocol's evidence that the host is off, the
 // request removed, the Node waited for; status.conditions (Processing,
@@ -84,6 +89,13 @@ func (c *ExternalRemediationController) store() *ExternalRemediations {
 	return &ExternalRemediations{Client: c.Client, Namespace: c.Namespace}
 }
 
+func (c *ExternalRemediationController) nodes() remediation.NodeStore {
+	if c.Nodes == nil {
+		return &Nodes{Client: c.Client}
+	}
+	return c.Nodes
+}
+
 // configOf is the phased mode's Config from the remediation's knobs.
 func (c *ExternalRemediationController) configOf(spec v1alpha1.PowerCycleRemediationSpec) remediation.Config {
 	cfg := remediation.Config{PollInterval: c.poll(), OutOfService: spec.Strategy == v1alpha1.StrategyOutOfServiceTaint}
@@ -109,12 +121,8 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 	if spec.Mode == "soft" {
 		hosts = softHosts{hosts}
 	}
-	nodes := c.Nodes
-	if nodes == nil {
-		nodes = &Nodes{Client: c.Client}
-	}
 	return &remediation.Reconciler{
-		Machines: s, Nodes: nodes, Hosts: hosts,
+		Machines: s, Nodes: c.nodes(), Hosts: hosts,
 		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: c.Client, Namespace: c.Namespace, Name: ExternalAdmissionsName}, hostOf: s.HostOf},
 		Config:     c.configOf(spec), Limit: c.Limit, Now: c.now,
 	}
@@ -148,6 +156,12 @@ func (c *ExternalRemediationController) Reconcile(ctx context.Context, req ctrl.
 		return c.findHost(ctx, s, r)
 	}
 	rec := c.reconciler(r.Spec)
+	if mr, err := s.record(ctx, r); err == nil && remediation.InFlight(mr.State.Phase) && nodeDeletionExpected(r, mr.State, true) &&
+		!meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionPermanentNodeDeletionExpected) {
+		// Persisted before the Node is deleted: NodeHealthCheck must never
+		// see the Node gone with it False.
+		return c.report(ctx, r, rec, "")
+	}
 	res, err := rec.Reconcile(ctx, r.Name)
 	switch {
 	case errors.Is(err, ErrHostHeld):
@@ -184,7 +198,7 @@ func (c *ExternalRemediationController) findHost(ctx context.Context, s *Externa
 		// Nothing was done to any host: fail at once (the checker may
 		// escalate), and look again in case the mapping appears.
 		msg := err.Error() + "; fix the template's hostMapping or the Machine's host"
-		conds := conditions(r.Status.Conditions, metav1.ConditionFalse, metav1.ConditionFalse, "NoHost", msg, r.Generation)
+		conds := conditions(r.Status.Conditions, metav1.ConditionFalse, metav1.ConditionFalse, "NoHost", msg, r.Generation, false)
 		if r.Status.Message != msg || !sameConditions(conds, r.Status.Conditions) {
 			if err := s.patchStatus(ctx, r, map[string]any{"message": msg, "conditions": conds}); err != nil {
 				return c.requeueOnConflict(err)
@@ -252,7 +266,7 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 		processing = metav1.ConditionTrue // accepted, waiting to start
 	}
 	msg := cmp.Or(waiting, st.Message, reason)
-	conds := conditions(r.Status.Conditions, processing, succeeded, reason, msg, r.Generation)
+	conds := conditions(r.Status.Conditions, processing, succeeded, reason, msg, r.Generation, nodeDeletionExpected(r, st, node.Exists))
 	released := !remediation.InFlight(st.Phase) && !held && (st.Backup == nil && !st.Tainted || !node.Exists)
 	if !sameConditions(conds, r.Status.Conditions) || waiting != "" && r.Status.Message != waiting {
 		body := map[string]any{"conditions": conds}
@@ -267,6 +281,15 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 		}
 	}
 	if r.DeletionTimestamp != nil && released {
+		if (st.Backup != nil || st.Tainted) && !node.Exists {
+			// The Node is not back to restore it on: keep the backup where
+			// it outlives this object (restoreLoop restores it when the
+			// Node registers again), then let the object go.
+			b := &nodeBackups{Client: c.Client, Namespace: c.Namespace}
+			if err := b.keep(ctx, mr.Machine.NodeName, pendingRestore{Backup: st.Backup, Tainted: st.Tainted}); err != nil {
+				return c.requeueOnConflict(err)
+			}
+		}
 		return c.removeFinalizer(ctx, r)
 	}
 	if waiting != "" || r.DeletionTimestamp != nil || remediation.InFlight(st.Phase) || held {
@@ -275,18 +298,38 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 	return ctrl.Result{}, nil
 }
 
+// nodeDeletionExpected is PermanentNodeDeletionExpected for a
+// remediation in state st: True from the start of an attempt that deletes
+// the Node (ResourceDeletion; so it is persisted before the Node is
+// deleted) and, after the attempt, while the Node it deleted is not back
+// (a backup waits for it). medik8s NodeHealthCheck deletes a remediation
+// whose Node is gone as an orphan unless this is True and Succeeded is
+// not (deleteOrphanedRemediationCRs): without it every remediation would
+// be cancelled the moment rebootkit deleted its Node.
+func nodeDeletionExpected(r *v1alpha1.PowerCycleRemediation, st remediation.State, nodeExists bool) bool {
+	if r.Spec.Strategy == v1alpha1.StrategyOutOfServiceTaint {
+		return false
+	}
+	return remediation.InFlight(st.Phase) || st.Backup != nil && !nodeExists
+}
+
 // conditions returns the condition list with Processing, Succeeded and
 // PermanentNodeDeletionExpected set (transition times kept when the
 // status does not change).
-func conditions(have []metav1.Condition, processing, succeeded metav1.ConditionStatus, reason, msg string, gen int64) []metav1.Condition {
+func conditions(have []metav1.Condition, processing, succeeded metav1.ConditionStatus, reason, msg string, gen int64, nodeDeletion bool) []metav1.Condition {
 	out := slices.Clone(have)
 	set := func(t string, st metav1.ConditionStatus) {
 		meta.SetStatusCondition(&out, metav1.Condition{Type: t, Status: st, Reason: reason, Message: truncate(msg, 1024), ObservedGeneration: gen})
 	}
 	set(v1alpha1.ConditionProcessing, processing)
 	set(v1alpha1.ConditionSucceeded, succeeded)
-	meta.SetStatusCondition(&out, metav1.Condition{Type: v1alpha1.ConditionPermanentNodeDeletionExpected, Status: metav1.ConditionFalse,
-		Reason: "NodeReturns", Message: "the Node is deleted while its host is off and registers again when it boots", ObservedGeneration: gen})
+	pnde := metav1.Condition{Type: v1alpha1.ConditionPermanentNodeDeletionExpected, Status: metav1.ConditionFalse,
+		Reason: "NodeNotDeleted", Message: "rebootkit has not deleted the Node", ObservedGeneration: gen}
+	if nodeDeletion {
+		pnde.Status, pnde.Reason = metav1.ConditionTrue, "NodeDeletedWhileHostOff"
+		pnde.Message = "rebootkit deletes the Node while its host is off; it registers again when the host boots: keep this remediation"
+	}
+	meta.SetStatusCondition(&out, pnde)
 	return out
 }
 
@@ -310,14 +353,19 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// SetupWithManager watches the namespace's PowerCycleRemediations.
+// SetupWithManager watches the namespace's PowerCycleRemediations and
+// runs the loop that restores, on a Node that registers again, the
+// backups of remediations that went before it was back.
 func (c *ExternalRemediationController) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(c.Name, "rebootkit-external-remediation")).
 		For(&v1alpha1.PowerCycleRemediation{}, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
 		)).
-		Complete(c)
+		Complete(c); err != nil {
+		return err
+	}
+	return mgr.Add(manager.RunnableFunc(c.restoreLoop))
 }
 
 // softHosts asks for soft reboots: the remediation package's request

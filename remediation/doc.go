@@ -115,6 +115,11 @@
 // (reboot.Client.HoldBroken tells when). At most the storm guard's limit
 // of remediations, and at most one control-plane machine, are in flight at
 // any instant. No remediation takes more than RetryLimit+1 power cycles.
+// A remediation cancelled mid-way (before or after its Node was fenced)
+// stays in flight, admitted, until the reboot controller powered the host
+// on and the Node is back (or the attempt's timeout passed): it releases
+// its admission only then, so a host a cancelled remediation may have
+// powered off still counts against the storm guard.
 // Every end state (done, failed, cancelled, escalated) removes its reboot
 // annotation (no host is left off), removes the out-of-service taint this
 // remediation put on the Node (only its own), and restores the backed-up

@@ -28,7 +28,8 @@ const (
 	// PhaseWaitingForNode: the host is on; waiting for the node to return
 	// and be Ready, then restoring its labels and annotations.
 	PhaseWaitingForNode
-	// PhaseDone: remediated (or cancelled and the host is back on).
+	// PhaseDone: remediated (or cancelled and the host is back on, or
+	// given up waiting for it).
 	PhaseDone
 	// PhaseFailed: timeouts and retries ran out; the Machine was deleted if
 	// it has an owner that replaces it.
@@ -91,6 +92,11 @@ type State struct {
 	// Canceled is set when the needs-remediation annotation went away
 	// mid-way; the remediation then only brings the host and node back.
 	Canceled bool
+	// CanceledAt is when it was cancelled: the attempt's timeout for
+	// bringing the host and node back runs from here, not from Started
+	// (a cancel late in an attempt still gets the whole timeout). Zero
+	// in states persisted before it existed: then from Started.
+	CanceledAt time.Time
 	// Backup is the Node's metadata taken when the remediation started,
 	// kept until it is restored on the Node that comes back (also after the
 	// remediation ended).
@@ -106,7 +112,7 @@ type State struct {
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
 	if s.Phase != o.Phase || s.Attempt != o.Attempt || !s.Started.Equal(o.Started) || !s.RequestedAt.Equal(o.RequestedAt) ||
-		!s.Finished.Equal(o.Finished) || !s.UnhealthyAgain.Equal(o.UnhealthyAgain) || s.Canceled != o.Canceled ||
+		!s.Finished.Equal(o.Finished) || !s.UnhealthyAgain.Equal(o.UnhealthyAgain) || s.Canceled != o.Canceled || !s.CanceledAt.Equal(o.CanceledAt) ||
 		s.Tainted != o.Tainted || s.Message != o.Message || (s.Backup == nil) != (o.Backup == nil) {
 		return false
 	}
@@ -331,6 +337,9 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 	st := &d.State
 	m := o.Machine
 	timedOut := !st.Started.IsZero() && now.Sub(st.Started) >= c.Timeout
+	if st.Canceled && !st.CanceledAt.IsZero() {
+		timedOut = now.Sub(st.CanceledAt) >= c.Timeout
+	}
 	// request writes the attempt's reboot request anew: a new T, a new
 	// value.
 	request := func(why string) {
@@ -365,12 +374,20 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 
 	case PhasePowerOffRequested:
 		switch {
-		case !m.NeedsRemediation:
-			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
-			st.Phase, st.Finished, st.Canceled = PhaseDone, now, true
+		case !m.NeedsRemediation && o.Host.Missing:
+			// No host: nothing was or can be powered off.
+			st.Phase, st.Finished, st.Canceled, st.CanceledAt = PhaseDone, now, true, now
 			d.Release = o.Admitted
-			d.Reason = "cancelled before the node was fenced: release the host"
+			d.Reason = "cancelled before the node was fenced, no host: done"
 			c.cleanup(o, &d)
+		case !m.NeedsRemediation:
+			// The request may have powered the host off already: the
+			// remediation stays in flight (admitted, holding its host) until
+			// the reboot controller powered it on.
+			st.Phase, st.Canceled, st.CanceledAt = PhasePoweringOn, true, now
+			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
+			d.Reason = "cancelled before the node was fenced: release the host, wait for it to be on"
+			d.RequeueAfter = c.PollInterval
 		case timedOut:
 			c.retryOrEscalate(o, now, &d, "host not fenced in time")
 		case o.Host.Missing:
@@ -392,7 +409,7 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 		case !fenced && o.Host.Fenced && o.Host.Requested && m.NeedsRemediation:
 			c.fenceNode(o, &d)
 		case !m.NeedsRemediation:
-			st.Phase, st.Canceled = PhasePoweringOn, true
+			st.Phase, st.Canceled, st.CanceledAt = PhasePoweringOn, true, now
 			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 			d.Reason = "cancelled: release the host"
 			d.RequeueAfter = c.PollInterval
@@ -639,6 +656,10 @@ func backupOf(n Node) *NodeBackup {
 	}
 	return &NodeBackup{Name: n.Name, Labels: maps.Clone(n.Labels), Annotations: maps.Clone(n.Annotations)}
 }
+
+// Lacking returns the backed-up labels and annotations n lacks (values
+// already on n win); nil maps when it lacks none (b may be nil).
+func (b *NodeBackup) Lacking(n Node) (labels, annotations map[string]string) { return missing(b, n) }
 
 // missing returns the backed-up labels and annotations the node lacks;
 // values already on the node win.

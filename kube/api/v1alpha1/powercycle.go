@@ -26,8 +26,12 @@ const (
 	// Node is back and Ready, False once the remediation failed or was
 	// cancelled and the host is released; Unknown before.
 	ConditionSucceeded = "Succeeded"
-	// ConditionPermanentNodeDeletionExpected is always False: the Node is
-	// deleted while its host is off and registers again when it boots.
+	// ConditionPermanentNodeDeletionExpected is True from the start of an
+	// attempt that deletes the Node (strategy ResourceDeletion) and, after
+	// it, while the Node it deleted has not registered again; False
+	// otherwise. NodeHealthCheck deletes a remediation whose Node is gone
+	// unless it is True (and Succeeded is not), so the remediation lives
+	// on while its Node is deleted.
 	ConditionPermanentNodeDeletionExpected = "PermanentNodeDeletionExpected"
 )
 
@@ -70,16 +74,28 @@ type PowerCycleRemediationSpec struct {
 }
 
 // HostMapping maps a Node to the BareMetalHost (in the remediation's
-// namespace) it runs on: Hosts first, then the Node's label, then its
-// annotation.
+// namespace) it runs on: Hosts first, then the BareMetalHost whose
+// HostAnnotation names the Node, then the Node's Label. Only what the
+// Node's kubelet cannot write is trusted: a kubelet may set any
+// annotation and most labels on its own Node, and a Node that names
+// another server's host would have that server powered off and itself
+// deleted while it runs. So Label must be in the
+// node-restriction.kubernetes.io domain (or a subdomain of it), which the
+// NodeRestriction admission plugin forbids kubelets to set; another key
+// is refused (the remediation fails with NoHost, saying so). Where the
+// BareMetalHost side and the Label both name a host and disagree, the
+// remediation fails with NoHost.
 type HostMapping struct {
-	// Label is a label key of the Node whose value is the host's name.
+	// Label is a label key of the Node whose value is the host's name,
+	// in the node-restriction.kubernetes.io domain (for example
+	// node-restriction.kubernetes.io/baremetalhost).
 	// +optional
 	Label string `json:"label,omitempty"`
-	// Annotation is an annotation key of the Node whose value is the
-	// host's name.
+	// HostAnnotation is an annotation key of the BareMetalHosts whose
+	// value is the name of the Node the host runs (exactly one host may
+	// name a Node).
 	// +optional
-	Annotation string `json:"annotation,omitempty"`
+	HostAnnotation string `json:"hostAnnotation,omitempty"`
 	// Hosts maps Node names to host names.
 	// +optional
 	Hosts map[string]string `json:"hosts,omitempty"`

@@ -1,0 +1,165 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// nodeBackupsKey is the key of the external admissions ConfigMap
+// (ExternalAdmissionsName) that keeps, by Node name, what a remediation
+// that went (its checker deleted it) still had to restore on its Node: the
+// Node was gone, so the backup could not be restored before the finalizer
+// came off, and it must outlive the remediation.
+const nodeBackupsKey = "nodeBackups"
+
+// pendingRestore is what is restored on a Node when it registers again.
+type pendingRestore struct {
+	Backup *remediation.NodeBackup `json:"backup,omitempty"`
+	// Tainted: remove the out-of-service taint rebootkit put on it.
+	Tainted bool `json:"tainted,omitempty"`
+}
+
+// nodeBackups keeps pendingRestores in the ConfigMap, compare-and-swap
+// on its resourceVersion.
+type nodeBackups struct {
+	Client    client.Client
+	Namespace string
+}
+
+func (b *nodeBackups) read(ctx context.Context) (map[string]pendingRestore, *corev1.ConfigMap, error) {
+	var cm corev1.ConfigMap
+	err := b.Client.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: ExternalAdmissionsName}, &cm)
+	if apierrors.IsNotFound(err) {
+		return map[string]pendingRestore{}, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("kube: node backups: %w", err)
+	}
+	m := map[string]pendingRestore{}
+	if raw := cm.Data[nodeBackupsKey]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			return nil, nil, fmt.Errorf("kube: node backups %s/%s: %w", b.Namespace, ExternalAdmissionsName, err)
+		}
+	}
+	return m, &cm, nil
+}
+
+func (b *nodeBackups) write(ctx context.Context, cm *corev1.ConfigMap, m map[string]pendingRestore) error {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if cm == nil {
+		err = b.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: ExternalAdmissionsName},
+			Data: map[string]string{nodeBackupsKey: string(raw)}})
+	} else {
+		err = b.Client.Patch(ctx, cm, casPatch(cm.ResourceVersion, map[string]any{"data": map[string]any{nodeBackupsKey: string(raw)}}))
+	}
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kube: node backups: %w", remediation.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("kube: node backups: %w", err)
+	}
+	return nil
+}
+
+// keep adds p for node; what is already kept for it wins key by key (it
+// is the older, fuller backup).
+func (b *nodeBackups) keep(ctx context.Context, node string, p pendingRestore) error {
+	m, cm, err := b.read(ctx)
+	if err != nil {
+		return err
+	}
+	if old, ok := m[node]; ok {
+		p.Tainted = p.Tainted || old.Tainted
+		if old.Backup != nil {
+			if p.Backup == nil {
+				p.Backup = old.Backup
+			} else {
+				merged := &remediation.NodeBackup{Name: node, Labels: maps.Clone(p.Backup.Labels), Annotations: maps.Clone(p.Backup.Annotations)}
+				merged.Labels = mergeInto(merged.Labels, old.Backup.Labels)
+				merged.Annotations = mergeInto(merged.Annotations, old.Backup.Annotations)
+				p.Backup = merged
+			}
+		}
+	}
+	m[node] = p
+	return b.write(ctx, cm, m)
+}
+
+func mergeInto(dst, src map[string]string) map[string]string {
+	if dst == nil && len(src) > 0 {
+		dst = map[string]string{}
+	}
+	maps.Copy(dst, src)
+	return dst
+}
+
+// restore restores every kept backup whose Node exists (the labels and
+// annotations it lacks, and removes our taint), then forgets it. It
+// returns how many still wait for their Node.
+func (b *nodeBackups) restore(ctx context.Context, nodes remediation.NodeStore) (int, error) {
+	m, cm, err := b.read(ctx)
+	if err != nil || len(m) == 0 {
+		return 0, err
+	}
+	done := 0
+	for name, p := range m {
+		n, err := nodes.Get(ctx, name)
+		if err != nil {
+			return len(m), err
+		}
+		if !n.Exists {
+			continue
+		}
+		labels, annotations := p.Backup.Lacking(n)
+		if labels != nil || annotations != nil {
+			if err := nodes.AddMetadata(ctx, name, labels, annotations); err != nil {
+				return len(m), err
+			}
+		}
+		if p.Tainted && n.OutOfService {
+			if err := nodes.SetOutOfService(ctx, name, false); err != nil {
+				return len(m), err
+			}
+		}
+		delete(m, name)
+		done++
+	}
+	if done > 0 {
+		if err := b.write(ctx, cm, m); err != nil {
+			return len(m), err
+		}
+	}
+	return len(m), nil
+}
+
+// restoreLoop restores kept backups every interval until ctx is done (a
+// manager Runnable: under leader election, and again after a restart).
+func (c *ExternalRemediationController) restoreLoop(ctx context.Context) error {
+	b := &nodeBackups{Client: c.Client, Namespace: c.Namespace}
+	t := time.NewTicker(c.poll())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		pass, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, _ = b.restore(pass, c.nodes())
+		cancel()
+	}
+}
