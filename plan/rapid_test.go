@@ -26,7 +26,7 @@ type flakyFleet struct {
 	// every later one of the same pass fail (dead), as after a crash
 	// (Pass goes on past a refused action, not past its own death).
 	failNext, dead bool
-	rec      *startRecorder // nil: no notes
+	rec            *startRecorder // nil: no notes
 	// state, if set, reads the plan's stored state; a job created while
 	// it is not running is noted in late.
 	state func() plan.State
