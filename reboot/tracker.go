@@ -276,6 +276,13 @@ func (t *Tracker) Leading(mono time.Duration) {
 	if t.standby {
 		t.standby = false
 		t.mem.lead(mono)
+		if !t.mem.known {
+			// No pass yet: the host is first read once the caller leads,
+			// so another leader's press, power-off and power-on count
+			// from here, not from the start (as the Reconciler's leadAt).
+			h := &t.mem
+			h.lastOn, h.off.lastOff, h.off.lastPress = max(h.lastOn, mono), max(h.off.lastOff, mono), max(h.off.lastPress, mono)
+		}
 	}
 }
 

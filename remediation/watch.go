@@ -76,6 +76,13 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 	hch, err := startHost(h)
 	var retry <-chan time.Time // the host watch failed: start it again then
 	backoff := watchRetryMin
+	type hostTry struct {
+		h      string
+		ch     <-chan struct{}
+		err    error
+		cancel context.CancelFunc
+	}
+	retried := make(chan hostTry, 1)
 	if err != nil {
 		// The host store cannot watch (now): the Machine's own watch
 		// still wakes it, and the host watch is tried again with a
@@ -101,6 +108,7 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 				now, err := hostOf(wctx)
 				if err == nil && now != h {
 					ch, herr := startHost(now)
+					retry = nil
 					if herr != nil {
 						ch, retry = nil, time.After(backoff) // as above
 					}
@@ -116,15 +124,28 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 				}
 				wake()
 			case <-retry:
+				// Tried on its own goroutine: a Watch that hangs must not
+				// stop the Machine's wakes meanwhile.
 				retry = nil
-				ch, herr := startHost(h)
-				if herr != nil {
+				hh := h
+				rctx, rcancel := context.WithCancel(wctx)
+				go func() {
+					ch, err := watchHost(rctx, hh)
+					retried <- hostTry{h: hh, ch: ch, err: err, cancel: rcancel}
+				}()
+			case r := <-retried:
+				switch {
+				case r.h != h: // the Machine moved meanwhile
+					r.cancel()
+				case r.err != nil:
+					r.cancel()
 					backoff = min(2*backoff, watchRetry)
 					retry = time.After(backoff)
-					continue
+				default:
+					hcancel()
+					hcancel, hch, backoff = r.cancel, r.ch, watchRetryMin
+					wake() // a change while the host was not watched
 				}
-				hch, backoff = ch, watchRetryMin
-				wake() // a change while the host was not watched
 			}
 		}
 	}()
@@ -163,6 +184,11 @@ func withRetry(ctx context.Context, try, fallback func(context.Context) (<-chan 
 		backoff := watchRetryMin
 		retry := time.After(backoff)
 		in := fch
+		type watchTry struct {
+			ch  <-chan struct{}
+			err error
+		}
+		tried := make(chan watchTry, 1)
 		for {
 			select {
 			case <-ctx.Done():
@@ -173,14 +199,21 @@ func withRetry(ctx context.Context, try, fallback func(context.Context) (<-chan 
 				}
 				wake()
 			case <-retry:
-				ch, err := try(ctx)
-				if err != nil {
+				// On its own goroutine: the fallback's wakes go on while
+				// a Watch that hangs is tried.
+				retry = nil
+				go func() {
+					ch, err := try(ctx)
+					tried <- watchTry{ch, err}
+				}()
+			case r := <-tried:
+				if r.err != nil {
 					backoff = min(2*backoff, watchRetry)
 					retry = time.After(backoff)
 					continue
 				}
 				fcancel() // the fallback is no longer needed
-				in, retry = ch, nil
+				in = r.ch
 				wake()
 			}
 		}
