@@ -3,6 +3,7 @@ package power_test
 import (
 	"context"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,4 +71,79 @@ func TestReview35_CloseLeavesInUseRetiredJoinedSessionLoggedIn(t *testing.T) {
 	t.Logf("B's call: %v", <-joined)
 	time.Sleep(300 * time.Millisecond)
 	t.Logf("after the join: %d", b.Sessions())
+}
+
+// slowLogoutK is a controller whose logout (Close) takes d: a BMC slow to
+// end a session, as chassis managers are.
+type slowLogoutK struct {
+	power.Controller
+	open *atomic.Int64
+	d    time.Duration
+}
+
+func (c *slowLogoutK) Close() error {
+	time.Sleep(c.d)
+	c.open.Add(-1)
+	return nil
+}
+
+// TestReview35_EvictingFenceRefusedWhenAnotherCallEnds (fd8d3e2 fixes
+// one trigger of TestReview35_EvictedJoinedSessionRefusesFence, not the
+// bug): a chassis manager with the default MaxSessions 2, whose logouts
+// take 1 s. Session s1 (login v1, host A) and s2 (login v2, host D) are
+// open; host C's credentials (v3) logged in there before (proven). Host
+// A's state is being read (300 ms) when C is fenced (hard Off, 5 s
+// deadline): the BMC is at the bound, s1 is in use, so C's login evicts
+// the idle s2 and waits for its logout. A's read ends meanwhile: its end
+// wakes every waiter of the BMC (doneLocked), and C's login looks again:
+// the BMC is still at the bound (s2's logout runs), s1 is idle, and "one
+// was closed for a login less than 1m0s ago": C's fence fails at once as
+// busy, never sent, although it is the login that evicted and the slot it
+// freed comes a moment later. The doc: a proven login at the bound "waits
+// for a session to become idle, and then closes the least recently used
+// idle one ... other such logins fail at once as busy": C is not another
+// login. Any wake of the BMC's waiters during the evicted session's
+// logout (a call ending, a join ending, a Forget) does it; fd8d3e2 only
+// stopped evicting joined sessions. Ground truth: C's fake power.
+func TestReview35_EvictingFenceRefusedWhenAnotherCallEnds(t *testing.T) {
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+	var open atomic.Int64
+	hwC := fake.NewPower(time.Now, fake.PowerConfig{})
+	target := func(login string, ctrl power.Controller) power.Target {
+		return power.Target{BMC: "https://chassis", Config: login, Login: login, Connect: func(ctx context.Context) (power.Controller, error) {
+			open.Add(1)
+			return &slowLogoutK{Controller: ctrl, open: &open, d: time.Second}, nil
+		}}
+	}
+	c := pool.Controller("c", target("v3", hwC))
+	_, err := c.State(ctx) // C's credentials are proven on the BMC
+	require.NoError(t, err)
+	clk.Advance(time.Second)
+	a := pool.Controller("a", target("v1", slowStateJ{d: 300 * time.Millisecond}))
+	_, err = a.State(ctx) // s1
+	require.NoError(t, err)
+	clk.Advance(10 * time.Second)
+	_, err = pool.Controller("d", target("v2", alwaysOn{})).State(ctx) // s2, trims C's
+	require.NoError(t, err)
+	time.Sleep(1200 * time.Millisecond) // C's session logged out
+	require.EqualValues(t, 2, open.Load())
+	clk.Advance(2 * time.Minute) // past LoginInterval
+
+	read := make(chan error, 1)
+	go func() { // A's state is read (300 ms), on s1
+		_, err := a.State(ctx)
+		read <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = c.Off(fctx, power.ModeHard) // the fence of C
+	t.Logf("fence of C after %s: %v; sessions open %d", time.Since(start).Round(time.Millisecond), err, open.Load())
+	assert.NoError(t, err, "C's fence was refused: its login evicted s2, then another call's end made it look again")
+	assert.False(t, hwC.HardwareOn(), "ground truth: C is still powered")
+	require.NoError(t, <-read)
 }
