@@ -69,6 +69,7 @@ func ConnectInfoFrom(ctx context.Context) ConnectInfo {
 func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session, Controller, error) {
 	p.mu.Lock()
 	var held *entry // the entry this call started with
+	freed := false  // this call evicted a session to make room
 	for {
 		if p.closed {
 			p.mu.Unlock()
@@ -147,7 +148,17 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 		probe := !cr.proven && ep.sessions <= p.cfg.MaxSessions
 		if ep.sessions >= p.cfg.MaxSessions && !probe {
 			p.urgentCloseLocked(ep)
+			if freed && ep.sessions > len(ep.live) {
+				// This call's eviction is still being logged out: wait
+				// for the slot it freed, not for another eviction.
+				if err := p.waitLocked(ctx, ep, op, "waiting for a session closed for this login to be logged out"); err != nil {
+					p.mu.Unlock()
+					return nil, nil, err
+				}
+				continue
+			}
 			evicted, wait := p.evictLocked(ep, now)
+			freed = freed || evicted
 			if !evicted && !wait {
 				p.mu.Unlock()
 				return nil, nil, &Error{Op: op, Class: ClassBusy, Message: fmt.Sprintf(

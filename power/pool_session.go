@@ -100,6 +100,8 @@ func (p *Pool) doneLocked(s *session) {
 		if s.retired {
 			if s.joins == 0 {
 				p.closeLocked(s)
+			} else {
+				p.joinedRetired[s] = struct{}{} // logged out when its joins end, or on Close
 			}
 		} else if s.idle == nil {
 			s.idle = p.idle.PushBack(s)
