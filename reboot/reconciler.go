@@ -274,6 +274,11 @@ func (r *Reconciler) noteHold(ok bool) {
 	r.leading, r.leadAt = true, m
 	for _, h := range r.hosts {
 		h.lead(m)
+		if !h.known {
+			// Not read since it was created or forgotten: as a host first
+			// read now (mem's leadAt base), and as Tracker.Leading.
+			h.lastOn, h.off.lastOff, h.off.lastPress = max(h.lastOn, m), max(h.off.lastOff, m), max(h.off.lastPress, m)
+		}
 	}
 }
 
