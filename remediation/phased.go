@@ -171,8 +171,15 @@ type Host struct {
 	// on a power reading, which a BMC may echo from before a reset.
 	Fenced bool
 	// PoweredOn: the reboot controller powered the host on after the
-	// attempt's start and no reboot is pending (reboot.Client.Done).
+	// attempt's start and no reboot is pending (reboot.Client.Done), and,
+	// where the store can read the power (RebootHosts.Power), the host
+	// reads On past its stale-read window since (reboot.Client.Up).
 	PoweredOn bool
+	// OffAfterRequest: the reboot controller recorded the hardware off
+	// after the request (Status.LastPoweredOff after Request.At); with
+	// PoweredOn false, the host may still be off and the controller may
+	// still power it on: it is not let go.
+	OffAfterRequest bool
 	// Power is the power state as read, for Table mode and messages only.
 	Power power.State
 }
