@@ -180,6 +180,10 @@ type Host struct {
 	// PoweredOn false, the host may still be off and the controller may
 	// still power it on: it is not let go.
 	OffAfterRequest bool
+	// UpReadFrom: when PoweredOn is false only because the On reading may
+	// still echo the state from before the power-on, the time from which
+	// a reading counts (reboot.UpReadFrom); zero otherwise.
+	UpReadFrom time.Time
 	// Power is the power state as read, for Table mode and messages only.
 	Power power.State
 }
@@ -454,6 +458,11 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 		default:
 			d.Reason = "waiting for the reboot controller to power the host on"
 			d.RequeueAfter = c.PollInterval
+			if o.Host.UpReadFrom.After(now) {
+				// Nothing may change in the stores when the reading
+				// starts to count: look again then.
+				d.RequeueAfter = min(c.PollInterval, o.Host.UpReadFrom.Sub(now))
+			}
 		}
 
 	case PhaseWaitingForNode:

@@ -112,7 +112,11 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 		// refuse it): with Power, only an On reading that cannot echo the
 		// state from before the power-on tells that the host is on
 		// (reboot.Client.Up's rule).
-		out.PoweredOn = out.PoweredOn && out.Power == power.StateOn && !now.Before(reboot.UpReadFrom(h, r.StaleReads))
+		from := reboot.UpReadFrom(h, r.StaleReads)
+		if out.PoweredOn && now.Before(from) {
+			out.PoweredOn, out.UpReadFrom = false, from
+		}
+		out.PoweredOn = out.PoweredOn && out.Power == power.StateOn
 	}
 	return out, nil
 }
