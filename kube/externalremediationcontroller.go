@@ -51,7 +51,11 @@ const ExternalAdmissionsName = "rebootkit-external-remediation-admissions"
 // ErrHostHeld), and the storm guard's Limit counts all of them. A
 // remediation deleted mid-way (ReleaseFinalizer) or marked timed out by
 // NodeHealthCheck is cancelled: the host released and the Node restored
-// before Processing turns False or the object goes.
+// before Processing turns False or the object goes. A remediation that
+// failed or was cancelled after the reboot controller powered its host
+// off keeps Processing True and its finalizer until the host is known on
+// (remediation.Host.PoweredOn; with Power, an On reading past the
+// stale-read window).
 //
 // Run it with a RebootController on the same namespace (the hosts' power
 // goes through the reboot API), under leader election.
