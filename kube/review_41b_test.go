@@ -41,11 +41,21 @@ func TestReview41b_FailedWhileRebootkitStillPowersOn(t *testing.T) {
 	n0 := e.nodeOf["h0"]
 	e.hang("h0")
 	e.nhcCreate(n0, spec)
+	// The BMC stays refusing until 3 s after the remediation's attempts have
+	// run out (phase failed), then works again. (As first written, the test
+	// healed the BMC only after Succeeded False, which the fix never reports
+	// while h0 is off: it waited for ever.)
 	var onAtFailure, seen bool
-	var failedAt time.Time
+	var failedAt, phaseFailedAt time.Time
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		r := e.remediationOf(n0)
+		if r != nil && r.Status.Phase == "failed" && phaseFailedAt.IsZero() {
+			phaseFailedAt = time.Now()
+		}
+		if !phaseFailedAt.IsZero() && time.Since(phaseFailedAt) > 3*time.Second {
+			refuseOn.Store(false) // the BMC works again
+		}
 		if r != nil && condition(r, v1alpha1.ConditionSucceeded) == metav1.ConditionFalse {
 			onAtFailure, seen, failedAt = e.hw["h0"].HardwareOn(), true, time.Now()
 			t.Logf("Succeeded False (%s), Processing %s, phase %q, h0 on=%v held=%v", r.Status.Message,
@@ -55,8 +65,7 @@ func TestReview41b_FailedWhileRebootkitStillPowersOn(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	require.True(t, seen, "never Succeeded False\n%s", e.dump())
-	refuseOn.Store(false) // the BMC works again
-	e.eventually("h0 on again", 30*time.Second, func() bool { return e.hw["h0"].HardwareOn() })
+	require.False(t, refuseOn.Load(), "Succeeded False while the BMC still refused power-on (h0 off, rebootkit still means to power it on)\n%s", e.dump())
 	poweredOnAfter := false
 	for _, tc := range e.hw["h0"].Truth() {
 		if tc.On && tc.At.After(failedAt) {
@@ -65,4 +74,5 @@ func TestReview41b_FailedWhileRebootkitStillPowersOn(t *testing.T) {
 	}
 	assert.True(t, onAtFailure,
 		"Succeeded False (NHC escalates now) while h0 was still off (ground truth); rebootkit powered it on after that: %v\n%s", poweredOnAfter, e.dump())
+	assert.False(t, poweredOnAfter, "rebootkit powered h0 on after it reported Succeeded False (ground truth)\n%s", e.dump())
 }
