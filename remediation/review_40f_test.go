@@ -3,6 +3,8 @@ package remediation_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,4 +83,100 @@ func TestReview40f_HangingWatchOfNewHostMutesMachineWatch(t *testing.T) {
 	if !waitPass(count, 2*time.Second) {
 		t.Fatalf("db-1's record changed again, but no pass in 2 s: the Machine's watch is muted while bmh-2's Watch hangs")
 	}
+}
+
+// scriptedHostWatch is fake.RebootHosts whose Watch of bmh-1 fails the
+// first time and hangs (until its context ends) after; whose Watch of
+// bmh-2 fails the first time and hangs after too.
+type scriptedHostWatch struct {
+	*fake.RebootHosts
+	calls [3]atomic.Int32
+}
+
+func (s *scriptedHostWatch) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
+	i := 1
+	if name == "bmh-2" {
+		i = 2
+	}
+	if s.calls[i].Add(1) == 1 {
+		return nil, errors.New("watch hosts: connection refused")
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestReview40f_WatchRetryGoroutineLeaks: 9747b24's watchWithHost starts
+// each host watch retry on a goroutine that sends its result to a buffer
+// of one, read only by the forwarding goroutine. When the Machine moves
+// while one retry is in flight and the new host's watch fails too, a
+// second retry goroutine starts while the first is still in flight; when
+// the watch then ends (ctx done: the Runner restarts or stops it), both
+// return, one fills the buffer, and the other blocks on its send for
+// ever. Every such watch (restarted by the Runner after each failure of
+// a flapping network) leaks a goroutine and its closure.
+func TestReview40f_WatchRetryGoroutineLeaks(t *testing.T) {
+	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
+	machines, nodes := remediation.Records(inv)
+	hosts := &scriptedHostWatch{RebootHosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}, reboot.Host{Name: "bmh-2", Online: true})}
+	var host atomic.Value
+	host.Store("bmh-1")
+	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+		HostOf: func(context.Context, string) (string, error) { return host.Load().(string), nil }}
+	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
+		Config: remediation.Config{PollInterval: time.Hour}}
+	l := r.Loop(func(context.Context) ([]string, error) { return []string{"db-1"}, nil })
+	before := countStacks("remediation.watchWithHost")
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := l.Watch(ctx, "db-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range ch {
+		}
+	}()
+	time.Sleep(1300 * time.Millisecond) // bmh-1's watch failed; its retry at 1 s hangs
+	if hosts.calls[1].Load() != 2 {
+		t.Fatalf("precondition: bmh-1's retried Watch in flight (calls %d)", hosts.calls[1].Load())
+	}
+	host.Store("bmh-2")
+	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "moved"} })
+	time.Sleep(1300 * time.Millisecond) // bmh-2's watch failed; its retry at 1 s hangs
+	if hosts.calls[2].Load() != 2 {
+		t.Fatalf("precondition: bmh-2's retried Watch in flight (calls %d)", hosts.calls[2].Load())
+	}
+	cancel()
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if countStacks("remediation.watchWithHost") <= before {
+			return
+		}
+	}
+	t.Fatalf("2 s after the watch's context ended, %d goroutines of watchWithHost remain (before: %d):\n%s",
+		countStacks("remediation.watchWithHost"), before, stacksWith("remediation.watchWithHost"))
+}
+
+func allStacks() []string {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	return strings.Split(string(buf[:n]), "\n\n")
+}
+
+func countStacks(s string) int {
+	c := 0
+	for _, g := range allStacks() {
+		if strings.Contains(g, s) {
+			c++
+		}
+	}
+	return c
+}
+
+func stacksWith(s string) string {
+	var out []string
+	for _, g := range allStacks() {
+		if strings.Contains(g, s) {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
