@@ -180,3 +180,59 @@ func stacksWith(s string) string {
 	}
 	return strings.Join(out, "\n\n")
 }
+
+// TestReview40f_HungHostOfMutesMachineWatchForGood: watchWithHost asks
+// HostOf again on every Machine wake, synchronously in the goroutine that
+// forwards the wakes and under the watch's own context, which has no
+// deadline (it ends only when the Runner stops watching the key). Passes
+// are bounded by PassTimeout and the poller bounds its reads (version:
+// PollInterval), but this call is not: one HostOf request lost in a
+// network black hole (no answer, no RST) blocks the watch until the
+// kernel gives up on the connection, or for ever for a store that waits
+// on its context. Meanwhile the Machine's working watch is muted, and as
+// the channel is neither fed nor closed the Runner does not start it
+// again: the health checker's marks wait for RequeueAfter. Here one
+// HostOf call (the watch's, on db-1's first change) never returns while
+// every later call works; PollInterval is 1 h; neither that change nor a
+// later one gets a pass in 2 s.
+func TestReview40f_HungHostOfMutesMachineWatchForGood(t *testing.T) {
+	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
+	machines, nodes := remediation.Records(inv)
+	var armed atomic.Bool
+	var hung atomic.Int32
+	rh := &remediation.RebootHosts{Hosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), Now: time.Now,
+		HostOf: func(ctx context.Context, _ string) (string, error) {
+			if armed.CompareAndSwap(true, false) {
+				hung.Add(1)
+				<-ctx.Done() // the request is lost; only the caller's context ends it
+				return "", ctx.Err()
+			}
+			return "bmh-1", nil
+		}}
+	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
+		Config: remediation.Config{PollInterval: time.Hour}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	count := runCounting(t, ctx, r)
+	time.Sleep(500 * time.Millisecond)
+	count()
+	time.Sleep(300 * time.Millisecond)
+	if n := count(); n != 0 {
+		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
+	}
+
+	armed.Store(true)
+	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "first"} })
+	ok := waitPass(count, 2*time.Second)
+	if hung.Load() != 1 {
+		t.Fatalf("precondition: one HostOf call hangs (got %d)", hung.Load())
+	}
+	if !ok {
+		t.Errorf("db-1's record changed over a working MachineWatcher, but no pass in 2 s: watchWithHost's goroutine is blocked in an unbounded HostOf call")
+	}
+	count()
+	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "unhealthy"} }) // every HostOf call works now
+	if !waitPass(count, 2*time.Second) {
+		t.Fatalf("db-1's record changed again (HostOf answers again), but no pass in 2 s: the Machine's watch stays muted behind the one hung HostOf call, and the Runner never restarts it")
+	}
+}
