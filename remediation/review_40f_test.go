@@ -86,8 +86,8 @@ func TestReview40f_HangingWatchOfNewHostMutesMachineWatch(t *testing.T) {
 }
 
 // scriptedHostWatch is fake.RebootHosts whose Watch of bmh-1 fails the
-// first time and hangs (until its context ends) after; whose Watch of
-// bmh-2 fails the first time and hangs after too.
+// first time and hangs after (until its context ends, and the dial takes
+// 200 ms more to unwind); whose Watch of bmh-2 does the same.
 type scriptedHostWatch struct {
 	*fake.RebootHosts
 	calls [3]atomic.Int32
@@ -102,6 +102,7 @@ func (s *scriptedHostWatch) Watch(ctx context.Context, name string) (<-chan stru
 		return nil, errors.New("watch hosts: connection refused")
 	}
 	<-ctx.Done()
+	time.Sleep(200 * time.Millisecond) // the dial unwinds
 	return nil, ctx.Err()
 }
 
@@ -125,7 +126,7 @@ func TestReview40f_WatchRetryGoroutineLeaks(t *testing.T) {
 	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
 		Config: remediation.Config{PollInterval: time.Hour}}
 	l := r.Loop(func(context.Context) ([]string, error) { return []string{"db-1"}, nil })
-	before := countStacks("remediation.watchWithHost")
+	before := countBlockedSends()
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, err := l.Watch(ctx, "db-1")
 	if err != nil {
@@ -146,13 +147,14 @@ func TestReview40f_WatchRetryGoroutineLeaks(t *testing.T) {
 		t.Fatalf("precondition: bmh-2's retried Watch in flight (calls %d)", hosts.calls[2].Load())
 	}
 	cancel()
+	time.Sleep(time.Second) // both Watch calls return (200 ms after the cancel)
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if countStacks("remediation.watchWithHost") <= before {
+		if countBlockedSends() <= before {
 			return
 		}
 	}
-	t.Fatalf("2 s after the watch's context ended, %d goroutines of watchWithHost remain (before: %d):\n%s",
-		countStacks("remediation.watchWithHost"), before, stacksWith("remediation.watchWithHost"))
+	t.Fatalf("2 s after the watch's context ended, %d goroutines of watchWithHost are blocked on a send nobody will read (before: %d):\n%s",
+		countBlockedSends(), before, stacksWith("remediation.watchWithHost"))
 }
 
 func allStacks() []string {
@@ -161,10 +163,12 @@ func allStacks() []string {
 	return strings.Split(string(buf[:n]), "\n\n")
 }
 
-func countStacks(s string) int {
+// countBlockedSends counts the goroutines of watchWithHost blocked on a
+// channel send (other tests' goroutines still winding down are not).
+func countBlockedSends() int {
 	c := 0
 	for _, g := range allStacks() {
-		if strings.Contains(g, s) {
+		if strings.Contains(g, "[chan send") && strings.Contains(g, "remediation.watchWithHost") {
 			c++
 		}
 	}
