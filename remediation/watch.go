@@ -117,6 +117,23 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 	}
 	resolved := make(chan resolution, 1)
 	resolving := false
+	// apply takes a resolution of the Machine's host; false: it failed
+	// (the watch ends, and the Runner starts it again).
+	apply := func(r resolution) bool {
+		resolving = false
+		if r.err != nil {
+			return false
+		}
+		if r.h != h {
+			hcancel()
+			hcancel = func() {}
+			h, hch, retry, backoff = r.h, nil, nil, watchRetryMin
+			if h != "" {
+				try(h)
+			}
+		}
+		return true
+	}
 	go func() {
 		defer close(out)
 		defer cancel()
@@ -129,7 +146,9 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 				if !resolving {
 					// The Machine's host, asked again on its own
 					// goroutine and bounded: a store that does not answer
-					// must not silence the Machine's wakes.
+					// must not silence the Machine's wakes. A quick answer
+					// is taken before the wake is passed on (the pass then
+					// sees the new host's watch started).
 					resolving = true
 					go func() {
 						rctx, rcancel := context.WithTimeout(wctx, hostOfTimeout)
@@ -140,20 +159,18 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 						case <-wctx.Done():
 						}
 					}()
+					select {
+					case r := <-resolved:
+						if !apply(r) {
+							return
+						}
+					case <-time.After(resolveWait):
+					}
 				}
 				wake()
 			case r := <-resolved:
-				resolving = false
-				if r.err != nil {
+				if !apply(r) {
 					return // the Runner starts the watch again
-				}
-				if r.h != h {
-					hcancel()
-					hcancel = func() {}
-					h, hch, retry, backoff = r.h, nil, nil, watchRetryMin
-					if h != "" {
-						try(h)
-					}
 				}
 			case _, ok := <-hch:
 				if !ok {
@@ -188,8 +205,10 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 const (
 	watchRetryMin = time.Second
 	watchRetry    = time.Minute
-	// hostOfTimeout bounds one HostOf of a Machine's watch.
+	// hostOfTimeout bounds one HostOf of a Machine's watch; resolveWait
+	// is how long a Machine's wake waits for it before it is passed on.
 	hostOfTimeout = 30 * time.Second
+	resolveWait   = 50 * time.Millisecond
 )
 
 // withRetry returns the watch try makes once it starts (with one wake:
