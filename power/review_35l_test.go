@@ -71,3 +71,37 @@ func TestReview35_EvictingFenceLosesSlotToUnprovenLogin(t *testing.T) {
 	assert.False(t, hwC.HardwareOn(), "ground truth: C is still powered")
 	assert.LessOrEqual(t, open.Load(), int64(2))
 }
+
+// TestReview35_CloseLeavesSessionOfRunningCallLoggedIn: Close "closes
+// every session ... A call still running past its deadline when Close is
+// called (a controller that ignores its context), or a login still
+// running, closes its session in the background when it returns, after
+// Close"; the package doc: "Close it on shutdown (it logs every session
+// out)". A call well within its deadline, honouring its context (a 500 ms
+// read), runs when the process shuts down (SIGTERM during a rollout of
+// the operator): Close retires the session (in use: not closed), marks
+// the Pool waiting, and returns at once; the call ends 500 ms later and
+// its session's logout runs outside Close's wait. A process that exits
+// when Close returns never logs it out: the BMC keeps one of its few
+// sessions until its own timeout. Ground truth: the controller's count
+// of sessions not logged out, right after Close returns.
+func TestReview35_CloseLeavesSessionOfRunningCallLoggedIn(t *testing.T) {
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+	var open atomic.Int64
+	a := pool.Controller("a", power.Target{BMC: "https://bmc-a", Config: "v1", Login: "v1", Connect: func(ctx context.Context) (power.Controller, error) {
+		open.Add(1)
+		return &slowLogoutK{Controller: slowStateJ{d: 500 * time.Millisecond}, open: &open, d: 10 * time.Millisecond}, nil
+	}})
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	read := make(chan error, 1)
+	go func() { _, err := a.State(ctx); read <- err }()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	require.NoError(t, pool.Close())
+	n := open.Load()
+	t.Logf("Close returned after %s with %d session(s) logged in; the call: %v", time.Since(start).Round(time.Millisecond), n, <-read)
+	assert.EqualValues(t, 0, n, "Close returned with the session of a call within its deadline still logged in")
+}
