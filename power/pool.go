@@ -86,7 +86,8 @@ type PoolConfig struct {
 	// LoginInterval: a login that needs a live, idle session of its BMC
 	// closed (the BMC is at MaxSessions) closes at most one every
 	// LoginInterval (default 1 min); other such logins fail at once as
-	// busy. Live sessions are not evicted faster than that.
+	// busy. Live sessions are not evicted faster than that. The slot an
+	// eviction frees is held for the login that made it.
 	LoginInterval time.Duration
 	// Backoff is the first pause after a failed login that is not an
 	// authentication failure (default 1 s); each further failure in a row
@@ -183,6 +184,7 @@ type endpoint struct {
 	sessions  int                   // sessions being opened, open or being closed
 	live      map[*session]struct{} // open and not retired (at most MaxSessions)
 	lastEvict time.Time             // when a login last closed a live session
+	reserved  int                   // slots freed by evictions, held for the logins that evicted
 	creds     map[string]*creds     // by Target.loginKey
 	wake      chan struct{}         // closed (and dropped) when the state changes
 	closeQ    []closeJob            // its sessions to close, in order

@@ -325,11 +325,12 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 }
 
 // trimLocked closes the least recently used idle live sessions of ep
-// other than keep while more than MaxSessions are live (p.mu held): after
-// a login of credentials not yet proven went over the bound, or once a
-// session that was in use then becomes idle.
+// other than keep while more than MaxSessions are live or held for
+// evicting logins (p.mu held): after a login of credentials not yet
+// proven went over the bound, or once a session that was in use then
+// becomes idle.
 func (p *Pool) trimLocked(ep *endpoint, keep *session) {
-	for len(ep.live) > p.cfg.MaxSessions {
+	for len(ep.live)+ep.reserved > p.cfg.MaxSessions {
 		var victim *session
 		for s := range ep.live { // at most MaxSessions+1
 			if s != keep && s.inUse == 0 && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
