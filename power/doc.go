@@ -94,6 +94,7 @@
 // # The caller's duties
 //
 //   - Use one Pool per process for all BMCs, and Close it on shutdown (it
+//     waits for the calls running, each at most until its deadline, and
 //     logs every session out).
 //   - Give each BMC one stable Target.BMC name (its address), each host a
 //     stable Target.Config that changes when its configuration (credentials,

@@ -163,18 +163,22 @@ type Pool struct {
 	// parked: logins no host uses whose back-off still runs (a host
 	// forgotten and back at once must not log in again sooner).
 	parked map[*creds]struct{}
-	// closed: Close was called; waiting: Close is waiting for wg (closes
-	// that start later are not added to it: a WaitGroup may not grow while
-	// it is waited for).
+	// closed: Close was called; waiting: Close is waiting for the calls
+	// and counted closes under way (closes that start later are not
+	// counted, but those of calls it waits for).
 	closed, waiting bool
+	// calls: calls running on a session and not given up on (past their
+	// deadline); counted: closes under way that Close waits for; drained
+	// is closed (and dropped) when either drops.
+	calls, counted int
+	drained        chan struct{}
 	// joinedRetired: sessions retired while a host joined them and no
 	// call used them, still logged in until the join ends (Close logs
 	// them out at once).
 	joinedRetired map[*session]struct{}
 	stop, done    chan struct{}
-	wg            sync.WaitGroup // closes under way
-	readyQ        []*endpoint    // BMCs whose closes wait for a closer
-	closers       int            // goroutines closing sessions
+	readyQ        []*endpoint // BMCs whose closes wait for a closer
+	closers       int         // goroutines closing sessions
 }
 
 // endpoint is one BMC's state.
@@ -291,10 +295,12 @@ func shrink[V any](m map[string]V, high int) (map[string]V, int) {
 }
 
 // Close closes every session (waiting up to 10 s for each BMC's logout)
-// and stops the Pool. Later calls fail with ErrPoolClosed. A call still
-// running past its deadline when Close is called (a controller that
-// ignores its context), or a login still running, closes its session in
-// the background when it returns, after Close.
+// and stops the Pool. Later calls fail with ErrPoolClosed. It waits for
+// the calls running on a session to end, each at most until its deadline
+// (CallTimeout, or the caller's) and a moment's grace, and logs their
+// sessions out before it returns. A call still running past its deadline
+// (a controller that ignores its context), or a login still running,
+// closes its session in the background when it returns, after Close.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -321,8 +327,26 @@ func (p *Pool) Close() error {
 	p.mu.Unlock()
 	close(p.stop)
 	<-p.done
-	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Bounded: a call is given up on past its deadline (pooled.call), and
+	// every logout by closeTimeout.
+	for p.calls > 0 || p.counted > 0 {
+		ch := make(chan struct{})
+		p.drained = ch
+		p.mu.Unlock()
+		<-ch
+		p.mu.Lock()
+	}
 	return nil
+}
+
+// drainedLocked wakes Close if it waits (p.mu held).
+func (p *Pool) drainedLocked() {
+	if p.drained != nil {
+		close(p.drained)
+		p.drained = nil
+	}
 }
 
 // janitor closes idle sessions.

@@ -399,7 +399,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		e.ownFails, e.ownLast = 0, nil
 		s.entries[e] = struct{}{}
 		if waiting {
-			s.inUse++ // the caller's call
+			p.useLocked(s) // the caller's call (s is on no idle list)
 			res <- loginResult{s: s, ctrl: ctrl}
 			return
 		}
