@@ -199,11 +199,20 @@
 //     and no keyed request holds it, else the request is done and the
 //     host left off. The RebootRecord then carries the time in
 //     LastResetAnnotation, and a Reset event says what was done. A reset
-//     whose outcome is unknown (a timeout, an answer lost, a restart
-//     between the write and the answer) may have been carried out; it is
-//     sent again only StaleReads and RetryDelay after it was about to be
-//     sent, on an On reading then, and only once: such a request may
-//     reset the host twice, never three times. On NC-SI hardware the
+//     the BMC refused (it answered that it did not carry it out: a call
+//     never sent, power.ErrNotSent, a refused login or a Pool's back-off;
+//     or the BMC's answer with a status, of class busy or failed, such as
+//     Redfish 409, 503 or 500 or an IPMI completion code, except a
+//     gateway's 502 or 504 and IPMI 0xC3, which may hide a reset carried
+//     out) does not count: it is reported with a RebootPowerError event
+//     and sent again RetryDelay after the refusal, on an On reading then,
+//     for as long as the BMC refuses. A reset whose outcome is unknown (a
+//     timeout, an answer lost, a call still under way, a restart between
+//     the write and the answer) may have been carried out; it is sent
+//     again only StaleReads and RetryDelay after it was about to be sent,
+//     on an On reading then, and only once: such a request may reset the
+//     host twice, never three times (more only if a BMC carries out a
+//     reset it answered it refused). On NC-SI hardware the
 //     reset takes the BMC's port down with the host's NIC, so its answer
 //     is what gets lost: after a second reset of unknown outcome the
 //     controller sends no more, reports a ResetOutcomeUnknown event, and

@@ -116,7 +116,8 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	if lo, ok := c.lastReset(name); ok && requested {
 		o.Outcome = &lo
 	}
-	d := decideReset(o, resetConfigOf(c.Reconciler.Config), now)
+	cfg := resetConfigOf(c.Reconciler.Config)
+	d := decideReset(o, cfg, now)
 	write := func(f func(context.Context) error) error {
 		return reboot.Fenced(ctx, c.Reconciler.Guard, "kube: reset of host "+name, f)
 	}
@@ -165,9 +166,9 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	}
 	if d.GaveUp && c.Recorder != nil {
 		c.Recorder.Eventf(bmh, nil, "Warning", "ResetOutcomeUnknown", "Reboot",
-			"host %s was sent %d resets for its request and the BMC's answer to the last one never came: it may have been reset "+
-				"(on NC-SI hardware the reset takes the BMC's port down); no more resets are sent. Check the host, then remove %s "+
-				"(a new request starts afresh); an Off reading or the BMC's late answer is still taken", name, d.Rec.Resets, reboot.Annotation)
+			"host %s was sent %d resets for its request whose outcome is not known (%s): it may have been reset "+
+				"(on NC-SI hardware the reset takes the BMC's port down with the host's NIC); no more resets are sent. Check the host, then remove %s "+
+				"(a new request starts afresh); an Off reading or the BMC's late answer is still taken", name, d.Rec.Resets, unknownWhy(o.Outcome, d.Rec), reboot.Annotation)
 	}
 	if d.Unsupported && c.Recorder != nil {
 		c.Recorder.Eventf(bmh, nil, "Warning", "ResetUnsupported", "Reboot",
@@ -184,7 +185,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			c.noteReset(name, resetOutcome{at: c.Reconciler.Now(), err: cerr})
 		}
 		if cerr != nil && !isInFlight(cerr) && c.Recorder != nil {
-			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", name, d.Call, cerr, powerFix(cerr))
+			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s", name, callFailure(d.Call, cerr, d.Rec.Resets, cfg))
 		}
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
@@ -231,6 +232,35 @@ func patchHost(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHos
 		return mapError("reset of", hosts.Namespace, bmh.Name, err)
 	}
 	return nil
+}
+
+// callFailure says what failed for a call of the reset path, and what
+// follows: a refused reset is sent again, a reset of unknown outcome at
+// most once more (resets: how many count, this one included).
+func callFailure(call string, err error, resets int, cfg resetConfig) string {
+	switch {
+	case call != "reset":
+		return fmt.Sprintf("%s failed: %v; %s", call, err, powerFix(err))
+	case resetRefused(err):
+		return fmt.Sprintf("the BMC refused the reset (%v): it was not carried out and does not count; it is sent again %s after "+
+			"the refusal, on an On reading; %s", err, cfg.RetryDelay, powerFix(err))
+	case resets < maxResets:
+		return fmt.Sprintf("the outcome of the reset is not known (%v): it may have been carried out; it is sent once more, "+
+			"not before %s, on an On reading then (a late answer or an Off reading is still taken); %s",
+			err, max(cfg.StaleReads, cfg.RetryDelay), powerFix(err))
+	}
+	return fmt.Sprintf("the outcome of the reset is not known (%v): it may have been carried out; it was the last one sent for this "+
+		"request; %s", err, powerFix(err))
+}
+
+// unknownWhy says why the outcome of the last reset of rec is not known:
+// the error this process saw for it (out), or a restart (or a call given
+// up) before its answer came.
+func unknownWhy(out *resetOutcome, rec resetRecord) string {
+	if out != nil && out.err != nil && !out.at.Before(rec.Sending) {
+		return fmt.Sprintf("the BMC's answer to the last one did not come: %v", out.err)
+	}
+	return "the controller restarted, or gave up on the call, before the BMC's answer to the last one came"
 }
 
 // stamp is t as ResetRequestAnnotation and the BMC pin write it.
