@@ -227,6 +227,20 @@
 //     ResetRequestAnnotation, written when the request is taken and
 //     removed with it (in one write), and a state whose request the host
 //     does not carry is an earlier request's, never this one's answer.
+//     A request removed and made again while no pass saw it gone (the
+//     controller stopped, a leader change, or both writes between two
+//     passes) leaves the marker in place, so the state also keeps the
+//     request's identity when it is taken: the annotation's value, the
+//     managers that own it in the host's metadata.managedFields, and
+//     the latest time of their entries. The API server sets an entry's
+//     time when its manager adds, changes or removes a field, so a
+//     request made again has a later time (or another value or owner)
+//     and starts afresh, with resets of its own. Limits: the time is in
+//     whole seconds, so a request removed and made again within the
+//     second it was taken is taken for the same request; and a change
+//     by the request's owner to other fields of the host while the
+//     request is pending also makes it new (the request is then
+//     answered by a reset made after that change).
 //     When spec.disablePowerOff is cleared, the state is cleared before
 //     the normal path takes the host.
 //   - with no request, makes power follow spec.online true as the normal

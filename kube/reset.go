@@ -25,7 +25,8 @@ import (
 
 // ResetAnnotation on a host's RebootRecord keeps the state of the reboot
 // by reset of a host with spec.disablePowerOff (JSON: when the request was
-// first seen, when the last reset or power-on was about to be sent, when
+// first seen and its identity (value, owners in managedFields and their
+// time), when the last reset or power-on was about to be sent, when
 // the BMC accepted it, how many resets were sent, when the controller gave
 // up; with no request, when the last power-on was about to be sent). Only
 // the controller writes it.
@@ -41,7 +42,10 @@ const LastResetAnnotation = "rebootkit.io/last-reset"
 // ResetAnnotation: its value is that state's Since (RFC 3339 with
 // nanoseconds). The controller writes it after the record when it takes a
 // request and removes it with the request: a record whose Since the host
-// does not carry is an earlier request's and never answers this one.
+// does not carry is an earlier request's and never answers this one, nor
+// does a record whose request identity (see doc.go) the host's request
+// does not have (a request removed and made again while no pass saw it
+// gone).
 const ResetRequestAnnotation = "rebootkit.io/reset-request"
 
 // reconcileReset is a pass of a host with spec.disablePowerOff: its power
@@ -92,11 +96,18 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	}
 	_, requested := bmh.Annotations[reboot.Annotation]
 	marker, marked := bmh.Annotations[ResetRequestAnnotation]
-	if requested && st.pending() && marker != stamp(st.Since) {
-		st = resetRecord{} // an earlier request's state: this request starts afresh
+	var req *resetRequest
+	if requested {
+		r := requestOf(bmh)
+		req = &r
+	}
+	if requested && st.pending() && (marker != stamp(st.Since) || st.Request != nil && !st.Request.answers(*req)) {
+		// An earlier request's state (one removed and made again while
+		// no pass saw it gone): this request starts afresh.
+		st = resetRecord{}
 	}
 	now := c.Reconciler.Now()
-	o := resetObserved{Requested: requested, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
+	o := resetObserved{Requested: requested, Request: req, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
 	pc, err := c.Reconciler.Power(name)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -16,6 +16,8 @@ import (
 type resetRecord struct {
 	// Since is when the controller first saw the pending request.
 	Since time.Time `json:"since"`
+	// Request identifies that request (resetRequest.answers).
+	Request *resetRequest `json:"request,omitempty"`
 	// Sending is when the last command (a reset, or a power-on of a host
 	// that read off) was about to be sent: written before it is sent.
 	Sending time.Time `json:"sending,omitzero"`
@@ -105,6 +107,7 @@ type resetOutcome struct {
 // powers the host on unless Online and not Held.
 type resetObserved struct {
 	Requested bool
+	Request   *resetRequest
 	Online    bool
 	Held      bool
 	Rec       resetRecord
@@ -196,7 +199,7 @@ func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 		return resetDecision{Write: true, Rec: resetRecord{Sending: now, Op: "on"}, Call: "on"}
 	}
 	if !rec.pending() {
-		return resetDecision{Write: true, Rec: resetRecord{Since: now}}
+		return resetDecision{Write: true, Rec: resetRecord{Since: now, Request: o.Request}}
 	}
 	if o.InFlight {
 		return resetDecision{After: c.PollInterval}

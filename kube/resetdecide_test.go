@@ -28,6 +28,8 @@ func TestDecideReset(t *testing.T) {
 		{"request gone: cleared", resetObserved{Rec: resetRecord{Since: sec(0)}}, sec(5), resetDecision{Clear: true}},
 		{"new request: persisted first", resetObserved{Requested: true, Power: power.StateOn}, sec(0),
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0)}}},
+		{"new request: its identity persisted", resetObserved{Requested: true, Request: &resetRequest{Owners: []string{"client/Update/"}, At: sec(-1)}, Power: power.StateOn}, sec(0),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Request: &resetRequest{Owners: []string{"client/Update/"}, At: sec(-1)}}}},
 		{"on: reset, its intent persisted", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOn}, sec(1),
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset", Resets: 1}, Call: "reset"}},
 		{"unknown: no reset (it may power on a host that is off)", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateUnknown}, sec(1),
