@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
@@ -237,9 +238,12 @@ func (c *RebootController) dropReset(ctx context.Context, bmh *metal3.BareMetalH
 }
 
 // patchHost writes the annotations ann (nil: removed) of bmh with a
-// compare-and-swap on the version read.
+// compare-and-swap on the version read, as the field manager
+// resetFieldOwner: the marker's writes then bump no managedFields entry
+// of the process's other writers, such as a remediation that wrote the
+// request (see resetRequest).
 func patchHost(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, ann map[string]any) error {
-	if err := hosts.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion, metadataPatch(nil, ann))); err != nil {
+	if err := hosts.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion, metadataPatch(nil, ann)), client.FieldOwner(resetFieldOwner)); err != nil {
 		return mapError("reset of", hosts.Namespace, bmh.Name, err)
 	}
 	return nil
@@ -273,6 +277,10 @@ func unknownWhy(out *resetOutcome, rec resetRecord) string {
 	}
 	return "the controller restarted, or gave up on the call, before the BMC's answer to the last one came"
 }
+
+// resetFieldOwner is the field manager of the reset path's writes to a
+// host (ResetRequestAnnotation, the removal of a request it answered).
+const resetFieldOwner = "rebootkit-reset"
 
 // stamp is t as ResetRequestAnnotation and the BMC pin write it.
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
