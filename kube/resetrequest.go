@@ -28,7 +28,7 @@ type resetRequest struct {
 func requestOf(bmh *metal3.BareMetalHost) resetRequest {
 	r := resetRequest{Value: bmh.Annotations[reboot.Annotation]}
 	for _, e := range bmh.ManagedFields {
-		if e.FieldsV1 == nil || !ownsRequest(e.FieldsV1.Raw) {
+		if e.FieldsV1 == nil || !ownsRequest(e.FieldsV1.GetRawBytes()) {
 			continue
 		}
 		r.Owners = append(r.Owners, e.Manager+"/"+string(e.Operation)+"/"+e.Subresource)

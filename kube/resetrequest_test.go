@@ -21,9 +21,9 @@ func TestResetRequestAnswers(t *testing.T) {
 		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, value)
 		h.ManagedFields = []metav1.ManagedFieldsEntry{
 			{Manager: "operator", Operation: metav1.ManagedFieldsOperationUpdate, Time: &metav1.Time{Time: at.Add(time.Hour)},
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:online":{}}}`)}},
+				FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:online":{}}}`)},
 			{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Time: &metav1.Time{Time: at},
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:` + reboot.Annotation + `":{}}}}`)}},
+				FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{".":{},"f:` + reboot.Annotation + `":{}}}}`)},
 		}
 		return h
 	}
