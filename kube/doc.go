@@ -199,11 +199,20 @@
 //     and no keyed request holds it, else the request is done and the
 //     host left off. The RebootRecord then carries the time in
 //     LastResetAnnotation, and a Reset event says what was done. A reset
-//     whose outcome is unknown (a timeout, an answer lost, a restart
-//     between the write and the answer) may have been carried out; it is
-//     sent again only StaleReads and RetryDelay after it was about to be
-//     sent, on an On reading then, and only once: such a request may
-//     reset the host twice, never three times. On NC-SI hardware the
+//     the BMC refused (it answered that it did not carry it out: a call
+//     never sent, power.ErrNotSent, a refused login or a Pool's back-off;
+//     or the BMC's answer with a status, of class busy or failed, such as
+//     Redfish 409, 503 or 500 or an IPMI completion code, except a
+//     gateway's 502 or 504 and IPMI 0xC3, which may hide a reset carried
+//     out) does not count: it is reported with a RebootPowerError event
+//     and sent again RetryDelay after the refusal, on an On reading then,
+//     for as long as the BMC refuses. A reset whose outcome is unknown (a
+//     timeout, an answer lost, a call still under way, a restart between
+//     the write and the answer) may have been carried out; it is sent
+//     again only StaleReads and RetryDelay after it was about to be sent,
+//     on an On reading then, and only once: such a request may reset the
+//     host twice, never three times (more only if a BMC carries out a
+//     reset it answered it refused). On NC-SI hardware the
 //     reset takes the BMC's port down with the host's NIC, so its answer
 //     is what gets lost: after a second reset of unknown outcome the
 //     controller sends no more, reports a ResetOutcomeUnknown event, and
@@ -218,6 +227,20 @@
 //     ResetRequestAnnotation, written when the request is taken and
 //     removed with it (in one write), and a state whose request the host
 //     does not carry is an earlier request's, never this one's answer.
+//     A request removed and made again while no pass saw it gone (the
+//     controller stopped, a leader change, or both writes between two
+//     passes) leaves the marker in place, so the state also keeps the
+//     request's identity when it is taken: the annotation's value, the
+//     managers that own it in the host's metadata.managedFields, and
+//     the latest time of their entries. The API server sets an entry's
+//     time when its manager adds, changes or removes a field, so a
+//     request made again has a later time (or another value or owner)
+//     and starts afresh, with resets of its own. Limits: the time is in
+//     whole seconds, so a request removed and made again within the
+//     second it was taken is taken for the same request; and a change
+//     by the request's owner to other fields of the host while the
+//     request is pending also makes it new (the request is then
+//     answered by a reset made after that change).
 //     When spec.disablePowerOff is cleared, the state is cleared before
 //     the normal path takes the host.
 //   - with no request, makes power follow spec.online true as the normal

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
@@ -25,7 +26,8 @@ import (
 
 // ResetAnnotation on a host's RebootRecord keeps the state of the reboot
 // by reset of a host with spec.disablePowerOff (JSON: when the request was
-// first seen, when the last reset or power-on was about to be sent, when
+// first seen and its identity (value, owners in managedFields and their
+// time), when the last reset or power-on was about to be sent, when
 // the BMC accepted it, how many resets were sent, when the controller gave
 // up; with no request, when the last power-on was about to be sent). Only
 // the controller writes it.
@@ -41,7 +43,10 @@ const LastResetAnnotation = "rebootkit.io/last-reset"
 // ResetAnnotation: its value is that state's Since (RFC 3339 with
 // nanoseconds). The controller writes it after the record when it takes a
 // request and removes it with the request: a record whose Since the host
-// does not carry is an earlier request's and never answers this one.
+// does not carry is an earlier request's and never answers this one, nor
+// does a record whose request identity (see doc.go) the host's request
+// does not have (a request removed and made again while no pass saw it
+// gone).
 const ResetRequestAnnotation = "rebootkit.io/reset-request"
 
 // reconcileReset is a pass of a host with spec.disablePowerOff: its power
@@ -92,11 +97,18 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	}
 	_, requested := bmh.Annotations[reboot.Annotation]
 	marker, marked := bmh.Annotations[ResetRequestAnnotation]
-	if requested && st.pending() && marker != stamp(st.Since) {
-		st = resetRecord{} // an earlier request's state: this request starts afresh
+	var req *resetRequest
+	if requested {
+		r := requestOf(bmh)
+		req = &r
+	}
+	if requested && st.pending() && (marker != stamp(st.Since) || st.Request != nil && !st.Request.answers(*req)) {
+		// An earlier request's state (one removed and made again while
+		// no pass saw it gone): this request starts afresh.
+		st = resetRecord{}
 	}
 	now := c.Reconciler.Now()
-	o := resetObserved{Requested: requested, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
+	o := resetObserved{Requested: requested, Request: req, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
 	pc, err := c.Reconciler.Power(name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -116,7 +128,8 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	if lo, ok := c.lastReset(name); ok && requested {
 		o.Outcome = &lo
 	}
-	d := decideReset(o, resetConfigOf(c.Reconciler.Config), now)
+	cfg := resetConfigOf(c.Reconciler.Config)
+	d := decideReset(o, cfg, now)
 	write := func(f func(context.Context) error) error {
 		return reboot.Fenced(ctx, c.Reconciler.Guard, "kube: reset of host "+name, f)
 	}
@@ -165,9 +178,9 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	}
 	if d.GaveUp && c.Recorder != nil {
 		c.Recorder.Eventf(bmh, nil, "Warning", "ResetOutcomeUnknown", "Reboot",
-			"host %s was sent %d resets for its request and the BMC's answer to the last one never came: it may have been reset "+
-				"(on NC-SI hardware the reset takes the BMC's port down); no more resets are sent. Check the host, then remove %s "+
-				"(a new request starts afresh); an Off reading or the BMC's late answer is still taken", name, d.Rec.Resets, reboot.Annotation)
+			"host %s was sent %d resets for its request whose outcome is not known (%s): it may have been reset "+
+				"(on NC-SI hardware the reset takes the BMC's port down with the host's NIC); no more resets are sent. Check the host, then remove %s "+
+				"(a new request starts afresh); an Off reading or the BMC's late answer is still taken", name, d.Rec.Resets, unknownWhy(o.Outcome, d.Rec), reboot.Annotation)
 	}
 	if d.Unsupported && c.Recorder != nil {
 		c.Recorder.Eventf(bmh, nil, "Warning", "ResetUnsupported", "Reboot",
@@ -184,7 +197,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			c.noteReset(name, resetOutcome{at: c.Reconciler.Now(), err: cerr})
 		}
 		if cerr != nil && !isInFlight(cerr) && c.Recorder != nil {
-			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", name, d.Call, cerr, powerFix(cerr))
+			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s", name, callFailure(d.Call, cerr, d.Rec.Resets, cfg))
 		}
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
@@ -225,13 +238,49 @@ func (c *RebootController) dropReset(ctx context.Context, bmh *metal3.BareMetalH
 }
 
 // patchHost writes the annotations ann (nil: removed) of bmh with a
-// compare-and-swap on the version read.
+// compare-and-swap on the version read, as the field manager
+// resetFieldOwner: the marker's writes then bump no managedFields entry
+// of the process's other writers, such as a remediation that wrote the
+// request (see resetRequest).
 func patchHost(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, ann map[string]any) error {
-	if err := hosts.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion, metadataPatch(nil, ann))); err != nil {
+	if err := hosts.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion, metadataPatch(nil, ann)), client.FieldOwner(resetFieldOwner)); err != nil {
 		return mapError("reset of", hosts.Namespace, bmh.Name, err)
 	}
 	return nil
 }
+
+// callFailure says what failed for a call of the reset path, and what
+// follows: a refused reset is sent again, a reset of unknown outcome at
+// most once more (resets: how many count, this one included).
+func callFailure(call string, err error, resets int, cfg resetConfig) string {
+	switch {
+	case call != "reset":
+		return fmt.Sprintf("%s failed: %v; %s", call, err, powerFix(err))
+	case resetRefused(err):
+		return fmt.Sprintf("the BMC refused the reset (%v): it was not carried out and does not count; it is sent again %s after "+
+			"the refusal, on an On reading; %s", err, cfg.RetryDelay, powerFix(err))
+	case resets < maxResets:
+		return fmt.Sprintf("the outcome of the reset is not known (%v): it may have been carried out; it is sent once more, "+
+			"not before %s, on an On reading then (a late answer or an Off reading is still taken); %s",
+			err, max(cfg.StaleReads, cfg.RetryDelay), powerFix(err))
+	}
+	return fmt.Sprintf("the outcome of the reset is not known (%v): it may have been carried out; it was the last one sent for this "+
+		"request; %s", err, powerFix(err))
+}
+
+// unknownWhy says why the outcome of the last reset of rec is not known:
+// the error this process saw for it (out), or a restart (or a call given
+// up) before its answer came.
+func unknownWhy(out *resetOutcome, rec resetRecord) string {
+	if out != nil && out.err != nil && !out.at.Before(rec.Sending) {
+		return fmt.Sprintf("the BMC's answer to the last one did not come: %v", out.err)
+	}
+	return "the controller restarted, or gave up on the call, before the BMC's answer to the last one came"
+}
+
+// resetFieldOwner is the field manager of the reset path's writes to a
+// host (ResetRequestAnnotation, the removal of a request it answered).
+const resetFieldOwner = "rebootkit-reset"
 
 // stamp is t as ResetRequestAnnotation and the BMC pin write it.
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

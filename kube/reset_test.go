@@ -110,6 +110,16 @@ func TestDisablePowerOffRebootIsReset(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
+			// The events are recorded just after the writes the loop saw:
+			// read them until both are in (or a few seconds passed).
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) &&
+				!(eventWith(seen, "PowerOffRefused", "fencer") && eventWith(seen, "Normal Reset", "h1")); {
+				select {
+				case e := <-rec.Events:
+					seen = append(seen, e)
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
 			for len(rec.Events) > 0 {
 				seen = append(seen, <-rec.Events)
 			}

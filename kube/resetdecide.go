@@ -1,7 +1,9 @@
 package kube
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -14,6 +16,8 @@ import (
 type resetRecord struct {
 	// Since is when the controller first saw the pending request.
 	Since time.Time `json:"since"`
+	// Request identifies that request (resetRequest.answers).
+	Request *resetRequest `json:"request,omitempty"`
 	// Sending is when the last command (a reset, or a power-on of a host
 	// that read off) was about to be sent: written before it is sent.
 	Sending time.Time `json:"sending,omitzero"`
@@ -21,9 +25,13 @@ type resetRecord struct {
 	Accepted time.Time `json:"accepted,omitzero"`
 	// Op is the command: "reset" or "on".
 	Op string `json:"op,omitempty"`
-	// Resets is how many resets were about to be sent for the request (at
-	// most maxResets).
+	// Resets is how many resets were about to be sent for the request,
+	// less those the BMC refused (at most maxResets): the resets that were
+	// or may have been carried out.
 	Resets int `json:"resets,omitempty"`
+	// Refused is when the BMC refused the last reset: it answered that it
+	// did not carry it out (see resetRefused).
+	Refused time.Time `json:"refused,omitzero"`
 	// GaveUp is when the controller stopped resetting: maxResets resets
 	// were sent and the outcome of the last one is not known.
 	GaveUp time.Time `json:"gaveUp,omitzero"`
@@ -42,6 +50,48 @@ func (r resetRecord) accepted() bool {
 	return !r.Accepted.IsZero() && !r.Accepted.Before(r.Sending)
 }
 
+// refused reports whether the latest command sent was a reset the BMC
+// refused.
+func (r resetRecord) refused() bool {
+	return !r.Refused.IsZero() && !r.Refused.Before(r.Sending)
+}
+
+// resetRefused reports whether err, the error of a reset, says that the
+// reset was not carried out: a call never sent (power.ErrNotSent, a
+// refused login, a Pool's back-off, a refusal for leadership), or the
+// BMC's own answer refusing it (a *power.Error of class busy or failed
+// with the protocol's status: Redfish 409 or 503 while it is busy, 500;
+// an IPMI completion code). A timeout, an error with no answer, and the
+// answers that do not say the BMC did nothing (a gateway's HTTP 502 or
+// 504, whose BMC may have got the request; IPMI completion code 0xC3,
+// a timeout while processing) are an unknown outcome: the reset may
+// have been carried out.
+func resetRefused(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, power.ErrNotSent) || errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) ||
+		errors.Is(err, reboot.ErrNotLeader) {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *power.Error
+	if !errors.As(err, &pe) || pe.Status == 0 || pe.Class != power.ClassBusy && pe.Class != power.ClassFailed {
+		return false
+	}
+	switch pe.Status {
+	case http.StatusBadGateway, http.StatusGatewayTimeout, ipmiTimeoutCode:
+		return false
+	}
+	return true
+}
+
+// ipmiTimeoutCode is the IPMI completion code "timeout while processing
+// the command" (IPMI 2.0, table 5-2).
+const ipmiTimeoutCode = 0xC3
+
 // resetOutcome is the in-memory outcome of a command of the reset path:
 // when its answer came, and the error (nil: accepted).
 type resetOutcome struct {
@@ -57,6 +107,7 @@ type resetOutcome struct {
 // powers the host on unless Online and not Held.
 type resetObserved struct {
 	Requested bool
+	Request   *resetRequest
 	Online    bool
 	Held      bool
 	Rec       resetRecord
@@ -115,15 +166,19 @@ func resetConfigOf(c reboot.Config) resetConfig {
 // request holds it; otherwise an Off reading StaleReads after the request
 // (or the reset) is done, the host left off.
 //
-// A reset is sent only on an On reading; a command whose outcome is not
-// known (an answer lost, a restart between the write of Sending and the
-// answer) is sent again only StaleReads (and RetryDelay) after it was
-// about to be sent, on an On reading then, and a reset at most once: such
-// a request may reset the host twice. After the second reset of unknown
-// outcome the controller gives up (GaveUp) and waits for evidence (a late
-// answer, an Off reading) or for a person to remove the request. A
-// power-on of unknown outcome followed by an On reading StaleReads later
-// is done: the host came up after it was off.
+// A reset is sent only on an On reading. A reset the BMC refused (it
+// answered that it did not carry it out, resetRefused) is recorded
+// (Refused), does not count, and is sent again RetryDelay after the
+// refusal, on an On reading then, for as long as the BMC refuses. A
+// command whose outcome is not known (a timeout, an answer lost, a
+// restart between the write of Sending and the answer) is sent again
+// only StaleReads (and RetryDelay) after it was about to be sent, on an
+// On reading then, and a reset at most once: such a request may reset
+// the host twice. After the second reset of unknown outcome the
+// controller gives up (GaveUp) and waits for evidence (a late answer, an
+// Off reading) or for a person to remove the request. A power-on of
+// unknown outcome (or refused) followed by an On reading StaleReads
+// later is done: the host came up after it was off.
 //
 // With no request, power follows spec.online as on the normal path: a
 // host that reads Off, with spec.online true and no hold, is powered on
@@ -144,12 +199,19 @@ func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 		return resetDecision{Write: true, Rec: resetRecord{Sending: now, Op: "on"}, Call: "on"}
 	}
 	if !rec.pending() {
-		return resetDecision{Write: true, Rec: resetRecord{Since: now}}
+		return resetDecision{Write: true, Rec: resetRecord{Since: now, Request: o.Request}}
 	}
 	if o.InFlight {
 		return resetDecision{After: c.PollInterval}
 	}
 	sent := !rec.Sending.IsZero()
+	if sent && rec.refused() {
+		// Not carried out: again RetryDelay after the refusal.
+		if wait := c.RetryDelay - now.Sub(rec.Refused); wait > 0 {
+			return resetDecision{After: wait}
+		}
+		return resend(o, c, now, rec)
+	}
 	if sent && !rec.accepted() && o.Outcome != nil && !o.Outcome.at.Before(rec.Sending) {
 		// The answer to the last command, not yet persisted.
 		if o.Outcome.err == nil {
@@ -159,8 +221,14 @@ func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 		if errors.Is(o.Outcome.err, power.ErrUnsupported) {
 			return resetDecision{Unsupported: true, After: time.Minute}
 		}
-		// Refused, failed or timed out: it may have been carried out all
-		// the same, so it is treated as an unknown outcome (below).
+		if rec.Op == "reset" && resetRefused(o.Outcome.err) {
+			// The BMC did not carry it out: it does not count.
+			rec.Refused, rec.Resets = o.Outcome.at, max(rec.Resets-1, 0)
+			return resetDecision{Write: true, Rec: rec}
+		}
+		// Timed out, or an error that does not say the BMC did nothing:
+		// it may have been carried out all the same, so it is treated as
+		// an unknown outcome (below).
 	}
 	if sent && rec.accepted() {
 		since := now.Sub(rec.Accepted)

@@ -80,10 +80,13 @@
 //     idle, and then closes the least recently used idle one, at most one
 //     every PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
 //     evicted faster than that, and other such logins fail at once as
-//     busy. A login of credentials not yet proven is tried first, one
-//     over the bound (one login at a time per BMC), and only its success
-//     closes the least recently used idle session: a wrong password never
-//     closes another host's working session;
+//     busy. The slot an eviction frees is held for the login that made it
+//     until it logs in (or its caller gives up): no other login takes it.
+//     A login of credentials not yet proven is tried first, one over the
+//     bound (one login at a time per BMC), and only its success closes
+//     the least recently used idle session (as many as needed to keep the
+//     slots held for evicting logins free): a wrong password never closes
+//     another host's working session;
 //   - costs the same per call whatever the number of hosts and BMCs (per
 //     BMC state, maps and an idle list; no scan of the hosts), and after
 //     Forget keeps nothing of a host.
@@ -91,6 +94,7 @@
 // # The caller's duties
 //
 //   - Use one Pool per process for all BMCs, and Close it on shutdown (it
+//     waits for the calls running, each at most until its deadline, and
 //     logs every session out).
 //   - Give each BMC one stable Target.BMC name (its address), each host a
 //     stable Target.Config that changes when its configuration (credentials,

@@ -86,7 +86,8 @@ type PoolConfig struct {
 	// LoginInterval: a login that needs a live, idle session of its BMC
 	// closed (the BMC is at MaxSessions) closes at most one every
 	// LoginInterval (default 1 min); other such logins fail at once as
-	// busy. Live sessions are not evicted faster than that.
+	// busy. Live sessions are not evicted faster than that. The slot an
+	// eviction frees is held for the login that made it.
 	LoginInterval time.Duration
 	// Backoff is the first pause after a failed login that is not an
 	// authentication failure (default 1 s); each further failure in a row
@@ -162,18 +163,22 @@ type Pool struct {
 	// parked: logins no host uses whose back-off still runs (a host
 	// forgotten and back at once must not log in again sooner).
 	parked map[*creds]struct{}
-	// closed: Close was called; waiting: Close is waiting for wg (closes
-	// that start later are not added to it: a WaitGroup may not grow while
-	// it is waited for).
+	// closed: Close was called; waiting: Close is waiting for the calls
+	// and counted closes under way (closes that start later are not
+	// counted, but those of calls it waits for).
 	closed, waiting bool
+	// calls: calls running on a session and not given up on (past their
+	// deadline); counted: closes under way that Close waits for; drained
+	// is closed (and dropped) when either drops.
+	calls, counted int
+	drained        chan struct{}
 	// joinedRetired: sessions retired while a host joined them and no
 	// call used them, still logged in until the join ends (Close logs
 	// them out at once).
 	joinedRetired map[*session]struct{}
 	stop, done    chan struct{}
-	wg            sync.WaitGroup // closes under way
-	readyQ        []*endpoint    // BMCs whose closes wait for a closer
-	closers       int            // goroutines closing sessions
+	readyQ        []*endpoint // BMCs whose closes wait for a closer
+	closers       int         // goroutines closing sessions
 }
 
 // endpoint is one BMC's state.
@@ -183,6 +188,7 @@ type endpoint struct {
 	sessions  int                   // sessions being opened, open or being closed
 	live      map[*session]struct{} // open and not retired (at most MaxSessions)
 	lastEvict time.Time             // when a login last closed a live session
+	reserved  int                   // slots freed by evictions, held for the logins that evicted
 	creds     map[string]*creds     // by Target.loginKey
 	wake      chan struct{}         // closed (and dropped) when the state changes
 	closeQ    []closeJob            // its sessions to close, in order
@@ -289,10 +295,12 @@ func shrink[V any](m map[string]V, high int) (map[string]V, int) {
 }
 
 // Close closes every session (waiting up to 10 s for each BMC's logout)
-// and stops the Pool. Later calls fail with ErrPoolClosed. A call still
-// running past its deadline when Close is called (a controller that
-// ignores its context), or a login still running, closes its session in
-// the background when it returns, after Close.
+// and stops the Pool. Later calls fail with ErrPoolClosed. It waits for
+// the calls running on a session to end, each at most until its deadline
+// (CallTimeout, or the caller's) and a moment's grace, and logs their
+// sessions out before it returns. A call still running past its deadline
+// (a controller that ignores its context), or a login still running,
+// closes its session in the background when it returns, after Close.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -319,8 +327,26 @@ func (p *Pool) Close() error {
 	p.mu.Unlock()
 	close(p.stop)
 	<-p.done
-	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Bounded: a call is given up on past its deadline (pooled.call), and
+	// every logout by closeTimeout.
+	for p.calls > 0 || p.counted > 0 {
+		ch := make(chan struct{})
+		p.drained = ch
+		p.mu.Unlock()
+		<-ch
+		p.mu.Lock()
+	}
 	return nil
+}
+
+// drainedLocked wakes Close if it waits (p.mu held).
+func (p *Pool) drainedLocked() {
+	if p.drained != nil {
+		close(p.drained)
+		p.drained = nil
+	}
 }
 
 // janitor closes idle sessions.

@@ -11,16 +11,24 @@ import (
 // credentials and ends their back-off; a refusal of the credentials
 // (ErrAuth: the session is gone and a re-login was refused) retires the
 // session, so that the next call logs in, under the back-off.
-func (p *Pool) release(s *session, err error) {
+// c: the call's state; once it was given up on, Close does not wait for it.
+func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	c.released = true
 	switch {
 	case errors.Is(err, ErrAuth):
 		p.retireLocked(s)
 	case err == nil || answered(err):
 		p.succeededLocked(s.cr)
 	}
-	p.doneLocked(s)
+	p.doneLocked(s, c.abandoned)
+}
+
+// callState is one call's, guarded by Pool.mu.
+type callState struct {
+	released  bool // release ran
+	abandoned bool // given up on past its deadline
 }
 
 // answered reports whether err is an answer of the BMC's (a status, or a
@@ -45,9 +53,10 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 		return notSent{err}
 	}
 	res := make(chan error, 1)
+	cs := &callState{}
 	go func() {
 		err := f(ctx, ctrl)
-		c.p.release(s, err)
+		c.p.release(s, err, cs)
 		res <- err
 	}()
 	select {
@@ -73,7 +82,11 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 		return err
 	default:
 	}
-	p.retireLocked(s)
+	if cs.released {
+		return <-res // sent without the lock, at once
+	}
+	cs.abandoned = true
+	p.abandonLocked(s)
 	return &Error{Op: op, Class: ClassBusy, Message: "the BMC did not answer before the deadline", Err: context.DeadlineExceeded}
 }
 

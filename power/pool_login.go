@@ -69,26 +69,42 @@ func ConnectInfoFrom(ctx context.Context) ConnectInfo {
 func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session, Controller, error) {
 	p.mu.Lock()
 	var held *entry // the entry this call started with
-	freed := false  // this call evicted a session to make room
+	// reserved: the BMC whose slot this call's eviction freed, held for
+	// this call's login (endpoint.reserved) until it logs in or gives up.
+	var reserved *endpoint
+	unreserve := func() {
+		if reserved != nil {
+			reserved.reserved--
+			p.wakeLocked(reserved)
+			reserved = nil
+		}
+	}
+	fail := func(err error) (*session, Controller, error) {
+		unreserve()
+		p.mu.Unlock()
+		return nil, nil, err
+	}
 	for {
 		if p.closed {
-			p.mu.Unlock()
-			return nil, nil, ErrPoolClosed
+			return fail(ErrPoolClosed)
 		}
 		if held != nil && held.gone && p.hosts[host] == nil {
 			// Forgotten while this call waited: a waiting call must not
 			// bring the host back (nobody would forget it again).
-			p.mu.Unlock()
-			return nil, nil, &Error{Op: op, Class: ClassBusy, Message: "the host was forgotten during the call"}
+			return fail(&Error{Op: op, Class: ClassBusy, Message: "the host was forgotten during the call"})
 		}
 		e := p.entryLocked(host, t)
 		held = e
 		cr, ep := e.cr, e.cr.ep
+		if reserved != nil && reserved != ep {
+			unreserve() // the host moved to another BMC meanwhile
+		}
 		if e.ctrl != nil {
 			// An open session: calls go through, whatever any login's
 			// back-off.
 			s, ctrl := e.sess, e.ctrl // read under the lock: Forget may clear them
 			p.useLocked(s)
+			unreserve()
 			p.mu.Unlock()
 			return s, ctrl, nil
 		}
@@ -101,17 +117,15 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 				err = p.waitLocked(ctx, ep, op, "waiting for the login of this host")
 			}
 			if err != nil {
-				p.mu.Unlock()
-				return nil, nil, err
+				return fail(err)
 			}
 			continue
 		}
 		if e.ownLast != nil && now.Before(e.ownUntil) {
-			p.mu.Unlock()
-			return nil, nil, &Error{Op: op, Class: ClassFailed,
+			return fail(&Error{Op: op, Class: ClassFailed,
 				Message: fmt.Sprintf("not tried: this host's own connection to the BMC failed %d time(s) in a row, next try in %s",
 					e.ownFails, e.ownUntil.Sub(now).Round(time.Millisecond)),
-				Err: errors.Join(ErrBackoff, e.ownLast)}
+				Err: errors.Join(ErrBackoff, e.ownLast)})
 		}
 		if s := cr.shared; s != nil && !e.noShare && s.ctrl != nil {
 			// Joining is not a call on an open session of this host's:
@@ -119,9 +133,9 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 			// against the login, so that joiners of a password rotated
 			// on the BMC do not each retry it at their callers' rate).
 			if err := p.backoffErrLocked(op, cr, now); err != nil {
-				p.mu.Unlock()
-				return nil, nil, err
+				return fail(err)
 			}
+			unreserve() // a join takes no slot
 			s2, ctrl, err, again := p.attach(ctx, op, e, s)
 			if again {
 				continue
@@ -130,47 +144,54 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 			return s2, ctrl, err
 		}
 		if err := p.backoffErrLocked(op, cr, now); err != nil {
-			p.mu.Unlock()
-			return nil, nil, err
+			return fail(err)
 		}
 		if ep.logging {
 			if err := p.waitLocked(ctx, ep, op, "waiting for another login to this BMC"); err != nil {
-				p.mu.Unlock()
-				return nil, nil, err
+				return fail(err)
 			}
 			continue
+		}
+		// Slots freed by evictions are held for the logins that evicted
+		// (endpoint.reserved): no other login takes them.
+		others := ep.reserved
+		if reserved == ep {
+			others--
 		}
 		// Credentials that never logged in here are tried before any live
 		// session makes way for them (one such login over the bound at a
 		// time: logins are one at a time per BMC): a wrong password never
 		// closes another host's working session. Once the login
-		// succeeds, the bound is restored (trimLocked).
+		// succeeds, the bound is restored (trimLocked), the slots held
+		// for evicting logins counted.
 		probe := !cr.proven && ep.sessions <= p.cfg.MaxSessions
-		if ep.sessions >= p.cfg.MaxSessions && !probe {
+		if ep.sessions+others >= p.cfg.MaxSessions && !probe {
 			p.urgentCloseLocked(ep)
-			if freed && ep.sessions > len(ep.live) {
-				// This call's eviction is still being logged out: wait
-				// for the slot it freed, not for another eviction.
+			if reserved == ep {
+				// This call's eviction freed a slot, held for it: wait
+				// for it (the victim's logout, or a login over the bound
+				// trimming), not for another eviction.
 				if err := p.waitLocked(ctx, ep, op, "waiting for a session closed for this login to be logged out"); err != nil {
-					p.mu.Unlock()
-					return nil, nil, err
+					return fail(err)
 				}
 				continue
 			}
 			evicted, wait := p.evictLocked(ep, now)
-			freed = freed || evicted
+			if evicted {
+				ep.reserved++
+				reserved = ep
+			}
 			if !evicted && !wait {
-				p.mu.Unlock()
-				return nil, nil, &Error{Op: op, Class: ClassBusy, Message: fmt.Sprintf(
+				return fail(&Error{Op: op, Class: ClassBusy, Message: fmt.Sprintf(
 					"the BMC's %d sessions serve other logins and one was closed for a login less than %s ago: try again later",
-					p.cfg.MaxSessions, p.cfg.LoginInterval)}
+					p.cfg.MaxSessions, p.cfg.LoginInterval)})
 			}
 			if err := p.waitLocked(ctx, ep, op, "waiting for a free session on this BMC"); err != nil {
-				p.mu.Unlock()
-				return nil, nil, err
+				return fail(err)
 			}
 			continue
 		}
+		unreserve()                // the login takes the slot (ep.sessions)
 		return p.login(ctx, op, e) // unlocks
 	}
 }
@@ -378,7 +399,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		e.ownFails, e.ownLast = 0, nil
 		s.entries[e] = struct{}{}
 		if waiting {
-			s.inUse++ // the caller's call
+			p.useLocked(s) // the caller's call (s is on no idle list)
 			res <- loginResult{s: s, ctrl: ctrl}
 			return
 		}

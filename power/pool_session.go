@@ -82,8 +82,10 @@ func (p *Pool) gcLocked(cr *creds) {
 	}
 }
 
-// useLocked marks one more call on s (p.mu held).
+// useLocked marks one more call on s (p.mu held): a call Close waits for
+// until it ends (doneLocked) or is given up on (abandonLocked).
 func (p *Pool) useLocked(s *session) {
+	p.calls++
 	s.inUse++
 	if s.idle != nil {
 		p.idle.Remove(s.idle)
@@ -92,14 +94,19 @@ func (p *Pool) useLocked(s *session) {
 }
 
 // doneLocked ends a use of s (p.mu held): a retired session is closed once
-// no call uses it, a live one waits on the idle list.
-func (p *Pool) doneLocked(s *session) {
+// no call uses it, a live one waits on the idle list. abandoned: the call
+// was given up on (abandonLocked); Close does not wait for its logout.
+func (p *Pool) doneLocked(s *session, abandoned bool) {
+	if !abandoned {
+		p.calls--
+		p.drainedLocked()
+	}
 	s.inUse--
 	s.lastUsed = p.cfg.Now()
 	if s.inUse == 0 {
 		if s.retired {
-			if s.joins == 0 {
-				p.closeLocked(s)
+			if s.joins == 0 || p.closed { // Close does not wait for a join
+				p.closeCountLocked(s, !abandoned)
 			} else {
 				p.joinedRetired[s] = struct{}{} // logged out when its joins end, or on Close
 			}
@@ -142,6 +149,14 @@ func (p *Pool) retireLocked(s *session) {
 	p.wakeLocked(ep)
 }
 
+// abandonLocked gives up on a call on s past its deadline (p.mu held):
+// its session is retired, and Close no longer waits for the call.
+func (p *Pool) abandonLocked(s *session) {
+	p.calls--
+	p.drainedLocked()
+	p.retireLocked(s)
+}
+
 // closeLocked closes s's controller in the background (p.mu held); the
 // BMC's session count drops once it returns. Controllers made on a shared
 // session hold nothing of their own and are not closed. Each BMC's closes
@@ -151,7 +166,11 @@ func (p *Pool) retireLocked(s *session) {
 // sessions to be closed starts that BMC's queue at once
 // (urgentCloseLocked): dead BMCs' hanging logouts never hold up another
 // BMC's.
-func (p *Pool) closeLocked(s *session) {
+func (p *Pool) closeLocked(s *session) { p.closeCountLocked(s, false) }
+
+// closeCountLocked is closeLocked; count: Close waits for this logout
+// even if it already waits (the session of a call it waits for).
+func (p *Pool) closeCountLocked(s *session, count bool) {
 	delete(p.joinedRetired, s)
 	c := s.ctrl
 	s.ctrl = nil
@@ -161,9 +180,9 @@ func (p *Pool) closeLocked(s *session) {
 	if p.cfg.Logger != nil {
 		p.cfg.Logger.Info("closing BMC session", "bmc", s.cr.ep.name)
 	}
-	counted := !p.waiting
+	counted := !p.waiting || count
 	if counted {
-		p.wg.Add(1)
+		p.counted++
 	}
 	ep := s.cr.ep
 	ep.closeQ = append(ep.closeQ, closeJob{s: s, c: c, counted: counted})
@@ -202,7 +221,7 @@ const maxClosers = 64
 type closeJob struct {
 	s       *session
 	c       Controller
-	counted bool // in p.wg
+	counted bool // in p.counted
 }
 
 // closer closes ep's queued sessions, then those of the BMCs waiting for
@@ -226,7 +245,8 @@ func (p *Pool) closer(ep *endpoint) {
 			p.gcLocked(job.s.cr)
 			p.wakeLocked(ep)
 			if job.counted {
-				p.wg.Done()
+				p.counted--
+				p.drainedLocked()
 			}
 		}
 		ep.closing = false
@@ -325,11 +345,12 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 }
 
 // trimLocked closes the least recently used idle live sessions of ep
-// other than keep while more than MaxSessions are live (p.mu held): after
-// a login of credentials not yet proven went over the bound, or once a
-// session that was in use then becomes idle.
+// other than keep while more than MaxSessions are live or held for
+// evicting logins (p.mu held): after a login of credentials not yet
+// proven went over the bound, or once a session that was in use then
+// becomes idle.
 func (p *Pool) trimLocked(ep *endpoint, keep *session) {
-	for len(ep.live) > p.cfg.MaxSessions {
+	for len(ep.live)+ep.reserved > p.cfg.MaxSessions {
 		var victim *session
 		for s := range ep.live { // at most MaxSessions+1
 			if s != keep && s.inUse == 0 && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {

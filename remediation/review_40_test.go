@@ -67,7 +67,7 @@ func TestReview40_NounsRewriteNames(t *testing.T) {
 // nothing in Loop's, Records' or the Runner's doc says to wake it
 // (Runner.Add). A silent ten-minute stall before a failed host is fenced.
 func TestReview40_UnhealthyRecordWaitsForResync(t *testing.T) {
-	inv := &recordInventory{rs: map[string]remediation.Record{}}
+	inv := &recordInventory{rs: fake.NewRecords()}
 	inv.set("db-1", func(r *remediation.Record) { *r = remediation.Record{Name: "db-1", Group: "db", Ready: true} })
 	inv.set("db-2", func(r *remediation.Record) { *r = remediation.Record{Name: "db-2", Group: "db", Ready: true} })
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "db-1", Online: true}, reboot.Host{Name: "db-2", Online: true})

@@ -90,7 +90,7 @@ func (c *countingInventory) List(ctx context.Context) ([]remediation.Record, err
 // at a 100 ms interval: the Loop reads each about ten times a second.
 func TestReview40b_PollReadsEveryMachineEveryInterval(t *testing.T) {
 	const n = 1000
-	inv := &countingInventory{recordInventory: &recordInventory{rs: map[string]remediation.Record{}}}
+	inv := &countingInventory{recordInventory: &recordInventory{rs: fake.NewRecords()}}
 	var hs []reboot.Host
 	var names []string
 	for i := range n {

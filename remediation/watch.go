@@ -88,6 +88,7 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 		// still wakes it, and the host watch is tried again with a
 		// back-off.
 		hch, retry = nil, time.After(backoff)
+		backoff = min(2*backoff, watchRetry)
 	}
 	out := make(chan struct{}, 1)
 	wake := func() {
@@ -95,6 +96,43 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 		case out <- struct{}{}:
 		default:
 		}
+	}
+	// try watches host hh on its own goroutine (a Watch that hangs must
+	// not stop the Machine's wakes); its result comes on retried, or is
+	// dropped once the watch ends.
+	try := func(hh string) {
+		rctx, rcancel := context.WithCancel(wctx)
+		go func() {
+			ch, err := watchHost(rctx, hh)
+			select {
+			case retried <- hostTry{h: hh, ch: ch, err: err, cancel: rcancel}:
+			case <-wctx.Done():
+				rcancel()
+			}
+		}()
+	}
+	type resolution struct {
+		h   string
+		err error
+	}
+	resolved := make(chan resolution, 1)
+	resolving := false
+	// apply takes a resolution of the Machine's host; false: it failed
+	// (the watch ends, and the Runner starts it again).
+	apply := func(r resolution) bool {
+		resolving = false
+		if r.err != nil {
+			return false
+		}
+		if r.h != h {
+			hcancel()
+			hcancel = func() {}
+			h, hch, retry, backoff = r.h, nil, nil, watchRetryMin
+			if h != "" {
+				try(h)
+			}
+		}
+		return true
 	}
 	go func() {
 		defer close(out)
@@ -105,18 +143,34 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 				if !ok {
 					return
 				}
-				now, err := hostOf(wctx)
-				if err == nil && now != h {
-					ch, herr := startHost(now)
-					retry = nil
-					if herr != nil {
-						ch, retry = nil, time.After(backoff) // as above
+				if !resolving {
+					// The Machine's host, asked again on its own
+					// goroutine and bounded: a store that does not answer
+					// must not silence the Machine's wakes. A quick answer
+					// is taken before the wake is passed on (the pass then
+					// sees the new host's watch started).
+					resolving = true
+					go func() {
+						rctx, rcancel := context.WithTimeout(wctx, hostOfTimeout)
+						defer rcancel()
+						now, err := hostOf(rctx)
+						select {
+						case resolved <- resolution{now, err}:
+						case <-wctx.Done():
+						}
+					}()
+					select {
+					case r := <-resolved:
+						if !apply(r) {
+							return
+						}
+					case <-time.After(resolveWait):
 					}
-					h, hch = now, ch
 				}
 				wake()
-				if err != nil {
-					return
+			case r := <-resolved:
+				if !apply(r) {
+					return // the Runner starts the watch again
 				}
 			case _, ok := <-hch:
 				if !ok {
@@ -124,23 +178,16 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 				}
 				wake()
 			case <-retry:
-				// Tried on its own goroutine: a Watch that hangs must not
-				// stop the Machine's wakes meanwhile.
 				retry = nil
-				hh := h
-				rctx, rcancel := context.WithCancel(wctx)
-				go func() {
-					ch, err := watchHost(rctx, hh)
-					retried <- hostTry{h: hh, ch: ch, err: err, cancel: rcancel}
-				}()
+				try(h)
 			case r := <-retried:
 				switch {
 				case r.h != h: // the Machine moved meanwhile
 					r.cancel()
 				case r.err != nil:
 					r.cancel()
-					backoff = min(2*backoff, watchRetry)
 					retry = time.After(backoff)
+					backoff = min(2*backoff, watchRetry)
 				default:
 					hcancel()
 					hcancel, hch, backoff = r.cancel, r.ch, watchRetryMin
@@ -158,6 +205,10 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 const (
 	watchRetryMin = time.Second
 	watchRetry    = time.Minute
+	// hostOfTimeout bounds one HostOf of a Machine's watch; resolveWait
+	// is how long a Machine's wake waits for it before it is passed on.
+	hostOfTimeout = 30 * time.Second
+	resolveWait   = 50 * time.Millisecond
 )
 
 // withRetry returns the watch try makes once it starts (with one wake:

@@ -62,7 +62,7 @@ func TestLoopWatchesMachines(t *testing.T) {
 		woken(t, ch, "node not ready")
 	})
 	t.Run("Poll", func(t *testing.T) {
-		inv := &recordInventory{rs: map[string]remediation.Record{}}
+		inv := &recordInventory{rs: fake.NewRecords()}
 		inv.set("db-1", func(r *remediation.Record) { *r = remediation.Record{Name: "db-1", Ready: true} })
 		machines, nodes := remediation.Records(inv)
 		_, ok := machines.(remediation.MachineWatcher)

@@ -77,8 +77,22 @@ func Check(ctx context.Context, t testing.TB, what string, watch func(context.Co
 		t.Errorf("no value on the watch of %s after 100 writes (a store that says it can watch is not polled: its changes would wait for the next resync)", what)
 		return false
 	}
-	// Every later change gives a value again (the watch re-arms).
+	// Every later change gives a value again (the watch re-arms). Values
+	// still pending from earlier writes are read first, so that a late
+	// one cannot stand for the change under test.
 	for i := range 3 {
+	drain:
+		for {
+			select {
+			case _, ok := <-ch:
+				if !ok {
+					t.Errorf("the watch of %s closed before its context ended", what)
+					return false
+				}
+			case <-time.After(200 * time.Millisecond):
+				break drain
+			}
+		}
 		if err := write(ctx, 100+i); err != nil {
 			t.Fatalf("write to %s while watched: %v", what, err)
 		}
