@@ -126,7 +126,8 @@ func newExtEnv(t *testing.T, hosts []string, limit remediation.Limit) *extEnv {
 	require.NoError(t, (&RebootController{Name: "reboot-" + e.ns, Reconciler: rr, Namespace: e.ns, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
 	e.fc = &groundFence{NodeStore: &Nodes{Client: mgr.GetClient()}, env: e}
 	xc := &ExternalRemediationController{Name: "ext-" + e.ns, Client: mgr.GetClient(), Namespace: e.ns, Ownership: Ownership{NoOperator: true},
-		Limit: limit, PollInterval: 200 * time.Millisecond, Nodes: e.fc}
+		Limit: limit, PollInterval: 200 * time.Millisecond, Nodes: e.fc,
+		Power: func(h string) (power.Controller, error) { return e.hw[h], nil }, StaleReads: 500 * time.Millisecond}
 	require.NoError(t, xc.SetupWithManager(mgr))
 	var wg sync.WaitGroup
 	wg.Add(1 + len(hosts))

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -50,7 +51,11 @@ const ExternalAdmissionsName = "rebootkit-external-remediation-admissions"
 // ErrHostHeld), and the storm guard's Limit counts all of them. A
 // remediation deleted mid-way (ReleaseFinalizer) or marked timed out by
 // NodeHealthCheck is cancelled: the host released and the Node restored
-// before Processing turns False or the object goes.
+// before Processing turns False or the object goes. A remediation that
+// failed or was cancelled after the reboot controller powered its host
+// off keeps Processing True and its finalizer until the host is known on
+// (remediation.Host.PoweredOn; with Power, an On reading past the
+// stale-read window).
 //
 // Run it with a RebootController on the same namespace (the hosts' power
 // goes through the reboot API), under leader election.
@@ -72,6 +77,17 @@ type ExternalRemediationController struct {
 	Now func() time.Time
 	// Nodes is the Node store (default Nodes over Client).
 	Nodes remediation.NodeStore
+	// Power, if set, gives a host's power controller (the reboot
+	// controller's, through the lease guard): a host counts as powered on
+	// after a request only once it reads On past its stale-read window
+	// (remediation.RebootHosts.Power), and a remediation whose host the
+	// reboot controller powered off after its request keeps Processing
+	// True and its finalizer, Failed or not, until then. Without it, the
+	// reboot controller's power-on record is trusted alone.
+	Power func(host string) (power.Controller, error)
+	// StaleReads is the reboot controller's default stale-read window
+	// (reboot.Config.StaleReads), for hosts that set none.
+	StaleReads time.Duration
 }
 
 func (c *ExternalRemediationController) now() time.Time {
@@ -116,7 +132,7 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 	s := c.store()
 	rh := &RebootHosts{Client: c.Client, Namespace: c.Namespace}
 	var hosts remediation.HostStore = &OwnedHosts{Ownership: c.Ownership,
-		Ours:     &remediation.RebootHosts{Hosts: rh, Now: c.now, HostOf: s.HostOf, HostsMayVanish: true},
+		Ours:     &remediation.RebootHosts{Hosts: rh, Now: c.now, HostOf: s.HostOf, HostsMayVanish: true, Power: c.Power, StaleReads: c.StaleReads},
 		Operator: &OperatorHosts{Client: c.Client, Namespace: c.Namespace, HostOf: s.HostOf}}
 	if spec.Mode == "soft" {
 		hosts = softHosts{hosts}
@@ -240,7 +256,8 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	host, err := rec.Hosts.Get(ctx, r.Name, remediation.Request{})
+	st := mr.State
+	host, err := rec.Hosts.Get(ctx, r.Name, lastRequest(mr.Machine, st))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -250,8 +267,12 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 			return ctrl.Result{}, err
 		}
 	}
-	st := mr.State
-	held := host.RebootAnnotation
+	// Held: the reboot annotation is on the host, or the reboot
+	// controller powered it off after the last request and it is not
+	// known on since (the controller may still power it on: a next
+	// remediator must not act on it yet).
+	held := host.RebootAnnotation ||
+		host.OffAfterRequest && !host.PoweredOn && !host.Missing && (st.Phase != remediation.PhaseDone || st.Canceled)
 	processing, succeeded, reason := metav1.ConditionFalse, metav1.ConditionUnknown, "Waiting"
 	switch {
 	case remediation.InFlight(st.Phase) || held:
@@ -388,3 +409,16 @@ func (h softHosts) AddRebootAnnotation(ctx context.Context, machine string, req 
 
 // isConflict: the API server refused a write on its resourceVersion.
 func isConflict(err error) bool { return apierrors.IsConflict(err) }
+
+// lastRequest is the reboot request of the last attempt of s, in flight
+// or ended, or the zero Request if it made none.
+func lastRequest(m remediation.Machine, s remediation.State) remediation.Request {
+	at := s.RequestedAt
+	if at.IsZero() {
+		at = s.Started
+	}
+	if at.IsZero() || s.Phase == remediation.PhaseNone {
+		return remediation.Request{}
+	}
+	return remediation.Request{Value: remediation.RebootValue(m.UID, at), At: at}
+}

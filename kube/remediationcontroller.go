@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -117,5 +118,19 @@ func NewRemediationReconciler(cl client.Client, namespace string, own Ownership,
 			Ours:     &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: hostOf, HostsMayVanish: true},
 			Operator: &OperatorHosts{Client: cl, Namespace: namespace, HostOf: hostOf, Now: now}},
 		Config: cfg, Limit: limit, Now: now,
+	}
+}
+
+// SetRemediationPower gives the hosts rebootkit drives of a Reconciler
+// built by NewRemediationReconciler a power controller (the reboot
+// controller's, through the lease guard) and the reboot controller's
+// default stale-read window: a host then counts as powered on only once it
+// reads On past that window after the power-on (remediation.RebootHosts.Power).
+// It does nothing to a Reconciler built otherwise.
+func SetRemediationPower(rec *remediation.Reconciler, pw func(host string) (power.Controller, error), staleReads time.Duration) {
+	if oh, ok := rec.Hosts.(*OwnedHosts); ok {
+		if rh, ok := oh.Ours.(*remediation.RebootHosts); ok {
+			rh.Power, rh.StaleReads = pw, staleReads
+		}
 	}
 }

@@ -34,24 +34,33 @@ func (c *Client) Up(ctx context.Context, t Ticket) (bool, error) {
 	if _, present := h.Annotations[t.Annotation]; present || !h.Status.LastPoweredOn.After(t.At) || h.Status.Pending() {
 		return false, nil
 	}
-	stale := h.StaleReads
-	if stale <= 0 {
-		stale = c.StaleReads
-	}
-	if stale <= 0 {
-		stale = Config{}.withDefaults().StaleReads
-	}
 	pc, err := c.Power(t.Host)
 	if err != nil {
 		return false, fmt.Errorf("reboot: up %s: power controller: %w", t.Host, err)
 	}
 	// The clock before the reading: the reading is no older than this.
 	now := c.Now()
-	if now.Before(h.Status.LastPoweredOn.Add(stale + upPrecision)) {
+	if now.Before(UpReadFrom(h, c.StaleReads)) {
 		return false, nil
 	}
 	s, err := pc.State(ctx)
 	return err == nil && s == power.StateOn, nil
+}
+
+// UpReadFrom is the earliest time a power reading of h taken then (the
+// clock read before the reading) can tell that h is on after its last
+// power-on: StaleReads plus a second after Status.LastPoweredOn, by
+// assumption A1. The host's StaleReads count, else stale, else the
+// Config default. Status.LastPoweredOn is written before the power-on is
+// sent, so it alone does not say the host is on.
+func UpReadFrom(h Host, stale time.Duration) time.Time {
+	if h.StaleReads > 0 {
+		stale = h.StaleReads
+	}
+	if stale <= 0 {
+		stale = Config{}.withDefaults().StaleReads
+	}
+	return h.Status.LastPoweredOn.Add(stale + upPrecision)
 }
 
 // WaitUp waits until Up is true, an error, or ctx is done, reading the

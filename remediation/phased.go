@@ -171,8 +171,19 @@ type Host struct {
 	// on a power reading, which a BMC may echo from before a reset.
 	Fenced bool
 	// PoweredOn: the reboot controller powered the host on after the
-	// attempt's start and no reboot is pending (reboot.Client.Done).
+	// attempt's start and no reboot is pending (reboot.Client.Done), and,
+	// where the store can read the power (RebootHosts.Power), the host
+	// reads On past its stale-read window since (reboot.Client.Up).
 	PoweredOn bool
+	// OffAfterRequest: the reboot controller recorded the hardware off
+	// after the request (Status.LastPoweredOff after Request.At); with
+	// PoweredOn false, the host may still be off and the controller may
+	// still power it on: it is not let go.
+	OffAfterRequest bool
+	// UpReadFrom: when PoweredOn is false only because the On reading may
+	// still echo the state from before the power-on, the time from which
+	// a reading counts (reboot.UpReadFrom); zero otherwise.
+	UpReadFrom time.Time
 	// Power is the power state as read, for Table mode and messages only.
 	Power power.State
 }
@@ -447,6 +458,11 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 		default:
 			d.Reason = "waiting for the reboot controller to power the host on"
 			d.RequeueAfter = c.PollInterval
+			if o.Host.UpReadFrom.After(now) {
+				// Nothing may change in the stores when the reading
+				// starts to count: look again then.
+				d.RequeueAfter = min(c.PollInterval, o.Host.UpReadFrom.Sub(now))
+			}
 		}
 
 	case PhaseWaitingForNode:

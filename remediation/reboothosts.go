@@ -26,9 +26,10 @@ var _ HostStore = (*RebootHosts)(nil)
 // RebootAnnotation, learns that the host is fenced from the reboot
 // controller's evidence for that very request (reboot.FencedFor), unless
 // the controller reports its hold broken since (Status.HoldBroken after the
-// evidence: processes ran on the host again), and that it is back from the controller's power-on after the request. It never
-// decides anything on a power reading, which a BMC may echo from before a
-// reset.
+// evidence: processes ran on the host again), and that it is back from the controller's power-on after the request, confirmed,
+// when Power is set, by an On reading that cannot be stale (see Power).
+// It never decides on a power reading alone, which a BMC may echo from
+// before a reset.
 type RebootHosts struct {
 	// Hosts is the reboot controller's host store.
 	Hosts reboot.HostStore
@@ -39,8 +40,17 @@ type RebootHosts struct {
 	// Now is the clock (the controllers' clock).
 	Now func() time.Time
 	// Power, if set, gives a host's power controller; its reading fills
-	// Host.Power, which only Table mode and messages use.
+	// Host.Power, which Table mode and messages use, and PoweredOn then
+	// also needs it On, read at least the host's StaleReads (else
+	// StaleReads, else the reboot default) plus a second after the
+	// controller's Status.LastPoweredOn, as reboot.Client.Up: that record
+	// is written before the power-on is sent, which a BMC may refuse.
+	// Without Power, PoweredOn trusts the record alone.
 	Power func(host string) (power.Controller, error)
+	// StaleReads is how long a power reading may echo an older state, for
+	// hosts that do not set their own (reboot.Host.StaleReads); 0: the
+	// reboot default.
+	StaleReads time.Duration
 	// HostsMayVanish: a host HostOf names that the store does not have
 	// counts as Missing (deleted mid-remediation: the attempt waits for
 	// it until its timeout, then escalates), as BareMetalHosts may be
@@ -88,13 +98,25 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 		broken := h.Status.HoldBroken.After(h.Status.LastPoweredOff) && h.Status.HoldBroken.After(req.At)
 		out.Fenced = out.Requested && reboot.FencedFor(h.Status, tk, r.Now()) && !broken
 		out.PoweredOn = !present && h.Status.LastPoweredOn.After(req.At) && !h.Status.Pending()
+		out.OffAfterRequest = h.Status.LastPoweredOff.After(req.At)
 	}
 	if r.Power != nil {
+		// The clock before the reading: the reading is no older than this.
+		now := r.Now()
 		if pc, err := r.Power(name); err == nil {
 			if s, err := pc.State(ctx); err == nil {
 				out.Power = s
 			}
 		}
+		// LastPoweredOn is written before the power-on is sent (a BMC may
+		// refuse it): with Power, only an On reading that cannot echo the
+		// state from before the power-on tells that the host is on
+		// (reboot.Client.Up's rule).
+		from := reboot.UpReadFrom(h, r.StaleReads)
+		if out.PoweredOn && now.Before(from) {
+			out.PoweredOn, out.UpReadFrom = false, from
+		}
+		out.PoweredOn = out.PoweredOn && out.Power == power.StateOn
 	}
 	return out, nil
 }

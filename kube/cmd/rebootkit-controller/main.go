@@ -197,6 +197,9 @@ func run(args []string) int {
 		// (not the cache) and runs under the lease guard: a leader paused
 		// past its lease writes nothing.
 		rem.Machines.(*kube.Machines).Reader = mgr.GetAPIReader()
+		// A host is back only once it reads On past its stale-read
+		// window after the power-on, which the BMC may have refused.
+		kube.SetRemediationPower(rem, async.Controller, *staleReads)
 		if guard != nil {
 			rem.Guard = guard
 		}
@@ -207,7 +210,7 @@ func run(args []string) int {
 	}
 	if want["external-remediation"] {
 		if err := (&kube.ExternalRemediationController{Client: mgr.GetClient(), Namespace: *namespace, Ownership: own,
-			Limit: remediation.MaxCount(*limit)}).SetupWithManager(mgr); err != nil {
+			Limit: remediation.MaxCount(*limit), Power: async.Controller, StaleReads: *staleReads}).SetupWithManager(mgr); err != nil {
 			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 			return 1
 		}
