@@ -1,0 +1,183 @@
+package remediation_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// TestReview40g_MoveDuringSlowHostOfKeepsOldHost: Loop's doc: "The host is
+// the one HostOf names, asked again whenever the Machine's record
+// changes (a Machine provisioned onto a host, or moved, is then woken by
+// its new host)". Since 0314746 watchWithHost asks HostOf on its own
+// goroutine and, while that call is in flight (resolving), a further
+// Machine wake is passed on without asking again. A HostOf that reads its
+// mapping and then takes longer than resolveWait (50 ms) to answer (a
+// CMDB 300 ms away) answers for the mapping before the move; the move's
+// own wake, arriving meanwhile, asks nothing; the stale answer is applied
+// (no change) and the watch stays on the old host. Here db-1 changes
+// (first wake), then moves from bmh-1 to bmh-2 100 ms later: once the
+// dust settles, bmh-2's record changes (the reboot controller's evidence)
+// and db-1 is not woken; only bmh-1's changes would wake it.
+func TestReview40g_MoveDuringSlowHostOfKeepsOldHost(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}, reboot.Host{Name: "bmh-2", Online: true})
+	var mu sync.Mutex
+	mapping := map[string]string{"db-1": "bmh-1"}
+	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+		HostOf: func(ctx context.Context, m string) (string, error) {
+			mu.Lock()
+			h := mapping[m]
+			mu.Unlock()
+			select { // the answer travels back from a CMDB 300 ms away
+			case <-time.After(300 * time.Millisecond):
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			return h, nil
+		}}
+	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
+	machines, nodes := remediation.Records(inv)
+	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh,
+		Config: remediation.Config{PollInterval: time.Hour}}
+	ch, err := r.Loop(nil).Watch(ctx, "db-1")
+	require.NoError(t, err)
+
+	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "first"} })
+	woken(t, ch, "first change")
+	time.Sleep(50 * time.Millisecond) // the HostOf asked for the first change is still in flight
+	mu.Lock()
+	mapping["db-1"] = "bmh-2" // db-1 re-provisioned onto bmh-2
+	mu.Unlock()
+	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "moved"} })
+	woken(t, ch, "the move")
+	time.Sleep(1500 * time.Millisecond) // every HostOf asked has answered (300 ms each), any new host watch is up
+	for drained := false; !drained; {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return // the watch ended: the Runner starts it again, resolving the host anew
+			}
+		default:
+			drained = true
+		}
+	}
+
+	// The reboot controller writes on bmh-2, db-1's host for 1.5 s.
+	require.NoError(t, hosts.Mutate("bmh-2", func(h *reboot.Host) { h.Online = false }))
+	select {
+	case _, ok := <-ch:
+		if !ok {
+			return
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("db-1 moved to bmh-2 and bmh-2's record changed, but db-1 was not woken: the move's wake came while an earlier HostOf was in flight, was passed on without asking HostOf again, and that earlier (stale) answer left the watch on bmh-1")
+	}
+}
+
+// TestReview40g_HungFirstHostOfMutesMachineWatch: 0314746 bounded the
+// HostOf that a Machine's wake asks (30 s, own goroutine: "a store that
+// does not answer must not silence the Machine's wakes"), but the first
+// HostOf of the watch, at its start (and at every restart after a failed
+// resolution: "the Runner then starts the watch again"), is still called
+// synchronously under the watch's own context, which has no deadline:
+// one request lost in a black hole blocks Loop.Watch for good. The
+// Machine's own watch (already started) is read by nobody, and the
+// Runner, whose watch goroutine is stuck in the call, never starts it
+// again. Here the first HostOf without a deadline (the watch's) never
+// returns, every other call works, PollInterval is 1 h: db-1's record
+// changes over a working MachineWatcher and gets no pass in 2 s.
+func TestReview40g_HungFirstHostOfMutesMachineWatch(t *testing.T) {
+	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
+	machines, nodes := remediation.Records(inv)
+	var hung atomic.Int32
+	rh := &remediation.RebootHosts{Hosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), Now: time.Now,
+		HostOf: func(ctx context.Context, _ string) (string, error) {
+			if _, ok := ctx.Deadline(); !ok && hung.CompareAndSwap(0, 1) {
+				<-ctx.Done() // the request is lost; only the caller's context ends it
+				return "", ctx.Err()
+			}
+			return "bmh-1", nil
+		}}
+	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
+		Config: remediation.Config{PollInterval: time.Hour}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	count := runCounting(t, ctx, r)
+	time.Sleep(1500 * time.Millisecond) // the first pass ran (firstWatchWait)
+	count()
+	time.Sleep(300 * time.Millisecond)
+	if n := count(); n != 0 {
+		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
+	}
+	if hung.Load() != 1 {
+		t.Fatalf("precondition: the watch's first HostOf hangs")
+	}
+	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "unhealthy"} }) // the health checker's mark
+	if !waitPass(count, 2*time.Second) {
+		t.Fatalf("db-1's record changed over a working MachineWatcher, but no pass in 2 s: watchWithHost's first HostOf (watch.go:71) is unbounded and synchronous, so Loop.Watch never returns and the Runner never reads nor restarts the Machine's watch")
+	}
+}
+
+// firstWatchHangs is fake.RebootHosts whose first Watch hangs until its
+// context ends (an informer that never syncs, a host API black-holed);
+// later calls work.
+type firstWatchHangs struct {
+	*fake.RebootHosts
+	calls atomic.Int32
+}
+
+func (s *firstWatchHangs) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
+	if s.calls.Add(1) == 1 {
+		<-ctx.Done()
+		return nil, errors.New("watch hosts: " + ctx.Err().Error())
+	}
+	return s.RebootHosts.Watch(ctx, name)
+}
+
+// TestReview40g_HungFirstHostWatchMutesMachineWatch: 9747b24 and 0314746
+// moved the retried host watch and a moved Machine's new host watch onto
+// their own goroutines ("a Watch that hangs must not stop the Machine's
+// wakes"), but the first host watch, at the watch's start
+// (startHost(h), watch.go:76), is still called synchronously under a
+// context without deadline: a host Watch that hangs (the Runner's own doc
+// names it: "an informer that never syncs") keeps Loop.Watch from
+// returning, so the Machine's working watch is never read and the Runner
+// never starts it again. Here the first host Watch hangs, every later one
+// works, PollInterval is 1 h: db-1's record changes and gets no pass in
+// 2 s.
+func TestReview40g_HungFirstHostWatchMutesMachineWatch(t *testing.T) {
+	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
+	machines, nodes := remediation.Records(inv)
+	hosts := &firstWatchHangs{RebootHosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true})}
+	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+		HostOf: func(context.Context, string) (string, error) { return "bmh-1", nil }}
+	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
+		Config: remediation.Config{PollInterval: time.Hour}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	count := runCounting(t, ctx, r)
+	time.Sleep(1500 * time.Millisecond)
+	count()
+	time.Sleep(300 * time.Millisecond)
+	if n := count(); n != 0 {
+		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
+	}
+	if c := hosts.calls.Load(); c != 1 {
+		t.Fatalf("precondition: the first host Watch is in flight (calls %d)", c)
+	}
+	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "unhealthy"} })
+	if !waitPass(count, 2*time.Second) {
+		t.Fatalf("db-1's record changed over a working MachineWatcher, but no pass in 2 s: watchWithHost starts the first host watch synchronously (watch.go:76), so Loop.Watch hangs with it and the Machine's watch is never read")
+	}
+}
