@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -179,5 +180,75 @@ func TestReview40g_HungFirstHostWatchMutesMachineWatch(t *testing.T) {
 	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "unhealthy"} })
 	if !waitPass(count, 2*time.Second) {
 		t.Fatalf("db-1's record changed over a working MachineWatcher, but no pass in 2 s: watchWithHost starts the first host watch synchronously (watch.go:76), so Loop.Watch hangs with it and the Machine's watch is never read")
+	}
+}
+
+// TestReview40g_MachineMovedMidRemediationLeavesOldHostOff: Loop's doc
+// supports a Machine whose host changes ("a Machine provisioned onto a
+// host, or moved, is then woken by its new host"), and doc.go promises
+// "Every end state (done, failed, cancelled, escalated) removes its
+// reboot annotation (no host is left off)". But the remediation does not
+// persist which host it asked to reboot (State has no host): every pass,
+// and every removal (RebootHosts.RemoveRebootAnnotation,
+// reboothosts.go:118), asks HostOf anew. A Machine whose mapping changes
+// while its first host is held off (a technician maps db-1's record to a
+// spare chassis) leaves the old host's request behind: the reboot
+// controller holds bmh-1 off for ever, owned by no remediation. Ground
+// truth: bmh-1's hardware is still off, with the remediation's annotation,
+// after the remediation ended.
+func TestReview40g_MachineMovedMidRemediationLeavesOldHostOff(t *testing.T) {
+	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}, reboot.Host{Name: "bmh-2", Online: true})
+	hw := map[string]*fake.Power{
+		"bmh-1": fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond}),
+		"bmh-2": fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond}),
+	}
+	pc := func(h string) (power.Controller, error) { return hw[h], nil }
+	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now, Power: pc,
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
+	var host atomic.Value
+	host.Store("bmh-1")
+	machines, nodes := remediation.Records(inv)
+	rem := &remediation.Reconciler{Machines: machines, Nodes: nodes, Admissions: fake.NewCluster(), Now: time.Now,
+		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+			HostOf: func(context.Context, string) (string, error) { return host.Load().(string), nil }},
+		Limit:  remediation.MaxCount(1),
+		Config: remediation.Config{OutOfService: true, PollInterval: 50 * time.Millisecond, Timeout: 2 * time.Second}}
+	r := &reboot.Runner{Loops: []reboot.Loop{
+		rb.Loop(func(context.Context) ([]string, error) { return []string{"bmh-1", "bmh-2"}, nil }),
+		rem.Loop(func(context.Context) ([]string, error) { return []string{"db-1"}, nil })}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+
+	inv.Set("db-1", func(r *remediation.Record) { r.Unhealthy, r.Ready = true, false })
+	require.Eventually(t, func() bool { return !hw["bmh-1"].HardwareOn() }, 20*time.Second, 10*time.Millisecond,
+		"precondition: the remediation powers bmh-1 off (truth %v)", hw["bmh-1"].Truth())
+	host.Store("bmh-2") // db-1's record now names the spare chassis
+	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"chassis": "bmh-2"} })
+
+	// Let the remediation run to an end state on bmh-2 (the node comes
+	// back once asked for).
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		rec, err := inv.Get(ctx, "db-1")
+		require.NoError(t, err)
+		if rec.State.Phase == remediation.PhaseWaitingForNode && !rec.Ready {
+			inv.Set("db-1", func(r *remediation.Record) { r.Ready = true })
+		}
+		if (rec.State.Phase == remediation.PhaseDone || rec.State.Phase == remediation.PhaseFailed) && !rec.OutOfService {
+			t.Logf("ended: %+v", rec.State)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "precondition: the remediation ends (record %+v)", rec)
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // the reboot controller acts on what is left
+	h1, err := hosts.Get(ctx, "bmh-1")
+	require.NoError(t, err)
+	_, held := h1.Annotations[remediation.RebootAnnotation]
+	if held || !hw["bmh-1"].HardwareOn() {
+		t.Fatalf("db-1's remediation ended, but bmh-1, the host it asked to reboot before db-1 moved, is still held off (annotation %v, hardware on %v): nothing removes the request, as every removal asks HostOf, which names bmh-2 now; truth %v",
+			h1.Annotations, hw["bmh-1"].HardwareOn(), hw["bmh-1"].Truth())
 	}
 }
