@@ -95,8 +95,8 @@ func TestReview40g_MoveDuringSlowHostOfKeepsOldHost(t *testing.T) {
 // one request lost in a black hole blocks Loop.Watch for good. The
 // Machine's own watch (already started) is read by nobody, and the
 // Runner, whose watch goroutine is stuck in the call, never starts it
-// again. Here the first HostOf without a deadline (the watch's) never
-// returns, every other call works, PollInterval is 1 h: db-1's record
+// again. Here the first HostOf (the watch's) never returns (whatever its
+// deadline), every other call works, PollInterval is 1 h: db-1's record
 // changes over a working MachineWatcher and gets no pass in 2 s.
 func TestReview40g_HungFirstHostOfMutesMachineWatch(t *testing.T) {
 	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
@@ -104,7 +104,7 @@ func TestReview40g_HungFirstHostOfMutesMachineWatch(t *testing.T) {
 	var hung atomic.Int32
 	rh := &remediation.RebootHosts{Hosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), Now: time.Now,
 		HostOf: func(ctx context.Context, _ string) (string, error) {
-			if _, ok := ctx.Deadline(); !ok && hung.CompareAndSwap(0, 1) {
+			if hung.CompareAndSwap(0, 1) { // the first call: the watch's, at its start (the first pass comes 1 s later)
 				<-ctx.Done() // the request is lost; only the caller's context ends it
 				return "", ctx.Err()
 			}
@@ -174,8 +174,8 @@ func TestReview40g_HungFirstHostWatchMutesMachineWatch(t *testing.T) {
 	if n := count(); n != 0 {
 		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
 	}
-	if c := hosts.calls.Load(); c != 1 {
-		t.Fatalf("precondition: the first host Watch is in flight (calls %d)", c)
+	if c := hosts.calls.Load(); c < 1 {
+		t.Fatalf("precondition: the first host Watch was called (calls %d)", c)
 	}
 	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "unhealthy"} })
 	if !waitPass(count, 2*time.Second) {
