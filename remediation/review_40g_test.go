@@ -252,3 +252,56 @@ func TestReview40g_MachineMovedMidRemediationLeavesOldHostOff(t *testing.T) {
 			h1.Annotations, hw["bmh-1"].HardwareOn(), hw["bmh-1"].Truth())
 	}
 }
+
+// TestReview40g_MachineDeletedMidRemediationLeavesHostOff: doc.go: "Every
+// end state ... removes its reboot annotation (no host is left off)"; the
+// REVIEW brief: after a remediation ends, nothing of it may stay off. A
+// Machine deleted while its remediation holds its host off (its owner
+// scales down, an operator removes the record) ends the remediation
+// another way: Reconcile's ErrNotFound branch (reconciler.go:147) only
+// releases the admission, and Loop then leaves the Machine alone; the
+// reboot request the remediation wrote stays on the host, owned by no
+// remediation, and the reboot controller holds the host off for ever.
+// Ground truth: h1's hardware still off, with the request, 5 s after the
+// Machine was deleted (HostOf still answers for it).
+func TestReview40g_MachineDeletedMidRemediationLeavesHostOff(t *testing.T) {
+	cluster := fake.NewCluster()
+	cluster.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c", HasControllerOwner: true})
+	cluster.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c", HasControllerOwner: true})
+	cluster.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
+	cluster.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true}, reboot.Host{Name: "h2", Online: true})
+	hw := fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond})
+	pc := func(string) (power.Controller, error) { return hw, nil }
+	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now, Power: pc,
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
+	rem := &remediation.Reconciler{Machines: cluster, Nodes: cluster.Nodes(), Admissions: cluster, Now: time.Now,
+		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+			HostOf: func(_ context.Context, m string) (string, error) { return "h" + m[1:], nil }},
+		Limit:  remediation.MaxCount(1),
+		Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 10 * time.Second}}
+	r := &reboot.Runner{Loops: []reboot.Loop{
+		rb.Loop(func(context.Context) ([]string, error) { return []string{"h1"}, nil }),
+		rem.Loop(func(context.Context) ([]string, error) { return []string{"m1", "m2"}, nil })}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+
+	cluster.SetNodeReady("m1", false)
+	cluster.SetNeedsRemediation("m1", true)
+	require.Eventually(t, func() bool { return !hw.HardwareOn() }, 20*time.Second, 10*time.Millisecond,
+		"precondition: the remediation powers h1 off (truth %v)", hw.Truth())
+	require.NoError(t, cluster.Delete(ctx, "m1")) // its MachineSet scales down
+	time.Sleep(5 * time.Second)
+	a, err := cluster.GetAdmissions(ctx)
+	require.NoError(t, err)
+	if a.Has("m1") {
+		t.Fatalf("precondition: the deleted Machine's admission is released (%v)", a.Machines)
+	}
+	h1, err := hosts.Get(ctx, "h1")
+	require.NoError(t, err)
+	if _, held := h1.Annotations[remediation.RebootAnnotation]; held || !hw.HardwareOn() {
+		t.Fatalf("m1 was deleted mid-remediation and its admission released 5 s ago, but h1 is still held off by its reboot request (annotations %v, hardware on %v): the ErrNotFound pass releases the admission only; truth %v",
+			h1.Annotations, hw.HardwareOn(), hw.Truth())
+	}
+}
