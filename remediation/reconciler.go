@@ -73,6 +73,15 @@ type HostStore interface {
 	RemoveRebootAnnotation(ctx context.Context, machine string) error
 }
 
+// RequestRemover is an optional ability of a HostStore that names hosts
+// (Host.Name): it removes RebootAnnotation from the host the request was
+// written to (req.Host, persisted in State.Host), which may no longer be
+// the Machine's host. The Reconciler uses it, when the HostStore has it,
+// for every removal of an attempt's request (RebootHosts has it).
+type RequestRemover interface {
+	RemoveRebootRequest(ctx context.Context, machine string, req Request) error
+}
+
 // Admissions is the shared admission record: the Machines whose
 // remediation the storm guard admitted and that have not been released.
 type Admissions struct {
@@ -202,7 +211,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			return res, fmt.Errorf("remediation: save state of %s: %w", name, err)
 		}
 	}
-	attempt := Request{Value: d.RebootValue, At: d.State.Started}
+	attempt := Request{Value: d.RebootValue, At: d.State.Started, Host: d.State.Host}
 	steps := []struct {
 		do  bool
 		run func(ctx context.Context) error
@@ -214,7 +223,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		{d.AddRebootAnnotation, func(ctx context.Context) error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation", true},
 		{d.DeleteNode, func(ctx context.Context) error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node", true},
 		{d.TaintNode, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node", true},
-		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.Hosts.RemoveRebootAnnotation(ctx, name) }, "remove reboot annotation", true},
+		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.removeRequest(ctx, name, req) }, "remove reboot annotation", true},
 		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func(ctx context.Context) error {
 			return r.Nodes.AddMetadata(ctx, d.RestoreNode, d.RestoreLabels, d.RestoreAnnotations)
 		}, "restore node metadata", true},
@@ -257,6 +266,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			slog.String("phase", d.State.Phase.String()), slog.Int("attempt", d.State.Attempt), slog.String("reason", d.Reason))
 	}
 	return res, nil
+}
+
+// removeRequest removes the reboot request req from its host (req.Host
+// when the HostStore is a RequestRemover, else the one it resolves).
+func (r *Reconciler) removeRequest(ctx context.Context, name string, req Request) error {
+	if rr, ok := r.Hosts.(RequestRemover); ok {
+		return rr.RemoveRebootRequest(ctx, name, req)
+	}
+	return r.Hosts.RemoveRebootAnnotation(ctx, name)
 }
 
 // current reads the Machine's persisted state again (MachineStore.Get,
