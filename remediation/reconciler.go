@@ -155,9 +155,9 @@ type Result struct {
 func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error) {
 	rec, err := r.Machines.Get(ctx, name)
 	if errors.Is(err, ErrNotFound) && !r.Table {
-		// Deleted (for its owner to replace): release its admission.
-		return Result{}, errors.Join(fmt.Errorf("remediation: machine %s: %w", name, err),
-			reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) }))
+		// Deleted (for its owner to replace, or mid-remediation): let go
+		// of its host, then release its admission.
+		return Result{}, errors.Join(fmt.Errorf("remediation: machine %s: %w", name, err), r.abandon(ctx, name))
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("remediation: machine %s: %w", name, err)
@@ -266,6 +266,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			slog.String("phase", d.State.Phase.String()), slog.Int("attempt", d.State.Attempt), slog.String("reason", d.Reason))
 	}
 	return res, nil
+}
+
+// abandon ends the remediation of a Machine that is gone: while it is
+// admitted (its remediation may hold its host off), the reboot request is
+// removed from the host the HostStore resolves for it now (its State, and
+// State.Host with it, went with the Machine: HostOf must keep answering
+// for a deleted Machine until its admission is released), so that the
+// reboot controller powers the host on; only then is the admission
+// released. A HostStore that says the Machine has no host (ErrNotFound)
+// has nothing to release; any other error keeps the admission, and the
+// pass is retried.
+func (r *Reconciler) abandon(ctx context.Context, name string) error {
+	if r.Admissions == nil {
+		return nil
+	}
+	a, err := r.Admissions.GetAdmissions(ctx)
+	if err != nil {
+		return fmt.Errorf("remediation: admissions: %w", err)
+	}
+	if !a.Has(name) {
+		return nil
+	}
+	err = reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation for "+name, func(ctx context.Context) error {
+		return r.Hosts.RemoveRebootAnnotation(ctx, name)
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("remediation: machine %s is gone: remove its reboot request before releasing its admission: %w", name, err)
+	}
+	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
 }
 
 // removeRequest removes the reboot request req from its host (req.Host
