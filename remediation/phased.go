@@ -169,8 +169,10 @@ type Host struct {
 	// for it until its timeout, then escalates.
 	Missing bool
 	// Name is the host the Machine maps to now ("" if Missing, or if the
-	// HostStore does not say). The other fields answer for the request's
-	// host (Request.Host) when it is set, which may differ after a move.
+	// HostStore does not say; the Reconciler ignores it unless its
+	// HostStore is a RequestRemover). The other fields answer for the
+	// request's host (Request.Host) when it is set, which may differ after
+	// a move.
 	Name string
 	// RebootAnnotation: RebootAnnotation is present on the host, with any
 	// value.

@@ -167,6 +167,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("remediation: host of %s: %w", name, err)
 	}
+	if _, ok := r.Hosts.(RequestRemover); !ok {
+		// A request can be removed only where the HostStore resolves the
+		// Machine now: persist no host, decide no move.
+		host.Name = ""
+	}
 	node := Node{}
 	if n := nodeName(rec); n != "" {
 		if node, err = r.Nodes.Get(ctx, n); err != nil {
