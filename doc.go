@@ -17,9 +17,10 @@
 //     one at a time, then the rest under a concurrency limit.
 //
 // The packages power (the power-control interface and its error classes),
-// power/redfish (that interface over Redfish, with gofish) and fake
-// (deterministic, fault-injecting fakes of every interface, including a
-// Redfish BMC emulator and a simulated datacenter) support them.
+// power/redfish (that interface over Redfish, with gofish; its redfishtest
+// package is a Redfish BMC emulator) and fake (deterministic,
+// fault-injecting fakes of every interface, including a simulated
+// datacenter) support them.
 //
 // # Architecture: pure decisions, thin appliers
 //

@@ -208,7 +208,10 @@ type OwnedHosts struct {
 	Operator  *OperatorHosts
 }
 
-var _ remediation.HostStore = (*OwnedHosts)(nil)
+var (
+	_ remediation.HostStore      = (*OwnedHosts)(nil)
+	_ remediation.RequestRemover = (*OwnedHosts)(nil)
+)
 
 func (s *OwnedHosts) pick(ctx context.Context, machine string) (remediation.HostStore, error) {
 	bmh, err := s.Operator.host(ctx, machine)
@@ -246,6 +249,21 @@ func (s *OwnedHosts) RemoveRebootAnnotation(ctx context.Context, machine string)
 	h, err := s.pick(ctx, machine)
 	if err != nil {
 		return err
+	}
+	return h.RemoveRebootAnnotation(ctx, machine)
+}
+
+// RemoveRebootRequest implements remediation.RequestRemover: the request
+// is removed from the host it was written to (req.Host) when the store
+// picked for the Machine can (Ours, a remediation.RebootHosts), else as
+// RemoveRebootAnnotation.
+func (s *OwnedHosts) RemoveRebootRequest(ctx context.Context, machine string, req remediation.Request) error {
+	h, err := s.pick(ctx, machine)
+	if err != nil {
+		return err
+	}
+	if rr, ok := h.(remediation.RequestRemover); ok {
+		return rr.RemoveRebootRequest(ctx, machine, req)
 	}
 	return h.RemoveRebootAnnotation(ctx, machine)
 }

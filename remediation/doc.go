@@ -127,4 +127,18 @@
 // remediation ended; while it cannot, State.Message says so. The storm
 // guard's refusal is persisted in State.Message with its arithmetic
 // (percentages round down, as Cluster API does: 40% of 3 machines is 1).
+//
+// The host a request was written to is persisted with it (State.Host,
+// before the request is written, by a HostStore that names hosts:
+// Host.Name, as RebootHosts does), and the request is read and removed
+// there, whatever the Machine maps to later. A Machine whose host changes
+// while its request holds the old one (moved, re-provisioned) has that
+// request removed first; only once it is gone is a new request written to
+// the new host and the node fenced again there: never two hosts held at
+// once. A Machine deleted mid-remediation (its State goes with it) has
+// the reboot request removed from the host the HostStore resolves for it
+// (HostOf must keep answering for a deleted Machine until its admission
+// is released), so the reboot controller powers the host on, and only
+// then its admission released; until the removal succeeds the admission
+// is kept and the pass retried.
 package remediation

@@ -84,6 +84,15 @@ type State struct {
 	// missing mid-attempt is written again as a new request with a new T,
 	// never with the old value: the host may have been powered on between.
 	RequestedAt time.Time
+	// Host is the host the attempt's current reboot request was written
+	// to (persisted before it is written): the request is read, and
+	// removed, there, whatever HostOf answers later. A Machine whose host
+	// changes mid-attempt (Host.Name differs) has this host's request
+	// removed first, then a new request written to its new host: never
+	// two held at once. Empty in states persisted before it existed, or
+	// when the HostStore does not name hosts (Host.Name): then the
+	// HostStore resolves the host on every call.
+	Host string
 	// Finished is when the last attempt reached done or failed.
 	Finished time.Time
 	// UnhealthyAgain is when the machine was first seen unhealthy again
@@ -111,7 +120,7 @@ type State struct {
 
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
-	if s.Phase != o.Phase || s.Attempt != o.Attempt || !s.Started.Equal(o.Started) || !s.RequestedAt.Equal(o.RequestedAt) ||
+	if s.Phase != o.Phase || s.Attempt != o.Attempt || !s.Started.Equal(o.Started) || !s.RequestedAt.Equal(o.RequestedAt) || s.Host != o.Host ||
 		!s.Finished.Equal(o.Finished) || !s.UnhealthyAgain.Equal(o.UnhealthyAgain) || s.Canceled != o.Canceled || !s.CanceledAt.Equal(o.CanceledAt) ||
 		s.Tainted != o.Tainted || s.Message != o.Message || (s.Backup == nil) != (o.Backup == nil) {
 		return false
@@ -159,6 +168,12 @@ type Host struct {
 	// released mid-remediation). Nothing can be powered; the attempt waits
 	// for it until its timeout, then escalates.
 	Missing bool
+	// Name is the host the Machine maps to now ("" if Missing, or if the
+	// HostStore does not say; the Reconciler ignores it unless its
+	// HostStore is a RequestRemover). The other fields answer for the
+	// request's host (Request.Host) when it is set, which may differ after
+	// a move.
+	Name string
 	// RebootAnnotation: RebootAnnotation is present on the host, with any
 	// value.
 	RebootAnnotation bool
@@ -189,10 +204,12 @@ type Host struct {
 }
 
 // Request identifies the current attempt's reboot request, for
-// HostStore.Get: the annotation value and the T it was made at.
+// HostStore.Get: the annotation value, the T it was made at, and the host
+// it was written to (State.Host; "" to ask the HostStore's mapping).
 type Request struct {
 	Value string
 	At    time.Time
+	Host  string
 }
 
 // RequestFor returns the reboot request of the current attempt of s for a
@@ -205,7 +222,7 @@ func RequestFor(m Machine, s State) Request {
 	if !InFlight(s.Phase) || at.IsZero() {
 		return Request{}
 	}
-	return Request{Value: RebootValue(m.UID, at), At: at}
+	return Request{Value: RebootValue(m.UID, at), At: at, Host: s.Host}
 }
 
 // Observed is everything a phased decision depends on.
@@ -354,7 +371,7 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 	// request writes the attempt's reboot request anew: a new T, a new
 	// value.
 	request := func(why string) {
-		st.RequestedAt = now
+		st.RequestedAt, st.Host = now, o.Host.Name
 		d.AddRebootAnnotation, d.RebootValue = true, RebootValue(m.UID, now)
 		d.Reason = why
 		d.RequeueAfter = c.PollInterval
@@ -399,6 +416,10 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 			d.Reason = "cancelled before the node was fenced: release the host, wait for it to be on"
 			d.RequeueAfter = c.PollInterval
+		case moved(o) && o.Host.RebootAnnotation:
+			c.releaseMoved(o, &d)
+		case moved(o):
+			request(fmt.Sprintf("the machine moved from host %s to %s, released: request a reboot of %s", st.Host, o.Host.Name, o.Host.Name))
 		case timedOut:
 			c.retryOrEscalate(o, now, &d, "host not fenced in time")
 		case o.Host.Missing:
@@ -417,6 +438,11 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 	case PhaseNodeDeleted:
 		fenced := !o.Node.Exists || c.OutOfService && o.Node.OutOfService
 		switch {
+		case m.NeedsRemediation && moved(o) && o.Host.RebootAnnotation:
+			c.releaseMoved(o, &d)
+		case m.NeedsRemediation && moved(o):
+			st.Phase = PhasePowerOffRequested
+			request(fmt.Sprintf("the machine moved from host %s to %s, released: request a reboot of %s and fence again", st.Host, o.Host.Name, o.Host.Name))
 		case !fenced && o.Host.Fenced && o.Host.Requested && m.NeedsRemediation:
 			c.fenceNode(o, &d)
 		case !m.NeedsRemediation:
@@ -537,7 +563,7 @@ func (c Config) start(o Observed, now time.Time, d *Decision) {
 	if backup == nil {
 		backup = backupOf(o.Node)
 	}
-	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Backup: backup, Tainted: tainted}
+	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Host: o.Host.Name, Backup: backup, Tainted: tainted}
 	d.RemoveRebootAnnotation = false
 	// Without a host nothing can be asked: the attempt waits for one until
 	// its timeout, then escalates.
@@ -603,6 +629,20 @@ func (d Decision) finish(o Observed) Decision {
 	return d
 }
 
+// moved reports whether the Machine maps now to another host than the one
+// its request was written to (State.Host).
+func moved(o Observed) bool {
+	return o.State.Host != "" && !o.Host.Missing && o.Host.Name != "" && o.Host.Name != o.State.Host
+}
+
+// releaseMoved removes the request from the host the Machine no longer
+// maps to; the next pass asks its new host.
+func (c Config) releaseMoved(o Observed, d *Decision) {
+	d.RemoveRebootAnnotation = true
+	d.Reason = fmt.Sprintf("the machine moved from host %s to %s: release %s first", o.State.Host, o.Host.Name, o.State.Host)
+	d.RequeueAfter = c.PollInterval
+}
+
 func (c Config) fenceNode(o Observed, d *Decision) {
 	switch {
 	case !o.Node.Exists:
@@ -635,9 +675,14 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 		c.escalate(o, now, d, why+" (the machine has no host)")
 		return
 	}
+	if moved(o) && o.Host.RebootAnnotation {
+		// Never two held at once: the old host's request goes first.
+		c.releaseMoved(o, d)
+		return
+	}
 	if st.Attempt <= c.RetryLimit {
 		st.Attempt++
-		st.Phase, st.Started, st.RequestedAt = PhasePowerOffRequested, now, now
+		st.Phase, st.Started, st.RequestedAt, st.Host = PhasePowerOffRequested, now, now, o.Host.Name
 		if st.Backup == nil {
 			st.Backup = backupOf(o.Node)
 		}

@@ -15,8 +15,11 @@ import (
 // not have.
 var ErrUnknownHost = errors.New("remediation: unknown host")
 
-// Compile-time check: *RebootHosts is a HostStore.
-var _ HostStore = (*RebootHosts)(nil)
+// Compile-time checks: *RebootHosts is a HostStore and a RequestRemover.
+var (
+	_ HostStore      = (*RebootHosts)(nil)
+	_ RequestRemover = (*RebootHosts)(nil)
+)
 
 // RebootHosts is the remediation's HostStore over the reboot API, through
 // its client side (reboot.Client), over a reboot.HostStore: it is not one
@@ -68,20 +71,41 @@ func (r *RebootHosts) client() *reboot.Client {
 	return &reboot.Client{Hosts: r.Hosts, Key: RebootKey, Now: r.Now, Retries: r.Retries}
 }
 
-// Get implements HostStore.
+// Get implements HostStore. Host.Name is the host HostOf names now; the
+// request's evidence is read on req.Host when it is set (the host the
+// request was written to), else on that one.
 func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Host, error) {
 	name, err := r.HostOf(ctx, machine)
 	if err != nil {
 		return Host{}, fmt.Errorf("remediation: host of machine %s: %w", machine, err)
 	}
-	if name == "" {
-		return Host{Missing: true, Power: power.StateUnknown}, nil
+	out := Host{Name: name, Missing: name == "", Power: power.StateUnknown}
+	if name != "" && req.Host != "" && req.Host != name {
+		// Moved: the current host must exist as before; the evidence
+		// comes from the request's host.
+		if _, err := r.Hosts.Get(ctx, name); errors.Is(err, reboot.ErrNotFound) {
+			if !r.HostsMayVanish {
+				return Host{}, r.unknown(machine, name)
+			}
+			out.Name, out.Missing = "", true
+		} else if err != nil {
+			return Host{}, err
+		}
 	}
-	h, err := r.Hosts.Get(ctx, name)
+	target := name
+	if req.Host != "" {
+		target = req.Host
+	}
+	if target == "" {
+		return out, nil
+	}
+	h, err := r.Hosts.Get(ctx, target)
 	if errors.Is(err, reboot.ErrNotFound) {
+		if target != name {
+			return out, nil // the request's host is gone, and its request with it
+		}
 		if !r.HostsMayVanish {
-			return Host{}, fmt.Errorf("remediation: machine %s maps to host %s, which the host store does not have (fix HostOf or add the host): %w",
-				machine, name, ErrUnknownHost)
+			return Host{}, r.unknown(machine, name)
 		}
 		return Host{Missing: true, Power: power.StateUnknown}, nil
 	}
@@ -89,9 +113,9 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 		return Host{}, err
 	}
 	v, present := h.Annotations[RebootAnnotation]
-	out := Host{RebootAnnotation: present, Requested: present && req.Value != "" && v == req.Value, Power: power.StateUnknown}
+	out.RebootAnnotation, out.Requested = present, present && req.Value != "" && v == req.Value
 	if req.Value != "" {
-		tk := reboot.Ticket{Host: name, Annotation: RebootAnnotation, Value: req.Value, At: req.At}
+		tk := reboot.Ticket{Host: target, Annotation: RebootAnnotation, Value: req.Value, At: req.At}
 		// A hold someone broke (the host powered on behind the
 		// controller since its evidence) fences nothing: processes ran
 		// on the host since, and a Node deleted now may still run them.
@@ -103,7 +127,7 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 	if r.Power != nil {
 		// The clock before the reading: the reading is no older than this.
 		now := r.Now()
-		if pc, err := r.Power(name); err == nil {
+		if pc, err := r.Power(target); err == nil {
 			if s, err := pc.State(ctx); err == nil {
 				out.Power = s
 			}
@@ -121,11 +145,16 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 	return out, nil
 }
 
+func (r *RebootHosts) unknown(machine, host string) error {
+	return fmt.Errorf("remediation: machine %s maps to host %s, which the host store does not have (fix HostOf or add the host): %w",
+		machine, host, ErrUnknownHost)
+}
+
 // AddRebootAnnotation implements HostStore.
 func (r *RebootHosts) AddRebootAnnotation(ctx context.Context, machine string, req Request) error {
-	name, err := r.HostOf(ctx, machine)
+	name, err := r.hostFor(ctx, machine, req)
 	if err != nil {
-		return fmt.Errorf("remediation: host of machine %s: %w", machine, err)
+		return err
 	}
 	if name == "" {
 		return fmt.Errorf("remediation: machine %s has no host: %w", machine, ErrNotFound)
@@ -134,12 +163,31 @@ func (r *RebootHosts) AddRebootAnnotation(ctx context.Context, machine string, r
 	return err
 }
 
-// RemoveRebootAnnotation implements HostStore: it removes the annotation
-// whatever its value, with versioned writes, retrying conflicts.
-func (r *RebootHosts) RemoveRebootAnnotation(ctx context.Context, machine string) error {
+// hostFor is req.Host, or the host HostOf names when it is not set.
+func (r *RebootHosts) hostFor(ctx context.Context, machine string, req Request) (string, error) {
+	if req.Host != "" {
+		return req.Host, nil
+	}
 	name, err := r.HostOf(ctx, machine)
 	if err != nil {
-		return fmt.Errorf("remediation: host of machine %s: %w", machine, err)
+		return "", fmt.Errorf("remediation: host of machine %s: %w", machine, err)
+	}
+	return name, nil
+}
+
+// RemoveRebootAnnotation implements HostStore: RemoveRebootRequest from
+// the host HostOf names now.
+func (r *RebootHosts) RemoveRebootAnnotation(ctx context.Context, machine string) error {
+	return r.RemoveRebootRequest(ctx, machine, Request{})
+}
+
+// RemoveRebootRequest implements RequestRemover: it removes the annotation,
+// whatever its value, from req.Host (the host HostOf names if it is not
+// set), with versioned writes, retrying conflicts.
+func (r *RebootHosts) RemoveRebootRequest(ctx context.Context, machine string, req Request) error {
+	name, err := r.hostFor(ctx, machine, req)
+	if err != nil {
+		return err
 	}
 	if name == "" {
 		return nil // no host, no annotation

@@ -73,6 +73,15 @@ type HostStore interface {
 	RemoveRebootAnnotation(ctx context.Context, machine string) error
 }
 
+// RequestRemover is an optional ability of a HostStore that names hosts
+// (Host.Name): it removes RebootAnnotation from the host the request was
+// written to (req.Host, persisted in State.Host), which may no longer be
+// the Machine's host. The Reconciler uses it, when the HostStore has it,
+// for every removal of an attempt's request (RebootHosts has it).
+type RequestRemover interface {
+	RemoveRebootRequest(ctx context.Context, machine string, req Request) error
+}
+
 // Admissions is the shared admission record: the Machines whose
 // remediation the storm guard admitted and that have not been released.
 type Admissions struct {
@@ -146,9 +155,9 @@ type Result struct {
 func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error) {
 	rec, err := r.Machines.Get(ctx, name)
 	if errors.Is(err, ErrNotFound) && !r.Table {
-		// Deleted (for its owner to replace): release its admission.
-		return Result{}, errors.Join(fmt.Errorf("remediation: machine %s: %w", name, err),
-			reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) }))
+		// Deleted (for its owner to replace, or mid-remediation): let go
+		// of its host, then release its admission.
+		return Result{}, errors.Join(fmt.Errorf("remediation: machine %s: %w", name, err), r.abandon(ctx, name))
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("remediation: machine %s: %w", name, err)
@@ -157,6 +166,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	host, err := r.Hosts.Get(ctx, name, req)
 	if err != nil {
 		return Result{}, fmt.Errorf("remediation: host of %s: %w", name, err)
+	}
+	if _, ok := r.Hosts.(RequestRemover); !ok {
+		// A request can be removed only where the HostStore resolves the
+		// Machine now: persist no host, decide no move.
+		host.Name = ""
 	}
 	node := Node{}
 	if n := nodeName(rec); n != "" {
@@ -202,7 +216,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			return res, fmt.Errorf("remediation: save state of %s: %w", name, err)
 		}
 	}
-	attempt := Request{Value: d.RebootValue, At: d.State.Started}
+	attempt := Request{Value: d.RebootValue, At: d.State.Started, Host: d.State.Host}
 	steps := []struct {
 		do  bool
 		run func(ctx context.Context) error
@@ -214,7 +228,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		{d.AddRebootAnnotation, func(ctx context.Context) error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation", true},
 		{d.DeleteNode, func(ctx context.Context) error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node", true},
 		{d.TaintNode, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node", true},
-		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.Hosts.RemoveRebootAnnotation(ctx, name) }, "remove reboot annotation", true},
+		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.removeRequest(ctx, name, req) }, "remove reboot annotation", true},
 		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func(ctx context.Context) error {
 			return r.Nodes.AddMetadata(ctx, d.RestoreNode, d.RestoreLabels, d.RestoreAnnotations)
 		}, "restore node metadata", true},
@@ -257,6 +271,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			slog.String("phase", d.State.Phase.String()), slog.Int("attempt", d.State.Attempt), slog.String("reason", d.Reason))
 	}
 	return res, nil
+}
+
+// abandon ends the remediation of a Machine that is gone: while it is
+// admitted (its remediation may hold its host off), the reboot request is
+// removed from the host the HostStore resolves for it now (its State, and
+// State.Host with it, went with the Machine: HostOf must keep answering
+// for a deleted Machine until its admission is released), so that the
+// reboot controller powers the host on; only then is the admission
+// released. A HostStore that says the Machine has no host (ErrNotFound)
+// has nothing to release; any other error keeps the admission, and the
+// pass is retried.
+func (r *Reconciler) abandon(ctx context.Context, name string) error {
+	if r.Admissions == nil {
+		return nil
+	}
+	a, err := r.Admissions.GetAdmissions(ctx)
+	if err != nil {
+		return fmt.Errorf("remediation: admissions: %w", err)
+	}
+	if !a.Has(name) {
+		return nil
+	}
+	err = reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation for "+name, func(ctx context.Context) error {
+		return r.Hosts.RemoveRebootAnnotation(ctx, name)
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("remediation: machine %s is gone: remove its reboot request before releasing its admission: %w", name, err)
+	}
+	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
+}
+
+// removeRequest removes the reboot request req from its host (req.Host
+// when the HostStore is a RequestRemover, else the one it resolves).
+func (r *Reconciler) removeRequest(ctx context.Context, name string, req Request) error {
+	if rr, ok := r.Hosts.(RequestRemover); ok {
+		return rr.RemoveRebootRequest(ctx, name, req)
+	}
+	return r.Hosts.RemoveRebootAnnotation(ctx, name)
 }
 
 // current reads the Machine's persisted state again (MachineStore.Get,

@@ -26,9 +26,13 @@ import (
 // to spare those listings). When Hosts is a *RebootHosts over a store that
 // can watch (reboot.HostWatcher), it is also woken whenever its host's
 // record changes: the reboot controller's evidence is acted on at once,
-// not at the next poll. The host is the one HostOf names, asked again
-// whenever the Machine's record changes (a Machine provisioned onto a
-// host, or moved, is then woken by its new host).
+// not at the next poll. The host is the one HostOf names, asked when the
+// watch starts (Watch returns without waiting for the answer) and again
+// whenever the Machine's record changes, also when the change comes while
+// an earlier answer is awaited (a Machine provisioned onto a host, or
+// moved, is then woken by its new host). HostOf calls and host watches
+// run on their own goroutines, each bounded (30 s) and retried with a
+// back-off: one that hangs never silences the Machine's own wakes.
 func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) reboot.Loop {
 	l := reboot.Loop{Name: "remediation", Keys: keys,
 		Reconcile: func(ctx context.Context, name string) (reboot.Next, error) {

@@ -2,6 +2,7 @@ package remediation
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -39,56 +40,31 @@ func (m watchingRecordMachines) Watch(ctx context.Context, name string) (<-chan 
 
 // watchWithHost merges a Machine's watch with its host's into one
 // channel that receives a value (coalesced, never blocking the sources)
-// whenever either does. The host is resolved with hostOf when the watch
-// starts and again whenever the Machine's watch fires (before that wake
-// is passed on): when the answer changed (a Machine provisioned onto a
-// host, or moved), the host watch is restarted on the new host. The
-// channel is closed once ctx is done, either source's channel closes, or
-// a new resolution fails (the Runner then starts the watch again). A
-// Machine watch that fails to start, or a first resolution that fails,
-// fails the call; a host watch that cannot start leaves the Machine's
-// watch alone while it is tried again with a back-off.
+// whenever either does. Only the Machine's watch is started before it
+// returns (its failure fails the call); everything about the host runs
+// as tasks of the one goroutine that owns the watch's state, each on its
+// own goroutine, bounded, its result coming back on a channel, so that a
+// store that hangs never silences the Machine's wakes:
+//
+//   - the host is resolved with hostOf (hostOfTimeout per call) when the
+//     watch starts and again whenever the Machine's watch fires; a wake
+//     that comes while a resolution is in flight asks again once it has
+//     answered (that answer may predate the change). A Machine wake is
+//     passed on once its resolution is applied, or after resolveWait;
+//   - when the answer changed (a Machine provisioned onto a host, or
+//     moved), the host watch is started anew on the new host; a host
+//     watch that fails, or does not start within hostWatchStart, is
+//     tried again with a back-off, and a failed resolution too.
+//
+// The channel is closed once ctx is done or either source's channel
+// closes (the Runner then starts the watch again).
 func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan struct{}, error),
 	hostOf func(context.Context) (string, error), watchHost func(context.Context, string) (<-chan struct{}, error)) (<-chan struct{}, error) {
 	wctx, cancel := context.WithCancel(ctx)
-	hcancel := context.CancelFunc(func() {})
-	// startHost ends the current host watch and watches h (a nil channel,
-	// which never fires, when the Machine has no host).
-	startHost := func(h string) (<-chan struct{}, error) {
-		hcancel()
-		if h == "" {
-			return nil, nil
-		}
-		var hctx context.Context
-		hctx, hcancel = context.WithCancel(wctx)
-		return watchHost(hctx, h)
-	}
 	mch, err := machine(wctx)
 	if err != nil {
 		cancel()
 		return nil, err
-	}
-	h, err := hostOf(wctx)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	hch, err := startHost(h)
-	var retry <-chan time.Time // the host watch failed: start it again then
-	backoff := watchRetryMin
-	type hostTry struct {
-		h      string
-		ch     <-chan struct{}
-		err    error
-		cancel context.CancelFunc
-	}
-	retried := make(chan hostTry, 1)
-	if err != nil {
-		// The host store cannot watch (now): the Machine's own watch
-		// still wakes it, and the host watch is tried again with a
-		// back-off.
-		hch, retry = nil, time.After(backoff)
-		backoff = min(2*backoff, watchRetry)
 	}
 	out := make(chan struct{}, 1)
 	wake := func() {
@@ -97,100 +73,147 @@ func watchWithHost(ctx context.Context, machine func(context.Context) (<-chan st
 		default:
 		}
 	}
-	// try watches host hh on its own goroutine (a Watch that hangs must
-	// not stop the Machine's wakes); its result comes on retried, or is
-	// dropped once the watch ends.
-	try := func(hh string) {
-		rctx, rcancel := context.WithCancel(wctx)
-		go func() {
-			ch, err := watchHost(rctx, hh)
-			select {
-			case retried <- hostTry{h: hh, ch: ch, err: err, cancel: rcancel}:
-			case <-wctx.Done():
-				rcancel()
-			}
-		}()
-	}
 	type resolution struct {
 		h   string
 		err error
 	}
-	resolved := make(chan resolution, 1)
-	resolving := false
-	// apply takes a resolution of the Machine's host; false: it failed
-	// (the watch ends, and the Runner starts it again).
-	apply := func(r resolution) bool {
-		resolving = false
-		if r.err != nil {
-			return false
-		}
-		if r.h != h {
-			hcancel()
-			hcancel = func() {}
-			h, hch, retry, backoff = r.h, nil, nil, watchRetryMin
-			if h != "" {
-				try(h)
-			}
-		}
-		return true
+	type hostTry struct {
+		h      string
+		ch     <-chan struct{}
+		err    error
+		cancel context.CancelFunc
 	}
+	// Every task's result is sent with a select on wctx.Done: none is
+	// left blocked once the watch ends.
+	resolved := make(chan resolution, 1)
+	tried := make(chan hostTry, 1)
+	// resolve asks hostOf on its own goroutine; the channel it returns is
+	// closed once the call is made.
+	resolve := func() <-chan struct{} {
+		called := make(chan struct{})
+		go func() {
+			rctx, rcancel := context.WithTimeout(wctx, hostOfTimeout)
+			defer rcancel()
+			close(called)
+			h, err := hostOf(rctx)
+			select {
+			case resolved <- resolution{h, err}:
+			case <-wctx.Done():
+			}
+		}()
+		return called
+	}
+	try := func(h string) context.CancelFunc {
+		tctx, tcancel := context.WithCancel(wctx)
+		go func() {
+			deadline := time.AfterFunc(hostWatchStart, tcancel)
+			ch, err := watchHost(tctx, h)
+			if !deadline.Stop() && err == nil {
+				err = fmt.Errorf("watch host %s: not started within %s", h, hostWatchStart)
+			}
+			select {
+			case tried <- hostTry{h: h, ch: ch, err: err, cancel: tcancel}:
+			case <-wctx.Done():
+				tcancel()
+			}
+		}()
+		return tcancel
+	}
+	var (
+		h                  string           // the host watched (or being tried)
+		known              bool             // h was resolved once
+		hch                <-chan struct{}  // h's watch, once up
+		hcancel            = func() {}      // ends h's watch, or its try
+		resolving, again   bool             // a resolution in flight; ask again when it answers
+		pending            <-chan time.Time // a Machine wake waits for its resolution until then
+		retryHost, retryOf <-chan time.Time // back-offs of the host watch and of the resolution
+		hostBackoff        = watchRetryMin  // next back-off of the host watch
+		ofBackoff          = watchRetryMin  // next back-off of the resolution
+	)
+	ask := func() {
+		if resolving {
+			again = true
+			return
+		}
+		resolving, retryOf = true, nil
+		resolve()
+	}
+	watch := func(nh string) {
+		hcancel()
+		h, hch, hcancel, retryHost, hostBackoff = nh, nil, func() {}, nil, watchRetryMin
+		if h != "" {
+			hcancel = try(h)
+		}
+	}
+	passOn := func() {
+		if pending != nil {
+			pending = nil
+			wake()
+		}
+	}
+	// The first resolution is asked before Watch returns (the Runner's
+	// first pass follows at once), not awaited.
+	resolving = true
+	<-resolve()
 	go func() {
 		defer close(out)
 		defer cancel()
+		defer func() { hcancel() }()
 		for {
 			select {
+			case <-wctx.Done():
+				return
 			case _, ok := <-mch:
 				if !ok {
 					return
 				}
-				if !resolving {
-					// The Machine's host, asked again on its own
-					// goroutine and bounded: a store that does not answer
-					// must not silence the Machine's wakes. A quick answer
-					// is taken before the wake is passed on (the pass then
-					// sees the new host's watch started).
-					resolving = true
-					go func() {
-						rctx, rcancel := context.WithTimeout(wctx, hostOfTimeout)
-						defer rcancel()
-						now, err := hostOf(rctx)
-						select {
-						case resolved <- resolution{now, err}:
-						case <-wctx.Done():
-						}
-					}()
-					select {
-					case r := <-resolved:
-						if !apply(r) {
-							return
-						}
-					case <-time.After(resolveWait):
-					}
+				ask()
+				if pending == nil {
+					pending = time.After(resolveWait)
 				}
+			case <-pending:
+				pending = nil
 				wake()
 			case r := <-resolved:
-				if !apply(r) {
-					return // the Runner starts the watch again
+				resolving = false
+				switch {
+				case r.err != nil && again:
+				case r.err != nil:
+					retryOf = time.After(ofBackoff)
+					ofBackoff = min(2*ofBackoff, watchRetry)
+				default:
+					ofBackoff = watchRetryMin
+					if !known || r.h != h {
+						known = true
+						watch(r.h)
+					}
 				}
+				if again {
+					again = false
+					ask()
+				}
+				passOn()
+			case <-retryOf:
+				retryOf = nil
+				ask()
 			case _, ok := <-hch:
 				if !ok {
 					return
 				}
 				wake()
-			case <-retry:
-				retry = nil
-				try(h)
-			case r := <-retried:
+			case <-retryHost:
+				retryHost = nil
+				hcancel = try(h)
+			case r := <-tried:
 				switch {
-				case r.h != h: // the Machine moved meanwhile
+				case r.h != h || hch != nil: // the Machine moved meanwhile
 					r.cancel()
 				case r.err != nil:
 					r.cancel()
-					retry = time.After(backoff)
-					backoff = min(2*backoff, watchRetry)
+					retryHost = time.After(hostBackoff)
+					hostBackoff = min(2*hostBackoff, watchRetry)
 				default:
-					hcancel()
-					hcancel, hch, backoff = r.cancel, r.ch, watchRetryMin
+					hcancel, hch, hostBackoff = r.cancel, r.ch, watchRetryMin
 					wake() // a change while the host was not watched
 				}
 			}
@@ -206,9 +229,11 @@ const (
 	watchRetryMin = time.Second
 	watchRetry    = time.Minute
 	// hostOfTimeout bounds one HostOf of a Machine's watch; resolveWait
-	// is how long a Machine's wake waits for it before it is passed on.
-	hostOfTimeout = 30 * time.Second
-	resolveWait   = 50 * time.Millisecond
+	// is how long a Machine's wake waits for it before it is passed on;
+	// hostWatchStart bounds the start of one host watch.
+	hostOfTimeout  = 30 * time.Second
+	resolveWait    = 50 * time.Millisecond
+	hostWatchStart = 30 * time.Second
 )
 
 // withRetry returns the watch try makes once it starts (with one wake:

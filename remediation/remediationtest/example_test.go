@@ -10,8 +10,10 @@ import (
 )
 
 // ExampleNewStores shows the constructor a store's test gives to Contract:
-// fresh stores holding exactly the machines and nodes given. In your
-// test: remediationtest.Contract(t, newStores).
+// fresh stores holding exactly the machines and nodes given, and, as the
+// fake Cluster can watch (remediation.MachineWatcher), Mark: how your
+// health checker marks a machine, which the kit checks the watch reports.
+// In your test: remediationtest.Contract(t, newStores).
 func ExampleNewStores() {
 	var newStores remediationtest.NewStores = func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
 		c := fake.NewCluster()
@@ -21,7 +23,8 @@ func ExampleNewStores() {
 		for _, n := range ns {
 			c.PutNode(n)
 		}
-		return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: c}, nil
+		mark := func(_ context.Context, m string, on bool) error { c.SetNeedsRemediation(m, on); return nil }
+		return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: c, Mark: mark}, nil
 	}
 	s, _ := newStores([]remediation.Machine{{Name: "s1", NodeName: "s1"}}, []remediation.Node{{Exists: true, Name: "s1"}})
 	n, _ := s.Nodes.Get(context.Background(), "s1")

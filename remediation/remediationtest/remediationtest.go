@@ -12,6 +12,9 @@
 // block, the watch then holds a value, each of three later writes gives
 // another once the value before was read, and its channel is closed when
 // its context ends (Reconciler.Loop does not poll a store that can watch).
+// The writes include the health checker's mark, which the kit writes with
+// Stores.Mark or Stores.World (behind remediation.Records, through the
+// RecordStore): a MachineWatcher given neither fails Contract.
 //
 // StateMachine runs the remediation state machine over the stores, with a
 // second reconciler, crashes, lying BMCs and a health checker, checked
@@ -42,8 +45,18 @@ type Stores struct {
 	// Reconciler with Config.OutOfService).
 	SingleRecord bool
 	// World, if set, plays the rest of the cluster on these stores for
-	// StateMachine (which needs it; Contract does not).
+	// StateMachine (which needs it). Contract uses its
+	// SetNeedsRemediation as the health checker's mark when Mark is nil.
 	World World
+	// Mark, if set, writes the health checker's mark on a machine (on) or
+	// removes it, as your health checker does (Contract checks that a
+	// MachineWatcher reports it: it is the change that starts a
+	// remediation, and Reconciler.Loop does not poll a store that can
+	// watch). A MachineStore that is a remediation.MachineWatcher needs
+	// Mark or World, unless it is remediation.Records' (the kit then
+	// writes Record.Unhealthy through the RecordStore): without them
+	// Contract fails.
+	Mark func(ctx context.Context, machine string, on bool) error
 	// Close, if set, is called when the check is done.
 	Close func()
 }
@@ -164,7 +177,7 @@ func Contract(t testing.TB, newStores NewStores) {
 	if rs, ok := remediation.RecordStoreOf(s.Machines); ok {
 		checkRecordStore(ctx, t, rs)
 	}
-	checkWatchers(ctx, t, s.Machines, s.World)
+	checkWatchers(ctx, t, s.Machines, markOf(s))
 
 	// Admissions.
 	a, err := s.Admissions.GetAdmissions(ctx)
@@ -186,21 +199,50 @@ func Contract(t testing.TB, newStores NewStores) {
 	}
 }
 
+// markOf is how the kit writes the health checker's mark on the stores:
+// Stores.Mark, World.SetNeedsRemediation, or Record.Unhealthy through
+// Records' RecordStore; nil if none.
+func markOf(s Stores) func(ctx context.Context, machine string, on bool) error {
+	switch {
+	case s.Mark != nil:
+		return s.Mark
+	case s.World != nil:
+		return s.World.SetNeedsRemediation
+	}
+	rs, ok := remediation.RecordStoreOf(s.Machines)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, machine string, on bool) error {
+		r, err := rs.Get(ctx, machine)
+		if err != nil {
+			return err
+		}
+		r.Unhealthy = on
+		_, err = rs.Update(ctx, r)
+		return err
+	}
+}
+
 // checkWatchers checks the Watch of a MachineWatcher (writes: SaveState,
-// and World.SetNeedsRemediation when the kit has a World) and of the RecordWatcher behind Records (writes: RecordStore.Update):
-// Reconciler.Loop does not poll a store that can watch, so a Watch that
-// does not report would leave a Machine marked unhealthy unseen until the
-// next resync.
-func checkWatchers(ctx context.Context, t testing.TB, machines remediation.MachineStore, world World) {
+// and the health checker's mark) and of the RecordWatcher behind Records
+// (writes: RecordStore.Update): Reconciler.Loop does not poll a store
+// that can watch, so a Watch that does not report would leave a Machine
+// marked unhealthy unseen until the next resync.
+func checkWatchers(ctx context.Context, t testing.TB, machines remediation.MachineStore, mark func(context.Context, string, bool) error) {
 	t.Helper()
 	if mw, ok := machines.(remediation.MachineWatcher); ok {
+		if mark == nil {
+			t.Errorf("the MachineStore is a remediation.MachineWatcher, but the kit cannot write the health checker's mark to check that its Watch reports it: set Stores.Mark (or Stores.World) in your NewStores")
+			return
+		}
 		if !watchcheck.Check(ctx, t, "Machine s2 (MachineWatcher)",
 			func(ctx context.Context) (<-chan struct{}, error) { return mw.Watch(ctx, "s2") },
 			func(ctx context.Context, i int) error {
-				if world != nil && i%2 == 1 {
+				if i%2 == 1 {
 					// The health checker's mark: the change that starts a
 					// remediation, not only the Reconciler's own writes.
-					return world.SetNeedsRemediation(ctx, "s2", i%4 == 1)
+					return mark(ctx, "s2", i%4 == 1)
 				}
 				rec, err := machines.Get(ctx, "s2")
 				if err != nil {

@@ -22,7 +22,8 @@ func TestFakeCluster(t *testing.T) {
 		for _, n := range ns {
 			c.PutNode(n)
 		}
-		return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: c}, nil
+		mark := func(_ context.Context, m string, on bool) error { c.SetNeedsRemediation(m, on); return nil }
+		return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: c, Mark: mark}, nil
 	})
 }
 

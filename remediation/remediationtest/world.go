@@ -333,3 +333,10 @@ func (c crashHosts) RemoveRebootAnnotation(ctx context.Context, m string) error 
 	}
 	return c.RebootHosts.RemoveRebootAnnotation(ctx, m)
 }
+
+func (c crashHosts) RemoveRebootRequest(ctx context.Context, m string, r remediation.Request) error {
+	if err := c.s.crash(); err != nil {
+		return err
+	}
+	return c.RebootHosts.RemoveRebootRequest(ctx, m, r)
+}
