@@ -1,0 +1,122 @@
+package reboot_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// slowRead is B's controller for h: its State read runs during (hook),
+// as a slow BMC's GET does, while other hosts' passes go on.
+type slowRead struct {
+	*fake.Power
+	hook func()
+}
+
+func (s *slowRead) State(ctx context.Context) (power.State, error) {
+	if f := s.hook; f != nil {
+		s.hook = nil
+		f()
+	}
+	return s.Power.State(ctx)
+}
+
+// pressOnly is A's controller: its power-off runs (before), which sends
+// the press itself when it lands.
+type pressOnly struct {
+	*fake.Power
+	before func()
+}
+
+func (p pressOnly) Off(context.Context, power.Mode) error {
+	p.before()
+	return nil
+}
+
+// Review 36 round 8: Reconcile decides whether a pass stands by from
+// r.leading when it takes r.mu (after its power read), but dates what it
+// reads at m, read before that power read. The Reconciler is concurrent
+// across hosts: while h's pass waits on a slow BMC, another host's pass
+// (y) makes the first successful Hold (noteHold(true): leadAt = then,
+// lead() on h's memory, whose heard is empty since h was read before the
+// request). h's pass then finds r.leading true, so it is not a standby
+// pass, and takes A's LastPress (foreign) as a press sent at m: before
+// leadAt, before A's lease ended, before A's press reached the BMC.
+// doc.go promises "once it leads ... as sent no earlier than that Hold".
+// Here B's h pass starts 1 s after A wrote LastPress (A holds the lease:
+// its probe is refused), its State read takes 14 s, during which A's press
+// lands (at 14 s, within A's lease, which ends at 15 s) and B's pass of y
+// takes the lease. B counts the press 13 s early and presses the button of
+// the held host on an echo (SoftTimeout + StaleReads after its m), powering
+// it on while the keyed annotation is present.
+func TestReview36h_ConcurrentLeadDatesForeignPressBeforeHold(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: cfg.SoftTimeout - time.Second,
+		Report: fake.Report{Stale: cfg.StaleReads - time.Second, NoTransitioning: true}})
+	py := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true}, reboot.Host{Name: "y", Online: true})
+	lease := &testLease{clk: clk}
+	lease.give("a", time.Hour)
+	sb := &slowRead{Power: pw}
+	rb := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic,
+		Power: func(n string) (power.Controller, error) {
+			if n == "y" {
+				return py, nil
+			}
+			return sb, nil
+		}, Guard: &leaseGuard{l: lease, id: "b"}}
+	var start time.Time
+	pa := pressOnly{Power: pw}
+	ra := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic,
+		Power: func(string) (power.Controller, error) { return pa, nil }, Guard: &leaseGuard{l: lease, id: "a"}}
+	_, err := ra.Reconcile(ctx, "h")
+	require.NoError(t, err)
+	_, _ = rb.Reconcile(ctx, "h") // B stands by and reads h (no request yet)
+	clk.Advance(5 * time.Minute)
+
+	client := &reboot.Client{Hosts: store, Key: "fencing", Now: clk.Now}
+	_, err = client.Request(ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	start = clk.Real()
+	pa.before = func() {
+		clk.Advance(time.Second)
+		// B's pass of h: Get, probe (refused: A leads), clocks, then a
+		// slow power read.
+		sb.hook = func() {
+			clk.Advance(start.Add(14 * time.Second).Sub(clk.Real()))
+			require.NoError(t, pw.Off(ctx, power.ModeSoft)) // A's press lands
+			clk.Advance(time.Second)
+			lease.give("b", time.Hour) // A's lease ended; B takes it
+			_, err := rb.Reconcile(ctx, "y")
+			require.NoError(t, err)
+		}
+		_, err := rb.Reconcile(ctx, "h")
+		require.NoError(t, err)
+	}
+	_, _ = ra.Reconcile(ctx, "h") // A writes LastPress and sends the press
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.False(t, h.Status.LastPress.IsZero(), "A pressed the button (LastPress persisted)")
+	for end := start.Add(6 * time.Minute); clk.Real().Before(end); {
+		res, err := rb.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 10 * time.Millisecond
+		}
+		clk.Advance(next)
+	}
+	if on := poweredOnByCommand(pw, start); !on.IsZero() {
+		t.Fatalf("B, whose pass of h overlapped the Hold that began its leadership, dated A's press before that Hold, pressed the button of the held host and powered it on %v after the request; truth %s",
+			on.Sub(start), rebootcheck.DescribeTruth(pw))
+	}
+}
