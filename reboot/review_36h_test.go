@@ -120,3 +120,48 @@ func TestReview36h_ConcurrentLeadDatesForeignPressBeforeHold(t *testing.T) {
 			on.Sub(start), rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// slowPress is a Toggler whose power-off reaches the BMC some time after
+// the call began (callTime): the adapter takes the BMC's lock, logs in,
+// reads the state (IPMI soft shutdown and Redfish PushPowerButton read
+// first), then presses; the call returns success once the press is in.
+type slowPress struct {
+	*fake.Power
+	clk      *fake.Clock
+	callTime time.Duration
+}
+
+func (s slowPress) Off(ctx context.Context, m power.Mode) error {
+	s.clk.Advance(s.callTime)
+	return s.Power.Off(ctx, m)
+}
+
+// Review 36 round 8: pressWait lets a press out SoftTimeout + StaleReads
+// after the previous press (Observed.SincePress), and SincePress counts
+// from sendingOff, the monotonic time read before the call began
+// (reconciler.go Reconcile: m before pc.Off; tracker.go Sending). A press
+// reaches the hardware when the call does: up to the call's return (done,
+// which sentOff keeps only as pressDone, for PressOver). A2 bounds the
+// shutdown from the press, so an On reading taken SoftTimeout + StaleReads
+// after the call began may still echo the OS running while the hardware is
+// off by then. Here the call takes 10 s (lock, login, state read, press,
+// on a slow BMC), the OS shuts down 179 s after the press (within
+// SoftTimeout), reads are 29 s old (within StaleReads): the controller
+// presses again 210 s after the first call began, on an echo, and powers
+// the held host on.
+func TestReview36h_PressCountsFromCallStartNotItsLanding(t *testing.T) {
+	cfg := reboot.DefaultConfig()
+	w := newWorld(t, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: cfg.SoftTimeout - time.Second,
+		Report: fake.Report{Stale: cfg.StaleReads - time.Second, NoTransitioning: true}}, reboot.Host{Online: true})
+	sp := slowPress{Power: w.pw, clk: w.clk, callTime: 10 * time.Second}
+	w.r.Power = func(string) (power.Controller, error) { return sp, nil }
+	client := &reboot.Client{Hosts: w.store, Key: "fencing", Now: w.clk.Now}
+	_, err := client.Request(w.ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	start := w.clk.Real()
+	w.follow(t, 6*time.Minute, func() bool { return false })
+	if on := poweredOnByCommand(w.pw, start); !on.IsZero() {
+		t.Fatalf("the controller pressed the button of the held host (keyed annotation present) on an echo and powered it on %v after the request; truth %s",
+			on.Sub(start), rebootcheck.DescribeTruth(w.pw))
+	}
+}
