@@ -2,6 +2,7 @@ package reboot_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -160,6 +161,89 @@ func TestReview36h_PressCountsFromCallStartNotItsLanding(t *testing.T) {
 	require.NoError(t, err)
 	start := w.clk.Real()
 	w.follow(t, 6*time.Minute, func() bool { return false })
+	if on := poweredOnByCommand(w.pw, start); !on.IsZero() {
+		t.Fatalf("the controller pressed the button of the held host (keyed annotation present) on an echo and powered it on %v after the request; truth %s",
+			on.Sub(start), rebootcheck.DescribeTruth(w.pw))
+	}
+}
+
+// asyncPress is a LateAnswerer as kube.Async is: its power-off runs in the
+// background, the pass that made it is answered busy at once, the press
+// reaches the BMC landAfter later (a slow login and state read) and its
+// answer (success) is kept for the next pass.
+type asyncPress struct {
+	*fake.Power
+	clk       *fake.Clock
+	landAfter time.Duration
+	landAt    time.Time // zero: nothing in flight
+	mode      power.Mode
+	answer    *reboot.LateAnswer
+}
+
+func (a *asyncPress) land(ctx context.Context) {
+	if !a.landAt.IsZero() && !a.clk.Real().Before(a.landAt) {
+		a.landAt = time.Time{}
+		err := a.Power.Off(ctx, a.mode)
+		a.answer = &reboot.LateAnswer{Action: reboot.ActionPowerOff, Mode: a.mode, Err: err}
+	}
+}
+
+func (a *asyncPress) State(ctx context.Context) (power.State, error) {
+	a.land(ctx)
+	return a.Power.State(ctx)
+}
+
+func (a *asyncPress) Off(_ context.Context, m power.Mode) error {
+	if !a.landAt.IsZero() {
+		return fmt.Errorf("still running: %w", power.ErrBusy)
+	}
+	a.landAt, a.mode = a.clk.Real().Add(a.landAfter), m
+	return fmt.Errorf("BMC call still running: %w", power.ErrBusy)
+}
+
+func (a *asyncPress) LateAnswer() (reboot.LateAnswer, bool) {
+	if a.answer == nil {
+		return reboot.LateAnswer{}, false
+	}
+	la := *a.answer
+	a.answer = nil
+	return la, true
+}
+
+// Review 36 round 8: the same with a LateAnswerer (kube.Async, as the
+// binary runs every BMC call). The pass that sends the press is answered
+// busy after Async.Wait; the call goes on in the background, under the
+// pool's call and connect timeouts (the binary's Async.Timeout is 2 ×
+// (call + connect) + 30 s), and the press reaches the BMC when it gets
+// there. memory.late records the late answer's class only ("what it knows
+// of power-offs is unchanged: the call counted as sent"): SincePress still
+// counts from the pass that sent it, not from the answer that shows when
+// it was still in flight. Here the press lands 100 s after it was sent
+// (its success is answered then), the OS takes 100 s to shut down, reads
+// are 29 s old: the controller presses again 210 s after the first was
+// sent, on an echo, 10 s after the host went off, and powers it on.
+func TestReview36h_LateAnsweredPressCountsFromSending(t *testing.T) {
+	cfg := reboot.DefaultConfig()
+	w := newWorld(t, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 100 * time.Second,
+		Report: fake.Report{Stale: cfg.StaleReads - time.Second, NoTransitioning: true}}, reboot.Host{Online: true})
+	ap := &asyncPress{Power: w.pw, clk: w.clk, landAfter: 100 * time.Second}
+	w.r.Power = func(string) (power.Controller, error) { return ap, nil }
+	client := &reboot.Client{Hosts: w.store, Key: "fencing", Now: w.clk.Now}
+	_, err := client.Request(w.ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	start := w.clk.Real()
+	for end := start.Add(6 * time.Minute); w.clk.Real().Before(end); {
+		res, err := w.r.Reconcile(w.ctx, "h")
+		require.NoError(t, err)
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		if !ap.landAt.IsZero() {
+			next = min(next, time.Second) // Async.Done wakes the host when the call ends
+		}
+		w.clk.Advance(next)
+	}
 	if on := poweredOnByCommand(w.pw, start); !on.IsZero() {
 		t.Fatalf("the controller pressed the button of the held host (keyed annotation present) on an echo and powered it on %v after the request; truth %s",
 			on.Sub(start), rebootcheck.DescribeTruth(w.pw))
