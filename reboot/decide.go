@@ -286,7 +286,9 @@ type Observed struct {
 	// SinceOff is how long, on a monotonic clock, this controller has not
 	// sent a power-off to this host before Power was read: since its last
 	// Off call that may have been carried out (a call refused before it
-	// reached the hardware, see CallClass, does not count), or since the
+	// reached the hardware, see CallClass, does not count), counted from
+	// when the call returned (or its late answer was taken, see
+	// LateAnswerer): it may reach the hardware at any time up to then; or since the
 	// controller started if it sent none since and a previous process may
 	// have (a reboot was pending, Online=false was being enforced, or
 	// Status.LastPress was set at its first read; if none, as long as it

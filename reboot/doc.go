@@ -106,7 +106,10 @@
 //     sent only on an On reading taken StaleReads after this controller's
 //     previous power-on and power-off, and after the shutdown of its
 //     previous press is over: Config.SoftTimeout + StaleReads after the
-//     press, or StaleReads after an unbroken run of Off readings taken
+//     press (counted from when its call returned, or its late answer was
+//     taken: the latest it may have reached the hardware, a slow BMC's
+//     lock, login and state read coming first), or StaleReads after an
+//     unbroken run of Off readings taken
 //     StaleReads after the press returned and Config.OffSettle long (that
 //     run shows the hardware off after it, as the evidence rule asks). A
 //     press refused before it reached the hardware (a refused login, a

@@ -94,12 +94,14 @@ type Reading struct {
 //     only one stamped after the start's wall clock). After Standby and
 //     until Leading, any LastPoweredOn counts as sent at every pass;
 //     Leading(mono) then counts it as sent at mono, if later.
-//   - SinceOff: Mono since the last Sending of a power-off that may have
-//     been carried out (one whose Sent error says it was refused before
-//     it reached the hardware, an auth failure (power.ErrAuth), a
-//     back-off (power.ErrBackoff), a call never sent (power.ErrNotSent)
-//     or a lost leadership (ErrNotLeader), does not count), or since the
-//     start if none; unbounded if none was sent and the Status read in
+//   - SinceOff: Mono since the last power-off that may have been carried
+//     out (one whose Sent error says it was refused before it reached the
+//     hardware, an auth failure (power.ErrAuth), a back-off
+//     (power.ErrBackoff), a call never sent (power.ErrNotSent) or a lost
+//     leadership (ErrNotLeader), does not count) returned: since the
+//     doneMono of its Sent, or the mono of its Late answer, the latest it
+//     may have reached the hardware (since its Sending until then); or
+//     since the start if none; unbounded if none was sent and the Status read in
 //     the first pass shows no power-off under way (no reboot pending, no
 //     Online=false being enforced) and Forget was not called. In a later
 //     pass, a Status that shows a power-off with values this Tracker
@@ -476,12 +478,22 @@ func (h *memory) sendingOff(press bool, m time.Duration) (was offState) {
 
 // sentOff notes the outcome err of the power-off noted by sendingOff,
 // returned at done: one refused before it reached the hardware
-// (notCarriedOut) is undone; a press that returned success is dated.
+// (notCarriedOut) is undone; any other may have reached the hardware at
+// any time up to done (a slow BMC's lock, login and state read come
+// first), so it counts as sent at done, the latest it may have landed
+// (Observed.SinceOff, SincePress: the shutdown bound A2 counts from the
+// press, not from the call's start); a press that returned success is
+// dated.
 func (h *memory) sentOff(was offState, press bool, err error, done time.Duration) {
-	switch {
-	case notCarriedOut(err):
+	if notCarriedOut(err) {
 		h.off = was
-	case press && err == nil:
-		h.off.returned, h.off.pressDone = true, done
+		return
+	}
+	h.off.lastOff = max(h.off.lastOff, done)
+	if press {
+		h.off.lastPress = max(h.off.lastPress, done)
+		if err == nil {
+			h.off.returned, h.off.pressDone = true, done
+		}
 	}
 }
