@@ -134,7 +134,11 @@
 //     than that Hold, when the Guard promises the old leader's calls are
 //     over (TestReview36_StandbyCountsOtherLeadersPressFromItsWrite,
 //     TestReview36_StandbyCountsOtherLeadersPowerOnFromItsWrite; a
-//     Tracker is told by Standby and Leading).
+//     Tracker is told by Standby and Leading). A pass that read its clocks
+//     before that Hold (the Reconciler runs hosts concurrently: another
+//     host's pass made it meanwhile) is a standby pass too, and what it
+//     reads counts as sent at that Hold
+//     (TestReview36h_ConcurrentLeadDatesForeignPressBeforeHold).
 //     Such a reading cannot echo a state from before a shutdown it
 //     started.
 //     While a reboot is pending it reads again after Config.QuickPoll

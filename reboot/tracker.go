@@ -47,6 +47,9 @@ type Tracker struct {
 	was   offState
 	// standby: Standby was called, and Leading not since.
 	standby bool
+	// leadAt is the mono of the Leading call that last began the
+	// leadership (zero if none).
+	leadAt time.Duration
 }
 
 // NewTracker returns a Tracker whose controller started at start on its
@@ -142,9 +145,16 @@ type Reading struct {
 func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	m, h := rd.Mono, rd.Host
 	if !t.started {
-		*t = Tracker{started: true, start: m, startWall: rd.Now, standby: t.standby,
+		*t = Tracker{started: true, start: m, startWall: rd.Now, standby: t.standby, leadAt: t.leadAt,
 			mem: memory{lastOn: m, off: offState{lastOff: m, lastPress: m}}}
 	}
+	// A pass whose clocks were read before the leadership began (Leading
+	// was called with a later mono: a caller that shares one Guard among
+	// its hosts' Trackers tells them all when any Hold begins it) read its
+	// status while another leader's calls could still land: it is a
+	// standby pass, and what it reads counts as sent at that Leading.
+	leadLate := !t.standby && m < t.leadAt
+	standby := t.standby || leadLate
 	hm := &t.mem
 	first := !hm.known
 	hm.known = true
@@ -159,7 +169,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		Status:            h.Status,
 		Power:             rd.Power,
 		LastCall:          hm.last,
-		QuietFor:          hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(t.startWall), t.standby),
+		QuietFor:          hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(t.startWall), standby),
 		SincePending:      since(&hm.pend, h.Status.PendingRebootSince),
 		SinceRequest:      since(&hm.req, h.Status.LastRequestSeen),
 		SinceRewrite:      since(&hm.rew, h.Status.RewriteSeen),
@@ -172,9 +182,12 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), t.standby)
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), standby)
 	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
+	if leadLate {
+		hm.lead(t.leadAt)
+	}
 	t.m, t.version, t.o = m, h.Version, o
 	return o
 }
@@ -252,7 +265,7 @@ func (t *Tracker) Late(a LateAnswer, now time.Time) Call {
 // a restart would: the host counts as possibly powered on and off just
 // now, its values as known from now, and its record as changed.
 func (t *Tracker) Forget(mono time.Duration, now time.Time) {
-	*t = Tracker{started: true, start: mono, startWall: now, standby: t.standby,
+	*t = Tracker{started: true, start: mono, startWall: now, standby: t.standby, leadAt: t.leadAt,
 		mem: memory{lastOn: mono, off: offState{lastOff: mono, lastPress: mono}, forgot: true}}
 }
 
@@ -271,12 +284,15 @@ func (t *Tracker) Standby() { t.standby = true }
 // successful Hold (it does nothing unless Standby was called since the
 // last one). The first after Standby begins the leadership: what passes
 // read while standing by counts as sent at mono, if later (the Guard
-// promises the previous leader's calls are over by then). The Reconciler
+// promises the previous leader's calls are over by then), and so does
+// what a later Observe reads whose Reading.Mono is before mono (its pass
+// read its clocks before the leadership began: a caller that shares one
+// Guard among its hosts' Trackers may tell them all at once). The Reconciler
 // asks its Guard at the start of every pass and before every write and
 // power call, and reports each answer so.
 func (t *Tracker) Leading(mono time.Duration) {
 	if t.standby {
-		t.standby = false
+		t.standby, t.leadAt = false, mono
 		t.mem.lead(mono)
 		if !t.mem.known {
 			// No pass yet: the host is first read once the caller leads,
