@@ -22,7 +22,8 @@
 //     off, and the request is answered, only once its OS shuts down.
 //     An answer that comes after its pass stopped waiting (a power
 //     controller that implements LateAnswerer, as kube.Async does) is
-//     recorded by the next pass.
+//     recorded by the next pass; a power-off (press) it shows may have
+//     been carried out counts as sent when that pass took the answer.
 //     A bad value counts as soft with a warning (note that the design
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.

@@ -163,6 +163,9 @@ type memory struct {
 	own ownValues
 	// hardUnsupportedAt is Observed.HardUnsupportedAt.
 	hardUnsupportedAt time.Time
+	// busyPress: a press was answered busy (it may go on in the
+	// background, LateAnswerer) since the last late answer of a power-off.
+	busyPress bool
 	// heard is what passes run while standing by (not holding the
 	// leadership) read: see lead.
 	heard heard
@@ -457,9 +460,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	// The answer of a call that outlived its pass (LateAnswerer): taken
 	// before this pass makes a call of its own.
 	var late *LateAnswer
+	var mLate time.Duration // when the late answer was taken
 	if la, ok := pc.(LateAnswerer); ok {
 		if a, ok := la.LateAnswer(); ok {
-			late = &a
+			late, mLate = &a, r.monotonic()
 		}
 	}
 	cfg := r.Config.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
@@ -476,7 +480,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	first := !hm.known
 	hm.known = true
 	if late != nil {
-		hm.late(*late, now)
+		t, ok := pc.(Toggler)
+		hm.late(*late, now, mLate, ok && t.TogglesOff(late.Mode))
 	}
 	// A value read in this host's first pass is known since the start
 	// only if it was stamped before it (see knownSinceStart).

@@ -1,6 +1,7 @@
 package reboot
 
 import (
+	"errors"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -252,13 +253,17 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 }
 
 // Late reports the answer a of a power call that came after the pass that
-// made it had reported it to Sent as busy (see LateAnswerer), at now on the
-// controller's clock: call it before the next Observe. It records the
-// answer's class as Sent does (LastCall, HardUnsupportedAt) and leaves
-// what is known of power-offs as Sent left it. It returns the Call
+// made it had reported it to Sent as busy (see LateAnswerer), taken at now
+// on the controller's clock and at mono on its monotonic clock (read once
+// the answer was taken): call it before the next Observe. It records the
+// answer's class as Sent does (LastCall, HardUnsupportedAt), and a
+// power-off that may have been carried out as sent at mono (SinceOff), a
+// press (one reported to Sent busy since the last late power-off, or a
+// mode the last Reading said toggles) as a press sent at mono whose
+// shutdown is not known over (SincePress, PressOver). It returns the Call
 // recorded.
-func (t *Tracker) Late(a LateAnswer, now time.Time) Call {
-	return t.mem.late(a, now)
+func (t *Tracker) Late(a LateAnswer, now time.Time, mono time.Duration) Call {
+	return t.mem.late(a, now, mono, a.Action == ActionPowerOff && t.o.toggles(a.Mode))
 }
 
 // Forget drops what the Tracker knows, at mono on the monotonic clock, as
@@ -505,6 +510,7 @@ func (h *memory) sentOff(was offState, press bool, err error, done time.Duration
 		h.off = was
 		return
 	}
+	h.busyPress = h.busyPress || press && errors.Is(err, power.ErrBusy)
 	h.off.lastOff = max(h.off.lastOff, done)
 	if press {
 		h.off.lastPress = max(h.off.lastPress, done)
