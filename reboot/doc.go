@@ -85,7 +85,10 @@
 // Runner does step 6 for it (Reconciler.Loop), and for the remediation
 // reconciler in the same process. A Guard (Reconciler.Guard) fences every
 // store write and power call by the process's leadership (assumption A4):
-// etcd.Leadership.Guard and kube.LeaseGuard implement it. The
+// etcd.Leadership.Guard and kube.LeaseGuard implement it; the Runner
+// passes a host refused for leadership again after at most
+// Runner.StandbyRetry (5 s), so a standby acts on a request made during a
+// failover soon after it wins the lease. The
 // reboottest package is the conformance kit for HostStores of your own.
 // Stores whose records are not BareMetalHosts can carry the API under a
 // prefix of their own (WithPrefix); metal3's stays the default.
