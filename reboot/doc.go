@@ -14,7 +14,8 @@
 //   - The value is empty or JSON: {"mode":"hard"} or {"mode":"soft"}. Soft
 //     (the default) asks the OS to shut down and falls back to hard after
 //     Config.SoftTimeout (180 s), at once if the BMC cannot do soft, and when
-//     it fails. Hard wins over soft across all clients, also mid-shutdown.
+//     it fails (a soft power-off of this reboot: one that failed before the
+//     reboot began does not count). Hard wins over soft across all clients, also mid-shutdown.
 //     A BMC that answers a hard power-off unsupported (no ForceOff) gets
 //     it soft, the only power-off it offers, with an ErrNoHardPowerOff
 //     warning (a Kubernetes event), hard being asked again every
