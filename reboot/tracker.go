@@ -236,8 +236,10 @@ func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 }
 
 // Sent reports the outcome of the power call announced by Sending: c is
-// the call (Repeats is ignored), err what it returned and doneMono the
-// monotonic clock read once it returned. A power-off refused before it
+// the call (Repeats is ignored; At, the controller's clock once it
+// returned, must be set: a failed soft power-off escalates only a reboot
+// that began no later, see Observed.LastCall), err what it returned and
+// doneMono the monotonic clock read once it returned. A power-off refused before it
 // reached the hardware (err wrapping power.ErrAuth, power.ErrBackoff,
 // power.ErrNotSent or ErrNotLeader) is undone as if never sent; a press
 // that returned success is what a later Off reading can show over
