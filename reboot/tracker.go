@@ -105,8 +105,8 @@ type Reading struct {
 //     leadership (ErrNotLeader), does not count) returned: since the
 //     doneMono of its Sent, or the mono of its Late answer, the latest it
 //     may have reached the hardware (since its Sending until then); or
-//     since the start if none; unbounded if none was sent and the Status read in
-//     the first pass shows no power-off under way (no reboot pending, no
+//     since the start if none; unbounded if none was sent and the Status
+//     read in the first pass shows no power-off under way (no reboot pending, no
 //     Online=false being enforced) and Forget was not called. In a later
 //     pass, a Status that shows a power-off with values this Tracker
 //     neither wrote (Writing) nor read before (a PendingRebootSince,
@@ -239,8 +239,8 @@ func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 // the call (Repeats is ignored; At, the controller's clock once it
 // returned, must be set: a failed soft power-off escalates only a reboot
 // that began no later, see Observed.LastCall), err what it returned and
-// doneMono the monotonic clock read once it returned. A power-off refused before it
-// reached the hardware (err wrapping power.ErrAuth, power.ErrBackoff,
+// doneMono the monotonic clock read once it returned. A power-off refused
+// before it reached the hardware (err wrapping power.ErrAuth, power.ErrBackoff,
 // power.ErrNotSent or ErrNotLeader) is undone as if never sent; a press
 // that returned success is what a later Off reading can show over
 // (PressOver); a hard power-off answered unsupported sets
