@@ -229,7 +229,10 @@ type Observed struct {
 	// failed).
 	Power power.State
 	// LastCall is the outcome of the applier's last power call for this
-	// host, if it remembers one.
+	// host, if it remembers one. A soft power-off that failed escalates to
+	// hard only if its At is not before the pending reboot's
+	// PendingRebootSince (or the Online=false enforcement's OfflineSince):
+	// an earlier one's failure says nothing of this one.
 	LastCall Call
 	// QuietFor is how long, on a monotonic clock, this controller has not
 	// sent a power-on to this host before Power was read: the time since
@@ -286,7 +289,9 @@ type Observed struct {
 	// SinceOff is how long, on a monotonic clock, this controller has not
 	// sent a power-off to this host before Power was read: since its last
 	// Off call that may have been carried out (a call refused before it
-	// reached the hardware, see CallClass, does not count), or since the
+	// reached the hardware, see CallClass, does not count), counted from
+	// when the call returned (or its late answer was taken, see
+	// LateAnswerer): it may reach the hardware at any time up to then; or since the
 	// controller started if it sent none since and a previous process may
 	// have (a reboot was pending, Online=false was being enforced, or
 	// Status.LastPress was set at its first read; if none, as long as it
@@ -766,6 +771,16 @@ func (c Config) deprovision(o Observed, d *Decision) {
 	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
 }
 
+// softFailedSince reports whether c is a soft power-off that failed or was
+// answered unsupported, made at or after since (the start of the reboot or
+// of the Online=false enforcement it may belong to): one of an earlier
+// reboot, or of an enforcement that ended, says nothing of this one, and
+// must not turn its soft power-off into a hard cut before it was tried.
+func (c Call) softFailedSince(since time.Time) bool {
+	return c.Action == ActionPowerOff && c.Mode == power.ModeSoft &&
+		(c.Class == power.ClassUnsupported || c.Class == power.ClassFailed) && !c.At.Before(since)
+}
+
 // pending decides for a host with a pending reboot.
 func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHard bool, d *Decision) {
 	st := &d.Status
@@ -781,8 +796,7 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 
 	d.Phase = PhasePoweringOff
 	if st.Mode == power.ModeSoft {
-		softFailed := last.Action == ActionPowerOff && last.Mode == power.ModeSoft &&
-			(last.Class == power.ClassUnsupported || last.Class == power.ClassFailed)
+		softFailed := last.softFailedSince(st.PendingRebootSince)
 		elapsed := now.Sub(st.PendingRebootSince)
 		switch {
 		case softFailed:
@@ -983,8 +997,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			st.OfflineSince, st.OfflineMode = p, power.ModeSoft
 		}
 		last := o.LastCall
-		softFailed := last.Action == ActionPowerOff && last.Mode == power.ModeSoft &&
-			(last.Class == power.ClassUnsupported || last.Class == power.ClassFailed)
+		softFailed := last.softFailedSince(st.OfflineSince)
 		if st.OfflineMode == power.ModeSoft && (softFailed || now.Sub(st.OfflineSince) >= c.SoftTimeout) {
 			st.OfflineMode = power.ModeHard
 		}

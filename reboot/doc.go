@@ -14,7 +14,8 @@
 //   - The value is empty or JSON: {"mode":"hard"} or {"mode":"soft"}. Soft
 //     (the default) asks the OS to shut down and falls back to hard after
 //     Config.SoftTimeout (180 s), at once if the BMC cannot do soft, and when
-//     it fails. Hard wins over soft across all clients, also mid-shutdown.
+//     it fails (a soft power-off of this reboot: one that failed before the
+//     reboot began does not count). Hard wins over soft across all clients, also mid-shutdown.
 //     A BMC that answers a hard power-off unsupported (no ForceOff) gets
 //     it soft, the only power-off it offers, with an ErrNoHardPowerOff
 //     warning (a Kubernetes event), hard being asked again every
@@ -22,7 +23,8 @@
 //     off, and the request is answered, only once its OS shuts down.
 //     An answer that comes after its pass stopped waiting (a power
 //     controller that implements LateAnswerer, as kube.Async does) is
-//     recorded by the next pass.
+//     recorded by the next pass; a power-off (press) it shows may have
+//     been carried out counts as sent when that pass took the answer.
 //     A bad value counts as soft with a warning (note that the design
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.
@@ -84,7 +86,10 @@
 // Runner does step 6 for it (Reconciler.Loop), and for the remediation
 // reconciler in the same process. A Guard (Reconciler.Guard) fences every
 // store write and power call by the process's leadership (assumption A4):
-// etcd.Leadership.Guard and kube.LeaseGuard implement it. The
+// etcd.Leadership.Guard and kube.LeaseGuard implement it; the Runner
+// passes a host refused for leadership again after at most
+// Runner.StandbyRetry (5 s), so a standby acts on a request made during a
+// failover soon after it wins the lease. The
 // reboottest package is the conformance kit for HostStores of your own.
 // Stores whose records are not BareMetalHosts can carry the API under a
 // prefix of their own (WithPrefix); metal3's stays the default.
@@ -106,7 +111,10 @@
 //     sent only on an On reading taken StaleReads after this controller's
 //     previous power-on and power-off, and after the shutdown of its
 //     previous press is over: Config.SoftTimeout + StaleReads after the
-//     press, or StaleReads after an unbroken run of Off readings taken
+//     press (counted from when its call returned, or its late answer was
+//     taken: the latest it may have reached the hardware, a slow BMC's
+//     lock, login and state read coming first), or StaleReads after an
+//     unbroken run of Off readings taken
 //     StaleReads after the press returned and Config.OffSettle long (that
 //     run shows the hardware off after it, as the evidence rule asks). A
 //     press refused before it reached the hardware (a refused login, a
@@ -131,7 +139,11 @@
 //     than that Hold, when the Guard promises the old leader's calls are
 //     over (TestReview36_StandbyCountsOtherLeadersPressFromItsWrite,
 //     TestReview36_StandbyCountsOtherLeadersPowerOnFromItsWrite; a
-//     Tracker is told by Standby and Leading).
+//     Tracker is told by Standby and Leading). A pass that read its clocks
+//     before that Hold (the Reconciler runs hosts concurrently: another
+//     host's pass made it meanwhile) is a standby pass too, and what it
+//     reads counts as sent at that Hold
+//     (TestReview36h_ConcurrentLeadDatesForeignPressBeforeHold).
 //     Such a reading cannot echo a state from before a shutdown it
 //     started.
 //     While a reboot is pending it reads again after Config.QuickPoll

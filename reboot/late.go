@@ -21,10 +21,16 @@ type LateAnswer struct {
 // background and answers a pass that stopped waiting busy. The Reconciler
 // asks it in every pass, once the power state read returned, and records
 // the answer as the outcome of a call made now (Observed.LastCall,
-// HardUnsupportedAt; what it knows of power-offs is unchanged: the call
-// counted as sent, and a press as not returned): a hard power-off that a
-// slow BMC answered unsupported still makes the next one soft. A Tracker's
-// caller reports it with Tracker.Late.
+// HardUnsupportedAt): a hard power-off that a slow BMC answered
+// unsupported still makes the next one soft. A power-off that may have
+// been carried out (any answer but a refusal before it reached the
+// hardware, see CallClass) may have reached the hardware at any time up
+// to then, so it counts as sent when the answer was taken (SinceOff), and
+// a press (the call was a press, or the controller's Toggler says the
+// mode toggles) as a press sent then whose shutdown is not known over
+// (SincePress, PressOver): SoftTimeout + StaleReads from then
+// (TestReview36h_LateAnsweredPressCountsFromSending). A Tracker's caller
+// reports it with Tracker.Late.
 type LateAnswerer interface {
 	// LateAnswer returns, and forgets, the answer of the last power call
 	// (On or Off) that ended after its pass was told busy, unless it was
@@ -32,8 +38,21 @@ type LateAnswerer interface {
 	LateAnswer() (a LateAnswer, ok bool)
 }
 
-// late records the late answer a of a power call as a call that returned
-// at the controller's now.
-func (h *memory) late(a LateAnswer, now time.Time) Call {
+// late records the late answer a of a power call, taken at the
+// controller's now and at mono on its monotonic clock, as a call that
+// returned then; press: the call may have pressed the power button (a
+// press this memory saw answered busy, or a mode the controller says
+// toggles).
+func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press bool) Call {
+	if a.Action == ActionPowerOff && !notCarriedOut(a.Err) {
+		o := &h.off
+		o.noOff, o.lastOff = false, max(o.lastOff, mono)
+		if press || h.busyPress {
+			// Not known returned: its shutdown is over only SoftTimeout
+			// + StaleReads after now (another press may be in flight).
+			*o = offState{lastOff: o.lastOff, lastPress: max(o.lastPress, mono)}
+		}
+		h.busyPress = false
+	}
 	return h.called(Call{Action: a.Action, Mode: a.Mode, Class: CallClass(a.Err), At: now})
 }

@@ -113,7 +113,9 @@ type Reconciler struct {
 	// start of every pass: until a Hold succeeds (and after one is
 	// refused) the Reconciler stands by, and counts the power calls the
 	// status shows (another leader's) as sent at every pass, then as sent
-	// when its leadership began (see doc.go, Evidence). With no Guard it
+	// when its leadership began (see doc.go, Evidence); a pass that read
+	// its clocks before the leadership began (another host's pass made
+	// the Hold that began it) is a standby pass too. With no Guard it
 	// leads from its start.
 	Guard Guard
 
@@ -161,6 +163,9 @@ type memory struct {
 	own ownValues
 	// hardUnsupportedAt is Observed.HardUnsupportedAt.
 	hardUnsupportedAt time.Time
+	// busyPress: a press was answered busy (it may go on in the
+	// background, LateAnswerer) since the last late answer of a power-off.
+	busyPress bool
 	// heard is what passes run while standing by (not holding the
 	// leadership) read: see lead.
 	heard heard
@@ -455,20 +460,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	// The answer of a call that outlived its pass (LateAnswerer): taken
 	// before this pass makes a call of its own.
 	var late *LateAnswer
+	var mLate time.Duration // when the late answer was taken
 	if la, ok := pc.(LateAnswerer); ok {
 		if a, ok := la.LateAnswer(); ok {
-			late = &a
+			late, mLate = &a, r.monotonic()
 		}
 	}
 	cfg := r.Config.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 
 	r.mu.Lock()
 	hm := r.mem(name, m, now)
-	standby := r.Guard != nil && !r.leading
+	// A pass whose clocks were read before this Reconciler's leadership
+	// began (another host's pass made the first successful Hold meanwhile:
+	// the Reconciler is concurrent across hosts) read its status while
+	// another leader's calls could still land: it is a standby pass, and
+	// what it reads counts as sent when the leadership began (lead below).
+	leadLate := r.Guard != nil && r.leading && m < r.leadAt
+	standby := r.Guard != nil && !r.leading || leadLate
 	first := !hm.known
 	hm.known = true
 	if late != nil {
-		hm.late(*late, now)
+		t, ok := pc.(Toggler)
+		hm.late(*late, now, mLate, ok && t.TogglesOff(late.Mode))
 	}
 	// A value read in this host's first pass is known since the start
 	// only if it was stamped before it (see knownSinceStart).
@@ -497,6 +510,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall), standby)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(state, m, cfg.OffSettle)
+	if leadLate {
+		hm.lead(r.leadAt)
+	}
 	r.mu.Unlock()
 
 	d := r.Config.Decide(o, now)

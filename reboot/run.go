@@ -1,6 +1,7 @@
 package reboot
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -55,7 +56,11 @@ type Next struct {
 //     reboot.ErrNotLeader) or asks to Requeue runs again after the key's
 //     back-off, which doubles from MinBackoff to MaxBackoff and is reset by
 //     a pass that succeeds without Requeue; a conflict is retried the same
-//     way (the next pass reads again and decides again).
+//     way (the next pass reads again and decides again). A pass refused
+//     for leadership (reboot.ErrNotLeader) runs again after at most
+//     StandbyRetry: nothing tells a standby when it wins the leadership,
+//     and a request that came during a failover must not wait MaxBackoff
+//     after it (only its first refusal in a row is logged).
 //   - Next.After schedules the next pass; a wake-up from Loop.Watch, Add or
 //     Resync brings it forward, never later.
 //   - Every pass is bounded by PassTimeout; when ctx is done, Run stops
@@ -77,6 +82,10 @@ type Runner struct {
 	MinBackoff, MaxBackoff time.Duration
 	// PassTimeout bounds one pass (default 2 min).
 	PassTimeout time.Duration
+	// StandbyRetry bounds the back-off of a key whose pass was refused
+	// for leadership (an error wrapping reboot.ErrNotLeader) (default
+	// 5 s): a standby acts on it within about that once it leads.
+	StandbyRetry time.Duration
 	// Logger, if set, gets a line per failed pass and per failed listing
 	// or watch.
 	Logger *slog.Logger
@@ -87,11 +96,12 @@ type Runner struct {
 
 // Runner defaults.
 const (
-	DefaultWorkers     = 4
-	DefaultResync      = 10 * time.Minute
-	DefaultMinBackoff  = 100 * time.Millisecond
-	DefaultMaxBackoff  = 2 * time.Minute
-	DefaultPassTimeout = 2 * time.Minute
+	DefaultWorkers      = 4
+	DefaultResync       = 10 * time.Minute
+	DefaultMinBackoff   = 100 * time.Millisecond
+	DefaultMaxBackoff   = 2 * time.Minute
+	DefaultPassTimeout  = 2 * time.Minute
+	DefaultStandbyRetry = 5 * time.Second
 )
 
 // firstWatchWait bounds how long a new key's first pass waits for the
@@ -373,6 +383,15 @@ func (r *Runner) Run(ctx context.Context) error {
 // done applies a pass's result to its key.
 func (r *Runner) done(ctx context.Context, s *keyState, res runResult, schedule func(*keyState, time.Time)) {
 	switch {
+	case errors.Is(res.err, ErrNotLeader):
+		s.failures++
+		retry := cmp.Or(max(r.StandbyRetry, 0), DefaultStandbyRetry)
+		d := min(r.backoff(s.failures), retry)
+		if ctx.Err() == nil && s.failures == 1 {
+			r.warn(ctx, r.Loops[res.k.loop].Name, res.k.key,
+				fmt.Sprintf("pass refused: not the leader (retried every %v at most until this process leads)", retry), res.err)
+		}
+		schedule(s, time.Now().Add(d))
 	case res.err != nil:
 		s.failures++
 		d := r.backoff(s.failures)

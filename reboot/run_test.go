@@ -290,3 +290,33 @@ func TestRunnerReconcilesKeyWithoutWatch(t *testing.T) {
 	require.Eventually(t, func() bool { return passes.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
 	assert.ErrorIs(t, stop(), context.Canceled)
 }
+
+// TestRunnerRetriesStandbySoon (review 36 round 8, low (a)): nothing tells
+// a standby when it wins the leadership, so a pass refused for it
+// (reboot.ErrNotLeader) runs again after at most StandbyRetry, whatever
+// the back-off: a request that came during a failover does not wait
+// MaxBackoff after the lease is won. (Before: the key backed off as after
+// any failure, here an hour.)
+func TestRunnerRetriesStandbySoon(t *testing.T) {
+	var passes atomic.Int32
+	done := make(chan struct{})
+	loop := reboot.Loop{Name: "l", Reconcile: func(ctx context.Context, k string) (reboot.Next, error) {
+		switch n := passes.Add(1); {
+		case n <= 3:
+			return reboot.Next{}, fmt.Errorf("reboot: update host %s: %w", k, reboot.ErrNotLeader)
+		case n == 4:
+			close(done) // leads now
+		}
+		return reboot.Next{}, nil
+	}}
+	r := &reboot.Runner{Loops: []reboot.Loop{loop}, MinBackoff: time.Hour, MaxBackoff: time.Hour,
+		StandbyRetry: 10 * time.Millisecond}
+	stop := runFor(t, r)
+	require.NoError(t, r.Add("l", "h"))
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("a key refused for leadership was not retried within StandbyRetry (passes: %d): it waits the back-off", passes.Load())
+	}
+	require.ErrorIs(t, stop(), context.Canceled)
+}

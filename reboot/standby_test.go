@@ -47,3 +47,37 @@ func TestTrackerStandbyCountsFromLeading(t *testing.T) {
 	assert.Equal(t, 10*time.Minute, o.SincePress)
 	assert.Equal(t, 10*time.Minute, o.QuietFor)
 }
+
+// TestTrackerPassReadBeforeLeadingIsStandby (review 36 round 8, the
+// Tracker's side of TestReview36h_ConcurrentLeadDatesForeignPressBeforeHold):
+// a caller that shares one Guard among its hosts tells every Tracker
+// Leading when any Hold begins the leadership, while another host's pass
+// may have read its clocks before: that pass (Mono before the Leading's
+// mono) is a standby pass, and another leader's press and power-on it
+// reads count as sent when the leadership began, not at its Mono.
+func TestTrackerPassReadBeforeLeadingIsStandby(t *testing.T) {
+	wall := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := reboot.DefaultConfig()
+	h := reboot.Host{Name: "h", Online: true, Version: "1"}
+	rd := func(mono time.Duration) reboot.Reading {
+		return reboot.Reading{Host: h, Power: power.StateOn, Now: wall.Add(mono), Mono: mono}
+	}
+	tr := &reboot.Tracker{}
+	tr.Standby()
+	tr.Observe(rd(0), cfg) // standing by, nothing recorded yet
+	tr.Applied(reboot.Decision{}, "")
+	// The other leader records a press and a power-on; this pass reads
+	// its clocks at 10 s, and the leadership begins (another host's Hold)
+	// at 20 s, before Observe.
+	h.Version = "2"
+	h.Status.LastPress, h.Status.LastPoweredOn = wall.Add(9*time.Second), wall.Add(9*time.Second)
+	tr.Leading(20 * time.Second)
+	o := tr.Observe(rd(10*time.Second), cfg)
+	tr.Applied(reboot.Decision{}, "")
+	assert.Zero(t, o.SincePress, "the pass read before the leadership began counts the press as sent now")
+	assert.Zero(t, o.QuietFor)
+	o = tr.Observe(rd(30*time.Second), cfg)
+	assert.Equal(t, 10*time.Second, o.SincePress, "counted from the leadership's start (20 s), not from the pass at 10 s")
+	assert.Equal(t, 10*time.Second, o.SinceOff)
+	assert.Equal(t, 10*time.Second, o.QuietFor)
+}

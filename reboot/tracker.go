@@ -1,6 +1,7 @@
 package reboot
 
 import (
+	"errors"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -47,6 +48,9 @@ type Tracker struct {
 	was   offState
 	// standby: Standby was called, and Leading not since.
 	standby bool
+	// leadAt is the mono of the Leading call that last began the
+	// leadership (zero if none).
+	leadAt time.Duration
 }
 
 // NewTracker returns a Tracker whose controller started at start on its
@@ -94,13 +98,15 @@ type Reading struct {
 //     only one stamped after the start's wall clock). After Standby and
 //     until Leading, any LastPoweredOn counts as sent at every pass;
 //     Leading(mono) then counts it as sent at mono, if later.
-//   - SinceOff: Mono since the last Sending of a power-off that may have
-//     been carried out (one whose Sent error says it was refused before
-//     it reached the hardware, an auth failure (power.ErrAuth), a
-//     back-off (power.ErrBackoff), a call never sent (power.ErrNotSent)
-//     or a lost leadership (ErrNotLeader), does not count), or since the
-//     start if none; unbounded if none was sent and the Status read in
-//     the first pass shows no power-off under way (no reboot pending, no
+//   - SinceOff: Mono since the last power-off that may have been carried
+//     out (one whose Sent error says it was refused before it reached the
+//     hardware, an auth failure (power.ErrAuth), a back-off
+//     (power.ErrBackoff), a call never sent (power.ErrNotSent) or a lost
+//     leadership (ErrNotLeader), does not count) returned: since the
+//     doneMono of its Sent, or the mono of its Late answer, the latest it
+//     may have reached the hardware (since its Sending until then); or
+//     since the start if none; unbounded if none was sent and the Status
+//     read in the first pass shows no power-off under way (no reboot pending, no
 //     Online=false being enforced) and Forget was not called. In a later
 //     pass, a Status that shows a power-off with values this Tracker
 //     neither wrote (Writing) nor read before (a PendingRebootSince,
@@ -140,9 +146,16 @@ type Reading struct {
 func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	m, h := rd.Mono, rd.Host
 	if !t.started {
-		*t = Tracker{started: true, start: m, startWall: rd.Now, standby: t.standby,
+		*t = Tracker{started: true, start: m, startWall: rd.Now, standby: t.standby, leadAt: t.leadAt,
 			mem: memory{lastOn: m, off: offState{lastOff: m, lastPress: m}}}
 	}
+	// A pass whose clocks were read before the leadership began (Leading
+	// was called with a later mono: a caller that shares one Guard among
+	// its hosts' Trackers tells them all when any Hold begins it) read its
+	// status while another leader's calls could still land: it is a
+	// standby pass, and what it reads counts as sent at that Leading.
+	leadLate := !t.standby && m < t.leadAt
+	standby := t.standby || leadLate
 	hm := &t.mem
 	first := !hm.known
 	hm.known = true
@@ -157,7 +170,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		Status:            h.Status,
 		Power:             rd.Power,
 		LastCall:          hm.last,
-		QuietFor:          hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(t.startWall), t.standby),
+		QuietFor:          hm.quietFor(first, h.Status, m, fromStart && h.Status.LastPoweredOn.After(t.startWall), standby),
 		SincePending:      since(&hm.pend, h.Status.PendingRebootSince),
 		SinceRequest:      since(&hm.req, h.Status.LastRequestSeen),
 		SinceRewrite:      since(&hm.rew, h.Status.RewriteSeen),
@@ -170,9 +183,12 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), t.standby)
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), standby)
 	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
+	if leadLate {
+		hm.lead(t.leadAt)
+	}
 	t.m, t.version, t.o = m, h.Version, o
 	return o
 }
@@ -220,9 +236,11 @@ func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 }
 
 // Sent reports the outcome of the power call announced by Sending: c is
-// the call (Repeats is ignored), err what it returned and doneMono the
-// monotonic clock read once it returned. A power-off refused before it
-// reached the hardware (err wrapping power.ErrAuth, power.ErrBackoff,
+// the call (Repeats is ignored; At, the controller's clock once it
+// returned, must be set: a failed soft power-off escalates only a reboot
+// that began no later, see Observed.LastCall), err what it returned and
+// doneMono the monotonic clock read once it returned. A power-off refused
+// before it reached the hardware (err wrapping power.ErrAuth, power.ErrBackoff,
 // power.ErrNotSent or ErrNotLeader) is undone as if never sent; a press
 // that returned success is what a later Off reading can show over
 // (PressOver); a hard power-off answered unsupported sets
@@ -237,20 +255,24 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 }
 
 // Late reports the answer a of a power call that came after the pass that
-// made it had reported it to Sent as busy (see LateAnswerer), at now on the
-// controller's clock: call it before the next Observe. It records the
-// answer's class as Sent does (LastCall, HardUnsupportedAt) and leaves
-// what is known of power-offs as Sent left it. It returns the Call
+// made it had reported it to Sent as busy (see LateAnswerer), taken at now
+// on the controller's clock and at mono on its monotonic clock (read once
+// the answer was taken): call it before the next Observe. It records the
+// answer's class as Sent does (LastCall, HardUnsupportedAt), and a
+// power-off that may have been carried out as sent at mono (SinceOff), a
+// press (one reported to Sent busy since the last late power-off, or a
+// mode the last Reading said toggles) as a press sent at mono whose
+// shutdown is not known over (SincePress, PressOver). It returns the Call
 // recorded.
-func (t *Tracker) Late(a LateAnswer, now time.Time) Call {
-	return t.mem.late(a, now)
+func (t *Tracker) Late(a LateAnswer, now time.Time, mono time.Duration) Call {
+	return t.mem.late(a, now, mono, a.Action == ActionPowerOff && t.o.toggles(a.Mode))
 }
 
 // Forget drops what the Tracker knows, at mono on the monotonic clock, as
 // a restart would: the host counts as possibly powered on and off just
 // now, its values as known from now, and its record as changed.
 func (t *Tracker) Forget(mono time.Duration, now time.Time) {
-	*t = Tracker{started: true, start: mono, startWall: now, standby: t.standby,
+	*t = Tracker{started: true, start: mono, startWall: now, standby: t.standby, leadAt: t.leadAt,
 		mem: memory{lastOn: mono, off: offState{lastOff: mono, lastPress: mono}, forgot: true}}
 }
 
@@ -269,12 +291,15 @@ func (t *Tracker) Standby() { t.standby = true }
 // successful Hold (it does nothing unless Standby was called since the
 // last one). The first after Standby begins the leadership: what passes
 // read while standing by counts as sent at mono, if later (the Guard
-// promises the previous leader's calls are over by then). The Reconciler
+// promises the previous leader's calls are over by then), and so does
+// what a later Observe reads whose Reading.Mono is before mono (its pass
+// read its clocks before the leadership began: a caller that shares one
+// Guard among its hosts' Trackers may tell them all at once). The Reconciler
 // asks its Guard at the start of every pass and before every write and
 // power call, and reports each answer so.
 func (t *Tracker) Leading(mono time.Duration) {
 	if t.standby {
-		t.standby = false
+		t.standby, t.leadAt = false, mono
 		t.mem.lead(mono)
 		if !t.mem.known {
 			// No pass yet: the host is first read once the caller leads,
@@ -476,12 +501,23 @@ func (h *memory) sendingOff(press bool, m time.Duration) (was offState) {
 
 // sentOff notes the outcome err of the power-off noted by sendingOff,
 // returned at done: one refused before it reached the hardware
-// (notCarriedOut) is undone; a press that returned success is dated.
+// (notCarriedOut) is undone; any other may have reached the hardware at
+// any time up to done (a slow BMC's lock, login and state read come
+// first), so it counts as sent at done, the latest it may have landed
+// (Observed.SinceOff, SincePress: the shutdown bound A2 counts from the
+// press, not from the call's start); a press that returned success is
+// dated.
 func (h *memory) sentOff(was offState, press bool, err error, done time.Duration) {
-	switch {
-	case notCarriedOut(err):
+	if notCarriedOut(err) {
 		h.off = was
-	case press && err == nil:
-		h.off.returned, h.off.pressDone = true, done
+		return
+	}
+	h.busyPress = h.busyPress || press && errors.Is(err, power.ErrBusy)
+	h.off.lastOff = max(h.off.lastOff, done)
+	if press {
+		h.off.lastPress = max(h.off.lastPress, done)
+		if err == nil {
+			h.off.returned, h.off.pressDone = true, done
+		}
 	}
 }
