@@ -59,7 +59,7 @@
 //     refusal of the credentials met while joining counts once against
 //     the login (hosts without a session of their own, joiners included,
 //     wait out its back-off) and leaves the session to the hosts whose
-//     calls still work, whose next success ends the back-off):
+//     calls still work):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
 //     authentication failure AuthBackoff (30 s) doubling up to
 //     MaxAuthBackoff (30 min), so a BMC with a wrong password sees at most
@@ -72,13 +72,18 @@
 //     host whose credentials differ or whose session is open. A call's
 //     failure backs nothing off; a call refused with ErrAuth (the session
 //     is gone and a new login was refused) closes the session, so the next
-//     call logs in, under the back-off. A success, or an answer from the
-//     BMC, ends the back-off of its login;
+//     call logs in, under the back-off. A successful login ends the
+//     back-off of its login; a call's success, or an answer from the BMC,
+//     ends it only if the last failure was not an authentication failure
+//     (a session outlives a password change: its answers say nothing of
+//     the password), unless the controller sends the credentials with
+//     every call (CallAuthenticator: power/redfish with BasicAuth);
 //   - keeps at most PoolConfig.MaxSessions sessions open per BMC. A login
 //     whose credentials already logged in to the BMC (since the Pool kept
-//     them) that finds its BMC at the bound waits for a session to become
-//     idle, and then closes the least recently used idle one, at most one
-//     every PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
+//     them, and the BMC has not refused them since) that finds its BMC at
+//     the bound waits for a session to become idle, and then closes the
+//     least recently used idle one, at most one every
+//     PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
 //     evicted faster than that, and other such logins fail at once as
 //     busy. The slot an eviction frees is held for the login that made it
 //     until it logs in (or its caller gives up): no other login takes it.

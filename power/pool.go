@@ -207,7 +207,7 @@ type creds struct {
 	failures     int      // failed logins in a row, authentication failures apart
 	authFailures int      // authentication failures since the last success
 	auth         bool     // the last failure was an authentication failure
-	proven       bool     // a login with these credentials succeeded here
+	proven       bool     // a login with these credentials succeeded here, and none was refused since
 	until        time.Time
 	last         error
 }
@@ -218,6 +218,7 @@ type session struct {
 	cr        *creds
 	ctrl      Controller
 	shareable bool
+	authCalls bool // its calls send the credentials (CallAuthenticator)
 	entries   map[*entry]struct{}
 	inUse     int // calls running on it
 	joins     int // hosts joining it (not a use: it stays idle, and is logged out once they are done, or on Close)

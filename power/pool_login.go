@@ -28,6 +28,20 @@ type SessionSharer interface {
 	SharesSession() bool
 }
 
+// CallAuthenticator is implemented by a Controller whose calls carry the
+// credentials themselves (HTTP basic auth: no session). A call of its
+// that the BMC answers proves the credentials, as a login does, and ends
+// their back-off, an authentication back-off included. On other
+// controllers (a session outlives a password change on the BMC) an answer
+// ends only a back-off after failures that were not the credentials':
+// after an authentication failure, only a successful login ends it.
+type CallAuthenticator interface {
+	Controller
+	// AuthenticatesCalls reports whether every call sends the
+	// credentials.
+	AuthenticatesCalls() bool
+}
+
 // LoginGate takes a login a controller makes on its own, inside a call (a
 // session expired and re-established), through the Pool's rules: one
 // login at a time per BMC, and the back-off of its credentials. It returns
@@ -371,7 +385,6 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 				// own configuration, no back-off for its neighbours (this
 				// host backs off alone).
 				p.succeededLocked(cr)
-				cr.proven = true
 				p.ownLocked(e, err)
 			case !overran:
 				p.failedLocked(cr, err)
@@ -381,10 +394,11 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 			return
 		}
 		p.succeededLocked(cr)
-		cr.proven = true
 		s.ctrl, s.lastUsed = ctrl, p.cfg.Now()
 		ss, ok := ctrl.(SessionSharer)
 		s.shareable = ok && ss.SharesSession()
+		ca, ok := ctrl.(CallAuthenticator)
+		s.authCalls = ok && ca.AuthenticatesCalls()
 		ep.live[s] = struct{}{}
 		p.trimLocked(ep, s)
 		if s.shareable && cr.shared == nil {
@@ -472,7 +486,6 @@ func (p *Pool) gate(cr *creds) LoginGate {
 				switch {
 				case err == nil:
 					p.succeededLocked(cr)
-					cr.proven = true
 				case errors.Is(err, context.Canceled):
 					// The caller's cancellation: not the BMC's failure.
 					// A login that ran out of time (its own deadline,
@@ -512,6 +525,10 @@ func (p *Pool) failedLocked(cr *creds, err error) {
 	var d, limit time.Duration
 	var n int
 	if auth {
+		// The BMC refused these credentials: they are no longer proven
+		// (a password rotated since they last logged in), so their next
+		// login is tried before any working session makes way for it.
+		cr.proven = false
 		cr.authFailures++
 		n, d, limit = cr.authFailures, p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
 	} else {
@@ -531,7 +548,21 @@ func (p *Pool) failedLocked(cr *creds, err error) {
 	}
 }
 
-// succeededLocked clears cr's back-off (p.mu held).
+// succeededLocked records a successful login of cr (p.mu held): the
+// credentials are proven and their back-off ends.
 func (p *Pool) succeededLocked(cr *creds) {
 	cr.failures, cr.authFailures, cr.auth, cr.last, cr.until = 0, 0, false, nil, time.Time{}
+	cr.proven = true
+}
+
+// answeredLocked records an answer of the BMC on a session of cr (p.mu
+// held): the BMC is there, which ends a back-off after other failures;
+// it says nothing of the credentials (a session outlives a password
+// change), so a back-off after an authentication failure runs on: only
+// a successful login ends it.
+func (p *Pool) answeredLocked(cr *creds) {
+	if cr.auth {
+		return
+	}
+	cr.failures, cr.last, cr.until = 0, nil, time.Time{}
 }

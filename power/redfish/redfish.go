@@ -444,6 +444,11 @@ func (c *Controller) CloseContext(ctx context.Context) error {
 // on this one's session (power.SessionSharer).
 func (c *Controller) SharesSession() bool { return true }
 
+// AuthenticatesCalls reports whether every request carries the
+// credentials (Config.BasicAuth: no session), so that an answered call
+// proves them (power.CallAuthenticator).
+func (c *Controller) AuthenticatesCalls() bool { return c.cfg.BasicAuth }
+
 // State reads the system's PowerState (one request). A PowerState that is
 // null, missing, Paused or anything else unknown is power.StateUnknown with
 // no error: the BMC answered, but nothing may be decided on it.
