@@ -52,8 +52,9 @@
 //     returns, counting against its BMC's sessions until then;
 //   - backs off LOGINS per BMC and login after a failed one (whatever the
 //     reason; a login that outlives ConnectTimeout included; the one
-//     exception is a Connect that fails with ErrNoSystem, whose login the
-//     BMC's authenticated answer proved: that failure is the host's own,
+//     exception is a Connect that fails after the BMC accepted its login,
+//     with ErrNoSystem or ErrAfterLogin (power/redfish: its system not
+//     found, or failing to answer): that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff,
 //     as does any other failure of a host joining a shared session; a
 //     refusal of the credentials met while joining counts once against

@@ -237,9 +237,10 @@ type entry struct {
 	connecting bool       // a Connect for this host runs
 	noShare    bool       // the adapter declined the shared session
 	gone       bool       // dropped from p.hosts (forgotten or replaced)
-	// The host's own Connect failures (ErrNoSystem: its system is not on
-	// the BMC) back off this host alone, not its login: fails in a row,
-	// the last one, and until when calls are not tried.
+	// The host's own Connect failures (ErrNoSystem, ErrAfterLogin: its
+	// system is not on the BMC, or failed after the login) back off this
+	// host alone, not its login: fails in a row, the last one, and until
+	// when calls are not tried.
 	ownFails int
 	ownLast  error
 	ownUntil time.Time

@@ -277,7 +277,7 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 			// it still works). Any other failure (a system not found or
 			// failing, a join that ran out of its own time) backs this
 			// host alone off.
-			if _, ok := err.(*Error); !ok {
+			if pe := (*Error)(nil); !errors.As(err, &pe) {
 				err = &Error{Op: "connect", Class: Classify(err), Err: err}
 			}
 			if errors.Is(err, ErrAuth) {
@@ -366,7 +366,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		cancel()
 		overrun.Stop()
 		if err != nil {
-			if _, ok := err.(*Error); !ok {
+			if pe := (*Error)(nil); !errors.As(err, &pe) {
 				err = &Error{Op: "connect", Class: Classify(err), Err: err}
 			}
 		}
@@ -380,10 +380,10 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 			ep.sessions--
 			cr.pins--
 			switch {
-			case errors.Is(err, ErrNoSystem) && !errors.Is(err, ErrAuth):
-				// The login worked; the host's system is not there: its
-				// own configuration, no back-off for its neighbours (this
-				// host backs off alone).
+			case hostsOwn(err):
+				// The login worked; the host's system is not there, or
+				// failed: the host's own, no back-off for its neighbours
+				// (this host backs off alone).
 				p.succeededLocked(cr)
 				p.ownLocked(e, err)
 			case !overran:

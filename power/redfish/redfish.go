@@ -308,6 +308,13 @@ func (c *Controller) connect(ctx context.Context) error {
 		// Logged in, but unusable: free the BMC's session slot.
 		logout(ctx, client)
 		c.sess.set(nil)
+		if !c.cfg.BasicAuth {
+			// The session's login proved the credentials: the failure is
+			// the system's (a Pool backs this host alone off). With basic
+			// auth nothing proved them but an answered listing
+			// (ErrNoSystem).
+			err = power.AfterLogin(err)
+		}
 		return err
 	}
 	return nil
