@@ -101,7 +101,8 @@
 //
 //   - Use one Pool per process for all BMCs, and Close it on shutdown (it
 //     waits for the calls running, each at most until its deadline, and
-//     logs every session out).
+//     logs every session out, waiting for the logouts 10 s at most in
+//     all, however many BMCs do not answer).
 //   - Give each BMC one stable Target.BMC name (its address), each host a
 //     stable Target.Config that changes when its configuration (credentials,
 //     TLS, system) does, and hosts with the same credentials to one BMC the
@@ -116,6 +117,9 @@
 //
 // # Guarantees
 //
+//   - Close returns within the longest deadline of the calls running
+//     (plus a moment's grace) and 10 s more for the logouts, whatever the
+//     number of BMCs.
 //   - No call through a Pool's Controller blocks its caller longer than
 //     CallTimeout (or the caller's deadline) plus half a second.
 //   - Between two logins to a BMC with credentials it refused last there

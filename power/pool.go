@@ -296,13 +296,17 @@ func shrink[V any](m map[string]V, high int) (map[string]V, int) {
 	return c, len(m)
 }
 
-// Close closes every session (waiting up to 10 s for each BMC's logout)
-// and stops the Pool. Later calls fail with ErrPoolClosed. It waits for
-// the calls running on a session to end, each at most until its deadline
-// (CallTimeout, or the caller's) and a moment's grace, and logs their
-// sessions out before it returns. A call still running past its deadline
-// (a controller that ignores its context), or a login still running,
-// closes its session in the background when it returns, after Close.
+// Close logs every session out and stops the Pool. Later calls fail with
+// ErrPoolClosed. It waits for the calls running on a session to end, each
+// at most until its deadline (CallTimeout, or the caller's) and a
+// moment's grace, and then for the logouts, at most 10 s in all, however
+// many BMCs hang: the logouts run up to maxClosingClosers BMCs at once
+// (each BMC's in order), and those still unanswered or queued when Close
+// returns go on in the background (or are left to the BMCs' session
+// timeouts when the process exits). A call still running past its
+// deadline (a controller that ignores its context), or a login still
+// running, closes its session in the background when it returns, after
+// Close.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -326,18 +330,36 @@ func (p *Pool) Close() error {
 		}
 	}
 	p.waiting = true
+	for p.closers < maxClosingClosers { // more BMCs' logouts at once now
+		ep := p.nextReadyLocked()
+		if ep == nil {
+			break
+		}
+		p.startCloserLocked(ep)
+	}
 	p.mu.Unlock()
 	close(p.stop)
 	<-p.done
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Bounded: a call is given up on past its deadline (pooled.call), and
-	// every logout by closeTimeout.
+	// the logouts are waited for closeTimeout at most, once no call runs.
+	var deadline <-chan time.Time
 	for p.calls > 0 || p.counted > 0 {
+		if p.calls == 0 && deadline == nil {
+			t := time.NewTimer(closeTimeout + abandonGrace)
+			defer t.Stop()
+			deadline = t.C
+		}
 		ch := make(chan struct{})
 		p.drained = ch
 		p.mu.Unlock()
-		<-ch
+		select {
+		case <-ch:
+		case <-deadline:
+			p.mu.Lock()
+			return nil
+		}
 		p.mu.Lock()
 	}
 	return nil

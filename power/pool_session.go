@@ -189,7 +189,7 @@ func (p *Pool) closeCountLocked(s *session, count bool) {
 	if ep.closing || ep.ready {
 		return
 	}
-	if p.closers < maxClosers {
+	if p.closers < maxClosers || p.closed && p.closers < maxClosingClosers {
 		p.startCloserLocked(ep)
 		return
 	}
@@ -207,6 +207,7 @@ func (p *Pool) urgentCloseLocked(ep *endpoint) {
 }
 
 // startCloserLocked starts a goroutine closing ep's queue (p.mu held).
+// ep must not be closing already.
 func (p *Pool) startCloserLocked(ep *endpoint) {
 	ep.closing, ep.ready = true, false
 	p.closers++
@@ -214,8 +215,12 @@ func (p *Pool) startCloserLocked(ep *endpoint) {
 }
 
 // maxClosers bounds the BMCs whose closes (logouts) run at once, but for
-// the BMCs a login waits on.
-const maxClosers = 64
+// the BMCs a login waits on; maxClosingClosers, once Close was called
+// (Close waits closeTimeout at most for them all).
+const (
+	maxClosers        = 64
+	maxClosingClosers = 1024
+)
 
 // closeJob is a session to close.
 type closeJob struct {
