@@ -85,9 +85,14 @@
 //     the bound waits for a session to become idle, and then closes the
 //     least recently used idle one, at most one every
 //     PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
-//     evicted faster than that, and other such logins fail at once as
-//     busy. The slot an eviction frees is held for the login that made it
-//     until it logs in (or its caller gives up): no other login takes it.
+//     evicted faster than that, and other such logins fail as busy (at
+//     once, unless a session is being logged out: they wait for it, and
+//     join the session of a login of theirs made in its place). The slot
+//     an eviction frees is held for the login that made it, and no other
+//     login takes it: a caller that gives up waiting leaves the login to
+//     go on (bounded by ConnectTimeout), and its session serves the next
+//     call. The least recently used idle session is the one closed; of
+//     two last used at the same moment, the one logged in later.
 //     A login of credentials not yet proven is tried first, one over the
 //     bound (one login at a time per BMC), and only its success closes
 //     the least recently used idle session (as many as needed to keep the

@@ -177,6 +177,7 @@ type Pool struct {
 	// them out at once).
 	joinedRetired map[*session]struct{}
 	stop, done    chan struct{}
+	seq           uint64      // logins made (session.seq)
 	readyQ        []*endpoint // BMCs whose closes wait for a closer
 	closers       int         // goroutines closing sessions
 }
@@ -218,7 +219,8 @@ type session struct {
 	cr        *creds
 	ctrl      Controller
 	shareable bool
-	authCalls bool // its calls send the credentials (CallAuthenticator)
+	authCalls bool   // its calls send the credentials (CallAuthenticator)
+	seq       uint64 // the order of its login among the Pool's
 	entries   map[*entry]struct{}
 	inUse     int // calls running on it
 	joins     int // hosts joining it (not a use: it stays idle, and is logged out once they are done, or on Close)

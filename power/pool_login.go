@@ -82,10 +82,14 @@ func ConnectInfoFrom(ctx context.Context) ConnectInfo {
 // while it waits.
 func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session, Controller, error) {
 	p.mu.Lock()
-	var held *entry // the entry this call started with
-	// reserved: the BMC whose slot this call's eviction freed, held for
-	// this call's login (endpoint.reserved) until it logs in or gives up.
-	var reserved *endpoint
+	return p.acquireLocked(ctx, op, host, t, nil, nil)
+}
+
+// acquireLocked is acquire (p.mu held on entry, released); held: the
+// entry the call started with, reserved: the BMC whose slot an eviction
+// freed for it, if any (carryOn).
+func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, held *entry, reserved *endpoint) (*session, Controller, error) {
+	carried := reserved != nil // a login carried on without its caller
 	unreserve := func() {
 		if reserved != nil {
 			reserved.reserved--
@@ -97,6 +101,18 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 		unreserve()
 		p.mu.Unlock()
 		return nil, nil, err
+	}
+	// giveUp: the caller's context ended while it waited. A working
+	// session closed for this call's login is not closed for nothing: the
+	// login goes on without the caller, in the slot held for it.
+	giveUp := func(err error) (*session, Controller, error) {
+		if reserved != nil && !carried {
+			p.carryOnLocked(op, host, t, held, reserved)
+			reserved = nil
+			err = &Error{Op: op, Class: ClassBusy, Err: err,
+				Message: "gave up waiting for the login a session of this BMC was closed for; it goes on, and the next call uses it"}
+		}
+		return fail(err)
 	}
 	for {
 		if p.closed {
@@ -126,12 +142,11 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 		if e.connecting {
 			// A login (or an attach) for this host runs: wait for it,
 			// unless it ran past its deadline and logins back off.
-			err := p.backoffErrLocked(op, cr, now)
-			if err == nil {
-				err = p.waitLocked(ctx, ep, op, "waiting for the login of this host")
-			}
-			if err != nil {
+			if err := p.backoffErrLocked(op, cr, now); err != nil {
 				return fail(err)
+			}
+			if err := p.waitLocked(ctx, ep, op, "waiting for the login of this host"); err != nil {
+				return giveUp(err)
 			}
 			continue
 		}
@@ -162,7 +177,7 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 		}
 		if ep.logging {
 			if err := p.waitLocked(ctx, ep, op, "waiting for another login to this BMC"); err != nil {
-				return fail(err)
+				return giveUp(err)
 			}
 			continue
 		}
@@ -186,7 +201,7 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 				// for it (the victim's logout, or a login over the bound
 				// trimming), not for another eviction.
 				if err := p.waitLocked(ctx, ep, op, "waiting for a session closed for this login to be logged out"); err != nil {
-					return fail(err)
+					return giveUp(err)
 				}
 				continue
 			}
@@ -195,19 +210,39 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 				ep.reserved++
 				reserved = ep
 			}
-			if !evicted && !wait {
+			// A slot held for another login (its session may be one this
+			// login joins) is worth waiting for too.
+			if !evicted && !wait && others == 0 {
 				return fail(&Error{Op: op, Class: ClassBusy, Message: fmt.Sprintf(
 					"the BMC's %d sessions serve other logins and one was closed for a login less than %s ago: try again later",
 					p.cfg.MaxSessions, p.cfg.LoginInterval)})
 			}
 			if err := p.waitLocked(ctx, ep, op, "waiting for a free session on this BMC"); err != nil {
-				return fail(err)
+				return giveUp(err)
 			}
 			continue
 		}
 		unreserve()                // the login takes the slot (ep.sessions)
 		return p.login(ctx, op, e) // unlocks
 	}
+}
+
+// carryOnLocked goes on with the login a slot of ep was freed (and is
+// held) for, after its caller gave up waiting (p.mu held): bounded by
+// ConnectTimeout, its session serves the next call.
+func (p *Pool) carryOnLocked(op, host string, t Target, held *entry, ep *endpoint) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
+		defer cancel()
+		p.mu.Lock()
+		s, _, err := p.acquireLocked(ctx, op, host, t, held, ep)
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		p.doneLocked(s, false) // no call: the session waits, idle, for the next
+		p.mu.Unlock()
+	}()
 }
 
 // attach makes e's controller on shared session s (p.mu held on entry,
@@ -343,7 +378,8 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	ep.sessions++
 	cr.pins++ // until the session is logged out, or the login failed
 	e.connecting = true
-	s := &session{cr: cr, entries: map[*entry]struct{}{}}
+	p.seq++
+	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq}
 	res := make(chan loginResult, 1)
 	waiting := true // guarded by p.mu: the caller still waits
 	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Gate: p.gate(cr)}), p.cfg.ConnectTimeout)

@@ -326,7 +326,7 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 // evictLocked closes the least recently used idle live session of ep for
 // a login that needs its place, at most once every LoginInterval (p.mu
 // held). It reports whether it did, and if not whether waiting may help
-// (a session is in use and will become idle).
+// (a session is in use and will become idle, or is being logged out).
 func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 	var victim *session
 	for s := range ep.live { // at most MaxSessions
@@ -334,7 +334,7 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 			wait = true
 			continue
 		}
-		if victim == nil || s.lastUsed.Before(victim.lastUsed) {
+		if victim == nil || lessRecent(s, victim) {
 			victim = s
 		}
 	}
@@ -342,7 +342,9 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 		return false, wait || ep.sessions > len(ep.live)
 	}
 	if !ep.lastEvict.IsZero() && now.Sub(ep.lastEvict) < p.cfg.LoginInterval {
-		return false, false
+		// A session being logged out (one closed for another login, whose
+		// session this one may then join) changes the picture: wait.
+		return false, ep.sessions > len(ep.live)
 	}
 	ep.lastEvict = now
 	p.retireLocked(victim)
@@ -358,7 +360,7 @@ func (p *Pool) trimLocked(ep *endpoint, keep *session) {
 	for len(ep.live)+ep.reserved > p.cfg.MaxSessions {
 		var victim *session
 		for s := range ep.live { // at most MaxSessions+1
-			if s != keep && s.inUse == 0 && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
+			if s != keep && s.inUse == 0 && (victim == nil || lessRecent(s, victim)) {
 				victim = s
 			}
 		}
@@ -368,4 +370,15 @@ func (p *Pool) trimLocked(ep *endpoint, keep *session) {
 		ep.lastEvict = p.cfg.Now()
 		p.retireLocked(victim)
 	}
+}
+
+// lessRecent reports whether session a goes before b when one must be
+// closed: the one used less recently, and of two last used at the same
+// time, the one logged in later (the older stays: its hosts have used it
+// longer), so that the choice never depends on a map's order.
+func lessRecent(a, b *session) bool {
+	if !a.lastUsed.Equal(b.lastUsed) {
+		return a.lastUsed.Before(b.lastUsed)
+	}
+	return a.seq > b.seq
 }
