@@ -161,8 +161,9 @@ type Pool struct {
 	hostsHigh, epsHigh int
 	idle               list.List // *session with no call running, least recently used first
 	// parked: logins no host uses whose back-off still runs (a host
-	// forgotten and back at once must not log in again sooner).
-	parked map[*creds]struct{}
+	// forgotten and back at once must not log in again sooner), the
+	// soonest over first.
+	parked parkedHeap
 	// closed: Close was called; waiting: Close is waiting for the calls
 	// and counted closes under way (closes that start later are not
 	// counted, but those of calls it waits for).
@@ -211,6 +212,7 @@ type creds struct {
 	proven       bool     // a login with these credentials succeeded here, and none was refused since
 	until        time.Time
 	last         error
+	parkedAt     int // its index in Pool.parked, plus one (0: not parked)
 }
 
 // session is one login's controller (a session at the BMC) and the hosts
@@ -250,7 +252,7 @@ type entry struct {
 
 // NewPool returns a Pool; Close stops it.
 func NewPool(cfg PoolConfig) *Pool {
-	p := &Pool{cfg: cfg.withDefaults(), hosts: map[string]*entry{}, eps: map[string]*endpoint{}, parked: map[*creds]struct{}{},
+	p := &Pool{cfg: cfg.withDefaults(), hosts: map[string]*entry{}, eps: map[string]*endpoint{},
 		joinedRetired: map[*session]struct{}{},
 		stop:          make(chan struct{}), done: make(chan struct{})}
 	go p.janitor()
@@ -409,7 +411,8 @@ func (p *Pool) sweep() {
 		}
 		el = next
 	}
-	for cr := range p.parked {
-		p.gcLocked(cr)
+	// The soonest over first, and only those: no scan of the others.
+	for n := len(p.parked); n > 0 && len(p.parked) > 0 && !now.Before(p.parked[0].until); n-- {
+		p.gcLocked(p.parked[0]) // its back-off is over: dropped
 	}
 }

@@ -1,6 +1,7 @@
 package power
 
 import (
+	"container/heap"
 	"context"
 	"time"
 )
@@ -32,7 +33,7 @@ func (p *Pool) entryLocked(host string, t Target) *entry {
 		ep.creds[key] = cr
 	}
 	cr.refs++ // before the old entry lets go: the same login survives
-	delete(p.parked, cr)
+	p.unparkLocked(cr)
 	if e != nil {
 		p.detachLocked(e)
 	}
@@ -67,13 +68,17 @@ func (p *Pool) gcLocked(cr *creds) {
 	ep := cr.ep
 	switch {
 	case ep.creds[cr.key] != cr:
-		delete(p.parked, cr)
+		p.unparkLocked(cr)
 	case cr.refs > 0 || cr.pins > 0 || cr.shared != nil:
-		delete(p.parked, cr) // in use again
+		p.unparkLocked(cr) // in use again
 	case cr.last != nil && p.cfg.Now().Before(cr.until):
-		p.parked[cr] = struct{}{}
+		if cr.parkedAt == 0 {
+			heap.Push(&p.parked, cr)
+		} else {
+			heap.Fix(&p.parked, cr.parkedAt-1)
+		}
 	default:
-		delete(p.parked, cr)
+		p.unparkLocked(cr)
 		delete(ep.creds, cr.key)
 	}
 	if len(ep.creds) == 0 && ep.sessions == 0 && !ep.logging && p.eps[ep.name] == ep {
@@ -381,4 +386,42 @@ func lessRecent(a, b *session) bool {
 		return a.lastUsed.Before(b.lastUsed)
 	}
 	return a.seq > b.seq
+}
+
+// unparkLocked takes cr off the parked logins, if it is there (p.mu held).
+func (p *Pool) unparkLocked(cr *creds) {
+	if cr.parkedAt != 0 {
+		heap.Remove(&p.parked, cr.parkedAt-1)
+	}
+}
+
+// parkedHeap is the parked logins, the soonest back-off over first
+// (container/heap).
+type parkedHeap []*creds
+
+func (h parkedHeap) Len() int           { return len(h) }
+func (h parkedHeap) Less(i, j int) bool { return h[i].until.Before(h[j].until) }
+
+func (h parkedHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].parkedAt, h[j].parkedAt = i+1, j+1
+}
+
+func (h *parkedHeap) Push(x any) {
+	cr := x.(*creds)
+	cr.parkedAt = len(*h) + 1
+	*h = append(*h, cr)
+}
+
+func (h *parkedHeap) Pop() any {
+	old := *h
+	n := len(old) - 1
+	cr := old[n]
+	old[n] = nil
+	cr.parkedAt = 0
+	*h = old[:n]
+	if n == 0 {
+		*h = nil // let the array go after churn
+	}
+	return cr
 }
