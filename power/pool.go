@@ -85,9 +85,11 @@ type PoolConfig struct {
 	MaxSessions int
 	// LoginInterval: a login that needs a live, idle session of its BMC
 	// closed (the BMC is at MaxSessions) closes at most one every
-	// LoginInterval (default 1 min); other such logins fail at once as
-	// busy. Live sessions are not evicted faster than that. The slot an
-	// eviction frees is held for the login that made it.
+	// LoginInterval (default 1 min); other such logins fail as busy
+	// (waiting only for a session being logged out, or a login a slot is
+	// held for). Live sessions are not evicted faster than that. The slot
+	// an eviction frees is held for the login that made it, which goes on
+	// if its caller gives up.
 	LoginInterval time.Duration
 	// Backoff is the first pause after a failed login that is not an
 	// authentication failure (default 1 s); each further failure in a row

@@ -118,6 +118,11 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		if p.closed {
 			return fail(ErrPoolClosed)
 		}
+		if carried && reserved == nil {
+			// The slot is gone (the host moved, or joined a shared
+			// session that went away): no login for a caller that left.
+			return fail(&Error{Op: op, Class: ClassBusy, Message: "the login an eviction was for is no longer needed"})
+		}
 		if held != nil && held.gone && p.hosts[host] == nil {
 			// Forgotten while this call waited: a waiting call must not
 			// bring the host back (nobody would forget it again).
@@ -597,7 +602,7 @@ func (p *Pool) succeededLocked(cr *creds) {
 // change), so a back-off after an authentication failure runs on: only
 // a successful login ends it.
 func (p *Pool) answeredLocked(cr *creds) {
-	if cr.auth {
+	if cr.authFailures > 0 { // refused since the last successful login
 		return
 	}
 	cr.failures, cr.last, cr.until = 0, nil, time.Time{}
