@@ -52,14 +52,15 @@
 //     returns, counting against its BMC's sessions until then;
 //   - backs off LOGINS per BMC and login after a failed one (whatever the
 //     reason; a login that outlives ConnectTimeout included; the one
-//     exception is a Connect that fails with ErrNoSystem, whose login the
-//     BMC's authenticated answer proved: that failure is the host's own,
+//     exception is a Connect that fails after the BMC accepted its login,
+//     with ErrNoSystem or ErrAfterLogin (power/redfish: its system not
+//     found, or failing to answer): that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff,
 //     as does any other failure of a host joining a shared session; a
 //     refusal of the credentials met while joining counts once against
 //     the login (hosts without a session of their own, joiners included,
 //     wait out its back-off) and leaves the session to the hosts whose
-//     calls still work, whose next success ends the back-off):
+//     calls still work):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
 //     authentication failure AuthBackoff (30 s) doubling up to
 //     MaxAuthBackoff (30 min), so a BMC with a wrong password sees at most
@@ -72,16 +73,26 @@
 //     host whose credentials differ or whose session is open. A call's
 //     failure backs nothing off; a call refused with ErrAuth (the session
 //     is gone and a new login was refused) closes the session, so the next
-//     call logs in, under the back-off. A success, or an answer from the
-//     BMC, ends the back-off of its login;
+//     call logs in, under the back-off. A successful login ends the
+//     back-off of its login; a call's success, or an answer from the BMC,
+//     ends it only if the last failure was not an authentication failure
+//     (a session outlives a password change: its answers say nothing of
+//     the password), unless the controller sends the credentials with
+//     every call (CallAuthenticator: power/redfish with BasicAuth);
 //   - keeps at most PoolConfig.MaxSessions sessions open per BMC. A login
 //     whose credentials already logged in to the BMC (since the Pool kept
-//     them) that finds its BMC at the bound waits for a session to become
-//     idle, and then closes the least recently used idle one, at most one
-//     every PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
-//     evicted faster than that, and other such logins fail at once as
-//     busy. The slot an eviction frees is held for the login that made it
-//     until it logs in (or its caller gives up): no other login takes it.
+//     them, and the BMC has not refused them since) that finds its BMC at
+//     the bound waits for a session to become idle, and then closes the
+//     least recently used idle one, at most one every
+//     PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
+//     evicted faster than that, and other such logins fail as busy (at
+//     once, unless a session is being logged out: they wait for it, and
+//     join the session of a login of theirs made in its place). The slot
+//     an eviction frees is held for the login that made it, and no other
+//     login takes it: a caller that gives up waiting leaves the login to
+//     go on (bounded by ConnectTimeout), and its session serves the next
+//     call. The least recently used idle session is the one closed; of
+//     two last used at the same moment, the one logged in later.
 //     A login of credentials not yet proven is tried first, one over the
 //     bound (one login at a time per BMC), and only its success closes
 //     the least recently used idle session (as many as needed to keep the
@@ -95,7 +106,8 @@
 //
 //   - Use one Pool per process for all BMCs, and Close it on shutdown (it
 //     waits for the calls running, each at most until its deadline, and
-//     logs every session out).
+//     logs every session out, waiting for the logouts 10 s at most in
+//     all, however many BMCs do not answer).
 //   - Give each BMC one stable Target.BMC name (its address), each host a
 //     stable Target.Config that changes when its configuration (credentials,
 //     TLS, system) does, and hosts with the same credentials to one BMC the
@@ -110,6 +122,9 @@
 //
 // # Guarantees
 //
+//   - Close returns within the longest deadline of the calls running
+//     (plus a moment's grace) and 10 s more for the logouts, whatever the
+//     number of BMCs.
 //   - No call through a Pool's Controller blocks its caller longer than
 //     CallTimeout (or the caller's deadline) plus half a second.
 //   - Between two logins to a BMC with credentials it refused last there

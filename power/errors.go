@@ -35,6 +35,14 @@ var (
 	// only after an answer that proves the credentials; a lookup that
 	// timed out or was refused is not ErrNoSystem.
 	ErrNoSystem = errors.New("power: no such system on the BMC")
+	// ErrAfterLogin is matched by a Connect error that came after the BMC
+	// accepted the login (AfterLogin): the host's own system failed to
+	// answer, or answered what the adapter cannot use (a blade whose
+	// management path is broken behind a chassis manager that serves the
+	// others). Like ErrNoSystem, it is the host's own failure, not the
+	// login's: a Pool counts the login as successful and backs that host
+	// alone off. An error that also matches ErrAuth is the login's.
+	ErrAfterLogin = errors.New("power: failed after the BMC accepted the login")
 	// ErrUnknownMode is returned by ParseMode for anything but soft or hard.
 	ErrUnknownMode = errors.New("unknown power mode")
 )
@@ -145,3 +153,26 @@ func (e *Error) Is(target error) bool {
 
 // OpName returns the Error.Op name of a power-off in mode m.
 func OpName(m Mode) string { return "off " + m.String() }
+
+// AfterLogin returns err (nil if nil) marked as a failure that came after
+// the BMC accepted the login: it matches ErrAfterLogin and everything err
+// matches, and reads as err.
+func AfterLogin(err error) error {
+	if err == nil {
+		return nil
+	}
+	return afterLogin{err}
+}
+
+type afterLogin struct{ err error }
+
+func (e afterLogin) Error() string { return e.err.Error() }
+
+func (e afterLogin) Unwrap() []error { return []error{e.err, ErrAfterLogin} }
+
+// hostsOwn reports whether a Connect failure is the host's own rather
+// than its login's: it came after the BMC accepted the login (ErrNoSystem,
+// ErrAfterLogin), and is no refusal of the credentials.
+func hostsOwn(err error) bool {
+	return (errors.Is(err, ErrNoSystem) || errors.Is(err, ErrAfterLogin)) && !errors.Is(err, ErrAuth)
+}

@@ -85,9 +85,11 @@ type PoolConfig struct {
 	MaxSessions int
 	// LoginInterval: a login that needs a live, idle session of its BMC
 	// closed (the BMC is at MaxSessions) closes at most one every
-	// LoginInterval (default 1 min); other such logins fail at once as
-	// busy. Live sessions are not evicted faster than that. The slot an
-	// eviction frees is held for the login that made it.
+	// LoginInterval (default 1 min); other such logins fail as busy
+	// (waiting only for a session being logged out, or a login a slot is
+	// held for). Live sessions are not evicted faster than that. The slot
+	// an eviction frees is held for the login that made it, which goes on
+	// if its caller gives up.
 	LoginInterval time.Duration
 	// Backoff is the first pause after a failed login that is not an
 	// authentication failure (default 1 s); each further failure in a row
@@ -161,8 +163,9 @@ type Pool struct {
 	hostsHigh, epsHigh int
 	idle               list.List // *session with no call running, least recently used first
 	// parked: logins no host uses whose back-off still runs (a host
-	// forgotten and back at once must not log in again sooner).
-	parked map[*creds]struct{}
+	// forgotten and back at once must not log in again sooner), the
+	// soonest over first.
+	parked parkedHeap
 	// closed: Close was called; waiting: Close is waiting for the calls
 	// and counted closes under way (closes that start later are not
 	// counted, but those of calls it waits for).
@@ -177,6 +180,7 @@ type Pool struct {
 	// them out at once).
 	joinedRetired map[*session]struct{}
 	stop, done    chan struct{}
+	seq           uint64      // logins made (session.seq)
 	readyQ        []*endpoint // BMCs whose closes wait for a closer
 	closers       int         // goroutines closing sessions
 }
@@ -207,9 +211,10 @@ type creds struct {
 	failures     int      // failed logins in a row, authentication failures apart
 	authFailures int      // authentication failures since the last success
 	auth         bool     // the last failure was an authentication failure
-	proven       bool     // a login with these credentials succeeded here
+	proven       bool     // a login with these credentials succeeded here, and none was refused since
 	until        time.Time
 	last         error
+	parkedAt     int // its index in Pool.parked, plus one (0: not parked)
 }
 
 // session is one login's controller (a session at the BMC) and the hosts
@@ -218,6 +223,8 @@ type session struct {
 	cr        *creds
 	ctrl      Controller
 	shareable bool
+	authCalls bool   // its calls send the credentials (CallAuthenticator)
+	seq       uint64 // the order of its login among the Pool's
 	entries   map[*entry]struct{}
 	inUse     int // calls running on it
 	joins     int // hosts joining it (not a use: it stays idle, and is logged out once they are done, or on Close)
@@ -236,9 +243,10 @@ type entry struct {
 	connecting bool       // a Connect for this host runs
 	noShare    bool       // the adapter declined the shared session
 	gone       bool       // dropped from p.hosts (forgotten or replaced)
-	// The host's own Connect failures (ErrNoSystem: its system is not on
-	// the BMC) back off this host alone, not its login: fails in a row,
-	// the last one, and until when calls are not tried.
+	// The host's own Connect failures (ErrNoSystem, ErrAfterLogin: its
+	// system is not on the BMC, or failed after the login) back off this
+	// host alone, not its login: fails in a row, the last one, and until
+	// when calls are not tried.
 	ownFails int
 	ownLast  error
 	ownUntil time.Time
@@ -246,7 +254,7 @@ type entry struct {
 
 // NewPool returns a Pool; Close stops it.
 func NewPool(cfg PoolConfig) *Pool {
-	p := &Pool{cfg: cfg.withDefaults(), hosts: map[string]*entry{}, eps: map[string]*endpoint{}, parked: map[*creds]struct{}{},
+	p := &Pool{cfg: cfg.withDefaults(), hosts: map[string]*entry{}, eps: map[string]*endpoint{},
 		joinedRetired: map[*session]struct{}{},
 		stop:          make(chan struct{}), done: make(chan struct{})}
 	go p.janitor()
@@ -294,13 +302,17 @@ func shrink[V any](m map[string]V, high int) (map[string]V, int) {
 	return c, len(m)
 }
 
-// Close closes every session (waiting up to 10 s for each BMC's logout)
-// and stops the Pool. Later calls fail with ErrPoolClosed. It waits for
-// the calls running on a session to end, each at most until its deadline
-// (CallTimeout, or the caller's) and a moment's grace, and logs their
-// sessions out before it returns. A call still running past its deadline
-// (a controller that ignores its context), or a login still running,
-// closes its session in the background when it returns, after Close.
+// Close logs every session out and stops the Pool. Later calls fail with
+// ErrPoolClosed. It waits for the calls running on a session to end, each
+// at most until its deadline (CallTimeout, or the caller's) and a
+// moment's grace, and then for the logouts, at most 10 s in all, however
+// many BMCs hang: the logouts run up to maxClosingClosers BMCs at once
+// (each BMC's in order), and those still unanswered or queued when Close
+// returns go on in the background (or are left to the BMCs' session
+// timeouts when the process exits). A call still running past its
+// deadline (a controller that ignores its context), or a login still
+// running, closes its session in the background when it returns, after
+// Close.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -324,18 +336,36 @@ func (p *Pool) Close() error {
 		}
 	}
 	p.waiting = true
+	for p.closers < maxClosingClosers { // more BMCs' logouts at once now
+		ep := p.nextReadyLocked()
+		if ep == nil {
+			break
+		}
+		p.startCloserLocked(ep)
+	}
 	p.mu.Unlock()
 	close(p.stop)
 	<-p.done
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Bounded: a call is given up on past its deadline (pooled.call), and
-	// every logout by closeTimeout.
+	// the logouts are waited for closeTimeout at most, once no call runs.
+	var deadline <-chan time.Time
 	for p.calls > 0 || p.counted > 0 {
+		if p.calls == 0 && deadline == nil {
+			t := time.NewTimer(closeTimeout + abandonGrace)
+			defer t.Stop()
+			deadline = t.C
+		}
 		ch := make(chan struct{})
 		p.drained = ch
 		p.mu.Unlock()
-		<-ch
+		select {
+		case <-ch:
+		case <-deadline:
+			p.mu.Lock()
+			return nil
+		}
 		p.mu.Lock()
 	}
 	return nil
@@ -383,7 +413,8 @@ func (p *Pool) sweep() {
 		}
 		el = next
 	}
-	for cr := range p.parked {
-		p.gcLocked(cr)
+	// The soonest over first, and only those: no scan of the others.
+	for n := len(p.parked); n > 0 && len(p.parked) > 0 && !now.Before(p.parked[0].until); n-- {
+		p.gcLocked(p.parked[0]) // its back-off is over: dropped
 	}
 }

@@ -7,8 +7,10 @@ import (
 )
 
 // release ends a call on s; err is its outcome (nil: success). Calls
-// never back a login off: a success (or an answer of the BMC) proves the
-// credentials and ends their back-off; a refusal of the credentials
+// never back a login off: a success (or an answer of the BMC) ends a
+// back-off after failures that were not the credentials' (an
+// authentication back-off ends with a successful login only, or a call
+// that sent the credentials: CallAuthenticator); a refusal of the credentials
 // (ErrAuth: the session is gone and a re-login was refused) retires the
 // session, so that the next call logs in, under the back-off.
 // c: the call's state; once it was given up on, Close does not wait for it.
@@ -19,8 +21,10 @@ func (p *Pool) release(s *session, err error, c *callState) {
 	switch {
 	case errors.Is(err, ErrAuth):
 		p.retireLocked(s)
+	case (err == nil || answered(err)) && s.authCalls:
+		p.succeededLocked(s.cr) // the call was a login, in effect
 	case err == nil || answered(err):
-		p.succeededLocked(s.cr)
+		p.answeredLocked(s.cr)
 	}
 	p.doneLocked(s, c.abandoned)
 }

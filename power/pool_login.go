@@ -28,6 +28,20 @@ type SessionSharer interface {
 	SharesSession() bool
 }
 
+// CallAuthenticator is implemented by a Controller whose calls carry the
+// credentials themselves (HTTP basic auth: no session). A call of its
+// that the BMC answers proves the credentials, as a login does, and ends
+// their back-off, an authentication back-off included. On other
+// controllers (a session outlives a password change on the BMC) an answer
+// ends only a back-off after failures that were not the credentials':
+// after an authentication failure, only a successful login ends it.
+type CallAuthenticator interface {
+	Controller
+	// AuthenticatesCalls reports whether every call sends the
+	// credentials.
+	AuthenticatesCalls() bool
+}
+
 // LoginGate takes a login a controller makes on its own, inside a call (a
 // session expired and re-established), through the Pool's rules: one
 // login at a time per BMC, and the back-off of its credentials. It returns
@@ -68,10 +82,14 @@ func ConnectInfoFrom(ctx context.Context) ConnectInfo {
 // while it waits.
 func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session, Controller, error) {
 	p.mu.Lock()
-	var held *entry // the entry this call started with
-	// reserved: the BMC whose slot this call's eviction freed, held for
-	// this call's login (endpoint.reserved) until it logs in or gives up.
-	var reserved *endpoint
+	return p.acquireLocked(ctx, op, host, t, nil, nil)
+}
+
+// acquireLocked is acquire (p.mu held on entry, released); held: the
+// entry the call started with, reserved: the BMC whose slot an eviction
+// freed for it, if any (carryOn).
+func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, held *entry, reserved *endpoint) (*session, Controller, error) {
+	carried := reserved != nil // a login carried on without its caller
 	unreserve := func() {
 		if reserved != nil {
 			reserved.reserved--
@@ -84,9 +102,26 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 		p.mu.Unlock()
 		return nil, nil, err
 	}
+	// giveUp: the caller's context ended while it waited. A working
+	// session closed for this call's login is not closed for nothing: the
+	// login goes on without the caller, in the slot held for it.
+	giveUp := func(err error) (*session, Controller, error) {
+		if reserved != nil && !carried {
+			p.carryOnLocked(op, host, t, held, reserved)
+			reserved = nil
+			err = &Error{Op: op, Class: ClassBusy, Err: err,
+				Message: "gave up waiting for the login a session of this BMC was closed for; it goes on, and the next call uses it"}
+		}
+		return fail(err)
+	}
 	for {
 		if p.closed {
 			return fail(ErrPoolClosed)
+		}
+		if carried && reserved == nil {
+			// The slot is gone (the host moved, or joined a shared
+			// session that went away): no login for a caller that left.
+			return fail(&Error{Op: op, Class: ClassBusy, Message: "the login an eviction was for is no longer needed"})
 		}
 		if held != nil && held.gone && p.hosts[host] == nil {
 			// Forgotten while this call waited: a waiting call must not
@@ -112,12 +147,11 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 		if e.connecting {
 			// A login (or an attach) for this host runs: wait for it,
 			// unless it ran past its deadline and logins back off.
-			err := p.backoffErrLocked(op, cr, now)
-			if err == nil {
-				err = p.waitLocked(ctx, ep, op, "waiting for the login of this host")
-			}
-			if err != nil {
+			if err := p.backoffErrLocked(op, cr, now); err != nil {
 				return fail(err)
+			}
+			if err := p.waitLocked(ctx, ep, op, "waiting for the login of this host"); err != nil {
+				return giveUp(err)
 			}
 			continue
 		}
@@ -148,7 +182,7 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 		}
 		if ep.logging {
 			if err := p.waitLocked(ctx, ep, op, "waiting for another login to this BMC"); err != nil {
-				return fail(err)
+				return giveUp(err)
 			}
 			continue
 		}
@@ -172,7 +206,7 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 				// for it (the victim's logout, or a login over the bound
 				// trimming), not for another eviction.
 				if err := p.waitLocked(ctx, ep, op, "waiting for a session closed for this login to be logged out"); err != nil {
-					return fail(err)
+					return giveUp(err)
 				}
 				continue
 			}
@@ -181,19 +215,39 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 				ep.reserved++
 				reserved = ep
 			}
-			if !evicted && !wait {
+			// A slot held for another login (its session may be one this
+			// login joins) is worth waiting for too.
+			if !evicted && !wait && others == 0 {
 				return fail(&Error{Op: op, Class: ClassBusy, Message: fmt.Sprintf(
 					"the BMC's %d sessions serve other logins and one was closed for a login less than %s ago: try again later",
 					p.cfg.MaxSessions, p.cfg.LoginInterval)})
 			}
 			if err := p.waitLocked(ctx, ep, op, "waiting for a free session on this BMC"); err != nil {
-				return fail(err)
+				return giveUp(err)
 			}
 			continue
 		}
 		unreserve()                // the login takes the slot (ep.sessions)
 		return p.login(ctx, op, e) // unlocks
 	}
+}
+
+// carryOnLocked goes on with the login a slot of ep was freed (and is
+// held) for, after its caller gave up waiting (p.mu held): bounded by
+// ConnectTimeout, its session serves the next call.
+func (p *Pool) carryOnLocked(op, host string, t Target, held *entry, ep *endpoint) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
+		defer cancel()
+		p.mu.Lock()
+		s, _, err := p.acquireLocked(ctx, op, host, t, held, ep)
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		p.doneLocked(s, false) // no call: the session waits, idle, for the next
+		p.mu.Unlock()
+	}()
 }
 
 // attach makes e's controller on shared session s (p.mu held on entry,
@@ -263,7 +317,7 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 			// it still works). Any other failure (a system not found or
 			// failing, a join that ran out of its own time) backs this
 			// host alone off.
-			if _, ok := err.(*Error); !ok {
+			if pe := (*Error)(nil); !errors.As(err, &pe) {
 				err = &Error{Op: "connect", Class: Classify(err), Err: err}
 			}
 			if errors.Is(err, ErrAuth) {
@@ -329,7 +383,8 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	ep.sessions++
 	cr.pins++ // until the session is logged out, or the login failed
 	e.connecting = true
-	s := &session{cr: cr, entries: map[*entry]struct{}{}}
+	p.seq++
+	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq}
 	res := make(chan loginResult, 1)
 	waiting := true // guarded by p.mu: the caller still waits
 	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Gate: p.gate(cr)}), p.cfg.ConnectTimeout)
@@ -352,7 +407,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		cancel()
 		overrun.Stop()
 		if err != nil {
-			if _, ok := err.(*Error); !ok {
+			if pe := (*Error)(nil); !errors.As(err, &pe) {
 				err = &Error{Op: "connect", Class: Classify(err), Err: err}
 			}
 		}
@@ -366,12 +421,11 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 			ep.sessions--
 			cr.pins--
 			switch {
-			case errors.Is(err, ErrNoSystem) && !errors.Is(err, ErrAuth):
-				// The login worked; the host's system is not there: its
-				// own configuration, no back-off for its neighbours (this
-				// host backs off alone).
+			case hostsOwn(err):
+				// The login worked; the host's system is not there, or
+				// failed: the host's own, no back-off for its neighbours
+				// (this host backs off alone).
 				p.succeededLocked(cr)
-				cr.proven = true
 				p.ownLocked(e, err)
 			case !overran:
 				p.failedLocked(cr, err)
@@ -381,10 +435,11 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 			return
 		}
 		p.succeededLocked(cr)
-		cr.proven = true
 		s.ctrl, s.lastUsed = ctrl, p.cfg.Now()
 		ss, ok := ctrl.(SessionSharer)
 		s.shareable = ok && ss.SharesSession()
+		ca, ok := ctrl.(CallAuthenticator)
+		s.authCalls = ok && ca.AuthenticatesCalls()
 		ep.live[s] = struct{}{}
 		p.trimLocked(ep, s)
 		if s.shareable && cr.shared == nil {
@@ -472,7 +527,6 @@ func (p *Pool) gate(cr *creds) LoginGate {
 				switch {
 				case err == nil:
 					p.succeededLocked(cr)
-					cr.proven = true
 				case errors.Is(err, context.Canceled):
 					// The caller's cancellation: not the BMC's failure.
 					// A login that ran out of time (its own deadline,
@@ -512,6 +566,10 @@ func (p *Pool) failedLocked(cr *creds, err error) {
 	var d, limit time.Duration
 	var n int
 	if auth {
+		// The BMC refused these credentials: they are no longer proven
+		// (a password rotated since they last logged in), so their next
+		// login is tried before any working session makes way for it.
+		cr.proven = false
 		cr.authFailures++
 		n, d, limit = cr.authFailures, p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
 	} else {
@@ -531,7 +589,21 @@ func (p *Pool) failedLocked(cr *creds, err error) {
 	}
 }
 
-// succeededLocked clears cr's back-off (p.mu held).
+// succeededLocked records a successful login of cr (p.mu held): the
+// credentials are proven and their back-off ends.
 func (p *Pool) succeededLocked(cr *creds) {
 	cr.failures, cr.authFailures, cr.auth, cr.last, cr.until = 0, 0, false, nil, time.Time{}
+	cr.proven = true
+}
+
+// answeredLocked records an answer of the BMC on a session of cr (p.mu
+// held): the BMC is there, which ends a back-off after other failures;
+// it says nothing of the credentials (a session outlives a password
+// change), so a back-off after an authentication failure runs on: only
+// a successful login ends it.
+func (p *Pool) answeredLocked(cr *creds) {
+	if cr.authFailures > 0 { // refused since the last successful login
+		return
+	}
+	cr.failures, cr.last, cr.until = 0, nil, time.Time{}
 }

@@ -1,6 +1,7 @@
 package power
 
 import (
+	"container/heap"
 	"context"
 	"time"
 )
@@ -32,7 +33,7 @@ func (p *Pool) entryLocked(host string, t Target) *entry {
 		ep.creds[key] = cr
 	}
 	cr.refs++ // before the old entry lets go: the same login survives
-	delete(p.parked, cr)
+	p.unparkLocked(cr)
 	if e != nil {
 		p.detachLocked(e)
 	}
@@ -67,13 +68,17 @@ func (p *Pool) gcLocked(cr *creds) {
 	ep := cr.ep
 	switch {
 	case ep.creds[cr.key] != cr:
-		delete(p.parked, cr)
+		p.unparkLocked(cr)
 	case cr.refs > 0 || cr.pins > 0 || cr.shared != nil:
-		delete(p.parked, cr) // in use again
+		p.unparkLocked(cr) // in use again
 	case cr.last != nil && p.cfg.Now().Before(cr.until):
-		p.parked[cr] = struct{}{}
+		if cr.parkedAt == 0 {
+			heap.Push(&p.parked, cr)
+		} else {
+			heap.Fix(&p.parked, cr.parkedAt-1)
+		}
 	default:
-		delete(p.parked, cr)
+		p.unparkLocked(cr)
 		delete(ep.creds, cr.key)
 	}
 	if len(ep.creds) == 0 && ep.sessions == 0 && !ep.logging && p.eps[ep.name] == ep {
@@ -189,7 +194,7 @@ func (p *Pool) closeCountLocked(s *session, count bool) {
 	if ep.closing || ep.ready {
 		return
 	}
-	if p.closers < maxClosers {
+	if p.closers < maxClosers || p.closed && p.closers < maxClosingClosers {
 		p.startCloserLocked(ep)
 		return
 	}
@@ -207,6 +212,7 @@ func (p *Pool) urgentCloseLocked(ep *endpoint) {
 }
 
 // startCloserLocked starts a goroutine closing ep's queue (p.mu held).
+// ep must not be closing already.
 func (p *Pool) startCloserLocked(ep *endpoint) {
 	ep.closing, ep.ready = true, false
 	p.closers++
@@ -214,8 +220,12 @@ func (p *Pool) startCloserLocked(ep *endpoint) {
 }
 
 // maxClosers bounds the BMCs whose closes (logouts) run at once, but for
-// the BMCs a login waits on.
-const maxClosers = 64
+// the BMCs a login waits on; maxClosingClosers, once Close was called
+// (Close waits closeTimeout at most for them all).
+const (
+	maxClosers        = 64
+	maxClosingClosers = 1024
+)
 
 // closeJob is a session to close.
 type closeJob struct {
@@ -321,7 +331,7 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 // evictLocked closes the least recently used idle live session of ep for
 // a login that needs its place, at most once every LoginInterval (p.mu
 // held). It reports whether it did, and if not whether waiting may help
-// (a session is in use and will become idle).
+// (a session is in use and will become idle, or is being logged out).
 func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 	var victim *session
 	for s := range ep.live { // at most MaxSessions
@@ -329,7 +339,7 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 			wait = true
 			continue
 		}
-		if victim == nil || s.lastUsed.Before(victim.lastUsed) {
+		if victim == nil || lessRecent(s, victim) {
 			victim = s
 		}
 	}
@@ -337,7 +347,9 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 		return false, wait || ep.sessions > len(ep.live)
 	}
 	if !ep.lastEvict.IsZero() && now.Sub(ep.lastEvict) < p.cfg.LoginInterval {
-		return false, false
+		// A session being logged out (one closed for another login, whose
+		// session this one may then join) changes the picture: wait.
+		return false, ep.sessions > len(ep.live)
 	}
 	ep.lastEvict = now
 	p.retireLocked(victim)
@@ -353,7 +365,7 @@ func (p *Pool) trimLocked(ep *endpoint, keep *session) {
 	for len(ep.live)+ep.reserved > p.cfg.MaxSessions {
 		var victim *session
 		for s := range ep.live { // at most MaxSessions+1
-			if s != keep && s.inUse == 0 && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
+			if s != keep && s.inUse == 0 && (victim == nil || lessRecent(s, victim)) {
 				victim = s
 			}
 		}
@@ -363,4 +375,53 @@ func (p *Pool) trimLocked(ep *endpoint, keep *session) {
 		ep.lastEvict = p.cfg.Now()
 		p.retireLocked(victim)
 	}
+}
+
+// lessRecent reports whether session a goes before b when one must be
+// closed: the one used less recently, and of two last used at the same
+// time, the one logged in later (the older stays: its hosts have used it
+// longer), so that the choice never depends on a map's order.
+func lessRecent(a, b *session) bool {
+	if !a.lastUsed.Equal(b.lastUsed) {
+		return a.lastUsed.Before(b.lastUsed)
+	}
+	return a.seq > b.seq
+}
+
+// unparkLocked takes cr off the parked logins, if it is there (p.mu held).
+func (p *Pool) unparkLocked(cr *creds) {
+	if cr.parkedAt != 0 {
+		heap.Remove(&p.parked, cr.parkedAt-1)
+	}
+}
+
+// parkedHeap is the parked logins, the soonest back-off over first
+// (container/heap).
+type parkedHeap []*creds
+
+func (h parkedHeap) Len() int           { return len(h) }
+func (h parkedHeap) Less(i, j int) bool { return h[i].until.Before(h[j].until) }
+
+func (h parkedHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].parkedAt, h[j].parkedAt = i+1, j+1
+}
+
+func (h *parkedHeap) Push(x any) {
+	cr := x.(*creds)
+	cr.parkedAt = len(*h) + 1
+	*h = append(*h, cr)
+}
+
+func (h *parkedHeap) Pop() any {
+	old := *h
+	n := len(old) - 1
+	cr := old[n]
+	old[n] = nil
+	cr.parkedAt = 0
+	*h = old[:n]
+	if n == 0 {
+		*h = nil // let the array go after churn
+	}
+	return cr
 }

@@ -308,6 +308,13 @@ func (c *Controller) connect(ctx context.Context) error {
 		// Logged in, but unusable: free the BMC's session slot.
 		logout(ctx, client)
 		c.sess.set(nil)
+		if !c.cfg.BasicAuth {
+			// The session's login proved the credentials: the failure is
+			// the system's (a Pool backs this host alone off). With basic
+			// auth nothing proved them but an answered listing
+			// (ErrNoSystem).
+			err = power.AfterLogin(err)
+		}
 		return err
 	}
 	return nil
@@ -443,6 +450,11 @@ func (c *Controller) CloseContext(ctx context.Context) error {
 // BMC, with the same endpoint, credentials and TLS settings, can be made
 // on this one's session (power.SessionSharer).
 func (c *Controller) SharesSession() bool { return true }
+
+// AuthenticatesCalls reports whether every request carries the
+// credentials (Config.BasicAuth: no session), so that an answered call
+// proves them (power.CallAuthenticator).
+func (c *Controller) AuthenticatesCalls() bool { return c.cfg.BasicAuth }
 
 // State reads the system's PowerState (one request). A PowerState that is
 // null, missing, Paused or anything else unknown is power.StateUnknown with
