@@ -1,0 +1,104 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// TestReview39c_OtherWriteBySameClientResetsAgain: the reset path takes a
+// request for a new one when the managedFields time of a manager that owns
+// it is later than the recorded one (kube/resetrequest.go answers:
+// "!cur.At.After(r.At)"). But the API server bumps a manager's entry time
+// on any field that manager adds or changes, not only on a change of the
+// request. A client (one field manager: kubectl annotate, rebootctl) that
+// made the bare request and, while it is pending, adds any other
+// annotation, here a keyed request the reset path refuses with
+// PowerOffRefused, makes the pending request look new: its state is
+// dropped (Resets back to 0, kube/reset.go reconcileReset "this request
+// starts afresh") and the host is reset a second time for one request
+// whose first reset the BMC accepted. Ground truth: fake power's Resets().
+func TestReview39c_OtherWriteBySameClientResetsAgain(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	const stale = 3 * time.Second
+	rec, _ := review39bEnv(t, "reboot-"+ns, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
+	kubectl := client.WithFieldOwner(direct, "kubectl-annotate")
+	start := time.Now()
+	require.NoError(t, change(ctx, kubectl, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}))
+	require.Eventually(t, func() bool { return len(hw.Resets()) == 1 }, 10*time.Second, 20*time.Millisecond, "the request's reset")
+	time.Sleep(1200 * time.Millisecond) // the next whole second of managedFields; the request still waits for StaleReads
+	// The same client adds a keyed request (refused on this path: PowerOffRefused).
+	require.NoError(t, change(ctx, kubectl, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.AnnotationPrefix+"mine", "")
+	}))
+	deadline := time.Now().Add(4 * stale)
+	for time.Now().Before(deadline) {
+		if _, ok := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]; !ok {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, pending := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]
+	assert.False(t, pending, "the request was answered")
+	assert.False(t, hw.WasOffDuring(start, time.Now()), "never off")
+	assert.Len(t, hw.Resets(), 1, "one request, one reset the BMC accepted: the host was reset %d times (%v) because the client that made "+
+		"the request added another annotation; events %q", len(hw.Resets()), hw.Resets(), drainEvents(rec))
+}
+
+// TestReview39c_BusyClientResetsForEver: the same hole with a client
+// that keeps writing the host (a label it owns, every 1.2 s, e.g. an
+// inventory agent that also made the request): every write makes the
+// pending request look new, so its state starts afresh with Resets 0 and
+// the host is reset again each StaleReads, for ever: maxResets (2 per
+// request, kube/resetdecide.go) bounds nothing and the request is never
+// done. Ground truth: fake power's Resets().
+func TestReview39c_BusyClientResetsForEver(t *testing.T) {
+	needAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	const stale = 1500 * time.Millisecond
+	_, _ = review39bEnv(t, "reboot-"+ns, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
+	agent := client.WithFieldOwner(direct, "inventory-agent")
+	require.NoError(t, change(ctx, agent, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(1200 * time.Millisecond):
+			}
+			_ = change(ctx, agent, ns, "h1", func(h *metal3.BareMetalHost) { h.Labels["seen"] = fmt.Sprint(i) })
+		}
+	}()
+	time.Sleep(10 * stale)
+	cancel()
+	<-done
+	assert.LessOrEqual(t, len(hw.Resets()), 2, "one request: at most maxResets resets; the host was reset %d times: %v", len(hw.Resets()), hw.Resets())
+}
