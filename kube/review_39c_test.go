@@ -102,3 +102,66 @@ func TestReview39c_BusyClientResetsForEver(t *testing.T) {
 	<-done
 	assert.LessOrEqual(t, len(hw.Resets()), 2, "one request: at most maxResets resets; the host was reset %d times: %v", len(hw.Resets()), hw.Resets())
 }
+
+// TestReview39c_ReRequestInTheSameSecondAnsweredByOldReset: a request's
+// identity compares managedFields times, which are whole seconds
+// (kube/resetrequest.go answers: "!cur.At.After(r.At)"). A request removed
+// and made again by the same client with the same value within the second
+// of the first (here while the controller restarts; equally a pass that
+// never saw it gone) has the identity of the first: the marker is still
+// the first's, so the new request is answered by the reset the BMC
+// accepted before it was made, and removed with no reset after it.
+// Ground truth: fake power's Resets() against the instant of the second
+// request.
+func TestReview39c_ReRequestInTheSameSecondAnsweredByOldReset(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	const stale = 3 * time.Second
+	cfg := reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}
+	_, stop := review39bEnv(t, "reboot-"+ns, ns, hw, cfg)
+	kubectl := client.WithFieldOwner(direct, "kubectl-annotate")
+	time.Sleep(2 * time.Second) // the controller's cache is up
+	// Start just after a whole second, so that all of the below fits in it.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
+	first := time.Now()
+	require.NoError(t, change(ctx, kubectl, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}))
+	require.Eventually(t, func() bool { return len(hw.Resets()) == 1 }, 10*time.Second, 5*time.Millisecond, "first request's reset")
+	t.Logf("reset after %v", time.Since(first))
+	time.Sleep(150 * time.Millisecond) // its acceptance persisted
+	stop()
+	t.Logf("stopped after %v", time.Since(first))
+	require.NoError(t, change(ctx, kubectl, ns, "h1", func(h *metal3.BareMetalHost) { delete(h.Annotations, reboot.Annotation) }))
+	second := time.Now()
+	require.NoError(t, change(ctx, kubectl, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}))
+	require.Equal(t, first.Truncate(time.Second), time.Now().Truncate(time.Second), "premise: both requests in one second (first %v, second %v)", first, second)
+
+	rec, _ := review39bEnv(t, "reboot2-"+ns, ns, hw, cfg)
+	deadline := time.Now().Add(4 * stale)
+	for time.Now().Before(deadline) {
+		if _, ok := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]; !ok {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, pending := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]
+	var after []time.Time
+	for _, r := range hw.Resets() {
+		if r.After(second) {
+			after = append(after, r)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	assert.False(t, pending, "the second request was answered")
+	assert.NotEmpty(t, after, "the second request (made at %v) was removed as done with no reset after it: resets %v, events %q",
+		second, hw.Resets(), drainEvents(rec))
+	assert.False(t, hw.WasOffDuring(first, time.Now()), "never off")
+}
