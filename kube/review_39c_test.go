@@ -165,3 +165,58 @@ func TestReview39c_ReRequestInTheSameSecondAnsweredByOldReset(t *testing.T) {
 		second, hw.Resets(), drainEvents(rec))
 	assert.False(t, hw.WasOffDuring(first, time.Now()), "never off")
 }
+
+// TestReview39c_HoldBrokenAfterFlipStaysFenced: a remediation's keyed
+// request held a host off (fencing evidence in the record), then
+// spec.disablePowerOff is set, then someone powers the held host on
+// behind the controller. On the normal path (the control subtest) the
+// controller records Status.HoldBroken and powers it off again, so the
+// remediation's view (remediation/reboothosts.go: Fenced && !broken)
+// turns false. The reset path (kube/reset.go reconcileReset) only
+// refuses the keyed request and leaves the record's reboot status alone:
+// HoldBroken is never written, the evidence of the old power-off stays,
+// and the remediation's Fenced stays true while the host runs processes
+// started after the request (issue 39 point 8: a Node deleted while its
+// host runs fresh processes). Ground truth: the fake's hardware.
+func TestReview39c_HoldBrokenAfterFlipStaysFenced(t *testing.T) {
+	needAPIServer(t)
+	for _, flip := range []bool{false, true} {
+		name := map[bool]string{false: "normal", true: "disablePowerOff-set-while-held"}[flip]
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			direct := adminClient(t)
+			ns := newNamespace(t, direct)
+			hw := fake.NewPower(time.Now, fake.PowerConfig{})
+			newBMH(t, direct, ns, "h1")
+			const stale = 300 * time.Millisecond
+			review39Env(t, ctx, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
+			const ann, val = reboot.AnnotationPrefix + "fencer", `{"mode":"hard"}`
+			at := time.Now()
+			require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+				metav1.SetMetaDataAnnotation(&h.ObjectMeta, ann, val)
+			}))
+			store := &RebootHosts{Client: direct, Namespace: ns}
+			tk := reboot.Ticket{Host: "h1", Annotation: ann, Value: val, At: at}
+			// The remediation's predicate (remediation.RebootHosts.Get).
+			fenced := func() (bool, reboot.Status) {
+				h, err := store.Get(ctx, "h1")
+				require.NoError(t, err)
+				broken := h.Status.HoldBroken.After(h.Status.LastPoweredOff) && h.Status.HoldBroken.After(at)
+				return reboot.FencedFor(h.Status, tk, time.Now()) && !broken, h.Status
+			}
+			require.Eventually(t, func() bool { f, _ := fenced(); return f }, 10*time.Second, 20*time.Millisecond, "fenced")
+			if flip {
+				require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+				time.Sleep(2 * stale)
+			}
+			hw.OutOfBandOn() // someone powers the held host on
+			brokenAt := time.Now()
+			time.Sleep(5 * stale)
+			f, st := fenced()
+			if f {
+				assert.False(t, hw.WasOnAt(time.Now()) && hw.WasOnAt(brokenAt.Add(stale)),
+					"the remediation reads Fenced (hold not broken) while the host runs since %v: status %+v, truth %v", brokenAt, st, hw.Truth())
+			}
+		})
+	}
+}
