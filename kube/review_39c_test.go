@@ -2,7 +2,9 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,9 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -218,5 +224,85 @@ func TestReview39c_HoldBrokenAfterFlipStaysFenced(t *testing.T) {
 					"the remediation reads Fenced (hold not broken) while the host runs since %v: status %+v, truth %v", brokenAt, st, hw.Truth())
 			}
 		})
+	}
+}
+
+// refuseCalls is a reboot.Guard that refuses the Hold of the reset path's
+// call (the record read directly shows a Sending of a reset this guard
+// has not refused yet: the write of it just happened) the first n times:
+// leadership lost for a moment between the write and the call, and
+// regained (or held by the next leader) at once.
+type refuseCalls struct {
+	t       *testing.T
+	c       client.Client
+	ns      string
+	n       int
+	mu      sync.Mutex
+	refused map[time.Time]bool
+}
+
+func (g *refuseCalls) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	var rec v1alpha1.RebootRecord
+	if g.c.Get(ctx, types.NamespacedName{Namespace: g.ns, Name: "h1"}, &rec) == nil {
+		var st resetRecord
+		if json.Unmarshal([]byte(rec.Annotations[ResetAnnotation]), &st) == nil && st.Op == "reset" && !st.Sending.IsZero() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if !g.refused[st.Sending] && len(g.refused) < g.n {
+				g.refused[st.Sending] = true
+				return nil, nil, reboot.ErrNotLeader
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	return ctx, cancel, nil
+}
+
+// TestReview39c_ResetRefusedForLeadershipCounts: doc.go says a reset
+// "never sent" (a refusal for leadership among them) does not count, and
+// resetRefused lists reboot.ErrNotLeader. But when the Guard refuses the
+// call itself after the write of Sending (kube/reset.go reconcileReset:
+// "if errors.Is(cerr, reboot.ErrNotLeader) { return ... }" before
+// noteReset), nothing records the refusal: the next pass takes the reset
+// for one of unknown outcome, counts it, and after two such moments the
+// controller gives up with ResetOutcomeUnknown ("it may have been reset")
+// although no reset ever reached the BMC, and sends no more. Ground truth:
+// fake power's Resets() and Calls().
+func TestReview39c_ResetRefusedForLeadershipCounts(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	g := &refuseCalls{t: t, c: direct, ns: ns, n: 2, refused: map[time.Time]bool{}}
+	const stale = 300 * time.Millisecond
+	mgr := namespacedManager(t, ns)
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
+		Power: func(string) (power.Controller, error) { return hw, nil }, Guard: g,
+		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
+	rec := events.NewFakeRecorder(1000)
+	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
+		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	mctx, cancel := context.WithCancel(ctx)
+	go func() { defer wg.Done(); _ = mgr.Start(mctx) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}))
+	time.Sleep(15 * stale)
+	evs := drainEvents(rec)
+	g.mu.Lock()
+	refused := len(g.refused)
+	g.mu.Unlock()
+	require.Equal(t, 2, refused, "premise: two calls refused for leadership")
+	assert.NotEmpty(t, hw.Resets(), "two resets refused for leadership (never sent) and the leadership back: the host was never reset; "+
+		"calls %v, events %q", hw.Calls(), evs)
+	for _, e := range evs {
+		assert.NotContains(t, e, "ResetOutcomeUnknown", "no reset was ever sent: its outcome is known")
 	}
 }
