@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -19,6 +21,7 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -305,4 +308,84 @@ func TestReview39c_ResetRefusedForLeadershipCounts(t *testing.T) {
 	for _, e := range evs {
 		assert.NotContains(t, e, "ResetOutcomeUnknown", "no reset was ever sent: its outcome is known")
 	}
+}
+
+// TestReview39c_BMCReplacedAfterRequestLocksHostOut: a reset request is
+// pending on a host's BMC; the administrator replaces the BMC (a new
+// spec.bmc.address; the reboot-client admission policy is not installed)
+// and removes the request: no reboot is pending any more, so the pin of
+// the old request should go (doc.go: the record pins spec.bmc "while a
+// reboot is pending"). But reconcileReset asks for the host's power
+// controller (Powers.Controller, checkPin: ErrBMCChanged) before it
+// decides, so the pass that would clear the state and its pin never runs
+// (kube/reset.go reconcileReset: c.Reconciler.Power(name) before
+// decideReset): the old pin stays for good, every later request of the
+// host fails with BMCChanged, and the event's advice ("install
+// config/admission and ask for the reboot again") cannot work, since the
+// policy would have to predate the old pin. Only restoring the old
+// address, or deleting the RebootRecord by hand, frees the host. Ground
+// truth: the new BMC's hardware never gets the later request's reset.
+func TestReview39c_BMCReplacedAfterRequestLocksHostOut(t *testing.T) {
+	needAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw1 := fake.NewPower(time.Now, fake.PowerConfig{})
+	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
+	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
+	defer srv1.Close()
+	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1"))
+	defer srv2.Close()
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		h.Spec.BMC.Address = redfishAt(srv1)
+		h.Spec.DisablePowerOff = true
+	}))
+	const stale = 5 * time.Second // the first request stays pending
+	mgr := namespacedManager(t, ns)
+	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+		PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
+		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
+	defer powers.Close()
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
+		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
+	rec := events.NewFakeRecorder(1000)
+	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
+		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}))
+	require.Eventually(t, func() bool { return len(hw1.Resets()) == 1 }, 10*time.Second, 20*time.Millisecond, "the first request's reset")
+	// The administrator replaces the BMC and withdraws the request.
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		h.Spec.BMC.Address = redfishAt(srv2)
+		delete(h.Annotations, reboot.Annotation)
+	}))
+	time.Sleep(2 * time.Second)
+	var record v1alpha1.RebootRecord
+	require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &record))
+	pinned := record.Spec.BMC != nil
+	// A new request, made after the replacement.
+	second := time.Now()
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "again")
+	}))
+	time.Sleep(3 * time.Second)
+	var after []time.Time
+	for _, r := range hw2.Resets() {
+		if r.After(second) {
+			after = append(after, r)
+		}
+	}
+	assert.False(t, pinned, "no reboot was pending, yet the record still pins the old BMC: %+v", record.Spec.BMC)
+	assert.NotEmpty(t, after, "a request made after the BMC was replaced (and the old request withdrawn) never reached the new BMC; "+
+		"events %q", drainEvents(rec))
 }
