@@ -26,11 +26,11 @@ import (
 
 // ResetAnnotation on a host's RebootRecord keeps the state of the reboot
 // by reset of a host with spec.disablePowerOff (JSON: when the request was
-// first seen and its identity (value, owners in managedFields and their
-// time), when the last reset or power-on was about to be sent, when
-// the BMC accepted it, how many resets were sent, when the controller gave
-// up; with no request, when the last power-on was about to be sent). Only
-// the controller writes it.
+// first seen and the value it had, when the last reset or power-on was
+// about to be sent, when the BMC accepted it, how many resets were sent,
+// when the controller gave up, when the request was found done; with no
+// request, when the last power-on was about to be sent). Only the
+// controller writes it.
 const ResetAnnotation = "rebootkit.io/reset"
 
 // LastResetAnnotation on a host's RebootRecord is when the BMC accepted
@@ -42,11 +42,11 @@ const LastResetAnnotation = "rebootkit.io/last-reset"
 // reboot request the controller is answering to the RebootRecord's
 // ResetAnnotation: its value is that state's Since (RFC 3339 with
 // nanoseconds). The controller writes it after the record when it takes a
-// request and removes it with the request: a record whose Since the host
-// does not carry is an earlier request's and never answers this one, nor
-// does a record whose request identity (see doc.go) the host's request
-// does not have (a request removed and made again while no pass saw it
-// gone).
+// request, in the server-side apply that sets its token on the request
+// (see doc.go), and removes it with the request: a record whose Since the
+// host does not carry is an earlier request's and never answers this one,
+// nor does one whose request lost the token (removed and made again, or
+// changed, while no pass saw it).
 const ResetRequestAnnotation = "rebootkit.io/reset-request"
 
 // reconcileReset is a pass of a host with spec.disablePowerOff: its power
