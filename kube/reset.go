@@ -120,11 +120,11 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	var d resetDecision
 	var o resetObserved
 	var pc power.Controller
-	if !requested && st.pending() {
+	if !requested && (st.pending() || withdrawn) {
 		// decideReset clears whatever the power reads: done before the
 		// host's power controller is asked for, so that a BMC replaced
 		// after the request (ErrBMCChanged) does not keep the old
-		// request's pin for good.
+		// request's pin for good. A withdrawn request goes with it.
 		d = resetDecision{Clear: true}
 	} else {
 		o = resetObserved{Requested: requested, Request: req, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}

@@ -48,6 +48,13 @@ func requestOwners(bmh *metal3.BareMetalHost) (token, others bool) {
 	return token, others
 }
 
+// tokenOn reports whether the controller's token is on bmh's bare
+// request.
+func tokenOn(bmh *metal3.BareMetalHost) bool {
+	token, _ := requestOwners(bmh)
+	return token
+}
+
 // ownsRequest reports whether a managedFields entry's field set holds the
 // bare reboot annotation.
 func ownsRequest(raw []byte) bool {
