@@ -128,6 +128,8 @@ func TestDecideReset(t *testing.T) {
 //     which says it did nothing) and carried out all the same: a refusal
 //     does not count, and the reset is sent again;
 //   - refusals alone never make the controller give up;
+//   - a stop between Done's two writes (the state marked done, the
+//     request not yet removed) sends nothing more for the request;
 //   - once the BMC's reads are honest and nothing happens out of band,
 //     the request is done or given up (ResetOutcomeUnknown) within a
 //     bounded time, whether or not the answers to resets keep being lost
@@ -178,11 +180,20 @@ func TestResetStateMachine(t *testing.T) {
 						t.Fatalf("done at %v with no reset and no power-off since %v: truth %v", now, rec.Since, hw.Truth())
 					}
 				}
+				if rec.Done.IsZero() && rapid.Bool().Draw(t, "stopMidDone") {
+					// The state written (done), the removal of the request
+					// not: a stop between Done's two writes.
+					rec.Done, rec.LeftOff, out = now, d.LeftOff, nil
+					break
+				}
 				requested, rec, out = false, resetRecord{}, nil
 			case d.Clear:
 				rec, out = resetRecord{}, nil
 			case d.Write:
 				rec = d.Rec
+			}
+			if d.Call != "" && !rec.Done.IsZero() {
+				t.Fatalf("%s sent for a request whose state says done: %+v", d.Call, rec)
 			}
 			if d.Call != "" {
 				var err error
