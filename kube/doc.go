@@ -84,6 +84,12 @@
 //     (config/admission, AdmissionPolicyName) and its denying binding
 //     have been in force since before the reboot became pending, so that
 //     only an identity with more than the reboot-client role changed it.
+//     A pin binds only while the host carries a reboot request: once its
+//     requests are gone (a reboot withdrawn, then the BMC replaced), the
+//     pass that sees them gone runs and drops the pin, so a host is never
+//     locked out by the pin of a reboot no longer asked for; a BMC changed
+//     then is trusted as one changed while nothing was pending (only
+//     config/admission keeps reboot clients from changing it).
 //     A host with spec.disablePowerOff is never powered off (its
 //     power-off fails with ErrPowerOffDisabled): see "Hosts whose power
 //     never goes off".
