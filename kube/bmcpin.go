@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -57,11 +58,14 @@ func samePin(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
 }
 
 // checkPin returns nil if the controller may use bmh's spec.bmc: no reboot
-// is pending, or the BMC is the one pinned when it became pending, or the
-// admission policy (and its denying binding) has been in force since
-// DefaultPolicySettle (Powers.PolicySettle) before that, so that whoever
-// changed the BMC has more than the reboot-client role. The record and the
-// policy are read directly (Powers.Secrets), never from a cache.
+// is pending (none pinned, or the host carries no reboot request any more:
+// as when nothing was pending, a BMC changed then is trusted only as far as
+// config/admission keeps reboot clients from changing it), or the BMC is
+// the one pinned when it became pending, or the admission policy (and its
+// denying binding) has been in force since DefaultPolicySettle
+// (Powers.PolicySettle) before that, so that whoever changed the BMC has
+// more than the reboot-client role. The record and the policy are read
+// directly (Powers.Secrets), never from a cache.
 func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error {
 	var rec v1alpha1.RebootRecord
 	err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Name}, &rec)
@@ -72,7 +76,10 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		return fmt.Errorf("kube: host %s: reboot record: %w", bmh.Name, err)
 	}
 	pin := rec.Spec.BMC
-	if rec.Spec.HostUID != string(bmh.UID) || pin == nil || samePin(bmh, pin) {
+	if rec.Spec.HostUID != string(bmh.UID) || pin == nil || samePin(bmh, pin) || !carriesRequest(bmh) {
+		// A pin whose requests are all gone binds nothing: the pass
+		// that sees them gone releases the host and drops the pin (a BMC
+		// replaced after a withdrawn request does not lock the host out).
 		return nil
 	}
 	since, err := time.Parse(time.RFC3339Nano, pin.PendingSince)
@@ -125,4 +132,15 @@ func PolicyInForce(ctx context.Context, r client.Reader, name string, t time.Tim
 		}
 	}
 	return nil
+}
+
+// carriesRequest reports whether bmh carries a reboot request: the bare
+// annotation or a keyed one.
+func carriesRequest(bmh *metal3.BareMetalHost) bool {
+	for k := range bmh.Annotations {
+		if k == reboot.Annotation || strings.HasPrefix(k, reboot.AnnotationPrefix) {
+			return true
+		}
+	}
+	return false
 }

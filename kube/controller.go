@@ -160,7 +160,7 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return res, err
 		}
 		c.refuseResetOnce(req.Name, nil)
-		if _, ok := bmh.Annotations[ResetRequestAnnotation]; ok {
+		if _, ok := bmh.Annotations[ResetRequestAnnotation]; ok || tokenOn(&bmh) {
 			// spec.disablePowerOff was cleared during a reset: the normal
 			// path takes the request, and the reset state goes first.
 			err := c.dropReset(ctx, &bmh)

@@ -84,6 +84,12 @@
 //     (config/admission, AdmissionPolicyName) and its denying binding
 //     have been in force since before the reboot became pending, so that
 //     only an identity with more than the reboot-client role changed it.
+//     A pin binds only while the host carries a reboot request: once its
+//     requests are gone (a reboot withdrawn, then the BMC replaced), the
+//     pass that sees them gone runs and drops the pin, so a host is never
+//     locked out by the pin of a reboot no longer asked for; a BMC changed
+//     then is trusted as one changed while nothing was pending (only
+//     config/admission keeps reboot clients from changing it).
 //     A host with spec.disablePowerOff is never powered off (its
 //     power-off fails with ErrPowerOffDisabled): see "Hosts whose power
 //     never goes off".
@@ -200,7 +206,10 @@
 //     host left off. The RebootRecord then carries the time in
 //     LastResetAnnotation, and a Reset event says what was done. A reset
 //     the BMC refused (it answered that it did not carry it out: a call
-//     never sent, power.ErrNotSent, a refused login or a Pool's back-off;
+//     never sent, power.ErrNotSent, a refused login, a Pool's back-off,
+//     or the Guard's refusal for leadership after the intent was written,
+//     which the process that was refused records as such, while another
+//     leader, which did not see it, takes it for one of unknown outcome;
 //     or the BMC's answer with a status, of class busy or failed, such as
 //     Redfish 409, 503 or 500 or an IPMI completion code, except a
 //     gateway's 502 or 504 and IPMI 0xC3, which may hide a reset carried
@@ -224,25 +233,40 @@
 //     comes. The resets and power-ons are sent under the Reconciler's
 //     Guard, as the normal path's power calls are.
 //   - ties the state to one request: the host carries
-//     ResetRequestAnnotation, written when the request is taken and
-//     removed with it (in one write), and a state whose request the host
-//     does not carry is an earlier request's, never this one's answer.
-//     A request removed and made again while no pass saw it gone (the
-//     controller stopped, a leader change, or both writes between two
-//     passes) leaves the marker in place, so the state also keeps the
-//     request's identity when it is taken: the annotation's value, the
-//     managers that own it in the host's metadata.managedFields, and
-//     the latest time of their entries. The API server sets an entry's
-//     time when its manager adds, changes or removes a field, so a
-//     request made again has a later time (or another value or owner)
-//     and starts afresh, with resets of its own. Limits: the time is in
-//     whole seconds, so a request removed and made again within the
-//     second it was taken is taken for the same request; and a change
-//     by the request's owner to other fields of the host while the
-//     request is pending also makes it new (the request is then
-//     answered by a reset made after that change).
-//     When spec.disablePowerOff is cleared, the state is cleared before
-//     the normal path takes the host.
+//     ResetRequestAnnotation, written when the request is taken, and a
+//     state whose request the host does not carry is an earlier
+//     request's, never this one's answer. A request removed and made
+//     again while no pass saw it gone (the controller stopped, a leader
+//     change, or both writes between two passes) would leave the marker
+//     in place, so taking a request also sets the controller's token on
+//     it: a server-side apply, as field manager rebootkit-reset-token, of
+//     the request with the value it has (and of the marker), with a
+//     compare-and-swap on the version read. The controller then co-owns
+//     the annotation in metadata.managedFields, and the API server takes
+//     that ownership away when anyone removes the annotation or changes
+//     its value, and keeps it through every other write (of other
+//     annotations, labels, spec or status, by the request's owner or
+//     anyone else). A pending state answers the host's request only while
+//     the marker is its own, the value is the one taken and the token is
+//     on the annotation: a request removed and made again, in the same
+//     second or not, starts afresh with resets of its own, and a busy
+//     writer of the host changes nothing. A request that only the token
+//     still owns was withdrawn by its owner's server-side apply (which
+//     leaves a field another manager owns): it counts as removed, and the
+//     controller removes it. A client that changes the request's value
+//     with a server-side apply needs --force-conflicts (the token owns the
+//     field). A record's Resets are per request: a client that removes
+//     and makes the request again in a loop (or wipes managedFields) asks
+//     for a reset each time, as it could with any new request. When a
+//     request is done, the state is written first (marked done, with
+//     LastResetAnnotation), then the request and its marker are removed
+//     in one write: a stop in between leaves a request whose state says
+//     done, which the next pass removes with nothing sent; the pass that
+//     sees no request clears the state and its BMC pin, before the host's
+//     power controller is asked for (so a BMC replaced after a withdrawn
+//     request does not keep the old pin, nor the host locked out).
+//     When spec.disablePowerOff is cleared, the state and the token are
+//     cleared before the normal path takes the host.
 //   - with no request, makes power follow spec.online true as the normal
 //     path does: a host that reads Off, with no keyed request, is powered
 //     on (again at most every StaleReads), so that a host held off before
@@ -256,6 +280,13 @@
 //   - never writes fencing evidence for it. A reset restarts the host
 //     without its power going off; a reset host is never "fenced"
 //     (reboot.Status.Fenced stays false), whatever the reset stopped.
+//     Evidence the normal path wrote before spec.disablePowerOff was set
+//     (a hold off) is watched: while no broken hold follows it the host's
+//     power is read every PollInterval, and an On reading records
+//     Status.HoldBroken (once per evidence, with a HoldBroken event), as
+//     the normal path does, so that the remediation's view (Fenced and
+//     not broken) turns false while the host runs; the host is not
+//     powered off again.
 //
 // Tests run against a real API server (envtest with kube-apiserver
 // v1.37.1 and etcd v3.7.3 built from the Go module proxy by

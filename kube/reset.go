@@ -26,11 +26,11 @@ import (
 
 // ResetAnnotation on a host's RebootRecord keeps the state of the reboot
 // by reset of a host with spec.disablePowerOff (JSON: when the request was
-// first seen and its identity (value, owners in managedFields and their
-// time), when the last reset or power-on was about to be sent, when
-// the BMC accepted it, how many resets were sent, when the controller gave
-// up; with no request, when the last power-on was about to be sent). Only
-// the controller writes it.
+// first seen and the value it had, when the last reset or power-on was
+// about to be sent, when the BMC accepted it, how many resets were sent,
+// when the controller gave up, when the request was found done; with no
+// request, when the last power-on was about to be sent). Only the
+// controller writes it.
 const ResetAnnotation = "rebootkit.io/reset"
 
 // LastResetAnnotation on a host's RebootRecord is when the BMC accepted
@@ -42,11 +42,11 @@ const LastResetAnnotation = "rebootkit.io/last-reset"
 // reboot request the controller is answering to the RebootRecord's
 // ResetAnnotation: its value is that state's Since (RFC 3339 with
 // nanoseconds). The controller writes it after the record when it takes a
-// request and removes it with the request: a record whose Since the host
-// does not carry is an earlier request's and never answers this one, nor
-// does a record whose request identity (see doc.go) the host's request
-// does not have (a request removed and made again while no pass saw it
-// gone).
+// request, in the server-side apply that sets its token on the request
+// (see doc.go), and removes it with the request: a record whose Since the
+// host does not carry is an earlier request's and never answers this one,
+// nor does one whose request lost the token (removed and made again, or
+// changed, while no pass saw it).
 const ResetRequestAnnotation = "rebootkit.io/reset-request"
 
 // reconcileReset is a pass of a host with spec.disablePowerOff: its power
@@ -95,41 +95,65 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			st = resetRecord{} // corrupt: start afresh (no evidence is kept here)
 		}
 	}
+	value := bmh.Annotations[reboot.Annotation]
 	_, requested := bmh.Annotations[reboot.Annotation]
+	token, others := requestOwners(bmh)
+	// A request that only the controller's token owns was withdrawn by
+	// its owner's server-side apply (which leaves a field another manager
+	// owns): no request.
+	withdrawn := requested && token && !others
+	requested = requested && !withdrawn
 	marker, marked := bmh.Annotations[ResetRequestAnnotation]
 	var req *resetRequest
 	if requested {
-		r := requestOf(bmh)
-		req = &r
+		req = &resetRequest{Value: value}
 	}
-	if requested && st.pending() && (marker != stamp(st.Since) || st.Request != nil && !st.Request.answers(*req)) {
-		// An earlier request's state (one removed and made again while
-		// no pass saw it gone): this request starts afresh.
+	if requested && st.pending() && (!token || marker != stamp(st.Since) || st.Request == nil || *st.Request != *req) {
+		// An earlier request's state (one removed and made again, or
+		// changed, while no pass saw it: the token went with it), or a
+		// take whose second write did not happen: this request starts
+		// afresh.
 		st = resetRecord{}
 	}
 	now := c.Reconciler.Now()
-	o := resetObserved{Requested: requested, Request: req, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
-	pc, err := c.Reconciler.Power(name)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if s, err := pc.State(ctx); err == nil {
-		o.Power = s
-	} else if !isInFlight(err) && c.Recorder != nil {
-		c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot",
-			"host %s: power state read failed: %v; nothing is sent to it until a reading comes: %s", name, err, powerFix(err))
-	}
-	if c.Async != nil {
-		if lo, ok := c.Async.lateReset(name); ok {
-			c.noteReset(name, lo)
-		}
-		o.InFlight = c.Async.InFlight(name)
-	}
-	if lo, ok := c.lastReset(name); ok && requested {
-		o.Outcome = &lo
-	}
 	cfg := resetConfigOf(c.Reconciler.Config)
-	d := decideReset(o, cfg, now)
+	var d resetDecision
+	var o resetObserved
+	var pc power.Controller
+	if !requested && (st.pending() || withdrawn) {
+		// decideReset clears whatever the power reads: done before the
+		// host's power controller is asked for, so that a BMC replaced
+		// after the request (ErrBMCChanged) does not keep the old
+		// request's pin for good. A withdrawn request goes with it.
+		d = resetDecision{Clear: true}
+	} else {
+		o = resetObserved{Requested: requested, Request: req, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
+		pc, err = c.Reconciler.Power(name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if s, err := pc.State(ctx); err == nil {
+			o.Power = s
+		} else if !isInFlight(err) && c.Recorder != nil {
+			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot",
+				"host %s: power state read failed: %v; nothing is sent to it until a reading comes: %s", name, err, powerFix(err))
+		}
+		if hs, ok := recordStatus(&rec, bmh, exists); ok {
+			if res, done, err := c.breakHold(ctx, hosts, bmh, &rec, hs, o.Power, now); done {
+				return res, err
+			}
+		}
+		if c.Async != nil {
+			if lo, ok := c.Async.lateReset(name); ok {
+				c.noteReset(name, lo)
+			}
+			o.InFlight = c.Async.InFlight(name)
+		}
+		if lo, ok := c.lastReset(name); ok && requested {
+			o.Outcome = &lo
+		}
+		d = decideReset(o, cfg, now)
+	}
 	write := func(f func(context.Context) error) error {
 		return reboot.Fenced(ctx, c.Reconciler.Guard, "kube: reset of host "+name, f)
 	}
@@ -139,24 +163,35 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	}
 	switch {
 	case d.Done:
-		// The request and its marker go in one write, then the state: a
-		// stop in between leaves a state no later request carries.
+		// The state first, kept and marked done (with LastResetAnnotation),
+		// then the request and its marker in one write: a stop in between
+		// leaves a request whose state says it is done (the next pass
+		// removes it, no reset again), and the pass that sees no request
+		// clears the state.
 		unmark[reboot.Annotation] = nil
+		fin := st
+		if fin.Done.IsZero() {
+			fin.Done, fin.LeftOff = now, d.LeftOff
+		}
 		err = write(func(ctx context.Context) error {
-			if err := patchHost(ctx, hosts, bmh, unmark); err != nil {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &fin, fin.Accepted); err != nil {
 				return err
 			}
-			return c.writeReset(ctx, hosts, bmh, &rec, exists, nil, st.Accepted)
+			return patchHost(ctx, hosts, bmh, unmark)
 		})
 		if err == nil && c.Recorder != nil {
 			c.Recorder.Eventf(bmh, nil, "Normal", "Reset", "Reboot",
 				"host %s %s (spec.disablePowerOff: a reboot is a reset, never a power-off); %s removed",
-				name, doneWhat(st, d.LeftOff), reboot.Annotation)
+				name, doneWhat(fin, fin.LeftOff), reboot.Annotation)
 		}
 		c.forgetReset(name)
 	case d.Clear:
+		if withdrawn {
+			// Only the token keeps it: its owner withdrew it.
+			unmark[reboot.Annotation] = nil
+		}
 		err = write(func(ctx context.Context) error {
-			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}); err != nil || !marked {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}); err != nil || len(unmark) == 0 {
 				return err
 			}
 			return patchHost(ctx, hosts, bmh, unmark)
@@ -164,10 +199,10 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		c.forgetReset(name)
 	case d.Write:
 		err = write(func(ctx context.Context) error {
-			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &d.Rec, time.Time{}); err != nil || !d.Rec.pending() || marker == stamp(d.Rec.Since) {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &d.Rec, time.Time{}); err != nil || !d.Rec.pending() || token && marker == stamp(d.Rec.Since) {
 				return err
 			}
-			return patchHost(ctx, hosts, bmh, map[string]any{ResetRequestAnnotation: stamp(d.Rec.Since)})
+			return takeRequest(ctx, hosts, bmh, stamp(d.Rec.Since))
 		})
 	}
 	if errors.Is(err, reboot.ErrConflict) {
@@ -191,7 +226,12 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		cerr := reboot.Fenced(ctx, c.Reconciler.Guard, "kube: "+d.Call+" of host "+name,
 			func(ctx context.Context) error { return c.sendReset(ctx, pc, d.Call) })
 		if errors.Is(cerr, reboot.ErrNotLeader) {
-			return ctrl.Result{}, cerr // not sent: the leader's pass decides again
+			// Not sent: a refusal (resetRefused), which does not count.
+			// The next pass here records it if this process leads again;
+			// another leader has no outcome for it and takes it for one
+			// of unknown outcome (at most one more reset).
+			c.noteReset(name, resetOutcome{at: c.Reconciler.Now(), err: cerr})
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 		}
 		if !isInFlight(cerr) {
 			c.noteReset(name, resetOutcome{at: c.Reconciler.Now(), err: cerr})
@@ -208,13 +248,18 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	if after <= 0 || after > idle {
 		after = idle
 	}
+	if hs, ok := recordStatus(&rec, bmh, exists); ok && holdIntact(hs) {
+		after = min(after, cfg.PollInterval) // someone may break the hold: see brokenHold
+	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 // dropReset clears the reset state of a host that the normal path now
 // handles (spec.disablePowerOff cleared): the record's ResetAnnotation,
 // then the host's ResetRequestAnnotation, so that no later request of the
-// reset path is answered by it.
+// reset path is answered by it, then the controller's token (a request
+// only the token keeps, withdrawn by its owner's server-side apply, goes
+// with it).
 func (c *RebootController) dropReset(ctx context.Context, bmh *metal3.BareMetalHost) error {
 	hosts, ok := c.Reconciler.Hosts.(*RebootHosts)
 	if !ok {
@@ -233,7 +278,10 @@ func (c *RebootController) dropReset(ctx context.Context, bmh *metal3.BareMetalH
 				return mapError("record of", hosts.Namespace, bmh.Name, perr)
 			}
 		}
-		return patchHost(ctx, hosts, bmh, map[string]any{ResetRequestAnnotation: nil})
+		if err := patchHost(ctx, hosts, bmh, map[string]any{ResetRequestAnnotation: nil}); err != nil {
+			return err
+		}
+		return releaseRequest(ctx, hosts, bmh)
 	})
 }
 

@@ -35,6 +35,11 @@ type resetRecord struct {
 	// GaveUp is when the controller stopped resetting: maxResets resets
 	// were sent and the outcome of the last one is not known.
 	GaveUp time.Time `json:"gaveUp,omitzero"`
+	// Done is when the request was found done (written before the
+	// request is removed: a pass that still sees the request removes it),
+	// LeftOff whether the host was left off.
+	Done    time.Time `json:"done,omitzero"`
+	LeftOff bool      `json:"leftOff,omitempty"`
 }
 
 // maxResets bounds the resets sent for one request: a reset whose answer
@@ -180,6 +185,9 @@ func resetConfigOf(c reboot.Config) resetConfig {
 // unknown outcome (or refused) followed by an On reading StaleReads
 // later is done: the host came up after it was off.
 //
+// A request whose record says it is done (Done: the state was written,
+// the request not yet removed) is done again, with nothing sent.
+//
 // With no request, power follows spec.online as on the normal path: a
 // host that reads Off, with spec.online true and no hold, is powered on
 // (not again before StaleReads after the last power-on was about to be
@@ -200,6 +208,10 @@ func decideReset(o resetObserved, c resetConfig, now time.Time) resetDecision {
 	}
 	if !rec.pending() {
 		return resetDecision{Write: true, Rec: resetRecord{Since: now, Request: o.Request}}
+	}
+	if !rec.Done.IsZero() {
+		// Found done; the removal of the request did not happen yet.
+		return resetDecision{Done: true, LeftOff: rec.LeftOff}
 	}
 	if o.InFlight {
 		return resetDecision{After: c.PollInterval}

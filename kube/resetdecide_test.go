@@ -28,8 +28,12 @@ func TestDecideReset(t *testing.T) {
 		{"request gone: cleared", resetObserved{Rec: resetRecord{Since: sec(0)}}, sec(5), resetDecision{Clear: true}},
 		{"new request: persisted first", resetObserved{Requested: true, Power: power.StateOn}, sec(0),
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0)}}},
-		{"new request: its identity persisted", resetObserved{Requested: true, Request: &resetRequest{Owners: []string{"client/Update/"}, At: sec(-1)}, Power: power.StateOn}, sec(0),
-			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Request: &resetRequest{Owners: []string{"client/Update/"}, At: sec(-1)}}}},
+		{"new request: its identity persisted", resetObserved{Requested: true, Request: &resetRequest{Value: "x"}, Power: power.StateOn}, sec(0),
+			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Request: &resetRequest{Value: "x"}}}},
+		{"found done before a stop: done again, nothing sent", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Accepted: sec(1),
+			Op: "reset", Resets: 1, Done: sec(31)}, Power: power.StateOff}, sec(40), resetDecision{Done: true}},
+		{"found done (left off) before a stop", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0), Done: sec(31), LeftOff: true}, Power: power.StateOn},
+			sec(40), resetDecision{Done: true, LeftOff: true}},
 		{"on: reset, its intent persisted", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateOn}, sec(1),
 			resetDecision{Write: true, Rec: resetRecord{Since: sec(0), Sending: sec(1), Op: "reset", Resets: 1}, Call: "reset"}},
 		{"unknown: no reset (it may power on a host that is off)", resetObserved{Requested: true, Rec: resetRecord{Since: sec(0)}, Power: power.StateUnknown}, sec(1),
@@ -124,6 +128,8 @@ func TestDecideReset(t *testing.T) {
 //     which says it did nothing) and carried out all the same: a refusal
 //     does not count, and the reset is sent again;
 //   - refusals alone never make the controller give up;
+//   - a stop between Done's two writes (the state marked done, the
+//     request not yet removed) sends nothing more for the request;
 //   - once the BMC's reads are honest and nothing happens out of band,
 //     the request is done or given up (ResetOutcomeUnknown) within a
 //     bounded time, whether or not the answers to resets keep being lost
@@ -174,11 +180,20 @@ func TestResetStateMachine(t *testing.T) {
 						t.Fatalf("done at %v with no reset and no power-off since %v: truth %v", now, rec.Since, hw.Truth())
 					}
 				}
+				if rec.Done.IsZero() && rapid.Bool().Draw(t, "stopMidDone") {
+					// The state written (done), the removal of the request
+					// not: a stop between Done's two writes.
+					rec.Done, rec.LeftOff, out = now, d.LeftOff, nil
+					break
+				}
 				requested, rec, out = false, resetRecord{}, nil
 			case d.Clear:
 				rec, out = resetRecord{}, nil
 			case d.Write:
 				rec = d.Rec
+			}
+			if d.Call != "" && !rec.Done.IsZero() {
+				t.Fatalf("%s sent for a request whose state says done: %+v", d.Call, rec)
 			}
 			if d.Call != "" {
 				var err error

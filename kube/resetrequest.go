@@ -1,43 +1,58 @@
 package kube
 
 import (
+	"context"
 	"encoding/json"
-	"slices"
-	"strings"
-	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // resetRequest identifies the bare reboot request a reset record answers:
-// the annotation's value, the managers that own it in the host's
-// metadata.managedFields (manager, operation and subresource), and the
-// latest time of their entries when the request was first seen. A client
-// that removes the request and makes it again (also while no controller
-// watches) bumps the time of its entry, or changes the value or the
-// owners: the request is then a new one.
+// the annotation's value when the controller took the request. The rest of
+// its identity is on the host: the controller's token, its co-ownership of
+// the annotation (see requestOwners), which the API server takes away when
+// anyone removes the annotation or changes its value, and keeps through
+// every other write.
 type resetRequest struct {
-	Value  string    `json:"value"`
-	Owners []string  `json:"owners,omitempty"`
-	At     time.Time `json:"at,omitzero"`
+	Value string `json:"value"`
 }
 
-// requestOf is the identity of bmh's bare reboot request.
-func requestOf(bmh *metal3.BareMetalHost) resetRequest {
-	r := resetRequest{Value: bmh.Annotations[reboot.Annotation]}
+// resetTokenOwner is the field manager of the controller's token on a bare
+// request it took: a server-side apply of the annotation with the value it
+// has (and of ResetRequestAnnotation), so that the controller co-owns the
+// annotation in the host's metadata.managedFields. A removal of the
+// annotation (by any writer) takes the field from every manager, and a
+// change of its value takes it from every other: the request is then not
+// the one taken, whatever the clock and however busy its owner is.
+const resetTokenOwner = "rebootkit-reset-token"
+
+// requestOwners reports who owns bmh's bare reboot request in its
+// metadata.managedFields: token, the controller's token (resetTokenOwner,
+// operation Apply); others, any other manager.
+func requestOwners(bmh *metal3.BareMetalHost) (token, others bool) {
 	for _, e := range bmh.ManagedFields {
 		if e.FieldsV1 == nil || !ownsRequest(e.FieldsV1.GetRawBytes()) {
 			continue
 		}
-		r.Owners = append(r.Owners, e.Manager+"/"+string(e.Operation)+"/"+e.Subresource)
-		if e.Time != nil && e.Time.After(r.At) {
-			r.At = e.Time.UTC()
+		if e.Manager == resetTokenOwner && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			token = true
+		} else {
+			others = true
 		}
 	}
-	slices.Sort(r.Owners)
-	return r
+	return token, others
+}
+
+// tokenOn reports whether the controller's token is on bmh's bare
+// request.
+func tokenOn(bmh *metal3.BareMetalHost) bool {
+	token, _ := requestOwners(bmh)
+	return token
 }
 
 // ownsRequest reports whether a managedFields entry's field set holds the
@@ -55,13 +70,38 @@ func ownsRequest(raw []byte) bool {
 	return ok
 }
 
-// answers reports whether a record taken for request r answers the
-// request cur: the same value and owners, and no owner's entry changed
-// since (its time is whole seconds). A record with no identity (written
-// before identities were kept) answers any request its marker names.
-func (r resetRequest) answers(cur resetRequest) bool {
-	if r.Value == "" && r.Owners == nil && r.At.IsZero() {
-		return true
+// takeRequest marks bmh's bare request as taken for the reset state whose
+// Since is since: one server-side apply, as resetTokenOwner, of the
+// request with the value read and of ResetRequestAnnotation, with a
+// compare-and-swap on the version read (a request removed or changed
+// since the read is never written back).
+func takeRequest(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, since string) error {
+	return applyToken(ctx, hosts, bmh, map[string]string{
+		reboot.Annotation: bmh.Annotations[reboot.Annotation], ResetRequestAnnotation: since}, true)
+}
+
+// releaseRequest drops the controller's token of bmh (an apply of nothing
+// as resetTokenOwner): what others own stays, what only the token owns
+// goes, such as a request its owner withdrew with a server-side apply
+// (which leaves a field another manager owns).
+func releaseRequest(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost) error {
+	return applyToken(ctx, hosts, bmh, nil, false)
+}
+
+func applyToken(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, ann map[string]string, cas bool) error {
+	meta := map[string]any{"name": bmh.Name, "namespace": hosts.Namespace}
+	if cas {
+		meta["resourceVersion"] = bmh.ResourceVersion
 	}
-	return r.Value == cur.Value && strings.Join(r.Owners, ",") == strings.Join(cur.Owners, ",") && !cur.At.After(r.At)
+	if ann != nil {
+		meta["annotations"] = ann
+	}
+	raw, err := json.Marshal(map[string]any{"apiVersion": metal3.GroupVersion.String(), "kind": "BareMetalHost", "metadata": meta})
+	if err != nil {
+		return err
+	}
+	if err := hosts.Client.Patch(ctx, bmh, client.RawPatch(types.ApplyPatchType, raw), client.FieldOwner(resetTokenOwner)); err != nil {
+		return mapError("reset of", hosts.Namespace, bmh.Name, err)
+	}
+	return nil
 }
