@@ -44,13 +44,23 @@ func DrawReport(t *rapid.T, label string) Report {
 	return r
 }
 
-// DrawPowerConfig draws a server: its power lag (up to 10 s, sub-second
-// precision), a soft shutdown that is slow (up to 90 s), ignored or
+// MaxLag is the longest power lag DrawPowerConfig draws (PowerConfig.Lag).
+const MaxLag = 10 * time.Second
+
+// MaxSoftDelay is the longest soft shutdown DrawPowerConfig draws
+// (PowerConfig.SoftDelay). An accepted power-off of a drawn server takes
+// effect at most MaxSoftDelay + MaxLag (+ MaxEarlyOff for the hardware)
+// after it was sent, or never: a controller that bounds it (the inventory
+// fleet's Options.ShutdownMax) must allow at least this much.
+const MaxSoftDelay = 90 * time.Second
+
+// DrawPowerConfig draws a server: its power lag (up to MaxLag, sub-second
+// precision), a soft shutdown that is slow (up to MaxSoftDelay), ignored or
 // unsupported, and its reporting (DrawReport).
 func DrawPowerConfig(t *rapid.T, label string) PowerConfig {
 	cfg := PowerConfig{
-		Lag:       time.Duration(rapid.Int64Range(0, int64(10*time.Second)).Draw(t, label+".lag")),
-		SoftDelay: time.Duration(rapid.Int64Range(0, int64(90*time.Second)).Draw(t, label+".softDelay")),
+		Lag:       time.Duration(rapid.Int64Range(0, int64(MaxLag)).Draw(t, label+".lag")),
+		SoftDelay: time.Duration(rapid.Int64Range(0, int64(MaxSoftDelay)).Draw(t, label+".softDelay")),
 	}
 	switch rapid.IntRange(0, 3).Draw(t, label+".soft") {
 	case 1:

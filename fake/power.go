@@ -553,6 +553,18 @@ func (p *Power) Current() power.State {
 	return p.current()
 }
 
+// GoingOff reports whether the hardware is bound to go off without a
+// further command (ground truth, as a test sees it): a power-off is
+// scheduled or under way (a soft shutdown the OS has not finished, a
+// power's lag) or the BMC shows Off while the hardware still runs
+// (Report.EarlyOff). A power-on meanwhile may still cancel it.
+func (p *Power) GoingOff() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(p.now())
+	return p.pend != nil && p.pend.target == power.StateOff || !p.offAt.IsZero()
+}
+
 // Cycles counts completed power-ons that followed a completed power-off
 // (off → on, ignoring transitioning in between): the number of power cycles.
 func (p *Power) Cycles() int {

@@ -61,8 +61,17 @@
 // brought back on), then the job ends; if the power cycle has not
 // completed Options.JobTimeout after the request (a BMC that stopped
 // answering mid-cycle), the job ends failed saying the server may be off,
-// and the fleet keeps reconciling the server until it reads on: the server
-// counts as down meanwhile. The operator can give up on a server
+// and the fleet keeps reconciling the server, never powering it off
+// again (the plan may start another reboot in its slot): it only powers
+// it on if it reads off. A power-off the BMC accepted (or may have) before
+// the job ended may still take effect later, up to Options.ShutdownMax
+// after it was sent (a slow OS shutdown; one that takes longer must never
+// end), so the server counts as down until a health check begun
+// ShutdownMax after the fleet's last power-off to it (or after the
+// executor started, for one an earlier run sent) passes; the fleet drops
+// what is left of the power cycle once a power reading taken StaleReads
+// past that instant says on (nothing of it can take effect any more), and
+// powers the server on if the late power-off lands first. The operator can give up on a server
 // (Fleet.Abandon; rebootctl plan abandon): the fleet never powers it on or
 // off again, its job ends failed (undrained), a job of the same plan asked
 // for later is recorded failed at once (the plan moves on), Status shows
@@ -156,7 +165,9 @@
 //
 // Under the reboot package's assumptions (a BMC reports no state older
 // than reboot.Config.StaleReads; nobody powers a server on or off out of
-// band during its reboot), checked against the fake hardware's ground
+// band during its reboot) and one of this package's (a power-off the BMC
+// accepted takes effect within Options.ShutdownMax of being sent, or
+// never), checked against the fake hardware's ground
 // truth by TestJobStateMachine (adversary BMCs, one of them dead for ever
 // in its liveness phase, executors killed between any two steps, clocks
 // stepped, commands that fail, hang or answer late, the executor's own
@@ -173,13 +184,18 @@
 //   - Once a job is cancelled, timed out, or its plan ended or gave up on
 //     it, no power-off reaches its server's BMC unless one of its reboot
 //     may already have been accepted: accepted, timed out, or sent by an
-//     executor that was killed before it learned the answer.
+//     executor that was killed before it learned the answer; and once the
+//     job has ended, none at all (the fleet only powers the server on).
 //   - One live job per server.
 //   - A server counts as down while its health check fails, a job may
-//     power it off, or a power cycle of the fleet has not settled; its
-//     services count as up only when the check passes and no job is busy
-//     with it. With the plan's rule (offline servers count against the
-//     concurrency) no more servers are off at once than the concurrency.
+//     power it off, or a power cycle of the fleet has not settled (once
+//     its job ended: until a health check begun Options.ShutdownMax after
+//     its last power-off passes); its services count as up only when the
+//     check passes and no job is busy with it. With the plan's rule
+//     (offline servers count against the concurrency) no more servers are
+//     off at once than the concurrency, also when a power-off the BMC
+//     accepted before its job ended takes effect late (assuming it does
+//     within ShutdownMax, or never).
 //   - Commands (drain, undrain, reboot, health, conditions) run with PATH,
 //     HOME, SSH_AUTH_SOCK and defaults.command_env only, never a BMC
 //     password variable; errors about addresses never echo credentials.

@@ -45,6 +45,17 @@ type Options struct {
 	// this long after its power cycle fails (it is undrained all the same).
 	// Give the plan's services timeout. Default 1h.
 	ServicesTimeout time.Duration
+	// ShutdownMax bounds how long after it was sent a power-off the BMC
+	// accepted (or may have: it timed out, or the executor died before the
+	// answer) can still take effect: the longest an OS takes to shut down
+	// after a soft power-off, plus the power's own delay. A soft shutdown
+	// that takes longer must never end (an OS that ignores the request).
+	// Once a job has ended, nothing powers its server off again; its server
+	// counts as offline, and its power cycle is kept, until a health check
+	// or a power reading taken ShutdownMax after the last power-off shows
+	// it on. Default twice Reboot.SoftTimeout (the reboot package assumes
+	// a soft shutdown ends within SoftTimeout or never, its A2).
+	ShutdownMax time.Duration
 	// HealthTTL: how long a health result is reused. Default 2s.
 	HealthTTL time.Duration
 	// HealthMaxAge bounds the age of a health result a start may rely
@@ -164,6 +175,7 @@ type Fleet struct {
 	probing    map[string]bool
 	reads      map[string]reading       // last power reading per server
 	lastCmd    map[string]time.Duration // monotonic time of the last power command sent
+	lastOff    map[string]time.Duration // monotonic time of the last power-off sent
 	lastErr    map[string]BMCError      // last error recorded per server
 	logged     map[string]time.Duration // server+class -> last Warn (monotonic)
 	dead       bool                     // killed by a test's crash point
@@ -220,6 +232,12 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	if opts.ServicesTimeout <= 0 {
 		opts.ServicesTimeout = time.Hour
 	}
+	if opts.ShutdownMax <= 0 {
+		opts.ShutdownMax = 2 * opts.Reboot.SoftTimeout
+		if opts.Reboot.SoftTimeout <= 0 {
+			opts.ShutdownMax = 2 * reboot.DefaultConfig().SoftTimeout
+		}
+	}
 	if opts.HealthTTL <= 0 {
 		opts.HealthTTL = 2 * time.Second
 	}
@@ -249,6 +267,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		workers: map[string]bool{}, pokes: map[string]bool{}, liveJob: map[string]string{}, keeping: map[string]bool{},
 		health:  map[string]healthResult{},
 		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
+		lastOff: map[string]time.Duration{},
 		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32),
 		openJobs: map[string]string{}, lastJob: map[string]string{}, shown: map[string]bool{},
 		draining: map[string]context.CancelFunc{}}

@@ -128,6 +128,16 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 	if why := g.f.selfWhy(g.server); why != "" {
 		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: " + why}
 	}
+	if !g.f.cycleJobLive(g.server, h.Job) {
+		// Its job ended (at the latest JobTimeout after its request,
+		// saying the server may be off) or there is none: the plan may
+		// have started another reboot in its slot, so nothing powers it
+		// off any more, not even to complete a power cycle whose
+		// power-off may have been accepted. The fleet only powers it on
+		// (if it reads off), and counts it offline until a power-off
+		// sent before can no longer take effect (offLanded).
+		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: its job ended; the fleet only powers it on"}
+	}
 	was := h.OffMaybe
 	if !was {
 		if why := g.f.mayPowerOff(ctx, g.server, h); why != "" {
@@ -149,6 +159,7 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 	ctx, cancel := g.bounded(ctx)
 	defer cancel()
 	g.f.noteCommand(g.server)
+	g.f.noteOff(g.server)
 	if g.f.crashAt("power off " + g.server) {
 		return errKilled
 	}
@@ -205,6 +216,32 @@ func (f *Fleet) mayPowerOff(ctx context.Context, server string, h hostRecord) st
 		}
 	}
 	return ""
+}
+
+// cycleJobLive reports whether job (the one whose power cycle the host
+// record holds) is the server's live job.
+func (f *Fleet) cycleJobLive(server, job string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return job != "" && f.liveJob[server] == job
+}
+
+// noteOff records when a power-off was last sent to server (monotonic).
+func (f *Fleet) noteOff(server string) {
+	m := f.mono()
+	f.mu.Lock()
+	f.lastOff[server] = m
+	f.mu.Unlock()
+}
+
+// offHorizon is the monotonic instant after which no power-off this
+// process or an earlier one sent to server can take effect any more: its
+// last power-off (or this process's start, for one an earlier process
+// sent) plus Options.ShutdownMax.
+func (f *Fleet) offHorizon(server string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return max(f.lastOff[server], f.start) + f.opts.ShutdownMax
 }
 
 func (f *Fleet) noteCommand(server string) {

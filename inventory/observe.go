@@ -11,7 +11,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/rebootkit/rebootkit/plan"
-	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // powerBusy: job states in which the server may be off because of the job.
@@ -31,7 +30,6 @@ func powerBusy(state string) bool {
 func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, error) {
 	obs := plan.Observations{Servers: map[string]plan.ServerObs{}, Jobs: map[string]plan.JobObs{}, HeadnodeServicesUp: true, ShardHealthy: true}
 	busy := map[string]JobRecord{}
-	ended := map[string]time.Time{}
 	hosts := map[string]hostRecord{}
 	err := f.db.View(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketHosts).ForEach(func(k, v []byte) error {
@@ -51,8 +49,6 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 			}
 			if !j.Over() {
 				busy[j.Server] = j
-			} else if h := hosts[j.Server]; h.Job == j.UUID && j.Ended != nil {
-				ended[j.Server] = *j.Ended
 			}
 			o := jobObs(j, hosts[j.Server])
 			obs.Jobs[j.UUID] = o
@@ -72,7 +68,7 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 	if hasHead {
 		servers = append(servers, head)
 	}
-	healthy := f.healthOf(ctx, servers)
+	healthy, since := f.healthSince(ctx, servers)
 	for _, r := range p.Reboots {
 		s, ok := f.inv.Server(r.ServerUUID)
 		if !ok {
@@ -82,7 +78,7 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 		h := hosts[s.UUID]
 		// An abandoned server is the operator's: it never counts against
 		// the concurrency (the executor will not touch it again).
-		down := h.Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, h) && (isBusy || !f.endedLongAgo(ended, s.UUID)))
+		down := h.Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, h) && (isBusy || !f.offLanded(s.UUID, since[s.UUID])))
 		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
 	}
 	if hasHead {
@@ -112,16 +108,26 @@ func (f *Fleet) headnode() (Server, bool) {
 // once). A result older than HealthMaxAge counts as down. It never waits
 // (tests' manual fleets check at once).
 func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool {
+	up, _ := f.healthSince(ctx, servers)
+	return up
+}
+
+// healthSince is healthOf, with, for each server counted up, when the
+// check that passed started (monotonic).
+func (f *Fleet) healthSince(ctx context.Context, servers []Server) (map[string]bool, map[string]time.Duration) {
 	out := make(map[string]bool, len(servers))
+	since := make(map[string]time.Duration, len(servers))
 	now := f.mono()
 	for _, s := range servers {
 		if f.opts.manual && !f.opts.slowProbes {
 			out[s.UUID] = f.check(ctx, s) == nil
+			since[s.UUID] = now
 			continue
 		}
 		f.mu.Lock()
 		r, ok := f.health[s.UUID]
 		age := now - r.at
+		since[s.UUID] = r.at
 		if f.opts.manual {
 			f.mu.Unlock()
 			out[s.UUID] = f.countsUp(r, ok, age)
@@ -155,7 +161,7 @@ func (f *Fleet) healthOf(ctx context.Context, servers []Server) map[string]bool 
 			}(s)
 		}
 	}
-	return out
+	return out, since
 }
 
 // countsUp: a health result (had: there is one) of this age counts as up,
@@ -239,31 +245,26 @@ func poweredOff(j JobRecord, h hostRecord) *time.Time {
 // settled (unless the operator abandoned it). While a job of the server
 // is live this counts whatever its health check says; once none is (its
 // job ended, at the latest JobTimeout after its request, saying the
-// server may be off), an unsettled power cycle counts only while the
-// server's health check fails: a BMC that never answers would otherwise
-// hold a concurrency slot for good (issue 38, A.1), and a power-off
-// accepted before has shown in a health check begun HealthMaxAge plus
-// StaleReads after its job ended (endedLongAgo). The fleet goes on reconciling it, and show and watch
-// list it with its BMC error.
+// server may be off), an unsettled power cycle counts until a health check
+// begun after every power-off sent to the server can have taken effect
+// passes (offLanded): a BMC that never answers would otherwise hold a
+// concurrency slot for good (issue 38, A.1), and a soft power-off the BMC
+// accepted but the OS has not carried out yet may still land while the
+// plan reboots another server in that slot. The fleet goes on reconciling
+// it (only ever powering it on), and show and watch list it with its BMC
+// error.
 func powerDown(j JobRecord, busy bool, h hostRecord) bool {
 	return busy && powerBusy(j.State) || h.Abandoned == "" && (h.Watch && !h.Settled || h.Status.Pending())
 }
 
-// endedLongAgo reports whether the server's last job (ended[server], its
-// end) ended at least HealthMaxAge plus StaleReads ago, so that a health
-// check that counts as up was begun after anything its power commands
-// did had shown. No job (a power cycle unsettled since before a restart):
-// false.
-func (f *Fleet) endedLongAgo(ended map[string]time.Time, server string) bool {
-	at, ok := ended[server]
-	if !ok {
-		return false
-	}
-	stale := f.opts.Reboot.StaleReads
-	if stale <= 0 {
-		stale = reboot.DefaultConfig().StaleReads
-	}
-	return f.now().Sub(at) >= f.opts.HealthMaxAge+stale
+// offLanded reports whether a health check of server that started at
+// checkAt (monotonic) began after every power-off the fleet sent it can
+// have taken effect (offHorizon: its last power-off, or this process's
+// start, plus ShutdownMax): once such a check passes, the server is on and
+// nothing of ours can power it off any more (no power-off is sent once its
+// job ended, gated.Off).
+func (f *Fleet) offLanded(server string, checkAt time.Duration) bool {
+	return checkAt >= f.offHorizon(server)
 }
 
 var _ plan.ViewFleet = (*Fleet)(nil)
@@ -308,7 +309,7 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 	}
 	// Servers kept reconciled outside the view (a power cycle that has not
 	// settled) are health-checked too: once their job ended, their health
-	// check says whether they count as offline (offAfterJob).
+	// check says whether they count as offline (offLanded).
 	for s, id := range watch {
 		if !inView[s] && id == "" {
 			if srv, ok := f.inv.Server(s); ok {
@@ -322,7 +323,6 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 	}
 	hosts := make(map[string]hostRecord, len(watch))
 	live := make(map[string]JobRecord, len(watch))
-	ended := map[string]time.Time{}
 	err := f.db.View(func(tx *bolt.Tx) error {
 		hb, jb := tx.Bucket(bucketHosts), tx.Bucket(bucketJobs)
 		for s, id := range watch {
@@ -343,8 +343,6 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 				}
 				if !j.Over() {
 					live[s] = j
-				} else if hosts[s].Job == j.UUID && j.Ended != nil {
-					ended[s] = *j.Ended
 				}
 			}
 		}
@@ -367,7 +365,7 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 	if err != nil {
 		return plan.Observations{}, err
 	}
-	healthy := f.healthOf(ctx, servers)
+	healthy, since := f.healthSince(ctx, servers)
 	offline := map[string]bool{}
 	for _, r := range v.Reboots {
 		s, ok := f.inv.Server(r.ServerUUID)
@@ -376,14 +374,14 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 			continue
 		}
 		j, isBusy := live[s.UUID]
-		down := hosts[s.UUID].Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, hosts[s.UUID]) && (isBusy || !f.endedLongAgo(ended, s.UUID)))
+		down := hosts[s.UUID].Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, hosts[s.UUID]) && (isBusy || !f.offLanded(s.UUID, since[s.UUID])))
 		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
 		if down {
 			offline[s.UUID] = true
 		}
 	}
 	for s, h := range hosts {
-		if j, isBusy := live[s]; !inView[s] && h.Abandoned == "" && powerDown(j, isBusy, h) && (isBusy || !healthy[s] || !f.endedLongAgo(ended, s)) {
+		if j, isBusy := live[s]; !inView[s] && h.Abandoned == "" && powerDown(j, isBusy, h) && (isBusy || !healthy[s] || !f.offLanded(s, since[s])) {
 			offline[s] = true
 		}
 	}

@@ -253,6 +253,9 @@ func (w *world) openFleet(lock time.Duration) (*Fleet, error) {
 	return OpenFleet(w.openInv(), w.path, Options{
 		lockTimeout: lock,
 		Reboot:      reboot.Config{SoftTimeout: time.Minute, StaleReads: fake.MaxStale + time.Second},
+		// A drawn server's accepted power-off takes effect within this,
+		// or never (its soft shutdown may outlast SoftTimeout).
+		ShutdownMax: fake.MaxSoftDelay + fake.MaxLag + fake.MaxEarlyOff,
 		JobTimeout:  w.cfg.JobTimeout, ServicesTimeout: w.cfg.ServicesTimeout, Poll: time.Second, CallTimeout: time.Second,
 		Now: w.clk.Now, Monotonic: w.clk.Monotonic, manual: true,
 		Controller: func(_ context.Context, s Server) (power.Controller, error) {
@@ -709,7 +712,10 @@ func jobStateMachine(t *testing.T, two bool) {
 				}
 				if id != "" {
 					b := w.bmcs[id]
-					if !b.p.HardwareOn() || len(b.offs) > 0 && (b.offs[len(b.offs)-1].applied || b.offs[len(b.offs)-1].lost) && b.p.Cycles() == 0 {
+					// Ground truth: not one whose OS is shutting down
+					// (a soft power-off accepted earlier, not only the
+					// last one: it would stop the executor).
+					if !b.p.HardwareOn() || b.p.GoingOff() || len(b.offs) > 0 && (b.offs[len(b.offs)-1].applied || b.offs[len(b.offs)-1].lost) && b.p.Cycles() == 0 {
 						t.Skip("the executor cannot run on a server that may be shutting down")
 					}
 					if h, _ := w.f.hosts.load(id); h.OffMaybe && len(b.offs) > 0 && (b.offs[len(b.offs)-1].applied || b.offs[len(b.offs)-1].lost) {

@@ -123,7 +123,7 @@ func (f *Fleet) keep(ctx context.Context, server string) bool {
 		_, live := f.liveJob[server]
 		f.mu.Unlock()
 		if !live {
-			return f.dropSelfCycle(server)
+			return f.dropCycle(server, false, "power cycle of the executor's own server dropped: it runs there, so it is on")
 		}
 	}
 	res, rerr := f.rec.Reconcile(ctx, server)
@@ -146,7 +146,20 @@ func (f *Fleet) keep(ctx context.Context, server string) bool {
 		return true
 	}
 	phase := phaseText(res.Decision, rd.state)
+	if res.Decision.Phase == reboot.PhasePoweringOff && rd.state != power.StateUnknown && !f.cycleJobLive(server, h.Job) {
+		// gated.Off holds every power-off once the job ended: say what
+		// the fleet really does.
+		phase = "its job ended: watched until no earlier power-off can land (powered on if it reads off, never off)"
+	}
 	settled := rerr == nil && read && rd.state == power.StateOn && rd.at-stale >= last && !h.hasRequest() && !h.Status.Pending()
+	if !settled && h.Status.Pending() && !h.hasRequest() && !f.cycleJobLive(server, h.Job) &&
+		read && rd.state == power.StateOn && rd.at-stale >= max(last, f.offHorizon(server)) {
+		// Its job ended and nothing powers the server off any more
+		// (gated.Off): it read on at an instant after any power-off sent
+		// before could take effect, so what is left of the power cycle
+		// can never complete; dropped, the server is settled.
+		return f.dropCycle(server, true, "power cycle dropped after its job ended: the server reads on, and no power-off sent before can still take effect")
+	}
 	if settled {
 		phase = "on"
 	}
@@ -172,13 +185,16 @@ func (f *Fleet) keep(ctx context.Context, server string) bool {
 	return h.needsKeeping()
 }
 
-// dropSelfCycle drops what is left of a power cycle of the fleet on the
-// executor's own server once no job of it is live (its job ended, saying
-// it may be off, before the executor knew it ran there): the executor
-// runs on it, so it is on, and the cycle could only be completed through
-// its BMC, which never powers it off. It reports whether it must look
-// again.
-func (f *Fleet) dropSelfCycle(server string) bool {
+// dropCycle drops what is left of a power cycle of the fleet on server
+// (why says why, in the log) once no job of it is live, so that the fleet
+// no longer reconciles it: on the executor's own server (its job ended,
+// saying it may be off, before the executor knew it ran there: the
+// executor runs on it, so it is on, and the cycle could only be completed
+// through its BMC, which never powers it off); on any server that reads
+// on past Options.ShutdownMax after its last power-off (settled: nothing
+// of the cycle can take effect any more). It reports whether it must
+// look again.
+func (f *Fleet) dropCycle(server string, settled bool, why string) bool {
 	h, err := f.hosts.modify(server, func(h *hostRecord) error {
 		for k := range h.Annotations {
 			if reboot.IsRebootAnnotation(k) {
@@ -188,14 +204,17 @@ func (f *Fleet) dropSelfCycle(server string) bool {
 		}
 		h.Status.PendingRebootSince, h.Status.Seen, h.Status.LastRequestSeen = time.Time{}, nil, time.Time{}
 		h.Status.Mode = power.ModeSoft
-		h.Watch, h.Settled, h.OffMaybe = false, false, false
+		h.Watch, h.Settled, h.OffMaybe = false, settled, false
 		h.Phase, h.PhaseSince = "", f.now()
+		if settled {
+			h.Phase = "on"
+		}
 		return nil
 	})
 	if err != nil {
 		return true
 	}
-	f.infof("power cycle of the executor's own server dropped: it runs there, so it is on", "server", server)
+	f.infof(why, "server", f.serverName(server))
 	return h.needsKeeping()
 }
 

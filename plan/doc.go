@@ -77,7 +77,10 @@
 //  5. A failed step gives the server canceled_at and an error. A job that
 //     timed out is cancelled through the fleet (Fleet.CancelJob) and the
 //     server counts as offline until the fleet says the job ended: a job
-//     may still reboot its server after the plan gave up on it. Failures
+//     may still reboot its server after the plan gave up on it. After
+//     that it counts as offline while the fleet observes it down (an
+//     inventory fleet keeps a server its job may have left off, or may
+//     still power off late, down until it cannot be: inventory's doc). Failures
 //     beyond the failure budget stop the plan from starting more reboots.
 //     End states: complete (every reboot succeeded), failed (some failed
 //     or were given up as the fleet never showed their job, or the budget
