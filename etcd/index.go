@@ -146,10 +146,17 @@ func (s *Store) unfinishedHeads(ctx context.Context) (out []indexedHead, at int6
 				if len(kvs) == 0 {
 					continue // pruned
 				}
-				h, err := decodeHeader(batch[i], kvs[0].Value)
-				if err != nil {
-					corrupt = append(corrupt, err.Error())
-					continue
+				// The header this store knows at that version is the one
+				// stored (knownHead): not decoded again.
+				k, ok := s.known(batch[i])
+				h := k.h
+				if !ok || k.rev != kvs[0].ModRevision {
+					var derr error
+					if h, derr = decodeHeader(batch[i], kvs[0].Value); derr != nil {
+						corrupt = append(corrupt, derr.Error())
+						continue
+					}
+					s.remember(batch[i], knownHead{rev: kvs[0].ModRevision, h: h, raw: kvs[0].Value})
 				}
 				if !ended(h) {
 					out = append(out, indexedHead{uuid: batch[i], h: h, rev: kvs[0].ModRevision})
