@@ -3,6 +3,8 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,14 +20,17 @@ var _ plan.HeadStore = (*Store)(nil)
 // last read or its pass wrote, a comparison of its revision (knownHead),
 // neither fetched nor decoded again.
 func (s *Store) GetHead(ctx context.Context, uuid string) (plan.View, error) {
-	h, version, _, err := s.readHeader(ctx, uuid)
+	k, _, _, _, err := s.headerAt(ctx, uuid)
 	if err != nil {
 		return plan.View{}, err
 	}
-	p := h.Plan
+	// The header is kept (knownHead): the caller gets its own copy.
+	p := k.h.Plan.Clone()
 	p.Reboots = nil
-	p.Version = strconv.FormatInt(version, 10)
-	return plan.View{Plan: p, Index: h.Index, Pos: []int{}}, nil
+	p.Version = strconv.FormatInt(k.rev, 10)
+	ix := k.h.Index
+	ix.InFlight, ix.DoneHist = slices.Clone(ix.InFlight), maps.Clone(ix.DoneHist)
+	return plan.View{Plan: p, Index: ix, Pos: []int{}}, nil
 }
 
 // PutHead implements plan.HeadStore: the header rewritten with hv's plan

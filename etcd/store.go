@@ -1035,7 +1035,7 @@ func (s *Store) getView(ctx context.Context, uuid string) (plan.View, error) {
 	}
 	// The pages are kept (and reused by the next view): the caller
 	// gets its own copy of what the reboots point to.
-	v.Reboots = plan.Plan{Reboots: v.Reboots}.Clone().Reboots
+	plan.OwnReboots(v.Reboots)
 	v.Version = strconv.FormatInt(k.rev, 10)
 	return v, nil
 }
