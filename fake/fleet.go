@@ -304,7 +304,12 @@ func (f *Fleet) down(s *FleetServer, now time.Time) bool {
 }
 
 func (f *Fleet) servicesUp(s *FleetServer, now time.Time) bool {
-	if f.down(s, now) {
+	return f.servicesUpDown(s, now, f.down(s, now))
+}
+
+// servicesUpDown is servicesUp of a server whose down is known.
+func (f *Fleet) servicesUpDown(s *FleetServer, now time.Time, down bool) bool {
+	if down {
 		return false
 	}
 	for _, j := range f.byServer[s.UUID] {
@@ -365,7 +370,7 @@ func (f *Fleet) headnodeDown(now time.Time) bool {
 // jobs): servers whose jobs all ended and that booted since leave the live
 // set for good, unless the clock goes back, when it scans every server.
 func (f *Fleet) offlineSet(now time.Time, truth bool) []string {
-	set := map[string]bool{}
+	var out []string
 	back := now.Before(f.latest)
 	f.latest = maxTime(f.latest, now)
 	candidates := f.live
@@ -378,28 +383,27 @@ func (f *Fleet) offlineSet(now time.Time, truth bool) []string {
 	for id := range candidates {
 		s := f.servers[id]
 		if truth && f.offline(s, now) || !truth && f.down(s, now) {
-			set[id] = true
+			out = append(out, id)
 		}
 		if !back && f.quiet(s, now) {
 			delete(f.live, id)
 		}
 	}
 	for id := range f.downNow {
-		set[id] = true
+		out = append(out, id)
 	}
 	if !truth {
 		for id, h := range f.hide {
 			if h {
-				set[id] = true
+				out = append(out, id)
 			}
 		}
 	}
-	out := make([]string, 0, len(set))
-	for id := range set {
-		out = append(out, id)
+	if out == nil {
+		out = []string{}
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // quiet reports whether no job of s can take it offline at now or later:
@@ -444,17 +448,33 @@ func (f *Fleet) Observe(_ context.Context, p plan.Plan) (plan.Observations, erro
 		}
 		obs.Servers[s.UUID] = plan.ServerObs{Down: f.down(s, now), ServicesUp: up}
 	}
+	var times timeBuf
 	for id, j := range f.jobs {
 		if !j.gone {
-			obs.Jobs[id] = f.jobObs(j, now)
+			obs.Jobs[id] = f.jobObs(j, now, &times)
 		}
 	}
 	obs.Conditions = f.conditionResults(now)
 	return obs, nil
 }
 
-// jobObs is what is observed of job j at now (locked).
-func (f *Fleet) jobObs(j *fleetJob, now time.Time) plan.JobObs {
+// timeBuf hands out pointers to times taken from a few large
+// allocations instead of one each (an observation of thousands of jobs
+// points to thousands of phase times). A chunk never grows: the pointers
+// stay valid.
+type timeBuf []time.Time
+
+func (b *timeBuf) ptr(t time.Time) *time.Time {
+	if len(*b) == cap(*b) {
+		*b = make([]time.Time, 0, max(64, 2*cap(*b)))
+	}
+	*b = append(*b, t)
+	return &(*b)[len(*b)-1]
+}
+
+// jobObs is what is observed of job j at now (locked); its phase times
+// come from times.
+func (f *Fleet) jobObs(j *fleetJob, now time.Time, times *timeBuf) plan.JobObs {
 	s := f.servers[j.server]
 	f.settle(j, now)
 	started, drained, finished, up := s.times(j.created)
@@ -469,7 +489,7 @@ func (f *Fleet) jobObs(j *fleetJob, now time.Time) plan.JobObs {
 		if now.Before(t) {
 			return nil
 		}
-		return &t
+		return times.ptr(t)
 	}
 	if o.Drained {
 		o.Phases.Drained = seen(drained)
@@ -502,12 +522,14 @@ func (f *Fleet) ObserveView(_ context.Context, v plan.View) (plan.Observations, 
 	if f.executorDown(now) {
 		return plan.Observations{}, ErrUnavailable
 	}
-	obs := plan.Observations{Partial: true, Servers: make(map[string]plan.ServerObs, len(v.Reboots)), Jobs: map[string]plan.JobObs{},
+	var times timeBuf
+	obs := plan.Observations{Partial: true, Servers: make(map[string]plan.ServerObs, len(v.Reboots)), Jobs: make(map[string]plan.JobObs, len(v.Reboots)),
 		HeadnodeServicesUp: f.head == "" && !f.headnodeZero || f.head != "" && f.servicesUp(f.servers[f.head], now), ShardPrimary: f.shardPrimary, ShardFrozen: f.frozen, ShardHealthy: true}
 	for _, r := range v.Reboots {
 		s, ok := f.servers[r.ServerUUID]
 		if ok && !f.hide[s.UUID] {
-			obs.Servers[s.UUID] = plan.ServerObs{Down: f.down(s, now), ServicesUp: f.servicesUp(s, now)}
+			down := f.down(s, now)
+			obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: f.servicesUpDown(s, now, down)}
 		}
 		if j, ok := f.jobs[r.JobUUID]; ok && r.JobUUID != "" {
 			f.settle(j, now)
@@ -515,7 +537,7 @@ func (f *Fleet) ObserveView(_ context.Context, v plan.View) (plan.Observations, 
 				j.gone = true
 			}
 			if !j.gone {
-				obs.Jobs[r.JobUUID] = f.jobObs(j, now)
+				obs.Jobs[r.JobUUID] = f.jobObs(j, now, &times)
 			}
 		}
 	}
