@@ -44,8 +44,16 @@ type FleetServer struct {
 	Labels map[string]string
 }
 
+// fleetServer is a server of the fleet: its copy of the FleetServer and
+// its jobs, oldest first.
+type fleetServer struct {
+	FleetServer
+	jobs []*fleetJob
+}
+
 type fleetJob struct {
 	server   string
+	srv      *fleetServer // the server's record (server is its UUID)
 	created  time.Time
 	cancel   time.Time // when CancelJob was asked (zero: never)
 	gone     bool      // garbage-collected
@@ -77,14 +85,13 @@ type Start struct {
 // check invariants against what really happened. Observe costs
 // O(servers + jobs). Not for production.
 type Fleet struct {
-	mu       sync.Mutex
-	now      func() time.Time
-	servers  map[string]*FleetServer
-	order    []string
-	jobs     map[string]*fleetJob
-	byServer map[string][]*fleetJob
-	created  map[string]int
-	starts   []Start
+	mu      sync.Mutex
+	now     func() time.Time
+	servers map[string]*fleetServer
+	order   []string
+	jobs    map[string]*fleetJob
+	created map[string]int
+	starts  []Start
 	// Retain, if set, garbage-collects jobs this long after they ended.
 	retain       time.Duration
 	shardPrimary string
@@ -176,12 +183,11 @@ func (f *Fleet) StaleActions() int {
 
 // NewFleet returns a fleet of copies of servers on the clock now.
 func NewFleet(now func() time.Time, shardPrimary string, servers ...FleetServer) *Fleet {
-	f := &Fleet{now: now, servers: map[string]*FleetServer{}, jobs: map[string]*fleetJob{},
-		byServer: map[string][]*fleetJob{}, created: map[string]int{}, shardPrimary: shardPrimary, hide: map[string]bool{},
+	f := &Fleet{now: now, servers: map[string]*fleetServer{}, jobs: map[string]*fleetJob{},
+		created: map[string]int{}, shardPrimary: shardPrimary, hide: map[string]bool{},
 		downNow: map[string]bool{}, live: map[string]bool{}, unknown: map[string][]string{}}
 	for _, s := range servers {
-		s := s
-		f.servers[s.UUID] = &s
+		f.servers[s.UUID] = &fleetServer{FleetServer: s}
 		f.order = append(f.order, s.UUID)
 		if s.Headnode && f.head == "" {
 			f.head = s.UUID
@@ -270,7 +276,7 @@ func (f *Fleet) settle(j *fleetJob, now time.Time) {
 	if !j.endedAt.IsZero() {
 		return
 	}
-	s := f.servers[j.server]
+	s := j.srv
 	_, drained, finished, _ := s.times(j.created)
 	switch {
 	case !j.cancel.IsZero() && j.cancel.Before(finished) && (s.FailJob && j.cancel.Before(drained) || !s.FailJob):
@@ -288,11 +294,11 @@ func (f *Fleet) settle(j *fleetJob, now time.Time) {
 
 // down reports whether server s is down at now (locked): for its own
 // reasons, or rebooting after a job sent the reboot command.
-func (f *Fleet) down(s *FleetServer, now time.Time) bool {
+func (f *Fleet) down(s *fleetServer, now time.Time) bool {
 	if s.DownNow {
 		return true
 	}
-	for _, j := range f.byServer[s.UUID] {
+	for _, j := range s.jobs {
 		f.settle(j, now)
 		if j.rebooted {
 			if !now.Before(j.endedAt) && now.Before(j.endedAt.Add(s.Boot)) {
@@ -303,16 +309,16 @@ func (f *Fleet) down(s *FleetServer, now time.Time) bool {
 	return false
 }
 
-func (f *Fleet) servicesUp(s *FleetServer, now time.Time) bool {
+func (f *Fleet) servicesUp(s *fleetServer, now time.Time) bool {
 	return f.servicesUpDown(s, now, f.down(s, now))
 }
 
 // servicesUpDown is servicesUp of a server whose down is known.
-func (f *Fleet) servicesUpDown(s *FleetServer, now time.Time, down bool) bool {
+func (f *Fleet) servicesUpDown(s *fleetServer, now time.Time, down bool) bool {
 	if down {
 		return false
 	}
-	for _, j := range f.byServer[s.UUID] {
+	for _, j := range s.jobs {
 		if j.rebooted {
 			_, _, finished, up := s.times(j.created)
 			if !now.Before(finished) && (s.NeverUp || now.Before(up)) {
@@ -325,11 +331,11 @@ func (f *Fleet) servicesUpDown(s *FleetServer, now time.Time, down bool) bool {
 
 // offline reports whether s is offline at now by the plan's definition,
 // from ground truth: down, or a job on it that has not ended.
-func (f *Fleet) offline(s *FleetServer, now time.Time) bool {
+func (f *Fleet) offline(s *fleetServer, now time.Time) bool {
 	if f.down(s, now) {
 		return true
 	}
-	for _, j := range f.byServer[s.UUID] {
+	for _, j := range s.jobs {
 		f.settle(j, now)
 		if j.endedAt.IsZero() {
 			return true
@@ -408,8 +414,8 @@ func (f *Fleet) offlineSet(now time.Time, truth bool) []string {
 
 // quiet reports whether no job of s can take it offline at now or later:
 // every job ended, and the server booted after each reboot it caused.
-func (f *Fleet) quiet(s *FleetServer, now time.Time) bool {
-	for _, j := range f.byServer[s.UUID] {
+func (f *Fleet) quiet(s *fleetServer, now time.Time) bool {
+	for _, j := range s.jobs {
 		f.settle(j, now)
 		if j.endedAt.IsZero() || j.rebooted && now.Before(j.endedAt.Add(s.Boot)) {
 			return false
@@ -475,7 +481,7 @@ func (b *timeBuf) ptr(t time.Time) *time.Time {
 // jobObs is what is observed of job j at now (locked); its phase times
 // come from times.
 func (f *Fleet) jobObs(j *fleetJob, now time.Time, times *timeBuf) plan.JobObs {
-	s := f.servers[j.server]
+	s := j.srv
 	f.settle(j, now)
 	started, drained, finished, up := s.times(j.created)
 	o := plan.JobObs{Exists: true, Started: !now.Before(started), Drained: !now.Before(drained)}
@@ -598,9 +604,9 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 	if f.frozen && a.Server == f.shardPrimary && !f.jobSinceFreeze {
 		f.endIdle(now)
 	}
-	j := &fleetJob{server: a.Server, created: now}
+	j := &fleetJob{server: a.Server, srv: s, created: now}
 	f.jobs[a.JobUUID] = j
-	f.byServer[a.Server] = append(f.byServer[a.Server], j)
+	s.jobs = append(s.jobs, j)
 	f.live[a.Server] = true
 	f.created[a.Server]++
 	// The cache stays exact: the new job takes its server offline at this
@@ -916,7 +922,7 @@ func (f *Fleet) JobsEnded() int {
 	now := f.now()
 	n := 0
 	for _, id := range f.order {
-		for _, j := range f.byServer[id] {
+		for _, j := range f.servers[id].jobs {
 			f.settle(j, now)
 			if !j.endedAt.IsZero() {
 				n++
