@@ -97,16 +97,23 @@
 //
 // # Pass time, measured
 //
-// A store keeps the pages of a plan's last view, decoded and as stored,
-// with the version and value of the header they go with: the ones GetView
-// read, then the ones PutView wrote, at the version its write made. While
-// the plan's header is as the store last read or wrote it (every write
-// rewrites the header), the next GetView reads only the pages it does not
-// hold (the next pending ones); after another writer (an operator's
-// command, an edit, a second store) it reads them all again, decoding
-// only those whose stored value changed. PutView encodes only the pages
-// holding a reboot that changed (plan.SameReboot), and writes only those
-// whose encoding changed.
+// A store keeps the header of each unfinished plan as it last read it or
+// its pass wrote it, with its version (the header key's ModRevision), and
+// the pages of the plan's last view, decoded and as stored: the ones
+// GetView read, then the ones PutView wrote, at the version its write
+// made. Every write rewrites the header, so while the header key's
+// ModRevision is still that version nothing of the plan changed: the
+// reads of a pass (the index of unfinished plans, GetView, and GetHead,
+// the read of the plan's state before every 16 jobs it creates) compare
+// that revision in etcd instead of fetching and decoding the header again
+// (tens of KB with thousands of reboots in flight), and GetView reads, in
+// the same read-only transaction, only the pages its last view did not
+// hold (the next pending ones). After another writer (an operator's
+// command, an edit, a second store) the header is fetched and decoded
+// again, and the view's pages are read again, decoding only those whose
+// stored value changed. PutView encodes only the pages holding a reboot
+// that changed (plan.SameReboot), and writes only those whose encoding
+// changed.
 //
 // BenchmarkPass against a real etcd server process (v3.7.3, fsync on, one
 // member on the same machine), on a 2-core machine whose load average was

@@ -66,7 +66,9 @@ const readRetries = 8
 // Every read of a plan reads its header and then its pages at the
 // revision the header was read at (one snapshot, retried from the start
 // if etcd compacted that revision meanwhile), so a plan stays readable
-// whatever etcd's compaction retention. The plan's Version is the
+// whatever etcd's compaction retention; a header the store knows at its
+// current version is not fetched again, its revision is compared
+// (knownHead). The plan's Version is the
 // header's ModRevision, used only as the compare-and-swap version: every
 // write is one transaction that compares it and rewrites the header, so a
 // page never changes without the header changing too. A write that fits
