@@ -607,7 +607,7 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 }
 
 // wrote is what a write stored: the header h, its value raw, at the
-// version rev (the header's new ModRevision).
+// version rev (the header's new ModRevision); a knownHead.
 type wrote struct {
 	rev int64
 	h   header
@@ -1159,7 +1159,7 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	if ended(w.h) {
 		return nil // written forgot the plan: it acts no more
 	}
-	s.remember(v.UUID, knownHead{rev: w.rev, h: w.h, raw: w.raw})
+	s.remember(v.UUID, knownHead(w))
 	// The pages as stored now, at the version the write made.
 	now := viewedPages{rev: w.rev, h: w.h, hraw: w.raw, pages: make(map[int][]plan.Reboot, len(need)), raw: make(map[int][]byte, len(need))}
 	for _, n := range need {
