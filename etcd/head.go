@@ -33,6 +33,19 @@ func (s *Store) GetHead(ctx context.Context, uuid string) (plan.View, error) {
 	return plan.View{Plan: p, Index: ix, Pos: []int{}}, nil
 }
 
+var _ plan.StateStore = (*Store)(nil)
+
+// GetState implements plan.StateStore: the plan's state as GetHead reads
+// it (one small read-only transaction when the header is the one this
+// store knows), without copying the header.
+func (s *Store) GetState(ctx context.Context, uuid string) (plan.State, error) {
+	k, _, _, _, err := s.headerAt(ctx, uuid)
+	if err != nil {
+		return "", err
+	}
+	return k.h.Plan.State, nil
+}
+
 // PutHead implements plan.HeadStore: the header rewritten with hv's plan
 // (its index, pages and overlays as stored), in one transaction that
 // compares the header's revision (and the guard). An executor's pass
