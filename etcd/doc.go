@@ -97,45 +97,59 @@
 //
 // # Pass time, measured
 //
-// A store keeps the pages of a plan's last view, decoded and as stored,
-// with the version and value of the header they go with: the ones GetView
-// read, then the ones PutView wrote, at the version its write made. While
-// the plan's header is as the store last read or wrote it (every write
-// rewrites the header), the next GetView reads only the pages it does not
-// hold (the next pending ones); after another writer (an operator's
-// command, an edit, a second store) it reads them all again, decoding
-// only those whose stored value changed. PutView encodes only the pages
-// holding a reboot that changed (plan.SameReboot), and writes only those
-// whose encoding changed.
+// A store keeps the header of each unfinished plan as it last read it or
+// its pass wrote it, with its version (the header key's ModRevision), and
+// the pages of the plan's last view, decoded and as stored: the ones
+// GetView read, then the ones PutView wrote, at the version its write
+// made. Every write rewrites the header, so while the header key's
+// ModRevision is still that version nothing of the plan changed: the
+// reads of a pass (the index of unfinished plans, GetView, and GetHead,
+// the read of the plan's state before every 16 jobs it creates) compare
+// that revision in etcd instead of fetching and decoding the header again
+// (tens of KB with thousands of reboots in flight), and GetView reads, in
+// the same read-only transaction, only the pages its last view did not
+// hold (the next pending ones). After another writer (an operator's
+// command, an edit, a second store) the header is fetched and decoded
+// again, and the view's pages are read again, decoding only those whose
+// stored value changed. PutView encodes only the pages holding a reboot
+// that changed (plan.SameReboot), and writes only those whose encoding
+// changed.
 //
 // BenchmarkPass against a real etcd server process (v3.7.3, fsync on, one
 // member on the same machine), on a 2-core machine whose load average was
-// 12 to 25 while it ran (other jobs), a pass every 30 simulated seconds of
-// a plan of 100,000 servers:
+// 13 to 22 while it ran (other jobs), a pass every 30 simulated seconds of
+// a plan of 100,000 servers, 20 passes in the steady state with reboots in
+// flight:
 //
 //	REBOOTKIT_ETCD_BIN=/path/to/etcd REBOOTKIT_BENCH_ETCD=process \
 //	  go test -run '^$' -bench 'BenchmarkPass/servers=100000/concurrency=(5000|50000)$' -benchtime 20x -benchmem ./
 //
-//	concurrency  wall ms/pass   executor CPU ms/pass  etcd calls/pass, wait  allocated/pass         written/pass
-//	5 %          124 to 343     55 to 62              5.6, 51 to 73 ms       15 MB, 38,000 allocs   490 KB, 0.85 txn
-//	50 %         1,310 to 2,640 323 to 347            11, 260 to 481 ms      64 MB, 164,000 allocs  2.7 MB, 4 txns
+//	concurrency  wall ms/pass  CPU ms/pass  etcd calls/pass, wait  allocated/pass         written/pass
+//	5 %          61 to 110     36 to 52     20, 19 to 31 ms        12.5 MB, 19,300 allocs 497 KB, 0.85 txn
+//	50 %         806           289          105, 299 ms            55 MB, 104,000 allocs  2.7 MB, 4 txns
 //
-// Before this cache (and the other changes of issue 37, point 5), at 5 %:
-// 240 to 1,020 ms wall, 113 to 126 CPU-ms, 24 to 26 MB and about 150,000
-// allocations per pass; at 50 %: 1,460 to 4,970 ms wall, 511 to 592
-// CPU-ms, 85 to 91 MB and 596,000 to 656,000 allocations per pass.
+// Before the changes of issue 37, point 5 (the known header, the state
+// read alone, one copy of the view, a cheaper fake fleet), run alternately with the rows above on the same machine: at 5 %
+// 261 to 290 ms wall, 106 to 110 CPU-ms, 21 calls, 19.7 MB and 63,000
+// allocations per pass; at 50 % 5,365 ms wall, 1,325 CPU-ms, 107 calls,
+// 175 MB and 654,000 allocations per pass. Most calls are the reads of
+// the plan's state before every 16 jobs a pass creates (about 250 jobs a
+// pass at 5 %, 1,536 at 50 %); the others are the leadership's check, the
+// index, the view and the write.
 //
-// The wall time follows the machine's load; the executor's CPU time (which
-// includes the fake fleet's, about a third of it at 5 %) and the number
-// of calls do not. On a machine that is not loaded a pass costs about its
-// CPU time plus the wait for etcd's answers, mostly the one write of the
-// changed pages (fsync included): the goal of 50 ms per pass at 5 % is
-// not shown here. What is left at 5 % (about 6,500 reboots in the view):
-// the fake fleet's observation, the decision (plan.Config.NextView), the
-// caller's copy of the view and NextView's (plan.Plan.Clone), checking
-// the view (plan.View.Check, twice), decoding the header (twice: the index
-// of unfinished plans, then the view), encoding the changed pages, and the
-// garbage collector.
+// The wall time follows the machine's load; the CPU time (the executor's
+// and the fake fleet's, about a quarter of it at 5 %) and the number of
+// calls much less. On a machine that is not loaded a pass costs about its
+// CPU time plus the wait for etcd's answers (the write of the changed
+// pages, fsync included, and one small read per 16 jobs): the goal of 50
+// ms per pass at 5 % is not shown here (61 ms at best, at a load average
+// of 15 on 2 cores; not measured on a quiet machine). What is left
+// at 5 % (about 6,500 reboots in the view): the fake fleet's observation
+// and job creations, the decision (plan.Config.NextView, with its copy of
+// the view), the copy of the view's reboots the caller gets
+// (plan.OwnReboots), checking the view (plan.View.Check, on the view read
+// and on the view written), encoding the changed pages and the header,
+// and the garbage collector (about a fifth of the CPU).
 //
 // An operator's stop or run (plan.Command, header only) on that plan while
 // its executor runs passes back to back, same etcd process and load

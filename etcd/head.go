@@ -3,6 +3,8 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,19 +16,34 @@ import (
 var _ plan.HeadStore = (*Store)(nil)
 
 // GetHead implements plan.HeadStore: the plan's header key alone, one
-// read whatever the plan's size.
+// read whatever the plan's size; when the header is the one this store
+// last read or its pass wrote, a comparison of its revision (knownHead),
+// neither fetched nor decoded again.
 func (s *Store) GetHead(ctx context.Context, uuid string) (plan.View, error) {
-	h, version, _, err := s.readHeader(ctx, uuid)
+	k, _, _, _, err := s.headerAt(ctx, uuid)
 	if err != nil {
 		return plan.View{}, err
 	}
-	s.cache.mu.Lock()
-	s.cache.heads[uuid] = headRead{rev: version, h: h}
-	s.cache.mu.Unlock()
-	p := h.Plan
+	// The header is kept (knownHead): the caller gets its own copy.
+	p := k.h.Plan.Clone()
 	p.Reboots = nil
-	p.Version = strconv.FormatInt(version, 10)
-	return plan.View{Plan: p, Index: h.Index, Pos: []int{}}, nil
+	p.Version = strconv.FormatInt(k.rev, 10)
+	ix := k.h.Index
+	ix.InFlight, ix.DoneHist = slices.Clone(ix.InFlight), maps.Clone(ix.DoneHist)
+	return plan.View{Plan: p, Index: ix, Pos: []int{}}, nil
+}
+
+var _ plan.StateStore = (*Store)(nil)
+
+// GetState implements plan.StateStore: the plan's state as GetHead reads
+// it (one small read-only transaction when the header is the one this
+// store knows), without copying the header.
+func (s *Store) GetState(ctx context.Context, uuid string) (plan.State, error) {
+	k, _, _, _, err := s.headerAt(ctx, uuid)
+	if err != nil {
+		return "", err
+	}
+	return k.h.Plan.State, nil
 }
 
 // PutHead implements plan.HeadStore: the header rewritten with hv's plan
@@ -45,14 +62,11 @@ func (s *Store) PutHead(ctx context.Context, hv plan.View) error {
 	if err != nil {
 		return fmt.Errorf("plan %s: version %q: %w", hv.UUID, hv.Version, plan.ErrConflict)
 	}
-	// After a GetHead of this version, the header it read is the one
-	// stored at that version (the write compares it): one round trip.
-	s.cache.mu.Lock()
-	hr, ok := s.cache.heads[hv.UUID]
-	delete(s.cache.heads, hv.UUID)
-	s.cache.mu.Unlock()
-	old := hr.h
-	if !ok || hr.rev != rev {
+	// After a read of this version (GetHead), the header it read is the
+	// one stored at that version (the write compares it): one round trip.
+	k, ok := s.known(hv.UUID)
+	old := k.h
+	if !ok || k.rev != rev {
 		var version int64
 		if old, version, _, err = s.readHeader(ctx, hv.UUID); err != nil {
 			return fmt.Errorf("plan: refusing to overwrite: %w", err)
@@ -64,12 +78,6 @@ func (s *Store) PutHead(ctx context.Context, hv plan.View) error {
 	nh := old
 	nh.Plan = hv.Plan
 	return s.write(ctx, hv.UUID, rev, old, nh, nil)
-}
-
-// headRead is a header as GetHead read it at version rev.
-type headRead struct {
-	rev int64
-	h   header
 }
 
 // Heads returns every retained plan (unfinished, or ended within the

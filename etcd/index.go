@@ -3,6 +3,8 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -38,15 +40,26 @@ func (s *Store) indexOps(uuid string, old, h header) []clientv3.Op {
 }
 
 // unfinishedAt returns the UUIDs in the index of unfinished plans and the
-// revision read at, building the index first if the prefix has none.
-func (s *Store) unfinishedAt(ctx context.Context) ([]string, int64, error) {
+// revision read at, building the index first if the prefix has none. It
+// reads in the same transaction the ModRevision (not the value) of the
+// headers this store knows (knownHead), and returns them by UUID (0: no
+// header).
+func (s *Store) unfinishedAt(ctx context.Context) ([]string, map[string]int64, int64, error) {
+	s.cache.mu.Lock()
+	knownUUIDs := slices.Sorted(maps.Keys(s.cache.known))
+	s.cache.mu.Unlock()
+	knownUUIDs = knownUUIDs[:min(len(knownUUIDs), maxTxnOps-2)]
 	for try := 0; ; try++ {
-		resp, err := s.cli.Txn(ctx).Then(
+		ops := []clientv3.Op{
 			clientv3.OpGet(s.indexPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 			clientv3.OpGet(s.indexMarker(), clientv3.WithKeysOnly()),
-		).Commit()
+		}
+		for _, uuid := range knownUUIDs {
+			ops = append(ops, clientv3.OpGet(s.headerKey(uuid), clientv3.WithKeysOnly()))
+		}
+		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
-			return nil, 0, fmt.Errorf("etcd: list: %w", err)
+			return nil, nil, 0, fmt.Errorf("etcd: list: %w", err)
 		}
 		if len(resp.Responses[1].GetResponseRange().Kvs) > 0 {
 			var out []string
@@ -57,13 +70,20 @@ func (s *Store) unfinishedAt(ctx context.Context) ([]string, int64, error) {
 				}
 			}
 			sort.Strings(out)
-			return out, resp.Header.Revision, nil
+			mods := make(map[string]int64, len(knownUUIDs))
+			for i, uuid := range knownUUIDs {
+				mods[uuid] = 0 // no header
+				if kvs := resp.Responses[2+i].GetResponseRange().Kvs; len(kvs) > 0 {
+					mods[uuid] = kvs[0].ModRevision
+				}
+			}
+			return out, mods, resp.Header.Revision, nil
 		}
 		if try >= readRetries {
-			return nil, 0, fmt.Errorf("etcd: building the index of unfinished plans: %w", plan.ErrConflict)
+			return nil, nil, 0, fmt.Errorf("etcd: building the index of unfinished plans: %w", plan.ErrConflict)
 		}
 		if err := s.buildIndex(ctx); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 	}
 }
@@ -122,17 +142,34 @@ type indexedHead struct {
 // unfinishedHeads reads the headers of the plans the index names, at the
 // revision the index was read at, and returns those of unfinished plans,
 // that revision, and the headers that cannot be read (corrupt). It reads
-// nothing of the ended plans.
+// nothing of the ended plans, and neither fetches nor decodes a header
+// this store knows at the version read (knownHead).
 func (s *Store) unfinishedHeads(ctx context.Context) (out []indexedHead, at int64, corrupt []string, err error) {
 	err = retryCompacted(func() error {
 		out, corrupt = nil, nil
-		var uuids []string
-		uuids, at, err = s.unfinishedAt(ctx)
+		uuids, mods, rev, err := s.unfinishedAt(ctx)
 		if err != nil {
 			return err
 		}
-		for start := 0; start < len(uuids); start += maxTxnOps {
-			batch := uuids[start:min(start+maxTxnOps, len(uuids))]
+		at = rev
+		// A plan this store knows that the index no longer names ended
+		// (another writer ended it): its caches are evicted.
+		for uuid := range mods {
+			if _, in := slices.BinarySearch(uuids, uuid); !in {
+				s.forget(uuid)
+			}
+		}
+		heads := make(map[string]indexedHead, len(uuids))
+		var fetch []string
+		for _, uuid := range uuids {
+			if k, ok := s.known(uuid); ok && mods[uuid] == k.rev {
+				heads[uuid] = indexedHead{uuid: uuid, h: k.h, rev: k.rev}
+			} else {
+				fetch = append(fetch, uuid)
+			}
+		}
+		for start := 0; start < len(fetch); start += maxTxnOps {
+			batch := fetch[start:min(start+maxTxnOps, len(fetch))]
 			ops := make([]clientv3.Op, len(batch))
 			for i, uuid := range batch {
 				ops[i] = clientv3.OpGet(s.headerKey(uuid), clientv3.WithRev(at))
@@ -151,9 +188,13 @@ func (s *Store) unfinishedHeads(ctx context.Context) (out []indexedHead, at int6
 					corrupt = append(corrupt, err.Error())
 					continue
 				}
-				if !ended(h) {
-					out = append(out, indexedHead{uuid: batch[i], h: h, rev: kvs[0].ModRevision})
-				}
+				s.remember(batch[i], knownHead{rev: kvs[0].ModRevision, h: h, raw: kvs[0].Value})
+				heads[batch[i]] = indexedHead{uuid: batch[i], h: h, rev: kvs[0].ModRevision}
+			}
+		}
+		for _, uuid := range uuids {
+			if ih, ok := heads[uuid]; ok && !ended(ih.h) {
+				out = append(out, ih)
 			}
 		}
 		return nil

@@ -23,22 +23,36 @@ import (
 // read), and a function that returns and resets them.
 func keysRead(t testing.TB) (*clientv3.Client, func() []string) {
 	t.Helper()
+	return readsOf(t, false)
+}
+
+// valuesRead is keysRead recording only the keys etcd sent with a value
+// (not those of keys-only reads, nor empty values).
+func valuesRead(t testing.TB) (*clientv3.Client, func() []string) {
+	t.Helper()
+	return readsOf(t, true)
+}
+
+func readsOf(t testing.TB, valued bool) (*clientv3.Client, func() []string) {
+	t.Helper()
 	var (
 		mu   sync.Mutex
 		seen []string
 	)
-	add := func(kvs int, key func(i int) string) {
+	add := func(kvs int, key func(i int) (string, bool)) {
 		mu.Lock()
 		defer mu.Unlock()
 		for i := 0; i < kvs; i++ {
-			seen = append(seen, key(i))
+			if k, v := key(i); !valued || v {
+				seen = append(seen, k)
+			}
 		}
 	}
 	icpt := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		ranges := func(r *pb.RangeResponse) {
 			if r != nil {
-				add(len(r.Kvs), func(i int) string { return string(r.Kvs[i].Key) })
+				add(len(r.Kvs), func(i int) (string, bool) { return string(r.Kvs[i].Key), len(r.Kvs[i].Value) > 0 })
 			}
 		}
 		switch r := reply.(type) {

@@ -45,7 +45,7 @@ func (s *Store) forget(uuid string) {
 	delete(s.cache.m, uuid)
 	delete(s.cache.loaded, uuid)
 	delete(s.cache.viewed, uuid)
-	delete(s.cache.heads, uuid)
+	delete(s.cache.known, uuid)
 	s.cache.mu.Unlock()
 }
 

@@ -66,7 +66,9 @@ const readRetries = 8
 // Every read of a plan reads its header and then its pages at the
 // revision the header was read at (one snapshot, retried from the start
 // if etcd compacted that revision meanwhile), so a plan stays readable
-// whatever etcd's compaction retention. The plan's Version is the
+// whatever etcd's compaction retention; a header the store knows at its
+// current version is not fetched again, its revision is compared
+// (knownHead). The plan's Version is the
 // header's ModRevision, used only as the compare-and-swap version: every
 // write is one transaction that compares it and rewrites the header, so a
 // page never changes without the header changing too. A write that fits
@@ -107,8 +109,9 @@ type memberCache struct {
 	// viewed is, by UUID, the pages the last GetView read, so that a
 	// PutView of that version patches them instead of reading them again.
 	viewed map[string]viewedPages
-	// heads is, by UUID, the header the last GetHead read (PutHead).
-	heads map[string]headRead
+	// known is, by UUID, the header this store last read, or its pass
+	// wrote (knownHead).
+	known map[string]knownHead
 	// txns and bytes count the write transactions committed and the
 	// bytes of the values they put (Written).
 	txns, bytes int64
@@ -169,7 +172,7 @@ func NewStore(cli *clientv3.Client, prefix string) *Store {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}, loaded: map[string]loadedPlan{}, viewed: map[string]viewedPages{}, heads: map[string]headRead{}}}
+	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}, loaded: map[string]loadedPlan{}, viewed: map[string]viewedPages{}, known: map[string]knownHead{}}}
 }
 
 // Guarded returns a Store that adds cmps to every write.
@@ -245,22 +248,11 @@ func (s *Store) readHeader(ctx context.Context, uuid string) (h header, version,
 // readHeaderValue is readHeader that also returns the header's stored
 // value.
 func (s *Store) readHeaderValue(ctx context.Context, uuid string) (h header, value []byte, version, at int64, err error) {
-	if err := plan.ValidUUID(uuid); err != nil {
-		return h, nil, 0, 0, err
-	}
-	resp, err := s.cli.Get(ctx, s.headerKey(uuid))
-	if err != nil {
-		return h, nil, 0, 0, fmt.Errorf("etcd: get %s: %w", uuid, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return h, nil, 0, 0, fmt.Errorf("%w: %s", plan.ErrNotFound, uuid)
-	}
-	kv := resp.Kvs[0]
-	h, err = decodeHeader(uuid, kv.Value)
+	k, at, _, _, err := s.headerAt(ctx, uuid)
 	if err != nil {
 		return h, nil, 0, 0, err
 	}
-	return h, kv.Value, kv.ModRevision, resp.Header.Revision, nil
+	return k.h.clone(), k.raw, k.rev, at, nil
 }
 
 // compacted reports whether err says the revision read at was compacted:
@@ -310,18 +302,28 @@ func (s *Store) readPagesReusing(ctx context.Context, uuid string, h header, pag
 				out[n], raw[n] = prev.pages[n], kvs[0].Value
 				continue
 			}
-			var rs []plan.Reboot
-			if err := json.Unmarshal(kvs[0].Value, &rs); err != nil {
-				return nil, nil, fmt.Errorf("%w: plan %s: page %d: %v", plan.ErrCorrupt, uuid, n, err)
-			}
-			if want := min(PageSize, h.Count-n*PageSize); len(rs) != want {
-				return nil, nil, fmt.Errorf("%w: plan %s: page %d holds %d reboots, want %d", plan.ErrCorrupt, uuid, n, len(rs), want)
+			rs, err := decodePage(uuid, h, n, kvs[0].Value)
+			if err != nil {
+				return nil, nil, err
 			}
 			out[n] = rs
 			raw[n] = kvs[0].Value
 		}
 	}
 	return out, raw, nil
+}
+
+// decodePage decodes and checks page n of the plan with header h, stored
+// as value.
+func decodePage(uuid string, h header, n int, value []byte) ([]plan.Reboot, error) {
+	var rs []plan.Reboot
+	if err := json.Unmarshal(value, &rs); err != nil {
+		return nil, fmt.Errorf("%w: plan %s: page %d: %v", plan.ErrCorrupt, uuid, n, err)
+	}
+	if want := min(PageSize, h.Count-n*PageSize); len(rs) != want {
+		return nil, fmt.Errorf("%w: plan %s: page %d holds %d reboots, want %d", plan.ErrCorrupt, uuid, n, len(rs), want)
+	}
+	return rs, nil
 }
 
 func pageCount(count int) int { return (count + PageSize - 1) / PageSize }
@@ -605,7 +607,7 @@ func (s *Store) write(ctx context.Context, uuid string, rev int64, old, h header
 }
 
 // wrote is what a write stored: the header h, its value raw, at the
-// version rev (the header's new ModRevision).
+// version rev (the header's new ModRevision); a knownHead.
 type wrote struct {
 	rev int64
 	h   header
@@ -909,65 +911,18 @@ func pagesOf(pos []int) []int {
 // GetView implements plan.ViewStore: the header and the pages holding the
 // reboots in flight and the next pending ones (at most MaxStartsPerPass,
 // and no more than MaxInFlight in flight with them), at one revision.
-// When the header is as this store last read or wrote it (its version and
-// value), the pages of the last view are what is stored and only the pages
-// it did not hold are read; else every page is read (and those whose
-// stored value did not change are not decoded again).
+// When the header is as this store last read or wrote it (its version),
+// the pages of the last view are what is stored: one read-only
+// transaction compares the header's revision and reads the pages the last
+// view did not hold (knownHead). Else the header is read, then every page
+// of the view (and those whose stored value did not change are not
+// decoded again).
 func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 	var v plan.View
 	err := retryCompacted(func() error {
-		h, hraw, version, at, err := s.readHeaderValue(ctx, uuid)
-		if err != nil {
-			return err
-		}
-		m, err := s.membersOf(ctx, uuid, h, at)
-		if err != nil {
-			return err
-		}
-		pending := min(plan.PendingWindow(h.Plan), MaxStartsPerPass, max(MaxInFlight-len(h.Index.InFlight), 0))
-		pos := plan.ViewPositions(h.Index, pending)
-		need := pagesOf(pos)
-		s.cache.mu.Lock()
-		prev := s.cache.viewed[uuid]
-		s.cache.mu.Unlock()
-		var pages map[int][]plan.Reboot
-		var raw map[int][]byte
-		if prev.current(version, h, hraw) {
-			var missing []int
-			for _, n := range need {
-				if _, ok := prev.pages[n]; !ok {
-					missing = append(missing, n)
-				}
-			}
-			if pages, raw, err = s.readPages(ctx, uuid, h, missing, at); err != nil {
-				return err
-			}
-			for _, n := range need {
-				if _, ok := pages[n]; !ok {
-					pages[n], raw[n] = prev.pages[n], prev.raw[n]
-				}
-			}
-		} else {
-			if prev.h.Nonce != h.Nonce {
-				prev = viewedPages{}
-			}
-			if pages, raw, err = s.readPagesReusing(ctx, uuid, h, need, at, prev); err != nil {
-				return err
-			}
-		}
-		s.cache.mu.Lock()
-		s.cache.viewed[uuid] = viewedPages{rev: version, h: h, hraw: hraw, pages: pages, raw: raw}
-		s.cache.mu.Unlock()
-		v = plan.View{Plan: h.Plan, Pos: pos, Index: h.Index, Members: m}
-		v.Reboots = make([]plan.Reboot, len(pos))
-		for k, i := range pos {
-			v.Reboots[k] = pages[i/PageSize][i%PageSize]
-		}
-		// The pages are kept (and reused by the next view): the caller
-		// gets its own copy of what the reboots point to.
-		v.Reboots = plan.Plan{Reboots: v.Reboots}.Clone().Reboots
-		v.Version = strconv.FormatInt(version, 10)
-		return nil
+		var err error
+		v, err = s.getView(ctx, uuid)
+		return err
 	})
 	if err != nil {
 		return plan.View{}, err
@@ -975,6 +930,115 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 	if err := v.Check(); err != nil {
 		return plan.View{}, fmt.Errorf("%w: %v", plan.ErrCorrupt, err)
 	}
+	return v, nil
+}
+
+// viewPositions are the positions of the reboots a view of the plan with
+// header h loads.
+func viewPositions(h header) []int {
+	pending := min(plan.PendingWindow(h.Plan), MaxStartsPerPass, max(MaxInFlight-len(h.Index.InFlight), 0))
+	return plan.ViewPositions(h.Index, pending)
+}
+
+// missingPages are the pages of need that vp does not hold.
+func missingPages(need []int, vp viewedPages) []int {
+	var missing []int
+	for _, n := range need {
+		if _, ok := vp.pages[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	return missing
+}
+
+func (s *Store) getView(ctx context.Context, uuid string) (plan.View, error) {
+	s.cache.mu.Lock()
+	prev := s.cache.viewed[uuid]
+	was, known := s.cache.known[uuid]
+	s.cache.mu.Unlock()
+	// With the header known and the last view's pages of it, the pages
+	// this view needs and the last one did not hold are read with the
+	// comparison of the header's revision (at most a transaction's worth;
+	// the rest after).
+	var (
+		pos, missing []int
+		ops          []clientv3.Op
+	)
+	prepared := known && prev.current(was.rev, was.h, was.raw)
+	if prepared {
+		pos = viewPositions(was.h)
+		missing = missingPages(pagesOf(pos), prev)
+		for _, n := range missing[:min(len(missing), maxTxnOps-1)] {
+			ops = append(ops, clientv3.OpGet(s.pageKeyOf(uuid, was.h, n)))
+		}
+	}
+	k, at, hit, answers, err := s.headerAt(ctx, uuid, ops...)
+	if err != nil {
+		return plan.View{}, err
+	}
+	hit = hit && prepared // the header is the known one, and ops were read with it
+	h := k.h
+	m, err := s.membersOf(ctx, uuid, h, at)
+	if err != nil {
+		return plan.View{}, err
+	}
+	if !hit {
+		pos = viewPositions(h)
+	}
+	need := pagesOf(pos)
+	var (
+		pages map[int][]plan.Reboot
+		raw   map[int][]byte
+	)
+	if prev.current(k.rev, h, k.raw) {
+		if !hit {
+			missing = missingPages(need, prev)
+		}
+		got := 0
+		if hit {
+			got = len(answers)
+		}
+		if pages, raw, err = s.readPages(ctx, uuid, h, missing[got:], at); err != nil {
+			return plan.View{}, err
+		}
+		for i := 0; i < got; i++ {
+			n := missing[i]
+			kvs := answers[i].GetResponseRange().Kvs
+			if len(kvs) == 0 {
+				return plan.View{}, fmt.Errorf("%w: plan %s: page %d missing", plan.ErrCorrupt, uuid, n)
+			}
+			if pages[n], err = decodePage(uuid, h, n, kvs[0].Value); err != nil {
+				return plan.View{}, err
+			}
+			raw[n] = kvs[0].Value
+		}
+		for _, n := range need {
+			if _, ok := pages[n]; !ok {
+				pages[n], raw[n] = prev.pages[n], prev.raw[n]
+			}
+		}
+	} else {
+		if prev.h.Nonce != h.Nonce {
+			prev = viewedPages{}
+		}
+		if pages, raw, err = s.readPagesReusing(ctx, uuid, h, need, at, prev); err != nil {
+			return plan.View{}, err
+		}
+	}
+	s.cache.mu.Lock()
+	s.cache.viewed[uuid] = viewedPages{rev: k.rev, h: h, hraw: k.raw, pages: pages, raw: raw}
+	s.cache.mu.Unlock()
+	// The header is kept too: the caller gets its own copy.
+	v := plan.View{Plan: h.Plan.Clone(), Pos: pos, Index: h.Index, Members: m}
+	v.Index.InFlight, v.Index.DoneHist = slices.Clone(h.Index.InFlight), maps.Clone(h.Index.DoneHist)
+	v.Reboots = make([]plan.Reboot, len(pos))
+	for j, i := range pos {
+		v.Reboots[j] = pages[i/PageSize][i%PageSize]
+	}
+	// The pages are kept (and reused by the next view): the caller
+	// gets its own copy of what the reboots point to.
+	plan.OwnReboots(v.Reboots)
+	v.Version = strconv.FormatInt(k.rev, 10)
 	return v, nil
 }
 
@@ -1081,8 +1145,13 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 			changed[n] = now
 		}
 	}
+	// The header written is kept (knownHead): a copy of the view's, its
+	// times as a read of it would hold them.
 	nh := h
 	nh.Plan, nh.Index = v.Plan, v.Index
+	nh.Plan.Reboots = nil
+	nh = nh.clone()
+	wallOnlyHeader(&nh)
 	w, err := s.writeRev(ctx, v.UUID, rev, h, nh, changed)
 	if err != nil {
 		return err
@@ -1090,6 +1159,7 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	if ended(w.h) {
 		return nil // written forgot the plan: it acts no more
 	}
+	s.remember(v.UUID, knownHead(w))
 	// The pages as stored now, at the version the write made.
 	now := viewedPages{rev: w.rev, h: w.h, hraw: w.raw, pages: make(map[int][]plan.Reboot, len(need)), raw: make(map[int][]byte, len(need))}
 	for _, n := range need {

@@ -44,8 +44,16 @@ type FleetServer struct {
 	Labels map[string]string
 }
 
+// fleetServer is a server of the fleet: its copy of the FleetServer and
+// its jobs, oldest first.
+type fleetServer struct {
+	FleetServer
+	jobs []*fleetJob
+}
+
 type fleetJob struct {
 	server   string
+	srv      *fleetServer // the server's record (server is its UUID)
 	created  time.Time
 	cancel   time.Time // when CancelJob was asked (zero: never)
 	gone     bool      // garbage-collected
@@ -77,14 +85,13 @@ type Start struct {
 // check invariants against what really happened. Observe costs
 // O(servers + jobs). Not for production.
 type Fleet struct {
-	mu       sync.Mutex
-	now      func() time.Time
-	servers  map[string]*FleetServer
-	order    []string
-	jobs     map[string]*fleetJob
-	byServer map[string][]*fleetJob
-	created  map[string]int
-	starts   []Start
+	mu      sync.Mutex
+	now     func() time.Time
+	servers map[string]*fleetServer
+	order   []string
+	jobs    map[string]*fleetJob
+	created map[string]int
+	starts  []Start
 	// Retain, if set, garbage-collects jobs this long after they ended.
 	retain       time.Duration
 	shardPrimary string
@@ -176,12 +183,11 @@ func (f *Fleet) StaleActions() int {
 
 // NewFleet returns a fleet of copies of servers on the clock now.
 func NewFleet(now func() time.Time, shardPrimary string, servers ...FleetServer) *Fleet {
-	f := &Fleet{now: now, servers: map[string]*FleetServer{}, jobs: map[string]*fleetJob{},
-		byServer: map[string][]*fleetJob{}, created: map[string]int{}, shardPrimary: shardPrimary, hide: map[string]bool{},
+	f := &Fleet{now: now, servers: map[string]*fleetServer{}, jobs: map[string]*fleetJob{},
+		created: map[string]int{}, shardPrimary: shardPrimary, hide: map[string]bool{},
 		downNow: map[string]bool{}, live: map[string]bool{}, unknown: map[string][]string{}}
 	for _, s := range servers {
-		s := s
-		f.servers[s.UUID] = &s
+		f.servers[s.UUID] = &fleetServer{FleetServer: s}
 		f.order = append(f.order, s.UUID)
 		if s.Headnode && f.head == "" {
 			f.head = s.UUID
@@ -270,7 +276,7 @@ func (f *Fleet) settle(j *fleetJob, now time.Time) {
 	if !j.endedAt.IsZero() {
 		return
 	}
-	s := f.servers[j.server]
+	s := j.srv
 	_, drained, finished, _ := s.times(j.created)
 	switch {
 	case !j.cancel.IsZero() && j.cancel.Before(finished) && (s.FailJob && j.cancel.Before(drained) || !s.FailJob):
@@ -288,11 +294,11 @@ func (f *Fleet) settle(j *fleetJob, now time.Time) {
 
 // down reports whether server s is down at now (locked): for its own
 // reasons, or rebooting after a job sent the reboot command.
-func (f *Fleet) down(s *FleetServer, now time.Time) bool {
+func (f *Fleet) down(s *fleetServer, now time.Time) bool {
 	if s.DownNow {
 		return true
 	}
-	for _, j := range f.byServer[s.UUID] {
+	for _, j := range s.jobs {
 		f.settle(j, now)
 		if j.rebooted {
 			if !now.Before(j.endedAt) && now.Before(j.endedAt.Add(s.Boot)) {
@@ -303,11 +309,16 @@ func (f *Fleet) down(s *FleetServer, now time.Time) bool {
 	return false
 }
 
-func (f *Fleet) servicesUp(s *FleetServer, now time.Time) bool {
-	if f.down(s, now) {
+func (f *Fleet) servicesUp(s *fleetServer, now time.Time) bool {
+	return f.servicesUpDown(s, now, f.down(s, now))
+}
+
+// servicesUpDown is servicesUp of a server whose down is known.
+func (f *Fleet) servicesUpDown(s *fleetServer, now time.Time, down bool) bool {
+	if down {
 		return false
 	}
-	for _, j := range f.byServer[s.UUID] {
+	for _, j := range s.jobs {
 		if j.rebooted {
 			_, _, finished, up := s.times(j.created)
 			if !now.Before(finished) && (s.NeverUp || now.Before(up)) {
@@ -320,11 +331,11 @@ func (f *Fleet) servicesUp(s *FleetServer, now time.Time) bool {
 
 // offline reports whether s is offline at now by the plan's definition,
 // from ground truth: down, or a job on it that has not ended.
-func (f *Fleet) offline(s *FleetServer, now time.Time) bool {
+func (f *Fleet) offline(s *fleetServer, now time.Time) bool {
 	if f.down(s, now) {
 		return true
 	}
-	for _, j := range f.byServer[s.UUID] {
+	for _, j := range s.jobs {
 		f.settle(j, now)
 		if j.endedAt.IsZero() {
 			return true
@@ -365,7 +376,7 @@ func (f *Fleet) headnodeDown(now time.Time) bool {
 // jobs): servers whose jobs all ended and that booted since leave the live
 // set for good, unless the clock goes back, when it scans every server.
 func (f *Fleet) offlineSet(now time.Time, truth bool) []string {
-	set := map[string]bool{}
+	var out []string
 	back := now.Before(f.latest)
 	f.latest = maxTime(f.latest, now)
 	candidates := f.live
@@ -378,34 +389,33 @@ func (f *Fleet) offlineSet(now time.Time, truth bool) []string {
 	for id := range candidates {
 		s := f.servers[id]
 		if truth && f.offline(s, now) || !truth && f.down(s, now) {
-			set[id] = true
+			out = append(out, id)
 		}
 		if !back && f.quiet(s, now) {
 			delete(f.live, id)
 		}
 	}
 	for id := range f.downNow {
-		set[id] = true
+		out = append(out, id)
 	}
 	if !truth {
 		for id, h := range f.hide {
 			if h {
-				set[id] = true
+				out = append(out, id)
 			}
 		}
 	}
-	out := make([]string, 0, len(set))
-	for id := range set {
-		out = append(out, id)
+	if out == nil {
+		out = []string{}
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // quiet reports whether no job of s can take it offline at now or later:
 // every job ended, and the server booted after each reboot it caused.
-func (f *Fleet) quiet(s *FleetServer, now time.Time) bool {
-	for _, j := range f.byServer[s.UUID] {
+func (f *Fleet) quiet(s *fleetServer, now time.Time) bool {
+	for _, j := range s.jobs {
 		f.settle(j, now)
 		if j.endedAt.IsZero() || j.rebooted && now.Before(j.endedAt.Add(s.Boot)) {
 			return false
@@ -444,18 +454,34 @@ func (f *Fleet) Observe(_ context.Context, p plan.Plan) (plan.Observations, erro
 		}
 		obs.Servers[s.UUID] = plan.ServerObs{Down: f.down(s, now), ServicesUp: up}
 	}
+	var times timeBuf
 	for id, j := range f.jobs {
 		if !j.gone {
-			obs.Jobs[id] = f.jobObs(j, now)
+			obs.Jobs[id] = f.jobObs(j, now, &times)
 		}
 	}
 	obs.Conditions = f.conditionResults(now)
 	return obs, nil
 }
 
-// jobObs is what is observed of job j at now (locked).
-func (f *Fleet) jobObs(j *fleetJob, now time.Time) plan.JobObs {
-	s := f.servers[j.server]
+// timeBuf hands out pointers to times taken from a few large
+// allocations instead of one each (an observation of thousands of jobs
+// points to thousands of phase times). A chunk never grows: the pointers
+// stay valid.
+type timeBuf []time.Time
+
+func (b *timeBuf) ptr(t time.Time) *time.Time {
+	if len(*b) == cap(*b) {
+		*b = make([]time.Time, 0, max(64, 2*cap(*b)))
+	}
+	*b = append(*b, t)
+	return &(*b)[len(*b)-1]
+}
+
+// jobObs is what is observed of job j at now (locked); its phase times
+// come from times.
+func (f *Fleet) jobObs(j *fleetJob, now time.Time, times *timeBuf) plan.JobObs {
+	s := j.srv
 	f.settle(j, now)
 	started, drained, finished, up := s.times(j.created)
 	o := plan.JobObs{Exists: true, Started: !now.Before(started), Drained: !now.Before(drained)}
@@ -469,7 +495,7 @@ func (f *Fleet) jobObs(j *fleetJob, now time.Time) plan.JobObs {
 		if now.Before(t) {
 			return nil
 		}
-		return &t
+		return times.ptr(t)
 	}
 	if o.Drained {
 		o.Phases.Drained = seen(drained)
@@ -502,12 +528,14 @@ func (f *Fleet) ObserveView(_ context.Context, v plan.View) (plan.Observations, 
 	if f.executorDown(now) {
 		return plan.Observations{}, ErrUnavailable
 	}
-	obs := plan.Observations{Partial: true, Servers: make(map[string]plan.ServerObs, len(v.Reboots)), Jobs: map[string]plan.JobObs{},
+	var times timeBuf
+	obs := plan.Observations{Partial: true, Servers: make(map[string]plan.ServerObs, len(v.Reboots)), Jobs: make(map[string]plan.JobObs, len(v.Reboots)),
 		HeadnodeServicesUp: f.head == "" && !f.headnodeZero || f.head != "" && f.servicesUp(f.servers[f.head], now), ShardPrimary: f.shardPrimary, ShardFrozen: f.frozen, ShardHealthy: true}
 	for _, r := range v.Reboots {
 		s, ok := f.servers[r.ServerUUID]
 		if ok && !f.hide[s.UUID] {
-			obs.Servers[s.UUID] = plan.ServerObs{Down: f.down(s, now), ServicesUp: f.servicesUp(s, now)}
+			down := f.down(s, now)
+			obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: f.servicesUpDown(s, now, down)}
 		}
 		if j, ok := f.jobs[r.JobUUID]; ok && r.JobUUID != "" {
 			f.settle(j, now)
@@ -515,7 +543,7 @@ func (f *Fleet) ObserveView(_ context.Context, v plan.View) (plan.Observations, 
 				j.gone = true
 			}
 			if !j.gone {
-				obs.Jobs[r.JobUUID] = f.jobObs(j, now)
+				obs.Jobs[r.JobUUID] = f.jobObs(j, now, &times)
 			}
 		}
 	}
@@ -576,9 +604,9 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 	if f.frozen && a.Server == f.shardPrimary && !f.jobSinceFreeze {
 		f.endIdle(now)
 	}
-	j := &fleetJob{server: a.Server, created: now}
+	j := &fleetJob{server: a.Server, srv: s, created: now}
 	f.jobs[a.JobUUID] = j
-	f.byServer[a.Server] = append(f.byServer[a.Server], j)
+	s.jobs = append(s.jobs, j)
 	f.live[a.Server] = true
 	f.created[a.Server]++
 	// The cache stays exact: the new job takes its server offline at this
@@ -894,7 +922,7 @@ func (f *Fleet) JobsEnded() int {
 	now := f.now()
 	n := 0
 	for _, id := range f.order {
-		for _, j := range f.byServer[id] {
+		for _, j := range f.servers[id].jobs {
 			f.settle(j, now)
 			if !j.endedAt.IsZero() {
 				n++

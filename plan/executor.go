@@ -158,10 +158,11 @@ func (e *Executor) domainTable(ctx context.Context, v View) (*DomainTable, error
 
 // Pass runs one pass for the plan and returns the plan as saved. Before
 // its first reboot job, and again every 16 jobs, it reads the plan's
-// state again (the header alone on a HeadStore) and creates no more jobs
-// once the plan is not running: a stop or cancel that landed after the
-// pass saved is followed by at most 16 job creations of that pass (those
-// between two reads), none when it landed before the first. When the
+// state again (its state alone on a StateStore, the header alone on a
+// HeadStore) and creates no more jobs once the plan is not running: a
+// stop or cancel that landed after the pass saved is followed by at most
+// 16 job creations of that pass (those between two reads), none when it
+// landed before the first. When the
 // Store is a ViewStore and the Fleet a ViewFleet, the pass reads, observes
 // and writes only the reboots in flight and the next pending ones
 // (O(in flight) whatever the plan's size), and the returned View holds
@@ -283,9 +284,25 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 // plan's state (Executor.Pass).
 const recheckEvery = 16
 
-// running reads whether the stored plan is still running: its header
-// alone on a HeadStore (one small read), else the whole plan.
+// StateStore is a Store that reads a plan's state alone, without its
+// header's other fields or its reboots: an optional ability, found by
+// type assertion. The Executor reads the state before every recheckEvery
+// jobs it creates; through a StateStore that read copies nothing of the
+// plan (the etcd module's Store implements it).
+type StateStore interface {
+	// GetState returns the stored plan's state, or an error wrapping
+	// ErrNotFound or ErrCorrupt.
+	GetState(ctx context.Context, uuid string) (State, error)
+}
+
+// running reads whether the stored plan is still running: its state alone
+// on a StateStore, its header alone on a HeadStore (one small read), else
+// the whole plan.
 func (e *Executor) running(ctx context.Context, uuid string) (bool, error) {
+	if ss, ok := e.Store.(StateStore); ok {
+		st, err := ss.GetState(ctx, uuid)
+		return st == StateRunning, err
+	}
 	if hs, ok := e.Store.(HeadStore); ok {
 		h, err := hs.GetHead(ctx, uuid)
 		return h.State == StateRunning, err

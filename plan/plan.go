@@ -352,6 +352,16 @@ func cloneReboots(rs []Reboot) []Reboot {
 	}
 	out := make([]Reboot, len(rs))
 	copy(out, rs)
+	OwnReboots(out)
+	return out
+}
+
+// OwnReboots makes the reboots of rs point to copies of the times and
+// phases they point to, so that rs shares none of them with the reboots
+// it was copied from (as Plan.Clone does, without copying rs itself): for
+// a store that gathered rs from records it keeps.
+func OwnReboots(rs []Reboot) {
+	out := rs
 	nt, np := 0, 0
 	for i := range out {
 		r := &out[i]
@@ -386,7 +396,6 @@ func cloneReboots(rs []Reboot) []Reboot {
 			}
 		}
 	}
-	return out
 }
 
 // clone returns a deep copy of r.

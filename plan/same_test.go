@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -229,5 +230,14 @@ func TestCloneSharesNoPointer(t *testing.T) {
 	}
 	if !sameView(FullView(orig), FullView(q)) {
 		t.Error("the clone differs from the plan")
+	}
+	// OwnReboots does to a copy of the reboots what Clone does to them.
+	own := slices.Clone(orig.Reboots)
+	OwnReboots(own)
+	walk("OwnReboots", reflect.ValueOf(orig.Reboots), reflect.ValueOf(own))
+	for i := range own {
+		if !sameReboot(orig.Reboots[i], own[i]) {
+			t.Errorf("OwnReboots changed reboot %d", i)
+		}
 	}
 }
