@@ -73,15 +73,17 @@ func (b *bmcFaults) set(mode int) {
 
 // extObserver reads every remediation directly (not through a cache)
 // every few milliseconds and keeps, against ground truth:
-//   - for each host, when some remediation of it was seen in flight
-//     (status.state's phase, remediation.InFlight);
+//   - for each host, when some remediation of it was seen acting on it:
+//     in flight (status.state's phase, remediation.InFlight), or ended
+//     and still holding it (Processing True after an attempt);
 //   - for each remediation, when it was first seen reporting Succeeded
 //     False and Processing False (the checker escalates on it);
-//   - violations: two remediations of one host in flight at once.
+//   - violations: two remediations acting on one host at once.
 type extObserver struct {
 	e  *extEnv
 	mu sync.Mutex
-	// inFlight: host -> times a remediation of it was seen in flight.
+	// inFlight: host -> times a remediation of it was seen acting on it
+	// (in flight, or ended and still holding it).
 	inFlight map[string][]sighting
 	// released: remediation UID -> its first Succeeded False / Processing
 	// False sighting.
@@ -122,7 +124,11 @@ func (o *extObserver) poll() {
 				continue
 			}
 		}
-		if remediation.InFlight(st.Phase) {
+		// Acting on its host: an attempt in flight, or one that ended and
+		// still holds the host (Processing True: the reboot controller may
+		// still power it off or on for it).
+		if remediation.InFlight(st.Phase) ||
+			st.Phase != remediation.PhaseNone && meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionProcessing) {
 			acting[r.Status.Host] = append(acting[r.Status.Host], r.Name)
 			// In flight at some instant of [before, after]: before excuses
 			// the most.
@@ -222,8 +228,9 @@ func offAtOnce(e *extEnv, hosts []string) (int, time.Time) {
 //     is off (OffThroughout the whole call);
 //   - (b) after a remediation reports Succeeded False and Processing False
 //     (the checker moves on), no power command reaches its host unless a
-//     remediation of that host is in flight again;
-//   - (c) no two remediations of one host in flight at once;
+//     remediation of that host (another checker's, or a new one) is seen
+//     acting on it (in flight, or ended and still holding it);
+//   - (c) no two remediations acting on one host at once;
 //   - (d) no more hosts off at once than the storm guard's limit.
 //
 // Then (e) liveness with the faults the design must survive kept on (a
@@ -247,6 +254,7 @@ func TestExternalRemediationStateMachine(t *testing.T) {
 	}
 	rapidcheck.Check(t, func(rt *rapid.T) {
 		const staleReads, offSettle = 500 * time.Millisecond, 300 * time.Millisecond
+		caseStart := time.Now()
 		nHosts := rapid.IntRange(2, 3).Draw(rt, "hosts")
 		var hosts []string
 		for i := range nHosts {
@@ -254,7 +262,8 @@ func TestExternalRemediationStateMachine(t *testing.T) {
 		}
 		limit := rapid.IntRange(1, nHosts).Draw(rt, "limit")
 		e := newExtEnvWith(t, hosts, remediation.MaxCount(limit),
-			reboot.Config{StaleReads: staleReads, OffSettle: offSettle, SoftTimeout: time.Second})
+			reboot.Config{StaleReads: staleReads, OffSettle: offSettle, SoftTimeout: time.Second,
+				RetryDelay: 300 * time.Millisecond, PollInterval: 500 * time.Millisecond, QuickPoll: 200 * time.Millisecond, ReissueAfter: 3 * time.Second})
 		defer e.stop()
 
 		// The BMCs.
@@ -487,7 +496,24 @@ func TestExternalRemediationStateMachine(t *testing.T) {
 					why = append(why, r.Name+" not terminal")
 				}
 			}
+			gaveUp := map[string]bool{}
+			for _, r := range l.Items {
+				if condition(&r, v1alpha1.ConditionSucceeded) == metav1.ConditionFalse && condition(&r, v1alpha1.ConditionProcessing) == metav1.ConditionFalse {
+					gaveUp[r.Status.Host] = true
+				}
+			}
 			for _, h := range hosts {
+				if nhc != nil {
+					if to, _ := nhc.times(e.nodeOf[h]); !to.IsZero() {
+						gaveUp[h] = true
+					}
+				}
+				// A hung Node is remediated (Ready again) unless its checker
+				// gave up on rebootkit (escalated, or a failed remediation).
+				if _, ready := e.nodeReady(h); !ready && !gaveUp[h] {
+					settled = false
+					why = append(why, "node of "+h+" not Ready and not given up on")
+				}
 				if !e.hw[h].HardwareOn() {
 					settled = false
 					why = append(why, h+" off")
@@ -506,6 +532,8 @@ func TestExternalRemediationStateMachine(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		check()
+		t.Logf("case: %s, %d hosts, limit %d, %d steps, settled %s after the steps, %s in all",
+			checkerKind, nHosts, limit, steps, time.Since(deadline.Add(-bound)).Round(time.Millisecond), time.Since(caseStart).Round(time.Millisecond))
 	})
 }
 
