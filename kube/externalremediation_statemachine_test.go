@@ -147,6 +147,23 @@ func (o *extObserver) poll() {
 			o.released[r.UID] = sighting{name: r.Name, host: r.Status.Host, at: after}
 		}
 	}
+	if n := o.e.limit.Of(len(o.e.hw)); len(acting) > n {
+		o.violations = append(o.violations, fmt.Sprintf("(d) %s: %d hosts with a remediation in flight at once (%v), storm guard limit %d",
+			before.Format("15:04:05.000"), len(acting), acting, n))
+	}
+	held := 0
+	for h := range o.e.hw {
+		bmh := newBMHRef(o.e.ns, h)
+		if err := o.e.direct.Get(o.e.ctx, clientKey(bmh), bmh); err == nil {
+			if _, ok := bmh.Annotations[reboot.AnnotationPrefix+remediation.RebootKey]; ok {
+				held++
+			}
+		}
+	}
+	if n := o.e.limit.Of(len(o.e.hw)); held > n {
+		o.violations = append(o.violations, fmt.Sprintf("(d) %s: %d hosts carry a remediation's reboot request at once, storm guard limit %d",
+			before.Format("15:04:05.000"), held, n))
+	}
 	for h, names := range acting {
 		if len(names) > 1 {
 			o.violations = append(o.violations, fmt.Sprintf("%s: host %s acted on by %d remediations at once: %v",
@@ -236,7 +253,9 @@ func offAtOnce(e *extEnv, hosts []string) (int, time.Time) {
 //     remediation of that host (another checker's, or a new one) is seen
 //     acting on it (in flight, or ended and still holding it);
 //   - (c) no two remediations of one host in flight at once;
-//   - (d) no more hosts off at once than the storm guard's limit.
+//   - (d) no more hosts off at once than the storm guard's limit (the
+//     fake powers), nor more with a remediation in flight or carrying the
+//     remediation's reboot request (direct reads).
 //
 // Then (e) liveness with the faults the design must survive kept on (a
 // BMC that refuses some calls, stale, flapping and unknown reads; a dead
@@ -374,7 +393,7 @@ func TestExternalRemediationStateMachine(t *testing.T) {
 				fail("(b) power commands after a remediation let go (ground truth, the BMC's call log): %v", v)
 			}
 			if v := obs.takeViolations(); len(v) > 0 {
-				fail("(c) %v", v)
+				fail("(c)/(d) %v", v)
 			}
 			if most, at := offAtOnce(e, hosts); most > limit {
 				fail("(d) %d hosts off at once at %s (ground truth), storm guard limit %d", most, at.Format("15:04:05.000"), limit)
