@@ -31,7 +31,9 @@ import (
 //     without Succeeded=True is annotated
 //     remediation.medik8s.io/nhc-timed-out and the next step's object is
 //     created at once. A step whose Succeeded is False escalates at once.
-//     When the Node is Ready again every remediation of it is deleted.
+//     When the Node is Ready again every remediation of it is deleted. A
+//     remediation deleted by someone else while its Node is unhealthy is
+//     created again.
 //     A remediation it owns whose Node is gone is deleted as an orphan
 //     unless PermanentNodeDeletionExpected is True and Succeeded is not
 //     (deleteOrphanedRemediationCRs, run on every reconcile).
@@ -153,7 +155,7 @@ func (d *nhcDriver) pass(node string) {
 	defer d.mu.Unlock()
 	escalating := false
 	for {
-		since, healthy, _ := nodeUnhealthySince(c, e, node, d.seen)
+		since, healthy, missing := nodeUnhealthySince(c, e, node, d.seen)
 		if healthy {
 			// Delete every remediation of the Node.
 			for i := 0; i <= d.step[node] && i < len(d.steps); i++ {
@@ -165,6 +167,9 @@ func (d *nhcDriver) pass(node string) {
 		}
 		if !escalating && since < d.unhealthy && d.created[node].IsZero() {
 			return
+		}
+		if missing && d.created[node].IsZero() {
+			return // no Node, nothing to remediate
 		}
 		i := d.step[node]
 		if i >= len(d.steps) {
@@ -180,6 +185,11 @@ func (d *nhcDriver) pass(node string) {
 		}
 		var r v1alpha1.PowerCycleRemediation
 		if err := c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: d.objName(node, i)}, &r); err != nil {
+			if apierrors.IsNotFound(err) {
+				// Deleted by someone else: made again on the next pass, as
+				// NodeHealthCheck does for an unhealthy Node.
+				d.created[node] = time.Time{}
+			}
 			return
 		}
 		failed := meta.IsStatusConditionFalse(r.Status.Conditions, v1alpha1.ConditionSucceeded)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/fake"
@@ -48,42 +49,60 @@ type extEnv struct {
 
 	mu   sync.Mutex
 	hung map[string]time.Time // node -> when it hung (NotReady until a power cycle after)
+
+	limit   remediation.Limit
+	rcfg    reboot.Config
+	ctlUser *rest.Config // the controllers' identity, kept across restarts
+	stopCtl func()       // stops the running controllers (and waits)
+	starts  int          // controller starts (their names are unique per process)
+	stop    func()       // stops it all (and waits); idempotent
 }
 
 // groundFence checks at every Node deletion or taint that the Node's
-// host is off (ground truth from its fake power).
+// host was off (ground truth from its fake power) for the whole call.
 type groundFence struct {
 	remediation.NodeStore
-	env     *extEnv
+	env *extEnv
+	*fenceRecord
+}
+
+// fenceRecord is what the groundFences of one env (one per controller
+// start) saw.
+type fenceRecord struct {
 	mu      sync.Mutex
 	fences  int
 	whileOn []string
 }
 
-func (g *groundFence) check(node string) {
+func (g *groundFence) check(node string, from, to time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.fences++
 	for h, n := range g.env.nodeOf {
-		if n == node && g.env.hw[h].HardwareOn() {
-			g.whileOn = append(g.whileOn, node)
+		if n == node && !g.env.hw[h].OffThroughout(from, to) {
+			g.whileOn = append(g.whileOn, fmt.Sprintf("%s (host %s ran during [%s, %s])", node, h,
+				from.Format("15:04:05.000"), to.Format("15:04:05.000")))
 		}
 	}
 }
 
 func (g *groundFence) Delete(ctx context.Context, name, uid string) error {
-	g.check(name)
-	return g.NodeStore.Delete(ctx, name, uid)
+	from := time.Now()
+	err := g.NodeStore.Delete(ctx, name, uid)
+	g.check(name, from, time.Now())
+	return err
 }
 
 func (g *groundFence) SetOutOfService(ctx context.Context, name string, on bool) error {
+	from := time.Now()
+	err := g.NodeStore.SetOutOfService(ctx, name, on)
 	if on {
-		g.check(name)
+		g.check(name, from, time.Now())
 	}
-	return g.NodeStore.SetOutOfService(ctx, name, on)
+	return err
 }
 
-func (g *groundFence) counts() (int, []string) {
+func (g *fenceRecord) counts() (int, []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.fences, append([]string(nil), g.whileOn...)
@@ -103,9 +122,17 @@ func checkerRules(t *testing.T) []rbacv1.PolicyRule {
 // labelled with its host's name.
 func newExtEnv(t *testing.T, hosts []string, limit remediation.Limit) *extEnv {
 	t.Helper()
+	return newExtEnvWith(t, hosts, limit, reboot.Config{StaleReads: 500 * time.Millisecond, SoftTimeout: 2 * time.Second})
+}
+
+// newExtEnvWith is newExtEnv with the reboot controller's Config (its
+// StaleReads is also the remediation controller's).
+func newExtEnvWith(t *testing.T, hosts []string, limit remediation.Limit, rcfg reboot.Config) *extEnv {
+	t.Helper()
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &extEnv{t: t, ctx: ctx, direct: adminClient(t), hw: map[string]*fake.Power{}, nodeOf: map[string]string{}, hung: map[string]time.Time{}}
+	e := &extEnv{t: t, ctx: ctx, direct: adminClient(t), hw: map[string]*fake.Power{}, nodeOf: map[string]string{}, hung: map[string]time.Time{},
+		limit: limit, rcfg: rcfg}
 	e.ns = newNamespace(t, e.direct)
 	for _, h := range hosts {
 		bmh := newBMH(t, e.direct, e.ns, h)
@@ -119,24 +146,54 @@ func newExtEnv(t *testing.T, hosts []string, limit remediation.Limit) *extEnv {
 	require.NoError(t, err)
 	e.checker = cc
 
-	mgr := namespacedManager(t, e.ns)
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: e.ns}, Now: time.Now,
-		Power:  func(h string) (power.Controller, error) { return e.hw[h], nil },
-		Config: reboot.Config{StaleReads: 500 * time.Millisecond, SoftTimeout: 2 * time.Second}}
-	require.NoError(t, (&RebootController{Name: "reboot-" + e.ns, Reconciler: rr, Namespace: e.ns, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	e.fc = &groundFence{NodeStore: &Nodes{Client: mgr.GetClient()}, env: e}
-	xc := &ExternalRemediationController{Name: "ext-" + e.ns, Client: mgr.GetClient(), Namespace: e.ns, Ownership: Ownership{NoOperator: true},
-		Limit: limit, PollInterval: 200 * time.Millisecond, Nodes: e.fc,
-		Power: func(h string) (power.Controller, error) { return e.hw[h], nil }, StaleReads: 500 * time.Millisecond}
-	require.NoError(t, xc.SetupWithManager(mgr))
+	e.ctlUser = asController(t, e.ns)
+	e.fc = &groundFence{env: e, fenceRecord: &fenceRecord{}}
+	e.startControllers()
 	var wg sync.WaitGroup
-	wg.Add(1 + len(hosts))
-	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+	wg.Add(len(hosts))
 	for _, h := range hosts {
 		go func() { defer wg.Done(); e.kubelet(h) }()
 	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	var once sync.Once
+	e.stop = func() { once.Do(func() { e.stopCtl(); cancel(); wg.Wait() }) }
+	t.Cleanup(e.stop)
 	return e
+}
+
+// startControllers starts the reboot and external remediation
+// controllers in a new manager (a process start).
+func (e *extEnv) startControllers() {
+	t := e.t
+	mgr := managerAs(t, e.ctlUser, e.ns)
+	e.starts++
+	suffix := ""
+	if e.starts > 1 {
+		suffix = fmt.Sprintf("-%d", e.starts)
+	}
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: e.ns}, Now: time.Now,
+		Power:  func(h string) (power.Controller, error) { return e.hw[h], nil },
+		Config: e.rcfg}
+	require.NoError(t, (&RebootController{Name: "reboot-" + e.ns + suffix, Reconciler: rr, Namespace: e.ns, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
+	fc := &groundFence{NodeStore: &Nodes{Client: mgr.GetClient()}, env: e, fenceRecord: e.fc.fenceRecord}
+	if e.fc.NodeStore == nil {
+		fc = e.fc
+		fc.NodeStore = &Nodes{Client: mgr.GetClient()}
+	}
+	xc := &ExternalRemediationController{Name: "ext-" + e.ns + suffix, Client: mgr.GetClient(), Namespace: e.ns, Ownership: Ownership{NoOperator: true},
+		Limit: e.limit, PollInterval: 200 * time.Millisecond, Nodes: fc,
+		Power: func(h string) (power.Controller, error) { return e.hw[h], nil }, StaleReads: e.rcfg.StaleReads}
+	require.NoError(t, xc.SetupWithManager(mgr))
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	e.stopCtl = func() { cancel(); <-done }
+}
+
+// restart stops the controllers (their calls in flight cut off) and
+// starts them again, as after a crash between two steps.
+func (e *extEnv) restart() {
+	e.stopCtl()
+	e.startControllers()
 }
 
 // register creates host h's Node, Ready, as a kubelet does (with only

@@ -53,9 +53,10 @@ const ExternalAdmissionsName = "rebootkit-external-remediation-admissions"
 // NodeHealthCheck is cancelled: the host released and the Node restored
 // before Processing turns False or the object goes. A remediation that
 // failed or was cancelled after the reboot controller powered its host
-// off keeps Processing True and its finalizer until the host is known on
-// (remediation.Host.PoweredOn; with Power, an On reading past the
-// stale-read window).
+// off, or while the reboot controller has a reboot pending on it (which
+// it carries on with, request or not), keeps Processing True and its
+// finalizer until the host is known on (remediation.Host.PoweredOn; with
+// Power, an On reading past the stale-read window).
 //
 // Run it with a RebootController on the same namespace (the hosts' power
 // goes through the reboot API), under leader election.
@@ -81,8 +82,9 @@ type ExternalRemediationController struct {
 	// controller's, through the lease guard): a host counts as powered on
 	// after a request only once it reads On past its stale-read window
 	// (remediation.RebootHosts.Power), and a remediation whose host the
-	// reboot controller powered off after its request keeps Processing
-	// True and its finalizer, Failed or not, until then. Without it, the
+	// reboot controller powered off after its request, or has a reboot
+	// pending on, keeps Processing True and its finalizer, Failed or not,
+	// until then. Without it, the
 	// reboot controller's power-on record is trusted alone.
 	Power func(host string) (power.Controller, error)
 	// StaleReads is the reboot controller's default stale-read window
@@ -268,11 +270,12 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 		}
 	}
 	// Held: the reboot annotation is on the host, or the reboot
-	// controller powered it off after the last request and it is not
-	// known on since (the controller may still power it on: a next
-	// remediator must not act on it yet).
+	// controller powered it off after the last request, or still has the
+	// reboot pending (it goes on to power the host off and on without a
+	// request), and it is not known on since (the controller may still
+	// power it off or on: a next remediator must not act on it yet).
 	held := host.RebootAnnotation ||
-		host.OffAfterRequest && !host.PoweredOn && !host.Missing && (st.Phase != remediation.PhaseDone || st.Canceled)
+		(host.OffAfterRequest || host.RebootPending) && !host.PoweredOn && !host.Missing && (st.Phase != remediation.PhaseDone || st.Canceled)
 	processing, succeeded, reason := metav1.ConditionFalse, metav1.ConditionUnknown, "Waiting"
 	switch {
 	case remediation.InFlight(st.Phase) || held:

@@ -211,7 +211,14 @@ func adminClient(t *testing.T) client.Client {
 // metrics listener.
 func namespacedManager(t *testing.T, ns string) manager.Manager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(asController(t, ns), ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+	return managerAs(t, asController(t, ns), ns)
+}
+
+// managerAs is namespacedManager for a controller identity already made
+// (a restarted controller keeps its user).
+func managerAs(t *testing.T, rc *rest.Config, ns string) manager.Manager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(rc, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache:  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: UncachedObjects()}}})
 	require.NoError(t, err)

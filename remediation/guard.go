@@ -50,7 +50,11 @@ type FleetMachine struct {
 	// watches it (a MachineHealthCheck's name; "" if none). The guard
 	// counts per cluster and health check: see MayStart.
 	Cluster, HealthCheck string
-	ControlPlane         bool
+	// Node is the machine's Node ("" if unknown). Machines of one Node
+	// (two remediations of one host, from two health checkers) count as
+	// one machine of the fleet, unhealthy if any of them is.
+	Node         string
+	ControlPlane bool
 	// Unhealthy: the health checker marked it (needs remediation).
 	Unhealthy bool
 	// Remediating: a remediation is in flight (phase between
@@ -64,8 +68,9 @@ func InFlight(p Phase) bool { return p >= PhasePowerOffRequested && p <= PhaseWa
 // MayStart is the storm guard: may a remediation of machine candidate
 // start now? It counts within the candidate's cluster and health check, as
 // Cluster API's maxUnhealthy does per MachineHealthCheck: the machines of
-// the same Cluster and HealthCheck are its fleet; the unhealthy and
-// remediating ones among them (and the candidate) count as unhealthy, and
+// the same Cluster and HealthCheck are its fleet (machines of one Node
+// count once); the unhealthy and remediating ones among them (and the
+// candidate) count as unhealthy, and
 // their number must not exceed limit.Of(size of that fleet). At most one
 // control-plane machine of a cluster is remediated at a time. A candidate
 // already remediating may always go on. It reads the fleet once and
@@ -77,7 +82,10 @@ func MayStart(fleet []FleetMachine, candidate string, limit Limit) (bool, string
 			cand = &fleet[i]
 		}
 	}
-	unhealthy, size, cpBusy := 0, 0, false
+	cpBusy := false
+	// One entry per Node (or per machine without one): unhealthy if any
+	// machine of it is.
+	members := map[string]bool{}
 	for i := range fleet {
 		m := &fleet[i]
 		if cand == nil || m.Cluster != cand.Cluster {
@@ -89,8 +97,15 @@ func MayStart(fleet []FleetMachine, candidate string, limit Limit) (bool, string
 		if m.HealthCheck != cand.HealthCheck {
 			continue
 		}
-		size++
-		if m == cand || m.Unhealthy || m.Remediating {
+		key := "machine/" + m.Name
+		if m.Node != "" {
+			key = "node/" + m.Node
+		}
+		members[key] = members[key] || m == cand || m.Unhealthy || m.Remediating
+	}
+	unhealthy, size := 0, len(members)
+	for _, u := range members {
+		if u {
 			unhealthy++
 		}
 	}

@@ -59,6 +59,28 @@ func TestMayStart(t *testing.T) {
 	}
 }
 
+// TestMayStartCountsANodeOnce: two remediations of one Node (two health
+// checkers each made one) are one unhealthy machine of a fleet of three
+// Nodes, so a limit of 1 lets one of them start; before, the guard counted
+// them as two unhealthy machines of four and held both for good.
+func TestMayStartCountsANodeOnce(t *testing.T) {
+	fleet := []remediation.FleetMachine{
+		{Name: "r-a", Node: "n0", Unhealthy: true},
+		{Name: "r-b", Node: "n0", Unhealthy: true},
+		{Name: "node/n1", Node: "n1"}, {Name: "node/n2", Node: "n2"},
+	}
+	if ok, why := remediation.MayStart(fleet, "r-a", remediation.MaxCount(1)); !ok {
+		t.Errorf("MayStart(r-a, limit 1) = false (%s): two remediations of one Node counted twice", why)
+	}
+	if ok, _ := remediation.MayStart(fleet, "r-a", remediation.MaxPercent(34)); !ok {
+		t.Errorf("MayStart(r-a, 34%%) = false: one of three Nodes is 1 (the fleet is three Nodes)")
+	}
+	fleet = append(fleet, remediation.FleetMachine{Name: "r-c", Node: "n1", Remediating: true})
+	if ok, _ := remediation.MayStart(fleet, "r-a", remediation.MaxCount(1)); ok {
+		t.Errorf("MayStart(r-a, limit 1) = true with n1 remediating: two Nodes unhealthy")
+	}
+}
+
 // TestMayStartNeverExceeds: starting remediations one by one through the
 // guard never puts more machines in flight than the limit allows.
 func TestMayStartNeverExceeds(t *testing.T) {

@@ -195,6 +195,11 @@ type Host struct {
 	// PoweredOn false, the host may still be off and the controller may
 	// still power it on: it is not let go.
 	OffAfterRequest bool
+	// RebootPending: the reboot controller has a reboot pending on the
+	// host (reboot.Status.Pending) while a request of the attempt was made:
+	// it goes on to power the host off and on whether or not a request is
+	// left, so the host is not let go either.
+	RebootPending bool
 	// UpReadFrom: when PoweredOn is false only because the On reading may
 	// still echo the state from before the power-on, the time from which
 	// a reading counts (reboot.UpReadFrom); zero otherwise.

@@ -123,6 +123,7 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 		out.Fenced = out.Requested && reboot.FencedFor(h.Status, tk, r.Now()) && !broken
 		out.PoweredOn = !present && h.Status.LastPoweredOn.After(req.At) && !h.Status.Pending()
 		out.OffAfterRequest = h.Status.LastPoweredOff.After(req.At)
+		out.RebootPending = h.Status.Pending()
 	}
 	if r.Power != nil {
 		// The clock before the reading: the reading is no older than this.

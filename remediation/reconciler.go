@@ -194,7 +194,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 		fleet := make([]FleetMachine, len(all))
 		for i, m := range all {
-			fleet[i] = FleetMachine{Name: m.Machine.Name, Cluster: m.Machine.Cluster, HealthCheck: m.Machine.HealthCheck, ControlPlane: m.Machine.ControlPlane,
+			fleet[i] = FleetMachine{Name: m.Machine.Name, Cluster: m.Machine.Cluster, HealthCheck: m.Machine.HealthCheck, Node: m.Machine.NodeName, ControlPlane: m.Machine.ControlPlane,
 				Unhealthy: m.Machine.NeedsRemediation, Remediating: InFlight(m.State.Phase) || adm.Has(m.Machine.Name)}
 		}
 		o.MayStart, o.GuardReason = MayStart(fleet, name, r.Limit)
