@@ -26,8 +26,12 @@ type inFlight struct {
 	clk       *fake.Clock
 	landAfter time.Duration
 	toggles   bool
+	// oneCall: only the first power-off hangs; later calls are answered
+	// at once (the BMC recovered).
+	oneCall bool
 
 	landAt time.Time // zero: nothing in flight
+	landed bool
 	mode   power.Mode
 	fail   error
 	answer *reboot.LateAnswer
@@ -42,7 +46,7 @@ func (a *inFlight) land(ctx context.Context) bool {
 	if a.clk.Real().Before(a.landAt) {
 		return false
 	}
-	a.landAt = time.Time{}
+	a.landAt, a.landed = time.Time{}, true
 	err := a.fail
 	if err == nil {
 		err = a.Power.Off(ctx, a.mode)
@@ -68,6 +72,9 @@ func (a *inFlight) On(ctx context.Context) error {
 func (a *inFlight) Off(ctx context.Context, m power.Mode) error {
 	if !a.land(ctx) {
 		return errInFlight
+	}
+	if a.oneCall && a.landed {
+		return a.Power.Off(ctx, m)
 	}
 	a.landAt, a.mode = a.clk.Real().Add(a.landAfter), m
 	return errInFlight
@@ -218,4 +225,77 @@ func TestReview36i_TrackerForgetThenLatePressIsNoPress(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Review 36 round 9 (TestReview36i_LateSoftFailureOfEnforcementCutsNewReboot):
+// b2ca350 made a failed soft power-off escalate a reboot to hard only if
+// its Call.At is not before PendingRebootSince (decide.go softFailedSince),
+// and doc.go promises "a soft power-off of this reboot: one that failed
+// before the reboot began does not count". But a late answer
+// (LateAnswerer, kube.Async) is recorded with At = the pass that took it
+// (late.go memory.late: Call{..., At: now}), not when its call was made,
+// so the failure of a soft power-off sent for an earlier Online=false
+// enforcement (Online set back to true since), answered after a soft
+// reboot was asked, is taken for this reboot's own and cuts the power
+// hard at once. Here the enforcement's soft power-off is sent at 0 (its
+// BMC call hangs), Online is true again at 10 s, a client asks a soft
+// reboot at 50 s (its own soft power-off is refused at once: a call is in
+// flight, so it never reaches the BMC), and the hung call fails at 100 s:
+// the next pass sends ForceOff 50 s after the request, the reboot's soft
+// power-off never tried, long before SoftTimeout (180 s).
+func TestReview36i_LateSoftFailureOfEnforcementCutsNewReboot(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	pc := &inFlight{Power: pw, clk: clk, landAfter: 100 * time.Second, oneCall: true,
+		fail: &power.Error{Op: "power off soft", Class: power.ClassFailed, Message: "HTTP 500: internal error"}}
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pc, nil }}
+	run := func(until time.Time) {
+		for clk.Real().Before(until) {
+			res, err := rec.Reconcile(ctx, "h")
+			require.NoError(t, err)
+			if testing.Verbose() {
+				t.Logf("%v %v %v %s", clk.Real(), res.Decision.Power, res.Decision.Mode, res.Decision.Reason)
+			}
+			next := res.RequeueAfter
+			if res.Requeue || next <= 0 {
+				next = 100 * time.Millisecond
+			}
+			clk.Advance(max(min(next, until.Sub(clk.Real())), time.Millisecond))
+		}
+	}
+	setOnline := func(on bool) {
+		require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = on }))
+	}
+	run(clk.Real().Add(5 * time.Minute))
+	t0 := clk.Real()
+	setOnline(false)
+	run(t0.Add(10 * time.Second))
+	require.False(t, pc.landAt.IsZero(), "the setup: the enforcement's soft power-off is in flight")
+	require.Equal(t, power.ModeSoft, pc.mode)
+	setOnline(true)
+	run(t0.Add(50 * time.Second))
+	client := &reboot.Client{Hosts: store, Key: "fencing", Now: clk.Now}
+	_, err := client.Request(ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	req := clk.Real()
+	run(t0.Add(3 * time.Minute))
+	var offs []fake.Call
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff {
+			offs = append(offs, c)
+		}
+	}
+	for _, c := range offs {
+		if !c.At.Before(req) {
+			require.Equal(t, power.ModeSoft, c.Mode,
+				"the first power-off of the soft reboot reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the late failure of the Online=false enforcement's soft power-off was taken for this reboot's; calls %v",
+				c.At.Sub(req), cfg.SoftTimeout, offs)
+			return
+		}
+	}
+	t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
 }
