@@ -208,6 +208,13 @@ type Call struct {
 	Class power.Class
 	// At is the applier's clock when the call returned.
 	At time.Time
+	// Sent, if not zero, is the applier's clock no earlier than when the
+	// call was made, when that is earlier than At: a late answer
+	// (LateAnswerer) is taken, and dated At, passes after its call was
+	// made. A failed soft power-off escalates only a reboot (or an
+	// Online=false enforcement) that began no later than Sent (At if
+	// Sent is zero): one made before it began says nothing of it.
+	Sent time.Time
 	// Repeats counts the calls of the same action and mode made right
 	// before this one (0 for the first): repeated power-offs back off.
 	Repeats int
@@ -777,8 +784,12 @@ func (c Config) deprovision(o Observed, d *Decision) {
 // reboot, or of an enforcement that ended, says nothing of this one, and
 // must not turn its soft power-off into a hard cut before it was tried.
 func (c Call) softFailedSince(since time.Time) bool {
+	made := c.Sent
+	if made.IsZero() {
+		made = c.At
+	}
 	return c.Action == ActionPowerOff && c.Mode == power.ModeSoft &&
-		(c.Class == power.ClassUnsupported || c.Class == power.ClassFailed) && !c.At.Before(since)
+		(c.Class == power.ClassUnsupported || c.Class == power.ClassFailed) && !made.Before(since)
 }
 
 // pending decides for a host with a pending reboot.

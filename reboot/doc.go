@@ -14,8 +14,8 @@
 //   - The value is empty or JSON: {"mode":"hard"} or {"mode":"soft"}. Soft
 //     (the default) asks the OS to shut down and falls back to hard after
 //     Config.SoftTimeout (180 s), at once if the BMC cannot do soft, and when
-//     it fails (a soft power-off of this reboot: one that failed before the
-//     reboot began does not count). Hard wins over soft across all clients, also mid-shutdown.
+//     it fails (a soft power-off of this reboot: one made before the
+//     reboot began does not count, even if its failure is answered late). Hard wins over soft across all clients, also mid-shutdown.
 //     A BMC that answers a hard power-off unsupported (no ForceOff) gets
 //     it soft, the only power-off it offers, with an ErrNoHardPowerOff
 //     warning (a Kubernetes event), hard being asked again every
@@ -24,7 +24,8 @@
 //     An answer that comes after its pass stopped waiting (a power
 //     controller that implements LateAnswerer, as kube.Async does) is
 //     recorded by the next pass; a power-off (press) it shows may have
-//     been carried out counts as sent when that pass took the answer.
+//     been carried out counts as sent when that pass took the answer,
+//     also if the host was forgotten (Forget) since the call was made.
 //     A bad value counts as soft with a warning (note that the design
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.

@@ -165,7 +165,12 @@ type memory struct {
 	hardUnsupportedAt time.Time
 	// busyPress: a press was answered busy (it may go on in the
 	// background, LateAnswerer) since the last late answer of a power-off.
+	// busyAt: the At of the first call answered busy since the last late
+	// answer or the last call answered in its pass (zero if none): the
+	// call still in flight, if any, was made no later. Both outlive
+	// Forget (see forgotten): the call they describe may still answer.
 	busyPress bool
+	busyAt    time.Time
 	// heard is what passes run while standing by (not holding the
 	// leadership) read: see lead.
 	heard heard
@@ -242,8 +247,16 @@ func (r *Reconciler) Forget(name string) {
 	m := r.monotonic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.mem(name, m, r.Now())
-	r.hosts[name] = &memory{lastOn: m, off: offState{lastOff: m, lastPress: m}, forgot: true}
+	r.hosts[name] = r.mem(name, m, r.Now()).forgotten(m)
+}
+
+// forgotten returns a new memory for a host whose memory h is forgotten
+// at m (Forget): nothing is known from before m but what the calls still
+// in flight need when their late answers come (LateAnswerer): whether one
+// may be a press, and when it was made at the latest.
+func (h *memory) forgotten(m time.Duration) *memory {
+	return &memory{lastOn: m, off: offState{lastOff: m, lastPress: m}, forgot: true,
+		busyPress: h.busyPress, busyAt: h.busyAt}
 }
 
 // probe asks the Guard, if any, whether this process holds the
@@ -481,7 +494,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	hm.known = true
 	if late != nil {
 		t, ok := pc.(Toggler)
-		hm.late(*late, now, mLate, ok && t.TogglesOff(late.Mode))
+		hm.late(*late, now, mLate, ok && t.TogglesOff(late.Mode), r.startWall)
 	}
 	// A value read in this host's first pass is known since the start
 	// only if it was stamped before it (see knownSinceStart).
@@ -595,7 +608,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now()}
 		r.mu.Lock()
-		hm.called(call)
+		hm.answered(call)
 		r.mu.Unlock()
 		res.PowerErr = err
 		if err != nil {

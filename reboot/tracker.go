@@ -51,6 +51,25 @@ type Tracker struct {
 	// leadAt is the mono of the Leading call that last began the
 	// leadership (zero if none).
 	leadAt time.Duration
+	// tog: the Toggles answers of the last Reading (kept across Forget,
+	// for Late: a press still in flight may answer after it).
+	tog toggleAnswers
+}
+
+// toggleAnswers are a Reading's SoftToggles and HardToggles; known is
+// false before any Reading.
+type toggleAnswers struct{ known, soft, hard bool }
+
+// pressed reports whether a power-off in mode m may have pressed the
+// button: unknown answers count as a press.
+func (a toggleAnswers) pressed(m power.Mode) bool {
+	if !a.known {
+		return true
+	}
+	if m == power.ModeHard {
+		return a.hard
+	}
+	return a.soft
 }
 
 // NewTracker returns a Tracker whose controller started at start on its
@@ -149,6 +168,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		*t = Tracker{started: true, start: m, startWall: rd.Now, standby: t.standby, leadAt: t.leadAt,
 			mem: memory{lastOn: m, off: offState{lastOff: m, lastPress: m}}}
 	}
+	t.tog = toggleAnswers{known: true, soft: rd.SoftToggles, hard: rd.HardToggles}
 	// A pass whose clocks were read before the leadership began (Leading
 	// was called with a later mono: a caller that shares one Guard among
 	// its hosts' Trackers tells them all when any Hold begins it) read its
@@ -251,7 +271,7 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 		t.mem.sentOff(t.was, t.press, err, doneMono)
 	}
 	t.press, t.was = false, offState{}
-	return t.mem.called(c)
+	return t.mem.answered(c)
 }
 
 // Late reports the answer a of a power call that came after the pass that
@@ -261,19 +281,28 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 // answer's class as Sent does (LastCall, HardUnsupportedAt), and a
 // power-off that may have been carried out as sent at mono (SinceOff), a
 // press (one reported to Sent busy since the last late power-off, or a
-// mode the last Reading said toggles) as a press sent at mono whose
-// shutdown is not known over (SincePress, PressOver). It returns the Call
-// recorded.
+// mode the last Reading said toggles, or any power-off if no Reading was
+// given yet) as a press sent at mono whose shutdown is not known over
+// (SincePress, PressOver). The Call recorded, which it returns, has At
+// now and Sent the At of the first call reported to Sent busy since the
+// previous late answer (or the Tracker's start if none): a soft
+// power-off that failed late escalates only a reboot that began no later
+// than its call was made. Forget keeps what Late needs of the calls
+// still in flight (the Toggles answers of the last Reading, the calls
+// reported busy).
 func (t *Tracker) Late(a LateAnswer, now time.Time, mono time.Duration) Call {
-	return t.mem.late(a, now, mono, a.Action == ActionPowerOff && t.o.toggles(a.Mode))
+	return t.mem.late(a, now, mono, a.Action == ActionPowerOff && t.tog.pressed(a.Mode), t.startWall)
 }
 
 // Forget drops what the Tracker knows, at mono on the monotonic clock, as
 // a restart would: the host counts as possibly powered on and off just
-// now, its values as known from now, and its record as changed.
+// now, its values as known from now, and its record as changed. What
+// Late needs of the calls still in flight is kept: such a call's late
+// answer, reported after Forget, counts as a press if the call may have
+// been one (TestReview36i_TrackerForgetThenLatePressIsNoPress).
 func (t *Tracker) Forget(mono time.Duration, now time.Time) {
 	*t = Tracker{started: true, start: mono, startWall: now, standby: t.standby, leadAt: t.leadAt,
-		mem: memory{lastOn: mono, off: offState{lastOff: mono, lastPress: mono}, forgot: true}}
+		mem: *t.mem.forgotten(mono), tog: t.tog}
 }
 
 // Standby reports that the caller's controller does not hold its

@@ -16,7 +16,9 @@
 //   - PushPowerButton toggles the power, so it is sent only when a fresh
 //     read in the same operation says the host is in the opposite state,
 //     not within Config.StaleReads of this Controller's previous reset
-//     (the read may echo the state from before it), and, for a power-off,
+//     (the read may echo the state from before it; counted from when its
+//     POST returned, the latest it may have reached the hardware), and,
+//     for a power-off,
 //     not within Config.SoftTimeout + StaleReads of its previous press for
 //     a power-off (the OS may still be shutting down from it: an On read
 //     may be an echo, and a press would power on a host that is off),
@@ -160,8 +162,9 @@ type Config struct {
 	Proxy *url.URL
 	// StaleReads bounds how long after a reset the BMC may still report
 	// the state from before it. PushPowerButton is never sent within
-	// StaleReads of this Controller's previous reset: the "opposite state"
-	// its read shows may be that echo. Default 30 s.
+	// StaleReads of this Controller's previous reset (counted from when
+	// its POST returned: a slow BMC may apply it at any time until then):
+	// the "opposite state" its read shows may be that echo. Default 30 s.
 	StaleReads time.Duration
 	// Now is the clock StaleReads is measured on. nil: time.Now (whose
 	// readings carry the monotonic clock).
@@ -193,7 +196,7 @@ type Controller struct {
 	systemURI   string
 	resetTarget string
 	allowed     []string  // as the BMC spells them
-	lastReset   time.Time // when this Controller last posted a reset
+	lastReset   time.Time // when this Controller's last reset POST began or returned, the later
 	lastOffPush time.Time // when it last pressed the button for a power-off
 	// pushOK: that press was answered with success; pushOverAt: when a
 	// read that began StaleReads after it showed Off (its shutdown over).
@@ -609,6 +612,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		}
 		return err
 	})
+	c.resetReturned()
 	var pe *power.Error
 	if err != nil {
 		pe = c.classify(op+" ("+rt+")", err)
@@ -822,6 +826,7 @@ func (c *Controller) Reset(ctx context.Context) error {
 		}
 		return err
 	})
+	c.resetReturned()
 	if err != nil {
 		return c.classify(op+" ("+rt+")", err)
 	}
@@ -829,3 +834,13 @@ func (c *Controller) Reset(ctx context.Context) error {
 }
 
 var _ power.Resetter = (*Controller)(nil)
+
+// resetReturned notes that a reset POST returned (whatever its answer):
+// it may have reached the hardware at any time until now, so the
+// StaleReads window after it counts from now, if later than its start
+// (TestReview36i_AdapterResetWindowCountsFromPostStart).
+func (c *Controller) resetReturned() {
+	if n := c.now(); n.After(c.lastReset) {
+		c.lastReset = n
+	}
+}
