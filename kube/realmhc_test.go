@@ -30,6 +30,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -93,7 +94,8 @@ var installCAPICRDs sync.Once
 // startCAPI installs Cluster API's CRDs (but Machine's and
 // MachineHealthCheck's, which the tests install from the typed API) and
 // the two infrastructure kinds, and runs the real core manager on
-// namespace ns, as a cluster admin, until the test ends: its webhook
+// namespace ns, under its own role and the ones aggregated into it
+// (capiUser), until the test ends: its webhook
 // server on a free port with a throwaway certificate (no webhook
 // configuration is installed: the API server never calls it), no
 // metrics listener, the CRD migration skipped (the CRDs are installed at
@@ -125,7 +127,7 @@ clusters: [{name: envtest, cluster: {server: %q}}]
 users: [{name: admin, user: {}}]
 contexts: [{name: envtest, context: {cluster: envtest, user: admin}}]
 current-context: envtest
-`, versionProxy(t))), 0o600))
+`, versionProxy(t, capiUser(t, bin, ns)))), 0o600))
 	certDir := t.TempDir()
 	writeSelfSigned(t, certDir)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -162,16 +164,35 @@ current-context: envtest
 // scripts/build-envtest.sh builds.
 const envtestKubeVersion = "v1.37.1"
 
-// versionProxy serves the envtest API server as its admin on a local
+// capiUser returns a config for a new user bound to exactly what Cluster
+// API's manager gets in a cluster: its generated ClusterRole
+// (rbac/role.yaml beside the binary) and the roles aggregated into it by
+// the cluster.x-k8s.io/aggregate-to-manager label (envtest runs no
+// aggregation controller, so they are bound directly): our
+// config/rbac/external_remediation_checker_role.yaml, and the
+// infrastructure provider's rules on its kinds (as CAPM3 aggregates
+// them).
+func capiUser(t *testing.T, bin, ns string) *rest.Config {
+	t.Helper()
+	manager, _ := rolesOf(t, filepath.Join(filepath.Dir(bin), "rbac", "role.yaml"))
+	require.NotEmpty(t, manager, "Cluster API's manager role")
+	checker, _ := rolesOf(t, "config/rbac/external_remediation_checker_role.yaml")
+	require.NotEmpty(t, checker)
+	rules := append(append(manager, checker...), rbacv1.PolicyRule{APIGroups: []string{infraGroup},
+		Resources: []string{"metal3clusters", "metal3machines"}, Verbs: []string{"get", "list", "watch", "patch", "update"}})
+	return asUser(t, "capi-manager-"+ns, rules, "")
+}
+
+// versionProxy serves the envtest API server as user on a local
 // plain-HTTP address (returned as a URL) until the test ends, passing
 // every request and answer through unchanged but /version's, whose
 // gitVersion, major and minor it sets to envtestKubeVersion's. The
 // kube-apiserver built from the module proxy lacks the release's version
 // stamps and reports v0.0.0-master, which Cluster API's manager refuses
 // as its management cluster ("minimum required version is v1.20.0").
-func versionProxy(t *testing.T) string {
+func versionProxy(t *testing.T, user *rest.Config) string {
 	t.Helper()
-	rt, err := rest.TransportFor(cfg)
+	rt, err := rest.TransportFor(user)
 	require.NoError(t, err)
 	target, err := url.Parse(cfg.Host)
 	require.NoError(t, err)
