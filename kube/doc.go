@@ -289,8 +289,12 @@
 // Go module proxy in a throwaway module (cached by version, with its
 // CRDs), and TestRealMachineHealthCheck runs it against the envtest API
 // server, which is also the workload cluster its c1-kubeconfig Secret
-// names, with its webhooks served but not installed and the alpha and
-// beta controllers that need other CRDs off. Its Cluster, Machine and
+// names, under its own generated ClusterRole plus config/rbac's checker
+// role (what aggregation gives it in a cluster), with its webhooks served
+// but not installed and the alpha controllers that need other CRDs off;
+// it reaches the API server through a proxy that answers /version with
+// v1.37.1 (the apiserver built from the module proxy reports
+// v0.0.0-master, which the manager refuses). Its Cluster, Machine and
 // MachineHealthCheck controllers link a Machine to its Node and create
 // and delete the PowerCycleRemediation from the template themselves. It
 // skips when the binary is not built (REBOOTKIT_CAPI_BIN) and fails in
