@@ -314,6 +314,24 @@
 // same emulated hardware, and the real one in test mode drives only its
 // fixture.
 //
+// The external remediation is tested with Cluster API's real core manager
+// v1.14.2 (the release of the sigs.k8s.io/cluster-api/api this module
+// pins) beside the controllers: scripts/build-capi.sh builds it from the
+// Go module proxy in a throwaway module (cached by version, with its
+// CRDs), and TestRealMachineHealthCheck runs it against the envtest API
+// server, which is also the workload cluster its c1-kubeconfig Secret
+// names, under its own generated ClusterRole plus config/rbac's checker
+// role (what aggregation gives it in a cluster), with its webhooks served
+// but not installed and the alpha controllers that need other CRDs off;
+// it reaches the API server through a proxy that answers /version with
+// v1.37.1 (the apiserver built from the module proxy reports
+// v0.0.0-master, which the manager refuses). Its Cluster, Machine and
+// MachineHealthCheck controllers link a Machine to its Node and create
+// and delete the PowerCycleRemediation from the template themselves. It
+// skips when the binary is not built (REBOOTKIT_CAPI_BIN) and fails in
+// CI, which builds it. medik8s's NodeHealthCheck is not served by the
+// module proxy: its side is a driver written from its code.
+//
 // # The caller's duties
 //
 //   - One active manager (leader election, on by default in the binary):

@@ -16,12 +16,15 @@ import (
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 )
 
-// The health checkers' side, driven as their controllers do it (the real
-// controllers do not build against this module's pins: NodeHealthCheck
-// needs OpenShift APIs, Cluster API's core controller the whole of
-// sigs.k8s.io/cluster-api; so the tests run these drivers, written from
-// their documented contracts), through a client bound to the aggregated
-// checker role of config/rbac:
+// The health checkers' side, driven as their controllers do it, through
+// a client bound to the aggregated checker role of config/rbac. Cluster
+// API's real core manager runs in TestRealMachineHealthCheck
+// (scripts/build-capi.sh builds it from the module proxy, outside this
+// module's pins); medik8s's NodeHealthCheck is not served by the module
+// proxy (403 for github.com/medik8s/node-healthcheck-operator) and needs
+// OpenShift APIs, so its side is only this driver. The drivers, written
+// from the controllers' code, let a test choose the moment a step times
+// out and run the scenarios the real manager cannot be steered into:
 //
 //   - nhcDriver, medik8s NodeHealthCheck: a Node whose Ready condition is
 //     not True for `unhealthy` gets one remediation per escalation step,

@@ -199,13 +199,19 @@ func (e *extEnv) restart() {
 // register creates host h's Node, Ready, as a kubelet does (with only
 // the labels given).
 func (e *extEnv) register(h string, labels map[string]string) error {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.nodeOf[h], Labels: labels}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.nodeOf[h], Labels: labels}, Spec: corev1.NodeSpec{ProviderID: providerID(e.nodeOf[h])}}
 	if err := e.direct.Create(e.ctx, n); err != nil {
 		return err
 	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	now := metav1.Now()
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: now, LastTransitionTime: now}}
 	return e.direct.Status().Update(e.ctx, n)
 }
+
+// providerID is the spec.providerID a Node's kubelet registers it with
+// (the infrastructure provider reports the same on the Machine's
+// infrastructure object, which is how Cluster API finds a Machine's Node).
+func providerID(node string) string { return "rebootkit-test:///" + node }
 
 // hang makes host h's Node NotReady until its host is power-cycled.
 func (e *extEnv) hang(h string) time.Time {
@@ -227,7 +233,8 @@ func (e *extEnv) setReady(h string, ready bool) {
 		if ready {
 			st = corev1.ConditionTrue
 		}
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st, LastHeartbeatTime: metav1.Now()}}
+		now := metav1.Now()
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st, LastHeartbeatTime: now, LastTransitionTime: now}}
 		if err := e.direct.Status().Update(e.ctx, &n); err == nil || !apierrors.IsConflict(err) {
 			return
 		}
