@@ -1,0 +1,235 @@
+package remediation_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// rig40h: one Machine m1 over hosts h1, h2 (each with its own fake
+// hardware, the ground truth), a reboot controller running on its own,
+// and a remediation Reconciler whose passes the test drives by hand.
+type rig40h struct {
+	cluster *fake.Cluster
+	hosts   reboot.HostStore
+	hw      map[string]*fake.Power
+	hostOf  atomic.Value
+	rh      *remediation.RebootHosts
+	rem     *remediation.Reconciler
+}
+
+func newRig40h(t *testing.T, cfg remediation.Config) *rig40h {
+	t.Helper()
+	g := &rig40h{cluster: fake.NewCluster()}
+	g.cluster.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c"})
+	g.cluster.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
+	g.hosts = fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true}, reboot.Host{Name: "h2", Online: true})
+	g.hw = map[string]*fake.Power{
+		"h1": fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond}),
+		"h2": fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond}),
+	}
+	g.hostOf.Store("h1")
+	g.rh = &remediation.RebootHosts{Hosts: g.hosts, Now: time.Now,
+		HostOf: func(context.Context, string) (string, error) { return g.hostOf.Load().(string), nil }}
+	g.rem = &remediation.Reconciler{Machines: g.cluster, Nodes: g.cluster.Nodes(), Admissions: g.cluster, Now: time.Now,
+		Hosts: g.rh, Limit: remediation.MaxCount(1), Config: cfg}
+	rb := &reboot.Reconciler{Hosts: g.hosts, Now: time.Now,
+		Power:  func(h string) (power.Controller, error) { return g.hw[h], nil },
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &reboot.Runner{Loops: []reboot.Loop{rb.Loop(func(context.Context) ([]string, error) { return []string{"h1", "h2"}, nil })}}
+	go func() { _ = r.Run(ctx) }()
+	return g
+}
+
+// pass runs one remediation pass of m1 and returns its error.
+func (g *rig40h) pass(t *testing.T) error {
+	t.Helper()
+	_, err := g.rem.Reconcile(context.Background(), "m1")
+	t.Logf("pass: err=%v state=%+v", err, g.state())
+	return err
+}
+
+func (g *rig40h) state() remediation.State {
+	rec, err := g.cluster.Get(context.Background(), "m1")
+	if err != nil {
+		return remediation.State{}
+	}
+	return rec.State
+}
+
+// startOnH1 marks m1 unhealthy and runs the pass that admits it and
+// writes its request to h1, then waits for the reboot controller to power
+// h1 off (when off is set).
+func (g *rig40h) startOnH1(t *testing.T, off bool) {
+	t.Helper()
+	g.cluster.SetNodeReady("m1", false)
+	g.cluster.SetNeedsRemediation("m1", true)
+	require.NoError(t, g.pass(t))
+	st := g.state()
+	require.Equal(t, remediation.PhasePowerOffRequested, st.Phase, "precondition: the attempt started")
+	require.Equal(t, "h1", st.Host, "precondition: the request is persisted as h1's")
+	if off {
+		require.Eventually(t, func() bool { return !g.hw["h1"].HardwareOn() }, 10*time.Second, 10*time.Millisecond,
+			"precondition: the reboot controller powers h1 off (truth %v)", g.hw["h1"].Truth())
+	}
+}
+
+// heldFor reports, after settle (the reboot controller acts on what is
+// left), whether h1 is still held by a reboot request and whether its
+// hardware is off: ground truth.
+func (g *rig40h) h1Held(t *testing.T, settle time.Duration) (held, off bool, ann map[string]string) {
+	t.Helper()
+	time.Sleep(settle)
+	h, err := g.hosts.Get(context.Background(), "h1")
+	require.NoError(t, err)
+	_, held = h.Annotations[remediation.RebootAnnotation]
+	return held, !g.hw["h1"].HardwareOn(), h.Annotations
+}
+
+// TestReview40h_CancelledAfterHostReleasedLeavesOldHostOff: doc.go:
+// "Every end state (done, failed, cancelled, escalated) removes its reboot
+// annotation (no host is left off)" and "the request is read and removed
+// there [State.Host], whatever the Machine maps to later". A Machine whose
+// request was written to h1, whose HostOf then answers "" (its host was
+// released: Host.Missing) and whose health checker then clears the mark
+// (cancel) ends in PhasePowerOffRequested's first case
+// (phased.go:405, `!m.NeedsRemediation && o.Host.Missing`): Done, admission
+// released, no removal, although RebootHosts.Get read h1's annotation
+// (o.Host.RebootAnnotation is true: it reads req.Host). Done's own pass
+// then resolves the host anew (RequestFor is zero out of flight) and finds
+// none. h1 stays held off for good, owned by no remediation. Ground truth:
+// h1's hardware is off, with the request, after the remediation is done.
+func TestReview40h_CancelledAfterHostReleasedLeavesOldHostOff(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
+	g.startOnH1(t, true)
+	g.hostOf.Store("") // h1 released from m1 (deprovisioned, consumer ref cleared)
+	g.cluster.SetNeedsRemediation("m1", false)
+	for i := 0; i < 3; i++ {
+		_ = g.pass(t)
+	}
+	st := g.state()
+	a, _ := g.cluster.GetAdmissions(context.Background())
+	require.False(t, remediation.InFlight(st.Phase), "precondition: the remediation ended (%+v)", st)
+	require.False(t, a.Has("m1"), "precondition: its admission is released")
+	held, off, ann := g.h1Held(t, 2*time.Second)
+	if held || off {
+		t.Fatalf("m1's remediation ended (%s, admission released) but h1, the host its request was written to (State.Host %q), is still held (annotations %v) and off (%v): the cancel-with-no-host branch removes nothing; truth %v",
+			st.Phase, st.Host, ann, off, g.hw["h1"].Truth())
+	}
+}
+
+// TestReview40h_MovedThenDeletedLeavesOldHostOff: doc.go: "A Machine
+// deleted mid-remediation ... has the reboot request removed from the host
+// the HostStore resolves for it ... so the reboot controller powers the
+// host on, and only then its admission released." The engineer admits a
+// Machine moved then deleted leaves its old host held; here it is proven.
+// m1's request holds h1 off; m1 is moved to h2 and deleted before a pass
+// sees the move. abandon (reconciler.go:286) removes from HostOf's answer,
+// h2, which holds nothing, and releases the admission: h1 is held off for
+// good, and the storm guard counts it no more.
+func TestReview40h_MovedThenDeletedLeavesOldHostOff(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
+	g.startOnH1(t, true)
+	g.hostOf.Store("h2")
+	require.NoError(t, g.cluster.Delete(context.Background(), "m1"))
+	for i := 0; i < 3; i++ {
+		_ = g.pass(t)
+	}
+	a, _ := g.cluster.GetAdmissions(context.Background())
+	held, off, ann := g.h1Held(t, 2*time.Second)
+	if (held || off) && !a.Has("m1") {
+		t.Fatalf("m1 (request on h1, then moved to h2) was deleted: its admission is released (%v) but h1 is still held (annotations %v) and off (%v); truth %v",
+			a.Machines, ann, off, g.hw["h1"].Truth())
+	}
+	if held || off {
+		t.Fatalf("m1 deleted after a move: h1 still held (annotations %v), off %v", ann, off)
+	}
+}
+
+// TestReview40h_DeletedWithHostOfEmptyReleasesWhileHostOff: RebootHosts'
+// HostOf doc: "" with a nil error if the Machine has no host; the
+// natural answer of an inventory lookup for a Machine that is gone. The
+// Reconciler's doc asks it to "keep answering for a deleted Machine", and
+// abandon's doc says only ErrNotFound means "nothing to release"; yet an
+// empty answer makes RemoveRebootRequest succeed without touching any host
+// (reboothosts.go:206, `name == ""`: "no host, no annotation"), and abandon
+// releases the admission while h1 is held off, for good.
+func TestReview40h_DeletedWithHostOfEmptyReleasesWhileHostOff(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
+	g.startOnH1(t, true)
+	g.hostOf.Store("") // the inventory no longer knows m1
+	require.NoError(t, g.cluster.Delete(context.Background(), "m1"))
+	for i := 0; i < 3; i++ {
+		_ = g.pass(t)
+	}
+	a, _ := g.cluster.GetAdmissions(context.Background())
+	held, off, ann := g.h1Held(t, 2*time.Second)
+	if (held || off) && !a.Has("m1") {
+		t.Fatalf("m1 deleted while its request holds h1; HostOf answers \"\" for it: its admission is released (%v) while h1 is held (annotations %v) and off (%v), for good; truth %v",
+			a.Machines, ann, off, g.hw["h1"].Truth())
+	}
+}
+
+// removeFailsOnce is a RebootHosts whose next request removal fails (a
+// refused connection; equally a crash right after the state write).
+type removeFailsOnce struct {
+	*remediation.RebootHosts
+	fail atomic.Bool
+}
+
+func (h *removeFailsOnce) RemoveRebootRequest(ctx context.Context, m string, req remediation.Request) error {
+	if h.fail.CompareAndSwap(true, false) {
+		return errors.New("hosts: connection refused")
+	}
+	return h.RebootHosts.RemoveRebootRequest(ctx, m, req)
+}
+
+func (h *removeFailsOnce) RemoveRebootAnnotation(ctx context.Context, m string) error {
+	return h.RemoveRebootRequest(ctx, m, remediation.Request{})
+}
+
+// TestReview40h_FailedAfterLostRemovalLeavesOldHostOff: Decision's order
+// persists the end state before the request is removed (UpdateState, then
+// RemoveRebootAnnotation), and doc.go promises "Every end state ... removes
+// its reboot annotation (no host is left off)" and "the request is ...
+// removed there [State.Host], whatever the Machine maps to later". m1's
+// request holds h1; its host is released (HostOf ""), the attempt times
+// out and escalates: Failed is persisted, the removal from h1 fails once
+// (or the process dies there). Every later pass is out of flight, where
+// RequestFor (phased.go RequestFor) returns the zero Request and the
+// "never leave a host held" check (phased.go:385) reads the host HostOf
+// names now, none, though State.Host still says h1. h1 stays off for good,
+// its admission released. The same happens with a move instead of "".
+func TestReview40h_FailedAfterLostRemovalLeavesOldHostOff(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond, RetryLimit: -1})
+	h := &removeFailsOnce{RebootHosts: g.rh}
+	g.rem.Hosts = h
+	g.startOnH1(t, true)
+	g.hostOf.Store("") // h1 released from m1
+	time.Sleep(600 * time.Millisecond)
+	h.fail.Store(true)
+	err := g.pass(t)
+	require.Error(t, err, "precondition: the removal after the escalation fails once")
+	require.Equal(t, remediation.PhaseFailed, g.state().Phase, "precondition: Failed was persisted before the removal")
+	for i := 0; i < 3; i++ {
+		_ = g.pass(t)
+	}
+	st := g.state()
+	a, _ := g.cluster.GetAdmissions(context.Background())
+	held, off, ann := g.h1Held(t, 2*time.Second)
+	if held || off {
+		t.Fatalf("m1's remediation failed (%s, State.Host %q, admission released %v) but h1 is still held (annotations %v) and off (%v): out of flight the request's host is forgotten; truth %v",
+			st.Phase, st.Host, !a.Has("m1"), ann, off, g.hw["h1"].Truth())
+	}
+}
