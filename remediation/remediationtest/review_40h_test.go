@@ -1,0 +1,59 @@
+package remediationtest_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/remediation"
+	"github.com/rebootkit/rebootkit/remediation/remediationtest"
+)
+
+// hostlessCluster is a MachineStore whose SaveState persists every field
+// of State but Host (its schema was written before the field existed, or
+// maps State to columns of its own): the host a request was written to is
+// lost at every write.
+type hostlessCluster struct{ *fake.Cluster }
+
+func (c hostlessCluster) SaveState(ctx context.Context, name, version string, s remediation.State) error {
+	s.Host = ""
+	return c.Cluster.SaveState(ctx, name, version, s)
+}
+
+// TestReview40h_ContractPassesStoreThatLosesStateHost: round 7 made
+// "never two hosts held at once" and "the request is read and removed
+// there, whatever the Machine maps to later" (doc.go) rest on State.Host
+// being persisted; the kit's doc says Contract checks what the Reconciler
+// relies on. Contract's SaveState check (remediationtest.go:117) saves a
+// State of Phase, Attempt and Started only and compares with Equal, so a
+// store that drops State.Host (or RequestedAt, Canceled, Backup, Tainted,
+// Message...) passes; StateMachine's World maps every machine to one host
+// for ever (world.go HostOf), so it never sees a move either. Behind such
+// a store the Reconciler silently falls back to HostOf for every removal:
+// round 7's TestReview40g_MachineMovedMidRemediationLeavesOldHostOff comes
+// back. The kit should save and compare a State with every field set.
+func TestReview40h_ContractPassesStoreThatLosesStateHost(t *testing.T) {
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		remediationtest.Contract(r, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
+			c := fake.NewCluster()
+			for _, m := range ms {
+				c.AddMachine(m)
+			}
+			for _, n := range ns {
+				c.PutNode(n)
+			}
+			return remediationtest.Stores{Machines: hostlessCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: func(_ context.Context, m string, on bool) error {
+				c.SetNeedsRemediation(m, on)
+				return nil
+			}}, nil
+		})
+	}()
+	<-done
+	if len(r.failed) == 0 {
+		t.Fatal("a MachineStore whose SaveState loses State.Host (the host a reboot request was written to) passed Contract: the kit saves a State without Host and never reads it back")
+	}
+	t.Logf("caught: %v", r.failed)
+}
