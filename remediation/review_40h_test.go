@@ -233,3 +233,31 @@ func TestReview40h_FailedAfterLostRemovalLeavesOldHostOff(t *testing.T) {
 			st.Phase, st.Host, !a.Has("m1"), ann, off, g.hw["h1"].Truth())
 	}
 }
+
+// TestReview40h_EscalationLostAfterStateWriteNeverDeletesMachine: doc
+// (Decision, escalate): retries exhausted, "delete the Machine for its
+// owner to replace". The escalation persists Failed first (UpdateState,
+// step 2) and deletes the Machine last (step 8); any step between that
+// fails once (here the reboot request's removal: a refused connection;
+// equally a crash after the state write) loses the deletion for good:
+// every later pass sees PhaseFailed and only "waits for the Machine to be
+// replaced or the annotation removed" (phased.go:396), which nobody will
+// do: the owner replaces only a deleted Machine. The broken server stays
+// in the cluster, unremediated, for ever.
+func TestReview40h_EscalationLostAfterStateWriteNeverDeletesMachine(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond, RetryLimit: -1})
+	g.cluster.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c", HasControllerOwner: true})
+	h := &removeFailsOnce{RebootHosts: g.rh}
+	g.rem.Hosts = h
+	g.startOnH1(t, false)
+	time.Sleep(600 * time.Millisecond) // the attempt times out: escalation
+	h.fail.Store(true)
+	require.Error(t, g.pass(t), "precondition: the escalation pass fails after persisting Failed")
+	require.Equal(t, remediation.PhaseFailed, g.state().Phase, "precondition: Failed persisted")
+	for i := 0; i < 5; i++ {
+		_ = g.pass(t)
+	}
+	if _, err := g.cluster.Get(context.Background(), "m1"); !errors.Is(err, remediation.ErrNotFound) {
+		t.Fatalf("m1 (with a controller owner) escalated after its retries ran out, but it was never deleted for its owner to replace (Get: %v, state %+v): the escalation's deletion is lost once Failed is persisted", err, g.state())
+	}
+}
