@@ -261,3 +261,58 @@ func TestReview40h_EscalationLostAfterStateWriteNeverDeletesMachine(t *testing.T
 		t.Fatalf("m1 (with a controller owner) escalated after its retries ran out, but it was never deleted for its owner to replace (Get: %v, state %+v): the escalation's deletion is lost once Failed is persisted", err, g.state())
 	}
 }
+
+// TestReview40h_MovedMachineRemovesAnotherMachinesRequest: doc.go: "A
+// Machine whose host changes while its request holds the old one ... has
+// that request removed first". It removes any request on the old host,
+// whatever its value (RebootHosts.RemoveRebootRequest, reboothosts.go:195:
+// "removes the annotation, whatever its value"; Decide's moved case keys
+// on Host.RebootAnnotation, present with any value). A host is re-used:
+// m1 moves from h1 to h2 and h1 is given to m9, whose own remediation
+// then writes its request on h1. m1's next pass removes m9's request, so
+// the reboot controller powers h1 on under m9's remediation (its hold
+// broken, its fence evidence lost); m9 writes again, m1 removes again: m1
+// never moves on to h2 while m9 holds h1, and m9 cannot be fenced while
+// m1 keeps removing. Ground truth: h1's annotation after m1's pass.
+func TestReview40h_MovedMachineRemovesAnotherMachinesRequest(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewCluster()
+	c.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c"})
+	c.AddMachine(remediation.Machine{Name: "m9", UID: "uid-m9", NodeName: "m9", Cluster: "c"})
+	c.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
+	c.PutNode(remediation.Node{Name: "m9", UID: "n9", Ready: true})
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true}, reboot.Host{Name: "h2", Online: true}, reboot.Host{Name: "h9", Online: true})
+	var mapping atomic.Value
+	mapping.Store(map[string]string{"m1": "h1", "m9": "h9"})
+	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+		HostOf: func(_ context.Context, m string) (string, error) { return mapping.Load().(map[string]string)[m], nil }}
+	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now, Hosts: rh,
+		Limit: remediation.MaxPercent(100), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute}}
+	pass := func(m string) {
+		_, err := r.Reconcile(ctx, m)
+		rec, _ := c.Get(ctx, m)
+		t.Logf("%s: err=%v phase=%s host=%q", m, err, rec.State.Phase, rec.State.Host)
+	}
+	c.SetNodeReady("m1", false)
+	c.SetNeedsRemediation("m1", true)
+	pass("m1")
+	// h1 is re-used: m1 now runs on h2, m9 on h1; m9 fails and its
+	// remediation asks for h1.
+	mapping.Store(map[string]string{"m1": "h2", "m9": "h1"})
+	c.SetNodeReady("m9", false)
+	c.SetNeedsRemediation("m9", true)
+	pass("m9")
+	rec9, err := c.Get(ctx, "m9")
+	require.NoError(t, err)
+	want := remediation.RequestFor(rec9.Machine, rec9.State)
+	require.Equal(t, "h1", want.Host, "precondition: m9's request is on h1")
+	h1, _ := hosts.Get(ctx, "h1")
+	require.Equal(t, want.Value, h1.Annotations[remediation.RebootAnnotation], "precondition: h1 holds m9's request")
+
+	pass("m1")
+	h1, _ = hosts.Get(ctx, "h1")
+	if got := h1.Annotations[remediation.RebootAnnotation]; got != want.Value {
+		t.Fatalf("m1 moved from h1 to h2; h1 now holds m9's own request %s, and m1's pass removed it (h1's annotation now %q): a moved Machine releases whatever request is on its old host, not its own",
+			want.Value, got)
+	}
+}
