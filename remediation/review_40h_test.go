@@ -3,6 +3,7 @@ package remediation_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -314,5 +315,23 @@ func TestReview40h_MovedMachineRemovesAnotherMachinesRequest(t *testing.T) {
 	if got := h1.Annotations[remediation.RebootAnnotation]; got != want.Value {
 		t.Fatalf("m1 moved from h1 to h2; h1 now holds m9's own request %s, and m1's pass removed it (h1's annotation now %q): a moved Machine releases whatever request is on its old host, not its own",
 			want.Value, got)
+	}
+}
+
+// TestReview40h_NounsRewriteHostNamesInMoveReasons: Config.Decide
+// (nouns.go:170): "The words are replaced in the messages' own text; the
+// names in them (only the storm guard's reason has any) are kept as they
+// are." Round 7's move reasons (phased.go releaseMoved, and the moved
+// request) carry host names, and sayAround rewrites them: a host named
+// "node-a" becomes "server-a" in the reason, a host that does not exist.
+func TestReview40h_NounsRewriteHostNamesInMoveReasons(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := remediation.Config{Nouns: remediation.Nouns{Machine: "server", Machines: "servers", Node: "server"}}
+	m := remediation.Machine{Name: "db-1", UID: "u1", NeedsRemediation: true, NodeName: "db-1"}
+	st := remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: t0, RequestedAt: t0, Host: "node-a"}
+	d := cfg.Decide(remediation.Observed{Machine: m, State: st, Host: remediation.Host{Name: "node-b", RebootAnnotation: true}, Admitted: true}, t0.Add(time.Second))
+	require.True(t, d.RemoveRebootAnnotation, "precondition: the move releases node-a first")
+	if !strings.Contains(d.Reason, "node-a") || !strings.Contains(d.Reason, "node-b") {
+		t.Fatalf("the move's reason names hosts that do not exist: %q (hosts node-a and node-b; the nouns rewrote the names)", d.Reason)
 	}
 }
