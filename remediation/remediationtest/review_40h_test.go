@@ -57,3 +57,44 @@ func TestReview40h_ContractPassesStoreThatLosesStateHost(t *testing.T) {
 	}
 	t.Logf("caught: %v", r.failed)
 }
+
+// undeletableCluster is a MachineStore whose Delete reports success and
+// deletes nothing (a soft delete its Get does not filter, a finalizer
+// nobody removes).
+type undeletableCluster struct{ *fake.Cluster }
+
+func (undeletableCluster) Delete(context.Context, string) error { return nil }
+
+// TestReview40h_ContractPassesMachineStoreThatNeverDeletes: the package
+// doc says Contract checks "ErrNotFound ... and the metadata rules the
+// Reconciler relies on"; the Reconciler relies on MachineStore.Delete
+// twice: escalation deletes a Machine "for its owner to replace", and a
+// deleted Machine's pass (Get: ErrNotFound) is what releases its host and
+// admission. Contract never calls Machines.Delete (remediationtest.go
+// checks Nodes.Delete only) and StateMachine's end check does not look
+// for deleted Machines, so a store whose Delete deletes nothing passes.
+func TestReview40h_ContractPassesMachineStoreThatNeverDeletes(t *testing.T) {
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		remediationtest.Contract(r, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
+			c := fake.NewCluster()
+			for _, m := range ms {
+				c.AddMachine(m)
+			}
+			for _, n := range ns {
+				c.PutNode(n)
+			}
+			return remediationtest.Stores{Machines: undeletableCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: func(_ context.Context, m string, on bool) error {
+				c.SetNeedsRemediation(m, on)
+				return nil
+			}}, nil
+		})
+	}()
+	<-done
+	if len(r.failed) == 0 {
+		t.Fatal("a MachineStore whose Delete deletes nothing passed Contract: the kit never checks Machines.Delete (escalation's replacement, and the deleted Machine's release, rest on it)")
+	}
+	t.Logf("caught: %v", r.failed)
+}
