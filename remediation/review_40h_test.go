@@ -335,3 +335,49 @@ func TestReview40h_NounsRewriteHostNamesInMoveReasons(t *testing.T) {
 		t.Fatalf("the move's reason names hosts that do not exist: %q (hosts node-a and node-b; the nouns rewrote the names)", d.Reason)
 	}
 }
+
+// TestReview40h_WatchDeafToRequestHostAfterMove: Loop's doc (run.go):
+// "When Hosts is a *RebootHosts over a store that can watch ..., it is
+// also woken whenever its host's record changes: the reboot controller's
+// evidence is acted on at once, not at the next poll." Since round 7 the
+// evidence is read on State.Host (the host the request was written to),
+// but watchWithHost watches the host HostOf names now: after a move the
+// request's host (where the reboot controller powers the old host on, or
+// off, for this attempt) wakes nobody, and each step waits for
+// PollInterval. Here db-1 waits in PoweringOn for bmh-1 (its State.Host)
+// while HostOf names bmh-2; PollInterval is 1 h; the reboot controller's
+// evidence on bmh-1 gets no pass in 2 s.
+func TestReview40h_WatchDeafToRequestHostAfterMove(t *testing.T) {
+	t0 := time.Now()
+	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Unhealthy: true,
+		State: remediation.State{Phase: remediation.PhasePoweringOn, Attempt: 1, Started: t0, RequestedAt: t0, Host: "bmh-1"}})
+	machines, nodes := remediation.Records(inv)
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}, reboot.Host{Name: "bmh-2", Online: true})
+	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+		HostOf: func(context.Context, string) (string, error) { return "bmh-2", nil }}
+	adm := fake.NewCluster()
+	a, _ := adm.GetAdmissions(context.Background())
+	a.Machines = []string{"db-1"}
+	require.NoError(t, adm.PutAdmissions(context.Background(), a))
+	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: adm, Now: time.Now,
+		Config: remediation.Config{PollInterval: time.Hour, OutOfService: true}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	count := runCounting(t, ctx, r)
+	time.Sleep(1500 * time.Millisecond)
+	count()
+	time.Sleep(300 * time.Millisecond)
+	if n := count(); n != 0 {
+		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
+	}
+	// The reboot controller's evidence on bmh-1: powered on after the request.
+	h1, err := hosts.Get(ctx, "bmh-1")
+	require.NoError(t, err)
+	h1.Status.LastPoweredOn = time.Now()
+	_, err = hosts.Update(ctx, h1)
+	require.NoError(t, err)
+	if !waitPass(count, 2*time.Second) {
+		rec, _ := inv.Get(ctx, "db-1")
+		t.Fatalf("bmh-1, the host db-1's request was written to (State.Host), got the reboot controller's power-on evidence, but db-1 got no pass in 2 s (PollInterval 1 h, state %s): the watch follows HostOf (bmh-2), not State.Host", rec.State.Phase)
+	}
+}
