@@ -164,7 +164,7 @@ func TestReview40h_MovedThenDeletedLeavesOldHostOff(t *testing.T) {
 // Reconciler's doc asks it to "keep answering for a deleted Machine", and
 // abandon's doc says only ErrNotFound means "nothing to release"; yet an
 // empty answer makes RemoveRebootRequest succeed without touching any host
-// (reboothosts.go:206, `name == ""`: "no host, no annotation"), and abandon
+// (reboothosts.go:193, `name == ""`: "no host, no annotation"), and abandon
 // releases the admission while h1 is held off, for good.
 func TestReview40h_DeletedWithHostOfEmptyReleasesWhileHostOff(t *testing.T) {
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
@@ -209,7 +209,7 @@ func (h *removeFailsOnce) RemoveRebootAnnotation(ctx context.Context, m string) 
 // out and escalates: Failed is persisted, the removal from h1 fails once
 // (or the process dies there). Every later pass is out of flight, where
 // RequestFor (phased.go RequestFor) returns the zero Request and the
-// "never leave a host held" check (phased.go:385) reads the host HostOf
+// "never leave a host held" check (phased.go:382) reads the host HostOf
 // names now, none, though State.Host still says h1. h1 stays off for good,
 // its admission released. The same happens with a move instead of "".
 func TestReview40h_FailedAfterLostRemovalLeavesOldHostOff(t *testing.T) {
@@ -266,7 +266,7 @@ func TestReview40h_EscalationLostAfterStateWriteNeverDeletesMachine(t *testing.T
 // TestReview40h_MovedMachineRemovesAnotherMachinesRequest: doc.go: "A
 // Machine whose host changes while its request holds the old one ... has
 // that request removed first". It removes any request on the old host,
-// whatever its value (RebootHosts.RemoveRebootRequest, reboothosts.go:195:
+// whatever its value (RebootHosts.RemoveRebootRequest, reboothosts.go:185:
 // "removes the annotation, whatever its value"; Decide's moved case keys
 // on Host.RebootAnnotation, present with any value). A host is re-used:
 // m1 moves from h1 to h2 and h1 is given to m9, whose own remediation

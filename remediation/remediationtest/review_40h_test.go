@@ -24,7 +24,7 @@ func (c hostlessCluster) SaveState(ctx context.Context, name, version string, s 
 // "never two hosts held at once" and "the request is read and removed
 // there, whatever the Machine maps to later" (doc.go) rest on State.Host
 // being persisted; the kit's doc says Contract checks what the Reconciler
-// relies on. Contract's SaveState check (remediationtest.go:117) saves a
+// relies on. Contract's SaveState check (remediationtest.go:106) saves a
 // State of Phase, Attempt and Started only and compares with Equal, so a
 // store that drops State.Host (or RequestedAt, Canceled, Backup, Tainted,
 // Message...) passes; StateMachine's World maps every machine to one host
