@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -86,6 +87,15 @@ type RequestRemover interface {
 // remediation the storm guard admitted and that have not been released.
 type Admissions struct {
 	Machines []string
+	// Requests holds, per admitted Machine, the reboot request it last
+	// wrote (Value, T and Host: the host it was written to), recorded
+	// here before the request is written to the host: it outlives the
+	// Machine, so that a Machine deleted mid-remediation (its State, and
+	// State.Host, gone with it) has the request removed from that host
+	// before its admission is released, whatever HostOf answers then.
+	// Removed with the Machine's admission. Nil in records written
+	// before it existed (then the HostStore's mapping is asked).
+	Requests map[string]Request
 	// Version is the store's version, for compare-and-swap.
 	Version string
 }
@@ -201,8 +211,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	}
 	d := r.Config.Decide(o, r.Now())
 	res := Result{Decision: d, RequeueAfter: d.RequeueAfter}
-	if d.Admit {
-		adm.Machines = append(slices.Clone(adm.Machines), name)
+	attempt := Request{Value: d.RebootValue, At: d.State.Started, Host: d.State.Host}
+	// The request is recorded with the admission before it is written
+	// (step 1): it outlives the Machine (abandon).
+	record := d.AddRebootAnnotation && attempt.Host != "" && (d.Admit || o.Admitted) &&
+		(adm.Requests[name].Value != attempt.Value || adm.Requests[name].Host != attempt.Host)
+	if d.Admit || record {
+		if d.Admit {
+			adm.Machines = append(slices.Clone(adm.Machines), name)
+		}
+		if record {
+			adm.Requests = maps.Clone(adm.Requests)
+			if adm.Requests == nil {
+				adm.Requests = map[string]Request{}
+			}
+			adm.Requests[name] = attempt
+		}
 		if err := reboot.Fenced(ctx, r.Guard, "remediation: admit "+name, func(ctx context.Context) error {
 			return r.Admissions.PutAdmissions(ctx, adm)
 		}); err != nil {
@@ -216,7 +240,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			return res, fmt.Errorf("remediation: save state of %s: %w", name, err)
 		}
 	}
-	attempt := Request{Value: d.RebootValue, At: d.State.Started, Host: d.State.Host}
 	steps := []struct {
 		do  bool
 		run func(ctx context.Context) error
@@ -274,14 +297,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 }
 
 // abandon ends the remediation of a Machine that is gone: while it is
-// admitted (its remediation may hold its host off), the reboot request is
-// removed from the host the HostStore resolves for it now (its State, and
-// State.Host with it, went with the Machine: HostOf must keep answering
-// for a deleted Machine until its admission is released), so that the
-// reboot controller powers the host on; only then is the admission
-// released. A HostStore that says the Machine has no host (ErrNotFound)
-// has nothing to release; any other error keeps the admission, and the
-// pass is retried.
+// admitted (its remediation may hold its host off), its reboot request is
+// removed from the host it was written to, as the admission record keeps
+// it (Admissions.Requests: its State, and State.Host with it, went with
+// the Machine), whatever HostOf answers now, when the HostStore is a
+// RequestRemover (only a value of this Machine's is removed); else, or
+// for a record without it, from the host the HostStore resolves for it
+// now (HostOf must then keep answering for a deleted Machine until its
+// admission is released), so that the reboot controller powers the host
+// on; only then is the admission released. A HostStore that says the
+// Machine has no host (ErrNotFound) has nothing to release; any other
+// error keeps the admission, and the pass is retried.
 func (r *Reconciler) abandon(ctx context.Context, name string) error {
 	if r.Admissions == nil {
 		return nil
@@ -294,6 +320,9 @@ func (r *Reconciler) abandon(ctx context.Context, name string) error {
 		return nil
 	}
 	err = reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation for "+name, func(ctx context.Context) error {
+		if rr, ok := r.Hosts.(RequestRemover); ok && a.Requests[name].Host != "" {
+			return rr.RemoveRebootRequest(ctx, name, a.Requests[name])
+		}
 		return r.Hosts.RemoveRebootAnnotation(ctx, name)
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -371,6 +400,10 @@ func (r *Reconciler) release(ctx context.Context, machine string, adm *Admission
 		}
 		next := *adm
 		next.Machines = slices.DeleteFunc(slices.Clone(adm.Machines), func(m string) bool { return m == machine })
+		if _, ok := adm.Requests[machine]; ok {
+			next.Requests = maps.Clone(adm.Requests)
+			delete(next.Requests, machine)
+		}
 		if err := live(ctx, r.Guard, "remediation: release "+machine); err != nil {
 			return err
 		}
