@@ -86,7 +86,8 @@ type State struct {
 	RequestedAt time.Time
 	// Host is the host the attempt's current reboot request was written
 	// to (persisted before it is written): the request is read, and
-	// removed, there, whatever HostOf answers later. A Machine whose host
+	// removed, there, whatever HostOf answers later, in every phase (also
+	// after the remediation ended, until its removal is confirmed). A Machine whose host
 	// changes mid-attempt (Host.Name differs) has this host's request
 	// removed first, then a new request written to its new host: never
 	// two held at once. Empty in states persisted before it existed, or
@@ -309,7 +310,9 @@ func (c Config) withDefaults() Config {
 // Decision says what to do, in this order:
 //
 //  1. If Admit, add the Machine to the shared admission record with a
-//     compare-and-swap write (on a conflict stop and decide again).
+//     compare-and-swap write (on a conflict stop and decide again); the
+//     Reconciler records there too the request AddRebootAnnotation is
+//     about to write (Admissions.Requests), in the same write.
 //  2. If UpdateState, persist State (with optimistic concurrency; on a
 //     conflict stop and decide again).
 //  3. AddRebootAnnotation: set RebootAnnotation=RebootValue on the host
