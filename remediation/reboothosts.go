@@ -115,7 +115,7 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 	}
 	v, present := h.Annotations[RebootAnnotation]
 	// Another Machine's request (a host re-used) is not this one's.
-	present = present && sameMachine(v, req.Value)
+	present = present && SameMachine(v, req.Value)
 	out.RebootAnnotation, out.Requested = present, present && req.Value != "" && v == req.Value
 	if req.Value != "" && !req.At.IsZero() {
 		tk := reboot.Ticket{Host: target, Annotation: RebootAnnotation, Value: req.Value, At: req.At}
@@ -186,7 +186,7 @@ func (r *RebootHosts) RemoveRebootAnnotation(ctx context.Context, machine string
 
 // RemoveRebootRequest implements RequestRemover: it removes the annotation
 // from req.Host (the host HostOf names if it is not set), with versioned
-// writes, retrying conflicts, if its value is this Machine's (sameMachine
+// writes, retrying conflicts, if its value is this Machine's (SameMachine
 // with req.Value; any value if req.Value is empty): another Machine's
 // request on a host this one used to map to is left alone.
 func (r *RebootHosts) RemoveRebootRequest(ctx context.Context, machine string, req Request) error {
@@ -208,7 +208,7 @@ func (r *RebootHosts) RemoveRebootRequest(ctx context.Context, machine string, r
 		} else if err != nil {
 			return err
 		}
-		if v, ok := h.Annotations[RebootAnnotation]; !ok || !sameMachine(v, req.Value) {
+		if v, ok := h.Annotations[RebootAnnotation]; !ok || !SameMachine(v, req.Value) {
 			return nil
 		}
 		h.Annotations = maps.Clone(h.Annotations)
@@ -223,10 +223,10 @@ func (r *RebootHosts) RemoveRebootRequest(ctx context.Context, machine string, r
 	return fmt.Errorf("remediation: remove %s from %s: %w", RebootAnnotation, name, err)
 }
 
-// sameMachine reports whether the reboot request value have is of the
+// SameMachine reports whether the reboot request value have is of the
 // Machine that want names: equal, or both RebootValues naming the same
 // Machine UID (of any attempt). An empty want matches any value.
-func sameMachine(have, want string) bool {
+func SameMachine(have, want string) bool {
 	if want == "" || have == want {
 		return true
 	}
