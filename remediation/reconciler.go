@@ -78,9 +78,13 @@ type HostStore interface {
 
 // RequestRemover is an optional ability of a HostStore that names hosts
 // (Host.Name): it removes RebootAnnotation from the host the request was
-// written to (req.Host, persisted in State.Host), which may no longer be
-// the Machine's host. The Reconciler uses it, when the HostStore has it,
-// for every removal of an attempt's request (RebootHosts has it).
+// written to (req.Host, persisted in State.Host, and recorded with the
+// admission: Admissions.Requests), which may no longer be the Machine's
+// host, without asking the Machine's mapping (the Machine may be gone),
+// and only if its value is this Machine's (SameMachine with req.Value):
+// another Machine's request on that host is left. The Reconciler uses
+// it, when the HostStore has it, for every removal of an attempt's
+// request (RebootHosts has it).
 type RequestRemover interface {
 	RemoveRebootRequest(ctx context.Context, machine string, req Request) error
 }
