@@ -65,6 +65,7 @@ func (c *Cluster) GetAdmissions(context.Context) (remediation.Admissions, error)
 	defer c.mu.Unlock()
 	a := c.admissions
 	a.Machines = append([]string(nil), a.Machines...)
+	a.Requests = maps.Clone(a.Requests)
 	a.Version = strconv.Itoa(c.admVersion)
 	return a, nil
 }
@@ -81,7 +82,7 @@ func (c *Cluster) PutAdmissions(_ context.Context, a remediation.Admissions) err
 	}
 	c.admVersion++
 	c.admWrites++
-	c.admissions = remediation.Admissions{Machines: append([]string(nil), a.Machines...)}
+	c.admissions = remediation.Admissions{Machines: append([]string(nil), a.Machines...), Requests: maps.Clone(a.Requests)}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"testing"
@@ -16,18 +17,19 @@ import (
 // compare-and-swap (as the API server's resourceVersion precondition).
 type memAdmissions struct {
 	machines []string
+	requests map[string]remediation.Request
 	version  int
 }
 
 func (m *memAdmissions) GetAdmissions(context.Context) (remediation.Admissions, error) {
-	return remediation.Admissions{Machines: slices.Clone(m.machines), Version: strconv.Itoa(m.version)}, nil
+	return remediation.Admissions{Machines: slices.Clone(m.machines), Requests: maps.Clone(m.requests), Version: strconv.Itoa(m.version)}, nil
 }
 
 func (m *memAdmissions) PutAdmissions(_ context.Context, a remediation.Admissions) error {
 	if a.Version != strconv.Itoa(m.version) {
 		return remediation.ErrConflict
 	}
-	m.machines, m.version = slices.Clone(a.Machines), m.version+1
+	m.machines, m.requests, m.version = slices.Clone(a.Machines), maps.Clone(a.Requests), m.version+1
 	return nil
 }
 

@@ -211,10 +211,16 @@ func (s *Machines) mapError(op, name string, err error) error {
 // HostOfMachine returns the BareMetalHost of a Machine: the host whose
 // spec.consumerRef names the Machine's infrastructure object (its
 // Metal3Machine), as the Cluster API provider for metal3 links them; ""
-// if none.
+// if none; an error wrapping remediation.ErrNotFound if the Machine is
+// gone.
 func HostOfMachine(ctx context.Context, c client.Client, namespace, machine string) (string, error) {
 	var m clusterv1.Machine
-	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: machine}, &m); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: machine}, &m); apierrors.IsNotFound(err) {
+		// remediation.ErrNotFound: a deleted Machine has no host to ask
+		// for (remediation's abandon then uses the request recorded with
+		// its admission), not an error retried for ever.
+		return "", fmt.Errorf("kube: machine %s/%s: %w: %w", namespace, machine, remediation.ErrNotFound, err)
+	} else if err != nil {
 		return "", fmt.Errorf("kube: machine %s/%s: %w", namespace, machine, err)
 	}
 	infra := m.Spec.InfrastructureRef

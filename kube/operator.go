@@ -115,8 +115,13 @@ func (s *OperatorHosts) host(ctx context.Context, machine string) (*metal3.BareM
 	if err != nil || name == "" {
 		return nil, err
 	}
+	return s.named(ctx, name)
+}
+
+// named reads the BareMetalHost name (nil if there is none).
+func (s *OperatorHosts) named(ctx context.Context, name string) (*metal3.BareMetalHost, error) {
 	var bmh metal3.BareMetalHost
-	err = s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &bmh)
+	err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &bmh)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -175,6 +180,28 @@ func (s *OperatorHosts) AddRebootAnnotation(ctx context.Context, machine string,
 // RemoveRebootAnnotation implements remediation.HostStore.
 func (s *OperatorHosts) RemoveRebootAnnotation(ctx context.Context, machine string) error {
 	return s.patch(ctx, machine, nil)
+}
+
+// RemoveRebootRequest implements remediation.RequestRemover: it removes
+// the annotation from req.Host (the host HostOf names if it is not set),
+// if its value is this Machine's (remediation.SameMachine with
+// req.Value).
+func (s *OperatorHosts) RemoveRebootRequest(ctx context.Context, machine string, req remediation.Request) error {
+	if req.Host == "" {
+		return s.patch(ctx, machine, nil)
+	}
+	bmh, err := s.named(ctx, req.Host)
+	if err != nil || bmh == nil {
+		return err
+	}
+	if v, ok := bmh.Annotations[remediation.RebootAnnotation]; !ok || !remediation.SameMachine(v, req.Value) {
+		return nil
+	}
+	err = s.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion, metadataPatch(nil, map[string]any{remediation.RebootAnnotation: nil})))
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("kube: host %s/%s: %w", s.Namespace, bmh.Name, remediation.ErrConflict)
+	}
+	return err
 }
 
 func (s *OperatorHosts) patch(ctx context.Context, machine string, value any) error {
@@ -254,16 +281,31 @@ func (s *OwnedHosts) RemoveRebootAnnotation(ctx context.Context, machine string)
 }
 
 // RemoveRebootRequest implements remediation.RequestRemover: the request
-// is removed from the host it was written to (req.Host) when the store
-// picked for the Machine can (Ours, a remediation.RebootHosts), else as
-// RemoveRebootAnnotation.
+// is removed from the host it was written to (req.Host), by the store
+// that host's ownership picks, without asking HostOf (the Machine may be
+// gone, or moved); with req.Host empty, by the store picked for the
+// Machine, as RemoveRebootAnnotation. Only a request of this Machine's
+// (remediation.SameMachine with req.Value) is removed.
 func (s *OwnedHosts) RemoveRebootRequest(ctx context.Context, machine string, req remediation.Request) error {
-	h, err := s.pick(ctx, machine)
-	if err != nil {
-		return err
+	if req.Host == "" {
+		h, err := s.pick(ctx, machine)
+		if err != nil {
+			return err
+		}
+		if rr, ok := h.(remediation.RequestRemover); ok {
+			return rr.RemoveRebootRequest(ctx, machine, req)
+		}
+		return h.RemoveRebootAnnotation(ctx, machine)
 	}
-	if rr, ok := h.(remediation.RequestRemover); ok {
+	bmh, err := s.Operator.named(ctx, req.Host)
+	if err != nil || bmh == nil {
+		return err // a host that is gone holds no request
+	}
+	if ours, _ := s.Ownership.Ours(bmh); !ours {
+		return s.Operator.RemoveRebootRequest(ctx, machine, req)
+	}
+	if rr, ok := s.Ours.(remediation.RequestRemover); ok {
 		return rr.RemoveRebootRequest(ctx, machine, req)
 	}
-	return h.RemoveRebootAnnotation(ctx, machine)
+	return s.Ours.RemoveRebootAnnotation(ctx, machine)
 }

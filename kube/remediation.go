@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -145,9 +146,11 @@ func (s *Nodes) AddMetadata(ctx context.Context, name string, labels, annotation
 }
 
 // Admissions is a remediation.AdmissionStore over one ConfigMap: the
-// admitted Machines as JSON under the key "machines", the ConfigMap's
-// resourceVersion as the record's version (compare-and-swap by the API
-// server).
+// admitted Machines as JSON under the key "machines", the reboot request
+// each recorded (remediation.Admissions.Requests: value, T, host) as a
+// JSON object under "requests" (a ConfigMap without it, written by an
+// earlier version, reads as none), the ConfigMap's resourceVersion as the
+// record's version (compare-and-swap by the API server).
 type Admissions struct {
 	Client    client.Client
 	Namespace string
@@ -181,8 +184,27 @@ func (s *Admissions) GetAdmissions(ctx context.Context) (remediation.Admissions,
 			return remediation.Admissions{}, fmt.Errorf("kube: admissions %s/%s: %w", s.Namespace, s.name(), err)
 		}
 	}
+	if raw := cm.Data["requests"]; raw != "" {
+		var rs map[string]admittedRequest
+		if err := json.Unmarshal([]byte(raw), &rs); err != nil {
+			return remediation.Admissions{}, fmt.Errorf("kube: admissions %s/%s: requests: %w", s.Namespace, s.name(), err)
+		}
+		for m, r := range rs {
+			if a.Requests == nil {
+				a.Requests = map[string]remediation.Request{}
+			}
+			a.Requests[m] = remediation.Request{Value: r.Value, At: r.At, Host: r.Host}
+		}
+	}
 	a.Version = cm.ResourceVersion
 	return a, nil
+}
+
+// admittedRequest is one entry of the admission ConfigMap's "requests".
+type admittedRequest struct {
+	Value string    `json:"value"`
+	At    time.Time `json:"at"`
+	Host  string    `json:"host"`
 }
 
 // PutAdmissions implements remediation.AdmissionStore.
@@ -193,8 +215,16 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 	if err != nil {
 		return err
 	}
+	rs := make(map[string]admittedRequest, len(a.Requests))
+	for m, r := range a.Requests {
+		rs[m] = admittedRequest{Value: r.Value, At: r.At, Host: r.Host}
+	}
+	rraw, err := json.Marshal(rs)
+	if err != nil {
+		return err
+	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.name()},
-		Data: map[string]string{"machines": string(raw)}}
+		Data: map[string]string{"machines": string(raw), "requests": string(rraw)}}
 	if a.Version == "" {
 		err = s.Client.Create(ctx, cm)
 		if apierrors.IsAlreadyExists(err) {
@@ -203,7 +233,7 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 	} else {
 		// Only our key, compare-and-swap on the version read: the
 		// ConfigMap's labels, annotations, owners and other keys stay.
-		err = s.Client.Patch(ctx, cm, casPatch(a.Version, map[string]any{"data": map[string]any{"machines": string(raw)}}))
+		err = s.Client.Patch(ctx, cm, casPatch(a.Version, map[string]any{"data": map[string]any{"machines": string(raw), "requests": string(rraw)}}))
 	}
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("kube: admissions: %w", remediation.ErrConflict)

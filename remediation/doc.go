@@ -121,7 +121,8 @@
 // its admission only then, so a host a cancelled remediation may have
 // powered off still counts against the storm guard.
 // Every end state (done, failed, cancelled, escalated) removes its reboot
-// annotation (no host is left off), removes the out-of-service taint this
+// annotation from the host it was written to (no host is left off), before
+// its admission is released, removes the out-of-service taint this
 // remediation put on the Node (only its own), and restores the backed-up
 // labels and annotations on the Node that comes back, also after the
 // remediation ended; while it cannot, State.Message says so. The storm
@@ -131,14 +132,28 @@
 // The host a request was written to is persisted with it (State.Host,
 // before the request is written, by a HostStore that names hosts:
 // Host.Name, as RebootHosts does), and the request is read and removed
-// there, whatever the Machine maps to later. A Machine whose host changes
-// while its request holds the old one (moved, re-provisioned) has that
-// request removed first; only once it is gone is a new request written to
-// the new host and the node fenced again there: never two hosts held at
-// once. A Machine deleted mid-remediation (its State goes with it) has
-// the reboot request removed from the host the HostStore resolves for it
-// (HostOf must keep answering for a deleted Machine until its admission
-// is released), so the reboot controller powers the host on, and only
-// then its admission released; until the removal succeeds the admission
-// is kept and the pass retried.
+// there, whatever the Machine maps to later (moved, released: HostOf ""),
+// in every phase: also once the remediation is over (done, failed,
+// cancelled), every pass reads the last request on State.Host and
+// removes it there until it is gone (RequestFor). A Machine whose host
+// changes while its request holds the old one (moved, re-provisioned)
+// has that request removed first; only once it is gone is a new request
+// written to the new host (also for a new remediation) and the node
+// fenced again there: never two hosts held at once. Only this Machine's
+// request is removed, or counts as its own (a value naming its UID):
+// another Machine's request on a host it used to map to (the host
+// re-used) is left alone. The Reconciler also records each request, with
+// its host, in the admission record before writing it
+// (Admissions.Requests), where it outlives the Machine: a Machine deleted
+// mid-remediation (its State goes with it) has the request removed from
+// that host, whatever HostOf answers then ("", another host, an error
+// wrapping ErrNotFound), so the reboot controller powers the host on, and
+// only then its admission released; until the removal succeeds the
+// admission is kept and the pass retried. (An admission record written
+// before Requests existed names no request: then the host the HostStore
+// resolves for the deleted Machine is asked, and HostOf must keep
+// answering for it.) An escalation that persisted failed but stopped
+// before deleting the Machine (an error, a crash) deletes it on a later
+// pass: a failed Machine with a controller owner is deleted on every pass
+// while it is still there.
 package remediation

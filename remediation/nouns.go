@@ -3,6 +3,7 @@ package remediation
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -99,17 +100,50 @@ func (n Nouns) format(s string) string {
 }
 
 // sayAround returns s in n's words except for the storm guard's reason in
-// it, which is rendered by guard: the names in a message come only from
-// there.
-func (n Nouns) sayAround(s, guardReason string) string {
-	if guardReason == "" || !strings.Contains(s, guardReason) {
-		return n.say(s)
+// it, which is rendered by guard, and the names given (hosts), each kept
+// as it is where it stands as a whole name (not inside a longer one):
+// the names in a message come only from there.
+func (n Nouns) sayAround(s, guardReason string, names ...string) string {
+	if guardReason != "" && strings.Contains(s, guardReason) {
+		parts := strings.Split(s, guardReason)
+		for i := range parts {
+			parts[i] = n.sayAround(parts[i], "", names...)
+		}
+		return strings.Join(parts, n.guard(guardReason))
 	}
-	parts := strings.Split(s, guardReason)
-	for i := range parts {
-		parts[i] = n.say(parts[i])
+	// Longest first: a name inside a longer one is kept with it.
+	names = slices.DeleteFunc(slices.Clone(names), func(x string) bool { return x == "" })
+	slices.SortFunc(names, func(a, b string) int { return len(b) - len(a) })
+	var b strings.Builder
+	from := 0
+	for i := 0; i < len(s); {
+		k := ""
+		for _, x := range names {
+			if strings.HasPrefix(s[i:], x) && !nameByte(s, i-1) && !nameByte(s, i+len(x)) {
+				k = x
+				break
+			}
+		}
+		if k == "" {
+			i++
+			continue
+		}
+		b.WriteString(n.say(s[from:i]))
+		b.WriteString(k)
+		i += len(k)
+		from = i
 	}
-	return strings.Join(parts, n.guard(guardReason))
+	b.WriteString(n.say(s[from:]))
+	return b.String()
+}
+
+// nameByte reports whether s[i] exists and may be part of a host name.
+func nameByte(s string, i int) bool {
+	if i < 0 || i >= len(s) {
+		return false
+	}
+	c := s[i]
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' && i+1 < len(s) && s[i+1] != ' '
 }
 
 // say returns s in n's words.
@@ -168,11 +202,12 @@ func (c Config) Decide(o Observed, now time.Time) Decision {
 		return d
 	}
 	// The words are replaced in the messages' own text; the names in them
-	// (only the storm guard's reason has any) are kept as they are.
-	d.Reason = c.Nouns.sayAround(d.Reason, o.GuardReason)
+	// (the storm guard's reason, and the hosts a move names) are kept as
+	// they are.
+	d.Reason = c.Nouns.sayAround(d.Reason, o.GuardReason, o.State.Host, o.Host.Name)
 	if d.State.Message != o.State.Message {
 		// A message carried over is already in these words.
-		d.State.Message = c.Nouns.sayAround(d.State.Message, o.GuardReason)
+		d.State.Message = c.Nouns.sayAround(d.State.Message, o.GuardReason, o.State.Host, o.Host.Name)
 	}
 	d.UpdateState = !d.State.Equal(o.State)
 	return d

@@ -86,7 +86,8 @@ type State struct {
 	RequestedAt time.Time
 	// Host is the host the attempt's current reboot request was written
 	// to (persisted before it is written): the request is read, and
-	// removed, there, whatever HostOf answers later. A Machine whose host
+	// removed, there, whatever HostOf answers later, in every phase (also
+	// after the remediation ended, until its removal is confirmed). A Machine whose host
 	// changes mid-attempt (Host.Name differs) has this host's request
 	// removed first, then a new request written to its new host: never
 	// two held at once. Empty in states persisted before it existed, or
@@ -174,8 +175,11 @@ type Host struct {
 	// request's host (Request.Host) when it is set, which may differ after
 	// a move.
 	Name string
-	// RebootAnnotation: RebootAnnotation is present on the host, with any
-	// value.
+	// RebootAnnotation: RebootAnnotation is present on the request's host
+	// with a value of this Machine's (one naming the UID that
+	// Request.Value names, of any attempt: RebootValue); with any value
+	// when the request has none. Another Machine's request on a host
+	// this one used to map to is not this Machine's to remove.
 	RebootAnnotation bool
 	// Requested: it is present with the current attempt's value
 	// (Request.Value).
@@ -210,7 +214,9 @@ type Host struct {
 
 // Request identifies the current attempt's reboot request, for
 // HostStore.Get: the annotation value, the T it was made at, and the host
-// it was written to (State.Host; "" to ask the HostStore's mapping).
+// it was written to (State.Host; "" to ask the HostStore's mapping). Out
+// of flight it is the last attempt's, which may still be on its host
+// until its removal is confirmed.
 type Request struct {
 	Value string
 	At    time.Time
@@ -218,14 +224,26 @@ type Request struct {
 }
 
 // RequestFor returns the reboot request of the current attempt of s for a
-// Machine, or the zero Request if no attempt is in flight.
+// Machine. Out of flight (none, done, failed) it is the last attempt's,
+// on State.Host, which is read and removed there until the removal is
+// confirmed, whatever the Machine maps to now; with no attempt at all, a
+// Request whose Value only names the Machine (its UID, no T: Host.Fenced
+// and Host.PoweredOn never answer for it), so that only this Machine's
+// requests count as its own (Host.RebootAnnotation; a Machine without a
+// UID: any request, Value empty).
 func RequestFor(m Machine, s State) Request {
 	at := s.RequestedAt
 	if at.IsZero() {
 		at = s.Started
 	}
-	if !InFlight(s.Phase) || at.IsZero() {
-		return Request{}
+	if InFlight(s.Phase) && !at.IsZero() {
+		return Request{Value: RebootValue(m.UID, at), At: at, Host: s.Host}
+	}
+	switch {
+	case m.UID == "":
+		return Request{Host: s.Host}
+	case at.IsZero():
+		return Request{Value: RebootValue(m.UID, time.Time{}), Host: s.Host}
 	}
 	return Request{Value: RebootValue(m.UID, at), At: at, Host: s.Host}
 }
@@ -297,7 +315,9 @@ func (c Config) withDefaults() Config {
 // Decision says what to do, in this order:
 //
 //  1. If Admit, add the Machine to the shared admission record with a
-//     compare-and-swap write (on a conflict stop and decide again).
+//     compare-and-swap write (on a conflict stop and decide again); the
+//     Reconciler records there too the request AddRebootAnnotation is
+//     about to write (Admissions.Requests), in the same write.
 //  2. If UpdateState, persist State (with optimistic concurrency; on a
 //     conflict stop and decide again).
 //  3. AddRebootAnnotation: set RebootAnnotation=RebootValue on the host
@@ -398,9 +418,22 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 				d.Reason = "needs-remediation annotation gone: failed remediation cleared"
 			}
 			d.Release = o.Admitted
+		case st.Phase == PhaseFailed && m.HasControllerOwner:
+			// The escalation's deletion, repeated until it is done: a
+			// pass that persisted Failed and stopped before it (an error,
+			// a crash) must not leave the Machine unreplaced.
+			d.DeleteMachine = true
+			d.Reason = "remediation failed: delete the Machine for its owner to replace"
+			d.Release = o.Admitted
 		case st.Phase == PhaseFailed:
 			d.Reason = "remediation failed; waiting for the Machine to be replaced or the annotation removed"
 			d.Release = o.Admitted
+		case o.Host.RebootAnnotation && st.Host != "" && o.Host.Name != st.Host:
+			// The last attempt's request still holds the host it was
+			// written to, which the Machine no longer maps to: released
+			// first, never two hosts held at once.
+			d.Reason = fmt.Sprintf("the last request still holds host %s, which the machine no longer maps to: release it before starting", st.Host)
+			d.RequeueAfter = c.PollInterval
 		default:
 			c.start(o, now, &d)
 		}
@@ -409,7 +442,10 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 		switch {
 		case !m.NeedsRemediation && o.Host.Missing:
 			// No host: nothing was or can be powered off.
+			// The request written before the host was released (read on
+			// State.Host) is removed there before the admission is.
 			st.Phase, st.Finished, st.Canceled, st.CanceledAt = PhaseDone, now, true, now
+			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 			d.Release = o.Admitted
 			d.Reason = "cancelled before the node was fenced, no host: done"
 			c.cleanup(o, &d)
@@ -569,6 +605,8 @@ func (c Config) start(o Observed, now time.Time, d *Decision) {
 		backup = backupOf(o.Node)
 	}
 	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Host: o.Host.Name, Backup: backup, Tainted: tainted}
+	// The new request replaces the last one on the same host (decide
+	// releases another host's first).
 	d.RemoveRebootAnnotation = false
 	// Without a host nothing can be asked: the attempt waits for one until
 	// its timeout, then escalates.

@@ -2,6 +2,7 @@ package remediation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -113,8 +114,10 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 		return Host{}, err
 	}
 	v, present := h.Annotations[RebootAnnotation]
+	// Another Machine's request (a host re-used) is not this one's.
+	present = present && SameMachine(v, req.Value)
 	out.RebootAnnotation, out.Requested = present, present && req.Value != "" && v == req.Value
-	if req.Value != "" {
+	if req.Value != "" && !req.At.IsZero() {
 		tk := reboot.Ticket{Host: target, Annotation: RebootAnnotation, Value: req.Value, At: req.At}
 		// A hold someone broke (the host powered on behind the
 		// controller since its evidence) fences nothing: processes ran
@@ -182,9 +185,11 @@ func (r *RebootHosts) RemoveRebootAnnotation(ctx context.Context, machine string
 	return r.RemoveRebootRequest(ctx, machine, Request{})
 }
 
-// RemoveRebootRequest implements RequestRemover: it removes the annotation,
-// whatever its value, from req.Host (the host HostOf names if it is not
-// set), with versioned writes, retrying conflicts.
+// RemoveRebootRequest implements RequestRemover: it removes the annotation
+// from req.Host (the host HostOf names if it is not set), with versioned
+// writes, retrying conflicts, if its value is this Machine's (SameMachine
+// with req.Value; any value if req.Value is empty): another Machine's
+// request on a host this one used to map to is left alone.
 func (r *RebootHosts) RemoveRebootRequest(ctx context.Context, machine string, req Request) error {
 	name, err := r.hostFor(ctx, machine, req)
 	if err != nil {
@@ -204,7 +209,7 @@ func (r *RebootHosts) RemoveRebootRequest(ctx context.Context, machine string, r
 		} else if err != nil {
 			return err
 		}
-		if _, ok := h.Annotations[RebootAnnotation]; !ok {
+		if v, ok := h.Annotations[RebootAnnotation]; !ok || !SameMachine(v, req.Value) {
 			return nil
 		}
 		h.Annotations = maps.Clone(h.Annotations)
@@ -217,4 +222,30 @@ func (r *RebootHosts) RemoveRebootRequest(ctx context.Context, machine string, r
 		}
 	}
 	return fmt.Errorf("remediation: remove %s from %s: %w", RebootAnnotation, name, err)
+}
+
+// SameMachine reports whether the reboot request value have is of the
+// Machine that want names: equal, or both RebootValues naming the same
+// Machine UID (of any attempt). An empty want matches any value.
+func SameMachine(have, want string) bool {
+	if want == "" || have == want {
+		return true
+	}
+	w, ok := requestOwner(want)
+	if !ok {
+		return false
+	}
+	h, ok := requestOwner(have)
+	return ok && h == w
+}
+
+// requestOwner returns the Machine UID a RebootValue names.
+func requestOwner(v string) (string, bool) {
+	var x struct {
+		Machine *string `json:"machine"`
+	}
+	if json.Unmarshal([]byte(v), &x) != nil || x.Machine == nil || *x.Machine == "" {
+		return "", false
+	}
+	return *x.Machine, true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -63,8 +64,10 @@ type NodeStore interface {
 // protocol's client side.
 type HostStore interface {
 	// Get returns what the remediation needs of the Machine's host, for
-	// the current attempt's reboot request req (zero if none is in flight):
-	// Host.Fenced and Host.PoweredOn answer for that request only.
+	// the current attempt's reboot request req (RequestFor: out of
+	// flight, the last attempt's, or one whose Value only names the
+	// Machine): Host.Fenced and Host.PoweredOn answer for that request
+	// only, and Host.RebootAnnotation for a request of this Machine's.
 	Get(ctx context.Context, machine string, req Request) (Host, error)
 	// AddRebootAnnotation sets RebootAnnotation to req.Value, req.At being
 	// the request's T (taken before this call).
@@ -75,9 +78,13 @@ type HostStore interface {
 
 // RequestRemover is an optional ability of a HostStore that names hosts
 // (Host.Name): it removes RebootAnnotation from the host the request was
-// written to (req.Host, persisted in State.Host), which may no longer be
-// the Machine's host. The Reconciler uses it, when the HostStore has it,
-// for every removal of an attempt's request (RebootHosts has it).
+// written to (req.Host, persisted in State.Host, and recorded with the
+// admission: Admissions.Requests), which may no longer be the Machine's
+// host, without asking the Machine's mapping (the Machine may be gone),
+// and only if its value is this Machine's (SameMachine with req.Value):
+// another Machine's request on that host is left. The Reconciler uses
+// it, when the HostStore has it, for every removal of an attempt's
+// request (RebootHosts has it).
 type RequestRemover interface {
 	RemoveRebootRequest(ctx context.Context, machine string, req Request) error
 }
@@ -86,6 +93,15 @@ type RequestRemover interface {
 // remediation the storm guard admitted and that have not been released.
 type Admissions struct {
 	Machines []string
+	// Requests holds, per admitted Machine, the reboot request it last
+	// wrote (Value, T and Host: the host it was written to), recorded
+	// here before the request is written to the host: it outlives the
+	// Machine, so that a Machine deleted mid-remediation (its State, and
+	// State.Host, gone with it) has the request removed from that host
+	// before its admission is released, whatever HostOf answers then.
+	// Removed with the Machine's admission. Nil in records written
+	// before it existed (then the HostStore's mapping is asked).
+	Requests map[string]Request
 	// Version is the store's version, for compare-and-swap.
 	Version string
 }
@@ -201,8 +217,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	}
 	d := r.Config.Decide(o, r.Now())
 	res := Result{Decision: d, RequeueAfter: d.RequeueAfter}
-	if d.Admit {
-		adm.Machines = append(slices.Clone(adm.Machines), name)
+	attempt := Request{Value: d.RebootValue, At: d.State.Started, Host: d.State.Host}
+	// The request is recorded with the admission before it is written
+	// (step 1): it outlives the Machine (abandon).
+	record := d.AddRebootAnnotation && attempt.Host != "" && (d.Admit || o.Admitted) &&
+		(adm.Requests[name].Value != attempt.Value || adm.Requests[name].Host != attempt.Host)
+	if d.Admit || record {
+		if d.Admit {
+			adm.Machines = append(slices.Clone(adm.Machines), name)
+		}
+		if record {
+			adm.Requests = maps.Clone(adm.Requests)
+			if adm.Requests == nil {
+				adm.Requests = map[string]Request{}
+			}
+			adm.Requests[name] = attempt
+		}
 		if err := reboot.Fenced(ctx, r.Guard, "remediation: admit "+name, func(ctx context.Context) error {
 			return r.Admissions.PutAdmissions(ctx, adm)
 		}); err != nil {
@@ -216,7 +246,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			return res, fmt.Errorf("remediation: save state of %s: %w", name, err)
 		}
 	}
-	attempt := Request{Value: d.RebootValue, At: d.State.Started, Host: d.State.Host}
 	steps := []struct {
 		do  bool
 		run func(ctx context.Context) error
@@ -274,14 +303,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 }
 
 // abandon ends the remediation of a Machine that is gone: while it is
-// admitted (its remediation may hold its host off), the reboot request is
-// removed from the host the HostStore resolves for it now (its State, and
-// State.Host with it, went with the Machine: HostOf must keep answering
-// for a deleted Machine until its admission is released), so that the
-// reboot controller powers the host on; only then is the admission
-// released. A HostStore that says the Machine has no host (ErrNotFound)
-// has nothing to release; any other error keeps the admission, and the
-// pass is retried.
+// admitted (its remediation may hold its host off), its reboot request is
+// removed from the host it was written to, as the admission record keeps
+// it (Admissions.Requests: its State, and State.Host with it, went with
+// the Machine), whatever HostOf answers now, when the HostStore is a
+// RequestRemover (only a value of this Machine's is removed); else, or
+// for a record without it, from the host the HostStore resolves for it
+// now (HostOf must then keep answering for a deleted Machine until its
+// admission is released), so that the reboot controller powers the host
+// on; only then is the admission released. A HostStore that says the
+// Machine has no host (ErrNotFound) has nothing to release; any other
+// error keeps the admission, and the pass is retried.
 func (r *Reconciler) abandon(ctx context.Context, name string) error {
 	if r.Admissions == nil {
 		return nil
@@ -294,6 +326,9 @@ func (r *Reconciler) abandon(ctx context.Context, name string) error {
 		return nil
 	}
 	err = reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation for "+name, func(ctx context.Context) error {
+		if rr, ok := r.Hosts.(RequestRemover); ok && a.Requests[name].Host != "" {
+			return rr.RemoveRebootRequest(ctx, name, a.Requests[name])
+		}
 		return r.Hosts.RemoveRebootAnnotation(ctx, name)
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -371,6 +406,10 @@ func (r *Reconciler) release(ctx context.Context, machine string, adm *Admission
 		}
 		next := *adm
 		next.Machines = slices.DeleteFunc(slices.Clone(adm.Machines), func(m string) bool { return m == machine })
+		if _, ok := adm.Requests[machine]; ok {
+			next.Requests = maps.Clone(adm.Requests)
+			delete(next.Requests, machine)
+		}
 		if err := live(ctx, r.Guard, "remediation: release "+machine); err != nil {
 			return err
 		}

@@ -26,11 +26,14 @@ import (
 // to spare those listings). When Hosts is a *RebootHosts over a store that
 // can watch (reboot.HostWatcher), it is also woken whenever its host's
 // record changes: the reboot controller's evidence is acted on at once,
-// not at the next poll. The host is the one HostOf names, asked when the
+// not at the next poll. The hosts are the one HostOf names and the one
+// the Machine's request was written to (State.Host, where its evidence is
+// read; for a Machine that is gone, the host its admission records): they
+// differ after a move, and both are watched. Each is asked when the
 // watch starts (Watch returns without waiting for the answer) and again
-// whenever the Machine's record changes, also when the change comes while
-// an earlier answer is awaited (a Machine provisioned onto a host, or
-// moved, is then woken by its new host). HostOf calls and host watches
+// whenever the Machine's record (or a watched host) changes, also when
+// the change comes while an earlier answer is awaited (a Machine
+// provisioned onto a host, or moved, is then woken by its new host). HostOf calls and host watches
 // run on their own goroutines, each bounded (30 s) and retried with a
 // back-off: one that hangs never silences the Machine's own wakes.
 func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) reboot.Loop {
@@ -72,12 +75,38 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 		if !watches {
 			return machine(ctx, name)
 		}
-		return watchWithHost(ctx,
-			func(ctx context.Context) (<-chan struct{}, error) { return machine(ctx, name) },
-			func(ctx context.Context) (string, error) { return rh.HostOf(ctx, name) },
-			hw.Watch)
+		// The host HostOf names, and the one the request was written to
+		// (they differ after a move): the evidence is read on the latter.
+		mapped := func(ctx context.Context) (<-chan struct{}, error) {
+			return watchWithHost(ctx,
+				func(ctx context.Context) (<-chan struct{}, error) { return machine(ctx, name) },
+				func(ctx context.Context) (string, error) { return rh.HostOf(ctx, name) },
+				hw.Watch)
+		}
+		return watchWithHost(ctx, mapped, func(ctx context.Context) (string, error) { return r.requestHost(ctx, name) }, hw.Watch)
 	}
 	return l
+}
+
+// requestHost is the host the Machine's last reboot request was written
+// to: State.Host, or for a Machine that is gone the one its admission
+// records ("" if none).
+func (r *Reconciler) requestHost(ctx context.Context, name string) (string, error) {
+	rec, err := r.Machines.Get(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		if r.Admissions == nil {
+			return "", nil
+		}
+		a, err := r.Admissions.GetAdmissions(ctx)
+		if err != nil {
+			return "", err
+		}
+		return a.Requests[name].Host, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return rec.State.Host, nil
 }
 
 // gone reports whether the Machine is gone and holds no admission.

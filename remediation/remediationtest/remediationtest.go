@@ -2,8 +2,11 @@
 // stores you implement (MachineStore, NodeStore, AdmissionStore, or a
 // RecordStore through remediation.Records): Contract checks, against what
 // the store then returns, the compare-and-swap of State and of the
-// admission record, ErrNotFound, a Node deleted only with the UID read,
-// and the metadata rules the Reconciler relies on; behind
+// admission record (with the request recorded per admitted Machine),
+// that a saved State comes back with every field, ErrNotFound, a Machine
+// deleted by Machines.Delete (Get then wraps ErrNotFound, List omits it),
+// a Node deleted only with the UID read, and the metadata rules the
+// Reconciler relies on; behind
 // remediation.Records, the RecordStore's own Update compare-and-swap
 // (Records' read-change-write loops count on its ErrConflict); and when
 // the MachineStore is a remediation.MachineWatcher, or the RecordStore a
@@ -41,8 +44,8 @@ type Stores struct {
 	Nodes      remediation.NodeStore
 	Admissions remediation.AdmissionStore
 	// SingleRecord: Machines and Nodes are one record per server
-	// (remediation.Records): Nodes.Delete is not checked (run the
-	// Reconciler with Config.OutOfService).
+	// (remediation.Records): Nodes.Delete and Machines.Delete are not
+	// checked (run the Reconciler with Config.OutOfService).
 	SingleRecord bool
 	// World, if set, plays the rest of the cluster on these stores for
 	// StateMachine (which needs it). Contract uses its
@@ -103,13 +106,14 @@ func Contract(t testing.TB, newStores NewStores) {
 	if err != nil || len(all) != 2 {
 		t.Errorf("Machines.List: %d machines, %v; want 2", len(all), err)
 	}
-	st := remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	st := fullState()
 	if err := s.Machines.SaveState(ctx, "s1", rec.Version, st); err != nil {
 		t.Fatalf("SaveState with the current version: %v", err)
 	}
 	after, _ := s.Machines.Get(ctx, "s1")
 	if !after.State.Equal(st) || after.Version == rec.Version {
-		t.Errorf("after SaveState: state %+v version %q (was %q), want the state saved and a new version", after.State, after.Version, rec.Version)
+		t.Errorf("after SaveState: state %+v version %q (was %q), want the state saved (every field: the Reconciler reads and removes a reboot request on State.Host, fences on RequestedAt, ...) and a new version",
+			after.State, after.Version, rec.Version)
 	}
 	if err := s.Machines.SaveState(ctx, "s1", rec.Version, remediation.State{}); !errors.Is(err, remediation.ErrConflict) {
 		t.Errorf("SaveState with a stale version: %v, want an error wrapping remediation.ErrConflict (two reconciles would both start)", err)
@@ -194,9 +198,49 @@ func Contract(t testing.TB, newStores NewStores) {
 	if err := s.Admissions.PutAdmissions(ctx, stale); !errors.Is(err, remediation.ErrConflict) {
 		t.Errorf("PutAdmissions with a stale version: %v, want an error wrapping remediation.ErrConflict (the storm guard's admission would not be atomic)", err)
 	}
-	if got, _ := s.Admissions.GetAdmissions(ctx); !got.Has("s1") || got.Has("s2") {
+	got, _ := s.Admissions.GetAdmissions(ctx)
+	if !got.Has("s1") || got.Has("s2") {
 		t.Errorf("admissions %v, want s1 only", got.Machines)
 	}
+	// The request recorded with an admission outlives its Machine: a
+	// Machine deleted mid-remediation has it removed from that host.
+	want := remediation.Request{Value: remediation.RebootValue("s1", st.RequestedAt), At: st.RequestedAt, Host: "host-1"}
+	withReq := got
+	withReq.Requests = map[string]remediation.Request{"s1": want}
+	if err := s.Admissions.PutAdmissions(ctx, withReq); err != nil {
+		t.Errorf("PutAdmissions with a request: %v", err)
+	} else if got, err := s.Admissions.GetAdmissions(ctx); err != nil || !got.Has("s1") ||
+		got.Requests["s1"].Value != want.Value || got.Requests["s1"].Host != want.Host || !got.Requests["s1"].At.Equal(want.At) {
+		t.Errorf("admissions after a write of s1's request: %+v, %v; want s1 with request %+v (Admissions.Requests must be persisted: a Machine deleted mid-remediation has its request removed from the host recorded there)", got, err, want)
+	}
+
+	// Machines.Delete: escalation deletes a Machine for its owner to
+	// replace, and a deleted Machine's pass (Get: ErrNotFound) is what
+	// releases its host and its admission. (A single record is never
+	// deleted: remediation.Records refuses, and its servers have no
+	// owner that replaces them.)
+	if s.SingleRecord {
+		return
+	}
+	if err := s.Machines.Delete(ctx, "s1"); err != nil {
+		t.Errorf("Machines.Delete: %v", err)
+	}
+	if _, err := s.Machines.Get(ctx, "s1"); !errors.Is(err, remediation.ErrNotFound) {
+		t.Errorf("Machines.Get after Machines.Delete: %v, want an error wrapping remediation.ErrNotFound (a Machine escalated for replacement would stay, and a deleted one would never be released)", err)
+	}
+	if all, err := s.Machines.List(ctx); err != nil || slices.ContainsFunc(all, func(r remediation.MachineRecord) bool { return r.Machine.Name == "s1" }) {
+		t.Errorf("Machines.List after Machines.Delete of s1: %d machines, %v; want s1 gone", len(all), err)
+	}
+}
+
+// fullState is a State with every field set, as the Reconciler persists
+// them: a store must give each back.
+func fullState() remediation.State {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return remediation.State{Phase: remediation.PhasePoweringOn, Attempt: 2, Started: t0, RequestedAt: t0.Add(time.Second), Host: "host-1",
+		Finished: t0.Add(-time.Hour), UnhealthyAgain: t0.Add(-time.Minute), Canceled: true, CanceledAt: t0.Add(2 * time.Second),
+		Backup:  &remediation.NodeBackup{Name: "s1", Labels: map[string]string{"role": "db"}, Annotations: map[string]string{"note": "x"}},
+		Tainted: true, Message: "waiting for the reboot controller to power the host on"}
 }
 
 // markOf is how the kit writes the health checker's mark on the stores:
