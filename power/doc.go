@@ -91,7 +91,10 @@
 //     an eviction frees is held for the login that made it, and no other
 //     login takes it: a caller that gives up waiting leaves the login to
 //     go on (bounded by ConnectTimeout), and its session serves the next
-//     call. The least recently used idle session is the one closed; of
+//     call, unless the host's Target changed (or the host was forgotten)
+//     meanwhile: a login carried on for a caller that left never replaces
+//     the host's current Target with the caller's old one. The least
+//     recently used idle session is the one closed; of
 //     two last used at the same moment, the one logged in later.
 //     A login of credentials not yet proven is tried first, one over the
 //     bound (one login at a time per BMC), and only its success closes
