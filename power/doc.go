@@ -54,10 +54,15 @@
 //     reason; a login that outlives ConnectTimeout included; the one
 //     exception is a Connect that fails after the BMC accepted its login,
 //     with ErrNoSystem or ErrAfterLogin (power/redfish: its system not
-//     found, or failing to answer): that failure is the host's own,
+//     found, or a request for its own system, its member of the Systems
+//     listing or its ActionInfo failing or refused; a busy, failing or
+//     timed-out service root or Systems collection is the login's
+//     failure): that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff,
-//     as does any other failure of a host joining a shared session; a
-//     refusal of the credentials met while joining counts once against
+//     as does any other failure of a host joining a shared session (a
+//     refusal of a request for its own system, after a re-login the BMC
+//     accepted included); a refusal of the credentials met while joining
+//     counts once against
 //     the login (hosts without a session of their own, joiners included,
 //     wait out its back-off) and leaves the session to the hosts whose
 //     calls still work):
