@@ -39,7 +39,8 @@
 //     sent whatever the state reads, unknown or Off included: it cannot
 //     power anything on, and an Off read may be a stale echo of a host that
 //     was powered on a moment ago. A system that reads On gets no On reset.
-//   - A 401 (and a 403 at login) is power.ErrAuth, of class failed: the
+//   - A 401 (and a 403 at login, or with BasicAuth to Connect's read of
+//     the Systems collection) is power.ErrAuth, of class failed: the
 //     BMC refused the credentials (a power.Pool backs off hardest after it).
 //     Once a session's login was accepted, a failure of a request for the
 //     host's own system during Connect (its resource, its member of the
@@ -356,7 +357,15 @@ func (c *Controller) discover(ctx context.Context) error {
 		}
 		// The service root or the Systems collection failed (a busy
 		// or updating service, a timeout): every host's, the login's.
-		return c.classify("list systems", err)
+		e := c.classify("list systems", err)
+		if c.cfg.BasicAuth && e.Status == http.StatusForbidden && e.Err == nil {
+			// With basic auth this read is the login: a 403 refuses the
+			// account, as a 403 to a session's login does.
+			cp := *e
+			cp.Err = power.ErrAuth
+			e = &cp
+		}
+		return e
 	}
 	var sys *schemas.ComputerSystem
 	for _, s := range systems {
