@@ -2,8 +2,8 @@ package redfish_test
 
 import (
 	"context"
-	"errors"
 	"crypto/x509"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
