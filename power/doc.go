@@ -60,10 +60,9 @@
 //     failure): that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff,
 //     as does any other failure of a host joining a shared session (a
-//     refusal of a request for its own system, after a re-login the BMC
-//     accepted included); a refusal of the credentials met while joining
-//     counts once against
-//     the login (hosts without a session of their own, joiners included,
+//     refusal of a request for its own system included: no expiry of the
+//     session, no re-login); a refusal of the credentials met while
+//     joining counts once against the login (hosts without a session of their own, joiners included,
 //     wait out its back-off) and leaves the session to the hosts whose
 //     calls still work):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
