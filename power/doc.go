@@ -62,9 +62,9 @@
 //     as does any other failure of a host joining a shared session (a
 //     refusal of a request for its own system included: no expiry of the
 //     session, no re-login); a refusal of the credentials met while
-//     joining counts once against the login (hosts without a session of their own, joiners included,
-//     wait out its back-off) and leaves the session to the hosts whose
-//     calls still work):
+//     joining counts once against the login (hosts without a session of
+//     their own, joiners included, wait out its back-off) and leaves the
+//     session to the hosts whose calls still work):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
 //     authentication failure AuthBackoff (30 s) doubling up to
 //     MaxAuthBackoff (30 min), so a BMC with a wrong password sees at most

@@ -47,7 +47,9 @@
 //     Systems listing, its ActionInfo; a 401 included, which then is not
 //     power.ErrAuth) is the host's own (power.AfterLogin: a Pool backs
 //     that host alone off); a failure of the service root or the Systems
-//     collection itself (a busy service, a timeout) is not.
+//     collection itself (a busy service, a timeout) is not. A 401 for
+//     a system's own member of a collection the shared session read is
+//     no expiry of the session: a join that meets it logs nobody in.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
