@@ -54,13 +54,17 @@
 //     reason; a login that outlives ConnectTimeout included; the one
 //     exception is a Connect that fails after the BMC accepted its login,
 //     with ErrNoSystem or ErrAfterLogin (power/redfish: its system not
-//     found, or failing to answer): that failure is the host's own,
+//     found, or a request for its own system, its member of the Systems
+//     listing or its ActionInfo failing or refused; a busy, failing or
+//     timed-out service root or Systems collection is the login's
+//     failure): that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff,
-//     as does any other failure of a host joining a shared session; a
-//     refusal of the credentials met while joining counts once against
-//     the login (hosts without a session of their own, joiners included,
-//     wait out its back-off) and leaves the session to the hosts whose
-//     calls still work):
+//     as does any other failure of a host joining a shared session (a
+//     refusal of a request for its own system included: no expiry of the
+//     session, no re-login); a refusal of the credentials met while
+//     joining counts once against the login (hosts without a session of
+//     their own, joiners included, wait out its back-off) and leaves the
+//     session to the hosts whose calls still work):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
 //     authentication failure AuthBackoff (30 s) doubling up to
 //     MaxAuthBackoff (30 min), so a BMC with a wrong password sees at most
@@ -91,7 +95,10 @@
 //     an eviction frees is held for the login that made it, and no other
 //     login takes it: a caller that gives up waiting leaves the login to
 //     go on (bounded by ConnectTimeout), and its session serves the next
-//     call. The least recently used idle session is the one closed; of
+//     call, unless the host's Target changed (or the host was forgotten)
+//     meanwhile: a login carried on for a caller that left never replaces
+//     the host's current Target with the caller's old one. The least
+//     recently used idle session is the one closed; of
 //     two last used at the same moment, the one logged in later.
 //     A login of credentials not yet proven is tried first, one over the
 //     bound (one login at a time per BMC), and only its success closes

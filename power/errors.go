@@ -36,12 +36,17 @@ var (
 	// timed out or was refused is not ErrNoSystem.
 	ErrNoSystem = errors.New("power: no such system on the BMC")
 	// ErrAfterLogin is matched by a Connect error that came after the BMC
-	// accepted the login (AfterLogin): the host's own system failed to
-	// answer, or answered what the adapter cannot use (a blade whose
-	// management path is broken behind a chassis manager that serves the
-	// others). Like ErrNoSystem, it is the host's own failure, not the
-	// login's: a Pool counts the login as successful and backs that host
-	// alone off. An error that also matches ErrAuth is the login's.
+	// accepted the login (AfterLogin): a request for the host's own system
+	// (power/redfish: its resource, its member of the Systems listing, its
+	// ActionInfo) failed or was refused, or answered what the adapter
+	// cannot use (a blade whose management path is broken behind a chassis
+	// manager that serves the others). A failure of the whole service (its
+	// root or Systems collection busy, failing or timing out) is not
+	// marked so: it is the login's. Like ErrNoSystem, it is the host's own
+	// failure, not the login's: a Pool counts the login as successful and
+	// backs that host alone off. An error that also matches ErrAuth is the
+	// login's (power/redfish never marks one so: a refusal of a request
+	// for the host's own system after an accepted login is the host's).
 	ErrAfterLogin = errors.New("power: failed after the BMC accepted the login")
 	// ErrUnknownMode is returned by ParseMode for anything but soft or hard.
 	ErrUnknownMode = errors.New("unknown power mode")

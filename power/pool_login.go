@@ -128,6 +128,13 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			// bring the host back (nobody would forget it again).
 			return fail(&Error{Op: op, Class: ClassBusy, Message: "the host was forgotten during the call"})
 		}
+		if carried && p.hosts[host] != held {
+			// Replaced (new credentials, another BMC) or forgotten since
+			// its caller left: a login carried on with the caller's old
+			// Target would log out the host's current session and log in
+			// with credentials it no longer uses.
+			return fail(&Error{Op: op, Class: ClassBusy, Message: "the host's target changed: the login an eviction was for is no longer needed"})
+		}
 		e := p.entryLocked(host, t)
 		held = e
 		cr, ep := e.cr, e.cr.ep

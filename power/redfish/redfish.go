@@ -41,8 +41,17 @@
 //     sent whatever the state reads, unknown or Off included: it cannot
 //     power anything on, and an Off read may be a stale echo of a host that
 //     was powered on a moment ago. A system that reads On gets no On reset.
-//   - A 401 (and a 403 at login) is power.ErrAuth, of class failed: the
+//   - A 401 (and a 403 at login, or with BasicAuth to Connect's read of
+//     the Systems collection) is power.ErrAuth, of class failed: the
 //     BMC refused the credentials (a power.Pool backs off hardest after it).
+//     Once a session's login was accepted, a failure of a request for the
+//     host's own system during Connect (its resource, its member of the
+//     Systems listing, its ActionInfo; a 401 included, which then is not
+//     power.ErrAuth) is the host's own (power.AfterLogin: a Pool backs
+//     that host alone off); a failure of the service root or the Systems
+//     collection itself (a busy service, a timeout) is not. A 401 for
+//     a system's own member of a collection the shared session read is
+//     no expiry of the session: a join that meets it logs nobody in.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
@@ -311,14 +320,7 @@ func (c *Controller) connect(ctx context.Context) error {
 		// Logged in, but unusable: free the BMC's session slot.
 		logout(ctx, client)
 		c.sess.set(nil)
-		if !c.cfg.BasicAuth {
-			// The session's login proved the credentials: the failure is
-			// the system's (a Pool backs this host alone off). With basic
-			// auth nothing proved them but an answered listing
-			// (ErrNoSystem).
-			err = power.AfterLogin(err)
-		}
-		return err
+		return err // discover marks the host's own system's failures (systemsOwn)
 	}
 	return nil
 }
@@ -353,7 +355,22 @@ func (c *Controller) discover(ctx context.Context) error {
 	}
 	systems, err := cl.GetService().Systems()
 	if err != nil {
-		return c.classify("list systems", err)
+		if membersFailed(err) {
+			// The collection answered; a member's read failed (this
+			// host's system, as its direct read did): the system's.
+			return c.systemsOwn(c.classify("list systems", err))
+		}
+		// The service root or the Systems collection failed (a busy
+		// or updating service, a timeout): every host's, the login's.
+		e := c.classify("list systems", err)
+		if c.cfg.BasicAuth && e.Status == http.StatusForbidden && e.Err == nil {
+			// With basic auth this read is the login: a 403 refuses the
+			// account, as a 403 to a session's login does.
+			cp := *e
+			cp.Err = power.ErrAuth
+			e = &cp
+		}
+		return e
 	}
 	var sys *schemas.ComputerSystem
 	for _, s := range systems {
@@ -379,10 +396,53 @@ func (c *Controller) discover(ctx context.Context) error {
 		if !c.cfg.BasicAuth || len(systems) > 0 {
 			cause = power.ErrNoSystem
 		}
-		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: c.redact(msg), Err: cause}
+		return c.systemsOwn(&power.Error{Op: "connect", Class: power.ClassFailed, Message: c.redact(msg), Err: cause})
 	}
 	c.systemURI = sys.ODataID
-	return c.readReset(ctx, sys.RawData)
+	return c.systemsOwn(c.readReset(ctx, sys.RawData))
+}
+
+// systemsOwn marks err (nil if nil), a failure of this host's own system (its
+// resource, its member of the Systems listing, its ActionInfo) after the
+// BMC accepted the session's login, as the host's own (power.AfterLogin:
+// a Pool backs this host alone off, not the login). A refusal (401) of
+// such a request is no refusal of the credentials the BMC just accepted
+// (an account without rights on this system, a blade's controller that
+// rejects the token its chassis forwards): it no longer matches
+// power.ErrAuth. With basic auth nothing proved the credentials (but an
+// answered listing: ErrNoSystem): err is returned as it is.
+func (c *Controller) systemsOwn(err error) error {
+	if err == nil || c.cfg.BasicAuth {
+		return err
+	}
+	if pe := (*power.Error)(nil); errors.As(err, &pe) && pe.Err == power.ErrAuth {
+		cp := *pe
+		cp.Err = nil
+		cp.Message = "the BMC accepted the login but refuses requests for this system: " + pe.Message
+		err = &cp
+	}
+	return power.AfterLogin(err)
+}
+
+// membersFailed reports whether err, of a listing of the Systems
+// collection, is the failure of members only: the collection itself
+// answered (every failed read is of a member, /redfish/v1/Systems/<id>).
+func membersFailed(err error) bool {
+	var ce *schemas.CollectionError
+	if !errors.As(err, &ce) || ce == nil || len(ce.Failures) == 0 {
+		return false
+	}
+	for k := range ce.Failures {
+		u, perr := url.Parse(k)
+		if perr != nil {
+			return false
+		}
+		id, ok := strings.CutPrefix(strings.TrimSuffix(u.Path, "/"), "/redfish/v1/Systems/")
+		if !ok || id == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // readReset extracts the Reset target and allowable values (inline or via

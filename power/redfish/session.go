@@ -153,8 +153,11 @@ func share(ctx context.Context, cfg Config, shared power.Controller) (*Controlle
 	stale := c.sess.current()
 	err := c.discover(ctx)
 	var pe *power.Error
-	if errors.As(err, &pe) && pe.Status == http.StatusUnauthorized && !cfg.BasicAuth && stale != nil && ctx.Err() == nil {
-		// The shared session expired: re-established once, for all.
+	if errors.As(err, &pe) && pe.Status == http.StatusUnauthorized && !cfg.BasicAuth && stale != nil && ctx.Err() == nil &&
+		!errors.Is(err, power.ErrAfterLogin) {
+		// The shared session expired: re-established once, for all. (A
+		// 401 for this system's own member of a Systems collection the
+		// session read is no expiry: the system's own, no login.)
 		if _, err := c.sess.relogin(ctx, c, stale); err != nil {
 			return nil, err
 		}
