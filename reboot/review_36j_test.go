@@ -1,0 +1,97 @@
+package reboot_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// Review 36 round 10 (TestReview36j_SoftFailureMadeBeforeRebootInSameSecondCutsIt):
+// doc.go promises that a soft reboot falls back to hard when its soft
+// power-off fails, "a soft power-off of this reboot: one made before the
+// reboot began does not count, even if its failure is answered late".
+// softFailedSince (decide.go) compares the call's Sent (a late answer:
+// the At of the first busy answer, an upper bound of when it was made) or
+// At, at full clock resolution, with PendingRebootSince, which Decide
+// stamps truncated to Config.Precision (decide.go: p := now.Truncate;
+// PendingRebootSince = maxTime(p, ...)). A reboot that begins in the same
+// second as an earlier call is stamped before that call, so the call's
+// failure counts as the reboot's own. Here an Online=false enforcement's
+// soft power-off is made at s+0.1 s (its BMC call hangs and fails at
+// 100 s), Online is set back to true and a client asks a soft reboot at
+// s+0.3 s, whose first pass at s+0.4 s stamps PendingRebootSince = s: when
+// the enforcement's failure comes, the reboot, its own soft power-off never
+// tried, is cut hard at once, 100 s after the request (SoftTimeout 180 s).
+func TestReview36j_SoftFailureMadeBeforeRebootInSameSecondCutsIt(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	pc := &inFlight{Power: pw, clk: clk, landAfter: 100 * time.Second, oneCall: true,
+		fail: &power.Error{Op: "power off soft", Class: power.ClassFailed, Message: "HTTP 500: internal error"}}
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pc, nil }}
+	pass := func() reboot.Result {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() {
+			t.Logf("%v %v %v %s", clk.Now().Format("15:04:05.000"), res.Decision.Power, res.Decision.Mode, res.Decision.Reason)
+		}
+		return res
+	}
+	run := func(until time.Time) {
+		for clk.Real().Before(until) {
+			res := pass()
+			next := res.RequeueAfter
+			if res.Requeue || next <= 0 {
+				next = 100 * time.Millisecond
+			}
+			clk.Advance(max(min(next, until.Sub(clk.Real())), time.Millisecond))
+		}
+	}
+	setOnline := func(on bool) {
+		require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = on }))
+	}
+	run(clk.Real().Add(5 * time.Minute))
+	// s: a whole second on the controller's clock.
+	clk.Advance(clk.Now().Truncate(time.Second).Add(time.Second + 100*time.Millisecond).Sub(clk.Now()))
+	s := clk.Now().Truncate(time.Second)
+	setOnline(false)
+	pass() // s+0.1 s: the enforcement's soft power-off, in flight
+	require.False(t, pc.landAt.IsZero(), "the setup: the enforcement's soft power-off is in flight")
+	require.Equal(t, power.ModeSoft, pc.mode)
+	clk.Advance(200 * time.Millisecond)
+	setOnline(true)
+	client := &reboot.Client{Hosts: store, Key: "fencing", Now: clk.Now}
+	_, err := client.Request(ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	req := clk.Real()
+	clk.Advance(100 * time.Millisecond)
+	res := pass() // s+0.4 s: the reboot begins
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, h.Status.PendingRebootSince.Equal(s), "the setup: the reboot is stamped %v (s %v); %s", h.Status.PendingRebootSince, s, res.Decision.Reason)
+	run(req.Add(3 * time.Minute))
+	var offs []fake.Call
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff {
+			offs = append(offs, c)
+		}
+	}
+	for _, c := range offs {
+		if !c.At.Before(req) {
+			require.Equal(t, power.ModeSoft, c.Mode,
+				"the soft reboot's first power-off reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the failure of the Online=false enforcement's soft power-off, made before the reboot began, counted as the reboot's own (PendingRebootSince truncated to the second, Sent/At not); power-offs %v",
+				c.At.Sub(req), cfg.SoftTimeout, offs)
+			return
+		}
+	}
+	t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
+}
