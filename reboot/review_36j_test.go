@@ -95,3 +95,119 @@ func TestReview36j_SoftFailureMadeBeforeRebootInSameSecondCutsIt(t *testing.T) {
 	}
 	t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
 }
+
+// Review 36 round 10 (TestReview36j_NewTrackerDatesLateFailureFromItsStart):
+// Tracker's doc says losing its memory ("a restart, a new Tracker,
+// Forget") is always safe, and Late dates a late answer's call Sent =
+// the first busy call reported since the previous late answer, "or the
+// Tracker's start if none" (late.go: "the controller's start if it saw
+// none: the call is older"). That fallback is an upper bound of when the
+// call was made, and softFailedSince escalates a reboot that began no
+// later than Sent: the wrong direction. A caller that starts a new
+// Tracker for a host (as the doc allows) while a call made under the old
+// one is still in flight (its LateAnswerer, e.g. kube.Async, outlives
+// the Tracker) takes that call's late failure as made at the new
+// Tracker's start. Here an Online=false enforcement's soft power-off is
+// made at 0 (its BMC call hangs and fails at 100 s), Online is true
+// again at 10 s, a client asks a soft reboot at 50 s, and the caller
+// starts a new Tracker at 60 s: the enforcement's failure, answered at
+// 100 s, cuts the reboot hard at once (its own soft power-off never
+// reached the BMC). With the old Tracker kept it is not (Sent = 0).
+func TestReview36j_NewTrackerDatesLateFailureFromItsStart(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	pc := &inFlight{Power: pw, clk: clk, landAfter: 100 * time.Second, oneCall: true,
+		fail: &power.Error{Op: "power off soft", Class: power.ClassFailed, Message: "HTTP 500: internal error"}}
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	tr := reboot.NewTracker(clk.Monotonic(), clk.Now())
+	pass := func() reboot.Decision {
+		h, err := store.Get(ctx, "h")
+		require.NoError(t, err)
+		rd := reboot.Reading{Host: h, Now: clk.Now(), Mono: clk.Monotonic()}
+		if rd.Power, err = pc.State(ctx); err != nil {
+			rd.Power = power.StateUnknown
+		}
+		rd.ReadEnd = clk.Monotonic()
+		if a, ok := pc.LateAnswer(); ok {
+			tr.Late(a, clk.Now(), clk.Monotonic())
+		}
+		d := cfg.Decide(tr.Observe(rd, cfg), rd.Now)
+		written := ""
+		if d.UpdateStatus {
+			nh := h
+			nh.Status = d.Status
+			nh.Annotations = map[string]string{}
+			for k, v := range h.Annotations {
+				nh.Annotations[k] = v
+			}
+			for _, k := range d.RemoveAnnotations {
+				delete(nh.Annotations, k)
+			}
+			tr.Writing(d)
+			w, err := store.Update(ctx, nh)
+			require.NoError(t, err)
+			written = w.Version
+		}
+		tr.Applied(d, written)
+		if d.Power != reboot.ActionNone {
+			tr.Sending(d.Power, d.Mode, clk.Monotonic())
+			if d.Power == reboot.ActionPowerOn {
+				err = pc.On(ctx)
+			} else {
+				err = pc.Off(ctx, d.Mode)
+			}
+			tr.Sent(reboot.Call{Action: d.Power, Mode: d.Mode, Class: reboot.CallClass(err), At: clk.Now()}, err, clk.Monotonic())
+			if err != nil {
+				d.RequeueAfter = 0
+			}
+		}
+		if testing.Verbose() {
+			t.Logf("%v %v %v %s", clk.Now().Format("15:04:05.000"), d.Power, d.Mode, d.Reason)
+		}
+		return d
+	}
+	run := func(until time.Time) {
+		for clk.Real().Before(until) {
+			next := pass().RequeueAfter
+			if next <= 0 {
+				next = 100 * time.Millisecond
+			}
+			clk.Advance(max(min(next, until.Sub(clk.Real())), time.Millisecond))
+		}
+	}
+	setOnline := func(on bool) {
+		require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = on }))
+	}
+	run(clk.Real().Add(5 * time.Minute))
+	t0 := clk.Real()
+	setOnline(false)
+	run(t0.Add(10 * time.Second))
+	require.False(t, pc.landAt.IsZero(), "the setup: the enforcement's soft power-off is in flight")
+	require.Equal(t, power.ModeSoft, pc.mode)
+	setOnline(true)
+	run(t0.Add(50 * time.Second))
+	client := &reboot.Client{Hosts: store, Key: "fencing", Now: clk.Now}
+	_, err := client.Request(ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	req := clk.Real()
+	run(t0.Add(60 * time.Second))
+	tr = reboot.NewTracker(clk.Monotonic(), clk.Now()) // a new Tracker: "always safe"
+	run(t0.Add(3 * time.Minute))
+	var offs []fake.Call
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff {
+			offs = append(offs, c)
+		}
+	}
+	for _, c := range offs {
+		if !c.At.Before(req) {
+			require.Equal(t, power.ModeSoft, c.Mode,
+				"the soft reboot's first power-off reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the new Tracker dated the late failure of the Online=false enforcement's soft power-off (made before the reboot began) at its own start; power-offs %v",
+				c.At.Sub(req), cfg.SoftTimeout, offs)
+			return
+		}
+	}
+	t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
+}
