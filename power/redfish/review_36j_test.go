@@ -96,3 +96,59 @@ func TestReview36j_AdapterResetWindowFromAbandonedPostReturn(t *testing.T) {
 		}
 	}
 }
+
+// slowAnswer delays the answer of every GET of a system (its power
+// state) by delay on the rig's clock after the BMC made it: a slow link,
+// a TLS record stuck behind a retransmission, a BMC slow to send.
+type slowAnswer struct {
+	rt    http.RoundTripper
+	clk   *fake.Clock
+	delay time.Duration
+	on    bool
+}
+
+func (s *slowAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.rt.RoundTrip(r)
+	if s.on && r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/Systems/") {
+		s.clk.Advance(s.delay)
+	}
+	return resp, err
+}
+
+// Review 36 round 10 (TestReview36j_AdapterResetWindowCheckedAfterTheRead):
+// change checks the StaleReads window after the adapter's own reset
+// against c.now() once its state read has returned (redfish.go change:
+// `since := c.now().Sub(c.lastReset)` after readState), not against when
+// that read began: a read begun within StaleReads of the reset may echo
+// the state from before it, however late its answer arrives (A1: a
+// reading shows the power at most StaleReads before the read; the reboot
+// controller dates a reading by the clocks read before it). Here a
+// ForceOff returns at 0 (the BMC lists ForceOff and PushPowerButton, no
+// GracefulShutdown), reads are 29 s old, and a soft power-off (a press)
+// is asked at 26 s: its read is made by the BMC at 26 s (an echo of the
+// host on at -3 s) and its answer arrives 5 s later; the check, at 31 s,
+// passes, and the press powers the off host on.
+func TestReview36j_AdapterResetWindowCheckedAfterTheRead(t *testing.T) {
+	r := newRig(t, redfishtest.Quirks{NoGraceful: true},
+		fake.PowerConfig{Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})
+	cl := r.srv.Client()
+	sa := &slowAnswer{rt: cl.Transport, clk: r.clk, delay: 5 * time.Second}
+	r.cfg.HTTPClient = &http.Client{Transport: sa}
+	c := r.connect(t)
+	r.clk.Advance(time.Minute)
+	start := r.clk.Real()
+	require.NoError(t, c.Off(ctx, power.ModeHard))
+	require.Equal(t, []string{"ForceOff"}, r.bmc.Resets())
+	require.False(t, r.hw.HardwareOn(), "the setup: the ForceOff landed")
+	r.clk.Advance(start.Add(26 * time.Second).Sub(r.clk.Real()))
+	sa.on = true
+	perr := c.Off(ctx, power.ModeSoft) // a press asked 26 s after the ForceOff; its read answers 5 s late
+	sa.on = false
+	r.clk.Advance(time.Minute)
+	for _, tc := range r.hw.Truth() {
+		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(start) {
+			t.Fatalf("the adapter pressed the button (soft power-off answered %v) on a read begun 26 s after its own ForceOff (an echo of the host before it), checking StaleReads once the read's answer arrived: the host was powered on at %v; resets %v; truth %s",
+				perr, tc.At.Sub(start), r.bmc.Resets(), rebootcheck.DescribeTruth(r.hw))
+		}
+	}
+}
