@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
@@ -210,4 +211,87 @@ func TestReview36j_NewTrackerDatesLateFailureFromItsStart(t *testing.T) {
 		}
 	}
 	t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
+}
+
+// forgetDuring is a slow BMC whose first power-off reaches the hardware
+// only when its call returns, after lag; while it runs, another goroutine
+// of the caller forgets the host (forget, at forgetAt into the call).
+type forgetDuring struct {
+	*fake.Power
+	clk      *fake.Clock
+	lag      time.Duration
+	forgetAt time.Duration
+	forget   func()
+	done     bool
+}
+
+func (f *forgetDuring) Off(ctx context.Context, m power.Mode) error {
+	if f.done {
+		return f.Power.Off(ctx, m)
+	}
+	f.done = true
+	f.clk.Advance(f.forgetAt)
+	f.forget()
+	f.clk.Advance(f.lag - f.forgetAt)
+	return f.Power.Off(ctx, m)
+}
+
+func (f *forgetDuring) TogglesOff(power.Mode) bool { return true }
+
+// Review 36 round 10 (TestReview36j_ForgetDuringPressCountsItFromForget):
+// Reconciler.Forget replaces the host's memory (reconciler.go Forget:
+// r.hosts[name] = ....forgotten(m)), but a pass already running keeps
+// the old one (Reconcile's hm) and notes its press's return there
+// (sentOff, answered), where nobody reads it again. Forget takes r.mu
+// and is documented as a restart would be, not as a call only its own
+// Loop may make between passes; a press still running when another
+// goroutine forgets the host then counts, for the new memory, from the
+// Forget (lastPress = m), not from when it returned (the latest it may
+// have reached the hardware: TestReview36h_PressCountsFromCallStartNotItsLanding).
+// Here a soft reboot's press (a BMC whose soft power-off is the power
+// button) takes 100 s and reaches the hardware when it returns, the host
+// is forgotten 15 s into it, the OS takes 120 s to shut down (off at
+// 220 s), reads are 29 s old: the controller presses again at 225 s
+// (Forget + SoftTimeout + StaleReads) on an echo of the running OS, and
+// powers the held host on.
+func TestReview36j_ForgetDuringPressCountsItFromForget(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 120 * time.Second,
+		Report: fake.Report{Stale: cfg.StaleReads - time.Second, NoTransitioning: true}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	pc := &forgetDuring{Power: pw, clk: clk, lag: 100 * time.Second, forgetAt: 15 * time.Second}
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pc, nil }}
+	pc.forget = func() { rec.Forget("h") }
+	pc.done = true
+	run := func(until time.Time) {
+		for clk.Real().Before(until) {
+			res, err := rec.Reconcile(ctx, "h")
+			require.NoError(t, err)
+			if testing.Verbose() {
+				t.Logf("%v %v %v %s", clk.Now().Format("15:04:05.000"), res.Decision.Power, res.Decision.Mode, res.Decision.Reason)
+			}
+			next := res.RequeueAfter
+			if res.Requeue || next <= 0 {
+				next = 100 * time.Millisecond
+			}
+			clk.Advance(max(min(next, until.Sub(clk.Real())), time.Millisecond))
+		}
+	}
+	run(clk.Real().Add(5 * time.Minute))
+	pc.done = false
+	client := &reboot.Client{Hosts: store, Key: "fencing", Now: clk.Now}
+	_, err := client.Request(ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	start := clk.Real()
+	run(start.Add(8 * time.Minute))
+	require.True(t, pc.done, "the setup: the press was sent")
+	require.False(t, pw.WasOnAt(start.Add(221*time.Second)),
+		"the setup: the press landed at 100 s and the host went off; truth %s", rebootcheck.DescribeTruth(pw))
+	if on := poweredOnByCommand(pw, start); !on.IsZero() {
+		t.Fatalf("a press still running when the host was forgotten counted from the Forget: the controller pressed the button of the held host (keyed annotation present) on an echo and powered it on %v after the request; truth %s",
+			on.Sub(start), rebootcheck.DescribeTruth(pw))
+	}
 }
