@@ -242,12 +242,27 @@ func (r *Reconciler) mem(name string, m time.Duration, wall time.Time) *memory {
 // Forget drops what the Reconciler remembers of a host, as a process
 // restart would: the host counts as possibly powered on just now, its
 // requests as seen just now, and its record as changed. (A restarted
-// process knows less: its first pass counts from its start.)
+// process knows less: its first pass counts from its start.) A power call
+// of a pass still running when the host is forgotten is recorded, when it
+// returns, in the new memory, as it would have been in the old: a
+// power-off counts from its return.
 func (r *Reconciler) Forget(name string) {
 	m := r.monotonic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.hosts[name] = r.mem(name, m, r.Now()).forgotten(m)
+}
+
+// current returns the memory the Reconciler holds for the host now: hm,
+// unless Forget replaced it meanwhile (another goroutine may forget a host
+// while a pass's power call runs; its outcome belongs in the new memory,
+// where the next pass reads it:
+// TestReview36j_ForgetDuringPressCountsItFromForget). r.mu must be held.
+func (r *Reconciler) current(name string, hm *memory) *memory {
+	if cur := r.hosts[name]; cur != nil {
+		return cur
+	}
+	return hm
 }
 
 // forgotten returns a new memory for a host whose memory h is forgotten
@@ -603,12 +618,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			err = pc.Off(ctx, d.Mode)
 			done := r.monotonic()
 			r.mu.Lock()
+			if cur := r.current(name, hm); cur != hm {
+				// Forgotten during the call: the new memory counts every
+				// power-off from the Forget, and this one from its return.
+				hm, was = cur, cur.off
+			}
 			hm.sentOff(was, press, err, done)
 			r.mu.Unlock()
 		}
 		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now()}
 		r.mu.Lock()
-		hm.answered(call)
+		r.current(name, hm).answered(call)
 		r.mu.Unlock()
 		res.PowerErr = err
 		if err != nil {

@@ -42,10 +42,12 @@ type Tracker struct {
 	m       time.Duration
 	version string
 	o       Observed
-	// the power call in progress (between Sending and Sent): whether it
-	// may press the power button, and the power-off memory before it.
-	press bool
-	was   offState
+	// the power call in progress (between Sending and Sent, inCall):
+	// whether it may press the power button, and the power-off memory
+	// before it.
+	inCall bool
+	press  bool
+	was    offState
 	// standby: Standby was called, and Leading not since.
 	standby bool
 	// leadAt is the mono of the Leading call that last began the
@@ -250,7 +252,7 @@ func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 	case ActionPowerOn:
 		t.mem.lastOn = mono
 	case ActionPowerOff:
-		t.press = t.o.toggles(m)
+		t.inCall, t.press = true, t.o.toggles(m)
 		t.was = t.mem.sendingOff(t.press, mono)
 	}
 }
@@ -270,7 +272,7 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 	if c.Action == ActionPowerOff {
 		t.mem.sentOff(t.was, t.press, err, doneMono)
 	}
-	t.press, t.was = false, offState{}
+	t.inCall, t.press, t.was = false, false, offState{}
 	return t.mem.answered(c)
 }
 
@@ -299,10 +301,17 @@ func (t *Tracker) Late(a LateAnswer, now time.Time, mono time.Duration) Call {
 // now, its values as known from now, and its record as changed. What
 // Late needs of the calls still in flight is kept: such a call's late
 // answer, reported after Forget, counts as a press if the call may have
-// been one (TestReview36i_TrackerForgetThenLatePressIsNoPress).
+// been one (TestReview36i_TrackerForgetThenLatePressIsNoPress). A
+// power-off announced by Sending and not yet reported to Sent counts, once
+// Sent reports it, from its return, as in a Tracker never forgotten (a
+// refused one changes nothing of the new memory).
 func (t *Tracker) Forget(mono time.Duration, now time.Time) {
-	*t = Tracker{started: true, start: mono, startWall: now, standby: t.standby, leadAt: t.leadAt,
+	nt := Tracker{started: true, start: mono, startWall: now, standby: t.standby, leadAt: t.leadAt,
 		mem: *t.mem.forgotten(mono), tog: t.tog}
+	if t.inCall {
+		nt.inCall, nt.press, nt.was = true, t.press, nt.mem.off
+	}
+	*t = nt
 }
 
 // Standby reports that the caller's controller does not hold its
