@@ -165,12 +165,14 @@ type memory struct {
 	hardUnsupportedAt time.Time
 	// busyPress: a press was answered busy (it may go on in the
 	// background, LateAnswerer) since the last late answer of a power-off.
-	// busyAt: the At of the first call answered busy since the last late
-	// answer or the last call answered in its pass (zero if none): the
-	// call still in flight, if any, was made no later. Both outlive
-	// Forget (see forgotten): the call they describe may still answer.
+	// busy: a call was answered busy since the last late answer or the
+	// last call answered in its pass; busyFor: the work those calls were
+	// decided for (zero if unknown or not all the same): the call still
+	// in flight, if any, was decided for it. All outlive Forget (see
+	// forgotten): the call they describe may still answer.
 	busyPress bool
-	busyAt    time.Time
+	busy      bool
+	busyFor   Work
 	// heard is what passes run while standing by (not holding the
 	// leadership) read: see lead.
 	heard heard
@@ -233,7 +235,7 @@ func (r *Reconciler) mem(name string, m time.Duration, wall time.Time) *memory {
 		// power-on may land until its first Hold succeeded, not only
 		// until its start.
 		base := max(r.start, r.leadAt)
-		h = &memory{lastOn: base, off: offState{lastOff: base, lastPress: base}}
+		h = newMemory(base)
 		r.hosts[name] = h
 	}
 	return h
@@ -265,13 +267,22 @@ func (r *Reconciler) current(name string, hm *memory) *memory {
 	return hm
 }
 
+// newMemory returns the memory of a host first read by a controller that
+// started (or began to lead) at base: a power-off, press or power-on may
+// have been sent until then, and a call of unknown work may be in flight
+// (a LateAnswerer's call made before the start: busy with busyFor zero,
+// so that its late answer escalates nothing).
+func newMemory(base time.Duration) *memory {
+	return &memory{lastOn: base, off: offState{lastOff: base, lastPress: base}, busy: true}
+}
+
 // forgotten returns a new memory for a host whose memory h is forgotten
 // at m (Forget): nothing is known from before m but what the calls still
 // in flight need when their late answers come (LateAnswerer): whether one
-// may be a press, and when it was made at the latest.
+// may be a press, and what it was decided for.
 func (h *memory) forgotten(m time.Duration) *memory {
 	return &memory{lastOn: m, off: offState{lastOff: m, lastPress: m}, forgot: true,
-		busyPress: h.busyPress, busyAt: h.busyAt}
+		busyPress: h.busyPress, busy: h.busy, busyFor: h.busyFor}
 }
 
 // probe asks the Guard, if any, whether this process holds the
@@ -509,7 +520,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	hm.known = true
 	if late != nil {
 		t, ok := pc.(Toggler)
-		hm.late(*late, now, mLate, ok && t.TogglesOff(late.Mode), r.startWall)
+		hm.late(*late, now, mLate, ok && t.TogglesOff(late.Mode))
 	}
 	// A value read in this host's first pass is known since the start
 	// only if it was stamped before it (see knownSinceStart).
@@ -626,7 +637,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			hm.sentOff(was, press, err, done)
 			r.mu.Unlock()
 		}
-		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now()}
+		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now(), For: d.For}
 		r.mu.Lock()
 		r.current(name, hm).answered(call)
 		r.mu.Unlock()
