@@ -19,8 +19,9 @@
 //     (the read may echo the state from before it; counted from when its
 //     POST returned, the latest it may have reached the hardware; for a
 //     POST that got no HTTP answer, which the BMC may still apply, not
-//     within Config.SoftTimeout + StaleReads of that return, as for a
-//     press that timed out), and, for a power-off,
+//     within Config.SoftTimeout + StaleReads of that return, whatever
+//     resets were answered since, as for a press that timed out), and,
+//     for a power-off,
 //     not within Config.SoftTimeout + StaleReads of its previous press for
 //     a power-off (the OS may still be shutting down from it: an On read
 //     may be an echo, and a press would power on a host that is off),
@@ -202,9 +203,10 @@ type Controller struct {
 	resetTarget string
 	allowed     []string  // as the BMC spells them
 	lastReset   time.Time // when this Controller's last reset POST began or returned, the later
-	// resetLost: that POST got no HTTP answer (a timeout, a deadline, a
-	// broken connection): the BMC may still apply it after lastReset.
-	resetLost   bool
+	// lostReset: when the last reset POST that got no HTTP answer (a
+	// timeout, a deadline, a broken connection) returned: the BMC may
+	// still apply it after then (zero: none).
+	lostReset   time.Time
 	lastOffPush time.Time // when it last pressed the button for a power-off
 	// pushOK: that press was answered with success; pushOverAt: when a
 	// read that began StaleReads after it showed Off (its shutdown over).
@@ -602,7 +604,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		// Right after a reset of ours, the read may echo the state from
 		// before it; after one whose POST got no answer, the BMC may still
 		// apply it, for as long as a press that timed out may act.
-		if since := readAt.Sub(c.lastReset); !c.lastReset.IsZero() && since >= 0 && since < c.resetWindow() {
+		if since, ok := c.resetQuiet(readAt); !ok {
 			return &power.Error{Op: op, Class: power.ClassBusy,
 				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last reset the state read may be stale: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
 		}
@@ -858,21 +860,28 @@ var _ power.Resetter = (*Controller)(nil)
 // (TestReview36i_AdapterResetWindowCountsFromPostStart). A POST that got
 // no HTTP answer (pe without a status: a timeout, a deadline, a broken
 // connection) may still be applied after now, so its window is as long
-// as a press's that timed out (resetWindow;
+// as a press's that timed out (resetQuiet;
 // TestReview36j_AdapterResetWindowFromAbandonedPostReturn).
 func (c *Controller) resetReturned(pe *power.Error) {
 	if n := c.now(); n.After(c.lastReset) {
 		c.lastReset = n
 	}
-	c.resetLost = pe != nil && pe.Status == 0
+	if pe != nil && pe.Status == 0 {
+		c.lostReset = c.lastReset
+	}
 }
 
-// resetWindow is how long after the last reset's return a toggle is not
-// sent: StaleReads, plus SoftTimeout if its POST got no answer (the BMC
-// may apply it until then).
-func (c *Controller) resetWindow() time.Duration {
-	if c.resetLost {
-		return c.softTimeout() + c.staleReads()
+// resetQuiet reports whether a read begun at readAt is past the windows of
+// this Controller's resets: StaleReads after the last one returned, and
+// SoftTimeout + StaleReads after the last one whose POST got no answer
+// (the BMC may apply it until then). If not, since is the time from the
+// reset whose window it is in.
+func (c *Controller) resetQuiet(readAt time.Time) (since time.Duration, ok bool) {
+	if since := readAt.Sub(c.lastReset); !c.lastReset.IsZero() && since >= 0 && since < c.staleReads() {
+		return since, false
 	}
-	return c.staleReads()
+	if since := readAt.Sub(c.lostReset); !c.lostReset.IsZero() && since >= 0 && since < c.softTimeout()+c.staleReads() {
+		return since, false
+	}
+	return 0, true
 }
