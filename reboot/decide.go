@@ -208,16 +208,38 @@ type Call struct {
 	Class power.Class
 	// At is the applier's clock when the call returned.
 	At time.Time
-	// Sent, if not zero, is the applier's clock no earlier than when the
-	// call was made, when that is earlier than At: a late answer
-	// (LateAnswerer) is taken, and dated At, passes after its call was
-	// made. A failed soft power-off escalates only a reboot (or an
-	// Online=false enforcement) that began no later than Sent (At if
-	// Sent is zero): one made before it began says nothing of it.
-	Sent time.Time
+	// For is the work the call was decided for (Decision.For); zero if
+	// unknown. A soft power-off that failed escalates only the work it
+	// was decided for: one made for an earlier reboot or Online=false
+	// enforcement says nothing of this one, and one whose work is unknown
+	// (a late answer of a call made before a restart, a new Tracker or a
+	// Forget) escalates nothing (SoftTimeout still does).
+	For Work
 	// Repeats counts the calls of the same action and mode made right
 	// before this one (0 for the first): repeated power-offs back off.
 	Repeats int
+}
+
+// Work names what a power-off is decided for: a pending reboot (Reboot,
+// Since its Status.PendingRebootSince) or an Online=false enforcement
+// (Since its Status.OfflineSince). The zero Work is unknown.
+type Work struct {
+	Reboot bool
+	Since  time.Time
+}
+
+// Is reports whether w and v are the same known work.
+func (w Work) Is(v Work) bool {
+	return !w.Since.IsZero() && w.Reboot == v.Reboot && w.Since.Equal(v.Since)
+}
+
+// work returns the work a power-off decided with status s is for: the
+// pending reboot, else the Online=false enforcement (zero if neither).
+func (s Status) work() Work {
+	if s.Pending() {
+		return Work{Reboot: true, Since: s.PendingRebootSince}
+	}
+	return Work{Since: s.OfflineSince}
 }
 
 // Observed is everything a decision depends on. Decide never modifies it.
@@ -237,9 +259,9 @@ type Observed struct {
 	Power power.State
 	// LastCall is the outcome of the applier's last power call for this
 	// host, if it remembers one. A soft power-off that failed escalates to
-	// hard only if its At is not before the pending reboot's
-	// PendingRebootSince (or the Online=false enforcement's OfflineSince):
-	// an earlier one's failure says nothing of this one.
+	// hard only if it was decided for the pending reboot (or the
+	// Online=false enforcement) under way (Call.For): an earlier one's
+	// failure, or one made for work unknown, says nothing of this one.
 	LastCall Call
 	// QuietFor is how long, on a monotonic clock, this controller has not
 	// sent a power-on to this host before Power was read: the time since
@@ -442,7 +464,7 @@ func (c Config) forHost(o Observed) Config {
 //     a crash between them costs a pass, never a second power cycle.) On a
 //     conflict, stop and decide again from a fresh read.
 //  2. Make the power call Power (with Mode), and keep its outcome as
-//     Observed.LastCall for the next pass.
+//     Observed.LastCall for the next pass (Call.For = For).
 //  3. Decide again after RequeueAfter, or at once after a power call; zero
 //     means nothing is due until something changes.
 type Decision struct {
@@ -456,6 +478,9 @@ type Decision struct {
 	Power Action
 	// Mode is the mode of a power-off.
 	Mode power.Mode
+	// For is the work a power-off is decided for (zero for any other
+	// decision): give it to the call's outcome (Call.For).
+	For Work
 	// RequeueAfter is when to decide again if nothing changes first.
 	RequeueAfter time.Duration
 	// Phase is where the host stands after this decision.
@@ -527,6 +552,9 @@ func (c Config) DecideInto(d *Decision, o Observed, now time.Time) {
 	*d = Decision{Status: o.Status, RemoveAnnotations: removes}
 	d.Requests, d.Warnings = parseInto(reqs, warns, o.Annotations, c.Policy)
 	c.decide(d, o, now)
+	if d.Power == ActionPowerOff {
+		d.For = d.Status.work()
+	}
 	if len(d.RemoveAnnotations) == 0 {
 		d.RemoveAnnotations = nil
 	}
@@ -778,18 +806,16 @@ func (c Config) deprovision(o Observed, d *Decision) {
 	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
 }
 
-// softFailedSince reports whether c is a soft power-off that failed or was
-// answered unsupported, made at or after since (the start of the reboot or
-// of the Online=false enforcement it may belong to): one of an earlier
-// reboot, or of an enforcement that ended, says nothing of this one, and
-// must not turn its soft power-off into a hard cut before it was tried.
-func (c Call) softFailedSince(since time.Time) bool {
-	made := c.Sent
-	if made.IsZero() {
-		made = c.At
-	}
+// softFailedFor reports whether c is a soft power-off that failed or was
+// answered unsupported, decided for w (the reboot or the Online=false
+// enforcement under way): one of an earlier reboot, of an enforcement
+// that ended, or of unknown work says nothing of this one, and must not
+// turn its soft power-off into a hard cut before it was tried. (No time
+// is compared: the call's, a late answer's especially, is only bounded,
+// and the work's is truncated to Config.Precision.)
+func (c Call) softFailedFor(w Work) bool {
 	return c.Action == ActionPowerOff && c.Mode == power.ModeSoft &&
-		(c.Class == power.ClassUnsupported || c.Class == power.ClassFailed) && !made.Before(since)
+		(c.Class == power.ClassUnsupported || c.Class == power.ClassFailed) && c.For.Is(w)
 }
 
 // pending decides for a host with a pending reboot.
@@ -807,7 +833,7 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 
 	d.Phase = PhasePoweringOff
 	if st.Mode == power.ModeSoft {
-		softFailed := last.softFailedSince(st.PendingRebootSince)
+		softFailed := last.softFailedFor(Work{Reboot: true, Since: st.PendingRebootSince})
 		elapsed := now.Sub(st.PendingRebootSince)
 		switch {
 		case softFailed:
@@ -1008,7 +1034,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			st.OfflineSince, st.OfflineMode = p, power.ModeSoft
 		}
 		last := o.LastCall
-		softFailed := last.softFailedSince(st.OfflineSince)
+		softFailed := last.softFailedFor(Work{Since: st.OfflineSince})
 		if st.OfflineMode == power.ModeSoft && (softFailed || now.Sub(st.OfflineSince) >= c.SoftTimeout) {
 			st.OfflineMode = power.ModeHard
 		}

@@ -14,8 +14,12 @@
 //   - The value is empty or JSON: {"mode":"hard"} or {"mode":"soft"}. Soft
 //     (the default) asks the OS to shut down and falls back to hard after
 //     Config.SoftTimeout (180 s), at once if the BMC cannot do soft, and when
-//     it fails (a soft power-off of this reboot: one made before the
-//     reboot began does not count, even if its failure is answered late). Hard wins over soft across all clients, also mid-shutdown.
+//     it fails (a soft power-off decided for this reboot, Decision.For
+//     given to Call.For: one decided for an earlier reboot or Online=false
+//     enforcement does not count, even if its failure is answered late,
+//     nor does a late answer of a call whose work is unknown, one that may
+//     have been made before a restart, a new Tracker or a Forget; no time
+//     is compared). Hard wins over soft across all clients, also mid-shutdown.
 //     A BMC that answers a hard power-off unsupported (no ForceOff) gets
 //     it soft, the only power-off it offers, with an ErrNoHardPowerOff
 //     warning (a Kubernetes event), hard being asked again every
@@ -25,7 +29,9 @@
 //     controller that implements LateAnswerer, as kube.Async does) is
 //     recorded by the next pass; a power-off (press) it shows may have
 //     been carried out counts as sent when that pass took the answer,
-//     also if the host was forgotten (Forget) since the call was made.
+//     also if the host was forgotten (Forget) since the call was made
+//     (a call still running when its host is forgotten is recorded, when
+//     it returns, in the new memory: it counts from its return).
 //     A bad value counts as soft with a warning (note that the design
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.
@@ -52,7 +58,8 @@
 //     missing and Paused are unknown).
 //  2. Pass what you remember (in memory; zero after a restart is always
 //     safe): the outcome of your last power call for this host as
-//     Observed.LastCall (with Repeats), and, on a monotonic clock,
+//     Observed.LastCall (with Repeats, and For the Decision.For it was
+//     made for), and, on a monotonic clock,
 //     Observed.QuietFor (since you last sent On to it, or since your
 //     process started, or since you first read a LastPoweredOn you did
 //     not write: another leader's power-on), SincePending and SinceRequest (since you first

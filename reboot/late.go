@@ -22,12 +22,14 @@ type LateAnswer struct {
 // asks it in every pass, once the power state read returned, and records
 // the answer as the outcome of a call that returned now (Observed.LastCall,
 // HardUnsupportedAt): a hard power-off that a slow BMC answered
-// unsupported still makes the next one soft. The call counts as made no
-// later than the first call answered busy since the previous late answer
-// (Call.Sent; the controller's start if it saw none): a soft power-off
-// that failed late escalates only a reboot that began no later
-// (TestReview36i_LateSoftFailureOfEnforcementCutsNewReboot). What the
-// answer needs (was the call a press, when was it made) outlives
+// unsupported still makes the next one soft. The call is taken for the
+// first call answered busy since the previous late answer, and counts as
+// decided for that call's work (Call.For), unknown if it saw none or the
+// calls answered busy since were decided for different work: a soft
+// power-off that failed late escalates only the work it was decided for
+// (TestReview36i_LateSoftFailureOfEnforcementCutsNewReboot,
+// TestReview36j_NewTrackerDatesLateFailureFromItsStart). What the
+// answer needs (was the call a press, what was it decided for) outlives
 // Reconciler.Forget and Tracker.Forget
 // (TestReview36i_TrackerForgetThenLatePressIsNoPress). A power-off that may have
 // been carried out (any answer but a refusal before it reached the
@@ -49,16 +51,12 @@ type LateAnswerer interface {
 // controller's now and at mono on its monotonic clock, as a call that
 // returned then; press: the call may have pressed the power button (a
 // press this memory saw answered busy, or a mode the controller says
-// toggles). The call was made no later than the first call this memory
-// saw answered busy since the previous late answer (busyAt), or, if it
-// saw none, than start (the controller's start on its clock: the call
-// is older): that is its Call.Sent.
-func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press bool, start time.Time) Call {
-	sent := h.busyAt
-	if sent.IsZero() {
-		sent = start
-	}
-	h.busyAt = time.Time{}
+// toggles). The call is the one answered busy since the previous late
+// answer: its Call.For is their work (busyFor), unknown if this memory
+// saw none.
+func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press bool) Call {
+	work := h.busyFor
+	h.busy, h.busyFor = false, Work{}
 	if a.Action == ActionPowerOff && !notCarriedOut(a.Err) {
 		o := &h.off
 		o.noOff, o.lastOff = false, max(o.lastOff, mono)
@@ -69,20 +67,23 @@ func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press boo
 		}
 		h.busyPress = false
 	}
-	return h.called(Call{Action: a.Action, Mode: a.Mode, Class: CallClass(a.Err), At: now, Sent: sent})
+	return h.called(Call{Action: a.Action, Mode: a.Mode, Class: CallClass(a.Err), At: now, For: work})
 }
 
 // answered records the outcome c of a power call answered in its pass
 // (Sent, or the Reconciler's own call) and returns it with Repeats
 // filled: one answered busy may go on in the background (LateAnswerer),
-// and the first such since the last late answer dates the call in flight
-// (busyAt); one answered otherwise ran, so none was in flight.
+// and the work of those answered busy since the last late answer is the
+// work of the call in flight (busyFor; unknown if they differ); one
+// answered otherwise ran, so none was in flight.
 func (h *memory) answered(c Call) Call {
 	switch {
 	case c.Class != power.ClassBusy:
-		h.busyAt = time.Time{}
-	case h.busyAt.IsZero():
-		h.busyAt = c.At
+		h.busy, h.busyFor = false, Work{}
+	case !h.busy:
+		h.busy, h.busyFor = true, c.For
+	case !h.busyFor.Is(c.For):
+		h.busyFor = Work{}
 	}
 	return h.called(c)
 }

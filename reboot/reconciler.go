@@ -165,12 +165,14 @@ type memory struct {
 	hardUnsupportedAt time.Time
 	// busyPress: a press was answered busy (it may go on in the
 	// background, LateAnswerer) since the last late answer of a power-off.
-	// busyAt: the At of the first call answered busy since the last late
-	// answer or the last call answered in its pass (zero if none): the
-	// call still in flight, if any, was made no later. Both outlive
-	// Forget (see forgotten): the call they describe may still answer.
+	// busy: a call was answered busy since the last late answer or the
+	// last call answered in its pass; busyFor: the work those calls were
+	// decided for (zero if unknown or not all the same): the call still
+	// in flight, if any, was decided for it. All outlive Forget (see
+	// forgotten): the call they describe may still answer.
 	busyPress bool
-	busyAt    time.Time
+	busy      bool
+	busyFor   Work
 	// heard is what passes run while standing by (not holding the
 	// leadership) read: see lead.
 	heard heard
@@ -233,7 +235,7 @@ func (r *Reconciler) mem(name string, m time.Duration, wall time.Time) *memory {
 		// power-on may land until its first Hold succeeded, not only
 		// until its start.
 		base := max(r.start, r.leadAt)
-		h = &memory{lastOn: base, off: offState{lastOff: base, lastPress: base}}
+		h = newMemory(base)
 		r.hosts[name] = h
 	}
 	return h
@@ -242,7 +244,10 @@ func (r *Reconciler) mem(name string, m time.Duration, wall time.Time) *memory {
 // Forget drops what the Reconciler remembers of a host, as a process
 // restart would: the host counts as possibly powered on just now, its
 // requests as seen just now, and its record as changed. (A restarted
-// process knows less: its first pass counts from its start.)
+// process knows less: its first pass counts from its start.) A power call
+// of a pass still running when the host is forgotten is recorded, when it
+// returns, in the new memory, as it would have been in the old: a
+// power-off counts from its return.
 func (r *Reconciler) Forget(name string) {
 	m := r.monotonic()
 	r.mu.Lock()
@@ -250,13 +255,34 @@ func (r *Reconciler) Forget(name string) {
 	r.hosts[name] = r.mem(name, m, r.Now()).forgotten(m)
 }
 
+// current returns the memory the Reconciler holds for the host now: hm,
+// unless Forget replaced it meanwhile (another goroutine may forget a host
+// while a pass's power call runs; its outcome belongs in the new memory,
+// where the next pass reads it:
+// TestReview36j_ForgetDuringPressCountsItFromForget). r.mu must be held.
+func (r *Reconciler) current(name string, hm *memory) *memory {
+	if cur := r.hosts[name]; cur != nil {
+		return cur
+	}
+	return hm
+}
+
+// newMemory returns the memory of a host first read by a controller that
+// started (or began to lead) at base: a power-off, press or power-on may
+// have been sent until then, and a call of unknown work may be in flight
+// (a LateAnswerer's call made before the start: busy with busyFor zero,
+// so that its late answer escalates nothing).
+func newMemory(base time.Duration) *memory {
+	return &memory{lastOn: base, off: offState{lastOff: base, lastPress: base}, busy: true}
+}
+
 // forgotten returns a new memory for a host whose memory h is forgotten
 // at m (Forget): nothing is known from before m but what the calls still
 // in flight need when their late answers come (LateAnswerer): whether one
-// may be a press, and when it was made at the latest.
+// may be a press, and what it was decided for.
 func (h *memory) forgotten(m time.Duration) *memory {
 	return &memory{lastOn: m, off: offState{lastOff: m, lastPress: m}, forgot: true,
-		busyPress: h.busyPress, busyAt: h.busyAt}
+		busyPress: h.busyPress, busy: h.busy, busyFor: h.busyFor}
 }
 
 // probe asks the Guard, if any, whether this process holds the
@@ -494,7 +520,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	hm.known = true
 	if late != nil {
 		t, ok := pc.(Toggler)
-		hm.late(*late, now, mLate, ok && t.TogglesOff(late.Mode), r.startWall)
+		hm.late(*late, now, mLate, ok && t.TogglesOff(late.Mode))
 	}
 	// A value read in this host's first pass is known since the start
 	// only if it was stamped before it (see knownSinceStart).
@@ -603,12 +629,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			err = pc.Off(ctx, d.Mode)
 			done := r.monotonic()
 			r.mu.Lock()
+			if cur := r.current(name, hm); cur != hm {
+				// Forgotten during the call: the new memory counts every
+				// power-off from the Forget, and this one from its return.
+				hm, was = cur, cur.off
+			}
 			hm.sentOff(was, press, err, done)
 			r.mu.Unlock()
 		}
-		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now()}
+		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now(), For: d.For}
 		r.mu.Lock()
-		hm.answered(call)
+		r.current(name, hm).answered(call)
 		r.mu.Unlock()
 		res.PowerErr = err
 		if err != nil {

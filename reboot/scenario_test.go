@@ -167,7 +167,7 @@ func (s *scenarioState) run(line string, w *strings.Builder) error {
 			if s.o.LastCall.Action == d.Power && s.o.LastCall.Mode == d.Mode {
 				repeats = s.o.LastCall.Repeats + 1
 			}
-			s.o.LastCall = reboot.Call{Action: d.Power, Mode: d.Mode, Class: s.nextFail, At: s.now, Repeats: repeats}
+			s.o.LastCall = reboot.Call{Action: d.Power, Mode: d.Mode, Class: s.nextFail, At: s.now, For: d.For, Repeats: repeats}
 			s.nextFail = power.ClassNone
 		}
 	default:

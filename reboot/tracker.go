@@ -42,10 +42,15 @@ type Tracker struct {
 	m       time.Duration
 	version string
 	o       Observed
-	// the power call in progress (between Sending and Sent): whether it
-	// may press the power button, and the power-off memory before it.
-	press bool
-	was   offState
+	// work: the For of the pass's decision (Applied), given to its call
+	// (Sent) if the caller gave none.
+	work Work
+	// the power call in progress (between Sending and Sent, inCall):
+	// whether it may press the power button, and the power-off memory
+	// before it.
+	inCall bool
+	press  bool
+	was    offState
 	// standby: Standby was called, and Leading not since.
 	standby bool
 	// leadAt is the mono of the Leading call that last began the
@@ -78,7 +83,7 @@ func (a toggleAnswers) pressed(m power.Mode) bool {
 // to the Tracker.
 func NewTracker(start time.Duration, startWall time.Time) *Tracker {
 	return &Tracker{started: true, start: start, startWall: startWall,
-		mem: memory{lastOn: start, off: offState{lastOff: start, lastPress: start}}}
+		mem: *newMemory(start)}
 }
 
 // Reading is what the caller read in one pass.
@@ -166,7 +171,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	m, h := rd.Mono, rd.Host
 	if !t.started {
 		*t = Tracker{started: true, start: m, startWall: rd.Now, standby: t.standby, leadAt: t.leadAt,
-			mem: memory{lastOn: m, off: offState{lastOff: m, lastPress: m}}}
+			mem: *newMemory(m)}
 	}
 	t.tog = toggleAnswers{known: true, soft: rd.SoftToggles, hard: rd.HardToggles}
 	// A pass whose clocks were read before the leadership began (Leading
@@ -232,6 +237,7 @@ func (t *Tracker) Writing(d Decision) {
 // safe: the record then counts as changed in the next pass.
 func (t *Tracker) Applied(d Decision, written string) {
 	hm := &t.mem
+	t.work = d.For
 	hm.noteVersion(t.version)
 	if d.UpdateStatus {
 		hm.noteVersion(written)
@@ -250,15 +256,16 @@ func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 	case ActionPowerOn:
 		t.mem.lastOn = mono
 	case ActionPowerOff:
-		t.press = t.o.toggles(m)
+		t.inCall, t.press = true, t.o.toggles(m)
 		t.was = t.mem.sendingOff(t.press, mono)
 	}
 }
 
 // Sent reports the outcome of the power call announced by Sending: c is
 // the call (Repeats is ignored; At, the controller's clock once it
-// returned, must be set: a failed soft power-off escalates only a reboot
-// that began no later, see Observed.LastCall), err what it returned and
+// returned, must be set; For, if zero, is taken from the decision given
+// to Applied: a failed soft power-off escalates only the work it was
+// decided for, see Observed.LastCall), err what it returned and
 // doneMono the monotonic clock read once it returned. A power-off refused
 // before it reached the hardware (err wrapping power.ErrAuth, power.ErrBackoff,
 // power.ErrNotSent or ErrNotLeader) is undone as if never sent; a press
@@ -270,7 +277,10 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 	if c.Action == ActionPowerOff {
 		t.mem.sentOff(t.was, t.press, err, doneMono)
 	}
-	t.press, t.was = false, offState{}
+	t.inCall, t.press, t.was = false, false, offState{}
+	if c.For == (Work{}) {
+		c.For = t.work
+	}
 	return t.mem.answered(c)
 }
 
@@ -284,14 +294,15 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 // mode the last Reading said toggles, or any power-off if no Reading was
 // given yet) as a press sent at mono whose shutdown is not known over
 // (SincePress, PressOver). The Call recorded, which it returns, has At
-// now and Sent the At of the first call reported to Sent busy since the
-// previous late answer (or the Tracker's start if none): a soft
-// power-off that failed late escalates only a reboot that began no later
-// than its call was made. Forget keeps what Late needs of the calls
+// now and For the work of the calls reported to Sent busy since the
+// previous late answer (unknown if none, or if they were decided for
+// different work): a soft power-off that failed late escalates only the
+// work it was decided for, and one of unknown work (made before this
+// Tracker started, say) none. Forget keeps what Late needs of the calls
 // still in flight (the Toggles answers of the last Reading, the calls
 // reported busy).
 func (t *Tracker) Late(a LateAnswer, now time.Time, mono time.Duration) Call {
-	return t.mem.late(a, now, mono, a.Action == ActionPowerOff && t.tog.pressed(a.Mode), t.startWall)
+	return t.mem.late(a, now, mono, a.Action == ActionPowerOff && t.tog.pressed(a.Mode))
 }
 
 // Forget drops what the Tracker knows, at mono on the monotonic clock, as
@@ -299,10 +310,17 @@ func (t *Tracker) Late(a LateAnswer, now time.Time, mono time.Duration) Call {
 // now, its values as known from now, and its record as changed. What
 // Late needs of the calls still in flight is kept: such a call's late
 // answer, reported after Forget, counts as a press if the call may have
-// been one (TestReview36i_TrackerForgetThenLatePressIsNoPress).
+// been one (TestReview36i_TrackerForgetThenLatePressIsNoPress). A
+// power-off announced by Sending and not yet reported to Sent counts, once
+// Sent reports it, from its return, as in a Tracker never forgotten (a
+// refused one changes nothing of the new memory).
 func (t *Tracker) Forget(mono time.Duration, now time.Time) {
-	*t = Tracker{started: true, start: mono, startWall: now, standby: t.standby, leadAt: t.leadAt,
+	nt := Tracker{started: true, start: mono, startWall: now, standby: t.standby, leadAt: t.leadAt,
 		mem: *t.mem.forgotten(mono), tog: t.tog}
+	if t.inCall {
+		nt.inCall, nt.press, nt.was, nt.work = true, t.press, nt.mem.off, t.work
+	}
+	*t = nt
 }
 
 // Standby reports that the caller's controller does not hold its

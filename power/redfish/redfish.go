@@ -17,14 +17,19 @@
 //     read in the same operation says the host is in the opposite state,
 //     not within Config.StaleReads of this Controller's previous reset
 //     (the read may echo the state from before it; counted from when its
-//     POST returned, the latest it may have reached the hardware), and,
+//     POST returned, the latest it may have reached the hardware; for a
+//     POST that got no HTTP answer, which the BMC may still apply, not
+//     within Config.SoftTimeout + StaleReads of that return, whatever
+//     resets were answered since, as for a press that timed out), and,
 //     for a power-off,
 //     not within Config.SoftTimeout + StaleReads of its previous press for
 //     a power-off (the OS may still be shutting down from it: an On read
 //     may be an echo, and a press would power on a host that is off),
 //     or, once an unbroken run of reads begun StaleReads after that press
 //     (answered with success) showed Off for Config.OffSettle, within
-//     StaleReads of the read that completed the run. A press refused
+//     StaleReads of the read that completed the run. Every window is
+//     checked against when the read began, not when its answer came. A
+//     press refused
 //     for its credentials was not carried out and does not count.
 //     TogglesOff says which power-offs are presses (reboot.Toggler). A BMC
 //     that echoes the state from before an out-of-band power change can
@@ -172,8 +177,9 @@ type Config struct {
 	// StaleReads bounds how long after a reset the BMC may still report
 	// the state from before it. PushPowerButton is never sent within
 	// StaleReads of this Controller's previous reset (counted from when
-	// its POST returned: a slow BMC may apply it at any time until then):
-	// the "opposite state" its read shows may be that echo. Default 30 s.
+	// its POST returned: a slow BMC may apply it at any time until then;
+	// SoftTimeout + StaleReads for a POST that got no HTTP answer): the
+	// "opposite state" its read shows may be that echo. Default 30 s.
 	StaleReads time.Duration
 	// Now is the clock StaleReads is measured on. nil: time.Now (whose
 	// readings carry the monotonic clock).
@@ -206,6 +212,10 @@ type Controller struct {
 	resetTarget string
 	allowed     []string  // as the BMC spells them
 	lastReset   time.Time // when this Controller's last reset POST began or returned, the later
+	// lostReset: when the last reset POST that got no HTTP answer (a
+	// timeout, a deadline, a broken connection) returned: the BMC may
+	// still apply it after then (zero: none).
+	lostReset   time.Time
 	lastOffPush time.Time // when it last pressed the button for a power-off
 	// pushOK: that press was answered with success; pushOverAt: when a
 	// read that began StaleReads after it showed Off (its shutdown over).
@@ -623,6 +633,10 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 	}
 	rt := c.choose(prefs)
 	toggle := strings.EqualFold(rt, "PushPowerButton")
+	// The windows below are checked against when the read began: a read
+	// begun inside one may echo the state before it, however late its
+	// answer arrives.
+	readAt := c.now()
 	cur, err := c.readState(ctx)
 	// A power-off that does not toggle (ForceOff, GracefulShutdown) can
 	// power nothing on, so it is sent whatever the read says: a read of
@@ -648,8 +662,9 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 				Message: fmt.Sprintf("PushPowerButton toggles the power and the state reads %s, not %s: not sent", cur, oppositeOf(want)), Err: power.ErrNotSent}
 		}
 		// Right after a reset of ours, the read may echo the state from
-		// before it.
-		if since := c.now().Sub(c.lastReset); !c.lastReset.IsZero() && since >= 0 && since < c.staleReads() {
+		// before it; after one whose POST got no answer, the BMC may still
+		// apply it, for as long as a press that timed out may act.
+		if since, ok := c.resetQuiet(readAt); !ok {
 			return &power.Error{Op: op, Class: power.ClassBusy,
 				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last reset the state read may be stale: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
 		}
@@ -657,7 +672,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		// SoftTimeout, and a read shows a state up to StaleReads old:
 		// until both have passed, an On read may echo the state before
 		// that shutdown, and a press would power on a host that is off.
-		if since, over := c.now().Sub(c.lastOffPush), c.now().Sub(c.pushOverAt); want == power.StateOff && !c.lastOffPush.IsZero() && since >= 0 &&
+		if since, over := readAt.Sub(c.lastOffPush), readAt.Sub(c.pushOverAt); want == power.StateOff && !c.lastOffPush.IsZero() && since >= 0 &&
 			(c.pushOverAt.IsZero() && since < c.softTimeout()+c.staleReads() || !c.pushOverAt.IsZero() && over >= 0 && over < c.staleReads()) {
 			return &power.Error{Op: op, Class: power.ClassBusy,
 				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
@@ -672,11 +687,11 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		}
 		return err
 	})
-	c.resetReturned()
 	var pe *power.Error
 	if err != nil {
 		pe = c.classify(op+" ("+rt+")", err)
 	}
+	c.resetReturned(pe)
 	if toggle && want == power.StateOff && (pe == nil || !errors.Is(pe, power.ErrAuth)) {
 		// A press refused for its credentials (the session expired and
 		// the login was refused) was not carried out and shuts nothing
@@ -886,21 +901,47 @@ func (c *Controller) Reset(ctx context.Context) error {
 		}
 		return err
 	})
-	c.resetReturned()
+	var pe *power.Error
 	if err != nil {
-		return c.classify(op+" ("+rt+")", err)
+		pe = c.classify(op+" ("+rt+")", err)
+	}
+	c.resetReturned(pe)
+	if pe != nil {
+		return pe
 	}
 	return nil
 }
 
 var _ power.Resetter = (*Controller)(nil)
 
-// resetReturned notes that a reset POST returned (whatever its answer):
-// it may have reached the hardware at any time until now, so the
-// StaleReads window after it counts from now, if later than its start
-// (TestReview36i_AdapterResetWindowCountsFromPostStart).
-func (c *Controller) resetReturned() {
+// resetReturned notes that a reset POST returned with pe (nil: success):
+// it may have reached the hardware at any time until now, so the window
+// after it counts from now, if later than its start
+// (TestReview36i_AdapterResetWindowCountsFromPostStart). A POST that got
+// no HTTP answer (pe without a status: a timeout, a deadline, a broken
+// connection) may still be applied after now, so its window is as long
+// as a press's that timed out (resetQuiet;
+// TestReview36j_AdapterResetWindowFromAbandonedPostReturn).
+func (c *Controller) resetReturned(pe *power.Error) {
 	if n := c.now(); n.After(c.lastReset) {
 		c.lastReset = n
 	}
+	if pe != nil && pe.Status == 0 {
+		c.lostReset = c.lastReset
+	}
+}
+
+// resetQuiet reports whether a read begun at readAt is past the windows of
+// this Controller's resets: StaleReads after the last one returned, and
+// SoftTimeout + StaleReads after the last one whose POST got no answer
+// (the BMC may apply it until then). If not, since is the time from the
+// reset whose window it is in.
+func (c *Controller) resetQuiet(readAt time.Time) (since time.Duration, ok bool) {
+	if since := readAt.Sub(c.lastReset); !c.lastReset.IsZero() && since >= 0 && since < c.staleReads() {
+		return since, false
+	}
+	if since := readAt.Sub(c.lostReset); !c.lostReset.IsZero() && since >= 0 && since < c.softTimeout()+c.staleReads() {
+		return since, false
+	}
+	return 0, true
 }
