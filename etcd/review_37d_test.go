@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -75,4 +76,56 @@ func TestReview37_HeaderServedFromMemoryAliasesCaller(t *testing.T) {
 	assert.Equal(t, want.Conditions, v2.Conditions, "GetView after a caller changed its copy: conditions")
 	assert.Equal(t, want.Windows, v2.Windows, "GetView: windows")
 	assert.Equal(t, want.Conditions, truth().Conditions, "etcd holds the plan unchanged")
+}
+
+// TestReview37_KnownHeaderOfPlanEndedElsewhereNeverEvicted (review 37
+// round 4): with more unfinished plans than one transaction's worth
+// (maxTxnOps-2 = 98), Unfinished reads the revisions of only the first 98
+// known plans (sorted), and evicts a known plan the index no longer names
+// only among those: a plan beyond them that another writer ended (an
+// operator's cancel) keeps its header and its last view's pages in the
+// executor's caches for as long as the process lives (issue 37 point 3:
+// per-plan caches are evicted when a plan ends). Ground truth: the index
+// (a fresh store's Unfinished) no longer names the plan.
+func TestReview37_KnownHeaderOfPlanEndedElsewhereNeverEvicted(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Time{})
+	op := NewStore(newClient(t), pre)
+	const n = 101
+	var uuids []string
+	for i := 0; i < n; i++ {
+		uuid := fmt.Sprintf("many%03d", i)
+		require.NoError(t, op.Create(ctx, runningPlan(t, uuid, fleetOf(clk, uuid, 1, "").Servers(), 1, clk.Now())))
+		uuids = append(uuids, uuid)
+	}
+	exec := NewStore(newClient(t), pre)
+	got, err := exec.Unfinished(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, n)
+	first, last := uuids[0], uuids[n-1]
+	for _, uuid := range []string{first, last} {
+		_, err := exec.GetView(ctx, uuid) // the executor's pass read it
+		require.NoError(t, err)
+		_, err = plan.Command(ctx, op, uuid, plan.Cancel) // the operator ends it
+		require.NoError(t, err)
+	}
+	truth, err := NewStore(newClient(t), pre).Unfinished(ctx)
+	require.NoError(t, err)
+	require.NotContains(t, truth, first)
+	require.NotContains(t, truth, last, "ended: the index no longer names it")
+	for i := 0; i < 3; i++ { // the executor's loop
+		_, err = exec.Unfinished(ctx)
+		require.NoError(t, err)
+	}
+	exec.cache.mu.Lock()
+	_, knownFirst := exec.cache.known[first]
+	_, knownLast := exec.cache.known[last]
+	_, viewedLast := exec.cache.viewed[last]
+	nKnown := len(exec.cache.known)
+	exec.cache.mu.Unlock()
+	assert.False(t, knownFirst, "%s ended elsewhere: evicted", first)
+	assert.False(t, knownLast, "%s ended elsewhere: its header is still kept", last)
+	assert.False(t, viewedLast, "%s ended elsewhere: its last view's pages are still kept", last)
+	assert.Equal(t, n-2, nKnown, "known headers: only the unfinished plans")
 }
