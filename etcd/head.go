@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rebootkit/rebootkit/plan"
 )
@@ -25,9 +22,9 @@ func (s *Store) GetHead(ctx context.Context, uuid string) (plan.View, error) {
 		return plan.View{}, err
 	}
 	// The header is kept (knownHead): the caller gets its own copy.
-	p := k.h.Plan.Clone()
+	p := ownPlan(k.h.Plan)
 	p.Reboots = nil
-	p.Version = strconv.FormatInt(k.rev, 10)
+	p.Version = formatVersion(k.rev, k.h.tok)
 	ix := k.h.Index
 	ix.InFlight, ix.DoneHist = slices.Clone(ix.InFlight), maps.Clone(ix.DoneHist)
 	return plan.View{Plan: p, Index: ix, Pos: []int{}}, nil
@@ -58,20 +55,20 @@ func (s *Store) PutHead(ctx context.Context, hv plan.View) error {
 	if err := hv.Plan.Validate(); err != nil {
 		return err
 	}
-	rev, err := strconv.ParseInt(hv.Version, 10, 64)
+	rev, tok, err := parseVersion(hv.UUID, hv.Version)
 	if err != nil {
-		return fmt.Errorf("plan %s: version %q: %w", hv.UUID, hv.Version, plan.ErrConflict)
+		return err
 	}
 	// After a read of this version (GetHead), the header it read is the
 	// one stored at that version (the write compares it): one round trip.
 	k, ok := s.known(hv.UUID)
 	old := k.h
-	if !ok || k.rev != rev {
+	if !ok || k.rev != rev || k.h.tok != tok {
 		var version int64
 		if old, version, _, err = s.readHeader(ctx, hv.UUID); err != nil {
 			return fmt.Errorf("plan: refusing to overwrite: %w", err)
 		}
-		if version != rev {
+		if version != rev || old.tok != tok {
 			return s.refused(ctx, hv.UUID, fmt.Errorf("plan %s: %w", hv.UUID, plan.ErrConflict))
 		}
 	}
@@ -88,13 +85,13 @@ func (s *Store) PutHead(ctx context.Context, hv plan.View) error {
 // read is reported in the error (wrapping plan.ErrCorrupt) after the
 // readable ones.
 func (s *Store) Heads(ctx context.Context) ([]plan.View, error) {
-	resp, err := s.cli.Get(ctx, s.headersPrefix(), clientv3.WithPrefix())
+	heads, tok, _, err := s.listHeaders(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("etcd: list: %w", err)
+		return nil, err
 	}
-	out := make([]plan.View, 0, len(resp.Kvs))
+	out := make([]plan.View, 0, len(heads))
 	var bad []string
-	for _, kv := range resp.Kvs {
+	for _, kv := range heads {
 		uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
 		h, err := decodeHeader(uuid, kv.Value)
 		if err != nil {
@@ -103,7 +100,7 @@ func (s *Store) Heads(ctx context.Context) ([]plan.View, error) {
 		}
 		p := h.Plan
 		p.Reboots = nil
-		p.Version = strconv.FormatInt(kv.ModRevision, 10)
+		p.Version = formatVersion(kv.ModRevision, tok[uuid])
 		out = append(out, plan.View{Plan: p, Index: h.Index, Pos: []int{}})
 	}
 	if len(bad) > 0 {

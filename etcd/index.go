@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rebootkit/rebootkit/plan"
@@ -39,29 +40,56 @@ func (s *Store) indexOps(uuid string, old, h header) []clientv3.Op {
 	return nil
 }
 
+// headState is what a read of a plan's header key (keys only) and token
+// says: its ModRevision (0: no header) and the token of its last write.
+type headState struct {
+	rev int64
+	tok string
+}
+
 // unfinishedAt returns the UUIDs in the index of unfinished plans and the
 // revision read at, building the index first if the prefix has none. It
-// reads in the same transaction the ModRevision (not the value) of the
-// headers this store knows (knownHead), and returns them by UUID (0: no
-// header).
-func (s *Store) unfinishedAt(ctx context.Context) ([]string, map[string]int64, int64, error) {
+// reads at that revision the ModRevision (not the value) of the header
+// and the token of every plan this store knows (knownHead) that the index
+// names, and returns them by UUID: the first ones in the same transaction
+// as the index, the rest in as many more as they need. A plan this store
+// knows that the index does not name ended (another writer ended it, or
+// pruned it): its caches are evicted (forget).
+func (s *Store) unfinishedAt(ctx context.Context) ([]string, map[string]headState, int64, error) {
 	s.cache.mu.Lock()
 	knownUUIDs := slices.Sorted(maps.Keys(s.cache.known))
 	s.cache.mu.Unlock()
-	knownUUIDs = knownUUIDs[:min(len(knownUUIDs), maxTxnOps-2)]
+	stateOps := func(uuids []string, opts ...clientv3.OpOption) []clientv3.Op {
+		var ops []clientv3.Op
+		for _, uuid := range uuids {
+			ops = append(ops, clientv3.OpGet(s.headerKey(uuid), append([]clientv3.OpOption{clientv3.WithKeysOnly()}, opts...)...),
+				clientv3.OpGet(s.tokenKey(uuid), opts...))
+		}
+		return ops
+	}
+	states := func(into map[string]headState, uuids []string, rs []*etcdserverpb.ResponseOp) {
+		for i, uuid := range uuids {
+			var st headState // no header
+			if kvs := rs[2*i].GetResponseRange().Kvs; len(kvs) > 0 {
+				st.rev = kvs[0].ModRevision
+			}
+			st.tok = tokenOf((*clientv3.GetResponse)(rs[2*i+1].GetResponseRange()))
+			into[uuid] = st
+		}
+	}
+	perTxn := maxTxnOps / 2
+	first := knownUUIDs[:min(len(knownUUIDs), perTxn-1)]
 	for try := 0; ; try++ {
-		ops := []clientv3.Op{
+		ops := append([]clientv3.Op{
 			clientv3.OpGet(s.indexPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 			clientv3.OpGet(s.indexMarker(), clientv3.WithKeysOnly()),
-		}
-		for _, uuid := range knownUUIDs {
-			ops = append(ops, clientv3.OpGet(s.headerKey(uuid), clientv3.WithKeysOnly()))
-		}
+		}, stateOps(first)...)
 		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("etcd: list: %w", err)
 		}
 		if len(resp.Responses[1].GetResponseRange().Kvs) > 0 {
+			at := resp.Header.Revision
 			var out []string
 			for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 				uuid := strings.TrimPrefix(string(kv.Key), s.indexPrefix())
@@ -70,14 +98,26 @@ func (s *Store) unfinishedAt(ctx context.Context) ([]string, map[string]int64, i
 				}
 			}
 			sort.Strings(out)
-			mods := make(map[string]int64, len(knownUUIDs))
-			for i, uuid := range knownUUIDs {
-				mods[uuid] = 0 // no header
-				if kvs := resp.Responses[2+i].GetResponseRange().Kvs; len(kvs) > 0 {
-					mods[uuid] = kvs[0].ModRevision
+			mods := make(map[string]headState, len(knownUUIDs))
+			states(mods, first, resp.Responses[2:])
+			var rest []string
+			for _, uuid := range knownUUIDs {
+				if _, in := slices.BinarySearch(out, uuid); !in {
+					s.forget(uuid)
+					delete(mods, uuid)
+				} else if _, read := mods[uuid]; !read {
+					rest = append(rest, uuid)
 				}
 			}
-			return out, mods, resp.Header.Revision, nil
+			for start := 0; start < len(rest); start += perTxn {
+				batch := rest[start:min(start+perTxn, len(rest))]
+				r, err := s.cli.Txn(ctx).Then(stateOps(batch, clientv3.WithRev(at))...).Commit()
+				if err != nil {
+					return nil, nil, 0, fmt.Errorf("etcd: list: %w", err)
+				}
+				states(mods, batch, r.Responses)
+			}
+			return out, mods, at, nil
 		}
 		if try >= readRetries {
 			return nil, nil, 0, fmt.Errorf("etcd: building the index of unfinished plans: %w", plan.ErrConflict)
@@ -152,34 +192,27 @@ func (s *Store) unfinishedHeads(ctx context.Context) (out []indexedHead, at int6
 			return err
 		}
 		at = rev
-		// A plan this store knows that the index no longer names ended
-		// (another writer ended it): its caches are evicted.
-		for uuid := range mods {
-			if _, in := slices.BinarySearch(uuids, uuid); !in {
-				s.forget(uuid)
-			}
-		}
 		heads := make(map[string]indexedHead, len(uuids))
 		var fetch []string
 		for _, uuid := range uuids {
-			if k, ok := s.known(uuid); ok && mods[uuid] == k.rev {
+			if k, ok := s.known(uuid); ok && mods[uuid] == (headState{rev: k.rev, tok: k.h.tok}) {
 				heads[uuid] = indexedHead{uuid: uuid, h: k.h, rev: k.rev}
 			} else {
 				fetch = append(fetch, uuid)
 			}
 		}
-		for start := 0; start < len(fetch); start += maxTxnOps {
-			batch := fetch[start:min(start+maxTxnOps, len(fetch))]
-			ops := make([]clientv3.Op, len(batch))
-			for i, uuid := range batch {
-				ops[i] = clientv3.OpGet(s.headerKey(uuid), clientv3.WithRev(at))
+		for start := 0; start < len(fetch); start += maxTxnOps / 2 {
+			batch := fetch[start:min(start+maxTxnOps/2, len(fetch))]
+			ops := make([]clientv3.Op, 0, 2*len(batch))
+			for _, uuid := range batch {
+				ops = append(ops, clientv3.OpGet(s.headerKey(uuid), clientv3.WithRev(at)), clientv3.OpGet(s.tokenKey(uuid), clientv3.WithRev(at)))
 			}
 			resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 			if err != nil {
 				return fmt.Errorf("etcd: list: %w", err)
 			}
-			for i, r := range resp.Responses {
-				kvs := r.GetResponseRange().Kvs
+			for i := range batch {
+				kvs := resp.Responses[2*i].GetResponseRange().Kvs
 				if len(kvs) == 0 {
 					continue // pruned
 				}
@@ -188,6 +221,7 @@ func (s *Store) unfinishedHeads(ctx context.Context) (out []indexedHead, at int6
 					corrupt = append(corrupt, err.Error())
 					continue
 				}
+				h.tok = tokenOf((*clientv3.GetResponse)(resp.Responses[2*i+1].GetResponseRange()))
 				s.remember(batch[i], knownHead{rev: kvs[0].ModRevision, h: h, raw: kvs[0].Value})
 				heads[batch[i]] = indexedHead{uuid: batch[i], h: h, rev: kvs[0].ModRevision}
 			}

@@ -75,11 +75,13 @@ func (s *Store) Prune(ctx context.Context, now, olderThan time.Time) ([]string, 
 		s.forget(uuid)
 		cas := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.headerKey(uuid)), "=", kv.ModRevision)}, s.guard...)
 		if h.Ended == nil {
-			// First seen ended: record when.
+			// First seen ended: record when (a write of the header: with
+			// a new token).
 			h.Ended = &now
 			raw, err := json.Marshal(h)
 			if err == nil {
-				_, err = s.cli.Txn(ctx).If(cas...).Then(clientv3.OpPut(string(kv.Key), string(raw))).Commit()
+				putTok, _ := s.putToken(uuid)
+				_, err = s.cli.Txn(ctx).If(cas...).Then(clientv3.OpPut(string(kv.Key), string(raw)), putTok).Commit()
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("etcd: prune %s: %w", uuid, err))
@@ -98,6 +100,7 @@ func (s *Store) Prune(ctx context.Context, now, olderThan time.Time) ([]string, 
 			clientv3.OpPut(s.summaryKey(uuid), string(raw)),
 			clientv3.OpDelete(string(kv.Key)),
 			clientv3.OpDelete(s.indexKey(uuid)),
+			clientv3.OpDelete(s.tokenKey(uuid)),
 			clientv3.OpDelete(s.prefix+"pages/"+uuid+"/", clientv3.WithPrefix()),
 		).Commit()
 		if err != nil {

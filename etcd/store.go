@@ -12,7 +12,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +59,7 @@ const readRetries = 8
 //
 //	PREFIX headers/UUID
 //	PREFIX pages/UUID/NONCE/00000000 ...
+//	PREFIX writes/UUID       (the token of the header's last write)
 //	PREFIX unfinished/UUID   (while the plan may still reboot servers)
 //	PREFIX summaries/UUID    (once Prune removed it)
 //
@@ -67,11 +67,14 @@ const readRetries = 8
 // revision the header was read at (one snapshot, retried from the start
 // if etcd compacted that revision meanwhile), so a plan stays readable
 // whatever etcd's compaction retention; a header the store knows at its
-// current version is not fetched again, its revision is compared
-// (knownHead). The plan's Version is the
-// header's ModRevision, used only as the compare-and-swap version: every
-// write is one transaction that compares it and rewrites the header, so a
-// page never changes without the header changing too. A write that fits
+// current version is not fetched again, its revision and token are
+// compared (knownHead). The plan's Version is the header's ModRevision and
+// the random token its write put under PREFIX writes/UUID (token.go), used
+// only as the compare-and-swap version: every write is one transaction
+// that compares both and rewrites the header and the token, so a page
+// never changes without the header changing too, and a write never lands
+// on a header it did not read, even after etcd was restored from a copy
+// of its data directory and gives revisions again. A write that fits
 // one transaction (etcd's limits: 128 operations, 1.5 MiB) writes the
 // changed pages and the header together; a larger one first writes the
 // changed pages under new keys (PREFIX pages/UUID/NONCE/00000000/WRITE),
@@ -145,9 +148,9 @@ type viewedPages struct {
 }
 
 // current reports whether the pages of vp are the plan's pages at version
-// rev, whose header is h, stored as hraw.
+// rev, whose header is h (written with token h.tok), stored as hraw.
 func (vp viewedPages) current(rev int64, h header, hraw []byte) bool {
-	return vp.rev == rev && vp.h.Nonce == h.Nonce && vp.h.Count == h.Count && bytes.Equal(vp.hraw, hraw)
+	return vp.rev == rev && vp.h.tok == h.tok && vp.h.Nonce == h.Nonce && vp.h.Count == h.Count && bytes.Equal(vp.hraw, hraw)
 }
 
 // Written returns how many write transactions this store (and the stores
@@ -196,6 +199,9 @@ type header struct {
 	Request string `json:"request,omitempty"`
 	// Ended is when Prune first saw the plan ended.
 	Ended *time.Time `json:"ended,omitempty"`
+	// tok is the token of the write that stored the header (PREFIX
+	// writes/UUID, token.go), as read with it: not part of the value.
+	tok string
 }
 
 func (s *Store) headersPrefix() string        { return s.prefix + "headers/" }
@@ -359,7 +365,8 @@ func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	p := h.Plan
+	// h may be a header this store keeps: the plan gets its own copy.
+	p := ownPlan(h.Plan)
 	p.Reboots = make([]plan.Reboot, 0, h.Count)
 	hashes := make([][sha256.Size]byte, len(all))
 	for n := range all {
@@ -369,7 +376,7 @@ func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at
 	if err := p.Validate(); err != nil {
 		return plan.Plan{}, fmt.Errorf("%w: plan %s: %v", plan.ErrCorrupt, uuid, err)
 	}
-	p.Version = strconv.FormatInt(version, 10)
+	p.Version = formatVersion(version, h.tok)
 	if !keep {
 		return p, nil
 	}
@@ -513,7 +520,8 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 			// Create that took too long).
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.pageKey(p.UUID, h.Nonce, 0)), ">", 0))
 		}
-		then := []clientv3.Op{clientv3.OpPut(hk, string(raw))}
+		putTok, _ := s.putToken(p.UUID)
+		then := []clientv3.Op{clientv3.OpPut(hk, string(raw)), putTok}
 		if !ended(h) {
 			then = append(then, clientv3.OpPut(s.indexKey(p.UUID), ""))
 		}
@@ -619,7 +627,10 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 	h.Plan.Reboots, h.Plan.Version = nil, ""
 	h.Nonce, h.Count, h.Request, h.Ended = old.Nonce, old.Count, old.Request, old.Ended
 	keys := slices.Sorted(maps.Keys(pages))
-	cas := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.headerKey(uuid)), "=", rev)}, s.guard...)
+	// The header is the one read: its revision and its write's token.
+	cas := append(s.sameHeader(uuid, rev, old.tok), s.guard...)
+	putTok, tok := s.putToken(uuid)
+	h.tok = tok
 	// The overlay keys of the pages rewritten are not named any more.
 	var stale []string
 	h.Over = maps.Clone(old.Over)
@@ -643,8 +654,8 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 	if len(raw) > maxTxnBytes {
 		return wrote{}, fmt.Errorf("%w: plan %s: a header of %d bytes is over etcd's request limit", plan.ErrTooLarge, uuid, len(raw))
 	}
-	if 1+len(keys) <= maxTxnOps && size <= maxTxnBytes {
-		ops := append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw))}, s.indexOps(uuid, old, h)...)
+	if 3+len(keys) <= maxTxnOps && size <= maxTxnBytes {
+		ops := append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw)), putTok}, s.indexOps(uuid, old, h)...)
 		for _, n := range keys {
 			ops = append(ops, clientv3.OpPut(s.pageKey(uuid, h.Nonce, n), string(pages[n])))
 		}
@@ -719,7 +730,7 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 		s.deleteKeys(ctx, staged)
 		return wrote{}, err
 	}
-	resp, err := s.cli.Txn(ctx).If(cas...).Then(append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw))}, s.indexOps(uuid, old, h)...)...).Commit()
+	resp, err := s.cli.Txn(ctx).If(cas...).Then(append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw)), putTok}, s.indexOps(uuid, old, h)...)...).Commit()
 	if err != nil {
 		// It may have been written: the staged pages stay.
 		return wrote{}, fmt.Errorf("etcd: write %s: %w", uuid, err)
@@ -750,15 +761,15 @@ func (s *Store) Put(ctx context.Context, p plan.Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	rev, err := strconv.ParseInt(p.Version, 10, 64)
+	rev, tok, err := parseVersion(p.UUID, p.Version)
 	if err != nil {
-		return fmt.Errorf("plan %s: version %q: %w", p.UUID, p.Version, plan.ErrConflict)
+		return err
 	}
 	s.cache.mu.Lock()
 	lp, ok := s.cache.loaded[p.UUID]
 	mem := s.cache.m[p.UUID]
 	s.cache.mu.Unlock()
-	if !ok || lp.rev != rev || mem.nonce != lp.h.Nonce {
+	if !ok || lp.rev != rev || lp.h.tok != tok || mem.nonce != lp.h.Nonce {
 		if _, err := s.Get(ctx, p.UUID); err != nil {
 			return fmt.Errorf("plan: refusing to overwrite: %w", err)
 		}
@@ -766,7 +777,7 @@ func (s *Store) Put(ctx context.Context, p plan.Plan) error {
 		lp = s.cache.loaded[p.UUID]
 		mem = s.cache.m[p.UUID]
 		s.cache.mu.Unlock()
-		if lp.rev != rev {
+		if lp.rev != rev || lp.h.tok != tok {
 			return fmt.Errorf("plan %s: %w", p.UUID, plan.ErrConflict)
 		}
 	}
@@ -814,18 +825,19 @@ func (s *Store) List(ctx context.Context) ([]plan.Plan, error) {
 func (s *Store) listAt(ctx context.Context, want func(header) bool) (out []plan.Plan, at int64, corrupt []string, err error) {
 	err = retryCompacted(func() error {
 		out, corrupt = nil, nil
-		resp, err := s.cli.Get(ctx, s.headersPrefix(), clientv3.WithPrefix())
+		kvs, tok, rev, err := s.listHeaders(ctx)
 		if err != nil {
-			return fmt.Errorf("etcd: list: %w", err)
+			return err
 		}
-		at = resp.Header.Revision
-		for _, kv := range resp.Kvs {
+		at = rev
+		for _, kv := range kvs {
 			uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
 			h, err := decodeHeader(uuid, kv.Value)
 			if err != nil {
 				corrupt = append(corrupt, err.Error())
 				continue
 			}
+			h.tok = tok[uuid]
 			if !want(h) {
 				continue
 			}
@@ -1029,7 +1041,7 @@ func (s *Store) getView(ctx context.Context, uuid string) (plan.View, error) {
 	s.cache.viewed[uuid] = viewedPages{rev: k.rev, h: h, hraw: k.raw, pages: pages, raw: raw}
 	s.cache.mu.Unlock()
 	// The header is kept too: the caller gets its own copy.
-	v := plan.View{Plan: h.Plan.Clone(), Pos: pos, Index: h.Index, Members: m}
+	v := plan.View{Plan: ownPlan(h.Plan), Pos: pos, Index: h.Index, Members: m}
 	v.Index.InFlight, v.Index.DoneHist = slices.Clone(h.Index.InFlight), maps.Clone(h.Index.DoneHist)
 	v.Reboots = make([]plan.Reboot, len(pos))
 	for j, i := range pos {
@@ -1038,7 +1050,7 @@ func (s *Store) getView(ctx context.Context, uuid string) (plan.View, error) {
 	// The pages are kept (and reused by the next view): the caller
 	// gets its own copy of what the reboots point to.
 	plan.OwnReboots(v.Reboots)
-	v.Version = strconv.FormatInt(k.rev, 10)
+	v.Version = formatVersion(k.rev, h.tok)
 	return v, nil
 }
 
@@ -1055,9 +1067,9 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	if err := v.Check(); err != nil {
 		return err
 	}
-	rev, err := strconv.ParseInt(v.Version, 10, 64)
+	rev, tok, err := parseVersion(v.UUID, v.Version)
 	if err != nil {
-		return fmt.Errorf("plan %s: version %q: %w", v.UUID, v.Version, plan.ErrConflict)
+		return err
 	}
 	var (
 		h     header
@@ -1078,7 +1090,8 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	s.cache.mu.Lock()
 	vp, ok := s.cache.viewed[v.UUID]
 	s.cache.mu.Unlock()
-	if ok && vp.rev == rev {
+	ok = ok && vp.rev == rev && vp.h.tok == tok
+	if ok {
 		for _, n := range need {
 			if _, in := vp.pages[n]; !in {
 				ok = false
@@ -1086,7 +1099,7 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 			}
 		}
 	}
-	if ok && vp.rev == rev {
+	if ok {
 		h, pages, raw = vp.h, vp.pages, vp.raw
 		if v.Index.Total != h.Count {
 			return fmt.Errorf("plan %s: view of %d reboots, stored %d", v.UUID, v.Index.Total, h.Count)
@@ -1098,7 +1111,7 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 		if err != nil {
 			return fmt.Errorf("plan: refusing to overwrite: %w", err)
 		}
-		if version != rev {
+		if version != rev || h.tok != tok {
 			return s.refused(ctx, v.UUID, fmt.Errorf("plan %s: %w", v.UUID, plan.ErrConflict))
 		}
 		if v.Index.Total != h.Count {

@@ -340,8 +340,8 @@ func BenchmarkHeldPassNextWindow(b *testing.B) {
 // with executors killed between save and act and restarted. Every rack
 // without a server down is rebooted in full (ground truth: each of its
 // servers rebooted once and done), whatever the order of the plan: a
-// domain limit never stalls another domain; the held rack's reboots say
-// what they wait for.
+// domain limit never stalls another domain; while a reboot of the held
+// rack is kept from starting, the plan says what it waits for.
 func TestDomainLimitLiveness(t *testing.T) {
 	rapidcheck.Check(t, func(t *rapid.T) {
 		nRacks := rapid.IntRange(2, 4).Draw(t, "racks")
@@ -381,8 +381,18 @@ func TestDomainLimitLiveness(t *testing.T) {
 					r.ServerHostname, r.Labels["rack"], r.Step, reboots[r.ServerUUID], held, plan.Table(p))
 			}
 		}
-		if p.Unfinished() && !strings.Contains(p.Waiting, "rack "+held) {
-			t.Fatalf("the plan waits without naming rack %s: %q\n%s", held, p.Waiting, plan.Table(p))
+		// Waiting says why a reboot the plan would start did not start
+		// (Plan.Waiting): while one is kept from starting, it names the
+		// held rack. When every reboot has started, the plan may still be
+		// unfinished (the down server's own reboot waits for its services
+		// until ServicesTimeout), and Waiting is then empty: nothing is
+		// kept from starting (seed 7297314518038209312).
+		kept := false
+		for _, r := range p.Reboots {
+			kept = kept || r.Step == plan.StepPending
+		}
+		if kept && !strings.Contains(p.Waiting, "rack "+held) {
+			t.Fatalf("a reboot is kept from starting and the plan waits without naming rack %s: %q\n%s", held, p.Waiting, plan.Table(p))
 		}
 	})
 }
