@@ -111,3 +111,49 @@ func TestReview41e_EscalatedRemediationActsWhileFirstHoldsHost(t *testing.T) {
 	assert.LessOrEqual(t, len(values), 1, "the second remediation's reboot request was removed under it and written again %d times\n%s", len(values), e.dump())
 	refuseOn.Store(false)
 }
+
+// TestReview41e_GaveUpWhileOffBypassesStormGuard: the storm guard's limit
+// is 1. h0's remediation has powered h0 off when NodeHealthCheck times it
+// out; h0's BMC refuses the power-on (fault kept on). The cancelled
+// remediation gives up waiting at its timeout: it keeps Processing True
+// (h0 still held, still off) but its admission is released and, timed
+// out, it no longer counts as unhealthy, so the storm guard counts h0 no
+// more. h1's remediation, held back by the guard, starts and powers h1
+// off: two hosts off at once against a limit of 1 (ground truth), for as
+// long as the BMC refuses.
+func TestReview41e_GaveUpWhileOffBypassesStormGuard(t *testing.T) {
+	e := newExtEnv(t, []string{"h0", "h1"}, remediation.MaxCount(1))
+	var refuseOn atomic.Bool
+	e.hw["h0"].SetConfig(fake.PowerConfig{Lag: 100 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn && refuseOn.Load() {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}})
+	n0, n1 := e.nodeOf["h0"], e.nodeOf["h1"]
+	start := time.Now()
+	e.hang("h0")
+	e.nhcCreate(n0, workerSpec(3*time.Second))
+	e.eventually("h0 off in power-off-requested", 30*time.Second, func() bool {
+		r := e.remediationOf(n0)
+		return r != nil && r.Status.Phase == remediation.PhasePowerOffRequested.String() && !e.hw["h0"].HardwareOn()
+	})
+	refuseOn.Store(true)
+	e.hang("h1")
+	e.nhcCreate(n1, workerSpec(time.Minute))
+	r := e.remediationOf(n0)
+	r.Annotations[v1alpha1.TimedOutAnnotation] = time.Now().UTC().Format(time.RFC3339)
+	require.NoError(t, e.checker.Update(e.ctx, r))
+	time.Sleep(10 * time.Second)
+	var bothOff time.Time
+	for _, tc := range append(e.hw["h0"].Truth(), e.hw["h1"].Truth()...) {
+		if tc.At.After(start) && !e.hw["h0"].WasOnAt(tc.At) && !e.hw["h1"].WasOnAt(tc.At) {
+			bothOff = tc.At
+			break
+		}
+	}
+	r = e.remediationOf(n0)
+	assert.True(t, bothOff.IsZero(), "h0 and h1 off at once from %s against the storm guard's limit of 1 (ground truth); %s Processing %s\n%s",
+		bothOff.Format("15:04:05.000"), n0, condition(r, v1alpha1.ConditionProcessing), e.dump())
+	refuseOn.Store(false)
+}
