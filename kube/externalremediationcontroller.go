@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -90,6 +92,18 @@ type ExternalRemediationController struct {
 	// StaleReads is the reboot controller's default stale-read window
 	// (reboot.Config.StaleReads), for hosts that set none.
 	StaleReads time.Duration
+	// Guard, if set, fences the controller by its lease (the reboot
+	// controller's LeaseGuard): a pass starts only while it holds the
+	// lease, runs under a context that ends before another process may
+	// take it, and each write to a host, a Node or the admission record
+	// is held again (remediation.Reconciler.Guard). A process that lost
+	// its lease while paused writes nothing.
+	Guard reboot.Guard
+	// Reader, if set, is what a remediation is read with (the manager's
+	// API reader): the remediation checks that its persisted attempt is
+	// still the one it decided before each side effect, which a lagging
+	// cache could not tell. Default Client.
+	Reader client.Reader
 }
 
 func (c *ExternalRemediationController) now() time.Time {
@@ -104,7 +118,7 @@ func (c *ExternalRemediationController) poll() time.Duration {
 }
 
 func (c *ExternalRemediationController) store() *ExternalRemediations {
-	return &ExternalRemediations{Client: c.Client, Namespace: c.Namespace}
+	return &ExternalRemediations{Client: c.Client, Namespace: c.Namespace, Reader: c.Reader}
 }
 
 func (c *ExternalRemediationController) nodes() remediation.NodeStore {
@@ -142,7 +156,7 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 	return &remediation.Reconciler{
 		Machines: s, Nodes: c.nodes(), Hosts: hosts,
 		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: c.Client, Namespace: c.Namespace, Name: ExternalAdmissionsName}, hostOf: s.HostOf},
-		Config:     c.configOf(spec), Limit: c.Limit, Now: c.now,
+		Config:     c.configOf(spec), Limit: c.Limit, Now: c.now, Guard: c.Guard,
 	}
 }
 
@@ -150,6 +164,15 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 func (c *ExternalRemediationController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if req.Namespace != c.Namespace {
 		return ctrl.Result{}, nil
+	}
+	if c.Guard != nil {
+		// Not the leader (with the guard's margin): write nothing.
+		gctx, cancel, err := c.Guard.Hold(ctx)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("kube: remediation %s/%s: %w", req.Namespace, req.Name, err)
+		}
+		defer cancel()
+		ctx = gctx
 	}
 	s := c.store()
 	r, err := s.get(ctx, req.Name)
