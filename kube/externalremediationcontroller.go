@@ -282,7 +282,7 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 		return ctrl.Result{}, err
 	}
 	st := mr.State
-	host, err := rec.Hosts.Get(ctx, r.Name, lastRequest(mr.Machine, st))
+	host, err := rec.Hosts.Get(ctx, r.Name, remediation.LastRequest(mr.Machine, st))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -292,16 +292,17 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 			return ctrl.Result{}, err
 		}
 	}
-	// Held: the reboot annotation is on the host, or the reboot
-	// controller powered it off after the last request, or still has the
-	// reboot pending (it goes on to power the host off and on without a
-	// request), and it is not known on since (the controller may still
-	// power it off or on: a next remediator must not act on it yet).
-	held := host.RebootAnnotation ||
-		(host.OffAfterRequest || host.RebootPending) && !host.PoweredOn && !host.Missing && (st.Phase != remediation.PhaseDone || st.Canceled)
+	// Held (remediation.Held, the test that also keeps its admission):
+	// an attempt in flight; or, after it (failed, or cancelled), its
+	// reboot request still on the host, or the reboot controller powered
+	// the host off after it, or still has the reboot pending (it goes on
+	// to power the host off and on without a request), and the host is
+	// not known on since (the controller may still power it off or on: a
+	// next remediator must not act on it yet).
+	held := remediation.Held(st, host)
 	processing, succeeded, reason := metav1.ConditionFalse, metav1.ConditionUnknown, "Waiting"
 	switch {
-	case remediation.InFlight(st.Phase) || held:
+	case held:
 		processing, reason = metav1.ConditionTrue, "PowerCycling"
 	case st.Phase == remediation.PhaseDone && !st.Canceled:
 		succeeded, reason = metav1.ConditionTrue, "RemediationFinished"
@@ -314,7 +315,7 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 	}
 	msg := cmp.Or(waiting, st.Message, reason)
 	conds := conditions(r.Status.Conditions, processing, succeeded, reason, msg, r.Generation, nodeDeletionExpected(r, st, node.Exists))
-	released := !remediation.InFlight(st.Phase) && !held && (st.Backup == nil && !st.Tainted || !node.Exists)
+	released := !held && (st.Backup == nil && !st.Tainted || !node.Exists)
 	if !sameConditions(conds, r.Status.Conditions) || waiting != "" && r.Status.Message != waiting {
 		body := map[string]any{"conditions": conds}
 		if waiting != "" {
@@ -339,7 +340,7 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 		}
 		return c.removeFinalizer(ctx, r)
 	}
-	if waiting != "" || r.DeletionTimestamp != nil || remediation.InFlight(st.Phase) || held {
+	if waiting != "" || r.DeletionTimestamp != nil || held {
 		return ctrl.Result{RequeueAfter: c.poll()}, nil
 	}
 	return ctrl.Result{}, nil
@@ -435,16 +436,3 @@ func (h softHosts) AddRebootAnnotation(ctx context.Context, machine string, req 
 
 // isConflict: the API server refused a write on its resourceVersion.
 func isConflict(err error) bool { return apierrors.IsConflict(err) }
-
-// lastRequest is the reboot request of the last attempt of s, in flight
-// or ended, or the zero Request if it made none.
-func lastRequest(m remediation.Machine, s remediation.State) remediation.Request {
-	at := s.RequestedAt
-	if at.IsZero() {
-		at = s.Started
-	}
-	if at.IsZero() || s.Phase == remediation.PhaseNone {
-		return remediation.Request{}
-	}
-	return remediation.Request{Value: remediation.RebootValue(m.UID, at), At: at}
-}
