@@ -145,7 +145,7 @@ func (o *extObserver) poll() {
 		}
 	}
 	if n := o.e.limit.Of(len(o.e.hw)); len(acting) > n {
-		o.violations = append(o.violations, fmt.Sprintf("(d) %s: %d hosts with a remediation in flight at once (%v), storm guard limit %d",
+		o.violations = append(o.violations, fmt.Sprintf("(d) %s: %d hosts with a remediation acting on them at once (%v), storm guard limit %d",
 			before.Format("15:04:05.000"), len(acting), acting, n))
 	}
 	held := 0
