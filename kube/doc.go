@@ -72,7 +72,13 @@
 //     remediation holds a host at a time (ErrHostHeld), the storm guard
 //     counts them all against the cluster's Nodes, and a remediation
 //     deleted or timed out mid-way releases its host before it goes
-//     (ReleaseFinalizer).
+//     (ReleaseFinalizer). One that failed or was cancelled while its host
+//     is held (remediation.Held) keeps Processing True, its finalizer and
+//     its admission (the per-host lock and the storm guard's count) until
+//     the host is known on. The binary runs it under the LeaseGuard
+//     (ExternalRemediationController.Guard) and reads the remediation
+//     from the API server (Reader) to check the persisted attempt before
+//     each side effect.
 //   - Powers: a power.Controller per host from its spec.bmc address (the
 //     Redfish family or IPMI, ParseBMCAddress) and credentials Secret, read
 //     directly with get (never through a cache) and used only if it is

@@ -50,6 +50,9 @@ const controlPlaneNodeLabel = "node-role.kubernetes.io/control-plane"
 type ExternalRemediations struct {
 	Client    client.Client
 	Namespace string
+	// Reader, if set, is what a remediation is read with by name (the
+	// manager's API reader, as Machines.Reader); default Client.
+	Reader client.Reader
 }
 
 var _ remediation.MachineStore = (*ExternalRemediations)(nil)
@@ -125,7 +128,11 @@ func (s *ExternalRemediations) record(ctx context.Context, r *v1alpha1.PowerCycl
 
 func (s *ExternalRemediations) get(ctx context.Context, name string) (*v1alpha1.PowerCycleRemediation, error) {
 	var r v1alpha1.PowerCycleRemediation
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &r); err != nil {
+	var rd client.Reader = s.Client
+	if s.Reader != nil {
+		rd = s.Reader
+	}
+	if err := rd.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &r); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("kube: remediation %s/%s: %w", s.Namespace, name, remediation.ErrNotFound)
 		}

@@ -56,6 +56,7 @@ type extEnv struct {
 	stopCtl func()       // stops the running controllers (and waits)
 	starts  int          // controller starts (their names are unique per process)
 	stop    func()       // stops it all (and waits); idempotent
+	guard   reboot.Guard // the external remediation controller's lease guard (nil: none)
 }
 
 // groundFence checks at every Node deletion or taint that the Node's
@@ -129,10 +130,17 @@ func newExtEnv(t *testing.T, hosts []string, limit remediation.Limit) *extEnv {
 // StaleReads is also the remediation controller's).
 func newExtEnvWith(t *testing.T, hosts []string, limit remediation.Limit, rcfg reboot.Config) *extEnv {
 	t.Helper()
+	return newExtEnvGuarded(t, hosts, limit, rcfg, nil)
+}
+
+// newExtEnvGuarded is newExtEnvWith with the external remediation
+// controller fenced by guard.
+func newExtEnvGuarded(t *testing.T, hosts []string, limit remediation.Limit, rcfg reboot.Config, guard reboot.Guard) *extEnv {
+	t.Helper()
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &extEnv{t: t, ctx: ctx, direct: adminClient(t), hw: map[string]*fake.Power{}, nodeOf: map[string]string{}, hung: map[string]time.Time{},
-		limit: limit, rcfg: rcfg}
+		limit: limit, rcfg: rcfg, guard: guard}
 	e.ns = newNamespace(t, e.direct)
 	for _, h := range hosts {
 		bmh := newBMH(t, e.direct, e.ns, h)
@@ -181,7 +189,8 @@ func (e *extEnv) startControllers() {
 	}
 	xc := &ExternalRemediationController{Name: "ext-" + e.ns + suffix, Client: mgr.GetClient(), Namespace: e.ns, Ownership: Ownership{NoOperator: true},
 		Limit: e.limit, PollInterval: 200 * time.Millisecond, Nodes: fc,
-		Power: func(h string) (power.Controller, error) { return e.hw[h], nil }, StaleReads: e.rcfg.StaleReads}
+		Power: func(h string) (power.Controller, error) { return e.hw[h], nil }, StaleReads: e.rcfg.StaleReads,
+		Guard: e.guard, Reader: mgr.GetAPIReader()}
 	require.NoError(t, xc.SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})

@@ -78,10 +78,9 @@ func (b *bmcFaults) set(mode int) {
 //     and still holding it (Processing True after an attempt);
 //   - for each remediation, when it was first seen reporting Succeeded
 //     False and Processing False (the checker escalates on it);
-//   - violations: two remediations of one host in flight at once (one
-//     that ended and still holds its host while the reboot controller
-//     finishes its pending reboot does not count: a second one may be
-//     admitted meanwhile, its request joining that reboot).
+//   - violations: two remediations acting on one host at once (in
+//     flight, or ended and still holding it: it keeps its admission, the
+//     per-host lock, until it lets go of the host).
 type extObserver struct {
 	e  *extEnv
 	mu sync.Mutex
@@ -130,11 +129,9 @@ func (o *extObserver) poll() {
 		// Acting on its host: an attempt in flight, or one that ended and
 		// still holds the host (Processing True: the reboot controller may
 		// still power it off or on for it).
-		if remediation.InFlight(st.Phase) {
-			acting[r.Status.Host] = append(acting[r.Status.Host], r.Name)
-		}
 		if remediation.InFlight(st.Phase) ||
 			st.Phase != remediation.PhaseNone && meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionProcessing) {
+			acting[r.Status.Host] = append(acting[r.Status.Host], r.Name)
 			// In flight at some instant of [before, after]: before excuses
 			// the most.
 			o.inFlight[r.Status.Host] = append(o.inFlight[r.Status.Host], sighting{name: r.Name, host: r.Status.Host, at: before})
@@ -148,7 +145,7 @@ func (o *extObserver) poll() {
 		}
 	}
 	if n := o.e.limit.Of(len(o.e.hw)); len(acting) > n {
-		o.violations = append(o.violations, fmt.Sprintf("(d) %s: %d hosts with a remediation in flight at once (%v), storm guard limit %d",
+		o.violations = append(o.violations, fmt.Sprintf("(d) %s: %d hosts with a remediation acting on them at once (%v), storm guard limit %d",
 			before.Format("15:04:05.000"), len(acting), acting, n))
 	}
 	held := 0
@@ -252,7 +249,8 @@ func offAtOnce(e *extEnv, hosts []string) (int, time.Time) {
 //     (the checker moves on), no power command reaches its host unless a
 //     remediation of that host (another checker's, or a new one) is seen
 //     acting on it (in flight, or ended and still holding it);
-//   - (c) no two remediations of one host in flight at once;
+//   - (c) no two remediations acting on one host at once (in flight, or
+//     ended and still holding it);
 //   - (d) no more hosts off at once than the storm guard's limit (the
 //     fake powers), nor more with a remediation in flight or carrying the
 //     remediation's reboot request (direct reads).

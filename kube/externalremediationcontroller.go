@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -90,6 +92,18 @@ type ExternalRemediationController struct {
 	// StaleReads is the reboot controller's default stale-read window
 	// (reboot.Config.StaleReads), for hosts that set none.
 	StaleReads time.Duration
+	// Guard, if set, fences the controller by its lease (the reboot
+	// controller's LeaseGuard): a pass starts only while it holds the
+	// lease, runs under a context that ends before another process may
+	// take it, and each write to a host, a Node or the admission record
+	// is held again (remediation.Reconciler.Guard). A process that lost
+	// its lease while paused writes nothing.
+	Guard reboot.Guard
+	// Reader, if set, is what a remediation is read with (the manager's
+	// API reader): the remediation checks that its persisted attempt is
+	// still the one it decided before each side effect, which a lagging
+	// cache could not tell. Default Client.
+	Reader client.Reader
 }
 
 func (c *ExternalRemediationController) now() time.Time {
@@ -104,7 +118,7 @@ func (c *ExternalRemediationController) poll() time.Duration {
 }
 
 func (c *ExternalRemediationController) store() *ExternalRemediations {
-	return &ExternalRemediations{Client: c.Client, Namespace: c.Namespace}
+	return &ExternalRemediations{Client: c.Client, Namespace: c.Namespace, Reader: c.Reader}
 }
 
 func (c *ExternalRemediationController) nodes() remediation.NodeStore {
@@ -142,7 +156,7 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 	return &remediation.Reconciler{
 		Machines: s, Nodes: c.nodes(), Hosts: hosts,
 		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: c.Client, Namespace: c.Namespace, Name: ExternalAdmissionsName}, hostOf: s.HostOf},
-		Config:     c.configOf(spec), Limit: c.Limit, Now: c.now,
+		Config:     c.configOf(spec), Limit: c.Limit, Now: c.now, Guard: c.Guard,
 	}
 }
 
@@ -150,6 +164,15 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 func (c *ExternalRemediationController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if req.Namespace != c.Namespace {
 		return ctrl.Result{}, nil
+	}
+	if c.Guard != nil {
+		// Not the leader (with the guard's margin): write nothing.
+		gctx, cancel, err := c.Guard.Hold(ctx)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("kube: remediation %s/%s: %w", req.Namespace, req.Name, err)
+		}
+		defer cancel()
+		ctx = gctx
 	}
 	s := c.store()
 	r, err := s.get(ctx, req.Name)
@@ -259,7 +282,7 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 		return ctrl.Result{}, err
 	}
 	st := mr.State
-	host, err := rec.Hosts.Get(ctx, r.Name, lastRequest(mr.Machine, st))
+	host, err := rec.Hosts.Get(ctx, r.Name, remediation.LastRequest(mr.Machine, st))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -269,16 +292,17 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 			return ctrl.Result{}, err
 		}
 	}
-	// Held: the reboot annotation is on the host, or the reboot
-	// controller powered it off after the last request, or still has the
-	// reboot pending (it goes on to power the host off and on without a
-	// request), and it is not known on since (the controller may still
-	// power it off or on: a next remediator must not act on it yet).
-	held := host.RebootAnnotation ||
-		(host.OffAfterRequest || host.RebootPending) && !host.PoweredOn && !host.Missing && (st.Phase != remediation.PhaseDone || st.Canceled)
+	// Held (remediation.Held, the test that also keeps its admission):
+	// an attempt in flight; or, after it (failed, or cancelled), its
+	// reboot request still on the host, or the reboot controller powered
+	// the host off after it, or still has the reboot pending (it goes on
+	// to power the host off and on without a request), and the host is
+	// not known on since (the controller may still power it off or on: a
+	// next remediator must not act on it yet).
+	held := remediation.Held(st, host)
 	processing, succeeded, reason := metav1.ConditionFalse, metav1.ConditionUnknown, "Waiting"
 	switch {
-	case remediation.InFlight(st.Phase) || held:
+	case held:
 		processing, reason = metav1.ConditionTrue, "PowerCycling"
 	case st.Phase == remediation.PhaseDone && !st.Canceled:
 		succeeded, reason = metav1.ConditionTrue, "RemediationFinished"
@@ -291,7 +315,7 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 	}
 	msg := cmp.Or(waiting, st.Message, reason)
 	conds := conditions(r.Status.Conditions, processing, succeeded, reason, msg, r.Generation, nodeDeletionExpected(r, st, node.Exists))
-	released := !remediation.InFlight(st.Phase) && !held && (st.Backup == nil && !st.Tainted || !node.Exists)
+	released := !held && (st.Backup == nil && !st.Tainted || !node.Exists)
 	if !sameConditions(conds, r.Status.Conditions) || waiting != "" && r.Status.Message != waiting {
 		body := map[string]any{"conditions": conds}
 		if waiting != "" {
@@ -316,7 +340,7 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 		}
 		return c.removeFinalizer(ctx, r)
 	}
-	if waiting != "" || r.DeletionTimestamp != nil || remediation.InFlight(st.Phase) || held {
+	if waiting != "" || r.DeletionTimestamp != nil || held {
 		return ctrl.Result{RequeueAfter: c.poll()}, nil
 	}
 	return ctrl.Result{}, nil
@@ -412,16 +436,3 @@ func (h softHosts) AddRebootAnnotation(ctx context.Context, machine string, req 
 
 // isConflict: the API server refused a write on its resourceVersion.
 func isConflict(err error) bool { return apierrors.IsConflict(err) }
-
-// lastRequest is the reboot request of the last attempt of s, in flight
-// or ended, or the zero Request if it made none.
-func lastRequest(m remediation.Machine, s remediation.State) remediation.Request {
-	at := s.RequestedAt
-	if at.IsZero() {
-		at = s.Started
-	}
-	if at.IsZero() || s.Phase == remediation.PhaseNone {
-		return remediation.Request{}
-	}
-	return remediation.Request{Value: remediation.RebootValue(m.UID, at), At: at}
-}

@@ -30,9 +30,10 @@
 //  1. Read the Machine (with its persisted State), its Node, the shared
 //     admission record (AdmissionStore), and the host as the reboot
 //     protocol answers for the current attempt's request (RequestFor; use
-//     RebootHosts, which asks through reboot.Client): Host.Fenced is the
-//     reboot controller's evidence that the hardware was off at or after
-//     the request's T, never a power reading a BMC may echo.
+//     RebootHosts, which asks through reboot.Client), or, when no attempt
+//     is in flight, for the last attempt's (LastRequest): Host.Fenced is
+//     the reboot controller's evidence that the hardware was off at or
+//     after the request's T, never a power reading a BMC may echo.
 //  2. Before a new remediation may start, ask the storm guard (MayStart)
 //     over the whole fleet, counting admitted machines as remediating, and
 //     pass its answer and reason as Observed.MayStart and GuardReason.
@@ -119,7 +120,15 @@
 // stays in flight, admitted, until the reboot controller powered the host
 // on and the Node is back (or the attempt's timeout passed): it releases
 // its admission only then, so a host a cancelled remediation may have
-// powered off still counts against the storm guard.
+// powered off still counts against the storm guard. A cancel after the
+// power-on (powering-on, waiting-for-node) is recorded too (State.Canceled):
+// at the timeout the attempt gives up waiting, it never writes a new
+// reboot request. A remediation that is over without its host known on
+// (given up after a cancel, failed) keeps its admission while its host is
+// held (Held: its request still on it, a reboot pending, or off after its
+// request and not Host.PoweredOn since) and releases it on a later pass,
+// once the host is on: the storm guard still counts a host it may have
+// left off, and no next remediation of that host is admitted meanwhile.
 // Every end state (done, failed, cancelled, escalated) removes its reboot
 // annotation from the host it was written to (no host is left off), before
 // its admission is released, removes the out-of-service taint this

@@ -389,6 +389,12 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 	d := Decision{State: o.State}
 	st := &d.State
 	m := o.Machine
+	if !m.NeedsRemediation && !st.Canceled && (st.Phase == PhasePoweringOn || st.Phase == PhaseWaitingForNode && !(o.Node.Exists && o.Node.Ready)) {
+		// Cancelled after the power-off (with the Node back, the mark is
+		// gone because the remediation removed it): only bring the host
+		// and Node back, never a new power cycle (retryOrEscalate).
+		st.Canceled, st.CanceledAt = true, now
+	}
 	timedOut := !st.Started.IsZero() && now.Sub(st.Started) >= c.Timeout
 	if st.Canceled && !st.CanceledAt.IsZero() {
 		timedOut = now.Sub(st.CanceledAt) >= c.Timeout
@@ -417,17 +423,17 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 				st.Phase = PhaseNone
 				d.Reason = "needs-remediation annotation gone: failed remediation cleared"
 			}
-			d.Release = o.Admitted
+			d.Release = o.Admitted && !keeps(o.State, o.Host)
 		case st.Phase == PhaseFailed && m.HasControllerOwner:
 			// The escalation's deletion, repeated until it is done: a
 			// pass that persisted Failed and stopped before it (an error,
 			// a crash) must not leave the Machine unreplaced.
 			d.DeleteMachine = true
 			d.Reason = "remediation failed: delete the Machine for its owner to replace"
-			d.Release = o.Admitted
+			d.Release = o.Admitted && !keeps(o.State, o.Host)
 		case st.Phase == PhaseFailed:
 			d.Reason = "remediation failed; waiting for the Machine to be replaced or the annotation removed"
-			d.Release = o.Admitted
+			d.Release = o.Admitted && !keeps(o.State, o.Host)
 		case o.Host.RebootAnnotation && st.Host != "" && o.Host.Name != st.Host:
 			// The last attempt's request still holds the host it was
 			// written to, which the Machine no longer maps to: released
@@ -708,7 +714,7 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 	if st.Canceled {
 		d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 		st.Phase, st.Finished = PhaseDone, now
-		d.Release = o.Admitted
+		d.Release = o.Admitted && !held(o.Host)
 		d.Reason = why + " after cancellation: give up waiting"
 		c.cleanup(o, d)
 		return
@@ -742,7 +748,7 @@ func (c Config) escalate(o Observed, now time.Time, d *Decision, why string) {
 	st := &d.State
 	d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 	st.Phase, st.Finished = PhaseFailed, now
-	d.Release = o.Admitted
+	d.Release = o.Admitted && !held(o.Host)
 	if o.Machine.HasControllerOwner {
 		d.DeleteMachine = true
 		d.Reason = why + ": retries exhausted, delete the Machine for its owner to replace"

@@ -179,7 +179,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		return Result{}, fmt.Errorf("remediation: machine %s: %w", name, err)
 	}
 	req := RequestFor(rec.Machine, rec.State)
-	host, err := r.Hosts.Get(ctx, name, req)
+	read := req
+	if !InFlight(rec.State.Phase) {
+		// Over: is its host still held by its last request (Held)?
+		read = LastRequest(rec.Machine, rec.State)
+	}
+	host, err := r.Hosts.Get(ctx, name, read)
 	if err != nil {
 		return Result{}, fmt.Errorf("remediation: host of %s: %w", name, err)
 	}

@@ -209,8 +209,14 @@ func run(args []string) int {
 		}
 	}
 	if want["external-remediation"] {
-		if err := (&kube.ExternalRemediationController{Client: mgr.GetClient(), Namespace: *namespace, Ownership: own,
-			Limit: remediation.MaxCount(*limit), Power: async.Controller, StaleReads: *staleReads}).SetupWithManager(mgr); err != nil {
+		// As the Machine-annotation remediation: the persisted attempt is
+		// read from the API server, each side effect under the lease guard.
+		xc := &kube.ExternalRemediationController{Client: mgr.GetClient(), Namespace: *namespace, Ownership: own,
+			Limit: remediation.MaxCount(*limit), Power: async.Controller, StaleReads: *staleReads, Reader: mgr.GetAPIReader()}
+		if guard != nil {
+			xc.Guard = guard
+		}
+		if err := xc.SetupWithManager(mgr); err != nil {
 			fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 			return 1
 		}

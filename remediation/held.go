@@ -1,0 +1,51 @@
+package remediation
+
+// held reports whether the host h may still be held by the remediation's
+// last reboot request (h read for that request: RequestFor while an
+// attempt is in flight, LastRequest after it): the request is still on
+// it, or the reboot controller has a reboot pending on it, or powered it
+// off after the request and it is not known on since (Host.PoweredOn,
+// which waits out a reading that may echo the state from before the
+// power-on, reboot.UpReadFrom). A remediation that is over (done after a
+// cancellation, given up, failed) keeps its admission while its host is
+// held: the admission is the storm guard's count of the hosts taken off
+// and, in the kube module, the lock that keeps a next remediation of the
+// same host from acting on it.
+func held(h Host) bool {
+	if h.Missing {
+		return false
+	}
+	return h.Requested || (h.OffAfterRequest || h.RebootPending) && !h.PoweredOn
+}
+
+// Held reports whether a remediation in state s still holds its host,
+// read as h (HostStore.Get with LastRequest(m, s)): the Decision keeps its
+// admission (Decision.Release false) while it does, whatever its phase,
+// and an in-flight attempt always holds it. A health checker's next
+// remediator must not act on the host before Held is false.
+func Held(s State, h Host) bool {
+	return InFlight(s.Phase) || keeps(s, h)
+}
+
+// LastRequest returns the reboot request of the last attempt of s for a
+// Machine, in flight or over (RequestFor answers only in flight), or the
+// zero Request if no attempt was made: read the host for it to learn
+// whether a remediation that is over still holds its host (Held).
+func LastRequest(m Machine, s State) Request {
+	at := s.RequestedAt
+	if at.IsZero() {
+		at = s.Started
+	}
+	if at.IsZero() || s.Phase == PhaseNone {
+		return Request{}
+	}
+	return Request{Value: RebootValue(m.UID, at), At: at, Host: s.Host}
+}
+
+// keeps reports whether a remediation that is over, in state s, keeps
+// its admission because its host is held (held). A remediation that
+// succeeded saw its Node back, its host on: a later reboot of the host by
+// someone else is not its to count.
+func keeps(s State, h Host) bool {
+	return (s.Phase != PhaseDone || s.Canceled) && held(h)
+}
