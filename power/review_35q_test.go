@@ -3,6 +3,7 @@ package power_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -85,3 +86,65 @@ func TestReview35_ExpiredSharedSessionLooksMemberOnly(t *testing.T) {
 }
 
 func errors_Is(err, target error) bool { return errors.Is(err, target) }
+
+// TestReview35_BusySystemsStormLogins (review round 15): a chassis service
+// for 8 systems keeps answering 503 to every system's resource (its
+// management path is busy: a firmware update, a hung blade manager) while
+// the Systems collection, served from its cache, answers. The 8 hosts have
+// the same, right credentials and are polled every 5 s. Every host's
+// Connect logs in, fails on its own system (ErrAfterLogin: the login is
+// counted a success, so it never backs off), logs the session out and
+// retries at its own pace: the BMC gets a login per host per retry, with
+// the fault kept on. Issue 35 point 2 bounds logins per endpoint, not per
+// host: after the first minutes (steady state) the busy BMC must see at
+// most a couple of logins a minute, not one per host. Ground truth: the
+// emulator's own login log.
+func TestReview35_BusySystemsStormLogins(t *testing.T) {
+	clk := newClock()
+	b := redfishtest.NewBMC(clk.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	const n = 8
+	for i := 2; i <= n; i++ {
+		b.AddSystem(fmt.Sprint(i), fake.NewPower(time.Now, fake.PowerConfig{}))
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems/") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":{"code":"Base.1.8.ServiceTemporarilyUnavailable","message":"busy"}}`))
+			return
+		}
+		b.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+	var ctrls []power.Controller
+	for i := 1; i <= n; i++ {
+		ctrls = append(ctrls, pool.Controller(fmt.Sprint("h", i), systemTarget(srv, fmt.Sprint(i), bmcPassword)))
+	}
+	start := clk.Now()
+	for clk.Now().Sub(start) < 15*time.Minute {
+		for _, c := range ctrls {
+			_, err := c.State(ctx)
+			require.Error(t, err, "every system is busy")
+		}
+		clk.Advance(5 * time.Second)
+	}
+	var steady []time.Time
+	for _, l := range b.LoginLog() {
+		if l.At.Sub(start) >= 5*time.Minute {
+			steady = append(steady, l.At)
+		}
+	}
+	t.Logf("logins: %d in all, %d in the last 10 min, at most %d in a minute of those (first minute: %d)",
+		b.Logins(), len(steady), maxPerMinute(steady), maxPerMinute(loginTimes(b)))
+	assert.LessOrEqual(t, maxPerMinute(steady), 2, "logins per minute to one busy BMC in steady state")
+}
+
+func loginTimes(b *redfishtest.BMC) []time.Time {
+	var at []time.Time
+	for _, l := range b.LoginLog() {
+		at = append(at, l.At)
+	}
+	return at
+}
