@@ -291,7 +291,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1)}
 	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1)}
-	if err := c.connect(ctx); err != nil {
+	if err := c.connect(ctx, ci.KeepSession); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -309,14 +309,23 @@ func logout(ctx context.Context, cl *gofish.APIClient) {
 }
 
 // connect logs in (through the Pool's gate, if any) and discovers the
-// system (before publication).
-func (c *Controller) connect(ctx context.Context) error {
+// system (before publication). keep: a failure of the host's own system
+// (power.ErrAfterLogin) hands the session over in the error
+// (power.AfterLoginKeep), to be shared by the other systems' hosts.
+func (c *Controller) connect(ctx context.Context, keep bool) error {
 	client, err := c.sess.login(ctx, c, false)
 	if err != nil {
 		return err
 	}
 	c.sess.set(client)
 	if err := c.discover(ctx); err != nil {
+		if keep && !c.cfg.BasicAuth && errors.Is(err, power.ErrAfterLogin) {
+			// The login is good (the BMC accepted it); its session serves
+			// the other systems' hosts: the caller keeps it, and closes
+			// it. (This Controller found no system: it only serves as the
+			// shared session.)
+			return power.AfterLoginKeep(err, c)
+		}
 		// Logged in, but unusable: free the BMC's session slot.
 		logout(ctx, client)
 		c.sess.set(nil)
