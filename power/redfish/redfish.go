@@ -310,8 +310,9 @@ func logout(ctx context.Context, cl *gofish.APIClient) {
 
 // connect logs in (through the Pool's gate, if any) and discovers the
 // system (before publication). keep: a failure of the host's own system
-// (power.ErrAfterLogin) hands the session over in the error
-// (power.AfterLoginKeep), to be shared by the other systems' hosts.
+// (power.ErrAfterLogin, but a system not found) hands the session over in
+// the error (power.AfterLoginKeep), to be shared by the other systems'
+// hosts.
 func (c *Controller) connect(ctx context.Context, keep bool) error {
 	client, err := c.sess.login(ctx, c, false)
 	if err != nil {
@@ -319,11 +320,14 @@ func (c *Controller) connect(ctx context.Context, keep bool) error {
 	}
 	c.sess.set(client)
 	if err := c.discover(ctx); err != nil {
-		if keep && !c.cfg.BasicAuth && errors.Is(err, power.ErrAfterLogin) {
-			// The login is good (the BMC accepted it); its session serves
-			// the other systems' hosts: the caller keeps it, and closes
-			// it. (This Controller found no system: it only serves as the
-			// shared session.)
+		if keep && !c.cfg.BasicAuth && errors.Is(err, power.ErrAfterLogin) && !errors.Is(err, power.ErrNoSystem) {
+			// The login is good (the BMC accepted it) and the system
+			// failed (a system not found is this host's configuration,
+			// and backs it off alone): the session serves the other
+			// systems' hosts, whose systems may fail as well, without a
+			// login each. The caller keeps it, and closes it. (This
+			// Controller found no system: it only serves as the shared
+			// session.)
 			return power.AfterLoginKeep(err, c)
 		}
 		// Logged in, but unusable: free the BMC's session slot.
