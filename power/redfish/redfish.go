@@ -51,7 +51,14 @@
 //     that host alone off); a failure of the service root or the Systems
 //     collection itself (a busy service, a timeout) is not. A 401 for
 //     a system's own member of a collection the shared session read is
-//     no expiry of the session: a join that meets it logs nobody in.
+//     no expiry of the session if the BMC still answers the session's own
+//     resource (SessionService/Sessions/<id>) on it: a join that meets it
+//     logs nobody in; if that read is refused too (a collection served to
+//     anyone, an expired session), the join logs in again, once for all,
+//     through the Pool's gate. Given ConnectInfo.KeepSession, a login
+//     whose system then failed (but was found) hands its session over
+//     (power.AfterLoginKeep) instead of logging it out: the Pool shares
+//     it with the other systems' hosts.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
