@@ -58,10 +58,19 @@
 //     listing or its ActionInfo failing or refused; a busy, failing or
 //     timed-out service root or Systems collection is the login's
 //     failure): that failure is the host's own,
-//     and backs that host alone off, Backoff doubling up to MaxBackoff,
-//     as does any other failure of a host joining a shared session (a
-//     refusal of a request for its own system included: no expiry of the
-//     session, no re-login); a refusal of the credentials met while
+//     and backs that host alone off, Backoff doubling up to MaxBackoff;
+//     the session of such a login (ErrAfterLogin but a system not found:
+//     power/redfish hands it over with AfterLoginKeep when
+//     ConnectInfo.KeepSession asks) is kept, idle and with no host of its
+//     own, as the login's shared session, which the other hosts of the
+//     login (and this one, at its next try) join without a login: a
+//     service whose systems all fail while its collection answers sees
+//     one login per IdleTimeout, not one per host and try. Any other
+//     failure of a host joining a shared session backs that host alone
+//     off too (a refusal of a request for its own system included, if the
+//     BMC still takes the session: power/redfish reads the session's own
+//     resource first, and a refusal of that read is an expiry, re-logged
+//     in once through ConnectInfo.Gate); a refusal of the credentials met while
 //     joining counts once against the login (hosts without a session of
 //     their own, joiners included, wait out its back-off) and leaves the
 //     session to the hosts whose calls still work):

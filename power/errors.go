@@ -166,10 +166,35 @@ func AfterLogin(err error) error {
 	if err == nil {
 		return nil
 	}
-	return afterLogin{err}
+	return afterLogin{err: err}
 }
 
-type afterLogin struct{ err error }
+// AfterLoginKeep is AfterLogin, handing over session, the controller of
+// the session the login opened, still logged in, to a Pool that asked for
+// it (ConnectInfo.KeepSession): the Pool keeps it as the shared session of
+// the login, which the host's neighbours join without a login of their
+// own, and closes it once idle. session must not be nil; the error a Pool
+// returns no longer carries it.
+func AfterLoginKeep(err error, session Controller) error {
+	if err == nil {
+		return nil
+	}
+	return afterLogin{err: err, session: session}
+}
+
+type afterLogin struct {
+	err     error
+	session Controller // AfterLoginKeep's, or nil
+}
+
+// keptSession returns the session err hands over (AfterLoginKeep), or
+// nil, and err without it.
+func keptSession(err error) (Controller, error) {
+	if al, ok := err.(afterLogin); ok && al.session != nil {
+		return al.session, afterLogin{err: al.err}
+	}
+	return nil, err
+}
 
 func (e afterLogin) Error() string { return e.err.Error() }
 

@@ -61,6 +61,10 @@ type ConnectInfo struct {
 	// Gate, if not nil, is the gate every later login of the controller
 	// must go through.
 	Gate LoginGate
+	// KeepSession: a login accepted whose host's own system then failed
+	// may hand its session over in the error (AfterLoginKeep) rather than
+	// log it out: the caller closes it.
+	KeepSession bool
 }
 
 type connectInfoKey struct{}
@@ -394,7 +398,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq}
 	res := make(chan loginResult, 1)
 	waiting := true // guarded by p.mu: the caller still waits
-	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Gate: p.gate(cr)}), p.cfg.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Gate: p.gate(cr), KeepSession: true}), p.cfg.ConnectTimeout)
 	connect := e.target.Connect
 	finished, overran := false, false // guarded by p.mu
 	// A Connect that ignores its deadline is the BMC's (or the adapter's)
@@ -425,8 +429,8 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		e.connecting = false
 		defer p.wakeLocked(ep)
 		if err != nil {
-			ep.sessions--
-			cr.pins--
+			var kept Controller
+			kept, err = keptSession(err)
 			switch {
 			case hostsOwn(err):
 				// The login worked; the host's system is not there, or
@@ -436,6 +440,12 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 				p.ownLocked(e, err)
 			case !overran:
 				p.failedLocked(cr, err)
+			}
+			if kept == nil {
+				ep.sessions--
+				cr.pins--
+			} else {
+				p.keepLocked(s, kept, hostsOwn(err) && !p.closed && p.hosts[e.host] == e)
 			}
 			p.gcLocked(cr)
 			res <- loginResult{err: err}
@@ -483,6 +493,32 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	p.mu.Unlock()
 	return nil, nil, &Error{Op: op, Class: ClassBusy,
 		Message: "gave up waiting for the login to the BMC; it goes on, and the next call uses it", Err: ctx.Err()}
+}
+
+// keepLocked takes over ctrl, the session of login s whose host's own
+// system failed (p.mu held; s holds its slot and pin): if ok and it can
+// be shared and the login shares no session yet, it becomes the login's
+// shared session, idle, with no host of its own, that the host's
+// neighbours (and the host, at its next try) join without logging in: a
+// service whose systems fail one by one, or all at once while it serves
+// its collection, sees one login per idle session, not one per host and
+// try. Closed once idle (IdleTimeout), as any session. Otherwise it is
+// logged out.
+func (p *Pool) keepLocked(s *session, ctrl Controller, ok bool) {
+	cr, ep := s.cr, s.cr.ep
+	s.ctrl, s.lastUsed = ctrl, p.cfg.Now()
+	ss, isSharer := ctrl.(SessionSharer)
+	ca, isAuth := ctrl.(CallAuthenticator)
+	s.shareable, s.authCalls = isSharer && ss.SharesSession(), isAuth && ca.AuthenticatesCalls()
+	if !ok || !s.shareable || cr.shared != nil {
+		s.retired = true
+		p.closeLocked(s) // the closer frees its slot and pin
+		return
+	}
+	ep.live[s] = struct{}{}
+	cr.shared = s
+	s.idle = p.idle.PushBack(s)
+	p.trimLocked(ep, s)
 }
 
 // ownLocked records a Connect failure of e that is its own (p.mu held):

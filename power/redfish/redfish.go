@@ -56,7 +56,14 @@
 //     that host alone off); a failure of the service root or the Systems
 //     collection itself (a busy service, a timeout) is not. A 401 for
 //     a system's own member of a collection the shared session read is
-//     no expiry of the session: a join that meets it logs nobody in.
+//     no expiry of the session if the BMC still answers the session's own
+//     resource (SessionService/Sessions/<id>) on it: a join that meets it
+//     logs nobody in; if that read is refused too (a collection served to
+//     anyone, an expired session), the join logs in again, once for all,
+//     through the Pool's gate. Given ConnectInfo.KeepSession, a login
+//     whose system then failed (but was found) hands its session over
+//     (power.AfterLoginKeep) instead of logging it out: the Pool shares
+//     it with the other systems' hosts.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
@@ -301,7 +308,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1)}
 	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1)}
-	if err := c.connect(ctx); err != nil {
+	if err := c.connect(ctx, ci.KeepSession); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -319,14 +326,27 @@ func logout(ctx context.Context, cl *gofish.APIClient) {
 }
 
 // connect logs in (through the Pool's gate, if any) and discovers the
-// system (before publication).
-func (c *Controller) connect(ctx context.Context) error {
+// system (before publication). keep: a failure of the host's own system
+// (power.ErrAfterLogin, but a system not found) hands the session over in
+// the error (power.AfterLoginKeep), to be shared by the other systems'
+// hosts.
+func (c *Controller) connect(ctx context.Context, keep bool) error {
 	client, err := c.sess.login(ctx, c, false)
 	if err != nil {
 		return err
 	}
 	c.sess.set(client)
 	if err := c.discover(ctx); err != nil {
+		if keep && !c.cfg.BasicAuth && errors.Is(err, power.ErrAfterLogin) && !errors.Is(err, power.ErrNoSystem) {
+			// The login is good (the BMC accepted it) and the system
+			// failed (a system not found is this host's configuration,
+			// and backs it off alone): the session serves the other
+			// systems' hosts, whose systems may fail as well, without a
+			// login each. The caller keeps it, and closes it. (This
+			// Controller found no system: it only serves as the shared
+			// session.)
+			return power.AfterLoginKeep(err, c)
+		}
 		// Logged in, but unusable: free the BMC's session slot.
 		logout(ctx, client)
 		c.sess.set(nil)

@@ -154,10 +154,11 @@ func share(ctx context.Context, cfg Config, shared power.Controller) (*Controlle
 	err := c.discover(ctx)
 	var pe *power.Error
 	if errors.As(err, &pe) && pe.Status == http.StatusUnauthorized && !cfg.BasicAuth && stale != nil && ctx.Err() == nil &&
-		!errors.Is(err, power.ErrAfterLogin) {
+		(!errors.Is(err, power.ErrAfterLogin) || c.expired(ctx, stale)) {
 		// The shared session expired: re-established once, for all. (A
-		// 401 for this system's own member of a Systems collection the
-		// session read is no expiry: the system's own, no login.)
+		// 401 for this system's own member of a Systems collection is no
+		// expiry, the system's own, no login, if the BMC still takes the
+		// session: a BMC may serve the collection to anyone.)
 		if _, err := c.sess.relogin(ctx, c, stale); err != nil {
 			return nil, err
 		}
@@ -177,4 +178,22 @@ func (a Config) sameLogin(b Config) bool {
 	return strings.TrimSuffix(a.Endpoint, "/") == strings.TrimSuffix(b.Endpoint, "/") &&
 		a.Username == b.Username && a.Password == b.Password && a.BasicAuth == b.BasicAuth &&
 		a.InsecureSkipVerify == b.InsecureSkipVerify && pools && proxies && a.HTTPClient == b.HTTPClient
+}
+
+// expired reports whether the BMC refuses session cl: a 401 to a read of
+// the session's own resource (or, if its login named none on this
+// endpoint, of the Sessions collection), which only an authenticated
+// client may read (DSP0266). Any other outcome (an answer, a failure that
+// is no refusal) is not taken for an expiry.
+func (c *Controller) expired(ctx context.Context, cl *gofish.APIClient) bool {
+	path := "/redfish/v1/SessionService/Sessions"
+	if sess, err := cl.GetSession(); err == nil && bmcPath(sess.ID) {
+		path = sess.ID
+	}
+	resp, err := cl.WithContext(ctx).Get(path)
+	if err == nil {
+		resp.Body.Close()
+		return false
+	}
+	return c.classify("check session", err).Status == http.StatusUnauthorized
 }

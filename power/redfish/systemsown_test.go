@@ -66,3 +66,47 @@ func TestConnect_WhoseFailureAfterLogin(t *testing.T) {
 		})
 	}
 }
+
+// TestConnect_KeepSessionOfOwnFailure (issue 35, review round 15): given
+// ConnectInfo.KeepSession, a login whose own system then fails hands its
+// session over (the BMC still holds it) instead of logging it out; a
+// system not found, or a caller that did not ask, logs it out. Ground
+// truth: the emulator's session table.
+func TestConnect_KeepSessionOfOwnFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		keep   bool
+		system string
+		open   int
+	}{
+		{name: "kept", keep: true, system: "2", open: 1},
+		{name: "not asked", system: "2", open: 0},
+		{name: "system not found", keep: true, system: "9", open: 0}, // system 2 answers: 9 is not listed
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", secret)
+			b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+			srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodGet && tc.system == "2" && strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems/2") {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusServiceUnavailable)
+					_, _ = w.Write([]byte(`{"error":{"code":"Base.1.8.GeneralError","message":"busy"}}`))
+					return
+				}
+				b.ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+			roots := x509.NewCertPool()
+			roots.AddCert(srv.Certificate())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			ctx = power.WithConnectInfo(ctx, power.ConnectInfo{KeepSession: tc.keep})
+			_, err := redfish.Connect(ctx, redfish.Config{Endpoint: srv.URL, SystemID: tc.system, Username: "admin", Password: secret, RootCAs: roots})
+			require.Error(t, err)
+			assert.ErrorIs(t, err, power.ErrAfterLogin)
+			assert.Equal(t, 1, b.Logins())
+			assert.Eventually(t, func() bool { return b.Sessions() == tc.open }, 5*time.Second, 10*time.Millisecond,
+				"sessions the BMC holds after the failed Connect")
+		})
+	}
+}
