@@ -4,16 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
@@ -145,4 +148,70 @@ func TestReview39d_PinDroppedByClientRedirectFakesFence(t *testing.T) {
 	t.Logf("record: pin %+v status %s; t2 %s; srv1 %s srv2 %s; events %q", fin.Spec.BMC, fin.Spec.Status, t2.UTC().Format(time.RFC3339Nano),
 		srv1.URL, srv2.URL, drainEvents(rec))
 	require.Empty(t, hw2.Calls(), "the host's credentials were sent to the BMC a reboot client put in while its reboot was pending")
+}
+
+// TestReview39d_UpgradeMarkerWedgesRequest: a controller of the previous
+// version (eb8e24a~1) took a bare request of a host with
+// spec.disablePowerOff, sent its reset and had it accepted: its record
+// holds the pending state (Since, Request{value, owners, at}, Sending,
+// Accepted, Op reset, Resets 1) and the host the marker
+// (ResetRequestAnnotation = Since) written by patchHost as the field
+// manager rebootkit-reset, but no token (that version wrote none). After
+// the upgrade the new controller must answer that request, without a
+// second reset (the first was carried out; the host reads On). Instead:
+// reset.go discards the state (no token), writes a new Since to the
+// record, and takeRequest's server-side apply (no force) of the marker
+// with the new value conflicts with rebootkit-reset's ownership of it:
+// 409, mapped to ErrConflict, requeued after 1 ms, for ever. The request is
+// never answered, no event says why, and the record is rewritten dozens of
+// times a second. The same wedge follows whenever anyone but the token
+// owns the marker (a tool or, without config/admission, a reboot client
+// that writes it). Ground truth: direct reads of host and record, fake
+// power's Resets().
+func TestReview39d_UpgradeMarkerWedgesRequest(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	newBMH(t, direct, ns, "h1")
+	since := time.Now().Add(-2 * time.Second).UTC()
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		h.Spec.DisablePowerOff = true
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}))
+	var bmh metal3.BareMetalHost
+	require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
+	// The marker as the previous version wrote it (patchHost: a merge
+	// patch as the field manager resetFieldOwner).
+	require.NoError(t, direct.Patch(ctx, &bmh, client.RawPatch(types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+ResetRequestAnnotation+`":"`+stamp(since)+`"}}}`)), client.FieldOwner(resetFieldOwner)))
+	// The previous version's state, as it wrote it.
+	old, err := json.Marshal(map[string]any{"since": since, "request": map[string]any{"value": "", "owners": []string{"kubectl-annotate"}, "at": since},
+		"sending": since.Add(500 * time.Millisecond), "accepted": since.Add(600 * time.Millisecond), "op": "reset", "resets": 1})
+	require.NoError(t, err)
+	require.NoError(t, direct.Create(ctx, &v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1",
+		Annotations: map[string]string{ResetAnnotation: string(old)}},
+		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: &v1alpha1.BMCPin{Address: bmh.Spec.BMC.Address,
+			CredentialsName: bmh.Spec.BMC.CredentialsName, PendingSince: stamp(since)}}}))
+	const stale = 500 * time.Millisecond
+	rec, _ := review39bEnv(t, "reboot-"+ns, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
+	ok := assert.Eventually(t, func() bool {
+		_, pending := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]
+		return !pending
+	}, 20*time.Second, 20*time.Millisecond, "the request is answered")
+	if !ok {
+		var r v1alpha1.RebootRecord
+		_ = direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &r)
+		t.Logf("record %v; host %v; resets %v; events %q", r.Annotations, hostAnnotations(t, ctx, direct, ns), hw.Resets(), drainEvents(rec))
+		rv0, _ := strconv.Atoi(r.ResourceVersion)
+		time.Sleep(time.Second)
+		_ = direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &r)
+		rv1, _ := strconv.Atoi(r.ResourceVersion)
+		t.Logf("the record's resourceVersion moved by %d in one second (the API server's global counter: writes meanwhile)", rv1-rv0)
+		var h metal3.BareMetalHost
+		require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &h))
+		t.Logf("the take, as the controller makes it: %v", takeRequest(ctx, &RebootHosts{Client: direct, Namespace: ns}, &h, stamp(time.Now())))
+	}
+	require.Empty(t, hw.Resets(), "the request's reset was carried out before the upgrade: no second reset for it; events %q", drainEvents(rec))
 }
