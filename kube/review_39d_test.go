@@ -218,3 +218,59 @@ func TestReview39d_UpgradeMarkerWedgesRequest(t *testing.T) {
 	// trust is one of unknown outcome); never more for one request.
 	require.LessOrEqual(t, len(hw.Resets()), 1, "one request: at most one more reset; events %q", drainEvents(rec))
 }
+
+// TestReview39d_RebootClientForgedOwnershipWedgesRequest: under the
+// shipped admission policy, which checks annotations, labels, finalizers,
+// owners, spec and status but not metadata.managedFields, a reboot client
+// rewrites a host's managedFields with an update that changes nothing
+// else: the controller's token entry (rebootkit-reset-token, Apply) is
+// renamed to its own Update entry. The request it took is then "not the
+// one taken" (no token): its state is dropped, and the new take's apply
+// of the marker conflicts with the client's forged ownership of it. The
+// bare request is never answered, and the controller rewrites the record
+// every millisecond for as long as the request stays. Correct: the
+// request is answered (the forgery may at worst cost one more reset).
+// Ground truth: direct reads, fake power's Resets().
+func TestReview39d_RebootClientForgedOwnershipWedgesRequest(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	installPolicy(t, direct, ns)
+	rc := rebootClient(t, ns, "mallory")
+	waitDenied(t, rc, ns, "h1")
+	const stale = 3 * time.Second // the request stays pending for a while after its reset
+	rec, _ := review39bEnv(t, "reboot-"+ns, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
+	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}), "a reboot client may ask for a reboot")
+	require.Eventually(t, func() bool { return len(hw.Resets()) == 1 }, 10*time.Second, 20*time.Millisecond, "premise: the request's reset")
+	var h metal3.BareMetalHost
+	require.Eventually(t, func() bool {
+		return direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &h) == nil && tokenOn(&h)
+	}, 5*time.Second, 20*time.Millisecond, "premise: the token is on the request")
+	// The forgery: the token's entry becomes the client's own.
+	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) {
+		for i, e := range h.ManagedFields {
+			if e.Manager == resetTokenOwner {
+				h.ManagedFields[i].Manager, h.ManagedFields[i].Operation = "mallory", metav1.ManagedFieldsOperationUpdate
+			}
+		}
+	}), "premise: the admission policy lets a reboot client rewrite managedFields")
+	require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &h))
+	require.False(t, tokenOn(&h), "premise: the token is gone")
+	ok := assert.Eventually(t, func() bool {
+		_, pending := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]
+		return !pending
+	}, 20*time.Second, 50*time.Millisecond, "the request is answered")
+	if !ok {
+		var r v1alpha1.RebootRecord
+		_ = direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &r)
+		t.Logf("record %v; host %v; resets %v; events %q", r.Annotations, hostAnnotations(t, ctx, direct, ns), hw.Resets(), drainEvents(rec))
+	}
+	require.True(t, ok)
+	require.LessOrEqual(t, len(hw.Resets()), 2, "one request: at most one more reset")
+}
