@@ -50,7 +50,9 @@
 //   - RebootController: watches BareMetalHosts with a predicate that
 //     passes annotation-only updates (they do not bump the generation, so
 //     GenerationChangedPredicate alone would never see a reboot request),
-//     requeues when the decision asks, retries at once on a conflict, and
+//     requeues when the decision asks, retries on a conflict after 1 ms,
+//     doubling with each conflict in a row on the host up to 5 s (a
+//     RebootConflict event at the eighth in a row, naming the fix), and
 //     turns the decisions' warnings and corrupt records into events.
 //   - RemediationController and NewRemediationReconciler: the remediation
 //     Reconciler on the namespace's Machines with the stores above; run it
@@ -241,7 +243,12 @@
 //     in place, so taking a request also sets the controller's token on
 //     it: a server-side apply, as field manager rebootkit-reset-token, of
 //     the request with the value it has (and of the marker), with a
-//     compare-and-swap on the version read. The controller then co-owns
+//     compare-and-swap on the version read, forcing ownership: a marker
+//     another manager owns (a previous version's merge patch, a tool, or
+//     a reboot client that rewrote metadata.managedFields, which the
+//     admission policy does not check) is taken over rather than refused
+//     with a conflict for ever; the request's own value is unchanged by
+//     the apply, so its ownership is shared, never taken. The controller then co-owns
 //     the annotation in metadata.managedFields, and the API server takes
 //     that ownership away when anyone removes the annotation or changes
 //     its value, and keeps it through every other write (of other
@@ -257,7 +264,9 @@
 //     with a server-side apply needs --force-conflicts (the token owns the
 //     field). A record's Resets are per request: a client that removes
 //     and makes the request again in a loop (or wipes managedFields) asks
-//     for a reset each time, as it could with any new request. When a
+//     for a reset each time, as it could with any new request; a client
+//     that forges the token's managedFields entry as its own costs at most
+//     one more reset, after which the request is answered. When a
 //     request is done, the state is written first (marked done, with
 //     LastResetAnnotation), then the request and its marker are removed
 //     in one write: a stop in between leaves a request whose state says
