@@ -86,12 +86,27 @@
 //     (config/admission, AdmissionPolicyName) and its denying binding
 //     have been in force since before the reboot became pending, so that
 //     only an identity with more than the reboot-client role changed it.
-//     A pin binds only while the host carries a reboot request: once its
-//     requests are gone (a reboot withdrawn, then the BMC replaced), the
-//     pass that sees them gone runs and drops the pin, so a host is never
-//     locked out by the pin of a reboot no longer asked for; a BMC changed
-//     then is trusted as one changed while nothing was pending (only
-//     config/admission keeps reboot clients from changing it).
+//     When the pass finds the requests gone and spec.bmc no longer the
+//     pinned one (the policy not in force: a reboot client may have
+//     removed its request and redirected the BMC in one write), it first
+//     reads the power of the pinned BMC (the host's when the reboot became
+//     pending, so its credentials go nowhere new). If that reads Off (the
+//     withdrawn reboot may have powered the host off), the host is powered
+//     back on through its new BMC, with no evidence taken, and the pin
+//     goes. Otherwise the pin is dropped with no call to the new BMC and
+//     the record marked (RebootRecordSpec.BMCChanged, the old pin): while
+//     the mark stands and spec.bmc is not the BMC it names, every pass of
+//     the host, request or not, fails with ErrBMCChanged (a BMCChanged
+//     event that says the fix), so no credentials reach the new BMC and no
+//     evidence comes from it, and a request made again (a remediation
+//     asks again for the same attempt) is never fenced by it. An identity
+//     with more than the reboot-client role accepts the new BMC by
+//     removing spec.bmcChanged from the RebootRecord (reboot clients may
+//     not write RebootRecords: config/rbac); restoring spec.bmc clears the
+//     mark. A host is thus never locked out by the pin of a reboot no
+//     longer asked for, nor handed to a BMC a reboot client put in during
+//     one. Powers writes the mark with Client when it can write (the
+//     manager's client); with a read-only Client the pin stays instead.
 //     A host with spec.disablePowerOff is never powered off (its
 //     power-off fails with ErrPowerOffDisabled): see "Hosts whose power
 //     never goes off".
@@ -347,7 +362,10 @@
 //     config/admission installed it can change nothing of a host but the
 //     reboot annotations (not spec.bmc, not labels, not the detached
 //     annotation); without it, a spec.bmc changed during a pending reboot
-//     is not used (ErrBMCChanged).
+//     is not used (ErrBMCChanged), nor after the pending reboot's requests
+//     were removed in the same write, until an administrator removes the
+//     record's BMCChanged mark (one exception: a host whose pinned BMC
+//     reads Off is powered back on through the new one, see Powers).
 //   - The storm guard admits at most its limit per cluster and
 //     MachineHealthCheck across concurrent reconciles and managers
 //     (compare-and-swap on the Admissions record).
