@@ -33,7 +33,9 @@ const DefaultPolicySettle = 10 * time.Second
 // verification) changed since its pending reboot was first seen, and the
 // controller cannot tell that an identity with more than the reboot-client
 // role changed it: no credentials are sent to the new BMC and no evidence
-// taken from it.
+// taken from it. Also the error of every pass of a host whose RebootRecord
+// is marked BMCChanged (its requests were removed in the write that
+// changed its BMC) until the mark is removed or spec.bmc restored.
 var ErrBMCChanged = errors.New("kube: BMC changed during a pending reboot")
 
 // nextPin is the BMC pin the record keeps with status st: the one it has
