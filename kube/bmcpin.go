@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -32,7 +33,9 @@ const DefaultPolicySettle = 10 * time.Second
 // verification) changed since its pending reboot was first seen, and the
 // controller cannot tell that an identity with more than the reboot-client
 // role changed it: no credentials are sent to the new BMC and no evidence
-// taken from it.
+// taken from it. Also the error of every pass of a host whose RebootRecord
+// is marked BMCChanged (its requests were removed in the write that
+// changed its BMC) until the mark is removed or spec.bmc restored.
 var ErrBMCChanged = errors.New("kube: BMC changed during a pending reboot")
 
 // nextPin is the BMC pin the record keeps with status st: the one it has
@@ -57,15 +60,26 @@ func samePin(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
 		bmh.Spec.BMC.DisableCertificateVerification == pin.DisableCertificateVerification
 }
 
-// checkPin returns nil if the controller may use bmh's spec.bmc: no reboot
-// is pending (none pinned, or the host carries no reboot request any more:
-// as when nothing was pending, a BMC changed then is trusted only as far as
-// config/admission keeps reboot clients from changing it), or the BMC is
-// the one pinned when it became pending, or the admission policy (and its
-// denying binding) has been in force since DefaultPolicySettle
-// (Powers.PolicySettle) before that, so that whoever changed the BMC has
-// more than the reboot-client role. The record and the policy are read
-// directly (Powers.Secrets), never from a cache.
+// checkPin returns nil if the controller may use bmh's spec.bmc, else an
+// error wrapping ErrBMCChanged (no BMC call was made). The record and the
+// policy are read directly (Powers.Secrets), never from a cache.
+//
+//   - A record marked BMCChanged (see below) refuses every BMC but the one
+//     it names until an identity with more than the reboot-client role
+//     removes the mark (restoring spec.bmc clears it).
+//   - With no pin, or the pinned BMC, the BMC is used.
+//   - A BMC other than the pinned one is used if the admission policy
+//     (and its denying binding) has been in force since DefaultPolicySettle
+//     (Powers.PolicySettle) before the pin's reboot became pending, so that
+//     whoever changed it has more than the reboot-client role.
+//   - Else, while the host carries a request, it is refused.
+//   - Else (the requests are gone with the BMC changed, as one write of a
+//     reboot client can do): if the record's evidence says the pending
+//     reboot powered the host off, it is used to power the host back on
+//     (no evidence is taken from it: no reboot is pending); otherwise the
+//     pin is dropped and the record marked BMCChanged, with no BMC call,
+//     so that the host is neither locked out by the old pin nor handed to
+//     the new BMC.
 func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error {
 	var rec v1alpha1.RebootRecord
 	err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Name}, &rec)
@@ -75,11 +89,26 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 	if err != nil {
 		return fmt.Errorf("kube: host %s: reboot record: %w", bmh.Name, err)
 	}
+	if rec.Spec.HostUID != string(bmh.UID) {
+		return nil
+	}
+	if ch := rec.Spec.BMCChanged; ch != nil {
+		if !samePin(bmh, ch) {
+			return fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) changed while a reboot was pending on %q "+
+				"(credentials %q), and a reboot client may have changed it: rebootkit sends it no credentials and takes no evidence "+
+				"from it (the host may be off). Check the host's BMC; then, with more than the reboot-client role, accept it with "+
+				"kubectl -n %s patch rebootrecord %s --type=json -p '[{\"op\":\"remove\",\"path\":\"/spec/bmcChanged\"}]', or restore spec.bmc",
+				ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, ch.Address, ch.CredentialsName, p.Namespace, bmh.Name)
+		}
+		// Restored: the mark goes (a later change is judged afresh).
+		if w, ok := p.Client.(client.Writer); ok {
+			if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"bmcChanged": nil}})); err != nil {
+				return mapError("record of", p.Namespace, bmh.Name, err)
+			}
+		}
+	}
 	pin := rec.Spec.BMC
-	if rec.Spec.HostUID != string(bmh.UID) || pin == nil || samePin(bmh, pin) || !carriesRequest(bmh) {
-		// A pin whose requests are all gone binds nothing: the pass
-		// that sees them gone releases the host and drops the pin (a BMC
-		// replaced after a withdrawn request does not lock the host out).
+	if pin == nil || samePin(bmh, pin) {
 		return nil
 	}
 	since, err := time.Parse(time.RFC3339Nano, pin.PendingSince)
@@ -94,10 +123,50 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 	if perr == nil {
 		return nil
 	}
+	if !carriesRequest(bmh) {
+		if p.pinnedReadsOff(ctx, bmh, pin) {
+			// The pinned BMC (the host's when the reboot became
+			// pending) reads Off: the withdrawn reboot may have powered
+			// the host off, so it is powered back on through the BMC it
+			// now has (the host must not stay off); no reboot is
+			// pending, so no evidence is taken, and the pass drops the
+			// pin.
+			return nil
+		}
+		if w, ok := p.Client.(client.Writer); ok {
+			mark := map[string]any{"bmc": nil, "bmcChanged": pin}
+			if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": mark})); err != nil {
+				return mapError("record of", p.Namespace, bmh.Name, err)
+			}
+		}
+		return fmt.Errorf("%w: the reboot requests of host %s were removed and its BMC changed (address %q, credentials %q; "+
+			"pinned %q, credentials %q) while a reboot client may have made the change (%v): the pin is dropped with no BMC call, "+
+			"and rebootkit sends the new BMC no credentials and takes no evidence from it until it is accepted: with more than "+
+			"the reboot-client role, check it and run kubectl -n %s patch rebootrecord %s --type=json -p '[{\"op\":\"remove\",\"path\":\"/spec/bmcChanged\"}]', or restore spec.bmc",
+			ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, pin.Address, pin.CredentialsName, perr, p.Namespace, bmh.Name)
+	}
 	return fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) is not the one it had when its reboot became pending "+
 		"(address %q, credentials %q), and a reboot client may have changed it (%v): rebootkit sends it no credentials "+
 		"and takes no evidence from it; restore spec.bmc, or install config/admission and ask for the reboot again",
 		ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, pin.Address, pin.CredentialsName, perr)
+}
+
+// pinnedReadsOff reports whether the BMC pin names (bmh's BMC when its
+// reboot became pending, trusted with its credentials) reads Off: one
+// State call through the pool, under a name of its own that is forgotten
+// after. Any failure is false (not known to be off).
+func (p *Powers) pinnedReadsOff(ctx context.Context, bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
+	old := bmh.DeepCopy()
+	old.Spec.BMC.Address, old.Spec.BMC.CredentialsName = pin.Address, pin.CredentialsName
+	old.Spec.BMC.DisableCertificateVerification = pin.DisableCertificateVerification
+	key := bmh.Name + "\x00pinned"
+	pc, err := p.controllerOf(ctx, key, old)
+	if err != nil {
+		return false
+	}
+	defer p.pool().Forget(key)
+	s, err := pc.State(ctx)
+	return err == nil && s == power.StateOff
 }
 
 // ErrNoAdmissionPolicy: the reboot-client admission policy of

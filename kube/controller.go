@@ -79,6 +79,7 @@ type RebootController struct {
 	refused      map[string]string       // host -> the reboot annotations last refused
 	resetRefused map[string]string       // host -> what of a spec.disablePowerOff host was last refused
 	resetOut     map[string]resetOutcome // host -> the outcome of its reset path's last command
+	conflicts    map[string]int          // host -> write conflicts in a row (conflictDelay)
 }
 
 // refuseOnce reports whether the refusal of host's reboot annotations ann
@@ -176,8 +177,10 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, nil // deleted
 	}
 	if errors.Is(err, reboot.ErrConflict) {
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil // someone wrote in between: decide again
+		// Someone wrote in between: decide again, backing off while it lasts.
+		return ctrl.Result{RequeueAfter: c.conflictDelay(req.Name, c.hostFor(ctx, req))}, nil
 	}
+	c.conflictsEnd(req.Name)
 	if errors.Is(err, ErrBMCChanged) {
 		// Nothing was sent to the new BMC; restoring spec.bmc (a change of
 		// the host) brings the next pass.

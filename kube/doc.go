@@ -50,7 +50,9 @@
 //   - RebootController: watches BareMetalHosts with a predicate that
 //     passes annotation-only updates (they do not bump the generation, so
 //     GenerationChangedPredicate alone would never see a reboot request),
-//     requeues when the decision asks, retries at once on a conflict, and
+//     requeues when the decision asks, retries on a conflict after 1 ms,
+//     doubling with each conflict in a row on the host up to 5 s (a
+//     RebootConflict event at the eighth in a row, naming the fix), and
 //     turns the decisions' warnings and corrupt records into events.
 //   - RemediationController and NewRemediationReconciler: the remediation
 //     Reconciler on the namespace's Machines with the stores above; run it
@@ -90,12 +92,27 @@
 //     (config/admission, AdmissionPolicyName) and its denying binding
 //     have been in force since before the reboot became pending, so that
 //     only an identity with more than the reboot-client role changed it.
-//     A pin binds only while the host carries a reboot request: once its
-//     requests are gone (a reboot withdrawn, then the BMC replaced), the
-//     pass that sees them gone runs and drops the pin, so a host is never
-//     locked out by the pin of a reboot no longer asked for; a BMC changed
-//     then is trusted as one changed while nothing was pending (only
-//     config/admission keeps reboot clients from changing it).
+//     When the pass finds the requests gone and spec.bmc no longer the
+//     pinned one (the policy not in force: a reboot client may have
+//     removed its request and redirected the BMC in one write), it first
+//     reads the power of the pinned BMC (the host's when the reboot became
+//     pending, so its credentials go nowhere new). If that reads Off (the
+//     withdrawn reboot may have powered the host off), the host is powered
+//     back on through its new BMC, with no evidence taken, and the pin
+//     goes. Otherwise the pin is dropped with no call to the new BMC and
+//     the record marked (RebootRecordSpec.BMCChanged, the old pin): while
+//     the mark stands and spec.bmc is not the BMC it names, every pass of
+//     the host, request or not, fails with ErrBMCChanged (a BMCChanged
+//     event that says the fix), so no credentials reach the new BMC and no
+//     evidence comes from it, and a request made again (a remediation
+//     asks again for the same attempt) is never fenced by it. An identity
+//     with more than the reboot-client role accepts the new BMC by
+//     removing spec.bmcChanged from the RebootRecord (reboot clients may
+//     not write RebootRecords: config/rbac); restoring spec.bmc clears the
+//     mark. A host is thus never locked out by the pin of a reboot no
+//     longer asked for, nor handed to a BMC a reboot client put in during
+//     one. Powers writes the mark with Client when it can write (the
+//     manager's client); with a read-only Client the pin stays instead.
 //     A host with spec.disablePowerOff is never powered off (its
 //     power-off fails with ErrPowerOffDisabled): see "Hosts whose power
 //     never goes off".
@@ -247,7 +264,12 @@
 //     in place, so taking a request also sets the controller's token on
 //     it: a server-side apply, as field manager rebootkit-reset-token, of
 //     the request with the value it has (and of the marker), with a
-//     compare-and-swap on the version read. The controller then co-owns
+//     compare-and-swap on the version read, forcing ownership: a marker
+//     another manager owns (a previous version's merge patch, a tool, or
+//     a reboot client that rewrote metadata.managedFields, which the
+//     admission policy does not check) is taken over rather than refused
+//     with a conflict for ever; the request's own value is unchanged by
+//     the apply, so its ownership is shared, never taken. The controller then co-owns
 //     the annotation in metadata.managedFields, and the API server takes
 //     that ownership away when anyone removes the annotation or changes
 //     its value, and keeps it through every other write (of other
@@ -263,7 +285,9 @@
 //     with a server-side apply needs --force-conflicts (the token owns the
 //     field). A record's Resets are per request: a client that removes
 //     and makes the request again in a loop (or wipes managedFields) asks
-//     for a reset each time, as it could with any new request. When a
+//     for a reset each time, as it could with any new request; a client
+//     that forges the token's managedFields entry as its own costs at most
+//     one more reset, after which the request is answered. When a
 //     request is done, the state is written first (marked done, with
 //     LastResetAnnotation), then the request and its marker are removed
 //     in one write: a stop in between leaves a request whose state says
@@ -362,7 +386,10 @@
 //     config/admission installed it can change nothing of a host but the
 //     reboot annotations (not spec.bmc, not labels, not the detached
 //     annotation); without it, a spec.bmc changed during a pending reboot
-//     is not used (ErrBMCChanged).
+//     is not used (ErrBMCChanged), nor after the pending reboot's requests
+//     were removed in the same write, until an administrator removes the
+//     record's BMCChanged mark (one exception: a host whose pinned BMC
+//     reads Off is powered back on through the new one, see Powers).
 //   - The storm guard admits at most its limit per cluster and
 //     MachineHealthCheck across concurrent reconciles and managers
 //     (compare-and-swap on the Admissions record).

@@ -142,6 +142,10 @@ func boundTo(secret *corev1.Secret, bmh *metal3.BareMetalHost) bool {
 // the namespace and keep them all in memory.
 type Powers struct {
 	// Client reads BareMetalHosts (the manager's cached client is fine).
+	// If it can also write (the manager's client can), it writes a
+	// RebootRecord's BMCChanged mark (see checkPin); a Client that only
+	// reads leaves the pin in place instead (the host's BMC stays refused
+	// until spec.bmc is restored).
 	Client client.Reader
 	// Secrets reads with get, uncached, the credentials Secrets, the
 	// host's RebootRecord (its BMC pin) and the reboot-client admission
@@ -207,8 +211,7 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 		}
 		return nil, mapError("power of", p.Namespace, name, err)
 	}
-	t, err := ParseBMCAddress(bmh.Spec.BMC.Address)
-	if err != nil {
+	if _, err := ParseBMCAddress(bmh.Spec.BMC.Address); err != nil {
 		return nil, err
 	}
 	if p.Secrets == nil {
@@ -217,11 +220,22 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	if err := p.checkPin(ctx, &bmh); err != nil {
 		return nil, err
 	}
+	return p.controllerOf(ctx, name, &bmh)
+}
+
+// controllerOf is the pool's power controller, under the name key, of
+// bmh's spec.bmc (checked against the pin by the caller).
+func (p *Powers) controllerOf(ctx context.Context, key string, bmh *metal3.BareMetalHost) (power.Controller, error) {
+	name := bmh.Name
+	t, err := ParseBMCAddress(bmh.Spec.BMC.Address)
+	if err != nil {
+		return nil, err
+	}
 	var secret corev1.Secret
 	if err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Spec.BMC.CredentialsName}, &secret); err != nil {
 		return nil, fmt.Errorf("kube: host %s: credentials secret %q: %w", name, bmh.Spec.BMC.CredentialsName, err)
 	}
-	if !boundTo(&secret, &bmh) {
+	if !boundTo(&secret, bmh) {
 		return nil, fmt.Errorf("%w: host %s names secret %q, which has neither the label %s=%s nor an owner reference to the host; "+
 			"label the secret if it is this host's", ErrSecretNotBound, name, secret.Name, BMCHostLabel, name)
 	}
@@ -251,7 +265,7 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	// 35).
 	target.Login = power.CredentialsKey(t.Protocol, target.BMC, user, pass, strconv.FormatBool(insecure), t.Privilege)
 	target.Config = string(bmh.UID) + "\x00" + bmh.Spec.BMC.Address + "\x00" + target.Login
-	pc := p.pool().Controller(name, target)
+	pc := p.pool().Controller(key, target)
 	if bmh.Spec.DisablePowerOff {
 		return noPowerOff{Controller: pc, host: name}, nil
 	}

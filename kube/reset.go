@@ -206,11 +206,14 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		})
 	}
 	if errors.Is(err, reboot.ErrConflict) {
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		// Someone wrote in between (or owns what the take writes): decide
+		// again, backing off while it lasts, with an event if it does.
+		return ctrl.Result{RequeueAfter: c.conflictDelay(name, bmh)}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	c.conflictsEnd(name)
 	if d.GaveUp && c.Recorder != nil {
 		c.Recorder.Eventf(bmh, nil, "Warning", "ResetOutcomeUnknown", "Reboot",
 			"host %s was sent %d resets for its request whose outcome is not known (%s): it may have been reset "+

@@ -74,7 +74,11 @@ func ownsRequest(raw []byte) bool {
 // Since is since: one server-side apply, as resetTokenOwner, of the
 // request with the value read and of ResetRequestAnnotation, with a
 // compare-and-swap on the version read (a request removed or changed
-// since the read is never written back).
+// since the read is never written back). The apply forces ownership: a
+// marker another manager owns (a previous version's merge patch, a tool,
+// or a reboot client that rewrote managedFields) is taken over instead of
+// answered with 409 for ever; the request itself, applied with the value
+// read, is shared with its owner, never taken from it.
 func takeRequest(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, since string) error {
 	return applyToken(ctx, hosts, bmh, map[string]string{
 		reboot.Annotation: bmh.Annotations[reboot.Annotation], ResetRequestAnnotation: since}, true)
@@ -100,7 +104,7 @@ func applyToken(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHo
 	if err != nil {
 		return err
 	}
-	if err := hosts.Client.Patch(ctx, bmh, client.RawPatch(types.ApplyPatchType, raw), client.FieldOwner(resetTokenOwner)); err != nil {
+	if err := hosts.Client.Patch(ctx, bmh, client.RawPatch(types.ApplyPatchType, raw), client.FieldOwner(resetTokenOwner), client.ForceOwnership); err != nil {
 		return mapError("reset of", hosts.Namespace, bmh.Name, err)
 	}
 	return nil

@@ -46,6 +46,17 @@ type RebootRecordSpec struct {
 	// since before it (kube.Powers).
 	// +optional
 	BMC *BMCPin `json:"bmc,omitempty"`
+	// BMCChanged is the pin that was in force when the controller found
+	// the host's requests gone and its spec.bmc no longer the pinned one
+	// (a reboot client may have removed its request and redirected the BMC
+	// in one write). While it is set and spec.bmc is not the BMC it
+	// names, the controller sends the host's BMC no credentials and takes
+	// no evidence from it (kube.ErrBMCChanged). An identity with more than
+	// the reboot-client role acknowledges the new BMC by removing this
+	// field (reboot clients may not write RebootRecords); restoring
+	// spec.bmc also lifts it.
+	// +optional
+	BMCChanged *BMCPin `json:"bmcChanged,omitempty"`
 }
 
 // BMCPin is a BareMetalHost's spec.bmc as the controller saw it when a
