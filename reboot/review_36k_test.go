@@ -102,3 +102,37 @@ func TestReview36k_ForgetBeforePowerOnCountsItFromForget(t *testing.T) {
 	}
 	require.True(t, on, "the setup: the host was powered on; truth %s", rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 11 (TestReview36k_SameSecondEnforcementTakesEarlierSoftFailure):
+// 27d569e escalates a failed soft power-off only for the work it was
+// decided for, named by Work{Reboot, Since}; but Since is the
+// enforcement's OfflineSince (or the reboot's PendingRebootSince),
+// truncated to Config.Precision (decide.go idle: `st.OfflineSince = p`,
+// p = now.Truncate(Precision); Work.Is compares Since only). An
+// Online=false enforcement that ended (Online set true, OfflineSince
+// cleared) and a new one begun within the same second carry the same tag:
+// the first one's soft failure turns the new one's first power-off hard,
+// before its soft power-off was ever tried, which reboot/doc.go and
+// Call.For say it must not ("one decided for an earlier ... Online=false
+// enforcement does not count").
+func TestReview36k_SameSecondEnforcementTakesEarlierSoftFailure(t *testing.T) {
+	cfg := reboot.DefaultConfig()
+	t0 := time.Date(2026, 1, 1, 0, 0, 10, 100e6, time.UTC)
+	o := reboot.Observed{Online: false, Power: power.StateOn, QuietFor: time.Hour}
+	d1 := cfg.Decide(o, t0)
+	require.Equal(t, reboot.ActionPowerOff, d1.Power, "the setup: enforcement 1 powers off")
+	require.Equal(t, power.ModeSoft, d1.Mode)
+	failed := reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeSoft, Class: power.ClassFailed, At: t0.Add(200 * time.Millisecond), For: d1.For}
+	// Online is set true: the enforcement ends.
+	o2 := reboot.Observed{Online: true, Power: power.StateOn, Status: d1.Status, LastCall: failed, QuietFor: time.Hour}
+	d2 := cfg.Decide(o2, t0.Add(300*time.Millisecond))
+	require.True(t, d2.Status.OfflineSince.IsZero(), "the setup: enforcement 1 ended")
+	// Online is set false again: a new enforcement, in the same second.
+	o3 := reboot.Observed{Online: false, Power: power.StateOn, Status: d2.Status, LastCall: failed, QuietFor: time.Hour}
+	d3 := cfg.Decide(o3, t0.Add(600*time.Millisecond))
+	require.Equal(t, reboot.ActionPowerOff, d3.Power)
+	if d3.Mode != power.ModeSoft {
+		t.Fatalf("a new Online=false enforcement (begun after the previous one ended) was escalated to hard at once by the previous enforcement's soft failure (its Work tag, truncated to the second, is the same: %+v vs %+v): %s",
+			d3.For, failed.For, d3.Reason)
+	}
+}
