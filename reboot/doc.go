@@ -30,8 +30,10 @@
 //     recorded by the next pass; a power-off (press) it shows may have
 //     been carried out counts as sent when that pass took the answer,
 //     also if the host was forgotten (Forget) since the call was made
-//     (a call still running when its host is forgotten is recorded, when
-//     it returns, in the new memory: it counts from its return).
+//     (a call still running when its host is forgotten, or sent by that
+//     pass after it, is recorded in the new memory: a power-off counts
+//     from its return, a power-on from its sending or the Forget, the
+//     later).
 //     A bad value counts as soft with a warning (note that the design
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.
