@@ -191,7 +191,9 @@
 // (power/redfish: ForceOff and GracefulShutdown; power/ipmi: power down),
 // and skip one that may press the button on their own reading
 // (power/redfish: PushPowerButton unless it reads On, and not within
-// SoftTimeout + StaleReads of its previous press; power/ipmi: soft
+// SoftTimeout + StaleReads of its previous press, nor within its
+// Config.LostLanding + SoftTimeout + StaleReads of a reset whose answer
+// was lost; power/ipmi: soft
 // shutdown, which some BMCs implement as a press, when it reads Off). A
 // soft one is sent again after ReissueAfter while the host reads On,
 // unless it may press the button (above).
