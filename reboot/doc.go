@@ -16,7 +16,10 @@
 //     Config.SoftTimeout (180 s), at once if the BMC cannot do soft, and when
 //     it fails (a soft power-off decided for this reboot, Decision.For
 //     given to Call.For: one decided for an earlier reboot or Online=false
-//     enforcement does not count, even if its failure is answered late,
+//     enforcement, even one begun in the same second (Status.Works
+//     numbers the works), does not count and is not waited on
+//     (RetryDelay) before this work's power-off, even if its failure is
+//     answered late,
 //     nor does a late answer of a call whose work is unknown, one that may
 //     have been made before a restart, a new Tracker or a Forget; no time
 //     is compared). Hard wins over soft across all clients, also mid-shutdown.
