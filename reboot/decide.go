@@ -81,6 +81,11 @@ type Status struct {
 	// state from before the press's shutdown (the window of pressWait has
 	// passed), so that a restart then need not wait.
 	LastPress time.Time
+	// Works counts the works begun for this host: each pending reboot
+	// and each Online=false enforcement, when it begins, takes the next
+	// count as its Work.N, so that two begun within one Config.Precision
+	// tick (whose Since is the same) are told apart.
+	Works uint64
 }
 
 // Equal reports whether s and o hold the same instants, modes and requests.
@@ -92,7 +97,7 @@ func (s Status) Equal(o Status) bool {
 		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode &&
 		s.HoldBroken.Equal(o.HoldBroken) &&
 		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
-		s.LastPress.Equal(o.LastPress)
+		s.LastPress.Equal(o.LastPress) && s.Works == o.Works
 }
 
 // Pending reports whether a reboot is pending.
@@ -222,24 +227,28 @@ type Call struct {
 
 // Work names what a power-off is decided for: a pending reboot (Reboot,
 // Since its Status.PendingRebootSince) or an Online=false enforcement
-// (Since its Status.OfflineSince). The zero Work is unknown.
+// (Since its Status.OfflineSince), N the Status.Works count it took when
+// it began (two works begun within one Config.Precision tick have the
+// same Since: TestReview36k_SameSecondEnforcementTakesEarlierSoftFailure).
+// The zero Work is unknown.
 type Work struct {
 	Reboot bool
 	Since  time.Time
+	N      uint64
 }
 
 // Is reports whether w and v are the same known work.
 func (w Work) Is(v Work) bool {
-	return !w.Since.IsZero() && w.Reboot == v.Reboot && w.Since.Equal(v.Since)
+	return !w.Since.IsZero() && w.Reboot == v.Reboot && w.Since.Equal(v.Since) && w.N == v.N
 }
 
 // work returns the work a power-off decided with status s is for: the
 // pending reboot, else the Online=false enforcement (zero if neither).
 func (s Status) work() Work {
 	if s.Pending() {
-		return Work{Reboot: true, Since: s.PendingRebootSince}
+		return Work{Reboot: true, Since: s.PendingRebootSince, N: s.Works}
 	}
-	return Work{Since: s.OfflineSince}
+	return Work{Since: s.OfflineSince, N: s.Works}
 }
 
 // Observed is everything a decision depends on. Decide never modifies it.
@@ -583,6 +592,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	if !st.Pending() && len(d.Requests) > 0 {
 		// A new reboot. Requests seen while one is pending join it instead.
 		st.PendingRebootSince = maxTime(p, st.LastPoweredOn)
+		st.Works++
 		st.Mode = power.ModeSoft
 		if wantHard {
 			st.Mode = power.ModeHard
@@ -833,7 +843,7 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 
 	d.Phase = PhasePoweringOff
 	if st.Mode == power.ModeSoft {
-		softFailed := last.softFailedFor(Work{Reboot: true, Since: st.PendingRebootSince})
+		softFailed := last.softFailedFor(Work{Reboot: true, Since: st.PendingRebootSince, N: st.Works})
 		elapsed := now.Sub(st.PendingRebootSince)
 		switch {
 		case softFailed:
@@ -1032,9 +1042,10 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	case !o.Online && o.Power == power.StateOn:
 		if st.OfflineSince.IsZero() {
 			st.OfflineSince, st.OfflineMode = p, power.ModeSoft
+			st.Works++
 		}
 		last := o.LastCall
-		softFailed := last.softFailedFor(Work{Since: st.OfflineSince})
+		softFailed := last.softFailedFor(Work{Since: st.OfflineSince, N: st.Works})
 		if st.OfflineMode == power.ModeSoft && (softFailed || now.Sub(st.OfflineSince) >= c.SoftTimeout) {
 			st.OfflineMode = power.ModeHard
 		}
@@ -1063,8 +1074,14 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 // is this pass's reading: a power-off that was accepted but contradicted
 // by a later On reading is repeated (backing off): the Controller may have
 // skipped it on a read of its own that echoed an old Off, or it was lost.
+// A power-off that failed for another known work (an earlier reboot or
+// Online=false enforcement) is not waited on: it says nothing of this
+// work, whose first power-off is sent at once.
 func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state power.State, d *Decision) bool {
 	if last.Action != a || (a == ActionPowerOff && last.Mode != m) {
+		return false
+	}
+	if a == ActionPowerOff && last.Class == power.ClassFailed && last.For != (Work{}) && !last.For.Is(d.Status.work()) {
 		return false
 	}
 	var delay time.Duration

@@ -16,7 +16,10 @@
 //     Config.SoftTimeout (180 s), at once if the BMC cannot do soft, and when
 //     it fails (a soft power-off decided for this reboot, Decision.For
 //     given to Call.For: one decided for an earlier reboot or Online=false
-//     enforcement does not count, even if its failure is answered late,
+//     enforcement, even one begun in the same second (Status.Works
+//     numbers the works), does not count and is not waited on
+//     (RetryDelay) before this work's power-off, even if its failure is
+//     answered late,
 //     nor does a late answer of a call whose work is unknown, one that may
 //     have been made before a restart, a new Tracker or a Forget; no time
 //     is compared). Hard wins over soft across all clients, also mid-shutdown.
@@ -30,8 +33,10 @@
 //     recorded by the next pass; a power-off (press) it shows may have
 //     been carried out counts as sent when that pass took the answer,
 //     also if the host was forgotten (Forget) since the call was made
-//     (a call still running when its host is forgotten is recorded, when
-//     it returns, in the new memory: it counts from its return).
+//     (a call still running when its host is forgotten, or sent by that
+//     pass after it, is recorded in the new memory: a power-off counts
+//     from its return, a power-on from its sending or the Forget, the
+//     later).
 //     A bad value counts as soft with a warning (note that the design
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.
@@ -189,7 +194,9 @@
 // (power/redfish: ForceOff and GracefulShutdown; power/ipmi: power down),
 // and skip one that may press the button on their own reading
 // (power/redfish: PushPowerButton unless it reads On, and not within
-// SoftTimeout + StaleReads of its previous press; power/ipmi: soft
+// SoftTimeout + StaleReads of its previous press, nor within its
+// Config.LostLanding + SoftTimeout + StaleReads of a reset whose answer
+// was lost; power/ipmi: soft
 // shutdown, which some BMCs implement as a press, when it reads Off). A
 // soft one is sent again after ReissueAfter while the host reads On,
 // unless it may press the button (above).

@@ -245,9 +245,12 @@ func (r *Reconciler) mem(name string, m time.Duration, wall time.Time) *memory {
 // restart would: the host counts as possibly powered on just now, its
 // requests as seen just now, and its record as changed. (A restarted
 // process knows less: its first pass counts from its start.) A power call
-// of a pass still running when the host is forgotten is recorded, when it
-// returns, in the new memory, as it would have been in the old: a
-// power-off counts from its return.
+// of a pass still running when the host is forgotten, or sent by it
+// after, is recorded in the new memory, as it would have been in the old:
+// a power-on counts from its sending (or from the Forget, if later), a
+// power-off from its return. (The status write of such a pass is noted
+// only in the memory it began with: the new memory takes the record it
+// reads next as changed and its values as known from then.)
 func (r *Reconciler) Forget(name string) {
 	m := r.monotonic()
 	r.mu.Lock()
@@ -610,20 +613,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		defer cancel()
 		ctx := pctx
 		if d.Power == ActionPowerOn {
-			// Noted before the call: from now on an Off reading may echo
-			// the state before it, whatever the call returns.
+			// Noted before the call, in the memory held now (the host
+			// may have been forgotten since the pass took hm, during its
+			// status write: TestReview36k_ForgetBeforePowerOnCountsItFromForget):
+			// from now on an Off reading may echo the state before it,
+			// whatever the call returns. A Forget during the call dates
+			// the new memory's last power-on at the Forget, later still.
 			m := r.monotonic()
 			r.mu.Lock()
-			hm.lastOn = m
+			hm = r.current(name, hm)
+			hm.lastOn = max(hm.lastOn, m)
 			r.mu.Unlock()
 			err = pc.On(ctx)
 		} else {
-			// Noted before the call, as a power-on is: a shutdown may
-			// start whatever the call returns, unless it was refused
-			// before it reached the hardware (notCarriedOut).
+			// Noted before the call, as a power-on is, in the memory held
+			// now: a shutdown may start whatever the call returns, unless
+			// it was refused before it reached the hardware
+			// (notCarriedOut).
 			press := o.toggles(d.Mode)
 			m := r.monotonic()
 			r.mu.Lock()
+			hm = r.current(name, hm)
 			was := hm.sendingOff(press, m)
 			r.mu.Unlock()
 			err = pc.Off(ctx, d.Mode)

@@ -44,7 +44,7 @@ func TestSoftFailureCountsForItsWorkNotItsTime(t *testing.T) {
 	cfg := reboot.DefaultConfig()
 	off := reboot.Observed{Online: false, Power: power.StateOn, SinceOff: time.Hour, SincePress: time.Hour, QuietFor: time.Hour}
 	d := cfg.Decide(off, s.Add(100*time.Millisecond))
-	if d.Power != reboot.ActionPowerOff || d.For != (reboot.Work{Since: s}) {
+	if d.Power != reboot.ActionPowerOff || d.For != (reboot.Work{Since: s, N: 1}) {
 		t.Fatalf("the enforcement's power-off: %v, For %+v, want one for Online=false since %v (%s)", d.Power, d.For, s, d.Reason)
 	}
 	enforcement := d.For
@@ -56,7 +56,7 @@ func TestSoftFailureCountsForItsWorkNotItsTime(t *testing.T) {
 		t.Fatalf("a reboot begun in the second of an enforcement's failed soft power-off: pending since %v, %v %v (%s); want soft, since %v",
 			d.Status.PendingRebootSince, d.Power, d.Mode, d.Reason, s)
 	}
-	if d.For != (reboot.Work{Reboot: true, Since: s}) {
+	if d.For != (reboot.Work{Reboot: true, Since: s, N: 1}) {
 		t.Fatalf("the reboot's power-off For %+v", d.For)
 	}
 	own := d.For

@@ -19,9 +19,12 @@
 //     (the read may echo the state from before it; counted from when its
 //     POST returned, the latest it may have reached the hardware; for a
 //     POST that got no HTTP answer, which the BMC may still apply, not
-//     within Config.SoftTimeout + StaleReads of that return, whatever
-//     resets were answered since, as for a press that timed out), and,
-//     for a power-off,
+//     within Config.LostLanding + SoftTimeout + StaleReads of that
+//     return, whatever resets were answered since: the adapter assumes
+//     that a BMC applies an unanswered reset, if ever, within LostLanding
+//     (default SoftTimeout) of its return, and a press or graceful
+//     shutdown it applies then may shut the OS down SoftTimeout later),
+//     and, for a power-off,
 //     not within Config.SoftTimeout + StaleReads of its previous press for
 //     a power-off (the OS may still be shutting down from it: an On read
 //     may be an echo, and a press would power on a host that is off),
@@ -185,9 +188,19 @@ type Config struct {
 	// the state from before it. PushPowerButton is never sent within
 	// StaleReads of this Controller's previous reset (counted from when
 	// its POST returned: a slow BMC may apply it at any time until then;
-	// SoftTimeout + StaleReads for a POST that got no HTTP answer): the
-	// "opposite state" its read shows may be that echo. Default 30 s.
+	// LostLanding + SoftTimeout + StaleReads for a POST that got no HTTP
+	// answer): the "opposite state" its read shows may be that echo.
+	// Default 30 s.
 	StaleReads time.Duration
+	// LostLanding is this adapter's assumption of how late after its
+	// POST returned without an HTTP answer (a timeout, a deadline, a
+	// broken connection) the BMC may still apply a reset. Such a reset
+	// may be a press or a graceful shutdown that lands that late and
+	// whose OS then takes up to SoftTimeout to shut down, read up to
+	// StaleReads late: no PushPowerButton is sent within LostLanding +
+	// SoftTimeout + StaleReads of that return, whatever resets were
+	// answered since. Default: SoftTimeout.
+	LostLanding time.Duration
 	// Now is the clock StaleReads is measured on. nil: time.Now (whose
 	// readings carry the monotonic clock).
 	Now func() time.Time
@@ -241,6 +254,14 @@ func (c *Controller) now() time.Time {
 		return c.cfg.Now()
 	}
 	return time.Now()
+}
+
+// lostLanding is Config.LostLanding or its default.
+func (c *Controller) lostLanding() time.Duration {
+	if c.cfg.LostLanding > 0 {
+		return c.cfg.LostLanding
+	}
+	return c.softTimeout()
 }
 
 func (c *Controller) softTimeout() time.Duration {
@@ -683,7 +704,8 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		}
 		// Right after a reset of ours, the read may echo the state from
 		// before it; after one whose POST got no answer, the BMC may still
-		// apply it, for as long as a press that timed out may act.
+		// apply it (LostLanding late), and the shutdown it starts then
+		// may take SoftTimeout more.
 		if since, ok := c.resetQuiet(readAt); !ok {
 			return &power.Error{Op: op, Class: power.ClassBusy,
 				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last reset the state read may be stale: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
@@ -940,8 +962,10 @@ var _ power.Resetter = (*Controller)(nil)
 // (TestReview36i_AdapterResetWindowCountsFromPostStart). A POST that got
 // no HTTP answer (pe without a status: a timeout, a deadline, a broken
 // connection) may still be applied after now, so its window is as long
-// as a press's that timed out (resetQuiet;
-// TestReview36j_AdapterResetWindowFromAbandonedPostReturn).
+// as the latest it may land (Config.LostLanding) and then shut the host
+// down in (SoftTimeout) and be read in (StaleReads) (resetQuiet;
+// TestReview36j_AdapterResetWindowFromAbandonedPostReturn,
+// TestReview36k_LostPressLandingLateThenSlowShutdown).
 func (c *Controller) resetReturned(pe *power.Error) {
 	if n := c.now(); n.After(c.lastReset) {
 		c.lastReset = n
@@ -953,14 +977,16 @@ func (c *Controller) resetReturned(pe *power.Error) {
 
 // resetQuiet reports whether a read begun at readAt is past the windows of
 // this Controller's resets: StaleReads after the last one returned, and
-// SoftTimeout + StaleReads after the last one whose POST got no answer
-// (the BMC may apply it until then). If not, since is the time from the
-// reset whose window it is in.
+// LostLanding + SoftTimeout + StaleReads after the last one whose POST got
+// no answer (the BMC may apply it LostLanding late, a press or a graceful
+// shutdown it applies then may shut the OS down SoftTimeout later, and
+// reads echo the state before for StaleReads more). If not, since is the
+// time from the reset whose window it is in.
 func (c *Controller) resetQuiet(readAt time.Time) (since time.Duration, ok bool) {
 	if since := readAt.Sub(c.lastReset); !c.lastReset.IsZero() && since >= 0 && since < c.staleReads() {
 		return since, false
 	}
-	if since := readAt.Sub(c.lostReset); !c.lostReset.IsZero() && since >= 0 && since < c.softTimeout()+c.staleReads() {
+	if since := readAt.Sub(c.lostReset); !c.lostReset.IsZero() && since >= 0 && since < c.lostLanding()+c.softTimeout()+c.staleReads() {
 		return since, false
 	}
 	return 0, true
