@@ -93,3 +93,38 @@ func TestReview38_PowerOffAfterJobTimedOutWhileUndraining(t *testing.T) {
 		assert.True(t, tc.On, "cn0 went off at %s", tc.At)
 	}
 }
+
+// TestReview38_MaybeSelfDropsCycleOfServerThatIsOff (review 38 round 2):
+// cn0's job powered it off (ground truth: off), then its BMC answered busy
+// to everything and the executor restarted unable to tell whether it runs
+// on cn0 (Options.MaybeSelf: a hostname that matches none, names that do
+// not resolve). (rebootctl's refuseMaybeSelf refuses to start while a
+// live step of an unfinished plan names such a server; the library takes
+// Options.MaybeSelf as given: reachability through rebootctl unproven.)
+// The job's decision treats "may be this machine" like "is
+// this machine" (job.go: in.Self || in.MaybeSelf -> actWithdrawSelf):
+// "the executor runs, so the server is on": the power cycle is dropped,
+// OffMaybe cleared, the job ends, and nothing ever powers cn0 on again
+// once its BMC answers. Ground truth: cn0 stays off for good with no job
+// and no power cycle of the fleet on it.
+func TestReview38_MaybeSelfDropsCycleOfServerThatIsOff(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	id := ids[0]
+	b := w.bmcs[id]
+	w.open()
+	defer func() { w.close() }()
+	w.newPlan()
+	for i := 0; i < 300 && b.p.HardwareOn(); i++ {
+		w.run(ids, time.Second)
+	}
+	require.False(t, b.p.HardwareOn(), "cn0's job powered it off")
+	b.mode = bmcBusy // the power-on does not get through
+	w.run(ids, 5*time.Second)
+	require.False(t, b.p.HardwareOn())
+	w.close()
+	w.open() // restarted, and it cannot tell whether it runs on cn0
+	w.f.opts.MaybeSelf = []string{id}
+	b.mode = bmcOK
+	w.run(ids, 15*time.Minute) // w.check: "off and no job of the fleet is live on it"
+	assert.True(t, b.p.HardwareOn(), "the fleet powers cn0 on again: it may not be this machine, and it reads off")
+}
