@@ -128,3 +128,45 @@ func TestReview38_MaybeSelfDropsCycleOfServerThatIsOff(t *testing.T) {
 	w.run(ids, 15*time.Minute) // w.check: "off and no job of the fleet is live on it"
 	assert.True(t, b.p.HardwareOn(), "the fleet powers cn0 on again: it may not be this machine, and it reads off")
 }
+
+// TestReview38_HeadnodeServicesUpWhileItsShutdownMayLand (review 38 round
+// 2): the headnode's BMC accepts a soft power-off whose OS shutdown takes
+// 100 s, then times out every power-off; the headnode's job ends after its
+// one-minute timeout saying it may be off. The fleet counts the headnode
+// itself down (its power-off may still land: offLanded), but tells the
+// plan that the headnode's services are up (Observe: HeadnodeServicesUp =
+// healthy && !isBusy, no offLanded), so every other reboot that waits for
+// the headnode's services starts, and the headnode goes off under it.
+// Ground truth: the headnode's hardware is bound to go off (GoingOff)
+// while the fleet says its services are up.
+func TestReview38_HeadnodeServicesUpWhileItsShutdownMayLand(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	w.cfg.JobTimeout = time.Minute
+	w.inv.Servers[0].Headnode = true
+	b := w.bmcs[ids[0]]
+	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, SoftDelay: 100 * time.Second})
+	w.open()
+	defer func() { w.close() }()
+	w.newPlan()
+	for i := 0; i < 120 && len(b.offs) == 0; i++ {
+		w.run(ids, time.Second)
+	}
+	require.Len(t, b.offs, 1, "the headnode's soft power-off was sent")
+	require.NoError(t, b.offs[0].err, "and accepted")
+	b.mode = bmcOffHung
+	ended := false
+	for i := 0; i < 120 && !ended; i++ {
+		w.run(ids, time.Second)
+		jobs, err := w.f.Jobs()
+		require.NoError(t, err)
+		ended = len(jobs) == 1 && jobs[0].Over()
+	}
+	require.True(t, ended, "the headnode's job ended")
+	require.True(t, b.p.HardwareOn() && b.p.GoingOff(), "the headnode runs, its shutdown still to land")
+	p, err := w.store.Get(w.ctx(), w.plans[0])
+	require.NoError(t, err)
+	obs, err := w.f.Observe(w.ctx(), p)
+	require.NoError(t, err)
+	require.True(t, obs.Servers[ids[0]].Down, "the fleet counts the headnode down (its power-off may land)")
+	assert.False(t, obs.HeadnodeServicesUp, "the fleet says the headnode's services are up while its shutdown is still to land")
+}
