@@ -60,10 +60,11 @@
 // its own server). After it, the power cycle completes (the server is
 // brought back on), then the job ends; if the power cycle has not
 // completed Options.JobTimeout after the request (a BMC that stopped
-// answering mid-cycle), the job ends failed saying the server may be off,
-// and the fleet keeps reconciling the server, never powering it off
-// again (the plan may start another reboot in its slot): it only powers
-// it on if it reads off. A power-off the BMC accepted (or may have) before
+// answering mid-cycle), the job gives up on its power cycle (it releases
+// its request, undrains, and ends failed saying the server may be off),
+// and from that decision on, not only once the job has ended, the fleet
+// keeps reconciling the server, never powering it off again (the plan may
+// start another reboot in its slot): it only powers it on if it reads off. A power-off the BMC accepted (or may have) before
 // the job ended may still take effect later, up to Options.ShutdownMax
 // after it was sent (a slow OS shutdown; one that takes longer must never
 // end), so the server counts as down until a health check begun
@@ -185,7 +186,9 @@
 //     it, no power-off reaches its server's BMC unless one of its reboot
 //     may already have been accepted: accepted, timed out, or sent by an
 //     executor that was killed before it learned the answer; and once the
-//     job has ended, none at all (the fleet only powers the server on).
+//     job has given up on its power cycle (timed out mid-cycle, still
+//     undraining) or ended, none at all (the fleet only powers the server
+//     on).
 //   - One live job per server.
 //   - A server counts as down while its health check fails, a job may
 //     power it off, or a power cycle of the fleet has not settled (once
