@@ -76,8 +76,12 @@
 // (Fleet.Abandon; rebootctl plan abandon): the fleet never powers it on or
 // off again, its job ends failed (undrained), a job of the same plan asked
 // for later is recorded failed at once (the plan moves on), Status shows
-// its last known phase, and it counts as down only while its health check
-// fails.
+// its last known phase, and it counts as down while its health check
+// fails and, if it was abandoned mid power cycle, until a health check
+// begun ShutdownMax after the fleet's last power-off to it passes (an
+// abandon stops the fleet's follow-up, not a power-off already sent); a
+// job of another plan takes it back only after that cut-off (refused,
+// ErrServerBusy, until then).
 //
 // The server the executor runs on (Options.Self) is never powered off
 // through its BMC: nothing would power it on again. This is checked
@@ -90,6 +94,10 @@
 // not), then by hostname (case and domain aside) or by address; servers it cannot tell apart from this
 // machine (Options.MaybeSelf) are never powered off and their jobs are
 // refused (ErrMaybeSelf) until the operator names the executor's server.
+// Such a server is not taken for the executor's own: a job of it already
+// in its reboot step withdraws its request (cancelled) if no power-off of
+// it may have been accepted, and otherwise keeps its power cycle, the
+// fleet only powering the server on (it may be off).
 // The executor's own job reboots it with the server's reboot command (the
 // inventory's reboot key) only when no other power cycle of the fleet is
 // unsettled (self last, alone; meanwhile no other server is powered off),
@@ -194,9 +202,12 @@
 //     power it off, or a power cycle of the fleet has not settled (once
 //     its job ended: until a health check begun Options.ShutdownMax after
 //     its last power-off passes); its services count as up only when the
-//     check passes and no job is busy with it. With the plan's rule
+//     check passes, no job is busy with it and it does not count as down
+//     (the headnode's services too: HeadnodeServicesUp is false while a
+//     power-off of ours may still land on it). With the plan's rule
 //     (offline servers count against the concurrency) no more servers are
-//     off at once than the concurrency, also when a power-off the BMC
+//     off at once than the concurrency (servers the operator abandoned
+//     counted too, while they are off), also when a power-off the BMC
 //     accepted before its job ended takes effect late (assuming it does
 //     within ShutdownMax, or never).
 //   - Commands (drain, undrain, reboot, health, conditions) run with PATH,

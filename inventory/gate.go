@@ -252,6 +252,11 @@ func (f *Fleet) noteOff(server string) {
 func (f *Fleet) offHorizon(server string) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.offHorizonLocked(server)
+}
+
+// offHorizonLocked is offHorizon with f.mu held.
+func (f *Fleet) offHorizonLocked(server string) time.Duration {
 	return max(f.lastOff[server], f.start) + f.opts.ShutdownMax
 }
 

@@ -183,6 +183,11 @@ func (f *Fleet) noteHost(name string, h hostRecord) {
 	} else {
 		delete(f.shown, name)
 	}
+	if h.Abandoned != "" {
+		f.abandoned[name] = true
+	} else {
+		delete(f.abandoned, name)
+	}
 }
 
 // requeue puts ended jobs back to be looked at again one retention after

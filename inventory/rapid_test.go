@@ -540,33 +540,28 @@ func (w *world) check() {
 		}
 	}
 	// Servers off <= concurrency at every instant.
-	if n := maxOff(w.bmcs, w.abandoned); n > w.conc {
+	if n := maxOff(w.bmcs); n > w.conc {
 		w.t.Fatalf("%d servers off at once, concurrency %d", n, w.conc)
 	}
 }
 
-func maxOff(bmcs map[string]*advBMC, abandoned map[string]time.Time) int {
+// maxOff is the most servers off at once (ground truth), every server
+// counted while it is off, abandoned by the operator or not: an
+// abandoned server that is off (or goes off late, a power-off sent before
+// the abandon landing) is as offline as any other.
+func maxOff(bmcs map[string]*advBMC) int {
 	type ev struct {
 		at  time.Time
 		off int
 	}
 	var evs []ev
-	for id, b := range bmcs {
-		off := false
-		at, isAbandoned := abandoned[id]
+	for _, b := range bmcs {
 		for _, tc := range b.p.Truth() {
-			if isAbandoned && !tc.At.Before(at) {
-				break // the operator's from then on
-			}
 			if tc.On {
 				evs = append(evs, ev{tc.At, -1})
 			} else {
 				evs = append(evs, ev{tc.At, +1})
 			}
-			off = !tc.On
-		}
-		if isAbandoned && off {
-			evs = append(evs, ev{at, -1}) // no longer counted from the abandon on
 		}
 	}
 	sort.SliceStable(evs, func(i, j int) bool {
