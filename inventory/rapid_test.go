@@ -618,7 +618,9 @@ func (w *world) newPlan() {
 // power cycle had left off). Liveness keeps one BMC
 // (drawn) dead for ever, refusing every login or never answering: every
 // plan still ends and every other server is on, the operator abandoning the
-// dead one if its plan waits for it (issue 26, A1-A3, A5; issue 38, C).
+// dead one if its plan waits for it, and powering it on by hand if it is
+// off (an abandoned server counts offline while it is off: the plan
+// rightly waits for it) (issue 26, A1-A3, A5; issue 38, C).
 func TestJobStateMachine(t *testing.T) {
 	jobStateMachine(t, false)
 }
@@ -814,6 +816,13 @@ func jobStateMachine(t *testing.T, two bool) {
 			}
 			if settled {
 				break
+			}
+			if _, gaveUp := w.abandoned[dead]; gaveUp && !w.bmcs[dead].p.HardwareOn() {
+				// The operator who abandoned it powers it on by hand
+				// (it is theirs now): while it is off it counts against
+				// the concurrency (ground truth, maxOff), so a plan at
+				// concurrency 1 rightly waits for it.
+				w.bmcs[dead].p.OutOfBandOn()
 			}
 			if i == 1500 && dead != "" {
 				w.abandoned[dead] = w.clk.Real()
