@@ -60,10 +60,11 @@
 // its own server). After it, the power cycle completes (the server is
 // brought back on), then the job ends; if the power cycle has not
 // completed Options.JobTimeout after the request (a BMC that stopped
-// answering mid-cycle), the job ends failed saying the server may be off,
-// and the fleet keeps reconciling the server, never powering it off
-// again (the plan may start another reboot in its slot): it only powers
-// it on if it reads off. A power-off the BMC accepted (or may have) before
+// answering mid-cycle), the job gives up on its power cycle (it releases
+// its request, undrains, and ends failed saying the server may be off),
+// and from that decision on, not only once the job has ended, the fleet
+// keeps reconciling the server, never powering it off again (the plan may
+// start another reboot in its slot): it only powers it on if it reads off. A power-off the BMC accepted (or may have) before
 // the job ended may still take effect later, up to Options.ShutdownMax
 // after it was sent (a slow OS shutdown; one that takes longer must never
 // end), so the server counts as down until a health check begun
@@ -75,8 +76,12 @@
 // (Fleet.Abandon; rebootctl plan abandon): the fleet never powers it on or
 // off again, its job ends failed (undrained), a job of the same plan asked
 // for later is recorded failed at once (the plan moves on), Status shows
-// its last known phase, and it counts as down only while its health check
-// fails.
+// its last known phase, and it counts as down while its health check
+// fails and, if it was abandoned mid power cycle, until a health check
+// begun ShutdownMax after the fleet's last power-off to it passes (an
+// abandon stops the fleet's follow-up, not a power-off already sent); a
+// job of another plan takes it back only after that cut-off (refused,
+// ErrServerBusy, until then).
 //
 // The server the executor runs on (Options.Self) is never powered off
 // through its BMC: nothing would power it on again. This is checked
@@ -89,6 +94,10 @@
 // not), then by hostname (case and domain aside) or by address; servers it cannot tell apart from this
 // machine (Options.MaybeSelf) are never powered off and their jobs are
 // refused (ErrMaybeSelf) until the operator names the executor's server.
+// Such a server is not taken for the executor's own: a job of it already
+// in its reboot step withdraws its request (cancelled) if no power-off of
+// it may have been accepted, and otherwise keeps its power cycle, the
+// fleet only powering the server on (it may be off).
 // The executor's own job reboots it with the server's reboot command (the
 // inventory's reboot key) only when no other power cycle of the fleet is
 // unsettled (self last, alone; meanwhile no other server is powered off),
@@ -185,15 +194,20 @@
 //     it, no power-off reaches its server's BMC unless one of its reboot
 //     may already have been accepted: accepted, timed out, or sent by an
 //     executor that was killed before it learned the answer; and once the
-//     job has ended, none at all (the fleet only powers the server on).
+//     job has given up on its power cycle (timed out mid-cycle, still
+//     undraining) or ended, none at all (the fleet only powers the server
+//     on).
 //   - One live job per server.
 //   - A server counts as down while its health check fails, a job may
 //     power it off, or a power cycle of the fleet has not settled (once
 //     its job ended: until a health check begun Options.ShutdownMax after
 //     its last power-off passes); its services count as up only when the
-//     check passes and no job is busy with it. With the plan's rule
+//     check passes, no job is busy with it and it does not count as down
+//     (the headnode's services too: HeadnodeServicesUp is false while a
+//     power-off of ours may still land on it). With the plan's rule
 //     (offline servers count against the concurrency) no more servers are
-//     off at once than the concurrency, also when a power-off the BMC
+//     off at once than the concurrency (servers the operator abandoned
+//     counted too, while they are off), also when a power-off the BMC
 //     accepted before its job ended takes effect late (assuming it does
 //     within ShutdownMax, or never).
 //   - Commands (drain, undrain, reboot, health, conditions) run with PATH,

@@ -149,6 +149,9 @@ type Fleet struct {
 	pokes   map[string]bool   // servers kicked while their goroutine ran
 	liveJob map[string]string // server UUID -> its live job
 	keeping map[string]bool   // servers whose power bookkeeping has not settled
+	// abandoned: the servers the operator abandoned (watched by
+	// ObserveView: one may be off, or its power-off may still land).
+	abandoned map[string]bool
 	// openJobs: the jobs of the state file not known to have ended (job
 	// UUID -> server); endedJobs: those that ended and are not pruned
 	// yet; lastJob: each server's last job; shown: the servers whose
@@ -265,8 +268,9 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	}
 	f := &Fleet{inv: inv, opts: opts, db: db, now: opts.Now, mono: opts.Monotonic,
 		workers: map[string]bool{}, pokes: map[string]bool{}, liveJob: map[string]string{}, keeping: map[string]bool{},
-		health:  map[string]healthResult{},
-		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
+		abandoned: map[string]bool{},
+		health:    map[string]healthResult{},
+		probing:   map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
 		lastOff: map[string]time.Duration{},
 		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32),
 		openJobs: map[string]string{}, lastJob: map[string]string{}, shown: map[string]bool{},
@@ -313,6 +317,9 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 			}
 			if h.interesting() {
 				f.shown[string(k)] = true
+			}
+			if h.Abandoned != "" {
+				f.abandoned[string(k)] = true
 			}
 			return nil
 		})
@@ -435,6 +442,17 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		if other, busy := f.liveJob[s.UUID]; busy && other != a.JobUUID {
 			return fmt.Errorf("%w: %s has job %s; job %s of plan %s waits for it to end", ErrServerBusy, s.Hostname, other, a.JobUUID, a.PlanUUID)
 		}
+		if at := f.offHorizonLocked(s.UUID); f.mono() < at {
+			if h, err := hostIn(tx, s.UUID); err != nil {
+				return err
+			} else if h.Abandoned != "" && h.AbandonedPlan != a.PlanUUID && h.AbandonedCycle {
+				// Abandoned mid power cycle: a power-off the fleet sent
+				// before may still land; another plan's reboot would
+				// take the server while it may go off.
+				return fmt.Errorf("%w: %s was abandoned by the operator mid power cycle, and a power-off sent before may still take effect for %s; job %s of plan %s waits",
+					ErrServerBusy, s.Hostname, (at - f.mono()).Round(time.Second), a.JobUUID, a.PlanUUID)
+			}
+		}
 		abandoned, err := takeBack(tx, s.UUID, a.PlanUUID)
 		if err != nil {
 			return err
@@ -475,6 +493,7 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		return err
 	}
 	if created {
+		delete(f.abandoned, s.UUID) // taken back (takeBack)
 		f.liveJob[s.UUID] = a.JobUUID
 		f.openJobs[a.JobUUID] = s.UUID
 		f.lastJob[s.UUID] = a.JobUUID
@@ -487,9 +506,13 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 // Abandon gives up on server (a UUID or a hostname) for plan planUUID,
 // as the operator asked (why says who and when): the fleet never powers
 // it on or off again and stops reconciling it; its live job undoes its
-// drain and ends failed, naming the server's last known power phase; and
-// it counts as down only while its health check fails. A job of another
-// plan takes the server back. Abandoning again is a no-op.
+// drain and ends failed, naming the server's last known power phase. It
+// counts as down while its health check fails and, if its power cycle
+// had not settled, until a health check begun after the last power-off
+// sent to it can have taken effect (offHorizon) passes: an abandon stops
+// the fleet's follow-up, not a power-off already sent. A job of another
+// plan takes the server back, once that cut-off has passed. Abandoning
+// again is a no-op.
 func (f *Fleet) Abandon(server, planUUID, why string) error {
 	s, ok := f.inv.Server(server)
 	if !ok {
@@ -502,6 +525,9 @@ func (f *Fleet) Abandon(server, planUUID, why string) error {
 			return errSkip
 		}
 		h.Abandoned, h.AbandonedPlan, h.AbandonedAt = why, planUUID, now
+		// A power-off sent before may still land: the cut-off is kept
+		// (AbandonedCycle), whatever is dropped below.
+		h.AbandonedCycle = h.AbandonedCycle || h.OffMaybe || h.Watch && !h.Settled || h.Status.Pending() || h.hasRequest()
 		// Nothing of this fleet's reboots is left on it: no request to
 		// hold it off, no reboot pending (a job that takes it back
 		// starts a new one), nothing to watch.
@@ -616,8 +642,20 @@ func (f *Fleet) warnf(msg string, args ...any) {
 	}
 }
 
+// hostIn reads server's host record in tx (zero if none).
+func hostIn(tx *bolt.Tx, server string) (hostRecord, error) {
+	var h hostRecord
+	raw := tx.Bucket(bucketHosts).Get([]byte(server))
+	if raw == nil {
+		return h, nil
+	}
+	err := json.Unmarshal(raw, &h)
+	return h, err
+}
+
 // takeBack clears an operator's abandon of server when a job of another
-// plan starts on it, in the job's own transaction. For a job of the plan
+// plan starts on it, in the job's own transaction (CreateJob refuses one
+// before the cut-off of a power cycle abandoned mid-way). For a job of the plan
 // it was abandoned in it returns why it was abandoned (that job never
 // runs).
 func takeBack(tx *bolt.Tx, server, planUUID string) (string, error) {
@@ -636,7 +674,7 @@ func takeBack(tx *bolt.Tx, server, planUUID string) (string, error) {
 	if h.AbandonedPlan == planUUID {
 		return h.Abandoned, nil
 	}
-	h.Abandoned, h.AbandonedPlan, h.AbandonedAt = "", "", time.Time{}
+	h.Abandoned, h.AbandonedPlan, h.AbandonedAt, h.AbandonedCycle = "", "", time.Time{}, false
 	h.Version++
 	out, err := json.Marshal(h)
 	if err != nil {

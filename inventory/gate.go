@@ -128,15 +128,16 @@ func (g *gated) Off(ctx context.Context, m power.Mode) error {
 	if why := g.f.selfWhy(g.server); why != "" {
 		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: " + why}
 	}
-	if !g.f.cycleJobLive(g.server, h.Job) {
-		// Its job ended (at the latest JobTimeout after its request,
-		// saying the server may be off) or there is none: the plan may
+	if !g.f.cycleJobPowers(g.server, h.Job) {
+		// Its job ended or gave up on its power cycle (at the latest
+		// JobTimeout after its request, saying the server may be off:
+		// it then only undrains), or there is none: the plan may
 		// have started another reboot in its slot, so nothing powers it
 		// off any more, not even to complete a power cycle whose
 		// power-off may have been accepted. The fleet only powers it on
 		// (if it reads off), and counts it offline until a power-off
 		// sent before can no longer take effect (offLanded).
-		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: its job ended; the fleet only powers it on"}
+		return &power.Error{Op: power.OpName(m), Class: power.ClassBusy, Message: "held: its job ended or gave up on its power cycle; the fleet only powers it on"}
 	}
 	was := h.OffMaybe
 	if !was {
@@ -218,12 +219,22 @@ func (f *Fleet) mayPowerOff(ctx context.Context, server string, h hostRecord) st
 	return ""
 }
 
-// cycleJobLive reports whether job (the one whose power cycle the host
-// record holds) is the server's live job.
-func (f *Fleet) cycleJobLive(server, job string) bool {
+// cycleJobPowers reports whether job (the one whose power cycle the host
+// record holds) is the server's live job and still owns its power cycle:
+// in a power step (requesting, rebooting, withdrawing) and not giving it
+// up. A job that gave up on its power cycle (JobTimeout after its request:
+// the request released, the job undraining with EndAs set) no longer owns
+// it, though it stays live until its undrain ends: from then on the fleet
+// only powers the server on (issue 38, review round 2).
+func (f *Fleet) cycleJobPowers(server, job string) bool {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return job != "" && f.liveJob[server] == job
+	live := job != "" && f.liveJob[server] == job
+	f.mu.Unlock()
+	if !live {
+		return false
+	}
+	j, ok, err := f.job(job)
+	return err == nil && ok && !j.Over() && j.EndAs == "" && powerBusy(j.State)
 }
 
 // noteOff records when a power-off was last sent to server (monotonic).
@@ -241,6 +252,11 @@ func (f *Fleet) noteOff(server string) {
 func (f *Fleet) offHorizon(server string) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.offHorizonLocked(server)
+}
+
+// offHorizonLocked is offHorizon with f.mu held.
+func (f *Fleet) offHorizonLocked(server string) time.Duration {
 	return max(f.lastOff[server], f.start) + f.opts.ShutdownMax
 }
 

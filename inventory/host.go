@@ -54,11 +54,20 @@ type hostRecord struct {
 	LastError BMCError `json:"last_error,omitzero"`
 	// Abandoned: the operator gave up on the server (Fleet.Abandon): the
 	// fleet never powers it on or off again, its live job ends, and it
-	// counts as down only while its health check fails. AbandonedPlan is
-	// the plan it was abandoned in: a job of another plan takes it back.
+	// counts as down while its health check fails or a power-off the
+	// fleet sent before may still land (AbandonedCycle). AbandonedPlan is
+	// the plan it was abandoned in: a job of another plan takes it back,
+	// once no such power-off can land any more.
 	Abandoned     string    `json:"abandoned,omitempty"`
 	AbandonedPlan string    `json:"abandoned_plan,omitempty"`
 	AbandonedAt   time.Time `json:"abandoned_at,omitzero"`
+	// AbandonedCycle: a power cycle of the fleet had not settled when the
+	// server was abandoned (a power-off may have been sent, a request or
+	// a pending reboot was left): a power-off sent before may still land
+	// until its cut-off (Fleet.offHorizon), so the server counts as down
+	// until a health check begun after then passes (offLanded), and a job
+	// of another plan waits for the cut-off before taking it back.
+	AbandonedCycle bool `json:"abandoned_cycle,omitempty"`
 }
 
 // BMCError is a BMC failure as the fleet records and shows it.

@@ -226,7 +226,20 @@ func decideJob(in jobInput, now time.Time) jobStep {
 	// offMaybe: a power-off of this job's own reboot may have been
 	// accepted (the host's flag belongs to the request that set it).
 	offMaybe := h.OffMaybe && h.Job == j.UUID
-	if (in.Self || in.MaybeSelf) && (j.State == JobRequesting || j.State == JobRebooting || j.State == JobWithdrawing) {
+	maybeSelfMsg := "this server may be the machine this executor runs on (not told apart by hostname or address): never powered off through its BMC; " +
+		"restart the executor with --self naming it, or --self none"
+	if in.MaybeSelf && !in.Self && !offMaybe && !j.Cancel && (j.State == JobRequesting || j.State == JobRebooting) {
+		// It may be this machine, and no power-off of this reboot may
+		// have been accepted: nothing will ever power it off through its
+		// BMC, so the request is withdrawn at once (the cancel path). Not
+		// as for Self: it may well be another server, and one whose
+		// power-off may have been accepted keeps its power cycle (below;
+		// the fleet only powers it on, gated.Off refusing every
+		// power-off).
+		st.Job.Cancel, st.Job.CancelReason, st.Changed = true, maybeSelfMsg, true
+		return st
+	}
+	if in.Self && (j.State == JobRequesting || j.State == JobRebooting || j.State == JobWithdrawing) {
 		// This reboot began through the BMC before the executor knew it
 		// runs on this server (another hostname, --self given after a
 		// restart): before anything else, take the request back and
@@ -239,8 +252,7 @@ func decideJob(in jobInput, now time.Time) jobStep {
 		return st
 	}
 	if in.MaybeSelf && (j.State == JobCreated || j.State == JobDraining || j.State == JobDrained) {
-		msg := "this server may be the machine this executor runs on (not told apart by hostname or address): never powered off through its BMC; " +
-			"restart the executor with --self naming it, or --self none"
+		msg := maybeSelfMsg
 		if j.State == JobCreated {
 			end(JobFailed, msg)
 		} else {

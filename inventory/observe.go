@@ -76,14 +76,15 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 		}
 		j, isBusy := busy[s.UUID]
 		h := hosts[s.UUID]
-		// An abandoned server is the operator's: it never counts against
-		// the concurrency (the executor will not touch it again).
-		down := h.Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, h) && (isBusy || !f.offLanded(s.UUID, since[s.UUID])))
+		// An abandoned server counts too (the executor will not touch
+		// it again, but it may be off, and a power-off the fleet sent
+		// before the abandon may still land: powerDown).
+		down := f.serverDown(s.UUID, j, isBusy, h, healthy[s.UUID], since[s.UUID])
 		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
 	}
 	if hasHead {
-		_, isBusy := busy[head.UUID]
-		obs.HeadnodeServicesUp = healthy[head.UUID] && !isBusy
+		j, isBusy := busy[head.UUID]
+		obs.HeadnodeServicesUp = headServicesUp(f.serverDown(head.UUID, j, isBusy, hosts[head.UUID], healthy[head.UUID], since[head.UUID]), isBusy)
 	}
 	obs.Conditions = f.conditions(ctx, p)
 	return obs, nil
@@ -242,7 +243,9 @@ func poweredOff(j JobRecord, h hostRecord) *time.Time {
 
 // powerDown: the server may be off because of this fleet: its live job
 // (j, if busy) is in a power step, or a power cycle of the fleet has not
-// settled (unless the operator abandoned it). While a job of the server
+// settled, also when the operator abandoned it mid-way (AbandonedCycle:
+// an abandon stops the fleet's follow-up, not a power-off already sent).
+// While a job of the server
 // is live this counts whatever its health check says; once none is (its
 // job ended, at the latest JobTimeout after its request, saying the
 // server may be off), an unsettled power cycle counts until a health check
@@ -254,7 +257,7 @@ func poweredOff(j JobRecord, h hostRecord) *time.Time {
 // it (only ever powering it on), and show and watch list it with its BMC
 // error.
 func powerDown(j JobRecord, busy bool, h hostRecord) bool {
-	return busy && powerBusy(j.State) || h.Abandoned == "" && (h.Watch && !h.Settled || h.Status.Pending())
+	return busy && powerBusy(j.State) || h.AbandonedCycle || h.Abandoned == "" && (h.Watch && !h.Settled || h.Status.Pending())
 }
 
 // offLanded reports whether a health check of server that started at
@@ -272,9 +275,11 @@ var _ plan.ViewFleet = (*Fleet)(nil)
 // ObserveView implements plan.ViewFleet: Observe for the view's reboots
 // only (their servers' health checks and jobs), with Offline listing every
 // server the fleet may have powered off (a live job in a power step, a
-// power cycle not settled: tracked in memory, so that a pass never reads
-// every record of the state file), every server of the view whose check
-// fails, and every server of the plan the inventory lacks. A pass costs
+// power cycle not settled, one abandoned mid-way until its cut-off:
+// tracked in memory, so that a pass never reads every record of the state
+// file), every server the operator abandoned whose check fails, every
+// server of the view whose check fails, and every server of the plan the
+// inventory lacks. A pass costs
 // O(reboots in flight) whatever the plan's size, and health checks run
 // for the view's servers only: a server of the plan outside the view
 // counts as up unless the fleet is busy with it.
@@ -291,6 +296,19 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 	for s := range f.keeping {
 		if _, ok := watch[s]; !ok {
 			watch[s] = ""
+		}
+	}
+	for s := range f.abandoned {
+		if _, ok := watch[s]; !ok {
+			watch[s] = ""
+		}
+	}
+	head, hasHead := f.headnode()
+	if hasHead {
+		// Its record too: whether a power-off of ours may still land on
+		// it says whether its services are up.
+		if _, ok := watch[head.UUID]; !ok {
+			watch[head.UUID] = f.liveJob[head.UUID]
 		}
 	}
 	f.mu.Unlock()
@@ -311,13 +329,12 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 	// settled) are health-checked too: once their job ended, their health
 	// check says whether they count as offline (offLanded).
 	for s, id := range watch {
-		if !inView[s] && id == "" {
+		if !inView[s] && id == "" && (!hasHead || s != head.UUID) {
 			if srv, ok := f.inv.Server(s); ok {
 				servers = append(servers, srv)
 			}
 		}
 	}
-	head, hasHead := f.headnode()
 	if hasHead {
 		servers = append(servers, head)
 	}
@@ -374,14 +391,18 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 			continue
 		}
 		j, isBusy := live[s.UUID]
-		down := hosts[s.UUID].Abandoned == "" && (!healthy[s.UUID] || powerDown(j, isBusy, hosts[s.UUID]) && (isBusy || !f.offLanded(s.UUID, since[s.UUID])))
+		down := f.serverDown(s.UUID, j, isBusy, hosts[s.UUID], healthy[s.UUID], since[s.UUID])
 		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
 		if down {
 			offline[s.UUID] = true
 		}
 	}
 	for s, h := range hosts {
-		if j, isBusy := live[s]; !inView[s] && h.Abandoned == "" && powerDown(j, isBusy, h) && (isBusy || !healthy[s] || !f.offLanded(s, since[s])) {
+		j, isBusy := live[s]
+		if inView[s] {
+			continue
+		}
+		if powerDown(j, isBusy, h) && (isBusy || !healthy[s] || !f.offLanded(s, since[s])) || h.Abandoned != "" && !healthy[s] {
 			offline[s] = true
 		}
 	}
@@ -393,11 +414,29 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 	}
 	sort.Strings(obs.Offline)
 	if hasHead {
-		_, isBusy := live[head.UUID]
-		obs.HeadnodeServicesUp = healthy[head.UUID] && !isBusy
+		j, isBusy := live[head.UUID]
+		obs.HeadnodeServicesUp = headServicesUp(f.serverDown(head.UUID, j, isBusy, hosts[head.UUID], healthy[head.UUID], since[head.UUID]), isBusy)
 	}
 	obs.Conditions = f.conditions(ctx, v.Plan)
 	return obs, nil
+}
+
+// serverDown is the fleet's down accounting of server (its live job j if
+// busy, its host record h, whether its health check counts up and when
+// that check began): down while the check fails, or while the fleet may
+// have powered it off (powerDown) and, once no job is live on it, until a
+// check begun after every power-off sent to it can have taken effect
+// passes (offLanded).
+func (f *Fleet) serverDown(server string, j JobRecord, busy bool, h hostRecord, healthy bool, since time.Duration) bool {
+	return !healthy || powerDown(j, busy, h) && (busy || !f.offLanded(server, since))
+}
+
+// headServicesUp: the headnode's services count as up only when it does
+// not count as down by the fleet's own accounting (its check passes and
+// no power-off of ours may still land: serverDown) and no job is busy
+// with it.
+func headServicesUp(down, busy bool) bool {
+	return !down && !busy
 }
 
 // missingOf returns the servers of a plan (its view's Members) that the

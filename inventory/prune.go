@@ -68,7 +68,11 @@ func endOf(j JobRecord) time.Time {
 // not read the plan); a job is never pruned before its plan has recorded
 // its end, so that no plan ever recreates it (plan job UUIDs are
 // deterministic). A job whose server's power cycle has not settled is
-// kept as well (its end bounds how long the server counts as down). What
+// kept as well: the server's record still names it as the job whose power
+// cycle the fleet completes. (Neither the job nor its end bounds how long
+// the server counts as down: the power cycle's cut-off does, offHorizon,
+// the last power-off sent to the server plus Options.ShutdownMax; the
+// server counts as down until a health check begun after it passes.) What
 // plan show and plan report say of an ended plan is in the plan store
 // (its reboots, their phases and errors), not here.
 //
@@ -182,6 +186,11 @@ func (f *Fleet) noteHost(name string, h hostRecord) {
 		f.shown[name] = true
 	} else {
 		delete(f.shown, name)
+	}
+	if h.Abandoned != "" {
+		f.abandoned[name] = true
+	} else {
+		delete(f.abandoned, name)
 	}
 }
 

@@ -540,33 +540,28 @@ func (w *world) check() {
 		}
 	}
 	// Servers off <= concurrency at every instant.
-	if n := maxOff(w.bmcs, w.abandoned); n > w.conc {
+	if n := maxOff(w.bmcs); n > w.conc {
 		w.t.Fatalf("%d servers off at once, concurrency %d", n, w.conc)
 	}
 }
 
-func maxOff(bmcs map[string]*advBMC, abandoned map[string]time.Time) int {
+// maxOff is the most servers off at once (ground truth), every server
+// counted while it is off, abandoned by the operator or not: an
+// abandoned server that is off (or goes off late, a power-off sent before
+// the abandon landing) is as offline as any other.
+func maxOff(bmcs map[string]*advBMC) int {
 	type ev struct {
 		at  time.Time
 		off int
 	}
 	var evs []ev
-	for id, b := range bmcs {
-		off := false
-		at, isAbandoned := abandoned[id]
+	for _, b := range bmcs {
 		for _, tc := range b.p.Truth() {
-			if isAbandoned && !tc.At.Before(at) {
-				break // the operator's from then on
-			}
 			if tc.On {
 				evs = append(evs, ev{tc.At, -1})
 			} else {
 				evs = append(evs, ev{tc.At, +1})
 			}
-			off = !tc.On
-		}
-		if isAbandoned && off {
-			evs = append(evs, ev{at, -1}) // no longer counted from the abandon on
 		}
 	}
 	sort.SliceStable(evs, func(i, j int) bool {
@@ -623,7 +618,9 @@ func (w *world) newPlan() {
 // power cycle had left off). Liveness keeps one BMC
 // (drawn) dead for ever, refusing every login or never answering: every
 // plan still ends and every other server is on, the operator abandoning the
-// dead one if its plan waits for it (issue 26, A1-A3, A5; issue 38, C).
+// dead one if its plan waits for it, and powering it on by hand if it is
+// off (an abandoned server counts offline while it is off: the plan
+// rightly waits for it) (issue 26, A1-A3, A5; issue 38, C).
 func TestJobStateMachine(t *testing.T) {
 	jobStateMachine(t, false)
 }
@@ -819,6 +816,13 @@ func jobStateMachine(t *testing.T, two bool) {
 			}
 			if settled {
 				break
+			}
+			if _, gaveUp := w.abandoned[dead]; gaveUp && !w.bmcs[dead].p.HardwareOn() {
+				// The operator who abandoned it powers it on by hand
+				// (it is theirs now): while it is off it counts against
+				// the concurrency (ground truth, maxOff), so a plan at
+				// concurrency 1 rightly waits for it.
+				w.bmcs[dead].p.OutOfBandOn()
 			}
 			if i == 1500 && dead != "" {
 				w.abandoned[dead] = w.clk.Real()

@@ -146,13 +146,13 @@ func (f *Fleet) keep(ctx context.Context, server string) bool {
 		return true
 	}
 	phase := phaseText(res.Decision, rd.state)
-	if res.Decision.Phase == reboot.PhasePoweringOff && rd.state != power.StateUnknown && !f.cycleJobLive(server, h.Job) {
+	if res.Decision.Phase == reboot.PhasePoweringOff && rd.state != power.StateUnknown && !f.cycleJobPowers(server, h.Job) {
 		// gated.Off holds every power-off once the job ended: say what
 		// the fleet really does.
 		phase = "its job ended: watched until no earlier power-off can land (powered on if it reads off, never off)"
 	}
 	settled := rerr == nil && read && rd.state == power.StateOn && rd.at-stale >= last && !h.hasRequest() && !h.Status.Pending()
-	if !settled && h.Status.Pending() && !h.hasRequest() && !f.cycleJobLive(server, h.Job) &&
+	if !settled && h.Status.Pending() && !h.hasRequest() && !f.cycleJobPowers(server, h.Job) &&
 		read && rd.state == power.StateOn && rd.at-stale >= max(last, f.offHorizon(server)) {
 		// Its job ended and nothing powers the server off any more
 		// (gated.Off): it read on at an instant after any power-off sent

@@ -96,7 +96,8 @@ func (e *env) abandon(args []string) int {
 	if err := st.PutMeta(e.ctx, metaAbandoned, out); err != nil {
 		return e.fail(err)
 	}
-	fmt.Fprintf(e.out, "abandoned %s in plan %s: from its next pass the executor never powers it on or off again and ends its job (undrained, failed)\n", s.Hostname, p.UUID)
+	fmt.Fprintf(e.out, "abandoned %s in plan %s: from its next pass the executor never powers it on or off again and ends its job (undrained, failed); "+
+		"it still counts as offline while it is off or a power-off sent to it before may still take effect\n", s.Hostname, p.UUID)
 	notes := serverNotes(e.readExecutor(st), s.UUID, time.Now())
 	if len(notes) == 0 {
 		notes = []string{"power: not known to the executor (no power cycle of it in progress)"}

@@ -132,6 +132,11 @@ func (e *env) executor(args []string) int {
 	retention := fs.Duration("job-retention", time.Hour, "how long an ended job stays in the fleet state file once its plan has recorded its end")
 	services := fs.Duration("services-timeout", time.Hour, "a rebooted server's health check must pass this long after its power cycle")
 	soft := fs.Duration("soft-timeout", 3*time.Minute, "how long a soft shutdown may take before a hard power-off")
+	shutdownMax := fs.Duration("shutdown-max", 0, "the longest a server takes to shut down after a power-off its BMC accepted\n"+
+		"(OS shutdown, firmware or OS updates applied at shutdown, the power's own delay); 0: twice\n"+
+		"--soft-timeout (6m by default). Too short, and a shutdown that ends later leaves its server off\n"+
+		"for good (its job gave up, nothing watches it any more); a longer value only keeps such a\n"+
+		"server counted offline longer")
 	stale := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
 	poll := fs.Duration("poll", time.Second, "how often a job checks its server")
 	self := fs.String("self", "", "the inventory server this executor runs on (hostname or UUID), or \"none\"\n(default: the server whose hostname is this machine's); it is never powered off\nthrough its BMC, only rebooted through its own reboot command")
@@ -139,6 +144,10 @@ func (e *env) executor(args []string) int {
 	verbose := fs.Bool("v", false, "log every job step and every power command sent to a BMC (with its answer)")
 	if _, code, ok := e.parse(fs, args); !ok {
 		return code
+	}
+	if *shutdownMax < 0 {
+		fmt.Fprintf(e.errw, "rebootctl executor: --shutdown-max %s is negative; give 0 for twice --soft-timeout\n", *shutdownMax)
+		return exitUsage
 	}
 	inv, err := inventory.Load(e.inventory)
 	if err != nil {
@@ -187,8 +196,9 @@ func (e *env) executor(args []string) int {
 		return exitError
 	}
 	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
-		Reboot:     reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
-		JobTimeout: *jobTimeout, ServicesTimeout: *services, JobRetention: *retention, Poll: *poll, Logger: logger, Self: selfUUID, MaybeSelf: maybeSelf,
+		Reboot:      reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
+		ShutdownMax: *shutdownMax,
+		JobTimeout:  *jobTimeout, ServicesTimeout: *services, JobRetention: *retention, Poll: *poll, Logger: logger, Self: selfUUID, MaybeSelf: maybeSelf,
 		OnBMCError: m.bmcError,
 		PlanCheck: func(ctx context.Context, planUUID, jobUUID string) (bool, string, error) {
 			if err := holds(ctx, store, me); err != nil {

@@ -1,0 +1,46 @@
+package inventory
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// TestAbandonedMidCycleTakenBackAfterCutOff (review 38 round 2): cn0's
+// BMC accepted a soft power-off whose OS shutdown takes 40 s, then hangs;
+// the operator abandons cn0 in plan p1 at once. A job of another plan
+// must not take cn0 back while that power-off may still land (it would
+// drain and reboot a server about to go off): refused, ErrServerBusy,
+// until the cut-off (the last power-off plus ShutdownMax) has passed;
+// then taken back. Old code: taken back at once (Abandon forgot the
+// cut-off).
+func TestAbandonedMidCycleTakenBackAfterCutOff(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	b := w.bmcs[ids[0]]
+	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, SoftDelay: 40 * time.Second})
+	w.open()
+	defer func() { w.close() }()
+	w.newPlan()
+	for i := 0; i < 120 && len(b.offs) == 0; i++ {
+		w.run(ids, time.Second)
+	}
+	require.Len(t, b.offs, 1, "cn0's soft power-off was sent")
+	require.NoError(t, b.offs[0].err, "and accepted")
+	b.mode = bmcOffHung
+	require.NoError(t, w.f.Abandon("cn0", w.plans[0], "by alice"))
+	w.run(ids, 10*time.Second)
+	err := w.f.CreateJob(w.ctx(), plan.Action{Server: ids[0], JobUUID: "other", PlanUUID: "p9"})
+	require.ErrorIs(t, err, ErrServerBusy, "a job of another plan takes cn0 back while a power-off sent before may still land")
+	assert.Contains(t, err.Error(), "abandoned by the operator mid power cycle")
+	w.run(ids, w.f.opts.ShutdownMax)
+	require.NoError(t, w.f.CreateJob(w.ctx(), plan.Action{Server: ids[0], JobUUID: "other", PlanUUID: "p9"}), "taken back once no power-off of ours can land")
+	h, err := w.f.hosts.load(ids[0])
+	require.NoError(t, err)
+	assert.Empty(t, h.Abandoned)
+	assert.False(t, h.AbandonedCycle)
+}
