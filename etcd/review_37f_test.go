@@ -2,11 +2,13 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
@@ -89,4 +91,93 @@ func TestReview37_ListedPlanEndedElsewhereCachesNeverEvicted(t *testing.T) {
 	lister.cache.mu.Unlock()
 	assert.False(t, members, "%s ended elsewhere: its member map is still kept", uuid)
 	assert.False(t, loaded, "%s ended elsewhere: its page hashes are still kept", uuid)
+}
+
+// hookKV runs before, once, at the first Txn after a Get: between Sweep's
+// read of the page keys and its delete.
+type hookKV struct {
+	clientv3.KV
+	got    bool
+	before func()
+}
+
+func (h *hookKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	h.got = true
+	return h.KV.Get(ctx, key, opts...)
+}
+
+func (h *hookKV) Txn(ctx context.Context) clientv3.Txn {
+	if h.got && h.before != nil {
+		f := h.before
+		h.before = nil
+		f()
+	}
+	return h.KV.Txn(ctx)
+}
+
+// TestReview37_SweepDeletesPageRenamedMeanwhile (review 37 round 5): Sweep
+// reads the header, lists the page keys and deletes the ones the header
+// does not name, in a plain transaction that compares nothing: not the
+// header's revision and token, not the guard (a deposed leader's Maintain
+// deletes too). A page key it found unnamed (the plan's own key of a page
+// a large write had put under an overlay, left behind by a writer that
+// died before deleting it, which is what Sweep is for) is named again by
+// the next write of that page that fits one transaction (writeRev puts
+// the page back under the plan's nonce and drops the overlay). When that
+// write lands between Sweep's read and its delete (the operator's Edit, or
+// the new leader's pass while a deposed leader still sweeps), Sweep
+// deletes the page the header names: the plan is corrupt for good (page
+// missing) and no pass runs it again. Ground truth: a fresh store's Get.
+func TestReview37_SweepDeletesPageRenamedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Time{})
+	const uuid = "swept"
+	cli := newClient(t)
+	s := NewStore(cli, pre)
+	require.NoError(t, s.Create(ctx, runningPlan(t, uuid, fleetOf(clk, uuid, 40, "").Servers(), 2, clk.Now())))
+
+	// What a write too large for one transaction leaves when its writer
+	// dies before deleting the keys it replaced: page 0 under an overlay,
+	// the plan's own key of page 0 still there, unnamed.
+	hr, err := cli.Get(ctx, s.headerKey(uuid))
+	require.NoError(t, err)
+	h, err := decodeHeader(uuid, hr.Kvs[0].Value)
+	require.NoError(t, err)
+	own := s.pageKey(uuid, h.Nonce, 0)
+	pr, err := cli.Get(ctx, own)
+	require.NoError(t, err)
+	require.Len(t, pr.Kvs, 1)
+	_, err = cli.Put(ctx, own+"/staged", string(pr.Kvs[0].Value))
+	require.NoError(t, err)
+	h.Over = map[int]string{0: "staged"}
+	raw, err := json.Marshal(h)
+	require.NoError(t, err)
+	putTok, _ := s.putToken(uuid)
+	_, err = cli.Txn(ctx).Then(clientv3.OpPut(s.headerKey(uuid), string(raw)), putTok).Commit()
+	require.NoError(t, err)
+	_, err = NewStore(newClient(t), pre).Get(ctx, uuid)
+	require.NoError(t, err, "the plan reads whole before the sweep")
+
+	// The sweeper; another writer rewrites page 0 between its read and its
+	// delete.
+	scli := newClient(t)
+	hook := &hookKV{KV: scli.KV}
+	hook.before = func() {
+		_, err := plan.Edit(ctx, NewStore(newClient(t), pre), uuid, func(p plan.Plan) (plan.Plan, error) {
+			p.Reboots[0].Error = "noted by the operator"
+			return p, nil
+		})
+		require.NoError(t, err)
+	}
+	scli.KV = hook
+	_, err = NewStore(scli, pre).Sweep(ctx, uuid)
+	require.NoError(t, err)
+	require.Nil(t, hook.before, "the write ran between the sweep's read and its delete")
+
+	p, err := NewStore(newClient(t), pre).Get(ctx, uuid)
+	require.NoError(t, err, "the plan after the sweep: every page its header names is there")
+	if err == nil {
+		assert.Equal(t, "noted by the operator", p.Reboots[0].Error)
+	}
 }
