@@ -181,3 +181,36 @@ func TestReview37_SweepDeletesPageRenamedMeanwhile(t *testing.T) {
 		assert.Equal(t, "noted by the operator", p.Reboots[0].Error)
 	}
 }
+
+// TestReview37_ViewOfEndedPlanCachesNeverEvicted (review 37 round 5):
+// GetView of a plan that ended keeps its member map and its view's pages
+// (cache.m, cache.viewed) but not its header (remember skips an ended
+// plan), and Unfinished evicts only the plans whose header is kept: a
+// process that shows plans (rebootctl's watch, a dashboard) keeps every
+// ended plan it ever showed, a member map of one entry per server
+// (issue 37 point 3: per-plan caches are evicted when a plan ends).
+func TestReview37_ViewOfEndedPlanCachesNeverEvicted(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Time{})
+	op := NewStore(newClient(t), pre)
+	const uuid = "shown"
+	require.NoError(t, op.Create(ctx, runningPlan(t, uuid, fleetOf(clk, uuid, 4, "").Servers(), 2, clk.Now())))
+	_, err := plan.Command(ctx, op, uuid, plan.Cancel)
+	require.NoError(t, err)
+
+	viewer := NewStore(newClient(t), pre)
+	v, err := viewer.GetView(ctx, uuid)
+	require.NoError(t, err)
+	require.False(t, v.Unfinished(), "ended")
+	for i := 0; i < 3; i++ {
+		_, err = viewer.Unfinished(ctx)
+		require.NoError(t, err)
+	}
+	viewer.cache.mu.Lock()
+	_, members := viewer.cache.m[uuid]
+	_, viewed := viewer.cache.viewed[uuid]
+	viewer.cache.mu.Unlock()
+	assert.False(t, members, "%s ended: its member map is kept", uuid)
+	assert.False(t, viewed, "%s ended: its view's pages are kept", uuid)
+}
