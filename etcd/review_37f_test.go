@@ -214,3 +214,32 @@ func TestReview37_ViewOfEndedPlanCachesNeverEvicted(t *testing.T) {
 	assert.False(t, members, "%s ended: its member map is kept", uuid)
 	assert.False(t, viewed, "%s ended: its view's pages are kept", uuid)
 }
+
+// TestReview37_DeposedLeaderSweepDeletes (review 37 round 5): doc.go says
+// the Leadership's Store adds the election key's comparison to every
+// write, "so an executor that lost its lease can never write again". Sweep
+// (Maintain) deletes through deleteKeys, which drops the guard: a store
+// whose guard no longer holds still deletes page keys. Ground truth: the
+// keys under the plan's pages before and after, read directly.
+func TestReview37_DeposedLeaderSweepDeletes(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Time{})
+	const uuid = "deposed"
+	cli := newClient(t)
+	s := NewStore(cli, pre)
+	require.NoError(t, s.Create(ctx, runningPlan(t, uuid, fleetOf(clk, uuid, 4, "").Servers(), 2, clk.Now())))
+	// A key under the plan's pages that its header does not name (a
+	// staged page left behind), written before the header's last write.
+	_, err := cli.Put(ctx, pre+"pages/"+uuid+"/leftover/00000000", "{}")
+	require.NoError(t, err)
+	_, err = plan.Command(ctx, s, uuid, plan.Stop)
+	require.NoError(t, err)
+	_, before := prefixBytes(t, cli, pre+"pages/"+uuid+"/")
+
+	// The election key it held is gone: its guard fails.
+	deposed := NewStore(newClient(t), pre).Guarded(clientv3.Compare(clientv3.CreateRevision(pre+"election/gone"), ">", 0))
+	n, err := deposed.Sweep(ctx, uuid)
+	keys, after := prefixBytes(t, cli, pre+"pages/"+uuid+"/")
+	assert.Equal(t, before, after, "a deposed leader's Sweep deleted %d keys (%d left), err %v", n, keys, err)
+}
