@@ -412,20 +412,34 @@ func newNonce() string {
 // after the fact (of keys no header names).
 const cleanupTimeout = 10 * time.Second
 
-// deleteKeys deletes keys no header names (best effort: a key left behind
-// is never read).
-func (s *Store) deleteKeys(ctx context.Context, keys []string) {
+// deleteKeys deletes keys no header names, in transactions that compare
+// cmps (the header as the caller last read or wrote it, so that a key a
+// write named again meanwhile is never deleted) and the guard (a deposed
+// leader deletes nothing). It returns how many keys it deleted and
+// whether every compare held. Callers after a write use it as best
+// effort: a key left behind is never read, and Sweep deletes it later.
+func (s *Store) deleteKeys(ctx context.Context, cmps []clientv3.Cmp, keys []string) (int, bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	cmps = append(slices.Clip(cmps), s.guard...)
+	deleted := 0
 	for start := 0; start < len(keys); start += maxTxnOps {
 		var ops []clientv3.Op
 		for _, k := range keys[start:min(start+maxTxnOps, len(keys))] {
 			ops = append(ops, clientv3.OpDelete(k))
 		}
-		if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-			return
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err != nil {
+			return deleted, false, err
+		}
+		if !resp.Succeeded {
+			return deleted, false, nil
+		}
+		for _, r := range resp.Responses {
+			deleted += int(r.GetResponseDeleteRange().Deleted)
 		}
 	}
+	return deleted, true, nil
 }
 
 // Create implements plan.Store: pages first (in as many transactions as
@@ -671,7 +685,7 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 			return wrote{}, s.refused(ctx, uuid, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
 		}
 		s.count(size)
-		s.deleteKeys(ctx, stale)
+		_, _, _ = s.deleteKeys(ctx, s.sameHeader(uuid, resp.Header.Revision, h.tok), stale)
 		s.written(uuid, h)
 		return wrote{rev: resp.Header.Revision, h: h, raw: raw}, nil
 	}
@@ -717,7 +731,7 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 	for _, n := range keys {
 		if len(ops) >= maxTxnOps || batch+len(pages[n]) > maxTxnBytes {
 			if err := flush(); err != nil {
-				s.deleteKeys(ctx, staged)
+				_, _, _ = s.deleteKeys(ctx, nil, staged)
 				return wrote{}, err
 			}
 		}
@@ -727,7 +741,7 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 		batch += len(pages[n])
 	}
 	if err := flush(); err != nil {
-		s.deleteKeys(ctx, staged)
+		_, _, _ = s.deleteKeys(ctx, nil, staged)
 		return wrote{}, err
 	}
 	resp, err := s.cli.Txn(ctx).If(cas...).Then(append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw)), putTok}, s.indexOps(uuid, old, h)...)...).Commit()
@@ -736,11 +750,11 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 		return wrote{}, fmt.Errorf("etcd: write %s: %w", uuid, err)
 	}
 	if !resp.Succeeded {
-		s.deleteKeys(ctx, staged)
+		_, _, _ = s.deleteKeys(ctx, nil, staged)
 		return wrote{}, s.refused(ctx, uuid, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
 	}
 	s.count(len(raw))
-	s.deleteKeys(ctx, stale)
+	_, _, _ = s.deleteKeys(ctx, s.sameHeader(uuid, resp.Header.Revision, h.tok), stale)
 	s.written(uuid, h)
 	return wrote{rev: resp.Header.Revision, h: h, raw: raw}, nil
 }
