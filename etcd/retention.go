@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,8 +40,10 @@ func (s *Store) summaryKey(uuid string) string { return s.prefix + "summaries/" 
 // finished, nothing in flight.
 func ended(h header) bool { return !(plan.View{Plan: h.Plan, Index: h.Index}).Unfinished() }
 
-// forget evicts the store's caches of a plan (its members, the pages read
-// last): a plan that ended is read again only by List and Get.
+// forget evicts every cache the store keeps of a plan (its header, its
+// members, the pages read whole and those of the last view): a plan that
+// ended is read again only by List, Get and GetView, which forget it
+// again.
 func (s *Store) forget(uuid string) {
 	s.cache.mu.Lock()
 	delete(s.cache.m, uuid)
@@ -47,6 +51,18 @@ func (s *Store) forget(uuid string) {
 	delete(s.cache.viewed, uuid)
 	delete(s.cache.known, uuid)
 	s.cache.mu.Unlock()
+}
+
+// cachedLocked returns the UUIDs any cache of the store holds (sorted);
+// s.cache.mu is held.
+func (s *Store) cachedLocked() []string {
+	set := make(map[string]bool, len(s.cache.known))
+	for _, m := range []func(yield func(string) bool){maps.Keys(s.cache.m), maps.Keys(s.cache.loaded), maps.Keys(s.cache.viewed), maps.Keys(s.cache.known)} {
+		for uuid := range m {
+			set[uuid] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 // Prune replaces every plan that ended (finished, nothing in flight)

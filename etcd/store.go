@@ -350,8 +350,12 @@ func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
 		if err != nil {
 			return err
 		}
-		// Only the plans that may act again are cached.
+		// Only the plans that may act again are cached: an ended one is
+		// forgotten (it may have ended elsewhere).
 		p, err = s.assemble(ctx, uuid, h, version, at, !ended(h))
+		if ended(h) {
+			s.forget(uuid)
+		}
 		return err
 	})
 	return p, err
@@ -855,8 +859,12 @@ func (s *Store) listAt(ctx context.Context, want func(header) bool) (out []plan.
 			if !want(h) {
 				continue
 			}
-			// Only the plans that may act again are cached.
+			// Only the plans that may act again are cached: an ended one
+			// is forgotten (it may have ended elsewhere).
 			p, err := s.assemble(ctx, uuid, h, kv.ModRevision, at, !ended(h))
+			if ended(h) {
+				s.forget(uuid)
+			}
 			if errors.Is(err, plan.ErrCorrupt) {
 				corrupt = append(corrupt, err.Error())
 				continue
@@ -1051,9 +1059,15 @@ func (s *Store) getView(ctx context.Context, uuid string) (plan.View, error) {
 			return plan.View{}, err
 		}
 	}
-	s.cache.mu.Lock()
-	s.cache.viewed[uuid] = viewedPages{rev: k.rev, h: h, hraw: k.raw, pages: pages, raw: raw}
-	s.cache.mu.Unlock()
+	if ended(h) {
+		// Nothing of a plan that ended is kept (it may have ended
+		// elsewhere): the member map read for this view included.
+		s.forget(uuid)
+	} else {
+		s.cache.mu.Lock()
+		s.cache.viewed[uuid] = viewedPages{rev: k.rev, h: h, hraw: k.raw, pages: pages, raw: raw}
+		s.cache.mu.Unlock()
+	}
 	// The header is kept too: the caller gets its own copy.
 	v := plan.View{Plan: ownPlan(h.Plan), Pos: pos, Index: h.Index, Members: m}
 	v.Index.InFlight, v.Index.DoneHist = slices.Clone(h.Index.InFlight), maps.Clone(h.Index.DoneHist)
