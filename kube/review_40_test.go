@@ -1,0 +1,127 @@
+package kube
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// TestReview40_DeletedMachineOnOperatorHostLeavesRequest: doc.go
+// (remediation): "a Machine deleted mid-remediation (its State goes with
+// it) has the request removed from that host, whatever HostOf answers
+// then ("", another host, an error wrapping ErrNotFound), so the reboot
+// controller powers the host on, and only then its admission released".
+// With the default Ownership (a baremetal-operator runs and the host is
+// not detached), NewRemediationReconciler's OwnedHosts drives the host
+// through OperatorHosts, whose Get never names the host (Host.Name ""):
+// State.Host stays "" and no request is recorded with the admission
+// (reconciler.go: record needs attempt.Host). When the Machine is
+// deleted, abandon falls back to RemoveRebootAnnotation, OwnedHosts.pick
+// asks HostOfMachine, which now wraps ErrNotFound for a deleted Machine
+// (machines.go:216), and abandon takes ErrNotFound as "nothing to
+// release" (reconciler.go abandon): the admission is released while the
+// operator's reboot annotation is still on the BareMetalHost: the
+// baremetal-operator holds the host off for good. Ground truth: the
+// BareMetalHost read from the API server.
+func TestReview40_DeletedMachineOnOperatorHostLeavesRequest(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	c := adminClient(t)
+	ns := newNamespace(t, c)
+	h := newBMH(t, c, ns, "host-op")
+	h.Spec.ConsumerRef = &corev1.ObjectReference{Kind: "Metal3Machine", Name: "mo-m3m", Namespace: ns}
+	require.NoError(t, c.Update(ctx, h))
+	m := newMachine(t, c, ns, "mo", false)
+	m.Annotations = map[string]string{remediation.NeedsRemediationAnnotation: ""}
+	require.NoError(t, c.Update(ctx, m))
+	rem := NewRemediationReconciler(c, ns, Ownership{}, remediation.Config{Timeout: time.Minute, PollInterval: 100 * time.Millisecond},
+		remediation.MaxCount(1), time.Now)
+	_, err := rem.Reconcile(ctx, "mo")
+	require.NoError(t, err)
+	adm, err := (&Admissions{Client: c, Namespace: ns}).GetAdmissions(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"mo"}, adm.Machines, "precondition: admitted")
+	var bmh metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(h), &bmh))
+	_, held := bmh.Annotations[remediation.RebootAnnotation]
+	require.True(t, held, "precondition: the operator's reboot annotation holds host-op")
+	t.Logf("admission requests after the start: %+v", adm.Requests)
+
+	// The Machine is deleted mid-remediation (its owner scaled down, or a
+	// person deleted it); its host keeps its consumerRef for now.
+	require.NoError(t, c.Delete(ctx, m))
+	for i := 0; i < 3; i++ {
+		_, err = rem.Reconcile(ctx, "mo")
+		t.Logf("pass: %v", err)
+	}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(h), &bmh))
+	_, held = bmh.Annotations[remediation.RebootAnnotation]
+	adm, err = (&Admissions{Client: c, Namespace: ns}).GetAdmissions(ctx)
+	require.NoError(t, err)
+	if held && !adm.Has("mo") {
+		t.Fatalf("deleted Machine mo's admission is released (%v) while its reboot request still holds host-op off (annotations %v): "+
+			"the baremetal-operator keeps it off for good and the storm guard counts it no more", adm.Machines, bmh.Annotations)
+	}
+	require.False(t, held, "the deleted Machine's request is removed from host-op (annotations %v)", bmh.Annotations)
+}
+
+// TestReview40_OldFormatAdmissionDeletedMachineLeavesRequest: doc.go
+// (remediation): "An admission record written before Requests existed
+// names no request: then the host the HostStore resolves for the deleted
+// Machine is asked, and HostOf must keep answering for it." The kube
+// module's own HostOf, HostOfMachine, does not: for a deleted Machine it
+// wraps ErrNotFound, which abandon takes as "no host, nothing to
+// release". A remediation in flight across the upgrade (its admission
+// ConfigMap in the old format: only "machines"; passes that only wait
+// write no request, so nothing records one) whose Machine is then deleted
+// has its admission released while its request still holds the host
+// (rebootkit's: the RebootController keeps it off for good), although
+// the host still names the Metal3Machine as its consumer.
+func TestReview40_OldFormatAdmissionDeletedMachineLeavesRequest(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	c := adminClient(t)
+	ns := newNamespace(t, c)
+	h := newBMH(t, c, ns, "host-old")
+	h.Spec.ConsumerRef = &corev1.ObjectReference{Kind: "Metal3Machine", Name: "mold-m3m", Namespace: ns}
+	require.NoError(t, c.Update(ctx, h))
+	m := newMachine(t, c, ns, "mold", false)
+	m.Annotations = map[string]string{remediation.NeedsRemediationAnnotation: ""}
+	require.NoError(t, c.Update(ctx, m))
+	rem := NewRemediationReconciler(c, ns, Ownership{NoOperator: true}, remediation.Config{Timeout: time.Minute, PollInterval: 100 * time.Millisecond},
+		remediation.MaxCount(1), time.Now)
+	_, err := rem.Reconcile(ctx, "mold")
+	require.NoError(t, err)
+	// The admission as the previous version wrote it: only "machines".
+	var cm corev1.ConfigMap
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rebootkit-remediation-admissions"}, &cm))
+	delete(cm.Data, "requests")
+	require.NoError(t, c.Update(ctx, &cm))
+	var bmh metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(h), &bmh))
+	_, held := bmh.Annotations[remediation.RebootAnnotation]
+	require.True(t, held, "precondition: the request holds host-old")
+
+	require.NoError(t, c.Delete(ctx, m))
+	for i := 0; i < 3; i++ {
+		_, err = rem.Reconcile(ctx, "mold")
+		t.Logf("pass: %v", err)
+	}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(h), &bmh))
+	_, held = bmh.Annotations[remediation.RebootAnnotation]
+	adm, err := (&Admissions{Client: c, Namespace: ns}).GetAdmissions(ctx)
+	require.NoError(t, err)
+	if held && !adm.Has("mold") {
+		t.Fatalf("deleted Machine mold (old-format admission) is released (%v) while its request still holds host-old (annotations %v, consumerRef %v)",
+			adm.Machines, bmh.Annotations, bmh.Spec.ConsumerRef)
+	}
+	require.False(t, held, "the deleted Machine's request is removed from host-old (annotations %v)", bmh.Annotations)
+}
