@@ -50,3 +50,67 @@ func TestReview40i_RecreatedSameNameLeavesOldHostOff(t *testing.T) {
 		t.Fatalf("h1 still held (annotations %v), off %v", ann, off)
 	}
 }
+
+// pausedAdd is a RebootHosts whose next AddRebootAnnotation runs between
+// the Reconciler's check of the persisted attempt and the write (the
+// pause of a writer without a Guard).
+type pausedAdd struct {
+	*remediation.RebootHosts
+	between func()
+}
+
+func (h *pausedAdd) AddRebootAnnotation(ctx context.Context, m string, req remediation.Request) error {
+	if f := h.between; f != nil {
+		h.between = nil
+		f()
+	}
+	return h.RebootHosts.AddRebootAnnotation(ctx, m, req)
+}
+
+// TestReview40i_StrayRequestAfterMoveNeverRemoved: doc.go (Concurrency):
+// "a request that still lands (no Guard) is owned by no attempt and
+// removed by the next pass over its Machine (a finished remediation
+// never leaves a request on a host)". Process A decides m1's request on
+// h1 (State.Host h1 persisted), passes its check of the persisted
+// attempt, and pauses before the write. Meanwhile m1 is moved to h2 and
+// process B's pass, finding h1 without a request, writes a new request on
+// h2 (State.Host h2). A's write then lands on h1. Every later pass reads
+// and removes m1's request only on State.Host (h2) (RequestFor,
+// phased.go; RebootHosts.Get reads req.Host), and the Loop watches only
+// State.Host and HostOf's host: nothing ever looks at h1 again. h1 stays
+// held off for good while h2 is held too (two hosts for one Machine),
+// and after the remediation ends. Ground truth: h1's fake hardware.
+func TestReview40i_StrayRequestAfterMoveNeverRemoved(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
+	other := *g.rem // process B: the same stores, the plain host store
+	h := &pausedAdd{RebootHosts: g.rh}
+	g.rem.Hosts = h
+	h.between = func() {
+		g.hostOf.Store("h2")
+		_, err := other.Reconcile(context.Background(), "m1")
+		t.Logf("B's pass: err=%v state=%+v", err, g.state())
+	}
+	g.cluster.SetNodeReady("m1", false)
+	g.cluster.SetNeedsRemediation("m1", true)
+	t.Logf("A's pass: %v", g.pass(t))
+	require.Equal(t, "h2", g.state().Host, "precondition: B moved the attempt to h2")
+	require.Eventually(t, func() bool { return !g.hw["h2"].HardwareOn() }, 10*time.Second, 10*time.Millisecond,
+		"precondition: the reboot controller powers h2 off for B's request")
+	// The Machine is made healthy (the health checker clears its mark):
+	// the remediation ends; and later passes run.
+	g.cluster.SetNeedsRemediation("m1", false)
+	g.cluster.SetNodeReady("m1", true)
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && remediation.InFlight(g.state().Phase); {
+		_ = g.pass(t)
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = g.pass(t)
+	a, _ := g.cluster.GetAdmissions(context.Background())
+	t.Logf("after the remediation: phase %s, admitted %v", g.state().Phase, a.Has("m1"))
+	held, off, ann := g.h1Held(t, 2*time.Second)
+	require.False(t, remediation.InFlight(g.state().Phase), "precondition: the remediation ended")
+	if held || off {
+		t.Fatalf("m1's request written to h1 by the paused pass still holds h1 (annotations %v, hardware off %v) after every later pass over m1 (state %+v): nothing reads h1 after the move; truth %v",
+			ann, off, g.state(), g.hw["h1"].Truth())
+	}
+}
