@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -124,4 +125,78 @@ func TestReview40_OldFormatAdmissionDeletedMachineLeavesRequest(t *testing.T) {
 			adm.Machines, bmh.Annotations, bmh.Spec.ConsumerRef)
 	}
 	require.False(t, held, "the deleted Machine's request is removed from host-old (annotations %v)", bmh.Annotations)
+}
+
+// TestReview40_MovedFromOurHostToOperatorHostLeavesOldRequest: doc.go
+// (remediation): "A Machine whose host changes while its request holds
+// the old one (moved, re-provisioned) has that request removed first;
+// only once it is gone is a new request written to the new host ...:
+// never two hosts held at once." With OwnedHosts (the kube module's
+// HostStore) and an Ownership that gives rebootkit some hosts (here by
+// the Unmanaged selector) and the operator the rest, a Machine whose
+// request holds h-ours (State.Host "h-ours") and that is moved to
+// h-op, the operator's: OwnedHosts.Get picks the store by HostOf's host
+// and delegates to OperatorHosts.Get, which ignores req.Host (it reads
+// HostOf's host) and names no host (Host.Name ""), so Decide sees no
+// move (moved() needs Host.Name), finds h-op without the attempt's
+// request and writes a new one there, persisting State.Host "" (request()
+// sets st.Host = o.Host.Name): the request on h-ours is forgotten by the
+// State and by the admission record, never removed; both hosts are held,
+// h-ours for good (the RebootController holds it off while the
+// annotation is there). Ground truth: the BareMetalHosts read from the
+// API server.
+func TestReview40_MovedFromOurHostToOperatorHostLeavesOldRequest(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	c := adminClient(t)
+	ns := newNamespace(t, c)
+	ours := newBMH(t, c, ns, "h-ours")
+	ours.Labels["rk"] = "ours"
+	ours.Spec.ConsumerRef = &corev1.ObjectReference{Kind: "Metal3Machine", Name: "mv-m3m", Namespace: ns}
+	require.NoError(t, c.Update(ctx, ours))
+	op := newBMH(t, c, ns, "h-op")
+	m := newMachine(t, c, ns, "mv", false)
+	m.Annotations = map[string]string{remediation.NeedsRemediationAnnotation: ""}
+	require.NoError(t, c.Update(ctx, m))
+	sel, err := labels.Parse("rk=ours")
+	require.NoError(t, err)
+	rem := NewRemediationReconciler(c, ns, Ownership{Unmanaged: sel}, remediation.Config{Timeout: time.Hour, PollInterval: 100 * time.Millisecond},
+		remediation.MaxCount(1), time.Now)
+	_, err = rem.Reconcile(ctx, "mv")
+	require.NoError(t, err)
+	rec, err := rem.Machines.Get(ctx, "mv")
+	require.NoError(t, err)
+	require.Equal(t, "h-ours", rec.State.Host, "precondition: the request is written to h-ours")
+	var bmh metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(ours), &bmh))
+	first := bmh.Annotations[remediation.RebootAnnotation]
+	require.NotEmpty(t, first, "precondition: the request holds h-ours")
+
+	// The Machine moves to h-op (its Metal3Machine now consumes h-op).
+	bmh.Spec.ConsumerRef = nil
+	require.NoError(t, c.Update(ctx, &bmh))
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), &bmh))
+	bmh.Spec.ConsumerRef = &corev1.ObjectReference{Kind: "Metal3Machine", Name: "mv-m3m", Namespace: ns}
+	require.NoError(t, c.Update(ctx, &bmh))
+	for i := 0; i < 4; i++ {
+		_, err = rem.Reconcile(ctx, "mv")
+		rec, _ = rem.Machines.Get(ctx, "mv")
+		t.Logf("pass: err=%v phase=%s host=%q", err, rec.State.Phase, rec.State.Host)
+	}
+	var hOurs, hOp metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(ours), &hOurs))
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), &hOp))
+	_, heldOurs := hOurs.Annotations[remediation.RebootAnnotation]
+	_, heldOp := hOp.Annotations[remediation.RebootAnnotation]
+	adm, err := (&Admissions{Client: c, Namespace: ns}).GetAdmissions(ctx)
+	require.NoError(t, err)
+	t.Logf("state host %q, admission requests %+v", rec.State.Host, adm.Requests)
+	if heldOurs && heldOp {
+		t.Fatalf("Machine mv holds two hosts: h-ours (%s, its old request, State.Host now %q) and h-op (%s)",
+			hOurs.Annotations[remediation.RebootAnnotation], rec.State.Host, hOp.Annotations[remediation.RebootAnnotation])
+	}
+	if heldOurs && rec.State.Host != "h-ours" && adm.Requests["mv"].Host != "h-ours" {
+		t.Fatalf("h-ours still holds mv's old request but neither its State (host %q) nor its admission (%+v) names h-ours any more: it is never removed",
+			rec.State.Host, adm.Requests["mv"])
+	}
 }
