@@ -200,3 +200,43 @@ func TestReview40_MovedFromOurHostToOperatorHostLeavesOldRequest(t *testing.T) {
 			rec.State.Host, adm.Requests["mv"])
 	}
 }
+
+// TestReview40_OwnedHostsAddIgnoresRequestHost: remediation.State.Host is
+// "the host the attempt's current reboot request was written to
+// (persisted before it is written)", and the Reconciler writes the
+// request with that host (Request.Host); remediation.RebootHosts writes
+// it there (hostFor). OwnedHosts.AddRebootAnnotation instead picks the
+// store, and the host, by asking HostOf again at write time
+// (operator.go OwnedHosts.AddRebootAnnotation: s.pick(ctx, machine),
+// then OperatorHosts.patch by HostOf): a Machine moved between the pass's
+// read and its write gets its request on a host neither its State nor
+// its admission record names, which is never read or removed by them (a
+// deleted Machine's abandon removes the recorded host's request and
+// releases, the operator holds the other host off for good).
+func TestReview40_OwnedHostsAddIgnoresRequestHost(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	c := adminClient(t)
+	ns := newNamespace(t, c)
+	ours := newBMH(t, c, ns, "h-ours")
+	ours.Labels["rk"] = "ours"
+	require.NoError(t, c.Update(ctx, ours))
+	op := newBMH(t, c, ns, "h-op")
+	op.Spec.ConsumerRef = &corev1.ObjectReference{Kind: "Metal3Machine", Name: "mw-m3m", Namespace: ns}
+	require.NoError(t, c.Update(ctx, op))
+	newMachine(t, c, ns, "mw", false)
+	sel, err := labels.Parse("rk=ours")
+	require.NoError(t, err)
+	rem := NewRemediationReconciler(c, ns, Ownership{Unmanaged: sel}, remediation.Config{}, remediation.MaxCount(1), time.Now)
+	now := time.Now()
+	req := remediation.Request{Value: remediation.RebootValue("uid-mw", now), At: now, Host: "h-ours"}
+	err = rem.Hosts.AddRebootAnnotation(ctx, "mw", req)
+	t.Logf("AddRebootAnnotation: %v", err)
+	var hOurs, hOp metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(ours), &hOurs))
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), &hOp))
+	if v, ok := hOp.Annotations[remediation.RebootAnnotation]; ok {
+		t.Fatalf("the request for host h-ours (Request.Host) was written to h-op, the host HostOf names at write time (%s); h-ours has %q", v, hOurs.Annotations[remediation.RebootAnnotation])
+	}
+	require.Equal(t, req.Value, hOurs.Annotations[remediation.RebootAnnotation], "the request is written to Request.Host")
+}
