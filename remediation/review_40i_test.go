@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -112,5 +113,43 @@ func TestReview40i_StrayRequestAfterMoveNeverRemoved(t *testing.T) {
 	if held || off {
 		t.Fatalf("m1's request written to h1 by the paused pass still holds h1 (annotations %v, hardware off %v) after every later pass over m1 (state %+v): nothing reads h1 after the move; truth %v",
 			ann, off, g.state(), g.hw["h1"].Truth())
+	}
+}
+
+// TestReview40i_DeletedWhileDownNeverAbandoned: doc.go: "a Machine
+// deleted mid-remediation ... has the request removed from that host ...
+// and only then its admission released"; Loop's doc: Keys lists the
+// Machines, and "a Machine that is gone and whose admission is released
+// is left alone". A Machine deleted while the remediation process is
+// down (a restart, an upgrade, a leader change) is in no listing of the
+// Machines when the Loop starts again, and nothing else names it: the
+// admission record (which does, with its request) is never read for
+// Machines that are gone (run.go Loop; reboot.Runner reconciles only
+// listed or added keys). Its request holds h1 off for good and its
+// admission takes the storm guard's slot for ever: with MaxCount(1) no
+// other remediation can start. Ground truth: h1's fake hardware.
+func TestReview40i_DeletedWhileDownNeverAbandoned(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
+	g.startOnH1(t, true)
+	// The remediation process is down; m1 is deleted meanwhile.
+	require.NoError(t, g.cluster.Delete(context.Background(), "m1"))
+	// It starts again, listing the Machines as its keys.
+	names := func(ctx context.Context) ([]string, error) {
+		recs, err := g.cluster.List(ctx)
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.Machine.Name)
+		}
+		return out, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run := &reboot.Runner{Loops: []reboot.Loop{g.rem.Loop(names)}}
+	go func() { _ = run.Run(ctx) }()
+	held, off, ann := g.h1Held(t, 3*time.Second)
+	a, _ := g.cluster.GetAdmissions(context.Background())
+	if held || off || a.Has("m1") {
+		t.Fatalf("m1 was deleted mid-remediation while the Loop was down; 3 s after it started again h1 is still held (annotations %v, hardware off %v) and m1's admission kept (%v, requests %v): nothing ever reconciles a deleted Machine the keys no longer list; truth %v",
+			ann, off, a.Machines, a.Requests, g.hw["h1"].Truth())
 	}
 }
