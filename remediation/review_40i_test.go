@@ -2,6 +2,7 @@ package remediation_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -152,4 +153,57 @@ func TestReview40i_DeletedWhileDownNeverAbandoned(t *testing.T) {
 		t.Fatalf("m1 was deleted mid-remediation while the Loop was down; 3 s after it started again h1 is still held (annotations %v, hardware off %v) and m1's admission kept (%v, requests %v): nothing ever reconciles a deleted Machine the keys no longer list; truth %v",
 			ann, off, a.Machines, a.Requests, g.hw["h1"].Truth())
 	}
+}
+
+// removeFailsFor is a RebootHosts whose removals of one Machine's request
+// fail (its host's API refuses them for now).
+type removeFailsFor struct {
+	*remediation.RebootHosts
+	machine string
+}
+
+func (h *removeFailsFor) RemoveRebootRequest(ctx context.Context, m string, req remediation.Request) error {
+	if m == h.machine {
+		return errors.New("hosts: connection refused")
+	}
+	return h.RebootHosts.RemoveRebootRequest(ctx, m, req)
+}
+
+// TestReview40i_DeletedAdmittedNotCountedByStormGuard: doc.go, the
+// caller's duties: "ask the storm guard (MayStart) over the whole fleet,
+// counting admitted machines as remediating"; Guarantees: "At most the
+// storm guard's limit of remediations ... are in flight at any instant";
+// a deleted Machine keeps its admission until its request is removed
+// (its host may be off). But the fleet the Reconciler hands MayStart is
+// Machines.List (reconciler.go: fleet from `all`), which no longer has
+// the deleted Machine, so its admission counts for nothing: with
+// MaxCount(1), m1 deleted while its request holds h1 off (its removal
+// failing for now, admission kept), m2's remediation is admitted and h2
+// powered off too: two hosts off, limit one. Ground truth: both fake
+// hardwares off at once.
+func TestReview40i_DeletedAdmittedNotCountedByStormGuard(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
+	g.cluster.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
+	g.cluster.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
+	g.startOnH1(t, true)
+	g.rh.HostOf = func(_ context.Context, m string) (string, error) {
+		return map[string]string{"m1": "h1", "m2": "h2"}[m], nil
+	}
+	g.rem.Hosts = &removeFailsFor{RebootHosts: g.rh, machine: "m1"}
+	require.NoError(t, g.cluster.Delete(context.Background(), "m1"))
+	_ = g.pass(t) // abandon fails: m1 stays admitted, h1 held
+	a, _ := g.cluster.GetAdmissions(context.Background())
+	require.True(t, a.Has("m1"), "precondition: deleted m1 keeps its admission while its request is not removed")
+
+	g.cluster.SetNodeReady("m2", false)
+	g.cluster.SetNeedsRemediation("m2", true)
+	_, err := g.rem.Reconcile(context.Background(), "m2")
+	t.Logf("m2's pass: %v", err)
+	time.Sleep(2 * time.Second)
+	a, _ = g.cluster.GetAdmissions(context.Background())
+	if !g.hw["h1"].HardwareOn() && !g.hw["h2"].HardwareOn() {
+		t.Fatalf("limit MaxCount(1): deleted m1 (admitted %v) holds h1 off and m2's remediation was admitted too (%v): h1 and h2 are off at once; truths h1 %v h2 %v",
+			a.Has("m1"), a.Machines, g.hw["h1"].Truth(), g.hw["h2"].Truth())
+	}
+	require.False(t, a.Has("m2"), "m2 may not be admitted while deleted m1's admission (its host held off) is in the record")
 }
