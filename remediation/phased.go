@@ -1,6 +1,7 @@
 package remediation
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -396,7 +397,7 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 	// request writes the attempt's reboot request anew: a new T, a new
 	// value.
 	request := func(why string) {
-		st.RequestedAt, st.Host = now, o.Host.Name
+		st.RequestedAt, st.Host = now, cmp.Or(o.Host.Name, st.Host) // never "" over a known host
 		d.AddRebootAnnotation, d.RebootValue = true, RebootValue(m.UID, now)
 		d.Reason = why
 		d.RequeueAfter = c.PollInterval
@@ -725,7 +726,7 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 	}
 	if st.Attempt <= c.RetryLimit {
 		st.Attempt++
-		st.Phase, st.Started, st.RequestedAt, st.Host = PhasePowerOffRequested, now, now, o.Host.Name
+		st.Phase, st.Started, st.RequestedAt, st.Host = PhasePowerOffRequested, now, now, cmp.Or(o.Host.Name, st.Host)
 		if st.Backup == nil {
 			st.Backup = backupOf(o.Node)
 		}
