@@ -45,7 +45,9 @@ func (c *RemediationController) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, nil
 	}
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
-	if errors.Is(err, remediation.ErrNotFound) {
+	if goneClean(err) {
+		// The Machine is gone and its request removed, its admission
+		// released: nothing to do.
 		return ctrl.Result{}, nil
 	}
 	if errors.Is(err, remediation.ErrConflict) {
@@ -133,4 +135,25 @@ func SetRemediationPower(rec *remediation.Reconciler, pw func(host string) (powe
 			rh.Power, rh.StaleReads = pw, staleReads
 		}
 	}
+}
+
+// goneClean reports whether err says only that the Machine is gone: a
+// pass over a deleted Machine whose request removal or release failed
+// (errors.Join of ErrNotFound and that failure) is returned as an error,
+// and requeued with the work queue's back-off, for nothing else wakes a
+// deleted Machine.
+func goneClean(err error) bool {
+	if !errors.Is(err, remediation.ErrNotFound) {
+		return false
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return true
+	}
+	for _, e := range j.Unwrap() {
+		if e != nil && !errors.Is(e, remediation.ErrNotFound) {
+			return false
+		}
+	}
+	return true
 }
