@@ -213,6 +213,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			fleet[i] = FleetMachine{Name: m.Machine.Name, Cluster: m.Machine.Cluster, HealthCheck: m.Machine.HealthCheck, Node: m.Machine.NodeName, ControlPlane: m.Machine.ControlPlane,
 				Unhealthy: m.Machine.NeedsRemediation, Remediating: InFlight(m.State.Phase) || adm.Has(m.Machine.Name)}
 		}
+		fleet = withGone(fleet, adm, rec.Machine)
 		o.MayStart, o.GuardReason = MayStart(fleet, name, r.Limit)
 	}
 	d := r.Config.Decide(o, r.Now())
@@ -300,6 +301,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			slog.String("phase", d.State.Phase.String()), slog.Int("attempt", d.State.Attempt), slog.String("reason", d.Reason))
 	}
 	return res, nil
+}
+
+// withGone adds to fleet the admitted Machines it does not list (deleted
+// while their request may still hold their host off: their admission is
+// kept until it is removed), each unhealthy and remediating in the
+// candidate's cluster and health check (theirs is no longer known: they
+// count where they may have been).
+func withGone(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine {
+	listed := make(map[string]bool, len(fleet))
+	for _, m := range fleet {
+		listed[m.Name] = true
+	}
+	for _, name := range adm.Machines {
+		if !listed[name] {
+			listed[name] = true
+			fleet = append(fleet, FleetMachine{Name: name, Cluster: cand.Cluster, HealthCheck: cand.HealthCheck, Unhealthy: true, Remediating: true})
+		}
+	}
+	return fleet
 }
 
 // abandon ends the remediation of a Machine that is gone: while it is
