@@ -202,6 +202,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("remediation: admissions: %w", err)
 	}
+	if prev, ok := adm.Requests[name]; ok && adm.Has(name) && !ownRequest(prev, rec.Machine.UID) {
+		// The admission, and its request, are an earlier Machine's of
+		// this name (deleted, and one of the same name created since):
+		// that request is removed from its host and the admission
+		// released before this Machine is looked at.
+		err := r.releaseRecorded(ctx, name, adm, "a Machine of this name with another UID")
+		return Result{RequeueAfter: time.Nanosecond}, err
+	}
 	o := Observed{Machine: rec.Machine, Node: node, Host: host, State: rec.State, Admitted: adm.Has(name)}
 	if rec.Machine.NeedsRemediation && !InFlight(rec.State.Phase) && !o.Admitted {
 		all, err := r.Machines.List(ctx)
@@ -345,14 +353,28 @@ func (r *Reconciler) abandon(ctx context.Context, name string) error {
 	if !a.Has(name) {
 		return nil
 	}
-	err = reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation for "+name, func(ctx context.Context) error {
+	return r.releaseRecorded(ctx, name, a, "it is gone")
+}
+
+// ownRequest reports whether the recorded request req is the one of the
+// Machine with UID uid (a value naming no Machine is taken as its).
+func ownRequest(req Request, uid string) bool {
+	owner, ok := requestOwner(req.Value)
+	return !ok || owner == uid
+}
+
+// releaseRecorded removes the request the admission record a keeps for name from
+// its host, then releases name's admission (see abandon); why says whose
+// request it is, for the error.
+func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissions, why string) error {
+	err := reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation for "+name, func(ctx context.Context) error {
 		if rr, ok := r.Hosts.(RequestRemover); ok && a.Requests[name].Host != "" {
 			return rr.RemoveRebootRequest(ctx, name, a.Requests[name])
 		}
 		return r.Hosts.RemoveRebootAnnotation(ctx, name)
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("remediation: machine %s is gone: remove its reboot request before releasing its admission: %w", name, err)
+		return fmt.Errorf("remediation: machine %s (%s): remove its reboot request before releasing its admission: %w", name, why, err)
 	}
 	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
 }
