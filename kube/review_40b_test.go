@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/reboot"
@@ -72,5 +76,63 @@ func TestReview40b_DeletedMachineAbandonErrorNotRequeued(t *testing.T) {
 	if err == nil && res.RequeueAfter == 0 && !res.Requeue && (held || a.Has("m1")) {
 		t.Fatalf("deleted m1's request removal failed (h1 held %v, admission kept %v) but the controller returned no error and no requeue (%+v): "+
 			"nothing wakes a deleted Machine again, h1 stays off and its storm-guard slot taken for good", held, a.Has("m1"), res)
+	}
+}
+
+// TestReview40b_DeletedWhileDownAbandonedBySweep: the kube variant of
+// remediation's TestReview40i_DeletedWhileDownNeverAbandoned. A Machine
+// deleted mid-remediation while no manager runs is in no Machine event
+// when the manager starts (the informer lists the Machines that exist),
+// and the host watch maps a host only to existing Machines: before the
+// admission sweep (RemediationController.Sweep, at start and every
+// SweepEvery) nothing reconciled it, its request held the host for good
+// and its admission took the storm guard's slot. Ground truth: the
+// BareMetalHost and the admission ConfigMap read from the API server.
+func TestReview40b_DeletedWhileDownAbandonedBySweep(t *testing.T) {
+	needAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := adminClient(t)
+	ns := newNamespace(t, c)
+	h := newBMH(t, c, ns, "host-sw")
+	h.Spec.ConsumerRef = &corev1.ObjectReference{Kind: "Metal3Machine", Name: "sw-m3m", Namespace: ns}
+	require.NoError(t, c.Update(ctx, h))
+	m := newMachine(t, c, ns, "sw", false)
+	m.Annotations = map[string]string{remediation.NeedsRemediationAnnotation: ""}
+	require.NoError(t, c.Update(ctx, m))
+	cfg := remediation.Config{Timeout: time.Minute, PollInterval: 100 * time.Millisecond}
+	first := NewRemediationReconciler(c, ns, Ownership{NoOperator: true}, cfg, remediation.MaxCount(1), time.Now)
+	_, err := first.Reconcile(ctx, "sw")
+	require.NoError(t, err)
+	held := func() bool {
+		var bmh metal3.BareMetalHost
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(h), &bmh))
+		_, ok := bmh.Annotations[remediation.RebootAnnotation]
+		return ok
+	}
+	require.True(t, held(), "precondition: the request holds host-sw")
+
+	// The manager is down; the Machine is deleted meanwhile.
+	require.NoError(t, c.Delete(ctx, m))
+
+	mgr := namespacedManager(t, ns)
+	rem := NewRemediationReconciler(mgr.GetClient(), ns, Ownership{NoOperator: true}, cfg, remediation.MaxCount(1), time.Now)
+	require.NoError(t, (&RemediationController{Name: "remediation-" + ns, Reconciler: rem, Namespace: ns, SweepEvery: time.Second}).SetupWithManager(mgr))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	adm := &Admissions{Client: c, Namespace: ns}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a, err := adm.GetAdmissions(ctx)
+		require.NoError(t, err)
+		if !held() && !a.Has("sw") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Machine sw was deleted mid-remediation while the manager was down; 20 s after it started host-sw is still held (%v) and sw admitted (%v, requests %v)",
+				held(), a.Machines, a.Requests)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
