@@ -276,7 +276,25 @@ type OwnedHosts struct {
 var (
 	_ remediation.HostStore      = (*OwnedHosts)(nil)
 	_ remediation.RequestRemover = (*OwnedHosts)(nil)
+	_ remediation.RequestFinder  = (*OwnedHosts)(nil)
 )
+
+// RebootRequests implements remediation.RequestFinder: the reboot
+// requests on the namespace's BareMetalHosts (rebootkit's and the
+// operator's alike carry remediation.RebootAnnotation).
+func (s *OwnedHosts) RebootRequests(ctx context.Context) ([]remediation.Request, error) {
+	var hosts metal3.BareMetalHostList
+	if err := s.Operator.Client.List(ctx, &hosts, client.InNamespace(s.Operator.Namespace)); err != nil {
+		return nil, fmt.Errorf("kube: list hosts: %w", err)
+	}
+	var out []remediation.Request
+	for _, h := range hosts.Items {
+		if v, ok := h.Annotations[remediation.RebootAnnotation]; ok {
+			out = append(out, remediation.Request{Value: v, Host: h.Name})
+		}
+	}
+	return out, nil
+}
 
 // pick is the store for the host of req: req.Host when it is set (the
 // host the request was, or is to be, written to: its ownership decides,

@@ -89,6 +89,25 @@ type RequestRemover interface {
 	RemoveRebootRequest(ctx context.Context, machine string, req Request) error
 }
 
+// RequestFinder is an optional ability of a HostStore that is a
+// RequestRemover: it lists the remediation reboot requests on every host
+// it serves (Value and Host; At may be zero). The Reconciler uses it for
+// a Machine that is gone whose admission records no request (a record
+// written before Admissions.Requests existed) and whose host the
+// HostStore no longer resolves: the requests no existing Machine owns are
+// removed before the admission is released. Without it such an admission
+// is kept, and the pass fails with ErrOrphanRequest.
+type RequestFinder interface {
+	RebootRequests(ctx context.Context) ([]Request, error)
+}
+
+// ErrOrphanRequest: a Machine that is gone is admitted with no recorded
+// request and no host the HostStore resolves, which cannot list the
+// requests (RequestFinder): its request may hold a host off, so its
+// admission is kept. Fix: remove the Machine's reboot annotation from its
+// host by hand and the Machine from the admission record.
+var ErrOrphanRequest = errors.New("remediation: the reboot request of a Machine that is gone cannot be found (remove its reboot annotation from its host by hand, then its name from the admission record)")
+
 // Admissions is the shared admission record: the Machines whose
 // remediation the storm guard admitted and that have not been released.
 type Admissions struct {
@@ -373,10 +392,49 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 		}
 		return r.Hosts.RemoveRebootAnnotation(ctx, name)
 	})
+	if errors.Is(err, ErrNotFound) && a.Requests[name].Host == "" {
+		// No recorded request (a record written before Requests existed)
+		// and no host the HostStore resolves: its request may still hold
+		// a host. Never released while one may.
+		err = r.removeOrphans(ctx, name)
+	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("remediation: machine %s (%s): remove its reboot request before releasing its admission: %w", name, why, err)
 	}
 	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
+}
+
+// removeOrphans removes, for name (gone, with no recorded request and no
+// host its HostStore resolves), every reboot request no existing Machine
+// owns (RequestFinder: a value naming a UID that no Machine of
+// MachineStore.List has), one of which may be name's. Without a
+// RequestFinder it fails with ErrOrphanRequest: the admission is kept.
+func (r *Reconciler) removeOrphans(ctx context.Context, name string) error {
+	f, ok := r.Hosts.(RequestFinder)
+	rr, ok2 := r.Hosts.(RequestRemover)
+	if !ok || !ok2 {
+		return fmt.Errorf("remediation: machine %s: %w", name, ErrOrphanRequest)
+	}
+	reqs, err := f.RebootRequests(ctx)
+	if err != nil {
+		return fmt.Errorf("remediation: machine %s: find its reboot request: %w", name, err)
+	}
+	all, err := r.Machines.List(ctx)
+	if err != nil {
+		return fmt.Errorf("remediation: machine %s: find its reboot request: list machines: %w", name, err)
+	}
+	live := make(map[string]bool, len(all))
+	for _, m := range all {
+		live[m.Machine.UID] = true
+	}
+	for _, req := range reqs {
+		if owner, ok := requestOwner(req.Value); ok && !live[owner] && req.Host != "" {
+			if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
+				return fmt.Errorf("remediation: machine %s: remove the request no Machine owns on host %s: %w", name, req.Host, err)
+			}
+		}
+	}
+	return nil
 }
 
 // removeRequest removes the reboot request req from its host (req.Host
