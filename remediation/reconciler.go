@@ -285,7 +285,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		{d.AddRebootAnnotation, func(ctx context.Context) error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation", true},
 		{d.DeleteNode, func(ctx context.Context) error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node", true},
 		{d.TaintNode, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node", true},
-		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.removeRequest(ctx, name, req) }, "remove reboot annotation", true},
+		{d.RemoveRebootAnnotation, func(ctx context.Context) error {
+			return r.removeRequest(ctx, name, req, rec.State.PrevHost, rec.Machine.UID)
+		}, "remove reboot annotation", true},
 		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func(ctx context.Context) error {
 			return r.Nodes.AddMetadata(ctx, d.RestoreNode, d.RestoreLabels, d.RestoreAnnotations)
 		}, "restore node metadata", true},
@@ -438,10 +440,19 @@ func (r *Reconciler) removeOrphans(ctx context.Context, name string) error {
 }
 
 // removeRequest removes the reboot request req from its host (req.Host
-// when the HostStore is a RequestRemover, else the one it resolves).
-func (r *Reconciler) removeRequest(ctx context.Context, name string, req Request) error {
+// when the HostStore is a RequestRemover, else the one it resolves), and
+// a request of this Machine's (UID uid) from prev (State.PrevHost: the host before
+// the last move, where a paused writer's request may have landed).
+func (r *Reconciler) removeRequest(ctx context.Context, name string, req Request, prev, uid string) error {
 	if rr, ok := r.Hosts.(RequestRemover); ok {
-		return rr.RemoveRebootRequest(ctx, name, req)
+		if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
+			return err
+		}
+		if prev != "" && prev != req.Host && uid != "" {
+			// Any value naming this Machine's UID (SameMachine).
+			return rr.RemoveRebootRequest(ctx, name, Request{Value: RebootValue(uid, req.At), Host: prev})
+		}
+		return nil
 	}
 	return r.Hosts.RemoveRebootAnnotation(ctx, name)
 }
