@@ -361,8 +361,10 @@ func withGone(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine
 // now (HostOf must then keep answering for a deleted Machine until its
 // admission is released), so that the reboot controller powers the host
 // on; only then is the admission released. A HostStore that says the
-// Machine has no host (ErrNotFound) has nothing to release; any other
-// error keeps the admission, and the pass is retried.
+// Machine has no host (ErrNotFound) while the record names no request
+// (an old record) has the requests no existing Machine owns removed
+// first (RequestFinder), else the admission is kept (ErrOrphanRequest);
+// any other error keeps the admission, and the pass is retried.
 func (r *Reconciler) abandon(ctx context.Context, name string) error {
 	if r.Admissions == nil {
 		return nil
