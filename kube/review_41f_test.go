@@ -1,0 +1,54 @@
+package kube
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// TestReview41_RestoreLoopWithoutLeaseWritesNothing: the README says the
+// external remediation controller "runs under the reboot controller's
+// lease (ExternalRemediationController.Guard: a process that lost its
+// lease writes nothing)". Its restore loop (SetupWithManager adds it as a
+// Runnable) never asks the Guard: a process without its lease restores
+// kept Node backups (adds labels, removes the out-of-service taint) and
+// rewrites the admissions ConfigMap. Ground truth: direct API reads of
+// the Node and the ConfigMap.
+func TestReview41_RestoreLoopWithoutLeaseWritesNothing(t *testing.T) {
+	g := &switchGuard{} // never the leader
+	e := newExtEnvGuarded(t, []string{"h0"}, remediation.MaxCount(1),
+		reboot.Config{StaleReads: 500 * time.Millisecond, SoftTimeout: 2 * time.Second}, g)
+	n0 := e.nodeOf["h0"]
+	// A kept backup (as report keeps it for a remediation that went
+	// while its Node was gone) and the Node, back, tainted by rebootkit.
+	var node corev1.Node
+	require.NoError(t, e.direct.Get(e.ctx, client.ObjectKey{Name: n0}, &node))
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: remediation.OutOfServiceTaint, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	require.NoError(t, e.direct.Update(e.ctx, &node))
+	raw, err := json.Marshal(map[string]pendingRestore{n0: {Backup: &remediation.NodeBackup{Name: n0, Labels: map[string]string{"review41": "restored"}}, Tainted: true}})
+	require.NoError(t, err)
+	require.NoError(t, e.direct.Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: ExternalAdmissionsName},
+		Data: map[string]string{nodeBackupsKey: string(raw)}}))
+
+	time.Sleep(3 * time.Second) // the restore loop polls every 200 ms
+
+	require.NoError(t, e.direct.Get(e.ctx, client.ObjectKey{Name: n0}, &node))
+	assert.NotContains(t, node.Labels, "review41", "a controller without its lease restored labels on %s", n0)
+	tainted := false
+	for _, tt := range node.Spec.Taints {
+		tainted = tainted || tt.Key == remediation.OutOfServiceTaint
+	}
+	assert.True(t, tainted, "a controller without its lease removed the out-of-service taint of %s", n0)
+	var cm corev1.ConfigMap
+	require.NoError(t, e.direct.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: ExternalAdmissionsName}, &cm))
+	assert.Equal(t, string(raw), cm.Data[nodeBackupsKey], "a controller without its lease rewrote the admissions ConfigMap")
+}
