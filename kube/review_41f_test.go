@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -51,4 +52,35 @@ func TestReview41_RestoreLoopWithoutLeaseWritesNothing(t *testing.T) {
 	var cm corev1.ConfigMap
 	require.NoError(t, e.direct.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: ExternalAdmissionsName}, &cm))
 	assert.Equal(t, string(raw), cm.Data[nodeBackupsKey], "a controller without its lease rewrote the admissions ConfigMap")
+}
+
+// TestReview41_StormGuardSharedWithMachineRemediation: rebootkit-controller
+// --controllers reboot,remediation,external-remediation runs the
+// Machine-annotation remediation and the external remediation with the
+// same --remediation-limit ("storm guard: at most this many Machines
+// under remediation at once"; ExternalRemediationController.Limit: "the
+// storm guard's limit across all remediations of the namespace"), but each
+// counts only its own admission record (rebootkit-remediation-admissions
+// vs ExternalAdmissionsName). With limit 1 and the Machine remediation
+// holding its one slot (host h1 under remediation), a PowerCycleRemediation
+// of h0 is admitted and h0 powered off: two hosts off with limit 1.
+// Ground truth: h0's fake power.
+func TestReview41_StormGuardSharedWithMachineRemediation(t *testing.T) {
+	e := newExtEnv(t, []string{"h0", "h1"}, remediation.MaxCount(1))
+	// The Machine-annotation remediation of the same process has admitted
+	// the Machine of h1 (its one slot under --remediation-limit=1).
+	ma := &Admissions{Client: e.direct, Namespace: e.ns}
+	adm, err := ma.GetAdmissions(e.ctx)
+	require.NoError(t, err)
+	adm.Machines = append(adm.Machines, "machine-h1")
+	require.NoError(t, ma.PutAdmissions(e.ctx, adm))
+	_ = e.hw["h1"].Off(e.ctx, power.ModeHard) // and powered h1 off
+
+	start := time.Now()
+	n0 := e.nodeOf["h0"]
+	e.hang("h0")
+	e.nhcCreate(n0, workerSpec(time.Minute))
+	time.Sleep(8 * time.Second)
+	assert.False(t, e.hw["h0"].WasOffDuring(start, time.Now()),
+		"h0 powered off by the external remediation while the Machine remediation held the storm guard's only slot (limit 1): two hosts off")
 }
