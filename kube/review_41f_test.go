@@ -84,3 +84,49 @@ func TestReview41_StormGuardSharedWithMachineRemediation(t *testing.T) {
 	assert.False(t, e.hw["h0"].WasOffDuring(start, time.Now()),
 		"h0 powered off by the external remediation while the Machine remediation held the storm guard's only slot (limit 1): two hosts off")
 }
+
+// TestReview41_ExternalWaitsForMachineRemediationOfSameHost: "At most one
+// remediation holds a host (the admission record is a lock per host:
+// ErrHostHeld)". The lock is only over the external record: with the
+// Machine-annotation remediation (same process, --controllers
+// reboot,remediation,external-remediation) holding host h0 (admitted, its
+// reboot request on h0's BareMetalHost), a PowerCycleRemediation of h0's
+// Node is admitted and replaces that request with its own: two
+// remediations acting on one host. Ground truth: a direct read of the
+// BareMetalHost's request annotation.
+func TestReview41_ExternalWaitsForMachineRemediationOfSameHost(t *testing.T) {
+	e := newExtEnv(t, []string{"h0"}, remediation.MaxCount(2))
+	key := reboot.AnnotationPrefix + remediation.RebootKey
+	at := time.Now()
+	theirs := remediation.RebootValue("machine-uid-h0", at)
+	ma := &Admissions{Client: e.direct, Namespace: e.ns}
+	adm, err := ma.GetAdmissions(e.ctx)
+	require.NoError(t, err)
+	adm.Machines = append(adm.Machines, "machine-h0")
+	adm.Requests = map[string]remediation.Request{"machine-h0": {Value: theirs, At: at, Host: "h0"}}
+	require.NoError(t, ma.PutAdmissions(e.ctx, adm))
+	bmh := newBMHRef(e.ns, "h0")
+	require.NoError(t, e.direct.Get(e.ctx, client.ObjectKeyFromObject(bmh), bmh))
+	if bmh.Annotations == nil {
+		bmh.Annotations = map[string]string{}
+	}
+	bmh.Annotations[key] = theirs
+	require.NoError(t, e.direct.Update(e.ctx, bmh))
+
+	n0 := e.nodeOf["h0"]
+	e.nhcCreate(n0, workerSpec(time.Minute))
+	seen := map[string]bool{}
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		require.NoError(t, e.direct.Get(e.ctx, client.ObjectKeyFromObject(bmh), bmh))
+		seen[bmh.Annotations[key]] = true
+	}
+	for v := range seen {
+		assert.True(t, v == theirs || v == "",
+			"the external remediation of %s wrote its own reboot request %q on h0, which the Machine remediation holds (its request %q)", n0, v, theirs)
+	}
+	var cm corev1.ConfigMap
+	require.NoError(t, e.direct.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: ExternalAdmissionsName}, &cm))
+	t.Logf("external admissions: %v", cm.Data)
+	r := e.remediationOf(n0)
+	t.Logf("remediation: %+v", r.Status)
+}
