@@ -70,3 +70,48 @@ func TestReview41_EscalatedMachineDeletedKeepsAdmissionWhileHostOff(t *testing.T
 		t.Errorf("storm guard MaxCount(1): m2 admitted (its host h2 about to be powered off) while h1 is still off for m1's remediation")
 	}
 }
+
+// TestReview41_FailedClearedKeepsAdmissionWhileHostOff: a failed
+// remediation (escalated after the reboot controller powered its host
+// off; the BMC refuses the power-on, a reboot pending) whose
+// needs-remediation mark is then removed is "cleared" to PhaseNone while
+// the host is held: the first pass keeps the admission (keeps on the old
+// state), but LastRequest answers the zero Request for PhaseNone, so the
+// next pass reads the host for no request, finds nothing held and
+// releases the admission with the host still off (ground truth: its
+// reboot status unchanged). In the kube module the same read lets the
+// finalizer of a deleted PowerCycleRemediation go (report: Held with
+// LastRequest).
+func TestReview41_FailedClearedKeepsAdmissionWhileHostOff(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour)
+	c := fake.NewCluster()
+	c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "n1", Cluster: "c"}) // mark removed
+	rec, _ := c.Get(ctx, "m1")
+	st := remediation.State{Phase: remediation.PhaseFailed, Attempt: 1, Started: t0, RequestedAt: t0, Host: "h1", Finished: t0.Add(10 * time.Minute),
+		Message: "host not on in time: retries exhausted, remediation failed"}
+	if err := c.SaveState(ctx, "m1", rec.Version, st); err != nil {
+		t.Fatal(err)
+	}
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Status: reboot.Status{LastPoweredOff: t0.Add(time.Minute), PendingRebootSince: t0}})
+	a, _ := c.GetAdmissions(ctx)
+	a.Machines = []string{"m1"}
+	if err := c.PutAdmissions(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now,
+		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
+	for i := 1; i <= 3; i++ {
+		if _, err := r.Reconcile(ctx, "m1"); err != nil {
+			t.Fatal(err)
+		}
+		h1, _ := hosts.Get(ctx, "h1")
+		if !h1.Status.Pending() || h1.Status.LastPoweredOn.After(h1.Status.LastPoweredOff) {
+			t.Fatalf("test setup: h1 no longer held off: %+v", h1.Status)
+		}
+		if a, _ := c.GetAdmissions(ctx); !a.Has("m1") {
+			rec, _ := c.Get(ctx, "m1")
+			t.Fatalf("pass %d: m1's admission released while h1 is still off with a reboot pending (state now %s)", i, rec.State.Phase)
+		}
+	}
+}
