@@ -2,6 +2,8 @@ package kube
 
 import (
 	"encoding/json"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
@@ -129,4 +133,47 @@ func TestReview41_ExternalWaitsForMachineRemediationOfSameHost(t *testing.T) {
 	t.Logf("external admissions: %v", cm.Data)
 	r := e.remediationOf(n0)
 	t.Logf("remediation: %+v", r.Status)
+}
+
+// TestReview41_FailedDeletedKeepsFinalizerWhileHostOff: h0's BMC refuses
+// the power-on; the remediation fails (attempts ran out) and, as the README
+// promises, keeps Processing True and its finalizer while h0 is off. The
+// checker then deletes it (NodeHealthCheck's own timeout, the Node
+// deleted, an operator): decide "clears" the failed remediation to
+// PhaseNone, for which remediation.LastRequest is the zero Request, so
+// report's Held reads the host for no request, finds nothing held, and
+// the finalizer and the admission (the per-host lock, the storm guard's
+// count) go with h0 still off and rebootkit's reboot still pending on it
+// (ground truth: the fake power). The next remediator acts on a host
+// rebootkit still means to power on.
+func TestReview41_FailedDeletedKeepsFinalizerWhileHostOff(t *testing.T) {
+	e := newExtEnv(t, []string{"h0"}, remediation.MaxCount(1))
+	var refuseOn atomic.Bool
+	refuseOn.Store(true)
+	e.hw["h0"].SetConfig(fake.PowerConfig{Lag: 100 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn && refuseOn.Load() {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}})
+	retry := int32(0)
+	spec := workerSpec(3 * time.Second)
+	spec.RetryLimit = &retry
+	n0 := e.nodeOf["h0"]
+	e.hang("h0")
+	e.nhcCreate(n0, spec)
+	e.eventually("the remediation failed", 60*time.Second, func() bool {
+		r := e.remediationOf(n0)
+		return r != nil && r.Status.Phase == "failed"
+	})
+	require.False(t, e.hw["h0"].HardwareOn(), "test setup: h0 on")
+	r := e.remediationOf(n0)
+	require.Equal(t, metav1.ConditionTrue, condition(r, v1alpha1.ConditionProcessing), "precondition: Processing True while h0 is off")
+	require.NoError(t, e.checker.Delete(e.ctx, r)) // the checker lets it go
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		require.False(t, e.hw["h0"].HardwareOn(), "test setup: h0 on")
+		r := e.remediationOf(n0)
+		require.NotNil(t, r, "the remediation of %s is gone (finalizer removed) while h0 is off and rebootkit still means to power it on (ground truth)\n%s", n0, e.dump())
+		require.True(t, slices.Contains(r.Finalizers, ReleaseFinalizer), "finalizer gone while h0 is off\n%s", e.dump())
+	}
 }
