@@ -29,7 +29,6 @@ import (
 // rewrites the admissions ConfigMap. Ground truth: direct API reads of
 // the Node and the ConfigMap.
 func TestReview41_RestoreLoopWithoutLeaseWritesNothing(t *testing.T) {
-	t.Skip("review 41 round 4 finding, NOT FIXED: fails on the current code; see the closing note of 2026-11-26 (not counted as run)")
 	g := &switchGuard{} // never the leader
 	e := newExtEnvGuarded(t, []string{"h0"}, remediation.MaxCount(1),
 		reboot.Config{StaleReads: 500 * time.Millisecond, SoftTimeout: 2 * time.Second}, g)
