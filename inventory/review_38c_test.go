@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
@@ -75,4 +76,53 @@ func TestReview38_TakeBackAtCutOffFreesSlotBeforeOffLandedIsSeen(t *testing.T) {
 	for range 12 {
 		tick() // fails in w.check: 2 servers off at once, concurrency 1
 	}
+}
+
+// TestReview38_AbandonedCycleCountsDownAfterEveryRestart (review 38 round
+// 3): cn0 is abandoned mid power cycle (a soft power-off accepted, its
+// BMC then hanging); the power-off lands, the operator powers cn0 on by
+// hand, and cn0 passes health checks begun long after its cut-off: it no
+// longer counts as down, and the plan finishes its other servers. Then the
+// executor restarts. Nothing was sent to cn0 since, yet AbandonedCycle
+// (cleared only when a job of another plan takes cn0 back) makes it count
+// as down again for ShutdownMax after this start (offHorizon falls back to
+// the fleet's start), and after every later restart, for as long as no
+// other plan takes it: a slot of every plan that includes it is taken and
+// a job of another plan is refused (ErrServerBusy) each time. Expected:
+// once a health check begun after the cut-off passed, the abandoned power
+// cycle is settled (AbandonedCycle cleared, as keep() settles an ended
+// job's cycle), and a restart does not bring it back.
+func TestReview38_AbandonedCycleCountsDownAfterEveryRestart(t *testing.T) {
+	w, ids := newWorld(t, 3, 1)
+	w.budget = 3
+	b := w.bmcs[ids[0]]
+	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, SoftDelay: 40 * time.Second})
+	w.open()
+	defer func() { w.close() }()
+	w.newPlan()
+	for i := 0; i < 120 && len(b.offs) == 0; i++ {
+		w.run(ids, time.Second)
+	}
+	require.Len(t, b.offs, 1, "cn0's soft power-off was sent")
+	require.NoError(t, b.offs[0].err, "and accepted")
+	b.mode = bmcOffHung
+	require.NoError(t, w.f.Abandon("cn0", w.plans[0], "by alice"))
+	w.run(ids, time.Minute)
+	require.False(t, b.p.HardwareOn(), "the late power-off landed")
+	b.p.OutOfBandOn() // the operator, by hand
+	w.run(ids, w.f.opts.ShutdownMax+30*time.Minute)
+	p, err := w.store.Get(w.ctx(), w.plans[0])
+	require.NoError(t, err)
+	obs, err := w.f.Observe(w.ctx(), p)
+	require.NoError(t, err)
+	require.False(t, obs.Servers[ids[0]].Down, "before the restart: cn0 runs and passed checks begun after its cut-off")
+
+	w.close()
+	w.clk.Advance(time.Hour)
+	w.open()
+	obs, err = w.f.Observe(w.ctx(), p)
+	require.NoError(t, err)
+	assert.False(t, obs.Servers[ids[0]].Down, "after a restart: nothing was sent to cn0 for hours, it runs and passes its checks, yet it counts as down (a slot taken) for ShutdownMax")
+	assert.NoError(t, w.f.CreateJob(w.ctx(), plan.Action{Server: ids[0], JobUUID: "other", PlanUUID: "p9"}),
+		"a job of another plan is refused for ShutdownMax after every restart")
 }
