@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,4 +55,23 @@ func TestReview38_TakeBackUndoneByNextPass(t *testing.T) {
 			assert.Empty(t, s.Abandoned, "cn0, taken back by a job of p2, is abandoned again for p1 by the next pass (its job %s %s)", s.Job, s.JobState)
 		}
 	}
+}
+
+// TestReview38_ShowSaysAbandonedOffServerHoldsSlot (review 38 round 3):
+// at -N 1 cn0's BMC went dead after its power-off landed; the operator
+// abandons cn0. cn0 is off and counts offline for ever (the executor never
+// powers it on again), so the plan waits for good with "waiting: 1
+// server(s) offline (0 rebooting, 1 down or unknown for other reasons)",
+// which does not name cn0. What `plan show`/`watch` says of cn0 is only
+// that the executor never powers it on or off again: not that it holds a
+// slot while it is off, nor the fix (power it on by hand, or raise the
+// concurrency). Issue 38 point 1: the slot must not wait beyond a bound
+// the operator sees.
+func TestReview38_ShowSaysAbandonedOffServerHoldsSlot(t *testing.T) {
+	now := time.Now()
+	s := &executorStatus{Servers: []inventory.ServerStatus{{UUID: "u0", Hostname: "cn0", Job: "j1", JobState: inventory.JobFailed,
+		Phase: "powering off: reads off", PhaseSince: now.Add(-time.Hour), Abandoned: "plan abandon at 2026-11-26T03:00:00Z by alice"}}}
+	notes := strings.Join(serverNotes(s, "u0", now), "\n")
+	assert.Contains(t, notes, "offline", "show does not say the abandoned server counts offline while it is off:\n%s", notes)
+	assert.Contains(t, notes, "by hand", "show does not give the fix (power it on by hand):\n%s", notes)
 }
