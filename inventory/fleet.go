@@ -512,7 +512,8 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 // sent to it can have taken effect (offHorizon) passes: an abandon stops
 // the fleet's follow-up, not a power-off already sent. A job of another
 // plan takes the server back, once that cut-off has passed. Abandoning
-// again is a no-op.
+// again is a no-op, and so is the same abandon (same plan, same why) once
+// a job of another plan took the server back.
 func (f *Fleet) Abandon(server, planUUID, why string) error {
 	s, ok := f.inv.Server(server)
 	if !ok {
@@ -523,6 +524,9 @@ func (f *Fleet) Abandon(server, planUUID, why string) error {
 	if _, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {
 		if h.Abandoned != "" && h.AbandonedPlan == planUUID {
 			return errSkip
+		}
+		if h.Abandoned == "" && h.TakenBackPlan == planUUID && h.TakenBackWhy == why {
+			return errSkip // a job of another plan took it back since
 		}
 		h.Abandoned, h.AbandonedPlan, h.AbandonedAt = why, planUUID, now
 		// A power-off sent before may still land: the cut-off is kept
@@ -674,6 +678,7 @@ func takeBack(tx *bolt.Tx, server, planUUID string) (string, error) {
 	if h.AbandonedPlan == planUUID {
 		return h.Abandoned, nil
 	}
+	h.TakenBackPlan, h.TakenBackWhy = h.AbandonedPlan, h.Abandoned
 	h.Abandoned, h.AbandonedPlan, h.AbandonedAt, h.AbandonedCycle = "", "", time.Time{}, false
 	h.Version++
 	out, err := json.Marshal(h)

@@ -68,6 +68,12 @@ type hostRecord struct {
 	// until a health check begun after then passes (offLanded), and a job
 	// of another plan waits for the cut-off before taking it back.
 	AbandonedCycle bool `json:"abandoned_cycle,omitempty"`
+	// TakenBackPlan and TakenBackWhy name the last abandon a job of
+	// another plan took back (takeBack): the executor applies the
+	// operator's recorded abandons on every pass, and that one must not
+	// abandon the server again (Fleet.Abandon skips it).
+	TakenBackPlan string `json:"taken_back_plan,omitempty"`
+	TakenBackWhy  string `json:"taken_back_why,omitempty"`
 }
 
 // BMCError is a BMC failure as the fleet records and shows it.
