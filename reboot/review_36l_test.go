@@ -136,3 +136,47 @@ func TestReview36l_IPMILostSoftOffLandingLateThenSlowShutdown(t *testing.T) {
 	}
 	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
+
+// Review 36 round 12 (TestReview36l_TrackerForgetBeforeSendingDropsPress):
+// de12057 makes the Reconciler note a power call sent after a Forget in
+// the memory current when it is sent, as a press if the pass's reading
+// said its mode toggles (reconciler.go: press := o.toggles(d.Mode), o the
+// pass's Observed, which Forget does not touch). Tracker.Sending decides
+// "press" from t.o (tracker.go Sending: t.press = t.o.toggles(m)), and
+// Tracker.Forget replaces the whole Tracker (`*t = nt`, o zero): a press
+// announced by Sending after a Forget in the same pass (Observe, Applied,
+// Forget, Sending, Sent) is recorded as a power-off that does not press.
+// Tracker.Sending promises "A power-off counts as a press of the power
+// button if the pass's Reading said mode m toggles". The press (a slow
+// BMC: 20 s from sending to its answer) then counts from the Forget, not
+// from its return: SincePress is 20 s too long, and a press is allowed
+// SoftTimeout + StaleReads after the Forget, while the OS may still be
+// shutting down from a press that reached the hardware 20 s later.
+func TestReview36l_TrackerForgetBeforeSendingDropsPress(t *testing.T) {
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	tr := reboot.NewTracker(clk.Monotonic(), clk.Now())
+	h := reboot.Host{Name: "h", Online: false, Version: "1"}
+	clk.Advance(10 * time.Minute)
+	rd := reboot.Reading{Host: h, Power: power.StateOn, Now: clk.Now(), Mono: clk.Monotonic(), ReadEnd: clk.Monotonic(),
+		SoftToggles: true, HardToggles: true}
+	d := cfg.Decide(tr.Observe(rd, cfg), rd.Now)
+	tr.Applied(d, "")
+	// The host is forgotten (deleted and listed again) during the pass,
+	// before its press goes out.
+	tr.Forget(clk.Monotonic(), clk.Now())
+	forgot := clk.Monotonic()
+	tr.Sending(reboot.ActionPowerOff, power.ModeSoft, clk.Monotonic())
+	clk.Advance(20 * time.Second) // a slow BMC answers the press
+	tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeSoft, Class: power.ClassNone, At: clk.Now()}, nil, clk.Monotonic())
+	returned := clk.Monotonic()
+	clk.Advance(cfg.SoftTimeout + cfg.StaleReads - 10*time.Second)
+	rd = reboot.Reading{Host: h, Power: power.StateOn, Now: clk.Now(), Mono: clk.Monotonic(), ReadEnd: clk.Monotonic(),
+		SoftToggles: true, HardToggles: true}
+	o := tr.Observe(rd, cfg)
+	d = cfg.Decide(o, rd.Now)
+	if since := clk.Monotonic() - returned; o.SincePress > since {
+		t.Fatalf("a press sent after Tracker.Forget (the pass's Reading said soft toggles) was not recorded as a press: SincePress %v counts from the Forget (%v ago), not from the press's return (%v ago); the decision %v %v (%s) on an On reading %v after the press returned, < SoftTimeout + StaleReads",
+			o.SincePress, clk.Monotonic()-forgot, since, d.Power, d.Mode, d.Reason, since)
+	}
+}
