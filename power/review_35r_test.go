@@ -1,0 +1,85 @@
+package power_test
+
+import (
+	"context"
+	"crypto/x509"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// failingSystem serves b, with every GET of system id answered 503 (a
+// blade whose controller is busy or being updated).
+func failingSystem(b *redfishtest.BMC, id string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems/"+id) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":{"code":"Base.1.8.GeneralError","message":"busy"}}`))
+			return
+		}
+		b.ServeHTTP(w, r)
+	})
+}
+
+// loginTarget is systemTarget with its own login identity (another Secret,
+// or another version of it, that the BMC happens to accept).
+func loginTarget(srv *httptest.Server, id, login string) power.Target {
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	return power.Target{BMC: srv.URL, Config: login, Connect: func(ctx context.Context) (power.Controller, error) {
+		return redfish.Connect(ctx, redfish.Config{Endpoint: srv.URL, SystemID: id, Username: "admin", Password: bmcPassword, RootCAs: pool})
+	}}
+}
+
+// TestReview35_KeptSessionEvictsWorkingSession (review round 16): host A
+// (system 1) has an open, working session, idle; the BMC's bound is one
+// session. Host B (system 2, another login, not yet proven) logs in over
+// the bound (the probe a new login may make), and its system then fails
+// (503). Round 15 keeps B's session as B's login's shared session
+// (keepLocked) and trims the endpoint back to its bound keeping that
+// session: A's working session is the one logged out, for a session that
+// serves no host, and the trim counts as the endpoint's eviction, so A's
+// next call cannot evict the kept session for LoginInterval: A, whose
+// session was open and whose credentials work, is refused (busy). Issue
+// 35 point 1: "a host's failure never refuses another host whose
+// credentials differ or whose session is open". Before round 15 B's
+// session was logged out and A's call went through on its session.
+// Ground truth: the emulator's login count (A logged in once).
+func TestReview35_KeptSessionEvictsWorkingSession(t *testing.T) {
+	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	srv := httptest.NewTLSServer(failingSystem(b, "2"))
+	t.Cleanup(srv.Close)
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{MaxSessions: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a := pool.Controller("a", loginTarget(srv, "1", "secret-a/v1"))
+	bc := pool.Controller("b", loginTarget(srv, "2", "secret-b/v1"))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.Logins())
+
+	clk.Advance(time.Second)
+	_, err = bc.State(ctx)
+	require.Error(t, err, "B's system fails")
+	t.Logf("B: %v", err)
+	require.Equal(t, 2, b.Logins())
+
+	clk.Advance(time.Second)
+	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+	defer acancel()
+	_, err = a.State(actx)
+	assert.NoError(t, err, "A's session was open and its credentials work: a neighbour's failing system refused it")
+	assert.Equal(t, 2, b.Logins(), "A logged in again: its working session was logged out for B's kept session")
+}
