@@ -83,3 +83,45 @@ func TestReview35_KeptSessionEvictsWorkingSession(t *testing.T) {
 	assert.NoError(t, err, "A's session was open and its credentials work: a neighbour's failing system refused it")
 	assert.Equal(t, 2, b.Logins(), "A logged in again: its working session was logged out for B's kept session")
 }
+
+// TestReview35_KeptSessionOutlivesWorkingSession (review round 16): the
+// BMC's bound is two sessions. Host A (system 1) has an open, working
+// session; host B's system 2 fails after its login, whose session round
+// 15 keeps, serving no host. Host C (system 3, a third login) then logs
+// in: one session must make way, and the Pool picks the least recently
+// used: A's working session, not the kept one that serves nobody (its
+// "last use" is the failed login). A's next call then needs a login and
+// finds the endpoint's eviction spent for LoginInterval: refused (busy)
+// although its session was open and its credentials work. Before round
+// 15 B's session was logged out at once and C took its slot. Ground
+// truth: the emulator's login count.
+func TestReview35_KeptSessionOutlivesWorkingSession(t *testing.T) {
+	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	b.AddSystem("3", fake.NewPower(time.Now, fake.PowerConfig{}))
+	srv := httptest.NewTLSServer(failingSystem(b, "2"))
+	t.Cleanup(srv.Close)
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{MaxSessions: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a := pool.Controller("a", loginTarget(srv, "1", "secret-a/v1"))
+	bc := pool.Controller("b", loginTarget(srv, "2", "secret-b/v1"))
+	cc := pool.Controller("c", loginTarget(srv, "3", "secret-c/v1"))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	clk.Advance(time.Second)
+	_, err = bc.State(ctx)
+	require.Error(t, err, "B's system fails")
+	clk.Advance(time.Second)
+	_, err = cc.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, b.Logins())
+
+	clk.Advance(time.Second)
+	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+	defer acancel()
+	_, err = a.State(actx)
+	assert.NoError(t, err, "A's session was open and its credentials work: it was closed for a session that serves no host")
+	assert.Equal(t, 3, b.Logins(), "A logged in again: its working session was closed, the kept one stayed")
+}
