@@ -125,3 +125,43 @@ func TestReview35_KeptSessionOutlivesWorkingSession(t *testing.T) {
 	assert.NoError(t, err, "A's session was open and its credentials work: it was closed for a session that serves no host")
 	assert.Equal(t, 3, b.Logins(), "A logged in again: its working session was closed, the kept one stayed")
 }
+
+// TestReview35_MissingSystemsLoginForEver (review round 16): a chassis
+// manager's blades were renumbered (or replaced): the eight hosts behind
+// it, one login, all name a system the BMC no longer lists. Nothing heals
+// this until an operator edits the inventory: it is the steady state. A
+// system not found is never kept (round 15 keeps only a found system's
+// failure), so no shared session exists and each host logs in for
+// itself at its own back-off (1 s doubling to MaxBackoff, 2 min): 8
+// logins every 2 minutes, 4 a minute, for ever. Issue 35 point 2: "at
+// most one login per endpoint per minute in steady state". Ground truth:
+// the emulator's login log (its clock is the Pool's), the last 10 of 20
+// minutes of callers asking every 5 s.
+func TestReview35_MissingSystemsLoginForEver(t *testing.T) {
+	clk := newClock()
+	b := redfishtest.NewBMC(clk.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	srv := b.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+	var hosts []power.Controller
+	for i := range 8 {
+		id := string(rune('a' + i))
+		hosts = append(hosts, pool.Controller("host-"+id, loginTarget(srv, "blade-"+id, "chassis-secret/v1")))
+	}
+	start := clk.Now()
+	for clk.Now().Sub(start) < 20*time.Minute {
+		for _, h := range hosts {
+			_, _ = h.State(ctx)
+		}
+		clk.Advance(5 * time.Second)
+	}
+	var steady []time.Time
+	for _, l := range b.LoginLog() {
+		if l.At.Sub(start) >= 10*time.Minute {
+			steady = append(steady, l.At)
+		}
+	}
+	t.Logf("logins: %d in all, %d in the last 10 min", b.Logins(), len(steady))
+	assert.LessOrEqual(t, maxPerMinute(steady), 1, "logins to one endpoint in a minute of steady state")
+}
