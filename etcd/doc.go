@@ -13,7 +13,8 @@
 // reboot records. A plan is read at one revision (its header, then its
 // pages at the revision the header was read at), so compaction never makes
 // it unreadable; its Version (the header's ModRevision and the random
-// token of the write that stored it, PREFIX writes/UUID) serves only for
+// token of the write that stored it, PREFIX writes/UUID: whether that key
+// exists and, if it does, its value, whatever it holds) serves only for
 // compare-and-swap. Every write compares both and puts a new token; a write that fits etcd's
 // default limits (128 operations, 1.5 MiB) is one transaction, a larger one
 // writes its pages under keys of their own first and then the header that
@@ -38,9 +39,10 @@
 //
 // Candidate, Leadership and Executor: an executor campaigns through
 // concurrency.Election on a session lease; the Leadership's Store adds to
-// every write a comparison of the election key it holds, so an executor
-// that lost its lease can never write again, even if it does not know yet
-// (ErrNotLeader); and every action it asks of the fleet carries its
+// every write a comparison of the election key it holds, and to every
+// delete (Sweep, SweepOrphans, Prune, the clean-up after a write), so an
+// executor that lost its lease can never write or delete again, even if it
+// does not know yet (ErrNotLeader); and every action it asks of the fleet carries its
 // fencing token (the election key's create revision, plan.Action.Fence).
 // Leadership.Guard gives the same leadership as a reboot.Guard, the fence
 // reboot.Reconciler and remediation.Reconciler ask before every write and
@@ -59,8 +61,16 @@
 // plan.Encode). The leader prunes every ten minutes, whatever its
 // passes return (a plan whose pass fails never stops it), and then sweeps
 // the page keys no header names (Store.Sweep: staged pages of a write that
-// lost or whose writer died). The stores' caches forget a plan when it
-// ends. Create is idempotent for the same request: the header records a
+// lost or whose writer died). Every delete of page keys (Sweep, and a
+// write's clean-up of the keys it stopped naming) compares the header's
+// revision and token as that caller read or wrote them, and the guard: a
+// write that names a page key again in between (a page put back under
+// the plan's own key) makes the delete fail, and Sweep reads the header
+// again (a write's clean-up leaves the keys to Sweep). Every cache a store
+// keeps of a plan (its header, member map, pages read whole and of the
+// last view) is forgotten when the plan ends, when Get, List or GetView
+// reads it ended, and when Unfinished finds the index no longer names it
+// (another writer ended it). Create is idempotent for the same request: the header records a
 // hash of the plan as given, so a retry after a lost answer succeeds.
 //
 // Measured (BenchmarkFinishedPlanBytes): a finished plan of 100,000
@@ -118,8 +128,8 @@
 // that changed (plan.SameReboot), and writes only those whose encoding
 // changed. A plan served from the kept header (GetHead, GetView, Get)
 // shares no memory with it, its policy included: a caller may change its
-// copy. Unfinished evicts every kept plan the index no longer names
-// (another writer ended it).
+// copy. Unfinished evicts every plan any cache holds that the index no
+// longer names (another writer ended it).
 //
 // BenchmarkPass against a real etcd server process (v3.7.3, fsync on, one
 // member on the same machine), on a 2-core machine whose load average was

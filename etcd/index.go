@@ -54,10 +54,12 @@ type headState struct {
 // names, and returns them by UUID: the first ones in the same transaction
 // as the index, the rest in as many more as they need. A plan this store
 // knows that the index does not name ended (another writer ended it, or
-// pruned it): its caches are evicted (forget).
+// pruned it): its caches are evicted (forget), whichever of them holds it
+// (its header, member map, pages read whole or of the last view).
 func (s *Store) unfinishedAt(ctx context.Context) ([]string, map[string]headState, int64, error) {
 	s.cache.mu.Lock()
 	knownUUIDs := slices.Sorted(maps.Keys(s.cache.known))
+	cached := s.cachedLocked()
 	s.cache.mu.Unlock()
 	stateOps := func(uuids []string, opts ...clientv3.OpOption) []clientv3.Op {
 		var ops []clientv3.Op
@@ -101,11 +103,17 @@ func (s *Store) unfinishedAt(ctx context.Context) ([]string, map[string]headStat
 			mods := make(map[string]headState, len(knownUUIDs))
 			states(mods, first, resp.Responses[2:])
 			var rest []string
-			for _, uuid := range knownUUIDs {
+			for _, uuid := range cached {
 				if _, in := slices.BinarySearch(out, uuid); !in {
 					s.forget(uuid)
 					delete(mods, uuid)
-				} else if _, read := mods[uuid]; !read {
+				}
+			}
+			for _, uuid := range knownUUIDs {
+				if _, in := slices.BinarySearch(out, uuid); !in {
+					continue
+				}
+				if _, read := mods[uuid]; !read {
 					rest = append(rest, uuid)
 				}
 			}

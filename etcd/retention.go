@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,8 +40,10 @@ func (s *Store) summaryKey(uuid string) string { return s.prefix + "summaries/" 
 // finished, nothing in flight.
 func ended(h header) bool { return !(plan.View{Plan: h.Plan, Index: h.Index}).Unfinished() }
 
-// forget evicts the store's caches of a plan (its members, the pages read
-// last): a plan that ended is read again only by List and Get.
+// forget evicts every cache the store keeps of a plan (its header, its
+// members, the pages read whole and those of the last view): a plan that
+// ended is read again only by List, Get and GetView, which forget it
+// again.
 func (s *Store) forget(uuid string) {
 	s.cache.mu.Lock()
 	delete(s.cache.m, uuid)
@@ -47,6 +51,18 @@ func (s *Store) forget(uuid string) {
 	delete(s.cache.viewed, uuid)
 	delete(s.cache.known, uuid)
 	s.cache.mu.Unlock()
+}
+
+// cachedLocked returns the UUIDs any cache of the store holds (sorted);
+// s.cache.mu is held.
+func (s *Store) cachedLocked() []string {
+	set := make(map[string]bool, len(s.cache.known))
+	for _, m := range []func(yield func(string) bool){maps.Keys(s.cache.m), maps.Keys(s.cache.loaded), maps.Keys(s.cache.viewed), maps.Keys(s.cache.known)} {
+		for uuid := range m {
+			set[uuid] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 // Prune replaces every plan that ended (finished, nothing in flight)
@@ -135,15 +151,39 @@ func (s *Store) Summaries(ctx context.Context) ([]Archived, error) {
 // and that were written before it (so that no write in progress can still
 // name them): the staged pages of a write that lost its compare-and-swap
 // or whose writer died, and overlays a later write replaced. It returns
-// how many keys it deleted.
+// how many keys it deleted. Every delete compares the header's revision
+// and token as read (and the guard): a write that names a page key again
+// between the read and the delete (a page put back under the plan's own
+// key) makes Sweep read the header again and start over, at most
+// sweepTries times; a failed guard deletes nothing (ErrNotLeader).
 func (s *Store) Sweep(ctx context.Context, uuid string) (int, error) {
+	deleted := 0
+	for try := 0; try < sweepTries; try++ {
+		n, done, err := s.sweepOnce(ctx, uuid)
+		deleted += n
+		if err != nil || done {
+			return deleted, err
+		}
+		if err := s.refused(ctx, uuid, nil); err != nil {
+			return deleted, err
+		}
+	}
+	return deleted, nil // written meanwhile each time: the next Sweep tries again
+}
+
+// sweepTries is how many times Sweep reads the header again when a write
+// lands between its read and its delete.
+const sweepTries = 3
+
+// sweepOnce is one try of Sweep: done is false when a compare failed.
+func (s *Store) sweepOnce(ctx context.Context, uuid string) (int, bool, error) {
 	h, version, at, err := s.readHeader(ctx, uuid)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	resp, err := s.cli.Get(ctx, s.prefix+"pages/"+uuid+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(at))
 	if err != nil {
-		return 0, fmt.Errorf("etcd: sweep %s: %w", uuid, err)
+		return 0, false, fmt.Errorf("etcd: sweep %s: %w", uuid, err)
 	}
 	named := make(map[string]bool, pageCount(h.Count))
 	for n := range pageCount(h.Count) {
@@ -155,8 +195,11 @@ func (s *Store) Sweep(ctx context.Context, uuid string) (int, error) {
 			stale = append(stale, string(kv.Key))
 		}
 	}
-	s.deleteKeys(ctx, stale)
-	return len(stale), nil
+	n, done, err := s.deleteKeys(ctx, s.sameHeader(uuid, version, h.tok), stale)
+	if err != nil {
+		return n, false, fmt.Errorf("etcd: sweep %s: %w", uuid, err)
+	}
+	return n, done, nil
 }
 
 // SweepOrphans deletes the page keys of UUIDs that have no header, every

@@ -350,8 +350,12 @@ func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
 		if err != nil {
 			return err
 		}
-		// Only the plans that may act again are cached.
+		// Only the plans that may act again are cached: an ended one is
+		// forgotten (it may have ended elsewhere).
 		p, err = s.assemble(ctx, uuid, h, version, at, !ended(h))
+		if ended(h) {
+			s.forget(uuid)
+		}
 		return err
 	})
 	return p, err
@@ -412,20 +416,34 @@ func newNonce() string {
 // after the fact (of keys no header names).
 const cleanupTimeout = 10 * time.Second
 
-// deleteKeys deletes keys no header names (best effort: a key left behind
-// is never read).
-func (s *Store) deleteKeys(ctx context.Context, keys []string) {
+// deleteKeys deletes keys no header names, in transactions that compare
+// cmps (the header as the caller last read or wrote it, so that a key a
+// write named again meanwhile is never deleted) and the guard (a deposed
+// leader deletes nothing). It returns how many keys it deleted and
+// whether every compare held. Callers after a write use it as best
+// effort: a key left behind is never read, and Sweep deletes it later.
+func (s *Store) deleteKeys(ctx context.Context, cmps []clientv3.Cmp, keys []string) (int, bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	cmps = append(slices.Clip(cmps), s.guard...)
+	deleted := 0
 	for start := 0; start < len(keys); start += maxTxnOps {
 		var ops []clientv3.Op
 		for _, k := range keys[start:min(start+maxTxnOps, len(keys))] {
 			ops = append(ops, clientv3.OpDelete(k))
 		}
-		if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-			return
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err != nil {
+			return deleted, false, err
+		}
+		if !resp.Succeeded {
+			return deleted, false, nil
+		}
+		for _, r := range resp.Responses {
+			deleted += int(r.GetResponseDeleteRange().Deleted)
 		}
 	}
+	return deleted, true, nil
 }
 
 // Create implements plan.Store: pages first (in as many transactions as
@@ -671,7 +689,7 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 			return wrote{}, s.refused(ctx, uuid, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
 		}
 		s.count(size)
-		s.deleteKeys(ctx, stale)
+		_, _, _ = s.deleteKeys(ctx, s.sameHeader(uuid, resp.Header.Revision, h.tok), stale)
 		s.written(uuid, h)
 		return wrote{rev: resp.Header.Revision, h: h, raw: raw}, nil
 	}
@@ -717,7 +735,7 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 	for _, n := range keys {
 		if len(ops) >= maxTxnOps || batch+len(pages[n]) > maxTxnBytes {
 			if err := flush(); err != nil {
-				s.deleteKeys(ctx, staged)
+				_, _, _ = s.deleteKeys(ctx, nil, staged)
 				return wrote{}, err
 			}
 		}
@@ -727,7 +745,7 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 		batch += len(pages[n])
 	}
 	if err := flush(); err != nil {
-		s.deleteKeys(ctx, staged)
+		_, _, _ = s.deleteKeys(ctx, nil, staged)
 		return wrote{}, err
 	}
 	resp, err := s.cli.Txn(ctx).If(cas...).Then(append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw)), putTok}, s.indexOps(uuid, old, h)...)...).Commit()
@@ -736,11 +754,11 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 		return wrote{}, fmt.Errorf("etcd: write %s: %w", uuid, err)
 	}
 	if !resp.Succeeded {
-		s.deleteKeys(ctx, staged)
+		_, _, _ = s.deleteKeys(ctx, nil, staged)
 		return wrote{}, s.refused(ctx, uuid, fmt.Errorf("plan %s: %w", uuid, plan.ErrConflict))
 	}
 	s.count(len(raw))
-	s.deleteKeys(ctx, stale)
+	_, _, _ = s.deleteKeys(ctx, s.sameHeader(uuid, resp.Header.Revision, h.tok), stale)
 	s.written(uuid, h)
 	return wrote{rev: resp.Header.Revision, h: h, raw: raw}, nil
 }
@@ -841,8 +859,12 @@ func (s *Store) listAt(ctx context.Context, want func(header) bool) (out []plan.
 			if !want(h) {
 				continue
 			}
-			// Only the plans that may act again are cached.
+			// Only the plans that may act again are cached: an ended one
+			// is forgotten (it may have ended elsewhere).
 			p, err := s.assemble(ctx, uuid, h, kv.ModRevision, at, !ended(h))
+			if ended(h) {
+				s.forget(uuid)
+			}
 			if errors.Is(err, plan.ErrCorrupt) {
 				corrupt = append(corrupt, err.Error())
 				continue
@@ -1037,9 +1059,15 @@ func (s *Store) getView(ctx context.Context, uuid string) (plan.View, error) {
 			return plan.View{}, err
 		}
 	}
-	s.cache.mu.Lock()
-	s.cache.viewed[uuid] = viewedPages{rev: k.rev, h: h, hraw: k.raw, pages: pages, raw: raw}
-	s.cache.mu.Unlock()
+	if ended(h) {
+		// Nothing of a plan that ended is kept (it may have ended
+		// elsewhere): the member map read for this view included.
+		s.forget(uuid)
+	} else {
+		s.cache.mu.Lock()
+		s.cache.viewed[uuid] = viewedPages{rev: k.rev, h: h, hraw: k.raw, pages: pages, raw: raw}
+		s.cache.mu.Unlock()
+	}
 	// The header is kept too: the caller gets its own copy.
 	v := plan.View{Plan: ownPlan(h.Plan), Pos: pos, Index: h.Index, Members: m}
 	v.Index.InFlight, v.Index.DoneHist = slices.Clone(h.Index.InFlight), maps.Clone(h.Index.DoneHist)

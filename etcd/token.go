@@ -38,11 +38,20 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
+// A token as this package holds it (header.tok, the TOKEN of a version)
+// is "" when the token key does not exist, and "." followed by the key's
+// value when it does: whether the key exists is kept apart from its value,
+// so that a key whose value is "" (or holds "."), left by another tool or
+// by hand, is compared as it is and never wedges a plan's writes.
+
+// heldToken is the token of a token key that exists with value v.
+func heldToken(v string) string { return "." + v }
+
 // putToken is the operation a header write adds: a new token, which it
-// returns.
+// returns (as held).
 func (s *Store) putToken(uuid string) (clientv3.Op, string) {
 	tok := newToken()
-	return clientv3.OpPut(s.tokenKey(uuid), tok), tok
+	return clientv3.OpPut(s.tokenKey(uuid), tok), heldToken(tok)
 }
 
 // sameToken compares the plan's token with tok ("": the plan has none).
@@ -50,7 +59,7 @@ func (s *Store) sameToken(uuid, tok string) clientv3.Cmp {
 	if tok == "" {
 		return clientv3.Compare(clientv3.CreateRevision(s.tokenKey(uuid)), "=", 0)
 	}
-	return clientv3.Compare(clientv3.Value(s.tokenKey(uuid)), "=", tok)
+	return clientv3.Compare(clientv3.Value(s.tokenKey(uuid)), "=", tok[1:])
 }
 
 // sameHeader compares the header's ModRevision with rev and its token
@@ -64,7 +73,7 @@ func tokenOf(r *clientv3.GetResponse) string {
 	if r == nil || len(r.Kvs) == 0 {
 		return ""
 	}
-	return string(r.Kvs[0].Value)
+	return heldToken(string(r.Kvs[0].Value))
 }
 
 // listHeaders reads every header and every token at one revision: the
@@ -77,25 +86,27 @@ func (s *Store) listHeaders(ctx context.Context) ([]*mvccpb.KeyValue, map[string
 	toks := resp.Responses[1].GetResponseRange().Kvs
 	tok := make(map[string]string, len(toks))
 	for _, kv := range toks {
-		tok[strings.TrimPrefix(string(kv.Key), s.tokenPrefix())] = string(kv.Value)
+		tok[strings.TrimPrefix(string(kv.Key), s.tokenPrefix())] = heldToken(string(kv.Value))
 	}
 	return resp.Responses[0].GetResponseRange().Kvs, tok, resp.Header.Revision, nil
 }
 
-// formatVersion is a plan's version: its header's ModRevision and token.
+// formatVersion is a plan's version: its header's ModRevision and token
+// (as held: "." and the token key's value, or nothing when there is no
+// token key).
 func formatVersion(rev int64, tok string) string {
-	v := strconv.FormatInt(rev, 10)
-	if tok != "" {
-		v += "." + tok
-	}
-	return v
+	return strconv.FormatInt(rev, 10) + tok
 }
 
-// parseVersion parses a version formatVersion made.
+// parseVersion parses a version formatVersion made: the revision up to
+// the first ".", the token (as held) from there on, whatever it holds.
 func parseVersion(uuid, v string) (int64, string, error) {
-	r, tok, _ := strings.Cut(v, ".")
+	r, tok := v, ""
+	if i := strings.IndexByte(v, '.'); i >= 0 {
+		r, tok = v[:i], v[i:]
+	}
 	rev, err := strconv.ParseInt(r, 10, 64)
-	if err != nil || strings.Contains(tok, ".") {
+	if err != nil {
 		return 0, "", fmt.Errorf("plan %s: version %q: %w", uuid, v, plan.ErrConflict)
 	}
 	return rev, tok, nil

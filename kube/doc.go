@@ -125,8 +125,20 @@
 //     RebootRefused event, making no power call; the remediation drives the operator's hosts through its own
 //     reboot annotation and status, as the Cluster API provider for metal3
 //     does (OperatorHosts), and rebootkit's hosts through the reboot API.
-//     Without an operator (Ownership.NoOperator) every host is
-//     rebootkit's.
+//     Both name the host (remediation.Host.Name) and read, write and
+//     remove a request on the host it was written to (Request.Host, the
+//     persisted State.Host), whatever HostOfMachine answers later;
+//     OwnedHosts picks the store by that host's ownership, and lists the
+//     requests of every host (remediation.RequestFinder) for a deleted
+//     Machine whose admission records none. Without an operator
+//     (Ownership.NoOperator) every host is rebootkit's.
+//   - RemediationController: a pass over a deleted Machine that could not
+//     remove its request or release its admission returns its error (the
+//     work queue retries it with a back-off); only a clean "not found" is
+//     done. At start and every SweepEvery (DefaultAdmissionSweep) it
+//     sweeps the admissions ConfigMap and reconciles each admitted
+//     Machine that no longer exists (Sweep): one deleted while no manager
+//     ran is abandoned too.
 //   - LeaseGuard: leadership as a fence for power calls. It is the
 //     manager's leader-election lock and notes when each renewal was sent;
 //     its wrapped power controllers power on or off only while the lease

@@ -144,15 +144,32 @@ func (s *OperatorHosts) Get(ctx context.Context, machine string, req remediation
 	if s.Now != nil {
 		now = s.Now()
 	}
-	bmh, err := s.host(ctx, machine)
+	// Name is the host the Machine maps to now; the other fields answer
+	// for the request's host (req.Host) when it is set (they differ after
+	// a move), as remediation.RebootHosts does.
+	name, err := s.HostOf(ctx, machine)
+	if err != nil {
+		return remediation.Host{}, err
+	}
+	target := cmp.Or(req.Host, name)
+	if target == "" {
+		return remediation.Host{Missing: true, Power: power.StateUnknown}, nil
+	}
+	bmh, err := s.named(ctx, target)
 	if err != nil {
 		return remediation.Host{}, err
 	}
 	if bmh == nil {
+		if target != name && name != "" {
+			// The request's host is gone, and its request with it.
+			return remediation.Host{Name: name, Power: power.StateUnknown}, nil
+		}
 		return remediation.Host{Missing: true, Power: power.StateUnknown}, nil
 	}
 	v, present := bmh.Annotations[remediation.RebootAnnotation]
-	out := remediation.Host{RebootAnnotation: present, Requested: present && req.Value != "" && v == req.Value, Power: power.StateUnknown}
+	// Another Machine's request (a host re-used) is not this one's.
+	present = present && remediation.SameMachine(v, req.Value)
+	out := remediation.Host{Name: name, Missing: name == "", RebootAnnotation: present, Requested: present && req.Value != "" && v == req.Value, Power: power.StateUnknown}
 	var updated *time.Time
 	if bmh.Status.LastUpdated != nil {
 		updated = &bmh.Status.LastUpdated.Time
@@ -171,10 +188,25 @@ func (s *OperatorHosts) Get(ctx context.Context, machine string, req remediation
 	return out, nil
 }
 
+// requestHost reads the host the request req was written to (req.Host),
+// or, with req.Host empty, the one HostOf names (nil if there is none).
+func (s *OperatorHosts) requestHost(ctx context.Context, machine string, req remediation.Request) (*metal3.BareMetalHost, error) {
+	if req.Host != "" {
+		return s.named(ctx, req.Host)
+	}
+	return s.host(ctx, machine)
+}
+
 // AddRebootAnnotation implements remediation.HostStore (a merge patch of
-// the one annotation, with the resourceVersion read).
+// the one annotation, with the resourceVersion read): on req.Host when it
+// is set (the host the Reconciler persisted before the write), else on
+// the host HostOf names.
 func (s *OperatorHosts) AddRebootAnnotation(ctx context.Context, machine string, req remediation.Request) error {
-	return s.patch(ctx, machine, req.Value)
+	bmh, err := s.requestHost(ctx, machine, req)
+	if err != nil {
+		return err
+	}
+	return s.patchHost(ctx, machine, bmh, req.Value)
 }
 
 // RemoveRebootAnnotation implements remediation.HostStore.
@@ -209,6 +241,12 @@ func (s *OperatorHosts) patch(ctx context.Context, machine string, value any) er
 	if err != nil {
 		return err
 	}
+	return s.patchHost(ctx, machine, bmh, value)
+}
+
+// patchHost sets (value) or removes (nil) the reboot annotation of bmh
+// (nil: the Machine has no host).
+func (s *OperatorHosts) patchHost(ctx context.Context, machine string, bmh *metal3.BareMetalHost, value any) error {
 	if bmh == nil {
 		if value == nil {
 			return nil
@@ -218,7 +256,7 @@ func (s *OperatorHosts) patch(ctx context.Context, machine string, value any) er
 	if _, ok := bmh.Annotations[remediation.RebootAnnotation]; !ok && value == nil {
 		return nil
 	}
-	err = s.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion, metadataPatch(nil, map[string]any{remediation.RebootAnnotation: value})))
+	err := s.Client.Patch(ctx, bmh, casPatch(bmh.ResourceVersion, metadataPatch(nil, map[string]any{remediation.RebootAnnotation: value})))
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("kube: host %s/%s: %w", s.Namespace, bmh.Name, remediation.ErrConflict)
 	}
@@ -238,10 +276,31 @@ type OwnedHosts struct {
 var (
 	_ remediation.HostStore      = (*OwnedHosts)(nil)
 	_ remediation.RequestRemover = (*OwnedHosts)(nil)
+	_ remediation.RequestFinder  = (*OwnedHosts)(nil)
 )
 
-func (s *OwnedHosts) pick(ctx context.Context, machine string) (remediation.HostStore, error) {
-	bmh, err := s.Operator.host(ctx, machine)
+// RebootRequests implements remediation.RequestFinder: the reboot
+// requests on the namespace's BareMetalHosts (rebootkit's and the
+// operator's alike carry remediation.RebootAnnotation).
+func (s *OwnedHosts) RebootRequests(ctx context.Context) ([]remediation.Request, error) {
+	var hosts metal3.BareMetalHostList
+	if err := s.Operator.Client.List(ctx, &hosts, client.InNamespace(s.Operator.Namespace)); err != nil {
+		return nil, fmt.Errorf("kube: list hosts: %w", err)
+	}
+	var out []remediation.Request
+	for _, h := range hosts.Items {
+		if v, ok := h.Annotations[remediation.RebootAnnotation]; ok {
+			out = append(out, remediation.Request{Value: v, Host: h.Name})
+		}
+	}
+	return out, nil
+}
+
+// pick is the store for the host of req: req.Host when it is set (the
+// host the request was, or is to be, written to: its ownership decides,
+// whatever HostOf answers now), else the host HostOf names.
+func (s *OwnedHosts) pick(ctx context.Context, machine string, req remediation.Request) (remediation.HostStore, error) {
+	bmh, err := s.Operator.requestHost(ctx, machine, req)
 	if err != nil {
 		return nil, err
 	}
@@ -253,18 +312,21 @@ func (s *OwnedHosts) pick(ctx context.Context, machine string) (remediation.Host
 	return s.Ours, nil
 }
 
-// Get implements remediation.HostStore.
+// Get implements remediation.HostStore, by the store of the request's host
+// (req.Host when set, else the one HostOf names).
 func (s *OwnedHosts) Get(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
-	h, err := s.pick(ctx, machine)
+	h, err := s.pick(ctx, machine, req)
 	if err != nil {
 		return remediation.Host{}, err
 	}
 	return h.Get(ctx, machine, req)
 }
 
-// AddRebootAnnotation implements remediation.HostStore.
+// AddRebootAnnotation implements remediation.HostStore: on req.Host when
+// it is set (by the store its ownership picks), else on the host HostOf
+// names.
 func (s *OwnedHosts) AddRebootAnnotation(ctx context.Context, machine string, req remediation.Request) error {
-	h, err := s.pick(ctx, machine)
+	h, err := s.pick(ctx, machine, req)
 	if err != nil {
 		return err
 	}
@@ -273,7 +335,7 @@ func (s *OwnedHosts) AddRebootAnnotation(ctx context.Context, machine string, re
 
 // RemoveRebootAnnotation implements remediation.HostStore.
 func (s *OwnedHosts) RemoveRebootAnnotation(ctx context.Context, machine string) error {
-	h, err := s.pick(ctx, machine)
+	h, err := s.pick(ctx, machine, remediation.Request{})
 	if err != nil {
 		return err
 	}
@@ -288,7 +350,7 @@ func (s *OwnedHosts) RemoveRebootAnnotation(ctx context.Context, machine string)
 // (remediation.SameMachine with req.Value) is removed.
 func (s *OwnedHosts) RemoveRebootRequest(ctx context.Context, machine string, req remediation.Request) error {
 	if req.Host == "" {
-		h, err := s.pick(ctx, machine)
+		h, err := s.pick(ctx, machine, req)
 		if err != nil {
 			return err
 		}

@@ -4,16 +4,21 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/remediation"
@@ -37,7 +42,17 @@ type RemediationController struct {
 	Name       string
 	Reconciler *remediation.Reconciler
 	Namespace  string
+	// SweepEvery is the interval of the sweep of the admission record
+	// (default DefaultAdmissionSweep): at start and then every SweepEvery, each
+	// admitted Machine that no longer exists is reconciled (Sweep), so
+	// that one deleted while no manager ran, or whose deletion event was
+	// missed, has its request removed from its host and its admission
+	// released.
+	SweepEvery time.Duration
 }
+
+// DefaultAdmissionSweep is RemediationController.SweepEvery's default.
+const DefaultAdmissionSweep = time.Minute
 
 // Reconcile implements reconcile.Reconciler.
 func (c *RemediationController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -45,7 +60,9 @@ func (c *RemediationController) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, nil
 	}
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
-	if errors.Is(err, remediation.ErrNotFound) {
+	if goneClean(err) {
+		// The Machine is gone and its request removed, its admission
+		// released: nothing to do.
 		return ctrl.Result{}, nil
 	}
 	if errors.Is(err, remediation.ErrConflict) {
@@ -66,8 +83,22 @@ func (c *RemediationController) Reconcile(ctx context.Context, req ctrl.Request)
 func (c *RemediationController) SetupWithManager(mgr ctrl.Manager) error {
 	inNS := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace })
 	cl := mgr.GetClient()
+	gone := make(chan event.TypedGenericEvent[*clusterv1.Machine], 1024)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		c.sweepEvery(ctx, func(name string) {
+			select {
+			case gone <- event.TypedGenericEvent[*clusterv1.Machine]{Object: &clusterv1.Machine{
+				ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}}:
+			case <-ctx.Done():
+			}
+		})
+		return nil
+	})); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(c.Name, "rebootkit-remediation")).
+		WatchesRawSource(source.Channel(gone, &handler.TypedEnqueueRequestForObject[*clusterv1.Machine]{})).
 		For(&clusterv1.Machine{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}), inNS,
 		)).
@@ -131,6 +162,75 @@ func SetRemediationPower(rec *remediation.Reconciler, pw func(host string) (powe
 	if oh, ok := rec.Hosts.(*OwnedHosts); ok {
 		if rh, ok := oh.Ours.(*remediation.RebootHosts); ok {
 			rh.Power, rh.StaleReads = pw, staleReads
+		}
+	}
+}
+
+// goneClean reports whether err says only that the Machine is gone: a
+// pass over a deleted Machine whose request removal or release failed
+// (errors.Join of ErrNotFound and that failure) is returned as an error,
+// and requeued with the work queue's back-off, for nothing else wakes a
+// deleted Machine.
+func goneClean(err error) bool {
+	if !errors.Is(err, remediation.ErrNotFound) {
+		return false
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return true
+	}
+	for _, e := range j.Unwrap() {
+		if e != nil && !errors.Is(e, remediation.ErrNotFound) {
+			return false
+		}
+	}
+	return true
+}
+
+// Sweep returns the Machines the admission record admits that no longer
+// exist (MachineStore.Get: ErrNotFound): each needs a pass (Reconcile)
+// that removes its request from its host and releases its admission. No
+// Machine event names a Machine deleted while no manager ran (or whose
+// deletion was missed), and the host watch maps a host only to Machines
+// that exist.
+func (c *RemediationController) Sweep(ctx context.Context) ([]string, error) {
+	r := c.Reconciler
+	if r == nil || r.Admissions == nil {
+		return nil, nil
+	}
+	a, err := r.Admissions.GetAdmissions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kube: sweep admissions: %w", err)
+	}
+	var out []string
+	for _, name := range a.Machines {
+		_, err := r.Machines.Get(ctx, name)
+		switch {
+		case errors.Is(err, remediation.ErrNotFound):
+			out = append(out, name)
+		case err != nil:
+			return out, fmt.Errorf("kube: sweep admissions: machine %s: %w", name, err)
+		}
+	}
+	return out, nil
+}
+
+// sweepEvery runs Sweep at once and then every c.SweepEvery until ctx ends,
+// handing each Machine found to enqueue.
+func (c *RemediationController) sweepEvery(ctx context.Context, enqueue func(name string)) {
+	t := time.NewTicker(cmp.Or(c.SweepEvery, DefaultAdmissionSweep))
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		names, _ := c.Sweep(sctx) // a failed sweep is tried again at the next tick
+		cancel()
+		for _, n := range names {
+			enqueue(n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

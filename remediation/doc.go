@@ -35,8 +35,11 @@
 //     the reboot controller's evidence that the hardware was off at or
 //     after the request's T, never a power reading a BMC may echo.
 //  2. Before a new remediation may start, ask the storm guard (MayStart)
-//     over the whole fleet, counting admitted machines as remediating, and
-//     pass its answer and reason as Observed.MayStart and GuardReason.
+//     over the whole fleet, counting admitted machines as remediating
+//     (also admitted ones that are gone: their admission is kept while
+//     their request may hold their host off; the Reconciler counts them
+//     unhealthy in the candidate's cluster and health check), and pass
+//     its answer and reason as Observed.MayStart and GuardReason.
 //  3. Call Decide with your controller's clock.
 //  4. If Decision.Admit, add the Machine to the admission record with a
 //     compare-and-swap write; then persist Decision.State (optimistic
@@ -85,8 +88,13 @@
 // stores here make after a read: Records', RebootHosts'), which closes the
 // gap between the two for stores that do not check the context; a
 // request that still lands (no Guard) is owned by no attempt and removed
-// by the next pass over its Machine (a finished remediation never leaves a
-// request on a host), which a controller starts on the host's change.
+// by the next pass over its Machine that removes its request (a finished
+// remediation never leaves a request on a host), which a controller
+// starts on the host's change; one that lands on the host the Machine
+// was moved from is removed there too (State.PrevHost), by every later
+// removal of the attempt's request. A write that lands after the
+// remediation ended stays until a person removes it: run two writers
+// under a Guard.
 //
 // # Retries and a flapping health checker
 //
@@ -158,10 +166,19 @@
 // that host, whatever HostOf answers then ("", another host, an error
 // wrapping ErrNotFound), so the reboot controller powers the host on, and
 // only then its admission released; until the removal succeeds the
-// admission is kept and the pass retried. (An admission record written
-// before Requests existed names no request: then the host the HostStore
-// resolves for the deleted Machine is asked, and HostOf must keep
-// answering for it.) An escalation that persisted failed but stopped
+// admission is kept and the pass retried. The Loop's listing adds the
+// admitted Machines it does not list (the kube module's controller sweeps
+// the admission record), so a Machine deleted while no controller ran is
+// abandoned too. An admission whose recorded request names another UID
+// (the Machine deleted and one of its name created before a pass saw it
+// gone) has that request removed, and is released, before the new
+// Machine is looked at. (An admission record written before Requests
+// existed names no request: then the host the HostStore resolves for the
+// deleted Machine is asked; if it resolves none (ErrNotFound), the
+// requests no existing Machine owns are removed first when the HostStore
+// is a RequestFinder (the kube module's is), else the admission is kept
+// and the pass fails with ErrOrphanRequest, which says the fix: a host
+// that may carry its request is never let go.) An escalation that persisted failed but stopped
 // before deleting the Machine (an error, a crash) deletes it on a later
 // pass: a failed Machine with a controller owner is deleted on every pass
 // while it is still there.

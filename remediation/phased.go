@@ -1,6 +1,7 @@
 package remediation
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -94,6 +95,13 @@ type State struct {
 	// when the HostStore does not name hosts (Host.Name): then the
 	// HostStore resolves the host on every call.
 	Host string
+	// PrevHost is the host the request was written to before the last
+	// move (Host's value then): every later removal of the request
+	// removes a value of this Machine's from it too, so that a request a
+	// paused writer without a Guard lands there after the move is removed
+	// by the next pass that removes the request (at the latest when the
+	// remediation ends). Empty if the attempt never moved.
+	PrevHost string
 	// Finished is when the last attempt reached done or failed.
 	Finished time.Time
 	// UnhealthyAgain is when the machine was first seen unhealthy again
@@ -121,7 +129,7 @@ type State struct {
 
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
-	if s.Phase != o.Phase || s.Attempt != o.Attempt || !s.Started.Equal(o.Started) || !s.RequestedAt.Equal(o.RequestedAt) || s.Host != o.Host ||
+	if s.Phase != o.Phase || s.Attempt != o.Attempt || !s.Started.Equal(o.Started) || !s.RequestedAt.Equal(o.RequestedAt) || s.Host != o.Host || s.PrevHost != o.PrevHost ||
 		!s.Finished.Equal(o.Finished) || !s.UnhealthyAgain.Equal(o.UnhealthyAgain) || s.Canceled != o.Canceled || !s.CanceledAt.Equal(o.CanceledAt) ||
 		s.Tainted != o.Tainted || s.Message != o.Message || (s.Backup == nil) != (o.Backup == nil) {
 		return false
@@ -402,7 +410,10 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 	// request writes the attempt's reboot request anew: a new T, a new
 	// value.
 	request := func(why string) {
-		st.RequestedAt, st.Host = now, o.Host.Name
+		if o.Host.Name != "" && st.Host != "" && o.Host.Name != st.Host {
+			st.PrevHost = st.Host // moved: a stray write may still land there
+		}
+		st.RequestedAt, st.Host = now, cmp.Or(o.Host.Name, st.Host) // never "" over a known host
 		d.AddRebootAnnotation, d.RebootValue = true, RebootValue(m.UID, now)
 		d.Reason = why
 		d.RequeueAfter = c.PollInterval
@@ -731,7 +742,7 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 	}
 	if st.Attempt <= c.RetryLimit {
 		st.Attempt++
-		st.Phase, st.Started, st.RequestedAt, st.Host = PhasePowerOffRequested, now, now, o.Host.Name
+		st.Phase, st.Started, st.RequestedAt, st.Host = PhasePowerOffRequested, now, now, cmp.Or(o.Host.Name, st.Host)
 		if st.Backup == nil {
 			st.Backup = backupOf(o.Node)
 		}

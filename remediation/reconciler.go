@@ -89,6 +89,25 @@ type RequestRemover interface {
 	RemoveRebootRequest(ctx context.Context, machine string, req Request) error
 }
 
+// RequestFinder is an optional ability of a HostStore that is a
+// RequestRemover: it lists the remediation reboot requests on every host
+// it serves (Value and Host; At may be zero). The Reconciler uses it for
+// a Machine that is gone whose admission records no request (a record
+// written before Admissions.Requests existed) and whose host the
+// HostStore no longer resolves: the requests no existing Machine owns are
+// removed before the admission is released. Without it such an admission
+// is kept, and the pass fails with ErrOrphanRequest.
+type RequestFinder interface {
+	RebootRequests(ctx context.Context) ([]Request, error)
+}
+
+// ErrOrphanRequest: a Machine that is gone is admitted with no recorded
+// request and no host the HostStore resolves, which cannot list the
+// requests (RequestFinder): its request may hold a host off, so its
+// admission is kept. Fix: remove the Machine's reboot annotation from its
+// host by hand and the Machine from the admission record.
+var ErrOrphanRequest = errors.New("remediation: the reboot request of a Machine that is gone cannot be found (remove its reboot annotation from its host by hand, then its name from the admission record)")
+
 // Admissions is the shared admission record: the Machines whose
 // remediation the storm guard admitted and that have not been released.
 type Admissions struct {
@@ -207,6 +226,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("remediation: admissions: %w", err)
 	}
+	if prev, ok := adm.Requests[name]; ok && adm.Has(name) && !ownRequest(prev, rec.Machine.UID) {
+		// The admission, and its request, are an earlier Machine's of
+		// this name (deleted, and one of the same name created since):
+		// that request is removed from its host and the admission
+		// released before this Machine is looked at.
+		err := r.releaseRecorded(ctx, name, adm, "a Machine of this name with another UID")
+		return Result{RequeueAfter: time.Nanosecond}, err
+	}
 	o := Observed{Machine: rec.Machine, Node: node, Host: host, State: rec.State, Admitted: adm.Has(name)}
 	if rec.Machine.NeedsRemediation && !InFlight(rec.State.Phase) && !o.Admitted {
 		all, err := r.Machines.List(ctx)
@@ -218,6 +245,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			fleet[i] = FleetMachine{Name: m.Machine.Name, Cluster: m.Machine.Cluster, HealthCheck: m.Machine.HealthCheck, Node: m.Machine.NodeName, ControlPlane: m.Machine.ControlPlane,
 				Unhealthy: m.Machine.NeedsRemediation, Remediating: InFlight(m.State.Phase) || adm.Has(m.Machine.Name)}
 		}
+		fleet = withGone(fleet, adm, rec.Machine)
 		o.MayStart, o.GuardReason = MayStart(fleet, name, r.Limit)
 	}
 	d := r.Config.Decide(o, r.Now())
@@ -262,7 +290,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		{d.AddRebootAnnotation, func(ctx context.Context) error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation", true},
 		{d.DeleteNode, func(ctx context.Context) error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node", true},
 		{d.TaintNode, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node", true},
-		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.removeRequest(ctx, name, req) }, "remove reboot annotation", true},
+		{d.RemoveRebootAnnotation, func(ctx context.Context) error {
+			return r.removeRequest(ctx, name, req, rec.State.PrevHost, rec.Machine.UID)
+		}, "remove reboot annotation", true},
 		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func(ctx context.Context) error {
 			return r.Nodes.AddMetadata(ctx, d.RestoreNode, d.RestoreLabels, d.RestoreAnnotations)
 		}, "restore node metadata", true},
@@ -307,6 +337,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	return res, nil
 }
 
+// withGone adds to fleet the admitted Machines it does not list (deleted
+// while their request may still hold their host off: their admission is
+// kept until it is removed), each unhealthy and remediating in the
+// candidate's cluster and health check (theirs is no longer known: they
+// count where they may have been).
+func withGone(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine {
+	listed := make(map[string]bool, len(fleet))
+	for _, m := range fleet {
+		listed[m.Name] = true
+	}
+	for _, name := range adm.Machines {
+		if !listed[name] {
+			listed[name] = true
+			fleet = append(fleet, FleetMachine{Name: name, Cluster: cand.Cluster, HealthCheck: cand.HealthCheck, Unhealthy: true, Remediating: true})
+		}
+	}
+	return fleet
+}
+
 // abandon ends the remediation of a Machine that is gone: while it is
 // admitted (its remediation may hold its host off), its reboot request is
 // removed from the host it was written to, as the admission record keeps
@@ -317,8 +366,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 // now (HostOf must then keep answering for a deleted Machine until its
 // admission is released), so that the reboot controller powers the host
 // on; only then is the admission released. A HostStore that says the
-// Machine has no host (ErrNotFound) has nothing to release; any other
-// error keeps the admission, and the pass is retried.
+// Machine has no host (ErrNotFound) while the record names no request
+// (an old record) has the requests no existing Machine owns removed
+// first (RequestFinder), else the admission is kept (ErrOrphanRequest);
+// any other error keeps the admission, and the pass is retried.
 func (r *Reconciler) abandon(ctx context.Context, name string) error {
 	if r.Admissions == nil {
 		return nil
@@ -330,23 +381,85 @@ func (r *Reconciler) abandon(ctx context.Context, name string) error {
 	if !a.Has(name) {
 		return nil
 	}
-	err = reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation for "+name, func(ctx context.Context) error {
+	return r.releaseRecorded(ctx, name, a, "it is gone")
+}
+
+// ownRequest reports whether the recorded request req is the one of the
+// Machine with UID uid (a value naming no Machine is taken as its).
+func ownRequest(req Request, uid string) bool {
+	owner, ok := requestOwner(req.Value)
+	return !ok || owner == uid
+}
+
+// releaseRecorded removes the request the admission record a keeps for name from
+// its host, then releases name's admission (see abandon); why says whose
+// request it is, for the error.
+func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissions, why string) error {
+	err := reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation for "+name, func(ctx context.Context) error {
 		if rr, ok := r.Hosts.(RequestRemover); ok && a.Requests[name].Host != "" {
 			return rr.RemoveRebootRequest(ctx, name, a.Requests[name])
 		}
 		return r.Hosts.RemoveRebootAnnotation(ctx, name)
 	})
+	if errors.Is(err, ErrNotFound) && a.Requests[name].Host == "" {
+		// No recorded request (a record written before Requests existed)
+		// and no host the HostStore resolves: its request may still hold
+		// a host. Never released while one may.
+		err = r.removeOrphans(ctx, name)
+	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("remediation: machine %s is gone: remove its reboot request before releasing its admission: %w", name, err)
+		return fmt.Errorf("remediation: machine %s (%s): remove its reboot request before releasing its admission: %w", name, why, err)
 	}
 	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
 }
 
+// removeOrphans removes, for name (gone, with no recorded request and no
+// host its HostStore resolves), every reboot request no existing Machine
+// owns (RequestFinder: a value naming a UID that no Machine of
+// MachineStore.List has), one of which may be name's. Without a
+// RequestFinder it fails with ErrOrphanRequest: the admission is kept.
+func (r *Reconciler) removeOrphans(ctx context.Context, name string) error {
+	f, ok := r.Hosts.(RequestFinder)
+	rr, ok2 := r.Hosts.(RequestRemover)
+	if !ok || !ok2 {
+		return fmt.Errorf("remediation: machine %s: %w", name, ErrOrphanRequest)
+	}
+	reqs, err := f.RebootRequests(ctx)
+	if err != nil {
+		return fmt.Errorf("remediation: machine %s: find its reboot request: %w", name, err)
+	}
+	all, err := r.Machines.List(ctx)
+	if err != nil {
+		return fmt.Errorf("remediation: machine %s: find its reboot request: list machines: %w", name, err)
+	}
+	live := make(map[string]bool, len(all))
+	for _, m := range all {
+		live[m.Machine.UID] = true
+	}
+	for _, req := range reqs {
+		if owner, ok := requestOwner(req.Value); ok && !live[owner] && req.Host != "" {
+			if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
+				return fmt.Errorf("remediation: machine %s: remove the request no Machine owns on host %s: %w", name, req.Host, err)
+			}
+		}
+	}
+	return nil
+}
+
 // removeRequest removes the reboot request req from its host (req.Host
-// when the HostStore is a RequestRemover, else the one it resolves).
-func (r *Reconciler) removeRequest(ctx context.Context, name string, req Request) error {
+// when the HostStore is a RequestRemover, else the one it resolves), and
+// a request of this Machine's (UID uid) from prev (State.PrevHost: the host before
+// the last move, where a paused writer's request may have landed).
+func (r *Reconciler) removeRequest(ctx context.Context, name string, req Request, prev, uid string) error {
 	if rr, ok := r.Hosts.(RequestRemover); ok {
-		return rr.RemoveRebootRequest(ctx, name, req)
+		if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
+			return err
+		}
+		if prev != "" && prev != req.Host && uid != "" {
+			// Any value naming this Machine's UID (SameMachine).
+			return rr.RemoveRebootRequest(ctx, name, Request{Value: RebootValue(uid, req.At), Host: prev})
+		}
+		return nil
 	}
 	return r.Hosts.RemoveRebootAnnotation(ctx, name)
 }

@@ -3,6 +3,7 @@ package remediation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rebootkit/rebootkit/reboot"
@@ -14,7 +15,11 @@ import (
 // State is followed at once by another (as its own write would wake it in
 // Kubernetes); otherwise RequeueAfter schedules the next pass; a Machine
 // that is gone and whose admission is released is left alone until it is
-// listed or added again.
+// listed or added again. Each listing (at start and every Runner.Resync)
+// adds the admitted Machines (Admissions) that keys does not list: a
+// Machine deleted while no Loop ran (a restart, a leader change) still
+// has its request removed from its host and its admission released. With
+// nil keys (only Runner.Add's keys), Add the admitted Machines yourself.
 //
 // A Machine is woken whenever its record changes (the health checker
 // marks it unhealthy, another writer saves its State): at once if
@@ -37,7 +42,7 @@ import (
 // run on their own goroutines, each bounded (30 s) and retried with a
 // back-off: one that hangs never silences the Machine's own wakes.
 func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) reboot.Loop {
-	l := reboot.Loop{Name: "remediation", Keys: keys,
+	l := reboot.Loop{Name: "remediation", Keys: r.withAdmitted(keys),
 		Reconcile: func(ctx context.Context, name string) (reboot.Next, error) {
 			res, err := r.Reconcile(ctx, name)
 			if errors.Is(err, ErrNotFound) && r.gone(ctx, name) {
@@ -86,6 +91,38 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 		return watchWithHost(ctx, mapped, func(ctx context.Context) (string, error) { return r.requestHost(ctx, name) }, hw.Watch)
 	}
 	return l
+}
+
+// withAdmitted lists keys' Machines and the admitted ones (Admissions)
+// keys does not list: a Machine deleted while no Loop ran is in no
+// listing of the Machines, and its admission (with the request that may
+// hold its host off) is abandoned only by a pass over its name. nil keys
+// stays nil (the keys given to Runner.Add only).
+func (r *Reconciler) withAdmitted(keys func(ctx context.Context) ([]string, error)) func(ctx context.Context) ([]string, error) {
+	if keys == nil || r.Admissions == nil || r.Table {
+		return keys
+	}
+	return func(ctx context.Context) ([]string, error) {
+		names, err := keys(ctx)
+		if err != nil {
+			return nil, err
+		}
+		a, err := r.Admissions.GetAdmissions(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("remediation: admissions: %w", err)
+		}
+		listed := make(map[string]bool, len(names))
+		for _, n := range names {
+			listed[n] = true
+		}
+		for _, m := range a.Machines {
+			if !listed[m] {
+				listed[m] = true
+				names = append(names, m)
+			}
+		}
+		return names, nil
+	}
 }
 
 // requestHost is the host the Machine's last reboot request was written
