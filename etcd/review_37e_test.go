@@ -2,17 +2,12 @@ package etcd
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
@@ -29,40 +24,11 @@ import (
 // "running" over the stop. Before the cache every pass fetched the
 // header's value. Ground truth: a fresh store's read of the header.
 func TestReview37_RestoredEtcdReusesRevisionStopLost(t *testing.T) {
-	bin := os.Getenv("REBOOTKIT_ETCD_BIN")
-	if bin == "" {
-		t.Skip("set REBOOTKIT_ETCD_BIN")
-	}
-	tmp := t.TempDir()
-	e := &etcdProcess{t: t, bin: bin, dir: filepath.Join(tmp, "data"), client: freePort(t), peer: freePort(t)}
-	e.start()
-	defer func() {
-		e.kill()
-		if t.Failed() {
-			t.Logf("etcd output:\n%s", e.out.String())
-		}
-	}()
-	ep := fmt.Sprintf("127.0.0.1:%d", e.client)
-	dial := func() *clientv3.Client {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		require.NoError(t, err)
-		t.Cleanup(func() { cli.Close() })
-		return cli
-	}
+	r := newRestorable(t)
+	dial := r.dial
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	waitUp := func(cli *clientv3.Client) {
-		for i := 0; ; i++ {
-			c, cc := context.WithTimeout(ctx, time.Second)
-			_, err := cli.Get(c, "ping")
-			cc()
-			if err == nil {
-				return
-			}
-			require.Less(t, i, 100, "etcd did not come back: %v", err)
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitUp := func(cli *clientv3.Client) { r.waitUp(ctx, cli) }
 	const pre, uuid = "/r/", "restored"
 	clk := fake.NewClock(time.Time{})
 	fleet := fleetOf(clk, uuid, 10, "")
@@ -70,10 +36,7 @@ func TestReview37_RestoredEtcdReusesRevisionStopLost(t *testing.T) {
 	require.NoError(t, NewStore(opCli, pre).Create(ctx, runningPlan(t, uuid, fleet.Servers(), 2, clk.Now())))
 
 	// The operator backs up etcd's data directory.
-	backup := filepath.Join(tmp, "backup")
-	e.kill()
-	require.NoError(t, exec.Command("cp", "-a", e.dir, backup).Run())
-	e.start()
+	r.saveBackup()
 
 	exCli := dial()
 	waitUp(exCli)
@@ -85,10 +48,7 @@ func TestReview37_RestoredEtcdReusesRevisionStopLost(t *testing.T) {
 	started := len(fleet.JobsCreated())
 
 	// etcd is restored from the backup under the running executor.
-	e.kill()
-	require.NoError(t, os.RemoveAll(e.dir))
-	require.NoError(t, exec.Command("cp", "-a", backup, e.dir).Run())
-	e.start()
+	r.restoreBackup()
 	waitUp(exCli)
 
 	// The operator stops the plan.

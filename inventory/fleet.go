@@ -442,15 +442,27 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 		if other, busy := f.liveJob[s.UUID]; busy && other != a.JobUUID {
 			return fmt.Errorf("%w: %s has job %s; job %s of plan %s waits for it to end", ErrServerBusy, s.Hostname, other, a.JobUUID, a.PlanUUID)
 		}
-		if at := f.offHorizonLocked(s.UUID); f.mono() < at {
-			if h, err := hostIn(tx, s.UUID); err != nil {
-				return err
-			} else if h.Abandoned != "" && h.AbandonedPlan != a.PlanUUID && h.AbandonedCycle {
-				// Abandoned mid power cycle: a power-off the fleet sent
-				// before may still land; another plan's reboot would
-				// take the server while it may go off.
-				return fmt.Errorf("%w: %s was abandoned by the operator mid power cycle, and a power-off sent before may still take effect for %s; job %s of plan %s waits",
-					ErrServerBusy, s.Hostname, (at - f.mono()).Round(time.Second), a.JobUUID, a.PlanUUID)
+		if h, err := hostIn(tx, s.UUID); err != nil {
+			return err
+		} else if h.Abandoned != "" && h.AbandonedPlan != a.PlanUUID && h.AbandonedCycle {
+			// Abandoned mid power cycle: a power-off the fleet sent
+			// before may still land until its cut-off, and the server
+			// counts as down until a health check begun after then
+			// passes (offLanded). Another plan's reboot would take the
+			// server (and drop AbandonedCycle) while it may be off: it
+			// waits for the cut-off, and then while the last check
+			// that passed began before it (that stale result would
+			// count the server up once AbandonedCycle is dropped). A
+			// failing or missing result counts it down until a check
+			// begun later passes.
+			at := f.offHorizonLocked(s.UUID)
+			if r, ok := f.health[s.UUID]; f.mono() < at || ok && r.ok && r.at < at {
+				wait := "until a health check of it begun after the cut-off passes"
+				if left := at - f.mono(); left > 0 {
+					wait = fmt.Sprintf("for %s, then %s", left.Round(time.Second), wait)
+				}
+				return fmt.Errorf("%w: %s was abandoned by the operator mid power cycle, and a power-off sent before may still take effect; job %s of plan %s waits %s",
+					ErrServerBusy, s.Hostname, a.JobUUID, a.PlanUUID, wait)
 			}
 		}
 		abandoned, err := takeBack(tx, s.UUID, a.PlanUUID)
@@ -511,8 +523,11 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 // had not settled, until a health check begun after the last power-off
 // sent to it can have taken effect (offHorizon) passes: an abandon stops
 // the fleet's follow-up, not a power-off already sent. A job of another
-// plan takes the server back, once that cut-off has passed. Abandoning
-// again is a no-op.
+// plan takes the server back once that cut-off passed and its last passing
+// health check (if that is its last result) began after it: until then
+// CreateJob refuses it (ErrServerBusy). Abandoning
+// again is a no-op, and so is the same abandon (same plan, same why) once
+// a job of another plan took the server back.
 func (f *Fleet) Abandon(server, planUUID, why string) error {
 	s, ok := f.inv.Server(server)
 	if !ok {
@@ -523,6 +538,9 @@ func (f *Fleet) Abandon(server, planUUID, why string) error {
 	if _, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {
 		if h.Abandoned != "" && h.AbandonedPlan == planUUID {
 			return errSkip
+		}
+		if h.Abandoned == "" && h.TakenBackPlan == planUUID && h.TakenBackWhy == why {
+			return errSkip // a job of another plan took it back since
 		}
 		h.Abandoned, h.AbandonedPlan, h.AbandonedAt = why, planUUID, now
 		// A power-off sent before may still land: the cut-off is kept
@@ -674,6 +692,7 @@ func takeBack(tx *bolt.Tx, server, planUUID string) (string, error) {
 	if h.AbandonedPlan == planUUID {
 		return h.Abandoned, nil
 	}
+	h.TakenBackPlan, h.TakenBackWhy = h.AbandonedPlan, h.Abandoned
 	h.Abandoned, h.AbandonedPlan, h.AbandonedAt, h.AbandonedCycle = "", "", time.Time{}, false
 	h.Version++
 	out, err := json.Marshal(h)

@@ -66,8 +66,16 @@ type hostRecord struct {
 	// a pending reboot was left): a power-off sent before may still land
 	// until its cut-off (Fleet.offHorizon), so the server counts as down
 	// until a health check begun after then passes (offLanded), and a job
-	// of another plan waits for the cut-off before taking it back.
+	// of another plan waits for the cut-off before taking it back. It is
+	// cleared (persisted) once a health check begun after the cut-off
+	// passes (settleAbandoned), so that a restart does not bring it back.
 	AbandonedCycle bool `json:"abandoned_cycle,omitempty"`
+	// TakenBackPlan and TakenBackWhy name the last abandon a job of
+	// another plan took back (takeBack): the executor applies the
+	// operator's recorded abandons on every pass, and that one must not
+	// abandon the server again (Fleet.Abandon skips it).
+	TakenBackPlan string `json:"taken_back_plan,omitempty"`
+	TakenBackWhy  string `json:"taken_back_why,omitempty"`
 }
 
 // BMCError is a BMC failure as the fleet records and shows it.

@@ -81,6 +81,9 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 		// before the abandon may still land: powerDown).
 		down := f.serverDown(s.UUID, j, isBusy, h, healthy[s.UUID], since[s.UUID])
 		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
+		if err := f.settleAbandoned(s.UUID, h, healthy[s.UUID], since[s.UUID]); err != nil {
+			return plan.Observations{}, err
+		}
 	}
 	if hasHead {
 		j, isBusy := busy[head.UUID]
@@ -260,6 +263,29 @@ func powerDown(j JobRecord, busy bool, h hostRecord) bool {
 	return busy && powerBusy(j.State) || h.AbandonedCycle || h.Abandoned == "" && (h.Watch && !h.Settled || h.Status.Pending())
 }
 
+// settleAbandoned clears the AbandonedCycle of server's record h once a
+// health check begun after its cut-off passed (offLanded): no power-off
+// of ours can land on it any more, so the abandoned power cycle is
+// settled for good, as keep settles an ended job's cycle, and a restart
+// of the executor (whose offHorizon falls back to its start) does not
+// count the server down, or refuse a job of another plan, again.
+func (f *Fleet) settleAbandoned(server string, h hostRecord, healthy bool, since time.Duration) error {
+	if !h.AbandonedCycle || !healthy || !f.offLanded(server, since) {
+		return nil
+	}
+	if _, err := f.hosts.modify(server, func(h *hostRecord) error {
+		if !h.AbandonedCycle {
+			return errSkip
+		}
+		h.AbandonedCycle = false
+		return nil
+	}); err != nil {
+		return err
+	}
+	f.debugf("abandoned power cycle settled: a health check begun after its cut-off passed", "server", server)
+	return nil
+}
+
 // offLanded reports whether a health check of server that started at
 // checkAt (monotonic) began after every power-off the fleet sent it can
 // have taken effect (offHorizon: its last power-off, or this process's
@@ -404,6 +430,11 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 		}
 		if powerDown(j, isBusy, h) && (isBusy || !healthy[s] || !f.offLanded(s, since[s])) || h.Abandoned != "" && !healthy[s] {
 			offline[s] = true
+		}
+	}
+	for s, h := range hosts {
+		if err := f.settleAbandoned(s, h, healthy[s], since[s]); err != nil {
+			return plan.Observations{}, err
 		}
 	}
 	for _, s := range f.missingOf(v.Members) {

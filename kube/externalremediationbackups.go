@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -158,8 +159,13 @@ func (c *ExternalRemediationController) restoreLoop(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+		// Under the lease, as every other write of the controller: a
+		// process that lost it restores nothing.
 		pass, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, _ = b.restore(pass, c.nodes())
+		_ = reboot.Fenced(pass, c.Guard, "external remediation: restore node backups", func(ctx context.Context) error {
+			_, err := b.restore(ctx, c.nodes())
+			return err
+		})
 		cancel()
 	}
 }

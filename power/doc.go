@@ -62,7 +62,9 @@
 //     the session of such a login (ErrAfterLogin but a system not found:
 //     power/redfish hands it over with AfterLoginKeep when
 //     ConnectInfo.KeepSession asks) is kept, idle and with no host of its
-//     own, as the login's shared session, which the other hosts of the
+//     own, as the login's shared session (unless keeping it would take
+//     the BMC over MaxSessions: then it is logged out, and never closes a
+//     session serving hosts), which the other hosts of the
 //     login (and this one, at its next try) join without a login: a
 //     service whose systems all fail while its collection answers sees
 //     one login per IdleTimeout, not one per host and try. Any other
@@ -106,8 +108,9 @@
 //     go on (bounded by ConnectTimeout), and its session serves the next
 //     call, unless the host's Target changed (or the host was forgotten)
 //     meanwhile: a login carried on for a caller that left never replaces
-//     the host's current Target with the caller's old one. The least
-//     recently used idle session is the one closed; of
+//     the host's current Target with the caller's old one. An idle
+//     session serving no host (a kept one no host joined) is the one
+//     closed first, then the least recently used idle session; of
 //     two last used at the same moment, the one logged in later.
 //     A login of credentials not yet proven is tried first, one over the
 //     bound (one login at a time per BMC), and only its success closes

@@ -502,15 +502,17 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 // neighbours (and the host, at its next try) join without logging in: a
 // service whose systems fail one by one, or all at once while it serves
 // its collection, sees one login per idle session, not one per host and
-// try. Closed once idle (IdleTimeout), as any session. Otherwise it is
-// logged out.
+// try. Closed once idle (IdleTimeout), as any session. Otherwise, or if
+// keeping it would take the endpoint over MaxSessions (a session that
+// serves no host never closes one that does, nor spends the endpoint's
+// eviction), it is logged out.
 func (p *Pool) keepLocked(s *session, ctrl Controller, ok bool) {
 	cr, ep := s.cr, s.cr.ep
 	s.ctrl, s.lastUsed = ctrl, p.cfg.Now()
 	ss, isSharer := ctrl.(SessionSharer)
 	ca, isAuth := ctrl.(CallAuthenticator)
 	s.shareable, s.authCalls = isSharer && ss.SharesSession(), isAuth && ca.AuthenticatesCalls()
-	if !ok || !s.shareable || cr.shared != nil {
+	if !ok || !s.shareable || cr.shared != nil || len(ep.live)+ep.reserved >= p.cfg.MaxSessions {
 		s.retired = true
 		p.closeLocked(s) // the closer frees its slot and pin
 		return
@@ -518,7 +520,6 @@ func (p *Pool) keepLocked(s *session, ctrl Controller, ok bool) {
 	ep.live[s] = struct{}{}
 	cr.shared = s
 	s.idle = p.idle.PushBack(s)
-	p.trimLocked(ep, s)
 }
 
 // ownLocked records a Connect failure of e that is its own (p.mu held):

@@ -378,10 +378,15 @@ func (p *Pool) trimLocked(ep *endpoint, keep *session) {
 }
 
 // lessRecent reports whether session a goes before b when one must be
-// closed: the one used less recently, and of two last used at the same
-// time, the one logged in later (the older stays: its hosts have used it
-// longer), so that the choice never depends on a map's order.
+// closed: one that serves no host (a kept session no host has joined)
+// before any that serves hosts, then the one used less recently, and of
+// two last used at the same time, the one logged in later (the older
+// stays: its hosts have used it longer), so that the choice never
+// depends on a map's order.
 func lessRecent(a, b *session) bool {
+	if an, bn := len(a.entries) == 0, len(b.entries) == 0; an != bn {
+		return an
+	}
 	if !a.lastUsed.Equal(b.lastUsed) {
 		return a.lastUsed.Before(b.lastUsed)
 	}

@@ -375,6 +375,13 @@ type Config struct {
 	// PendingRebootSince, before it falls back to hard. Default 180 s (the
 	// metal3 operator's value).
 	SoftTimeout time.Duration
+	// LostLanding is how long after a power-off's call returned without
+	// an answer (busy, a timeout, an unknown outcome: anything but success
+	// or a refusal before it was sent) the BMC may still carry it out
+	// (assumption A5): such a power-off, and a press, counts as sent that
+	// long after its return (Observed.SinceOff, SincePress), whatever the
+	// adapter. Default SoftTimeout.
+	LostLanding time.Duration
 	// RetryDelay is how long to wait before retrying a power call that was
 	// busy or failed. Default 10 s.
 	RetryDelay time.Duration
@@ -429,6 +436,9 @@ func DefaultConfig() Config { return Config{}.withDefaults() }
 func (c Config) withDefaults() Config {
 	if c.SoftTimeout <= 0 {
 		c.SoftTimeout = 180 * time.Second
+	}
+	if c.LostLanding <= 0 {
+		c.LostLanding = c.SoftTimeout
 	}
 	if c.RetryDelay <= 0 {
 		c.RetryDelay = 10 * time.Second

@@ -281,6 +281,12 @@
 //	    counting a press, power-off or power-on the old leader recorded
 //	    later (TestReview36_StandbyMemoryIgnoresOtherLeadersPress,
 //	    TestReview36_StandbyIgnoresOtherLeadersPowerOn).
+//	A5. A BMC carries out a power call whose answer was lost (busy, a
+//	    timeout, an unknown outcome) within Config.LostLanding (default
+//	    SoftTimeout) of the call's return, or never. The controller counts
+//	    such a power-off, and a press, as sent LostLanding after its return
+//	    (Observed.SinceOff, SincePress), whatever the adapter does
+//	    (TestReview36l_IPMILostSoftOffLandingLateThenSlowShutdown).
 //
 // Under them:
 //

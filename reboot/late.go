@@ -57,6 +57,10 @@ type LateAnswerer interface {
 func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press bool) Call {
 	work := h.busyFor
 	h.busy, h.busyFor = false, Work{}
+	if a.Action == ActionPowerOff {
+		// Its answer came: it is no longer lost (A5), it counts from now.
+		h.lost = lostCalls{}
+	}
 	if a.Action == ActionPowerOff && !notCarriedOut(a.Err) {
 		o := &h.off
 		o.noOff, o.lastOff = false, max(o.lastOff, mono)

@@ -173,6 +173,9 @@ type memory struct {
 	busyPress bool
 	busy      bool
 	busyFor   Work
+	// lost holds the returns of the last power-off and press whose answer
+	// was lost (Config.LostLanding); it outlives Forget too.
+	lost lostCalls
 	// heard is what passes run while standing by (not holding the
 	// leadership) read: see lead.
 	heard heard
@@ -285,7 +288,7 @@ func newMemory(base time.Duration) *memory {
 // may be a press, and what it was decided for.
 func (h *memory) forgotten(m time.Duration) *memory {
 	return &memory{lastOn: m, off: offState{lastOff: m, lastPress: m}, forgot: true,
-		busyPress: h.busyPress, busy: h.busy, busyFor: h.busyFor}
+		busyPress: h.busyPress, busy: h.busy, busyFor: h.busyFor, lost: h.lost}
 }
 
 // probe asks the Guard, if any, whether this process holds the
@@ -550,6 +553,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall), standby)
+	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, cfg.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(state, m, cfg.OffSettle)
 	if leadLate {

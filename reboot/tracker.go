@@ -209,6 +209,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), standby)
+	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, hc.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
 	if leadLate {
@@ -249,14 +250,16 @@ func (t *Tracker) Applied(d Decision, written string) {
 // power-off, is about to be made, at mono on the monotonic clock. Call it
 // just before the call: from then on an Off reading may echo the state
 // before a power-on, and a shutdown may start, whatever the call returns.
-// A power-off counts as a press of the power button if the pass's Reading
-// said mode m toggles (SoftToggles or HardToggles).
+// A power-off counts as a press of the power button if the last Reading
+// said mode m toggles (SoftToggles or HardToggles), even after a Forget
+// in the same pass, or if no Reading was given yet
+// (TestReview36l_TrackerForgetBeforeSendingDropsPress).
 func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 	switch a {
 	case ActionPowerOn:
 		t.mem.lastOn = mono
 	case ActionPowerOff:
-		t.inCall, t.press = true, t.o.toggles(m)
+		t.inCall, t.press = true, t.tog.pressed(m)
 		t.was = t.mem.sendingOff(t.press, mono)
 	}
 }
@@ -560,6 +563,9 @@ func (h *memory) sentOff(was offState, press bool, err error, done time.Duration
 		return
 	}
 	h.busyPress = h.busyPress || press && errors.Is(err, power.ErrBusy)
+	if err != nil {
+		h.lost.note(press, done)
+	}
 	h.off.lastOff = max(h.off.lastOff, done)
 	if press {
 		h.off.lastPress = max(h.off.lastPress, done)

@@ -179,7 +179,9 @@ func TestTrackerFields(t *testing.T) {
 		t.Fatalf("second call repeats %d", c.Repeats)
 	}
 	o = read(13, power.StateUnknown)
-	if o.Changed || o.SinceOff != time.Second || o.UnknownFor != 0 || o.LastCall.Repeats != 1 || o.OffFor != 0 {
+	// The busy hard power-off (returned at 11 s) may land until
+	// LostLanding (default SoftTimeout) after its return (A5).
+	if o.Changed || o.SinceOff != 2*time.Second-reboot.DefaultConfig().LostLanding || o.UnknownFor != 0 || o.LastCall.Repeats != 1 || o.OffFor != 0 {
 		t.Fatalf("unknown pass: %+v", o)
 	}
 	o = read(14, power.StateOff)
@@ -300,7 +302,9 @@ func TestTrackerPressFields(t *testing.T) {
 	tr.Applied(reboot.Decision{}, "")
 	tr.Sending(reboot.ActionPowerOff, power.ModeSoft, sec(24))
 	tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeSoft, Class: power.ClassBusy}, context.DeadlineExceeded, sec(25))
-	if o = read(40, 40, power.StateOff); o.PressOver || o.SincePress != sec(15) {
+	// It counts as sent LostLanding (default SoftTimeout) after its
+	// return (A5).
+	if o = read(40, 40, power.StateOff); o.PressOver || o.SincePress != sec(15)-reboot.DefaultConfig().LostLanding {
 		t.Fatalf("after a press that timed out: %+v", o)
 	}
 	// A LastPress read first but stamped after the start was written after

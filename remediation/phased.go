@@ -430,7 +430,15 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 		case !m.NeedsRemediation:
 			d.Reason = "healthy"
 			st.UnhealthyAgain = time.Time{}
-			if st.Phase == PhaseFailed {
+			if st.Phase == PhaseFailed && keeps(o.State, o.Host) {
+				// Cleared only once its host is no longer held: PhaseNone
+				// has no last request, so a Failed cleared while the host
+				// is off would let go of the host (its admission, in kube
+				// its finalizer) while the reboot controller still means
+				// to power it on.
+				d.Reason = "needs-remediation annotation gone: failed remediation kept until its host is on"
+				d.RequeueAfter = c.PollInterval
+			} else if st.Phase == PhaseFailed {
 				st.Phase = PhaseNone
 				d.Reason = "needs-remediation annotation gone: failed remediation cleared"
 			}

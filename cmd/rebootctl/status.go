@@ -63,7 +63,9 @@ func serverNotes(s *executorStatus, uuid string, now time.Time) []string {
 		}
 		var notes []string
 		if st.Abandoned != "" {
-			notes = append(notes, "abandoned by the operator ("+clean(st.Abandoned)+"): the executor never powers it on or off again")
+			notes = append(notes, "abandoned by the operator ("+clean(st.Abandoned)+"): the executor never powers it on or off again; "+
+				"while it is off (or a power-off sent to it before may still take effect) it counts offline and holds a slot of every plan's concurrency: "+
+				"power it on by hand (its BMC's web UI, or at the machine), or create the plan with a higher rate (plan create -N/--rate)")
 		}
 		if st.Phase != "" {
 			note := "power: " + st.Phase

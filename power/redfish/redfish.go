@@ -23,7 +23,11 @@
 //     return, whatever resets were answered since: the adapter assumes
 //     that a BMC applies an unanswered reset, if ever, within LostLanding
 //     (default SoftTimeout) of its return, and a press or graceful
-//     shutdown it applies then may shut the OS down SoftTimeout later),
+//     shutdown it applies then may shut the OS down SoftTimeout later;
+//     that window is kept per endpoint and system in the package, so a
+//     new Controller for the same system, such as the Pool's next login,
+//     keeps it; the reboot package also counts such a press as sent
+//     reboot.Config.LostLanding after its return, assumption A5),
 //     and, for a power-off,
 //     not within Config.SoftTimeout + StaleReads of its previous press for
 //     a power-off (the OS may still be shutting down from it: an On read
@@ -199,7 +203,8 @@ type Config struct {
 	// whose OS then takes up to SoftTimeout to shut down, read up to
 	// StaleReads late: no PushPowerButton is sent within LostLanding +
 	// SoftTimeout + StaleReads of that return, whatever resets were
-	// answered since. Default: SoftTimeout.
+	// answered since, by this Controller or any other for the same
+	// Endpoint and system in this process. Default: SoftTimeout.
 	LostLanding time.Duration
 	// Now is the clock StaleReads is measured on. nil: time.Now (whose
 	// readings carry the monotonic clock).
@@ -972,21 +977,32 @@ func (c *Controller) resetReturned(pe *power.Error) {
 	}
 	if pe != nil && pe.Status == 0 {
 		c.lostReset = c.lastReset
+		lostWindows.note(c.lostKey(), c.lostReset, c.lostReset.Add(c.lostLanding()+c.softTimeout()+c.staleReads()))
 	}
 }
+
+// lostKey names this Controller's system in lostWindows.
+func (c *Controller) lostKey() string { return lostKey(c.cfg.Endpoint, c.systemURI) }
 
 // resetQuiet reports whether a read begun at readAt is past the windows of
 // this Controller's resets: StaleReads after the last one returned, and
 // LostLanding + SoftTimeout + StaleReads after the last one whose POST got
 // no answer (the BMC may apply it LostLanding late, a press or a graceful
 // shutdown it applies then may shut the OS down SoftTimeout later, and
-// reads echo the state before for StaleReads more). If not, since is the
+// reads echo the state before for StaleReads more), of this Controller or
+// of any other for the same endpoint and system. If not, since is the
 // time from the reset whose window it is in.
 func (c *Controller) resetQuiet(readAt time.Time) (since time.Duration, ok bool) {
 	if since := readAt.Sub(c.lastReset); !c.lastReset.IsZero() && since >= 0 && since < c.staleReads() {
 		return since, false
 	}
-	if since := readAt.Sub(c.lostReset); !c.lostReset.IsZero() && since >= 0 && since < c.lostLanding()+c.softTimeout()+c.staleReads() {
+	// A lost reset of another Controller for the same system (an earlier
+	// login of the Pool) counts too (lostWindows).
+	lost := c.lostReset
+	if l := lostWindows.last(c.lostKey()); l.After(lost) {
+		lost = l
+	}
+	if since := readAt.Sub(lost); !lost.IsZero() && since >= 0 && since < c.lostLanding()+c.softTimeout()+c.staleReads() {
 		return since, false
 	}
 	return 0, true
