@@ -42,14 +42,23 @@ func ended(h header) bool { return !(plan.View{Plan: h.Plan, Index: h.Index}).Un
 
 // forget evicts every cache the store keeps of a plan (its header, its
 // members, the pages read whole and those of the last view): a plan that
-// ended is read again only by List, Get and GetView, which forget it
-// again.
-func (s *Store) forget(uuid string) {
+// ended is read again only by a read of its header (GetState, GetHead,
+// Get, GetView, a write's read) or of every header (List, Heads), which
+// forget it again.
+func (s *Store) forget(uuid string) { s.forgetAll([]string{uuid}) }
+
+// forgetAll is forget of every plan of uuids, under one lock.
+func (s *Store) forgetAll(uuids []string) {
+	if len(uuids) == 0 {
+		return
+	}
 	s.cache.mu.Lock()
-	delete(s.cache.m, uuid)
-	delete(s.cache.loaded, uuid)
-	delete(s.cache.viewed, uuid)
-	delete(s.cache.known, uuid)
+	for _, uuid := range uuids {
+		delete(s.cache.m, uuid)
+		delete(s.cache.loaded, uuid)
+		delete(s.cache.viewed, uuid)
+		delete(s.cache.known, uuid)
+	}
 	s.cache.mu.Unlock()
 }
 
