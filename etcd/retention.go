@@ -78,27 +78,31 @@ func (s *Store) cachedLocked() []string {
 // before olderThan with its summary (Archived, under PREFIX summaries/),
 // deleting its header and every page key under PREFIX pages/UUID/ (the
 // reboot records, overlays and staged pages of failed writes included) in
-// one transaction that compares the header's revision: a plan written
-// meanwhile is left for the next Prune. A plan's end is when Prune first
+// one transaction that compares the header's revision and the token of
+// its write (token.go), read with it at one revision: a plan written
+// meanwhile, even at the same revision after etcd was restored from a
+// backup, is left for the next Prune. A plan's end is when Prune first
 // saw it ended (it records that time in the header), so a plan is kept
 // whole for at least olderThan's distance from now after it ended. It
 // returns the UUIDs pruned. Get and List do not see a pruned plan any
 // more (plan.ErrNotFound); Summaries lists them.
 func (s *Store) Prune(ctx context.Context, now, olderThan time.Time) ([]string, error) {
-	resp, err := s.cli.Get(ctx, s.headersPrefix(), clientv3.WithPrefix())
+	heads, tok, _, err := s.listHeaders(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: prune: %w", err)
 	}
 	var pruned []string
 	var errs []error
-	for _, kv := range resp.Kvs {
+	for _, kv := range heads {
 		uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
 		h, err := decodeHeader(uuid, kv.Value)
 		if err != nil || !ended(h) {
 			continue // a corrupt header is left for a person to look at
 		}
 		s.forget(uuid)
-		cas := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.headerKey(uuid)), "=", kv.ModRevision)}, s.guard...)
+		// The header's revision and the token of its write: after a
+		// restore of etcd, another write can have the revision read.
+		cas := append(s.sameHeader(uuid, kv.ModRevision, tok[uuid]), s.guard...)
 		if h.Ended == nil {
 			// First seen ended: record when (a write of the header: with
 			// a new token).
