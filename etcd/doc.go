@@ -129,7 +129,9 @@
 // changed. A plan served from the kept header (GetHead, GetView, Get)
 // shares no memory with it, its policy included: a caller may change its
 // copy. Unfinished evicts every plan any cache holds that the index no
-// longer names (another writer ended it).
+// longer names (another writer ended it), and any read of a header that
+// finds the plan ended (GetState, GetHead, Heads, Get, List, GetView)
+// evicts that plan: nothing of an ended plan is kept.
 //
 // BenchmarkPass against a real etcd server process (v3.7.3, fsync on, one
 // member on the same machine), on a 2-core machine whose load average was

@@ -83,14 +83,15 @@ func (s *Store) PutHead(ctx context.Context, hv plan.View) error {
 // read at one revision, no page read or decoded. It is what a listing of
 // plans needs; List (plan.Store) reads every page. A header that cannot be
 // read is reported in the error (wrapping plan.ErrCorrupt) after the
-// readable ones.
+// readable ones. The store's caches of the plans it reads ended are
+// evicted (forget).
 func (s *Store) Heads(ctx context.Context) ([]plan.View, error) {
 	heads, tok, _, err := s.listHeaders(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]plan.View, 0, len(heads))
-	var bad []string
+	var bad, over []string
 	for _, kv := range heads {
 		uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
 		h, err := decodeHeader(uuid, kv.Value)
@@ -98,11 +99,15 @@ func (s *Store) Heads(ctx context.Context) ([]plan.View, error) {
 			bad = append(bad, err.Error())
 			continue
 		}
+		if ended(h) {
+			over = append(over, uuid)
+		}
 		p := h.Plan
 		p.Reboots = nil
 		p.Version = formatVersion(kv.ModRevision, tok[uuid])
 		out = append(out, plan.View{Plan: p, Index: h.Index, Pos: []int{}})
 	}
+	s.forgetAll(over)
 	if len(bad) > 0 {
 		return out, fmt.Errorf("%w: %s", plan.ErrCorrupt, strings.Join(bad, "; "))
 	}

@@ -67,7 +67,8 @@ const maxKnown = 1024
 // ops, they are run in the same read-only transaction when the header is
 // the known one (its ModRevision and token unchanged), and their answers returned
 // (hit is false when the header changed, or none was known: then it was
-// fetched and decoded, and the ops were not run).
+// fetched and decoded, and the ops were not run). A header it reads ended
+// evicts every cache of the plan (forget).
 func (s *Store) headerAt(ctx context.Context, uuid string, ops ...clientv3.Op) (k knownHead, at int64, hit bool, answers []*etcdserverpb.ResponseOp, err error) {
 	if err := plan.ValidUUID(uuid); err != nil {
 		return k, 0, false, nil, err
@@ -98,7 +99,14 @@ func (s *Store) headerAt(ctx context.Context, uuid string, ops ...clientv3.Op) (
 	}
 	h.tok = tokenOf((*clientv3.GetResponse)(resp.Responses[1].GetResponseRange()))
 	k = knownHead{rev: kvs[0].ModRevision, h: h, raw: kvs[0].Value}
-	s.remember(uuid, k)
+	if ended(h) {
+		// Nothing of a plan that ended is kept (it may have ended
+		// elsewhere): whichever read of its header saw it (GetState,
+		// GetHead, Get, GetView, a write's read).
+		s.forget(uuid)
+	} else {
+		s.remember(uuid, k)
+	}
 	return k, at, false, nil, nil
 }
 

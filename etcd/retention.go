@@ -42,14 +42,23 @@ func ended(h header) bool { return !(plan.View{Plan: h.Plan, Index: h.Index}).Un
 
 // forget evicts every cache the store keeps of a plan (its header, its
 // members, the pages read whole and those of the last view): a plan that
-// ended is read again only by List, Get and GetView, which forget it
-// again.
-func (s *Store) forget(uuid string) {
+// ended is read again only by a read of its header (GetState, GetHead,
+// Get, GetView, a write's read) or of every header (List, Heads), which
+// forget it again.
+func (s *Store) forget(uuid string) { s.forgetAll([]string{uuid}) }
+
+// forgetAll is forget of every plan of uuids, under one lock.
+func (s *Store) forgetAll(uuids []string) {
+	if len(uuids) == 0 {
+		return
+	}
 	s.cache.mu.Lock()
-	delete(s.cache.m, uuid)
-	delete(s.cache.loaded, uuid)
-	delete(s.cache.viewed, uuid)
-	delete(s.cache.known, uuid)
+	for _, uuid := range uuids {
+		delete(s.cache.m, uuid)
+		delete(s.cache.loaded, uuid)
+		delete(s.cache.viewed, uuid)
+		delete(s.cache.known, uuid)
+	}
 	s.cache.mu.Unlock()
 }
 
@@ -69,27 +78,31 @@ func (s *Store) cachedLocked() []string {
 // before olderThan with its summary (Archived, under PREFIX summaries/),
 // deleting its header and every page key under PREFIX pages/UUID/ (the
 // reboot records, overlays and staged pages of failed writes included) in
-// one transaction that compares the header's revision: a plan written
-// meanwhile is left for the next Prune. A plan's end is when Prune first
+// one transaction that compares the header's revision and the token of
+// its write (token.go), read with it at one revision: a plan written
+// meanwhile, even at the same revision after etcd was restored from a
+// backup, is left for the next Prune. A plan's end is when Prune first
 // saw it ended (it records that time in the header), so a plan is kept
 // whole for at least olderThan's distance from now after it ended. It
 // returns the UUIDs pruned. Get and List do not see a pruned plan any
 // more (plan.ErrNotFound); Summaries lists them.
 func (s *Store) Prune(ctx context.Context, now, olderThan time.Time) ([]string, error) {
-	resp, err := s.cli.Get(ctx, s.headersPrefix(), clientv3.WithPrefix())
+	heads, tok, _, err := s.listHeaders(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: prune: %w", err)
 	}
 	var pruned []string
 	var errs []error
-	for _, kv := range resp.Kvs {
+	for _, kv := range heads {
 		uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
 		h, err := decodeHeader(uuid, kv.Value)
 		if err != nil || !ended(h) {
 			continue // a corrupt header is left for a person to look at
 		}
 		s.forget(uuid)
-		cas := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.headerKey(uuid)), "=", kv.ModRevision)}, s.guard...)
+		// The header's revision and the token of its write: after a
+		// restore of etcd, another write can have the revision read.
+		cas := append(s.sameHeader(uuid, kv.ModRevision, tok[uuid]), s.guard...)
 		if h.Ended == nil {
 			// First seen ended: record when (a write of the header: with
 			// a new token).

@@ -344,7 +344,17 @@ func allPages(count int) []int {
 
 // Get implements plan.Store: the whole plan, read at one revision.
 func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
-	var p plan.Plan
+	p, _, err := s.load(ctx, uuid)
+	return p, err
+}
+
+// load is Get, that also returns what Put compares with (the header and
+// the hashes of the pages read), whether the plan ended or not.
+func (s *Store) load(ctx context.Context, uuid string) (plan.Plan, loadedPlan, error) {
+	var (
+		p  plan.Plan
+		lp loadedPlan
+	)
 	err := retryCompacted(func() error {
 		h, version, at, err := s.readHeader(ctx, uuid)
 		if err != nil {
@@ -352,22 +362,23 @@ func (s *Store) Get(ctx context.Context, uuid string) (plan.Plan, error) {
 		}
 		// Only the plans that may act again are cached: an ended one is
 		// forgotten (it may have ended elsewhere).
-		p, err = s.assemble(ctx, uuid, h, version, at, !ended(h))
+		p, lp, err = s.assemble(ctx, uuid, h, version, at, !ended(h))
 		if ended(h) {
 			s.forget(uuid)
 		}
 		return err
 	})
-	return p, err
+	return p, lp, err
 }
 
 // assemble reads every page of the plan with header h at revision at, and
-// if keep remembers what it read (for Put and GetView).
-func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at int64, keep bool) (plan.Plan, error) {
+// returns the plan and what it read (for Put); if keep, the store
+// remembers that too (for Put and GetView).
+func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at int64, keep bool) (plan.Plan, loadedPlan, error) {
 	all := allPages(h.Count)
 	pages, raw, err := s.readPages(ctx, uuid, h, all, at)
 	if err != nil {
-		return plan.Plan{}, err
+		return plan.Plan{}, loadedPlan{}, err
 	}
 	// h may be a header this store keeps: the plan gets its own copy.
 	p := ownPlan(h.Plan)
@@ -378,19 +389,20 @@ func (s *Store) assemble(ctx context.Context, uuid string, h header, version, at
 		hashes[n] = sha256.Sum256(raw[n])
 	}
 	if err := p.Validate(); err != nil {
-		return plan.Plan{}, fmt.Errorf("%w: plan %s: %v", plan.ErrCorrupt, uuid, err)
+		return plan.Plan{}, loadedPlan{}, fmt.Errorf("%w: plan %s: %v", plan.ErrCorrupt, uuid, err)
 	}
 	p.Version = formatVersion(version, h.tok)
+	lp := loadedPlan{rev: version, h: h, hashes: hashes}
 	if !keep {
-		return p, nil
+		return p, lp, nil
 	}
 	s.cache.mu.Lock()
-	s.cache.loaded[uuid] = loadedPlan{rev: version, h: h, hashes: hashes}
+	s.cache.loaded[uuid] = lp
 	if c, ok := s.cache.m[uuid]; !ok || c.nonce != h.Nonce {
 		s.cache.m[uuid] = members{nonce: h.Nonce, m: plan.MembersOf(p)}
 	}
 	s.cache.mu.Unlock()
-	return p, nil
+	return p, lp, nil
 }
 
 // encodePages returns the JSON of every page of p.
@@ -590,7 +602,7 @@ func (s *Store) checkOthers(ctx context.Context, p plan.Plan) (int64, error) {
 			if ih.uuid == p.UUID {
 				continue
 			}
-			o, err := s.assemble(ctx, ih.uuid, ih.h, ih.rev, at, true)
+			o, _, err := s.assemble(ctx, ih.uuid, ih.h, ih.rev, at, true)
 			if errors.Is(err, plan.ErrCorrupt) {
 				continue
 			}
@@ -774,7 +786,9 @@ func (s *Store) written(uuid string, h header) {
 // Put implements plan.Store: compare-and-swap on the header's revision,
 // writing the header and the pages whose content changed. After a Get of
 // the same version (an executor's pass, plan.Command), it compares with
-// what that Get read instead of reading every page again.
+// what that Get read instead of reading every page again; else (an ended
+// plan, which no read keeps) it reads the plan whole and compares with
+// that read.
 func (s *Store) Put(ctx context.Context, p plan.Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -788,15 +802,22 @@ func (s *Store) Put(ctx context.Context, p plan.Plan) error {
 	mem := s.cache.m[p.UUID]
 	s.cache.mu.Unlock()
 	if !ok || lp.rev != rev || lp.h.tok != tok || mem.nonce != lp.h.Nonce {
-		if _, err := s.Get(ctx, p.UUID); err != nil {
+		// Read again, and compare with that read itself: the store keeps
+		// nothing of a plan that ended (load forgets it), which may be
+		// written all the same (a record of a finished plan corrected).
+		cur, read, err := s.load(ctx, p.UUID)
+		if err != nil {
 			return fmt.Errorf("plan: refusing to overwrite: %w", err)
 		}
-		s.cache.mu.Lock()
-		lp = s.cache.loaded[p.UUID]
-		mem = s.cache.m[p.UUID]
-		s.cache.mu.Unlock()
+		lp = read
 		if lp.rev != rev || lp.h.tok != tok {
 			return fmt.Errorf("plan %s: %w", p.UUID, plan.ErrConflict)
+		}
+		s.cache.mu.Lock()
+		mem = s.cache.m[p.UUID]
+		s.cache.mu.Unlock()
+		if mem.nonce != lp.h.Nonce {
+			mem = members{nonce: lp.h.Nonce, m: plan.MembersOf(cur)}
 		}
 	}
 	if len(p.Reboots) != lp.h.Count {
@@ -861,7 +882,7 @@ func (s *Store) listAt(ctx context.Context, want func(header) bool) (out []plan.
 			}
 			// Only the plans that may act again are cached: an ended one
 			// is forgotten (it may have ended elsewhere).
-			p, err := s.assemble(ctx, uuid, h, kv.ModRevision, at, !ended(h))
+			p, _, err := s.assemble(ctx, uuid, h, kv.ModRevision, at, !ended(h))
 			if ended(h) {
 				s.forget(uuid)
 			}
