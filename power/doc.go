@@ -59,15 +59,16 @@
 //     timed-out service root or Systems collection is the login's
 //     failure): that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff;
-//     the session of such a login (ErrAfterLogin but a system not found:
-//     power/redfish hands it over with AfterLoginKeep when
+//     the session of such a login (ErrAfterLogin, a system not found
+//     included: power/redfish hands it over with AfterLoginKeep when
 //     ConnectInfo.KeepSession asks) is kept, idle and with no host of its
 //     own, as the login's shared session (unless keeping it would take
 //     the BMC over MaxSessions: then it is logged out, and never closes a
 //     session serving hosts), which the other hosts of the
 //     login (and this one, at its next try) join without a login: a
-//     service whose systems all fail while its collection answers sees
-//     one login per IdleTimeout, not one per host and try. Any other
+//     service whose systems all fail, or are all missing (blades
+//     renumbered), while its collection answers sees one login per
+//     IdleTimeout, not one per host and try. Any other
 //     failure of a host joining a shared session backs that host alone
 //     off too (a refusal of a request for its own system included, if the
 //     BMC still takes the session: power/redfish reads the session's own
