@@ -111,8 +111,10 @@
 //     meanwhile: a login carried on for a caller that left never replaces
 //     the host's current Target with the caller's old one. An idle
 //     session serving no host (a kept one no host joined) is the one
-//     closed first, then the least recently used idle session; of
-//     two last used at the same moment, the one logged in later.
+//     closed first, at any time and not counted against LoginInterval
+//     (it is no host's session: a login it makes way for refuses no
+//     one), then the least recently used idle session; of two last used
+//     at the same moment, the one logged in later.
 //     A login of credentials not yet proven is tried first, one over the
 //     bound (one login at a time per BMC), and only its success closes
 //     the least recently used idle session (as many as needed to keep the
