@@ -59,15 +59,16 @@
 //     timed-out service root or Systems collection is the login's
 //     failure): that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff;
-//     the session of such a login (ErrAfterLogin but a system not found:
-//     power/redfish hands it over with AfterLoginKeep when
+//     the session of such a login (ErrAfterLogin, a system not found
+//     included: power/redfish hands it over with AfterLoginKeep when
 //     ConnectInfo.KeepSession asks) is kept, idle and with no host of its
 //     own, as the login's shared session (unless keeping it would take
 //     the BMC over MaxSessions: then it is logged out, and never closes a
 //     session serving hosts), which the other hosts of the
 //     login (and this one, at its next try) join without a login: a
-//     service whose systems all fail while its collection answers sees
-//     one login per IdleTimeout, not one per host and try. Any other
+//     service whose systems all fail, or are all missing (blades
+//     renumbered), while its collection answers sees one login per
+//     IdleTimeout, not one per host and try. Any other
 //     failure of a host joining a shared session backs that host alone
 //     off too (a refusal of a request for its own system included, if the
 //     BMC still takes the session: power/redfish reads the session's own
@@ -110,8 +111,10 @@
 //     meanwhile: a login carried on for a caller that left never replaces
 //     the host's current Target with the caller's old one. An idle
 //     session serving no host (a kept one no host joined) is the one
-//     closed first, then the least recently used idle session; of
-//     two last used at the same moment, the one logged in later.
+//     closed first, at any time and not counted against LoginInterval
+//     (it is no host's session: a login it makes way for refuses no
+//     one), then the least recently used idle session; of two last used
+//     at the same moment, the one logged in later.
 //     A login of credentials not yet proven is tried first, one over the
 //     bound (one login at a time per BMC), and only its success closes
 //     the least recently used idle session (as many as needed to keep the

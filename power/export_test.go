@@ -12,3 +12,8 @@ func PoolSizes(p *Pool) (hosts, endpoints, logins, live, idle, parked int) {
 	}
 	return len(p.hosts), len(p.eps), logins, live, p.idle.Len(), len(p.parked)
 }
+
+// Sweep runs p's idle sweep once at p's clock (PoolConfig.Now), as its
+// janitor does every second: for tests whose clock runs faster than the
+// janitor's ticker.
+func Sweep(p *Pool) { p.sweep() }

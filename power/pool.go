@@ -87,7 +87,9 @@ type PoolConfig struct {
 	// closed (the BMC is at MaxSessions) closes at most one every
 	// LoginInterval (default 1 min); other such logins fail as busy
 	// (waiting only for a session being logged out, or a login a slot is
-	// held for). Live sessions are not evicted faster than that. The slot
+	// held for). Live sessions are not evicted faster than that; an idle
+	// session that serves no host (a kept one) is closed first, at any
+	// time, and is not counted. The slot
 	// an eviction frees is held for the login that made it, which goes on
 	// if its caller gives up.
 	LoginInterval time.Duration

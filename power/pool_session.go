@@ -330,8 +330,11 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 
 // evictLocked closes the least recently used idle live session of ep for
 // a login that needs its place, at most once every LoginInterval (p.mu
-// held). It reports whether it did, and if not whether waiting may help
-// (a session is in use and will become idle, or is being logged out).
+// held); an idle session that serves no host (a kept one no host joined)
+// goes first, at any time, and is not counted: closing it takes no host's
+// session away. It reports whether it did, and if not whether waiting may
+// help (a session is in use and will become idle, or is being logged
+// out).
 func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 	var victim *session
 	for s := range ep.live { // at most MaxSessions
@@ -345,6 +348,10 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 	}
 	if victim == nil {
 		return false, wait || ep.sessions > len(ep.live)
+	}
+	if len(victim.entries) == 0 {
+		p.retireLocked(victim) // serves no host: no eviction of anyone's
+		return true, true
 	}
 	if !ep.lastEvict.IsZero() && now.Sub(ep.lastEvict) < p.cfg.LoginInterval {
 		// A session being logged out (one closed for another login, whose
@@ -372,7 +379,9 @@ func (p *Pool) trimLocked(ep *endpoint, keep *session) {
 		if victim == nil {
 			return
 		}
-		ep.lastEvict = p.cfg.Now()
+		if len(victim.entries) > 0 { // one that serves no host is not counted (evictLocked)
+			ep.lastEvict = p.cfg.Now()
+		}
 		p.retireLocked(victim)
 	}
 }

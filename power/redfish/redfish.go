@@ -68,7 +68,7 @@
 //     logs nobody in; if that read is refused too (a collection served to
 //     anyone, an expired session), the join logs in again, once for all,
 //     through the Pool's gate. Given ConnectInfo.KeepSession, a login
-//     whose system then failed (but was found) hands its session over
+//     whose system then failed or was not found hands its session over
 //     (power.AfterLoginKeep) instead of logging it out: the Pool shares
 //     it with the other systems' hosts.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
@@ -353,9 +353,9 @@ func logout(ctx context.Context, cl *gofish.APIClient) {
 
 // connect logs in (through the Pool's gate, if any) and discovers the
 // system (before publication). keep: a failure of the host's own system
-// (power.ErrAfterLogin, but a system not found) hands the session over in
-// the error (power.AfterLoginKeep), to be shared by the other systems'
-// hosts.
+// (power.ErrAfterLogin, a system not found included) hands the session
+// over in the error (power.AfterLoginKeep), to be shared by the other
+// systems' hosts.
 func (c *Controller) connect(ctx context.Context, keep bool) error {
 	client, err := c.sess.login(ctx, c, false)
 	if err != nil {
@@ -363,12 +363,13 @@ func (c *Controller) connect(ctx context.Context, keep bool) error {
 	}
 	c.sess.set(client)
 	if err := c.discover(ctx); err != nil {
-		if keep && !c.cfg.BasicAuth && errors.Is(err, power.ErrAfterLogin) && !errors.Is(err, power.ErrNoSystem) {
+		if keep && !c.cfg.BasicAuth && errors.Is(err, power.ErrAfterLogin) {
 			// The login is good (the BMC accepted it) and the system
-			// failed (a system not found is this host's configuration,
-			// and backs it off alone): the session serves the other
-			// systems' hosts, whose systems may fail as well, without a
-			// login each. The caller keeps it, and closes it. (This
+			// failed or is not listed (this host's own failure: it
+			// backs off alone): the session serves the other systems'
+			// hosts, whose systems may be missing or fail as well (a
+			// chassis whose blades were renumbered), without a login
+			// each. The caller keeps it, and closes it. (This
 			// Controller found no system: it only serves as the shared
 			// session.)
 			return power.AfterLoginKeep(err, c)

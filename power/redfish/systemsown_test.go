@@ -69,9 +69,11 @@ func TestConnect_WhoseFailureAfterLogin(t *testing.T) {
 
 // TestConnect_KeepSessionOfOwnFailure (issue 35, review round 15): given
 // ConnectInfo.KeepSession, a login whose own system then fails hands its
-// session over (the BMC still holds it) instead of logging it out; a
-// system not found, or a caller that did not ask, logs it out. Ground
-// truth: the emulator's session table.
+// session over (the BMC still holds it) instead of logging it out, a
+// system not found as well (review round 16: the hosts of a chassis whose
+// blades were all renumbered share that one session rather than each log
+// in); a caller that did not ask logs it out. Ground truth: the
+// emulator's session table.
 func TestConnect_KeepSessionOfOwnFailure(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -81,7 +83,8 @@ func TestConnect_KeepSessionOfOwnFailure(t *testing.T) {
 	}{
 		{name: "kept", keep: true, system: "2", open: 1},
 		{name: "not asked", system: "2", open: 0},
-		{name: "system not found", keep: true, system: "9", open: 0}, // system 2 answers: 9 is not listed
+		{name: "system not found", keep: true, system: "9", open: 1}, // system 2 answers: 9 is not listed
+		{name: "system not found, not asked", system: "9", open: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", secret)
