@@ -111,3 +111,52 @@ func TestReview40j_AbandonReleasesWhileHostOff(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestReview40j_GoneControlPlaneNotCountedAsControlPlane: doc.go,
+// Guarantees: "At most the storm guard's limit of remediations, and at
+// most one control-plane machine, are in flight at any instant"; a
+// deleted Machine "keeps its admission while its request may hold its
+// host off" and is counted by the storm guard. But withGone
+// (reconciler.go) adds a gone admitted Machine to the fleet with
+// ControlPlane false, whatever it was: MayStart's control-plane rule
+// (guard.go cpBusy) never sees it. Control-plane m1 is deleted
+// mid-remediation while its request holds h1 off (its removal failing
+// for now: admission kept); control-plane m2 then becomes unhealthy and
+// is admitted (the count limit, 5, allows it): two control-plane hosts
+// off at once (etcd quorum of a three-member control plane lost). Ground
+// truth: both fake hardwares off at once.
+func TestReview40j_GoneControlPlaneNotCountedAsControlPlane(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
+	g.rem.Limit = remediation.MaxCount(5)
+	g.cluster.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c", ControlPlane: true})
+	g.cluster.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c", ControlPlane: true})
+	g.cluster.AddMachine(remediation.Machine{Name: "m3", UID: "uid-m3", NodeName: "m3", Cluster: "c", ControlPlane: true})
+	g.cluster.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
+	g.cluster.PutNode(remediation.Node{Name: "m3", UID: "n3", Ready: true})
+	g.rh.HostOf = func(_ context.Context, m string) (string, error) {
+		return map[string]string{"m1": "h1", "m2": "h2", "m3": "h3"}[m], nil
+	}
+	g.startOnH1(t, true)
+	g.rem.Hosts = &removeFailsFor{RebootHosts: g.rh, machine: "m1"}
+	require.NoError(t, g.cluster.Delete(context.Background(), "m1"))
+	_ = g.pass(t) // abandon fails: m1 stays admitted, h1 held off
+	a, _ := g.cluster.GetAdmissions(context.Background())
+	require.True(t, a.Has("m1"), "precondition: deleted m1 keeps its admission while its request is not removed")
+	require.False(t, g.hw["h1"].HardwareOn(), "precondition: h1 is off")
+
+	g.cluster.SetNodeReady("m2", false)
+	g.cluster.SetNeedsRemediation("m2", true)
+	res, err := g.rem.Reconcile(context.Background(), "m2")
+	t.Logf("m2's pass: %v, %s", err, res.Decision.Reason)
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if !g.hw["h1"].HardwareOn() && !g.hw["h2"].HardwareOn() {
+			a, _ = g.cluster.GetAdmissions(context.Background())
+			t.Fatalf("control-plane m1 (deleted, admitted %v, its request holding h1 off) and control-plane m2 (admitted %v) are both remediating: h1 and h2 off at once; truths h1 %v h2 %v",
+				a.Has("m1"), a.Has("m2"), g.hw["h1"].Truth(), g.hw["h2"].Truth())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a, _ = g.cluster.GetAdmissions(context.Background())
+	require.False(t, a.Has("m2"), "a second control-plane remediation is admitted while deleted control-plane m1 is")
+}
