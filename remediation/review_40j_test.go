@@ -160,3 +160,56 @@ func TestReview40j_GoneControlPlaneNotCountedAsControlPlane(t *testing.T) {
 	a, _ = g.cluster.GetAdmissions(context.Background())
 	require.False(t, a.Has("m2"), "a second control-plane remediation is admitted while deleted control-plane m1 is")
 }
+
+// TestReview40j_AdmittedWithoutHostThenDeletedHoldsSlotForEver: a
+// Machine whose remediation is admitted while it has no host
+// (Host.Missing: phased.go start admits and writes no request; the
+// Reconciler records none, `attempt.Host != ""`) and that is then deleted
+// has an admission with no recorded request: abandon (reconciler.go
+// releaseRecorded) takes it for "a record written before Requests
+// existed", asks HostOf, which for a deleted Machine wraps ErrNotFound (as
+// kube.HostOfMachine does, and abandon's doc expects), and, the HostStore
+// (RebootHosts) being no RequestFinder, keeps the admission with
+// ErrOrphanRequest on every pass, for ever: no request exists anywhere,
+// no host is off (ground truth: every host's annotations and fake
+// hardware), yet with MaxCount(1) no other remediation is ever admitted,
+// and the error tells the operator to remove an annotation that is not
+// there.
+func TestReview40j_AdmittedWithoutHostThenDeletedHoldsSlotForEver(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
+	g.cluster.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
+	g.cluster.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
+	g.rh.HostOf = func(ctx context.Context, m string) (string, error) {
+		if _, err := g.cluster.Get(ctx, m); err != nil {
+			return "", err // a deleted Machine: ErrNotFound, as kube.HostOfMachine
+		}
+		return map[string]string{"m1": "", "m2": "h2"}[m], nil // m1 has no host (yet)
+	}
+	g.cluster.SetNodeReady("m1", false)
+	g.cluster.SetNeedsRemediation("m1", true)
+	require.NoError(t, g.pass(t))
+	a, _ := g.cluster.GetAdmissions(context.Background())
+	require.True(t, a.Has("m1"), "precondition: m1 is admitted with no host")
+	require.Empty(t, a.Requests, "precondition: no request written or recorded")
+
+	require.NoError(t, g.cluster.Delete(context.Background(), "m1"))
+	for i := 0; i < 3; i++ {
+		t.Logf("m1 gone: %v", g.pass(t))
+	}
+	g.cluster.SetNodeReady("m2", false)
+	g.cluster.SetNeedsRemediation("m2", true)
+	res, err := g.rem.Reconcile(context.Background(), "m2")
+	t.Logf("m2's pass: %v, %s", err, res.Decision.Reason)
+	for _, h := range []string{"h1", "h2"} {
+		rec, err := g.hosts.Get(context.Background(), h)
+		require.NoError(t, err)
+		if _, held := rec.Annotations[remediation.RebootAnnotation]; held && h == "h1" {
+			t.Fatalf("precondition: no request of m1 anywhere, but %s holds one", h)
+		}
+	}
+	a, _ = g.cluster.GetAdmissions(context.Background())
+	if a.Has("m1") || !a.Has("m2") {
+		t.Fatalf("deleted m1 never wrote a reboot request (h1 on: %v, no annotation), yet its admission is kept (%v) and m2 refused (%q): the storm guard's only slot is taken for good",
+			g.hw["h1"].HardwareOn(), a.Machines, res.Decision.Reason)
+	}
+}
