@@ -276,24 +276,44 @@ type OwnedHosts struct {
 var (
 	_ remediation.HostStore      = (*OwnedHosts)(nil)
 	_ remediation.RequestRemover = (*OwnedHosts)(nil)
-	_ remediation.RequestFinder  = (*OwnedHosts)(nil)
+	_ remediation.RequestReader  = (*OwnedHosts)(nil)
+	_ remediation.RequestReader  = (*OperatorHosts)(nil)
 )
 
-// RebootRequests implements remediation.RequestFinder: the reboot
-// requests on the namespace's BareMetalHosts (rebootkit's and the
-// operator's alike carry remediation.RebootAnnotation).
-func (s *OwnedHosts) RebootRequests(ctx context.Context) ([]remediation.Request, error) {
-	var hosts metal3.BareMetalHostList
-	if err := s.Operator.Client.List(ctx, &hosts, client.InNamespace(s.Operator.Namespace)); err != nil {
-		return nil, fmt.Errorf("kube: list hosts: %w", err)
+// ReadRequest implements remediation.RequestReader: the host req.Host
+// read for req by the store its ownership picks, without asking HostOf
+// (the Machine may be gone); a host that is gone reads as Missing. With
+// req.Host empty it is Get.
+func (s *OwnedHosts) ReadRequest(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	if req.Host == "" {
+		return s.Get(ctx, machine, req)
 	}
-	var out []remediation.Request
-	for _, h := range hosts.Items {
-		if v, ok := h.Annotations[remediation.RebootAnnotation]; ok {
-			out = append(out, remediation.Request{Value: v, Host: h.Name})
-		}
+	bmh, err := s.Operator.named(ctx, req.Host)
+	if err != nil {
+		return remediation.Host{}, err
 	}
-	return out, nil
+	if bmh == nil {
+		return remediation.Host{Missing: true, Power: power.StateUnknown}, nil
+	}
+	if ours, _ := s.Ownership.Ours(bmh); !ours {
+		return s.Operator.ReadRequest(ctx, machine, req)
+	}
+	if rr, ok := s.Ours.(remediation.RequestReader); ok {
+		return rr.ReadRequest(ctx, machine, req)
+	}
+	return s.Ours.Get(ctx, machine, req)
+}
+
+// ReadRequest implements remediation.RequestReader: Get on req.Host
+// without asking HostOf (the Machine may be gone). With req.Host empty it
+// is Get.
+func (s *OperatorHosts) ReadRequest(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	if req.Host == "" {
+		return s.Get(ctx, machine, req)
+	}
+	c := *s
+	c.HostOf = func(context.Context, string) (string, error) { return req.Host, nil }
+	return c.Get(ctx, machine, req)
 }
 
 // pick is the store for the host of req: req.Host when it is set (the

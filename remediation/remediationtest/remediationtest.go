@@ -237,7 +237,7 @@ func Contract(t testing.TB, newStores NewStores) {
 // them: a store must give each back.
 func fullState() remediation.State {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	return remediation.State{Phase: remediation.PhasePoweringOn, Attempt: 2, Started: t0, RequestedAt: t0.Add(time.Second), Host: "host-1",
+	return remediation.State{Phase: remediation.PhasePoweringOn, Attempt: 2, Started: t0, RequestedAt: t0.Add(time.Second), Host: "host-1", PrevHost: "host-0",
 		Finished: t0.Add(-time.Hour), UnhealthyAgain: t0.Add(-time.Minute), Canceled: true, CanceledAt: t0.Add(2 * time.Second),
 		Backup:  &remediation.NodeBackup{Name: "s1", Labels: map[string]string{"role": "db"}, Annotations: map[string]string{"note": "x"}},
 		Tainted: true, Message: "waiting for the reboot controller to power the host on"}
