@@ -338,7 +338,8 @@ func (c Config) withDefaults() Config {
 //     (through reboot.Client.RequestWith, T = State.Started).
 //  4. DeleteNode (with the observed Node's UID as a precondition) or
 //     TaintNode: only ever asked on Host.Fenced.
-//  5. RemoveRebootAnnotation: the host may power on.
+//  5. RemoveRebootAnnotation: the host may power on; RemovePrevRequest:
+//     remove a request of the Machine's from State.PrevHost.
 //  6. RestoreLabels, RestoreAnnotations: add them to the Node named
 //     RestoreNode (only keys it lacks are listed), and RemoveTaint.
 //  7. RemoveNeedsRemediation: remove NeedsRemediationAnnotation.

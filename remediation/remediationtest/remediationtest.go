@@ -207,11 +207,15 @@ func Contract(t testing.TB, newStores NewStores) {
 	want := remediation.Request{Value: remediation.RebootValue("s1", st.RequestedAt), At: st.RequestedAt, Host: "host-1"}
 	withReq := got
 	withReq.Requests = map[string]remediation.Request{"s1": want}
+	wantMember := remediation.Member{Cluster: "c1", HealthCheck: "hc1", ControlPlane: true, Wrote: true, PrevHost: "host-0"}
+	withReq.Members = map[string]remediation.Member{"s1": wantMember}
 	if err := s.Admissions.PutAdmissions(ctx, withReq); err != nil {
 		t.Errorf("PutAdmissions with a request: %v", err)
 	} else if got, err := s.Admissions.GetAdmissions(ctx); err != nil || !got.Has("s1") ||
 		got.Requests["s1"].Value != want.Value || got.Requests["s1"].Host != want.Host || !got.Requests["s1"].At.Equal(want.At) {
 		t.Errorf("admissions after a write of s1's request: %+v, %v; want s1 with request %+v (Admissions.Requests must be persisted: a Machine deleted mid-remediation has its request removed from the host recorded there)", got, err, want)
+	} else if got.Members["s1"] != wantMember {
+		t.Errorf("admissions after a write of s1's member entry: %+v; want %+v (Admissions.Members must be persisted: a Machine deleted mid-remediation is counted by the storm guard where it was, and its admission released at once only if it wrote no request)", got.Members, wantMember)
 	}
 
 	// Machines.Delete: escalation deletes a Machine for its owner to
