@@ -8,10 +8,13 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -278,7 +281,43 @@ var (
 	_ remediation.RequestRemover = (*OwnedHosts)(nil)
 	_ remediation.RequestReader  = (*OwnedHosts)(nil)
 	_ remediation.RequestReader  = (*OperatorHosts)(nil)
+	_ remediation.RequestFinder  = (*OwnedHosts)(nil)
 )
+
+// RebootRequests implements remediation.RequestFinder: the reboot
+// requests on the namespace's BareMetalHosts (rebootkit's and the
+// operator's alike carry remediation.RebootAnnotation), but those naming
+// a PowerCycleRemediation of the namespace (the
+// ExternalRemediationController's, which carry the same annotation): a
+// Machine remediation's sweep for a gone Machine's request never removes
+// another controller's. A cluster without the PowerCycleRemediation
+// resource has none.
+func (s *OwnedHosts) RebootRequests(ctx context.Context) ([]remediation.Request, error) {
+	var hosts metal3.BareMetalHostList
+	if err := s.Operator.Client.List(ctx, &hosts, client.InNamespace(s.Operator.Namespace)); err != nil {
+		return nil, fmt.Errorf("kube: list hosts: %w", err)
+	}
+	var pcrs v1alpha1.PowerCycleRemediationList
+	err := s.Operator.Client.List(ctx, &pcrs, client.InNamespace(s.Operator.Namespace))
+	if err != nil && !meta.IsNoMatchError(err) && !runtime.IsNotRegisteredError(err) {
+		return nil, fmt.Errorf("kube: list power-cycle remediations: %w", err)
+	}
+	others := func(v string) bool {
+		for _, p := range pcrs.Items {
+			if remediation.SameMachine(v, remediation.RebootValue(string(p.UID), time.Time{})) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []remediation.Request
+	for _, h := range hosts.Items {
+		if v, ok := h.Annotations[remediation.RebootAnnotation]; ok && !others(v) {
+			out = append(out, remediation.Request{Value: v, Host: h.Name})
+		}
+	}
+	return out, nil
+}
 
 // ReadRequest implements remediation.RequestReader: the host req.Host
 // read for req by the store its ownership picks, without asking HostOf

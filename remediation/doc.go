@@ -184,10 +184,12 @@
 // Machine is looked at. (An admission record written before Requests
 // existed names no request: then the host the HostStore resolves for the
 // deleted Machine is asked; if it resolves none (ErrNotFound), the
+// requests no existing Machine owns are removed first when the HostStore
+// is a RequestFinder (the kube module's is: it leaves out the requests of
+// live PowerCycleRemediations, which carry the same annotation), else the
 // admission is kept and the pass fails with ErrOrphanRequest, which says
-// the fix: a host that may carry its request is never let go, and no
-// request is removed on a guess, since the same annotation carries other
-// controllers' requests.) An escalation that persisted failed but stopped
+// the fix: a host that may carry its request is never let go. A Machine
+// admitted with no host, that wrote no request, never gets there.) An escalation that persisted failed but stopped
 // before deleting the Machine (an error, a crash) deletes it on a later
 // pass: a failed Machine with a controller owner is deleted on every pass
 // while it is still there.

@@ -89,11 +89,26 @@ type RequestRemover interface {
 	RemoveRebootRequest(ctx context.Context, machine string, req Request) error
 }
 
+// RequestFinder is an optional ability of a HostStore that is a
+// RequestRemover: it lists the remediation reboot requests on every host
+// it serves (Value and Host; At may be zero). The Reconciler uses it for
+// a Machine that is gone whose admission records no request (a record
+// written before Admissions.Requests existed) and whose host the
+// HostStore no longer resolves: the requests no existing Machine owns are
+// removed before the admission is released. It must list only requests a
+// Machine remediation may have written: the same annotation carries other
+// controllers' requests (the kube module's leaves out those naming a live
+// PowerCycleRemediation), which are not to be removed. Without it such an
+// admission is kept, and the pass fails with ErrOrphanRequest.
+type RequestFinder interface {
+	RebootRequests(ctx context.Context) ([]Request, error)
+}
+
 // ErrOrphanRequest: a Machine that is gone is admitted by a record
-// written before requests were recorded (no Admissions.Requests or
-// Members entry) and the HostStore resolves no host for it: its request
-// may hold a host off, so its admission is kept (no request is removed
-// on a guess: the same annotation may be another controller's). Fix: remove the Machine's reboot annotation from its
+// written before requests were recorded (no Admissions.Requests entry)
+// and the HostStore resolves no host for it, and cannot list the
+// requests (RequestFinder): its request may hold a host off, so its
+// admission is kept. Fix: remove the Machine's reboot annotation from its
 // host by hand and the Machine from the admission record.
 var ErrOrphanRequest = errors.New("remediation: the reboot request of a Machine that is gone cannot be found (remove its reboot annotation from its host by hand, then its name from the admission record)")
 
@@ -428,9 +443,10 @@ func memberOf(adm Admissions, m Machine, d Decision, admitted bool) (Member, boo
 // on; the admission is released only once that host is no longer held
 // (else ErrHostHeld), or at once if the record says no request was
 // written (Member.Wrote). A HostStore that says the Machine has no host
-// (ErrNotFound) while the record names no request (an old record) keeps
-// the admission (ErrOrphanRequest); any other error keeps the admission,
-// and the pass is retried.
+// (ErrNotFound) while the record names no request (an old record) has
+// the requests no existing Machine owns removed first (RequestFinder),
+// else the admission is kept (ErrOrphanRequest); any other error keeps
+// the admission, and the pass is retried.
 func (r *Reconciler) abandon(ctx context.Context, name string) error {
 	if r.Admissions == nil {
 		return nil
@@ -483,7 +499,7 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 		// No recorded request (a record written before Requests existed)
 		// and no host the HostStore resolves: its request may still hold
 		// a host. Never released while one may.
-		err = fmt.Errorf("remediation: machine %s: %w", name, ErrOrphanRequest)
+		err = r.removeOrphans(ctx, name)
 	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("remediation: machine %s (%s): remove its reboot request before releasing its admission: %w", name, why, err)
@@ -498,6 +514,39 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 		}
 	}
 	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
+}
+
+// removeOrphans removes, for name (gone, with no recorded request and no
+// host its HostStore resolves), every reboot request no existing Machine
+// owns (RequestFinder: a value naming a UID that no Machine of
+// MachineStore.List has), one of which may be name's. Without a
+// RequestFinder it fails with ErrOrphanRequest: the admission is kept.
+func (r *Reconciler) removeOrphans(ctx context.Context, name string) error {
+	f, ok := r.Hosts.(RequestFinder)
+	rr, ok2 := r.Hosts.(RequestRemover)
+	if !ok || !ok2 {
+		return fmt.Errorf("remediation: machine %s: %w", name, ErrOrphanRequest)
+	}
+	reqs, err := f.RebootRequests(ctx)
+	if err != nil {
+		return fmt.Errorf("remediation: machine %s: find its reboot request: %w", name, err)
+	}
+	all, err := r.Machines.List(ctx)
+	if err != nil {
+		return fmt.Errorf("remediation: machine %s: find its reboot request: list machines: %w", name, err)
+	}
+	live := make(map[string]bool, len(all))
+	for _, m := range all {
+		live[m.Machine.UID] = true
+	}
+	for _, req := range reqs {
+		if owner, ok := requestOwner(req.Value); ok && !live[owner] && req.Host != "" {
+			if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
+				return fmt.Errorf("remediation: machine %s: remove the request no Machine owns on host %s: %w", name, req.Host, err)
+			}
+		}
+	}
+	return nil
 }
 
 // ErrHostHeld: the admission of a Machine that is gone (or replaced by
