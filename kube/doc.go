@@ -128,9 +128,12 @@
 //     Both name the host (remediation.Host.Name) and read, write and
 //     remove a request on the host it was written to (Request.Host, the
 //     persisted State.Host), whatever HostOfMachine answers later;
-//     OwnedHosts picks the store by that host's ownership, and lists the
-//     requests of every host (remediation.RequestFinder) for a deleted
-//     Machine whose admission records none. Without an operator
+//     OwnedHosts picks the store by that host's ownership, reads a
+//     deleted Machine's recorded request on its host
+//     (remediation.RequestReader) to keep its admission while the host
+//     is off, and lists the requests of every host but those of live
+//     PowerCycleRemediations (remediation.RequestFinder) for a deleted
+//     Machine whose admission (an old record) records none. Without an operator
 //     (Ownership.NoOperator) every host is rebootkit's.
 //   - RemediationController: a pass over a deleted Machine that could not
 //     remove its request or release its admission returns its error (the

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -28,7 +29,10 @@ const RemediationStateAnnotation = "remediation.rebootkit.io/state"
 // a control plane that will replace a deleted Machine), NodeName the
 // status' nodeRef, Cluster its spec.clusterName (or cluster-name label),
 // HealthCheck the MachineHealthCheck whose cluster and selector match it
-// (the storm guard counts per cluster and health check). SaveState is a compare-and-swap on the resourceVersion
+// (the storm guard counts per cluster and health check). A Machine whose
+// state annotation does not parse fails Get (the error names it and the
+// fix) and is listed by List with no state, reported in the context's
+// logger: it stops no other Machine's remediation. SaveState is a compare-and-swap on the resourceVersion
 // (a conflict is remediation.ErrConflict); a missing Machine is
 // remediation.ErrNotFound.
 type Machines struct {
@@ -96,7 +100,8 @@ func machineRecord(m *clusterv1.Machine, hc healthChecks) (remediation.MachineRe
 	_, rec.Machine.NeedsRemediation = m.Annotations[remediation.NeedsRemediationAnnotation]
 	if raw := m.Annotations[RemediationStateAnnotation]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &rec.State); err != nil {
-			return rec, fmt.Errorf("kube: machine %s/%s: annotation %s: %w", m.Namespace, m.Name, RemediationStateAnnotation, err)
+			return rec, fmt.Errorf("kube: machine %s/%s: annotation %s is not a remediation state (fix: remove the annotation once its host is known on, or restore its value): %w",
+				m.Namespace, m.Name, RemediationStateAnnotation, err)
 		}
 	}
 	return rec, nil
@@ -135,7 +140,12 @@ func (s *Machines) List(ctx context.Context) ([]remediation.MachineRecord, error
 	for i := range ms.Items {
 		rec, err := machineRecord(&ms.Items[i], hc)
 		if err != nil {
-			return nil, err
+			// One Machine's unreadable state stops no other remediation:
+			// it is listed with no state (its remediation, if one is in
+			// flight, is admitted, and the storm guard counts it by its
+			// admission and its mark), and reported.
+			rec.State = remediation.State{}
+			logf.FromContext(ctx).Error(err, "machine listed without its remediation state", "machine", ms.Items[i].Name)
 		}
 		out = append(out, rec)
 	}

@@ -8,10 +8,13 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -276,24 +279,80 @@ type OwnedHosts struct {
 var (
 	_ remediation.HostStore      = (*OwnedHosts)(nil)
 	_ remediation.RequestRemover = (*OwnedHosts)(nil)
+	_ remediation.RequestReader  = (*OwnedHosts)(nil)
+	_ remediation.RequestReader  = (*OperatorHosts)(nil)
 	_ remediation.RequestFinder  = (*OwnedHosts)(nil)
 )
 
 // RebootRequests implements remediation.RequestFinder: the reboot
 // requests on the namespace's BareMetalHosts (rebootkit's and the
-// operator's alike carry remediation.RebootAnnotation).
+// operator's alike carry remediation.RebootAnnotation), but those naming
+// a PowerCycleRemediation of the namespace (the
+// ExternalRemediationController's, which carry the same annotation): a
+// Machine remediation's sweep for a gone Machine's request never removes
+// another controller's. A cluster without the PowerCycleRemediation
+// resource has none.
 func (s *OwnedHosts) RebootRequests(ctx context.Context) ([]remediation.Request, error) {
 	var hosts metal3.BareMetalHostList
 	if err := s.Operator.Client.List(ctx, &hosts, client.InNamespace(s.Operator.Namespace)); err != nil {
 		return nil, fmt.Errorf("kube: list hosts: %w", err)
 	}
+	var pcrs v1alpha1.PowerCycleRemediationList
+	err := s.Operator.Client.List(ctx, &pcrs, client.InNamespace(s.Operator.Namespace))
+	if err != nil && !meta.IsNoMatchError(err) && !runtime.IsNotRegisteredError(err) {
+		return nil, fmt.Errorf("kube: list power-cycle remediations: %w", err)
+	}
+	others := func(v string) bool {
+		for _, p := range pcrs.Items {
+			if remediation.SameMachine(v, remediation.RebootValue(string(p.UID), time.Time{})) {
+				return true
+			}
+		}
+		return false
+	}
 	var out []remediation.Request
 	for _, h := range hosts.Items {
-		if v, ok := h.Annotations[remediation.RebootAnnotation]; ok {
+		if v, ok := h.Annotations[remediation.RebootAnnotation]; ok && !others(v) {
 			out = append(out, remediation.Request{Value: v, Host: h.Name})
 		}
 	}
 	return out, nil
+}
+
+// ReadRequest implements remediation.RequestReader: the host req.Host
+// read for req by the store its ownership picks, without asking HostOf
+// (the Machine may be gone); a host that is gone reads as Missing. With
+// req.Host empty it is Get.
+func (s *OwnedHosts) ReadRequest(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	if req.Host == "" {
+		return s.Get(ctx, machine, req)
+	}
+	bmh, err := s.Operator.named(ctx, req.Host)
+	if err != nil {
+		return remediation.Host{}, err
+	}
+	if bmh == nil {
+		return remediation.Host{Missing: true, Power: power.StateUnknown}, nil
+	}
+	if ours, _ := s.Ownership.Ours(bmh); !ours {
+		return s.Operator.ReadRequest(ctx, machine, req)
+	}
+	if rr, ok := s.Ours.(remediation.RequestReader); ok {
+		return rr.ReadRequest(ctx, machine, req)
+	}
+	return s.Ours.Get(ctx, machine, req)
+}
+
+// ReadRequest implements remediation.RequestReader: Get on req.Host
+// without asking HostOf (the Machine may be gone). With req.Host empty it
+// is Get.
+func (s *OperatorHosts) ReadRequest(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	if req.Host == "" {
+		return s.Get(ctx, machine, req)
+	}
+	c := *s
+	c.HostOf = func(context.Context, string) (string, error) { return req.Host, nil }
+	return c.Get(ctx, machine, req)
 }
 
 // pick is the store for the host of req: req.Host when it is set (the

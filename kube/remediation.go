@@ -148,8 +148,9 @@ func (s *Nodes) AddMetadata(ctx context.Context, name string, labels, annotation
 // Admissions is a remediation.AdmissionStore over one ConfigMap: the
 // admitted Machines as JSON under the key "machines", the reboot request
 // each recorded (remediation.Admissions.Requests: value, T, host) as a
-// JSON object under "requests" (a ConfigMap without it, written by an
-// earlier version, reads as none), the ConfigMap's resourceVersion as the
+// JSON object under "requests" and each admitted Machine's
+// remediation.Member under "members" (a ConfigMap without them, written
+// by an earlier version, reads as none), the ConfigMap's resourceVersion as the
 // record's version (compare-and-swap by the API server).
 type Admissions struct {
 	Client    client.Client
@@ -196,8 +197,30 @@ func (s *Admissions) GetAdmissions(ctx context.Context) (remediation.Admissions,
 			a.Requests[m] = remediation.Request{Value: r.Value, At: r.At, Host: r.Host}
 		}
 	}
+	if raw := cm.Data["members"]; raw != "" {
+		var ms map[string]admittedMember
+		if err := json.Unmarshal([]byte(raw), &ms); err != nil {
+			return remediation.Admissions{}, fmt.Errorf("kube: admissions %s/%s: members: %w", s.Namespace, s.name(), err)
+		}
+		for m, e := range ms {
+			if a.Members == nil {
+				a.Members = map[string]remediation.Member{}
+			}
+			a.Members[m] = remediation.Member(e)
+		}
+	}
 	a.Version = cm.ResourceVersion
 	return a, nil
+}
+
+// admittedMember is one entry of the admission ConfigMap's "members"
+// (remediation.Member).
+type admittedMember struct {
+	Cluster      string `json:"cluster,omitempty"`
+	HealthCheck  string `json:"healthCheck,omitempty"`
+	ControlPlane bool   `json:"controlPlane,omitempty"`
+	Wrote        bool   `json:"wrote,omitempty"`
+	PrevHost     string `json:"prevHost,omitempty"`
 }
 
 // admittedRequest is one entry of the admission ConfigMap's "requests".
@@ -223,8 +246,16 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 	if err != nil {
 		return err
 	}
+	mems := make(map[string]admittedMember, len(a.Members))
+	for m, e := range a.Members {
+		mems[m] = admittedMember(e)
+	}
+	mraw, err := json.Marshal(mems)
+	if err != nil {
+		return err
+	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.name()},
-		Data: map[string]string{"machines": string(raw), "requests": string(rraw)}}
+		Data: map[string]string{"machines": string(raw), "requests": string(rraw), "members": string(mraw)}}
 	if a.Version == "" {
 		err = s.Client.Create(ctx, cm)
 		if apierrors.IsAlreadyExists(err) {
@@ -233,7 +264,7 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 	} else {
 		// Only our key, compare-and-swap on the version read: the
 		// ConfigMap's labels, annotations, owners and other keys stay.
-		err = s.Client.Patch(ctx, cm, casPatch(a.Version, map[string]any{"data": map[string]any{"machines": string(raw), "requests": string(rraw)}}))
+		err = s.Client.Patch(ctx, cm, casPatch(a.Version, map[string]any{"data": map[string]any{"machines": string(raw), "requests": string(rraw), "members": string(mraw)}}))
 	}
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("kube: admissions: %w", remediation.ErrConflict)

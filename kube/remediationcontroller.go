@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -192,7 +193,8 @@ func goneClean(err error) bool {
 // that removes its request from its host and releases its admission. No
 // Machine event names a Machine deleted while no manager ran (or whose
 // deletion was missed), and the host watch maps a host only to Machines
-// that exist.
+// that exist. A Machine that cannot be read is skipped (the others are
+// returned) and its error returned with them.
 func (c *RemediationController) Sweep(ctx context.Context) ([]string, error) {
 	r := c.Reconciler
 	if r == nil || r.Admissions == nil {
@@ -203,16 +205,20 @@ func (c *RemediationController) Sweep(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("kube: sweep admissions: %w", err)
 	}
 	var out []string
+	var errs []error
 	for _, name := range a.Machines {
 		_, err := r.Machines.Get(ctx, name)
 		switch {
 		case errors.Is(err, remediation.ErrNotFound):
 			out = append(out, name)
 		case err != nil:
-			return out, fmt.Errorf("kube: sweep admissions: machine %s: %w", name, err)
+			// One Machine that cannot be read (its state annotation does
+			// not parse, say) stops the sweep of no other: it is skipped
+			// and reported.
+			errs = append(errs, fmt.Errorf("kube: sweep admissions: machine %s: %w", name, err))
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // sweepEvery runs Sweep at once and then every c.SweepEvery until ctx ends,
@@ -222,7 +228,10 @@ func (c *RemediationController) sweepEvery(ctx context.Context, enqueue func(nam
 	defer t.Stop()
 	for {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		names, _ := c.Sweep(sctx) // a failed sweep is tried again at the next tick
+		names, err := c.Sweep(sctx) // a failed sweep is tried again at the next tick
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "admission sweep")
+		}
 		cancel()
 		for _, n := range names {
 			enqueue(n)

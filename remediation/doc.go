@@ -38,7 +38,10 @@
 //     over the whole fleet, counting admitted machines as remediating
 //     (also admitted ones that are gone: their admission is kept while
 //     their request may hold their host off; the Reconciler counts them
-//     unhealthy in the candidate's cluster and health check), and pass
+//     unhealthy in the cluster and health check, and with the
+//     control-plane role, recorded with their admission
+//     (Admissions.Members), and one admitted by an older record in the
+//     candidate's cluster and health check as a control-plane machine), and pass
 //     its answer and reason as Observed.MayStart and GuardReason.
 //  3. Call Decide with your controller's clock.
 //  4. If Decision.Admit, add the Machine to the admission record with a
@@ -91,10 +94,12 @@
 // by the next pass over its Machine that removes its request (a finished
 // remediation never leaves a request on a host), which a controller
 // starts on the host's change; one that lands on the host the Machine
-// was moved from is removed there too (State.PrevHost), by every later
-// removal of the attempt's request. A write that lands after the
-// remediation ended stays until a person removes it: run two writers
-// under a Guard.
+// was moved from is removed there too (State.PrevHost): while it is set,
+// every pass reads that host and removes a request of the Machine's found
+// there, looking again every PollInterval, and it is forgotten only once
+// a pass of a remediation that is over finds none (a Machine gone with it
+// has it removed too: Member.PrevHost). A write that lands after that
+// stays until a person removes it: run two writers under a Guard.
 //
 // # Retries and a flapping health checker
 //
@@ -165,8 +170,12 @@
 // mid-remediation (its State goes with it) has the request removed from
 // that host, whatever HostOf answers then ("", another host, an error
 // wrapping ErrNotFound), so the reboot controller powers the host on, and
-// only then its admission released; until the removal succeeds the
-// admission is kept and the pass retried. The Loop's listing adds the
+// its admission released only once that host is no longer held (read
+// through the recorded request, RequestReader: the same rule as a live
+// Machine's, Held); until then the pass fails (ErrHostHeld, or the
+// removal's error), the admission is kept and the pass retried. A Machine
+// admitted while it had no host, that wrote no request (Member.Wrote
+// false), is released at once. The Loop's listing adds the
 // admitted Machines it does not list (the kube module's controller sweeps
 // the admission record), so a Machine deleted while no controller ran is
 // abandoned too. An admission whose recorded request names another UID
@@ -176,9 +185,11 @@
 // existed names no request: then the host the HostStore resolves for the
 // deleted Machine is asked; if it resolves none (ErrNotFound), the
 // requests no existing Machine owns are removed first when the HostStore
-// is a RequestFinder (the kube module's is), else the admission is kept
-// and the pass fails with ErrOrphanRequest, which says the fix: a host
-// that may carry its request is never let go.) An escalation that persisted failed but stopped
+// is a RequestFinder (the kube module's is: it leaves out the requests of
+// live PowerCycleRemediations, which carry the same annotation), else the
+// admission is kept and the pass fails with ErrOrphanRequest, which says
+// the fix: a host that may carry its request is never let go. A Machine
+// admitted with no host, that wrote no request, never gets there.) An escalation that persisted failed but stopped
 // before deleting the Machine (an error, a crash) deletes it on a later
 // pass: a failed Machine with a controller owner is deleted on every pass
 // while it is still there.

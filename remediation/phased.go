@@ -96,11 +96,13 @@ type State struct {
 	// HostStore resolves the host on every call.
 	Host string
 	// PrevHost is the host the request was written to before the last
-	// move (Host's value then): every later removal of the request
-	// removes a value of this Machine's from it too, so that a request a
-	// paused writer without a Guard lands there after the move is removed
-	// by the next pass that removes the request (at the latest when the
-	// remediation ends). Empty if the attempt never moved.
+	// move (Host's value then): while it is set, every pass reads it and
+	// removes a value of this Machine's found there (Observed.PrevHostRequest,
+	// Decision.RemovePrevRequest), so that a request a paused writer
+	// without a Guard lands there after the move is removed whenever it
+	// lands; it is forgotten only once a pass of a remediation that is
+	// over finds none there (a new attempt keeps it). Empty if the
+	// Machine never moved.
 	PrevHost string
 	// Finished is when the last attempt reached done or failed.
 	Finished time.Time
@@ -269,6 +271,10 @@ type Observed struct {
 	// this Machine; they only matter when a new remediation would start.
 	MayStart    bool
 	GuardReason string
+	// PrevHostRequest: a request of this Machine's (any attempt's) is on
+	// State.PrevHost, read by the Reconciler on every pass while it is
+	// set (a paused writer's request that landed after the move).
+	PrevHostRequest bool
 }
 
 // Config tunes phased decisions. The zero value is valid.
@@ -332,7 +338,8 @@ func (c Config) withDefaults() Config {
 //     (through reboot.Client.RequestWith, T = State.Started).
 //  4. DeleteNode (with the observed Node's UID as a precondition) or
 //     TaintNode: only ever asked on Host.Fenced.
-//  5. RemoveRebootAnnotation: the host may power on.
+//  5. RemoveRebootAnnotation: the host may power on; RemovePrevRequest:
+//     remove a request of the Machine's from State.PrevHost.
 //  6. RestoreLabels, RestoreAnnotations: add them to the Node named
 //     RestoreNode (only keys it lacks are listed), and RemoveTaint.
 //  7. RemoveNeedsRemediation: remove NeedsRemediationAnnotation.
@@ -360,6 +367,9 @@ type Decision struct {
 	RemoveTaint            bool
 	RemoveNeedsRemediation bool
 	DeleteMachine          bool
+	// RemovePrevRequest: remove a request of this Machine's from
+	// State.PrevHost (with step 5): one landed there after the move.
+	RemovePrevRequest bool
 	// Release: remove the Machine from the admission record (step 9);
 	// it releases no host and no lock of the reboot API.
 	Release      bool
@@ -590,7 +600,35 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			d.Reason = "node back after cancellation: done"
 		}
 	}
+	c.prevHost(o, &d)
 	return d.finish(o)
+}
+
+// prevHost keeps State.PrevHost, and removes a request of this Machine's
+// found there, until a pass of a remediation that is over finds none:
+// only then is it forgotten (a paused writer's request may land there at
+// any time during the attempt). While it is kept, the Machine is looked
+// at again every PollInterval.
+func (c Config) prevHost(o Observed, d *Decision) {
+	st := &d.State
+	switch {
+	case st.PrevHost == "":
+		return
+	case st.PrevHost == st.Host:
+		// Moved back: the request's own removal covers this host.
+		st.PrevHost = ""
+		return
+	case st.PrevHost != o.State.PrevHost:
+		// Set by this decision: read on the next pass.
+	case o.PrevHostRequest:
+		d.RemovePrevRequest = true
+	case !InFlight(st.Phase):
+		st.PrevHost = ""
+		return
+	}
+	if d.RequeueAfter <= 0 || d.RequeueAfter > c.PollInterval {
+		d.RequeueAfter = c.PollInterval
+	}
 }
 
 // start decides for an unhealthy Machine with no remediation in flight:
@@ -629,7 +667,10 @@ func (c Config) start(o Observed, now time.Time, d *Decision) {
 	if backup == nil {
 		backup = backupOf(o.Node)
 	}
-	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Host: o.Host.Name, Backup: backup, Tainted: tainted}
+	// A request of this Machine's may still land on the host it moved
+	// from: PrevHost is kept until a pass finds none there (prevHost).
+	prev := st.PrevHost
+	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Host: o.Host.Name, PrevHost: prev, Backup: backup, Tainted: tainted}
 	// The new request replaces the last one on the same host (decide
 	// releases another host's first).
 	d.RemoveRebootAnnotation = false

@@ -20,6 +20,7 @@ var ErrUnknownHost = errors.New("remediation: unknown host")
 var (
 	_ HostStore      = (*RebootHosts)(nil)
 	_ RequestRemover = (*RebootHosts)(nil)
+	_ RequestReader  = (*RebootHosts)(nil)
 )
 
 // RebootHosts is the remediation's HostStore over the reboot API, through
@@ -147,6 +148,19 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 		out.PoweredOn = out.PoweredOn && out.Power == power.StateOn
 	}
 	return out, nil
+}
+
+// ReadRequest implements RequestReader: Get for req on req.Host, without
+// HostOf (Host.Name is req.Host); a host the store no longer has is
+// Missing. Without req.Host it is Get.
+func (r *RebootHosts) ReadRequest(ctx context.Context, machine string, req Request) (Host, error) {
+	if req.Host == "" {
+		return r.Get(ctx, machine, req)
+	}
+	c := *r
+	c.HostOf = func(context.Context, string) (string, error) { return req.Host, nil }
+	c.HostsMayVanish = true
+	return c.Get(ctx, machine, req)
 }
 
 func (r *RebootHosts) unknown(machine, host string) error {

@@ -95,14 +95,18 @@ type RequestRemover interface {
 // a Machine that is gone whose admission records no request (a record
 // written before Admissions.Requests existed) and whose host the
 // HostStore no longer resolves: the requests no existing Machine owns are
-// removed before the admission is released. Without it such an admission
-// is kept, and the pass fails with ErrOrphanRequest.
+// removed before the admission is released. It must list only requests a
+// Machine remediation may have written: the same annotation carries other
+// controllers' requests (the kube module's leaves out those naming a live
+// PowerCycleRemediation), which are not to be removed. Without it such an
+// admission is kept, and the pass fails with ErrOrphanRequest.
 type RequestFinder interface {
 	RebootRequests(ctx context.Context) ([]Request, error)
 }
 
-// ErrOrphanRequest: a Machine that is gone is admitted with no recorded
-// request and no host the HostStore resolves, which cannot list the
+// ErrOrphanRequest: a Machine that is gone is admitted by a record
+// written before requests were recorded (no Admissions.Requests entry)
+// and the HostStore resolves no host for it, and cannot list the
 // requests (RequestFinder): its request may hold a host off, so its
 // admission is kept. Fix: remove the Machine's reboot annotation from its
 // host by hand and the Machine from the admission record.
@@ -121,8 +125,34 @@ type Admissions struct {
 	// Removed with the Machine's admission. Nil in records written
 	// before it existed (then the HostStore's mapping is asked).
 	Requests map[string]Request
+	// Members holds, per Machine admitted by a version that records it,
+	// what the storm guard and abandon need once the Machine is gone:
+	// its scope (cluster, health check, control plane) and whether its
+	// remediation may have written a request. An admitted Machine without
+	// an entry (a record written before it existed) counts as a
+	// control-plane Machine and as one that wrote a request. Removed with
+	// the Machine's admission.
+	Members map[string]Member
 	// Version is the store's version, for compare-and-swap.
 	Version string
+}
+
+// Member is what the admission record keeps of one admitted Machine
+// (Admissions.Members).
+type Member struct {
+	// Cluster, HealthCheck and ControlPlane are the Machine's when it was
+	// admitted: a Machine deleted while admitted is counted by the storm
+	// guard where it was (MayStart).
+	Cluster, HealthCheck string
+	ControlPlane         bool
+	// Wrote: a reboot request of this admission may have been written
+	// (recorded before it is written). False: none was (a Machine
+	// admitted while it had no host), and a Machine gone with it holds no
+	// host.
+	Wrote bool
+	// PrevHost is State.PrevHost as last recorded: a request of this
+	// Machine's found there is removed too when the Machine is gone.
+	PrevHost string
 }
 
 // Has reports whether machine is admitted.
@@ -235,6 +265,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		return Result{RequeueAfter: time.Nanosecond}, err
 	}
 	o := Observed{Machine: rec.Machine, Node: node, Host: host, State: rec.State, Admitted: adm.Has(name)}
+	if o.PrevHostRequest, err = r.prevHostRequest(ctx, rec); err != nil {
+		return Result{}, err
+	}
 	if rec.Machine.NeedsRemediation && !InFlight(rec.State.Phase) && !o.Admitted {
 		all, err := r.Machines.List(ctx)
 		if err != nil {
@@ -255,7 +288,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	// (step 1): it outlives the Machine (abandon).
 	record := d.AddRebootAnnotation && attempt.Host != "" && (d.Admit || o.Admitted) &&
 		(adm.Requests[name].Value != attempt.Value || adm.Requests[name].Host != attempt.Host)
-	if d.Admit || record {
+	member, recordMember := memberOf(adm, rec.Machine, d, o.Admitted)
+	if d.Admit || record || recordMember {
 		if d.Admit {
 			adm.Machines = append(slices.Clone(adm.Machines), name)
 		}
@@ -265,6 +299,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 				adm.Requests = map[string]Request{}
 			}
 			adm.Requests[name] = attempt
+		}
+		if recordMember {
+			adm.Members = maps.Clone(adm.Members)
+			if adm.Members == nil {
+				adm.Members = map[string]Member{}
+			}
+			adm.Members[name] = member
 		}
 		if err := reboot.Fenced(ctx, r.Guard, "remediation: admit "+name, func(ctx context.Context) error {
 			return r.Admissions.PutAdmissions(ctx, adm)
@@ -293,6 +334,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		{d.RemoveRebootAnnotation, func(ctx context.Context) error {
 			return r.removeRequest(ctx, name, req, rec.State.PrevHost, rec.Machine.UID)
 		}, "remove reboot annotation", true},
+		{d.RemovePrevRequest && !d.RemoveRebootAnnotation, func(ctx context.Context) error {
+			return r.removePrev(ctx, name, rec.State.PrevHost, rec.Machine.UID)
+		}, "remove reboot annotation from host " + rec.State.PrevHost, true},
 		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func(ctx context.Context) error {
 			return r.Nodes.AddMetadata(ctx, d.RestoreNode, d.RestoreLabels, d.RestoreAnnotations)
 		}, "restore node metadata", true},
@@ -340,8 +384,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 // withGone adds to fleet the admitted Machines it does not list (deleted
 // while their request may still hold their host off: their admission is
 // kept until it is removed), each unhealthy and remediating in the
-// candidate's cluster and health check (theirs is no longer known: they
-// count where they may have been).
+// cluster and health check, and with the control-plane role, recorded
+// with its admission (Admissions.Members); a Machine admitted by a record
+// without them counts in the candidate's cluster and health check, as a
+// control-plane Machine (where it may have been).
 func withGone(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine {
 	listed := make(map[string]bool, len(fleet))
 	for _, m := range fleet {
@@ -350,10 +396,39 @@ func withGone(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine
 	for _, name := range adm.Machines {
 		if !listed[name] {
 			listed[name] = true
-			fleet = append(fleet, FleetMachine{Name: name, Cluster: cand.Cluster, HealthCheck: cand.HealthCheck, Unhealthy: true, Remediating: true})
+			g := FleetMachine{Name: name, Cluster: cand.Cluster, HealthCheck: cand.HealthCheck, ControlPlane: true, Unhealthy: true, Remediating: true}
+			if m, ok := adm.Members[name]; ok {
+				g.Cluster, g.HealthCheck, g.ControlPlane = m.Cluster, m.HealthCheck, m.ControlPlane
+			}
+			fleet = append(fleet, g)
 		}
 	}
 	return fleet
+}
+
+// memberOf returns the entry the admission record is to keep for m
+// (Admissions.Members) after decision d, and whether it must be written:
+// at admission (its scope, and whether a request is about to be
+// written), and when an admitted Machine's request is about to be
+// written or its State.PrevHost changed.
+func memberOf(adm Admissions, m Machine, d Decision, admitted bool) (Member, bool) {
+	had, ok := adm.Members[m.Name]
+	switch {
+	case d.Admit:
+		return Member{Cluster: m.Cluster, HealthCheck: m.HealthCheck, ControlPlane: m.ControlPlane,
+			Wrote: d.AddRebootAnnotation, PrevHost: d.State.PrevHost}, true
+	case !admitted || !d.AddRebootAnnotation && (!ok || d.State.PrevHost == "" || d.State.PrevHost == had.PrevHost):
+		return had, false
+	}
+	next := had
+	if !ok {
+		next = Member{Cluster: m.Cluster, HealthCheck: m.HealthCheck, ControlPlane: m.ControlPlane}
+	}
+	next.Wrote = next.Wrote || d.AddRebootAnnotation
+	if d.State.PrevHost != "" {
+		next.PrevHost = d.State.PrevHost
+	}
+	return next, !ok || next != had
 }
 
 // abandon ends the remediation of a Machine that is gone: while it is
@@ -365,11 +440,13 @@ func withGone(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine
 // for a record without it, from the host the HostStore resolves for it
 // now (HostOf must then keep answering for a deleted Machine until its
 // admission is released), so that the reboot controller powers the host
-// on; only then is the admission released. A HostStore that says the
-// Machine has no host (ErrNotFound) while the record names no request
-// (an old record) has the requests no existing Machine owns removed
-// first (RequestFinder), else the admission is kept (ErrOrphanRequest);
-// any other error keeps the admission, and the pass is retried.
+// on; the admission is released only once that host is no longer held
+// (else ErrHostHeld), or at once if the record says no request was
+// written (Member.Wrote). A HostStore that says the Machine has no host
+// (ErrNotFound) while the record names no request (an old record) has
+// the requests no existing Machine owns removed first (RequestFinder),
+// else the admission is kept (ErrOrphanRequest); any other error keeps
+// the admission, and the pass is retried.
 func (r *Reconciler) abandon(ctx context.Context, name string) error {
 	if r.Admissions == nil {
 		return nil
@@ -391,17 +468,34 @@ func ownRequest(req Request, uid string) bool {
 	return !ok || owner == uid
 }
 
-// releaseRecorded removes the request the admission record a keeps for name from
-// its host, then releases name's admission (see abandon); why says whose
-// request it is, for the error.
+// releaseRecorded removes the request the admission record a keeps for
+// name from its host (and a request of the Machine's from the host it
+// moved from, Member.PrevHost), then releases name's admission once that
+// host is not held (held: the request is gone and the host is not off
+// after it without being powered on since, read through the recorded
+// request, RequestReader), as a live Machine's admission is kept (see
+// abandon); an admission whose Member says no request was written is
+// released at once. why says whose request it is, for the error.
 func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissions, why string) error {
+	req := a.Requests[name]
+	mem, hasMem := a.Members[name]
+	if hasMem && !mem.Wrote && req.Value == "" {
+		// Admitted with no host: no request was ever written.
+		return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
+	}
 	err := reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation for "+name, func(ctx context.Context) error {
-		if rr, ok := r.Hosts.(RequestRemover); ok && a.Requests[name].Host != "" {
-			return rr.RemoveRebootRequest(ctx, name, a.Requests[name])
+		if rr, ok := r.Hosts.(RequestRemover); ok && req.Host != "" {
+			if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
+				return err
+			}
+			if uid, ok := requestOwner(req.Value); ok && mem.PrevHost != "" && mem.PrevHost != req.Host {
+				return rr.RemoveRebootRequest(ctx, name, Request{Value: RebootValue(uid, time.Time{}), Host: mem.PrevHost})
+			}
+			return nil
 		}
 		return r.Hosts.RemoveRebootAnnotation(ctx, name)
 	})
-	if errors.Is(err, ErrNotFound) && a.Requests[name].Host == "" {
+	if errors.Is(err, ErrNotFound) && req.Host == "" {
 		// No recorded request (a record written before Requests existed)
 		// and no host the HostStore resolves: its request may still hold
 		// a host. Never released while one may.
@@ -409,6 +503,15 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("remediation: machine %s (%s): remove its reboot request before releasing its admission: %w", name, why, err)
+	}
+	if req.Host != "" && req.Value != "" {
+		h, err := r.readRecorded(ctx, name, req)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("remediation: machine %s (%s): read host %s before releasing its admission: %w", name, why, req.Host, err)
+		}
+		if err == nil && held(h) {
+			return fmt.Errorf("remediation: machine %s (%s): host %s: %w", name, why, req.Host, ErrHostHeld)
+		}
 	}
 	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
 }
@@ -444,6 +547,59 @@ func (r *Reconciler) removeOrphans(ctx context.Context, name string) error {
 		}
 	}
 	return nil
+}
+
+// ErrHostHeld: the admission of a Machine that is gone (or replaced by
+// one of the same name) is kept because the host its request was written
+// to is still held (off after the request and not powered on since): the
+// pass is retried until the reboot controller powered it on.
+var ErrHostHeld = errors.New("remediation: its host is still off after its reboot request (kept admitted until the reboot controller powers it on; if its BMC keeps refusing, power the host on by hand)")
+
+// RequestReader is an optional ability of a HostStore that names hosts:
+// it reads the host req.Host for the request req as HostStore.Get does,
+// without asking the Machine's mapping (the Machine may be gone); a host
+// the store no longer has reads as Missing. The Reconciler uses it to
+// keep a gone Machine's admission while its host is held (RebootHosts has
+// it); without it, HostStore.Get is asked, and a Machine it cannot
+// resolve (ErrNotFound) is released once its request is removed.
+type RequestReader interface {
+	ReadRequest(ctx context.Context, machine string, req Request) (Host, error)
+}
+
+// readRecorded reads req's host for the request req of a Machine that may
+// be gone (RequestReader, else HostStore.Get).
+func (r *Reconciler) readRecorded(ctx context.Context, name string, req Request) (Host, error) {
+	if rr, ok := r.Hosts.(RequestReader); ok {
+		return rr.ReadRequest(ctx, name, req)
+	}
+	return r.Hosts.Get(ctx, name, req)
+}
+
+// prevHostRequest reports whether a request of rec's Machine is on
+// State.PrevHost (read while it is set and differs from State.Host).
+func (r *Reconciler) prevHostRequest(ctx context.Context, rec MachineRecord) (bool, error) {
+	prev := rec.State.PrevHost
+	if prev == "" || prev == rec.State.Host || rec.Machine.UID == "" {
+		return false, nil
+	}
+	if _, ok := r.Hosts.(RequestRemover); !ok {
+		return false, nil
+	}
+	h, err := r.readRecorded(ctx, rec.Machine.Name, Request{Value: RebootValue(rec.Machine.UID, time.Time{}), Host: prev})
+	if err != nil {
+		return false, fmt.Errorf("remediation: host %s that machine %s moved from: %w", prev, rec.Machine.Name, err)
+	}
+	return h.RebootAnnotation, nil
+}
+
+// removePrev removes a request of the Machine with UID uid from prev
+// (State.PrevHost).
+func (r *Reconciler) removePrev(ctx context.Context, name, prev, uid string) error {
+	rr, ok := r.Hosts.(RequestRemover)
+	if !ok || prev == "" || uid == "" {
+		return nil
+	}
+	return rr.RemoveRebootRequest(ctx, name, Request{Value: RebootValue(uid, time.Time{}), Host: prev})
 }
 
 // removeRequest removes the reboot request req from its host (req.Host
@@ -527,6 +683,10 @@ func (r *Reconciler) release(ctx context.Context, machine string, adm *Admission
 		if _, ok := adm.Requests[machine]; ok {
 			next.Requests = maps.Clone(adm.Requests)
 			delete(next.Requests, machine)
+		}
+		if _, ok := adm.Members[machine]; ok {
+			next.Members = maps.Clone(adm.Members)
+			delete(next.Members, machine)
 		}
 		if err := live(ctx, r.Guard, "remediation: release "+machine); err != nil {
 			return err
