@@ -220,3 +220,70 @@ func TestReview36m_LateLostAnswerClearsLostLanding(t *testing.T) {
 	}
 	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
+
+// Review 36 round 13 (TestReview36m_AnsweredBusyPressCountsAsLost):
+// A5 (doc.go) is about "a power call whose answer was lost (busy, a
+// timeout, an unknown outcome)", but tracker.go sentOff notes every error
+// that is not a refusal before sending (`if err != nil {
+// h.lost.note(press, done) }`), including an answer the BMC gave: a 409
+// busy or a 501 unsupported with its HTTP status, which the Pool itself
+// calls answered (power/pool_call.go answered: Status != 0) and the
+// Redfish adapter does not count as lost (lostReset only when Status ==
+// 0). On a BMC whose every power-off is a press (fake.ButtonAll, a
+// Redfish BMC with only PushPowerButton), one press answered 409 blocks
+// the next for LostLanding + SoftTimeout + StaleReads (390 s) instead of
+// the SoftTimeout + StaleReads (210 s) a press counts for; each such
+// answer renews it. The rapid state machine finds it
+// (TestRebootStateMachineButtons, with the fault queue kept into the
+// liveness phase: three answered faults stretch one hard reboot to 24
+// minutes and it does not converge in 25; its fail file is committed).
+// Here: a keyed hard reboot, the first press answered 409 (not carried
+// out); the host must go off within SoftTimeout + StaleReads + a poll
+// and the OS's delay of that answer.
+func TestReview36m_AnsweredBusyPressCountsAsLost(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 5 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	clk.Advance(10 * time.Minute)
+	for i := 0; i < 20; i++ { // a controller that has run a while
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	require.True(t, pw.HardwareOn())
+	cl := &reboot.Client{Hosts: store, Key: "fence", Now: clk.Now}
+	_, err := cl.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy}) // answered: 409, not carried out
+	var answeredAt time.Time
+	var offAt time.Time
+	end := clk.Real().Add(15 * time.Minute)
+	for clk.Real().Before(end) && offAt.IsZero() {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() {
+			t.Logf("%v %v %v %s %v", clk.Real().Format("15:04:05"), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		if res.PowerErr != nil && answeredAt.IsZero() {
+			answeredAt = clk.Real()
+		}
+		if !pw.HardwareOn() && offAt.IsZero() {
+			offAt = clk.Real()
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		clk.Advance(min(next, 5*time.Second))
+	}
+	require.False(t, answeredAt.IsZero(), "the setup: the first press was answered 409")
+	bound := cfg.SoftTimeout + cfg.StaleReads + cfg.PollInterval + 5*time.Second + 5*time.Second
+	if offAt.IsZero() || offAt.Sub(answeredAt) > bound {
+		t.Fatalf("a press the BMC answered 409 busy (an answer, not a lost one: A5 does not apply) held the next press back as if lost: the host went off %v after that answer (zero: not in 15 min), more than SoftTimeout + StaleReads + PollInterval + the OS's 5 s (%v); truth %s",
+			offAt.Sub(answeredAt), bound, rebootcheck.DescribeTruth(pw))
+	}
+}
