@@ -99,6 +99,95 @@ func TestReview36m_RestartAfterLostSoftOffForgetsLostLanding(t *testing.T) {
 	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
 
+// Review 36 round 13 (TestReview36m_SecondReconcilerTakesOverAfterLostSoftOff):
+// as TestReview36m_RestartAfterLostSoftOffForgetsLostLanding, but the
+// controller that takes over is a second Reconciler that has run passes
+// before (the next leader after a handover, a second instance): it reads
+// a Status.LastPress it did not write and counts it "as sent at that
+// pass, never earlier" (doc.go; reconciler.go sinceOff, foreign), i.e.
+// not LostLanding after the lost call's return: it presses at 211 s on an
+// echo and powers the held host on.
+func TestReview36m_SecondReconcilerTakesOverAfterLostSoftOff(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := &lostSoftOff{clk: clk, land: 20 * time.Second,
+		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
+			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	newRec := func() *reboot.Reconciler {
+		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+			Power: func(string) (power.Controller, error) { return pw, nil }}
+	}
+	rec := newRec()
+	// A second Reconciler (the next leader) has been running its passes
+	// all along, before the first one took over, so it is not fresh: it
+	// counts the first one's LastPress as sent when it first reads it.
+	recB := newRec()
+	clk.Advance(time.Minute)
+	for i := 0; i < 4; i++ {
+		_, err := recB.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	start := clk.Real().Add(5 * time.Minute)
+	restartAt := start.Add(time.Second)
+	onlineAt, requestAt := start.Add(5*time.Second), start.Add(100*time.Second)
+	offline, online, requested, restarted := false, false, false, false
+	var landed time.Time
+	for clk.Real().Before(start.Add(6 * time.Minute)) {
+		if !offline && !clk.Real().Before(start) {
+			offline = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+		}
+		if !restarted && pw.lost && !clk.Real().Before(restartAt) {
+			restarted = true
+			rec = recB // the first controller stops; the second takes over
+		}
+		if pw.pending && !clk.Real().Before(pw.landAt) {
+			pw.pending, landed = false, clk.Real()
+			require.NoError(t, pw.Power.Off(ctx, power.ModeSoft)) // the BMC applies the lost press
+		}
+		if !online && !clk.Real().Before(onlineAt) {
+			online = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+		}
+		if !requested && !clk.Real().Before(requestAt) {
+			requested = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && !clk.Real().Before(start) {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		for _, at := range []time.Time{start, restartAt, onlineAt, requestAt, pw.landAt} {
+			if d := at.Sub(clk.Real()); d > 0 && d < next {
+				next = d
+			}
+		}
+		clk.Advance(max(next, time.Millisecond))
+	}
+	require.True(t, restarted && pw.lost && !landed.IsZero(), "the setup: a soft shutdown's answer was lost, the controller restarted, the press landed later")
+	var offSeen bool
+	for _, tc := range pw.Truth() {
+		if !tc.On && tc.At.After(landed) {
+			offSeen = true
+		}
+		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(requestAt) {
+			t.Fatalf("after a second Reconciler took over 1 s after a lost soft shutdown (landed at %v, OS 170 s), it pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
+				landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
+		}
+	}
+	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
+}
+
 // asyncLostSoftOff is lostSoftOff behind a kube.Async-like wrapper: the
 // pass stops waiting for the first soft shutdown (busy), the call goes on
 // in the background, and its own answer, taken by a later pass
