@@ -58,8 +58,10 @@ func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press boo
 	work := h.busyFor
 	h.busy, h.busyFor = false, Work{}
 	if a.Action == ActionPowerOff {
-		// Its answer came: it is no longer lost (A5), it counts from now.
-		h.lost = lostCalls{}
+		// It settles the call in flight (A5): one answered counts from
+		// now (below), one whose answer was lost again may land
+		// LostLanding after now. Other lost calls stay lost.
+		h.lost.settle(answerLost(a.Err), press || h.busyPress, mono)
 	}
 	if a.Action == ActionPowerOff && !notCarriedOut(a.Err) {
 		o := &h.off

@@ -412,6 +412,10 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		if late {
 			o.lastPress = m
 		}
+		// What a previous process sent it did not see answered: it may
+		// have been lost, and land LostLanding after it is counted (A5).
+		h.lost.unseen(!o.noOff, false, o.lastOff)
+		h.lost.unseen(false, !o.noPress, o.lastPress)
 	}
 	off, press := h.own.foreign(st)
 	off, press = off && !first, press && !first
@@ -420,6 +424,9 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		off = press || st.Pending() || !st.OfflineSince.IsZero()
 		h.heard.off, h.heard.press = h.heard.off || off, h.heard.press || press
 	}
+	// Another writer's calls: this controller did not see them answered
+	// (A5).
+	h.lost.unseen(off, press, m)
 	if off {
 		o.noOff, o.lastOff = false, max(o.lastOff, m)
 		if press {

@@ -450,6 +450,8 @@ func (h *memory) lead(m time.Duration) {
 	if h.heard.press && m > o.lastPress {
 		*o = offState{lastOff: o.lastOff, lastPress: m}
 	}
+	// Another leader's calls: their answers may have been lost (A5).
+	h.lost.unseen(h.heard.off, h.heard.press, m)
 	h.heard = heard{}
 }
 
@@ -562,10 +564,14 @@ func (h *memory) sentOff(was offState, press bool, err error, done time.Duration
 		h.off = was
 		return
 	}
-	h.busyPress = h.busyPress || press && errors.Is(err, power.ErrBusy)
-	if err != nil {
-		h.lost.note(press, done)
+	if answerLost(err) {
+		// A5: it may land LostLanding after now. The first lost one
+		// answered busy since the last late answer may be the call in
+		// flight that a late answer settles (memory.late); any other
+		// stays lost.
+		h.lost.note(press, done, !h.lost.flight.off.set && CallClass(err) == power.ClassBusy)
 	}
+	h.busyPress = h.busyPress || press && errors.Is(err, power.ErrBusy)
 	h.off.lastOff = max(h.off.lastOff, done)
 	if press {
 		h.off.lastPress = max(h.off.lastPress, done)
