@@ -10,10 +10,10 @@ func NoteLostReset36m(endpoint, system string, at, until time.Time) {
 	lostWindows.note(lostKey(endpoint, system), at, until)
 }
 
-// ResetLostWindows36m empties the registry (the test's cleanup, so that
-// its 4,096 entries do not evict other tests' windows).
+// ResetLostWindows36m empties the registry and its floor (the test's
+// cleanup, so that its 4,096 entries do not evict other tests' windows).
 func ResetLostWindows36m() {
 	lostWindows.mu.Lock()
 	defer lostWindows.mu.Unlock()
-	lostWindows.m = nil
+	lostWindows.m, lostWindows.floor = nil, lostEntry{}
 }
