@@ -376,11 +376,15 @@ type Config struct {
 	// metal3 operator's value).
 	SoftTimeout time.Duration
 	// LostLanding is how long after a power-off's call returned without
-	// an answer (busy, a timeout, an unknown outcome: anything but success
-	// or a refusal before it was sent) the BMC may still carry it out
-	// (assumption A5): such a power-off, and a press, counts as sent that
-	// long after its return (Observed.SinceOff, SincePress), whatever the
-	// adapter. Default SoftTimeout.
+	// an answer (an error with no protocol status that is neither a
+	// refusal before it was sent nor unsupported: a timeout, a broken
+	// connection, a call still running in the background) the BMC may
+	// still carry it out (assumption A5): such a power-off, and a press,
+	// counts as sent that long after its return (Observed.SinceOff,
+	// SincePress), whatever the adapter; so does one the controller did
+	// not see answered (a previous process's or another writer's, see
+	// doc.go A5), LostLanding after it first counted it. Default
+	// SoftTimeout.
 	LostLanding time.Duration
 	// RetryDelay is how long to wait before retrying a power call that was
 	// busy or failed. Default 10 s.

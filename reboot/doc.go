@@ -281,12 +281,34 @@
 //	    counting a press, power-off or power-on the old leader recorded
 //	    later (TestReview36_StandbyMemoryIgnoresOtherLeadersPress,
 //	    TestReview36_StandbyIgnoresOtherLeadersPowerOn).
-//	A5. A BMC carries out a power call whose answer was lost (busy, a
-//	    timeout, an unknown outcome) within Config.LostLanding (default
-//	    SoftTimeout) of the call's return, or never. The controller counts
-//	    such a power-off, and a press, as sent LostLanding after its return
-//	    (Observed.SinceOff, SincePress), whatever the adapter does
-//	    (TestReview36l_IPMILostSoftOffLandingLateThenSlowShutdown).
+//	A5. A BMC carries out a power call whose answer was lost (a
+//	    timeout, a broken connection, a lost datagram, a call still
+//	    running in the background: an error with no protocol status that
+//	    is not a refusal before sending nor unsupported) within
+//	    Config.LostLanding (default SoftTimeout) of the call's return, or
+//	    never. The controller counts such a power-off, and a press, as
+//	    sent LostLanding after its return (Observed.SinceOff, SincePress),
+//	    whatever the adapter does
+//	    (TestReview36l_IPMILostSoftOffLandingLateThenSlowShutdown). An
+//	    error the BMC answered (an HTTP status such as 409 busy, an IPMI
+//	    completion code, unsupported) is not lost: it counts from its
+//	    return (TestReview36m_AnsweredBusyPressCountsAsLost). A late
+//	    answer (LateAnswerer) settles only the call in flight it is taken
+//	    for, and only if it is an answer: a late answer that is itself
+//	    lost counts LostLanding from when it was taken, and other lost
+//	    calls stay lost (TestReview36m_LateLostAnswerClearsLostLanding).
+//	    A power-off or press this controller did not see answered may
+//	    have been lost too: one a previous process may have sent (counted
+//	    from the start or from when it began to lead; from the first pass
+//	    for a LastPress stamped after the start), one another
+//	    writer recorded (from the pass that first read it), one read
+//	    while standing by (from that pass, then from when it began to
+//	    lead) counts as sent LostLanding after that
+//	    (TestReview36m_RestartAfterLostSoftOffForgetsLostLanding,
+//	    TestReview36m_SecondReconcilerTakesOverAfterLostSoftOff). So a
+//	    restarted controller, or a new leader, waits LostLanding longer
+//	    before it presses the power button of a host whose status shows a
+//	    press, a pending reboot or Online=false being enforced.
 //
 // Under them:
 //

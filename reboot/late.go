@@ -38,8 +38,13 @@ type LateAnswer struct {
 // a press (the call was a press, or the controller's Toggler says the
 // mode toggles) as a press sent then whose shutdown is not known over
 // (SincePress, PressOver): SoftTimeout + StaleReads from then
-// (TestReview36h_LateAnsweredPressCountsFromSending). A Tracker's caller
-// reports it with Tracker.Late.
+// (TestReview36h_LateAnsweredPressCountsFromSending). A late answer that
+// is itself lost (no protocol status: the IPMI adapter's lost datagram
+// answer, a Pool's deadline) counts it as sent Config.LostLanding after
+// then (A5, TestReview36m_LateLostAnswerClearsLostLanding); an answer
+// settles only the lost call it is taken for, the first one answered
+// busy since the previous late answer. A Tracker's caller reports it
+// with Tracker.Late.
 type LateAnswerer interface {
 	// LateAnswer returns, and forgets, the answer of the last power call
 	// (On or Off) that ended after its pass was told busy, unless it was

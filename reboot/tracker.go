@@ -138,7 +138,13 @@ type Reading struct {
 //     power-off sent at that pass, if later. After Standby and until
 //     Leading, any of them counts as sent at every pass, and
 //     Leading(mono) then counts it as sent at mono, if later (for
-//     SincePress too).
+//     SincePress too). A power-off whose Sent error says its answer was
+//     lost (no protocol status, neither a refusal before sending nor
+//     unsupported), and one this Tracker did not see answered (counted
+//     from the start, from a later pass or from Leading as above), counts
+//     as sent Config.LostLanding after that (assumption A5, doc.go), as
+//     does a press (SincePress); a Late answer settles only the call in
+//     flight it is taken for.
 //   - SincePress: the same for power-offs that may press the power button
 //     (sent in a mode whose Toggles answer of that pass was true); also
 //     unbounded only if the first pass's Status has no LastPress, and
