@@ -434,8 +434,19 @@ type Config struct {
 	QuickPoll time.Duration
 }
 
-// DefaultConfig returns the configuration Decide uses.
-func DefaultConfig() Config { return Config{}.withDefaults() }
+// DefaultConfig returns the configuration Decide uses, but for
+// LostLanding, which it leaves zero: its default is taken from SoftTimeout
+// when the Config is used, so that a copy whose SoftTimeout is changed
+// gets its LostLanding too (use LostLandingOf to read it).
+func DefaultConfig() Config {
+	c := Config{}.withDefaults()
+	c.LostLanding = 0
+	return c
+}
+
+// LostLandingOf returns the LostLanding c is used with: c.LostLanding, or
+// its default, c's SoftTimeout (or the default SoftTimeout).
+func LostLandingOf(c Config) time.Duration { return c.withDefaults().LostLanding }
 
 func (c Config) withDefaults() Config {
 	if c.SoftTimeout <= 0 {

@@ -21,7 +21,7 @@ import (
 func TestTrackerStandbyCountsFromLeading(t *testing.T) {
 	wall := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := reboot.DefaultConfig()
-	ll := cfg.LostLanding
+	ll := reboot.LostLandingOf(cfg)
 	h := reboot.Host{Name: "h", Online: true, Version: "1",
 		Status: reboot.Status{LastPress: wall.Add(-time.Hour), LastPoweredOn: wall.Add(-time.Hour)}}
 	rd := func(mono time.Duration) reboot.Reading {
@@ -62,7 +62,7 @@ func TestTrackerStandbyCountsFromLeading(t *testing.T) {
 func TestTrackerPassReadBeforeLeadingIsStandby(t *testing.T) {
 	wall := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := reboot.DefaultConfig()
-	ll := cfg.LostLanding // another leader's press may have been lost (A5)
+	ll := reboot.LostLandingOf(cfg) // another leader's press may have been lost (A5)
 	h := reboot.Host{Name: "h", Online: true, Version: "1"}
 	rd := func(mono time.Duration) reboot.Reading {
 		return reboot.Reading{Host: h, Power: power.StateOn, Now: wall.Add(mono), Mono: mono}

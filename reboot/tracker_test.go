@@ -168,7 +168,7 @@ func TestTrackerFields(t *testing.T) {
 	// The pending reboot's power-off, a previous process's, counts as
 	// sent at the start, and LostLanding later (A5: its answer may have
 	// been lost).
-	if !o.Changed || o.QuietFor != 10*time.Second || o.SinceOff != 10*time.Second-reboot.DefaultConfig().LostLanding || o.SincePending != 10*time.Second {
+	if !o.Changed || o.QuietFor != 10*time.Second || o.SinceOff != 10*time.Second-reboot.LostLandingOf(reboot.DefaultConfig()) || o.SincePending != 10*time.Second {
 		t.Fatalf("first pass: %+v", o)
 	}
 	tr.Applied(reboot.Decision{}, "")
@@ -184,7 +184,7 @@ func TestTrackerFields(t *testing.T) {
 	o = read(13, power.StateUnknown)
 	// The busy hard power-off (returned at 11 s) may land until
 	// LostLanding (default SoftTimeout) after its return (A5).
-	if o.Changed || o.SinceOff != 2*time.Second-reboot.DefaultConfig().LostLanding || o.UnknownFor != 0 || o.LastCall.Repeats != 1 || o.OffFor != 0 {
+	if o.Changed || o.SinceOff != 2*time.Second-reboot.LostLandingOf(reboot.DefaultConfig()) || o.UnknownFor != 0 || o.LastCall.Repeats != 1 || o.OffFor != 0 {
 		t.Fatalf("unknown pass: %+v", o)
 	}
 	o = read(14, power.StateOff)
@@ -217,7 +217,7 @@ func TestTrackerFields(t *testing.T) {
 	now, m := at(30)
 	// (Its power-off, a previous process's, counts from the start +
 	// LostLanding, A5.)
-	if o := late.Observe(reboot.Reading{Host: h, Now: now, Mono: m}, cfg); o.SincePending != 0 || o.SinceOff != 30*time.Second-reboot.DefaultConfig().LostLanding {
+	if o := late.Observe(reboot.Reading{Host: h, Now: now, Mono: m}, cfg); o.SincePending != 0 || o.SinceOff != 30*time.Second-reboot.LostLandingOf(reboot.DefaultConfig()) {
 		t.Fatalf("late value: %+v", o)
 	}
 	// Forget: as a restart.
@@ -309,13 +309,13 @@ func TestTrackerPressFields(t *testing.T) {
 	tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeSoft, Class: power.ClassBusy}, context.DeadlineExceeded, sec(25))
 	// It counts as sent LostLanding (default SoftTimeout) after its
 	// return (A5).
-	if o = read(40, 40, power.StateOff); o.PressOver || o.SincePress != sec(15)-reboot.DefaultConfig().LostLanding {
+	if o = read(40, 40, power.StateOff); o.PressOver || o.SincePress != sec(15)-reboot.LostLandingOf(reboot.DefaultConfig()) {
 		t.Fatalf("after a press that timed out: %+v", o)
 	}
 	// A LastPress read first but stamped after the start was written after
 	// it (a previous leader finishing late): its press counts from now,
 	// and, not seen answered, LostLanding later (A5).
-	ll := reboot.DefaultConfig().LostLanding
+	ll := reboot.LostLandingOf(reboot.DefaultConfig())
 	late := reboot.NewTracker(0, t0)
 	lh := reboot.Host{Name: "n", Version: "1", Status: reboot.Status{LastPress: t0.Add(sec(5))}}
 	o = late.Observe(reboot.Reading{Host: lh, Power: power.StateOn, Now: t0.Add(sec(10)), Mono: sec(10)}, cfg)
@@ -361,7 +361,7 @@ func TestTrackerHonoursOtherWritersPress(t *testing.T) {
 	h.Status.LastPress = t0.Add(3*time.Minute - 10*time.Second)
 	// Not seen answered by this Tracker: it may have been lost, so it
 	// counts as sent LostLanding after now (A5).
-	ll := reboot.DefaultConfig().LostLanding
+	ll := reboot.LostLandingOf(reboot.DefaultConfig())
 	if o := read(3*time.Minute, power.StateOn); o.SinceOff != -ll || o.SincePress != -ll || o.PressOver {
 		t.Fatalf("another writer's press not counted from now: %+v", o)
 	}

@@ -207,7 +207,11 @@ type Config struct {
 	// StaleReads late: no PushPowerButton is sent within LostLanding +
 	// SoftTimeout + StaleReads of that return, whatever resets were
 	// answered since, by this Controller or any other for the same
-	// Endpoint and system in this process. Default: SoftTimeout.
+	// Endpoint and system in this process. Default: SoftTimeout. Keep it
+	// and SoftTimeout equal to the reboot.Config the controller decides
+	// with (reboot.LostLandingOf gives its LostLanding; both default to
+	// their SoftTimeout): the adapter does not read that Config, and a
+	// shorter window here is a weaker guard than the reboot package's.
 	LostLanding time.Duration
 	// Now is the clock StaleReads is measured on. nil: time.Now (whose
 	// readings carry the monotonic clock).

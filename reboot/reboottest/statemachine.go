@@ -471,7 +471,7 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 		// the LostLanding + SoftTimeout + StaleReads that A5 holds a
 		// press back (reboot.Config.LostLanding).
 		dc := reboot.DefaultConfig()
-		budget := 300 + (lostOffs+1)*int((dc.LostLanding+dc.SoftTimeout+staleBound+4*time.Second)/(5*time.Second))
+		budget := 300 + (lostOffs+1)*int((reboot.LostLandingOf(rcfg)+dc.SoftTimeout+staleBound+4*time.Second)/(5*time.Second))
 		for i := 0; i < budget && !converged; i++ {
 			if raw != nil && host().Status.Fenced(raw.At, clk.Now()) {
 				if !pw.WasOffDuring(raw.Real.Add(-backJumps), clk.Real()) {
