@@ -43,7 +43,9 @@ type LateAnswer struct {
 // answer, a Pool's deadline) counts it as sent Config.LostLanding after
 // then (A5, TestReview36m_LateLostAnswerClearsLostLanding); an answer
 // settles only the lost call it is taken for, the first one answered
-// busy since the previous late answer. A Tracker's caller reports it
+// busy since the previous late answer (one that ended in its own
+// deadline, context.DeadlineExceeded, gets no late answer and stays
+// lost: TestTrackerLateAnswerKeepsTimedOutPress). A Tracker's caller reports it
 // with Tracker.Late.
 type LateAnswerer interface {
 	// LateAnswer returns, and forgets, the answer of the last power call

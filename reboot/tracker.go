@@ -1,6 +1,7 @@
 package reboot
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -574,8 +575,12 @@ func (h *memory) sentOff(was offState, press bool, err error, done time.Duration
 		// A5: it may land LostLanding after now. The first lost one
 		// answered busy since the last late answer may be the call in
 		// flight that a late answer settles (memory.late); any other
-		// stays lost.
-		h.lost.note(press, done, !h.lost.flight.off.set && CallClass(err) == power.ClassBusy)
+		// stays lost, and so does one that ended in its own deadline:
+		// no late answer comes for it
+		// (TestTrackerLateAnswerKeepsTimedOutPress).
+		inFlight := !h.lost.flight.off.set && CallClass(err) == power.ClassBusy &&
+			!errors.Is(err, context.DeadlineExceeded)
+		h.lost.note(press, done, inFlight)
 	}
 	h.busyPress = h.busyPress || press && errors.Is(err, power.ErrBusy)
 	h.off.lastOff = max(h.off.lastOff, done)
