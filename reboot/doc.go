@@ -132,8 +132,9 @@
 //     run shows the hardware off after it, as the evidence rule asks). A
 //     press refused before it reached the hardware (a refused login, a
 //     Pool's back-off, a call never sent (power.ErrNotSent), a refusal
-//     for leadership) counts as none; one that timed out counts for the
-//     whole SoftTimeout. Every press is recorded in Status.LastPress by a
+//     for leadership) counts as none; one that timed out counts as sent
+//     LostLanding after its return (A5), for the whole SoftTimeout.
+//     Every press is recorded in Status.LastPress by a
 //     versioned write before it is sent, so a restarted controller counts
 //     a press as possibly in effect from its start if LastPress is set
 //     (or a reboot was pending, or Online=false enforced), and a
@@ -143,7 +144,9 @@
 //     its own) counts that press (power-off) as sent at that pass, never
 //     earlier, and likewise a Status.LastPoweredOn (written before every
 //     power-on) as a power-on (Observed.SinceOff, SincePress, PressOver,
-//     QuietFor). Another leader writes its value before it sends the
+//     QuietFor); a press or power-off counted so was not seen answered
+//     and may have been lost, so it counts as sent Config.LostLanding
+//     later still (A5). Another leader writes its value before it sends the
 //     call, which may land until its lease ends, after the read: so a
 //     controller with a Guard that does not hold the leadership (it asks
 //     the Guard at the start of every pass) counts every such value it
