@@ -376,11 +376,15 @@ type Config struct {
 	// metal3 operator's value).
 	SoftTimeout time.Duration
 	// LostLanding is how long after a power-off's call returned without
-	// an answer (busy, a timeout, an unknown outcome: anything but success
-	// or a refusal before it was sent) the BMC may still carry it out
-	// (assumption A5): such a power-off, and a press, counts as sent that
-	// long after its return (Observed.SinceOff, SincePress), whatever the
-	// adapter. Default SoftTimeout.
+	// an answer (an error with no protocol status that is neither a
+	// refusal before it was sent nor unsupported: a timeout, a broken
+	// connection, a call still running in the background) the BMC may
+	// still carry it out (assumption A5): such a power-off, and a press,
+	// counts as sent that long after its return (Observed.SinceOff,
+	// SincePress), whatever the adapter; so does one the controller did
+	// not see answered (a previous process's or another writer's, see
+	// doc.go A5), LostLanding after it first counted it. Default
+	// SoftTimeout.
 	LostLanding time.Duration
 	// RetryDelay is how long to wait before retrying a power call that was
 	// busy or failed. Default 10 s.
@@ -430,8 +434,19 @@ type Config struct {
 	QuickPoll time.Duration
 }
 
-// DefaultConfig returns the configuration Decide uses.
-func DefaultConfig() Config { return Config{}.withDefaults() }
+// DefaultConfig returns the configuration Decide uses, but for
+// LostLanding, which it leaves zero: its default is taken from SoftTimeout
+// when the Config is used, so that a copy whose SoftTimeout is changed
+// gets its LostLanding too (use LostLandingOf to read it).
+func DefaultConfig() Config {
+	c := Config{}.withDefaults()
+	c.LostLanding = 0
+	return c
+}
+
+// LostLandingOf returns the LostLanding c is used with: c.LostLanding, or
+// its default, c's SoftTimeout (or the default SoftTimeout).
+func LostLandingOf(c Config) time.Duration { return c.withDefaults().LostLanding }
 
 func (c Config) withDefaults() Config {
 	if c.SoftTimeout <= 0 {

@@ -132,8 +132,9 @@
 //     run shows the hardware off after it, as the evidence rule asks). A
 //     press refused before it reached the hardware (a refused login, a
 //     Pool's back-off, a call never sent (power.ErrNotSent), a refusal
-//     for leadership) counts as none; one that timed out counts for the
-//     whole SoftTimeout. Every press is recorded in Status.LastPress by a
+//     for leadership) counts as none; one that timed out counts as sent
+//     LostLanding after its return (A5), for the whole SoftTimeout.
+//     Every press is recorded in Status.LastPress by a
 //     versioned write before it is sent, so a restarted controller counts
 //     a press as possibly in effect from its start if LastPress is set
 //     (or a reboot was pending, or Online=false enforced), and a
@@ -143,7 +144,9 @@
 //     its own) counts that press (power-off) as sent at that pass, never
 //     earlier, and likewise a Status.LastPoweredOn (written before every
 //     power-on) as a power-on (Observed.SinceOff, SincePress, PressOver,
-//     QuietFor). Another leader writes its value before it sends the
+//     QuietFor); a press or power-off counted so was not seen answered
+//     and may have been lost, so it counts as sent Config.LostLanding
+//     later still (A5). Another leader writes its value before it sends the
 //     call, which may land until its lease ends, after the read: so a
 //     controller with a Guard that does not hold the leadership (it asks
 //     the Guard at the start of every pass) counts every such value it
@@ -281,12 +284,34 @@
 //	    counting a press, power-off or power-on the old leader recorded
 //	    later (TestReview36_StandbyMemoryIgnoresOtherLeadersPress,
 //	    TestReview36_StandbyIgnoresOtherLeadersPowerOn).
-//	A5. A BMC carries out a power call whose answer was lost (busy, a
-//	    timeout, an unknown outcome) within Config.LostLanding (default
-//	    SoftTimeout) of the call's return, or never. The controller counts
-//	    such a power-off, and a press, as sent LostLanding after its return
-//	    (Observed.SinceOff, SincePress), whatever the adapter does
-//	    (TestReview36l_IPMILostSoftOffLandingLateThenSlowShutdown).
+//	A5. A BMC carries out a power call whose answer was lost (a
+//	    timeout, a broken connection, a lost datagram, a call still
+//	    running in the background: an error with no protocol status that
+//	    is not a refusal before sending nor unsupported) within
+//	    Config.LostLanding (default SoftTimeout) of the call's return, or
+//	    never. The controller counts such a power-off, and a press, as
+//	    sent LostLanding after its return (Observed.SinceOff, SincePress),
+//	    whatever the adapter does
+//	    (TestReview36l_IPMILostSoftOffLandingLateThenSlowShutdown). An
+//	    error the BMC answered (an HTTP status such as 409 busy, an IPMI
+//	    completion code, unsupported) is not lost: it counts from its
+//	    return (TestReview36m_AnsweredBusyPressCountsAsLost). A late
+//	    answer (LateAnswerer) settles only the call in flight it is taken
+//	    for, and only if it is an answer: a late answer that is itself
+//	    lost counts LostLanding from when it was taken, and other lost
+//	    calls stay lost (TestReview36m_LateLostAnswerClearsLostLanding).
+//	    A power-off or press this controller did not see answered may
+//	    have been lost too: one a previous process may have sent (counted
+//	    from the start or from when it began to lead; from the first pass
+//	    for a LastPress stamped after the start), one another
+//	    writer recorded (from the pass that first read it), one read
+//	    while standing by (from that pass, then from when it began to
+//	    lead) counts as sent LostLanding after that
+//	    (TestReview36m_RestartAfterLostSoftOffForgetsLostLanding,
+//	    TestReview36m_SecondReconcilerTakesOverAfterLostSoftOff). So a
+//	    restarted controller, or a new leader, waits LostLanding longer
+//	    before it presses the power button of a host whose status shows a
+//	    press, a pending reboot or Online=false being enforced.
 //
 // Under them:
 //

@@ -38,8 +38,15 @@ type LateAnswer struct {
 // a press (the call was a press, or the controller's Toggler says the
 // mode toggles) as a press sent then whose shutdown is not known over
 // (SincePress, PressOver): SoftTimeout + StaleReads from then
-// (TestReview36h_LateAnsweredPressCountsFromSending). A Tracker's caller
-// reports it with Tracker.Late.
+// (TestReview36h_LateAnsweredPressCountsFromSending). A late answer that
+// is itself lost (no protocol status: the IPMI adapter's lost datagram
+// answer, a Pool's deadline) counts it as sent Config.LostLanding after
+// then (A5, TestReview36m_LateLostAnswerClearsLostLanding); an answer
+// settles only the lost call it is taken for, the first one answered
+// busy since the previous late answer (one that ended in its own
+// deadline, context.DeadlineExceeded, gets no late answer and stays
+// lost: TestTrackerLateAnswerKeepsTimedOutPress). A Tracker's caller reports it
+// with Tracker.Late.
 type LateAnswerer interface {
 	// LateAnswer returns, and forgets, the answer of the last power call
 	// (On or Off) that ended after its pass was told busy, unless it was
@@ -58,8 +65,10 @@ func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press boo
 	work := h.busyFor
 	h.busy, h.busyFor = false, Work{}
 	if a.Action == ActionPowerOff {
-		// Its answer came: it is no longer lost (A5), it counts from now.
-		h.lost = lostCalls{}
+		// It settles the call in flight (A5): one answered counts from
+		// now (below), one whose answer was lost again may land
+		// LostLanding after now. Other lost calls stay lost.
+		h.lost.settle(answerLost(a.Err), press || h.busyPress, mono)
 	}
 	if a.Action == ActionPowerOff && !notCarriedOut(a.Err) {
 		o := &h.off

@@ -2,31 +2,79 @@ package reboot
 
 import "time"
 
-// lostCalls remembers the returns (monotonic) of the last power-off and
-// the last press whose answer was lost (assumption A5): the BMC may carry
-// them out until Config.LostLanding after that.
+// lostCalls remembers the latest power-off and the latest press that may
+// land Config.LostLanding after a time (monotonic) this controller knows
+// (assumption A5): calls whose answer was lost, counted from their
+// return, and calls this controller did not see answered (another
+// process's or leader's, read in the status), counted from when it first
+// knew of them. flight holds apart the one lost call that a late answer
+// (LateAnswerer) may still settle: the first one answered busy since the
+// previous late answer, the one memory.late takes that answer for.
 type lostCalls struct {
-	off, press     time.Duration
-	anyOff, pressd bool
+	off, press lostAt
+	flight     struct{ off, press lostAt }
+}
+
+// lostAt is the latest of some times, if any.
+type lostAt struct {
+	at  time.Duration
+	set bool
+}
+
+func (l *lostAt) note(at time.Duration) {
+	if !l.set || at > l.at {
+		l.at, l.set = at, true
+	}
 }
 
 // note records a power-off (a press if press) that returned at done
-// without an answer.
-func (l *lostCalls) note(press bool, done time.Duration) {
-	l.off, l.anyOff = max(l.off, done), true
+// without an answer; inFlight: it may still be settled by a late answer.
+func (l *lostCalls) note(press bool, done time.Duration, inFlight bool) {
+	off, pr := &l.off, &l.press
+	if inFlight {
+		off, pr = &l.flight.off, &l.flight.press
+	}
+	off.note(done)
 	if press {
-		l.press, l.pressd = max(l.press, done), true
+		pr.note(done)
+	}
+}
+
+// unseen records a power-off (off) and a press (press) that this
+// controller did not see answered, known to it since at: they may have
+// been lost, so they may land until LostLanding after at.
+func (l *lostCalls) unseen(off, press bool, at time.Duration) {
+	if off {
+		l.off.note(at)
+	}
+	if press {
+		l.press.note(at)
+	}
+}
+
+// settle records that the call in flight got its late answer: it is no
+// longer in flight, and if that answer is itself lost (answerLost), it
+// counts as a call that returned then without an answer (a press if
+// press).
+func (l *lostCalls) settle(lost, press bool, done time.Duration) {
+	l.flight.off, l.flight.press = lostAt{}, lostAt{}
+	if lost {
+		l.note(press, done, false)
 	}
 }
 
 // since caps sinceOff and sincePress, taken at m, to count the lost calls
 // as sent landing after their return.
 func (l lostCalls) since(sinceOff, sincePress, m, landing time.Duration) (time.Duration, time.Duration) {
-	if l.anyOff {
-		sinceOff = min(sinceOff, m-l.off-landing)
+	for _, a := range []lostAt{l.off, l.flight.off} {
+		if a.set {
+			sinceOff = min(sinceOff, m-a.at-landing)
+		}
 	}
-	if l.pressd {
-		sincePress = min(sincePress, m-l.press-landing)
+	for _, a := range []lostAt{l.press, l.flight.press} {
+		if a.set {
+			sincePress = min(sincePress, m-a.at-landing)
+		}
 	}
 	return sinceOff, sincePress
 }

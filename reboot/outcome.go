@@ -32,3 +32,21 @@ func notCarriedOut(err error) bool {
 	return err != nil && (errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) || errors.Is(err, power.ErrNotSent) ||
 		errors.Is(err, ErrNotLeader))
 }
+
+// answerLost reports whether err is the outcome of a call whose answer
+// never came (assumption A5): not a refusal before the call reached the
+// hardware (notCarriedOut), and not an answer of the BMC's, which a
+// power.Error with a protocol status (an HTTP status, an IPMI completion
+// code) or of class unsupported is (power.Pool calls such an error
+// answered): a timeout, a broken connection, a lost datagram, a call
+// still running in the background (kube.Async).
+func answerLost(err error) bool {
+	if err == nil || notCarriedOut(err) {
+		return false
+	}
+	var pe *power.Error
+	if errors.As(err, &pe) && pe.Status != 0 {
+		return false
+	}
+	return power.Classify(err) != power.ClassUnsupported
+}

@@ -174,7 +174,8 @@ type memory struct {
 	busy      bool
 	busyFor   Work
 	// lost holds the returns of the last power-off and press whose answer
-	// was lost (Config.LostLanding); it outlives Forget too.
+	// was lost, or that this controller did not see answered
+	// (Config.LostLanding); it outlives Forget too.
 	lost lostCalls
 	// heard is what passes run while standing by (not holding the
 	// leadership) read: see lead.
@@ -404,6 +405,10 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // such pass: another leader writes its value before it sends the call,
 // which may land until its lease ends, after this read. lead then counts
 // them as sent when this controller's leadership began, if later.
+//
+// Every power-off and press counted so (not seen answered by this
+// controller) may have been lost: it is noted in h.lost as returned then,
+// so that it counts as sent Config.LostLanding later (A5).
 func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby bool) (time.Duration, time.Duration) {
 	o := &h.off
 	if first && !h.forgot {
@@ -412,6 +417,10 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		if late {
 			o.lastPress = m
 		}
+		// What a previous process sent it did not see answered: it may
+		// have been lost, and land LostLanding after it is counted (A5).
+		h.lost.unseen(!o.noOff, false, o.lastOff)
+		h.lost.unseen(false, !o.noPress, o.lastPress)
 	}
 	off, press := h.own.foreign(st)
 	off, press = off && !first, press && !first
@@ -420,6 +429,9 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		off = press || st.Pending() || !st.OfflineSince.IsZero()
 		h.heard.off, h.heard.press = h.heard.off || off, h.heard.press || press
 	}
+	// Another writer's calls: this controller did not see them answered
+	// (A5).
+	h.lost.unseen(off, press, m)
 	if off {
 		o.noOff, o.lastOff = false, max(o.lastOff, m)
 		if press {

@@ -14,10 +14,14 @@ import (
 // another leader's LastPress and LastPoweredOn as sent at every pass
 // (never aged, whatever it read before), and Leading(at) counts them from
 // at, as the Reconciler does with its Guard
-// (TestReview36_StandbyCountsOtherLeadersPressFromItsWrite).
+// (TestReview36_StandbyCountsOtherLeadersPressFromItsWrite). This
+// Tracker did not see those calls answered, so the press and power-off
+// count as sent LostLanding later still (A5,
+// TestReview36m_SecondReconcilerTakesOverAfterLostSoftOff).
 func TestTrackerStandbyCountsFromLeading(t *testing.T) {
 	wall := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := reboot.DefaultConfig()
+	ll := reboot.LostLandingOf(cfg)
 	h := reboot.Host{Name: "h", Online: true, Version: "1",
 		Status: reboot.Status{LastPress: wall.Add(-time.Hour), LastPoweredOn: wall.Add(-time.Hour)}}
 	rd := func(mono time.Duration) reboot.Reading {
@@ -28,15 +32,15 @@ func TestTrackerStandbyCountsFromLeading(t *testing.T) {
 	for _, m := range []time.Duration{0, time.Minute, 10 * time.Minute} {
 		o := tr.Observe(rd(m), cfg)
 		tr.Applied(reboot.Decision{}, "")
-		assert.Zero(t, o.SincePress, "standby pass at %v: the press counts as sent now", m)
-		assert.Zero(t, o.SinceOff, "standby pass at %v", m)
+		assert.Equal(t, -ll, o.SincePress, "standby pass at %v: the press counts as sent now (+ LostLanding)", m)
+		assert.Equal(t, -ll, o.SinceOff, "standby pass at %v", m)
 		assert.Zero(t, o.QuietFor, "standby pass at %v: the power-on counts as sent now", m)
 	}
 	tr.Leading(11 * time.Minute)
 	tr.Leading(12 * time.Minute) // already leading: nothing
 	o := tr.Observe(rd(15*time.Minute), cfg)
-	assert.Equal(t, 4*time.Minute, o.SincePress, "counted from the leadership's start")
-	assert.Equal(t, 4*time.Minute, o.SinceOff)
+	assert.Equal(t, 4*time.Minute-ll, o.SincePress, "counted from the leadership's start (+ LostLanding)")
+	assert.Equal(t, 4*time.Minute-ll, o.SinceOff)
 	assert.Equal(t, 4*time.Minute, o.QuietFor)
 
 	// Without Standby the Tracker leads from its start: a value read in
@@ -44,7 +48,7 @@ func TestTrackerStandbyCountsFromLeading(t *testing.T) {
 	tr = reboot.NewTracker(0, wall)
 	tr.Observe(rd(time.Minute), cfg)
 	o = tr.Observe(rd(10*time.Minute), cfg)
-	assert.Equal(t, 10*time.Minute, o.SincePress)
+	assert.Equal(t, 10*time.Minute-ll, o.SincePress, "a previous process's press: from the start + LostLanding")
 	assert.Equal(t, 10*time.Minute, o.QuietFor)
 }
 
@@ -58,6 +62,7 @@ func TestTrackerStandbyCountsFromLeading(t *testing.T) {
 func TestTrackerPassReadBeforeLeadingIsStandby(t *testing.T) {
 	wall := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := reboot.DefaultConfig()
+	ll := reboot.LostLandingOf(cfg) // another leader's press may have been lost (A5)
 	h := reboot.Host{Name: "h", Online: true, Version: "1"}
 	rd := func(mono time.Duration) reboot.Reading {
 		return reboot.Reading{Host: h, Power: power.StateOn, Now: wall.Add(mono), Mono: mono}
@@ -74,10 +79,10 @@ func TestTrackerPassReadBeforeLeadingIsStandby(t *testing.T) {
 	tr.Leading(20 * time.Second)
 	o := tr.Observe(rd(10*time.Second), cfg)
 	tr.Applied(reboot.Decision{}, "")
-	assert.Zero(t, o.SincePress, "the pass read before the leadership began counts the press as sent now")
+	assert.Equal(t, -ll, o.SincePress, "the pass read before the leadership began counts the press as sent now (+ LostLanding)")
 	assert.Zero(t, o.QuietFor)
 	o = tr.Observe(rd(30*time.Second), cfg)
-	assert.Equal(t, 10*time.Second, o.SincePress, "counted from the leadership's start (20 s), not from the pass at 10 s")
-	assert.Equal(t, 10*time.Second, o.SinceOff)
+	assert.Equal(t, 10*time.Second-ll, o.SincePress, "counted from the leadership's start (20 s), not from the pass at 10 s")
+	assert.Equal(t, 10*time.Second-ll, o.SinceOff)
 	assert.Equal(t, 10*time.Second, o.QuietFor)
 }

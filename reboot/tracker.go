@@ -1,6 +1,7 @@
 package reboot
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -138,7 +139,13 @@ type Reading struct {
 //     power-off sent at that pass, if later. After Standby and until
 //     Leading, any of them counts as sent at every pass, and
 //     Leading(mono) then counts it as sent at mono, if later (for
-//     SincePress too).
+//     SincePress too). A power-off whose Sent error says its answer was
+//     lost (no protocol status, neither a refusal before sending nor
+//     unsupported), and one this Tracker did not see answered (counted
+//     from the start, from a later pass or from Leading as above), counts
+//     as sent Config.LostLanding after that (assumption A5, doc.go), as
+//     does a press (SincePress); a Late answer settles only the call in
+//     flight it is taken for.
 //   - SincePress: the same for power-offs that may press the power button
 //     (sent in a mode whose Toggles answer of that pass was true); also
 //     unbounded only if the first pass's Status has no LastPress, and
@@ -450,6 +457,8 @@ func (h *memory) lead(m time.Duration) {
 	if h.heard.press && m > o.lastPress {
 		*o = offState{lastOff: o.lastOff, lastPress: m}
 	}
+	// Another leader's calls: their answers may have been lost (A5).
+	h.lost.unseen(h.heard.off, h.heard.press, m)
 	h.heard = heard{}
 }
 
@@ -562,10 +571,18 @@ func (h *memory) sentOff(was offState, press bool, err error, done time.Duration
 		h.off = was
 		return
 	}
-	h.busyPress = h.busyPress || press && errors.Is(err, power.ErrBusy)
-	if err != nil {
-		h.lost.note(press, done)
+	if answerLost(err) {
+		// A5: it may land LostLanding after now. The first lost one
+		// answered busy since the last late answer may be the call in
+		// flight that a late answer settles (memory.late); any other
+		// stays lost, and so does one that ended in its own deadline:
+		// no late answer comes for it
+		// (TestTrackerLateAnswerKeepsTimedOutPress).
+		inFlight := !h.lost.flight.off.set && CallClass(err) == power.ClassBusy &&
+			!errors.Is(err, context.DeadlineExceeded)
+		h.lost.note(press, done, inFlight)
 	}
+	h.busyPress = h.busyPress || press && errors.Is(err, power.ErrBusy)
 	h.off.lastOff = max(h.off.lastOff, done)
 	if press {
 		h.off.lastPress = max(h.off.lastPress, done)

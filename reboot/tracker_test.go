@@ -165,7 +165,10 @@ func TestTrackerFields(t *testing.T) {
 		return tr.Observe(reboot.Reading{Host: h, Power: st, Now: now, Mono: m}, cfg)
 	}
 	o := read(10, power.StateOn)
-	if !o.Changed || o.QuietFor != 10*time.Second || o.SinceOff != 10*time.Second || o.SincePending != 10*time.Second {
+	// The pending reboot's power-off, a previous process's, counts as
+	// sent at the start, and LostLanding later (A5: its answer may have
+	// been lost).
+	if !o.Changed || o.QuietFor != 10*time.Second || o.SinceOff != 10*time.Second-reboot.LostLandingOf(reboot.DefaultConfig()) || o.SincePending != 10*time.Second {
 		t.Fatalf("first pass: %+v", o)
 	}
 	tr.Applied(reboot.Decision{}, "")
@@ -181,7 +184,7 @@ func TestTrackerFields(t *testing.T) {
 	o = read(13, power.StateUnknown)
 	// The busy hard power-off (returned at 11 s) may land until
 	// LostLanding (default SoftTimeout) after its return (A5).
-	if o.Changed || o.SinceOff != 2*time.Second-reboot.DefaultConfig().LostLanding || o.UnknownFor != 0 || o.LastCall.Repeats != 1 || o.OffFor != 0 {
+	if o.Changed || o.SinceOff != 2*time.Second-reboot.LostLandingOf(reboot.DefaultConfig()) || o.UnknownFor != 0 || o.LastCall.Repeats != 1 || o.OffFor != 0 {
 		t.Fatalf("unknown pass: %+v", o)
 	}
 	o = read(14, power.StateOff)
@@ -212,7 +215,9 @@ func TestTrackerFields(t *testing.T) {
 	late := reboot.NewTracker(0, t0)
 	h.Status.PendingRebootSince = t0.Add(5 * time.Second)
 	now, m := at(30)
-	if o := late.Observe(reboot.Reading{Host: h, Now: now, Mono: m}, cfg); o.SincePending != 0 || o.SinceOff != 30*time.Second {
+	// (Its power-off, a previous process's, counts from the start +
+	// LostLanding, A5.)
+	if o := late.Observe(reboot.Reading{Host: h, Now: now, Mono: m}, cfg); o.SincePending != 0 || o.SinceOff != 30*time.Second-reboot.LostLandingOf(reboot.DefaultConfig()) {
 		t.Fatalf("late value: %+v", o)
 	}
 	// Forget: as a restart.
@@ -304,22 +309,24 @@ func TestTrackerPressFields(t *testing.T) {
 	tr.Sent(reboot.Call{Action: reboot.ActionPowerOff, Mode: power.ModeSoft, Class: power.ClassBusy}, context.DeadlineExceeded, sec(25))
 	// It counts as sent LostLanding (default SoftTimeout) after its
 	// return (A5).
-	if o = read(40, 40, power.StateOff); o.PressOver || o.SincePress != sec(15)-reboot.DefaultConfig().LostLanding {
+	if o = read(40, 40, power.StateOff); o.PressOver || o.SincePress != sec(15)-reboot.LostLandingOf(reboot.DefaultConfig()) {
 		t.Fatalf("after a press that timed out: %+v", o)
 	}
 	// A LastPress read first but stamped after the start was written after
-	// it (a previous leader finishing late): its press counts from now.
+	// it (a previous leader finishing late): its press counts from now,
+	// and, not seen answered, LostLanding later (A5).
+	ll := reboot.LostLandingOf(reboot.DefaultConfig())
 	late := reboot.NewTracker(0, t0)
 	lh := reboot.Host{Name: "n", Version: "1", Status: reboot.Status{LastPress: t0.Add(sec(5))}}
 	o = late.Observe(reboot.Reading{Host: lh, Power: power.StateOn, Now: t0.Add(sec(10)), Mono: sec(10)}, cfg)
-	if o.SincePress != 0 || o.SinceOff != math.MaxInt64 {
-		t.Fatalf("late LastPress: SincePress %v SinceOff %v, want 0 and unbounded", o.SincePress, o.SinceOff)
+	if o.SincePress != -ll || o.SinceOff != math.MaxInt64 {
+		t.Fatalf("late LastPress: SincePress %v SinceOff %v, want -LostLanding and unbounded", o.SincePress, o.SinceOff)
 	}
-	// One stamped before the start counts from the start.
+	// One stamped before the start counts from the start (+ LostLanding).
 	early := reboot.NewTracker(0, t0.Add(sec(6)))
 	o = early.Observe(reboot.Reading{Host: lh, Power: power.StateOn, Now: t0.Add(sec(10)), Mono: sec(10)}, cfg)
-	if o.SincePress != sec(10) {
-		t.Fatalf("LastPress before the start: SincePress %v, want 10s", o.SincePress)
+	if o.SincePress != sec(10)-ll {
+		t.Fatalf("LastPress before the start: SincePress %v, want 10s - LostLanding", o.SincePress)
 	}
 }
 
@@ -352,11 +359,14 @@ func TestTrackerHonoursOtherWritersPress(t *testing.T) {
 	// Another leader presses (LastPress written by it, 10 s earlier).
 	h.Version = "3"
 	h.Status.LastPress = t0.Add(3*time.Minute - 10*time.Second)
-	if o := read(3*time.Minute, power.StateOn); o.SinceOff != 0 || o.SincePress != 0 || o.PressOver {
+	// Not seen answered by this Tracker: it may have been lost, so it
+	// counts as sent LostLanding after now (A5).
+	ll := reboot.LostLandingOf(reboot.DefaultConfig())
+	if o := read(3*time.Minute, power.StateOn); o.SinceOff != -ll || o.SincePress != -ll || o.PressOver {
 		t.Fatalf("another writer's press not counted from now: %+v", o)
 	}
 	tr.Applied(reboot.Decision{}, "")
-	if o := read(4*time.Minute, power.StateOn); o.SincePress != time.Minute {
+	if o := read(4*time.Minute, power.StateOn); o.SincePress != time.Minute-ll {
 		t.Fatalf("the other writer's press dated again: %+v", o)
 	}
 }

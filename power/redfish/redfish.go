@@ -26,7 +26,10 @@
 //     shutdown it applies then may shut the OS down SoftTimeout later;
 //     that window is kept per endpoint and system in the package, so a
 //     new Controller for the same system, such as the Pool's next login,
-//     keeps it; the reboot package also counts such a press as sent
+//     keeps it (for up to 4,096 systems with open windows; past that the
+//     windows that end first are dropped, and every system without a
+//     window of its own counts as inside the latest of them until it
+//     ends, so no open window is forgotten); the reboot package also counts such a press as sent
 //     reboot.Config.LostLanding after its return, assumption A5),
 //     and, for a power-off,
 //     not within Config.SoftTimeout + StaleReads of its previous press for
@@ -204,7 +207,11 @@ type Config struct {
 	// StaleReads late: no PushPowerButton is sent within LostLanding +
 	// SoftTimeout + StaleReads of that return, whatever resets were
 	// answered since, by this Controller or any other for the same
-	// Endpoint and system in this process. Default: SoftTimeout.
+	// Endpoint and system in this process. Default: SoftTimeout. Keep it
+	// and SoftTimeout equal to the reboot.Config the controller decides
+	// with (reboot.LostLandingOf gives its LostLanding; both default to
+	// their SoftTimeout): the adapter does not read that Config, and a
+	// shorter window here is a weaker guard than the reboot package's.
 	LostLanding time.Duration
 	// Now is the clock StaleReads is measured on. nil: time.Now (whose
 	// readings carry the monotonic clock).
@@ -999,12 +1006,18 @@ func (c *Controller) resetQuiet(readAt time.Time) (since time.Duration, ok bool)
 	}
 	// A lost reset of another Controller for the same system (an earlier
 	// login of the Pool) counts too (lostWindows).
+	// The registry's window end counts too (another Controller's
+	// settings, or the floor of windows it had to drop).
 	lost := c.lostReset
-	if l := lostWindows.last(c.lostKey()); l.After(lost) {
-		lost = l
+	l := lostWindows.last(c.lostKey())
+	if l.at.After(lost) {
+		lost = l.at
 	}
 	if since := readAt.Sub(lost); !lost.IsZero() && since >= 0 && since < c.lostLanding()+c.softTimeout()+c.staleReads() {
 		return since, false
+	}
+	if readAt.Before(l.until) && !l.at.After(readAt) {
+		return readAt.Sub(l.at), false
 	}
 	return 0, true
 }

@@ -206,6 +206,7 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 		var raw *rebootcheck.Ticket
 		var bareAt time.Time // real time the bare annotation was written
 		episodes := 0
+		lostOffs := 0 // power-off faults queued whose answer is lost (A5)
 		var lastPending time.Time
 		var backJumps time.Duration
 		var lastWall time.Time = clk.Now()
@@ -374,6 +375,9 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 				op := rapid.SampledFrom([]fake.Op{fake.OpState, fake.OpOn, fake.OpOff}).Draw(t, "faultOp")
 				k := rapid.SampledFrom([]fake.FaultKind{fake.FaultBusy, fake.FaultFailed, fake.FaultTimeout, fake.FaultUnsupported}).Draw(t, "fault")
 				pw.FailNext(op, fake.Fault{Kind: k, Applied: rapid.Bool().Draw(t, "applied")})
+				if op == fake.OpOff && k == fake.FaultTimeout {
+					lostOffs++ // may still be queued in the liveness phase
+				}
 			case 9:
 				r = newReconciler() // a restart between two steps
 			case 10:
@@ -462,7 +466,13 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 		}
 		rawFenced := raw == nil
 		converged := false
-		for i := 0; i < 300 && !converged; i++ {
+		// 25 minutes, and for each lost power-off still queued, and for
+		// the controller's last restart (what it did not see answered),
+		// the LostLanding + SoftTimeout + StaleReads that A5 holds a
+		// press back (reboot.Config.LostLanding).
+		dc := reboot.DefaultConfig()
+		budget := 300 + (lostOffs+1)*int((reboot.LostLandingOf(rcfg)+dc.SoftTimeout+staleBound+4*time.Second)/(5*time.Second))
+		for i := 0; i < budget && !converged; i++ {
 			if raw != nil && host().Status.Fenced(raw.At, clk.Now()) {
 				if !pw.WasOffDuring(raw.Real.Add(-backJumps), clk.Real()) {
 					t.Fatalf("raw client told fenced for T=%v at the end, but the hardware has run since; truth %v", raw.At, rebootcheck.DescribeTruth(pw))

@@ -1,0 +1,19 @@
+package redfish
+
+import "time"
+
+// NoteLostReset36m records in the package's lost-reset registry what
+// Controller.resetReturned records for a reset POST to endpoint's system
+// that got no HTTP answer and returned at (its window ending at until):
+// another BMC's lost reset in the same process (review 36 round 13).
+func NoteLostReset36m(endpoint, system string, at, until time.Time) {
+	lostWindows.note(lostKey(endpoint, system), at, until)
+}
+
+// ResetLostWindows36m empties the registry and its floor (the test's
+// cleanup, so that its 4,096 entries do not evict other tests' windows).
+func ResetLostWindows36m() {
+	lostWindows.mu.Lock()
+	defer lostWindows.mu.Unlock()
+	lostWindows.m, lostWindows.floor = nil, lostEntry{}
+}
