@@ -1,0 +1,108 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// TestReview37_DeposedLeaderBuildsIndex (review 37 round 7, the index):
+// doc.go says the Leadership's Store "adds to every write a comparison of
+// the election key it holds ... so an executor that lost its lease can
+// never write or delete again", and "a deposed one never writes again".
+// buildIndex (index.go), run by the first Unfinished (Pass, Maintain) of
+// a prefix without the index marker, writes the marker and the index keys
+// in transactions whose If holds only its own comparisons, never s.guard:
+// a store whose guard fails writes them all the same. Ground truth: the
+// keys under PREFIX unfinished, read directly.
+func TestReview37_DeposedLeaderBuildsIndex(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Time{})
+	const uuid = "unindexed"
+	cli := newClient(t)
+	require.NoError(t, NewStore(cli, pre).Create(ctx, runningPlan(t, uuid, fleetOf(clk, uuid, 4, "").Servers(), 2, clk.Now())))
+	// A prefix as a version without the index left it: no marker, no key.
+	_, err := cli.Delete(ctx, pre+"unfinished", clientv3.WithPrefix())
+	require.NoError(t, err)
+
+	// The election key it held is gone: its guard fails.
+	deposed := NewStore(newClient(t), pre).Guarded(clientv3.Compare(clientv3.CreateRevision(pre+"election/gone"), ">", 0))
+	_, uerr := deposed.Unfinished(ctx)
+
+	resp, err := cli.Get(ctx, pre+"unfinished", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	require.NoError(t, err)
+	var written []string
+	for _, kv := range resp.Kvs {
+		written = append(written, string(kv.Key))
+	}
+	assert.Empty(t, written, "keys a deposed leader's Unfinished wrote (its error: %v)", uerr)
+}
+
+// TestReview37_ResumedPlanPrunedWithoutRetention (review 37 round 7,
+// retention): Prune records in the header when it first saw a plan ended
+// (header.Ended) and prunes it once that is older than the retention.
+// Every later write keeps the recorded end (writeRev: h.Ended =
+// old.Ended), also the write that makes the plan unfinished again (a
+// Put/Edit of an ended plan, which round 6 made possible: a tool setting
+// a finished plan running again; indexOps puts it back in the index), and
+// Prune never clears it. When the plan ends again, Prune takes the first
+// end as its end: a plan that ended a moment ago is pruned at once, its
+// reboot records deleted without the retention the operator set ("a plan
+// is kept whole for at least olderThan's distance from now after it
+// ended"). Ground truth: the header key, read directly.
+func TestReview37_ResumedPlanPrunedWithoutRetention(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC))
+	const uuid = "resumed"
+	const retention = 7 * 24 * time.Hour
+	cli := newClient(t)
+	s := NewStore(cli, pre)
+	require.NoError(t, s.Create(ctx, runningPlan(t, uuid, fleetOf(clk, uuid, 4, "").Servers(), 2, clk.Now())))
+
+	// Ended (canceled, nothing in flight); Prune records when.
+	_, err := plan.Command(ctx, s, uuid, plan.Cancel)
+	require.NoError(t, err)
+	pruned, err := s.Prune(ctx, clk.Now(), clk.Now().Add(-retention))
+	require.NoError(t, err)
+	require.Empty(t, pruned)
+
+	// A tool sets it running again (Edit: the whole plan, Put).
+	clk.Advance(time.Hour)
+	_, err = plan.Edit(ctx, s, uuid, func(p plan.Plan) (plan.Plan, error) {
+		p.State = plan.StateRunning
+		return p, nil
+	})
+	require.NoError(t, err)
+	hv, err := NewStore(newClient(t), pre).GetHead(ctx, uuid)
+	require.NoError(t, err)
+	require.True(t, hv.Unfinished(), "the plan runs again")
+
+	// It runs for 8 days, then ends again, now.
+	clk.Advance(8 * 24 * time.Hour)
+	_, err = plan.Command(ctx, s, uuid, plan.Cancel)
+	require.NoError(t, err)
+	endedAt := clk.Now()
+	pruned, err = s.Prune(ctx, endedAt, endedAt.Add(-retention))
+	require.NoError(t, err)
+	pruned2, err := s.Prune(ctx, endedAt.Add(time.Minute), endedAt.Add(time.Minute-retention))
+	require.NoError(t, err)
+
+	resp, err := cli.Get(ctx, s.headerKey(uuid), clientv3.WithKeysOnly())
+	require.NoError(t, err)
+	assert.Empty(t, append(pruned, pruned2...), "plans pruned a minute after they ended, with a retention of %v", retention)
+	assert.Len(t, resp.Kvs, 1, "ground truth: the header of a plan that ended a minute ago is still stored")
+	if len(resp.Kvs) == 0 {
+		_, err := NewStore(newClient(t), pre).Get(ctx, uuid)
+		assert.False(t, errors.Is(err, plan.ErrNotFound), "its reboot records are gone: %v", err)
+	}
+}
