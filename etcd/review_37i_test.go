@@ -2,12 +2,15 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rebootkit/rebootkit/fake"
@@ -105,4 +108,76 @@ func TestReview37_ResumedPlanPrunedWithoutRetention(t *testing.T) {
 		_, err := NewStore(newClient(t), pre).Get(ctx, uuid)
 		assert.False(t, errors.Is(err, plan.ErrNotFound), "its reboot records are gone: %v", err)
 	}
+}
+
+// TestReview37_IndexBuiltWithEndedPlan (review 37 round 7, the index):
+// buildIndex compares, in its transaction, that every header it read is
+// unchanged (ModRevision) only while they fit one transaction: with more
+// than maxTxnOps-1 retained plans (a prefix an older version filled with
+// finished plans, which it never deleted) it keeps only the comparison
+// that no header was created, so a plan that ends between buildIndex's
+// read and its write is put in the index after the write that ended it.
+// Nothing deletes that key but Prune (indexOps deletes it only on the
+// write that ends the plan): for the whole retention the index names a
+// plan that ended, against "deleted by the write that ends it" and
+// "Unfinished ... never a retained ended plan" (every pass and every
+// Create's check reads its header again). Ground truth: the index key,
+// read directly, and the header's state.
+func TestReview37_IndexBuiltWithEndedPlan(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Time{})
+	cli := newClient(t)
+	plain := NewStore(cli, pre)
+	require.NoError(t, plain.Create(ctx, runningPlan(t, "ender", fleetOf(clk, "ender", 4, "").Servers(), 2, clk.Now())))
+	require.NoError(t, plain.Create(ctx, runningPlan(t, "live", fleetOf(clk, "live", 4, "").Servers(), 2, clk.Now())))
+	// 130 finished plans an older version kept (headers only: buildIndex
+	// reads nothing else).
+	resp, err := cli.Get(ctx, plain.headerKey("live"))
+	require.NoError(t, err)
+	var h header
+	require.NoError(t, json.Unmarshal(resp.Kvs[0].Value, &h))
+	h.Plan.State = plan.StateComplete
+	for i := range 130 {
+		uuid := fmt.Sprintf("old%03d", i)
+		h.Plan.UUID = uuid
+		raw, err := json.Marshal(h)
+		require.NoError(t, err)
+		_, err = cli.Put(ctx, plain.headerKey(uuid), string(raw))
+		require.NoError(t, err)
+	}
+	// No index yet (a prefix written by a version without it).
+	_, err = cli.Delete(ctx, pre+"unfinished", clientv3.WithPrefix())
+	require.NoError(t, err)
+
+	// "ender" is canceled (nothing in flight: it ends) by an operator right
+	// after buildIndex read the headers.
+	var armed, done bool
+	var cmdErr error
+	hooked := hookClient(t, func(req any) error {
+		if done {
+			return nil
+		}
+		if r, ok := req.(*pb.RangeRequest); ok && string(r.Key) == plain.headersPrefix() {
+			armed = true
+			return nil
+		}
+		if armed {
+			done = true
+			_, cmdErr = plan.Command(ctx, NewStore(newClient(t), pre), "ender", plan.Cancel)
+		}
+		return nil
+	}, nil)
+	uuids, err := NewStore(hooked, pre).Unfinished(ctx)
+	require.NoError(t, err)
+	require.True(t, done, "buildIndex ran")
+	require.NoError(t, cmdErr)
+
+	hv, err := NewStore(newClient(t), pre).GetHead(ctx, "ender")
+	require.NoError(t, err)
+	require.False(t, hv.Unfinished(), "ground truth: ender ended")
+	assert.Equal(t, []string{"live"}, uuids)
+	ix, err := cli.Get(ctx, plain.indexKey("ender"), clientv3.WithKeysOnly())
+	require.NoError(t, err)
+	assert.Empty(t, ix.Kvs, "the index names a plan that ended before the index was written")
 }
