@@ -181,3 +181,35 @@ func TestReview37_IndexBuiltWithEndedPlan(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, ix.Kvs, "the index names a plan that ended before the index was written")
 }
+
+// TestReview37_ResumedEndedPlanOverlapsNewPlan (review 37 round 7, the
+// index and Put of an ended plan): a Put (Edit) or PutHead (Command with
+// a header change) of a plan that ended may make it unfinished again
+// (indexOps puts it back in the index), but neither checks the other
+// unfinished plans as Create does: once the ended plan's servers are in a
+// new plan, setting the old one running gives two unfinished plans over
+// the same servers (each running its own concurrency over them), which
+// Create refuses (plan.ErrServerInPlan) and doc.go says cannot both
+// succeed. Ground truth: a fresh store's Unfinished and GetHead.
+func TestReview37_ResumedEndedPlanOverlapsNewPlan(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Time{})
+	servers := fleetOf(clk, "s", 6, "").Servers()
+	s := NewStore(newClient(t), pre)
+	require.NoError(t, s.Create(ctx, runningPlan(t, "old", servers, 2, clk.Now())))
+	_, err := plan.Command(ctx, s, "old", plan.Cancel)
+	require.NoError(t, err)
+	require.NoError(t, s.Create(ctx, runningPlan(t, "new", servers, 2, clk.Now())), "the old plan ended: its servers are free")
+
+	_, err = plan.Command(ctx, s, "old", func(p plan.Plan) (plan.Plan, error) {
+		p.State = plan.StateRunning
+		return p, nil
+	})
+	t.Logf("setting the ended plan running: %v", err)
+
+	truth := NewStore(newClient(t), pre)
+	uuids, err := truth.Unfinished(ctx)
+	require.NoError(t, err)
+	assert.NotEqual(t, []string{"new", "old"}, uuids, "two unfinished plans over the same servers")
+}
