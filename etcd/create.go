@@ -100,13 +100,9 @@ func (s *Store) unchanged(c othersChecked) []clientv3.Cmp {
 	}
 }
 
-// ErrEndedOverlaps: a plan that ended was set unfinished again (a Put,
-// Edit or Command of it) while a server of it is in another unfinished
-// plan. The error returned wraps plan.ErrServerInPlan too.
-var ErrEndedOverlaps = errors.New("etcd: a plan that ended cannot run again while another unfinished plan holds its servers")
-
 // resumeCheck checks, for a write of header h over old that makes an
-// ended plan unfinished again, the other unfinished plans as Create does,
+// ended plan unfinished again, the other unfinished plans as Create does
+// (an error wrapping plan.ErrEndedOverlaps if one holds a server of it),
 // and returns the comparisons and the operation the write adds (nothing
 // if the write does not make the plan unfinished again). The plan's
 // servers are read at the current revision: the write compares the
@@ -127,7 +123,7 @@ func (s *Store) resumeCheck(ctx context.Context, uuid string, old, h header) ([]
 	c, err := s.checkOthers(ctx, p)
 	if err != nil {
 		if errors.Is(err, plan.ErrServerInPlan) {
-			return nil, nil, fmt.Errorf("plan %s ended: %w: %w: cancel or finish that plan first, or create a new plan for the servers left", uuid, ErrEndedOverlaps, err)
+			return nil, nil, plan.ResumeRefused(uuid, err)
 		}
 		return nil, nil, err
 	}
