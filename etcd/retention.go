@@ -82,7 +82,8 @@ func (s *Store) cachedLocked() []string {
 // its write (token.go), read with it at one revision: a plan written
 // meanwhile, even at the same revision after etcd was restored from a
 // backup, is left for the next Prune. A plan's end is when Prune first
-// saw it ended (it records that time in the header), so a plan is kept
+// saw it ended (it records that time in the header; a write that sets the
+// plan unfinished again clears it), so a plan is kept
 // whole for at least olderThan's distance from now after it ended. It
 // returns the UUIDs pruned. Get and List do not see a pruned plan any
 // more (plan.ErrNotFound); Summaries lists them.

@@ -89,8 +89,12 @@ const readRetries = 8
 //
 // Create checks the other unfinished plans (ErrServerInPlan) on a list
 // read at one revision, and writes the header in a transaction that also
-// compares that no plan was created since: two overlapping plans created
-// at the same moment cannot both succeed.
+// compares that no plan was created or set unfinished again since (no
+// header created since that revision, and the random value under PREFIX
+// created, which every such write rewrites, as read with the list): two
+// overlapping plans created at the same moment cannot both succeed, even
+// after etcd was restored from a backup. A write that sets a plan that
+// ended unfinished again makes the same check (resumeCheck).
 //
 // Guarded returns a Store whose every write also compares what it is given
 // (the election key an executor holds): once that leadership is gone, its
