@@ -29,8 +29,8 @@ func (s *Store) indexKey(uuid string) string { return s.indexPrefix() + uuid }
 func (s *Store) indexMarker() string         { return s.prefix + "unfinished" }
 
 // indexOps are the operations a write of header h over old adds to keep
-// the index: none unless the plan ends (or, never in practice, starts
-// again).
+// the index: none unless the plan ends (or starts again: a write of a
+// plan that ended, after the check of the other plans resumeCheck makes).
 func (s *Store) indexOps(uuid string, old, h header) []clientv3.Op {
 	switch {
 	case ended(h) && !ended(old):
