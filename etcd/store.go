@@ -62,6 +62,8 @@ const readRetries = 8
 //	PREFIX writes/UUID       (the token of the header's last write)
 //	PREFIX unfinished/UUID   (while the plan may still reboot servers)
 //	PREFIX summaries/UUID    (once Prune removed it)
+//	PREFIX created           (rewritten by every write making a plan unfinished)
+//	PREFIX swept             (rewritten by every SweepOrphans)
 //
 // Every read of a plan reads its header and then its pages at the
 // revision the header was read at (one snapshot, retried from the start
