@@ -89,7 +89,11 @@ type PoolConfig struct {
 	// (waiting only for a session being logged out, or a login a slot is
 	// held for). Live sessions are not evicted faster than that; an idle
 	// session that serves no host (a kept one) is closed first, at any
-	// time, and is not counted. The slot
+	// time, and is not counted (while a host joins it, the login waits
+	// for it rather than close a session that serves hosts). A login all
+	// of whose hosts' systems failed on their last two tries or more
+	// (missing or failing) closes no session: it takes a free slot only.
+	// The slot
 	// an eviction frees is held for the login that made it, which goes on
 	// if its caller gives up.
 	LoginInterval time.Duration
@@ -217,6 +221,10 @@ type creds struct {
 	until        time.Time
 	last         error
 	parkedAt     int // its index in Pool.parked, plus one (0: not parked)
+	// missing: its hosts whose last tries failed after the BMC accepted
+	// the login (entry.missing); when all its hosts are (missing ==
+	// refs), nothing on this login works, and it takes only a free slot.
+	missing int
 }
 
 // session is one login's controller (a session at the BMC) and the hosts
@@ -252,6 +260,10 @@ type entry struct {
 	ownFails int
 	ownLast  error
 	ownUntil time.Time
+	// missing: the last missingAfter tries or more failed after the BMC
+	// accepted the login (hostsOwn: its system not found, or failing);
+	// counted in creds.missing.
+	missing bool
 }
 
 // NewPool returns a Pool; Close stops it.

@@ -221,6 +221,19 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				}
 				continue
 			}
+			if servesNothing(cr) {
+				// Nothing on this login works: it waits for a free slot
+				// (a session being logged out), and closes none.
+				if ep.sessions > len(ep.live) {
+					if err := p.waitLocked(ctx, ep, op, "waiting for a free session on this BMC"); err != nil {
+						return giveUp(err)
+					}
+					continue
+				}
+				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: fmt.Sprintf(
+					"not tried: the BMC's %d sessions serve hosts that work, and this host's login serves none (each of its hosts' systems failed on its last try; this host's: see the cause); it logs in when a session is free",
+					p.cfg.MaxSessions)})
+			}
 			evicted, wait := p.evictLocked(ep, now)
 			if evicted {
 				ep.reserved++
@@ -353,6 +366,7 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 		}
 		e.sess, e.ctrl = s, ctrl
 		e.ownFails, e.ownLast = 0, nil
+		p.markMissingLocked(e, false)
 		s.entries[e] = struct{}{}
 		if waiting {
 			p.useLocked(s) // the caller's call
@@ -469,6 +483,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		}
 		e.sess, e.ctrl = s, ctrl
 		e.ownFails, e.ownLast = 0, nil
+		p.markMissingLocked(e, false)
 		s.entries[e] = struct{}{}
 		if waiting {
 			p.useLocked(s) // the caller's call (s is on no idle list)
@@ -533,10 +548,43 @@ func (p *Pool) ownLocked(e *entry, err error) {
 	d, limit := p.cfg.Backoff, p.cfg.MaxBackoff
 	e.ownFails++
 	e.ownLast = err
+	p.markMissingLocked(e, hostsOwn(err) && e.ownFails >= missingAfter)
 	for i := 1; i < e.ownFails && d < limit; i++ {
 		d *= 2
 	}
 	e.ownUntil = p.cfg.Now().Add(min(d, limit))
+}
+
+// missingAfter: a host whose tries failed after the BMC accepted the
+// login this many times in a row counts as serving nothing (its system is
+// missing or failing, not just being renumbered or reseated): one retry
+// after a first such failure may still close a working session.
+const missingAfter = 2
+
+// markMissingLocked records whether e's last tries failed after the BMC
+// accepted its login (p.mu held), in its login's count (creds.missing).
+// A host no longer in the Pool is not counted.
+func (p *Pool) markMissingLocked(e *entry, missing bool) {
+	missing = missing && !e.gone
+	if e.missing == missing {
+		return
+	}
+	e.missing = missing
+	if missing {
+		e.cr.missing++
+	} else {
+		e.cr.missing--
+	}
+}
+
+// servesNothing reports whether every host of login cr failed, on its
+// last missingAfter tries or more, after the BMC accepted the login (p.mu
+// held): its systems are missing or failing, and nothing on this login
+// works. Such a login
+// takes only a free slot: it never closes a session that serves hosts,
+// nor another login's kept session, for one that would serve none.
+func servesNothing(cr *creds) bool {
+	return cr.missing > 0 && cr.missing >= cr.refs
 }
 
 // gate returns the LoginGate of login cr.
