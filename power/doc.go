@@ -95,7 +95,9 @@
 //     (a session outlives a password change: its answers say nothing of
 //     the password), unless the controller sends the credentials with
 //     every call (CallAuthenticator: power/redfish with BasicAuth);
-//   - keeps at most PoolConfig.MaxSessions sessions open per BMC. A login
+//   - keeps at most PoolConfig.MaxSessions sessions open per BMC (a
+//     login that opens none, ConnectInfo.NoSession: power/redfish with
+//     BasicAuth, is not counted, and closes none for its place). A login
 //     whose credentials already logged in to the BMC (since the Pool kept
 //     them, and the BMC has not refused them since) that finds its BMC at
 //     the bound waits for a session to become idle, and then closes the

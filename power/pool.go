@@ -81,7 +81,9 @@ type PoolConfig struct {
 	// Hosts whose sessions are shared (the same BMC and Login, an adapter
 	// that shares) count once. A login of credentials not yet proven on
 	// the BMC may take one more, briefly: it is tried before any working
-	// session is closed for it (see the package documentation).
+	// session is closed for it (see the package documentation). Logins
+	// that open no session on the BMC (ConnectInfo.NoSession:
+	// power/redfish with BasicAuth) are not counted.
 	MaxSessions int
 	// LoginInterval: a login that needs a live, idle session of its BMC
 	// closed (the BMC is at MaxSessions) closes at most one every
@@ -225,6 +227,9 @@ type creds struct {
 	// the login (entry.missing); when all its hosts are (missing ==
 	// refs), nothing on this login works, and it takes only a free slot.
 	missing int
+	// sessionless: its logins open no session on the BMC (the adapter
+	// said so: ConnectInfo.NoSession); they take no slot.
+	sessionless bool
 }
 
 // session is one login's controller (a session at the BMC) and the hosts
@@ -241,6 +246,7 @@ type session struct {
 	lastUsed  time.Time
 	idle      *list.Element
 	retired   bool
+	uncounted bool // its login opened no session on the BMC: in neither endpoint.sessions nor live
 }
 
 // entry is one host.

@@ -65,6 +65,12 @@ type ConnectInfo struct {
 	// may hand its session over in the error (AfterLoginKeep) rather than
 	// log it out: the caller closes it.
 	KeepSession bool
+	// NoSession, if not nil, is called by a Connect whose login opens no
+	// session on the BMC (power/redfish with BasicAuth: every request
+	// carries the credentials), as soon as it knows: neither this login
+	// nor the later ones of its Target.Login count against MaxSessions,
+	// nor close any session for their place.
+	NoSession func()
 }
 
 type connectInfoKey struct{}
@@ -210,7 +216,7 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		// succeeds, the bound is restored (trimLocked), the slots held
 		// for evicting logins counted.
 		probe := !cr.proven && ep.sessions <= p.cfg.MaxSessions
-		if ep.sessions+others >= p.cfg.MaxSessions && !probe {
+		if ep.sessions+others >= p.cfg.MaxSessions && !probe && !cr.sessionless {
 			p.urgentCloseLocked(ep)
 			if reserved == ep {
 				// This call's eviction freed a slot, held for it: wait
@@ -405,16 +411,31 @@ type loginResult struct {
 func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Controller, error) {
 	cr, ep := e.cr, e.cr.ep
 	ep.logging = true
-	ep.sessions++
 	cr.pins++ // until the session is logged out, or the login failed
 	e.connecting = true
 	p.seq++
-	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq}
+	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq, uncounted: cr.sessionless}
+	if !s.uncounted {
+		ep.sessions++
+	}
 	res := make(chan loginResult, 1)
-	waiting := true // guarded by p.mu: the caller still waits
-	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Gate: p.gate(cr), KeepSession: true}), p.cfg.ConnectTimeout)
-	connect := e.target.Connect
+	waiting := true                   // guarded by p.mu: the caller still waits
 	finished, overran := false, false // guarded by p.mu
+	// The adapter says its login opens no session on the BMC: it gives
+	// its slot back, and the login's later ones take none.
+	noSession := func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		cr.sessionless = true
+		if !finished && !s.uncounted {
+			s.uncounted = true
+			ep.sessions--
+			p.wakeLocked(ep)
+		}
+	}
+	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx),
+		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession}), p.cfg.ConnectTimeout)
+	connect := e.target.Connect
 	// A Connect that ignores its deadline is the BMC's (or the adapter's)
 	// failure: later logins back off while it runs on.
 	overrun := time.AfterFunc(p.cfg.ConnectTimeout+abandonGrace, func() {
@@ -456,7 +477,9 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 				p.failedLocked(cr, err)
 			}
 			if kept == nil {
-				ep.sessions--
+				if !s.uncounted {
+					ep.sessions--
+				}
 				cr.pins--
 			} else {
 				p.keepLocked(s, kept, hostsOwn(err) && !p.closed && p.hosts[e.host] == e)
@@ -471,8 +494,10 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		s.shareable = ok && ss.SharesSession()
 		ca, ok := ctrl.(CallAuthenticator)
 		s.authCalls = ok && ca.AuthenticatesCalls()
-		ep.live[s] = struct{}{}
-		p.trimLocked(ep, s)
+		if !s.uncounted { // a session on the BMC: in the bound
+			ep.live[s] = struct{}{}
+			p.trimLocked(ep, s)
+		}
 		if s.shareable && cr.shared == nil {
 			cr.shared = s
 		}
@@ -527,7 +552,7 @@ func (p *Pool) keepLocked(s *session, ctrl Controller, ok bool) {
 	ss, isSharer := ctrl.(SessionSharer)
 	ca, isAuth := ctrl.(CallAuthenticator)
 	s.shareable, s.authCalls = isSharer && ss.SharesSession(), isAuth && ca.AuthenticatesCalls()
-	if !ok || !s.shareable || cr.shared != nil || len(ep.live)+ep.reserved >= p.cfg.MaxSessions {
+	if !ok || !s.shareable || s.uncounted || cr.shared != nil || len(ep.live)+ep.reserved >= p.cfg.MaxSessions {
 		s.retired = true
 		p.closeLocked(s) // the closer frees its slot and pin
 		return

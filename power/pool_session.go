@@ -251,7 +251,9 @@ func (p *Pool) closer(ep *endpoint) {
 			p.mu.Unlock()
 			closeController(job.c)
 			p.mu.Lock()
-			ep.sessions--
+			if !job.s.uncounted {
+				ep.sessions--
+			}
 			job.s.cr.pins--
 			p.gcLocked(job.s.cr)
 			p.wakeLocked(ep)
