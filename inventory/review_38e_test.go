@@ -81,3 +81,70 @@ func TestReview38_AbandonedSelfRebootStillLands(t *testing.T) {
 		}
 	}
 }
+
+// TestReview38_TimedOutSelfRebootLandsAfterGrace (review 38 round 4):
+// the executor's own reboot command times out (a `systemctl reboot` that
+// hangs while the OS starts shutting down: it may have been accepted, as
+// a BMC power-off that timed out may). Two minutes later the same boot ID
+// is read (selfRebootGrace), the job fails and frees its slot, and the
+// plan powers off cn1 at once; the reboot lands three minutes after the
+// command, within ShutdownMax (6 min, its default: twice a 3 min soft
+// timeout), the bound this package gives for a power-off that was
+// accepted late. Ground truth: two servers offline at once at
+// concurrency 1. Expected: a reboot command that timed out counts as
+// "may have been accepted" (cn0 counts as down, and nothing else is
+// powered off) until ShutdownMax after it ran, as a timed-out BMC
+// power-off does.
+func TestReview38_TimedOutSelfRebootLandsAfterGrace(t *testing.T) {
+	w, ids := newWorld(t, 3, 1)
+	w.budget = 3
+	self := ids[0]
+	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
+	w.self = self
+	w.open()
+	defer func() { w.close() }()
+	w.f.opts.ShutdownMax = 6 * time.Minute
+	w.boot[self] = "boot-a"
+	var sentAt time.Time
+	w.f.opts.command = func(_ context.Context, argv []string) error {
+		if argv[0] == "reboot-self" && sentAt.IsZero() {
+			sentAt = w.clk.Real()
+			return context.DeadlineExceeded // timed out: it may still happen
+		}
+		return nil
+	}
+	w.clk.Advance(time.Minute)
+	w.newPlan()
+	for i := 0; i < 300 && sentAt.IsZero(); i++ {
+		w.run(ids, time.Second)
+	}
+	require.False(t, sentAt.IsZero(), "cn0's reboot command ran")
+	lands := sentAt.Add(3 * time.Minute)
+	landed := false
+	for w.clk.Real().Before(lands.Add(time.Minute)) {
+		// (w.check would take cn0's own reboot, below, for a server
+		// the fleet left off.)
+		w.pass()
+		for _, id := range ids {
+			w.step(id)
+		}
+		w.clk.Advance(time.Second)
+		if !landed && !w.clk.Real().Before(lands) {
+			landed = true
+			w.bmcs[self].p.OutOfBandOff()
+			w.boot[self] = "boot-b"
+		}
+		if landed && w.clk.Real().After(lands.Add(20*time.Second)) && !w.bmcs[self].p.HardwareOn() {
+			w.bmcs[self].p.OutOfBandOn()
+		}
+	}
+	for _, id := range ids[1:] {
+		for _, tc := range w.bmcs[id].p.Truth() {
+			if !tc.On && tc.At.After(sentAt) && tc.At.Before(lands) {
+				p, _ := w.store.Get(w.ctx(), w.plans[0])
+				t.Fatalf("%s powered off at %s, while the executor's own reboot (its command timed out at %s) could still land (it did at %s)\n%s",
+					id, tc.At, sentAt, lands, plan.Table(p))
+			}
+		}
+	}
+}
