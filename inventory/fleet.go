@@ -33,6 +33,10 @@ var ErrServerBusy = errors.New("inventory: the server has a live reboot job")
 // fleet could neither finish the job nor power the server on.
 var ErrMissingServer = errors.New("inventory: a server the fleet is busy with is missing from the inventory")
 
+// ErrUnknownServer: the inventory has no such server (Fleet.Abandon of a
+// server taken out of the inventory since it was abandoned).
+var ErrUnknownServer = errors.New("inventory: no such server in the inventory")
+
 // Options tune a Fleet.
 type Options struct {
 	// Reboot configures the power decisions (soft timeout, stale reads).
@@ -528,10 +532,11 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 // CreateJob refuses it (ErrServerBusy). Abandoning
 // again is a no-op, and so is the same abandon (same plan, same why) once
 // a job of another plan took the server back.
+// A server the inventory does not list is ErrUnknownServer.
 func (f *Fleet) Abandon(server, planUUID, why string) error {
 	s, ok := f.inv.Server(server)
 	if !ok {
-		return fmt.Errorf("inventory: abandon: no server %s in the inventory", server)
+		return fmt.Errorf("%w: abandon %s", ErrUnknownServer, server)
 	}
 	now := f.now()
 	changed := false

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -20,6 +21,9 @@ type abandonRecord struct {
 	Plan string    `json:"plan"`
 	At   time.Time `json:"at"`
 	By   string    `json:"by,omitempty"`
+	// Hostname is the server's hostname when it was abandoned (for
+	// messages once the inventory no longer lists it).
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // readAbandoned returns the abandons recorded in the store (server UUID
@@ -88,7 +92,7 @@ func (e *env) abandon(args []string) int {
 		fmt.Fprintf(e.out, "%s was already abandoned in plan %s (%s)\n", s.Hostname, p.UUID, prev.why())
 		return exitOK
 	}
-	all[s.UUID] = abandonRecord{Plan: p.UUID, At: time.Now().UTC(), By: os.Getenv("USER")}
+	all[s.UUID] = abandonRecord{Plan: p.UUID, At: time.Now().UTC(), By: os.Getenv("USER"), Hostname: s.Hostname}
 	out, err := json.Marshal(all)
 	if err != nil {
 		return e.fail(err)
@@ -109,12 +113,33 @@ func (e *env) abandon(args []string) int {
 	return exitOK
 }
 
-// applyAbandoned gives the fleet the abandons recorded in the store.
-func applyAbandoned(fleet *inventory.Fleet, raw []byte) error {
+// applyAbandoned gives the fleet the abandons recorded in the store. An
+// abandon of a server the inventory no longer lists is skipped (the
+// executor never powers such a server anyway) and handed to skipped; one
+// that fails does not stop the others: their errors are returned joined.
+func applyAbandoned(fleet *inventory.Fleet, raw []byte, skipped func(server string, a abandonRecord)) error {
+	var errs []error
 	for server, a := range readAbandoned(raw) {
-		if err := fleet.Abandon(server, a.Plan, a.why()); err != nil {
-			return err
+		err := fleet.Abandon(server, a.Plan, a.why())
+		switch {
+		case errors.Is(err, inventory.ErrUnknownServer):
+			if skipped != nil {
+				skipped(server, a)
+			}
+		case err != nil:
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// abandonSkippedText is the operator's message for an abandon of a server
+// the inventory no longer lists.
+func abandonSkippedText(server string, a abandonRecord) string {
+	name := server
+	if a.Hostname != "" {
+		name = a.Hostname + " (" + server + ")"
+	}
+	return fmt.Sprintf("%s, abandoned in plan %s, is no longer in the inventory: its abandon is skipped and this executor never powers it; "+
+		"nothing to do, unless you want it rebooted again: then put it back in the inventory (with its bmc section) and restart the executor", name, a.Plan)
 }

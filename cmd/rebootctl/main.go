@@ -108,6 +108,9 @@ type env struct {
 	// named puts hostnames for server UUIDs in the executor's pass
 	// errors (set by the executor).
 	named *strings.Replacer
+	// skippedAbandons: the recorded abandons (server and plan) of
+	// servers the inventory no longer lists, each logged once.
+	skippedAbandons map[string]bool
 }
 
 func commonFlags(fs *flag.FlagSet, e *env) {
