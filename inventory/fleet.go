@@ -156,6 +156,9 @@ type Fleet struct {
 	// abandoned: the servers the operator abandoned (watched by
 	// ObserveView: one may be off, or its power-off may still land).
 	abandoned map[string]bool
+	// selfReboots: the servers whose reboot command (the executor's own
+	// server's) may still land (hostRecord.SelfRebootBoot).
+	selfReboots map[string]bool
 	// openJobs: the jobs of the state file not known to have ended (job
 	// UUID -> server); endedJobs: those that ended and are not pruned
 	// yet; lastJob: each server's last job; shown: the servers whose
@@ -272,9 +275,9 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	}
 	f := &Fleet{inv: inv, opts: opts, db: db, now: opts.Now, mono: opts.Monotonic,
 		workers: map[string]bool{}, pokes: map[string]bool{}, liveJob: map[string]string{}, keeping: map[string]bool{},
-		abandoned: map[string]bool{},
-		health:    map[string]healthResult{},
-		probing:   map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
+		abandoned: map[string]bool{}, selfReboots: map[string]bool{},
+		health:  map[string]healthResult{},
+		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
 		lastOff: map[string]time.Duration{},
 		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32),
 		openJobs: map[string]string{}, lastJob: map[string]string{}, shown: map[string]bool{},
@@ -324,6 +327,9 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 			}
 			if h.Abandoned != "" {
 				f.abandoned[string(k)] = true
+			}
+			if h.SelfRebootBoot != "" {
+				f.selfReboots[string(k)] = true
 			}
 			return nil
 		})
@@ -489,6 +495,12 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 			var h hostRecord
 			if err := json.Unmarshal(raw, &h); err != nil {
 				return err
+			}
+			if h.SelfRebootBoot != "" {
+				// A second reboot command would push back (or fail) the
+				// one that may still land.
+				return fmt.Errorf("%w: %s: the reboot command of this executor's own server, sent at %s, may still land; job %s of plan %s waits until its new boot is seen, or --shutdown-max after the command",
+					ErrServerBusy, s.Hostname, h.SelfRebootAt.UTC().Format(time.RFC3339), a.JobUUID, a.PlanUUID)
 			}
 			if h.needsKeeping() && h.Job != "" {
 				// A job that gave up on a BMC mid-cycle left its power
