@@ -312,7 +312,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		}
 	}
 	f.trackJobs(jobs)
-	var keep []string
+	var keep, rebooting []string
 	if err := db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketHosts).ForEach(func(k, v []byte) error {
 			var h hostRecord
@@ -321,6 +321,9 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 			}
 			if h.needsKeeping() {
 				keep = append(keep, string(k))
+			}
+			if h.SelfRebootBoot != "" {
+				rebooting = append(rebooting, string(k))
 			}
 			if h.interesting() {
 				f.shown[string(k)] = true
@@ -338,7 +341,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := f.missing(jobs, keep); err != nil {
+	if err := f.missing(jobs, keep, rebooting); err != nil {
 		f.pool.Close()
 		db.Close()
 		return nil, err
@@ -719,10 +722,12 @@ func takeBack(tx *bolt.Tx, server, planUUID string) (string, error) {
 	return "", b.Put([]byte(server), out)
 }
 
-// missing refuses to resume while a server with a live job or an
-// unsettled power cycle is missing from the inventory (it may be off,
-// and only its BMC can power it on), naming each.
-func (f *Fleet) missing(jobs []JobRecord, keep []string) error {
+// missing refuses to resume while a server with a live job, an
+// unsettled power cycle, or a reboot command that may still land
+// (rebooting: hostRecord.SelfRebootBoot) is missing from the inventory (it
+// may be off, and only its BMC can power it on; its reboot would not be
+// counted), naming each.
+func (f *Fleet) missing(jobs []JobRecord, keep, rebooting []string) error {
 	names := map[string]string{}
 	for _, j := range jobs {
 		if j.Hostname != "" {
@@ -749,6 +754,9 @@ func (f *Fleet) missing(jobs []JobRecord, keep []string) error {
 	}
 	for _, s := range keep {
 		note(s, "its power cycle has not settled (it may be off)")
+	}
+	for _, s := range rebooting {
+		note(s, "its reboot command (this executor's own server's) may still take it down")
 	}
 	if len(out) == 0 {
 		return nil
