@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rebootkit/rebootkit/inventory"
+	"github.com/rebootkit/rebootkit/plan"
 )
 
 // metaAbandoned is the key, in the plan store's meta bucket, of the
@@ -83,6 +84,20 @@ func (e *env) abandon(args []string) int {
 	if !found {
 		return e.fail(fmt.Errorf("plan abandon: plan %s does not reboot %s", p.UUID, s.Hostname))
 	}
+	if !p.Unfinished() {
+		// An abandon in an ended plan while another plan reboots the
+		// server would be taken back at once by that plan's job (or
+		// replace an abandon made there): name the plan to give.
+		running, err := runningPlanOf(e, st, s.UUID, p.UUID)
+		if err != nil {
+			return e.fail(err)
+		}
+		if running != "" {
+			fmt.Fprintf(e.errw, "rebootctl plan abandon: plan %s has ended (%s), and plan %s reboots %s now: "+
+				"abandon it there: rebootctl plan abandon %s %s\n", p.UUID, p.State, running, s.Hostname, running, s.Hostname)
+			return exitUsage
+		}
+	}
 	raw, err := st.GetMeta(e.ctx, metaAbandoned)
 	if err != nil {
 		return e.fail(err)
@@ -111,6 +126,33 @@ func (e *env) abandon(args []string) int {
 		fmt.Fprintf(e.out, "  %s\n", clean(n))
 	}
 	return exitOK
+}
+
+// runningPlanOf returns an unfinished plan other than except that reboots
+// server ("" if none).
+func runningPlanOf(e *env, st *plan.BoltStore, server, except string) (string, error) {
+	heads, err := st.ListHeads(e.ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, h := range heads {
+		if h.UUID == except || h.State.Finished() {
+			continue
+		}
+		p, err := st.Get(e.ctx, h.UUID)
+		if err != nil {
+			return "", err
+		}
+		if !p.Unfinished() {
+			continue
+		}
+		for _, r := range p.Reboots {
+			if r.ServerUUID == server {
+				return p.UUID, nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // applyAbandoned gives the fleet the abandons recorded in the store. An
