@@ -110,11 +110,11 @@
 // a power-off that may still land, whatever it answered (a delayed
 // shutdown -r +1 returns at once; one that failed or timed out may have
 // been accepted) and whatever its job or the operator decide since (the
-// job failing, an abandon): until another boot ID is read on the server or
-// a health check begun ShutdownMax after the command passes, the server
-// counts as down, nothing else is powered off, no new job of it is
-// created (ErrServerBusy), and OpenFleet refuses an inventory without it
-// (ErrMissingServer). A server without a reboot command fails its job at once,
+// job failing, an abandon): until another boot ID is read on the server,
+// nothing else is powered off for ShutdownMax after the command, and the
+// server counts as down, no new job of it is created (ErrServerBusy) and
+// OpenFleet refuses an inventory without it (ErrMissingServer) until a
+// health check begun after then passes. A server without a reboot command fails its job at once,
 // saying why.
 //
 // BMC calls go through a power.Pool (one connection per server, every

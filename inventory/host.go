@@ -81,11 +81,12 @@ type hostRecord struct {
 	// may land late (shutdown -r +1), and one that failed or timed out
 	// may have been accepted all the same, whatever its job or the
 	// operator decided since (the job may have failed, the server been
-	// abandoned): as for a BMC power-off that may still land, the server
-	// counts as down, and nothing else is powered off (self last, alone),
-	// until a boot ID other than this one is read on it or a health
-	// check begun after its cut-off (Fleet.offHorizon: the command plus
-	// Options.ShutdownMax) passes (settleSelfReboot).
+	// abandoned): as for a BMC power-off that may still land, until a
+	// boot ID other than this one is read on it, nothing else is powered
+	// off (self last, alone) before its cut-off (Fleet.offHorizon: the
+	// command plus Options.ShutdownMax), and the server counts as down
+	// until a health check begun after the cut-off passes
+	// (settleSelfReboot).
 	SelfRebootBoot string    `json:"self_reboot_boot,omitempty"`
 	SelfRebootAt   time.Time `json:"self_reboot_at,omitzero"`
 }
