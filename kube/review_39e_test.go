@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -138,4 +139,73 @@ func TestReview39e_RestoreThenRedirectFakesFence(t *testing.T) {
 				"BMCChanged mark itself by restoring spec.bmc for one pass; events %q", r.Spec.BMC, r.Spec.BMCChanged, len(hw2.Calls()), drainEvents(rec))
 		}
 	}
+}
+
+// TestReview39e_PinnedReadHoldsWorker (issue 39 point 5, "no worker waits
+// on a login; logins and calls run where they cannot hold the queue",
+// against db47ef1's pinnedReadsOff). A host whose pending reboot's
+// requests are gone and whose spec.bmc changed (an administrator replaced
+// a dead BMC, no admission policy in force) gets, in checkPin, a State
+// call to the pinned BMC: a login and a call made in the reconcile worker
+// itself (Powers.Controller, called by Async.Controller before any
+// goroutine), not in Async's background. The old BMC is the one that
+// died (it accepts and never answers), so the worker waits the pool's
+// whole login/call timeout (30 s each in the binary); 32 such hosts hold
+// every worker, and a fence of a healthy host waits. Async's promise: a
+// pass never waits on a BMC longer than Wait (250 ms).
+func TestReview39e_PinnedReadHoldsWorker(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	admin := adminClient(t)
+	ns := newNamespace(t, admin)
+	// The pinned (old) BMC: accepts connections, never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	}()
+	dead := "redfish+http://" + ln.Addr().String() + "/redfish/v1/Systems/1"
+	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
+	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1"))
+	defer srv2.Close()
+	newBMH(t, admin, ns, "h1")
+	require.NoError(t, admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
+	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = dead }))
+	var bmh metal3.BareMetalHost
+	require.NoError(t, admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
+	pin := &v1alpha1.BMCPin{Address: dead, CredentialsName: bmh.Spec.BMC.CredentialsName, PendingSince: time.Now().UTC().Format(time.RFC3339Nano)}
+	require.NoError(t, admin.Create(ctx, &v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
+		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}))
+	// The requests are gone; the BMC was replaced.
+	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
+	const bmcTimeout = 3 * time.Second
+	p := &Powers{Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
+		Pool: power.NewPool(power.PoolConfig{CallTimeout: bmcTimeout, ConnectTimeout: bmcTimeout})}
+	defer func() { _ = p.Close() }()
+	a := &Async{Power: p.Controller}
+	start := time.Now()
+	_, err = a.Controller("h1")
+	took := time.Since(start)
+	t.Logf("Async.Controller: %v after %v", err, took)
+	require.Less(t, took, time.Second, "the reconcile worker waited %v on the dead pinned BMC (checkPin's pinnedReadsOff runs "+
+		"in the worker, outside Async): with the binary's 30 s timeouts, 32 such hosts hold every worker", took)
 }
