@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,7 +35,12 @@ import (
 // BMCChanged (the round-4 fix works so far). The mark, however, is lifted
 // by "restoring spec.bmc", which the same reboot client may do: it puts
 // spec.bmc back, waits for a pass to clear the mark, and redirects
-// spec.bmc again. Now the host has neither pin nor mark, so the
+// spec.bmc again while that pass reads the real BMC (a slow one: 500 ms).
+// The mark's clearing (bmcpin.go:103) leaves the pin nil while the
+// record's status is still pending, the pass's record write conflicts,
+// and the next pass finds neither mark nor pin: checkPin lets the new BMC
+// through and nextPin (bmcpin.go:52) pins the client's endpoint for the
+// old PendingSince. Then the
 // remediation's request made again for the same attempt
 // (remediation/phased.go "request again") pins the client's endpoint, and
 // the client's "Off" becomes fencing evidence: FencedFor is true while the
@@ -48,9 +54,13 @@ func TestReview39e_RestoreThenRedirectFakesFence(t *testing.T) {
 	defer cancel()
 	direct := adminClient(t)
 	ns := newNamespace(t, direct)
+	var slow atomic.Bool // the real BMC answers a state read in 500 ms (many do in seconds)
 	hw1 := fake.NewPower(time.Now, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
 		if c.Op == fake.OpOff {
 			return fake.Fault{Kind: fake.FaultBusy}
+		}
+		if c.Op == fake.OpState && slow.Load() {
+			time.Sleep(500 * time.Millisecond)
 		}
 		return fake.Fault{}
 	}})
@@ -112,13 +122,17 @@ func TestReview39e_RestoreThenRedirectFakesFence(t *testing.T) {
 		r, ok := record()
 		return ok && r.Spec.BMCChanged != nil
 	}, 10*time.Second, 20*time.Millisecond, "premise: the record is marked BMCChanged (the round-4 fix)")
-	// 2. The same reboot client restores spec.bmc: a pass clears the mark.
+	slow.Store(true)
+	// 2. The same reboot client restores spec.bmc: a pass clears the mark
+	// and reads the (slow) real BMC before it writes the record.
 	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
 	require.Eventually(t, func() bool {
 		r, ok := record()
 		return ok && r.Spec.BMCChanged == nil
 	}, 10*time.Second, 20*time.Millisecond, "premise: restoring spec.bmc lifts the mark")
-	// 3. And redirects it again; no request is on the host now.
+	// 3. And redirects it again at once, while that pass is in its read;
+	// no request is on the host now. The pass's write conflicts; the next
+	// finds neither mark nor pin.
 	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
 	time.Sleep(time.Second)
 
@@ -139,6 +153,9 @@ func TestReview39e_RestoreThenRedirectFakesFence(t *testing.T) {
 				"BMCChanged mark itself by restoring spec.bmc for one pass; events %q", r.Spec.BMC, r.Spec.BMCChanged, len(hw2.Calls()), drainEvents(rec))
 		}
 	}
+	fin, _ := record()
+	t.Logf("end: pin %+v mark %+v status %s; hw2 calls %d; hw1 on %v; srv1 %s srv2 %s; events %q", fin.Spec.BMC, fin.Spec.BMCChanged, fin.Spec.Status,
+		len(hw2.Calls()), hw1.WasOnAt(time.Now()), srv1.URL, srv2.URL, drainEvents(rec))
 }
 
 // TestReview39e_PinnedReadHoldsWorker (issue 39 point 5, "no worker waits
