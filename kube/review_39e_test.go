@@ -226,3 +226,68 @@ func TestReview39e_PinnedReadHoldsWorker(t *testing.T) {
 	require.Less(t, took, time.Second, "the reconcile worker waited %v on the dead pinned BMC (checkPin's pinnedReadsOff runs "+
 		"in the worker, outside Async): with the binary's 30 s timeouts, 32 such hosts hold every worker", took)
 }
+
+// TestReview39e_ForgedTokenDeputyRemovesProtectedFields (issue 39 point 2:
+// "a reboot client can change nothing of a host but the reboot
+// annotations"; doc.go: with config/admission installed a client "can
+// change nothing of a host but the reboot annotations (not spec.bmc, not
+// labels, not the detached annotation)"). Round 4 showed that the
+// admission policy lets a reboot client rewrite managedFields. The
+// controller acts on managedFields: a token entry (manager
+// rebootkit-reset-token, Apply) on a host without spec.disablePowerOff
+// sends it to dropReset, whose releaseRequest is a server-side apply of
+// nothing as that manager, forced (72857d8), which removes every field
+// that entry alone owns. A reboot client that forges such an entry owning
+// a label, the detached annotation and spec.online (and strips the other managers'
+// claims on them) has the controller, an identity the policy does not
+// restrain, remove them for it. Ground truth: the host read directly.
+func TestReview39e_ForgedTokenDeputyRemovesProtectedFields(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	newBMH(t, direct, ns, "h1") // label app=x
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, "baremetalhost.metal3.io/detached", "")
+	}))
+	installPolicy(t, direct, ns)
+	rc := rebootClient(t, ns, "mallory")
+	waitDenied(t, rc, ns, "h1")
+	require.Error(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) { delete(h.Labels, "app") }),
+		"premise: the policy denies a reboot client removing a label")
+	require.Error(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) { delete(h.Annotations, "baremetalhost.metal3.io/detached") }),
+		"premise: the policy denies a reboot client removing the detached annotation")
+	rec, _ := review39bEnv(t, "reboot-"+ns, ns, hw, reboot.Config{StaleReads: 3 * time.Second, RetryDelay: 3 * time.Second, SoftTimeout: time.Second})
+	time.Sleep(500 * time.Millisecond)
+
+	// The forgery, allowed by the policy: a bare request, then an update
+	// that changes managedFields only.
+	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}), "premise: a reboot client may ask for a reboot")
+	forged := `{"f:metadata":{"f:annotations":{"f:baremetalhost.metal3.io/detached":{},"f:reboot.metal3.io":{}},"f:labels":{"f:app":{}}},"f:spec":{"f:online":{}}}`
+	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) {
+		h.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: resetTokenOwner, Operation: metav1.ManagedFieldsOperationApply,
+			APIVersion: metal3.GroupVersion.String(), Time: &metav1.Time{Time: time.Now()}, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(forged)}}}
+	}), "premise: a reboot client may rewrite managedFields and ask for a reboot")
+	var h metal3.BareMetalHost
+	require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &h))
+	for _, e := range h.ManagedFields {
+		t.Logf("after the forgery: %s %s %s", e.Manager, e.Operation, e.FieldsV1.Raw)
+	}
+	require.True(t, tokenOn(&h), "premise: the forged token is on")
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &h))
+		_, detached := h.Annotations["baremetalhost.metal3.io/detached"]
+		if h.Labels["app"] != "x" || !detached || !h.Spec.Online {
+			var mf []string
+			for _, e := range h.ManagedFields {
+				mf = append(mf, e.Manager+"/"+string(e.Operation))
+			}
+			t.Fatalf("the controller removed, for a reboot client, what the admission policy forbids it to change: labels %v, "+
+				"annotations %v, spec.online %v (managers %v); events %q", h.Labels, h.Annotations, h.Spec.Online, mf, drainEvents(rec))
+		}
+	}
+}
