@@ -90,25 +90,30 @@ func samePin(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
 }
 
 // checkPin returns nil if the controller may use bmh's spec.bmc, else an
-// error wrapping ErrBMCChanged (no BMC call was made). The record and the
+// error wrapping ErrBMCChanged (no call to that BMC was made), or
+// ErrInFlight while the pinned BMC's reading runs. The record and the
 // policy are read directly (Powers.Secrets), never from a cache.
 //
 //   - A record marked BMCChanged (see below) refuses every BMC but the one
-//     it names until an identity with more than the reboot-client role
-//     removes the mark (restoring spec.bmc clears it).
-//   - With no pin, or the pinned BMC, the BMC is used.
+//     it names; when spec.bmc is that one (restored, or named there by an
+//     identity with more than the reboot-client role), the mark becomes
+//     the pin again, in one compare-and-swap write.
+//   - A pending reboot (the record's status) without a pin is marked with
+//     a mark that names no BMC: never pinned afresh.
+//   - With no pending reboot and no pin, or the pinned BMC, the BMC is used.
 //   - A BMC other than the pinned one is used if the admission policy
 //     (and its denying binding) has been in force since DefaultPolicySettle
 //     (Powers.PolicySettle) before the pin's reboot became pending, so that
 //     whoever changed it has more than the reboot-client role.
 //   - Else, while the host carries a request, it is refused.
 //   - Else (the requests are gone with the BMC changed, as one write of a
-//     reboot client can do): if the record's evidence says the pending
-//     reboot powered the host off, it is used to power the host back on
+//     reboot client can do): the pinned BMC is read in the background
+//     (pinnedReadsOff); if it reads Off (the pending reboot may have
+//     powered the host off), the BMC is used to power the host back on
 //     (no evidence is taken from it: no reboot is pending); otherwise the
-//     pin is dropped and the record marked BMCChanged, with no BMC call,
-//     so that the host is neither locked out by the old pin nor handed to
-//     the new BMC.
+//     pin is dropped and the record marked BMCChanged, with no call to
+//     the new BMC, so that the host is neither locked out by the old pin
+//     nor handed to the new BMC.
 func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error {
 	var rec v1alpha1.RebootRecord
 	err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Name}, &rec)
