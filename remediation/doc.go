@@ -38,7 +38,9 @@
 //     over the whole fleet, counting admitted machines as remediating
 //     (also admitted ones that are gone: their admission is kept while
 //     their request may hold their host off; the Reconciler counts them
-//     unhealthy in the candidate's cluster and health check), and pass
+//     unhealthy in the candidate's cluster and health check; and the
+//     admissions of another controller sharing the record,
+//     Admissions.Others, likewise), and pass
 //     its answer and reason as Observed.MayStart and GuardReason.
 //  3. Call Decide with your controller's clock.
 //  4. If Decision.Admit, add the Machine to the admission record with a
@@ -166,7 +168,15 @@
 // that host, whatever HostOf answers then ("", another host, an error
 // wrapping ErrNotFound), so the reboot controller powers the host on, and
 // only then its admission released; until the removal succeeds the
-// admission is kept and the pass retried. The Loop's listing adds the
+// admission is kept and the pass retried. Nor is it released while the
+// host is still held for that request (Held: a reboot pending, or off
+// after the request and not known on since; read on the recorded host,
+// RequestReader, which RebootHosts is, since HostOf no longer answers
+// for a deleted Machine): the pass fails with ErrStillHeld and is
+// retried, and the storm guard counts the host until it is on. A
+// remediation that is over and keeps its admission (Held) records its
+// last request (LastRequest) with it if it is not recorded yet, so that
+// the request outlives the Machine (an escalation deletes it). The Loop's listing adds the
 // admitted Machines it does not list (the kube module's controller sweeps
 // the admission record), so a Machine deleted while no controller ran is
 // abandoned too. An admission whose recorded request names another UID

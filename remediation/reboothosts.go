@@ -20,6 +20,7 @@ var ErrUnknownHost = errors.New("remediation: unknown host")
 var (
 	_ HostStore      = (*RebootHosts)(nil)
 	_ RequestRemover = (*RebootHosts)(nil)
+	_ RequestReader  = (*RebootHosts)(nil)
 )
 
 // RebootHosts is the remediation's HostStore over the reboot API, through
@@ -100,6 +101,27 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 	if target == "" {
 		return out, nil
 	}
+	return r.read(ctx, machine, name, target, out, req)
+}
+
+// GetRequest implements RequestReader: the host req.Host read for req as
+// Get reads it, without HostOf (Host.Name is req.Host); a host the store
+// does not have is Missing (its request went with it).
+func (r *RebootHosts) GetRequest(ctx context.Context, machine string, req Request) (Host, error) {
+	if req.Host == "" {
+		return r.Get(ctx, machine, req)
+	}
+	out := Host{Name: req.Host, Power: power.StateUnknown}
+	h, err := r.read(ctx, machine, "", req.Host, out, req)
+	if errors.Is(err, ErrUnknownHost) {
+		return Host{Missing: true, Power: power.StateUnknown}, nil
+	}
+	return h, err
+}
+
+// read fills out from the host target (the request's host, or name: the
+// one HostOf names) for req.
+func (r *RebootHosts) read(ctx context.Context, machine, name, target string, out Host, req Request) (Host, error) {
 	h, err := r.Hosts.Get(ctx, target)
 	if errors.Is(err, reboot.ErrNotFound) {
 		if target != name {

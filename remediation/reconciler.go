@@ -101,6 +101,22 @@ type RequestFinder interface {
 	RebootRequests(ctx context.Context) ([]Request, error)
 }
 
+// RequestReader is an optional ability of a HostStore that names hosts:
+// it reads the host req.Host for the request req, as Get does, without
+// asking the Machine's mapping (the Machine may be gone). The Reconciler
+// uses it for a Machine that is gone: its admission is kept while the
+// host is still held for its recorded request (Held), which a HostStore
+// that must resolve the Machine can no longer tell.
+type RequestReader interface {
+	GetRequest(ctx context.Context, machine string, req Request) (Host, error)
+}
+
+// ErrStillHeld: a Machine that is gone keeps its admission because its
+// host is still held for its last request (Held: the reboot controller
+// powered it off after the request and it is not known on since, or a
+// reboot is pending on it); the pass is retried until the host is on.
+var ErrStillHeld = errors.New("remediation: the host of a Machine that is gone is still held off for its last request; its admission is kept until the host is on")
+
 // ErrOrphanRequest: a Machine that is gone is admitted with no recorded
 // request and no host the HostStore resolves, which cannot list the
 // requests (RequestFinder): its request may hold a host off, so its
@@ -121,6 +137,14 @@ type Admissions struct {
 	// Removed with the Machine's admission. Nil in records written
 	// before it existed (then the HostStore's mapping is asked).
 	Requests map[string]Request
+	// Others are the admissions, in the same record, of another
+	// remediation controller (another kind of object, whose names are not
+	// this store's), each with the host it holds ("" if the record does
+	// not say): the storm guard counts each as a host under remediation,
+	// and a store that is also a lock per host counts their hosts as
+	// held. The Reconciler never changes them: a store that shares its
+	// record writes them back as read, under its compare-and-swap.
+	Others map[string]string
 	// Version is the store's version, for compare-and-swap.
 	Version string
 }
@@ -253,8 +277,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	attempt := Request{Value: d.RebootValue, At: d.State.Started, Host: d.State.Host}
 	// The request is recorded with the admission before it is written
 	// (step 1): it outlives the Machine (abandon).
-	record := d.AddRebootAnnotation && attempt.Host != "" && (d.Admit || o.Admitted) &&
-		(adm.Requests[name].Value != attempt.Value || adm.Requests[name].Host != attempt.Host)
+	recorded := attempt
+	record := d.AddRebootAnnotation && (d.Admit || o.Admitted)
+	if st := stateAfter(rec.State, d); !record && o.Admitted && !d.Release && !InFlight(st.Phase) {
+		// Over, its admission kept while its host is held: the last
+		// request is what abandon reads the host for once the Machine is
+		// gone (HostOf no longer answers for it).
+		recorded, record = LastRequest(rec.Machine, st), true
+	}
+	record = record && recorded.Host != "" &&
+		(adm.Requests[name].Value != recorded.Value || adm.Requests[name].Host != recorded.Host)
 	if d.Admit || record {
 		if d.Admit {
 			adm.Machines = append(slices.Clone(adm.Machines), name)
@@ -264,7 +296,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			if adm.Requests == nil {
 				adm.Requests = map[string]Request{}
 			}
-			adm.Requests[name] = attempt
+			adm.Requests[name] = recorded
 		}
 		if err := reboot.Fenced(ctx, r.Guard, "remediation: admit "+name, func(ctx context.Context) error {
 			return r.Admissions.PutAdmissions(ctx, adm)
@@ -305,10 +337,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	// the persisted attempt is still the one it decided: a pass paused
 	// after its state write, superseded since by another leader's, writes
 	// nothing (no reboot request of an attempt that is over).
-	decided := rec.State
-	if d.UpdateState {
-		decided = d.State
-	}
+	decided := stateAfter(rec.State, d)
 	for _, s := range steps {
 		if s.do {
 			run := s.run
@@ -337,6 +366,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	return res, nil
 }
 
+// stateAfter is the state a pass leaves: d's if it saves one, else s.
+func stateAfter(s State, d Decision) State {
+	if d.UpdateState {
+		return d.State
+	}
+	return s
+}
+
 // withGone adds to fleet the admitted Machines it does not list (deleted
 // while their request may still hold their host off: their admission is
 // kept until it is removed), each unhealthy and remediating in the
@@ -352,6 +389,12 @@ func withGone(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine
 			listed[name] = true
 			fleet = append(fleet, FleetMachine{Name: name, Cluster: cand.Cluster, HealthCheck: cand.HealthCheck, Unhealthy: true, Remediating: true})
 		}
+	}
+	// Another controller's admissions (Admissions.Others): a host each,
+	// under remediation, where the candidate is (named apart from this
+	// store's names, which they may equal).
+	for _, name := range slices.Sorted(maps.Keys(adm.Others)) {
+		fleet = append(fleet, FleetMachine{Name: "\x00other/" + name, Cluster: cand.Cluster, HealthCheck: cand.HealthCheck, Unhealthy: true, Remediating: true})
 	}
 	return fleet
 }
@@ -410,7 +453,42 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("remediation: machine %s (%s): remove its reboot request before releasing its admission: %w", name, why, err)
 	}
+	if held, err := r.stillHeld(ctx, name, a.Requests[name]); err != nil || held {
+		if err == nil {
+			err = ErrStillHeld
+		}
+		return fmt.Errorf("remediation: machine %s (%s): host %s: %w", name, why, a.Requests[name].Host, err)
+	}
 	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
+}
+
+// stillHeld reports whether the host of the recorded request req of
+// name (a Machine that is gone, or an earlier Machine of its name) is
+// still held for it (held: the request on it, a reboot pending, or off
+// after it and not known on since), read through req.Host
+// (RequestReader) since HostOf no longer answers for the Machine; without
+// a RequestReader, through the Machine's mapping, a Machine it does not
+// resolve (ErrNotFound) holding nothing it can tell. A record without a
+// request (written before Admissions.Requests existed) holds nothing it
+// can tell either.
+func (r *Reconciler) stillHeld(ctx context.Context, name string, req Request) (bool, error) {
+	if req.Value == "" || req.At.IsZero() {
+		return false, nil
+	}
+	var h Host
+	var err error
+	if rr, ok := r.Hosts.(RequestReader); ok && req.Host != "" {
+		h, err = rr.GetRequest(ctx, name, req)
+	} else {
+		h, err = r.Hosts.Get(ctx, name, req)
+	}
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the host for its last request: %w", err)
+	}
+	return held(h), nil
 }
 
 // removeOrphans removes, for name (gone, with no recorded request and no
