@@ -155,7 +155,7 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 	}
 	return &remediation.Reconciler{
 		Machines: s, Nodes: c.nodes(), Hosts: hosts,
-		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: c.Client, Namespace: c.Namespace, Name: ExternalAdmissionsName}, hostOf: s.HostOf},
+		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: c.Client, Namespace: c.Namespace, Section: SectionExternal}, hostOf: s.HostOf},
 		Config:     c.configOf(spec), Limit: c.Limit, Now: c.now, Guard: c.Guard,
 	}
 }
@@ -428,6 +428,15 @@ func soft(req remediation.Request) remediation.Request {
 
 func (h softHosts) Get(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
 	return h.HostStore.Get(ctx, machine, soft(req))
+}
+
+// GetRequest implements remediation.RequestReader when the wrapped store
+// does (else it reads through the Machine, as Get).
+func (h softHosts) GetRequest(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	if rr, ok := h.HostStore.(remediation.RequestReader); ok {
+		return rr.GetRequest(ctx, machine, soft(req))
+	}
+	return h.Get(ctx, machine, req)
 }
 
 func (h softHosts) AddRebootAnnotation(ctx context.Context, machine string, req remediation.Request) error {

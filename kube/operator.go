@@ -151,6 +151,25 @@ func (s *OperatorHosts) Get(ctx context.Context, machine string, req remediation
 	if err != nil {
 		return remediation.Host{}, err
 	}
+	return s.read(ctx, now, name, req)
+}
+
+// GetRequest implements remediation.RequestReader: the host req.Host read
+// for req as Get reads it, without HostOf (the Machine may be gone).
+func (s *OperatorHosts) GetRequest(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	if req.Host == "" {
+		return s.Get(ctx, machine, req)
+	}
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
+	return s.read(ctx, now, req.Host, req)
+}
+
+// read is Get for the host name HostOf named (or the request's host), the
+// clock read before it at now.
+func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, req remediation.Request) (remediation.Host, error) {
 	target := cmp.Or(req.Host, name)
 	if target == "" {
 		return remediation.Host{Missing: true, Power: power.StateUnknown}, nil
@@ -277,6 +296,8 @@ var (
 	_ remediation.HostStore      = (*OwnedHosts)(nil)
 	_ remediation.RequestRemover = (*OwnedHosts)(nil)
 	_ remediation.RequestFinder  = (*OwnedHosts)(nil)
+	_ remediation.RequestReader  = (*OwnedHosts)(nil)
+	_ remediation.RequestReader  = (*OperatorHosts)(nil)
 )
 
 // RebootRequests implements remediation.RequestFinder: the reboot
@@ -340,6 +361,21 @@ func (s *OwnedHosts) RemoveRebootAnnotation(ctx context.Context, machine string)
 		return err
 	}
 	return h.RemoveRebootAnnotation(ctx, machine)
+}
+
+// GetRequest implements remediation.RequestReader: the host req.Host read
+// for req by the store its ownership picks, without HostOf (the Machine
+// may be gone); a host that is gone is Missing. A store that cannot read
+// by request reads through the Machine (Get).
+func (s *OwnedHosts) GetRequest(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	h, err := s.pick(ctx, machine, req)
+	if err != nil {
+		return remediation.Host{}, err
+	}
+	if rr, ok := h.(remediation.RequestReader); ok {
+		return rr.GetRequest(ctx, machine, req)
+	}
+	return h.Get(ctx, machine, req)
 }
 
 // RemoveRebootRequest implements remediation.RequestRemover: the request

@@ -145,18 +145,34 @@ func (s *Nodes) AddMetadata(ctx context.Context, name string, labels, annotation
 	})
 }
 
-// Admissions is a remediation.AdmissionStore over one ConfigMap: the
-// admitted Machines as JSON under the key "machines", the reboot request
-// each recorded (remediation.Admissions.Requests: value, T, host) as a
-// JSON object under "requests" (a ConfigMap without it, written by an
+// Admissions is a remediation.AdmissionStore over one ConfigMap, shared
+// by the Machine-annotation remediation (RemediationController) and the
+// external remediation (ExternalRemediationController), each in its own
+// section (Section): a section's admitted names as JSON under its key
+// "machines" ("external-machines"), the reboot request each recorded
+// (remediation.Admissions.Requests: value, T, host) as a JSON object under
+// "requests" ("external-requests"; a ConfigMap without it, written by an
 // earlier version, reads as none), the ConfigMap's resourceVersion as the
-// record's version (compare-and-swap by the API server).
+// record's version (compare-and-swap by the API server). The other
+// section is read as remediation.Admissions.Others (each with the host
+// its recorded request names) and never written: a write of one section
+// is a compare-and-swap on the version that both were read at, so one
+// record holds the storm guard's count, and the lock per host
+// (hostAdmissions), of both controllers.
 type Admissions struct {
 	Client    client.Client
 	Namespace string
-	// Name of the ConfigMap (default "rebootkit-remediation-admissions").
+	// Name of the ConfigMap (default "rebootkit-remediation-admissions",
+	// the record both controllers share).
 	Name string
+	// Section is the section this store reads and writes: "" the
+	// Machine-annotation remediation's, SectionExternal the
+	// PowerCycleRemediations'.
+	Section string
 }
+
+// SectionExternal is the Admissions section of the PowerCycleRemediations.
+const SectionExternal = "external"
 
 var _ remediation.AdmissionStore = (*Admissions)(nil)
 
@@ -165,6 +181,47 @@ func (s *Admissions) name() string {
 		return "rebootkit-remediation-admissions"
 	}
 	return s.Name
+}
+
+// keys are the ConfigMap keys of the section sec: its names, its requests.
+func admissionKeys(sec string) (names, requests string) {
+	if sec == "" {
+		return "machines", "requests"
+	}
+	return sec + "-machines", sec + "-requests"
+}
+
+// otherSection is the section that is not sec.
+func otherSection(sec string) string {
+	if sec == SectionExternal {
+		return ""
+	}
+	return SectionExternal
+}
+
+// readSection parses the section sec of data.
+func (s *Admissions) readSection(data map[string]string, sec string) ([]string, map[string]remediation.Request, error) {
+	nk, rk := admissionKeys(sec)
+	var names []string
+	if raw := data[nk]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &names); err != nil {
+			return nil, nil, fmt.Errorf("kube: admissions %s/%s: %s: %w", s.Namespace, s.name(), nk, err)
+		}
+	}
+	var reqs map[string]remediation.Request
+	if raw := data[rk]; raw != "" {
+		var rs map[string]admittedRequest
+		if err := json.Unmarshal([]byte(raw), &rs); err != nil {
+			return nil, nil, fmt.Errorf("kube: admissions %s/%s: %s: %w", s.Namespace, s.name(), rk, err)
+		}
+		for m, r := range rs {
+			if reqs == nil {
+				reqs = map[string]remediation.Request{}
+			}
+			reqs[m] = remediation.Request{Value: r.Value, At: r.At, Host: r.Host}
+		}
+	}
+	return names, reqs, nil
 }
 
 // GetAdmissions implements remediation.AdmissionStore; a missing ConfigMap
@@ -179,22 +236,18 @@ func (s *Admissions) GetAdmissions(ctx context.Context) (remediation.Admissions,
 		return remediation.Admissions{}, fmt.Errorf("kube: admissions: %w", err)
 	}
 	var a remediation.Admissions
-	if raw := cm.Data["machines"]; raw != "" {
-		if err := json.Unmarshal([]byte(raw), &a.Machines); err != nil {
-			return remediation.Admissions{}, fmt.Errorf("kube: admissions %s/%s: %w", s.Namespace, s.name(), err)
-		}
+	if a.Machines, a.Requests, err = s.readSection(cm.Data, s.Section); err != nil {
+		return remediation.Admissions{}, err
 	}
-	if raw := cm.Data["requests"]; raw != "" {
-		var rs map[string]admittedRequest
-		if err := json.Unmarshal([]byte(raw), &rs); err != nil {
-			return remediation.Admissions{}, fmt.Errorf("kube: admissions %s/%s: requests: %w", s.Namespace, s.name(), err)
+	others, oreqs, err := s.readSection(cm.Data, otherSection(s.Section))
+	if err != nil {
+		return remediation.Admissions{}, err
+	}
+	for _, o := range others {
+		if a.Others == nil {
+			a.Others = map[string]string{}
 		}
-		for m, r := range rs {
-			if a.Requests == nil {
-				a.Requests = map[string]remediation.Request{}
-			}
-			a.Requests[m] = remediation.Request{Value: r.Value, At: r.At, Host: r.Host}
-		}
+		a.Others[o] = oreqs[o].Host
 	}
 	a.Version = cm.ResourceVersion
 	return a, nil
@@ -207,7 +260,9 @@ type admittedRequest struct {
 	Host  string    `json:"host"`
 }
 
-// PutAdmissions implements remediation.AdmissionStore.
+// PutAdmissions implements remediation.AdmissionStore: this section only
+// (a.Others is the other section as read at a.Version, which the
+// compare-and-swap keeps).
 func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions) error {
 	ms := slices.Clone(a.Machines)
 	sort.Strings(ms)
@@ -223,8 +278,9 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 	if err != nil {
 		return err
 	}
+	nk, rk := admissionKeys(s.Section)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.name()},
-		Data: map[string]string{"machines": string(raw), "requests": string(rraw)}}
+		Data: map[string]string{nk: string(raw), rk: string(rraw)}}
 	if a.Version == "" {
 		err = s.Client.Create(ctx, cm)
 		if apierrors.IsAlreadyExists(err) {
@@ -233,7 +289,7 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 	} else {
 		// Only our key, compare-and-swap on the version read: the
 		// ConfigMap's labels, annotations, owners and other keys stay.
-		err = s.Client.Patch(ctx, cm, casPatch(a.Version, map[string]any{"data": map[string]any{"machines": string(raw), "requests": string(rraw)}}))
+		err = s.Client.Patch(ctx, cm, casPatch(a.Version, map[string]any{"data": map[string]any{nk: string(raw), rk: string(rraw)}}))
 	}
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("kube: admissions: %w", remediation.ErrConflict)

@@ -144,7 +144,7 @@ func NewRemediationReconciler(cl client.Client, namespace string, own Ownership,
 	return &remediation.Reconciler{
 		Machines:   &Machines{Client: cl, Namespace: namespace},
 		Nodes:      &Nodes{Client: cl},
-		Admissions: &Admissions{Client: cl, Namespace: namespace},
+		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: cl, Namespace: namespace}, hostOf: hostOf},
 		Hosts: &OwnedHosts{Ownership: own,
 			Ours:     &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: hostOf, HostsMayVanish: true},
 			Operator: &OperatorHosts{Client: cl, Namespace: namespace, HostOf: hostOf, Now: now}},
