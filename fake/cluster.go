@@ -66,6 +66,7 @@ func (c *Cluster) GetAdmissions(context.Context) (remediation.Admissions, error)
 	a := c.admissions
 	a.Machines = append([]string(nil), a.Machines...)
 	a.Requests = maps.Clone(a.Requests)
+	a.Others = maps.Clone(a.Others)
 	a.Version = strconv.Itoa(c.admVersion)
 	return a, nil
 }
@@ -82,7 +83,7 @@ func (c *Cluster) PutAdmissions(_ context.Context, a remediation.Admissions) err
 	}
 	c.admVersion++
 	c.admWrites++
-	c.admissions = remediation.Admissions{Machines: append([]string(nil), a.Machines...), Requests: maps.Clone(a.Requests)}
+	c.admissions = remediation.Admissions{Machines: append([]string(nil), a.Machines...), Requests: maps.Clone(a.Requests), Others: maps.Clone(a.Others)}
 	return nil
 }
 

@@ -33,9 +33,12 @@ import (
 // again.
 const ReleaseFinalizer = "remediation.rebootkit.io/release-host"
 
-// ExternalAdmissionsName is the ConfigMap of the storm guard's admission
-// record for PowerCycleRemediations (apart from the Machine-annotation
-// remediation's, whose names are Machines').
+// ExternalAdmissionsName is the ConfigMap under whose key nodeBackups the
+// external remediation keeps the Node backups of remediations that went
+// while their Node was gone. (Earlier versions kept the admissions of
+// PowerCycleRemediations here too; they are now the section
+// SectionExternal of the record both remediation controllers share,
+// Admissions.)
 const ExternalAdmissionsName = "rebootkit-external-remediation-admissions"
 
 // ExternalRemediationController runs the remediation package's phased
@@ -50,7 +53,10 @@ const ExternalAdmissionsName = "rebootkit-external-remediation-admissions"
 // Succeeded, PermanentNodeDeletionExpected) and the CAPM3-like phase,
 // retryCount and lastRemediated written for the checkers. At most one
 // remediation holds a host (the admission record is a lock per host:
-// ErrHostHeld), and the storm guard's Limit counts all of them. A
+// ErrHostHeld), and the storm guard's Limit counts all of them; the
+// record is the one the Machine-annotation remediation
+// (RemediationController) uses too, each in its section (Admissions), so
+// the lock and the limit hold across both controllers. A
 // remediation deleted mid-way (ReleaseFinalizer) or marked timed out by
 // NodeHealthCheck is cancelled: the host released and the Node restored
 // before Processing turns False or the object goes. A remediation that
@@ -71,7 +77,8 @@ type ExternalRemediationController struct {
 	// for NewRemediationReconciler.
 	Ownership Ownership
 	// Limit is the storm guard's limit across all remediations of the
-	// namespace, against its Nodes.
+	// namespace (the Machine-annotation remediation's admissions
+	// included), against its Nodes.
 	Limit remediation.Limit
 	// PollInterval is how often a remediation is looked at while it waits
 	// (default 5 s).

@@ -152,3 +152,46 @@ func TestReview41_FailedClearedKeepsAdmissionWhileHostOff(t *testing.T) {
 		}
 	}
 }
+
+// TestReview41_StormGuardCountsOtherControllersAdmissions: the admission
+// record another remediation controller shares (Admissions.Others: the
+// kube module's PowerCycleRemediations next to its Machine remediation)
+// counts against the storm guard: with MaxCount(1) and one host held by
+// the other controller, no Machine is admitted (no reboot request on its
+// host: ground truth, the reboot host's annotations); once the other
+// admission is released, it is.
+func TestReview41_StormGuardCountsOtherControllersAdmissions(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewCluster()
+	c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "n1", Cluster: "c", NeedsRemediation: true})
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1"})
+	a, _ := c.GetAdmissions(ctx)
+	a.Others = map[string]string{"m1": "h9"} // the other controller's object may have this Machine's name
+	if err := c.PutAdmissions(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now, Limit: remediation.MaxCount(1),
+		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
+	if _, err := r.Reconcile(ctx, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	h1, _ := hosts.Get(ctx, "h1")
+	if a, _ := c.GetAdmissions(ctx); a.Has("m1") || len(h1.Annotations) > 0 {
+		t.Fatalf("MaxCount(1), one host held by the other controller: m1 admitted (%+v), h1's annotations %v", a, h1.Annotations)
+	}
+	if a, _ := c.GetAdmissions(ctx); a.Others["m1"] != "h9" {
+		t.Fatalf("the other controller's admission was changed: %+v", a)
+	}
+	a, _ = c.GetAdmissions(ctx)
+	a.Others = nil
+	if err := c.PutAdmissions(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	h1, _ = hosts.Get(ctx, "h1")
+	if a, _ := c.GetAdmissions(ctx); !a.Has("m1") || len(h1.Annotations) == 0 {
+		t.Fatalf("the other admission released: m1 not admitted (%+v), h1's annotations %v", a, h1.Annotations)
+	}
+}
