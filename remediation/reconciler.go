@@ -390,11 +390,44 @@ func withGone(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine
 			fleet = append(fleet, FleetMachine{Name: name, Cluster: cand.Cluster, HealthCheck: cand.HealthCheck, Unhealthy: true, Remediating: true})
 		}
 	}
-	// Another controller's admissions (Admissions.Others): a host each,
-	// under remediation, where the candidate is (named apart from this
-	// store's names, which they may equal).
+	return withOthers(fleet, adm, cand)
+}
+
+// withOthers counts another controller's admissions (Admissions.Others)
+// in fleet: each is a host under remediation where the candidate is, its
+// member unknown, so each takes the place of a distinct healthy member of
+// the candidate's cluster and health check other than the candidate
+// (that Node may be the one it remediates: the member count stays, and
+// the unhealthy count never falls short), and is added as a member of its
+// own once none is left (named apart from this store's names, which they
+// may equal).
+func withOthers(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine {
+	if len(adm.Others) == 0 {
+		return fleet
+	}
+	fleet = slices.Clone(fleet)
+	key := func(m FleetMachine) string {
+		if m.Node != "" {
+			return "node/" + m.Node
+		}
+		return "machine/" + m.Name
+	}
+	busy := map[string]bool{key(FleetMachine{Name: cand.Name, Node: cand.NodeName}): true}
+	for _, m := range fleet {
+		busy[key(m)] = busy[key(m)] || m.Unhealthy || m.Remediating || m.Name == cand.Name
+	}
+	i := 0
 	for _, name := range slices.Sorted(maps.Keys(adm.Others)) {
+		for i < len(fleet) && (fleet[i].Cluster != cand.Cluster || fleet[i].HealthCheck != cand.HealthCheck || busy[key(fleet[i])]) {
+			i++
+		}
+		if i < len(fleet) {
+			busy[key(fleet[i])] = true
+			fleet[i].Unhealthy = true // counted; not Remediating: its control-plane mark is not the other's
+			continue
+		}
 		fleet = append(fleet, FleetMachine{Name: "\x00other/" + name, Cluster: cand.Cluster, HealthCheck: cand.HealthCheck, Unhealthy: true, Remediating: true})
+		i = len(fleet)
 	}
 	return fleet
 }

@@ -195,3 +195,32 @@ func TestReview41_StormGuardCountsOtherControllersAdmissions(t *testing.T) {
 		t.Fatalf("the other admission released: m1 not admitted (%+v), h1's annotations %v", a, h1.Annotations)
 	}
 }
+
+// TestReview41_OtherAdmissionsKeepPercentDenominator: with a percentage
+// limit, another controller's admission (Admissions.Others, its Node
+// unknown) counts as one more unhealthy member without growing the fleet:
+// counted as a member of its own, 2 unhealthy of 4 would pass
+// MaxPercent(50) where the truth (its host is one of the 3 Nodes) is 2 of
+// 3, over the limit.
+func TestReview41_OtherAdmissionsKeepPercentDenominator(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewCluster()
+	c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "n1", Cluster: "c", NeedsRemediation: true})
+	c.AddMachine(remediation.Machine{Name: "m2", UID: "u2", NodeName: "n2", Cluster: "c"})
+	c.AddMachine(remediation.Machine{Name: "m3", UID: "u3", NodeName: "n3", Cluster: "c"})
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1"})
+	a, _ := c.GetAdmissions(ctx)
+	a.Others = map[string]string{"pcr-n2": "h2"}
+	if err := c.PutAdmissions(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now, Limit: remediation.MaxPercent(50),
+		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
+	if _, err := r.Reconcile(ctx, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	h1, _ := hosts.Get(ctx, "h1")
+	if a, _ := c.GetAdmissions(ctx); a.Has("m1") || len(h1.Annotations) > 0 {
+		t.Fatalf("MaxPercent(50) of 3 with one host held by the other controller: m1 admitted (%+v), h1's annotations %v", a, h1.Annotations)
+	}
+}
