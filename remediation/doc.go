@@ -40,7 +40,9 @@
 //     their request may hold their host off; the Reconciler counts them
 //     unhealthy in the candidate's cluster and health check; and the
 //     admissions of another controller sharing the record,
-//     Admissions.Others, likewise), and pass
+//     Admissions.Others, each in place of a healthy member of that scope
+//     other than the candidate, whose Node it may be, so that a
+//     percentage's fleet does not grow by them), and pass
 //     its answer and reason as Observed.MayStart and GuardReason.
 //  3. Call Decide with your controller's clock.
 //  4. If Decision.Admit, add the Machine to the admission record with a
