@@ -38,7 +38,8 @@ const ReleaseFinalizer = "remediation.rebootkit.io/release-host"
 // while their Node was gone. (Earlier versions kept the admissions of
 // PowerCycleRemediations here too; they are now the section
 // SectionExternal of the record both remediation controllers share,
-// Admissions.)
+// Admissions, where the controller's restore loop moves any it finds
+// here.)
 const ExternalAdmissionsName = "rebootkit-external-remediation-admissions"
 
 // ExternalRemediationController runs the remediation package's phased
