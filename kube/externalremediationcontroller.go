@@ -185,9 +185,12 @@ func (c *ExternalRemediationController) Reconcile(ctx context.Context, req ctrl.
 	s := c.store()
 	r, err := s.get(ctx, req.Name)
 	if errors.Is(err, remediation.ErrNotFound) {
-		// Gone: release a stale admission.
+		// Gone: release a stale admission. One kept (its request could
+		// not be removed, or its host is still held for it:
+		// remediation.ErrStillHeld) is retried with the work queue's
+		// back-off, for nothing else wakes a deleted remediation.
 		_, err = c.reconciler(v1alpha1.PowerCycleRemediationSpec{}).Reconcile(ctx, req.Name)
-		if errors.Is(err, remediation.ErrNotFound) {
+		if goneClean(err) {
 			err = nil
 		}
 		return ctrl.Result{}, err
