@@ -173,7 +173,9 @@ func (c *ExternalRemediationController) restoreLoop(ctx context.Context) error {
 }
 
 // migrateAdmissions moves the admissions an earlier version kept in
-// ExternalAdmissionsName (its keys "machines" and "requests") into the
+// ExternalAdmissionsName (its keys "machines", "requests" and "members":
+// each admission's recorded request and remediation.Member, whose
+// PrevHost and Wrote a gone remediation's release needs) into the
 // section SectionExternal of the record both remediation controllers
 // share (a union, compare-and-swap), then removes them there
 // (compare-and-swap on the version read), so that an upgrade keeps
@@ -184,7 +186,7 @@ func (c *ExternalRemediationController) restoreLoop(ctx context.Context) error {
 func (c *ExternalRemediationController) migrateAdmissions(ctx context.Context) error {
 	legacy := &Admissions{Client: c.Client, Namespace: c.Namespace, Name: ExternalAdmissionsName}
 	old, err := legacy.GetAdmissions(ctx)
-	if err != nil || len(old.Machines) == 0 && len(old.Requests) == 0 {
+	if err != nil || len(old.Machines) == 0 && len(old.Requests) == 0 && len(old.Members) == 0 {
 		return err
 	}
 	shared := &Admissions{Client: c.Client, Namespace: c.Namespace, Section: SectionExternal}
@@ -206,6 +208,14 @@ func (c *ExternalRemediationController) migrateAdmissions(ctx context.Context) e
 				a.Requests[m] = r
 			}
 		}
+		for m, e := range old.Members {
+			if _, ok := a.Members[m]; !ok && slices.Contains(old.Machines, m) {
+				if a.Members == nil {
+					a.Members = map[string]remediation.Member{}
+				}
+				a.Members[m] = e
+			}
+		}
 		err = shared.PutAdmissions(ctx, a)
 		if err == nil {
 			break
@@ -214,6 +224,6 @@ func (c *ExternalRemediationController) migrateAdmissions(ctx context.Context) e
 			return fmt.Errorf("kube: move the external admissions of %s/%s: %w", c.Namespace, ExternalAdmissionsName, err)
 		}
 	}
-	old.Machines, old.Requests = []string{}, nil
+	old.Machines, old.Requests, old.Members = []string{}, nil, nil
 	return legacy.PutAdmissions(ctx, old)
 }

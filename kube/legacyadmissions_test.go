@@ -15,7 +15,8 @@ import (
 )
 
 // TestExternalAdmissionsMovedToSharedRecord: the admissions an earlier
-// version kept in ExternalAdmissionsName are moved into the shared
+// version kept in ExternalAdmissionsName (with their requests and
+// members) are moved into the shared
 // record's external section (next to the Machine remediation's, which
 // stays), and removed from the old ConfigMap, whose node backups stay: an
 // upgrade keeps counting and locking the hosts they hold. Ground truth:
@@ -28,6 +29,7 @@ func TestExternalAdmissionsMovedToSharedRecord(t *testing.T) {
 	at := time.Now().UTC().Truncate(time.Second)
 	require.NoError(t, c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ExternalAdmissionsName},
 		Data: map[string]string{"machines": `["r1"]`, "requests": `{"r1":{"value":"v1","at":"` + at.Format(time.RFC3339) + `","host":"h1"}}`,
+			"members":      `{"r1":{"cluster":"c1","wrote":true,"prevHost":"h0"}}`,
 			nodeBackupsKey: `{}`}}))
 	m := &Admissions{Client: c, Namespace: ns}
 	a, err := m.GetAdmissions(ctx)
@@ -43,6 +45,8 @@ func TestExternalAdmissionsMovedToSharedRecord(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"r1"}, ext.Machines)
 	assert.Equal(t, remediation.Request{Value: "v1", At: at, Host: "h1"}, ext.Requests["r1"])
+	assert.Equal(t, map[string]remediation.Member{"r1": {Cluster: "c1", Wrote: true, PrevHost: "h0"}}, ext.Members,
+		"its member moved too: a gone remediation's release removes a request on its PrevHost")
 	assert.Equal(t, map[string]string{"m1": ""}, ext.Others, "the Machine remediation's section stays")
 	a, err = m.GetAdmissions(ctx)
 	require.NoError(t, err)
@@ -55,5 +59,6 @@ func TestExternalAdmissionsMovedToSharedRecord(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, old.Machines, "moved: removed from the old ConfigMap")
 	assert.Empty(t, old.Requests)
+	assert.Empty(t, old.Members)
 	assert.Equal(t, `{}`, cm.Data[nodeBackupsKey], "the node backups stay")
 }
