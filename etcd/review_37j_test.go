@@ -75,3 +75,41 @@ func TestReview37_ConcurrentIndexBuildsLivelock(t *testing.T) {
 		}
 	}
 }
+
+// TestReview37_DryRunClearedOverlaps (issue 37 round 8, etcd): resumeCheck
+// runs only for a write taking a plan from ended to unfinished. A dry-run
+// plan blocks nothing (plan.CheckOthers skips it), so a real plan may be
+// created over its servers; a Command (a header-only write) that then
+// clears DryRun on the unfinished dry-run plan makes it hold those
+// servers, and nothing checks it. Ground truth: a fresh store's heads.
+func TestReview37_DryRunClearedOverlaps(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Time{})
+	servers := fleetOf(clk, "s", 6, "").Servers()
+	s := NewStore(newClient(t), pre)
+	dry, _, err := plan.Create(servers, plan.CreateOptions{UUID: "dry", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(2), CreatedAt: clk.Now(), DryRun: true})
+	require.NoError(t, err)
+	dry, err = plan.Run(dry)
+	require.NoError(t, err)
+	require.NoError(t, s.Create(ctx, dry))
+	require.NoError(t, s.Create(ctx, runningPlan(t, "real", servers[3:], 2, clk.Now())), "a dry-run plan blocks nothing")
+
+	_, err = plan.Command(ctx, s, "dry", func(p plan.Plan) (plan.Plan, error) {
+		p.DryRun = false
+		return p, nil
+	})
+	assert.ErrorIs(t, err, plan.ErrServerInPlan, "clearing DryRun over another plan's servers")
+
+	truth := NewStore(newClient(t), pre)
+	var real []string
+	for _, uuid := range []string{"dry", "real"} {
+		h, err := truth.GetHead(ctx, uuid)
+		require.NoError(t, err)
+		if h.Unfinished() && !h.DryRun {
+			real = append(real, uuid)
+		}
+	}
+	assert.Equal(t, []string{"real"}, real, "ground truth: the unfinished real plans stored")
+}
