@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +81,78 @@ func TestReview38_SlowSelfRebootCommandCutOffFromItsStart(t *testing.T) {
 				t.Fatalf("%s powered off at %s, while the executor's own reboot (its command hung until %s and timed out) could still land (it did at %s)\n%s",
 					id, tc.At, returnedAt, lands, plan.Table(p))
 			}
+		}
+	}
+}
+
+// TestReview38_MovedExecutorRunsOldSelfRebootCommand (review 38 round
+// 5): cn0 runs the executor (Self) and its job moves to self_rebooting
+// (JobSelfReboot recorded); the executor is killed before the next step
+// records "sent on this boot" and runs cn0's reboot command. The
+// operator restarts the executor on another machine (--self none: it no
+// longer runs on cn0, as the brief's "executor restarted on another
+// machine, --self changed" has it). The restarted fleet steps cn0's job:
+// decideJob's JobSelfReboot branch never asks whether the job's server is
+// still this executor's (in.Self), so it records "sent" and runs cn0's
+// reboot command (`systemctl reboot`: a local command) on the machine it
+// now runs on: it reboots the executor's new machine, not cn0, without
+// "self last, alone" (OthersBusy is only asked in JobDrained). Ground
+// truth: the commands the restarted executor ran. Expected: a job whose
+// server is no longer this executor's never runs its server's reboot
+// command; it ends (undrained, failed: "the executor no longer runs on
+// this server") or waits.
+func TestReview38_MovedExecutorRunsOldSelfRebootCommand(t *testing.T) {
+	w, ids := newWorld(t, 2, 1)
+	w.budget = 3
+	self := ids[0]
+	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
+	w.self = self
+	w.open()
+	defer func() { w.close() }()
+	w.boot[self] = "boot-a"
+	crashed := false
+	w.f.opts.crash = func(point string) bool {
+		if point == "job "+JobSelfReboot+" none" {
+			crashed = true
+		}
+		return crashed
+	}
+	w.clk.Advance(time.Minute)
+	w.newPlan()
+	for i := 0; i < 300 && !crashed; i++ {
+		w.pass()
+		for _, id := range ids {
+			w.f.stepServer(w.ctx(), id)
+		}
+		w.clk.Advance(time.Second)
+	}
+	require.True(t, crashed, "cn0's job reached self_rebooting")
+	j, ok, err := w.f.job(w.f.lastJob[self])
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, JobSelfReboot, j.State)
+	require.NotEqual(t, j.BootID, j.RebootSentBoot, "killed before \"sent\" was recorded")
+	_ = w.f.Close()
+	// Restarted on another machine: --self none.
+	w.self = ""
+	w.open()
+	var ran []string
+	w.f.opts.command = func(_ context.Context, argv []string) error {
+		ran = append(ran, strings.Join(argv, " "))
+		return nil
+	}
+	for range 120 {
+		w.pass()
+		for _, id := range ids {
+			w.f.stepServer(w.ctx(), id)
+		}
+		w.clk.Advance(time.Second)
+	}
+	for _, c := range ran {
+		if strings.HasPrefix(c, "reboot-self") {
+			p, _ := w.store.Get(w.ctx(), w.plans[0])
+			t.Fatalf("the executor, restarted on another machine (--self none), ran cn0's reboot command %q: it reboots the machine it runs on, not cn0 (commands run: %q)\n%s",
+				c, ran, plan.Table(p))
 		}
 	}
 }
