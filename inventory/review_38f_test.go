@@ -156,3 +156,75 @@ func TestReview38_MovedExecutorRunsOldSelfRebootCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestReview38_AbandonedDeadSelfServerCannotLeaveInventory (review 38
+// round 5, Low): cn0 runs the executor and reboots through its reboot
+// command; the reboot lands and cn0 never comes back (its hardware died
+// in the reboot). Its job fails at the job timeout; the operator
+// abandons cn0 (the issue's way to give up on one server) and, the
+// machine being gone, takes it out of the inventory and restarts the
+// executor (elsewhere). A BMC-rebooted server abandoned mid-cycle may be
+// removed (needsKeeping skips abandoned records: "removing it is their
+// call"), but cn0's SelfRebootBoot is only cleared by a new boot ID read
+// while it is --self or a passing health check: OpenFleet refuses every
+// inventory without cn0 (ErrMissingServer) for good, and with cn0 kept
+// it counts offline in every plan for good. Expected: an abandoned
+// server's reboot-command record does not keep the executor from
+// starting without it (as for an abandoned BMC power cycle), once its
+// cut-off passed.
+func TestReview38_AbandonedDeadSelfServerCannotLeaveInventory(t *testing.T) {
+	w, ids := newWorld(t, 2, 1)
+	w.budget = 3
+	self := ids[0]
+	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
+	w.self = self
+	w.open()
+	defer func() { w.close() }()
+	w.f.opts.ShutdownMax = 6 * time.Minute
+	w.boot[self] = "boot-a"
+	sent := false
+	w.f.opts.command = func(_ context.Context, argv []string) error {
+		if argv[0] == "reboot-self" && !sent {
+			sent = true
+			w.bmcs[self].p.OutOfBandOff() // lands, and the machine never comes back
+		}
+		return nil
+	}
+	w.clk.Advance(time.Minute)
+	w.newPlan()
+	for i := 0; i < 300 && !sent; i++ {
+		w.pass()
+		for _, id := range ids {
+			w.f.stepServer(w.ctx(), id)
+		}
+		w.clk.Advance(time.Second)
+	}
+	require.True(t, sent, "cn0's reboot command ran")
+	// The executor moves to another machine (cn0 is gone): --self none.
+	_ = w.f.Close()
+	w.self = ""
+	w.open()
+	for range 30 {
+		w.pass()
+		for _, id := range ids {
+			w.f.stepServer(w.ctx(), id)
+		}
+		w.clk.Advance(time.Minute)
+	}
+	require.NoError(t, w.f.Abandon(self, w.plans[0], "by alice"))
+	for range 20 {
+		w.pass()
+		for _, id := range ids {
+			w.f.stepServer(w.ctx(), id)
+		}
+		w.clk.Advance(time.Minute)
+	}
+	_ = w.f.Close()
+	w.removed = self
+	err := w.tryOpen()
+	if err == nil {
+		return
+	}
+	require.NotErrorIs(t, err, ErrMissingServer,
+		"cn0, abandoned, off for good since its reboot command ran about 50m ago (far past ShutdownMax), cannot be taken out of the inventory")
+}
