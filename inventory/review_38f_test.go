@@ -228,3 +228,76 @@ func TestReview38_AbandonedDeadSelfServerCannotLeaveInventory(t *testing.T) {
 	require.NotErrorIs(t, err, ErrMissingServer,
 		"cn0, abandoned, off for good since its reboot command ran about 50m ago (far past ShutdownMax), cannot be taken out of the inventory")
 }
+
+// TestReview38_CrashBeforeSelfCommandFreezesFleetForJobTimeout (review 38
+// round 5): the executor is killed after recording cn0's (its own) reboot
+// command (SelfRebootBoot) and before running it, then restarted on the
+// same boot. The engineer's account: it "leaves the server counted down
+// for ShutdownMax". In fact the job, in self_rebooting with "sent on this
+// boot" recorded, waits for a new boot for the whole job timeout, and
+// while it does mayPowerOff refuses every power-off of the fleet ("this
+// executor's own server is rebooting"), though no reboot can land later
+// than ShutdownMax after the restart (the cut-off the record itself
+// uses). Ground truth: no other server (concurrency 2: cn1's job started,
+// drained, then cn2's) is powered off before cn0's job times out (10
+// min), not within ShutdownMax (~2 min) of the restart; cn1 sits drained
+// all that time and its reboot fails on the plan's job timeout. Expected: once the record's cut-off
+// has passed and the same boot is read, nothing of the self reboot holds
+// the other servers' power-offs any more (the job may wait, the fleet
+// need not).
+func TestReview38_CrashBeforeSelfCommandFreezesFleetForJobTimeout(t *testing.T) {
+	w, ids := newWorld(t, 3, 2)
+	w.budget = 3
+	self := ids[0]
+	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
+	w.self = self
+	w.open()
+	defer func() { w.close() }()
+	w.boot[self] = "boot-a"
+	crashed := false
+	w.f.opts.crash = func(point string) bool {
+		if point == "self reboot "+self {
+			crashed = true
+		}
+		return crashed
+	}
+	w.clk.Advance(time.Minute)
+	w.newPlan()
+	for i := 0; i < 600 && !crashed; i++ {
+		w.pass()
+		for _, id := range ids {
+			w.f.stepServer(w.ctx(), id)
+		}
+		w.clk.Advance(time.Second)
+	}
+	require.True(t, crashed, "killed between recording cn0's reboot command and running it")
+	_ = w.f.Close()
+	w.open() // same machine, same boot: the command never ran
+	restart := w.clk.Real()
+	bound := restart.Add(w.f.opts.ShutdownMax + time.Minute)
+	firstOff := func(id string) time.Time {
+		for _, tc := range w.bmcs[id].p.Truth() {
+			if !tc.On && tc.At.After(restart) {
+				return tc.At
+			}
+		}
+		return time.Time{}
+	}
+	var off2 time.Time
+	for end := restart.Add(15 * time.Minute); w.clk.Real().Before(end) && off2.IsZero(); {
+		w.pass()
+		for _, id := range ids {
+			w.f.stepServer(w.ctx(), id)
+		}
+		w.clk.Advance(time.Second)
+		off2 = firstOff(ids[2])
+		if off2.IsZero() {
+			off2 = firstOff(ids[1])
+		}
+	}
+	if off2.IsZero() || off2.After(bound) {
+		p, _ := w.store.Get(w.ctx(), w.plans[0])
+		t.Fatalf("after a restart at %s (cn0's reboot command never ran), no other server was powered off until %v (ShutdownMax %s, job timeout %s): the whole fleet waited for cn0's job\n%s",
+			restart, off2, w.f.opts.ShutdownMax, w.cfg.JobTimeout, plan.Table(p))
+	}
+}
