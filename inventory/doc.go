@@ -106,16 +106,25 @@
 // the same or cannot be read, and the reboot counts done when the
 // executor, started again on the new boot, reads another boot ID. A
 // failed run fails the job only if the same boot ID is still read two
-// minutes later. The command is recorded on the server (before it runs) as
-// a power-off that may still land, whatever it answered (a delayed
-// shutdown -r +1 returns at once; one that failed or timed out may have
-// been accepted) and whatever its job or the operator decide since (the
-// job failing, an abandon): until another boot ID is read on the server,
-// nothing else is powered off for ShutdownMax after the command, and the
-// server counts as down, no new job of it is created (ErrServerBusy) and
-// OpenFleet refuses an inventory without it (ErrMissingServer) until a
-// health check begun after then passes. A server without a reboot command fails its job at once,
-// saying why.
+// minutes after the command returned or was killed; the job also fails
+// once the same boot ID is read past the command's cut-off (below: it did
+// not reboot, or the executor was killed before running it and restarted
+// on the same boot), so nothing of it holds the fleet for the job
+// timeout. The command is recorded on the server (before it runs, and
+// again when it returns) as a power-off that may still land, whatever it
+// answered (a delayed shutdown -r +1 returns at once; one that failed or
+// timed out may have been accepted) and whatever its job or the operator
+// decide since (the job failing, an abandon): while it runs, and until
+// another boot ID is read on the server, nothing else is powered off for
+// ShutdownMax after the command returned or was killed (its cut-off; it
+// may hang up to the command timeout), and the server counts as down, no
+// new job of it is created (ErrServerBusy) and OpenFleet refuses an
+// inventory without it (ErrMissingServer, unless the operator abandoned
+// it: then removing it is their call) until a health check begun after
+// then passes. A server without a reboot command fails its job at once,
+// saying why. A job whose command was not sent yet when the executor is
+// restarted elsewhere (its server no longer Options.Self) never runs it
+// (it is a local command): it undoes its drain and fails, saying so.
 //
 // BMC calls go through a power.Pool (one connection per server, every
 // call bounded by Options.CallTimeout, back-off per BMC and login; a

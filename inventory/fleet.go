@@ -186,10 +186,13 @@ type Fleet struct {
 	reads      map[string]reading       // last power reading per server
 	lastCmd    map[string]time.Duration // monotonic time of the last power command sent
 	lastOff    map[string]time.Duration // monotonic time of the last power-off sent
-	lastErr    map[string]BMCError      // last error recorded per server
-	logged     map[string]time.Duration // server+class -> last Warn (monotonic)
-	dead       bool                     // killed by a test's crash point
-	probeSem   chan struct{}
+	// selfCmds: the servers whose reboot command (the executor's own
+	// server's) runs now: its cut-off is not known until it returns.
+	selfCmds map[string]bool
+	lastErr  map[string]BMCError      // last error recorded per server
+	logged   map[string]time.Duration // server+class -> last Warn (monotonic)
+	dead     bool                     // killed by a test's crash point
+	probeSem chan struct{}
 }
 
 type healthResult struct {
@@ -278,7 +281,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		abandoned: map[string]bool{}, selfReboots: map[string]bool{},
 		health:  map[string]healthResult{},
 		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
-		lastOff: map[string]time.Duration{},
+		lastOff: map[string]time.Duration{}, selfCmds: map[string]bool{},
 		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32),
 		openJobs: map[string]string{}, lastJob: map[string]string{}, shown: map[string]bool{},
 		draining: map[string]context.CancelFunc{}}
@@ -322,7 +325,10 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 			if h.needsKeeping() {
 				keep = append(keep, string(k))
 			}
-			if h.SelfRebootBoot != "" {
+			if h.SelfRebootBoot != "" && h.Abandoned == "" {
+				// An abandoned one may leave the inventory, as an
+				// abandoned power cycle may: the operator took
+				// responsibility for the server.
 				rebooting = append(rebooting, string(k))
 			}
 			if h.interesting() {
@@ -724,7 +730,8 @@ func takeBack(tx *bolt.Tx, server, planUUID string) (string, error) {
 
 // missing refuses to resume while a server with a live job, an
 // unsettled power cycle, or a reboot command that may still land
-// (rebooting: hostRecord.SelfRebootBoot) is missing from the inventory (it
+// (rebooting: hostRecord.SelfRebootBoot), none of them abandoned by the
+// operator, is missing from the inventory (it
 // may be off, and only its BMC can power it on; its reboot would not be
 // counted), naming each.
 func (f *Fleet) missing(jobs []JobRecord, keep, rebooting []string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -206,7 +207,10 @@ func (f *Fleet) mayPowerOff(ctx context.Context, server string, h hostRecord) st
 	if f.opts.Self != "" && selfJob != "" {
 		// Self last, alone: while this executor's server reboots
 		// through its OS, nothing else is powered off.
-		if sj, ok, err := f.job(selfJob); err != nil || ok && sj.State == JobSelfReboot {
+		// Once its command was sent and its cut-off passed, the record
+		// above says all (the job ends at its next step).
+		if sj, ok, err := f.job(selfJob); err != nil || ok && sj.State == JobSelfReboot &&
+			(sj.RebootSentBoot != sj.BootID || f.mono() < f.offHorizon(f.opts.Self)) {
 			return "this executor's own server is rebooting"
 		}
 	}
@@ -264,7 +268,8 @@ func (f *Fleet) noteOff(server string) {
 // offHorizon is the monotonic instant after which no power-off this
 // process or an earlier one sent to server can take effect any more: its
 // last power-off (or this process's start, for one an earlier process
-// sent) plus Options.ShutdownMax.
+// sent) plus Options.ShutdownMax; never while a reboot command of the
+// server runs (its cut-off counts from when it returns or is killed).
 func (f *Fleet) offHorizon(server string) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -273,6 +278,9 @@ func (f *Fleet) offHorizon(server string) time.Duration {
 
 // offHorizonLocked is offHorizon with f.mu held.
 func (f *Fleet) offHorizonLocked(server string) time.Duration {
+	if f.selfCmds[server] {
+		return math.MaxInt64
+	}
 	return max(f.lastOff[server], f.start) + f.opts.ShutdownMax
 }
 

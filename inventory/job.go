@@ -128,7 +128,12 @@ type jobInput struct {
 	// MaybeSelf: the job's server may be the machine this executor runs
 	// on, and the executor cannot tell (Options.MaybeSelf).
 	MaybeSelf bool
-	HasReboot bool // the server has a reboot command
+	// SelfCutOff (Self only): the cut-off of the server's reboot
+	// command has passed (Fleet.offHorizon: ShutdownMax after the
+	// command returned, or after this process started): a reboot it
+	// started can no longer land.
+	SelfCutOff bool
+	HasReboot  bool // the server has a reboot command
 	// Healthy is the server's health check, run for JobBooted only.
 	Healthy bool
 	// JobTimeout and ServicesTimeout: see Options.
@@ -150,7 +155,9 @@ type jobStep struct {
 	AfterOK   *JobRecord
 	FailOnErr string
 	// RecordErr: if the act fails, its error (prefixed) is written into
-	// the job's RebootError; the act is not retried.
+	// the job's RebootError; the act is not retried. (actSelfReboot only:
+	// whatever its outcome, RebootSentAt is then stamped again with the
+	// time the command returned or was killed.)
 	RecordErr string
 }
 
@@ -401,12 +408,31 @@ func decideJob(in jobInput, now time.Time) jobStep {
 			switch {
 			case j.RebootError != "" && in.BootID == j.BootID && j.RebootSentAt != nil && now.Sub(*j.RebootSentAt) >= selfRebootGrace:
 				// Still the same boot, readably, well after the command
-				// failed: it really failed.
+				// failed (counted from when it returned or was killed):
+				// it really failed.
 				undrainThen(JobFailed, "reboot command failed and this executor's server did not reboot within "+selfRebootGrace.String()+": "+j.RebootError+
 					"; "+selfRebootMayLand)
+			case in.Self && in.BootID == j.BootID && in.SelfCutOff:
+				// Still the same boot, readably, past the cut-off (the
+				// command ran and did not reboot within --shutdown-max,
+				// or the executor was killed before running it and
+				// restarted on this boot): no reboot of it can land any
+				// more; the job ends, and nothing of it holds the other
+				// servers' power-offs.
+				undrainThen(JobFailed, "this executor's server did not reboot within --shutdown-max of its reboot command (or the executor was stopped before running it): "+
+					"the command evidently did not reboot it; check the command (reboot: in the inventory) and start a new plan for it")
 			case in.JobTimeout > 0 && j.Requested != nil && now.Sub(*j.Requested) >= in.JobTimeout:
 				undrainThen(JobFailed, "this executor's server did not boot again within "+in.JobTimeout.String()+" of its reboot command; "+selfRebootMayLand)
 			}
+			break
+		}
+		if !in.Self {
+			// The executor no longer runs on this server (restarted on
+			// another machine, --self changed): its reboot command is a
+			// local one and would reboot the machine the executor runs
+			// on now. Never run; the job undoes its drain and fails.
+			undrainThen(JobFailed, "the executor no longer runs on "+orServer(j)+": its reboot command (a local one) is not run on another machine; "+
+				"reboot "+orServer(j)+" by hand, or run the executor on it (--self naming it) and start a new plan for it")
 			break
 		}
 		// Record "sent on this boot" before running it.
@@ -445,4 +471,13 @@ func orUnknown(phase string) string {
 		return "unknown (never read)"
 	}
 	return phase
+}
+
+// orServer is the job's server as operators name it: its hostname when
+// the job was created, else its UUID.
+func orServer(j JobRecord) string {
+	if j.Hostname != "" {
+		return j.Hostname
+	}
+	return j.Server
 }

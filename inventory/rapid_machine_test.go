@@ -44,7 +44,7 @@ func jobStateMachineWith(t *testing.T, m machine) {
 	rapidcheck.Check(t, func(rt *rapid.T) {
 		w := &world{t: rt, clk: fake.NewClock(time.Time{}), bmcs: map[string]*advBMC{}, store: fake.NewPlanStore(),
 			cancelAt: map[string]int{}, jobStart: map[string]int{}, offMark: map[string]int{},
-			cmdMode: map[string]int{}, drained: map[string]bool{}, boot: map[string]string{}, osReboots: map[string]int{},
+			cmdMode: map[string]int{}, cmdDelay: map[string]time.Duration{}, drained: map[string]bool{}, boot: map[string]string{}, osReboots: map[string]int{},
 			selfFrom: map[string]int{}, cyclesAt: map[string]int{}, abandoned: map[string]time.Time{}, slowProbes: m.slowProbes}
 		w.path = filepath.Join(t.TempDir(), fmt.Sprintf("fleet-%d.db", time.Now().UnixNano()))
 		w.budget = rapid.IntRange(0, 2).Draw(rt, "budget")
@@ -138,7 +138,9 @@ func jobStateMachineWith(t *testing.T, m machine) {
 			},
 			"newPlan": func(*rapid.T) { w.newPlan() },
 			"cmd": func(t *rapid.T) {
-				w.cmdMode[rapid.SampledFrom(ids).Draw(t, "cmdServer")] = rapid.IntRange(0, cmdModes-1).Draw(t, "cmdMode")
+				id := rapid.SampledFrom(ids).Draw(t, "cmdServer")
+				w.cmdMode[id] = rapid.IntRange(0, cmdModes-1).Draw(t, "cmdMode")
+				w.cmdDelay[id] = time.Duration(rapid.Int64Range(0, int64(maxCmdDelay/time.Second)).Draw(t, "cmdDelaySeconds")) * time.Second
 			},
 			"self": func(t *rapid.T) {
 				// The executor learns (or is told after a restart) which

@@ -123,7 +123,12 @@ type world struct {
 	// commands behave; drained[server] is ground truth (the last drain or
 	// undrain that took effect).
 	cmdMode map[string]int
-	drained map[string]bool
+	// cmdDelay[server]: how long its hanging or late commands take
+	// before they answer (a drawn while, under the command timeout and
+	// possibly longer than ShutdownMax); a late one takes effect when it
+	// answers.
+	cmdDelay map[string]time.Duration
+	drained  map[string]bool
 	// self is the server this executor runs on ("" none); boot[server]
 	// its boot ID; osReboots[server] counts its reboots through its OS;
 	// selfFrom[server] the index into its BMC's offs when it became the
@@ -163,16 +168,23 @@ type world struct {
 const (
 	cmdOK   = iota
 	cmdFail // fails, nothing done
-	cmdHang // times out, nothing done
-	cmdLate // done, but answers a timeout
+	cmdHang // times out after cmdDelay, nothing done
+	cmdLate // done after cmdDelay, but answers a timeout
 	cmdModes
 )
+
+// maxCmdDelay bounds the drawn command delays: under the command timeout
+// (15m), longer than any ShutdownMax of the drawn worlds.
+const maxCmdDelay = 10 * time.Minute
 
 // runCommand is a drain, undrain or reboot command as the drawn world
 // runs it.
 func (w *world) runCommand(server string, argv []string) error {
 	mode := w.cmdMode[server]
 	apply := mode == cmdOK || mode == cmdLate
+	if mode == cmdHang || mode == cmdLate {
+		w.advance(w.cmdDelay[server]) // it runs that long, then answers
+	}
 	if apply {
 		switch argv[0] {
 		case "drain":
@@ -241,6 +253,7 @@ func (w *world) openInv() Inventory {
 func (w *world) tryOpen() error {
 	if w.cyclesAt == nil { // scenario worlds (newWorld) start without them
 		w.cmdMode, w.drained, w.boot, w.osReboots = map[string]int{}, map[string]bool{}, map[string]string{}, map[string]int{}
+		w.cmdDelay = map[string]time.Duration{}
 		w.selfFrom, w.cyclesAt, w.abandoned = map[string]int{}, map[string]int{}, map[string]time.Time{}
 	}
 	f, err := w.openFleet(0)

@@ -245,6 +245,7 @@ func (f *Fleet) stepJob(ctx context.Context, id string) bool {
 			if id, err := f.opts.BootID(); err == nil {
 				in.BootID = id
 			}
+			in.SelfCutOff = f.mono() >= f.offHorizon(s.UUID)
 			if j.State == JobDrained {
 				in.OthersBusy = f.othersBusy(s.UUID)
 			}
@@ -279,16 +280,23 @@ func (f *Fleet) stepJob(ctx context.Context, id string) bool {
 		if f.isDead() || ctx.Err() != nil {
 			return false
 		}
-		switch {
-		case aerr != nil && st.RecordErr != "":
-			msg := st.RecordErr + aerr.Error()
+		if st.Act == actSelfReboot {
+			// The grace of a failed command counts from when it
+			// returned or was killed, not from before it ran.
+			ended := f.now()
+			msg := ""
+			if aerr != nil && st.RecordErr != "" {
+				msg = st.RecordErr + aerr.Error()
+			}
 			if j, err = f.update(j.UUID, func(cur *JobRecord) error {
-				cur.RebootError = msg
+				cur.RebootSentAt, cur.RebootError = &ended, msg
 				return nil
-			}); err == nil {
+			}); err == nil && msg != "" {
 				f.warnf("job step failed", "job", id, "server", s.Hostname, "step", st.Act.String(), "error", msg)
 			}
 			return true
+		}
+		switch {
 		case errors.Is(aerr, errDrainInterrupted):
 			// Cancelled or abandoned while draining: decided again from
 			// the job as it is now (it undoes the drain and ends).
@@ -385,7 +393,10 @@ func (f *Fleet) act(ctx context.Context, s Server, j JobRecord, a jobAct) error 
 		}
 		// Before it runs: from now on the reboot may land, whatever the
 		// command answers or the job and the operator decide
-		// (hostRecord.SelfRebootBoot). Its cut-off counts from now.
+		// (hostRecord.SelfRebootBoot). Its cut-off counts from now, and
+		// again from when the command returned or was killed (it may
+		// hang up to the command timeout, longer than ShutdownMax, and
+		// have been accepted all the same).
 		now := f.now()
 		if _, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {
 			h.SelfRebootBoot, h.SelfRebootAt = j.BootID, now
@@ -398,7 +409,23 @@ func (f *Fleet) act(ctx context.Context, s Server, j JobRecord, a jobAct) error 
 		if f.crashAt("self reboot " + s.UUID) {
 			return errKilled
 		}
-		return f.command(ctx, s.Reboot)
+		f.mu.Lock()
+		f.selfCmds[s.UUID] = true
+		f.mu.Unlock()
+		err := f.command(ctx, s.Reboot)
+		f.noteOff(s.UUID)
+		f.mu.Lock()
+		delete(f.selfCmds, s.UUID)
+		f.mu.Unlock()
+		ended := f.now()
+		_, _ = f.hosts.modify(s.UUID, func(h *hostRecord) error {
+			if h.SelfRebootBoot != j.BootID {
+				return errSkip // its new boot was seen meanwhile
+			}
+			h.SelfRebootAt = ended
+			return nil
+		})
+		return err
 	case actWithdrawSelf:
 		_, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {
 			for k := range h.Annotations {

@@ -450,8 +450,11 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 	if err := store.with(func(s *plan.BoltStore) (err error) { abandoned, err = s.GetMeta(e.ctx, metaAbandoned); return err }); err != nil {
 		return err
 	}
-	// One abandon that cannot be applied never stops the plans: each is
-	// applied (or skipped, said once) before any plan runs.
+	// Every abandon is applied before any plan runs: one of a server the
+	// inventory no longer lists is skipped (said once); any other that
+	// cannot be applied ends the pass before any plan runs (retried at
+	// the next pass), so that no plan starts a reboot of a server the
+	// operator gave up on.
 	aerr := applyAbandoned(fleet, abandoned, func(server string, a abandonRecord) {
 		key := server + "\x00" + a.Plan
 		if e.skippedAbandons[key] {
