@@ -2,8 +2,11 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/rebootkit/rebootkit/plan"
 )
 
 // TestReview38g_CommandTimeoutBoundsWrapperScript: the doc says the
@@ -38,5 +41,72 @@ func TestReview38g_CommandTimeoutBoundsWrapperScript(t *testing.T) {
 		t.Fatalf("a reboot command with command_timeout 1s still runs %s later: its script was killed but its child holds the output pipe "+
 			"(exec.CommandContext + CombinedOutput without WaitDelay); while a self reboot command runs (selfCmds) every other power-off is held, "+
 			"so the cut-off 'up to the command timeout' is not bounded", time.Since(start).Round(time.Second))
+	}
+}
+
+// TestReview38g_SelfRebootCommandNotRunAfterPlanCancelled: a power-off is
+// sent only while (Options.PlanCheck) the job's plan still runs it, asked
+// "right before the first power-off of a reboot" (doc.go, fleet.go); the
+// executor's own server's reboot command is that first power-off, but it
+// is never checked: the plan is cancelled in the store after the self
+// job was created (the executor's next pass has not run yet) and the
+// fleet still runs the reboot command and reboots the executor's machine.
+// A BMC server in the same place is refused by the gate and its job
+// cancelled.
+func TestReview38g_SelfRebootCommandNotRunAfterPlanCancelled(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	self := ids[0]
+	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
+	w.self = self
+	w.open()
+	defer func() { w.close() }()
+	w.boot[self] = "boot-a"
+	w.clk.Advance(time.Minute)
+	w.newPlan()
+	for i := 0; i < 30 && w.f.lastJob[self] == ""; i++ {
+		w.pass()
+		w.clk.Advance(time.Second)
+	}
+	if w.f.lastJob[self] == "" {
+		t.Fatal("no job for the executor's own server")
+	}
+	if _, err := plan.Command(w.ctx(), w.store, w.plans[0], plan.Cancel); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		w.step(self) // the worker's steps, before the executor's next pass
+		w.clk.Advance(time.Second)
+	}
+	if w.osReboots[self] != 0 || w.boot[self] != "boot-a" {
+		j, _, _ := w.f.job(w.f.lastJob[self])
+		t.Fatalf("the plan was cancelled before the reboot command of the executor's own server, which ran all the same (%d OS reboots; job %s %q): "+
+			"the self reboot never asks Options.PlanCheck", w.osReboots[self], j.State, j.Error)
+	}
+}
+
+// TestReview38g_SelfRebootCommandNotRunWithoutLease: PlanCheck also says
+// "no power-off unless this executor still holds the store" (a second
+// executor took it over). The self reboot command never asks it: an
+// executor that lost the plan store still reboots its own machine.
+func TestReview38g_SelfRebootCommandNotRunWithoutLease(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	self := ids[0]
+	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
+	w.self = self
+	w.open()
+	defer func() { w.close() }()
+	w.boot[self] = "boot-a"
+	w.clk.Advance(time.Minute)
+	w.newPlan()
+	asked := 0
+	w.f.opts.PlanCheck = func(context.Context, string, string) (bool, string, error) {
+		asked++
+		return false, "", errors.New("rebootctl: another executor holds the plan store")
+	}
+	for i := 0; i < 30 && w.osReboots[self] == 0; i++ {
+		w.run(ids, time.Second)
+	}
+	if w.osReboots[self] != 0 {
+		t.Fatalf("an executor that no longer holds the plan store (PlanCheck: no, asked %d times) ran its own server's reboot command", asked)
 	}
 }
