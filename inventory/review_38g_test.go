@@ -110,3 +110,65 @@ func TestReview38g_SelfRebootCommandNotRunWithoutLease(t *testing.T) {
 		t.Fatalf("an executor that no longer holds the plan store (PlanCheck: no, asked %d times) ran its own server's reboot command", asked)
 	}
 }
+
+// TestReview38g_CancelledSelfJobNeverRunsRebootCommand: the executor is
+// killed right after the executor's own server's job moved to
+// self_rebooting, before the command was sent. While it is down the
+// operator cancels the plan; restarted, its pass cancels the job (the
+// job record says Cancel). decideJob's JobSelfReboot case never looks at
+// Cancel before sending: the cancelled job runs the reboot command and
+// reboots the machine ("after a plan is cancelled nothing of it may
+// start or power").
+func TestReview38g_CancelledSelfJobNeverRunsRebootCommand(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	self := ids[0]
+	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
+	w.self = self
+	w.open()
+	defer func() { w.close() }()
+	w.boot[self] = "boot-a"
+	w.clk.Advance(time.Minute)
+	w.newPlan()
+	crashed := false
+	w.f.opts.crash = func(p string) bool {
+		if p == "job "+JobSelfReboot+" none" && !crashed {
+			crashed = true
+			return true
+		}
+		return false
+	}
+	for i := 0; i < 30 && !crashed; i++ {
+		w.pass()
+		w.step(self) // died(): the executor restarts on the same boot
+		w.clk.Advance(time.Second)
+	}
+	if !crashed {
+		t.Fatal("the self job never reached self_rebooting")
+	}
+	if _, err := plan.Command(w.ctx(), w.store, w.plans[0], plan.Cancel); err != nil {
+		t.Fatal(err)
+	}
+	w.pass() // the restarted executor's pass: the plan's cancel reaches the job
+	jobs, err := w.f.Jobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j JobRecord
+	for _, x := range jobs {
+		if x.Server == self {
+			j = x
+		}
+	}
+	if j.State != JobSelfReboot || !j.Cancel || j.RebootSentBoot != "" {
+		t.Skipf("setup: job %s cancel %v sent %q", j.State, j.Cancel, j.RebootSentBoot)
+	}
+	for i := 0; i < 10; i++ {
+		w.step(self)
+		w.clk.Advance(time.Second)
+	}
+	if w.osReboots[self] != 0 {
+		j, _, _ := w.f.job(j.UUID)
+		t.Fatalf("the job of the executor's own server was cancelled (its plan cancelled) before its reboot command was sent, and the command ran all the same: job %s %q",
+			j.State, j.Error)
+	}
+}
