@@ -172,3 +172,31 @@ func TestReview38g_CancelledSelfJobNeverRunsRebootCommand(t *testing.T) {
 			j.State, j.Error)
 	}
 }
+
+// TestReview38g_DrainInterruptStopsWrapperScript: a cancel or an abandon
+// interrupts a running drain (issue 38 point 14: "a running drain is not
+// interrupted by a cancel (up to 15 min)"); with a drain command that is a
+// wrapper script (its child, kubectl drain say, keeps the output pipe
+// open), the interrupt kills the script but f.command waits for the pipe:
+// the drain, and the job's slot, run on until the child ends (here 20s,
+// in the field up to the drain's own timeout or for ever).
+func TestReview38g_DrainInterruptStopsWrapperScript(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	w.inv.Servers[0].Drain = []string{"sh", "-c", "sleep 20; echo drained"}
+	w.open()
+	defer func() { w.close() }()
+	w.f.opts.command = nil // the real command runner
+	s, _ := w.f.inv.Server(ids[0])
+	j := JobRecord{UUID: "job-review-38g", Server: ids[0]}
+	done := make(chan error, 1)
+	go func() { done <- w.f.drain(context.Background(), s, j) }()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	w.f.interruptDrain(j.UUID)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the drain was interrupted (a cancel) and still runs %s later: the killed script's child holds the output pipe "+
+			"(exec.CommandContext + CombinedOutput without WaitDelay)", time.Since(start).Round(time.Second))
+	}
+}
