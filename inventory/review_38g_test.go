@@ -200,3 +200,95 @@ func TestReview38g_DrainInterruptStopsWrapperScript(t *testing.T) {
 			"(exec.CommandContext + CombinedOutput without WaitDelay)", time.Since(start).Round(time.Second))
 	}
 }
+
+// TestReview38g_GateOpenBetweenSentAndSelfCmd: "self last, alone": while
+// the executor's own reboot command may run, no other server is powered
+// off. stepJob persists RebootSentBoot (job record), then act writes the
+// host's SelfRebootBoot, then marks selfCmds, then runs the command. In
+// between, with the executor up longer than ShutdownMax, mayPowerOff lets
+// another server's power-off through: the self-job hold needs "not sent,
+// or before offHorizon" (sent, and start+ShutdownMax passed), the
+// pending-record hold needs SelfRebootBoot (not written yet) and selfCmds
+// is not set yet. Workers run one goroutine per server, so another
+// server's power-off can land in that window (two bolt writes wide) and
+// then the executor reboots itself while that server is off. Shown here
+// by asking the gate at the first clock read of act (right after the
+// "sent" write), the other server live in its reboot step, held so far.
+func TestReview38g_GateOpenBetweenSentAndSelfCmd(t *testing.T) {
+	w, ids := newWorld(t, 2, 2)
+	self, other := ids[0], ids[1]
+	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
+	w.self = self
+	w.open()
+	defer func() { w.close() }()
+	w.boot[self] = "boot-a"
+	w.clk.Advance(time.Minute)
+	w.newPlan()
+	crashed := false
+	w.f.opts.crash = func(p string) bool {
+		if p == "job "+JobSelfReboot+" none" && !crashed {
+			crashed = true
+			return true
+		}
+		return false
+	}
+	for i := 0; i < 30 && !crashed; i++ {
+		w.pass()
+		w.step(self)
+		w.clk.Advance(time.Second)
+	}
+	if !crashed {
+		t.Fatal("setup: the self job never reached self_rebooting")
+	}
+	// The other server's job reaches its reboot step; its power-off is
+	// held while the executor's own reboot is not sent.
+	var oj JobRecord
+	for i := 0; i < 200; i++ {
+		w.pass()
+		w.step(other)
+		w.clk.Advance(time.Second)
+		if id := w.f.lastJob[other]; id != "" {
+			oj, _, _ = w.f.job(id)
+		}
+	}
+	if oj.State != JobRebooting {
+		t.Skipf("setup: other job %s", oj.State)
+	}
+	if sj, _, _ := w.f.job(w.f.lastJob[self]); sj.RebootSentBoot != "" || w.osReboots[self] != 0 {
+		t.Skipf("setup: self job already sent at %v (now %v), os reboots %d", sj.RebootSentAt, w.clk.Now(), w.osReboots[self])
+	}
+	for _, o := range w.bmcs[other].offs {
+		if o.applied {
+			t.Fatalf("setup: the other server was powered off while the self job was in self_rebooting")
+		}
+	}
+	orig, origNow := w.f.opts.crash, w.f.opts.Now
+	armed, asked := false, false
+	why := "not asked"
+	w.f.opts.crash = func(p string) bool {
+		if p == "job "+JobSelfReboot+" "+actSelfReboot.String() {
+			armed = true
+		}
+		return orig != nil && orig(p)
+	}
+	origNow = w.f.now
+	w.f.now = func() time.Time {
+		if armed {
+			armed, asked = false, true
+			h, err := w.f.hosts.load(other)
+			if err == nil {
+				why = w.f.mayPowerOff(w.ctx(), other, h)
+			}
+		}
+		return origNow()
+	}
+	w.step(self)
+	if !asked {
+		sj, _, _ := w.f.job(w.f.lastJob[self])
+		t.Skipf("setup: the window was not reached: self job %s sent %q err %q mono %v", sj.State, sj.RebootSentBoot, sj.Error, w.f.mono())
+	}
+	if why == "" {
+		t.Fatalf("after the executor's own reboot was recorded sent and before its command ran, the gate let another server's power-off through " +
+			"(its server would be off while the executor reboots itself)")
+	}
+}
