@@ -1,0 +1,65 @@
+package plan_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// TestReview37_EditAddsServersWhileUnfinished (issue 37 round 9): an Edit
+// of an unfinished plan that changes its server list (a reboot added, or
+// a reboot's server replaced by one another unfinished plan holds) makes
+// the plan hold servers it did not. BoltStore refuses it ("the servers of
+// a plan do not change"); FileStore.Put checks only NewlyHolds (ended ->
+// unfinished, DryRun cleared) and writes it: two unfinished real plans
+// over the same server. Ground truth: the stored plans, read back (List).
+func TestReview37_EditAddsServersWhileUnfinished(t *testing.T) {
+	edits := map[string]func(servers []plan.Server) func(plan.Plan) (plan.Plan, error){
+		"append": func(servers []plan.Server) func(plan.Plan) (plan.Plan, error) {
+			return func(p plan.Plan) (plan.Plan, error) {
+				r := p.Reboots[0]
+				r.ServerUUID, r.ServerHostname = servers[3].UUID, servers[3].Hostname
+				p.Reboots = append(p.Reboots, r)
+				return p, nil
+			}
+		},
+		"replace": func(servers []plan.Server) func(plan.Plan) (plan.Plan, error) {
+			return func(p plan.Plan) (plan.Plan, error) {
+				p.Reboots[0].ServerUUID, p.Reboots[0].ServerHostname = servers[3].UUID, servers[3].Hostname
+				return p, nil
+			}
+		},
+	}
+	for ename, edit := range edits {
+		for sname, s := range resumeStores(t) {
+			t.Run(ename+"/"+sname, func(t *testing.T) {
+				ctx := context.Background()
+				clk := fake.NewClock(time.Time{})
+				servers := resumeServers(clk, 6)
+				require.NoError(t, s.Create(ctx, runningPlanOf(t, "a", servers[:3], clk.Now())))
+				require.NoError(t, s.Create(ctx, runningPlanOf(t, "b", servers[3:], clk.Now())))
+
+				_, err := plan.Edit(ctx, s, "a", edit(servers))
+				assert.Error(t, err, "an edit making plan a hold a server of plan b")
+
+				plans, lerr := s.List(ctx)
+				require.NoError(t, lerr)
+				holder := map[string][]string{}
+				for _, p := range plans {
+					if p.Unfinished() && !p.DryRun {
+						for _, r := range p.Reboots {
+							holder[r.ServerUUID] = append(holder[r.ServerUUID], p.UUID)
+						}
+					}
+				}
+				assert.Len(t, holder[servers[3].UUID], 1, "ground truth: unfinished plans holding %s: %v", servers[3].UUID, holder[servers[3].UUID])
+			})
+		}
+	}
+}
