@@ -63,3 +63,52 @@ func TestReview37_EditAddsServersWhileUnfinished(t *testing.T) {
 		}
 	}
 }
+
+// TestReview37_DryRunSetWithRebootInFlight (issue 37 round 9): the
+// converse of NewlyHolds. A write setting DryRun on an unfinished real
+// plan whose reboot is in flight (its job created: the server is being
+// rebooted) makes the plan block nothing at once (CheckOthers skips
+// dry-run plans), so a new plan over that very server is created while
+// the job still runs. Nothing checks or refuses it. Ground truth: the
+// stored plans, read back: a server whose reboot is in flight in one plan
+// is in a second unfinished real plan.
+func TestReview37_DryRunSetWithRebootInFlight(t *testing.T) {
+	for sname, s := range resumeStores(t) {
+		t.Run(sname, func(t *testing.T) {
+			ctx := context.Background()
+			clk := fake.NewClock(time.Time{})
+			servers := resumeServers(clk, 6)
+			r := runningPlanOf(t, "r", servers[:3], clk.Now())
+			at := clk.Now()
+			r.Reboots[0].Step, r.Reboots[0].JobUUID, r.Reboots[0].StartedAt = plan.StepJob, "job-1", &at
+			require.NoError(t, s.Create(ctx, r))
+
+			_, derr := plan.Command(ctx, s, "r", func(p plan.Plan) (plan.Plan, error) {
+				p.DryRun = true
+				return p, nil
+			})
+			cerr := s.Create(ctx, runningPlanOf(t, "q", servers[:1], clk.Now()))
+			assert.True(t, derr != nil || cerr != nil, "setting DryRun (%v) and then a plan over the server whose job runs (%v): one must be refused", derr, cerr)
+
+			plans, lerr := s.List(ctx)
+			require.NoError(t, lerr)
+			var holders []string
+			inFlight := false
+			for _, p := range plans {
+				for _, rb := range p.Reboots {
+					if rb.ServerUUID != servers[0].UUID {
+						continue
+					}
+					if rb.Step.InFlight() {
+						inFlight = true
+					}
+					if p.Unfinished() && !p.DryRun {
+						holders = append(holders, p.UUID)
+					}
+				}
+			}
+			assert.False(t, inFlight && len(holders) > 0 && !(len(holders) == 1 && holders[0] == "r"),
+				"ground truth: %s has a reboot in flight and is held by %v", servers[0].UUID, holders)
+		})
+	}
+}
