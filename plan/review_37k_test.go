@@ -2,6 +2,8 @@ package plan_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -110,5 +112,49 @@ func TestReview37_DryRunSetWithRebootInFlight(t *testing.T) {
 			assert.False(t, inFlight && len(holders) > 0 && !(len(holders) == 1 && holders[0] == "r"),
 				"ground truth: %s has a reboot in flight and is held by %v", servers[0].UUID, holders)
 		})
+	}
+}
+
+// TestReview37_DryRunSetJobOverlaps (issue 37 round 9, the fleet's truth):
+// as TestReview37_DryRunSetWithRebootInFlight, run by executors: plan r's
+// job on a server runs; a Command sets DryRun on r; plan q is created over
+// that server (nothing refuses it) and its executor creates a second job
+// there while r's still runs. Ground truth: the fake fleet's job starts
+// (SelfOffline: the server was offline, another job on it, already).
+func TestReview37_DryRunSetJobOverlaps(t *testing.T) {
+	ctx := context.Background()
+	st, err := plan.OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
+	require.NoError(t, err)
+	defer st.Close()
+	clk := fake.NewClock(time.Time{})
+	fs := make([]fake.FleetServer, 3)
+	for i := range fs {
+		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
+			Queue: 10 * time.Second, Drain: 20 * time.Minute, Shutdown: 20 * time.Second, Boot: 4 * time.Minute, Services: time.Minute}
+	}
+	fleet := fake.NewFleet(clk.Now, "", fs...)
+	servers := fleet.Servers()
+	require.NoError(t, st.Create(ctx, runningPlanOf(t, "r", servers[:1], clk.Now())))
+	exec := &plan.Executor{Fleet: fleet, Store: st, Now: clk.Now}
+	for i := 0; i < 10 && len(fleet.Starts()) == 0; i++ {
+		_, _ = exec.Pass(ctx, "r")
+		clk.Advance(5 * time.Second)
+	}
+	require.Len(t, fleet.Starts(), 1, "plan r's job created")
+
+	_, derr := plan.Command(ctx, st, "r", func(p plan.Plan) (plan.Plan, error) {
+		p.DryRun = true
+		return p, nil
+	})
+	cerr := st.Create(ctx, runningPlanOf(t, "q", servers[:1], clk.Now()))
+	t.Logf("set DryRun: %v; create q: %v", derr, cerr)
+	for i := 0; i < 10 && cerr == nil; i++ {
+		_, _ = exec.Pass(ctx, "r")
+		_, _ = exec.Pass(ctx, "q")
+		clk.Advance(5 * time.Second)
+	}
+	t.Logf("starts: %+v", fleet.Starts())
+	for _, s := range fleet.Starts() {
+		assert.False(t, s.SelfOffline, "ground truth: a job created on %s at %s while another job ran there", s.Server, s.At)
 	}
 }
