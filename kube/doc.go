@@ -43,7 +43,11 @@
 //     PowerCycleRemediations (Section: its names, requests and
 //     Admissions.Members under keys of its own): each controller writes
 //     its own and reads the other's as remediation.Admissions.Others, so
-//     the limit and the lock per host (ErrHostHeld) hold across both.
+//     the limit and the lock per host (ErrHostHeld) hold across both. The
+//     lock refuses a write that adds a remediation of a held host or moves
+//     an entry onto one; an entry the write leaves as it was (whose
+//     Machine's mapping may have drifted since it was admitted) never
+//     blocks the others' admissions, releases and records.
 //   - ReuseHosts, a nodereuse.HostStore over BareMetalHosts (reuse label,
 //     provisioning state, consumer reference, deletion, error, paused or
 //     detached, capm3.metal3.io/unhealthy, failure domain); claims and
@@ -232,7 +236,14 @@
 //     status.poweredOn, whenever written, as a reading up to StaleReads
 //     old (DefaultOperatorStaleReads): a host shown off is fenced once
 //     that long has passed since the request, also when the operator
-//     showed it off before the request and writes nothing new.
+//     showed it off before the request and writes nothing new. The
+//     host is held for the request (remediation.Held: a live Machine's
+//     remediation that is over, and a deleted Machine's admission, are
+//     kept) until the operator shows it on in a status written after the
+//     request: status.poweredOn false written after the request, or read
+//     more than StaleReads after it, is Host.OffAfterRequest; a reading
+//     that cannot show the host on since the request (written before it
+//     and read within StaleReads of it) is Host.RebootPending.
 //
 // # Hosts whose power never goes off
 //
