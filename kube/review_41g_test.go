@@ -189,3 +189,45 @@ func TestReview41_GoneRemediationAdmissionLostOnRestart(t *testing.T) {
 			"admission %v was kept across the restart and nothing releases it\n%s", a.Machines, e.dump())
 	assert.False(t, a.Has(n0), "the gone remediation %s is still admitted 30 s after h0 is on: %+v", n0, a)
 }
+
+// TestReview41_SoftRemediationNotLockedAcrossControllers: the README says
+// "a PowerCycleRemediation waits for a host the Machine remediation holds
+// (and the other way round)". The other way round holds only for a hard
+// remediation: the Machine remediation's lock reads the external
+// section's hosts from their recorded requests (Others), and a soft
+// remediation (spec.mode soft) records none: its HostStore is softHosts,
+// which is not a remediation.RequestRemover, so the Reconciler clears
+// Host.Name, State.Host stays "" and no request is recorded with the
+// admission. With a soft PowerCycleRemediation admitted on h0 and its
+// reboot request on h0, the Machine remediation's store (the one
+// NewRemediationReconciler wires) accepts the admission of a Machine of
+// h0: two remediations hold one host. Ground truth: a direct read of h0's
+// reboot request and of the shared record.
+func TestReview41_SoftRemediationNotLockedAcrossControllers(t *testing.T) {
+	e := newExtEnv(t, []string{"h0"}, remediation.MaxCount(2))
+	n0 := e.nodeOf["h0"]
+	e.blockKubelet("h0") // a slow boot: the remediation stays in flight
+	spec := workerSpec(time.Minute)
+	spec.Mode = "soft"
+	e.nhcCreate(n0, spec)
+	shared := &Admissions{Client: e.direct, Namespace: e.ns, Section: SectionExternal}
+	e.eventually("the soft remediation admitted, its request on h0", 20*time.Second, func() bool {
+		a, err := shared.GetAdmissions(e.ctx)
+		return err == nil && a.Has(n0) && e.held("h0")
+	})
+	ext, err := shared.GetAdmissions(e.ctx)
+	require.NoError(t, err)
+	t.Logf("external section: %+v", ext)
+
+	rec := NewRemediationReconciler(e.direct, e.ns, Ownership{NoOperator: true}, remediation.Config{}, remediation.MaxCount(2), time.Now)
+	m, err := rec.Admissions.GetAdmissions(e.ctx)
+	require.NoError(t, err)
+	at := time.Now()
+	m.Machines = append(m.Machines, "machine-h0")
+	m.Requests = map[string]remediation.Request{"machine-h0": {Value: remediation.RebootValue("machine-uid-h0", at), At: at, Host: "h0"}}
+	err = rec.Admissions.PutAdmissions(e.ctx, m)
+	require.True(t, e.held("h0"), "precondition: the soft remediation's request is still on h0")
+	assert.ErrorIs(t, err, ErrHostHeld,
+		"the Machine remediation admitted machine-h0 on h0 while the soft PowerCycleRemediation %s holds it (its request on h0): "+
+			"the external section records no host for it (Others %v)", n0, m.Others)
+}
