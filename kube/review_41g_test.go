@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -230,4 +231,75 @@ func TestReview41_SoftRemediationNotLockedAcrossControllers(t *testing.T) {
 	assert.ErrorIs(t, err, ErrHostHeld,
 		"the Machine remediation admitted machine-h0 on h0 while the soft PowerCycleRemediation %s holds it (its request on h0): "+
 			"the external section records no host for it (Others %v)", n0, m.Others)
+}
+
+// TestReview41_GoneSoftRemediationRemovesMachineRequestsAndReleases: a
+// soft PowerCycleRemediation records no request with its admission (see
+// TestReview41_SoftRemediationNotLockedAcrossControllers). Given up on
+// while its host h0 is off (h0's BMC refuses the power-on; the checker
+// deletes it, the operator removes the finalizer), its gone pass finds no
+// recorded request and no host (HostOf reads the deleted object), so it
+// takes the path of a pre-Requests record: removeOrphans removes every
+// reboot request on the namespace's hosts whose owner is not among the
+// external store's List (PowerCycleRemediations and Nodes, never
+// Machines), that is the Machine remediation's live request on h1 too;
+// and stillHeld, with no recorded request, holds nothing, so the
+// admission goes at once with h0 off (the storm guard's count, h0's
+// lock). Ground truth: a direct read of h1's BareMetalHost, h0's fake
+// power and the shared record.
+func TestReview41_GoneSoftRemediationRemovesMachineRequestsAndReleases(t *testing.T) {
+	e := newExtEnv(t, []string{"h0", "h1"}, remediation.MaxCount(2))
+	var refuseOn atomic.Bool
+	refuseOn.Store(true)
+	e.hw["h0"].SetConfig(fake.PowerConfig{Lag: 100 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn && refuseOn.Load() {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}})
+	// The Machine remediation holds h1: admitted, its request on h1.
+	key := reboot.AnnotationPrefix + remediation.RebootKey
+	at := time.Now()
+	theirs := remediation.RebootValue("machine-uid-h1", at)
+	ma := &Admissions{Client: e.direct, Namespace: e.ns}
+	adm, err := ma.GetAdmissions(e.ctx)
+	require.NoError(t, err)
+	adm.Machines = append(adm.Machines, "machine-h1")
+	adm.Requests = map[string]remediation.Request{"machine-h1": {Value: theirs, At: at, Host: "h1"}}
+	require.NoError(t, ma.PutAdmissions(e.ctx, adm))
+	bmh := newBMHRef(e.ns, "h1")
+	require.NoError(t, e.direct.Get(e.ctx, client.ObjectKeyFromObject(bmh), bmh))
+	if bmh.Annotations == nil {
+		bmh.Annotations = map[string]string{}
+	}
+	bmh.Annotations[key] = theirs
+	require.NoError(t, e.direct.Update(e.ctx, bmh))
+
+	n0 := e.nodeOf["h0"]
+	e.hang("h0")
+	spec := workerSpec(time.Minute)
+	spec.Mode = "soft"
+	e.nhcCreate(n0, spec)
+	shared := &Admissions{Client: e.direct, Namespace: e.ns, Section: SectionExternal}
+	e.eventually("h0 off under its admitted soft remediation", 30*time.Second, func() bool {
+		a, err := shared.GetAdmissions(e.ctx)
+		return err == nil && a.Has(n0) && e.offs("h0") > 0 && !e.hw["h0"].HardwareOn()
+	})
+	require.NoError(t, e.checker.Delete(e.ctx, e.remediationOf(n0)))
+	e.eventually("the finalizer removed by hand", 10*time.Second, func() bool {
+		r := e.remediationOf(n0)
+		if r == nil {
+			return true
+		}
+		_ = e.direct.Patch(e.ctx, r, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		return false
+	})
+	time.Sleep(3 * time.Second) // its gone pass
+	require.False(t, e.hw["h0"].HardwareOn(), "test setup: h0 on")
+	require.NoError(t, e.direct.Get(e.ctx, client.ObjectKeyFromObject(bmh), bmh))
+	assert.Equal(t, theirs, bmh.Annotations[key],
+		"the gone PowerCycleRemediation's pass removed the Machine remediation's live reboot request from h1")
+	a, err := shared.GetAdmissions(e.ctx)
+	require.NoError(t, err)
+	assert.True(t, a.Has(n0), "the gone soft remediation's admission released while h0 is off (no host recorded for it): %+v", a)
 }
