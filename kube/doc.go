@@ -89,7 +89,19 @@
 //     (ReleaseFinalizer). One that failed or was cancelled while its host
 //     is held (remediation.Held) keeps Processing True, its finalizer and
 //     its admission (the per-host lock and the storm guard's count) until
-//     the host is known on. The binary runs it under the LeaseGuard
+//     the host is known on; one whose checker deleted it, gone while its
+//     host is held, keeps its admission and is looked at every poll
+//     interval, and at start and every SweepEvery the external section of
+//     the record is swept for admitted remediations that no longer exist
+//     (Sweep), so a restart loses none. A soft remediation records its
+//     request's host with its admission as a hard one does (the lock
+//     across both controllers reads it), and a gone remediation whose
+//     record names no request keeps its admission
+//     (remediation.ErrOrphanRequest): it never lists, nor removes, the
+//     Machine remediation's requests. Admissions an earlier version kept
+//     in ExternalAdmissionsName are moved into the shared record once
+//     (marked there in the same write), never admitted again after their
+//     release. The binary runs it under the LeaseGuard
 //     (ExternalRemediationController.Guard) and reads the remediation
 //     from the API server (Reader) to check the persisted attempt before
 //     each side effect.
