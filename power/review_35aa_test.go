@@ -2,6 +2,10 @@ package power_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +51,9 @@ func TestReview35_RepairedBladeLockedOut(t *testing.T) {
 			b.AddSystem("3", hwR) // the blade is back
 		}
 		for _, w := range []power.Controller{a, c} {
-			if _, err := w.State(ctx); err != nil {
+			// After the repair three working logins share two slots:
+			// one of them may be refused for a while (LoginInterval).
+			if _, err := w.State(ctx); err != nil && now.Before(repairedAt) {
 				refusedWorking++
 			}
 		}
@@ -73,6 +79,71 @@ func TestReview35_RepairedBladeLockedOut(t *testing.T) {
 	// back-off (at most MaxBackoff, 2 min) plus one LoginInterval (1 min).
 	require.False(t, firstOK.IsZero(), "blade R, repaired 2 min in, was refused for the next 28 min while A and C are read every 5 s: its login serves nothing and never closes a session (last error: %v)", lastErr)
 	assert.LessOrEqual(t, firstOK.Sub(repairedAt), 3*time.Minute+5*time.Second)
+	require.NoError(t, r.Off(ctx, power.ModeHard))
+	s, _ := hwR.State(ctx)
+	assert.Equal(t, power.StateOff, s)
+}
+
+// TestReview35_BladeBlipLocksOutForEver (review round 18, admission (a),
+// issue 35 point 1): the same lock-out from a transient fault. Blade R's
+// system answers 503 to its first two logins' reads, two seconds apart (a
+// blade controller restarting), and is fine from then on. Working hosts A
+// and C fill the bound (2) and are read every 5 s. R, read every 5 s too,
+// is refused as busy for the next ten minutes without a single login: two
+// failed tries in a row turn a login into one that "serves nothing", and
+// nothing but an idle sweep (never, with A and C busy) or a Forget clears
+// that. Ground truth: the emulator's login log and R's hardware.
+func TestReview35_BladeBlipLocksOutForEver(t *testing.T) {
+	clk := newClock()
+	b := redfishtest.NewBMC(clk.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	hwR := fake.NewPower(time.Now, fake.PowerConfig{})
+	b.AddSystem("3", hwR)
+	var blip atomic.Bool
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if blip.Load() && req.Method == http.MethodGet && strings.HasPrefix(req.URL.Path, "/redfish/v1/Systems/3") {
+			http.Error(w, "blade controller restarting", http.StatusServiceUnavailable)
+			return
+		}
+		b.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+	a := pool.Controller("a", loginTarget(srv, "1", "secret-a/v1"))
+	c := pool.Controller("c", loginTarget(srv, "2", "secret-c/v1"))
+	r := pool.Controller("r", loginTarget(srv, "3", "secret-r/v1"))
+	for _, w := range []power.Controller{a, c} {
+		_, err := w.State(ctx)
+		require.NoError(t, err)
+	}
+	clk.Advance(5 * time.Second)
+	blip.Store(true) // the blip: reads of system 3 answered 503
+	for i := 0; i < 2; i++ {
+		_, err := r.State(ctx)
+		t.Logf("R's try %d during the blip: %v", i+1, err)
+		clk.Advance(2 * time.Second)
+	}
+	blip.Store(false)
+	healedAt := clk.Now()
+	logins := len(b.LoginLog())
+	var firstOK time.Time
+	var lastErr error
+	for step := 0; step < 10*12; step++ {
+		for _, w := range []power.Controller{a, c} {
+			_, _ = w.State(ctx) // three working logins, two slots: one may wait its turn
+		}
+		if _, err := r.State(ctx); err == nil && firstOK.IsZero() {
+			firstOK = clk.Now()
+		} else if err != nil {
+			lastErr = err
+		}
+		clk.Advance(5 * time.Second)
+		power.Sweep(pool)
+	}
+	t.Logf("logins after the blip: %d; R's last error: %v", len(b.LoginLog())-logins, lastErr)
+	require.False(t, firstOK.IsZero(), "blade R, whose system answered 503 twice, was refused for the next 10 min (never tried) while A and C are read every 5 s: %v", lastErr)
+	assert.LessOrEqual(t, firstOK.Sub(healedAt), 3*time.Minute+5*time.Second)
 	require.NoError(t, r.Off(ctx, power.ModeHard))
 	s, _ := hwR.State(ctx)
 	assert.Equal(t, power.StateOff, s)
