@@ -403,8 +403,15 @@ func (c *Controller) discover(ctx context.Context) error {
 		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "the shared session is closed"}
 	}
 	cl := client.WithContext(ctx)
+	directTimedOut := false // the direct read of the system ran out of its share of the time
 	if id := c.cfg.SystemID; id != "" {
-		sys, err := schemas.GetComputerSystem(cl, "/redfish/v1/Systems/"+url.PathEscape(id))
+		// The direct read gets half of the time left: a system whose
+		// reads hang (a dead blade) leaves the listing time to tell
+		// whether the service answers.
+		dctx, cancel := directDeadline(ctx)
+		sys, err := schemas.GetComputerSystem(client.WithContext(dctx), "/redfish/v1/Systems/"+url.PathEscape(id))
+		directTimedOut = err != nil && dctx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if err != nil && c.cfg.BasicAuth {
 			// With basic auth nothing proved the credentials yet: a
 			// refusal here is theirs, whatever the listing says (with a
@@ -429,9 +436,15 @@ func (c *Controller) discover(ctx context.Context) error {
 			// host's system, as its direct read did): the system's.
 			return c.systemsOwn(c.classify("list systems", err))
 		}
-		// The service root or the Systems collection failed (a busy
-		// or updating service, a timeout): every host's, the login's.
 		e := c.classify("list systems", err)
+		if directTimedOut && ctx.Err() != nil && !c.cfg.BasicAuth {
+			// The login was accepted, this host's system did not answer
+			// its direct read in time and the listing ran out of the
+			// rest: the system's (a hanging blade), not the service's.
+			return c.systemsOwn(e)
+		}
+		// The service root or the Systems collection failed (a busy
+		// or updating service): every host's, the login's.
 		if c.cfg.BasicAuth && e.Status == http.StatusForbidden && e.Err == nil {
 			// With basic auth this read is the login: a 403 refuses the
 			// account, as a 403 to a session's login does.
@@ -491,6 +504,16 @@ func (c *Controller) systemsOwn(err error) error {
 		err = &cp
 	}
 	return power.AfterLogin(err)
+}
+
+// directDeadline returns ctx bounded to half of its time left (ctx as is
+// if it has no deadline), for the direct read of a host's system.
+func directDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
 }
 
 // membersFailed reports whether err, of a listing of the Systems
