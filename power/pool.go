@@ -227,9 +227,6 @@ type creds struct {
 	// the login (entry.missing); when all its hosts are (missing ==
 	// refs), nothing on this login works, and it takes only a free slot.
 	missing int
-	// sessionless: its logins open no session on the BMC (the adapter
-	// said so: ConnectInfo.NoSession); they take no slot.
-	sessionless bool
 }
 
 // session is one login's controller (a session at the BMC) and the hosts
@@ -267,9 +264,13 @@ type entry struct {
 	ownLast  error
 	ownUntil time.Time
 	// missing: the last missingAfter tries or more failed after the BMC
-	// accepted the login (hostsOwn: its system not found, or failing);
-	// counted in creds.missing.
+	// accepted the login (hostsOwn: its system not found, or failing).
 	missing bool
+	// sessionless: this host's last login opened no session on the BMC
+	// (its adapter said so: ConnectInfo.NoSession); its next ones take no
+	// slot. Per host, not per login: hosts of one Login may connect in
+	// other modes (basic auth, sessions).
+	sessionless bool
 }
 
 // NewPool returns a Pool; Close stops it.

@@ -68,8 +68,9 @@ type ConnectInfo struct {
 	// NoSession, if not nil, is called by a Connect whose login opens no
 	// session on the BMC (power/redfish with BasicAuth: every request
 	// carries the credentials), as soon as it knows: neither this login
-	// nor the later ones of its Target.Login count against MaxSessions,
-	// nor close any session for their place.
+	// nor the later ones of the same host (while its Target stays the
+	// same) count against MaxSessions, nor close any session for their
+	// place. Other hosts of the same Target.Login are not affected.
 	NoSession func()
 }
 
@@ -216,7 +217,7 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		// succeeds, the bound is restored (trimLocked), the slots held
 		// for evicting logins counted.
 		probe := !cr.proven && ep.sessions <= p.cfg.MaxSessions
-		if ep.sessions+others >= p.cfg.MaxSessions && !probe && !cr.sessionless {
+		if ep.sessions+others >= p.cfg.MaxSessions && !probe && !e.sessionless {
 			p.urgentCloseLocked(ep)
 			if reserved == ep {
 				// This call's eviction freed a slot, held for it: wait
@@ -414,7 +415,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	cr.pins++ // until the session is logged out, or the login failed
 	e.connecting = true
 	p.seq++
-	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq, uncounted: cr.sessionless}
+	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq, uncounted: e.sessionless}
 	if !s.uncounted {
 		ep.sessions++
 	}
@@ -426,7 +427,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	noSession := func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		cr.sessionless = true
+		e.sessionless = true
 		if !finished && !s.uncounted {
 			s.uncounted = true
 			ep.sessions--
