@@ -216,7 +216,16 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		// closes another host's working session. Once the login
 		// succeeds, the bound is restored (trimLocked), the slots held
 		// for evicting logins counted.
-		probe := !cr.proven && ep.sessions <= p.cfg.MaxSessions
+		// So is a host whose own last tries failed after the BMC
+		// accepted its login (entry.missing: its system missing or
+		// failing), at its own back-off: it never closes a session that
+		// serves hosts, and a repaired system is served again whatever
+		// its neighbours' use of the bound.
+		// Such retries over the bound are at most one per LoginInterval
+		// per BMC (endpoint.lastProbe), whatever the number of such
+		// hosts.
+		missingProbe := e.missing && (ep.lastProbe.IsZero() || now.Sub(ep.lastProbe) >= p.cfg.LoginInterval)
+		probe := (!cr.proven || missingProbe) && ep.sessions <= p.cfg.MaxSessions
 		if ep.sessions+others >= p.cfg.MaxSessions && !probe && !e.sessionless {
 			p.urgentCloseLocked(ep)
 			if reserved == ep {
@@ -228,9 +237,9 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				}
 				continue
 			}
-			if servesNothing(cr) {
-				// Nothing on this login works: it waits for a free slot
-				// (a session being logged out), and closes none.
+			if e.missing {
+				// Another login runs over the bound: this host, whose
+				// own tries failed, waits for it, and closes nothing.
 				if ep.sessions > len(ep.live) {
 					if err := p.waitLocked(ctx, ep, op, "waiting for a free session on this BMC"); err != nil {
 						return giveUp(err)
@@ -238,10 +247,28 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 					continue
 				}
 				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: fmt.Sprintf(
-					"not tried: the BMC's %d sessions serve hosts that work, and this host's login serves none (each of its hosts' systems failed on its last try; this host's: see the cause); it logs in when a session is free",
+					"not tried: the BMC's %d sessions serve hosts that work, and this host's system failed on its last tries (see the cause); it tries again over the bound, closing no session, at its own back-off (at most one such try per BMC per login interval)",
 					p.cfg.MaxSessions)})
 			}
-			evicted, wait := p.evictLocked(ep, now)
+			evicted, wait, joined := p.evictLocked(ep, now, op != "state")
+			if joined != nil && !evicted {
+				// A host joins a kept session (one that serves no
+				// host): wait for the join a short while only, then
+				// close that session for this login's place.
+				wctx, cancel := context.WithTimeout(ctx, p.joinWait(ctx))
+				err := p.waitLocked(wctx, ep, op, "waiting for a host's join of a kept session")
+				cancel()
+				if err != nil && ctx.Err() != nil {
+					return giveUp(err)
+				}
+				if err != nil && !joined.retired && len(joined.entries) == 0 {
+					p.retireLocked(joined)
+					joined.cancelJoins() // the joins end (not counted): the logout runs at once
+					p.closeLocked(joined)
+					p.urgentCloseLocked(ep)
+				}
+				continue
+			}
 			if evicted {
 				ep.reserved++
 				reserved = ep
@@ -257,6 +284,9 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				return giveUp(err)
 			}
 			continue
+		}
+		if e.missing && ep.sessions+others >= p.cfg.MaxSessions && !e.sessionless {
+			ep.lastProbe = now // a retry over the bound
 		}
 		unreserve()                // the login takes the slot (ep.sessions)
 		return p.login(ctx, op, e) // unlocks
@@ -297,6 +327,10 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 	// power/redfish's share) is counted already.
 	authFailures := e.cr.authFailures
 	jctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr)}), p.cfg.ConnectTimeout)
+	if s.stopJoins == nil {
+		s.stopJoins, s.cancelJoins = context.WithCancel(context.Background())
+	}
+	stopJoin := context.AfterFunc(s.stopJoins, cancel) // the session is closed for a login's place
 	connect := e.target.Connect
 	type joinResult struct {
 		s     *session
@@ -320,6 +354,7 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 	p.mu.Unlock()
 	go func() {
 		ctrl, err := connect(jctx)
+		stopJoin()
 		cancel()
 		overrun.Stop()
 		p.mu.Lock()
@@ -582,35 +617,17 @@ func (p *Pool) ownLocked(e *entry, err error) {
 }
 
 // missingAfter: a host whose tries failed after the BMC accepted the
-// login this many times in a row counts as serving nothing (its system is
+// login this many times in a row counts as missing (its system is
 // missing or failing, not just being renumbered or reseated): one retry
-// after a first such failure may still close a working session.
+// after a first such failure may still close a working session; later
+// ones only log in over the bound, closing none.
 const missingAfter = 2
 
 // markMissingLocked records whether e's last tries failed after the BMC
-// accepted its login (p.mu held), in its login's count (creds.missing).
-// A host no longer in the Pool is not counted.
+// accepted its login (p.mu held). A host no longer in the Pool is not
+// marked.
 func (p *Pool) markMissingLocked(e *entry, missing bool) {
-	missing = missing && !e.gone
-	if e.missing == missing {
-		return
-	}
-	e.missing = missing
-	if missing {
-		e.cr.missing++
-	} else {
-		e.cr.missing--
-	}
-}
-
-// servesNothing reports whether every host of login cr failed, on its
-// last missingAfter tries or more, after the BMC accepted the login (p.mu
-// held): its systems are missing or failing, and nothing on this login
-// works. Such a login
-// takes only a free slot: it never closes a session that serves hosts,
-// nor another login's kept session, for one that would serve none.
-func servesNothing(cr *creds) bool {
-	return cr.missing > 0 && cr.missing >= cr.refs
+	e.missing = missing && !e.gone
 }
 
 // gate returns the LoginGate of login cr.

@@ -412,6 +412,19 @@ func (c *Controller) discover(ctx context.Context) error {
 		sys, err := schemas.GetComputerSystem(client.WithContext(dctx), "/redfish/v1/Systems/"+url.PathEscape(id))
 		directTimedOut = err != nil && dctx.Err() != nil && ctx.Err() == nil
 		cancel()
+		if directTimedOut && !c.cfg.BasicAuth {
+			// The system did not answer in time. Whether the service
+			// does is told by its Systems collection alone (its members'
+			// reads would hang on this system again): if it answers,
+			// the failure is the system's (a hanging blade), not the
+			// login's.
+			resp, lerr := cl.Get("/redfish/v1/Systems")
+			if lerr != nil {
+				return c.classify("list systems", lerr)
+			}
+			resp.Body.Close()
+			return c.systemsOwn(c.classify("read system", err))
+		}
 		if err != nil && c.cfg.BasicAuth {
 			// With basic auth nothing proved the credentials yet: a
 			// refusal here is theirs, whatever the listing says (with a
@@ -436,15 +449,9 @@ func (c *Controller) discover(ctx context.Context) error {
 			// host's system, as its direct read did): the system's.
 			return c.systemsOwn(c.classify("list systems", err))
 		}
-		e := c.classify("list systems", err)
-		if directTimedOut && ctx.Err() != nil && !c.cfg.BasicAuth {
-			// The login was accepted, this host's system did not answer
-			// its direct read in time and the listing ran out of the
-			// rest: the system's (a hanging blade), not the service's.
-			return c.systemsOwn(e)
-		}
 		// The service root or the Systems collection failed (a busy
-		// or updating service): every host's, the login's.
+		// or updating service, a timeout): every host's, the login's.
+		e := c.classify("list systems", err)
 		if c.cfg.BasicAuth && e.Status == http.StatusForbidden && e.Err == nil {
 			// With basic auth this read is the login: a 403 refuses the
 			// account, as a 403 to a session's login does.
