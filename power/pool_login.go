@@ -101,6 +101,7 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 // freed for it, if any (carryOn).
 func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, held *entry, reserved *endpoint) (*session, Controller, error) {
 	carried := reserved != nil // a login carried on without its caller
+	var joinBy time.Time       // when a wait for a join of a kept session ends
 	unreserve := func() {
 		if reserved != nil {
 			reserved.reserved--
@@ -255,7 +256,10 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				// A host joins a kept session (one that serves no
 				// host): wait for the join a short while only, then
 				// close that session for this login's place.
-				wctx, cancel := context.WithTimeout(ctx, p.joinWait(ctx))
+				if joinBy.IsZero() { // the first wait sets the limit: wake-ups do not extend it
+					joinBy = time.Now().Add(p.joinWait(ctx))
+				}
+				wctx, cancel := context.WithDeadline(ctx, joinBy)
 				err := p.waitLocked(wctx, ep, op, "waiting for a host's join of a kept session")
 				cancel()
 				if err != nil && ctx.Err() != nil {
