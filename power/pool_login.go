@@ -266,10 +266,10 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 					return giveUp(err)
 				}
 				if err != nil && !joined.retired && len(joined.entries) == 0 {
+					// Retired, its joins cancelled (not counted against
+					// their hosts): the last one to end logs it out.
 					p.retireLocked(joined)
-					joined.cancelJoins() // the joins end (not counted): the logout runs at once
-					p.closeLocked(joined)
-					p.urgentCloseLocked(ep)
+					joined.cancelJoins()
 				}
 				continue
 			}
