@@ -289,8 +289,13 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			}
 			continue
 		}
-		if e.missing && ep.sessions+others >= p.cfg.MaxSessions && !e.sessionless {
-			ep.lastProbe = now // a retry over the bound
+		if e.missing && !e.sessionless {
+			if !missingProbe {
+				// A free slot, but a retry of a failing system ran less
+				// than LoginInterval ago: one such login per interval.
+				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: "not tried: this host's system failed on its last tries (see the cause), and another such host of this BMC tried less than a login interval ago"})
+			}
+			ep.lastProbe = now // a retry of a host whose system failed
 		}
 		unreserve()                // the login takes the slot (ep.sessions)
 		return p.login(ctx, op, e) // unlocks
