@@ -130,9 +130,10 @@
 //     host's fence. A host whose own last two tries or more failed after
 //     the BMC accepted the login (its system missing or failing) closes
 //     no session, neither one serving hosts nor another login's kept one:
-//     when its BMC is at the bound it retries at its own back-off,
-//     logging in one over the bound (at most one such retry per BMC per
-//     LoginInterval, whatever the number of such hosts), and otherwise
+//     it retries at its own back-off, at most one such host's login per
+//     BMC per LoginInterval (whatever the number of such hosts, a slot
+//     free or not); when its BMC is at the bound it logs in one over the
+//     bound, and otherwise
 //     fails as busy (at once, unless a session is being logged out; its
 //     error wraps the host's last failure, ErrNoSystem for example). If
 //     its system still fails, that session is logged out at once; if it

@@ -97,8 +97,8 @@ type PoolConfig struct {
 	// while: see the package documentation). A power command's login
 	// (On, Off, Reset) is not held to LoginInterval. A host whose system
 	// failed on its last two tries or more (missing or failing) closes no
-	// session: at the bound it retries one over it, at its own back-off
-	// and at most once per LoginInterval per BMC. The slot an eviction
+	// session: it retries at its own back-off and, for all such hosts,
+	// at most once per LoginInterval per BMC; at the bound, one over it. The slot an eviction
 	// frees is held for the login that made it, which goes on if its
 	// caller gives up.
 	LoginInterval time.Duration
