@@ -403,8 +403,28 @@ func (c *Controller) discover(ctx context.Context) error {
 		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "the shared session is closed"}
 	}
 	cl := client.WithContext(ctx)
+	directTimedOut := false // the direct read of the system ran out of its share of the time
 	if id := c.cfg.SystemID; id != "" {
-		sys, err := schemas.GetComputerSystem(cl, "/redfish/v1/Systems/"+url.PathEscape(id))
+		// The direct read gets half of the time left: a system whose
+		// reads hang (a dead blade) leaves the listing time to tell
+		// whether the service answers.
+		dctx, cancel := directDeadline(ctx)
+		sys, err := schemas.GetComputerSystem(client.WithContext(dctx), "/redfish/v1/Systems/"+url.PathEscape(id))
+		directTimedOut = err != nil && dctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if directTimedOut && !c.cfg.BasicAuth {
+			// The system did not answer in time. Whether the service
+			// does is told by its Systems collection alone (its members'
+			// reads would hang on this system again): if it answers,
+			// the failure is the system's (a hanging blade), not the
+			// login's.
+			resp, lerr := cl.Get("/redfish/v1/Systems")
+			if lerr != nil {
+				return c.classify("list systems", lerr)
+			}
+			resp.Body.Close()
+			return c.systemsOwn(c.classify("read system", err))
+		}
 		if err != nil && c.cfg.BasicAuth {
 			// With basic auth nothing proved the credentials yet: a
 			// refusal here is theirs, whatever the listing says (with a
@@ -491,6 +511,16 @@ func (c *Controller) systemsOwn(err error) error {
 		err = &cp
 	}
 	return power.AfterLogin(err)
+}
+
+// directDeadline returns ctx bounded to half of its time left (ctx as is
+// if it has no deadline), for the direct read of a host's system.
+func directDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
 }
 
 // membersFailed reports whether err, of a listing of the Systems
