@@ -195,3 +195,51 @@ func TestReview39f_DisablePowerOffFlipMarksUnchangedBMC(t *testing.T) {
 		r2.Spec.Status, r2.Spec.BMC, drainEvents(rec))
 	require.True(t, answered, "a request made after the flip back is never answered (%d BMC calls since); events %q", calls, drainEvents(rec))
 }
+
+// TestReview39f_PinnedReadOutlivesDeletedHost (Low; issue 39 round 6,
+// against 740cfed's Powers.pinned). A host's pinned BMC reading that
+// ended after its pass stopped waiting stays in Powers.pinned until that
+// host's next pinned read: a host deleted meanwhile keeps its entry for
+// good (Powers.Controller forgets a deleted host's pool session, issue
+// 35, but not this), so the map grows with every host ever deleted or
+// restored while a reading ran. Ground truth: the map itself, after the
+// host is gone from the API server.
+func TestReview39f_PinnedReadOutlivesDeletedHost(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	admin := adminClient(t)
+	ns := newNamespace(t, admin)
+	hw1 := fake.NewPower(time.Now, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpState {
+			time.Sleep(400 * time.Millisecond)
+		}
+		return fake.Fault{}
+	}})
+	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
+	defer srv1.Close()
+	newBMH(t, admin, ns, "h1")
+	require.NoError(t, admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
+	var bmh metal3.BareMetalHost
+	require.NoError(t, admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
+	pin := &v1alpha1.BMCPin{Address: redfishAt(srv1), CredentialsName: bmh.Spec.BMC.CredentialsName,
+		PendingSince: time.Now().UTC().Format(time.RFC3339Nano)}
+	require.NoError(t, admin.Create(ctx, &v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
+		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}))
+	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = "redfish+http://127.0.0.1:1/redfish/v1/Systems/1" }))
+	p := &Powers{Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
+		Pool: power.NewPool(power.PoolConfig{CallTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second})}
+	defer func() { _ = p.Close() }()
+	_, err := p.Controller("h1")
+	require.ErrorIs(t, err, ErrInFlight, "premise: the pinned reading outlives the pass")
+	require.NoError(t, admin.Delete(ctx, &bmh))
+	require.Eventually(t, func() bool {
+		_, err := p.Controller("h1")
+		return err != nil && errors.Is(err, reboot.ErrNotFound)
+	}, 10*time.Second, 100*time.Millisecond, "premise: the host is gone")
+	time.Sleep(time.Second) // the reading has ended
+	p.mu.Lock()
+	_, kept := p.pinned["h1"]
+	p.mu.Unlock()
+	require.False(t, kept, "the deleted host's pinned reading is kept in Powers.pinned for good")
+}
