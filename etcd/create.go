@@ -62,8 +62,8 @@ var errCreated = errors.New("etcd: created by this request already")
 
 // The created key (PREFIX created) holds a random value that every write
 // making a plan unfinished rewrites, in the same transaction: a Create's
-// header, and the write of a plan that ended and is set unfinished again
-// (resumeCheck). Such a write compares the value its check of the other
+// header, and the write of a plan that ended and is set unfinished again,
+// or of an unfinished plan whose DryRun it clears (resumeCheck). Such a write compares the value its check of the other
 // plans read with it: a plan made unfinished since that check makes it
 // fail, and it checks again. A value, not a revision: after etcd was
 // restored from a copy of its data directory, revisions are given again,
@@ -100,15 +100,17 @@ func (s *Store) unchanged(c othersChecked) []clientv3.Cmp {
 	}
 }
 
-// resumeCheck checks, for a write of header h over old that makes an
-// ended plan unfinished again, the other unfinished plans as Create does
-// (an error wrapping plan.ErrEndedOverlaps if one holds a server of it),
-// and returns the comparisons and the operation the write adds (nothing
-// if the write does not make the plan unfinished again). The plan's
+// resumeCheck checks, for a write of header h over old that makes the
+// plan hold servers it did not (plan.NewlyHolds: an ended plan set
+// unfinished again, or DryRun cleared on an unfinished plan), the other
+// unfinished plans as Create does (an error wrapping plan.ErrServerInPlan,
+// and plan.ErrEndedOverlaps for an ended plan, if one holds a server of
+// it), and returns the comparisons and the operation the write adds
+// (nothing if the write does not make the plan hold servers). The plan's
 // servers are read at the current revision: the write compares the
 // header it read, and every write rewrites the header.
 func (s *Store) resumeCheck(ctx context.Context, uuid string, old, h header) ([]clientv3.Cmp, []clientv3.Op, error) {
-	if !ended(old) || ended(h) {
+	if !plan.NewlyHolds(!ended(old), old.Plan.DryRun, !ended(h), h.Plan.DryRun) {
 		return nil, nil, nil
 	}
 	m, err := s.membersOf(ctx, uuid, old, 0)
@@ -122,8 +124,11 @@ func (s *Store) resumeCheck(ctx context.Context, uuid string, old, h header) ([]
 	}
 	c, err := s.checkOthers(ctx, p)
 	if err != nil {
-		if errors.Is(err, plan.ErrServerInPlan) {
+		switch {
+		case errors.Is(err, plan.ErrServerInPlan) && ended(old):
 			return nil, nil, plan.ResumeRefused(uuid, err)
+		case errors.Is(err, plan.ErrServerInPlan):
+			return nil, nil, plan.DryRunClearRefused(uuid, err)
 		}
 		return nil, nil, err
 	}

@@ -32,9 +32,10 @@
 // that also compares that no plan was created or set unfinished again
 // since it checked the others (then it checks again): two overlapping
 // plans created at once cannot both succeed. A write that sets a plan
-// that ended unfinished again (plan.Command, plan.Edit) is checked the
-// same way, and refused (plan.ErrEndedOverlaps) while another unfinished
-// plan holds one of its servers. Operators' commands (plan.Command with Run, Stop, Cancel)
+// that ended unfinished again, or clears DryRun on an unfinished plan
+// (plan.Command, plan.Edit: plan.NewlyHolds), is checked the same way,
+// and refused (plan.ErrServerInPlan; plan.ErrEndedOverlaps too for a plan
+// that ended) while another unfinished plan holds one of its servers. Operators' commands (plan.Command with Run, Stop, Cancel)
 // are compare-and-swap writes of the header alone (Store is a
 // plan.HeadStore: one read and one write, whatever the plan's size) from
 // any process, and are never lost: a pass written in between makes the

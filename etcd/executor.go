@@ -505,9 +505,12 @@ func (l *Leadership) Maintain(ctx context.Context, now time.Time, retention time
 	l.mu.Lock()
 	before := l.swept
 	l.mu.Unlock()
-	if _, at, err := l.Store.SweepOrphans(ctx, before); err != nil {
-		errs = append(errs, err)
-	} else {
+	// Saved even when a group's delete failed: the read moved the sweep
+	// key to at, and the next call deletes only if given it (0: the read
+	// failed, the key may not have moved).
+	_, at, err := l.Store.SweepOrphans(ctx, before)
+	errs = append(errs, err)
+	if at != 0 {
 		l.mu.Lock()
 		l.swept = at
 		l.mu.Unlock()

@@ -28,6 +28,10 @@ func (s *Store) indexPrefix() string         { return s.prefix + "unfinished/" }
 func (s *Store) indexKey(uuid string) string { return s.indexPrefix() + uuid }
 func (s *Store) indexMarker() string         { return s.prefix + "unfinished" }
 
+// buildKeysPrefix is the prefix of the keys of builds of the index under
+// way (buildIndex).
+func (s *Store) buildKeysPrefix() string { return s.prefix + "unfinished-build/" }
+
 // indexOps are the operations a write of header h over old adds to keep
 // the index: none unless the plan ends (or starts again: a write of a
 // plan that ended, after the check of the other plans resumeCheck makes).
@@ -144,10 +148,16 @@ func (s *Store) unfinishedAt(ctx context.Context) ([]string, map[string]headStat
 // revision and the token of their write, token.go) and the guard: a plan
 // written meanwhile makes it start again, and a deposed leader writes
 // nothing (ErrNotLeader). A plan written after its batch keeps its key
-// right (the write that ends it deletes it). With more than one batch,
-// each also compares and rewrites a build key (PREFIX unfinished-build,
-// random), and the marker goes with the last: a batch undone by a restore
-// of etcd from a backup makes the next fail, and the build start again.
+// right (the write that ends it deletes it). Every batch compares that
+// the marker does not exist: once one build has finished, the others stop
+// (their next batch fails and Unfinished reads the marker). With more
+// than one batch, each build has its own build key (PREFIX
+// unfinished-build/ID, ID random): each batch but the last compares and
+// rewrites it (a random value), so that a batch undone by a restore of
+// etcd from a backup makes the next fail and the build start again, and
+// builds running at once never make each other fail. The last batch
+// writes the marker and deletes every build key, its own and those of
+// builds that stopped (beaten, or crashed), so none outlives the marker.
 func (s *Store) buildIndex(ctx context.Context) error {
 	var (
 		kvs []*mvccpb.KeyValue
@@ -173,12 +183,12 @@ func (s *Store) buildIndex(ctx context.Context) error {
 		return err
 	}
 	perTxn := (maxTxnOps - 2 - len(s.guard)) / 2
-	buildKey := s.indexMarker() + "-build"
+	buildKey := s.buildKeysPrefix() + newToken()
 	built := "" // the build key as the last batch wrote it (held)
 	for start := 0; start == 0 || start < len(kvs); start += perTxn {
 		batch := kvs[start:min(start+perTxn, len(kvs))]
 		last := start+perTxn >= len(kvs)
-		cmps := slices.Clone(s.guard)
+		cmps := append(slices.Clone(s.guard), clientv3.Compare(clientv3.CreateRevision(s.indexMarker()), "=", 0))
 		var ops []clientv3.Op
 		for _, kv := range batch {
 			uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
@@ -192,10 +202,8 @@ func (s *Store) buildIndex(ctx context.Context) error {
 			cmps = append(cmps, clientv3.Compare(clientv3.Value(buildKey), "=", built[1:]))
 		}
 		switch {
-		case last && start > 0:
-			ops = append(ops, clientv3.OpPut(s.indexMarker(), ""), clientv3.OpDelete(buildKey))
 		case last:
-			ops = append(ops, clientv3.OpPut(s.indexMarker(), ""))
+			ops = append(ops, clientv3.OpPut(s.indexMarker(), ""), clientv3.OpDelete(s.buildKeysPrefix(), clientv3.WithPrefix()))
 		default:
 			v := newToken()
 			ops, built = append(ops, clientv3.OpPut(buildKey, v)), heldToken(v)

@@ -75,7 +75,7 @@ func TestIndexBuildBatchUndoneStartsAgain(t *testing.T) {
 	ix, err := cli.Get(ctx, plain.indexKey("live"), clientv3.WithKeysOnly())
 	require.NoError(t, err)
 	assert.Len(t, ix.Kvs, 1, "ground truth: the index key of the running plan")
-	build, err := cli.Get(ctx, plain.indexMarker()+"-build", clientv3.WithKeysOnly())
+	build, err := cli.Get(ctx, plain.buildKeysPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	require.NoError(t, err)
-	assert.Empty(t, build.Kvs, "the build key is deleted with the marker's batch")
+	assert.Empty(t, build.Kvs, "the build keys are deleted with the marker's batch")
 }

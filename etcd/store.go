@@ -96,7 +96,8 @@ const readRetries = 8
 // created, which every such write rewrites, as read with the list): two
 // overlapping plans created at the same moment cannot both succeed, even
 // after etcd was restored from a backup. A write that sets a plan that
-// ended unfinished again makes the same check (resumeCheck).
+// ended unfinished again, or clears DryRun on an unfinished plan, makes
+// the same check (resumeCheck).
 //
 // Guarded returns a Store whose every write also compares what it is given
 // (the election key an executor holds): once that leadership is gone, its
@@ -680,8 +681,9 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 		h.Ended = nil
 	}
 	keys := slices.Sorted(maps.Keys(pages))
-	// A plan that ended and is set unfinished again is checked against
-	// the other unfinished plans, as Create checks a new one.
+	// A plan that ended and is set unfinished again, or whose DryRun is
+	// cleared, is checked against the other unfinished plans, as Create
+	// checks a new one.
 	resume, resumeOps, err := s.resumeCheck(ctx, uuid, old, h)
 	if err != nil {
 		return wrote{}, err

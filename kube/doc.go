@@ -38,7 +38,12 @@
 //     missing, deletion with the observed UID as a precondition), every
 //     change retried from a fresh read on a conflict; Admissions, the
 //     remediation storm guard's shared record as a compare-and-swap on one
-//     key of a ConfigMap.
+//     ConfigMap (rebootkit-remediation-admissions), one section for the
+//     Machine-annotation remediation and one for the
+//     PowerCycleRemediations (Section: its names, requests and
+//     Admissions.Members under keys of its own): each controller writes
+//     its own and reads the other's as remediation.Admissions.Others, so
+//     the limit and the lock per host (ErrHostHeld) hold across both.
 //   - ReuseHosts, a nodereuse.HostStore over BareMetalHosts (reuse label,
 //     provisioning state, consumer reference, deletion, error, paused or
 //     detached, capm3.metal3.io/unhealthy, failure domain); claims and
@@ -71,8 +76,11 @@
 //     NodeHealthCheck create from a PowerCycleRemediationTemplate; the
 //     store is ExternalRemediations (one remediation per Machine or Node,
 //     its state in its status, the conditions the checkers read). One
-//     remediation holds a host at a time (ErrHostHeld), the storm guard
-//     counts them all against the cluster's Nodes, and a remediation
+//     remediation holds a host at a time (ErrHostHeld), a
+//     PowerCycleRemediation or a Machine-annotation remediation alike
+//     (the admission record both share, Admissions); the storm guard
+//     counts them all, the Machine-annotation remediation's admissions
+//     included, against the cluster's Nodes, and a remediation
 //     deleted or timed out mid-way releases its host before it goes
 //     (ReleaseFinalizer). One that failed or was cancelled while its host
 //     is held (remediation.Held) keeps Processing True, its finalizer and
@@ -150,7 +158,10 @@
 //     done. At start and every SweepEvery (DefaultAdmissionSweep) it
 //     sweeps the admissions ConfigMap and reconciles each admitted
 //     Machine that no longer exists (Sweep): one deleted while no manager
-//     ran is abandoned too.
+//     ran is abandoned too. A deleted Machine keeps its admission while
+//     its host is held for its recorded request (remediation.ErrHostHeld,
+//     read on the recorded host: OwnedHosts is a
+//     remediation.RequestReader).
 //   - LeaseGuard: leadership as a fence for power calls. It is the
 //     manager's leader-election lock and notes when each renewal was sent;
 //     its wrapped power controllers power on or off only while the lease
@@ -424,6 +435,10 @@
 //     reads Off is powered back on through the new one, see Powers).
 //   - The storm guard admits at most its limit per cluster and
 //     MachineHealthCheck across concurrent reconciles and managers
-//     (compare-and-swap on the Admissions record).
+//     (compare-and-swap on the Admissions record), the other
+//     controller's admissions (remediation.Admissions.Others) counted in
+//     the candidate's cluster and health check: with both controllers
+//     running, their admissions together stay within the limit, and no
+//     two hold one host.
 //   - A host claimed for node reuse goes to one machine.
 package kube

@@ -66,7 +66,7 @@ func (s *BoltStore) PutHead(_ context.Context, hv View) error {
 			i := IndexOf(p)
 			ix = &i
 		}
-		if err := checkResumedTx(tx, b, h, (View{Plan: hv.Plan, Index: *ix}).Unfinished()); err != nil {
+		if err := checkResumedTx(tx, b, h, (View{Plan: hv.Plan, Index: *ix}).Unfinished(), hv.DryRun); err != nil {
 			return err
 		}
 		return putHeader(b, hv.Plan, *ix, h.Version+1)

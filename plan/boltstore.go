@@ -293,10 +293,11 @@ func (s *BoltStore) Put(_ context.Context, p Plan) error {
 		if len(p.Reboots) != h.Count {
 			return fmt.Errorf("plan %s: %d reboots, stored %d: the servers of a plan do not change", p.UUID, len(p.Reboots), h.Count)
 		}
-		if !cur.Unfinished() && p.Unfinished() {
-			// Set running again: checked against the others as Create does.
+		if NewlyHolds(cur.Unfinished(), cur.DryRun, p.Unfinished(), p.DryRun) {
+			// Set running again, or DryRun cleared: checked against the
+			// others as Create does.
 			others, _ := listTx(tx.Bucket(bucketPlans))
-			if err := CheckResumed(p, others); err != nil {
+			if err := checkHolds(p, !cur.Unfinished(), others); err != nil {
 				return err
 			}
 		}
@@ -462,7 +463,7 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 		if v.Index.Total != h.Count {
 			return fmt.Errorf("plan %s: view of %d reboots, stored %d: the servers of a plan do not change", v.UUID, v.Index.Total, h.Count)
 		}
-		if err := checkResumedTx(tx, b, h, v.Unfinished()); err != nil {
+		if err := checkResumedTx(tx, b, h, v.Unfinished(), v.DryRun); err != nil {
 			return err
 		}
 		for k, r := range v.Reboots {
@@ -593,23 +594,25 @@ func (s *BoltStore) Import(ctx context.Context, dir string) ([]string, error) {
 }
 
 // checkResumedTx refuses a write that sets the plan in b, whose stored
-// header is h, unfinished again (unfinished) after it ended, while a
-// server of it is in another unfinished plan (CheckResumed): the check
-// Create makes, in the write's transaction.
-func checkResumedTx(tx *bolt.Tx, b *bolt.Bucket, h header, unfinished bool) error {
+// header is h, unfinished (unfinished) and a dry run (dryRun), when
+// NewlyHolds says it must be checked (the plan ended, or was a dry run
+// and no longer is) and a server of it is in another unfinished plan
+// (CheckResumed, DryRunClearRefused): the check Create makes, in the
+// write's transaction.
+func checkResumedTx(tx *bolt.Tx, b *bolt.Bucket, h header, unfinished, dryRun bool) error {
 	if !unfinished {
 		return nil
 	}
-	if h.Index != nil && (View{Plan: h.Plan, Index: *h.Index}).Unfinished() {
+	if h.Index != nil && !NewlyHolds((View{Plan: h.Plan, Index: *h.Index}).Unfinished(), h.DryRun, unfinished, dryRun) {
 		return nil
 	}
 	stored, _, _, err := load(b, h.UUID)
 	if err != nil {
 		return fmt.Errorf("plan: refusing to overwrite: %w", err)
 	}
-	if stored.Unfinished() {
+	if !NewlyHolds(stored.Unfinished(), stored.DryRun, unfinished, dryRun) {
 		return nil
 	}
 	others, _ := listTx(tx.Bucket(bucketPlans))
-	return CheckResumed(stored, others)
+	return checkHolds(stored, !stored.Unfinished(), others)
 }

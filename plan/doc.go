@@ -30,8 +30,10 @@
 //     size, so it lands while an executor rewrites the plan every pass;
 //     Edit is the whole-plan read-modify-write for tools and tests. A
 //     write that sets a plan that ended (finished, nothing in flight)
-//     unfinished again is checked against the other plans as Create
-//     checks a new one (ErrEndedOverlaps, wrapping ErrServerInPlan).
+//     unfinished again (ErrEndedOverlaps, wrapping ErrServerInPlan), or
+//     clears DryRun on an unfinished plan (ErrServerInPlan: a dry-run plan
+//     blocks no other, so another may hold its servers), is checked
+//     against the other plans as Create checks a new one (NewlyHolds).
 //  3. An Executor runs passes: load the plan, observe the fleet, call Next,
 //     save the plan, then act (create reboot jobs, freeze or unfreeze the
 //     database shard). Next is pure. Each server goes through the seed's

@@ -170,13 +170,14 @@ func (s FileStore) Put(ctx context.Context, p Plan) error {
 	if version(data) != p.Version {
 		return fmt.Errorf("plan %s: %w", p.UUID, ErrConflict)
 	}
-	if !cur.Unfinished() && p.Unfinished() {
-		// Set running again: checked against the others as Create does.
+	if NewlyHolds(cur.Unfinished(), cur.DryRun, p.Unfinished(), p.DryRun) {
+		// Set running again, or DryRun cleared: checked against the
+		// others as Create does.
 		others, err := s.List(ctx)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			return err
 		}
-		if err := CheckResumed(p, others); err != nil {
+		if err := checkHolds(p, !cur.Unfinished(), others); err != nil {
 			return err
 		}
 	}

@@ -152,7 +152,8 @@ type Plan struct {
 	FailureBudget int `json:"failure_budget"`
 	// DryRun plans go through the motions without creating reboot jobs;
 	// they never block another plan (CheckOthers, Create and
-	// MayRebootOutside skip them).
+	// MayRebootOutside skip them). A write clearing it on an unfinished
+	// plan is checked against the others as Create is (NewlyHolds).
 	DryRun bool `json:"dry_run,omitempty"`
 	// Windows are the maintenance windows: reboots start only inside one
 	// (nil: at any time).
@@ -461,6 +462,37 @@ func CheckResumed(p Plan, others []Plan) error {
 // unfinished again, refused because of err (wrapping ErrServerInPlan).
 func ResumeRefused(uuid string, err error) error {
 	return fmt.Errorf("plan %s ended: %w: %w: cancel or finish that plan first, or create a new plan for the servers left", uuid, ErrEndedOverlaps, err)
+}
+
+// DryRunClearRefused is the error of a write clearing DryRun on plan
+// uuid, unfinished, refused because of err (wrapping ErrServerInPlan): a
+// dry-run plan blocks no other plan, so another may have been created
+// over its servers since.
+func DryRunClearRefused(uuid string, err error) error {
+	return fmt.Errorf("plan %s is a dry run: it cannot reboot servers another unfinished plan holds: %w: cancel or finish that plan first, or create a new plan for the servers", uuid, err)
+}
+
+// NewlyHolds reports whether a write that sets a plan stored unfinished
+// (wasUnfinished) and a dry run (wasDryRun) to one unfinished
+// (unfinished) and a dry run (dryRun) must be checked against the other
+// plans as Create checks a new one: it sets a plan that ended unfinished
+// again (CheckResumed), or clears DryRun on an unfinished plan, which then
+// holds servers it did not (DryRunClearRefused).
+func NewlyHolds(wasUnfinished, wasDryRun, unfinished, dryRun bool) bool {
+	return unfinished && (!wasUnfinished || wasDryRun && !dryRun)
+}
+
+// checkHolds is CheckOthers for a write NewlyHolds says is checked: p as
+// written (its servers), resumed after it ended (CheckResumed) or else
+// with its DryRun cleared (DryRunClearRefused).
+func checkHolds(p Plan, resumed bool, others []Plan) error {
+	if resumed {
+		return CheckResumed(p, others)
+	}
+	if err := CheckOthers(p, others); err != nil {
+		return DryRunClearRefused(p.UUID, err)
+	}
+	return nil
 }
 
 // MayRebootOutside is the guard of the seed: while a plan is unfinished, a
