@@ -147,6 +147,9 @@ func (p *Powers) readPinned(parent context.Context, old *metal3.BareMetalHost, r
 		r.end = time.Now()
 		p.mu.Unlock()
 		close(r.done)
+		if p.Done != nil && r.end.Sub(r.begin) >= pinnedReadWait {
+			p.Done(old.Name) // its pass stopped waiting: the next one now
+		}
 	}()
 	ctx, cancel := context.WithTimeout(parent, pinnedReadLimit)
 	defer cancel()

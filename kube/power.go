@@ -171,6 +171,12 @@ type Powers struct {
 	// used: see ErrBMCChanged.
 	PolicyName   string
 	PolicySettle time.Duration
+	// Done, if set, is called with a host's name when a background
+	// reading of its pinned BMC (see checkPin) ends after its pass
+	// stopped waiting, so that the host is requeued while the reading is
+	// fresh (from the reading's goroutine; it must not block). The
+	// RebootController's Async.Done does that.
+	Done func(name string)
 
 	once   sync.Once
 	mu     sync.Mutex
