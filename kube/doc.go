@@ -124,8 +124,14 @@
 //     withdrawn reboot may have powered the host off), the host is powered
 //     back on through its new BMC, with no evidence taken, and the pin
 //     goes. That reading runs in the background (a pass waits for it at
-//     most 250 ms and is requeued while it runs, so a dead old BMC holds
-//     no reconcile worker). Otherwise the pin is dropped with no call to the new BMC and
+//     most 250 ms and is requeued while it runs, and at its end through
+//     Powers.Done, so a dead old BMC holds no reconcile worker); an Off that ends after its pass stopped
+//     waiting is acted on only if the reading began at most 2 s before
+//     the pass that uses it (the host may have been powered on since):
+//     an older Off starts one fresh reading, and if that one's Off also
+//     comes too late the pinned BMC is taken for not reading Off. A
+//     deleted host's reading is dropped, and Powers.Close cancels those
+//     still running. Otherwise the pin is dropped with no call to the new BMC and
 //     the record marked (RebootRecordSpec.BMCChanged, the old pin): while
 //     the mark stands and spec.bmc is not the BMC it names, every pass of
 //     the host, request or not, fails with ErrBMCChanged (a BMCChanged
@@ -142,7 +148,11 @@
 //     mark, or a record of a version without pins) is never pinned
 //     afresh, which would pin whatever spec.bmc a reboot client put in
 //     meanwhile: the record is marked with a mark that names no BMC, until
-//     one is named in it. A host is thus never locked out by the pin of a reboot no
+//     one is named in it. The reset path (spec.disablePowerOff) pins its
+//     own request, but keeps the pin of a reboot the normal path still
+//     has pending (set spec.disablePowerOff during a pending reboot and
+//     clear it again, and that reboot keeps its pin: no mark). A host is
+//     thus never locked out by the pin of a reboot no
 //     longer asked for, nor handed to a BMC a reboot client put in during
 //     one. Powers writes the mark with Client when it can write (the
 //     manager's client); with a read-only Client the pin stays instead.
