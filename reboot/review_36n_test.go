@@ -1,0 +1,119 @@
+package reboot_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// lostOnPress is a BMC whose only reset type is the power button
+// (fake.ButtonAll: On and Off both press it). The answer of the first
+// power-on sent after arm is lost the way power/ipmi reports a lost
+// datagram (class busy, no protocol status: reboot's answerLost says
+// lost), and the BMC carries the press out land after the call's return
+// (within Config.LostLanding, assumption A5).
+type lostOnPress struct {
+	*fake.Power
+	clk     *fake.Clock
+	land    time.Duration
+	armed   bool
+	lost    bool
+	pending bool
+	landAt  time.Time
+}
+
+func (l *lostOnPress) On(ctx context.Context) error {
+	if l.armed && !l.lost {
+		l.lost, l.pending, l.landAt = true, true, l.clk.Real().Add(l.land)
+		return &power.Error{Op: "on", Class: power.ClassBusy,
+			Message: "the answer to the power-on was lost (timeout); it may have been carried out"}
+	}
+	return l.Power.On(ctx)
+}
+
+// Review 36 round 14 (TestReview36n_LostPowerOnPressLandsThenPressPowersHeldHostOn):
+// A5 says "A BMC carries out a power call whose answer was lost ... within
+// Config.LostLanding of the call's return, or never", but only power-offs
+// and presses for a power-off are noted lost (tracker.go sentOff ->
+// lost.note; nothing in sentOn), and a power-on is never a press for
+// reboot (Toggler only has TogglesOff; pressWait reads QuietFor alone for
+// power-ons). On a BMC whose power-on is a press of the power button
+// (PushPowerButton only: fake.ButtonAll), a power-on whose answer was lost
+// lands later as a press. Here: Online=false is enforced (the host shuts
+// down), then Online=true; the first power-on's answer is lost (lands 45 s
+// later), the controller powers on again 30 s later on a fresh Off
+// reading (the host runs), a client's keyed (held) request arrives, and
+// the lost press lands on the running host: its OS shuts down in 10 s.
+// The controller, reading On (a 29 s old echo of the host before the lost
+// press shut it), QuietFor >= StaleReads after its second power-on, sends
+// the soft power-off, a press: the host, off, powers on while the keyed
+// annotation holds it off (ground truth: a command powers the hardware on
+// after the request).
+func TestReview36n_LostPowerOnPressLandsThenPressPowersHeldHostOn(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := &lostOnPress{clk: clk, land: 45 * time.Second,
+		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 10 * time.Second,
+			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	clk.Advance(time.Minute)
+	start := clk.Real().Add(5 * time.Minute)
+	onlineAt := start.Add(2 * time.Minute)
+	offline, online, requested := false, false, false
+	var landed, requestAt time.Time
+	for clk.Real().Before(start.Add(12 * time.Minute)) {
+		if !offline && !clk.Real().Before(start) {
+			offline = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+		}
+		if !online && !clk.Real().Before(onlineAt) {
+			online, pw.armed = true, true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+		}
+		if pw.pending && !clk.Real().Before(pw.landAt) {
+			pw.pending, landed = false, clk.Real()
+			require.NoError(t, pw.Power.On(ctx)) // the BMC carries out the lost press
+		}
+		// The client's held request, once the second power-on ran the
+		// host (before the lost press lands).
+		if !requested && pw.lost && pw.Power.HardwareOn() {
+			requested, requestAt = true, clk.Real()
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && !clk.Real().Before(start) {
+			t.Logf("%v on=%v %v %v %s %v", clk.Real().Sub(start), pw.Power.HardwareOn(), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		next = min(next, time.Second)
+		for _, at := range []time.Time{start, onlineAt, pw.landAt} {
+			if d := at.Sub(clk.Real()); d > 0 && d < next {
+				next = d
+			}
+		}
+		clk.Advance(max(next, time.Millisecond))
+	}
+	require.True(t, pw.lost && !landed.IsZero() && requested, "the setup: a power-on's answer was lost, it landed later, a held request came")
+	for _, tc := range pw.Truth() {
+		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(landed) {
+			t.Fatalf("a press sent on an On reading that echoed the host before a lost power-on press (returned %v before landing, A5) shut it down powered the held host on at %v (request at %v, landed at %v); truth %s",
+				pw.land, tc.At.Sub(start), requestAt.Sub(start), landed.Sub(start), rebootcheck.DescribeTruth(pw.Power))
+		}
+	}
+}
