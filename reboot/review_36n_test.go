@@ -117,3 +117,98 @@ func TestReview36n_LostPowerOnPressLandsThenPressPowersHeldHostOn(t *testing.T) 
 		}
 	}
 }
+
+// statusLostSoftOff is lostSoftOff (review_36l_test.go) whose lost soft
+// shutdown returns err: an answer that carries a protocol status but says
+// the command's own outcome is unknown.
+type statusLostSoftOff struct {
+	lostSoftOff
+	err error
+}
+
+func (l *statusLostSoftOff) Off(ctx context.Context, m power.Mode) error {
+	if m == power.ModeSoft && !l.lost {
+		if s, err := l.Power.State(ctx); err == nil && s == power.StateOff {
+			return nil
+		}
+		l.lost, l.pending, l.landAt = true, true, l.clk.Real().Add(l.land)
+		return l.err
+	}
+	return l.lostSoftOff.Off(ctx, m)
+}
+
+// Review 36 round 14 (TestReview36n_IPMITimeoutCompletionCodeIsNotAnAnswer):
+// answerLost (outcome.go:48) calls every power.Error with a protocol
+// status answered, so not lost (A5). power/ipmi classifies completion
+// code C3h ("Timeout while processing command. Response unavailable",
+// IPMI v2.0 table 5-2) as busy with Status 0xC3 (ipmi.go classify,
+// busyCodes): the BMC says it did not finish processing the command and
+// has no response for it; the chassis control may still be carried out
+// (as CEh "command response could not be provided"). Such a soft shutdown
+// (a press on this BMC) counts from its return, not LostLanding after it,
+// and the scenario of TestReview36l_IPMILostSoftOffLandingLateThenSlowShutdown
+// (press lands 20 s after return, OS 170 s, reads 29 s old, held request
+// at 100 s) powers the held host on at SoftTimeout + StaleReads.
+func TestReview36n_IPMITimeoutCompletionCodeIsNotAnAnswer(t *testing.T) {
+	runStatusLostSoftOff(t, &power.Error{Op: power.OpName(power.ModeSoft), Class: power.ClassBusy, Status: 0xc3,
+		Message: "completion code 0xc3: timeout while processing command, response unavailable"})
+}
+
+func runStatusLostSoftOff(t *testing.T, lostErr error) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := &statusLostSoftOff{err: lostErr, lostSoftOff: lostSoftOff{clk: clk, land: 20 * time.Second,
+		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
+			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}}
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	clk.Advance(time.Minute)
+	start := clk.Real().Add(5 * time.Minute)
+	onlineAt, requestAt := start.Add(5*time.Second), start.Add(100*time.Second)
+	offline, online, requested := false, false, false
+	var landed time.Time
+	for clk.Real().Before(start.Add(6 * time.Minute)) {
+		if !offline && !clk.Real().Before(start) {
+			offline = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+		}
+		if pw.pending && !clk.Real().Before(pw.landAt) {
+			pw.pending, landed = false, clk.Real()
+			require.NoError(t, pw.Power.Off(ctx, power.ModeSoft)) // the BMC carries the press out
+		}
+		if !online && !clk.Real().Before(onlineAt) {
+			online = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+		}
+		if !requested && !clk.Real().Before(requestAt) {
+			requested = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && !clk.Real().Before(start) {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		for _, at := range []time.Time{start, onlineAt, requestAt, pw.landAt} {
+			if d := at.Sub(clk.Real()); d > 0 && d < next {
+				next = d
+			}
+		}
+		clk.Advance(max(next, time.Millisecond))
+	}
+	require.True(t, pw.lost && !landed.IsZero(), "the setup: a soft shutdown's outcome was unknown and it landed later")
+	for _, tc := range pw.Truth() {
+		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(requestAt) {
+			t.Fatalf("a soft shutdown answered %v (outcome unknown) counted as answered; it landed %v after its return (A5) and a press at SoftTimeout + StaleReads powered the held host on at %v (request at %v); truth %s",
+				lostErr, pw.land, tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
+		}
+	}
+}
