@@ -291,3 +291,93 @@ func TestReview36n_RestartEveryFiveMinutesNeverReboots(t *testing.T) {
 		"a bare reboot asked at 0 of a host whose BMC only presses was never carried out in an hour with the controller restarted every 5 minutes (%d restarts; each waits LostLanding + SoftTimeout + StaleReads = %v from its start before pressing, the one press sent was answered 409 busy, not carried out); truth %s",
 		restarts, reboot.LostLandingOf(cfg)+cfg.SoftTimeout+cfg.StaleReads, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 14 (TestReview36n_RestartThenForgetBeforeFirstPassForgetsLostLanding):
+// round 13's fix counts what a previous process may have sent as lost at
+// the host's first pass (reconciler.go sinceOff: `if first && !h.forgot`
+// ... h.lost.unseen(...)). A memory made by Forget (memory.forgotten:
+// forgot true, lost copied from the old memory) skips that block, so a
+// restarted controller that forgets a host before its first pass of it
+// counts a previous process's press only from the Forget, for SoftTimeout
+// + StaleReads, never LostLanding later (A5). Reconciler.Loop calls Forget
+// whenever a pass finds the record NotFound (run.go:473), e.g. a cache
+// not yet synced after the restart; the doc promises "So a restarted
+// controller ... waits LostLanding longer before it presses". The round-13
+// scenario (TestReview36m_RestartAfterLostSoftOffForgetsLostLanding) with
+// that Forget: the held host is powered on by a press on an echo.
+func TestReview36n_RestartThenForgetBeforeFirstPassForgetsLostLanding(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := &lostSoftOff{clk: clk, land: 20 * time.Second,
+		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
+			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	newRec := func() *reboot.Reconciler {
+		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+			Power: func(string) (power.Controller, error) { return pw, nil }}
+	}
+	rec := newRec()
+	clk.Advance(time.Minute)
+	start := clk.Real().Add(5 * time.Minute)
+	restartAt := start.Add(time.Second)
+	onlineAt, requestAt := start.Add(5*time.Second), start.Add(100*time.Second)
+	offline, online, requested, restarted := false, false, false, false
+	var landed time.Time
+	for clk.Real().Before(start.Add(6 * time.Minute)) {
+		if !offline && !clk.Real().Before(start) {
+			offline = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+		}
+		if !restarted && pw.lost && !clk.Real().Before(restartAt) {
+			restarted = true
+			rec = newRec() // the controller restarts
+			// Its first pass of the host finds the record NotFound (a
+			// cache not yet synced after the restart, the record
+			// re-created): Reconciler.Loop forgets the host (run.go).
+			rec.Forget("h")
+		}
+		if pw.pending && !clk.Real().Before(pw.landAt) {
+			pw.pending, landed = false, clk.Real()
+			require.NoError(t, pw.Power.Off(ctx, power.ModeSoft)) // the BMC applies the lost press
+		}
+		if !online && !clk.Real().Before(onlineAt) {
+			online = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+		}
+		if !requested && !clk.Real().Before(requestAt) {
+			requested = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && !clk.Real().Before(start) {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		for _, at := range []time.Time{start, restartAt, onlineAt, requestAt, pw.landAt} {
+			if d := at.Sub(clk.Real()); d > 0 && d < next {
+				next = d
+			}
+		}
+		clk.Advance(max(next, time.Millisecond))
+	}
+	require.True(t, restarted && pw.lost && !landed.IsZero(), "the setup: a soft shutdown's answer was lost, the controller restarted, the press landed later")
+	var offSeen bool
+	for _, tc := range pw.Truth() {
+		if !tc.On && tc.At.After(landed) {
+			offSeen = true
+		}
+		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(requestAt) {
+			t.Fatalf("after a restart 1 s after a lost soft shutdown and a Forget before the new controller first read the host (landed at %v, OS 170 s), it pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
+				landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
+		}
+	}
+	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
+}
+
