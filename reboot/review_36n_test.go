@@ -380,4 +380,3 @@ func TestReview36n_RestartThenForgetBeforeFirstPassForgetsLostLanding(t *testing
 	}
 	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
-
