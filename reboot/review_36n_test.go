@@ -380,3 +380,91 @@ func TestReview36n_RestartThenForgetBeforeFirstPassForgetsLostLanding(t *testing
 	}
 	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
+
+// hiccupGuard holds the leadership, but refuses the next refuse Holds.
+type hiccupGuard struct{ refuse int }
+
+func (g *hiccupGuard) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if g.refuse > 0 {
+		g.refuse--
+		return ctx, func() {}, reboot.ErrNotLeader
+	}
+	c, cancel := context.WithCancel(ctx)
+	return c, cancel, nil
+}
+
+// Review 36 round 14 (TestReview36n_LeaseHiccupEveryFiveMinutesNeverReboots):
+// as TestReview36n_RestartEveryFiveMinutesNeverReboots, without a restart:
+// the one Reconciler keeps the leadership, but one Hold every 5 minutes is
+// refused (a lease renewal that failed once: an API server's hiccup). Every
+// refusal makes it stand by for a pass (reconciler.go noteHold), and the
+// next successful Hold begins a leadership: memory.lead (tracker.go:461)
+// notes every press and power-off the status shows (this Reconciler's own
+// LastPress and PendingRebootSince, read while standing by) as unseen, sent
+// LostLanding after then, so no press goes out for LostLanding +
+// SoftTimeout + StaleReads = 390 s after each hiccup: a host whose BMC only
+// presses never reboots, though this process wrote every value itself and
+// no other leader ever existed.
+func TestReview36n_LeaseHiccupEveryFiveMinutesNeverReboots(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
+		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	g := &hiccupGuard{}
+	newRec := func() *reboot.Reconciler {
+		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg, Guard: g,
+			Power: func(string) (power.Controller, error) { return pw, nil }}
+	}
+	rec := newRec()
+	// The controller has run for long before the request.
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	// A first reboot, carried out: Status.LastPress is set from then on.
+	first := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: ""}
+	}))
+	// A second bare reboot is asked 5 minutes later; 10 s after it (the
+	// reboot pending, nothing pressed yet) the controller restarts, and
+	// again every 5 minutes.
+	requestAt := first.Add(5 * time.Minute)
+	restartAt := requestAt.Add(10 * time.Second)
+	end := requestAt.Add(30 * time.Minute)
+	restarts, requested := 0, false
+	for clk.Real().Before(end) {
+		if !clk.Real().Before(restartAt) {
+			// One Hold refused (the lease store's hiccup), for one pass;
+			// the same process goes on leading.
+			g.refuse, restarts, restartAt = 1, restarts+1, clk.Real().Add(5*time.Minute)
+		}
+		if !requested && !clk.Real().Before(requestAt) {
+			requested = true
+			require.True(t, pw.WasOffDuring(first, clk.Real()), "the setup: the first reboot was carried out; truth %s", rebootcheck.DescribeTruth(pw))
+			// The BMC answers the first press 409 busy (not carried out):
+			// the reboot is still pending at the restart.
+			pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy})
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.Annotation: ""}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond), max(requestAt.Sub(clk.Real()), time.Millisecond))
+		clk.Advance(max(next, time.Millisecond))
+	}
+	require.True(t, pw.WasOffDuring(requestAt, end),
+		"a bare reboot asked at 0 of a host whose BMC only presses was never carried out in 30 minutes with one Hold of the controller refused every 5 minutes (%d refusals; each leadership waits LostLanding + SoftTimeout + StaleReads = %v from its start before pressing, the one press sent was answered 409 busy, not carried out); truth %s",
+		restarts, reboot.LostLandingOf(cfg)+cfg.SoftTimeout+cfg.StaleReads, rebootcheck.DescribeTruth(pw))
+}
