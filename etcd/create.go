@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/rebootkit/rebootkit/plan"
 )
 
@@ -57,3 +59,73 @@ func (s *Store) exists(ctx context.Context, uuid, request string) error {
 // errCreated: the plan Create writes exists already, created by the same
 // request.
 var errCreated = errors.New("etcd: created by this request already")
+
+// The created key (PREFIX created) holds a random value that every write
+// making a plan unfinished rewrites, in the same transaction: a Create's
+// header, and the write of a plan that ended and is set unfinished again
+// (resumeCheck). Such a write compares the value its check of the other
+// plans read with it: a plan made unfinished since that check makes it
+// fail, and it checks again. A value, not a revision: after etcd was
+// restored from a copy of its data directory, revisions are given again,
+// random values are not.
+func (s *Store) createdKey() string { return s.prefix + "created" }
+
+// putCreated is the operation that rewrites the created key.
+func (s *Store) putCreated() clientv3.Op {
+	return clientv3.OpPut(s.createdKey(), newToken())
+}
+
+// sameCreated compares the created key with tok, as read (tokenOf).
+func (s *Store) sameCreated(tok string) clientv3.Cmp {
+	if tok == "" {
+		return clientv3.Compare(clientv3.CreateRevision(s.createdKey()), "=", 0)
+	}
+	return clientv3.Compare(clientv3.Value(s.createdKey()), "=", tok[1:])
+}
+
+// othersChecked is what a check of the other plans read: the revision of
+// the list, and the created key at that revision.
+type othersChecked struct {
+	at      int64
+	created string
+}
+
+// unchanged are the comparisons that no plan was made unfinished since
+// the check c: none created under headers/ since its revision (a Create
+// of a version without the created key), and the created key as read.
+func (s *Store) unchanged(c othersChecked) []clientv3.Cmp {
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(s.headersPrefix()), "<", c.at+1).WithPrefix(),
+		s.sameCreated(c.created),
+	}
+}
+
+// resumeCheck checks, for a write of header h over old that makes an
+// ended plan unfinished again, the other unfinished plans as Create does
+// (an error wrapping plan.ErrEndedOverlaps if one holds a server of it),
+// and returns the comparisons and the operation the write adds (nothing
+// if the write does not make the plan unfinished again). The plan's
+// servers are read at the current revision: the write compares the
+// header it read, and every write rewrites the header.
+func (s *Store) resumeCheck(ctx context.Context, uuid string, old, h header) ([]clientv3.Cmp, []clientv3.Op, error) {
+	if !ended(old) || ended(h) {
+		return nil, nil, nil
+	}
+	m, err := s.membersOf(ctx, uuid, old, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("plan: refusing to overwrite: %w", err)
+	}
+	p := h.Plan
+	p.Reboots = make([]plan.Reboot, 0, len(m))
+	for server := range m {
+		p.Reboots = append(p.Reboots, plan.Reboot{ServerUUID: server})
+	}
+	c, err := s.checkOthers(ctx, p)
+	if err != nil {
+		if errors.Is(err, plan.ErrServerInPlan) {
+			return nil, nil, plan.ResumeRefused(uuid, err)
+		}
+		return nil, nil, err
+	}
+	return s.unchanged(c), []clientv3.Op{s.putCreated()}, nil
+}

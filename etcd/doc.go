@@ -29,9 +29,12 @@
 // Executor's 1 s Interval, the concurrency). List, Heads and Unfinished
 // read at one revision and report corrupt records (plan.ErrCorrupt); Create
 // fails on any other error, and writes the plan's header in a transaction
-// that also compares that no plan was created since it checked the others
-// (then it checks again): two overlapping plans created at once cannot
-// both succeed. Operators' commands (plan.Command with Run, Stop, Cancel)
+// that also compares that no plan was created or set unfinished again
+// since it checked the others (then it checks again): two overlapping
+// plans created at once cannot both succeed. A write that sets a plan
+// that ended unfinished again (plan.Command, plan.Edit) is checked the
+// same way, and refused (plan.ErrEndedOverlaps) while another unfinished
+// plan holds one of its servers. Operators' commands (plan.Command with Run, Stop, Cancel)
 // are compare-and-swap writes of the header alone (Store is a
 // plan.HeadStore: one read and one write, whatever the plan's size) from
 // any process, and are never lost: a pass written in between makes the
@@ -202,7 +205,13 @@
 // read before the restore is refused (plan.ErrConflict) and decided again
 // on a fresh read (TestReview37_RestoredEtcdReusesRevisionStopLost: an
 // operator's stop written after the restore at the very revision of the
-// executor's last write stays). What the restore lost stays lost: the
+// executor's last write stays). The other checks compare values too, not
+// revisions alone: Create's "no plan made unfinished since the check"
+// compares a random value every Create rewrites (PREFIX created), the
+// build of the index compares each header's token, and SweepOrphans
+// deletes nothing unless its own key (PREFIX swept) is still at the
+// revision its previous call returned, so that a Create under way after
+// a restore keeps its pages. What the restore lost stays lost: the
 // passes and commands written after the backup are gone, so a reboot
 // started after it is in flight on the fleet but pending in the plan, and
 // the next pass asks for its job again (a fleet that keeps its jobs

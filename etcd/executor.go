@@ -63,7 +63,7 @@ type Leadership struct {
 	// returns end with it (made on first use: endedContext).
 	ended context.Context
 	end   context.CancelFunc
-	// swept is the revision the last Maintain's SweepOrphans read at.
+	// swept is the revision the last Maintain's SweepOrphans returned.
 	swept int64
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rebootkit/rebootkit/plan"
@@ -28,8 +29,8 @@ func (s *Store) indexKey(uuid string) string { return s.indexPrefix() + uuid }
 func (s *Store) indexMarker() string         { return s.prefix + "unfinished" }
 
 // indexOps are the operations a write of header h over old adds to keep
-// the index: none unless the plan ends (or, never in practice, starts
-// again).
+// the index: none unless the plan ends (or starts again: a write of a
+// plan that ended, after the check of the other plans resumeCheck makes).
 func (s *Store) indexOps(uuid string, old, h header) []clientv3.Op {
 	switch {
 	case ended(h) && !ended(old):
@@ -137,45 +138,78 @@ func (s *Store) unfinishedAt(ctx context.Context) ([]string, map[string]headStat
 }
 
 // buildIndex writes the index of unfinished plans from every header (once
-// per prefix written by a version without the index), in one transaction
-// that compares every header it read: a plan written meanwhile makes it
-// start again.
+// per prefix written by a version without the index), after reading
+// every header and token at one revision. Each transaction writes the
+// index keys of a batch of headers and compares those headers (their
+// revision and the token of their write, token.go) and the guard: a plan
+// written meanwhile makes it start again, and a deposed leader writes
+// nothing (ErrNotLeader). A plan written after its batch keeps its key
+// right (the write that ends it deletes it). With more than one batch,
+// each also compares and rewrites a build key (PREFIX unfinished-build,
+// random), and the marker goes with the last: a batch undone by a restore
+// of etcd from a backup makes the next fail, and the build start again.
 func (s *Store) buildIndex(ctx context.Context) error {
-	resp, err := s.cli.Get(ctx, s.headersPrefix(), clientv3.WithPrefix())
-	if err != nil {
-		return fmt.Errorf("etcd: list: %w", err)
-	}
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.headersPrefix()), "<", resp.Header.Revision+1).WithPrefix()}
-	ops := []clientv3.Op{clientv3.OpPut(s.indexMarker(), "")}
-	for _, kv := range resp.Kvs {
-		uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
-		h, err := decodeHeader(uuid, kv.Value)
+	var (
+		kvs []*mvccpb.KeyValue
+		tok map[string]string
+	)
+	err := retryCompacted(func() error {
+		// Two reads at one revision, not one transaction.
+		resp, err := s.cli.Get(ctx, s.headersPrefix(), clientv3.WithPrefix())
 		if err != nil {
-			// Unreadable: indexed, so that Unfinished reports it.
-			ops = append(ops, clientv3.OpPut(s.indexKey(uuid), ""))
-			continue
+			return fmt.Errorf("etcd: list: %w", err)
 		}
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
-		if !ended(h) {
-			ops = append(ops, clientv3.OpPut(s.indexKey(uuid), ""))
+		toks, err := s.cli.Get(ctx, s.tokenPrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision))
+		if err != nil {
+			return fmt.Errorf("etcd: list: %w", err)
 		}
+		kvs, tok = resp.Kvs, make(map[string]string, len(toks.Kvs))
+		for _, kv := range toks.Kvs {
+			tok[strings.TrimPrefix(string(kv.Key), s.tokenPrefix())] = heldToken(string(kv.Value))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	// A prefix of more plans than one transaction holds is indexed in
-	// parts; the marker goes with the last.
-	for len(ops) > 0 {
-		n := min(len(ops), maxTxnOps)
-		c := cmps
-		if len(c) > maxTxnOps {
-			c = c[:1]
+	perTxn := (maxTxnOps - 2 - len(s.guard)) / 2
+	buildKey := s.indexMarker() + "-build"
+	built := "" // the build key as the last batch wrote it (held)
+	for start := 0; start == 0 || start < len(kvs); start += perTxn {
+		batch := kvs[start:min(start+perTxn, len(kvs))]
+		last := start+perTxn >= len(kvs)
+		cmps := slices.Clone(s.guard)
+		var ops []clientv3.Op
+		for _, kv := range batch {
+			uuid := strings.TrimPrefix(string(kv.Key), s.headersPrefix())
+			cmps = append(cmps, s.sameHeader(uuid, kv.ModRevision, tok[uuid])...)
+			// Unreadable: indexed, so that Unfinished reports it.
+			if h, err := decodeHeader(uuid, kv.Value); err != nil || !ended(h) {
+				ops = append(ops, clientv3.OpPut(s.indexKey(uuid), ""))
+			}
 		}
-		r, err := s.cli.Txn(ctx).If(c...).Then(ops[len(ops)-n:]...).Commit()
+		if start > 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.Value(buildKey), "=", built[1:]))
+		}
+		switch {
+		case last && start > 0:
+			ops = append(ops, clientv3.OpPut(s.indexMarker(), ""), clientv3.OpDelete(buildKey))
+		case last:
+			ops = append(ops, clientv3.OpPut(s.indexMarker(), ""))
+		default:
+			v := newToken()
+			ops, built = append(ops, clientv3.OpPut(buildKey, v)), heldToken(v)
+		}
+		r, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			return fmt.Errorf("etcd: building the index of unfinished plans: %w", err)
 		}
 		if !r.Succeeded {
+			if err := s.notLeader(ctx); err != nil {
+				return fmt.Errorf("etcd: building the index of unfinished plans: %w", err)
+			}
 			return nil // a plan was written meanwhile: read again
 		}
-		ops = ops[:len(ops)-n]
 	}
 	return nil
 }

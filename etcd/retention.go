@@ -82,7 +82,8 @@ func (s *Store) cachedLocked() []string {
 // its write (token.go), read with it at one revision: a plan written
 // meanwhile, even at the same revision after etcd was restored from a
 // backup, is left for the next Prune. A plan's end is when Prune first
-// saw it ended (it records that time in the header), so a plan is kept
+// saw it ended (it records that time in the header; a write that sets the
+// plan unfinished again clears it), so a plan is kept
 // whole for at least olderThan's distance from now after it ended. It
 // returns the UUIDs pruned. Get and List do not see a pruned plan any
 // more (plan.ErrNotFound); Summaries lists them.
@@ -217,21 +218,38 @@ func (s *Store) sweepOnce(ctx context.Context, uuid string) (int, bool, error) {
 
 // SweepOrphans deletes the page keys of UUIDs that have no header, every
 // one of whose keys under its nonce was written at or before revision
-// before (read by the previous call):
-// the pages of a Create whose writer died before writing the header (or
-// that lost it). Pass the revision the previous call returned (Maintain
-// does, every ten minutes), so that a Create in progress keeps its pages;
-// a Create slower than that finds its first page gone and fails. It reads
-// the keys (not the values) of every page and header, and returns how many
-// keys it deleted and the revision it read at.
+// before, the revision the previous call returned: the pages of a Create
+// whose writer died before writing the header (or that lost it). Pass the
+// revision the previous call returned (Maintain does, every ten minutes),
+// so that a Create in progress keeps its pages; a Create slower than that
+// finds its first page gone and fails. Each call rewrites a sweep key
+// (PREFIX swept) in the transaction that reads, and returns its new
+// revision; a call deletes nothing unless that key is still at before: a
+// first call (before 0), and a call after etcd was restored from a copy
+// of its data directory (revisions went back, and a page written since
+// may have a revision at or below before), only mark. It reads the keys
+// (not the values) of every page and header, and returns how many keys it
+// deleted and the revision to pass next. With a guard that fails it
+// neither reads nor deletes (ErrNotLeader).
 func (s *Store) SweepOrphans(ctx context.Context, before int64) (int, int64, error) {
 	pre := s.prefix + "pages/"
-	resp, err := s.cli.Txn(ctx).Then(
+	sweepKey := s.prefix + "swept"
+	resp, err := s.cli.Txn(ctx).If(s.guard...).Then(
 		clientv3.OpGet(pre, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		clientv3.OpGet(s.headersPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(sweepKey, clientv3.WithKeysOnly()),
+		clientv3.OpPut(sweepKey, newToken()),
 	).Commit()
 	if err != nil {
 		return 0, 0, fmt.Errorf("etcd: sweep: %w", err)
+	}
+	if !resp.Succeeded {
+		return 0, before, fmt.Errorf("etcd: sweep: %w", ErrNotLeader)
+	}
+	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].ModRevision != before {
+		// The revision before is not of this history since the last
+		// call (or there was none): mark only.
+		before = 0
 	}
 	headed := map[string]bool{}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {

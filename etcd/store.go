@@ -62,6 +62,8 @@ const readRetries = 8
 //	PREFIX writes/UUID       (the token of the header's last write)
 //	PREFIX unfinished/UUID   (while the plan may still reboot servers)
 //	PREFIX summaries/UUID    (once Prune removed it)
+//	PREFIX created           (rewritten by every write making a plan unfinished)
+//	PREFIX swept             (rewritten by every SweepOrphans)
 //
 // Every read of a plan reads its header and then its pages at the
 // revision the header was read at (one snapshot, retried from the start
@@ -89,8 +91,12 @@ const readRetries = 8
 //
 // Create checks the other unfinished plans (ErrServerInPlan) on a list
 // read at one revision, and writes the header in a transaction that also
-// compares that no plan was created since: two overlapping plans created
-// at the same moment cannot both succeed.
+// compares that no plan was created or set unfinished again since (no
+// header created since that revision, and the random value under PREFIX
+// created, which every such write rewrites, as read with the list): two
+// overlapping plans created at the same moment cannot both succeed, even
+// after etcd was restored from a backup. A write that sets a plan that
+// ended unfinished again makes the same check (resumeCheck).
 //
 // Guarded returns a Store whose every write also compares what it is given
 // (the election key an executor holds): once that leadership is gone, its
@@ -473,7 +479,7 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 	}
 	hk := s.headerKey(p.UUID)
 	// Fail early, before writing pages, if another plan holds a server.
-	listedAt, err := s.checkOthers(ctx, p)
+	checked, err := s.checkOthers(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -541,17 +547,17 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 		return err
 	}
 	for try := 0; ; try++ {
-		// Nothing created under headers/ since the list the check read:
-		// the check still holds when the header is written.
-		none := clientv3.Compare(clientv3.CreateRevision(s.headersPrefix()), "<", listedAt+1).WithPrefix()
-		cmps := append(slices.Clone(absent), none)
+		// No plan made unfinished since the list the check read (no
+		// header created since its revision, the created key as it read
+		// it): the check still holds when the header is written.
+		cmps := append(slices.Clone(absent), s.unchanged(checked)...)
 		if len(pages) > 0 {
 			// Its pages are still there (SweepOrphans deletes the pages of a
 			// Create that took too long).
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.pageKey(p.UUID, h.Nonce, 0)), ">", 0))
 		}
 		putTok, _ := s.putToken(p.UUID)
-		then := []clientv3.Op{clientv3.OpPut(hk, string(raw)), putTok}
+		then := []clientv3.Op{clientv3.OpPut(hk, string(raw)), putTok, s.putCreated()}
 		if !ended(h) {
 			then = append(then, clientv3.OpPut(s.indexKey(p.UUID), ""))
 		}
@@ -577,7 +583,7 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 			return err
 		}
 		// Another plan was created meanwhile: check again.
-		if listedAt, err = s.checkOthers(ctx, p); err != nil {
+		if checked, err = s.checkOthers(ctx, p); err != nil {
 			cleanup()
 			return err
 		}
@@ -585,24 +591,29 @@ func (s *Store) Create(ctx context.Context, p plan.Plan) error {
 }
 
 // checkOthers lists the unfinished plans at one revision and checks that
-// none holds a server of p; it returns the revision listed at. Only a
-// record that really is corrupt is passed over: any other error (etcd
-// unreachable, a timeout) fails the check.
-func (s *Store) checkOthers(ctx context.Context, p plan.Plan) (int64, error) {
+// none holds a server of p; it returns the revision listed at and the
+// created key read at it. Only a record that really is corrupt is passed
+// over: any other error (etcd unreachable, a timeout) fails the check.
+func (s *Store) checkOthers(ctx context.Context, p plan.Plan) (othersChecked, error) {
 	// A corrupt record cannot be read: there is nothing to check it against.
 	var others []plan.Plan
-	var at int64
+	var c othersChecked
 	err := retryCompacted(func() error {
 		heads, rev, _, err := s.unfinishedHeads(ctx)
 		if err != nil {
 			return err
 		}
-		others, at = nil, rev
+		others, c = nil, othersChecked{at: rev}
+		resp, err := s.cli.Get(ctx, s.createdKey(), clientv3.WithRev(rev))
+		if err != nil {
+			return fmt.Errorf("etcd: list: %w", err)
+		}
+		c.created = tokenOf(resp)
 		for _, ih := range heads {
 			if ih.uuid == p.UUID {
 				continue
 			}
-			o, _, err := s.assemble(ctx, ih.uuid, ih.h, ih.rev, at, true)
+			o, _, err := s.assemble(ctx, ih.uuid, ih.h, ih.rev, rev, true)
 			if errors.Is(err, plan.ErrCorrupt) {
 				continue
 			}
@@ -614,24 +625,32 @@ func (s *Store) checkOthers(ctx context.Context, p plan.Plan) (int64, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return othersChecked{}, err
 	}
 	if err := plan.CheckOthers(p, others); err != nil {
-		return 0, err
+		return othersChecked{}, err
 	}
-	return at, nil
+	return c, nil
 }
 
 // refused explains a failed transaction: the guard (leadership) failed,
 // or else the given error (a conflict, the plan exists).
 func (s *Store) refused(ctx context.Context, uuid string, other error) error {
+	if err := s.notLeader(ctx); err != nil {
+		return fmt.Errorf("plan %s: %w", uuid, err)
+	}
+	return other
+}
+
+// notLeader returns ErrNotLeader if the guard fails (read now), else nil.
+func (s *Store) notLeader(ctx context.Context) error {
 	if len(s.guard) > 0 {
 		resp, err := s.cli.Txn(ctx).If(s.guard...).Commit()
 		if err == nil && !resp.Succeeded {
-			return fmt.Errorf("plan %s: %w", uuid, ErrNotLeader)
+			return ErrNotLeader
 		}
 	}
-	return other
+	return nil
 }
 
 // write writes header h (its plan and index) and the changed pages if the
@@ -656,11 +675,24 @@ type wrote struct {
 func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h header, pages map[int][]byte) (wrote, error) {
 	h.Plan.Reboots, h.Plan.Version = nil, ""
 	h.Nonce, h.Count, h.Request, h.Ended = old.Nonce, old.Count, old.Request, old.Ended
+	if !ended(h) {
+		// Unfinished (again): its end is when Prune sees it end next.
+		h.Ended = nil
+	}
 	keys := slices.Sorted(maps.Keys(pages))
+	// A plan that ended and is set unfinished again is checked against
+	// the other unfinished plans, as Create checks a new one.
+	resume, resumeOps, err := s.resumeCheck(ctx, uuid, old, h)
+	if err != nil {
+		return wrote{}, err
+	}
 	// The header is the one read: its revision and its write's token.
-	cas := append(s.sameHeader(uuid, rev, old.tok), s.guard...)
+	cas := append(append(s.sameHeader(uuid, rev, old.tok), s.guard...), resume...)
 	putTok, tok := s.putToken(uuid)
 	h.tok = tok
+	headerOps := func(raw []byte) []clientv3.Op {
+		return append(append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw)), putTok}, s.indexOps(uuid, old, h)...), resumeOps...)
+	}
 	// The overlay keys of the pages rewritten are not named any more.
 	var stale []string
 	h.Over = maps.Clone(old.Over)
@@ -684,8 +716,8 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 	if len(raw) > maxTxnBytes {
 		return wrote{}, fmt.Errorf("%w: plan %s: a header of %d bytes is over etcd's request limit", plan.ErrTooLarge, uuid, len(raw))
 	}
-	if 3+len(keys) <= maxTxnOps && size <= maxTxnBytes {
-		ops := append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw)), putTok}, s.indexOps(uuid, old, h)...)
+	if 3+len(resumeOps)+len(keys) <= maxTxnOps && size <= maxTxnBytes {
+		ops := headerOps(raw)
 		for _, n := range keys {
 			ops = append(ops, clientv3.OpPut(s.pageKey(uuid, h.Nonce, n), string(pages[n])))
 		}
@@ -760,7 +792,7 @@ func (s *Store) writeRev(ctx context.Context, uuid string, rev int64, old, h hea
 		_, _, _ = s.deleteKeys(ctx, nil, staged)
 		return wrote{}, err
 	}
-	resp, err := s.cli.Txn(ctx).If(cas...).Then(append([]clientv3.Op{clientv3.OpPut(s.headerKey(uuid), string(raw)), putTok}, s.indexOps(uuid, old, h)...)...).Commit()
+	resp, err := s.cli.Txn(ctx).If(cas...).Then(headerOps(raw)...).Commit()
 	if err != nil {
 		// It may have been written: the staged pages stay.
 		return wrote{}, fmt.Errorf("etcd: write %s: %w", uuid, err)

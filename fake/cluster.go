@@ -67,6 +67,7 @@ func (c *Cluster) GetAdmissions(context.Context) (remediation.Admissions, error)
 	a.Machines = append([]string(nil), a.Machines...)
 	a.Requests = maps.Clone(a.Requests)
 	a.Members = maps.Clone(a.Members)
+	a.Others = maps.Clone(a.Others)
 	a.Version = strconv.Itoa(c.admVersion)
 	return a, nil
 }
@@ -83,7 +84,8 @@ func (c *Cluster) PutAdmissions(_ context.Context, a remediation.Admissions) err
 	}
 	c.admVersion++
 	c.admWrites++
-	c.admissions = remediation.Admissions{Machines: append([]string(nil), a.Machines...), Requests: maps.Clone(a.Requests), Members: maps.Clone(a.Members)}
+	c.admissions = remediation.Admissions{Machines: append([]string(nil), a.Machines...), Requests: maps.Clone(a.Requests),
+		Members: maps.Clone(a.Members), Others: maps.Clone(a.Others)}
 	return nil
 }
 

@@ -106,7 +106,15 @@
 // the same or cannot be read, and the reboot counts done when the
 // executor, started again on the new boot, reads another boot ID. A
 // failed run fails the job only if the same boot ID is still read two
-// minutes later. A server without a reboot command fails its job at once,
+// minutes later. The command is recorded on the server (before it runs) as
+// a power-off that may still land, whatever it answered (a delayed
+// shutdown -r +1 returns at once; one that failed or timed out may have
+// been accepted) and whatever its job or the operator decide since (the
+// job failing, an abandon): until another boot ID is read on the server,
+// nothing else is powered off for ShutdownMax after the command, and the
+// server counts as down, no new job of it is created (ErrServerBusy) and
+// OpenFleet refuses an inventory without it (ErrMissingServer) until a
+// health check begun after then passes. A server without a reboot command fails its job at once,
 // saying why.
 //
 // BMC calls go through a power.Pool (one connection per server, every

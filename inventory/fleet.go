@@ -33,6 +33,10 @@ var ErrServerBusy = errors.New("inventory: the server has a live reboot job")
 // fleet could neither finish the job nor power the server on.
 var ErrMissingServer = errors.New("inventory: a server the fleet is busy with is missing from the inventory")
 
+// ErrUnknownServer: the inventory has no such server (Fleet.Abandon of a
+// server taken out of the inventory since it was abandoned).
+var ErrUnknownServer = errors.New("inventory: no such server in the inventory")
+
 // Options tune a Fleet.
 type Options struct {
 	// Reboot configures the power decisions (soft timeout, stale reads).
@@ -152,6 +156,9 @@ type Fleet struct {
 	// abandoned: the servers the operator abandoned (watched by
 	// ObserveView: one may be off, or its power-off may still land).
 	abandoned map[string]bool
+	// selfReboots: the servers whose reboot command (the executor's own
+	// server's) may still land (hostRecord.SelfRebootBoot).
+	selfReboots map[string]bool
 	// openJobs: the jobs of the state file not known to have ended (job
 	// UUID -> server); endedJobs: those that ended and are not pruned
 	// yet; lastJob: each server's last job; shown: the servers whose
@@ -268,9 +275,9 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	}
 	f := &Fleet{inv: inv, opts: opts, db: db, now: opts.Now, mono: opts.Monotonic,
 		workers: map[string]bool{}, pokes: map[string]bool{}, liveJob: map[string]string{}, keeping: map[string]bool{},
-		abandoned: map[string]bool{},
-		health:    map[string]healthResult{},
-		probing:   map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
+		abandoned: map[string]bool{}, selfReboots: map[string]bool{},
+		health:  map[string]healthResult{},
+		probing: map[string]bool{}, reads: map[string]reading{}, lastCmd: map[string]time.Duration{},
 		lastOff: map[string]time.Duration{},
 		lastErr: map[string]BMCError{}, logged: map[string]time.Duration{}, probeSem: make(chan struct{}, 32),
 		openJobs: map[string]string{}, lastJob: map[string]string{}, shown: map[string]bool{},
@@ -305,7 +312,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		}
 	}
 	f.trackJobs(jobs)
-	var keep []string
+	var keep, rebooting []string
 	if err := db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketHosts).ForEach(func(k, v []byte) error {
 			var h hostRecord
@@ -315,11 +322,17 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 			if h.needsKeeping() {
 				keep = append(keep, string(k))
 			}
+			if h.SelfRebootBoot != "" {
+				rebooting = append(rebooting, string(k))
+			}
 			if h.interesting() {
 				f.shown[string(k)] = true
 			}
 			if h.Abandoned != "" {
 				f.abandoned[string(k)] = true
+			}
+			if h.SelfRebootBoot != "" {
+				f.selfReboots[string(k)] = true
 			}
 			return nil
 		})
@@ -328,7 +341,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := f.missing(jobs, keep); err != nil {
+	if err := f.missing(jobs, keep, rebooting); err != nil {
 		f.pool.Close()
 		db.Close()
 		return nil, err
@@ -486,6 +499,12 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 			if err := json.Unmarshal(raw, &h); err != nil {
 				return err
 			}
+			if h.SelfRebootBoot != "" {
+				// A second reboot command would push back (or fail) the
+				// one that may still land.
+				return fmt.Errorf("%w: %s: the reboot command of this executor's own server, sent at %s, may still land; job %s of plan %s waits until its new boot is seen, or --shutdown-max after the command",
+					ErrServerBusy, s.Hostname, h.SelfRebootAt.UTC().Format(time.RFC3339), a.JobUUID, a.PlanUUID)
+			}
 			if h.needsKeeping() && h.Job != "" {
 				// A job that gave up on a BMC mid-cycle left its power
 				// cycle to the fleet: no new reboot joins it.
@@ -528,10 +547,11 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 // CreateJob refuses it (ErrServerBusy). Abandoning
 // again is a no-op, and so is the same abandon (same plan, same why) once
 // a job of another plan took the server back.
+// A server the inventory does not list is ErrUnknownServer.
 func (f *Fleet) Abandon(server, planUUID, why string) error {
 	s, ok := f.inv.Server(server)
 	if !ok {
-		return fmt.Errorf("inventory: abandon: no server %s in the inventory", server)
+		return fmt.Errorf("%w: abandon %s", ErrUnknownServer, server)
 	}
 	now := f.now()
 	changed := false
@@ -702,10 +722,12 @@ func takeBack(tx *bolt.Tx, server, planUUID string) (string, error) {
 	return "", b.Put([]byte(server), out)
 }
 
-// missing refuses to resume while a server with a live job or an
-// unsettled power cycle is missing from the inventory (it may be off,
-// and only its BMC can power it on), naming each.
-func (f *Fleet) missing(jobs []JobRecord, keep []string) error {
+// missing refuses to resume while a server with a live job, an
+// unsettled power cycle, or a reboot command that may still land
+// (rebooting: hostRecord.SelfRebootBoot) is missing from the inventory (it
+// may be off, and only its BMC can power it on; its reboot would not be
+// counted), naming each.
+func (f *Fleet) missing(jobs []JobRecord, keep, rebooting []string) error {
 	names := map[string]string{}
 	for _, j := range jobs {
 		if j.Hostname != "" {
@@ -732,6 +754,9 @@ func (f *Fleet) missing(jobs []JobRecord, keep []string) error {
 	}
 	for _, s := range keep {
 		note(s, "its power cycle has not settled (it may be off)")
+	}
+	for _, s := range rebooting {
+		note(s, "its reboot command (this executor's own server's) may still take it down")
 	}
 	if len(out) == 0 {
 		return nil

@@ -186,7 +186,23 @@ func (f *Fleet) mayPowerOff(ctx context.Context, server string, h hostRecord) st
 	f.mu.Lock()
 	id, live := f.liveJob[server]
 	selfJob := f.liveJob[f.opts.Self]
+	var pending []string
+	for s := range f.selfReboots {
+		if s != server {
+			pending = append(pending, s)
+		}
+	}
 	f.mu.Unlock()
+	for _, s := range pending {
+		// Self last, alone, also once its job ended (failed, abandoned):
+		// a reboot command sent may still land (hostRecord.SelfRebootBoot)
+		// until its cut-off (then the server only counts as down until a
+		// health check passes: settleSelfReboot).
+		if sh, err := f.hosts.load(s); err != nil || sh.SelfRebootBoot != "" && f.mono() < f.offHorizon(s) {
+			return "the reboot command of this executor's own server (" + f.serverName(s) + ") may still take it down: " +
+				"nothing else is powered off until its new boot is seen, or --shutdown-max after the command"
+		}
+	}
 	if f.opts.Self != "" && selfJob != "" {
 		// Self last, alone: while this executor's server reboots
 		// through its OS, nothing else is powered off.

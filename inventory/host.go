@@ -76,6 +76,19 @@ type hostRecord struct {
 	// abandon the server again (Fleet.Abandon skips it).
 	TakenBackPlan string `json:"taken_back_plan,omitempty"`
 	TakenBackWhy  string `json:"taken_back_why,omitempty"`
+	// SelfRebootBoot: the reboot command of the executor's own server was
+	// run (recorded before it runs) on this boot ID, at SelfRebootAt. It
+	// may land late (shutdown -r +1), and one that failed or timed out
+	// may have been accepted all the same, whatever its job or the
+	// operator decided since (the job may have failed, the server been
+	// abandoned): as for a BMC power-off that may still land, until a
+	// boot ID other than this one is read on it, nothing else is powered
+	// off (self last, alone) before its cut-off (Fleet.offHorizon: the
+	// command plus Options.ShutdownMax), and the server counts as down
+	// until a health check begun after the cut-off passes
+	// (settleSelfReboot).
+	SelfRebootBoot string    `json:"self_reboot_boot,omitempty"`
+	SelfRebootAt   time.Time `json:"self_reboot_at,omitzero"`
 }
 
 // BMCError is a BMC failure as the fleet records and shows it.

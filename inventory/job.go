@@ -157,7 +157,15 @@ type jobStep struct {
 // selfRebootGrace: how long after a failed reboot command of the
 // executor's own server its job fails (the command may fail because the
 // shutdown it started killed it).
+// The job's end does not end the reboot: the fleet counts the server down,
+// and powers nothing else off, until its new boot is seen or ShutdownMax
+// after the command (hostRecord.SelfRebootBoot).
 const selfRebootGrace = 2 * time.Minute
+
+// selfRebootMayLand is what a failed self-reboot job adds: the command
+// may have been accepted all the same.
+const selfRebootMayLand = "it may still have been accepted: the server counts as offline, and nothing else is powered off, " +
+	"until its new boot is seen or --shutdown-max after the command"
 
 // sinceNow returns j with every stamp its timeouts count from that lies
 // after now (the wall clock stepped back since it was written) set to
@@ -394,9 +402,10 @@ func decideJob(in jobInput, now time.Time) jobStep {
 			case j.RebootError != "" && in.BootID == j.BootID && j.RebootSentAt != nil && now.Sub(*j.RebootSentAt) >= selfRebootGrace:
 				// Still the same boot, readably, well after the command
 				// failed: it really failed.
-				undrainThen(JobFailed, "reboot command failed and this executor's server did not reboot within "+selfRebootGrace.String()+": "+j.RebootError)
+				undrainThen(JobFailed, "reboot command failed and this executor's server did not reboot within "+selfRebootGrace.String()+": "+j.RebootError+
+					"; "+selfRebootMayLand)
 			case in.JobTimeout > 0 && j.Requested != nil && now.Sub(*j.Requested) >= in.JobTimeout:
-				undrainThen(JobFailed, "this executor's server did not boot again within "+in.JobTimeout.String()+" of its reboot command")
+				undrainThen(JobFailed, "this executor's server did not boot again within "+in.JobTimeout.String()+" of its reboot command; "+selfRebootMayLand)
 			}
 			break
 		}

@@ -59,11 +59,22 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 		return plan.Observations{}, err
 	}
 	var servers []Server
+	inPlan := make(map[string]bool, len(p.Reboots))
 	for _, r := range p.Reboots {
+		inPlan[r.ServerUUID] = true
 		if s, ok := f.inv.Server(r.ServerUUID); ok {
 			servers = append(servers, s)
 		}
 	}
+	var extra []Server
+	for s, h := range hosts {
+		if h.SelfRebootBoot != "" && !inPlan[s] {
+			if srv, ok := f.inv.Server(s); ok {
+				extra = append(extra, srv)
+			}
+		}
+	}
+	servers = append(servers, extra...)
 	head, hasHead := f.headnode()
 	if hasHead {
 		servers = append(servers, head)
@@ -81,7 +92,14 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 		// before the abandon may still land: powerDown).
 		down := f.serverDown(s.UUID, j, isBusy, h, healthy[s.UUID], since[s.UUID])
 		obs.Servers[s.UUID] = plan.ServerObs{Down: down, ServicesUp: healthy[s.UUID] && !isBusy && !down}
-		if err := f.settleAbandoned(s.UUID, h, healthy[s.UUID], since[s.UUID]); err != nil {
+		if err := f.settle(s.UUID, h, healthy[s.UUID], since[s.UUID]); err != nil {
+			return plan.Observations{}, err
+		}
+	}
+	// The executor's own server's reboot may still land though the
+	// plan does not reboot it: its record settles all the same.
+	for _, s := range extra {
+		if err := f.settle(s.UUID, hosts[s.UUID], healthy[s.UUID], since[s.UUID]); err != nil {
 			return plan.Observations{}, err
 		}
 	}
@@ -259,8 +277,12 @@ func poweredOff(j JobRecord, h hostRecord) *time.Time {
 // plan reboots another server in that slot. The fleet goes on reconciling
 // it (only ever powering it on), and show and watch list it with its BMC
 // error.
+//
+// The executor's own server's reboot command counts as such a power-off
+// (SelfRebootBoot) until its new boot is seen or its cut-off passed.
 func powerDown(j JobRecord, busy bool, h hostRecord) bool {
-	return busy && powerBusy(j.State) || h.AbandonedCycle || h.Abandoned == "" && (h.Watch && !h.Settled || h.Status.Pending())
+	return busy && powerBusy(j.State) || h.AbandonedCycle || h.SelfRebootBoot != "" ||
+		h.Abandoned == "" && (h.Watch && !h.Settled || h.Status.Pending())
 }
 
 // settleAbandoned clears the AbandonedCycle of server's record h once a
@@ -285,6 +307,58 @@ func (f *Fleet) settleAbandoned(server string, h hostRecord, healthy bool, since
 	f.debugf("abandoned power cycle settled: a health check begun after its cut-off passed", "server", server)
 	return nil
 }
+
+// settle settles what may still land on server (settleAbandoned,
+// settleSelfReboot).
+func (f *Fleet) settle(server string, h hostRecord, healthy bool, since time.Duration) error {
+	if err := f.settleAbandoned(server, h, healthy, since); err != nil {
+		return err
+	}
+	return f.settleSelfReboot(server, h, healthy, since)
+}
+
+// settleSelfReboot clears the SelfRebootBoot of server's record h once
+// its reboot can no longer land: a boot ID other than the one the command
+// ran on is read on it (it runs this executor: the reboot happened), or a
+// health check begun after its cut-off passed (offLanded: the command
+// plus ShutdownMax, or this process's start plus ShutdownMax after a
+// restart).
+func (f *Fleet) settleSelfReboot(server string, h hostRecord, healthy bool, since time.Duration) error {
+	if h.SelfRebootBoot == "" {
+		return nil
+	}
+	rebooted := false
+	if server == f.opts.Self {
+		if id, err := f.opts.BootID(); err == nil && id != "" && id != h.SelfRebootBoot {
+			rebooted = true
+		}
+	}
+	if !rebooted && (!healthy || !f.offLanded(server, since)) {
+		return nil
+	}
+	if _, err := f.hosts.modify(server, func(r *hostRecord) error {
+		if r.SelfRebootBoot != h.SelfRebootBoot {
+			return errSkip
+		}
+		r.SelfRebootBoot, r.SelfRebootAt = "", time.Time{}
+		if r.Phase == phaseSelfReboot {
+			r.Phase, r.PhaseSince = "on", f.now()
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if rebooted {
+		f.infof("the executor's own server rebooted: a new boot ID is read", "server", f.serverName(server))
+	} else {
+		f.infof("the executor's own server did not reboot within --shutdown-max of its reboot command: it counts as up again", "server", f.serverName(server))
+	}
+	return nil
+}
+
+// phaseSelfReboot is the phase shown while the executor's own server's
+// reboot command may still land.
+const phaseSelfReboot = "rebooting through its OS: reboot command sent, counted offline until its new boot is seen or --shutdown-max after the command"
 
 // offLanded reports whether a health check of server that started at
 // checkAt (monotonic) began after every power-off the fleet sent it can
@@ -327,6 +401,11 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 	for s := range f.abandoned {
 		if _, ok := watch[s]; !ok {
 			watch[s] = ""
+		}
+	}
+	for s := range f.selfReboots {
+		if _, ok := watch[s]; !ok {
+			watch[s] = f.liveJob[s]
 		}
 	}
 	head, hasHead := f.headnode()
@@ -433,7 +512,7 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 		}
 	}
 	for s, h := range hosts {
-		if err := f.settleAbandoned(s, h, healthy[s], since[s]); err != nil {
+		if err := f.settle(s, h, healthy[s], since[s]); err != nil {
 			return plan.Observations{}, err
 		}
 	}

@@ -174,7 +174,7 @@ func (f *Fleet) Prune(needed func(j JobRecord) bool) (int, error) {
 // (besides a live job): a power cycle not settled, a BMC error no call
 // has cleared, or the operator's abandon.
 func (h hostRecord) interesting() bool {
-	return h.needsKeeping() || h.LastError.Message != "" && !h.LastError.Cleared || h.Abandoned != ""
+	return h.needsKeeping() || h.LastError.Message != "" && !h.LastError.Cleared || h.Abandoned != "" || h.SelfRebootBoot != ""
 }
 
 // noteHost keeps the set of servers Status shows up to date with a host
@@ -191,6 +191,11 @@ func (f *Fleet) noteHost(name string, h hostRecord) {
 		f.abandoned[name] = true
 	} else {
 		delete(f.abandoned, name)
+	}
+	if h.SelfRebootBoot != "" {
+		f.selfReboots[name] = true
+	} else {
+		delete(f.selfReboots, name)
 	}
 }
 

@@ -383,6 +383,21 @@ func (f *Fleet) act(ctx context.Context, s Server, j JobRecord, a jobAct) error 
 		if len(s.Reboot) == 0 {
 			return fmt.Errorf("inventory: %s has no reboot command", s.Hostname)
 		}
+		// Before it runs: from now on the reboot may land, whatever the
+		// command answers or the job and the operator decide
+		// (hostRecord.SelfRebootBoot). Its cut-off counts from now.
+		now := f.now()
+		if _, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {
+			h.SelfRebootBoot, h.SelfRebootAt = j.BootID, now
+			h.Phase, h.PhaseSince = phaseSelfReboot, now
+			return nil
+		}); err != nil {
+			return fmt.Errorf("inventory: %s: reboot command not run: %w", s.Hostname, err)
+		}
+		f.noteOff(s.UUID)
+		if f.crashAt("self reboot " + s.UUID) {
+			return errKilled
+		}
 		return f.command(ctx, s.Reboot)
 	case actWithdrawSelf:
 		_, err := f.hosts.modify(s.UUID, func(h *hostRecord) error {

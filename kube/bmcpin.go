@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
-	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -38,20 +38,49 @@ const DefaultPolicySettle = 10 * time.Second
 // changed its BMC) until the mark is removed or spec.bmc restored.
 var ErrBMCChanged = errors.New("kube: BMC changed during a pending reboot")
 
-// nextPin is the BMC pin the record keeps with status st: the one it has
-// if it belongs to the same pending reboot, the host's spec.bmc if a
-// reboot just became pending, nil if none is pending.
-func nextPin(bmh *metal3.BareMetalHost, cur *v1alpha1.RebootRecord, st reboot.Status) *v1alpha1.BMCPin {
-	// Pending as the reboot package says: set and not before LastPoweredOn.
-	if st.PendingRebootSince.IsZero() || st.PendingRebootSince.Before(st.LastPoweredOn) {
-		return nil
+// nextPin is the BMC pin the record keeps with status st, and the
+// BMCChanged mark it gets (nil: the mark it has, if any, is left as it
+// is): the pin it has if it belongs to the same pending reboot, the
+// host's spec.bmc if a reboot just became pending (none was pending in
+// cur, or another one), nil if none is pending. A reboot that was already
+// pending in cur whose pin is missing (dropped, or written by a version
+// without pins) is never pinned afresh, which would pin whatever spec.bmc
+// a reboot client put in meanwhile: the record is marked instead with a
+// mark that names no BMC (ErrBMCChanged until an administrator names the
+// BMC to use in it).
+func nextPin(bmh *metal3.BareMetalHost, cur *v1alpha1.RebootRecord, st reboot.Status) (pin, mark *v1alpha1.BMCPin) {
+	if !pendingIn(st) {
+		return nil, nil
 	}
 	since := st.PendingRebootSince.UTC().Format(time.RFC3339Nano)
-	if cur != nil && cur.Spec.HostUID == string(bmh.UID) && cur.Spec.BMC != nil && cur.Spec.BMC.PendingSince == since {
-		return cur.Spec.BMC.DeepCopy()
+	if cur != nil && cur.Spec.HostUID == string(bmh.UID) {
+		if cur.Spec.BMC != nil && cur.Spec.BMC.PendingSince == since {
+			return cur.Spec.BMC.DeepCopy(), nil
+		}
+		if was, ok := recordStatus(cur, bmh, true); ok && pendingIn(was) && was.PendingRebootSince.Equal(st.PendingRebootSince) {
+			if cur.Spec.BMCChanged != nil {
+				return nil, nil // marked already: the mark stays
+			}
+			return nil, &v1alpha1.BMCPin{PendingSince: since}
+		}
 	}
 	return &v1alpha1.BMCPin{Address: bmh.Spec.BMC.Address, CredentialsName: bmh.Spec.BMC.CredentialsName,
-		DisableCertificateVerification: bmh.Spec.BMC.DisableCertificateVerification, PendingSince: since}
+		DisableCertificateVerification: bmh.Spec.BMC.DisableCertificateVerification, PendingSince: since}, nil
+}
+
+// pendingIn reports whether st has a pending reboot, as the reboot
+// package says: set and not before LastPoweredOn.
+func pendingIn(st reboot.Status) bool {
+	return !st.PendingRebootSince.IsZero() && !st.PendingRebootSince.Before(st.LastPoweredOn)
+}
+
+// acceptCommand is the kubectl command that names bmh's spec.bmc in its
+// RebootRecord's BMCChanged mark: the next pass then makes the mark the
+// pin of the pending reboot (it keeps the mark's pendingSince).
+func acceptCommand(ns string, bmh *metal3.BareMetalHost) string {
+	raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"bmcChanged": map[string]any{"address": bmh.Spec.BMC.Address,
+		"credentialsName": bmh.Spec.BMC.CredentialsName, "disableCertificateVerification": bmh.Spec.BMC.DisableCertificateVerification}}})
+	return fmt.Sprintf("kubectl -n %s patch rebootrecord %s --type=merge -p '%s'", ns, bmh.Name, raw)
 }
 
 // samePin reports whether the host's spec.bmc is the pinned one.
@@ -61,25 +90,30 @@ func samePin(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
 }
 
 // checkPin returns nil if the controller may use bmh's spec.bmc, else an
-// error wrapping ErrBMCChanged (no BMC call was made). The record and the
+// error wrapping ErrBMCChanged (no call to that BMC was made), or
+// ErrInFlight while the pinned BMC's reading runs. The record and the
 // policy are read directly (Powers.Secrets), never from a cache.
 //
 //   - A record marked BMCChanged (see below) refuses every BMC but the one
-//     it names until an identity with more than the reboot-client role
-//     removes the mark (restoring spec.bmc clears it).
-//   - With no pin, or the pinned BMC, the BMC is used.
+//     it names; when spec.bmc is that one (restored, or named there by an
+//     identity with more than the reboot-client role), the mark becomes
+//     the pin again, in one compare-and-swap write.
+//   - A pending reboot (the record's status) without a pin is marked with
+//     a mark that names no BMC: never pinned afresh.
+//   - With no pending reboot and no pin, or the pinned BMC, the BMC is used.
 //   - A BMC other than the pinned one is used if the admission policy
 //     (and its denying binding) has been in force since DefaultPolicySettle
 //     (Powers.PolicySettle) before the pin's reboot became pending, so that
 //     whoever changed it has more than the reboot-client role.
 //   - Else, while the host carries a request, it is refused.
 //   - Else (the requests are gone with the BMC changed, as one write of a
-//     reboot client can do): if the record's evidence says the pending
-//     reboot powered the host off, it is used to power the host back on
+//     reboot client can do): the pinned BMC is read in the background
+//     (pinnedReadsOff); if it reads Off (the pending reboot may have
+//     powered the host off), the BMC is used to power the host back on
 //     (no evidence is taken from it: no reboot is pending); otherwise the
-//     pin is dropped and the record marked BMCChanged, with no BMC call,
-//     so that the host is neither locked out by the old pin nor handed to
-//     the new BMC.
+//     pin is dropped and the record marked BMCChanged, with no call to
+//     the new BMC, so that the host is neither locked out by the old pin
+//     nor handed to the new BMC.
 func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error {
 	var rec v1alpha1.RebootRecord
 	err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Name}, &rec)
@@ -92,23 +126,53 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 	if rec.Spec.HostUID != string(bmh.UID) {
 		return nil
 	}
+	w, canWrite := p.Client.(client.Writer)
+	pin := rec.Spec.BMC
 	if ch := rec.Spec.BMCChanged; ch != nil {
 		if !samePin(bmh, ch) {
+			if ch.Address == "" {
+				return fmt.Errorf("%w: host %s has a pending reboot whose BMC pin is missing, so rebootkit cannot tell whether its "+
+					"BMC (address %q, credentials %q) is the one it had when the reboot became pending: it sends it no credentials and "+
+					"takes no evidence from it (the host may be off). Check the host's BMC; then, with more than the reboot-client role, "+
+					"name the BMC to use in the record's mark: %s", ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName,
+					acceptCommand(p.Namespace, bmh))
+			}
 			return fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) changed while a reboot was pending on %q "+
 				"(credentials %q), and a reboot client may have changed it: rebootkit sends it no credentials and takes no evidence "+
-				"from it (the host may be off). Check the host's BMC; then, with more than the reboot-client role, accept it with "+
-				"kubectl -n %s patch rebootrecord %s --type=json -p '[{\"op\":\"remove\",\"path\":\"/spec/bmcChanged\"}]', or restore spec.bmc",
-				ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, ch.Address, ch.CredentialsName, p.Namespace, bmh.Name)
+				"from it (the host may be off). Check the host's BMC; then restore spec.bmc, or, with more than the reboot-client "+
+				"role, accept it by naming it in the record's mark: %s",
+				ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, ch.Address, ch.CredentialsName, acceptCommand(p.Namespace, bmh))
 		}
-		// Restored: the mark goes (a later change is judged afresh).
-		if w, ok := p.Client.(client.Writer); ok {
-			if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"bmcChanged": nil}})); err != nil {
+		// Restored (or the BMC named by an administrator): the mark
+		// becomes the pin again, in one compare-and-swap write, so that
+		// the pending reboot is never left without its pin (a later
+		// change is judged against it).
+		if !canWrite {
+			return nil // the pin stays missing; a writing Client moves the mark
+		}
+		if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"bmc": ch, "bmcChanged": nil}})); err != nil {
+			return mapError("record of", p.Namespace, bmh.Name, err)
+		}
+		return nil
+	}
+	if pin == nil {
+		st, _ := recordStatus(&rec, bmh, true)
+		if !pendingIn(st) {
+			return nil
+		}
+		// A pending reboot without its pin: never pinned afresh (see
+		// nextPin), marked.
+		if canWrite {
+			mark := &v1alpha1.BMCPin{PendingSince: st.PendingRebootSince.UTC().Format(time.RFC3339Nano)}
+			if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"bmcChanged": mark}})); err != nil {
 				return mapError("record of", p.Namespace, bmh.Name, err)
 			}
 		}
+		return fmt.Errorf("%w: host %s has a pending reboot whose BMC pin is missing: rebootkit sends its BMC (address %q, credentials %q) "+
+			"no credentials and takes no evidence from it. Check the host's BMC; then, with more than the reboot-client role, name the BMC "+
+			"to use in the record's mark: %s", ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, acceptCommand(p.Namespace, bmh))
 	}
-	pin := rec.Spec.BMC
-	if pin == nil || samePin(bmh, pin) {
+	if samePin(bmh, pin) {
 		return nil
 	}
 	since, err := time.Parse(time.RFC3339Nano, pin.PendingSince)
@@ -124,7 +188,11 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		return nil
 	}
 	if !carriesRequest(bmh) {
-		if p.pinnedReadsOff(ctx, bmh, pin) {
+		off, rerr := p.pinnedReadsOff(bmh, pin)
+		if rerr != nil {
+			return rerr // the reading goes on in the background
+		}
+		if off {
 			// The pinned BMC (the host's when the reboot became
 			// pending) reads Off: the withdrawn reboot may have powered
 			// the host off, so it is powered back on through the BMC it
@@ -140,33 +208,15 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 			}
 		}
 		return fmt.Errorf("%w: the reboot requests of host %s were removed and its BMC changed (address %q, credentials %q; "+
-			"pinned %q, credentials %q) while a reboot client may have made the change (%v): the pin is dropped with no BMC call, "+
-			"and rebootkit sends the new BMC no credentials and takes no evidence from it until it is accepted: with more than "+
-			"the reboot-client role, check it and run kubectl -n %s patch rebootrecord %s --type=json -p '[{\"op\":\"remove\",\"path\":\"/spec/bmcChanged\"}]', or restore spec.bmc",
-			ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, pin.Address, pin.CredentialsName, perr, p.Namespace, bmh.Name)
+			"pinned %q, credentials %q) while a reboot client may have made the change (%v): the pinned BMC does not read Off, the pin is dropped with no call to "+
+			"the new BMC, and rebootkit sends the new BMC no credentials and takes no evidence from it until it is accepted: restore "+
+			"spec.bmc, or, with more than the reboot-client role, check it and accept it by naming it in the record's mark: %s",
+			ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, pin.Address, pin.CredentialsName, perr, acceptCommand(p.Namespace, bmh))
 	}
 	return fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) is not the one it had when its reboot became pending "+
 		"(address %q, credentials %q), and a reboot client may have changed it (%v): rebootkit sends it no credentials "+
 		"and takes no evidence from it; restore spec.bmc, or install config/admission and ask for the reboot again",
 		ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, pin.Address, pin.CredentialsName, perr)
-}
-
-// pinnedReadsOff reports whether the BMC pin names (bmh's BMC when its
-// reboot became pending, trusted with its credentials) reads Off: one
-// State call through the pool, under a name of its own that is forgotten
-// after. Any failure is false (not known to be off).
-func (p *Powers) pinnedReadsOff(ctx context.Context, bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
-	old := bmh.DeepCopy()
-	old.Spec.BMC.Address, old.Spec.BMC.CredentialsName = pin.Address, pin.CredentialsName
-	old.Spec.BMC.DisableCertificateVerification = pin.DisableCertificateVerification
-	key := bmh.Name + "\x00pinned"
-	pc, err := p.controllerOf(ctx, key, old)
-	if err != nil {
-		return false
-	}
-	defer p.pool().Forget(key)
-	s, err := pc.State(ctx)
-	return err == nil && s == power.StateOff
 }
 
 // ErrNoAdmissionPolicy: the reboot-client admission policy of

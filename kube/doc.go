@@ -38,7 +38,12 @@
 //     missing, deletion with the observed UID as a precondition), every
 //     change retried from a fresh read on a conflict; Admissions, the
 //     remediation storm guard's shared record as a compare-and-swap on one
-//     key of a ConfigMap.
+//     ConfigMap (rebootkit-remediation-admissions), one section for the
+//     Machine-annotation remediation and one for the
+//     PowerCycleRemediations (Section: its names, requests and
+//     Admissions.Members under keys of its own): each controller writes
+//     its own and reads the other's as remediation.Admissions.Others, so
+//     the limit and the lock per host (ErrHostHeld) hold across both.
 //   - ReuseHosts, a nodereuse.HostStore over BareMetalHosts (reuse label,
 //     provisioning state, consumer reference, deletion, error, paused or
 //     detached, capm3.metal3.io/unhealthy, failure domain); claims and
@@ -71,8 +76,11 @@
 //     NodeHealthCheck create from a PowerCycleRemediationTemplate; the
 //     store is ExternalRemediations (one remediation per Machine or Node,
 //     its state in its status, the conditions the checkers read). One
-//     remediation holds a host at a time (ErrHostHeld), the storm guard
-//     counts them all against the cluster's Nodes, and a remediation
+//     remediation holds a host at a time (ErrHostHeld), a
+//     PowerCycleRemediation or a Machine-annotation remediation alike
+//     (the admission record both share, Admissions); the storm guard
+//     counts them all, the Machine-annotation remediation's admissions
+//     included, against the cluster's Nodes, and a remediation
 //     deleted or timed out mid-way releases its host before it goes
 //     (ReleaseFinalizer). One that failed or was cancelled while its host
 //     is held (remediation.Held) keeps Processing True, its finalizer and
@@ -99,17 +107,26 @@
 //     pending, so its credentials go nowhere new). If that reads Off (the
 //     withdrawn reboot may have powered the host off), the host is powered
 //     back on through its new BMC, with no evidence taken, and the pin
-//     goes. Otherwise the pin is dropped with no call to the new BMC and
+//     goes. That reading runs in the background (a pass waits for it at
+//     most 250 ms and is requeued while it runs, so a dead old BMC holds
+//     no reconcile worker). Otherwise the pin is dropped with no call to the new BMC and
 //     the record marked (RebootRecordSpec.BMCChanged, the old pin): while
 //     the mark stands and spec.bmc is not the BMC it names, every pass of
 //     the host, request or not, fails with ErrBMCChanged (a BMCChanged
 //     event that says the fix), so no credentials reach the new BMC and no
 //     evidence comes from it, and a request made again (a remediation
 //     asks again for the same attempt) is never fenced by it. An identity
-//     with more than the reboot-client role accepts the new BMC by
-//     removing spec.bmcChanged from the RebootRecord (reboot clients may
-//     not write RebootRecords: config/rbac); restoring spec.bmc clears the
-//     mark. A host is thus never locked out by the pin of a reboot no
+//     with more than the reboot-client role accepts the new BMC by naming
+//     it in spec.bmcChanged (address, credentialsName; the BMCChanged
+//     event gives the kubectl command; reboot clients may not write
+//     RebootRecords: config/rbac). When spec.bmc is the BMC the mark names
+//     (restored, or accepted), the mark becomes the pin again in one
+//     compare-and-swap write, so a pending reboot is never left without
+//     its pin. A pending reboot whose pin is missing (removed with the
+//     mark, or a record of a version without pins) is never pinned
+//     afresh, which would pin whatever spec.bmc a reboot client put in
+//     meanwhile: the record is marked with a mark that names no BMC, until
+//     one is named in it. A host is thus never locked out by the pin of a reboot no
 //     longer asked for, nor handed to a BMC a reboot client put in during
 //     one. Powers writes the mark with Client when it can write (the
 //     manager's client); with a read-only Client the pin stays instead.
@@ -141,7 +158,10 @@
 //     done. At start and every SweepEvery (DefaultAdmissionSweep) it
 //     sweeps the admissions ConfigMap and reconciles each admitted
 //     Machine that no longer exists (Sweep): one deleted while no manager
-//     ran is abandoned too.
+//     ran is abandoned too. A deleted Machine keeps its admission while
+//     its host is held for its recorded request (remediation.ErrHostHeld,
+//     read on the recorded host: OwnedHosts is a
+//     remediation.RequestReader).
 //   - LeaseGuard: leadership as a fence for power calls. It is the
 //     manager's leader-election lock and notes when each renewal was sent;
 //     its wrapped power controllers power on or off only while the lease
@@ -302,7 +322,15 @@
 //     and makes the request again in a loop (or wipes managedFields) asks
 //     for a reset each time, as it could with any new request; a client
 //     that forges the token's managedFields entry as its own costs at most
-//     one more reset, after which the request is answered. When a
+//     one more reset, after which the request is answered. Because any
+//     writer of the host can write that entry, nothing is applied as
+//     rebootkit-reset-token (an apply removes every field its entry alone
+//     owned) until the entry read owns nothing but the request and the
+//     marker, with a compare-and-swap on that read: a forged entry that
+//     claims more (labels, the detached annotation, spec.online) is
+//     removed by itself (a JSON patch of metadata.managedFields that tests
+//     the version and the entry), never applied through, and the fields it
+//     claimed stay. When a
 //     request is done, the state is written first (marked done, with
 //     LastResetAnnotation), then the request and its marker are removed
 //     in one write: a stop in between leaves a request whose state says
@@ -402,11 +430,15 @@
 //     reboot annotations (not spec.bmc, not labels, not the detached
 //     annotation); without it, a spec.bmc changed during a pending reboot
 //     is not used (ErrBMCChanged), nor after the pending reboot's requests
-//     were removed in the same write, until an administrator removes the
-//     record's BMCChanged mark (one exception: a host whose pinned BMC
+//     were removed in the same write, until an administrator names it in
+//     the record's BMCChanged mark (one exception: a host whose pinned BMC
 //     reads Off is powered back on through the new one, see Powers).
 //   - The storm guard admits at most its limit per cluster and
 //     MachineHealthCheck across concurrent reconciles and managers
-//     (compare-and-swap on the Admissions record).
+//     (compare-and-swap on the Admissions record), the other
+//     controller's admissions (remediation.Admissions.Others) counted in
+//     the candidate's cluster and health check: with both controllers
+//     running, their admissions together stay within the limit, and no
+//     two hold one host.
 //   - A host claimed for node reuse goes to one machine.
 package kube

@@ -357,35 +357,3 @@ func (s *ExternalRemediations) hostNaming(ctx context.Context, namespace, key, n
 	}
 	return found, nil
 }
-
-// hostAdmissions is the storm guard's admission record that is also a
-// lock per host: a record naming two remediations of one host is never
-// written (ErrHostHeld), and a remediation is admitted before it acts and
-// released after it let go of its host, so at most one remediation holds
-// a host. The check is over the record written, under its
-// compare-and-swap.
-type hostAdmissions struct {
-	remediation.AdmissionStore
-	hostOf func(ctx context.Context, name string) (string, error)
-}
-
-// PutAdmissions implements remediation.AdmissionStore. The Reconciler
-// appends the remediation it admits to the record it read, so an earlier
-// name is the holder.
-func (a *hostAdmissions) PutAdmissions(ctx context.Context, adm remediation.Admissions) error {
-	holder := map[string]string{}
-	for _, m := range adm.Machines {
-		h, err := a.hostOf(ctx, m)
-		if errors.Is(err, remediation.ErrNotFound) || h == "" && err == nil {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if other, ok := holder[h]; ok {
-			return fmt.Errorf("%w: host %s is held by remediation %s until it is released; %s waits", ErrHostHeld, h, other, m)
-		}
-		holder[h] = m
-	}
-	return a.AdmissionStore.PutAdmissions(ctx, adm)
-}

@@ -3,8 +3,10 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -164,8 +166,64 @@ func (c *ExternalRemediationController) restoreLoop(ctx context.Context) error {
 		pass, cancel := context.WithTimeout(ctx, 30*time.Second)
 		_ = reboot.Fenced(pass, c.Guard, "external remediation: restore node backups", func(ctx context.Context) error {
 			_, err := b.restore(ctx, c.nodes())
-			return err
+			return errors.Join(err, c.migrateAdmissions(ctx))
 		})
 		cancel()
 	}
+}
+
+// migrateAdmissions moves the admissions an earlier version kept in
+// ExternalAdmissionsName (its keys "machines", "requests" and "members":
+// each admission's recorded request and remediation.Member, whose
+// PrevHost and Wrote a gone remediation's release needs) into the
+// section SectionExternal of the record both remediation controllers
+// share (a union, compare-and-swap), then removes them there
+// (compare-and-swap on the version read), so that an upgrade keeps
+// counting, and locking, the hosts they hold. The restore loop runs it
+// under the lease. A crash between the two writes adds them again at the
+// next pass: an admission released in between is then held again until
+// its remediation's next pass releases it.
+func (c *ExternalRemediationController) migrateAdmissions(ctx context.Context) error {
+	legacy := &Admissions{Client: c.Client, Namespace: c.Namespace, Name: ExternalAdmissionsName}
+	old, err := legacy.GetAdmissions(ctx)
+	if err != nil || len(old.Machines) == 0 && len(old.Requests) == 0 && len(old.Members) == 0 {
+		return err
+	}
+	shared := &Admissions{Client: c.Client, Namespace: c.Namespace, Section: SectionExternal}
+	for i := 0; ; i++ {
+		a, err := shared.GetAdmissions(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range old.Machines {
+			if !a.Has(m) {
+				a.Machines = append(a.Machines, m)
+			}
+		}
+		for m, r := range old.Requests {
+			if _, ok := a.Requests[m]; !ok && slices.Contains(old.Machines, m) {
+				if a.Requests == nil {
+					a.Requests = map[string]remediation.Request{}
+				}
+				a.Requests[m] = r
+			}
+		}
+		for m, e := range old.Members {
+			if _, ok := a.Members[m]; !ok && slices.Contains(old.Machines, m) {
+				if a.Members == nil {
+					a.Members = map[string]remediation.Member{}
+				}
+				a.Members[m] = e
+			}
+		}
+		err = shared.PutAdmissions(ctx, a)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, remediation.ErrConflict) || i >= 4 {
+			return fmt.Errorf("kube: move the external admissions of %s/%s: %w", c.Namespace, ExternalAdmissionsName, err)
+		}
+	}
+	old.Machines, old.Requests, old.Members = []string{}, nil, nil
+	return legacy.PutAdmissions(ctx, old)
 }

@@ -33,9 +33,13 @@ import (
 // again.
 const ReleaseFinalizer = "remediation.rebootkit.io/release-host"
 
-// ExternalAdmissionsName is the ConfigMap of the storm guard's admission
-// record for PowerCycleRemediations (apart from the Machine-annotation
-// remediation's, whose names are Machines').
+// ExternalAdmissionsName is the ConfigMap under whose key nodeBackups the
+// external remediation keeps the Node backups of remediations that went
+// while their Node was gone. (Earlier versions kept the admissions of
+// PowerCycleRemediations here too; they are now the section
+// SectionExternal of the record both remediation controllers share,
+// Admissions, where the controller's restore loop moves any it finds
+// here.)
 const ExternalAdmissionsName = "rebootkit-external-remediation-admissions"
 
 // ExternalRemediationController runs the remediation package's phased
@@ -50,7 +54,10 @@ const ExternalAdmissionsName = "rebootkit-external-remediation-admissions"
 // Succeeded, PermanentNodeDeletionExpected) and the CAPM3-like phase,
 // retryCount and lastRemediated written for the checkers. At most one
 // remediation holds a host (the admission record is a lock per host:
-// ErrHostHeld), and the storm guard's Limit counts all of them. A
+// ErrHostHeld), and the storm guard's Limit counts all of them; the
+// record is the one the Machine-annotation remediation
+// (RemediationController) uses too, each in its section (Admissions), so
+// the lock and the limit hold across both controllers. A
 // remediation deleted mid-way (ReleaseFinalizer) or marked timed out by
 // NodeHealthCheck is cancelled: the host released and the Node restored
 // before Processing turns False or the object goes. A remediation that
@@ -71,7 +78,8 @@ type ExternalRemediationController struct {
 	// for NewRemediationReconciler.
 	Ownership Ownership
 	// Limit is the storm guard's limit across all remediations of the
-	// namespace, against its Nodes.
+	// namespace (the Machine-annotation remediation's admissions
+	// included), against its Nodes.
 	Limit remediation.Limit
 	// PollInterval is how often a remediation is looked at while it waits
 	// (default 5 s).
@@ -155,7 +163,7 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 	}
 	return &remediation.Reconciler{
 		Machines: s, Nodes: c.nodes(), Hosts: hosts,
-		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: c.Client, Namespace: c.Namespace, Name: ExternalAdmissionsName}, hostOf: s.HostOf},
+		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: c.Client, Namespace: c.Namespace, Section: SectionExternal}, hostOf: s.HostOf},
 		Config:     c.configOf(spec), Limit: c.Limit, Now: c.now, Guard: c.Guard,
 	}
 }
@@ -177,9 +185,12 @@ func (c *ExternalRemediationController) Reconcile(ctx context.Context, req ctrl.
 	s := c.store()
 	r, err := s.get(ctx, req.Name)
 	if errors.Is(err, remediation.ErrNotFound) {
-		// Gone: release a stale admission.
+		// Gone: release a stale admission. One kept (its request could
+		// not be removed, or its host is still held for it:
+		// remediation.ErrHostHeld) is retried with the work queue's
+		// back-off, for nothing else wakes a deleted remediation.
 		_, err = c.reconciler(v1alpha1.PowerCycleRemediationSpec{}).Reconcile(ctx, req.Name)
-		if errors.Is(err, remediation.ErrNotFound) {
+		if goneClean(err) {
 			err = nil
 		}
 		return ctrl.Result{}, err
@@ -428,6 +439,15 @@ func soft(req remediation.Request) remediation.Request {
 
 func (h softHosts) Get(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
 	return h.HostStore.Get(ctx, machine, soft(req))
+}
+
+// ReadRequest implements remediation.RequestReader when the wrapped store
+// does (else it reads through the Machine, as Get).
+func (h softHosts) ReadRequest(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	if rr, ok := h.HostStore.(remediation.RequestReader); ok {
+		return rr.ReadRequest(ctx, machine, soft(req))
+	}
+	return h.Get(ctx, machine, req)
 }
 
 func (h softHosts) AddRebootAnnotation(ctx context.Context, machine string, req remediation.Request) error {

@@ -154,6 +154,12 @@ func (s *OperatorHosts) Get(ctx context.Context, machine string, req remediation
 	if err != nil {
 		return remediation.Host{}, err
 	}
+	return s.read(ctx, now, name, req)
+}
+
+// read is Get for the host name HostOf named (or the request's host), the
+// clock read before it at now.
+func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, req remediation.Request) (remediation.Host, error) {
 	target := cmp.Or(req.Host, name)
 	if target == "" {
 		return remediation.Host{Missing: true, Power: power.StateUnknown}, nil
@@ -350,9 +356,11 @@ func (s *OperatorHosts) ReadRequest(ctx context.Context, machine string, req rem
 	if req.Host == "" {
 		return s.Get(ctx, machine, req)
 	}
-	c := *s
-	c.HostOf = func(context.Context, string) (string, error) { return req.Host, nil }
-	return c.Get(ctx, machine, req)
+	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
+	return s.read(ctx, now, req.Host, req)
 }
 
 // pick is the store for the host of req: req.Host when it is set (the

@@ -172,7 +172,9 @@ type Powers struct {
 	PolicyName   string
 	PolicySettle time.Duration
 
-	once sync.Once
+	once   sync.Once
+	mu     sync.Mutex
+	pinned map[string]*pinnedRead // background readings of pinned BMCs (pinnedReadsOff)
 }
 
 func (p *Powers) pool() *power.Pool {

@@ -167,10 +167,11 @@ func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, e
 			return was, nil
 		}
 	}
+	pin, mark := nextPin(&bmh, &cur, h.Status)
 	rec := v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: h.Name,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: metal3.GroupVersion.String(), Kind: "BareMetalHost",
 			Name: bmh.Name, UID: bmh.UID, BlockOwnerDeletion: ptr.To(false)}}},
-		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), Status: string(raw), BMC: nextPin(&bmh, &cur, h.Status)}}
+		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), Status: string(raw), BMC: pin, BMCChanged: mark}}
 	if recVersion == "" {
 		err = s.Client.Create(ctx, &rec)
 		if apierrors.IsAlreadyExists(err) {
@@ -179,6 +180,9 @@ func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, e
 	} else {
 		// The pin explicitly: a merge patch leaves what it omits.
 		spec := map[string]any{"hostUID": rec.Spec.HostUID, "status": rec.Spec.Status, "bmc": rec.Spec.BMC}
+		if mark != nil {
+			spec["bmcChanged"] = mark
+		}
 		err = s.Client.Patch(ctx, &rec, casPatch(recVersion, map[string]any{"spec": spec,
 			"metadata": map[string]any{"ownerReferences": rec.OwnerReferences}}))
 	}

@@ -145,19 +145,36 @@ func (s *Nodes) AddMetadata(ctx context.Context, name string, labels, annotation
 	})
 }
 
-// Admissions is a remediation.AdmissionStore over one ConfigMap: the
-// admitted Machines as JSON under the key "machines", the reboot request
-// each recorded (remediation.Admissions.Requests: value, T, host) as a
-// JSON object under "requests" and each admitted Machine's
-// remediation.Member under "members" (a ConfigMap without them, written
-// by an earlier version, reads as none), the ConfigMap's resourceVersion as the
-// record's version (compare-and-swap by the API server).
+// Admissions is a remediation.AdmissionStore over one ConfigMap, shared
+// by the Machine-annotation remediation (RemediationController) and the
+// external remediation (ExternalRemediationController), each in its own
+// section (Section): a section's admitted names as JSON under its key
+// "machines" ("external-machines"), the reboot request each recorded
+// (remediation.Admissions.Requests: value, T, host) as a JSON object under
+// "requests" ("external-requests") and each admitted name's
+// remediation.Member under "members" ("external-members"; a ConfigMap
+// without them, written by an earlier version, reads as none), the
+// ConfigMap's resourceVersion as the record's version (compare-and-swap
+// by the API server). The other section is read as
+// remediation.Admissions.Others (each with the host its recorded request
+// names) and never written: a write of one section is a compare-and-swap
+// on the version that both were read at, so one record holds the storm
+// guard's count, and the lock per host (hostAdmissions), of both
+// controllers, and neither overwrites the other's members.
 type Admissions struct {
 	Client    client.Client
 	Namespace string
-	// Name of the ConfigMap (default "rebootkit-remediation-admissions").
+	// Name of the ConfigMap (default "rebootkit-remediation-admissions",
+	// the record both controllers share).
 	Name string
+	// Section is the section this store reads and writes: "" the
+	// Machine-annotation remediation's, SectionExternal the
+	// PowerCycleRemediations'.
+	Section string
 }
+
+// SectionExternal is the Admissions section of the PowerCycleRemediations.
+const SectionExternal = "external"
 
 var _ remediation.AdmissionStore = (*Admissions)(nil)
 
@@ -166,6 +183,69 @@ func (s *Admissions) name() string {
 		return "rebootkit-remediation-admissions"
 	}
 	return s.Name
+}
+
+// admissionKeys are the ConfigMap keys of the section sec: its names, its
+// requests, its members.
+func admissionKeys(sec string) (names, requests, members string) {
+	if sec == "" {
+		return "machines", "requests", "members"
+	}
+	return sec + "-machines", sec + "-requests", sec + "-members"
+}
+
+// otherSection is the section that is not sec.
+func otherSection(sec string) string {
+	if sec == SectionExternal {
+		return ""
+	}
+	return SectionExternal
+}
+
+// readSection parses the section sec of data.
+func (s *Admissions) readSection(data map[string]string, sec string) ([]string, map[string]remediation.Request, error) {
+	nk, rk, _ := admissionKeys(sec)
+	var names []string
+	if raw := data[nk]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &names); err != nil {
+			return nil, nil, fmt.Errorf("kube: admissions %s/%s: %s: %w", s.Namespace, s.name(), nk, err)
+		}
+	}
+	var reqs map[string]remediation.Request
+	if raw := data[rk]; raw != "" {
+		var rs map[string]admittedRequest
+		if err := json.Unmarshal([]byte(raw), &rs); err != nil {
+			return nil, nil, fmt.Errorf("kube: admissions %s/%s: %s: %w", s.Namespace, s.name(), rk, err)
+		}
+		for m, r := range rs {
+			if reqs == nil {
+				reqs = map[string]remediation.Request{}
+			}
+			reqs[m] = remediation.Request{Value: r.Value, At: r.At, Host: r.Host}
+		}
+	}
+	return names, reqs, nil
+}
+
+// readMembers parses the members of the section sec of data.
+func (s *Admissions) readMembers(data map[string]string, sec string) (map[string]remediation.Member, error) {
+	_, _, mk := admissionKeys(sec)
+	raw := data[mk]
+	if raw == "" {
+		return nil, nil
+	}
+	var ms map[string]admittedMember
+	if err := json.Unmarshal([]byte(raw), &ms); err != nil {
+		return nil, fmt.Errorf("kube: admissions %s/%s: %s: %w", s.Namespace, s.name(), mk, err)
+	}
+	var out map[string]remediation.Member
+	for m, e := range ms {
+		if out == nil {
+			out = map[string]remediation.Member{}
+		}
+		out[m] = remediation.Member(e)
+	}
+	return out, nil
 }
 
 // GetAdmissions implements remediation.AdmissionStore; a missing ConfigMap
@@ -180,41 +260,28 @@ func (s *Admissions) GetAdmissions(ctx context.Context) (remediation.Admissions,
 		return remediation.Admissions{}, fmt.Errorf("kube: admissions: %w", err)
 	}
 	var a remediation.Admissions
-	if raw := cm.Data["machines"]; raw != "" {
-		if err := json.Unmarshal([]byte(raw), &a.Machines); err != nil {
-			return remediation.Admissions{}, fmt.Errorf("kube: admissions %s/%s: %w", s.Namespace, s.name(), err)
-		}
+	if a.Machines, a.Requests, err = s.readSection(cm.Data, s.Section); err != nil {
+		return remediation.Admissions{}, err
 	}
-	if raw := cm.Data["requests"]; raw != "" {
-		var rs map[string]admittedRequest
-		if err := json.Unmarshal([]byte(raw), &rs); err != nil {
-			return remediation.Admissions{}, fmt.Errorf("kube: admissions %s/%s: requests: %w", s.Namespace, s.name(), err)
-		}
-		for m, r := range rs {
-			if a.Requests == nil {
-				a.Requests = map[string]remediation.Request{}
-			}
-			a.Requests[m] = remediation.Request{Value: r.Value, At: r.At, Host: r.Host}
-		}
+	others, oreqs, err := s.readSection(cm.Data, otherSection(s.Section))
+	if err != nil {
+		return remediation.Admissions{}, err
 	}
-	if raw := cm.Data["members"]; raw != "" {
-		var ms map[string]admittedMember
-		if err := json.Unmarshal([]byte(raw), &ms); err != nil {
-			return remediation.Admissions{}, fmt.Errorf("kube: admissions %s/%s: members: %w", s.Namespace, s.name(), err)
+	for _, o := range others {
+		if a.Others == nil {
+			a.Others = map[string]string{}
 		}
-		for m, e := range ms {
-			if a.Members == nil {
-				a.Members = map[string]remediation.Member{}
-			}
-			a.Members[m] = remediation.Member(e)
-		}
+		a.Others[o] = oreqs[o].Host
+	}
+	if a.Members, err = s.readMembers(cm.Data, s.Section); err != nil {
+		return remediation.Admissions{}, err
 	}
 	a.Version = cm.ResourceVersion
 	return a, nil
 }
 
-// admittedMember is one entry of the admission ConfigMap's "members"
-// (remediation.Member).
+// admittedMember is one entry of a section's members in the admission
+// ConfigMap ("members", "external-members": remediation.Member).
 type admittedMember struct {
 	Cluster      string `json:"cluster,omitempty"`
 	HealthCheck  string `json:"healthCheck,omitempty"`
@@ -223,14 +290,17 @@ type admittedMember struct {
 	PrevHost     string `json:"prevHost,omitempty"`
 }
 
-// admittedRequest is one entry of the admission ConfigMap's "requests".
+// admittedRequest is one entry of a section's requests in the admission
+// ConfigMap ("requests", "external-requests").
 type admittedRequest struct {
 	Value string    `json:"value"`
 	At    time.Time `json:"at"`
 	Host  string    `json:"host"`
 }
 
-// PutAdmissions implements remediation.AdmissionStore.
+// PutAdmissions implements remediation.AdmissionStore: this section's
+// names, requests and members only (a.Others is the other section as read
+// at a.Version, which the compare-and-swap keeps).
 func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions) error {
 	ms := slices.Clone(a.Machines)
 	sort.Strings(ms)
@@ -254,8 +324,9 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 	if err != nil {
 		return err
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.name()},
-		Data: map[string]string{"machines": string(raw), "requests": string(rraw), "members": string(mraw)}}
+	nk, rk, mk := admissionKeys(s.Section)
+	data := map[string]string{nk: string(raw), rk: string(rraw), mk: string(mraw)}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.name()}, Data: data}
 	if a.Version == "" {
 		err = s.Client.Create(ctx, cm)
 		if apierrors.IsAlreadyExists(err) {
@@ -264,7 +335,7 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 	} else {
 		// Only our key, compare-and-swap on the version read: the
 		// ConfigMap's labels, annotations, owners and other keys stay.
-		err = s.Client.Patch(ctx, cm, casPatch(a.Version, map[string]any{"data": map[string]any{"machines": string(raw), "requests": string(rraw), "members": string(mraw)}}))
+		err = s.Client.Patch(ctx, cm, casPatch(a.Version, map[string]any{"data": map[string]any{nk: data[nk], rk: data[rk], mk: data[mk]}}))
 	}
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("kube: admissions: %w", remediation.ErrConflict)

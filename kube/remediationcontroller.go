@@ -33,8 +33,10 @@ import (
 // hosts' power is the RebootController's business, so run both.
 //
 // Concurrency: the storm guard's admission is a compare-and-swap on the
-// Admissions ConfigMap, so any number of concurrent reconciles (and
-// managers) admit at most the limit; one Machine is never reconciled
+// Admissions ConfigMap, which the ExternalRemediationController shares
+// (its own section, counted here as remediation.Admissions.Others, and
+// its hosts locked: ErrHostHeld), so any number of concurrent reconciles
+// (and managers, of either controller) admit at most the limit; one Machine is never reconciled
 // twice at once (the work queue); run the manager with leader election so
 // that one process acts on the hosts.
 type RemediationController struct {
@@ -145,7 +147,7 @@ func NewRemediationReconciler(cl client.Client, namespace string, own Ownership,
 	return &remediation.Reconciler{
 		Machines:   &Machines{Client: cl, Namespace: namespace},
 		Nodes:      &Nodes{Client: cl},
-		Admissions: &Admissions{Client: cl, Namespace: namespace},
+		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: cl, Namespace: namespace}, hostOf: hostOf},
 		Hosts: &OwnedHosts{Ownership: own,
 			Ours:     &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: hostOf, HostsMayVanish: true},
 			Operator: &OperatorHosts{Client: cl, Namespace: namespace, HostOf: hostOf, Now: now}},

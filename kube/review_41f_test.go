@@ -70,7 +70,6 @@ func TestReview41_RestoreLoopWithoutLeaseWritesNothing(t *testing.T) {
 // of h0 is admitted and h0 powered off: two hosts off with limit 1.
 // Ground truth: h0's fake power.
 func TestReview41_StormGuardSharedWithMachineRemediation(t *testing.T) {
-	t.Skip("review 41 round 4 finding, NOT FIXED: fails on the current code; see the closing note of 2026-11-26 (not counted as run)")
 	e := newExtEnv(t, []string{"h0", "h1"}, remediation.MaxCount(1))
 	// The Machine-annotation remediation of the same process has admitted
 	// the Machine of h1 (its one slot under --remediation-limit=1).
@@ -100,7 +99,6 @@ func TestReview41_StormGuardSharedWithMachineRemediation(t *testing.T) {
 // remediations acting on one host. Ground truth: a direct read of the
 // BareMetalHost's request annotation.
 func TestReview41_ExternalWaitsForMachineRemediationOfSameHost(t *testing.T) {
-	t.Skip("review 41 round 4 finding, NOT FIXED: fails on the current code; see the closing note of 2026-11-26 (not counted as run)")
 	e := newExtEnv(t, []string{"h0"}, remediation.MaxCount(2))
 	key := reboot.AnnotationPrefix + remediation.RebootKey
 	at := time.Now()
@@ -130,11 +128,14 @@ func TestReview41_ExternalWaitsForMachineRemediationOfSameHost(t *testing.T) {
 		assert.True(t, v == theirs || v == "",
 			"the external remediation of %s wrote its own reboot request %q on h0, which the Machine remediation holds (its request %q)", n0, v, theirs)
 	}
-	var cm corev1.ConfigMap
-	require.NoError(t, e.direct.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: ExternalAdmissionsName}, &cm))
-	t.Logf("external admissions: %v", cm.Data)
+	// The one record both controllers share (read uncached): the
+	// PowerCycleRemediation is not admitted while machine-h0 holds h0.
+	ext, err := (&Admissions{Client: e.direct, Namespace: e.ns, Section: SectionExternal}).GetAdmissions(e.ctx)
+	require.NoError(t, err)
 	r := e.remediationOf(n0)
-	t.Logf("remediation: %+v", r.Status)
+	assert.False(t, ext.Has(r.Name), "PowerCycleRemediation %s admitted while the Machine remediation holds h0: %+v", r.Name, ext)
+	assert.Equal(t, "h0", ext.Others["machine-h0"], "the external remediation reads machine-h0's admission, and its host, from the shared record")
+	assert.Contains(t, r.Status.Message, "held", "the remediation says what it waits for: %+v", r.Status)
 }
 
 // TestReview41_FailedDeletedKeepsFinalizerWhileHostOff: h0's BMC refuses

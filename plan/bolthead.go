@@ -66,6 +66,9 @@ func (s *BoltStore) PutHead(_ context.Context, hv View) error {
 			i := IndexOf(p)
 			ix = &i
 		}
+		if err := checkResumedTx(tx, b, h, (View{Plan: hv.Plan, Index: *ix}).Unfinished()); err != nil {
+			return err
+		}
 		return putHeader(b, hv.Plan, *ix, h.Version+1)
 	})
 }

@@ -293,6 +293,13 @@ func (s *BoltStore) Put(_ context.Context, p Plan) error {
 		if len(p.Reboots) != h.Count {
 			return fmt.Errorf("plan %s: %d reboots, stored %d: the servers of a plan do not change", p.UUID, len(p.Reboots), h.Count)
 		}
+		if !cur.Unfinished() && p.Unfinished() {
+			// Set running again: checked against the others as Create does.
+			others, _ := listTx(tx.Bucket(bucketPlans))
+			if err := CheckResumed(p, others); err != nil {
+				return err
+			}
+		}
 		for i, r := range p.Reboots {
 			if recs[i].Reboot.ServerUUID != r.ServerUUID {
 				return fmt.Errorf("plan %s: reboot %d is server %s, stored %s: the servers of a plan do not change", p.UUID, i, r.ServerUUID, recs[i].Reboot.ServerUUID)
@@ -455,6 +462,9 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 		if v.Index.Total != h.Count {
 			return fmt.Errorf("plan %s: view of %d reboots, stored %d: the servers of a plan do not change", v.UUID, v.Index.Total, h.Count)
 		}
+		if err := checkResumedTx(tx, b, h, v.Unfinished()); err != nil {
+			return err
+		}
 		for k, r := range v.Reboots {
 			if v.base != nil && len(v.base.orig) == len(v.Reboots) && sameReboot(v.base.orig[k], r) {
 				continue // unchanged since read (and the version says nobody wrote)
@@ -580,4 +590,26 @@ func (s *BoltStore) Import(ctx context.Context, dir string) ([]string, error) {
 		done = append(done, p.UUID)
 	}
 	return done, errors.Join(errs...)
+}
+
+// checkResumedTx refuses a write that sets the plan in b, whose stored
+// header is h, unfinished again (unfinished) after it ended, while a
+// server of it is in another unfinished plan (CheckResumed): the check
+// Create makes, in the write's transaction.
+func checkResumedTx(tx *bolt.Tx, b *bolt.Bucket, h header, unfinished bool) error {
+	if !unfinished {
+		return nil
+	}
+	if h.Index != nil && (View{Plan: h.Plan, Index: *h.Index}).Unfinished() {
+		return nil
+	}
+	stored, _, _, err := load(b, h.UUID)
+	if err != nil {
+		return fmt.Errorf("plan: refusing to overwrite: %w", err)
+	}
+	if stored.Unfinished() {
+		return nil
+	}
+	others, _ := listTx(tx.Bucket(bucketPlans))
+	return CheckResumed(stored, others)
 }

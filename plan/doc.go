@@ -28,7 +28,10 @@
 //     executor's next pass. On a HeadStore (BoltStore, the etcd store) a
 //     command reads and writes the plan's header only, whatever the plan's
 //     size, so it lands while an executor rewrites the plan every pass;
-//     Edit is the whole-plan read-modify-write for tools and tests.
+//     Edit is the whole-plan read-modify-write for tools and tests. A
+//     write that sets a plan that ended (finished, nothing in flight)
+//     unfinished again is checked against the other plans as Create
+//     checks a new one (ErrEndedOverlaps, wrapping ErrServerInPlan).
 //  3. An Executor runs passes: load the plan, observe the fleet, call Next,
 //     save the plan, then act (create reboot jobs, freeze or unfreeze the
 //     database shard). Next is pure. Each server goes through the seed's

@@ -150,7 +150,7 @@ func (s FileStore) Create(ctx context.Context, p Plan) error {
 }
 
 // Put writes a plan if p.Version is the stored version.
-func (s FileStore) Put(_ context.Context, p Plan) error {
+func (s FileStore) Put(ctx context.Context, p Plan) error {
 	path, unlock, err := s.locked(p.UUID)
 	if err != nil {
 		return err
@@ -169,6 +169,16 @@ func (s FileStore) Put(_ context.Context, p Plan) error {
 	}
 	if version(data) != p.Version {
 		return fmt.Errorf("plan %s: %w", p.UUID, ErrConflict)
+	}
+	if !cur.Unfinished() && p.Unfinished() {
+		// Set running again: checked against the others as Create does.
+		others, err := s.List(ctx)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		if err := CheckResumed(p, others); err != nil {
+			return err
+		}
 	}
 	return s.write(path, p)
 }

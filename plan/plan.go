@@ -441,6 +441,28 @@ func CheckOthers(p Plan, others []Plan) error {
 	return nil
 }
 
+// ErrEndedOverlaps: a write (Put, PutHead, PutView: an Edit or Command)
+// sets a plan that ended unfinished again while a server of it is in
+// another unfinished plan. The error also wraps ErrServerInPlan.
+var ErrEndedOverlaps = errors.New("plan: a plan that ended cannot run again while another unfinished plan holds its servers")
+
+// CheckResumed is CheckOthers for a write that sets p, a plan that ended,
+// unfinished again: an error wrapping ErrEndedOverlaps and
+// ErrServerInPlan, with what the operator can do, if a server of p is in
+// another unfinished plan of others.
+func CheckResumed(p Plan, others []Plan) error {
+	if err := CheckOthers(p, others); err != nil {
+		return ResumeRefused(p.UUID, err)
+	}
+	return nil
+}
+
+// ResumeRefused is the error of a write setting plan uuid, which ended,
+// unfinished again, refused because of err (wrapping ErrServerInPlan).
+func ResumeRefused(uuid string, err error) error {
+	return fmt.Errorf("plan %s ended: %w: %w: cancel or finish that plan first, or create a new plan for the servers left", uuid, ErrEndedOverlaps, err)
+}
+
 // MayRebootOutside is the guard of the seed: while a plan is unfinished, a
 // server in it may only be rebooted by that plan (planUUID equal to the
 // plan's uuid). Servers in no unfinished plan (dry-run plans do not

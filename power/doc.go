@@ -95,7 +95,9 @@
 //     (a session outlives a password change: its answers say nothing of
 //     the password), unless the controller sends the credentials with
 //     every call (CallAuthenticator: power/redfish with BasicAuth);
-//   - keeps at most PoolConfig.MaxSessions sessions open per BMC. A login
+//   - keeps at most PoolConfig.MaxSessions sessions open per BMC (a
+//     login that opens none, ConnectInfo.NoSession: power/redfish with
+//     BasicAuth, is not counted, and closes none for its place). A login
 //     whose credentials already logged in to the BMC (since the Pool kept
 //     them, and the BMC has not refused them since) that finds its BMC at
 //     the bound waits for a session to become idle, and then closes the
@@ -113,8 +115,18 @@
 //     session serving no host (a kept one no host joined) is the one
 //     closed first, at any time and not counted against LoginInterval
 //     (it is no host's session: a login it makes way for refuses no
-//     one), then the least recently used idle session; of two last used
-//     at the same moment, the one logged in later.
+//     one; while a host joins it, the login waits for the join rather
+//     than close a session serving hosts), then the least recently used
+//     idle session; of two last used at the same moment, the one logged
+//     in later. A login with nothing to serve (every host of its login
+//     failed after the BMC accepted the login, on its last two tries or
+//     more: systems missing or failing) closes no session, neither one
+//     serving hosts nor another login's kept one: it logs in only into a
+//     free slot, and otherwise fails as busy (at once, unless a session
+//     is being logged out; its error wraps the host's last failure,
+//     ErrNoSystem for example): a kept session never
+//     outranks a live one, and BMCs whose systems stay missing see one
+//     login per IdleTimeout, not one per eviction.
 //     A login of credentials not yet proven is tried first, one over the
 //     bound (one login at a time per BMC), and only its success closes
 //     the least recently used idle session (as many as needed to keep the

@@ -81,7 +81,9 @@ type PoolConfig struct {
 	// Hosts whose sessions are shared (the same BMC and Login, an adapter
 	// that shares) count once. A login of credentials not yet proven on
 	// the BMC may take one more, briefly: it is tried before any working
-	// session is closed for it (see the package documentation).
+	// session is closed for it (see the package documentation). Logins
+	// that open no session on the BMC (ConnectInfo.NoSession:
+	// power/redfish with BasicAuth) are not counted.
 	MaxSessions int
 	// LoginInterval: a login that needs a live, idle session of its BMC
 	// closed (the BMC is at MaxSessions) closes at most one every
@@ -89,7 +91,11 @@ type PoolConfig struct {
 	// (waiting only for a session being logged out, or a login a slot is
 	// held for). Live sessions are not evicted faster than that; an idle
 	// session that serves no host (a kept one) is closed first, at any
-	// time, and is not counted. The slot
+	// time, and is not counted (while a host joins it, the login waits
+	// for it rather than close a session that serves hosts). A login all
+	// of whose hosts' systems failed on their last two tries or more
+	// (missing or failing) closes no session: it takes a free slot only.
+	// The slot
 	// an eviction frees is held for the login that made it, which goes on
 	// if its caller gives up.
 	LoginInterval time.Duration
@@ -217,6 +223,13 @@ type creds struct {
 	until        time.Time
 	last         error
 	parkedAt     int // its index in Pool.parked, plus one (0: not parked)
+	// missing: its hosts whose last tries failed after the BMC accepted
+	// the login (entry.missing); when all its hosts are (missing ==
+	// refs), nothing on this login works, and it takes only a free slot.
+	missing int
+	// sessionless: its logins open no session on the BMC (the adapter
+	// said so: ConnectInfo.NoSession); they take no slot.
+	sessionless bool
 }
 
 // session is one login's controller (a session at the BMC) and the hosts
@@ -233,6 +246,7 @@ type session struct {
 	lastUsed  time.Time
 	idle      *list.Element
 	retired   bool
+	uncounted bool // its login opened no session on the BMC: in neither endpoint.sessions nor live
 }
 
 // entry is one host.
@@ -252,6 +266,10 @@ type entry struct {
 	ownFails int
 	ownLast  error
 	ownUntil time.Time
+	// missing: the last missingAfter tries or more failed after the BMC
+	// accepted the login (hostsOwn: its system not found, or failing);
+	// counted in creds.missing.
+	missing bool
 }
 
 // NewPool returns a Pool; Close stops it.

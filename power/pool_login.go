@@ -65,6 +65,12 @@ type ConnectInfo struct {
 	// may hand its session over in the error (AfterLoginKeep) rather than
 	// log it out: the caller closes it.
 	KeepSession bool
+	// NoSession, if not nil, is called by a Connect whose login opens no
+	// session on the BMC (power/redfish with BasicAuth: every request
+	// carries the credentials), as soon as it knows: neither this login
+	// nor the later ones of its Target.Login count against MaxSessions,
+	// nor close any session for their place.
+	NoSession func()
 }
 
 type connectInfoKey struct{}
@@ -210,7 +216,7 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		// succeeds, the bound is restored (trimLocked), the slots held
 		// for evicting logins counted.
 		probe := !cr.proven && ep.sessions <= p.cfg.MaxSessions
-		if ep.sessions+others >= p.cfg.MaxSessions && !probe {
+		if ep.sessions+others >= p.cfg.MaxSessions && !probe && !cr.sessionless {
 			p.urgentCloseLocked(ep)
 			if reserved == ep {
 				// This call's eviction freed a slot, held for it: wait
@@ -220,6 +226,19 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 					return giveUp(err)
 				}
 				continue
+			}
+			if servesNothing(cr) {
+				// Nothing on this login works: it waits for a free slot
+				// (a session being logged out), and closes none.
+				if ep.sessions > len(ep.live) {
+					if err := p.waitLocked(ctx, ep, op, "waiting for a free session on this BMC"); err != nil {
+						return giveUp(err)
+					}
+					continue
+				}
+				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: fmt.Sprintf(
+					"not tried: the BMC's %d sessions serve hosts that work, and this host's login serves none (each of its hosts' systems failed on its last try; this host's: see the cause); it logs in when a session is free",
+					p.cfg.MaxSessions)})
 			}
 			evicted, wait := p.evictLocked(ep, now)
 			if evicted {
@@ -353,6 +372,7 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 		}
 		e.sess, e.ctrl = s, ctrl
 		e.ownFails, e.ownLast = 0, nil
+		p.markMissingLocked(e, false)
 		s.entries[e] = struct{}{}
 		if waiting {
 			p.useLocked(s) // the caller's call
@@ -391,16 +411,31 @@ type loginResult struct {
 func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Controller, error) {
 	cr, ep := e.cr, e.cr.ep
 	ep.logging = true
-	ep.sessions++
 	cr.pins++ // until the session is logged out, or the login failed
 	e.connecting = true
 	p.seq++
-	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq}
+	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq, uncounted: cr.sessionless}
+	if !s.uncounted {
+		ep.sessions++
+	}
 	res := make(chan loginResult, 1)
-	waiting := true // guarded by p.mu: the caller still waits
-	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Gate: p.gate(cr), KeepSession: true}), p.cfg.ConnectTimeout)
-	connect := e.target.Connect
+	waiting := true                   // guarded by p.mu: the caller still waits
 	finished, overran := false, false // guarded by p.mu
+	// The adapter says its login opens no session on the BMC: it gives
+	// its slot back, and the login's later ones take none.
+	noSession := func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		cr.sessionless = true
+		if !finished && !s.uncounted {
+			s.uncounted = true
+			ep.sessions--
+			p.wakeLocked(ep)
+		}
+	}
+	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx),
+		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession}), p.cfg.ConnectTimeout)
+	connect := e.target.Connect
 	// A Connect that ignores its deadline is the BMC's (or the adapter's)
 	// failure: later logins back off while it runs on.
 	overrun := time.AfterFunc(p.cfg.ConnectTimeout+abandonGrace, func() {
@@ -442,7 +477,9 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 				p.failedLocked(cr, err)
 			}
 			if kept == nil {
-				ep.sessions--
+				if !s.uncounted {
+					ep.sessions--
+				}
 				cr.pins--
 			} else {
 				p.keepLocked(s, kept, hostsOwn(err) && !p.closed && p.hosts[e.host] == e)
@@ -457,8 +494,10 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		s.shareable = ok && ss.SharesSession()
 		ca, ok := ctrl.(CallAuthenticator)
 		s.authCalls = ok && ca.AuthenticatesCalls()
-		ep.live[s] = struct{}{}
-		p.trimLocked(ep, s)
+		if !s.uncounted { // a session on the BMC: in the bound
+			ep.live[s] = struct{}{}
+			p.trimLocked(ep, s)
+		}
 		if s.shareable && cr.shared == nil {
 			cr.shared = s
 		}
@@ -469,6 +508,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		}
 		e.sess, e.ctrl = s, ctrl
 		e.ownFails, e.ownLast = 0, nil
+		p.markMissingLocked(e, false)
 		s.entries[e] = struct{}{}
 		if waiting {
 			p.useLocked(s) // the caller's call (s is on no idle list)
@@ -512,7 +552,7 @@ func (p *Pool) keepLocked(s *session, ctrl Controller, ok bool) {
 	ss, isSharer := ctrl.(SessionSharer)
 	ca, isAuth := ctrl.(CallAuthenticator)
 	s.shareable, s.authCalls = isSharer && ss.SharesSession(), isAuth && ca.AuthenticatesCalls()
-	if !ok || !s.shareable || cr.shared != nil || len(ep.live)+ep.reserved >= p.cfg.MaxSessions {
+	if !ok || !s.shareable || s.uncounted || cr.shared != nil || len(ep.live)+ep.reserved >= p.cfg.MaxSessions {
 		s.retired = true
 		p.closeLocked(s) // the closer frees its slot and pin
 		return
@@ -533,10 +573,43 @@ func (p *Pool) ownLocked(e *entry, err error) {
 	d, limit := p.cfg.Backoff, p.cfg.MaxBackoff
 	e.ownFails++
 	e.ownLast = err
+	p.markMissingLocked(e, hostsOwn(err) && e.ownFails >= missingAfter)
 	for i := 1; i < e.ownFails && d < limit; i++ {
 		d *= 2
 	}
 	e.ownUntil = p.cfg.Now().Add(min(d, limit))
+}
+
+// missingAfter: a host whose tries failed after the BMC accepted the
+// login this many times in a row counts as serving nothing (its system is
+// missing or failing, not just being renumbered or reseated): one retry
+// after a first such failure may still close a working session.
+const missingAfter = 2
+
+// markMissingLocked records whether e's last tries failed after the BMC
+// accepted its login (p.mu held), in its login's count (creds.missing).
+// A host no longer in the Pool is not counted.
+func (p *Pool) markMissingLocked(e *entry, missing bool) {
+	missing = missing && !e.gone
+	if e.missing == missing {
+		return
+	}
+	e.missing = missing
+	if missing {
+		e.cr.missing++
+	} else {
+		e.cr.missing--
+	}
+}
+
+// servesNothing reports whether every host of login cr failed, on its
+// last missingAfter tries or more, after the BMC accepted the login (p.mu
+// held): its systems are missing or failing, and nothing on this login
+// works. Such a login
+// takes only a free slot: it never closes a session that serves hosts,
+// nor another login's kept session, for one that would serve none.
+func servesNothing(cr *creds) bool {
+	return cr.missing > 0 && cr.missing >= cr.refs
 }
 
 // gate returns the LoginGate of login cr.

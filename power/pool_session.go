@@ -47,6 +47,7 @@ func (p *Pool) entryLocked(host string, t Target) *entry {
 // login, and drops what nobody uses any more (p.mu held).
 func (p *Pool) detachLocked(e *entry) {
 	e.gone = true
+	p.markMissingLocked(e, false)
 	if s := e.sess; s != nil {
 		delete(s.entries, e)
 		if len(s.entries) == 0 {
@@ -250,7 +251,9 @@ func (p *Pool) closer(ep *endpoint) {
 			p.mu.Unlock()
 			closeController(job.c)
 			p.mu.Lock()
-			ep.sessions--
+			if !job.s.uncounted {
+				ep.sessions--
+			}
 			job.s.cr.pins--
 			p.gcLocked(job.s.cr)
 			p.wakeLocked(ep)
@@ -328,18 +331,21 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 	return nil
 }
 
-// evictLocked closes the least recently used idle live session of ep for
-// a login that needs its place, at most once every LoginInterval (p.mu
+// evictLocked closes the least recently used idle live session of ep
+// for a login that needs its place, at most once every LoginInterval (p.mu
 // held); an idle session that serves no host (a kept one no host joined)
 // goes first, at any time, and is not counted: closing it takes no host's
-// session away. It reports whether it did, and if not whether waiting may
-// help (a session is in use and will become idle, or is being logged
-// out).
+// session away. While such a session is busy (a host joining it) none
+// that serves hosts is closed: the login waits for it. It reports whether
+// it did, and if not whether waiting may help (a session is in use and
+// will become idle, or is being logged out).
 func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 	var victim *session
+	pending := false         // a session that serves no host is busy: free to close once idle
 	for s := range ep.live { // at most MaxSessions
 		if s.inUse > 0 || s.joins > 0 { // a joined session would stay open: no slot
 			wait = true
+			pending = pending || len(s.entries) == 0
 			continue
 		}
 		if victim == nil || lessRecent(s, victim) {
@@ -352,6 +358,11 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 	if len(victim.entries) == 0 {
 		p.retireLocked(victim) // serves no host: no eviction of anyone's
 		return true, true
+	}
+	if pending {
+		// A kept session is being joined: once the join ends it is
+		// closed at no host's cost (or it serves the joiner): wait.
+		return false, true
 	}
 	if !ep.lastEvict.IsZero() && now.Sub(ep.lastEvict) < p.cfg.LoginInterval {
 		// A session being logged out (one closed for another login, whose

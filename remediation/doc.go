@@ -41,7 +41,12 @@
 //     unhealthy in the cluster and health check, and with the
 //     control-plane role, recorded with their admission
 //     (Admissions.Members), and one admitted by an older record in the
-//     candidate's cluster and health check as a control-plane machine), and pass
+//     candidate's cluster and health check as a control-plane machine;
+//     and the admissions of another controller sharing the record,
+//     Admissions.Others, each in place of a healthy member of the
+//     candidate's cluster and health check other than the candidate,
+//     whose Node it may be, so that a percentage's fleet does not grow by
+//     them), and pass
 //     its answer and reason as Observed.MayStart and GuardReason.
 //  3. Call Decide with your controller's clock.
 //  4. If Decision.Admit, add the Machine to the admission record with a
@@ -170,12 +175,18 @@
 // mid-remediation (its State goes with it) has the request removed from
 // that host, whatever HostOf answers then ("", another host, an error
 // wrapping ErrNotFound), so the reboot controller powers the host on, and
-// its admission released only once that host is no longer held (read
-// through the recorded request, RequestReader: the same rule as a live
-// Machine's, Held); until then the pass fails (ErrHostHeld, or the
-// removal's error), the admission is kept and the pass retried. A Machine
-// admitted while it had no host, that wrote no request (Member.Wrote
-// false), is released at once. The Loop's listing adds the
+// its admission released only once that host is no longer held for
+// that request (Held: the request on it, a reboot pending, or off after
+// the request and not powered on since; read on the recorded host
+// through the recorded request, RequestReader, which RebootHosts is,
+// since HostOf no longer answers for a deleted Machine: the same rule as
+// a live Machine's); until then the pass fails (ErrHostHeld, or the
+// removal's error), the admission is kept, the pass retried, and the
+// storm guard counts the host. A Machine admitted while it had no host,
+// that wrote no request (Member.Wrote false), is released at once. A
+// remediation that is over and keeps its admission (Held) records its
+// last request (LastRequest) with it if it is not recorded yet, so that
+// the request outlives the Machine (an escalation deletes it). The Loop's listing adds the
 // admitted Machines it does not list (the kube module's controller sweeps
 // the admission record), so a Machine deleted while no controller ran is
 // abandoned too. An admission whose recorded request names another UID

@@ -101,6 +101,12 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 	if target == "" {
 		return out, nil
 	}
+	return r.read(ctx, machine, name, target, out, req)
+}
+
+// read fills out from the host target (the request's host, or name: the
+// one HostOf names) for req.
+func (r *RebootHosts) read(ctx context.Context, machine, name, target string, out Host, req Request) (Host, error) {
 	h, err := r.Hosts.Get(ctx, target)
 	if errors.Is(err, reboot.ErrNotFound) {
 		if target != name {

@@ -133,6 +133,14 @@ type Admissions struct {
 	// control-plane Machine and as one that wrote a request. Removed with
 	// the Machine's admission.
 	Members map[string]Member
+	// Others are the admissions, in the same record, of another
+	// remediation controller (another kind of object, whose names are not
+	// this store's), each with the host it holds ("" if the record does
+	// not say): the storm guard counts each as a host under remediation,
+	// and a store that is also a lock per host counts their hosts as
+	// held. The Reconciler never changes them: a store that shares its
+	// record writes them back as read, under its compare-and-swap.
+	Others map[string]string
 	// Version is the store's version, for compare-and-swap.
 	Version string
 }
@@ -286,8 +294,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	attempt := Request{Value: d.RebootValue, At: d.State.Started, Host: d.State.Host}
 	// The request is recorded with the admission before it is written
 	// (step 1): it outlives the Machine (abandon).
-	record := d.AddRebootAnnotation && attempt.Host != "" && (d.Admit || o.Admitted) &&
-		(adm.Requests[name].Value != attempt.Value || adm.Requests[name].Host != attempt.Host)
+	recorded := attempt
+	record := d.AddRebootAnnotation && (d.Admit || o.Admitted)
+	if st := stateAfter(rec.State, d); !record && o.Admitted && !d.Release && !InFlight(st.Phase) {
+		// Over, its admission kept while its host is held: the last
+		// request is what abandon reads the host for once the Machine is
+		// gone (HostOf no longer answers for it).
+		recorded, record = LastRequest(rec.Machine, st), true
+	}
+	record = record && recorded.Host != "" &&
+		(adm.Requests[name].Value != recorded.Value || adm.Requests[name].Host != recorded.Host)
 	member, recordMember := memberOf(adm, rec.Machine, d, o.Admitted)
 	if d.Admit || record || recordMember {
 		if d.Admit {
@@ -298,7 +314,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			if adm.Requests == nil {
 				adm.Requests = map[string]Request{}
 			}
-			adm.Requests[name] = attempt
+			adm.Requests[name] = recorded
 		}
 		if recordMember {
 			adm.Members = maps.Clone(adm.Members)
@@ -349,10 +365,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	// the persisted attempt is still the one it decided: a pass paused
 	// after its state write, superseded since by another leader's, writes
 	// nothing (no reboot request of an attempt that is over).
-	decided := rec.State
-	if d.UpdateState {
-		decided = d.State
-	}
+	decided := stateAfter(rec.State, d)
 	for _, s := range steps {
 		if s.do {
 			run := s.run
@@ -381,6 +394,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	return res, nil
 }
 
+// stateAfter is the state a pass leaves: d's if it saves one, else s.
+func stateAfter(s State, d Decision) State {
+	if d.UpdateState {
+		return d.State
+	}
+	return s
+}
+
 // withGone adds to fleet the admitted Machines it does not list (deleted
 // while their request may still hold their host off: their admission is
 // kept until it is removed), each unhealthy and remediating in the
@@ -402,6 +423,45 @@ func withGone(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine
 			}
 			fleet = append(fleet, g)
 		}
+	}
+	return withOthers(fleet, adm, cand)
+}
+
+// withOthers counts another controller's admissions (Admissions.Others)
+// in fleet: each is a host under remediation where the candidate is, its
+// member unknown, so each takes the place of a distinct healthy member of
+// the candidate's cluster and health check other than the candidate
+// (that Node may be the one it remediates: the member count stays, and
+// the unhealthy count never falls short), and is added as a member of its
+// own once none is left (named apart from this store's names, which they
+// may equal).
+func withOthers(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine {
+	if len(adm.Others) == 0 {
+		return fleet
+	}
+	fleet = slices.Clone(fleet)
+	key := func(m FleetMachine) string {
+		if m.Node != "" {
+			return "node/" + m.Node
+		}
+		return "machine/" + m.Name
+	}
+	busy := map[string]bool{key(FleetMachine{Name: cand.Name, Node: cand.NodeName}): true}
+	for _, m := range fleet {
+		busy[key(m)] = busy[key(m)] || m.Unhealthy || m.Remediating || m.Name == cand.Name
+	}
+	i := 0
+	for _, name := range slices.Sorted(maps.Keys(adm.Others)) {
+		for i < len(fleet) && (fleet[i].Cluster != cand.Cluster || fleet[i].HealthCheck != cand.HealthCheck || busy[key(fleet[i])]) {
+			i++
+		}
+		if i < len(fleet) {
+			busy[key(fleet[i])] = true
+			fleet[i].Unhealthy = true // counted; not Remediating: its control-plane mark is not the other's
+			continue
+		}
+		fleet = append(fleet, FleetMachine{Name: "\x00other/" + name, Cluster: cand.Cluster, HealthCheck: cand.HealthCheck, Unhealthy: true, Remediating: true})
+		i = len(fleet)
 	}
 	return fleet
 }
@@ -504,16 +564,36 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("remediation: machine %s (%s): remove its reboot request before releasing its admission: %w", name, why, err)
 	}
-	if req.Host != "" && req.Value != "" {
-		h, err := r.readRecorded(ctx, name, req)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("remediation: machine %s (%s): read host %s before releasing its admission: %w", name, why, req.Host, err)
+	if held, err := r.stillHeld(ctx, name, req); err != nil || held {
+		if err == nil {
+			err = ErrHostHeld
 		}
-		if err == nil && held(h) {
-			return fmt.Errorf("remediation: machine %s (%s): host %s: %w", name, why, req.Host, ErrHostHeld)
-		}
+		return fmt.Errorf("remediation: machine %s (%s): host %s: %w", name, why, req.Host, err)
 	}
 	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
+}
+
+// stillHeld reports whether the host of the recorded request req of
+// name (a Machine that is gone, or an earlier Machine of its name) is
+// still held for it (held: the request on it, a reboot pending, or off
+// after it and not known on since), read through req.Host
+// (RequestReader) since HostOf no longer answers for the Machine; without
+// a RequestReader, through the Machine's mapping, a Machine it does not
+// resolve (ErrNotFound) holding nothing it can tell. A record without a
+// request (written before Admissions.Requests existed) holds nothing it
+// can tell either.
+func (r *Reconciler) stillHeld(ctx context.Context, name string, req Request) (bool, error) {
+	if req.Value == "" || req.At.IsZero() {
+		return false, nil
+	}
+	h, err := r.readRecorded(ctx, name, req)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the host for its last request before releasing its admission: %w", err)
+	}
+	return held(h), nil
 }
 
 // removeOrphans removes, for name (gone, with no recorded request and no
@@ -550,10 +630,11 @@ func (r *Reconciler) removeOrphans(ctx context.Context, name string) error {
 }
 
 // ErrHostHeld: the admission of a Machine that is gone (or replaced by
-// one of the same name) is kept because the host its request was written
-// to is still held (off after the request and not powered on since): the
-// pass is retried until the reboot controller powered it on.
-var ErrHostHeld = errors.New("remediation: its host is still off after its reboot request (kept admitted until the reboot controller powers it on; if its BMC keeps refusing, power the host on by hand)")
+// one of the same name) is kept because the host its last request was
+// written to is still held for it (held: a reboot pending on it, or off
+// after the request and not powered on since): the pass is retried until
+// the reboot controller powered it on.
+var ErrHostHeld = errors.New("remediation: its host is still held after its reboot request (kept admitted until the reboot controller powers it on; if its BMC keeps refusing, power the host on by hand)")
 
 // RequestReader is an optional ability of a HostStore that names hosts:
 // it reads the host req.Host for the request req as HostStore.Get does,

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/rebootkit/rebootkit/inventory"
+	"github.com/rebootkit/rebootkit/plan"
 )
 
 // metaAbandoned is the key, in the plan store's meta bucket, of the
@@ -20,6 +22,9 @@ type abandonRecord struct {
 	Plan string    `json:"plan"`
 	At   time.Time `json:"at"`
 	By   string    `json:"by,omitempty"`
+	// Hostname is the server's hostname when it was abandoned (for
+	// messages once the inventory no longer lists it).
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // readAbandoned returns the abandons recorded in the store (server UUID
@@ -79,6 +84,20 @@ func (e *env) abandon(args []string) int {
 	if !found {
 		return e.fail(fmt.Errorf("plan abandon: plan %s does not reboot %s", p.UUID, s.Hostname))
 	}
+	if !p.Unfinished() {
+		// An abandon in an ended plan while another plan reboots the
+		// server would be taken back at once by that plan's job (or
+		// replace an abandon made there): name the plan to give.
+		running, err := runningPlanOf(e, st, s.UUID, p.UUID)
+		if err != nil {
+			return e.fail(err)
+		}
+		if running != "" {
+			fmt.Fprintf(e.errw, "rebootctl plan abandon: plan %s has ended (%s), and plan %s reboots %s now: "+
+				"abandon it there: rebootctl plan abandon %s %s\n", p.UUID, p.State, running, s.Hostname, running, s.Hostname)
+			return exitUsage
+		}
+	}
 	raw, err := st.GetMeta(e.ctx, metaAbandoned)
 	if err != nil {
 		return e.fail(err)
@@ -88,7 +107,7 @@ func (e *env) abandon(args []string) int {
 		fmt.Fprintf(e.out, "%s was already abandoned in plan %s (%s)\n", s.Hostname, p.UUID, prev.why())
 		return exitOK
 	}
-	all[s.UUID] = abandonRecord{Plan: p.UUID, At: time.Now().UTC(), By: os.Getenv("USER")}
+	all[s.UUID] = abandonRecord{Plan: p.UUID, At: time.Now().UTC(), By: os.Getenv("USER"), Hostname: s.Hostname}
 	out, err := json.Marshal(all)
 	if err != nil {
 		return e.fail(err)
@@ -109,12 +128,60 @@ func (e *env) abandon(args []string) int {
 	return exitOK
 }
 
-// applyAbandoned gives the fleet the abandons recorded in the store.
-func applyAbandoned(fleet *inventory.Fleet, raw []byte) error {
-	for server, a := range readAbandoned(raw) {
-		if err := fleet.Abandon(server, a.Plan, a.why()); err != nil {
-			return err
+// runningPlanOf returns an unfinished plan other than except that reboots
+// server ("" if none).
+func runningPlanOf(e *env, st *plan.BoltStore, server, except string) (string, error) {
+	heads, err := st.ListHeads(e.ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, h := range heads {
+		if h.UUID == except || h.State.Finished() {
+			continue
+		}
+		p, err := st.Get(e.ctx, h.UUID)
+		if err != nil {
+			return "", err
+		}
+		if !p.Unfinished() {
+			continue
+		}
+		for _, r := range p.Reboots {
+			if r.ServerUUID == server {
+				return p.UUID, nil
+			}
 		}
 	}
-	return nil
+	return "", nil
+}
+
+// applyAbandoned gives the fleet the abandons recorded in the store. An
+// abandon of a server the inventory no longer lists is skipped (the
+// executor never powers such a server anyway) and handed to skipped; one
+// that fails does not stop the others: their errors are returned joined.
+func applyAbandoned(fleet *inventory.Fleet, raw []byte, skipped func(server string, a abandonRecord)) error {
+	var errs []error
+	for server, a := range readAbandoned(raw) {
+		err := fleet.Abandon(server, a.Plan, a.why())
+		switch {
+		case errors.Is(err, inventory.ErrUnknownServer):
+			if skipped != nil {
+				skipped(server, a)
+			}
+		case err != nil:
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// abandonSkippedText is the operator's message for an abandon of a server
+// the inventory no longer lists.
+func abandonSkippedText(server string, a abandonRecord) string {
+	name := server
+	if a.Hostname != "" {
+		name = a.Hostname + " (" + server + ")"
+	}
+	return fmt.Sprintf("%s, abandoned in plan %s, is no longer in the inventory: its abandon is skipped and this executor never powers it; "+
+		"nothing to do, unless you want it rebooted again: then put it back in the inventory (with its bmc section) and restart the executor", name, a.Plan)
 }

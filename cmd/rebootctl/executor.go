@@ -136,7 +136,8 @@ func (e *env) executor(args []string) int {
 		"(OS shutdown, firmware or OS updates applied at shutdown, the power's own delay); 0: twice\n"+
 		"--soft-timeout (6m by default). Too short, and a shutdown that ends later leaves its server off\n"+
 		"for good (its job gave up, nothing watches it any more); a longer value only keeps such a\n"+
-		"server counted offline longer")
+		"server counted offline longer. At least --soft-timeout. It also bounds how long after its\n"+
+		"reboot command the executor's own server counts offline while its new boot is not seen")
 	stale := fs.Duration("stale-reads", 30*time.Second, "how long a BMC may report the power state from before a change")
 	poll := fs.Duration("poll", time.Second, "how often a job checks its server")
 	self := fs.String("self", "", "the inventory server this executor runs on (hostname or UUID), or \"none\"\n(default: the server whose hostname is this machine's); it is never powered off\nthrough its BMC, only rebooted through its own reboot command")
@@ -147,6 +148,14 @@ func (e *env) executor(args []string) int {
 	}
 	if *shutdownMax < 0 {
 		fmt.Fprintf(e.errw, "rebootctl executor: --shutdown-max %s is negative; give 0 for twice --soft-timeout\n", *shutdownMax)
+		return exitUsage
+	}
+	if *shutdownMax > 0 && *shutdownMax < *soft {
+		// A soft shutdown may take --soft-timeout before the hard
+		// power-off: a server still shutting down would be taken for
+		// settled (its slot freed) before its power-off lands.
+		fmt.Fprintf(e.errw, "rebootctl executor: --shutdown-max %s is shorter than --soft-timeout %s (a soft shutdown may take that long before the hard power-off); "+
+			"give --shutdown-max at least %s, or 0 for twice --soft-timeout\n", *shutdownMax, *soft, *soft)
 		return exitUsage
 	}
 	inv, err := inventory.Load(e.inventory)
@@ -441,8 +450,21 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 	if err := store.with(func(s *plan.BoltStore) (err error) { abandoned, err = s.GetMeta(e.ctx, metaAbandoned); return err }); err != nil {
 		return err
 	}
-	if err := applyAbandoned(fleet, abandoned); err != nil {
-		return err
+	// One abandon that cannot be applied never stops the plans: each is
+	// applied (or skipped, said once) before any plan runs.
+	aerr := applyAbandoned(fleet, abandoned, func(server string, a abandonRecord) {
+		key := server + "\x00" + a.Plan
+		if e.skippedAbandons[key] {
+			return
+		}
+		if e.skippedAbandons == nil {
+			e.skippedAbandons = map[string]bool{}
+		}
+		e.skippedAbandons[key] = true
+		logger.Warn(clean(abandonSkippedText(server, a)))
+	})
+	if aerr != nil {
+		return aerr
 	}
 	// The plans' headers only: a pass reads the reboots of the plans it
 	// runs (their views), never every reboot of every plan ever stored.

@@ -87,6 +87,8 @@ state, health check, drain command), changes nothing and stores nothing.
 "plan report" writes the plan's timeline as one HTML file (no network).
 "plan abandon" gives up on one server: the executor never powers it on or
 off again, ends its job (undrained, failed) and shows its last known state.
+In an ended plan it is refused while another plan reboots the server (it
+names that plan).
 
 Exit codes: 0 done; 1 error; 2 usage; 3 not created because of warnings;
 4 the plan ended with failures; 5 the plan was canceled; 6 the dry run
@@ -108,6 +110,9 @@ type env struct {
 	// named puts hostnames for server UUIDs in the executor's pass
 	// errors (set by the executor).
 	named *strings.Replacer
+	// skippedAbandons: the recorded abandons (server and plan) of
+	// servers the inventory no longer lists, each logged once.
+	skippedAbandons map[string]bool
 }
 
 func commonFlags(fs *flag.FlagSet, e *env) {

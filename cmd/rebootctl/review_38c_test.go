@@ -45,9 +45,9 @@ func TestReview38_TakeBackUndoneByNextPass(t *testing.T) {
 	defer func() { _ = f.Close() }()
 	raw, err := json.Marshal(map[string]abandonRecord{u0: {Plan: "p1", At: time.Now().UTC(), By: "alice"}})
 	require.NoError(t, err)
-	require.NoError(t, applyAbandoned(f, raw)) // a pass
+	require.NoError(t, applyAbandoned(f, raw, nil)) // a pass
 	require.NoError(t, f.CreateJob(context.Background(), plan.Action{Server: u0, JobUUID: "j2", PlanUUID: "p2"}), "p2 takes cn0 back")
-	require.NoError(t, applyAbandoned(f, raw)) // the next pass
+	require.NoError(t, applyAbandoned(f, raw, nil)) // the next pass
 	st, err := f.Status()
 	require.NoError(t, err)
 	for _, s := range st {

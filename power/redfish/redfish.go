@@ -73,7 +73,9 @@
 //     through the Pool's gate. Given ConnectInfo.KeepSession, a login
 //     whose system then failed or was not found hands its session over
 //     (power.AfterLoginKeep) instead of logging it out: the Pool shares
-//     it with the other systems' hosts.
+//     it with the other systems' hosts. With BasicAuth, Connect calls
+//     power.ConnectInfo.NoSession first: it opens no session on the BMC,
+//     and a Pool counts none against its bound.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
@@ -338,6 +340,9 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	ci := power.ConnectInfoFrom(ctx)
 	if ci.Shared != nil {
 		return share(ctx, cfg, ci.Shared)
+	}
+	if cfg.BasicAuth && ci.NoSession != nil {
+		ci.NoSession() // every request carries the credentials: no session at the BMC
 	}
 	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1)}
 	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1)}

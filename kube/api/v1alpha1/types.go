@@ -52,9 +52,12 @@ type RebootRecordSpec struct {
 	// in one write). While it is set and spec.bmc is not the BMC it
 	// names, the controller sends the host's BMC no credentials and takes
 	// no evidence from it (kube.ErrBMCChanged). An identity with more than
-	// the reboot-client role acknowledges the new BMC by removing this
-	// field (reboot clients may not write RebootRecords); restoring
-	// spec.bmc also lifts it.
+	// the reboot-client role accepts the new BMC by naming it here
+	// (address, credentialsName; reboot clients may not write
+	// RebootRecords); when spec.bmc is the BMC named (accepted or
+	// restored), the controller makes this the pin again (BMC) and removes
+	// it. A mark with no address is that of a pending reboot whose pin was
+	// missing.
 	// +optional
 	BMCChanged *BMCPin `json:"bmcChanged,omitempty"`
 }

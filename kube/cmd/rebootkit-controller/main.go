@@ -46,7 +46,7 @@ func run(args []string) int {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
 	namespace := fs.String("namespace", "", "namespace of the BareMetalHosts (required)")
 	controllers := fs.String("controllers", "reboot", "controllers to run, comma-separated: reboot, remediation, external-remediation (PowerCycleRemediations of MachineHealthChecks and NodeHealthChecks); both remediations need reboot")
-	limit := fs.Int("remediation-limit", 1, "storm guard: at most this many Machines under remediation at once")
+	limit := fs.Int("remediation-limit", 1, "storm guard: at most this many Machines under remediation at once (Machine remediations and PowerCycleRemediations together)")
 	remTimeout := fs.Duration("remediation-timeout", 10*time.Minute, "timeout of each remediation phase")
 	leaderElect := fs.Bool("leader-elect", true, "elect a leader among replicas (a Lease in the namespace)")
 	softTimeout := fs.Duration("soft-timeout", 3*time.Minute, "soft power-off timeout before falling back to hard")
