@@ -140,6 +140,10 @@ type memory struct {
 	lastOn time.Duration // monotonic time of the last power-on sent
 	off    offState
 	forgot bool // Forget was called: nothing is known from before now
+	// startPass: forgotten before this process's first pass of the host,
+	// so its first pass is still that one: what a previous process may
+	// have sent is counted as lost there (sinceOff).
+	startPass bool
 	known  bool // a pass has run since the Reconciler started
 	// versions are the record's versions this Reconciler read or wrote
 	// lately: a store that reads from a cache may show an older one again.
@@ -289,6 +293,7 @@ func newMemory(base time.Duration) *memory {
 // may be a press, and what it was decided for.
 func (h *memory) forgotten(m time.Duration) *memory {
 	return &memory{lastOn: m, off: offState{lastOff: m, lastPress: m}, forgot: true,
+		startPass: !h.known && (!h.forgot || h.startPass),
 		busyPress: h.busyPress, busy: h.busy, busyFor: h.busyFor, lost: h.lost}
 }
 
@@ -411,16 +416,21 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // so that it counts as sent Config.LostLanding later (A5).
 func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby bool) (time.Duration, time.Duration) {
 	o := &h.off
-	if first && !h.forgot {
-		o.noOff = !st.Pending() && st.OfflineSince.IsZero()
-		o.noPress = o.noOff && st.LastPress.IsZero()
-		if late {
-			o.lastPress = m
+	if first && (!h.forgot || h.startPass) {
+		noOff := !st.Pending() && st.OfflineSince.IsZero()
+		noPress := noOff && st.LastPress.IsZero()
+		if !h.forgot {
+			o.noOff, o.noPress = noOff, noPress
+			if late {
+				o.lastPress = m
+			}
 		}
 		// What a previous process sent it did not see answered: it may
 		// have been lost, and land LostLanding after it is counted (A5).
-		h.lost.unseen(!o.noOff, false, o.lastOff)
-		h.lost.unseen(false, !o.noPress, o.lastPress)
+		// A memory forgotten before this first pass counts it from the
+		// Forget (its lastOff, lastPress).
+		h.lost.unseen(!noOff, false, o.lastOff)
+		h.lost.unseen(false, !noPress, o.lastPress)
 	}
 	off, press := h.own.foreign(st)
 	off, press = off && !first, press && !first
