@@ -144,7 +144,7 @@ type memory struct {
 	// so its first pass is still that one: what a previous process may
 	// have sent is counted as lost there (sinceOff).
 	startPass bool
-	known  bool // a pass has run since the Reconciler started
+	known     bool // a pass has run since the Reconciler started
 	// versions are the record's versions this Reconciler read or wrote
 	// lately: a store that reads from a cache may show an older one again.
 	versions [4]string
