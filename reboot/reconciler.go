@@ -188,7 +188,10 @@ type memory struct {
 
 // heard tells which kinds of call the statuses read while standing by
 // showed (another leader's, whose calls may land until its lease ends).
-type heard struct{ off, press, on bool }
+//
+// lostPress: one showed a LastPress this controller did not know (see
+// sinceOff): a press it did not see answered.
+type heard struct{ off, press, on, lostPress bool }
 
 // offState is what a Reconciler remembers of its power-offs of one host
 // (Observed.SinceOff, SincePress, PressOver).
@@ -434,14 +437,21 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 	}
 	off, press := h.own.foreign(st)
 	off, press = off && !first, press && !first
+	lostPress := press
 	if standby {
 		press = !st.LastPress.IsZero()
 		off = press || st.Pending() || !st.OfflineSince.IsZero()
 		h.heard.off, h.heard.press = h.heard.off || off, h.heard.press || press
+		// A LastPress this controller wrote is its own press (noted lost
+		// at its return if it was: sentOff), no press it did not see
+		// answered: another leader's press writes its own, later,
+		// LastPress before it is sent.
+		lostPress = press && !h.own.wrotePress.has(st.LastPress)
+		h.heard.lostPress = h.heard.lostPress || lostPress
 	}
 	// Another writer's calls: this controller did not see them answered
 	// (A5).
-	h.lost.unseen(off, press, m)
+	h.lost.unseen(off, lostPress, m)
 	if off {
 		o.noOff, o.lastOff = false, max(o.lastOff, m)
 		if press {

@@ -404,6 +404,7 @@ func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, un
 // with the instants this controller read from its clock while it led.
 func (h *memory) writing(st Status) {
 	h.own.note(st)
+	h.own.wrotePress.add(st.LastPress)
 }
 
 // wrote notes that st, decided in the pass at m from o, was written: the
@@ -432,6 +433,11 @@ type ownValues struct {
 	// on holds the LastPoweredOn values, which show a power-on (see
 	// memory.quietFor).
 	on timeSet
+	// wrotePress holds the LastPress values this controller wrote
+	// (writing): a press under one is its own, noted lost at its return
+	// if its answer was (sentOff), never a press it did not see answered
+	// (another leader stamps its values from its own clock, A3, A4).
+	wrotePress timeSet
 }
 
 // note adds st's values.
@@ -458,7 +464,7 @@ func (h *memory) lead(m time.Duration) {
 		*o = offState{lastOff: o.lastOff, lastPress: m}
 	}
 	// Another leader's calls: their answers may have been lost (A5).
-	h.lost.unseen(h.heard.off, h.heard.press, m)
+	h.lost.unseen(h.heard.off, h.heard.lostPress, m)
 	h.heard = heard{}
 }
 
