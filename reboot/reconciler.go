@@ -661,6 +661,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			hm.lastOn = max(hm.lastOn, m)
 			r.mu.Unlock()
 			err = pc.On(ctx)
+			done := r.monotonic()
+			r.mu.Lock()
+			r.current(name, hm).sentOn(togglesOn(pc), err, done)
+			r.mu.Unlock()
 		} else {
 			// Noted before the call, as a power-on is, in the memory held
 			// now: a shutdown may start whatever the call returns, unless

@@ -52,6 +52,9 @@ type Tracker struct {
 	inCall bool
 	press  bool
 	was    offState
+	// onPress: the power-on announced by Sending may press the power
+	// button (the last Reading's OnToggles).
+	onPress bool
 	// standby: Standby was called, and Leading not since.
 	standby bool
 	// leadAt is the mono of the Leading call that last began the
@@ -62,9 +65,13 @@ type Tracker struct {
 	tog toggleAnswers
 }
 
-// toggleAnswers are a Reading's SoftToggles and HardToggles; known is
+// toggleAnswers are a Reading's SoftToggles, HardToggles and OnToggles; known is
 // false before any Reading.
-type toggleAnswers struct{ known, soft, hard bool }
+type toggleAnswers struct{ known, soft, hard, on bool }
+
+// pressedOn reports whether a power-on may have pressed the button:
+// unknown answers count as a press.
+func (a toggleAnswers) pressedOn() bool { return !a.known || a.on }
 
 // pressed reports whether a power-off in mode m may have pressed the
 // button: unknown answers count as a press.
@@ -106,6 +113,10 @@ type Reading struct {
 	// SoftToggles and HardToggles are the power controller's
 	// Toggler.TogglesOff answers (false if it is no Toggler).
 	SoftToggles, HardToggles bool
+	// OnToggles is the power controller's OnToggler.TogglesOn answer
+	// (false if it is no OnToggler): a power-on whose answer was lost
+	// then counts as a press (Sent).
+	OnToggles bool
 }
 
 // Observe starts a pass: it returns the Observed to give Config.Decide,
@@ -180,7 +191,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		*t = Tracker{started: true, start: m, startWall: rd.Now, standby: t.standby, leadAt: t.leadAt,
 			mem: *newMemory(m)}
 	}
-	t.tog = toggleAnswers{known: true, soft: rd.SoftToggles, hard: rd.HardToggles}
+	t.tog = toggleAnswers{known: true, soft: rd.SoftToggles, hard: rd.HardToggles, on: rd.OnToggles}
 	// A pass whose clocks were read before the leadership began (Leading
 	// was called with a later mono: a caller that shares one Guard among
 	// its hosts' Trackers tells them all when any Hold begins it) read its
@@ -265,6 +276,7 @@ func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 	switch a {
 	case ActionPowerOn:
 		t.mem.lastOn = mono
+		t.onPress = t.tog.pressedOn()
 	case ActionPowerOff:
 		t.inCall, t.press = true, t.tog.pressed(m)
 		t.was = t.mem.sendingOff(t.press, mono)
@@ -284,10 +296,13 @@ func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 // HardUnsupportedAt (c.At), one accepted clears it. Sent returns c with
 // Repeats filled; the next Observe gives it as LastCall.
 func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
-	if c.Action == ActionPowerOff {
+	switch c.Action {
+	case ActionPowerOff:
 		t.mem.sentOff(t.was, t.press, err, doneMono)
+	case ActionPowerOn:
+		t.mem.sentOn(t.onPress, err, doneMono)
 	}
-	t.inCall, t.press, t.was = false, false, offState{}
+	t.inCall, t.press, t.onPress, t.was = false, false, false, offState{}
 	if c.For == (Work{}) {
 		c.For = t.work
 	}
@@ -326,7 +341,7 @@ func (t *Tracker) Late(a LateAnswer, now time.Time, mono time.Duration) Call {
 // refused one changes nothing of the new memory).
 func (t *Tracker) Forget(mono time.Duration, now time.Time) {
 	nt := Tracker{started: true, start: mono, startWall: now, standby: t.standby, leadAt: t.leadAt,
-		mem: *t.mem.forgotten(mono), tog: t.tog}
+		mem: *t.mem.forgotten(mono), tog: t.tog, onPress: t.onPress}
 	if t.inCall {
 		nt.inCall, nt.press, nt.was, nt.work = true, t.press, nt.mem.off, t.work
 	}
