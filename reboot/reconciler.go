@@ -131,6 +131,26 @@ type Reconciler struct {
 	// Reconciler without a Guard leads from its start.
 	leading bool
 	leadAt  time.Duration // monotonic: when it last began to lead (its first Hold that succeeded)
+	// firstLead: when (monotonic) it first began to lead; led: it did.
+	firstLead time.Duration
+	led       bool
+}
+
+// actingSince returns when this Reconciler began to act on the wall
+// clock (Observed.ActingSince): its start, or with a Guard its first
+// leadership (zero if it has not led yet). r.mu must be held.
+func (r *Reconciler) actingSince() time.Time {
+	if !r.started {
+		return time.Time{}
+	}
+	if r.Guard == nil {
+		return r.startWall
+	}
+	if !r.led {
+		return time.Time{}
+	}
+	// A Hold before the first pass (the start) counts from the start.
+	return r.startWall.Add(max(r.firstLead-r.start, 0))
 }
 
 // memory is what a Reconciler remembers of one host between passes; a
@@ -331,6 +351,9 @@ func (r *Reconciler) noteHold(ok bool) {
 		return
 	}
 	r.leading, r.leadAt = true, m
+	if !r.led {
+		r.led, r.firstLead = true, m
+	}
 	for _, h := range r.hosts {
 		h.lead(m)
 		if !h.known {
@@ -417,7 +440,7 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // Every power-off and press counted so (not seen answered by this
 // controller) may have been lost: it is noted in h.lost as returned then,
 // so that it counts as sent Config.LostLanding later (A5).
-func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby bool) (time.Duration, time.Duration) {
+func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby bool, acted actedBound) (time.Duration, time.Duration) {
 	o := &h.off
 	if first && (!h.forgot || h.startPass) {
 		noOff := !st.Pending() && st.OfflineSince.IsZero()
@@ -433,7 +456,7 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		// A memory forgotten before this first pass counts it from the
 		// Forget (its lastOff, lastPress).
 		h.lost.unseen(!noOff, false, o.lastOff)
-		h.lost.unseen(false, !noPress, o.lastPress)
+		h.lost.unseen(false, !noPress, acted.press(st, o.lastPress))
 	}
 	off, press := h.own.foreign(st)
 	off, press = off && !first, press && !first
@@ -467,6 +490,29 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		sincePress = math.MaxInt64
 	}
 	return sinceOff, sincePress
+}
+
+// actedBound converts a Status.ActingSince to the monotonic clock: set
+// when the controller knows its start on both clocks (the Reconciler; a
+// Tracker's caller gives none).
+type actedBound struct {
+	set       bool
+	start     time.Duration // monotonic
+	startWall time.Time
+}
+
+// press returns when a press a previous process may have sent, shown by
+// st's LastPress, counts as returned: at (the start), or, if st's
+// ActingSince is later than that LastPress and not later than the start's
+// wall clock, at ActingSince (on the monotonic clock), if earlier: the
+// press was decided before the process that wrote ActingSince began to
+// act, so its sender had stopped by then (A4).
+func (b actedBound) press(st Status, at time.Duration) time.Duration {
+	v := st.ActingSince
+	if !b.set || v.IsZero() || st.LastPress.IsZero() || !st.LastPress.Before(v) || v.After(b.startWall) {
+		return at
+	}
+	return min(at, b.start-b.startWall.Sub(v))
 }
 
 // sawState notes a reading of state taken between the monotonic times m
@@ -584,7 +630,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if t, ok := pc.(Toggler); ok {
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall), standby)
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall), standby,
+		actedBound{set: true, start: r.start, startWall: r.startWall})
+	if !standby {
+		o.ActingSince = r.actingSince()
+	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, cfg.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(state, m, cfg.OffSettle)

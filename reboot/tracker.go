@@ -63,6 +63,36 @@ type Tracker struct {
 	// tog: the Toggles answers of the last Reading (kept across Forget,
 	// for Late: a press still in flight may answer after it).
 	tog toggleAnswers
+	// act: when the caller's controller began to act (kept across
+	// Forget): Observed.ActingSince.
+	act acting
+}
+
+// acting is when a controller began to act on hosts: its start (start on
+// the monotonic clock, wall on the wall clock), or, once it stood by
+// (guarded), when it first led (led, lead).
+type acting struct {
+	start        time.Duration
+	wall         time.Time
+	guarded, led bool
+	lead         time.Duration
+}
+
+// since returns the wall clock at which it began to act, zero if it has
+// not led yet (guarded).
+func (a acting) since() time.Time {
+	if a.guarded && !a.led {
+		return time.Time{}
+	}
+	if !a.guarded {
+		return a.wall
+	}
+	return a.wall.Add(max(a.lead-a.start, 0))
+}
+
+// bound is the actedBound of a controller that started at a.
+func (a acting) bound() actedBound {
+	return actedBound{set: true, start: a.start, startWall: a.wall}
 }
 
 // toggleAnswers are a Reading's SoftToggles, HardToggles and OnToggles; known is
@@ -91,7 +121,7 @@ func (a toggleAnswers) pressed(m power.Mode) bool {
 // to the Tracker.
 func NewTracker(start time.Duration, startWall time.Time) *Tracker {
 	return &Tracker{started: true, start: start, startWall: startWall,
-		mem: *newMemory(start)}
+		mem: *newMemory(start), act: acting{start: start, wall: startWall}}
 }
 
 // Reading is what the caller read in one pass.
@@ -189,7 +219,8 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	m, h := rd.Mono, rd.Host
 	if !t.started {
 		*t = Tracker{started: true, start: m, startWall: rd.Now, standby: t.standby, leadAt: t.leadAt,
-			mem: *newMemory(m)}
+			mem: *newMemory(m), act: t.act}
+		t.act.start, t.act.wall = m, rd.Now
 	}
 	t.tog = toggleAnswers{known: true, soft: rd.SoftToggles, hard: rd.HardToggles, on: rd.OnToggles}
 	// A pass whose clocks were read before the leadership began (Leading
@@ -226,7 +257,10 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), standby)
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), standby, t.act.bound())
+	if !standby {
+		o.ActingSince = t.act.since()
+	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, hc.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
@@ -341,7 +375,7 @@ func (t *Tracker) Late(a LateAnswer, now time.Time, mono time.Duration) Call {
 // refused one changes nothing of the new memory).
 func (t *Tracker) Forget(mono time.Duration, now time.Time) {
 	nt := Tracker{started: true, start: mono, startWall: now, standby: t.standby, leadAt: t.leadAt,
-		mem: *t.mem.forgotten(mono), tog: t.tog, onPress: t.onPress}
+		mem: *t.mem.forgotten(mono), tog: t.tog, onPress: t.onPress, act: t.act}
 	if t.inCall {
 		nt.inCall, nt.press, nt.was, nt.work = true, t.press, nt.mem.off, t.work
 	}
@@ -356,7 +390,7 @@ func (t *Tracker) Forget(mono time.Duration, now time.Time) {
 // sends the call, which may land until its lease ends: after this read).
 // A caller that needs no Guard (the only controller by construction) never
 // calls it: the Tracker then leads from its start.
-func (t *Tracker) Standby() { t.standby = true }
+func (t *Tracker) Standby() { t.standby, t.act.guarded = true, true }
 
 // Leading reports a Hold of the caller's Guard that succeeded, at mono on
 // the monotonic clock (read once it returned): call it after every
@@ -370,6 +404,9 @@ func (t *Tracker) Standby() { t.standby = true }
 // asks its Guard at the start of every pass and before every write and
 // power call, and reports each answer so.
 func (t *Tracker) Leading(mono time.Duration) {
+	if !t.act.led {
+		t.act.led, t.act.lead = true, mono
+	}
 	if t.standby {
 		t.standby, t.leadAt = false, mono
 		t.mem.lead(mono)
