@@ -259,7 +259,8 @@ type Controller struct {
 	// StaleReads after that press began (zero: none).
 	pushOffRun time.Time
 	// toggles holds, after each read of the allowable values, bit 1 if a
-	// soft and bit 2 if a hard power-off is PushPowerButton (TogglesOff).
+	// soft and bit 2 if a hard power-off is PushPowerButton (TogglesOff),
+	// bit 4 if a power-on is (TogglesOn).
 	toggles atomic.Uint32
 }
 
@@ -284,6 +285,15 @@ func (c *Controller) softTimeout() time.Duration {
 	}
 	return 180 * time.Second
 }
+
+// onPrefs are the reset types for a power-on, preferred first.
+var onPrefs = []string{"On", "ForceOn", "PushPowerButton"}
+
+// TogglesOn reports whether On is a press of the power button
+// (PushPowerButton: the system allows neither On nor ForceOn). It
+// implements reboot.OnToggler: the reboot controller then counts a
+// power-on whose answer was lost as a press that may land late.
+func (c *Controller) TogglesOn() bool { return c.toggles.Load()&4 != 0 }
 
 // offPrefs are the reset types for a power-off in mode m, preferred first.
 func offPrefs(m power.Mode) []string {
@@ -582,6 +592,9 @@ func (c *Controller) readReset(ctx context.Context, raw []byte) error {
 			bits |= 1 << i
 		}
 	}
+	if strings.EqualFold(c.choose(onPrefs), "PushPowerButton") {
+		bits |= 4
+	}
 	c.toggles.Store(bits)
 	return nil
 }
@@ -703,7 +716,7 @@ func (c *Controller) withSession(ctx context.Context, f func(*gofish.APIClient) 
 
 // On powers the system on.
 func (c *Controller) On(ctx context.Context) error {
-	return c.change(ctx, "on", power.StateOn, []string{"On", "ForceOn", "PushPowerButton"})
+	return c.change(ctx, "on", power.StateOn, onPrefs)
 }
 
 // Off powers the system off.
