@@ -108,8 +108,14 @@ func (s *Store) unchanged(c othersChecked) []clientv3.Cmp {
 // it), and returns the comparisons and the operation the write adds
 // (nothing if the write does not make the plan hold servers). The plan's
 // servers are read at the current revision: the write compares the
-// header it read, and every write rewrites the header.
+// header it read, and every write rewrites the header. A write setting
+// DryRun on a plan stored unfinished and not a dry run is refused
+// (plan.DryRunSetRefused): a dry run holds no server, and its reboots may
+// have started.
 func (s *Store) resumeCheck(ctx context.Context, uuid string, old, h header) ([]clientv3.Cmp, []clientv3.Op, error) {
+	if plan.SetsDryRun(!ended(old), old.Plan.DryRun, h.Plan.DryRun) {
+		return nil, nil, plan.DryRunSetRefused(uuid)
+	}
 	if !plan.NewlyHolds(!ended(old), old.Plan.DryRun, !ended(h), h.Plan.DryRun) {
 		return nil, nil, nil
 	}

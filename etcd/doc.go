@@ -35,7 +35,10 @@
 // that ended unfinished again, or clears DryRun on an unfinished plan
 // (plan.Command, plan.Edit: plan.NewlyHolds), is checked the same way,
 // and refused (plan.ErrServerInPlan; plan.ErrEndedOverlaps too for a plan
-// that ended) while another unfinished plan holds one of its servers. Operators' commands (plan.Command with Run, Stop, Cancel)
+// that ended) while another unfinished plan holds one of its servers. A
+// write that sets DryRun on an unfinished plan that is not a dry run is
+// refused (plan.ErrDryRunSet): a dry run holds no server, and its reboots
+// may have started. Operators' commands (plan.Command with Run, Stop, Cancel)
 // are compare-and-swap writes of the header alone (Store is a
 // plan.HeadStore: one read and one write, whatever the plan's size) from
 // any process, and are never lost: a pass written in between makes the
@@ -90,7 +93,13 @@
 // Create's check of the other plans, which read the index and the headers
 // (and, for Create, the pages) of the unfinished plans only. A prefix
 // written by a version without the index is indexed from its headers by
-// the first Unfinished (the PREFIX unfinished key marks it done). Heads
+// the first Unfinished (the PREFIX unfinished key marks it done). When
+// upgrading, stop every writer of the older version (executors, rebootctl)
+// before the first Unfinished of the new one: once the marker exists, the
+// index is the only list of unfinished plans the new version reads, and a
+// plan an old writer creates (or sets unfinished again) afterwards has no
+// index key, so Create's check of the other plans misses it (two plans
+// over one server) and no pass runs it. Heads
 // lists every retained plan from its header alone (the summaries, no page
 // read); List (plan.Store) returns whole plans, so it reads every page of
 // every retained plan: it is not for listing. Get and List cache only the

@@ -293,6 +293,9 @@ func (s *BoltStore) Put(_ context.Context, p Plan) error {
 		if len(p.Reboots) != h.Count {
 			return fmt.Errorf("plan %s: %d reboots, stored %d: the servers of a plan do not change", p.UUID, len(p.Reboots), h.Count)
 		}
+		if err := checkDryRunSet(cur, p); err != nil {
+			return err
+		}
 		if NewlyHolds(cur.Unfinished(), cur.DryRun, p.Unfinished(), p.DryRun) {
 			// Set running again, or DryRun cleared: checked against the
 			// others as Create does.
@@ -598,8 +601,24 @@ func (s *BoltStore) Import(ctx context.Context, dir string) ([]string, error) {
 // NewlyHolds says it must be checked (the plan ended, or was a dry run
 // and no longer is) and a server of it is in another unfinished plan
 // (CheckResumed, DryRunClearRefused): the check Create makes, in the
-// write's transaction.
+// write's transaction. It also refuses a write setting DryRun on a plan
+// stored unfinished and not a dry run (DryRunSetRefused).
 func checkResumedTx(tx *bolt.Tx, b *bolt.Bucket, h header, unfinished, dryRun bool) error {
+	if dryRun && !h.DryRun {
+		wasUnfinished := true
+		if h.Index != nil {
+			wasUnfinished = (View{Plan: h.Plan, Index: *h.Index}).Unfinished()
+		} else {
+			stored, _, _, err := load(b, h.UUID)
+			if err != nil {
+				return fmt.Errorf("plan: refusing to overwrite: %w", err)
+			}
+			wasUnfinished = stored.Unfinished()
+		}
+		if SetsDryRun(wasUnfinished, h.DryRun, dryRun) {
+			return DryRunSetRefused(h.UUID)
+		}
+	}
 	if !unfinished {
 		return nil
 	}

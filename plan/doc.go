@@ -34,6 +34,10 @@
 //     clears DryRun on an unfinished plan (ErrServerInPlan: a dry-run plan
 //     blocks no other, so another may hold its servers), is checked
 //     against the other plans as Create checks a new one (NewlyHolds).
+//     A write that sets DryRun on an unfinished plan that is not a dry
+//     run is refused (ErrDryRunSet: a dry run holds no server, and its
+//     reboots may have started), and so is one that changes a plan's
+//     servers, in every store.
 //  3. An Executor runs passes: load the plan, observe the fleet, call Next,
 //     save the plan, then act (create reboot jobs, freeze or unfreeze the
 //     database shard). Next is pure. Each server goes through the seed's

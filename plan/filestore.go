@@ -149,7 +149,10 @@ func (s FileStore) Create(ctx context.Context, p Plan) error {
 	return s.write(path, p)
 }
 
-// Put writes a plan if p.Version is the stored version.
+// Put writes a plan if p.Version is the stored version. It refuses a
+// write that changes the plan's servers, sets DryRun on an unfinished plan
+// that is not a dry run (ErrDryRunSet), or makes the plan hold servers
+// another unfinished plan holds (NewlyHolds).
 func (s FileStore) Put(ctx context.Context, p Plan) error {
 	path, unlock, err := s.locked(p.UUID)
 	if err != nil {
@@ -169,6 +172,12 @@ func (s FileStore) Put(ctx context.Context, p Plan) error {
 	}
 	if version(data) != p.Version {
 		return fmt.Errorf("plan %s: %w", p.UUID, ErrConflict)
+	}
+	if err := sameServers(cur, p); err != nil {
+		return err
+	}
+	if err := checkDryRunSet(cur, p); err != nil {
+		return err
 	}
 	if NewlyHolds(cur.Unfinished(), cur.DryRun, p.Unfinished(), p.DryRun) {
 		// Set running again, or DryRun cleared: checked against the

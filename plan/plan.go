@@ -482,6 +482,51 @@ func NewlyHolds(wasUnfinished, wasDryRun, unfinished, dryRun bool) bool {
 	return unfinished && (!wasUnfinished || wasDryRun && !dryRun)
 }
 
+// ErrDryRunSet: a write (Put, PutHead, PutView: an Edit or Command) sets
+// DryRun on a plan stored unfinished and not a dry run. A dry-run plan
+// holds no server (CheckOthers, MayRebootOutside skip it), so its reboots
+// already started would run on while another plan, or a reboot outside
+// any plan, takes the same servers. DryRun only goes from true to false
+// on an unfinished plan (then checked: NewlyHolds).
+var ErrDryRunSet = errors.New("plan: an unfinished plan that is not a dry run cannot become one")
+
+// SetsDryRun reports whether a write that sets a plan stored unfinished
+// (wasUnfinished) and a dry run (wasDryRun) to a dry run (dryRun) must be
+// refused (DryRunSetRefused): it sets DryRun on an unfinished real plan.
+func SetsDryRun(wasUnfinished, wasDryRun, dryRun bool) bool {
+	return wasUnfinished && !wasDryRun && dryRun
+}
+
+// DryRunSetRefused is the error (wrapping ErrDryRunSet) of a write
+// setting DryRun on plan uuid, unfinished and not a dry run.
+func DryRunSetRefused(uuid string) error {
+	return fmt.Errorf("plan %s: %w: its reboots may have started and a dry run would stop holding their servers; to stop it, cancel it (rebootctl plan cancel %s), and check servers with rebootctl plan create --dry-run", uuid, ErrDryRunSet, uuid)
+}
+
+// checkDryRunSet refuses (DryRunSetRefused) a write of p over stored when
+// SetsDryRun says so.
+func checkDryRunSet(stored, p Plan) error {
+	if SetsDryRun(stored.Unfinished(), stored.DryRun, p.DryRun) {
+		return DryRunSetRefused(p.UUID)
+	}
+	return nil
+}
+
+// sameServers refuses a write of p over stored that changes the plan's
+// servers (a reboot added, removed or given another server): the servers
+// of a plan do not change, whatever its state.
+func sameServers(stored, p Plan) error {
+	if len(p.Reboots) != len(stored.Reboots) {
+		return fmt.Errorf("plan %s: %d reboots, stored %d: the servers of a plan do not change", p.UUID, len(p.Reboots), len(stored.Reboots))
+	}
+	for i, r := range p.Reboots {
+		if stored.Reboots[i].ServerUUID != r.ServerUUID {
+			return fmt.Errorf("plan %s: reboot %d is server %s, stored %s: the servers of a plan do not change", p.UUID, i, r.ServerUUID, stored.Reboots[i].ServerUUID)
+		}
+	}
+	return nil
+}
+
 // checkHolds is CheckOthers for a write NewlyHolds says is checked: p as
 // written (its servers), resumed after it ended (CheckResumed) or else
 // with its DryRun cleared (DryRunClearRefused).
