@@ -117,8 +117,9 @@
 // decide since (the job failing, an abandon): while it runs, and until
 // another boot ID is read on the server, nothing else is powered off for
 // ShutdownMax after the command returned or was killed (its cut-off; it
-// may hang up to the command timeout), and the server counts as down, no
-// new job of it is created (ErrServerBusy) and OpenFleet refuses an
+// may hang up to the command timeout, then its whole process group is
+// killed and the fleet waits at most 2 s more for its output), and the
+// server counts as down, no new job of it is created (ErrServerBusy) and OpenFleet refuses an
 // inventory without it (ErrMissingServer, unless the operator abandoned
 // it: then removing it is their call) until a health check begun after
 // then passes. A server without a reboot command fails its job at once,

@@ -559,7 +559,13 @@ func copyMap(m map[string]string) map[string]string {
 	return out
 }
 
-// command runs argv with the command timeout.
+// commandWaitDelay bounds how long a command that was killed (its timeout
+// or an interrupt) may keep the fleet waiting for its output pipe.
+const commandWaitDelay = 2 * time.Second
+
+// command runs argv with the command timeout: it returns at most
+// commandWaitDelay after the timeout or ctx's end, its process group
+// killed.
 func (f *Fleet) command(ctx context.Context, argv []string) error {
 	if f.opts.command != nil {
 		return f.opts.command(ctx, argv)
@@ -568,6 +574,12 @@ func (f *Fleet) command(ctx context.Context, argv []string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = f.inv.CommandEnv(nil) // explicit: never the executor's whole environment (BMC passwords)
+	// At the timeout or an interrupt the command's whole process group is
+	// killed (a wrapper script's children too), and the wait for its
+	// output is bounded by commandWaitDelay even if a descendant that
+	// left the group still holds the pipe.
+	inGroup(cmd)
+	cmd.WaitDelay = commandWaitDelay
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := termsafe.Clean(string(out))
