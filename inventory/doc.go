@@ -100,7 +100,10 @@
 // fleet only powering the server on (it may be off).
 // The executor's own job reboots it with the server's reboot command (the
 // inventory's reboot key) only when no other power cycle of the fleet is
-// unsettled (self last, alone; meanwhile no other server is powered off),
+// unsettled (self last, alone; meanwhile no other server is powered off,
+// held from before "sent" is recorded), only if (Options.PlanCheck) its
+// plan still runs it and it was not cancelled before the command was sent
+// (then it undoes its drain and ends cancelled, the command never run),
 // after recording the boot ID (Options.BootID) and "sent on this boot":
 // the command runs once per boot, never again while the boot ID stays
 // the same or cannot be read, and the reboot counts done when the
