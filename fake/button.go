@@ -52,6 +52,15 @@ func (p *Power) TogglesOff(m power.Mode) bool {
 	return p.pressesOff(m)
 }
 
+// TogglesOn reports whether On presses the power button (ButtonAll): sent
+// to a host that runs, it asks its OS to shut down. It is the optional
+// interface reboot.OnToggler.
+func (p *Power) TogglesOn() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.Button == ButtonAll
+}
+
 func (p *Power) pressesOff(m power.Mode) bool {
 	return p.cfg.Button == ButtonAll || p.cfg.Button == ButtonSoft && m == power.ModeSoft
 }

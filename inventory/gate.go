@@ -111,6 +111,13 @@ func (g *gated) TogglesOff(m power.Mode) bool {
 	return ok && t.TogglesOff(m)
 }
 
+// TogglesOn passes on the inner controller's reboot.OnToggler (false if
+// it has none).
+func (g *gated) TogglesOn() bool {
+	t, ok := g.inner.(reboot.OnToggler)
+	return ok && t.TogglesOn()
+}
+
 func (g *gated) Off(ctx context.Context, m power.Mode) error {
 	if g.f.isDead() {
 		return errKilled

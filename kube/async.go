@@ -202,6 +202,10 @@ var _ reboot.LateAnswerer = (*asyncController)(nil)
 // It asks the wrapped controller at once (no BMC call).
 func (c *asyncController) TogglesOff(m power.Mode) bool { return togglesOff(c.pc, m) }
 
+// TogglesOn passes on the wrapped controller's reboot.OnToggler (false if
+// it has none). It asks the wrapped controller at once (no BMC call).
+func (c *asyncController) TogglesOn() bool { return togglesOn(c.pc) }
+
 // Reset runs the host's Reset (power.Resetter) as the other calls run; an
 // outcome that comes after the pass gave up is kept for the reset path
 // (lateReset).

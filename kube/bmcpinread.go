@@ -12,22 +12,41 @@ import (
 )
 
 // pinnedReadWait bounds how long checkPin waits for the pinned BMC's
-// reading (as Async.Wait bounds a pass's BMC call); pinnedReadFresh is
-// how long a reading that ended after its pass stopped waiting is kept
-// for a later pass.
+// reading (as Async.Wait bounds a pass's BMC call). A reading that ended
+// after its pass stopped waiting is kept for a later pass: its Off only
+// while the reading began at most pinnedReadOffFresh ago (the host may
+// have been powered on since), anything else (not known to be off, the
+// safe direction) for pinnedReadKeep after it ended. pinnedReadLimit
+// bounds a reading.
 const (
-	pinnedReadWait  = 250 * time.Millisecond
-	pinnedReadFresh = 30 * time.Second
-	pinnedReadLimit = 5 * time.Minute
+	pinnedReadWait     = 250 * time.Millisecond
+	pinnedReadOffFresh = 2 * time.Second
+	pinnedReadKeep     = 30 * time.Second
+	pinnedReadLimit    = 5 * time.Minute
 )
 
 // pinnedRead is one State call of a host's pinned BMC, run in a goroutine
 // of its own (Powers.pinned, at most one per host).
 type pinnedRead struct {
-	pin  v1alpha1.BMCPin
-	done chan struct{} // closed when the reading ended
-	off  bool          // read Off (set before done is closed)
-	end  time.Time
+	pin   v1alpha1.BMCPin
+	done  chan struct{} // closed when the reading ended
+	off   bool          // read Off (set before done is closed)
+	begin time.Time     // when the reading began
+	end   time.Time     // set before done is closed
+	// again: this reading was started because an Off reading came too
+	// late to be acted on; if its own Off comes too late as well, the
+	// host is taken for not known to be off (marked: see checkPin).
+	again bool
+}
+
+// finished reports whether r ended.
+func (r *pinnedRead) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // pinnedReadsOff reports whether the BMC pin names (bmh's BMC when its
@@ -36,38 +55,38 @@ type pinnedRead struct {
 // after, run in the background (a login to a dead old BMC takes the
 // pool's whole timeouts) and waited for at most pinnedReadWait, so that a
 // reconcile worker never waits on it for longer. While it runs, the error
-// wraps ErrInFlight (the host is requeued); a reading that ends later is
-// kept for the host's next pass (within pinnedReadFresh). Any failure of
-// the call is false (not known to be off).
+// wraps ErrInFlight (the host is requeued). A reading that ends later is
+// kept for the host's next pass, but a late Off is acted on only if the
+// reading began at most pinnedReadOffFresh ago: an older one starts a
+// fresh reading (ErrInFlight), and if that one's Off comes too late as
+// well the BMC is taken for not known to be off. Any failure of the call
+// is false (not known to be off).
 func (p *Powers) pinnedReadsOff(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) (bool, error) {
 	p.mu.Lock()
 	if p.pinned == nil {
 		p.pinned = map[string]*pinnedRead{}
 	}
+	p.sweepPinned()
 	r := p.pinned[bmh.Name]
 	if r != nil && r.pin != *pin {
-		select {
-		case <-r.done:
-			r = nil // another pin's reading: not this one's
-		default:
+		if !r.finished() {
 			p.mu.Unlock()
 			return false, fmt.Errorf("host %s: a power reading of its previously pinned BMC is still running: %w", bmh.Name, ErrInFlight)
 		}
+		r = nil // another pin's reading: not this one's
 	}
-	if r != nil {
-		select {
-		case <-r.done:
-			if time.Since(r.end) > pinnedReadFresh {
-				r = nil
-			}
-		default:
+	if r != nil && r.finished() && r.off && time.Since(r.begin) > pinnedReadOffFresh {
+		// Off, but too old to act on: the host may have been powered on
+		// since. Read again, once.
+		if r.again {
+			delete(p.pinned, bmh.Name)
+			p.mu.Unlock()
+			return false, nil
 		}
+		r = p.startPinned(bmh, pin, true)
 	}
 	if r == nil {
-		r = &pinnedRead{pin: *pin, done: make(chan struct{})}
-		p.pinned[bmh.Name] = r
-		old := bmh.DeepCopy()
-		go p.readPinned(old, r)
+		r = p.startPinned(bmh, pin, false)
 	}
 	p.mu.Unlock()
 	t := time.NewTimer(pinnedReadWait)
@@ -77,6 +96,10 @@ func (p *Powers) pinnedReadsOff(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin)
 	case <-t.C:
 		return false, fmt.Errorf("host %s: a power reading of its pinned BMC %q is still running: %w", bmh.Name, pin.Address, ErrInFlight)
 	}
+	if r.off && time.Since(r.begin) > pinnedReadOffFresh {
+		// Kept: the next pass reads again, or gives up (r.again).
+		return false, fmt.Errorf("host %s: the power reading of its pinned BMC %q came too late to act on: %w", bmh.Name, pin.Address, ErrInFlight)
+	}
 	p.mu.Lock()
 	if p.pinned[bmh.Name] == r {
 		delete(p.pinned, bmh.Name) // a reading is used once
@@ -85,15 +108,50 @@ func (p *Powers) pinnedReadsOff(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin)
 	return r.off, nil
 }
 
+// startPinned starts a reading of pin for bmh and keeps it as the host's
+// (p.mu held).
+func (p *Powers) startPinned(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin, again bool) *pinnedRead {
+	if p.readCtx == nil {
+		p.readCtx, p.readStop = context.WithCancel(context.Background())
+	}
+	r := &pinnedRead{pin: *pin, done: make(chan struct{}), begin: time.Now(), again: again}
+	p.pinned[bmh.Name] = r
+	go p.readPinned(p.readCtx, bmh.DeepCopy(), r)
+	return r
+}
+
+// sweepPinned drops the kept readings that ended more than pinnedReadKeep
+// ago (p.mu held).
+func (p *Powers) sweepPinned() {
+	for name, r := range p.pinned {
+		if r.finished() && time.Since(r.end) > pinnedReadKeep {
+			delete(p.pinned, name)
+		}
+	}
+}
+
+// forgetPinned drops host name's kept reading (a running one goes on to
+// its end, unkept).
+func (p *Powers) forgetPinned(name string) {
+	p.mu.Lock()
+	delete(p.pinned, name)
+	p.mu.Unlock()
+}
+
 // readPinned makes r's State call of the BMC r.pin names, for the host
 // old (a copy of its BareMetalHost), bounded by the pool's timeouts and
-// pinnedReadLimit.
-func (p *Powers) readPinned(old *metal3.BareMetalHost, r *pinnedRead) {
+// pinnedReadLimit, and cancelled by Close (through parent).
+func (p *Powers) readPinned(parent context.Context, old *metal3.BareMetalHost, r *pinnedRead) {
 	defer func() {
+		p.mu.Lock()
 		r.end = time.Now()
+		p.mu.Unlock()
 		close(r.done)
+		if p.Done != nil && r.end.Sub(r.begin) >= pinnedReadWait {
+			p.Done(old.Name) // its pass stopped waiting: the next one now
+		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), pinnedReadLimit)
+	ctx, cancel := context.WithTimeout(parent, pinnedReadLimit)
 	defer cancel()
 	old.Spec.BMC.Address, old.Spec.BMC.CredentialsName = r.pin.Address, r.pin.CredentialsName
 	old.Spec.BMC.DisableCertificateVerification = r.pin.DisableCertificateVerification

@@ -43,7 +43,11 @@
 //     PowerCycleRemediations (Section: its names, requests and
 //     Admissions.Members under keys of its own): each controller writes
 //     its own and reads the other's as remediation.Admissions.Others, so
-//     the limit and the lock per host (ErrHostHeld) hold across both.
+//     the limit and the lock per host (ErrHostHeld) hold across both. The
+//     lock refuses a write that adds a remediation of a held host or moves
+//     an entry onto one; an entry the write leaves as it was (whose
+//     Machine's mapping may have drifted since it was admitted) never
+//     blocks the others' admissions, releases and records.
 //   - ReuseHosts, a nodereuse.HostStore over BareMetalHosts (reuse label,
 //     provisioning state, consumer reference, deletion, error, paused or
 //     detached, capm3.metal3.io/unhealthy, failure domain); claims and
@@ -85,7 +89,19 @@
 //     (ReleaseFinalizer). One that failed or was cancelled while its host
 //     is held (remediation.Held) keeps Processing True, its finalizer and
 //     its admission (the per-host lock and the storm guard's count) until
-//     the host is known on. The binary runs it under the LeaseGuard
+//     the host is known on; one whose checker deleted it, gone while its
+//     host is held, keeps its admission and is looked at every poll
+//     interval, and at start and every SweepEvery the external section of
+//     the record is swept for admitted remediations that no longer exist
+//     (Sweep), so a restart loses none. A soft remediation records its
+//     request's host with its admission as a hard one does (the lock
+//     across both controllers reads it), and a gone remediation whose
+//     record names no request keeps its admission
+//     (remediation.ErrOrphanRequest): it never lists, nor removes, the
+//     Machine remediation's requests. Admissions an earlier version kept
+//     in ExternalAdmissionsName are moved into the shared record once
+//     (marked there in the same write), never admitted again after their
+//     release. The binary runs it under the LeaseGuard
 //     (ExternalRemediationController.Guard) and reads the remediation
 //     from the API server (Reader) to check the persisted attempt before
 //     each side effect.
@@ -108,8 +124,14 @@
 //     withdrawn reboot may have powered the host off), the host is powered
 //     back on through its new BMC, with no evidence taken, and the pin
 //     goes. That reading runs in the background (a pass waits for it at
-//     most 250 ms and is requeued while it runs, so a dead old BMC holds
-//     no reconcile worker). Otherwise the pin is dropped with no call to the new BMC and
+//     most 250 ms and is requeued while it runs, and at its end through
+//     Powers.Done, so a dead old BMC holds no reconcile worker); an Off that ends after its pass stopped
+//     waiting is acted on only if the reading began at most 2 s before
+//     the pass that uses it (the host may have been powered on since):
+//     an older Off starts one fresh reading, and if that one's Off also
+//     comes too late the pinned BMC is taken for not reading Off. A
+//     deleted host's reading is dropped, and Powers.Close cancels those
+//     still running. Otherwise the pin is dropped with no call to the new BMC and
 //     the record marked (RebootRecordSpec.BMCChanged, the old pin): while
 //     the mark stands and spec.bmc is not the BMC it names, every pass of
 //     the host, request or not, fails with ErrBMCChanged (a BMCChanged
@@ -126,7 +148,11 @@
 //     mark, or a record of a version without pins) is never pinned
 //     afresh, which would pin whatever spec.bmc a reboot client put in
 //     meanwhile: the record is marked with a mark that names no BMC, until
-//     one is named in it. A host is thus never locked out by the pin of a reboot no
+//     one is named in it. The reset path (spec.disablePowerOff) pins its
+//     own request, but keeps the pin of a reboot the normal path still
+//     has pending (set spec.disablePowerOff during a pending reboot and
+//     clear it again, and that reboot keeps its pin: no mark). A host is
+//     thus never locked out by the pin of a reboot no
 //     longer asked for, nor handed to a BMC a reboot client put in during
 //     one. Powers writes the mark with Client when it can write (the
 //     manager's client); with a read-only Client the pin stays instead.
@@ -232,7 +258,14 @@
 //     status.poweredOn, whenever written, as a reading up to StaleReads
 //     old (DefaultOperatorStaleReads): a host shown off is fenced once
 //     that long has passed since the request, also when the operator
-//     showed it off before the request and writes nothing new.
+//     showed it off before the request and writes nothing new. The
+//     host is held for the request (remediation.Held: a live Machine's
+//     remediation that is over, and a deleted Machine's admission, are
+//     kept) until the operator shows it on in a status written after the
+//     request: status.poweredOn false written after the request, or read
+//     more than StaleReads after it, is Host.OffAfterRequest; a reading
+//     that cannot show the host on since the request (written before it
+//     and read within StaleReads of it) is Host.RebootPending.
 //
 // # Hosts whose power never goes off
 //

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -172,58 +171,103 @@ func (c *ExternalRemediationController) restoreLoop(ctx context.Context) error {
 	}
 }
 
+// migratedKey is the key of the shared admission ConfigMap under which
+// migrateAdmissions marks the admissions it moved from
+// ExternalAdmissionsName (JSON: name -> the value of its recorded
+// request, "" if none), in the same compare-and-swap that adds them.
+const migratedKey = "external-migrated"
+
 // migrateAdmissions moves the admissions an earlier version kept in
 // ExternalAdmissionsName (its keys "machines", "requests" and "members":
 // each admission's recorded request and remediation.Member, whose
 // PrevHost and Wrote a gone remediation's release needs) into the
 // section SectionExternal of the record both remediation controllers
-// share (a union, compare-and-swap), then removes them there
-// (compare-and-swap on the version read), so that an upgrade keeps
-// counting, and locking, the hosts they hold. The restore loop runs it
-// under the lease. A crash between the two writes adds them again at the
-// next pass: an admission released in between is then held again until
-// its remediation's next pass releases it.
+// share, so that an upgrade keeps counting, and locking, the hosts they
+// hold. One step, idempotent: the entries not yet marked as moved
+// (migratedKey) are added there (a union) and marked, in one
+// compare-and-swap; then they are removed from the old ConfigMap
+// (compare-and-swap on the version read; a conflict, such as a Node
+// backup kept there in between, reads both again). An entry marked as
+// moved is never added again, so a failure or a crash between the two
+// writes cannot admit again a remediation that was released in between.
+// The marker is removed once the old ConfigMap holds no admissions. The
+// restore loop runs it under the lease.
 func (c *ExternalRemediationController) migrateAdmissions(ctx context.Context) error {
+	var err error
+	for range 5 {
+		if err = c.migrateOnce(ctx); !errors.Is(err, remediation.ErrConflict) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kube: move the external admissions of %s/%s: %w", c.Namespace, ExternalAdmissionsName, err)
+	}
+	return nil
+}
+
+func (c *ExternalRemediationController) migrateOnce(ctx context.Context) error {
 	legacy := &Admissions{Client: c.Client, Namespace: c.Namespace, Name: ExternalAdmissionsName}
 	old, err := legacy.GetAdmissions(ctx)
 	if err != nil || len(old.Machines) == 0 && len(old.Requests) == 0 && len(old.Members) == 0 {
 		return err
 	}
 	shared := &Admissions{Client: c.Client, Namespace: c.Namespace, Section: SectionExternal}
-	for i := 0; ; i++ {
-		a, err := shared.GetAdmissions(ctx)
+	a, raw, err := shared.getAdmissions(ctx, migratedKey)
+	if err != nil {
+		return err
+	}
+	moved := map[string]string{}
+	if raw != "" {
+		if err := json.Unmarshal([]byte(raw), &moved); err != nil {
+			return fmt.Errorf("kube: admissions %s/%s: %s: %w", c.Namespace, shared.name(), migratedKey, err)
+		}
+	}
+	add := false
+	for _, m := range old.Machines {
+		if v, ok := moved[m]; ok && v == old.Requests[m].Value {
+			continue // moved once: never admitted again from here
+		}
+		moved[m], add = old.Requests[m].Value, true
+		if !a.Has(m) {
+			a.Machines = append(a.Machines, m)
+		}
+		if r, ok := old.Requests[m]; ok && a.Requests[m].Value == "" {
+			a.Requests = maps.Clone(a.Requests)
+			if a.Requests == nil {
+				a.Requests = map[string]remediation.Request{}
+			}
+			a.Requests[m] = r
+		}
+		if e, ok := old.Members[m]; ok && !hasMember(a, m) {
+			a.Members = maps.Clone(a.Members)
+			if a.Members == nil {
+				a.Members = map[string]remediation.Member{}
+			}
+			a.Members[m] = e
+		}
+	}
+	if add {
+		b, err := json.Marshal(moved)
 		if err != nil {
 			return err
 		}
-		for _, m := range old.Machines {
-			if !a.Has(m) {
-				a.Machines = append(a.Machines, m)
-			}
-		}
-		for m, r := range old.Requests {
-			if _, ok := a.Requests[m]; !ok && slices.Contains(old.Machines, m) {
-				if a.Requests == nil {
-					a.Requests = map[string]remediation.Request{}
-				}
-				a.Requests[m] = r
-			}
-		}
-		for m, e := range old.Members {
-			if _, ok := a.Members[m]; !ok && slices.Contains(old.Machines, m) {
-				if a.Members == nil {
-					a.Members = map[string]remediation.Member{}
-				}
-				a.Members[m] = e
-			}
-		}
-		err = shared.PutAdmissions(ctx, a)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, remediation.ErrConflict) || i >= 4 {
-			return fmt.Errorf("kube: move the external admissions of %s/%s: %w", c.Namespace, ExternalAdmissionsName, err)
+		if err := shared.putAdmissions(ctx, a, map[string]string{migratedKey: string(b)}); err != nil {
+			return err
 		}
 	}
 	old.Machines, old.Requests, old.Members = []string{}, nil, nil
-	return legacy.PutAdmissions(ctx, old)
+	if err := legacy.PutAdmissions(ctx, old); err != nil {
+		return err
+	}
+	// Best effort: a marker left names only entries no longer in the old
+	// ConfigMap.
+	if a, err = shared.GetAdmissions(ctx); err == nil {
+		_ = shared.putAdmissions(ctx, a, map[string]string{migratedKey: ""})
+	}
+	return nil
+}
+
+func hasMember(a remediation.Admissions, m string) bool {
+	_, ok := a.Members[m]
+	return ok
 }

@@ -15,8 +15,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
@@ -112,6 +115,13 @@ type ExternalRemediationController struct {
 	// still the one it decided before each side effect, which a lagging
 	// cache could not tell. Default Client.
 	Reader client.Reader
+	// SweepEvery is the interval of the sweep of the external section of
+	// the admission record (default DefaultAdmissionSweep): at start (under
+	// leader election) and then every SweepEvery, each admitted
+	// PowerCycleRemediation that no longer exists is reconciled (Sweep),
+	// so that one deleted while no manager ran, or whose kept admission's
+	// requeue a restart lost, is released once its host is not held.
+	SweepEvery time.Duration
 }
 
 func (c *ExternalRemediationController) now() time.Time {
@@ -158,6 +168,12 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 	var hosts remediation.HostStore = &OwnedHosts{Ownership: c.Ownership,
 		Ours:     &remediation.RebootHosts{Hosts: rh, Now: c.now, HostOf: s.HostOf, HostsMayVanish: true, Power: c.Power, StaleReads: c.StaleReads},
 		Operator: &OperatorHosts{Client: c.Client, Namespace: c.Namespace, HostOf: s.HostOf}}
+	// Never a RequestFinder: the requests it lists are the Machine
+	// remediation's too (it cannot tell a gone PowerCycleRemediation's UID
+	// from a Machine's), so a gone remediation whose record names no
+	// request keeps its admission (remediation.ErrOrphanRequest) rather
+	// than removing another controller's live requests.
+	hosts = externalHosts{hosts}
 	if spec.Mode == "soft" {
 		hosts = softHosts{hosts}
 	}
@@ -185,13 +201,20 @@ func (c *ExternalRemediationController) Reconcile(ctx context.Context, req ctrl.
 	s := c.store()
 	r, err := s.get(ctx, req.Name)
 	if errors.Is(err, remediation.ErrNotFound) {
-		// Gone: release a stale admission. One kept (its request could
-		// not be removed, or its host is still held for it:
-		// remediation.ErrHostHeld) is retried with the work queue's
-		// back-off, for nothing else wakes a deleted remediation.
+		// Gone: release a stale admission. One kept because its host is
+		// still held for it (remediation.ErrHostHeld) is looked at again
+		// every poll interval; one whose request could not be removed is
+		// retried with the work queue's back-off; after a restart, the
+		// sweep (Sweep) wakes both, for no event names a deleted
+		// remediation.
 		_, err = c.reconciler(v1alpha1.PowerCycleRemediationSpec{}).Reconcile(ctx, req.Name)
-		if goneClean(err) {
+		switch {
+		case goneClean(err):
 			err = nil
+		case errors.Is(err, remediation.ErrHostHeld):
+			// Kept while its host is held: looked at again every poll
+			// interval (and by the sweep after a restart).
+			return ctrl.Result{RequeueAfter: c.poll()}, nil
 		}
 		return ctrl.Result{}, err
 	}
@@ -412,12 +435,27 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// SetupWithManager watches the namespace's PowerCycleRemediations and
-// runs the loop that restores, on a Node that registers again, the
-// backups of remediations that went before it was back.
+// SetupWithManager watches the namespace's PowerCycleRemediations, runs
+// the sweep of the external admissions (Sweep: at start and every
+// SweepEvery) and the loop that restores, on a Node that registers again,
+// the backups of remediations that went before it was back.
 func (c *ExternalRemediationController) SetupWithManager(mgr ctrl.Manager) error {
+	gone := make(chan event.TypedGenericEvent[*v1alpha1.PowerCycleRemediation], 1024)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		c.sweepEvery(ctx, func(name string) {
+			select {
+			case gone <- event.TypedGenericEvent[*v1alpha1.PowerCycleRemediation]{Object: &v1alpha1.PowerCycleRemediation{
+				ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}}:
+			case <-ctx.Done():
+			}
+		})
+		return nil
+	})); err != nil {
+		return err
+	}
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named(cmp.Or(c.Name, "rebootkit-external-remediation")).
+		WatchesRawSource(source.Channel(gone, &handler.TypedEnqueueRequestForObject[*v1alpha1.PowerCycleRemediation]{})).
 		For(&v1alpha1.PowerCycleRemediation{}, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
 		)).
@@ -425,6 +463,30 @@ func (c *ExternalRemediationController) SetupWithManager(mgr ctrl.Manager) error
 		return err
 	}
 	return mgr.Add(manager.RunnableFunc(c.restoreLoop))
+}
+
+// externalHosts is the external remediation's HostStore: the wrapped
+// store's RequestRemover and RequestReader, and no RequestFinder (see
+// reconciler).
+type externalHosts struct{ remediation.HostStore }
+
+// RemoveRebootRequest implements remediation.RequestRemover (the wrapped
+// store must have it).
+func (h externalHosts) RemoveRebootRequest(ctx context.Context, machine string, req remediation.Request) error {
+	rr, ok := h.HostStore.(remediation.RequestRemover)
+	if !ok {
+		return fmt.Errorf("kube: remediation %s: the host store cannot remove a request by its host", machine)
+	}
+	return rr.RemoveRebootRequest(ctx, machine, req)
+}
+
+// ReadRequest implements remediation.RequestReader when the wrapped store
+// does (else it reads through the remediation, as Get).
+func (h externalHosts) ReadRequest(ctx context.Context, machine string, req remediation.Request) (remediation.Host, error) {
+	if rr, ok := h.HostStore.(remediation.RequestReader); ok {
+		return rr.ReadRequest(ctx, machine, req)
+	}
+	return h.Get(ctx, machine, req)
 }
 
 // softHosts asks for soft reboots: the remediation package's request
@@ -448,6 +510,18 @@ func (h softHosts) ReadRequest(ctx context.Context, machine string, req remediat
 		return rr.ReadRequest(ctx, machine, soft(req))
 	}
 	return h.Get(ctx, machine, req)
+}
+
+// RemoveRebootRequest implements remediation.RequestRemover (the wrapped
+// store, externalHosts, has it): so the Reconciler records the host of a
+// soft remediation's request with its admission, where the Machine
+// remediation's host lock and a gone remediation's release read it.
+func (h softHosts) RemoveRebootRequest(ctx context.Context, machine string, req remediation.Request) error {
+	rr, ok := h.HostStore.(remediation.RequestRemover)
+	if !ok {
+		return fmt.Errorf("kube: remediation %s: the host store cannot remove a request by its host", machine)
+	}
+	return rr.RemoveRebootRequest(ctx, machine, soft(req))
 }
 
 func (h softHosts) AddRebootAnnotation(ctx context.Context, machine string, req remediation.Request) error {

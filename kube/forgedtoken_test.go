@@ -45,7 +45,7 @@ func TestForgedTokenTakeKeepsProtectedFields(t *testing.T) {
 	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) {
 		h.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: resetTokenOwner, Operation: metav1.ManagedFieldsOperationApply,
 			APIVersion: metal3.GroupVersion.String(), Time: &metav1.Time{Time: time.Now()}, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(forged)}}}
+			FieldsV1: metav1.NewFieldsV1(forged)}}
 	}), "premise: a reboot client may rewrite managedFields")
 	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) {
 		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")

@@ -190,6 +190,16 @@ func togglesOff(pc power.Controller, m power.Mode) bool {
 	return ok && t.TogglesOff(m)
 }
 
+// TogglesOn passes on the wrapped controller's reboot.OnToggler (false if
+// it has none).
+func (c *guarded) TogglesOn() bool { return togglesOn(c.pc) }
+
+// togglesOn is pc's reboot.OnToggler answer, false if pc has none.
+func togglesOn(pc power.Controller) bool {
+	t, ok := pc.(reboot.OnToggler)
+	return ok && t.TogglesOn()
+}
+
 // Hold implements reboot.Guard, so that a reboot.Reconciler or
 // remediation.Reconciler run outside a controller-runtime manager (or its
 // store writes) is fenced by the same lease: it answers only while the

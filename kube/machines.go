@@ -100,7 +100,7 @@ func machineRecord(m *clusterv1.Machine, hc healthChecks) (remediation.MachineRe
 	_, rec.Machine.NeedsRemediation = m.Annotations[remediation.NeedsRemediationAnnotation]
 	if raw := m.Annotations[RemediationStateAnnotation]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &rec.State); err != nil {
-			return rec, fmt.Errorf("kube: machine %s/%s: annotation %s is not a remediation state (fix: remove the annotation once its host is known on, or restore its value): %w",
+			return rec, fmt.Errorf("kube: machine %s/%s: annotation %s is not a remediation state (fix: remove the annotation, also while its reboot request holds the host off: the next pass then removes that request, so the host is powered on; or restore its value): %w",
 				m.Namespace, m.Name, RemediationStateAnnotation, err)
 		}
 	}

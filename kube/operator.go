@@ -190,9 +190,19 @@ func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, re
 	}
 	if req.Value != "" {
 		stale := cmp.Or(s.StaleReads, DefaultOperatorStaleReads)
-		offAfter := now.Add(-stale) // the earliest the Off read now may describe
+		offAfter := now.Add(-stale) // the earliest the reading now may describe
+		// The reading describes an instant after the request: written
+		// after it, or read more than StaleReads after it.
+		since := after(updated, req.At) || offAfter.After(req.At.Truncate(time.Second).Add(time.Second))
 		out.Fenced = out.Requested && !bmh.Status.PoweredOn && offAfter.After(req.At.Truncate(time.Second).Add(time.Second))
 		out.PoweredOn = !present && bmh.Status.PoweredOn && after(updated, req.At)
+		// Held (remediation.Held) until the operator shows the host on
+		// after the request: off after it, or a reading that cannot
+		// show it on since (off from before, or on from before the
+		// request and young enough that the operator may be powering
+		// it off for it unseen).
+		out.OffAfterRequest = !bmh.Status.PoweredOn && since
+		out.RebootPending = !since
 	}
 	return out, nil
 }

@@ -171,10 +171,19 @@ type Powers struct {
 	// used: see ErrBMCChanged.
 	PolicyName   string
 	PolicySettle time.Duration
+	// Done, if set, is called with a host's name when a background
+	// reading of its pinned BMC (see checkPin) ends after its pass
+	// stopped waiting, so that the host is requeued while the reading is
+	// fresh (from the reading's goroutine; it must not block). The
+	// RebootController's Async.Done does that.
+	Done func(name string)
 
 	once   sync.Once
 	mu     sync.Mutex
 	pinned map[string]*pinnedRead // background readings of pinned BMCs (pinnedReadsOff)
+	// readCtx is the parent of the pinned readings, cancelled by Close.
+	readCtx  context.Context
+	readStop context.CancelFunc
 }
 
 func (p *Powers) pool() *power.Pool {
@@ -186,15 +195,27 @@ func (p *Powers) pool() *power.Pool {
 	return p.Pool
 }
 
-// Close closes the pool's connections.
-func (p *Powers) Close() error { return p.pool().Close() }
+// Close cancels the background readings of pinned BMCs and closes the
+// pool's connections.
+func (p *Powers) Close() error {
+	p.mu.Lock()
+	if p.readStop != nil {
+		p.readStop()
+	}
+	p.pinned = nil
+	p.mu.Unlock()
+	return p.pool().Close()
+}
 
 // Forget drops what the pool keeps for host name (its session is logged
 // out unless other hosts share it): call it when the host is deleted
 // (RebootController does, on NotFound). A change of the host's BMC address
 // or credentials needs no call: its next Controller has another
 // Target.Config, and the pool drops the old one.
-func (p *Powers) Forget(name string) { p.pool().Forget(name) }
+func (p *Powers) Forget(name string) {
+	p.forgetPinned(name)
+	p.pool().Forget(name)
+}
 
 // Controller returns host name's power controller (the signature of
 // reboot.Reconciler.Power). It reads the host and its Secret; the BMC is
@@ -209,7 +230,7 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	var bmh metal3.BareMetalHost
 	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, &bmh); err != nil {
 		if apierrors.IsNotFound(err) {
-			p.pool().Forget(name) // deleted: its session and what the pool kept for it go (issue 35)
+			p.Forget(name) // deleted: its session, what the pool kept for it and its pinned reading go (issue 35)
 		}
 		return nil, mapError("power of", p.Namespace, name, err)
 	}

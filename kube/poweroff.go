@@ -33,6 +33,9 @@ func (n noPowerOff) Off(context.Context, power.Mode) error {
 // controller it wraps would do (TestWrappersForwardExtensions).
 func (n noPowerOff) TogglesOff(m power.Mode) bool { return togglesOff(n.Controller, m) }
 
+// TogglesOn passes on the wrapped controller's reboot.OnToggler.
+func (n noPowerOff) TogglesOn() bool { return togglesOn(n.Controller) }
+
 func isPowerOffDisabled(err error) bool { return errors.Is(err, ErrPowerOffDisabled) }
 
 // Reset passes the restart without a power-off on to the host's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -251,14 +252,36 @@ func (s *Admissions) readMembers(data map[string]string, sec string) (map[string
 // GetAdmissions implements remediation.AdmissionStore; a missing ConfigMap
 // is an empty record with version "" (PutAdmissions then creates it).
 func (s *Admissions) GetAdmissions(ctx context.Context) (remediation.Admissions, error) {
+	a, _, err := s.getAdmissions(ctx, "")
+	return a, err
+}
+
+// getAdmissions is GetAdmissions, returning too the raw value of the
+// ConfigMap's key extra (if not ""), of the same version.
+func (s *Admissions) getAdmissions(ctx context.Context, extra string) (remediation.Admissions, string, error) {
+	a, cm, err := s.read(ctx)
+	if err != nil || cm == nil || extra == "" {
+		return a, "", err
+	}
+	return a, cm.Data[extra], nil
+}
+
+func (s *Admissions) read(ctx context.Context) (remediation.Admissions, *corev1.ConfigMap, error) {
 	var cm corev1.ConfigMap
 	err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.name()}, &cm)
 	if apierrors.IsNotFound(err) {
-		return remediation.Admissions{}, nil
+		return remediation.Admissions{}, nil, nil
 	}
 	if err != nil {
-		return remediation.Admissions{}, fmt.Errorf("kube: admissions: %w", err)
+		return remediation.Admissions{}, nil, fmt.Errorf("kube: admissions: %w", err)
 	}
+	a, err := s.parse(&cm)
+	return a, &cm, err
+}
+
+// parse reads this store's record from cm.
+func (s *Admissions) parse(cm *corev1.ConfigMap) (remediation.Admissions, error) {
+	var err error
 	var a remediation.Admissions
 	if a.Machines, a.Requests, err = s.readSection(cm.Data, s.Section); err != nil {
 		return remediation.Admissions{}, err
@@ -302,6 +325,12 @@ type admittedRequest struct {
 // names, requests and members only (a.Others is the other section as read
 // at a.Version, which the compare-and-swap keeps).
 func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions) error {
+	return s.putAdmissions(ctx, a, nil)
+}
+
+// putAdmissions is PutAdmissions writing the keys of extra too, in the
+// same compare-and-swap.
+func (s *Admissions) putAdmissions(ctx context.Context, a remediation.Admissions, extra map[string]string) error {
 	ms := slices.Clone(a.Machines)
 	sort.Strings(ms)
 	raw, err := json.Marshal(ms)
@@ -326,6 +355,7 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 	}
 	nk, rk, mk := admissionKeys(s.Section)
 	data := map[string]string{nk: string(raw), rk: string(rraw), mk: string(mraw)}
+	maps.Copy(data, extra)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.name()}, Data: data}
 	if a.Version == "" {
 		err = s.Client.Create(ctx, cm)
@@ -333,9 +363,13 @@ func (s *Admissions) PutAdmissions(ctx context.Context, a remediation.Admissions
 			return fmt.Errorf("kube: admissions: %w", remediation.ErrConflict)
 		}
 	} else {
-		// Only our key, compare-and-swap on the version read: the
+		// Only our keys, compare-and-swap on the version read: the
 		// ConfigMap's labels, annotations, owners and other keys stay.
-		err = s.Client.Patch(ctx, cm, casPatch(a.Version, map[string]any{"data": map[string]any{nk: data[nk], rk: data[rk], mk: data[mk]}}))
+		patch := make(map[string]any, len(data))
+		for k, v := range data {
+			patch[k] = v
+		}
+		err = s.Client.Patch(ctx, cm, casPatch(a.Version, map[string]any{"data": patch}))
 	}
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("kube: admissions: %w", remediation.ErrConflict)

@@ -360,7 +360,9 @@ func (c *RebootController) sendReset(ctx context.Context, pc power.Controller, c
 // writeReset writes the record's reset state st (nil: cleared; with last
 // set, the LastResetAnnotation) with a compare-and-swap on the record
 // read, and the BMC pin of the pending request (see Powers): created if
-// missing, replaced if it is an earlier host's.
+// missing, replaced if it is an earlier host's. The pin of a reboot the
+// normal path has pending (the record's status) is kept as it is, even
+// once the reset is done: that reboot is still pending.
 func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord,
 	exists bool, st *resetRecord, last time.Time) error {
 	ann := map[string]any{ResetAnnotation: nil}
@@ -385,6 +387,13 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 			pin = &v1alpha1.BMCPin{Address: bmh.Spec.BMC.Address, CredentialsName: bmh.Spec.BMC.CredentialsName,
 				DisableCertificateVerification: bmh.Spec.BMC.DisableCertificateVerification, PendingSince: since}
 		}
+	}
+	if np := normalPin(bmh, rec, exists); np != nil {
+		// The normal path's reboot is still pending (the host went to the
+		// reset path meanwhile): its pin stays, and guards the reset as
+		// well (it was taken earlier, so a BMC change since the reset's
+		// request is one since it too).
+		pin = np
 	}
 	if !last.IsZero() {
 		ann[LastResetAnnotation] = last.UTC().Format(time.RFC3339)
@@ -418,6 +427,19 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 		return mapError("record of", hosts.Namespace, bmh.Name, err)
 	}
 	return nil
+}
+
+// normalPin is the record's BMC pin if it is the pin of the reboot its
+// status (the normal path's) has pending, else nil.
+func normalPin(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord, exists bool) *v1alpha1.BMCPin {
+	if !exists || rec.Spec.HostUID != string(bmh.UID) || rec.Spec.BMC == nil {
+		return nil
+	}
+	st, ok := recordStatus(rec, bmh, true)
+	if !ok || !pendingIn(st) || rec.Spec.BMC.PendingSince != stamp(st.PendingRebootSince) {
+		return nil
+	}
+	return rec.Spec.BMC.DeepCopy()
 }
 
 // noteReset, lastReset and forgetReset keep the outcome of the reset

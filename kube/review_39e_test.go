@@ -270,12 +270,12 @@ func TestReview39e_ForgedTokenDeputyRemovesProtectedFields(t *testing.T) {
 	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) {
 		h.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: resetTokenOwner, Operation: metav1.ManagedFieldsOperationApply,
 			APIVersion: metal3.GroupVersion.String(), Time: &metav1.Time{Time: time.Now()}, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(forged)}}}
+			FieldsV1: metav1.NewFieldsV1(forged)}}
 	}), "premise: a reboot client may rewrite managedFields and ask for a reboot")
 	var h metal3.BareMetalHost
 	require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &h))
 	for _, e := range h.ManagedFields {
-		t.Logf("after the forgery: %s %s %s", e.Manager, e.Operation, e.FieldsV1.Raw)
+		t.Logf("after the forgery: %s %s %s", e.Manager, e.Operation, e.FieldsV1.GetRawString())
 	}
 	require.True(t, tokenOn(&h), "premise: the forged token is on")
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {

@@ -18,6 +18,7 @@ import (
 // interfaces here.
 var extensions = []reflect.Type{
 	reflect.TypeFor[reboot.Toggler](),
+	reflect.TypeFor[reboot.OnToggler](),
 	reflect.TypeFor[power.Resetter](),
 }
 
@@ -48,7 +49,8 @@ func TestWrappersForwardExtensions(t *testing.T) {
 			return c
 		},
 	}
-	inners := map[string]power.Controller{"button": button, "no TogglesOff": plain}
+	all := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll})
+	inners := map[string]power.Controller{"button": button, "all button": all, "no TogglesOff": plain}
 	for wn, wrap := range wrappers {
 		for in, inner := range inners {
 			w := wrap(inner)
@@ -64,9 +66,12 @@ func TestWrappersForwardExtensions(t *testing.T) {
 					t.Errorf("%s around %s: TogglesOff(%v) = %v, the wrapped controller says %v", wn, in, m, got, want)
 				}
 			}
+			if got, want := togglesOn(w), togglesOn(inner); got != want {
+				t.Errorf("%s around %s: TogglesOn = %v, the wrapped controller says %v", wn, in, got, want)
+			}
 		}
 	}
-	if !togglesOff(button, power.ModeSoft) || togglesOff(plain, power.ModeSoft) {
+	if !togglesOff(button, power.ModeSoft) || togglesOff(plain, power.ModeSoft) || !togglesOn(all) || togglesOn(button) {
 		t.Fatal("the inner controllers do not differ")
 	}
 }

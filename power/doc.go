@@ -103,7 +103,8 @@
 //     the bound waits for a session to become idle, and then closes the
 //     least recently used idle one, at most one every
 //     PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
-//     evicted faster than that, and other such logins fail as busy (at
+//     evicted faster than that for reads (power commands excepted, below),
+//     and other such logins fail as busy (at
 //     once, unless a session is being logged out: they wait for it, and
 //     join the session of a login of theirs made in its place). The slot
 //     an eviction frees is held for the login that made it, and no other
@@ -118,15 +119,28 @@
 //     one; while a host joins it, the login waits for the join rather
 //     than close a session serving hosts), then the least recently used
 //     idle session; of two last used at the same moment, the one logged
-//     in later. A login with nothing to serve (every host of its login
-//     failed after the BMC accepted the login, on its last two tries or
-//     more: systems missing or failing) closes no session, neither one
-//     serving hosts nor another login's kept one: it logs in only into a
-//     free slot, and otherwise fails as busy (at once, unless a session
-//     is being logged out; its error wraps the host's last failure,
-//     ErrNoSystem for example): a kept session never
-//     outranks a live one, and BMCs whose systems stay missing see one
-//     login per IdleTimeout, not one per eviction.
+//     in later. A power command's login (On, Off, Reset: a fence) is not
+//     held to LoginInterval: a fence is not refused for the eviction rate
+//     while its neighbours' reads fill the bound with idle sessions (it
+//     still waits for a session being logged out rather than close
+//     another). A login waiting for a
+//     host's join of a kept session waits half of its caller's time left
+//     at most (and a third of ConnectTimeout), then closes the kept
+//     session, cancelling the join: a hanging join never holds a working
+//     host's fence. A host whose own last two tries or more failed after
+//     the BMC accepted the login (its system missing or failing) closes
+//     no session, neither one serving hosts nor another login's kept one:
+//     it retries at its own back-off, at most one such host's login per
+//     BMC per LoginInterval (whatever the number of such hosts, a slot
+//     free or not); when its BMC is at the bound it logs in one over the
+//     bound, and otherwise
+//     fails as busy (at once, unless a session is being logged out; its
+//     error wraps the host's last failure, ErrNoSystem for example). If
+//     its system still fails, that session is logged out at once; if it
+//     works again (a repaired blade), the least recently used idle
+//     session is closed, as after a login of credentials not yet proven:
+//     busy neighbours never lock a repaired host out (with many such
+//     hosts on one BMC, each waits its turn among their retries).
 //     A login of credentials not yet proven is tried first, one over the
 //     bound (one login at a time per BMC), and only its success closes
 //     the least recently used idle session (as many as needed to keep the
@@ -170,8 +184,9 @@
 //     calls by adapters that take the ConnectInfo.Gate (power/redfish).
 //   - A BMC never has more than MaxSessions sessions open through the
 //     Pool, but for one more while a login of credentials not yet proven
-//     there runs and until its success has the least recently used idle
-//     session logged out.
+//     there, or the retry of a host whose system failed, runs and until
+//     its outcome has a session logged out (its own, or the least
+//     recently used idle one).
 //
 // # Assumptions
 //

@@ -89,15 +89,18 @@ type PoolConfig struct {
 	// closed (the BMC is at MaxSessions) closes at most one every
 	// LoginInterval (default 1 min); other such logins fail as busy
 	// (waiting only for a session being logged out, or a login a slot is
-	// held for). Live sessions are not evicted faster than that; an idle
+	// held for). Live sessions are not evicted faster than that for
+	// State (power commands excepted, below); an idle
 	// session that serves no host (a kept one) is closed first, at any
 	// time, and is not counted (while a host joins it, the login waits
-	// for it rather than close a session that serves hosts). A login all
-	// of whose hosts' systems failed on their last two tries or more
-	// (missing or failing) closes no session: it takes a free slot only.
-	// The slot
-	// an eviction frees is held for the login that made it, which goes on
-	// if its caller gives up.
+	// for it rather than close a session that serves hosts, for a short
+	// while: see the package documentation). A power command's login
+	// (On, Off, Reset) is not held to LoginInterval. A host whose system
+	// failed on its last two tries or more (missing or failing) closes no
+	// session: it retries at its own back-off and, for all such hosts,
+	// at most once per LoginInterval per BMC; at the bound, one over it. The slot an eviction
+	// frees is held for the login that made it, which goes on if its
+	// caller gives up.
 	LoginInterval time.Duration
 	// Backoff is the first pause after a failed login that is not an
 	// authentication failure (default 1 s); each further failure in a row
@@ -200,6 +203,7 @@ type endpoint struct {
 	sessions  int                   // sessions being opened, open or being closed
 	live      map[*session]struct{} // open and not retired (at most MaxSessions)
 	lastEvict time.Time             // when a login last closed a live session
+	lastProbe time.Time             // when a host whose system failed last logged in over the bound
 	reserved  int                   // slots freed by evictions, held for the logins that evicted
 	creds     map[string]*creds     // by Target.loginKey
 	wake      chan struct{}         // closed (and dropped) when the state changes
@@ -223,13 +227,6 @@ type creds struct {
 	until        time.Time
 	last         error
 	parkedAt     int // its index in Pool.parked, plus one (0: not parked)
-	// missing: its hosts whose last tries failed after the BMC accepted
-	// the login (entry.missing); when all its hosts are (missing ==
-	// refs), nothing on this login works, and it takes only a free slot.
-	missing int
-	// sessionless: its logins open no session on the BMC (the adapter
-	// said so: ConnectInfo.NoSession); they take no slot.
-	sessionless bool
 }
 
 // session is one login's controller (a session at the BMC) and the hosts
@@ -247,6 +244,10 @@ type session struct {
 	idle      *list.Element
 	retired   bool
 	uncounted bool // its login opened no session on the BMC: in neither endpoint.sessions nor live
+	// stopJoins, made by the first join, is cancelled (cancelJoins) when
+	// a login closes the session for its place while hosts still join it.
+	stopJoins   context.Context
+	cancelJoins context.CancelFunc
 }
 
 // entry is one host.
@@ -267,9 +268,13 @@ type entry struct {
 	ownLast  error
 	ownUntil time.Time
 	// missing: the last missingAfter tries or more failed after the BMC
-	// accepted the login (hostsOwn: its system not found, or failing);
-	// counted in creds.missing.
+	// accepted the login (hostsOwn: its system not found, or failing).
 	missing bool
+	// sessionless: this host's last login opened no session on the BMC
+	// (its adapter said so: ConnectInfo.NoSession); its next ones take no
+	// slot. Per host, not per login: hosts of one Login may connect in
+	// other modes (basic auth, sessions).
+	sessionless bool
 }
 
 // NewPool returns a Pool; Close stops it.

@@ -157,3 +157,20 @@ func (c *pooled) TogglesOff(m Mode) bool {
 	t, ok := ctrl.(interface{ TogglesOff(Mode) bool })
 	return ok && t.TogglesOff(m)
 }
+
+// TogglesOn reports whether On may be a press of the power button (the
+// reboot package's OnToggler): what the host's connected controller says,
+// false if it cannot toggle, and true while the host is not connected.
+func (c *pooled) TogglesOn() bool {
+	c.p.mu.Lock()
+	var ctrl Controller
+	if e := c.p.hosts[c.host]; e != nil {
+		ctrl = e.ctrl
+	}
+	c.p.mu.Unlock()
+	if ctrl == nil {
+		return true
+	}
+	t, ok := ctrl.(interface{ TogglesOn() bool })
+	return ok && t.TogglesOn()
+}

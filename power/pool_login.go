@@ -68,8 +68,9 @@ type ConnectInfo struct {
 	// NoSession, if not nil, is called by a Connect whose login opens no
 	// session on the BMC (power/redfish with BasicAuth: every request
 	// carries the credentials), as soon as it knows: neither this login
-	// nor the later ones of its Target.Login count against MaxSessions,
-	// nor close any session for their place.
+	// nor the later ones of the same host (while its Target stays the
+	// same) count against MaxSessions, nor close any session for their
+	// place. Other hosts of the same Target.Login are not affected.
 	NoSession func()
 }
 
@@ -100,6 +101,7 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 // freed for it, if any (carryOn).
 func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, held *entry, reserved *endpoint) (*session, Controller, error) {
 	carried := reserved != nil // a login carried on without its caller
+	var joinBy time.Time       // when a wait for a join of a kept session ends
 	unreserve := func() {
 		if reserved != nil {
 			reserved.reserved--
@@ -215,8 +217,17 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		// closes another host's working session. Once the login
 		// succeeds, the bound is restored (trimLocked), the slots held
 		// for evicting logins counted.
-		probe := !cr.proven && ep.sessions <= p.cfg.MaxSessions
-		if ep.sessions+others >= p.cfg.MaxSessions && !probe && !cr.sessionless {
+		// So is a host whose own last tries failed after the BMC
+		// accepted its login (entry.missing: its system missing or
+		// failing), at its own back-off: it never closes a session that
+		// serves hosts, and a repaired system is served again whatever
+		// its neighbours' use of the bound.
+		// Such retries over the bound are at most one per LoginInterval
+		// per BMC (endpoint.lastProbe), whatever the number of such
+		// hosts.
+		missingProbe := e.missing && (ep.lastProbe.IsZero() || now.Sub(ep.lastProbe) >= p.cfg.LoginInterval)
+		probe := (!cr.proven || missingProbe) && ep.sessions <= p.cfg.MaxSessions
+		if ep.sessions+others >= p.cfg.MaxSessions && !probe && !e.sessionless {
 			p.urgentCloseLocked(ep)
 			if reserved == ep {
 				// This call's eviction freed a slot, held for it: wait
@@ -227,9 +238,9 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				}
 				continue
 			}
-			if servesNothing(cr) {
-				// Nothing on this login works: it waits for a free slot
-				// (a session being logged out), and closes none.
+			if e.missing {
+				// Another login runs over the bound: this host, whose
+				// own tries failed, waits for it, and closes nothing.
 				if ep.sessions > len(ep.live) {
 					if err := p.waitLocked(ctx, ep, op, "waiting for a free session on this BMC"); err != nil {
 						return giveUp(err)
@@ -237,10 +248,31 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 					continue
 				}
 				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: fmt.Sprintf(
-					"not tried: the BMC's %d sessions serve hosts that work, and this host's login serves none (each of its hosts' systems failed on its last try; this host's: see the cause); it logs in when a session is free",
+					"not tried: the BMC's %d sessions serve hosts that work, and this host's system failed on its last tries (see the cause); it tries again over the bound, closing no session, at its own back-off (at most one such try per BMC per login interval)",
 					p.cfg.MaxSessions)})
 			}
-			evicted, wait := p.evictLocked(ep, now)
+			evicted, wait, joined := p.evictLocked(ep, now, op != "state")
+			if joined != nil && !evicted {
+				// A host joins a kept session (one that serves no
+				// host): wait for the join a short while only, then
+				// close that session for this login's place.
+				if joinBy.IsZero() { // the first wait sets the limit: wake-ups do not extend it
+					joinBy = time.Now().Add(p.joinWait(ctx))
+				}
+				wctx, cancel := context.WithDeadline(ctx, joinBy)
+				err := p.waitLocked(wctx, ep, op, "waiting for a host's join of a kept session")
+				cancel()
+				if err != nil && ctx.Err() != nil {
+					return giveUp(err)
+				}
+				if err != nil && !joined.retired && len(joined.entries) == 0 {
+					// Retired, its joins cancelled (not counted against
+					// their hosts): the last one to end logs it out.
+					p.retireLocked(joined)
+					joined.cancelJoins()
+				}
+				continue
+			}
 			if evicted {
 				ep.reserved++
 				reserved = ep
@@ -256,6 +288,14 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				return giveUp(err)
 			}
 			continue
+		}
+		if e.missing && !e.sessionless {
+			if !missingProbe {
+				// A free slot, but a retry of a failing system ran less
+				// than LoginInterval ago: one such login per interval.
+				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: "not tried: this host's system failed on its last tries (see the cause), and another such host of this BMC tried less than a login interval ago"})
+			}
+			ep.lastProbe = now // a retry of a host whose system failed
 		}
 		unreserve()                // the login takes the slot (ep.sessions)
 		return p.login(ctx, op, e) // unlocks
@@ -296,6 +336,10 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 	// power/redfish's share) is counted already.
 	authFailures := e.cr.authFailures
 	jctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr)}), p.cfg.ConnectTimeout)
+	if s.stopJoins == nil {
+		s.stopJoins, s.cancelJoins = context.WithCancel(context.Background())
+	}
+	stopJoin := context.AfterFunc(s.stopJoins, cancel) // the session is closed for a login's place
 	connect := e.target.Connect
 	type joinResult struct {
 		s     *session
@@ -319,6 +363,7 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 	p.mu.Unlock()
 	go func() {
 		ctrl, err := connect(jctx)
+		stopJoin()
 		cancel()
 		overrun.Stop()
 		p.mu.Lock()
@@ -414,7 +459,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	cr.pins++ // until the session is logged out, or the login failed
 	e.connecting = true
 	p.seq++
-	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq, uncounted: cr.sessionless}
+	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq, uncounted: e.sessionless}
 	if !s.uncounted {
 		ep.sessions++
 	}
@@ -426,7 +471,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	noSession := func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		cr.sessionless = true
+		e.sessionless = true
 		if !finished && !s.uncounted {
 			s.uncounted = true
 			ep.sessions--
@@ -581,35 +626,17 @@ func (p *Pool) ownLocked(e *entry, err error) {
 }
 
 // missingAfter: a host whose tries failed after the BMC accepted the
-// login this many times in a row counts as serving nothing (its system is
+// login this many times in a row counts as missing (its system is
 // missing or failing, not just being renumbered or reseated): one retry
-// after a first such failure may still close a working session.
+// after a first such failure may still close a working session; later
+// ones only log in over the bound, closing none.
 const missingAfter = 2
 
 // markMissingLocked records whether e's last tries failed after the BMC
-// accepted its login (p.mu held), in its login's count (creds.missing).
-// A host no longer in the Pool is not counted.
+// accepted its login (p.mu held). A host no longer in the Pool is not
+// marked.
 func (p *Pool) markMissingLocked(e *entry, missing bool) {
-	missing = missing && !e.gone
-	if e.missing == missing {
-		return
-	}
-	e.missing = missing
-	if missing {
-		e.cr.missing++
-	} else {
-		e.cr.missing--
-	}
-}
-
-// servesNothing reports whether every host of login cr failed, on its
-// last missingAfter tries or more, after the BMC accepted the login (p.mu
-// held): its systems are missing or failing, and nothing on this login
-// works. Such a login
-// takes only a free slot: it never closes a session that serves hosts,
-// nor another login's kept session, for one that would serve none.
-func servesNothing(cr *creds) bool {
-	return cr.missing > 0 && cr.missing >= cr.refs
+	e.missing = missing && !e.gone
 }
 
 // gate returns the LoginGate of login cr.

@@ -338,14 +338,24 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 // session away. While such a session is busy (a host joining it) none
 // that serves hosts is closed: the login waits for it. It reports whether
 // it did, and if not whether waiting may help (a session is in use and
-// will become idle, or is being logged out).
-func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
+// will become idle, or is being logged out). A power command's login
+// (command: On, Off, Reset; a fence) is not held to LoginInterval: a
+// fence is never refused because its neighbours' reads fill the bound.
+//
+// joined is the kept session being joined, if any: the caller bounds its
+// wait for that join (joinWait), and closes it if the join outlasts that.
+func (p *Pool) evictLocked(ep *endpoint, now time.Time, command bool) (evicted, wait bool, joined *session) {
 	var victim *session
 	pending := false         // a session that serves no host is busy: free to close once idle
 	for s := range ep.live { // at most MaxSessions
 		if s.inUse > 0 || s.joins > 0 { // a joined session would stay open: no slot
 			wait = true
-			pending = pending || len(s.entries) == 0
+			if len(s.entries) == 0 {
+				pending = true
+				if s.inUse == 0 {
+					joined = s
+				}
+			}
 			continue
 		}
 		if victim == nil || lessRecent(s, victim) {
@@ -353,25 +363,39 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time) (evicted, wait bool) {
 		}
 	}
 	if victim == nil {
-		return false, wait || ep.sessions > len(ep.live)
+		return false, wait || ep.sessions > len(ep.live), joined
 	}
 	if len(victim.entries) == 0 {
 		p.retireLocked(victim) // serves no host: no eviction of anyone's
-		return true, true
+		return true, true, nil
 	}
 	if pending {
 		// A kept session is being joined: once the join ends it is
 		// closed at no host's cost (or it serves the joiner): wait.
-		return false, true
+		return false, true, joined
 	}
-	if !ep.lastEvict.IsZero() && now.Sub(ep.lastEvict) < p.cfg.LoginInterval {
+	closing := ep.sessions > len(ep.live)
+	if !ep.lastEvict.IsZero() && now.Sub(ep.lastEvict) < p.cfg.LoginInterval && (!command || closing) {
 		// A session being logged out (one closed for another login, whose
 		// session this one may then join) changes the picture: wait.
-		return false, ep.sessions > len(ep.live)
+		return false, closing, nil
 	}
 	ep.lastEvict = now
 	p.retireLocked(victim)
-	return true, true
+	return true, true, nil
+}
+
+// joinWait is how long a login waits for a host's join of a kept session
+// (one that serves no host) before it closes that session for its place:
+// half of the caller's time left (the call itself needs the rest), and at
+// most a third of ConnectTimeout: a join that hangs (a dead blade's
+// system) never holds a working host's fence for the join's whole bound.
+func (p *Pool) joinWait(ctx context.Context) time.Duration {
+	d := p.cfg.ConnectTimeout / 3
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)/2)
+	}
+	return max(d, 0)
 }
 
 // trimLocked closes the least recently used idle live sessions of ep

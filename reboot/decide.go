@@ -81,6 +81,16 @@ type Status struct {
 	// state from before the press's shutdown (the window of pressWait has
 	// passed), so that a restart then need not wait.
 	LastPress time.Time
+	// ActingSince is when (truncated to Config.Precision) the controller
+	// process that wrote it began to act on hosts (its start; with a
+	// Guard, its first leadership): every earlier controller process had
+	// stopped acting by then (A4), so a press decided before it (a
+	// LastPress earlier than it) returned by then and lands, if its answer
+	// was lost, by ActingSince + LostLanding (A5). A restarted controller
+	// counts such a press from it, not from its own start, so that
+	// restarts do not put a press off for ever. Written with a LastPress
+	// (Observed.ActingSince); zero if unknown.
+	ActingSince time.Time
 	// Works counts the works begun for this host: each pending reboot
 	// and each Online=false enforcement, when it begins, takes the next
 	// count as its Work.N, so that two begun within one Config.Precision
@@ -97,7 +107,7 @@ func (s Status) Equal(o Status) bool {
 		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode &&
 		s.HoldBroken.Equal(o.HoldBroken) &&
 		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
-		s.LastPress.Equal(o.LastPress) && s.Works == o.Works
+		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works
 }
 
 // Pending reports whether a reboot is pending.
@@ -366,6 +376,10 @@ type Observed struct {
 	// tried again (the answer may have been passing). It lives in memory
 	// only: zero after a restart.
 	HardUnsupportedAt time.Time
+	// ActingSince is when this controller process began to act (see
+	// Status.ActingSince), zero if not known (a Tracker's caller): a
+	// status that shows a LastPress then records it.
+	ActingSince time.Time
 }
 
 // Config tunes decisions. The zero value is valid: every zero field takes
@@ -647,6 +661,11 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	} else if !st.LastPress.IsZero() && c.pressSettled(o) {
 		st.LastPress = time.Time{} // its shutdown is over: a restart need not wait
 	}
+	if a := o.ActingSince.Truncate(c.Precision); !st.LastPress.IsZero() && a.After(st.ActingSince) && !a.After(p) {
+		// The presses decided before now are this process's or ended
+		// when it began: a later restart may count them from then.
+		st.ActingSince = a
+	}
 	d.UpdateStatus = d.UpdateStatus || !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
 }
 
@@ -811,6 +830,12 @@ func repair(st *Status, p time.Time) error {
 	clamp("rewriteSeen", &st.RewriteSeen)
 	clamp("lastRewriteSeen", &st.LastRewriteSeen)
 	clamp("lastPress", &st.LastPress)
+	if st.ActingSince.After(p) {
+		// Moved earlier it would date earlier processes' presses early:
+		// dropped (a restart then counts them from its own start).
+		fixed = append(fixed, "actingSince="+st.ActingSince.Format(time.RFC3339)+" (dropped)")
+		st.ActingSince = time.Time{}
+	}
 	if st.LastPoweredOff.After(p) {
 		// Evidence labelled by a clock that ran ahead cannot be placed on
 		// the corrected clock: drop it rather than vouch for it.

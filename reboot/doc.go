@@ -287,12 +287,19 @@
 //	A5. A BMC carries out a power call whose answer was lost (a
 //	    timeout, a broken connection, a lost datagram, a call still
 //	    running in the background: an error with no protocol status that
-//	    is not a refusal before sending nor unsupported) within
+//	    is not a refusal before sending nor unsupported, or a status that
+//	    says the outcome is unknown: IPMI completion codes C3h and CEh,
+//	    HTTP 502 and 504) within
 //	    Config.LostLanding (default SoftTimeout) of the call's return, or
 //	    never. The controller counts such a power-off, and a press, as
 //	    sent LostLanding after its return (Observed.SinceOff, SincePress),
 //	    whatever the adapter does
-//	    (TestReview36l_IPMILostSoftOffLandingLateThenSlowShutdown). An
+//	    (TestReview36l_IPMILostSoftOffLandingLateThenSlowShutdown,
+//	    TestReview36n_IPMITimeoutCompletionCodeIsNotAnAnswer), and so a
+//	    power-on whose answer was lost on a controller whose power-on may
+//	    press the power button (OnToggler): it may land on a host that
+//	    runs by then and shut it down
+//	    (TestReview36n_LostPowerOnPressLandsThenPressPowersHeldHostOn). An
 //	    error the BMC answered (an HTTP status such as 409 busy, an IPMI
 //	    completion code, unsupported) is not lost: it counts from its
 //	    return (TestReview36m_AnsweredBusyPressCountsAsLost). A late
@@ -308,10 +315,21 @@
 //	    while standing by (from that pass, then from when it began to
 //	    lead) counts as sent LostLanding after that
 //	    (TestReview36m_RestartAfterLostSoftOffForgetsLostLanding,
-//	    TestReview36m_SecondReconcilerTakesOverAfterLostSoftOff). So a
-//	    restarted controller, or a new leader, waits LostLanding longer
-//	    before it presses the power button of a host whose status shows a
-//	    press, a pending reboot or Online=false being enforced.
+//	    TestReview36m_SecondReconcilerTakesOverAfterLostSoftOff), also
+//	    when the host is forgotten before that first pass
+//	    (TestReview36n_RestartThenForgetBeforeFirstPassForgetsLostLanding).
+//	    So a restarted controller, or a new leader, waits LostLanding
+//	    longer before it presses the power button of a host whose status
+//	    shows a press, a pending reboot or Online=false being enforced;
+//	    except that a press decided before Status.ActingSince (written by
+//	    the Reconciler with a LastPress: when the process that wrote it
+//	    began to act, all earlier ones having stopped, A4) counts from
+//	    ActingSince, so that restarts every few minutes do not put the
+//	    press off for ever (TestReview36n_RestartEveryFiveMinutesNeverReboots).
+//	    A LastPress this controller wrote itself is never counted again
+//	    as a press it did not see answered (its own lost answers count from
+//	    their return), so a lease hiccup does not restart the wait
+//	    (TestReview36n_LeaseHiccupEveryFiveMinutesNeverReboots).
 //
 // Under them:
 //

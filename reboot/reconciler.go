@@ -131,6 +131,26 @@ type Reconciler struct {
 	// Reconciler without a Guard leads from its start.
 	leading bool
 	leadAt  time.Duration // monotonic: when it last began to lead (its first Hold that succeeded)
+	// firstLead: when (monotonic) it first began to lead; led: it did.
+	firstLead time.Duration
+	led       bool
+}
+
+// actingSince returns when this Reconciler began to act on the wall
+// clock (Observed.ActingSince): its start, or with a Guard its first
+// leadership (zero if it has not led yet). r.mu must be held.
+func (r *Reconciler) actingSince() time.Time {
+	if !r.started {
+		return time.Time{}
+	}
+	if r.Guard == nil {
+		return r.startWall
+	}
+	if !r.led {
+		return time.Time{}
+	}
+	// A Hold before the first pass (the start) counts from the start.
+	return r.startWall.Add(max(r.firstLead-r.start, 0))
 }
 
 // memory is what a Reconciler remembers of one host between passes; a
@@ -140,7 +160,11 @@ type memory struct {
 	lastOn time.Duration // monotonic time of the last power-on sent
 	off    offState
 	forgot bool // Forget was called: nothing is known from before now
-	known  bool // a pass has run since the Reconciler started
+	// startPass: forgotten before this process's first pass of the host,
+	// so its first pass is still that one: what a previous process may
+	// have sent is counted as lost there (sinceOff).
+	startPass bool
+	known     bool // a pass has run since the Reconciler started
 	// versions are the record's versions this Reconciler read or wrote
 	// lately: a store that reads from a cache may show an older one again.
 	versions [4]string
@@ -184,7 +208,10 @@ type memory struct {
 
 // heard tells which kinds of call the statuses read while standing by
 // showed (another leader's, whose calls may land until its lease ends).
-type heard struct{ off, press, on bool }
+//
+// lostPress: one showed a LastPress this controller did not know (see
+// sinceOff): a press it did not see answered.
+type heard struct{ off, press, on, lostPress bool }
 
 // offState is what a Reconciler remembers of its power-offs of one host
 // (Observed.SinceOff, SincePress, PressOver).
@@ -289,6 +316,7 @@ func newMemory(base time.Duration) *memory {
 // may be a press, and what it was decided for.
 func (h *memory) forgotten(m time.Duration) *memory {
 	return &memory{lastOn: m, off: offState{lastOff: m, lastPress: m}, forgot: true,
+		startPass: !h.known && (!h.forgot || h.startPass),
 		busyPress: h.busyPress, busy: h.busy, busyFor: h.busyFor, lost: h.lost}
 }
 
@@ -323,6 +351,9 @@ func (r *Reconciler) noteHold(ok bool) {
 		return
 	}
 	r.leading, r.leadAt = true, m
+	if !r.led {
+		r.led, r.firstLead = true, m
+	}
 	for _, h := range r.hosts {
 		h.lead(m)
 		if !h.known {
@@ -409,29 +440,41 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // Every power-off and press counted so (not seen answered by this
 // controller) may have been lost: it is noted in h.lost as returned then,
 // so that it counts as sent Config.LostLanding later (A5).
-func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby bool) (time.Duration, time.Duration) {
+func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby bool, acted actedBound) (time.Duration, time.Duration) {
 	o := &h.off
-	if first && !h.forgot {
-		o.noOff = !st.Pending() && st.OfflineSince.IsZero()
-		o.noPress = o.noOff && st.LastPress.IsZero()
-		if late {
-			o.lastPress = m
+	if first && (!h.forgot || h.startPass) {
+		noOff := !st.Pending() && st.OfflineSince.IsZero()
+		noPress := noOff && st.LastPress.IsZero()
+		if !h.forgot {
+			o.noOff, o.noPress = noOff, noPress
+			if late {
+				o.lastPress = m
+			}
 		}
 		// What a previous process sent it did not see answered: it may
 		// have been lost, and land LostLanding after it is counted (A5).
-		h.lost.unseen(!o.noOff, false, o.lastOff)
-		h.lost.unseen(false, !o.noPress, o.lastPress)
+		// A memory forgotten before this first pass counts it from the
+		// Forget (its lastOff, lastPress).
+		h.lost.unseen(!noOff, false, o.lastOff)
+		h.lost.unseen(false, !noPress, acted.press(st, o.lastPress))
 	}
 	off, press := h.own.foreign(st)
 	off, press = off && !first, press && !first
+	lostPress := press
 	if standby {
 		press = !st.LastPress.IsZero()
 		off = press || st.Pending() || !st.OfflineSince.IsZero()
 		h.heard.off, h.heard.press = h.heard.off || off, h.heard.press || press
+		// A LastPress this controller wrote is its own press (noted lost
+		// at its return if it was: sentOff), no press it did not see
+		// answered: another leader's press writes its own, later,
+		// LastPress before it is sent.
+		lostPress = press && !h.own.wrotePress.has(st.LastPress)
+		h.heard.lostPress = h.heard.lostPress || lostPress
 	}
 	// Another writer's calls: this controller did not see them answered
 	// (A5).
-	h.lost.unseen(off, press, m)
+	h.lost.unseen(off, lostPress, m)
 	if off {
 		o.noOff, o.lastOff = false, max(o.lastOff, m)
 		if press {
@@ -447,6 +490,29 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		sincePress = math.MaxInt64
 	}
 	return sinceOff, sincePress
+}
+
+// actedBound converts a Status.ActingSince to the monotonic clock: set
+// when the controller knows its start on both clocks (the Reconciler; a
+// Tracker's caller gives none).
+type actedBound struct {
+	set       bool
+	start     time.Duration // monotonic
+	startWall time.Time
+}
+
+// press returns when a press a previous process may have sent, shown by
+// st's LastPress, counts as returned: at (the start), or, if st's
+// ActingSince is later than that LastPress and not later than the start's
+// wall clock, at ActingSince (on the monotonic clock), if earlier: the
+// press was decided before the process that wrote ActingSince began to
+// act, so its sender had stopped by then (A4).
+func (b actedBound) press(st Status, at time.Duration) time.Duration {
+	v := st.ActingSince
+	if !b.set || v.IsZero() || st.LastPress.IsZero() || !st.LastPress.Before(v) || v.After(b.startWall) {
+		return at
+	}
+	return min(at, b.start-b.startWall.Sub(v))
 }
 
 // sawState notes a reading of state taken between the monotonic times m
@@ -564,7 +630,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if t, ok := pc.(Toggler); ok {
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall), standby)
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall), standby,
+		actedBound{set: true, start: r.start, startWall: r.startWall})
+	if !standby {
+		o.ActingSince = r.actingSince()
+	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, cfg.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(state, m, cfg.OffSettle)
@@ -641,6 +711,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			hm.lastOn = max(hm.lastOn, m)
 			r.mu.Unlock()
 			err = pc.On(ctx)
+			done := r.monotonic()
+			r.mu.Lock()
+			r.current(name, hm).sentOn(togglesOn(pc), err, done)
+			r.mu.Unlock()
 		} else {
 			// Noted before the call, as a power-on is, in the memory held
 			// now: a shutdown may start whatever the call returns, unless

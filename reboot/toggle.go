@@ -20,6 +20,33 @@ type Toggler interface {
 	TogglesOff(m power.Mode) bool
 }
 
+// OnToggler is an optional interface of a power.Controller whose power-on
+// may press the power button (Redfish PushPowerButton on a BMC with no On
+// or ForceOn reset type). Such a power-on whose answer was lost may land
+// late (assumption A5) on a host that runs by then, as a press that shuts
+// it down: the Reconciler and the Tracker count it as a press sent
+// Config.LostLanding after its return (Observed.SinceOff, SincePress).
+// Controllers that do not implement it never toggle on On.
+type OnToggler interface {
+	// TogglesOn reports whether On may be a press of the power button.
+	TogglesOn() bool
+}
+
+// togglesOn reports whether pc's power-on may press the button.
+func togglesOn(pc power.Controller) bool {
+	t, ok := pc.(OnToggler)
+	return ok && t.TogglesOn()
+}
+
+// sentOn notes the outcome err of a power-on that returned at done: one
+// that may be a press (press) and whose answer was lost counts as a press
+// that may land until LostLanding after done (A5).
+func (h *memory) sentOn(press bool, err error, done time.Duration) {
+	if press && answerLost(err) {
+		h.lost.note(true, done, false)
+	}
+}
+
 // toggles reports whether a power-off in mode m may press the button.
 func (o Observed) toggles(m power.Mode) bool {
 	if m == power.ModeHard {

@@ -52,6 +52,9 @@ type Tracker struct {
 	inCall bool
 	press  bool
 	was    offState
+	// onPress: the power-on announced by Sending may press the power
+	// button (the last Reading's OnToggles).
+	onPress bool
 	// standby: Standby was called, and Leading not since.
 	standby bool
 	// leadAt is the mono of the Leading call that last began the
@@ -60,11 +63,45 @@ type Tracker struct {
 	// tog: the Toggles answers of the last Reading (kept across Forget,
 	// for Late: a press still in flight may answer after it).
 	tog toggleAnswers
+	// act: when the caller's controller began to act (kept across
+	// Forget): Observed.ActingSince.
+	act acting
 }
 
-// toggleAnswers are a Reading's SoftToggles and HardToggles; known is
+// acting is when a controller began to act on hosts: its start (start on
+// the monotonic clock, wall on the wall clock), or, once it stood by
+// (guarded), when it first led (led, lead).
+type acting struct {
+	start        time.Duration
+	wall         time.Time
+	guarded, led bool
+	lead         time.Duration
+}
+
+// since returns the wall clock at which it began to act, zero if it has
+// not led yet (guarded).
+func (a acting) since() time.Time {
+	if a.guarded && !a.led {
+		return time.Time{}
+	}
+	if !a.guarded {
+		return a.wall
+	}
+	return a.wall.Add(max(a.lead-a.start, 0))
+}
+
+// bound is the actedBound of a controller that started at a.
+func (a acting) bound() actedBound {
+	return actedBound{set: true, start: a.start, startWall: a.wall}
+}
+
+// toggleAnswers are a Reading's SoftToggles, HardToggles and OnToggles; known is
 // false before any Reading.
-type toggleAnswers struct{ known, soft, hard bool }
+type toggleAnswers struct{ known, soft, hard, on bool }
+
+// pressedOn reports whether a power-on may have pressed the button:
+// unknown answers count as a press.
+func (a toggleAnswers) pressedOn() bool { return !a.known || a.on }
 
 // pressed reports whether a power-off in mode m may have pressed the
 // button: unknown answers count as a press.
@@ -84,7 +121,7 @@ func (a toggleAnswers) pressed(m power.Mode) bool {
 // to the Tracker.
 func NewTracker(start time.Duration, startWall time.Time) *Tracker {
 	return &Tracker{started: true, start: start, startWall: startWall,
-		mem: *newMemory(start)}
+		mem: *newMemory(start), act: acting{start: start, wall: startWall}}
 }
 
 // Reading is what the caller read in one pass.
@@ -106,6 +143,10 @@ type Reading struct {
 	// SoftToggles and HardToggles are the power controller's
 	// Toggler.TogglesOff answers (false if it is no Toggler).
 	SoftToggles, HardToggles bool
+	// OnToggles is the power controller's OnToggler.TogglesOn answer
+	// (false if it is no OnToggler): a power-on whose answer was lost
+	// then counts as a press (Sent).
+	OnToggles bool
 }
 
 // Observe starts a pass: it returns the Observed to give Config.Decide,
@@ -178,9 +219,10 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	m, h := rd.Mono, rd.Host
 	if !t.started {
 		*t = Tracker{started: true, start: m, startWall: rd.Now, standby: t.standby, leadAt: t.leadAt,
-			mem: *newMemory(m)}
+			mem: *newMemory(m), act: t.act}
+		t.act.start, t.act.wall = m, rd.Now
 	}
-	t.tog = toggleAnswers{known: true, soft: rd.SoftToggles, hard: rd.HardToggles}
+	t.tog = toggleAnswers{known: true, soft: rd.SoftToggles, hard: rd.HardToggles, on: rd.OnToggles}
 	// A pass whose clocks were read before the leadership began (Leading
 	// was called with a later mono: a caller that shares one Guard among
 	// its hosts' Trackers tells them all when any Hold begins it) read its
@@ -215,7 +257,10 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), standby)
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), standby, t.act.bound())
+	if !standby {
+		o.ActingSince = t.act.since()
+	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, hc.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
 	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
@@ -265,6 +310,7 @@ func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 	switch a {
 	case ActionPowerOn:
 		t.mem.lastOn = mono
+		t.onPress = t.tog.pressedOn()
 	case ActionPowerOff:
 		t.inCall, t.press = true, t.tog.pressed(m)
 		t.was = t.mem.sendingOff(t.press, mono)
@@ -284,10 +330,13 @@ func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 // HardUnsupportedAt (c.At), one accepted clears it. Sent returns c with
 // Repeats filled; the next Observe gives it as LastCall.
 func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
-	if c.Action == ActionPowerOff {
+	switch c.Action {
+	case ActionPowerOff:
 		t.mem.sentOff(t.was, t.press, err, doneMono)
+	case ActionPowerOn:
+		t.mem.sentOn(t.onPress, err, doneMono)
 	}
-	t.inCall, t.press, t.was = false, false, offState{}
+	t.inCall, t.press, t.onPress, t.was = false, false, false, offState{}
 	if c.For == (Work{}) {
 		c.For = t.work
 	}
@@ -326,7 +375,7 @@ func (t *Tracker) Late(a LateAnswer, now time.Time, mono time.Duration) Call {
 // refused one changes nothing of the new memory).
 func (t *Tracker) Forget(mono time.Duration, now time.Time) {
 	nt := Tracker{started: true, start: mono, startWall: now, standby: t.standby, leadAt: t.leadAt,
-		mem: *t.mem.forgotten(mono), tog: t.tog}
+		mem: *t.mem.forgotten(mono), tog: t.tog, onPress: t.onPress, act: t.act}
 	if t.inCall {
 		nt.inCall, nt.press, nt.was, nt.work = true, t.press, nt.mem.off, t.work
 	}
@@ -341,7 +390,7 @@ func (t *Tracker) Forget(mono time.Duration, now time.Time) {
 // sends the call, which may land until its lease ends: after this read).
 // A caller that needs no Guard (the only controller by construction) never
 // calls it: the Tracker then leads from its start.
-func (t *Tracker) Standby() { t.standby = true }
+func (t *Tracker) Standby() { t.standby, t.act.guarded = true, true }
 
 // Leading reports a Hold of the caller's Guard that succeeded, at mono on
 // the monotonic clock (read once it returned): call it after every
@@ -355,6 +404,9 @@ func (t *Tracker) Standby() { t.standby = true }
 // asks its Guard at the start of every pass and before every write and
 // power call, and reports each answer so.
 func (t *Tracker) Leading(mono time.Duration) {
+	if !t.act.led {
+		t.act.led, t.act.lead = true, mono
+	}
 	if t.standby {
 		t.standby, t.leadAt = false, mono
 		t.mem.lead(mono)
@@ -404,6 +456,7 @@ func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, un
 // with the instants this controller read from its clock while it led.
 func (h *memory) writing(st Status) {
 	h.own.note(st)
+	h.own.wrotePress.add(st.LastPress)
 }
 
 // wrote notes that st, decided in the pass at m from o, was written: the
@@ -432,6 +485,11 @@ type ownValues struct {
 	// on holds the LastPoweredOn values, which show a power-on (see
 	// memory.quietFor).
 	on timeSet
+	// wrotePress holds the LastPress values this controller wrote
+	// (writing): a press under one is its own, noted lost at its return
+	// if its answer was (sentOff), never a press it did not see answered
+	// (another leader stamps its values from its own clock, A3, A4).
+	wrotePress timeSet
 }
 
 // note adds st's values.
@@ -458,7 +516,7 @@ func (h *memory) lead(m time.Duration) {
 		*o = offState{lastOff: o.lastOff, lastPress: m}
 	}
 	// Another leader's calls: their answers may have been lost (A5).
-	h.lost.unseen(h.heard.off, h.heard.press, m)
+	h.lost.unseen(h.heard.off, h.heard.lostPress, m)
 	h.heard = heard{}
 }
 

@@ -11,10 +11,13 @@ package remediation
 // held: the admission is the storm guard's count of the hosts taken off
 // and, in the kube module, the lock that keeps a next remediation of the
 // same host from acting on it.
+//
+// Host.Missing does not enter: it says the Machine maps to no host now,
+// not that the request's host is on. The request's host is judged on its
+// own evidence, read through the request (Request.Host) whatever the
+// Machine maps to; a host that is gone, or that was never read, carries
+// none and is not held.
 func held(h Host) bool {
-	if h.Missing {
-		return false
-	}
 	return h.Requested || (h.OffAfterRequest || h.RebootPending) && !h.PoweredOn
 }
 

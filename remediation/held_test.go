@@ -46,7 +46,11 @@ func TestHeld_GaveUpKeepsAdmissionWhileHostHeld(t *testing.T) {
 		{"escalated in power-off-requested, request still on the host", sick, attempt(PhasePowerOffRequested), Host{Name: "h0", Requested: true, RebootAnnotation: true}, false},
 		{"escalated in powering-on, host off", sick, attempt(PhasePoweringOn), off, false},
 		{"escalated, host never off", sick, attempt(PhasePowerOffRequested), Host{Name: "h0"}, true},
-		{"escalated, no host", sick, attempt(PhasePowerOffRequested), Host{Missing: true, OffAfterRequest: true}, true},
+		{"escalated, no host, nothing read", sick, attempt(PhasePowerOffRequested), Host{Missing: true}, true},
+		// Missing says the Machine maps to no host now, not that the host
+		// its request was written to (read through State.Host) is on.
+		{"escalated, no host now, the request's host off after it", sick, attempt(PhasePowerOffRequested), Host{Missing: true, OffAfterRequest: true}, false},
+		{"escalated, no host now, the request's host on since", sick, attempt(PhasePowerOffRequested), Host{Missing: true, OffAfterRequest: true, PoweredOn: true}, true},
 		{"failed, still marked, host off", sick, over(PhaseFailed, false), off, false},
 		{"failed, still marked, host on", sick, over(PhaseFailed, false), on, true},
 		{"failed, mark gone, host off", well, over(PhaseFailed, false), off, false},

@@ -177,7 +177,9 @@ type Node struct {
 type Host struct {
 	// Missing: the Machine has no host (its BareMetalHost was deleted or
 	// released mid-remediation). Nothing can be powered; the attempt waits
-	// for it until its timeout, then escalates.
+	// for it until its timeout, then escalates. It says nothing of the
+	// host the request was written to (Request.Host), whose fields below
+	// are still read there and judge whether it is held (Held).
 	Missing bool
 	// Name is the host the Machine maps to now ("" if Missing, or if the
 	// HostStore does not say; the Reconciler ignores it unless its
@@ -475,10 +477,11 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 
 	case PhasePowerOffRequested:
 		switch {
-		case !m.NeedsRemediation && o.Host.Missing:
-			// No host: nothing was or can be powered off.
-			// The request written before the host was released (read on
-			// State.Host) is removed there before the admission is.
+		case !m.NeedsRemediation && o.Host.Missing && !held(o.Host):
+			// No host the Machine maps to, and the request's host (read
+			// on State.Host) shows nothing of the request: nothing was
+			// or can be powered off. A request of another attempt found
+			// there is removed before the admission is released.
 			st.Phase, st.Finished, st.Canceled, st.CanceledAt = PhaseDone, now, true, now
 			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 			d.Release = o.Admitted
@@ -487,7 +490,10 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 		case !m.NeedsRemediation:
 			// The request may have powered the host off already: the
 			// remediation stays in flight (admitted, holding its host) until
-			// the reboot controller powered it on.
+			// the reboot controller powered it on. So does one whose
+			// Machine maps to no host now (Host.Missing) while the host
+			// its request was written to is held for it: that host is
+			// judged on its own evidence, not on the Machine's mapping.
 			st.Phase, st.Canceled, st.CanceledAt = PhasePoweringOn, true, now
 			d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 			d.Reason = "cancelled before the node was fenced: release the host, wait for it to be on"

@@ -91,6 +91,13 @@ func (p *Probe) TogglesOff(m power.Mode) bool {
 	return ok && t.TogglesOff(m)
 }
 
+// TogglesOn implements reboot.OnToggler for the wrapped controller: false
+// unless it implements it.
+func (p *Probe) TogglesOn() bool {
+	t, ok := p.Controller.(reboot.OnToggler)
+	return ok && t.TogglesOn()
+}
+
 // Ticket is a fencing client's request as the test knows it: the
 // protocol's ticket and the real instant its T was taken.
 type Ticket struct {

@@ -501,7 +501,9 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 			// (the reboot package sends a press only on an On reading
 			// taken SoftTimeout + StaleReads after its last power-off).
 			_, err = s.commandOnce(ctx, netFnChassis, cmdChassisCtl, []byte{ctl})
-			if err != nil && !errors.As(err, &refused) {
+			if err != nil && (!errors.As(err, &refused) || unknownCodes[uint8(refused)]) {
+				// No answer, or one saying the outcome is unknown
+				// (C3h, CEh): it may have been carried out.
 				softLost, lost = true, err
 				return fmt.Errorf("%w: %w", errNoRepeat, err)
 			}
@@ -546,6 +548,11 @@ func (c *Controller) unread(op string, err error) error {
 var (
 	unsupportedCodes = map[uint8]bool{0xc1: true, 0xc2: true, 0xc9: true, 0xcc: true, 0xcd: true, 0xd5: true, 0xd6: true}
 	busyCodes        = map[uint8]bool{0xc0: true, 0xc3: true, 0xc4: true, 0xc5: true, 0xce: true, 0xd0: true, 0xd1: true, 0xd2: true, 0xd3: true}
+	// unknownCodes say the BMC has no answer for the command, not that it
+	// refused it: C3h "timeout while processing command, response
+	// unavailable", CEh "command response could not be provided". The
+	// command may have been carried out (its outcome is unknown).
+	unknownCodes = map[uint8]bool{0xc3: true, 0xce: true}
 )
 
 // classify turns an error of a session into a *power.Error without

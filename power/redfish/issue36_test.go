@@ -25,6 +25,7 @@ func TestIssue36SoftPressNeverPowersOn(t *testing.T) {
 	c := r.connect(t)
 	require.True(t, c.TogglesOff(power.ModeSoft), "soft power-off is a press here")
 	require.False(t, c.TogglesOff(power.ModeHard), "ForceOff sets the power")
+	require.False(t, c.TogglesOn(), "On sets the power")
 	start := r.clk.Real()
 	require.NoError(t, c.Off(ctx, power.ModeSoft))
 	var refused int

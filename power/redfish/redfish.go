@@ -259,7 +259,8 @@ type Controller struct {
 	// StaleReads after that press began (zero: none).
 	pushOffRun time.Time
 	// toggles holds, after each read of the allowable values, bit 1 if a
-	// soft and bit 2 if a hard power-off is PushPowerButton (TogglesOff).
+	// soft and bit 2 if a hard power-off is PushPowerButton (TogglesOff),
+	// bit 4 if a power-on is (TogglesOn).
 	toggles atomic.Uint32
 }
 
@@ -284,6 +285,15 @@ func (c *Controller) softTimeout() time.Duration {
 	}
 	return 180 * time.Second
 }
+
+// onPrefs are the reset types for a power-on, preferred first.
+var onPrefs = []string{"On", "ForceOn", "PushPowerButton"}
+
+// TogglesOn reports whether On is a press of the power button
+// (PushPowerButton: the system allows neither On nor ForceOn). It
+// implements reboot.OnToggler: the reboot controller then counts a
+// power-on whose answer was lost as a press that may land late.
+func (c *Controller) TogglesOn() bool { return c.toggles.Load()&4 != 0 }
 
 // offPrefs are the reset types for a power-off in mode m, preferred first.
 func offPrefs(m power.Mode) []string {
@@ -403,8 +413,28 @@ func (c *Controller) discover(ctx context.Context) error {
 		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "the shared session is closed"}
 	}
 	cl := client.WithContext(ctx)
+	directTimedOut := false // the direct read of the system ran out of its share of the time
 	if id := c.cfg.SystemID; id != "" {
-		sys, err := schemas.GetComputerSystem(cl, "/redfish/v1/Systems/"+url.PathEscape(id))
+		// The direct read gets half of the time left: a system whose
+		// reads hang (a dead blade) leaves the listing time to tell
+		// whether the service answers.
+		dctx, cancel := directDeadline(ctx)
+		sys, err := schemas.GetComputerSystem(client.WithContext(dctx), "/redfish/v1/Systems/"+url.PathEscape(id))
+		directTimedOut = err != nil && dctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if directTimedOut && !c.cfg.BasicAuth {
+			// The system did not answer in time. Whether the service
+			// does is told by its Systems collection alone (its members'
+			// reads would hang on this system again): if it answers,
+			// the failure is the system's (a hanging blade), not the
+			// login's.
+			resp, lerr := cl.Get("/redfish/v1/Systems")
+			if lerr != nil {
+				return c.classify("list systems", lerr)
+			}
+			resp.Body.Close()
+			return c.systemsOwn(c.classify("read system", err))
+		}
 		if err != nil && c.cfg.BasicAuth {
 			// With basic auth nothing proved the credentials yet: a
 			// refusal here is theirs, whatever the listing says (with a
@@ -493,6 +523,16 @@ func (c *Controller) systemsOwn(err error) error {
 	return power.AfterLogin(err)
 }
 
+// directDeadline returns ctx bounded to half of its time left (ctx as is
+// if it has no deadline), for the direct read of a host's system.
+func directDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
+}
+
 // membersFailed reports whether err, of a listing of the Systems
 // collection, is the failure of members only: the collection itself
 // answered (every failed read is of a member, /redfish/v1/Systems/<id>).
@@ -551,6 +591,9 @@ func (c *Controller) readReset(ctx context.Context, raw []byte) error {
 		if strings.EqualFold(c.choose(offPrefs(m)), "PushPowerButton") {
 			bits |= 1 << i
 		}
+	}
+	if strings.EqualFold(c.choose(onPrefs), "PushPowerButton") {
+		bits |= 4
 	}
 	c.toggles.Store(bits)
 	return nil
@@ -673,7 +716,7 @@ func (c *Controller) withSession(ctx context.Context, f func(*gofish.APIClient) 
 
 // On powers the system on.
 func (c *Controller) On(ctx context.Context) error {
-	return c.change(ctx, "on", power.StateOn, []string{"On", "ForceOn", "PushPowerButton"})
+	return c.change(ctx, "on", power.StateOn, onPrefs)
 }
 
 // Off powers the system off.

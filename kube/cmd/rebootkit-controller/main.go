@@ -165,6 +165,11 @@ func run(args []string) int {
 	// No reconcile worker waits on a BMC (a login to a hung one) for more
 	// than a moment: the calls run in the background.
 	async := &kube.Async{Power: powerOf, Timeout: 2*(*callTimeout+*connectTimeout) + 30*time.Second}
+	powers.Done = func(name string) {
+		if async.Done != nil { // set by the RebootController's SetupWithManager
+			async.Done(name)
+		}
+	}
 	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: async.Controller,
 		Now: time.Now, Config: reboot.Config{SoftTimeout: *softTimeout, StaleReads: *staleReads}}
 	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace, MaxConcurrentReconciles: *workers, Ownership: own, Async: async,
