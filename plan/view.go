@@ -502,7 +502,9 @@ type ViewStore interface {
 	GetView(ctx context.Context, uuid string) (View, error)
 	// PutView writes the view's header, index and loaded reboots if
 	// v.Version is the stored version (else ErrConflict), in one atomic,
-	// durable write that changes only the records that changed.
+	// durable write that changes only the records that changed. A view
+	// that does not load every reboot the stored plan has in flight and
+	// its first pending one is refused (ErrViewIncomplete, View.CheckLoads).
 	PutView(ctx context.Context, v View) error
 }
 
@@ -555,6 +557,9 @@ func (a viewAdapter) PutView(ctx context.Context, v View) error {
 	}
 	if v.Index.Total != len(p.Reboots) {
 		return fmt.Errorf("plan %s: view of %d reboots, stored %d", v.UUID, v.Index.Total, len(p.Reboots))
+	}
+	if err := v.CheckLoads(IndexOf(p)); err != nil {
+		return err
 	}
 	q := v.Plan
 	q.Reboots = slices.Clone(p.Reboots)
