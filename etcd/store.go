@@ -1145,7 +1145,9 @@ func (s *Store) getView(ctx context.Context, uuid string) (plan.View, error) {
 // a reboot that is not the same as the one read (plan.SameReboot) are
 // encoded, and only those whose encoding differs from their stored value
 // are written. After the write, the pages are remembered as the plan's at
-// the version it made, so that the next GetView reads none of them.
+// the version it made, so that the next GetView reads none of them. A view
+// that does not load every reboot the stored plan has in flight and its
+// first pending one is refused (plan.ErrViewIncomplete).
 func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	if err := v.Check(); err != nil {
 		return err
@@ -1205,6 +1207,12 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 		}
 		return nil
 	}); err != nil {
+		return err
+	}
+	// The view's index replaces the stored one: it must have loaded every
+	// reboot the stored index has in flight and its first pending one (a
+	// hand-built view could drop a running reboot and end the plan).
+	if err := v.CheckLoads(h.Index); err != nil {
 		return err
 	}
 	// pages and raw are as read (shared with the cache, never modified): a

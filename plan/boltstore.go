@@ -435,7 +435,8 @@ func (s *BoltStore) GetView(_ context.Context, uuid string) (View, error) {
 
 // PutView implements ViewStore: one transaction, compare-and-swap on the
 // plan's version, writing the header and the loaded reboot records that
-// changed.
+// changed. A view that does not load every reboot the stored plan has in
+// flight and its first pending one is refused (ErrViewIncomplete).
 func (s *BoltStore) PutView(_ context.Context, v View) error {
 	if err := v.check(); err != nil {
 		return err
@@ -449,7 +450,9 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 		if b == nil {
 			return fmt.Errorf("%w: %s", ErrNotFound, v.UUID)
 		}
-		h, err := readHeader(b, v.UUID)
+		// The index of a plan written before it existed is computed: the
+		// view is checked against it (and the write stores v's).
+		h, err := readIndexedHeader(b, v.UUID)
 		if err != nil {
 			return fmt.Errorf("plan: refusing to overwrite: %w", err)
 		}
@@ -465,6 +468,12 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 		}
 		if v.Index.Total != h.Count {
 			return fmt.Errorf("plan %s: view of %d reboots, stored %d: the servers of a plan do not change", v.UUID, v.Index.Total, h.Count)
+		}
+		// The view's index replaces the stored one: it must have loaded
+		// every reboot the stored index has in flight and its first
+		// pending one (a hand-built view could drop a running reboot).
+		if err := v.CheckLoads(*h.Index); err != nil {
+			return err
 		}
 		if err := checkResumedTx(tx, b, h, v.Unfinished(), v.DryRun); err != nil {
 			return err

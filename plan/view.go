@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -224,6 +225,37 @@ func (v View) check() error {
 		if _, in := slices.BinarySearch(loaded, p); !in {
 			return fmt.Errorf("plan %s: reboot %d is in flight and not loaded", v.UUID, p)
 		}
+	}
+	return nil
+}
+
+// ErrViewIncomplete: a view written does not load a reboot the stored plan
+// has in flight, or its first pending reboot. Its index could then drop a
+// reboot whose job runs (and end the plan over it) or start one whose
+// record stays pending. Read the plan again with GetView (which loads them)
+// and decide on that view.
+var ErrViewIncomplete = errors.New("plan: the view does not load every reboot the stored plan has in flight and its first pending one: read it again with GetView")
+
+// CheckLoads returns an error wrapping ErrViewIncomplete unless v loads
+// every reboot in flight by the stored index and the stored first pending
+// reboot (position stored.Started, when one is left): what a GetView of
+// that index loads. A ViewStore checks it before it writes v's index over
+// the stored one. A full view (Pos nil) loads every reboot.
+func (v View) CheckLoads(stored Index) error {
+	if v.Pos == nil {
+		return nil
+	}
+	loaded := func(p int) bool {
+		_, in := slices.BinarySearch(v.Pos, p)
+		return in
+	}
+	for _, p := range stored.InFlight {
+		if !loaded(p) {
+			return fmt.Errorf("%w: plan %s: reboot %d is in flight and not in the view", ErrViewIncomplete, v.UUID, p)
+		}
+	}
+	if stored.Started < stored.Total && !loaded(stored.Started) {
+		return fmt.Errorf("%w: plan %s: reboot %d is the first pending one and not in the view", ErrViewIncomplete, v.UUID, stored.Started)
 	}
 	return nil
 }
@@ -470,7 +502,9 @@ type ViewStore interface {
 	GetView(ctx context.Context, uuid string) (View, error)
 	// PutView writes the view's header, index and loaded reboots if
 	// v.Version is the stored version (else ErrConflict), in one atomic,
-	// durable write that changes only the records that changed.
+	// durable write that changes only the records that changed. A view
+	// that does not load every reboot the stored plan has in flight and
+	// its first pending one is refused (ErrViewIncomplete, View.CheckLoads).
 	PutView(ctx context.Context, v View) error
 }
 
@@ -523,6 +557,9 @@ func (a viewAdapter) PutView(ctx context.Context, v View) error {
 	}
 	if v.Index.Total != len(p.Reboots) {
 		return fmt.Errorf("plan %s: view of %d reboots, stored %d", v.UUID, v.Index.Total, len(p.Reboots))
+	}
+	if err := v.CheckLoads(IndexOf(p)); err != nil {
+		return err
 	}
 	q := v.Plan
 	q.Reboots = slices.Clone(p.Reboots)
