@@ -92,3 +92,79 @@ func TestReview41_UpgradeAdmitsBeforeMigration(t *testing.T) {
 		"h1 was powered off while h0 is off and held by the old record's admission of r-gone (MaxCount(1)): the new version admitted "+
 			"h1's remediation before migrateAdmissions moved r-gone into the shared record (shared now %v)\n%s", a.Machines, e.dump())
 }
+
+// TestReview41_MachineRemediationLocksOutLegacyHeldHost: the host lock
+// across both controllers ("at most one remediation,
+// Machine-annotation or PowerCycleRemediation, holds a host") reads the
+// external section of the shared record only. Until the external
+// controller's restore loop has migrated the old record (its first tick,
+// or never if the binary runs without --controllers
+// external-remediation), a PowerCycleRemediation admitted in
+// ExternalAdmissionsName with its request on h0 holds nothing the
+// Machine remediation can see: the Machine remediation's admission
+// store (the one NewRemediationReconciler wires) admits a Machine of h0
+// while h0 carries the old remediation's request. Ground truth: h0's
+// reboot request, read directly.
+func TestReview41_MachineRemediationLocksOutLegacyHeldHost(t *testing.T) {
+	needAPIServer(t)
+	c := adminClient(t)
+	ns := newNamespace(t, c)
+	bmh := newBMH(t, c, ns, "h0")
+	at := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	v := remediation.RebootValue("uid-gone", at)
+	require.NoError(t, c.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ExternalAdmissionsName},
+		Data: map[string]string{"machines": `["r-gone"]`,
+			"requests": `{"r-gone":{"value":` + jsonString(v) + `,"at":"` + at.Format(time.RFC3339) + `","host":"h0"}}`,
+			"members":  `{"r-gone":{"wrote":true}}`}}))
+	if bmh.Annotations == nil {
+		bmh.Annotations = map[string]string{}
+	}
+	bmh.Annotations[reboot.AnnotationPrefix+remediation.RebootKey] = v
+	require.NoError(t, c.Update(t.Context(), bmh))
+
+	rec := NewRemediationReconciler(c, ns, Ownership{NoOperator: true}, remediation.Config{}, remediation.MaxCount(2), time.Now)
+	m, err := rec.Admissions.GetAdmissions(t.Context())
+	require.NoError(t, err)
+	now := time.Now()
+	m.Machines = append(m.Machines, "machine-h0")
+	m.Requests = map[string]remediation.Request{"machine-h0": {Value: remediation.RebootValue("machine-uid-h0", now), At: now, Host: "h0"}}
+	err = rec.Admissions.PutAdmissions(t.Context(), m)
+	require.NoError(t, c.Get(t.Context(), client.ObjectKeyFromObject(bmh), bmh))
+	require.Equal(t, v, bmh.Annotations[reboot.AnnotationPrefix+remediation.RebootKey], "precondition: r-gone's request still on h0")
+	assert.ErrorIs(t, err, ErrHostHeld,
+		"the Machine remediation admitted machine-h0 on h0 while the PowerCycleRemediation r-gone's admission (the old record, not yet migrated) "+
+			"and its request hold h0")
+}
+
+// TestReview41_LegacyGoneAdmissionWaitsForNextSweep: the sweep runs at
+// start, before the restore loop's first tick migrates the old record;
+// a gone remediation moved in by the migration is therefore first
+// reconciled at the next sweep, SweepEvery (one minute by default)
+// later. r-gone never wrote a request (Member.Wrote false: released at
+// once by its gone pass), yet after the upgrade it holds the storm
+// guard's slot (MaxCount(1)) for about a minute: h1's remediation waits
+// meanwhile. Ground truth: the shared record read directly.
+func TestReview41_LegacyGoneAdmissionWaitsForNextSweep(t *testing.T) {
+	e := newExtEnv(t, []string{"h0"}, remediation.MaxCount(1))
+	e.stopCtl()
+	require.NoError(t, e.direct.Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: ExternalAdmissionsName},
+		Data: map[string]string{"machines": `["r-gone"]`, "requests": `{}`, "members": `{"r-gone":{}}`}}))
+	e.startControllers()
+	shared := &Admissions{Client: e.direct, Namespace: e.ns, Section: SectionExternal}
+	e.eventually("migrated", 10*time.Second, func() bool {
+		a, err := shared.GetAdmissions(e.ctx)
+		return err == nil && a.Has("r-gone")
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	var a remediation.Admissions
+	for time.Now().Before(deadline) {
+		a, _ = shared.GetAdmissions(e.ctx)
+		if !a.Has("r-gone") {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	assert.False(t, a.Has("r-gone"),
+		"r-gone, gone and holding nothing, still admitted 15 s (75 poll intervals) after its migration: the start sweep ran before the "+
+			"migration and the next is SweepEvery later: %+v", a)
+}
