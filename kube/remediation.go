@@ -270,13 +270,23 @@ func (s *Admissions) read(ctx context.Context) (remediation.Admissions, *corev1.
 	var cm corev1.ConfigMap
 	err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.name()}, &cm)
 	if apierrors.IsNotFound(err) {
-		return remediation.Admissions{}, nil, nil
+		var a remediation.Admissions
+		if err := s.withLegacy(ctx, &a, nil); err != nil {
+			return remediation.Admissions{}, nil, err
+		}
+		return a, nil, nil
 	}
 	if err != nil {
 		return remediation.Admissions{}, nil, fmt.Errorf("kube: admissions: %w", err)
 	}
 	a, err := s.parse(&cm)
-	return a, &cm, err
+	if err != nil {
+		return a, &cm, err
+	}
+	if err := s.withLegacy(ctx, &a, &cm); err != nil {
+		return remediation.Admissions{}, nil, err
+	}
+	return a, &cm, nil
 }
 
 // parse reads this store's record from cm.
