@@ -161,7 +161,10 @@ func (s *Nodes) AddMetadata(ctx context.Context, name string, labels, annotation
 // names) and never written: a write of one section is a compare-and-swap
 // on the version that both were read at, so one record holds the storm
 // guard's count, and the lock per host (hostAdmissions), of both
-// controllers, and neither overwrites the other's members.
+// controllers, and neither overwrites the other's members. The shared
+// record's reads (Name "") count too, in Others, the admissions an
+// earlier version kept in ExternalAdmissionsName not yet moved into it
+// (withLegacy).
 type Admissions struct {
 	Client    client.Client
 	Namespace string
