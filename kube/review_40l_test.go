@@ -118,3 +118,92 @@ func TestReview40l_DeletedMachineDeprovisionedHostHeldForGood(t *testing.T) {
 			adm.Machines, lastErr, h.Spec.Online, h.Status.Provisioning.State)
 	}
 }
+
+// TestReview40l_OperatorStaleOnReadingReleasesWhileOff: kube/operator.go's
+// own evidence rule: "status.poweredOn is a power reading ... it may echo
+// the hardware's state up to StaleReads old (Ironic's cached power state,
+// synced periodically, and the operator's poll)". Host.PoweredOn
+// (operator.go:203, `!present && bmh.Status.PoweredOn && after(updated,
+// req.At)`) takes any on reading written after the request as the host on
+// since the request, although it may echo the hardware from up to
+// StaleReads before it: the reboot package waits such a reading out
+// (UpReadFrom), OperatorHosts does not. Here the operator writes a status
+// (for whatever reason) a second after the request with Ironic's cached
+// "on", then Ironic powers h1 off for the request; the health checker
+// clears m1's mark (its Node still reads Ready: the kubelet's grace period
+// has not run out). The cancelled remediation reads PoweredOn, then its
+// Node Ready, and ends Done, its admission released, while h1 is off and
+// not powered on since; with MaxCount(1) m2 is admitted and the
+// operator is asked to power h2 off: two hosts off at once. Ground truth:
+// the stand-in operator's own log of h1's power (off after the reading,
+// never on since).
+func TestReview40l_OperatorStaleOnReadingReleasesWhileOff(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	c := adminClient(t)
+	ns := newNamespace(t, c)
+	newBMH(t, c, ns, "h1")
+	newBMH(t, c, ns, "h2")
+	for _, h := range []string{"h1", "h2"} {
+		setStatus(t, c, ns, h, func(st *metal3.BareMetalHostStatus) {
+			st.PoweredOn = true
+			st.LastUpdated = &metav1.Time{Time: time.Now().Add(-time.Hour)}
+		})
+	}
+	cl := fake.NewCluster()
+	cl.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c"})
+	cl.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
+	cl.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
+	cl.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
+	hostOf := func(ctx context.Context, m string) (string, error) {
+		if _, err := cl.Get(ctx, m); err != nil {
+			return "", err
+		}
+		return map[string]string{"m1": "h1", "m2": "h2"}[m], nil
+	}
+	const stale = 5 * time.Second
+	rem := &remediation.Reconciler{Machines: cl, Nodes: cl.Nodes(), Admissions: cl, Now: time.Now,
+		Hosts: &OperatorHosts{Client: c, Namespace: ns, HostOf: hostOf, StaleReads: stale},
+		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Hour}}
+
+	cl.SetNeedsRemediation("m1", true)
+	_, err := rem.Reconcile(ctx, "m1")
+	require.NoError(t, err)
+	requestAt := time.Now()
+	var h metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &h))
+	require.Contains(t, h.Annotations, remediation.RebootAnnotation, "precondition: m1's request is on h1")
+
+	// The operator writes a status a second after the request, echoing
+	// Ironic's cached power state (on, read before the request); then
+	// Ironic powers h1 off for the request. Truth: h1 off from here on
+	// (this stand-in operator powers it on never within the test: slow).
+	time.Sleep(1100 * time.Millisecond)
+	setStatus(t, c, ns, "h1", func(st *metal3.BareMetalHostStatus) {
+		st.PoweredOn = true
+		st.LastUpdated = &metav1.Time{Time: time.Now()}
+	})
+	h1OffAt := time.Now()
+	require.Less(t, h1OffAt.Sub(requestAt), stale, "precondition: the reading is younger than StaleReads after the request")
+
+	// The health checker clears the mark; the Node still reads Ready.
+	cl.SetNeedsRemediation("m1", false)
+	for i := 0; i < 6; i++ {
+		_, err := rem.Reconcile(ctx, "m1")
+		rec, _ := cl.Get(ctx, "m1")
+		t.Logf("m1 pass: %v, phase %s", err, rec.State.Phase)
+	}
+	cl.SetNodeReady("m2", false)
+	cl.SetNeedsRemediation("m2", true)
+	_, err = rem.Reconcile(ctx, "m2")
+	t.Logf("m2's pass: %v", err)
+	adm, _ := cl.GetAdmissions(ctx)
+	var h2 metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h2"}, &h2))
+	_, m2Req := h2.Annotations[remediation.RebootAnnotation]
+	if !adm.Has("m1") || adm.Has("m2") || m2Req {
+		rec, _ := cl.Get(ctx, "m1")
+		t.Fatalf("limit MaxCount(1): m1's cancelled remediation ended (%s) and released its admission (admissions %v) on an on reading written %v after the request (within StaleReads %v: it may echo the host before the request), while h1 has been off since %v (ground truth, never on since); m2 admitted with its request on h2: %v",
+			rec.State.Phase, adm.Machines, h1OffAt.Sub(requestAt).Round(time.Millisecond), stale, h1OffAt.Format(time.StampMilli), m2Req)
+	}
+}
