@@ -207,3 +207,99 @@ func TestReview40l_OperatorStaleOnReadingReleasesWhileOff(t *testing.T) {
 			rec.State.Phase, adm.Machines, h1OffAt.Sub(requestAt).Round(time.Millisecond), stale, h1OffAt.Format(time.StampMilli), m2Req)
 	}
 }
+
+// TestReview40l_OperatorReRequestRecordedAtStartReleasesGoneWhileOff: the
+// Reconciler records a Machine's request in the admission record with At
+// = State.Started (remediation/reconciler.go:294, `attempt :=
+// Request{Value: d.RebootValue, At: d.State.Started, ...}`), but a
+// request written again within the attempt (phased.go's request():
+// "reboot request missing or replaced: request again", or after a move)
+// is written at State.RequestedAt, later. A gone Machine's admission is
+// kept while its host is held, read through that recorded request
+// (stillHeld, OperatorHosts.ReadRequest): OperatorHosts.read's PoweredOn
+// (`after(updated, req.At)`) then takes a status "on" the operator wrote
+// between the attempt's start and the second request, a true reading of
+// the host before it was powered off for that request, as the host on
+// since the request. m1's first request is removed by hand, the operator
+// writes h1 on, m1 writes its request again, the operator powers h1 off
+// for it (its status not yet written: within StaleReads), m1 is deleted:
+// its admission is released in that pass, and m2 admitted with its
+// request on h2 (MaxCount(1)) while h1 is off. Ground truth: the stand-in
+// operator's own log (h1 off after the second request, never on since).
+func TestReview40l_OperatorReRequestRecordedAtStartReleasesGoneWhileOff(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	c := adminClient(t)
+	ns := newNamespace(t, c)
+	newBMH(t, c, ns, "h1")
+	newBMH(t, c, ns, "h2")
+	for _, h := range []string{"h1", "h2"} {
+		setStatus(t, c, ns, h, func(st *metal3.BareMetalHostStatus) {
+			st.PoweredOn = true
+			st.LastUpdated = &metav1.Time{Time: time.Now().Add(-time.Hour)}
+		})
+	}
+	cl := fake.NewCluster()
+	cl.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c"})
+	cl.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
+	cl.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
+	cl.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
+	hostOf := func(ctx context.Context, m string) (string, error) {
+		if _, err := cl.Get(ctx, m); err != nil {
+			return "", err
+		}
+		return map[string]string{"m1": "h1", "m2": "h2"}[m], nil
+	}
+	const stale = 5 * time.Second
+	rem := &remediation.Reconciler{Machines: cl, Nodes: cl.Nodes(), Admissions: cl, Now: time.Now,
+		Hosts: &OperatorHosts{Client: c, Namespace: ns, HostOf: hostOf, StaleReads: stale},
+		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Hour}}
+
+	cl.SetNodeReady("m1", false)
+	cl.SetNeedsRemediation("m1", true)
+	_, err := rem.Reconcile(ctx, "m1")
+	require.NoError(t, err)
+	var h metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &h))
+	require.Contains(t, h.Annotations, remediation.RebootAnnotation, "precondition: m1's request is on h1")
+	// The request is removed by hand before the operator acted on it.
+	delete(h.Annotations, remediation.RebootAnnotation)
+	require.NoError(t, c.Update(ctx, &h))
+	// The operator writes its status: h1 on (true: it never powered it off).
+	time.Sleep(1100 * time.Millisecond)
+	setStatus(t, c, ns, "h1", func(st *metal3.BareMetalHostStatus) {
+		st.PoweredOn = true
+		st.LastUpdated = &metav1.Time{Time: time.Now()}
+	})
+	onWritten := time.Now()
+	time.Sleep(100 * time.Millisecond)
+	// m1 writes its request again.
+	_, err = rem.Reconcile(ctx, "m1")
+	require.NoError(t, err)
+	rec, err := cl.Get(ctx, "m1")
+	require.NoError(t, err)
+	require.True(t, rec.State.RequestedAt.After(onWritten), "precondition: the request written again after the operator's status (%+v)", rec.State)
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &h))
+	require.Equal(t, remediation.RebootValue("uid-m1", rec.State.RequestedAt), h.Annotations[remediation.RebootAnnotation], "precondition: the second request is on h1")
+	adm, _ := cl.GetAdmissions(ctx)
+	t.Logf("recorded request %+v; state Started %v RequestedAt %v", adm.Requests["m1"], rec.State.Started, rec.State.RequestedAt)
+	// The operator powers h1 off for it (ground truth); its status
+	// catches up later (within StaleReads, not within this test).
+	h1OffAt := time.Now()
+
+	require.NoError(t, cl.Delete(ctx, "m1"))
+	_, err = rem.Reconcile(ctx, "m1")
+	t.Logf("m1 gone: %v", err)
+	cl.SetNodeReady("m2", false)
+	cl.SetNeedsRemediation("m2", true)
+	_, err = rem.Reconcile(ctx, "m2")
+	t.Logf("m2's pass: %v", err)
+	adm, _ = cl.GetAdmissions(ctx)
+	var h2 metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h2"}, &h2))
+	_, m2Req := h2.Annotations[remediation.RebootAnnotation]
+	if !adm.Has("m1") || adm.Has("m2") || m2Req {
+		t.Fatalf("limit MaxCount(1): gone m1's admission released (admissions %v) while h1 is off for its second request (written %v; recorded At %v, the attempt's start), powered off at %v and never on since (ground truth); the operator's status 'on' was written at %v, before that request; m2 admitted with its request on h2: %v",
+			adm.Machines, rec.State.RequestedAt.Format(time.StampMilli), rec.State.Started.Format(time.StampMilli), h1OffAt.Format(time.StampMilli), onWritten.Format(time.StampMilli), m2Req)
+	}
+}
