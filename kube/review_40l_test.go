@@ -303,3 +303,64 @@ func TestReview40l_OperatorReRequestRecordedAtStartReleasesGoneWhileOff(t *testi
 			adm.Machines, rec.State.RequestedAt.Format(time.StampMilli), rec.State.Started.Format(time.StampMilli), h1OffAt.Format(time.StampMilli), onWritten.Format(time.StampMilli), m2Req)
 	}
 }
+
+// TestReview40l_OperatorCancelBeforeActingHeldUntilTimeout: durations.
+// kube/operator.go: the operator "writes status only when something
+// changes", and a reading read now is at most StaleReads behind the
+// hardware. A remediation cancelled (mark cleared, Node Ready) before the
+// operator acted on its request leaves a host that never went off: the
+// operator writes no new status. PoweredOn (operator.go:203) requires a
+// status written after the request (`after(updated, req.At)`), never
+// "on, read more than StaleReads after the request" (the evidence Fenced
+// and OffAfterRequest accept for "off"), so the cancelled remediation
+// waits in powering-on, admitted, for the whole Timeout (10 min by
+// default): a storm-guard slot and the host lock held for a host that is
+// on and was never off. Ground truth: the BareMetalHost's status (on,
+// unchanged) and no request on it.
+func TestReview40l_OperatorCancelBeforeActingHeldUntilTimeout(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	c := adminClient(t)
+	ns := newNamespace(t, c)
+	newBMH(t, c, ns, "h1")
+	setStatus(t, c, ns, "h1", func(st *metal3.BareMetalHostStatus) {
+		st.PoweredOn = true
+		st.LastUpdated = &metav1.Time{Time: time.Now().Add(-time.Hour)}
+	})
+	cl := fake.NewCluster()
+	cl.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c"})
+	cl.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
+	hostOf := func(ctx context.Context, m string) (string, error) {
+		if _, err := cl.Get(ctx, m); err != nil {
+			return "", err
+		}
+		return "h1", nil
+	}
+	const stale = time.Second
+	rem := &remediation.Reconciler{Machines: cl, Nodes: cl.Nodes(), Admissions: cl, Now: time.Now,
+		Hosts: &OperatorHosts{Client: c, Namespace: ns, HostOf: hostOf, StaleReads: stale},
+		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Hour}}
+
+	cl.SetNeedsRemediation("m1", true)
+	_, err := rem.Reconcile(ctx, "m1")
+	require.NoError(t, err)
+	requestAt := time.Now()
+	// Cancelled before the operator acted: the host stays on, its
+	// status unchanged.
+	cl.SetNeedsRemediation("m1", false)
+	var phase remediation.Phase
+	for end := time.Now().Add(stale + 4*time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		_, err := rem.Reconcile(ctx, "m1")
+		require.NoError(t, err)
+		rec, _ := cl.Get(ctx, "m1")
+		phase = rec.State.Phase
+		if a, _ := cl.GetAdmissions(ctx); !remediation.InFlight(phase) && !a.Has("m1") {
+			return
+		}
+	}
+	var h metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &h))
+	a, _ := cl.GetAdmissions(ctx)
+	t.Fatalf("cancelled m1 still %s and admitted (%v) %v after its request, %v past StaleReads, although h1 reads on (status.poweredOn %v, no request: %v) and never went off: held until the Timeout (10 min by default)",
+		phase, a.Machines, time.Since(requestAt).Round(time.Millisecond), time.Since(requestAt.Add(stale)).Round(time.Millisecond), h.Status.PoweredOn, h.Annotations[remediation.RebootAnnotation] == "")
+}
