@@ -100,7 +100,10 @@
 // fleet only powering the server on (it may be off).
 // The executor's own job reboots it with the server's reboot command (the
 // inventory's reboot key) only when no other power cycle of the fleet is
-// unsettled (self last, alone; meanwhile no other server is powered off),
+// unsettled (self last, alone; meanwhile no other server is powered off,
+// held from before "sent" is recorded), only if (Options.PlanCheck) its
+// plan still runs it and it was not cancelled before the command was sent
+// (then it undoes its drain and ends cancelled, the command never run),
 // after recording the boot ID (Options.BootID) and "sent on this boot":
 // the command runs once per boot, never again while the boot ID stays
 // the same or cannot be read, and the reboot counts done when the
@@ -117,8 +120,9 @@
 // decide since (the job failing, an abandon): while it runs, and until
 // another boot ID is read on the server, nothing else is powered off for
 // ShutdownMax after the command returned or was killed (its cut-off; it
-// may hang up to the command timeout), and the server counts as down, no
-// new job of it is created (ErrServerBusy) and OpenFleet refuses an
+// may hang up to the command timeout, then its whole process group is
+// killed and the fleet waits at most 2 s more for its output), and the
+// server counts as down, no new job of it is created (ErrServerBusy) and OpenFleet refuses an
 // inventory without it (ErrMissingServer, unless the operator abandoned
 // it: then removing it is their call) until a health check begun after
 // then passes. A server without a reboot command fails its job at once,

@@ -95,10 +95,11 @@ type Options struct {
 	// /proc/sys/kernel/random/boot_id).
 	BootID func() (string, error)
 	// PlanCheck, if set, is asked right before the first power-off of a
-	// reboot is sent: does plan planUUID still run job jobUUID (the plan
-	// has not ended and the job's reboot is still in its job step)? No
-	// answer, or no, and nothing is powered off; "no" cancels the job
-	// (why says why).
+	// reboot is sent (for the executor's own server: before its reboot
+	// command is recorded sent and run): does plan planUUID still run job
+	// jobUUID (the plan has not ended and the job's reboot is still in its
+	// job step)? No answer, or no, and nothing is powered off (no reboot
+	// command run); "no" cancels the job (why says why).
 	PlanCheck func(ctx context.Context, planUUID, jobUUID string) (live bool, why string, err error)
 	// OnBMCError, if set, is called for every BMC error with its class
 	// (metrics).

@@ -426,6 +426,12 @@ func decideJob(in jobInput, now time.Time) jobStep {
 			}
 			break
 		}
+		if j.Cancel {
+			// Cancelled (its plan cancelled, CancelJob, abandoned) before
+			// the command was sent: it is never run.
+			undrainThen(JobCancelled, cancelMsg("cancelled before its reboot command was sent"))
+			break
+		}
 		if !in.Self {
 			// The executor no longer runs on this server (restarted on
 			// another machine, --self changed): its reboot command is a

@@ -260,14 +260,33 @@ func (f *Fleet) stepJob(ctx context.Context, id string) bool {
 			in.Healthy = f.check(ctx, s) == nil
 		}
 		st := decideJob(in, f.now())
+		if st.Act == actSelfReboot {
+			// The executor's own reboot command is this job's first
+			// power-off: asked of the plan like a BMC one (mayPowerOff),
+			// before "sent" is recorded, so a refusal records nothing.
+			if why, retry := f.selfRebootAllowed(ctx, j); why != "" {
+				if retry {
+					f.infof("job step failed; retrying", "job", id, "server", s.Hostname, "step", st.Act.String(), "error", why)
+					return true
+				}
+				continue // cancelled: decided again (never sent)
+			}
+			// Held from before "sent" is recorded: from then on no other
+			// server is powered off (offHorizon) until its cut-off.
+			f.mu.Lock()
+			f.selfCmds[s.UUID] = true
+			f.mu.Unlock()
+		}
 		if st.Changed {
 			if j, err = f.persist(j, st.Job); err != nil {
+				f.releaseSelfCmd(s.UUID, st.Act)
 				f.infof("job state not saved", "job", id, "error", err.Error())
 				return true
 			}
 			f.logStep(j)
 		}
 		if f.crashAt("job " + st.Job.State + " " + st.Act.String()) {
+			f.releaseSelfCmd(s.UUID, st.Act)
 			return false
 		}
 		if st.Act == actNone {
@@ -277,6 +296,7 @@ func (f *Fleet) stepJob(ctx context.Context, id string) bool {
 			continue
 		}
 		aerr := f.act(ctx, s, j, st.Act)
+		f.releaseSelfCmd(s.UUID, st.Act)
 		if f.isDead() || ctx.Err() != nil {
 			return false
 		}
@@ -333,6 +353,41 @@ func (f *Fleet) stepJob(ctx context.Context, id string) bool {
 		}
 	}
 	return true
+}
+
+// selfRebootAllowed asks Options.PlanCheck whether job j may run the
+// executor's own reboot command now: "" if so; else why not, and whether
+// to retry (the plan cannot be read) or not (the plan no longer runs the
+// job: it is cancelled).
+func (f *Fleet) selfRebootAllowed(ctx context.Context, j JobRecord) (why string, retry bool) {
+	if f.opts.PlanCheck == nil {
+		return "", false
+	}
+	ok, why, err := f.opts.PlanCheck(ctx, j.Plan, j.UUID)
+	if err != nil {
+		return "reboot command not run: its plan cannot be read: " + err.Error(), true
+	}
+	if ok {
+		return "", false
+	}
+	if why == "" {
+		why = "its plan no longer runs it"
+	}
+	if err := f.cancelJob(j.UUID, why); err != nil {
+		return "reboot command not run: " + why + " (cancel not saved: " + err.Error() + ")", true
+	}
+	return why, false
+}
+
+// releaseSelfCmd ends the hold stepJob put on the other servers'
+// power-offs for a self reboot act (a no-op for any other act).
+func (f *Fleet) releaseSelfCmd(server string, a jobAct) {
+	if a != actSelfReboot {
+		return
+	}
+	f.mu.Lock()
+	delete(f.selfCmds, server)
+	f.mu.Unlock()
 }
 
 // persist writes next over the job read as prev (compare-and-swap on its
@@ -559,7 +614,13 @@ func copyMap(m map[string]string) map[string]string {
 	return out
 }
 
-// command runs argv with the command timeout.
+// commandWaitDelay bounds how long a command that was killed (its timeout
+// or an interrupt) may keep the fleet waiting for its output pipe.
+const commandWaitDelay = 2 * time.Second
+
+// command runs argv with the command timeout: it returns at most
+// commandWaitDelay after the timeout or ctx's end, its process group
+// killed.
 func (f *Fleet) command(ctx context.Context, argv []string) error {
 	if f.opts.command != nil {
 		return f.opts.command(ctx, argv)
@@ -568,6 +629,12 @@ func (f *Fleet) command(ctx context.Context, argv []string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = f.inv.CommandEnv(nil) // explicit: never the executor's whole environment (BMC passwords)
+	// At the timeout or an interrupt the command's whole process group is
+	// killed (a wrapper script's children too), and the wait for its
+	// output is bounded by commandWaitDelay even if a descendant that
+	// left the group still holds the pipe.
+	inGroup(cmd)
+	cmd.WaitDelay = commandWaitDelay
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := termsafe.Clean(string(out))
