@@ -193,9 +193,14 @@ func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, re
 		offAfter := now.Add(-stale) // the earliest the reading now may describe
 		// The reading describes an instant after the request: written
 		// after it, or read more than StaleReads after it.
-		since := after(updated, req.At) || offAfter.After(req.At.Truncate(time.Second).Add(time.Second))
-		out.Fenced = out.Requested && !bmh.Status.PoweredOn && offAfter.After(req.At.Truncate(time.Second).Add(time.Second))
-		out.PoweredOn = !present && bmh.Status.PoweredOn && after(updated, req.At)
+		readLate := offAfter.After(req.At.Truncate(time.Second).Add(time.Second))
+		since := after(updated, req.At) || readLate
+		out.Fenced = out.Requested && !bmh.Status.PoweredOn && readLate
+		// "On" after the request needs the same evidence as "off": a
+		// status written soon after the request may echo Ironic's
+		// cached state from before it, so it counts only when written,
+		// or read, more than StaleReads after the request.
+		out.PoweredOn = !present && bmh.Status.PoweredOn && (readLate || after(updated, req.At.Add(stale)))
 		// Held (remediation.Held) until the operator shows the host on
 		// after the request: off after it, or a reading that cannot
 		// show it on since (off from before, or on from before the

@@ -1,6 +1,7 @@
 package remediation
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -291,7 +292,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	}
 	d := r.Config.Decide(o, r.Now())
 	res := Result{Decision: d, RequeueAfter: d.RequeueAfter}
-	attempt := Request{Value: d.RebootValue, At: d.State.Started, Host: d.State.Host}
+	// The request's T is the time it was written (RequestedAt), as
+	// LastRequest and RequestFor read it: a re-request's At is not the
+	// attempt's start.
+	attempt := Request{Value: d.RebootValue, At: cmp.Or(d.State.RequestedAt, d.State.Started), Host: d.State.Host}
 	// The request is recorded with the admission before it is written
 	// (step 1): it outlives the Machine (abandon).
 	recorded := attempt
