@@ -59,3 +59,75 @@ func TestReview37_BoltPutViewOtherPlansView(t *testing.T) {
 		"PutView accepted q's view over r: the header says unfinished=%v, the records (reboot 0 %s %q) unfinished=%v",
 		gh.Unfinished(), gr.Reboots[0].ServerUUID, gr.Reboots[0].Step, gr.Unfinished())
 }
+
+// TestReview37_BoltPutViewStartedPastUnloaded (issue 37 round 11, bbolt):
+// CheckLoads asks only that the view load the stored in-flight reboots and
+// the stored first pending one; the view's Index.Started may then jump
+// past pending reboots it never loaded (counted failed). PutView writes
+// that index: the header says every reboot started while records 2 and 3
+// are pending (never rebooted), and a fresh store's Get refuses the plan.
+func TestReview37_BoltPutViewStartedPastUnloaded(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "plans.db")
+	s, err := plan.OpenBolt(path)
+	require.NoError(t, err)
+	clk := fake.NewClock(time.Time{})
+	servers := resumeServers(clk, 4)
+	r := runningPlanOf(t, "r", servers, clk.Now())
+	at := clk.Now()
+	r.Reboots[0].Step, r.Reboots[0].JobUUID, r.Reboots[0].StartedAt = plan.StepJob, "job-1", &at
+	require.NoError(t, s.Create(ctx, r))
+
+	v, err := s.GetView(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, v.Index.InFlight)
+	require.Equal(t, 1, v.Index.Started)
+	v.Pos, v.Reboots = []int{0, 1}, []plan.Reboot{v.Reboots[0], v.Reboots[1]}
+	v.Reboots[1].Step, v.Reboots[1].FinishedAt = plan.StepFailed, &at
+	v.Index.Started, v.Index.Failed = 4, v.Index.Failed+3
+	perr := s.PutView(ctx, v)
+	require.NoError(t, s.Close())
+
+	truth, err := plan.OpenBolt(path)
+	require.NoError(t, err)
+	defer truth.Close()
+	if perr != nil {
+		return
+	}
+	gr, gerr := truth.Get(ctx, "r")
+	gh, herr := truth.GetHead(ctx, "r")
+	require.NoError(t, herr)
+	require.NoError(t, gerr, "PutView accepted a view whose index starts reboots it did not load (header started %d), and the plan can no longer be read", gh.Index.Started)
+	assert.Equal(t, plan.IndexOf(gr).Started, gh.Index.Started, "the header's index says started, the records do not")
+}
+
+// TestReview37_BoltPutViewInFlightBackToPending (issue 37 round 11,
+// bbolt): a view that loads the stored in-flight reboot but sets it back
+// to pending (its JobUUID still set: no job ended) and cancels the plan is
+// written: no legitimate path moves a reboot from in flight to pending,
+// yet the plan now ends with the reboot's job running, and Create accepts
+// a plan over its server.
+func TestReview37_BoltPutViewInFlightBackToPending(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "plans.db")
+	s, err := plan.OpenBolt(path)
+	require.NoError(t, err)
+	defer s.Close()
+	clk := fake.NewClock(time.Time{})
+	servers := resumeServers(clk, 4)
+	r := runningPlanOf(t, "r", servers[:2], clk.Now())
+	at := clk.Now()
+	r.Reboots[0].Step, r.Reboots[0].JobUUID, r.Reboots[0].StartedAt = plan.StepJob, "job-1", &at
+	require.NoError(t, s.Create(ctx, r))
+
+	v, err := s.GetView(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, v.Index.InFlight)
+	require.Equal(t, 0, v.Pos[0])
+	v.Reboots[0].Step = plan.StepPending
+	v.Index.Started, v.Index.InFlight = 0, nil
+	v.State = plan.StateCanceled
+	perr := s.PutView(ctx, v)
+	cerr := s.Create(ctx, runningPlanOf(t, "q", servers[:1], clk.Now()))
+	assert.True(t, perr != nil || cerr != nil, "a view setting the in-flight reboot (job-1) back to pending (%v), then a plan over its server (%v): one must be refused", perr, cerr)
+}
