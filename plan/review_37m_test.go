@@ -131,3 +131,33 @@ func TestReview37_BoltPutViewInFlightBackToPending(t *testing.T) {
 	cerr := s.Create(ctx, runningPlanOf(t, "q", servers[:1], clk.Now()))
 	assert.True(t, perr != nil || cerr != nil, "a view setting the in-flight reboot (job-1) back to pending (%v), then a plan over its server (%v): one must be refused", perr, cerr)
 }
+
+// TestReview37_AdapterPutViewInFlightBackToPending (issue 37 round 11, the
+// Views adapter over a plan.Store that is not a ViewStore): as
+// TestReview37_BoltPutViewInFlightBackToPending, a view setting the
+// in-flight reboot back to pending and cancelling the plan is written (Put
+// of the whole plan), and Create accepts a plan over its server.
+func TestReview37_AdapterPutViewInFlightBackToPending(t *testing.T) {
+	ctx := context.Background()
+	bs, err := plan.OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
+	require.NoError(t, err)
+	defer bs.Close()
+	s := plan.Views(struct{ plan.Store }{bs})
+	clk := fake.NewClock(time.Time{})
+	servers := resumeServers(clk, 4)
+	r := runningPlanOf(t, "r", servers[:2], clk.Now())
+	at := clk.Now()
+	r.Reboots[0].Step, r.Reboots[0].JobUUID, r.Reboots[0].StartedAt = plan.StepJob, "job-1", &at
+	require.NoError(t, bs.Create(ctx, r))
+
+	v, err := s.GetView(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, v.Index.InFlight)
+	require.Equal(t, 0, v.Pos[0])
+	v.Reboots[0].Step = plan.StepPending
+	v.Index.Started, v.Index.InFlight = 0, nil
+	v.State = plan.StateCanceled
+	perr := s.PutView(ctx, v)
+	cerr := bs.Create(ctx, runningPlanOf(t, "q", servers[:1], clk.Now()))
+	assert.True(t, perr != nil || cerr != nil, "a view setting the in-flight reboot (job-1) back to pending (%v), then a plan over its server (%v): one must be refused", perr, cerr)
+}
