@@ -161,3 +161,49 @@ func TestReview37_AdapterPutViewInFlightBackToPending(t *testing.T) {
 	cerr := bs.Create(ctx, runningPlanOf(t, "q", servers[:1], clk.Now()))
 	assert.True(t, perr != nil || cerr != nil, "a view setting the in-flight reboot (job-1) back to pending (%v), then a plan over its server (%v): one must be refused", perr, cerr)
 }
+
+// TestReview37_BoltPutViewStaleViewNewVersion (issue 37 round 11, bbolt):
+// a view read at version 1 (reboot 0 pending), its Version set to the
+// stored one after another writer started reboot 0 (job-1), and the plan
+// cancelled, is written: PutView skips reboot 0 because it equals the
+// view's base (read at version 1), not the stored record, so the header
+// (nothing started, canceled) replaces the stored one while record 0 is in
+// flight. Create then accepts a plan over its server.
+func TestReview37_BoltPutViewStaleViewNewVersion(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "plans.db")
+	s, err := plan.OpenBolt(path)
+	require.NoError(t, err)
+	clk := fake.NewClock(time.Time{})
+	servers := resumeServers(clk, 4)
+	require.NoError(t, s.Create(ctx, runningPlanOf(t, "r", servers[:2], clk.Now())))
+
+	stale, err := s.GetView(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1}, stale.Pos)
+	w := stale
+	w.Plan = stale.Plan.Clone()
+	at := clk.Now()
+	w.Reboots[0].Step, w.Reboots[0].JobUUID, w.Reboots[0].StartedAt = plan.StepJob, "job-1", &at
+	w.Index.Started, w.Index.InFlight = 1, []int{0}
+	require.NoError(t, s.PutView(ctx, w)) // the executor starts reboot 0
+	h, err := s.GetHead(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, h.Index.InFlight)
+
+	stale.Version = h.Version
+	stale.State = plan.StateCanceled
+	perr := s.PutView(ctx, stale)
+	cerr := s.Create(ctx, runningPlanOf(t, "q", servers[:1], clk.Now()))
+	assert.True(t, perr != nil || cerr != nil, "a view of version 1 written as the stored version over reboot 0 in flight (%v), then a plan over its server (%v): one must be refused", perr, cerr)
+	require.NoError(t, s.Close())
+
+	truth, err := plan.OpenBolt(path)
+	require.NoError(t, err)
+	defer truth.Close()
+	if perr != nil {
+		return
+	}
+	_, gerr := truth.Get(ctx, "r")
+	assert.NoError(t, gerr, "PutView accepted a stale view over reboot 0 in flight, and the plan can no longer be read")
+}
