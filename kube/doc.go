@@ -101,7 +101,11 @@
 //     Machine remediation's requests. Admissions an earlier version kept
 //     in ExternalAdmissionsName are moved into the shared record once
 //     (marked there in the same write), never admitted again after their
-//     release. The binary runs it under the LeaseGuard
+//     release, and each moved gets a pass at once; until they are moved,
+//     every read of the shared record counts them as the other
+//     section's holders (remediation.Admissions.Others: the storm guard
+//     of both controllers counts them, the lock per host holds their
+//     hosts), also in a binary without the external controller. The binary runs it under the LeaseGuard
 //     (ExternalRemediationController.Guard) and reads the remediation
 //     from the API server (Reader) to check the persisted attempt before
 //     each side effect.

@@ -148,9 +148,11 @@ func (b *nodeBackups) restore(ctx context.Context, nodes remediation.NodeStore) 
 	return len(m), nil
 }
 
-// restoreLoop restores kept backups every interval until ctx is done (a
-// manager Runnable: under leader election, and again after a restart).
-func (c *ExternalRemediationController) restoreLoop(ctx context.Context) error {
+// restoreLoop restores kept backups, and moves the admissions of an
+// earlier version (migrateAdmissions), every interval until ctx is done
+// (a manager Runnable: under leader election, and again after a
+// restart); each name moved is handed to enqueue at once.
+func (c *ExternalRemediationController) restoreLoop(ctx context.Context, enqueue func(name string)) error {
 	b := &nodeBackups{Client: c.Client, Namespace: c.Namespace}
 	t := time.NewTicker(c.poll())
 	defer t.Stop()
@@ -163,11 +165,17 @@ func (c *ExternalRemediationController) restoreLoop(ctx context.Context) error {
 		// Under the lease, as every other write of the controller: a
 		// process that lost it restores nothing.
 		pass, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var added []string
 		_ = reboot.Fenced(pass, c.Guard, "external remediation: restore node backups", func(ctx context.Context) error {
 			_, err := b.restore(ctx, c.nodes())
-			return errors.Join(err, c.migrateAdmissions(ctx))
+			var merr error
+			added, merr = c.migrate(ctx)
+			return errors.Join(err, merr)
 		})
 		cancel()
+		for _, n := range added {
+			enqueue(n)
+		}
 	}
 }
 
@@ -193,41 +201,54 @@ const migratedKey = "external-migrated"
 // The marker is removed once the old ConfigMap holds no admissions. The
 // restore loop runs it under the lease.
 func (c *ExternalRemediationController) migrateAdmissions(ctx context.Context) error {
+	_, err := c.migrate(ctx)
+	return err
+}
+
+// migrate is migrateAdmissions, returning the names it added to the
+// shared record (each needs a pass at once: one that no longer exists
+// is otherwise first reconciled at the next Sweep).
+func (c *ExternalRemediationController) migrate(ctx context.Context) ([]string, error) {
+	var added []string
 	var err error
 	for range 5 {
-		if err = c.migrateOnce(ctx); !errors.Is(err, remediation.ErrConflict) {
+		var n []string
+		n, err = c.migrateOnce(ctx)
+		added = append(added, n...)
+		if !errors.Is(err, remediation.ErrConflict) {
 			break
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("kube: move the external admissions of %s/%s: %w", c.Namespace, ExternalAdmissionsName, err)
+		return added, fmt.Errorf("kube: move the external admissions of %s/%s: %w", c.Namespace, ExternalAdmissionsName, err)
 	}
-	return nil
+	return added, nil
 }
 
-func (c *ExternalRemediationController) migrateOnce(ctx context.Context) error {
+func (c *ExternalRemediationController) migrateOnce(ctx context.Context) ([]string, error) {
 	legacy := &Admissions{Client: c.Client, Namespace: c.Namespace, Name: ExternalAdmissionsName}
 	old, err := legacy.GetAdmissions(ctx)
 	if err != nil || len(old.Machines) == 0 && len(old.Requests) == 0 && len(old.Members) == 0 {
-		return err
+		return nil, err
 	}
 	shared := &Admissions{Client: c.Client, Namespace: c.Namespace, Section: SectionExternal}
 	a, raw, err := shared.getAdmissions(ctx, migratedKey)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	moved := map[string]string{}
 	if raw != "" {
 		if err := json.Unmarshal([]byte(raw), &moved); err != nil {
-			return fmt.Errorf("kube: admissions %s/%s: %s: %w", c.Namespace, shared.name(), migratedKey, err)
+			return nil, fmt.Errorf("kube: admissions %s/%s: %s: %w", c.Namespace, shared.name(), migratedKey, err)
 		}
 	}
-	add := false
+	var added []string
 	for _, m := range old.Machines {
 		if v, ok := moved[m]; ok && v == old.Requests[m].Value {
 			continue // moved once: never admitted again from here
 		}
-		moved[m], add = old.Requests[m].Value, true
+		moved[m] = old.Requests[m].Value
+		added = append(added, m)
 		if !a.Has(m) {
 			a.Machines = append(a.Machines, m)
 		}
@@ -246,25 +267,25 @@ func (c *ExternalRemediationController) migrateOnce(ctx context.Context) error {
 			a.Members[m] = e
 		}
 	}
-	if add {
+	if len(added) > 0 {
 		b, err := json.Marshal(moved)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := shared.putAdmissions(ctx, a, map[string]string{migratedKey: string(b)}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	old.Machines, old.Requests, old.Members = []string{}, nil, nil
 	if err := legacy.PutAdmissions(ctx, old); err != nil {
-		return err
+		return added, err
 	}
 	// Best effort: a marker left names only entries no longer in the old
 	// ConfigMap.
 	if a, err = shared.GetAdmissions(ctx); err == nil {
 		_ = shared.putAdmissions(ctx, a, map[string]string{migratedKey: ""})
 	}
-	return nil
+	return added, nil
 }
 
 func hasMember(a remediation.Admissions, m string) bool {

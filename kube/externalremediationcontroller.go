@@ -438,17 +438,22 @@ func truncate(s string, n int) string {
 // SetupWithManager watches the namespace's PowerCycleRemediations, runs
 // the sweep of the external admissions (Sweep: at start and every
 // SweepEvery) and the loop that restores, on a Node that registers again,
-// the backups of remediations that went before it was back.
+// the backups of remediations that went before it was back, and moves
+// the admissions an earlier version kept in ExternalAdmissionsName (each
+// name moved gets a pass at once).
 func (c *ExternalRemediationController) SetupWithManager(mgr ctrl.Manager) error {
 	gone := make(chan event.TypedGenericEvent[*v1alpha1.PowerCycleRemediation], 1024)
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		c.sweepEvery(ctx, func(name string) {
+	enqueue := func(ctx context.Context) func(name string) {
+		return func(name string) {
 			select {
 			case gone <- event.TypedGenericEvent[*v1alpha1.PowerCycleRemediation]{Object: &v1alpha1.PowerCycleRemediation{
 				ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}}:
 			case <-ctx.Done():
 			}
-		})
+		}
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		c.sweepEvery(ctx, enqueue(ctx))
 		return nil
 	})); err != nil {
 		return err
@@ -462,7 +467,9 @@ func (c *ExternalRemediationController) SetupWithManager(mgr ctrl.Manager) error
 		Complete(c); err != nil {
 		return err
 	}
-	return mgr.Add(manager.RunnableFunc(c.restoreLoop))
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return c.restoreLoop(ctx, enqueue(ctx))
+	}))
 }
 
 // externalHosts is the external remediation's HostStore: the wrapped

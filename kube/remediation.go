@@ -161,7 +161,10 @@ func (s *Nodes) AddMetadata(ctx context.Context, name string, labels, annotation
 // names) and never written: a write of one section is a compare-and-swap
 // on the version that both were read at, so one record holds the storm
 // guard's count, and the lock per host (hostAdmissions), of both
-// controllers, and neither overwrites the other's members.
+// controllers, and neither overwrites the other's members. The shared
+// record's reads (Name "") count too, in Others, the admissions an
+// earlier version kept in ExternalAdmissionsName not yet moved into it
+// (withLegacy).
 type Admissions struct {
 	Client    client.Client
 	Namespace string
@@ -270,13 +273,23 @@ func (s *Admissions) read(ctx context.Context) (remediation.Admissions, *corev1.
 	var cm corev1.ConfigMap
 	err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.name()}, &cm)
 	if apierrors.IsNotFound(err) {
-		return remediation.Admissions{}, nil, nil
+		var a remediation.Admissions
+		if err := s.withLegacy(ctx, &a, nil); err != nil {
+			return remediation.Admissions{}, nil, err
+		}
+		return a, nil, nil
 	}
 	if err != nil {
 		return remediation.Admissions{}, nil, fmt.Errorf("kube: admissions: %w", err)
 	}
 	a, err := s.parse(&cm)
-	return a, &cm, err
+	if err != nil {
+		return a, &cm, err
+	}
+	if err := s.withLegacy(ctx, &a, &cm); err != nil {
+		return remediation.Admissions{}, nil, err
+	}
+	return a, &cm, nil
 }
 
 // parse reads this store's record from cm.
