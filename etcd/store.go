@@ -1146,8 +1146,10 @@ func (s *Store) getView(ctx context.Context, uuid string) (plan.View, error) {
 // encoded, and only those whose encoding differs from their stored value
 // are written. After the write, the pages are remembered as the plan's at
 // the version it made, so that the next GetView reads none of them. A view
-// that does not load every reboot the stored plan has in flight and its
-// first pending one is refused (plan.ErrViewIncomplete).
+// that does not load every reboot the stored plan has in flight, its
+// first pending one and every reboot the view starts is refused
+// (plan.ErrViewIncomplete); one that sets a started reboot back to pending
+// is refused (plan.ErrStepBack).
 func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	if err := v.Check(); err != nil {
 		return err
@@ -1223,6 +1225,9 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 		was := pages[n][i%PageSize]
 		if was.ServerUUID != v.Reboots[k].ServerUUID {
 			return fmt.Errorf("%w: plan %s: reboot %d is server %s, the view says %s", plan.ErrCorrupt, v.UUID, i, was.ServerUUID, v.Reboots[k].ServerUUID)
+		}
+		if err := plan.CheckStepForward(v.UUID, i, was, v.Reboots[k]); err != nil {
+			return err
 		}
 		if plan.SameReboot(was, v.Reboots[k]) {
 			continue

@@ -436,7 +436,12 @@ func (s *BoltStore) GetView(_ context.Context, uuid string) (View, error) {
 // PutView implements ViewStore: one transaction, compare-and-swap on the
 // plan's version, writing the header and the loaded reboot records that
 // changed. A view that does not load every reboot the stored plan has in
-// flight and its first pending one is refused (ErrViewIncomplete).
+// flight, its first pending one and every reboot the view starts is
+// refused (ErrViewIncomplete); one that sets a started reboot back to
+// pending is refused (ErrStepBack). A loaded reboot is skipped unchanged
+// only when the view was read from this plan's header at this version;
+// otherwise it is compared with (and its server checked against) the
+// stored record.
 func (s *BoltStore) PutView(_ context.Context, v View) error {
 	if err := v.check(); err != nil {
 		return err
@@ -478,9 +483,13 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 		if err := checkResumedTx(tx, b, h, v.Unfinished(), v.DryRun); err != nil {
 			return err
 		}
+		// The view's base is this plan's stored header (its UUID and
+		// version) only when the view was read from this plan at this
+		// version; otherwise its reboots are compared with the records.
+		fromHere := v.base != nil && len(v.base.orig) == len(v.Reboots) && bytes.Equal(v.base.header, b.Get(keyHeader))
 		for k, r := range v.Reboots {
-			if v.base != nil && len(v.base.orig) == len(v.Reboots) && sameReboot(v.base.orig[k], r) {
-				continue // unchanged since read (and the version says nobody wrote)
+			if fromHere && sameReboot(v.base.orig[k], r) {
+				continue // unchanged since read from this header
 			}
 			i := v.pos(k)
 			rec, err := s.cachedRecord(b, v.UUID, i)
@@ -489,6 +498,12 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 			}
 			if rec.Reboot.ServerUUID != r.ServerUUID {
 				return fmt.Errorf("%w: plan %s: record %d is server %s, the view says %s", ErrCorrupt, v.UUID, i, rec.Reboot.ServerUUID, r.ServerUUID)
+			}
+			if err := CheckStepForward(v.UUID, i, rec.Reboot, r); err != nil {
+				return err
+			}
+			if sameReboot(rec.Reboot, r) {
+				continue
 			}
 			if err := putRecord(b, i, rec, r); err != nil {
 				return err

@@ -237,9 +237,11 @@ func (v View) check() error {
 var ErrViewIncomplete = errors.New("plan: the view does not load every reboot the stored plan has in flight and its first pending one: read it again with GetView")
 
 // CheckLoads returns an error wrapping ErrViewIncomplete unless v loads
-// every reboot in flight by the stored index and the stored first pending
-// reboot (position stored.Started, when one is left): what a GetView of
-// that index loads. A ViewStore checks it before it writes v's index over
+// every reboot in flight by the stored index, the stored first pending
+// reboot (position stored.Started, when one is left; what a GetView of
+// that index loads) and every reboot v's index starts past it (positions
+// stored.Started up to v.Index.Started). It returns one wrapping
+// ErrStepBack when v's index counts fewer reboots started than stored. A ViewStore checks it before it writes v's index over
 // the stored one. A full view (Pos nil) loads every reboot.
 func (v View) CheckLoads(stored Index) error {
 	if v.Pos == nil {
@@ -256,6 +258,31 @@ func (v View) CheckLoads(stored Index) error {
 	}
 	if stored.Started < stored.Total && !loaded(stored.Started) {
 		return fmt.Errorf("%w: plan %s: reboot %d is the first pending one and not in the view", ErrViewIncomplete, v.UUID, stored.Started)
+	}
+	if v.Index.Started < stored.Started {
+		return fmt.Errorf("%w: plan %s: the view says %d reboots started, the stored plan %d", ErrStepBack, v.UUID, v.Index.Started, stored.Started)
+	}
+	for p := stored.Started; p < v.Index.Started; p++ {
+		if !loaded(p) {
+			return fmt.Errorf("%w: plan %s: the view starts reboot %d and does not load it", ErrViewIncomplete, v.UUID, p)
+		}
+	}
+	return nil
+}
+
+// ErrStepBack: a view written sets a reboot the stored plan has started
+// back to pending, or counts fewer reboots started than the stored plan.
+// No pass does that: a started reboot's job may run, and a plan that
+// forgets it could end (or start another reboot) over it. Read the plan
+// again with GetView and decide on that view.
+var ErrStepBack = errors.New("plan: the view sets a started reboot back to pending: read the plan again with GetView")
+
+// CheckStepForward returns an error wrapping ErrStepBack when next (the
+// view's reboot at position pos of plan uuid) is pending while stored (the
+// stored one) is not. A ViewStore checks it on every reboot it writes.
+func CheckStepForward(uuid string, pos int, stored, next Reboot) error {
+	if stored.Step != StepPending && next.Step == StepPending {
+		return fmt.Errorf("%w: plan %s: reboot %d (%s) is %q, the view says %q", ErrStepBack, uuid, pos, stored.ServerHostname, stored.Step, next.Step)
 	}
 	return nil
 }
@@ -503,8 +530,10 @@ type ViewStore interface {
 	// PutView writes the view's header, index and loaded reboots if
 	// v.Version is the stored version (else ErrConflict), in one atomic,
 	// durable write that changes only the records that changed. A view
-	// that does not load every reboot the stored plan has in flight and
-	// its first pending one is refused (ErrViewIncomplete, View.CheckLoads).
+	// that does not load every reboot the stored plan has in flight, its
+	// first pending one and every reboot it starts is refused
+	// (ErrViewIncomplete, View.CheckLoads), and one that sets a started
+	// reboot back to pending (ErrStepBack, CheckStepForward).
 	PutView(ctx context.Context, v View) error
 }
 
@@ -566,6 +595,9 @@ func (a viewAdapter) PutView(ctx context.Context, v View) error {
 	for k, r := range v.Reboots {
 		if q.Reboots[v.pos(k)].ServerUUID != r.ServerUUID {
 			return fmt.Errorf("%w: plan %s: reboot %d is %s, view says %s", ErrCorrupt, v.UUID, v.pos(k), q.Reboots[v.pos(k)].ServerUUID, r.ServerUUID)
+		}
+		if err := CheckStepForward(v.UUID, v.pos(k), q.Reboots[v.pos(k)], r); err != nil {
+			return err
 		}
 		q.Reboots[v.pos(k)] = r
 	}
