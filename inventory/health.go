@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os/exec"
 )
 
 // CheckHealth runs server s's health check once, bounded by the
@@ -47,8 +46,8 @@ func (inv Inventory) CheckHealth(ctx context.Context, s Server) error {
 		}
 		return nil
 	default:
-		cmd := exec.CommandContext(ctx, h.Command[0], h.Command[1:]...)
-		cmd.Env = inv.CommandEnv(nil)
-		return cmd.Run()
+		// Its process group is killed at the timeout and when it exits.
+		_, err := runGrouped(ctx, h.Command, inv.CommandEnv(nil))
+		return err
 	}
 }

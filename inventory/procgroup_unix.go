@@ -23,3 +23,11 @@ func inGroup(cmd *exec.Cmd) {
 		return nil
 	}
 }
+
+// killGroup kills what is left of cmd's process group once cmd's own
+// process has exited (a background helper that would outlive it).
+func killGroup(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}

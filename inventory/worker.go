@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"time"
 
 	"github.com/rebootkit/rebootkit/internal/termsafe"
@@ -619,23 +618,20 @@ func copyMap(m map[string]string) map[string]string {
 const commandWaitDelay = 2 * time.Second
 
 // command runs argv with the command timeout: it returns at most
-// commandWaitDelay after the timeout or ctx's end, its process group
-// killed.
+// commandWaitDelay after the timeout or ctx's end, or after argv's own
+// process exits, its process group killed either way.
 func (f *Fleet) command(ctx context.Context, argv []string) error {
 	if f.opts.command != nil {
 		return f.opts.command(ctx, argv)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.inv.Defaults.commandTimeout())
 	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = f.inv.CommandEnv(nil) // explicit: never the executor's whole environment (BMC passwords)
-	// At the timeout or an interrupt the command's whole process group is
-	// killed (a wrapper script's children too), and the wait for its
-	// output is bounded by commandWaitDelay even if a descendant that
-	// left the group still holds the pipe.
-	inGroup(cmd)
-	cmd.WaitDelay = commandWaitDelay
-	out, err := cmd.CombinedOutput()
+	// Explicit environment: never the executor's whole environment (BMC
+	// passwords). At the timeout or an interrupt the command's whole
+	// process group is killed (a wrapper script's children too); when it
+	// exits, what is left of its group is killed; the wait for its output
+	// is bounded by commandWaitDelay.
+	out, err := runGrouped(ctx, argv, f.inv.CommandEnv(nil))
 	if err != nil {
 		msg := termsafe.Clean(string(out))
 		if len(msg) > 512 {
