@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,16 +81,41 @@ func TestReview41_UpgradeAdmitsBeforeMigration(t *testing.T) {
 	}
 	// The rest of the new process (its reboot controller, its restore
 	// loop that migrates, its sweep).
+	// Once migrated, r-gone may be released by its gone pass (its
+	// request removed, h0's record showing no power-off after it): from
+	// then on h1 may be admitted. So h1 must not be off at any time r-gone
+	// was seen still admitted (in the shared record, or unmoved in the
+	// old one), not over the whole wait (which flaked under load).
 	start := time.Now()
+	lastAdmitted := start
 	e.startControllers()
+	shared := &Admissions{Client: e.direct, Namespace: e.ns, Section: SectionExternal}
+	var a remediation.Admissions
 	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) && !e.hw["h1"].WasOffDuring(start, time.Now()) {
+	for time.Now().Before(deadline) {
+		seen := time.Now()
+		got, err := shared.GetAdmissions(e.ctx)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		a = got
+		var old corev1.ConfigMap
+		unmoved := false
+		if err := e.direct.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: ExternalAdmissionsName}, &old); err == nil {
+			unmoved = strings.Contains(old.Data["machines"], `"r-gone"`)
+		}
+		if !slices.Contains(a.Machines, "r-gone") && !unmoved {
+			break
+		}
+		lastAdmitted = seen
+		if e.hw["h1"].WasOffDuring(start, lastAdmitted) {
+			break
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	shared := &Admissions{Client: e.direct, Namespace: e.ns, Section: SectionExternal}
-	a, _ := shared.GetAdmissions(e.ctx)
 	require.False(t, e.hw["h0"].HardwareOn(), "test setup: h0 on")
-	assert.False(t, e.hw["h1"].WasOffDuring(start, time.Now()),
+	assert.False(t, e.hw["h1"].WasOffDuring(start, lastAdmitted),
 		"h1 was powered off while h0 is off and held by the old record's admission of r-gone (MaxCount(1)): the new version admitted "+
 			"h1's remediation before migrateAdmissions moved r-gone into the shared record (shared now %v)\n%s", a.Machines, e.dump())
 }
