@@ -78,32 +78,3 @@ func TestReview37n_AdapterPutViewReleasesRunningJob(t *testing.T) {
 	cerr := bs.Create(ctx, runningPlanOf(t, "q", servers[:1], clk.Now()))
 	assert.True(t, perr != nil || cerr != nil, "a view releasing reboot 0 (job-1 seen running) and ending the plan (%v), then a plan over its server (%v): one must be refused", perr, cerr)
 }
-
-// TestReview37n_BoltPutViewClearsRunningJob (issue 37 round 12, bbolt): a
-// view moving the stored in-flight reboot from StepJob (job-1 seen) back
-// to StepWaitHead with JobUUID cleared is written: the next pass creates a
-// second job on the server while job-1 runs.
-func TestReview37n_BoltPutViewClearsRunningJob(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "plans.db")
-	s, err := plan.OpenBolt(path)
-	require.NoError(t, err)
-	clk := fake.NewClock(time.Time{})
-	servers := resumeServers(clk, 4)
-	r := runningPlanOf(t, "r", servers[:1], clk.Now())
-	at := clk.Now()
-	r.Reboots[0].Step, r.Reboots[0].JobUUID, r.Reboots[0].JobSeen, r.Reboots[0].StartedAt = plan.StepJob, "job-1", true, &at
-	require.NoError(t, s.Create(ctx, r))
-
-	v, err := s.GetView(ctx, "r")
-	require.NoError(t, err)
-	v.Reboots[0].Step, v.Reboots[0].JobUUID, v.Reboots[0].JobSeen = plan.StepWaitHead, "", false
-	perr := s.PutView(ctx, v)
-	require.NoError(t, s.Close())
-	truth, err := plan.OpenBolt(path)
-	require.NoError(t, err)
-	defer truth.Close()
-	g, err := truth.Get(ctx, "r")
-	require.NoError(t, err)
-	assert.Error(t, perr, "a view forgetting job-1 (stored now %q, job %q) was written: the next pass creates a second job on the server", g.Reboots[0].Step, g.Reboots[0].JobUUID)
-}
