@@ -1148,8 +1148,10 @@ func (s *Store) getView(ctx context.Context, uuid string) (plan.View, error) {
 // the version it made, so that the next GetView reads none of them. A view
 // that does not load every reboot the stored plan has in flight, its
 // first pending one and every reboot the view starts is refused
-// (plan.ErrViewIncomplete); one that sets a started reboot back to pending
-// is refused (plan.ErrStepBack).
+// (plan.ErrViewIncomplete); one that moves a reboot in a way no pass does
+// (a started one back to pending, an ended one to another step, one whose
+// job the fleet showed to released: plan.CheckStepForward) is refused
+// (plan.ErrStepBack).
 func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	if err := v.Check(); err != nil {
 		return err

@@ -437,8 +437,9 @@ func (s *BoltStore) GetView(_ context.Context, uuid string) (View, error) {
 // plan's version, writing the header and the loaded reboot records that
 // changed. A view that does not load every reboot the stored plan has in
 // flight, its first pending one and every reboot the view starts is
-// refused (ErrViewIncomplete); one that sets a started reboot back to
-// pending is refused (ErrStepBack). A loaded reboot is skipped unchanged
+// refused (ErrViewIncomplete); one that moves a reboot in a way no pass
+// does (CheckStepForward: a started one back to pending, an ended one,
+// one whose job was seen to released) is refused (ErrStepBack). A loaded reboot is skipped unchanged
 // only when the view was read from this plan's header at this version;
 // otherwise it is compared with (and its server checked against) the
 // stored record.

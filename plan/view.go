@@ -270,21 +270,57 @@ func (v View) CheckLoads(stored Index) error {
 	return nil
 }
 
-// ErrStepBack: a view written sets a reboot the stored plan has started
-// back to pending, or counts fewer reboots started than the stored plan.
-// No pass does that: a started reboot's job may run, and a plan that
-// forgets it could end (or start another reboot) over it. Read the plan
-// again with GetView and decide on that view.
-var ErrStepBack = errors.New("plan: the view sets a started reboot back to pending: read the plan again with GetView")
+// ErrStepBack: a view written moves a reboot in a way no pass does: a
+// started reboot back to pending, an ended one (done, failed, released)
+// to another step, a reboot released whose job the fleet has shown
+// (JobSeen) or that is past its job (services, unfreeze, cancel), or it
+// counts fewer reboots started than the stored plan. A started reboot's
+// job may run, and a plan that forgets it could end (or start another
+// reboot) over it. Read the plan again with GetView and decide on that
+// view.
+var ErrStepBack = errors.New("plan: the view moves a reboot in a way no pass does (a started reboot back, or released over its job): read the plan again with GetView")
 
 // CheckStepForward returns an error wrapping ErrStepBack when next (the
-// view's reboot at position pos of plan uuid) is pending while stored (the
-// stored one) is not. A ViewStore checks it on every reboot it writes.
+// view's reboot at position pos of plan uuid) is not a step a pass can
+// reach from stored (the stored one), with any number of passes between:
+//   - a started reboot never goes back to pending;
+//   - an ended reboot (done, failed, released) never moves again;
+//   - a reboot is released only from pending, wait_headnode, freeze, or
+//     job while its job was never shown (a job asked for, taken for lost
+//     after ShowTimeout, held and released in one pass), and only while
+//     neither side has JobSeen: the fleet showed its job, it may run.
+//
+// A ViewStore checks it on every reboot it writes.
 func CheckStepForward(uuid string, pos int, stored, next Reboot) error {
-	if stored.Step != StepPending && next.Step == StepPending {
-		return fmt.Errorf("%w: plan %s: reboot %d (%s) is %q, the view says %q", ErrStepBack, uuid, pos, stored.ServerHostname, stored.Step, next.Step)
+	bad := ""
+	switch {
+	case stored.Step == next.Step:
+	case stored.Step != StepPending && next.Step == StepPending:
+		bad = "started"
+	case stored.Step.Ended():
+		bad = "ended"
+	case next.Step == StepReleased && !releasable(stored, next):
+		bad = "may have a running job, so it cannot be released"
 	}
-	return nil
+	if bad == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: plan %s: reboot %d (%s) is %q (%s), the view says %q", ErrStepBack, uuid, pos, stored.ServerHostname, stored.Step, bad, next.Step)
+}
+
+// releasable reports whether a pass may move stored to StepReleased (next):
+// the reboot never had its job shown by the fleet (advance releases it
+// only from wait_headnode, reached from pending, freeze, or a job never
+// seen).
+func releasable(stored, next Reboot) bool {
+	if stored.JobSeen || next.JobSeen {
+		return false
+	}
+	switch stored.Step {
+	case StepPending, StepWaitHead, StepFreeze, StepJob:
+		return true
+	}
+	return false
 }
 
 func summaryOf(ix Index) string {
