@@ -209,6 +209,10 @@ func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, re
 		out.OffAfterRequest = !bmh.Status.PoweredOn && since
 		out.RebootPending = !since
 	}
+	// With spec.online false and no request of the Machine's on it, the
+	// operator keeps the host off for its owner (a released host, in the
+	// pool or deprovisioned) and powers it on for no request.
+	out.Offline = !bmh.Spec.Online && !present
 	return out, nil
 }
 

@@ -144,8 +144,9 @@
 // reboot request. A remediation that is over without its host known on
 // (given up after a cancel, failed) keeps its admission while its host is
 // held (Held: its request still on it, a reboot pending, or off after its
-// request and not Host.PoweredOn since) and releases it on a later pass,
-// once the host is on: the storm guard still counts a host it may have
+// request and not Host.PoweredOn since, unless its owner keeps it off
+// with no request on it: Host.Offline) and releases it on a later pass,
+// once the host is on (or kept off by its owner): the storm guard still counts a host it may have
 // left off, and no next remediation of that host is admitted meanwhile.
 // Every end state (done, failed, cancelled, escalated) removes its reboot
 // annotation from the host it was written to (no host is left off), before
@@ -177,7 +178,8 @@
 // wrapping ErrNotFound), so the reboot controller powers the host on, and
 // its admission released only once that host is no longer held for
 // that request (Held: the request on it, a reboot pending, or off after
-// the request and not powered on since; read on the recorded host
+// the request and not powered on since, unless kept off by its owner,
+// Host.Offline; read on the recorded host
 // through the recorded request, RequestReader, which RebootHosts is,
 // since HostOf no longer answers for a deleted Machine: the same rule as
 // a live Machine's); until then the pass fails (ErrHostHeld, or the

@@ -216,6 +216,15 @@ type Host struct {
 	// it goes on to power the host off and on whether or not a request is
 	// left, so the host is not let go either.
 	RebootPending bool
+	// Offline: the request's host is kept off by its owner, not by the
+	// request: its Online (a BareMetalHost's spec.online) is false and no
+	// request of this Machine's is on it (RebootAnnotation false). Whoever
+	// serves reboot requests keeps such a host off and never powers it on
+	// for the request, so PoweredOn would never come: OffAfterRequest and
+	// RebootPending no longer hold it for the remediation (Held). A
+	// Machine's ordinary end (its owner releases the host, which is then
+	// deprovisioned and kept off) thus releases its admission.
+	Offline bool
 	// UpReadFrom: when PoweredOn is false only because the On reading may
 	// still echo the state from before the power-on, the time from which
 	// a reading counts (reboot.UpReadFrom); zero otherwise.

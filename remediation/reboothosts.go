@@ -135,6 +135,9 @@ func (r *RebootHosts) read(ctx context.Context, machine, name, target string, ou
 		out.OffAfterRequest = h.Status.LastPoweredOff.After(req.At)
 		out.RebootPending = h.Status.Pending()
 	}
+	// The reboot controller keeps a host with Online false off ("held
+	// while Online is false") and powers it on for no request.
+	out.Offline = !h.Online && !out.RebootAnnotation
 	if r.Power != nil {
 		// The clock before the reading: the reading is no older than this.
 		now := r.Now()

@@ -30,7 +30,8 @@ import (
 // is never released, and with the storm guard's limit reached no other
 // Machine is ever remediated. Ground truth: the BareMetalHost as its
 // owner and the operator wrote it: spec.online false, no consumer, off,
-// no reboot request on it.
+// no reboot request on it. Fixed: such a host reads Host.Offline, not
+// held.
 func TestReview40l_DeletedMachineDeprovisionedHostHeldForGood(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
