@@ -83,7 +83,7 @@ type ExternalRemediationController struct {
 	// Limit is the storm guard's limit across all remediations of the
 	// namespace (the Machine-annotation remediation's admissions
 	// included), against its Nodes.
-	Limit remediation.Limit
+	Limit remediation.MaxUnhealthy
 	// PollInterval is how often a remediation is looked at while it waits
 	// (default 5 s).
 	PollInterval time.Duration

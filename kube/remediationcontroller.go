@@ -139,7 +139,7 @@ func machinesOfHost(ctx context.Context, cl client.Client, o client.Object) []re
 // are driven through the reboot API (the RebootController serves it), the
 // others through the baremetal-operator's own reboot annotation and status
 // (OwnedHosts): one actor per host.
-func NewRemediationReconciler(cl client.Client, namespace string, own Ownership, cfg remediation.Config, limit remediation.Limit, now func() time.Time) *remediation.Reconciler {
+func NewRemediationReconciler(cl client.Client, namespace string, own Ownership, cfg remediation.Config, limit remediation.MaxUnhealthy, now func() time.Time) *remediation.Reconciler {
 	hosts := &RebootHosts{Client: cl, Namespace: namespace}
 	hostOf := func(ctx context.Context, machine string) (string, error) {
 		return HostOfMachine(ctx, cl, namespace, machine)

@@ -71,7 +71,7 @@ func TestNounsGuardReasonForms(t *testing.T) {
 		{Name: "node-3", Cluster: "machine-room", HealthCheck: "node-check"},
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, limit := range []remediation.Limit{remediation.MaxCount(1), remediation.MaxCount(5)} {
+	for _, limit := range []remediation.MaxUnhealthy{remediation.MaxCount(1), remediation.MaxCount(5)} {
 		may, why := remediation.MayStart(fleet, "node-2", limit)
 		if may {
 			continue // admitted: no message

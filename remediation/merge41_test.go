@@ -22,7 +22,7 @@ import (
 // truth: whether a reboot request reached m1's host h1.
 func TestMerge41_GoneMembersThenOthersCounted(t *testing.T) {
 	for _, tc := range []struct {
-		limit remediation.Limit
+		limit remediation.MaxUnhealthy
 		admit bool
 	}{{remediation.MaxCount(2), true}, {remediation.MaxCount(1), false}} {
 		t.Run(tc.limit.String(), func(t *testing.T) {

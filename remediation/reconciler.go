@@ -202,7 +202,7 @@ type Reconciler struct {
 	// Config tunes phased decisions.
 	Config Config
 	// Limit is the storm guard's limit on unhealthy machines.
-	Limit Limit
+	Limit MaxUnhealthy
 	// Table selects the seed's stateless table instead of the phased mode.
 	// It loops under a health checker that re-adds its annotation; it
 	// exists to reproduce the seed.

@@ -31,7 +31,7 @@ type sim struct {
 	rem      *remediation.Reconciler
 	rem2     *remediation.Reconciler // a second reconciler (another worker or process)
 	cfg      remediation.Config
-	limit    remediation.Limit
+	limit    remediation.MaxUnhealthy
 	nested   string // a Machine the second reconciler reconciles at the next write
 	inNested bool
 	n        int
@@ -48,12 +48,12 @@ type sim struct {
 	failures []string
 }
 
-func newSim(n int, cfg remediation.Config, table bool, limit remediation.Limit) *sim {
+func newSim(n int, cfg remediation.Config, table bool, limit remediation.MaxUnhealthy) *sim {
 	return newSimWith(n, cfg, table, limit, func(int) fake.PowerConfig { return fake.PowerConfig{Lag: 3 * time.Second} })
 }
 
 // newSimWith builds a simulation whose host i has power config pc(i).
-func newSimWith(n int, cfg remediation.Config, table bool, limit remediation.Limit, pc func(int) fake.PowerConfig) *sim {
+func newSimWith(n int, cfg remediation.Config, table bool, limit remediation.MaxUnhealthy, pc func(int) fake.PowerConfig) *sim {
 	s := &sim{ctx: context.Background(), clk: fake.NewClock(time.Time{}), cluster: fake.NewCluster(),
 		powers: map[string]*fake.Power{}, n: n, boot: 30 * time.Second, onSince: map[string]time.Time{},
 		broken: map[string]bool{}, forever: map[string]bool{}, mhcOff: map[string]bool{},
@@ -91,7 +91,7 @@ func newSimWith(n int, cfg remediation.Config, table bool, limit remediation.Lim
 	return s
 }
 
-func (s *sim) remediator(cfg remediation.Config, table bool, limit remediation.Limit) *remediation.Reconciler {
+func (s *sim) remediator(cfg remediation.Config, table bool, limit remediation.MaxUnhealthy) *remediation.Reconciler {
 	return &remediation.Reconciler{
 		Machines: crashMachines{s.cluster, s}, Nodes: crashNodes{s.cluster.Nodes(), s},
 		Hosts: crashHosts{&remediation.RebootHosts{Hosts: s.hosts, Now: s.clk.Now,
@@ -110,7 +110,7 @@ func debugLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, nil))
 }
 
-func (s *sim) newRemediator(cfg remediation.Config, table bool, limit remediation.Limit) {
+func (s *sim) newRemediator(cfg remediation.Config, table bool, limit remediation.MaxUnhealthy) {
 	s.rem = s.remediator(cfg, table, limit)
 }
 

@@ -30,7 +30,7 @@ type world struct {
 	rem      *remediation.Reconciler
 	rem2     *remediation.Reconciler // a second reconciler (another worker or process)
 	cfg      remediation.Config
-	limit    remediation.Limit
+	limit    remediation.MaxUnhealthy
 	nested   string // a machine the second reconciler reconciles at the next write
 	inNested bool
 	n        int
@@ -48,7 +48,7 @@ type world struct {
 	beforeFence func(node string)
 }
 
-func newWorld(t *rapid.T, newStores NewStores, n int, cfg remediation.Config, limit remediation.Limit, pcs []fake.PowerConfig) (*world, error) {
+func newWorld(t *rapid.T, newStores NewStores, n int, cfg remediation.Config, limit remediation.MaxUnhealthy, pcs []fake.PowerConfig) (*world, error) {
 	s := &world{t: t, ctx: context.Background(), clk: fake.NewClock(time.Time{}), powers: map[string]*fake.Power{}, n: n,
 		boot: 30 * time.Second, onSince: map[string]time.Time{}, broken: map[string]bool{}, forever: map[string]bool{},
 		mhcAfter: 40 * time.Second, badSince: map[string]time.Time{}, lastNR: map[string]bool{}}
@@ -209,7 +209,7 @@ func (s *world) step(d time.Duration) {
 
 // settled: no remediation in flight or able to start, every host on, no
 // reboot annotation.
-func (s *world) settled(limit remediation.Limit) bool {
+func (s *world) settled(limit remediation.MaxUnhealthy) bool {
 	recs, _ := s.machines.List(s.ctx)
 	fleet := make([]remediation.FleetMachine, len(recs))
 	for i, r := range recs {
