@@ -149,7 +149,7 @@ func (s *OperatorHosts) Get(ctx context.Context, machine string, req remediation
 	}
 	// Name is the host the Machine maps to now; the other fields answer
 	// for the request's host (req.Host) when it is set (they differ after
-	// a move), as remediation.RebootHosts does.
+	// a move), as remediation.RebootAPIHosts does.
 	name, err := s.HostOf(ctx, machine)
 	if err != nil {
 		return remediation.Host{}, err

@@ -22,7 +22,7 @@ import (
 func TestUnknownHostIsAnError(t *testing.T) {
 	ctx := context.Background()
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "db-1", Online: true})
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return "db-l", nil }}
 	_, err := rh.Get(ctx, "m1", remediation.Request{})
 	require.ErrorIs(t, err, remediation.ErrUnknownHost)

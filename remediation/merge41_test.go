@@ -40,7 +40,7 @@ func TestMerge41_GoneMembersThenOthersCounted(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now, Limit: tc.limit,
-				Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
+				Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
 			res, err := r.Reconcile(ctx, "m1")
 			if err != nil {
 				t.Fatal(err)

@@ -45,7 +45,7 @@ func TestDeletedMachineOwnerKeepsHostOff_AdmissionReleased(t *testing.T) {
 				h.Annotations = map[string]string{remediation.RebootAnnotation: req.Value}
 			}
 			hosts := fake.NewRebootHosts(h)
-			rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+			rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 				HostOf: func(ctx context.Context, m string) (string, error) {
 					if _, err := c.Get(ctx, m); err != nil {
 						return "", err

@@ -173,7 +173,7 @@ type Node struct {
 }
 
 // Host is what a decision needs of the Machine's host, as the reboot
-// protocol answers it (see RebootHosts) for the current attempt's request.
+// protocol answers it (see RebootAPIHosts) for the current attempt's request.
 type Host struct {
 	// Missing: the Machine has no host (its BareMetalHost was deleted or
 	// released mid-remediation). Nothing can be powered; the attempt waits
@@ -203,7 +203,7 @@ type Host struct {
 	Fenced bool
 	// PoweredOn: the reboot controller powered the host on after the
 	// attempt's start and no reboot is pending (reboot.Client.Done), and,
-	// where the store can read the power (RebootHosts.Power), the host
+	// where the store can read the power (RebootAPIHosts.Power), the host
 	// reads On past its stale-read window since (reboot.Client.Up).
 	PoweredOn bool
 	// OffAfterRequest: the reboot controller recorded the hardware off

@@ -94,7 +94,7 @@ func newSimWith(n int, cfg remediation.Config, table bool, limit remediation.Max
 func (s *sim) remediator(cfg remediation.Config, table bool, limit remediation.MaxUnhealthy) *remediation.Reconciler {
 	return &remediation.Reconciler{
 		Machines: crashMachines{s.cluster, s}, Nodes: crashNodes{s.cluster.Nodes(), s},
-		Hosts: crashHosts{&remediation.RebootHosts{Hosts: s.hosts, Now: s.clk.Now,
+		Hosts: crashHosts{&remediation.RebootAPIHosts{Hosts: s.hosts, Now: s.clk.Now,
 			Power:  func(h string) (power.Controller, error) { return s.powers[h], nil },
 			HostOf: func(_ context.Context, m string) (string, error) { return "h" + m[1:], nil }}, s},
 		Admissions: crashAdmissions{s.cluster, s},
@@ -240,7 +240,7 @@ func (c crashNodes) AddMetadata(ctx context.Context, name string, l, a map[strin
 }
 
 type crashHosts struct {
-	*remediation.RebootHosts
+	*remediation.RebootAPIHosts
 	s *sim
 }
 
@@ -248,19 +248,19 @@ func (c crashHosts) AddRebootAnnotation(ctx context.Context, m string, r remedia
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.AddRebootAnnotation(ctx, m, r)
+	return c.RebootAPIHosts.AddRebootAnnotation(ctx, m, r)
 }
 
 func (c crashHosts) RemoveRebootAnnotation(ctx context.Context, m string) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.RemoveRebootAnnotation(ctx, m)
+	return c.RebootAPIHosts.RemoveRebootAnnotation(ctx, m)
 }
 
 func (c crashHosts) RemoveRebootRequest(ctx context.Context, m string, r remediation.Request) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.RemoveRebootRequest(ctx, m, r)
+	return c.RebootAPIHosts.RemoveRebootRequest(ctx, m, r)
 }

@@ -104,7 +104,7 @@ func (s *world) interlope() {
 func (s *world) remediator() *remediation.Reconciler {
 	return &remediation.Reconciler{
 		Machines: crashMachines{s.stores.Machines, s}, Nodes: crashNodes{s.stores.Nodes, s},
-		Hosts: crashHosts{&remediation.RebootHosts{Hosts: s.hosts, Now: s.clk.Now,
+		Hosts: crashHosts{&remediation.RebootAPIHosts{Hosts: s.hosts, Now: s.clk.Now,
 			Power:  func(h string) (power.Controller, error) { return s.powers[h], nil },
 			HostOf: func(_ context.Context, m string) (string, error) { return "h" + m[1:], nil }}, s},
 		Admissions: crashAdmissions{s.stores.Admissions, s},
@@ -316,7 +316,7 @@ func (c crashNodes) AddMetadata(ctx context.Context, name string, l, a map[strin
 }
 
 type crashHosts struct {
-	*remediation.RebootHosts
+	*remediation.RebootAPIHosts
 	s *world
 }
 
@@ -324,19 +324,19 @@ func (c crashHosts) AddRebootAnnotation(ctx context.Context, m string, r remedia
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.AddRebootAnnotation(ctx, m, r)
+	return c.RebootAPIHosts.AddRebootAnnotation(ctx, m, r)
 }
 
 func (c crashHosts) RemoveRebootAnnotation(ctx context.Context, m string) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.RemoveRebootAnnotation(ctx, m)
+	return c.RebootAPIHosts.RemoveRebootAnnotation(ctx, m)
 }
 
 func (c crashHosts) RemoveRebootRequest(ctx context.Context, m string, r remediation.Request) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.RemoveRebootRequest(ctx, m, r)
+	return c.RebootAPIHosts.RemoveRebootRequest(ctx, m, r)
 }
