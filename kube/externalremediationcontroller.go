@@ -166,7 +166,7 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 	s := c.store()
 	rh := &RebootHosts{Client: c.Client, Namespace: c.Namespace}
 	var hosts remediation.HostStore = &OwnedHosts{Ownership: c.Ownership,
-		Ours:     &remediation.RebootAPIHosts{Hosts: rh, Now: c.now, HostOf: s.HostOf, HostsMayVanish: true, Power: c.Power, StaleReads: c.StaleReads},
+		Ours:     &remediation.RebootAPIHosts{Hosts: rh, Now: c.now, HostOf: s.HostOf, HostsMayVanish: true, OwnerOnline: true, Power: c.Power, StaleReads: c.StaleReads},
 		Operator: &OperatorHosts{Client: c.Client, Namespace: c.Namespace, HostOf: s.HostOf}}
 	// Never a RequestFinder: the requests it lists are the Machine
 	// remediation's too (it cannot tell a gone PowerCycleRemediation's UID

@@ -149,7 +149,7 @@ func NewRemediationReconciler(cl client.Client, namespace string, own Ownership,
 		Nodes:      &Nodes{Client: cl},
 		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: cl, Namespace: namespace}, hostOf: hostOf},
 		Hosts: &OwnedHosts{Ownership: own,
-			Ours:     &remediation.RebootAPIHosts{Hosts: hosts, Now: now, HostOf: hostOf, HostsMayVanish: true},
+			Ours:     &remediation.RebootAPIHosts{Hosts: hosts, Now: now, HostOf: hostOf, HostsMayVanish: true, OwnerOnline: true},
 			Operator: &OperatorHosts{Client: cl, Namespace: namespace, HostOf: hostOf, Now: now}},
 		Config: cfg, Limit: limit, Now: now,
 	}

@@ -18,8 +18,11 @@ import (
 // and never powers it on, so LastPoweredOn never passes the request. The
 // remediation no longer holds it and its admission (the storm guard's
 // count) is released. Counter-cases from the same world: Online true (the
-// controller is to power the host on: held until it does), and Online
-// false with the Machine's request still on the host (held by it).
+// controller is to power the host on: held until it does), Online false
+// with the Machine's request still on the host (held by it), and a store
+// not known to fill Online with its owner's wish
+// (RebootAPIHosts.OwnerOnline false: its zero value says nothing; held as
+// before).
 // Before: held for good in the first case too (OffAfterRequest, never
 // PoweredOn).
 func TestDeletedMachineOwnerKeepsHostOff_AdmissionReleased(t *testing.T) {
@@ -29,11 +32,13 @@ func TestDeletedMachineOwnerKeepsHostOff_AdmissionReleased(t *testing.T) {
 		name     string
 		online   bool
 		request  bool
+		owner    bool // RebootAPIHosts.OwnerOnline
 		released bool
 	}{
-		{"owner keeps it off, no request", false, false, true},
-		{"owner wants it on, not on yet", true, false, false},
-		{"owner keeps it off, the request still on it", false, true, false},
+		{"owner keeps it off, no request", false, false, true, true},
+		{"owner wants it on, not on yet", true, false, true, false},
+		{"owner keeps it off, the request still on it", false, true, true, false},
+		{"Online not known to be the owner's (OwnerOnline false)", false, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -45,7 +50,7 @@ func TestDeletedMachineOwnerKeepsHostOff_AdmissionReleased(t *testing.T) {
 				h.Annotations = map[string]string{remediation.RebootAnnotation: req.Value}
 			}
 			hosts := fake.NewRebootHosts(h)
-			rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
+			rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, OwnerOnline: tc.owner,
 				HostOf: func(ctx context.Context, m string) (string, error) {
 					if _, err := c.Get(ctx, m); err != nil {
 						return "", err

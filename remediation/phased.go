@@ -223,7 +223,9 @@ type Host struct {
 	// for the request, so PoweredOn would never come: OffAfterRequest and
 	// RebootPending no longer hold it for the remediation (Held). A
 	// Machine's ordinary end (its owner releases the host, which is then
-	// deprovisioned and kept off) thus releases its admission.
+	// deprovisioned and kept off) thus releases its admission. Set only
+	// by a store that knows the owner's wish (kube.OperatorHosts;
+	// RebootAPIHosts with OwnerOnline).
 	Offline bool
 	// UpReadFrom: when PoweredOn is false only because the On reading may
 	// still echo the state from before the power-on, the time from which

@@ -70,6 +70,17 @@ type RebootAPIHosts struct {
 	// their machines): it is an error wrapping ErrUnknownHost, the pass
 	// fails and is retried, and nothing escalates on a wrong mapping.
 	HostsMayVanish bool
+	// OwnerOnline: the store fills every host's Online with its owner's
+	// wish (kube.RebootHosts: the BareMetalHost's spec.online; the kube
+	// module sets it). A host with Online false and no request of the
+	// Machine's on it is then Host.Offline, not held: the reboot
+	// controller keeps it off for its owner ("held while Online is
+	// false") and powers it on for no request, so a Machine deleted after
+	// its host was released and deprovisioned gives its admission back.
+	// False (the default): Online is not trusted for that, since a store
+	// may leave it unset, and such a host stays held until it is powered
+	// on.
+	OwnerOnline bool
 	// Retries bounds conflicting writes retried by RemoveRebootAnnotation.
 	// Default 10.
 	Retries int
@@ -143,7 +154,7 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 	}
 	// The reboot controller keeps a host with Online false off ("held
 	// while Online is false") and powers it on for no request.
-	out.Offline = !h.Online && !out.RebootAnnotation
+	out.Offline = r.OwnerOnline && !h.Online && !out.RebootAnnotation
 	if r.Power != nil {
 		// The clock before the reading: the reading is no older than this.
 		now := r.Now()

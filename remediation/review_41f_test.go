@@ -46,12 +46,10 @@ func escalatedMachineDeleted(t *testing.T, recorded bool) {
 	if err := c.SaveState(ctx, "m1", rec.Version, st); err != nil {
 		t.Fatal(err)
 	}
-	// Off after the request; the power-on refused, a reboot pending. Its
-	// owner wants it on (Online): the controller is to power it on for
-	// the request (a host its owner keeps off is not held: Host.Offline).
+	// Off after the request; the power-on refused, a reboot pending.
 	hosts := fake.NewRebootHosts(
-		reboot.Host{Name: "h1", Online: true, Status: reboot.Status{LastPoweredOff: t0.Add(time.Minute), PendingRebootSince: t0}},
-		reboot.Host{Name: "h2", Online: true})
+		reboot.Host{Name: "h1", Status: reboot.Status{LastPoweredOff: t0.Add(time.Minute), PendingRebootSince: t0}},
+		reboot.Host{Name: "h2"})
 	a, _ := c.GetAdmissions(ctx)
 	a.Machines = []string{"m1"}
 	if recorded {
