@@ -1025,7 +1025,7 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 // viewPositions are the positions of the reboots a view of the plan with
 // header h loads.
 func viewPositions(h header) []int {
-	pending := min(plan.PendingWindow(h.Plan), MaxStartsPerPass, max(MaxInFlight-len(h.Index.InFlight), 0))
+	pending := min(plan.PendingInView(h.Plan), MaxStartsPerPass, max(MaxInFlight-len(h.Index.InFlight), 0))
 	return plan.ViewPositions(h.Index, pending)
 }
 

@@ -19,7 +19,7 @@ var (
 
 // RebootHosts is an in-memory reboot.HostStore (the reboot controller's
 // records, as kube.RebootHosts is over BareMetalHosts; not to be confused
-// with remediation.RebootHosts, the remediation's adapter that requests
+// with remediation.RebootAPIHosts, the remediation's adapter that requests
 // reboots through such a store) with versions, so that
 // optimistic concurrency behaves as in Kubernetes, and with injectable
 // conflicts. Clients (tests) change hosts with Mutate, which bumps the

@@ -269,7 +269,12 @@
 //     request: status.poweredOn false written after the request, or read
 //     more than StaleReads after it, is Host.OffAfterRequest; a reading
 //     that cannot show the host on since the request (written before it
-//     and read within StaleReads of it) is Host.RebootPending.
+//     and read within StaleReads of it) is Host.RebootPending. A host
+//     with spec.online false and no request of the Machine's on it (its
+//     owner released it: Cluster API's metal3 provider clears the
+//     consumer and sets spec.online false, the operator deprovisions it
+//     and keeps it off) is Host.Offline and not held: the operator
+//     powers it on for no request.
 //
 // # Hosts whose power never goes off
 //

@@ -50,7 +50,7 @@ type extEnv struct {
 	mu   sync.Mutex
 	hung map[string]time.Time // node -> when it hung (NotReady until a power cycle after)
 
-	limit   remediation.Limit
+	limit   remediation.MaxUnhealthy
 	rcfg    reboot.Config
 	ctlUser *rest.Config // the controllers' identity, kept across restarts
 	stopCtl func()       // stops the running controllers (and waits)
@@ -121,21 +121,21 @@ func checkerRules(t *testing.T) []rbacv1.PolicyRule {
 
 // newExtEnv starts it all with hosts h0..: host i runs node "<ns>-n<i>",
 // labelled with its host's name.
-func newExtEnv(t *testing.T, hosts []string, limit remediation.Limit) *extEnv {
+func newExtEnv(t *testing.T, hosts []string, limit remediation.MaxUnhealthy) *extEnv {
 	t.Helper()
 	return newExtEnvWith(t, hosts, limit, reboot.Config{StaleReads: 500 * time.Millisecond, SoftTimeout: 2 * time.Second})
 }
 
 // newExtEnvWith is newExtEnv with the reboot controller's Config (its
 // StaleReads is also the remediation controller's).
-func newExtEnvWith(t *testing.T, hosts []string, limit remediation.Limit, rcfg reboot.Config) *extEnv {
+func newExtEnvWith(t *testing.T, hosts []string, limit remediation.MaxUnhealthy, rcfg reboot.Config) *extEnv {
 	t.Helper()
 	return newExtEnvGuarded(t, hosts, limit, rcfg, nil)
 }
 
 // newExtEnvGuarded is newExtEnvWith with the external remediation
 // controller fenced by guard.
-func newExtEnvGuarded(t *testing.T, hosts []string, limit remediation.Limit, rcfg reboot.Config, guard reboot.Guard) *extEnv {
+func newExtEnvGuarded(t *testing.T, hosts []string, limit remediation.MaxUnhealthy, rcfg reboot.Config, guard reboot.Guard) *extEnv {
 	t.Helper()
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())

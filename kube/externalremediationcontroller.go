@@ -83,7 +83,7 @@ type ExternalRemediationController struct {
 	// Limit is the storm guard's limit across all remediations of the
 	// namespace (the Machine-annotation remediation's admissions
 	// included), against its Nodes.
-	Limit remediation.Limit
+	Limit remediation.MaxUnhealthy
 	// PollInterval is how often a remediation is looked at while it waits
 	// (default 5 s).
 	PollInterval time.Duration
@@ -94,7 +94,7 @@ type ExternalRemediationController struct {
 	// Power, if set, gives a host's power controller (the reboot
 	// controller's, through the lease guard): a host counts as powered on
 	// after a request only once it reads On past its stale-read window
-	// (remediation.RebootHosts.Power), and a remediation whose host the
+	// (remediation.RebootAPIHosts.Power), and a remediation whose host the
 	// reboot controller powered off after its request, or has a reboot
 	// pending on, keeps Processing True and its finalizer, Failed or not,
 	// until then. Without it, the
@@ -166,7 +166,7 @@ func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemed
 	s := c.store()
 	rh := &RebootHosts{Client: c.Client, Namespace: c.Namespace}
 	var hosts remediation.HostStore = &OwnedHosts{Ownership: c.Ownership,
-		Ours:     &remediation.RebootHosts{Hosts: rh, Now: c.now, HostOf: s.HostOf, HostsMayVanish: true, Power: c.Power, StaleReads: c.StaleReads},
+		Ours:     &remediation.RebootAPIHosts{Hosts: rh, Now: c.now, HostOf: s.HostOf, HostsMayVanish: true, OwnerOnline: true, Power: c.Power, StaleReads: c.StaleReads},
 		Operator: &OperatorHosts{Client: c.Client, Namespace: c.Namespace, HostOf: s.HostOf}}
 	// Never a RequestFinder: the requests it lists are the Machine
 	// remediation's too (it cannot tell a gone PowerCycleRemediation's UID

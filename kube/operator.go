@@ -149,7 +149,7 @@ func (s *OperatorHosts) Get(ctx context.Context, machine string, req remediation
 	}
 	// Name is the host the Machine maps to now; the other fields answer
 	// for the request's host (req.Host) when it is set (they differ after
-	// a move), as remediation.RebootHosts does.
+	// a move), as remediation.RebootAPIHosts does.
 	name, err := s.HostOf(ctx, machine)
 	if err != nil {
 		return remediation.Host{}, err
@@ -209,6 +209,10 @@ func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, re
 		out.OffAfterRequest = !bmh.Status.PoweredOn && since
 		out.RebootPending = !since
 	}
+	// With spec.online false and no request of the Machine's on it, the
+	// operator keeps the host off for its owner (a released host, in the
+	// pool or deprovisioned) and powers it on for no request.
+	out.Offline = !bmh.Spec.Online && !present
 	return out, nil
 }
 

@@ -34,7 +34,7 @@ const LegacyStatusAnnotation = "reboot.rebootkit.io/status"
 var ErrCorruptRecord = errors.New("kube: corrupt reboot record")
 
 // RebootHosts is a reboot.HostStore over the BareMetalHosts of one
-// namespace: the reboot controller's records (remediation.RebootHosts is
+// namespace: the reboot controller's records (remediation.RebootAPIHosts is
 // another thing, the remediation's adapter that requests reboots through
 // such a store). The reboot requests are the hosts' annotations; the reboot
 // Status (the fencing evidence) lives in a RebootRecord of the same name

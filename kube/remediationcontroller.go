@@ -29,7 +29,7 @@ import (
 // Cluster API Machines of one namespace (power the failed node's host off
 // through the reboot API, delete its Node while it is safely off, power it
 // on, wait for the Node). Its stores are Machines, Nodes, Admissions and a
-// remediation.RebootHosts over RebootHosts (HostOf: HostOfMachine); the
+// remediation.RebootAPIHosts over RebootHosts (HostOf: HostOfMachine); the
 // hosts' power is the RebootController's business, so run both.
 //
 // Concurrency: the storm guard's admission is a compare-and-swap on the
@@ -139,7 +139,7 @@ func machinesOfHost(ctx context.Context, cl client.Client, o client.Object) []re
 // are driven through the reboot API (the RebootController serves it), the
 // others through the baremetal-operator's own reboot annotation and status
 // (OwnedHosts): one actor per host.
-func NewRemediationReconciler(cl client.Client, namespace string, own Ownership, cfg remediation.Config, limit remediation.Limit, now func() time.Time) *remediation.Reconciler {
+func NewRemediationReconciler(cl client.Client, namespace string, own Ownership, cfg remediation.Config, limit remediation.MaxUnhealthy, now func() time.Time) *remediation.Reconciler {
 	hosts := &RebootHosts{Client: cl, Namespace: namespace}
 	hostOf := func(ctx context.Context, machine string) (string, error) {
 		return HostOfMachine(ctx, cl, namespace, machine)
@@ -149,7 +149,7 @@ func NewRemediationReconciler(cl client.Client, namespace string, own Ownership,
 		Nodes:      &Nodes{Client: cl},
 		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: cl, Namespace: namespace}, hostOf: hostOf},
 		Hosts: &OwnedHosts{Ownership: own,
-			Ours:     &remediation.RebootHosts{Hosts: hosts, Now: now, HostOf: hostOf, HostsMayVanish: true},
+			Ours:     &remediation.RebootAPIHosts{Hosts: hosts, Now: now, HostOf: hostOf, HostsMayVanish: true, OwnerOnline: true},
 			Operator: &OperatorHosts{Client: cl, Namespace: namespace, HostOf: hostOf, Now: now}},
 		Config: cfg, Limit: limit, Now: now,
 	}
@@ -159,11 +159,11 @@ func NewRemediationReconciler(cl client.Client, namespace string, own Ownership,
 // built by NewRemediationReconciler a power controller (the reboot
 // controller's, through the lease guard) and the reboot controller's
 // default stale-read window: a host then counts as powered on only once it
-// reads On past that window after the power-on (remediation.RebootHosts.Power).
+// reads On past that window after the power-on (remediation.RebootAPIHosts.Power).
 // It does nothing to a Reconciler built otherwise.
 func SetRemediationPower(rec *remediation.Reconciler, pw func(host string) (power.Controller, error), staleReads time.Duration) {
 	if oh, ok := rec.Hosts.(*OwnedHosts); ok {
-		if rh, ok := oh.Ours.(*remediation.RebootHosts); ok {
+		if rh, ok := oh.Ours.(*remediation.RebootAPIHosts); ok {
 			rh.Power, rh.StaleReads = pw, staleReads
 		}
 	}

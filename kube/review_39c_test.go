@@ -206,7 +206,7 @@ func TestReview39c_HoldBrokenAfterFlipStaysFenced(t *testing.T) {
 			}))
 			store := &RebootHosts{Client: direct, Namespace: ns}
 			tk := reboot.Ticket{Host: "h1", Annotation: ann, Value: val, At: at}
-			// The remediation's predicate (remediation.RebootHosts.Get).
+			// The remediation's predicate (remediation.RebootAPIHosts.Get).
 			fenced := func() (bool, reboot.Status) {
 				h, err := store.Get(ctx, "h1")
 				require.NoError(t, err)

@@ -204,7 +204,7 @@ func TestReview40_MovedFromOurHostToOperatorHostLeavesOldRequest(t *testing.T) {
 // TestReview40_OwnedHostsAddIgnoresRequestHost: remediation.State.Host is
 // "the host the attempt's current reboot request was written to
 // (persisted before it is written)", and the Reconciler writes the
-// request with that host (Request.Host); remediation.RebootHosts writes
+// request with that host (Request.Host); remediation.RebootAPIHosts writes
 // it there (hostFor). OwnedHosts.AddRebootAnnotation instead picks the
 // store, and the host, by asking HostOf again at write time
 // (operator.go OwnedHosts.AddRebootAnnotation: s.pick(ctx, machine),

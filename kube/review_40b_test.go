@@ -19,10 +19,10 @@ import (
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
-// failRemoveOnce is a remediation.RebootHosts whose next request removal
+// failRemoveOnce is a remediation.RebootAPIHosts whose next request removal
 // fails (the API server's conflict, a timeout).
 type failRemoveOnce struct {
-	*remediation.RebootHosts
+	*remediation.RebootAPIHosts
 	fail atomic.Bool
 }
 
@@ -30,7 +30,7 @@ func (h *failRemoveOnce) RemoveRebootRequest(ctx context.Context, m string, req 
 	if h.fail.CompareAndSwap(true, false) {
 		return errors.New("the server is currently unable to handle the request")
 	}
-	return h.RebootHosts.RemoveRebootRequest(ctx, m, req)
+	return h.RebootAPIHosts.RemoveRebootRequest(ctx, m, req)
 }
 
 // TestReview40b_DeletedMachineAbandonErrorNotRequeued: remediation's doc:
@@ -52,7 +52,7 @@ func TestReview40b_DeletedMachineAbandonErrorNotRequeued(t *testing.T) {
 	cl.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c"})
 	cl.PutNode(remediation.Node{Name: "m1", UID: "n1"})
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true})
-	rh := &failRemoveOnce{RebootHosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &failRemoveOnce{RebootAPIHosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
 	rec := &remediation.Reconciler{Machines: cl, Nodes: cl.Nodes(), Admissions: cl, Hosts: rh, Now: time.Now, Limit: remediation.MaxCount(1)}
 	c := &RemediationController{Reconciler: rec, Namespace: "ns"}

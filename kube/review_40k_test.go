@@ -60,7 +60,7 @@ func TestReview40k_HostLockFreezesSectionOnDriftedHost(t *testing.T) {
 	}
 	rem := &remediation.Reconciler{Machines: cl, Nodes: cl.Nodes(), Now: time.Now,
 		Admissions: &hostAdmissions{AdmissionStore: cl, hostOf: hostOf},
-		Hosts:      &remediation.RebootHosts{Hosts: hosts, Now: time.Now, HostOf: hostOf, HostsMayVanish: true},
+		Hosts:      &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, HostOf: hostOf, HostsMayVanish: true},
 		Limit:      remediation.MaxCount(3), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute}}
 
 	// m is found unhealthy while it has no host: admitted, no request.

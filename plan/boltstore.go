@@ -395,7 +395,7 @@ func (s *BoltStore) GetView(_ context.Context, uuid string) (View, error) {
 		}
 		p := h.Plan
 		p.Version = strconv.FormatUint(h.Version, 10)
-		v = View{Plan: p, Pos: cutPositions(*h.Index, PendingWindow(h.Plan)), Index: *h.Index, Members: members}
+		v = View{Plan: p, Pos: cutPositions(*h.Index, PendingInView(h.Plan)), Index: *h.Index, Members: members}
 		v.Reboots = make([]Reboot, len(v.Pos))
 		v.base = &viewBase{header: append([]byte(nil), b.Get(keyHeader)...), orig: make([]Reboot, len(v.Pos))}
 		s.mu.Lock()

@@ -41,7 +41,7 @@ const (
 
 // Limit is a count or a percentage of the plan's servers (Spec's
 // Concurrency, FailureBudget, Ramp, DomainLimits). The zero value is zero
-// servers. It is not remediation.Limit, the storm guard's bound on
+// servers. It is not remediation.MaxUnhealthy, the storm guard's bound on
 // unhealthy machines, whose zero value means no limit.
 type Limit struct {
 	N       int

@@ -181,7 +181,7 @@
 // Reboots start in plan order, so the started ones are a prefix of the
 // plan and the core ones a prefix too; an Index in the header counts what
 // lies behind (done, failed, failures, the positions in flight). A View is
-// the header, the Index, the reboots in flight and the next PendingWindow
+// the header, the Index, the reboots in flight and the next PendingInView
 // pending ones; NextView decides on it exactly as Next decides on the whole
 // plan (Next is NextView on FullView), and keeps the Index. When the Store
 // is a ViewStore (BoltStore; Views adapts any Store) and the Fleet a

@@ -560,7 +560,7 @@ func settle(q *Plan, ix Index) {
 type ViewStore interface {
 	Store
 	// GetView returns the plan's header and index, every reboot in
-	// flight, and the first PendingWindow pending ones, with the plan's
+	// flight, and the first PendingInView pending ones, with the plan's
 	// Version.
 	GetView(ctx context.Context, uuid string) (View, error)
 	// PutView writes the view's header, index and loaded reboots if
@@ -606,7 +606,7 @@ func (a viewAdapter) GetView(ctx context.Context, uuid string) (View, error) {
 		return View{}, err
 	}
 	ix := IndexOf(p)
-	return Cut(p, ix, PendingWindow(p), nil), nil
+	return Cut(p, ix, PendingInView(p), nil), nil
 }
 
 func (a viewAdapter) PutView(ctx context.Context, v View) error {
@@ -660,7 +660,7 @@ func Cut(p Plan, ix Index, pending int, members map[string]int) View {
 
 // ViewPositions are the positions of the reboots a view of a plan with
 // index ix loads: every reboot in flight and the first pending ones, at
-// most pending of them (PendingWindow), ascending. Stores use it.
+// most pending of them (PendingInView), ascending. Stores use it.
 func ViewPositions(ix Index, pending int) []int { return cutPositions(ix, pending) }
 
 // Check verifies what NextView relies on (stores call it on the views
@@ -695,13 +695,17 @@ func MembersOf(p Plan) map[string]int {
 	return m
 }
 
-// PendingWindow is a count, not a time window: how many pending reboots
-// (the next ones in the plan's order) a view of plan p (header) loads: the
-// concurrency plus one, as many as could start in
-// one pass when every reboot in flight ends in it. Pending servers that are
-// down already start without adding to the offline count, so with several
-// of them a pass may start fewer than it could with the whole plan; the
-// next pass goes on (never more).
-func PendingWindow(p Plan) int {
+// PendingInView is how many pending reboots (the next ones in the plan's
+// order) a view of plan p (header) loads: the concurrency plus one, as
+// many as could start in one pass when every reboot in flight ends in it.
+// Pending servers that are down already start without adding to the
+// offline count, so with several of them a pass may start fewer than it
+// could with the whole plan; the next pass goes on (never more).
+func PendingInView(p Plan) int {
 	return max(p.Concurrency, 0) + 1
 }
+
+// PendingWindow is PendingInView: a count of reboots, not a time window.
+//
+// Deprecated: use PendingInView.
+func PendingWindow(p Plan) int { return PendingInView(p) }

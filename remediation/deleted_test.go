@@ -13,7 +13,7 @@ import (
 
 // removalFails is a RebootHosts whose removals fail while fail is set.
 type removalFails struct {
-	*remediation.RebootHosts
+	*remediation.RebootAPIHosts
 	fail bool
 }
 
@@ -21,7 +21,7 @@ func (h *removalFails) RemoveRebootAnnotation(ctx context.Context, m string) err
 	if h.fail {
 		return errors.New("hosts: connection refused")
 	}
-	return h.RebootHosts.RemoveRebootAnnotation(ctx, m)
+	return h.RebootAPIHosts.RemoveRebootAnnotation(ctx, m)
 }
 
 // TestDeletedMachineKeepsAdmissionUntilHostReleased: a Machine deleted
@@ -34,7 +34,7 @@ func TestDeletedMachineKeepsAdmissionUntilHostReleased(t *testing.T) {
 	c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "m1", Cluster: "c"})
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true,
 		Annotations: map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", time.Unix(1, 0))}})
-	h := &removalFails{RebootHosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	h := &removalFails{RebootAPIHosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return "h1", nil }}, fail: true}
 	require := func(ok bool, f string, a ...any) {
 		t.Helper()

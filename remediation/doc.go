@@ -30,7 +30,7 @@
 //  1. Read the Machine (with its persisted State), its Node, the shared
 //     admission record (AdmissionStore), and the host as the reboot
 //     protocol answers for the current attempt's request (RequestFor; use
-//     RebootHosts, which asks through reboot.Client), or, when no attempt
+//     RebootAPIHosts, which asks through reboot.Client), or, when no attempt
 //     is in flight, for the last attempt's (LastRequest): Host.Fenced is
 //     the reboot controller's evidence that the hardware was off at or
 //     after the request's T, never a power reading a BMC may echo.
@@ -93,7 +93,7 @@
 // cache). The check and the write both run under Guard, whose context ends
 // before another leader may act, and the write is made only if that
 // context is still live after the check's read (so is every write the
-// stores here make after a read: Records', RebootHosts'), which closes the
+// stores here make after a read: Records', RebootAPIHosts'), which closes the
 // gap between the two for stores that do not check the context; a
 // request that still lands (no Guard) is owned by no attempt and removed
 // by the next pass over its Machine that removes its request (a finished
@@ -144,8 +144,9 @@
 // reboot request. A remediation that is over without its host known on
 // (given up after a cancel, failed) keeps its admission while its host is
 // held (Held: its request still on it, a reboot pending, or off after its
-// request and not Host.PoweredOn since) and releases it on a later pass,
-// once the host is on: the storm guard still counts a host it may have
+// request and not Host.PoweredOn since, unless its owner keeps it off
+// with no request on it: Host.Offline) and releases it on a later pass,
+// once the host is on (or kept off by its owner): the storm guard still counts a host it may have
 // left off, and no next remediation of that host is admitted meanwhile.
 // Every end state (done, failed, cancelled, escalated) removes its reboot
 // annotation from the host it was written to (no host is left off), before
@@ -158,7 +159,7 @@
 //
 // The host a request was written to is persisted with it (State.Host,
 // before the request is written, by a HostStore that names hosts:
-// Host.Name, as RebootHosts does), and the request is read and removed
+// Host.Name, as RebootAPIHosts does), and the request is read and removed
 // there, whatever the Machine maps to later (moved, released: HostOf ""),
 // in every phase: also once the remediation is over (done, failed,
 // cancelled), every pass reads the last request on State.Host and
@@ -177,8 +178,9 @@
 // wrapping ErrNotFound), so the reboot controller powers the host on, and
 // its admission released only once that host is no longer held for
 // that request (Held: the request on it, a reboot pending, or off after
-// the request and not powered on since; read on the recorded host
-// through the recorded request, RequestReader, which RebootHosts is,
+// the request and not powered on since, unless kept off by its owner,
+// Host.Offline; read on the recorded host
+// through the recorded request, RequestReader, which RebootAPIHosts is,
 // since HostOf no longer answers for a deleted Machine: the same rule as
 // a live Machine's); until then the pass fails (ErrHostHeld, or the
 // removal's error), the admission is kept, the pass retried, and the

@@ -2,26 +2,32 @@ package remediation
 
 import "fmt"
 
-// Limit is the most machines that may be unhealthy at once for a new
-// remediation to start (the storm guard, Reconciler.Limit): a count or a
-// percentage of the fleet. The zero value is "no limit" (100%). It is not
-// plan.Limit, a count or percentage of a rolling-reboot plan's servers
-// (its concurrency, failure budget) whose zero value is zero servers.
-type Limit struct {
+// MaxUnhealthy is the most machines that may be unhealthy at once for a
+// new remediation to start (the storm guard, Reconciler.Limit; Cluster
+// API's maxUnhealthy): a count or a percentage of the fleet. The zero
+// value is "no limit" (100%). It is not plan.Limit, a count or percentage
+// of a rolling-reboot plan's servers (its concurrency, failure budget)
+// whose zero value is zero servers.
+type MaxUnhealthy struct {
 	n       int
 	percent bool
 	set     bool
 }
 
+// Limit is MaxUnhealthy, the storm guard's limit.
+//
+// Deprecated: use MaxUnhealthy (plan.Limit is another thing).
+type Limit = MaxUnhealthy
+
 // MaxCount returns a limit of n machines.
-func MaxCount(n int) Limit { return Limit{n: n, set: true} }
+func MaxCount(n int) MaxUnhealthy { return MaxUnhealthy{n: n, set: true} }
 
 // MaxPercent returns a limit of p percent of the fleet, rounded down
 // (10% of 15 machines is 1): a percentage never allows more than it says.
-func MaxPercent(p int) Limit { return Limit{n: p, percent: true, set: true} }
+func MaxPercent(p int) MaxUnhealthy { return MaxUnhealthy{n: p, percent: true, set: true} }
 
 // Of returns the limit as a count for a fleet of total machines.
-func (l Limit) Of(total int) int {
+func (l MaxUnhealthy) Of(total int) int {
 	switch {
 	case !l.set:
 		return total
@@ -32,7 +38,7 @@ func (l Limit) Of(total int) int {
 }
 
 // String describes the limit.
-func (l Limit) String() string {
+func (l MaxUnhealthy) String() string {
 	switch {
 	case !l.set:
 		return "100%"
@@ -75,7 +81,7 @@ func InFlight(p Phase) bool { return p >= PhasePowerOffRequested && p <= PhaseWa
 // control-plane machine of a cluster is remediated at a time. A candidate
 // already remediating may always go on. It reads the fleet once and
 // modifies nothing.
-func MayStart(fleet []FleetMachine, candidate string, limit Limit) (bool, string) {
+func MayStart(fleet []FleetMachine, candidate string, limit MaxUnhealthy) (bool, string) {
 	var cand *FleetMachine
 	for i := range fleet {
 		if fleet[i].Name == candidate {

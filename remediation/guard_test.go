@@ -11,7 +11,7 @@ import (
 
 func TestLimitRoundsDown(t *testing.T) {
 	tests := []struct {
-		l     remediation.Limit
+		l     remediation.MaxUnhealthy
 		total int
 		want  int
 	}{
@@ -22,7 +22,7 @@ func TestLimitRoundsDown(t *testing.T) {
 		{remediation.MaxPercent(34), 3, 1}, // 1.02 -> 1
 		{remediation.MaxPercent(100), 7, 7},
 		{remediation.MaxCount(2), 100, 2},
-		{remediation.Limit{}, 12, 12},
+		{remediation.MaxUnhealthy{}, 12, 12},
 	}
 	for i, tt := range tests {
 		if got := tt.l.Of(tt.total); got != tt.want {
@@ -40,16 +40,16 @@ func TestMayStart(t *testing.T) {
 	}
 	tests := []struct {
 		cand  string
-		limit remediation.Limit
+		limit remediation.MaxUnhealthy
 		want  bool
 	}{
-		{"cp1", remediation.Limit{}, false},       // one control-plane machine at a time
-		{"cp0", remediation.MaxCount(0), true},    // already remediating: go on
-		{"w0", remediation.MaxCount(3), true},     // cp0 + cp1 + w0 = 3
-		{"w0", remediation.MaxCount(2), false},    // in-flight and unhealthy count
-		{"w0", remediation.MaxPercent(50), true},  // 3 of 6
-		{"w0", remediation.MaxPercent(49), false}, // 2.94 -> 2
-		{"nope", remediation.Limit{}, false},
+		{"cp1", remediation.MaxUnhealthy{}, false}, // one control-plane machine at a time
+		{"cp0", remediation.MaxCount(0), true},     // already remediating: go on
+		{"w0", remediation.MaxCount(3), true},      // cp0 + cp1 + w0 = 3
+		{"w0", remediation.MaxCount(2), false},     // in-flight and unhealthy count
+		{"w0", remediation.MaxPercent(50), true},   // 3 of 6
+		{"w0", remediation.MaxPercent(49), false},  // 2.94 -> 2
+		{"nope", remediation.MaxUnhealthy{}, false},
 	}
 	for i, tt := range tests {
 		got, why := remediation.MayStart(fleet, tt.cand, tt.limit)

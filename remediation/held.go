@@ -12,13 +12,17 @@ package remediation
 // and, in the kube module, the lock that keeps a next remediation of the
 // same host from acting on it.
 //
+// A host its owner keeps off with no request of the Machine's on it
+// (Host.Offline) is not held: it stays off by its owner's will, and no
+// power-on for the request will ever come.
+//
 // Host.Missing does not enter: it says the Machine maps to no host now,
 // not that the request's host is on. The request's host is judged on its
 // own evidence, read through the request (Request.Host) whatever the
 // Machine maps to; a host that is gone, or that was never read, carries
 // none and is not held.
 func held(h Host) bool {
-	return h.Requested || (h.OffAfterRequest || h.RebootPending) && !h.PoweredOn
+	return h.Requested || (h.OffAfterRequest || h.RebootPending) && !h.PoweredOn && !h.Offline
 }
 
 // Held reports whether a remediation in state s still holds its host,

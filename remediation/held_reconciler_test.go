@@ -37,7 +37,7 @@ func TestReconcilerKeepsAdmissionWhileGaveUpHostOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now,
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
 	set := func(s reboot.Status) {
 		h, _ := hosts.Get(ctx, "h1")
 		h.Status = s

@@ -57,6 +57,11 @@ func TestHeld_GaveUpKeepsAdmissionWhileHostHeld(t *testing.T) {
 		{"done after a cancellation, host off", well, over(PhaseDone, true), off, false},
 		{"done after a cancellation, host on", well, over(PhaseDone, true), on, true},
 		{"done after a cancellation, reboot pending", well, over(PhaseDone, true), pending, false},
+		// Its owner keeps it off (Online false), no request on it: the
+		// power-on for the request never comes; not the remediation's.
+		{"failed, host off, its owner keeps it off", sick, over(PhaseFailed, false), Host{Name: "h0", OffAfterRequest: true, Offline: true}, true},
+		{"done after a cancellation, reboot pending, its owner keeps it off", well, over(PhaseDone, true), Host{Name: "h0", RebootPending: true, Offline: true}, true},
+		{"failed, the request still on it", sick, over(PhaseFailed, false), Host{Name: "h0", Requested: true, RebootAnnotation: true, OffAfterRequest: true, Offline: true}, false},
 	} {
 		o := Observed{Machine: tc.m, State: tc.s, Host: tc.h, Admitted: true, Node: Node{Name: "n0"}}
 		d := cfg.Decide(o, late)

@@ -28,7 +28,7 @@ func TestRebootHostsNotFencedAfterHoldBroken(t *testing.T) {
 		st := reboot.Status{PendingRebootSince: t0, LastRequestSeen: t0, LastPoweredOff: t0.Add(2 * time.Second), HoldBroken: tc.broken}
 		hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true, Status: st,
 			Annotations: map[string]string{remediation.RebootAnnotation: req.Value}})
-		r := &remediation.RebootHosts{Hosts: hosts, Now: func() time.Time { return t0.Add(10 * time.Second) },
+		r := &remediation.RebootAPIHosts{Hosts: hosts, Now: func() time.Time { return t0.Add(10 * time.Second) },
 			HostOf: func(context.Context, string) (string, error) { return "h1", nil }}
 		h, err := r.Get(context.Background(), "m1", req)
 		if err != nil {

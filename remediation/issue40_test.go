@@ -22,7 +22,7 @@ import (
 func TestUnknownHostIsAnError(t *testing.T) {
 	ctx := context.Background()
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "db-1", Online: true})
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return "db-l", nil }}
 	_, err := rh.Get(ctx, "m1", remediation.Request{})
 	require.ErrorIs(t, err, remediation.ErrUnknownHost)
@@ -71,7 +71,7 @@ func TestNounsGuardReasonForms(t *testing.T) {
 		{Name: "node-3", Cluster: "machine-room", HealthCheck: "node-check"},
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, limit := range []remediation.Limit{remediation.MaxCount(1), remediation.MaxCount(5)} {
+	for _, limit := range []remediation.MaxUnhealthy{remediation.MaxCount(1), remediation.MaxCount(5)} {
 		may, why := remediation.MayStart(fleet, "node-2", limit)
 		if may {
 			continue // admitted: no message

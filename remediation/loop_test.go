@@ -18,7 +18,7 @@ import (
 // section worries about.)
 func TestTableLoopsPhasedDoesNot(t *testing.T) {
 	cycles := func(table bool) int {
-		s := newSim(3, remediation.Config{}, table, remediation.Limit{})
+		s := newSim(3, remediation.Config{}, table, remediation.MaxUnhealthy{})
 		s.broken["m1"] = true // hung kernel: the node goes NotReady, the host stays on
 		// Bare metal boots slower than the health checker's timeout.
 		s.boot, s.mhcAfter = 90*time.Second, 40*time.Second

@@ -22,7 +22,7 @@ import (
 // truth: whether a reboot request reached m1's host h1.
 func TestMerge41_GoneMembersThenOthersCounted(t *testing.T) {
 	for _, tc := range []struct {
-		limit remediation.Limit
+		limit remediation.MaxUnhealthy
 		admit bool
 	}{{remediation.MaxCount(2), true}, {remediation.MaxCount(1), false}} {
 		t.Run(tc.limit.String(), func(t *testing.T) {
@@ -40,7 +40,7 @@ func TestMerge41_GoneMembersThenOthersCounted(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now, Limit: tc.limit,
-				Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
+				Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
 			res, err := r.Reconcile(ctx, "m1")
 			if err != nil {
 				t.Fatal(err)

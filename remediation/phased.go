@@ -173,7 +173,7 @@ type Node struct {
 }
 
 // Host is what a decision needs of the Machine's host, as the reboot
-// protocol answers it (see RebootHosts) for the current attempt's request.
+// protocol answers it (see RebootAPIHosts) for the current attempt's request.
 type Host struct {
 	// Missing: the Machine has no host (its BareMetalHost was deleted or
 	// released mid-remediation). Nothing can be powered; the attempt waits
@@ -203,7 +203,7 @@ type Host struct {
 	Fenced bool
 	// PoweredOn: the reboot controller powered the host on after the
 	// attempt's start and no reboot is pending (reboot.Client.Done), and,
-	// where the store can read the power (RebootHosts.Power), the host
+	// where the store can read the power (RebootAPIHosts.Power), the host
 	// reads On past its stale-read window since (reboot.Client.Up).
 	PoweredOn bool
 	// OffAfterRequest: the reboot controller recorded the hardware off
@@ -216,6 +216,17 @@ type Host struct {
 	// it goes on to power the host off and on whether or not a request is
 	// left, so the host is not let go either.
 	RebootPending bool
+	// Offline: the request's host is kept off by its owner, not by the
+	// request: its Online (a BareMetalHost's spec.online) is false and no
+	// request of this Machine's is on it (RebootAnnotation false). Whoever
+	// serves reboot requests keeps such a host off and never powers it on
+	// for the request, so PoweredOn would never come: OffAfterRequest and
+	// RebootPending no longer hold it for the remediation (Held). A
+	// Machine's ordinary end (its owner releases the host, which is then
+	// deprovisioned and kept off) thus releases its admission. Set only
+	// by a store that knows the owner's wish (kube.OperatorHosts;
+	// RebootAPIHosts with OwnerOnline).
+	Offline bool
 	// UpReadFrom: when PoweredOn is false only because the On reading may
 	// still echo the state from before the power-on, the time from which
 	// a reading counts (reboot.UpReadFrom); zero otherwise.

@@ -35,7 +35,7 @@ func TestRebootHostsPoweredOnNeedsFreshOnReading(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := reboot.Status{LastRequestSeen: t0, LastPoweredOff: t0.Add(time.Second), LastPoweredOn: onAt}
 			hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true, Status: st})
-			r := &remediation.RebootHosts{Hosts: hosts, Now: func() time.Time { return tc.now }, StaleReads: 500 * time.Millisecond,
+			r := &remediation.RebootAPIHosts{Hosts: hosts, Now: func() time.Time { return tc.now }, StaleReads: 500 * time.Millisecond,
 				HostOf: func(context.Context, string) (string, error) { return "h1", nil }}
 			if tc.power != power.StateUnknown {
 				p := fake.NewPower(func() time.Time { return tc.now }, fake.PowerConfig{Initial: tc.power})

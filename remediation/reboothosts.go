@@ -12,18 +12,24 @@ import (
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
-// ErrUnknownHost: RebootHosts.HostOf named a host the reboot store does
+// ErrUnknownHost: RebootAPIHosts.HostOf named a host the reboot store does
 // not have.
 var ErrUnknownHost = errors.New("remediation: unknown host")
 
-// Compile-time checks: *RebootHosts is a HostStore and a RequestRemover.
+// Compile-time checks: *RebootAPIHosts is a HostStore and a RequestRemover.
 var (
-	_ HostStore      = (*RebootHosts)(nil)
-	_ RequestRemover = (*RebootHosts)(nil)
-	_ RequestReader  = (*RebootHosts)(nil)
+	_ HostStore      = (*RebootAPIHosts)(nil)
+	_ RequestRemover = (*RebootAPIHosts)(nil)
+	_ RequestReader  = (*RebootAPIHosts)(nil)
 )
 
-// RebootHosts is the remediation's HostStore over the reboot API, through
+// RebootHosts is RebootAPIHosts.
+//
+// Deprecated: use RebootAPIHosts (fake.RebootHosts and kube.RebootHosts
+// are reboot.HostStores, another thing).
+type RebootHosts = RebootAPIHosts
+
+// RebootAPIHosts is the remediation's HostStore over the reboot API, through
 // its client side (reboot.Client), over a reboot.HostStore: it is not one
 // itself (fake.RebootHosts and kube.RebootHosts are reboot.HostStores, the
 // records the reboot controller reads; this type asks that controller for
@@ -35,7 +41,7 @@ var (
 // when Power is set, by an On reading that cannot be stale (see Power).
 // It never decides on a power reading alone, which a BMC may echo from
 // before a reset.
-type RebootHosts struct {
+type RebootAPIHosts struct {
 	// Hosts is the reboot controller's host store.
 	Hosts reboot.HostStore
 	// HostOf maps a Machine to its host's name: "" with a nil error if the
@@ -64,19 +70,30 @@ type RebootHosts struct {
 	// their machines): it is an error wrapping ErrUnknownHost, the pass
 	// fails and is retried, and nothing escalates on a wrong mapping.
 	HostsMayVanish bool
+	// OwnerOnline: the store fills every host's Online with its owner's
+	// wish (kube.RebootHosts: the BareMetalHost's spec.online; the kube
+	// module sets it). A host with Online false and no request of the
+	// Machine's on it is then Host.Offline, not held: the reboot
+	// controller keeps it off for its owner ("held while Online is
+	// false") and powers it on for no request, so a Machine deleted after
+	// its host was released and deprovisioned gives its admission back.
+	// False (the default): Online is not trusted for that, since a store
+	// may leave it unset, and such a host stays held until it is powered
+	// on.
+	OwnerOnline bool
 	// Retries bounds conflicting writes retried by RemoveRebootAnnotation.
 	// Default 10.
 	Retries int
 }
 
-func (r *RebootHosts) client() *reboot.Client {
+func (r *RebootAPIHosts) client() *reboot.Client {
 	return &reboot.Client{Hosts: r.Hosts, Key: RebootKey, Now: r.Now, Retries: r.Retries}
 }
 
 // Get implements HostStore. Host.Name is the host HostOf names now; the
 // request's evidence is read on req.Host when it is set (the host the
 // request was written to), else on that one.
-func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Host, error) {
+func (r *RebootAPIHosts) Get(ctx context.Context, machine string, req Request) (Host, error) {
 	name, err := r.HostOf(ctx, machine)
 	if err != nil {
 		return Host{}, fmt.Errorf("remediation: host of machine %s: %w", machine, err)
@@ -106,7 +123,7 @@ func (r *RebootHosts) Get(ctx context.Context, machine string, req Request) (Hos
 
 // read fills out from the host target (the request's host, or name: the
 // one HostOf names) for req.
-func (r *RebootHosts) read(ctx context.Context, machine, name, target string, out Host, req Request) (Host, error) {
+func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string, out Host, req Request) (Host, error) {
 	h, err := r.Hosts.Get(ctx, target)
 	if errors.Is(err, reboot.ErrNotFound) {
 		if target != name {
@@ -135,6 +152,9 @@ func (r *RebootHosts) read(ctx context.Context, machine, name, target string, ou
 		out.OffAfterRequest = h.Status.LastPoweredOff.After(req.At)
 		out.RebootPending = h.Status.Pending()
 	}
+	// The reboot controller keeps a host with Online false off ("held
+	// while Online is false") and powers it on for no request.
+	out.Offline = r.OwnerOnline && !h.Online && !out.RebootAnnotation
 	if r.Power != nil {
 		// The clock before the reading: the reading is no older than this.
 		now := r.Now()
@@ -159,7 +179,7 @@ func (r *RebootHosts) read(ctx context.Context, machine, name, target string, ou
 // ReadRequest implements RequestReader: Get for req on req.Host, without
 // HostOf (Host.Name is req.Host); a host the store no longer has is
 // Missing. Without req.Host it is Get.
-func (r *RebootHosts) ReadRequest(ctx context.Context, machine string, req Request) (Host, error) {
+func (r *RebootAPIHosts) ReadRequest(ctx context.Context, machine string, req Request) (Host, error) {
 	if req.Host == "" {
 		return r.Get(ctx, machine, req)
 	}
@@ -169,13 +189,13 @@ func (r *RebootHosts) ReadRequest(ctx context.Context, machine string, req Reque
 	return c.Get(ctx, machine, req)
 }
 
-func (r *RebootHosts) unknown(machine, host string) error {
+func (r *RebootAPIHosts) unknown(machine, host string) error {
 	return fmt.Errorf("remediation: machine %s maps to host %s, which the host store does not have (fix HostOf or add the host): %w",
 		machine, host, ErrUnknownHost)
 }
 
 // AddRebootAnnotation implements HostStore.
-func (r *RebootHosts) AddRebootAnnotation(ctx context.Context, machine string, req Request) error {
+func (r *RebootAPIHosts) AddRebootAnnotation(ctx context.Context, machine string, req Request) error {
 	name, err := r.hostFor(ctx, machine, req)
 	if err != nil {
 		return err
@@ -188,7 +208,7 @@ func (r *RebootHosts) AddRebootAnnotation(ctx context.Context, machine string, r
 }
 
 // hostFor is req.Host, or the host HostOf names when it is not set.
-func (r *RebootHosts) hostFor(ctx context.Context, machine string, req Request) (string, error) {
+func (r *RebootAPIHosts) hostFor(ctx context.Context, machine string, req Request) (string, error) {
 	if req.Host != "" {
 		return req.Host, nil
 	}
@@ -201,7 +221,7 @@ func (r *RebootHosts) hostFor(ctx context.Context, machine string, req Request) 
 
 // RemoveRebootAnnotation implements HostStore: RemoveRebootRequest from
 // the host HostOf names now.
-func (r *RebootHosts) RemoveRebootAnnotation(ctx context.Context, machine string) error {
+func (r *RebootAPIHosts) RemoveRebootAnnotation(ctx context.Context, machine string) error {
 	return r.RemoveRebootRequest(ctx, machine, Request{})
 }
 
@@ -210,7 +230,7 @@ func (r *RebootHosts) RemoveRebootAnnotation(ctx context.Context, machine string
 // writes, retrying conflicts, if its value is this Machine's (SameMachine
 // with req.Value; any value if req.Value is empty): another Machine's
 // request on a host this one used to map to is left alone.
-func (r *RebootHosts) RemoveRebootRequest(ctx context.Context, machine string, req Request) error {
+func (r *RebootAPIHosts) RemoveRebootRequest(ctx context.Context, machine string, req Request) error {
 	name, err := r.hostFor(ctx, machine, req)
 	if err != nil {
 		return err

@@ -61,7 +61,7 @@ type NodeStore interface {
 }
 
 // HostStore reads a Machine's host and changes its reboot annotation.
-// RebootHosts implements it over a reboot.HostStore with the reboot
+// RebootAPIHosts implements it over a reboot.HostStore with the reboot
 // protocol's client side.
 type HostStore interface {
 	// Get returns what the remediation needs of the Machine's host, for
@@ -85,7 +85,7 @@ type HostStore interface {
 // and only if its value is this Machine's (SameMachine with req.Value):
 // another Machine's request on that host is left. The Reconciler uses
 // it, when the HostStore has it, for every removal of an attempt's
-// request (RebootHosts has it).
+// request (RebootAPIHosts has it).
 type RequestRemover interface {
 	RemoveRebootRequest(ctx context.Context, machine string, req Request) error
 }
@@ -202,7 +202,7 @@ type Reconciler struct {
 	// Config tunes phased decisions.
 	Config Config
 	// Limit is the storm guard's limit on unhealthy machines.
-	Limit Limit
+	Limit MaxUnhealthy
 	// Table selects the seed's stateless table instead of the phased mode.
 	// It loops under a health checker that re-adds its annotation; it
 	// exists to reproduce the seed.
@@ -644,7 +644,7 @@ var ErrHostHeld = errors.New("remediation: its host is still held after its rebo
 // it reads the host req.Host for the request req as HostStore.Get does,
 // without asking the Machine's mapping (the Machine may be gone); a host
 // the store no longer has reads as Missing. The Reconciler uses it to
-// keep a gone Machine's admission while its host is held (RebootHosts has
+// keep a gone Machine's admission while its host is held (RebootAPIHosts has
 // it); without it, HostStore.Get is asked, and a Machine it cannot
 // resolve (ErrNotFound) is released once its request is removed.
 type RequestReader interface {

@@ -56,7 +56,7 @@ var ErrNotDeletable = errors.New("remediation: a single record is not deleted (s
 // Records adapts a RecordStore to the Reconciler's MachineStore and
 // NodeStore. Run the Reconciler with Config.OutOfService (the server's
 // workloads are moved by its OutOfService flag; a record is never deleted)
-// and with RebootHosts mapping a record's name to its host. The Machine it
+// and with RebootAPIHosts mapping a record's name to its host. The Machine it
 // shows has no controller owner, so escalation fails the remediation and
 // never deletes anything. The MachineStore is a MachineWatcher when s is
 // a RecordWatcher (Reconciler.Loop then wakes a record at once when it

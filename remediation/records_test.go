@@ -32,7 +32,7 @@ func TestSingleRecordRemediation(t *testing.T) {
 		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
 	machines, nodes := remediation.Records(inv)
 	rem := &remediation.Reconciler{Machines: machines, Nodes: nodes, Admissions: fake.NewCluster(), Now: time.Now,
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, Power: pc, StaleReads: 100 * time.Millisecond,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, Power: pc, StaleReads: 100 * time.Millisecond,
 			HostOf: func(_ context.Context, m string) (string, error) { return m, nil }},
 		Limit:  remediation.MaxCount(1),
 		Config: remediation.Config{OutOfService: true, PollInterval: 50 * time.Millisecond, Timeout: time.Minute}}

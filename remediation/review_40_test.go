@@ -78,7 +78,7 @@ func TestReview40_UnhealthyRecordWaitsForResync(t *testing.T) {
 	machines, nodes := remediation.Records(inv)
 	var passes atomic.Int32
 	rem := &remediation.Reconciler{Machines: machines, Nodes: nodes, Admissions: fake.NewCluster(), Now: time.Now,
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, Power: pc, StaleReads: 100 * time.Millisecond,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, Power: pc, StaleReads: 100 * time.Millisecond,
 			HostOf: func(_ context.Context, m string) (string, error) { return m, nil }},
 		Limit:  remediation.MaxCount(1),
 		Config: remediation.Config{OutOfService: true, PollInterval: 50 * time.Millisecond, Timeout: time.Minute}}
@@ -154,7 +154,7 @@ func TestReview40_RemediationWritesAfterGuardDeadline(t *testing.T) {
 	hw := fake.NewPower(time.Now, fake.PowerConfig{})
 	pc := func(string) (power.Controller, error) { return hw, nil }
 	rem := &remediation.Reconciler{Machines: slowRead{cluster}, Nodes: cluster.Nodes(), Admissions: cluster, Now: time.Now,
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, Power: pc,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, Power: pc,
 			HostOf: func(context.Context, string) (string, error) { return "h0", nil }},
 		Config: remediation.Config{PollInterval: time.Hour, Timeout: time.Minute}, Guard: shortLease{}}
 	var err error

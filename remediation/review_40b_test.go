@@ -27,7 +27,7 @@ func TestReview40b_HostWatchFollowsHostOf(t *testing.T) {
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true})
 	var mu sync.Mutex
 	mapping := map[string]string{} // db-1 has no host yet
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(_ context.Context, m string) (string, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -100,7 +100,7 @@ func TestReview40b_PollReadsEveryMachineEveryInterval(t *testing.T) {
 		hs = append(hs, reboot.Host{Name: name, Online: true})
 	}
 	hosts := fake.NewRebootHosts(hs...)
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(_ context.Context, m string) (string, error) { return m, nil }}
 	machines, nodes := remediation.Records(inv)
 	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh,

@@ -108,7 +108,7 @@ func TestReview40c_HostStoreThatCannotWatchDeafensMachine(t *testing.T) {
 	const every = 50 * time.Millisecond
 	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
 	machines, nodes := remediation.Records(pollOnlyRecords{inv})
-	rh := &remediation.RebootHosts{Hosts: noWatchHosts{fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true})},
+	rh := &remediation.RebootAPIHosts{Hosts: noWatchHosts{fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true})},
 		Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "bmh-1", nil }}
 	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh,
 		Config: remediation.Config{PollInterval: every}}

@@ -93,7 +93,7 @@ func TestReview40d_TransientMachineWatchFailurePollsForever(t *testing.T) {
 	store := &flakyWatchRecords{Records: inv}
 	store.fails.Store(1)
 	machines, nodes := remediation.Records(store)
-	rh := &remediation.RebootHosts{Hosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return "bmh-1", nil }}
 	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
 		Config: remediation.Config{PollInterval: time.Hour}}
@@ -130,7 +130,7 @@ func TestReview40d_TransientHostWatchFailureLosesHostWakes(t *testing.T) {
 	machines, nodes := remediation.Records(inv)
 	hosts := &flakyWatchHosts{RebootHosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true})}
 	hosts.fails.Store(1)
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return "bmh-1", nil }}
 	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
 		Config: remediation.Config{PollInterval: time.Hour}}

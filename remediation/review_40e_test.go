@@ -50,7 +50,7 @@ func TestReview40e_HangingWatchRetryStopsPolling(t *testing.T) {
 	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
 	store := &hangingWatchRecords{Records: inv, hang: 8 * time.Second}
 	machines, nodes := remediation.Records(store)
-	rh := &remediation.RebootHosts{Hosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return "bmh-1", nil }}
 	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
 		Config: remediation.Config{PollInterval: 200 * time.Millisecond}}
@@ -112,7 +112,7 @@ func TestReview40e_HangingHostWatchRetryMutesMachineWatch(t *testing.T) {
 	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
 	machines, nodes := remediation.Records(inv)
 	hosts := &hangingWatchHosts{RebootHosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), hang: 8 * time.Second}
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return "bmh-1", nil }}
 	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
 		Config: remediation.Config{PollInterval: time.Hour}}

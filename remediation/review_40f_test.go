@@ -55,7 +55,7 @@ func TestReview40f_HangingWatchOfNewHostMutesMachineWatch(t *testing.T) {
 		hang: "bmh-2", d: 8 * time.Second}
 	var host atomic.Value
 	host.Store("bmh-1")
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return host.Load().(string), nil }}
 	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
 		Config: remediation.Config{PollInterval: time.Hour}}
@@ -121,7 +121,7 @@ func TestReview40f_WatchRetryGoroutineLeaks(t *testing.T) {
 	hosts := &scriptedHostWatch{RebootHosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}, reboot.Host{Name: "bmh-2", Online: true})}
 	var host atomic.Value
 	host.Store("bmh-1")
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return host.Load().(string), nil }}
 	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
 		Config: remediation.Config{PollInterval: time.Hour}}
@@ -204,7 +204,7 @@ func TestReview40f_HungHostOfMutesMachineWatchForGood(t *testing.T) {
 	machines, nodes := remediation.Records(inv)
 	var armed atomic.Bool
 	var hung atomic.Int32
-	rh := &remediation.RebootHosts{Hosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), Now: time.Now,
 		HostOf: func(ctx context.Context, _ string) (string, error) {
 			if armed.CompareAndSwap(true, false) {
 				hung.Add(1)

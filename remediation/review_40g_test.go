@@ -35,7 +35,7 @@ func TestReview40g_MoveDuringSlowHostOfKeepsOldHost(t *testing.T) {
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}, reboot.Host{Name: "bmh-2", Online: true})
 	var mu sync.Mutex
 	mapping := map[string]string{"db-1": "bmh-1"}
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(ctx context.Context, m string) (string, error) {
 			mu.Lock()
 			h := mapping[m]
@@ -102,7 +102,7 @@ func TestReview40g_HungFirstHostOfMutesMachineWatch(t *testing.T) {
 	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
 	machines, nodes := remediation.Records(inv)
 	var hung atomic.Int32
-	rh := &remediation.RebootHosts{Hosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}), Now: time.Now,
 		HostOf: func(ctx context.Context, _ string) (string, error) {
 			if hung.CompareAndSwap(0, 1) { // the first call: the watch's, at its start (the first pass comes 1 s later)
 				<-ctx.Done() // the request is lost; only the caller's context ends it
@@ -161,7 +161,7 @@ func TestReview40g_HungFirstHostWatchMutesMachineWatch(t *testing.T) {
 	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
 	machines, nodes := remediation.Records(inv)
 	hosts := &firstWatchHangs{RebootHosts: fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true})}
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return "bmh-1", nil }}
 	r := &remediation.Reconciler{Machines: machines, Nodes: nodes, Hosts: rh, Admissions: fake.NewCluster(), Now: time.Now,
 		Config: remediation.Config{PollInterval: time.Hour}}
@@ -210,7 +210,7 @@ func TestReview40g_MachineMovedMidRemediationLeavesOldHostOff(t *testing.T) {
 	host.Store("bmh-1")
 	machines, nodes := remediation.Records(inv)
 	rem := &remediation.Reconciler{Machines: machines, Nodes: nodes, Admissions: fake.NewCluster(), Now: time.Now,
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 			HostOf: func(context.Context, string) (string, error) { return host.Load().(string), nil }},
 		Limit:  remediation.MaxCount(1),
 		Config: remediation.Config{OutOfService: true, PollInterval: 50 * time.Millisecond, Timeout: 2 * time.Second}}
@@ -276,7 +276,7 @@ func TestReview40g_MachineDeletedMidRemediationLeavesHostOff(t *testing.T) {
 	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now, Power: pc,
 		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
 	rem := &remediation.Reconciler{Machines: cluster, Nodes: cluster.Nodes(), Admissions: cluster, Now: time.Now,
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 			HostOf: func(_ context.Context, m string) (string, error) { return "h" + m[1:], nil }},
 		Limit:  remediation.MaxCount(1),
 		Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 10 * time.Second}}

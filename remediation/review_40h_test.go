@@ -24,7 +24,7 @@ type rig40h struct {
 	hosts   reboot.HostStore
 	hw      map[string]*fake.Power
 	hostOf  atomic.Value
-	rh      *remediation.RebootHosts
+	rh      *remediation.RebootAPIHosts
 	rem     *remediation.Reconciler
 }
 
@@ -39,7 +39,7 @@ func newRig40h(t *testing.T, cfg remediation.Config) *rig40h {
 		"h2": fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond}),
 	}
 	g.hostOf.Store("h1")
-	g.rh = &remediation.RebootHosts{Hosts: g.hosts, Now: time.Now,
+	g.rh = &remediation.RebootAPIHosts{Hosts: g.hosts, Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return g.hostOf.Load().(string), nil }}
 	g.rem = &remediation.Reconciler{Machines: g.cluster, Nodes: g.cluster.Nodes(), Admissions: g.cluster, Now: time.Now,
 		Hosts: g.rh, Limit: remediation.MaxCount(1), Config: cfg}
@@ -106,7 +106,7 @@ func (g *rig40h) h1Held(t *testing.T, settle time.Duration) (held, off bool, ann
 // released: Host.Missing) and whose health checker then clears the mark
 // (cancel) ends in PhasePowerOffRequested's first case
 // (phased.go:405, `!m.NeedsRemediation && o.Host.Missing`): Done, admission
-// released, no removal, although RebootHosts.Get read h1's annotation
+// released, no removal, although RebootAPIHosts.Get read h1's annotation
 // (o.Host.RebootAnnotation is true: it reads req.Host). Done's own pass
 // then resolves the host anew (RequestFor is zero out of flight) and finds
 // none. h1 stays held off for good, owned by no remediation. Ground truth:
@@ -193,7 +193,7 @@ func TestReview40h_DeletedWithHostOfEmptyReleasesWhileHostOff(t *testing.T) {
 // removeFailsOnce is a RebootHosts whose next request removal fails (a
 // refused connection; equally a crash right after the state write).
 type removeFailsOnce struct {
-	*remediation.RebootHosts
+	*remediation.RebootAPIHosts
 	fail atomic.Bool
 }
 
@@ -201,7 +201,7 @@ func (h *removeFailsOnce) RemoveRebootRequest(ctx context.Context, m string, req
 	if h.fail.CompareAndSwap(true, false) {
 		return errors.New("hosts: connection refused")
 	}
-	return h.RebootHosts.RemoveRebootRequest(ctx, m, req)
+	return h.RebootAPIHosts.RemoveRebootRequest(ctx, m, req)
 }
 
 func (h *removeFailsOnce) RemoveRebootAnnotation(ctx context.Context, m string) error {
@@ -222,7 +222,7 @@ func (h *removeFailsOnce) RemoveRebootAnnotation(ctx context.Context, m string) 
 // its admission released. The same happens with a move instead of "".
 func TestReview40h_FailedAfterLostRemovalLeavesOldHostOff(t *testing.T) {
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond, RetryLimit: -1})
-	h := &removeFailsOnce{RebootHosts: g.rh}
+	h := &removeFailsOnce{RebootAPIHosts: g.rh}
 	g.rem.Hosts = h
 	g.startOnH1(t, true)
 	g.hostOf.Store("") // h1 released from m1
@@ -256,7 +256,7 @@ func TestReview40h_FailedAfterLostRemovalLeavesOldHostOff(t *testing.T) {
 func TestReview40h_EscalationLostAfterStateWriteNeverDeletesMachine(t *testing.T) {
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond, RetryLimit: -1})
 	g.cluster.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c", HasControllerOwner: true})
-	h := &removeFailsOnce{RebootHosts: g.rh}
+	h := &removeFailsOnce{RebootAPIHosts: g.rh}
 	g.rem.Hosts = h
 	g.startOnH1(t, false)
 	time.Sleep(600 * time.Millisecond) // the attempt times out: escalation
@@ -274,7 +274,7 @@ func TestReview40h_EscalationLostAfterStateWriteNeverDeletesMachine(t *testing.T
 // TestReview40h_MovedMachineRemovesAnotherMachinesRequest: doc.go: "A
 // Machine whose host changes while its request holds the old one ... has
 // that request removed first". It removes any request on the old host,
-// whatever its value (RebootHosts.RemoveRebootRequest, reboothosts.go:185:
+// whatever its value (RebootAPIHosts.RemoveRebootRequest, reboothosts.go:185:
 // "removes the annotation, whatever its value"; Decide's moved case keys
 // on Host.RebootAnnotation, present with any value). A host is re-used:
 // m1 moves from h1 to h2 and h1 is given to m9, whose own remediation
@@ -293,7 +293,7 @@ func TestReview40h_MovedMachineRemovesAnotherMachinesRequest(t *testing.T) {
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true}, reboot.Host{Name: "h2", Online: true}, reboot.Host{Name: "h9", Online: true})
 	var mapping atomic.Value
 	mapping.Store(map[string]string{"m1": "h1", "m9": "h9"})
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(_ context.Context, m string) (string, error) { return mapping.Load().(map[string]string)[m], nil }}
 	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now, Hosts: rh,
 		Limit: remediation.MaxPercent(100), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute}}
@@ -361,7 +361,7 @@ func TestReview40h_WatchDeafToRequestHostAfterMove(t *testing.T) {
 		State: remediation.State{Phase: remediation.PhasePoweringOn, Attempt: 1, Started: t0, RequestedAt: t0, Host: "bmh-1"}})
 	machines, nodes := remediation.Records(inv)
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}, reboot.Host{Name: "bmh-2", Online: true})
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(context.Context, string) (string, error) { return "bmh-2", nil }}
 	adm := fake.NewCluster()
 	a, _ := adm.GetAdmissions(context.Background())

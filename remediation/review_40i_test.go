@@ -57,7 +57,7 @@ func TestReview40i_RecreatedSameNameLeavesOldHostOff(t *testing.T) {
 // the Reconciler's check of the persisted attempt and the write (the
 // pause of a writer without a Guard).
 type pausedAdd struct {
-	*remediation.RebootHosts
+	*remediation.RebootAPIHosts
 	between func()
 }
 
@@ -66,7 +66,7 @@ func (h *pausedAdd) AddRebootAnnotation(ctx context.Context, m string, req remed
 		h.between = nil
 		f()
 	}
-	return h.RebootHosts.AddRebootAnnotation(ctx, m, req)
+	return h.RebootAPIHosts.AddRebootAnnotation(ctx, m, req)
 }
 
 // TestReview40i_StrayRequestAfterMoveNeverRemoved: doc.go (Concurrency):
@@ -78,14 +78,14 @@ func (h *pausedAdd) AddRebootAnnotation(ctx context.Context, m string, req remed
 // process B's pass, finding h1 without a request, writes a new request on
 // h2 (State.Host h2). A's write then lands on h1. Every later pass reads
 // and removes m1's request only on State.Host (h2) (RequestFor,
-// phased.go; RebootHosts.Get reads req.Host), and the Loop watches only
+// phased.go; RebootAPIHosts.Get reads req.Host), and the Loop watches only
 // State.Host and HostOf's host: nothing ever looks at h1 again. h1 stays
 // held off for good while h2 is held too (two hosts for one Machine),
 // and after the remediation ends. Ground truth: h1's fake hardware.
 func TestReview40i_StrayRequestAfterMoveNeverRemoved(t *testing.T) {
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	other := *g.rem // process B: the same stores, the plain host store
-	h := &pausedAdd{RebootHosts: g.rh}
+	h := &pausedAdd{RebootAPIHosts: g.rh}
 	g.rem.Hosts = h
 	h.between = func() {
 		g.hostOf.Store("h2")
@@ -158,7 +158,7 @@ func TestReview40i_DeletedWhileDownNeverAbandoned(t *testing.T) {
 // removeFailsFor is a RebootHosts whose removals of one Machine's request
 // fail (its host's API refuses them for now).
 type removeFailsFor struct {
-	*remediation.RebootHosts
+	*remediation.RebootAPIHosts
 	machine string
 }
 
@@ -166,7 +166,7 @@ func (h *removeFailsFor) RemoveRebootRequest(ctx context.Context, m string, req 
 	if m == h.machine {
 		return errors.New("hosts: connection refused")
 	}
-	return h.RebootHosts.RemoveRebootRequest(ctx, m, req)
+	return h.RebootAPIHosts.RemoveRebootRequest(ctx, m, req)
 }
 
 // TestReview40i_DeletedAdmittedNotCountedByStormGuard: doc.go, the
@@ -189,7 +189,7 @@ func TestReview40i_DeletedAdmittedNotCountedByStormGuard(t *testing.T) {
 	g.rh.HostOf = func(_ context.Context, m string) (string, error) {
 		return map[string]string{"m1": "h1", "m2": "h2"}[m], nil
 	}
-	g.rem.Hosts = &removeFailsFor{RebootHosts: g.rh, machine: "m1"}
+	g.rem.Hosts = &removeFailsFor{RebootAPIHosts: g.rh, machine: "m1"}
 	require.NoError(t, g.cluster.Delete(context.Background(), "m1"))
 	_ = g.pass(t) // abandon fails: m1 stays admitted, h1 held
 	a, _ := g.cluster.GetAdmissions(context.Background())

@@ -30,7 +30,7 @@ import (
 func TestReview40j_StrayAfterLastRemovalNeverRemoved(t *testing.T) {
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	other := *g.rem // process B
-	h := &pausedAdd{RebootHosts: g.rh}
+	h := &pausedAdd{RebootAPIHosts: g.rh}
 	g.rem.Hosts = h
 	h.between = func() {
 		g.hostOf.Store("h2")
@@ -137,7 +137,7 @@ func TestReview40j_GoneControlPlaneNotCountedAsControlPlane(t *testing.T) {
 		return map[string]string{"m1": "h1", "m2": "h2", "m3": "h3"}[m], nil
 	}
 	g.startOnH1(t, true)
-	g.rem.Hosts = &removeFailsFor{RebootHosts: g.rh, machine: "m1"}
+	g.rem.Hosts = &removeFailsFor{RebootAPIHosts: g.rh, machine: "m1"}
 	require.NoError(t, g.cluster.Delete(context.Background(), "m1"))
 	_ = g.pass(t) // abandon fails: m1 stays admitted, h1 held off
 	a, _ := g.cluster.GetAdmissions(context.Background())

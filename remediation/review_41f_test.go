@@ -60,7 +60,7 @@ func escalatedMachineDeleted(t *testing.T, recorded bool) {
 	}
 	hostOf := map[string]string{"m1": "h1", "m2": "h2"}
 	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now, Limit: remediation.MaxCount(1),
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, HostOf: func(_ context.Context, m string) (string, error) {
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, HostOf: func(_ context.Context, m string) (string, error) {
 			h, ok := hostOf[m]
 			if !ok {
 				return "", remediation.ErrNotFound // as kube.HostOfMachine for a deleted Machine
@@ -137,7 +137,7 @@ func TestReview41_FailedClearedKeepsAdmissionWhileHostOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now,
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
 	for i := 1; i <= 3; i++ {
 		if _, err := r.Reconcile(ctx, "m1"); err != nil {
 			t.Fatal(err)
@@ -171,7 +171,7 @@ func TestReview41_StormGuardCountsOtherControllersAdmissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now, Limit: remediation.MaxCount(1),
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
 	if _, err := r.Reconcile(ctx, "m1"); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestReview41_OtherAdmissionsKeepPercentDenominator(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now, Limit: remediation.MaxPercent(50),
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, HostOf: func(context.Context, string) (string, error) { return "h1", nil }}}
 	if _, err := r.Reconcile(ctx, "m1"); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 // Config.PollInterval (default 5 s): the Loop lists Machines (one
 // MachineStore.List per interval, whatever their number, while any is
 // watched) and wakes those whose Version changed (give your store a Watch
-// to spare those listings). When Hosts is a *RebootHosts over a store that
+// to spare those listings). When Hosts is a *RebootAPIHosts over a store that
 // can watch (reboot.HostWatcher), it is also woken whenever its host's
 // record changes: the reboot controller's evidence is acted on at once,
 // not at the next poll. The hosts are the one HostOf names and the one
@@ -71,7 +71,7 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 		}
 		return poll.Watch(ctx, name)
 	}
-	rh, ok := r.Hosts.(*RebootHosts)
+	rh, ok := r.Hosts.(*RebootAPIHosts)
 	hw, watches := reboot.HostWatcher(nil), false
 	if ok {
 		hw, watches = rh.Hosts.(reboot.HostWatcher)

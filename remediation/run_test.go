@@ -32,7 +32,7 @@ func TestRunnerRemediatesWithRebootLoop(t *testing.T) {
 	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now, Power: pc,
 		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
 	rem := &remediation.Reconciler{Machines: cluster, Nodes: cluster.Nodes(), Admissions: cluster, Now: time.Now,
-		Hosts: &remediation.RebootHosts{Hosts: hosts, Now: time.Now, Power: pc, StaleReads: 100 * time.Millisecond,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, Power: pc, StaleReads: 100 * time.Millisecond,
 			HostOf: func(context.Context, string) (string, error) { return "h0", nil }},
 		Config: remediation.Config{PollInterval: time.Hour, Timeout: time.Minute}}
 	// No short Resync: the two loops must wake each other through the

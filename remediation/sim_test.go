@@ -31,7 +31,7 @@ type sim struct {
 	rem      *remediation.Reconciler
 	rem2     *remediation.Reconciler // a second reconciler (another worker or process)
 	cfg      remediation.Config
-	limit    remediation.Limit
+	limit    remediation.MaxUnhealthy
 	nested   string // a Machine the second reconciler reconciles at the next write
 	inNested bool
 	n        int
@@ -48,12 +48,12 @@ type sim struct {
 	failures []string
 }
 
-func newSim(n int, cfg remediation.Config, table bool, limit remediation.Limit) *sim {
+func newSim(n int, cfg remediation.Config, table bool, limit remediation.MaxUnhealthy) *sim {
 	return newSimWith(n, cfg, table, limit, func(int) fake.PowerConfig { return fake.PowerConfig{Lag: 3 * time.Second} })
 }
 
 // newSimWith builds a simulation whose host i has power config pc(i).
-func newSimWith(n int, cfg remediation.Config, table bool, limit remediation.Limit, pc func(int) fake.PowerConfig) *sim {
+func newSimWith(n int, cfg remediation.Config, table bool, limit remediation.MaxUnhealthy, pc func(int) fake.PowerConfig) *sim {
 	s := &sim{ctx: context.Background(), clk: fake.NewClock(time.Time{}), cluster: fake.NewCluster(),
 		powers: map[string]*fake.Power{}, n: n, boot: 30 * time.Second, onSince: map[string]time.Time{},
 		broken: map[string]bool{}, forever: map[string]bool{}, mhcOff: map[string]bool{},
@@ -91,10 +91,10 @@ func newSimWith(n int, cfg remediation.Config, table bool, limit remediation.Lim
 	return s
 }
 
-func (s *sim) remediator(cfg remediation.Config, table bool, limit remediation.Limit) *remediation.Reconciler {
+func (s *sim) remediator(cfg remediation.Config, table bool, limit remediation.MaxUnhealthy) *remediation.Reconciler {
 	return &remediation.Reconciler{
 		Machines: crashMachines{s.cluster, s}, Nodes: crashNodes{s.cluster.Nodes(), s},
-		Hosts: crashHosts{&remediation.RebootHosts{Hosts: s.hosts, Now: s.clk.Now,
+		Hosts: crashHosts{&remediation.RebootAPIHosts{Hosts: s.hosts, Now: s.clk.Now,
 			Power:  func(h string) (power.Controller, error) { return s.powers[h], nil },
 			HostOf: func(_ context.Context, m string) (string, error) { return "h" + m[1:], nil }}, s},
 		Admissions: crashAdmissions{s.cluster, s},
@@ -110,7 +110,7 @@ func debugLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, nil))
 }
 
-func (s *sim) newRemediator(cfg remediation.Config, table bool, limit remediation.Limit) {
+func (s *sim) newRemediator(cfg remediation.Config, table bool, limit remediation.MaxUnhealthy) {
 	s.rem = s.remediator(cfg, table, limit)
 }
 
@@ -240,7 +240,7 @@ func (c crashNodes) AddMetadata(ctx context.Context, name string, l, a map[strin
 }
 
 type crashHosts struct {
-	*remediation.RebootHosts
+	*remediation.RebootAPIHosts
 	s *sim
 }
 
@@ -248,19 +248,19 @@ func (c crashHosts) AddRebootAnnotation(ctx context.Context, m string, r remedia
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.AddRebootAnnotation(ctx, m, r)
+	return c.RebootAPIHosts.AddRebootAnnotation(ctx, m, r)
 }
 
 func (c crashHosts) RemoveRebootAnnotation(ctx context.Context, m string) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.RemoveRebootAnnotation(ctx, m)
+	return c.RebootAPIHosts.RemoveRebootAnnotation(ctx, m)
 }
 
 func (c crashHosts) RemoveRebootRequest(ctx context.Context, m string, r remediation.Request) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.RemoveRebootRequest(ctx, m, r)
+	return c.RebootAPIHosts.RemoveRebootRequest(ctx, m, r)
 }

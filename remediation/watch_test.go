@@ -32,7 +32,7 @@ func TestLoopWatchesMachines(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "db-1", Online: true})
-	rh := &remediation.RebootHosts{Hosts: hosts, Now: time.Now,
+	rh := &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
 		HostOf: func(_ context.Context, m string) (string, error) { return m, nil }}
 	slow := remediation.Config{PollInterval: time.Hour} // no poll could explain a wake-up
 

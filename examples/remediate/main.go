@@ -55,7 +55,7 @@ func run(w io.Writer, boot, mhcTimeout time.Duration, table bool) error {
 		Power: func(n string) (power.Controller, error) { return powers[n], nil }}
 	rem := &remediation.Reconciler{
 		Machines: cluster, Nodes: cluster.Nodes(), Admissions: cluster, Table: table, Now: clk.Now,
-		Hosts: &remediation.RebootHosts{Hosts: hostStore, Now: clk.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hostStore, Now: clk.Now,
 			Power:  func(n string) (power.Controller, error) { return powers[n], nil },
 			HostOf: func(_ context.Context, m string) (string, error) { return m, nil }},
 		Limit: remediation.MaxPercent(40),

@@ -62,7 +62,7 @@ func StateMachine(t *testing.T, newStores NewStores) {
 			OutOfService:     rapid.Bool().Draw(t, "outOfService"),
 			MinHealthyPeriod: time.Duration(rapid.IntRange(1, 60).Draw(t, "minHealthyMin")) * time.Minute,
 		}
-		limit := rapid.SampledFrom([]remediation.Limit{remediation.MaxCount(1), remediation.MaxCount(2),
+		limit := rapid.SampledFrom([]remediation.MaxUnhealthy{remediation.MaxCount(1), remediation.MaxCount(2),
 			remediation.MaxPercent(40), remediation.MaxPercent(100)}).Draw(t, "limit")
 		pcs := make([]fake.PowerConfig, n)
 		for i := range pcs {

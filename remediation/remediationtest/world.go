@@ -30,7 +30,7 @@ type world struct {
 	rem      *remediation.Reconciler
 	rem2     *remediation.Reconciler // a second reconciler (another worker or process)
 	cfg      remediation.Config
-	limit    remediation.Limit
+	limit    remediation.MaxUnhealthy
 	nested   string // a machine the second reconciler reconciles at the next write
 	inNested bool
 	n        int
@@ -48,7 +48,7 @@ type world struct {
 	beforeFence func(node string)
 }
 
-func newWorld(t *rapid.T, newStores NewStores, n int, cfg remediation.Config, limit remediation.Limit, pcs []fake.PowerConfig) (*world, error) {
+func newWorld(t *rapid.T, newStores NewStores, n int, cfg remediation.Config, limit remediation.MaxUnhealthy, pcs []fake.PowerConfig) (*world, error) {
 	s := &world{t: t, ctx: context.Background(), clk: fake.NewClock(time.Time{}), powers: map[string]*fake.Power{}, n: n,
 		boot: 30 * time.Second, onSince: map[string]time.Time{}, broken: map[string]bool{}, forever: map[string]bool{},
 		mhcAfter: 40 * time.Second, badSince: map[string]time.Time{}, lastNR: map[string]bool{}}
@@ -104,7 +104,7 @@ func (s *world) interlope() {
 func (s *world) remediator() *remediation.Reconciler {
 	return &remediation.Reconciler{
 		Machines: crashMachines{s.stores.Machines, s}, Nodes: crashNodes{s.stores.Nodes, s},
-		Hosts: crashHosts{&remediation.RebootHosts{Hosts: s.hosts, Now: s.clk.Now,
+		Hosts: crashHosts{&remediation.RebootAPIHosts{Hosts: s.hosts, Now: s.clk.Now,
 			Power:  func(h string) (power.Controller, error) { return s.powers[h], nil },
 			HostOf: func(_ context.Context, m string) (string, error) { return "h" + m[1:], nil }}, s},
 		Admissions: crashAdmissions{s.stores.Admissions, s},
@@ -209,7 +209,7 @@ func (s *world) step(d time.Duration) {
 
 // settled: no remediation in flight or able to start, every host on, no
 // reboot annotation.
-func (s *world) settled(limit remediation.Limit) bool {
+func (s *world) settled(limit remediation.MaxUnhealthy) bool {
 	recs, _ := s.machines.List(s.ctx)
 	fleet := make([]remediation.FleetMachine, len(recs))
 	for i, r := range recs {
@@ -316,7 +316,7 @@ func (c crashNodes) AddMetadata(ctx context.Context, name string, l, a map[strin
 }
 
 type crashHosts struct {
-	*remediation.RebootHosts
+	*remediation.RebootAPIHosts
 	s *world
 }
 
@@ -324,19 +324,19 @@ func (c crashHosts) AddRebootAnnotation(ctx context.Context, m string, r remedia
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.AddRebootAnnotation(ctx, m, r)
+	return c.RebootAPIHosts.AddRebootAnnotation(ctx, m, r)
 }
 
 func (c crashHosts) RemoveRebootAnnotation(ctx context.Context, m string) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.RemoveRebootAnnotation(ctx, m)
+	return c.RebootAPIHosts.RemoveRebootAnnotation(ctx, m)
 }
 
 func (c crashHosts) RemoveRebootRequest(ctx context.Context, m string, r remediation.Request) error {
 	if err := c.s.crash(); err != nil {
 		return err
 	}
-	return c.RebootHosts.RemoveRebootRequest(ctx, m, r)
+	return c.RebootAPIHosts.RemoveRebootRequest(ctx, m, r)
 }
