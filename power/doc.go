@@ -125,9 +125,13 @@
 //     still waits for a session being logged out rather than close
 //     another). A login waiting for a
 //     host's join of a kept session waits half of its caller's time left
-//     at most (and a third of ConnectTimeout), then closes the kept
-//     session, cancelling the join: a hanging join never holds a working
-//     host's fence. A host whose own last two tries or more failed after
+//     at most (and a third of ConnectTimeout), then retires the kept
+//     session and logs in one over the bound: the session stays logged in
+//     for the join, which only its own ConnectTimeout bounds (another
+//     host's login never cuts it short), serves the call that joined, and
+//     is logged out once that ends: a hanging join never holds a working
+//     host's fence, and a neighbour's read never cancels a working
+//     host's. A host whose own last two tries or more failed after
 //     the BMC accepted the login (its system missing or failing) closes
 //     no session, neither one serving hosts nor another login's kept one:
 //     it retries at its own back-off, at most one such host's login per
@@ -142,7 +146,9 @@
 //     busy neighbours never lock a repaired host out (with many such
 //     hosts on one BMC, each waits its turn among their retries).
 //     A login of credentials not yet proven is tried first, one over the
-//     bound (one login at a time per BMC), and only its success closes
+//     bound (one login at a time per BMC; while the BMC is over the bound
+//     already, a login or a logout under way, it waits for that, and
+//     closes nothing for its place), and only its success closes
 //     the least recently used idle session (as many as needed to keep the
 //     slots held for evicting logins free): a wrong password never closes
 //     another host's working session;

@@ -81,9 +81,11 @@ type PoolConfig struct {
 	// Hosts whose sessions are shared (the same BMC and Login, an adapter
 	// that shares) count once. A login of credentials not yet proven on
 	// the BMC may take one more, briefly: it is tried before any working
-	// session is closed for it (see the package documentation). Logins
-	// that open no session on the BMC (ConnectInfo.NoSession:
-	// power/redfish with BasicAuth) are not counted.
+	// session is closed for it (see the package documentation); so may a
+	// login while a kept session retired for it stays logged in for a
+	// host's join, never cut short. Logins that open no session on the
+	// BMC (ConnectInfo.NoSession: power/redfish with BasicAuth) are not
+	// counted.
 	MaxSessions int
 	// LoginInterval: a login that needs a live, idle session of its BMC
 	// closed (the BMC is at MaxSessions) closes at most one every
@@ -205,6 +207,7 @@ type endpoint struct {
 	lastEvict time.Time             // when a login last closed a live session
 	lastProbe time.Time             // when a host whose system failed last logged in over the bound
 	reserved  int                   // slots freed by evictions, held for the logins that evicted
+	outgoing  int                   // its sessions retired while joined, not closed yet (session.outgoing)
 	creds     map[string]*creds     // by Target.loginKey
 	wake      chan struct{}         // closed (and dropped) when the state changes
 	closeQ    []closeJob            // its sessions to close, in order
@@ -244,10 +247,10 @@ type session struct {
 	idle      *list.Element
 	retired   bool
 	uncounted bool // its login opened no session on the BMC: in neither endpoint.sessions nor live
-	// stopJoins, made by the first join, is cancelled (cancelJoins) when
-	// a login closes the session for its place while hosts still join it.
-	stopJoins   context.Context
-	cancelJoins context.CancelFunc
+	// outgoing: retired while a host joined it, and not closed yet: it
+	// stays logged in for the join (bounded by the joiner's own
+	// ConnectTimeout) and the call the join serves (endpoint.outgoing).
+	outgoing bool
 }
 
 // entry is one host.

@@ -133,6 +133,10 @@ func (p *Pool) retireLocked(s *session) {
 	}
 	s.retired = true
 	ep, cr := s.cr.ep, s.cr
+	if s.joins > 0 && !s.outgoing {
+		s.outgoing = true
+		ep.outgoing++
+	}
 	delete(ep.live, s)
 	if cr.shared == s {
 		cr.shared = nil
@@ -178,6 +182,10 @@ func (p *Pool) closeLocked(s *session) { p.closeCountLocked(s, false) }
 // even if it already waits (the session of a call it waits for).
 func (p *Pool) closeCountLocked(s *session, count bool) {
 	delete(p.joinedRetired, s)
+	if s.outgoing {
+		s.outgoing = false
+		s.cr.ep.outgoing--
+	}
 	c := s.ctrl
 	s.ctrl = nil
 	if c == nil {
@@ -386,9 +394,10 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time, command bool) (evicted, 
 }
 
 // joinWait is how long a login waits for a host's join of a kept session
-// (one that serves no host) before it closes that session for its place:
-// half of the caller's time left (the call itself needs the rest), and at
-// most a third of ConnectTimeout: a join that hangs (a dead blade's
+// (one that serves no host) before it retires that session (logged out
+// once the join ends, never cutting it short) and logs in one over the
+// bound: half of the caller's time left (the call itself needs the rest),
+// and at most a third of ConnectTimeout: a join that hangs (a dead blade's
 // system) never holds a working host's fence for the join's whole bound.
 func (p *Pool) joinWait(ctx context.Context) time.Duration {
 	d := p.cfg.ConnectTimeout / 3
