@@ -103,7 +103,7 @@
 //     the bound waits for a session to become idle, and then closes the
 //     least recently used idle one, at most one every
 //     PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
-//     evicted faster than that for reads (power commands excepted, below),
+//     evicted faster than that for reads, nor for power commands (below),
 //     and other such logins fail as busy (at
 //     once, unless a session is being logged out: they wait for it, and
 //     join the session of a login of theirs made in its place). The slot
@@ -119,12 +119,16 @@
 //     one; while a host joins it, the login waits for the join rather
 //     than close a session serving hosts), then the least recently used
 //     idle session; of two last used at the same moment, the one logged
-//     in later. A power command's login (On, Off, Reset: a fence) is not
-//     held to LoginInterval: a fence is not refused for the eviction rate
-//     while its neighbours' reads fill the bound with idle sessions (it
-//     still waits for a session being logged out rather than close
-//     another). A login waiting for a
-//     host's join of a kept session waits half of its caller's time left
+//     in later. A power command's login (On, Off, Reset: a fence) closes
+//     at most one such session per LoginInterval per BMC too, on a budget
+//     of its own that reads never spend: a fence is not refused for the
+//     eviction rate while its neighbours' reads fill the bound with idle
+//     sessions, and commands in a loop (a remediation retrying) cost one
+//     login per LoginInterval, not one each (reads and commands together
+//     close at most two live sessions per BMC per LoginInterval); it
+//     waits for a session being logged out rather than close another. A
+//     login waiting for a host's join of a kept session waits half of its
+//     caller's time left
 //     at most (and a third of ConnectTimeout), then retires the kept
 //     session and logs in one over the bound: the session stays logged in
 //     for the join, which only its own ConnectTimeout bounds (another

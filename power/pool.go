@@ -91,18 +91,19 @@ type PoolConfig struct {
 	// closed (the BMC is at MaxSessions) closes at most one every
 	// LoginInterval (default 1 min); other such logins fail as busy
 	// (waiting only for a session being logged out, or a login a slot is
-	// held for). Live sessions are not evicted faster than that for
-	// State (power commands excepted, below); an idle
-	// session that serves no host (a kept one) is closed first, at any
-	// time, and is not counted (while a host joins it, the login waits
-	// for it rather than close a session that serves hosts, for a short
-	// while: see the package documentation). A power command's login
-	// (On, Off, Reset) is not held to LoginInterval. A host whose system
-	// failed on its last two tries or more (missing or failing) closes no
-	// session: it retries at its own back-off and, for all such hosts,
-	// at most once per LoginInterval per BMC; at the bound, one over it. The slot an eviction
-	// frees is held for the login that made it, which goes on if its
-	// caller gives up.
+	// held for). A power command's login (On, Off, Reset) has a budget of
+	// its own, one every LoginInterval, that reads never spend: logins
+	// for State and for commands together close at most two live
+	// sessions per BMC per LoginInterval. An idle session that serves no
+	// host (a kept one) is closed first, at any time, and is not counted
+	// (while a host joins it, the login waits for it rather than close a
+	// session that serves hosts, for a short while: see the package
+	// documentation). A host whose system failed on its last two tries
+	// or more (missing or failing) closes no session: it retries at its
+	// own back-off and, for all such hosts, at most once per
+	// LoginInterval per BMC; at the bound, one over it. The slot an
+	// eviction frees is held for the login that made it, which goes on if
+	// its caller gives up.
 	LoginInterval time.Duration
 	// Backoff is the first pause after a failed login that is not an
 	// authentication failure (default 1 s); each further failure in a row
@@ -205,6 +206,7 @@ type endpoint struct {
 	sessions  int                   // sessions being opened, open or being closed
 	live      map[*session]struct{} // open and not retired (at most MaxSessions)
 	lastEvict time.Time             // when a login last closed a live session
+	lastCmd   time.Time             // when a power command's login last closed one (its own budget: evictLocked)
 	lastProbe time.Time             // when a host whose system failed last logged in over the bound
 	reserved  int                   // slots freed by evictions, held for the logins that evicted
 	outgoing  int                   // its sessions retired while joined, not closed yet (session.outgoing)

@@ -347,11 +347,16 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 // that serves hosts is closed: the login waits for it. It reports whether
 // it did, and if not whether waiting may help (a session is in use and
 // will become idle, or is being logged out). A power command's login
-// (command: On, Off, Reset; a fence) is not held to LoginInterval: a
-// fence is never refused because its neighbours' reads fill the bound.
+// (command: On, Off, Reset; a fence) has an eviction budget of its own,
+// one per LoginInterval (endpoint.lastCmd), that reads never
+// spend: a fence is never refused because its neighbours' reads fill
+// the bound, and commands in a loop cost one login per LoginInterval at
+// most, not one each (reads and commands together: two evictions per
+// BMC per LoginInterval at most).
 //
 // joined is the kept session being joined, if any: the caller bounds its
-// wait for that join (joinWait), and closes it if the join outlasts that.
+// wait for that join (joinWait), and retires it if the join outlasts
+// that.
 func (p *Pool) evictLocked(ep *endpoint, now time.Time, command bool) (evicted, wait bool, joined *session) {
 	var victim *session
 	pending := false         // a session that serves no host is busy: free to close once idle
@@ -383,12 +388,16 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time, command bool) (evicted, 
 		return false, true, joined
 	}
 	closing := ep.sessions > len(ep.live)
-	if !ep.lastEvict.IsZero() && now.Sub(ep.lastEvict) < p.cfg.LoginInterval && (!command || closing) {
+	recent := func(t time.Time) bool { return !t.IsZero() && now.Sub(t) < p.cfg.LoginInterval }
+	if recent(ep.lastEvict) && (!command || closing) || command && recent(ep.lastCmd) {
 		// A session being logged out (one closed for another login, whose
 		// session this one may then join) changes the picture: wait.
 		return false, closing, nil
 	}
 	ep.lastEvict = now
+	if command {
+		ep.lastCmd = now
+	}
 	p.retireLocked(victim)
 	return true, true, nil
 }
