@@ -573,8 +573,13 @@ func (c *Controller) readSystems(ctx context.Context, client *gofish.APIClient) 
 	req.Header.Set("Accept", "application/json")
 	if c.cfg.BasicAuth {
 		req.SetBasicAuth(c.cfg.Username, c.cfg.Password)
-	} else if s, err := client.GetSession(); err == nil {
+	} else if s, err := client.GetSession(); err == nil && s.Token != "" {
 		req.Header.Set("X-Auth-Token", s.Token)
+	} else {
+		// Not sent without its token (a 401 would read as a refusal of
+		// the credentials the login just proved): the service is not
+		// known to answer.
+		return errors.New("no session token to read the Systems collection with")
 	}
 	resp, err := c.sess.hc.Do(req)
 	if err != nil {
