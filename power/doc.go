@@ -103,7 +103,7 @@
 //     the bound waits for a session to become idle, and then closes the
 //     least recently used idle one, at most one every
 //     PoolConfig.LoginInterval (1 min) per BMC: live sessions are not
-//     evicted faster than that for reads (power commands excepted, below),
+//     evicted faster than that for reads, nor for power commands (below),
 //     and other such logins fail as busy (at
 //     once, unless a session is being logged out: they wait for it, and
 //     join the session of a login of theirs made in its place). The slot
@@ -119,15 +119,23 @@
 //     one; while a host joins it, the login waits for the join rather
 //     than close a session serving hosts), then the least recently used
 //     idle session; of two last used at the same moment, the one logged
-//     in later. A power command's login (On, Off, Reset: a fence) is not
-//     held to LoginInterval: a fence is not refused for the eviction rate
-//     while its neighbours' reads fill the bound with idle sessions (it
-//     still waits for a session being logged out rather than close
-//     another). A login waiting for a
-//     host's join of a kept session waits half of its caller's time left
-//     at most (and a third of ConnectTimeout), then closes the kept
-//     session, cancelling the join: a hanging join never holds a working
-//     host's fence. A host whose own last two tries or more failed after
+//     in later. A power command's login (On, Off, Reset: a fence) closes
+//     at most one such session per LoginInterval per BMC too, on a budget
+//     of its own that reads never spend: a fence is not refused for the
+//     eviction rate while its neighbours' reads fill the bound with idle
+//     sessions, and commands in a loop (a remediation retrying) cost one
+//     login per LoginInterval, not one each (reads and commands together
+//     close at most two live sessions per BMC per LoginInterval); it
+//     waits for a session being logged out rather than close another. A
+//     login waiting for a host's join of a kept session waits half of its
+//     caller's time left
+//     at most (and a third of ConnectTimeout), then retires the kept
+//     session and logs in one over the bound: the session stays logged in
+//     for the join, which only its own ConnectTimeout bounds (another
+//     host's login never cuts it short), serves the call that joined, and
+//     is logged out once that ends: a hanging join never holds a working
+//     host's fence, and a neighbour's read never cancels a working
+//     host's. A host whose own last two tries or more failed after
 //     the BMC accepted the login (its system missing or failing) closes
 //     no session, neither one serving hosts nor another login's kept one:
 //     it retries at its own back-off, at most one such host's login per
@@ -142,7 +150,9 @@
 //     busy neighbours never lock a repaired host out (with many such
 //     hosts on one BMC, each waits its turn among their retries).
 //     A login of credentials not yet proven is tried first, one over the
-//     bound (one login at a time per BMC), and only its success closes
+//     bound (one login at a time per BMC; while the BMC is over the bound
+//     already, a login or a logout under way, it waits for that, and
+//     closes nothing for its place), and only its success closes
 //     the least recently used idle session (as many as needed to keep the
 //     slots held for evicting logins free): a wrong password never closes
 //     another host's working session;

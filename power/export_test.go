@@ -1,5 +1,7 @@
 package power
 
+import "fmt"
+
 // PoolSizes reports what p keeps: hosts, BMC endpoints, logins
 // (credentials with their back-off), live sessions, idle sessions and
 // parked logins (for tests that memory does not grow with churn).
@@ -17,3 +19,49 @@ func PoolSizes(p *Pool) (hosts, endpoints, logins, live, idle, parked int) {
 // janitor does every second: for tests whose clock runs faster than the
 // janitor's ticker.
 func Sweep(p *Pool) { p.sweep() }
+
+// CheckPoolInvariants checks what p keeps against itself (for the rapid
+// state machines, after every step): per BMC, the sessions it counts
+// (opening, open or closing) are never more than MaxSessions plus one
+// (one login over the bound at a time: credentials not yet proven, a
+// failing system's retry, or a login beside a kept session retired for
+// a join); the live ones are counted, not retired, of that BMC, and
+// listed by their hosts; the slots held for evicting logins and the
+// sessions retired under a join are never negative, nor more than the
+// sessions; a login's shared session is live and its own.
+func CheckPoolInvariants(p *Pool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, ep := range p.eps {
+		if ep.sessions > p.cfg.MaxSessions+1 {
+			return fmt.Errorf("BMC %s: %d sessions counted, the bound is %d", name, ep.sessions, p.cfg.MaxSessions)
+		}
+		if len(ep.live) > ep.sessions {
+			return fmt.Errorf("BMC %s: %d live sessions, %d counted", name, len(ep.live), ep.sessions)
+		}
+		if ep.reserved < 0 || ep.outgoing < 0 || ep.outgoing > ep.sessions-len(ep.live) {
+			return fmt.Errorf("BMC %s: %d slots held, %d sessions retired under a join, %d counted, %d live", name, ep.reserved, ep.outgoing, ep.sessions, len(ep.live))
+		}
+		for s := range ep.live {
+			if s.retired || s.uncounted || s.outgoing || s.cr.ep != ep {
+				return fmt.Errorf("BMC %s: a live session is retired (%v), uncounted (%v), outgoing (%v) or another BMC's (%v)", name, s.retired, s.uncounted, s.outgoing, s.cr.ep != ep)
+			}
+			for e := range s.entries {
+				if e.sess != s {
+					return fmt.Errorf("BMC %s: host %s is listed by a session that is not its own", name, e.host)
+				}
+			}
+		}
+		for key, cr := range ep.creds {
+			if cr.ep != ep || cr.key != key {
+				return fmt.Errorf("BMC %s: login %q filed under the wrong key or BMC", name, key)
+			}
+			if s := cr.shared; s != nil {
+				if _, ok := ep.live[s]; !ok || s.cr != cr {
+					return fmt.Errorf("BMC %s: the shared session of a login is not a live session of that login", name)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -81,26 +81,29 @@ type PoolConfig struct {
 	// Hosts whose sessions are shared (the same BMC and Login, an adapter
 	// that shares) count once. A login of credentials not yet proven on
 	// the BMC may take one more, briefly: it is tried before any working
-	// session is closed for it (see the package documentation). Logins
-	// that open no session on the BMC (ConnectInfo.NoSession:
-	// power/redfish with BasicAuth) are not counted.
+	// session is closed for it (see the package documentation); so may a
+	// login while a kept session retired for it stays logged in for a
+	// host's join, never cut short. Logins that open no session on the
+	// BMC (ConnectInfo.NoSession: power/redfish with BasicAuth) are not
+	// counted.
 	MaxSessions int
 	// LoginInterval: a login that needs a live, idle session of its BMC
 	// closed (the BMC is at MaxSessions) closes at most one every
 	// LoginInterval (default 1 min); other such logins fail as busy
 	// (waiting only for a session being logged out, or a login a slot is
-	// held for). Live sessions are not evicted faster than that for
-	// State (power commands excepted, below); an idle
-	// session that serves no host (a kept one) is closed first, at any
-	// time, and is not counted (while a host joins it, the login waits
-	// for it rather than close a session that serves hosts, for a short
-	// while: see the package documentation). A power command's login
-	// (On, Off, Reset) is not held to LoginInterval. A host whose system
-	// failed on its last two tries or more (missing or failing) closes no
-	// session: it retries at its own back-off and, for all such hosts,
-	// at most once per LoginInterval per BMC; at the bound, one over it. The slot an eviction
-	// frees is held for the login that made it, which goes on if its
-	// caller gives up.
+	// held for). A power command's login (On, Off, Reset) has a budget of
+	// its own, one every LoginInterval, that reads never spend: logins
+	// for State and for commands together close at most two live
+	// sessions per BMC per LoginInterval. An idle session that serves no
+	// host (a kept one) is closed first, at any time, and is not counted
+	// (while a host joins it, the login waits for it rather than close a
+	// session that serves hosts, for a short while: see the package
+	// documentation). A host whose system failed on its last two tries
+	// or more (missing or failing) closes no session: it retries at its
+	// own back-off and, for all such hosts, at most once per
+	// LoginInterval per BMC; at the bound, one over it. The slot an
+	// eviction frees is held for the login that made it, which goes on if
+	// its caller gives up.
 	LoginInterval time.Duration
 	// Backoff is the first pause after a failed login that is not an
 	// authentication failure (default 1 s); each further failure in a row
@@ -203,8 +206,10 @@ type endpoint struct {
 	sessions  int                   // sessions being opened, open or being closed
 	live      map[*session]struct{} // open and not retired (at most MaxSessions)
 	lastEvict time.Time             // when a login last closed a live session
+	lastCmd   time.Time             // when a power command's login last closed one (its own budget: evictLocked)
 	lastProbe time.Time             // when a host whose system failed last logged in over the bound
 	reserved  int                   // slots freed by evictions, held for the logins that evicted
+	outgoing  int                   // its sessions retired while joined, not closed yet (session.outgoing)
 	creds     map[string]*creds     // by Target.loginKey
 	wake      chan struct{}         // closed (and dropped) when the state changes
 	closeQ    []closeJob            // its sessions to close, in order
@@ -244,10 +249,10 @@ type session struct {
 	idle      *list.Element
 	retired   bool
 	uncounted bool // its login opened no session on the BMC: in neither endpoint.sessions nor live
-	// stopJoins, made by the first join, is cancelled (cancelJoins) when
-	// a login closes the session for its place while hosts still join it.
-	stopJoins   context.Context
-	cancelJoins context.CancelFunc
+	// outgoing: retired while a host joined it, and not closed yet: it
+	// stays logged in for the join (bounded by the joiner's own
+	// ConnectTimeout) and the call the join serves (endpoint.outgoing).
+	outgoing bool
 }
 
 // entry is one host.

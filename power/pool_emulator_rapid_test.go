@@ -122,6 +122,9 @@ func TestPoolStateMachineOnEmulator(t *testing.T) {
 				clk.Advance(time.Duration(rapid.Int64Range(0, int64(70*time.Second)).Draw(t, "d")))
 			},
 			"": func(t *rapid.T) {
+				if err := power.CheckPoolInvariants(pool); err != nil {
+					t.Fatal(err)
+				}
 				for i, ep := range eps {
 					if n := ep.bmc.Sessions(); n > maxSessions {
 						t.Fatalf("endpoint %d has %d sessions open, the bound is %d", i, n, maxSessions)

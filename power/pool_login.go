@@ -227,7 +227,12 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		// hosts.
 		missingProbe := e.missing && (ep.lastProbe.IsZero() || now.Sub(ep.lastProbe) >= p.cfg.LoginInterval)
 		probe := (!cr.proven || missingProbe) && ep.sessions <= p.cfg.MaxSessions
-		if ep.sessions+others >= p.cfg.MaxSessions && !probe && !e.sessionless {
+		// A session retired while a host joins it (endpoint.outgoing: a
+		// kept session a login waited for, past joinWait) stays logged in
+		// until the join ends, never cut short: one such is not counted,
+		// and a login goes one over the bound meanwhile.
+		counted := ep.sessions - min(ep.outgoing, 1)
+		if counted+others >= p.cfg.MaxSessions && !probe && !e.sessionless {
 			p.urgentCloseLocked(ep)
 			if reserved == ep {
 				// This call's eviction freed a slot, held for it: wait
@@ -251,11 +256,25 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 					"not tried: the BMC's %d sessions serve hosts that work, and this host's system failed on its last tries (see the cause); it tries again over the bound, closing no session, at its own back-off (at most one such try per BMC per login interval)",
 					p.cfg.MaxSessions)})
 			}
+			if !cr.proven {
+				// Credentials not proven here (probe is false: the BMC
+				// is over the bound, a probe or a logout under way)
+				// close no session: they wait for the BMC to be back
+				// at the bound, and then log in over it.
+				if err := p.waitLocked(ctx, ep, op, "waiting for a session of this BMC being opened or logged out"); err != nil {
+					return giveUp(err)
+				}
+				continue
+			}
 			evicted, wait, joined := p.evictLocked(ep, now, op != "state")
 			if joined != nil && !evicted {
 				// A host joins a kept session (one that serves no
 				// host): wait for the join a short while only, then
-				// close that session for this login's place.
+				// retire that session: it stays logged in for the
+				// join, which is not cut short (it is bounded by its
+				// own ConnectTimeout alone), and is logged out once the
+				// join (and the call it serves) ends; meanwhile this
+				// login goes one over the bound (endpoint.outgoing).
 				if joinBy.IsZero() { // the first wait sets the limit: wake-ups do not extend it
 					joinBy = time.Now().Add(p.joinWait(ctx))
 				}
@@ -266,10 +285,7 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 					return giveUp(err)
 				}
 				if err != nil && !joined.retired && len(joined.entries) == 0 {
-					// Retired, its joins cancelled (not counted against
-					// their hosts): the last one to end logs it out.
-					p.retireLocked(joined)
-					joined.cancelJoins()
+					p.retireLocked(joined) // the last join to end logs it out
 				}
 				continue
 			}
@@ -336,10 +352,6 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 	// power/redfish's share) is counted already.
 	authFailures := e.cr.authFailures
 	jctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr)}), p.cfg.ConnectTimeout)
-	if s.stopJoins == nil {
-		s.stopJoins, s.cancelJoins = context.WithCancel(context.Background())
-	}
-	stopJoin := context.AfterFunc(s.stopJoins, cancel) // the session is closed for a login's place
 	connect := e.target.Connect
 	type joinResult struct {
 		s     *session
@@ -363,7 +375,6 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 	p.mu.Unlock()
 	go func() {
 		ctrl, err := connect(jctx)
-		stopJoin()
 		cancel()
 		overrun.Stop()
 		p.mu.Lock()

@@ -196,7 +196,18 @@ func TestPoolStateMachine(t *testing.T) {
 				before := b.loginCount()
 				b.mu.Unlock()
 				start := time.Now()
-				_, err := pool.Controller(h, target(h)).State(context.Background())
+				c := pool.Controller(h, target(h))
+				var err error
+				// Power commands have an eviction budget of their own
+				// (LoginInterval): drawn beside reads.
+				switch rapid.IntRange(0, 3).Draw(t, "op") {
+				case 0:
+					err = c.Off(context.Background(), power.ModeHard)
+				case 1:
+					err = c.On(context.Background())
+				default:
+					_, err = c.State(context.Background())
+				}
 				if took := time.Since(start); took > callTimeout+500*time.Millisecond {
 					t.Fatalf("a call on %s took %s", h, took)
 				}
@@ -229,6 +240,9 @@ func TestPoolStateMachine(t *testing.T) {
 				version[rapid.SampledFrom(hosts).Draw(t, "host")]++
 			},
 			"": func(t *rapid.T) {
+				if err := power.CheckPoolInvariants(pool); err != nil {
+					t.Fatal(err)
+				}
 				for _, b := range bmcs {
 					b.mu.Lock()
 					if b.violation != "" {

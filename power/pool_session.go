@@ -133,6 +133,10 @@ func (p *Pool) retireLocked(s *session) {
 	}
 	s.retired = true
 	ep, cr := s.cr.ep, s.cr
+	if s.joins > 0 && !s.outgoing {
+		s.outgoing = true
+		ep.outgoing++
+	}
 	delete(ep.live, s)
 	if cr.shared == s {
 		cr.shared = nil
@@ -178,6 +182,10 @@ func (p *Pool) closeLocked(s *session) { p.closeCountLocked(s, false) }
 // even if it already waits (the session of a call it waits for).
 func (p *Pool) closeCountLocked(s *session, count bool) {
 	delete(p.joinedRetired, s)
+	if s.outgoing {
+		s.outgoing = false
+		s.cr.ep.outgoing--
+	}
 	c := s.ctrl
 	s.ctrl = nil
 	if c == nil {
@@ -339,11 +347,16 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 // that serves hosts is closed: the login waits for it. It reports whether
 // it did, and if not whether waiting may help (a session is in use and
 // will become idle, or is being logged out). A power command's login
-// (command: On, Off, Reset; a fence) is not held to LoginInterval: a
-// fence is never refused because its neighbours' reads fill the bound.
+// (command: On, Off, Reset; a fence) has an eviction budget of its own,
+// one per LoginInterval (endpoint.lastCmd), that reads never
+// spend: a fence is never refused because its neighbours' reads fill
+// the bound, and commands in a loop cost one login per LoginInterval at
+// most, not one each (reads and commands together: two evictions per
+// BMC per LoginInterval at most).
 //
 // joined is the kept session being joined, if any: the caller bounds its
-// wait for that join (joinWait), and closes it if the join outlasts that.
+// wait for that join (joinWait), and retires it if the join outlasts
+// that.
 func (p *Pool) evictLocked(ep *endpoint, now time.Time, command bool) (evicted, wait bool, joined *session) {
 	var victim *session
 	pending := false         // a session that serves no host is busy: free to close once idle
@@ -375,20 +388,25 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time, command bool) (evicted, 
 		return false, true, joined
 	}
 	closing := ep.sessions > len(ep.live)
-	if !ep.lastEvict.IsZero() && now.Sub(ep.lastEvict) < p.cfg.LoginInterval && (!command || closing) {
+	recent := func(t time.Time) bool { return !t.IsZero() && now.Sub(t) < p.cfg.LoginInterval }
+	if recent(ep.lastEvict) && (!command || closing) || command && recent(ep.lastCmd) {
 		// A session being logged out (one closed for another login, whose
 		// session this one may then join) changes the picture: wait.
 		return false, closing, nil
 	}
 	ep.lastEvict = now
+	if command {
+		ep.lastCmd = now
+	}
 	p.retireLocked(victim)
 	return true, true, nil
 }
 
 // joinWait is how long a login waits for a host's join of a kept session
-// (one that serves no host) before it closes that session for its place:
-// half of the caller's time left (the call itself needs the rest), and at
-// most a third of ConnectTimeout: a join that hangs (a dead blade's
+// (one that serves no host) before it retires that session (logged out
+// once the join ends, never cutting it short) and logs in one over the
+// bound: half of the caller's time left (the call itself needs the rest),
+// and at most a third of ConnectTimeout: a join that hangs (a dead blade's
 // system) never holds a working host's fence for the join's whole bound.
 func (p *Pool) joinWait(ctx context.Context) time.Duration {
 	d := p.cfg.ConnectTimeout / 3

@@ -413,26 +413,19 @@ func (c *Controller) discover(ctx context.Context) error {
 		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "the shared session is closed"}
 	}
 	cl := client.WithContext(ctx)
-	directTimedOut := false // the direct read of the system ran out of its share of the time
 	if id := c.cfg.SystemID; id != "" {
-		// The direct read gets half of the time left: a system whose
-		// reads hang (a dead blade) leaves the listing time to tell
-		// whether the service answers.
-		dctx, cancel := directDeadline(ctx)
-		sys, err := schemas.GetComputerSystem(client.WithContext(dctx), "/redfish/v1/Systems/"+url.PathEscape(id))
-		directTimedOut = err != nil && dctx.Err() != nil && ctx.Err() == nil
-		cancel()
-		if directTimedOut && !c.cfg.BasicAuth {
-			// The system did not answer in time. Whether the service
-			// does is told by its Systems collection alone (its members'
-			// reads would hang on this system again): if it answers,
-			// the failure is the system's (a hanging blade), not the
-			// login's.
-			resp, lerr := cl.Get("/redfish/v1/Systems")
-			if lerr != nil {
-				return c.classify("list systems", lerr)
-			}
-			resp.Body.Close()
+		// The direct read has the whole time: a slow BMC may take most of
+		// it. If it has not answered by half the time left, the Systems
+		// collection alone (its members' reads would hang on this system
+		// again) is read beside it: if the direct read then runs out of
+		// time while the collection answered, the service works and the
+		// failure is the system's (a hanging blade), not the login's.
+		r := c.readSystem(ctx, client, "/redfish/v1/Systems/"+url.PathEscape(id))
+		sys, err := r.sys, r.err
+		if err != nil && r.listed && r.listErr != nil {
+			return c.classify("list systems", r.listErr) // the service's: the login's
+		}
+		if err != nil && r.listed {
 			return c.systemsOwn(c.classify("read system", err))
 		}
 		if err != nil && c.cfg.BasicAuth {
@@ -523,14 +516,81 @@ func (c *Controller) systemsOwn(err error) error {
 	return power.AfterLogin(err)
 }
 
-// directDeadline returns ctx bounded to half of its time left (ctx as is
-// if it has no deadline), for the direct read of a host's system.
-func directDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	d, ok := ctx.Deadline()
+// systemRead is the outcome of readSystem.
+type systemRead struct {
+	sys *schemas.ComputerSystem
+	err error
+	// listed: the direct read ran out of time after the Systems
+	// collection was read beside it; listErr is that read's outcome.
+	listed  bool
+	listErr error
+}
+
+// readSystem reads the system at uri on client, with the whole of ctx's
+// time. If the read has not answered by half of ctx's time left, the
+// Systems collection (no member) is read beside it; its outcome is
+// reported if the direct read then runs out of time (the listing, bounded
+// by ctx as well, has ended too), and otherwise it is cancelled and not
+// waited for.
+func (c *Controller) readSystem(ctx context.Context, client *gofish.APIClient, uri string) systemRead {
+	direct := make(chan systemRead, 1)
+	go func() {
+		sys, err := schemas.GetComputerSystem(client.WithContext(ctx), uri)
+		direct <- systemRead{sys: sys, err: err}
+	}()
+	dl, ok := ctx.Deadline()
 	if !ok {
-		return context.WithCancel(ctx)
+		return <-direct
 	}
-	return context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
+	t := time.NewTimer(time.Until(dl) / 2)
+	defer t.Stop()
+	select {
+	case r := <-direct:
+		return r
+	case <-t.C:
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	listed := make(chan error, 1)
+	go func() { listed <- c.readSystems(lctx, client) }()
+	r := <-direct
+	if r.err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return r
+	}
+	r.listed, r.listErr = true, <-listed
+	return r
+}
+
+// readSystems reads the Systems collection (no member) on client's
+// session, beside client (whose requests are one at a time: the direct
+// read of the system holds it), through the session's own HTTP client
+// (the endpoint's origin only): nil if the service answered.
+func (c *Controller) readSystems(ctx context.Context, client *gofish.APIClient) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.cfg.Endpoint, "/")+"/redfish/v1/Systems", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.cfg.BasicAuth {
+		req.SetBasicAuth(c.cfg.Username, c.cfg.Password)
+	} else if s, err := client.GetSession(); err == nil && s.Token != "" {
+		req.Header.Set("X-Auth-Token", s.Token)
+	} else {
+		// Not sent without its token (a 401 would read as a refusal of
+		// the credentials the login just proved): the service is not
+		// known to answer.
+		return errors.New("no session token to read the Systems collection with")
+	}
+	resp, err := c.sess.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body) // bounded (MaxBody)
+	if resp.StatusCode/100 != 2 {
+		return schemas.ConstructError(resp.StatusCode, body)
+	}
+	return nil
 }
 
 // membersFailed reports whether err, of a listing of the Systems
