@@ -174,7 +174,7 @@ func TestReview39g_StaleReportedOffOfPinnedBMCActedOn(t *testing.T) {
 	time.Sleep(time.Second)
 	p := &Powers{Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		StaleReads: 5 * time.Second,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second})}
+		Pool:       power.NewPool(power.PoolConfig{CallTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second})}
 	defer func() { _ = p.Close() }()
 	start := time.Now()
 	err := p.checkPin(ctx, &bmh)
