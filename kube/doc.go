@@ -155,7 +155,16 @@
 //     one is named in it. The reset path (spec.disablePowerOff) pins its
 //     own request, but keeps the pin of a reboot the normal path still
 //     has pending (set spec.disablePowerOff during a pending reboot and
-//     clear it again, and that reboot keeps its pin: no mark). A host is
+//     clear it again, and that reboot keeps its pin: no mark) while the
+//     host carries a request. Once it carries none (the reset path
+//     answered the request, or its clients withdrew it; the normal path,
+//     which would end that reboot, never runs on such a host), a pass of
+//     the reset path whose host's spec.bmc is still the pinned one ends
+//     that reboot in the record's status (its pending reboot and requests
+//     cleared as the reboot package clears them, the fencing evidence
+//     kept) and drops its pin, in one compare-and-swap write, before
+//     anything else; a spec.bmc changed meanwhile keeps the pin, and is
+//     judged as above. A host is
 //     thus never locked out by the pin of a reboot no
 //     longer asked for, nor handed to a BMC a reboot client put in during
 //     one. Powers writes the mark with Client when it can write (the
