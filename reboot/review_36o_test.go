@@ -1,0 +1,148 @@
+package reboot_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// slowLostSoftOff is lostSoftOff whose first soft shutdown takes took to
+// return (its answer lost), and lands land after that return (A5).
+type slowLostSoftOff struct {
+	*fake.Power
+	clk     *fake.Clock
+	took    time.Duration
+	land    time.Duration
+	lost    bool
+	pending bool
+	landAt  time.Time
+	back    time.Time
+}
+
+func (l *slowLostSoftOff) Off(ctx context.Context, m power.Mode) error {
+	if m == power.ModeSoft {
+		if s, err := l.Power.State(ctx); err == nil && s == power.StateOff {
+			return nil
+		}
+		if !l.lost {
+			l.clk.Advance(l.took) // the call hangs, then times out
+			l.lost, l.pending = true, true
+			l.back = l.clk.Real()
+			l.landAt = l.back.Add(l.land)
+			return &power.Error{Op: power.OpName(m), Class: power.ClassBusy,
+				Message: "the answer to the soft shutdown was lost (timeout); it may have been carried out"}
+		}
+	}
+	return l.Power.Off(ctx, m)
+}
+
+// Review 36 round 15 (TestReview36o_ActingSinceTruncatedCountsLostPressEarly):
+// Status.ActingSince is written truncated DOWN to Config.Precision
+// (decide.go:664 o.ActingSince.Truncate(c.Precision)), and a restarted
+// controller counts every press decided before it as returned at
+// ActingSince (reconciler.go actedBound.press). But the truth A4 gives is
+// only that the earlier process stopped by the writer's real start, up to
+// Precision (1 s) after the truncated value. A press decided at 0.9 s into
+// a second (LastPress = that second), whose call hangs 0.6 s past the next
+// second and returns lost, then the process dies and a new one starts 0.1
+// s later (ActingSince = that next second, 0.7 s before its real start),
+// then restarts once more: the third process counts the lost press as
+// returned 0.6 s before it really returned. With a BMC that carries the
+// press out LostLanding after its return, an OS that shuts down in
+// SoftTimeout, and reads StaleReads - 0.1 s old (all inside A1, A5), the
+// controller reads On (an echo) exactly LostLanding + SoftTimeout +
+// StaleReads after the truncated ActingSince and presses: the host, off
+// for 29.4 s by then, powers on while a keyed annotation holds it off.
+// Before ActingSince the restart counted from its own start (monotonic,
+// untruncated). Fix: round ActingSince up (or count from it + Precision).
+func TestReview36o_ActingSinceTruncatedCountsLostPressEarly(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	cfg.LostLanding = 20 * time.Second // the BMC's bound on a lost call's landing (A5)
+	pw := &slowLostSoftOff{clk: clk, took: 700 * time.Millisecond, land: reboot.LostLandingOf(cfg),
+		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: cfg.SoftTimeout,
+			Report: fake.Report{Stale: cfg.StaleReads - 100*time.Millisecond, NoTransitioning: true}})}
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	newRec := func() *reboot.Reconciler {
+		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+			Power: func(string) (power.Controller, error) { return pw, nil }}
+	}
+	rec := newRec()
+	clk.Advance(time.Minute)
+	// 0.9 s into a second: the press is decided there (LastPress is that
+	// second, truncated).
+	start := clk.Real().Add(5*time.Minute + 900*time.Millisecond)
+	onlineAt, requestAt := start.Add(5*time.Second), start.Add(100*time.Second)
+	offline, online, requested := false, false, false
+	restarts := 0
+	var restartAt time.Time
+	var landed time.Time
+	for clk.Real().Before(start.Add(8 * time.Minute)) {
+		if !offline && !clk.Real().Before(start) {
+			offline = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+		}
+		if pw.lost && restarts == 0 {
+			restarts, restartAt = 1, pw.back.Add(100*time.Millisecond)
+		}
+		if restarts == 1 && !clk.Real().Before(restartAt) {
+			restarts, restartAt = 2, clk.Real().Add(1300*time.Millisecond)
+			rec = newRec() // the process dies 0.1 s after the call's return; a new one starts
+		} else if restarts == 2 && !clk.Real().Before(restartAt) {
+			restarts = 3
+			rec = newRec() // and restarts once more
+		}
+		if pw.pending && !clk.Real().Before(pw.landAt) {
+			pw.pending, landed = false, clk.Real()
+			require.NoError(t, pw.Power.Off(ctx, power.ModeSoft)) // the BMC applies the lost press
+		}
+		if !online && !clk.Real().Before(onlineAt) {
+			online = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+		}
+		if !requested && !clk.Real().Before(requestAt) {
+			requested = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && !clk.Real().Before(start) && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		for _, at := range []time.Time{start, restartAt, onlineAt, requestAt, pw.landAt} {
+			if d := at.Sub(clk.Real()); d > 0 && d < next {
+				next = d
+			}
+		}
+		clk.Advance(max(next, time.Millisecond))
+	}
+	require.True(t, restarts == 3 && pw.lost && !landed.IsZero(), "the setup: a soft shutdown's answer was lost, the controller restarted twice, the press landed later")
+	st, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	t.Logf("status: LastPress %v ActingSince %v (the call returned at %v)", st.Status.LastPress.Sub(start), st.Status.ActingSince.Sub(start), pw.back.Sub(start))
+	var offSeen bool
+	for _, tc := range pw.Truth() {
+		if !tc.On && tc.At.After(landed) {
+			offSeen = true
+		}
+		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(requestAt) {
+			t.Fatalf("a lost press (returned at %v, landed at %v, OS SoftTimeout) was counted from the truncated ActingSince after two restarts: the controller pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
+				pw.back.Sub(start), landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
+		}
+	}
+	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
+}
