@@ -146,3 +146,78 @@ func TestReview36o_ActingSinceTruncatedCountsLostPressEarly(t *testing.T) {
 	}
 	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
+
+// Review 36 round 15 (TestReview36o_LostPowerOnPressSlowShutdownPressesOnEcho):
+// round 14 counts a power-on press whose answer was lost as sent
+// LostLanding after its return (toggle.go sentOn -> h.lost.note), but
+// only through Observed.SinceOff/SincePress; it leaves the memory's
+// offState untouched (unlike sentOff, which moves lastPress and so
+// voids PressOver). The Off readings taken before the lost press landed
+// (the host was off from the Online=false enforcement) still say
+// PressOver, so pressWait (toggle.go:82) waits only StaleReads after
+// SinceOff, never SoftTimeout + StaleReads after the press: the
+// controller presses LostLanding + StaleReads after the lost power-on.
+// The scenario of TestReview36n_LostPowerOnPressLandsThenPressPowersHeldHostOn
+// with the lost press landing 100 s after its return and an OS that shuts
+// down in 100 s (both inside A2/A5): the host is off 200 s after the lost
+// return; at 210 s the controller reads On (an echo of 181 s) and
+// presses: the held host powers on.
+func TestReview36o_LostPowerOnPressSlowShutdownPressesOnEcho(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := &lostOnPress{clk: clk, land: 100 * time.Second,
+		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 100 * time.Second,
+			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	clk.Advance(time.Minute)
+	start := clk.Real().Add(5 * time.Minute)
+	onlineAt := start.Add(2 * time.Minute)
+	offline, online, requested := false, false, false
+	var landed, requestAt time.Time
+	for clk.Real().Before(start.Add(12 * time.Minute)) {
+		if !offline && !clk.Real().Before(start) {
+			offline = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+		}
+		if !online && !clk.Real().Before(onlineAt) {
+			online, pw.armed = true, true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+		}
+		if pw.pending && !clk.Real().Before(pw.landAt) {
+			pw.pending, landed = false, clk.Real()
+			require.NoError(t, pw.Power.On(ctx)) // the BMC carries out the lost press
+		}
+		if !requested && pw.lost && pw.Power.HardwareOn() {
+			requested, requestAt = true, clk.Real()
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && !clk.Real().Before(start) && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v on=%v %v %v %s %v", clk.Real().Sub(start), pw.Power.HardwareOn(), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		next = min(next, time.Second)
+		for _, at := range []time.Time{start, onlineAt, pw.landAt} {
+			if d := at.Sub(clk.Real()); d > 0 && d < next {
+				next = d
+			}
+		}
+		clk.Advance(max(next, time.Millisecond))
+	}
+	require.True(t, pw.lost && !landed.IsZero() && requested, "the setup: a power-on's answer was lost, it landed later, a held request came")
+	for _, tc := range pw.Truth() {
+		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(landed) {
+			t.Fatalf("a lost power-on press landed %v after its return on the running host (OS %v); the controller pressed on an echo LostLanding + StaleReads after the return, powering the held host on at %v (request at %v, landed at %v); truth %s",
+				pw.land, 100*time.Second, tc.At.Sub(start), requestAt.Sub(start), landed.Sub(start), rebootcheck.DescribeTruth(pw.Power))
+		}
+	}
+}
