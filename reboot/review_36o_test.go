@@ -221,3 +221,81 @@ func TestReview36o_LostPowerOnPressSlowShutdownPressesOnEcho(t *testing.T) {
 		}
 	}
 }
+
+// Review 36 round 15 (TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots):
+// round 14 stopped counting this controller's own LastPress as an unseen
+// (lost) press at a new leadership (ownValues.wrotePress feeds only
+// heard.lostPress), but memory.lead still takes it as another leader's
+// press sent at the leadership's start: sinceOff sets heard.press for any
+// LastPress read while standing by (reconciler.go sinceOff, standby:
+// press = !st.LastPress.IsZero()), and lead (tracker.go:515) then sets
+// offState{lastPress: m}, so pressWait holds every press SoftTimeout +
+// StaleReads = 210 s after each leadership. The round-14 scenario with
+// one Hold refused every 3 minutes instead of 5 (a lease renewal that
+// fails once every few minutes on a loaded API server): the same process
+// leads throughout and wrote every value itself, and the bare reboot on a
+// BMC that only presses is never carried out in 30 minutes, the fault
+// kept on (any hiccup period under SoftTimeout + StaleReads starves it).
+func TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
+		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	g := &hiccupGuard{}
+	newRec := func() *reboot.Reconciler {
+		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg, Guard: g,
+			Power: func(string) (power.Controller, error) { return pw, nil }}
+	}
+	rec := newRec()
+	// The controller has run for long before the request.
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	// A first reboot, carried out: Status.LastPress is set from then on.
+	first := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: ""}
+	}))
+	// A second bare reboot is asked 5 minutes later; 10 s after it (the
+	// reboot pending, nothing pressed yet) the controller restarts, and
+	// again every 5 minutes.
+	requestAt := first.Add(5 * time.Minute)
+	restartAt := requestAt.Add(10 * time.Second)
+	end := requestAt.Add(30 * time.Minute)
+	restarts, requested := 0, false
+	for clk.Real().Before(end) {
+		if !clk.Real().Before(restartAt) {
+			// One Hold refused (the lease store's hiccup), for one pass;
+			// the same process goes on leading.
+			g.refuse, restarts, restartAt = 1, restarts+1, clk.Real().Add(3*time.Minute)
+		}
+		if !requested && !clk.Real().Before(requestAt) {
+			requested = true
+			require.True(t, pw.WasOffDuring(first, clk.Real()), "the setup: the first reboot was carried out; truth %s", rebootcheck.DescribeTruth(pw))
+			// The BMC answers the first press 409 busy (not carried out):
+			// the reboot is still pending at the restart.
+			pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy})
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.Annotation: ""}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond), max(requestAt.Sub(clk.Real()), time.Millisecond))
+		clk.Advance(max(next, time.Millisecond))
+	}
+	require.True(t, pw.WasOffDuring(requestAt, end),
+		"a bare reboot asked at 0 of a host whose BMC only presses was never carried out in 30 minutes with one Hold of the controller refused every 3 minutes (%d refusals; each leadership takes its own LastPress as another leader's press sent at its start and waits SoftTimeout + StaleReads = %v before pressing, the one press sent was answered 409 busy, not carried out); truth %s",
+		restarts, cfg.SoftTimeout+cfg.StaleReads, rebootcheck.DescribeTruth(pw))
+}
