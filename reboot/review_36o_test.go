@@ -223,19 +223,24 @@ func TestReview36o_LostPowerOnPressSlowShutdownPressesOnEcho(t *testing.T) {
 }
 
 // Review 36 round 15 (TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots):
-// round 14 stopped counting this controller's own LastPress as an unseen
-// (lost) press at a new leadership (ownValues.wrotePress feeds only
-// heard.lostPress), but memory.lead still takes it as another leader's
-// press sent at the leadership's start: sinceOff sets heard.press for any
-// LastPress read while standing by (reconciler.go sinceOff, standby:
-// press = !st.LastPress.IsZero()), and lead (tracker.go:515) then sets
-// offState{lastPress: m}, so pressWait holds every press SoftTimeout +
-// StaleReads = 210 s after each leadership. The round-14 scenario with
-// one Hold refused every 3 minutes instead of 5 (a lease renewal that
-// fails once every few minutes on a loaded API server): the same process
-// leads throughout and wrote every value itself, and the bare reboot on a
-// BMC that only presses is never carried out in 30 minutes, the fault
-// kept on (any hiccup period under SoftTimeout + StaleReads starves it).
+// round 14 fixed TestReview36n_LeaseHiccupEveryFiveMinutesNeverReboots by
+// no longer counting this controller's own LastPress as an unseen (lost)
+// press at a new leadership (ownValues.wrotePress), which took the wait
+// after each leadership from LostLanding + SoftTimeout + StaleReads (390
+// s) down to SoftTimeout + StaleReads (210 s), but did not remove it:
+// each new leadership of the same process still holds every press
+// "power-off presses the power button: wait for an On reading that cannot
+// be an echo" for about 210 s (a hiccup every 215 s lets the reboot
+// through, every 180 s does not). The same scenario with one Hold refused
+// every 3 minutes (a lease renewal that fails once every few minutes on a
+// loaded API server): the same process leads throughout and wrote every
+// value itself, and the bare reboot on a BMC that only presses is never
+// carried out in 30 minutes, the fault kept on. Suspected: sinceOff's
+// standby branch (reconciler.go ~480, press = !st.LastPress.IsZero() ->
+// offState{lastPress: m}) and memory.lead (tracker.go:515,
+// h.heard.press) still take its own LastPress as another leader's press
+// sent at the leadership; switching both to lostPress alone does not
+// make this pass, so another rule restarts the wait too (not isolated).
 func TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots(t *testing.T) {
 	ctx := context.Background()
 	clk := fake.NewClock(time.Time{})
