@@ -304,3 +304,78 @@ func TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots(t *testing.T) {
 		"a bare reboot asked at 0 of a host whose BMC only presses was never carried out in 30 minutes with one Hold of the controller refused every 3 minutes (%d refusals; each leadership takes its own LastPress as another leader's press sent at its start and waits SoftTimeout + StaleReads = %v before pressing, the one press sent was answered 409 busy, not carried out); truth %s",
 		restarts, cfg.SoftTimeout+cfg.StaleReads, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 15 (TestReview36o_RestartEveryThreeMinutesNeverReboots):
+// doc.go (A5) promises that Status.ActingSince makes "restarts every few
+// minutes not put the press off for ever". ActingSince only dates the
+// LOST count of a previous process's LastPress (actedBound.press); the
+// restarted memory still takes that press as possibly in effect from its
+// own start (newMemory(start): offState.lastPress = start, first pass of
+// sinceOff), so pressWait (toggle.go:85, SoftTimeout + StaleReads -
+// SincePress) holds every press 210 s after each restart. The round-14
+// scenario with a restart every 3 minutes instead of 5 (a crash loop,
+// liveness-probe kills) never carries the bare reboot out in 30 minutes,
+// the fault kept on. (Dropping the first pass's unseen power-off alone
+// does not make it pass: the press wait is the one that restarts.) Fix
+// direction: date the in-effect press from ActingSince too (a press
+// decided before it had its SoftTimeout counted from then at the latest).
+func TestReview36o_RestartEveryThreeMinutesNeverReboots(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
+		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	newRec := func() *reboot.Reconciler {
+		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+			Power: func(string) (power.Controller, error) { return pw, nil }}
+	}
+	rec := newRec()
+	// The controller has run for long before the request.
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	// A first reboot, carried out: Status.LastPress is set from then on.
+	first := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: ""}
+	}))
+	// A second bare reboot is asked 5 minutes later; 10 s after it (the
+	// reboot pending, nothing pressed yet) the controller restarts, and
+	// again every 5 minutes.
+	requestAt := first.Add(5 * time.Minute)
+	restartAt := requestAt.Add(10 * time.Second)
+	end := requestAt.Add(30 * time.Minute)
+	restarts, requested := 0, false
+	for clk.Real().Before(end) {
+		if !clk.Real().Before(restartAt) {
+			rec, restarts, restartAt = newRec(), restarts+1, clk.Real().Add(3*time.Minute)
+		}
+		if !requested && !clk.Real().Before(requestAt) {
+			requested = true
+			require.True(t, pw.WasOffDuring(first, clk.Real()), "the setup: the first reboot was carried out; truth %s", rebootcheck.DescribeTruth(pw))
+			// The BMC answers the first press 409 busy (not carried out):
+			// the reboot is still pending at the restart.
+			pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy})
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.Annotation: ""}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond), max(requestAt.Sub(clk.Real()), time.Millisecond))
+		clk.Advance(max(next, time.Millisecond))
+	}
+	require.True(t, pw.WasOffDuring(requestAt, end),
+		"a bare reboot asked at 0 of a host whose BMC only presses was never carried out in 30 minutes with the controller restarted every 3 minutes (%d restarts; each waits LostLanding + SoftTimeout + StaleReads = %v from its start before pressing, the one press sent was answered 409 busy, not carried out); truth %s",
+		restarts, reboot.LostLandingOf(cfg)+cfg.SoftTimeout+cfg.StaleReads, rebootcheck.DescribeTruth(pw))
+}
