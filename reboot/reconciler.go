@@ -492,27 +492,42 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 	return sinceOff, sincePress
 }
 
+// stampedAfter reports whether a timestamp v, truncated to precision, may
+// have been read from a clock after wall: the value it was truncated from
+// is up to precision later (a LastPress written by a pass that read its
+// clock up to precision after wall reads no later than wall).
+func stampedAfter(v, wall time.Time, precision time.Duration) bool {
+	return !v.IsZero() && v.Add(precision).After(wall)
+}
+
 // actedBound converts a Status.ActingSince to the monotonic clock: set
 // when the controller knows its start on both clocks (the Reconciler; a
-// Tracker's caller gives none).
+// Tracker's caller gives none). precision is Config.Precision: the
+// stored ActingSince is truncated to it, so the writer began to act up
+// to precision after it.
 type actedBound struct {
 	set       bool
 	start     time.Duration // monotonic
 	startWall time.Time
+	precision time.Duration
 }
 
 // press returns when a press a previous process may have sent, shown by
 // st's LastPress, counts as returned: at (the start), or, if st's
 // ActingSince is later than that LastPress and not later than the start's
-// wall clock, at ActingSince (on the monotonic clock), if earlier: the
-// press was decided before the process that wrote ActingSince began to
-// act, so its sender had stopped by then (A4).
+// wall clock, at ActingSince + precision (on the monotonic clock), if
+// earlier: the press was decided before the process that wrote
+// ActingSince began to act (both are truncated to precision, so a
+// LastPress before ActingSince was decided before it), so its sender had
+// stopped by then (A4); the writer began up to precision after the
+// truncated ActingSince, and the press counts from that latest instant
+// (TestReview36o_ActingSinceTruncatedCountsLostPressEarly).
 func (b actedBound) press(st Status, at time.Duration) time.Duration {
 	v := st.ActingSince
 	if !b.set || v.IsZero() || st.LastPress.IsZero() || !st.LastPress.Before(v) || v.After(b.startWall) {
 		return at
 	}
-	return min(at, b.start-b.startWall.Sub(v))
+	return min(at, b.start-b.startWall.Sub(v)+b.precision)
 }
 
 // sawState notes a reading of state taken between the monotonic times m
@@ -604,7 +619,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	hm.known = true
 	if late != nil {
 		t, ok := pc.(Toggler)
-		hm.late(*late, now, mLate, ok && t.TogglesOff(late.Mode))
+		press := ok && t.TogglesOff(late.Mode)
+		if late.Action == ActionPowerOn {
+			press = togglesOn(pc)
+		}
+		hm.late(*late, now, mLate, press)
 	}
 	// A value read in this host's first pass is known since the start
 	// only if it was stamped before it (see knownSinceStart).
@@ -630,8 +649,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if t, ok := pc.(Toggler); ok {
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall), standby,
-		actedBound{set: true, start: r.start, startWall: r.startWall})
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && stampedAfter(h.Status.LastPress, r.startWall, cfg.Precision),
+		standby, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision})
 	if !standby {
 		o.ActingSince = r.actingSince()
 	}

@@ -1,7 +1,6 @@
 package reboot
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -90,9 +89,10 @@ func (a acting) since() time.Time {
 	return a.wall.Add(max(a.lead-a.start, 0))
 }
 
-// bound is the actedBound of a controller that started at a.
-func (a acting) bound() actedBound {
-	return actedBound{set: true, start: a.start, startWall: a.wall}
+// bound is the actedBound of a controller that started at a, whose
+// timestamps are truncated to precision.
+func (a acting) bound(precision time.Duration) actedBound {
+	return actedBound{set: true, start: a.start, startWall: a.wall, precision: precision}
 }
 
 // toggleAnswers are a Reading's SoftToggles, HardToggles and OnToggles; known is
@@ -257,7 +257,8 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), standby, t.act.bound())
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && stampedAfter(h.Status.LastPress, t.startWall, hc.Precision),
+		standby, t.act.bound(hc.Precision))
 	if !standby {
 		o.ActingSince = t.act.since()
 	}
@@ -361,7 +362,8 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 // still in flight (the Toggles answers of the last Reading, the calls
 // reported busy).
 func (t *Tracker) Late(a LateAnswer, now time.Time, mono time.Duration) Call {
-	return t.mem.late(a, now, mono, a.Action == ActionPowerOff && t.tog.pressed(a.Mode))
+	press := a.Action == ActionPowerOff && t.tog.pressed(a.Mode) || a.Action == ActionPowerOn && t.tog.pressedOn()
+	return t.mem.late(a, now, mono, press)
 }
 
 // Forget drops what the Tracker knows, at mono on the monotonic clock, as
@@ -630,15 +632,9 @@ func (h *memory) sentOff(was offState, press bool, err error, done time.Duration
 		return
 	}
 	if answerLost(err) {
-		// A5: it may land LostLanding after now. The first lost one
-		// answered busy since the last late answer may be the call in
-		// flight that a late answer settles (memory.late); any other
-		// stays lost, and so does one that ended in its own deadline:
-		// no late answer comes for it
-		// (TestTrackerLateAnswerKeepsTimedOutPress).
-		inFlight := !h.lost.flight.off.set && CallClass(err) == power.ClassBusy &&
-			!errors.Is(err, context.DeadlineExceeded)
-		h.lost.note(press, done, inFlight)
+		// A5: it may land LostLanding after now; the call in flight
+		// (mayFly) may still be settled by a late answer (memory.late).
+		h.lost.note(press, done, h.lost.mayFly(err))
 	}
 	h.busyPress = h.busyPress || press && errors.Is(err, power.ErrBusy)
 	h.off.lastOff = max(h.off.lastOff, done)
