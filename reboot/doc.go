@@ -368,7 +368,10 @@
 //     (reboot.metal3.io/ with an empty or malformed key) are ignored with a
 //     warning and never hold a host.
 //   - The bare annotation is removed only on evidence covering the
-//     request; no request causes two power cycles.
+//     request; no request causes two power cycles, except that a call
+//     whose answer was lost may land after the power-on (A5) and cycle
+//     the host once more, which no controller can stop (the state
+//     machines draw such late landings: fake.Fault.Late).
 //   - Online=false falls back from soft to hard after Config.SoftTimeout,
 //     timed from the persisted Status.OfflineSince, whatever restarts.
 //
