@@ -297,7 +297,10 @@ func TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots(t *testing.T) {
 		if res.Requeue || next <= 0 {
 			next = time.Second
 		}
-		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond), max(requestAt.Sub(clk.Real()), time.Millisecond))
+		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond))
+		if !requested { // a past requestAt bounds no step (it made them 1 ms long)
+			next = min(next, max(requestAt.Sub(clk.Real()), time.Millisecond))
+		}
 		clk.Advance(max(next, time.Millisecond))
 	}
 	require.True(t, pw.WasOffDuring(requestAt, end),
@@ -372,7 +375,10 @@ func TestReview36o_RestartEveryThreeMinutesNeverReboots(t *testing.T) {
 		if res.Requeue || next <= 0 {
 			next = time.Second
 		}
-		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond), max(requestAt.Sub(clk.Real()), time.Millisecond))
+		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond))
+		if !requested { // a past requestAt bounds no step (it made them 1 ms long)
+			next = min(next, max(requestAt.Sub(clk.Real()), time.Millisecond))
+		}
 		clk.Advance(max(next, time.Millisecond))
 	}
 	require.True(t, pw.WasOffDuring(requestAt, end),
