@@ -75,7 +75,8 @@ type Status struct {
 	// LastPress is when the controller last decided a power-off that may
 	// press the power button (see Toggler), written in a versioned write
 	// before the call. A restarted controller that finds it set counts a
-	// press as possibly in effect from its start (Observed.SincePress):
+	// press as possibly in effect from its start, or from ActingSince
+	// (Observed.SincePress):
 	// Online may have flipped back meanwhile, clearing OfflineSince, while
 	// the OS still shuts down. It is cleared once no reading can echo a
 	// state from before the press's shutdown (the window of pressWait has

@@ -137,7 +137,8 @@
 //     Every press is recorded in Status.LastPress by a
 //     versioned write before it is sent, so a restarted controller counts
 //     a press as possibly in effect from its start if LastPress is set
-//     (or a reboot was pending, or Online=false enforced), and a
+//     (or a reboot was pending, or Online=false enforced), or from
+//     Status.ActingSince if the status bounds it so (A5), and a
 //     controller that reads, in any later pass, a LastPress (or a pending
 //     reboot, or an Online=false being enforced) it did not write (a write
 //     of its own whose answer was lost, a timeout the store applied, stays
