@@ -58,3 +58,68 @@ func TestReview37o_MaxInFlightWedgesPlan(t *testing.T) {
 	assert.NoError(t, perr, "the store refused the view it gave, changed as a pass changes it")
 	assert.Equal(t, plan.StepServices, g.Reboots[0].Step, "reboot 0's finished job was never recorded")
 }
+
+// hangingCancelFleet: the fleet's CancelJob of one server's job never
+// answers (it returns only when the caller gives up), e.g. an API call
+// stuck behind that server's dead BMC.
+type hangingCancelFleet struct {
+	*fake.Fleet
+	server string
+}
+
+func (f hangingCancelFleet) CancelJob(ctx context.Context, a plan.Action) error {
+	if a.Server == f.server {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return f.Fleet.CancelJob(ctx, a)
+}
+
+// TestReview37o_HangingCallStarvesOtherPlans (issue 37, review round 13;
+// liveness with the fault kept on): a leader's pass runs every unfinished
+// plan in turn under one context (Executor.lead: one PassTimeout for the
+// whole pass; Leadership.Pass), and a plan's pass takes its actions one
+// after the other, cancels first. Plan "a"'s first server never drains,
+// so its job is cancelled after DrainTimeout, and the fleet's CancelJob
+// of it hangs for ever: every pass spends its whole time on that call,
+// and plan "b", whose 20 servers share nothing with "a", is never passed
+// again: in two hours most of its servers are never rebooted (nor are
+// "a"'s others). Ground truth: the fake fleet's job creations.
+func TestReview37o_HangingCallStarvesOtherPlans(t *testing.T) {
+	ctx := context.Background()
+	pre := prefix(t)
+	clk := fake.NewClock(time.Time{})
+	fs := make([]fake.FleetServer, 24)
+	for i := range fs {
+		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("h-u%05d", i), Hostname: fmt.Sprintf("h-cn%05d", i), Platform: "1",
+			Queue: 5 * time.Second, Drain: 10 * time.Second, Shutdown: 5 * time.Second, Boot: time.Minute, Services: 20 * time.Second}
+	}
+	fs[0].Drain = 1000 * time.Hour // never drains
+	fleet := fake.NewFleet(clk.Now, "", fs...)
+	servers := fleet.Servers()
+	l, _ := lead(t, pre, "leader", 5)
+	require.NoError(t, l.Store.Create(ctx, runningPlan(t, "a", servers[:4], 2, clk.Now())))
+	require.NoError(t, l.Store.Create(ctx, runningPlan(t, "b", servers[4:], 2, clk.Now())))
+	hf := hangingCancelFleet{fleet, fs[0].UUID}
+	for i := 0; i < 120; i++ {
+		// A pass bounded as the Executor bounds it (PassTimeout, here
+		// shortened).
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_ = l.Pass(pctx, hf, cfg29, clk.Now, nil)
+		cancel()
+		clk.Advance(time.Minute)
+	}
+	created := fleet.JobsCreated()
+	var never []string
+	for _, s := range fs[1:] {
+		if created[s.UUID] == 0 {
+			never = append(never, s.Hostname)
+		}
+	}
+	a, err := l.Store.Get(ctx, "a")
+	require.NoError(t, err)
+	b, err := l.Store.Get(ctx, "b")
+	require.NoError(t, err)
+	require.Equal(t, plan.StepCancelJob, a.Reboots[0].Step)
+	assert.Empty(t, never, "in two hours, while one CancelJob of plan a hangs, these servers were never rebooted:\n%s\n%s", plan.Table(a), plan.Table(b))
+}

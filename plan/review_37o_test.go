@@ -100,3 +100,58 @@ func TestReview37o_PutViewEndsFrozenReboot(t *testing.T) {
 		})
 	}
 }
+
+// hangingCancelFleet: the fleet's CancelJob of one server's job never
+// answers (it returns only when the caller gives up: the pass's context
+// ends), e.g. an API call stuck behind that server's dead BMC.
+type hangingCancelFleet struct {
+	*fake.Fleet
+	server string
+}
+
+func (f hangingCancelFleet) CancelJob(ctx context.Context, a plan.Action) error {
+	if a.Server == f.server {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return f.Fleet.CancelJob(ctx, a)
+}
+
+// TestReview37o_HangingCancelStallsPlan (issue 37, review round 13;
+// liveness with the fault kept on): server cn000's job never drains, so
+// it is cancelled after DrainTimeout (cancel_job), and the fleet's
+// CancelJob of it hangs for ever. The cancel is asked again every pass,
+// before the job creations (the reboots whose job the fleet shows are
+// advanced first), and a pass bounded by a timeout (the etcd Executor's
+// PassTimeout) stops at its context's end: no later action of the pass
+// is taken, ever. The other servers have a free slot (concurrency 2, one
+// taken by cn000), yet none of those left when the cancel began is ever
+// rebooted: each is asked for, never created, and released after
+// JobTimeout (of 29 servers, 22 are never rebooted in 4 hours). Ground truth:
+// the fake fleet's job creations.
+func TestReview37o_HangingCancelStallsPlan(t *testing.T) {
+	fs := fleetServers(0, 30, time.Minute)
+	fs[0].Drain = 1000 * time.Hour // never drains
+	o := opts()
+	o.Concurrency = plan.Count(2)
+	o.FailureBudget = plan.Count(4)
+	w := newWorld(t, fs, "", o)
+	w.exec = &plan.Executor{Fleet: hangingCancelFleet{w.fleet, fs[0].UUID}, Store: w.store, Now: w.clk.Now}
+	for i := 0; i < 4*60; i++ {
+		ctx, cancel := context.WithTimeout(w.ctx, 20*time.Millisecond)
+		_, _ = w.exec.Pass(ctx, w.uuid)
+		cancel()
+		w.clk.Advance(time.Minute)
+	}
+	p, _ := w.store.Get(w.ctx, w.uuid)
+	require.Equal(t, plan.StepCancelJob, p.Reboots[0].Step, "cn000's job is being cancelled:\n%s", plan.Table(p))
+	created := w.fleet.JobsCreated()
+	assert.Positive(t, created[fs[1].UUID], "cn001 rebooted before the cancel")
+	var never []string
+	for _, s := range fs[1:] {
+		if created[s.UUID] == 0 {
+			never = append(never, s.Hostname)
+		}
+	}
+	assert.Empty(t, never, "in 4 hours with a free slot, these servers were never rebooted while cn000's cancel hangs:\n%s", plan.Table(p))
+}
