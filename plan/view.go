@@ -288,12 +288,19 @@ var ErrStepBack = errors.New("plan: the view moves a reboot in a way no pass doe
 //   - a reboot is released only from pending, wait_headnode, freeze, or
 //     job while its job was never shown (a job asked for, taken for lost
 //     after ShowTimeout, held and released in one pass), and only while
-//     neither side has JobSeen: the fleet showed its job, it may run.
+//     neither side has JobSeen: the fleet showed its job, it may run;
+//   - a reboot that holds the database shard frozen (Frozen) never ends
+//     with it still set (done, released, or failed from failed_unfreeze:
+//     a pass ends it only once the shard is unfrozen), but failed from
+//     unfreeze (the shard unhealthy past ServicesTimeout: left frozen on
+//     purpose, for a person to look at); nothing would unfreeze it after.
 //
 // A ViewStore checks it on every reboot it writes.
 func CheckStepForward(uuid string, pos int, stored, next Reboot) error {
 	bad := ""
 	switch {
+	case endsFrozen(stored, next):
+		bad = "holds the database shard frozen, and nothing would unfreeze it once it ended"
 	case stored.Step == next.Step:
 	case stored.Step != StepPending && next.Step == StepPending:
 		bad = "started"
@@ -306,6 +313,19 @@ func CheckStepForward(uuid string, pos int, stored, next Reboot) error {
 		return nil
 	}
 	return fmt.Errorf("%w: plan %s: reboot %d (%s) is %q (%s), the view says %q", ErrStepBack, uuid, pos, stored.ServerHostname, stored.Step, bad, next.Step)
+}
+
+// endsFrozen reports whether next ends the reboot with Frozen still set
+// where no pass does: every end but failed from unfreeze (left frozen),
+// or an end stored so already.
+func endsFrozen(stored, next Reboot) bool {
+	switch {
+	case !next.Frozen || !next.Step.Ended():
+		return false
+	case stored.Step == next.Step && stored.Frozen:
+		return false // as stored
+	}
+	return !(next.Step == StepFailed && stored.Step == StepUnfreeze)
 }
 
 // releasable reports whether a pass may move stored to StepReleased (next):
