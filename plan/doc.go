@@ -75,8 +75,13 @@
 //     never shows though it is asked for again whenever the limits allow
 //     (it refuses it every time) is given up JobTimeout after the first
 //     ask: the reboot is released (StepReleased, its error says the fleet
-//     refused or lost the job), not counted failed, and the plan ends
-//     failed rather than complete. After Stop, Cancel or the end of the plan (the
+//     refused or lost the job, or the executor's calls never reached it:
+//     a record cannot tell, the executor's log can), not counted failed,
+//     and the plan ends failed rather than complete. Each fleet call of a
+//     pass has its own deadline (Executor.CallTimeout, at most a quarter
+//     of what is left of the pass), and a server whose call ran out of
+//     time has its actions taken after the others in the next passes: a
+//     call that hangs never keeps the pass from the other servers. After Stop, Cancel or the end of the plan (the
 //     failure budget spent) no job is created, but by a pass that read the
 //     plan before a command landed: a pass reads the plan's state again
 //     before its first job and every 16 jobs (Executor.Pass), so at most
