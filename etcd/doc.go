@@ -57,7 +57,10 @@
 // Leadership.Guard gives the same leadership as a reboot.Guard, the fence
 // reboot.Reconciler and remediation.Reconciler ask before every write and
 // power call when their stores are not this etcd. Executor.After paces
-// the passes on the caller's clock.
+// the passes on the caller's clock. A pass (Executor.PassTimeout) gives
+// each unfinished plan its own share of what is left of it, and each
+// fleet call its own deadline within that (plan.Executor.CallTimeout): a
+// plan whose observation or call hangs never starves the leader's others.
 //
 // # Retention, and what the etcd operator must run
 //
