@@ -188,7 +188,10 @@
 // lies behind (done, failed, failures, the positions in flight). A View is
 // the header, the Index, the reboots in flight and the next PendingWindow
 // pending ones; NextView decides on it exactly as Next decides on the whole
-// plan (Next is NextView on FullView), and keeps the Index. When the Store
+// plan (Next is NextView on FullView), and keeps the Index. A store that
+// holds at most so many reboots of a plan in flight says so in its views
+// (View.MaxInFlight): NextView then starts none while that many are in
+// flight, and the plan waits with the reason in Plan.Waiting. When the Store
 // is a ViewStore (BoltStore; Views adapts any Store) and the Fleet a
 // ViewFleet, the Executor reads, observes and writes views only: a pass
 // costs O(reboots in flight) whatever the plan's size (about 1.1-1.3 ms and
