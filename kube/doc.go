@@ -265,11 +265,15 @@
 //     showed it off before the request and writes nothing new. The
 //     host is held for the request (remediation.Held: a live Machine's
 //     remediation that is over, and a deleted Machine's admission, are
-//     kept) until the operator shows it on in a status written after the
-//     request: status.poweredOn false written after the request, or read
+//     kept) until the operator shows it on in a status that cannot echo
+//     the state from before the request: status.poweredOn false written after the request, or read
 //     more than StaleReads after it, is Host.OffAfterRequest; a reading
 //     that cannot show the host on since the request (written before it
-//     and read within StaleReads of it) is Host.RebootPending. A host
+//     and read within StaleReads of it, or status.poweredOn true written
+//     within StaleReads after it, which may echo Ironic's cached state
+//     from before the request, and read within StaleReads of it) is
+//     Host.RebootPending. Only status.poweredOn true written, or read,
+//     more than StaleReads after the request is Host.PoweredOn. A host
 //     with spec.online false and no request of the Machine's on it (its
 //     owner released it: Cluster API's metal3 provider clears the
 //     consumer and sets spec.online false, the operator deprovisions it

@@ -200,14 +200,16 @@ func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, re
 		// status written soon after the request may echo Ironic's
 		// cached state from before it, so it counts only when written,
 		// or read, more than StaleReads after the request.
-		out.PoweredOn = !present && bmh.Status.PoweredOn && (readLate || after(updated, req.At.Add(stale)))
+		onSince := bmh.Status.PoweredOn && (readLate || after(updated, req.At.Add(stale)))
+		out.PoweredOn = !present && onSince
 		// Held (remediation.Held) until the operator shows the host on
 		// after the request: off after it, or a reading that cannot
-		// show it on since (off from before, or on from before the
+		// show it on since: off from before, on from before the
 		// request and young enough that the operator may be powering
-		// it off for it unseen).
+		// it off for it unseen, or on in a status written within
+		// StaleReads of the request (a possible echo of before it).
 		out.OffAfterRequest = !bmh.Status.PoweredOn && since
-		out.RebootPending = !since
+		out.RebootPending = !since || bmh.Status.PoweredOn && !onSince
 	}
 	// With spec.online false and no request of the Machine's on it, the
 	// operator keeps the host off for its owner (a released host, in the
