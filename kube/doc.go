@@ -73,7 +73,14 @@
 //     write) is removed at once. The binary runs it under the LeaseGuard
 //     (remediation.Reconciler.Guard) and has Machines.Reader read the
 //     Machine from the API server: each side effect first checks that the
-//     persisted attempt is still the one that decided it.
+//     persisted attempt is still the one that decided it. The hosts are
+//     read with that same reader (RebootHosts.Reader,
+//     OperatorHosts.Reader): a caller whose client reads a cache must set
+//     Machines.Reader to the manager's API reader, for a cache may not
+//     yet show the request the last pass wrote, and a deleted Machine's
+//     request removal (a compare-and-swap on the version read) and held
+//     check would then find nothing, release its admission and leave the
+//     request on the host for good.
 //   - ExternalRemediationController: the same phased power-cycle for
 //     PowerCycleRemediations (api/v1alpha1), the external remediation
 //     objects Cluster API's MachineHealthCheck and medik8s's
@@ -108,7 +115,8 @@
 //     hosts), also in a binary without the external controller. The binary runs it under the LeaseGuard
 //     (ExternalRemediationController.Guard) and reads the remediation
 //     from the API server (Reader) to check the persisted attempt before
-//     each side effect.
+//     each side effect; the hosts are read with it too, for the same
+//     reason as the Machine remediation's.
 //   - Powers: a power.Controller per host from its spec.bmc address (the
 //     Redfish family or IPMI, ParseBMCAddress) and credentials Secret, read
 //     directly with get (never through a cache) and used only if it is

@@ -109,6 +109,13 @@ type OperatorHosts struct {
 	// bound (default DefaultOperatorStaleReads).
 	Now        func() time.Time
 	StaleReads time.Duration
+	// Reader, if set, is what the hosts are read with (default Client).
+	// Give it the manager's API reader (manager.GetAPIReader), as
+	// Machines.Reader: a cache may not yet show the request the last
+	// pass wrote, and a request removal or a held check (before a gone
+	// Machine's admission is released) that reads it there removes
+	// nothing and sees the host free, leaving the request on it for good.
+	Reader client.Reader
 }
 
 var _ remediation.HostStore = (*OperatorHosts)(nil)
@@ -124,7 +131,11 @@ func (s *OperatorHosts) host(ctx context.Context, machine string) (*metal3.BareM
 // named reads the BareMetalHost name (nil if there is none).
 func (s *OperatorHosts) named(ctx context.Context, name string) (*metal3.BareMetalHost, error) {
 	var bmh metal3.BareMetalHost
-	err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &bmh)
+	var rd client.Reader = s.Client
+	if s.Reader != nil {
+		rd = s.Reader
+	}
+	err := rd.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &bmh)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
