@@ -96,3 +96,24 @@ func TestMovedWaitsForOldHostOn(t *testing.T) {
 		}
 	}
 }
+
+// TestMovedAfterCancelWaitsForOldHostOn: a remediation done after a
+// cancellation whose host (State.Host) is still off for its request, its
+// Machine now mapping to another host and unhealthy again, starts no
+// attempt on the new host while the old one is held.
+func TestMovedAfterCancelWaitsForOldHostOn(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := remediation.Machine{Name: "db-1", UID: "u1", NeedsRemediation: true, NodeName: "db-1"}
+	st := remediation.State{Phase: remediation.PhaseDone, Attempt: 1, Started: t0, RequestedAt: t0, Host: "bmh-1",
+		Canceled: true, CanceledAt: t0, Finished: t0.Add(time.Minute)}
+	h := remediation.Host{Name: "bmh-2", OffAfterRequest: true}
+	d := remediation.Decide(remediation.Observed{Machine: m, State: st, Host: h, Admitted: true, MayStart: true}, t0.Add(2*time.Hour))
+	if d.AddRebootAnnotation || d.State.Phase != remediation.PhaseDone || d.Release {
+		t.Fatalf("bmh-1 still off for the last request: want no attempt on bmh-2, admission kept; got %+v", d)
+	}
+	h = remediation.Host{Name: "bmh-2", OffAfterRequest: true, PoweredOn: true}
+	d = remediation.Decide(remediation.Observed{Machine: m, State: st, Host: h, Admitted: true, MayStart: true}, t0.Add(2*time.Hour))
+	if !d.AddRebootAnnotation || d.State.Host != "bmh-2" {
+		t.Fatalf("bmh-1 powered on: want an attempt on bmh-2; got %+v", d)
+	}
+}

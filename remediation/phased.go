@@ -485,6 +485,11 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			// first, never two hosts held at once.
 			d.Reason = fmt.Sprintf("the last request still holds host %s, which the machine no longer maps to: release it before starting", st.Host)
 			d.RequeueAfter = c.PollInterval
+		case st.Host != "" && o.Host.Name != "" && o.Host.Name != st.Host && keeps(o.State, o.Host):
+			// Its request is gone, but the host is still off for it: the
+			// new host is not asked before it is powered on.
+			d.Reason = fmt.Sprintf("host %s, which the machine no longer maps to, is still off for the last request: waiting for it to be powered on before starting on %s", st.Host, o.Host.Name)
+			d.RequeueAfter = c.PollInterval
 		default:
 			c.start(o, now, &d)
 		}
