@@ -73,7 +73,14 @@
 //     write) is removed at once. The binary runs it under the LeaseGuard
 //     (remediation.Reconciler.Guard) and has Machines.Reader read the
 //     Machine from the API server: each side effect first checks that the
-//     persisted attempt is still the one that decided it.
+//     persisted attempt is still the one that decided it. The hosts are
+//     read with that same reader (RebootHosts.Reader,
+//     OperatorHosts.Reader): a caller whose client reads a cache must set
+//     Machines.Reader to the manager's API reader, for a cache may not
+//     yet show the request the last pass wrote, and a deleted Machine's
+//     request removal (a compare-and-swap on the version read) and held
+//     check would then find nothing, release its admission and leave the
+//     request on the host for good.
 //   - ExternalRemediationController: the same phased power-cycle for
 //     PowerCycleRemediations (api/v1alpha1), the external remediation
 //     objects Cluster API's MachineHealthCheck and medik8s's
@@ -120,7 +127,8 @@
 //     hosts), also in a binary without the external controller. The binary runs it under the LeaseGuard
 //     (ExternalRemediationController.Guard) and reads the remediation
 //     from the API server (Reader) to check the persisted attempt before
-//     each side effect.
+//     each side effect; the hosts are read with it too, for the same
+//     reason as the Machine remediation's.
 //   - Powers: a power.Controller per host from its spec.bmc address (the
 //     Redfish family or IPMI, ParseBMCAddress) and credentials Secret, read
 //     directly with get (never through a cache) and used only if it is
@@ -296,11 +304,15 @@
 //     showed it off before the request and writes nothing new. The
 //     host is held for the request (remediation.Held: a live Machine's
 //     remediation that is over, and a deleted Machine's admission, are
-//     kept) until the operator shows it on in a status written after the
-//     request: status.poweredOn false written after the request, or read
+//     kept) until the operator shows it on in a status that cannot echo
+//     the state from before the request: status.poweredOn false written after the request, or read
 //     more than StaleReads after it, is Host.OffAfterRequest; a reading
 //     that cannot show the host on since the request (written before it
-//     and read within StaleReads of it) is Host.RebootPending. A host
+//     and read within StaleReads of it, or status.poweredOn true written
+//     within StaleReads after it, which may echo Ironic's cached state
+//     from before the request, and read within StaleReads of it) is
+//     Host.RebootPending. Only status.poweredOn true written, or read,
+//     more than StaleReads after the request is Host.PoweredOn. A host
 //     with spec.online false and no request of the Machine's on it (its
 //     owner released it: Cluster API's metal3 provider clears the
 //     consumer and sets spec.online false, the operator deprovisions it

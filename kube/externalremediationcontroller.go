@@ -113,7 +113,9 @@ type ExternalRemediationController struct {
 	// Reader, if set, is what a remediation is read with (the manager's
 	// API reader): the remediation checks that its persisted attempt is
 	// still the one it decided before each side effect, which a lagging
-	// cache could not tell. Default Client.
+	// cache could not tell; the hosts are read with it too (a request
+	// removal or held check over a cache behind the request the last
+	// pass wrote removes nothing and sees the host free). Default Client.
 	Reader client.Reader
 	// SweepEvery is the interval of the sweep of the external section of
 	// the admission record (default DefaultAdmissionSweep): at start (under
@@ -164,10 +166,10 @@ func (c *ExternalRemediationController) configOf(spec v1alpha1.PowerCycleRemedia
 // reconciler is the remediation Reconciler for one remediation's knobs.
 func (c *ExternalRemediationController) reconciler(spec v1alpha1.PowerCycleRemediationSpec) *remediation.Reconciler {
 	s := c.store()
-	rh := &RebootHosts{Client: c.Client, Namespace: c.Namespace}
+	rh := &RebootHosts{Client: c.Client, Namespace: c.Namespace, Reader: c.Reader}
 	var hosts remediation.HostStore = &OwnedHosts{Ownership: c.Ownership,
 		Ours:     &remediation.RebootAPIHosts{Hosts: rh, Now: c.now, HostOf: s.HostOf, HostsMayVanish: true, OwnerOnline: true, Power: c.Power, StaleReads: c.StaleReads},
-		Operator: &OperatorHosts{Client: c.Client, Namespace: c.Namespace, HostOf: s.HostOf}}
+		Operator: &OperatorHosts{Client: c.Client, Namespace: c.Namespace, HostOf: s.HostOf, Reader: c.Reader}}
 	// Never a RequestFinder: the requests it lists are the Machine
 	// remediation's too (it cannot tell a gone PowerCycleRemediation's UID
 	// from a Machine's), so a gone remediation whose record names no

@@ -109,6 +109,13 @@ type OperatorHosts struct {
 	// bound (default DefaultOperatorStaleReads).
 	Now        func() time.Time
 	StaleReads time.Duration
+	// Reader, if set, is what the hosts are read with (default Client).
+	// Give it the manager's API reader (manager.GetAPIReader), as
+	// Machines.Reader: a cache may not yet show the request the last
+	// pass wrote, and a request removal or a held check (before a gone
+	// Machine's admission is released) that reads it there removes
+	// nothing and sees the host free, leaving the request on it for good.
+	Reader client.Reader
 }
 
 var _ remediation.HostStore = (*OperatorHosts)(nil)
@@ -124,7 +131,11 @@ func (s *OperatorHosts) host(ctx context.Context, machine string) (*metal3.BareM
 // named reads the BareMetalHost name (nil if there is none).
 func (s *OperatorHosts) named(ctx context.Context, name string) (*metal3.BareMetalHost, error) {
 	var bmh metal3.BareMetalHost
-	err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &bmh)
+	var rd client.Reader = s.Client
+	if s.Reader != nil {
+		rd = s.Reader
+	}
+	err := rd.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &bmh)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -200,14 +211,16 @@ func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, re
 		// status written soon after the request may echo Ironic's
 		// cached state from before it, so it counts only when written,
 		// or read, more than StaleReads after the request.
-		out.PoweredOn = !present && bmh.Status.PoweredOn && (readLate || after(updated, req.At.Add(stale)))
+		onSince := bmh.Status.PoweredOn && (readLate || after(updated, req.At.Add(stale)))
+		out.PoweredOn = !present && onSince
 		// Held (remediation.Held) until the operator shows the host on
 		// after the request: off after it, or a reading that cannot
-		// show it on since (off from before, or on from before the
+		// show it on since: off from before, on from before the
 		// request and young enough that the operator may be powering
-		// it off for it unseen).
+		// it off for it unseen, or on in a status written within
+		// StaleReads of the request (a possible echo of before it).
 		out.OffAfterRequest = !bmh.Status.PoweredOn && since
-		out.RebootPending = !since
+		out.RebootPending = !since || bmh.Status.PoweredOn && !onSince
 	}
 	// With spec.online false and no request of the Machine's on it, the
 	// operator keeps the host off for its owner (a released host, in the

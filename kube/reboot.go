@@ -60,6 +60,22 @@ type RebootHosts struct {
 	// reboot.HostWatcher: the reboot Client's waits then answer as soon
 	// as the controller writes, instead of polling.
 	Informers cache.Informers
+	// Reader, if set, is what Get and Update read the BareMetalHost and
+	// its record with (default Client); writes go through Client. The
+	// remediation's store (NewRemediationReconciler) must read the API
+	// server, not a cache (manager.GetAPIReader, as Machines.Reader): a
+	// cache may not yet show the request the last pass wrote, and the
+	// removal of a gone Machine's request would find nothing to remove
+	// (Update's compare-and-swap is on the version read here).
+	Reader client.Reader
+}
+
+// reader is Reader, or Client.
+func (s *RebootHosts) reader() client.Reader {
+	if s.Reader != nil {
+		return s.Reader
+	}
+	return s.Client
 }
 
 var _ reboot.HostStore = (*RebootHosts)(nil)
@@ -78,11 +94,11 @@ func Deprovisioned(h *metal3.BareMetalHost) bool {
 // Get implements reboot.HostStore.
 func (s *RebootHosts) Get(ctx context.Context, name string) (reboot.Host, error) {
 	var bmh metal3.BareMetalHost
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &bmh); err != nil {
+	if err := s.reader().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &bmh); err != nil {
 		return reboot.Host{}, mapError("get", s.Namespace, name, err)
 	}
 	var rec v1alpha1.RebootRecord
-	err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &rec)
+	err := s.reader().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &rec)
 	switch {
 	case apierrors.IsNotFound(err):
 		return s.toHost(&bmh, nil), nil
@@ -128,7 +144,7 @@ func (s *RebootHosts) toHost(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootReco
 func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
 	bmhVersion, recVersion := splitVersion(h.Version)
 	var bmh metal3.BareMetalHost
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: h.Name}, &bmh); err != nil {
+	if err := s.reader().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: h.Name}, &bmh); err != nil {
 		return reboot.Host{}, mapError("update", s.Namespace, h.Name, err)
 	}
 	if bmh.ResourceVersion != bmhVersion {
@@ -149,7 +165,7 @@ func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, e
 	// 2. The record, if the Status changed (a client writing its request
 	// changes none, and may not write records).
 	var cur v1alpha1.RebootRecord
-	switch err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: h.Name}, &cur); {
+	switch err := s.reader().Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: h.Name}, &cur); {
 	case apierrors.IsNotFound(err):
 		if recVersion != "" {
 			return reboot.Host{}, fmt.Errorf("kube: reboot record %s/%s: %w", s.Namespace, h.Name, reboot.ErrConflict)

@@ -154,20 +154,51 @@ func machinesOfHost(ctx context.Context, cl client.Client, o client.Object) []re
 // are driven through the reboot API (the RebootController serves it), the
 // others through the baremetal-operator's own reboot annotation and status
 // (OwnedHosts): one actor per host.
+//
+// The hosts (RebootHosts.Reader, OperatorHosts.Reader) are read with the
+// Machines' reader: Machines.Reader once it is set, else cl. The caller
+// must set Machines.Reader to a reader of the API server
+// (manager.GetAPIReader) when cl reads a cache, as the controller binary
+// does: a request removal or a held check that reads a cache behind the
+// request the last pass wrote removes nothing and sees the host free.
 func NewRemediationReconciler(cl client.Client, namespace string, own Ownership, cfg remediation.Config, limit remediation.MaxUnhealthy, now func() time.Time) *remediation.Reconciler {
-	hosts := &RebootHosts{Client: cl, Namespace: namespace}
+	machines := &Machines{Client: cl, Namespace: namespace}
+	rd := machinesReader{machines}
+	hosts := &RebootHosts{Client: cl, Namespace: namespace, Reader: rd}
 	hostOf := func(ctx context.Context, machine string) (string, error) {
 		return HostOfMachine(ctx, cl, namespace, machine)
 	}
 	return &remediation.Reconciler{
-		Machines:   &Machines{Client: cl, Namespace: namespace},
+		Machines:   machines,
 		Nodes:      &Nodes{Client: cl},
 		Admissions: &hostAdmissions{AdmissionStore: &Admissions{Client: cl, Namespace: namespace}, hostOf: hostOf},
 		Hosts: &OwnedHosts{Ownership: own,
 			Ours:     &remediation.RebootAPIHosts{Hosts: hosts, Now: now, HostOf: hostOf, HostsMayVanish: true, OwnerOnline: true},
-			Operator: &OperatorHosts{Client: cl, Namespace: namespace, HostOf: hostOf, Now: now}},
+			Operator: &OperatorHosts{Client: cl, Namespace: namespace, HostOf: hostOf, Now: now, Reader: rd}},
 		Config: cfg, Limit: limit, Now: now,
 	}
+}
+
+// machinesReader reads with the Machines' reader as it is at the call
+// (Machines.Reader, else Machines.Client): setting Machines.Reader after
+// NewRemediationReconciler makes the host reads go to the same reader.
+type machinesReader struct{ m *Machines }
+
+func (r machinesReader) reader() client.Reader {
+	if r.m.Reader != nil {
+		return r.m.Reader
+	}
+	return r.m.Client
+}
+
+// Get implements client.Reader.
+func (r machinesReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return r.reader().Get(ctx, key, obj, opts...)
+}
+
+// List implements client.Reader.
+func (r machinesReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return r.reader().List(ctx, list, opts...)
 }
 
 // SetRemediationPower gives the hosts rebootkit drives of a Reconciler

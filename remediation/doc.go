@@ -105,7 +105,8 @@
 // every pass reads that host and removes a request of the Machine's found
 // there, looking again every PollInterval, and it is forgotten only once
 // a pass of a remediation that is over finds none (a Machine gone with it
-// has it removed too: Member.PrevHost). A write that lands after that
+// has it removed too: Member.PrevHost, and keeps its admission while that
+// host is held, read for the recorded request's time). A write that lands after that
 // stays until a person removes it: run two writers under a Guard.
 //
 // # Retries and a flapping health checker

@@ -90,8 +90,11 @@ type State struct {
 	// removed, there, whatever HostOf answers later, in every phase (also
 	// after the remediation ended, until its removal is confirmed). A Machine whose host
 	// changes mid-attempt (Host.Name differs) has this host's request
-	// removed first, then a new request written to its new host: never
-	// two held at once. Empty in states persisted before it existed, or
+	// removed first, then, once this host is no longer off for it (not
+	// held, and, when it was powered off after the request, read On
+	// since: Host.Power), a new request written to its new host: never
+	// two held at once (at the attempt's timeout it fails instead).
+	// Empty in states persisted before it existed, or
 	// when the HostStore does not name hosts (Host.Name): then the
 	// HostStore resolves the host on every call.
 	Host string
@@ -482,6 +485,11 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			// first, never two hosts held at once.
 			d.Reason = fmt.Sprintf("the last request still holds host %s, which the machine no longer maps to: release it before starting", st.Host)
 			d.RequeueAfter = c.PollInterval
+		case st.Host != "" && o.Host.Name != "" && o.Host.Name != st.Host && keeps(o.State, o.Host):
+			// Its request is gone, but the host is still off for it: the
+			// new host is not asked before it is powered on.
+			d.Reason = fmt.Sprintf("host %s, which the machine no longer maps to, is still off for the last request: waiting for it to be powered on before starting on %s", st.Host, o.Host.Name)
+			d.RequeueAfter = c.PollInterval
 		default:
 			c.start(o, now, &d)
 		}
@@ -511,6 +519,8 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			d.RequeueAfter = c.PollInterval
 		case moved(o) && o.Host.RebootAnnotation:
 			c.releaseMoved(o, &d)
+		case moved(o) && moveBlocked(o):
+			c.waitMoved(o, now, timedOut, &d, "host not fenced in time")
 		case moved(o):
 			request(fmt.Sprintf("the machine moved from host %s to %s, released: request a reboot of %s", st.Host, o.Host.Name, o.Host.Name))
 		case timedOut:
@@ -533,6 +543,8 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 		switch {
 		case m.NeedsRemediation && moved(o) && o.Host.RebootAnnotation:
 			c.releaseMoved(o, &d)
+		case m.NeedsRemediation && moved(o) && moveBlocked(o):
+			c.waitMoved(o, now, timedOut, &d, "node not fenced in time")
 		case m.NeedsRemediation && moved(o):
 			st.Phase = PhasePowerOffRequested
 			request(fmt.Sprintf("the machine moved from host %s to %s, released: request a reboot of %s and fence again", st.Host, o.Host.Name, o.Host.Name))
@@ -769,6 +781,36 @@ func (c Config) releaseMoved(o Observed, d *Decision) {
 	d.RequeueAfter = c.PollInterval
 }
 
+// moveBlocked reports, for a Machine that moved (moved) and whose
+// request is gone from the host it moved from (State.Host, whose
+// evidence o.Host carries), whether that host may still be off for the
+// request: held, or powered off after the request with no power reading
+// of On (Host.Power) to confirm the power-on. Without a power reading
+// (RebootAPIHosts without Power) Host.PoweredOn trusts the reboot
+// controller's record, written before a power-on its BMC may refuse:
+// enough to release an admission, not to power a second host off for the
+// same one. The new host is requested only once the move is not blocked:
+// never two hosts held at once.
+func moveBlocked(o Observed) bool {
+	h := o.Host
+	return held(h) || h.OffAfterRequest && !h.Offline && h.Power != power.StateOn
+}
+
+// waitMoved waits, its request removed from the host the Machine no
+// longer maps to, for that host to be released (moveBlocked false: the
+// reboot controller powered it on since the request, read on State.Host)
+// before the new host is requested, until the attempt's timeout, when the
+// remediation fails instead of retrying (retryOrEscalate).
+func (c Config) waitMoved(o Observed, now time.Time, timedOut bool, d *Decision, why string) {
+	if timedOut {
+		c.retryOrEscalate(o, now, d, why)
+		return
+	}
+	d.Reason = fmt.Sprintf("the machine moved from host %s to %s: waiting for %s, off for its request, to be powered on before requesting %s (if its BMC keeps refusing, power %s on by hand)",
+		o.State.Host, o.Host.Name, o.State.Host, o.Host.Name, o.State.Host)
+	d.RequeueAfter = c.PollInterval
+}
+
 func (c Config) fenceNode(o Observed, d *Decision) {
 	switch {
 	case !o.Node.Exists:
@@ -804,6 +846,14 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 	if moved(o) && o.Host.RebootAnnotation {
 		// Never two held at once: the old host's request goes first.
 		c.releaseMoved(o, d)
+		return
+	}
+	if moved(o) && moveBlocked(o) {
+		// Nor is the new host asked while the old one may still be off
+		// for the request: no retry, the remediation fails (its admission
+		// kept while the old host is held).
+		c.escalate(o, now, d, fmt.Sprintf("%s (the machine moved from host %s to %s, and %s, off for its request, is not known on since: %s is not asked; power %s on, by hand if its BMC keeps refusing)",
+			why, o.State.Host, o.Host.Name, o.State.Host, o.Host.Name, o.State.Host))
 		return
 	}
 	if st.Attempt <= c.RetryLimit {

@@ -56,7 +56,10 @@ type RebootAPIHosts struct {
 	// StaleReads, else the reboot default) plus a second after the
 	// controller's Status.LastPoweredOn, as reboot.Client.Up: that record
 	// is written before the power-on is sent, which a BMC may refuse.
-	// Without Power, PoweredOn trusts the record alone.
+	// Without Power, PoweredOn trusts the record alone, and a Machine
+	// that moves to another host after its host was powered off for the
+	// request waits for a reading it never gets: its new host is not
+	// asked, and the attempt fails at its timeout.
 	Power func(host string) (power.Controller, error)
 	// StaleReads is how long a power reading may echo an older state, for
 	// hosts that do not set their own (reboot.Host.StaleReads); 0: the

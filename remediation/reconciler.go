@@ -555,7 +555,10 @@ func ownRequest(req Request, uid string) bool {
 // moved from, Member.PrevHost), then releases name's admission once that
 // host is not held (held: the request is gone and the host is not off
 // after it without being powered on since, read through the recorded
-// request, RequestReader), as a live Machine's admission is kept (see
+// request, RequestReader), nor the host it moved from (its evidence read
+// for the recorded request's time: the move waited for it to be on, so an
+// off after that is for a request of the Machine's that landed there
+// since), as a live Machine's admission is kept (see
 // abandon); an admission whose Member says no request was written is
 // released at once. why says whose request it is, for the error.
 func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissions, why string) error {
@@ -591,6 +594,17 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 			err = ErrHostHeld
 		}
 		return fmt.Errorf("remediation: machine %s (%s): host %s: %w", name, why, req.Host, err)
+	}
+	if uid, ok := requestOwner(req.Value); ok && mem.PrevHost != "" && mem.PrevHost != req.Host {
+		// The host it moved from: a request of its that landed there
+		// after the move (removed above) may have powered it off.
+		prev := Request{Value: RebootValue(uid, req.At), At: req.At, Host: mem.PrevHost}
+		if held, err := r.stillHeld(ctx, name, prev); err != nil || held {
+			if err == nil {
+				err = ErrHostHeld
+			}
+			return fmt.Errorf("remediation: machine %s (%s): host %s it moved from: %w", name, why, mem.PrevHost, err)
+		}
 	}
 	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
 }

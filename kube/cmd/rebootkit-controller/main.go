@@ -202,7 +202,10 @@ func run(args []string) int {
 		rem := kube.NewRemediationReconciler(mgr.GetClient(), *namespace, own, remediation.Config{Timeout: *remTimeout}, remediation.MaxCount(*limit), time.Now)
 		// Each side effect checks the persisted attempt on the API server
 		// (not the cache) and runs under the lease guard: a leader paused
-		// past its lease writes nothing.
+		// past its lease writes nothing. The hosts are read with the same
+		// reader (NewRemediationReconciler): a request's removal and the
+		// held check before a release must see the request the last pass
+		// wrote, which the cache may not show yet.
 		rem.Machines.(*kube.Machines).Reader = mgr.GetAPIReader()
 		// A host is back only once it reads On past its stale-read
 		// window after the power-on, which the BMC may have refused.
