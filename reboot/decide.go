@@ -975,7 +975,7 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	// sent only on an On reading that cannot be an echo (pressWait).
 	if w, no := c.landWait(o); no {
 		d.Reason = "a press whose answer was lost may still land: hold back the power-off " + send.String() + " until it has"
-		d.RequeueAfter = c.cap(w)
+		d.RequeueAfter = c.cap(min(w, requeue()))
 		return
 	}
 	if w, no := c.pressWait(o, send); no {
