@@ -319,8 +319,53 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 			}
 		}
 
+		// Never on while a keyed annotation holds the host, checked over
+		// time against the hardware's ground truth (late landings of lost
+		// calls included, fake.Fault.Late): every power-on of the
+		// hardware by a command after the first check that saw the host
+		// held, while it stays held, must be a power-on call's (OnOn
+		// checks those were sent with no keyed annotation in the store;
+		// one whose answer was lost may land up to LostLanding after it,
+		// A5), or follow an out-of-band change within LostLanding plus the
+		// stale bound (an On reading that echoes it, A2's limit); never a
+		// press landing on a held host that is off.
+		var heldSince time.Time // zero while no keyed annotation holds the host
+		truthSeen := 0
+		landing := reboot.LostLandingOf(rcfg)
+		checkHeldOn := func(h reboot.Host) {
+			truth := pw.Truth()
+			for _, tc := range truth[truthSeen:] {
+				if !tc.On || tc.Cause != fake.CauseCommand || heldSince.IsZero() || !tc.At.After(heldSince) {
+					continue
+				}
+				explained := false
+				for _, c := range pw.Calls() {
+					if c.Op == fake.OpOn && !c.At.After(tc.At) && !c.At.Before(tc.At.Add(-landing-time.Second)) {
+						explained = true
+					}
+				}
+				for _, ev := range pw.OutOfBandEvents() {
+					if !ev.At.After(tc.At) && !ev.At.Before(tc.At.Add(-landing-staleBound-time.Second)) {
+						explained = true
+					}
+				}
+				if !explained {
+					t.Fatalf("the hardware was powered on at %v (not by a power-on call) while a keyed annotation held the host (since %v at the latest): a press landed on the held host while it was off; truth %s",
+						tc.At, heldSince, rebootcheck.DescribeTruth(pw))
+				}
+			}
+			truthSeen = len(truth)
+			switch held := rebootcheck.HeldBy(h) != ""; {
+			case !held:
+				heldSince = time.Time{}
+			case heldSince.IsZero():
+				heldSince = clk.Real()
+			}
+		}
+
 		check := func() {
 			h := host()
+			checkHeldOn(h)
 			now := clk.Now()
 			if now.Before(lastWall) {
 				backJumps += lastWall.Sub(now)
