@@ -116,7 +116,12 @@ func mutate(ctx context.Context, s reboot.HostStore, name string, f func(h *rebo
 // the hardware's ground truth, that no power-off ever powers a host on,
 // unless the host was powered on or off out of band within the stale
 // bound before the call (its On reading may echo a state from before
-// that: assumption A2's limit).
+// that: assumption A2's limit), and, over time against that ground truth
+// (so also for calls the fake BMC carries out late, fake.Fault.Late), that
+// no command powers the hardware on while a keyed annotation holds the
+// host but a power-on call (sent with none in the store, or landing late
+// within LostLanding, A5) or one following an out-of-band change within
+// LostLanding plus the stale bound.
 func StateMachine(t *testing.T, newStores NewStores) {
 	rapidcheck.Check(t, stateMachine(newStores, false))
 }
