@@ -138,3 +138,65 @@ func TestReview36p_LostPressHeldHostReadOnWaitsLanding(t *testing.T) {
 	}
 	require.False(t, offAt.IsZero(), "the setup: the held host went off again; truth %s", rebootcheck.DescribeTruth(pw))
 }
+
+// TestReview36p_AnsweredPowerOnPressDoesNotDelayRestart: the LastPress a
+// pressing power-on records is cleared by the next pass once its answer
+// came (no press of this controller may still land), so a controller
+// restarted after that presses for a keyed request at once, as before;
+// one restarted before that pass counts the press from Status.ActingSince
+// or its start, at most LostLanding + SoftTimeout + StaleReads.
+func TestReview36p_AnsweredPowerOnPressDoesNotDelayRestart(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after time.Duration // restart this long after the power-on
+		bound func(reboot.Config) time.Duration
+	}{
+		{"after the next pass", 30 * time.Second, func(c reboot.Config) time.Duration { return c.StaleReads + 5*time.Second }},
+		{"at once", 0, func(c reboot.Config) time.Duration {
+			return reboot.LostLandingOf(c) + c.SoftTimeout + c.StaleReads + 5*time.Second
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := fake.NewClock(time.Time{})
+			cfg := reboot.DefaultConfig()
+			pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Button: fake.ButtonAll, SoftDelay: 45 * time.Second,
+				Report: fake.Report{Stale: time.Second, NoTransitioning: true}})
+			store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+			newRec := func() *reboot.Reconciler {
+				return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+					Power: func(string) (power.Controller, error) { return pw, nil }}
+			}
+			clk.Advance(time.Minute)
+			rec := newRec()
+			var onAt time.Time
+			for onAt.IsZero() {
+				res, err := rec.Reconcile(ctx, "h")
+				require.NoError(t, err)
+				if res.Decision.Power == reboot.ActionPowerOn {
+					require.NoError(t, res.PowerErr)
+					onAt = clk.Real()
+					break
+				}
+				clk.Advance(max(res.RequeueAfter, 100*time.Millisecond))
+			}
+			reconcileUntil(t, rec, clk, onAt.Add(c.after), time.Hour, nil)
+			rec = newRec() // a restart
+			requestAt := clk.Real()
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": "t1"}
+			}))
+			var pressAt time.Time
+			reconcileUntil(t, rec, clk, requestAt.Add(15*time.Minute), time.Hour, func(time.Time) {
+				for _, call := range pw.Calls() {
+					if pressAt.IsZero() && call.Op == fake.OpOff && call.At.After(requestAt) {
+						pressAt = call.At
+					}
+				}
+			})
+			require.False(t, pressAt.IsZero(), "no power-off after the request; truth %s", rebootcheck.DescribeTruth(pw))
+			t.Logf("power-off %v after the request", pressAt.Sub(requestAt))
+			require.LessOrEqual(t, pressAt.Sub(requestAt), c.bound(cfg))
+		})
+	}
+}
