@@ -21,7 +21,8 @@
 // (the fake package's adversary modes) and a jumping clock; after every
 // step the answers clients got are checked against the fake hardware's
 // ground truth (was it really off after the client's request? did a
-// power-off never power it on?), and at the end, while a second writer
+// power-off never power it on? did a command, a late landing included,
+// power it on while a keyed annotation held it?), and at the end, while a second writer
 // keeps writing the host, every client must get its answer and every host
 // be back on. StateMachineButtons adds BMCs that press the power button.
 //
