@@ -394,7 +394,9 @@
 //     the host once more, which no controller can stop (the state
 //     machines draw such late landings: fake.Fault.Late).
 //   - Online=false falls back from soft to hard after Config.SoftTimeout,
-//     timed from the persisted Status.OfflineSince, whatever restarts.
+//     timed from the persisted Status.OfflineSince, whatever restarts (on
+//     a BMC that may press, up to Config.LostLanding later while a press
+//     whose answer was lost may still land, A5).
 //
 // Power-off is issued in the first pass that sees a request. Removing the
 // bare annotation and powering on happen in one pass once the evidence
