@@ -73,8 +73,9 @@ type Status struct {
 	// other writes).
 	RewriteSeen, LastRewriteSeen time.Time
 	// LastPress is when the controller last decided a power-off that may
-	// press the power button (see Toggler), written in a versioned write
-	// before the call. A restarted controller that finds it set counts a
+	// press the power button (see Toggler), or a power-on that may
+	// (OnToggler: a lost one may land on a host that runs by then and
+	// shut it down, A5), written in a versioned write before the call. A restarted controller that finds it set counts a
 	// press as possibly in effect from its start, or from ActingSince
 	// (Observed.SincePress):
 	// Online may have flipped back meanwhile, clearing OfflineSince, while
@@ -332,6 +333,12 @@ type Observed struct {
 	// power-off (SinceOff), and after the shutdown of its last press is
 	// over (SincePress, PressOver): never on an Off or unknown reading.
 	SoftToggles, HardToggles bool
+	// OnToggles says that the host's power.Controller may press the power
+	// button for a power-on (OnToggler). Such a power-on is persisted as a
+	// press (Status.LastPress) in its versioned write, before it is sent,
+	// so that a restarted controller, or another leader, counts it as a
+	// press that may still land (A5).
+	OnToggles bool
 	// SinceRewrite and SinceLastRewrite are as SinceRequest for
 	// Status.RewriteSeen and Status.LastRewriteSeen: how long this
 	// controller has known those values (zero is always safe).
@@ -666,9 +673,11 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	} else {
 		c.idle(o, now, p, d)
 	}
-	if d.Power == ActionPowerOff && o.toggles(d.Mode) {
-		// A press is persisted before it is sent, for a restarted
-		// controller (Status.LastPress).
+	if d.Power == ActionPowerOff && o.toggles(d.Mode) || d.Power == ActionPowerOn && o.OnToggles {
+		// A press (a power-off's, or a power-on's on a BMC whose
+		// power-on presses the button) is persisted before it is sent,
+		// for a restarted controller (Status.LastPress,
+		// TestReview36p_RestartForgetsLostPowerOnPress).
 		st.LastPress = maxTime(p, st.LastPress)
 	} else if !st.LastPress.IsZero() && c.pressSettled(o) {
 		st.LastPress = time.Time{} // its shutdown is over: a restart need not wait
@@ -964,6 +973,11 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	// whatever the reading: on, unknown, or an Off that may echo a state
 	// from before the request. One that may press the power button is
 	// sent only on an On reading that cannot be an echo (pressWait).
+	if w, no := c.landWait(o); no {
+		d.Reason = "a press whose answer was lost may still land: hold back the power-off " + send.String() + " until it has"
+		d.RequeueAfter = c.cap(min(w, requeue()))
+		return
+	}
 	if w, no := c.pressWait(o, send); no {
 		if d.Reason == "" {
 			d.Reason = "power-off presses the power button: wait for an On reading that cannot be an echo"
@@ -1016,6 +1030,11 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		send := c.offMode(o, power.ModeHard, now)
 		if c.wait(o.LastCall, ActionPowerOff, send, now, o.Power, d) {
 			d.RequeueAfter = min(d.RequeueAfter, c.cap(c.readBackoff(o.LastCall, now)))
+			return
+		}
+		if w, no := c.landWait(o); no {
+			d.Reason = "held host read on; a press whose answer was lost may still land: hold back the power-off until it has"
+			d.RequeueAfter = c.cap(w)
 			return
 		}
 		if w, no := c.pressWait(o, send); no {
@@ -1122,6 +1141,11 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			if mode == power.ModeSoft {
 				d.RequeueAfter = min(d.RequeueAfter, c.cap(st.OfflineSince.Add(c.SoftTimeout).Sub(now)))
 			}
+			return
+		}
+		if w, no := c.landWait(o); no {
+			d.Reason = "Online is false; a press whose answer was lost may still land: hold back the power-off until it has"
+			d.RequeueAfter = c.cap(w)
 			return
 		}
 		if w, no := c.pressWait(o, mode); no {

@@ -13,7 +13,9 @@
 //     except on deprovisioning, where every reboot annotation is cleared.
 //   - The value is empty or JSON: {"mode":"hard"} or {"mode":"soft"}. Soft
 //     (the default) asks the OS to shut down and falls back to hard after
-//     Config.SoftTimeout (180 s), at once if the BMC cannot do soft, and when
+//     Config.SoftTimeout (180 s) (later, by up to Config.LostLanding,
+//     while a press whose answer was lost may still land: see A5), at
+//     once if the BMC cannot do soft, and when
 //     it fails (a soft power-off decided for this reboot, Decision.For
 //     given to Call.For: one decided for an earlier reboot or Online=false
 //     enforcement, even one begun in the same second (Status.Works
@@ -134,7 +136,8 @@
 //     Pool's back-off, a call never sent (power.ErrNotSent), a refusal
 //     for leadership) counts as none; one that timed out counts as sent
 //     LostLanding after its return (A5), for the whole SoftTimeout.
-//     Every press is recorded in Status.LastPress by a
+//     Every press (a power-off's, and a power-on's on a Controller that
+//     implements OnToggler) is recorded in Status.LastPress by a
 //     versioned write before it is sent, so a restarted controller counts
 //     a press as possibly in effect from its start if LastPress is set
 //     (or a reboot was pending, or Online=false enforced), or from
@@ -348,7 +351,24 @@
 //	    shutdown it may start (TestReview36o_LostPowerOnPressSlowShutdownPressesOnEcho),
 //	    and one still running in the background is settled by its late
 //	    answer, counting from then
-//	    (TestReview36o_LateLostPowerOnPressCountsFromPass).
+//	    (TestReview36o_LateLostPowerOnPressCountsFromPass). Such a
+//	    power-on is recorded in Status.LastPress, in its versioned write
+//	    before the call, like a power-off's press: a restarted controller
+//	    or a new leader counts it as a press that may still land
+//	    (TestReview36p_RestartForgetsLostPowerOnPress); the LastPress is
+//	    cleared, as any, once no reading can echo a state from before the
+//	    press's shutdown.
+//	    While a press that may have been lost (or that this controller
+//	    did not see answered) may still land, that is until LostLanding
+//	    after it counts as returned, a controller that may press (a
+//	    Toggler or OnToggler that answers yes) sends no power-off at all,
+//	    not even one that sets the power: a ForceOff sent before the press
+//	    lands leaves the host off, and the press then powers it on while
+//	    it is held. So the hard fallback of a soft reboot (and of
+//	    Online=false), and the hard power-off of a held host read on, may
+//	    come up to LostLanding after a lost press's return rather than at
+//	    PendingRebootSince + SoftTimeout
+//	    (TestReview36p_LostSoftPressLandsAfterHardOffPowersHeldHostOn).
 //
 // Under them:
 //
@@ -374,7 +394,9 @@
 //     the host once more, which no controller can stop (the state
 //     machines draw such late landings: fake.Fault.Late).
 //   - Online=false falls back from soft to hard after Config.SoftTimeout,
-//     timed from the persisted Status.OfflineSince, whatever restarts.
+//     timed from the persisted Status.OfflineSince, whatever restarts (on
+//     a BMC that may press, up to Config.LostLanding later while a press
+//     whose answer was lost may still land, A5).
 //
 // Power-off is issued in the first pass that sees a request. Removing the
 // bare annotation and powering on happen in one pass once the evidence

@@ -25,7 +25,10 @@ import (
 //     (the documented limit of time-based answers), whenever the hardware
 //     was powered on or off out of band (no exemption: issue 24);
 //   - no power-on is sent while a keyed annotation is in the store, nor in
-//     a pass whose power read was unknown;
+//     a pass whose power read was unknown; and, over time on the ground
+//     truth (late landings of lost calls included), the hardware is not
+//     powered on by a command while a keyed annotation holds the host but
+//     by a power-on call (or after an out-of-band change, see StateMachine);
 //   - the bare annotation is removed only after the hardware was really off
 //     after it was written;
 //   - keyed annotations are removed only by their owners;

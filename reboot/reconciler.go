@@ -642,6 +642,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if t, ok := pc.(Toggler); ok {
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
+	o.OnToggles = togglesOn(pc)
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && stampedAfter(h.Status.LastPress, r.startWall, cfg.Precision),
 		standby, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision})
 	if !standby {

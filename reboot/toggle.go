@@ -109,6 +109,24 @@ func (c Config) pressWait(o Observed, m power.Mode) (time.Duration, bool) {
 	return wait, wait > 0
 }
 
+// landWait says whether no power-off at all may be sent in this pass,
+// pressing or not, and for how long: a press whose answer was lost (or
+// that this controller did not see answered: a previous process's or
+// another leader's) may still land until SincePress reaches zero (A5). A
+// power-off sent before then, even one that sets the power (a forced
+// power-off: the hard fallback of a soft press on an iLO-like BMC), may
+// leave the host off when the press lands, and the press powers it on
+// while it is held (TestReview36p_LostSoftPressLandsAfterHardOffPowersHeldHostOn).
+// Once it has landed, on a host that ran, it starts a shutdown that the
+// power-off only hastens. A controller that never presses (no Toggler or
+// OnToggler answering yes) sends no press: it never waits.
+func (c Config) landWait(o Observed) (time.Duration, bool) {
+	if !o.SoftToggles && !o.HardToggles && !o.OnToggles || o.SincePress >= 0 {
+		return 0, false
+	}
+	return -o.SincePress, true
+}
+
 // pressSettled reports whether the shutdown of this controller's last
 // press is over and no reading can echo a state from before it: StaleReads
 // after the Off reading that showed it over, or SoftTimeout + StaleReads

@@ -244,6 +244,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		OffSettle:         h.OffSettle,
 		SoftToggles:       rd.SoftToggles,
 		HardToggles:       rd.HardToggles,
+		OnToggles:         rd.OnToggles,
 		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})

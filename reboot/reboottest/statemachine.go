@@ -21,7 +21,8 @@
 // (the fake package's adversary modes) and a jumping clock; after every
 // step the answers clients got are checked against the fake hardware's
 // ground truth (was it really off after the client's request? did a
-// power-off never power it on?), and at the end, while a second writer
+// power-off never power it on? did a command, a late landing included,
+// power it on while a keyed annotation held it?), and at the end, while a second writer
 // keeps writing the host, every client must get its answer and every host
 // be back on. StateMachineButtons adds BMCs that press the power button.
 //
@@ -116,7 +117,12 @@ func mutate(ctx context.Context, s reboot.HostStore, name string, f func(h *rebo
 // the hardware's ground truth, that no power-off ever powers a host on,
 // unless the host was powered on or off out of band within the stale
 // bound before the call (its On reading may echo a state from before
-// that: assumption A2's limit).
+// that: assumption A2's limit), and, over time against that ground truth
+// (so also for calls the fake BMC carries out late, fake.Fault.Late), that
+// no command powers the hardware on while a keyed annotation holds the
+// host but a power-on call (sent with none in the store, or landing late
+// within LostLanding, A5) or one following an out-of-band change within
+// LostLanding plus the stale bound.
 func StateMachine(t *testing.T, newStores NewStores) {
 	rapidcheck.Check(t, stateMachine(newStores, false))
 }
@@ -319,8 +325,53 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 			}
 		}
 
+		// Never on while a keyed annotation holds the host, checked over
+		// time against the hardware's ground truth (late landings of lost
+		// calls included, fake.Fault.Late): every power-on of the
+		// hardware by a command after the first check that saw the host
+		// held, while it stays held, must be a power-on call's (OnOn
+		// checks those were sent with no keyed annotation in the store;
+		// one whose answer was lost may land up to LostLanding after it,
+		// A5), or follow an out-of-band change within LostLanding plus the
+		// stale bound (an On reading that echoes it, A2's limit); never a
+		// press landing on a held host that is off.
+		var heldSince time.Time // zero while no keyed annotation holds the host
+		truthSeen := 0
+		landing := reboot.LostLandingOf(rcfg)
+		checkHeldOn := func(h reboot.Host) {
+			truth := pw.Truth()
+			for _, tc := range truth[truthSeen:] {
+				if !tc.On || tc.Cause != fake.CauseCommand || heldSince.IsZero() || !tc.At.After(heldSince) {
+					continue
+				}
+				explained := false
+				for _, c := range pw.Calls() {
+					if c.Op == fake.OpOn && !c.At.After(tc.At) && !c.At.Before(tc.At.Add(-landing-time.Second)) {
+						explained = true
+					}
+				}
+				for _, ev := range pw.OutOfBandEvents() {
+					if !ev.At.After(tc.At) && !ev.At.Before(tc.At.Add(-landing-staleBound-time.Second)) {
+						explained = true
+					}
+				}
+				if !explained {
+					t.Fatalf("the hardware was powered on at %v (not by a power-on call) while a keyed annotation held the host (since %v at the latest): a press landed on the held host while it was off; truth %s",
+						tc.At, heldSince, rebootcheck.DescribeTruth(pw))
+				}
+			}
+			truthSeen = len(truth)
+			switch held := rebootcheck.HeldBy(h) != ""; {
+			case !held:
+				heldSince = time.Time{}
+			case heldSince.IsZero():
+				heldSince = clk.Real()
+			}
+		}
+
 		check := func() {
 			h := host()
+			checkHeldOn(h)
 			now := clk.Now()
 			if now.Before(lastWall) {
 				backJumps += lastWall.Sub(now)
