@@ -55,3 +55,36 @@ func TestReview41j_MachineWhoseNodeIsGoneNeverRemediated(t *testing.T) {
 		"the hung host h0 of Machine m0 (its Node %s gone, 1 unhealthy of 3 under MaxCount(2)) was not power-cycled within 15 s\n%s",
 		node, e.dump())
 }
+
+// TestReview41j_HostsMapCrossCheckKeysFromSpec: the cross-check of
+// hostMapping.hosts (a1a952a, mappedHost) reads the BareMetalHosts'
+// annotation and the Node's label under the keys the same spec names
+// (hostMapping.hostAnnotation, hostMapping.label): the spec "travels in
+// the remediation's spec, which the checker role writes" (the fix's own
+// comment), so the same identity, or a template that lists hosts only,
+// leaves the keys out and nothing is cross-checked. The BareMetalHosts
+// here carry the annotation naming their Node (h1's names n1, Ready);
+// a remediation of n0 whose spec maps n0 to h1 and names no key powers off
+// h1 and deletes n0 while h0, its real host, runs. Ground truth: h1's fake
+// power and the groundFence over n0's deletion.
+func TestReview41j_HostsMapCrossCheckKeysFromSpec(t *testing.T) {
+	e := newExtEnv(t, []string{"h0", "h1"}, remediation.MaxCount(2))
+	n0 := e.nodeOf["h0"]
+	e.hang("h0")
+	start := time.Now()
+	spec := v1alpha1.PowerCycleRemediationSpec{Timeout: &metav1.Duration{Duration: time.Minute},
+		HostMapping: &v1alpha1.HostMapping{Hosts: map[string]string{n0: "h1"}}} // h1's annotation names n1
+	require.NoError(t, e.checker.Create(e.ctx, &v1alpha1.PowerCycleRemediation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: n0, Annotations: map[string]string{v1alpha1.NodeNameAnnotation: n0}},
+		Spec:       spec}))
+	deadline := start.Add(10 * time.Second)
+	for time.Now().Before(deadline) && !e.hw["h1"].WasOffDuring(start, time.Now()) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	assert.False(t, e.hw["h1"].WasOffDuring(start, time.Now()),
+		"h1, whose BareMetalHost annotation %q names %s (Ready), was powered off for the remediation of %s: the hosts entry is "+
+			"cross-checked only under keys the same spec chooses\n%s", hostNodeAnnotation, e.nodeOf["h1"], n0, e.dump())
+	_, whileOn := e.fc.counts()
+	assert.Empty(t, whileOn, "a Node was deleted while its host ran")
+}
