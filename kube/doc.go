@@ -94,8 +94,10 @@
 //     included (with the control-plane role each section records: one
 //     control-plane host at a time across both; an admission without it
 //     counts as control plane), against the cluster's Nodes (a
-//     remediation whose Node is gone counts only while in flight or
-//     admitted), and a remediation waiting on a held host is looked at
+//     remediation whose Node is gone counts, as unhealthy, while it still
+//     needs remediation, as Cluster API's NodeNotFound, and with no
+//     Machine to read its role from as control plane; otherwise only
+//     while in flight or admitted), and a remediation waiting on a held host is looked at
 //     every poll interval; a remediation
 //     deleted or timed out mid-way releases its host before it goes
 //     (ReleaseFinalizer). One that failed or was cancelled while its host

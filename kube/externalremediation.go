@@ -51,7 +51,7 @@ const controlPlaneNodeLabel = "node-role.kubernetes.io/control-plane"
 // the health checker escalates; the store never deletes a Machine.
 // The state is saved in the status (compare-and-swap on the
 // resourceVersion). List leaves out the remediations of Nodes that are
-// gone (unless in flight) and returns the Nodes no remediation names, as
+// gone (unless in flight or still needing remediation) and returns the Nodes no remediation names, as
 // healthy members, so the storm guard's percentages count the cluster's
 // Nodes; every member is in one scope (cluster "", health check "").
 type ExternalRemediations struct {
@@ -138,16 +138,20 @@ type nodeView struct {
 // its control-plane role are the ones recorded with it in the status
 // (status.nodeName, status.controlPlane), never what the checker's
 // annotation or the Machine name later, nor the live Node's label (the
-// Node is deleted mid-way). A remediation recorded by an earlier version
-// without status.controlPlane reads the recorded Node's label, and counts
-// as control plane if that Node is gone.
+// Node is deleted mid-way). Before that, and for a remediation recorded
+// by an earlier version without status.controlPlane, the role is read
+// from the Machine's or the Node's label, and counts as control plane if
+// that Machine or Node does not exist (so a host found while its Node is
+// gone records control plane).
 func (s *ExternalRemediations) nodeOf(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (nodeView, error) {
 	now, cp, found, err := s.nodeNow(ctx, r)
 	if err != nil {
 		return nodeView{}, err
 	}
 	if r.Status.Host == "" {
-		return nodeView{Name: now, ControlPlane: cp}, nil
+		// A Machine or Node that does not exist has an unknown role:
+		// control plane, the cautious side (as for a recorded one below).
+		return nodeView{Name: now, ControlPlane: cp || !found}, nil
 	}
 	v := nodeView{Name: cmp.Or(r.Status.NodeName, now)}
 	if now != "" && v.Name != now {
@@ -228,12 +232,15 @@ func (s *ExternalRemediations) Get(ctx context.Context, name string) (remediatio
 }
 
 // List implements remediation.MachineStore: the remediations whose Node
-// exists or that are power-cycling (in flight: rebootkit may have deleted
-// the Node), then the Nodes none of them names (healthy members named
-// "node/" + name). A remediation of a Node that is gone and that is not in
-// flight is no member: the storm guard's total is the cluster's Nodes, not
-// grown by remediations its checker left behind (an admission kept while
-// its host is held still counts, from the admission record).
+// exists, that are power-cycling (in flight: rebootkit may have deleted
+// the Node) or that still need remediation (a Node that is gone is
+// unhealthy, as Cluster API's NodeNotFound), then the Nodes none of them
+// names (healthy members named "node/" + name). A remediation of a Node
+// that is gone, not in flight and no longer needing remediation (deleted,
+// timed out, Node back) is no member: the storm guard's total is the
+// cluster's Nodes, not grown by remediations its checker left behind (an
+// admission kept while its host is held still counts, from the admission
+// record).
 func (s *ExternalRemediations) List(ctx context.Context) ([]remediation.MachineRecord, error) {
 	var l v1alpha1.PowerCycleRemediationList
 	if err := s.Client.List(ctx, &l, client.InNamespace(s.Namespace)); err != nil {
@@ -254,10 +261,15 @@ func (s *ExternalRemediations) List(ctx context.Context) ([]remediation.MachineR
 		if err != nil {
 			return nil, err
 		}
-		if n := rec.Machine.NodeName; n != "" && !exists[n] && !remediation.InFlight(rec.State.Phase) {
-			// Not a member: its Node is not in the cluster, and it is not
-			// power-cycling (one whose admission is kept while its host
-			// is held is counted from the admission record).
+		if n := rec.Machine.NodeName; n != "" && !exists[n] && !remediation.InFlight(rec.State.Phase) && !rec.Machine.NeedsRemediation {
+			// Not a member: its Node is not in the cluster, it is not
+			// power-cycling, and it no longer needs remediation (deleted,
+			// timed out, its Node back, or renamed: one whose admission
+			// is kept while its host is held is counted from the
+			// admission record). One that still needs remediation stays
+			// an unhealthy member: a Node that is gone is unhealthy to
+			// the checkers (Cluster API's NodeNotFound), and its host is
+			// the one to power-cycle.
 			continue
 		}
 		named[rec.Machine.NodeName] = true
