@@ -1,0 +1,196 @@
+package power_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
+	"github.com/stretchr/testify/assert"
+)
+
+// wedgedBlade serves b: every GET of system dead's resource hangs (the
+// chassis manager's path to that blade is wedged), and every GET of
+// system slow's resource is answered after delay (a BMC that takes a
+// moment to read a system, as most do).
+func wedgedBlade(b *redfishtest.BMC, dead, slow string, delay time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			switch r.URL.Path {
+			case "/redfish/v1/Systems/" + dead:
+				<-r.Context().Done()
+				return
+			case "/redfish/v1/Systems/" + slow:
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(delay):
+				}
+			}
+		}
+		b.ServeHTTP(w, r)
+	})
+}
+
+// TestReview35_DeadBladeJoinBlocksNeighbourFence (review round 20, issue
+// 35 point 1: "calls on a controller that is already open go through; a
+// host's failure never refuses another host whose ... session is open";
+// round 19's fix (a): the direct system read has the whole connect
+// time). Two blades of one chassis, one login, so one shared session:
+// blade 1 (host A, working; the BMC reads it in 200 ms) and blade 2 (host
+// H, dead: its reads hang). gofish sends one request at a time on a
+// session, and every controller made on the shared session sends through
+// the same client. A is fenced (hard Off) on its open session; 50 ms
+// later H's monitoring reads H, whose join of the shared session reads
+// blade 2 directly. That read queues behind A's state read, takes the
+// session's one request slot, and now holds it for the whole
+// ConnectTimeout (before round 19: half of it, then the Systems
+// collection through the same slot, after which A's reset went out).
+// A's reset POST waits behind it until A's deadline (CallTimeout, equal
+// to ConnectTimeout as by default) and is never sent: a dead neighbour
+// refuses a working host's fence on its open session. With the fault on
+// (H retried at its own back-off), every fence of A that overlaps a join
+// of H fails the same way. Ground truth: the emulator's reset log and
+// A's hardware.
+func TestReview35_DeadBladeJoinBlocksNeighbourFence(t *testing.T) {
+	hwA := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, hwA, "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	srv := httptest.NewTLSServer(wedgedBlade(b, "2", "1", 200*time.Millisecond))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	pool := newPool(t, newClock(), power.PoolConfig{ConnectTimeout: time.Second, CallTimeout: time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", systemTarget(srv, "1", bmcPassword))
+	h := pool.Controller("h", systemTarget(srv, "2", bmcPassword))
+	_, err := a.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fence := make(chan error, 1)
+	start := time.Now()
+	go func() { fence <- a.Off(ctx, power.ModeHard) }()
+	time.Sleep(50 * time.Millisecond)
+	read := make(chan error, 1)
+	go func() { _, err := h.State(ctx); read <- err }()
+	err = <-fence
+	took := time.Since(start)
+	t.Logf("A's fence after %v: %v; H's read: %v", took.Round(time.Millisecond), err, <-read)
+	assert.NoError(t, err, "A's fence on its open session failed behind its dead neighbour's join")
+	assert.Contains(t, b.Resets(), "ForceOff", "A's reset was never sent")
+	s, _ := hwA.State(ctx)
+	assert.Equal(t, power.StateOff, s, "host A, fenced, is still powered")
+}
+
+// TestReview35_SecondFenceRefusedForAMinute (review round 20, issue 35
+// point 1: "A fencing request for A is refused although its credentials
+// are right"; round 19's fix (d): a power command's login is held to
+// LoginInterval on a budget of its own). Four hosts behind one Redfish
+// service, each its own login, the default bound of 2 sessions: A and B
+// are monitored (read every 10 s), C and D are working hosts whose
+// credentials logged in here before (their sessions were closed when the
+// monitored hosts' logins went over the bound). C and D stop answering
+// their health checks together (a rack switch, a shared fault) and both
+// are fenced, D a second after C. C's fence closes the least recently
+// used idle session; D's is refused busy (ErrNotSent) because C's spent
+// the BMC's command budget, and every retry of it is refused too, for a
+// whole LoginInterval (1 min), while the BMC answers everything at once
+// and its hosts' credentials are right. Round 18 sent it. Ground truth:
+// the emulator's reset log (D's ForceOff arrives a minute late) and D's
+// hardware.
+func TestReview35_SecondFenceRefusedForAMinute(t *testing.T) {
+	clk := newClock()
+	b := redfishtest.NewBMC(clk.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	hwD := fake.NewPower(time.Now, fake.PowerConfig{})
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	b.AddSystem("3", fake.NewPower(time.Now, fake.PowerConfig{}))
+	b.AddSystem("4", hwD)
+	srv := b.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+	c := pool.Controller("c", loginTarget(srv, "3", "secret-c/v1"))
+	d := pool.Controller("d", loginTarget(srv, "4", "secret-d/v1"))
+	a := pool.Controller("a", loginTarget(srv, "1", "secret-a/v1"))
+	bb := pool.Controller("b", loginTarget(srv, "2", "secret-b/v1"))
+	for _, h := range []power.Controller{c, d, a, bb} { // C and D first: proven, then closed for A's and B's
+		_, err := h.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	for range 12 { // two minutes of monitoring: any eviction budget is renewed
+		for _, h := range []power.Controller{a, bb} {
+			_, err := h.State(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(10 * time.Second)
+		power.Sweep(pool)
+	}
+
+	if err := c.Off(ctx, power.ModeHard); err != nil {
+		t.Fatalf("C's fence: %v", err)
+	}
+	clk.Advance(time.Second)
+	first := clk.Now()
+	var sentAfter time.Duration = -1
+	for try := 0; try < 8; try++ {
+		err := d.Off(ctx, power.ModeHard)
+		t.Logf("D's fence at +%v: %v", clk.Now().Sub(first), err)
+		if err == nil {
+			sentAfter = clk.Now().Sub(first)
+			break
+		}
+		clk.Advance(10 * time.Second)
+		for _, h := range []power.Controller{a, bb} {
+			_, _ = h.State(ctx)
+		}
+	}
+	s, _ := hwD.State(ctx)
+	t.Logf("resets: %v; D's fence sent %v after its first try; D %s", b.Resets(), sentAfter, s)
+	assert.Equal(t, time.Duration(0), sentAfter, "the fence of D, whose credentials are right, was refused because C was fenced a second earlier")
+}
+
+// TestReview35_DeadBladeLoginBlocksNeighbourFence (review round 20, issue
+// 35 point 1; round 19's fix (a)): the same chassis, but host H (the dead
+// blade 1, whose reads hang) and host C (blade 2, working; the BMC reads
+// it in 100 ms) have logins of their own. Logins are one at a time per
+// BMC, and a Connect holds the BMC's login turn until its system is
+// found: H's try now holds it for the whole ConnectTimeout (its direct
+// read hangs to the end; before round 19 half of it, then the Systems
+// collection). C, whose session was closed (or never opened), is fenced
+// 50 ms after H's try began: its login waits for H's turn to end, and is
+// left 50 ms of its CallTimeout (equal to ConnectTimeout, as by default)
+// for a login, its system's read and the reset: the fence fails, never
+// sent. H, missing, retries once a login interval, each time holding the
+// BMC's logins for ConnectTimeout: fences of its neighbours that need a
+// login fail or wait that long, for as long as the blade is dead.
+// Ground truth: the emulator's reset log and C's hardware.
+func TestReview35_DeadBladeLoginBlocksNeighbourFence(t *testing.T) {
+	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	hwC := fake.NewPower(time.Now, fake.PowerConfig{})
+	b.AddSystem("2", hwC)
+	srv := httptest.NewTLSServer(wedgedBlade(b, "1", "2", 100*time.Millisecond))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	pool := newPool(t, newClock(), power.PoolConfig{ConnectTimeout: time.Second, CallTimeout: time.Second})
+	ctx := context.Background()
+	h := pool.Controller("h", loginTarget(srv, "1", "secret-h/v1"))
+	c := pool.Controller("c", loginTarget(srv, "2", "secret-c/v1"))
+
+	read := make(chan error, 1)
+	go func() { _, err := h.State(ctx); read <- err }()
+	time.Sleep(50 * time.Millisecond)
+	err := c.Off(ctx, power.ModeHard)
+	t.Logf("C's fence: %v; H's read: %v", err, <-read)
+	assert.NoError(t, err, "C's fence failed behind its dead neighbour's login")
+	assert.Contains(t, b.Resets(), "ForceOff", "C's reset was never sent")
+	s, _ := hwC.State(ctx)
+	assert.Equal(t, power.StateOff, s, "host C, fenced, is still powered")
+}
