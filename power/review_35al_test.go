@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // wedgedBlade serves b: every GET of system dead's resource hangs (the
@@ -193,4 +195,76 @@ func TestReview35_DeadBladeLoginBlocksNeighbourFence(t *testing.T) {
 	assert.Contains(t, b.Resets(), "ForceOff", "C's reset was never sent")
 	s, _ := hwC.State(ctx)
 	assert.Equal(t, power.StateOff, s, "host C, fenced, is still powered")
+}
+
+// TestReview35_WedgedBladeStarvesSharedSession (review round 20, issue 35
+// points 1 and 2: sessions shared per endpoint and login, and "calls on a
+// controller that is already open go through; a host's failure never
+// refuses another host whose session is open"). Two blades of one
+// chassis, one login, so one shared session; both connected. Then blade
+// 2 (host H) wedges: the chassis manager's reads of it hang. H stays
+// monitored (a read every 200 ms; each now takes the whole CallTimeout).
+// gofish sends one request at a time per session and every controller on
+// the shared session sends through the same client, so H's hanging reads
+// hold the session's one request slot back to back: host A (blade 1,
+// working; its reads take 200 ms) is fenced three times in a row, on its
+// open session, and each fence's state read waits behind one hanging
+// read of H and its reset behind the next: never sent, for as long as
+// the blade is wedged. The faults stay on. Ground truth: the emulator's
+// reset log and A's hardware.
+func TestReview35_WedgedBladeStarvesSharedSession(t *testing.T) {
+	hwA := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, hwA, "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	var wedged atomic.Bool
+	handler := wedgedBlade(b, "never", "1", 200*time.Millisecond)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if wedged.Load() && r.Method == http.MethodGet && r.URL.Path == "/redfish/v1/Systems/2" {
+			<-r.Context().Done()
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	pool := newPool(t, newClock(), power.PoolConfig{ConnectTimeout: time.Second, CallTimeout: time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", systemTarget(srv, "1", bmcPassword))
+	h := pool.Controller("h", systemTarget(srv, "2", bmcPassword))
+	for _, c := range []power.Controller{a, h} {
+		if _, err := c.State(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	require.Equal(t, 1, b.Logins(), "one shared session")
+
+	wedged.Store(true)
+	stop := make(chan struct{})
+	monitored := make(chan struct{})
+	go func() { // H's monitoring
+		defer close(monitored)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			_, _ = h.State(ctx)
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	var err error
+	for try := 0; try < 3; try++ {
+		if err = a.Off(ctx, power.ModeHard); err == nil {
+			break
+		}
+		t.Logf("A's fence, try %d: %v", try, err)
+	}
+	close(stop)
+	<-monitored
+	assert.NoError(t, err, "A's fence on its open session never went through while its neighbour blade hangs")
+	assert.Contains(t, b.Resets(), "ForceOff", "A's reset was never sent")
+	s, _ := hwA.State(ctx)
+	assert.Equal(t, power.StateOff, s, "host A, fenced three times, is still powered")
 }
