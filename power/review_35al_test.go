@@ -268,3 +268,74 @@ func TestReview35_WedgedBladeStarvesSharedSession(t *testing.T) {
 	s, _ := hwA.State(ctx)
 	assert.Equal(t, power.StateOff, s, "host A, fenced three times, is still powered")
 }
+
+// TestReview35_OverBoundBesideJoinNotInGuarantees (review round 20, the
+// package documentation's Guarantees: "A BMC never has more than
+// MaxSessions sessions open through the Pool, but for one more while a
+// login of credentials not yet proven there, or the retry of a host whose
+// system failed, runs and until its outcome has a session logged out").
+// Round 19's fix (b) adds a third case the Guarantees do not list: the
+// layout of TestReview35_NeighbourReadCancelsFenceJoin (A's session and
+// the kept session K of login k fill the bound of 2; host D of login k,
+// whose system the BMC reads in 1.5 s, is fenced and joins K; host E,
+// proven here, is read with a 2 s deadline): E's login retires K and
+// logs in one over the bound, and K stays logged in for D's join and
+// fence. No login of unproven credentials and no retry of a failing
+// system runs, yet the BMC holds three sessions (it may hold them for
+// ConnectTimeout and then CallTimeout more: the join, then the call it
+// serves). Ground truth: the emulator's open sessions, sampled.
+func TestReview35_OverBoundBesideJoinNotInGuarantees(t *testing.T) {
+	clk := newClock()
+	b := redfishtest.NewBMC(clk.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	b.AddSystem("3", fake.NewPower(time.Now, fake.PowerConfig{}))
+	srv := httptest.NewTLSServer(slowSystem(b, "2", 1500*time.Millisecond))
+	t.Cleanup(srv.Close)
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+	a := pool.Controller("a", loginTarget(srv, "1", "secret-a/v1"))
+	e := pool.Controller("e", loginTarget(srv, "3", "secret-e/v1"))
+	kt := func(id string) power.Target {
+		t := loginTarget(srv, id, "sys="+id)
+		t.Login = "secret-k/v1"
+		return t
+	}
+	m := pool.Controller("m", kt("9"))
+	d := pool.Controller("d", kt("2"))
+	_, err := e.State(ctx)
+	require.NoError(t, err)
+	clk.Advance(4 * time.Minute)
+	_, err = a.State(ctx)
+	require.NoError(t, err)
+	clk.Advance(61 * time.Second)
+	power.Sweep(pool)
+	_, err = m.State(ctx)
+	require.Error(t, err)
+	require.Eventually(t, func() bool { return b.Sessions() == 2 }, 5*time.Second, 10*time.Millisecond)
+
+	most := 0
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			most = max(most, b.Sessions())
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	fence := make(chan error, 1)
+	go func() { fence <- d.Off(ctx, power.ModeHard) }()
+	time.Sleep(200 * time.Millisecond)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, rerr := e.State(rctx)
+	cancel()
+	err = <-fence
+	close(stop)
+	<-sampled
+	t.Logf("E's read: %v; D's fence: %v; most sessions open at once: %d", rerr, err, most)
+	assert.LessOrEqual(t, most, 2, "the BMC held more than MaxSessions sessions while no unproven login and no failing system's retry ran")
+}
