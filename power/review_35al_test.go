@@ -2,6 +2,7 @@ package power_test
 
 import (
 	"context"
+	"crypto/x509"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -338,4 +340,61 @@ func TestReview35_OverBoundBesideJoinNotInGuarantees(t *testing.T) {
 	<-sampled
 	t.Logf("E's read: %v; D's fence: %v; most sessions open at once: %d", rerr, err, most)
 	assert.LessOrEqual(t, most, 2, "the BMC held more than MaxSessions sessions while no unproven login and no failing system's retry ran")
+}
+
+// TestReview35_UnsentPressBlocksPressesForMinutes (review round 20, the
+// consequence of TestReview35_DeadBladeJoinBlocksNeighbourFence for a
+// press-only power-off; the redfish package documentation: a press is
+// held back after "a POST that got no HTTP answer, which the BMC may
+// still apply"). The chassis lists no GracefulShutdown (older firmware):
+// a soft power-off of host A is a PushPowerButton. A's soft Off, on its
+// open shared session, queues its POST behind the dead blade H's join
+// (one request at a time per session) and runs out of time before the
+// request is ever written: the adapter records it as a reset whose answer
+// was lost, and holds every press of A back for LostLanding + SoftTimeout
+// + StaleReads (6.5 min by default). Once H's join is over (the fault
+// gone), a minute later (past StaleReads), A's soft Off is retried:
+// refused, not sent, although no press ever reached the BMC. Ground
+// truth: the emulator's reset log.
+func TestReview35_UnsentPressBlocksPressesForMinutes(t *testing.T) {
+	hwA := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, hwA, "admin", bmcPassword)
+	b.Quirks.NoGraceful = true
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	srv := httptest.NewTLSServer(wedgedBlade(b, "2", "1", 200*time.Millisecond))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	pool := newPool(t, newClock(), power.PoolConfig{ConnectTimeout: time.Second, CallTimeout: time.Second})
+	ctx := context.Background()
+	adapterClock := &manualClock{t: time.Now()} // the adapter's (Config.Now), moved past StaleReads below
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	target := func(id string) power.Target {
+		return power.Target{BMC: srv.URL, Config: "admin/" + bmcPassword, Connect: func(ctx context.Context) (power.Controller, error) {
+			return redfish.Connect(ctx, redfish.Config{Endpoint: srv.URL, SystemID: id, Username: "admin", Password: bmcPassword,
+				RootCAs: roots, Now: adapterClock.Now})
+		}}
+	}
+	a := pool.Controller("a", target("1"))
+	h := pool.Controller("h", target("2"))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	require.True(t, a.(interface{ TogglesOff(power.Mode) bool }).TogglesOff(power.ModeSoft), "a soft power-off is a press here")
+
+	first := make(chan error, 1)
+	go func() { first <- a.Off(ctx, power.ModeSoft) }()
+	time.Sleep(50 * time.Millisecond)
+	read := make(chan error, 1)
+	go func() { _, err := h.State(ctx); read <- err }()
+	err1 := <-first
+	<-read // H's join is over
+	if err1 == nil { // the press went out despite the neighbour: nothing held back
+		assert.Equal(t, []string{"PushPowerButton"}, b.Resets())
+		return
+	}
+	require.Empty(t, b.Resets(), "no press reached the BMC")
+	adapterClock.Advance(time.Minute) // past StaleReads (30 s) of the attempt
+	err = a.Off(ctx, power.ModeSoft)
+	t.Logf("first soft Off: %v; retried a minute later (adapter's clock), the neighbour's join over: %v; resets: %v", err1, err, b.Resets())
+	assert.NoError(t, err, "A's press, never sent, holds every later press of A back")
+	assert.Equal(t, []string{"PushPowerButton"}, b.Resets())
 }
