@@ -386,7 +386,7 @@ func TestReview35_UnsentPressBlocksPressesForMinutes(t *testing.T) {
 	read := make(chan error, 1)
 	go func() { _, err := h.State(ctx); read <- err }()
 	err1 := <-first
-	<-read // H's join is over
+	<-read           // H's join is over
 	if err1 == nil { // the press went out despite the neighbour: nothing held back
 		assert.Equal(t, []string{"PushPowerButton"}, b.Resets())
 		return
