@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -397,4 +398,69 @@ func TestReview35_UnsentPressBlocksPressesForMinutes(t *testing.T) {
 	t.Logf("first soft Off: %v; retried a minute later (adapter's clock), the neighbour's join over: %v; resets: %v", err1, err, b.Resets())
 	assert.NoError(t, err, "A's press, never sent, holds every later press of A back")
 	assert.Equal(t, []string{"PushPowerButton"}, b.Resets())
+}
+
+// TestReview35_RepairedBladeStarvedByDeadNeighbours (review round 20,
+// issue 35 point 1: "a host's failure never refuses another host whose
+// credentials differ"; the package documentation: a host whose system
+// failed on its last tries retries "at most one such host's login per
+// BMC per LoginInterval ... (with many such hosts on one BMC, each waits
+// its turn among their retries)"). One chassis, each blade its own
+// login, the default bound of 2 held by working hosts A and B (read
+// every second, as the executor's jobs do). Three blades are dead (their
+// systems gone: RMA, renumbered) and stay in the inventory, read every
+// second too. Blade H's system was missing on its first tries, then is
+// back (reseated) and H is fenced, every 10 s. There is no turn: the one
+// retry a minute goes to whichever such host calls first once the minute
+// is over, and the dead blades, polled every second and refused without
+// a try (so their own back-off does not grow), always come first. H,
+// whose system and credentials work, is refused busy for as long as its
+// dead neighbours are polled: 10 minutes here (the test's end). Ground
+// truth: the emulator's reset log and H's hardware.
+func TestReview35_RepairedBladeStarvedByDeadNeighbours(t *testing.T) {
+	clk := newClock()
+	b := redfishtest.NewBMC(clk.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	srv := b.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+	monitored := []power.Controller{
+		pool.Controller("a", loginTarget(srv, "1", "secret-a/v1")),
+		pool.Controller("b", loginTarget(srv, "2", "secret-b/v1")),
+	}
+	for i := range 3 { // dead blades
+		monitored = append(monitored, pool.Controller("dead-"+strconv.Itoa(i), loginTarget(srv, strconv.Itoa(7+i), "secret-dead-"+strconv.Itoa(i)+"/v1")))
+	}
+	h := pool.Controller("h", loginTarget(srv, "5", "secret-h/v1"))
+	hwH := fake.NewPower(time.Now, fake.PowerConfig{})
+	start := clk.Now()
+	repairAt := 5 * time.Minute
+	var fenced time.Duration = -1
+	for sec := 0; sec < 15*60 && fenced < 0; sec++ {
+		el := clk.Now().Sub(start)
+		for _, c := range monitored {
+			_, _ = c.State(ctx)
+		}
+		switch {
+		case el < repairAt && sec%10 == 0:
+			_, _ = h.State(ctx) // H's system is missing: its tries fail
+		case el == repairAt:
+			b.AddSystem("5", hwH) // reseated
+		case el > repairAt && sec%10 == 0:
+			if err := h.Off(ctx, power.ModeHard); err == nil {
+				fenced = el - repairAt
+			} else if sec%120 == 0 {
+				t.Logf("H's fence %v after the repair: %v", el-repairAt, err)
+			}
+		}
+		clk.Advance(time.Second)
+		if sec%5 == 0 {
+			power.Sweep(pool)
+		}
+	}
+	s, _ := hwH.State(ctx)
+	t.Logf("H fenced %v after its repair (-1: never); H %s; resets %v; logins %d", fenced, s, b.Resets(), b.Logins())
+	assert.True(t, fenced >= 0 && fenced <= 5*time.Minute, "H, repaired, is refused for as long as its dead neighbours are polled")
+	assert.Equal(t, power.StateOff, s, "host H, fenced every 10 s for 10 minutes, is still powered")
 }
