@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/rebootkit/rebootkit/plan"
 )
 
 // TestReview38_AbandonedSelfRebootStillLands (review 38 round 4): cn0
@@ -29,56 +27,26 @@ import (
 // counts as down and nothing else is powered off (as for a BMC power-off
 // that may still land: AbandonedCycle).
 func TestReview38_AbandonedSelfRebootStillLands(t *testing.T) {
-	w, ids := newWorld(t, 3, 1)
-	w.budget = 3
-	self := ids[0]
-	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
-	w.boot[self] = "boot-a"
-	var sentAt time.Time
-	w.f.opts.command = func(_ context.Context, argv []string) error {
-		if argv[0] == "reboot-self" && sentAt.IsZero() {
-			sentAt = w.clk.Real() // shutdown -r +1: scheduled, returns at once
-		}
-		return nil
-	}
-	w.clk.Advance(time.Minute) // every server booted
-	w.newPlan()
-	for i := 0; i < 300 && sentAt.IsZero(); i++ {
-		w.run(ids, time.Second)
-	}
+	w, ids, self := newOwnWorld(t, 3, 1, 3)
+	ran := w.selfRebootCmd(nil) // shutdown -r +1: scheduled, returns at once
+	sentAt := w.runPlanUntilSelfCmd(ids, ran)
 	require.False(t, sentAt.IsZero(), "cn0's reboot command ran")
 	lands := sentAt.Add(time.Minute)
 	require.Less(t, time.Minute, w.f.opts.ShutdownMax, "the delayed reboot lands within ShutdownMax of its command")
 	w.run(ids, 10*time.Second)
 	require.NoError(t, w.f.Abandon(self, w.plans[0], "by alice"))
-	landed := false
+	// The scheduled reboot: cn0 (and the executor) go down for a while.
+	r := lateOSReboot{server: self, at: lands}
 	for w.clk.Real().Before(lands.Add(time.Minute)) {
 		w.run(ids, time.Second)
-		if !landed && !w.clk.Real().Before(lands) {
-			// The scheduled reboot: cn0 (and the executor) go down for
-			// a while.
-			landed = true
-			w.bmcs[self].p.OutOfBandOff()
-			w.boot[self] = "boot-b"
-		}
-		if landed && w.clk.Real().After(lands.Add(20*time.Second)) && !w.bmcs[self].p.HardwareOn() {
-			w.bmcs[self].p.OutOfBandOn()
-		}
+		r.play(w)
 		if n := maxOff(w.bmcs); n > w.conc {
-			p, _ := w.store.Get(w.ctx(), w.plans[0])
 			t.Fatalf("%d servers off at once, concurrency %d: cn0's reboot, sent before the abandon, landed while the plan had powered off another server in its slot\n%s",
-				n, w.conc, plan.Table(p))
+				n, w.conc, w.planTable())
 		}
 	}
-	for _, id := range ids[1:] {
-		for _, tc := range w.bmcs[id].p.Truth() {
-			if !tc.On && tc.At.After(sentAt) && tc.At.Before(lands) {
-				t.Fatalf("%s powered off at %s, while the executor's own reboot (sent at %s) was still to come (self last, alone)", id, tc.At, sentAt)
-			}
-		}
+	if id, at, ok := w.firstOffIn(ids[1:], sentAt, lands); ok {
+		t.Fatalf("%s powered off at %s, while the executor's own reboot (sent at %s) was still to come (self last, alone)", id, at, sentAt)
 	}
 }
 
@@ -96,55 +64,23 @@ func TestReview38_AbandonedSelfRebootStillLands(t *testing.T) {
 // powered off) until ShutdownMax after it ran, as a timed-out BMC
 // power-off does.
 func TestReview38_TimedOutSelfRebootLandsAfterGrace(t *testing.T) {
-	w, ids := newWorld(t, 3, 1)
-	w.budget = 3
-	self := ids[0]
-	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
+	w, ids, self := newOwnWorld(t, 3, 1, 3)
 	w.f.opts.ShutdownMax = 6 * time.Minute
-	w.boot[self] = "boot-a"
-	var sentAt time.Time
-	w.f.opts.command = func(_ context.Context, argv []string) error {
-		if argv[0] == "reboot-self" && sentAt.IsZero() {
-			sentAt = w.clk.Real()
-			return context.DeadlineExceeded // timed out: it may still happen
-		}
-		return nil
-	}
-	w.clk.Advance(time.Minute)
-	w.newPlan()
-	for i := 0; i < 300 && sentAt.IsZero(); i++ {
-		w.run(ids, time.Second)
-	}
+	ran := w.selfRebootCmd(func() error {
+		return context.DeadlineExceeded // timed out: it may still happen
+	})
+	sentAt := w.runPlanUntilSelfCmd(ids, ran)
 	require.False(t, sentAt.IsZero(), "cn0's reboot command ran")
 	lands := sentAt.Add(3 * time.Minute)
-	landed := false
+	r := lateOSReboot{server: self, at: lands}
 	for w.clk.Real().Before(lands.Add(time.Minute)) {
 		// (w.check would take cn0's own reboot, below, for a server
 		// the fleet left off.)
-		w.pass()
-		for _, id := range ids {
-			w.step(id)
-		}
-		w.clk.Advance(time.Second)
-		if !landed && !w.clk.Real().Before(lands) {
-			landed = true
-			w.bmcs[self].p.OutOfBandOff()
-			w.boot[self] = "boot-b"
-		}
-		if landed && w.clk.Real().After(lands.Add(20*time.Second)) && !w.bmcs[self].p.HardwareOn() {
-			w.bmcs[self].p.OutOfBandOn()
-		}
+		w.tick(ids)
+		r.play(w)
 	}
-	for _, id := range ids[1:] {
-		for _, tc := range w.bmcs[id].p.Truth() {
-			if !tc.On && tc.At.After(sentAt) && tc.At.Before(lands) {
-				p, _ := w.store.Get(w.ctx(), w.plans[0])
-				t.Fatalf("%s powered off at %s, while the executor's own reboot (its command timed out at %s) could still land (it did at %s)\n%s",
-					id, tc.At, sentAt, lands, plan.Table(p))
-			}
-		}
+	if id, at, ok := w.firstOffIn(ids[1:], sentAt, lands); ok {
+		t.Fatalf("%s powered off at %s, while the executor's own reboot (its command timed out at %s) could still land (it did at %s)\n%s",
+			id, at, sentAt, lands, w.planTable())
 	}
 }

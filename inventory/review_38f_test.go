@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/rebootkit/rebootkit/plan"
 )
 
 // TestReview38_SlowSelfRebootCommandCutOffFromItsStart (review 38 round
@@ -28,60 +26,27 @@ import (
 // counts from when the command ended (returned or was killed), not from
 // when it started.
 func TestReview38_SlowSelfRebootCommandCutOffFromItsStart(t *testing.T) {
-	w, ids := newWorld(t, 3, 1)
-	w.budget = 3
-	self := ids[0]
-	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
+	w, ids, self := newOwnWorld(t, 3, 1, 3)
 	w.f.opts.ShutdownMax = 6 * time.Minute
-	w.boot[self] = "boot-a"
-	var returnedAt time.Time
-	w.f.opts.command = func(_ context.Context, argv []string) error {
-		if argv[0] == "reboot-self" && returnedAt.IsZero() {
-			w.clk.Advance(8 * time.Minute) // hangs, then is killed: it may have been accepted
-			returnedAt = w.clk.Real()
-			return context.DeadlineExceeded
-		}
-		return nil
-	}
-	w.clk.Advance(time.Minute)
-	w.newPlan()
-	for i := 0; i < 300 && returnedAt.IsZero(); i++ {
-		w.run(ids, time.Second)
-	}
+	ran := w.selfRebootCmd(func() error {
+		w.clk.Advance(8 * time.Minute) // hangs, then is killed: it may have been accepted
+		return context.DeadlineExceeded
+	})
+	returnedAt := w.runPlanUntilSelfCmd(ids, ran)
 	require.False(t, returnedAt.IsZero(), "cn0's reboot command ran")
 	lands := returnedAt.Add(time.Minute)
-	landed := false
+	r := lateOSReboot{server: self, at: lands}
 	for w.clk.Real().Before(lands.Add(time.Minute)) {
-		w.pass()
-		for _, id := range ids {
-			w.step(id)
-		}
-		w.clk.Advance(time.Second)
-		if !landed && !w.clk.Real().Before(lands) {
-			landed = true
-			w.bmcs[self].p.OutOfBandOff()
-			w.boot[self] = "boot-b"
-		}
-		if landed && w.clk.Real().After(lands.Add(20*time.Second)) && !w.bmcs[self].p.HardwareOn() {
-			w.bmcs[self].p.OutOfBandOn()
-		}
+		w.tick(ids)
+		r.play(w)
 		if n := maxOff(w.bmcs); n > w.conc {
-			p, _ := w.store.Get(w.ctx(), w.plans[0])
 			t.Fatalf("%d servers off at once at %s, concurrency %d: cn0's reboot (its command hung until %s) landed while the plan had powered off another server\n%s",
-				n, w.clk.Real(), w.conc, returnedAt, plan.Table(p))
+				n, w.clk.Real(), w.conc, returnedAt, w.planTable())
 		}
 	}
-	for _, id := range ids[1:] {
-		for _, tc := range w.bmcs[id].p.Truth() {
-			if !tc.On && tc.At.After(returnedAt.Add(-time.Second)) && tc.At.Before(lands) {
-				p, _ := w.store.Get(w.ctx(), w.plans[0])
-				t.Fatalf("%s powered off at %s, while the executor's own reboot (its command hung until %s and timed out) could still land (it did at %s)\n%s",
-					id, tc.At, returnedAt, lands, plan.Table(p))
-			}
-		}
+	if id, at, ok := w.firstOffIn(ids[1:], returnedAt.Add(-time.Second), lands); ok {
+		t.Fatalf("%s powered off at %s, while the executor's own reboot (its command hung until %s and timed out) could still land (it did at %s)\n%s",
+			id, at, returnedAt, lands, w.planTable())
 	}
 }
 
@@ -102,31 +67,14 @@ func TestReview38_SlowSelfRebootCommandCutOffFromItsStart(t *testing.T) {
 // command; it ends (undrained, failed: "the executor no longer runs on
 // this server") or waits.
 func TestReview38_MovedExecutorRunsOldSelfRebootCommand(t *testing.T) {
-	w, ids := newWorld(t, 2, 1)
-	w.budget = 3
-	self := ids[0]
-	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
-	w.boot[self] = "boot-a"
-	crashed := false
-	w.f.opts.crash = func(point string) bool {
-		if point == "job "+JobSelfReboot+" none" {
-			crashed = true
-		}
-		return crashed
-	}
+	w, ids, self := newOwnWorld(t, 2, 1, 3)
+	crashed := w.crashAt("job "+JobSelfReboot+" none", false)
 	w.clk.Advance(time.Minute)
 	w.newPlan()
-	for i := 0; i < 300 && !crashed; i++ {
-		w.pass()
-		for _, id := range ids {
-			w.f.stepServer(w.ctx(), id)
-		}
-		w.clk.Advance(time.Second)
+	for i := 0; i < 300 && !crashed(); i++ {
+		w.tickRaw(ids, time.Second)
 	}
-	require.True(t, crashed, "cn0's job reached self_rebooting")
+	require.True(t, crashed(), "cn0's job reached self_rebooting")
 	j, ok, err := w.f.job(w.f.lastJob[self])
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -142,17 +90,12 @@ func TestReview38_MovedExecutorRunsOldSelfRebootCommand(t *testing.T) {
 		return nil
 	}
 	for range 120 {
-		w.pass()
-		for _, id := range ids {
-			w.f.stepServer(w.ctx(), id)
-		}
-		w.clk.Advance(time.Second)
+		w.tickRaw(ids, time.Second)
 	}
 	for _, c := range ran {
 		if strings.HasPrefix(c, "reboot-self") {
-			p, _ := w.store.Get(w.ctx(), w.plans[0])
 			t.Fatalf("the executor, restarted on another machine (--self none), ran cn0's reboot command %q: it reboots the machine it runs on, not cn0 (commands run: %q)\n%s",
-				c, ran, plan.Table(p))
+				c, ran, w.planTable())
 		}
 	}
 }
@@ -173,15 +116,8 @@ func TestReview38_MovedExecutorRunsOldSelfRebootCommand(t *testing.T) {
 // starting without it (as for an abandoned BMC power cycle), once its
 // cut-off passed.
 func TestReview38_AbandonedDeadSelfServerCannotLeaveInventory(t *testing.T) {
-	w, ids := newWorld(t, 2, 1)
-	w.budget = 3
-	self := ids[0]
-	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
+	w, ids, self := newOwnWorld(t, 2, 1, 3)
 	w.f.opts.ShutdownMax = 6 * time.Minute
-	w.boot[self] = "boot-a"
 	sent := false
 	w.f.opts.command = func(_ context.Context, argv []string) error {
 		if argv[0] == "reboot-self" && !sent {
@@ -193,11 +129,7 @@ func TestReview38_AbandonedDeadSelfServerCannotLeaveInventory(t *testing.T) {
 	w.clk.Advance(time.Minute)
 	w.newPlan()
 	for i := 0; i < 300 && !sent; i++ {
-		w.pass()
-		for _, id := range ids {
-			w.f.stepServer(w.ctx(), id)
-		}
-		w.clk.Advance(time.Second)
+		w.tickRaw(ids, time.Second)
 	}
 	require.True(t, sent, "cn0's reboot command ran")
 	// The executor moves to another machine (cn0 is gone): --self none.
@@ -205,19 +137,11 @@ func TestReview38_AbandonedDeadSelfServerCannotLeaveInventory(t *testing.T) {
 	w.self = ""
 	w.open()
 	for range 30 {
-		w.pass()
-		for _, id := range ids {
-			w.f.stepServer(w.ctx(), id)
-		}
-		w.clk.Advance(time.Minute)
+		w.tickRaw(ids, time.Minute)
 	}
 	require.NoError(t, w.f.Abandon(self, w.plans[0], "by alice"))
 	for range 20 {
-		w.pass()
-		for _, id := range ids {
-			w.f.stepServer(w.ctx(), id)
-		}
-		w.clk.Advance(time.Minute)
+		w.tickRaw(ids, time.Minute)
 	}
 	_ = w.f.Close()
 	w.removed = self
@@ -246,31 +170,14 @@ func TestReview38_AbandonedDeadSelfServerCannotLeaveInventory(t *testing.T) {
 // the other servers' power-offs any more (the job may wait, the fleet
 // need not).
 func TestReview38_CrashBeforeSelfCommandFreezesFleetForJobTimeout(t *testing.T) {
-	w, ids := newWorld(t, 3, 2)
-	w.budget = 3
-	self := ids[0]
-	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
-	w.boot[self] = "boot-a"
-	crashed := false
-	w.f.opts.crash = func(point string) bool {
-		if point == "self reboot "+self {
-			crashed = true
-		}
-		return crashed
-	}
+	w, ids, self := newOwnWorld(t, 3, 2, 3)
+	crashed := w.crashAt("self reboot "+self, false)
 	w.clk.Advance(time.Minute)
 	w.newPlan()
-	for i := 0; i < 600 && !crashed; i++ {
-		w.pass()
-		for _, id := range ids {
-			w.f.stepServer(w.ctx(), id)
-		}
-		w.clk.Advance(time.Second)
+	for i := 0; i < 600 && !crashed(); i++ {
+		w.tickRaw(ids, time.Second)
 	}
-	require.True(t, crashed, "killed between recording cn0's reboot command and running it")
+	require.True(t, crashed(), "killed between recording cn0's reboot command and running it")
 	_ = w.f.Close()
 	w.open() // same machine, same boot: the command never ran
 	restart := w.clk.Real()
@@ -285,19 +192,14 @@ func TestReview38_CrashBeforeSelfCommandFreezesFleetForJobTimeout(t *testing.T) 
 	}
 	var off2 time.Time
 	for end := restart.Add(15 * time.Minute); w.clk.Real().Before(end) && off2.IsZero(); {
-		w.pass()
-		for _, id := range ids {
-			w.f.stepServer(w.ctx(), id)
-		}
-		w.clk.Advance(time.Second)
+		w.tickRaw(ids, time.Second)
 		off2 = firstOff(ids[2])
 		if off2.IsZero() {
 			off2 = firstOff(ids[1])
 		}
 	}
 	if off2.IsZero() || off2.After(bound) {
-		p, _ := w.store.Get(w.ctx(), w.plans[0])
 		t.Fatalf("after a restart at %s (cn0's reboot command never ran), no other server was powered off until %v (ShutdownMax %s, job timeout %s): the whole fleet waited for cn0's job\n%s",
-			restart, off2, w.f.opts.ShutdownMax, w.cfg.JobTimeout, plan.Table(p))
+			restart, off2, w.f.opts.ShutdownMax, w.cfg.JobTimeout, w.planTable())
 	}
 }

@@ -21,13 +21,9 @@ import (
 // servers' power-offs no longer than that.
 func TestReview38g_CommandTimeoutBoundsWrapperScript(t *testing.T) {
 	w, ids := newWorld(t, 2, 1)
-	self := ids[0]
-	w.inv.Servers[0].Reboot = []string{"sh", "-c", "sleep 20; echo rebooted"}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
-	w.f.opts.command = nil // the real command runner
-	w.f.inv.Defaults.CommandTimeout = Duration(time.Second)
+	w.ownServer(ids[0], "sh", "-c", "sleep 20; echo rebooted")
+	w.openForTest(t)
+	w.realCommands(time.Second)
 
 	done := make(chan error, 1)
 	start := time.Now()
@@ -54,13 +50,7 @@ func TestReview38g_CommandTimeoutBoundsWrapperScript(t *testing.T) {
 // A BMC server in the same place is refused by the gate and its job
 // cancelled.
 func TestReview38g_SelfRebootCommandNotRunAfterPlanCancelled(t *testing.T) {
-	w, ids := newWorld(t, 1, 1)
-	self := ids[0]
-	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
-	w.boot[self] = "boot-a"
+	w, _, self := newOwnWorld(t, 1, 1, 0)
 	w.clk.Advance(time.Minute)
 	w.newPlan()
 	for i := 0; i < 30 && w.f.lastJob[self] == ""; i++ {
@@ -89,13 +79,7 @@ func TestReview38g_SelfRebootCommandNotRunAfterPlanCancelled(t *testing.T) {
 // executor took it over). The self reboot command never asks it: an
 // executor that lost the plan store still reboots its own machine.
 func TestReview38g_SelfRebootCommandNotRunWithoutLease(t *testing.T) {
-	w, ids := newWorld(t, 1, 1)
-	self := ids[0]
-	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
-	w.boot[self] = "boot-a"
+	w, ids, self := newOwnWorld(t, 1, 1, 0)
 	w.clk.Advance(time.Minute)
 	w.newPlan()
 	asked := 0
@@ -120,29 +104,16 @@ func TestReview38g_SelfRebootCommandNotRunWithoutLease(t *testing.T) {
 // reboots the machine ("after a plan is cancelled nothing of it may
 // start or power").
 func TestReview38g_CancelledSelfJobNeverRunsRebootCommand(t *testing.T) {
-	w, ids := newWorld(t, 1, 1)
-	self := ids[0]
-	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
-	w.boot[self] = "boot-a"
+	w, _, self := newOwnWorld(t, 1, 1, 0)
 	w.clk.Advance(time.Minute)
 	w.newPlan()
-	crashed := false
-	w.f.opts.crash = func(p string) bool {
-		if p == "job "+JobSelfReboot+" none" && !crashed {
-			crashed = true
-			return true
-		}
-		return false
-	}
-	for i := 0; i < 30 && !crashed; i++ {
+	crashed := w.crashAt("job "+JobSelfReboot+" none", true)
+	for i := 0; i < 30 && !crashed(); i++ {
 		w.pass()
 		w.step(self) // died(): the executor restarts on the same boot
 		w.clk.Advance(time.Second)
 	}
-	if !crashed {
+	if !crashed() {
 		t.Fatal("the self job never reached self_rebooting")
 	}
 	if _, err := plan.Command(w.ctx(), w.store, w.plans[0], plan.Cancel); err != nil {
@@ -183,9 +154,8 @@ func TestReview38g_CancelledSelfJobNeverRunsRebootCommand(t *testing.T) {
 func TestReview38g_DrainInterruptStopsWrapperScript(t *testing.T) {
 	w, ids := newWorld(t, 1, 1)
 	w.inv.Servers[0].Drain = []string{"sh", "-c", "sleep 20; echo drained"}
-	w.open()
-	defer func() { w.close() }()
-	w.f.opts.command = nil // the real command runner
+	w.openForTest(t)
+	w.realCommands(0)
 	s, _ := w.f.inv.Server(ids[0])
 	j := JobRecord{UUID: "job-review-38g", Server: ids[0]}
 	done := make(chan error, 1)
@@ -215,29 +185,17 @@ func TestReview38g_DrainInterruptStopsWrapperScript(t *testing.T) {
 // by asking the gate at the first clock read of act (right after the
 // "sent" write), the other server live in its reboot step, held so far.
 func TestReview38g_GateOpenBetweenSentAndSelfCmd(t *testing.T) {
-	w, ids := newWorld(t, 2, 2)
-	self, other := ids[0], ids[1]
-	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
-	w.boot[self] = "boot-a"
+	w, ids, self := newOwnWorld(t, 2, 2, 0)
+	other := ids[1]
 	w.clk.Advance(time.Minute)
 	w.newPlan()
-	crashed := false
-	w.f.opts.crash = func(p string) bool {
-		if p == "job "+JobSelfReboot+" none" && !crashed {
-			crashed = true
-			return true
-		}
-		return false
-	}
-	for i := 0; i < 30 && !crashed; i++ {
+	crashed := w.crashAt("job "+JobSelfReboot+" none", true)
+	for i := 0; i < 30 && !crashed(); i++ {
 		w.pass()
 		w.step(self)
 		w.clk.Advance(time.Second)
 	}
-	if !crashed {
+	if !crashed() {
 		t.Fatal("setup: the self job never reached self_rebooting")
 	}
 	// The other server's job reaches its reboot step; its power-off is

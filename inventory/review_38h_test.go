@@ -51,10 +51,8 @@ func TestReview38h_HealthCommandChildSurvivesTimeout(t *testing.T) {
 // one more.
 func TestReview38h_CommandExitZeroBackgroundChildFailsAndLeaks(t *testing.T) {
 	w, _ := newWorld(t, 1, 1)
-	w.open()
-	defer func() { w.close() }()
-	w.f.opts.command = nil // the real command runner
-	w.f.inv.Defaults.CommandTimeout = Duration(10 * time.Second)
+	w.openForTest(t)
+	w.realCommands(10 * time.Second)
 	pidf := filepath.Join(t.TempDir(), "pid")
 	err := w.f.command(context.Background(), []string{"sh", "-c", "sleep 30 & echo $! > " + pidf + "; exit 0"})
 	b, rerr := os.ReadFile(pidf)

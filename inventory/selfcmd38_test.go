@@ -16,31 +16,15 @@ import (
 // the command began; once it returns, the host record's SelfRebootAt and
 // the job's RebootSentAt say when it returned, not when it began.
 func TestSelfRebootCommandHangingHoldsEveryPowerOff(t *testing.T) {
-	w, ids := newWorld(t, 2, 1)
-	w.budget = 3
-	self := ids[0]
-	w.inv.Servers[0].Reboot = []string{"reboot-self", self}
-	w.self = self
-	w.open()
-	defer func() { w.close() }()
+	w, ids, self := newOwnWorld(t, 2, 1, 3)
 	w.f.opts.ShutdownMax = 6 * time.Minute
-	w.boot[self] = "boot-a"
-	var returnedAt time.Time
 	var held string
-	w.f.opts.command = func(_ context.Context, argv []string) error {
-		if argv[0] == "reboot-self" && returnedAt.IsZero() {
-			w.clk.Advance(8 * time.Minute)
-			held = w.f.mayPowerOff(w.ctx(), ids[1], hostRecord{})
-			returnedAt = w.clk.Real()
-			return context.DeadlineExceeded
-		}
-		return nil
-	}
-	w.clk.Advance(time.Minute)
-	w.newPlan()
-	for i := 0; i < 300 && returnedAt.IsZero(); i++ {
-		w.run(ids, time.Second)
-	}
+	ran := w.selfRebootCmd(func() error {
+		w.clk.Advance(8 * time.Minute)
+		held = w.f.mayPowerOff(w.ctx(), ids[1], hostRecord{})
+		return context.DeadlineExceeded
+	})
+	returnedAt := w.runPlanUntilSelfCmd(ids, ran)
 	require.False(t, returnedAt.IsZero(), "cn0's reboot command ran")
 	require.True(t, strings.Contains(held, "own server"),
 		"8 minutes into cn0's reboot command (ShutdownMax 6m), another server's power-off was not held for it: %q", held)

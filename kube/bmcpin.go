@@ -108,13 +108,27 @@ func samePin(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
 //   - Else, while the host carries a request, it is refused.
 //   - Else (the requests are gone with the BMC changed, as one write of a
 //     reboot client can do): the pinned BMC is read in the background
-//     (pinnedReadsOff); if it reads Off (the pending reboot may have
+//     (pinnedReadsOff), its Off counting only by the reboot package's
+//     evidence rule (a reading begun StaleReads after the pass that first
+//     found the requests gone and after the last power command the record
+//     shows: pinnedNotBefore; an earlier Off is ErrInFlight until then); if
+//     it reads Off (the pending reboot may have
 //     powered the host off), the BMC is used to power the host back on
 //     (no evidence is taken from it: no reboot is pending); otherwise the
 //     pin is dropped and the record marked BMCChanged, with no call to
 //     the new BMC, so that the host is neither locked out by the old pin
 //     nor handed to the new BMC.
 func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error {
+	reading := false
+	defer func() {
+		if !reading {
+			// Not (or no longer) found with its requests gone and its
+			// BMC changed: a later finding waits StaleReads afresh.
+			p.mu.Lock()
+			p.dropSeen(bmh.Name)
+			p.mu.Unlock()
+		}
+	}()
 	var rec v1alpha1.RebootRecord
 	err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Name}, &rec)
 	if apierrors.IsNotFound(err) {
@@ -188,7 +202,9 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		return nil
 	}
 	if !carriesRequest(bmh) {
-		off, rerr := p.pinnedReadsOff(bmh, pin)
+		reading = true
+		notBefore := p.pinnedNotBefore(bmh.Name, pin, lastPowerCommand(&rec, bmh, since))
+		off, rerr := p.pinnedReadsOff(bmh, pin, notBefore)
 		if rerr != nil {
 			return rerr // the reading goes on in the background
 		}

@@ -51,7 +51,7 @@ func TestBMCReplacedAfterHoldWithdrawnNormalPath(t *testing.T) {
 	const stale = 500 * time.Millisecond
 	mgr := namespacedManager(t, ns)
 	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
-		PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
+		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
 	defer powers.Close()
 	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // pinnedReadRig is a host whose pinned BMC (a Redfish emulator whose
@@ -68,11 +70,11 @@ func waitPinned(t *testing.T, p *Powers, within time.Duration) {
 // requeued then).
 func TestPinnedReadLateOffFreshUsed(t *testing.T) {
 	p, bmh, pin, done := pinnedReadRig(t, 400*time.Millisecond)
-	_, err := p.pinnedReadsOff(bmh, pin)
+	_, err := p.pinnedReadsOff(bmh, pin, time.Time{})
 	require.ErrorIs(t, err, ErrInFlight)
 	waitPinned(t, p, 5*time.Second)
 	require.Eventually(t, func() bool { return done.Load() == 1 }, time.Second, 10*time.Millisecond, "Done is told at the reading's end")
-	off, err := p.pinnedReadsOff(bmh, pin)
+	off, err := p.pinnedReadsOff(bmh, pin, time.Time{})
 	require.NoError(t, err)
 	require.True(t, off)
 }
@@ -84,14 +86,14 @@ func TestPinnedReadLateOffFreshUsed(t *testing.T) {
 // the safe direction) instead of reading forever.
 func TestPinnedReadLateOffReadAgainOnce(t *testing.T) {
 	p, bmh, pin, _ := pinnedReadRig(t, pinnedReadOffFresh+500*time.Millisecond)
-	_, err := p.pinnedReadsOff(bmh, pin)
+	_, err := p.pinnedReadsOff(bmh, pin, time.Time{})
 	require.ErrorIs(t, err, ErrInFlight)
 	waitPinned(t, p, 10*time.Second)
-	off, err := p.pinnedReadsOff(bmh, pin)
+	off, err := p.pinnedReadsOff(bmh, pin, time.Time{})
 	require.ErrorIs(t, err, ErrInFlight, "a too old Off starts a fresh reading")
 	require.False(t, off)
 	waitPinned(t, p, 10*time.Second)
-	off, err = p.pinnedReadsOff(bmh, pin)
+	off, err = p.pinnedReadsOff(bmh, pin, time.Time{})
 	require.NoError(t, err)
 	require.False(t, off, "a second too late Off is not acted on")
 	p.mu.Lock()
@@ -104,7 +106,7 @@ func TestPinnedReadLateOffReadAgainOnce(t *testing.T) {
 // reading (it is not left to the pool's timeouts).
 func TestPinnedReadCancelledByClose(t *testing.T) {
 	p, bmh, pin, _ := pinnedReadRig(t, 3*time.Second)
-	_, err := p.pinnedReadsOff(bmh, pin)
+	_, err := p.pinnedReadsOff(bmh, pin, time.Time{})
 	require.ErrorIs(t, err, ErrInFlight)
 	p.mu.Lock()
 	r := p.pinned["h1"]
@@ -118,4 +120,52 @@ func TestPinnedReadCancelledByClose(t *testing.T) {
 	}
 	require.False(t, r.off)
 	t.Logf("ended %s after Close", time.Since(start))
+}
+
+// TestPinnedReadOffCountsOnlyStaleReadsAfter: the pinned BMC's Off counts
+// only by the reboot package's evidence rule: a reading begun before
+// notBefore (StaleReads after the pass that first found the requests
+// gone, and after the last power command the record shows) is kept and
+// never acted on, no reading is started again before notBefore, and the
+// first pass from then on reads again and acts on that reading.
+func TestPinnedReadOffCountsOnlyStaleReadsAfter(t *testing.T) {
+	p, bmh, pin, _ := pinnedReadRig(t, 0)
+	p.StaleReads = 300 * time.Millisecond
+	since := time.Now().Add(-time.Hour)
+	pin.PendingSince = stamp(since)
+	rec := &v1alpha1.RebootRecord{Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}
+	first := time.Now()
+	notBefore := p.pinnedNotBefore("h1", pin, lastPowerCommand(rec, bmh, since))
+	require.False(t, notBefore.Before(first.Add(p.StaleReads)), "StaleReads after the pass that first found the requests gone")
+	require.Equal(t, notBefore, p.pinnedNotBefore("h1", pin, since), "the first finding is kept")
+	later := time.Now().Add(time.Second)
+	require.False(t, p.pinnedNotBefore("h1", pin, later).Before(later.Add(p.StaleReads)), "and StaleReads after the last power command")
+
+	off, err := p.pinnedReadsOff(bmh, pin, notBefore)
+	require.ErrorIs(t, err, ErrInFlight, "an Off read before notBefore does not count")
+	require.False(t, off)
+	p.mu.Lock()
+	r := p.pinned["h1"]
+	p.mu.Unlock()
+	require.NotNil(t, r)
+	if time.Now().Before(notBefore) {
+		_, err = p.pinnedReadsOff(bmh, pin, notBefore)
+		require.ErrorIs(t, err, ErrInFlight)
+		p.mu.Lock()
+		require.Same(t, r, p.pinned["h1"], "no reading is started again before notBefore")
+		p.mu.Unlock()
+	}
+	time.Sleep(time.Until(notBefore))
+	off, err = p.pinnedReadsOff(bmh, pin, notBefore)
+	require.NoError(t, err)
+	require.True(t, off, "a reading begun from notBefore on counts")
+	p.mu.Lock()
+	_, kept := p.seen["h1"]
+	p.mu.Unlock()
+	require.False(t, kept, "the wait is used once")
+
+	// A power command the record shows moves notBefore.
+	st, _ := json.Marshal(reboot.Status{LastPoweredOn: later})
+	rec.Spec.Status = string(st)
+	require.True(t, later.Equal(lastPowerCommand(rec, bmh, since)))
 }

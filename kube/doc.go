@@ -129,7 +129,17 @@
 //     back on through its new BMC, with no evidence taken, and the pin
 //     goes. That reading runs in the background (a pass waits for it at
 //     most 250 ms and is requeued while it runs, and at its end through
-//     Powers.Done, so a dead old BMC holds no reconcile worker); an Off that ends after its pass stopped
+//     Powers.Done, so a dead old BMC holds no reconcile worker). An Off
+//     counts only by the reboot package's evidence rule: the reading
+//     began at least StaleReads (Powers.StaleReads, default 30 s) after
+//     the later of the pass that first found the requests gone with the
+//     BMC changed (this process's monotonic clock) and the last power
+//     command the record shows (the normal path's last power-on or press,
+//     the reset path's last command), so that it cannot echo the host off
+//     from before a power-on; an earlier Off is kept and the host
+//     requeued (ErrInFlight, and again through Powers.Done at that
+//     instant), to be read again then (any other reading counts at once:
+//     not known off). An Off that ends after its pass stopped
 //     waiting is acted on only if the reading began at most 2 s before
 //     the pass that uses it (the host may have been powered on since):
 //     an older Off starts one fresh reading, and if that one's Off also
@@ -155,7 +165,16 @@
 //     one is named in it. The reset path (spec.disablePowerOff) pins its
 //     own request, but keeps the pin of a reboot the normal path still
 //     has pending (set spec.disablePowerOff during a pending reboot and
-//     clear it again, and that reboot keeps its pin: no mark). A host is
+//     clear it again, and that reboot keeps its pin: no mark) while the
+//     host carries a request. Once it carries none (the reset path
+//     answered the request, or its clients withdrew it; the normal path,
+//     which would end that reboot, never runs on such a host), a pass of
+//     the reset path whose host's spec.bmc is still the pinned one ends
+//     that reboot in the record's status (its pending reboot and requests
+//     cleared as the reboot package clears them, the fencing evidence
+//     kept) and drops its pin, in one compare-and-swap write, before
+//     anything else; a spec.bmc changed meanwhile keeps the pin, and is
+//     judged as above. A host is
 //     thus never locked out by the pin of a reboot no
 //     longer asked for, nor handed to a BMC a reboot client put in during
 //     one. Powers writes the mark with Client when it can write (the

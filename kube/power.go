@@ -181,6 +181,7 @@ type Powers struct {
 	once   sync.Once
 	mu     sync.Mutex
 	pinned map[string]*pinnedRead // background readings of pinned BMCs (pinnedReadsOff)
+	seen   map[string]*pinnedSeen // when their requests were first found gone (pinnedNotBefore)
 	// readCtx is the parent of the pinned readings, cancelled by Close.
 	readCtx  context.Context
 	readStop context.CancelFunc
@@ -203,6 +204,9 @@ func (p *Powers) Close() error {
 		p.readStop()
 	}
 	p.pinned = nil
+	for name := range p.seen {
+		p.dropSeen(name)
+	}
 	p.mu.Unlock()
 	return p.pool().Close()
 }

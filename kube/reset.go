@@ -89,6 +89,17 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("kube: reboot record %s/%s: %w", hosts.Namespace, name, err)
 	}
+	// The normal path's pending reboot that no one asks for any more is
+	// ended, and its pin dropped, before anything else (answeredNormal).
+	if wrote, err := c.endNormal(ctx, hosts, bmh, &rec, exists); wrote {
+		if errors.Is(err, reboot.ErrConflict) {
+			return ctrl.Result{RequeueAfter: c.conflictDelay(name, bmh)}, nil
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
 	var st resetRecord
 	if exists && rec.Spec.HostUID == string(bmh.UID) && rec.Annotations[ResetAnnotation] != "" {
 		if json.Unmarshal([]byte(rec.Annotations[ResetAnnotation]), &st) != nil {
@@ -362,7 +373,9 @@ func (c *RebootController) sendReset(ctx context.Context, pc power.Controller, c
 // read, and the BMC pin of the pending request (see Powers): created if
 // missing, replaced if it is an earlier host's. The pin of a reboot the
 // normal path has pending (the record's status) is kept as it is, even
-// once the reset is done: that reboot is still pending.
+// once the reset is done, until the host carries no request (then
+// endNormal, at the start of the next pass, ends that reboot and drops
+// its pin).
 func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord,
 	exists bool, st *resetRecord, last time.Time) error {
 	ann := map[string]any{ResetAnnotation: nil}

@@ -149,9 +149,11 @@ func run(args []string) int {
 		}
 	}
 	pool := power.NewPool(power.PoolConfig{CallTimeout: *callTimeout, ConnectTimeout: *connectTimeout})
-	defer pool.Close()
 	powers := &kube.Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: *namespace, RootCAs: roots, Pool: pool,
 		SoftTimeout: *softTimeout, StaleReads: *staleReads}
+	// On shutdown: the pinned BMCs' background readings are cancelled,
+	// and the pool's sessions logged out and closed.
+	defer func() { _ = powers.Close() }()
 	powerOf := powers.Controller
 	if guard != nil {
 		powerOf = func(name string) (power.Controller, error) {
