@@ -25,8 +25,9 @@
 //     a chassis whose one Redfish service serves their systems share it
 //     (power/redfish makes each host's controller on it without a login,
 //     and only when the endpoint, credentials and TLS settings are really
-//     the same); an adapter that cannot share (power/ipmi) gets a session
-//     per host;
+//     the same, and sends each host's requests on the session beside the
+//     others', never queued behind a neighbour's hanging one); an adapter
+//     that cannot share (power/ipmi) gets a session per host;
 //   - opens a session on a host's first call (Target.Connect, bounded by
 //     PoolConfig.ConnectTimeout, one login at a time per BMC) and keeps it
 //     for the next calls. A caller that gives up (its context ends) during
