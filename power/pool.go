@@ -207,7 +207,9 @@ type endpoint struct {
 	live      map[*session]struct{} // open and not retired (at most MaxSessions)
 	lastEvict time.Time             // when a login last closed a live session
 	lastCmd   time.Time             // when a power command's login last closed one (its own budget: evictLocked)
-	lastProbe time.Time             // when a host whose system failed last logged in over the bound
+	lastProbe time.Time             // when a host whose system failed last retried (its turn: pool_turn.go)
+	turns     turnHeap              // hosts whose system failed waiting for that turn
+	turnSeq   uint64                // hosts queued in turns so far (their order)
 	reserved  int                   // slots freed by evictions, held for the logins that evicted
 	outgoing  int                   // its sessions retired while joined, not closed yet (session.outgoing)
 	creds     map[string]*creds     // by Target.loginKey
@@ -275,6 +277,13 @@ type entry struct {
 	// missing: the last missingAfter tries or more failed after the BMC
 	// accepted the login (hostsOwn: its system not found, or failing).
 	missing bool
+	// The retry turn of a host whose system failed (pool_turn.go): when
+	// it last had it (zero: never), when it last asked, its order among
+	// the hosts asking and its index in endpoint.turns plus one (0: not
+	// waiting).
+	turnAt, askedAt time.Time
+	turnSeq         uint64
+	turnIdx         int
 	// sessionless: this host's last login opened no session on the BMC
 	// (its adapter said so: ConnectInfo.NoSession); its next ones take no
 	// slot. Per host, not per login: hosts of one Login may connect in

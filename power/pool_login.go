@@ -225,7 +225,9 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		// Such retries over the bound are at most one per LoginInterval
 		// per BMC (endpoint.lastProbe), whatever the number of such
 		// hosts.
-		missingProbe := e.missing && (ep.lastProbe.IsZero() || now.Sub(ep.lastProbe) >= p.cfg.LoginInterval)
+		// The turn goes to the host that had it longest ago among those
+		// asking (pool_turn.go), not to whoever calls first.
+		missingProbe := e.missing && !e.sessionless && p.turnLocked(e, now)
 		probe := (!cr.proven || missingProbe) && ep.sessions <= p.cfg.MaxSessions
 		// A session retired while a host joins it (endpoint.outgoing: a
 		// kept session a login waited for, past joinWait) stays logged in
@@ -253,7 +255,7 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 					continue
 				}
 				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: fmt.Sprintf(
-					"not tried: the BMC's %d sessions serve hosts that work, and this host's system failed on its last tries (see the cause); it tries again over the bound, closing no session, at its own back-off (at most one such try per BMC per login interval)",
+					"not tried: the BMC's %d sessions serve hosts that work, and this host's system failed on its last tries (see the cause); it tries again over the bound, closing no session, at its own back-off (one such try per BMC per login interval, in turn among such hosts)",
 					p.cfg.MaxSessions)})
 			}
 			if !cr.proven {
@@ -309,9 +311,9 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			if !missingProbe {
 				// A free slot, but a retry of a failing system ran less
 				// than LoginInterval ago: one such login per interval.
-				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: "not tried: this host's system failed on its last tries (see the cause), and another such host of this BMC tried less than a login interval ago"})
+				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: "not tried: this host's system failed on its last tries (see the cause), and another such host of this BMC tried less than a login interval ago or had its turn longer ago (one such try per BMC per login interval, in turn)"})
 			}
-			ep.lastProbe = now // a retry of a host whose system failed
+			p.tookTurnLocked(e, now) // a retry of a host whose system failed
 		}
 		unreserve()                // the login takes the slot (ep.sessions)
 		return p.login(ctx, op, e) // unlocks
@@ -648,6 +650,9 @@ const missingAfter = 2
 // marked.
 func (p *Pool) markMissingLocked(e *entry, missing bool) {
 	e.missing = missing && !e.gone
+	if !e.missing {
+		p.leaveTurnsLocked(e)
+	}
 }
 
 // gate returns the LoginGate of login cr.
