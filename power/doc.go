@@ -29,8 +29,10 @@
 //     others', never queued behind a neighbour's hanging one); an adapter
 //     that cannot share (power/ipmi) gets a session per host;
 //   - opens a session on a host's first call (Target.Connect, bounded by
-//     PoolConfig.ConnectTimeout, one login at a time per BMC) and keeps it
-//     for the next calls. A caller that gives up (its context ends) during
+//     PoolConfig.ConnectTimeout, one login at a time per BMC: the next
+//     login goes once the BMC has accepted this one, ConnectInfo.LoggedIn,
+//     so that a dead blade's read of its system never holds its
+//     neighbours' logins) and keeps it for the next calls. A caller that gives up (its context ends) during
 //     a login, or while its host joins a shared session, gets a busy error
 //     at once; the login or join goes on (bounded by ConnectTimeout), is
 //     not counted against the BMC for the caller's giving up, and serves
@@ -120,13 +122,15 @@
 //     one; while a host joins it, the login waits for the join rather
 //     than close a session serving hosts), then the least recently used
 //     idle session; of two last used at the same moment, the one logged
-//     in later. A power command's login (On, Off, Reset: a fence) closes
-//     at most one such session per LoginInterval per BMC too, on a budget
-//     of its own that reads never spend: a fence is not refused for the
+//     in later. Reads and power commands together close at most two such
+//     sessions per LoginInterval per BMC: a read's login only the first,
+//     a power command's login (On, Off, Reset: a fence) the first or the
+//     second, a place reads never take: a fence is not refused for the
 //     eviction rate while its neighbours' reads fill the bound with idle
-//     sessions, and commands in a loop (a remediation retrying) cost one
-//     login per LoginInterval, not one each (reads and commands together
-//     close at most two live sessions per BMC per LoginInterval); it
+//     sessions, two hosts fenced a moment apart both go out at once, and
+//     commands in a loop (a remediation retrying) cost two logins per
+//     LoginInterval at most, not one each (a third command that needs a
+//     session closed within the interval fails as busy); a command
 //     waits for a session being logged out rather than close another. A
 //     login waiting for a host's join of a kept session waits half of its
 //     caller's time left
@@ -191,8 +195,10 @@
 //     (a Forget of every host using them does not shorten it); between two
 //     logins after a failed one, at least Backoff, doubling with each
 //     failure in a row. A failure never shortens a pause already running.
-//   - At most one login at a time per BMC, including logins made inside
-//     calls by adapters that take the ConnectInfo.Gate (power/redfish).
+//   - At most one login at a time per BMC (from its start until the BMC
+//     accepts it, ConnectInfo.LoggedIn, or it fails), including logins
+//     made inside calls by adapters that take the ConnectInfo.Gate
+//     (power/redfish).
 //   - A BMC never has more than MaxSessions sessions open through the
 //     Pool, but for one more while a login of credentials not yet proven
 //     there, or the retry of a host whose system failed, runs and until

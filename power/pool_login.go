@@ -72,6 +72,12 @@ type ConnectInfo struct {
 	// same) count against MaxSessions, nor close any session for their
 	// place. Other hosts of the same Target.Login are not affected.
 	NoSession func()
+	// LoggedIn, if not nil, is called by a Connect once the BMC has
+	// accepted its login, before it reads the host's system: the BMC's
+	// login turn (one login at a time) goes to the next login then, and
+	// the system's read (which may hang: a dead blade) is the host's own
+	// business. Its session still counts against MaxSessions.
+	LoggedIn func()
 }
 
 type connectInfoKey struct{}
@@ -201,6 +207,17 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		}
 		if ep.logging {
 			if err := p.waitLocked(ctx, ep, op, "waiting for another login to this BMC"); err != nil {
+				return giveUp(err)
+			}
+			continue
+		}
+		if cr.connecting > 0 {
+			// A login with these credentials was accepted and reads its
+			// host's system (the BMC's login turn handed on,
+			// ConnectInfo.LoggedIn): its session is shared once it
+			// returns, so wait for it rather than log in again
+			// (TestReview35_SlowSystemLookupSplitsSharedLogin).
+			if err := p.waitLocked(ctx, ep, op, "waiting for another login with these credentials to this BMC"); err != nil {
 				return giveUp(err)
 			}
 			continue
@@ -469,7 +486,17 @@ type loginResult struct {
 func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Controller, error) {
 	cr, ep := e.cr, e.cr.ep
 	ep.logging = true
+	turn := true // guarded by p.mu: this login holds ep.logging
+	// endTurn hands the BMC's login turn on (p.mu held), once.
+	endTurn := func() {
+		if turn {
+			turn = false
+			ep.logging = false
+			p.wakeLocked(ep)
+		}
+	}
 	cr.pins++ // until the session is logged out, or the login failed
+	cr.connecting++
 	e.connecting = true
 	p.seq++
 	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq, uncounted: e.sessionless}
@@ -491,8 +518,15 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 			p.wakeLocked(ep)
 		}
 	}
+	// The BMC accepted the login: the next login may go, beside this
+	// one's read of its system.
+	loggedIn := func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		endTurn()
+	}
 	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx),
-		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession}), p.cfg.ConnectTimeout)
+		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession, LoggedIn: loggedIn}), p.cfg.ConnectTimeout)
 	connect := e.target.Connect
 	// A Connect that ignores its deadline is the BMC's (or the adapter's)
 	// failure: later logins back off while it runs on.
@@ -518,7 +552,8 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		finished = true
-		ep.logging = false
+		endTurn()
+		cr.connecting--
 		e.connecting = false
 		defer p.wakeLocked(ep)
 		if err != nil {
