@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"strings"
 
 	"github.com/stmcginnis/gofish"
@@ -33,8 +32,10 @@ type reqPath struct {
 	// slot, if not nil, is held by each request (one at a time per
 	// Controller: a Systems listing reads its members one by one).
 	slot chan struct{}
-	// sent, if not nil, is called when a request got a connection to the
-	// BMC (from then on, it may have reached the BMC).
+	// sent, if not nil, is called when a request is handed to the HTTP
+	// client, holding the slot: from then on it may reach the BMC
+	// (before, it certainly did not: a wait for the slot, a re-login,
+	// an origin check).
 	sent func()
 }
 
@@ -133,12 +134,7 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 		}
 		body = bytes.NewReader(b)
 	}
-	ctx := p.ctx
-	if p.sent != nil {
-		sent := p.sent
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { sent() }})
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(p.c.cfg.Endpoint, "/")+uri, body)
+	req, err := http.NewRequestWithContext(p.ctx, method, strings.TrimSuffix(p.c.cfg.Endpoint, "/")+uri, body)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +158,9 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 			return nil, p.ctx.Err()
 		}
 		defer func() { <-p.slot }()
+	}
+	if p.sent != nil {
+		p.sent()
 	}
 	resp, err := p.c.sess.hc.Do(req)
 	if err != nil {

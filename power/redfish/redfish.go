@@ -40,7 +40,11 @@
 //     StaleReads of the read that completed the run. Every window is
 //     checked against when the read began, not when its answer came. A
 //     press refused
-//     for its credentials was not carried out and does not count.
+//     for its credentials was not carried out and does not count; nor
+//     does a reset whose POST was never handed to the HTTP client (it
+//     waited for the Controller's request slot or a re-login until its
+//     deadline): it opens no window, and its error matches
+//     power.ErrNotSent.
 //     TogglesOff says which power-offs are presses (reboot.Toggler). A BMC
 //     that echoes the state from before an out-of-band power change can
 //     still fool it.
@@ -73,7 +77,10 @@
 //     through the Pool's gate. Given ConnectInfo.KeepSession, a login
 //     whose system then failed or was not found hands its session over
 //     (power.AfterLoginKeep) instead of logging it out: the Pool shares
-//     it with the other systems' hosts. With BasicAuth, Connect calls
+//     it with the other systems' hosts. Once a session's login was
+//     accepted, Connect calls power.ConnectInfo.LoggedIn, before it reads
+//     the system: the Pool's next login to the BMC goes meanwhile. With
+//     BasicAuth, Connect calls
 //     power.ConnectInfo.NoSession first: it opens no session on the BMC,
 //     and a Pool counts none against its bound.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
@@ -253,7 +260,7 @@ type Controller struct {
 	systemURI   string
 	resetTarget string
 	allowed     []string  // as the BMC spells them
-	lastReset   time.Time // when this Controller's last reset POST began or returned, the later
+	lastReset   time.Time // when this Controller's last reset POST (one handed to the HTTP client) began or returned, the later
 	// lostReset: when the last reset POST that got no HTTP answer (a
 	// timeout, a deadline, a broken connection) returned: the BMC may
 	// still apply it after then (zero: none).
@@ -364,7 +371,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
 	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1)}
-	if err := c.connect(ctx, ci.KeepSession); err != nil {
+	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -382,16 +389,21 @@ func logout(ctx context.Context, cl *gofish.APIClient) {
 }
 
 // connect logs in (through the Pool's gate, if any) and discovers the
-// system (before publication). keep: a failure of the host's own system
-// (power.ErrAfterLogin, a system not found included) hands the session
-// over in the error (power.AfterLoginKeep), to be shared by the other
-// systems' hosts.
-func (c *Controller) connect(ctx context.Context, keep bool) error {
+// system (before publication). ci.KeepSession: a failure of the host's
+// own system (power.ErrAfterLogin, a system not found included) hands the
+// session over in the error (power.AfterLoginKeep), to be shared by the
+// other systems' hosts. ci.LoggedIn is called once a session's login was
+// accepted, before the system is read (the BMC's next login may go).
+func (c *Controller) connect(ctx context.Context, ci power.ConnectInfo) error {
+	keep := ci.KeepSession
 	client, err := c.sess.login(ctx, c, false)
 	if err != nil {
 		return err
 	}
 	c.sess.set(client)
+	if ci.LoggedIn != nil && !c.cfg.BasicAuth {
+		ci.LoggedIn()
+	}
 	if err := c.discover(ctx); err != nil {
 		if keep && !c.cfg.BasicAuth && errors.Is(err, power.ErrAfterLogin) {
 			// The login is good (the BMC accepted it) and the system
@@ -837,19 +849,20 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
 		}
 	}
-	c.lastReset = c.now()
-	err = c.withSession(ctx, func(cl *reqPath) error {
-		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
-		if resp != nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		return err
-	})
+	began := c.now()
+	sent, err := c.postReset(ctx, rt)
 	var pe *power.Error
 	if err != nil {
 		pe = c.classify(op+" ("+rt+")", err)
+		if !sent {
+			// Never handed to the HTTP client (a wait for the request
+			// slot or a re-login ran out of time): nothing reached the
+			// BMC, no window opens, nothing was pressed
+			// (TestReview35_UnsentPressBlocksPressesForMinutes).
+			return unsentReset(pe)
+		}
 	}
+	c.lastReset = began
 	c.resetReturned(pe)
 	if toggle && want == power.StateOff && (pe == nil || !errors.Is(pe, power.ErrAuth)) {
 		// A press refused for its credentials (the session expired and
@@ -867,6 +880,34 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		}
 	}
 	return pe
+}
+
+// postReset posts the Reset action rt on c's session. sent: the POST was
+// handed to the HTTP client (it may have reached the BMC); if not, it
+// certainly did not.
+func (c *Controller) postReset(ctx context.Context, rt string) (sent bool, err error) {
+	err = c.withSession(ctx, func(cl *reqPath) error {
+		cl.sent = func() { sent = true }
+		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return err
+	})
+	return sent, err
+}
+
+// unsentReset is the error pe of a reset POST never handed to the HTTP
+// client: of its class, matching power.ErrNotSent too.
+func unsentReset(pe *power.Error) error {
+	cp := *pe
+	cp.Message = "not sent: " + pe.Message
+	cp.Err = power.ErrNotSent
+	if pe.Err != nil {
+		cp.Err = fmt.Errorf("%w: %w", power.ErrNotSent, pe.Err)
+	}
+	return &cp
 }
 
 // opposite reports whether cur is the other stable state than want.
@@ -1051,19 +1092,20 @@ func (c *Controller) Reset(ctx context.Context) error {
 		return &power.Error{Op: op, Class: power.ClassBusy,
 			Message: fmt.Sprintf("the state reads %s, not On: not sent", cur)}
 	}
-	c.lastReset = c.now()
-	err = c.withSession(ctx, func(cl *reqPath) error {
-		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
-		if resp != nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		return err
-	})
+	began := c.now()
+	sent, err := c.postReset(ctx, rt)
 	var pe *power.Error
 	if err != nil {
 		pe = c.classify(op+" ("+rt+")", err)
+		if !sent {
+			// Never handed to the HTTP client (a wait for the request
+			// slot or a re-login ran out of time): nothing reached the
+			// BMC, no window opens, nothing was pressed
+			// (TestReview35_UnsentPressBlocksPressesForMinutes).
+			return unsentReset(pe)
+		}
 	}
+	c.lastReset = began
 	c.resetReturned(pe)
 	if pe != nil {
 		return pe
