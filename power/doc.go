@@ -132,8 +132,9 @@
 //     LoginInterval at most, not one each (a third command that needs a
 //     session closed within the interval fails as busy); a command
 //     waits for a session being logged out rather than close another. A
-//     login waiting for a host's join of a kept session waits half of its
-//     caller's time left
+//     read's login waiting for a host's join of a kept session waits for
+//     it, its caller's time at most, and never goes over the bound for
+//     it. A power command's login waits half of its caller's time left
 //     at most (and a third of ConnectTimeout), then retires the kept
 //     session and logs in one over the bound: the session stays logged in
 //     for the join, which only its own ConnectTimeout bounds (another
@@ -200,10 +201,14 @@
 //     made inside calls by adapters that take the ConnectInfo.Gate
 //     (power/redfish).
 //   - A BMC never has more than MaxSessions sessions open through the
-//     Pool, but for one more while a login of credentials not yet proven
-//     there, or the retry of a host whose system failed, runs and until
-//     its outcome has a session logged out (its own, or the least
-//     recently used idle one).
+//     Pool, but for one more (never two) while a login of credentials not
+//     yet proven there, or the retry of a host whose system failed, runs
+//     and until its outcome has a session logged out (its own, or the
+//     least recently used idle one); or while a kept session that a power
+//     command's login retired stays logged in for a host's join of it:
+//     from that login until the join (at most ConnectTimeout) and then
+//     the call the join serves (at most CallTimeout) end, and the logout
+//     (at most 10 s).
 //
 // # Assumptions
 //

@@ -82,8 +82,9 @@ type PoolConfig struct {
 	// that shares) count once. A login of credentials not yet proven on
 	// the BMC may take one more, briefly: it is tried before any working
 	// session is closed for it (see the package documentation); so may a
-	// login while a kept session retired for it stays logged in for a
-	// host's join, never cut short. Logins that open no session on the
+	// login while a kept session retired for a power command's login
+	// stays logged in for a host's join, never cut short (until that join
+	// and the call it serves end). Logins that open no session on the
 	// BMC (ConnectInfo.NoSession: power/redfish with BasicAuth) are not
 	// counted.
 	MaxSessions int

@@ -286,9 +286,20 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				continue
 			}
 			evicted, wait, joined := p.evictLocked(ep, now, op != "state")
+			if joined != nil && !evicted && op == "state" {
+				// A host joins a kept session (one that serves no
+				// host): a read waits for the join (its caller's time
+				// at most) and never takes the BMC over the bound for
+				// it (TestReview35_OverBoundBesideJoinNotInGuarantees).
+				if err := p.waitLocked(ctx, ep, op, "waiting for a host's join of a kept session"); err != nil {
+					return giveUp(err)
+				}
+				continue
+			}
 			if joined != nil && !evicted {
 				// A host joins a kept session (one that serves no
-				// host): wait for the join a short while only, then
+				// host): a power command waits for the join a short
+				// while only, then
 				// retire that session: it stays logged in for the
 				// join, which is not cut short (it is bounded by its
 				// own ConnectTimeout alone), and is logged out once the
