@@ -252,7 +252,18 @@ func TestPoolStateMachine(t *testing.T) {
 			},
 			"system": func(t *rapid.T) {
 				h := rapid.SampledFrom(hosts).Draw(t, "host")
-				missing[h].Store(rapid.Bool().Draw(t, "missing"))
+				gone := rapid.Bool().Draw(t, "missing")
+				missing[h].Store(gone)
+				if gone && rapid.Bool().Draw(t, "reseat") {
+					pool.Forget(h) // pulled and back in the inventory: its next call logs in
+				}
+				// Its monitoring: a few reads, past its own back-off each
+				// (two failures make it a host whose system failed, whose
+				// next tries wait for their BMC's retry turn).
+				for range rapid.IntRange(0, 4).Draw(t, "reads") {
+					_, _ = pool.Controller(h, target(h)).State(context.Background())
+					clk.Advance(time.Duration(rapid.Int64Range(int64(time.Second), int64(70*time.Second)).Draw(t, "d")))
+				}
 			},
 			"new credentials": func(t *rapid.T) {
 				version[rapid.SampledFrom(hosts).Draw(t, "host")]++
