@@ -12,6 +12,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -235,4 +236,92 @@ func TestReview39h_InFlightPowerOnLandsAfterFirstSeenOffEchoCounted(t *testing.T
 		"(after the pass that first found the request gone, redirected at %s), counted: the client's endpoint got the host's "+
 		"password at %v while the host ran (pin now %+v, mark %+v); events %q", sent.Format("15:04:05.000"), on.Format("15:04:05.000"),
 		redirected.Format("15:04:05.000"), leaked, record.Spec.BMC, record.Spec.BMCChanged, drainEvents(rec))
+}
+
+// TestReview39h_ResetHostPoweredOnThroughNewBMCKeepsPinLocksOut (issue
+// 39 round 8, point 2/3). doc.go (Powers): when the requests are gone and
+// spec.bmc is no longer the pinned one, "If that reads Off (the withdrawn
+// reboot may have powered the host off), the host is powered back on
+// through its new BMC, with no evidence taken, and the pin goes", and "A
+// host is thus never locked out by the pin of a reboot no longer asked
+// for". On the normal path the pin goes with the pass that powers the
+// host on (TestBMCReplacedAfterHoldWithdrawnNormalPath). On the reset path
+// it does not: round 7's endNormal drops the normal path's pin only while
+// spec.bmc is still the pinned one, and writeReset keeps it otherwise. A
+// hard reboot powers the host off (pinned to BMC 1); the administrator
+// makes the host reset-only, replaces its BMC (BMC 2 reaches the same
+// machine) and withdraws the request, in one write (no admission
+// policy). The pinned BMC reads Off, the reset path powers the host on
+// through BMC 2, and the pin stays: the next reading of BMC 1 (now On)
+// marks the record BMCChanged, and a later reset request is refused
+// (ErrBMCChanged) for good. Ground truth: the machine's own resets and
+// the record read directly.
+func TestReview39h_ResetHostPoweredOnThroughNewBMCKeepsPinLocksOut(t *testing.T) {
+	needAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw, "admin", "pw-1"))
+	defer srv1.Close()
+	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw, "admin", "pw-1")) // the replacement BMC: the same machine
+	defer srv2.Close()
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
+	const stale = time.Second
+	mgr := namespacedManager(t, ns)
+	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
+		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
+	defer powers.Close()
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
+		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
+	rec := events.NewFakeRecorder(1000)
+	rc := &RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
+		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}
+	require.NoError(t, rc.SetupWithManager(mgr))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	record := func() v1alpha1.RebootRecord {
+		var r v1alpha1.RebootRecord
+		_ = direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &r)
+		return r
+	}
+
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, `{"mode":"hard"}`)
+	}))
+	require.Eventually(t, func() bool { return !hw.WasOnAt(time.Now()) }, 10*time.Second, 5*time.Millisecond, "premise: the hard reboot powers the host off")
+	require.NotNil(t, record().Spec.BMC, "premise: the pending reboot pins BMC 1")
+	// The administrator, in one write: reset-only, the new BMC, the request withdrawn.
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		h.Spec.DisablePowerOff = true
+		h.Spec.BMC.Address = redfishAt(srv2)
+		delete(h.Annotations, reboot.Annotation)
+	}))
+	require.Eventually(t, func() bool { return hw.WasOnAt(time.Now()) }, 15*time.Second, 20*time.Millisecond,
+		"premise: the pinned BMC reads Off and the host is powered back on through its new BMC; events %q", drainEvents(rec))
+	time.Sleep(3 * stale)
+	r := record()
+	// A new reset request.
+	asked := time.Now()
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
+	}))
+	reset := assert.Eventually(t, func() bool {
+		for _, at := range hw.Resets() {
+			if at.After(asked) {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Nil(t, r.Spec.BMC, "the host was powered back on through its new BMC, yet the withdrawn reboot's pin stays (mark %+v)", r.Spec.BMCChanged)
+	require.Nil(t, r.Spec.BMCChanged, "the host is marked BMCChanged by the pin of a reboot no longer asked for")
+	require.True(t, reset, "a reset request made after the power-on is never answered; events %q", drainEvents(rec))
 }
