@@ -19,9 +19,12 @@
 // default limits (128 operations, 1.5 MiB) is one transaction, a larger one
 // writes its pages under keys of their own first and then the header that
 // names them, so whatever the concurrency a pass is written whole or not
-// at all. A view loads at most MaxStartsPerPass pending reboots (and keeps
-// at most MaxInFlight in flight), so a pass starts at most that many and
-// the next pass goes on: the start rate is at most MaxStartsPerPass
+// at all. A view loads at most MaxStartsPerPass pending reboots (the first
+// pending one always), and a pass starts none while MaxInFlight (100,000)
+// of the plan's reboots are in flight (plan.View.MaxInFlight: a plan of
+// more servers whose concurrency allows more waits, its reboots in flight
+// go on and end, and it ends on cancel as any other), so a pass starts at
+// most that many and the next pass goes on: the start rate is at most MaxStartsPerPass
 // (1,536) per pass, and a plan has at most its concurrency, or
 // MaxStartsPerPass times the number of passes a reboot lasts, in flight,
 // whichever is less (at 50 % of 100,000 servers, a pass every 30 s and
@@ -54,7 +57,10 @@
 // Leadership.Guard gives the same leadership as a reboot.Guard, the fence
 // reboot.Reconciler and remediation.Reconciler ask before every write and
 // power call when their stores are not this etcd. Executor.After paces
-// the passes on the caller's clock.
+// the passes on the caller's clock. A pass (Executor.PassTimeout) gives
+// each unfinished plan its own share of what is left of it, and each
+// fleet call its own deadline within that (plan.Executor.CallTimeout): a
+// plan whose observation or call hangs never starves the leader's others.
 //
 // # Retention, and what the etcd operator must run
 //

@@ -410,7 +410,11 @@ func (l *Leadership) fleet(fleet plan.Fleet) plan.Fleet {
 // soon as the leadership is gone or may be (the caller must stop and
 // campaign again), ErrInDoubt when etcd did not answer the confirmation
 // (nothing was done). A plan header that cannot be read is reported in the
-// error (wrapping plan.ErrCorrupt) after the other plans' passes.
+// error (wrapping plan.ErrCorrupt) after the other plans' passes. Each
+// plan's pass has its own share of what is left of ctx (an equal one of
+// the plans left, plan.Share), and each fleet call its own deadline within
+// it (plan.Executor.CallTimeout): a plan whose call hangs never starves
+// the others.
 func (l *Leadership) Pass(ctx context.Context, fleet plan.Fleet, cfg plan.Config, now func() time.Time, logger *slog.Logger) error {
 	if err := l.confirm(ctx); err != nil {
 		return err
@@ -422,22 +426,33 @@ func (l *Leadership) Pass(ctx context.Context, fleet plan.Fleet, cfg plan.Config
 	}
 	errs := []error{err}
 	exec := &plan.Executor{Fleet: l.fleet(fleet), Store: l.Store, Config: cfg, Now: now, Logger: logger, Fence: l.Rev}
-	for _, uuid := range uuids {
-		for try := 0; try < 3; try++ {
-			_, err := exec.Pass(ctx, uuid)
-			if errors.Is(err, ErrNotLeader) {
-				return err
-			}
-			if errors.Is(err, plan.ErrConflict) {
-				continue // an operator wrote in between: decide again
-			}
-			if err != nil {
-				errs = append(errs, err)
-			}
-			break
+	for k, uuid := range uuids {
+		// Each plan has its own share of what is left of the pass (an
+		// equal one of the plans left): a plan whose fleet call hangs
+		// never starves the others.
+		pctx, cancel := plan.Share(ctx, len(uuids)-k, 0)
+		err := l.passPlan(pctx, exec, uuid)
+		cancel()
+		if errors.Is(err, ErrNotLeader) {
+			return err
+		}
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// passPlan runs the pass of one plan, deciding again (up to three times)
+// when an operator wrote in between (then the next pass goes on).
+func (l *Leadership) passPlan(ctx context.Context, exec *plan.Executor, uuid string) error {
+	for try := 0; try < 3; try++ {
+		_, err := exec.Pass(ctx, uuid)
+		if !errors.Is(err, plan.ErrConflict) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Executor runs plans on etcd while it leads the executors of its prefix:

@@ -43,9 +43,12 @@ const (
 // higher starts the rest in the next passes.
 const MaxStartsPerPass = 48 * PageSize
 
-// MaxInFlight is how many reboots of one plan a view lets be in flight at
-// once, whatever the concurrency: the header lists their positions, and
-// must fit one etcd request.
+// MaxInFlight is how many reboots of one plan may be in flight at once,
+// whatever the concurrency: the header lists their positions, and must
+// fit one etcd request. A view says so (plan.View.MaxInFlight): a pass
+// starts no reboot while that many are in flight, and its reboots in
+// flight go on (they end, unfreeze, are cancelled) so the plan moves;
+// PutView refuses a view over it.
 const MaxInFlight = 100_000
 
 // readRetries bounds how often a read starts again because the revision
@@ -999,7 +1002,9 @@ func pagesOf(pos []int) []int {
 
 // GetView implements plan.ViewStore: the header and the pages holding the
 // reboots in flight and the next pending ones (at most MaxStartsPerPass,
-// and no more than MaxInFlight in flight with them), at one revision.
+// and no more than MaxInFlight in flight with them, but the first pending
+// one always), at one revision; the view's MaxInFlight is MaxInFlight, so
+// that a pass starts nothing while that many are in flight.
 // When the header is as this store last read or wrote it (its version),
 // the pages of the last view are what is stored: one read-only
 // transaction compares the header's revision and reads the pages the last
@@ -1019,13 +1024,16 @@ func (s *Store) GetView(ctx context.Context, uuid string) (plan.View, error) {
 	if err := v.Check(); err != nil {
 		return plan.View{}, fmt.Errorf("%w: %v", plan.ErrCorrupt, err)
 	}
+	v.MaxInFlight = MaxInFlight
 	return v, nil
 }
 
 // viewPositions are the positions of the reboots a view of the plan with
-// header h loads.
+// header h loads: the first pending one always (PutView refuses a view
+// without it, plan.View.CheckLoads), even with MaxInFlight in flight (the
+// view's MaxInFlight keeps the pass from starting it then).
 func viewPositions(h header) []int {
-	pending := min(plan.PendingInView(h.Plan), MaxStartsPerPass, max(MaxInFlight-len(h.Index.InFlight), 0))
+	pending := max(min(plan.PendingInView(h.Plan), MaxStartsPerPass, MaxInFlight-len(h.Index.InFlight)), 1)
 	return plan.ViewPositions(h.Index, pending)
 }
 
@@ -1218,6 +1226,9 @@ func (s *Store) PutView(ctx context.Context, v plan.View) error {
 	// hand-built view could drop a running reboot and end the plan).
 	if err := v.CheckLoads(h.Index); err != nil {
 		return err
+	}
+	if n := len(v.Index.InFlight); n > MaxInFlight && n > len(h.Index.InFlight) {
+		return fmt.Errorf("%w: plan %s: the view has %d reboots in flight, at most %d (MaxInFlight)", plan.ErrTooLarge, v.UUID, n, MaxInFlight)
 	}
 	// pages and raw are as read (shared with the cache, never modified): a
 	// page that changes is copied, patched and encoded.

@@ -86,6 +86,19 @@ type Fault struct {
 	// BMC does when the reply is lost or comes after the caller's deadline.
 	// It is ignored for OpState.
 	Applied bool
+	// Late, with Applied, makes the command take effect Late after the
+	// call instead of during it, as a BMC that carries out a call whose
+	// answer was lost some time after the caller gave up (assumption A5
+	// of package reboot bounds Late by its Config.LostLanding): calls and
+	// readings made meanwhile see the state before it.
+	Late time.Duration
+}
+
+// lateCmd is a command a Fault with Late carries out at at.
+type lateCmd struct {
+	at   time.Time
+	op   Op
+	mode power.Mode
 }
 
 // Call is one recorded call on a Power.
@@ -251,6 +264,9 @@ type Power struct {
 	// offAt is when the hardware of a power-off the BMC already shows as
 	// complete goes off (Report.EarlyOff); zero if none is under way.
 	offAt time.Time
+	// late are the commands of Faults with Late still to be carried out,
+	// in the order of their at.
+	late []lateCmd
 }
 
 // NewPower returns a simulated power controller that reads time from now:
@@ -451,21 +467,36 @@ func (p *Power) On(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.begin(OpOn, power.ModeSoft)
-	_, err := p.command(ctx, c, func() error {
-		switch {
-		case p.cfg.Button == ButtonAll:
-			p.press(c.At)
-		case p.settled == power.StateOn:
-			p.pend = nil // cancels an Off under way; the server stays on
-			p.record(c.At, power.StateOn)
-		case p.pend != nil && p.pend.target == power.StateOn:
-			// already coming on
-		default:
-			p.schedule(power.StateOn, c.At, false)
-		}
-		return nil
-	})
+	_, err := p.command(ctx, c, func() error { return p.act(c) })
 	return err
+}
+
+// act carries out the command of c at c.At.
+func (p *Power) act(c Call) error {
+	switch c.Op {
+	case OpOn:
+		return p.actOn(c)
+	case OpOff:
+		return p.actOff(c)
+	case OpReset:
+		return p.actReset(c)
+	}
+	return nil
+}
+
+func (p *Power) actOn(c Call) error {
+	switch {
+	case p.cfg.Button == ButtonAll:
+		p.press(c.At)
+	case p.settled == power.StateOn:
+		p.pend = nil // cancels an Off under way; the server stays on
+		p.record(c.At, power.StateOn)
+	case p.pend != nil && p.pend.target == power.StateOn:
+		// already coming on
+	default:
+		p.schedule(power.StateOn, c.At, false)
+	}
+	return nil
 }
 
 // Off powers the server off in mode m.
@@ -473,32 +504,35 @@ func (p *Power) Off(ctx context.Context, m power.Mode) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.begin(OpOff, m)
-	_, err := p.command(ctx, c, func() error {
-		if p.pressesOff(m) {
-			p.press(c.At)
-			return nil
-		}
-		goingOff := p.pend != nil && p.pend.target == power.StateOff
-		if p.settled == power.StateOff && !(p.pend != nil && p.pend.target == power.StateOn) {
-			return nil // already off
-		}
-		if m == power.ModeSoft {
-			if p.cfg.SoftUnsupported {
-				return &power.Error{Op: power.OpName(m), Class: power.ClassUnsupported, Message: "fake: soft power-off not supported"}
-			}
-			if goingOff || p.cfg.IgnoreSoft {
-				return nil
-			}
-			p.schedule(power.StateOff, c.At.Add(p.cfg.SoftDelay), true)
-			return nil
-		}
-		if goingOff && !p.pend.soft {
-			return nil // a hard off is already under way
-		}
-		p.schedule(power.StateOff, c.At, false)
-		return nil
-	})
+	_, err := p.command(ctx, c, func() error { return p.act(c) })
 	return err
+}
+
+func (p *Power) actOff(c Call) error {
+	m := c.Mode
+	if p.pressesOff(m) {
+		p.press(c.At)
+		return nil
+	}
+	goingOff := p.pend != nil && p.pend.target == power.StateOff
+	if p.settled == power.StateOff && !(p.pend != nil && p.pend.target == power.StateOn) {
+		return nil // already off
+	}
+	if m == power.ModeSoft {
+		if p.cfg.SoftUnsupported {
+			return &power.Error{Op: power.OpName(m), Class: power.ClassUnsupported, Message: "fake: soft power-off not supported"}
+		}
+		if goingOff || p.cfg.IgnoreSoft {
+			return nil
+		}
+		p.schedule(power.StateOff, c.At.Add(p.cfg.SoftDelay), true)
+		return nil
+	}
+	if goingOff && !p.pend.soft {
+		return nil // a hard off is already under way
+	}
+	p.schedule(power.StateOff, c.At, false)
+	return nil
 }
 
 // Reset restarts the server without a power-off (power.Resetter): the
@@ -509,14 +543,16 @@ func (p *Power) Reset(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.begin(OpReset, power.ModeHard)
-	_, err := p.command(ctx, c, func() error {
-		if !p.on || p.pend != nil || !p.offAt.IsZero() {
-			return &power.Error{Op: "reset", Class: power.ClassFailed, Message: "fake: the server is not on: not reset"}
-		}
-		p.resets = append(p.resets, c.At)
-		return nil
-	})
+	_, err := p.command(ctx, c, func() error { return p.act(c) })
 	return err
+}
+
+func (p *Power) actReset(c Call) error {
+	if !p.on || p.pend != nil || !p.offAt.IsZero() {
+		return &power.Error{Op: "reset", Class: power.ClassFailed, Message: "fake: the server is not on: not reset"}
+	}
+	p.resets = append(p.resets, c.At)
+	return nil
 }
 
 // Resets returns the instants the hardware was reset (ground truth), in
@@ -612,7 +648,15 @@ func (p *Power) command(ctx context.Context, c Call, act func() error) (power.St
 		p.settle(c.At)
 		return p.end(c, err)
 	}
-	if f.Applied {
+	switch {
+	case f.Applied && f.Late > 0:
+		lc := lateCmd{at: c.At.Add(f.Late), op: c.Op, mode: c.Mode}
+		i := len(p.late)
+		for i > 0 && p.late[i-1].at.After(lc.at) {
+			i--
+		}
+		p.late = append(p.late[:i], append([]lateCmd{lc}, p.late[i:]...)...)
+	case f.Applied:
 		_ = act()
 		p.settle(c.At)
 	}
@@ -667,6 +711,18 @@ func (p *Power) schedule(target power.State, start time.Time, soft bool) {
 
 // settle applies what has become due by now.
 func (p *Power) settle(now time.Time) {
+	// The late commands due by now first, each at its own instant.
+	for len(p.late) > 0 && !now.Before(p.late[0].at) {
+		lc := p.late[0]
+		p.late = p.late[1:]
+		p.settleTo(lc.at)
+		_ = p.act(Call{At: lc.at, Op: lc.op, Mode: lc.mode})
+		p.settleTo(lc.at)
+	}
+	p.settleTo(now)
+}
+
+func (p *Power) settleTo(now time.Time) {
 	if !p.offAt.IsZero() && !now.Before(p.offAt) {
 		p.completeOff(now)
 	}

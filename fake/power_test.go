@@ -361,3 +361,26 @@ func TestPowerReset(t *testing.T) {
 	assert.Len(t, p.Resets(), 1)
 	assert.Equal(t, fake.OpReset, p.Calls()[len(p.Calls())-1].Op)
 }
+
+// TestFaultLateAppliesAfterTheCall: a Fault with Applied and Late carries
+// the command out Late after the call (a lost answer's late landing, A5),
+// in the ground truth too; calls and reads before then see the old state.
+func TestFaultLateAppliesAfterTheCall(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	p := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll})
+	p.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: 20 * time.Second})
+	at := clk.Real()
+	require.ErrorIs(t, p.Off(ctx, power.ModeHard), context.DeadlineExceeded)
+	clk.Advance(19 * time.Second)
+	assert.True(t, p.HardwareOn(), "not carried out before Late")
+	assert.False(t, p.WasOffDuring(at, clk.Real()))
+	clk.Advance(2 * time.Second)
+	assert.False(t, p.HardwareOn(), "the press landed Late after the call")
+	tr := p.Truth()
+	require.NotEmpty(t, tr)
+	assert.Equal(t, at.Add(20*time.Second), tr[len(tr)-1].At, "dated at its landing")
+	// A press (ButtonAll) sent after it toggles the host back on.
+	require.NoError(t, p.On(ctx))
+	assert.True(t, p.HardwareOn())
+}

@@ -70,6 +70,17 @@ func OpenBolt(path string) (*BoltStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan: open %s: %w", path, err)
 	}
+	// The plans bucket is made once: an open of a store that has it writes
+	// nothing (no transaction to sync), so that a process that opens the
+	// file for each read (rebootctl's executor) holds its lock briefly.
+	has := false
+	if err := db.View(func(tx *bolt.Tx) error { has = tx.Bucket(bucketPlans) != nil; return nil }); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("plan: %s: %w", path, err)
+	}
+	if has {
+		return &BoltStore{db: db}, nil
+	}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(bucketPlans)
 		return err

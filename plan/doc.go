@@ -75,8 +75,13 @@
 //     never shows though it is asked for again whenever the limits allow
 //     (it refuses it every time) is given up JobTimeout after the first
 //     ask: the reboot is released (StepReleased, its error says the fleet
-//     refused or lost the job), not counted failed, and the plan ends
-//     failed rather than complete. After Stop, Cancel or the end of the plan (the
+//     refused or lost the job, or the executor's calls never reached it:
+//     a record cannot tell, the executor's log can), not counted failed,
+//     and the plan ends failed rather than complete. Each fleet call of a
+//     pass has its own deadline (Executor.CallTimeout, at most a quarter
+//     of what is left of the pass), and a server whose call ran out of
+//     time has its actions taken after the others in the next passes: a
+//     call that hangs never keeps the pass from the other servers. After Stop, Cancel or the end of the plan (the
 //     failure budget spent) no job is created, but by a pass that read the
 //     plan before a command landed: a pass reads the plan's state again
 //     before its first job and every 16 jobs (Executor.Pass), so at most
@@ -183,7 +188,10 @@
 // lies behind (done, failed, failures, the positions in flight). A View is
 // the header, the Index, the reboots in flight and the next PendingInView
 // pending ones; NextView decides on it exactly as Next decides on the whole
-// plan (Next is NextView on FullView), and keeps the Index. When the Store
+// plan (Next is NextView on FullView), and keeps the Index. A store that
+// holds at most so many reboots of a plan in flight says so in its views
+// (View.MaxInFlight): NextView then starts none while that many are in
+// flight, and the plan waits with the reason in Plan.Waiting. When the Store
 // is a ViewStore (BoltStore; Views adapts any Store) and the Fleet a
 // ViewFleet, the Executor reads, observes and writes views only: a pass
 // costs O(reboots in flight) whatever the plan's size (about 1.1-1.3 ms and

@@ -97,7 +97,8 @@ const RetainJobs = 24 * time.Hour
 // Executor runs plans: each pass loads the plan, observes the fleet,
 // decides with Next, saves the plan, then acts. It keeps nothing in memory
 // between passes (but a cache of plans' failure domains, which never
-// change), so it may be killed at any point (the headnode it runs on
+// change, and which servers' fleet calls ran out of time lately, to take
+// them last), so it may be killed at any point (the headnode it runs on
 // reboots as part of the plan) and resumes from the store without a second
 // job or a second reboot for any server.
 type Executor struct {
@@ -112,6 +113,14 @@ type Executor struct {
 	// executor's fencing token, e.g. its leadership's revision, increasing
 	// with every new leader.
 	Fence int64
+	// CallTimeout bounds each fleet call of a pass (CreateJob, CancelJob,
+	// FreezeShard, UnfreezeShard; default DefaultCallTimeout); a call also
+	// gets at most a quarter of what is left of the pass's context, when
+	// it has a deadline. A call that runs out of its time is reported
+	// (ErrCallTimeout) and its server's actions are taken after all others
+	// in the next passes of the process, until one answers in time: one
+	// call that hangs never uses up the passes.
+	CallTimeout time.Duration
 }
 
 // domainTables caches the domain tables of plans passed on views, by plan
@@ -232,7 +241,7 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 	// The plan is saved: the next pass sees what is missing and asks again.
 	var errs []error
 	failed := map[string]bool{}
-	for _, a := range acts {
+	for _, a := range slowLast(uuid, acts) {
 		if ctx.Err() != nil {
 			errs = append(errs, fmt.Errorf("plan %s: %w", uuid, ctx.Err()))
 			break // stopping: the next pass asks again
@@ -259,17 +268,17 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 				}
 			}
 			creates++
-			err = e.Fleet.CreateJob(ctx, a)
+			err = e.call(ctx, a, func(ctx context.Context) error { return e.Fleet.CreateJob(ctx, a) })
 		case ActionCancelJob:
-			err = e.Fleet.CancelJob(ctx, a)
+			err = e.call(ctx, a, func(ctx context.Context) error { return e.Fleet.CancelJob(ctx, a) })
 		case ActionFreeze, ActionUnfreeze:
 			switch {
 			case !isShard:
 				err = errors.New("the fleet has no database shard") // not decided: ShardPrimary was cleared
 			case a.Kind == ActionFreeze:
-				err = sf.FreezeShard(ctx)
+				err = e.call(ctx, a, sf.FreezeShard)
 			default:
-				err = sf.UnfreezeShard(ctx)
+				err = e.call(ctx, a, sf.UnfreezeShard)
 			}
 		}
 		if err != nil {

@@ -532,7 +532,7 @@ func (ps *pass) advance(i int) {
 				// Asked for again and again, never shown: the fleet
 				// refuses it (or loses it). Give it up: it never started,
 				// so it is no failure, but the plan cannot end complete.
-				r.Error = fmt.Sprintf("not started: the fleet never showed its reboot job in %s of asking (since %s): it refused or lost it (or collected it before it was seen); the executor's log has its answer",
+				r.Error = fmt.Sprintf("not started: the fleet never showed its reboot job in %s after the executor first decided to ask for it (%s): the fleet refused, lost or collected it unseen, or the executor's calls never reached the fleet (a pass that ran out of time or was stopped before them); the executor's log says which",
 					c.JobTimeout, r.AskedAt.UTC().Format(time.RFC3339))
 				enter(StepReleased)
 				break

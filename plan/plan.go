@@ -49,8 +49,9 @@ const (
 	// StepReleased: the plan was canceled or ended while the reboot was
 	// held before its job could start (a window, a condition, the ramp, a
 	// domain limit), or the fleet never showed its job in JobTimeout of
-	// asking (it refused or lost it); it never started and is not a
-	// failure (but a plan with a released reboot never ends complete).
+	// deciding to ask for it (the fleet refused or lost it, or the calls
+	// never reached it); it never started and is not a failure (but a
+	// plan with a released reboot never ends complete).
 	StepReleased Step = "released"
 )
 

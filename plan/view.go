@@ -125,6 +125,11 @@ type View struct {
 	// store does not). Without it a pass counts every server it did not
 	// load that is offline in every domain (safe; it may hold the plan).
 	Domains *DomainTable
+	// MaxInFlight, when positive, is how many reboots of the plan a store
+	// can hold in flight (its header lists them): NextView starts none
+	// while that many are in flight, and the plan waits (its reboots in
+	// flight go on, end, and free room). 0: no such limit.
+	MaxInFlight int
 
 	// base is what a store read, so that PutView writes only what changed.
 	base *viewBase
@@ -288,12 +293,19 @@ var ErrStepBack = errors.New("plan: the view moves a reboot in a way no pass doe
 //   - a reboot is released only from pending, wait_headnode, freeze, or
 //     job while its job was never shown (a job asked for, taken for lost
 //     after ShowTimeout, held and released in one pass), and only while
-//     neither side has JobSeen: the fleet showed its job, it may run.
+//     neither side has JobSeen: the fleet showed its job, it may run;
+//   - a reboot that holds the database shard frozen (Frozen) never ends
+//     with it still set (done, released, or failed from failed_unfreeze:
+//     a pass ends it only once the shard is unfrozen), but failed from
+//     unfreeze (the shard unhealthy past ServicesTimeout: left frozen on
+//     purpose, for a person to look at); nothing would unfreeze it after.
 //
 // A ViewStore checks it on every reboot it writes.
 func CheckStepForward(uuid string, pos int, stored, next Reboot) error {
 	bad := ""
 	switch {
+	case endsFrozen(stored, next):
+		bad = "holds the database shard frozen, and nothing would unfreeze it once it ended"
 	case stored.Step == next.Step:
 	case stored.Step != StepPending && next.Step == StepPending:
 		bad = "started"
@@ -306,6 +318,19 @@ func CheckStepForward(uuid string, pos int, stored, next Reboot) error {
 		return nil
 	}
 	return fmt.Errorf("%w: plan %s: reboot %d (%s) is %q (%s), the view says %q", ErrStepBack, uuid, pos, stored.ServerHostname, stored.Step, bad, next.Step)
+}
+
+// endsFrozen reports whether next ends the reboot with Frozen still set
+// where no pass does: every end but failed from unfreeze (left frozen),
+// or an end stored so already.
+func endsFrozen(stored, next Reboot) bool {
+	switch {
+	case !next.Frozen || !next.Step.Ended():
+		return false
+	case stored.Step == next.Step && stored.Frozen:
+		return false // as stored
+	}
+	return !(next.Step == StepFailed && stored.Step == StepUnfreeze)
 }
 
 // releasable reports whether a pass may move stored to StepReleased (next):
@@ -458,6 +483,7 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 		// Core servers are the first ones and start in order: one is still
 		// pending exactly when fewer than Core reboots started.
 		corePending := v.Index.Started < v.Index.Core
+		flying := inFlightNow(v, w)
 		for i := range w.Reboots {
 			r := &w.Reboots[i]
 			if r.Step != StepPending {
@@ -468,6 +494,10 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 			}
 			if ps.hold != "" {
 				w.Waiting, w.WaitingOutput = ps.hold, ps.holdOutput
+				break
+			}
+			if v.MaxInFlight > 0 && flying >= v.MaxInFlight {
+				w.Waiting = fmt.Sprintf("waiting: %d reboot(s) in flight, the most the plan store holds for one plan; the next starts when one ends", flying)
 				break
 			}
 			self := Offline(*r, obs)
@@ -487,6 +517,7 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 			ps.enter(r, StepWaitHead)
 			ps.advance(i)
 			ours += b2i(Offline(*r, obs) && r.Step.InFlight())
+			flying += b2i(r.Step.InFlight())
 			if r.Core {
 				break // one core server at a time
 			}
@@ -532,6 +563,17 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	}
 	w.Waiting = BoundText(w.Waiting, MaxErrorBytes)
 	return w, ps.acts
+}
+
+// inFlightNow is how many reboots of the plan are in flight in w, the
+// view v after its reboots in flight advanced: the index's count, with the
+// loaded reboots counted as they are in w.
+func inFlightNow(v, w View) int {
+	n := len(v.Index.InFlight)
+	for k := range v.Reboots {
+		n += b2i(w.Reboots[k].Step.InFlight()) - b2i(v.Reboots[k].Step.InFlight())
+	}
+	return n
 }
 
 // settle moves the plan to its end state when nothing is left to do.

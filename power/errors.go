@@ -143,6 +143,24 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Answered reports whether e carries the BMC's answer to the call: a
+// protocol status that says what became of it. No status (a timeout, a
+// broken connection, a lost datagram) is no answer, and neither is a
+// status that says the BMC, or a gateway in front of it, has no outcome
+// for the call, which may still be carried out: IPMI completion codes C3h
+// ("timeout while processing command, response unavailable") and CEh
+// ("command response could not be provided"), HTTP 502 Bad Gateway and
+// 504 Gateway Timeout (the two numbering spaces do not meet: no HTTP
+// error is 195 or 206, no completion code is above 255). Such a call may
+// land late (assumption A5 of package reboot).
+func (e *Error) Answered() bool {
+	switch e.Status {
+	case 0, 0xc3, 0xce, 502, 504:
+		return false
+	}
+	return true
+}
+
 // Is reports whether target is the sentinel of e's class.
 func (e *Error) Is(target error) bool {
 	switch e.Class {

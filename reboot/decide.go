@@ -75,21 +75,29 @@ type Status struct {
 	// LastPress is when the controller last decided a power-off that may
 	// press the power button (see Toggler), written in a versioned write
 	// before the call. A restarted controller that finds it set counts a
-	// press as possibly in effect from its start (Observed.SincePress):
+	// press as possibly in effect from its start, or from ActingSince
+	// (Observed.SincePress):
 	// Online may have flipped back meanwhile, clearing OfflineSince, while
 	// the OS still shuts down. It is cleared once no reading can echo a
 	// state from before the press's shutdown (the window of pressWait has
 	// passed), so that a restart then need not wait.
 	LastPress time.Time
-	// ActingSince is when (truncated to Config.Precision) the controller
-	// process that wrote it began to act on hosts (its start; with a
-	// Guard, its first leadership): every earlier controller process had
-	// stopped acting by then (A4), so a press decided before it (a
-	// LastPress earlier than it) returned by then and lands, if its answer
-	// was lost, by ActingSince + LostLanding (A5). A restarted controller
-	// counts such a press from it, not from its own start, so that
-	// restarts do not put a press off for ever. Written with a LastPress
-	// (Observed.ActingSince); zero if unknown.
+	// ActingSince bounds the power-offs and presses that may still land:
+	// every power-off (a press included) and every power-on that may
+	// press decided for the host had returned by then, as far as the
+	// controller that wrote it knew (truncated to Config.Precision: by
+	// ActingSince + Precision). It is written, while a power-off may be
+	// in effect (a reboot pending, Online=false enforced, a LastPress),
+	// once no such call is under way (Observed.ActingSince), and cleared
+	// by the versioned write before every power call. A restarted
+	// controller, or one that leads again after standing by, counts the
+	// calls the status shows as returned by then (and, their answers
+	// unknown, landing up to LostLanding later, A5), not from its own
+	// start or leadership, so that restarts and lease hiccups every few
+	// minutes do not put a press off for ever
+	// (TestReview36o_RestartEveryThreeMinutesNeverReboots,
+	// TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots). Zero if
+	// unknown.
 	ActingSince time.Time
 	// Works counts the works begun for this host: each pending reboot
 	// and each Online=false enforcement, when it begins, takes the next
@@ -376,9 +384,13 @@ type Observed struct {
 	// tried again (the answer may have been passing). It lives in memory
 	// only: zero after a restart.
 	HardUnsupportedAt time.Time
-	// ActingSince is when this controller process began to act (see
-	// Status.ActingSince), zero if not known (a Tracker's caller): a
-	// status that shows a LastPress then records it.
+	// ActingSince is when, by what this controller knows, every
+	// power-off and press that may still be in effect had returned (see
+	// Status.ActingSince): its own calls' returns, what it counted of
+	// other processes' and leaders' (its start, its leadership, a
+	// Status.ActingSince it read). Zero if not known (standing by, or a
+	// call still running in the background). Decide records it in the
+	// status while a power-off may be in effect.
 	ActingSince time.Time
 }
 
@@ -661,9 +673,15 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	} else if !st.LastPress.IsZero() && c.pressSettled(o) {
 		st.LastPress = time.Time{} // its shutdown is over: a restart need not wait
 	}
-	if a := o.ActingSince.Truncate(c.Precision); !st.LastPress.IsZero() && a.After(st.ActingSince) && !a.After(p) {
-		// The presses decided before now are this process's or ended
-		// when it began: a later restart may count them from then.
+	if d.Power != ActionNone {
+		// A call decided now (a power-off, or a power-on that may press
+		// the power button) returns after any instant known now: nothing
+		// bounds it until it has (Status.ActingSince).
+		st.ActingSince = time.Time{}
+	} else if a := o.ActingSince.Truncate(c.Precision); !o.ActingSince.IsZero() && a.After(st.ActingSince) && !a.After(p) &&
+		(st.Pending() || !st.OfflineSince.IsZero() || !st.LastPress.IsZero()) {
+		// Every power-off and press decided so far had returned by then:
+		// a later restart or leadership may count them from then.
 		st.ActingSince = a
 	}
 	d.UpdateStatus = d.UpdateStatus || !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0

@@ -137,7 +137,8 @@
 //     Every press is recorded in Status.LastPress by a
 //     versioned write before it is sent, so a restarted controller counts
 //     a press as possibly in effect from its start if LastPress is set
-//     (or a reboot was pending, or Online=false enforced), and a
+//     (or a reboot was pending, or Online=false enforced), or from
+//     Status.ActingSince if the status bounds it so (A5), and a
 //     controller that reads, in any later pass, a LastPress (or a pending
 //     reboot, or an Online=false being enforced) it did not write (a write
 //     of its own whose answer was lost, a timeout the store applied, stays
@@ -289,7 +290,8 @@
 //	    running in the background: an error with no protocol status that
 //	    is not a refusal before sending nor unsupported, or a status that
 //	    says the outcome is unknown: IPMI completion codes C3h and CEh,
-//	    HTTP 502 and 504) within
+//	    HTTP 502 and 504, power.Error.Answered; the Redfish adapter's own
+//	    lost-reset window counts them too) within
 //	    Config.LostLanding (default SoftTimeout) of the call's return, or
 //	    never. The controller counts such a power-off, and a press, as
 //	    sent LostLanding after its return (Observed.SinceOff, SincePress),
@@ -321,15 +323,32 @@
 //	    So a restarted controller, or a new leader, waits LostLanding
 //	    longer before it presses the power button of a host whose status
 //	    shows a press, a pending reboot or Online=false being enforced;
-//	    except that a press decided before Status.ActingSince (written by
-//	    the Reconciler with a LastPress: when the process that wrote it
-//	    began to act, all earlier ones having stopped, A4) counts from
-//	    ActingSince, so that restarts every few minutes do not put the
-//	    press off for ever (TestReview36n_RestartEveryFiveMinutesNeverReboots).
+//	    but from Status.ActingSince + Config.Precision, if the status has
+//	    one, not from its own start or leadership: the controller writes
+//	    it, while a power-off may be in effect, once every power-off and
+//	    press it knows of (its own, and those it counted of others) has
+//	    returned, and clears it in the versioned write before every power
+//	    call, so it bounds the returns of every call the status shows.
+//	    Restarts or lease hiccups at any period longer than LostLanding +
+//	    SoftTimeout + StaleReads so do not put the press off for ever
+//	    (TestReview36n_RestartEveryFiveMinutesNeverReboots,
+//	    TestReview36o_RestartEveryThreeMinutesNeverReboots,
+//	    TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots); a
+//	    standby that reads it counts the calls from it, and once it leads
+//	    counts what its first pass reads from then if ActingSince changed
+//	    since (another leader's call). Timestamps are truncated to
+//	    Precision, so ActingSince and LastPress count up to Precision
+//	    later than they read (TestReview36o_ActingSinceTruncatedCountsLostPressEarly).
 //	    A LastPress this controller wrote itself is never counted again
 //	    as a press it did not see answered (its own lost answers count from
 //	    their return), so a lease hiccup does not restart the wait
 //	    (TestReview36n_LeaseHiccupEveryFiveMinutesNeverReboots).
+//	    A power-on that may press whose answer was lost is a press too:
+//	    Off readings taken before it may land show nothing of the
+//	    shutdown it may start (TestReview36o_LostPowerOnPressSlowShutdownPressesOnEcho),
+//	    and one still running in the background is settled by its late
+//	    answer, counting from then
+//	    (TestReview36o_LateLostPowerOnPressCountsFromPass).
 //
 // Under them:
 //
@@ -350,7 +369,10 @@
 //     (reboot.metal3.io/ with an empty or malformed key) are ignored with a
 //     warning and never hold a host.
 //   - The bare annotation is removed only on evidence covering the
-//     request; no request causes two power cycles.
+//     request; no request causes two power cycles, except that a call
+//     whose answer was lost may land after the power-on (A5) and cycle
+//     the host once more, which no controller can stop (the state
+//     machines draw such late landings: fake.Fault.Late).
 //   - Online=false falls back from soft to hard after Config.SoftTimeout,
 //     timed from the persisted Status.OfflineSince, whatever restarts.
 //

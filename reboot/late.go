@@ -58,17 +58,23 @@ type LateAnswerer interface {
 // controller's now and at mono on its monotonic clock, as a call that
 // returned then; press: the call may have pressed the power button (a
 // press this memory saw answered busy, or a mode the controller says
-// toggles). The call is the one answered busy since the previous late
+// toggles, or for a power-on a controller whose power-on may press). The call is the one answered busy since the previous late
 // answer: its Call.For is their work (busyFor), unknown if this memory
 // saw none.
 func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press bool) Call {
 	work := h.busyFor
 	h.busy, h.busyFor = false, Work{}
-	if a.Action == ActionPowerOff {
-		// It settles the call in flight (A5): one answered counts from
-		// now (below), one whose answer was lost again may land
-		// LostLanding after now. Other lost calls stay lost.
-		h.lost.settle(answerLost(a.Err), press || h.busyPress, mono)
+	on := a.Action == ActionPowerOn
+	// It settles the call in flight (A5): one answered counts from now
+	// (below), one whose answer was lost again may land LostLanding
+	// after now. Other lost calls stay lost. A power-on that may press
+	// (press, or the power-on in flight was one: sentOn) and whose late
+	// answer is lost is a press that may land then, on a host that runs
+	// by then (TestReview36o_LateLostPowerOnPressCountsFromPass).
+	pressed := press || h.busyPress && !on || h.lost.flight.on && on
+	h.lost.settle(on, answerLost(a.Err), pressed, mono)
+	if on && pressed && answerLost(a.Err) {
+		h.off.pressed(mono)
 	}
 	if a.Action == ActionPowerOff && !notCarriedOut(a.Err) {
 		o := &h.off

@@ -1,6 +1,12 @@
 package reboot
 
-import "time"
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rebootkit/rebootkit/power"
+)
 
 // lostCalls remembers the latest power-off and the latest press that may
 // land Config.LostLanding after a time (monotonic) this controller knows
@@ -9,10 +15,24 @@ import "time"
 // process's or leader's, read in the status), counted from when it first
 // knew of them. flight holds apart the one lost call that a late answer
 // (LateAnswerer) may still settle: the first one answered busy since the
-// previous late answer, the one memory.late takes that answer for.
+// previous late answer, the one memory.late takes that answer for (on:
+// it is a power-on that may press, sentOn; else a power-off).
 type lostCalls struct {
 	off, press lostAt
-	flight     struct{ off, press lostAt }
+	flight     struct {
+		off, press lostAt
+		on         bool
+	}
+}
+
+// mayFly reports whether a call that returned err without an answer may
+// be the call in flight that a late answer settles: the first one
+// answered busy since the previous late answer (a call running in the
+// background: kube.Async). Any other stays lost, and so does one that
+// ended in its own deadline: no late answer comes for it
+// (TestTrackerLateAnswerKeepsTimedOutPress).
+func (l *lostCalls) mayFly(err error) bool {
+	return !l.flight.off.set && CallClass(err) == power.ClassBusy && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // lostAt is the latest of some times, if any.
@@ -52,13 +72,17 @@ func (l *lostCalls) unseen(off, press bool, at time.Duration) {
 	}
 }
 
-// settle records that the call in flight got its late answer: it is no
-// longer in flight, and if that answer is itself lost (answerLost), it
-// counts as a call that returned then without an answer (a press if
-// press).
-func (l *lostCalls) settle(lost, press bool, done time.Duration) {
-	l.flight.off, l.flight.press = lostAt{}, lostAt{}
-	if lost {
+// settle records the late answer of a power-on (on) or power-off, taken
+// at done: it settles the call in flight if that is one of its kind (it
+// is no longer in flight), and if that answer is itself lost
+// (answerLost), the call counts as one that returned then without an
+// answer (a press if press; a power-on that cannot press is no power-off
+// and notes nothing).
+func (l *lostCalls) settle(on, lost, press bool, done time.Duration) {
+	if l.flight.on == on {
+		l.flight.off, l.flight.press, l.flight.on = lostAt{}, lostAt{}, false
+	}
+	if lost && (press || !on) {
 		l.note(press, done, false)
 	}
 }

@@ -40,29 +40,15 @@ func notCarriedOut(err error) bool {
 // code) or of class unsupported is (power.Pool calls such an error
 // answered): a timeout, a broken connection, a lost datagram, a call
 // still running in the background (kube.Async). A status that says the
-// call's own outcome is unknown (unknownStatus) is no answer either.
+// call's own outcome is unknown (IPMI C3h, CEh; HTTP 502, 504: see
+// power.Error.Answered) is no answer either.
 func answerLost(err error) bool {
 	if err == nil || notCarriedOut(err) {
 		return false
 	}
 	var pe *power.Error
-	if errors.As(err, &pe) && pe.Status != 0 && !unknownStatus(pe.Status) {
+	if errors.As(err, &pe) && pe.Answered() {
 		return false
 	}
 	return power.Classify(err) != power.ClassUnsupported
-}
-
-// unknownStatus reports whether a protocol status says the BMC, or a
-// gateway in front of it, has no outcome for the call, which may still be
-// carried out: IPMI completion codes C3h ("timeout while processing
-// command, response unavailable") and CEh ("command response could not
-// be provided"), HTTP 502 Bad Gateway and 504 Gateway Timeout. (The two
-// numbering spaces do not meet: no HTTP error is 195 or 206, no
-// completion code is above 255.)
-func unknownStatus(status int) bool {
-	switch status {
-	case 0xc3, 0xce, 502, 504:
-		return true
-	}
-	return false
 }

@@ -131,26 +131,6 @@ type Reconciler struct {
 	// Reconciler without a Guard leads from its start.
 	leading bool
 	leadAt  time.Duration // monotonic: when it last began to lead (its first Hold that succeeded)
-	// firstLead: when (monotonic) it first began to lead; led: it did.
-	firstLead time.Duration
-	led       bool
-}
-
-// actingSince returns when this Reconciler began to act on the wall
-// clock (Observed.ActingSince): its start, or with a Guard its first
-// leadership (zero if it has not led yet). r.mu must be held.
-func (r *Reconciler) actingSince() time.Time {
-	if !r.started {
-		return time.Time{}
-	}
-	if r.Guard == nil {
-		return r.startWall
-	}
-	if !r.led {
-		return time.Time{}
-	}
-	// A Hold before the first pass (the start) counts from the start.
-	return r.startWall.Add(max(r.firstLead-r.start, 0))
 }
 
 // memory is what a Reconciler remembers of one host between passes; a
@@ -204,6 +184,17 @@ type memory struct {
 	// heard is what passes run while standing by (not holding the
 	// leadership) read: see lead.
 	heard heard
+	// quiet: off.lastOff was taken from a Status.ActingSince (quietWall)
+	// at quietMono (quietBy), so Observed.ActingSince gives it back
+	// unchanged while lastOff is not later.
+	quiet     bool
+	quietMono time.Duration
+	quietWall time.Time
+	// checkActing: a leadership began on heard.by (lead): the first pass
+	// after it counts what the status shows as sent then if its
+	// ActingSince is not leadActing (another leader wrote since).
+	checkActing bool
+	leadActing  time.Time
 }
 
 // heard tells which kinds of call the statuses read while standing by
@@ -211,7 +202,15 @@ type memory struct {
 //
 // lostPress: one showed a LastPress this controller did not know (see
 // sinceOff): a press it did not see answered.
-type heard struct{ off, press, on, lostPress bool }
+//
+// by: the latest such status says (Status.ActingSince, byWall) that
+// every power-off and press it shows had returned by by (bySet).
+type heard struct {
+	off, press, on, lostPress bool
+	bySet                     bool
+	by                        time.Duration
+	byWall                    time.Time
+}
 
 // offState is what a Reconciler remembers of its power-offs of one host
 // (Observed.SinceOff, SincePress, PressOver).
@@ -351,9 +350,6 @@ func (r *Reconciler) noteHold(ok bool) {
 		return
 	}
 	r.leading, r.leadAt = true, m
-	if !r.led {
-		r.led, r.firstLead = true, m
-	}
 	for _, h := range r.hosts {
 		h.lead(m)
 		if !h.known {
@@ -421,8 +417,11 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // versioned write that shows one of them, and a reboot ends only once the
 // host was off), and for presses no Status.LastPress either (Online may
 // have flipped back while the OS still shuts down). A LastPress later than
-// the wall clock at the start was written after it (by a previous leader
-// finishing late): its press counts from now.
+// the wall clock at the start (up to Config.Precision before it: it is
+// truncated) was written after it (by a previous leader finishing late):
+// its press counts from now. Otherwise a Status.ActingSince (acted.bound)
+// says by when the previous processes' calls had returned: they count
+// from then, if earlier than the start.
 //
 // In any later pass, a status that shows a power-off this controller did
 // not write (a PendingRebootSince, OfflineSince or LastPress value it
@@ -434,8 +433,11 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // In a pass run while standing by (standby: not holding the leadership),
 // every power-off and press the status shows counts as sent now, at every
 // such pass: another leader writes its value before it sends the call,
-// which may land until its lease ends, after this read. lead then counts
-// them as sent when this controller's leadership began, if later.
+// which may land until its lease ends, after this read; unless the status
+// has a Status.ActingSince: they returned by then (another leader clears
+// it before its next call). lead then counts them as sent when this
+// controller's leadership began, if later, or by that ActingSince, and
+// the first pass after it checks that ActingSince is unchanged.
 //
 // Every power-off and press counted so (not seen answered by this
 // controller) may have been lost: it is noted in h.lost as returned then,
@@ -449,6 +451,10 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 			o.noOff, o.noPress = noOff, noPress
 			if late {
 				o.lastPress = m
+			} else if b, ok := acted.bound(st); ok {
+				// Status.ActingSince: every power-off and press a
+				// previous process sent had returned by b.
+				h.quietBy(b, st.ActingSince)
 			}
 		}
 		// What a previous process sent it did not see answered: it may
@@ -456,11 +462,22 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		// A memory forgotten before this first pass counts it from the
 		// Forget (its lastOff, lastPress).
 		h.lost.unseen(!noOff, false, o.lastOff)
-		h.lost.unseen(false, !noPress, acted.press(st, o.lastPress))
+		h.lost.unseen(false, !noPress, o.lastPress)
 	}
 	off, press := h.own.foreign(st)
 	off, press = off && !first, press && !first
+	if h.checkActing && !standby {
+		// The first pass after a leadership began on a bound
+		// (memory.lead): a status whose ActingSince changed since was
+		// written by another leader, whose calls it shows count from now.
+		h.checkActing = false
+		if !st.ActingSince.Equal(h.leadActing) {
+			p := !st.LastPress.IsZero()
+			off, press = off || p || st.Pending() || !st.OfflineSince.IsZero(), press || p
+		}
+	}
 	lostPress := press
+	at := m // when the calls counted in this pass count as sent
 	if standby {
 		press = !st.LastPress.IsZero()
 		off = press || st.Pending() || !st.OfflineSince.IsZero()
@@ -471,14 +488,28 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		// LastPress before it is sent.
 		lostPress = press && !h.own.wrotePress.has(st.LastPress)
 		h.heard.lostPress = h.heard.lostPress || lostPress
+		// The latest status read while standing by says by when the
+		// calls it shows had returned, if it does (Status.ActingSince):
+		// they count from then, not from this pass. Calls another leader
+		// decides after this read clear it before they are sent: a later
+		// pass, or the first once this controller leads (checkActing),
+		// sees that.
+		h.heard.by, h.heard.bySet = acted.bound(st)
+		h.heard.byWall = st.ActingSince
+		if h.heard.bySet && h.heard.by < at {
+			at = h.heard.by
+		}
 	}
 	// Another writer's calls: this controller did not see them answered
 	// (A5).
-	h.lost.unseen(off, lostPress, m)
+	h.lost.unseen(off, lostPress, at)
 	if off {
-		o.noOff, o.lastOff = false, max(o.lastOff, m)
-		if press {
-			*o = offState{lastOff: o.lastOff, lastPress: max(o.lastPress, m)}
+		o.noOff, o.lastOff = false, max(o.lastOff, at)
+		if o.lastOff == at && at < m {
+			h.quiet, h.quietMono, h.quietWall = true, at, st.ActingSince
+		}
+		if press && at > o.lastPress {
+			*o = offState{lastOff: o.lastOff, lastPress: at}
 		}
 	}
 	h.own.note(st)
@@ -490,29 +521,6 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		sincePress = math.MaxInt64
 	}
 	return sinceOff, sincePress
-}
-
-// actedBound converts a Status.ActingSince to the monotonic clock: set
-// when the controller knows its start on both clocks (the Reconciler; a
-// Tracker's caller gives none).
-type actedBound struct {
-	set       bool
-	start     time.Duration // monotonic
-	startWall time.Time
-}
-
-// press returns when a press a previous process may have sent, shown by
-// st's LastPress, counts as returned: at (the start), or, if st's
-// ActingSince is later than that LastPress and not later than the start's
-// wall clock, at ActingSince (on the monotonic clock), if earlier: the
-// press was decided before the process that wrote ActingSince began to
-// act, so its sender had stopped by then (A4).
-func (b actedBound) press(st Status, at time.Duration) time.Duration {
-	v := st.ActingSince
-	if !b.set || v.IsZero() || st.LastPress.IsZero() || !st.LastPress.Before(v) || v.After(b.startWall) {
-		return at
-	}
-	return min(at, b.start-b.startWall.Sub(v))
 }
 
 // sawState notes a reading of state taken between the monotonic times m
@@ -604,7 +612,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	hm.known = true
 	if late != nil {
 		t, ok := pc.(Toggler)
-		hm.late(*late, now, mLate, ok && t.TogglesOff(late.Mode))
+		press := ok && t.TogglesOff(late.Mode)
+		if late.Action == ActionPowerOn {
+			press = togglesOn(pc)
+		}
+		hm.late(*late, now, mLate, press)
 	}
 	// A value read in this host's first pass is known since the start
 	// only if it was stamped before it (see knownSinceStart).
@@ -630,10 +642,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if t, ok := pc.(Toggler); ok {
 		o.SoftToggles, o.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && h.Status.LastPress.After(r.startWall), standby,
-		actedBound{set: true, start: r.start, startWall: r.startWall})
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && stampedAfter(h.Status.LastPress, r.startWall, cfg.Precision),
+		standby, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision})
 	if !standby {
-		o.ActingSince = r.actingSince()
+		o.ActingSince = hm.quietSince(r.start, r.startWall)
 	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, cfg.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)

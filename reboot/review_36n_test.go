@@ -284,7 +284,10 @@ func TestReview36n_RestartEveryFiveMinutesNeverReboots(t *testing.T) {
 		if res.Requeue || next <= 0 {
 			next = time.Second
 		}
-		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond), max(requestAt.Sub(clk.Real()), time.Millisecond))
+		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond))
+		if !requested { // a past requestAt bounds no step (it made them 1 ms long)
+			next = min(next, max(requestAt.Sub(clk.Real()), time.Millisecond))
+		}
 		clk.Advance(max(next, time.Millisecond))
 	}
 	require.True(t, pw.WasOffDuring(requestAt, end),
@@ -461,7 +464,10 @@ func TestReview36n_LeaseHiccupEveryFiveMinutesNeverReboots(t *testing.T) {
 		if res.Requeue || next <= 0 {
 			next = time.Second
 		}
-		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond), max(requestAt.Sub(clk.Real()), time.Millisecond))
+		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond))
+		if !requested { // a past requestAt bounds no step (it made them 1 ms long)
+			next = min(next, max(requestAt.Sub(clk.Real()), time.Millisecond))
+		}
 		clk.Advance(max(next, time.Millisecond))
 	}
 	require.True(t, pw.WasOffDuring(requestAt, end),

@@ -40,11 +40,30 @@ func togglesOn(pc power.Controller) bool {
 
 // sentOn notes the outcome err of a power-on that returned at done: one
 // that may be a press (press) and whose answer was lost counts as a press
-// that may land until LostLanding after done (A5).
+// that may land until LostLanding after done (A5), and, as any press
+// (sendingOff), it voids what was known of the shutdown of earlier ones:
+// Off readings taken before it lands show nothing of the shutdown it may
+// start (PressOver,
+// TestReview36o_LostPowerOnPressSlowShutdownPressesOnEcho). One still
+// running in the background (answered busy: kube.Async) is the call in
+// flight a late answer settles (memory.late,
+// TestReview36o_LateLostPowerOnPressCountsFromPass).
 func (h *memory) sentOn(press bool, err error, done time.Duration) {
-	if press && answerLost(err) {
-		h.lost.note(true, done, false)
+	if !press || !answerLost(err) {
+		return
 	}
+	fly := h.lost.mayFly(err)
+	h.lost.note(true, done, fly)
+	if fly {
+		h.lost.flight.on = true
+	}
+	h.off.pressed(done)
+}
+
+// pressed notes a press that may have been sent until at: what was known
+// of the shutdown of earlier presses no longer holds.
+func (o *offState) pressed(at time.Duration) {
+	*o = offState{lastOff: max(o.lastOff, at), lastPress: max(o.lastPress, at)}
 }
 
 // toggles reports whether a power-off in mode m may press the button.

@@ -1,7 +1,6 @@
 package reboot
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -63,36 +62,22 @@ type Tracker struct {
 	// tog: the Toggles answers of the last Reading (kept across Forget,
 	// for Late: a press still in flight may answer after it).
 	tog toggleAnswers
-	// act: when the caller's controller began to act (kept across
-	// Forget): Observed.ActingSince.
+	// act: when the caller's controller started (kept across Forget):
+	// the clocks Status.ActingSince is converted with.
 	act acting
 }
 
-// acting is when a controller began to act on hosts: its start (start on
-// the monotonic clock, wall on the wall clock), or, once it stood by
-// (guarded), when it first led (led, lead).
+// acting is when a controller started: start on the monotonic clock,
+// wall on the wall clock.
 type acting struct {
-	start        time.Duration
-	wall         time.Time
-	guarded, led bool
-	lead         time.Duration
+	start time.Duration
+	wall  time.Time
 }
 
-// since returns the wall clock at which it began to act, zero if it has
-// not led yet (guarded).
-func (a acting) since() time.Time {
-	if a.guarded && !a.led {
-		return time.Time{}
-	}
-	if !a.guarded {
-		return a.wall
-	}
-	return a.wall.Add(max(a.lead-a.start, 0))
-}
-
-// bound is the actedBound of a controller that started at a.
-func (a acting) bound() actedBound {
-	return actedBound{set: true, start: a.start, startWall: a.wall}
+// bound is the actedBound of a controller that started at a, whose
+// timestamps are truncated to precision.
+func (a acting) bound(precision time.Duration) actedBound {
+	return actedBound{set: true, start: a.start, startWall: a.wall, precision: precision}
 }
 
 // toggleAnswers are a Reading's SoftToggles, HardToggles and OnToggles; known is
@@ -171,7 +156,9 @@ type Reading struct {
 //     leadership (ErrNotLeader), does not count) returned: since the
 //     doneMono of its Sent, or the mono of its Late answer, the latest it
 //     may have reached the hardware (since its Sending until then); or
-//     since the start if none; unbounded if none was sent and the Status
+//     since the start if none, or since the wall clock Status.ActingSince
+//   - Config.Precision (placed by the start's clocks) read in the first
+//     pass, if earlier; unbounded if none was sent and the Status
 //     read in the first pass shows no power-off under way (no reboot pending, no
 //     Online=false being enforced) and Forget was not called. In a later
 //     pass, a Status that shows a power-off with values this Tracker
@@ -180,7 +167,9 @@ type Reading struct {
 //     power-off sent at that pass, if later. After Standby and until
 //     Leading, any of them counts as sent at every pass, and
 //     Leading(mono) then counts it as sent at mono, if later (for
-//     SincePress too). A power-off whose Sent error says its answer was
+//     SincePress too), unless the Status read last while standing by has
+//     an ActingSince: then from that (and the first pass after Leading
+//     counts them from itself if ActingSince changed since). A power-off whose Sent error says its answer was
 //     lost (no protocol status, neither a refusal before sending nor
 //     unsupported), and one this Tracker did not see answered (counted
 //     from the start, from a later pass or from Leading as above), counts
@@ -191,7 +180,8 @@ type Reading struct {
 //     (sent in a mode whose Toggles answer of that pass was true); also
 //     unbounded only if the first pass's Status has no LastPress, and
 //     counted from this pass if that LastPress is later than the start's
-//     wall clock (written after the start); in a later pass, a LastPress
+//     wall clock less Config.Precision (may have been written after the
+//     start); in a later pass, a LastPress
 //     it neither wrote nor read before counts as a press sent at that
 //     pass, and what was known of its own presses' shutdown is dropped.
 //   - PressOver: an unbroken run (unknown readings do not break it) of
@@ -257,9 +247,10 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 		HardUnsupportedAt: hm.hardUnsupportedAt,
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
-	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && h.Status.LastPress.After(t.startWall), standby, t.act.bound())
+	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && stampedAfter(h.Status.LastPress, t.startWall, hc.Precision),
+		standby, t.act.bound(hc.Precision))
 	if !standby {
-		o.ActingSince = t.act.since()
+		o.ActingSince = hm.quietSince(t.act.start, t.act.wall)
 	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, hc.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
@@ -361,7 +352,8 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 // still in flight (the Toggles answers of the last Reading, the calls
 // reported busy).
 func (t *Tracker) Late(a LateAnswer, now time.Time, mono time.Duration) Call {
-	return t.mem.late(a, now, mono, a.Action == ActionPowerOff && t.tog.pressed(a.Mode))
+	press := a.Action == ActionPowerOff && t.tog.pressed(a.Mode) || a.Action == ActionPowerOn && t.tog.pressedOn()
+	return t.mem.late(a, now, mono, press)
 }
 
 // Forget drops what the Tracker knows, at mono on the monotonic clock, as
@@ -390,7 +382,7 @@ func (t *Tracker) Forget(mono time.Duration, now time.Time) {
 // sends the call, which may land until its lease ends: after this read).
 // A caller that needs no Guard (the only controller by construction) never
 // calls it: the Tracker then leads from its start.
-func (t *Tracker) Standby() { t.standby, t.act.guarded = true, true }
+func (t *Tracker) Standby() { t.standby = true }
 
 // Leading reports a Hold of the caller's Guard that succeeded, at mono on
 // the monotonic clock (read once it returned): call it after every
@@ -404,9 +396,6 @@ func (t *Tracker) Standby() { t.standby, t.act.guarded = true, true }
 // asks its Guard at the start of every pass and before every write and
 // power call, and reports each answer so.
 func (t *Tracker) Leading(mono time.Duration) {
-	if !t.act.led {
-		t.act.led, t.act.lead = true, mono
-	}
 	if t.standby {
 		t.standby, t.leadAt = false, mono
 		t.mem.lead(mono)
@@ -498,26 +487,6 @@ func (v *ownValues) note(st Status) {
 	v.offline.add(st.OfflineSince)
 	v.press.add(st.LastPress)
 	v.on.add(st.LastPoweredOn)
-}
-
-// lead notes that this controller's leadership began at m after it stood
-// by: a power-off, press or power-on that a status read while standing by
-// showed counts as sent at m, if later (its sender's lease, which bounds
-// the call, ended before m).
-func (h *memory) lead(m time.Duration) {
-	o := &h.off
-	if h.heard.on {
-		h.lastOn = max(h.lastOn, m)
-	}
-	if h.heard.off {
-		o.noOff, o.lastOff = false, max(o.lastOff, m)
-	}
-	if h.heard.press && m > o.lastPress {
-		*o = offState{lastOff: o.lastOff, lastPress: m}
-	}
-	// Another leader's calls: their answers may have been lost (A5).
-	h.lost.unseen(h.heard.off, h.heard.lostPress, m)
-	h.heard = heard{}
 }
 
 // quietFor returns Observed.QuietFor for a pass at m that read st: the
@@ -630,15 +599,9 @@ func (h *memory) sentOff(was offState, press bool, err error, done time.Duration
 		return
 	}
 	if answerLost(err) {
-		// A5: it may land LostLanding after now. The first lost one
-		// answered busy since the last late answer may be the call in
-		// flight that a late answer settles (memory.late); any other
-		// stays lost, and so does one that ended in its own deadline:
-		// no late answer comes for it
-		// (TestTrackerLateAnswerKeepsTimedOutPress).
-		inFlight := !h.lost.flight.off.set && CallClass(err) == power.ClassBusy &&
-			!errors.Is(err, context.DeadlineExceeded)
-		h.lost.note(press, done, inFlight)
+		// A5: it may land LostLanding after now; the call in flight
+		// (mayFly) may still be settled by a late answer (memory.late).
+		h.lost.note(press, done, h.lost.mayFly(err))
 	}
 	h.busyPress = h.busyPress || press && errors.Is(err, power.ErrBusy)
 	h.off.lastOff = max(h.off.lastOff, done)

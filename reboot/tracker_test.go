@@ -30,6 +30,9 @@ func trackerPass(ctx context.Context, tr *reboot.Tracker, cfg reboot.Config, hos
 	if t, ok := pc.(reboot.Toggler); ok {
 		rd.SoftToggles, rd.HardToggles = t.TogglesOff(power.ModeSoft), t.TogglesOff(power.ModeHard)
 	}
+	if t, ok := pc.(reboot.OnToggler); ok {
+		rd.OnToggles = t.TogglesOn() // as the Reconciler asks (togglesOn)
+	}
 	d := cfg.Decide(tr.Observe(rd, cfg), rd.Now)
 	written := ""
 	if d.UpdateStatus {

@@ -3,7 +3,6 @@ package remediation_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,41 +41,6 @@ func (s *flakyWatchHosts) Watch(ctx context.Context, name string) (<-chan struct
 	return s.RebootHosts.Watch(ctx, name)
 }
 
-// runCounting runs r's Loop over db-1 in a reboot.Runner and returns a
-// function that reports the passes of db-1 since it was last called.
-func runCounting(t *testing.T, ctx context.Context, r *remediation.Reconciler) func() int {
-	t.Helper()
-	l := r.Loop(func(context.Context) ([]string, error) { return []string{"db-1"}, nil })
-	var mu sync.Mutex
-	n := 0
-	rec := l.Reconcile
-	l.Reconcile = func(ctx context.Context, key string) (reboot.Next, error) {
-		mu.Lock()
-		n++
-		mu.Unlock()
-		return rec(ctx, key)
-	}
-	run := &reboot.Runner{Loops: []reboot.Loop{l}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
-	go run.Run(ctx)
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		c := n
-		n = 0
-		return c
-	}
-}
-
-// waitPass waits up to d for a pass of db-1 (passes counted by count).
-func waitPass(count func() int, d time.Duration) bool {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if count() > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // TestReview40d_TransientMachineWatchFailurePollsForever: Loop's doc: a
 // Machine is woken "at once if Machines is a MachineWatcher". Since
 // 91cc111 a MachineWatcher whose Watch fails once (an API blip) falls
@@ -99,13 +63,7 @@ func TestReview40d_TransientMachineWatchFailurePollsForever(t *testing.T) {
 		Config: remediation.Config{PollInterval: time.Hour}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	count := runCounting(t, ctx, r)
-	time.Sleep(1500 * time.Millisecond) // first watch try, first passes, any retry
-	count()
-	time.Sleep(500 * time.Millisecond)
-	if n := count(); n != 0 {
-		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
-	}
+	count := runQuiet(t, ctx, r, 1500*time.Millisecond, 500*time.Millisecond) // first watch try, first passes, any retry
 
 	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "changed"} }) // another writer changes its record
 	if !waitPass(count, 2*time.Second) {
@@ -136,13 +94,7 @@ func TestReview40d_TransientHostWatchFailureLosesHostWakes(t *testing.T) {
 		Config: remediation.Config{PollInterval: time.Hour}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	count := runCounting(t, ctx, r)
-	time.Sleep(1500 * time.Millisecond)
-	count()
-	time.Sleep(500 * time.Millisecond)
-	if n := count(); n != 0 {
-		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
-	}
+	count := runQuiet(t, ctx, r, 1500*time.Millisecond, 500*time.Millisecond)
 
 	if err := hosts.Mutate("bmh-1", func(h *reboot.Host) { h.Online = false }); err != nil {
 		t.Fatal(err)

@@ -56,13 +56,7 @@ func TestReview40e_HangingWatchRetryStopsPolling(t *testing.T) {
 		Config: remediation.Config{PollInterval: 200 * time.Millisecond}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	count := runCounting(t, ctx, r)
-	time.Sleep(1500 * time.Millisecond) // first watch fails, polling starts, the retry at 1 s hangs
-	count()
-	time.Sleep(500 * time.Millisecond)
-	if n := count(); n != 0 {
-		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
-	}
+	count := runQuiet(t, ctx, r, 1500*time.Millisecond, 500*time.Millisecond) // first watch fails, polling starts, the retry at 1 s hangs
 	if c := store.calls.Load(); c != 2 {
 		t.Fatalf("precondition: the retried Watch is in flight (Watch calls: %d)", c)
 	}
@@ -118,13 +112,7 @@ func TestReview40e_HangingHostWatchRetryMutesMachineWatch(t *testing.T) {
 		Config: remediation.Config{PollInterval: time.Hour}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	count := runCounting(t, ctx, r)
-	time.Sleep(1500 * time.Millisecond) // host watch fails, its retry at 1 s hangs
-	count()
-	time.Sleep(500 * time.Millisecond)
-	if n := count(); n != 0 {
-		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
-	}
+	count := runQuiet(t, ctx, r, 1500*time.Millisecond, 500*time.Millisecond) // host watch fails, its retry at 1 s hangs
 	if c := hosts.calls.Load(); c != 2 {
 		t.Fatalf("precondition: the retried host Watch is in flight (Watch calls: %d)", c)
 	}

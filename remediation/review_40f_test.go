@@ -61,13 +61,7 @@ func TestReview40f_HangingWatchOfNewHostMutesMachineWatch(t *testing.T) {
 		Config: remediation.Config{PollInterval: time.Hour}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	count := runCounting(t, ctx, r)
-	time.Sleep(500 * time.Millisecond)
-	count()
-	time.Sleep(300 * time.Millisecond)
-	if n := count(); n != 0 {
-		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
-	}
+	count := runQuiet(t, ctx, r, 500*time.Millisecond, 300*time.Millisecond)
 
 	host.Store("bmh-2") // db-1 moved (re-provisioned) onto bmh-2
 	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "moved"} })
@@ -217,13 +211,7 @@ func TestReview40f_HungHostOfMutesMachineWatchForGood(t *testing.T) {
 		Config: remediation.Config{PollInterval: time.Hour}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	count := runCounting(t, ctx, r)
-	time.Sleep(500 * time.Millisecond)
-	count()
-	time.Sleep(300 * time.Millisecond)
-	if n := count(); n != 0 {
-		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
-	}
+	count := runQuiet(t, ctx, r, 500*time.Millisecond, 300*time.Millisecond)
 
 	armed.Store(true)
 	inv.Set("db-1", func(r *remediation.Record) { r.Annotations = map[string]string{"note": "first"} })

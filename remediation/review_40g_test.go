@@ -114,13 +114,7 @@ func TestReview40g_HungFirstHostOfMutesMachineWatch(t *testing.T) {
 		Config: remediation.Config{PollInterval: time.Hour}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	count := runCounting(t, ctx, r)
-	time.Sleep(1500 * time.Millisecond) // the first pass ran (firstWatchWait)
-	count()
-	time.Sleep(300 * time.Millisecond)
-	if n := count(); n != 0 {
-		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
-	}
+	count := runQuiet(t, ctx, r, 1500*time.Millisecond, 300*time.Millisecond) // the first pass ran (firstWatchWait)
 	if hung.Load() != 1 {
 		t.Fatalf("precondition: the watch's first HostOf hangs")
 	}
@@ -167,13 +161,7 @@ func TestReview40g_HungFirstHostWatchMutesMachineWatch(t *testing.T) {
 		Config: remediation.Config{PollInterval: time.Hour}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	count := runCounting(t, ctx, r)
-	time.Sleep(1500 * time.Millisecond)
-	count()
-	time.Sleep(300 * time.Millisecond)
-	if n := count(); n != 0 {
-		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
-	}
+	count := runQuiet(t, ctx, r, 1500*time.Millisecond, 300*time.Millisecond)
 	if c := hosts.calls.Load(); c < 1 {
 		t.Fatalf("precondition: the first host Watch was called (calls %d)", c)
 	}

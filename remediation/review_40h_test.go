@@ -371,13 +371,7 @@ func TestReview40h_WatchDeafToRequestHostAfterMove(t *testing.T) {
 		Config: remediation.Config{PollInterval: time.Hour, OutOfService: true}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	count := runCounting(t, ctx, r)
-	time.Sleep(1500 * time.Millisecond)
-	count()
-	time.Sleep(300 * time.Millisecond)
-	if n := count(); n != 0 {
-		t.Fatalf("precondition: db-1 is quiet (got %d passes)", n)
-	}
+	count := runQuiet(t, ctx, r, 1500*time.Millisecond, 300*time.Millisecond)
 	// The reboot controller's evidence on bmh-1: powered on after the request.
 	h1, err := hosts.Get(ctx, "bmh-1")
 	require.NoError(t, err)

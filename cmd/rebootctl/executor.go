@@ -45,12 +45,17 @@ type executorStatus struct {
 
 // lockedStore is the plan store as the executor uses it: opened for each
 // read or write only, so that the store's lock is never held while the
-// fleet is observed or acted on (an operator's stop or cancel waits for
-// one store operation at most).
+// fleet is observed or acted on, and after any command that waits for
+// the store (storewait.go): an operator's stop or cancel waits for one
+// store operation at most.
 type lockedStore struct{ e *env }
 
 func (s lockedStore) with(f func(*plan.BoltStore) error) error {
-	st, err := s.e.openStore()
+	if err := s.e.storeExists(); err != nil {
+		return err
+	}
+	yieldToCommands(s.e.ctx, s.e.store)
+	st, err := s.e.waitStore()
 	if err != nil {
 		return err
 	}
@@ -91,7 +96,23 @@ func (s lockedStore) PutView(ctx context.Context, v plan.View) error {
 	return s.with(func(st *plan.BoltStore) error { return st.PutView(ctx, v) })
 }
 
-var _ plan.ViewStore = lockedStore{}
+// GetHead reads a plan's header alone (plan.HeadStore): what the
+// executor's pass reads before every 16 jobs it creates, so the store's
+// lock is held for one small read, not a whole-plan decode.
+func (s lockedStore) GetHead(ctx context.Context, uuid string) (v plan.View, err error) {
+	err = s.with(func(st *plan.BoltStore) error { v, err = st.GetHead(ctx, uuid); return err })
+	return v, err
+}
+
+// PutHead writes a plan's header alone (plan.HeadStore).
+func (s lockedStore) PutHead(ctx context.Context, h plan.View) error {
+	return s.with(func(st *plan.BoltStore) error { return st.PutHead(ctx, h) })
+}
+
+var (
+	_ plan.ViewStore = lockedStore{}
+	_ plan.HeadStore = lockedStore{}
+)
 
 // jobLive says whether a plan (as v shows it) still runs job: its reboot
 // is in its job step and the plan has not ended, or it waits for the
@@ -127,6 +148,9 @@ func (e *env) executor(args []string) int {
 	jsonFlag(fs, e, "log as JSON lines (log/slog's JSON handler) instead of text")
 	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\")")
 	interval := fs.Duration("interval", 5*time.Second, "time between passes")
+	passTimeout := fs.Duration("pass-timeout", 5*time.Minute, "the longest one pass over the running plans may take: each plan gets an equal share of what\n"+
+		"is left of it, and each call to the fleet at most a quarter of its plan's share (a call that\n"+
+		"does not answer in time is asked again, after the others, by the next pass)")
 	drain := fs.Duration("drain-timeout", 15*time.Minute, "a job must have drained its server this long after it started")
 	jobTimeout := fs.Duration("job-timeout", time.Hour, "a reboot job must have power-cycled its server this long after it was created")
 	retention := fs.Duration("job-retention", time.Hour, "how long an ended job stays in the fleet state file once its plan has recorded its end")
@@ -145,6 +169,10 @@ func (e *env) executor(args []string) int {
 	verbose := fs.Bool("v", false, "log every job step and every power command sent to a BMC (with its answer)")
 	if _, code, ok := e.parse(fs, args); !ok {
 		return code
+	}
+	if *passTimeout <= 0 {
+		fmt.Fprintf(e.errw, "rebootctl executor: --pass-timeout %s must be positive\n", *passTimeout)
+		return exitUsage
 	}
 	if *shutdownMax < 0 {
 		fmt.Fprintf(e.errw, "rebootctl executor: --shutdown-max %s is negative; give 0 for twice --soft-timeout\n", *shutdownMax)
@@ -280,7 +308,7 @@ func (e *env) executor(args []string) int {
 				logger.Warn("lease not renewed during a pass", "error", err.Error())
 			}
 			publish()
-		}, func() error { return e.passAll(fleet, store, cfg, logger, m) })
+		}, func() error { return e.passAll(fleet, store, cfg, logger, m, *passTimeout) })
 		stMu.Lock()
 		if err != nil && !errors.Is(err, context.Canceled) {
 			msg := named.Replace(err.Error())
@@ -441,8 +469,9 @@ func lookupAll(ctx context.Context, inv inventory.Inventory) map[string][]netip.
 
 // passAll runs one pass of every unfinished plan (the store locked for
 // each read and write only, never while the fleet is observed or acted
-// on), then ends the jobs their plans no longer run.
-func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config, logger *slog.Logger, m *metrics) error {
+// on), each plan with an equal share of what is left of timeout, then
+// ends the jobs their plans no longer run.
+func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config, logger *slog.Logger, m *metrics, timeout time.Duration) error {
 	if e.named == nil {
 		e.named = strings.NewReplacer()
 	}
@@ -476,15 +505,26 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 	views := map[string]plan.View{}
 	failed := map[string]bool{}
 	var perr error
+	left := 0
 	for _, p := range plans {
-		if !p.Unfinished() || p.State == plan.StateCreated {
+		left += b2i(passes(p))
+	}
+	pctx, cancel := context.WithTimeout(e.ctx, timeout)
+	defer cancel()
+	for _, p := range plans {
+		if !passes(p) {
 			views[p.UUID] = p // no job of it runs: its header says all
 			continue
 		}
 		if e.ctx.Err() != nil {
 			return e.ctx.Err()
 		}
-		v, err := exec.Pass(e.ctx, p.UUID)
+		// Its own share of the pass: a plan whose fleet call hangs never
+		// starves the others.
+		share, cancel := plan.Share(pctx, left, 0)
+		left--
+		v, err := exec.Pass(share, p.UUID)
+		cancel()
 		if err != nil && !errors.Is(err, plan.ErrConflict) {
 			logger.Warn("plan pass failed", "plan", p.UUID, "error", e.named.Replace(err.Error()))
 			perr = err
@@ -522,6 +562,16 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 		return lerr
 	}
 	return perr
+}
+
+// passes says whether a pass runs the plan: it is unfinished and was run.
+func passes(p plan.View) bool { return p.Unfinished() && p.State != plan.StateCreated }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // jobNeeded says whether a plan may still look at an ended job: its plan

@@ -217,11 +217,18 @@ func (e *env) fail(err error) int {
 }
 
 // openStore opens the plan store, waiting while the executor holds it
-// (it opens it for each pass only).
+// (it opens it for each read and write only, and lets a command that
+// waits go first: storewait.go).
 func (e *env) openStore() (*plan.BoltStore, error) {
 	if err := e.storeExists(); err != nil {
 		return nil, err
 	}
+	defer announceWait(e.store)()
+	return e.waitStore()
+}
+
+// waitStore opens the plan store, waiting at most 30 s for its lock.
+func (e *env) waitStore() (*plan.BoltStore, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s, err := plan.OpenBolt(e.store)

@@ -1082,7 +1082,10 @@ var _ power.Resetter = (*Controller)(nil)
 // after it counts from now, if later than its start
 // (TestReview36i_AdapterResetWindowCountsFromPostStart). A POST that got
 // no HTTP answer (pe without a status: a timeout, a deadline, a broken
-// connection) may still be applied after now, so its window is as long
+// connection), or whose status says a gateway in front of the BMC has no
+// outcome for it (502, 504: power.Error.Answered,
+// TestReview36o_GatewayTimeoutPressKeepsLostWindow), may still be
+// applied after now, so its window is as long
 // as the latest it may land (Config.LostLanding) and then shut the host
 // down in (SoftTimeout) and be read in (StaleReads) (resetQuiet;
 // TestReview36j_AdapterResetWindowFromAbandonedPostReturn,
@@ -1091,7 +1094,7 @@ func (c *Controller) resetReturned(pe *power.Error) {
 	if n := c.now(); n.After(c.lastReset) {
 		c.lastReset = n
 	}
-	if pe != nil && pe.Status == 0 {
+	if pe != nil && !pe.Answered() {
 		c.lostReset = c.lastReset
 		lostWindows.note(c.lostKey(), c.lostReset, c.lostReset.Add(c.lostLanding()+c.softTimeout()+c.staleReads()))
 	}

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"testing"
 
+	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/remediation"
+	"github.com/rebootkit/rebootkit/remediation/remediationtest"
 )
 
 // records is a minimal RecordStore. (Review 40's test was written against
@@ -48,4 +51,56 @@ func (s *records) Update(_ context.Context, r remediation.Record) (remediation.R
 	r.Version = strconv.Itoa(s.n)
 	s.rs[r.Name] = r
 	return r, nil
+}
+
+// seededRecords is a records store holding one Record per Machine of ms,
+// merged with its Node of ns (same index), at Version "0": the world
+// Contract asks for, seen through the single-record adapter.
+func seededRecords(ms []remediation.Machine, ns []remediation.Node) *records {
+	s := &records{rs: map[string]remediation.Record{}}
+	for i, m := range ms {
+		n := ns[i]
+		s.rs[m.Name] = remediation.Record{Name: m.Name, Group: m.Cluster, ControlPlane: m.ControlPlane, Unhealthy: m.NeedsRemediation,
+			Ready: n.Ready, Labels: n.Labels, Annotations: n.Annotations, Version: "0"}
+	}
+	return s
+}
+
+// seedCluster adds the Machines ms and the Nodes ns to c and returns c:
+// the world Contract asks for, on the fake Cluster.
+func seedCluster(c *fake.Cluster, ms []remediation.Machine, ns []remediation.Node) *fake.Cluster {
+	for _, m := range ms {
+		c.AddMachine(m)
+	}
+	for _, n := range ns {
+		c.PutNode(n)
+	}
+	return c
+}
+
+// markOn is a Stores.Mark hook that plays the health checker on c.
+func markOn(c *fake.Cluster) func(context.Context, string, bool) error {
+	return func(_ context.Context, m string, on bool) error {
+		c.SetNeedsRemediation(m, on)
+		return nil
+	}
+}
+
+// expectContractFails runs remediationtest.Contract over newStores with a
+// recorder in place of t (in a goroutine of its own, since the recorder's
+// Fatalf ends that goroutine), fails t with why if Contract reported
+// nothing, and logs what it caught.
+func expectContractFails(t *testing.T, newStores remediationtest.NewStores, why string) {
+	t.Helper()
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		remediationtest.Contract(r, newStores)
+	}()
+	<-done
+	if len(r.failed) == 0 {
+		t.Fatal(why)
+	}
+	t.Logf("caught: %v", r.failed)
 }

@@ -34,24 +34,8 @@ func (s lwwRecords) Update(_ context.Context, r remediation.Record) (remediation
 // checker's Unhealthy flag) writes the old State back. The kit must fail
 // it (e.g. by checking RecordStore.Update's compare-and-swap directly).
 func TestReview40_ContractPassesRecordStoreWithoutCAS(t *testing.T) {
-	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		remediationtest.Contract(r, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
-			s := &records{rs: map[string]remediation.Record{}}
-			for i, m := range ms {
-				n := ns[i]
-				s.rs[m.Name] = remediation.Record{Name: m.Name, Group: m.Cluster, ControlPlane: m.ControlPlane, Unhealthy: m.NeedsRemediation,
-					Ready: n.Ready, Labels: n.Labels, Annotations: n.Annotations, Version: "0"}
-			}
-			machines, nodes := remediation.Records(lwwRecords{s})
-			return remediationtest.Stores{Machines: machines, Nodes: nodes, Admissions: fake.NewCluster(), SingleRecord: true}, nil
-		})
-	}()
-	<-done
-	if len(r.failed) == 0 {
-		t.Fatal("a RecordStore whose Update ignores versions (last writer wins) passed the kit's Contract")
-	}
-	t.Logf("caught: %v", r.failed)
+	expectContractFails(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
+		machines, nodes := remediation.Records(lwwRecords{seededRecords(ms, ns)})
+		return remediationtest.Stores{Machines: machines, Nodes: nodes, Admissions: fake.NewCluster(), SingleRecord: true}, nil
+	}, "a RecordStore whose Update ignores versions (last writer wins) passed the kit's Contract")
 }

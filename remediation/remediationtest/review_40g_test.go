@@ -20,25 +20,9 @@ import (
 // The kit should fail (or refuse to pass) a MachineWatcher it cannot
 // check for the mark: ask for World, or for a mark hook, in that case.
 func TestReview40g_ContractWithoutWorldPassesWatchBlindToHealthChecker(t *testing.T) {
-	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		remediationtest.Contract(r, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
-			c := &ownWritesCluster{Cluster: fake.NewCluster(), subs: map[string][]chan struct{}{}}
-			for _, m := range ms {
-				c.AddMachine(m)
-			}
-			for _, n := range ns {
-				c.PutNode(n)
-			}
-			// As ExampleNewStores: no World (Contract "does not" need it).
-			return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: c}, nil
-		})
-	}()
-	<-done
-	if len(r.failed) == 0 {
-		t.Fatal("a MachineWatcher whose Watch reports only its own SaveState writes, never the health checker's mark, passed Contract run as ExampleNewStores shows (without World): the mark is checked only when World is set")
-	}
-	t.Logf("caught: %v", r.failed)
+	expectContractFails(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
+		c := &ownWritesCluster{Cluster: seedCluster(fake.NewCluster(), ms, ns), subs: map[string][]chan struct{}{}}
+		// As ExampleNewStores: no World (Contract "does not" need it).
+		return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: c}, nil
+	}, "a MachineWatcher whose Watch reports only its own SaveState writes, never the health checker's mark, passed Contract run as ExampleNewStores shows (without World): the mark is checked only when World is set")
 }

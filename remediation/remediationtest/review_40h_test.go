@@ -33,29 +33,10 @@ func (c hostlessCluster) SaveState(ctx context.Context, name, version string, s 
 // round 7's TestReview40g_MachineMovedMidRemediationLeavesOldHostOff comes
 // back. The kit should save and compare a State with every field set.
 func TestReview40h_ContractPassesStoreThatLosesStateHost(t *testing.T) {
-	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		remediationtest.Contract(r, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
-			c := fake.NewCluster()
-			for _, m := range ms {
-				c.AddMachine(m)
-			}
-			for _, n := range ns {
-				c.PutNode(n)
-			}
-			return remediationtest.Stores{Machines: hostlessCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: func(_ context.Context, m string, on bool) error {
-				c.SetNeedsRemediation(m, on)
-				return nil
-			}}, nil
-		})
-	}()
-	<-done
-	if len(r.failed) == 0 {
-		t.Fatal("a MachineStore whose SaveState loses State.Host (the host a reboot request was written to) passed Contract: the kit saves a State without Host and never reads it back")
-	}
-	t.Logf("caught: %v", r.failed)
+	expectContractFails(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
+		c := seedCluster(fake.NewCluster(), ms, ns)
+		return remediationtest.Stores{Machines: hostlessCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: markOn(c)}, nil
+	}, "a MachineStore whose SaveState loses State.Host (the host a reboot request was written to) passed Contract: the kit saves a State without Host and never reads it back")
 }
 
 // undeletableCluster is a MachineStore whose Delete reports success and
@@ -74,27 +55,8 @@ func (undeletableCluster) Delete(context.Context, string) error { return nil }
 // checks Nodes.Delete only) and StateMachine's end check does not look
 // for deleted Machines, so a store whose Delete deletes nothing passes.
 func TestReview40h_ContractPassesMachineStoreThatNeverDeletes(t *testing.T) {
-	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		remediationtest.Contract(r, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
-			c := fake.NewCluster()
-			for _, m := range ms {
-				c.AddMachine(m)
-			}
-			for _, n := range ns {
-				c.PutNode(n)
-			}
-			return remediationtest.Stores{Machines: undeletableCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: func(_ context.Context, m string, on bool) error {
-				c.SetNeedsRemediation(m, on)
-				return nil
-			}}, nil
-		})
-	}()
-	<-done
-	if len(r.failed) == 0 {
-		t.Fatal("a MachineStore whose Delete deletes nothing passed Contract: the kit never checks Machines.Delete (escalation's replacement, and the deleted Machine's release, rest on it)")
-	}
-	t.Logf("caught: %v", r.failed)
+	expectContractFails(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
+		c := seedCluster(fake.NewCluster(), ms, ns)
+		return remediationtest.Stores{Machines: undeletableCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: markOn(c)}, nil
+	}, "a MachineStore whose Delete deletes nothing passed Contract: the kit never checks Machines.Delete (escalation's replacement, and the deleted Machine's release, rest on it)")
 }

@@ -28,27 +28,8 @@ func (c prevHostlessCluster) SaveState(ctx context.Context, name, version string
 // PrevHost, so a store that drops it passes Contract, and behind it the
 // stray request is never removed.
 func TestReview40j_ContractPassesStoreThatLosesPrevHost(t *testing.T) {
-	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		remediationtest.Contract(r, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
-			c := fake.NewCluster()
-			for _, m := range ms {
-				c.AddMachine(m)
-			}
-			for _, n := range ns {
-				c.PutNode(n)
-			}
-			return remediationtest.Stores{Machines: prevHostlessCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: func(_ context.Context, m string, on bool) error {
-				c.SetNeedsRemediation(m, on)
-				return nil
-			}}, nil
-		})
-	}()
-	<-done
-	if len(r.failed) == 0 {
-		t.Fatal("a MachineStore whose SaveState loses State.PrevHost passed Contract: fullState (\"every field set\") has no PrevHost")
-	}
-	t.Logf("caught: %v", r.failed)
+	expectContractFails(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
+		c := seedCluster(fake.NewCluster(), ms, ns)
+		return remediationtest.Stores{Machines: prevHostlessCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: markOn(c)}, nil
+	}, "a MachineStore whose SaveState loses State.PrevHost passed Contract: fullState (\"every field set\") has no PrevHost")
 }

@@ -1,0 +1,109 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// DefaultCallTimeout is how long one fleet call of a pass may take at most
+// when the Executor's CallTimeout is 0.
+const DefaultCallTimeout = 30 * time.Second
+
+// callShare is the share of what is left of a pass (its context's
+// deadline) that one fleet call may take at most: a call that never
+// answers leaves the rest of the pass three quarters of its time.
+const callShare = 4
+
+// Share returns a context that ends when ctx does, or earlier: after
+// limit (when positive), and after a 1/n share of the time left before
+// ctx's deadline (when it has one). It bounds one part of a pass (a fleet
+// call, one plan of several) so that a part that hangs never uses up the
+// whole pass. n below 1 counts as 1. Call cancel when the part is done.
+func Share(ctx context.Context, n int, limit time.Duration) (context.Context, context.CancelFunc) {
+	d, bounded := limit, limit > 0
+	if deadline, ok := ctx.Deadline(); ok {
+		if share := time.Until(deadline) / time.Duration(max(n, 1)); !bounded || share < d {
+			d = share
+		}
+		bounded = true
+	}
+	if !bounded {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// slowCalls remembers, for every Executor of the process, the servers
+// (by plan) one of whose fleet calls ran out of its time in a recent
+// pass: their actions are taken after every other action of the next
+// passes (not first in every pass, ahead of everything else), until one
+// answers in time. At most maxSlowCalls are kept (all forgotten when
+// full: they are then taken in the decision's order again).
+var slowCalls struct {
+	sync.Mutex
+	m map[string]bool
+}
+
+const maxSlowCalls = 4096
+
+func slowKey(planUUID, server string) string { return planUUID + "\x00" + server }
+
+// markSlow records whether a call for server of plan ran out of its time.
+func markSlow(planUUID, server string, slow bool) {
+	k := slowKey(planUUID, server)
+	slowCalls.Lock()
+	defer slowCalls.Unlock()
+	switch {
+	case !slow:
+		delete(slowCalls.m, k)
+	case slowCalls.m == nil || len(slowCalls.m) >= maxSlowCalls:
+		slowCalls.m = map[string]bool{k: true}
+	default:
+		slowCalls.m[k] = true
+	}
+}
+
+// slowLast returns acts with the actions of the servers whose calls ran
+// out of time lately after the others, each group in the decision's order
+// (acts is not modified).
+func slowLast(planUUID string, acts []Action) []Action {
+	slowCalls.Lock()
+	defer slowCalls.Unlock()
+	if len(slowCalls.m) == 0 {
+		return acts
+	}
+	out := slices.Clone(acts)
+	slices.SortStableFunc(out, func(a, b Action) int {
+		return b2i(slowCalls.m[slowKey(planUUID, a.Server)]) - b2i(slowCalls.m[slowKey(planUUID, b.Server)])
+	})
+	return out
+}
+
+// call runs one fleet call of a pass under its own deadline (Share of the
+// pass's context: at most CallTimeout, at most a quarter of what is left),
+// and remembers whether it ran out of its time while the pass had not.
+func (e *Executor) call(ctx context.Context, a Action, f func(context.Context) error) error {
+	limit := e.CallTimeout
+	if limit <= 0 {
+		limit = DefaultCallTimeout
+	}
+	start := time.Now()
+	cctx, cancel := Share(ctx, callShare, limit)
+	defer cancel()
+	err := f(cctx)
+	timedOut := err != nil && ctx.Err() == nil && cctx.Err() != nil
+	markSlow(a.PlanUUID, a.Server, timedOut)
+	if timedOut {
+		return fmt.Errorf("%w (%s, its share of the pass); asked again by the next pass, after the other actions", ErrCallTimeout, time.Since(start).Round(time.Millisecond))
+	}
+	return err
+}
+
+// ErrCallTimeout: a fleet call of a pass did not answer within its own
+// deadline (Executor.CallTimeout, at most a quarter of what was left of
+// the pass).
+var ErrCallTimeout = errors.New("plan: the fleet did not answer in time")

@@ -1,0 +1,104 @@
+package reboot
+
+import "time"
+
+// This file keeps the persisted bound on the power-offs and presses that
+// may still land (Status.ActingSince): the instant by which every
+// power-off (a press included) decided for the host had returned, written
+// only while none is under way, cleared by the write before every
+// power-off. A restarted controller, or one that leads again, counts the
+// calls the status shows from it (plus LostLanding, A5), not from its own
+// start or leadership, so restarts and lease hiccups do not put a press
+// off for ever (TestReview36o_RestartEveryThreeMinutesNeverReboots,
+// TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots).
+
+// stampedAfter reports whether a timestamp v, truncated to precision, may
+// have been read from a clock after wall: the value it was truncated from
+// is up to precision later (a LastPress written by a pass that read its
+// clock up to precision after wall reads no later than wall).
+func stampedAfter(v, wall time.Time, precision time.Duration) bool {
+	return !v.IsZero() && v.Add(precision).After(wall)
+}
+
+// actedBound converts a Status.ActingSince to the monotonic clock: set
+// when the controller knows its start on both clocks (start, startWall).
+// precision is Config.Precision: the stored ActingSince is truncated to
+// it, so the calls it bounds returned up to precision after it
+// (TestReview36o_ActingSinceTruncatedCountsLostPressEarly).
+type actedBound struct {
+	set       bool
+	start     time.Duration // monotonic
+	startWall time.Time
+	precision time.Duration
+}
+
+// bound returns when (monotonic) every power-off and press that st shows
+// had returned, by its ActingSince, and whether st says so: not if it has
+// no ActingSince, or a LastPress later than it (a press decided after it;
+// the write that records a press clears it).
+func (b actedBound) bound(st Status) (time.Duration, bool) {
+	v := st.ActingSince
+	if !b.set || v.IsZero() || st.LastPress.After(v) {
+		return 0, false
+	}
+	return b.start - b.startWall.Sub(v) + b.precision, true
+}
+
+// quietBy notes, in a first pass after a restart, that every power-off
+// and press a previous process sent had returned by at (monotonic), as
+// the status's ActingSince v says: they count from then, if earlier than
+// the start.
+func (h *memory) quietBy(at time.Duration, v time.Time) {
+	o := &h.off
+	if at >= o.lastOff {
+		return
+	}
+	o.lastOff, o.lastPress = at, min(o.lastPress, at)
+	h.quiet, h.quietMono, h.quietWall = true, at, v
+}
+
+// quietSince returns Observed.ActingSince: the wall clock (from start on
+// the monotonic clock, startWall on the wall clock) by which every
+// power-off and press that may still be in effect had returned, as far as
+// this memory knows (off.lastOff: its own calls' returns, and what it
+// counted of other processes' and leaders'); zero while a call may still
+// be running in the background (a late answer will say when it ended).
+func (h *memory) quietSince(start time.Duration, startWall time.Time) time.Time {
+	if h.lost.flight.off.set {
+		return time.Time{}
+	}
+	if h.quiet && h.off.lastOff <= h.quietMono {
+		return h.quietWall // the status's own value, not rounded up again
+	}
+	return startWall.Add(h.off.lastOff - start)
+}
+
+// lead notes that this controller's leadership began at m after it stood
+// by: a power-off, press or power-on that a status read while standing by
+// showed counts as sent at m, if later (its sender's lease, which bounds
+// the call, ended before m), or at the bound the latest such status gave
+// (heard.by, Status.ActingSince), if earlier; then the first pass that
+// leads checks that no other leader wrote since (checkActing).
+func (h *memory) lead(m time.Duration) {
+	o := &h.off
+	if h.heard.on {
+		h.lastOn = max(h.lastOn, m)
+	}
+	at := m
+	if h.heard.bySet && h.heard.by < m && (h.heard.off || h.heard.press) {
+		at = h.heard.by
+		h.checkActing, h.leadActing = true, h.heard.byWall
+	}
+	if h.heard.off {
+		o.noOff, o.lastOff = false, max(o.lastOff, at)
+		if o.lastOff == at && at < m {
+			h.quiet, h.quietMono, h.quietWall = true, at, h.heard.byWall
+		}
+	}
+	if h.heard.press && at > o.lastPress {
+		*o = offState{lastOff: o.lastOff, lastPress: at}
+	}
+	// Another leader's calls: their answers may have been lost (A5).
+	h.lost.unseen(h.heard.off, h.heard.lostPress, at)
+	h.heard = heard{}
+}
