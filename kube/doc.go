@@ -177,8 +177,23 @@
 //     judged as above. A host is
 //     thus never locked out by the pin of a reboot no
 //     longer asked for, nor handed to a BMC a reboot client put in during
-//     one. Powers writes the mark with Client when it can write (the
-//     manager's client); with a read-only Client the pin stays instead.
+//     one. With no reboot pending the record keeps a standing pin,
+//     RebootRecordSpec.LastBMC: the spec.bmc of the last record write of
+//     a pass that was let use it (or, on a record without one, the
+//     spec.bmc first seen then). A spec.bmc other than LastBMC is used only
+//     if the admission policy has been in force since PolicySettle before
+//     LastBMC was recorded; otherwise the record is marked BMCChanged with
+//     LastBMC, with no call to either BMC, and the host is not acted on
+//     until the mark is accepted or spec.bmc restored as above (the
+//     reboot controller watches the mark, so an acceptance takes effect
+//     at once). So a reboot client that removes a request, waits for its
+//     reboot to end and only then redirects spec.bmc gets nothing from
+//     the next request either; an administrator who replaces a BMC
+//     without config/admission accepts it in the mark. A host whose
+//     RebootRecord does not exist yet has no LastBMC: its first reboot
+//     pins whatever spec.bmc it has then. Powers writes the mark with
+//     Client when it can write (the manager's client); with a read-only
+//     Client the pin stays instead.
 //     A host with spec.disablePowerOff is never powered off (its
 //     power-off fails with ErrPowerOffDisabled): see "Hosts whose power
 //     never goes off".
@@ -491,9 +506,12 @@
 //     reboot annotations (not spec.bmc, not labels, not the detached
 //     annotation); without it, a spec.bmc changed during a pending reboot
 //     is not used (ErrBMCChanged), nor after the pending reboot's requests
-//     were removed in the same write, until an administrator names it in
-//     the record's BMCChanged mark (one exception: a host whose pinned BMC
-//     reads Off is powered back on through the new one, see Powers).
+//     were removed in the same write, nor after that reboot ended (the
+//     record's LastBMC), until an administrator names it in the record's
+//     BMCChanged mark (one exception: a host whose pinned BMC reads Off
+//     is powered back on through the new one, see Powers). A host whose
+//     RebootRecord does not exist yet (it never had a reboot) has no BMC
+//     to compare with: its first request uses the spec.bmc it has then.
 //   - The storm guard admits at most its limit per cluster and
 //     MachineHealthCheck across concurrent reconciles and managers
 //     (compare-and-swap on the Admissions record), the other

@@ -185,7 +185,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			fin.Done, fin.LeftOff = now, d.LeftOff
 		}
 		err = write(func(ctx context.Context) error {
-			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &fin, fin.Accepted); err != nil {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &fin, fin.Accepted, true); err != nil {
 				return err
 			}
 			return patchHost(ctx, hosts, bmh, unmark)
@@ -202,7 +202,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			unmark[reboot.Annotation] = nil
 		}
 		err = write(func(ctx context.Context) error {
-			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}); err != nil || len(unmark) == 0 {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}, false); err != nil || len(unmark) == 0 {
 				return err
 			}
 			return patchHost(ctx, hosts, bmh, unmark)
@@ -210,7 +210,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		c.forgetReset(name)
 	case d.Write:
 		err = write(func(ctx context.Context) error {
-			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &d.Rec, time.Time{}); err != nil || !d.Rec.pending() || token && marker == stamp(d.Rec.Since) {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &d.Rec, time.Time{}, true); err != nil || !d.Rec.pending() || token && marker == stamp(d.Rec.Since) {
 				return err
 			}
 			return takeRequest(ctx, hosts, bmh, stamp(d.Rec.Since))
@@ -375,9 +375,11 @@ func (c *RebootController) sendReset(ctx context.Context, pc power.Controller, c
 // normal path has pending (the record's status) is kept as it is, even
 // once the reset is done, until the host carries no request (then
 // endNormal, at the start of the next pass, ends that reboot and drops
-// its pin).
+// its pin). With used (this pass's power controller came from checkPin,
+// so spec.bmc is one it let use) the record's LastBMC becomes spec.bmc;
+// otherwise it is kept.
 func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord,
-	exists bool, st *resetRecord, last time.Time) error {
+	exists bool, st *resetRecord, last time.Time, used bool) error {
 	ann := map[string]any{ResetAnnotation: nil}
 	var pin *v1alpha1.BMCPin
 	if st != nil && !st.pending() {
@@ -411,6 +413,13 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 	if !last.IsZero() {
 		ann[LastResetAnnotation] = last.UTC().Format(time.RFC3339)
 	}
+	var lastBMC *v1alpha1.BMCPin
+	if exists && rec.Spec.HostUID == string(bmh.UID) {
+		lastBMC = rec.Spec.LastBMC
+	}
+	if used {
+		lastBMC = nextLast(bmh, lastBMC, c.Reconciler.Now())
+	}
 	owner := []metav1.OwnerReference{{APIVersion: metal3.GroupVersion.String(), Kind: "BareMetalHost",
 		Name: bmh.Name, UID: bmh.UID, BlockOwnerDeletion: ptr.To(false)}}
 	if !exists {
@@ -419,14 +428,14 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 		}
 		nr := v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: hosts.Namespace, Name: bmh.Name,
 			Annotations: map[string]string{ResetAnnotation: ann[ResetAnnotation].(string)}, OwnerReferences: owner},
-			Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}
+			Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin, LastBMC: lastBMC}}
 		err := hosts.Client.Create(ctx, &nr)
 		if apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("kube: reboot record %s/%s: %w", hosts.Namespace, bmh.Name, reboot.ErrConflict)
 		}
 		return err
 	}
-	spec := map[string]any{"bmc": pin}
+	spec := map[string]any{"bmc": pin, "lastBMC": lastBMC}
 	if rec.Spec.HostUID != string(bmh.UID) {
 		// An earlier host's record: start afresh.
 		spec["hostUID"], spec["status"] = string(bmh.UID), ""

@@ -52,7 +52,9 @@ func (c *RebootController) endNormal(ctx context.Context, hosts *RebootHosts, bm
 		return true, err
 	}
 	return true, reboot.Fenced(ctx, c.Reconciler.Guard, "kube: answered reboot of host "+bmh.Name, func(ctx context.Context) error {
-		patch := casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"status": string(raw), "bmc": nil}})
+		// spec.bmc is the pinned BMC (answeredNormal): the host's last BMC.
+		spec := map[string]any{"status": string(raw), "bmc": nil, "lastBMC": nextLast(bmh, rec.Spec.LastBMC, c.Reconciler.Now())}
+		patch := casPatch(rec.ResourceVersion, map[string]any{"spec": spec})
 		if perr := hosts.Client.Patch(ctx, rec, patch); perr != nil {
 			return mapError("record of", hosts.Namespace, bmh.Name, perr)
 		}
