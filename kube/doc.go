@@ -411,9 +411,14 @@
 //     LastResetAnnotation), then the request and its marker are removed
 //     in one write: a stop in between leaves a request whose state says
 //     done, which the next pass removes with nothing sent; the pass that
-//     sees no request clears the state and its BMC pin, before the host's
-//     power controller is asked for (so a BMC replaced after a withdrawn
-//     request does not keep the old pin, nor the host locked out).
+//     sees no request clears the state and its BMC pin with no BMC call
+//     when spec.bmc is still the pinned one; otherwise that pass first
+//     goes through checkPin's rule for withdrawn requests (see Powers:
+//     the pinned BMC is read; an Off lets the new BMC be used and becomes
+//     the host's LastBMC, anything else marks the record BMCChanged until
+//     an administrator accepts the new BMC), so that a reboot client that
+//     removes its request and redirects spec.bmc in one write gets no
+//     credentials sent to its BMC.
 //     When spec.disablePowerOff is cleared, the state and the token are
 //     cleared before the normal path takes the host.
 //   - with no request, makes power follow spec.online true as the normal

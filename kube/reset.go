@@ -131,11 +131,21 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	var d resetDecision
 	var o resetObserved
 	var pc power.Controller
+	used := false // this pass's checkPin let use spec.bmc
 	if !requested && (st.pending() || withdrawn) {
-		// decideReset clears whatever the power reads: done before the
-		// host's power controller is asked for, so that a BMC replaced
-		// after the request (ErrBMCChanged) does not keep the old
-		// request's pin for good. A withdrawn request goes with it.
+		// decideReset clears whatever the power reads, with no BMC call.
+		// A withdrawn request goes with it. With spec.bmc no longer the
+		// pinned one, the pass first goes through checkPin (its rule for
+		// a withdrawn request: the pinned BMC is read, an Off lets the new
+		// BMC power the host back on, anything else marks the record),
+		// so that a reboot client that removes its request and redirects
+		// spec.bmc in one write gets no credentials sent to its BMC.
+		if exists && rec.Spec.HostUID == string(bmh.UID) && rec.Spec.BMC != nil && !samePin(bmh, rec.Spec.BMC) {
+			if _, err := c.Reconciler.Power(name); err != nil {
+				return ctrl.Result{}, err
+			}
+			used = true
+		}
 		d = resetDecision{Clear: true}
 	} else {
 		o = resetObserved{Requested: requested, Request: req, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
@@ -202,7 +212,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			unmark[reboot.Annotation] = nil
 		}
 		err = write(func(ctx context.Context) error {
-			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}, false); err != nil || len(unmark) == 0 {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}, used); err != nil || len(unmark) == 0 {
 				return err
 			}
 			return patchHost(ctx, hosts, bmh, unmark)
