@@ -171,6 +171,9 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			}
 			return ctrl.Result{}, err
 		}
+		if wait, ok := c.normalWithdrawnWait(ctx, &bmh); ok {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 	}
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
 	if errors.Is(err, reboot.ErrNotFound) {

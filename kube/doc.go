@@ -136,7 +136,13 @@
 //     BMC changed (this process's monotonic clock) and the last power
 //     command the record shows (the normal path's last power-on or press,
 //     the reset path's last command), so that it cannot echo the host off
-//     from before a power-on; an earlier Off is kept and the host
+//     from before a power-on. With Async, no pass of such a host (normal
+//     or reset path) goes through that rule while a call of the host runs
+//     in the background, nor, when its answer was lost, until the reboot
+//     package's LostLanding after its return (the reset state, its
+//     Sending among it, stays until then): the pass that first finds the
+//     requests gone then comes after the call's return (or its lost
+//     landing), and so does the StaleReads anchored at it. An earlier Off is kept and the host
 //     requeued (ErrInFlight, and again through Powers.Done at that
 //     instant), to be read again then (any other reading counts at once:
 //     not known off). An Off that ends after its pass stopped

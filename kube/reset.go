@@ -100,6 +100,10 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		}
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
+	if wait, ok := c.withdrawnWait(bmh, &rec, exists); ok {
+		// The reset state (its Sending among it) stays until then.
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	var st resetRecord
 	if exists && rec.Spec.HostUID == string(bmh.UID) && rec.Annotations[ResetAnnotation] != "" {
 		if json.Unmarshal([]byte(rec.Annotations[ResetAnnotation]), &st) != nil {
