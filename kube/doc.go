@@ -180,7 +180,11 @@
 //     cleared as the reboot package clears them, the fencing evidence
 //     kept) and drops its pin, in one compare-and-swap write, before
 //     anything else; a spec.bmc changed meanwhile keeps the pin, and is
-//     judged as above. A host is
+//     judged as above: once checkPin lets a pass of the reset path use it
+//     (the pinned BMC read Off, or the policy), that pass's record write
+//     (before its power-on is sent) ends the reboot in the same way and
+//     drops its pin, as the normal path's pass that powers the host on
+//     through its new BMC does. A host is
 //     thus never locked out by the pin of a reboot no
 //     longer asked for, nor handed to a BMC a reboot client put in during
 //     one. With no reboot pending the record keeps a standing pin,

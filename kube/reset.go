@@ -417,7 +417,21 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 				DisableCertificateVerification: bmh.Spec.BMC.DisableCertificateVerification, PendingSince: since}
 		}
 	}
-	if np := normalPin(bmh, rec, exists); np != nil {
+	var status any // the normal path's status, if this write ends its reboot
+	if np := normalPin(bmh, rec, exists); np != nil && used && !samePin(bmh, np) && !carriesRequest(bmh) {
+		// The normal path's reboot is pending with no request left, and
+		// checkPin let this pass use the changed spec.bmc (its rule for
+		// withdrawn requests: the pinned BMC read Off; or the policy):
+		// that reboot ends here, and its pin goes, as the normal path's
+		// pass that powers the host on through its new BMC ends it, so
+		// that the next reading of the old BMC (On, once the host is
+		// powered on) does not mark the record.
+		raw, err := json.Marshal(endedNormal(bmh, rec))
+		if err != nil {
+			return err
+		}
+		status = string(raw)
+	} else if np != nil {
 		// The normal path's reboot is still pending (the host went to the
 		// reset path meanwhile): its pin stays, and guards the reset as
 		// well (it was taken earlier, so a BMC change since the reset's
@@ -450,6 +464,9 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 		return err
 	}
 	spec := map[string]any{"bmc": pin, "lastBMC": lastBMC}
+	if status != nil {
+		spec["status"] = status
+	}
 	if rec.Spec.HostUID != string(bmh.UID) {
 		// An earlier host's record: start afresh.
 		spec["hostUID"], spec["status"] = string(bmh.UID), ""
