@@ -35,7 +35,8 @@ const DefaultPolicySettle = 10 * time.Second
 // role changed it: no credentials are sent to the new BMC and no evidence
 // taken from it. Also the error of every pass of a host whose RebootRecord
 // is marked BMCChanged (its requests were removed in the write that
-// changed its BMC) until the mark is removed or spec.bmc restored.
+// changed its BMC, or its BMC is not the record's LastBMC) until the mark
+// names spec.bmc (accepted) or spec.bmc is restored.
 var ErrBMCChanged = errors.New("kube: BMC changed during a pending reboot")
 
 // nextPin is the BMC pin the record keeps with status st, and the
@@ -130,7 +131,11 @@ func samePin(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
 //     the pin again, in one compare-and-swap write.
 //   - A pending reboot (the record's status) without a pin is marked with
 //     a mark that names no BMC: never pinned afresh.
-//   - With no pending reboot and no pin, or the pinned BMC, the BMC is used.
+//   - With no pending reboot and no pin, the record's LastBMC judges it
+//     (checkLast): the BMC is used if it is LastBMC (recorded as first
+//     seen when there is none) or the admission policy was in force
+//     before LastBMC was recorded; otherwise the record is marked.
+//   - The pinned BMC is used.
 //   - A BMC other than the pinned one is used if the admission policy
 //     (and its denying binding) has been in force since DefaultPolicySettle
 //     (Powers.PolicySettle) before the pin's reboot became pending, so that

@@ -126,8 +126,8 @@
 //     reads the power of the pinned BMC (the host's when the reboot became
 //     pending, so its credentials go nowhere new). If that reads Off (the
 //     withdrawn reboot may have powered the host off), the host is powered
-//     back on through its new BMC, with no evidence taken, and the pin
-//     goes. That reading runs in the background (a pass waits for it at
+//     back on through its new BMC, with no evidence taken, the pin
+//     goes, and the new BMC becomes the host's LastBMC (see below). That reading runs in the background (a pass waits for it at
 //     most 250 ms and is requeued while it runs, and at its end through
 //     Powers.Done, so a dead old BMC holds no reconcile worker). An Off
 //     counts only by the reboot package's evidence rule: the reading
@@ -524,7 +524,8 @@
 //     were removed in the same write, nor after that reboot ended (the
 //     record's LastBMC), until an administrator names it in the record's
 //     BMCChanged mark (one exception: a host whose pinned BMC reads Off
-//     is powered back on through the new one, see Powers). A host whose
+//     after its requests were removed is powered back on through the new
+//     one, which is then its LastBMC, see Powers). A host whose
 //     RebootRecord does not exist yet (it never had a reboot) has no BMC
 //     to compare with: its first request uses the spec.bmc it has then.
 //   - The storm guard admits at most its limit per cluster and
