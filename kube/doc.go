@@ -127,7 +127,8 @@
 //     pending, so its credentials go nowhere new). If that reads Off (the
 //     withdrawn reboot may have powered the host off), the host is powered
 //     back on through its new BMC, with no evidence taken, the pin
-//     goes, and the new BMC becomes the host's LastBMC (see below). That reading runs in the background (a pass waits for it at
+//     goes, and the new BMC becomes the host's LastBMC (see below).
+//     That reading runs in the background (a pass waits for it at
 //     most 250 ms and is requeued while it runs, and at its end through
 //     Powers.Done, so a dead old BMC holds no reconcile worker). An Off
 //     counts only by the reboot package's evidence rule: the reading
@@ -142,7 +143,8 @@
 //     package's LostLanding after its return (the reset state, its
 //     Sending among it, stays until then): the pass that first finds the
 //     requests gone then comes after the call's return (or its lost
-//     landing), and so does the StaleReads anchored at it. An earlier Off is kept and the host
+//     landing), and so does the StaleReads anchored at it. An earlier
+//     Off is kept and the host
 //     requeued (ErrInFlight, and again through Powers.Done at that
 //     instant), to be read again then (any other reading counts at once:
 //     not known off). An Off that ends after its pass stopped
