@@ -79,12 +79,24 @@
 //     objects Cluster API's MachineHealthCheck and medik8s's
 //     NodeHealthCheck create from a PowerCycleRemediationTemplate; the
 //     store is ExternalRemediations (one remediation per Machine or Node,
-//     its state in its status, the conditions the checkers read). One
+//     its state in its status, the conditions the checkers read). The
+//     host, its Node and that Node's control-plane role are found once
+//     and recorded in the status (host, nodeName, controlPlane); a
+//     checker that names another Node later (the node-name annotation, or
+//     the owning Machine) cancels the remediation, and rebootkit never
+//     acts on that Node. A hostMapping.hosts entry is refused if the
+//     host's own hostAnnotation, another host's, or the Node's label
+//     says otherwise. One
 //     remediation holds a host at a time (ErrHostHeld), a
 //     PowerCycleRemediation or a Machine-annotation remediation alike
 //     (the admission record both share, Admissions); the storm guard
 //     counts them all, the Machine-annotation remediation's admissions
-//     included, against the cluster's Nodes, and a remediation
+//     included (with the control-plane role each section records: one
+//     control-plane host at a time across both; an admission without it
+//     counts as control plane), against the cluster's Nodes (a
+//     remediation whose Node is gone counts only while in flight or
+//     admitted), and a remediation waiting on a held host is looked at
+//     every poll interval; a remediation
 //     deleted or timed out mid-way releases its host before it goes
 //     (ReleaseFinalizer). One that failed or was cancelled while its host
 //     is held (remediation.Held) keeps Processing True, its finalizer and

@@ -1,10 +1,13 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
@@ -40,11 +43,15 @@ const controlPlaneNodeLabel = "node-role.kubernetes.io/control-plane"
 // until the Node is back after the power cycle (NodeBackAnnotation, the
 // package's RemoveNeedsRemediation).
 // NodeName is the owning Machine's nodeRef (Cluster API), else the
-// NodeNameAnnotation, else the object's name (NodeHealthCheck).
+// NodeNameAnnotation, else the object's name (NodeHealthCheck), as read
+// when the host was found and recorded then (status.nodeName, with
+// status.controlPlane for ControlPlane); a checker that names another
+// Node later cancels the remediation (NeedsRemediation false).
 // HasControllerOwner is always false: an exhausted remediation fails and
 // the health checker escalates; the store never deletes a Machine.
 // The state is saved in the status (compare-and-swap on the
-// resourceVersion). List also returns the Nodes no remediation names, as
+// resourceVersion). List leaves out the remediations of Nodes that are
+// gone (unless in flight) and returns the Nodes no remediation names, as
 // healthy members, so the storm guard's percentages count the cluster's
 // Nodes; every member is in one scope (cluster "", health check "").
 type ExternalRemediations struct {
@@ -68,34 +75,104 @@ func machineOwner(r *v1alpha1.PowerCycleRemediation) string {
 	return ""
 }
 
-// nodeOf names the Node r remediates ("" if a Machine has none yet).
-func (s *ExternalRemediations) nodeOf(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (name string, controlPlane bool, err error) {
+// nodeNow names the Node r's checker names now ("" if a Machine has none
+// yet: the owning Machine's nodeRef, else the NodeNameAnnotation, else
+// r's name) and whether it is a control-plane one now (the Machine's
+// label, else the Node's); found is false when that Machine or Node does
+// not exist (its control-plane role unknown).
+func (s *ExternalRemediations) nodeNow(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (name string, controlPlane, found bool, err error) {
 	if m := machineOwner(r); m != "" {
 		var machine clusterv1.Machine
 		err := s.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: m}, &machine)
 		if apierrors.IsNotFound(err) {
-			return r.Status.NodeName, false, nil
+			return r.Status.NodeName, false, false, nil
 		}
 		if err != nil {
-			return "", false, fmt.Errorf("kube: remediation %s/%s: machine %s: %w", r.Namespace, r.Name, m, err)
+			return "", false, false, fmt.Errorf("kube: remediation %s/%s: machine %s: %w", r.Namespace, r.Name, m, err)
 		}
 		n := machine.Status.NodeRef.Name
 		if n == "" {
 			n = r.Status.NodeName
 		}
-		return n, hasKey(machine.Labels, clusterv1.MachineControlPlaneLabel), nil
+		return n, hasKey(machine.Labels, clusterv1.MachineControlPlaneLabel), true, nil
 	}
 	n := r.Name
 	if a := r.Annotations[v1alpha1.NodeNameAnnotation]; a != "" {
 		n = a
 	}
-	var node corev1.Node
-	if err := s.Client.Get(ctx, types.NamespacedName{Name: n}, &node); err == nil {
-		controlPlane = hasKey(node.Labels, controlPlaneNodeLabel)
-	} else if !apierrors.IsNotFound(err) {
-		return "", false, fmt.Errorf("kube: remediation %s/%s: node %s: %w", r.Namespace, r.Name, n, err)
+	cp, found, err := s.nodeRole(ctx, n)
+	if err != nil {
+		return "", false, false, fmt.Errorf("kube: remediation %s/%s: %w", r.Namespace, r.Name, err)
 	}
-	return n, controlPlane, nil
+	return n, cp, found, nil
+}
+
+// nodeRole reads whether Node n is a control-plane one (found false if
+// there is no such Node).
+func (s *ExternalRemediations) nodeRole(ctx context.Context, n string) (controlPlane, found bool, err error) {
+	var node corev1.Node
+	err = s.Client.Get(ctx, types.NamespacedName{Name: n}, &node)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, false, nil
+	case err != nil:
+		return false, false, fmt.Errorf("node %s: %w", n, err)
+	}
+	return hasKey(node.Labels, controlPlaneNodeLabel), true, nil
+}
+
+// nodeView is the Node a remediation acts on, as nodeOf reads it.
+type nodeView struct {
+	// Name is the Node remediated: status.nodeName once the host is
+	// found (frozen with status.host), else the one its checker names now.
+	Name string
+	// ControlPlane: the Node (or Machine) is a control-plane one, as
+	// recorded with the host (status.controlPlane), else as read now.
+	ControlPlane bool
+	// Renamed is the other Node the checker names now, after the host
+	// was found for Name ("" if none): the remediation is cancelled.
+	Renamed string
+}
+
+// nodeOf is the Node r remediates. Once its host is found, the Node and
+// its control-plane role are the ones recorded with it in the status
+// (status.nodeName, status.controlPlane), never what the checker's
+// annotation or the Machine name later, nor the live Node's label (the
+// Node is deleted mid-way). A remediation recorded by an earlier version
+// without status.controlPlane reads the recorded Node's label, and counts
+// as control plane if that Node is gone.
+func (s *ExternalRemediations) nodeOf(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (nodeView, error) {
+	now, cp, found, err := s.nodeNow(ctx, r)
+	if err != nil {
+		return nodeView{}, err
+	}
+	if r.Status.Host == "" {
+		return nodeView{Name: now, ControlPlane: cp}, nil
+	}
+	v := nodeView{Name: cmp.Or(r.Status.NodeName, now)}
+	if now != "" && v.Name != now {
+		v.Renamed = now
+	}
+	switch {
+	case r.Status.ControlPlane != nil:
+		v.ControlPlane = *r.Status.ControlPlane
+	case v.Renamed != "":
+		if cp, found, err = s.nodeRole(ctx, v.Name); err != nil {
+			return nodeView{}, fmt.Errorf("kube: remediation %s/%s: %w", r.Namespace, r.Name, err)
+		}
+		v.ControlPlane = cp || !found
+	default:
+		v.ControlPlane = cp || !found
+	}
+	return v, nil
+}
+
+// renamedMessage says why a remediation whose checker names another Node
+// than the one its host was found for is cancelled.
+func renamedMessage(r *v1alpha1.PowerCycleRemediation, v nodeView) string {
+	return fmt.Sprintf("cancelled: this remediation power-cycles host %s for Node %s, but its checker now names Node %s "+
+		"(annotation %s or owning Machine changed); rebootkit does not act on %s: delete this remediation and create one for it",
+		r.Status.Host, v.Name, v.Renamed, v1alpha1.NodeNameAnnotation, v.Renamed)
 }
 
 // NodeBackAnnotation marks a PowerCycleRemediation whose Node came back
@@ -110,13 +187,13 @@ func needsRemediation(r *v1alpha1.PowerCycleRemediation) bool {
 }
 
 func (s *ExternalRemediations) record(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (remediation.MachineRecord, error) {
-	node, cp, err := s.nodeOf(ctx, r)
+	v, err := s.nodeOf(ctx, r)
 	if err != nil {
 		return remediation.MachineRecord{}, err
 	}
 	rec := remediation.MachineRecord{Version: r.ResourceVersion, Machine: remediation.Machine{
-		Name: r.Name, UID: string(r.UID), NodeName: node, ControlPlane: cp,
-		NeedsRemediation: needsRemediation(r),
+		Name: r.Name, UID: string(r.UID), NodeName: v.Name, ControlPlane: v.ControlPlane,
+		NeedsRemediation: needsRemediation(r) && v.Renamed == "",
 	}}
 	if raw := r.Status.State; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &rec.State); err != nil {
@@ -150,12 +227,25 @@ func (s *ExternalRemediations) Get(ctx context.Context, name string) (remediatio
 	return s.record(ctx, r)
 }
 
-// List implements remediation.MachineStore: the remediations, then the
-// Nodes none of them names (healthy members named "node/" + name).
+// List implements remediation.MachineStore: the remediations whose Node
+// exists or that are power-cycling (in flight: rebootkit may have deleted
+// the Node), then the Nodes none of them names (healthy members named
+// "node/" + name). A remediation of a Node that is gone and that is not in
+// flight is no member: the storm guard's total is the cluster's Nodes, not
+// grown by remediations its checker left behind (an admission kept while
+// its host is held still counts, from the admission record).
 func (s *ExternalRemediations) List(ctx context.Context) ([]remediation.MachineRecord, error) {
 	var l v1alpha1.PowerCycleRemediationList
 	if err := s.Client.List(ctx, &l, client.InNamespace(s.Namespace)); err != nil {
 		return nil, fmt.Errorf("kube: list remediations: %w", err)
+	}
+	var nodes corev1.NodeList
+	if err := s.Client.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("kube: list nodes: %w", err)
+	}
+	exists := make(map[string]bool, len(nodes.Items))
+	for _, n := range nodes.Items {
+		exists[n.Name] = true
 	}
 	out := make([]remediation.MachineRecord, 0, len(l.Items))
 	named := map[string]bool{}
@@ -164,12 +254,14 @@ func (s *ExternalRemediations) List(ctx context.Context) ([]remediation.MachineR
 		if err != nil {
 			return nil, err
 		}
+		if n := rec.Machine.NodeName; n != "" && !exists[n] && !remediation.InFlight(rec.State.Phase) {
+			// Not a member: its Node is not in the cluster, and it is not
+			// power-cycling (one whose admission is kept while its host
+			// is held is counted from the admission record).
+			continue
+		}
 		named[rec.Machine.NodeName] = true
 		out = append(out, rec)
-	}
-	var nodes corev1.NodeList
-	if err := s.Client.List(ctx, &nodes); err != nil {
-		return nil, fmt.Errorf("kube: list nodes: %w", err)
 	}
 	for _, n := range nodes.Items {
 		if !named[n.Name] {
@@ -212,8 +304,20 @@ func (s *ExternalRemediations) SaveState(ctx context.Context, name, version stri
 	if err != nil {
 		return err
 	}
-	if node, _, err := s.nodeOf(ctx, r); err == nil && node != "" {
-		body["nodeName"] = node
+	if r.Status.Host != "" && (r.Status.NodeName == "" || r.Status.ControlPlane == nil) {
+		// Recorded once: a Machine's Node that registered after its host
+		// was found, or the role of a remediation an earlier version
+		// recorded without it. Never overwritten (nodeOf).
+		v, err := s.nodeOf(ctx, r)
+		if err != nil {
+			return err
+		}
+		if r.Status.NodeName == "" && v.Name != "" {
+			body["nodeName"] = v.Name
+		}
+		if r.Status.ControlPlane == nil {
+			body["controlPlane"] = v.ControlPlane
+		}
 	}
 	return s.patchStatus(ctx, r, body)
 }
@@ -282,28 +386,45 @@ func kubeletCannotWrite(key string) bool {
 // Metal3Machine (Cluster API), else the template's hostMapping (hosts,
 // then the BareMetalHost whose hostAnnotation names the Node, then the
 // Node's label if its kubelet cannot write it). "" with ErrNoHost if none
-// names one, if the label's key is one its kubelet can write, or if the
-// two sides disagree.
+// names one, if the label's key is one its kubelet can write, or if two
+// sides disagree: a hosts entry naming a BareMetalHost whose
+// hostAnnotation names another Node, or while another BareMetalHost's
+// names this one, or the Node's label names another host; the
+// BareMetalHost side and the label naming different hosts.
 func (s *ExternalRemediations) FindHost(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (string, error) {
+	h, _, err := s.findHost(ctx, r)
+	return h, err
+}
+
+// findHost is FindHost, returning too the Node it found the host for, as
+// nodeOf read it in the same pass (recorded with the host).
+func (s *ExternalRemediations) findHost(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (string, nodeView, error) {
+	v, err := s.nodeOf(ctx, r)
+	if err != nil {
+		return "", v, err
+	}
 	if m := machineOwner(r); m != "" {
 		h, err := HostOfMachine(ctx, s.Client, r.Namespace, m)
 		if err == nil && h == "" {
 			err = fmt.Errorf("%w: machine %s has no BareMetalHost consuming its infrastructure", ErrNoHost, m)
 		}
-		return h, err
+		return h, v, err
 	}
-	node, _, err := s.nodeOf(ctx, r)
-	if err != nil {
-		return "", err
-	}
+	h, err := s.mappedHost(ctx, r, v.Name)
+	return h, v, err
+}
+
+// mappedHost is the host the template's hostMapping names for node.
+func (s *ExternalRemediations) mappedHost(ctx context.Context, r *v1alpha1.PowerCycleRemediation, node string) (string, error) {
 	hm := r.Spec.HostMapping
 	if hm == nil {
 		return "", fmt.Errorf("%w: node %s (no Cluster API Machine; set hostMapping in the template)", ErrNoHost, node)
 	}
-	if h := hm.Hosts[node]; h != "" {
-		return h, nil
+	annotated, err := s.hostAnnotations(ctx, r.Namespace, hm.HostAnnotation)
+	if err != nil {
+		return "", err
 	}
-	byHost, err := s.hostNaming(ctx, r.Namespace, hm.HostAnnotation, node)
+	byHost, err := hostNaming(annotated, hm.HostAnnotation, node)
 	if err != nil {
 		return "", err
 	}
@@ -317,6 +438,23 @@ func (s *ExternalRemediations) FindHost(ctx context.Context, r *v1alpha1.PowerCy
 		case !apierrors.IsNotFound(err):
 			return "", fmt.Errorf("kube: node %s: %w", node, err)
 		}
+	}
+	if h := hm.Hosts[node]; h != "" {
+		// The user's map is checked against what the hosts and the Node
+		// say: the map travels in the remediation's spec, which the
+		// checker role writes.
+		switch other, ok := annotated[h]; {
+		case ok && other != node:
+			return "", fmt.Errorf("%w: node %s: hostMapping.hosts maps it to BareMetalHost %s, whose annotation %q names Node %s; fix the hostMapping",
+				ErrNoHost, node, h, hm.HostAnnotation, other)
+		case byHost != "" && byHost != h:
+			return "", fmt.Errorf("%w: node %s: hostMapping.hosts maps it to BareMetalHost %s, but BareMetalHost %s names it (annotation %q); fix the hostMapping",
+				ErrNoHost, node, h, byHost, hm.HostAnnotation)
+		case byLabel != "" && byLabel != h:
+			return "", fmt.Errorf("%w: node %s: hostMapping.hosts maps it to BareMetalHost %s, but its label %q names host %s; fix the hostMapping",
+				ErrNoHost, node, h, hm.Label, byLabel)
+		}
+		return h, nil
 	}
 	switch {
 	case byHost != "" && byLabel != "" && byHost != byLabel:
@@ -335,25 +473,37 @@ func (s *ExternalRemediations) FindHost(ctx context.Context, r *v1alpha1.PowerCy
 		ErrNoHost, node, hm.HostAnnotation, hm.Label)
 }
 
-// hostNaming is the one BareMetalHost of namespace whose annotation key
-// names node ("" if none or key is ""; ErrNoHost if two do).
-func (s *ExternalRemediations) hostNaming(ctx context.Context, namespace, key, node string) (string, error) {
+// hostAnnotations maps each BareMetalHost of namespace that has the
+// annotation key to its value (none if key is "").
+func (s *ExternalRemediations) hostAnnotations(ctx context.Context, namespace, key string) (map[string]string, error) {
 	if key == "" {
-		return "", nil
+		return nil, nil
 	}
 	var hosts metal3.BareMetalHostList
 	if err := s.Client.List(ctx, &hosts, client.InNamespace(namespace)); err != nil {
-		return "", fmt.Errorf("kube: list hosts: %w", err)
+		return nil, fmt.Errorf("kube: list hosts: %w", err)
 	}
-	found := ""
+	out := map[string]string{}
 	for _, h := range hosts.Items {
-		if v, ok := h.Annotations[key]; !ok || v != node {
+		if v, ok := h.Annotations[key]; ok {
+			out[h.Name] = v
+		}
+	}
+	return out, nil
+}
+
+// hostNaming is the one host of annotated (host: value of key) naming
+// node ("" if none; ErrNoHost if two do).
+func hostNaming(annotated map[string]string, key, node string) (string, error) {
+	found := ""
+	for _, h := range slices.Sorted(maps.Keys(annotated)) {
+		if annotated[h] != node {
 			continue
 		}
 		if found != "" {
-			return "", fmt.Errorf("%w: node %s: BareMetalHosts %s and %s both name it (annotation %q); fix one", ErrNoHost, node, found, h.Name, key)
+			return "", fmt.Errorf("%w: node %s: BareMetalHosts %s and %s both name it (annotation %q); fix one", ErrNoHost, node, found, h, key)
 		}
-		found = h.Name
+		found = h
 	}
 	return found, nil
 }

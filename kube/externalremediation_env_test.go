@@ -142,6 +142,10 @@ func newExtEnvGuarded(t *testing.T, hosts []string, limit remediation.MaxUnhealt
 	e := &extEnv{t: t, ctx: ctx, direct: adminClient(t), hw: map[string]*fake.Power{}, nodeOf: map[string]string{}, hung: map[string]time.Time{},
 		limit: limit, rcfg: rcfg, guard: guard}
 	e.ns = newNamespace(t, e.direct)
+	// Nodes are cluster-wide: the earlier tests' (no test runs in
+	// parallel) are not this cluster's, and would count in the storm
+	// guard's percentages (the cluster's Nodes).
+	require.NoError(t, e.direct.DeleteAllOf(ctx, &corev1.Node{}))
 	for _, h := range hosts {
 		bmh := newBMH(t, e.direct, e.ns, h)
 		bmh.Annotations = map[string]string{hostNodeAnnotation: e.ns + "-" + h}

@@ -239,7 +239,10 @@ func (c *ExternalRemediationController) Reconcile(ctx context.Context, req ctrl.
 	}
 	res, err := rec.Reconcile(ctx, r.Name)
 	switch {
-	case errors.Is(err, ErrHostHeld):
+	case errors.Is(err, ErrHostHeld) || errors.Is(err, remediation.ErrHostHeld):
+		// Held by another remediation, or by the earlier admission of
+		// this name kept while its host is held: looked at again every
+		// poll interval, not at the work queue's back-off.
 		return c.report(ctx, r, rec, "waiting: "+err.Error())
 	case errors.Is(err, remediation.ErrConflict):
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
@@ -268,7 +271,7 @@ func (c *ExternalRemediationController) findHost(ctx context.Context, s *Externa
 		// Never acted: nothing to release.
 		return c.removeFinalizer(ctx, r)
 	}
-	host, err := s.FindHost(ctx, r)
+	host, v, err := s.findHost(ctx, r)
 	if errors.Is(err, ErrNoHost) {
 		// Nothing was done to any host: fail at once (the checker may
 		// escalate), and look again in case the mapping appears.
@@ -284,8 +287,13 @@ func (c *ExternalRemediationController) findHost(ctx context.Context, s *Externa
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	node, _, _ := s.nodeOf(ctx, r)
-	return c.requeueOnConflict(s.patchStatus(ctx, r, map[string]any{"host": host, "nodeName": node}))
+	// The Node and its role are recorded with the host, from the same
+	// read (a compare-and-swap on it), and never changed after (nodeOf).
+	body := map[string]any{"host": host, "controlPlane": v.ControlPlane}
+	if v.Name != "" {
+		body["nodeName"] = v.Name
+	}
+	return c.requeueOnConflict(s.patchStatus(ctx, r, body))
 }
 
 func (c *ExternalRemediationController) removeFinalizer(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (ctrl.Result, error) {
@@ -316,6 +324,14 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 		return ctrl.Result{}, err
 	}
 	st := mr.State
+	if waiting == "" && !mr.Machine.NeedsRemediation && needsRemediation(r) {
+		// Cancelled because its checker names another Node now (nodeOf).
+		v, err := s.nodeOf(ctx, r)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		waiting = renamedMessage(r, v)
+	}
 	host, err := rec.Hosts.Get(ctx, r.Name, remediation.LastRequest(mr.Machine, st))
 	if err != nil {
 		return ctrl.Result{}, err
@@ -342,7 +358,7 @@ func (c *ExternalRemediationController) report(ctx context.Context, old *v1alpha
 		succeeded, reason = metav1.ConditionTrue, "RemediationFinished"
 	case st.Phase == remediation.PhaseFailed:
 		succeeded, reason = metav1.ConditionFalse, "RemediationFailed"
-	case st.Phase == remediation.PhaseDone || !needsRemediation(r):
+	case st.Phase == remediation.PhaseDone || !mr.Machine.NeedsRemediation:
 		succeeded, reason = metav1.ConditionFalse, "RemediationCancelled"
 	default:
 		processing = metav1.ConditionTrue // accepted, waiting to start

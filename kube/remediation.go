@@ -158,7 +158,8 @@ func (s *Nodes) AddMetadata(ctx context.Context, name string, labels, annotation
 // ConfigMap's resourceVersion as the record's version (compare-and-swap
 // by the API server). The other section is read as
 // remediation.Admissions.Others (each with the host its recorded request
-// names) and never written: a write of one section is a compare-and-swap
+// names, and its member's control-plane role in OthersControlPlane: one
+// without a member counts as control plane) and never written: a write of one section is a compare-and-swap
 // on the version that both were read at, so one record holds the storm
 // guard's count, and the lock per host (hostAdmissions), of both
 // controllers, and neither overwrites the other's members. The shared
@@ -303,11 +304,23 @@ func (s *Admissions) parse(cm *corev1.ConfigMap) (remediation.Admissions, error)
 	if err != nil {
 		return remediation.Admissions{}, err
 	}
+	omembers, err := s.readMembers(cm.Data, otherSection(s.Section))
+	if err != nil {
+		return remediation.Admissions{}, err
+	}
 	for _, o := range others {
 		if a.Others == nil {
 			a.Others = map[string]string{}
 		}
 		a.Others[o] = oreqs[o].Host
+		if m, ok := omembers[o]; ok {
+			// Without a member (an earlier version's record) the role is
+			// unknown: the storm guard counts it as control plane.
+			if a.OthersControlPlane == nil {
+				a.OthersControlPlane = map[string]bool{}
+			}
+			a.OthersControlPlane[o] = m.ControlPlane
+		}
 	}
 	if a.Members, err = s.readMembers(cm.Data, s.Section); err != nil {
 		return remediation.Admissions{}, err

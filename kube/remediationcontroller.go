@@ -54,6 +54,14 @@ type RemediationController struct {
 	SweepEvery time.Duration
 }
 
+// poll is the Reconciler's poll interval (its default 5 s).
+func (c *RemediationController) poll() time.Duration {
+	if p := c.Reconciler.Config.PollInterval; p > 0 {
+		return p
+	}
+	return 5 * time.Second
+}
+
 // DefaultAdmissionSweep is RemediationController.SweepEvery's default.
 const DefaultAdmissionSweep = time.Minute
 
@@ -70,6 +78,13 @@ func (c *RemediationController) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	if errors.Is(err, remediation.ErrConflict) {
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	if errors.Is(err, ErrHostHeld) || errors.Is(err, remediation.ErrHostHeld) {
+		// Its host is held (by another remediation, or by an earlier
+		// admission of this name until the host is on): it waits, looked
+		// at again every poll interval, not at the work queue's back-off.
+		logf.FromContext(ctx).Info("remediation waiting", "machine", req.Name, "reason", err.Error())
+		return ctrl.Result{RequeueAfter: c.poll()}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, err

@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -68,9 +67,10 @@ func (r resetRecord) refused() bool {
 // with the protocol's status: Redfish 409 or 503 while it is busy, 500;
 // an IPMI completion code). A timeout, an error with no answer, and the
 // answers that do not say the BMC did nothing (a gateway's HTTP 502 or
-// 504, whose BMC may have got the request; IPMI completion code 0xC3,
-// a timeout while processing) are an unknown outcome: the reset may
-// have been carried out.
+// 504, whose BMC may have got the request; IPMI completion codes 0xC3,
+// a timeout while processing, and 0xCE, no response could be provided:
+// power.Error.Answered) are an unknown outcome: the reset may have been
+// carried out.
 func resetRefused(err error) bool {
 	if err == nil {
 		return false
@@ -86,16 +86,10 @@ func resetRefused(err error) bool {
 	if !errors.As(err, &pe) || pe.Status == 0 || pe.Class != power.ClassBusy && pe.Class != power.ClassFailed {
 		return false
 	}
-	switch pe.Status {
-	case http.StatusBadGateway, http.StatusGatewayTimeout, ipmiTimeoutCode:
-		return false
-	}
-	return true
+	// The answers that do not say the BMC did nothing are
+	// power.Error.Answered's list, shared with the reboot package.
+	return pe.Answered()
 }
-
-// ipmiTimeoutCode is the IPMI completion code "timeout while processing
-// the command" (IPMI 2.0, table 5-2).
-const ipmiTimeoutCode = 0xC3
 
 // resetOutcome is the in-memory outcome of a command of the reset path:
 // when its answer came, and the error (nil: accepted).

@@ -46,7 +46,9 @@
 //     Admissions.Others, each in place of a healthy member of the
 //     candidate's cluster and health check other than the candidate,
 //     whose Node it may be, so that a percentage's fleet does not grow by
-//     them), and pass
+//     them, each in flight with the control-plane role the other recorded,
+//     Admissions.OthersControlPlane, control plane if unknown, so that one
+//     control-plane machine is remediated at a time across both), and pass
 //     its answer and reason as Observed.MayStart and GuardReason.
 //  3. Call Decide with your controller's clock.
 //  4. If Decision.Admit, add the Machine to the admission record with a

@@ -142,6 +142,14 @@ type Admissions struct {
 	// held. The Reconciler never changes them: a store that shares its
 	// record writes them back as read, under its compare-and-swap.
 	Others map[string]string
+	// OthersControlPlane tells, per name of Others, whether the other
+	// controller recorded that admission as a control-plane machine's
+	// (its Member.ControlPlane): the storm guard lets one control-plane
+	// machine be remediated at a time across both controllers. A name of
+	// Others without an entry (a record written before the flag was
+	// carried, or whose member is unknown) counts as control plane. Read
+	// only, as Others.
+	OthersControlPlane map[string]bool
 	// Version is the store's version, for compare-and-swap.
 	Version string
 }
@@ -438,7 +446,10 @@ func withGone(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine
 // (that Node may be the one it remediates: the member count stays, and
 // the unhealthy count never falls short), and is added as a member of its
 // own once none is left (named apart from this store's names, which they
-// may equal).
+// may equal). Either way it is a remediation in flight with the other's
+// control-plane role (Admissions.OthersControlPlane; control plane if
+// unknown), so the one-control-plane-at-a-time rule holds across both
+// controllers.
 func withOthers(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachine {
 	if len(adm.Others) == 0 {
 		return fleet
@@ -454,17 +465,24 @@ func withOthers(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachi
 	for _, m := range fleet {
 		busy[key(m)] = busy[key(m)] || m.Unhealthy || m.Remediating || m.Name == cand.Name
 	}
+	controlPlane := func(name string) bool {
+		cp, ok := adm.OthersControlPlane[name]
+		return cp || !ok
+	}
 	i := 0
 	for _, name := range slices.Sorted(maps.Keys(adm.Others)) {
 		for i < len(fleet) && (fleet[i].Cluster != cand.Cluster || fleet[i].HealthCheck != cand.HealthCheck || busy[key(fleet[i])]) {
 			i++
 		}
 		if i < len(fleet) {
+			// It stands for the other's remediation: counted, in flight,
+			// with the other's control-plane role.
 			busy[key(fleet[i])] = true
-			fleet[i].Unhealthy = true // counted; not Remediating: its control-plane mark is not the other's
+			fleet[i].Unhealthy, fleet[i].Remediating, fleet[i].ControlPlane = true, true, controlPlane(name)
 			continue
 		}
-		fleet = append(fleet, FleetMachine{Name: "\x00other/" + name, Cluster: cand.Cluster, HealthCheck: cand.HealthCheck, Unhealthy: true, Remediating: true})
+		fleet = append(fleet, FleetMachine{Name: "\x00other/" + name, Cluster: cand.Cluster, HealthCheck: cand.HealthCheck,
+			ControlPlane: controlPlane(name), Unhealthy: true, Remediating: true})
 		i = len(fleet)
 	}
 	return fleet

@@ -117,9 +117,20 @@ type PowerCycleRemediationStatus struct {
 	// Host is the BareMetalHost being power-cycled.
 	// +optional
 	Host string `json:"host,omitempty"`
-	// NodeName is the Node remediated.
+	// NodeName is the Node remediated, recorded with Host when the host
+	// is found and never changed after: a remediation whose checker later
+	// names another Node (its node-name annotation, or its owning
+	// Machine's Node) is cancelled, and that Node is never acted on.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
+	// ControlPlane records, with Host, whether the Node (or its Machine)
+	// was a control-plane one when the host was found: the storm guard
+	// remediates one control-plane host at a time, and reads this rather
+	// than the Node, which rebootkit deletes mid-way. Unset in
+	// remediations recorded by an earlier version: the Node's label is
+	// read then, and a Node that is gone counts as control plane.
+	// +optional
+	ControlPlane *bool `json:"controlPlane,omitempty"`
 	// Message says why the remediation waits, or what it could not do.
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -142,6 +142,11 @@ func (in *PowerCycleRemediationStatus) DeepCopyInto(out *PowerCycleRemediationSt
 		in, out := &in.LastRemediated, &out.LastRemediated
 		*out = (*in).DeepCopy()
 	}
+	if in.ControlPlane != nil {
+		in, out := &in.ControlPlane, &out.ControlPlane
+		*out = new(bool)
+		**out = **in
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))
