@@ -97,10 +97,17 @@ func (e *Executor) call(ctx context.Context, a Action, f func(context.Context) e
 	err := f(cctx)
 	timedOut := err != nil && ctx.Err() == nil && cctx.Err() != nil
 	markSlow(a.PlanUUID, a.Server, timedOut)
-	if timedOut {
-		return fmt.Errorf("%w (%s, its share of the pass); asked again by the next pass, after the other actions", ErrCallTimeout, time.Since(start).Round(time.Millisecond))
+	if !timedOut {
+		return err
 	}
-	return err
+	took := time.Since(start).Round(time.Millisecond)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w (%s, its share of the pass); asked again by the next pass, after the other actions", ErrCallTimeout, took)
+	}
+	// The fleet answered, late, with its own error (a fleet that ignores
+	// its context): both are kept, so that errors.Is finds either and the
+	// operator reads the fleet's answer.
+	return fmt.Errorf("%w (%s, its share of the pass; asked again by the next pass, after the other actions); the fleet answered late: %w", ErrCallTimeout, took, err)
 }
 
 // ErrCallTimeout: a fleet call of a pass did not answer within its own
