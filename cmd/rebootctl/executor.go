@@ -469,8 +469,8 @@ func lookupAll(ctx context.Context, inv inventory.Inventory) map[string][]netip.
 
 // passAll runs one pass of every unfinished plan (the store locked for
 // each read and write only, never while the fleet is observed or acted
-// on), each plan with an equal share of what is left of timeout, then
-// ends the jobs their plans no longer run.
+// on), each plan with its share of timeout (plan.Turns), then ends the
+// jobs their plans no longer run.
 func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config, logger *slog.Logger, m *metrics, timeout time.Duration) error {
 	if e.named == nil {
 		e.named = strings.NewReplacer()
@@ -505,35 +505,43 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 	views := map[string]plan.View{}
 	failed := map[string]bool{}
 	var perr error
-	left := 0
-	for _, p := range plans {
-		left += b2i(passes(p))
-	}
-	pctx, cancel := context.WithTimeout(e.ctx, timeout)
-	defer cancel()
+	var turns []plan.Turn
 	for _, p := range plans {
 		if !passes(p) {
 			views[p.UUID] = p // no job of it runs: its header says all
 			continue
 		}
-		if e.ctx.Err() != nil {
-			return e.ctx.Err()
-		}
-		// Its own share of the pass: a plan whose fleet call hangs never
-		// starves the others.
-		share, cancel := plan.Share(pctx, left, 0)
-		left--
-		v, err := exec.Pass(share, p.UUID)
-		cancel()
+		turns = append(turns, plan.Turn{UUID: p.UUID, Acts: p.Acts()})
+	}
+	pctx, cancel := context.WithTimeout(e.ctx, timeout)
+	defer cancel()
+	// Each plan has its own share of the pass (plan.Turns): a plan whose
+	// fleet call hangs never starves the others, and the time the others
+	// leave unused goes back to a plan cut short.
+	errs, err := e.turns.Run(pctx, turns, func(error) bool { return e.ctx.Err() != nil },
+		func(ctx context.Context, uuid string) error {
+			if e.ctx.Err() != nil {
+				return e.ctx.Err()
+			}
+			v, err := exec.Pass(ctx, uuid)
+			if err == nil {
+				views[uuid] = v
+			}
+			return err
+		})
+	if err != nil {
+		return e.ctx.Err()
+	}
+	for i, err := range errs {
+		uuid := turns[i].UUID
 		if err != nil && !errors.Is(err, plan.ErrConflict) {
-			logger.Warn("plan pass failed", "plan", p.UUID, "error", e.named.Replace(err.Error()))
+			logger.Warn("plan pass failed", "plan", uuid, "error", e.named.Replace(err.Error()))
 			perr = err
 		}
 		if err != nil {
-			failed[p.UUID] = true
-			continue
+			failed[uuid] = true
+			delete(views, uuid)
 		}
-		views[p.UUID] = v
 	}
 	m.observe(plans, views, lerr)
 	if err := fleet.Sync(e.ctx, func(j inventory.JobRecord) (bool, bool, string) {
@@ -566,13 +574,6 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 
 // passes says whether a pass runs the plan: it is unfinished and was run.
 func passes(p plan.View) bool { return p.Unfinished() && p.State != plan.StateCreated }
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // jobNeeded says whether a plan may still look at an ended job: its plan
 // could not be read this pass (failed, or the list failed), or its reboot
