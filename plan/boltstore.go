@@ -341,28 +341,59 @@ func putHeader(b *bolt.Bucket, p Plan, ix Index, version uint64) error {
 // record (or, for a plan written before that record existed, its reboot
 // records). A plan's servers never change, so the map is read once.
 func (s *BoltStore) membersOf(b *bolt.Bucket, h header) (map[string]int, error) {
-	created := ""
-	if h.CreatedAt != nil {
-		created = h.CreatedAt.UTC().Format(time.RFC3339Nano)
+	if m, ok := s.cachedMembers(h); ok {
+		return m, nil
 	}
+	raw, servers, err := serversOf(b, h)
+	if err != nil {
+		return nil, err
+	}
+	return s.membersFrom(h, raw, servers)
+}
+
+// createdKey is what tells a plan from another plan of its UUID.
+func createdKey(h header) string {
+	if h.CreatedAt == nil {
+		return ""
+	}
+	return h.CreatedAt.UTC().Format(time.RFC3339Nano)
+}
+
+// cachedMembers returns the plan's member map if it is cached.
+func (s *BoltStore) cachedMembers(h header) (map[string]int, bool) {
 	s.mu.Lock()
 	c, ok := s.members[h.UUID]
 	s.mu.Unlock()
-	if ok && c.created == created && len(c.m) == h.Count {
-		return c.m, nil
+	if ok && c.created == createdKey(h) && len(c.m) == h.Count {
+		return c.m, true
 	}
-	var servers []string
+	return nil, false
+}
+
+// serversOf returns (a copy of) the plan's servers record, or, for a plan
+// written before that record existed, its servers read from its reboot
+// records.
+func serversOf(b *bolt.Bucket, h header) ([]byte, []string, error) {
 	if raw := b.Get(keyServers); raw != nil {
+		return bytes.Clone(raw), nil, nil
+	}
+	servers := make([]string, 0, h.Count)
+	for i := 0; i < h.Count; i++ {
+		rec, err := readRecord(b, h.UUID, i)
+		if err != nil {
+			return nil, nil, err
+		}
+		servers = append(servers, rec.Reboot.ServerUUID)
+	}
+	return nil, servers, nil
+}
+
+// membersFrom makes (and caches) the plan's member map from its servers
+// record raw (when not nil) or its servers.
+func (s *BoltStore) membersFrom(h header, raw []byte, servers []string) (map[string]int, error) {
+	if raw != nil {
 		if err := json.Unmarshal(raw, &servers); err != nil {
 			return nil, fmt.Errorf("%w: plan %s: servers record: %v", ErrCorrupt, h.UUID, err)
-		}
-	} else {
-		for i := 0; i < h.Count; i++ {
-			rec, err := readRecord(b, h.UUID, i)
-			if err != nil {
-				return nil, err
-			}
-			servers = append(servers, rec.Reboot.ServerUUID)
 		}
 	}
 	if len(servers) != h.Count {
@@ -379,69 +410,9 @@ func (s *BoltStore) membersOf(b *bolt.Bucket, h header) (map[string]int, error) 
 	if s.members == nil {
 		s.members = map[string]memberCache{}
 	}
-	s.members[h.UUID] = memberCache{created: created, m: m}
+	s.members[h.UUID] = memberCache{created: createdKey(h), m: m}
 	s.mu.Unlock()
 	return m, nil
-}
-
-// GetView implements ViewStore: it reads the header, the records of the
-// reboots in flight and of the next pending ones, nothing else.
-func (s *BoltStore) GetView(_ context.Context, uuid string) (View, error) {
-	if err := ValidUUID(uuid); err != nil {
-		return View{}, err
-	}
-	var v View
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketPlans).Bucket([]byte(uuid))
-		if b == nil {
-			return fmt.Errorf("%w: %s", ErrNotFound, uuid)
-		}
-		h, err := readIndexedHeader(b, uuid)
-		if err != nil {
-			return err
-		}
-		members, err := s.membersOf(b, h)
-		if err != nil {
-			return err
-		}
-		p := h.Plan
-		p.Version = strconv.FormatUint(h.Version, 10)
-		v = View{Plan: p, Pos: cutPositions(*h.Index, PendingInView(h.Plan)), Index: *h.Index, Members: members}
-		v.Reboots = make([]Reboot, len(v.Pos))
-		v.base = &viewBase{header: append([]byte(nil), b.Get(keyHeader)...), orig: make([]Reboot, len(v.Pos))}
-		s.mu.Lock()
-		old := s.decoded[uuid]
-		s.mu.Unlock()
-		cache := make(map[int]decodedRecord, len(v.Pos))
-		for k, i := range v.Pos {
-			raw := b.Get(rebootKey(i))
-			d, ok := old[i]
-			if !ok || raw == nil || !bytes.Equal(d.raw, raw) {
-				rec, err := readRecord(b, uuid, i)
-				if err != nil {
-					return err
-				}
-				if members[rec.Reboot.ServerUUID] != i {
-					return fmt.Errorf("%w: plan %s: record %d names server %s, listed at %d", ErrCorrupt, uuid, i, rec.Reboot.ServerUUID, members[rec.Reboot.ServerUUID])
-				}
-				d = decodedRecord{raw: append([]byte(nil), raw...), rec: rec}
-			}
-			cache[i] = d
-			v.Reboots[k] = d.rec.Reboot.clone()
-			v.base.orig[k] = d.rec.Reboot // never modified: cache and base share it
-		}
-		s.mu.Lock()
-		if s.decoded == nil {
-			s.decoded = map[string]map[int]decodedRecord{}
-		}
-		s.decoded[uuid] = cache
-		s.mu.Unlock()
-		if err := v.check(); err != nil {
-			return fmt.Errorf("%w: %v", ErrCorrupt, err)
-		}
-		return nil
-	})
-	return v, err
 }
 
 // PutView implements ViewStore: one transaction, compare-and-swap on the

@@ -188,8 +188,14 @@
 // plan and the core ones a prefix too; an Index in the header counts what
 // lies behind (done, failed, failures, the positions in flight). A View is
 // the header, the Index, the reboots in flight and the next PendingInView
-// pending ones; NextView decides on it exactly as Next decides on the whole
-// plan (Next is NextView on FullView), and keeps the Index. A store that
+// pending ones (a BoltStore view at most BoltMaxStartsPerPass of them, so
+// that a pass's read of the file stays short: a plan whose concurrency is
+// higher starts that many per pass and reaches its concurrency over
+// several passes); NextView decides on it exactly as Next decides on the
+// whole plan (Next is NextView on FullView), and keeps the Index. A
+// BoltStore view can be read (ReadView: the bytes, in one transaction)
+// apart from its decoding (ViewRead.View), so a process that holds the
+// file only for the read lets it go before decoding. A store that
 // holds at most so many reboots of a plan in flight says so in its views
 // (View.MaxInFlight): NextView then starts none while that many are in
 // flight, and the plan waits with the reason in Plan.Waiting. When the Store

@@ -87,9 +87,15 @@ func (s lockedStore) ListHeads(ctx context.Context) (vs []plan.View, err error) 
 	return vs, err
 }
 
-func (s lockedStore) GetView(ctx context.Context, uuid string) (v plan.View, err error) {
-	err = s.with(func(st *plan.BoltStore) error { v, err = st.GetView(ctx, uuid); return err })
-	return v, err
+// GetView reads the view's bytes with the file locked (plan.BoltStore.ReadView)
+// and decodes them after letting it go: an operator's command waits for
+// the read only, not for the decoding of the reboots in flight.
+func (s lockedStore) GetView(ctx context.Context, uuid string) (plan.View, error) {
+	var r plan.ViewRead
+	if err := s.with(func(st *plan.BoltStore) (err error) { r, err = st.ReadView(ctx, uuid); return err }); err != nil {
+		return plan.View{}, err
+	}
+	return r.View()
 }
 
 func (s lockedStore) PutView(ctx context.Context, v plan.View) error {
@@ -149,8 +155,9 @@ func (e *env) executor(args []string) int {
 	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\")")
 	interval := fs.Duration("interval", 5*time.Second, "time between passes")
 	passTimeout := fs.Duration("pass-timeout", 5*time.Minute, "the longest one pass over the running plans may take: each plan gets an equal share of what\n"+
-		"is left of it, and each call to the fleet at most a quarter of its plan's share (a call that\n"+
-		"does not answer in time is asked again, after the others, by the next pass)")
+		"is left of it, a plan cut short the time the others left unused, and each call to the fleet\n"+
+		"at most a quarter of its plan's share (a call that does not answer in time is asked again,\n"+
+		"after the others, by the next pass)")
 	drain := fs.Duration("drain-timeout", 15*time.Minute, "a job must have drained its server this long after it started")
 	jobTimeout := fs.Duration("job-timeout", time.Hour, "a reboot job must have power-cycled its server this long after it was created")
 	retention := fs.Duration("job-retention", time.Hour, "how long an ended job stays in the fleet state file once its plan has recorded its end")
