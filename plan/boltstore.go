@@ -470,13 +470,22 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 		// version) only when the view was read from this plan at this
 		// version; otherwise its reboots are compared with the records.
 		fromHere := v.base != nil && len(v.base.orig) == len(v.Reboots) && bytes.Equal(v.base.header, b.Get(keyHeader))
+		// A record whose bytes are the ones the view was decoded from
+		// need not be decoded again under the file's lock.
+		known := fromHere && len(v.base.vers) == len(v.Reboots) && len(v.base.raws) == len(v.Reboots)
 		for k, r := range v.Reboots {
 			if fromHere && sameReboot(v.base.orig[k], r) {
 				continue // unchanged since read from this header
 			}
 			i := v.pos(k)
-			rec, err := s.cachedRecord(b, v.UUID, i)
-			if err != nil {
+			var rec record
+			var ahead []byte // encoded ahead (EncodeView) from this very record
+			if known && bytes.Equal(b.Get(rebootKey(i)), v.base.raws[k]) {
+				rec = record{Index: i, Version: v.base.vers[k], Reboot: v.base.orig[k]}
+				if len(v.base.enc) == len(v.Reboots) && v.base.enc[k] != nil && sameReboot(v.base.encFrom[k], r) {
+					ahead = v.base.enc[k]
+				}
+			} else if rec, err = s.cachedRecord(b, v.UUID, i); err != nil {
 				return fmt.Errorf("plan: refusing to overwrite: %w", err)
 			}
 			if rec.Reboot.ServerUUID != r.ServerUUID {
@@ -485,10 +494,12 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 			if err := CheckStepForward(v.UUID, i, rec.Reboot, r); err != nil {
 				return err
 			}
-			if sameReboot(rec.Reboot, r) {
-				continue
+			if ahead != nil {
+				err = b.Put(rebootKey(i), ahead)
+			} else {
+				err = putRecord(b, i, rec, r)
 			}
-			if err := putRecord(b, i, rec, r); err != nil {
+			if err != nil {
 				return err
 			}
 		}

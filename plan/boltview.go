@@ -108,7 +108,7 @@ func (r ViewRead) View() (View, error) {
 	p.Version = strconv.FormatUint(r.h.Version, 10)
 	v := View{Plan: p, Pos: r.pos, Index: *r.h.Index, Members: members}
 	v.Reboots = make([]Reboot, len(v.Pos))
-	v.base = &viewBase{header: r.header, orig: make([]Reboot, len(v.Pos))}
+	v.base = &viewBase{header: r.header, orig: make([]Reboot, len(v.Pos)), raws: r.raws, vers: make([]uint64, len(v.Pos))}
 	s.mu.Lock()
 	old := s.decoded[uuid]
 	s.mu.Unlock()
@@ -132,6 +132,7 @@ func (r ViewRead) View() (View, error) {
 		cache[i] = d
 		v.Reboots[k] = d.rec.Reboot.clone()
 		v.base.orig[k] = d.rec.Reboot // never modified: cache and base share it
+		v.base.vers[k] = d.rec.Version
 	}
 	s.mu.Lock()
 	if s.decoded == nil {
@@ -142,5 +143,33 @@ func (r ViewRead) View() (View, error) {
 	if err := v.check(); err != nil {
 		return View{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
+	return v, nil
+}
+
+// EncodeView encodes, ahead of BoltStore.PutView, the records of the
+// reboots of v (a view read from a BoltStore) that changed since it was
+// read: PutView then writes those bytes when the stored records are still
+// the ones read (else it reads them and encodes again). A caller that
+// holds the file only for the write (cmd/rebootctl's executor) encodes
+// before taking it. A reboot changed again after EncodeView is encoded
+// again by PutView. v is not modified; a view not read from a BoltStore
+// is returned as it is.
+func EncodeView(v View) (View, error) {
+	if v.base == nil || len(v.base.vers) != len(v.Reboots) || len(v.base.orig) != len(v.Reboots) || len(v.Pos) != len(v.Reboots) {
+		return v, nil
+	}
+	nb := *v.base
+	nb.enc, nb.encFrom = make([][]byte, len(v.Reboots)), make([]Reboot, len(v.Reboots))
+	for k, r := range v.Reboots {
+		if sameReboot(nb.orig[k], r) {
+			continue
+		}
+		raw, err := json.Marshal(record{Index: v.pos(k), Version: nb.vers[k] + 1, Reboot: r})
+		if err != nil {
+			return v, fmt.Errorf("plan: encode %s: %w", v.UUID, err)
+		}
+		nb.enc[k], nb.encFrom[k] = raw, r.clone()
+	}
+	v.base = &nb
 	return v, nil
 }

@@ -194,8 +194,9 @@
 // several passes); NextView decides on it exactly as Next decides on the
 // whole plan (Next is NextView on FullView), and keeps the Index. A
 // BoltStore view can be read (ReadView: the bytes, in one transaction)
-// apart from its decoding (ViewRead.View), so a process that holds the
-// file only for the read lets it go before decoding. A store that
+// apart from its decoding (ViewRead.View), and its changed reboots
+// encoded before the write (EncodeView), so a process that holds the file
+// only for each read and write decodes and encodes without it. A store that
 // holds at most so many reboots of a plan in flight says so in its views
 // (View.MaxInFlight): NextView then starts none while that many are in
 // flight, and the plan waits with the reason in Plan.Waiting. When the Store

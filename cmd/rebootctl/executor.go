@@ -98,7 +98,13 @@ func (s lockedStore) GetView(ctx context.Context, uuid string) (plan.View, error
 	return r.View()
 }
 
+// PutView encodes the view's changed reboots (plan.EncodeView) before
+// locking the file for the write.
 func (s lockedStore) PutView(ctx context.Context, v plan.View) error {
+	v, err := plan.EncodeView(v)
+	if err != nil {
+		return err
+	}
 	return s.with(func(st *plan.BoltStore) error { return st.PutView(ctx, v) })
 }
 

@@ -50,10 +50,24 @@ func (s timedLocked) GetView(ctx context.Context, uuid string) (plan.View, error
 // truth: each command's wall time, and the plan read back with the last
 // command's state.
 func TestReview37p_StopWaitsForLargeView(t *testing.T) {
+	stopLandsWhileExecutorRuns(t, 50)
+}
+
+// TestStopLandsAtFivePercent is TestReview37p_StopWaitsForLargeView at 5 %
+// of 100,000 servers (5,000 in flight): the issue asks for both.
+func TestStopLandsAtFivePercent(t *testing.T) {
+	stopLandsWhileExecutorRuns(t, 5)
+}
+
+// stopLandsWhileExecutorRuns runs the executor's passes on a
+// 100,000-server bbolt plan at percent concurrency with that many in
+// flight, and checks that an operator's stop or resume lands within 1 s.
+func stopLandsWhileExecutorRuns(t *testing.T, percent int) {
 	if testing.Short() {
 		t.Skip("100,000 servers")
 	}
-	const n, flying = 100_000, 50_000
+	const n = 100_000
+	flying := n * percent / 100
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fs := make([]fake.FleetServer, n)
@@ -64,7 +78,7 @@ func TestReview37p_StopWaitsForLargeView(t *testing.T) {
 	clk := fake.NewClock(time.Time{})
 	fleet := fake.NewFleet(clk.Now, "", fs...)
 	p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "big", Target: "2", Select: plan.SelectAll,
-		Concurrency: plan.Percent(50), CreatedAt: clk.Now()})
+		Concurrency: plan.Percent(percent), CreatedAt: clk.Now()})
 	require.NoError(t, err)
 	p, err = plan.Run(p)
 	require.NoError(t, err)
@@ -117,5 +131,5 @@ func TestReview37p_StopWaitsForLargeView(t *testing.T) {
 	require.NoError(t, bs.Close())
 	require.Equal(t, plan.StateStopped, h.State)
 	t.Logf("%d executor passes ran; the slowest command landed after %s; the executor's longest GetView took %s (%d reboots loaded)", passes, worst, longest, loaded)
-	assert.Less(t, worst, time.Second, "a stop or resume took %s to land on a 100,000-server plan (50,000 in flight) while the executor ran (its longest GetView: %s, %d reboots)", worst, longest, loaded)
+	assert.Less(t, worst, time.Second, "a stop or resume took %s to land on a 100,000-server plan (%d in flight) while the executor ran (its longest GetView: %s, %d reboots)", worst, flying, longest, loaded)
 }
