@@ -72,9 +72,19 @@ func (s *BoltStore) ReadView(_ context.Context, uuid string) (ViewRead, error) {
 		}
 		r.pos = cutPositions(*h.Index, min(PendingInView(h.Plan), BoltMaxStartsPerPass))
 		r.raws = make([][]byte, len(r.pos))
+		// One cursor: the positions are ascending and mostly consecutive
+		// (the reboots in flight, then the next pending ones), so most
+		// records are the next key rather than a search from the root.
+		c := b.Cursor()
+		var key, raw []byte
 		for k, i := range r.pos {
-			raw := b.Get(rebootKey(i))
-			if raw == nil {
+			want := rebootKey(i)
+			if k > 0 && i == r.pos[k-1]+1 && key != nil {
+				key, raw = c.Next()
+			} else {
+				key, raw = c.Seek(want)
+			}
+			if !bytes.Equal(key, want) || raw == nil {
 				return fmt.Errorf("%w: plan %s: reboot record %d missing", ErrCorrupt, uuid, i)
 			}
 			r.raws[k] = bytes.Clone(raw)
