@@ -337,20 +337,6 @@ func putHeader(b *bolt.Bucket, p Plan, ix Index, version uint64) error {
 	return b.Put(keyHeader, raw)
 }
 
-// membersOf returns the plan's member map, from the cache or the servers
-// record (or, for a plan written before that record existed, its reboot
-// records). A plan's servers never change, so the map is read once.
-func (s *BoltStore) membersOf(b *bolt.Bucket, h header) (map[string]int, error) {
-	if m, ok := s.cachedMembers(h); ok {
-		return m, nil
-	}
-	raw, servers, err := serversOf(b, h)
-	if err != nil {
-		return nil, err
-	}
-	return s.membersFrom(h, raw, servers)
-}
-
 // createdKey is what tells a plan from another plan of its UUID.
 func createdKey(h header) string {
 	if h.CreatedAt == nil {
@@ -359,7 +345,10 @@ func createdKey(h header) string {
 	return h.CreatedAt.UTC().Format(time.RFC3339Nano)
 }
 
-// cachedMembers returns the plan's member map if it is cached.
+// cachedMembers returns the plan's member map if it is cached (a plan's
+// servers never change, so the map is read once: ReadView reads the
+// servers record, or for a plan written before that record existed its
+// reboot records, only when it is not).
 func (s *BoltStore) cachedMembers(h header) (map[string]int, bool) {
 	s.mu.Lock()
 	c, ok := s.members[h.UUID]
