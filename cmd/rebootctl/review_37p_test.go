@@ -66,6 +66,7 @@ func stopLandsWhileExecutorRuns(t *testing.T, percent int) {
 	if testing.Short() {
 		t.Skip("100,000 servers")
 	}
+	skipLatencyUnderRace(t)
 	const n = 100_000
 	flying := n * percent / 100
 	ctx, cancel := context.WithCancel(context.Background())
