@@ -1,0 +1,140 @@
+package remediation_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// TestReview40n_MovedWithoutPowerFailsHealthyHosts: a library user who
+// builds RebootAPIHosts as the package doc and kube.NewRemediationReconciler
+// do, without Power (kube's doc never names SetRemediationPower), has every
+// Machine that moves after its host was powered off for the request fail
+// its remediation, with every BMC healthy: moveBlocked (phased.go) needs
+// Host.Power == On, which only Power fills. Ground truth: h1 reads on
+// (the reboot controller powered it on at once), yet h2 is never asked
+// and the attempt ends Failed at its timeout (the Machine is deleted when
+// it has an owner). Correct: with no fault at all, the moved Machine's new
+// host is remediated.
+func TestReview40n_MovedWithoutPowerFailsHealthyHosts(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 4 * time.Second})
+	g.startOnH1(t, true)
+	g.hostOf.Store("h2") // the Machine now maps to h2
+	deadline := time.Now().Add(6 * time.Second)
+	var onAt time.Time
+	for time.Now().Before(deadline) {
+		_, _ = g.rem.Reconcile(context.Background(), "m1")
+		if onAt.IsZero() && g.hw["h1"].HardwareOn() {
+			onAt = time.Now()
+		}
+		if st := g.state(); st.Host == "h2" {
+			return // the new host was asked
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st := g.state()
+	t.Fatalf("h1 back on by ground truth since %v (truth %v), every BMC healthy: want h2 asked; the moved Machine waited for a power reading RebootAPIHosts without Power never gives and ended %s: %q",
+		onAt.Format(time.StampMilli), g.hw["h1"].Truth(), st.Phase, st.Message)
+}
+
+// TestReview40n_OfflineBlipReleasesHostStillOffForRequest: held.go says a
+// host its owner keeps off (Host.Offline) "stays off by its owner's will,
+// and no power-on for the request will ever come", so its admission goes.
+// But the reboot controller keeps the reboot pending while Online is
+// false ("off; held while Online is false", reboot/decide.go heldOff) and
+// powers the host on for it as soon as Online is true again. h1, powered
+// off for m1's request, its BMC refusing On (the fault still on): the
+// owner sets spec.online false and back true; during the blip m1's
+// cancelled remediation gives up and releases its admission; then h1 is
+// again off for the request, its reboot still pending, the reboot
+// controller trying to power it on, and counted by nobody: m2 is
+// admitted under MaxCount(1) and h2 is powered off. Ground truth: h1 and
+// h2 off at once, both by remediation requests, for a limit of one.
+func TestReview40n_OfflineBlipReleasesHostStillOffForRequest(t *testing.T) {
+	ctx := context.Background()
+	cluster := fake.NewCluster()
+	for _, n := range []string{"m1", "m2"} {
+		cluster.AddMachine(remediation.Machine{Name: n, UID: "uid-" + n, NodeName: n, Cluster: "c"})
+		cluster.PutNode(remediation.Node{Name: n, UID: "n-" + n, Ready: true})
+	}
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true}, reboot.Host{Name: "h2", Online: true})
+	hw := map[string]*fake.Power{
+		"h1": fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond}),
+		"h2": fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond}),
+	}
+	pw := func(h string) (power.Controller, error) { return hw[h], nil }
+	hostOf := map[string]string{"m1": "h1", "m2": "h2"}
+	rem := &remediation.Reconciler{Machines: cluster, Nodes: cluster.Nodes(), Admissions: cluster, Now: time.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, Power: pw, StaleReads: 100 * time.Millisecond, OwnerOnline: true,
+			HostOf: func(_ context.Context, m string) (string, error) { return hostOf[m], nil }},
+		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 2 * time.Second}}
+	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now, Power: pw,
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runner := &reboot.Runner{Loops: []reboot.Loop{rb.Loop(func(context.Context) ([]string, error) { return []string{"h1", "h2"}, nil })}}
+	go func() { _ = runner.Run(rctx) }()
+	pass := func(m string) {
+		_, err := rem.Reconcile(ctx, m)
+		rec, _ := cluster.Get(ctx, m)
+		t.Logf("%s: err=%v phase=%s msg=%q", m, err, rec.State.Phase, rec.State.Message)
+	}
+
+	// m1 is remediated: h1 powered off for its request.
+	cluster.SetNodeReady("m1", false)
+	cluster.SetNeedsRemediation("m1", true)
+	pass("m1")
+	require.Eventually(t, func() bool { return !hw["h1"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1 powered off")
+	// h1's BMC refuses every power-on from now on; the checker cancels.
+	hw["h1"].SetConfig(fake.PowerConfig{Lag: 20 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}})
+	cluster.SetNeedsRemediation("m1", false)
+	for i := 0; i < 5; i++ {
+		pass("m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	if a, _ := cluster.GetAdmissions(ctx); !a.Has("m1") {
+		t.Fatalf("precondition: m1 keeps its admission while h1 is off for its request")
+	}
+	// The owner blips spec.online: false, then true again.
+	require.NoError(t, hosts.Mutate("h1", func(h *reboot.Host) { h.Online = false }))
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		pass("m1")
+		if a, _ := cluster.GetAdmissions(ctx); !a.Has("m1") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NoError(t, hosts.Mutate("h1", func(h *reboot.Host) { h.Online = true }))
+	time.Sleep(300 * time.Millisecond) // the reboot controller tries to power h1 on for the pending reboot: refused
+	h1, _ := hosts.Get(ctx, "h1")
+	t.Logf("h1 after the blip: online=%v pending=%v status=%+v", h1.Online, h1.Status.Pending(), h1.Status)
+
+	// m2 fails: the storm guard must not let a second host go off.
+	from := time.Now()
+	cluster.SetNodeReady("m2", false)
+	cluster.SetNeedsRemediation("m2", true)
+	for i := 0; i < 10; i++ {
+		pass("m2")
+		pass("m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	if hw["h1"].OffThroughout(from, to) && hw["h2"].WasOffDuring(from, to) {
+		a, _ := cluster.GetAdmissions(ctx)
+		t.Fatalf("MaxCount(1): h1 (off since m1's request, never on since: truth %v) and h2 (truth %v) both off at once by remediation requests; admissions now %v",
+			hw["h1"].Truth(), hw["h2"].Truth(), a.Machines)
+	}
+}
