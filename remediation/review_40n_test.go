@@ -138,3 +138,47 @@ func TestReview40n_OfflineBlipReleasesHostStillOffForRequest(t *testing.T) {
 			hw["h1"].Truth(), hw["h2"].Truth(), a.Machines)
 	}
 }
+
+// TestReview40n_DoneAfterCancelMovedStartsOnRecordAlone: phased.go's
+// moveBlocked says the reboot controller's record of a power-on (without
+// RebootAPIHosts.Power) is "enough to release an admission, not to power
+// a second host off for the same one", and State.Host says "never two
+// held at once". The Done-after-cancel case added for round 13
+// (phased.go, `keeps(o.State, o.Host)` in PhaseNone/Done/Failed) judges
+// the old host with held, which trusts that record: h1, powered off for
+// m1's request, its BMC refusing every power-on (the fault still on), has
+// its power-on recorded; the cancelled remediation gives up waiting
+// (Done); m1, now mapping to h2 and unhealthy again, starts a new attempt
+// and h2 is powered off. Ground truth: h1 and h2 off at once for one
+// Machine's requests, one admission.
+func TestReview40n_DoneAfterCancelMovedStartsOnRecordAlone(t *testing.T) {
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Second})
+	g.startOnH1(t, true)
+	g.hw["h1"].SetConfig(fake.PowerConfig{Lag: 20 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}})
+	g.cluster.SetNeedsRemediation("m1", false) // cancelled
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && g.state().Phase != remediation.PhaseDone {
+		_ = g.pass(t)
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, remediation.PhaseDone, g.state().Phase, "precondition: the cancelled remediation gave up waiting")
+	require.False(t, g.hw["h1"].HardwareOn(), "precondition: h1 still off (its BMC refuses On)")
+	from := time.Now()
+	g.hostOf.Store("h2")
+	g.cluster.SetNeedsRemediation("m1", true)
+	for i := 0; i < 10; i++ {
+		_ = g.pass(t)
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	if g.hw["h1"].OffThroughout(from, to) && g.hw["h2"].WasOffDuring(from, to) {
+		a, _ := g.cluster.GetAdmissions(context.Background())
+		t.Fatalf("h1 off since m1's request, never on since (truth %v), and h2 powered off for m1's new attempt (truth %v): two hosts held at once for one Machine; admissions %v, state %+v",
+			g.hw["h1"].Truth(), g.hw["h2"].Truth(), a.Machines, g.state())
+	}
+}
