@@ -182,3 +182,29 @@ func TestReview40n_DoneAfterCancelMovedStartsOnRecordAlone(t *testing.T) {
 			g.hw["h1"].Truth(), g.hw["h2"].Truth(), a.Machines, g.state())
 	}
 }
+
+// TestReview40n_RetryAfterMoveForgetsPrevHost: State.PrevHost is "the
+// host the request was written to before the last move (Host's value
+// then)", read every pass so that a request a paused writer lands there
+// after the move is removed whenever it lands. decide's request() sets it
+// on a move; retryOrEscalate (phased.go, the retry branch) moves the
+// attempt to the new host (st.Host = o.Host.Name) without it: a Machine
+// whose node did not come back in time after it moved is retried on h2
+// with PrevHost empty, and h1 is never read again.
+func TestReview40n_RetryAfterMoveForgetsPrevHost(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := remediation.Machine{Name: "db-1", UID: "u1", NeedsRemediation: true, NodeName: "db-1"}
+	for _, ph := range []remediation.Phase{remediation.PhasePoweringOn, remediation.PhaseWaitingForNode} {
+		st := remediation.State{Phase: ph, Attempt: 1, Started: t0, RequestedAt: t0, Host: "bmh-1"}
+		// bmh-1 read on since the request (power reading On): the move is not blocked.
+		h := remediation.Host{Name: "bmh-2", OffAfterRequest: true, PoweredOn: ph == remediation.PhaseWaitingForNode, Power: power.StateOn}
+		d := remediation.Config{Timeout: 10 * time.Minute}.Decide(remediation.Observed{Machine: m, State: st, Host: h, Admitted: true}, t0.Add(time.Hour))
+		if !d.AddRebootAnnotation || d.State.Host != "bmh-2" {
+			t.Logf("%s: not a retry on bmh-2: %+v", ph, d)
+			continue
+		}
+		if d.State.PrevHost != "bmh-1" {
+			t.Errorf("%s, moved from bmh-1, timed out: retried on bmh-2 with PrevHost %q, want bmh-1 (a stray request landing there is never removed)", ph, d.State.PrevHost)
+		}
+	}
+}
