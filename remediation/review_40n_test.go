@@ -208,3 +208,47 @@ func TestReview40n_RetryAfterMoveForgetsPrevHost(t *testing.T) {
 		}
 	}
 }
+
+// TestReview40n_HostlessRestartForgetsHeldOldHost: the Done-after-cancel
+// rule added in round 13 (phased.go, PhaseNone/Done/Failed: "its request
+// is gone, but the host is still off for it") applies only when the
+// Machine maps to another host (o.Host.Name != ""). A Machine that maps to
+// no host now (HostOf "": its host released) and is marked again starts a
+// new attempt with State.Host "" (start), forgetting h1, which is still
+// off for the last request (its BMC refusing On, read Off through Power);
+// at the attempt's timeout it escalates and releases its admission, judged
+// on the new request's (no) host. Ground truth: h1 off since m1's request,
+// never on since, and no admission counts it.
+func TestReview40n_HostlessRestartForgetsHeldOldHost(t *testing.T) {
+	ctx := context.Background()
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Second})
+	g.rh.Power = func(h string) (power.Controller, error) { return g.hw[h], nil }
+	g.startOnH1(t, true)
+	g.hw["h1"].SetConfig(fake.PowerConfig{Lag: 20 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}})
+	g.cluster.SetNeedsRemediation("m1", false) // cancelled
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && g.state().Phase != remediation.PhaseDone {
+		_ = g.pass(t)
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, remediation.PhaseDone, g.state().Phase, "precondition: the cancelled remediation gave up waiting")
+	a, _ := g.cluster.GetAdmissions(ctx)
+	require.True(t, a.Has("m1"), "precondition: m1 keeps its admission while h1 is off for its request")
+	from := time.Now()
+	g.hostOf.Store("") // its host released: the Machine maps to none
+	g.cluster.SetNeedsRemediation("m1", true)
+	for i := 0; i < 40; i++ {
+		_ = g.pass(t)
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	a, _ = g.cluster.GetAdmissions(ctx)
+	if g.hw["h1"].OffThroughout(from, to) && !a.Has("m1") {
+		t.Fatalf("h1 off since m1's request, never on since (truth %v), yet m1's admission is released; state %+v", g.hw["h1"].Truth(), g.state())
+	}
+}
