@@ -91,9 +91,15 @@
 //     and recorded in the status (host, nodeName, controlPlane); a
 //     checker that names another Node later (the node-name annotation, or
 //     the owning Machine) cancels the remediation, and rebootkit never
-//     acts on that Node. A hostMapping.hosts entry is refused if the
-//     host's own hostAnnotation, another host's, or the Node's label
-//     says otherwise. One
+//     acts on that Node. The host a hostMapping finds (a hosts entry,
+//     or the hostAnnotation or label lookup) is refused if, under any
+//     known key, the host's own annotation names another Node, another
+//     host's names this Node, or the Node's label names another host;
+//     the known keys never depend on the remediation's spec alone (the
+//     checker role writes it): DefaultHostAnnotation (rebootkit.io/node)
+//     and DefaultHostLabel (node-restriction.kubernetes.io/baremetalhost)
+//     always, the controller's HostAnnotations and HostLabels, and the
+//     spec's keys, which only add checks. One
 //     remediation holds a host at a time (ErrHostHeld), a
 //     PowerCycleRemediation or a Machine-annotation remediation alike
 //     (the admission record both share, Admissions); the storm guard
@@ -101,8 +107,10 @@
 //     included (with the control-plane role each section records: one
 //     control-plane host at a time across both; an admission without it
 //     counts as control plane), against the cluster's Nodes (a
-//     remediation whose Node is gone counts only while in flight or
-//     admitted), and a remediation waiting on a held host is looked at
+//     remediation whose Node is gone counts, as unhealthy, while it still
+//     needs remediation, as Cluster API's NodeNotFound, and with no
+//     Machine to read its role from as control plane; otherwise only
+//     while in flight or admitted), and a remediation waiting on a held host is looked at
 //     every poll interval; a remediation
 //     deleted or timed out mid-way releases its host before it goes
 //     (ReleaseFinalizer). One that failed or was cancelled while its host

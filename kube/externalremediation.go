@@ -51,7 +51,7 @@ const controlPlaneNodeLabel = "node-role.kubernetes.io/control-plane"
 // the health checker escalates; the store never deletes a Machine.
 // The state is saved in the status (compare-and-swap on the
 // resourceVersion). List leaves out the remediations of Nodes that are
-// gone (unless in flight) and returns the Nodes no remediation names, as
+// gone (unless in flight or still needing remediation) and returns the Nodes no remediation names, as
 // healthy members, so the storm guard's percentages count the cluster's
 // Nodes; every member is in one scope (cluster "", health check "").
 type ExternalRemediations struct {
@@ -60,6 +60,14 @@ type ExternalRemediations struct {
 	// Reader, if set, is what a remediation is read with by name (the
 	// manager's API reader, as Machines.Reader); default Client.
 	Reader client.Reader
+	// HostAnnotations are BareMetalHost annotation keys, besides
+	// DefaultHostAnnotation and the spec's hostMapping.hostAnnotation,
+	// that a hostMapping is cross-checked under (FindHost).
+	HostAnnotations []string
+	// HostLabels are Node label keys, besides DefaultHostLabel and the
+	// spec's hostMapping.label, that a hostMapping is cross-checked under
+	// (those the Node's kubelet can write are ignored).
+	HostLabels []string
 }
 
 var _ remediation.MachineStore = (*ExternalRemediations)(nil)
@@ -138,16 +146,20 @@ type nodeView struct {
 // its control-plane role are the ones recorded with it in the status
 // (status.nodeName, status.controlPlane), never what the checker's
 // annotation or the Machine name later, nor the live Node's label (the
-// Node is deleted mid-way). A remediation recorded by an earlier version
-// without status.controlPlane reads the recorded Node's label, and counts
-// as control plane if that Node is gone.
+// Node is deleted mid-way). Before that, and for a remediation recorded
+// by an earlier version without status.controlPlane, the role is read
+// from the Machine's or the Node's label, and counts as control plane if
+// that Machine or Node does not exist (so a host found while its Node is
+// gone records control plane).
 func (s *ExternalRemediations) nodeOf(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (nodeView, error) {
 	now, cp, found, err := s.nodeNow(ctx, r)
 	if err != nil {
 		return nodeView{}, err
 	}
 	if r.Status.Host == "" {
-		return nodeView{Name: now, ControlPlane: cp}, nil
+		// A Machine or Node that does not exist has an unknown role:
+		// control plane, the cautious side (as for a recorded one below).
+		return nodeView{Name: now, ControlPlane: cp || !found}, nil
 	}
 	v := nodeView{Name: cmp.Or(r.Status.NodeName, now)}
 	if now != "" && v.Name != now {
@@ -228,12 +240,15 @@ func (s *ExternalRemediations) Get(ctx context.Context, name string) (remediatio
 }
 
 // List implements remediation.MachineStore: the remediations whose Node
-// exists or that are power-cycling (in flight: rebootkit may have deleted
-// the Node), then the Nodes none of them names (healthy members named
-// "node/" + name). A remediation of a Node that is gone and that is not in
-// flight is no member: the storm guard's total is the cluster's Nodes, not
-// grown by remediations its checker left behind (an admission kept while
-// its host is held still counts, from the admission record).
+// exists, that are power-cycling (in flight: rebootkit may have deleted
+// the Node) or that still need remediation (a Node that is gone is
+// unhealthy, as Cluster API's NodeNotFound), then the Nodes none of them
+// names (healthy members named "node/" + name). A remediation of a Node
+// that is gone, not in flight and no longer needing remediation (deleted,
+// timed out, Node back) is no member: the storm guard's total is the
+// cluster's Nodes, not grown by remediations its checker left behind (an
+// admission kept while its host is held still counts, from the admission
+// record).
 func (s *ExternalRemediations) List(ctx context.Context) ([]remediation.MachineRecord, error) {
 	var l v1alpha1.PowerCycleRemediationList
 	if err := s.Client.List(ctx, &l, client.InNamespace(s.Namespace)); err != nil {
@@ -254,10 +269,15 @@ func (s *ExternalRemediations) List(ctx context.Context) ([]remediation.MachineR
 		if err != nil {
 			return nil, err
 		}
-		if n := rec.Machine.NodeName; n != "" && !exists[n] && !remediation.InFlight(rec.State.Phase) {
-			// Not a member: its Node is not in the cluster, and it is not
-			// power-cycling (one whose admission is kept while its host
-			// is held is counted from the admission record).
+		if n := rec.Machine.NodeName; n != "" && !exists[n] && !remediation.InFlight(rec.State.Phase) && !rec.Machine.NeedsRemediation {
+			// Not a member: its Node is not in the cluster, it is not
+			// power-cycling, and it no longer needs remediation (deleted,
+			// timed out, its Node back, or renamed: one whose admission
+			// is kept while its host is held is counted from the
+			// admission record). One that still needs remediation stays
+			// an unhealthy member: a Node that is gone is unhealthy to
+			// the checkers (Cluster API's NodeNotFound), and its host is
+			// the one to power-cycle.
 			continue
 		}
 		named[rec.Machine.NodeName] = true
@@ -387,10 +407,12 @@ func kubeletCannotWrite(key string) bool {
 // then the BareMetalHost whose hostAnnotation names the Node, then the
 // Node's label if its kubelet cannot write it). "" with ErrNoHost if none
 // names one, if the label's key is one its kubelet can write, or if two
-// sides disagree: a hosts entry naming a BareMetalHost whose
-// hostAnnotation names another Node, or while another BareMetalHost's
-// names this one, or the Node's label names another host; the
-// BareMetalHost side and the label naming different hosts.
+// sides disagree: the BareMetalHost side and the label naming different
+// hosts; or, under any known key (DefaultHostAnnotation,
+// DefaultHostLabel, the configured HostAnnotations and HostLabels, and
+// the spec's, which only add keys), the host found has an annotation
+// naming another Node, another BareMetalHost's annotation names this
+// Node, or the Node's label names another host.
 func (s *ExternalRemediations) FindHost(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (string, error) {
 	h, _, err := s.findHost(ctx, r)
 	return h, err
@@ -414,79 +436,134 @@ func (s *ExternalRemediations) findHost(ctx context.Context, r *v1alpha1.PowerCy
 	return h, v, err
 }
 
+// DefaultHostAnnotation is the BareMetalHost annotation naming the Node
+// the host runs that every hostMapping is cross-checked against, whatever
+// key the remediation's spec names.
+const DefaultHostAnnotation = "rebootkit.io/node"
+
+// DefaultHostLabel is the Node label naming its BareMetalHost that every
+// hostMapping is cross-checked against (in NodeRestrictionDomain, which
+// the Node's kubelet cannot write).
+const DefaultHostLabel = NodeRestrictionDomain + "/baremetalhost"
+
+// annotationKeys are the BareMetalHost annotation keys a mapping is
+// cross-checked under: DefaultHostAnnotation, the configured ones and the
+// spec's, sorted, without duplicates. The spec's keys only add checks:
+// the spec is written by the checker role, so none it leaves out is
+// skipped.
+func (s *ExternalRemediations) annotationKeys(hm *v1alpha1.HostMapping) []string {
+	keys := append([]string{DefaultHostAnnotation, hm.HostAnnotation}, s.HostAnnotations...)
+	keys = slices.DeleteFunc(keys, func(k string) bool { return k == "" })
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// labelKeys are the Node label keys a mapping is cross-checked under:
+// DefaultHostLabel, the configured ones and the spec's, those the Node's
+// kubelet cannot write, sorted, without duplicates.
+func (s *ExternalRemediations) labelKeys(hm *v1alpha1.HostMapping) []string {
+	keys := append([]string{DefaultHostLabel, hm.Label}, s.HostLabels...)
+	keys = slices.DeleteFunc(keys, func(k string) bool { return !kubeletCannotWrite(k) })
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
 // mappedHost is the host the template's hostMapping names for node.
 func (s *ExternalRemediations) mappedHost(ctx context.Context, r *v1alpha1.PowerCycleRemediation, node string) (string, error) {
 	hm := r.Spec.HostMapping
 	if hm == nil {
 		return "", fmt.Errorf("%w: node %s (no Cluster API Machine; set hostMapping in the template)", ErrNoHost, node)
 	}
-	annotated, err := s.hostAnnotations(ctx, r.Namespace, hm.HostAnnotation)
+	hostKeys := s.annotationKeys(hm)
+	annotated, err := s.hostAnnotations(ctx, r.Namespace, hostKeys)
 	if err != nil {
 		return "", err
 	}
-	byHost, err := hostNaming(annotated, hm.HostAnnotation, node)
-	if err != nil {
-		return "", err
+	var byHost string
+	if hm.HostAnnotation != "" {
+		if byHost, err = hostNaming(annotated[hm.HostAnnotation], hm.HostAnnotation, node); err != nil {
+			return "", err
+		}
+	}
+	var labels map[string]string
+	var n corev1.Node
+	switch err := s.Client.Get(ctx, types.NamespacedName{Name: node}, &n); {
+	case err == nil:
+		labels = n.Labels
+	case !apierrors.IsNotFound(err):
+		return "", fmt.Errorf("kube: node %s: %w", node, err)
 	}
 	byLabel := ""
 	if hm.Label != "" && kubeletCannotWrite(hm.Label) {
-		var n corev1.Node
-		err := s.Client.Get(ctx, types.NamespacedName{Name: node}, &n)
-		switch {
-		case err == nil:
-			byLabel = n.Labels[hm.Label]
-		case !apierrors.IsNotFound(err):
-			return "", fmt.Errorf("kube: node %s: %w", node, err)
-		}
+		byLabel = labels[hm.Label]
 	}
-	if h := hm.Hosts[node]; h != "" {
-		// The user's map is checked against what the hosts and the Node
-		// say: the map travels in the remediation's spec, which the
-		// checker role writes.
-		switch other, ok := annotated[h]; {
-		case ok && other != node:
-			return "", fmt.Errorf("%w: node %s: hostMapping.hosts maps it to BareMetalHost %s, whose annotation %q names Node %s; fix the hostMapping",
-				ErrNoHost, node, h, hm.HostAnnotation, other)
-		case byHost != "" && byHost != h:
-			return "", fmt.Errorf("%w: node %s: hostMapping.hosts maps it to BareMetalHost %s, but BareMetalHost %s names it (annotation %q); fix the hostMapping",
-				ErrNoHost, node, h, byHost, hm.HostAnnotation)
-		case byLabel != "" && byLabel != h:
-			return "", fmt.Errorf("%w: node %s: hostMapping.hosts maps it to BareMetalHost %s, but its label %q names host %s; fix the hostMapping",
-				ErrNoHost, node, h, hm.Label, byLabel)
-		}
-		return h, nil
-	}
+	h := hm.Hosts[node]
 	switch {
+	case h != "":
+		// The user's map travels in the remediation's spec, which the
+		// checker role writes: checked below against what the hosts and
+		// the Node say under every known key.
 	case byHost != "" && byLabel != "" && byHost != byLabel:
 		return "", fmt.Errorf("%w: node %s: BareMetalHost %s names it (annotation %q) but its label %q names host %s; fix the hostMapping",
 			ErrNoHost, node, byHost, hm.HostAnnotation, hm.Label, byLabel)
 	case byHost != "":
-		return byHost, nil
+		h = byHost
 	case byLabel != "":
-		return byLabel, nil
+		h = byLabel
 	case hm.Label != "" && !kubeletCannotWrite(hm.Label):
 		return "", fmt.Errorf("%w: node %s: hostMapping.label %q is not in the %s domain, so the Node's kubelet can write it and name any host; "+
 			"use a %s/ label, hostMapping.hostAnnotation on the BareMetalHosts, or hostMapping.hosts",
 			ErrNoHost, node, hm.Label, NodeRestrictionDomain, NodeRestrictionDomain)
+	default:
+		return "", fmt.Errorf("%w: node %s: no BareMetalHost has annotation %q naming it and it has no label %q; fix the hostMapping",
+			ErrNoHost, node, hm.HostAnnotation, hm.Label)
 	}
-	return "", fmt.Errorf("%w: node %s: no BareMetalHost has annotation %q naming it and it has no label %q; fix the hostMapping",
-		ErrNoHost, node, hm.HostAnnotation, hm.Label)
+	if err := crossCheck(node, h, annotated, hostKeys, labels, s.labelKeys(hm)); err != nil {
+		return "", err
+	}
+	return h, nil
 }
 
-// hostAnnotations maps each BareMetalHost of namespace that has the
-// annotation key to its value (none if key is "").
-func (s *ExternalRemediations) hostAnnotations(ctx context.Context, namespace, key string) (map[string]string, error) {
-	if key == "" {
-		return nil, nil
+// crossCheck refuses host h for node if, under any known key, host h's
+// annotation names another Node, another BareMetalHost's names node, or
+// the Node's label names another host (annotated: key, then host, then
+// the annotation's value).
+func crossCheck(node, h string, annotated map[string]map[string]string, hostKeys []string, labels map[string]string, labelKeys []string) error {
+	for _, k := range hostKeys {
+		if other, ok := annotated[k][h]; ok && other != node {
+			return fmt.Errorf("%w: node %s: hostMapping maps it to BareMetalHost %s, whose annotation %q names Node %s; fix the hostMapping or the annotation",
+				ErrNoHost, node, h, k, other)
+		}
+		for _, b := range slices.Sorted(maps.Keys(annotated[k])) {
+			if b != h && annotated[k][b] == node {
+				return fmt.Errorf("%w: node %s: hostMapping maps it to BareMetalHost %s, but BareMetalHost %s names it (annotation %q); fix the hostMapping or the annotation",
+					ErrNoHost, node, h, b, k)
+			}
+		}
 	}
+	for _, k := range labelKeys {
+		if v := labels[k]; v != "" && v != h {
+			return fmt.Errorf("%w: node %s: hostMapping maps it to BareMetalHost %s, but its label %q names host %s; fix the hostMapping or the label",
+				ErrNoHost, node, h, k, v)
+		}
+	}
+	return nil
+}
+
+// hostAnnotations maps each key to the BareMetalHosts of namespace that
+// have that annotation, and each to its value.
+func (s *ExternalRemediations) hostAnnotations(ctx context.Context, namespace string, keys []string) (map[string]map[string]string, error) {
 	var hosts metal3.BareMetalHostList
 	if err := s.Client.List(ctx, &hosts, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("kube: list hosts: %w", err)
 	}
-	out := map[string]string{}
-	for _, h := range hosts.Items {
-		if v, ok := h.Annotations[key]; ok {
-			out[h.Name] = v
+	out := make(map[string]map[string]string, len(keys))
+	for _, k := range keys {
+		out[k] = map[string]string{}
+		for _, h := range hosts.Items {
+			if v, ok := h.Annotations[k]; ok {
+				out[k][h.Name] = v
+			}
 		}
 	}
 	return out, nil

@@ -124,6 +124,10 @@ type ExternalRemediationController struct {
 	// so that one deleted while no manager ran, or whose kept admission's
 	// requeue a restart lost, is released once its host is not held.
 	SweepEvery time.Duration
+	// HostAnnotations and HostLabels are the keys, besides
+	// DefaultHostAnnotation, DefaultHostLabel and the template's, that a
+	// hostMapping is cross-checked under (ExternalRemediations).
+	HostAnnotations, HostLabels []string
 }
 
 func (c *ExternalRemediationController) now() time.Time {
@@ -138,7 +142,8 @@ func (c *ExternalRemediationController) poll() time.Duration {
 }
 
 func (c *ExternalRemediationController) store() *ExternalRemediations {
-	return &ExternalRemediations{Client: c.Client, Namespace: c.Namespace, Reader: c.Reader}
+	return &ExternalRemediations{Client: c.Client, Namespace: c.Namespace, Reader: c.Reader,
+		HostAnnotations: c.HostAnnotations, HostLabels: c.HostLabels}
 }
 
 func (c *ExternalRemediationController) nodes() remediation.NodeStore {

@@ -84,7 +84,13 @@ type PowerCycleRemediationSpec struct {
 // NodeRestriction admission plugin forbids kubelets to set; another key
 // is refused (the remediation fails with NoHost, saying so). Where the
 // BareMetalHost side and the Label both name a host and disagree, the
-// remediation fails with NoHost.
+// remediation fails with NoHost. Whatever the keys named here, the host
+// found (Hosts included) is cross-checked under rebootkit's default keys
+// too (the BareMetalHost annotation rebootkit.io/node, the Node label
+// node-restriction.kubernetes.io/baremetalhost) and the controller's:
+// a host whose annotation names another Node, another host's naming
+// this Node, or the Node's label naming another host fails it with
+// NoHost.
 type HostMapping struct {
 	// Label is a label key of the Node whose value is the host's name,
 	// in the node-restriction.kubernetes.io domain (for example
