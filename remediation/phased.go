@@ -485,10 +485,15 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			// first, never two hosts held at once.
 			d.Reason = fmt.Sprintf("the last request still holds host %s, which the machine no longer maps to: release it before starting", st.Host)
 			d.RequeueAfter = c.PollInterval
-		case st.Host != "" && o.Host.Name != "" && o.Host.Name != st.Host && keeps(o.State, o.Host):
-			// Its request is gone, but the host is still off for it: the
-			// new host is not asked before it is powered on.
-			d.Reason = fmt.Sprintf("host %s, which the machine no longer maps to, is still off for the last request: waiting for it to be powered on before starting on %s", st.Host, o.Host.Name)
+		case st.Host != "" && o.Host.Name != st.Host && (o.State.Phase != PhaseDone || o.State.Canceled) && moveBlocked(o):
+			// Its request is gone, but the host may still be off for it
+			// (moveBlocked's rule: the reboot controller's record of a
+			// power-on is not enough to power a second host off for the
+			// same Machine): no new attempt, on another host or on none
+			// (a Machine that maps to no host now would start one that
+			// forgets the old host, and release its admission judged on
+			// no host), before it is powered on. The admission is kept.
+			d.Reason = fmt.Sprintf("host %s, which the machine no longer maps to, may still be off for the last request: waiting for it to be powered on before starting again (if its BMC keeps refusing, power %s on by hand)", st.Host, st.Host)
 			d.RequeueAfter = c.PollInterval
 		default:
 			c.start(o, now, &d)
@@ -699,6 +704,9 @@ func (c Config) start(o Observed, now time.Time, d *Decision) {
 	// A request of this Machine's may still land on the host it moved
 	// from: PrevHost is kept until a pass finds none there (prevHost).
 	prev := st.PrevHost
+	if st.Host != "" && o.Host.Name != "" && o.Host.Name != st.Host {
+		prev = st.Host // moved: a stray write may still land there
+	}
 	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Host: o.Host.Name, PrevHost: prev, Backup: backup, Tainted: tainted}
 	// The new request replaces the last one on the same host (decide
 	// releases another host's first).
@@ -858,6 +866,9 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 	}
 	if st.Attempt <= c.RetryLimit {
 		st.Attempt++
+		if moved(o) {
+			st.PrevHost = st.Host // moved: a stray write may still land there
+		}
 		st.Phase, st.Started, st.RequestedAt, st.Host = PhasePowerOffRequested, now, now, cmp.Or(o.Host.Name, st.Host)
 		if st.Backup == nil {
 			st.Backup = backupOf(o.Node)
