@@ -321,11 +321,14 @@
 //     from before the request, and read within StaleReads of it) is
 //     Host.RebootPending. Only status.poweredOn true written, or read,
 //     more than StaleReads after the request is Host.PoweredOn. A host
-//     with spec.online false and no request of the Machine's on it (its
-//     owner released it: Cluster API's metal3 provider clears the
-//     consumer and sets spec.online false, the operator deprovisions it
-//     and keeps it off) is Host.Offline and not held: the operator
-//     powers it on for no request.
+//     with spec.online false, no request of the Machine's on it, and
+//     provisioning state available (its owner released it: Cluster API's
+//     metal3 provider clears the consumer and sets spec.online false, the
+//     operator deprovisions it and keeps it off) is Host.Offline and not
+//     held, unless Host.RebootPending: the operator powers it on for no
+//     request. spec.online false on a host still provisioned is not
+//     Offline: its owner may set it back (a blip), and the host, off for
+//     the request, stays held until it is shown on.
 //
 // # Hosts whose power never goes off
 //

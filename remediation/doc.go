@@ -148,7 +148,9 @@
 // (given up after a cancel, failed) keeps its admission while its host is
 // held (Held: its request still on it, a reboot pending, or off after its
 // request and not Host.PoweredOn since, unless its owner keeps it off
-// with no request on it: Host.Offline) and releases it on a later pass,
+// with no request and no reboot pending on it: Host.Offline; one Online
+// false reading does not release a host whose reboot is still pending)
+// and releases it on a later pass,
 // once the host is on (or kept off by its owner): the storm guard still counts a host it may have
 // left off, and no next remediation of that host is admitted meanwhile.
 // Every end state (done, failed, cancelled, escalated) removes its reboot

@@ -223,8 +223,12 @@ type Host struct {
 	// request: its Online (a BareMetalHost's spec.online) is false and no
 	// request of this Machine's is on it (RebootAnnotation false). Whoever
 	// serves reboot requests keeps such a host off and never powers it on
-	// for the request, so PoweredOn would never come: OffAfterRequest and
-	// RebootPending no longer hold it for the remediation (Held). A
+	// for the request, so PoweredOn would never come: OffAfterRequest no
+	// longer holds it for the remediation (Held); RebootPending still
+	// does (the reboot controller keeps a pending reboot while Online is
+	// false and powers the host on for it once Online is true again;
+	// RebootAPIHosts with Power also reports a power-on it recorded that
+	// no On reading confirms as RebootPending). A
 	// Machine's ordinary end (its owner releases the host, which is then
 	// deprovisioned and kept off) thus releases its admission. Set only
 	// by a store that knows the owner's wish (kube.OperatorHosts;
