@@ -66,7 +66,12 @@
 //   - RemediationController and NewRemediationReconciler: the remediation
 //     Reconciler on the namespace's Machines with the stores above; run it
 //     with the RebootController (the hosts' power goes through the reboot
-//     API). A Machine whose host is gone waits for it until the attempt's
+//     API), and call SetRemediationPower with the reboot controller's
+//     power controllers (rebootkit-controller does): a Machine that moves
+//     to another host after its host was powered off for the request has
+//     its new host asked only once the old one reads On, and without
+//     that reading its remediation fails at its timeout (the message
+//     names SetRemediationPower). A Machine whose host is gone waits for it until the attempt's
 //     timeout, then escalates. Hosts carrying the remediation's reboot
 //     request are watched and mapped to their Machine (through the host's
 //     consumerRef), so a request no attempt owns (a superseded leader's

@@ -818,9 +818,21 @@ func (c Config) waitMoved(o Observed, now time.Time, timedOut bool, d *Decision,
 		c.retryOrEscalate(o, now, d, why)
 		return
 	}
-	d.Reason = fmt.Sprintf("the machine moved from host %s to %s: waiting for %s, off for its request, to be powered on before requesting %s (if its BMC keeps refusing, power %s on by hand)",
-		o.State.Host, o.Host.Name, o.State.Host, o.Host.Name, o.State.Host)
+	d.Reason = fmt.Sprintf("the machine moved from host %s to %s: waiting for %s, off for its request, to be powered on before requesting %s%s (if its BMC keeps refusing, power %s on by hand)",
+		o.State.Host, o.Host.Name, o.State.Host, o.Host.Name, unread(o.Host), o.State.Host)
 	d.RequeueAfter = c.PollInterval
+}
+
+// unread says, for a move blocked while the reboot controller recorded
+// the old host's power-on (h.PoweredOn) that no reading confirms (h.Power
+// unknown), why: a move needs an On reading, which only a store that
+// reads the power gives (RebootAPIHosts.Power; the kube module's
+// SetRemediationPower). "" otherwise.
+func unread(h Host) string {
+	if !h.PoweredOn || h.Power != power.StateUnknown {
+		return ""
+	}
+	return "; its power-on is recorded but its power was not read (RebootAPIHosts.Power unset, in the kube module kube.SetRemediationPower not called, or its BMC did not answer): a move needs an On reading"
 }
 
 func (c Config) fenceNode(o Observed, d *Decision) {
@@ -864,8 +876,8 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 		// Nor is the new host asked while the old one may still be off
 		// for the request: no retry, the remediation fails (its admission
 		// kept while the old host is held).
-		c.escalate(o, now, d, fmt.Sprintf("%s (the machine moved from host %s to %s, and %s, off for its request, is not known on since: %s is not asked; power %s on, by hand if its BMC keeps refusing)",
-			why, o.State.Host, o.Host.Name, o.State.Host, o.Host.Name, o.State.Host))
+		c.escalate(o, now, d, fmt.Sprintf("%s (the machine moved from host %s to %s, and %s, off for its request, is not known on since%s: %s is not asked; power %s on, by hand if its BMC keeps refusing)",
+			why, o.State.Host, o.Host.Name, o.State.Host, unread(o.Host), o.Host.Name, o.State.Host))
 		return
 	}
 	if st.Attempt <= c.RetryLimit {

@@ -2,6 +2,7 @@ package remediation_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,33 +16,48 @@ import (
 
 // TestReview40n_MovedWithoutPowerFailsHealthyHosts: a library user who
 // builds RebootAPIHosts as the package doc and kube.NewRemediationReconciler
-// do, without Power (kube's doc never names SetRemediationPower), has every
+// do, without Power (kube's doc never named SetRemediationPower), has every
 // Machine that moves after its host was powered off for the request fail
 // its remediation, with every BMC healthy: moveBlocked (phased.go) needs
-// Host.Power == On, which only Power fills. Ground truth: h1 reads on
-// (the reboot controller powered it on at once), yet h2 is never asked
-// and the attempt ends Failed at its timeout (the Machine is deleted when
-// it has an owner). Correct: with no fault at all, the moved Machine's new
-// host is remediated.
+// Host.Power == On, which only Power fills. Asking h2 on the reboot
+// controller's record alone would power a second host off while the
+// first may be off (its record is written before the power-on is sent,
+// review 40n DoneAfterCancelMovedStartsOnRecordAlone), so the fix is
+// not to ask h2 without a reading: the failure message must say why
+// (Power unset, naming RebootAPIHosts.Power and kube.SetRemediationPower)
+// and, with Power set, the moved Machine's new host is remediated.
+// (Round 14 asked for h2 without Power; changed: that asserted the
+// unsafe rule finding 3 removes.)
 func TestReview40n_MovedWithoutPowerFailsHealthyHosts(t *testing.T) {
-	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 4 * time.Second})
-	g.startOnH1(t, true)
-	g.hostOf.Store("h2") // the Machine now maps to h2
-	deadline := time.Now().Add(6 * time.Second)
-	var onAt time.Time
-	for time.Now().Before(deadline) {
-		_, _ = g.rem.Reconcile(context.Background(), "m1")
-		if onAt.IsZero() && g.hw["h1"].HardwareOn() {
-			onAt = time.Now()
+	for _, withPower := range []bool{false, true} {
+		g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 2 * time.Second})
+		if withPower {
+			g.rh.Power = func(h string) (power.Controller, error) { return g.hw[h], nil }
+			g.rh.StaleReads = 100 * time.Millisecond // the reboot controller's
 		}
-		if st := g.state(); st.Host == "h2" {
-			return // the new host was asked
+		g.startOnH1(t, true)
+		g.hostOf.Store("h2") // the Machine now maps to h2
+		deadline := time.Now().Add(4 * time.Second)
+		asked := false
+		for time.Now().Before(deadline) && !asked {
+			_, _ = g.rem.Reconcile(context.Background(), "m1")
+			asked = g.state().Host == "h2"
+			if !asked && g.state().Phase == remediation.PhaseFailed {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
+		st := g.state()
+		switch {
+		case withPower && !asked:
+			t.Fatalf("with Power, h1 back on by ground truth (truth %v), every BMC healthy: want h2 asked; ended %s: %q",
+				g.hw["h1"].Truth(), st.Phase, st.Message)
+		case !withPower && asked:
+			t.Fatalf("without Power, h2 asked on the reboot controller's record alone (h1 truth %v)", g.hw["h1"].Truth())
+		case !withPower && (st.Phase != remediation.PhaseFailed || !strings.Contains(st.Message, "RebootAPIHosts.Power") || !strings.Contains(st.Message, "kube.SetRemediationPower")):
+			t.Fatalf("without Power: want the remediation failed with a message naming RebootAPIHosts.Power and kube.SetRemediationPower; got %s: %q", st.Phase, st.Message)
+		}
 	}
-	st := g.state()
-	t.Fatalf("h1 back on by ground truth since %v (truth %v), every BMC healthy: want h2 asked; the moved Machine waited for a power reading RebootAPIHosts without Power never gives and ended %s: %q",
-		onAt.Format(time.StampMilli), g.hw["h1"].Truth(), st.Phase, st.Message)
 }
 
 // TestReview40n_OfflineBlipReleasesHostStillOffForRequest: held.go says a
