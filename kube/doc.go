@@ -66,7 +66,12 @@
 //   - RemediationController and NewRemediationReconciler: the remediation
 //     Reconciler on the namespace's Machines with the stores above; run it
 //     with the RebootController (the hosts' power goes through the reboot
-//     API). A Machine whose host is gone waits for it until the attempt's
+//     API), and call SetRemediationPower with the reboot controller's
+//     power controllers (rebootkit-controller does): a Machine that moves
+//     to another host after its host was powered off for the request has
+//     its new host asked only once the old one reads On, and without
+//     that reading its remediation fails at its timeout (the message
+//     names SetRemediationPower). A Machine whose host is gone waits for it until the attempt's
 //     timeout, then escalates. Hosts carrying the remediation's reboot
 //     request are watched and mapped to their Machine (through the host's
 //     consumerRef), so a request no attempt owns (a superseded leader's
@@ -348,11 +353,14 @@
 //     from before the request, and read within StaleReads of it) is
 //     Host.RebootPending. Only status.poweredOn true written, or read,
 //     more than StaleReads after the request is Host.PoweredOn. A host
-//     with spec.online false and no request of the Machine's on it (its
-//     owner released it: Cluster API's metal3 provider clears the
-//     consumer and sets spec.online false, the operator deprovisions it
-//     and keeps it off) is Host.Offline and not held: the operator
-//     powers it on for no request.
+//     with spec.online false, no request of the Machine's on it, and
+//     provisioning state available (its owner released it: Cluster API's
+//     metal3 provider clears the consumer and sets spec.online false, the
+//     operator deprovisions it and keeps it off) is Host.Offline and not
+//     held, unless Host.RebootPending: the operator powers it on for no
+//     request. spec.online false on a host still provisioned is not
+//     Offline: its owner may set it back (a blip), and the host, off for
+//     the request, stays held until it is shown on.
 //
 // # Hosts whose power never goes off
 //

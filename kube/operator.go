@@ -222,10 +222,14 @@ func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, re
 		out.OffAfterRequest = !bmh.Status.PoweredOn && since
 		out.RebootPending = !since || bmh.Status.PoweredOn && !onSince
 	}
-	// With spec.online false and no request of the Machine's on it, the
-	// operator keeps the host off for its owner (a released host, in the
-	// pool or deprovisioned) and powers it on for no request.
-	out.Offline = !bmh.Spec.Online && !present
+	// With spec.online false, no request of the Machine's on it, and
+	// deprovisioned (in the pool: available), the operator keeps the host
+	// off for its owner and powers it on for no request. spec.online
+	// false alone is one reading of a wish its owner may take back (a
+	// blip): the operator would then power the host on, and a release
+	// made on it would leave the host off for nobody's count.
+	out.Offline = !bmh.Spec.Online && !present &&
+		(bmh.Status.Provisioning.State == metal3.StateAvailable || bmh.Status.Provisioning.State == metal3.StateReady)
 	return out, nil
 }
 

@@ -108,6 +108,19 @@
 // has it removed too: Member.PrevHost, and keeps its admission while that
 // host is held, read for the recorded request's time). A write that lands after that
 // stays until a person removes it: run two writers under a Guard.
+// State.PrevHost is set on every move: a new request on the new host, a
+// retry there, or a new attempt after the last one ended.
+//
+// A Machine that moves to another host after its host was powered off
+// for the request has its new host asked only once the old one reads On
+// (moveBlocked): the reboot controller's record of a power-on is written
+// before the power-on is sent, which a BMC may refuse. Only a store that
+// reads the power gives that reading (RebootAPIHosts.Power; in the kube
+// module, kube.SetRemediationPower): without it, such a Machine's new
+// host is never asked, and the attempt fails at its timeout with a
+// message that says so. A remediation that is over (given up after a
+// cancellation, failed) starts no new attempt, on another host or on
+// none, by the same rule, keeping its admission meanwhile.
 //
 // # Retries and a flapping health checker
 //
@@ -148,7 +161,9 @@
 // (given up after a cancel, failed) keeps its admission while its host is
 // held (Held: its request still on it, a reboot pending, or off after its
 // request and not Host.PoweredOn since, unless its owner keeps it off
-// with no request on it: Host.Offline) and releases it on a later pass,
+// with no request and no reboot pending on it: Host.Offline; one Online
+// false reading does not release a host whose reboot is still pending)
+// and releases it on a later pass,
 // once the host is on (or kept off by its owner): the storm guard still counts a host it may have
 // left off, and no next remediation of that host is admitted meanwhile.
 // Every end state (done, failed, cancelled, escalated) removes its reboot

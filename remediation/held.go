@@ -13,8 +13,14 @@ package remediation
 // same host from acting on it.
 //
 // A host its owner keeps off with no request of the Machine's on it
-// (Host.Offline) is not held: it stays off by its owner's will, and no
-// power-on for the request will ever come.
+// (Host.Offline) and no reboot pending on it (Host.RebootPending) is not
+// held: it stays off by its owner's will, and no power-on for the request
+// will ever come. One reading of Offline does not release a host the
+// reboot controller still has a reboot pending on: the controller keeps
+// that reboot pending while Online is false ("held while Online is
+// false") and powers the host on for it as soon as Online is true again,
+// so an owner's Online false-and-back blip leaves the host off for the
+// request, and it stays held.
 //
 // Host.Missing does not enter: it says the Machine maps to no host now,
 // not that the request's host is on. The request's host is judged on its
@@ -22,7 +28,7 @@ package remediation
 // Machine maps to; a host that is gone, or that was never read, carries
 // none and is not held.
 func held(h Host) bool {
-	return h.Requested || (h.OffAfterRequest || h.RebootPending) && !h.PoweredOn && !h.Offline
+	return h.Requested || h.RebootPending && !h.PoweredOn || h.OffAfterRequest && !h.PoweredOn && !h.Offline
 }
 
 // Held reports whether a remediation in state s still holds its host,

@@ -111,9 +111,17 @@ func TestMovedAfterCancelWaitsForOldHostOn(t *testing.T) {
 	if d.AddRebootAnnotation || d.State.Phase != remediation.PhaseDone || d.Release {
 		t.Fatalf("bmh-1 still off for the last request: want no attempt on bmh-2, admission kept; got %+v", d)
 	}
+	// The reboot controller's record of a power-on alone (no reading:
+	// RebootAPIHosts without Power) is not enough to power a second host
+	// off for the same Machine (moveBlocked's rule).
 	h = remediation.Host{Name: "bmh-2", OffAfterRequest: true, PoweredOn: true}
 	d = remediation.Decide(remediation.Observed{Machine: m, State: st, Host: h, Admitted: true, MayStart: true}, t0.Add(2*time.Hour))
+	if d.AddRebootAnnotation || d.Release {
+		t.Fatalf("bmh-1's power-on recorded, not read: want no attempt on bmh-2, admission kept; got %+v", d)
+	}
+	h = remediation.Host{Name: "bmh-2", OffAfterRequest: true, PoweredOn: true, Power: power.StateOn}
+	d = remediation.Decide(remediation.Observed{Machine: m, State: st, Host: h, Admitted: true, MayStart: true}, t0.Add(2*time.Hour))
 	if !d.AddRebootAnnotation || d.State.Host != "bmh-2" {
-		t.Fatalf("bmh-1 powered on: want an attempt on bmh-2; got %+v", d)
+		t.Fatalf("bmh-1 powered on and read On: want an attempt on bmh-2; got %+v", d)
 	}
 }

@@ -223,8 +223,12 @@ type Host struct {
 	// request: its Online (a BareMetalHost's spec.online) is false and no
 	// request of this Machine's is on it (RebootAnnotation false). Whoever
 	// serves reboot requests keeps such a host off and never powers it on
-	// for the request, so PoweredOn would never come: OffAfterRequest and
-	// RebootPending no longer hold it for the remediation (Held). A
+	// for the request, so PoweredOn would never come: OffAfterRequest no
+	// longer holds it for the remediation (Held); RebootPending still
+	// does (the reboot controller keeps a pending reboot while Online is
+	// false and powers the host on for it once Online is true again;
+	// RebootAPIHosts with Power also reports a power-on it recorded that
+	// no On reading confirms as RebootPending). A
 	// Machine's ordinary end (its owner releases the host, which is then
 	// deprovisioned and kept off) thus releases its admission. Set only
 	// by a store that knows the owner's wish (kube.OperatorHosts;
@@ -485,10 +489,15 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			// first, never two hosts held at once.
 			d.Reason = fmt.Sprintf("the last request still holds host %s, which the machine no longer maps to: release it before starting", st.Host)
 			d.RequeueAfter = c.PollInterval
-		case st.Host != "" && o.Host.Name != "" && o.Host.Name != st.Host && keeps(o.State, o.Host):
-			// Its request is gone, but the host is still off for it: the
-			// new host is not asked before it is powered on.
-			d.Reason = fmt.Sprintf("host %s, which the machine no longer maps to, is still off for the last request: waiting for it to be powered on before starting on %s", st.Host, o.Host.Name)
+		case st.Host != "" && o.Host.Name != st.Host && (o.State.Phase != PhaseDone || o.State.Canceled) && moveBlocked(o):
+			// Its request is gone, but the host may still be off for it
+			// (moveBlocked's rule: the reboot controller's record of a
+			// power-on is not enough to power a second host off for the
+			// same Machine): no new attempt, on another host or on none
+			// (a Machine that maps to no host now would start one that
+			// forgets the old host, and release its admission judged on
+			// no host), before it is powered on. The admission is kept.
+			d.Reason = fmt.Sprintf("host %s, which the machine no longer maps to, may still be off for the last request: waiting for it to be powered on before starting again (if its BMC keeps refusing, power %s on by hand)", st.Host, st.Host)
 			d.RequeueAfter = c.PollInterval
 		default:
 			c.start(o, now, &d)
@@ -699,6 +708,9 @@ func (c Config) start(o Observed, now time.Time, d *Decision) {
 	// A request of this Machine's may still land on the host it moved
 	// from: PrevHost is kept until a pass finds none there (prevHost).
 	prev := st.PrevHost
+	if st.Host != "" && o.Host.Name != "" && o.Host.Name != st.Host {
+		prev = st.Host // moved: a stray write may still land there
+	}
 	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Host: o.Host.Name, PrevHost: prev, Backup: backup, Tainted: tainted}
 	// The new request replaces the last one on the same host (decide
 	// releases another host's first).
@@ -806,9 +818,21 @@ func (c Config) waitMoved(o Observed, now time.Time, timedOut bool, d *Decision,
 		c.retryOrEscalate(o, now, d, why)
 		return
 	}
-	d.Reason = fmt.Sprintf("the machine moved from host %s to %s: waiting for %s, off for its request, to be powered on before requesting %s (if its BMC keeps refusing, power %s on by hand)",
-		o.State.Host, o.Host.Name, o.State.Host, o.Host.Name, o.State.Host)
+	d.Reason = fmt.Sprintf("the machine moved from host %s to %s: waiting for %s, off for its request, to be powered on before requesting %s%s (if its BMC keeps refusing, power %s on by hand)",
+		o.State.Host, o.Host.Name, o.State.Host, o.Host.Name, unread(o.Host), o.State.Host)
 	d.RequeueAfter = c.PollInterval
+}
+
+// unread says, for a move blocked while the reboot controller recorded
+// the old host's power-on (h.PoweredOn) that no reading confirms (h.Power
+// unknown), why: a move needs an On reading, which only a store that
+// reads the power gives (RebootAPIHosts.Power; the kube module's
+// SetRemediationPower). "" otherwise.
+func unread(h Host) string {
+	if !h.PoweredOn || h.Power != power.StateUnknown {
+		return ""
+	}
+	return "; its power-on is recorded but its power was not read (RebootAPIHosts.Power unset, in the kube module kube.SetRemediationPower not called, or its BMC did not answer): a move needs an On reading"
 }
 
 func (c Config) fenceNode(o Observed, d *Decision) {
@@ -852,12 +876,15 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 		// Nor is the new host asked while the old one may still be off
 		// for the request: no retry, the remediation fails (its admission
 		// kept while the old host is held).
-		c.escalate(o, now, d, fmt.Sprintf("%s (the machine moved from host %s to %s, and %s, off for its request, is not known on since: %s is not asked; power %s on, by hand if its BMC keeps refusing)",
-			why, o.State.Host, o.Host.Name, o.State.Host, o.Host.Name, o.State.Host))
+		c.escalate(o, now, d, fmt.Sprintf("%s (the machine moved from host %s to %s, and %s, off for its request, is not known on since%s: %s is not asked; power %s on, by hand if its BMC keeps refusing)",
+			why, o.State.Host, o.Host.Name, o.State.Host, unread(o.Host), o.Host.Name, o.State.Host))
 		return
 	}
 	if st.Attempt <= c.RetryLimit {
 		st.Attempt++
+		if moved(o) {
+			st.PrevHost = st.Host // moved: a stray write may still land there
+		}
 		st.Phase, st.Started, st.RequestedAt, st.Host = PhasePowerOffRequested, now, now, cmp.Or(o.Host.Name, st.Host)
 		if st.Backup == nil {
 			st.Backup = backupOf(o.Node)

@@ -175,6 +175,19 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 			out.PoweredOn, out.UpReadFrom = false, from
 		}
 		out.PoweredOn = out.PoweredOn && out.Power == power.StateOn
+		// A power-on the controller recorded after the request's
+		// power-off that no On reading confirms (a BMC refusing it), and
+		// no power-off for its owner since (Status.OfflineSince, written
+		// when the controller powers an On host off for Online false):
+		// the reboot is not over. The controller powers the host on for
+		// it whenever Online is true, so an owner's Online false-and-back
+		// blip does not let the host go (held: RebootPending).
+		st := h.Status
+		if req.Value != "" && !req.At.IsZero() && !out.PoweredOn && out.Power != power.StateOn &&
+			st.LastPoweredOff.After(req.At) && !st.LastPoweredOn.Before(st.LastPoweredOff) &&
+			!st.OfflineSince.After(st.LastPoweredOn) {
+			out.RebootPending = true
+		}
 	}
 	return out, nil
 }
