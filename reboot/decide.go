@@ -105,7 +105,19 @@ type Status struct {
 	// count as its Work.N, so that two begun within one Config.Precision
 	// tick (whose Since is the same) are told apart.
 	Works uint64
+	// Format is the format of the status: StatusFormat in every status
+	// this version writes (with anything else in it), zero in one written
+	// before every press was recorded in LastPress (power-offs and
+	// pressing power-ons). A restarted controller takes a zero LastPress
+	// as "no press may still land" only in a status of StatusFormat; in an
+	// older one a pending reboot or Online=false enforcement counts as a
+	// press a previous process may have sent
+	// (TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn).
+	Format int
 }
+
+// StatusFormat is the Status.Format this version writes.
+const StatusFormat = 1
 
 // Equal reports whether s and o hold the same instants, modes and requests.
 func (s Status) Equal(o Status) bool {
@@ -116,7 +128,8 @@ func (s Status) Equal(o Status) bool {
 		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode &&
 		s.HoldBroken.Equal(o.HoldBroken) &&
 		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
-		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works
+		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works &&
+		s.Format == o.Format
 }
 
 // Pending reports whether a reboot is pending.
@@ -619,6 +632,17 @@ func (c Config) DecideInto(d *Decision, o Observed, now time.Time) {
 	*d = Decision{Status: o.Status, RemoveAnnotations: removes}
 	d.Requests, d.Warnings = parseInto(reqs, warns, o.Annotations, c.Policy)
 	c.decide(d, o, now)
+	d.Status.Format = 0
+	if !d.Status.Equal(Status{}) {
+		if o.Status.Format < StatusFormat && d.Status.LastPress.IsZero() &&
+			(o.Status.Pending() || !o.Status.OfflineSince.IsZero()) && (o.SoftToggles || o.HardToggles || o.OnToggles) {
+			// A status of an older format may hide a press a previous
+			// process sent (no LastPress then): recorded as one now, so that
+			// a later restart still counts it (Status.Format).
+			d.Status.LastPress = now.Truncate(c.withDefaults().Precision)
+		}
+		d.Status.Format = StatusFormat
+	}
 	if d.Power == ActionPowerOff {
 		d.For = d.Status.work()
 	}

@@ -450,7 +450,10 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		// Status.LastPress before it is sent (Decide): a status without
 		// one shows no press a previous process may have sent, whatever
 		// else is pending (TestReview36q_RestartPendingHardFenceWaitsLostLanding).
-		noPress := st.LastPress.IsZero()
+		// In a status of an older format (Status.Format) a pending reboot
+		// or Online=false enforcement may hide a press a previous
+		// process sent.
+		noPress := st.LastPress.IsZero() && (st.Format >= StatusFormat || noOff)
 		if !h.forgot {
 			o.noOff, o.noPress = noOff, noPress
 			if late {
