@@ -62,7 +62,6 @@ func TestReview41k_HostsOnlyMappingTrustsCheckerSpec(t *testing.T) {
 	assert.Empty(t, whileOn, "a Node was deleted while its host ran")
 }
 
-
 // TestReview41k_MachineWithoutNodeRefRenamedMidway: status.nodeName is
 // "frozen with the host" only when the owning Machine had a nodeRef when
 // the host was found. A Machine that has none (Cluster API's
