@@ -25,11 +25,14 @@
 //     a chassis whose one Redfish service serves their systems share it
 //     (power/redfish makes each host's controller on it without a login,
 //     and only when the endpoint, credentials and TLS settings are really
-//     the same); an adapter that cannot share (power/ipmi) gets a session
-//     per host;
+//     the same, and sends each host's requests on the session beside the
+//     others', never queued behind a neighbour's hanging one); an adapter
+//     that cannot share (power/ipmi) gets a session per host;
 //   - opens a session on a host's first call (Target.Connect, bounded by
-//     PoolConfig.ConnectTimeout, one login at a time per BMC) and keeps it
-//     for the next calls. A caller that gives up (its context ends) during
+//     PoolConfig.ConnectTimeout, one login at a time per BMC: the next
+//     login goes once the BMC has accepted this one, ConnectInfo.LoggedIn,
+//     so that a dead blade's read of its system never holds its
+//     neighbours' logins) and keeps it for the next calls. A caller that gives up (its context ends) during
 //     a login, or while its host joins a shared session, gets a busy error
 //     at once; the login or join goes on (bounded by ConnectTimeout), is
 //     not counted against the BMC for the caller's giving up, and serves
@@ -119,16 +122,19 @@
 //     one; while a host joins it, the login waits for the join rather
 //     than close a session serving hosts), then the least recently used
 //     idle session; of two last used at the same moment, the one logged
-//     in later. A power command's login (On, Off, Reset: a fence) closes
-//     at most one such session per LoginInterval per BMC too, on a budget
-//     of its own that reads never spend: a fence is not refused for the
+//     in later. Reads and power commands together close at most two such
+//     sessions per LoginInterval per BMC: a read's login only the first,
+//     a power command's login (On, Off, Reset: a fence) the first or the
+//     second, a place reads never take: a fence is not refused for the
 //     eviction rate while its neighbours' reads fill the bound with idle
-//     sessions, and commands in a loop (a remediation retrying) cost one
-//     login per LoginInterval, not one each (reads and commands together
-//     close at most two live sessions per BMC per LoginInterval); it
+//     sessions, two hosts fenced a moment apart both go out at once, and
+//     commands in a loop (a remediation retrying) cost two logins per
+//     LoginInterval at most, not one each (a third command that needs a
+//     session closed within the interval fails as busy); a command
 //     waits for a session being logged out rather than close another. A
-//     login waiting for a host's join of a kept session waits half of its
-//     caller's time left
+//     read's login waiting for a host's join of a kept session waits for
+//     it, its caller's time at most, and never goes over the bound for
+//     it. A power command's login waits half of its caller's time left
 //     at most (and a third of ConnectTimeout), then retires the kept
 //     session and logs in one over the bound: the session stays logged in
 //     for the join, which only its own ConnectTimeout bounds (another
@@ -190,13 +196,19 @@
 //     (a Forget of every host using them does not shorten it); between two
 //     logins after a failed one, at least Backoff, doubling with each
 //     failure in a row. A failure never shortens a pause already running.
-//   - At most one login at a time per BMC, including logins made inside
-//     calls by adapters that take the ConnectInfo.Gate (power/redfish).
+//   - At most one login at a time per BMC (from its start until the BMC
+//     accepts it, ConnectInfo.LoggedIn, or it fails), including logins
+//     made inside calls by adapters that take the ConnectInfo.Gate
+//     (power/redfish).
 //   - A BMC never has more than MaxSessions sessions open through the
-//     Pool, but for one more while a login of credentials not yet proven
-//     there, or the retry of a host whose system failed, runs and until
-//     its outcome has a session logged out (its own, or the least
-//     recently used idle one).
+//     Pool, but for one more (never two) while a login of credentials not
+//     yet proven there, or the retry of a host whose system failed, runs
+//     and until its outcome has a session logged out (its own, or the
+//     least recently used idle one); or while a kept session that a power
+//     command's login retired stays logged in for a host's join of it:
+//     from that login until the join (at most ConnectTimeout) and then
+//     the call the join serves (at most CallTimeout) end, and the logout
+//     (at most 10 s).
 //
 // # Assumptions
 //

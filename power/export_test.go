@@ -28,7 +28,8 @@ func Sweep(p *Pool) { p.sweep() }
 // a join); the live ones are counted, not retired, of that BMC, and
 // listed by their hosts; the slots held for evicting logins and the
 // sessions retired under a join are never negative, nor more than the
-// sessions; a login's shared session is live and its own.
+// sessions; a login's shared session is live and its own; the hosts
+// waiting for a retry turn are that BMC's, missing, and in the Pool.
 func CheckPoolInvariants(p *Pool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -50,6 +51,12 @@ func CheckPoolInvariants(p *Pool) error {
 				if e.sess != s {
 					return fmt.Errorf("BMC %s: host %s is listed by a session that is not its own", name, e.host)
 				}
+			}
+		}
+		for i, e := range ep.turns {
+			if e.turnIdx != i+1 || !e.missing || e.gone || e.cr.ep != ep || p.hosts[e.host] != e {
+				return fmt.Errorf("BMC %s: host %s waits for the retry turn at %d (index %d), missing %v, gone %v, of another BMC %v",
+					name, e.host, i, e.turnIdx, e.missing, e.gone, e.cr.ep != ep)
 			}
 		}
 		for key, cr := range ep.creds {

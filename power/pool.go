@@ -52,9 +52,9 @@ type Target struct {
 	Login string
 	// Connect opens the controller (a login: a Redfish session or an IPMI
 	// session). The Pool calls it with a deadline (PoolConfig.ConnectTimeout)
-	// that the caller's cancellation does not shorten, at most one at a
-	// time per BMC, and with a ConnectInfo in its context
-	// (ConnectInfoFrom). The controller it returns should implement
+	// that the caller's cancellation does not shorten, its login at most
+	// one at a time per BMC (until it calls ConnectInfo.LoggedIn, or
+	// returns), and with a ConnectInfo in its context (ConnectInfoFrom). The controller it returns should implement
 	// Close() error or CloseContext(context.Context) error.
 	Connect func(ctx context.Context) (Controller, error)
 }
@@ -82,8 +82,9 @@ type PoolConfig struct {
 	// that shares) count once. A login of credentials not yet proven on
 	// the BMC may take one more, briefly: it is tried before any working
 	// session is closed for it (see the package documentation); so may a
-	// login while a kept session retired for it stays logged in for a
-	// host's join, never cut short. Logins that open no session on the
+	// login while a kept session retired for a power command's login
+	// stays logged in for a host's join, never cut short (until that join
+	// and the call it serves end). Logins that open no session on the
 	// BMC (ConnectInfo.NoSession: power/redfish with BasicAuth) are not
 	// counted.
 	MaxSessions int
@@ -91,10 +92,12 @@ type PoolConfig struct {
 	// closed (the BMC is at MaxSessions) closes at most one every
 	// LoginInterval (default 1 min); other such logins fail as busy
 	// (waiting only for a session being logged out, or a login a slot is
-	// held for). A power command's login (On, Off, Reset) has a budget of
-	// its own, one every LoginInterval, that reads never spend: logins
-	// for State and for commands together close at most two live
-	// sessions per BMC per LoginInterval. An idle session that serves no
+	// held for). A power command's login (On, Off, Reset) may close a
+	// second one in the same LoginInterval, a place reads never take:
+	// logins for State and for commands together close at most two live
+	// sessions per BMC per LoginInterval, a read's only the first (two
+	// hosts fenced together both go out at once; a third command within
+	// the interval fails as busy). An idle session that serves no
 	// host (a kept one) is closed first, at any time, and is not counted
 	// (while a host joins it, the login waits for it rather than close a
 	// session that serves hosts, for a short while: see the package
@@ -206,15 +209,20 @@ type endpoint struct {
 	sessions  int                   // sessions being opened, open or being closed
 	live      map[*session]struct{} // open and not retired (at most MaxSessions)
 	lastEvict time.Time             // when a login last closed a live session
-	lastCmd   time.Time             // when a power command's login last closed one (its own budget: evictLocked)
-	lastProbe time.Time             // when a host whose system failed last logged in over the bound
-	reserved  int                   // slots freed by evictions, held for the logins that evicted
-	outgoing  int                   // its sessions retired while joined, not closed yet (session.outgoing)
-	creds     map[string]*creds     // by Target.loginKey
-	wake      chan struct{}         // closed (and dropped) when the state changes
-	closeQ    []closeJob            // its sessions to close, in order
-	closing   bool                  // a goroutine closes closeQ
-	ready     bool                  // in Pool.readyQ
+	// evicts: when a read's or a power command's login last closed a
+	// live session (evictLocked), the latest first: reads and commands
+	// together close two per LoginInterval at most, reads only the first.
+	evicts    [2]time.Time
+	lastProbe time.Time         // when a host whose system failed last retried (its turn: pool_turn.go)
+	turns     turnHeap          // hosts whose system failed waiting for that turn
+	turnSeq   uint64            // hosts queued in turns so far (their order)
+	reserved  int               // slots freed by evictions, held for the logins that evicted
+	outgoing  int               // its sessions retired while joined, not closed yet (session.outgoing)
+	creds     map[string]*creds // by Target.loginKey
+	wake      chan struct{}     // closed (and dropped) when the state changes
+	closeQ    []closeJob        // its sessions to close, in order
+	closing   bool              // a goroutine closes closeQ
+	ready     bool              // in Pool.readyQ
 }
 
 // creds is one login (BMC and credentials): its back-off and its shared
@@ -224,6 +232,7 @@ type creds struct {
 	ep           *endpoint
 	refs         int      // hosts using this login
 	pins         int      // its sessions (from login to logout) and logins running
+	connecting   int      // its logins running (Target.Connect not returned yet)
 	shared       *session // the session hosts of this login share, if any
 	failures     int      // failed logins in a row, authentication failures apart
 	authFailures int      // authentication failures since the last success
@@ -275,6 +284,13 @@ type entry struct {
 	// missing: the last missingAfter tries or more failed after the BMC
 	// accepted the login (hostsOwn: its system not found, or failing).
 	missing bool
+	// The retry turn of a host whose system failed (pool_turn.go): when
+	// it last had it (zero: never), when it last asked, its order among
+	// the hosts asking and its index in endpoint.turns plus one (0: not
+	// waiting).
+	turnAt, askedAt time.Time
+	turnSeq         uint64
+	turnIdx         int
 	// sessionless: this host's last login opened no session on the BMC
 	// (its adapter said so: ConnectInfo.NoSession); its next ones take no
 	// slot. Per host, not per login: hosts of one Login may connect in

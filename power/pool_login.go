@@ -72,6 +72,12 @@ type ConnectInfo struct {
 	// same) count against MaxSessions, nor close any session for their
 	// place. Other hosts of the same Target.Login are not affected.
 	NoSession func()
+	// LoggedIn, if not nil, is called by a Connect once the BMC has
+	// accepted its login, before it reads the host's system: the BMC's
+	// login turn (one login at a time) goes to the next login then, and
+	// the system's read (which may hang: a dead blade) is the host's own
+	// business. Its session still counts against MaxSessions.
+	LoggedIn func()
 }
 
 type connectInfoKey struct{}
@@ -205,6 +211,17 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			}
 			continue
 		}
+		if cr.connecting > 0 {
+			// A login with these credentials was accepted and reads its
+			// host's system (the BMC's login turn handed on,
+			// ConnectInfo.LoggedIn): its session is shared once it
+			// returns, so wait for it rather than log in again
+			// (TestReview35_SlowSystemLookupSplitsSharedLogin).
+			if err := p.waitLocked(ctx, ep, op, "waiting for another login with these credentials to this BMC"); err != nil {
+				return giveUp(err)
+			}
+			continue
+		}
 		// Slots freed by evictions are held for the logins that evicted
 		// (endpoint.reserved): no other login takes them.
 		others := ep.reserved
@@ -225,7 +242,9 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		// Such retries over the bound are at most one per LoginInterval
 		// per BMC (endpoint.lastProbe), whatever the number of such
 		// hosts.
-		missingProbe := e.missing && (ep.lastProbe.IsZero() || now.Sub(ep.lastProbe) >= p.cfg.LoginInterval)
+		// The turn goes to the host that had it longest ago among those
+		// asking (pool_turn.go), not to whoever calls first.
+		missingProbe := e.missing && !e.sessionless && p.turnLocked(e, now)
 		probe := (!cr.proven || missingProbe) && ep.sessions <= p.cfg.MaxSessions
 		// A session retired while a host joins it (endpoint.outgoing: a
 		// kept session a login waited for, past joinWait) stays logged in
@@ -253,7 +272,7 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 					continue
 				}
 				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: fmt.Sprintf(
-					"not tried: the BMC's %d sessions serve hosts that work, and this host's system failed on its last tries (see the cause); it tries again over the bound, closing no session, at its own back-off (at most one such try per BMC per login interval)",
+					"not tried: the BMC's %d sessions serve hosts that work, and this host's system failed on its last tries (see the cause); it tries again over the bound, closing no session, at its own back-off (one such try per BMC per login interval, in turn among such hosts)",
 					p.cfg.MaxSessions)})
 			}
 			if !cr.proven {
@@ -267,9 +286,20 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				continue
 			}
 			evicted, wait, joined := p.evictLocked(ep, now, op != "state")
+			if joined != nil && !evicted && op == "state" {
+				// A host joins a kept session (one that serves no
+				// host): a read waits for the join (its caller's time
+				// at most) and never takes the BMC over the bound for
+				// it (TestReview35_OverBoundBesideJoinNotInGuarantees).
+				if err := p.waitLocked(ctx, ep, op, "waiting for a host's join of a kept session"); err != nil {
+					return giveUp(err)
+				}
+				continue
+			}
 			if joined != nil && !evicted {
 				// A host joins a kept session (one that serves no
-				// host): wait for the join a short while only, then
+				// host): a power command waits for the join a short
+				// while only, then
 				// retire that session: it stays logged in for the
 				// join, which is not cut short (it is bounded by its
 				// own ConnectTimeout alone), and is logged out once the
@@ -309,9 +339,9 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			if !missingProbe {
 				// A free slot, but a retry of a failing system ran less
 				// than LoginInterval ago: one such login per interval.
-				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: "not tried: this host's system failed on its last tries (see the cause), and another such host of this BMC tried less than a login interval ago"})
+				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: "not tried: this host's system failed on its last tries (see the cause), and another such host of this BMC tried less than a login interval ago or had its turn longer ago (one such try per BMC per login interval, in turn)"})
 			}
-			ep.lastProbe = now // a retry of a host whose system failed
+			p.tookTurnLocked(e, now) // a retry of a host whose system failed
 		}
 		unreserve()                // the login takes the slot (ep.sessions)
 		return p.login(ctx, op, e) // unlocks
@@ -467,7 +497,17 @@ type loginResult struct {
 func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Controller, error) {
 	cr, ep := e.cr, e.cr.ep
 	ep.logging = true
+	turn := true // guarded by p.mu: this login holds ep.logging
+	// endTurn hands the BMC's login turn on (p.mu held), once.
+	endTurn := func() {
+		if turn {
+			turn = false
+			ep.logging = false
+			p.wakeLocked(ep)
+		}
+	}
 	cr.pins++ // until the session is logged out, or the login failed
+	cr.connecting++
 	e.connecting = true
 	p.seq++
 	s := &session{cr: cr, entries: map[*entry]struct{}{}, seq: p.seq, uncounted: e.sessionless}
@@ -489,8 +529,15 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 			p.wakeLocked(ep)
 		}
 	}
+	// The BMC accepted the login: the next login may go, beside this
+	// one's read of its system.
+	loggedIn := func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		endTurn()
+	}
 	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx),
-		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession}), p.cfg.ConnectTimeout)
+		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession, LoggedIn: loggedIn}), p.cfg.ConnectTimeout)
 	connect := e.target.Connect
 	// A Connect that ignores its deadline is the BMC's (or the adapter's)
 	// failure: later logins back off while it runs on.
@@ -516,7 +563,8 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		finished = true
-		ep.logging = false
+		endTurn()
+		cr.connecting--
 		e.connecting = false
 		defer p.wakeLocked(ep)
 		if err != nil {
@@ -648,6 +696,9 @@ const missingAfter = 2
 // marked.
 func (p *Pool) markMissingLocked(e *entry, missing bool) {
 	e.missing = missing && !e.gone
+	if !e.missing {
+		p.leaveTurnsLocked(e)
+	}
 }
 
 // gate returns the LoginGate of login cr.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,14 +178,27 @@ func TestPoolStateMachine(t *testing.T) {
 		hosts := []string{"h0", "h1", "h2", "h3", "h4"}
 		bmcOf := func(h string) *simBMC { return bmcs[map[string]int{"h0": 0, "h1": 0, "h2": 0, "h3": 1, "h4": 1}[h]] }
 		version := map[string]int{}
+		// missing: the host's system is gone from its BMC (a blade pulled,
+		// renumbered): its logins are accepted, then fail as the host's
+		// own (the Pool's retry turn of such hosts).
+		missing := map[string]*atomic.Bool{}
+		for _, h := range hosts {
+			missing[h] = &atomic.Bool{}
+		}
 		target := func(h string) power.Target {
 			b := bmcOf(h)
 			// The login uses the credentials of the Target's version, read
 			// here: Connect runs on the Pool's goroutine, and a later
 			// "new credentials" step is a new Target.
 			v := fmt.Sprint(version[h])
+			gone := missing[h]
 			return power.Target{BMC: b.name, Config: v, Connect: func(ctx context.Context) (power.Controller, error) {
-				return b.connect(ctx, maxSessions, v)
+				c, err := b.connect(ctx, maxSessions, v)
+				if err == nil && gone.Load() {
+					_ = c.(*simCtrl).Close() // logged out: the system is not there
+					return nil, power.AfterLogin(&power.Error{Op: "connect", Class: power.ClassFailed, Err: power.ErrNoSystem})
+				}
+				return c, err
 			}}
 		}
 
@@ -235,6 +249,21 @@ func TestPoolStateMachine(t *testing.T) {
 			"forget": func(t *rapid.T) {
 				h := rapid.SampledFrom(hosts).Draw(t, "host")
 				pool.Forget(h)
+			},
+			"system": func(t *rapid.T) {
+				h := rapid.SampledFrom(hosts).Draw(t, "host")
+				gone := rapid.Bool().Draw(t, "missing")
+				missing[h].Store(gone)
+				if gone && rapid.Bool().Draw(t, "reseat") {
+					pool.Forget(h) // pulled and back in the inventory: its next call logs in
+				}
+				// Its monitoring: a few reads, past its own back-off each
+				// (two failures make it a host whose system failed, whose
+				// next tries wait for their BMC's retry turn).
+				for range rapid.IntRange(0, 4).Draw(t, "reads") {
+					_, _ = pool.Controller(h, target(h)).State(context.Background())
+					clk.Advance(time.Duration(rapid.Int64Range(int64(time.Second), int64(70*time.Second)).Draw(t, "d")))
+				}
 			},
 			"new credentials": func(t *rapid.T) {
 				version[rapid.SampledFrom(hosts).Draw(t, "host")]++

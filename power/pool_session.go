@@ -346,13 +346,16 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 // session away. While such a session is busy (a host joining it) none
 // that serves hosts is closed: the login waits for it. It reports whether
 // it did, and if not whether waiting may help (a session is in use and
-// will become idle, or is being logged out). A power command's login
-// (command: On, Off, Reset; a fence) has an eviction budget of its own,
-// one per LoginInterval (endpoint.lastCmd), that reads never
-// spend: a fence is never refused because its neighbours' reads fill
-// the bound, and commands in a loop cost one login per LoginInterval at
-// most, not one each (reads and commands together: two evictions per
-// BMC per LoginInterval at most).
+// will become idle, or is being logged out). Reads and power commands
+// together close at most two sessions per BMC per LoginInterval
+// (endpoint.evicts): a read's login only if none was closed in the last
+// LoginInterval, a power command's login (command: On, Off, Reset; a
+// fence) if fewer than two were: reads never spend a fence's place (a
+// fence is never refused because its neighbours' reads fill the bound),
+// two hosts fenced together both go out at once
+// (TestReview35_SecondFenceRefusedForAMinute), and commands in a loop
+// cost two logins per LoginInterval at most, not one each
+// (TestReview35_CommandLoopThrashesLogins).
 //
 // joined is the kept session being joined, if any: the caller bounds its
 // wait for that join (joinWait), and retires it if the join outlasts
@@ -389,15 +392,19 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time, command bool) (evicted, 
 	}
 	closing := ep.sessions > len(ep.live)
 	recent := func(t time.Time) bool { return !t.IsZero() && now.Sub(t) < p.cfg.LoginInterval }
-	if recent(ep.lastEvict) && (!command || closing) || command && recent(ep.lastCmd) {
+	spent := 0 // of the budget of reads and commands
+	for _, t := range ep.evicts {
+		if recent(t) {
+			spent++
+		}
+	}
+	if recent(ep.lastEvict) && (!command || closing) || command && spent >= 2 {
 		// A session being logged out (one closed for another login, whose
 		// session this one may then join) changes the picture: wait.
 		return false, closing, nil
 	}
 	ep.lastEvict = now
-	if command {
-		ep.lastCmd = now
-	}
+	ep.evicts[0], ep.evicts[1] = now, ep.evicts[0]
 	p.retireLocked(victim)
 	return true, true, nil
 }

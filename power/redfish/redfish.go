@@ -40,7 +40,11 @@
 //     StaleReads of the read that completed the run. Every window is
 //     checked against when the read began, not when its answer came. A
 //     press refused
-//     for its credentials was not carried out and does not count.
+//     for its credentials was not carried out and does not count; nor
+//     does a reset whose POST was never handed to the HTTP client (it
+//     waited for the Controller's request slot or a re-login until its
+//     deadline): it opens no window, and its error matches
+//     power.ErrNotSent.
 //     TogglesOff says which power-offs are presses (reboot.Toggler). A BMC
 //     that echoes the state from before an out-of-band power change can
 //     still fool it.
@@ -73,7 +77,10 @@
 //     through the Pool's gate. Given ConnectInfo.KeepSession, a login
 //     whose system then failed or was not found hands its session over
 //     (power.AfterLoginKeep) instead of logging it out: the Pool shares
-//     it with the other systems' hosts. With BasicAuth, Connect calls
+//     it with the other systems' hosts. Once a session's login was
+//     accepted, Connect calls power.ConnectInfo.LoggedIn, before it reads
+//     the system: the Pool's next login to the BMC goes meanwhile. With
+//     BasicAuth, Connect calls
 //     power.ConnectInfo.NoSession first: it opens no session on the BMC,
 //     and a Pool counts none against its bound.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
@@ -101,7 +108,14 @@
 //     on its session, without a login, if the endpoint, credentials, TLS
 //     and proxy settings are the same; otherwise it fails with
 //     power.ErrNotShared and the Pool logs in. Closing such a Controller
-//     does nothing; closing the one that logged in ends the session.
+//     does nothing; closing the one that logged in ends the session. Each
+//     Controller sends its requests one at a time, on its own request
+//     path on the session (the session's token and HTTP client, its
+//     origin check, body limit and redirect rules), never queued behind
+//     another's: gofish's client sends one request at a time for all its
+//     copies, so only the login and the logout go through it, and a blade
+//     whose reads hang (its join, its reads) never holds up a
+//     neighbour's call on the shared session.
 //   - Credentials never leave the endpoint's origin: a redirect to another
 //     scheme, host or port is not followed, nor any redirect of a request
 //     with a body (a login, a reset), so the session token, the basic-auth
@@ -241,11 +255,12 @@ type Controller struct {
 	sess *session      // the login; shared with the controllers made on it
 	own  bool          // this Controller made the login (Close logs it out)
 	sem  chan struct{} // held by the operation under way
+	reqs chan struct{} // held by each request it sends (reqPath)
 
 	systemURI   string
 	resetTarget string
 	allowed     []string  // as the BMC spells them
-	lastReset   time.Time // when this Controller's last reset POST began or returned, the later
+	lastReset   time.Time // when this Controller's last reset POST (one handed to the HTTP client) began or returned, the later
 	// lostReset: when the last reset POST that got no HTTP answer (a
 	// timeout, a deadline, a broken connection) returned: the BMC may
 	// still apply it after then (zero: none).
@@ -354,9 +369,9 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	if cfg.BasicAuth && ci.NoSession != nil {
 		ci.NoSession() // every request carries the credentials: no session at the BMC
 	}
-	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1)}
+	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
 	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1)}
-	if err := c.connect(ctx, ci.KeepSession); err != nil {
+	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -374,16 +389,21 @@ func logout(ctx context.Context, cl *gofish.APIClient) {
 }
 
 // connect logs in (through the Pool's gate, if any) and discovers the
-// system (before publication). keep: a failure of the host's own system
-// (power.ErrAfterLogin, a system not found included) hands the session
-// over in the error (power.AfterLoginKeep), to be shared by the other
-// systems' hosts.
-func (c *Controller) connect(ctx context.Context, keep bool) error {
+// system (before publication). ci.KeepSession: a failure of the host's
+// own system (power.ErrAfterLogin, a system not found included) hands the
+// session over in the error (power.AfterLoginKeep), to be shared by the
+// other systems' hosts. ci.LoggedIn is called once a session's login was
+// accepted, before the system is read (the BMC's next login may go).
+func (c *Controller) connect(ctx context.Context, ci power.ConnectInfo) error {
+	keep := ci.KeepSession
 	client, err := c.sess.login(ctx, c, false)
 	if err != nil {
 		return err
 	}
 	c.sess.set(client)
+	if ci.LoggedIn != nil && !c.cfg.BasicAuth {
+		ci.LoggedIn()
+	}
 	if err := c.discover(ctx); err != nil {
 		if keep && !c.cfg.BasicAuth && errors.Is(err, power.ErrAfterLogin) {
 			// The login is good (the BMC accepted it) and the system
@@ -412,7 +432,6 @@ func (c *Controller) discover(ctx context.Context) error {
 	if client == nil {
 		return &power.Error{Op: "connect", Class: power.ClassFailed, Message: "the shared session is closed"}
 	}
-	cl := client.WithContext(ctx)
 	if id := c.cfg.SystemID; id != "" {
 		// The direct read has the whole time: a slow BMC may take most of
 		// it. If it has not answered by half the time left, the Systems
@@ -445,7 +464,7 @@ func (c *Controller) discover(ctx context.Context) error {
 			return c.readReset(ctx, sys.RawData)
 		}
 	}
-	systems, err := cl.GetService().Systems()
+	systems, err := c.on(ctx, client).service().Systems()
 	if err != nil {
 		if membersFailed(err) {
 			// The collection answered; a member's read failed (this
@@ -535,7 +554,7 @@ type systemRead struct {
 func (c *Controller) readSystem(ctx context.Context, client *gofish.APIClient, uri string) systemRead {
 	direct := make(chan systemRead, 1)
 	go func() {
-		sys, err := schemas.GetComputerSystem(client.WithContext(ctx), uri)
+		sys, err := schemas.GetComputerSystem(c.on(ctx, client), uri)
 		direct <- systemRead{sys: sys, err: err}
 	}()
 	dl, ok := ctx.Deadline()
@@ -562,34 +581,22 @@ func (c *Controller) readSystem(ctx context.Context, client *gofish.APIClient, u
 }
 
 // readSystems reads the Systems collection (no member) on client's
-// session, beside client (whose requests are one at a time: the direct
-// read of the system holds it), through the session's own HTTP client
-// (the endpoint's origin only): nil if the service answered.
+// session, beside the direct read of the system (which holds the
+// Controller's request slot), through the session's own HTTP client (the
+// endpoint's origin only): nil if the service answered.
 func (c *Controller) readSystems(ctx context.Context, client *gofish.APIClient) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.cfg.Endpoint, "/")+"/redfish/v1/Systems", nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.cfg.BasicAuth {
-		req.SetBasicAuth(c.cfg.Username, c.cfg.Password)
-	} else if s, err := client.GetSession(); err == nil && s.Token != "" {
-		req.Header.Set("X-Auth-Token", s.Token)
-	} else {
+	if s, err := client.GetSession(); !c.cfg.BasicAuth && (err != nil || s.Token == "") {
 		// Not sent without its token (a 401 would read as a refusal of
 		// the credentials the login just proved): the service is not
 		// known to answer.
 		return errors.New("no session token to read the Systems collection with")
 	}
-	resp, err := c.sess.hc.Do(req)
+	resp, err := (&reqPath{c: c, ctx: ctx, cl: client}).Get("/redfish/v1/Systems") // no slot: beside the direct read
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body) // bounded (MaxBody)
-	if resp.StatusCode/100 != 2 {
-		return schemas.ConstructError(resp.StatusCode, body)
-	}
+	_, _ = io.Copy(io.Discard, resp.Body) // bounded (MaxBody)
+	resp.Body.Close()
 	return nil
 }
 
@@ -636,7 +643,7 @@ func (c *Controller) readReset(ctx context.Context, raw []byte) error {
 	// why a power action fails.
 	c.resetTarget, c.allowed = a.Target, a.Allowable
 	if len(a.Allowable) == 0 && a.ActionInfo != "" && bmcPath(a.ActionInfo) {
-		info, err := schemas.GetObject[schemas.ActionInfo](c.sess.current().WithContext(ctx), a.ActionInfo)
+		info, err := schemas.GetObject[schemas.ActionInfo](c.on(ctx, c.sess.current()), a.ActionInfo)
 		if err != nil {
 			return c.classify("read ActionInfo", err)
 		}
@@ -709,7 +716,7 @@ func (c *Controller) State(ctx context.Context) (power.State, error) {
 func (c *Controller) readState(ctx context.Context) (power.State, error) {
 	sent := c.now()
 	var sys *schemas.ComputerSystem
-	err := c.withSession(ctx, func(cl *gofish.APIClient) error {
+	err := c.withSession(ctx, func(cl *reqPath) error {
 		var err error
 		sys, err = schemas.GetComputerSystem(cl, c.systemURI)
 		return err
@@ -755,21 +762,22 @@ func notSent(op string, err error) error {
 	return pe
 }
 
-// withSession runs f with a client bound to ctx, and once more after
-// re-establishing the session if the BMC answered 401.
-func (c *Controller) withSession(ctx context.Context, f func(*gofish.APIClient) error) error {
+// withSession runs f with c's request path on the session, bound to ctx,
+// and once more after re-establishing the session if the BMC answered
+// 401.
+func (c *Controller) withSession(ctx context.Context, f func(*reqPath) error) error {
 	cl := c.sess.current()
 	if cl == nil {
 		return &power.Error{Op: "request", Class: power.ClassFailed, Message: "controller closed"}
 	}
-	err := f(cl.WithContext(ctx))
+	err := f(c.on(ctx, cl))
 	var re *schemas.Error
 	if errors.As(err, &re) && re.HTTPReturnedStatusCode == http.StatusUnauthorized && !c.cfg.BasicAuth && ctx.Err() == nil {
 		fresh, lerr := c.sess.relogin(ctx, c, cl)
 		if lerr != nil {
 			return lerr
 		}
-		err = f(fresh.WithContext(ctx))
+		err = f(c.on(ctx, fresh))
 	}
 	return err
 }
@@ -841,19 +849,20 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
 		}
 	}
-	c.lastReset = c.now()
-	err = c.withSession(ctx, func(cl *gofish.APIClient) error {
-		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
-		if resp != nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		return err
-	})
+	began := c.now()
+	sent, err := c.postReset(ctx, rt)
 	var pe *power.Error
 	if err != nil {
 		pe = c.classify(op+" ("+rt+")", err)
+		if !sent {
+			// Never handed to the HTTP client (a wait for the request
+			// slot or a re-login ran out of time): nothing reached the
+			// BMC, no window opens, nothing was pressed
+			// (TestReview35_UnsentPressBlocksPressesForMinutes).
+			return unsentReset(pe)
+		}
 	}
+	c.lastReset = began
 	c.resetReturned(pe)
 	if toggle && want == power.StateOff && (pe == nil || !errors.Is(pe, power.ErrAuth)) {
 		// A press refused for its credentials (the session expired and
@@ -871,6 +880,34 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		}
 	}
 	return pe
+}
+
+// postReset posts the Reset action rt on c's session. sent: the POST was
+// handed to the HTTP client (it may have reached the BMC); if not, it
+// certainly did not.
+func (c *Controller) postReset(ctx context.Context, rt string) (sent bool, err error) {
+	err = c.withSession(ctx, func(cl *reqPath) error {
+		cl.sent = func() { sent = true }
+		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return err
+	})
+	return sent, err
+}
+
+// unsentReset is the error pe of a reset POST never handed to the HTTP
+// client: of its class, matching power.ErrNotSent too.
+func unsentReset(pe *power.Error) error {
+	cp := *pe
+	cp.Message = "not sent: " + pe.Message
+	cp.Err = power.ErrNotSent
+	if pe.Err != nil {
+		cp.Err = fmt.Errorf("%w: %w", power.ErrNotSent, pe.Err)
+	}
+	return &cp
 }
 
 // opposite reports whether cur is the other stable state than want.
@@ -1055,19 +1092,20 @@ func (c *Controller) Reset(ctx context.Context) error {
 		return &power.Error{Op: op, Class: power.ClassBusy,
 			Message: fmt.Sprintf("the state reads %s, not On: not sent", cur)}
 	}
-	c.lastReset = c.now()
-	err = c.withSession(ctx, func(cl *gofish.APIClient) error {
-		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
-		if resp != nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		return err
-	})
+	began := c.now()
+	sent, err := c.postReset(ctx, rt)
 	var pe *power.Error
 	if err != nil {
 		pe = c.classify(op+" ("+rt+")", err)
+		if !sent {
+			// Never handed to the HTTP client (a wait for the request
+			// slot or a re-login ran out of time): nothing reached the
+			// BMC, no window opens, nothing was pressed
+			// (TestReview35_UnsentPressBlocksPressesForMinutes).
+			return unsentReset(pe)
+		}
 	}
+	c.lastReset = began
 	c.resetReturned(pe)
 	if pe != nil {
 		return pe

@@ -149,7 +149,7 @@ func share(ctx context.Context, cfg Config, shared power.Controller) (*Controlle
 		return nil, &power.Error{Op: "connect", Class: power.ClassFailed,
 			Message: fmt.Sprintf("the offered session is not this login's (%T)", shared), Err: power.ErrNotShared}
 	}
-	c := &Controller{cfg: cfg, sess: sh.sess, sem: make(chan struct{}, 1)}
+	c := &Controller{cfg: cfg, sess: sh.sess, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
 	stale := c.sess.current()
 	err := c.discover(ctx)
 	var pe *power.Error
@@ -190,7 +190,7 @@ func (c *Controller) expired(ctx context.Context, cl *gofish.APIClient) bool {
 	if sess, err := cl.GetSession(); err == nil && bmcPath(sess.ID) {
 		path = sess.ID
 	}
-	resp, err := cl.WithContext(ctx).Get(path)
+	resp, err := c.on(ctx, cl).Get(path)
 	if err == nil {
 		resp.Body.Close()
 		return false

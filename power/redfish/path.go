@@ -1,0 +1,182 @@
+package redfish
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+// reqPath is one Controller's own way of sending requests on its
+// session (a schemas.Client): the session's HTTP client (the endpoint's
+// origin only, every body bounded, no redirect off the origin nor of a
+// request with a body: httpClient) and the session's token (or the basic
+// auth credentials), but a request slot of the Controller's own. gofish
+// sends one request at a time per client, and every copy of a client
+// (WithContext) shares that one slot: the controllers of several systems
+// sharing a session would queue behind each other, and one blade whose
+// reads hang would hold a neighbour's fence
+// (TestReview35_WedgedBladeStarvesSharedSession). Only the login and the
+// logout go through the session's gofish client.
+type reqPath struct {
+	c   *Controller
+	ctx context.Context
+	cl  *gofish.APIClient // the session's client: its token and settings
+	// slot, if not nil, is held by each request (one at a time per
+	// Controller: a Systems listing reads its members one by one).
+	slot chan struct{}
+	// sent, if not nil, is called when a request is handed to the HTTP
+	// client, holding the slot: from then on it may reach the BMC
+	// (before, it certainly did not: a wait for the slot, a re-login,
+	// an origin check).
+	sent func()
+}
+
+var _ schemas.Client = (*reqPath)(nil)
+
+// on returns c's request path on session client cl, bound to ctx.
+func (c *Controller) on(ctx context.Context, cl *gofish.APIClient) *reqPath {
+	return &reqPath{c: c, ctx: ctx, cl: cl, slot: c.reqs}
+}
+
+// service returns the service root of cl, its requests sent on p.
+func (p *reqPath) service() *gofish.Service {
+	svc := p.cl.WithContext(p.ctx).GetService() // a copy of its own
+	svc.SetClient(p)
+	return svc
+}
+
+// GetSettings returns the session client's settings.
+func (p *reqPath) GetSettings() schemas.ClientSettings { return p.cl.GetSettings() }
+
+// Get sends a GET.
+func (p *reqPath) Get(uri string) (*http.Response, error) {
+	return p.do(http.MethodGet, uri, nil, nil)
+}
+
+// GetWithHeaders sends a GET with headers.
+func (p *reqPath) GetWithHeaders(uri string, h map[string]string) (*http.Response, error) {
+	return p.do(http.MethodGet, uri, nil, h)
+}
+
+// Post sends a POST of payload as JSON.
+func (p *reqPath) Post(uri string, payload any) (*http.Response, error) {
+	return p.do(http.MethodPost, uri, payload, nil)
+}
+
+// PostWithHeaders sends a POST with headers.
+func (p *reqPath) PostWithHeaders(uri string, payload any, h map[string]string) (*http.Response, error) {
+	return p.do(http.MethodPost, uri, payload, h)
+}
+
+// PostMultipart is not used by the adapter: it fails.
+func (p *reqPath) PostMultipart(string, map[string]io.Reader) (*http.Response, error) {
+	return nil, errMultipart
+}
+
+// PostMultipartWithHeaders is not used by the adapter: it fails.
+func (p *reqPath) PostMultipartWithHeaders(string, map[string]io.Reader, map[string]string) (*http.Response, error) {
+	return nil, errMultipart
+}
+
+var errMultipart = errors.New("redfish: multipart requests are not sent by this adapter")
+
+// Patch sends a PATCH.
+func (p *reqPath) Patch(uri string, payload any) (*http.Response, error) {
+	return p.do(http.MethodPatch, uri, payload, nil)
+}
+
+// PatchWithHeaders sends a PATCH with headers.
+func (p *reqPath) PatchWithHeaders(uri string, payload any, h map[string]string) (*http.Response, error) {
+	return p.do(http.MethodPatch, uri, payload, h)
+}
+
+// Put sends a PUT.
+func (p *reqPath) Put(uri string, payload any) (*http.Response, error) {
+	return p.do(http.MethodPut, uri, payload, nil)
+}
+
+// PutWithHeaders sends a PUT with headers.
+func (p *reqPath) PutWithHeaders(uri string, payload any, h map[string]string) (*http.Response, error) {
+	return p.do(http.MethodPut, uri, payload, h)
+}
+
+// Delete sends a DELETE.
+func (p *reqPath) Delete(uri string) (*http.Response, error) {
+	return p.do(http.MethodDelete, uri, nil, nil)
+}
+
+// DeleteWithHeaders sends a DELETE with headers.
+func (p *reqPath) DeleteWithHeaders(uri string, h map[string]string) (*http.Response, error) {
+	return p.do(http.MethodDelete, uri, nil, h)
+}
+
+// do sends one request as gofish would (the same headers, the same
+// errors: a *schemas.Error for an answer other than 2xx, and
+// schemas.ErrNotModified with the response for a 304), on the session's
+// HTTP client, holding p's slot.
+func (p *reqPath) do(method, uri string, payload any, headers map[string]string) (*http.Response, error) {
+	if uri == "" {
+		return nil, schemas.ConstructError(0, []byte("unable to execute request, no target provided"))
+	}
+	var body io.Reader
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(p.ctx, method, strings.TrimSuffix(p.c.cfg.Endpoint, "/")+uri, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", "gofish/1.0")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		if k != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	if s, err := p.cl.GetSession(); err == nil && s.Token != "" {
+		req.Header.Set("X-Auth-Token", s.Token)
+	} else if p.c.cfg.BasicAuth && p.c.cfg.Username != "" && p.c.cfg.Password != "" {
+		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(p.c.cfg.Username+":"+p.c.cfg.Password)))
+	}
+	if p.slot != nil {
+		select {
+		case p.slot <- struct{}{}:
+		case <-p.ctx.Done():
+			return nil, p.ctx.Err()
+		}
+		defer func() { <-p.slot }()
+	}
+	if p.sent != nil {
+		p.sent()
+	}
+	resp, err := p.c.sess.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotModified:
+		return resp, schemas.ErrNotModified
+	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusAccepted &&
+		resp.StatusCode != http.StatusNoContent:
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body) // bounded (MaxBody)
+		if err != nil {
+			return nil, schemas.ConstructError(0, []byte(err.Error()))
+		}
+		return nil, schemas.ConstructError(resp.StatusCode, b)
+	}
+	return resp, nil
+}
