@@ -294,9 +294,13 @@ func (c *ExternalRemediationController) findHost(ctx context.Context, s *Externa
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// The Node and its role are recorded with the host, from the same
-	// read (a compare-and-swap on it), and never changed after (nodeOf).
-	body := map[string]any{"host": host, "controlPlane": v.ControlPlane}
+	// The Node, its role and where it came from (the owning Machine by
+	// name and UID, or the Node the checker named) are recorded with the
+	// host, from the same read (a compare-and-swap on it), and never
+	// changed after (nodeOf): another source later cancels.
+	src := sourceNow(r)
+	body := map[string]any{"host": host, "controlPlane": v.ControlPlane,
+		"source": map[string]any{"machine": src.Machine, "machineUID": string(src.MachineUID), "node": src.Node}}
 	if v.Name != "" {
 		body["nodeName"] = v.Name
 	}

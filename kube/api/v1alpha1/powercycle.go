@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Remediation strategies of PowerCycleRemediationSpec.Strategy, with the
@@ -129,6 +130,14 @@ type PowerCycleRemediationStatus struct {
 	// Machine's Node) is cancelled, and that Node is never acted on.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
+	// Source records, with Host, where the Node came from when the host
+	// was found: the owning Machine (name and UID), or the Node the
+	// checker named (node-name annotation, else the object's name). A
+	// checker that later names another source (another owner, or an
+	// annotation instead of an owner) cancels the remediation; a Machine
+	// whose Node registers later is read by this name and UID only.
+	// +optional
+	Source HostSource `json:"source,omitempty"`
 	// ControlPlane records, with Host, whether the Node (or its Machine)
 	// was a control-plane one when the host was found: the storm guard
 	// remediates one control-plane host at a time, and reads this rather
@@ -149,6 +158,20 @@ type PowerCycleRemediationStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// HostSource is where a remediation's host was found: its owning
+// Cluster API Machine, or the Node its checker named.
+type HostSource struct {
+	// Machine is the name of the owning Machine ("" if none).
+	// +optional
+	Machine string `json:"machine,omitempty"`
+	// MachineUID is the owning Machine's UID.
+	// +optional
+	MachineUID types.UID `json:"machineUID,omitempty"`
+	// Node is the Node the checker named, without an owning Machine.
+	// +optional
+	Node string `json:"node,omitempty"`
 }
 
 // PowerCycleRemediation asks rebootkit to power-cycle the host of one
