@@ -95,8 +95,14 @@
 //     annotation instead of one) or another Node cancels the
 //     remediation, and rebootkit never acts on that Node; the Node of a
 //     Machine that had none when its host was found is read later from
-//     the recorded Machine (same name and UID) only. The host a hostMapping finds (a hosts entry,
-//     or the hostAnnotation or label lookup) is refused if, under any
+//     the recorded Machine (same name and UID) only. A hostMapping.hosts
+//     entry (the checker role writes the spec) is used only where a
+//     source the checker cannot write confirms it: the host's annotation
+//     naming the Node or the Node's label naming the host, under a known
+//     key, or the controller owner's own map (the controller's Hosts, the
+//     binary's --hosts); otherwise the remediation fails with NoHost,
+//     saying so. The host a hostMapping or the controller's map finds (a
+//     hosts entry, or the hostAnnotation or label lookup) is refused if, under any
 //     known key, the host's own annotation names another Node, another
 //     host's names this Node, or the Node's label names another host;
 //     the known keys never depend on the remediation's spec alone (the

@@ -71,6 +71,13 @@ type ExternalRemediations struct {
 	// spec's hostMapping.label, that a hostMapping is cross-checked under
 	// (those the Node's kubelet can write are ignored).
 	HostLabels []string
+	// Hosts maps a Node to its BareMetalHost, as the controller's owner
+	// configured it (not the remediation's spec, which the checker role
+	// writes): trusted as hostMapping.hosts is not, and still
+	// cross-checked under every known key. A hostMapping.hosts entry is
+	// used only if this map, a BareMetalHost annotation or a Node label
+	// under a known key confirms it.
+	Hosts map[string]string
 }
 
 var _ remediation.MachineStore = (*ExternalRemediations)(nil)
@@ -528,8 +535,12 @@ func (s *ExternalRemediations) labelKeys(hm *v1alpha1.HostMapping) []string {
 // mappedHost is the host the template's hostMapping names for node.
 func (s *ExternalRemediations) mappedHost(ctx context.Context, r *v1alpha1.PowerCycleRemediation, node string) (string, error) {
 	hm := r.Spec.HostMapping
+	trusted := s.Hosts[node]
+	if hm == nil && trusted == "" {
+		return "", fmt.Errorf("%w: node %s (no Cluster API Machine; set hostMapping in the template, or list it in the controller's --hosts)", ErrNoHost, node)
+	}
 	if hm == nil {
-		return "", fmt.Errorf("%w: node %s (no Cluster API Machine; set hostMapping in the template)", ErrNoHost, node)
+		hm = &v1alpha1.HostMapping{}
 	}
 	hostKeys := s.annotationKeys(hm)
 	annotated, err := s.hostAnnotations(ctx, r.Namespace, hostKeys)
@@ -555,11 +566,24 @@ func (s *ExternalRemediations) mappedHost(ctx context.Context, r *v1alpha1.Power
 		byLabel = labels[hm.Label]
 	}
 	h := hm.Hosts[node]
+	labelKeys := s.labelKeys(hm)
 	switch {
+	case trusted != "" && h != "" && h != trusted:
+		return "", fmt.Errorf("%w: node %s: hostMapping.hosts maps it to BareMetalHost %s but the controller's hosts map to %s; fix the template or the controller's --hosts",
+			ErrNoHost, node, h, trusted)
+	case trusted != "":
+		// The controller owner's map: checked below against what the
+		// hosts and the Node say under every known key.
+		h = trusted
 	case h != "":
-		// The user's map travels in the remediation's spec, which the
-		// checker role writes: checked below against what the hosts and
-		// the Node say under every known key.
+		// The spec's map is written by the checker role: used only where
+		// a source it cannot write confirms it, and checked below.
+		if !confirmed(node, h, annotated, hostKeys, labels, labelKeys) {
+			return "", fmt.Errorf("%w: node %s: hostMapping.hosts maps it to BareMetalHost %s, which nothing the health checker cannot write confirms "+
+				"(the remediation's spec is the checker's); annotate BareMetalHost %s with %s=%s, label Node %s with %s=%s, "+
+				"or list %s=%s in the controller's --hosts",
+				ErrNoHost, node, h, h, DefaultHostAnnotation, node, node, DefaultHostLabel, h, node, h)
+		}
 	case byHost != "" && byLabel != "" && byHost != byLabel:
 		return "", fmt.Errorf("%w: node %s: BareMetalHost %s names it (annotation %q) but its label %q names host %s; fix the hostMapping",
 			ErrNoHost, node, byHost, hm.HostAnnotation, hm.Label, byLabel)
@@ -575,10 +599,26 @@ func (s *ExternalRemediations) mappedHost(ctx context.Context, r *v1alpha1.Power
 		return "", fmt.Errorf("%w: node %s: no BareMetalHost has annotation %q naming it and it has no label %q; fix the hostMapping",
 			ErrNoHost, node, hm.HostAnnotation, hm.Label)
 	}
-	if err := crossCheck(node, h, annotated, hostKeys, labels, s.labelKeys(hm)); err != nil {
+	if err := crossCheck(node, h, annotated, hostKeys, labels, labelKeys); err != nil {
 		return "", err
 	}
 	return h, nil
+}
+
+// confirmed reports whether, under a known key, host h's annotation
+// names node or the Node's label names h.
+func confirmed(node, h string, annotated map[string]map[string]string, hostKeys []string, labels map[string]string, labelKeys []string) bool {
+	for _, k := range hostKeys {
+		if v, ok := annotated[k][h]; ok && v == node {
+			return true
+		}
+	}
+	for _, k := range labelKeys {
+		if labels[k] == h {
+			return true
+		}
+	}
+	return false
 }
 
 // crossCheck refuses host h for node if, under any known key, host h's

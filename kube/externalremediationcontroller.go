@@ -128,6 +128,11 @@ type ExternalRemediationController struct {
 	// DefaultHostAnnotation, DefaultHostLabel and the template's, that a
 	// hostMapping is cross-checked under (ExternalRemediations).
 	HostAnnotations, HostLabels []string
+	// Hosts maps a Node to its BareMetalHost, as the controller's owner
+	// configures it (ExternalRemediations.Hosts): trusted where a
+	// template's hostMapping.hosts entry is not (the health checker
+	// writes the remediation's spec).
+	Hosts map[string]string
 }
 
 func (c *ExternalRemediationController) now() time.Time {
@@ -143,7 +148,7 @@ func (c *ExternalRemediationController) poll() time.Duration {
 
 func (c *ExternalRemediationController) store() *ExternalRemediations {
 	return &ExternalRemediations{Client: c.Client, Namespace: c.Namespace, Reader: c.Reader,
-		HostAnnotations: c.HostAnnotations, HostLabels: c.HostLabels}
+		HostAnnotations: c.HostAnnotations, HostLabels: c.HostLabels, Hosts: c.Hosts}
 }
 
 func (c *ExternalRemediationController) nodes() remediation.NodeStore {

@@ -103,7 +103,12 @@ type HostMapping struct {
 	// name a Node).
 	// +optional
 	HostAnnotation string `json:"hostAnnotation,omitempty"`
-	// Hosts maps Node names to host names.
+	// Hosts maps Node names to host names. The health checker writes
+	// the remediation's spec, so an entry is used only where the host's
+	// annotation (rebootkit.io/node, the controller's keys or
+	// HostAnnotation) names the Node, the Node's label in the
+	// node-restriction.kubernetes.io domain names the host, or the
+	// controller's own map (its --hosts flag) agrees; otherwise NoHost.
 	// +optional
 	Hosts map[string]string `json:"hosts,omitempty"`
 }
