@@ -92,12 +92,22 @@
 //     NodeHealthCheck create from a PowerCycleRemediationTemplate; the
 //     store is ExternalRemediations (one remediation per Machine or Node,
 //     its state in its status, the conditions the checkers read). The
-//     host, its Node and that Node's control-plane role are found once
-//     and recorded in the status (host, nodeName, controlPlane); a
-//     checker that names another Node later (the node-name annotation, or
-//     the owning Machine) cancels the remediation, and rebootkit never
-//     acts on that Node. The host a hostMapping finds (a hosts entry,
-//     or the hostAnnotation or label lookup) is refused if, under any
+//     host, its Node, that Node's control-plane role and where the Node
+//     came from (the owning Machine by name and UID, or the Node the
+//     checker named) are found once and recorded in the status (host,
+//     nodeName, controlPlane, source); a checker that later names
+//     another source (another owning Machine, or the node-name
+//     annotation instead of one) or another Node cancels the
+//     remediation, and rebootkit never acts on that Node; the Node of a
+//     Machine that had none when its host was found is read later from
+//     the recorded Machine (same name and UID) only. A hostMapping.hosts
+//     entry (the checker role writes the spec) is used only where a
+//     source the checker cannot write confirms it: the host's annotation
+//     naming the Node or the Node's label naming the host, under a known
+//     key, or the controller owner's own map (the controller's Hosts, the
+//     binary's --hosts); otherwise the remediation fails with NoHost,
+//     saying so. The host a hostMapping or the controller's map finds (a
+//     hosts entry, or the hostAnnotation or label lookup) is refused if, under any
 //     known key, the host's own annotation names another Node, another
 //     host's names this Node, or the Node's label names another host;
 //     the known keys never depend on the remediation's spec alone (the

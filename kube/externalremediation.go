@@ -45,8 +45,11 @@ const controlPlaneNodeLabel = "node-role.kubernetes.io/control-plane"
 // NodeName is the owning Machine's nodeRef (Cluster API), else the
 // NodeNameAnnotation, else the object's name (NodeHealthCheck), as read
 // when the host was found and recorded then (status.nodeName, with
-// status.controlPlane for ControlPlane); a checker that names another
-// Node later cancels the remediation (NeedsRemediation false).
+// status.controlPlane for ControlPlane, and status.source: the owning
+// Machine by name and UID, or the Node named); a checker that names
+// another Node or another source later cancels the remediation
+// (NeedsRemediation false), and a Machine's Node that registers later is
+// read from the recorded Machine only.
 // HasControllerOwner is always false: an exhausted remediation fails and
 // the health checker escalates; the store never deletes a Machine.
 // The state is saved in the status (compare-and-swap on the
@@ -68,19 +71,50 @@ type ExternalRemediations struct {
 	// spec's hostMapping.label, that a hostMapping is cross-checked under
 	// (those the Node's kubelet can write are ignored).
 	HostLabels []string
+	// Hosts maps a Node to its BareMetalHost, as the controller's owner
+	// configured it (not the remediation's spec, which the checker role
+	// writes): trusted as hostMapping.hosts is not, and still
+	// cross-checked under every known key. A hostMapping.hosts entry is
+	// used only if this map, a BareMetalHost annotation or a Node label
+	// under a known key confirms it.
+	Hosts map[string]string
 }
 
 var _ remediation.MachineStore = (*ExternalRemediations)(nil)
 
 // machineOwner is the Cluster API Machine owning r, or "".
 func machineOwner(r *v1alpha1.PowerCycleRemediation) string {
+	return machineOwnerRef(r).Name
+}
+
+// machineOwnerRef is the owner reference to the Cluster API Machine
+// owning r (zero if none).
+func machineOwnerRef(r *v1alpha1.PowerCycleRemediation) metav1.OwnerReference {
 	for _, o := range r.OwnerReferences {
 		gv, err := schema.ParseGroupVersion(o.APIVersion)
 		if err == nil && gv.Group == clusterv1.GroupVersion.Group && o.Kind == "Machine" {
-			return o.Name
+			return o
 		}
 	}
-	return ""
+	return metav1.OwnerReference{}
+}
+
+// sourceNow is where r's checker says its Node comes from now: the
+// owning Machine (name and UID), else the Node it names (the
+// NodeNameAnnotation, else r's name).
+func sourceNow(r *v1alpha1.PowerCycleRemediation) v1alpha1.HostSource {
+	if o := machineOwnerRef(r); o.Name != "" {
+		return v1alpha1.HostSource{Machine: o.Name, MachineUID: o.UID}
+	}
+	return v1alpha1.HostSource{Node: cmp.Or(r.Annotations[v1alpha1.NodeNameAnnotation], r.Name)}
+}
+
+// describeSource names src in an operator message.
+func describeSource(src v1alpha1.HostSource) string {
+	if src.Machine != "" {
+		return fmt.Sprintf("Machine %s (uid %s)", src.Machine, src.MachineUID)
+	}
+	return "Node " + src.Node
 }
 
 // nodeNow names the Node r's checker names now ("" if a Machine has none
@@ -89,10 +123,13 @@ func machineOwner(r *v1alpha1.PowerCycleRemediation) string {
 // label, else the Node's); found is false when that Machine or Node does
 // not exist (its control-plane role unknown).
 func (s *ExternalRemediations) nodeNow(ctx context.Context, r *v1alpha1.PowerCycleRemediation) (name string, controlPlane, found bool, err error) {
-	if m := machineOwner(r); m != "" {
+	if o := machineOwnerRef(r); o.Name != "" {
+		m := o.Name
 		var machine clusterv1.Machine
 		err := s.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: m}, &machine)
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) || (err == nil && o.UID != "" && machine.UID != o.UID) {
+			// Gone, or another Machine of that name: its nodeRef is
+			// not this remediation's Node.
 			return r.Status.NodeName, false, false, nil
 		}
 		if err != nil {
@@ -137,8 +174,9 @@ type nodeView struct {
 	// ControlPlane: the Node (or Machine) is a control-plane one, as
 	// recorded with the host (status.controlPlane), else as read now.
 	ControlPlane bool
-	// Renamed is the other Node the checker names now, after the host
-	// was found for Name ("" if none): the remediation is cancelled.
+	// Renamed is the other Node (or Machine) the checker names now,
+	// after the host was found for Name ("" if none): the remediation is
+	// cancelled.
 	Renamed string
 }
 
@@ -161,13 +199,30 @@ func (s *ExternalRemediations) nodeOf(ctx context.Context, r *v1alpha1.PowerCycl
 		// control plane, the cautious side (as for a recorded one below).
 		return nodeView{Name: now, ControlPlane: cp || !found}, nil
 	}
-	v := nodeView{Name: cmp.Or(r.Status.NodeName, now)}
-	if now != "" && v.Name != now {
-		v.Renamed = now
+	v := nodeView{Name: r.Status.NodeName}
+	src := sourceNow(r)
+	switch rec := r.Status.Source; {
+	case rec != (v1alpha1.HostSource{}) && rec != src:
+		// Another owner, or an annotation instead of an owner (or the
+		// reverse): whatever Node it names, it is not this one's.
+		v.Renamed = describeSource(src)
+		if now != "" && src.Machine != "" {
+			v.Renamed += " (Node " + now + ")"
+		}
+	case v.Name == "" && rec != (v1alpha1.HostSource{}):
+		// The recorded Machine's Node that registered after its host was
+		// found (nodeNow read it by the recorded name and UID).
+		v.Name = now
+	case now != "" && v.Name != now:
+		// A remediation recorded without its source by an earlier
+		// version keeps the Node recorded then (none if none).
+		v.Renamed = "Node " + now
 	}
 	switch {
 	case r.Status.ControlPlane != nil:
 		v.ControlPlane = *r.Status.ControlPlane
+	case v.Renamed != "" && v.Name == "":
+		v.ControlPlane = true // unknown: the cautious side
 	case v.Renamed != "":
 		if cp, found, err = s.nodeRole(ctx, v.Name); err != nil {
 			return nodeView{}, fmt.Errorf("kube: remediation %s/%s: %w", r.Namespace, r.Name, err)
@@ -182,9 +237,18 @@ func (s *ExternalRemediations) nodeOf(ctx context.Context, r *v1alpha1.PowerCycl
 // renamedMessage says why a remediation whose checker names another Node
 // than the one its host was found for is cancelled.
 func renamedMessage(r *v1alpha1.PowerCycleRemediation, v nodeView) string {
-	return fmt.Sprintf("cancelled: this remediation power-cycles host %s for Node %s, but its checker now names Node %s "+
+	return fmt.Sprintf("cancelled: this remediation power-cycles host %s for %s, but its checker now names %s "+
 		"(annotation %s or owning Machine changed); rebootkit does not act on %s: delete this remediation and create one for it",
-		r.Status.Host, v.Name, v.Renamed, v1alpha1.NodeNameAnnotation, v.Renamed)
+		r.Status.Host, describeSource(recordedSource(r, v)), v.Renamed, v1alpha1.NodeNameAnnotation, v.Renamed)
+}
+
+// recordedSource is where r's host was found for, as recorded (the
+// recorded Node, for a remediation an earlier version recorded).
+func recordedSource(r *v1alpha1.PowerCycleRemediation, v nodeView) v1alpha1.HostSource {
+	if r.Status.Source != (v1alpha1.HostSource{}) {
+		return r.Status.Source
+	}
+	return v1alpha1.HostSource{Node: v.Name}
 }
 
 // NodeBackAnnotation marks a PowerCycleRemediation whose Node came back
@@ -471,8 +535,12 @@ func (s *ExternalRemediations) labelKeys(hm *v1alpha1.HostMapping) []string {
 // mappedHost is the host the template's hostMapping names for node.
 func (s *ExternalRemediations) mappedHost(ctx context.Context, r *v1alpha1.PowerCycleRemediation, node string) (string, error) {
 	hm := r.Spec.HostMapping
+	trusted := s.Hosts[node]
+	if hm == nil && trusted == "" {
+		return "", fmt.Errorf("%w: node %s (no Cluster API Machine; set hostMapping in the template, or list it in the controller's --hosts)", ErrNoHost, node)
+	}
 	if hm == nil {
-		return "", fmt.Errorf("%w: node %s (no Cluster API Machine; set hostMapping in the template)", ErrNoHost, node)
+		hm = &v1alpha1.HostMapping{}
 	}
 	hostKeys := s.annotationKeys(hm)
 	annotated, err := s.hostAnnotations(ctx, r.Namespace, hostKeys)
@@ -498,11 +566,24 @@ func (s *ExternalRemediations) mappedHost(ctx context.Context, r *v1alpha1.Power
 		byLabel = labels[hm.Label]
 	}
 	h := hm.Hosts[node]
+	labelKeys := s.labelKeys(hm)
 	switch {
+	case trusted != "" && h != "" && h != trusted:
+		return "", fmt.Errorf("%w: node %s: hostMapping.hosts maps it to BareMetalHost %s but the controller's hosts map to %s; fix the template or the controller's --hosts",
+			ErrNoHost, node, h, trusted)
+	case trusted != "":
+		// The controller owner's map: checked below against what the
+		// hosts and the Node say under every known key.
+		h = trusted
 	case h != "":
-		// The user's map travels in the remediation's spec, which the
-		// checker role writes: checked below against what the hosts and
-		// the Node say under every known key.
+		// The spec's map is written by the checker role: used only where
+		// a source it cannot write confirms it, and checked below.
+		if !confirmed(node, h, annotated, hostKeys, labels, labelKeys) {
+			return "", fmt.Errorf("%w: node %s: hostMapping.hosts maps it to BareMetalHost %s, which nothing the health checker cannot write confirms "+
+				"(the remediation's spec is the checker's); annotate BareMetalHost %s with %s=%s, label Node %s with %s=%s, "+
+				"or list %s=%s in the controller's --hosts",
+				ErrNoHost, node, h, h, DefaultHostAnnotation, node, node, DefaultHostLabel, h, node, h)
+		}
 	case byHost != "" && byLabel != "" && byHost != byLabel:
 		return "", fmt.Errorf("%w: node %s: BareMetalHost %s names it (annotation %q) but its label %q names host %s; fix the hostMapping",
 			ErrNoHost, node, byHost, hm.HostAnnotation, hm.Label, byLabel)
@@ -518,10 +599,26 @@ func (s *ExternalRemediations) mappedHost(ctx context.Context, r *v1alpha1.Power
 		return "", fmt.Errorf("%w: node %s: no BareMetalHost has annotation %q naming it and it has no label %q; fix the hostMapping",
 			ErrNoHost, node, hm.HostAnnotation, hm.Label)
 	}
-	if err := crossCheck(node, h, annotated, hostKeys, labels, s.labelKeys(hm)); err != nil {
+	if err := crossCheck(node, h, annotated, hostKeys, labels, labelKeys); err != nil {
 		return "", err
 	}
 	return h, nil
+}
+
+// confirmed reports whether, under a known key, host h's annotation
+// names node or the Node's label names h.
+func confirmed(node, h string, annotated map[string]map[string]string, hostKeys []string, labels map[string]string, labelKeys []string) bool {
+	for _, k := range hostKeys {
+		if v, ok := annotated[k][h]; ok && v == node {
+			return true
+		}
+	}
+	for _, k := range labelKeys {
+		if labels[k] == h {
+			return true
+		}
+	}
+	return false
 }
 
 // crossCheck refuses host h for node if, under any known key, host h's

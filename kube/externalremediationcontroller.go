@@ -128,6 +128,11 @@ type ExternalRemediationController struct {
 	// DefaultHostAnnotation, DefaultHostLabel and the template's, that a
 	// hostMapping is cross-checked under (ExternalRemediations).
 	HostAnnotations, HostLabels []string
+	// Hosts maps a Node to its BareMetalHost, as the controller's owner
+	// configures it (ExternalRemediations.Hosts): trusted where a
+	// template's hostMapping.hosts entry is not (the health checker
+	// writes the remediation's spec).
+	Hosts map[string]string
 }
 
 func (c *ExternalRemediationController) now() time.Time {
@@ -143,7 +148,7 @@ func (c *ExternalRemediationController) poll() time.Duration {
 
 func (c *ExternalRemediationController) store() *ExternalRemediations {
 	return &ExternalRemediations{Client: c.Client, Namespace: c.Namespace, Reader: c.Reader,
-		HostAnnotations: c.HostAnnotations, HostLabels: c.HostLabels}
+		HostAnnotations: c.HostAnnotations, HostLabels: c.HostLabels, Hosts: c.Hosts}
 }
 
 func (c *ExternalRemediationController) nodes() remediation.NodeStore {
@@ -294,9 +299,13 @@ func (c *ExternalRemediationController) findHost(ctx context.Context, s *Externa
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// The Node and its role are recorded with the host, from the same
-	// read (a compare-and-swap on it), and never changed after (nodeOf).
-	body := map[string]any{"host": host, "controlPlane": v.ControlPlane}
+	// The Node, its role and where it came from (the owning Machine by
+	// name and UID, or the Node the checker named) are recorded with the
+	// host, from the same read (a compare-and-swap on it), and never
+	// changed after (nodeOf): another source later cancels.
+	src := sourceNow(r)
+	body := map[string]any{"host": host, "controlPlane": v.ControlPlane,
+		"source": map[string]any{"machine": src.Machine, "machineUID": string(src.MachineUID), "node": src.Node}}
 	if v.Name != "" {
 		body["nodeName"] = v.Name
 	}

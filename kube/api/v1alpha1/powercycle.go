@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Remediation strategies of PowerCycleRemediationSpec.Strategy, with the
@@ -102,7 +103,12 @@ type HostMapping struct {
 	// name a Node).
 	// +optional
 	HostAnnotation string `json:"hostAnnotation,omitempty"`
-	// Hosts maps Node names to host names.
+	// Hosts maps Node names to host names. The health checker writes
+	// the remediation's spec, so an entry is used only where the host's
+	// annotation (rebootkit.io/node, the controller's keys or
+	// HostAnnotation) names the Node, the Node's label in the
+	// node-restriction.kubernetes.io domain names the host, or the
+	// controller's own map (its --hosts flag) agrees; otherwise NoHost.
 	// +optional
 	Hosts map[string]string `json:"hosts,omitempty"`
 }
@@ -129,6 +135,14 @@ type PowerCycleRemediationStatus struct {
 	// Machine's Node) is cancelled, and that Node is never acted on.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
+	// Source records, with Host, where the Node came from when the host
+	// was found: the owning Machine (name and UID), or the Node the
+	// checker named (node-name annotation, else the object's name). A
+	// checker that later names another source (another owner, or an
+	// annotation instead of an owner) cancels the remediation; a Machine
+	// whose Node registers later is read by this name and UID only.
+	// +optional
+	Source HostSource `json:"source,omitempty"`
 	// ControlPlane records, with Host, whether the Node (or its Machine)
 	// was a control-plane one when the host was found: the storm guard
 	// remediates one control-plane host at a time, and reads this rather
@@ -149,6 +163,20 @@ type PowerCycleRemediationStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// HostSource is where a remediation's host was found: its owning
+// Cluster API Machine, or the Node its checker named.
+type HostSource struct {
+	// Machine is the name of the owning Machine ("" if none).
+	// +optional
+	Machine string `json:"machine,omitempty"`
+	// MachineUID is the owning Machine's UID.
+	// +optional
+	MachineUID types.UID `json:"machineUID,omitempty"`
+	// Node is the Node the checker named, without an owning Machine.
+	// +optional
+	Node string `json:"node,omitempty"`
 }
 
 // PowerCycleRemediation asks rebootkit to power-cycle the host of one

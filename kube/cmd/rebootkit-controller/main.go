@@ -63,7 +63,16 @@ func run(args []string) int {
 	workers := fs.Int("concurrent-reconciles", 32, "hosts reconciled at once (a slow BMC holds one)")
 	callTimeout := fs.Duration("bmc-call-timeout", 30*time.Second, "bound on every BMC power call")
 	connectTimeout := fs.Duration("bmc-connect-timeout", 30*time.Second, "bound on every BMC login")
+	hostsFlag := fs.String("hosts", "", "external remediation: comma-separated node=host pairs naming the BareMetalHost of each Node without a Cluster API Machine; "+
+		"trusted (a template's hostMapping.hosts entry is used only where this, a host annotation or a Node label confirms it: the health checker writes the remediation's spec)")
+	hostAnnotations := fs.String("host-annotations", "", "external remediation: comma-separated BareMetalHost annotation keys, besides rebootkit.io/node, that a hostMapping is checked under")
+	hostLabels := fs.String("host-labels", "", "external remediation: comma-separated Node label keys, besides node-restriction.kubernetes.io/baremetalhost, that a hostMapping is checked under (only node-restriction.kubernetes.io/ ones count)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	hostMap, err := parseHosts(*hostsFlag)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
 		return 2
 	}
 	want := map[string]bool{}
@@ -222,7 +231,8 @@ func run(args []string) int {
 		// As the Machine-annotation remediation: the persisted attempt is
 		// read from the API server, each side effect under the lease guard.
 		xc := &kube.ExternalRemediationController{Client: mgr.GetClient(), Namespace: *namespace, Ownership: own,
-			Limit: remediation.MaxCount(*limit), Power: async.Controller, StaleReads: *staleReads, Reader: mgr.GetAPIReader()}
+			Limit: remediation.MaxCount(*limit), Power: async.Controller, StaleReads: *staleReads, Reader: mgr.GetAPIReader(),
+			Hosts: hostMap, HostAnnotations: splitList(*hostAnnotations), HostLabels: splitList(*hostLabels)}
 		if guard != nil {
 			xc.Guard = guard
 		}
