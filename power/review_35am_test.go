@@ -335,3 +335,40 @@ func TestReview35_RepairedBladePolledSlowlyStarves(t *testing.T) {
 	assert.True(t, fenced >= 0 && fenced <= 5*time.Minute, "H, repaired and tried every 2 minutes, is refused for as long as its dead neighbours are polled")
 	assert.Equal(t, power.StateOff, s, "host H, fenced every 2 minutes for 20 minutes, is still powered")
 }
+
+// TestReview35_SameLoginWaitsForDeadBladesJoin (review round 21, issue
+// 35 point 1: "a host's failure never refuses another host whose ...
+// session is open"; round 20's fix: ConnectInfo.LoggedIn hands the BMC's
+// login turn on once accepted, "same-credential logins still wait",
+// cr.connecting in pool_login.go). One chassis account for all blades
+// (one login, so one shared session): nothing is open yet (a restart).
+// The monitor reads the dead blade H first (its system read hangs); its
+// login is accepted at once, and its Connect then reads blade 1 for the
+// whole ConnectTimeout. Blade C (working) is fenced 50 ms later: it needs
+// the session H's login opened, and waits for H's Connect to return
+// (cr.connecting) instead of using the accepted session (or logging in
+// beside it): left 50 ms of its CallTimeout, the fence fails, never sent.
+// With the fault on, every retry of H overlaps the fences of its
+// neighbours that need the session the same way. Ground truth: the
+// emulator's reset log and C's hardware.
+func TestReview35_SameLoginWaitsForDeadBladesJoin(t *testing.T) {
+	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	hwC := fake.NewPower(time.Now, fake.PowerConfig{})
+	b.AddSystem("2", hwC)
+	srv := httptest.NewTLSServer(wedgedBlade(b, "1", "2", 100*time.Millisecond))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	pool := newPool(t, newClock(), power.PoolConfig{ConnectTimeout: time.Second, CallTimeout: time.Second})
+	ctx := context.Background()
+	h := pool.Controller("h", systemTarget(srv, "1", bmcPassword))
+	c := pool.Controller("c", systemTarget(srv, "2", bmcPassword))
+
+	read := make(chan error, 1)
+	go func() { _, err := h.State(ctx); read <- err }()
+	time.Sleep(50 * time.Millisecond)
+	err := c.Off(ctx, power.ModeHard)
+	t.Logf("C's fence: %v; H's read: %v; logins %d", err, <-read, b.Logins())
+	assert.NoError(t, err, "C's fence failed behind its dead neighbour's connect on the same credentials")
+	assert.Contains(t, b.Resets(), "ForceOff", "C's reset was never sent")
+	s, _ := hwC.State(ctx)
+	assert.Equal(t, power.StateOff, s, "host C, fenced, is still powered")
+}
