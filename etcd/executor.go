@@ -48,6 +48,9 @@ type Leadership struct {
 	election *concurrency.Election
 	guard    clientv3.Cmp
 
+	// turns shares each pass's time among its plans (plan.Turns).
+	turns plan.Turns
+
 	mu sync.Mutex
 	// until is when the leadership stops acting unless confirmed again
 	// (confirm): the lease was renewed at least its TTL before, so it
@@ -411,36 +414,33 @@ func (l *Leadership) fleet(fleet plan.Fleet) plan.Fleet {
 // campaign again), ErrInDoubt when etcd did not answer the confirmation
 // (nothing was done). A plan header that cannot be read is reported in the
 // error (wrapping plan.ErrCorrupt) after the other plans' passes. Each
-// plan's pass has its own share of what is left of ctx (an equal one of
-// the plans left, plan.Share), and each fleet call its own deadline within
-// it (plan.Executor.CallTimeout): a plan whose call hangs never starves
-// the others.
+// plan's pass has its own share of what is left of ctx (plan.Turns: an
+// equal one among the plans left that can act, and the time later plans
+// leave unused goes back to a plan cut short), and each fleet call its own
+// deadline within it (plan.Executor.CallTimeout): a plan whose call hangs
+// never starves the others, and a plan whose pass needs more than its
+// share still moves.
 func (l *Leadership) Pass(ctx context.Context, fleet plan.Fleet, cfg plan.Config, now func() time.Time, logger *slog.Logger) error {
 	if err := l.confirm(ctx); err != nil {
 		return err
 	}
 	defer l.renewing(ctx)()
-	uuids, err := l.Store.Unfinished(ctx)
+	turns, err := l.Store.turns(ctx)
 	if err != nil && !errors.Is(err, plan.ErrCorrupt) {
 		return err
 	}
 	errs := []error{err}
 	exec := &plan.Executor{Fleet: l.fleet(fleet), Store: l.Store, Config: cfg, Now: now, Logger: logger, Fence: l.Rev}
-	for k, uuid := range uuids {
-		// Each plan has its own share of what is left of the pass (an
-		// equal one of the plans left): a plan whose fleet call hangs
-		// never starves the others.
-		pctx, cancel := plan.Share(ctx, len(uuids)-k, 0)
-		err := l.passPlan(pctx, exec, uuid)
-		cancel()
-		if errors.Is(err, ErrNotLeader) {
-			return err
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+	// Each plan has its own share of what is left of the pass
+	// (plan.Turns): a plan whose fleet call hangs never starves the
+	// others, and the time the others leave unused goes back to a plan
+	// cut short.
+	perrs, err := l.turns.Run(ctx, turns, func(err error) bool { return errors.Is(err, ErrNotLeader) },
+		func(ctx context.Context, uuid string) error { return l.passPlan(ctx, exec, uuid) })
+	if err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, perrs...)...)
 }
 
 // passPlan runs the pass of one plan, deciding again (up to three times)

@@ -961,6 +961,24 @@ func (s *Store) Unfinished(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// turns is Unfinished with, for each plan, whether its pass can act
+// (plan.View.Acts, from its header): what Leadership.Pass shares its time
+// among.
+func (s *Store) turns(ctx context.Context) ([]plan.Turn, error) {
+	heads, _, bad, err := s.unfinishedHeads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]plan.Turn, 0, len(heads))
+	for _, ih := range heads {
+		out = append(out, plan.Turn{UUID: ih.uuid, Acts: plan.View{Plan: ih.h.Plan, Index: ih.h.Index}.Acts()})
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("%w: %s", plan.ErrCorrupt, strings.Join(bad, "; "))
+	}
+	return out, nil
+}
+
 // membersOf returns the plan's member map (read once per plan).
 func (s *Store) membersOf(ctx context.Context, uuid string, h header, rev int64) (map[string]int, error) {
 	s.cache.mu.Lock()

@@ -48,6 +48,37 @@ type Async struct {
 	inflight map[string]bool
 	resets   map[string]resetOutcome      // a Reset's outcome that came after its pass
 	answers  map[string]reboot.LateAnswer // an On's or Off's answer that came after its pass
+	ended    map[string]callEnd           // when the host's last call returned
+}
+
+// callEnd is when a host's last call returned, and whether its answer
+// was lost (an error that does not say the BMC did nothing: the command
+// may still land).
+type callEnd struct {
+	at   time.Time
+	lost bool
+}
+
+// Settled reports whether no call of host is in flight and its last call
+// can no longer land: it returned, and, if its answer was lost, landing
+// has passed since. until is the instant from which that holds (the
+// return, or the return plus landing; zero if no call is known): a
+// reading of the host's power counts only from then on.
+func (a *Async) Settled(host string, landing time.Duration, now time.Time) (until time.Time, settled bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.inflight[host] {
+		return time.Time{}, false
+	}
+	e, ok := a.ended[host]
+	if !ok {
+		return time.Time{}, true
+	}
+	until = e.at
+	if e.lost {
+		until = until.Add(landing)
+	}
+	return until, !now.Before(until)
 }
 
 // lateReset returns (and forgets) the outcome of host's last Reset that
@@ -90,8 +121,9 @@ type result struct {
 }
 
 // run starts f for the host unless a call of the host is in flight, and
-// waits for it at most Wait (or ctx).
-func (c *asyncController) run(ctx context.Context, f func(context.Context) (power.State, error)) (power.State, error) {
+// waits for it at most Wait (or ctx); cmd: f is a power command (its
+// lost answer may land later: Settled).
+func (c *asyncController) run(ctx context.Context, cmd bool, f func(context.Context) (power.State, error)) (power.State, error) {
 	a := c.a
 	a.mu.Lock()
 	if a.inflight == nil {
@@ -118,6 +150,10 @@ func (c *asyncController) run(ctx context.Context, f func(context.Context) (powe
 		cancel()
 		a.mu.Lock()
 		delete(a.inflight, c.host)
+		if a.ended == nil {
+			a.ended = map[string]callEnd{}
+		}
+		a.ended[c.host] = callEnd{at: time.Now(), lost: cmd && err != nil && !resetRefused(err)}
 		a.mu.Unlock()
 		done <- result{s, err}
 		mu.Lock()
@@ -152,7 +188,7 @@ func (c *asyncController) run(ctx context.Context, f func(context.Context) (powe
 }
 
 func (c *asyncController) State(ctx context.Context) (power.State, error) {
-	return c.run(ctx, c.pc.State)
+	return c.run(ctx, false, c.pc.State)
 }
 
 func (c *asyncController) On(ctx context.Context) error {
@@ -167,7 +203,7 @@ func (c *asyncController) Off(ctx context.Context, m power.Mode) error {
 // call runs the power call f (described by la) as run does, and keeps its
 // answer for LateAnswer if it comes after the pass stopped waiting.
 func (c *asyncController) call(ctx context.Context, la reboot.LateAnswer, f func(context.Context) error) error {
-	_, err := c.run(ctx, func(ctx context.Context) (power.State, error) {
+	_, err := c.run(ctx, true, func(ctx context.Context) (power.State, error) {
 		la.Err = f(ctx)
 		c.a.mu.Lock()
 		if c.a.answers == nil {
@@ -210,7 +246,7 @@ func (c *asyncController) TogglesOn() bool { return togglesOn(c.pc) }
 // outcome that comes after the pass gave up is kept for the reset path
 // (lateReset).
 func (c *asyncController) Reset(ctx context.Context) error {
-	_, err := c.run(ctx, func(ctx context.Context) (power.State, error) {
+	_, err := c.run(ctx, true, func(ctx context.Context) (power.State, error) {
 		err := resetOf(ctx, c.pc)
 		c.a.mu.Lock()
 		if c.a.resets == nil {

@@ -35,7 +35,8 @@ const DefaultPolicySettle = 10 * time.Second
 // role changed it: no credentials are sent to the new BMC and no evidence
 // taken from it. Also the error of every pass of a host whose RebootRecord
 // is marked BMCChanged (its requests were removed in the write that
-// changed its BMC) until the mark is removed or spec.bmc restored.
+// changed its BMC, or its BMC is not the record's LastBMC) until the mark
+// names spec.bmc (accepted) or spec.bmc is restored.
 var ErrBMCChanged = errors.New("kube: BMC changed during a pending reboot")
 
 // nextPin is the BMC pin the record keeps with status st, and the
@@ -66,6 +67,36 @@ func nextPin(bmh *metal3.BareMetalHost, cur *v1alpha1.RebootRecord, st reboot.St
 	}
 	return &v1alpha1.BMCPin{Address: bmh.Spec.BMC.Address, CredentialsName: bmh.Spec.BMC.CredentialsName,
 		DisableCertificateVerification: bmh.Spec.BMC.DisableCertificateVerification, PendingSince: since}, nil
+}
+
+// pinOf is bmh's spec.bmc as a pin stamped since.
+func pinOf(bmh *metal3.BareMetalHost, since string) *v1alpha1.BMCPin {
+	return &v1alpha1.BMCPin{Address: bmh.Spec.BMC.Address, CredentialsName: bmh.Spec.BMC.CredentialsName,
+		DisableCertificateVerification: bmh.Spec.BMC.DisableCertificateVerification, PendingSince: since}
+}
+
+// nextLast is the LastBMC a record of bmh gets when a pass that checkPin
+// let use bmh's spec.bmc writes it: cur's (last) if it names spec.bmc,
+// else spec.bmc stamped now.
+func nextLast(bmh *metal3.BareMetalHost, last *v1alpha1.BMCPin, now time.Time) *v1alpha1.BMCPin {
+	if last != nil && samePin(bmh, last) {
+		return last.DeepCopy()
+	}
+	return pinOf(bmh, stamp(now))
+}
+
+// pendingStamp reports whether s is the stamp of a reboot rec (bmh's
+// record) has pending: the normal path's (its status) or the reset
+// path's (ResetAnnotation).
+func pendingStamp(rec *v1alpha1.RebootRecord, bmh *metal3.BareMetalHost, s string) bool {
+	if st, ok := recordStatus(rec, bmh, true); ok && pendingIn(st) && stamp(st.PendingRebootSince) == s {
+		return true
+	}
+	var rs resetRecord
+	if raw := rec.Annotations[ResetAnnotation]; raw != "" && json.Unmarshal([]byte(raw), &rs) == nil && rs.pending() {
+		return stamp(rs.Since) == s
+	}
+	return false
 }
 
 // pendingIn reports whether st has a pending reboot, as the reboot
@@ -100,7 +131,11 @@ func samePin(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
 //     the pin again, in one compare-and-swap write.
 //   - A pending reboot (the record's status) without a pin is marked with
 //     a mark that names no BMC: never pinned afresh.
-//   - With no pending reboot and no pin, or the pinned BMC, the BMC is used.
+//   - With no pending reboot and no pin, the record's LastBMC judges it
+//     (checkLast): the BMC is used if it is LastBMC (recorded as first
+//     seen when there is none) or the admission policy was in force
+//     before LastBMC was recorded; otherwise the record is marked.
+//   - The pinned BMC is used.
 //   - A BMC other than the pinned one is used if the admission policy
 //     (and its denying binding) has been in force since DefaultPolicySettle
 //     (Powers.PolicySettle) before the pin's reboot became pending, so that
@@ -151,20 +186,25 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 					"name the BMC to use in the record's mark: %s", ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName,
 					acceptCommand(p.Namespace, bmh))
 			}
-			return fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) changed while a reboot was pending on %q "+
+			return fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) is not the one rebootkit pinned or last used for it, %q "+
 				"(credentials %q), and a reboot client may have changed it: rebootkit sends it no credentials and takes no evidence "+
 				"from it (the host may be off). Check the host's BMC; then restore spec.bmc, or, with more than the reboot-client "+
 				"role, accept it by naming it in the record's mark: %s",
 				ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, ch.Address, ch.CredentialsName, acceptCommand(p.Namespace, bmh))
 		}
 		// Restored (or the BMC named by an administrator): the mark
-		// becomes the pin again, in one compare-and-swap write, so that
-		// the pending reboot is never left without its pin (a later
-		// change is judged against it).
+		// becomes the pin of its pending reboot again, if it has one, and
+		// the host's last BMC (LastBMC), in one compare-and-swap write,
+		// so that the pending reboot is never left without its pin (a
+		// later change is judged against it).
 		if !canWrite {
 			return nil // the pin stays missing; a writing Client moves the mark
 		}
-		if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"bmc": ch, "bmcChanged": nil}})); err != nil {
+		spec := map[string]any{"bmcChanged": nil, "lastBMC": ch}
+		if pendingStamp(&rec, bmh, ch.PendingSince) {
+			spec["bmc"] = ch
+		}
+		if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": spec})); err != nil {
 			return mapError("record of", p.Namespace, bmh.Name, err)
 		}
 		return nil
@@ -172,7 +212,7 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 	if pin == nil {
 		st, _ := recordStatus(&rec, bmh, true)
 		if !pendingIn(st) {
-			return nil
+			return p.checkLast(ctx, bmh, &rec)
 		}
 		// A pending reboot without its pin: never pinned afresh (see
 		// nextPin), marked.

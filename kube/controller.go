@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
@@ -170,6 +171,9 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			}
 			return ctrl.Result{}, err
 		}
+		if wait, ok := c.normalWithdrawnWait(ctx, &bmh); ok {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 	}
 	res, err := c.Reconciler.Reconcile(ctx, req.Name)
 	if errors.Is(err, reboot.ErrNotFound) {
@@ -269,7 +273,24 @@ func (c *RebootController) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, detachedChanged),
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }),
 		)).
+		// An administrator's acceptance of a changed BMC (the record's
+		// BMCChanged mark rewritten) reconciles the host at once.
+		Watches(&v1alpha1.RebootRecord{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(markChanged,
+			predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == c.Namespace }))).
 		Complete(c)
+}
+
+// markChanged passes an update of a RebootRecord whose BMCChanged mark
+// changed while set (an administrator accepted a BMC in it).
+var markChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.RebootRecord)
+		n, ok2 := e.ObjectNew.(*v1alpha1.RebootRecord)
+		return ok1 && ok2 && o.Spec.BMCChanged != nil && n.Spec.BMCChanged != nil && *o.Spec.BMCChanged != *n.Spec.BMCChanged
+	},
 }
 
 // detachedChanged passes a status update that makes a host detached or

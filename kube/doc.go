@@ -154,8 +154,9 @@
 //     reads the power of the pinned BMC (the host's when the reboot became
 //     pending, so its credentials go nowhere new). If that reads Off (the
 //     withdrawn reboot may have powered the host off), the host is powered
-//     back on through its new BMC, with no evidence taken, and the pin
-//     goes. That reading runs in the background (a pass waits for it at
+//     back on through its new BMC, with no evidence taken, the pin
+//     goes, and the new BMC becomes the host's LastBMC (see below).
+//     That reading runs in the background (a pass waits for it at
 //     most 250 ms and is requeued while it runs, and at its end through
 //     Powers.Done, so a dead old BMC holds no reconcile worker). An Off
 //     counts only by the reboot package's evidence rule: the reading
@@ -164,7 +165,14 @@
 //     BMC changed (this process's monotonic clock) and the last power
 //     command the record shows (the normal path's last power-on or press,
 //     the reset path's last command), so that it cannot echo the host off
-//     from before a power-on; an earlier Off is kept and the host
+//     from before a power-on. With Async, no pass of such a host (normal
+//     or reset path) goes through that rule while a call of the host runs
+//     in the background, nor, when its answer was lost, until the reboot
+//     package's LostLanding after its return (the reset state, its
+//     Sending among it, stays until then): the pass that first finds the
+//     requests gone then comes after the call's return (or its lost
+//     landing), and so does the StaleReads anchored at it. An earlier
+//     Off is kept and the host
 //     requeued (ErrInFlight, and again through Powers.Done at that
 //     instant), to be read again then (any other reading counts at once:
 //     not known off). An Off that ends after its pass stopped
@@ -202,11 +210,30 @@
 //     cleared as the reboot package clears them, the fencing evidence
 //     kept) and drops its pin, in one compare-and-swap write, before
 //     anything else; a spec.bmc changed meanwhile keeps the pin, and is
-//     judged as above. A host is
+//     judged as above: once checkPin lets a pass of the reset path use it
+//     (the pinned BMC read Off, or the policy), that pass's record write
+//     (before its power-on is sent) ends the reboot in the same way and
+//     drops its pin, as the normal path's pass that powers the host on
+//     through its new BMC does. A host is
 //     thus never locked out by the pin of a reboot no
 //     longer asked for, nor handed to a BMC a reboot client put in during
-//     one. Powers writes the mark with Client when it can write (the
-//     manager's client); with a read-only Client the pin stays instead.
+//     one. With no reboot pending the record keeps a standing pin,
+//     RebootRecordSpec.LastBMC: the spec.bmc of the last record write of
+//     a pass that was let use it (or, on a record without one, the
+//     spec.bmc first seen then). A spec.bmc other than LastBMC is used only
+//     if the admission policy has been in force since PolicySettle before
+//     LastBMC was recorded; otherwise the record is marked BMCChanged with
+//     LastBMC, with no call to either BMC, and the host is not acted on
+//     until the mark is accepted or spec.bmc restored as above (the
+//     reboot controller watches the mark, so an acceptance takes effect
+//     at once). So a reboot client that removes a request, waits for its
+//     reboot to end and only then redirects spec.bmc gets nothing from
+//     the next request either; an administrator who replaces a BMC
+//     without config/admission accepts it in the mark. A host whose
+//     RebootRecord does not exist yet has no LastBMC: its first reboot
+//     pins whatever spec.bmc it has then. Powers writes the mark with
+//     Client when it can write (the manager's client); with a read-only
+//     Client the pin stays instead.
 //     A host with spec.disablePowerOff is never powered off (its
 //     power-off fails with ErrPowerOffDisabled): see "Hosts whose power
 //     never goes off".
@@ -428,9 +455,14 @@
 //     LastResetAnnotation), then the request and its marker are removed
 //     in one write: a stop in between leaves a request whose state says
 //     done, which the next pass removes with nothing sent; the pass that
-//     sees no request clears the state and its BMC pin, before the host's
-//     power controller is asked for (so a BMC replaced after a withdrawn
-//     request does not keep the old pin, nor the host locked out).
+//     sees no request clears the state and its BMC pin with no BMC call
+//     when spec.bmc is still the pinned one; otherwise that pass first
+//     goes through checkPin's rule for withdrawn requests (see Powers:
+//     the pinned BMC is read; an Off lets the new BMC be used and becomes
+//     the host's LastBMC, anything else marks the record BMCChanged until
+//     an administrator accepts the new BMC), so that a reboot client that
+//     removes its request and redirects spec.bmc in one write gets no
+//     credentials sent to its BMC.
 //     When spec.disablePowerOff is cleared, the state and the token are
 //     cleared before the normal path takes the host.
 //   - with no request, makes power follow spec.online true as the normal
@@ -523,9 +555,13 @@
 //     reboot annotations (not spec.bmc, not labels, not the detached
 //     annotation); without it, a spec.bmc changed during a pending reboot
 //     is not used (ErrBMCChanged), nor after the pending reboot's requests
-//     were removed in the same write, until an administrator names it in
-//     the record's BMCChanged mark (one exception: a host whose pinned BMC
-//     reads Off is powered back on through the new one, see Powers).
+//     were removed in the same write, nor after that reboot ended (the
+//     record's LastBMC), until an administrator names it in the record's
+//     BMCChanged mark (one exception: a host whose pinned BMC reads Off
+//     after its requests were removed is powered back on through the new
+//     one, which is then its LastBMC, see Powers). A host whose
+//     RebootRecord does not exist yet (it never had a reboot) has no BMC
+//     to compare with: its first request uses the spec.bmc it has then.
 //   - The storm guard admits at most its limit per cluster and
 //     MachineHealthCheck across concurrent reconciles and managers
 //     (compare-and-swap on the Admissions record), the other

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -184,10 +185,18 @@ func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, e
 		}
 	}
 	pin, mark := nextPin(&bmh, &cur, h.Status)
+	// The reconciler writes the Status only in a pass whose power
+	// controller checkPin gave, so spec.bmc (unchanged since: the
+	// compare-and-swap above) is one it let use: the host's last BMC.
+	var last *v1alpha1.BMCPin
+	if cur.Spec.HostUID == string(bmh.UID) {
+		last = cur.Spec.LastBMC
+	}
+	last = nextLast(&bmh, last, time.Now())
 	rec := v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: h.Name,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: metal3.GroupVersion.String(), Kind: "BareMetalHost",
 			Name: bmh.Name, UID: bmh.UID, BlockOwnerDeletion: ptr.To(false)}}},
-		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), Status: string(raw), BMC: pin, BMCChanged: mark}}
+		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), Status: string(raw), BMC: pin, BMCChanged: mark, LastBMC: last}}
 	if recVersion == "" {
 		err = s.Client.Create(ctx, &rec)
 		if apierrors.IsAlreadyExists(err) {
@@ -195,7 +204,7 @@ func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, e
 		}
 	} else {
 		// The pin explicitly: a merge patch leaves what it omits.
-		spec := map[string]any{"hostUID": rec.Spec.HostUID, "status": rec.Spec.Status, "bmc": rec.Spec.BMC}
+		spec := map[string]any{"hostUID": rec.Spec.HostUID, "status": rec.Spec.Status, "bmc": rec.Spec.BMC, "lastBMC": last}
 		if mark != nil {
 			spec["bmcChanged"] = mark
 		}

@@ -100,6 +100,10 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		}
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
+	if wait, ok := c.withdrawnWait(bmh, &rec, exists); ok {
+		// The reset state (its Sending among it) stays until then.
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	var st resetRecord
 	if exists && rec.Spec.HostUID == string(bmh.UID) && rec.Annotations[ResetAnnotation] != "" {
 		if json.Unmarshal([]byte(rec.Annotations[ResetAnnotation]), &st) != nil {
@@ -131,11 +135,21 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	var d resetDecision
 	var o resetObserved
 	var pc power.Controller
+	used := false // this pass's checkPin let use spec.bmc
 	if !requested && (st.pending() || withdrawn) {
-		// decideReset clears whatever the power reads: done before the
-		// host's power controller is asked for, so that a BMC replaced
-		// after the request (ErrBMCChanged) does not keep the old
-		// request's pin for good. A withdrawn request goes with it.
+		// decideReset clears whatever the power reads, with no BMC call.
+		// A withdrawn request goes with it. With spec.bmc no longer the
+		// pinned one, the pass first goes through checkPin (its rule for
+		// a withdrawn request: the pinned BMC is read, an Off lets the new
+		// BMC power the host back on, anything else marks the record),
+		// so that a reboot client that removes its request and redirects
+		// spec.bmc in one write gets no credentials sent to its BMC.
+		if exists && rec.Spec.HostUID == string(bmh.UID) && rec.Spec.BMC != nil && !samePin(bmh, rec.Spec.BMC) {
+			if _, err := c.Reconciler.Power(name); err != nil {
+				return ctrl.Result{}, err
+			}
+			used = true
+		}
 		d = resetDecision{Clear: true}
 	} else {
 		o = resetObserved{Requested: requested, Request: req, Online: bmh.Spec.Online, Held: len(keyed) > 0, Rec: st, Power: power.StateUnknown}
@@ -185,7 +199,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			fin.Done, fin.LeftOff = now, d.LeftOff
 		}
 		err = write(func(ctx context.Context) error {
-			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &fin, fin.Accepted); err != nil {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &fin, fin.Accepted, true); err != nil {
 				return err
 			}
 			return patchHost(ctx, hosts, bmh, unmark)
@@ -202,7 +216,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			unmark[reboot.Annotation] = nil
 		}
 		err = write(func(ctx context.Context) error {
-			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}); err != nil || len(unmark) == 0 {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, nil, time.Time{}, used); err != nil || len(unmark) == 0 {
 				return err
 			}
 			return patchHost(ctx, hosts, bmh, unmark)
@@ -210,7 +224,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		c.forgetReset(name)
 	case d.Write:
 		err = write(func(ctx context.Context) error {
-			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &d.Rec, time.Time{}); err != nil || !d.Rec.pending() || token && marker == stamp(d.Rec.Since) {
+			if err := c.writeReset(ctx, hosts, bmh, &rec, exists, &d.Rec, time.Time{}, true); err != nil || !d.Rec.pending() || token && marker == stamp(d.Rec.Since) {
 				return err
 			}
 			return takeRequest(ctx, hosts, bmh, stamp(d.Rec.Since))
@@ -375,9 +389,11 @@ func (c *RebootController) sendReset(ctx context.Context, pc power.Controller, c
 // normal path has pending (the record's status) is kept as it is, even
 // once the reset is done, until the host carries no request (then
 // endNormal, at the start of the next pass, ends that reboot and drops
-// its pin).
+// its pin). With used (this pass's power controller came from checkPin,
+// so spec.bmc is one it let use) the record's LastBMC becomes spec.bmc;
+// otherwise it is kept.
 func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord,
-	exists bool, st *resetRecord, last time.Time) error {
+	exists bool, st *resetRecord, last time.Time, used bool) error {
 	ann := map[string]any{ResetAnnotation: nil}
 	var pin *v1alpha1.BMCPin
 	if st != nil && !st.pending() {
@@ -401,7 +417,21 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 				DisableCertificateVerification: bmh.Spec.BMC.DisableCertificateVerification, PendingSince: since}
 		}
 	}
-	if np := normalPin(bmh, rec, exists); np != nil {
+	var status any // the normal path's status, if this write ends its reboot
+	if np := normalPin(bmh, rec, exists); np != nil && used && !samePin(bmh, np) && !carriesRequest(bmh) {
+		// The normal path's reboot is pending with no request left, and
+		// checkPin let this pass use the changed spec.bmc (its rule for
+		// withdrawn requests: the pinned BMC read Off; or the policy):
+		// that reboot ends here, and its pin goes, as the normal path's
+		// pass that powers the host on through its new BMC ends it, so
+		// that the next reading of the old BMC (On, once the host is
+		// powered on) does not mark the record.
+		raw, err := json.Marshal(endedNormal(bmh, rec))
+		if err != nil {
+			return err
+		}
+		status = string(raw)
+	} else if np != nil {
 		// The normal path's reboot is still pending (the host went to the
 		// reset path meanwhile): its pin stays, and guards the reset as
 		// well (it was taken earlier, so a BMC change since the reset's
@@ -411,6 +441,13 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 	if !last.IsZero() {
 		ann[LastResetAnnotation] = last.UTC().Format(time.RFC3339)
 	}
+	var lastBMC *v1alpha1.BMCPin
+	if exists && rec.Spec.HostUID == string(bmh.UID) {
+		lastBMC = rec.Spec.LastBMC
+	}
+	if used {
+		lastBMC = nextLast(bmh, lastBMC, c.Reconciler.Now())
+	}
 	owner := []metav1.OwnerReference{{APIVersion: metal3.GroupVersion.String(), Kind: "BareMetalHost",
 		Name: bmh.Name, UID: bmh.UID, BlockOwnerDeletion: ptr.To(false)}}
 	if !exists {
@@ -419,14 +456,17 @@ func (c *RebootController) writeReset(ctx context.Context, hosts *RebootHosts, b
 		}
 		nr := v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: hosts.Namespace, Name: bmh.Name,
 			Annotations: map[string]string{ResetAnnotation: ann[ResetAnnotation].(string)}, OwnerReferences: owner},
-			Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}
+			Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin, LastBMC: lastBMC}}
 		err := hosts.Client.Create(ctx, &nr)
 		if apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("kube: reboot record %s/%s: %w", hosts.Namespace, bmh.Name, reboot.ErrConflict)
 		}
 		return err
 	}
-	spec := map[string]any{"bmc": pin}
+	spec := map[string]any{"bmc": pin, "lastBMC": lastBMC}
+	if status != nil {
+		spec["status"] = status
+	}
 	if rec.Spec.HostUID != string(bmh.UID) {
 		// An earlier host's record: start afresh.
 		spec["hostUID"], spec["status"] = string(bmh.UID), ""

@@ -29,11 +29,20 @@ func answeredNormal(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord, exist
 	if np == nil || carriesRequest(bmh) || !samePin(bmh, np) {
 		return reboot.Status{}, false
 	}
-	st, _ := recordStatus(rec, bmh, exists) // parses: normalPin read it
+	return endedNormal(bmh, rec), true
+}
+
+// endedNormal is the normal path's Status of rec (bmh's RebootRecord,
+// whose status parses) with its pending reboot ended as the reboot
+// package ends one: its pending reboot and requests cleared, the fencing
+// evidence (LastPoweredOff, HoldBroken) and the power-on, Online=false
+// and press records kept.
+func endedNormal(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord) reboot.Status {
+	st, _ := recordStatus(rec, bmh, true)
 	st.PendingRebootSince, st.Mode = time.Time{}, power.ModeSoft
 	st.Seen, st.LastRequestSeen = nil, time.Time{}
 	st.RewriteSeen, st.LastRewriteSeen = time.Time{}, time.Time{}
-	return st, true
+	return st
 }
 
 // endNormal writes what answeredNormal says into rec, when it says so:
@@ -52,7 +61,9 @@ func (c *RebootController) endNormal(ctx context.Context, hosts *RebootHosts, bm
 		return true, err
 	}
 	return true, reboot.Fenced(ctx, c.Reconciler.Guard, "kube: answered reboot of host "+bmh.Name, func(ctx context.Context) error {
-		patch := casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"status": string(raw), "bmc": nil}})
+		// spec.bmc is the pinned BMC (answeredNormal): the host's last BMC.
+		spec := map[string]any{"status": string(raw), "bmc": nil, "lastBMC": nextLast(bmh, rec.Spec.LastBMC, c.Reconciler.Now())}
+		patch := casPatch(rec.ResourceVersion, map[string]any{"spec": spec})
 		if perr := hosts.Client.Patch(ctx, rec, patch); perr != nil {
 			return mapError("record of", hosts.Namespace, bmh.Name, perr)
 		}

@@ -313,18 +313,17 @@ func TestReview39c_ResetRefusedForLeadershipCounts(t *testing.T) {
 // TestReview39c_BMCReplacedAfterRequestLocksHostOut: a reset request is
 // pending on a host's BMC; the administrator replaces the BMC (a new
 // spec.bmc.address; the reboot-client admission policy is not installed)
-// and removes the request: no reboot is pending any more, so the pin of
-// the old request should go (doc.go: the record pins spec.bmc "while a
-// reboot is pending"). But reconcileReset asks for the host's power
-// controller (Powers.Controller, checkPin: ErrBMCChanged) before it
-// decides, so the pass that would clear the state and its pin never runs
-// (kube/reset.go reconcileReset: c.Reconciler.Power(name) before
-// decideReset): the old pin stays for good, every later request of the
-// host fails with BMCChanged, and the event's advice ("install
-// config/admission and ask for the reboot again") cannot work, since the
-// policy would have to predate the old pin. Only restoring the old
-// address, or deleting the RebootRecord by hand, frees the host. Ground
-// truth: the new BMC's hardware never gets the later request's reset.
+// and removes the request in one write. Round 3 found the old pin kept for
+// good (the host locked out). Since round 8 (issue 39: a reboot client
+// can make the same write, and the controller must send the new BMC no
+// credentials unless an identity with more than the reboot-client role
+// made the change) the host is marked BMCChanged, with no call to the
+// new BMC, until the administrator accepts the new BMC in the record's
+// mark (acceptCommand); then the old pin is gone and a request made
+// after the replacement reaches the new BMC. Before round 8 this test
+// asserted the new BMC was used with no acceptance, which is the hole of
+// TestReview39h_ResetRequestWithdrawnWithRedirectSendsCredentials.
+// Ground truth: the new BMC's own hardware log.
 func TestReview39c_BMCReplacedAfterRequestLocksHostOut(t *testing.T) {
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -369,9 +368,13 @@ func TestReview39c_BMCReplacedAfterRequestLocksHostOut(t *testing.T) {
 		h.Spec.BMC.Address = redfishAt(srv2)
 		delete(h.Annotations, reboot.Annotation)
 	}))
-	time.Sleep(2 * time.Second)
+	replaced := time.Now()
+	acceptBMC(t, ctx, direct, ns, "h1", 10*time.Second)
+	require.Empty(t, hw2.Calls(), "the new BMC was called before it was accepted (replaced at %s)", replaced.Format(time.RFC3339Nano))
 	var record v1alpha1.RebootRecord
-	require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &record))
+	require.Eventually(t, func() bool {
+		return direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &record) == nil && record.Spec.BMCChanged == nil
+	}, 10*time.Second, 20*time.Millisecond, "the accepted mark goes")
 	pinned := record.Spec.BMC != nil
 	// A new request, made after the replacement.
 	second := time.Now()

@@ -107,6 +107,11 @@ func TestReview39g_AnsweredRequestPinLocksOutResetHost(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	// A new reset request.
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "again") }))
+	// Since issue 39 round 8 a BMC changed with no admission policy is
+	// used only once an administrator accepts it (the record keeps the
+	// host's last BMC even with no reboot pending): the host is marked,
+	// with no call to either BMC, and the administrator accepts it.
+	acceptBMC(t, ctx, direct, ns, "h1", 10*time.Second)
 	answered := assert.Eventually(t, func() bool {
 		_, pending := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]
 		return !pending

@@ -337,32 +337,52 @@ func putHeader(b *bolt.Bucket, p Plan, ix Index, version uint64) error {
 	return b.Put(keyHeader, raw)
 }
 
-// membersOf returns the plan's member map, from the cache or the servers
-// record (or, for a plan written before that record existed, its reboot
-// records). A plan's servers never change, so the map is read once.
-func (s *BoltStore) membersOf(b *bolt.Bucket, h header) (map[string]int, error) {
-	created := ""
-	if h.CreatedAt != nil {
-		created = h.CreatedAt.UTC().Format(time.RFC3339Nano)
+// createdKey is what tells a plan from another plan of its UUID.
+func createdKey(h header) string {
+	if h.CreatedAt == nil {
+		return ""
 	}
+	return h.CreatedAt.UTC().Format(time.RFC3339Nano)
+}
+
+// cachedMembers returns the plan's member map if it is cached (a plan's
+// servers never change, so the map is read once: ReadView reads the
+// servers record, or for a plan written before that record existed its
+// reboot records, only when it is not).
+func (s *BoltStore) cachedMembers(h header) (map[string]int, bool) {
 	s.mu.Lock()
 	c, ok := s.members[h.UUID]
 	s.mu.Unlock()
-	if ok && c.created == created && len(c.m) == h.Count {
-		return c.m, nil
+	if ok && c.created == createdKey(h) && len(c.m) == h.Count {
+		return c.m, true
 	}
-	var servers []string
+	return nil, false
+}
+
+// serversOf returns (a copy of) the plan's servers record, or, for a plan
+// written before that record existed, its servers read from its reboot
+// records.
+func serversOf(b *bolt.Bucket, h header) ([]byte, []string, error) {
 	if raw := b.Get(keyServers); raw != nil {
+		return bytes.Clone(raw), nil, nil
+	}
+	servers := make([]string, 0, h.Count)
+	for i := 0; i < h.Count; i++ {
+		rec, err := readRecord(b, h.UUID, i)
+		if err != nil {
+			return nil, nil, err
+		}
+		servers = append(servers, rec.Reboot.ServerUUID)
+	}
+	return nil, servers, nil
+}
+
+// membersFrom makes (and caches) the plan's member map from its servers
+// record raw (when not nil) or its servers.
+func (s *BoltStore) membersFrom(h header, raw []byte, servers []string) (map[string]int, error) {
+	if raw != nil {
 		if err := json.Unmarshal(raw, &servers); err != nil {
 			return nil, fmt.Errorf("%w: plan %s: servers record: %v", ErrCorrupt, h.UUID, err)
-		}
-	} else {
-		for i := 0; i < h.Count; i++ {
-			rec, err := readRecord(b, h.UUID, i)
-			if err != nil {
-				return nil, err
-			}
-			servers = append(servers, rec.Reboot.ServerUUID)
 		}
 	}
 	if len(servers) != h.Count {
@@ -379,69 +399,9 @@ func (s *BoltStore) membersOf(b *bolt.Bucket, h header) (map[string]int, error) 
 	if s.members == nil {
 		s.members = map[string]memberCache{}
 	}
-	s.members[h.UUID] = memberCache{created: created, m: m}
+	s.members[h.UUID] = memberCache{created: createdKey(h), m: m}
 	s.mu.Unlock()
 	return m, nil
-}
-
-// GetView implements ViewStore: it reads the header, the records of the
-// reboots in flight and of the next pending ones, nothing else.
-func (s *BoltStore) GetView(_ context.Context, uuid string) (View, error) {
-	if err := ValidUUID(uuid); err != nil {
-		return View{}, err
-	}
-	var v View
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketPlans).Bucket([]byte(uuid))
-		if b == nil {
-			return fmt.Errorf("%w: %s", ErrNotFound, uuid)
-		}
-		h, err := readIndexedHeader(b, uuid)
-		if err != nil {
-			return err
-		}
-		members, err := s.membersOf(b, h)
-		if err != nil {
-			return err
-		}
-		p := h.Plan
-		p.Version = strconv.FormatUint(h.Version, 10)
-		v = View{Plan: p, Pos: cutPositions(*h.Index, PendingInView(h.Plan)), Index: *h.Index, Members: members}
-		v.Reboots = make([]Reboot, len(v.Pos))
-		v.base = &viewBase{header: append([]byte(nil), b.Get(keyHeader)...), orig: make([]Reboot, len(v.Pos))}
-		s.mu.Lock()
-		old := s.decoded[uuid]
-		s.mu.Unlock()
-		cache := make(map[int]decodedRecord, len(v.Pos))
-		for k, i := range v.Pos {
-			raw := b.Get(rebootKey(i))
-			d, ok := old[i]
-			if !ok || raw == nil || !bytes.Equal(d.raw, raw) {
-				rec, err := readRecord(b, uuid, i)
-				if err != nil {
-					return err
-				}
-				if members[rec.Reboot.ServerUUID] != i {
-					return fmt.Errorf("%w: plan %s: record %d names server %s, listed at %d", ErrCorrupt, uuid, i, rec.Reboot.ServerUUID, members[rec.Reboot.ServerUUID])
-				}
-				d = decodedRecord{raw: append([]byte(nil), raw...), rec: rec}
-			}
-			cache[i] = d
-			v.Reboots[k] = d.rec.Reboot.clone()
-			v.base.orig[k] = d.rec.Reboot // never modified: cache and base share it
-		}
-		s.mu.Lock()
-		if s.decoded == nil {
-			s.decoded = map[string]map[int]decodedRecord{}
-		}
-		s.decoded[uuid] = cache
-		s.mu.Unlock()
-		if err := v.check(); err != nil {
-			return fmt.Errorf("%w: %v", ErrCorrupt, err)
-		}
-		return nil
-	})
-	return v, err
 }
 
 // PutView implements ViewStore: one transaction, compare-and-swap on the
@@ -499,13 +459,22 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 		// version) only when the view was read from this plan at this
 		// version; otherwise its reboots are compared with the records.
 		fromHere := v.base != nil && len(v.base.orig) == len(v.Reboots) && bytes.Equal(v.base.header, b.Get(keyHeader))
+		// A record whose bytes are the ones the view was decoded from
+		// need not be decoded again under the file's lock.
+		known := fromHere && len(v.base.vers) == len(v.Reboots) && len(v.base.raws) == len(v.Reboots)
 		for k, r := range v.Reboots {
 			if fromHere && sameReboot(v.base.orig[k], r) {
 				continue // unchanged since read from this header
 			}
 			i := v.pos(k)
-			rec, err := s.cachedRecord(b, v.UUID, i)
-			if err != nil {
+			var rec record
+			var ahead []byte // encoded ahead (EncodeView) from this very record
+			if known && bytes.Equal(b.Get(rebootKey(i)), v.base.raws[k]) {
+				rec = record{Index: i, Version: v.base.vers[k], Reboot: v.base.orig[k]}
+				if len(v.base.enc) == len(v.Reboots) && v.base.enc[k] != nil && sameReboot(v.base.encFrom[k], r) {
+					ahead = v.base.enc[k]
+				}
+			} else if rec, err = s.cachedRecord(b, v.UUID, i); err != nil {
 				return fmt.Errorf("plan: refusing to overwrite: %w", err)
 			}
 			if rec.Reboot.ServerUUID != r.ServerUUID {
@@ -514,10 +483,12 @@ func (s *BoltStore) PutView(_ context.Context, v View) error {
 			if err := CheckStepForward(v.UUID, i, rec.Reboot, r); err != nil {
 				return err
 			}
-			if sameReboot(rec.Reboot, r) {
-				continue
+			if ahead != nil {
+				err = b.Put(rebootKey(i), ahead)
+			} else {
+				err = putRecord(b, i, rec, r)
 			}
-			if err := putRecord(b, i, rec, r); err != nil {
+			if err != nil {
 				return err
 			}
 		}

@@ -14,8 +14,10 @@ import (
 const DefaultCallTimeout = 30 * time.Second
 
 // callShare is the share of what is left of a pass (its context's
-// deadline) that one fleet call may take at most: a call that never
-// answers leaves the rest of the pass three quarters of its time.
+// deadline) that one fleet call may take at most when three actions or
+// more are left: a call that never answers leaves the rest of the pass
+// three quarters of its time. With fewer left, a call has an equal share
+// among them (the last one all of it): no action after it waits.
 const callShare = 4
 
 // Share returns a context that ends when ctx does, or earlier: after
@@ -84,26 +86,36 @@ func slowLast(planUUID string, acts []Action) []Action {
 }
 
 // call runs one fleet call of a pass under its own deadline (Share of the
-// pass's context: at most CallTimeout, at most a quarter of what is left),
-// and remembers whether it ran out of its time while the pass had not.
-func (e *Executor) call(ctx context.Context, a Action, f func(context.Context) error) error {
+// pass's context: at most CallTimeout, at most a quarter of what is left,
+// and at most an equal share of it among the left actions of the pass,
+// this one included: the last action has all that is left, the one before
+// it half), and remembers whether it ran out of its time while the pass
+// had not.
+func (e *Executor) call(ctx context.Context, left int, a Action, f func(context.Context) error) error {
 	limit := e.CallTimeout
 	if limit <= 0 {
 		limit = DefaultCallTimeout
 	}
 	start := time.Now()
-	cctx, cancel := Share(ctx, callShare, limit)
+	cctx, cancel := Share(ctx, min(callShare, left), limit)
 	defer cancel()
 	err := f(cctx)
 	timedOut := err != nil && ctx.Err() == nil && cctx.Err() != nil
 	markSlow(a.PlanUUID, a.Server, timedOut)
-	if timedOut {
-		return fmt.Errorf("%w (%s, its share of the pass); asked again by the next pass, after the other actions", ErrCallTimeout, time.Since(start).Round(time.Millisecond))
+	if !timedOut {
+		return err
 	}
-	return err
+	took := time.Since(start).Round(time.Millisecond)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w (%s, its share of the pass); asked again by the next pass, after the other actions", ErrCallTimeout, took)
+	}
+	// The fleet answered, late, with its own error (a fleet that ignores
+	// its context): both are kept, so that errors.Is finds either and the
+	// operator reads the fleet's answer.
+	return fmt.Errorf("%w (%s, its share of the pass; asked again by the next pass, after the other actions); the fleet answered late: %w", ErrCallTimeout, took, err)
 }
 
 // ErrCallTimeout: a fleet call of a pass did not answer within its own
 // deadline (Executor.CallTimeout, at most a quarter of what was left of
-// the pass).
+// the pass, or its equal share among the pass's last actions).
 var ErrCallTimeout = errors.New("plan: the fleet did not answer in time")

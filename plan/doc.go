@@ -79,7 +79,8 @@
 //     a record cannot tell, the executor's log can), not counted failed,
 //     and the plan ends failed rather than complete. Each fleet call of a
 //     pass has its own deadline (Executor.CallTimeout, at most a quarter
-//     of what is left of the pass), and a server whose call ran out of
+//     of what is left of the pass, or an equal share of it among the
+//     last actions of the pass when fewer than four are left), and a server whose call ran out of
 //     time has its actions taken after the others in the next passes: a
 //     call that hangs never keeps the pass from the other servers. After Stop, Cancel or the end of the plan (the
 //     failure budget spent) no job is created, but by a pass that read the
@@ -187,8 +188,15 @@
 // plan and the core ones a prefix too; an Index in the header counts what
 // lies behind (done, failed, failures, the positions in flight). A View is
 // the header, the Index, the reboots in flight and the next PendingInView
-// pending ones; NextView decides on it exactly as Next decides on the whole
-// plan (Next is NextView on FullView), and keeps the Index. A store that
+// pending ones (a BoltStore view at most BoltMaxStartsPerPass of them, so
+// that a pass's read of the file stays short: a plan whose concurrency is
+// higher starts that many per pass and reaches its concurrency over
+// several passes); NextView decides on it exactly as Next decides on the
+// whole plan (Next is NextView on FullView), and keeps the Index. A
+// BoltStore view can be read (ReadView: the bytes, in one transaction)
+// apart from its decoding (ViewRead.View), and its changed reboots
+// encoded before the write (EncodeView), so a process that holds the file
+// only for each read and write decodes and encodes without it. A store that
 // holds at most so many reboots of a plan in flight says so in its views
 // (View.MaxInFlight): NextView then starts none while that many are in
 // flight, and the plan waits with the reason in Plan.Waiting. When the Store

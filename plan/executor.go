@@ -116,7 +116,8 @@ type Executor struct {
 	// CallTimeout bounds each fleet call of a pass (CreateJob, CancelJob,
 	// FreezeShard, UnfreezeShard; default DefaultCallTimeout); a call also
 	// gets at most a quarter of what is left of the pass's context, when
-	// it has a deadline. A call that runs out of its time is reported
+	// it has a deadline (an equal share of it among the pass's actions
+	// left when fewer than four are: the last one has all of it). A call that runs out of its time is reported
 	// (ErrCallTimeout) and its server's actions are taken after all others
 	// in the next passes of the process, until one answers in time: one
 	// call that hangs never uses up the passes.
@@ -241,7 +242,9 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 	// The plan is saved: the next pass sees what is missing and asks again.
 	var errs []error
 	failed := map[string]bool{}
-	for _, a := range slowLast(uuid, acts) {
+	ordered := slowLast(uuid, acts)
+	for k, a := range ordered {
+		left := len(ordered) - k // this action and the ones after it
 		if ctx.Err() != nil {
 			errs = append(errs, fmt.Errorf("plan %s: %w", uuid, ctx.Err()))
 			break // stopping: the next pass asks again
@@ -268,17 +271,17 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 				}
 			}
 			creates++
-			err = e.call(ctx, a, func(ctx context.Context) error { return e.Fleet.CreateJob(ctx, a) })
+			err = e.call(ctx, left, a, func(ctx context.Context) error { return e.Fleet.CreateJob(ctx, a) })
 		case ActionCancelJob:
-			err = e.call(ctx, a, func(ctx context.Context) error { return e.Fleet.CancelJob(ctx, a) })
+			err = e.call(ctx, left, a, func(ctx context.Context) error { return e.Fleet.CancelJob(ctx, a) })
 		case ActionFreeze, ActionUnfreeze:
 			switch {
 			case !isShard:
 				err = errors.New("the fleet has no database shard") // not decided: ShardPrimary was cleared
 			case a.Kind == ActionFreeze:
-				err = e.call(ctx, a, sf.FreezeShard)
+				err = e.call(ctx, left, a, sf.FreezeShard)
 			default:
-				err = e.call(ctx, a, sf.UnfreezeShard)
+				err = e.call(ctx, left, a, sf.UnfreezeShard)
 			}
 		}
 		if err != nil {

@@ -139,6 +139,15 @@ type View struct {
 type viewBase struct {
 	header []byte   // the header record as read
 	orig   []Reboot // the loaded reboots as read (never modified)
+	// raws and vers are the bytes and versions of the records orig was
+	// decoded from (BoltStore), one per loaded reboot; nil when not known.
+	raws [][]byte
+	vers []uint64
+	// enc are the records to write for the loaded reboots that changed
+	// (EncodeView), nil for the others, and encFrom the reboots they were
+	// encoded from; nil when not encoded ahead.
+	enc     [][]byte
+	encFrom []Reboot
 }
 
 // SameReboot reports whether a and b are identical: every field equal,

@@ -260,7 +260,10 @@
 //	    may power the host on or off out of band at any time; the
 //	    controller powers a held host off again as soon as a read shows it
 //	    on (within PollInterval plus the read's staleness; soft on a BMC
-//	    that offers no hard power-off, so off once its OS shuts down).
+//	    that offers no hard power-off, so off once its OS shuts down;
+//	    later, up to Config.LostLanding after a press of its own whose
+//	    answer was lost, which may still land and would power it on again:
+//	    A5).
 //	A3. The clients' and the controller's wall clocks agree. A clock that
 //	    jumps forward and is corrected is handled only in part: stored
 //	    timestamps later than the clock are repaired by the controller's

@@ -446,7 +446,11 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 	o := &h.off
 	if first && (!h.forgot || h.startPass) {
 		noOff := !st.Pending() && st.OfflineSince.IsZero()
-		noPress := noOff && st.LastPress.IsZero()
+		// Every press (a power-off's, or a pressing power-on's) writes
+		// Status.LastPress before it is sent (Decide): a status without
+		// one shows no press a previous process may have sent, whatever
+		// else is pending (TestReview36q_RestartPendingHardFenceWaitsLostLanding).
+		noPress := st.LastPress.IsZero()
 		if !h.forgot {
 			o.noOff, o.noPress = noOff, noPress
 			if late {

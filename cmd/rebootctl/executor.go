@@ -87,12 +87,24 @@ func (s lockedStore) ListHeads(ctx context.Context) (vs []plan.View, err error) 
 	return vs, err
 }
 
-func (s lockedStore) GetView(ctx context.Context, uuid string) (v plan.View, err error) {
-	err = s.with(func(st *plan.BoltStore) error { v, err = st.GetView(ctx, uuid); return err })
-	return v, err
+// GetView reads the view's bytes with the file locked (plan.BoltStore.ReadView)
+// and decodes them after letting it go: an operator's command waits for
+// the read only, not for the decoding of the reboots in flight.
+func (s lockedStore) GetView(ctx context.Context, uuid string) (plan.View, error) {
+	var r plan.ViewRead
+	if err := s.with(func(st *plan.BoltStore) (err error) { r, err = st.ReadView(ctx, uuid); return err }); err != nil {
+		return plan.View{}, err
+	}
+	return r.View()
 }
 
+// PutView encodes the view's changed reboots (plan.EncodeView) before
+// locking the file for the write.
 func (s lockedStore) PutView(ctx context.Context, v plan.View) error {
+	v, err := plan.EncodeView(v)
+	if err != nil {
+		return err
+	}
 	return s.with(func(st *plan.BoltStore) error { return st.PutView(ctx, v) })
 }
 
@@ -149,8 +161,9 @@ func (e *env) executor(args []string) int {
 	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\")")
 	interval := fs.Duration("interval", 5*time.Second, "time between passes")
 	passTimeout := fs.Duration("pass-timeout", 5*time.Minute, "the longest one pass over the running plans may take: each plan gets an equal share of what\n"+
-		"is left of it, and each call to the fleet at most a quarter of its plan's share (a call that\n"+
-		"does not answer in time is asked again, after the others, by the next pass)")
+		"is left of it, a plan cut short the time the others left unused, and each call to the fleet\n"+
+		"at most a quarter of its plan's share (a call that does not answer in time is asked again,\n"+
+		"after the others, by the next pass)")
 	drain := fs.Duration("drain-timeout", 15*time.Minute, "a job must have drained its server this long after it started")
 	jobTimeout := fs.Duration("job-timeout", time.Hour, "a reboot job must have power-cycled its server this long after it was created")
 	retention := fs.Duration("job-retention", time.Hour, "how long an ended job stays in the fleet state file once its plan has recorded its end")
@@ -469,8 +482,8 @@ func lookupAll(ctx context.Context, inv inventory.Inventory) map[string][]netip.
 
 // passAll runs one pass of every unfinished plan (the store locked for
 // each read and write only, never while the fleet is observed or acted
-// on), each plan with an equal share of what is left of timeout, then
-// ends the jobs their plans no longer run.
+// on), each plan with its share of timeout (plan.Turns), then ends the
+// jobs their plans no longer run.
 func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config, logger *slog.Logger, m *metrics, timeout time.Duration) error {
 	if e.named == nil {
 		e.named = strings.NewReplacer()
@@ -505,35 +518,43 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 	views := map[string]plan.View{}
 	failed := map[string]bool{}
 	var perr error
-	left := 0
-	for _, p := range plans {
-		left += b2i(passes(p))
-	}
-	pctx, cancel := context.WithTimeout(e.ctx, timeout)
-	defer cancel()
+	var turns []plan.Turn
 	for _, p := range plans {
 		if !passes(p) {
 			views[p.UUID] = p // no job of it runs: its header says all
 			continue
 		}
-		if e.ctx.Err() != nil {
-			return e.ctx.Err()
-		}
-		// Its own share of the pass: a plan whose fleet call hangs never
-		// starves the others.
-		share, cancel := plan.Share(pctx, left, 0)
-		left--
-		v, err := exec.Pass(share, p.UUID)
-		cancel()
+		turns = append(turns, plan.Turn{UUID: p.UUID, Acts: p.Acts()})
+	}
+	pctx, cancel := context.WithTimeout(e.ctx, timeout)
+	defer cancel()
+	// Each plan has its own share of the pass (plan.Turns): a plan whose
+	// fleet call hangs never starves the others, and the time the others
+	// leave unused goes back to a plan cut short.
+	errs, err := e.turns.Run(pctx, turns, func(error) bool { return e.ctx.Err() != nil },
+		func(ctx context.Context, uuid string) error {
+			if e.ctx.Err() != nil {
+				return e.ctx.Err()
+			}
+			v, err := exec.Pass(ctx, uuid)
+			if err == nil {
+				views[uuid] = v
+			}
+			return err
+		})
+	if err != nil {
+		return e.ctx.Err()
+	}
+	for i, err := range errs {
+		uuid := turns[i].UUID
 		if err != nil && !errors.Is(err, plan.ErrConflict) {
-			logger.Warn("plan pass failed", "plan", p.UUID, "error", e.named.Replace(err.Error()))
+			logger.Warn("plan pass failed", "plan", uuid, "error", e.named.Replace(err.Error()))
 			perr = err
 		}
 		if err != nil {
-			failed[p.UUID] = true
-			continue
+			failed[uuid] = true
+			delete(views, uuid)
 		}
-		views[p.UUID] = v
 	}
 	m.observe(plans, views, lerr)
 	if err := fleet.Sync(e.ctx, func(j inventory.JobRecord) (bool, bool, string) {
@@ -566,13 +587,6 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 
 // passes says whether a pass runs the plan: it is unfinished and was run.
 func passes(p plan.View) bool { return p.Unfinished() && p.State != plan.StateCreated }
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // jobNeeded says whether a plan may still look at an ended job: its plan
 // could not be read this pass (failed, or the list failed), or its reboot

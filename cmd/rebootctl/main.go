@@ -98,7 +98,9 @@ running).
 
 // env holds what every command shares.
 type env struct {
-	ctx       context.Context
+	ctx context.Context
+	// turns shares the executor's passes among its plans (plan.Turns).
+	turns     plan.Turns
 	out, errw io.Writer
 	store     string
 	inventory string

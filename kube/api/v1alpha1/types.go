@@ -60,6 +60,16 @@ type RebootRecordSpec struct {
 	// missing.
 	// +optional
 	BMCChanged *BMCPin `json:"bmcChanged,omitempty"`
+	// LastBMC is the host's spec.bmc as the controller last used it or
+	// first saw it (its pendingSince: when it was recorded), kept when no
+	// reboot is pending: a spec.bmc other than this one is used only if
+	// the reboot-client admission policy has been in force since before
+	// that time; otherwise the record is marked BMCChanged with it and the
+	// host is not acted on until an identity with more than the
+	// reboot-client role accepts the new BMC there (or spec.bmc is
+	// restored).
+	// +optional
+	LastBMC *BMCPin `json:"lastBMC,omitempty"`
 }
 
 // BMCPin is a BareMetalHost's spec.bmc as the controller saw it when a

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// timedLocked is the executor's store (lockedStore), recording its
+// longest GetView (the bbolt file is locked for all of it) and how many
+// reboots that view loaded.
+type timedLocked struct {
+	lockedStore
+	mu      *sync.Mutex
+	longest *time.Duration
+	loaded  *int
+}
+
+func (s timedLocked) GetView(ctx context.Context, uuid string) (plan.View, error) {
+	start := time.Now()
+	v, err := s.lockedStore.GetView(ctx, uuid)
+	took := time.Since(start)
+	s.mu.Lock()
+	if took > *s.longest {
+		*s.longest, *s.loaded = took, len(v.Reboots)
+	}
+	s.mu.Unlock()
+	return v, err
+}
+
+// TestReview37p_StopWaitsForLargeView (issue 37 point 1, the bbolt store,
+// review round 14): "an operator's stop or cancel lands within a store
+// operation or so" (README), and the issue asks for 1 s at 100,000
+// servers with the executor running. But a store operation of the
+// executor is not bounded: at 50 % of 100,000 servers (50,000 in flight)
+// the bbolt view is the reboots in flight and the next PendingInView =
+// concurrency + 1 = 50,001 pending ones, i.e. the whole plan, and each
+// pass's GetView through lockedStore holds the file's lock while it
+// decodes all 100,000 records (2-4 s here). The operator's command, even
+// let go first (FILE.wait), waits for the operation under way. Ground
+// truth: each command's wall time, and the plan read back with the last
+// command's state.
+func TestReview37p_StopWaitsForLargeView(t *testing.T) {
+	stopLandsWhileExecutorRuns(t, 50)
+}
+
+// TestStopLandsAtFivePercent is TestReview37p_StopWaitsForLargeView at 5 %
+// of 100,000 servers (5,000 in flight): the issue asks for both.
+func TestStopLandsAtFivePercent(t *testing.T) {
+	stopLandsWhileExecutorRuns(t, 5)
+}
+
+// stopLandsWhileExecutorRuns runs the executor's passes on a
+// 100,000-server bbolt plan at percent concurrency with that many in
+// flight, and checks that an operator's stop or resume lands within 1 s.
+func stopLandsWhileExecutorRuns(t *testing.T, percent int) {
+	if testing.Short() {
+		t.Skip("100,000 servers")
+	}
+	const n = 100_000
+	flying := n * percent / 100
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fs := make([]fake.FleetServer, n)
+	for i := range fs {
+		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%06d", i), Hostname: fmt.Sprintf("cn%06d", i), Platform: "1",
+			Queue: 5 * time.Second, Drain: 10 * time.Second, Shutdown: 5 * time.Second, Boot: time.Minute, Services: 20 * time.Second}
+	}
+	clk := fake.NewClock(time.Time{})
+	fleet := fake.NewFleet(clk.Now, "", fs...)
+	p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "big", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Percent(percent), CreatedAt: clk.Now()})
+	require.NoError(t, err)
+	p, err = plan.Run(p)
+	require.NoError(t, err)
+	at := clk.Now()
+	for i := 0; i < flying; i++ {
+		r := &p.Reboots[i]
+		r.Step, r.StepSince, r.JobUUID, r.JobCreatedAt, r.AskedAt = plan.StepJob, &at, plan.JobUUID(p, r.ServerUUID), &at, &at
+		require.NoError(t, fleet.CreateJob(ctx, plan.Action{Kind: plan.ActionCreateJob, Server: r.ServerUUID, JobUUID: r.JobUUID, PlanUUID: p.UUID, Drain: true}))
+	}
+	path := filepath.Join(t.TempDir(), "plans.db")
+	bs, err := plan.OpenBolt(path)
+	require.NoError(t, err)
+	require.NoError(t, bs.Create(ctx, p))
+	require.NoError(t, bs.Close())
+	e := &env{ctx: ctx, store: path}
+	var longest time.Duration
+	var loaded int
+	ex := &plan.Executor{Fleet: fleet, Store: timedLocked{lockedStore{e}, &sync.Mutex{}, &longest, &loaded}, Now: clk.Now}
+	done := make(chan struct{})
+	passes := 0
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			_, _ = ex.Pass(ctx, "big")
+			passes++
+			clk.Advance(5 * time.Second)
+		}
+	}()
+	time.Sleep(3 * time.Second)
+	var worst time.Duration
+	cmds := []func(plan.Plan) (plan.Plan, error){plan.Stop, plan.Run, plan.Stop, plan.Run, plan.Stop, plan.Run, plan.Stop}
+	for k, cmd := range cmds {
+		time.Sleep(time.Duration(300+97*k) * time.Millisecond)
+		start := time.Now()
+		st, err := e.openStore()
+		require.NoError(t, err, "the operator's store open (after %s)", time.Since(start))
+		_, err = plan.CommandView(ctx, st, "big", cmd)
+		st.Close()
+		took := time.Since(start)
+		require.NoError(t, err)
+		worst = max(worst, took)
+		t.Logf("command %d landed after %s", k, took)
+	}
+	cancel()
+	<-done
+	bs, err = plan.OpenBolt(path)
+	require.NoError(t, err)
+	h, err := bs.GetHead(context.Background(), "big")
+	require.NoError(t, err)
+	require.NoError(t, bs.Close())
+	require.Equal(t, plan.StateStopped, h.State)
+	t.Logf("%d executor passes ran; the slowest command landed after %s; the executor's longest GetView took %s (%d reboots loaded)", passes, worst, longest, loaded)
+	assert.Less(t, worst, time.Second, "a stop or resume took %s to land on a 100,000-server plan (%d in flight) while the executor ran (its longest GetView: %s, %d reboots)", worst, flying, longest, loaded)
+}
