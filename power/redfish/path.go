@@ -138,19 +138,25 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 	if err != nil {
 		return nil, err
 	}
+	// gofish's order: its common headers, the custom ones (never
+	// Content-Length: the length is the body's), then the content type,
+	// the credentials, and "Connection: keep-alive" (the session client
+	// is made with ReuseConnections).
 	req.Header.Set("User-Agent", "gofish/1.0")
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Content-Type", "application/json")
 	for k, v := range headers {
-		if k != "" {
+		if k != "" && !strings.EqualFold(k, "Content-Length") {
 			req.Header.Set(k, v)
 		}
 	}
+	req.Header.Set("Content-Type", "application/json")
 	if s, err := p.cl.GetSession(); err == nil && s.Token != "" {
 		req.Header.Set("X-Auth-Token", s.Token)
 	} else if p.c.cfg.BasicAuth && p.c.cfg.Username != "" && p.c.cfg.Password != "" {
 		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(p.c.cfg.Username+":"+p.c.cfg.Password)))
 	}
+	req.Close = false
+	req.Header.Add("Connection", "keep-alive")
 	if p.slot != nil {
 		select {
 		case p.slot <- struct{}{}:
