@@ -121,7 +121,8 @@ func (p *reqPath) DeleteWithHeaders(uri string, h map[string]string) (*http.Resp
 // do sends one request as gofish would (the same headers, the same
 // errors: a *schemas.Error for an answer other than 2xx, and
 // schemas.ErrNotModified with the response for a 304), on the session's
-// HTTP client, holding p's slot.
+// HTTP client, holding p's slot and, unless it is a power command's, one
+// of the session's Config.MaxInFlight places for reads.
 func (p *reqPath) do(method, uri string, payload any, headers map[string]string) (*http.Response, error) {
 	if uri == "" {
 		return nil, schemas.ConstructError(0, []byte("unable to execute request, no target provided"))
@@ -165,6 +166,14 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 		}
 		defer func() { <-p.slot }()
 	}
+	if r := p.c.sess.reads; r != nil && !isCommand(p.ctx) {
+		select {
+		case r <- struct{}{}:
+		case <-p.ctx.Done():
+			return nil, p.ctx.Err()
+		}
+		defer func() { <-r }()
+	}
 	if p.sent != nil {
 		p.sent()
 	}
@@ -185,4 +194,19 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 		return nil, schemas.ConstructError(resp.StatusCode, b)
 	}
 	return resp, nil
+}
+
+// commandKey marks the context of a power command's requests.
+type commandKey struct{}
+
+// asCommand marks ctx as a power command's (On, Off, Reset): its requests
+// are not held by Config.MaxInFlight.
+func asCommand(ctx context.Context) context.Context {
+	return context.WithValue(ctx, commandKey{}, true)
+}
+
+// isCommand reports whether ctx is a power command's.
+func isCommand(ctx context.Context) bool {
+	b, _ := ctx.Value(commandKey{}).(bool)
+	return b
 }
