@@ -285,7 +285,11 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				}
 				continue
 			}
-			evicted, wait, joined := p.evictLocked(ep, now, op != "state")
+			var by *entry // a power command's host
+			if op != "state" {
+				by = e
+			}
+			evicted, wait, joined := p.evictLocked(ep, now, by)
 			if joined != nil && !evicted && op == "state" {
 				// A host joins a kept session (one that serves no
 				// host): a read waits for the join (its caller's time
