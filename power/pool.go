@@ -211,8 +211,11 @@ type endpoint struct {
 	lastEvict time.Time             // when a login last closed a live session
 	// evicts: when a read's or a power command's login last closed a
 	// live session (evictLocked), the latest first: reads and commands
-	// together close two per LoginInterval at most, reads only the first.
-	evicts    [2]time.Time
+	// together close two per LoginInterval, reads only the first (past
+	// it, a host's fence may still close one: entry.cmdEvict).
+	evicts [2]time.Time
+	// cmdEvict: when a power command's login last closed a live session.
+	cmdEvict  time.Time
 	lastProbe time.Time         // when a host whose system failed last retried (its turn: pool_turn.go)
 	turns     turnHeap          // hosts whose system failed waiting for that turn
 	turnSeq   uint64            // hosts queued in turns so far (their order)
@@ -291,6 +294,10 @@ type entry struct {
 	turnAt, askedAt time.Time
 	turnSeq         uint64
 	turnIdx         int
+	// cmdEvict: when a power command of this host last closed a live
+	// session (evictLocked: past the commands' budget, a host whose
+	// commands closed none in two LoginIntervals still closes one).
+	cmdEvict time.Time
 	// sessionless: this host's last login opened no session on the BMC
 	// (its adapter said so: ConnectInfo.NoSession); its next ones take no
 	// slot. Per host, not per login: hosts of one Login may connect in

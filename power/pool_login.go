@@ -205,7 +205,7 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		if err := p.backoffErrLocked(op, cr, now); err != nil {
 			return fail(err)
 		}
-		if ep.logging {
+		if ep.logging && !e.sessionless { // a login that opens no session takes no turn
 			if err := p.waitLocked(ctx, ep, op, "waiting for another login to this BMC"); err != nil {
 				return giveUp(err)
 			}
@@ -285,7 +285,11 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				}
 				continue
 			}
-			evicted, wait, joined := p.evictLocked(ep, now, op != "state")
+			var by *entry // a power command's host
+			if op != "state" {
+				by = e
+			}
+			evicted, wait, joined := p.evictLocked(ep, now, by)
 			if joined != nil && !evicted && op == "state" {
 				// A host joins a kept session (one that serves no
 				// host): a read waits for the join (its caller's time
@@ -496,8 +500,13 @@ type loginResult struct {
 // BMC's failure).
 func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Controller, error) {
 	cr, ep := e.cr, e.cr.ep
-	ep.logging = true
-	turn := true // guarded by p.mu: this login holds ep.logging
+	// turn, guarded by p.mu: this login holds ep.logging, the BMC's one
+	// login at a time; a login that opens no session (entry.sessionless,
+	// ConnectInfo.NoSession) takes none, or hands it on when it says so.
+	turn := !e.sessionless
+	if turn {
+		ep.logging = true
+	}
 	// endTurn hands the BMC's login turn on (p.mu held), once.
 	endTurn := func() {
 		if turn {
@@ -523,6 +532,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		e.sessionless = true
+		endTurn() // no session opened: the BMC's next login may go
 		if !finished && !s.uncounted {
 			s.uncounted = true
 			ep.sessions--

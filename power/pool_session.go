@@ -347,20 +347,24 @@ func (p *Pool) waitLocked(ctx context.Context, ep *endpoint, op, why string) err
 // that serves hosts is closed: the login waits for it. It reports whether
 // it did, and if not whether waiting may help (a session is in use and
 // will become idle, or is being logged out). Reads and power commands
-// together close at most two sessions per BMC per LoginInterval
-// (endpoint.evicts): a read's login only if none was closed in the last
-// LoginInterval, a power command's login (command: On, Off, Reset; a
-// fence) if fewer than two were: reads never spend a fence's place (a
-// fence is never refused because its neighbours' reads fill the bound),
-// two hosts fenced together both go out at once
-// (TestReview35_SecondFenceRefusedForAMinute), and commands in a loop
+// together close two sessions per BMC per LoginInterval
+// (endpoint.evicts): a read's login (by nil) only if none was closed in
+// the last LoginInterval and no command's in the last two
+// (endpoint.cmdEvict), a power command's login (by: its host; On,
+// Off, Reset: a fence) if fewer than two were, and past that budget,
+// which reads cannot use, still one for a host whose commands closed
+// none in the last two LoginIntervals (entry.cmdEvict): a fence of a
+// host with proven credentials is not refused because its neighbours'
+// reads or fences spent the budget (TestReview35_ReadSpendsFenceBudget,
+// TestReview35_ThirdFenceRefusedForAMinute), while commands in a loop
 // cost two logins per LoginInterval at most, not one each
-// (TestReview35_CommandLoopThrashesLogins).
+// (TestReview35_CommandLoopThrashesLogins). A session being logged out
+// makes a command wait for it, as it makes a read.
 //
 // joined is the kept session being joined, if any: the caller bounds its
 // wait for that join (joinWait), and retires it if the join outlasts
 // that.
-func (p *Pool) evictLocked(ep *endpoint, now time.Time, command bool) (evicted, wait bool, joined *session) {
+func (p *Pool) evictLocked(ep *endpoint, now time.Time, by *entry) (evicted, wait bool, joined *session) {
 	var victim *session
 	pending := false         // a session that serves no host is busy: free to close once idle
 	for s := range ep.live { // at most MaxSessions
@@ -392,19 +396,32 @@ func (p *Pool) evictLocked(ep *endpoint, now time.Time, command bool) (evicted, 
 	}
 	closing := ep.sessions > len(ep.live)
 	recent := func(t time.Time) bool { return !t.IsZero() && now.Sub(t) < p.cfg.LoginInterval }
+	command := by != nil
 	spent := 0 // of the budget of reads and commands
 	for _, t := range ep.evicts {
 		if recent(t) {
 			spent++
 		}
 	}
-	if recent(ep.lastEvict) && (!command || closing) || command && spent >= 2 {
+	// Past the budget, a host's fence still closes one if this host's
+	// commands closed none in the last two LoginIntervals: a host fenced
+	// for the first time in a while is not refused, a loop of commands
+	// is held to the budget.
+	exempt := command && (by.cmdEvict.IsZero() || now.Sub(by.cmdEvict) >= 2*p.cfg.LoginInterval)
+	// A read closes none within two LoginIntervals of a command's
+	// eviction: commands that keep needing places (a loop, a fencing
+	// storm) keep the budget to themselves.
+	cmdRecent := !ep.cmdEvict.IsZero() && now.Sub(ep.cmdEvict) < 2*p.cfg.LoginInterval
+	if recent(ep.lastEvict) && (!command || closing) || !command && cmdRecent || command && spent >= 2 && !exempt {
 		// A session being logged out (one closed for another login, whose
 		// session this one may then join) changes the picture: wait.
 		return false, closing, nil
 	}
 	ep.lastEvict = now
 	ep.evicts[0], ep.evicts[1] = now, ep.evicts[0]
+	if command {
+		by.cmdEvict, ep.cmdEvict = now, now
+	}
 	p.retireLocked(victim)
 	return true, true, nil
 }

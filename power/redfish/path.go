@@ -121,7 +121,8 @@ func (p *reqPath) DeleteWithHeaders(uri string, h map[string]string) (*http.Resp
 // do sends one request as gofish would (the same headers, the same
 // errors: a *schemas.Error for an answer other than 2xx, and
 // schemas.ErrNotModified with the response for a 304), on the session's
-// HTTP client, holding p's slot.
+// HTTP client, holding p's slot and, unless it is a power command's, one
+// of the session's Config.MaxInFlight places for reads.
 func (p *reqPath) do(method, uri string, payload any, headers map[string]string) (*http.Response, error) {
 	if uri == "" {
 		return nil, schemas.ConstructError(0, []byte("unable to execute request, no target provided"))
@@ -138,19 +139,25 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 	if err != nil {
 		return nil, err
 	}
+	// gofish's order: its common headers, the custom ones (never
+	// Content-Length: the length is the body's), then the content type,
+	// the credentials, and "Connection: keep-alive" (the session client
+	// is made with ReuseConnections).
 	req.Header.Set("User-Agent", "gofish/1.0")
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Content-Type", "application/json")
 	for k, v := range headers {
-		if k != "" {
+		if k != "" && !strings.EqualFold(k, "Content-Length") {
 			req.Header.Set(k, v)
 		}
 	}
+	req.Header.Set("Content-Type", "application/json")
 	if s, err := p.cl.GetSession(); err == nil && s.Token != "" {
 		req.Header.Set("X-Auth-Token", s.Token)
 	} else if p.c.cfg.BasicAuth && p.c.cfg.Username != "" && p.c.cfg.Password != "" {
 		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(p.c.cfg.Username+":"+p.c.cfg.Password)))
 	}
+	req.Close = false
+	req.Header.Add("Connection", "keep-alive")
 	if p.slot != nil {
 		select {
 		case p.slot <- struct{}{}:
@@ -158,6 +165,14 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 			return nil, p.ctx.Err()
 		}
 		defer func() { <-p.slot }()
+	}
+	if r := p.c.sess.reads; r != nil && !isCommand(p.ctx) {
+		select {
+		case r <- struct{}{}:
+		case <-p.ctx.Done():
+			return nil, p.ctx.Err()
+		}
+		defer func() { <-r }()
 	}
 	if p.sent != nil {
 		p.sent()
@@ -179,4 +194,19 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 		return nil, schemas.ConstructError(resp.StatusCode, b)
 	}
 	return resp, nil
+}
+
+// commandKey marks the context of a power command's requests.
+type commandKey struct{}
+
+// asCommand marks ctx as a power command's (On, Off, Reset): its requests
+// are not held by Config.MaxInFlight.
+func asCommand(ctx context.Context) context.Context {
+	return context.WithValue(ctx, commandKey{}, true)
+}
+
+// isCommand reports whether ctx is a power command's.
+func isCommand(ctx context.Context) bool {
+	b, _ := ctx.Value(commandKey{}).(bool)
+	return b
 }

@@ -245,6 +245,29 @@ type Config struct {
 	// StaleReads after the press, is OffSettle long. Zero: the first such
 	// read.
 	OffSettle time.Duration
+	// MaxInFlight bounds the reads in flight at once on one session (the
+	// controllers of all the systems sharing a login), so that a monitor
+	// reading a chassis' blades together neither opens a connection per
+	// blade nor passes the BMC's own limit: a read past it waits for one
+	// to end (as long as its caller's context allows). The requests of a
+	// power command (On, Off, Reset: their reads and the Reset POST) are
+	// never held by it: a fence does not queue behind reads. The
+	// transport made here (not Config.HTTPClient's) keeps as many idle
+	// connections to the BMC. Default DefaultMaxInFlight; the first
+	// Controller of a session sets it.
+	MaxInFlight int
+}
+
+// DefaultMaxInFlight is Config.MaxInFlight's default: the requests other
+// fleet tools send at once to one BMC.
+const DefaultMaxInFlight = 4
+
+// maxInFlight is Config.MaxInFlight or its default.
+func (cfg *Config) maxInFlight() int {
+	if cfg.MaxInFlight > 0 {
+		return cfg.MaxInFlight
+	}
+	return DefaultMaxInFlight
 }
 
 // Controller is a power.Controller for one Redfish ComputerSystem. It is
@@ -370,7 +393,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 		ci.NoSession() // every request carries the credentials: no session at the BMC
 	}
 	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
-	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1)}
+	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), reads: make(chan struct{}, cfg.maxInFlight())}
 	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
 	}
@@ -797,6 +820,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		return err
 	}
 	defer c.unlock()
+	ctx = asCommand(ctx)
 	if !bmcPath(c.resetTarget) {
 		return &power.Error{Op: op, Class: power.ClassFailed,
 			Message: "the system's Reset target is not a path of the endpoint's: not sent", Err: ErrOffOrigin}
@@ -1075,6 +1099,7 @@ func (c *Controller) Reset(ctx context.Context) error {
 		return err
 	}
 	defer c.unlock()
+	ctx = asCommand(ctx)
 	if !bmcPath(c.resetTarget) {
 		return &power.Error{Op: op, Class: power.ClassFailed,
 			Message: "the system's Reset target is not a path of the endpoint's: not sent", Err: ErrOffOrigin}

@@ -21,6 +21,9 @@ type session struct {
 	hc   *http.Client
 	gate power.LoginGate // the Pool's, or nil
 	busy chan struct{}   // held while logging in again
+	// reads holds a place for each read in flight that is no power
+	// command's (Config.MaxInFlight places): reqPath.do.
+	reads chan struct{}
 
 	mu     sync.Mutex
 	client *gofish.APIClient // nil once logged out

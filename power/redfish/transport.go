@@ -60,14 +60,17 @@ func bmcPath(uri string) bool {
 	return strings.HasPrefix(uri, "/") && !strings.HasPrefix(uri, "//") && !strings.ContainsAny(uri, "\\@")
 }
 
-// transport is the Controller's own: verified TLS unless told not to, and
-// the proxy of Config.Proxy only.
+// transport is the Controller's own: verified TLS unless told not to, the
+// proxy of Config.Proxy only, and Config.MaxInFlight idle connections kept.
 func (c *Controller) transport() *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil
 	if c.cfg.Proxy != nil {
 		tr.Proxy = http.ProxyURL(c.cfg.Proxy)
 	}
+	// As many idle connections as requests in flight: a round of reads
+	// of the session's systems reuses them, no new TLS handshake each.
+	tr.MaxIdleConnsPerHost = c.cfg.maxInFlight()
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: c.cfg.RootCAs,
 		InsecureSkipVerify: c.cfg.InsecureSkipVerify} //nolint:gosec // the caller opted out
 	return tr
