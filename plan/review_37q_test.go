@@ -87,3 +87,82 @@ func TestReview37q_HangingLastCallForgetsItIsSlow(t *testing.T) {
 		assert.ErrorIs(t, errs[k], plan.ErrCallTimeout, "pass %d: the hanging call is reported as not answering in time", k)
 	}
 }
+
+// timedHangFleet: CreateJob of server hang never answers (it honours its
+// context); it adds up how long the hanging calls held the pass.
+type timedHangFleet struct {
+	*fake.Fleet
+	hang string
+	mu   *sync.Mutex
+	held *time.Duration
+}
+
+func (f timedHangFleet) CreateJob(ctx context.Context, a plan.Action) error {
+	if a.Server != f.hang {
+		return f.Fleet.CreateJob(ctx, a)
+	}
+	start := time.Now()
+	<-ctx.Done()
+	f.mu.Lock()
+	*f.held += time.Since(start)
+	f.mu.Unlock()
+	return ctx.Err()
+}
+
+// TestReview37q_OneHangingCallUsesUpThePass (issue 37, review round 15):
+// "one call that hangs never uses up the passes" (Executor.CallTimeout);
+// "a call that never answers leaves the rest of the pass three quarters
+// of its time" (callShare). Since round 14 a pass's last action gets all
+// that is left of its plan's share (Share(ctx, min(4, left))), and
+// slowLast makes the hanging server's action the last one (here it is
+// the plan's only one): the hanging call takes its plan's whole share,
+// and the last plan of a pass has all that is left of the pass. When
+// CallTimeout ends the call first (the defaults: etcd's 1 min pass, 30 s
+// calls), the plan is cut short (ErrCallTimeout) and plan.Turns' second
+// round gives it all that is left again. One server whose CreateJob
+// never answers, in one plan of two, holds every pass of the executor
+// for all of its timeout (before round 14: a quarter of its plan's
+// share), so every other plan moves that much more slowly for as long as
+// that one BMC is dead. Ground truth: how long the fleet held the
+// hanging calls, per pass.
+func TestReview37q_OneHangingCallUsesUpThePass(t *testing.T) {
+	ctx := context.Background()
+	fs := fleetServers(0, 3, time.Hour)
+	clk := fake.NewClock(time.Time{})
+	fleet := fake.NewFleet(clk.Now, "", fs...)
+	servers := fleet.Servers()
+	store := fake.NewPlanStore()
+	for _, pc := range []struct {
+		uuid    string
+		servers []plan.Server
+	}{{"review37q-h", servers[:1]}, {"review37q-a", servers[1:]}} {
+		p, _, err := plan.Create(pc.servers, plan.CreateOptions{UUID: pc.uuid, Target: "2", Select: plan.SelectAll,
+			Concurrency: plan.Count(1), CreatedAt: clk.Now()})
+		require.NoError(t, err)
+		p, err = plan.Run(p)
+		require.NoError(t, err)
+		require.NoError(t, store.Create(ctx, p))
+	}
+	var mu sync.Mutex
+	var held time.Duration
+	ex := &plan.Executor{Fleet: timedHangFleet{fleet, fs[0].UUID, &mu, &held}, Store: store, Now: clk.Now} // CallTimeout: 30 s
+	var tr plan.Turns
+	turns := []plan.Turn{{UUID: "review37q-a", Acts: true}, {UUID: "review37q-h", Acts: true}}
+	const pass = 800 * time.Millisecond
+	var worst time.Duration
+	for k := 0; k < 4; k++ {
+		mu.Lock()
+		held = 0
+		mu.Unlock()
+		pctx, cancel := context.WithTimeout(ctx, pass)
+		_, err := tr.Run(pctx, turns, nil, func(ctx context.Context, uuid string) error { _, err := ex.Pass(ctx, uuid); return err })
+		cancel()
+		require.NoError(t, err)
+		mu.Lock()
+		t.Logf("pass %d: the hanging calls held %s of %s", k, held.Round(time.Millisecond), pass)
+		worst = max(worst, held)
+		mu.Unlock()
+		clk.Advance(time.Second)
+	}
+	assert.Less(t, worst, pass/2, "one hanging call held a pass for %s of its %s", worst, pass)
+}
