@@ -3,6 +3,7 @@ package plan_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -165,4 +166,38 @@ func TestReview37q_OneHangingCallUsesUpThePass(t *testing.T) {
 		clk.Advance(time.Second)
 	}
 	assert.Less(t, worst, pass/2, "one hanging call held a pass for %s of its %s", worst, pass)
+}
+
+// TestReview37q_PlansThatDoNotActEatTheShares (issue 37, review round
+// 15; Low): plan.Turns says "no plan ever has less than its equal share
+// of half of the pass" and that a plan that does not act "counts for
+// none of the others'". But each plan that does not act (created and not
+// run, stopped with nothing in flight: on etcd its pass still reads its
+// view and observes the fleet) takes up to 1/(acting+1) of what is left,
+// in the plans' order, ahead of the acting plans after it: six such plans
+// whose passes take 100 ms each (a fleet API's latency) use the whole
+// 600 ms pass, and the one running plan after them, whose pass needs
+// 50 ms (its equal share of half of the pass is 300/7 = 43 ms; the
+// others decide nothing), gets nothing and is cut short. It moves again
+// only when the rotating long turn comes to it (the plans that do not act
+// and were cut compete for that turn too). Ground truth: the running
+// plan's pass did not finish.
+func TestReview37q_PlansThatDoNotActEatTheShares(t *testing.T) {
+	var turns []plan.Turn
+	need := map[string]time.Duration{}
+	for k := 0; k < 6; k++ {
+		u := fmt.Sprintf("c%d", k)
+		turns = append(turns, plan.Turn{UUID: u, Acts: false})
+		need[u] = 100 * time.Millisecond
+	}
+	turns = append(turns, plan.Turn{UUID: "z", Acts: true})
+	need["z"] = 50 * time.Millisecond
+	moved := map[string]int{}
+	var tr plan.Turns
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	_, err := tr.Run(ctx, turns, nil, needs(need, moved))
+	require.NoError(t, err)
+	t.Logf("moved: %v", moved)
+	assert.Equal(t, 1, moved["z"], "the one running plan, whose pass needs 50 ms of a 600 ms pass, did not move: the six plans that do not act used its time")
 }
