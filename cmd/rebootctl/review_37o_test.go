@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -102,6 +104,7 @@ func TestReview37o_StopWaitsForWholePlanReads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("100,000 servers")
 	}
+	skipLatencyUnderRace(t)
 	const n = 100_000
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

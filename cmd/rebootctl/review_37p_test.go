@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -66,6 +68,7 @@ func stopLandsWhileExecutorRuns(t *testing.T, percent int) {
 	if testing.Short() {
 		t.Skip("100,000 servers")
 	}
+	skipLatencyUnderRace(t)
 	const n = 100_000
 	flying := n * percent / 100
 	ctx, cancel := context.WithCancel(context.Background())
