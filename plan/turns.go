@@ -40,6 +40,9 @@ func (v View) Acts() bool {
 // goes to the plans after it, a plan that does not act never takes the
 // time of one that does, and every plan whose pass fits half of the pass
 // moves at least once every as many passes as there are plans cut short.
+// When a pass has more than one plan, each fleet call of a plan's pass
+// has at most a quarter of what is left of its share (Executor.CallTimeout):
+// one call that never answers holds none of them for long.
 // A plan's pass runs once per pass: a plan cut short is not run again
 // from its read in the same pass (that would throw its first try's work
 // away); it waits for its long turn.
@@ -98,6 +101,9 @@ func (t *Turns) Run(ctx context.Context, plans []Turn, stop func(error) bool, pa
 			idle--
 		}
 		pctx, cancel := Share(base, n, 0)
+		if len(plans) > 1 {
+			pctx = context.WithValue(pctx, sharedPassKey{}, true)
+		}
 		err := pass(pctx, plans[i].UUID)
 		short := err != nil && ctx.Err() == nil && (pctx.Err() != nil || errors.Is(err, ErrCallTimeout))
 		cancel()
@@ -112,6 +118,11 @@ func (t *Turns) Run(ctx context.Context, plans []Turn, stop func(error) bool, pa
 	t.remember(plans, cut)
 	return errs, nil
 }
+
+// sharedPassKey marks the context of a plan's pass that shares the
+// executor's pass with other plans (Turns.Run): each of its fleet calls
+// has at most a quarter of what is left (Executor.call).
+type sharedPassKey struct{}
 
 // longTurn returns the index in plans of the plan cut short in the last
 // pass that has the long turn of this one (the next UUID after the last
