@@ -415,8 +415,8 @@ func (l *Leadership) fleet(fleet plan.Fleet) plan.Fleet {
 // (nothing was done). A plan header that cannot be read is reported in the
 // error (wrapping plan.ErrCorrupt) after the other plans' passes. Each
 // plan's pass has its own share of what is left of ctx (plan.Turns: an
-// equal one among the plans left that can act, and the time later plans
-// leave unused goes back to a plan cut short), and each fleet call its own
+// equal one among the plans left that can act, and a plan cut short runs
+// last in a next pass, with everything the others left), and each fleet call its own
 // deadline within it (plan.Executor.CallTimeout): a plan whose call hangs
 // never starves the others, and a plan whose pass needs more than its
 // share still moves.
@@ -433,8 +433,8 @@ func (l *Leadership) Pass(ctx context.Context, fleet plan.Fleet, cfg plan.Config
 	exec := &plan.Executor{Fleet: l.fleet(fleet), Store: l.Store, Config: cfg, Now: now, Logger: logger, Fence: l.Rev}
 	// Each plan has its own share of what is left of the pass
 	// (plan.Turns): a plan whose fleet call hangs never starves the
-	// others, and the time the others leave unused goes back to a plan
-	// cut short.
+	// others, and a plan cut short runs last in a next pass, with
+	// everything the others left.
 	perrs, err := l.turns.Run(ctx, turns, func(err error) bool { return errors.Is(err, ErrNotLeader) },
 		func(ctx context.Context, uuid string) error { return l.passPlan(ctx, exec, uuid) })
 	if err != nil {

@@ -17,7 +17,11 @@ const DefaultCallTimeout = 30 * time.Second
 // deadline) that one fleet call may take at most when three actions or
 // more are left: a call that never answers leaves the rest of the pass
 // three quarters of its time. With fewer left, a call has an equal share
-// among them (the last one all of it): no action after it waits.
+// among them (the last one all of it): no action after it waits; unless
+// its server's calls ran out of time lately, or its plan shares the
+// executor's pass with other plans (Turns): then a quarter whatever is
+// left, so that one BMC that never answers holds no pass for more than a
+// quarter of what is left.
 const callShare = 4
 
 // Share returns a context that ends when ctx does, or earlier: after
@@ -69,6 +73,14 @@ func markSlow(planUUID, server string, slow bool) {
 	}
 }
 
+// isSlow reports whether a call for server of plan ran out of its time
+// lately.
+func isSlow(planUUID, server string) bool {
+	slowCalls.Lock()
+	defer slowCalls.Unlock()
+	return slowCalls.m[slowKey(planUUID, server)]
+}
+
 // slowLast returns acts with the actions of the servers whose calls ran
 // out of time lately after the others, each group in the decision's order
 // (acts is not modified).
@@ -86,21 +98,29 @@ func slowLast(planUUID string, acts []Action) []Action {
 }
 
 // call runs one fleet call of a pass under its own deadline (Share of the
-// pass's context: at most CallTimeout, at most a quarter of what is left,
-// and at most an equal share of it among the left actions of the pass,
-// this one included: the last action has all that is left, the one before
-// it half), and remembers whether it ran out of its time while the pass
-// had not.
+// pass's context: at most CallTimeout, and at most an equal share of
+// what is left among the left actions of the pass, this one included,
+// and a quarter of it at most: the last action has all that is left,
+// the one before it half; a quarter at most, whatever is left, when its
+// server's calls ran out of time lately or when its plan shares the
+// executor's pass with others, see Turns), and remembers whether it ran
+// out of its own time (its deadline passed, whether or not the pass's
+// did: the last action's deadline is the pass's own).
 func (e *Executor) call(ctx context.Context, left int, a Action, f func(context.Context) error) error {
 	limit := e.CallTimeout
 	if limit <= 0 {
 		limit = DefaultCallTimeout
 	}
+	n := min(callShare, left)
+	if shared, _ := ctx.Value(sharedPassKey{}).(bool); shared || isSlow(a.PlanUUID, a.Server) {
+		n = callShare
+	}
 	start := time.Now()
-	cctx, cancel := Share(ctx, min(callShare, left), limit)
+	cctx, cancel := Share(ctx, n, limit)
 	defer cancel()
 	err := f(cctx)
-	timedOut := err != nil && ctx.Err() == nil && cctx.Err() != nil
+	deadline, _ := cctx.Deadline()
+	timedOut := err != nil && !time.Now().Before(deadline) && !errors.Is(context.Cause(ctx), context.Canceled)
 	markSlow(a.PlanUUID, a.Server, timedOut)
 	if !timedOut {
 		return err

@@ -80,7 +80,9 @@
 //     and the plan ends failed rather than complete. Each fleet call of a
 //     pass has its own deadline (Executor.CallTimeout, at most a quarter
 //     of what is left of the pass, or an equal share of it among the
-//     last actions of the pass when fewer than four are left), and a server whose call ran out of
+//     last actions of the pass when fewer than four are left, unless the
+//     server's calls ran out of time lately or the plan shares the
+//     executor's pass with others, see Turns), and a server whose call ran out of
 //     time has its actions taken after the others in the next passes: a
 //     call that hangs never keeps the pass from the other servers. After Stop, Cancel or the end of the plan (the
 //     failure budget spent) no job is created, but by a pass that read the

@@ -117,7 +117,11 @@ type Executor struct {
 	// FreezeShard, UnfreezeShard; default DefaultCallTimeout); a call also
 	// gets at most a quarter of what is left of the pass's context, when
 	// it has a deadline (an equal share of it among the pass's actions
-	// left when fewer than four are: the last one has all of it). A call that runs out of its time is reported
+	// left when fewer than four are: the last one has all of it; but a
+	// quarter at most when its server's calls ran out of time lately or
+	// its plan shares the executor's pass with others, see Turns). A
+	// call that runs out of its time (its own deadline passed, even when
+	// it is the pass's) is reported
 	// (ErrCallTimeout) and its server's actions are taken after all others
 	// in the next passes of the process, until one answers in time: one
 	// call that hangs never uses up the passes.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Turn is one plan of an executor's pass, for Turns.Run: Acts says
@@ -28,18 +29,23 @@ func (v View) Acts() bool {
 // (their share ran out, or one of their fleet calls did) for the next
 // pass. The zero value is ready; it is safe for concurrent use.
 //
-// Each pass has two rounds. In the first, each plan in turn has an equal
-// share of what is left of the pass among the plans that act and have
-// not had their turn yet (a plan that does not act takes one such share
-// at most, and counts for none of the others'), so the time a plan leaves
-// unused goes to the plans after it; and one plan cut short in the last
-// pass (each in turn, in the order of their UUIDs) has half of the pass
-// when other plans act, all of it when none does. In the second round,
-// the plans cut short in the first run again, each with an equal share
-// of what is left: the time the later plans left unused goes back to the
-// earlier ones. So every plan whose pass fits half of the pass moves at
-// least once every as many passes as there are plans cut short, and no
-// plan ever has less than its equal share of half of the pass.
+// One plan cut short in the last pass (each in turn, in the order of
+// their UUIDs) has the long turn: it runs last, with everything the
+// others left of the pass, and they share the first half of it (all of
+// it when no plan has the long turn). The plans that act run first,
+// each with an equal share of what is left among the plans that act and
+// have not had their turn yet, one more share kept for the plans that do
+// not act (when there are); these run after them, each with an equal
+// share of what is left among them. So the time a plan leaves unused
+// goes to the plans after it, a plan that does not act never takes the
+// time of one that does, and every plan whose pass fits half of the pass
+// moves at least once every as many passes as there are plans cut short.
+// When a pass has more than one plan, each fleet call of a plan's pass
+// has at most a quarter of what is left of its share (Executor.CallTimeout):
+// one call that never answers holds none of them for long.
+// A plan's pass runs once per pass: a plan cut short is not run again
+// from its read in the same pass (that would throw its first try's work
+// away); it waits for its long turn.
 type Turns struct {
 	mu sync.Mutex
 	// cut are the plans cut short in the last pass; favoured the UUID of
@@ -49,68 +55,74 @@ type Turns struct {
 }
 
 // Run runs pass for each plan of plans, each under its own share of ctx
-// (see Turns), and returns the error of each plan's last pass in plans'
-// order (nil for a pass that succeeded). When stop is set and holds for
-// a pass's error, Run returns at once with that error as its second
-// result (the first then is nil).
+// (see Turns), and returns the error of each plan's pass in plans' order
+// (nil for a pass that succeeded). When stop is set and holds for a
+// pass's error, Run returns at once with that error as its second result
+// (the first then is nil).
 func (t *Turns) Run(ctx context.Context, plans []Turn, stop func(error) bool, pass func(ctx context.Context, uuid string) error) ([]error, error) {
 	errs := make([]error, len(plans))
-	acting := 0
-	for _, p := range plans {
-		acting += b2i(p.Acts)
-	}
 	long := t.longTurn(plans)
+	order := make([]int, 0, len(plans))
+	acting, idle := 0, 0
+	for i, p := range plans {
+		if i != long && p.Acts {
+			order = append(order, i)
+			acting++
+		}
+	}
+	for i, p := range plans {
+		if i != long && !p.Acts {
+			order = append(order, i)
+			idle++
+		}
+	}
+	// The others share the first half of the pass when a plan has the
+	// long turn: it keeps at least the second half.
+	first := ctx
+	if deadline, ok := ctx.Deadline(); ok && long >= 0 {
+		var cancel context.CancelFunc
+		first, cancel = context.WithDeadline(ctx, deadline.Add(-time.Until(deadline)/2))
+		defer cancel()
+	}
+	if long >= 0 {
+		order = append(order, long)
+	}
 	var cut []int
-	run := func(i, n int) error {
-		pctx, cancel := Share(ctx, n, 0)
+	for _, i := range order {
+		base, n := first, 1
+		switch {
+		case i == long:
+			base = ctx
+		case plans[i].Acts:
+			n = acting + b2i(idle > 0)
+			acting--
+		default:
+			n = idle
+			idle--
+		}
+		pctx, cancel := Share(base, n, 0)
+		if len(plans) > 1 {
+			pctx = context.WithValue(pctx, sharedPassKey{}, true)
+		}
 		err := pass(pctx, plans[i].UUID)
 		short := err != nil && ctx.Err() == nil && (pctx.Err() != nil || errors.Is(err, ErrCallTimeout))
 		cancel()
 		errs[i] = err
 		if err != nil && stop != nil && stop(err) {
-			return err
+			return nil, err
 		}
-		if short {
+		if short || (err != nil && ctx.Err() != nil) {
 			cut = append(cut, i)
-		}
-		return nil
-	}
-	order := make([]int, 0, len(plans))
-	if long >= 0 {
-		order = append(order, long)
-	}
-	for i := range plans {
-		if i != long {
-			order = append(order, i)
-		}
-	}
-	for _, i := range order {
-		n := acting
-		switch {
-		case i == long && acting > 1:
-			n = 2
-		case !plans[i].Acts:
-			n = acting + 1
-		}
-		if err := run(i, n); err != nil {
-			return nil, err
-		}
-		acting -= b2i(plans[i].Acts)
-	}
-	first := cut
-	cut = nil
-	for k, i := range first {
-		if ctx.Err() != nil {
-			cut = append(cut, first[k:]...)
-			break
-		}
-		if err := run(i, len(first)-k); err != nil {
-			return nil, err
 		}
 	}
 	t.remember(plans, cut)
 	return errs, nil
 }
+
+// sharedPassKey marks the context of a plan's pass that shares the
+// executor's pass with other plans (Turns.Run): each of its fleet calls
+// has at most a quarter of what is left (Executor.call).
+type sharedPassKey struct{}
 
 // longTurn returns the index in plans of the plan cut short in the last
 // pass that has the long turn of this one (the next UUID after the last

@@ -529,8 +529,8 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 	pctx, cancel := context.WithTimeout(e.ctx, timeout)
 	defer cancel()
 	// Each plan has its own share of the pass (plan.Turns): a plan whose
-	// fleet call hangs never starves the others, and the time the others
-	// leave unused goes back to a plan cut short.
+	// fleet call hangs never starves the others, and a plan cut short
+	// runs last in a next pass, with everything the others left.
 	errs, err := e.turns.Run(pctx, turns, func(error) bool { return e.ctx.Err() != nil },
 		func(ctx context.Context, uuid string) error {
 			if e.ctx.Err() != nil {
