@@ -7,8 +7,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,10 +33,7 @@ func wrongPassword(k int) labOption {
 // unreachableBMC points server k at a Redfish address where nothing
 // listens.
 func unreachableBMC(t *testing.T, k int) labOption {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := deadAddr(t)
 	return func(i int, bmc string) string {
 		if i != k {
 			return bmc
@@ -42,6 +41,36 @@ func unreachableBMC(t *testing.T, k int) labOption {
 		_, rest, _ := strings.Cut(bmc, "    health:")
 		return "    bmc:\n      redfish: https://" + addr + "\n    health:" + rest
 	}
+}
+
+// deadPort is the next port deadAddr tries.
+var deadPort atomic.Int32
+
+// deadAddr returns a loopback address where nothing listens, on a port
+// below the kernel's ephemeral range (32768 and up on Linux), so that no
+// emulated BMC of the test, which binds port 0, can get it later: a port
+// taken with port 0 and closed was given to another server's emulator
+// under load (TestFiftyServersFiveDeadBMCs: "its BMC is also server
+// cn22's").
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	deadPort.CompareAndSwap(0, int32(20000+os.Getpid()%8000))
+	for range 4000 {
+		p := deadPort.Add(1)
+		if p >= 32000 {
+			deadPort.Store(20000)
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", p)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // in use: someone listens there
+		}
+		ln.Close()
+		return addr
+	}
+	t.Fatal("no free port below 32000 for an unreachable BMC")
+	return ""
 }
 
 var portRE = regexp.MustCompile(`127\.0\.0\.1:\d+`)
