@@ -632,23 +632,29 @@ func (c Config) DecideInto(d *Decision, o Observed, now time.Time) {
 	*d = Decision{Status: o.Status, RemoveAnnotations: removes}
 	d.Requests, d.Warnings = parseInto(reqs, warns, o.Annotations, c.Policy)
 	c.decide(d, o, now)
-	d.Status.Format = 0
-	if !d.Status.Equal(Status{}) {
-		if o.Status.Format < StatusFormat && d.Status.LastPress.IsZero() &&
-			(o.Status.Pending() || !o.Status.OfflineSince.IsZero()) && (o.SoftToggles || o.HardToggles || o.OnToggles) {
-			// A status of an older format may hide a press a previous
-			// process sent (no LastPress then): recorded as one now, so that
-			// a later restart still counts it (Status.Format).
-			d.Status.LastPress = now.Truncate(c.withDefaults().Precision)
-		}
-		d.Status.Format = StatusFormat
-	}
+	c.stampFormat(o, &d.Status, now)
 	if d.Power == ActionPowerOff {
 		d.For = d.Status.work()
 	}
 	if len(d.RemoveAnnotations) == 0 {
 		d.RemoveAnnotations = nil
 	}
+}
+
+// stampFormat writes StatusFormat into st, the status decided from o,
+// unless st is empty. A status of an older format may hide a press a
+// previous process sent (no LastPress then): it is recorded as one now,
+// so that a later restart still counts it (Status.Format).
+func (c Config) stampFormat(o Observed, st *Status, now time.Time) {
+	st.Format = 0
+	if st.Equal(Status{}) {
+		return
+	}
+	if o.Status.Format < StatusFormat && st.LastPress.IsZero() && o.mayPress() &&
+		(o.Status.Pending() || !o.Status.OfflineSince.IsZero()) {
+		st.LastPress = now.Truncate(c.withDefaults().Precision)
+	}
+	st.Format = StatusFormat
 }
 
 func (c Config) decide(d *Decision, o Observed, now time.Time) {

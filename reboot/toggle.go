@@ -109,6 +109,10 @@ func (c Config) pressWait(o Observed, m power.Mode) (time.Duration, bool) {
 	return wait, wait > 0
 }
 
+// mayPress reports whether a power call of this controller may press the
+// host's power button (a soft or hard power-off, or a power-on).
+func (o Observed) mayPress() bool { return o.SoftToggles || o.HardToggles || o.OnToggles }
+
 // landWait says whether no power-off at all may be sent in this pass,
 // pressing or not, and for how long: a press whose answer was lost (or
 // that this controller did not see answered: a previous process's or
@@ -121,7 +125,7 @@ func (c Config) pressWait(o Observed, m power.Mode) (time.Duration, bool) {
 // power-off only hastens. A controller that never presses (no Toggler or
 // OnToggler answering yes) sends no press: it never waits.
 func (c Config) landWait(o Observed) (time.Duration, bool) {
-	if !o.SoftToggles && !o.HardToggles && !o.OnToggles || o.SincePress >= 0 {
+	if !o.mayPress() || o.SincePress >= 0 {
 		return 0, false
 	}
 	return -o.SincePress, true
