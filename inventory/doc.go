@@ -81,7 +81,10 @@
 // begun ShutdownMax after the fleet's last power-off to it passes (an
 // abandon stops the fleet's follow-up, not a power-off already sent); a
 // job of another plan takes it back only after that cut-off (refused,
-// ErrServerBusy, until then).
+// ErrServerBusy, until then). Taking back a server abandoned mid power
+// cycle takes back that cycle too, whatever becomes of the new job: the
+// fleet powers it on if it reads off (never off: no job of it powers) and
+// drops the cycle once it reads on.
 //
 // The server the executor runs on (Options.Self) is never powered off
 // through its BMC: nothing would power it on again. This is checked

@@ -551,7 +551,9 @@ func (f *Fleet) CreateJob(_ context.Context, a plan.Action) error {
 // the fleet's follow-up, not a power-off already sent. A job of another
 // plan takes the server back once that cut-off passed and its last passing
 // health check (if that is its last result) began after it: until then
-// CreateJob refuses it (ErrServerBusy). Abandoning
+// CreateJob refuses it (ErrServerBusy); taking back a server abandoned
+// mid power cycle takes back that cycle too (powered on if it reads off,
+// never off, whatever becomes of the new job). Abandoning
 // again is a no-op, and so is the same abandon (same plan, same why) once
 // a job of another plan took the server back.
 // A server the inventory does not list is ErrUnknownServer.
@@ -720,6 +722,19 @@ func takeBack(tx *bolt.Tx, server, planUUID string) (string, error) {
 		return h.Abandoned, nil
 	}
 	h.TakenBackPlan, h.TakenBackWhy = h.AbandonedPlan, h.Abandoned
+	if h.AbandonedCycle {
+		// Abandoned mid power cycle of this fleet: a power-off sent
+		// before may have left it off (CreateJob waited for the
+		// cut-off, so none can land any more). Taking the server back
+		// takes that cycle back too, whatever becomes of the new job:
+		// the fleet powers it on if it reads off, never off (no job of
+		// it powers: gated.Off), and drops the cycle once it reads on
+		// (keep). Without this, a job cancelled or failed before its
+		// own reboot left the server off with nobody's name on it.
+		h.Status.PendingRebootSince = h.AbandonedAt
+		h.Status.Seen, h.Status.LastRequestSeen = nil, time.Time{}
+		h.Watch, h.Settled, h.OffMaybe = true, false, false
+	}
 	h.Abandoned, h.AbandonedPlan, h.AbandonedAt, h.AbandonedCycle = "", "", time.Time{}, false
 	h.Version++
 	out, err := json.Marshal(h)
