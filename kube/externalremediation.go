@@ -489,10 +489,13 @@ func (s *ExternalRemediations) findHost(ctx context.Context, r *v1alpha1.PowerCy
 	if err != nil {
 		return "", v, err
 	}
-	if m := machineOwner(r); m != "" {
-		h, err := HostOfMachine(ctx, s.Client, r.Namespace, m)
+	if o := machineOwnerRef(r); o.Name != "" {
+		// The owner's UID too: a Machine re-created under the same
+		// name before the host was found is another Machine, and its
+		// host another host (nodeNow's rule).
+		h, err := hostOfMachine(ctx, s.Client, r.Namespace, o.Name, o.UID)
 		if err == nil && h == "" {
-			err = fmt.Errorf("%w: machine %s has no BareMetalHost consuming its infrastructure", ErrNoHost, m)
+			err = fmt.Errorf("%w: machine %s has no BareMetalHost consuming its infrastructure", ErrNoHost, o.Name)
 		}
 		return h, v, err
 	}
