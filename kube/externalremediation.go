@@ -82,11 +82,6 @@ type ExternalRemediations struct {
 
 var _ remediation.MachineStore = (*ExternalRemediations)(nil)
 
-// machineOwner is the Cluster API Machine owning r, or "".
-func machineOwner(r *v1alpha1.PowerCycleRemediation) string {
-	return machineOwnerRef(r).Name
-}
-
 // machineOwnerRef is the owner reference to the Cluster API Machine
 // owning r (zero if none).
 func machineOwnerRef(r *v1alpha1.PowerCycleRemediation) metav1.OwnerReference {
