@@ -1,0 +1,116 @@
+package reboot_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// Review 36 round 19 (TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn):
+// Status.Format (1f64f92) exists because a status written before every
+// press was recorded in LastPress may hide a press: "before every press
+// was recorded in LastPress (power-offs and pressing power-ons)"
+// (decide.go:108-115). But the old rule it restores only counts a pending
+// reboot or an Online=false enforcement as a hidden press
+// (reconciler.go:456: noPress := LastPress.IsZero() && (Format >= 1 ||
+// noOff); stampFormat, decide.go:653, likewise). A pressing power-on (an
+// OnToggler: Redfish with PushPowerButton only, fake.ButtonAll) ends the
+// reboot: its write clears PendingRebootSince, so a status an older
+// version wrote right after such a power-on (LastPress written for a
+// pressing power-on only since round 16) shows no pending reboot, no
+// OfflineSince, no LastPress and Format 0: the upgraded controller counts
+// no press a previous process may have sent. The old process's power-on
+// press whose answer was lost then lands (A5, within LostLanding) after
+// the upgraded controller pressed the host off for a keyed request, and
+// powers the held host on: TestReview36p_RestartForgetsLostPowerOnPress
+// again, across an upgrade.
+// Fix (suggested): in a status of an older format, a LastPoweredOn (the
+// old power-on's write) on a controller whose power-on may press counts
+// as a press a previous process may have sent too (noPress false when
+// Format < StatusFormat and LastPoweredOn is set and OnToggles), and
+// stampFormat records it as LastPress.
+func TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	land := 170 * time.Second // within LostLanding (180 s) of the return (A5)
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Button: fake.ButtonAll, SoftDelay: 45 * time.Second,
+		Report: fake.Report{Stale: time.Second, NoTransitioning: true}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	newRec := func() *reboot.Reconciler {
+		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+			Power: func(string) (power.Controller, error) { return pw, nil }}
+	}
+	clk.Advance(time.Minute)
+	// The old process's power-on: its answer is lost; the BMC carries it
+	// out later.
+	pw.FailNext(fake.OpOn, fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: land})
+	rec := newRec()
+	var lostAt time.Time
+	for end := clk.Real().Add(2 * time.Minute); lostAt.IsZero() && clk.Real().Before(end); {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if res.Decision.Power == reboot.ActionPowerOn {
+			require.Error(t, res.PowerErr, "the setup: the first power-on's answer is lost")
+			lostAt = clk.Real()
+			break
+		}
+		clk.Advance(max(res.RequeueAfter, 100*time.Millisecond))
+	}
+	require.False(t, lostAt.IsZero(), "the setup: a power-on was sent")
+	// The process dies. Its status, as a version before a pressing
+	// power-on wrote LastPress (and before ActingSince and Format) wrote it.
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		require.False(t, h.Status.Pending(), "the setup: the power-on ended the reboot")
+		require.False(t, h.Status.LastPoweredOn.IsZero(), "the setup: the power-on was recorded")
+		h.Status.LastPress, h.Status.ActingSince = time.Time{}, time.Time{}
+		h.Status.Format = 0
+	}))
+	clk.Advance(time.Second)
+	rec = newRec() // the upgraded controller
+	requested := false
+	var requestAt time.Time
+	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
+		if !requested && pw.HardwareOn() && clk.Real().Sub(lostAt) < land {
+			requested, requestAt = true, clk.Real()
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": "t1"}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		clk.Advance(max(next, time.Millisecond))
+	}
+	require.True(t, requested, "the setup: the upgraded controller powered the host on before the lost press landed; truth %s", rebootcheck.DescribeTruth(pw))
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.NotEmpty(t, rebootcheck.HeldBy(h))
+	var offAt time.Time
+	for _, tc := range pw.Truth() {
+		if !tc.At.After(requestAt) {
+			continue
+		}
+		if !tc.On && offAt.IsZero() {
+			offAt = tc.At
+		}
+		if tc.On && !offAt.IsZero() {
+			t.Fatalf("the held host (keyed annotation at %v after the lost power-on) went off at %v and was powered on at %v (%v): the old process's lost power-on press landed after the upgrade; truth %s",
+				requestAt.Sub(lostAt), offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
+		}
+	}
+	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
+}
