@@ -114,3 +114,120 @@ func TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn(t *testing.T) {
 	}
 	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
 }
+
+// oldFormatStore is the store as an older rebootkit writes it: every
+// status it writes has no LastPress, no ActingSince and no Format (an
+// older Status struct has none of them to write).
+type oldFormatStore struct{ reboot.HostStore }
+
+func (s oldFormatStore) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
+	h.Status.LastPress, h.Status.ActingSince, h.Status.Format = time.Time{}, time.Time{}, 0
+	return s.HostStore.Update(ctx, h)
+}
+
+// Review 36 round 19 (TestReview36s_RollingUpgradeHandoverPowersHeldHostOn):
+// round 18 named both ways a controller is upgraded in place, "a restart,
+// or a rolling update's handover"; 1f64f92 keeps the old rule for a status
+// of an older format only in the host's first pass after a start
+// (reconciler.go:456). A standby of the new version that reads the old
+// leader's status in later passes counts a press only from a LastPress
+// (reconciler.go:492: press = !st.LastPress.IsZero(); likewise the
+// checkActing path, reconciler.go:476, and memory.own.foreign): the old
+// leader's pending soft reboot, whose press it never recorded, counts as a
+// power-off, not as a press. Once the new version leads, a hard fence's
+// ForceOff goes out at once (landWait sees no press), the host goes off,
+// and the old leader's soft press whose answer was lost lands (A5, 170 s
+// after it returned, within LostLanding) and powers the held host on:
+// TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn through a
+// handover instead of a restart.
+// Fix (suggested): apply the Format rule wherever a status read counts a
+// press (standby, checkActing, foreign): in a status of Format <
+// StatusFormat a pending reboot or OfflineSince counts as a press (a
+// LastPress) too.
+func TestReview36s_RollingUpgradeHandoverPowersHeldHostOn(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	land := 170 * time.Second // within LostLanding (180 s) of the return (A5)
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 45 * time.Second,
+		Report: fake.Report{Stale: time.Second, NoTransitioning: true}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	lease := &testLease{clk: clk}
+	lease.give("a", time.Hour)
+	// a: the old version's leader; b: the new version, standing by.
+	ra := &reboot.Reconciler{Hosts: oldFormatStore{store}, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }, Guard: &leaseGuard{l: lease, id: "a"}}
+	rb := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }, Guard: &leaseGuard{l: lease, id: "b"}}
+	clk.Advance(time.Minute)
+	for i := 0; i < 5; i++ { // settle: host on, idle
+		res, err := ra.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		_, _ = rb.Reconcile(ctx, "h") // standby: reads only
+		clk.Advance(max(res.RequeueAfter, time.Second))
+	}
+	require.True(t, pw.HardwareOn())
+	maint := &reboot.Client{Hosts: store, Key: "maint", Now: clk.Now}
+	_, err := maint.Request(ctx, "h", power.ModeSoft)
+	require.NoError(t, err)
+	// The old leader's soft press: its answer is lost, the BMC carries it
+	// out land later.
+	pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: land})
+	var lostAt time.Time
+	for end := clk.Real().Add(2 * time.Minute); lostAt.IsZero() && clk.Real().Before(end); {
+		res, err := ra.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		_, _ = rb.Reconcile(ctx, "h")
+		if res.Decision.Power == reboot.ActionPowerOff {
+			require.Equal(t, power.ModeSoft, res.Decision.Mode, "the setup: the soft press")
+			require.Error(t, res.PowerErr, "the setup: the press's answer is lost")
+			lostAt = clk.Real()
+			break
+		}
+		clk.Advance(max(res.RequeueAfter, 100*time.Millisecond))
+	}
+	require.False(t, lostAt.IsZero(), "the setup: a soft press was sent")
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, h.Status.Pending() && h.Status.LastPress.IsZero() && h.Status.Format == 0, "the setup: an old-format status %+v", h.Status)
+	// The rolling update stops the old leader; the new one leads 15 s
+	// later (its standby passes go on meanwhile).
+	for i := 0; i < 15; i++ {
+		clk.Advance(time.Second)
+		_, _ = rb.Reconcile(ctx, "h")
+	}
+	lease.give("b", time.Hour)
+	fence := &reboot.Client{Hosts: store, Key: "fence", Now: clk.Now}
+	_, err = fence.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	requestAt := clk.Real()
+	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
+		res, err := rb.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		clk.Advance(min(max(next, time.Millisecond), time.Second))
+	}
+	h, err = store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.NotEmpty(t, rebootcheck.HeldBy(h), "the setup: still held")
+	var offAt time.Time
+	for _, tc := range pw.Truth() {
+		if tc.At.Before(requestAt) {
+			continue
+		}
+		if !tc.On && offAt.IsZero() {
+			offAt = tc.At
+		}
+		if tc.On && !offAt.IsZero() {
+			t.Fatalf("the held host (two keyed annotations) went off at %v and was powered on at %v (%v) by the old leader's lost soft press, after the new version took over; truth %s",
+				offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
+		}
+	}
+	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
+}
