@@ -2,6 +2,9 @@ package reboot_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/rebootkit/rebootkit/internal/rebootcheck"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/reboot/reboottest"
 )
 
 // Review 36 round 19 (TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn):
@@ -230,4 +234,54 @@ func TestReview36s_RollingUpgradeHandoverPowersHeldHostOn(t *testing.T) {
 		}
 	}
 	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
+}
+
+// recordTB records what a kit reports instead of failing the test.
+type recordTB struct {
+	testing.TB
+	mu     sync.Mutex
+	failed []string
+}
+
+func (r *recordTB) note(s string) { r.mu.Lock(); r.failed = append(r.failed, s); r.mu.Unlock() }
+func (r *recordTB) Errorf(f string, a ...any) { r.note(fmt.Sprintf(f, a...)) }
+func (r *recordTB) Error(a ...any)            { r.note(fmt.Sprint(a...)) }
+func (r *recordTB) Fatalf(f string, a ...any) { r.note(fmt.Sprintf(f, a...)); runtime.Goexit() }
+func (r *recordTB) Fatal(a ...any)            { r.note(fmt.Sprint(a...)); runtime.Goexit() }
+func (r *recordTB) Fail()                     { r.note("Fail") }
+func (r *recordTB) FailNow()                  { r.note("FailNow"); runtime.Goexit() }
+func (r *recordTB) Failed() bool              { r.mu.Lock(); defer r.mu.Unlock(); return len(r.failed) > 0 }
+
+// Review 36 round 19 (TestReview36s_KitContractAcceptsStoreDroppingPressFields):
+// the restart rule now rests on fields a HostStore must persist: a zero
+// Status.LastPress means "no press may still land" in a status whose
+// Format is StatusFormat (reconciler.go:456), and Status.ActingSince
+// bounds when a previous process's calls returned. The conformance kit's
+// Contract checks that Update "writes annotations and status together"
+// with one field only (PendingRebootSince, reboottest/contract.go:51-62):
+// a store of your own that keeps the Status in fields of its own and
+// drops LastPress, ActingSince and Format (one written for an earlier
+// Status, or one that lists the fields it stores) passes it, and the
+// state machines cannot see what it loses: their held-host check excuses
+// every power-on of the hardware within LostLanding of an OpOn call
+// (reboottest/statemachine.go:346-350), which is exactly how a lost
+// power-on press that a restart forgot lands on a held host
+// (TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn: with such
+// a store, every restart is that upgrade).
+// Fix (suggested): Contract writes a Status with every field set (and
+// Format) and checks it reads back Equal, through both handles.
+func TestReview36s_KitContractAcceptsStoreDroppingPressFields(t *testing.T) {
+	rec := &recordTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reboottest.Contract(rec, func(h reboot.Host) (reboottest.Stores, error) {
+			s := fake.NewRebootHosts(h)
+			return reboottest.Stores{Hosts: oldFormatStore{s}, Other: s}, nil
+		})
+	}()
+	<-done
+	if !rec.Failed() {
+		t.Fatalf("the conformance kit's Contract passed a HostStore that drops Status.LastPress, ActingSince and Format on every write: a restart then counts no press a previous process sent")
+	}
 }
