@@ -135,8 +135,8 @@ func (s oldFormatStore) Update(ctx context.Context, h reboot.Host) (reboot.Host,
 // of an older format only in the host's first pass after a start
 // (reconciler.go:456). A standby of the new version that reads the old
 // leader's status in later passes counts a press only from a LastPress
-// (reconciler.go:492: press = !st.LastPress.IsZero(); likewise the
-// checkActing path, reconciler.go:476, and memory.own.foreign): the old
+// (reconciler.go:489: press = !st.LastPress.IsZero(); likewise the
+// checkActing path, reconciler.go:482, and ownValues.foreign, tracker.go:519): the old
 // leader's pending soft reboot, whose press it never recorded, counts as a
 // power-off, not as a press. Once the new version leads, a hard fence's
 // ForceOff goes out at once (landWait sees no press), the host goes off,
