@@ -243,7 +243,7 @@ type recordTB struct {
 	failed []string
 }
 
-func (r *recordTB) note(s string) { r.mu.Lock(); r.failed = append(r.failed, s); r.mu.Unlock() }
+func (r *recordTB) note(s string)             { r.mu.Lock(); r.failed = append(r.failed, s); r.mu.Unlock() }
 func (r *recordTB) Errorf(f string, a ...any) { r.note(fmt.Sprintf(f, a...)) }
 func (r *recordTB) Error(a ...any)            { r.note(fmt.Sprint(a...)) }
 func (r *recordTB) Fatalf(f string, a ...any) { r.note(fmt.Sprintf(f, a...)); runtime.Goexit() }
