@@ -427,9 +427,9 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // In any later pass, a status that shows a power-off this controller did
 // not write (a PendingRebootSince, OfflineSince or LastPress value it
 // neither wrote nor knew: another leader's) counts as a power-off, and a
-// LastPress (or a press an older format may hide) as a press, sent now: from when this controller first saw it,
-// never earlier, and whatever it remembered of its own presses (their
-// shutdown is no longer known over).
+// LastPress (or a press an older format may hide) as a press, sent now:
+// from when this controller first saw it, never earlier, and whatever it
+// remembered of its own presses (their shutdown is no longer known over).
 //
 // In a pass run while standing by (standby: not holding the leadership),
 // every power-off and press the status shows counts as sent now, at every
