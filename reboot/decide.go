@@ -108,11 +108,15 @@ type Status struct {
 	// Format is the format of the status: StatusFormat in every status
 	// this version writes (with anything else in it), zero in one written
 	// before every press was recorded in LastPress (power-offs and
-	// pressing power-ons). A restarted controller takes a zero LastPress
+	// pressing power-ons). A controller takes a zero LastPress
 	// as "no press may still land" only in a status of StatusFormat; in an
-	// older one a pending reboot or Online=false enforcement counts as a
-	// press a previous process may have sent
-	// (TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn).
+	// older one a pending reboot, an Online=false enforcement, or a
+	// LastPoweredOn on a controller whose power-on may press (OnToggler)
+	// counts as a press a previous process may have sent, in every pass
+	// that reads it (a restart's first, a standby's, a new leader's)
+	// (TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn,
+	// TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn,
+	// TestReview36s_RollingUpgradeHandoverPowersHeldHostOn).
 	Format int
 }
 
@@ -643,15 +647,14 @@ func (c Config) DecideInto(d *Decision, o Observed, now time.Time) {
 
 // stampFormat writes StatusFormat into st, the status decided from o,
 // unless st is empty. A status of an older format may hide a press a
-// previous process sent (no LastPress then): it is recorded as one now,
+// previous process sent (Status.hidesPress): it is recorded as one now,
 // so that a later restart still counts it (Status.Format).
 func (c Config) stampFormat(o Observed, st *Status, now time.Time) {
 	st.Format = 0
 	if st.Equal(Status{}) {
 		return
 	}
-	if o.Status.Format < StatusFormat && st.LastPress.IsZero() && o.mayPress() &&
-		(o.Status.Pending() || !o.Status.OfflineSince.IsZero()) {
+	if st.LastPress.IsZero() && o.mayPress() && o.Status.hidesPress(o.OnToggles) {
 		st.LastPress = now.Truncate(c.withDefaults().Precision)
 	}
 	st.Format = StatusFormat

@@ -140,10 +140,13 @@
 //     implements OnToggler) is recorded in Status.LastPress by a
 //     versioned write before it is sent, so a restarted controller counts
 //     a press as possibly in effect from its start if LastPress is set
-//     (or a reboot was pending, or Online=false enforced), or from
+//     (or, in a status of an older Status.Format, written before that, a
+//     reboot was pending, Online=false enforced, or, on an OnToggler, a
+//     LastPoweredOn is set: such a status may hide a press), or from
 //     Status.ActingSince if the status bounds it so (A5), and a
 //     controller that reads, in any later pass, a LastPress (or a pending
-//     reboot, or an Online=false being enforced) it did not write (a write
+//     reboot, or an Online=false being enforced, a press too in a status
+//     that may hide one) it did not write (a write
 //     of its own whose answer was lost, a timeout the store applied, stays
 //     its own) counts that press (power-off) as sent at that pass, never
 //     earlier, and likewise a Status.LastPoweredOn (written before every
@@ -326,9 +329,12 @@
 //	    TestReview36m_SecondReconcilerTakesOverAfterLostSoftOff), also
 //	    when the host is forgotten before that first pass
 //	    (TestReview36n_RestartThenForgetBeforeFirstPassForgetsLostLanding).
-//	    So a restarted controller, or a new leader, waits LostLanding
-//	    longer before it presses the power button of a host whose status
-//	    shows a press, a pending reboot or Online=false being enforced;
+//	    So a restarted controller, or a new leader, whose calls may press
+//	    waits LostLanding longer before it sends any power-off to a host
+//	    whose status shows a press (a LastPress; in a status of an older
+//	    Status.Format also a pending reboot, Online=false being enforced,
+//	    or, on an OnToggler, a LastPoweredOn: TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn,
+//	    TestReview36s_RollingUpgradeHandoverPowersHeldHostOn);
 //	    but from Status.ActingSince + Config.Precision, if the status has
 //	    one, not from its own start or leadership: the controller writes
 //	    it, while a power-off may be in effect, once every power-off and

@@ -416,7 +416,8 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // not being powered off for Online=false (a power-off is sent only after a
 // versioned write that shows one of them, and a reboot ends only once the
 // host was off), and for presses no Status.LastPress either (Online may
-// have flipped back while the OS still shuts down). A LastPress later than
+// have flipped back while the OS still shuts down), nor a press a status
+// of an older format may hide (Status.hidesPress). A LastPress later than
 // the wall clock at the start (up to Config.Precision before it: it is
 // truncated) was written after it (by a previous leader finishing late):
 // its press counts from now. Otherwise a Status.ActingSince (acted.bound)
@@ -426,9 +427,9 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // In any later pass, a status that shows a power-off this controller did
 // not write (a PendingRebootSince, OfflineSince or LastPress value it
 // neither wrote nor knew: another leader's) counts as a power-off, and a
-// LastPress as a press, sent now: from when this controller first saw it,
-// never earlier, and whatever it remembered of its own presses (their
-// shutdown is no longer known over).
+// LastPress (or a press an older format may hide) as a press, sent now:
+// from when this controller first saw it, never earlier, and whatever it
+// remembered of its own presses (their shutdown is no longer known over).
 //
 // In a pass run while standing by (standby: not holding the leadership),
 // every power-off and press the status shows counts as sent now, at every
@@ -442,18 +443,17 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 // Every power-off and press counted so (not seen answered by this
 // controller) may have been lost: it is noted in h.lost as returned then,
 // so that it counts as sent Config.LostLanding later (A5).
-func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby bool, acted actedBound) (time.Duration, time.Duration) {
+func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby, onToggles bool, acted actedBound) (time.Duration, time.Duration) {
 	o := &h.off
 	if first && (!h.forgot || h.startPass) {
 		noOff := !st.Pending() && st.OfflineSince.IsZero()
 		// Every press (a power-off's, or a pressing power-on's) writes
 		// Status.LastPress before it is sent (Decide): a status without
 		// one shows no press a previous process may have sent, whatever
-		// else is pending (TestReview36q_RestartPendingHardFenceWaitsLostLanding).
-		// In a status of an older format (Status.Format) a pending reboot
-		// or Online=false enforcement may hide a press a previous
-		// process sent.
-		noPress := st.LastPress.IsZero() && (st.Format >= StatusFormat || noOff)
+		// else is pending (TestReview36q_RestartPendingHardFenceWaitsLostLanding),
+		// unless it is of an older format and may hide one
+		// (Status.hidesPress).
+		noPress := !st.showsPress(onToggles)
 		if !h.forgot {
 			o.noOff, o.noPress = noOff, noPress
 			if late {
@@ -471,7 +471,7 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		h.lost.unseen(!noOff, false, o.lastOff)
 		h.lost.unseen(false, !noPress, o.lastPress)
 	}
-	off, press := h.own.foreign(st)
+	off, press := h.own.foreign(st, onToggles)
 	off, press = off && !first, press && !first
 	if h.checkActing && !standby {
 		// The first pass after a leadership began on a bound
@@ -479,14 +479,14 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby 
 		// written by another leader, whose calls it shows count from now.
 		h.checkActing = false
 		if !st.ActingSince.Equal(h.leadActing) {
-			p := !st.LastPress.IsZero()
+			p := st.showsPress(onToggles)
 			off, press = off || p || st.Pending() || !st.OfflineSince.IsZero(), press || p
 		}
 	}
 	lostPress := press
 	at := m // when the calls counted in this pass count as sent
 	if standby {
-		press = !st.LastPress.IsZero()
+		press = st.showsPress(onToggles)
 		off = press || st.Pending() || !st.OfflineSince.IsZero()
 		h.heard.off, h.heard.press = h.heard.off || off, h.heard.press || press
 		// A LastPress this controller wrote is its own press (noted lost
@@ -651,7 +651,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	}
 	o.OnToggles = togglesOn(pc)
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && stampedAfter(h.Status.LastPress, r.startWall, cfg.Precision),
-		standby, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision})
+		standby, o.OnToggles, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision})
 	if !standby {
 		o.ActingSince = hm.quietSince(r.start, r.startWall)
 	}

@@ -113,6 +113,27 @@ func (c Config) pressWait(o Observed, m power.Mode) (time.Duration, bool) {
 // host's power button (a soft or hard power-off, or a power-on).
 func (o Observed) mayPress() bool { return o.SoftToggles || o.HardToggles || o.OnToggles }
 
+// showsPress reports whether s shows a press that may still land: a
+// Status.LastPress, or a press s may hide (hidesPress). onToggles is the
+// controller's OnToggler answer (Observed.OnToggles).
+func (s Status) showsPress(onToggles bool) bool {
+	return !s.LastPress.IsZero() || s.hidesPress(onToggles)
+}
+
+// hidesPress reports whether s, a status of an older format
+// (Status.Format below StatusFormat: written before every press was
+// recorded in LastPress), may hide a press a previous process sent: it
+// has no LastPress and shows a pending reboot, an Online=false
+// enforcement (OfflineSince), or, on a controller whose power-on may
+// press (onToggles), a power-on (LastPoweredOn: a pressing power-on ends
+// the reboot, so its status shows nothing else)
+// (TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn,
+// TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn).
+func (s Status) hidesPress(onToggles bool) bool {
+	return s.Format < StatusFormat && s.LastPress.IsZero() &&
+		(s.Pending() || !s.OfflineSince.IsZero() || onToggles && !s.LastPoweredOn.IsZero())
+}
+
 // landWait says whether no power-off at all may be sent in this pass,
 // pressing or not, and for how long: a press whose answer was lost (or
 // that this controller did not see answered: a previous process's or

@@ -249,7 +249,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && stampedAfter(h.Status.LastPress, t.startWall, hc.Precision),
-		standby, t.act.bound(hc.Precision))
+		standby, rd.OnToggles, t.act.bound(hc.Precision))
 	if !standby {
 		o.ActingSince = hm.quietSince(t.act.start, t.act.wall)
 	}
@@ -514,11 +514,16 @@ func (h *memory) quietFor(first bool, st Status, m time.Duration, late, standby 
 
 // foreign reports whether st shows a power-off (a pending reboot, Online
 // false enforced, a press) and whether a press whose values this
-// controller does not know: another writer may have sent it.
-func (v *ownValues) foreign(st Status) (off, press bool) {
-	press = !st.LastPress.IsZero() && !v.press.has(st.LastPress)
-	off = press || st.Pending() && !v.pend.has(st.PendingRebootSince) ||
-		!st.OfflineSince.IsZero() && !v.offline.has(st.OfflineSince)
+// controller does not know: another writer may have sent it. A status of
+// an older format that may hide a press (Status.hidesPress; onToggles is
+// Observed.OnToggles) shows one whose values are those that hide it.
+func (v *ownValues) foreign(st Status, onToggles bool) (off, press bool) {
+	newPend := st.Pending() && !v.pend.has(st.PendingRebootSince)
+	newOffline := !st.OfflineSince.IsZero() && !v.offline.has(st.OfflineSince)
+	newOn := onToggles && !st.LastPoweredOn.IsZero() && !v.on.has(st.LastPoweredOn)
+	press = !st.LastPress.IsZero() && !v.press.has(st.LastPress) ||
+		st.hidesPress(onToggles) && (newPend || newOffline || newOn)
+	off = press || newPend || newOffline
 	return off, press
 }
 

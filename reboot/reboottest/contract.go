@@ -3,15 +3,17 @@ package reboottest
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/rebootkit/rebootkit/internal/watchcheck"
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // Contract checks the HostStore's contract directly: Get of a missing host
-// wraps ErrNotFound; Update writes annotations and status together and
+// wraps ErrNotFound; Update writes annotations and status (every field) together and
 // returns the record with a new version; an Update with a version that is
 // no longer current (also after a write through the other handle) wraps
 // ErrConflict and changes nothing; and, if the store is a
@@ -48,7 +50,7 @@ func Contract(t testing.TB, newStores NewStores) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	w := h
 	w.Annotations = map[string]string{reboot.Annotation: "", "example.com/other": "x"}
-	w.Status = reboot.Status{PendingRebootSince: at}
+	w.Status = fullStatus(t, at)
 	written, err := s.Hosts.Update(ctx, w)
 	if err != nil {
 		t.Fatalf("Update: %v", err)
@@ -60,8 +62,12 @@ func Contract(t testing.TB, newStores NewStores) {
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	if got.Version != written.Version || !got.Status.PendingRebootSince.Equal(at) || len(got.Annotations) != 2 {
-		t.Errorf("after Update: %+v, want the annotations, status and version written (%q)", got, written.Version)
+	if got.Version != written.Version || !got.Status.Equal(w.Status) || len(got.Annotations) != 2 {
+		t.Errorf("after Update: %+v, want the annotations, status (every field: a restart counts the presses a previous process sent from Status.LastPress, ActingSince and Format) and version written (%q): %+v",
+			got, written.Version, w.Status)
+	}
+	if got, err := s.Hosts.Get(ctx, "h"); err != nil || !got.Status.Equal(w.Status) {
+		t.Errorf("after Update, through the handle that wrote it: status %+v (%v), want every field written: %+v", got.Status, err, w.Status)
 	}
 	// A stale version: refused, nothing changes.
 	stale := w
@@ -102,4 +108,27 @@ func Contract(t testing.TB, newStores NewStores) {
 				}
 			})
 		})
+}
+
+// fullStatus returns a Status with every field set (both modes hard: the
+// zero Mode is soft), each instant another second after at (a store may
+// keep whole seconds only), so that a store that drops or mixes up a field
+// fails Contract: a restarted controller counts what a previous process
+// sent from these fields (Status.LastPress, ActingSince, Format).
+func fullStatus(t testing.TB, at time.Time) reboot.Status {
+	sec := func(n int) time.Time { return at.Add(time.Duration(n) * time.Second) }
+	st := reboot.Status{
+		LastPoweredOn: sec(0), PendingRebootSince: sec(1), LastPoweredOff: sec(2), Mode: power.ModeHard,
+		Seen: []string{"fence#1f", "maint#2e"}, LastRequestSeen: sec(3),
+		OfflineSince: sec(4), OfflineMode: power.ModeHard, HoldBroken: sec(5),
+		RewriteSeen: sec(6), LastRewriteSeen: sec(7), LastPress: sec(8), ActingSince: sec(9),
+		Works: 7, Format: reboot.StatusFormat,
+	}
+	v := reflect.ValueOf(st)
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).IsZero() {
+			t.Fatalf("reboottest: Contract writes no Status.%s: set it in fullStatus", v.Type().Field(i).Name)
+		}
+	}
+	return st
 }

@@ -133,7 +133,11 @@ func StateMachine(t *testing.T, newStores NewStores) {
 // delay), and a second writer that writes the host every few steps through
 // the store and never stops, also in the liveness phase: every request must
 // still be answered (issue 36; the reboot package's
-// TestRebootStateMachineButtons runs it on the fake store). It is apart from
+// TestRebootStateMachineButtons runs it on the fake store). On a BMC whose
+// power-on is a press too (fake.ButtonAll), a power-on call excuses a
+// power-on of a held host only if the hardware stayed off since the call
+// (a press landing late on a host powered off meanwhile is not excused).
+// It is apart from
 // StateMachine so that StateMachine's saved failure files replay as they
 // were drawn.
 func StateMachineButtons(t *testing.T, newStores NewStores) {
@@ -334,19 +338,27 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 		// one whose answer was lost may land up to LostLanding after it,
 		// A5), or follow an out-of-band change within LostLanding plus the
 		// stale bound (an On reading that echoes it, A2's limit); never a
-		// press landing on a held host that is off.
+		// press landing on a held host that is off. On a BMC whose
+		// power-on is a press (fake.ButtonAll), a power-on call's landing
+		// is its own only on a host that stayed off since the call: one
+		// the hardware went on and off again meanwhile (a power-off the
+		// controller sent while the call's press could still land) is a
+		// press landing on a host powered off since
+		// (TestReview36p_RestartForgetsLostPowerOnPress).
 		var heldSince time.Time // zero while no keyed annotation holds the host
 		truthSeen := 0
 		landing := reboot.LostLandingOf(rcfg)
+		onPresses := cfg.Button == fake.ButtonAll
 		checkHeldOn := func(h reboot.Host) {
 			truth := pw.Truth()
-			for _, tc := range truth[truthSeen:] {
+			for i, tc := range truth[truthSeen:] {
 				if !tc.On || tc.Cause != fake.CauseCommand || heldSince.IsZero() || !tc.At.After(heldSince) {
 					continue
 				}
 				explained := false
 				for _, c := range pw.Calls() {
-					if c.Op == fake.OpOn && !c.At.After(tc.At) && !c.At.Before(tc.At.Add(-landing-time.Second)) {
+					if c.Op == fake.OpOn && !c.At.After(tc.At) && !c.At.Before(tc.At.Add(-landing-time.Second)) &&
+						(!onPresses || !changedBetween(truth[:truthSeen+i], c.At)) {
 						explained = true
 					}
 				}
@@ -589,4 +601,15 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 			}
 		}
 	}
+}
+
+// changedBetween reports whether the hardware's power changed, by any
+// cause, after at in truth (the changes before the one checked).
+func changedBetween(truth []fake.TruthChange, at time.Time) bool {
+	for _, tc := range truth {
+		if tc.At.After(at) {
+			return true
+		}
+	}
+	return false
 }
