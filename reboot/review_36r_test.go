@@ -86,6 +86,7 @@ func TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn(t *testing.
 	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
 		require.True(t, h.Status.Pending(), "the setup: a reboot pending")
 		h.Status.LastPress, h.Status.ActingSince = time.Time{}, time.Time{}
+		h.Status.Format = 0 // nor its format (Status.Format, written since)
 	}))
 	clk.Advance(time.Second)
 	rec = newRec() // the upgraded controller
