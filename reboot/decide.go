@@ -907,7 +907,7 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	}
 	if done && st.Pending() {
 		st.PendingRebootSince = st.LastPoweredOn.Add(-precision)
-		fixed = append(fixed, "pendingRebootSince="+st.PendingRebootSince.Format(time.RFC3339)+" (the reboot stays done)")
+		fixed = append(fixed, "pendingRebootSince moved to "+st.PendingRebootSince.Format(time.RFC3339)+" (the reboot stays done)")
 	}
 	if len(fixed) == 0 {
 		return nil

@@ -22,12 +22,12 @@
 // moves by what a pass asked for (its RequeueAfter) right after it, as a
 // Runner moves it, so that calls land and polls come due between passes;
 // after every step the answers clients got are checked against the fake
-// hardware's
-// ground truth (was it really off after the client's request? did a
-// power-off never power it on? did a command, a late landing included,
-// power it on while a keyed annotation held it?), and at the end, while a second writer
-// keeps writing the host, every client must get its answer and every host
-// be back on. StateMachineButtons adds BMCs that press the power button.
+// hardware's ground truth (was it really off after the client's request?
+// did a power-off never power it on? did a command, a late landing
+// included, power it on while a keyed annotation held it? did one reboot
+// cycle the power once?), and at the end, while a second writer keeps
+// writing the host, every client must get its answer and every host be
+// back on. StateMachineButtons adds BMCs that press the power button.
 //
 // A failing case is saved by rapid under testdata/rapid/<TestName>/ of
 // your package and replayed on every later run: commit it with the fix.
