@@ -664,7 +664,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	c = c.withDefaults().forHost(o)
 	p := now.Truncate(c.Precision)
 	st := &d.Status
-	if w := repair(st, p); w != nil {
+	if w := repair(st, p, c.Precision); w != nil {
 		d.Warnings = append(d.Warnings, w)
 	}
 
@@ -873,9 +873,15 @@ func seenIndex(seen []string, name, value string) (int, bool) {
 }
 
 // repair clamps timestamps later than p (the clock ran ahead and was
-// corrected) to p and says so.
-func repair(st *Status, p time.Time) error {
+// corrected, or jumped back) to p and says so. A reboot whose power-on
+// was decided stays done: clamped to p, LastPoweredOn may tie with
+// PendingRebootSince, which would make the reboot pending again with its
+// evidence dropped and power-cycle the host a second time for one
+// request; PendingRebootSince is then moved to one precision tick before
+// it (TestReview36r_ClockCorrectionAfterPowerOnCyclesAgain).
+func repair(st *Status, p time.Time, precision time.Duration) error {
 	var fixed []string
+	done := !st.PendingRebootSince.IsZero() && !st.Pending()
 	clamp := func(name string, t *time.Time) {
 		if t.After(p) {
 			fixed = append(fixed, name+"="+t.Format(time.RFC3339))
@@ -901,6 +907,10 @@ func repair(st *Status, p time.Time) error {
 		// the corrected clock: drop it rather than vouch for it.
 		fixed = append(fixed, "lastPoweredOff="+st.LastPoweredOff.Format(time.RFC3339)+" (dropped)")
 		st.LastPoweredOff = time.Time{}
+	}
+	if done && st.Pending() {
+		st.PendingRebootSince = st.LastPoweredOn.Add(-precision)
+		fixed = append(fixed, "pendingRebootSince moved to "+st.PendingRebootSince.Format(time.RFC3339)+" (the reboot stays done)")
 	}
 	if len(fixed) == 0 {
 		return nil

@@ -272,7 +272,13 @@
 //	    timestamps later than the clock are repaired by the controller's
 //	    next pass (evidence is dropped, the others are clamped) with an
 //	    ErrFutureTimestamp warning, and Fenced never vouches for evidence
-//	    later than the asker's now. But evidence stamped while the clock
+//	    later than the asker's now. A reboot whose power-on was decided
+//	    stays done (its PendingRebootSince is moved back to stay before
+//	    the clamped LastPoweredOn): its dropped evidence is not earned
+//	    again by a second power cycle, whatever the clock does
+//	    (TestReview36r_ClockCorrectionAfterPowerOnCyclesAgain); a reboot
+//	    still pending earns it again from an Off reading, the host being
+//	    off already. But evidence stamped while the clock
 //	    ran J ahead is dropped only by a pass that runs before the
 //	    corrected clock catches up with it: if the controller does not run
 //	    in that time (it is down, or the host is not reconciled), Fenced(T,

@@ -124,3 +124,63 @@ func TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn(t *testing.
 	}
 	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 18 (TestReview36r_ClockCorrectionAfterPowerOnCyclesAgain),
+// found by the round-17 follow kit (testdata/review36r): the wall clock
+// runs 1 s ahead while a bare reboot is answered; its evidence
+// (LastPoweredOff) is stamped on the ahead clock and the power-on is sent.
+// The clock is corrected before a reading shows the host on (the reboot
+// still pending): repair (decide.go:861-866) drops the evidence, and the
+// same pass powers the host off again, a second power cycle for one
+// request, right after the first power-on. A3 says such evidence is
+// dropped, not that a reboot already powered on is done again (a
+// dropped LastPoweredOff of a reboot whose LastPoweredOn is set could end
+// it, or keep it answered without vouching for Fenced). Low: needs a clock
+// jump (A3).
+func TestReview36r_ClockCorrectionAfterPowerOnCyclesAgain(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	// A BMC whose readings are fresh (the kit's "tight" draw): StaleReads
+	// 1 ms, OffSettle its early-Off bound.
+	cfg.StaleReads, cfg.OffSettle = time.Millisecond, 100*time.Millisecond
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Report: fake.Report{EarlyOff: 100 * time.Millisecond}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	for i := 0; i < 3; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+	}
+	clk.Jump(time.Second)
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: ""}
+	}))
+	on := false
+	for i := 0; i < 200 && !on; i++ {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		on = res.Decision.Power == reboot.ActionPowerOn
+		if !on {
+			clk.Advance(min(max(res.RequeueAfter, time.Millisecond), time.Second))
+		}
+	}
+	require.True(t, on, "the setup: the reboot powered the host on")
+	if testing.Verbose() {
+		h, _ := store.Get(ctx, "h")
+		t.Logf("real %v wall %v status %+v truth %s", clk.Real(), clk.Now(), h.Status, rebootcheck.DescribeTruth(pw))
+	}
+	clk.Correct()
+	for i := 0; i < 100; i++ {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(min(max(res.RequeueAfter, time.Millisecond), time.Second))
+	}
+	offs := 0
+	for _, tc := range pw.Truth() {
+		if !tc.On {
+			offs++
+		}
+	}
+	require.Equal(t, 1, offs, "one bare request, but the host was powered off %d times; truth %s", offs, rebootcheck.DescribeTruth(pw))
+}

@@ -18,13 +18,16 @@
 // never blocks writers) and StateMachine: a reboot.Reconciler over your
 // store, fencing clients, a second writer between the Reconciler's read
 // and its write, injected conflicts, crashes and restarts, a lying BMC
-// (the fake package's adversary modes) and a jumping clock; after every
-// step the answers clients got are checked against the fake hardware's
-// ground truth (was it really off after the client's request? did a
-// power-off never power it on? did a command, a late landing included,
-// power it on while a keyed annotation held it?), and at the end, while a second writer
-// keeps writing the host, every client must get its answer and every host
-// be back on. StateMachineButtons adds BMCs that press the power button.
+// (the fake package's adversary modes), a jumping clock, and a clock that
+// moves by what a pass asked for (its RequeueAfter) right after it, as a
+// Runner moves it, so that calls land and polls come due between passes;
+// after every step the answers clients got are checked against the fake
+// hardware's ground truth (was it really off after the client's request?
+// did a power-off never power it on? did a command, a late landing
+// included, power it on while a keyed annotation held it? did one reboot
+// cycle the power once?), and at the end, while a second writer keeps
+// writing the host, every client must get its answer and every host be
+// back on. StateMachineButtons adds BMCs that press the power button.
 //
 // A failing case is saved by rapid under testdata/rapid/<TestName>/ of
 // your package and replayed on every later run: commit it with the fix.
@@ -165,7 +168,10 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 		rcfg := reboot.Config{}
 		var hostStale, hostSettle time.Duration
 		if rapid.Bool().Draw(t, "tight") {
-			stale := max(cfg.Report.Stale, time.Millisecond)
+			// A reading is as old as the report's staleness plus the
+			// fake's Lag: the truth dates a power call at its start, the
+			// report shows it Lag later (A1's bound for this BMC).
+			stale := max(cfg.Report.Stale+cfg.Lag, time.Millisecond)
 			if rapid.Bool().Draw(t, "perHost") {
 				hostStale, hostSettle = stale, cfg.Report.EarlyOff
 			} else {
@@ -223,7 +229,11 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 		// cycle than the reboots decided, which no controller can stop
 		// (the call is out of its hands): each may add one.
 		lateCalls := 0
-		var lastPending time.Time
+		// The reboots decided are counted by Status.Works, the count each
+		// work takes when it begins: two reboots can have the same
+		// PendingRebootSince (a clock corrected between them), and a
+		// repair moves one reboot's PendingRebootSince.
+		var lastWorks uint64
 		var backJumps time.Duration
 		var lastWall time.Time = clk.Now()
 
@@ -302,12 +312,12 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 			delete(open, key)
 		}
 
-		reconcile := func() {
+		reconcile := func() reboot.Result {
 			before := host()
 			// A pass takes no time at all: its reading, its power call and a
 			// client's T after it can share one clock reading (coarse clocks
 			// do that), and a tie must never fence.
-			_, err := r.Reconcile(ctx, "h")
+			res, err := r.Reconcile(ctx, "h")
 			if err != nil && !errors.Is(err, reboot.ErrConflict) {
 				t.Fatalf("reconcile: %v", err)
 			}
@@ -323,10 +333,11 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 					}
 				}
 			}
-			if after.Status.Pending() && !after.Status.PendingRebootSince.Equal(lastPending) {
+			if after.Status.Pending() && after.Status.Works != lastWorks {
 				episodes++
-				lastPending = after.Status.PendingRebootSince
+				lastWorks = after.Status.Works
 			}
+			return res
 		}
 
 		// Never on while a keyed annotation holds the host, checked over
@@ -413,15 +424,27 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 				}
 			}
 			if err := rebootcheck.CheckCycles(pw, episodes+lateCalls); err != nil {
-				t.Fatal(err)
+				t.Fatalf("%v; truth %s; status %+v", err, rebootcheck.DescribeTruth(pw), h.Status)
 			}
 		}
 
 		steps := rapid.IntRange(20, 150).Draw(t, "steps")
 		for i := 0; i < steps; i++ {
 			switch rapid.IntRange(0, 15).Draw(t, "action") {
-			case 0, 1, 2, 3:
+			case 0, 1:
 				reconcile()
+			case 2, 3:
+				// A pass, then the wait it asked for (capped): the clock
+				// moves as a Runner moves it, so that what a pass
+				// schedules (a poll, a reissue, a landing wait) comes due
+				// inside the case, with BMC calls landing meanwhile. The
+				// oracle looks at the pass's instant first. A draw of its
+				// own (a bool after every pass) would shift the bits of the
+				// committed failure files: these two actions were plain
+				// passes before.
+				res := reconcile()
+				check()
+				clk.Advance(min(max(res.RequeueAfter, time.Millisecond), 4*time.Minute))
 			case 4:
 				k := rapid.SampledFrom(keys).Draw(t, "key")
 				request(k, power.Mode(rapid.IntRange(0, 1).Draw(t, "mode")))
