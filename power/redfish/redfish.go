@@ -906,9 +906,9 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 	return pe
 }
 
-// postReset posts the Reset action rt on c's session. sent: the POST was
-// handed to the HTTP client (it may have reached the BMC); if not, it
-// certainly did not.
+// postReset posts the Reset action rt on c's session. sent: the last POST
+// was handed to the HTTP client and not refused with a 401 (it may have
+// reached the BMC and been applied); if not, nothing was applied.
 func (c *Controller) postReset(ctx context.Context, rt string) (sent bool, err error) {
 	err = c.withSession(ctx, func(cl *reqPath) error {
 		cl.sent = func() { sent = true }
@@ -916,6 +916,15 @@ func (c *Controller) postReset(ctx context.Context, rt string) (sent bool, err e
 		if resp != nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
+		}
+		var re *schemas.Error
+		if errors.As(err, &re) && re.HTTPReturnedStatusCode == http.StatusUnauthorized {
+			// Answered with a refusal (the session expired): the BMC
+			// applied nothing. Unless the retry after the re-login is
+			// handed to the client, nothing was sent: a re-login that
+			// outlives the caller opens no lost window and records no
+			// press (TestReview35_RefusedPressWithSlowReloginBlocksPresses).
+			sent = false
 		}
 		return err
 	})
