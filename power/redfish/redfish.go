@@ -82,7 +82,10 @@
 //     the system: the Pool's next login to the BMC goes meanwhile. With
 //     BasicAuth, Connect calls
 //     power.ConnectInfo.NoSession first: it opens no session on the BMC,
-//     and a Pool counts none against its bound.
+//     and a Pool counts none against its bound; a direct read of the
+//     host's system that runs out of time while the Systems collection
+//     answered the same credentials (a dead blade) is the host's own
+//     (power.AfterLogin), not the credentials'.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
@@ -468,7 +471,17 @@ func (c *Controller) discover(ctx context.Context) error {
 			return c.classify("list systems", r.listErr) // the service's: the login's
 		}
 		if err != nil && r.listed {
-			return c.systemsOwn(c.classify("read system", err))
+			e := c.classify("read system", err)
+			if c.cfg.BasicAuth && !errors.Is(e, power.ErrAuth) {
+				// The collection answered these credentials while the
+				// system's own read ran out of time (a dead blade): the
+				// system's failure, not the credentials' (a refused
+				// password is answered 401, it does not hang), so the
+				// Pool backs this host alone off, never the shared
+				// login (TestReview35_BasicAuthDeadBladeBacksOffNeighbours).
+				return power.AfterLogin(e)
+			}
+			return c.systemsOwn(e)
 		}
 		if err != nil && c.cfg.BasicAuth {
 			// With basic auth nothing proved the credentials yet: a
