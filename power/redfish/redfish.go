@@ -78,8 +78,10 @@
 //     whose system then failed or was not found hands its session over
 //     (power.AfterLoginKeep) instead of logging it out: the Pool shares
 //     it with the other systems' hosts. Once a session's login was
-//     accepted, Connect calls power.ConnectInfo.LoggedIn, before it reads
-//     the system: the Pool's next login to the BMC goes meanwhile. With
+//     accepted, Connect calls power.ConnectInfo.LoggedIn with itself (the
+//     session's controller), before it reads the system: the Pool's next
+//     login to the BMC goes meanwhile, and the other hosts of the same
+//     login join the session without waiting for that read. With
 //     BasicAuth, Connect calls
 //     power.ConnectInfo.NoSession first: it opens no session on the BMC,
 //     and a Pool counts none against its bound; a direct read of the
@@ -428,7 +430,7 @@ func (c *Controller) connect(ctx context.Context, ci power.ConnectInfo) error {
 	}
 	c.sess.set(client)
 	if ci.LoggedIn != nil && !c.cfg.BasicAuth {
-		ci.LoggedIn()
+		ci.LoggedIn(c) // c's session serves the other systems' hosts from now on
 	}
 	if err := c.discover(ctx); err != nil {
 		if keep && !c.cfg.BasicAuth && errors.Is(err, power.ErrAfterLogin) {
