@@ -191,7 +191,9 @@ func (p *Pool) settleEarlyLocked(s *session, e *entry, ctrl Controller, err erro
 		// the login): its joiners let go of it, and nothing is left to
 		// close.
 		s.ctrl = nil
-		ep.sessions--
+		if !s.uncounted {
+			ep.sessions--
+		}
 		cr.pins--
 		p.retireLocked(s)
 		return loginResult{err: err}

@@ -257,8 +257,9 @@ type Config struct {
 	// to end (as long as its caller's context allows). The requests of a
 	// power command (On, Off, Reset: their reads and the Reset POST) are
 	// never held by it: a fence does not queue behind reads. The
-	// transport made here (not Config.HTTPClient's) keeps as many idle
-	// connections to the BMC. Default DefaultMaxInFlight; the first
+	// transport made here (not Config.HTTPClient's) keeps twice as many
+	// idle connections to the BMC (a read's place is free before its
+	// connection is). Default DefaultMaxInFlight; the first
 	// Controller of a session sets it.
 	MaxInFlight int
 }
