@@ -69,7 +69,7 @@ func TestPoolStateMachineDeadBlades(t *testing.T) {
 		// A dead blade's caller gives up after deadCaller (its login or
 		// join goes on, ConnectTimeout); a healthy host's call has
 		// CallTimeout, longer than one login attempt's deadline.
-		const connectTimeout, callTimeout, deadCaller = 250 * time.Millisecond, time.Second, 250 * time.Millisecond
+		const connectTimeout, callTimeout, deadCaller = time.Second, 3 * time.Second, 250 * time.Millisecond
 		pool := power.NewPool(power.PoolConfig{Now: clk.Now, MaxSessions: blades + 1, ConnectTimeout: connectTimeout, CallTimeout: callTimeout})
 		defer pool.Close()
 		ctrls := make([]power.Controller, blades)
