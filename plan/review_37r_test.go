@@ -1,0 +1,119 @@
+package plan_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// TestReview37r_SharedPassSlowCallNeverMoves (issue 37, review round 16):
+// plan.Turns' doc promises "every plan whose pass fits half of the pass
+// moves at least once every as many passes as there are plans cut short",
+// and the etcd Leadership.Pass doc "a plan whose pass needs more than its
+// share still moves". Plan B's pass is one job creation that answers in
+// 150 ms (it honours its context): it fits half of a 400 ms pass. Alone,
+// it succeeds in its first pass (TestCallShareLastActionHasTheRest). But
+// next to one other running plan (A, whose pass is cheap), every call of
+// B gets at most a quarter of what is left (Executor.call: n = callShare
+// whenever the pass is shared), about 100 ms even in B's long turn, which
+// starts with the whole pass left: the call never answers in time, and
+// B's server is never rebooted, pass after pass, with the fleet answering
+// every time. Ground truth: the fake fleet's job creations.
+func TestReview37r_SharedPassSlowCallNeverMoves(t *testing.T) {
+	oa := opts()
+	oa.UUID = "review37r-shared-a"
+	oa.Concurrency = plan.Count(1)
+	a := newWorld(t, fleetServers(0, 3, time.Hour), "", oa)
+	ob := opts()
+	ob.UUID = "review37r-shared-b"
+	ob.Concurrency = plan.Count(1)
+	fsb := fleetServers(0, 1, time.Minute)
+	b := newWorld(t, fsb, "", ob)
+	exA := &plan.Executor{Fleet: a.fleet, Store: a.store, Now: a.clk.Now}
+	exB := &plan.Executor{Fleet: slowCreateFleet{b.fleet, 150 * time.Millisecond}, Store: b.store, Now: b.clk.Now}
+	turns := []plan.Turn{{UUID: oa.UUID, Acts: true}, {UUID: ob.UUID, Acts: true}}
+	var tr plan.Turns
+	var lastErrs []error
+	for pass := 0; pass < 6; pass++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		errs, err := tr.Run(ctx, turns, nil, func(ctx context.Context, uuid string) error {
+			var err error
+			if uuid == oa.UUID {
+				_, err = exA.Pass(ctx, uuid)
+			} else {
+				_, err = exB.Pass(ctx, uuid)
+			}
+			return err
+		})
+		cancel()
+		require.NoError(t, err)
+		lastErrs = errs
+		if b.fleet.JobsCreated()[fsb[0].UUID] > 0 {
+			break
+		}
+		a.clk.Advance(time.Second)
+		b.clk.Advance(time.Second)
+	}
+	assert.Positive(t, b.fleet.JobsCreated()[fsb[0].UUID],
+		"plan B's only call (150 ms, half of the pass is 200 ms) never answered in time in 6 shared passes; last errors: %v", lastErrs)
+}
+
+// TestReview37r_SlowServerNeverGetsTheRest (issue 37, review round 16):
+// a server whose job creation answers, every time, in 90 ms of a 200 ms
+// pass (well within Executor.CallTimeout, which the operator set to bound
+// a call) is asked among four others first: its call has a quarter of the
+// pass (50 ms), runs out, and the server is marked slow. From then on it
+// is asked last, with nearly all the pass left (the others answer at
+// once), yet a server marked slow gets "a quarter at most, whatever is
+// left" (Executor.call), and "until one answers in time" (CallTimeout's
+// doc) never comes: its reboot is never started while the fleet answers
+// every call, and is released JobTimeout later. Before 376128b the last
+// action had all that was left. Ground truth: the fake fleet's job
+// creations.
+func TestReview37r_SlowServerNeverGetsTheRest(t *testing.T) {
+	fs := fleetServers(0, 5, time.Minute)
+	o := opts()
+	o.UUID = "review37r-slow-rest"
+	o.Concurrency = plan.Count(5)
+	w := newWorld(t, fs, "", o)
+	f := slowOneFleet{w.fleet, fs[0].UUID, 90 * time.Millisecond}
+	ex := &plan.Executor{Fleet: f, Store: w.store, Now: w.clk.Now, CallTimeout: time.Second}
+	var errs []error
+	for pass := 0; pass < 6 && w.fleet.JobsCreated()[fs[0].UUID] == 0; pass++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := ex.Pass(ctx, w.uuid)
+		cancel()
+		errs = append(errs, err)
+		w.clk.Advance(time.Second)
+	}
+	for _, s := range fs[1:] {
+		require.Equal(t, 1, w.fleet.JobsCreated()[s.UUID], "the other servers' jobs")
+	}
+	assert.Positive(t, w.fleet.JobsCreated()[fs[0].UUID],
+		"a server whose calls answer in 90 ms, asked last with about 200 ms of the pass left, never got its job in 6 passes: %v", errs)
+}
+
+// slowOneFleet: CreateJob of server slow takes its time (honouring its
+// context); the others answer at once.
+type slowOneFleet struct {
+	*fake.Fleet
+	slow string
+	took time.Duration
+}
+
+func (f slowOneFleet) CreateJob(ctx context.Context, a plan.Action) error {
+	if a.Server == f.slow {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(f.took):
+		}
+	}
+	return f.Fleet.CreateJob(ctx, a)
+}
