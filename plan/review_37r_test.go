@@ -117,3 +117,54 @@ func (f slowOneFleet) CreateJob(ctx context.Context, a plan.Action) error {
 	}
 	return f.Fleet.CreateJob(ctx, a)
 }
+
+// TestReview37r_IdlePlanHalvesActingPlan (issue 37, review round 16):
+// Turns' doc: "a plan that does not act never takes the time of one that
+// does". One running plan whose pass needs 60 % of the pass, and one plan
+// that does not act (stopped with nothing in flight: a 1 ms pass). Alone,
+// the running plan moves every pass. Next to the idle plan it is given
+// half of the pass (n = acting + 1: "one more share kept for the plans
+// that do not act"), which the idle plan then leaves unused at the end of
+// the pass, where nothing can take it back: the running plan is cut
+// short, moves only in its long turn, i.e. every other pass. Ground
+// truth: the passes that finished.
+func TestReview37r_IdlePlanHalvesActingPlan(t *testing.T) {
+	need := map[string]time.Duration{"run": 240 * time.Millisecond, "stopped": time.Millisecond}
+	turns := []plan.Turn{{UUID: "run", Acts: true}, {UUID: "stopped", Acts: false}}
+	moved := map[string]int{}
+	var tr plan.Turns
+	const passes = 4
+	for pass := 0; pass < passes; pass++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		_, err := tr.Run(ctx, turns, nil, needs(need, moved))
+		cancel()
+		require.NoError(t, err)
+	}
+	assert.Equal(t, passes, moved["stopped"])
+	assert.Equal(t, passes, moved["run"], "the running plan (60 %% of a pass, the only one that acts) moved in %d of %d passes next to a plan that does not act", moved["run"], passes)
+}
+
+// TestReview37r_HangingIdlePlanStarvesActingPlan (issue 37, review round
+// 16), the fault kept on: the plan that does not act has a pass that never
+// ends (its observation hangs: a dead BMC, a hung health check). It is
+// cut short every pass, so it takes the long turn (the second half of
+// the pass, at least) every other pass, and in the passes between, the
+// running plan has a quarter (the first half, shared with one share kept
+// for the idle plans). The running plan, which alone moves every pass
+// (60 % of a pass), never moves again while the idle plan hangs: "a plan
+// that does not act never takes the time of one that does" (Turns).
+// Ground truth: the passes that finished.
+func TestReview37r_HangingIdlePlanStarvesActingPlan(t *testing.T) {
+	need := map[string]time.Duration{"run": 240 * time.Millisecond, "stopped": time.Hour}
+	turns := []plan.Turn{{UUID: "run", Acts: true}, {UUID: "stopped", Acts: false}}
+	moved := map[string]int{}
+	var tr plan.Turns
+	const passes = 6
+	for pass := 0; pass < passes; pass++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		_, err := tr.Run(ctx, turns, nil, needs(need, moved))
+		cancel()
+		require.NoError(t, err)
+	}
+	assert.Equal(t, passes, moved["run"], "the running plan (60 %% of a pass) moved in %d of %d passes next to a plan that does not act and hangs", moved["run"], passes)
+}
