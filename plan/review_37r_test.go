@@ -36,7 +36,7 @@ func TestReview37r_SharedPassSlowCallNeverMoves(t *testing.T) {
 	fsb := fleetServers(0, 1, time.Minute)
 	b := newWorld(t, fsb, "", ob)
 	exA := &plan.Executor{Fleet: a.fleet, Store: a.store, Now: a.clk.Now}
-	exB := &plan.Executor{Fleet: slowCreateFleet{b.fleet, 150 * time.Millisecond}, Store: b.store, Now: b.clk.Now}
+	exB := &plan.Executor{Fleet: slowOneFleet{b.fleet, fsb[0].UUID, 150 * time.Millisecond}, Store: b.store, Now: b.clk.Now}
 	turns := []plan.Turn{{UUID: oa.UUID, Acts: true}, {UUID: ob.UUID, Acts: true}}
 	var tr plan.Turns
 	var lastErrs []error
@@ -109,10 +109,8 @@ type slowOneFleet struct {
 
 func (f slowOneFleet) CreateJob(ctx context.Context, a plan.Action) error {
 	if a.Server == f.slow {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(f.took):
+		if err := take(ctx, f.took); err != nil {
+			return err
 		}
 	}
 	return f.Fleet.CreateJob(ctx, a)
@@ -136,7 +134,7 @@ func TestReview37r_IdlePlanHalvesActingPlan(t *testing.T) {
 	const passes = 4
 	for pass := 0; pass < passes; pass++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-		_, err := tr.Run(ctx, turns, nil, needs(need, moved))
+		_, err := tr.Run(ctx, turns, nil, needsStrict(need, moved))
 		cancel()
 		require.NoError(t, err)
 	}
@@ -162,9 +160,107 @@ func TestReview37r_HangingIdlePlanStarvesActingPlan(t *testing.T) {
 	const passes = 6
 	for pass := 0; pass < passes; pass++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-		_, err := tr.Run(ctx, turns, nil, needs(need, moved))
+		_, err := tr.Run(ctx, turns, nil, needsStrict(need, moved))
 		cancel()
 		require.NoError(t, err)
 	}
 	assert.Equal(t, passes, moved["run"], "the running plan (60 %% of a pass) moved in %d of %d passes next to a plan that does not act and hangs", moved["run"], passes)
+}
+
+// slowUnfreezeFleet: UnfreezeShard takes its time (honouring its
+// context); everything else answers at once.
+type slowUnfreezeFleet struct {
+	*fake.Fleet
+	took time.Duration
+}
+
+func (f slowUnfreezeFleet) UnfreezeShard(ctx context.Context) error {
+	if err := take(ctx, f.took); err != nil {
+		return err
+	}
+	return f.Fleet.UnfreezeShard(ctx)
+}
+
+// take waits d, honouring ctx strictly: a call whose context ended first
+// (even if its goroutine ran late and both are ready) fails, so that a
+// busy machine never lets a slow call succeed after its deadline.
+func take(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+	}
+	return ctx.Err()
+}
+
+// TestReview37r_SharedPassShardNeverUnfrozen (issue 37, review round 16):
+// the same cap as TestReview37r_SharedPassSlowCallNeverMoves on the call
+// that matters most: the shard primary's plan shares the executor's pass
+// with another running plan, and the database's unfreeze answers in
+// 150 ms of a 400 ms pass (every time). Every call of a shared pass has a
+// quarter of what is left (about 100 ms), so the unfreeze never succeeds:
+// the primary rebooted and is healthy, yet the shard stays frozen, pass
+// after pass (3 h 20 min of the fleet's time here, past every timeout
+// of the reboot), and the plan never ends. Ground truth: the fake fleet's
+// shard (Frozen).
+func TestReview37r_SharedPassShardNeverUnfrozen(t *testing.T) {
+	oa := opts()
+	oa.UUID = "review37r-unfreeze-a"
+	oa.Concurrency = plan.Count(1)
+	a := newWorld(t, fleetServers(0, 3, 24*time.Hour), "", oa)
+	ob := opts()
+	ob.UUID = "review37r-unfreeze-b"
+	ob.Concurrency = plan.Count(1)
+	fsb := fleetServers(0, 1, time.Minute)
+	b := newWorld(t, fsb, fsb[0].UUID, ob)
+	exA := &plan.Executor{Fleet: a.fleet, Store: a.store, Now: a.clk.Now}
+	exB := &plan.Executor{Fleet: slowUnfreezeFleet{b.fleet, 150 * time.Millisecond}, Store: b.store, Now: b.clk.Now}
+	turns := []plan.Turn{{UUID: oa.UUID, Acts: true}, {UUID: ob.UUID, Acts: true}}
+	var tr plan.Turns
+	var last []error
+	var vb plan.View
+	everFrozen := false
+	passes := 0
+	for pass := 0; pass < 40; pass++ {
+		passes++
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		errs, err := tr.Run(ctx, turns, nil, func(ctx context.Context, uuid string) error {
+			if uuid == oa.UUID {
+				_, err := exA.Pass(ctx, uuid)
+				return err
+			}
+			v, err := exB.Pass(ctx, uuid)
+			if v.UUID != "" {
+				vb = v
+			}
+			return err
+		})
+		cancel()
+		require.NoError(t, err)
+		last = errs
+		frozen, _ := b.fleet.Frozen()
+		everFrozen = everFrozen || frozen
+		if everFrozen && !frozen && !vb.Unfinished() {
+			break
+		}
+		a.clk.Advance(5 * time.Minute)
+		b.clk.Advance(5 * time.Minute)
+	}
+	require.True(t, everFrozen, "the primary's reboot never froze the shard")
+	frozen, _ := b.fleet.Frozen()
+	assert.False(t, frozen, "the shard is still frozen after %d passes, %s after its primary's plan began (its plan: %s, %+v); last errors: %v",
+		passes, time.Duration(passes)*5*time.Minute, vb.State, vb.Summary(), last)
+	assert.False(t, vb.Unfinished(), "the primary's plan never ended")
+}
+
+// needsStrict is needs (turns_test.go) with take: a pass whose context
+// ended first never counts as moved, however late its goroutine ran.
+func needsStrict(need map[string]time.Duration, moved map[string]int) func(context.Context, string) error {
+	return func(ctx context.Context, uuid string) error {
+		if err := take(ctx, need[uuid]); err != nil {
+			return err
+		}
+		moved[uuid]++
+		return nil
+	}
 }
