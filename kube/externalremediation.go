@@ -82,11 +82,6 @@ type ExternalRemediations struct {
 
 var _ remediation.MachineStore = (*ExternalRemediations)(nil)
 
-// machineOwner is the Cluster API Machine owning r, or "".
-func machineOwner(r *v1alpha1.PowerCycleRemediation) string {
-	return machineOwnerRef(r).Name
-}
-
 // machineOwnerRef is the owner reference to the Cluster API Machine
 // owning r (zero if none).
 func machineOwnerRef(r *v1alpha1.PowerCycleRemediation) metav1.OwnerReference {
@@ -489,10 +484,13 @@ func (s *ExternalRemediations) findHost(ctx context.Context, r *v1alpha1.PowerCy
 	if err != nil {
 		return "", v, err
 	}
-	if m := machineOwner(r); m != "" {
-		h, err := HostOfMachine(ctx, s.Client, r.Namespace, m)
+	if o := machineOwnerRef(r); o.Name != "" {
+		// The owner's UID too: a Machine re-created under the same
+		// name before the host was found is another Machine, and its
+		// host another host (nodeNow's rule).
+		h, err := hostOfMachine(ctx, s.Client, r.Namespace, o.Name, o.UID)
 		if err == nil && h == "" {
-			err = fmt.Errorf("%w: machine %s has no BareMetalHost consuming its infrastructure", ErrNoHost, m)
+			err = fmt.Errorf("%w: machine %s has no BareMetalHost consuming its infrastructure", ErrNoHost, o.Name)
 		}
 		return h, v, err
 	}

@@ -224,6 +224,14 @@ func (s *Machines) mapError(op, name string, err error) error {
 // if none; an error wrapping remediation.ErrNotFound if the Machine is
 // gone.
 func HostOfMachine(ctx context.Context, c client.Client, namespace, machine string) (string, error) {
+	return hostOfMachine(ctx, c, namespace, machine, "")
+}
+
+// hostOfMachine is HostOfMachine for the Machine of that name with that
+// UID (any UID if uid is ""): another Machine of the same name (the one
+// meant was deleted and re-created) is not it, and has no host for the
+// caller (ErrNoHost).
+func hostOfMachine(ctx context.Context, c client.Client, namespace, machine string, uid types.UID) (string, error) {
 	var m clusterv1.Machine
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: machine}, &m); apierrors.IsNotFound(err) {
 		// remediation.ErrNotFound: a deleted Machine has no host to ask
@@ -232,6 +240,10 @@ func HostOfMachine(ctx context.Context, c client.Client, namespace, machine stri
 		return "", fmt.Errorf("kube: machine %s/%s: %w: %w", namespace, machine, remediation.ErrNotFound, err)
 	} else if err != nil {
 		return "", fmt.Errorf("kube: machine %s/%s: %w", namespace, machine, err)
+	}
+	if uid != "" && m.UID != uid {
+		return "", fmt.Errorf("%w: machine %s/%s is another Machine of that name (uid %s, not %s): it was deleted and re-created, so its host is not this one's",
+			ErrNoHost, namespace, machine, m.UID, uid)
 	}
 	infra := m.Spec.InfrastructureRef
 	var hosts metal3.BareMetalHostList

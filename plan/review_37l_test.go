@@ -1,15 +1,11 @@
 package plan_test
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
 )
 
@@ -26,34 +22,22 @@ import (
 // plans it cannot read (listTx's bad list is ignored), accepts a new plan
 // over the server whose job still runs.
 func TestReview37_BoltPutViewDropsStoredInFlight(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "plans.db")
-	s, err := plan.OpenBolt(path)
-	require.NoError(t, err)
-	clk := fake.NewClock(time.Time{})
-	servers := resumeServers(clk, 6)
-	r := runningPlanOf(t, "r", servers[:3], clk.Now())
-	at := clk.Now()
-	r.Reboots[0].Step, r.Reboots[0].JobUUID, r.Reboots[0].StartedAt = plan.StepJob, "job-1", &at
-	require.NoError(t, s.Create(ctx, r))
+	w := newBoltWorld(t, 6)
+	require.NoError(t, w.s.Create(w.ctx, w.inFlight(t, "r", w.servers[:3])))
 
-	h, err := s.GetHead(ctx, "r")
+	h, err := w.s.GetHead(w.ctx, "r")
 	require.NoError(t, err)
 	require.Equal(t, []int{0}, h.Index.InFlight)
 	v := plan.View{Plan: h.Plan, Index: h.Index, Pos: []int{}}
 	v.State = plan.StateCanceled
 	v.Index.InFlight = nil
 	v.Index.Failed++
-	perr := s.PutView(ctx, v)
-	cerr := s.Create(ctx, runningPlanOf(t, "q", servers[:1], clk.Now()))
-	assert.True(t, perr != nil || cerr != nil, "a view dropping the stored in-flight reboot (%v) and then a plan over its server (%v): one must be refused", perr, cerr)
-	require.NoError(t, s.Close())
+	perr := w.s.PutView(w.ctx, v)
+	w.createOver(t, perr, "a view dropping the stored in-flight reboot")
 
-	truth, err := plan.OpenBolt(path)
-	require.NoError(t, err)
-	defer truth.Close()
-	gr, gerr := truth.Get(ctx, "r")
-	gh, herr := truth.GetHead(ctx, "r")
+	truth := w.reopen(t)
+	gr, gerr := truth.Get(w.ctx, "r")
+	gh, herr := truth.GetHead(w.ctx, "r")
 	require.False(t, perr == nil && (herr != nil || gerr != nil), "PutView accepted a view dropping the stored in-flight reboot, and the plan can no longer be read: GetHead %v, Get %v", herr, gerr)
 	if perr != nil {
 		return
