@@ -41,8 +41,10 @@ func (v View) Acts() bool {
 // time of one that does, and every plan whose pass fits half of the pass
 // moves at least once every as many passes as there are plans cut short.
 // When a pass has more than one plan, each fleet call of a plan's pass
-// has at most a quarter of what is left of its share (Executor.CallTimeout):
-// one call that never answers holds none of them for long.
+// has at most half of what is left of the executor's pass, besides its
+// share of its plan's (Executor.CallTimeout): one call that never answers
+// holds no pass for more than half of it, and a call that fits half of
+// the pass answers in its plan's long turn.
 // A plan's pass runs once per pass: a plan cut short is not run again
 // from its read in the same pass (that would throw its first try's work
 // away); it waits for its long turn.
@@ -101,8 +103,8 @@ func (t *Turns) Run(ctx context.Context, plans []Turn, stop func(error) bool, pa
 			idle--
 		}
 		pctx, cancel := Share(base, n, 0)
-		if len(plans) > 1 {
-			pctx = context.WithValue(pctx, sharedPassKey{}, true)
+		if deadline, ok := ctx.Deadline(); ok && len(plans) > 1 {
+			pctx = context.WithValue(pctx, sharedPassKey{}, deadline)
 		}
 		err := pass(pctx, plans[i].UUID)
 		short := err != nil && ctx.Err() == nil && (pctx.Err() != nil || errors.Is(err, ErrCallTimeout))
@@ -120,8 +122,9 @@ func (t *Turns) Run(ctx context.Context, plans []Turn, stop func(error) bool, pa
 }
 
 // sharedPassKey marks the context of a plan's pass that shares the
-// executor's pass with other plans (Turns.Run): each of its fleet calls
-// has at most a quarter of what is left (Executor.call).
+// executor's pass with other plans (Turns.Run); its value is the
+// executor's pass's deadline (a time.Time): each of the plan's fleet
+// calls has at most half of what is left of it (Executor.call).
 type sharedPassKey struct{}
 
 // longTurn returns the index in plans of the plan cut short in the last

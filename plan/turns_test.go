@@ -108,7 +108,7 @@ func (f slowCreateFleet) CreateJob(ctx context.Context, a plan.Action) error {
 func TestCallShareLastActionHasTheRest(t *testing.T) {
 	fs := fleetServers(0, 1, time.Minute)
 	o := opts()
-	o.UUID = "callshare-last" // not one whose calls other tests of the process timed out (their servers are asked a quarter)
+	o.UUID = "callshare-last" // its own plan: no other test of the process marked its server slow
 	o.Concurrency = plan.Count(1)
 	w := newWorld(t, fs, "", o)
 	ex := &plan.Executor{Fleet: slowCreateFleet{w.fleet, 60 * time.Millisecond}, Store: w.store, Now: w.clk.Now}
