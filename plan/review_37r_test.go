@@ -253,14 +253,9 @@ func TestReview37r_SharedPassShardNeverUnfrozen(t *testing.T) {
 	assert.False(t, vb.Unfinished(), "the primary's plan never ended")
 }
 
-// needsStrict is needs (turns_test.go) with take: a pass whose context
-// ended first never counts as moved, however late its goroutine ran.
+// needsStrict is needs (turns_test.go), which waits with take: a pass
+// whose context ended first never counts as moved, however late its
+// goroutine ran.
 func needsStrict(need map[string]time.Duration, moved map[string]int) func(context.Context, string) error {
-	return func(ctx context.Context, uuid string) error {
-		if err := take(ctx, need[uuid]); err != nil {
-			return err
-		}
-		moved[uuid]++
-		return nil
-	}
+	return needs(need, moved)
 }
