@@ -46,8 +46,9 @@ type executorStatus struct {
 // lockedStore is the plan store as the executor uses it: opened for each
 // read or write only, so that the store's lock is never held while the
 // fleet is observed or acted on, and after any command that waits for
-// the store (storewait.go): an operator's stop or cancel waits for one
-// store operation at most.
+// the store (storewait.go); each open applies first the operators'
+// commands recorded next to the store (cmdfile.go, env.waitStore), where
+// a stop or cancel lands without waiting for the store.
 type lockedStore struct{ e *env }
 
 func (s lockedStore) with(f func(*plan.BoltStore) error) error {
