@@ -194,3 +194,53 @@ func assertEventually(f func() bool, d time.Duration) bool {
 	}
 	return f()
 }
+
+// TestReview39i_OwnHoldThenRedirectSendsCredentials (issue 39 point 2:
+// "the controller never sends credentials to ... a BMC address that
+// changed since the request unless an identity with more than the
+// reboot-client role made the change"; doc.go Guarantees). The Off
+// exception is the reboot client's to trigger: it asks for a keyed
+// reboot of its own (the shipped role may), which holds the host off
+// through its real BMC, and then, in one write, removes its request and
+// points spec.bmc at its endpoint. The pinned BMC reads Off (because of
+// the client's own hold), and the controller logs in to the client's
+// endpoint with the host's password to "power the host back on": two
+// writes of the reboot-client role are enough to get any host's BMC
+// password, and the real host is left off. Ground truth: the client
+// endpoint's own login log, hw1's power history.
+func TestReview39i_OwnHoldThenRedirectSendsCredentials(t *testing.T) {
+	needAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hw1 := fake.NewPower(time.Now, fake.PowerConfig{})
+	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
+	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
+	defer srv1.Close()
+	evil := redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1")
+	srv2 := httptest.NewServer(evil)
+	defer srv2.Close()
+	direct, ns, rec, stop := review39iEnv(t, ctx, srv1, 300*time.Millisecond)
+	defer stop()
+	rc := rebootClient(t, ns, "mallory")
+	ckey := reboot.AnnotationPrefix + "mallory"
+	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) { metav1.SetMetaDataAnnotation(&h.ObjectMeta, ckey, "") }))
+	require.Eventually(t, func() bool { return !hw1.WasOnAt(time.Now()) }, 10*time.Second, 10*time.Millisecond, "premise: the host is held off")
+	time.Sleep(time.Second)
+	redirected := time.Now()
+	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) {
+		delete(h.Annotations, ckey)
+		h.Spec.BMC.Address = redfishAt(srv2)
+	}))
+	time.Sleep(5 * time.Second)
+	var leaked []time.Time
+	for _, l := range evil.LoginLog() {
+		if l.Credentials == redfishtest.Fingerprint("admin", "pw-1") && l.At.After(redirected) {
+			leaked = append(leaked, l.At)
+		}
+	}
+	var record v1alpha1.RebootRecord
+	_ = direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &record)
+	require.Empty(t, leaked, "a reboot client held the host off with its own request, then removed it and redirected spec.bmc in one "+
+		"write: the host's password went to the client's endpoint at %v (real host on now: %v; lastBMC %+v, mark %+v); events %q",
+		leaked, hw1.WasOnAt(time.Now()), record.Spec.LastBMC, record.Spec.BMCChanged, drainEvents(rec))
+}
