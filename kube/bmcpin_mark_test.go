@@ -49,7 +49,7 @@ func TestBMCChangedMarkNeedsAdmin(t *testing.T) {
 	pin := &v1alpha1.BMCPin{Address: redfishAt(srv1), CredentialsName: bmh.Spec.BMC.CredentialsName, PendingSince: stamp(time.Now())}
 	require.NoError(t, admin.Create(ctx, &v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
 		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}))
-	p := &Powers{Client: admin, Secrets: admin, Namespace: ns, Timeout: 5 * time.Second, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
+	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, Timeout: 5 * time.Second, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		StaleReads: 200 * time.Millisecond, // the fake BMCs read fresh
 		Pool:       power.NewPool(power.PoolConfig{CallTimeout: time.Second, ConnectTimeout: time.Second})}
 	defer func() { _ = p.Close() }()

@@ -319,6 +319,9 @@ func (c *RebootController) powerEvent(ctx context.Context, req ctrl.Request, res
 
 // powerFix is the operator's fix for a failed BMC call.
 func powerFix(err error) string {
+	if errors.Is(err, ErrNoAdmissionPolicy) {
+		return "install config/admission (kubectl apply -k config/admission), or run rebootkit-controller with --without-admission-policy (see the kube package doc for what is weaker then)"
+	}
 	if errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) {
 		return "check the username and password in the host's BMC credentials Secret"
 	}

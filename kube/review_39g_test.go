@@ -66,7 +66,7 @@ func TestReview39g_AnsweredRequestPinLocksOutResetHost(t *testing.T) {
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
 	const stale = 300 * time.Millisecond
 	mgr := namespacedManager(t, ns)
-	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
 		PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
 	defer powers.Close()
@@ -177,7 +177,7 @@ func TestReview39g_StaleReportedOffOfPinnedBMCActedOn(t *testing.T) {
 	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
 	require.NoError(t, admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
 	time.Sleep(time.Second)
-	p := &Powers{Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
+	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		StaleReads: 5 * time.Second,
 		Pool:       power.NewPool(power.PoolConfig{CallTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second})}
 	defer func() { _ = p.Close() }()

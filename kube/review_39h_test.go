@@ -68,7 +68,7 @@ func TestReview39h_ResetRequestWithdrawnWithRedirectSendsCredentials(t *testing.
 	}))
 	const stale = 5 * time.Second // the request stays pending after its reset
 	mgr := namespacedManager(t, ns)
-	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
 		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
 	defer powers.Close()
@@ -176,7 +176,7 @@ func TestReview39h_InFlightPowerOnLandsAfterFirstSeenOffEchoCounted(t *testing.T
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
 	const stale = 6 * time.Second
 	mgr := namespacedManager(t, ns)
-	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
 		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 15 * time.Second, ConnectTimeout: 5 * time.Second})}
 	defer powers.Close()
@@ -273,7 +273,7 @@ func TestReview39h_ResetHostPoweredOnThroughNewBMCKeepsPinLocksOut(t *testing.T)
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
 	const stale = time.Second
 	mgr := namespacedManager(t, ns)
-	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
 		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
 	defer powers.Close()

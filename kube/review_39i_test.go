@@ -36,7 +36,7 @@ func review39iEnv(t *testing.T, ctx context.Context, srv1 *httptest.Server, stal
 		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
 	mgr := namespacedManager(t, ns)
-	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
 		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
 	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
