@@ -6,14 +6,15 @@ import (
 	"time"
 )
 
-// policyRecheck is how long Powers keeps what it found of the
-// reboot-client admission policy before it reads it again.
-const policyRecheck = 30 * time.Second
+// DefaultPolicyRecheck is how long Powers keeps what it found of the
+// reboot-client admission policy before it reads it again
+// (Powers.PolicyRecheck).
+const DefaultPolicyRecheck = 30 * time.Second
 
 // policyGate returns nil if Powers may act on host name as far as the
 // admission policy goes: WithoutAdmissionPolicy is set, or the policy
 // PolicyName and its denying binding are in force (PolicyInForce, read
-// directly, at most policyRecheck ago). Otherwise an error wrapping
+// directly, at most PolicyRecheck ago). Otherwise an error wrapping
 // ErrNoAdmissionPolicy that names the fix: nothing is sent to the host's
 // BMC.
 func (p *Powers) policyGate(ctx context.Context, name string) error {
@@ -23,8 +24,12 @@ func (p *Powers) policyGate(ctx context.Context, name string) error {
 	p.mu.Lock()
 	perr, at := p.policyErr, p.policyAt
 	p.mu.Unlock()
+	recheck := p.PolicyRecheck
+	if recheck <= 0 {
+		recheck = DefaultPolicyRecheck
+	}
 	now := time.Now()
-	if at.IsZero() || now.Sub(at) >= policyRecheck || now.Before(at) {
+	if at.IsZero() || now.Sub(at) >= recheck || now.Before(at) {
 		perr = PolicyInForce(ctx, p.Secrets, p.PolicyName, now, 0)
 		p.mu.Lock()
 		p.policyErr, p.policyAt = perr, now

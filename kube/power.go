@@ -185,9 +185,12 @@ type Powers struct {
 	// policy of config/admission: without it (false, the default),
 	// Controller refuses every host (ErrNoAdmissionPolicy: no credentials
 	// sent, no power call) while the policy PolicyName and its denying
-	// binding are not in force, as read at most policyRecheck ago. See
+	// binding are not in force, as read at most PolicyRecheck ago. See
 	// doc.go for what is weaker with it.
 	WithoutAdmissionPolicy bool
+	// PolicyRecheck is how long Controller keeps what it read of the
+	// admission policy before reading it again (default 30 s).
+	PolicyRecheck time.Duration
 
 	once   sync.Once
 	mu     sync.Mutex
