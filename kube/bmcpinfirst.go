@@ -89,3 +89,10 @@ func (p *Powers) powerOnPinned(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) 
 		_ = pc.On(ctx)
 	}()
 }
+
+// firstSightOnly reports whether rec, bmh's record, holds nothing but
+// what firstSight writes: no Status, pin, mark or reset state.
+func firstSightOnly(rec *v1alpha1.RebootRecord, bmh *metal3.BareMetalHost) bool {
+	return rec.Spec.HostUID == string(bmh.UID) && rec.Spec.Status == "" && rec.Spec.BMC == nil && rec.Spec.BMCChanged == nil &&
+		rec.Annotations[ResetAnnotation] == "" && rec.Annotations[LastResetAnnotation] == ""
+}
