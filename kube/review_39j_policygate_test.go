@@ -71,9 +71,7 @@ func TestAdmissionPolicyAbsentNothingSent(t *testing.T) {
 	}))
 	var seen []string
 	require.Eventually(t, func() bool {
-		for _, e := range drainEvents(rec) {
-			seen = append(seen, e)
-		}
+		seen = append(seen, drainEvents(rec)...)
 		for _, e := range seen {
 			if strings.Contains(e, "admission policy is not in force") && strings.Contains(e, "config/admission") &&
 				strings.Contains(e, "--without-admission-policy") {
