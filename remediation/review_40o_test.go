@@ -95,3 +95,51 @@ func TestReview40o_DeletedMachineReleasedHostHeldForGood(t *testing.T) {
 			g.hw["h1"].Truth())
 	}
 }
+
+// TestReview40o_OverRemediationMovedWithoutPowerStallsForGood: 97ab3f2
+// added, for a remediation that is over (given up after a cancel; failed
+// and cleared), "no new attempt, on another host or on none" while
+// moveBlocked (phased.go, PhaseNone/Done/Failed). moveBlocked needs an On
+// reading (Host.Power), which RebootAPIHosts without Power never gives
+// (kube.NewRemediationReconciler's default, the package doc's RebootAPIHosts
+// usage without Power). doc.go says of the in-flight case that "the
+// attempt fails at its timeout with a message that says so"; this branch
+// has no timeout and no escalation, and its message does not name Power:
+// with every BMC healthy and h1 back on (ground truth), a Machine that
+// moved to h2 and is unhealthy again waits for ever, neither remediated
+// nor escalated (its owner never replaces it), "waiting for it to be
+// powered on" although it is on. Correct: the wait ends (h2 asked, or the
+// remediation fails naming RebootAPIHosts.Power) within a few timeouts.
+func TestReview40o_OverRemediationMovedWithoutPowerStallsForGood(t *testing.T) {
+	ctx := context.Background()
+	const timeout = 500 * time.Millisecond
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: timeout})
+	g.startOnH1(t, true)
+	g.cluster.SetNeedsRemediation("m1", false) // cancelled after the power-off
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && g.state().Phase != remediation.PhaseDone {
+		_ = g.pass(t)
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, remediation.PhaseDone, g.state().Phase, "precondition: the cancelled remediation ended")
+	require.Eventually(t, func() bool { return g.hw["h1"].HardwareOn() }, 5*time.Second, 10*time.Millisecond,
+		"precondition: h1 powered on by the reboot controller (truth %v)", g.hw["h1"].Truth())
+	onFrom := time.Now()
+
+	g.hostOf.Store("h2") // the Machine now maps to h2
+	g.cluster.SetNeedsRemediation("m1", true)
+	end := time.Now().Add(8 * timeout)
+	for time.Now().Before(end) {
+		_, _ = g.rem.Reconcile(ctx, "m1")
+		st := g.state()
+		if st.Host == "h2" || st.Phase == remediation.PhaseFailed {
+			return // asked h2, or ended
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st := g.state()
+	if g.hw["h1"].HardwareOn() && !g.hw["h1"].WasOffDuring(onFrom, time.Now()) {
+		t.Fatalf("h1 on throughout (truth %v), every BMC healthy: after %s (%d timeouts) m1, unhealthy, is neither remediated on h2 nor failed: %s: %q",
+			g.hw["h1"].Truth(), 8*timeout, 8, st.Phase, st.Message)
+	}
+}
