@@ -143,3 +143,58 @@ func TestReview40o_OverRemediationMovedWithoutPowerStallsForGood(t *testing.T) {
 			g.hw["h1"].Truth(), 8*timeout, 8, st.Phase, st.Message)
 	}
 }
+
+// TestReview40o_NoPowerReleasesAdmissionOfHostStillOff: the default
+// wiring (kube.NewRemediationReconciler; RebootAPIHosts without Power, as
+// the package doc describes it) judges Host.PoweredOn on the reboot
+// controller's record alone, "written before the power-on is sent, which
+// a BMC may refuse" (RebootAPIHosts.Power's own doc). h1, powered off for
+// m1's request, its BMC refusing every power-on (the fault still on); the
+// checker cancels; the remediation sees the recorded power-on as
+// PoweredOn and releases m1's admission (done), though h1 is off for
+// the request and the reboot controller is still trying to power it on.
+// m2 fails: under MaxCount(1) it is admitted and h2 is powered off.
+// Ground truth: h1 and h2 off at once by remediation requests, for a
+// limit of one. doc.go: the storm guard "still counts a host it may have
+// left off". Correct: without a power reading, a host powered off for
+// the request is not known on (held), as moveBlocked already rules for
+// moves; or NewRemediationReconciler wires Power.
+func TestReview40o_NoPowerReleasesAdmissionOfHostStillOff(t *testing.T) {
+	ctx := context.Background()
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Second})
+	g.cluster.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
+	g.cluster.PutNode(remediation.Node{Name: "m2", UID: "n-m2", Ready: true})
+	g.rh.HostOf = func(_ context.Context, m string) (string, error) {
+		if m == "m2" {
+			return "h2", nil
+		}
+		return g.hostOf.Load().(string), nil
+	}
+	g.startOnH1(t, true)
+	g.hw["h1"].SetConfig(fake.PowerConfig{Lag: 20 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}})
+	g.cluster.SetNeedsRemediation("m1", false) // cancelled after the power-off
+	for i := 0; i < 40; i++ {
+		_ = g.pass(t)
+		time.Sleep(50 * time.Millisecond)
+	}
+	from := time.Now()
+	g.cluster.SetNodeReady("m2", false)
+	g.cluster.SetNeedsRemediation("m2", true)
+	for i := 0; i < 20; i++ {
+		_, _ = g.rem.Reconcile(ctx, "m2")
+		_, _ = g.rem.Reconcile(ctx, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	if g.hw["h1"].OffThroughout(from, to) && g.hw["h2"].WasOffDuring(from, to) {
+		a, _ := g.cluster.GetAdmissions(ctx)
+		h1, _ := g.hosts.Get(ctx, "h1")
+		t.Fatalf("MaxCount(1), default wiring (no Power): h1 off since m1's request, never on since (truth %v; status %+v), and h2 (truth %v) powered off for m2: two hosts off at once; admissions %v, m1 %s %q",
+			g.hw["h1"].Truth(), h1.Status, g.hw["h2"].Truth(), a.Machines, g.state().Phase, g.state().Message)
+	}
+}
