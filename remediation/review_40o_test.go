@@ -198,3 +198,27 @@ func TestReview40o_NoPowerReleasesAdmissionOfHostStillOff(t *testing.T) {
 			g.hw["h1"].Truth(), h1.Status, g.hw["h2"].Truth(), a.Machines, g.state().Phase, g.state().Message)
 	}
 }
+
+// TestReview40o_SecondMoveForgetsPrevHostWithStrayRequest: State.PrevHost
+// "is forgotten only once a pass of a remediation that is over finds none
+// there (a new attempt keeps it)". start (phased.go) replaces it with the
+// host it moves from (prev = st.Host) and retryOrEscalate's retry with
+// st.Host likewise: a Machine that moved h1 → h2 (PrevHost h1, where a
+// request of its was found: Observed.PrevHostRequest) and now maps to h3
+// starts its next attempt with PrevHost h2, no RemovePrevRequest, and h1
+// is never read again: the request found there holds h1 off for good.
+func TestReview40o_SecondMoveForgetsPrevHostWithStrayRequest(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := remediation.Machine{Name: "db-1", UID: "u1", NeedsRemediation: true, NodeName: "db-1"}
+	st := remediation.State{Phase: remediation.PhaseDone, Attempt: 1, Started: t0, RequestedAt: t0, Host: "h2", PrevHost: "h1", Finished: t0.Add(time.Minute)}
+	// h2 read On since the request: not blocked.
+	h := remediation.Host{Name: "h3", OffAfterRequest: true, PoweredOn: true, Power: power.StateOn}
+	now := t0.Add(3 * time.Hour)
+	d := remediation.Decide(remediation.Observed{Machine: m, State: st, Host: h, MayStart: true, PrevHostRequest: true}, now)
+	if !d.AddRebootAnnotation {
+		t.Fatalf("precondition: a new attempt on h3: %+v", d)
+	}
+	if d.State.PrevHost != "h1" && !d.RemovePrevRequest {
+		t.Fatalf("a request of db-1's is on h1 (PrevHostRequest), yet the new attempt on h3 sets PrevHost %q and removes nothing: h1 is never read again, held off by it for good", d.State.PrevHost)
+	}
+}
