@@ -44,3 +44,41 @@ func TestAbandonedMidCycleTakenBackAfterCutOff(t *testing.T) {
 	assert.Empty(t, h.Abandoned)
 	assert.False(t, h.AbandonedCycle)
 }
+
+// TestTakenBackOffServerPoweredOnWhenNewJobCancelled (CI's
+// TestJobStateMachineAbandonsSlowProbes failure of 2026-11-26): cn0's
+// soft power-off lands after the operator abandoned cn0 mid power cycle,
+// and nobody powers it on by hand. A job of another plan takes it back
+// after the cut-off and is cancelled at once, before its own reboot. The
+// fleet took back the abandoned cycle with the server: it powers cn0 on
+// (ground truth: the fake hardware), never off again. Old code: cn0 was
+// left off for good, abandoned by nobody and reconciled by nobody.
+func TestTakenBackOffServerPoweredOnWhenNewJobCancelled(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	b := w.bmcs[ids[0]]
+	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, SoftDelay: 20 * time.Second})
+	w.open()
+	defer func() { w.close() }()
+	w.newPlan()
+	for i := 0; i < 120 && len(b.offs) == 0; i++ {
+		w.run(ids, time.Second)
+	}
+	require.Len(t, b.offs, 1, "cn0's soft power-off was sent")
+	require.NoError(t, w.f.Abandon("cn0", w.plans[0], "by alice"))
+	w.run(ids, w.f.opts.ShutdownMax+time.Minute)
+	require.False(t, b.p.HardwareOn(), "the soft power-off sent before the abandon landed")
+	a := plan.Action{Server: ids[0], JobUUID: "other", PlanUUID: "p9"}
+	require.NoError(t, w.f.CreateJob(w.ctx(), a), "taken back once no power-off of ours can land")
+	require.NoError(t, w.f.CancelJob(w.ctx(), a))
+	offs := len(b.offs)
+	for i := 0; i < 300 && !b.p.HardwareOn(); i++ {
+		w.run(ids, time.Second)
+	}
+	assert.True(t, b.p.HardwareOn(), "the fleet took back the abandoned power cycle with the server: it powers cn0 on")
+	w.run(ids, 5*time.Minute)
+	assert.True(t, b.p.HardwareOn(), "and it stays on")
+	assert.Len(t, b.offs, offs, "no power-off after the take-back whose job was cancelled")
+	h, err := w.f.hosts.load(ids[0])
+	require.NoError(t, err)
+	assert.False(t, h.needsKeeping(), "the cycle settled once cn0 read on: %+v", h)
+}

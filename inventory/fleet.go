@@ -733,7 +733,10 @@ func takeBack(tx *bolt.Tx, server, planUUID string) (string, error) {
 		// own reboot left the server off with nobody's name on it.
 		h.Status.PendingRebootSince = h.AbandonedAt
 		h.Status.Seen, h.Status.LastRequestSeen = nil, time.Time{}
-		h.Watch, h.Settled, h.OffMaybe = true, false, false
+		// The cycle is no job's any more (the new job's own reboot
+		// makes it its own when it asks): CreateJob does not wait for
+		// it, and its power-offs stay held.
+		h.Watch, h.Settled, h.OffMaybe, h.Job = true, false, false, ""
 	}
 	h.Abandoned, h.AbandonedPlan, h.AbandonedAt, h.AbandonedCycle = "", "", time.Time{}, false
 	h.Version++
