@@ -1205,6 +1205,15 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	default:
 		d.Reason = "power matches Online"
 	}
+	if d.Power == ActionNone && o.Online && !st.LastPoweredOn.IsZero() && !st.OnConfirmed.Equal(st.LastPoweredOn) &&
+		o.QuietFor < c.StaleReads+c.PollInterval {
+		// A power-on not confirmed yet, shortly after it: look again
+		// soon, once a reading cannot echo, to confirm it (OnConfirmed).
+		w := c.cap(max(c.StaleReads-o.QuietFor, c.QuickPoll))
+		if d.RequeueAfter <= 0 || d.RequeueAfter > w {
+			d.RequeueAfter = w
+		}
+	}
 }
 
 // wait reports whether the last call (same action and mode) should be
