@@ -2,8 +2,6 @@ package remediation_test
 
 import (
 	"context"
-	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,20 +12,6 @@ import (
 	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
-
-// readOutage40o is a host's power controller as the remediation reads it:
-// its State fails while down is set (a BMC that does not answer reads).
-type readOutage40o struct {
-	*fake.Power
-	down *atomic.Bool
-}
-
-func (r readOutage40o) State(ctx context.Context) (power.State, error) {
-	if r.down.Load() {
-		return power.StateUnknown, errors.New("bmc: no answer")
-	}
-	return r.Power.State(ctx)
-}
 
 // TestReview40o_DeletedMachineReleasedHostHeldForGood: RebootAPIHosts's
 // OwnerOnline doc: "A host with Online false and no request of the
