@@ -65,13 +65,18 @@
 //     turns the decisions' warnings and corrupt records into events.
 //   - RemediationController and NewRemediationReconciler: the remediation
 //     Reconciler on the namespace's Machines with the stores above; run it
-//     with the RebootController (the hosts' power goes through the reboot
-//     API), and call SetRemediationPower with the reboot controller's
-//     power controllers (rebootkit-controller does): a Machine that moves
-//     to another host after its host was powered off for the request has
-//     its new host asked only once the old one reads On, and without
-//     that reading its remediation fails at its timeout (the message
-//     names SetRemediationPower). A Machine whose host is gone waits for it until the attempt's
+//     with the RebootController of this version (the hosts' power goes
+//     through the reboot API, and it confirms each power-on by an On
+//     reading in reboot.Status.OnConfirmed: a host counts as on again,
+//     gives its admission back or lets its moved Machine's new host be
+//     asked, only on that confirmation, never on the record of the
+//     power-on alone); SetRemediationPower (rebootkit-controller calls it
+//     with the reboot controller's power controllers) has the remediation
+//     read the power itself instead. A Machine that moves to another host
+//     after its host was powered off for the request has its new host
+//     asked only once the old one is known On, and without that its
+//     remediation fails at its timeout (the message names
+//     SetRemediationPower and Status.OnConfirmed). A Machine whose host is gone waits for it until the attempt's
 //     timeout, then escalates. Hosts carrying the remediation's reboot
 //     request are watched and mapped to their Machine (through the host's
 //     consumerRef), so a request no attempt owns (a superseded leader's

@@ -161,6 +161,16 @@ func machinesOfHost(ctx context.Context, cl client.Client, o client.Object) []re
 // (manager.GetAPIReader) when cl reads a cache, as the controller binary
 // does: a request removal or a held check that reads a cache behind the
 // request the last pass wrote removes nothing and sees the host free.
+//
+// What it needs to tell a host on again: the hosts rebootkit drives are
+// judged on the reboot controller's evidence, never on its record of a
+// power-on alone (written before a power-on the BMC may refuse). By
+// default that evidence is reboot.Status.OnConfirmed, which the
+// RebootController of this version writes once it reads the host On
+// after its power-on: run it (an earlier version never writes it, and
+// every remediation then keeps its admission, and a moved Machine fails,
+// until its timeout). SetRemediationPower adds the remediation's own
+// reading (rebootkit-controller calls it), which then decides instead.
 func NewRemediationReconciler(cl client.Client, namespace string, own Ownership, cfg remediation.Config, limit remediation.MaxUnhealthy, now func() time.Time) *remediation.Reconciler {
 	machines := &Machines{Client: cl, Namespace: namespace}
 	rd := machinesReader{machines}
@@ -205,7 +215,9 @@ func (r machinesReader) List(ctx context.Context, list client.ObjectList, opts .
 // built by NewRemediationReconciler a power controller (the reboot
 // controller's, through the lease guard) and the reboot controller's
 // default stale-read window: a host then counts as powered on only once it
-// reads On past that window after the power-on (remediation.RebootAPIHosts.Power).
+// reads On past that window after the power-on (remediation.RebootAPIHosts.Power),
+// read by the remediation itself rather than taken from the reboot
+// controller's confirmation (reboot.Status.OnConfirmed, the default).
 // It does nothing to a Reconciler built otherwise.
 func SetRemediationPower(rec *remediation.Reconciler, pw func(host string) (power.Controller, error), staleReads time.Duration) {
 	if oh, ok := rec.Hosts.(*OwnedHosts); ok {

@@ -22,6 +22,17 @@ type Status struct {
 	// sent. A client's bare reboot is done when its annotation is gone and
 	// LastPoweredOn is later than its request.
 	LastPoweredOn time.Time
+	// OnConfirmed is LastPoweredOn once the controller has read the host
+	// On in a reading that cannot echo the state from before that
+	// power-on (Observed.QuietFor at least Config.StaleReads, by
+	// assumption A1): the host was on at some instant after it. It is
+	// cleared with every power-on written, so it equals LastPoweredOn only
+	// for the power-on it confirms (a BMC that refuses the power-on never
+	// gets it). Clients without a power controller of their own tell
+	// "powered on" from "power-on decided" by it (remediation); a status
+	// written by an earlier version has none, and the controller writes it
+	// at its next such reading.
+	OnConfirmed time.Time
 	// PendingRebootSince is the time the controller first saw the current
 	// reboot request (the seed's pendingRebootSince). A reboot is pending
 	// while it is set and not before LastPoweredOn: a tie counts as pending,
@@ -125,7 +136,7 @@ const StatusFormat = 1
 
 // Equal reports whether s and o hold the same instants, modes and requests.
 func (s Status) Equal(o Status) bool {
-	return s.LastPoweredOn.Equal(o.LastPoweredOn) &&
+	return s.LastPoweredOn.Equal(o.LastPoweredOn) && s.OnConfirmed.Equal(o.OnConfirmed) &&
 		s.PendingRebootSince.Equal(o.PendingRebootSince) &&
 		s.LastPoweredOff.Equal(o.LastPoweredOff) && s.Mode == o.Mode &&
 		s.LastRequestSeen.Equal(o.LastRequestSeen) && slices.Equal(s.Seen, o.Seen) &&
@@ -1130,7 +1141,7 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, o.Power, d) {
 		return
 	}
-	st.LastPoweredOn = p
+	st.LastPoweredOn, st.OnConfirmed = p, time.Time{}
 	st.Seen = nil
 	d.Power = ActionPowerOn
 	d.UpdateStatus = true // a versioned write before every power-on
@@ -1153,6 +1164,11 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	if o.Online || fresh {
 		st.OfflineSince, st.OfflineMode = time.Time{}, power.ModeSoft
 	}
+	if o.Power == power.StateOn && o.QuietFor >= c.StaleReads && !st.LastPoweredOn.IsZero() {
+		// On after the last power-on, in a reading that cannot echo the
+		// state from before it: one write per power-on.
+		st.OnConfirmed = st.LastPoweredOn
+	}
 	switch {
 	case o.Power == power.StateUnknown || o.Power == power.StateTransitioning:
 		d.Reason = "power state " + o.Power.String() + ": wait"
@@ -1164,7 +1180,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, o.Power, d) {
 			return
 		}
-		st.LastPoweredOn = maxTime(p, st.LastPoweredOn)
+		st.LastPoweredOn, st.OnConfirmed = maxTime(p, st.LastPoweredOn), time.Time{}
 		d.Power = ActionPowerOn
 		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power on"
@@ -1201,6 +1217,15 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.RequeueAfter = c.QuickPoll
 	default:
 		d.Reason = "power matches Online"
+	}
+	if d.Power == ActionNone && o.Online && !st.LastPoweredOn.IsZero() && !st.OnConfirmed.Equal(st.LastPoweredOn) &&
+		o.QuietFor < c.StaleReads+c.PollInterval {
+		// A power-on not confirmed yet, shortly after it: look again
+		// soon, once a reading cannot echo, to confirm it (OnConfirmed).
+		w := c.cap(max(c.StaleReads-o.QuietFor, c.QuickPoll))
+		if d.RequeueAfter <= 0 || d.RequeueAfter > w {
+			d.RequeueAfter = w
+		}
 	}
 }
 

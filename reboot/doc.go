@@ -43,7 +43,9 @@
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.
 //   - Status: PendingRebootSince is when the controller first saw the
-//     request; LastPoweredOn when it powered the host on; LastPoweredOff
+//     request; LastPoweredOn when it powered the host on (decided, written
+//     before the power-on is sent); OnConfirmed that LastPoweredOn again
+//     once an On reading that cannot be an echo confirmed it; LastPoweredOff
 //     the fencing evidence (see below). A client's reboot is done when its
 //     annotation is gone and LastPoweredOn is later than its request.
 //     Status.Fenced(T, now) answers the fencing question: are all processes

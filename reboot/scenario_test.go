@@ -225,6 +225,9 @@ func describe(d reboot.Decision) string {
 		if !st.LastRequestSeen.Equal(st.PendingRebootSince) && !st.LastRequestSeen.IsZero() {
 			fmt.Fprintf(&b, " lastRequestSeen=%s", rel(st.LastRequestSeen))
 		}
+		if !st.OnConfirmed.IsZero() {
+			fmt.Fprintf(&b, " onConfirmed=%s", rel(st.OnConfirmed))
+		}
 		if !st.HoldBroken.IsZero() {
 			fmt.Fprintf(&b, " holdBroken=%s", rel(st.HoldBroken))
 		}

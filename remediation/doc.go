@@ -112,15 +112,21 @@
 // retry there, or a new attempt after the last one ended.
 //
 // A Machine that moves to another host after its host was powered off
-// for the request has its new host asked only once the old one reads On
-// (moveBlocked): the reboot controller's record of a power-on is written
-// before the power-on is sent, which a BMC may refuse. Only a store that
-// reads the power gives that reading (RebootAPIHosts.Power; in the kube
-// module, kube.SetRemediationPower): without it, such a Machine's new
-// host is never asked, and the attempt fails at its timeout with a
-// message that says so. A remediation that is over (given up after a
-// cancellation, failed) starts no new attempt, on another host or on
-// none, by the same rule, keeping its admission meanwhile.
+// for the request has its new host asked only once the old one is known
+// On (moveBlocked): the reboot controller's record of a power-on is
+// written before the power-on is sent, which a BMC may refuse, so it
+// alone never counts. An On reading that cannot be an echo does: the
+// store's own (RebootAPIHosts.Power; in the kube module,
+// kube.SetRemediationPower) or the reboot controller's
+// (reboot.Status.OnConfirmed, which a controller of this version writes
+// once it reads the host On after its power-on). Without either (a BMC
+// refusing the power-on), such a Machine's new host is never asked, and
+// the attempt fails at its timeout with a message that says so. A
+// remediation that is over (given up after a cancellation, failed)
+// starts no new attempt, on another host or on none, by the same rule,
+// keeping its admission meanwhile; it waits with a current message
+// until Timeout after the Machine was first seen unhealthy again
+// (State.UnhealthyAgain), then fails (escalates) naming the host.
 //
 // # Retries and a flapping health checker
 //
@@ -162,7 +168,9 @@
 // held (Held: its request still on it, a reboot pending, or off after its
 // request and not Host.PoweredOn since, unless its owner keeps it off
 // with no request and no reboot pending on it: Host.Offline; one Online
-// false reading does not release a host whose reboot is still pending)
+// false reading does not release a live Machine's host whose reboot is
+// still pending; Host.PoweredOn is never the record of a power-on alone:
+// an On reading, the store's or the reboot controller's, confirms it)
 // and releases it on a later pass,
 // once the host is on (or kept off by its owner): the storm guard still counts a host it may have
 // left off, and no next remediation of that host is admitted meanwhile.

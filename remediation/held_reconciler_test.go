@@ -66,8 +66,13 @@ func TestReconcilerKeepsAdmissionWhileGaveUpHostOff(t *testing.T) {
 	if !pass() {
 		t.Fatal("the admission of m1 released while h1 is off after its last request and not powered on since")
 	}
-	// Powered on.
+	// Power-on decided, not confirmed (a BMC may refuse it): still held.
 	set(reboot.Status{LastPoweredOff: t0.Add(20 * time.Minute), LastPoweredOn: t0.Add(21 * time.Minute)})
+	if !pass() {
+		t.Fatal("the admission of m1 released on the recorded power-on alone, no On reading confirming it (Status.OnConfirmed)")
+	}
+	// Powered on, confirmed by the controller's On reading.
+	set(reboot.Status{LastPoweredOff: t0.Add(20 * time.Minute), LastPoweredOn: t0.Add(21 * time.Minute), OnConfirmed: t0.Add(21 * time.Minute)})
 	if pass() {
 		t.Fatal("h1 powered on: the admission of m1 is still held")
 	}

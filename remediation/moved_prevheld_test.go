@@ -48,7 +48,7 @@ func TestGoneMovedMachineKeepsAdmissionWhilePrevHostOff(t *testing.T) {
 	}
 	// The reboot controller powers h1 on: released.
 	h, _ := hosts.Get(ctx, "h1")
-	h.Status = reboot.Status{LastPoweredOff: t0.Add(time.Minute), LastPoweredOn: t0.Add(2 * time.Minute)}
+	h.Status = reboot.Status{LastPoweredOff: t0.Add(time.Minute), LastPoweredOn: t0.Add(2 * time.Minute), OnConfirmed: t0.Add(2 * time.Minute)}
 	if _, err := hosts.Update(ctx, h); err != nil {
 		t.Fatal(err)
 	}

@@ -207,8 +207,15 @@ type Host struct {
 	// PoweredOn: the reboot controller powered the host on after the
 	// attempt's start and no reboot is pending (reboot.Client.Done), and,
 	// where the store can read the power (RebootAPIHosts.Power), the host
-	// reads On past its stale-read window since (reboot.Client.Up).
+	// reads On past its stale-read window since (reboot.Client.Up); where
+	// it cannot, the controller confirmed that power-on by such a reading
+	// (ConfirmedOn). Never on the record of the power-on alone.
 	PoweredOn bool
+	// ConfirmedOn: the reboot controller confirmed its power-on after the
+	// request by an On reading that cannot be an echo
+	// (reboot.Status.OnConfirmed): the host was on after the request's
+	// power-off. A move (moveBlocked) takes it as an On reading.
+	ConfirmedOn bool
 	// OffAfterRequest: the reboot controller recorded the hardware off
 	// after the request (Status.LastPoweredOff after Request.At); with
 	// PoweredOn false, the host may still be off and the controller may
@@ -388,7 +395,10 @@ type Decision struct {
 	RemoveNeedsRemediation bool
 	DeleteMachine          bool
 	// RemovePrevRequest: remove a request of this Machine's from
-	// State.PrevHost (with step 5): one landed there after the move.
+	// State.PrevHost (with step 5): one landed there after the move. When
+	// the decision replaces State.PrevHost (a second move), it is the
+	// replaced host's (the State observed), removed before the state is
+	// saved.
 	RemovePrevRequest bool
 	// Release: remove the Machine from the admission record (step 9);
 	// it releases no host and no lock of the reboot API.
@@ -441,7 +451,7 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 	// value.
 	request := func(why string) {
 		if o.Host.Name != "" && st.Host != "" && o.Host.Name != st.Host {
-			st.PrevHost = st.Host // moved: a stray write may still land there
+			movePrev(o, &d, st.Host) // moved: a stray write may still land there
 		}
 		st.RequestedAt, st.Host = now, cmp.Or(o.Host.Name, st.Host) // never "" over a known host
 		d.AddRebootAnnotation, d.RebootValue = true, RebootValue(m.UID, now)
@@ -497,8 +507,10 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			// (a Machine that maps to no host now would start one that
 			// forgets the old host, and release its admission judged on
 			// no host), before it is powered on. The admission is kept.
-			d.Reason = fmt.Sprintf("host %s, which the machine no longer maps to, may still be off for the last request: waiting for it to be powered on before starting again (if its BMC keeps refusing, power %s on by hand)", st.Host, st.Host)
-			d.RequeueAfter = c.PollInterval
+			// The wait, from when the Machine was first seen unhealthy
+			// again, ends at Timeout: the remediation fails (escalates),
+			// as an attempt whose move is blocked does (waitMoved).
+			c.waitOverMoved(o, now, &d)
 		default:
 			c.start(o, now, &d)
 		}
@@ -669,6 +681,19 @@ func (c Config) prevHost(o Observed, d *Decision) {
 	}
 }
 
+// movePrev sets State.PrevHost to from, the host the Machine moves away
+// from. The host it replaces (a second move), if a request of the
+// Machine's was found there (Observed.PrevHostRequest), has it removed
+// (RemovePrevRequest, which the Reconciler carries out on the replaced
+// host before it saves the state that forgets it): no host is left held
+// by a request no pass reads again.
+func movePrev(o Observed, d *Decision, from string) {
+	if old := o.State.PrevHost; old != "" && old != from && o.PrevHostRequest {
+		d.RemovePrevRequest = true
+	}
+	d.State.PrevHost = from
+}
+
 // start decides for an unhealthy Machine with no remediation in flight:
 // a retry of the last remediation, a new one, escalation, or waiting for
 // the storm guard.
@@ -707,11 +732,10 @@ func (c Config) start(o Observed, now time.Time, d *Decision) {
 	}
 	// A request of this Machine's may still land on the host it moved
 	// from: PrevHost is kept until a pass finds none there (prevHost).
-	prev := st.PrevHost
 	if st.Host != "" && o.Host.Name != "" && o.Host.Name != st.Host {
-		prev = st.Host // moved: a stray write may still land there
+		movePrev(o, d, st.Host) // moved: a stray write may still land there
 	}
-	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Host: o.Host.Name, PrevHost: prev, Backup: backup, Tainted: tainted}
+	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Host: o.Host.Name, PrevHost: st.PrevHost, Backup: backup, Tainted: tainted}
 	// The new request replaces the last one on the same host (decide
 	// releases another host's first).
 	d.RemoveRebootAnnotation = false
@@ -797,15 +821,14 @@ func (c Config) releaseMoved(o Observed, d *Decision) {
 // request is gone from the host it moved from (State.Host, whose
 // evidence o.Host carries), whether that host may still be off for the
 // request: held, or powered off after the request with no power reading
-// of On (Host.Power) to confirm the power-on. Without a power reading
-// (RebootAPIHosts without Power) Host.PoweredOn trusts the reboot
-// controller's record, written before a power-on its BMC may refuse:
-// enough to release an admission, not to power a second host off for the
-// same one. The new host is requested only once the move is not blocked:
+// of On (Host.Power) nor the reboot controller's confirmation
+// (Host.ConfirmedOn) to confirm the power-on: the controller's record of
+// a power-on alone, written before a power-on its BMC may refuse, never
+// unblocks a move. The new host is requested only once the move is not blocked:
 // never two hosts held at once.
 func moveBlocked(o Observed) bool {
 	h := o.Host
-	return held(h) || h.OffAfterRequest && !h.Offline && h.Power != power.StateOn
+	return held(h) || h.OffAfterRequest && !h.Offline && h.Power != power.StateOn && !h.ConfirmedOn
 }
 
 // waitMoved waits, its request removed from the host the Machine no
@@ -823,16 +846,39 @@ func (c Config) waitMoved(o Observed, now time.Time, timedOut bool, d *Decision,
 	d.RequeueAfter = c.PollInterval
 }
 
-// unread says, for a move blocked while the reboot controller recorded
-// the old host's power-on (h.PoweredOn) that no reading confirms (h.Power
-// unknown), why: a move needs an On reading, which only a store that
-// reads the power gives (RebootAPIHosts.Power; the kube module's
-// SetRemediationPower). "" otherwise.
+// waitOverMoved decides for a remediation that is over, whose Machine is
+// unhealthy again and maps to another host than its last request's,
+// which may still be off for it (moveBlocked): it waits for that host,
+// with a current message, until Timeout after the Machine was first
+// seen unhealthy again (State.UnhealthyAgain), then escalates with the
+// reason; its admission is kept while the host is held.
+func (c Config) waitOverMoved(o Observed, now time.Time, d *Decision) {
+	st := &d.State
+	if st.UnhealthyAgain.IsZero() {
+		st.UnhealthyAgain = now
+	}
+	why := fmt.Sprintf("host %s, which the machine no longer maps to, may still be off for the last request%s", st.Host, unread(o.Host))
+	if now.Sub(st.UnhealthyAgain) >= c.Timeout {
+		c.escalate(o, now, d, fmt.Sprintf("%s, for %s: %s is not asked (power %s on, by hand if its BMC keeps refusing)",
+			why, c.Timeout, cmp.Or(o.Host.Name, "no host"), st.Host))
+		return
+	}
+	st.Message = fmt.Sprintf("%s: waiting for it to be powered on before starting again, until %s (if its BMC keeps refusing, power %s on by hand)",
+		why, st.UnhealthyAgain.Add(c.Timeout).UTC().Format(time.RFC3339), st.Host)
+	d.Reason = st.Message
+	d.RequeueAfter = min(c.PollInterval, st.UnhealthyAgain.Add(c.Timeout).Sub(now))
+}
+
+// unread says, for a move blocked while no reading confirms the old
+// host's power-on (h.Power unknown, h.ConfirmedOn false), why: a move
+// needs an On reading, the store's own (RebootAPIHosts.Power; the kube
+// module's SetRemediationPower) or the reboot controller's
+// (reboot.Status.OnConfirmed). "" otherwise.
 func unread(h Host) string {
-	if !h.PoweredOn || h.Power != power.StateUnknown {
+	if h.Power != power.StateUnknown || h.ConfirmedOn || !h.OffAfterRequest {
 		return ""
 	}
-	return "; its power-on is recorded but its power was not read (RebootAPIHosts.Power unset, in the kube module kube.SetRemediationPower not called, or its BMC did not answer): a move needs an On reading"
+	return "; no On reading confirms its power-on: its power was not read (RebootAPIHosts.Power unset, in the kube module kube.SetRemediationPower not called, or its BMC did not answer) and the reboot controller has not confirmed it (reboot.Status.OnConfirmed: its BMC refusing the power-on, or a controller of an earlier version)"
 }
 
 func (c Config) fenceNode(o Observed, d *Decision) {
@@ -883,7 +929,7 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 	if st.Attempt <= c.RetryLimit {
 		st.Attempt++
 		if moved(o) {
-			st.PrevHost = st.Host // moved: a stray write may still land there
+			movePrev(o, d, st.Host) // moved: a stray write may still land there
 		}
 		st.Phase, st.Started, st.RequestedAt, st.Host = PhasePowerOffRequested, now, now, cmp.Or(o.Host.Name, st.Host)
 		if st.Backup == nil {

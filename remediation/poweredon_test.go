@@ -17,6 +17,8 @@ import (
 // the host powered on only on an On reading taken at least StaleReads plus
 // a second after that record (reboot.Client.Up's rule). On the old code
 // PoweredOn was true on the record alone, with the host reading Off.
+// Without Power (review 40o), the controller's own confirmation
+// (Status.OnConfirmed) is needed instead of the record alone.
 func TestRebootHostsPoweredOnNeedsFreshOnReading(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	req := remediation.Request{Value: `{"mode":"hard"}`, At: t0}
@@ -26,14 +28,19 @@ func TestRebootHostsPoweredOnNeedsFreshOnReading(t *testing.T) {
 		power     power.State // StateUnknown: no Power
 		now       time.Time
 		poweredOn bool
+		confirmed bool // the controller's own On reading (Status.OnConfirmed)
 	}{
-		{name: "no Power: the record alone", now: t0.Add(10 * time.Second), poweredOn: true},
+		{name: "no Power: the record alone", now: t0.Add(10 * time.Second), poweredOn: false},
+		{name: "no Power: confirmed by the controller", now: t0.Add(10 * time.Second), poweredOn: true, confirmed: true},
 		{name: "reads Off (the BMC refused the power-on)", power: power.StateOff, now: t0.Add(10 * time.Second), poweredOn: false},
 		{name: "reads On within the stale window", power: power.StateOn, now: onAt.Add(1400 * time.Millisecond), poweredOn: false},
 		{name: "reads On past the stale window", power: power.StateOn, now: onAt.Add(1500 * time.Millisecond), poweredOn: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := reboot.Status{LastRequestSeen: t0, LastPoweredOff: t0.Add(time.Second), LastPoweredOn: onAt}
+			if tc.confirmed {
+				st.OnConfirmed = onAt
+			}
 			hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true, Status: st})
 			r := &remediation.RebootAPIHosts{Hosts: hosts, Now: func() time.Time { return tc.now }, StaleReads: 500 * time.Millisecond,
 				HostOf: func(context.Context, string) (string, error) { return "h1", nil }}

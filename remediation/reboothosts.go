@@ -56,10 +56,13 @@ type RebootAPIHosts struct {
 	// StaleReads, else the reboot default) plus a second after the
 	// controller's Status.LastPoweredOn, as reboot.Client.Up: that record
 	// is written before the power-on is sent, which a BMC may refuse.
-	// Without Power, PoweredOn trusts the record alone, and a Machine
-	// that moves to another host after its host was powered off for the
-	// request waits for a reading it never gets: its new host is not
-	// asked, and the attempt fails at its timeout.
+	// Without Power, PoweredOn needs the controller's own confirmation
+	// instead (Status.OnConfirmed: an On reading after the power-on that
+	// cannot be an echo, written by a reboot controller of this version):
+	// the record alone never says the host is on, so a host whose BMC
+	// refuses the power-on stays held (counted by the storm guard), and
+	// a Machine that moves to another host meanwhile waits for that
+	// confirmation until its attempt's timeout, then fails.
 	Power func(host string) (power.Controller, error)
 	// StaleReads is how long a power reading may echo an older state, for
 	// hosts that do not set their own (reboot.Host.StaleReads); 0: the
@@ -76,7 +79,11 @@ type RebootAPIHosts struct {
 	// OwnerOnline: the store fills every host's Online with its owner's
 	// wish (kube.RebootHosts: the BareMetalHost's spec.online; the kube
 	// module sets it). A host with Online false and no request of the
-	// Machine's on it is then Host.Offline, not held: the reboot
+	// Machine's on it is then Host.Offline, not held (for a live Machine,
+	// with Power, unless a power-on recorded after the request's
+	// power-off was never read On and the controller did not power the
+	// host off for its owner since: RebootPending, an owner's blip; for
+	// a Machine that is gone, ReadRequest, whatever its power): the reboot
 	// controller keeps it off for its owner ("held while Online is
 	// false") and powers it on for no request, so a Machine deleted after
 	// its host was released and deprovisioned gives its admission back.
@@ -87,6 +94,10 @@ type RebootAPIHosts struct {
 	// Retries bounds conflicting writes retried by RemoveRebootAnnotation.
 	// Default 10.
 	Retries int
+
+	// gone: read for a Machine that is gone (ReadRequest), whose owner
+	// released its host: Online false is that release, not a blip.
+	gone bool
 }
 
 func (r *RebootAPIHosts) client() *reboot.Client {
@@ -152,6 +163,13 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 		broken := h.Status.HoldBroken.After(h.Status.LastPoweredOff) && h.Status.HoldBroken.After(req.At)
 		out.Fenced = out.Requested && reboot.FencedFor(h.Status, tk, r.Now()) && !broken
 		out.PoweredOn = !present && h.Status.LastPoweredOn.After(req.At) && !h.Status.Pending()
+		out.ConfirmedOn = h.Status.LastPoweredOn.After(req.At) && h.Status.OnConfirmed.Equal(h.Status.LastPoweredOn)
+		if r.Power == nil {
+			// The record alone is a power-on decided, not done (a BMC may
+			// refuse it): without a reading of its own, the controller's
+			// confirmation by an On reading that cannot be an echo.
+			out.PoweredOn = out.PoweredOn && out.ConfirmedOn
+		}
 		out.OffAfterRequest = h.Status.LastPoweredOff.After(req.At)
 		out.RebootPending = h.Status.Pending()
 	}
@@ -182,8 +200,15 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 		// the reboot is not over. The controller powers the host on for
 		// it whenever Online is true, so an owner's Online false-and-back
 		// blip does not let the host go (held: RebootPending).
+		//
+		// Not for a Machine that is gone (ReadRequest): its owner
+		// released the host (a deleted Machine's host is deprovisioned
+		// and kept off), so Online false there is the lasting release
+		// OwnerOnline describes, whether or not the host was on when it
+		// came (the controller writes OfflineSince only when it powers an
+		// On host off).
 		st := h.Status
-		if req.Value != "" && !req.At.IsZero() && !out.PoweredOn && out.Power != power.StateOn &&
+		if !r.gone && req.Value != "" && !req.At.IsZero() && !out.PoweredOn && out.Power != power.StateOn &&
 			st.LastPoweredOff.After(req.At) && !st.LastPoweredOn.Before(st.LastPoweredOff) &&
 			!st.OfflineSince.After(st.LastPoweredOn) {
 			out.RebootPending = true
@@ -194,14 +219,19 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 
 // ReadRequest implements RequestReader: Get for req on req.Host, without
 // HostOf (Host.Name is req.Host); a host the store no longer has is
-// Missing. Without req.Host it is Get.
+// Missing. Without req.Host it is Get. The Machine is gone (the
+// Reconciler reads through it only for such Machines): with OwnerOnline,
+// a host whose owner set Online false with no request of the Machine's
+// on it and no reboot pending in the controller's status is Offline and
+// not held, even if its last power-on was never read On (a BMC that
+// refused it): the owner released it.
 func (r *RebootAPIHosts) ReadRequest(ctx context.Context, machine string, req Request) (Host, error) {
 	if req.Host == "" {
 		return r.Get(ctx, machine, req)
 	}
 	c := *r
 	c.HostOf = func(context.Context, string) (string, error) { return req.Host, nil }
-	c.HostsMayVanish = true
+	c.HostsMayVanish, c.gone = true, true
 	return c.Get(ctx, machine, req)
 }
 

@@ -317,6 +317,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	record = record && recorded.Host != "" &&
 		(adm.Requests[name].Value != recorded.Value || adm.Requests[name].Host != recorded.Host)
 	member, recordMember := memberOf(adm, rec.Machine, d, o.Admitted)
+	replacesPrev := d.RemovePrevRequest && stateAfter(rec.State, d).PrevHost != rec.State.PrevHost
+	if replacesPrev {
+		// A second move replaces State.PrevHost, where a request of the
+		// Machine's was found: removed before the state (and the
+		// admission's Member) that forget that host are saved.
+		if err := reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation from host "+rec.State.PrevHost+" for "+name, func(ctx context.Context) error {
+			return r.removePrev(ctx, name, rec.State.PrevHost, rec.Machine.UID)
+		}); err != nil {
+			return res, fmt.Errorf("remediation: remove reboot annotation from host %s for %s: %w", rec.State.PrevHost, name, err)
+		}
+	}
 	if d.Admit || record || recordMember {
 		if d.Admit {
 			adm.Machines = append(slices.Clone(adm.Machines), name)
@@ -362,7 +373,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		{d.RemoveRebootAnnotation, func(ctx context.Context) error {
 			return r.removeRequest(ctx, name, req, rec.State.PrevHost, rec.Machine.UID)
 		}, "remove reboot annotation", true},
-		{d.RemovePrevRequest && !d.RemoveRebootAnnotation, func(ctx context.Context) error {
+		{d.RemovePrevRequest && !d.RemoveRebootAnnotation && !replacesPrev, func(ctx context.Context) error {
 			return r.removePrev(ctx, name, rec.State.PrevHost, rec.Machine.UID)
 		}, "remove reboot annotation from host " + rec.State.PrevHost, true},
 		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func(ctx context.Context) error {

@@ -376,6 +376,7 @@ func TestReview40h_WatchDeafToRequestHostAfterMove(t *testing.T) {
 	h1, err := hosts.Get(ctx, "bmh-1")
 	require.NoError(t, err)
 	h1.Status.LastPoweredOn = time.Now()
+	h1.Status.OnConfirmed = h1.Status.LastPoweredOn
 	_, err = hosts.Update(ctx, h1)
 	require.NoError(t, err)
 	if !waitPass(count, 2*time.Second) {

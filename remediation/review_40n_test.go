@@ -27,19 +27,36 @@ import (
 // (Power unset, naming RebootAPIHosts.Power and kube.SetRemediationPower)
 // and, with Power set, the moved Machine's new host is remediated.
 // (Round 14 asked for h2 without Power; changed: that asserted the
-// unsafe rule finding 3 removes.)
+// unsafe rule finding 3 removes.) Review 40o: without Power, the reboot
+// controller's own confirmation (reboot.Status.OnConfirmed, from an On
+// reading that cannot be an echo) is that reading: with healthy BMCs h2
+// is asked, never on the record alone; with h1's BMC refusing the
+// power-on, the remediation fails with the message above.
 func TestReview40n_MovedWithoutPowerFailsHealthyHosts(t *testing.T) {
-	for _, withPower := range []bool{false, true} {
+	for _, tc := range []struct {
+		name             string
+		withPower, taken bool // Power set; h1's BMC refuses power-ons
+	}{{"no Power", false, false}, {"Power", true, false}, {"no Power, h1 refuses power-on", false, true}} {
 		g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 2 * time.Second})
-		if withPower {
+		if tc.withPower {
 			g.rh.Power = func(h string) (power.Controller, error) { return g.hw[h], nil }
 			g.rh.StaleReads = 100 * time.Millisecond // the reboot controller's
 		}
 		g.startOnH1(t, true)
+		if tc.taken {
+			g.hw["h1"].SetConfig(fake.PowerConfig{Lag: 20 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+				if c.Op == fake.OpOn {
+					return fake.Fault{Kind: fake.FaultFailed}
+				}
+				return fake.Fault{}
+			}})
+		}
 		g.hostOf.Store("h2") // the Machine now maps to h2
 		deadline := time.Now().Add(4 * time.Second)
 		asked := false
+		var h1 reboot.Host
 		for time.Now().Before(deadline) && !asked {
+			h1, _ = g.hosts.Get(context.Background(), "h1") // before the pass: its evidence then
 			_, _ = g.rem.Reconcile(context.Background(), "m1")
 			asked = g.state().Host == "h2"
 			if !asked && g.state().Phase == remediation.PhaseFailed {
@@ -49,13 +66,15 @@ func TestReview40n_MovedWithoutPowerFailsHealthyHosts(t *testing.T) {
 		}
 		st := g.state()
 		switch {
-		case withPower && !asked:
-			t.Fatalf("with Power, h1 back on by ground truth (truth %v), every BMC healthy: want h2 asked; ended %s: %q",
-				g.hw["h1"].Truth(), st.Phase, st.Message)
-		case !withPower && asked:
-			t.Fatalf("without Power, h2 asked on the reboot controller's record alone (h1 truth %v)", g.hw["h1"].Truth())
-		case !withPower && (st.Phase != remediation.PhaseFailed || !strings.Contains(st.Message, "RebootAPIHosts.Power") || !strings.Contains(st.Message, "kube.SetRemediationPower")):
-			t.Fatalf("without Power: want the remediation failed with a message naming RebootAPIHosts.Power and kube.SetRemediationPower; got %s: %q", st.Phase, st.Message)
+		case !tc.taken && !asked:
+			t.Fatalf("%s: h1 back on by ground truth (truth %v), every BMC healthy: want h2 asked; ended %s: %q",
+				tc.name, g.hw["h1"].Truth(), st.Phase, st.Message)
+		case !tc.withPower && asked && !h1.Status.OnConfirmed.Equal(h1.Status.LastPoweredOn):
+			t.Fatalf("%s: h2 asked on the reboot controller's record alone (h1 status %+v, truth %v)", tc.name, h1.Status, g.hw["h1"].Truth())
+		case tc.taken && asked:
+			t.Fatalf("%s: h2 asked while h1 is off for the request (truth %v)", tc.name, g.hw["h1"].Truth())
+		case tc.taken && (st.Phase != remediation.PhaseFailed || !strings.Contains(st.Message, "RebootAPIHosts.Power") || !strings.Contains(st.Message, "kube.SetRemediationPower")):
+			t.Fatalf("%s: want the remediation failed with a message naming RebootAPIHosts.Power and kube.SetRemediationPower; got %s: %q", tc.name, st.Phase, st.Message)
 		}
 	}
 }

@@ -99,6 +99,7 @@ func escalatedMachineDeleted(t *testing.T, recorded bool) {
 	// The reboot controller powers h1 on: the admission goes.
 	h1, _ = hosts.Get(ctx, "h1")
 	h1.Status.LastPoweredOn, h1.Status.PendingRebootSince = time.Now(), time.Time{}
+	h1.Status.OnConfirmed = h1.Status.LastPoweredOn // and read it On (no Power here)
 	if _, err := hosts.Update(ctx, h1); err != nil {
 		t.Fatal(err)
 	}
