@@ -215,3 +215,48 @@ func TestReview36t_UpgradeIdleHostSoftRebootHeldSixMinutesThenCutHard(t *testing
 		"a bare soft reboot asked 10 s after an upgrade (a BMC whose power-on presses, an idle host whose old-format status has a LastPoweredOn, nothing lost) got its first power-off %v after the request, mode %v: the soft shutdown was never tried and the power was cut; want a soft power-off within LostLanding + StaleReads = %v of the upgrade (the stated cost); truth %s",
 		offs[0].at, offs[0].mode, bound, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 20 (TestReview36t_TrackerUpgradeOldActingSinceBoundsHiddenPowerOnPress):
+// TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress through the
+// Tracker (no test drove Status.hidesPress through it): the Tracker's first
+// Observe bounds the press an old-format status hides in its LastPoweredOn
+// by the status's ActingSince (t.act.bound, tracker.go:251; quiet.go:38),
+// so Decide sends a hard fence's ForceOff (a Redfish BMC with ForceOff
+// whose power-on is PushPowerButton) at once although the old
+// process's power-on press, decided after that ActingSince, may still land
+// (A5). The same status without ActingSince holds the power-off back
+// (checked first: the Tracker does count the hidden press).
+func TestReview36t_TrackerUpgradeOldActingSinceBoundsHiddenPowerOnPress(t *testing.T) {
+	cfg := reboot.DefaultConfig()
+	wall := time.Date(2026, 1, 1, 0, 30, 0, 0, time.UTC)
+	mono := 30 * time.Minute
+	st := reboot.Status{
+		// The old process's power-on, 10 s before this start (it died
+		// right after, its answer lost), ending a reboot.
+		PendingRebootSince: wall.Add(-5 * time.Minute), LastPoweredOn: wall.Add(-10 * time.Second), Works: 3,
+		LastPoweredOff: wall.Add(-4 * time.Minute),
+	}
+	decide := func(st reboot.Status) reboot.Decision {
+		tr := reboot.NewTracker(mono, wall)
+		rd := reboot.Reading{
+			Host: reboot.Host{Name: "h", Version: "1", Online: true, Status: st,
+				Annotations: map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}},
+			Power: power.StateOn, Now: wall.Add(time.Second), Mono: mono + time.Second, ReadEnd: mono + time.Second,
+			// Redfish with ForceOff, but On only as PushPowerButton.
+			SoftToggles: false, HardToggles: false, OnToggles: true,
+		}
+		return cfg.Decide(tr.Observe(rd, cfg), rd.Now)
+	}
+	d := decide(st)
+	t.Logf("%v %v %s %v", d.Power, d.Mode, d.Reason, d.RequeueAfter)
+	require.NotEqual(t, reboot.ActionPowerOff, d.Power,
+		"the setup: without ActingSince the Tracker counts the hidden power-on press (%s)", d.Reason)
+	// The round-14 version's ActingSince: its process's start, 20 minutes
+	// before, never cleared.
+	st.ActingSince = wall.Add(-20 * time.Minute)
+	d = decide(st)
+	t.Logf("%v %v %s %v", d.Power, d.Mode, d.Reason, d.RequeueAfter)
+	require.NotEqual(t, reboot.ActionPowerOff, d.Power,
+		"Tracker, first pass after an upgrade, hard fence: an old-format status (no LastPress, Format 0, LastPoweredOn 10 s before the start on a press-on BMC) with an ActingSince 20 min old: power-off %v sent at once (%s), while the old process's power-on press may land until LostLanding after the start",
+		d.Mode, d.Reason)
+}
