@@ -15,9 +15,9 @@ import (
 
 // Review 36 round 20 (TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress):
 // round 19's fix counts a LastPoweredOn in a status of an older Format as a
-// press that may still land (Status.hidesPress, toggle.go:132), but the
+// press that may still land (Status.hidesPress, toggle.go:131-135), but the
 // restart's first pass then bounds it by the status's ActingSince
-// (reconciler.go:462, actedBound.bound, quiet.go:38). bound refuses an
+// (reconciler.go:461, actedBound.bound, quiet.go:39-45). bound refuses an
 // ActingSince only when a LastPress is later than it ("a press decided
 // after it"); the hidden press is a LastPoweredOn, which it does not
 // compare. In a status of an older format ActingSince does not mean what
@@ -126,14 +126,14 @@ func TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress(t *testing.T) {
 // more. Every idle host whose status an older version wrote after a
 // power-on (LastPoweredOn set: the whole fleet) counts, on a BMC whose
 // power-on may press (OnToggler), a press as sent at the upgraded
-// controller's start (Status.hidesPress, toggle.go:132; sinceOff's first
+// controller's start (Status.hidesPress, toggle.go:131-135; sinceOff's first
 // pass, reconciler.go:456), not seen answered, so lost (A5): landWait
 // holds every power-off LostLanding (180 s), and then pressWait
-// (toggle.go:85) holds a press until SoftTimeout + StaleReads after that
+// (toggle.go:96) holds a press until SoftTimeout + StaleReads after that
 // counted landing, an On reading that cannot echo its shutdown. A bare soft
 // reboot asked 10 s after the upgrade, nothing lost, nothing pending at the
 // upgrade, is carried out 6m20s later, and hard: SoftTimeout, counted from
-// PendingRebootSince (decide.go:968), ran out while the soft press was held
+// PendingRebootSince (decide.go:972), ran out while the soft press was held
 // back, so the soft shutdown was never tried and the host's power is cut
 // (issue 36 point 3: "leave escalation to SoftTimeout" of a soft attempt).
 // doc.go A5 (lines 338-343) says only "waits LostLanding longer".
@@ -220,7 +220,7 @@ func TestReview36t_UpgradeIdleHostSoftRebootHeldSixMinutesThenCutHard(t *testing
 // TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress through the
 // Tracker (no test drove Status.hidesPress through it): the Tracker's first
 // Observe bounds the press an old-format status hides in its LastPoweredOn
-// by the status's ActingSince (t.act.bound, tracker.go:251; quiet.go:38),
+// by the status's ActingSince (t.act.bound, tracker.go:252; quiet.go:39-45),
 // so Decide sends a hard fence's ForceOff (a Redfish BMC with ForceOff
 // whose power-on is PushPowerButton) at once although the old
 // process's power-on press, decided after that ActingSince, may still land
