@@ -32,7 +32,13 @@
 //     PoolConfig.ConnectTimeout, one login at a time per BMC: the next
 //     login goes once the BMC has accepted this one, ConnectInfo.LoggedIn,
 //     so that a dead blade's read of its system never holds its
-//     neighbours' logins) and keeps it for the next calls. A caller that gives up (its context ends) during
+//     neighbours' logins; a login that opens no session,
+//     ConnectInfo.NoSession, hands its turn on as soon as it says so, and
+//     that host's later ones take none) and keeps it for the next
+//     calls. The session is shared from the moment the BMC accepted its
+//     login (LoggedIn's controller): the other hosts of the same login
+//     join it at once, never waiting for the first host's read of its
+//     system (a dead blade's hangs for ConnectTimeout). A caller that gives up (its context ends) during
 //     a login, or while its host joins a shared session, gets a busy error
 //     at once; the login or join goes on (bounded by ConnectTimeout), is
 //     not counted against the BMC for the caller's giving up, and serves
@@ -146,7 +152,11 @@
 //     no session, neither one serving hosts nor another login's kept one:
 //     it retries at its own back-off, at most one such host's login per
 //     BMC per LoginInterval (whatever the number of such hosts, a slot
-//     free or not); when its BMC is at the bound it logs in one over the
+//     free or not; the turn goes to the host asking that had it longest
+//     ago, and a host keeps its claim for its own pause between tries
+//     plus LoginInterval, at most MaxBackoff plus LoginInterval: a
+//     repaired blade tried every few minutes is not starved by dead ones
+//     polled every second); when its BMC is at the bound it logs in one over the
 //     bound, and otherwise
 //     fails as busy (at once, unless a session is being logged out; its
 //     error wraps the host's last failure, ErrNoSystem for example). If

@@ -64,7 +64,18 @@ func CheckPoolInvariants(p *Pool) error {
 				return fmt.Errorf("BMC %s: login %q filed under the wrong key or BMC", name, key)
 			}
 			if s := cr.shared; s != nil {
-				if _, ok := ep.live[s]; !ok || s.cr != cr {
+				_, ok := ep.live[s]
+				if s.early {
+					// Shared before its login's Connect returned: out
+					// of the bound's live sessions, counted, joined by
+					// that Connect (pool_join.go).
+					if ok || s.retired || s.uncounted || s.ctrl == nil || s.joins < 1 || cr.connecting < 1 {
+						return fmt.Errorf("BMC %s: a session shared before its login returned is live (%v), retired (%v), uncounted (%v), closed (%v), unjoined (%v), or no login runs (%v)",
+							name, ok, s.retired, s.uncounted, s.ctrl == nil, s.joins < 1, cr.connecting < 1)
+					}
+				} else if !ok && !s.uncounted || s.cr != cr {
+					// (A session that opens none at the BMC, basic
+					// auth, is never in the bound's live ones.)
 					return fmt.Errorf("BMC %s: the shared session of a login is not a live session of that login", name)
 				}
 			}

@@ -260,6 +260,7 @@ type session struct {
 	lastUsed  time.Time
 	idle      *list.Element
 	retired   bool
+	early     bool // shared before its login's Connect returned, which it has not yet (pool_join.go)
 	uncounted bool // its login opened no session on the BMC: in neither endpoint.sessions nor live
 	// outgoing: retired while a host joined it, and not closed yet: it
 	// stays logged in for the join (bounded by the joiner's own
@@ -288,10 +289,11 @@ type entry struct {
 	// accepted the login (hostsOwn: its system not found, or failing).
 	missing bool
 	// The retry turn of a host whose system failed (pool_turn.go): when
-	// it last had it (zero: never), when it last asked, its order among
-	// the hosts asking and its index in endpoint.turns plus one (0: not
-	// waiting).
+	// it last had it (zero: never), when it last asked, the longest pause
+	// between its asks while it waits (askGap), its order among the hosts
+	// asking and its index in endpoint.turns plus one (0: not waiting).
 	turnAt, askedAt time.Time
+	askGap          time.Duration
 	turnSeq         uint64
 	turnIdx         int
 	// cmdEvict: when a power command of this host last closed a live

@@ -76,8 +76,13 @@ type ConnectInfo struct {
 	// accepted its login, before it reads the host's system: the BMC's
 	// login turn (one login at a time) goes to the next login then, and
 	// the system's read (which may hang: a dead blade) is the host's own
-	// business. Its session still counts against MaxSessions.
-	LoggedIn func()
+	// business. Its session still counts against MaxSessions. shared, if
+	// not nil, is a SessionSharer on the new session (the controller the
+	// Connect will return or hand over with AfterLoginKeep): the Pool
+	// offers it at once to the Connects of the other hosts of the same
+	// BMC and login (ConnectInfo.Shared), which need not wait for this
+	// host's system read.
+	LoggedIn func(shared Controller)
 }
 
 type connectInfoKey struct{}
@@ -214,8 +219,10 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		if cr.connecting > 0 {
 			// A login with these credentials was accepted and reads its
 			// host's system (the BMC's login turn handed on,
-			// ConnectInfo.LoggedIn): its session is shared once it
-			// returns, so wait for it rather than log in again
+			// ConnectInfo.LoggedIn) without offering its session
+			// early (pool_join.go: then this host joins it above): its
+			// session is shared once it returns, so wait for it rather
+			// than log in again
 			// (TestReview35_SlowSystemLookupSplitsSharedLogin).
 			if err := p.waitLocked(ctx, ep, op, "waiting for another login with these credentials to this BMC"); err != nil {
 				return giveUp(err)
@@ -370,122 +377,6 @@ func (p *Pool) carryOnLocked(op, host string, t Target, held *entry, ep *endpoin
 	}()
 }
 
-// attach makes e's controller on shared session s (p.mu held on entry,
-// released). The join runs as a login does: on its own goroutine, bounded
-// by ConnectTimeout only; a caller that gives up waiting gets a busy error
-// at once, and the join goes on, its outcome counted and its controller
-// kept for the next call (the caller's cancellation or deadline is not
-// the BMC's failure). A join is no use of the session: the session stays
-// on the idle list with its last use unchanged, and is not closed while
-// the join runs (s.joins). again: look at e afresh (the adapter declined,
-// or s went away meanwhile).
-func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *session, _ Controller, _ error, again bool) {
-	e.connecting = true
-	s.joins++
-	// A refused re-login the adapter made meanwhile (through the gate,
-	// power/redfish's share) is counted already.
-	authFailures := e.cr.authFailures
-	jctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr)}), p.cfg.ConnectTimeout)
-	connect := e.target.Connect
-	type joinResult struct {
-		s     *session
-		ctrl  Controller
-		err   error
-		again bool
-	}
-	res := make(chan joinResult, 1)
-	waiting := true   // guarded by p.mu: the caller still waits
-	finished := false // guarded by p.mu: Connect returned
-	// A Connect that ignores its deadline does not keep a session nobody
-	// uses any more logged in: once its time is up, a retired session
-	// with no call on it is closed (the join then fails).
-	overrun := time.AfterFunc(p.cfg.ConnectTimeout+abandonGrace, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if !finished && s.retired && s.inUse == 0 {
-			p.closeLocked(s)
-		}
-	})
-	p.mu.Unlock()
-	go func() {
-		ctrl, err := connect(jctx)
-		cancel()
-		overrun.Stop()
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		finished = true
-		e.connecting = false
-		s.joins--
-		defer p.wakeLocked(s.cr.ep)
-		defer p.trimLocked(s.cr.ep, nil) // a session retired meanwhile may free a slot
-		defer func() {
-			if s.retired && s.inUse == 0 && s.joins == 0 {
-				p.closeLocked(s) // retired while joined, and nobody uses it
-			}
-		}()
-		switch {
-		case err != nil && errors.Is(err, ErrNotShared):
-			e.noShare = true
-			res <- joinResult{again: true}
-			return
-		case err != nil:
-			// Not a login of its own. A refusal of the credentials counts
-			// once against the login (unless the adapter's re-login went
-			// through the gate, which counted it): every host without a
-			// session of its own then waits out the back-off, and hosts
-			// whose calls work keep the session (their calls tell whether
-			// it still works). Any other failure (a system not found or
-			// failing, a join that ran out of its own time) backs this
-			// host alone off.
-			if pe := (*Error)(nil); !errors.As(err, &pe) {
-				err = &Error{Op: "connect", Class: Classify(err), Err: err}
-			}
-			if errors.Is(err, ErrAuth) {
-				if e.cr.authFailures == authFailures {
-					p.failedLocked(e.cr, err)
-				}
-			} else {
-				p.ownLocked(e, err)
-			}
-			res <- joinResult{err: err}
-			return
-		case s.retired && s.ctrl != nil && waiting && p.hosts[e.host] == e && !p.closed:
-			// Retired while joined (trimmed for another login): still
-			// logged in, it serves the call that waited for the join, and
-			// is logged out when that call ends.
-			p.useLocked(s)
-			res <- joinResult{s: s, ctrl: ctrl}
-			return
-		case s.retired || p.hosts[e.host] != e || p.closed:
-			res <- joinResult{again: true} // nothing of its own to close
-			return
-		}
-		e.sess, e.ctrl = s, ctrl
-		e.ownFails, e.ownLast = 0, nil
-		p.markMissingLocked(e, false)
-		s.entries[e] = struct{}{}
-		if waiting {
-			p.useLocked(s) // the caller's call
-		}
-		res <- joinResult{s: s, ctrl: ctrl}
-	}()
-	select {
-	case r := <-res:
-		p.mu.Lock()
-		return r.s, r.ctrl, r.err, r.again
-	case <-ctx.Done():
-	}
-	p.mu.Lock()
-	select {
-	case r := <-res:
-		return r.s, r.ctrl, r.err, r.again
-	default:
-	}
-	waiting = false
-	return nil, nil, &Error{Op: op, Class: ClassBusy,
-		Message: "gave up waiting for this host to join the BMC's shared session; it goes on, and the next call uses it", Err: ctx.Err()}, false
-}
-
 // loginResult is a login's outcome for the caller that started it.
 type loginResult struct {
 	s    *session
@@ -540,11 +431,15 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		}
 	}
 	// The BMC accepted the login: the next login may go, beside this
-	// one's read of its system.
-	loggedIn := func() {
+	// one's read of its system, and the hosts of the same login join its
+	// session meanwhile (pool_join.go).
+	loggedIn := func(shared Controller) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		endTurn()
+		if shared != nil && !finished {
+			p.publishEarlyLocked(s, shared)
+		}
 	}
 	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx),
 		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession, LoggedIn: loggedIn}), p.cfg.ConnectTimeout)
@@ -577,6 +472,10 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		cr.connecting--
 		e.connecting = false
 		defer p.wakeLocked(ep)
+		if s.early {
+			res <- p.settleEarlyLocked(s, e, ctrl, err, waiting, overran)
+			return
+		}
 		if err != nil {
 			var kept Controller
 			kept, err = keptSession(err)

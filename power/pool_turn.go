@@ -11,8 +11,14 @@ import (
 // ago (never first), not to whoever calls first once the interval is over;
 // dead blades polled every second would otherwise take every turn, and a
 // repaired blade polled less often never get one
-// (TestReview35_RepairedBladeStarvedByDeadNeighbours). A host that asked
-// no more for LoginInterval no longer waits: it holds no turn back.
+// (TestReview35_RepairedBladeStarvedByDeadNeighbours). A host waiting
+// holds the turn back for as long as it keeps asking at its own pace: for
+// the longest pause between its asks plus LoginInterval (at most
+// MaxBackoff plus LoginInterval) after its last ask; a repaired blade
+// asked every 2 minutes (a health check) then gets the next turn when it
+// asks again, not the dead blades polled every second
+// (TestReview35_RepairedBladePolledSlowlyStarves). A host that asked no
+// more for that long no longer waits: it holds no turn back.
 
 // turnLocked notes that missing host e asks for the retry turn of its BMC
 // at now, and reports whether it has it (p.mu held): the interval since
@@ -21,6 +27,11 @@ import (
 // tookTurnLocked.
 func (p *Pool) turnLocked(e *entry, now time.Time) bool {
 	ep := e.cr.ep
+	if gap := now.Sub(e.askedAt); e.askedAt.IsZero() || gap < 0 {
+		e.askGap = 0
+	} else if e.turnIdx == 0 || gap > e.askGap {
+		e.askGap = gap // since its last ask (before it queued: its pace)
+	}
 	e.askedAt = now
 	if e.turnIdx == 0 {
 		e.turnSeq = ep.turnSeq
@@ -35,11 +46,18 @@ func (p *Pool) turnLocked(e *entry, now time.Time) bool {
 		if h == e {
 			return true
 		}
-		if now.Sub(h.askedAt) < p.cfg.LoginInterval {
+		if now.Sub(h.askedAt) < p.askHold(h) {
 			return false // h still asks, and had the turn longer ago
 		}
 		heap.Pop(&ep.turns) // h asks no more
 	}
+}
+
+// askHold is how long after its last ask waiting host h still holds the
+// turn back: the longest pause between its asks plus LoginInterval, at
+// most MaxBackoff plus LoginInterval.
+func (p *Pool) askHold(h *entry) time.Duration {
+	return min(h.askGap, p.cfg.MaxBackoff) + p.cfg.LoginInterval
 }
 
 // tookTurnLocked records that missing host e retries now, on its BMC's

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,6 +228,146 @@ func TestReview35_BasicAuthDeadBladeHoldsLoginTurn(t *testing.T) {
 	err := c.Off(ctx, power.ModeHard)
 	t.Logf("C's fence: %v; H's read: %v", err, <-read)
 	assert.NoError(t, err, "C's fence failed behind its dead neighbour's basic-auth connect")
+	assert.Contains(t, b.Resets(), "ForceOff", "C's reset was never sent")
+	s, _ := hwC.State(ctx)
+	assert.Equal(t, power.StateOff, s, "host C, fenced, is still powered")
+}
+
+// TestReview35_BasicAuthDeadBladeBacksOffNeighbours (review round 21,
+// issue 35 point 1: "One host's ... failure blocks its neighbours": back
+// off logins, not hosts). A chassis whose blades share one basic-auth
+// account (one Login, as a chassis manager's single service account is):
+// blade 1 is dead (its system reads hang), blade 2 works. With BasicAuth
+// the BMC "accepts" the login without a session (the service root), so
+// the dead blade's timed-out system read is the host's own failure, not
+// its credentials'; yet the Pool counts it as a failed login of the
+// shared credentials and backs them off: host C (blade 2), which has no
+// controller yet (a new host, a restart, churn), is refused its fence
+// while the BMC and its credentials work, for as long as the dead blade
+// keeps failing. Ground truth: the emulator's reset log and C's
+// hardware.
+func TestReview35_BasicAuthDeadBladeBacksOffNeighbours(t *testing.T) {
+	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	hwC := fake.NewPower(time.Now, fake.PowerConfig{})
+	b.AddSystem("2", hwC)
+	srv := httptest.NewTLSServer(wedgedBlade(b, "1", "", 0))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{ConnectTimeout: 300 * time.Millisecond, CallTimeout: 2 * time.Second})
+	ctx := context.Background()
+	h := pool.Controller("h", basicTarget(srv, "1", bmcPassword))
+	c := pool.Controller("c", basicTarget(srv, "2", bmcPassword))
+	for i := range 4 { // the monitor reads the dead blade every 10 s
+		if i > 0 {
+			clk.Advance(10 * time.Second)
+		}
+		_, err := h.State(ctx)
+		t.Logf("H: %v", err)
+	}
+	clk.Advance(2 * time.Second)
+	err := c.Off(ctx, power.ModeHard)
+	t.Logf("C's fence: %v", err)
+	assert.NoError(t, err, "C's fence (the BMC and the shared credentials work) refused because its dead neighbour's system read failed")
+	assert.Contains(t, b.Resets(), "ForceOff", "C's reset was never sent")
+	s, _ := hwC.State(ctx)
+	assert.Equal(t, power.StateOff, s, "host C, fenced, is still powered")
+}
+
+// TestReview35_RepairedBladePolledSlowlyStarves (review round 21, issue 35
+// point 1; round 20's fix: the retry turn of hosts whose system failed
+// goes to the one that had it longest ago, power/pool_turn.go). The same
+// chassis as TestReview35_RepairedBladeStarvedByDeadNeighbours, but the
+// repaired blade H is tried every 2 minutes (a health check's period,
+// an operator's retry), longer than LoginInterval. Its ask holds the turn
+// back for a LoginInterval (nobody else takes it), then is dropped ("a
+// host that asked no more for LoginInterval no longer waits"); the dead
+// blades, polled every second, take the turn as soon as H's ask is
+// dropped, so it is never over when H asks again: H, whose system and
+// credentials work, is refused busy for as long as its dead neighbours
+// are polled (20 minutes here, the test's end). Ground truth: the
+// emulator's reset log and H's hardware.
+func TestReview35_RepairedBladePolledSlowlyStarves(t *testing.T) {
+	clk := newClock()
+	b := redfishtest.NewBMC(clk.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	srv := b.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := newPool(t, clk, power.PoolConfig{})
+	ctx := context.Background()
+	monitored := []power.Controller{
+		pool.Controller("a", loginTarget(srv, "1", "secret-a/v1")),
+		pool.Controller("b", loginTarget(srv, "2", "secret-b/v1")),
+	}
+	for i := range 3 { // dead blades
+		monitored = append(monitored, pool.Controller("dead-"+strconv.Itoa(i), loginTarget(srv, strconv.Itoa(7+i), "secret-dead-"+strconv.Itoa(i)+"/v1")))
+	}
+	h := pool.Controller("h", loginTarget(srv, "5", "secret-h/v1"))
+	hwH := fake.NewPower(time.Now, fake.PowerConfig{})
+	start := clk.Now()
+	repairAt := 5 * time.Minute
+	var fenced time.Duration = -1
+	tries := 0
+	for sec := 0; sec < 25*60 && fenced < 0; sec++ {
+		el := clk.Now().Sub(start)
+		for _, c := range monitored {
+			_, _ = c.State(ctx)
+		}
+		switch {
+		case el < repairAt && sec%10 == 0:
+			_, _ = h.State(ctx) // H's system is missing: its tries fail
+		case el == repairAt:
+			b.AddSystem("5", hwH) // reseated
+		case el > repairAt && sec%120 == 7:
+			tries++
+			if err := h.Off(ctx, power.ModeHard); err == nil {
+				fenced = el - repairAt
+			} else if tries <= 2 {
+				t.Logf("H's fence %v after the repair: %v", el-repairAt, err)
+			}
+		}
+		clk.Advance(time.Second)
+		if sec%5 == 0 {
+			power.Sweep(pool)
+		}
+	}
+	s, _ := hwH.State(ctx)
+	t.Logf("H fenced %v after its repair (-1: never, %d tries); H %s; resets %v; logins %d", fenced, tries, s, b.Resets(), b.Logins())
+	assert.True(t, fenced >= 0 && fenced <= 5*time.Minute, "H, repaired and tried every 2 minutes, is refused for as long as its dead neighbours are polled")
+	assert.Equal(t, power.StateOff, s, "host H, fenced every 2 minutes for 20 minutes, is still powered")
+}
+
+// TestReview35_SameLoginWaitsForDeadBladesJoin (review round 21, issue
+// 35 point 1: "a host's failure never refuses another host whose ...
+// session is open"; round 20's fix: ConnectInfo.LoggedIn hands the BMC's
+// login turn on once accepted, "same-credential logins still wait",
+// cr.connecting in pool_login.go). One chassis account for all blades
+// (one login, so one shared session): nothing is open yet (a restart).
+// The monitor reads the dead blade H first (its system read hangs); its
+// login is accepted at once, and its Connect then reads blade 1 for the
+// whole ConnectTimeout. Blade C (working) is fenced 50 ms later: it needs
+// the session H's login opened, and waits for H's Connect to return
+// (cr.connecting) instead of using the accepted session (or logging in
+// beside it): left 50 ms of its CallTimeout, the fence fails, never sent.
+// With the fault on, every retry of H overlaps the fences of its
+// neighbours that need the session the same way. Ground truth: the
+// emulator's reset log and C's hardware.
+func TestReview35_SameLoginWaitsForDeadBladesJoin(t *testing.T) {
+	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	hwC := fake.NewPower(time.Now, fake.PowerConfig{})
+	b.AddSystem("2", hwC)
+	srv := httptest.NewTLSServer(wedgedBlade(b, "1", "2", 100*time.Millisecond))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	pool := newPool(t, newClock(), power.PoolConfig{ConnectTimeout: time.Second, CallTimeout: time.Second})
+	ctx := context.Background()
+	h := pool.Controller("h", systemTarget(srv, "1", bmcPassword))
+	c := pool.Controller("c", systemTarget(srv, "2", bmcPassword))
+
+	read := make(chan error, 1)
+	go func() { _, err := h.State(ctx); read <- err }()
+	time.Sleep(50 * time.Millisecond)
+	err := c.Off(ctx, power.ModeHard)
+	t.Logf("C's fence: %v; H's read: %v; logins %d", err, <-read, b.Logins())
+	assert.NoError(t, err, "C's fence failed behind its dead neighbour's connect on the same credentials")
 	assert.Contains(t, b.Resets(), "ForceOff", "C's reset was never sent")
 	s, _ := hwC.State(ctx)
 	assert.Equal(t, power.StateOff, s, "host C, fenced, is still powered")

@@ -78,11 +78,16 @@
 //     whose system then failed or was not found hands its session over
 //     (power.AfterLoginKeep) instead of logging it out: the Pool shares
 //     it with the other systems' hosts. Once a session's login was
-//     accepted, Connect calls power.ConnectInfo.LoggedIn, before it reads
-//     the system: the Pool's next login to the BMC goes meanwhile. With
+//     accepted, Connect calls power.ConnectInfo.LoggedIn with itself (the
+//     session's controller), before it reads the system: the Pool's next
+//     login to the BMC goes meanwhile, and the other hosts of the same
+//     login join the session without waiting for that read. With
 //     BasicAuth, Connect calls
 //     power.ConnectInfo.NoSession first: it opens no session on the BMC,
-//     and a Pool counts none against its bound.
+//     and a Pool counts none against its bound; a direct read of the
+//     host's system that runs out of time while the Systems collection
+//     answered the same credentials (a dead blade) is the host's own
+//     (power.AfterLogin), not the credentials'.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
@@ -252,8 +257,9 @@ type Config struct {
 	// to end (as long as its caller's context allows). The requests of a
 	// power command (On, Off, Reset: their reads and the Reset POST) are
 	// never held by it: a fence does not queue behind reads. The
-	// transport made here (not Config.HTTPClient's) keeps as many idle
-	// connections to the BMC. Default DefaultMaxInFlight; the first
+	// transport made here (not Config.HTTPClient's) keeps twice as many
+	// idle connections to the BMC (a read's place is free before its
+	// connection is). Default DefaultMaxInFlight; the first
 	// Controller of a session sets it.
 	MaxInFlight int
 }
@@ -425,7 +431,7 @@ func (c *Controller) connect(ctx context.Context, ci power.ConnectInfo) error {
 	}
 	c.sess.set(client)
 	if ci.LoggedIn != nil && !c.cfg.BasicAuth {
-		ci.LoggedIn()
+		ci.LoggedIn(c) // c's session serves the other systems' hosts from now on
 	}
 	if err := c.discover(ctx); err != nil {
 		if keep && !c.cfg.BasicAuth && errors.Is(err, power.ErrAfterLogin) {
@@ -468,7 +474,17 @@ func (c *Controller) discover(ctx context.Context) error {
 			return c.classify("list systems", r.listErr) // the service's: the login's
 		}
 		if err != nil && r.listed {
-			return c.systemsOwn(c.classify("read system", err))
+			e := c.classify("read system", err)
+			if c.cfg.BasicAuth && !errors.Is(e, power.ErrAuth) {
+				// The collection answered these credentials while the
+				// system's own read ran out of time (a dead blade): the
+				// system's failure, not the credentials' (a refused
+				// password is answered 401, it does not hang), so the
+				// Pool backs this host alone off, never the shared
+				// login (TestReview35_BasicAuthDeadBladeBacksOffNeighbours).
+				return power.AfterLogin(e)
+			}
+			return c.systemsOwn(e)
 		}
 		if err != nil && c.cfg.BasicAuth {
 			// With basic auth nothing proved the credentials yet: a
@@ -906,9 +922,9 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 	return pe
 }
 
-// postReset posts the Reset action rt on c's session. sent: the POST was
-// handed to the HTTP client (it may have reached the BMC); if not, it
-// certainly did not.
+// postReset posts the Reset action rt on c's session. sent: the last POST
+// was handed to the HTTP client and not refused with a 401 (it may have
+// reached the BMC and been applied); if not, nothing was applied.
 func (c *Controller) postReset(ctx context.Context, rt string) (sent bool, err error) {
 	err = c.withSession(ctx, func(cl *reqPath) error {
 		cl.sent = func() { sent = true }
@@ -916,6 +932,15 @@ func (c *Controller) postReset(ctx context.Context, rt string) (sent bool, err e
 		if resp != nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
+		}
+		var re *schemas.Error
+		if errors.As(err, &re) && re.HTTPReturnedStatusCode == http.StatusUnauthorized {
+			// Answered with a refusal (the session expired): the BMC
+			// applied nothing. Unless the retry after the re-login is
+			// handed to the client, nothing was sent: a re-login that
+			// outlives the caller opens no lost window and records no
+			// press (TestReview35_RefusedPressWithSlowReloginBlocksPresses).
+			sent = false
 		}
 		return err
 	})

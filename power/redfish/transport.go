@@ -61,16 +61,22 @@ func bmcPath(uri string) bool {
 }
 
 // transport is the Controller's own: verified TLS unless told not to, the
-// proxy of Config.Proxy only, and Config.MaxInFlight idle connections kept.
+// proxy of Config.Proxy only, and twice Config.MaxInFlight idle
+// connections kept.
 func (c *Controller) transport() *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil
 	if c.cfg.Proxy != nil {
 		tr.Proxy = http.ProxyURL(c.cfg.Proxy)
 	}
-	// As many idle connections as requests in flight: a round of reads
-	// of the session's systems reuses them, no new TLS handshake each.
-	tr.MaxIdleConnsPerHost = c.cfg.maxInFlight()
+	// Twice as many idle connections as reads in flight: a read's place
+	// is free once its answer arrived, while its connection goes back to
+	// the idle ones only once its body is read, so the next read may dial
+	// one more meanwhile; keeping those too, a round of reads of the
+	// session's systems reuses them, no new TLS handshake each (under
+	// -race, a limit of MaxInFlight closed the extra connection and the
+	// next round dialled again: TestReview35_SharedSessionFansOutUnbounded).
+	tr.MaxIdleConnsPerHost = 2 * c.cfg.maxInFlight()
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: c.cfg.RootCAs,
 		InsecureSkipVerify: c.cfg.InsecureSkipVerify} //nolint:gosec // the caller opted out
 	return tr
