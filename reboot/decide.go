@@ -98,7 +98,9 @@ type Status struct {
 	// minutes do not put a press off for ever
 	// (TestReview36o_RestartEveryThreeMinutesNeverReboots,
 	// TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots). Zero if
-	// unknown.
+	// unknown. Only a status of StatusFormat is read so: an older
+	// version wrote its process's start here and never cleared it
+	// (TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress).
 	ActingSince time.Time
 	// Works counts the works begun for this host: each pending reboot
 	// and each Online=false enforcement, when it begins, takes the next

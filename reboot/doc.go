@@ -342,7 +342,9 @@
 //	    or, on an OnToggler, a LastPoweredOn: TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn,
 //	    TestReview36s_RollingUpgradeHandoverPowersHeldHostOn);
 //	    but from Status.ActingSince + Config.Precision, if the status has
-//	    one, not from its own start or leadership: the controller writes
+//	    one (and is of StatusFormat: an older version's ActingSince bounds
+//	    nothing, TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress),
+//	    not from its own start or leadership: the controller writes
 //	    it, while a power-off may be in effect, once every power-off and
 //	    press it knows of (its own, and those it counted of others) has
 //	    returned, and clears it in the versioned write before every power
