@@ -107,6 +107,17 @@ type Status struct {
 	// count as its Work.N, so that two begun within one Config.Precision
 	// tick (whose Since is the same) are told apart.
 	Works uint64
+	// SoftSince is when the controller first decided the pending
+	// reboot's soft power-off (truncated to Config.Precision), written in
+	// the versioned write before it is sent; zero, or earlier than
+	// PendingRebootSince (an earlier reboot's), while none was. A soft
+	// reboot escalates to hard SoftTimeout after it, not after
+	// PendingRebootSince: one held back by the controller's own waits (a
+	// press that may still land, landWait; an earlier press's shutdown,
+	// pressWait) is tried soft first
+	// (TestReview36t_UpgradeIdleHostSoftRebootHeldSixMinutesThenCutHard,
+	// TestReview36tFix_HeldBackSoftRebootTriedSoftFirst).
+	SoftSince time.Time
 	// Format is the format of the status: StatusFormat in every status
 	// this version writes (with anything else in it), zero in one written
 	// before every press was recorded in LastPress (power-offs and
@@ -135,7 +146,7 @@ func (s Status) Equal(o Status) bool {
 		s.HoldBroken.Equal(o.HoldBroken) &&
 		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
 		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works &&
-		s.Format == o.Format
+		s.SoftSince.Equal(o.SoftSince) && s.Format == o.Format
 }
 
 // Pending reports whether a reboot is pending.
@@ -691,7 +702,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 			st.Mode = power.ModeHard
 		}
 		st.Seen, st.LastRequestSeen, st.HoldBroken = nil, time.Time{}, time.Time{}
-		st.RewriteSeen, st.LastRewriteSeen = time.Time{}, time.Time{}
+		st.RewriteSeen, st.LastRewriteSeen, st.SoftSince = time.Time{}, time.Time{}, time.Time{}
 	}
 	if st.Pending() {
 		c.see(d.Requests, p, st)
@@ -898,6 +909,7 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	clamp("rewriteSeen", &st.RewriteSeen)
 	clamp("lastRewriteSeen", &st.LastRewriteSeen)
 	clamp("lastPress", &st.LastPress)
+	clamp("softSince", &st.SoftSince)
 	if st.ActingSince.After(p) {
 		// Moved earlier it would date earlier processes' presses early:
 		// dropped (a restart then counts them from its own start).
@@ -966,12 +978,11 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	d.Phase = PhasePoweringOff
 	if st.Mode == power.ModeSoft {
 		softFailed := last.softFailedFor(Work{Reboot: true, Since: st.PendingRebootSince, N: st.Works})
-		elapsed := now.Sub(st.PendingRebootSince)
 		switch {
 		case softFailed:
 			st.Mode = power.ModeHard
 			d.Reason = "soft power-off " + last.Class.String() + ": fall back to hard"
-		case elapsed >= c.SoftTimeout:
+		case c.softTimedOut(o, *st, now):
 			st.Mode = power.ModeHard
 			d.Reason = "soft power-off timed out: fall back to hard"
 		}
@@ -995,8 +1006,8 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		case power.StateOff:
 			r = min(r, max(c.untilEvidence(o, st), c.Precision/10))
 		}
-		if st.Mode == power.ModeSoft {
-			r = min(r, st.PendingRebootSince.Add(c.SoftTimeout).Sub(now))
+		if due := st.softDue(c.SoftTimeout); st.Mode == power.ModeSoft && due.After(now) {
+			r = min(r, due.Sub(now))
 		}
 		return c.cap(r)
 	}
@@ -1029,6 +1040,9 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		}
 		d.RequeueAfter = c.cap(min(w, requeue()))
 		return
+	}
+	if st.Mode == power.ModeSoft && !st.softSent() {
+		st.SoftSince = p // SoftTimeout counts from the first soft power-off
 	}
 	d.sendOff(send, st.Mode)
 	if d.Reason == "" && last.Action == ActionPowerOff && last.Mode == send && last.Class == power.ClassNone && o.Power == power.StateOn {

@@ -12,9 +12,13 @@
 //     clients, until all have. Only the owner removes a keyed annotation,
 //     except on deprovisioning, where every reboot annotation is cleared.
 //   - The value is empty or JSON: {"mode":"hard"} or {"mode":"soft"}. Soft
-//     (the default) asks the OS to shut down and falls back to hard after
-//     Config.SoftTimeout (180 s) (later, by up to Config.LostLanding,
-//     while a press whose answer was lost may still land: see A5), at
+//     (the default) asks the OS to shut down and falls back to hard
+//     Config.SoftTimeout (180 s) after its first soft power-off
+//     (Status.SoftSince; one the controller's own waits hold back, while
+//     a press whose answer was lost may still land or an earlier press's
+//     shutdown may still run, see A5, is tried soft first, up to
+//     LostLanding + SoftTimeout + StaleReads late; one the readings keep
+//     from going out, after SoftTimeout from the request), at
 //     once if the BMC cannot do soft, and when
 //     it fails (a soft power-off decided for this reboot, Decision.For
 //     given to Call.For: one decided for an earlier reboot or Online=false
@@ -340,7 +344,19 @@
 //	    whose status shows a press (a LastPress; in a status of an older
 //	    Status.Format also a pending reboot, Online=false being enforced,
 //	    or, on an OnToggler, a LastPoweredOn: TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn,
-//	    TestReview36s_RollingUpgradeHandoverPowersHeldHostOn);
+//	    TestReview36s_RollingUpgradeHandoverPowersHeldHostOn), and a
+//	    power-off that presses SoftTimeout + StaleReads more (the counted
+//	    press may have started a shutdown, pressWait): after an upgrade to
+//	    this format, on a controller whose power-on may press, every host
+//	    whose status shows a LastPoweredOn (the fleet) waits so, and a
+//	    soft reboot asked then gets its soft power-off up to LostLanding +
+//	    SoftTimeout + StaleReads after the upgrade's first pass (6m30s with
+//	    the defaults), falling back to hard only
+//	    SoftTimeout after it (Status.SoftSince,
+//	    TestReview36t_UpgradeIdleHostSoftRebootHeldSixMinutesThenCutHard).
+//	    The LastPoweredOn's date does not shorten it: it is when the
+//	    power-on was decided, and nothing but the old process's end bounds
+//	    when that call returned (LostLanding counts from the return);
 //	    but from Status.ActingSince + Config.Precision, if the status has
 //	    one (and is of StatusFormat: an older version's ActingSince bounds
 //	    nothing, TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress),
@@ -383,8 +399,8 @@
 //	    lands leaves the host off, and the press then powers it on while
 //	    it is held. So the hard fallback of a soft reboot (and of
 //	    Online=false), and the hard power-off of a held host read on, may
-//	    come up to LostLanding after a lost press's return rather than at
-//	    PendingRebootSince + SoftTimeout
+//	    come up to LostLanding after a lost press's return rather than
+//	    SoftTimeout after the soft power-off
 //	    (TestReview36p_LostSoftPressLandsAfterHardOffPowersHeldHostOn).
 //
 // Under them:
