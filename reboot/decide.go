@@ -50,10 +50,15 @@ type Status struct {
 	LastRequestSeen time.Time
 	// OfflineSince is when the controller started powering the host off
 	// because Spec.Online is false, and OfflineMode the mode it uses: soft
-	// at first, hard after Config.SoftTimeout or a failed soft power-off.
+	// at first, hard Config.SoftTimeout after its first soft power-off
+	// (OfflineSoftSince) or after a failed soft power-off.
 	// Persisted so that a restarted controller still falls back to hard.
 	OfflineSince time.Time
 	OfflineMode  power.Mode
+	// OfflineSoftSince is, for the Online=false enforcement, what
+	// SoftSince is for a pending reboot: when its first soft power-off
+	// was decided; OfflineMode falls back to hard SoftTimeout after it.
+	OfflineSoftSince time.Time
 	// HoldBroken is when the controller first read On, since the evidence
 	// LastPoweredOff last moved, for a host it held off with evidence
 	// covering every request: someone else powered it on. The controller powered it off
@@ -146,7 +151,7 @@ func (s Status) Equal(o Status) bool {
 		s.HoldBroken.Equal(o.HoldBroken) &&
 		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
 		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works &&
-		s.SoftSince.Equal(o.SoftSince) && s.Format == o.Format
+		s.SoftSince.Equal(o.SoftSince) && s.OfflineSoftSince.Equal(o.OfflineSoftSince) && s.Format == o.Format
 }
 
 // Pending reports whether a reboot is pending.
@@ -910,6 +915,7 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	clamp("lastRewriteSeen", &st.LastRewriteSeen)
 	clamp("lastPress", &st.LastPress)
 	clamp("softSince", &st.SoftSince)
+	clamp("offlineSoftSince", &st.OfflineSoftSince)
 	if st.ActingSince.After(p) {
 		// Moved earlier it would date earlier processes' presses early:
 		// dropped (a restart then counts them from its own start).
@@ -982,7 +988,7 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		case softFailed:
 			st.Mode = power.ModeHard
 			d.Reason = "soft power-off " + last.Class.String() + ": fall back to hard"
-		case c.softTimedOut(o, *st, now):
+		case c.softTimedOut(o, st.PendingRebootSince, st.SoftSince, now):
 			st.Mode = power.ModeHard
 			d.Reason = "soft power-off timed out: fall back to hard"
 		}
@@ -1006,7 +1012,7 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		case power.StateOff:
 			r = min(r, max(c.untilEvidence(o, st), c.Precision/10))
 		}
-		if due := st.softDue(c.SoftTimeout); st.Mode == power.ModeSoft && due.After(now) {
+		if due := c.softDue(st.PendingRebootSince, st.SoftSince); st.Mode == power.ModeSoft && due.After(now) {
 			r = min(r, due.Sub(now))
 		}
 		return c.cap(r)
@@ -1187,18 +1193,18 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.RequeueAfter = c.PollInterval
 	case !o.Online && o.Power == power.StateOn:
 		if st.OfflineSince.IsZero() {
-			st.OfflineSince, st.OfflineMode = p, power.ModeSoft
+			st.OfflineSince, st.OfflineMode, st.OfflineSoftSince = p, power.ModeSoft, time.Time{}
 			st.Works++
 		}
 		last := o.LastCall
 		softFailed := last.softFailedFor(Work{Since: st.OfflineSince, N: st.Works})
-		if st.OfflineMode == power.ModeSoft && (softFailed || now.Sub(st.OfflineSince) >= c.SoftTimeout) {
+		if st.OfflineMode == power.ModeSoft && (softFailed || c.softTimedOut(o, st.OfflineSince, st.OfflineSoftSince, now)) {
 			st.OfflineMode = power.ModeHard
 		}
 		mode := c.offMode(o, st.OfflineMode, now)
 		if c.wait(last, ActionPowerOff, mode, now, o.Power, d) {
-			if mode == power.ModeSoft {
-				d.RequeueAfter = min(d.RequeueAfter, c.cap(st.OfflineSince.Add(c.SoftTimeout).Sub(now)))
+			if due := c.softDue(st.OfflineSince, st.OfflineSoftSince); mode == power.ModeSoft && due.After(now) {
+				d.RequeueAfter = min(d.RequeueAfter, c.cap(due.Sub(now)))
 			}
 			return
 		}
@@ -1211,6 +1217,9 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			d.Reason = "Online is false; the power-off presses the power button: wait for an On reading that cannot be an echo"
 			d.RequeueAfter = c.cap(w)
 			return
+		}
+		if st.OfflineMode == power.ModeSoft && !softSent(st.OfflineSince, st.OfflineSoftSince) {
+			st.OfflineSoftSince = p // SoftTimeout counts from the first soft power-off
 		}
 		d.sendOff(mode, st.OfflineMode)
 		d.Reason = "Online is false: power off " + mode.String()

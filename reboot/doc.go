@@ -426,10 +426,14 @@
 //     whose answer was lost may land after the power-on (A5) and cycle
 //     the host once more, which no controller can stop (the state
 //     machines draw such late landings: fake.Fault.Late).
-//   - Online=false falls back from soft to hard after Config.SoftTimeout,
-//     timed from the persisted Status.OfflineSince, whatever restarts (on
-//     a BMC that may press, up to Config.LostLanding later while a press
-//     whose answer was lost may still land, A5).
+//   - Online=false falls back from soft to hard Config.SoftTimeout after
+//     its first soft power-off, timed from the persisted
+//     Status.OfflineSoftSince, whatever restarts (on a BMC that may press,
+//     the soft power-off itself waits while a press whose answer was lost
+//     may still land or an earlier press's shutdown may run, A5, and is
+//     tried soft first: TestReview36tFix_HeldBackOfflineTriedSoftFirst);
+//     from OfflineSince if the readings keep the soft power-off from going
+//     out (a press needs an On reading).
 //
 // Power-off is issued in the first pass that sees a request. Removing the
 // bare annotation and powering on happen in one pass once the evidence

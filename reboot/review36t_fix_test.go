@@ -114,3 +114,57 @@ func TestReview36tFix_UnknownReadingsStillFallBackToHard(t *testing.T) {
 	require.GreaterOrEqual(t, offs[0].At.Sub(start), cfg.SoftTimeout-cfg.Precision)
 	require.Less(t, offs[0].At.Sub(start), cfg.SoftTimeout+15*time.Second, "the hard fallback came late")
 }
+
+// TestReview36tFix_HeldBackOfflineTriedSoftFirst: the same for an
+// Online=false enforcement (Status.OfflineSoftSince): held back past
+// SoftTimeout from OfflineSince by a restart's wait for an earlier press
+// (LastPress), its first power-off is soft, and the hard fallback comes
+// SoftTimeout after it (the fake's call log). Before: OfflineMode turned
+// hard at OfflineSince + SoftTimeout while the soft press was held back.
+func TestReview36tFix_HeldBackOfflineTriedSoftFirst(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, IgnoreSoft: true,
+		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
+	clk.Advance(time.Hour)
+	t0 := clk.Now().Truncate(time.Second)
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false,
+		Status: reboot.Status{OfflineSince: t0.Add(-200 * time.Second), OfflineMode: power.ModeSoft, Works: 2,
+			LastPress: t0.Add(-250 * time.Second), Format: reboot.StatusFormat}})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	start := clk.Real()
+	for end := start.Add(15 * time.Minute); clk.Real().Before(end) && !pw.WasOffDuring(start, clk.Real()); {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		clk.Advance(min(max(next, time.Millisecond), 10*time.Second))
+	}
+	var offs []fake.Call
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff {
+			offs = append(offs, c)
+		}
+	}
+	require.NotEmpty(t, offs, "no power-off in 15 minutes; truth %s", rebootcheck.DescribeTruth(pw))
+	require.Equal(t, power.ModeSoft, offs[0].Mode,
+		"the first power-off of an Online=false enforcement held back by the controller's own wait (%v after the restart) is hard: SoftTimeout counted from OfflineSince ran out during the wait; truth %s",
+		offs[0].At.Sub(start), rebootcheck.DescribeTruth(pw))
+	var hard *fake.Call
+	for i := range offs {
+		if offs[i].Mode == power.ModeHard {
+			hard = &offs[i]
+			break
+		}
+	}
+	require.NotNil(t, hard, "never fell back to hard; truth %s", rebootcheck.DescribeTruth(pw))
+	require.GreaterOrEqual(t, hard.At.Sub(offs[0].At), cfg.SoftTimeout)
+	require.Less(t, hard.At.Sub(offs[0].At), cfg.SoftTimeout+cfg.StaleReads+15*time.Second)
+}

@@ -118,37 +118,47 @@ func (c Config) pressTimer(o Observed) time.Duration {
 // softSent reports whether the pending reboot's soft power-off was
 // decided (Status.SoftSince, not an earlier reboot's).
 func (s Status) softSent() bool {
-	return !s.SoftSince.IsZero() && !s.SoftSince.Before(s.PendingRebootSince)
+	return softSent(s.PendingRebootSince, s.SoftSince)
 }
 
-// softDue returns when the pending soft reboot escalates to hard by
-// time (timeout: Config.SoftTimeout): SoftTimeout after its first soft
-// power-off (Status.SoftSince), or, none decided yet, after
-// PendingRebootSince (see softTimedOut).
-func (s Status) softDue(timeout time.Duration) time.Time {
-	if s.softSent() {
-		return s.SoftSince.Add(timeout)
+// softSent reports whether softSince, the first soft power-off decided
+// for a work begun at since (Status.SoftSince, OfflineSoftSince), is this
+// work's: set, and not earlier than it.
+func softSent(since, softSince time.Time) bool {
+	return !softSince.IsZero() && !softSince.Before(since)
+}
+
+// softDue returns when a soft work begun at since (a pending reboot, an
+// Online=false enforcement) whose first soft power-off was decided at
+// softSince escalates to hard by time: SoftTimeout after that power-off,
+// or, none decided yet, after since (see softTimedOut).
+func (c Config) softDue(since, softSince time.Time) time.Time {
+	if softSent(since, softSince) {
+		return softSince.Add(c.SoftTimeout)
 	}
-	return s.PendingRebootSince.Add(timeout)
+	return since.Add(c.SoftTimeout)
 }
 
-// softTimedOut reports whether the pending soft reboot of st escalates
-// to hard at now for its time: SoftTimeout after its first soft
-// power-off was decided (Status.SoftSince; one refused or busy counts,
-// issue 36 point 3). Before one was, after PendingRebootSince, but only
-// if the soft power-off cannot go out for its reading (an unknown, Off or
+// softTimedOut reports whether a soft work begun at since (a pending
+// reboot, an Online=false enforcement) escalates to hard at now for its
+// time: SoftTimeout after its first soft power-off was decided
+// (softSince: Status.SoftSince, OfflineSoftSince; one refused or busy
+// counts, issue 36 point 3). Before one was, after since, but only if the
+// soft power-off cannot go out for its reading (an unknown, Off or
 // transitioning reading of a BMC whose soft power-off presses: the hard
 // one may not press, and is sent whatever the reading): not while the
 // controller's own waits hold it back (landWait, pressTimer), nor once
-// they are over on a reading it may go out on. A soft reboot is so never
+// they are over on a reading it may go out on. A soft work is so never
 // cut hard before its soft power-off had SoftTimeout, unless the BMC's
 // readings keep it from being sent
-// (TestReview36t_UpgradeIdleHostSoftRebootHeldSixMinutesThenCutHard).
-func (c Config) softTimedOut(o Observed, st Status, now time.Time) bool {
-	if now.Before(st.softDue(c.SoftTimeout)) {
+// (TestReview36t_UpgradeIdleHostSoftRebootHeldSixMinutesThenCutHard,
+// TestReview36tFix_HeldBackSoftRebootTriedSoftFirst,
+// TestReview36tFix_HeldBackOfflineTriedSoftFirst).
+func (c Config) softTimedOut(o Observed, since, softSince, now time.Time) bool {
+	if now.Before(c.softDue(since, softSince)) {
 		return false
 	}
-	if st.softSent() {
+	if softSent(since, softSince) {
 		return true
 	}
 	soft := c.offMode(o, power.ModeSoft, now)
