@@ -290,6 +290,13 @@
 //	    although the hardware may have run since T. A clock that jumps back
 //	    by J can make Fenced(T, now) vouch for a T up to J early;
 //	    Client.Fenced also accepts Status.Covers, which compares no clocks.
+//	    A restart (or a new leader) whose wall clock runs J ahead of the
+//	    one that wrote a Status.ActingSince dates the calls it bounds J
+//	    early: a press whose answer was lost is counted landed up to J
+//	    too soon, and a power-off sent then can leave the host off when it
+//	    lands, powering a held host on (TestRebootStateMachineButtons,
+//	    -rapid.seed=333684872: a 1 h forward jump, then a restart, 1 s
+//	    after a lost soft press; reboot/testdata/review36t/README.md).
 //	A4. One controller acts on a host at a time (leader election, with a
 //	    Guard that fences writes and power calls by the leader's lease),
 //	    and the store's writes are compare-and-swap and return the new
