@@ -1,0 +1,124 @@
+package power_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// deadBladeHangsCollection serves b with blade dead's reads hanging, and
+// the Systems collection hanging as well while that blade is dead (a
+// chassis manager that builds its collection by asking every blade).
+func deadBladeHangsCollection(b *redfishtest.BMC, dead string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			switch r.URL.Path {
+			case "/redfish/v1/Systems/" + dead, "/redfish/v1/Systems", "/redfish/v1/Systems/":
+				<-r.Context().Done()
+				return
+			}
+		}
+		b.ServeHTTP(w, r)
+	})
+}
+
+// TestReview35v_EarlySharedLoginFailureRefusesOpenJoiner (review round 22,
+// issue 35 point 1: "calls on a controller that is already open go
+// through; a host's failure never refuses another host whose ... session
+// is open"; round 21's fix: a login's session is shared as soon as the
+// BMC accepts it, pool_join.go publishEarlyLocked). One chassis account
+// for blades 1 (H, dead: its reads hang, and so does the Systems
+// collection while it is dead) and 2 (C, working). H's monitoring logs in;
+// the BMC accepts the login, the session is shared early, and C joins it:
+// C's calls work on it (its state read and a soft Off). H's Connect then
+// runs out of time on its system and the collection (the service's, by
+// the adapter's rule): settleEarlyLocked backs the shared login off and
+// retires the session C uses, clearing C's controller. C's next call (a
+// fence), on credentials the BMC accepts and a system that answers, is
+// refused ErrBackoff, never sent. Ground truth: the emulator's reset log
+// and C's hardware.
+func TestReview35v_EarlySharedLoginFailureRefusesOpenJoiner(t *testing.T) {
+	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	hwC := fake.NewPower(time.Now, fake.PowerConfig{})
+	b.AddSystem("2", hwC)
+	srv := httptest.NewTLSServer(deadBladeHangsCollection(b, "1"))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	pool := newPool(t, newClock(), power.PoolConfig{ConnectTimeout: time.Second, CallTimeout: 2 * time.Second})
+	ctx := context.Background()
+	h := pool.Controller("h", systemTarget(srv, "1", bmcPassword))
+	c := pool.Controller("c", systemTarget(srv, "2", bmcPassword))
+
+	read := make(chan error, 1)
+	go func() { _, err := h.State(ctx); read <- err }()
+	time.Sleep(150 * time.Millisecond)
+	s, err := c.State(ctx)
+	require.NoError(t, err, "C's read on the early-shared session")
+	require.Equal(t, power.StateOn, s)
+	herr := <-read
+	t.Logf("H's read: %v; logins %d", herr, b.Logins())
+	require.Error(t, herr)
+
+	err = c.Off(ctx, power.ModeHard)
+	st, _ := hwC.State(ctx)
+	t.Logf("C's fence after H's login failed: %v; resets %v; C %s; logins %d", err, b.Resets(), st, b.Logins())
+	assert.NoError(t, err, "C's fence (open session, credentials right, system answering) refused after its dead neighbour's login failed")
+	assert.Equal(t, power.StateOff, st, "host C, fenced, is still powered")
+}
+
+// TestReview35v_DeadBladeBacksOffNeighbourFenceMinutes (review round 22,
+// issue 35 point 1: "a host's failure never refuses another host whose
+// credentials differ or whose session is open"; round 21 made a dead
+// blade's timed-out read the host's own only with basic auth, when the
+// collection answered). One chassis account for blades 1 (H, dead: its
+// read hangs, and so does the Systems collection while it is dead, as on
+// a chassis manager that asks every blade to build it) and 2 (C, working:
+// its own resource answers at once, so a login of C's works). H is
+// polled; C is not (a host touched only when it is remediated). Every
+// try of H is a login the BMC accepts whose Connect then runs out of time
+// on the collection: the adapter calls that the login's failure, and the
+// Pool backs the shared login off, doubling with nothing in between to
+// end it, up to MaxBackoff (2 min). C is then fenced: its credentials are
+// right, the BMC answers C's system, yet the fence is refused ErrBackoff,
+// never sent, and still a minute later. Ground truth: the emulator's
+// reset log and C's hardware.
+func TestReview35v_DeadBladeBacksOffNeighbourFenceMinutes(t *testing.T) {
+	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	hwC := fake.NewPower(time.Now, fake.PowerConfig{})
+	b.AddSystem("2", hwC)
+	srv := httptest.NewTLSServer(deadBladeHangsCollection(b, "1"))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{ConnectTimeout: 500 * time.Millisecond, CallTimeout: 2 * time.Second})
+	ctx := context.Background()
+	h := pool.Controller("h", systemTarget(srv, "1", bmcPassword))
+	c := pool.Controller("c", systemTarget(srv, "2", bmcPassword))
+
+	// H polled every 5 s while the chassis keeps it dead: each poll past
+	// the back-off is another login of the shared account.
+	var last error
+	for range 40 {
+		_, last = h.State(ctx)
+		clk.Advance(5 * time.Second)
+	}
+	t.Logf("H's last read: %v; logins %d", last, b.Logins())
+
+	err := c.Off(ctx, power.ModeHard)
+	if err != nil {
+		clk.Advance(time.Minute)
+		err2 := c.Off(ctx, power.ModeHard)
+		t.Logf("C's fence: %v; a minute later: %v", err, err2)
+		err = err2
+	}
+	st, _ := hwC.State(ctx)
+	t.Logf("resets %v; C %s; logins %d", b.Resets(), st, b.Logins())
+	assert.NoError(t, err, "C's fence (credentials right, C's system answering) refused for minutes behind its dead neighbour's logins")
+	assert.Equal(t, power.StateOff, st, "host C, fenced, is still powered")
+}
