@@ -4,6 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,4 +125,84 @@ func TestReview35v_DeadBladeBacksOffNeighbourFenceMinutes(t *testing.T) {
 	t.Logf("resets %v; C %s; logins %d", b.Resets(), st, b.Logins())
 	assert.NoError(t, err, "C's fence (credentials right, C's system answering) refused for minutes behind its dead neighbour's logins")
 	assert.Equal(t, power.StateOff, st, "host C, fenced, is still powered")
+}
+
+// TestReview35v_DeadBladesReadsStarveHealthyReads (review round 22, issue
+// 35 point 1: "calls on a controller that is already open go through; a
+// host's failure never refuses another host whose ... session is open";
+// round 21's change: Config.MaxInFlight caps the reads in flight per
+// session, commands bypass it). A chassis of ten blades, one account, so
+// one shared session; every host connected while its blade worked. Then
+// eight blades die (their reads hang) and stay dead: the monitor keeps
+// reading them, each read running to its CallTimeout (the Pool never
+// backs off calls on an open controller). Those reads hold the
+// session's four read places (and queue ahead for them) for ever, and the healthy blades' reads,
+// on the same open session, wait for a place until their own deadline:
+// a healthy host's state can no longer be read for as long as its
+// neighbours are dead (a monitor then takes it for unreachable). Here
+// CallTimeout is 2 s and the healthy blade's check gives itself 500 ms:
+// the emulator answers it at once, yet every check fails.
+// Ground truth: the emulator answers the healthy blade at once.
+func TestReview35v_DeadBladesReadsStarveHealthyReads(t *testing.T) {
+	const n, nDead = 10, 8
+	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	for i := 2; i <= n; i++ {
+		b.AddSystem(strconv.Itoa(i), fake.NewPower(time.Now, fake.PowerConfig{}))
+	}
+	var dead atomic.Bool
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dead.Load() && r.Method == http.MethodGet {
+			for i := 1; i <= nDead; i++ {
+				if strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems/"+strconv.Itoa(i)) {
+					<-r.Context().Done()
+					return
+				}
+			}
+		}
+		b.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	pool := newPool(t, newClock(), power.PoolConfig{ConnectTimeout: time.Second, CallTimeout: 2 * time.Second})
+	ctx := context.Background()
+	var hosts []power.Controller
+	for i := 1; i <= n; i++ {
+		h := pool.Controller("h"+strconv.Itoa(i), systemTarget(srv, strconv.Itoa(i), bmcPassword))
+		_, err := h.State(ctx)
+		require.NoError(t, err)
+		hosts = append(hosts, h)
+	}
+	dead.Store(true)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, h := range hosts[:nDead] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = h.State(ctx)
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	var fails []error
+	for range 8 {
+		st := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond) // a health check's own deadline
+		_, err := hosts[nDead].State(hctx)
+		cancel()
+		t.Logf("healthy read %v: %v", time.Since(st).Round(time.Millisecond), err)
+		if err != nil {
+			fails = append(fails, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("healthy blade's reads failed %d of 8: %v; logins %d", len(fails), fails, b.Logins())
+	assert.Empty(t, fails, "a healthy blade's reads on its open session fail while eight neighbours are dead")
 }
