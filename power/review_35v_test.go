@@ -206,3 +206,48 @@ func TestReview35v_DeadBladesReadsStarveHealthyReads(t *testing.T) {
 	t.Logf("healthy blade's reads failed %d of 8: %v; logins %d", len(fails), fails, b.Logins())
 	assert.Empty(t, fails, "a healthy blade's reads on its open session fail while eight neighbours are dead")
 }
+
+// TestReview35v_ForgottenJoinerDiscardsEarlyLogin (review round 22, issue
+// 35 point 5 "Forget" and point 1; round 21's change: a login's session
+// is shared once the BMC accepts it, pool_join.go). One chassis account:
+// host A (blade 1, which the BMC reads in 400 ms) is fenced and logs in;
+// the session is shared early and host B (blade 2) joins it. B is then
+// forgotten (its Secret changed, an inventory reload): detachLocked sees
+// no entry left on the session and retires it, although A's own login,
+// still reading its system, is the session's owner. A's Connect then
+// succeeds, settleEarlyLocked finds the session retired and logs it out:
+// A's fence fails busy, never sent, on a login the BMC accepted and a
+// system that answered. Ground truth: the emulator's reset log and A's
+// hardware.
+func TestReview35v_ForgottenJoinerDiscardsEarlyLogin(t *testing.T) {
+	hwA := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, hwA, "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/redfish/v1/Systems/1" {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(400 * time.Millisecond):
+			}
+		}
+		b.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	pool := newPool(t, newClock(), power.PoolConfig{ConnectTimeout: 2 * time.Second, CallTimeout: 3 * time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", systemTarget(srv, "1", bmcPassword))
+	bb := pool.Controller("b", systemTarget(srv, "2", bmcPassword))
+
+	fence := make(chan error, 1)
+	go func() { fence <- a.Off(ctx, power.ModeHard) }()
+	time.Sleep(100 * time.Millisecond)
+	_, err := bb.State(ctx)
+	require.NoError(t, err, "B's join of the early-shared session")
+	pool.Forget("b")
+	err = <-fence
+	st, _ := hwA.State(ctx)
+	t.Logf("A's fence: %v; resets %v; A %s; logins %d", err, b.Resets(), st, b.Logins())
+	assert.NoError(t, err, "A's fence failed: its accepted login was thrown away when a neighbour that joined it was forgotten")
+	assert.Equal(t, power.StateOff, st, "host A, fenced, is still powered")
+}
