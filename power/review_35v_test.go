@@ -251,3 +251,86 @@ func TestReview35v_ForgottenJoinerDiscardsEarlyLogin(t *testing.T) {
 	assert.NoError(t, err, "A's fence failed: its accepted login was thrown away when a neighbour that joined it was forgotten")
 	assert.Equal(t, power.StateOff, st, "host A, fenced, is still powered")
 }
+
+// TestReview35v_DeadBladesReadsStarveNeighbourFenceJoin (review round 22,
+// issue 35 point 1; round 21's change: "MaxInFlight cap per session
+// (commands bypass)"). A chassis of ten blades, one account, so one
+// shared session; eight blades connected while they worked, then died
+// (their reads hang) and are still read by the monitor, each read running
+// to its CallTimeout. Blade 10 (healthy, never called before: a host
+// touched only when it is remediated) is fenced. Its fence needs a
+// controller first: its join of the shared session reads its system, and
+// that read is no power command's, so it queues for one of the session's
+// four read places behind the dead blades' reads until ConnectTimeout.
+// The join fails, counts as the host's own failure (it backs off alone),
+// and the fence is refused, never sent, although the BMC answers blade
+// 10 at once; and so is every retry past its back-off while its
+// neighbours stay dead. Ground truth: the emulator's reset log and the blade's
+// hardware.
+func TestReview35v_DeadBladesReadsStarveNeighbourFenceJoin(t *testing.T) {
+	const n, nDead = 10, 8
+	hw := []*fake.Power{fake.NewPower(time.Now, fake.PowerConfig{})}
+	b := redfishtest.NewBMC(time.Now, hw[0], "admin", bmcPassword)
+	for i := 2; i <= n; i++ {
+		p := fake.NewPower(time.Now, fake.PowerConfig{})
+		hw = append(hw, p)
+		b.AddSystem(strconv.Itoa(i), p)
+	}
+	var dead atomic.Bool
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, ok := strings.CutPrefix(strings.TrimSuffix(r.URL.Path, "/"), "/redfish/v1/Systems/"); ok && dead.Load() && r.Method == http.MethodGet {
+			if i, err := strconv.Atoi(id); err == nil && i <= nDead {
+				<-r.Context().Done()
+				return
+			}
+		}
+		b.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{ConnectTimeout: time.Second, CallTimeout: 2 * time.Second})
+	ctx := context.Background()
+	var hosts []power.Controller
+	for i := 1; i <= n; i++ {
+		h := pool.Controller("h"+strconv.Itoa(i), systemTarget(srv, strconv.Itoa(i), bmcPassword))
+		if i <= nDead {
+			_, err := h.State(ctx)
+			require.NoError(t, err)
+		}
+		hosts = append(hosts, h)
+	}
+	dead.Store(true)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, h := range hosts[:nDead] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = h.State(ctx)
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	// The remediation retries, past the host's own back-off each time,
+	// while the dead blades stay dead.
+	var err error
+	for try := range 3 {
+		if err = hosts[n-1].Off(ctx, power.ModeHard); err == nil {
+			break
+		}
+		t.Logf("fence try %d: %v", try+1, err)
+		clk.Advance(5 * time.Minute)
+	}
+	close(stop)
+	wg.Wait()
+	st, _ := hw[n-1].State(ctx)
+	t.Logf("blade %d's fence: %v; resets %v; blade %s", n, err, b.Resets(), st)
+	assert.NoError(t, err, "a healthy blade's fence refused: its join queued behind dead neighbours' reads")
+	assert.Equal(t, power.StateOff, st, "the fenced healthy blade is still powered")
+}
