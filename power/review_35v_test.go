@@ -254,21 +254,21 @@ func TestReview35v_ForgottenJoinerDiscardsEarlyLogin(t *testing.T) {
 
 // TestReview35v_DeadBladesReadsStarveNeighbourFenceJoin (review round 22,
 // issue 35 point 1; round 21's change: "MaxInFlight cap per session
-// (commands bypass)"). A chassis of ten blades, one account, so one
-// shared session; eight blades connected while they worked, then died
+// (commands bypass)"). A chassis of 14 blades, one account, so one
+// shared session; twelve blades connected while they worked, then died
 // (their reads hang) and are still read by the monitor, each read running
-// to its CallTimeout. Blade 10 (healthy, never called before: a host
+// to its CallTimeout. Blade 14 (healthy, never called before: a host
 // touched only when it is remediated) is fenced. Its fence needs a
 // controller first: its join of the shared session reads its system, and
 // that read is no power command's, so it queues for one of the session's
 // four read places behind the dead blades' reads until ConnectTimeout.
 // The join fails, counts as the host's own failure (it backs off alone),
 // and the fence is refused, never sent, although the BMC answers blade
-// 10 at once; and so is every retry past its back-off while its
-// neighbours stay dead. Ground truth: the emulator's reset log and the blade's
+// 14 at once (a retry past the host's back-off may get a place in time,
+// or not, by the phase of the dead reads). Ground truth: the emulator's reset log and the blade's
 // hardware.
 func TestReview35v_DeadBladesReadsStarveNeighbourFenceJoin(t *testing.T) {
-	const n, nDead = 10, 8
+	const n, nDead = 14, 12
 	hw := []*fake.Power{fake.NewPower(time.Now, fake.PowerConfig{})}
 	b := redfishtest.NewBMC(time.Now, hw[0], "admin", bmcPassword)
 	for i := 2; i <= n; i++ {
@@ -317,20 +317,22 @@ func TestReview35v_DeadBladesReadsStarveNeighbourFenceJoin(t *testing.T) {
 		}()
 	}
 	time.Sleep(100 * time.Millisecond)
+	err := hosts[n-1].Off(ctx, power.ModeHard)
+	st, _ := hw[n-1].State(ctx)
 	// The remediation retries, past the host's own back-off each time,
-	// while the dead blades stay dead.
-	var err error
-	for try := range 3 {
-		if err = hosts[n-1].Off(ctx, power.ModeHard); err == nil {
+	// while the dead blades stay dead (logged only: whether a retry's
+	// join gets a place in time depends on the dead reads' phase).
+	for try := 2; err != nil && try <= 3; try++ {
+		clk.Advance(5 * time.Minute)
+		rerr := hosts[n-1].Off(ctx, power.ModeHard)
+		t.Logf("fence try %d: %v", try, rerr)
+		if rerr == nil {
 			break
 		}
-		t.Logf("fence try %d: %v", try+1, err)
-		clk.Advance(5 * time.Minute)
 	}
 	close(stop)
 	wg.Wait()
-	st, _ := hw[n-1].State(ctx)
-	t.Logf("blade %d's fence: %v; resets %v; blade %s", n, err, b.Resets(), st)
+	t.Logf("blade %d's fence: %v; resets %v; blade %s; logins %d", n, err, b.Resets(), st, b.Logins())
 	assert.NoError(t, err, "a healthy blade's fence refused: its join queued behind dead neighbours' reads")
 	assert.Equal(t, power.StateOff, st, "the fenced healthy blade is still powered")
 }
