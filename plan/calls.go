@@ -13,15 +13,18 @@ import (
 // when the Executor's CallTimeout is 0.
 const DefaultCallTimeout = 30 * time.Second
 
-// callShare is the share of what is left of a pass (its context's
-// deadline) that one fleet call may take at most when three actions or
-// more are left: a call that never answers leaves the rest of the pass
-// three quarters of its time. With fewer left, a call has an equal share
-// among them (the last one all of it): no action after it waits; unless
-// its server's calls ran out of time lately, or its plan shares the
-// executor's pass with other plans (Turns): then a quarter whatever is
-// left, so that one BMC that never answers holds no pass for more than a
-// quarter of what is left.
+// callShare is the share of what is left of a plan's pass (its
+// context's deadline) that one fleet call may take at most while three
+// other actions of the pass or more wait after it: a call that never
+// answers leaves them three quarters of its time. With fewer left, a call
+// has an equal share among them, and the last one all that is left: no
+// action of its plan waits after it (a server whose calls ran out of time
+// lately is asked last, so it has all that the others left). When its
+// plan shares the executor's pass with other plans (Turns), a call has at
+// most half of what is left of the executor's pass, however much its
+// plan's share is: one BMC that never answers holds no pass for more than
+// half of it, and a call that fits half of the pass answers in its plan's
+// long turn (which has at least the second half of the pass).
 const callShare = 4
 
 // Share returns a context that ends when ctx does, or earlier: after
@@ -73,14 +76,6 @@ func markSlow(planUUID, server string, slow bool) {
 	}
 }
 
-// isSlow reports whether a call for server of plan ran out of its time
-// lately.
-func isSlow(planUUID, server string) bool {
-	slowCalls.Lock()
-	defer slowCalls.Unlock()
-	return slowCalls.m[slowKey(planUUID, server)]
-}
-
 // slowLast returns acts with the actions of the servers whose calls ran
 // out of time lately after the others, each group in the decision's order
 // (acts is not modified).
@@ -101,22 +96,23 @@ func slowLast(planUUID string, acts []Action) []Action {
 // pass's context: at most CallTimeout, and at most an equal share of
 // what is left among the left actions of the pass, this one included,
 // and a quarter of it at most: the last action has all that is left,
-// the one before it half; a quarter at most, whatever is left, when its
-// server's calls ran out of time lately or when its plan shares the
-// executor's pass with others, see Turns), and remembers whether it ran
-// out of its own time (its deadline passed, whether or not the pass's
-// did: the last action's deadline is the pass's own).
+// the one before it half; and when its plan shares the executor's pass
+// with others, at most half of what is left of the executor's pass, see
+// callShare and Turns), and remembers whether it ran out of its own time
+// (its deadline passed, whether or not the pass's did: the last action's
+// deadline is the pass's own).
 func (e *Executor) call(ctx context.Context, left int, a Action, f func(context.Context) error) error {
 	limit := e.CallTimeout
 	if limit <= 0 {
 		limit = DefaultCallTimeout
 	}
-	n := min(callShare, left)
-	if shared, _ := ctx.Value(sharedPassKey{}).(bool); shared || isSlow(a.PlanUUID, a.Server) {
-		n = callShare
+	if passEnd, shared := ctx.Value(sharedPassKey{}).(time.Time); shared {
+		if half := time.Until(passEnd) / 2; half < limit {
+			limit = max(half, time.Nanosecond)
+		}
 	}
 	start := time.Now()
-	cctx, cancel := Share(ctx, n, limit)
+	cctx, cancel := Share(ctx, min(callShare, left), limit)
 	defer cancel()
 	err := f(cctx)
 	deadline, _ := cctx.Deadline()
@@ -137,5 +133,6 @@ func (e *Executor) call(ctx context.Context, left int, a Action, f func(context.
 
 // ErrCallTimeout: a fleet call of a pass did not answer within its own
 // deadline (Executor.CallTimeout, at most a quarter of what was left of
-// the pass, or its equal share among the pass's last actions).
+// the pass, or its equal share among the pass's last actions, see
+// callShare).
 var ErrCallTimeout = errors.New("plan: the fleet did not answer in time")

@@ -80,11 +80,12 @@
 //     and the plan ends failed rather than complete. Each fleet call of a
 //     pass has its own deadline (Executor.CallTimeout, at most a quarter
 //     of what is left of the pass, or an equal share of it among the
-//     last actions of the pass when fewer than four are left, unless the
-//     server's calls ran out of time lately or the plan shares the
-//     executor's pass with others, see Turns), and a server whose call ran out of
-//     time has its actions taken after the others in the next passes: a
-//     call that hangs never keeps the pass from the other servers. After Stop, Cancel or the end of the plan (the
+//     last actions of the pass when fewer than four are left, and at
+//     most half of what is left of the executor's pass when the plan
+//     shares it with others, see Turns), and a server whose call ran out
+//     of time has its actions taken after the others in the next passes
+//     (the last one has all they left): a call that hangs never keeps the
+//     pass from the other servers. After Stop, Cancel or the end of the plan (the
 //     failure budget spent) no job is created, but by a pass that read the
 //     plan before a command landed: a pass reads the plan's state again
 //     before its first job and every 16 jobs (Executor.Pass), so at most

@@ -116,15 +116,16 @@ type Executor struct {
 	// CallTimeout bounds each fleet call of a pass (CreateJob, CancelJob,
 	// FreezeShard, UnfreezeShard; default DefaultCallTimeout); a call also
 	// gets at most a quarter of what is left of the pass's context, when
-	// it has a deadline (an equal share of it among the pass's actions
-	// left when fewer than four are: the last one has all of it; but a
-	// quarter at most when its server's calls ran out of time lately or
-	// its plan shares the executor's pass with others, see Turns). A
-	// call that runs out of its time (its own deadline passed, even when
-	// it is the pass's) is reported
+	// it has a deadline, while three other actions or more wait after it
+	// (an equal share of it among the pass's actions left when fewer
+	// are: the last one has all of it), and at most half of what is left
+	// of the executor's pass when its plan shares it with others (see
+	// callShare and Turns). A call that runs out of its time (its own
+	// deadline passed, even when it is the pass's) is reported
 	// (ErrCallTimeout) and its server's actions are taken after all others
 	// in the next passes of the process, until one answers in time: one
-	// call that hangs never uses up the passes.
+	// call that hangs never uses up the passes, and a server whose calls
+	// are slow has, asked last, all that the others left.
 	CallTimeout time.Duration
 }
 

@@ -90,12 +90,14 @@ func TestReview37q_HangingLastCallForgetsItIsSlow(t *testing.T) {
 }
 
 // timedHangFleet: CreateJob of server hang never answers (it honours its
-// context); it adds up how long the hanging calls held the pass.
+// context); it adds up how long the hanging calls held the pass, and
+// how long their contexts gave them (deadline less start).
 type timedHangFleet struct {
 	*fake.Fleet
-	hang string
-	mu   *sync.Mutex
-	held *time.Duration
+	hang  string
+	mu    *sync.Mutex
+	held  *time.Duration
+	given *time.Duration
 }
 
 func (f timedHangFleet) CreateJob(ctx context.Context, a plan.Action) error {
@@ -103,6 +105,11 @@ func (f timedHangFleet) CreateJob(ctx context.Context, a plan.Action) error {
 		return f.Fleet.CreateJob(ctx, a)
 	}
 	start := time.Now()
+	if dl, ok := ctx.Deadline(); ok {
+		f.mu.Lock()
+		*f.given += dl.Sub(start)
+		f.mu.Unlock()
+	}
 	<-ctx.Done()
 	f.mu.Lock()
 	*f.held += time.Since(start)
@@ -126,6 +133,15 @@ func (f timedHangFleet) CreateJob(ctx context.Context, a plan.Action) error {
 // share), so every other plan moves that much more slowly for as long as
 // that one BMC is dead. Ground truth: how long the fleet held the
 // hanging calls, per pass.
+//
+// Corrected in review round 16 (TestReview37r_SharedPassSlowCallNeverMoves):
+// a call of a shared pass has at most half of what is left of the
+// executor's pass (a call that fits half of the pass must answer in its
+// plan's long turn, plan.Turns), so the hanging call is given just under
+// half of the pass, and held it that long plus the scheduler's lateness.
+// The assertion is on the time its context gave it (the deadline the
+// fleet received, less the call's start: not load-sensitive), below half
+// of the pass; what it held is logged.
 func TestReview37q_OneHangingCallUsesUpThePass(t *testing.T) {
 	ctx := context.Background()
 	fs := fleetServers(0, 3, time.Hour)
@@ -145,27 +161,27 @@ func TestReview37q_OneHangingCallUsesUpThePass(t *testing.T) {
 		require.NoError(t, store.Create(ctx, p))
 	}
 	var mu sync.Mutex
-	var held time.Duration
-	ex := &plan.Executor{Fleet: timedHangFleet{fleet, fs[0].UUID, &mu, &held}, Store: store, Now: clk.Now} // CallTimeout: 30 s
+	var held, given time.Duration
+	ex := &plan.Executor{Fleet: timedHangFleet{fleet, fs[0].UUID, &mu, &held, &given}, Store: store, Now: clk.Now} // CallTimeout: 30 s
 	var tr plan.Turns
 	turns := []plan.Turn{{UUID: "review37q-a", Acts: true}, {UUID: "review37q-h", Acts: true}}
 	const pass = 800 * time.Millisecond
 	var worst time.Duration
 	for k := 0; k < 4; k++ {
 		mu.Lock()
-		held = 0
+		held, given = 0, 0
 		mu.Unlock()
 		pctx, cancel := context.WithTimeout(ctx, pass)
 		_, err := tr.Run(pctx, turns, nil, func(ctx context.Context, uuid string) error { _, err := ex.Pass(ctx, uuid); return err })
 		cancel()
 		require.NoError(t, err)
 		mu.Lock()
-		t.Logf("pass %d: the hanging calls held %s of %s", k, held.Round(time.Millisecond), pass)
-		worst = max(worst, held)
+		t.Logf("pass %d: the hanging calls were given %s and held %s of %s", k, given.Round(time.Millisecond), held.Round(time.Millisecond), pass)
+		worst = max(worst, given)
 		mu.Unlock()
 		clk.Advance(time.Second)
 	}
-	assert.Less(t, worst, pass/2, "one hanging call held a pass for %s of its %s", worst, pass)
+	assert.Less(t, worst, pass/2, "one hanging call was given %s of a pass of %s", worst, pass)
 }
 
 // TestReview37q_PlansThatDoNotActEatTheShares (issue 37, review round

@@ -29,29 +29,38 @@ func (v View) Acts() bool {
 // (their share ran out, or one of their fleet calls did) for the next
 // pass. The zero value is ready; it is safe for concurrent use.
 //
-// One plan cut short in the last pass (each in turn, in the order of
-// their UUIDs) has the long turn: it runs last, with everything the
-// others left of the pass, and they share the first half of it (all of
-// it when no plan has the long turn). The plans that act run first,
-// each with an equal share of what is left among the plans that act and
-// have not had their turn yet, one more share kept for the plans that do
-// not act (when there are); these run after them, each with an equal
-// share of what is left among them. So the time a plan leaves unused
-// goes to the plans after it, a plan that does not act never takes the
-// time of one that does, and every plan whose pass fits half of the pass
-// moves at least once every as many passes as there are plans cut short.
+// The plans that act run first, each with an equal share of what is left
+// among the plans that act and have not had their turn yet; the plans
+// that do not act run after them, each with an equal share of what the
+// plans that act left, among them. So the time a plan leaves unused goes
+// to the plans after it, and a plan that does not act never takes the
+// time of one that does: it has only what they left.
+//
+// One plan that acts and was cut short in the last pass (each in turn, in
+// the order of their UUIDs) has the long turn: it runs last, with
+// everything the others left of the pass, and they share the first half
+// of it (all of it when no plan has the long turn). So every plan that
+// acts and whose pass fits half of the pass moves at least once every as
+// many passes as there are plans that act cut short. Among the plans that
+// do not act, one cut short in the last pass has the same turn within
+// what the plans that act left: it runs last of them, with all the others
+// left of it, and they share the first half of it; a plan that does not
+// act never has the long turn of the pass.
 // When a pass has more than one plan, each fleet call of a plan's pass
-// has at most a quarter of what is left of its share (Executor.CallTimeout):
-// one call that never answers holds none of them for long.
+// has at most half of what is left of the executor's pass, besides its
+// share of its plan's (Executor.CallTimeout): one call that never answers
+// holds no pass for more than half of it, and a call that fits half of
+// the pass answers in its plan's long turn.
 // A plan's pass runs once per pass: a plan cut short is not run again
 // from its read in the same pass (that would throw its first try's work
 // away); it waits for its long turn.
 type Turns struct {
 	mu sync.Mutex
 	// cut are the plans cut short in the last pass; favoured the UUID of
-	// the last one that had the long turn.
-	cut      map[string]bool
-	favoured string
+	// the last plan that acts and had the long turn, favouredIdle of the
+	// last one that does not act and had its turn among those.
+	cut                    map[string]bool
+	favoured, favouredIdle string
 }
 
 // Run runs pass for each plan of plans, each under its own share of ctx
@@ -61,7 +70,7 @@ type Turns struct {
 // (the first then is nil).
 func (t *Turns) Run(ctx context.Context, plans []Turn, stop func(error) bool, pass func(ctx context.Context, uuid string) error) ([]error, error) {
 	errs := make([]error, len(plans))
-	long := t.longTurn(plans)
+	long, longIdle := t.longTurns(plans)
 	order := make([]int, 0, len(plans))
 	acting, idle := 0, 0
 	for i, p := range plans {
@@ -71,38 +80,49 @@ func (t *Turns) Run(ctx context.Context, plans []Turn, stop func(error) bool, pa
 		}
 	}
 	for i, p := range plans {
-		if i != long && !p.Acts {
+		if i != longIdle && !p.Acts {
 			order = append(order, i)
 			idle++
 		}
 	}
-	// The others share the first half of the pass when a plan has the
-	// long turn: it keeps at least the second half.
-	first := ctx
-	if deadline, ok := ctx.Deadline(); ok && long >= 0 {
-		var cancel context.CancelFunc
-		first, cancel = context.WithDeadline(ctx, deadline.Add(-time.Until(deadline)/2))
-		defer cancel()
+	if longIdle >= 0 {
+		order = append(order, longIdle)
 	}
 	if long >= 0 {
 		order = append(order, long)
 	}
+	// The others share the first half of the pass when a plan has the
+	// long turn: it keeps at least the second half.
+	first := halfOf(ctx, long >= 0)
+	defer first.cancel()
+	var idleFirst halved
+	defer func() {
+		if idleFirst.cancel != nil {
+			idleFirst.cancel()
+		}
+	}()
 	var cut []int
 	for _, i := range order {
-		base, n := first, 1
+		base, n := first.ctx, 1
 		switch {
 		case i == long:
 			base = ctx
+		case i == longIdle:
 		case plans[i].Acts:
-			n = acting + b2i(idle > 0)
+			n = acting
 			acting--
 		default:
-			n = idle
+			// The plans that do not act share what the plans that act
+			// left; the first half of it when one of them has its turn.
+			if idleFirst.ctx == nil {
+				idleFirst = halfOf(first.ctx, longIdle >= 0)
+			}
+			base, n = idleFirst.ctx, idle
 			idle--
 		}
 		pctx, cancel := Share(base, n, 0)
-		if len(plans) > 1 {
-			pctx = context.WithValue(pctx, sharedPassKey{}, true)
+		if deadline, ok := ctx.Deadline(); ok && len(plans) > 1 {
+			pctx = context.WithValue(pctx, sharedPassKey{}, deadline)
 		}
 		err := pass(pctx, plans[i].UUID)
 		short := err != nil && ctx.Err() == nil && (pctx.Err() != nil || errors.Is(err, ErrCallTimeout))
@@ -119,20 +139,46 @@ func (t *Turns) Run(ctx context.Context, plans []Turn, stop func(error) bool, pa
 	return errs, nil
 }
 
+// halved is a context and its cancel (a no-op when it is its parent).
+type halved struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// halfOf returns ctx, or, when half is set and ctx has a deadline, a
+// context that ends when the first half of what is left of ctx has
+// passed.
+func halfOf(ctx context.Context, half bool) halved {
+	if deadline, ok := ctx.Deadline(); ok && half {
+		c, cancel := context.WithDeadline(ctx, deadline.Add(-time.Until(deadline)/2))
+		return halved{c, cancel}
+	}
+	return halved{ctx, func() {}}
+}
+
 // sharedPassKey marks the context of a plan's pass that shares the
-// executor's pass with other plans (Turns.Run): each of its fleet calls
-// has at most a quarter of what is left (Executor.call).
+// executor's pass with other plans (Turns.Run); its value is the
+// executor's pass's deadline (a time.Time): each of the plan's fleet
+// calls has at most half of what is left of it (Executor.call).
 type sharedPassKey struct{}
 
-// longTurn returns the index in plans of the plan cut short in the last
-// pass that has the long turn of this one (the next UUID after the last
-// one that had it, wrapping), or -1 when none was cut short.
-func (t *Turns) longTurn(plans []Turn) int {
+// longTurns returns the index in plans of the plan that acts, cut short
+// in the last pass, that has the long turn of this one, and of the plan
+// that does not act, cut short, that has its turn among those (each the
+// next UUID after the last one that had it, wrapping), -1 for none.
+func (t *Turns) longTurns(plans []Turn) (acting, idle int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.next(plans, true, &t.favoured), t.next(plans, false, &t.favouredIdle)
+}
+
+// next returns the index in plans of the plan cut short in the last pass
+// whose Acts is acts with the next UUID after *favoured (wrapping), and
+// records it in *favoured; -1 when there is none. t.mu is held.
+func (t *Turns) next(plans []Turn, acts bool, favoured *string) int {
 	var cut []string
 	for _, p := range plans {
-		if t.cut[p.UUID] {
+		if p.Acts == acts && t.cut[p.UUID] {
 			cut = append(cut, p.UUID)
 		}
 	}
@@ -142,13 +188,13 @@ func (t *Turns) longTurn(plans []Turn) int {
 	slices.Sort(cut)
 	next := cut[0]
 	for _, u := range cut {
-		if u > t.favoured {
+		if u > *favoured {
 			next = u
 			break
 		}
 	}
-	t.favoured = next
-	return slices.IndexFunc(plans, func(p Turn) bool { return p.UUID == next })
+	*favoured = next
+	return slices.IndexFunc(plans, func(p Turn) bool { return p.UUID == next && p.Acts == acts })
 }
 
 // remember records the plans (indexes in plans) cut short in this pass.

@@ -17,10 +17,8 @@ import (
 // counts in moved the passes that finished.
 func needs(need map[string]time.Duration, moved map[string]int) func(context.Context, string) error {
 	return func(ctx context.Context, uuid string) error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(need[uuid]):
+		if err := take(ctx, need[uuid]); err != nil {
+			return err
 		}
 		moved[uuid]++
 		return nil
@@ -93,10 +91,8 @@ type slowCreateFleet struct {
 }
 
 func (f slowCreateFleet) CreateJob(ctx context.Context, a plan.Action) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(f.took):
+	if err := take(ctx, f.took); err != nil {
+		return err
 	}
 	return f.Fleet.CreateJob(ctx, a)
 }
@@ -108,7 +104,7 @@ func (f slowCreateFleet) CreateJob(ctx context.Context, a plan.Action) error {
 func TestCallShareLastActionHasTheRest(t *testing.T) {
 	fs := fleetServers(0, 1, time.Minute)
 	o := opts()
-	o.UUID = "callshare-last" // not one whose calls other tests of the process timed out (their servers are asked a quarter)
+	o.UUID = "callshare-last" // its own plan: no other test of the process marked its server slow
 	o.Concurrency = plan.Count(1)
 	w := newWorld(t, fs, "", o)
 	ex := &plan.Executor{Fleet: slowCreateFleet{w.fleet, 60 * time.Millisecond}, Store: w.store, Now: w.clk.Now}

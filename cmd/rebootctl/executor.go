@@ -46,8 +46,9 @@ type executorStatus struct {
 // lockedStore is the plan store as the executor uses it: opened for each
 // read or write only, so that the store's lock is never held while the
 // fleet is observed or acted on, and after any command that waits for
-// the store (storewait.go): an operator's stop or cancel waits for one
-// store operation at most.
+// the store (storewait.go); each open applies first the operators'
+// commands recorded next to the store (cmdfile.go, env.waitStore), where
+// a stop or cancel lands without waiting for the store.
 type lockedStore struct{ e *env }
 
 func (s lockedStore) with(f func(*plan.BoltStore) error) error {
@@ -162,8 +163,8 @@ func (e *env) executor(args []string) int {
 	interval := fs.Duration("interval", 5*time.Second, "time between passes")
 	passTimeout := fs.Duration("pass-timeout", 5*time.Minute, "the longest one pass over the running plans may take: each plan gets an equal share of what\n"+
 		"is left of it, a plan cut short the time the others left unused, and each call to the fleet\n"+
-		"at most a quarter of its plan's share (a call that does not answer in time is asked again,\n"+
-		"after the others, by the next pass)")
+		"at most a quarter of its plan's share while others wait after it, and half of the pass (a call\n"+
+		"that does not answer in time is asked again, after the others, by the next pass)")
 	drain := fs.Duration("drain-timeout", 15*time.Minute, "a job must have drained its server this long after it started")
 	jobTimeout := fs.Duration("job-timeout", time.Hour, "a reboot job must have power-cycled its server this long after it was created")
 	retention := fs.Duration("job-retention", time.Hour, "how long an ended job stays in the fleet state file once its plan has recorded its end")

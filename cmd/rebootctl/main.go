@@ -229,11 +229,21 @@ func (e *env) openStore() (*plan.BoltStore, error) {
 	return e.waitStore()
 }
 
-// waitStore opens the plan store, waiting at most 30 s for its lock.
+// waitStore opens the plan store, waiting at most 30 s for its lock, and
+// applies first the operators' stops and cancels recorded next to it
+// (cmdfile.go): no one reads or writes a plan the store has not yet seen
+// stopped or canceled.
 func (e *env) waitStore() (*plan.BoltStore, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s, err := plan.OpenBolt(e.store)
+		if err == nil {
+			if err := applyCommands(e.ctx, s, e.store); err != nil {
+				s.Close()
+				return nil, err
+			}
+			return s, nil
+		}
 		if !errors.Is(err, plan.ErrLocked) || time.Now().After(deadline) {
 			return s, err
 		}
@@ -457,13 +467,10 @@ func (e *env) command(name string, args []string) int {
 	if !e.oneUUID(name, rest) {
 		return exitUsage
 	}
-	f := map[string]func(plan.Plan) (plan.Plan, error){"run": plan.Run, "stop": plan.Stop, "cancel": plan.Cancel}[name]
-	st, err := e.openStore()
-	if err != nil {
+	v, err := e.operatorCommand(name, rest[0])
+	if errors.Is(err, errNoStore) {
 		return e.fail(err)
 	}
-	v, err := plan.CommandView(e.ctx, st, rest[0], e.operator(name, f))
-	st.Close()
 	p := v.Plan
 	if errors.Is(err, plan.ErrState) {
 		return e.fail(fmt.Errorf("plan %s is %s: it cannot be %s", p.UUID, p.State, map[string]string{"run": "run again (create a new plan)", "stop": "stopped", "cancel": "canceled"}[name]))
@@ -480,6 +487,45 @@ func (e *env) command(name string, args []string) int {
 		return e.watch(p.UUID)
 	}
 	return exitOK
+}
+
+// operatorCommand runs, stops or cancels plan uuid: it records the
+// command next to the store first (cmdfile.go), where it lands at once
+// whatever the executor is writing, then opens the store (which applies
+// it, unless the executor did already) for its outcome and what is still
+// in flight.
+func (e *env) operatorCommand(name, uuid string) (plan.View, error) {
+	if err := e.storeExists(); err != nil {
+		return plan.View{}, err
+	}
+	seq, err := recordCommand(e.ctx, e.store, uuid, name, time.Now().UTC())
+	if err != nil {
+		return plan.View{}, err
+	}
+	return e.commandOutcome(name, uuid, seq)
+}
+
+// commandOutcome opens the store (which applies the commands recorded
+// next to it) and returns the outcome of the command seq recorded there,
+// with the plan's header and what it has in flight.
+func (e *env) commandOutcome(name, uuid string, seq int64) (plan.View, error) {
+	st, err := e.openStore()
+	if err != nil {
+		return plan.View{}, fmt.Errorf("the %s is recorded (no reboot starts any more) and is applied when the store opens; reading its outcome: %w", name, err)
+	}
+	defer st.Close()
+	rec, found, err := commandOutcome(e.ctx, e.store, seq)
+	if err != nil {
+		return plan.View{}, err
+	}
+	if !found || !rec.Applied {
+		return plan.View{}, fmt.Errorf("the %s of plan %s was recorded but is no longer in %s: another program rewrote that file", name, uuid, cmdFilePath(e.store))
+	}
+	v, herr := st.GetHead(e.ctx, uuid)
+	if err := errOutcome(rec); err != nil {
+		return v, err
+	}
+	return v, herr
 }
 
 func (e *env) show(args []string) int {

@@ -51,6 +51,12 @@ func (s timedLocked) GetView(ctx context.Context, uuid string) (plan.View, error
 // let go first (FILE.wait), waits for the operation under way. Ground
 // truth: each command's wall time, and the plan read back with the last
 // command's state.
+//
+// Since review round 16 (TestReview37r_StopWaitsForLargeWrite) the
+// commands are given as rebootctl gives them: recorded next to the store
+// (cmdfile.go), where they land without waiting for the executor's store
+// operation; the landing is timed on that record, and each command's
+// report (which still waits for the store) is checked for its outcome.
 func TestReview37p_StopWaitsForLargeView(t *testing.T) {
 	stopLandsWhileExecutorRuns(t, 50)
 }
@@ -112,18 +118,22 @@ func stopLandsWhileExecutorRuns(t *testing.T, percent int) {
 	}()
 	time.Sleep(3 * time.Second)
 	var worst time.Duration
-	cmds := []func(plan.Plan) (plan.Plan, error){plan.Stop, plan.Run, plan.Stop, plan.Run, plan.Stop, plan.Run, plan.Stop}
+	// plan stop and plan run as rebootctl gives them (operatorCommand):
+	// the command lands when it is recorded next to the store
+	// (recordCommand); its report (commandOutcome) waits for the store.
+	op := &env{ctx: ctx, store: path}
+	cmds := []string{"stop", "run", "stop", "run", "stop", "run", "stop"}
 	for k, cmd := range cmds {
 		time.Sleep(time.Duration(300+97*k) * time.Millisecond)
 		start := time.Now()
-		st, err := e.openStore()
-		require.NoError(t, err, "the operator's store open (after %s)", time.Since(start))
-		_, err = plan.CommandView(ctx, st, "big", cmd)
-		st.Close()
+		seq, err := recordCommand(ctx, path, "big", cmd, start.UTC())
 		took := time.Since(start)
 		require.NoError(t, err)
+		v, err := op.commandOutcome(cmd, "big", seq)
+		require.NoError(t, err, "%s's outcome", cmd)
+		require.Equal(t, map[string]plan.State{"stop": plan.StateStopped, "run": plan.StateRunning}[cmd], v.State, "the plan after %s", cmd)
 		worst = max(worst, took)
-		t.Logf("command %d landed after %s", k, took)
+		t.Logf("command %d (%s) landed after %s, reported after %s", k, cmd, took, time.Since(start))
 	}
 	cancel()
 	<-done

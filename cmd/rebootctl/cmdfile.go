@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// An operator's stop or cancel must land (be durable, and be obeyed: no
+// reboot starts after it) in milliseconds, whatever the plan's size; but
+// the executor may hold the plan store (one bbolt file, one process at a
+// time) for seconds while it writes a pass that changed tens of thousands
+// of records. So plan stop and plan cancel (and plan run, so that the
+// commands are applied in the order they were given) first record the
+// command in a
+// small side file next to the store, FILE.commands (its own lock,
+// FILE.commands.lock; written whole to a temporary file, fsync'd and
+// renamed), which needs no lock of the store. Whoever opens the store
+// next (the executor, before each of its reads and writes: before every
+// pass and before every 16 jobs it creates; or any rebootctl command)
+// applies the commands recorded there, in the order they were recorded,
+// to the plans' headers (plan.CommandView, compare-and-swap) before
+// anything else, and records in the side file that each was applied, or
+// why not (the plan is not there, or not in a state the command applies
+// to). Then the command that recorded it reads the outcome and reports
+// it, with what is still finishing, as before.
+
+// cmdFilePath is the side file of the store at store.
+func cmdFilePath(store string) string { return store + ".commands" }
+
+// cmdRecord is one command recorded in the side file.
+type cmdRecord struct {
+	Seq     int64     `json:"seq"`
+	Plan    string    `json:"plan"`
+	Command string    `json:"command"` // run, stop or cancel
+	At      time.Time `json:"at"`
+	// Applied: the command was applied to the store, or refused (Error
+	// says why, Kind which error: state, not_found, corrupt).
+	Applied bool   `json:"applied,omitempty"`
+	Kind    string `json:"kind,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// cmdFile is the side file's content.
+type cmdFile struct {
+	Next    int64       `json:"next"`
+	Records []cmdRecord `json:"records"`
+}
+
+// cmdLockWait bounds how long one waits for the side file's lock (held
+// by others for a read and a small write only).
+const cmdLockWait = 10 * time.Second
+
+// withCmdFile runs f on the side file's content with its lock held, and
+// writes it back (durably) when f says it changed.
+func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, error)) error {
+	lf, err := os.OpenFile(cmdFilePath(store)+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("the plan store's command file: %w", err)
+	}
+	defer lf.Close()
+	deadline := time.Now().Add(cmdLockWait)
+	for {
+		err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			return fmt.Errorf("the plan store's command file %s: lock: %w", cmdFilePath(store), err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	defer func() { _ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) }()
+	var c cmdFile
+	b, err := os.ReadFile(cmdFilePath(store))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("the plan store's command file: %w", err)
+	default:
+		if err := json.Unmarshal(b, &c); err != nil {
+			return fmt.Errorf("the plan store's command file %s is not readable (%v): the stops and cancels it holds cannot be applied; "+
+				"look at it, then remove it and give the commands again", cmdFilePath(store), err)
+		}
+	}
+	changed, err := f(&c)
+	if err != nil || !changed {
+		return err
+	}
+	return writeCmdFile(store, c)
+}
+
+// writeCmdFile writes c to the side file durably: a temporary file,
+// fsync'd, renamed over it, and the directory fsync'd.
+func writeCmdFile(store string, c cmdFile) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	path := cmdFilePath(store)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("the plan store's command file: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		return fmt.Errorf("the plan store's command file: %w", err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// recordCommand records an operator's run, stop or cancel of plan uuid in
+// the side file and returns its sequence number: from then on, no reboot of
+// the plan starts (the executor applies it before its next read or write
+// of the store). Applied records of the plan are dropped, and those of
+// other plans older than keepOutcomes (the file keeps the commands not
+// applied yet and the outcomes their commands may still read).
+func recordCommand(ctx context.Context, store, uuid, name string, at time.Time) (int64, error) {
+	var seq int64
+	err := withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
+		kept := c.Records[:0]
+		for _, r := range c.Records {
+			if !r.Applied || (r.Plan != uuid && at.Sub(r.At) < keepOutcomes) {
+				kept = append(kept, r)
+			}
+		}
+		c.Next++
+		seq = c.Next
+		c.Records = append(kept, cmdRecord{Seq: seq, Plan: uuid, Command: name, At: at})
+		return true, nil
+	})
+	return seq, err
+}
+
+// keepOutcomes is how long the side file keeps an applied command's
+// outcome, at least, for the command that recorded it to read.
+const keepOutcomes = 24 * time.Hour
+
+// cmdFuncs are the commands the side file holds.
+var cmdFuncs = map[string]func(plan.Plan) (plan.Plan, error){"run": plan.Run, "stop": plan.Stop, "cancel": plan.Cancel}
+
+// applyCommands applies the commands recorded in the side file of the
+// store at store and not applied yet, in their order, to st (the store,
+// opened), and records their outcomes. A command the store cannot take
+// for good (its plan is not there, is corrupt, or is in a state it does
+// not apply to) is recorded refused; on any other error it stays to apply
+// and the error is returned: the store must not be used (a stop may wait
+// in the file).
+func applyCommands(ctx context.Context, st *plan.BoltStore, store string) error {
+	if _, err := os.Stat(cmdFilePath(store)); errors.Is(err, os.ErrNotExist) {
+		return nil // no command was ever recorded
+	}
+	return withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
+		changed := false
+		for i := range c.Records {
+			r := &c.Records[i]
+			if r.Applied {
+				continue
+			}
+			f, ok := cmdFuncs[r.Command]
+			if !ok {
+				r.Applied, r.Kind, r.Error, changed = true, "unknown", "unknown command "+r.Command, true
+				continue
+			}
+			_, err := plan.CommandView(ctx, st, r.Plan, plan.Record(r.Command, r.At, f))
+			switch {
+			case err == nil:
+			case errors.Is(err, plan.ErrState):
+				r.Kind = "state"
+			case errors.Is(err, plan.ErrNotFound):
+				r.Kind = "not_found"
+			case errors.Is(err, plan.ErrCorrupt):
+				r.Kind = "corrupt"
+			default:
+				return changed, fmt.Errorf("apply the %s of plan %s recorded at %s: %w", r.Command, r.Plan, r.At.Format(time.RFC3339), err)
+			}
+			r.Applied, changed = true, true
+			if err != nil {
+				r.Error = err.Error()
+			}
+		}
+		return changed, nil
+	})
+}
+
+// commandOutcome returns the record seq of the side file (its outcome,
+// once applied), false when it is not there.
+func commandOutcome(ctx context.Context, store string, seq int64) (rec cmdRecord, found bool, err error) {
+	err = withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
+		for _, r := range c.Records {
+			if r.Seq == seq {
+				rec, found = r, true
+			}
+		}
+		return false, nil
+	})
+	return rec, found, err
+}
+
+// errOutcome is the error of a refused command's outcome, wrapping the
+// library's sentinel so that explain and the exit code treat it as the
+// command's own error.
+func errOutcome(r cmdRecord) error {
+	switch r.Kind {
+	case "":
+		return nil
+	case "state":
+		return fmt.Errorf("%w: %s", plan.ErrState, r.Error)
+	case "not_found":
+		return fmt.Errorf("%w: %s", plan.ErrNotFound, r.Error)
+	case "corrupt":
+		return fmt.Errorf("%w: %s", plan.ErrCorrupt, r.Error)
+	}
+	return errors.New(r.Error)
+}
