@@ -392,6 +392,9 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("%w: endpoint must not carry credentials", ErrConfig)
 	}
 	ci := power.ConnectInfoFrom(ctx)
+	if ci.Command {
+		ctx = asCommand(ctx) // a fence's reads are not held behind other hosts' reads
+	}
 	if ci.Shared != nil {
 		return share(ctx, cfg, ci.Shared)
 	}
@@ -471,7 +474,7 @@ func (c *Controller) discover(ctx context.Context) error {
 		r := c.readSystem(ctx, client, "/redfish/v1/Systems/"+url.PathEscape(id))
 		sys, err := r.sys, r.err
 		if err != nil && r.listed && r.listErr != nil {
-			return c.classify("list systems", r.listErr) // the service's: the login's
+			return c.serviceAfterLogin(c.classify("list systems", r.listErr))
 		}
 		if err != nil && r.listed {
 			e := c.classify("read system", err)
@@ -511,8 +514,11 @@ func (c *Controller) discover(ctx context.Context) error {
 			return c.systemsOwn(c.classify("list systems", err))
 		}
 		// The service root or the Systems collection failed (a busy
-		// or updating service, a timeout): every host's, the login's.
+		// or updating service, a timeout).
 		e := c.classify("list systems", err)
+		if !c.cfg.BasicAuth {
+			return c.serviceAfterLogin(e)
+		}
 		if c.cfg.BasicAuth && e.Status == http.StatusForbidden && e.Err == nil {
 			// With basic auth this read is the login: a 403 refuses the
 			// account, as a 403 to a session's login does.
@@ -550,6 +556,24 @@ func (c *Controller) discover(ctx context.Context) error {
 	}
 	c.systemURI = sys.ODataID
 	return c.systemsOwn(c.readReset(ctx, sys.RawData))
+}
+
+// serviceAfterLogin marks e, a failure of the service root or the
+// Systems collection after the BMC accepted the session's login, as the
+// host's own (power.AfterLogin: the Pool backs this host alone off, and
+// keeps the session for the other hosts of the login, whose own reads
+// tell whether it works), unless it refuses the credentials (ErrAuth: the
+// login's). A chassis that builds its collection by asking every blade
+// hangs it while one blade is dead: that is no failure of the login, and
+// must neither back off nor log out a login that the other blades' hosts
+// use (TestReview35v_DeadBladeBacksOffNeighbourFenceMinutes,
+// TestReview35v_EarlySharedLoginFailureRefusesOpenJoiner). With basic
+// auth nothing proved the credentials: e is returned as it is.
+func (c *Controller) serviceAfterLogin(e *power.Error) error {
+	if c.cfg.BasicAuth || errors.Is(e, power.ErrAuth) {
+		return e
+	}
+	return power.AfterLogin(e)
 }
 
 // systemsOwn marks err (nil if nil), a failure of this host's own system (its
