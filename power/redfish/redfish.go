@@ -67,8 +67,13 @@
 //     host's own system during Connect (its resource, its member of the
 //     Systems listing, its ActionInfo; a 401 included, which then is not
 //     power.ErrAuth) is the host's own (power.AfterLogin: a Pool backs
-//     that host alone off); a failure of the service root or the Systems
-//     collection itself (a busy service, a timeout) is not. A 401 for
+//     that host alone off), and so is a failure of the service root or
+//     the Systems collection itself (a busy service, a timeout: a chassis
+//     that hangs its collection while a blade is dead), but a 401 to it;
+//     the session is then kept for the other hosts (given
+//     ConnectInfo.KeepSession). A Connect whose
+//     power.ConnectInfo.Command says it serves a power command sends its
+//     reads past Config.MaxInFlight, as the command's own. A 401 for
 //     a system's own member of a collection the shared session read is
 //     no expiry of the session if the BMC still answers the session's own
 //     resource (SessionService/Sessions/<id>) on it: a join that meets it
@@ -255,8 +260,14 @@ type Config struct {
 	// reading a chassis' blades together neither opens a connection per
 	// blade nor passes the BMC's own limit: a read past it waits for one
 	// to end (as long as its caller's context allows). The requests of a
-	// power command (On, Off, Reset: their reads and the Reset POST) are
-	// never held by it: a fence does not queue behind reads. The
+	// power command (On, Off, Reset: their reads and the Reset POST, and
+	// a Connect's made for one: power.ConnectInfo.Command) are never held
+	// by it: a fence does not queue behind reads. A read holds its place
+	// until it is answered or overdue (four times the session's usual
+	// answer time, at least 200 ms): an overdue read gives its place up,
+	// and its system's next reads, until one is answered, share one
+	// place of their own beside the cap (dead blades never hold the
+	// places of healthy blades' reads). The
 	// transport made here (not Config.HTTPClient's) keeps twice as many
 	// idle connections to the BMC (a read's place is free before its
 	// connection is). Default DefaultMaxInFlight; the first
@@ -285,6 +296,9 @@ type Controller struct {
 	own  bool          // this Controller made the login (Close logs it out)
 	sem  chan struct{} // held by the operation under way
 	reqs chan struct{} // held by each request it sends (reqPath)
+	// suspect: a read of this system's went overdue, and none was
+	// answered since (readplace.go).
+	suspect atomic.Bool
 
 	systemURI   string
 	resetTarget string
@@ -403,6 +417,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
 	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), reads: make(chan struct{}, cfg.maxInFlight())}
+	c.sess.stats.suspect = make(chan struct{}, 1)
 	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
 	}
