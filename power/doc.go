@@ -75,7 +75,8 @@
 //     Systems collection as well: a chassis that builds its collection
 //     by asking every blade hangs it while one blade is dead, and that
 //     neither backs off nor logs out a login other blades' hosts use;
-//     with basic auth that failure is the login's): that failure is the host's own,
+//     with basic auth such a failure is the login's, unless neither it
+//     nor the read of the host's own system was answered): that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff;
 //     the session of such a login (ErrAfterLogin, a system not found
 //     included: power/redfish hands it over with AfterLoginKeep when

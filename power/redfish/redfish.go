@@ -91,8 +91,10 @@
 //     power.ConnectInfo.NoSession first: it opens no session on the BMC,
 //     and a Pool counts none against its bound; a direct read of the
 //     host's system that runs out of time while the Systems collection
-//     answered the same credentials (a dead blade) is the host's own
-//     (power.AfterLogin), not the credentials'.
+//     answered the same credentials (a dead blade), or while it went
+//     unanswered too (a chassis that hangs its collection while a blade
+//     is dead), is the host's own (power.AfterLogin), not the
+//     credentials'.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
@@ -489,7 +491,16 @@ func (c *Controller) discover(ctx context.Context) error {
 		r := c.readSystem(ctx, client, "/redfish/v1/Systems/"+url.PathEscape(id))
 		sys, err := r.sys, r.err
 		if err != nil && r.listed && r.listErr != nil {
-			return c.serviceAfterLogin(c.classify("list systems", r.listErr))
+			e := c.classify("list systems", r.listErr)
+			if c.cfg.BasicAuth && e.Status == 0 && !errors.Is(e, power.ErrAuth) && errors.Is(err, context.DeadlineExceeded) {
+				// Neither read was answered: no refusal of the
+				// credentials (a refused password is answered, it does
+				// not hang), and other hosts with them may work (a
+				// chassis that hangs its collection while this blade is
+				// dead): this host backs off alone.
+				return power.AfterLogin(e)
+			}
+			return c.serviceAfterLogin(e)
 		}
 		if err != nil && r.listed {
 			e := c.classify("read system", err)
