@@ -205,7 +205,7 @@ func TestBMCChangedDuringRequestNotUsed(t *testing.T) {
 		require.NoError(t, admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
 			Data: map[string][]byte{"username": []byte("admin"), "password": []byte("h1-pw")}}))
 		require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(bmc) }))
-		p := &Powers{Client: admin, Secrets: admin, Namespace: ns, Timeout: 5 * time.Second, PolicySettle: time.Second,
+		p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, Timeout: 5 * time.Second, PolicySettle: time.Second,
 			Pool: power.NewPool(power.PoolConfig{CallTimeout: time.Second, ConnectTimeout: time.Second})}
 		t.Cleanup(func() { _ = p.Close() })
 		if withPolicy {

@@ -167,13 +167,13 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 	var rec v1alpha1.RebootRecord
 	err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Name}, &rec)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return p.firstSight(ctx, bmh, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("kube: host %s: reboot record: %w", bmh.Name, err)
 	}
 	if rec.Spec.HostUID != string(bmh.UID) {
-		return nil
+		return p.firstSight(ctx, bmh, &rec)
 	}
 	w, canWrite := p.Client.(client.Writer)
 	pin := rec.Spec.BMC
@@ -251,11 +251,12 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		if off {
 			// The pinned BMC (the host's when the reboot became
 			// pending) reads Off: the withdrawn reboot may have powered
-			// the host off, so it is powered back on through the BMC it
-			// now has (the host must not stay off); no reboot is
-			// pending, so no evidence is taken, and the pass drops the
-			// pin.
-			return nil
+			// the host off, so it is powered back on through that BMC,
+			// the real one (never through the new one, which a reboot
+			// client may have put there after holding the host off with
+			// a request of its own: issue 39), and the record is marked
+			// as below: the new BMC is used once it is accepted.
+			p.powerOnPinned(bmh, pin)
 		}
 		if w, ok := p.Client.(client.Writer); ok {
 			mark := map[string]any{"bmc": nil, "bmcChanged": pin}
@@ -263,11 +264,15 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 				return mapError("record of", p.Namespace, bmh.Name, err)
 			}
 		}
+		what := "the pinned BMC does not read Off"
+		if off {
+			what = "the pinned BMC read Off and is powering the host back on"
+		}
 		return fmt.Errorf("%w: the reboot requests of host %s were removed and its BMC changed (address %q, credentials %q; "+
-			"pinned %q, credentials %q) while a reboot client may have made the change (%v): the pinned BMC does not read Off, the pin is dropped with no call to "+
+			"pinned %q, credentials %q) while a reboot client may have made the change (%v): %s, the pin is dropped with no call to "+
 			"the new BMC, and rebootkit sends the new BMC no credentials and takes no evidence from it until it is accepted: restore "+
 			"spec.bmc, or, with more than the reboot-client role, check it and accept it by naming it in the record's mark: %s",
-			ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, pin.Address, pin.CredentialsName, perr, acceptCommand(p.Namespace, bmh))
+			ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, pin.Address, pin.CredentialsName, perr, what, acceptCommand(p.Namespace, bmh))
 	}
 	return fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) is not the one it had when its reboot became pending "+
 		"(address %q, credentials %q), and a reboot client may have changed it (%v): rebootkit sends it no credentials "+

@@ -27,7 +27,7 @@ import (
 // BMCChanged; the mark refuses the new BMC on every pass until spec.bmc
 // is restored (which clears it) or an identity that may write
 // RebootRecords removes it; when the pinned BMC reads Off the host is
-// released through the new BMC, unmarked. Ground truth: the calls each
+// powered back on through the pinned BMC and marked all the same. Ground truth: the calls each
 // fake BMC received; the record read directly.
 func TestBMCChangedMarkNeedsAdmin(t *testing.T) {
 	needAPIServer(t)
@@ -49,7 +49,7 @@ func TestBMCChangedMarkNeedsAdmin(t *testing.T) {
 	pin := &v1alpha1.BMCPin{Address: redfishAt(srv1), CredentialsName: bmh.Spec.BMC.CredentialsName, PendingSince: stamp(time.Now())}
 	require.NoError(t, admin.Create(ctx, &v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
 		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}))
-	p := &Powers{Client: admin, Secrets: admin, Namespace: ns, Timeout: 5 * time.Second, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
+	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, Timeout: 5 * time.Second, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		StaleReads: 200 * time.Millisecond, // the fake BMCs read fresh
 		Pool:       power.NewPool(power.PoolConfig{CallTimeout: time.Second, ConnectTimeout: time.Second})}
 	defer func() { _ = p.Close() }()
@@ -105,17 +105,26 @@ func TestBMCChangedMarkNeedsAdmin(t *testing.T) {
 	require.NoError(t, use(), "accepted by an administrator")
 	assert.NotEmpty(t, hw2.Calls(), "the accepted BMC is used")
 
-	// The pinned BMC reads Off: released through the new BMC, unmarked.
+	// The pinned BMC reads Off: the host is powered back on through the
+	// pinned BMC, never through the new one, and the record is marked
+	// (issue 39 round 9: before, it was released through the new BMC,
+	// unmarked, which a reboot client could trigger with a hold of its
+	// own).
 	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
 	repin()
 	hw1.OutOfBandOff()
 	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
+	calls2 := len(hw2.Calls())
 	// An Off counts StaleReads after the pass that found the requests
 	// gone (the evidence rule); until then the pass is requeued.
 	err := use()
 	for deadline := time.Now().Add(5 * time.Second); errors.Is(err, ErrInFlight) && time.Now().Before(deadline); err = use() {
 		time.Sleep(20 * time.Millisecond)
 	}
-	require.NoError(t, err, "a host the withdrawn reboot may have left off is powered back on")
-	assert.Nil(t, record().Spec.BMCChanged)
+	require.ErrorIs(t, err, ErrBMCChanged, "the new BMC is not used until accepted")
+	assert.Eventually(t, func() bool { return hw1.WasOnAt(time.Now()) }, 5*time.Second, 20*time.Millisecond,
+		"a host the withdrawn reboot may have left off is powered back on through its pinned BMC")
+	assert.Len(t, hw2.Calls(), calls2, "no call to the new BMC")
+	require.NotNil(t, record().Spec.BMCChanged, "marked until the new BMC is accepted")
+	assert.Equal(t, redfishAt(srv1), record().Spec.BMCChanged.Address)
 }

@@ -27,7 +27,8 @@ import (
 // keyed request holds a host off through its BMC; the administrator
 // replaces the BMC (the reboot-client admission policy is not installed)
 // and removes the request. No reboot is pending any more, so the old pin
-// must go, and a later request must reach the new BMC; the pass of the
+// must go (the host powered back on through it), and once the new BMC is
+// accepted the host must be reached through it; the pass of the
 // reboot package asks for the power controller (checkPin: ErrBMCChanged)
 // before it decides, so without the controller's clearing of the pin of
 // a host that carries no request, the host is locked out for good.
@@ -50,7 +51,7 @@ func TestBMCReplacedAfterHoldWithdrawnNormalPath(t *testing.T) {
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
 	const stale = 500 * time.Millisecond
 	mgr := namespacedManager(t, ns)
-	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
 		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
 	defer powers.Close()
@@ -82,6 +83,13 @@ func TestBMCReplacedAfterHoldWithdrawnNormalPath(t *testing.T) {
 	assert.Eventually(t, func() bool {
 		return direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &record) == nil && record.Spec.BMC == nil
 	}, 5*time.Second, 50*time.Millisecond, "no reboot pending: the old pin goes; events %q", drainEvents(rec))
+	// The pinned BMC reads Off: the host is powered back on through it,
+	// never through the unaccepted new one (issue 39 round 9); the
+	// administrator accepts the new BMC.
+	assert.Eventually(t, func() bool { return hw1.WasOnAt(time.Now()) }, 10*time.Second, 50*time.Millisecond,
+		"released: the host is powered back on through its pinned BMC; events %q", drainEvents(rec))
+	assert.Empty(t, hw2.Calls(), "no call to the new BMC before it is accepted")
+	acceptBMC(t, ctx, direct, ns, "h1", 5*time.Second)
 	assert.Eventually(t, func() bool { return hw2.WasOnAt(time.Now()) }, 10*time.Second, 50*time.Millisecond,
-		"released, spec.online true: the host is powered on through its new BMC; events %q", drainEvents(rec))
+		"accepted, spec.online true: the host is powered on through its new BMC; events %q", drainEvents(rec))
 }

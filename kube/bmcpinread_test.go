@@ -44,7 +44,7 @@ func pinnedReadRig(t *testing.T, delay time.Duration) (*Powers, *metal3.BareMeta
 			CredentialsName: "h1-bmc"}}}
 	pin := &v1alpha1.BMCPin{Address: "redfish+http://" + strings.TrimPrefix(srv.URL, "http://") + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}
 	var done atomic.Int32
-	p := &Powers{Client: c, Secrets: c, Namespace: "ns", Done: func(string) { done.Add(1) },
+	p := &Powers{WithoutAdmissionPolicy: true, Client: c, Secrets: c, Namespace: "ns", Done: func(string) { done.Add(1) },
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 10 * time.Second, ConnectTimeout: 10 * time.Second})}
 	t.Cleanup(func() { _ = p.Close() })
 	return p, bmh, pin, &done

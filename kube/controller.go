@@ -149,6 +149,9 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		c.refuseOnce(req.Name, nil) // ours now: a later refusal is news
 		if bmh.Spec.DisablePowerOff {
 			res, err := c.reconcileReset(ctx, &bmh)
+			if errors.Is(err, ErrNoAdmissionPolicy) {
+				return c.policyRefused(ctx, req, err), nil
+			}
 			if errors.Is(err, ErrBMCChanged) {
 				if c.Recorder != nil {
 					c.Recorder.Eventf(&bmh, nil, "Warning", "BMCChanged", "Reboot", "%v", err)
@@ -185,6 +188,9 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{RequeueAfter: c.conflictDelay(req.Name, c.hostFor(ctx, req))}, nil
 	}
 	c.conflictsEnd(req.Name)
+	if errors.Is(err, ErrNoAdmissionPolicy) {
+		return c.policyRefused(ctx, req, err), nil
+	}
 	if errors.Is(err, ErrBMCChanged) {
 		// Nothing was sent to the new BMC; restoring spec.bmc (a change of
 		// the host) brings the next pass.
@@ -317,8 +323,30 @@ func (c *RebootController) powerEvent(ctx context.Context, req ctrl.Request, res
 	c.Recorder.Eventf(&bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", req.Name, what, err, powerFix(err))
 }
 
+// policyRefused reports a pass that Powers refused because the
+// reboot-client admission policy is not in force (err wraps
+// ErrNoAdmissionPolicy and names the fix) as a Warning event on the host,
+// and requeues it after a minute at most (IdlePoll if shorter): nothing
+// was sent to its BMC, and the policy is read again then.
+func (c *RebootController) policyRefused(ctx context.Context, req ctrl.Request, err error) ctrl.Result {
+	if c.Recorder != nil && c.Client != nil {
+		var bmh metal3.BareMetalHost
+		if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
+			c.Recorder.Eventf(&bmh, nil, "Warning", "AdmissionPolicyMissing", "Reboot", "%v", err)
+		}
+	}
+	after := time.Minute
+	if c.IdlePoll > 0 && c.IdlePoll < after {
+		after = c.IdlePoll
+	}
+	return ctrl.Result{RequeueAfter: after}
+}
+
 // powerFix is the operator's fix for a failed BMC call.
 func powerFix(err error) string {
+	if errors.Is(err, ErrNoAdmissionPolicy) {
+		return "install config/admission (kubectl apply -k config/admission), or run rebootkit-controller with --without-admission-policy (see the kube package doc for what is weaker then)"
+	}
 	if errors.Is(err, power.ErrAuth) || errors.Is(err, power.ErrBackoff) {
 		return "check the username and password in the host's BMC credentials Secret"
 	}

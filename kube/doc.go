@@ -169,8 +169,12 @@
 //     reads the power of the pinned BMC (the host's when the reboot became
 //     pending, so its credentials go nowhere new). If that reads Off (the
 //     withdrawn reboot may have powered the host off), the host is powered
-//     back on through its new BMC, with no evidence taken, the pin
-//     goes, and the new BMC becomes the host's LastBMC (see below).
+//     back on through that pinned BMC, never through the new one (which
+//     a reboot client could otherwise reach by holding the host off with
+//     a request of its own and then withdrawing it and redirecting
+//     spec.bmc in one write); in either case the pin goes and the record
+//     is marked BMCChanged, with no call to the new BMC, until an
+//     administrator accepts it or spec.bmc is restored.
 //     That reading runs in the background (a pass waits for it at
 //     most 250 ms and is requeued while it runs, and at its end through
 //     Powers.Done, so a dead old BMC holds no reconcile worker). An Off
@@ -228,11 +232,9 @@
 //     judged as above: once checkPin lets a pass of the reset path use it
 //     (the pinned BMC read Off, or the policy), that pass's record write
 //     (before its power-on is sent) ends the reboot in the same way and
-//     drops its pin, as the normal path's pass that powers the host on
-//     through its new BMC does. A host is
-//     thus never locked out by the pin of a reboot no
-//     longer asked for, nor handed to a BMC a reboot client put in during
-//     one. With no reboot pending the record keeps a standing pin,
+//     drops its pin. A host is thus never left off by the pin of a reboot
+//     no longer asked for, nor handed to a BMC a reboot client put in
+//     during one. With no reboot pending the record keeps a standing pin,
 //     RebootRecordSpec.LastBMC: the spec.bmc of the last record write of
 //     a pass that was let use it (or, on a record without one, the
 //     spec.bmc first seen then). A spec.bmc other than LastBMC is used only
@@ -244,11 +246,23 @@
 //     at once). So a reboot client that removes a request, waits for its
 //     reboot to end and only then redirects spec.bmc gets nothing from
 //     the next request either; an administrator who replaces a BMC
-//     without config/admission accepts it in the mark. A host whose
-//     RebootRecord does not exist yet has no LastBMC: its first reboot
-//     pins whatever spec.bmc it has then. Powers writes the mark with
-//     Client when it can write (the manager's client); with a read-only
-//     Client the pin stays instead.
+//     without config/admission accepts it in the mark. The first pass
+//     that asks Powers for a host's power controller (the first idle pass
+//     after the controller starts, before any request is acted on)
+//     records its spec.bmc as LastBMC in a new RebootRecord (firstSight;
+//     an earlier host's record of the same name is replaced), so a host
+//     never rebooted has one too. Powers writes the record and the mark
+//     with Client when it can write (the manager's client); with a
+//     read-only Client the pin stays instead and nothing is recorded at
+//     first sight.
+//     Unless WithoutAdmissionPolicy is set (the binary's
+//     --without-admission-policy), Powers refuses every host
+//     (ErrNoAdmissionPolicy: no credentials read or sent, no power call)
+//     while the policy and a binding of the same name that denies with it
+//     cannot be read, reading them again every PolicyRecheck (default
+//     30 s); the RebootController reports it as an
+//     AdmissionPolicyMissing event on the host that names the fix, and
+//     looks again within a minute.
 //     A host with spec.disablePowerOff is never powered off (its
 //     power-off fails with ErrPowerOffDisabled): see "Hosts whose power
 //     never goes off".
@@ -476,9 +490,9 @@
 //     sees no request clears the state and its BMC pin with no BMC call
 //     when spec.bmc is still the pinned one; otherwise that pass first
 //     goes through checkPin's rule for withdrawn requests (see Powers:
-//     the pinned BMC is read; an Off lets the new BMC be used and becomes
-//     the host's LastBMC, anything else marks the record BMCChanged until
-//     an administrator accepts the new BMC), so that a reboot client that
+//     the pinned BMC is read; an Off powers the host back on through it;
+//     either way the record is marked BMCChanged until an administrator
+//     accepts the new BMC), so that a reboot client that
 //     removes its request and redirects spec.bmc in one write gets no
 //     credentials sent to its BMC.
 //     When spec.disablePowerOff is cleared, the state and the token are
@@ -557,8 +571,9 @@
 //   - Give the controller's service account the role of config/rbac (the
 //     tests run the controllers under exactly that role), and reboot
 //     clients the reboot-client role: never write access to rebootrecords
-//     or to the BMC Secrets. Install config/admission (with
-//     --unmanaged-hosts the binary refuses to start without it).
+//     or to the BMC Secrets. Install config/admission: without it (and
+//     without --without-admission-policy) the controller acts on no host;
+//     with --unmanaged-hosts the binary refuses to start without it.
 //   - Bind each BMC Secret to its host: the label BMCHostLabel with the
 //     host's name, or an owner reference to the host (the
 //     baremetal-operator adds one to the Secrets it manages).
@@ -575,11 +590,16 @@
 //     is not used (ErrBMCChanged), nor after the pending reboot's requests
 //     were removed in the same write, nor after that reboot ended (the
 //     record's LastBMC), until an administrator names it in the record's
-//     BMCChanged mark (one exception: a host whose pinned BMC reads Off
-//     after its requests were removed is powered back on through the new
-//     one, which is then its LastBMC, see Powers). A host whose
-//     RebootRecord does not exist yet (it never had a reboot) has no BMC
-//     to compare with: its first request uses the spec.bmc it has then.
+//     BMCChanged mark; a host whose pinned BMC reads Off after its
+//     requests were removed is powered back on through that pinned BMC,
+//     never through the new one. The controller runs without
+//     config/admission only with --without-admission-policy
+//     (Powers.WithoutAdmissionPolicy); what is weaker then: a reboot
+//     client can still redirect spec.bmc of a host before the controller
+//     first saw it (the first pass records the spec.bmc it finds as the
+//     host's LastBMC), labels and the detached annotation stay writable
+//     by reboot clients, and every legitimate BMC change (a replaced BMC)
+//     needs an administrator's acceptance in the record's mark.
 //   - The storm guard admits at most its limit per cluster and
 //     MachineHealthCheck across concurrent reconciles and managers
 //     (compare-and-swap on the Admissions record), the other

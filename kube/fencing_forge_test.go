@@ -78,7 +78,7 @@ func TestClientCannotForgeFencing(t *testing.T) {
 	h1.Spec.BMC.Address = "redfish+http://" + strings.TrimPrefix(trap.URL, "http://") + "/redfish/v1/Systems/1"
 	h1.Spec.BMC.CredentialsName = "h2-bmc"
 	require.NoError(t, uc.Update(ctx, h1))
-	p := &Powers{Client: admin, Secrets: admin, Namespace: ns, Timeout: 5 * time.Second}
+	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, Timeout: 5 * time.Second}
 	_, err = p.Controller("h1")
 	assert.ErrorIs(t, err, ErrSecretNotBound)
 	assert.NotContains(t, err.Error(), "h2-secret-pw")

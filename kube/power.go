@@ -177,6 +177,20 @@ type Powers struct {
 	// fresh (from the reading's goroutine; it must not block). The
 	// RebootController's Async.Done does that.
 	Done func(name string)
+	// Guard, if set, wraps the power controller of the one power call
+	// Powers makes itself (checkPin powering a host back on through its
+	// pinned BMC): the LeaseGuard's Wrap, as for the Reconciler's calls.
+	Guard func(power.Controller) power.Controller
+	// WithoutAdmissionPolicy runs without the reboot-client admission
+	// policy of config/admission: without it (false, the default),
+	// Controller refuses every host (ErrNoAdmissionPolicy: no credentials
+	// sent, no power call) while the policy PolicyName and its denying
+	// binding are not in force, as read at most PolicyRecheck ago. See
+	// doc.go for what is weaker with it.
+	WithoutAdmissionPolicy bool
+	// PolicyRecheck is how long Controller keeps what it read of the
+	// admission policy before reading it again (default 30 s).
+	PolicyRecheck time.Duration
 
 	once   sync.Once
 	mu     sync.Mutex
@@ -185,6 +199,10 @@ type Powers struct {
 	// readCtx is the parent of the pinned readings, cancelled by Close.
 	readCtx  context.Context
 	readStop context.CancelFunc
+	// policyErr is what the last check of the admission policy found
+	// (nil: in force), policyAt when (zero: never checked).
+	policyErr error
+	policyAt  time.Time
 }
 
 func (p *Powers) pool() *power.Pool {
@@ -243,6 +261,9 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	}
 	if p.Secrets == nil {
 		return nil, errors.New("kube: Powers.Secrets is not set (use the manager's API reader)")
+	}
+	if err := p.policyGate(ctx, name); err != nil {
+		return nil, err
 	}
 	if err := p.checkPin(ctx, &bmh); err != nil {
 		return nil, err

@@ -95,7 +95,7 @@ func TestPowersOnAPIServer(t *testing.T) {
 		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("s3cret")}}))
 	require.NoError(t, c.Create(ctx, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
 		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish://" + host + "/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}}}))
-	p := &Powers{Client: c, Secrets: c, Namespace: ns, RootCAs: pool}
+	p := &Powers{WithoutAdmissionPolicy: true, Client: c, Secrets: c, Namespace: ns, RootCAs: pool}
 	defer p.Close()
 	pc, err := p.Controller("h1")
 	require.NoError(t, err)
@@ -152,7 +152,7 @@ func TestPowersReadSecretsWithGetOnly(t *testing.T) {
 	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
 	defer func() { cancel(); wg.Wait() }()
 	require.True(t, mgr.GetCache().WaitForCacheSync(ctx))
-	p := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second}
+	p := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second}
 	pc, err := p.Controller("h1")
 	require.NoError(t, err)
 	st, err := pc.State(ctx)

@@ -177,6 +177,12 @@ func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, e
 	case err != nil:
 		return reboot.Host{}, fmt.Errorf("kube: reboot record %s/%s: %w", s.Namespace, h.Name, err)
 	default:
+		if recVersion == "" && firstSightOnly(&cur, &bmh) {
+			// Read as none, and since holding only the BMC a pass of
+			// this host first saw (Powers' firstSight): the same
+			// (empty) Status, written over under compare-and-swap.
+			recVersion = cur.ResourceVersion
+		}
 		if cur.ResourceVersion != recVersion {
 			return reboot.Host{}, fmt.Errorf("kube: reboot record %s/%s: %w", s.Namespace, h.Name, reboot.ErrConflict)
 		}

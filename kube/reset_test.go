@@ -70,7 +70,7 @@ func TestDisablePowerOffRebootIsReset(t *testing.T) {
 
 			const stale = 500 * time.Millisecond
 			mgr := namespacedManager(t, ns)
-			powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+			powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
 				Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
 			defer powers.Close()
 			async := &Async{Power: powers.Controller}

@@ -78,7 +78,7 @@ func TestReview35_PerHostSecretsShareNoSession(t *testing.T) {
 	}
 	clk := &review35Clock{t: fake.Epoch}
 	pool := power.NewPool(power.PoolConfig{Now: clk.Now})
-	p := &Powers{Client: c, Secrets: c, Namespace: "ns", RootCAs: roots, Pool: pool}
+	p := &Powers{WithoutAdmissionPolicy: true, Client: c, Secrets: c, Namespace: "ns", RootCAs: roots, Pool: pool}
 	defer p.Close()
 	refused := 0
 	var loginAt []time.Time
@@ -125,7 +125,7 @@ func TestReview35_SecretRewriteBypassesAuthBackoff(t *testing.T) {
 	roots.AddCert(srv.Certificate())
 	c := fakeclient.NewClientBuilder().WithScheme(scheme).Build()
 	review35Host(t, c, "h1", strings.TrimPrefix(srv.URL, "https://"), "1", "admin", "wrong")
-	p := &Powers{Client: c, Secrets: c, Namespace: "ns", RootCAs: roots}
+	p := &Powers{WithoutAdmissionPolicy: true, Client: c, Secrets: c, Namespace: "ns", RootCAs: roots}
 	defer p.Close()
 	ctx := context.Background()
 	start := time.Now()
@@ -172,7 +172,7 @@ func TestReview35_DeletedHostNeverForgotten(t *testing.T) {
 	c := fakeclient.NewClientBuilder().WithScheme(scheme).Build()
 	review35Host(t, c, "h1", strings.TrimPrefix(srv.URL, "https://"), "1", "admin", "s3cret")
 	pool := power.NewPool(power.PoolConfig{})
-	powers := &Powers{Client: c, Secrets: c, Namespace: "ns", RootCAs: roots, Pool: pool}
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: c, Secrets: c, Namespace: "ns", RootCAs: roots, Pool: pool}
 	defer powers.Close()
 	rec := &reboot.Reconciler{Hosts: &RebootHosts{Client: c, Namespace: "ns"}, Power: powers.Controller, Now: time.Now}
 	ctl := &RebootController{Reconciler: rec, Namespace: "ns", Client: c, Ownership: Ownership{NoOperator: true}}

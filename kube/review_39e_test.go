@@ -75,7 +75,7 @@ func TestReview39e_RestoreThenRedirectFakesFence(t *testing.T) {
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
 	const stale = 300 * time.Millisecond
 	mgr := namespacedManager(t, ns)
-	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
 		PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
 	defer powers.Close()
@@ -215,7 +215,7 @@ func TestReview39e_PinnedReadHoldsWorker(t *testing.T) {
 	// The requests are gone; the BMC was replaced.
 	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
 	const bmcTimeout = 3 * time.Second
-	p := &Powers{Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
+	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: bmcTimeout, ConnectTimeout: bmcTimeout})}
 	defer func() { _ = p.Close() }()
 	a := &Async{Power: p.Controller}

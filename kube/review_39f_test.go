@@ -73,7 +73,7 @@ func TestReview39f_StalePinnedOffUsedWhileHostRuns(t *testing.T) {
 	require.NoError(t, hw1.Off(ctx, power.ModeHard))
 	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
 	require.NoError(t, admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
-	p := &Powers{Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
+	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second})}
 	defer func() { _ = p.Close() }()
 	slow.Store(true)
@@ -136,7 +136,7 @@ func TestReview39f_DisablePowerOffFlipMarksUnchangedBMC(t *testing.T) {
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
 	const stale = 300 * time.Millisecond
 	mgr := namespacedManager(t, ns)
-	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
 		PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
 	defer powers.Close()
@@ -227,7 +227,7 @@ func TestReview39f_PinnedReadOutlivesDeletedHost(t *testing.T) {
 	require.NoError(t, admin.Create(ctx, &v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
 		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}))
 	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = "redfish+http://127.0.0.1:1/redfish/v1/Systems/1" }))
-	p := &Powers{Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
+	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second})}
 	defer func() { _ = p.Close() }()
 	_, err := p.Controller("h1")

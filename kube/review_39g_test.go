@@ -66,11 +66,38 @@ func TestReview39g_AnsweredRequestPinLocksOutResetHost(t *testing.T) {
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
 	const stale = 300 * time.Millisecond
 	mgr := namespacedManager(t, ns)
-	powers := &Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
 		PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
 	defer powers.Close()
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
+	// newView is the start of the first pass whose power controller may
+	// have been made from BMC 2 (the controller's cache showed it when
+	// Powers.Controller returned). The passes of one host never overlap,
+	// so every pass made from BMC 1 before the change (an idle pass that
+	// read the host just before it: legitimately calls BMC 1) ended
+	// before then, and a call to BMC 1 after it is one made after the
+	// change was seen: what the test is about. (The test took the time
+	// of its own write instead, and failed about 1 run in 3 on such an
+	// idle pass.)
+	// A pass whose cache showed BMC 1 before Powers.Controller and BMC 2
+	// after it may have been made from either: from BMC 1 if it got a
+	// power controller (it may call BMC 1), from BMC 2 if it was refused
+	// (it may have read BMC 1 inside Controller: the bug).
+	var newView atomic.Pointer[time.Time]
+	seesNew := func(name string) bool {
+		var b metal3.BareMetalHost
+		return mgr.GetClient().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &b) == nil && b.Spec.BMC.Address == redfishAt(srv2)
+	}
+	powerOf := func(name string) (power.Controller, error) {
+		start := time.Now()
+		before := newView.Load() == nil && seesNew(name)
+		pc, err := powers.Controller(name)
+		if newView.Load() == nil && (before || (err != nil && seesNew(name))) {
+			newView.CompareAndSwap(nil, &start)
+		}
+		return pc, err
+	}
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powerOf,
 		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
 	rec := events.NewFakeRecorder(1000)
 	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
@@ -102,7 +129,6 @@ func TestReview39g_AnsweredRequestPinLocksOutResetHost(t *testing.T) {
 	r1 := record()
 	t.Logf("after the reset path answered the only request: pin %+v, mark %+v, status %s", r1.Spec.BMC, r1.Spec.BMCChanged, r1.Spec.Status)
 	// No request is left. The BMC is replaced (the host now answers on BMC 2).
-	changed := time.Now()
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
 	time.Sleep(2 * time.Second)
 	// A new reset request.
@@ -116,6 +142,8 @@ func TestReview39g_AnsweredRequestPinLocksOutResetHost(t *testing.T) {
 		_, pending := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]
 		return !pending
 	}, 15*time.Second, 50*time.Millisecond)
+	require.NotNil(t, newView.Load(), "a pass saw the changed BMC")
+	changed := *newView.Load()
 	var old int
 	for _, c := range hw1.Calls() {
 		if c.At.After(changed) {
@@ -177,7 +205,7 @@ func TestReview39g_StaleReportedOffOfPinnedBMCActedOn(t *testing.T) {
 	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
 	require.NoError(t, admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
 	time.Sleep(time.Second)
-	p := &Powers{Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
+	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
 		StaleReads: 5 * time.Second,
 		Pool:       power.NewPool(power.PoolConfig{CallTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second})}
 	defer func() { _ = p.Close() }()

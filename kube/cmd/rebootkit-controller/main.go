@@ -60,6 +60,10 @@ func run(args []string) int {
 	operator := fs.Bool("baremetal-operator", true, "a baremetal-operator runs in the cluster: rebootkit powers only hosts it does not manage (detached, or --unmanaged-hosts) and remediates the others through the operator's reboot annotation")
 	unmanaged := fs.String("unmanaged-hosts", "", "label selector of hosts the baremetal-operator does not manage (besides detached ones); "+
 		"needs the admission policy of config/admission, without which reboot clients could write those labels")
+	withoutPolicy := fs.Bool("without-admission-policy", false, "run without the reboot-client admission policy of config/admission: "+
+		"by default no host is acted on (no credentials sent, no power call; an event says why) while that policy and its denying binding "+
+		"are not in force; with this flag they are acted on, and a reboot client can redirect the BMC of a host before rebootkit first sees it "+
+		"(see the kube package doc)")
 	workers := fs.Int("concurrent-reconciles", 32, "hosts reconciled at once (a slow BMC holds one)")
 	callTimeout := fs.Duration("bmc-call-timeout", 30*time.Second, "bound on every BMC power call")
 	connectTimeout := fs.Duration("bmc-connect-timeout", 30*time.Second, "bound on every BMC login")
@@ -159,7 +163,22 @@ func run(args []string) int {
 	}
 	pool := power.NewPool(power.PoolConfig{CallTimeout: *callTimeout, ConnectTimeout: *connectTimeout})
 	powers := &kube.Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: *namespace, RootCAs: roots, Pool: pool,
-		SoftTimeout: *softTimeout, StaleReads: *staleReads}
+		SoftTimeout: *softTimeout, StaleReads: *staleReads, WithoutAdmissionPolicy: *withoutPolicy}
+	if guard != nil {
+		powers.Guard = guard.Wrap
+	}
+	if !*withoutPolicy {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := kube.PolicyInForce(ctx, mgr.GetAPIReader(), "", time.Now(), 0)
+		cancel()
+		if err != nil {
+			// Not fatal: the policy may be applied after the controller;
+			// Powers reads it again every little while and acts on no
+			// host until then (each one's events say so).
+			fmt.Fprintf(os.Stderr, "rebootkit-controller: %v: no host is acted on until it is (kubectl apply -k config/admission), "+
+				"or run with --without-admission-policy\n", err)
+		}
+	}
 	// On shutdown: the pinned BMCs' background readings are cancelled,
 	// and the pool's sessions logged out and closed.
 	defer func() { _ = powers.Close() }()

@@ -16,12 +16,14 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube"
@@ -160,7 +162,34 @@ func startEnvWith(t *testing.T, assets string, crds ...string) (bin, kubeconfig 
 	if err != nil {
 		t.Fatal(err)
 	}
+	installAdmission(t, c)
 	return builtBin, kubeconfig, c
+}
+
+// installAdmission creates the reboot-client admission policy and binding
+// of config/admission as the shipped manifests do (config/default applies
+// them): without them the controller acts on no host unless run with
+// --without-admission-policy.
+func installAdmission(t *testing.T, c client.Client) {
+	t.Helper()
+	raw, err := os.ReadFile("../../config/admission/reboot_client_policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(context.Background(), &u); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("config/admission: %d objects, want a policy and its binding", n)
+	}
 }
 
 func TestMain(m *testing.M) {

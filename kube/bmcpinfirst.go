@@ -1,0 +1,98 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// firstSight is checkPin for a host with no RebootRecord of its own (old:
+// an earlier host's of the same name, or nil): the first pass that asks
+// for the host's power controller, before any of its requests is acted
+// on, records spec.bmc as the host's LastBMC in a new record (an earlier
+// host's record is replaced, its reset state dropped), so that a later
+// change of spec.bmc is judged against it (checkLast) even if the host
+// was never rebooted. Without it, a reboot client could redirect spec.bmc
+// of a host rebootkit manages but never rebooted, and the first request
+// would pin the client's endpoint (issue 39). spec.bmc is used: what it
+// was before this first sight is not known (the window doc.go names).
+// A Client that cannot write records nothing.
+func (p *Powers) firstSight(ctx context.Context, bmh *metal3.BareMetalHost, old *v1alpha1.RebootRecord) error {
+	w, ok := p.Client.(client.Writer)
+	if !ok {
+		return nil
+	}
+	owner := []metav1.OwnerReference{{APIVersion: metal3.GroupVersion.String(), Kind: "BareMetalHost",
+		Name: bmh.Name, UID: bmh.UID, BlockOwnerDeletion: ptr.To(false)}}
+	last := pinOf(bmh, stamp(time.Now()))
+	if old == nil {
+		rec := v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: bmh.Name, OwnerReferences: owner},
+			Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), LastBMC: last}}
+		err := w.Create(ctx, &rec)
+		if apierrors.IsAlreadyExists(err) {
+			// Created meanwhile (by a pass of another path): the host is
+			// judged against it at the next pass.
+			return fmt.Errorf("kube: reboot record %s/%s: %w", p.Namespace, bmh.Name, reboot.ErrConflict)
+		}
+		if err != nil {
+			return mapError("record of", p.Namespace, bmh.Name, err)
+		}
+		return nil
+	}
+	spec := map[string]any{"hostUID": string(bmh.UID), "status": "", "bmc": nil, "bmcChanged": nil, "lastBMC": last}
+	err := w.Patch(ctx, old, casPatch(old.ResourceVersion, map[string]any{"spec": spec,
+		"metadata": map[string]any{"annotations": nil, "ownerReferences": owner}}))
+	if err != nil {
+		return mapError("record of", p.Namespace, bmh.Name, err)
+	}
+	return nil
+}
+
+// powerOnPinned powers the host bmh on through the BMC pin names (its
+// real BMC, trusted with its credentials), in the background under
+// Powers' reading context (Close cancels it), bounded by the pool's
+// timeouts and pinnedReadLimit, and through Powers.Guard if set. It is
+// checkPin's answer to a pinned BMC that reads Off after the host's
+// requests were removed with its BMC changed: the host must not stay off,
+// and the new BMC is not trusted until accepted.
+func (p *Powers) powerOnPinned(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) {
+	p.mu.Lock()
+	if p.readCtx == nil {
+		p.readCtx, p.readStop = context.WithCancel(context.Background())
+	}
+	parent := p.readCtx
+	p.mu.Unlock()
+	old := bmh.DeepCopy()
+	old.Spec.BMC.Address, old.Spec.BMC.CredentialsName = pin.Address, pin.CredentialsName
+	old.Spec.BMC.DisableCertificateVerification = pin.DisableCertificateVerification
+	go func() {
+		ctx, cancel := context.WithTimeout(parent, pinnedReadLimit)
+		defer cancel()
+		key := old.Name + "\x00pinned-on"
+		pc, err := p.controllerOf(ctx, key, old)
+		if err != nil {
+			return
+		}
+		defer p.pool().Forget(key)
+		if p.Guard != nil {
+			pc = p.Guard(pc)
+		}
+		_ = pc.On(ctx)
+	}()
+}
+
+// firstSightOnly reports whether rec, bmh's record, holds nothing but
+// what firstSight writes: no Status, pin, mark or reset state.
+func firstSightOnly(rec *v1alpha1.RebootRecord, bmh *metal3.BareMetalHost) bool {
+	return rec.Spec.HostUID == string(bmh.UID) && rec.Spec.Status == "" && rec.Spec.BMC == nil && rec.Spec.BMCChanged == nil &&
+		rec.Annotations[ResetAnnotation] == "" && rec.Annotations[LastResetAnnotation] == ""
+}
