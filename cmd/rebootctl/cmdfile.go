@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -42,7 +43,8 @@ type cmdRecord struct {
 	Command string    `json:"command"` // run, stop or cancel
 	At      time.Time `json:"at"`
 	// Applied: the command was applied to the store, or refused (Error
-	// says why, Kind which error: state, not_found, corrupt).
+	// says why, Kind which error: state, not_found, corrupt, invalid_uuid,
+	// refused for any other).
 	Applied bool   `json:"applied,omitempty"`
 	Kind    string `json:"kind,omitempty"`
 	Error   string `json:"error,omitempty"`
@@ -174,11 +176,14 @@ var cmdFuncs = map[string]func(plan.Plan) (plan.Plan, error){"run": plan.Run, "s
 
 // applyCommands applies the commands recorded in the side file of the
 // store at store and not applied yet, in their order, to st (the store,
-// opened), and records their outcomes. A command the store cannot take
-// for good (its plan is not there, is corrupt, or is in a state it does
-// not apply to) is recorded refused; on any other error it stays to apply
-// and the error is returned: the store must not be used (a stop may wait
-// in the file).
+// opened), and records their outcomes. A command the store refuses for
+// good (its plan is not there, is corrupt, is in a state it does not
+// apply to, its UUID is not a plan UUID: any error but the passing ones
+// of transientApply) is recorded refused, and the store stays usable;
+// on a passing error (the context, a compare-and-swap lost 100 times, an
+// I/O error of the store's file) it stays to apply and the error is
+// returned: the store must not be used this time (a stop may wait in the
+// file). A side file that cannot be read stops the store too (withCmdFile).
 func applyCommands(ctx context.Context, st *plan.BoltStore, store string) error {
 	if _, err := os.Stat(cmdFilePath(store)); errors.Is(err, os.ErrNotExist) {
 		return nil // no command was ever recorded
@@ -196,24 +201,46 @@ func applyCommands(ctx context.Context, st *plan.BoltStore, store string) error 
 				continue
 			}
 			_, err := plan.CommandView(ctx, st, r.Plan, plan.Record(r.Command, r.At, f))
-			switch {
-			case err == nil:
-			case errors.Is(err, plan.ErrState):
-				r.Kind = "state"
-			case errors.Is(err, plan.ErrNotFound):
-				r.Kind = "not_found"
-			case errors.Is(err, plan.ErrCorrupt):
-				r.Kind = "corrupt"
-			default:
+			if err != nil && transientApply(ctx, err) {
 				return changed, fmt.Errorf("apply the %s of plan %s recorded at %s: %w", r.Command, r.Plan, r.At.Format(time.RFC3339), err)
 			}
 			r.Applied, changed = true, true
 			if err != nil {
-				r.Error = err.Error()
+				r.Kind, r.Error = refusalKind(err), err.Error()
 			}
 		}
 		return changed, nil
 	})
+}
+
+// transientApply says whether err, from applying a recorded command to the
+// opened store, may pass (the command is to be applied again at the next
+// open) rather than be the store's refusal for good: the context ended,
+// the compare-and-swap was lost every time, or the store's file could not
+// be read or written (an I/O error: a full disk that is freed, a flaky
+// disk). Every other error is a refusal for good: left to apply, it would
+// fail every later open of the store.
+func transientApply(ctx context.Context, err error) bool {
+	var errno syscall.Errno
+	var pathErr *fs.PathError
+	return ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, plan.ErrConflict) || errors.Is(err, plan.ErrLocked) ||
+		errors.As(err, &errno) || errors.As(err, &pathErr)
+}
+
+// refusalKind is the Kind of a command refused with err.
+func refusalKind(err error) string {
+	switch {
+	case errors.Is(err, plan.ErrState):
+		return "state"
+	case errors.Is(err, plan.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, plan.ErrCorrupt):
+		return "corrupt"
+	case errors.Is(err, plan.ErrInvalidUUID):
+		return "invalid_uuid"
+	}
+	return "refused"
 }
 
 // commandOutcome returns the record seq of the side file (its outcome,
@@ -243,6 +270,8 @@ func errOutcome(r cmdRecord) error {
 		return fmt.Errorf("%w: %s", plan.ErrNotFound, r.Error)
 	case "corrupt":
 		return fmt.Errorf("%w: %s", plan.ErrCorrupt, r.Error)
+	case "invalid_uuid":
+		return fmt.Errorf("%w: %s", plan.ErrInvalidUUID, r.Error)
 	}
 	return errors.New(r.Error)
 }

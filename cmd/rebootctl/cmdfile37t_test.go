@@ -1,0 +1,43 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// TestCmdFile_RecordedInvalidUUIDIsRefused: a record whose plan UUID is
+// no plan UUID (written by an older rebootctl, which recorded without
+// checking, or by hand) is recorded refused when the store opens, and the
+// store stays usable: a later valid stop is applied.
+func TestCmdFile_RecordedInvalidUUIDIsRefused(t *testing.T) {
+	e, _, _ := review37sWorld(t, 3)
+	seq, err := recordCommand(e.ctx, e.store, "p1 ", "stop", time.Now().UTC())
+	require.NoError(t, err)
+	st, err := e.openStore()
+	require.NoError(t, err, "a recorded command with an invalid UUID stops every open of the store")
+	require.NoError(t, st.Close())
+	rec, found, err := commandOutcome(e.ctx, e.store, seq)
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.True(t, rec.Applied)
+	assert.Equal(t, "invalid_uuid", rec.Kind)
+	assert.ErrorIs(t, errOutcome(rec), plan.ErrInvalidUUID)
+	v, err := e.operatorCommand("stop", "p1")
+	require.NoError(t, err)
+	assert.Equal(t, plan.StateStopped, v.State)
+}
+
+// TestCmdFile_OperatorTypoNotRecorded: `plan stop 'p1 '` is refused before
+// anything is recorded, and its message names the rule.
+func TestCmdFile_OperatorTypoNotRecorded(t *testing.T) {
+	e, _, _ := review37sWorld(t, 3)
+	_, err := e.operatorCommand("stop", "p1 ")
+	require.ErrorIs(t, err, plan.ErrInvalidUUID)
+	assert.Contains(t, explain(err, "p1 "), "is not a plan UUID")
+	assert.NoFileExists(t, cmdFilePath(e.store))
+}
