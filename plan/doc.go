@@ -89,7 +89,9 @@
 //     failure budget spent) no job is created, but by a pass that read the
 //     plan before a command landed: a pass reads the plan's state again
 //     before its first job and every 16 jobs (Executor.Pass), so at most
-//     16 jobs follow a command that lands while it creates them; a stopped plan's held
+//     16 jobs follow a command that lands while it creates them (on a
+//     CommandStore, where a command lands next to the store first, it
+//     looks before every job: none but the one in flight); a stopped plan's held
 //     reboots wait for Run, a canceled or ended plan's are released
 //     (StepReleased: not started, no failure) and the plan finishes.
 //  5. A failed step gives the server canceled_at and an error. A job that

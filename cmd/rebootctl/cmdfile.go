@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,13 +26,86 @@ import (
 // FILE.commands.lock; written whole to a temporary file, fsync'd and
 // renamed), which needs no lock of the store. Whoever opens the store
 // next (the executor, before each of its reads and writes: before every
-// pass and before every 16 jobs it creates; or any rebootctl command)
+// pass, before every 16 jobs it creates, and before any job of a plan
+// with a command waiting there: plan.CommandStore; or any rebootctl
+// command)
 // applies the commands recorded there, in the order they were recorded,
 // to the plans' headers (plan.CommandView, compare-and-swap) before
 // anything else, and records in the side file that each was applied, or
 // why not (the plan is not there, or not in a state the command applies
 // to). Then the command that recorded it reads the outcome and reports
 // it, with what is still finishing, as before.
+
+// pendingCmds remembers which plans have commands waiting in the side file
+// (not applied yet), for the file as it was when last read: the executor
+// asks before every job it creates (plan.CommandStore), and a stat tells
+// whether the file changed since (it is replaced whole by every write:
+// a new inode, size and modification time), so it is read again only then.
+type pendingCmds struct {
+	mu    sync.Mutex
+	read  bool
+	key   cmdFileKey
+	plans map[string]bool
+}
+
+// cmdFileKey tells one version of the side file from another.
+type cmdFileKey struct {
+	exists bool
+	ino    uint64
+	size   int64
+	mtime  time.Time
+}
+
+func statCmdFile(store string) (cmdFileKey, error) {
+	fi, err := os.Stat(cmdFilePath(store))
+	if errors.Is(err, os.ErrNotExist) {
+		return cmdFileKey{}, nil
+	}
+	if err != nil {
+		return cmdFileKey{}, fmt.Errorf("the plan store's command file: %w", err)
+	}
+	k := cmdFileKey{exists: true, size: fi.Size(), mtime: fi.ModTime()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		k.ino = uint64(st.Ino)
+	}
+	return k, nil
+}
+
+// pending reports whether a command of plan uuid waits in the side file
+// of the store at store. It reads the file without its lock (every write
+// renames a whole file over it, so a read sees one version or the next):
+// a file that cannot be read is an error.
+func (c *pendingCmds) pending(store, uuid string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, err := statCmdFile(store)
+	if err != nil {
+		return false, err
+	}
+	if !c.read || k != c.key {
+		plans := map[string]bool{}
+		if k.exists {
+			b, err := os.ReadFile(cmdFilePath(store))
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return false, fmt.Errorf("the plan store's command file: %w", err)
+			}
+			var f cmdFile
+			if err == nil {
+				if err := json.Unmarshal(b, &f); err != nil {
+					return false, fmt.Errorf("the plan store's command file %s is not readable (%v): the stops and cancels it holds cannot be applied; "+
+						"look at it, then remove it and give the commands again", cmdFilePath(store), err)
+				}
+			}
+			for _, r := range f.Records {
+				if !r.Applied {
+					plans[r.Plan] = true
+				}
+			}
+		}
+		c.read, c.key, c.plans = true, k, plans
+	}
+	return c.plans[uuid], nil
+}
 
 // cmdFilePath is the side file of the store at store.
 func cmdFilePath(store string) string { return store + ".commands" }

@@ -41,3 +41,29 @@ func TestCmdFile_OperatorTypoNotRecorded(t *testing.T) {
 	assert.Contains(t, explain(err, "p1 "), "is not a plan UUID")
 	assert.NoFileExists(t, cmdFilePath(e.store))
 }
+
+// TestCmdFile_PendingFollowsTheFile: lockedStore.CommandPending says a
+// command of the plan waits from the moment it is recorded until a store
+// open applies it, and another plan's command is not this plan's.
+func TestCmdFile_PendingFollowsTheFile(t *testing.T) {
+	e, _, _ := review37sWorld(t, 3)
+	s := lockedStore{e}
+	pending := func(uuid string) bool {
+		t.Helper()
+		ok, err := s.CommandPending(e.ctx, uuid)
+		require.NoError(t, err)
+		return ok
+	}
+	assert.False(t, pending("p1"), "no side file yet")
+	_, err := recordCommand(e.ctx, e.store, "p2", "stop", time.Now().UTC())
+	require.NoError(t, err)
+	assert.False(t, pending("p1"), "p2's stop is not p1's")
+	_, err = recordCommand(e.ctx, e.store, "p1", "stop", time.Now().UTC())
+	require.NoError(t, err)
+	assert.True(t, pending("p1"), "p1's stop landed")
+	st, err := e.openStore()
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	assert.False(t, pending("p1"), "p1's stop was applied by the open")
+	assert.False(t, pending("p2"), "p2's stop was refused (no such plan) by the open")
+}

@@ -115,6 +115,9 @@ type env struct {
 	// skippedAbandons: the recorded abandons (server and plan) of
 	// servers the inventory no longer lists, each logged once.
 	skippedAbandons map[string]bool
+	// pending: which plans have commands waiting next to the store
+	// (lockedStore.CommandPending).
+	pending pendingCmds
 }
 
 func commonFlags(fs *flag.FlagSet, e *env) {
