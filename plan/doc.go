@@ -82,7 +82,8 @@
 //     of what is left of the pass, or an equal share of it among the
 //     last actions of the pass when fewer than four are left, and at
 //     most half of what is left of the executor's pass when the plan
-//     shares it with others, see Turns), and a server whose call ran out
+//     shares it with others, half of the whole pass in its long turn,
+//     see Turns), and a server whose call ran out
 //     of time has its actions taken after the others in the next passes
 //     (the last one has all they left): a call that hangs never keeps the
 //     pass from the other servers. After Stop, Cancel or the end of the plan (the

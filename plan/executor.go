@@ -119,8 +119,8 @@ type Executor struct {
 	// it has a deadline, while three other actions or more wait after it
 	// (an equal share of it among the pass's actions left when fewer
 	// are: the last one has all of it), and at most half of what is left
-	// of the executor's pass when its plan shares it with others (see
-	// callShare and Turns). A call that runs out of its time (its own
+	// of the executor's pass when its plan shares it with others (half of
+	// the whole pass in its plan's long turn: see callShare and Turns). A call that runs out of its time (its own
 	// deadline passed, even when it is the pass's) is reported
 	// (ErrCallTimeout) and its server's actions are taken after all others
 	// in the next passes of the process, until one answers in time: one
