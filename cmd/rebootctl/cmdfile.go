@@ -221,15 +221,16 @@ func syncDir(dir string) error {
 // recordCommand records an operator's run, stop or cancel of plan uuid in
 // the side file and returns its sequence number: from then on, no reboot of
 // the plan starts (the executor applies it before its next read or write
-// of the store). Applied records of the plan are dropped, and those of
-// other plans older than keepOutcomes (the file keeps the commands not
-// applied yet and the outcomes their commands may still read).
+// of the store). Applied records older than keepOutcomes are dropped
+// (the file keeps the commands not applied yet and the outcomes their
+// commands may still read: those of the same plan too, which another
+// operator's command may be about to read).
 func recordCommand(ctx context.Context, store, uuid, name string, at time.Time) (int64, error) {
 	var seq int64
 	err := withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
 		kept := c.Records[:0]
 		for _, r := range c.Records {
-			if !r.Applied || (r.Plan != uuid && at.Sub(r.At) < keepOutcomes) {
+			if !r.Applied || at.Sub(r.At) < keepOutcomes {
 				kept = append(kept, r)
 			}
 		}

@@ -67,3 +67,27 @@ func TestCmdFile_PendingFollowsTheFile(t *testing.T) {
 	assert.False(t, pending("p1"), "p1's stop was applied by the open")
 	assert.False(t, pending("p2"), "p2's stop was refused (no such plan) by the open")
 }
+
+// TestCmdFile_OutcomesKeptUntilExpiry: recordCommand keeps every applied
+// record (of the same plan too) younger than keepOutcomes, drops older
+// ones, and keeps a command not applied whatever its age.
+func TestCmdFile_OutcomesKeptUntilExpiry(t *testing.T) {
+	e, _, _ := review37sWorld(t, 3)
+	now := time.Now().UTC()
+	old, err := recordCommand(e.ctx, e.store, "p1", "stop", now.Add(-keepOutcomes-time.Hour))
+	require.NoError(t, err)
+	recent, err := recordCommand(e.ctx, e.store, "p1", "run", now.Add(-time.Hour))
+	require.NoError(t, err)
+	st, err := e.openStore() // applies both
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	waiting, err := recordCommand(e.ctx, e.store, "gone", "stop", now.Add(-keepOutcomes-time.Hour))
+	require.NoError(t, err)
+	_, err = recordCommand(e.ctx, e.store, "p1", "stop", now)
+	require.NoError(t, err)
+	for seq, want := range map[int64]bool{old: false, recent: true, waiting: true} {
+		_, found, err := commandOutcome(e.ctx, e.store, seq)
+		require.NoError(t, err)
+		assert.Equal(t, want, found, "record %d", seq)
+	}
+}
