@@ -275,7 +275,10 @@ func applyCommands(ctx context.Context, st *plan.BoltStore, store string) error 
 				r.Applied, r.Kind, r.Error, changed = true, "unknown", "unknown command "+r.Command, true
 				continue
 			}
-			_, err := plan.CommandView(ctx, st, r.Plan, plan.Record(r.Command, r.At, f))
+			_, err := plan.CommandView(ctx, st, r.Plan, onceRecorded(r.Command, r.At, f))
+			if errors.Is(err, errRecordedAlready) {
+				err = nil // applied before a crash kept it from being marked here
+			}
 			if err != nil && transientApply(ctx, err) {
 				return changed, fmt.Errorf("apply the %s of plan %s recorded at %s: %w", r.Command, r.Plan, r.At.Format(time.RFC3339), err)
 			}
@@ -286,6 +289,28 @@ func applyCommands(ctx context.Context, st *plan.BoltStore, store string) error 
 		}
 		return changed, nil
 	})
+}
+
+// errRecordedAlready: the command is in the plan's Commands already.
+var errRecordedAlready = errors.New("the command is recorded in the plan already")
+
+// onceRecorded is plan.Record(command, at, f), but for a plan whose
+// Commands hold that command at that time already: it was applied to the
+// store, and the applier stopped (killed, or its write of the side file
+// failed) before it marked it applied in the side file. It is not applied
+// again (a cancel of a canceled plan would be refused, and the operator
+// told that its own cancel failed): errRecordedAlready, and nothing is
+// written.
+func onceRecorded(command string, at time.Time, f func(plan.Plan) (plan.Plan, error)) func(plan.Plan) (plan.Plan, error) {
+	rec := plan.Record(command, at, f)
+	return func(p plan.Plan) (plan.Plan, error) {
+		for _, m := range p.Commands {
+			if m.Command == command && m.At.Equal(at) {
+				return p, errRecordedAlready
+			}
+		}
+		return rec(p)
+	}
 }
 
 // transientApply says whether err, from applying a recorded command to the

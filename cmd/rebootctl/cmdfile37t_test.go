@@ -91,3 +91,28 @@ func TestCmdFile_OutcomesKeptUntilExpiry(t *testing.T) {
 		assert.Equal(t, want, found, "record %d", seq)
 	}
 }
+
+// TestCmdFile_ReapplyAfterCrashAppliesOnce: a stop written to the store
+// by an applier killed before it marked the side file is not applied a
+// second time by the next open: the plan holds one mark of it, and the
+// operator is told it landed.
+func TestCmdFile_ReapplyAfterCrashAppliesOnce(t *testing.T) {
+	e, _, _ := review37sWorld(t, 3)
+	at := time.Now().UTC()
+	seq, err := recordCommand(e.ctx, e.store, "p1", "stop", at)
+	require.NoError(t, err)
+	bs, err := plan.OpenBolt(e.store)
+	require.NoError(t, err)
+	_, err = plan.CommandView(e.ctx, bs, "p1", plan.Record("stop", at, plan.Stop))
+	require.NoError(t, err)
+	require.NoError(t, bs.Close())
+	v, err := e.commandOutcome("stop", "p1", seq)
+	require.NoError(t, err)
+	assert.Equal(t, plan.StateStopped, v.State)
+	st, err := e.openStore()
+	require.NoError(t, err)
+	p, err := st.Get(e.ctx, "p1")
+	require.NoError(t, st.Close())
+	require.NoError(t, err)
+	assert.Len(t, p.Commands, 1, "the stop is recorded in the plan once: %v", p.Commands)
+}
