@@ -139,9 +139,12 @@ const cmdLockWait = 10 * time.Second
 func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, error)) error {
 	lf, err := os.OpenFile(cmdFilePath(store)+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("the plan store's command file: %w", err)
+		return sideFileError(store, err)
 	}
 	defer lf.Close()
+	if err := likeStore(lf, store); err != nil {
+		return fmt.Errorf("the plan store's command file: %w", err)
+	}
 	deadline := time.Now().Add(cmdLockWait)
 	for {
 		err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
@@ -186,11 +189,19 @@ func writeCmdFile(store string, c cmdFile) error {
 	}
 	path := cmdFilePath(store)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	// A temporary file a crash left (perhaps another user's) is removed,
+	// not reused: the file renamed over FILE.commands is this one's.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
-	_, err = f.Write(b)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return sideFileError(store, err)
+	}
+	err = likeStore(f, store)
+	if err == nil {
+		_, err = f.Write(b)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io/fs"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,4 +118,40 @@ func TestCmdFile_ReapplyAfterCrashAppliesOnce(t *testing.T) {
 	require.NoError(t, st.Close())
 	require.NoError(t, err)
 	assert.Len(t, p.Commands, 1, "the stop is recorded in the plan once: %v", p.Commands)
+}
+
+// TestCmdFile_SideFilesGetTheStoresOwner: run as root (an operator's
+// sudo), recordCommand and a waiting command make FILE.commands,
+// FILE.commands.lock and FILE.wait with the store file's owner and mode,
+// and give them back to it when they were root's (made by an older
+// rebootctl). Ground truth: the files' stat.
+func TestCmdFile_SideFilesGetTheStoresOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the operator's sudo")
+	}
+	const uid, gid = 65534, 65534
+	e, _, _ := review37sWorld(t, 3)
+	require.NoError(t, os.Chown(e.store, uid, gid))
+	require.NoError(t, os.Chmod(e.store, 0o640))
+	// A lock file an older rebootctl made as root.
+	require.NoError(t, os.WriteFile(cmdFilePath(e.store)+".lock", nil, 0o600))
+	_, err := e.operatorCommand("stop", "p1")
+	require.NoError(t, err)
+	for _, p := range []string{cmdFilePath(e.store), cmdFilePath(e.store) + ".lock", waitPath(e.store)} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		assert.Equal(t, [2]uint32{uid, gid}, [2]uint32{st.Uid, st.Gid}, "owner of %s", p)
+		assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm(), "mode of %s", p)
+	}
+}
+
+// TestCmdFile_ForeignSideFileSaysTheFix: a side file this user may not
+// open (another user's, made before side files had the store's owner)
+// is reported with the fix: the chown, or the user to run as.
+func TestCmdFile_ForeignSideFileSaysTheFix(t *testing.T) {
+	err := sideFileError("/srv/rebootctl.db", &fs.PathError{Op: "open", Path: "/srv/rebootctl.db.commands.lock", Err: fs.ErrPermission})
+	assert.ErrorIs(t, err, fs.ErrPermission)
+	assert.Contains(t, err.Error(), "chown")
+	assert.Contains(t, err.Error(), "/srv/rebootctl.db*")
 }
