@@ -67,7 +67,6 @@ type landingFleet struct {
 	store   *sideStore
 	calls   int
 	landed  bool
-	atLand  int
 	started int
 }
 
