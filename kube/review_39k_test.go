@@ -2,8 +2,11 @@ package kube
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,10 +16,15 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -122,4 +130,117 @@ func TestReview39k_PolicyGateTrustsPolicyThatDoesNotProtect(t *testing.T) {
 			assert.Zero(t, atEvil.Load(), "no request (a login carries the host's password) reached the reboot client's endpoint")
 		})
 	}
+}
+
+// withdrawnOffSetup39k is TestBMCReplacedAfterHoldWithdrawnNormalPath's
+// set-up (--without-admission-policy, a keyed hold powers h1 off through
+// its first BMC, whose hardware it returns, and pins it), with a
+// controller running; it returns the direct client, the namespace, the
+// first and second hardware and the recorder.
+func withdrawnOffSetup39k(t *testing.T, ctx context.Context, cfg1 fake.PowerConfig) (client.Client, string, *fake.Power, *fake.Power, *httptest.Server, *events.FakeRecorder) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw1 := fake.NewPower(time.Now, cfg1)
+	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
+	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
+	t.Cleanup(srv1.Close)
+	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1"))
+	t.Cleanup(srv2.Close)
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
+	const stale = 500 * time.Millisecond
+	mgr := namespacedManager(t, ns)
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
+		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
+		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
+		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
+	rec := events.NewFakeRecorder(1000)
+	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
+		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait(); _ = powers.Close() })
+
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.AnnotationPrefix+"fencer", `{"mode":"hard"}`)
+	}))
+	require.Eventually(t, func() bool { return !hw1.WasOnAt(time.Now()) }, 10*time.Second, 20*time.Millisecond, "held off")
+	var record v1alpha1.RebootRecord
+	require.Eventually(t, func() bool {
+		return direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &record) == nil && record.Spec.BMC != nil
+	}, 5*time.Second, 20*time.Millisecond, "premise: the hold pins the BMC")
+	return direct, ns, hw1, hw2, srv2, rec
+}
+
+// TestReview39k_PinnedPowerOnIgnoresOnlineFalse: with
+// --without-admission-policy, an administrator takes a held-off host out
+// of service: in one write she sets spec.online false, withdraws the hold
+// and puts the replacement BMC in spec.bmc. The reboot package keeps a
+// host with Online false off ("off; held while Online is false"), but
+// checkPin's Off exception (powerOnPinned) powers it on through the
+// pinned BMC whatever spec.online says. Ground truth: the first BMC's
+// hardware, which must stay off.
+func TestReview39k_PinnedPowerOnIgnoresOnlineFalse(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct, ns, hw1, hw2, srv2, rec := withdrawnOffSetup39k(t, ctx, fake.PowerConfig{})
+	wrote := time.Now()
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		h.Spec.Online = false
+		h.Spec.BMC.Address = redfishAt(srv2)
+		delete(h.Annotations, reboot.AnnotationPrefix+"fencer")
+	}))
+	hw2.OutOfBandOff()
+	var record v1alpha1.RebootRecord
+	require.Eventually(t, func() bool {
+		return direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &record) == nil && record.Spec.BMCChanged != nil
+	}, 10*time.Second, 50*time.Millisecond, "premise: the pin is dropped and the record marked; events %q", drainEvents(rec))
+	time.Sleep(3 * time.Second)
+	assert.False(t, hw1.WasOnAt(time.Now()), "spec.online is false: the host stays off; events %q", drainEvents(rec))
+	for _, c := range hw1.Calls() {
+		if c.At.After(wrote) {
+			assert.NotEqual(t, fake.OpOn, c.Op, "no power-on of a host whose spec.online is false (call %+v)", c)
+		}
+	}
+}
+
+// TestReview39k_PinnedPowerOnOneShot: the Off exception's power-on
+// through the pinned BMC (powerOnPinned) is one background call whose
+// result nobody reads, and the record is marked BMCChanged in the same
+// pass, so no later pass tries again. With the pinned BMC failing its
+// power-on calls for the first 3 s after the administrator's write (a
+// BMC busy for a moment, then healthy for good), the host stays off
+// until an administrator accepts the new BMC, although the doc says it
+// "is powered back on through that pinned BMC". Ground truth: the first
+// BMC's hardware, which must be on within 20 s with its BMC healthy.
+func TestReview39k_PinnedPowerOnOneShot(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	var until atomic.Int64
+	until.Store(time.Now().Add(time.Hour).UnixNano())
+	cfg := fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn && c.At.UnixNano() < until.Load() {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}}
+	direct, ns, hw1, hw2, srv2, rec := withdrawnOffSetup39k(t, ctx, cfg)
+	until.Store(time.Now().Add(3 * time.Second).UnixNano())
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		h.Spec.BMC.Address = redfishAt(srv2)
+		delete(h.Annotations, reboot.AnnotationPrefix+"fencer")
+	}))
+	hw2.OutOfBandOff()
+	on := assert.Eventually(t, func() bool { return hw1.WasOnAt(time.Now()) }, 20*time.Second, 100*time.Millisecond,
+		"the pinned BMC is healthy again after 3 s: the host is powered back on through it")
+	if !on {
+		t.Logf("calls of the pinned BMC: %+v; events %q", hw1.Calls(), drainEvents(rec))
+	}
+	assert.Empty(t, hw2.Calls(), "no call to the new BMC before it is accepted")
 }
