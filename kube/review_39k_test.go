@@ -244,3 +244,63 @@ func TestReview39k_PinnedPowerOnOneShot(t *testing.T) {
 	}
 	assert.Empty(t, hw2.Calls(), "no call to the new BMC before it is accepted")
 }
+
+// TestReview39k_BindingSwitchedToDenyTrustsEarlierRedirect: PolicyInForce
+// dates the policy's force by creationTimestamp, but a binding is edited
+// in place: rolled out with validationActions [Warn] (the rollout the
+// Kubernetes docs advise) and switched to [Deny] later, it did not
+// protect the host in between. A controller run with
+// --without-admission-policy during that rollout pins a host's BMC; a
+// holder of exactly the shipped reboot-client role rewrites
+// spec.bmc.address while the binding only warns (ground truth: the API
+// server accepts the write); the administrator then switches the binding
+// to Deny. The next pass finds the policy "in force since before the
+// reboot became pending" and logs in to the client's endpoint with the
+// host's credentials. Correct: no request reaches it (ErrBMCChanged).
+func TestReview39k_BindingSwitchedToDenyTrustsEarlierRedirect(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	admin := adminClient(t)
+	ns := newNamespace(t, admin)
+	bmc, atBMC := trap(t)
+	evil, atEvil := trap(t)
+	newBMH(t, admin, ns, "h1")
+	require.NoError(t, admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("h1-pw")}}))
+	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(bmc) }))
+	name := installPolicy39k(t, admin, ns, func(*admissionv1.ValidatingAdmissionPolicy) {}, func(b *admissionv1.ValidatingAdmissionPolicyBinding) {
+		b.Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Warn}
+		b.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}
+	})
+	time.Sleep(1100 * time.Millisecond) // PolicySettle
+	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, Timeout: 5 * time.Second, PolicySettle: time.Second,
+		PolicyName: name, Pool: power.NewPool(power.PoolConfig{CallTimeout: time.Second, ConnectTimeout: time.Second})}
+	t.Cleanup(func() { _ = p.Close() })
+	r := &reboot.Reconciler{Hosts: &RebootHosts{Client: admin, Namespace: ns}, Now: time.Now, Power: p.Controller}
+	cl := &reboot.Client{Hosts: &RebootHosts{Client: admin, Namespace: ns}, Key: "fencer", Now: time.Now}
+	_, err := cl.Request(ctx, "h1", power.ModeHard)
+	require.NoError(t, err)
+	_, _ = r.Reconcile(ctx, "h1") // pins the BMC
+	_, _ = r.Reconcile(ctx, "h1")
+	var rec v1alpha1.RebootRecord
+	require.NoError(t, admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &rec))
+	require.NotNil(t, rec.Spec.BMC, "premise: the record pins the BMC of the pending reboot")
+	require.Positive(t, atBMC.Load())
+
+	rc := rebootClient(t, ns, "rc")
+	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(evil) }),
+		"ground truth: a binding that only warns lets the reboot client redirect the BMC")
+	_, err = r.Reconcile(ctx, "h1")
+	require.ErrorIs(t, err, ErrBMCChanged, "premise: while the binding only warns, the redirect is refused")
+	require.Zero(t, atEvil.Load())
+
+	// The rollout ends: the binding now denies.
+	var b admissionv1.ValidatingAdmissionPolicyBinding
+	require.NoError(t, admin.Get(ctx, client.ObjectKey{Name: name}, &b))
+	b.Spec.ValidationActions = []admissionv1.ValidationAction{admissionv1.Deny}
+	require.NoError(t, admin.Update(ctx, &b))
+	_, err = r.Reconcile(ctx, "h1")
+	assert.ErrorIs(t, err, ErrBMCChanged, "the BMC was changed while the binding did not deny: not trusted")
+	assert.Zero(t, atEvil.Load(), "no request (a login carries the host's password) reached the reboot client's endpoint")
+}
