@@ -304,3 +304,31 @@ func TestReview39k_BindingSwitchedToDenyTrustsEarlierRedirect(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBMCChanged, "the BMC was changed while the binding did not deny: not trusted")
 	assert.Zero(t, atEvil.Load(), "no request (a login carries the host's password) reached the reboot client's endpoint")
 }
+
+// TestReview39k_PinnedPowerOnIgnoresOnlineFalseTwoWrites is
+// TestReview39k_PinnedPowerOnIgnoresOnlineFalse in the administrator's
+// ordinary order: she first takes the held host out of service
+// (spec.online false, the hold withdrawn: the reboot package keeps it
+// off), and only then replaces its BMC in spec.bmc. The host must stay
+// off; the Off exception powers it on through the pinned BMC.
+func TestReview39k_PinnedPowerOnIgnoresOnlineFalseTwoWrites(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	direct, ns, hw1, hw2, srv2, rec := withdrawnOffSetup39k(t, ctx, fake.PowerConfig{})
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		h.Spec.Online = false
+		delete(h.Annotations, reboot.AnnotationPrefix+"fencer")
+	}))
+	time.Sleep(2 * time.Second)
+	require.False(t, hw1.WasOnAt(time.Now()), "premise: out of service, the host is kept off")
+	wrote := time.Now()
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
+	hw2.OutOfBandOff()
+	time.Sleep(4 * time.Second)
+	assert.False(t, hw1.WasOnAt(time.Now()), "spec.online is false: the host stays off; events %q", drainEvents(rec))
+	for _, c := range hw1.Calls() {
+		if c.At.After(wrote) {
+			assert.NotEqual(t, fake.OpOn, c.Op, "no power-on of a host whose spec.online is false (call %+v)", c)
+		}
+	}
+}
