@@ -148,8 +148,12 @@ func samePin(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
 //     found the requests gone and after the last power command the record
 //     shows: pinnedNotBefore; an earlier Off is ErrInFlight until then); if
 //     it reads Off (the pending reboot may have
-//     powered the host off), the BMC is used to power the host back on
-//     (no evidence is taken from it: no reboot is pending); otherwise the
+//     powered the host off), the record is marked with the power-on it
+//     owes through that BMC (PowerOnThrough), which this and later passes
+//     carry on (drivePinnedOn: with back-off, until a reading begun
+//     StaleReads after the call reads On; never while spec.online is
+//     false, the host is being deprovisioned or carries a request; no
+//     evidence is taken from it: no reboot is pending); either way the
 //     pin is dropped and the record marked BMCChanged, with no call to
 //     the new BMC, so that the host is neither locked out by the old pin
 //     nor handed to the new BMC.
@@ -186,11 +190,16 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 					"name the BMC to use in the record's mark: %s", ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName,
 					acceptCommand(p.Namespace, bmh))
 			}
-			return fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) is not the one rebootkit pinned or last used for it, %q "+
-				"(credentials %q), and a reboot client may have changed it: rebootkit sends it no credentials and takes no evidence "+
-				"from it (the host may be off). Check the host's BMC; then restore spec.bmc, or, with more than the reboot-client "+
+			what, owed := "the host may be off", false
+			if rec.Spec.PowerOnThrough != nil {
+				what, owed = p.drivePinnedOn(ctx, &rec, bmh)
+			}
+			return pinnedOnErr(fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) is not the one rebootkit pinned or last used "+
+				"for it, %q (credentials %q), and a reboot client may have changed it: rebootkit sends it no credentials and takes no "+
+				"evidence from it (%s). Check the host's BMC; then restore spec.bmc, or, with more than the reboot-client "+
 				"role, accept it by naming it in the record's mark: %s",
-				ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, ch.Address, ch.CredentialsName, acceptCommand(p.Namespace, bmh))
+				ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, ch.Address, ch.CredentialsName, what,
+				acceptCommand(p.Namespace, bmh)), owed)
 		}
 		// Restored (or the BMC named by an administrator): the mark
 		// becomes the pin of its pending reboot again, if it has one, and
@@ -200,13 +209,19 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		if !canWrite {
 			return nil // the pin stays missing; a writing Client moves the mark
 		}
-		spec := map[string]any{"bmcChanged": nil, "lastBMC": ch}
+		// A power-on owed through the pinned BMC (PowerOnThrough) is
+		// dropped: the host's BMC is known again, and the reboot package
+		// powers the host as spec.online says.
+		spec := map[string]any{"bmcChanged": nil, "lastBMC": ch, "powerOnThrough": nil}
 		if pendingStamp(&rec, bmh, ch.PendingSince) {
 			spec["bmc"] = ch
 		}
 		if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": spec})); err != nil {
 			return mapError("record of", p.Namespace, bmh.Name, err)
 		}
+		p.mu.Lock()
+		p.forgetPinnedOn(bmh.Name)
+		p.mu.Unlock()
 		return nil
 	}
 	if pin == nil {
@@ -248,31 +263,37 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		if rerr != nil {
 			return rerr // the reading goes on in the background
 		}
+		// The record is marked (the pin dropped, with no call to the new
+		// BMC). If the pinned BMC (the host's when the reboot became
+		// pending) reads Off, the withdrawn reboot may have powered the
+		// host off: the mark also records the power-on owed through that
+		// BMC, the real one (never through the new one, which a reboot
+		// client may have put there after holding the host off with a
+		// request of its own: issue 39), persisted before any call, and
+		// carried on by this and later passes (drivePinnedOn) under the
+		// reboot package's rule: only while spec.online is true and the
+		// host is not being deprovisioned.
+		mark := map[string]any{"bmc": nil, "bmcChanged": pin}
 		if off {
-			// The pinned BMC (the host's when the reboot became
-			// pending) reads Off: the withdrawn reboot may have powered
-			// the host off, so it is powered back on through that BMC,
-			// the real one (never through the new one, which a reboot
-			// client may have put there after holding the host off with
-			// a request of its own: issue 39), and the record is marked
-			// as below: the new BMC is used once it is accepted.
-			p.powerOnPinned(bmh, pin)
+			mark["powerOnThrough"] = pin
 		}
-		if w, ok := p.Client.(client.Writer); ok {
-			mark := map[string]any{"bmc": nil, "bmcChanged": pin}
-			if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": mark})); err != nil {
-				return mapError("record of", p.Namespace, bmh.Name, err)
-			}
+		if !canWrite {
+			return fmt.Errorf("%w: host %s: its BMC changed with its requests removed, and this Client cannot mark its record", ErrBMCChanged, bmh.Name)
 		}
-		what := "the pinned BMC does not read Off"
+		if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": mark})); err != nil {
+			return mapError("record of", p.Namespace, bmh.Name, err)
+		}
+		what, owed := "the pinned BMC does not read Off", false
 		if off {
-			what = "the pinned BMC read Off and is powering the host back on"
+			rec.Spec.BMC, rec.Spec.BMCChanged, rec.Spec.PowerOnThrough = nil, pin, pin
+			what, owed = p.drivePinnedOn(ctx, &rec, bmh)
 		}
-		return fmt.Errorf("%w: the reboot requests of host %s were removed and its BMC changed (address %q, credentials %q; "+
-			"pinned %q, credentials %q) while a reboot client may have made the change (%v): %s, the pin is dropped with no call to "+
+		return pinnedOnErr(fmt.Errorf("%w: the reboot requests of host %s were removed and its BMC changed (address %q, credentials %q; "+
+			"pinned %q, credentials %q) while a reboot client may have made the change (%v): %s; the pin is dropped with no call to "+
 			"the new BMC, and rebootkit sends the new BMC no credentials and takes no evidence from it until it is accepted: restore "+
 			"spec.bmc, or, with more than the reboot-client role, check it and accept it by naming it in the record's mark: %s",
-			ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, pin.Address, pin.CredentialsName, perr, what, acceptCommand(p.Namespace, bmh))
+			ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, pin.Address, pin.CredentialsName, perr, what,
+			acceptCommand(p.Namespace, bmh)), owed)
 	}
 	return fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) is not the one it had when its reboot became pending "+
 		"(address %q, credentials %q), and a reboot client may have changed it (%v): rebootkit sends it no credentials "+
