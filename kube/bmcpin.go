@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -307,11 +307,23 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 var ErrNoAdmissionPolicy = errors.New("kube: the reboot-client admission policy is not in force")
 
 // PolicyInForce returns nil if the reboot-client admission policy name
-// ("" is AdmissionPolicyName) and a binding of the same name that denies
-// with it have both existed since settle before t (on r, read directly),
-// else an error wrapping ErrNoAdmissionPolicy that says why. It cannot
-// tell whether the binding's selectors cover the hosts' namespace: the
-// binding shipped in config/admission has none.
+// ("" is AdmissionPolicyName) and a binding of the same name protect
+// hosts as config/admission's do (policyShapeErr: the same validations,
+// variables, matchConditions and matchConstraints, failurePolicy Fail, no
+// paramKind; the binding with no paramRef, no matchResources narrowing
+// it, validationActions exactly Deny) and have both done so since settle
+// before t (on r, read directly), else an error wrapping
+// ErrNoAdmissionPolicy that says why.
+//
+// "Since" is dated by creationTimestamp only while both are as created
+// (metadata.generation 1): the API server bumps the generation at every
+// change of the spec, and nothing on the object says when that was, so a
+// policy or binding edited since its creation (say a binding rolled out
+// with Warn and switched to Deny) is taken as in force from now only: it
+// passes with settle 0 (is it in force now?) and fails for any settle > 0
+// (was it in force before t?), so that no BMC change of the past is
+// trusted on its word. Deleting and re-applying config/admission dates it
+// again.
 func PolicyInForce(ctx context.Context, r client.Reader, name string, t time.Time, settle time.Duration) error {
 	if name == "" {
 		name = AdmissionPolicyName
@@ -324,15 +336,32 @@ func PolicyInForce(ctx context.Context, r client.Reader, name string, t time.Tim
 	if err := r.Get(ctx, types.NamespacedName{Name: name}, &b); err != nil {
 		return fmt.Errorf("%w: binding %s cannot be read (%v); install config/admission", ErrNoAdmissionPolicy, name, apierrors.ReasonForError(err))
 	}
-	if b.Spec.PolicyName != name || !slices.Contains(b.Spec.ValidationActions, admissionv1.Deny) {
-		return fmt.Errorf("%w: binding %s does not deny with policy %s", ErrNoAdmissionPolicy, name, name)
+	if err := policyShapeErr(&pol, &b, name); err != nil {
+		return fmt.Errorf("%w: %v, so it may not protect the hosts: kubectl delete -k config/admission && kubectl apply -k config/admission",
+			ErrNoAdmissionPolicy, err)
 	}
-	for _, o := range []time.Time{pol.CreationTimestamp.Time, b.CreationTimestamp.Time} {
-		if o.Add(settle).After(t) {
+	if settle <= 0 {
+		return nil
+	}
+	for _, o := range []metav1.Object{&pol, &b} {
+		if o.GetGeneration() != 1 {
+			return fmt.Errorf("%w: the %s %s was changed since its creation (generation %d): rebootkit cannot tell since when its "+
+				"present spec is in force, so it trusts no BMC change made before now; delete and re-apply config/admission to date it",
+				ErrNoAdmissionPolicy, kindOf(o), name, o.GetGeneration())
+		}
+		if o.GetCreationTimestamp().Add(settle).After(t) {
 			return fmt.Errorf("%w: policy %s was installed after %s", ErrNoAdmissionPolicy, name, t.Add(-settle).UTC().Format(time.RFC3339))
 		}
 	}
 	return nil
+}
+
+// kindOf names o's kind for PolicyInForce's messages.
+func kindOf(o metav1.Object) string {
+	if _, ok := o.(*admissionv1.ValidatingAdmissionPolicyBinding); ok {
+		return "binding"
+	}
+	return "policy"
 }
 
 // carriesRequest reports whether bmh carries a reboot request: the bare
