@@ -66,11 +66,11 @@ func policyShapeErr(pol *admissionv1.ValidatingAdmissionPolicy, b *admissionv1.V
 		return fmt.Errorf("policy %s: failurePolicy is not Fail", name)
 	case ps.ParamKind != nil:
 		return fmt.Errorf("policy %s has a paramKind", name)
-	case !apiequality.Semantic.DeepEqual(ps.Validations, ws.Validations):
+	case !apiequality.Semantic.DeepEqual(squeezeValidations(ps.Validations), squeezeValidations(ws.Validations)):
 		return fmt.Errorf("policy %s: its validations are not config/admission's", name)
-	case !apiequality.Semantic.DeepEqual(ps.Variables, ws.Variables):
+	case !apiequality.Semantic.DeepEqual(squeezeVariables(ps.Variables), squeezeVariables(ws.Variables)):
 		return fmt.Errorf("policy %s: its variables are not config/admission's", name)
-	case !apiequality.Semantic.DeepEqual(ps.MatchConditions, ws.MatchConditions):
+	case !apiequality.Semantic.DeepEqual(squeezeConditions(ps.MatchConditions), squeezeConditions(ws.MatchConditions)):
 		return fmt.Errorf("policy %s: its matchConditions are not config/admission's", name)
 	case !sameConstraints(ps.MatchConstraints, ws.MatchConstraints):
 		return fmt.Errorf("policy %s: its matchConstraints are not config/admission's", name)
@@ -120,4 +120,39 @@ func unnarrowed(m *admissionv1.MatchResources) bool {
 	}
 	return len(m.ResourceRules) == 0 && len(m.ExcludeResourceRules) == 0 && empty(m.NamespaceSelector) && empty(m.ObjectSelector) &&
 		(m.MatchPolicy == nil || *m.MatchPolicy == admissionv1.Equivalent)
+}
+
+// squeeze is s with each run of white space made one space, trimmed: the
+// manifest's CEL expressions are folded YAML scalars, which YAML
+// libraries (kustomize's, kubectl's, this binary's) fold with different
+// line breaks; CEL ignores white space between tokens, and the shipped
+// string literals hold no run of it.
+func squeeze(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// squeezeValidations is vs with their expressions and messages squeezed.
+func squeezeValidations(vs []admissionv1.Validation) []admissionv1.Validation {
+	out := make([]admissionv1.Validation, len(vs))
+	for i, v := range vs {
+		out[i] = *v.DeepCopy()
+		out[i].Expression, out[i].Message, out[i].MessageExpression = squeeze(v.Expression), squeeze(v.Message), squeeze(v.MessageExpression)
+	}
+	return out
+}
+
+// squeezeVariables is vs with their expressions squeezed.
+func squeezeVariables(vs []admissionv1.Variable) []admissionv1.Variable {
+	out := make([]admissionv1.Variable, len(vs))
+	for i, v := range vs {
+		out[i] = admissionv1.Variable{Name: v.Name, Expression: squeeze(v.Expression)}
+	}
+	return out
+}
+
+// squeezeConditions is cs with their expressions squeezed.
+func squeezeConditions(cs []admissionv1.MatchCondition) []admissionv1.MatchCondition {
+	out := make([]admissionv1.MatchCondition, len(cs))
+	for i, c := range cs {
+		out[i] = admissionv1.MatchCondition{Name: c.Name, Expression: squeeze(c.Expression)}
+	}
+	return out
 }

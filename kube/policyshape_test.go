@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // TestPolicyShape: policyShapeErr takes config/admission's policy and
@@ -114,4 +117,34 @@ func TestReview39k_EditedBindingDatesFromNow(t *testing.T) {
 	assert.NoError(t, PolicyInForce(ctx, admin, name, time.Now(), 0), "in force now")
 	assert.ErrorIs(t, PolicyInForce(ctx, admin, name, time.Now(), time.Second), ErrNoAdmissionPolicy,
 		"switched to Deny just now: not in force since a second ago, whatever its creationTimestamp")
+}
+
+// TestPolicyShapeKustomized: config/admission as kustomize renders it
+// (its YAML library folds the manifest's CEL scalars with other line
+// breaks than this binary's) is the shipped shape (TestBinaryAsServiceAccount
+// applies that rendering).
+func TestPolicyShapeKustomized(t *testing.T) {
+	out, err := exec.Command("kubectl", "kustomize", "config/admission").Output()
+	if err != nil {
+		t.Skipf("KUBECTL TEST SKIPPED: %v", err)
+	}
+	var p *admissionv1.ValidatingAdmissionPolicy
+	var b *admissionv1.ValidatingAdmissionPolicyBinding
+	for _, doc := range strings.Split(string(out), "\n---") {
+		var meta metav1.TypeMeta
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &meta))
+		switch meta.Kind {
+		case "ValidatingAdmissionPolicy":
+			p = &admissionv1.ValidatingAdmissionPolicy{}
+			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), p))
+		case "ValidatingAdmissionPolicyBinding":
+			b = &admissionv1.ValidatingAdmissionPolicyBinding{}
+			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), b))
+		}
+	}
+	require.NotNil(t, p)
+	require.NotNil(t, b)
+	assert.NoError(t, policyShapeErr(p, b, AdmissionPolicyName))
+	p.Spec.Validations[1].Expression = strings.Replace(p.Spec.Validations[1].Expression, "'reboot.metal3.io/'", "''", 1)
+	assert.Error(t, policyShapeErr(p, b, AdmissionPolicyName), "a changed expression is still told apart")
 }
