@@ -1,0 +1,91 @@
+package reboot_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// stuckTransitioning is a BMC whose PowerState is stuck at a transitional
+// value (Redfish "PoweringOn"/"PoweringOff" left behind by a firmware bug)
+// while the host runs; once the hardware is off it reads Off. Its power
+// calls set the power (no button: ButtonNone), so a hard power-off needs
+// no reading at all.
+type stuckTransitioning struct{ *fake.Power }
+
+func (s stuckTransitioning) State(ctx context.Context) (power.State, error) {
+	st, err := s.Power.State(ctx)
+	if err == nil && st == power.StateOn {
+		return power.StateTransitioning, nil
+	}
+	return st, err
+}
+
+// review36uLoop runs rec every RequeueAfter (capped at 30 s) from the
+// clock's now until end.
+func review36uLoop(t *testing.T, rec *reboot.Reconciler, clk *fake.Clock, end time.Time, from time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	for clk.Real().Before(end) {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && (res.Decision.Power != reboot.ActionNone || res.Decision.Reason != "") {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(from), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		clk.Advance(min(next, 30*time.Second))
+	}
+}
+
+// Review 36 round 21 (TestReview36u_StuckTransitioningSoftRebootNeverFallsBackHard):
+// a soft reboot now escalates to hard before its first soft power-off
+// only if softTimedOut (toggle.go) finds the readings keep the soft
+// power-off from going out, and it asks that only of a BMC whose soft
+// power-off presses (pressWait). But pending (decide.go, "powering off:
+// wait") also keeps the soft power-off of a BMC that does NOT press from
+// going out on a Transitioning reading, and never stamps SoftSince:
+// softTimedOut returns false for ever (not sent, no landWait, pressWait
+// false for a non-toggler), so the mode stays soft, the "powering off:
+// wait" branch (st.Mode == mode) returns every pass, and the reboot is
+// never carried out. Before fed5f87 the same host was cut hard
+// PendingRebootSince + SoftTimeout after the request (the changed mode
+// skipped that wait and the hard power-off is sent whatever the reading).
+// doc.go promises the fallback "after SoftTimeout from the request" for a
+// soft power-off the readings keep from going out.
+func TestReview36u_StuckTransitioningSoftRebootNeverFallsBackHard(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	// The OS ignores the soft request anyway; only a hard power-off
+	// reboots it.
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{IgnoreSoft: true})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return stuckTransitioning{pw}, nil }}
+	for i := 0; i < 10; i++ { // the controller has run for long
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	requestAt := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: ""}
+	}))
+	end := requestAt.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, requestAt)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(requestAt, requestAt.Add(cfg.SoftTimeout+time.Minute)),
+		"a soft bare reboot of a host whose BMC (no button) reads Transitioning while it runs was not carried out within SoftTimeout + 1 min (not at all in 30 min: %v): no soft power-off goes out on a Transitioning reading, so SoftSince is never stamped, and softTimedOut never lets it fall back to hard on a BMC that does not press; status %+v; truth %s",
+		pw.WasOffDuring(requestAt, end), h.Status, rebootcheck.DescribeTruth(pw))
+}
