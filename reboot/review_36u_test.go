@@ -89,3 +89,52 @@ func TestReview36u_StuckTransitioningSoftRebootNeverFallsBackHard(t *testing.T) 
 		"a soft bare reboot of a host whose BMC (no button) reads Transitioning while it runs was not carried out within SoftTimeout + 1 min (not at all in 30 min: %v): no soft power-off goes out on a Transitioning reading, so SoftSince is never stamped, and softTimedOut never lets it fall back to hard on a BMC that does not press; status %+v; truth %s",
 		pw.WasOffDuring(requestAt, end), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// nullWhileOn is a BMC that answers PowerState null (StateUnknown, no
+// error) while the host runs, as the BMC of issue 36 point 4; Off once the
+// hardware is off.
+type nullWhileOn struct{ *fake.Power }
+
+func (s nullWhileOn) State(ctx context.Context) (power.State, error) {
+	st, err := s.Power.State(ctx)
+	if err == nil && st == power.StateOn {
+		return power.StateUnknown, nil
+	}
+	return st, err
+}
+
+// Review 36 round 21 (TestReview36u_OfflineNullReadingsNeverPowerOff):
+// doc.go (new in 19af5ce) says Online=false falls back to hard
+// SoftTimeout after its first soft power-off, "from OfflineSince if the
+// readings keep the soft power-off from going out (a press needs an On
+// reading)". But idle (decide.go, "power state unknown: wait") enforces
+// Online=false only on an On reading: on an iLO-like BMC (soft presses,
+// hard sets the power) whose readings are unknown while the host runs,
+// OfflineSince is never set, no soft and no hard power-off is ever sent,
+// and the host runs for ever with Online=false. A pending reboot on the
+// same BMC falls back to a hard power-off, which is sent whatever the
+// reading. Pre-existing (the idle switch is unchanged), but the new
+// sentence promises otherwise.
+func TestReview36u_OfflineNullReadingsNeverPowerOff(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 20 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return nullWhileOn{pw}, nil }}
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	end := at.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(at, at.Add(cfg.SoftTimeout+time.Minute)),
+		"Online=false on an iLO-like BMC answering null while the host runs: not powered off within SoftTimeout + 1 min (at all in 30 min: %v); status %+v; truth %s",
+		pw.WasOffDuring(at, end), h.Status, rebootcheck.DescribeTruth(pw))
+}
