@@ -138,3 +138,39 @@ func TestReview36u_OfflineNullReadingsNeverPowerOff(t *testing.T) {
 		"Online=false on an iLO-like BMC answering null while the host runs: not powered off within SoftTimeout + 1 min (at all in 30 min: %v); status %+v; truth %s",
 		pw.WasOffDuring(at, end), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 21 (TestReview36u_StuckTransitioningHardRebootNeverSent):
+// the same "powering off: wait" branch of pending (decide.go: o.Power ==
+// StateTransitioning && st.Mode == mode) holds a HARD reboot for ever on
+// a BMC (no button) stuck reading Transitioning while the host runs,
+// though doc.go says a power-off that sets the power "is sent whatever
+// the reading" and the branch is meant for a power-off under way (there
+// is none: nothing was sent). A keyed fence asked hard never comes.
+// Pre-existing (the wait is older than 19af5ce); the soft case
+// (TestReview36u_StuckTransitioningSoftRebootNeverFallsBackHard) is the
+// regression.
+func TestReview36u_StuckTransitioningHardRebootNeverSent(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return stuckTransitioning{pw}, nil }}
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	requestAt := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	end := requestAt.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, requestAt)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(requestAt, requestAt.Add(time.Minute)),
+		"a hard keyed fence of a host whose BMC (no button) reads Transitioning while it runs: no hard power-off within 1 min (at all in 30 min: %v); status %+v; truth %s",
+		pw.WasOffDuring(requestAt, end), h.Status, rebootcheck.DescribeTruth(pw))
+}
