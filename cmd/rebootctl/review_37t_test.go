@@ -92,4 +92,3 @@ func TestReview37t_SudoStopFollowsLockSymlink(t *testing.T) {
 	assert.Equal(t, [2]uint32{0, 0}, [2]uint32{st.Uid, st.Gid}, "root's file was given to the store's owner through the lock symlink")
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "root's file got the store's mode through the lock symlink")
 }
-
