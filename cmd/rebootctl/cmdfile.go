@@ -36,16 +36,34 @@ import (
 // to). Then the command that recorded it reads the outcome and reports
 // it, with what is still finishing, as before.
 
-// pendingCmds remembers which plans have commands waiting in the side file
-// (not applied yet), for the file as it was when last read: the executor
-// asks before every job it creates (plan.CommandStore), and a stat tells
-// whether the file changed since (it is replaced whole by every write:
-// a new inode, size and modification time), so it is read again only then.
+// pendingCmds tells the executor whether a command of a plan landed in
+// the side file since its last read of that plan's state: the executor
+// asks before every job it creates (plan.CommandStore). A command applied
+// already counts too: another process (the operator's own rebootctl,
+// which opens the store right after recording its command) may have
+// applied it after the executor read the plan, and the executor's view
+// is then older than the command. Every record has a sequence number
+// (cmdFile.Next, one more for each); every open of the store by the
+// executor applies the records up to the file's Next as it reads it, and
+// a read of plan uuid through that open remembers that Next (saw): a
+// record of uuid with a higher number came after the read. A stat tells
+// whether the file changed since it was last read (it is replaced whole
+// by every write: a new inode, size and modification time), so it is
+// read again only then.
 type pendingCmds struct {
-	mu    sync.Mutex
-	read  bool
-	key   cmdFileKey
-	plans map[string]bool
+	mu   sync.Mutex
+	read bool
+	key  cmdFileKey
+	// next is the file's Next, last: the numbers of the records it holds
+	// are at most next.
+	next int64
+	// last is the highest record number of each plan in the file.
+	last map[string]int64
+	// seen is, per plan, the file's Next when the executor last read
+	// the plan's state (every record up to it was applied then); high
+	// the highest of them.
+	seen map[string]int64
+	high int64
 }
 
 // cmdFileKey tells one version of the side file from another.
@@ -71,10 +89,26 @@ func statCmdFile(store string) (cmdFileKey, error) {
 	return k, nil
 }
 
-// pending reports whether a command of plan uuid waits in the side file
-// of the store at store. It reads the file without its lock (every write
-// renames a whole file over it, so a read sees one version or the next):
-// a file that cannot be read is an error.
+// saw records that the executor read plan uuid's state through an open of
+// the store that applied the side file's records up to next.
+func (c *pendingCmds) saw(uuid string, next int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]int64{}
+	}
+	if next > c.seen[uuid] {
+		c.seen[uuid] = next
+	}
+	c.high = max(c.high, next)
+}
+
+// pending reports whether the side file of the store at store holds a
+// command of plan uuid recorded after the executor's last read of that
+// plan's state (applied since or not), or one of a plan it never read. It
+// reads the file without its lock (every write renames a whole file over
+// it, so a read sees one version or the next): a file that cannot be read
+// is an error.
 func (c *pendingCmds) pending(store, uuid string) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -83,28 +117,32 @@ func (c *pendingCmds) pending(store, uuid string) (bool, error) {
 		return false, err
 	}
 	if !c.read || k != c.key {
-		plans := map[string]bool{}
+		var f cmdFile
 		if k.exists {
 			b, err := os.ReadFile(cmdFilePath(store))
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				return false, fmt.Errorf("the plan store's command file: %w", err)
 			}
-			var f cmdFile
 			if err == nil {
 				if err := json.Unmarshal(b, &f); err != nil {
 					return false, fmt.Errorf("the plan store's command file %s is not readable (%v): the stops and cancels it holds cannot be applied; "+
 						"look at it, then remove it and give the commands again", cmdFilePath(store), err)
 				}
 			}
-			for _, r := range f.Records {
-				if !r.Applied {
-					plans[r.Plan] = true
-				}
-			}
 		}
-		c.read, c.key, c.plans = true, k, plans
+		last := map[string]int64{}
+		for _, r := range f.Records {
+			last[r.Plan] = max(last[r.Plan], r.Seq)
+		}
+		c.read, c.key, c.next, c.last = true, k, f.Next, last
 	}
-	return c.plans[uuid], nil
+	if c.next < c.high {
+		// The file was removed (and perhaps made again): its numbers
+		// start again from 1, and what was seen says nothing of them.
+		c.seen, c.high = nil, 0
+	}
+	n, ok := c.last[uuid]
+	return ok && n > c.seen[uuid], nil
 }
 
 // cmdFilePath is the side file of the store at store.
@@ -270,11 +308,13 @@ var cmdFuncs = map[string]func(plan.Plan) (plan.Plan, error){"run": plan.Run, "s
 // I/O error of the store's file) it stays to apply and the error is
 // returned: the store must not be used this time (a stop may wait in the
 // file). A side file that cannot be read stops the store too (withCmdFile).
-func applyCommands(ctx context.Context, st *plan.BoltStore, store string) error {
+// It returns the file's Next: every record up to it is applied.
+func applyCommands(ctx context.Context, st *plan.BoltStore, store string) (next int64, err error) {
 	if _, err := os.Stat(cmdFilePath(store)); errors.Is(err, os.ErrNotExist) {
-		return nil // no command was ever recorded
+		return 0, nil // no command was ever recorded
 	}
-	return withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
+	err = withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
+		next = c.Next
 		changed := false
 		for i := range c.Records {
 			r := &c.Records[i]
@@ -300,6 +340,7 @@ func applyCommands(ctx context.Context, st *plan.BoltStore, store string) error 
 		}
 		return changed, nil
 	})
+	return next, err
 }
 
 // errRecordedAlready: the command is in the plan's Commands already.
