@@ -119,7 +119,7 @@ func (c *pendingCmds) pending(store, uuid string) (bool, error) {
 	if !c.read || k != c.key {
 		var f cmdFile
 		if k.exists {
-			b, err := os.ReadFile(cmdFilePath(store))
+			b, err := readSide(cmdFilePath(store))
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				return false, fmt.Errorf("the plan store's command file: %w", err)
 			}
@@ -175,7 +175,7 @@ const cmdLockWait = 10 * time.Second
 // withCmdFile runs f on the side file's content with its lock held, and
 // writes it back (durably) when f says it changed.
 func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, error)) error {
-	lf, err := os.OpenFile(cmdFilePath(store)+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	lf, err := openSide(cmdFilePath(store)+".lock", os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return sideFileError(store, err)
 	}
@@ -200,7 +200,7 @@ func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, erro
 	}
 	defer func() { _ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) }()
 	var c cmdFile
-	b, err := os.ReadFile(cmdFilePath(store))
+	b, err := readSide(cmdFilePath(store))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -232,7 +232,7 @@ func writeCmdFile(store string, c cmdFile) error {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := openSide(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return sideFileError(store, err)
 	}
