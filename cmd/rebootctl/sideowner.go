@@ -6,7 +6,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/user"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 )
 
@@ -18,7 +21,9 @@ import (
 // FILE.commands.lock before every read and write). So every side file
 // gets the store file's owner (when made as root, who may give it; made
 // by a member of the store's group, the store's group) and permission
-// bits. None is ever opened through a symbolic link (openSide), and none
+// bits; and when the store's owner is not a member of the store's group
+// (it would reach a member's file as "other") and the store's directory
+// lets no other user in, others get the owner's bits too. None is ever opened through a symbolic link (openSide), and none
 // but a regular file with one link gets an owner or mode (checkSide).
 
 // storeOwner is the owner and permission bits of the store file.
@@ -110,12 +115,37 @@ func likeStore(f *os.File, store string) error {
 			return fmt.Errorf("give %s the plan store's group (gid %d): %w", f.Name(), o.gid, err)
 		}
 	}
-	if fs.FileMode(st.Mode).Perm() != o.perm && (root || mine) {
-		if err := f.Chmod(o.perm); err != nil {
-			return fmt.Errorf("give %s the plan store's mode (%v): %w", f.Name(), o.perm, err)
+	perm := o.perm
+	if !root && mine && o.uid != euid && !userInGroup(o.uid, o.gid) && dirClosed(store) {
+		// The store's owner reaches this file as "other" only (it is
+		// not a member of the store's group): others get the owner's
+		// bits. No one else reaches it: the directory lets no other in.
+		perm |= (o.perm >> 6) & 0o7
+	}
+	if fs.FileMode(st.Mode).Perm() != perm && (root || mine) {
+		if err := f.Chmod(perm); err != nil {
+			return fmt.Errorf("give %s the plan store's mode (%v): %w", f.Name(), perm, err)
 		}
 	}
 	return nil
+}
+
+// userInGroup says whether user uid is a member of group gid (its
+// primary group, or one of its others); false when it cannot be told.
+func userInGroup(uid, gid int) bool {
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return false
+	}
+	gs, err := u.GroupIds()
+	return err == nil && slices.Contains(gs, strconv.Itoa(gid)) || u.Gid == strconv.Itoa(gid)
+}
+
+// dirClosed says whether the store's directory lets no other user in
+// (no search bit for others).
+func dirClosed(store string) bool {
+	fi, err := os.Stat(filepath.Dir(store))
+	return err == nil && fi.Mode().Perm()&0o001 == 0
 }
 
 // inGroup says whether this process is a member of group gid.
