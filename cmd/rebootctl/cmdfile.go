@@ -27,7 +27,8 @@ import (
 // renamed), which needs no lock of the store. Whoever opens the store
 // next (the executor, before each of its reads and writes: before every
 // pass, before every 16 jobs it creates, and before any job of a plan
-// with a command waiting there: plan.CommandStore; or any rebootctl
+// with a command recorded there since it last read that plan, applied
+// since or not: plan.CommandStore, pendingCmds; or any rebootctl
 // command)
 // applies the commands recorded there, in the order they were recorded,
 // to the plans' headers (plan.CommandView, compare-and-swap) before
