@@ -44,27 +44,32 @@ import (
 // which opens the store right after recording its command) may have
 // applied it after the executor read the plan, and the executor's view
 // is then older than the command. Every record has a sequence number
-// (cmdFile.Next, one more for each); every open of the store by the
-// executor applies the records up to the file's Next as it reads it, and
-// a read of plan uuid through that open remembers that Next (saw): a
-// record of uuid with a higher number came after the read. A stat tells
-// whether the file changed since it was last read (it is replaced whole
-// by every write: a new inode, size and modification time), so it is
-// read again only then.
+// (cmdFile.Next, one more for each) and the file an ID (cmdFile.ID: one
+// made again after a removal has another, and numbers from 1 again);
+// every open of the store by the executor applies the records up to the
+// file's Next as it reads it, and a read of plan uuid through that open
+// remembers that mark (saw): a record of uuid with a higher number, or
+// in another file, came after the read. A stat tells whether the file
+// changed since it was last read (it is replaced whole by every write: a
+// new inode, size and modification time), so it is read again only then.
 type pendingCmds struct {
 	mu   sync.Mutex
 	read bool
 	key  cmdFileKey
-	// next is the file's Next, last: the numbers of the records it holds
-	// are at most next.
-	next int64
-	// last is the highest record number of each plan in the file.
+	// id is the file's ID, last; last the highest record number of
+	// each plan in it.
+	id   string
 	last map[string]int64
-	// seen is, per plan, the file's Next when the executor last read
-	// the plan's state (every record up to it was applied then); high
-	// the highest of them.
-	seen map[string]int64
-	high int64
+	// seen is, per plan, the file's mark when the executor last read
+	// the plan's state (every record up to it was applied then).
+	seen map[string]cmdMark
+}
+
+// cmdMark names the records of one side file up to a number: those an
+// open of the store applied.
+type cmdMark struct {
+	ID   string
+	Next int64
 }
 
 // cmdFileKey tells one version of the side file from another.
@@ -91,17 +96,16 @@ func statCmdFile(store string) (cmdFileKey, error) {
 }
 
 // saw records that the executor read plan uuid's state through an open of
-// the store that applied the side file's records up to next.
-func (c *pendingCmds) saw(uuid string, next int64) {
+// the store that applied the side file's records up to m.
+func (c *pendingCmds) saw(uuid string, m cmdMark) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.seen == nil {
-		c.seen = map[string]int64{}
+		c.seen = map[string]cmdMark{}
 	}
-	if next > c.seen[uuid] {
-		c.seen[uuid] = next
+	if old, ok := c.seen[uuid]; !ok || old.ID != m.ID || m.Next > old.Next {
+		c.seen[uuid] = m
 	}
-	c.high = max(c.high, next)
 }
 
 // pending reports whether the side file of the store at store holds a
@@ -135,15 +139,11 @@ func (c *pendingCmds) pending(store, uuid string) (bool, error) {
 		for _, r := range f.Records {
 			last[r.Plan] = max(last[r.Plan], r.Seq)
 		}
-		c.read, c.key, c.next, c.last = true, k, f.Next, last
-	}
-	if c.next < c.high {
-		// The file was removed (and perhaps made again): its numbers
-		// start again from 1, and what was seen says nothing of them.
-		c.seen, c.high = nil, 0
+		c.read, c.key, c.id, c.last = true, k, f.ID, last
 	}
 	n, ok := c.last[uuid]
-	return ok && n > c.seen[uuid], nil
+	m, read := c.seen[uuid]
+	return ok && (!read || m.ID != c.id || n > m.Next), nil
 }
 
 // cmdFilePath is the side file of the store at store.
@@ -165,6 +165,10 @@ type cmdRecord struct {
 
 // cmdFile is the side file's content.
 type cmdFile struct {
+	// ID names the file (random, given by the first command recorded in
+	// it): one removed and made again has another, and its numbers
+	// start from 1 again.
+	ID      string      `json:"id,omitempty"`
 	Next    int64       `json:"next"`
 	Records []cmdRecord `json:"records"`
 }
@@ -284,6 +288,9 @@ func recordCommand(ctx context.Context, store, uuid, name string, at time.Time) 
 				kept = append(kept, r)
 			}
 		}
+		if c.ID == "" {
+			c.ID = newLeaseID()
+		}
 		c.Next++
 		seq = c.Next
 		c.Records = append(kept, cmdRecord{Seq: seq, Plan: uuid, Command: name, At: at})
@@ -309,13 +316,13 @@ var cmdFuncs = map[string]func(plan.Plan) (plan.Plan, error){"run": plan.Run, "s
 // I/O error of the store's file) it stays to apply and the error is
 // returned: the store must not be used this time (a stop may wait in the
 // file). A side file that cannot be read stops the store too (withCmdFile).
-// It returns the file's Next: every record up to it is applied.
-func applyCommands(ctx context.Context, st *plan.BoltStore, store string) (next int64, err error) {
+// It returns the file's mark: every record up to it is applied.
+func applyCommands(ctx context.Context, st *plan.BoltStore, store string) (mark cmdMark, err error) {
 	if _, err := os.Stat(cmdFilePath(store)); errors.Is(err, os.ErrNotExist) {
-		return 0, nil // no command was ever recorded
+		return cmdMark{}, nil // no command was ever recorded
 	}
 	err = withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
-		next = c.Next
+		mark = cmdMark{ID: c.ID, Next: c.Next}
 		changed := false
 		for i := range c.Records {
 			r := &c.Records[i]
@@ -341,7 +348,7 @@ func applyCommands(ctx context.Context, st *plan.BoltStore, store string) (next 
 		}
 		return changed, nil
 	})
-	return next, err
+	return mark, err
 }
 
 // errRecordedAlready: the command is in the plan's Commands already.

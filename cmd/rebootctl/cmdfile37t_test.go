@@ -87,11 +87,16 @@ func TestCmdFile_PendingFollowsTheFile(t *testing.T) {
 	assert.True(t, pending("p1"), "p1's run landed after the executor's read")
 	readP1()
 	assert.False(t, pending("p1"), "the executor read p1's state after its run")
+	// The file removed (as its error says to when it cannot be read) and
+	// made again: its numbers start from 1, up to those seen already.
 	require.NoError(t, os.Remove(cmdFilePath(e.store)))
-	assert.False(t, pending("p1"), "no side file")
-	_, err = recordCommand(e.ctx, e.store, "p1", "stop", time.Now().UTC())
-	require.NoError(t, err)
-	assert.True(t, pending("p1"), "a stop recorded in a side file made again (its numbers start from 1 again)")
+	for _, p := range []string{"p1", "p2", "p2"} {
+		_, err = recordCommand(e.ctx, e.store, p, "stop", time.Now().UTC())
+		require.NoError(t, err)
+	}
+	assert.True(t, pending("p1"), "a stop recorded in a side file made again (record 1 of 3, the executor saw 3 of the old file)")
+	readP1()
+	assert.False(t, pending("p1"), "the executor read p1's state after it")
 }
 
 // TestCmdFile_OutcomesKeptUntilExpiry: recordCommand keeps every applied

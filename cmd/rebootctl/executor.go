@@ -56,15 +56,15 @@ func (s lockedStore) with(f func(*plan.BoltStore) error) error {
 	return err
 }
 
-// withNext is with, and the side file's Next as the open applied it.
-func (s lockedStore) withNext(f func(*plan.BoltStore) error) (int64, error) {
+// withNext is with, and the side file's mark as the open applied it.
+func (s lockedStore) withNext(f func(*plan.BoltStore) error) (cmdMark, error) {
 	if err := s.e.storeExists(); err != nil {
-		return 0, err
+		return cmdMark{}, err
 	}
 	yieldToCommands(s.e.ctx, s.e.store)
 	st, next, err := s.e.waitStoreNext()
 	if err != nil {
-		return 0, err
+		return cmdMark{}, err
 	}
 	defer st.Close()
 	return next, f(st)

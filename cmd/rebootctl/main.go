@@ -241,9 +241,9 @@ func (e *env) waitStore() (*plan.BoltStore, error) {
 	return s, err
 }
 
-// waitStoreNext is waitStore, and the side file's Next as the open
+// waitStoreNext is waitStore, and the side file's mark as the open
 // applied it: every command recorded up to it is in the store.
-func (e *env) waitStoreNext() (*plan.BoltStore, int64, error) {
+func (e *env) waitStoreNext() (*plan.BoltStore, cmdMark, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s, err := plan.OpenBolt(e.store)
@@ -251,16 +251,16 @@ func (e *env) waitStoreNext() (*plan.BoltStore, int64, error) {
 			next, err := applyCommands(e.ctx, s, e.store)
 			if err != nil {
 				s.Close()
-				return nil, 0, err
+				return nil, cmdMark{}, err
 			}
 			return s, next, nil
 		}
 		if !errors.Is(err, plan.ErrLocked) || time.Now().After(deadline) {
-			return s, 0, err
+			return s, cmdMark{}, err
 		}
 		select {
 		case <-e.ctx.Done():
-			return nil, 0, e.ctx.Err()
+			return nil, cmdMark{}, e.ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
