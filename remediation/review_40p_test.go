@@ -103,3 +103,93 @@ func TestReview40p_NoPowerOfflineBlipReleasesLiveHostStillOff(t *testing.T) {
 			hw["h1"].Truth(), hw["h2"].Truth(), a.Machines)
 	}
 }
+
+// TestReview40p_StrayRequestOnPrevHostReleasedWhileOff: prevHost
+// (phased.go) and doc.go say a paused writer's request of the Machine's may
+// land on State.PrevHost at any time, and the package doc promises that
+// the storm guard still counts a host the remediation may have left off
+// ("releases it on a later pass, once the host is on"). But a request that
+// landed on PrevHost is only removed (RemovePrevRequest); nothing reads
+// whether it powered the host off, and PrevHost is forgotten on the next
+// pass that finds no request there (prevHost: !InFlight). With h1's BMC
+// refusing the power-on (fault kept on), m1's admission is released while
+// h1 is off for m1's own request (ground truth), and m2 powers h3 off
+// under MaxCount(1): two hosts off at once.
+func TestReview40p_StrayRequestOnPrevHostReleasedWhileOff(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour)
+	c := fake.NewCluster()
+	c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "m1", Cluster: "c"})
+	c.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
+	c.AddMachine(remediation.Machine{Name: "m2", UID: "u2", NodeName: "m2", Cluster: "c"})
+	c.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true}, reboot.Host{Name: "h2", Online: true}, reboot.Host{Name: "h3", Online: true})
+	hw := map[string]*fake.Power{}
+	for _, h := range []string{"h1", "h2", "h3"} {
+		hw[h] = fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond})
+	}
+	pw := func(h string) (power.Controller, error) { return hw[h], nil }
+	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now, Power: pw,
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runner := &reboot.Runner{Loops: []reboot.Loop{rb.Loop(func(context.Context) ([]string, error) { return []string{"h1", "h2", "h3"}, nil })}}
+	go func() { _ = runner.Run(rctx) }()
+
+	// m1's last attempt ran on h2 after it moved from h1 (PrevHost h1);
+	// it is over, its Node back. Admitted, as the Reconciler records it.
+	rec, err := c.Get(ctx, "m1")
+	require.NoError(t, err)
+	st := remediation.State{Phase: remediation.PhaseDone, Attempt: 1, Started: t0, RequestedAt: t0, Host: "h2", PrevHost: "h1", Finished: time.Now().Add(-time.Minute)}
+	require.NoError(t, c.SaveState(ctx, "m1", rec.Version, st))
+	a, err := c.GetAdmissions(ctx)
+	require.NoError(t, err)
+	a.Machines = []string{"m1"}
+	a.Requests = map[string]remediation.Request{"m1": {Value: remediation.RebootValue("u1", t0), At: t0, Host: "h2"}}
+	a.Members = map[string]remediation.Member{"m1": {Cluster: "c", Wrote: true, PrevHost: "h1"}}
+	require.NoError(t, c.PutAdmissions(ctx, a))
+
+	// A paused writer's request of m1's (its first attempt's, on h1) lands
+	// now; h1's BMC refuses every power-on from here on.
+	hw["h1"].SetConfig(fake.PowerConfig{Lag: 20 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}})
+	require.NoError(t, hosts.Mutate("h1", func(h *reboot.Host) {
+		h.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t0)}
+	}))
+	require.Eventually(t, func() bool { return !hw["h1"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1 powered off for the stray request")
+
+	hostOf := map[string]string{"m1": "h2", "m2": "h3"}
+	rem := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, StaleReads: 100 * time.Millisecond, OwnerOnline: true,
+			HostOf: func(_ context.Context, m string) (string, error) { return hostOf[m], nil }},
+		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 2 * time.Second}}
+	pass := func(m string) {
+		_, err := rem.Reconcile(ctx, m)
+		rec, _ := c.Get(ctx, m)
+		t.Logf("%s: err=%v state=%+v", m, err, rec.State)
+	}
+	for i := 0; i < 5; i++ {
+		pass("m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	from := time.Now()
+	c.SetNodeReady("m2", false)
+	c.SetNeedsRemediation("m2", true)
+	for i := 0; i < 10; i++ {
+		pass("m2")
+		pass("m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	h1, _ := hosts.Get(ctx, "h1")
+	t.Logf("h1 annotations=%v status=%+v", h1.Annotations, h1.Status)
+	if hw["h1"].OffThroughout(from, to) && hw["h3"].WasOffDuring(from, to) {
+		a, _ := c.GetAdmissions(ctx)
+		t.Fatalf("MaxCount(1): h1 (off for m1's stray request, never on since: truth %v) and h3 (truth %v) both off at once by remediation requests; admissions now %v",
+			hw["h1"].Truth(), hw["h3"].Truth(), a.Machines)
+	}
+}
