@@ -193,3 +193,75 @@ func TestReview40p_StrayRequestOnPrevHostReleasedWhileOff(t *testing.T) {
 			hw["h1"].Truth(), hw["h3"].Truth(), a.Machines)
 	}
 }
+
+// TestReview40p_GoneMachineOnlineBlipReleasesHostStillOff: review 40o
+// made a gone Machine's host with Online false Offline "whatever its
+// power" (reboothosts.go: gone skips the synthesized RebootPending), on the
+// premise that "a deleted Machine's host is deprovisioned and kept off".
+// The code checks Online alone, never reboot.Host.Deprovisioned (kube
+// fills it; OperatorHosts requires the host available/ready for exactly
+// this reason: "spec.online false alone is one reading of a wish its
+// owner may take back (a blip)"). m1 failed with h1's BMC refusing the
+// power-on and was deleted by the escalation; its owner flips h1's Online
+// false and back to true (h1 never deprovisioned: picked again for the
+// replacement). m1's admission goes at the Online false reading and is not
+// taken back; h1 stays off throughout (ground truth) while the reboot
+// controller keeps powering it on, and m2 powers h2 off under MaxCount(1).
+func TestReview40p_GoneMachineOnlineBlipReleasesHostStillOff(t *testing.T) {
+	ctx := context.Background()
+	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Second, RetryLimit: -1})
+	g.rh.Power = func(h string) (power.Controller, error) { return g.hw[h], nil }
+	g.rh.StaleReads = 100 * time.Millisecond
+	g.rh.OwnerOnline = true
+	g.cluster.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c", HasControllerOwner: true})
+	g.startOnH1(t, true)
+	g.hw["h1"].SetConfig(fake.PowerConfig{Lag: 20 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}})
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		_ = g.pass(t)
+		if _, err := g.cluster.Get(ctx, "m1"); err != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err := g.cluster.Get(ctx, "m1")
+	require.Error(t, err, "precondition: the remediation failed and deleted the Machine for its owner")
+	a, _ := g.cluster.GetAdmissions(ctx)
+	require.True(t, a.Has("m1"), "precondition: m1's admission kept while h1 is off for its request")
+
+	from := time.Now()
+	rh := g.hosts.(*fake.RebootHosts)
+	require.NoError(t, rh.Mutate("h1", func(h *reboot.Host) { h.Online = false }))
+	for i := 0; i < 10; i++ {
+		_, _ = g.rem.Reconcile(ctx, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NoError(t, rh.Mutate("h1", func(h *reboot.Host) { h.Online = true })) // the blip ends: not deprovisioned
+	for i := 0; i < 10; i++ {
+		_, _ = g.rem.Reconcile(ctx, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	// m2, on h2, fails.
+	g.hostOf.Store("h2")
+	g.cluster.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
+	g.cluster.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: false})
+	g.cluster.SetNeedsRemediation("m2", true)
+	for i := 0; i < 10; i++ {
+		_, _ = g.rem.Reconcile(ctx, "m2")
+		_, _ = g.rem.Reconcile(ctx, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	h1, _ := g.hosts.Get(ctx, "h1")
+	a, _ = g.cluster.GetAdmissions(ctx)
+	t.Logf("h1 online=%v deprovisioned=%v status=%+v admissions=%v", h1.Online, h1.Deprovisioned, h1.Status, a.Machines)
+	if g.hw["h1"].OffThroughout(from, to) && g.hw["h2"].WasOffDuring(from, to) {
+		t.Fatalf("MaxCount(1): h1 (off since m1's request, Online true again, never deprovisioned: truth %v) and h2 (truth %v) both off by remediation requests; m1's admission went at one Online false reading; admissions now %v",
+			g.hw["h1"].Truth(), g.hw["h2"].Truth(), a.Machines)
+	}
+}
