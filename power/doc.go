@@ -38,7 +38,13 @@
 //     calls. The session is shared from the moment the BMC accepted its
 //     login (LoggedIn's controller): the other hosts of the same login
 //     join it at once, never waiting for the first host's read of its
-//     system (a dead blade's hangs for ConnectTimeout). A caller that gives up (its context ends) during
+//     system (a dead blade's hangs for ConnectTimeout); until that read
+//     is over, the session stays its login's, even if every host that
+//     joined it is forgotten meanwhile. The Connect or join made for a
+//     power command (On, Off, Reset: a fence) says so
+//     (ConnectInfo.Command): power/redfish sends its reads beside the
+//     session's reads in flight, never queued behind other hosts' (dead
+//     blades' reads running to their deadline). A caller that gives up (its context ends) during
 //     a login, or while its host joins a shared session, gets a busy error
 //     at once; the login or join goes on (bounded by ConnectTimeout), is
 //     not counted against the BMC for the caller's giving up, and serves
@@ -64,9 +70,13 @@
 //     exception is a Connect that fails after the BMC accepted its login,
 //     with ErrNoSystem or ErrAfterLogin (power/redfish: its system not
 //     found, or a request for its own system, its member of the Systems
-//     listing or its ActionInfo failing or refused; a busy, failing or
-//     timed-out service root or Systems collection is the login's
-//     failure): that failure is the host's own,
+//     listing or its ActionInfo failing or refused, and, with a session
+//     the BMC accepted, a busy, failing or timed-out service root or
+//     Systems collection as well: a chassis that builds its collection
+//     by asking every blade hangs it while one blade is dead, and that
+//     neither backs off nor logs out a login other blades' hosts use;
+//     with basic auth such a failure is the login's, unless neither it
+//     nor the read of the host's own system was answered): that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff;
 //     the session of such a login (ErrAfterLogin, a system not found
 //     included: power/redfish hands it over with AfterLoginKeep when

@@ -21,7 +21,11 @@ import (
 
 // TestPoolStateMachineDeadBlades drives a Pool against a chassis whose
 // one Redfish service serves three blades, some of them dead (their
-// system reads hang until the client gives up) and repaired at random;
+// system reads hang until the client gives up) and repaired at random,
+// and whose Systems collection may hang too while a blade is dead (a
+// chassis manager that asks every blade to build it; drawn); each
+// session lets one read at a time through (MaxInFlight 1: the dead
+// blades outnumber the read places);
 // the hosts share one login or each have their own, with sessions or
 // basic auth (drawn). The faults stay on while the properties are
 // checked: a dead blade is called at the same time as its neighbours.
@@ -30,7 +34,8 @@ import (
 //     call, even while a dead neighbour's login, join or read runs beside
 //     it (a dead blade never delays a healthy neighbour beyond one login
 //     attempt's deadline: its CallTimeout is longer than ConnectTimeout,
-//     so it fails if it waits for the dead one's);
+//     so it fails if it waits for the dead one's), nor backs off a
+//     login that it uses (its call would then be refused);
 //   - a read of a healthy host answers what its hardware says;
 //   - never more than one login at a time to the BMC (and none with
 //     basic auth);
@@ -48,8 +53,18 @@ func TestPoolStateMachineDeadBlades(t *testing.T) {
 			b.AddSystem(fmt.Sprint(i+1), hw[i])
 		}
 		var mu sync.Mutex
-		dead := map[string]bool{}
+		dead := map[string]bool{} // only dead blades
+		hangList := rapid.Bool().Draw(t, "collection hangs while a blade is dead")
 		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.TrimSuffix(r.URL.Path, "/") == "/redfish/v1/Systems" && r.Method == http.MethodGet && hangList {
+				mu.Lock()
+				d := len(dead) > 0
+				mu.Unlock()
+				if d {
+					<-r.Context().Done() // the collection hangs while a blade is dead
+					return
+				}
+			}
 			if id, ok := strings.CutPrefix(strings.TrimSuffix(r.URL.Path, "/"), "/redfish/v1/Systems/"); ok && r.Method == http.MethodGet {
 				mu.Lock()
 				d := dead[id]
@@ -75,7 +90,7 @@ func TestPoolStateMachineDeadBlades(t *testing.T) {
 		ctrls := make([]power.Controller, blades)
 		for i := range blades {
 			id := fmt.Sprint(i + 1)
-			cfg := redfish.Config{Endpoint: srv.URL, SystemID: id, Username: "admin", Password: bmcPassword, BasicAuth: basic, RootCAs: roots}
+			cfg := redfish.Config{Endpoint: srv.URL, SystemID: id, Username: "admin", Password: bmcPassword, BasicAuth: basic, RootCAs: roots, MaxInFlight: 1}
 			login := "chassis"
 			if !oneLogin {
 				login = "blade-" + id
@@ -86,7 +101,11 @@ func TestPoolStateMachineDeadBlades(t *testing.T) {
 		everDead := make([]bool, blades)
 		setDead := func(i int, d bool) {
 			mu.Lock()
-			dead[fmt.Sprint(i+1)] = d
+			if d {
+				dead[fmt.Sprint(i+1)] = true
+			} else {
+				delete(dead, fmt.Sprint(i+1))
+			}
 			mu.Unlock()
 			everDead[i] = everDead[i] || d
 		}
@@ -114,7 +133,8 @@ func TestPoolStateMachineDeadBlades(t *testing.T) {
 			},
 			"call": func(t *rapid.T) {
 				i := rapid.IntRange(0, blades-1).Draw(t, "host")
-				// A dead neighbour called at the same time, first.
+				// The dead neighbours called at the same time, first (all
+				// of them, or one).
 				var others []int
 				for j := range blades {
 					if j != i && isDead(j) {
@@ -123,15 +143,19 @@ func TestPoolStateMachineDeadBlades(t *testing.T) {
 				}
 				var wg sync.WaitGroup
 				if len(others) > 0 && rapid.Bool().Draw(t, "dead neighbour first") {
-					j := rapid.SampledFrom(others).Draw(t, "dead neighbour")
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						ctx, cancel := context.WithTimeout(context.Background(), deadCaller)
-						defer cancel()
-						_, _ = ctrls[j].State(ctx)
-					}()
-					time.Sleep(20 * time.Millisecond) // its connect or read is under way
+					if !rapid.Bool().Draw(t, "all dead neighbours") {
+						others = []int{rapid.SampledFrom(others).Draw(t, "dead neighbour")}
+					}
+					for _, j := range others {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							ctx, cancel := context.WithTimeout(context.Background(), deadCaller)
+							defer cancel()
+							_, _ = ctrls[j].State(ctx)
+						}()
+					}
+					time.Sleep(20 * time.Millisecond) // their connects or reads are under way
 				}
 				off := rapid.Bool().Draw(t, "fence")
 				ctx, cancel := context.Background(), context.CancelFunc(func() {})

@@ -21,7 +21,7 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 	// A refused re-login the adapter made meanwhile (through the gate,
 	// power/redfish's share) is counted already.
 	authFailures := e.cr.authFailures
-	jctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr)}), p.cfg.ConnectTimeout)
+	jctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr), Command: isCommandOp(op)}), p.cfg.ConnectTimeout)
 	connect := e.target.Connect
 	type joinResult struct {
 		s     *session

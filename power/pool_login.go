@@ -83,7 +83,17 @@ type ConnectInfo struct {
 	// BMC and login (ConnectInfo.Shared), which need not wait for this
 	// host's system read.
 	LoggedIn func(shared Controller)
+	// Command: the Connect serves a power command (On, Off, Reset: a
+	// fence), not a read. An adapter that caps the reads in flight on a
+	// session lets this Connect's reads through the cap, as the command's
+	// own: a fence never queues behind other hosts' reads (dead blades'
+	// reads running to their deadline).
+	Command bool
 }
+
+// isCommandOp reports whether op (a call's operation name) is a power
+// command's rather than a read's.
+func isCommandOp(op string) bool { return op != "state" }
 
 type connectInfoKey struct{}
 
@@ -442,7 +452,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		}
 	}
 	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx),
-		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession, LoggedIn: loggedIn}), p.cfg.ConnectTimeout)
+		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession, LoggedIn: loggedIn, Command: isCommandOp(op)}), p.cfg.ConnectTimeout)
 	connect := e.target.Connect
 	// A Connect that ignores its deadline is the BMC's (or the adapter's)
 	// failure: later logins back off while it runs on.

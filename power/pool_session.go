@@ -50,7 +50,10 @@ func (p *Pool) detachLocked(e *entry) {
 	p.markMissingLocked(e, false)
 	if s := e.sess; s != nil {
 		delete(s.entries, e)
-		if len(s.entries) == 0 {
+		if len(s.entries) == 0 && !s.early {
+			// (A session shared early is its login's until that login's
+			// Connect returns: settleEarlyLocked decides then whether
+			// anybody keeps it; TestReview35v_ForgottenJoinerDiscardsEarlyLogin.)
 			p.retireLocked(s)
 		}
 	}

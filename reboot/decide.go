@@ -61,10 +61,15 @@ type Status struct {
 	LastRequestSeen time.Time
 	// OfflineSince is when the controller started powering the host off
 	// because Spec.Online is false, and OfflineMode the mode it uses: soft
-	// at first, hard after Config.SoftTimeout or a failed soft power-off.
+	// at first, hard Config.SoftTimeout after its first soft power-off
+	// (OfflineSoftSince) or after a failed soft power-off.
 	// Persisted so that a restarted controller still falls back to hard.
 	OfflineSince time.Time
 	OfflineMode  power.Mode
+	// OfflineSoftSince is, for the Online=false enforcement, what
+	// SoftSince is for a pending reboot: when its first soft power-off
+	// was decided; OfflineMode falls back to hard SoftTimeout after it.
+	OfflineSoftSince time.Time
 	// HoldBroken is when the controller first read On, since the evidence
 	// LastPoweredOff last moved, for a host it held off with evidence
 	// covering every request: someone else powered it on. The controller powered it off
@@ -109,13 +114,26 @@ type Status struct {
 	// minutes do not put a press off for ever
 	// (TestReview36o_RestartEveryThreeMinutesNeverReboots,
 	// TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots). Zero if
-	// unknown.
+	// unknown. Only a status of StatusFormat is read so: an older
+	// version wrote its process's start here and never cleared it
+	// (TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress).
 	ActingSince time.Time
 	// Works counts the works begun for this host: each pending reboot
 	// and each Online=false enforcement, when it begins, takes the next
 	// count as its Work.N, so that two begun within one Config.Precision
 	// tick (whose Since is the same) are told apart.
 	Works uint64
+	// SoftSince is when the controller first decided the pending
+	// reboot's soft power-off (truncated to Config.Precision), written in
+	// the versioned write before it is sent; zero, or earlier than
+	// PendingRebootSince (an earlier reboot's), while none was. A soft
+	// reboot escalates to hard SoftTimeout after it, not after
+	// PendingRebootSince: one held back by the controller's own waits (a
+	// press that may still land, landWait; an earlier press's shutdown,
+	// pressWait) is tried soft first
+	// (TestReview36t_UpgradeIdleHostSoftRebootHeldSixMinutesThenCutHard,
+	// TestReview36tFix_HeldBackSoftRebootTriedSoftFirst).
+	SoftSince time.Time
 	// Format is the format of the status: StatusFormat in every status
 	// this version writes (with anything else in it), zero in one written
 	// before every press was recorded in LastPress (power-offs and
@@ -144,7 +162,7 @@ func (s Status) Equal(o Status) bool {
 		s.HoldBroken.Equal(o.HoldBroken) &&
 		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
 		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works &&
-		s.Format == o.Format
+		s.SoftSince.Equal(o.SoftSince) && s.OfflineSoftSince.Equal(o.OfflineSoftSince) && s.Format == o.Format
 }
 
 // Pending reports whether a reboot is pending.
@@ -700,7 +718,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 			st.Mode = power.ModeHard
 		}
 		st.Seen, st.LastRequestSeen, st.HoldBroken = nil, time.Time{}, time.Time{}
-		st.RewriteSeen, st.LastRewriteSeen = time.Time{}, time.Time{}
+		st.RewriteSeen, st.LastRewriteSeen, st.SoftSince = time.Time{}, time.Time{}, time.Time{}
 	}
 	if st.Pending() {
 		c.see(d.Requests, p, st)
@@ -907,6 +925,8 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	clamp("rewriteSeen", &st.RewriteSeen)
 	clamp("lastRewriteSeen", &st.LastRewriteSeen)
 	clamp("lastPress", &st.LastPress)
+	clamp("softSince", &st.SoftSince)
+	clamp("offlineSoftSince", &st.OfflineSoftSince)
 	if st.ActingSince.After(p) {
 		// Moved earlier it would date earlier processes' presses early:
 		// dropped (a restart then counts them from its own start).
@@ -975,12 +995,11 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	d.Phase = PhasePoweringOff
 	if st.Mode == power.ModeSoft {
 		softFailed := last.softFailedFor(Work{Reboot: true, Since: st.PendingRebootSince, N: st.Works})
-		elapsed := now.Sub(st.PendingRebootSince)
 		switch {
 		case softFailed:
 			st.Mode = power.ModeHard
 			d.Reason = "soft power-off " + last.Class.String() + ": fall back to hard"
-		case elapsed >= c.SoftTimeout:
+		case c.softTimedOut(o, st.PendingRebootSince, st.SoftSince, now):
 			st.Mode = power.ModeHard
 			d.Reason = "soft power-off timed out: fall back to hard"
 		}
@@ -1004,8 +1023,8 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		case power.StateOff:
 			r = min(r, max(c.untilEvidence(o, st), c.Precision/10))
 		}
-		if st.Mode == power.ModeSoft {
-			r = min(r, st.PendingRebootSince.Add(c.SoftTimeout).Sub(now))
+		if due := c.softDue(st.PendingRebootSince, st.SoftSince); st.Mode == power.ModeSoft && due.After(now) {
+			r = min(r, due.Sub(now))
 		}
 		return c.cap(r)
 	}
@@ -1038,6 +1057,9 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		}
 		d.RequeueAfter = c.cap(min(w, requeue()))
 		return
+	}
+	if st.Mode == power.ModeSoft && !st.softSent() {
+		st.SoftSince = p // SoftTimeout counts from the first soft power-off
 	}
 	d.sendOff(send, st.Mode)
 	if d.Reason == "" && last.Action == ActionPowerOff && last.Mode == send && last.Class == power.ClassNone && o.Power == power.StateOn {
@@ -1187,18 +1209,18 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.RequeueAfter = c.PollInterval
 	case !o.Online && o.Power == power.StateOn:
 		if st.OfflineSince.IsZero() {
-			st.OfflineSince, st.OfflineMode = p, power.ModeSoft
+			st.OfflineSince, st.OfflineMode, st.OfflineSoftSince = p, power.ModeSoft, time.Time{}
 			st.Works++
 		}
 		last := o.LastCall
 		softFailed := last.softFailedFor(Work{Since: st.OfflineSince, N: st.Works})
-		if st.OfflineMode == power.ModeSoft && (softFailed || now.Sub(st.OfflineSince) >= c.SoftTimeout) {
+		if st.OfflineMode == power.ModeSoft && (softFailed || c.softTimedOut(o, st.OfflineSince, st.OfflineSoftSince, now)) {
 			st.OfflineMode = power.ModeHard
 		}
 		mode := c.offMode(o, st.OfflineMode, now)
 		if c.wait(last, ActionPowerOff, mode, now, o.Power, d) {
-			if mode == power.ModeSoft {
-				d.RequeueAfter = min(d.RequeueAfter, c.cap(st.OfflineSince.Add(c.SoftTimeout).Sub(now)))
+			if due := c.softDue(st.OfflineSince, st.OfflineSoftSince); mode == power.ModeSoft && due.After(now) {
+				d.RequeueAfter = min(d.RequeueAfter, c.cap(due.Sub(now)))
 			}
 			return
 		}
@@ -1211,6 +1233,9 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			d.Reason = "Online is false; the power-off presses the power button: wait for an On reading that cannot be an echo"
 			d.RequeueAfter = c.cap(w)
 			return
+		}
+		if st.OfflineMode == power.ModeSoft && !softSent(st.OfflineSince, st.OfflineSoftSince) {
+			st.OfflineSoftSince = p // SoftTimeout counts from the first soft power-off
 		}
 		d.sendOff(mode, st.OfflineMode)
 		d.Reason = "Online is false: power off " + mode.String()

@@ -12,9 +12,13 @@
 //     clients, until all have. Only the owner removes a keyed annotation,
 //     except on deprovisioning, where every reboot annotation is cleared.
 //   - The value is empty or JSON: {"mode":"hard"} or {"mode":"soft"}. Soft
-//     (the default) asks the OS to shut down and falls back to hard after
-//     Config.SoftTimeout (180 s) (later, by up to Config.LostLanding,
-//     while a press whose answer was lost may still land: see A5), at
+//     (the default) asks the OS to shut down and falls back to hard
+//     Config.SoftTimeout (180 s) after its first soft power-off
+//     (Status.SoftSince; one the controller's own waits hold back, while
+//     a press whose answer was lost may still land or an earlier press's
+//     shutdown may still run, see A5, is tried soft first, up to
+//     LostLanding + SoftTimeout + StaleReads late; one the readings keep
+//     from going out, after SoftTimeout from the request), at
 //     once if the BMC cannot do soft, and when
 //     it fails (a soft power-off decided for this reboot, Decision.For
 //     given to Call.For: one decided for an earlier reboot or Online=false
@@ -288,6 +292,13 @@
 //	    although the hardware may have run since T. A clock that jumps back
 //	    by J can make Fenced(T, now) vouch for a T up to J early;
 //	    Client.Fenced also accepts Status.Covers, which compares no clocks.
+//	    A restart (or a new leader) whose wall clock runs J ahead of the
+//	    one that wrote a Status.ActingSince dates the calls it bounds J
+//	    early: a press whose answer was lost is counted landed up to J
+//	    too soon, and a power-off sent then can leave the host off when it
+//	    lands, powering a held host on (TestRebootStateMachineButtons,
+//	    -rapid.seed=333684872: a 1 h forward jump, then a restart, 1 s
+//	    after a lost soft press; reboot/testdata/review36t/README.md).
 //	A4. One controller acts on a host at a time (leader election, with a
 //	    Guard that fences writes and power calls by the leader's lease),
 //	    and the store's writes are compare-and-swap and return the new
@@ -342,9 +353,23 @@
 //	    whose status shows a press (a LastPress; in a status of an older
 //	    Status.Format also a pending reboot, Online=false being enforced,
 //	    or, on an OnToggler, a LastPoweredOn: TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn,
-//	    TestReview36s_RollingUpgradeHandoverPowersHeldHostOn);
+//	    TestReview36s_RollingUpgradeHandoverPowersHeldHostOn), and a
+//	    power-off that presses SoftTimeout + StaleReads more (the counted
+//	    press may have started a shutdown, pressWait): after an upgrade to
+//	    this format, on a controller whose power-on may press, every host
+//	    whose status shows a LastPoweredOn (the fleet) waits so, and a
+//	    soft reboot asked then gets its soft power-off up to LostLanding +
+//	    SoftTimeout + StaleReads after the upgrade's first pass (6m30s with
+//	    the defaults), falling back to hard only
+//	    SoftTimeout after it (Status.SoftSince,
+//	    TestReview36t_UpgradeIdleHostSoftRebootHeldSixMinutesThenCutHard).
+//	    The LastPoweredOn's date does not shorten it: it is when the
+//	    power-on was decided, and nothing but the old process's end bounds
+//	    when that call returned (LostLanding counts from the return);
 //	    but from Status.ActingSince + Config.Precision, if the status has
-//	    one, not from its own start or leadership: the controller writes
+//	    one (and is of StatusFormat: an older version's ActingSince bounds
+//	    nothing, TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress),
+//	    not from its own start or leadership: the controller writes
 //	    it, while a power-off may be in effect, once every power-off and
 //	    press it knows of (its own, and those it counted of others) has
 //	    returned, and clears it in the versioned write before every power
@@ -383,8 +408,8 @@
 //	    lands leaves the host off, and the press then powers it on while
 //	    it is held. So the hard fallback of a soft reboot (and of
 //	    Online=false), and the hard power-off of a held host read on, may
-//	    come up to LostLanding after a lost press's return rather than at
-//	    PendingRebootSince + SoftTimeout
+//	    come up to LostLanding after a lost press's return rather than
+//	    SoftTimeout after the soft power-off
 //	    (TestReview36p_LostSoftPressLandsAfterHardOffPowersHeldHostOn).
 //
 // Under them:
@@ -410,10 +435,14 @@
 //     whose answer was lost may land after the power-on (A5) and cycle
 //     the host once more, which no controller can stop (the state
 //     machines draw such late landings: fake.Fault.Late).
-//   - Online=false falls back from soft to hard after Config.SoftTimeout,
-//     timed from the persisted Status.OfflineSince, whatever restarts (on
-//     a BMC that may press, up to Config.LostLanding later while a press
-//     whose answer was lost may still land, A5).
+//   - Online=false falls back from soft to hard Config.SoftTimeout after
+//     its first soft power-off, timed from the persisted
+//     Status.OfflineSoftSince, whatever restarts (on a BMC that may press,
+//     the soft power-off itself waits while a press whose answer was lost
+//     may still land or an earlier press's shutdown may run, A5, and is
+//     tried soft first: TestReview36tFix_HeldBackOfflineTriedSoftFirst);
+//     from OfflineSince if the readings keep the soft power-off from going
+//     out (a press needs an On reading).
 //
 // Power-off is issued in the first pass that sees a request. Removing the
 // bare annotation and powering on happen in one pass once the evidence

@@ -35,10 +35,20 @@ type actedBound struct {
 // bound returns when (monotonic) every power-off and press that st shows
 // had returned, by its ActingSince, and whether st says so: not if it has
 // no ActingSince, or a LastPress later than it (a press decided after it;
-// the write that records a press clears it).
+// the write that records a press clears it), or if it is of an older
+// Status.Format. An older version's ActingSince does not mean this: one
+// (review 36 round 14) wrote its process's start there and never cleared
+// it, and no power-on of it wrote LastPress, so a press such a status
+// hides (Status.hidesPress) may have been decided long after it
+// (TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress,
+// TestReview36t_TrackerUpgradeOldActingSinceBoundsHiddenPowerOnPress).
+// Nothing in an old status tells that version from later ones that
+// cleared it before every call, so none is trusted: after an upgrade, the
+// calls an old status shows count from the first pass (plus LostLanding,
+// A5).
 func (b actedBound) bound(st Status) (time.Duration, bool) {
 	v := st.ActingSince
-	if !b.set || v.IsZero() || st.LastPress.After(v) {
+	if !b.set || v.IsZero() || st.Format < StatusFormat || st.LastPress.After(v) {
 		return 0, false
 	}
 	return b.start - b.startWall.Sub(v) + b.precision, true

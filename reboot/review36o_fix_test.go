@@ -25,7 +25,10 @@ func TestReview36oFix_StandbyBoundCheckedOnceLeading(t *testing.T) {
 	cfg := reboot.DefaultConfig()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	base := reboot.Host{Name: "h", Online: true, Annotations: map[string]string{reboot.Annotation: ""},
-		Status: reboot.Status{PendingRebootSince: t0.Add(10 * time.Second), ActingSince: t0.Add(20 * time.Second)}}
+		// Format: an ActingSince of an older format bounds nothing
+		// (TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress).
+		Status: reboot.Status{PendingRebootSince: t0.Add(10 * time.Second), ActingSince: t0.Add(20 * time.Second),
+			Format: reboot.StatusFormat}}
 	for _, changed := range []bool{false, true} {
 		tr := reboot.NewTracker(0, t0)
 		tr.Standby()

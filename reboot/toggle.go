@@ -97,16 +97,76 @@ func (c Config) pressWait(o Observed, m power.Mode) (time.Duration, bool) {
 	if !o.toggles(m) {
 		return 0, false
 	}
-	wait := max(c.StaleReads-o.SinceOff, c.StaleReads-o.QuietFor, 0)
-	if o.PressOver {
-		wait = max(wait, c.StaleReads-o.PressOverFor)
-	} else {
-		wait = max(wait, c.SoftTimeout+c.StaleReads-o.SincePress)
-	}
+	wait := c.pressTimer(o)
 	if o.Power != power.StateOn {
 		return max(wait, c.PollInterval), true
 	}
 	return wait, wait > 0
+}
+
+// pressTimer is the part of pressWait that does not depend on the
+// reading: how long a press must wait for the controller's own earlier
+// calls (and their shutdowns) to be over.
+func (c Config) pressTimer(o Observed) time.Duration {
+	wait := max(c.StaleReads-o.SinceOff, c.StaleReads-o.QuietFor, 0)
+	if o.PressOver {
+		return max(wait, c.StaleReads-o.PressOverFor)
+	}
+	return max(wait, c.SoftTimeout+c.StaleReads-o.SincePress)
+}
+
+// softSent reports whether the pending reboot's soft power-off was
+// decided (Status.SoftSince, not an earlier reboot's).
+func (s Status) softSent() bool {
+	return softSent(s.PendingRebootSince, s.SoftSince)
+}
+
+// softSent reports whether softSince, the first soft power-off decided
+// for a work begun at since (Status.SoftSince, OfflineSoftSince), is this
+// work's: set, and not earlier than it.
+func softSent(since, softSince time.Time) bool {
+	return !softSince.IsZero() && !softSince.Before(since)
+}
+
+// softDue returns when a soft work begun at since (a pending reboot, an
+// Online=false enforcement) whose first soft power-off was decided at
+// softSince escalates to hard by time: SoftTimeout after that power-off,
+// or, none decided yet, after since (see softTimedOut).
+func (c Config) softDue(since, softSince time.Time) time.Time {
+	if softSent(since, softSince) {
+		return softSince.Add(c.SoftTimeout)
+	}
+	return since.Add(c.SoftTimeout)
+}
+
+// softTimedOut reports whether a soft work begun at since (a pending
+// reboot, an Online=false enforcement) escalates to hard at now for its
+// time: SoftTimeout after its first soft power-off was decided
+// (softSince: Status.SoftSince, OfflineSoftSince; one refused or busy
+// counts, issue 36 point 3). Before one was, after since, but only if the
+// soft power-off cannot go out for its reading (an unknown, Off or
+// transitioning reading of a BMC whose soft power-off presses: the hard
+// one may not press, and is sent whatever the reading): not while the
+// controller's own waits hold it back (landWait, pressTimer), nor once
+// they are over on a reading it may go out on. A soft work is so never
+// cut hard before its soft power-off had SoftTimeout, unless the BMC's
+// readings keep it from being sent
+// (TestReview36t_UpgradeIdleHostSoftRebootHeldSixMinutesThenCutHard,
+// TestReview36tFix_HeldBackSoftRebootTriedSoftFirst,
+// TestReview36tFix_HeldBackOfflineTriedSoftFirst).
+func (c Config) softTimedOut(o Observed, since, softSince, now time.Time) bool {
+	if now.Before(c.softDue(since, softSince)) {
+		return false
+	}
+	if softSent(since, softSince) {
+		return true
+	}
+	soft := c.offMode(o, power.ModeSoft, now)
+	if _, no := c.landWait(o); no || o.toggles(soft) && c.pressTimer(o) > 0 {
+		return false
+	}
+	_, no := c.pressWait(o, soft)
+	return no
 }
 
 // mayPress reports whether a power call of this controller may press the

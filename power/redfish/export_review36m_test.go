@@ -17,3 +17,10 @@ func ResetLostWindows36m() {
 	defer lostWindows.mu.Unlock()
 	lostWindows.m, lostWindows.floor = nil, lostEntry{}
 }
+
+// SetOverdueFloor35v makes a read give its place up only after d (see
+// readplace.go) until the returned restore is called.
+func SetOverdueFloor35v(d time.Duration) (restore func()) {
+	old := overdueFloorSet.Swap(int64(d))
+	return func() { overdueFloorSet.Store(old) }
+}

@@ -122,7 +122,8 @@ func (p *reqPath) DeleteWithHeaders(uri string, h map[string]string) (*http.Resp
 // errors: a *schemas.Error for an answer other than 2xx, and
 // schemas.ErrNotModified with the response for a 304), on the session's
 // HTTP client, holding p's slot and, unless it is a power command's, one
-// of the session's Config.MaxInFlight places for reads.
+// of the session's Config.MaxInFlight places for reads until it is
+// answered or overdue (readplace.go).
 func (p *reqPath) do(method, uri string, payload any, headers map[string]string) (*http.Response, error) {
 	if uri == "" {
 		return nil, schemas.ConstructError(0, []byte("unable to execute request, no target provided"))
@@ -166,18 +167,15 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 		}
 		defer func() { <-p.slot }()
 	}
-	if r := p.c.sess.reads; r != nil && !isCommand(p.ctx) {
-		select {
-		case r <- struct{}{}:
-		case <-p.ctx.Done():
-			return nil, p.ctx.Err()
-		}
-		defer func() { <-r }()
+	done, err := p.c.readPlace(p.ctx)
+	if err != nil {
+		return nil, err
 	}
 	if p.sent != nil {
 		p.sent()
 	}
 	resp, err := p.c.sess.hc.Do(req)
+	done(err == nil)
 	if err != nil {
 		return nil, err
 	}

@@ -67,8 +67,13 @@
 //     host's own system during Connect (its resource, its member of the
 //     Systems listing, its ActionInfo; a 401 included, which then is not
 //     power.ErrAuth) is the host's own (power.AfterLogin: a Pool backs
-//     that host alone off); a failure of the service root or the Systems
-//     collection itself (a busy service, a timeout) is not. A 401 for
+//     that host alone off), and so is a failure of the service root or
+//     the Systems collection itself (a busy service, a timeout: a chassis
+//     that hangs its collection while a blade is dead), but a 401 to it;
+//     the session is then kept for the other hosts (given
+//     ConnectInfo.KeepSession). A Connect whose
+//     power.ConnectInfo.Command says it serves a power command sends its
+//     reads past Config.MaxInFlight, as the command's own. A 401 for
 //     a system's own member of a collection the shared session read is
 //     no expiry of the session if the BMC still answers the session's own
 //     resource (SessionService/Sessions/<id>) on it: a join that meets it
@@ -86,8 +91,10 @@
 //     power.ConnectInfo.NoSession first: it opens no session on the BMC,
 //     and a Pool counts none against its bound; a direct read of the
 //     host's system that runs out of time while the Systems collection
-//     answered the same credentials (a dead blade) is the host's own
-//     (power.AfterLogin), not the credentials'.
+//     answered the same credentials (a dead blade), or while it went
+//     unanswered too (a chassis that hangs its collection while a blade
+//     is dead), is the host's own (power.AfterLogin), not the
+//     credentials'.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
@@ -255,8 +262,14 @@ type Config struct {
 	// reading a chassis' blades together neither opens a connection per
 	// blade nor passes the BMC's own limit: a read past it waits for one
 	// to end (as long as its caller's context allows). The requests of a
-	// power command (On, Off, Reset: their reads and the Reset POST) are
-	// never held by it: a fence does not queue behind reads. The
+	// power command (On, Off, Reset: their reads and the Reset POST, and
+	// a Connect's made for one: power.ConnectInfo.Command) are never held
+	// by it: a fence does not queue behind reads. A read holds its place
+	// until it is answered or overdue (four times the session's usual
+	// answer time, at least 200 ms): an overdue read gives its place up,
+	// and its system's next reads, until one is answered, share one
+	// place of their own beside the cap (dead blades never hold the
+	// places of healthy blades' reads). The
 	// transport made here (not Config.HTTPClient's) keeps twice as many
 	// idle connections to the BMC (a read's place is free before its
 	// connection is). Default DefaultMaxInFlight; the first
@@ -285,6 +298,9 @@ type Controller struct {
 	own  bool          // this Controller made the login (Close logs it out)
 	sem  chan struct{} // held by the operation under way
 	reqs chan struct{} // held by each request it sends (reqPath)
+	// suspect: a read of this system's went overdue, and none was
+	// answered since (readplace.go).
+	suspect atomic.Bool
 
 	systemURI   string
 	resetTarget string
@@ -392,6 +408,9 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("%w: endpoint must not carry credentials", ErrConfig)
 	}
 	ci := power.ConnectInfoFrom(ctx)
+	if ci.Command {
+		ctx = asCommand(ctx) // a fence's reads are not held behind other hosts' reads
+	}
 	if ci.Shared != nil {
 		return share(ctx, cfg, ci.Shared)
 	}
@@ -400,6 +419,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
 	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), reads: make(chan struct{}, cfg.maxInFlight())}
+	c.sess.stats.suspect = make(chan struct{}, 1)
 	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
 	}
@@ -471,7 +491,16 @@ func (c *Controller) discover(ctx context.Context) error {
 		r := c.readSystem(ctx, client, "/redfish/v1/Systems/"+url.PathEscape(id))
 		sys, err := r.sys, r.err
 		if err != nil && r.listed && r.listErr != nil {
-			return c.classify("list systems", r.listErr) // the service's: the login's
+			e := c.classify("list systems", r.listErr)
+			if c.cfg.BasicAuth && e.Status == 0 && !errors.Is(e, power.ErrAuth) && errors.Is(err, context.DeadlineExceeded) {
+				// Neither read was answered: no refusal of the
+				// credentials (a refused password is answered, it does
+				// not hang), and other hosts with them may work (a
+				// chassis that hangs its collection while this blade is
+				// dead): this host backs off alone.
+				return power.AfterLogin(e)
+			}
+			return c.serviceAfterLogin(e)
 		}
 		if err != nil && r.listed {
 			e := c.classify("read system", err)
@@ -511,8 +540,11 @@ func (c *Controller) discover(ctx context.Context) error {
 			return c.systemsOwn(c.classify("list systems", err))
 		}
 		// The service root or the Systems collection failed (a busy
-		// or updating service, a timeout): every host's, the login's.
+		// or updating service, a timeout).
 		e := c.classify("list systems", err)
+		if !c.cfg.BasicAuth {
+			return c.serviceAfterLogin(e)
+		}
 		if c.cfg.BasicAuth && e.Status == http.StatusForbidden && e.Err == nil {
 			// With basic auth this read is the login: a 403 refuses the
 			// account, as a 403 to a session's login does.
@@ -550,6 +582,24 @@ func (c *Controller) discover(ctx context.Context) error {
 	}
 	c.systemURI = sys.ODataID
 	return c.systemsOwn(c.readReset(ctx, sys.RawData))
+}
+
+// serviceAfterLogin marks e, a failure of the service root or the
+// Systems collection after the BMC accepted the session's login, as the
+// host's own (power.AfterLogin: the Pool backs this host alone off, and
+// keeps the session for the other hosts of the login, whose own reads
+// tell whether it works), unless it refuses the credentials (ErrAuth: the
+// login's). A chassis that builds its collection by asking every blade
+// hangs it while one blade is dead: that is no failure of the login, and
+// must neither back off nor log out a login that the other blades' hosts
+// use (TestReview35v_DeadBladeBacksOffNeighbourFenceMinutes,
+// TestReview35v_EarlySharedLoginFailureRefusesOpenJoiner). With basic
+// auth nothing proved the credentials: e is returned as it is.
+func (c *Controller) serviceAfterLogin(e *power.Error) error {
+	if c.cfg.BasicAuth || errors.Is(e, power.ErrAuth) {
+		return e
+	}
+	return power.AfterLogin(e)
 }
 
 // systemsOwn marks err (nil if nil), a failure of this host's own system (its

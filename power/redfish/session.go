@@ -24,6 +24,7 @@ type session struct {
 	// reads holds a place for each read in flight that is no power
 	// command's (Config.MaxInFlight places): reqPath.do.
 	reads chan struct{}
+	stats readStats // the reads' answer times, and the suspect systems' place (readplace.go)
 
 	mu     sync.Mutex
 	client *gofish.APIClient // nil once logged out

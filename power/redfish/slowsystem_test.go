@@ -24,7 +24,10 @@ import (
 // 70 % of it connects; one that never answers while the Systems
 // collection does is the host's own failure (power.ErrAfterLogin: a
 // Pool backs that host alone off); one that never answers while the
-// collection hangs too is the service's (not the host's own). The
+// collection hangs too is the host's own as well since review round 22
+// (a chassis that builds its collection by asking every blade hangs it
+// while one blade is dead: the login the BMC accepted is not to blame,
+// and other hosts of the login use its session). The
 // collection is read beside the system's read, after half of the time
 // (gofish sends one request at a time on a session: the side read goes
 // around it, with the session's token). Ground truth: what the server
@@ -38,7 +41,7 @@ func TestConnect_SlowSystemRead(t *testing.T) {
 	}{
 		{name: "slow system", system: 700 * time.Millisecond, ok: true},
 		{name: "hanging system", system: time.Minute, own: true},
-		{name: "hanging service", system: time.Minute, list: time.Minute},
+		{name: "hanging service", system: time.Minute, list: time.Minute, own: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", secret)

@@ -23,8 +23,11 @@ import (
 // an accepted session login, a failure of a request for the host's own
 // system (its member of the Systems listing) is the host's own
 // (power.ErrAfterLogin), a 401 on it included, which is then no refusal
-// of the credentials (not power.ErrAuth); a failure of the Systems
-// collection itself (a busy service) is not the host's own. With basic
+// of the credentials (not power.ErrAuth); since review round 22 a failure
+// of the Systems collection itself (a busy service, a chassis that hangs
+// its collection while a blade is dead) is the host's own as well (the
+// accepted login is kept for the other hosts; a Pool backs this host
+// alone off), but a 401 to it, a refusal of the session. With basic
 // auth, discovery's requests are the login: a 403 there is power.ErrAuth,
 // as at login. Ground truth: what the server answered for which path.
 func TestConnect_WhoseFailureAfterLogin(t *testing.T) {
@@ -35,7 +38,7 @@ func TestConnect_WhoseFailureAfterLogin(t *testing.T) {
 		status    int
 		own, auth bool
 	}{
-		{name: "busy Systems collection", fail: func(p string) bool { return strings.HasPrefix(p, "/redfish/v1/Systems") }, status: http.StatusServiceUnavailable},
+		{name: "busy Systems collection", fail: func(p string) bool { return strings.HasPrefix(p, "/redfish/v1/Systems") }, status: http.StatusServiceUnavailable, own: true},
 		{name: "own system 500", fail: func(p string) bool { return strings.HasPrefix(p, "/redfish/v1/Systems/2") }, status: http.StatusInternalServerError, own: true},
 		{name: "own system 401", fail: func(p string) bool { return strings.HasPrefix(p, "/redfish/v1/Systems/2") }, status: http.StatusUnauthorized, own: true},
 		{name: "Systems collection 401", fail: func(p string) bool { return strings.HasPrefix(p, "/redfish/v1/Systems") }, status: http.StatusUnauthorized, auth: true},

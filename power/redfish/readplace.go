@@ -1,0 +1,111 @@
+package redfish
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Read places (Config.MaxInFlight). A read takes one of the session's
+// places for as long as the BMC takes to answer it, but no longer than
+// overdueAfter: a read still unanswered then (a dead blade's, which hangs
+// until its caller's deadline) gives its place up to the reads waiting
+// behind it, and marks its system suspect. A suspect system's reads then
+// share one place of their own, beside the session's places, until one
+// of its reads is answered: dead blades polled by a monitor hold at most
+// that one place together, never the places of the healthy blades' reads
+// on the same session (TestReview35v_DeadBladesReadsStarveHealthyReads).
+// In flight at once on a session: MaxInFlight reads, the suspect
+// systems' one, and the reads that have just gone overdue (at most one
+// per system, each system's requests being sent one at a time).
+
+// overdueFloor and overdueFactor: a read is overdue once it has been in
+// flight overdueFactor times the session's usual answer time (a moving
+// average of its answered reads), and at least overdueFloor.
+const (
+	overdueFloor  = 200 * time.Millisecond
+	overdueFactor = 4
+)
+
+// overdueFloorSet, if not 0, replaces overdueFloor (ns): a test's, to
+// look at the cap with reads that hang longer than their caller waits.
+var overdueFloorSet atomic.Int64
+
+// readStats is a session's record of its reads' answer times.
+type readStats struct {
+	avg     atomic.Int64  // moving average of answered reads' durations (ns; 0: none yet)
+	suspect chan struct{} // the one place the suspect systems' reads share
+}
+
+// overdueAfter returns how long a read on s may hold its place.
+func (s *session) overdueAfter() time.Duration {
+	floor := overdueFloor
+	if f := overdueFloorSet.Load(); f != 0 {
+		floor = time.Duration(f)
+	}
+	return max(floor, overdueFactor*time.Duration(s.stats.avg.Load()))
+}
+
+// answered records a read answered after d.
+func (s *session) answered(d time.Duration) {
+	for {
+		old := s.stats.avg.Load()
+		next := int64(d)
+		if old != 0 {
+			next = old - old/8 + int64(d)/8
+		}
+		if s.stats.avg.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// readPlace takes a read place on c's session for a request bound to ctx
+// (none for a power command's, isCommand, or a session without a cap),
+// waiting as long as ctx allows. done, called once the request returned
+// (answered: the BMC sent an HTTP answer), gives it back.
+func (c *Controller) readPlace(ctx context.Context) (done func(answered bool), err error) {
+	s := c.sess
+	if s.reads == nil || isCommand(ctx) {
+		return func(bool) {}, nil
+	}
+	if c.suspect.Load() && s.stats.suspect != nil {
+		select {
+		case s.stats.suspect <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		start := time.Now()
+		return func(answered bool) {
+			<-s.stats.suspect
+			c.settleRead(answered, time.Since(start))
+		}, nil
+	}
+	select {
+	case s.reads <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var once sync.Once
+	free := func() { once.Do(func() { <-s.reads }) }
+	start := time.Now()
+	overdue := time.AfterFunc(s.overdueAfter(), func() {
+		c.suspect.Store(true)
+		free()
+	})
+	return func(answered bool) {
+		overdue.Stop()
+		free()
+		c.settleRead(answered, time.Since(start))
+	}, nil
+}
+
+// settleRead records the end of a read of c's that took d: an answer
+// clears c's suspicion and counts towards the session's answer time.
+func (c *Controller) settleRead(answered bool, d time.Duration) {
+	if answered {
+		c.suspect.Store(false)
+		c.sess.answered(d)
+	}
+}
