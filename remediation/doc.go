@@ -166,10 +166,14 @@
 // reboot request. A remediation that is over without its host known on
 // (given up after a cancel, failed) keeps its admission while its host is
 // held (Held: its request still on it, a reboot pending, or off after its
-// request and not Host.PoweredOn since, unless its owner keeps it off
-// with no request and no reboot pending on it: Host.Offline; one Online
-// false reading does not release a live Machine's host whose reboot is
-// still pending; Host.PoweredOn is never the record of a power-on alone:
+// request and not Host.PoweredOn since, unless its owner released it and
+// keeps it off with no request and no reboot pending on it: Host.Offline,
+// which RebootAPIHosts reports only for a host deprovisioned or
+// unprovisioned (reboot.Host.Deprovisioned, Unprovisioned), never on an
+// Online false reading alone, which its owner may take back; one Online
+// false reading does not release a Machine's host, live or gone, whose
+// reboot is still pending, with or without RebootAPIHosts.Power;
+// Host.PoweredOn is never the record of a power-on alone:
 // an On reading, the store's or the reboot controller's, confirms it)
 // and releases it on a later pass,
 // once the host is on (or kept off by its owner): the storm guard still counts a host it may have

@@ -227,15 +227,17 @@ type Host struct {
 	// left, so the host is not let go either.
 	RebootPending bool
 	// Offline: the request's host is kept off by its owner, not by the
-	// request: its Online (a BareMetalHost's spec.online) is false and no
-	// request of this Machine's is on it (RebootAnnotation false). Whoever
+	// request: its Online (a BareMetalHost's spec.online) is false, its
+	// owner released it (deprovisioned or unprovisioned: Online false
+	// alone may be a blip its owner takes back) and no request of this
+	// Machine's is on it (RebootAnnotation false). Whoever
 	// serves reboot requests keeps such a host off and never powers it on
 	// for the request, so PoweredOn would never come: OffAfterRequest no
 	// longer holds it for the remediation (Held); RebootPending still
 	// does (the reboot controller keeps a pending reboot while Online is
 	// false and powers the host on for it once Online is true again;
-	// RebootAPIHosts with Power also reports a power-on it recorded that
-	// no On reading confirms as RebootPending). A
+	// RebootAPIHosts also reports a power-on it recorded that no On
+	// reading confirms as RebootPending). A
 	// Machine's ordinary end (its owner releases the host, which is then
 	// deprovisioned and kept off) thus releases its admission. Set only
 	// by a store that knows the owner's wish (kube.OperatorHosts;
