@@ -104,7 +104,11 @@
 // was moved from is removed there too (State.PrevHost): while it is set,
 // every pass reads that host and removes a request of the Machine's found
 // there, looking again every PollInterval, and it is forgotten only once
-// a pass of a remediation that is over finds none (a Machine gone with it
+// a pass of a remediation that is over finds none there and the host not
+// off for one (moveBlocked's rule: powered off after the last attempt's
+// request time and not known On since); until then the Machine keeps its
+// admission, so the storm guard counts a host such a request powered
+// off (a Machine gone with it
 // has it removed too: Member.PrevHost, and keeps its admission while that
 // host is held, read for the recorded request's time). A write that lands after that
 // stays until a person removes it: run two writers under a Guard.
