@@ -322,7 +322,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		// A second move replaces State.PrevHost, where a request of the
 		// Machine's was found: removed before the state (and the
 		// admission's Member) that forget that host are saved.
+		// Only if the persisted attempt is still the one this pass read:
+		// a pass superseded since (another leader's save) acts on no host.
 		if err := reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation from host "+rec.State.PrevHost+" for "+name, func(ctx context.Context) error {
+			if err := r.current(ctx, name, rec.State); err != nil {
+				return err
+			}
+			if err := live(ctx, r.Guard, "remediation: remove reboot annotation from host "+rec.State.PrevHost+" for "+name); err != nil {
+				return err
+			}
 			return r.removePrev(ctx, name, rec.State.PrevHost, rec.Machine.UID)
 		}); err != nil {
 			return res, fmt.Errorf("remediation: remove reboot annotation from host %s for %s: %w", rec.State.PrevHost, name, err)
