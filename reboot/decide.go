@@ -1028,7 +1028,14 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		}
 		return c.cap(r)
 	}
-	if o.Power == power.StateTransitioning && st.Mode == mode {
+	// A transitioning reading after this reboot's own power-off (in the
+	// mode it keeps) is that power-off under way: wait. Before one was
+	// sent it shows nothing of ours (a BMC stuck reading Transitioning
+	// while the host runs): the power-off goes out as on any reading
+	// (TestReview36u_StuckTransitioningHardRebootNeverSent,
+	// TestReview36u_StuckTransitioningSoftRebootNeverFallsBackHard).
+	sentOff := last.Action == ActionPowerOff && last.For.Is(st.work())
+	if o.Power == power.StateTransitioning && st.Mode == mode && sentOff {
 		d.Reason = "powering off: wait"
 		d.RequeueAfter = requeue()
 		return
@@ -1192,7 +1199,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		st.OnConfirmed = st.LastPoweredOn
 	}
 	switch {
-	case o.Power == power.StateUnknown || o.Power == power.StateTransitioning:
+	case o.Online && (o.Power == power.StateUnknown || o.Power == power.StateTransitioning):
 		d.Reason = "power state " + o.Power.String() + ": wait"
 		d.RequeueAfter = c.PollInterval
 	case o.Online && o.Power == power.StateOff && !fresh:
@@ -1207,7 +1214,13 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power on"
 		d.RequeueAfter = c.PollInterval
-	case !o.Online && o.Power == power.StateOn:
+	case !o.Online && o.Power != power.StateOff:
+		// On, unknown or transitioning: the host is not known off. The
+		// enforcement begins on any of them (a BMC may answer null or
+		// stuck Transitioning while the host runs,
+		// TestReview36u_OfflineNullReadingsNeverPowerOff); a power-off
+		// that presses still needs an On reading (pressWait), one that
+		// sets the power powers nothing on.
 		if st.OfflineSince.IsZero() {
 			st.OfflineSince, st.OfflineMode, st.OfflineSoftSince = p, power.ModeSoft, time.Time{}
 			st.Works++
@@ -1218,10 +1231,21 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			st.OfflineMode = power.ModeHard
 		}
 		mode := c.offMode(o, st.OfflineMode, now)
+		due := c.softDue(st.OfflineSince, st.OfflineSoftSince)
 		if c.wait(last, ActionPowerOff, mode, now, o.Power, d) {
-			if due := c.softDue(st.OfflineSince, st.OfflineSoftSince); mode == power.ModeSoft && due.After(now) {
+			if mode == power.ModeSoft && due.After(now) {
 				d.RequeueAfter = min(d.RequeueAfter, c.cap(due.Sub(now)))
 			}
+			return
+		}
+		if o.Power != power.StateOn && last.Action == ActionPowerOff && last.Mode == mode &&
+			last.Class == power.ClassNone && last.For.Is(st.work()) {
+			// This enforcement's power-off was accepted and no reading
+			// shows the host on: not repeated on readings that show
+			// nothing (an Off host whose BMC answers null is not powered
+			// off every ReissueAfter for ever).
+			d.Reason = "Online is false; power-off accepted, power state " + o.Power.String() + ": wait"
+			d.RequeueAfter = c.PollInterval
 			return
 		}
 		if w, no := c.landWait(o); no {
@@ -1231,6 +1255,9 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		}
 		if w, no := c.pressWait(o, mode); no {
 			d.Reason = "Online is false; the power-off presses the power button: wait for an On reading that cannot be an echo"
+			if st.OfflineMode == power.ModeSoft && due.After(now) {
+				w = min(w, due.Sub(now)) // the hard fallback may come first
+			}
 			d.RequeueAfter = c.cap(w)
 			return
 		}
@@ -1239,6 +1266,9 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		}
 		d.sendOff(mode, st.OfflineMode)
 		d.Reason = "Online is false: power off " + mode.String()
+		if o.Power != power.StateOn {
+			d.Reason += " (power state " + o.Power.String() + "; powers nothing on)"
+		}
 		d.RequeueAfter = c.QuickPoll
 	default:
 		d.Reason = "power matches Online"

@@ -125,8 +125,12 @@
 //   - Unknown (an error, null, missing, Paused) proves nothing. A pass that
 //     reads it never powers the host on (some BMCs can only toggle, and a
 //     toggle sent to a host that is off powers it on); while a reboot is
-//     pending it may send a power-off that sets the power (ForceOff,
-//     GracefulShutdown, IPMI power down), which powers nothing on. A
+//     pending, or Online=false is being enforced, it may send a power-off
+//     that sets the power (ForceOff, GracefulShutdown, IPMI power down),
+//     which powers nothing on (Online=false begins its enforcement on an
+//     unknown or transitioning reading as on an On one, and, once its
+//     power-off was accepted, does not repeat it while the readings show
+//     nothing: TestReview36u_OfflineNullReadingsNeverPowerOff). A
 //     power-off that may press the power button (a Controller that
 //     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
 //     sent only on an On reading taken StaleReads after this controller's
@@ -180,7 +184,15 @@
 //     readings, then backing off to PollInterval, so a BMC that answers
 //     null for ever is not read every second; otherwise after
 //     PollInterval.
-//   - Transitioning and On prove the host is not known off.
+//   - Transitioning and On prove the host is not known off. A
+//     transitioning reading after the pending reboot's own power-off (in
+//     the mode the reboot keeps) is that power-off under way: the
+//     controller waits. Before one was sent it shows nothing of ours (a
+//     BMC stuck reading Transitioning while the host runs): a power-off
+//     that sets the power goes out as on any reading, soft ones too (so
+//     SoftTimeout counts from it), and a hard one at once
+//     (TestReview36u_StuckTransitioningHardRebootNeverSent,
+//     TestReview36u_StuckTransitioningSoftRebootNeverFallsBackHard).
 //   - Off, read at instant r, proves by assumption A1 that the hardware was
 //     off at some instant in [r-StaleReads, r]. So it is evidence for a
 //     request only if it was read at least Config.StaleReads (30 s) after
