@@ -179,6 +179,12 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 	if rec.Spec.HostUID != string(bmh.UID) {
 		return p.firstSight(ctx, bmh, &rec)
 	}
+	p.mu.Lock()
+	herr := p.resolvedHold(bmh.Name)
+	p.mu.Unlock()
+	if herr != nil {
+		return herr
+	}
 	w, canWrite := p.Client.(client.Writer)
 	pin := rec.Spec.BMC
 	if ch := rec.Spec.BMCChanged; ch != nil {
@@ -219,10 +225,10 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": spec})); err != nil {
 			return mapError("record of", p.Namespace, bmh.Name, err)
 		}
-		p.mu.Lock()
-		p.forgetPinnedOn(bmh.Name)
-		p.mu.Unlock()
-		return nil
+		// An attempt of that power-on still running (or whose On may
+		// still land) is waited for: the reboot package acts on the host
+		// only once it is settled (resolvedHold).
+		return p.resolvePinnedOn(bmh.Name)
 	}
 	if pin == nil {
 		st, _ := recordStatus(&rec, bmh, true)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
@@ -34,6 +35,14 @@ type pinnedOn struct {
 	err   error         // why it failed (set before done is closed)
 	end   time.Time     // set before done is closed
 	fails int           // failed attempts before this one, for the back-off
+	// sent: the On call was (or may have been) sent, so it may land
+	// until end (set before done is closed).
+	sent bool
+	// resolved: the mark was resolved (spec.bmc restored or the BMC
+	// accepted) while o was kept: the reboot package may act on the host
+	// only once o ended and, if its On may have been sent, StaleReads
+	// after its end (resolvedHold) (p.mu held).
+	resolved bool
 }
 
 // retryAt is when the attempt after o (failed) may start.
@@ -143,7 +152,8 @@ func (o *pinnedOn) finishedOn() bool {
 }
 
 // runPinnedOn makes o's attempt for the host old (a copy of its
-// BareMetalHost) through the BMC o.pin names, under parent (cancelled by
+// BareMetalHost) through the BMC o.pin names (StaleReads after it began,
+// and only if stillOwed then), under parent (cancelled by
 // Close), bounded by the pool's timeouts and pinnedReadLimit, through
 // Powers.Guard if set. Its end requeues the host (Powers.Done): at once
 // on success, when its back-off is over on failure.
@@ -154,6 +164,9 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 		p.mu.Unlock()
 		close(o.done)
 		if done := p.Done; done != nil {
+			if o.sent {
+				time.AfterFunc(p.staleReads(), func() { done(old.Name) }) // resolvedHold's window ends
+			}
 			if o.on {
 				done(old.Name)
 			} else {
@@ -161,6 +174,19 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 			}
 		}
 	}()
+	// The mark that owes this power-on was just written: a write made
+	// with it in view (spec.bmc restored, spec.online false, a new
+	// request) is given StaleReads to land before the host and record are
+	// read again, uncached, and the On is sent only if still owed
+	// (stillOwed).
+	settle := time.NewTimer(p.staleReads())
+	select {
+	case <-settle.C:
+	case <-parent.Done():
+		settle.Stop()
+		o.err = parent.Err()
+		return
+	}
 	ctx, cancel := context.WithTimeout(parent, pinnedReadLimit)
 	defer cancel()
 	old.Spec.BMC.Address, old.Spec.BMC.CredentialsName = o.pin.Address, o.pin.CredentialsName
@@ -175,15 +201,18 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 	if p.Guard != nil {
 		pc = p.Guard(pc)
 	}
+	if why := p.stillOwed(ctx, old, o); why != "" {
+		o.err = errors.New("the power-on was not sent: " + why)
+		return
+	}
+	p.mu.Lock()
+	o.sent = true
+	p.mu.Unlock()
 	if err := pc.On(ctx); err != nil {
 		o.err = fmt.Errorf("power-on: %w", err)
 		return
 	}
-	stale := p.StaleReads
-	if stale <= 0 {
-		stale = reboot.DefaultConfig().StaleReads
-	}
-	t := time.NewTimer(stale) // a reading begun earlier may echo the host off from before the power-on
+	t := time.NewTimer(p.staleReads()) // a reading begun earlier may echo the host off from before the power-on
 	select {
 	case <-t.C:
 	case <-ctx.Done():
@@ -203,9 +232,81 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 }
 
 // forgetPinnedOn drops host name's power-on attempt (a running one goes
-// on to its end, unkept) (p.mu held).
+// on to its end, unkept) (p.mu held). Only for a host that is gone: a
+// resolved mark keeps it (resolvePinnedOn).
 func (p *Powers) forgetPinnedOn(name string) {
 	delete(p.pinOn, name)
+}
+
+// resolvePinnedOn marks host name's power-on attempt, if any, as
+// outliving the mark it was made for (spec.bmc restored, or the new BMC
+// accepted), and returns resolvedHold's verdict.
+func (p *Powers) resolvePinnedOn(name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if o := p.pinOn[name]; o != nil {
+		o.resolved = true
+	}
+	return p.resolvedHold(name)
+}
+
+// resolvedHold is nil unless host name has a power-on attempt through its
+// pinned BMC that outlived its mark and that may still be acted on by the
+// BMC: then an error wrapping ErrInFlight, so that the reboot package
+// takes no evidence from the host and sends it nothing while that On may
+// land, as after any power call of its own: until the attempt ended and,
+// if its On may have been sent, StaleReads after its end (a reading
+// begun then no longer echoes the host from before that On). A settled
+// attempt is dropped (p.mu held).
+func (p *Powers) resolvedHold(name string) error {
+	o := p.pinOn[name]
+	if o == nil || !o.resolved {
+		return nil
+	}
+	if !o.finishedOn() {
+		return fmt.Errorf("host %s: a power-on through its previously pinned BMC %q is still running; the host is left as it is "+
+			"until it ends: %w", name, o.pin.Address, ErrInFlight)
+	}
+	if at := o.end.Add(p.staleReads()); o.sent && time.Now().Before(at) {
+		return fmt.Errorf("host %s: a power-on through its previously pinned BMC %q was sent; the host's power is read again "+
+			"from %s on: %w", name, o.pin.Address, at.UTC().Format(time.RFC3339Nano), ErrInFlight)
+	}
+	delete(p.pinOn, name)
+	return nil
+}
+
+// staleReads is p.StaleReads, or the reboot package's default.
+func (p *Powers) staleReads() time.Duration {
+	if p.StaleReads > 0 {
+		return p.StaleReads
+	}
+	return reboot.DefaultConfig().StaleReads
+}
+
+// stillOwed reads, uncached, the host old names and its record just
+// before o's On is sent: "" if the record still owes that power-on (its
+// PowerOnThrough is o.pin), the mark still stands (spec.bmc is not the
+// marked BMC), the host is the same one and onEligible holds; else why
+// not (the On is then not sent).
+func (p *Powers) stillOwed(ctx context.Context, old *metal3.BareMetalHost, o *pinnedOn) string {
+	key := types.NamespacedName{Namespace: p.Namespace, Name: old.Name}
+	var bmh metal3.BareMetalHost
+	if err := p.Secrets.Get(ctx, key, &bmh); err != nil {
+		return fmt.Sprintf("the host could not be read again (%v)", mapError("host", p.Namespace, old.Name, err))
+	}
+	var rec v1alpha1.RebootRecord
+	if err := p.Secrets.Get(ctx, key, &rec); err != nil {
+		return fmt.Sprintf("its reboot record could not be read again (%v)", mapError("record of", p.Namespace, old.Name, err))
+	}
+	switch {
+	case bmh.UID != old.UID || rec.Spec.HostUID != string(bmh.UID):
+		return "the host was replaced"
+	case rec.Spec.PowerOnThrough == nil || *rec.Spec.PowerOnThrough != o.pin:
+		return "its record no longer owes that power-on"
+	case rec.Spec.BMCChanged == nil || samePin(&bmh, rec.Spec.BMCChanged):
+		return "its BMC was restored or accepted"
+	}
+	return onEligible(&bmh)
 }
 
 // pinnedOnErr is err (wrapping ErrBMCChanged), also wrapping ErrInFlight

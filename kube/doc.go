@@ -194,17 +194,27 @@
 //     spec.online is true, the host is not being deprovisioned and it
 //     carries no request (an administrator who sets spec.online false,
 //     withdraws the hold and replaces the BMC keeps the host off). It runs
-//     in the background and is retried by later passes, with back-off (1
-//     s doubling to 1 min; the host is requeued within IdlePoll, and
+//     in the background: each attempt waits StaleReads (for a write made
+//     with the mark in view to land), then reads the host and its record
+//     again, uncached, and sends its On only if the record still owes
+//     that power-on, the mark still stands, the host is the same one and
+//     that rule still holds (else the attempt ends unsent and the next
+//     pass's BMCChanged event says why); a write landing between that
+//     reading and the On is not seen. It is retried by later passes,
+//     with back-off (1 s doubling to 1 min; the host is requeued within IdlePoll, and
 //     through Powers.Done), until a power reading through the pinned BMC
 //     begun StaleReads after the call reads On; then PowerOnThrough is
 //     removed. The BMCChanged event says which of these happened (left
 //     off and why, under way, failed and when it is retried, powered on).
 //     Restoring or accepting the BMC removes PowerOnThrough (the reboot
-//     package then powers the host as spec.online says). In either case
-//     the pin goes and the record is marked BMCChanged, with no call to
-//     the new BMC, until an administrator accepts it or spec.bmc is
-//     restored.
+//     package then powers the host as spec.online says, but only once an
+//     attempt still running has ended and, if its On may have been sent,
+//     StaleReads after its end: until then the pass gets ErrInFlight and
+//     the host is sent nothing and no evidence is taken from it; this
+//     wait is kept in memory, so a restart of the controller forgets
+//     it). In either case the pin goes and the record is marked
+//     BMCChanged, with no call to the new BMC, until an administrator
+//     accepts it or spec.bmc is restored.
 //     That reading runs in the background (a pass waits for it at
 //     most 250 ms and is requeued while it runs, and at its end through
 //     Powers.Done, so a dead old BMC holds no reconcile worker). An Off
