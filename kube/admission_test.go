@@ -50,9 +50,11 @@ func installPolicy(t *testing.T, admin client.Client, ns string) string {
 			var b admissionv1.ValidatingAdmissionPolicyBinding
 			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &b))
 			require.Nil(t, b.Spec.MatchResources, "the shipped binding covers every namespace")
+			// As shipped: covering every namespace (PolicyInForce
+			// trusts no binding narrower than config/admission's). The
+			// tests run one at a time, and the policy is removed at
+			// the test's end.
 			b.Name, b.Spec.PolicyName = name, name
-			b.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}}
 			require.NoError(t, admin.Create(context.Background(), &b))
 			n++
 		}
@@ -61,6 +63,9 @@ func installPolicy(t *testing.T, admin client.Client, ns string) string {
 	t.Cleanup(func() {
 		_ = admin.Delete(context.Background(), &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		_ = admin.Delete(context.Background(), &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		// The API server unloads it within moments: the next test's
+		// reboot clients (other namespaces) must not meet it.
+		time.Sleep(500 * time.Millisecond)
 	})
 	return name
 }

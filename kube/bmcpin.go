@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -148,8 +148,12 @@ func samePin(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
 //     found the requests gone and after the last power command the record
 //     shows: pinnedNotBefore; an earlier Off is ErrInFlight until then); if
 //     it reads Off (the pending reboot may have
-//     powered the host off), the BMC is used to power the host back on
-//     (no evidence is taken from it: no reboot is pending); otherwise the
+//     powered the host off), the record is marked with the power-on it
+//     owes through that BMC (PowerOnThrough), which this and later passes
+//     carry on (drivePinnedOn: with back-off, until a reading begun
+//     StaleReads after the call reads On; never while spec.online is
+//     false, the host is being deprovisioned or carries a request; no
+//     evidence is taken from it: no reboot is pending); either way the
 //     pin is dropped and the record marked BMCChanged, with no call to
 //     the new BMC, so that the host is neither locked out by the old pin
 //     nor handed to the new BMC.
@@ -186,11 +190,16 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 					"name the BMC to use in the record's mark: %s", ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName,
 					acceptCommand(p.Namespace, bmh))
 			}
-			return fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) is not the one rebootkit pinned or last used for it, %q "+
-				"(credentials %q), and a reboot client may have changed it: rebootkit sends it no credentials and takes no evidence "+
-				"from it (the host may be off). Check the host's BMC; then restore spec.bmc, or, with more than the reboot-client "+
+			what, owed := "the host may be off", false
+			if rec.Spec.PowerOnThrough != nil {
+				what, owed = p.drivePinnedOn(ctx, &rec, bmh)
+			}
+			return pinnedOnErr(fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) is not the one rebootkit pinned or last used "+
+				"for it, %q (credentials %q), and a reboot client may have changed it: rebootkit sends it no credentials and takes no "+
+				"evidence from it (%s). Check the host's BMC; then restore spec.bmc, or, with more than the reboot-client "+
 				"role, accept it by naming it in the record's mark: %s",
-				ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, ch.Address, ch.CredentialsName, acceptCommand(p.Namespace, bmh))
+				ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, ch.Address, ch.CredentialsName, what,
+				acceptCommand(p.Namespace, bmh)), owed)
 		}
 		// Restored (or the BMC named by an administrator): the mark
 		// becomes the pin of its pending reboot again, if it has one, and
@@ -200,13 +209,19 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		if !canWrite {
 			return nil // the pin stays missing; a writing Client moves the mark
 		}
-		spec := map[string]any{"bmcChanged": nil, "lastBMC": ch}
+		// A power-on owed through the pinned BMC (PowerOnThrough) is
+		// dropped: the host's BMC is known again, and the reboot package
+		// powers the host as spec.online says.
+		spec := map[string]any{"bmcChanged": nil, "lastBMC": ch, "powerOnThrough": nil}
 		if pendingStamp(&rec, bmh, ch.PendingSince) {
 			spec["bmc"] = ch
 		}
 		if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": spec})); err != nil {
 			return mapError("record of", p.Namespace, bmh.Name, err)
 		}
+		p.mu.Lock()
+		p.forgetPinnedOn(bmh.Name)
+		p.mu.Unlock()
 		return nil
 	}
 	if pin == nil {
@@ -248,31 +263,37 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		if rerr != nil {
 			return rerr // the reading goes on in the background
 		}
+		// The record is marked (the pin dropped, with no call to the new
+		// BMC). If the pinned BMC (the host's when the reboot became
+		// pending) reads Off, the withdrawn reboot may have powered the
+		// host off: the mark also records the power-on owed through that
+		// BMC, the real one (never through the new one, which a reboot
+		// client may have put there after holding the host off with a
+		// request of its own: issue 39), persisted before any call, and
+		// carried on by this and later passes (drivePinnedOn) under the
+		// reboot package's rule: only while spec.online is true and the
+		// host is not being deprovisioned.
+		mark := map[string]any{"bmc": nil, "bmcChanged": pin}
 		if off {
-			// The pinned BMC (the host's when the reboot became
-			// pending) reads Off: the withdrawn reboot may have powered
-			// the host off, so it is powered back on through that BMC,
-			// the real one (never through the new one, which a reboot
-			// client may have put there after holding the host off with
-			// a request of its own: issue 39), and the record is marked
-			// as below: the new BMC is used once it is accepted.
-			p.powerOnPinned(bmh, pin)
+			mark["powerOnThrough"] = pin
 		}
-		if w, ok := p.Client.(client.Writer); ok {
-			mark := map[string]any{"bmc": nil, "bmcChanged": pin}
-			if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": mark})); err != nil {
-				return mapError("record of", p.Namespace, bmh.Name, err)
-			}
+		if !canWrite {
+			return fmt.Errorf("%w: host %s: its BMC changed with its requests removed, and this Client cannot mark its record", ErrBMCChanged, bmh.Name)
 		}
-		what := "the pinned BMC does not read Off"
+		if err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": mark})); err != nil {
+			return mapError("record of", p.Namespace, bmh.Name, err)
+		}
+		what, owed := "the pinned BMC does not read Off", false
 		if off {
-			what = "the pinned BMC read Off and is powering the host back on"
+			rec.Spec.BMC, rec.Spec.BMCChanged, rec.Spec.PowerOnThrough = nil, pin, pin
+			what, owed = p.drivePinnedOn(ctx, &rec, bmh)
 		}
-		return fmt.Errorf("%w: the reboot requests of host %s were removed and its BMC changed (address %q, credentials %q; "+
-			"pinned %q, credentials %q) while a reboot client may have made the change (%v): %s, the pin is dropped with no call to "+
+		return pinnedOnErr(fmt.Errorf("%w: the reboot requests of host %s were removed and its BMC changed (address %q, credentials %q; "+
+			"pinned %q, credentials %q) while a reboot client may have made the change (%v): %s; the pin is dropped with no call to "+
 			"the new BMC, and rebootkit sends the new BMC no credentials and takes no evidence from it until it is accepted: restore "+
 			"spec.bmc, or, with more than the reboot-client role, check it and accept it by naming it in the record's mark: %s",
-			ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, pin.Address, pin.CredentialsName, perr, what, acceptCommand(p.Namespace, bmh))
+			ErrBMCChanged, bmh.Name, bmh.Spec.BMC.Address, bmh.Spec.BMC.CredentialsName, pin.Address, pin.CredentialsName, perr, what,
+			acceptCommand(p.Namespace, bmh)), owed)
 	}
 	return fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) is not the one it had when its reboot became pending "+
 		"(address %q, credentials %q), and a reboot client may have changed it (%v): rebootkit sends it no credentials "+
@@ -286,11 +307,23 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 var ErrNoAdmissionPolicy = errors.New("kube: the reboot-client admission policy is not in force")
 
 // PolicyInForce returns nil if the reboot-client admission policy name
-// ("" is AdmissionPolicyName) and a binding of the same name that denies
-// with it have both existed since settle before t (on r, read directly),
-// else an error wrapping ErrNoAdmissionPolicy that says why. It cannot
-// tell whether the binding's selectors cover the hosts' namespace: the
-// binding shipped in config/admission has none.
+// ("" is AdmissionPolicyName) and a binding of the same name protect
+// hosts as config/admission's do (policyShapeErr: the same validations,
+// variables, matchConditions and matchConstraints, failurePolicy Fail, no
+// paramKind; the binding with no paramRef, no matchResources narrowing
+// it, validationActions exactly Deny) and have both done so since settle
+// before t (on r, read directly), else an error wrapping
+// ErrNoAdmissionPolicy that says why.
+//
+// "Since" is dated by creationTimestamp only while both are as created
+// (metadata.generation 1): the API server bumps the generation at every
+// change of the spec, and nothing on the object says when that was, so a
+// policy or binding edited since its creation (say a binding rolled out
+// with Warn and switched to Deny) is taken as in force from now only: it
+// passes with settle 0 (is it in force now?) and fails for any settle > 0
+// (was it in force before t?), so that no BMC change of the past is
+// trusted on its word. Deleting and re-applying config/admission dates it
+// again.
 func PolicyInForce(ctx context.Context, r client.Reader, name string, t time.Time, settle time.Duration) error {
 	if name == "" {
 		name = AdmissionPolicyName
@@ -303,15 +336,32 @@ func PolicyInForce(ctx context.Context, r client.Reader, name string, t time.Tim
 	if err := r.Get(ctx, types.NamespacedName{Name: name}, &b); err != nil {
 		return fmt.Errorf("%w: binding %s cannot be read (%v); install config/admission", ErrNoAdmissionPolicy, name, apierrors.ReasonForError(err))
 	}
-	if b.Spec.PolicyName != name || !slices.Contains(b.Spec.ValidationActions, admissionv1.Deny) {
-		return fmt.Errorf("%w: binding %s does not deny with policy %s", ErrNoAdmissionPolicy, name, name)
+	if err := policyShapeErr(&pol, &b, name); err != nil {
+		return fmt.Errorf("%w: %v, so it may not protect the hosts: kubectl delete -k config/admission && kubectl apply -k config/admission",
+			ErrNoAdmissionPolicy, err)
 	}
-	for _, o := range []time.Time{pol.CreationTimestamp.Time, b.CreationTimestamp.Time} {
-		if o.Add(settle).After(t) {
+	if settle <= 0 {
+		return nil
+	}
+	for _, o := range []metav1.Object{&pol, &b} {
+		if o.GetGeneration() != 1 {
+			return fmt.Errorf("%w: the %s %s was changed since its creation (generation %d): rebootkit cannot tell since when its "+
+				"present spec is in force, so it trusts no BMC change made before now; delete and re-apply config/admission to date it",
+				ErrNoAdmissionPolicy, kindOf(o), name, o.GetGeneration())
+		}
+		if o.GetCreationTimestamp().Add(settle).After(t) {
 			return fmt.Errorf("%w: policy %s was installed after %s", ErrNoAdmissionPolicy, name, t.Add(-settle).UTC().Format(time.RFC3339))
 		}
 	}
 	return nil
+}
+
+// kindOf names o's kind for PolicyInForce's messages.
+func kindOf(o metav1.Object) string {
+	if _, ok := o.(*admissionv1.ValidatingAdmissionPolicyBinding); ok {
+		return "binding"
+	}
+	return "policy"
 }
 
 // carriesRequest reports whether bmh carries a reboot request: the bare

@@ -48,7 +48,7 @@ func (p *Powers) firstSight(ctx context.Context, bmh *metal3.BareMetalHost, old 
 		}
 		return nil
 	}
-	spec := map[string]any{"hostUID": string(bmh.UID), "status": "", "bmc": nil, "bmcChanged": nil, "lastBMC": last}
+	spec := map[string]any{"hostUID": string(bmh.UID), "status": "", "bmc": nil, "bmcChanged": nil, "lastBMC": last, "powerOnThrough": nil}
 	err := w.Patch(ctx, old, casPatch(old.ResourceVersion, map[string]any{"spec": spec,
 		"metadata": map[string]any{"annotations": nil, "ownerReferences": owner}}))
 	if err != nil {
@@ -57,42 +57,9 @@ func (p *Powers) firstSight(ctx context.Context, bmh *metal3.BareMetalHost, old 
 	return nil
 }
 
-// powerOnPinned powers the host bmh on through the BMC pin names (its
-// real BMC, trusted with its credentials), in the background under
-// Powers' reading context (Close cancels it), bounded by the pool's
-// timeouts and pinnedReadLimit, and through Powers.Guard if set. It is
-// checkPin's answer to a pinned BMC that reads Off after the host's
-// requests were removed with its BMC changed: the host must not stay off,
-// and the new BMC is not trusted until accepted.
-func (p *Powers) powerOnPinned(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) {
-	p.mu.Lock()
-	if p.readCtx == nil {
-		p.readCtx, p.readStop = context.WithCancel(context.Background())
-	}
-	parent := p.readCtx
-	p.mu.Unlock()
-	old := bmh.DeepCopy()
-	old.Spec.BMC.Address, old.Spec.BMC.CredentialsName = pin.Address, pin.CredentialsName
-	old.Spec.BMC.DisableCertificateVerification = pin.DisableCertificateVerification
-	go func() {
-		ctx, cancel := context.WithTimeout(parent, pinnedReadLimit)
-		defer cancel()
-		key := old.Name + "\x00pinned-on"
-		pc, err := p.controllerOf(ctx, key, old)
-		if err != nil {
-			return
-		}
-		defer p.pool().Forget(key)
-		if p.Guard != nil {
-			pc = p.Guard(pc)
-		}
-		_ = pc.On(ctx)
-	}()
-}
-
 // firstSightOnly reports whether rec, bmh's record, holds nothing but
 // what firstSight writes: no Status, pin, mark or reset state.
 func firstSightOnly(rec *v1alpha1.RebootRecord, bmh *metal3.BareMetalHost) bool {
-	return rec.Spec.HostUID == string(bmh.UID) && rec.Spec.Status == "" && rec.Spec.BMC == nil && rec.Spec.BMCChanged == nil &&
+	return rec.Spec.HostUID == string(bmh.UID) && rec.Spec.Status == "" && rec.Spec.BMC == nil && rec.Spec.BMCChanged == nil && rec.Spec.PowerOnThrough == nil &&
 		rec.Annotations[ResetAnnotation] == "" && rec.Annotations[LastResetAnnotation] == ""
 }

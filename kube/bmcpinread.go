@@ -244,6 +244,7 @@ func (p *Powers) forgetPinned(name string) {
 	p.mu.Lock()
 	delete(p.pinned, name)
 	p.dropSeen(name)
+	p.forgetPinnedOn(name)
 	p.mu.Unlock()
 }
 

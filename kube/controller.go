@@ -156,7 +156,7 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 				if c.Recorder != nil {
 					c.Recorder.Eventf(&bmh, nil, "Warning", "BMCChanged", "Reboot", "%v", err)
 				}
-				return ctrl.Result{RequeueAfter: time.Minute}, nil
+				return c.bmcChangedResult(err), nil
 			}
 			if errors.Is(err, reboot.ErrNotFound) {
 				c.forget(req.Name)
@@ -200,7 +200,7 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 				c.Recorder.Eventf(&bmh, nil, "Warning", "BMCChanged", "Reboot", "%v", err)
 			}
 		}
-		return ctrl.Result{RequeueAfter: time.Minute}, nil
+		return c.bmcChangedResult(err), nil
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -321,6 +321,16 @@ func (c *RebootController) powerEvent(ctx context.Context, req ctrl.Request, res
 		err, what = res.StateErr, "power state read"
 	}
 	c.Recorder.Eventf(&bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", req.Name, what, err, powerFix(err))
+}
+
+// bmcChangedResult requeues a host refused with ErrBMCChanged after a
+// minute, or within IdlePoll while a power-on owed through its pinned BMC
+// goes on (err also wraps ErrInFlight): nothing else is sent to its BMC.
+func (c *RebootController) bmcChangedResult(err error) ctrl.Result {
+	if isInFlight(err) {
+		return ctrl.Result{RequeueAfter: cmp.Or(c.IdlePoll, time.Minute)}
+	}
+	return ctrl.Result{RequeueAfter: time.Minute}
 }
 
 // policyRefused reports a pass that Powers refused because the

@@ -168,18 +168,43 @@
 //     (config/admission, AdmissionPolicyName) and its denying binding
 //     have been in force since before the reboot became pending, so that
 //     only an identity with more than the reboot-client role changed it.
+//     "In force" (PolicyInForce) means of config/admission's shape,
+//     compared with the manifest embedded in the binary: the same
+//     validations, variables, matchConditions and matchConstraints,
+//     failurePolicy Fail, no paramKind, and a binding with no paramRef,
+//     no matchResources narrowing it (it covers every namespace) and
+//     validationActions exactly Deny. "Since" is the creationTimestamp of
+//     both, and only while both are as created (metadata.generation 1):
+//     a policy or binding whose spec was edited (a binding rolled out
+//     with Warn and switched to Deny) is in force from now only, so no
+//     BMC change made before is trusted on its word until config/admission
+//     is deleted and applied again.
 //     When the pass finds the requests gone and spec.bmc no longer the
 //     pinned one (the policy not in force: a reboot client may have
 //     removed its request and redirected the BMC in one write), it first
 //     reads the power of the pinned BMC (the host's when the reboot became
 //     pending, so its credentials go nowhere new). If that reads Off (the
-//     withdrawn reboot may have powered the host off), the host is powered
-//     back on through that pinned BMC, never through the new one (which
-//     a reboot client could otherwise reach by holding the host off with
-//     a request of its own and then withdrawing it and redirecting
-//     spec.bmc in one write); in either case the pin goes and the record
-//     is marked BMCChanged, with no call to the new BMC, until an
-//     administrator accepts it or spec.bmc is restored.
+//     withdrawn reboot may have powered the host off), the record is
+//     marked with the power-on it owes through that pinned BMC
+//     (RebootRecordSpec.PowerOnThrough, written before any call), never
+//     through the new one (which a reboot client could otherwise reach by
+//     holding the host off with a request of its own and then
+//     withdrawing it and redirecting spec.bmc in one write). That
+//     power-on follows the reboot package's rule: it is made only while
+//     spec.online is true, the host is not being deprovisioned and it
+//     carries no request (an administrator who sets spec.online false,
+//     withdraws the hold and replaces the BMC keeps the host off). It runs
+//     in the background and is retried by later passes, with back-off (1
+//     s doubling to 1 min; the host is requeued within IdlePoll, and
+//     through Powers.Done), until a power reading through the pinned BMC
+//     begun StaleReads after the call reads On; then PowerOnThrough is
+//     removed. The BMCChanged event says which of these happened (left
+//     off and why, under way, failed and when it is retried, powered on).
+//     Restoring or accepting the BMC removes PowerOnThrough (the reboot
+//     package then powers the host as spec.online says). In either case
+//     the pin goes and the record is marked BMCChanged, with no call to
+//     the new BMC, until an administrator accepts it or spec.bmc is
+//     restored.
 //     That reading runs in the background (a pass waits for it at
 //     most 250 ms and is requeued while it runs, and at its end through
 //     Powers.Done, so a dead old BMC holds no reconcile worker). An Off
@@ -263,8 +288,8 @@
 //     Unless WithoutAdmissionPolicy is set (the binary's
 //     --without-admission-policy), Powers refuses every host
 //     (ErrNoAdmissionPolicy: no credentials read or sent, no power call)
-//     while the policy and a binding of the same name that denies with it
-//     cannot be read, reading them again every PolicyRecheck (default
+//     while the policy and a binding of the same name of config/admission's
+//     shape (above) cannot be read, reading them again every PolicyRecheck (default
 //     30 s); the RebootController reports it as an
 //     AdmissionPolicyMissing event on the host that names the fix, and
 //     looks again within a minute.

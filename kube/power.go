@@ -196,6 +196,7 @@ type Powers struct {
 	mu     sync.Mutex
 	pinned map[string]*pinnedRead // background readings of pinned BMCs (pinnedReadsOff)
 	seen   map[string]*pinnedSeen // when their requests were first found gone (pinnedNotBefore)
+	pinOn  map[string]*pinnedOn   // power-on attempts through pinned BMCs (RebootRecord's PowerOnThrough)
 	// readCtx is the parent of the pinned readings, cancelled by Close.
 	readCtx  context.Context
 	readStop context.CancelFunc

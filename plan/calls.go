@@ -22,9 +22,11 @@ const DefaultCallTimeout = 30 * time.Second
 // lately is asked last, so it has all that the others left). When its
 // plan shares the executor's pass with other plans (Turns), a call has at
 // most half of what is left of the executor's pass, however much its
-// plan's share is: one BMC that never answers holds no pass for more than
-// half of it, and a call that fits half of the pass answers in its plan's
-// long turn (which has at least the second half of the pass).
+// plan's share is, and in its plan's long turn (which has at least the
+// second half of the pass) half of the whole pass: one BMC that never
+// answers holds no pass for more than half of it, and a call that fits
+// half of the pass answers in its plan's long turn, however much of the
+// pass the plans before it used.
 const callShare = 4
 
 // Share returns a context that ends when ctx does, or earlier: after
@@ -97,8 +99,8 @@ func slowLast(planUUID string, acts []Action) []Action {
 // what is left among the left actions of the pass, this one included,
 // and a quarter of it at most: the last action has all that is left,
 // the one before it half; and when its plan shares the executor's pass
-// with others, at most half of what is left of the executor's pass, see
-// callShare and Turns), and remembers whether it ran out of its own time
+// with others, at most half of what is left of the executor's pass, half
+// of the whole pass in its plan's long turn, see callShare and Turns), and remembers whether it ran out of its own time
 // (its deadline passed, whether or not the pass's did: the last action's
 // deadline is the pass's own).
 func (e *Executor) call(ctx context.Context, left int, a Action, f func(context.Context) error) error {
@@ -106,8 +108,8 @@ func (e *Executor) call(ctx context.Context, left int, a Action, f func(context.
 	if limit <= 0 {
 		limit = DefaultCallTimeout
 	}
-	if passEnd, shared := ctx.Value(sharedPassKey{}).(time.Time); shared {
-		if half := time.Until(passEnd) / 2; half < limit {
+	if sp, shared := ctx.Value(sharedPassKey{}).(sharedPass); shared {
+		if half := sp.callCap(); half < limit {
 			limit = max(half, time.Nanosecond)
 		}
 	}

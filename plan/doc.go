@@ -82,14 +82,17 @@
 //     of what is left of the pass, or an equal share of it among the
 //     last actions of the pass when fewer than four are left, and at
 //     most half of what is left of the executor's pass when the plan
-//     shares it with others, see Turns), and a server whose call ran out
+//     shares it with others, half of the whole pass in its long turn,
+//     see Turns), and a server whose call ran out
 //     of time has its actions taken after the others in the next passes
 //     (the last one has all they left): a call that hangs never keeps the
 //     pass from the other servers. After Stop, Cancel or the end of the plan (the
 //     failure budget spent) no job is created, but by a pass that read the
 //     plan before a command landed: a pass reads the plan's state again
 //     before its first job and every 16 jobs (Executor.Pass), so at most
-//     16 jobs follow a command that lands while it creates them; a stopped plan's held
+//     16 jobs follow a command that lands while it creates them (on a
+//     CommandStore, where a command lands next to the store first, it
+//     looks before every job: none but the one in flight); a stopped plan's held
 //     reboots wait for Run, a canceled or ended plan's are released
 //     (StepReleased: not started, no failure) and the plan finishes.
 //  5. A failed step gives the server canceled_at and an error. A job that

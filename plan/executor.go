@@ -119,8 +119,8 @@ type Executor struct {
 	// it has a deadline, while three other actions or more wait after it
 	// (an equal share of it among the pass's actions left when fewer
 	// are: the last one has all of it), and at most half of what is left
-	// of the executor's pass when its plan shares it with others (see
-	// callShare and Turns). A call that runs out of its time (its own
+	// of the executor's pass when its plan shares it with others (half of
+	// the whole pass in its plan's long turn: see callShare and Turns). A call that runs out of its time (its own
 	// deadline passed, even when it is the pass's) is reported
 	// (ErrCallTimeout) and its server's actions are taken after all others
 	// in the next passes of the process, until one answers in time: one
@@ -177,7 +177,10 @@ func (e *Executor) domainTable(ctx context.Context, v View) (*DomainTable, error
 // HeadStore) and creates no more jobs once the plan is not running: a
 // stop or cancel that landed after the pass saved is followed by at most
 // 16 job creations of that pass (those between two reads), none when it
-// landed before the first. When the
+// landed before the first. On a CommandStore it also reads the state
+// again before any job for which a command of the plan waits next to the
+// store: a command that landed there is followed by no job creation but
+// the one in flight as it landed. When the
 // Store is a ViewStore and the Fleet a ViewFleet, the pass reads, observes
 // and writes only the reboots in flight and the next pending ones
 // (O(in flight) whatever the plan's size), and the returned View holds
@@ -261,7 +264,17 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 		var err error
 		switch a.Kind {
 		case ActionCreateJob:
-			if creates%recheckEvery == 0 {
+			recheck := creates%recheckEvery == 0
+			if cs, ok := e.Store.(CommandStore); ok && !recheck {
+				// A command waiting next to the store: read the state
+				// again now (the read applies it), not 16 jobs later.
+				pending, perr := cs.CommandPending(ctx, uuid)
+				if perr != nil {
+					return q, errors.Join(append(errs, fmt.Errorf("plan %s: look for operators' commands before creating a job: %w", uuid, perr))...)
+				}
+				recheck = pending
+			}
+			if recheck {
 				// An operator's stop or cancel may have landed since the
 				// read: look again before the first job and every
 				// recheckEvery jobs, and create none once it is not
@@ -300,6 +313,20 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 // recheckEvery is how many jobs a pass creates between two reads of the
 // plan's state (Executor.Pass).
 const recheckEvery = 16
+
+// CommandStore is a Store next to which operators' commands (Run, Stop,
+// Cancel) land before the store has them, to be applied at its next read
+// (rebootctl's FILE.commands): an optional ability, found by type
+// assertion. The Executor asks it before every job it creates, and when a
+// command of the plan waits it reads the plan's state again (which
+// applies it) before creating the job: no job is created after a command
+// has landed, but the one being created as it landed.
+type CommandStore interface {
+	// CommandPending reports whether a command of plan uuid waits to be
+	// applied. It is called once per job created, so it must be cheap;
+	// an error keeps the pass from creating more jobs.
+	CommandPending(ctx context.Context, uuid string) (bool, error)
+}
 
 // StateStore is a Store that reads a plan's state alone, without its
 // header's other fields or its reboots: an optional ability, found by

@@ -47,10 +47,12 @@ func (v View) Acts() bool {
 // left of it, and they share the first half of it; a plan that does not
 // act never has the long turn of the pass.
 // When a pass has more than one plan, each fleet call of a plan's pass
-// has at most half of what is left of the executor's pass, besides its
-// share of its plan's (Executor.CallTimeout): one call that never answers
-// holds no pass for more than half of it, and a call that fits half of
-// the pass answers in its plan's long turn.
+// has at most half of what is left of the executor's pass, and in its
+// plan's long turn half of the whole pass (which that turn has, whatever
+// the plans before it used), besides its share of its plan's
+// (Executor.CallTimeout): one call that never answers holds no pass for
+// more than half of it, and a call that fits half of the pass answers in
+// its plan's long turn.
 // A plan's pass runs once per pass: a plan cut short is not run again
 // from its read in the same pass (that would throw its first try's work
 // away); it waits for its long turn.
@@ -69,6 +71,7 @@ type Turns struct {
 // pass's error, Run returns at once with that error as its second result
 // (the first then is nil).
 func (t *Turns) Run(ctx context.Context, plans []Turn, stop func(error) bool, pass func(ctx context.Context, uuid string) error) ([]error, error) {
+	start := time.Now()
 	errs := make([]error, len(plans))
 	long, longIdle := t.longTurns(plans)
 	order := make([]int, 0, len(plans))
@@ -122,7 +125,7 @@ func (t *Turns) Run(ctx context.Context, plans []Turn, stop func(error) bool, pa
 		}
 		pctx, cancel := Share(base, n, 0)
 		if deadline, ok := ctx.Deadline(); ok && len(plans) > 1 {
-			pctx = context.WithValue(pctx, sharedPassKey{}, deadline)
+			pctx = context.WithValue(pctx, sharedPassKey{}, sharedPass{end: deadline, long: i == long, half: deadline.Sub(start) / 2})
 		}
 		err := pass(pctx, plans[i].UUID)
 		short := err != nil && ctx.Err() == nil && (pctx.Err() != nil || errors.Is(err, ErrCallTimeout))
@@ -157,10 +160,34 @@ func halfOf(ctx context.Context, half bool) halved {
 }
 
 // sharedPassKey marks the context of a plan's pass that shares the
-// executor's pass with other plans (Turns.Run); its value is the
-// executor's pass's deadline (a time.Time): each of the plan's fleet
-// calls has at most half of what is left of it (Executor.call).
+// executor's pass with other plans (Turns.Run); its value is a
+// sharedPass: each of the plan's fleet calls has at most half of what is
+// left of the executor's pass, or in the plan's long turn half of the
+// whole pass (Executor.call).
 type sharedPassKey struct{}
+
+// sharedPass is the value of sharedPassKey.
+type sharedPass struct {
+	// end is the executor's pass's deadline.
+	end time.Time
+	// long: the plan has the long turn (the last, with at least the
+	// second half of the pass); half is half of the whole pass.
+	long bool
+	half time.Duration
+}
+
+// callCap is the most a fleet call that starts now may take in this
+// shared pass: half of what is left of it; in the long turn half of the
+// whole pass, which the turn has (it has at least the second half): a
+// call that fits half of the pass answers there, whatever the plans
+// before it used, and a call that hangs holds the pass for half of it at
+// most.
+func (s sharedPass) callCap() time.Duration {
+	if s.long {
+		return s.half
+	}
+	return time.Until(s.end) / 2
+}
 
 // longTurns returns the index in plans of the plan that acts, cut short
 // in the last pass, that has the long turn of this one, and of the plan

@@ -28,17 +28,24 @@ func needs(need map[string]time.Duration, moved map[string]int) func(context.Con
 // TestTurnsGiveUnusedTimeBack: the first plan of a pass, which needs more
 // than its equal share, moves with the time the later plans (cheap, or
 // not acting) leave unused.
+//
+// Its times are those of the first version times 3 (the same ratios: the
+// first plan needs 60 % of its equal share among the six plans that act,
+// each other plan a 1/600 of the pass), so that the first plan's margin
+// is 120 ms, not 40 ms: the scheduler's lateness under -race on two busy
+// cores reached 40 ms.
 func TestTurnsGiveUnusedTimeBack(t *testing.T) {
+	const scale = 3
 	turns := []plan.Turn{{UUID: "a", Acts: true}}
-	need := map[string]time.Duration{"a": 60 * time.Millisecond}
+	need := map[string]time.Duration{"a": scale * 60 * time.Millisecond}
 	for k := 0; k < 9; k++ {
 		u := fmt.Sprintf("z%d", k)
 		turns = append(turns, plan.Turn{UUID: u, Acts: k%2 == 0})
-		need[u] = time.Millisecond
+		need[u] = scale * time.Millisecond
 	}
 	moved := map[string]int{}
 	var tr plan.Turns
-	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), scale*600*time.Millisecond)
 	defer cancel()
 	errs, err := tr.Run(ctx, turns, nil, needs(need, moved))
 	require.NoError(t, err)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,13 +26,86 @@ import (
 // FILE.commands.lock; written whole to a temporary file, fsync'd and
 // renamed), which needs no lock of the store. Whoever opens the store
 // next (the executor, before each of its reads and writes: before every
-// pass and before every 16 jobs it creates; or any rebootctl command)
+// pass, before every 16 jobs it creates, and before any job of a plan
+// with a command waiting there: plan.CommandStore; or any rebootctl
+// command)
 // applies the commands recorded there, in the order they were recorded,
 // to the plans' headers (plan.CommandView, compare-and-swap) before
 // anything else, and records in the side file that each was applied, or
 // why not (the plan is not there, or not in a state the command applies
 // to). Then the command that recorded it reads the outcome and reports
 // it, with what is still finishing, as before.
+
+// pendingCmds remembers which plans have commands waiting in the side file
+// (not applied yet), for the file as it was when last read: the executor
+// asks before every job it creates (plan.CommandStore), and a stat tells
+// whether the file changed since (it is replaced whole by every write:
+// a new inode, size and modification time), so it is read again only then.
+type pendingCmds struct {
+	mu    sync.Mutex
+	read  bool
+	key   cmdFileKey
+	plans map[string]bool
+}
+
+// cmdFileKey tells one version of the side file from another.
+type cmdFileKey struct {
+	exists bool
+	ino    uint64
+	size   int64
+	mtime  time.Time
+}
+
+func statCmdFile(store string) (cmdFileKey, error) {
+	fi, err := os.Stat(cmdFilePath(store))
+	if errors.Is(err, os.ErrNotExist) {
+		return cmdFileKey{}, nil
+	}
+	if err != nil {
+		return cmdFileKey{}, fmt.Errorf("the plan store's command file: %w", err)
+	}
+	k := cmdFileKey{exists: true, size: fi.Size(), mtime: fi.ModTime()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		k.ino = uint64(st.Ino)
+	}
+	return k, nil
+}
+
+// pending reports whether a command of plan uuid waits in the side file
+// of the store at store. It reads the file without its lock (every write
+// renames a whole file over it, so a read sees one version or the next):
+// a file that cannot be read is an error.
+func (c *pendingCmds) pending(store, uuid string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, err := statCmdFile(store)
+	if err != nil {
+		return false, err
+	}
+	if !c.read || k != c.key {
+		plans := map[string]bool{}
+		if k.exists {
+			b, err := os.ReadFile(cmdFilePath(store))
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return false, fmt.Errorf("the plan store's command file: %w", err)
+			}
+			var f cmdFile
+			if err == nil {
+				if err := json.Unmarshal(b, &f); err != nil {
+					return false, fmt.Errorf("the plan store's command file %s is not readable (%v): the stops and cancels it holds cannot be applied; "+
+						"look at it, then remove it and give the commands again", cmdFilePath(store), err)
+				}
+			}
+			for _, r := range f.Records {
+				if !r.Applied {
+					plans[r.Plan] = true
+				}
+			}
+		}
+		c.read, c.key, c.plans = true, k, plans
+	}
+	return c.plans[uuid], nil
+}
 
 // cmdFilePath is the side file of the store at store.
 func cmdFilePath(store string) string { return store + ".commands" }
@@ -42,7 +117,8 @@ type cmdRecord struct {
 	Command string    `json:"command"` // run, stop or cancel
 	At      time.Time `json:"at"`
 	// Applied: the command was applied to the store, or refused (Error
-	// says why, Kind which error: state, not_found, corrupt).
+	// says why, Kind which error: state, not_found, corrupt, invalid_uuid,
+	// refused for any other).
 	Applied bool   `json:"applied,omitempty"`
 	Kind    string `json:"kind,omitempty"`
 	Error   string `json:"error,omitempty"`
@@ -63,9 +139,12 @@ const cmdLockWait = 10 * time.Second
 func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, error)) error {
 	lf, err := os.OpenFile(cmdFilePath(store)+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("the plan store's command file: %w", err)
+		return sideFileError(store, err)
 	}
 	defer lf.Close()
+	if err := likeStore(lf, store); err != nil {
+		return fmt.Errorf("the plan store's command file: %w", err)
+	}
 	deadline := time.Now().Add(cmdLockWait)
 	for {
 		err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
@@ -110,11 +189,19 @@ func writeCmdFile(store string, c cmdFile) error {
 	}
 	path := cmdFilePath(store)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	// A temporary file a crash left (perhaps another user's) is removed,
+	// not reused: the file renamed over FILE.commands is this one's.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
-	_, err = f.Write(b)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return sideFileError(store, err)
+	}
+	err = likeStore(f, store)
+	if err == nil {
+		_, err = f.Write(b)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -145,15 +232,16 @@ func syncDir(dir string) error {
 // recordCommand records an operator's run, stop or cancel of plan uuid in
 // the side file and returns its sequence number: from then on, no reboot of
 // the plan starts (the executor applies it before its next read or write
-// of the store). Applied records of the plan are dropped, and those of
-// other plans older than keepOutcomes (the file keeps the commands not
-// applied yet and the outcomes their commands may still read).
+// of the store). Applied records older than keepOutcomes are dropped
+// (the file keeps the commands not applied yet and the outcomes their
+// commands may still read: those of the same plan too, which another
+// operator's command may be about to read).
 func recordCommand(ctx context.Context, store, uuid, name string, at time.Time) (int64, error) {
 	var seq int64
 	err := withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
 		kept := c.Records[:0]
 		for _, r := range c.Records {
-			if !r.Applied || (r.Plan != uuid && at.Sub(r.At) < keepOutcomes) {
+			if !r.Applied || at.Sub(r.At) < keepOutcomes {
 				kept = append(kept, r)
 			}
 		}
@@ -174,11 +262,14 @@ var cmdFuncs = map[string]func(plan.Plan) (plan.Plan, error){"run": plan.Run, "s
 
 // applyCommands applies the commands recorded in the side file of the
 // store at store and not applied yet, in their order, to st (the store,
-// opened), and records their outcomes. A command the store cannot take
-// for good (its plan is not there, is corrupt, or is in a state it does
-// not apply to) is recorded refused; on any other error it stays to apply
-// and the error is returned: the store must not be used (a stop may wait
-// in the file).
+// opened), and records their outcomes. A command the store refuses for
+// good (its plan is not there, is corrupt, is in a state it does not
+// apply to, its UUID is not a plan UUID: any error but the passing ones
+// of transientApply) is recorded refused, and the store stays usable;
+// on a passing error (the context, a compare-and-swap lost 100 times, an
+// I/O error of the store's file) it stays to apply and the error is
+// returned: the store must not be used this time (a stop may wait in the
+// file). A side file that cannot be read stops the store too (withCmdFile).
 func applyCommands(ctx context.Context, st *plan.BoltStore, store string) error {
 	if _, err := os.Stat(cmdFilePath(store)); errors.Is(err, os.ErrNotExist) {
 		return nil // no command was ever recorded
@@ -195,25 +286,72 @@ func applyCommands(ctx context.Context, st *plan.BoltStore, store string) error 
 				r.Applied, r.Kind, r.Error, changed = true, "unknown", "unknown command "+r.Command, true
 				continue
 			}
-			_, err := plan.CommandView(ctx, st, r.Plan, plan.Record(r.Command, r.At, f))
-			switch {
-			case err == nil:
-			case errors.Is(err, plan.ErrState):
-				r.Kind = "state"
-			case errors.Is(err, plan.ErrNotFound):
-				r.Kind = "not_found"
-			case errors.Is(err, plan.ErrCorrupt):
-				r.Kind = "corrupt"
-			default:
+			_, err := plan.CommandView(ctx, st, r.Plan, onceRecorded(r.Command, r.At, f))
+			if errors.Is(err, errRecordedAlready) {
+				err = nil // applied before a crash kept it from being marked here
+			}
+			if err != nil && transientApply(ctx, err) {
 				return changed, fmt.Errorf("apply the %s of plan %s recorded at %s: %w", r.Command, r.Plan, r.At.Format(time.RFC3339), err)
 			}
 			r.Applied, changed = true, true
 			if err != nil {
-				r.Error = err.Error()
+				r.Kind, r.Error = refusalKind(err), err.Error()
 			}
 		}
 		return changed, nil
 	})
+}
+
+// errRecordedAlready: the command is in the plan's Commands already.
+var errRecordedAlready = errors.New("the command is recorded in the plan already")
+
+// onceRecorded is plan.Record(command, at, f), but for a plan whose
+// Commands hold that command at that time already: it was applied to the
+// store, and the applier stopped (killed, or its write of the side file
+// failed) before it marked it applied in the side file. It is not applied
+// again (a cancel of a canceled plan would be refused, and the operator
+// told that its own cancel failed): errRecordedAlready, and nothing is
+// written.
+func onceRecorded(command string, at time.Time, f func(plan.Plan) (plan.Plan, error)) func(plan.Plan) (plan.Plan, error) {
+	rec := plan.Record(command, at, f)
+	return func(p plan.Plan) (plan.Plan, error) {
+		for _, m := range p.Commands {
+			if m.Command == command && m.At.Equal(at) {
+				return p, errRecordedAlready
+			}
+		}
+		return rec(p)
+	}
+}
+
+// transientApply says whether err, from applying a recorded command to the
+// opened store, may pass (the command is to be applied again at the next
+// open) rather than be the store's refusal for good: the context ended,
+// the compare-and-swap was lost every time, or the store's file could not
+// be read or written (an I/O error: a full disk that is freed, a flaky
+// disk). Every other error is a refusal for good: left to apply, it would
+// fail every later open of the store.
+func transientApply(ctx context.Context, err error) bool {
+	var errno syscall.Errno
+	var pathErr *fs.PathError
+	return ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, plan.ErrConflict) || errors.Is(err, plan.ErrLocked) ||
+		errors.As(err, &errno) || errors.As(err, &pathErr)
+}
+
+// refusalKind is the Kind of a command refused with err.
+func refusalKind(err error) string {
+	switch {
+	case errors.Is(err, plan.ErrState):
+		return "state"
+	case errors.Is(err, plan.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, plan.ErrCorrupt):
+		return "corrupt"
+	case errors.Is(err, plan.ErrInvalidUUID):
+		return "invalid_uuid"
+	}
+	return "refused"
 }
 
 // commandOutcome returns the record seq of the side file (its outcome,
@@ -243,6 +381,8 @@ func errOutcome(r cmdRecord) error {
 		return fmt.Errorf("%w: %s", plan.ErrNotFound, r.Error)
 	case "corrupt":
 		return fmt.Errorf("%w: %s", plan.ErrCorrupt, r.Error)
+	case "invalid_uuid":
+		return fmt.Errorf("%w: %s", plan.ErrInvalidUUID, r.Error)
 	}
 	return errors.New(r.Error)
 }

@@ -122,9 +122,17 @@ func (s lockedStore) PutHead(ctx context.Context, h plan.View) error {
 	return s.with(func(st *plan.BoltStore) error { return st.PutHead(ctx, h) })
 }
 
+// CommandPending reports whether an operator's command of plan uuid
+// waits in FILE.commands (plan.CommandStore): a stat of the file before
+// every job the executor creates, and a read only when it changed.
+func (s lockedStore) CommandPending(_ context.Context, uuid string) (bool, error) {
+	return s.e.pending.pending(s.e.store, uuid)
+}
+
 var (
-	_ plan.ViewStore = lockedStore{}
-	_ plan.HeadStore = lockedStore{}
+	_ plan.CommandStore = lockedStore{}
+	_ plan.ViewStore    = lockedStore{}
+	_ plan.HeadStore    = lockedStore{}
 )
 
 // jobLive says whether a plan (as v shows it) still runs job: its reboot

@@ -115,6 +115,9 @@ type env struct {
 	// skippedAbandons: the recorded abandons (server and plan) of
 	// servers the inventory no longer lists, each logged once.
 	skippedAbandons map[string]bool
+	// pending: which plans have commands waiting next to the store
+	// (lockedStore.CommandPending).
+	pending pendingCmds
 }
 
 func commonFlags(fs *flag.FlagSet, e *env) {
@@ -495,6 +498,11 @@ func (e *env) command(name string, args []string) int {
 // it, unless the executor did already) for its outcome and what is still
 // in flight.
 func (e *env) operatorCommand(name, uuid string) (plan.View, error) {
+	// A typo ('p1 ') is refused here, never recorded: the store would
+	// refuse it anyway (applyCommands), but only once opened.
+	if err := plan.ValidUUID(uuid); err != nil {
+		return plan.View{}, err
+	}
 	if err := e.storeExists(); err != nil {
 		return plan.View{}, err
 	}

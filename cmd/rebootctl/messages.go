@@ -128,6 +128,8 @@ func explain(err error, uuid string) string {
 		return fmt.Sprintf("named twice: %s", names)
 	case errors.Is(err, plan.ErrEmpty):
 		return "no server to reboot (with -s, every server chosen already runs the target platform)"
+	case errors.Is(err, plan.ErrInvalidUUID):
+		return fmt.Sprintf("%q is not a plan UUID (%s): rebootctl plan list shows the plans", uuid, uuidRule)
 	case errors.Is(err, plan.ErrLocked):
 		return "the plan store is busy (another rebootctl holds it); try again"
 	}

@@ -38,6 +38,7 @@ func announceWait(store string) (release func()) {
 	if err != nil {
 		return func() {}
 	}
+	_ = likeStore(f, store) // the store's owner and mode (sideowner.go): best effort, as the file is
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		return func() {}

@@ -70,6 +70,19 @@ type RebootRecordSpec struct {
 	// restored).
 	// +optional
 	LastBMC *BMCPin `json:"lastBMC,omitempty"`
+	// PowerOnThrough is set, with BMCChanged, when the pinned BMC read Off
+	// after the host's requests were removed with its BMC changed: the
+	// withdrawn reboot may have powered the host off, and the controller
+	// still owes it a power-on through this BMC (the pinned one, never the
+	// new one). Passes retry that power-on, with back-off, while
+	// spec.online is true, the host is not being deprovisioned and it
+	// carries no reboot request (the rule by which the reboot package
+	// powers a host on), until a reading through this BMC begun StaleReads
+	// after the call reads On; then it is removed. Accepting or restoring
+	// the BMC removes it (the reboot package then powers the host as
+	// spec.online says).
+	// +optional
+	PowerOnThrough *BMCPin `json:"powerOnThrough,omitempty"`
 }
 
 // BMCPin is a BareMetalHost's spec.bmc as the controller saw it when a
