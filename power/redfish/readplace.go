@@ -11,7 +11,9 @@ import (
 // places for as long as the BMC takes to answer it, but no longer than
 // overdueAfter: a read still unanswered then (a dead blade's, which hangs
 // until its caller's deadline) gives its place up to the reads waiting
-// behind it, and marks its system suspect. A suspect system's reads then
+// behind it; once it ends unanswered, after twice its overdue time or
+// more, its system is suspect (a caller that gave up sooner proves
+// nothing). A suspect system's reads then
 // share one place of their own, beside the session's places, until one
 // of its reads is answered: dead blades polled by a monitor hold at most
 // that one place together, never the places of the healthy blades' reads
@@ -90,10 +92,7 @@ func (c *Controller) readPlace(ctx context.Context) (done func(answered bool), e
 	var once sync.Once
 	free := func() { once.Do(func() { <-s.reads }) }
 	start := time.Now()
-	overdue := time.AfterFunc(s.overdueAfter(), func() {
-		c.suspect.Store(true)
-		free()
-	})
+	overdue := time.AfterFunc(s.overdueAfter(), free)
 	return func(answered bool) {
 		overdue.Stop()
 		free()
@@ -101,11 +100,26 @@ func (c *Controller) readPlace(ctx context.Context) (done func(answered bool), e
 	}, nil
 }
 
+// suspectAfter: a read left unanswered (its caller gave up, or the
+// connection failed) after this many times the overdue time marks its
+// system suspect. A caller that gives up soon after its read went overdue
+// (a health check's short deadline, a slow answer) proves no dead system:
+// the suspicion stays as it was
+// (TestReview35w_HealthyBladeSuspectStarvedByDeadBlades).
+const suspectAfter = 2
+
 // settleRead records the end of a read of c's that took d: an answer
-// clears c's suspicion and counts towards the session's answer time.
+// clears c's suspicion and counts towards the session's answer time; a
+// read the BMC left unanswered for suspectAfter overdue times marks c
+// suspect. Suspicion is decided here only, once the read ended (a
+// system's requests are sent one at a time: only its next read looks at
+// it), so an answer and an overdue timer never race to set it.
 func (c *Controller) settleRead(answered bool, d time.Duration) {
-	if answered {
+	switch {
+	case answered:
 		c.suspect.Store(false)
 		c.sess.answered(d)
+	case d >= suspectAfter*c.sess.overdueAfter():
+		c.suspect.Store(true)
 	}
 }

@@ -298,8 +298,9 @@ type Controller struct {
 	own  bool          // this Controller made the login (Close logs it out)
 	sem  chan struct{} // held by the operation under way
 	reqs chan struct{} // held by each request it sends (reqPath)
-	// suspect: a read of this system's went overdue, and none was
-	// answered since (readplace.go).
+	// suspect: a read of this system's was left unanswered for twice
+	// its overdue time or more, and none was answered since
+	// (readplace.go).
 	suspect atomic.Bool
 
 	systemURI   string
@@ -493,12 +494,14 @@ func (c *Controller) discover(ctx context.Context) error {
 		if err != nil && r.listed && r.listErr != nil {
 			e := c.classify("list systems", r.listErr)
 			if c.cfg.BasicAuth && e.Status == 0 && !errors.Is(e, power.ErrAuth) && errors.Is(err, context.DeadlineExceeded) {
-				// Neither read was answered: no refusal of the
-				// credentials (a refused password is answered, it does
-				// not hang), and other hosts with them may work (a
-				// chassis that hangs its collection while this blade is
-				// dead): this host backs off alone.
-				return power.AfterLogin(e)
+				// Neither read was answered: a refusal of the
+				// credentials that the BMC holds back (a failed-login
+				// delay, IP blocking), or a dead blade behind a chassis
+				// that hangs its collection with it. power.Unanswered:
+				// a Pool counts it against the login, unless a request
+				// with these credentials was answered lately (another
+				// host's): then this host backs off alone.
+				return power.Unanswered(e)
 			}
 			return c.serviceAfterLogin(e)
 		}
