@@ -19,8 +19,13 @@ import (
 // that one place together, never the places of the healthy blades' reads
 // on the same session (TestReview35v_DeadBladesReadsStarveHealthyReads).
 // In flight at once on a session: MaxInFlight reads, the suspect
-// systems' one, and the reads that have just gone overdue (at most one
-// per system, each system's requests being sent one at a time).
+// systems' one, and the reads that have gone overdue (at most one per
+// system, each system's requests being sent one at a time). A slow BMC's
+// first late answer raises the overdue time (answered): its reads then
+// keep their places. The bound is not MaxInFlight + 1: before any late
+// answer, a slow BMC and dead blades look alike (reads unanswered past
+// the usual time), and dead blades' first reads must give their places
+// up within the overdue time (TestReview35v_DeadBladesReadsStarveHealthyReads).
 
 // overdueFloor and overdueFactor: a read is overdue once it has been in
 // flight overdueFactor times the session's usual answer time (a moving
@@ -49,13 +54,26 @@ func (s *session) overdueAfter() time.Duration {
 	return max(floor, overdueFactor*time.Duration(s.stats.avg.Load()))
 }
 
-// answered records a read answered after d.
+// lateRaiseMax bounds the overdue time a late answer raises (answered).
+const lateRaiseMax = 2 * time.Second
+
+// answered records a read answered after d. A late answer (d past the
+// overdue time: a slow BMC, not a dead system, since dead systems do not
+// answer) raises the average at once so that reads like it are no longer
+// overdue (the overdue time becomes twice d, at most lateRaiseMax): a
+// merely slow BMC's reads stop giving their places up, and so stop
+// passing MaxInFlight, from its first late answer on, not once the
+// moving average has caught up (TestSlowBMCLateAnswerKeepsMaxInFlight).
 func (s *session) answered(d time.Duration) {
+	late := d > s.overdueAfter()
 	for {
 		old := s.stats.avg.Load()
 		next := int64(d)
 		if old != 0 {
 			next = old - old/8 + int64(d)/8
+		}
+		if late {
+			next = max(next, int64(min(2*d, lateRaiseMax)/overdueFactor))
 		}
 		if s.stats.avg.CompareAndSwap(old, next) {
 			return

@@ -268,10 +268,16 @@ type Config struct {
 	// a Connect's made for one: power.ConnectInfo.Command) are never held
 	// by it: a fence does not queue behind reads. A read holds its place
 	// until it is answered or overdue (four times the session's usual
-	// answer time, at least 200 ms): an overdue read gives its place up,
-	// and its system's next reads, until one is answered, share one
-	// place of their own beside the cap (dead blades never hold the
-	// places of healthy blades' reads). The
+	// answer time, at least 200 ms; an answer later than that raises it
+	// at once to twice that answer's time, at most 2 s): an overdue read
+	// gives its place up, and its system's next reads, once one was left
+	// unanswered for twice the overdue time and until one is answered,
+	// share one place of their own beside the cap (dead blades never hold
+	// the places of healthy blades' reads). So at most MaxInFlight + 1 +
+	// k reads are in flight at once on a session, k the number of its
+	// systems whose read is overdue (a system sends one request at a
+	// time): a merely slow BMC passes MaxInFlight until its first late
+	// answer, not after. The
 	// transport made here (not Config.HTTPClient's) keeps twice as many
 	// idle connections to the BMC (a read's place is free before its
 	// connection is). Default DefaultMaxInFlight; the first

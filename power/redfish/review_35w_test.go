@@ -199,3 +199,40 @@ func TestReview35w_SlowBMCPassesMaxInFlight(t *testing.T) {
 	// MaxInFlight, plus the suspect systems' one place at most.
 	assert.LessOrEqual(t, e.peak.Load(), int32(max+1), "reads in flight at the BMC past MaxInFlight on a merely slow BMC")
 }
+
+// TestSlowBMCLateAnswerKeepsMaxInFlight (review round 23, issue 35, the
+// MaxInFlight bound on a merely slow BMC): the BMC, fast while the
+// blades were connected, becomes slow (600 ms a read); one read is
+// answered late (past the overdue time). The monitor then reads the 12
+// blades together: their reads must not go overdue and give their places
+// up (the BMC answers, it is slow, no blade is dead), so the BMC sees
+// MaxInFlight reads at once, plus the suspect place at most. Before,
+// one late answer moved the average by an eighth: the overdue time
+// stayed near 300 ms and most reads gave their places up. Ground truth:
+// the server's own count of reads in flight.
+func TestSlowBMCLateAnswerKeepsMaxInFlight(t *testing.T) {
+	const n, max = 12, 2
+	e := newReview35wBMC(t, n)
+	cs := e.connect35w(t, n, max)
+	for i := 1; i <= n; i++ {
+		e.set(itoa35w(i), 600*time.Millisecond, false)
+	}
+	ctx := context.Background()
+	_, err := cs[0].State(ctx) // one late answer
+	require.NoError(t, err)
+	e.peak.Store(0)
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			_, err := c.State(rctx)
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	t.Logf("peak reads in flight at the BMC: %d (MaxInFlight %d)", e.peak.Load(), max)
+	assert.LessOrEqual(t, e.peak.Load(), int32(max+1), "reads in flight at the BMC past MaxInFlight on a slow BMC that already answered late")
+}
