@@ -95,7 +95,12 @@
 //     in once through ConnectInfo.Gate); a refusal of the credentials met while
 //     joining counts once against the login (hosts without a session of
 //     their own, joiners included, wait out its back-off) and leaves the
-//     session to the hosts whose calls still work):
+//     session to the hosts whose calls still work; a Connect in which the
+//     BMC answered no request sent with the credentials, ErrUnanswered:
+//     power/redfish with BasicAuth, a refusal held back past
+//     ConnectTimeout, counts as an authentication failure of the login,
+//     unless a request with them was answered within LoginInterval, when
+//     it is the host's own):
 //     PoolConfig.Backoff doubling up to MaxBackoff, and after an
 //     authentication failure AuthBackoff (30 s) doubling up to
 //     MaxAuthBackoff (30 min), so a BMC with a wrong password sees at most

@@ -48,6 +48,19 @@ var (
 	// login's (power/redfish never marks one so: a refusal of a request
 	// for the host's own system after an accepted login is the host's).
 	ErrAfterLogin = errors.New("power: failed after the BMC accepted the login")
+	// ErrUnanswered is matched by a Connect error (Unanswered) of an
+	// adapter that sends the credentials with every request
+	// (power/redfish with BasicAuth) when the BMC answered none of the
+	// requests it sent with them (each ran out of time): a refusal of the
+	// credentials the BMC holds back (a failed-login delay, IP blocking)
+	// looks so, and so does a dead system behind a service that hangs as
+	// well. A Pool counts it against the login, as an authentication
+	// failure (AuthBackoff, shared by the login's hosts: a BMC with a wrong
+	// password it does not answer sees at most two tries a minute), unless
+	// a request with the same credentials was answered within the last
+	// LoginInterval (another host's call or Connect): then it is the
+	// host's own, backing that host alone off. It is not ErrAuth.
+	ErrUnanswered = errors.New("power: the BMC answered no request made with the credentials")
 	// ErrUnknownMode is returned by ParseMode for anything but soft or hard.
 	ErrUnknownMode = errors.New("unknown power mode")
 )
@@ -186,6 +199,22 @@ func AfterLogin(err error) error {
 	}
 	return afterLogin{err: err}
 }
+
+// Unanswered returns err (nil if nil) marked as a Connect failure in
+// which the BMC answered no request sent with the credentials: it matches
+// ErrUnanswered and everything err matches, and reads as err.
+func Unanswered(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unanswered{err: err}
+}
+
+type unanswered struct{ err error }
+
+func (e unanswered) Error() string { return e.err.Error() }
+
+func (e unanswered) Unwrap() []error { return []error{e.err, ErrUnanswered} }
 
 // AfterLoginKeep is AfterLogin, handing over session, the controller of
 // the session the login opened, still logged in, to a Pool that asked for

@@ -243,7 +243,8 @@ type creds struct {
 	proven       bool     // a login with these credentials succeeded here, and none was refused since
 	until        time.Time
 	last         error
-	parkedAt     int // its index in Pool.parked, plus one (0: not parked)
+	answeredAt   time.Time // when the BMC last answered a request of these credentials (a login, a call)
+	parkedAt     int       // its index in Pool.parked, plus one (0: not parked)
 }
 
 // session is one login's controller (a session at the BMC) and the hosts

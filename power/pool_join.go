@@ -167,6 +167,8 @@ func (p *Pool) settleEarlyLocked(s *session, e *entry, ctrl Controller, err erro
 		case hostsOwn(err):
 			p.succeededLocked(cr)
 			p.ownLocked(e, err)
+		case p.unansweredOwnLocked(cr, err):
+			p.ownLocked(e, err)
 		case !overran:
 			p.failedLocked(cr, err)
 		}

@@ -496,6 +496,8 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 				// (this host backs off alone).
 				p.succeededLocked(cr)
 				p.ownLocked(e, err)
+			case p.unansweredOwnLocked(cr, err):
+				p.ownLocked(e, err)
 			case !overran:
 				p.failedLocked(cr, err)
 			}
@@ -687,7 +689,10 @@ func (p *Pool) backoffErrLocked(op string, cr *creds, now time.Time) error {
 // failures and other failures each double their own pause; a failure
 // never shortens a pause already running.
 func (p *Pool) failedLocked(cr *creds, err error) {
-	auth := errors.Is(err, ErrAuth)
+	// A Connect that sent the credentials and got no answer at all
+	// (ErrUnanswered, and no answer with them lately) may be a refusal
+	// the BMC holds back: it backs off as one.
+	auth := errors.Is(err, ErrAuth) || errors.Is(err, ErrUnanswered)
 	var d, limit time.Duration
 	var n int
 	if auth {
@@ -714,9 +719,21 @@ func (p *Pool) failedLocked(cr *creds, err error) {
 	}
 }
 
+// unansweredOwnLocked reports whether err, a Connect failure of login
+// cr, is one in which the BMC answered no request sent with the
+// credentials (ErrUnanswered) while a request with them was answered
+// within the last LoginInterval (p.mu held): the credentials work, so the
+// failure is the host's own (a dead system behind a service that hangs
+// with it), not the login's.
+func (p *Pool) unansweredOwnLocked(cr *creds, err error) bool {
+	return errors.Is(err, ErrUnanswered) && !errors.Is(err, ErrAuth) &&
+		!cr.answeredAt.IsZero() && p.cfg.Now().Sub(cr.answeredAt) < p.cfg.LoginInterval
+}
+
 // succeededLocked records a successful login of cr (p.mu held): the
 // credentials are proven and their back-off ends.
 func (p *Pool) succeededLocked(cr *creds) {
+	cr.answeredAt = p.cfg.Now()
 	cr.failures, cr.authFailures, cr.auth, cr.last, cr.until = 0, 0, false, nil, time.Time{}
 	cr.proven = true
 }
@@ -727,6 +744,7 @@ func (p *Pool) succeededLocked(cr *creds) {
 // change), so a back-off after an authentication failure runs on: only
 // a successful login ends it.
 func (p *Pool) answeredLocked(cr *creds) {
+	cr.answeredAt = p.cfg.Now()
 	if cr.authFailures > 0 { // refused since the last successful login
 		return
 	}

@@ -11,14 +11,21 @@ import (
 // places for as long as the BMC takes to answer it, but no longer than
 // overdueAfter: a read still unanswered then (a dead blade's, which hangs
 // until its caller's deadline) gives its place up to the reads waiting
-// behind it, and marks its system suspect. A suspect system's reads then
+// behind it; once it ends unanswered, after twice its overdue time or
+// more, its system is suspect (a caller that gave up sooner proves
+// nothing). A suspect system's reads then
 // share one place of their own, beside the session's places, until one
 // of its reads is answered: dead blades polled by a monitor hold at most
 // that one place together, never the places of the healthy blades' reads
 // on the same session (TestReview35v_DeadBladesReadsStarveHealthyReads).
 // In flight at once on a session: MaxInFlight reads, the suspect
-// systems' one, and the reads that have just gone overdue (at most one
-// per system, each system's requests being sent one at a time).
+// systems' one, and the reads that have gone overdue (at most one per
+// system, each system's requests being sent one at a time). A slow BMC's
+// first late answer raises the overdue time (answered): its reads then
+// keep their places. The bound is not MaxInFlight + 1: before any late
+// answer, a slow BMC and dead blades look alike (reads unanswered past
+// the usual time), and dead blades' first reads must give their places
+// up within the overdue time (TestReview35v_DeadBladesReadsStarveHealthyReads).
 
 // overdueFloor and overdueFactor: a read is overdue once it has been in
 // flight overdueFactor times the session's usual answer time (a moving
@@ -47,13 +54,26 @@ func (s *session) overdueAfter() time.Duration {
 	return max(floor, overdueFactor*time.Duration(s.stats.avg.Load()))
 }
 
-// answered records a read answered after d.
+// lateRaiseMax bounds the overdue time a late answer raises (answered).
+const lateRaiseMax = 2 * time.Second
+
+// answered records a read answered after d. A late answer (d past the
+// overdue time: a slow BMC, not a dead system, since dead systems do not
+// answer) raises the average at once so that reads like it are no longer
+// overdue (the overdue time becomes twice d, at most lateRaiseMax): a
+// merely slow BMC's reads stop giving their places up, and so stop
+// passing MaxInFlight, from its first late answer on, not once the
+// moving average has caught up (TestSlowBMCLateAnswerKeepsMaxInFlight).
 func (s *session) answered(d time.Duration) {
+	late := d > s.overdueAfter()
 	for {
 		old := s.stats.avg.Load()
 		next := int64(d)
 		if old != 0 {
 			next = old - old/8 + int64(d)/8
+		}
+		if late {
+			next = max(next, int64(min(2*d, lateRaiseMax)/overdueFactor))
 		}
 		if s.stats.avg.CompareAndSwap(old, next) {
 			return
@@ -90,10 +110,7 @@ func (c *Controller) readPlace(ctx context.Context) (done func(answered bool), e
 	var once sync.Once
 	free := func() { once.Do(func() { <-s.reads }) }
 	start := time.Now()
-	overdue := time.AfterFunc(s.overdueAfter(), func() {
-		c.suspect.Store(true)
-		free()
-	})
+	overdue := time.AfterFunc(s.overdueAfter(), free)
 	return func(answered bool) {
 		overdue.Stop()
 		free()
@@ -101,11 +118,26 @@ func (c *Controller) readPlace(ctx context.Context) (done func(answered bool), e
 	}, nil
 }
 
+// suspectAfter: a read left unanswered (its caller gave up, or the
+// connection failed) after this many times the overdue time marks its
+// system suspect. A caller that gives up soon after its read went overdue
+// (a health check's short deadline, a slow answer) proves no dead system:
+// the suspicion stays as it was
+// (TestReview35w_HealthyBladeSuspectStarvedByDeadBlades).
+const suspectAfter = 2
+
 // settleRead records the end of a read of c's that took d: an answer
-// clears c's suspicion and counts towards the session's answer time.
+// clears c's suspicion and counts towards the session's answer time; a
+// read the BMC left unanswered for suspectAfter overdue times marks c
+// suspect. Suspicion is decided here only, once the read ended (a
+// system's requests are sent one at a time: only its next read looks at
+// it), so an answer and an overdue timer never race to set it.
 func (c *Controller) settleRead(answered bool, d time.Duration) {
-	if answered {
+	switch {
+	case answered:
 		c.suspect.Store(false)
 		c.sess.answered(d)
+	case d >= suspectAfter*c.sess.overdueAfter():
+		c.suspect.Store(true)
 	}
 }

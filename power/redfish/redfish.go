@@ -90,11 +90,13 @@
 //     BasicAuth, Connect calls
 //     power.ConnectInfo.NoSession first: it opens no session on the BMC,
 //     and a Pool counts none against its bound; a direct read of the
-//     host's system that runs out of time while the Systems collection
-//     answered the same credentials (a dead blade), or while it went
-//     unanswered too (a chassis that hangs its collection while a blade
-//     is dead), is the host's own (power.AfterLogin), not the
-//     credentials'.
+//     host's system that runs out of time while the SessionService (read
+//     beside it after half the time, with the same credentials, in place
+//     of the Systems collection a chassis may hang while a blade is dead)
+//     answered is the host's own (power.AfterLogin), not the
+//     credentials'; if neither answered (a BMC that holds a wrong
+//     password's requests back), power.Unanswered: a Pool backs the login
+//     off as after a refusal unless the credentials were answered lately.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
@@ -266,10 +268,16 @@ type Config struct {
 	// a Connect's made for one: power.ConnectInfo.Command) are never held
 	// by it: a fence does not queue behind reads. A read holds its place
 	// until it is answered or overdue (four times the session's usual
-	// answer time, at least 200 ms): an overdue read gives its place up,
-	// and its system's next reads, until one is answered, share one
-	// place of their own beside the cap (dead blades never hold the
-	// places of healthy blades' reads). The
+	// answer time, at least 200 ms; an answer later than that raises it
+	// at once to twice that answer's time, at most 2 s): an overdue read
+	// gives its place up, and its system's next reads, once one was left
+	// unanswered for twice the overdue time and until one is answered,
+	// share one place of their own beside the cap (dead blades never hold
+	// the places of healthy blades' reads). So at most MaxInFlight + 1 +
+	// k reads are in flight at once on a session, k the number of its
+	// systems whose read is overdue (a system sends one request at a
+	// time): a merely slow BMC passes MaxInFlight until its first late
+	// answer, not after. The
 	// transport made here (not Config.HTTPClient's) keeps twice as many
 	// idle connections to the BMC (a read's place is free before its
 	// connection is). Default DefaultMaxInFlight; the first
@@ -298,8 +306,9 @@ type Controller struct {
 	own  bool          // this Controller made the login (Close logs it out)
 	sem  chan struct{} // held by the operation under way
 	reqs chan struct{} // held by each request it sends (reqPath)
-	// suspect: a read of this system's went overdue, and none was
-	// answered since (readplace.go).
+	// suspect: a read of this system's was left unanswered for twice
+	// its overdue time or more, and none was answered since
+	// (readplace.go).
 	suspect atomic.Bool
 
 	systemURI   string
@@ -488,25 +497,40 @@ func (c *Controller) discover(ctx context.Context) error {
 		// again) is read beside it: if the direct read then runs out of
 		// time while the collection answered, the service works and the
 		// failure is the system's (a hanging blade), not the login's.
+		// With BasicAuth the SessionService is read instead (it needs
+		// the credentials and no blade).
 		r := c.readSystem(ctx, client, "/redfish/v1/Systems/"+url.PathEscape(id))
 		sys, err := r.sys, r.err
 		if err != nil && r.listed && r.listErr != nil {
 			e := c.classify("list systems", r.listErr)
-			if c.cfg.BasicAuth && e.Status == 0 && !errors.Is(e, power.ErrAuth) && errors.Is(err, context.DeadlineExceeded) {
-				// Neither read was answered: no refusal of the
-				// credentials (a refused password is answered, it does
-				// not hang), and other hosts with them may work (a
-				// chassis that hangs its collection while this blade is
-				// dead): this host backs off alone.
-				return power.AfterLogin(e)
+			if c.cfg.BasicAuth && !errors.Is(e, power.ErrAuth) {
+				e = c.classify("read session service", r.listErr)
+				switch {
+				case e.Status != 0:
+					// The SessionService answered these credentials (a
+					// status other than a refusal: 404 on a BMC without
+					// one) while the system's read ran out of time: the
+					// host's own failure (a dead blade), not the
+					// credentials'.
+					return power.AfterLogin(e)
+				case errors.Is(err, context.DeadlineExceeded):
+					// Neither read was answered: a refusal of the
+					// credentials that the BMC holds back (a
+					// failed-login delay, IP blocking), or a BMC that
+					// hangs as a whole. power.Unanswered: a Pool counts
+					// it against the login, unless a request with these
+					// credentials was answered lately (another host's):
+					// then this host backs off alone.
+					return power.Unanswered(e)
+				}
 			}
 			return c.serviceAfterLogin(e)
 		}
 		if err != nil && r.listed {
 			e := c.classify("read system", err)
 			if c.cfg.BasicAuth && !errors.Is(e, power.ErrAuth) {
-				// The collection answered these credentials while the
-				// system's own read ran out of time (a dead blade): the
+				// The SessionService answered these credentials while
+				// the system's own read ran out of time (a dead blade): the
 				// system's failure, not the credentials' (a refused
 				// password is answered 401, it does not hang), so the
 				// Pool backs this host alone off, never the shared
@@ -630,6 +654,9 @@ type systemRead struct {
 	err error
 	// listed: the direct read ran out of time after the Systems
 	// collection was read beside it; listErr is that read's outcome.
+	// With BasicAuth the SessionService is read instead (it needs the
+	// credentials and no blade: a chassis may hang its collection while a
+	// blade is dead), and only it: each request sends the password.
 	listed  bool
 	listErr error
 }
@@ -680,7 +707,18 @@ func (c *Controller) readSystems(ctx context.Context, client *gofish.APIClient) 
 		// known to answer.
 		return errors.New("no session token to read the Systems collection with")
 	}
-	resp, err := (&reqPath{c: c, ctx: ctx, cl: client}).Get("/redfish/v1/Systems") // no slot: beside the direct read
+	if c.cfg.BasicAuth {
+		// The credentials' own resource (systemRead.listed).
+		return c.readBeside(ctx, client, "/redfish/v1/SessionService")
+	}
+	return c.readBeside(ctx, client, "/redfish/v1/Systems")
+}
+
+// readBeside reads path on client's session, beside the direct read of
+// the system (no request slot), through the session's own HTTP client:
+// nil if the service answered 2xx.
+func (c *Controller) readBeside(ctx context.Context, client *gofish.APIClient, path string) error {
+	resp, err := (&reqPath{c: c, ctx: ctx, cl: client}).Get(path) // no slot: beside the direct read
 	if err != nil {
 		return err
 	}
