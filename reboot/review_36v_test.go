@@ -74,3 +74,106 @@ func TestReview36v_OfflineLostHardOffNeverRepeatedOnNull(t *testing.T) {
 		"Online=false on a BMC answering null while the host runs, first hard power-off accepted but lost: not powered off within SoftTimeout + ReissueAfter + 5 min (at all in 60 min: %v); status %+v; truth %s",
 		pw.WasOffDuring(at, end), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// bootingIgnoresSoft is a host whose OS ignores a soft power-off (ACPI
+// power button event) until it has booted: while the hardware is powering
+// on (the BMC reads Transitioning, PoweringOn) the request is accepted and
+// does nothing, as during POST. Once the host is on it shuts down
+// SoftDelay after the request.
+type bootingIgnoresSoft struct{ *fake.Power }
+
+func (s bootingIgnoresSoft) Off(ctx context.Context, m power.Mode) error {
+	if m == power.ModeSoft && s.Power.Current() != power.StateOn && s.Power.HardwareOn() {
+		return nil // POST: nothing listens to the power button yet
+	}
+	return s.Power.Off(ctx, m)
+}
+
+// Review 36 round 22 (TestReview36v_SoftRequestWhilePoweringOnCutHard):
+// cbfa294 made pending (decide.go, sentOff) send a soft power-off on a
+// Transitioning reading unless this reboot already sent one, and stamp
+// SoftSince with it. A Transitioning reading is also a host powering ON
+// (the controller's own power-on, PoweringOn, lasts through POST). A soft
+// request that arrives then gets its GracefulShutdown sent to a host that
+// is not up yet (ignored), SoftTimeout counts from that, and the soft
+// power-off the OS can act on (the reissue once it reads On, ReissueAfter
+// later) gets SoftTimeout - ReissueAfter: an OS that shuts down within
+// SoftTimeout (off 150 s after it, of 180 s) is cut hard mid-shutdown. Before cbfa294
+// the controller waited on Transitioning and sent the soft power-off on
+// the On reading, with its full SoftTimeout. doc.go: "A soft work is so
+// never cut hard before its soft power-off had SoftTimeout".
+func TestReview36v_SoftRequestWhilePoweringOnCutHard(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	// POST takes 60 s (PoweringOn meanwhile); the OS shuts down 90 s
+	// after a soft power-off it hears and the power then takes Lag (60 s)
+	// to go: off 150 s after it (inside SoftTimeout, 180 s).
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Lag: 60 * time.Second, SoftDelay: 90 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return bootingIgnoresSoft{pw}, nil }}
+	// The controller powers the host on.
+	for i := 0; i < 40 && !pw.HardwareOn(); i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Second)
+	}
+	require.True(t, pw.HardwareOn(), "not powered on")
+	clk.Advance(5 * time.Second)
+	require.Equal(t, power.StateTransitioning, pw.Current(), "the host should still be powering on")
+	requestAt := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: ""}
+	}))
+	end := requestAt.Add(20 * time.Minute)
+	review36uLoop(t, rec, clk, end, requestAt)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(requestAt, end), "not rebooted at all; truth %s", rebootcheck.DescribeTruth(pw))
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff && c.Mode == power.ModeHard && c.At.After(requestAt) {
+			t.Fatalf("a soft reboot requested while the host was powering on (Transitioning) was cut hard at +%v: the soft power-off went out during POST (ignored) and SoftTimeout counted from it; the OS is off 150 s after a soft power-off it hears (< SoftTimeout). status %+v; calls %+v; truth %s",
+				c.At.Sub(requestAt), h.Status, pw.Calls(), rebootcheck.DescribeTruth(pw))
+		}
+	}
+}
+
+// Review 36 round 22 (TestReview36v_OfflineWhilePoweringOnCutHard): the
+// same in idle (decide.go, "case !o.Online && o.Power != power.StateOff",
+// cbfa294): Online set false while the controller's own power-on is in
+// POST (Transitioning) begins the enforcement at once, its soft power-off
+// goes out to a host that is not up (ignored), OfflineSoftSince is
+// stamped with it, and the OS, which shuts down within SoftTimeout of a
+// soft power-off it hears, is cut hard mid-shutdown. Before cbfa294 the
+// enforcement began on the first On reading.
+func TestReview36v_OfflineWhilePoweringOnCutHard(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Lag: 60 * time.Second, SoftDelay: 90 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return bootingIgnoresSoft{pw}, nil }}
+	for i := 0; i < 40 && !pw.HardwareOn(); i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Second)
+	}
+	require.True(t, pw.HardwareOn(), "not powered on")
+	clk.Advance(5 * time.Second)
+	require.Equal(t, power.StateTransitioning, pw.Current(), "the host should still be powering on")
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	end := at.Add(20 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(at, end), "not powered off at all; truth %s", rebootcheck.DescribeTruth(pw))
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff && c.Mode == power.ModeHard && c.At.After(at) {
+			t.Fatalf("Online=false set while the host was powering on (Transitioning) was enforced by a hard cut at +%v: the soft power-off went out during POST (ignored) and SoftTimeout counted from it; the OS is off 150 s after a soft power-off it hears (< SoftTimeout). status %+v; truth %s",
+				c.At.Sub(at), h.Status, rebootcheck.DescribeTruth(pw))
+		}
+	}
+}
