@@ -177,3 +177,33 @@ func TestReview36v_OfflineWhilePoweringOnCutHard(t *testing.T) {
 		}
 	}
 }
+
+// Review 36 round 22 (TestReview36v_OfflineOffHostFlappingNullChurnsStatus):
+// since cbfa294 idle (decide.go, "case !o.Online && o.Power !=
+// power.StateOff") begins an Online=false enforcement on an unknown
+// reading (OfflineSince, Works++), and a fresh Off reading ends it
+// (OfflineSince zeroed). A host that is off, with Online=false, whose BMC
+// answers null on half its reads (Report.Unknown, issue 36 point 4's BMC)
+// so gets a new enforcement, a Status write with it, on every Off/null
+// flip: hundreds an hour, for ever, for a host that has been off all
+// along (ground truth). Before cbfa294 an unknown reading changed
+// nothing. (Only one power-off goes out: wait holds the accepted soft
+// one.)
+func TestReview36v_OfflineOffHostFlappingNullChurnsStatus(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Report: fake.Report{Unknown: 0.5, Seed: 7}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	at := clk.Real()
+	end := at.Add(time.Hour)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.False(t, pw.WasOnAt(end), "the host was powered on")
+	require.LessOrEqual(t, int64(h.Status.Works), int64(2),
+		"an off host (ground truth: off for the whole hour: %v) with Online=false whose BMC answers null on half its reads started %d Online=false enforcements in an hour (a Status write each)",
+		pw.WasOffDuring(at, end), h.Status.Works)
+}
