@@ -228,8 +228,7 @@ func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, re
 	// false alone is one reading of a wish its owner may take back (a
 	// blip): the operator would then power the host on, and a release
 	// made on it would leave the host off for nobody's count.
-	out.Offline = !bmh.Spec.Online && !present &&
-		(bmh.Status.Provisioning.State == metal3.StateAvailable || bmh.Status.Provisioning.State == metal3.StateReady)
+	out.Offline = !bmh.Spec.Online && !present && Unprovisioned(bmh)
 	return out, nil
 }
 

@@ -92,6 +92,18 @@ func Deprovisioned(h *metal3.BareMetalHost) bool {
 	return !h.DeletionTimestamp.IsZero()
 }
 
+// Unprovisioned reports whether a BareMetalHost carries no provisioned
+// image (available or ready: deprovisioned, or never provisioned), as
+// OperatorHosts requires of a host with spec.online false before it
+// counts as released (reboot.Host.Unprovisioned).
+func Unprovisioned(h *metal3.BareMetalHost) bool {
+	switch h.Status.Provisioning.State {
+	case metal3.StateAvailable, metal3.StateReady:
+		return true
+	}
+	return false
+}
+
 // Get implements reboot.HostStore.
 func (s *RebootHosts) Get(ctx context.Context, name string) (reboot.Host, error) {
 	var bmh metal3.BareMetalHost
@@ -119,7 +131,7 @@ func splitVersion(v string) (bmh, rec string) {
 
 func (s *RebootHosts) toHost(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord) reboot.Host {
 	h := reboot.Host{Name: bmh.Name, Version: version(bmh.ResourceVersion, ""), Annotations: maps.Clone(bmh.Annotations),
-		Online: bmh.Spec.Online, Deprovisioned: Deprovisioned(bmh)}
+		Online: bmh.Spec.Online, Deprovisioned: Deprovisioned(bmh), Unprovisioned: Unprovisioned(bmh)}
 	delete(h.Annotations, LegacyStatusAnnotation)
 	if rec == nil {
 		return h

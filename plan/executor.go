@@ -322,9 +322,12 @@ const recheckEvery = 16
 // applies it) before creating the job: no job is created after a command
 // has landed, but the one being created as it landed.
 type CommandStore interface {
-	// CommandPending reports whether a command of plan uuid waits to be
-	// applied. It is called once per job created, so it must be cheap;
-	// an error keeps the pass from creating more jobs.
+	// CommandPending reports whether a command of plan uuid landed
+	// after this store's last read of the plan's state: one not applied
+	// yet, or one applied since by another reader (the state this pass
+	// read is older than it either way). It is called once per job
+	// created, so it must be cheap; an error keeps the pass from
+	// creating more jobs.
 	CommandPending(ctx context.Context, uuid string) (bool, error)
 }
 

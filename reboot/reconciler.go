@@ -32,6 +32,13 @@ type Host struct {
 	Annotations   map[string]string
 	Online        bool
 	Deprovisioned bool
+	// Unprovisioned: the host carries no provisioned image (a
+	// BareMetalHost available or ready: deprovisioned after its owner
+	// released it, or never provisioned). The Reconciler does not read
+	// it; remediation.RebootAPIHosts does, with Deprovisioned, to tell a
+	// host its owner released from an Online false reading its owner may
+	// take back. A store that cannot tell leaves it false.
+	Unprovisioned bool
 	Status        Status
 	// StaleReads and OffSettle, if positive, replace the Reconciler's
 	// Config.StaleReads and Config.OffSettle for this host: set them from

@@ -104,7 +104,11 @@
 // was moved from is removed there too (State.PrevHost): while it is set,
 // every pass reads that host and removes a request of the Machine's found
 // there, looking again every PollInterval, and it is forgotten only once
-// a pass of a remediation that is over finds none (a Machine gone with it
+// a pass of a remediation that is over finds none there and the host not
+// off for one (moveBlocked's rule: powered off after the last attempt's
+// request time and not known On since); until then the Machine keeps its
+// admission, so the storm guard counts a host such a request powered
+// off (a Machine gone with it
 // has it removed too: Member.PrevHost, and keeps its admission while that
 // host is held, read for the recorded request's time). A write that lands after that
 // stays until a person removes it: run two writers under a Guard.
@@ -166,10 +170,14 @@
 // reboot request. A remediation that is over without its host known on
 // (given up after a cancel, failed) keeps its admission while its host is
 // held (Held: its request still on it, a reboot pending, or off after its
-// request and not Host.PoweredOn since, unless its owner keeps it off
-// with no request and no reboot pending on it: Host.Offline; one Online
-// false reading does not release a live Machine's host whose reboot is
-// still pending; Host.PoweredOn is never the record of a power-on alone:
+// request and not Host.PoweredOn since, unless its owner released it and
+// keeps it off with no request and no reboot pending on it: Host.Offline,
+// which RebootAPIHosts reports only for a host deprovisioned or
+// unprovisioned (reboot.Host.Deprovisioned, Unprovisioned), never on an
+// Online false reading alone, which its owner may take back; one Online
+// false reading does not release a Machine's host, live or gone, whose
+// reboot is still pending, with or without RebootAPIHosts.Power;
+// Host.PoweredOn is never the record of a power-on alone:
 // an On reading, the store's or the reboot controller's, confirms it)
 // and releases it on a later pass,
 // once the host is on (or kept off by its owner): the storm guard still counts a host it may have

@@ -12,8 +12,8 @@ import (
 
 // TestDeletedMachineOwnerKeepsHostOff_AdmissionReleased: a Machine
 // deleted after its request powered its host off, the request removed,
-// and the host's owner then asks for it off (Online false, as Cluster
-// API's metal3 provider does when it releases a host): the reboot
+// and the host's owner then releases it (Online false and deprovisioned,
+// as Cluster API's metal3 provider does when it releases a host): the reboot
 // controller keeps it off for its owner ("held while Online is false")
 // and never powers it on, so LastPoweredOn never passes the request. The
 // remediation no longer holds it and its admission (the storm guard's
@@ -34,17 +34,21 @@ func TestDeletedMachineOwnerKeepsHostOff_AdmissionReleased(t *testing.T) {
 		request  bool
 		owner    bool // RebootAPIHosts.OwnerOnline
 		released bool
+		deprov   bool // reboot.Host.Unprovisioned: released and deprovisioned
 	}{
-		{"owner keeps it off, no request", false, false, true, true},
-		{"owner wants it on, not on yet", true, false, true, false},
-		{"owner keeps it off, the request still on it", false, true, true, false},
-		{"Online not known to be the owner's (OwnerOnline false)", false, false, false, false},
+		{"owner keeps it off, no request", false, false, true, true, true},
+		{"owner wants it on, not on yet", true, false, true, false, true},
+		{"owner keeps it off, the request still on it", false, true, true, false, true},
+		{"Online not known to be the owner's (OwnerOnline false)", false, false, false, false, true},
+		// Review 40p: Online false on a host never deprovisioned is one
+		// reading its owner may take back (a blip): held.
+		{"owner's Online false, host not deprovisioned", false, false, true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			c := fake.NewCluster()
 			c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "m1", Cluster: "c"})
-			h := reboot.Host{Name: "h1", Online: tc.online,
+			h := reboot.Host{Name: "h1", Online: tc.online, Unprovisioned: tc.deprov,
 				Status: reboot.Status{LastPoweredOff: t0.Add(time.Minute)}}
 			if tc.request {
 				h.Annotations = map[string]string{remediation.RebootAnnotation: req.Value}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -104,7 +105,9 @@ type State struct {
 	// Decision.RemovePrevRequest), so that a request a paused writer
 	// without a Guard lands there after the move is removed whenever it
 	// lands; it is forgotten only once a pass of a remediation that is
-	// over finds none there (a new attempt keeps it). Empty if the
+	// over finds none there and the host not off for one
+	// (Observed.PrevHostOff; the admission is kept meanwhile) (a new
+	// attempt keeps it). Empty if the
 	// Machine never moved.
 	PrevHost string
 	// Finished is when the last attempt reached done or failed.
@@ -227,15 +230,17 @@ type Host struct {
 	// left, so the host is not let go either.
 	RebootPending bool
 	// Offline: the request's host is kept off by its owner, not by the
-	// request: its Online (a BareMetalHost's spec.online) is false and no
-	// request of this Machine's is on it (RebootAnnotation false). Whoever
+	// request: its Online (a BareMetalHost's spec.online) is false, its
+	// owner released it (deprovisioned or unprovisioned: Online false
+	// alone may be a blip its owner takes back) and no request of this
+	// Machine's is on it (RebootAnnotation false). Whoever
 	// serves reboot requests keeps such a host off and never powers it on
 	// for the request, so PoweredOn would never come: OffAfterRequest no
 	// longer holds it for the remediation (Held); RebootPending still
 	// does (the reboot controller keeps a pending reboot while Online is
 	// false and powers the host on for it once Online is true again;
-	// RebootAPIHosts with Power also reports a power-on it recorded that
-	// no On reading confirms as RebootPending). A
+	// RebootAPIHosts also reports a power-on it recorded that no On
+	// reading confirms as RebootPending). A
 	// Machine's ordinary end (its owner releases the host, which is then
 	// deprovisioned and kept off) thus releases its admission. Set only
 	// by a store that knows the owner's wish (kube.OperatorHosts;
@@ -302,6 +307,12 @@ type Observed struct {
 	// State.PrevHost, read by the Reconciler on every pass while it is
 	// set (a paused writer's request that landed after the move).
 	PrevHostRequest bool
+	// PrevHostOff: State.PrevHost may still be off for a request of this
+	// Machine's that landed there after the move (moveBlocked's rule,
+	// offFor: held, or powered off after the last attempt's request time
+	// and not read On, nor confirmed on by the reboot controller, since).
+	// State.PrevHost, and the admission, are kept while it is.
+	PrevHostOff bool
 }
 
 // Config tunes phased decisions. The zero value is valid.
@@ -510,7 +521,12 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			// The wait, from when the Machine was first seen unhealthy
 			// again, ends at Timeout: the remediation fails (escalates),
 			// as an attempt whose move is blocked does (waitMoved).
-			c.waitOverMoved(o, now, &d)
+			c.waitOverMoved(o, now, &d, st.Host, fmt.Sprintf("host %s, which the machine no longer maps to, may still be off for the last request%s", st.Host, unread(o.Host)))
+		case o.PrevHostOff && st.PrevHost != "" && st.PrevHost != st.Host && st.PrevHost == o.State.PrevHost:
+			// The host it moved from may be off for a request of its
+			// that landed there (prevHost): the same wait, not a second
+			// host off for the same Machine.
+			c.waitOverMoved(o, now, &d, st.PrevHost, fmt.Sprintf("host %s, %s", st.PrevHost, prevOffWhy))
 		default:
 			c.start(o, now, &d)
 		}
@@ -655,10 +671,12 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 }
 
 // prevHost keeps State.PrevHost, and removes a request of this Machine's
-// found there, until a pass of a remediation that is over finds none:
-// only then is it forgotten (a paused writer's request may land there at
-// any time during the attempt). While it is kept, the Machine is looked
-// at again every PollInterval.
+// found there, until a pass of a remediation that is over finds none
+// there and the host not off for one (Observed.PrevHostOff): only then is
+// it forgotten (a paused writer's request may land there at any time
+// during the attempt, and power the host off). While the host may be off
+// for such a request the admission is kept (the storm guard counts it).
+// While it is kept, the Machine is looked at again every PollInterval.
 func (c Config) prevHost(o Observed, d *Decision) {
 	st := &d.State
 	switch {
@@ -672,6 +690,12 @@ func (c Config) prevHost(o Observed, d *Decision) {
 		// Set by this decision: read on the next pass.
 	case o.PrevHostRequest:
 		d.RemovePrevRequest = true
+		d.Release = false
+	case o.PrevHostOff:
+		d.Release = false
+		if !InFlight(st.Phase) && !strings.Contains(d.Reason, prevOffWhy) {
+			d.Reason = fmt.Sprintf("%s; host %s, %s: admission kept until it is on", d.Reason, st.PrevHost, prevOffWhy)
+		}
 	case !InFlight(st.Phase):
 		st.PrevHost = ""
 		return
@@ -680,6 +704,9 @@ func (c Config) prevHost(o Observed, d *Decision) {
 		d.RequeueAfter = c.PollInterval
 	}
 }
+
+// prevOffWhy says why State.PrevHost is waited for (Observed.PrevHostOff).
+const prevOffWhy = "which the machine moved from, may still be off for a request of the machine's that landed there"
 
 // movePrev sets State.PrevHost to from, the host the Machine moves away
 // from. The host it replaces (a second move), if a request of the
@@ -826,8 +853,11 @@ func (c Config) releaseMoved(o Observed, d *Decision) {
 // a power-on alone, written before a power-on its BMC may refuse, never
 // unblocks a move. The new host is requested only once the move is not blocked:
 // never two hosts held at once.
-func moveBlocked(o Observed) bool {
-	h := o.Host
+func moveBlocked(o Observed) bool { return offFor(o.Host) }
+
+// offFor reports whether h, read for a request of the Machine's, may
+// still be off for it (moveBlocked's rule).
+func offFor(h Host) bool {
 	return held(h) || h.OffAfterRequest && !h.Offline && h.Power != power.StateOn && !h.ConfirmedOn
 }
 
@@ -852,19 +882,21 @@ func (c Config) waitMoved(o Observed, now time.Time, timedOut bool, d *Decision,
 // with a current message, until Timeout after the Machine was first
 // seen unhealthy again (State.UnhealthyAgain), then escalates with the
 // reason; its admission is kept while the host is held.
-func (c Config) waitOverMoved(o Observed, now time.Time, d *Decision) {
+//
+// host is the host waited for (State.Host; State.PrevHost when a request
+// of the Machine's landed there: prevHost), why says why.
+func (c Config) waitOverMoved(o Observed, now time.Time, d *Decision, host, why string) {
 	st := &d.State
 	if st.UnhealthyAgain.IsZero() {
 		st.UnhealthyAgain = now
 	}
-	why := fmt.Sprintf("host %s, which the machine no longer maps to, may still be off for the last request%s", st.Host, unread(o.Host))
 	if now.Sub(st.UnhealthyAgain) >= c.Timeout {
 		c.escalate(o, now, d, fmt.Sprintf("%s, for %s: %s is not asked (power %s on, by hand if its BMC keeps refusing)",
-			why, c.Timeout, cmp.Or(o.Host.Name, "no host"), st.Host))
+			why, c.Timeout, cmp.Or(o.Host.Name, "no host"), host))
 		return
 	}
 	st.Message = fmt.Sprintf("%s: waiting for it to be powered on before starting again, until %s (if its BMC keeps refusing, power %s on by hand)",
-		why, st.UnhealthyAgain.Add(c.Timeout).UTC().Format(time.RFC3339), st.Host)
+		why, st.UnhealthyAgain.Add(c.Timeout).UTC().Format(time.RFC3339), host)
 	d.Reason = st.Message
 	d.RequeueAfter = min(c.PollInterval, st.UnhealthyAgain.Add(c.Timeout).Sub(now))
 }

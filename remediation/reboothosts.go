@@ -78,12 +78,16 @@ type RebootAPIHosts struct {
 	HostsMayVanish bool
 	// OwnerOnline: the store fills every host's Online with its owner's
 	// wish (kube.RebootHosts: the BareMetalHost's spec.online; the kube
-	// module sets it). A host with Online false and no request of the
-	// Machine's on it is then Host.Offline, not held (for a live Machine,
-	// with Power, unless a power-on recorded after the request's
-	// power-off was never read On and the controller did not power the
-	// host off for its owner since: RebootPending, an owner's blip; for
-	// a Machine that is gone, ReadRequest, whatever its power): the reboot
+	// module sets it), and Deprovisioned or Unprovisioned when its owner
+	// released it. A host with Online false, released, and no request of
+	// the Machine's on it is then Host.Offline, not held (for a live
+	// Machine, unless a power-on recorded after the request's power-off
+	// was never read On, by Power or, without it, by the controller's
+	// Status.OnConfirmed, and the controller did not power the host off
+	// for its owner since: RebootPending; for a Machine that is gone,
+	// ReadRequest, whatever its power). Online false on a host not
+	// released is one reading its owner may take back (a blip) and
+	// releases nothing: the reboot
 	// controller keeps it off for its owner ("held while Online is
 	// false") and powers it on for no request, so a Machine deleted after
 	// its host was released and deprovisioned gives its admission back.
@@ -174,8 +178,13 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 		out.RebootPending = h.Status.Pending()
 	}
 	// The reboot controller keeps a host with Online false off ("held
-	// while Online is false") and powers it on for no request.
-	out.Offline = r.OwnerOnline && !h.Online && !out.RebootAnnotation
+	// while Online is false") and powers it on for no request. Online
+	// false alone is one reading of a wish its owner may take back (a
+	// blip, after which the controller powers the host on for a pending
+	// reboot, or fails to if its BMC refuses): only a host its owner
+	// released (deprovisioned or being, or unprovisioned) is let go for
+	// it, as kube.OperatorHosts requires.
+	out.Offline = r.OwnerOnline && !h.Online && !out.RebootAnnotation && (h.Deprovisioned || h.Unprovisioned)
 	if r.Power != nil {
 		// The clock before the reading: the reading is no older than this.
 		now := r.Now()
@@ -193,26 +202,27 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 			out.PoweredOn, out.UpReadFrom = false, from
 		}
 		out.PoweredOn = out.PoweredOn && out.Power == power.StateOn
-		// A power-on the controller recorded after the request's
-		// power-off that no On reading confirms (a BMC refusing it), and
-		// no power-off for its owner since (Status.OfflineSince, written
-		// when the controller powers an On host off for Online false):
-		// the reboot is not over. The controller powers the host on for
-		// it whenever Online is true, so an owner's Online false-and-back
-		// blip does not let the host go (held: RebootPending).
-		//
-		// Not for a Machine that is gone (ReadRequest): its owner
-		// released the host (a deleted Machine's host is deprovisioned
-		// and kept off), so Online false there is the lasting release
-		// OwnerOnline describes, whether or not the host was on when it
-		// came (the controller writes OfflineSince only when it powers an
-		// On host off).
-		st := h.Status
-		if !r.gone && req.Value != "" && !req.At.IsZero() && !out.PoweredOn && out.Power != power.StateOn &&
-			st.LastPoweredOff.After(req.At) && !st.LastPoweredOn.Before(st.LastPoweredOff) &&
-			!st.OfflineSince.After(st.LastPoweredOn) {
-			out.RebootPending = true
-		}
+	}
+	// A power-on the controller recorded after the request's power-off
+	// that was never read On (a BMC refusing it: with Power, no On
+	// reading now; without, no Status.OnConfirmed), and no power-off for
+	// its owner since (Status.OfflineSince, written when the controller
+	// powers an On host off for Online false): the reboot is not over.
+	// The controller powers the host on for it whenever Online is true,
+	// so an owner's Online false-and-back blip does not let the host go
+	// (held: RebootPending).
+	//
+	// Not for a Machine that is gone (ReadRequest) whose host is Offline:
+	// its owner released the host (deprovisioned and kept off), the
+	// lasting release OwnerOnline describes, whether or not the host was
+	// on when it came (the controller writes OfflineSince only when it
+	// powers an On host off).
+	st := h.Status
+	neverOn := !out.PoweredOn && out.Power != power.StateOn && (r.Power != nil || !out.ConfirmedOn)
+	if !(r.gone && out.Offline) && req.Value != "" && !req.At.IsZero() && neverOn &&
+		st.LastPoweredOff.After(req.At) && !st.LastPoweredOn.Before(st.LastPoweredOff) &&
+		!st.OfflineSince.After(st.LastPoweredOn) {
+		out.RebootPending = true
 	}
 	return out, nil
 }
@@ -221,8 +231,9 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 // HostOf (Host.Name is req.Host); a host the store no longer has is
 // Missing. Without req.Host it is Get. The Machine is gone (the
 // Reconciler reads through it only for such Machines): with OwnerOnline,
-// a host whose owner set Online false with no request of the Machine's
-// on it and no reboot pending in the controller's status is Offline and
+// a host whose owner set Online false and released it (deprovisioned or
+// unprovisioned) with no request of the Machine's on it and no reboot
+// pending in the controller's status is Offline and
 // not held, even if its last power-on was never read On (a BMC that
 // refused it): the owner released it.
 func (r *RebootAPIHosts) ReadRequest(ctx context.Context, machine string, req Request) (Host, error) {

@@ -282,7 +282,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		return Result{RequeueAfter: time.Nanosecond}, err
 	}
 	o := Observed{Machine: rec.Machine, Node: node, Host: host, State: rec.State, Admitted: adm.Has(name)}
-	if o.PrevHostRequest, err = r.prevHostRequest(ctx, rec); err != nil {
+	if o.PrevHostRequest, o.PrevHostOff, err = r.prevHostRequest(ctx, rec); err != nil {
 		return Result{}, err
 	}
 	if rec.Machine.NeedsRemediation && !InFlight(rec.State.Phase) && !o.Admitted {
@@ -322,7 +322,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		// A second move replaces State.PrevHost, where a request of the
 		// Machine's was found: removed before the state (and the
 		// admission's Member) that forget that host are saved.
+		// Only if the persisted attempt is still the one this pass read:
+		// a pass superseded since (another leader's save) acts on no host.
 		if err := reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation from host "+rec.State.PrevHost+" for "+name, func(ctx context.Context) error {
+			if err := r.current(ctx, name, rec.State); err != nil {
+				return err
+			}
+			if err := live(ctx, r.Guard, "remediation: remove reboot annotation from host "+rec.State.PrevHost+" for "+name); err != nil {
+				return err
+			}
 			return r.removePrev(ctx, name, rec.State.PrevHost, rec.Machine.UID)
 		}); err != nil {
 			return res, fmt.Errorf("remediation: remove reboot annotation from host %s for %s: %w", rec.State.PrevHost, name, err)
@@ -704,20 +712,23 @@ func (r *Reconciler) readRecorded(ctx context.Context, name string, req Request)
 }
 
 // prevHostRequest reports whether a request of rec's Machine is on
-// State.PrevHost (read while it is set and differs from State.Host).
-func (r *Reconciler) prevHostRequest(ctx context.Context, rec MachineRecord) (bool, error) {
+// State.PrevHost (read while it is set and differs from State.Host), and
+// whether that host may be off for one (Observed.PrevHostOff: read for
+// the last attempt's request time, after which the move found it on).
+func (r *Reconciler) prevHostRequest(ctx context.Context, rec MachineRecord) (request, off bool, err error) {
 	prev := rec.State.PrevHost
 	if prev == "" || prev == rec.State.Host || rec.Machine.UID == "" {
-		return false, nil
+		return false, false, nil
 	}
 	if _, ok := r.Hosts.(RequestRemover); !ok {
-		return false, nil
+		return false, false, nil
 	}
-	h, err := r.readRecorded(ctx, rec.Machine.Name, Request{Value: RebootValue(rec.Machine.UID, time.Time{}), Host: prev})
+	at := LastRequest(rec.Machine, rec.State).At
+	h, err := r.readRecorded(ctx, rec.Machine.Name, Request{Value: RebootValue(rec.Machine.UID, time.Time{}), At: at, Host: prev})
 	if err != nil {
-		return false, fmt.Errorf("remediation: host %s that machine %s moved from: %w", prev, rec.Machine.Name, err)
+		return false, false, fmt.Errorf("remediation: host %s that machine %s moved from: %w", prev, rec.Machine.Name, err)
 	}
-	return h.RebootAnnotation, nil
+	return h.RebootAnnotation, !at.IsZero() && offFor(h), nil
 }
 
 // removePrev removes a request of the Machine with UID uid from prev

@@ -63,7 +63,9 @@ func TestReview40o_DeletedMachineReleasedHostHeldForGood(t *testing.T) {
 	// Its owner (CAPM3) releases h1: spec.online false, no consumer; it is
 	// deprovisioned and kept off.
 	g.hostOf.Store("")
-	require.NoError(t, g.hosts.(*fake.RebootHosts).Mutate("h1", func(h *reboot.Host) { h.Online = false }))
+	// (Review 40p: Online false alone may be a blip; the release is the
+	// host deprovisioned, as kube.RebootHosts reports it.)
+	require.NoError(t, g.hosts.(*fake.RebootHosts).Mutate("h1", func(h *reboot.Host) { h.Online, h.Unprovisioned = false, true }))
 	from := time.Now()
 	for i := 0; i < 60; i++ {
 		_, _ = g.rem.Reconcile(ctx, "m1")

@@ -2,6 +2,8 @@ package remediation_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,5 +52,67 @@ func TestSecondMoveRemovesStrayRequestOnReplacedPrevHost(t *testing.T) {
 	if _, ok := h1.Annotations[remediation.RebootAnnotation]; ok && got.State.PrevHost != "h1" {
 		t.Fatalf("db-1's stray request is still on h1 (%v), and its state forgets h1 (PrevHost %q): no pass reads h1 again, held off for good",
 			h1.Annotations, got.State.PrevHost)
+	}
+}
+
+// supersededMachines is a fake.Cluster whose first Get of a Machine is
+// followed by another leader's save (then, before this pass writes).
+type supersededMachines struct {
+	*fake.Cluster
+	once  sync.Once
+	other func()
+}
+
+func (s *supersededMachines) Get(ctx context.Context, name string) (remediation.MachineRecord, error) {
+	rec, err := s.Cluster.Get(ctx, name)
+	s.once.Do(s.other)
+	return rec, err
+}
+
+// TestSecondMoveSupersededPassLeavesPrevHostAlone: the second move's
+// removal of the request on the replaced State.PrevHost runs before the
+// state is saved; a pass superseded since it read (another leader saved
+// the Machine's state meanwhile) must act on no host, as every other
+// host step checks (Reconciler.current). Ground truth: h1's annotations,
+// and the pass's error (ErrConflict). Before: the superseded pass
+// removed the request from h1, then failed at its own save.
+func TestSecondMoveSupersededPassLeavesPrevHostAlone(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-3 * time.Hour)
+	c := fake.NewCluster()
+	c.AddMachine(remediation.Machine{Name: "db-1", UID: "u1", NodeName: "db-1", Cluster: "c"})
+	c.PutNode(remediation.Node{Name: "db-1", UID: "n1", Ready: false})
+	c.SetNeedsRemediation("db-1", true)
+	rec, err := c.Get(ctx, "db-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := remediation.State{Phase: remediation.PhaseDone, Attempt: 1, Started: t0, RequestedAt: t0, Host: "h2", PrevHost: "h1", Finished: t0.Add(time.Minute)}
+	if err := c.SaveState(ctx, "db-1", rec.Version, st); err != nil {
+		t.Fatal(err)
+	}
+	stray := map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t0)}
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true, Annotations: stray},
+		reboot.Host{Name: "h2", Online: true}, reboot.Host{Name: "h3", Online: true})
+	ms := &supersededMachines{Cluster: c}
+	ms.other = func() { // another leader's pass: its own view of db-1, still on h2 with h1 as PrevHost
+		rec, _ := c.Get(ctx, "db-1")
+		next := rec.State
+		next.Message = "another leader's pass"
+		if err := c.SaveState(ctx, "db-1", rec.Version, next); err != nil {
+			t.Error(err)
+		}
+	}
+	r := &remediation.Reconciler{Machines: ms, Nodes: c.Nodes(), Admissions: c, Now: time.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now,
+			HostOf: func(context.Context, string) (string, error) { return "h3", nil }},
+		Config: remediation.Config{MinHealthyPeriod: time.Minute}}
+	_, err = r.Reconcile(ctx, "db-1")
+	h1, _ := hosts.Get(ctx, "h1")
+	if _, ok := h1.Annotations[remediation.RebootAnnotation]; !ok {
+		t.Fatalf("a pass superseded by another leader's save removed the request from h1 (err %v): it acted on a host for an attempt that is no longer the persisted one", err)
+	}
+	if !errors.Is(err, remediation.ErrConflict) {
+		t.Fatalf("want ErrConflict from the superseded pass, got %v", err)
 	}
 }

@@ -27,7 +27,8 @@ import (
 // renamed), which needs no lock of the store. Whoever opens the store
 // next (the executor, before each of its reads and writes: before every
 // pass, before every 16 jobs it creates, and before any job of a plan
-// with a command waiting there: plan.CommandStore; or any rebootctl
+// with a command recorded there since it last read that plan, applied
+// since or not: plan.CommandStore, pendingCmds; or any rebootctl
 // command)
 // applies the commands recorded there, in the order they were recorded,
 // to the plans' headers (plan.CommandView, compare-and-swap) before
@@ -36,16 +37,39 @@ import (
 // to). Then the command that recorded it reads the outcome and reports
 // it, with what is still finishing, as before.
 
-// pendingCmds remembers which plans have commands waiting in the side file
-// (not applied yet), for the file as it was when last read: the executor
-// asks before every job it creates (plan.CommandStore), and a stat tells
-// whether the file changed since (it is replaced whole by every write:
-// a new inode, size and modification time), so it is read again only then.
+// pendingCmds tells the executor whether a command of a plan landed in
+// the side file since its last read of that plan's state: the executor
+// asks before every job it creates (plan.CommandStore). A command applied
+// already counts too: another process (the operator's own rebootctl,
+// which opens the store right after recording its command) may have
+// applied it after the executor read the plan, and the executor's view
+// is then older than the command. Every record has a sequence number
+// (cmdFile.Next, one more for each) and the file an ID (cmdFile.ID: one
+// made again after a removal has another, and numbers from 1 again);
+// every open of the store by the executor applies the records up to the
+// file's Next as it reads it, and a read of plan uuid through that open
+// remembers that mark (saw): a record of uuid with a higher number, or
+// in another file, came after the read. A stat tells whether the file
+// changed since it was last read (it is replaced whole by every write: a
+// new inode, size and modification time), so it is read again only then.
 type pendingCmds struct {
-	mu    sync.Mutex
-	read  bool
-	key   cmdFileKey
-	plans map[string]bool
+	mu   sync.Mutex
+	read bool
+	key  cmdFileKey
+	// id is the file's ID, last; last the highest record number of
+	// each plan in it.
+	id   string
+	last map[string]int64
+	// seen is, per plan, the file's mark when the executor last read
+	// the plan's state (every record up to it was applied then).
+	seen map[string]cmdMark
+}
+
+// cmdMark names the records of one side file up to a number: those an
+// open of the store applied.
+type cmdMark struct {
+	ID   string
+	Next int64
 }
 
 // cmdFileKey tells one version of the side file from another.
@@ -71,10 +95,25 @@ func statCmdFile(store string) (cmdFileKey, error) {
 	return k, nil
 }
 
-// pending reports whether a command of plan uuid waits in the side file
-// of the store at store. It reads the file without its lock (every write
-// renames a whole file over it, so a read sees one version or the next):
-// a file that cannot be read is an error.
+// saw records that the executor read plan uuid's state through an open of
+// the store that applied the side file's records up to m.
+func (c *pendingCmds) saw(uuid string, m cmdMark) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]cmdMark{}
+	}
+	if old, ok := c.seen[uuid]; !ok || old.ID != m.ID || m.Next > old.Next {
+		c.seen[uuid] = m
+	}
+}
+
+// pending reports whether the side file of the store at store holds a
+// command of plan uuid recorded after the executor's last read of that
+// plan's state (applied since or not), or one of a plan it never read. It
+// reads the file without its lock (every write renames a whole file over
+// it, so a read sees one version or the next): a file that cannot be read
+// is an error.
 func (c *pendingCmds) pending(store, uuid string) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -83,28 +122,28 @@ func (c *pendingCmds) pending(store, uuid string) (bool, error) {
 		return false, err
 	}
 	if !c.read || k != c.key {
-		plans := map[string]bool{}
+		var f cmdFile
 		if k.exists {
-			b, err := os.ReadFile(cmdFilePath(store))
+			b, err := readSide(cmdFilePath(store))
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				return false, fmt.Errorf("the plan store's command file: %w", err)
 			}
-			var f cmdFile
 			if err == nil {
 				if err := json.Unmarshal(b, &f); err != nil {
 					return false, fmt.Errorf("the plan store's command file %s is not readable (%v): the stops and cancels it holds cannot be applied; "+
 						"look at it, then remove it and give the commands again", cmdFilePath(store), err)
 				}
 			}
-			for _, r := range f.Records {
-				if !r.Applied {
-					plans[r.Plan] = true
-				}
-			}
 		}
-		c.read, c.key, c.plans = true, k, plans
+		last := map[string]int64{}
+		for _, r := range f.Records {
+			last[r.Plan] = max(last[r.Plan], r.Seq)
+		}
+		c.read, c.key, c.id, c.last = true, k, f.ID, last
 	}
-	return c.plans[uuid], nil
+	n, ok := c.last[uuid]
+	m, read := c.seen[uuid]
+	return ok && (!read || m.ID != c.id || n > m.Next), nil
 }
 
 // cmdFilePath is the side file of the store at store.
@@ -126,6 +165,10 @@ type cmdRecord struct {
 
 // cmdFile is the side file's content.
 type cmdFile struct {
+	// ID names the file (random, given by the first command recorded in
+	// it): one removed and made again has another, and its numbers
+	// start from 1 again.
+	ID      string      `json:"id,omitempty"`
 	Next    int64       `json:"next"`
 	Records []cmdRecord `json:"records"`
 }
@@ -137,7 +180,7 @@ const cmdLockWait = 10 * time.Second
 // withCmdFile runs f on the side file's content with its lock held, and
 // writes it back (durably) when f says it changed.
 func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, error)) error {
-	lf, err := os.OpenFile(cmdFilePath(store)+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	lf, err := openSide(cmdFilePath(store)+".lock", os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return sideFileError(store, err)
 	}
@@ -162,7 +205,7 @@ func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, erro
 	}
 	defer func() { _ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) }()
 	var c cmdFile
-	b, err := os.ReadFile(cmdFilePath(store))
+	b, err := readSide(cmdFilePath(store))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -194,7 +237,7 @@ func writeCmdFile(store string, c cmdFile) error {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := openSide(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return sideFileError(store, err)
 	}
@@ -245,6 +288,9 @@ func recordCommand(ctx context.Context, store, uuid, name string, at time.Time) 
 				kept = append(kept, r)
 			}
 		}
+		if c.ID == "" {
+			c.ID = newLeaseID()
+		}
 		c.Next++
 		seq = c.Next
 		c.Records = append(kept, cmdRecord{Seq: seq, Plan: uuid, Command: name, At: at})
@@ -270,11 +316,13 @@ var cmdFuncs = map[string]func(plan.Plan) (plan.Plan, error){"run": plan.Run, "s
 // I/O error of the store's file) it stays to apply and the error is
 // returned: the store must not be used this time (a stop may wait in the
 // file). A side file that cannot be read stops the store too (withCmdFile).
-func applyCommands(ctx context.Context, st *plan.BoltStore, store string) error {
+// It returns the file's mark: every record up to it is applied.
+func applyCommands(ctx context.Context, st *plan.BoltStore, store string) (mark cmdMark, err error) {
 	if _, err := os.Stat(cmdFilePath(store)); errors.Is(err, os.ErrNotExist) {
-		return nil // no command was ever recorded
+		return cmdMark{}, nil // no command was ever recorded
 	}
-	return withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
+	err = withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
+		mark = cmdMark{ID: c.ID, Next: c.Next}
 		changed := false
 		for i := range c.Records {
 			r := &c.Records[i]
@@ -300,6 +348,7 @@ func applyCommands(ctx context.Context, st *plan.BoltStore, store string) error 
 		}
 		return changed, nil
 	})
+	return mark, err
 }
 
 // errRecordedAlready: the command is in the plan's Commands already.

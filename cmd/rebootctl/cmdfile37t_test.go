@@ -46,8 +46,13 @@ func TestCmdFile_OperatorTypoNotRecorded(t *testing.T) {
 }
 
 // TestCmdFile_PendingFollowsTheFile: lockedStore.CommandPending says a
-// command of the plan waits from the moment it is recorded until a store
-// open applies it, and another plan's command is not this plan's.
+// command of the plan waits from the moment it is recorded until this
+// executor reads the plan's state again (through an open that applied
+// it), whoever applied it: an open by another process (the operator's
+// own rebootctl) applies it but the executor's view is still older than
+// the command. Another plan's command is not this plan's; a command
+// recorded after the executor's read is pending again; a side file
+// removed (its numbers start again) does not hide a new command.
 func TestCmdFile_PendingFollowsTheFile(t *testing.T) {
 	e, _, _ := review37sWorld(t, 3)
 	s := lockedStore{e}
@@ -57,18 +62,41 @@ func TestCmdFile_PendingFollowsTheFile(t *testing.T) {
 		require.NoError(t, err)
 		return ok
 	}
+	readP1 := func() {
+		t.Helper()
+		_, err := s.GetHead(e.ctx, "p1")
+		require.NoError(t, err)
+	}
 	assert.False(t, pending("p1"), "no side file yet")
+	readP1()
 	_, err := recordCommand(e.ctx, e.store, "p2", "stop", time.Now().UTC())
 	require.NoError(t, err)
 	assert.False(t, pending("p1"), "p2's stop is not p1's")
 	_, err = recordCommand(e.ctx, e.store, "p1", "stop", time.Now().UTC())
 	require.NoError(t, err)
 	assert.True(t, pending("p1"), "p1's stop landed")
-	st, err := e.openStore()
+	ops := &env{ctx: e.ctx, store: e.store} // the operator's own process
+	st, err := ops.openStore()
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
-	assert.False(t, pending("p1"), "p1's stop was applied by the open")
-	assert.False(t, pending("p2"), "p2's stop was refused (no such plan) by the open")
+	assert.True(t, pending("p1"), "p1's stop was applied by the operator's open, after the executor's read: still pending for the executor")
+	readP1()
+	assert.False(t, pending("p1"), "the executor read p1's state after its stop was applied")
+	_, err = recordCommand(e.ctx, e.store, "p1", "run", time.Now().UTC())
+	require.NoError(t, err)
+	assert.True(t, pending("p1"), "p1's run landed after the executor's read")
+	readP1()
+	assert.False(t, pending("p1"), "the executor read p1's state after its run")
+	// The file removed (as its error says to when it cannot be read) and
+	// made again: its numbers start from 1, up to those seen already.
+	require.NoError(t, os.Remove(cmdFilePath(e.store)))
+	for _, p := range []string{"p1", "p2", "p2"} {
+		_, err = recordCommand(e.ctx, e.store, p, "stop", time.Now().UTC())
+		require.NoError(t, err)
+	}
+	assert.True(t, pending("p1"), "a stop recorded in a side file made again (record 1 of 3, the executor saw 3 of the old file)")
+	readP1()
+	assert.False(t, pending("p1"), "the executor read p1's state after it")
 }
 
 // TestCmdFile_OutcomesKeptUntilExpiry: recordCommand keeps every applied

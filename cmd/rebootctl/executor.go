@@ -52,20 +52,37 @@ type executorStatus struct {
 type lockedStore struct{ e *env }
 
 func (s lockedStore) with(f func(*plan.BoltStore) error) error {
+	_, err := s.withNext(f)
+	return err
+}
+
+// withNext is with, and the side file's mark as the open applied it.
+func (s lockedStore) withNext(f func(*plan.BoltStore) error) (cmdMark, error) {
 	if err := s.e.storeExists(); err != nil {
-		return err
+		return cmdMark{}, err
 	}
 	yieldToCommands(s.e.ctx, s.e.store)
-	st, err := s.e.waitStore()
+	st, next, err := s.e.waitStoreNext()
 	if err != nil {
-		return err
+		return cmdMark{}, err
 	}
 	defer st.Close()
-	return f(st)
+	return next, f(st)
+}
+
+// read is with for a read of plan uuid's state: once it is read, the
+// commands recorded up to the open are in what was read
+// (CommandPending).
+func (s lockedStore) read(uuid string, f func(*plan.BoltStore) error) error {
+	next, err := s.withNext(f)
+	if err == nil {
+		s.e.pending.saw(uuid, next)
+	}
+	return err
 }
 
 func (s lockedStore) Get(ctx context.Context, uuid string) (p plan.Plan, err error) {
-	err = s.with(func(st *plan.BoltStore) error { p, err = st.Get(ctx, uuid); return err })
+	err = s.read(uuid, func(st *plan.BoltStore) error { p, err = st.Get(ctx, uuid); return err })
 	return p, err
 }
 
@@ -93,7 +110,7 @@ func (s lockedStore) ListHeads(ctx context.Context) (vs []plan.View, err error) 
 // the read only, not for the decoding of the reboots in flight.
 func (s lockedStore) GetView(ctx context.Context, uuid string) (plan.View, error) {
 	var r plan.ViewRead
-	if err := s.with(func(st *plan.BoltStore) (err error) { r, err = st.ReadView(ctx, uuid); return err }); err != nil {
+	if err := s.read(uuid, func(st *plan.BoltStore) (err error) { r, err = st.ReadView(ctx, uuid); return err }); err != nil {
 		return plan.View{}, err
 	}
 	return r.View()
@@ -113,7 +130,7 @@ func (s lockedStore) PutView(ctx context.Context, v plan.View) error {
 // executor's pass reads before every 16 jobs it creates, so the store's
 // lock is held for one small read, not a whole-plan decode.
 func (s lockedStore) GetHead(ctx context.Context, uuid string) (v plan.View, err error) {
-	err = s.with(func(st *plan.BoltStore) error { v, err = st.GetHead(ctx, uuid); return err })
+	err = s.read(uuid, func(st *plan.BoltStore) error { v, err = st.GetHead(ctx, uuid); return err })
 	return v, err
 }
 
@@ -122,9 +139,10 @@ func (s lockedStore) PutHead(ctx context.Context, h plan.View) error {
 	return s.with(func(st *plan.BoltStore) error { return st.PutHead(ctx, h) })
 }
 
-// CommandPending reports whether an operator's command of plan uuid
-// waits in FILE.commands (plan.CommandStore): a stat of the file before
-// every job the executor creates, and a read only when it changed.
+// CommandPending reports whether an operator's command of plan uuid was
+// recorded in FILE.commands after this executor's last read of the plan's
+// state (plan.CommandStore), whoever applied it since: a stat of the file
+// before every job the executor creates, and a read only when it changed.
 func (s lockedStore) CommandPending(_ context.Context, uuid string) (bool, error) {
 	return s.e.pending.pending(s.e.store, uuid)
 }

@@ -237,22 +237,30 @@ func (e *env) openStore() (*plan.BoltStore, error) {
 // (cmdfile.go): no one reads or writes a plan the store has not yet seen
 // stopped or canceled.
 func (e *env) waitStore() (*plan.BoltStore, error) {
+	s, _, err := e.waitStoreNext()
+	return s, err
+}
+
+// waitStoreNext is waitStore, and the side file's mark as the open
+// applied it: every command recorded up to it is in the store.
+func (e *env) waitStoreNext() (*plan.BoltStore, cmdMark, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s, err := plan.OpenBolt(e.store)
 		if err == nil {
-			if err := applyCommands(e.ctx, s, e.store); err != nil {
+			next, err := applyCommands(e.ctx, s, e.store)
+			if err != nil {
 				s.Close()
-				return nil, err
+				return nil, cmdMark{}, err
 			}
-			return s, nil
+			return s, next, nil
 		}
 		if !errors.Is(err, plan.ErrLocked) || time.Now().After(deadline) {
-			return s, err
+			return s, cmdMark{}, err
 		}
 		select {
 		case <-e.ctx.Done():
-			return nil, e.ctx.Err()
+			return nil, cmdMark{}, e.ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -3,8 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"syscall"
 )
 
@@ -14,8 +19,12 @@ import (
 // User=), who owns the store. A side file root made for itself, mode
 // 0600, would keep the executor from its store for good (it opens
 // FILE.commands.lock before every read and write). So every side file
-// gets the store file's owner (when made as root, who may give it) and
-// permission bits.
+// gets the store file's owner (when made as root, who may give it; made
+// by a member of the store's group, the store's group) and permission
+// bits; and when the store's owner is not a member of the store's group
+// (it would reach a member's file as "other") and the store's directory
+// lets no other user in, others get the owner's bits too. None is ever opened through a symbolic link (openSide), and none
+// but a regular file with one link gets an owner or mode (checkSide).
 
 // storeOwner is the owner and permission bits of the store file.
 type storeOwner struct {
@@ -38,37 +47,125 @@ func ownerOf(store string) storeOwner {
 	return storeOwner{uid: int(st.Uid), gid: int(st.Gid), perm: fi.Mode().Perm(), known: true}
 }
 
+// openSide opens the side file at path with flag (O_CREATE to make it,
+// mode 0600 until likeStore), never through a symbolic link
+// (O_NOFOLLOW): a side file's directory is often the store owner's, who
+// could point FILE.commands.lock at any file, and a command given with
+// sudo would then lock, chown and chmod that file.
+func openSide(path string, flag int) (*os.File, error) {
+	return os.OpenFile(path, flag|syscall.O_NOFOLLOW, 0o600)
+}
+
+// readSide reads the side file at path (openSide, then its own file:
+// checkSide).
+func readSide(path string) ([]byte, error) {
+	f, err := openSide(path, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := checkSide(f); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
+// errNotSideFile: a side file's path names something else than a
+// regular file of its own (a directory, a device, a FIFO, or a file
+// with another name too: a hard link to someone else's file).
+var errNotSideFile = errors.New("not a regular file with one link")
+
+// checkSide returns the stat of the opened side file f, or an error
+// naming it when it is not a regular file with one link.
+func checkSide(f *os.File) (*syscall.Stat_t, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 {
+		return nil, fmt.Errorf("%s is %w (mode %o, %d links): refused; remove it (it is made again as needed)", f.Name(), errNotSideFile, st.Mode, st.Nlink)
+	}
+	return &st, nil
+}
+
 // likeStore gives f, a side file of store, the store file's permission
 // bits (when this process owns f, or is root) and owner (when this
-// process is root). Run as another user, it leaves f's owner as it is.
+// process is root), or only its group (when this process owns f and is
+// a member of the store's group, as an operator of a store shared
+// through a group is). It first checks that f is a regular file of its
+// own (checkSide): it never gives a link's target away.
 func likeStore(f *os.File, store string) error {
-	o := ownerOf(store)
-	fi, err := f.Stat()
+	st, err := checkSide(f)
 	if err != nil {
 		return err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || !o.known {
+	o := ownerOf(store)
+	if !o.known {
 		return nil
 	}
-	root := os.Geteuid() == 0
-	if root && (int(st.Uid) != o.uid || int(st.Gid) != o.gid) {
+	euid := os.Geteuid()
+	root, mine := euid == 0, int(st.Uid) == euid
+	switch {
+	case root && (int(st.Uid) != o.uid || int(st.Gid) != o.gid):
 		if err := f.Chown(o.uid, o.gid); err != nil {
 			return fmt.Errorf("give %s the plan store's owner (uid %d, gid %d): %w", f.Name(), o.uid, o.gid, err)
 		}
+	case !root && mine && int(st.Gid) != o.gid && inGroup(o.gid):
+		if err := f.Chown(-1, o.gid); err != nil {
+			return fmt.Errorf("give %s the plan store's group (gid %d): %w", f.Name(), o.gid, err)
+		}
 	}
-	if fi.Mode().Perm() != o.perm && (root || int(st.Uid) == os.Geteuid()) {
-		if err := f.Chmod(o.perm); err != nil {
-			return fmt.Errorf("give %s the plan store's mode (%v): %w", f.Name(), o.perm, err)
+	perm := o.perm
+	if !root && mine && o.uid != euid && !userInGroup(o.uid, o.gid) && dirClosed(store) {
+		// The store's owner reaches this file as "other" only (it is
+		// not a member of the store's group): others get the owner's
+		// bits. No one else reaches it: the directory lets no other in.
+		perm |= (o.perm >> 6) & 0o7
+	}
+	if fs.FileMode(st.Mode).Perm() != perm && (root || mine) {
+		if err := f.Chmod(perm); err != nil {
+			return fmt.Errorf("give %s the plan store's mode (%v): %w", f.Name(), perm, err)
 		}
 	}
 	return nil
 }
 
+// userInGroup says whether user uid is a member of group gid (its
+// primary group, or one of its others); false when it cannot be told.
+func userInGroup(uid, gid int) bool {
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return false
+	}
+	gs, err := u.GroupIds()
+	return err == nil && slices.Contains(gs, strconv.Itoa(gid)) || u.Gid == strconv.Itoa(gid)
+}
+
+// dirClosed says whether the store's directory lets no other user in
+// (no search bit for others).
+func dirClosed(store string) bool {
+	fi, err := os.Stat(filepath.Dir(store))
+	return err == nil && fi.Mode().Perm()&0o001 == 0
+}
+
+// inGroup says whether this process is a member of group gid.
+func inGroup(gid int) bool {
+	if os.Getegid() == gid {
+		return true
+	}
+	gs, err := os.Getgroups()
+	return err == nil && slices.Contains(gs, gid)
+}
+
 // sideFileError is err, from opening a side file of store, with the fix
 // when the side file belongs to another user (made by a command given
-// as another user before rebootctl gave side files the store's owner).
+// as another user before rebootctl gave side files the store's owner),
+// or is a symbolic link (never followed).
 func sideFileError(store string, err error) error {
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("the plan store's command file: %w: the files next to the store are never opened through a symbolic link; "+
+			"remove the link (it is made again as needed)", err)
+	}
 	if !errors.Is(err, fs.ErrPermission) {
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}

@@ -34,11 +34,16 @@ func waitPath(store string) string { return store + ".wait" }
 // command waiting already) is no error: the command waits as it would
 // without it.
 func announceWait(store string) (release func()) {
-	f, err := os.OpenFile(waitPath(store), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openSide(waitPath(store), os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return func() {}
 	}
-	_ = likeStore(f, store) // the store's owner and mode (sideowner.go): best effort, as the file is
+	// The store's owner and mode (sideowner.go). A file it refuses (a
+	// hard link to another file) is not locked either.
+	if err := likeStore(f, store); errors.Is(err, errNotSideFile) {
+		f.Close()
+		return func() {}
+	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		return func() {}
@@ -52,7 +57,7 @@ func announceWait(store string) (release func()) {
 // yieldToCommands waits while a command waits for the store (FILE.wait
 // is locked), at most maxYield, or until ctx ends.
 func yieldToCommands(ctx context.Context, store string) {
-	f, err := os.Open(waitPath(store))
+	f, err := openSide(waitPath(store), os.O_RDONLY)
 	if err != nil {
 		return // no command ever waited
 	}
