@@ -1040,6 +1040,14 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		d.RequeueAfter = requeue()
 		return
 	}
+	if !sentOff && c.poweringOn(o) {
+		// A power-on of ours may still be under way (POST): a soft
+		// power-off now goes unheard and starts SoftTimeout
+		// (TestReview36v_SoftRequestWhilePoweringOnCutHard).
+		d.Reason = "powering on (power-on sent recently): wait"
+		d.RequeueAfter = c.poweringOnWait(o)
+		return
+	}
 	if c.wait(last, ActionPowerOff, send, now, o.Power, d) {
 		if last.Class == power.ClassNone {
 			d.RequeueAfter = min(d.RequeueAfter, requeue())
@@ -1214,6 +1222,12 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power on"
 		d.RequeueAfter = c.PollInterval
+	case !o.Online && st.OfflineSince.IsZero() && c.poweringOn(o):
+		// A power-on of ours may still be under way (POST): the
+		// enforcement begins once the host reads on, or once the bound
+		// has passed (TestReview36v_OfflineWhilePoweringOnCutHard).
+		d.Reason = "Online is false; powering on (power-on sent recently): wait"
+		d.RequeueAfter = c.poweringOnWait(o)
 	case !o.Online && o.Power != power.StateOff:
 		// On, unknown or transitioning: the host is not known off. The
 		// enforcement begins on any of them (a BMC may answer null or
@@ -1367,4 +1381,23 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// poweringOn reports whether a Transitioning reading may be a power-on of
+// this controller's still under way (the hardware powering on through
+// POST, during which an OS hears no soft power-off): the last power call
+// is not a power-off and a power-on was sent (or the controller started)
+// less than SoftTimeout + StaleReads ago (Observed.QuietFor). After that
+// bound a Transitioning reading shows nothing of ours (a BMC stuck on it
+// while the host runs, TestReview36u_StuckTransitioningHardRebootNeverSent)
+// and the power-off goes out as on any reading.
+func (c Config) poweringOn(o Observed) bool {
+	return o.Power == power.StateTransitioning && o.LastCall.Action != ActionPowerOff &&
+		o.QuietFor < c.SoftTimeout+c.StaleReads
+}
+
+// poweringOnWait is when to read again while poweringOn: QuickPoll, at
+// most until the bound passes.
+func (c Config) poweringOnWait(o Observed) time.Duration {
+	return c.cap(min(c.QuickPoll, c.SoftTimeout+c.StaleReads-o.QuietFor))
 }
