@@ -1234,7 +1234,10 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		// stuck Transitioning while the host runs,
 		// TestReview36u_OfflineNullReadingsNeverPowerOff); a power-off
 		// that presses still needs an On reading (pressWait), one that
-		// sets the power powers nothing on.
+		// sets the power powers nothing on. An accepted hard power-off
+		// is repeated every ReissueAfter (wait) on any reading but Off:
+		// it may have been lost or skipped, and a ForceOff powers
+		// nothing on (TestReview36v_OfflineLostHardOffNeverRepeatedOnNull).
 		if st.OfflineSince.IsZero() {
 			st.OfflineSince, st.OfflineMode, st.OfflineSoftSince = p, power.ModeSoft, time.Time{}
 			st.Works++
@@ -1250,16 +1253,6 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			if mode == power.ModeSoft && due.After(now) {
 				d.RequeueAfter = min(d.RequeueAfter, c.cap(due.Sub(now)))
 			}
-			return
-		}
-		if o.Power != power.StateOn && last.Action == ActionPowerOff && last.Mode == mode &&
-			last.Class == power.ClassNone && last.For.Is(st.work()) {
-			// This enforcement's power-off was accepted and no reading
-			// shows the host on: not repeated on readings that show
-			// nothing (an Off host whose BMC answers null is not powered
-			// off every ReissueAfter for ever).
-			d.Reason = "Online is false; power-off accepted, power state " + o.Power.String() + ": wait"
-			d.RequeueAfter = c.PollInterval
 			return
 		}
 		if w, no := c.landWait(o); no {
