@@ -64,6 +64,10 @@ type Status struct {
 	// at first, hard Config.SoftTimeout after its first soft power-off
 	// (OfflineSoftSince) or after a failed soft power-off.
 	// Persisted so that a restarted controller still falls back to hard.
+	// The enforcement ends only when Online becomes true: an Off reading
+	// does not end it (an off host whose BMC answers null now and then
+	// would start a new one on every Off/null flip,
+	// TestReview36v_OfflineOffHostFlappingNullChurnsStatus).
 	OfflineSince time.Time
 	OfflineMode  power.Mode
 	// OfflineSoftSince is, for the Online=false enforcement, what
@@ -1196,9 +1200,10 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	d.Phase = PhaseIdle
 	// With no reboot pending an Off reading only matters for powering on:
 	// one that may echo the state from before this controller's last
-	// power-on is waited out.
+	// power-on is waited out. The Online=false enforcement ends only when
+	// Online becomes true, never on an Off reading.
 	fresh := o.Power == power.StateOff && o.QuietFor >= c.StaleReads
-	if o.Online || fresh {
+	if o.Online {
 		st.OfflineSince, st.OfflineMode = time.Time{}, power.ModeSoft
 	}
 	if o.Power == power.StateOn && o.QuietFor >= c.StaleReads && !st.LastPoweredOn.IsZero() {
