@@ -64,6 +64,10 @@ type Status struct {
 	// at first, hard Config.SoftTimeout after its first soft power-off
 	// (OfflineSoftSince) or after a failed soft power-off.
 	// Persisted so that a restarted controller still falls back to hard.
+	// The enforcement ends only when Online becomes true: an Off reading
+	// does not end it (an off host whose BMC answers null now and then
+	// would start a new one on every Off/null flip,
+	// TestReview36v_OfflineOffHostFlappingNullChurnsStatus).
 	OfflineSince time.Time
 	OfflineMode  power.Mode
 	// OfflineSoftSince is, for the Online=false enforcement, what
@@ -1040,6 +1044,14 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		d.RequeueAfter = requeue()
 		return
 	}
+	if !sentOff && c.poweringOn(o) {
+		// A power-on of ours may still be under way (POST): a soft
+		// power-off now goes unheard and starts SoftTimeout
+		// (TestReview36v_SoftRequestWhilePoweringOnCutHard).
+		d.Reason = "powering on (power-on sent recently): wait"
+		d.RequeueAfter = c.poweringOnWait(o)
+		return
+	}
 	if c.wait(last, ActionPowerOff, send, now, o.Power, d) {
 		if last.Class == power.ClassNone {
 			d.RequeueAfter = min(d.RequeueAfter, requeue())
@@ -1188,9 +1200,10 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	d.Phase = PhaseIdle
 	// With no reboot pending an Off reading only matters for powering on:
 	// one that may echo the state from before this controller's last
-	// power-on is waited out.
+	// power-on is waited out. The Online=false enforcement ends only when
+	// Online becomes true, never on an Off reading.
 	fresh := o.Power == power.StateOff && o.QuietFor >= c.StaleReads
-	if o.Online || fresh {
+	if o.Online {
 		st.OfflineSince, st.OfflineMode = time.Time{}, power.ModeSoft
 	}
 	if o.Power == power.StateOn && o.QuietFor >= c.StaleReads && !st.LastPoweredOn.IsZero() {
@@ -1214,13 +1227,22 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power on"
 		d.RequeueAfter = c.PollInterval
+	case !o.Online && st.OfflineSince.IsZero() && c.poweringOn(o):
+		// A power-on of ours may still be under way (POST): the
+		// enforcement begins once the host reads on, or once the bound
+		// has passed (TestReview36v_OfflineWhilePoweringOnCutHard).
+		d.Reason = "Online is false; powering on (power-on sent recently): wait"
+		d.RequeueAfter = c.poweringOnWait(o)
 	case !o.Online && o.Power != power.StateOff:
 		// On, unknown or transitioning: the host is not known off. The
 		// enforcement begins on any of them (a BMC may answer null or
 		// stuck Transitioning while the host runs,
 		// TestReview36u_OfflineNullReadingsNeverPowerOff); a power-off
 		// that presses still needs an On reading (pressWait), one that
-		// sets the power powers nothing on.
+		// sets the power powers nothing on. An accepted hard power-off
+		// is repeated every ReissueAfter (wait) on any reading but Off:
+		// it may have been lost or skipped, and a ForceOff powers
+		// nothing on (TestReview36v_OfflineLostHardOffNeverRepeatedOnNull).
 		if st.OfflineSince.IsZero() {
 			st.OfflineSince, st.OfflineMode, st.OfflineSoftSince = p, power.ModeSoft, time.Time{}
 			st.Works++
@@ -1236,16 +1258,6 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			if mode == power.ModeSoft && due.After(now) {
 				d.RequeueAfter = min(d.RequeueAfter, c.cap(due.Sub(now)))
 			}
-			return
-		}
-		if o.Power != power.StateOn && last.Action == ActionPowerOff && last.Mode == mode &&
-			last.Class == power.ClassNone && last.For.Is(st.work()) {
-			// This enforcement's power-off was accepted and no reading
-			// shows the host on: not repeated on readings that show
-			// nothing (an Off host whose BMC answers null is not powered
-			// off every ReissueAfter for ever).
-			d.Reason = "Online is false; power-off accepted, power state " + o.Power.String() + ": wait"
-			d.RequeueAfter = c.PollInterval
 			return
 		}
 		if w, no := c.landWait(o); no {
@@ -1367,4 +1379,23 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// poweringOn reports whether a Transitioning reading may be a power-on of
+// this controller's still under way (the hardware powering on through
+// POST, during which an OS hears no soft power-off): the last power call
+// is not a power-off and a power-on was sent (or the controller started)
+// less than SoftTimeout + StaleReads ago (Observed.QuietFor). After that
+// bound a Transitioning reading shows nothing of ours (a BMC stuck on it
+// while the host runs, TestReview36u_StuckTransitioningHardRebootNeverSent)
+// and the power-off goes out as on any reading.
+func (c Config) poweringOn(o Observed) bool {
+	return o.Power == power.StateTransitioning && o.LastCall.Action != ActionPowerOff &&
+		o.QuietFor < c.SoftTimeout+c.StaleReads
+}
+
+// poweringOnWait is when to read again while poweringOn: QuickPoll, at
+// most until the bound passes.
+func (c Config) poweringOnWait(o Observed) time.Duration {
+	return c.cap(min(c.QuickPoll, c.SoftTimeout+c.StaleReads-o.QuietFor))
 }

@@ -128,9 +128,13 @@
 //     pending, or Online=false is being enforced, it may send a power-off
 //     that sets the power (ForceOff, GracefulShutdown, IPMI power down),
 //     which powers nothing on (Online=false begins its enforcement on an
-//     unknown or transitioning reading as on an On one, and, once its
-//     power-off was accepted, does not repeat it while the readings show
-//     nothing: TestReview36u_OfflineNullReadingsNeverPowerOff). A
+//     unknown or transitioning reading as on an On one, unless a
+//     power-on of the controller's may still be under way: Transitioning
+//     within SoftTimeout + StaleReads of it, when an OS in POST hears no
+//     soft power-off; an accepted soft power-off is not repeated while
+//     the readings show nothing, an accepted hard one every ReissueAfter:
+//     TestReview36u_OfflineNullReadingsNeverPowerOff,
+//     TestReview36v_OfflineLostHardOffNeverRepeatedOnNull). A
 //     power-off that may press the power button (a Controller that
 //     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
 //     sent only on an On reading taken StaleReads after this controller's
