@@ -587,6 +587,7 @@ func TestCrashedExecutorResumesToSamePlan(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer bs.Close()
+				plan.BoltNoSync(bs) // the executors are killed, not the machine
 				p, _ := w.store.Get(w.ctx, w.uuid)
 				p.Version = ""
 				if err := bs.Create(w.ctx, p); err != nil {
