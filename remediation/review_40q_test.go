@@ -1,0 +1,128 @@
+package remediation_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// refuseOn makes p's BMC refuse every power-on from now on (the fault
+// stays on).
+func refuseOn(p *fake.Power) {
+	p.SetConfig(fake.PowerConfig{Lag: 20 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn {
+			return fake.Fault{Kind: fake.FaultFailed}
+		}
+		return fake.Fault{}
+	}})
+}
+
+// TestReview40q_RetryForgetsPrevHostOffForStrayRequest: review 40p's fix
+// reads State.PrevHost "for the last attempt's request time, after which
+// the move found it on" (reconciler.go prevHostRequest:
+// LastRequest(...).At). That premise holds only for the attempt that
+// moved: a retry on the same host (retryOrEscalate, "node not back in
+// time") writes a new RequestedAt and keeps PrevHost. A stray request of
+// m1's that landed on PrevHost h1 during attempt 1 and powered it off
+// (its BMC refusing the power-on, fault kept on) was powered off before
+// attempt 2's request time, so OffAfterRequest reads false, PrevHostOff
+// is false, and when attempt 2 ends PrevHost is forgotten and the
+// admission released while h1 is off for m1's own request (ground
+// truth): m2 powers h3 off under MaxCount(1), two hosts off at once.
+func TestReview40q_RetryForgetsPrevHostOffForStrayRequest(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewCluster()
+	c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "m1", Cluster: "c"})
+	c.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: false})
+	c.SetNeedsRemediation("m1", true)
+	c.AddMachine(remediation.Machine{Name: "m2", UID: "u2", NodeName: "m2", Cluster: "c"})
+	c.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h1", Online: true}, reboot.Host{Name: "h2", Online: true}, reboot.Host{Name: "h3", Online: true})
+	hw := map[string]*fake.Power{}
+	for _, h := range []string{"h1", "h2", "h3"} {
+		hw[h] = fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond})
+	}
+	pw := func(h string) (power.Controller, error) { return hw[h], nil }
+	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now, Power: pw,
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runner := &reboot.Runner{Loops: []reboot.Loop{rb.Loop(func(context.Context) ([]string, error) { return []string{"h1", "h2", "h3"}, nil })}}
+	go func() { _ = runner.Run(rctx) }()
+
+	// m1's attempt 1 moved from h1 to h2 (h1 known on at the move) and
+	// waits for its Node; admitted, as the Reconciler records it.
+	t1 := time.Now()
+	rec, err := c.Get(ctx, "m1")
+	require.NoError(t, err)
+	st := remediation.State{Phase: remediation.PhaseWaitingForNode, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2", PrevHost: "h1"}
+	require.NoError(t, c.SaveState(ctx, "m1", rec.Version, st))
+	a, err := c.GetAdmissions(ctx)
+	require.NoError(t, err)
+	a.Machines = []string{"m1"}
+	a.Requests = map[string]remediation.Request{"m1": {Value: remediation.RebootValue("u1", t1), At: t1, Host: "h2"}}
+	a.Members = map[string]remediation.Member{"m1": {Cluster: "c", Wrote: true, PrevHost: "h1"}}
+	require.NoError(t, c.PutAdmissions(ctx, a))
+
+	// A paused writer's request of m1's lands on h1 during attempt 1;
+	// h1's BMC refuses every power-on from here on.
+	refuseOn(hw["h1"])
+	time.Sleep(10 * time.Millisecond)
+	require.NoError(t, hosts.Mutate("h1", func(h *reboot.Host) {
+		h.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t1.Add(-time.Hour))}
+	}))
+	require.Eventually(t, func() bool { return !hw["h1"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1 powered off for the stray request")
+
+	hostOf := map[string]string{"m1": "h2", "m2": "h3"}
+	rem := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, StaleReads: 100 * time.Millisecond, OwnerOnline: true,
+			HostOf: func(_ context.Context, m string) (string, error) { return hostOf[m], nil }},
+		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 1500 * time.Millisecond}}
+	pass := func(m string) remediation.State {
+		_, err := rem.Reconcile(ctx, m)
+		rec, _ := c.Get(ctx, m)
+		t.Logf("%s: err=%v phase=%s attempt=%d host=%s prev=%s msg=%q", m, err, rec.State.Phase, rec.State.Attempt, rec.State.Host, rec.State.PrevHost, rec.State.Message)
+		return rec.State
+	}
+	// Attempt 1 times out waiting for the Node: retry 2 on h2; its Node
+	// comes back once h2 is on again.
+	deadline := time.Now().Add(10 * time.Second)
+	retried := false
+	for time.Now().Before(deadline) {
+		s := pass("m1")
+		retried = retried || s.Attempt == 2
+		if s.Attempt == 2 && (s.Phase == remediation.PhasePoweringOn || s.Phase == remediation.PhaseWaitingForNode) && !c.Node("m1").Exists {
+			c.PutNode(remediation.Node{Name: "m1", UID: "n1b", Ready: true})
+		}
+		if a, _ := c.GetAdmissions(ctx); !a.Has("m1") || s.Phase == remediation.PhaseDone {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.True(t, retried, "precondition: attempt 1 timed out and was retried on h2")
+	require.False(t, hw["h1"].HardwareOn(), "precondition: h1 still off (its BMC refuses the power-on)")
+
+	from := time.Now()
+	c.SetNodeReady("m2", false)
+	c.SetNeedsRemediation("m2", true)
+	for i := 0; i < 10; i++ {
+		pass("m2")
+		pass("m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	h1, _ := hosts.Get(ctx, "h1")
+	t.Logf("h1 annotations=%v status=%+v", h1.Annotations, h1.Status)
+	if hw["h1"].OffThroughout(from, to) && hw["h3"].WasOffDuring(from, to) {
+		a, _ := c.GetAdmissions(ctx)
+		t.Fatalf("MaxCount(1): h1 (off for m1's stray request since attempt 1, never on since: truth %v) and h3 (truth %v) both off at once by remediation requests; m1's PrevHost was read for attempt 2's request time and forgotten; admissions now %v",
+			hw["h1"].Truth(), hw["h3"].Truth(), a.Machines)
+	}
+}
