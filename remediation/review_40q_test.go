@@ -126,3 +126,130 @@ func TestReview40q_RetryForgetsPrevHostOffForStrayRequest(t *testing.T) {
 			hw["h1"].Truth(), hw["h3"].Truth(), a.Machines)
 	}
 }
+
+// rig40q is three or more hosts under a running reboot controller, m1
+// (admitted, its attempt on h2 after a move from h1: State.PrevHost h1)
+// and m2 (healthy, on the last host), remediated under MaxCount(1).
+type rig40q struct {
+	c      *fake.Cluster
+	hosts  *fake.RebootHosts
+	hw     map[string]*fake.Power
+	hostOf map[string]string
+	rem    *remediation.Reconciler
+}
+
+func newRig40q(t *testing.T, names []string, st remediation.State, m2host string) *rig40q {
+	t.Helper()
+	ctx := context.Background()
+	g := &rig40q{c: fake.NewCluster(), hw: map[string]*fake.Power{}, hostOf: map[string]string{"m1": st.Host, "m2": m2host}}
+	g.c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "m1", Cluster: "c"})
+	g.c.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: false})
+	g.c.SetNeedsRemediation("m1", true)
+	g.c.AddMachine(remediation.Machine{Name: "m2", UID: "u2", NodeName: "m2", Cluster: "c"})
+	g.c.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
+	var hs []reboot.Host
+	for _, h := range names {
+		hs = append(hs, reboot.Host{Name: h, Online: true})
+		g.hw[h] = fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond})
+	}
+	g.hosts = fake.NewRebootHosts(hs...)
+	rb := &reboot.Reconciler{Hosts: g.hosts, Now: time.Now, Power: func(h string) (power.Controller, error) { return g.hw[h], nil },
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
+	rctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	runner := &reboot.Runner{Loops: []reboot.Loop{rb.Loop(func(context.Context) ([]string, error) { return names, nil })}}
+	go func() { _ = runner.Run(rctx) }()
+
+	rec, err := g.c.Get(ctx, "m1")
+	require.NoError(t, err)
+	require.NoError(t, g.c.SaveState(ctx, "m1", rec.Version, st))
+	a, err := g.c.GetAdmissions(ctx)
+	require.NoError(t, err)
+	a.Machines = []string{"m1"}
+	a.Requests = map[string]remediation.Request{"m1": {Value: remediation.RebootValue("u1", st.RequestedAt), At: st.RequestedAt, Host: st.Host}}
+	a.Members = map[string]remediation.Member{"m1": {Cluster: "c", Wrote: true, PrevHost: st.PrevHost}}
+	require.NoError(t, g.c.PutAdmissions(ctx, a))
+	g.rem = &remediation.Reconciler{Machines: g.c, Nodes: g.c.Nodes(), Admissions: g.c, Now: time.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: g.hosts, Now: time.Now, StaleReads: 100 * time.Millisecond, OwnerOnline: true,
+			HostOf: func(_ context.Context, m string) (string, error) { return g.hostOf[m], nil }},
+		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 3 * time.Second}}
+	return g
+}
+
+func (g *rig40q) pass(t *testing.T, m string) remediation.State {
+	t.Helper()
+	_, err := g.rem.Reconcile(context.Background(), m)
+	rec, _ := g.c.Get(context.Background(), m)
+	t.Logf("%s: err=%v phase=%s attempt=%d host=%s prev=%s msg=%q", m, err, rec.State.Phase, rec.State.Attempt, rec.State.Host, rec.State.PrevHost, rec.State.Message)
+	return rec.State
+}
+
+// finishM1 runs m1's passes until its remediation is done (its Node
+// brought back once its host is being powered on) or its admission goes.
+func (g *rig40q) finishM1(t *testing.T, d time.Duration) remediation.State {
+	t.Helper()
+	var s remediation.State
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		s = g.pass(t, "m1")
+		if (s.Phase == remediation.PhasePoweringOn || s.Phase == remediation.PhaseWaitingForNode) && !g.c.Node("m1").Exists {
+			g.c.PutNode(remediation.Node{Name: "m1", UID: "n1b", Ready: true})
+		}
+		if a, _ := g.c.GetAdmissions(context.Background()); !a.Has("m1") || s.Phase == remediation.PhaseDone {
+			break
+		}
+	}
+	return s
+}
+
+// strayOn lands a paused writer's request of m1's (an old attempt's
+// value) on h, whose BMC refuses every power-on from now on, and waits
+// for the reboot controller to power h off for it.
+func (g *rig40q) strayOn(t *testing.T, h string) {
+	t.Helper()
+	refuseOn(g.hw[h])
+	require.NoError(t, g.hosts.Mutate(h, func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", time.Now().Add(-time.Hour))}
+	}))
+	require.Eventually(t, func() bool { return !g.hw[h].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: %s powered off for the stray request", h)
+}
+
+// TestReview40q_SecondMoveForgetsPrevHostOff: State.PrevHost is one slot.
+// While h1 (PrevHost) is off for a stray request of m1's that landed
+// there (its BMC refusing the power-on, fault kept on), m1 moves again
+// mid-attempt, from h2 to h3: the move waits for h2 (moveBlocked) but not
+// for h1 (Observed.PrevHostOff is not consulted by a move: request /
+// movePrev), and movePrev replaces PrevHost h1 by h2 (and
+// Member.PrevHost with it). h1 is never read again: m1's remediation on
+// h3 ends, its admission is released while h1 is off for m1's own
+// request (ground truth), and m2 powers h4 off under MaxCount(1).
+func TestReview40q_SecondMoveForgetsPrevHostOff(t *testing.T) {
+	ctx := context.Background()
+	t1 := time.Now()
+	g := newRig40q(t, []string{"h1", "h2", "h3", "h4"},
+		remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2", PrevHost: "h1"}, "h4")
+	require.NoError(t, g.hosts.Mutate("h2", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t1)}
+	}))
+	g.strayOn(t, "h1")
+	g.hostOf["m1"] = "h3" // m1 moves again (re-provisioned on h3)
+	s := g.finishM1(t, 12*time.Second)
+	require.Equal(t, "h3", s.Host, "precondition: m1's attempt moved to h3")
+	require.False(t, g.hw["h1"].HardwareOn(), "precondition: h1 still off (its BMC refuses the power-on)")
+
+	from := time.Now()
+	g.c.SetNodeReady("m2", false)
+	g.c.SetNeedsRemediation("m2", true)
+	for i := 0; i < 10; i++ {
+		g.pass(t, "m2")
+		g.pass(t, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	h1, _ := g.hosts.Get(ctx, "h1")
+	t.Logf("h1 annotations=%v status=%+v", h1.Annotations, h1.Status)
+	if g.hw["h1"].OffThroughout(from, to) && g.hw["h4"].WasOffDuring(from, to) {
+		a, _ := g.c.GetAdmissions(ctx)
+		t.Fatalf("MaxCount(1): h1 (off for m1's stray request, never on since: truth %v) and h4 (truth %v) both off at once by remediation requests; the second move replaced PrevHost h1 while it was off; admissions now %v members %v",
+			g.hw["h1"].Truth(), g.hw["h4"].Truth(), a.Machines, a.Members)
+	}
+}
