@@ -253,3 +253,59 @@ func TestReview40q_SecondMoveForgetsPrevHostOff(t *testing.T) {
 			g.hw["h1"].Truth(), g.hw["h4"].Truth(), a.Machines, a.Members)
 	}
 }
+
+// TestReview40q_PrevHostOffForAnotherMachineHoldsForGood: Observed.
+// PrevHostOff is documented as "State.PrevHost may still be off for a
+// request of this Machine's that landed there after the move", but
+// prevHostRequest reads it as offFor(h) for a UID-less value: any
+// power-off of PrevHost after the last request time, whoever asked for it
+// (OffAfterRequest, Status.Pending() are not the Machine's). h1, which m1
+// moved away from, is re-used by m3, whose remediation powers it off and
+// gives up with h1's BMC refusing the power-on (m3's own admission counts
+// it). No request of m1's was ever on h1 since the move. m1's attempt on
+// h2 ends with its Node back and h2 on, yet m1 keeps its admission for as
+// long as h1 stays off (for good here: a second count of one host), and
+// when m1 is unhealthy again it waits for h1 and is escalated (failed)
+// at Timeout without a single power cycle of its own host h2.
+func TestReview40q_PrevHostOffForAnotherMachineHoldsForGood(t *testing.T) {
+	ctx := context.Background()
+	t1 := time.Now()
+	g := newRig40q(t, []string{"h1", "h2", "h3"},
+		remediation.State{Phase: remediation.PhaseWaitingForNode, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2", PrevHost: "h1"}, "h3")
+	// m3's remediation on h1 (re-used): its request powers h1 off, its
+	// BMC refuses the power-on, m3 gives up and removes its request.
+	refuseOn(g.hw["h1"])
+	require.NoError(t, g.hosts.Mutate("h1", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u3", time.Now())}
+	}))
+	require.Eventually(t, func() bool { return !g.hw["h1"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1 powered off for m3's request")
+	require.NoError(t, g.hosts.Mutate("h1", func(x *reboot.Host) { delete(x.Annotations, remediation.RebootAnnotation) }))
+
+	// m1's Node comes back: its remediation is done.
+	g.c.SetNodeReady("m1", true)
+	s := g.finishM1(t, 2*time.Second)
+	require.Equal(t, remediation.PhaseDone, s.Phase, "precondition: m1's remediation on h2 is done")
+	for i := 0; i < 10; i++ {
+		g.pass(t, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	a, _ := g.c.GetAdmissions(ctx)
+	held := a.Has("m1")
+
+	// m1 unhealthy again: a retry on h2, its own host, is due.
+	g.c.SetNodeReady("m1", false)
+	g.c.SetNeedsRemediation("m1", true)
+	cycled := false
+	for end := time.Now().Add(g.rem.Config.Timeout + time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		s = g.pass(t, "m1")
+		if s.Attempt == 2 {
+			cycled = true
+			break
+		}
+	}
+	require.False(t, g.hw["h1"].HardwareOn(), "precondition: h1 still off for m3's request (its BMC refuses)")
+	if held || !cycled {
+		t.Fatalf("h1 is off for m3's request only (no request of m1's on it since the move): m1's admission kept after it was done: %v; m1 unhealthy again got no power cycle of h2 (phase %s, attempt %d: %q)",
+			held, s.Phase, s.Attempt, s.Message)
+	}
+}
