@@ -309,3 +309,46 @@ func TestReview40q_PrevHostOffForAnotherMachineHoldsForGood(t *testing.T) {
 			held, s.Phase, s.Attempt, s.Message)
 	}
 }
+
+// TestReview40q_FailedClearedForgetsPrevHostOff: prevHostRequest reads
+// State.PrevHost for LastRequest(...).At, which is zero for PhaseNone
+// (held.go LastRequest), so PrevHostOff is false for a state in
+// PhaseNone whatever the host. A failed remediation (its Machine moved
+// from h1 to h2; no controller owner) whose Machine is healthy again is
+// cleared to PhaseNone (phased.go: "failed remediation cleared") in the
+// pass that finds h1 off for a stray request of m1's (admission kept,
+// PrevHost kept); the next pass reads h1 for no request time, forgets
+// PrevHost and releases the admission while h1 is still off for m1's own
+// request (its BMC refusing the power-on, fault kept on: ground truth),
+// and m2 powers h3 off under MaxCount(1).
+func TestReview40q_FailedClearedForgetsPrevHostOff(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-10 * time.Minute)
+	g := newRig40q(t, []string{"h1", "h2", "h3"},
+		remediation.State{Phase: remediation.PhaseFailed, Attempt: 2, Started: t0, RequestedAt: t0, Host: "h2", PrevHost: "h1",
+			Finished: time.Now().Add(-time.Minute), Message: "node not back in time: retries exhausted, remediation failed"}, "h3")
+	g.strayOn(t, "h1")
+	// m1 is healthy again (its Node recovered on h2).
+	g.c.SetNodeReady("m1", true)
+	g.c.SetNeedsRemediation("m1", false)
+	for i := 0; i < 5; i++ {
+		g.pass(t, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	from := time.Now()
+	g.c.SetNodeReady("m2", false)
+	g.c.SetNeedsRemediation("m2", true)
+	for i := 0; i < 10; i++ {
+		g.pass(t, "m2")
+		g.pass(t, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	h1, _ := g.hosts.Get(ctx, "h1")
+	t.Logf("h1 annotations=%v status=%+v", h1.Annotations, h1.Status)
+	if g.hw["h1"].OffThroughout(from, to) && g.hw["h3"].WasOffDuring(from, to) {
+		a, _ := g.c.GetAdmissions(ctx)
+		t.Fatalf("MaxCount(1): h1 (off for m1's stray request, never on since: truth %v) and h3 (truth %v) both off at once by remediation requests; PrevHost h1 forgotten once the state was PhaseNone; admissions now %v",
+			g.hw["h1"].Truth(), g.hw["h3"].Truth(), a.Machines)
+	}
+}
