@@ -2,6 +2,7 @@ package remediation_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -350,5 +351,32 @@ func TestReview40q_FailedClearedForgetsPrevHostOff(t *testing.T) {
 		a, _ := g.c.GetAdmissions(ctx)
 		t.Fatalf("MaxCount(1): h1 (off for m1's stray request, never on since: truth %v) and h3 (truth %v) both off at once by remediation requests; PrevHost h1 forgotten once the state was PhaseNone; admissions now %v",
 			g.hw["h1"].Truth(), g.hw["h3"].Truth(), a.Machines)
+	}
+}
+
+// TestReview40q_PrevHostWaitEscalationSaysRetriesExhausted: the wait for
+// State.PrevHost (waitOverMoved, new in review 40p's fix) escalates at
+// Timeout through escalate, which always appends "retries exhausted"
+// (phased.go escalate): a Machine on its first attempt, with RetryLimit 1
+// unused and no power cycle of its host made, is failed with a message
+// saying its retries were exhausted, which sends the operator after the
+// wrong cause.
+func TestReview40q_PrevHostWaitEscalationSaysRetriesExhausted(t *testing.T) {
+	now := time.Now()
+	t0 := now.Add(-2 * time.Hour)
+	cfg := remediation.Config{PollInterval: time.Second, Timeout: time.Minute}
+	o := remediation.Observed{
+		Machine:     remediation.Machine{Name: "m1", UID: "u1", NodeName: "m1", NeedsRemediation: true},
+		Node:        remediation.Node{Name: "m1", UID: "n1"},
+		Host:        remediation.Host{Name: "h2"},
+		State:       remediation.State{Phase: remediation.PhaseDone, Attempt: 1, Started: t0, RequestedAt: t0, Host: "h2", PrevHost: "h1", Finished: t0.Add(time.Minute), UnhealthyAgain: now.Add(-2 * cfg.Timeout)},
+		Admitted:    true,
+		MayStart:    true,
+		PrevHostOff: true,
+	}
+	d := cfg.Decide(o, now)
+	require.Equal(t, remediation.PhaseFailed, d.State.Phase, "precondition: the wait for h1 past Timeout escalates")
+	if strings.Contains(d.State.Message, "retries exhausted") {
+		t.Fatalf("first attempt, no retry made (RetryLimit 1), failed for waiting on h1: the message says %q", d.State.Message)
 	}
 }
