@@ -171,10 +171,18 @@ type Member struct {
 	// PrevHostSeen and EarlierHosts: a request of this Machine's found on
 	// one of these hosts is removed too when the Machine is gone, and the
 	// admission kept while that host may be off for it (Seen set, as in
-	// State).
-	PrevHost                    string
-	PrevHostSince, PrevHostSeen time.Time
-	EarlierHosts                []MovedFrom
+	// State). A host the state forgot stays here, its Seen cleared, until
+	// another move replaces it.
+	PrevHost string
+	// PrevHostSince is State.PrevHostSince (zero in records written
+	// before it existed: PrevHost is then read from the recorded
+	// request's time).
+	PrevHostSince time.Time
+	// PrevHostSeen is State.PrevHostSeen, or when the gone Machine's
+	// release found a request of its on PrevHost.
+	PrevHostSeen time.Time
+	// EarlierHosts is State.EarlierHosts (Seen set likewise).
+	EarlierHosts []MovedFrom
 }
 
 // Equal reports whether two entries are the same.
