@@ -337,6 +337,10 @@ type admittedMember struct {
 	ControlPlane bool   `json:"controlPlane,omitempty"`
 	Wrote        bool   `json:"wrote,omitempty"`
 	PrevHost     string `json:"prevHost,omitempty"`
+	// PrevHostSince, PrevHostSeen and EarlierHosts: remediation.Member's.
+	PrevHostSince time.Time               `json:"prevHostSince,omitzero"`
+	PrevHostSeen  time.Time               `json:"prevHostSeen,omitzero"`
+	EarlierHosts  []remediation.MovedFrom `json:"earlierHosts,omitempty"`
 }
 
 // admittedRequest is one entry of a section's requests in the admission

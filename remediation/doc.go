@@ -100,20 +100,36 @@
 // request that still lands (no Guard) is owned by no attempt and removed
 // by the next pass over its Machine that removes its request (a finished
 // remediation never leaves a request on a host), which a controller
-// starts on the host's change; one that lands on the host the Machine
-// was moved from is removed there too (State.PrevHost): while it is set,
-// every pass reads that host and removes a request of the Machine's found
-// there, looking again every PollInterval, and it is forgotten only once
-// a pass of a remediation that is over finds none there and the host not
-// off for one (moveBlocked's rule: powered off after the last attempt's
-// request time and not known On since); until then the Machine keeps its
-// admission, so the storm guard counts a host such a request powered
-// off (a Machine gone with it
-// has it removed too: Member.PrevHost, and keeps its admission while that
-// host is held, read for the recorded request's time). A write that lands after that
-// stays until a person removes it: run two writers under a Guard.
-// State.PrevHost is set on every move: a new request on the new host, a
-// retry there, or a new attempt after the last one ended.
+// starts on the host's change; one that lands on a host the Machine
+// was moved from is removed there too (State.PrevHost, and
+// State.EarlierHosts after a second move): while one is set, every pass
+// reads that host and removes a request of the Machine's found there,
+// looking again every PollInterval, after saving when it found it
+// (State.PrevHostSeen, MovedFrom.Seen; in the admission's Member too).
+// Such a host may be off for that request while it is powered off after
+// the Machine moved away from it (State.PrevHostSince, MovedFrom.Since:
+// a retry or a new request does not move it) and not known On since
+// (moveBlocked's rule); a power-off of it for which no request of the
+// Machine's was found there is another's (another Machine's request, its
+// owner's), not this Machine's to count. It is forgotten only once a
+// pass of a remediation that is over (done, failed, or none after a
+// failed one was cleared) finds no request there and the host not off
+// for one found there; until then the Machine keeps its admission, so
+// the storm guard counts a host such a request powered off. A second
+// move keeps the host it replaces in State.EarlierHosts while it may be
+// off. A Machine gone meanwhile has these hosts read alike
+// (Member.PrevHost, Member.EarlierHosts): a request of its found there is
+// recorded in its Member, then removed, and the admission kept while
+// the host may be off for it. A write that lands after a host is
+// forgotten stays until a person removes it, and one that lands and is
+// removed by another stale writer before any pass found it is not
+// counted: run two writers under a Guard. State.PrevHost is set on every
+// move: a new request on the new host, a retry there, or a new attempt
+// after the last one ended. A retry on the same host, or a move, is not
+// held back while a host the Machine moved from may be off for it (the
+// Machine's one admission counts them all); only a new attempt after the
+// last one ended waits for such a host, and fails at Timeout saying which
+// host to power on.
 //
 // A Machine that moves to another host after its host was powered off
 // for the request has its new host asked only once the old one is known
@@ -130,7 +146,8 @@
 // starts no new attempt, on another host or on none, by the same rule,
 // keeping its admission meanwhile; it waits with a current message
 // until Timeout after the Machine was first seen unhealthy again
-// (State.UnhealthyAgain), then fails (escalates) naming the host.
+// (State.UnhealthyAgain), then fails naming the host to power on (its
+// message says that wait is the cause, not retries run out).
 //
 // # Retries and a flapping health checker
 //

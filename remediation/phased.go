@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,11 +106,31 @@ type State struct {
 	// Decision.RemovePrevRequest), so that a request a paused writer
 	// without a Guard lands there after the move is removed whenever it
 	// lands; it is forgotten only once a pass of a remediation that is
-	// over finds none there and the host not off for one
+	// over finds none there and the host not off for one it found there
 	// (Observed.PrevHostOff; the admission is kept meanwhile) (a new
-	// attempt keeps it). Empty if the
+	// attempt, or a retry, keeps it; a second move keeps it in
+	// EarlierHosts while it may be off for such a request). Empty if the
 	// Machine never moved.
 	PrevHost string
+	// PrevHostSince is when the Machine moved away from PrevHost (the
+	// move waited for that host to be on): a power-off of PrevHost after
+	// it may be for a request of the Machine's that landed there since.
+	// Zero in states persisted before it existed: the first pass sets it
+	// to the last request's time (RequestedAt, else Started).
+	PrevHostSince time.Time
+	// PrevHostSeen is when a pass first found a request of this Machine's
+	// on PrevHost (since PrevHostSince; persisted before that request is
+	// removed): only then may PrevHost be off for a request of the
+	// Machine's (Observed.PrevHostOff), and not for another Machine's
+	// that re-used the host. Zero: none found, or the one found was
+	// served (a pass found PrevHost not off for it since).
+	PrevHostSeen time.Time
+	// EarlierHosts are hosts the Machine moved from before PrevHost (a
+	// second move) where a request of its was found and that may still be
+	// off for it: each is read on every pass, as PrevHost is, and
+	// forgotten once it is not off for that request (Observed.EarlierHosts;
+	// the admission is kept meanwhile). Nil if none.
+	EarlierHosts []MovedFrom
 	// Finished is when the last attempt reached done or failed.
 	Finished time.Time
 	// UnhealthyAgain is when the machine was first seen unhealthy again
@@ -139,11 +160,31 @@ type State struct {
 func (s State) Equal(o State) bool {
 	if s.Phase != o.Phase || s.Attempt != o.Attempt || !s.Started.Equal(o.Started) || !s.RequestedAt.Equal(o.RequestedAt) || s.Host != o.Host || s.PrevHost != o.PrevHost ||
 		!s.Finished.Equal(o.Finished) || !s.UnhealthyAgain.Equal(o.UnhealthyAgain) || s.Canceled != o.Canceled || !s.CanceledAt.Equal(o.CanceledAt) ||
-		s.Tainted != o.Tainted || s.Message != o.Message || (s.Backup == nil) != (o.Backup == nil) {
+		s.Tainted != o.Tainted || s.Message != o.Message || (s.Backup == nil) != (o.Backup == nil) ||
+		!s.PrevHostSince.Equal(o.PrevHostSince) || !s.PrevHostSeen.Equal(o.PrevHostSeen) || !slices.EqualFunc(s.EarlierHosts, o.EarlierHosts, MovedFrom.Equal) {
 		return false
 	}
 	return s.Backup == nil || s.Backup.Name == o.Backup.Name &&
 		maps.Equal(s.Backup.Labels, o.Backup.Labels) && maps.Equal(s.Backup.Annotations, o.Backup.Annotations)
+}
+
+// MovedFrom is a host a Machine moved away from that is still read for a
+// request of the Machine's landing there (State.PrevHost, with
+// State.PrevHostSince and State.PrevHostSeen; State.EarlierHosts).
+type MovedFrom struct {
+	// Host names the host.
+	Host string
+	// Since: the Machine moved away from it then; a power-off after it
+	// may be for a request of the Machine's that landed there since.
+	Since time.Time
+	// Seen: when a pass found a request of the Machine's there (zero:
+	// none found, or served since).
+	Seen time.Time
+}
+
+// Equal reports whether two entries are the same.
+func (m MovedFrom) Equal(o MovedFrom) bool {
+	return m.Host == o.Host && m.Since.Equal(o.Since) && m.Seen.Equal(o.Seen)
 }
 
 // Machine is what a decision needs of the Cluster API Machine.
@@ -308,11 +349,25 @@ type Observed struct {
 	// set (a paused writer's request that landed after the move).
 	PrevHostRequest bool
 	// PrevHostOff: State.PrevHost may still be off for a request of this
-	// Machine's that landed there after the move (moveBlocked's rule,
-	// offFor: held, or powered off after the last attempt's request time
-	// and not read On, nor confirmed on by the reboot controller, since).
+	// Machine's that a pass found there (State.PrevHostSeen set; never
+	// for a power-off another Machine's request made): offFor, read for
+	// State.PrevHostSince (held, or powered off after it and not read
+	// On, nor confirmed on by the reboot controller, since).
 	// State.PrevHost, and the admission, are kept while it is.
 	PrevHostOff bool
+	// EarlierHosts are State.EarlierHosts as read, in the same order
+	// (Request and Off as PrevHostRequest and PrevHostOff).
+	EarlierHosts []PrevReading
+}
+
+// PrevReading is what a pass read of a host the Machine moved from
+// (Observed.EarlierHosts).
+type PrevReading struct {
+	// Request: a request of this Machine's is on it.
+	Request bool
+	// Off: it may still be off for a request of this Machine's found
+	// there (MovedFrom.Seen set).
+	Off bool
 }
 
 // Config tunes phased decisions. The zero value is valid.
@@ -376,8 +431,9 @@ func (c Config) withDefaults() Config {
 //     (through reboot.Client.RequestWith, T = State.Started).
 //  4. DeleteNode (with the observed Node's UID as a precondition) or
 //     TaintNode: only ever asked on Host.Fenced.
-//  5. RemoveRebootAnnotation: the host may power on; RemovePrevRequest:
-//     remove a request of the Machine's from State.PrevHost.
+//  5. RemoveRebootAnnotation: the host may power on; RemovePrevRequest,
+//     RemoveEarlierRequests: remove a request of the Machine's from
+//     State.PrevHost, and from those hosts of State.EarlierHosts.
 //  6. RestoreLabels, RestoreAnnotations: add them to the Node named
 //     RestoreNode (only keys it lacks are listed), and RemoveTaint.
 //  7. RemoveNeedsRemediation: remove NeedsRemediationAnnotation.
@@ -406,11 +462,15 @@ type Decision struct {
 	RemoveNeedsRemediation bool
 	DeleteMachine          bool
 	// RemovePrevRequest: remove a request of this Machine's from
-	// State.PrevHost (with step 5): one landed there after the move. When
-	// the decision replaces State.PrevHost (a second move), it is the
-	// replaced host's (the State observed), removed before the state is
-	// saved.
+	// State.PrevHost as observed (with step 5, after the state that
+	// records it found, State.PrevHostSeen, is saved): one landed there
+	// after the move. A second move that replaces State.PrevHost keeps
+	// that host in State.EarlierHosts.
 	RemovePrevRequest bool
+	// RemoveEarlierRequests names the hosts of State.EarlierHosts (as
+	// observed) to remove a request of this Machine's from (with step
+	// 5): one was found there.
+	RemoveEarlierRequests []string
 	// Release: remove the Machine from the admission record (step 9);
 	// it releases no host and no lock of the reboot API.
 	Release      bool
@@ -448,6 +508,11 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 	d := Decision{State: o.State}
 	st := &d.State
 	m := o.Machine
+	if st.PrevHost != "" && st.PrevHostSince.IsZero() {
+		// A state persisted before PrevHostSince existed: read from the
+		// last request's time, as then.
+		st.PrevHostSince = prevSince(o.State)
+	}
 	if !m.NeedsRemediation && !st.Canceled && (st.Phase == PhasePoweringOn || st.Phase == PhaseWaitingForNode && !(o.Node.Exists && o.Node.Ready)) {
 		// Cancelled after the power-off (with the Node back, the mark is
 		// gone because the remediation removed it): only bring the host
@@ -462,7 +527,7 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 	// value.
 	request := func(why string) {
 		if o.Host.Name != "" && st.Host != "" && o.Host.Name != st.Host {
-			movePrev(o, &d, st.Host) // moved: a stray write may still land there
+			movePrev(&d, st.Host, now) // moved: a stray write may still land there
 		}
 		st.RequestedAt, st.Host = now, cmp.Or(o.Host.Name, st.Host) // never "" over a known host
 		d.AddRebootAnnotation, d.RebootValue = true, RebootValue(m.UID, now)
@@ -522,11 +587,12 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			// again, ends at Timeout: the remediation fails (escalates),
 			// as an attempt whose move is blocked does (waitMoved).
 			c.waitOverMoved(o, now, &d, st.Host, fmt.Sprintf("host %s, which the machine no longer maps to, may still be off for the last request%s", st.Host, unread(o.Host)))
-		case o.PrevHostOff && st.PrevHost != "" && st.PrevHost != st.Host && st.PrevHost == o.State.PrevHost:
-			// The host it moved from may be off for a request of its
-			// that landed there (prevHost): the same wait, not a second
-			// host off for the same Machine.
-			c.waitOverMoved(o, now, &d, st.PrevHost, fmt.Sprintf("host %s, %s", st.PrevHost, prevOffWhy))
+		case o.prevOffHost() != "":
+			// A host it moved from may be off for a request of its found
+			// there (prevHost): the same wait, not a second host off for
+			// the same Machine.
+			h := o.prevOffHost()
+			c.waitOverMoved(o, now, &d, h, fmt.Sprintf("host %s, %s", h, prevOffWhy))
 		default:
 			c.start(o, now, &d)
 		}
@@ -666,59 +732,142 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			d.Reason = "node back after cancellation: done"
 		}
 	}
-	c.prevHost(o, &d)
+	c.prevHost(o, now, &d)
 	return d.finish(o)
 }
 
-// prevHost keeps State.PrevHost, and removes a request of this Machine's
-// found there, until a pass of a remediation that is over finds none
-// there and the host not off for one (Observed.PrevHostOff): only then is
-// it forgotten (a paused writer's request may land there at any time
-// during the attempt, and power the host off). While the host may be off
-// for such a request the admission is kept (the storm guard counts it).
-// While it is kept, the Machine is looked at again every PollInterval.
-func (c Config) prevHost(o Observed, d *Decision) {
+// prevHost keeps the hosts the Machine moved from (State.PrevHost,
+// State.EarlierHosts), and removes a request of this Machine's found on
+// one (recording when it was found: MovedFrom.Seen, saved before the
+// removal), until a pass of a remediation that is over finds none there
+// and the host not off for one found there (Observed.PrevHostOff,
+// PrevReading.Off): only then is it forgotten (a paused writer's request
+// may land there at any time during the attempt, and power the host
+// off). While a host may be off for such a request the admission is kept
+// (the storm guard counts it). A pass in flight that finds a host not off
+// for the request found there forgets that sighting (Seen): a later
+// power-off of that host is another's, unless a request of the
+// Machine's is found there again. While one is kept, the Machine is
+// looked at again every PollInterval.
+func (c Config) prevHost(o Observed, now time.Time, d *Decision) {
 	st := &d.State
-	switch {
-	case st.PrevHost == "":
-		return
-	case st.PrevHost == st.Host:
-		// Moved back: the request's own removal covers this host.
-		st.PrevHost = ""
-		return
-	case st.PrevHost != o.State.PrevHost:
-		// Set by this decision: read on the next pass.
-	case o.PrevHostRequest:
-		d.RemovePrevRequest = true
-		d.Release = false
-	case o.PrevHostOff:
-		d.Release = false
-		if !InFlight(st.Phase) && !strings.Contains(d.Reason, prevOffWhy) {
-			d.Reason = fmt.Sprintf("%s; host %s, %s: admission kept until it is on", d.Reason, st.PrevHost, prevOffWhy)
-		}
-	case !InFlight(st.Phase):
-		st.PrevHost = ""
+	l := movedFrom(*st)
+	if len(l) == 0 {
 		return
 	}
-	if d.RequeueAfter <= 0 || d.RequeueAfter > c.PollInterval {
+	read := o.readings()
+	var keep []MovedFrom
+	for _, e := range l {
+		r, observed := read[e.Host]
+		switch {
+		case e.Host == st.Host:
+			// Moved back: the request's own removal covers this host.
+			continue
+		case !observed:
+			// Set by this decision: read on the next pass.
+		case r.Request:
+			if e.Host == o.State.PrevHost {
+				d.RemovePrevRequest = true
+			} else {
+				d.RemoveEarlierRequests = append(d.RemoveEarlierRequests, e.Host)
+			}
+			if e.Seen.IsZero() {
+				e.Seen = now // saved before the request is removed
+			}
+			d.Release = false
+		case r.Off:
+			d.Release = false
+			if !InFlight(st.Phase) && !strings.Contains(d.Reason, prevOffWhy) {
+				d.Reason = fmt.Sprintf("%s; host %s, %s: admission kept until it is on", d.Reason, e.Host, prevOffWhy)
+			}
+		case !InFlight(st.Phase):
+			continue // forgotten
+		default:
+			// Not off for the request found there (served): a power-off
+			// from now on is not its.
+			e.Seen = time.Time{}
+		}
+		keep = append(keep, e)
+	}
+	setMovedFrom(st, keep)
+	if len(keep) > 0 && (d.RequeueAfter <= 0 || d.RequeueAfter > c.PollInterval) {
 		d.RequeueAfter = c.PollInterval
 	}
 }
 
-// prevOffWhy says why State.PrevHost is waited for (Observed.PrevHostOff).
-const prevOffWhy = "which the machine moved from, may still be off for a request of the machine's that landed there"
+// prevOffWhy says why a host the Machine moved from is waited for
+// (Observed.PrevHostOff).
+const prevOffWhy = "which the machine moved from, may still be off for a request of the machine's found there"
 
-// movePrev sets State.PrevHost to from, the host the Machine moves away
-// from. The host it replaces (a second move), if a request of the
-// Machine's was found there (Observed.PrevHostRequest), has it removed
-// (RemovePrevRequest, which the Reconciler carries out on the replaced
-// host before it saves the state that forgets it): no host is left held
-// by a request no pass reads again.
-func movePrev(o Observed, d *Decision, from string) {
-	if old := o.State.PrevHost; old != "" && old != from && o.PrevHostRequest {
-		d.RemovePrevRequest = true
+// movedFrom returns the hosts s's Machine moved from: State.PrevHost
+// (with PrevHostSince and PrevHostSeen) first, then State.EarlierHosts.
+func movedFrom(s State) []MovedFrom {
+	var out []MovedFrom
+	if s.PrevHost != "" {
+		out = append(out, MovedFrom{Host: s.PrevHost, Since: prevSince(s), Seen: s.PrevHostSeen})
 	}
-	d.State.PrevHost = from
+	return append(out, s.EarlierHosts...)
+}
+
+// prevSince is State.PrevHostSince or, in a state persisted before it
+// existed, the last request's time.
+func prevSince(s State) time.Time {
+	return cmp.Or(s.PrevHostSince, s.RequestedAt, s.Started)
+}
+
+// setMovedFrom writes l into s: its first entry as State.PrevHost, the
+// others as State.EarlierHosts.
+func setMovedFrom(s *State, l []MovedFrom) {
+	s.PrevHost, s.PrevHostSince, s.PrevHostSeen, s.EarlierHosts = "", time.Time{}, time.Time{}, nil
+	if len(l) == 0 {
+		return
+	}
+	s.PrevHost, s.PrevHostSince, s.PrevHostSeen = l[0].Host, l[0].Since, l[0].Seen
+	if len(l) > 1 {
+		s.EarlierHosts = slices.Clone(l[1:])
+	}
+}
+
+// readings returns what the pass read of each host the observed state's
+// Machine moved from, by host.
+func (o Observed) readings() map[string]PrevReading {
+	r := map[string]PrevReading{}
+	if o.State.PrevHost != "" {
+		r[o.State.PrevHost] = PrevReading{Request: o.PrevHostRequest, Off: o.PrevHostOff}
+	}
+	for i, e := range o.State.EarlierHosts {
+		if _, ok := r[e.Host]; !ok && i < len(o.EarlierHosts) {
+			r[e.Host] = o.EarlierHosts[i]
+		} else if !ok {
+			r[e.Host] = PrevReading{}
+		}
+	}
+	return r
+}
+
+// prevOffHost returns the first host the observed Machine moved from that
+// may still be off for a request of its found there ("" if none).
+func (o Observed) prevOffHost() string {
+	if o.PrevHostOff && o.State.PrevHost != "" && o.State.PrevHost != o.State.Host {
+		return o.State.PrevHost
+	}
+	for i, e := range o.State.EarlierHosts {
+		if i < len(o.EarlierHosts) && o.EarlierHosts[i].Off && e.Host != o.State.Host {
+			return e.Host
+		}
+	}
+	return ""
+}
+
+// movePrev records from, the host the Machine moves away from now, as
+// State.PrevHost (read from now on: PrevHostSince now). The host it
+// replaces (a second move) is kept in State.EarlierHosts (prevHost
+// forgets it once it is not off for a request of the Machine's found
+// there): no host is left off for such a request with no pass reading it.
+func movePrev(d *Decision, from string, now time.Time) {
+	l := movedFrom(d.State)
+	l = slices.DeleteFunc(l, func(e MovedFrom) bool { return e.Host == from })
+	setMovedFrom(&d.State, append([]MovedFrom{{Host: from, Since: now}}, l...))
 }
 
 // start decides for an unhealthy Machine with no remediation in flight:
@@ -760,9 +909,10 @@ func (c Config) start(o Observed, now time.Time, d *Decision) {
 	// A request of this Machine's may still land on the host it moved
 	// from: PrevHost is kept until a pass finds none there (prevHost).
 	if st.Host != "" && o.Host.Name != "" && o.Host.Name != st.Host {
-		movePrev(o, d, st.Host) // moved: a stray write may still land there
+		movePrev(d, st.Host, now) // moved: a stray write may still land there
 	}
-	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Host: o.Host.Name, PrevHost: st.PrevHost, Backup: backup, Tainted: tainted}
+	*st = State{Phase: PhasePowerOffRequested, Attempt: attempt, Started: now, RequestedAt: now, Host: o.Host.Name,
+		PrevHost: st.PrevHost, PrevHostSince: st.PrevHostSince, PrevHostSeen: st.PrevHostSeen, EarlierHosts: st.EarlierHosts, Backup: backup, Tainted: tainted}
 	// The new request replaces the last one on the same host (decide
 	// releases another host's first).
 	d.RemoveRebootAnnotation = false
@@ -891,7 +1041,9 @@ func (c Config) waitOverMoved(o Observed, now time.Time, d *Decision, host, why 
 		st.UnhealthyAgain = now
 	}
 	if now.Sub(st.UnhealthyAgain) >= c.Timeout {
-		c.escalate(o, now, d, fmt.Sprintf("%s, for %s: %s is not asked (power %s on, by hand if its BMC keeps refusing)",
+		// No power cycle is made while it waits: the cause is the wait,
+		// not retries run out.
+		c.giveUp(o, now, d, fmt.Sprintf("%s, for %s: %s was not asked (power %s on, by hand if its BMC keeps refusing)",
 			why, c.Timeout, cmp.Or(o.Host.Name, "no host"), host))
 		return
 	}
@@ -942,7 +1094,7 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 	}
 	if o.Host.Missing {
 		// No host to power-cycle again: a retry could not even ask.
-		c.escalate(o, now, d, why+" (the machine has no host)")
+		c.giveUp(o, now, d, why+" (the machine has no host: give it one)")
 		return
 	}
 	if moved(o) && o.Host.RebootAnnotation {
@@ -954,14 +1106,14 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 		// Nor is the new host asked while the old one may still be off
 		// for the request: no retry, the remediation fails (its admission
 		// kept while the old host is held).
-		c.escalate(o, now, d, fmt.Sprintf("%s (the machine moved from host %s to %s, and %s, off for its request, is not known on since%s: %s is not asked; power %s on, by hand if its BMC keeps refusing)",
+		c.giveUp(o, now, d, fmt.Sprintf("%s (the machine moved from host %s to %s, and %s, off for its request, is not known on since%s: %s is not asked; power %s on, by hand if its BMC keeps refusing)",
 			why, o.State.Host, o.Host.Name, o.State.Host, unread(o.Host), o.Host.Name, o.State.Host))
 		return
 	}
 	if st.Attempt <= c.RetryLimit {
 		st.Attempt++
 		if moved(o) {
-			movePrev(o, d, st.Host) // moved: a stray write may still land there
+			movePrev(d, st.Host, now) // moved: a stray write may still land there
 		}
 		st.Phase, st.Started, st.RequestedAt, st.Host = PhasePowerOffRequested, now, now, cmp.Or(o.Host.Name, st.Host)
 		if st.Backup == nil {
@@ -976,18 +1128,30 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 	c.escalate(o, now, d, why)
 }
 
+// escalate fails the remediation once its power cycles ran out (Config.
+// RetryLimit): the message says so.
 func (c Config) escalate(o Observed, now time.Time, d *Decision, why string) {
+	c.fail(o, now, d, why+": retries exhausted")
+}
+
+// giveUp fails the remediation for why, which is not that its retries
+// ran out (it says the cause and the operator's fix).
+func (c Config) giveUp(o Observed, now time.Time, d *Decision, why string) {
+	c.fail(o, now, d, why)
+}
+
+func (c Config) fail(o Observed, now time.Time, d *Decision, why string) {
 	st := &d.State
 	d.RemoveRebootAnnotation = o.Host.RebootAnnotation
 	st.Phase, st.Finished = PhaseFailed, now
 	d.Release = o.Admitted && !held(o.Host)
 	if o.Machine.HasControllerOwner {
 		d.DeleteMachine = true
-		d.Reason = why + ": retries exhausted, delete the Machine for its owner to replace"
+		d.Reason = why + ", delete the Machine for its owner to replace"
 		st.Message = d.Reason
 		return
 	}
-	d.Reason = why + ": retries exhausted, remediation failed"
+	d.Reason = why + ", remediation failed"
 	st.Message = d.Reason
 	c.cleanup(o, d)
 }

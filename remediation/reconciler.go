@@ -167,9 +167,36 @@ type Member struct {
 	// admitted while it had no host), and a Machine gone with it holds no
 	// host.
 	Wrote bool
-	// PrevHost is State.PrevHost as last recorded: a request of this
-	// Machine's found there is removed too when the Machine is gone.
+	// PrevHost is State.PrevHost as last recorded, with PrevHostSince,
+	// PrevHostSeen and EarlierHosts: a request of this Machine's found on
+	// one of these hosts is removed too when the Machine is gone, and the
+	// admission kept while that host may be off for it (Seen set, as in
+	// State). A host the state forgot stays here, its Seen cleared, until
+	// another move replaces it.
 	PrevHost string
+	// PrevHostSince is State.PrevHostSince (zero in records written
+	// before it existed: PrevHost is then read from the recorded
+	// request's time).
+	PrevHostSince time.Time
+	// PrevHostSeen is State.PrevHostSeen, or when the gone Machine's
+	// release found a request of its on PrevHost.
+	PrevHostSeen time.Time
+	// EarlierHosts is State.EarlierHosts (Seen set likewise).
+	EarlierHosts []MovedFrom
+}
+
+// Equal reports whether two entries are the same.
+func (m Member) Equal(o Member) bool {
+	return m.Cluster == o.Cluster && m.HealthCheck == o.HealthCheck && m.ControlPlane == o.ControlPlane && m.Wrote == o.Wrote &&
+		m.PrevHost == o.PrevHost && m.PrevHostSince.Equal(o.PrevHostSince) && m.PrevHostSeen.Equal(o.PrevHostSeen) &&
+		slices.EqualFunc(m.EarlierHosts, o.EarlierHosts, MovedFrom.Equal)
+}
+
+// movedFrom returns the hosts the member's Machine moved from, as
+// State's (movedFrom); a record written before PrevHostSince existed
+// reads PrevHost from at, the recorded request's time.
+func (m Member) movedFrom(at time.Time) []MovedFrom {
+	return movedFrom(State{PrevHost: m.PrevHost, PrevHostSince: cmp.Or(m.PrevHostSince, at), PrevHostSeen: m.PrevHostSeen, EarlierHosts: m.EarlierHosts})
 }
 
 // Has reports whether machine is admitted.
@@ -282,7 +309,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		return Result{RequeueAfter: time.Nanosecond}, err
 	}
 	o := Observed{Machine: rec.Machine, Node: node, Host: host, State: rec.State, Admitted: adm.Has(name)}
-	if o.PrevHostRequest, o.PrevHostOff, err = r.prevHostRequest(ctx, rec); err != nil {
+	if err := r.readPrev(ctx, rec, &o); err != nil {
 		return Result{}, err
 	}
 	if rec.Machine.NeedsRemediation && !InFlight(rec.State.Phase) && !o.Admitted {
@@ -317,25 +344,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	record = record && recorded.Host != "" &&
 		(adm.Requests[name].Value != recorded.Value || adm.Requests[name].Host != recorded.Host)
 	member, recordMember := memberOf(adm, rec.Machine, d, o.Admitted)
-	replacesPrev := d.RemovePrevRequest && stateAfter(rec.State, d).PrevHost != rec.State.PrevHost
-	if replacesPrev {
-		// A second move replaces State.PrevHost, where a request of the
-		// Machine's was found: removed before the state (and the
-		// admission's Member) that forget that host are saved.
-		// Only if the persisted attempt is still the one this pass read:
-		// a pass superseded since (another leader's save) acts on no host.
-		if err := reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation from host "+rec.State.PrevHost+" for "+name, func(ctx context.Context) error {
-			if err := r.current(ctx, name, rec.State); err != nil {
-				return err
-			}
-			if err := live(ctx, r.Guard, "remediation: remove reboot annotation from host "+rec.State.PrevHost+" for "+name); err != nil {
-				return err
-			}
-			return r.removePrev(ctx, name, rec.State.PrevHost, rec.Machine.UID)
-		}); err != nil {
-			return res, fmt.Errorf("remediation: remove reboot annotation from host %s for %s: %w", rec.State.PrevHost, name, err)
-		}
-	}
 	if d.Admit || record || recordMember {
 		if d.Admit {
 			adm.Machines = append(slices.Clone(adm.Machines), name)
@@ -378,12 +386,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		{d.AddRebootAnnotation, func(ctx context.Context) error { return r.Hosts.AddRebootAnnotation(ctx, name, attempt) }, "add reboot annotation", true},
 		{d.DeleteNode, func(ctx context.Context) error { return r.Nodes.Delete(ctx, node.Name, node.UID) }, "delete node", true},
 		{d.TaintNode, func(ctx context.Context) error { return r.Nodes.SetOutOfService(ctx, node.Name, true) }, "taint node", true},
-		{d.RemoveRebootAnnotation, func(ctx context.Context) error {
-			return r.removeRequest(ctx, name, req, rec.State.PrevHost, rec.Machine.UID)
-		}, "remove reboot annotation", true},
-		{d.RemovePrevRequest && !d.RemoveRebootAnnotation && !replacesPrev, func(ctx context.Context) error {
-			return r.removePrev(ctx, name, rec.State.PrevHost, rec.Machine.UID)
-		}, "remove reboot annotation from host " + rec.State.PrevHost, true},
+		{d.RemoveRebootAnnotation, func(ctx context.Context) error { return r.removeRequest(ctx, name, req) }, "remove reboot annotation", true},
+		{d.RemovePrevRequest || len(d.RemoveEarlierRequests) > 0, func(ctx context.Context) error {
+			hosts := d.RemoveEarlierRequests
+			if d.RemovePrevRequest {
+				hosts = append([]string{rec.State.PrevHost}, hosts...)
+			}
+			for _, h := range hosts {
+				if err := r.removePrev(ctx, name, h, rec.Machine.UID); err != nil {
+					return fmt.Errorf("host %s it moved from: %w", h, err)
+				}
+			}
+			return nil
+		}, "remove reboot annotation from a host it moved from", true},
 		{d.RestoreLabels != nil || d.RestoreAnnotations != nil, func(ctx context.Context) error {
 			return r.Nodes.AddMetadata(ctx, d.RestoreNode, d.RestoreLabels, d.RestoreAnnotations)
 		}, "restore node metadata", true},
@@ -511,14 +526,31 @@ func withOthers(fleet []FleetMachine, adm Admissions, cand Machine) []FleetMachi
 // (Admissions.Members) after decision d, and whether it must be written:
 // at admission (its scope, and whether a request is about to be
 // written), and when an admitted Machine's request is about to be
-// written or its State.PrevHost changed.
+// written or the hosts it moved from changed (State.PrevHost,
+// PrevHostSince, PrevHostSeen, EarlierHosts: written before the state,
+// step 1, so that a sighting is recorded there too before its request is
+// removed). A host the state forgets stays in the entry until another
+// replaces it: a Machine gone with it has a request found there removed.
 func memberOf(adm Admissions, m Machine, d Decision, admitted bool) (Member, bool) {
 	had, ok := adm.Members[m.Name]
+	withPrev := func(e Member) Member {
+		if d.State.PrevHost != "" || len(d.State.EarlierHosts) > 0 {
+			e.PrevHost, e.PrevHostSince, e.PrevHostSeen = d.State.PrevHost, d.State.PrevHostSince, d.State.PrevHostSeen
+			e.EarlierHosts = slices.Clone(d.State.EarlierHosts)
+			return e
+		}
+		// Forgotten by the state: not off for a request found there.
+		e.PrevHostSeen = time.Time{}
+		e.EarlierHosts = slices.Clone(e.EarlierHosts)
+		for i := range e.EarlierHosts {
+			e.EarlierHosts[i].Seen = time.Time{}
+		}
+		return e
+	}
 	switch {
 	case d.Admit:
-		return Member{Cluster: m.Cluster, HealthCheck: m.HealthCheck, ControlPlane: m.ControlPlane,
-			Wrote: d.AddRebootAnnotation, PrevHost: d.State.PrevHost}, true
-	case !admitted || !d.AddRebootAnnotation && (!ok || d.State.PrevHost == "" || d.State.PrevHost == had.PrevHost):
+		return withPrev(Member{Cluster: m.Cluster, HealthCheck: m.HealthCheck, ControlPlane: m.ControlPlane, Wrote: d.AddRebootAnnotation}), true
+	case !admitted:
 		return had, false
 	}
 	next := had
@@ -526,10 +558,11 @@ func memberOf(adm Admissions, m Machine, d Decision, admitted bool) (Member, boo
 		next = Member{Cluster: m.Cluster, HealthCheck: m.HealthCheck, ControlPlane: m.ControlPlane}
 	}
 	next.Wrote = next.Wrote || d.AddRebootAnnotation
-	if d.State.PrevHost != "" {
-		next.PrevHost = d.State.PrevHost
+	next = withPrev(next)
+	if !ok && !d.AddRebootAnnotation && next.PrevHost == "" && len(next.EarlierHosts) == 0 {
+		return had, false // an earlier version's record: nothing new to say
 	}
-	return next, !ok || next != had
+	return next, !ok || !next.Equal(had)
 }
 
 // abandon ends the remediation of a Machine that is gone: while it is
@@ -570,16 +603,19 @@ func ownRequest(req Request, uid string) bool {
 }
 
 // releaseRecorded removes the request the admission record a keeps for
-// name from its host (and a request of the Machine's from the host it
-// moved from, Member.PrevHost), then releases name's admission once that
-// host is not held (held: the request is gone and the host is not off
-// after it without being powered on since, read through the recorded
-// request, RequestReader), nor the host it moved from (its evidence read
-// for the recorded request's time: the move waited for it to be on, so an
-// off after that is for a request of the Machine's that landed there
-// since), as a live Machine's admission is kept (see
-// abandon); an admission whose Member says no request was written is
-// released at once. why says whose request it is, for the error.
+// name from its host, then releases name's admission once that host is
+// not held (held: the request is gone and the host is not off after it
+// without being powered on since, read through the recorded request,
+// RequestReader), as a live Machine's admission is kept (see abandon);
+// an admission whose Member says no request was written is released at
+// once. The hosts the Machine moved from (Member.PrevHost,
+// Member.EarlierHosts) are read as a live Machine's are (readPrev): a
+// request of the Machine's found on one is recorded in its Member
+// (Seen) before it is removed, and the admission is kept while such a
+// host may still be off for a request found there (offFor, read for the
+// time the Machine moved away from it); a host off for another
+// Machine's request only holds nothing. why says whose request it is,
+// for the error.
 func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissions, why string) error {
 	req := a.Requests[name]
 	mem, hasMem := a.Members[name]
@@ -587,13 +623,25 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 		// Admitted with no host: no request was ever written.
 		return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
 	}
-	err := reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation for "+name, func(ctx context.Context) error {
+	prevs, found, off, err := r.readMembersPrev(ctx, name, a, req, mem)
+	if err != nil {
+		return fmt.Errorf("remediation: machine %s (%s): %w", name, why, err)
+	}
+	err = reboot.Fenced(ctx, r.Guard, "remediation: remove reboot annotation for "+name, func(ctx context.Context) error {
 		if rr, ok := r.Hosts.(RequestRemover); ok && req.Host != "" {
 			if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
 				return err
 			}
-			if uid, ok := requestOwner(req.Value); ok && mem.PrevHost != "" && mem.PrevHost != req.Host {
-				return rr.RemoveRebootRequest(ctx, name, Request{Value: RebootValue(uid, time.Time{}), Host: mem.PrevHost})
+			uid, _ := requestOwner(req.Value)
+			for i, e := range prevs {
+				if found[i] {
+					if err := live(ctx, r.Guard, "remediation: remove reboot annotation from host "+e.Host+" for "+name); err != nil {
+						return err
+					}
+					if err := rr.RemoveRebootRequest(ctx, name, Request{Value: RebootValue(uid, time.Time{}), Host: e.Host}); err != nil {
+						return err
+					}
+				}
 			}
 			return nil
 		}
@@ -614,18 +662,59 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 		}
 		return fmt.Errorf("remediation: machine %s (%s): host %s: %w", name, why, req.Host, err)
 	}
-	if uid, ok := requestOwner(req.Value); ok && mem.PrevHost != "" && mem.PrevHost != req.Host {
-		// The host it moved from: a request of its that landed there
-		// after the move (removed above) may have powered it off.
-		prev := Request{Value: RebootValue(uid, req.At), At: req.At, Host: mem.PrevHost}
-		if held, err := r.stillHeld(ctx, name, prev); err != nil || held {
-			if err == nil {
-				err = ErrHostHeld
-			}
-			return fmt.Errorf("remediation: machine %s (%s): host %s it moved from: %w", name, why, mem.PrevHost, err)
+	for i, e := range prevs {
+		if found[i] || off[i] {
+			// A request of its found there (removed above: read again on
+			// the next pass), or the host may still be off for one.
+			return fmt.Errorf("remediation: machine %s (%s): host %s it moved from, where a request of its was found: %w", name, why, e.Host, ErrHostHeld)
 		}
 	}
 	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
+}
+
+// readMembersPrev reads, for name's admission (request req, Member mem),
+// each host it moved from: whether a request of the Machine's is on it
+// (found), and whether it may be off for one found there (off: Seen set
+// and offFor, read for the time it moved away). A sighting not recorded
+// yet is recorded in the Member (Seen, a compare-and-swap write of the
+// admission record) before anything is removed. Nothing without a
+// RequestRemover, or for a request that names no Machine.
+func (r *Reconciler) readMembersPrev(ctx context.Context, name string, a Admissions, req Request, mem Member) (prevs []MovedFrom, found, off []bool, err error) {
+	uid, ok := requestOwner(req.Value)
+	if _, rr := r.Hosts.(RequestRemover); !ok || !rr {
+		return nil, nil, nil, nil
+	}
+	all := mem.movedFrom(req.At)
+	changed := false
+	for i, e := range all {
+		if e.Host == req.Host {
+			continue // the request's own host: read for the request
+		}
+		h, err := r.readRecorded(ctx, name, Request{Value: RebootValue(uid, time.Time{}), At: e.Since, Host: e.Host})
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, nil, nil, fmt.Errorf("read host %s it moved from: %w", e.Host, err)
+		}
+		if h.RebootAnnotation && e.Seen.IsZero() {
+			all[i].Seen, changed = r.Now(), true
+		}
+		prevs = append(prevs, all[i])
+		found = append(found, h.RebootAnnotation)
+		off = append(off, !all[i].Seen.IsZero() && !e.Since.IsZero() && offFor(h))
+	}
+	if changed {
+		var st State
+		setMovedFrom(&st, all)
+		next := mem
+		next.PrevHost, next.PrevHostSince, next.PrevHostSeen, next.EarlierHosts = st.PrevHost, st.PrevHostSince, st.PrevHostSeen, st.EarlierHosts
+		a.Members = maps.Clone(a.Members)
+		a.Members[name] = next
+		if err := reboot.Fenced(ctx, r.Guard, "remediation: record a request found on a host "+name+" moved from", func(ctx context.Context) error {
+			return r.Admissions.PutAdmissions(ctx, a)
+		}); err != nil {
+			return nil, nil, nil, fmt.Errorf("record a request of its found on a host it moved from: %w", err)
+		}
+	}
+	return prevs, found, off, nil
 }
 
 // stillHeld reports whether the host of the recorded request req of
@@ -711,28 +800,43 @@ func (r *Reconciler) readRecorded(ctx context.Context, name string, req Request)
 	return r.Hosts.Get(ctx, name, req)
 }
 
-// prevHostRequest reports whether a request of rec's Machine is on
-// State.PrevHost (read while it is set and differs from State.Host), and
-// whether that host may be off for one (Observed.PrevHostOff: read for
-// the last attempt's request time, after which the move found it on).
-func (r *Reconciler) prevHostRequest(ctx context.Context, rec MachineRecord) (request, off bool, err error) {
-	prev := rec.State.PrevHost
-	if prev == "" || prev == rec.State.Host || rec.Machine.UID == "" {
-		return false, false, nil
+// readPrev reads each host rec's Machine moved from (State.PrevHost,
+// State.EarlierHosts; not the one its request is on) into o: whether a
+// request of the Machine's is on it, and whether it may be off for one a
+// pass found there (MovedFrom.Seen set: offFor, read for the time it
+// moved away, MovedFrom.Since). A host off for another Machine's request
+// only (no request of this one's ever found there since the move) is not
+// this Machine's to count.
+func (r *Reconciler) readPrev(ctx context.Context, rec MachineRecord, o *Observed) error {
+	if _, ok := r.Hosts.(RequestRemover); !ok || rec.Machine.UID == "" {
+		return nil
 	}
-	if _, ok := r.Hosts.(RequestRemover); !ok {
-		return false, false, nil
+	read := func(e MovedFrom) (PrevReading, error) {
+		if e.Host == "" || e.Host == rec.State.Host {
+			return PrevReading{}, nil
+		}
+		h, err := r.readRecorded(ctx, rec.Machine.Name, Request{Value: RebootValue(rec.Machine.UID, time.Time{}), At: e.Since, Host: e.Host})
+		if err != nil {
+			return PrevReading{}, fmt.Errorf("remediation: host %s that machine %s moved from: %w", e.Host, rec.Machine.Name, err)
+		}
+		return PrevReading{Request: h.RebootAnnotation, Off: !e.Seen.IsZero() && !e.Since.IsZero() && offFor(h)}, nil
 	}
-	at := LastRequest(rec.Machine, rec.State).At
-	h, err := r.readRecorded(ctx, rec.Machine.Name, Request{Value: RebootValue(rec.Machine.UID, time.Time{}), At: at, Host: prev})
-	if err != nil {
-		return false, false, fmt.Errorf("remediation: host %s that machine %s moved from: %w", prev, rec.Machine.Name, err)
+	for i, e := range movedFrom(rec.State) {
+		p, err := read(e)
+		if err != nil {
+			return err
+		}
+		if i == 0 && rec.State.PrevHost != "" {
+			o.PrevHostRequest, o.PrevHostOff = p.Request, p.Off
+			continue
+		}
+		o.EarlierHosts = append(o.EarlierHosts, p)
 	}
-	return h.RebootAnnotation, !at.IsZero() && offFor(h), nil
+	return nil
 }
 
-// removePrev removes a request of the Machine with UID uid from prev
-// (State.PrevHost).
+// removePrev removes a request of the Machine with UID uid from prev (a
+// host it moved from).
 func (r *Reconciler) removePrev(ctx context.Context, name, prev, uid string) error {
 	rr, ok := r.Hosts.(RequestRemover)
 	if !ok || prev == "" || uid == "" {
@@ -742,19 +846,12 @@ func (r *Reconciler) removePrev(ctx context.Context, name, prev, uid string) err
 }
 
 // removeRequest removes the reboot request req from its host (req.Host
-// when the HostStore is a RequestRemover, else the one it resolves), and
-// a request of this Machine's (UID uid) from prev (State.PrevHost: the host before
-// the last move, where a paused writer's request may have landed).
-func (r *Reconciler) removeRequest(ctx context.Context, name string, req Request, prev, uid string) error {
+// when the HostStore is a RequestRemover, else the one it resolves). A
+// request of the Machine's on a host it moved from is removed only by
+// the pass that found it, after its state recorded that (prevHost).
+func (r *Reconciler) removeRequest(ctx context.Context, name string, req Request) error {
 	if rr, ok := r.Hosts.(RequestRemover); ok {
-		if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
-			return err
-		}
-		if prev != "" && prev != req.Host && uid != "" {
-			// Any value naming this Machine's UID (SameMachine).
-			return rr.RemoveRebootRequest(ctx, name, Request{Value: RebootValue(uid, req.At), Host: prev})
-		}
-		return nil
+		return rr.RemoveRebootRequest(ctx, name, req)
 	}
 	return r.Hosts.RemoveRebootAnnotation(ctx, name)
 }

@@ -207,14 +207,16 @@ func Contract(t testing.TB, newStores NewStores) {
 	want := remediation.Request{Value: remediation.RebootValue("s1", st.RequestedAt), At: st.RequestedAt, Host: "host-1"}
 	withReq := got
 	withReq.Requests = map[string]remediation.Request{"s1": want}
-	wantMember := remediation.Member{Cluster: "c1", HealthCheck: "hc1", ControlPlane: true, Wrote: true, PrevHost: "host-0"}
+	wantMember := remediation.Member{Cluster: "c1", HealthCheck: "hc1", ControlPlane: true, Wrote: true, PrevHost: "host-0",
+		PrevHostSince: st.RequestedAt, PrevHostSeen: st.RequestedAt.Add(time.Second),
+		EarlierHosts: []remediation.MovedFrom{{Host: "host-9", Since: st.Started, Seen: st.Started.Add(time.Second)}}}
 	withReq.Members = map[string]remediation.Member{"s1": wantMember}
 	if err := s.Admissions.PutAdmissions(ctx, withReq); err != nil {
 		t.Errorf("PutAdmissions with a request: %v", err)
 	} else if got, err := s.Admissions.GetAdmissions(ctx); err != nil || !got.Has("s1") ||
 		got.Requests["s1"].Value != want.Value || got.Requests["s1"].Host != want.Host || !got.Requests["s1"].At.Equal(want.At) {
 		t.Errorf("admissions after a write of s1's request: %+v, %v; want s1 with request %+v (Admissions.Requests must be persisted: a Machine deleted mid-remediation has its request removed from the host recorded there)", got, err, want)
-	} else if got.Members["s1"] != wantMember {
+	} else if !got.Members["s1"].Equal(wantMember) {
 		t.Errorf("admissions after a write of s1's member entry: %+v; want %+v (Admissions.Members must be persisted: a Machine deleted mid-remediation is counted by the storm guard where it was, and its admission released at once only if it wrote no request)", got.Members, wantMember)
 	}
 
@@ -242,6 +244,7 @@ func Contract(t testing.TB, newStores NewStores) {
 func fullState() remediation.State {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	return remediation.State{Phase: remediation.PhasePoweringOn, Attempt: 2, Started: t0, RequestedAt: t0.Add(time.Second), Host: "host-1", PrevHost: "host-0",
+		PrevHostSince: t0.Add(time.Second), PrevHostSeen: t0.Add(3 * time.Second), EarlierHosts: []remediation.MovedFrom{{Host: "host-9", Since: t0, Seen: t0.Add(4 * time.Second)}},
 		Finished: t0.Add(-time.Hour), UnhealthyAgain: t0.Add(-time.Minute), Canceled: true, CanceledAt: t0.Add(2 * time.Second),
 		Backup:  &remediation.NodeBackup{Name: "s1", Labels: map[string]string{"role": "db"}, Annotations: map[string]string{"note": "x"}},
 		Tainted: true, Message: "waiting for the reboot controller to power the host on"}
