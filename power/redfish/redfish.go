@@ -427,8 +427,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 		ci.NoSession() // every request carries the credentials: no session at the BMC
 	}
 	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
-	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), reads: make(chan struct{}, cfg.maxInFlight())}
-	c.sess.stats.suspect = make(chan struct{}, 1)
+	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), places: newReadPlaces(cfg.maxInFlight())}
 	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
 	}
@@ -718,7 +717,7 @@ func (c *Controller) readSystems(ctx context.Context, client *gofish.APIClient) 
 // the system (no request slot), through the session's own HTTP client:
 // nil if the service answered 2xx.
 func (c *Controller) readBeside(ctx context.Context, client *gofish.APIClient, path string) error {
-	resp, err := (&reqPath{c: c, ctx: ctx, cl: client}).Get(path) // no slot: beside the direct read
+	resp, err := (&reqPath{c: c, ctx: ctx, cl: client, beside: true}).Get(path) // no slot: beside the direct read
 	if err != nil {
 		return err
 	}
