@@ -9,44 +9,44 @@ import (
 )
 
 // Read places (Config.MaxInFlight). A session has MaxInFlight places for
-// its reads, one probe place and one place for its suspect systems' reads.
+// its reads and one extra place, for a probe or a suspect system's read.
 //
-// A read holds a place until it ends. A read still unanswered after its
-// overdue time (see overdueAfter) gives its place up only once the BMC
+// A read holds its place until it ends. A read still unanswered after
+// its overdue time (overdueAfter) gives its place up only once the BMC
 // has shown that it is not merely slow: a read of another system, sent
 // after the overdue read, answered within its own overdue time (the
-// session's evidence). A slow BMC answers no read in time, so its
-// overdue reads keep their places: the BMC sees no more than MaxInFlight
-// reads at once, plus the probe
-// (TestReview35w_SlowBMCPassesMaxInFlight). Dead blades (systems whose
-// reads hang while the BMC answers the others) give their places up as
-// soon as a healthy blade's read is answered beside them
+// evidence). A slow BMC answers no read in time, so its overdue reads
+// keep their places: the BMC is sent no more than MaxInFlight + 1 reads
+// at once (TestReview35w_SlowBMCPassesMaxInFlight). Dead blades (systems
+// whose reads hang while the BMC answers the others) give their places
+// up as soon as a healthy blade's read is answered beside them
 // (TestReview35v_DeadBladesReadsStarveHealthyReads).
 //
 // That answer needs a place: while every MaxInFlight place is held by an
-// overdue read, the probe place takes the read that began waiting last
-// (a monitor's reads that waited longest are likeliest of the sweep whose
-// reads hang). A probe (a GET) unanswered after its own overdue time is
-// cut (its request cancelled) if a read is still waiting for the probe
-// place then; it waits again, first in line for the MaxInFlight places,
-// and the probe place takes the next read: probes of dead blades do not
-// keep a healthy blade's read from the BMC beyond one overdue time each.
-// A probe answered in time is the evidence; one answered late is a slow
-// BMC's, whose late answer raises the overdue time (answered).
+// overdue read and a read of a system that is not suspect waits, the
+// extra place takes, as a probe, the read that began waiting last (a
+// monitor's reads that waited longest are likeliest of the sweep whose
+// reads hang). The extra place's read (a GET), once overdue while a probe
+// is wanted, is cut (its request cancelled): it waits again, first in
+// line, and the extra place takes the next probe once the cut request
+// returned. So probes of dead blades keep a healthy blade's read from the
+// BMC for one overdue time each, not until the dead blades' callers give
+// up. A probe answered in time is the evidence; one answered late is a
+// slow BMC's, whose late answer raises the overdue time (answered).
 //
 // A system one of whose reads was left at the BMC unanswered for twice
 // its overdue time or more (suspectAfter) is suspect until one of its
-// reads is answered: its reads take the suspect place only, one at a
-// time, and hold it until they end (dead blades polled by a monitor hold
-// that place together, never the places of the healthy blades' reads:
-// TestReview35w_HealthyBladeSuspectStarvedByDeadBlades).
+// reads is answered: its reads take only the extra place, one at a time
+// (when no probe is wanted), and hold it until they end or are cut for a
+// probe. Dead blades polled by a monitor hold that one place together,
+// never the places of the healthy blades' reads
+// (TestReview35w_HealthyBladeSuspectStarvedByDeadBlades).
 //
-// Reads open at the BMC at once on a session, counting only the places:
-// MaxInFlight, plus the probe, plus the suspect place while a system is
-// suspect, plus the overdue reads the evidence freed (at most one per
-// system, each system's requests being sent one at a time). A cut probe
-// may still be running at a BMC that does not stop work on a closed
-// connection.
+// Reads sent and not yet returned on a session, at once: MaxInFlight + 1,
+// plus the overdue reads the evidence freed (at most one per system,
+// each system's requests being sent one at a time). A cut request's
+// connection is closed; a BMC that finishes the work of a closed
+// connection anyway may be working on it still.
 
 // overdueFloor and overdueFactor: a read is overdue once it has been in
 // flight overdueFactor times the session's usual answer time (a moving
@@ -104,19 +104,20 @@ type placeKind int8
 
 const (
 	placeRead    placeKind = iota + 1 // one of the MaxInFlight places
-	placeProbe                        // the probe place
-	placeSuspect                      // the suspect systems' place
+	placeProbe                        // the extra place, as a probe
+	placeSuspect                      // the extra place, for a suspect system's read
 )
 
 // readPlaces are a session's read places. Every operation is O(1) but
-// the release of overdue reads on new evidence, O(MaxInFlight).
+// the scans of the overdue reads (at most MaxInFlight) and the probe's
+// scan from the last waiter for a GET (the adapter's reads are GETs: the
+// first it looks at).
 type readPlaces struct {
 	mu       sync.Mutex
 	max      int           // MaxInFlight
 	held     int           // MaxInFlight places held
 	overdue  []*readTicket // of those, the overdue reads (no evidence yet)
-	probe    *readTicket   // the probe place's read (nil: free)
-	suspect  *readTicket   // the suspect place's read (nil: free)
+	extra    *readTicket   // the extra place's read, a probe or a suspect system's (nil: free)
 	waiting  list.List     // *readWaiter of systems not suspect, first in line first
 	suspects list.List     // *readWaiter of suspect systems, first in line first
 	// evidence: the latest start of a read answered within its overdue
@@ -151,36 +152,37 @@ type readTicket struct {
 	cut  bool // the probe was cut
 }
 
-// grantLocked hands free places to waiting reads, and cuts an overdue
-// probe while another read waits for the probe place.
+// grantLocked hands free places to waiting reads: the MaxInFlight
+// places first in line first; the extra place to a probe while one is
+// wanted, else to the first suspect system's read. It cuts the extra
+// place's read (a GET) once overdue while a probe is wanted.
 func (p *readPlaces) grantLocked() {
 	for p.held < p.max && p.waiting.Len() > 0 {
 		p.give(p.waiting.Front().Value.(*readWaiter), placeRead)
 	}
-	if p.probeWantedLocked() {
-		if p.probe == nil {
-			var w *readWaiter
-			for e := p.waiting.Back(); e != nil; e = e.Prev() { // the last in line that may probe
-				if e.Value.(*readWaiter).get {
-					w = e.Value.(*readWaiter)
-					break
-				}
-			}
-			if w != nil {
-				p.give(w, placeProbe)
-			}
-		} else if t := p.probe; t.late && t.get && !t.cut {
+	wanted := p.probeWantedLocked()
+	if t := p.extra; t != nil {
+		if wanted && t.late && t.get && !t.cut {
 			t.cut = true
 			t.abort()
 		}
+		return
 	}
-	if p.suspect == nil && p.suspects.Len() > 0 {
+	if wanted {
+		for e := p.waiting.Back(); e != nil; e = e.Prev() { // the last in line that may probe
+			if w := e.Value.(*readWaiter); w.get {
+				p.give(w, placeProbe)
+				return
+			}
+		}
+	}
+	if p.suspects.Len() > 0 {
 		p.give(p.suspects.Front().Value.(*readWaiter), placeSuspect)
 	}
 }
 
-// probeWantedLocked: a read waits while every MaxInFlight place is held
-// by an overdue read.
+// probeWantedLocked: a read of a system not suspect waits while every
+// MaxInFlight place is held by an overdue read.
 func (p *readPlaces) probeWantedLocked() bool {
 	return p.waiting.Len() > 0 && p.held == p.max && len(p.overdue) == p.held
 }
@@ -190,13 +192,10 @@ func (p *readPlaces) give(w *readWaiter, k placeKind) {
 	w.in.Remove(w.el)
 	w.el, w.in = nil, nil
 	t := &readTicket{p: p, kind: k, held: true, get: w.get}
-	switch k {
-	case placeRead:
+	if k == placeRead {
 		p.held++
-	case placeProbe:
-		p.probe = t
-	case placeSuspect:
-		p.suspect = t
+	} else {
+		p.extra = t
 	}
 	w.got <- t
 }
@@ -216,10 +215,8 @@ func (p *readPlaces) freeLocked(t *readTicket) {
 				break
 			}
 		}
-	case placeProbe:
-		p.probe = nil
-	case placeSuspect:
-		p.suspect = nil
+	default:
+		p.extra = nil
 	}
 }
 
@@ -281,14 +278,12 @@ func (p *readPlaces) take(ctx context.Context, c *Controller, get, again bool) (
 	}
 	t.due = c.sess.overdueAfter()
 	t.ctx, t.abort = ctx, func() {}
-	if t.kind == placeProbe && t.get {
+	if t.kind != placeRead && t.get {
 		t.ctx, t.abort = context.WithCancel(ctx)
 	}
 	p.mu.Lock()
 	t.start = time.Now()
-	if t.kind != placeSuspect {
-		t.timer = time.AfterFunc(t.due, t.overdueFired)
-	}
+	t.timer = time.AfterFunc(t.due, t.overdueFired)
 	p.mu.Unlock()
 	return t, nil
 }
@@ -316,7 +311,7 @@ func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 			}
 			i++
 		}
-		if o := p.probe; o != nil && o.late && o.start.Before(t.start) {
+		if o := p.extra; o != nil && o.kind == placeProbe && o.late && o.start.Before(t.start) {
 			p.freeLocked(o)
 		}
 	}
