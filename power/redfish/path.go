@@ -166,6 +166,13 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 			p.sent()
 		}
 		resp, err = p.c.sess.hc.Do(req)
+		if err == nil && ctx.Err() != nil {
+			// An answer that raced the request's end (its caller's
+			// deadline, a cut): not taken, nor timed (a server may
+			// answer a request because its connection closed).
+			resp.Body.Close()
+			resp, err = nil, ctx.Err()
+		}
 		if place.done(err == nil) {
 			continue // a probe cut: sent again (readplace.go)
 		}

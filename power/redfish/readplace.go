@@ -14,8 +14,9 @@ import (
 // A read holds its place until it ends. A read still unanswered after
 // its overdue time (overdueAfter) gives its place up only once the BMC
 // has shown that it is not merely slow: a read of another system, sent
-// after the overdue read, answered within its own overdue time (the
-// evidence). A slow BMC answers no read in time, so its overdue reads
+// after the overdue read, answered within its own overdue time and within
+// the overdue read's (the evidence). A BMC that is merely slow answers no
+// read that fast while the reads sent before it hang, so its overdue reads
 // keep their places: the BMC is sent no more than MaxInFlight + 1 reads
 // at once (TestReview35w_SlowBMCPassesMaxInFlight). Dead blades (systems
 // whose reads hang while the BMC answers the others) give their places
@@ -120,9 +121,19 @@ type readPlaces struct {
 	extra    *readTicket   // the extra place's read, a probe or a suspect system's (nil: free)
 	waiting  list.List     // *readWaiter of systems not suspect, first in line first
 	suspects list.List     // *readWaiter of suspect systems, first in line first
-	// evidence: the latest start of a read answered within its overdue
-	// time (zero: none yet).
+	// evidence: the start and the answer time of the latest-sent read
+	// of a system answered within its overdue time (zero: none yet). It
+	// frees an overdue read sent before it whose overdue time is at least
+	// took.
 	evidence time.Time
+	took     time.Duration
+}
+
+// provesLocked reports whether the evidence frees t: a read of another
+// system sent after t was answered within t's overdue time (t, unanswered
+// past that time, is its own system's hang, not a slow BMC's).
+func (p *readPlaces) provesLocked(t *readTicket) bool {
+	return t.late && p.evidence.After(t.start) && p.took <= t.due
 }
 
 func newReadPlaces(n int) *readPlaces { return &readPlaces{max: n} }
@@ -220,9 +231,9 @@ func (p *readPlaces) freeLocked(t *readTicket) {
 	}
 }
 
-// overdueFired: t's overdue time passed. A read of a MaxInFlight place
-// gives it up if the evidence came after it began; else it keeps it,
-// and the probe place may open.
+// overdueFired: t's overdue time passed. A read of a MaxInFlight place,
+// or a probe, gives its place up if the evidence proves its system hangs
+// (provesLocked); else it keeps it, and a probe may be wanted.
 func (t *readTicket) overdueFired() {
 	p := t.p
 	p.mu.Lock()
@@ -231,14 +242,11 @@ func (t *readTicket) overdueFired() {
 		return
 	}
 	t.late = true
-	if t.kind == placeRead {
-		if p.evidence.After(t.start) {
-			p.freeLocked(t)
-		} else {
-			p.overdue = append(p.overdue, t)
-		}
-	} else if t.kind == placeProbe && p.evidence.After(t.start) {
+	switch {
+	case t.kind != placeSuspect && p.provesLocked(t):
 		p.freeLocked(t)
+	case t.kind == placeRead:
+		p.overdue = append(p.overdue, t)
 	}
 	p.grantLocked()
 }
@@ -301,9 +309,9 @@ func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 	p.freeLocked(t)
 	cut = t.cut && !answered
 	if answered && t.proof && d <= t.due && t.start.After(p.evidence) {
-		p.evidence = t.start
+		p.evidence, p.took = t.start, d
 		for i := 0; i < len(p.overdue); {
-			if o := p.overdue[i]; o.start.Before(t.start) {
+			if o := p.overdue[i]; p.provesLocked(o) {
 				o.held = false
 				p.held--
 				p.overdue = append(p.overdue[:i], p.overdue[i+1:]...)
@@ -311,7 +319,7 @@ func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 			}
 			i++
 		}
-		if o := p.extra; o != nil && o.kind == placeProbe && o.late && o.start.Before(t.start) {
+		if o := p.extra; o != nil && o.kind == placeProbe && p.provesLocked(o) {
 			p.freeLocked(o)
 		}
 	}
