@@ -351,6 +351,9 @@ func (r *readPlace) wait() (context.Context, error) {
 	}
 	t, err := p.take(r.ctx, r.c, r.get, r.tries > 0)
 	if err != nil {
+		if r.tries > 0 { // cut, then its caller gave up: it ended unanswered
+			r.c.settleRead(false, 0, r.atBMC)
+		}
 		return nil, err
 	}
 	t.proof = r.proof

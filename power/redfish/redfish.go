@@ -135,8 +135,8 @@
 //     reads hang while the BMC answers the others) look alike until the
 //     BMC answers: a read still unanswered after its overdue time keeps
 //     its place until a read of another system, sent after it, is
-//     answered within that read's own overdue time; only then does it
-//     give the place up. While every place is held by such a read, one
+//     answered within its own overdue time and the waiting read's; only
+//     then does it give the place up. While every place is held by such a read, one
 //     probe read (the one that began waiting last) goes to the BMC beside
 //     them, in one extra place, and is cancelled and sent again later if
 //     it is overdue too while another read waits for a probe. A late
@@ -286,15 +286,15 @@ type Config struct {
 	// time, at least 200 ms; an answer later than that raises it at once
 	// to twice that answer's time, at most 2 s) it gives the place up
 	// only when a read of another system, sent after it, was answered
-	// before its own overdue time (the BMC answers, the overdue read's
-	// system hangs: a dead blade). While every place is held by an
+	// within its own overdue time and within the overdue read's (the BMC
+	// answers, the overdue read's system hangs: a dead blade). While every place is held by an
 	// overdue read, one more read (a probe) goes to the BMC to look for
 	// that answer; a probe overdue while another read waits is cancelled
 	// and sent again later. A system that left a read unanswered for
 	// twice the overdue time, until one of its reads is answered, has its
 	// reads sent one at a time, with the other such systems', in that
-	// extra place when no probe needs it (dead blades never hold the
-	// places of healthy blades' reads). So a merely slow BMC, fast or
+	// extra place when no probe needs it, and cut for a probe as a probe
+	// is (dead blades never hold the places of healthy blades' reads). So a merely slow BMC, fast or
 	// slow from the start, is sent at most MaxInFlight + 1 reads at once;
 	// past that only the overdue reads of systems shown to hang (one per
 	// system: a system sends one request at a time). The
