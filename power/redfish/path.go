@@ -125,8 +125,9 @@ func (p *reqPath) DeleteWithHeaders(uri string, h map[string]string) (*http.Resp
 // errors: a *schemas.Error for an answer other than 2xx, and
 // schemas.ErrNotModified with the response for a 304), on the session's
 // HTTP client, holding p's slot and, unless it is a power command's, one
-// of the session's Config.MaxInFlight places for reads until it is
-// answered or overdue (readplace.go).
+// of the session's read places until it returns or the evidence frees it
+// (readplace.go); a read cut as a probe is sent again, as long as its
+// context allows.
 func (p *reqPath) do(method, uri string, payload any, headers map[string]string) (*http.Response, error) {
 	if uri == "" {
 		return nil, schemas.ConstructError(0, []byte("unable to execute request, no target provided"))
