@@ -130,6 +130,21 @@
 //     copies, so only the login and the logout go through it, and a blade
 //     whose reads hang (its join, its reads) never holds up a
 //     neighbour's call on the shared session.
+//   - Reads wait for one of the session's Config.MaxInFlight places;
+//     power commands never do. A slow BMC and dead blades (systems whose
+//     reads hang while the BMC answers the others) look alike until the
+//     BMC answers: a read still unanswered after its overdue time keeps
+//     its place until a read of another system, sent after it, is
+//     answered within its own overdue time and the waiting read's; only
+//     then does it give the place up. While every place is held by such a read, one
+//     probe read (the one that began waiting last) goes to the BMC beside
+//     them, in one extra place, and is cancelled and sent again later if
+//     it is overdue too while another read waits for a probe. A late
+//     answer raises the overdue time. A system whose read was left
+//     unanswered for twice the overdue time sends its reads through that
+//     extra place, with the other such systems', until one is answered. A
+//     BMC that is merely slow is thus sent at most MaxInFlight + 1 reads
+//     at once (readplace.go).
 //   - Credentials never leave the endpoint's origin: a redirect to another
 //     scheme, host or port is not followed, nor any redirect of a request
 //     with a body (a login, a reset), so the session token, the basic-auth
@@ -267,19 +282,24 @@ type Config struct {
 	// power command (On, Off, Reset: their reads and the Reset POST, and
 	// a Connect's made for one: power.ConnectInfo.Command) are never held
 	// by it: a fence does not queue behind reads. A read holds its place
-	// until it is answered or overdue (four times the session's usual
-	// answer time, at least 200 ms; an answer later than that raises it
-	// at once to twice that answer's time, at most 2 s): an overdue read
-	// gives its place up, and its system's next reads, once one was left
-	// unanswered for twice the overdue time and until one is answered,
-	// share one place of their own beside the cap (dead blades never hold
-	// the places of healthy blades' reads). So at most MaxInFlight + 1 +
-	// k reads are in flight at once on a session, k the number of its
-	// systems whose read is overdue (a system sends one request at a
-	// time): a merely slow BMC passes MaxInFlight until its first late
-	// answer, not after. The
+	// until it ends; once overdue (four times the session's usual answer
+	// time, at least 200 ms; an answer later than that raises it at once
+	// to twice that answer's time, at most 2 s) it gives the place up
+	// only when a read of another system, sent after it, was answered
+	// within its own overdue time and within the overdue read's (the BMC
+	// answers, the overdue read's system hangs: a dead blade). While every place is held by an
+	// overdue read, one more read (a probe) goes to the BMC to look for
+	// that answer; a probe overdue while another read waits is cancelled
+	// and sent again later. A system that left a read unanswered for
+	// twice the overdue time, until one of its reads is answered, has its
+	// reads sent one at a time, with the other such systems', in that
+	// extra place when no probe needs it, and cut for a probe as a probe
+	// is (dead blades never hold the places of healthy blades' reads). So a merely slow BMC, fast or
+	// slow from the start, is sent at most MaxInFlight + 1 reads at once;
+	// past that only the overdue reads of systems shown to hang (one per
+	// system: a system sends one request at a time). The
 	// transport made here (not Config.HTTPClient's) keeps twice as many
-	// idle connections to the BMC (a read's place is free before its
+	// idle connections to the BMC (a read's place may be free before its
 	// connection is). Default DefaultMaxInFlight; the first
 	// Controller of a session sets it.
 	MaxInFlight int
@@ -427,8 +447,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 		ci.NoSession() // every request carries the credentials: no session at the BMC
 	}
 	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
-	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), reads: make(chan struct{}, cfg.maxInFlight())}
-	c.sess.stats.suspect = make(chan struct{}, 1)
+	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), places: newReadPlaces(cfg.maxInFlight())}
 	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
 	}
@@ -718,7 +737,7 @@ func (c *Controller) readSystems(ctx context.Context, client *gofish.APIClient) 
 // the system (no request slot), through the session's own HTTP client:
 // nil if the service answered 2xx.
 func (c *Controller) readBeside(ctx context.Context, client *gofish.APIClient, path string) error {
-	resp, err := (&reqPath{c: c, ctx: ctx, cl: client}).Get(path) // no slot: beside the direct read
+	resp, err := (&reqPath{c: c, ctx: ctx, cl: client, beside: true}).Get(path) // no slot: beside the direct read
 	if err != nil {
 		return err
 	}

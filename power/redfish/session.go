@@ -21,10 +21,11 @@ type session struct {
 	hc   *http.Client
 	gate power.LoginGate // the Pool's, or nil
 	busy chan struct{}   // held while logging in again
-	// reads holds a place for each read in flight that is no power
-	// command's (Config.MaxInFlight places): reqPath.do.
-	reads chan struct{}
-	stats readStats // the reads' answer times, and the suspect systems' place (readplace.go)
+	// places are the places of the reads in flight that are no power
+	// command's (Config.MaxInFlight of them, the probe, the suspect
+	// systems'): reqPath.do, readplace.go.
+	places *readPlaces
+	stats  readStats // the reads' answer times (readplace.go)
 
 	mu     sync.Mutex
 	client *gofish.APIClient // nil once logged out
