@@ -2,11 +2,18 @@ package redfish_test
 
 import (
 	"context"
+	"crypto/x509"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -121,4 +128,88 @@ func TestReview35_LateAnswerKeepsDeadBladesOffSuspect(t *testing.T) {
 	e.set("1", 0, false) // fast again, for good
 	fails := review35anStarve(t, e, cs, 2*time.Second, 500*time.Millisecond)
 	assert.Zero(t, fails, "healthy blade 1's 500 ms reads failed (of 6) while dead neighbours were polled, after one late answer of its own")
+}
+
+// TestReview35_DeadBladesAnsweringGatewayTimeoutHoldHealthyPlaces
+// (review round 24, issue 35; readplace.go: "a late answer (a slow BMC,
+// not a dead system, since dead systems do not answer)"). A chassis
+// manager in front of its blades' controllers (a modular enclosure)
+// answers a read of a dead blade with 504 Gateway Timeout after its own
+// 3 s timeout: the dead system does answer, late, with an error. Each
+// such answer counts as answered: it clears the blade's suspicion and,
+// being late, raises the session's overdue time at once to 2 s, so the
+// seven dead blades' reads are never suspect and each holds one of the
+// MaxInFlight (2) places for 2 s of its 3 s. Healthy blade 1, which
+// answers in milliseconds, fails its 500 ms checks, queued behind dead
+// blades' reads ("dead blades never hold the places of healthy blades'
+// reads", Config.MaxInFlight). Ground truth: blade 1's own reads at the
+// BMC answer at once; the failures are waits for a place. (It fails
+// with f288b0e^1's readplace.go as well: a 3 s answer moved the moving
+// average by 375 ms; round 23's raise only makes it immediate.)
+func TestReview35_DeadBladesAnsweringGatewayTimeoutHoldHealthyPlaces(t *testing.T) {
+	const n, max = 8, 2
+	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", "pw")
+	for i := 2; i <= n; i++ {
+		b.AddSystem(itoa35w(i), fake.NewPower(time.Now, fake.PowerConfig{}))
+	}
+	var dead atomic.Bool
+	var gw atomic.Int32
+	e := &review35wBMC{}
+	e.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dead.Load() && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems/") &&
+			strings.TrimSuffix(r.URL.Path, "/") != "/redfish/v1/Systems/1" {
+			select { // the chassis manager's own timeout on the dead blade
+			case <-time.After(3 * time.Second):
+				gw.Add(1)
+				http.Error(w, `{"error":{"code":"Base.1.0.GeneralError","message":"gateway timeout"}}`, http.StatusGatewayTimeout)
+			case <-r.Context().Done():
+			}
+			return
+		}
+		b.ServeHTTP(w, r)
+	}))
+	e.srv.StartTLS()
+	t.Cleanup(func() { e.srv.CloseClientConnections(); e.srv.Close() })
+	e.roots = x509.NewCertPool()
+	e.roots.AddCert(e.srv.Certificate())
+	cs := e.connect35w(t, n, max)
+	ctx := context.Background()
+	for range 3 {
+		_, err := cs[0].State(ctx)
+		require.NoError(t, err)
+	}
+	dead.Store(true)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, c := range cs[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, _ = c.State(rctx)
+				cancel()
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(4 * time.Second) // the dead blades' first 504s came back
+	var fails int
+	for range 6 {
+		st := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := cs[0].State(rctx)
+		cancel()
+		t.Logf("blade 1's read (%v): %v; 504s so far %d", time.Since(st).Round(time.Millisecond), err, gw.Load())
+		if err != nil {
+			fails++
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	assert.Zero(t, fails, "healthy blade 1's 500 ms reads failed (of 6) while its dead neighbours answered 504 after 3 s")
 }
