@@ -213,3 +213,70 @@ func TestReview35_DeadBladesAnsweringGatewayTimeoutHoldHealthyPlaces(t *testing.
 	}
 	assert.Zero(t, fails, "healthy blade 1's 500 ms reads failed (of 6) while its dead neighbours answered 504 after 3 s")
 }
+
+// TestReview35_HealthyBladeSuspectAfterOneMissedCheck (review round 24,
+// issue 35; round 23's fix of TestReview35w_HealthyBladeSuspectStarvedByDeadBlades:
+// "suspect once a read ends unanswered after twice its overdue time").
+// The same chassis and monitor as that test, whose checks have a 500 ms
+// deadline; the dead blades 2..8 are polled with 2 s deadlines and are
+// suspect. Now one of blade 1's reads takes 600 ms (a slow moment) and
+// the monitor's check gives up on it at 500 ms, as it does on every
+// check: 500 ms is past twice the overdue time (2 x 200 ms), so blade 1
+// is suspect, and its next read queues for the one place the suspect
+// systems share, behind the dead blades' reads, which hold it until their
+// callers' 2 s deadlines. Blade 1 answers in milliseconds again at once,
+// yet its next 500 ms check fails (in most of the 6 rounds of "one slow
+// read, then a check"; it passes only when it finds the suspect place
+// free). Round 23 fixed the 35w test only for a caller that gives up
+// before twice the overdue time (300 ms there); the monitor's own 500 ms
+// deadline is past it.
+func TestReview35_HealthyBladeSuspectAfterOneMissedCheck(t *testing.T) {
+	const n = 8 // blade 1 healthy, blades 2..8 dead
+	e := newReview35wBMC(t, n)
+	cs := e.connect35w(t, n, 1)
+	ctx := context.Background()
+	for range 3 { // a usual answer time of a few ms
+		_, err := cs[0].State(ctx)
+		require.NoError(t, err)
+	}
+	for i := 2; i <= n; i++ {
+		e.set(itoa35w(i), 0, true)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, c := range cs[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				_, _ = c.State(rctx)
+				cancel()
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(5 * time.Second) // the dead blades are suspect
+	var fails int
+	for range 6 {
+		e.set("1", 600*time.Millisecond, false)
+		rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond) // the monitor's check gives up
+		_, _ = cs[0].State(rctx)
+		cancel()
+		e.set("1", 0, false) // blade 1 is fast again
+		st := time.Now()
+		rctx, cancel = context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := cs[0].State(rctx)
+		cancel()
+		t.Logf("blade 1's check after a slow read (%v): %v", time.Since(st).Round(time.Millisecond), err)
+		if err != nil {
+			fails++
+		}
+	}
+	assert.Zero(t, fails, "healthy blade 1's 500 ms checks failed (of 6), each after one slow read its check gave up on, while its dead neighbours were polled")
+}
