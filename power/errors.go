@@ -51,7 +51,8 @@ var (
 	// ErrUnanswered is matched by a Connect error (Unanswered) of an
 	// adapter that sends the credentials with every request
 	// (power/redfish with BasicAuth) when the BMC answered none of the
-	// requests it sent with them (each ran out of time): a refusal of the
+	// requests it sent with them (each ran out of time, having had at
+	// least as long as the BMC took to answer the login): a refusal of the
 	// credentials the BMC holds back (a failed-login delay, IP blocking)
 	// looks so, and so does a dead system behind a service that hangs as
 	// well. A Pool counts it against the login, as an authentication
