@@ -281,7 +281,9 @@ type Config struct {
 	// k reads are in flight at once on a session, k the number of its
 	// systems whose read is overdue (a system sends one request at a
 	// time): a merely slow BMC passes MaxInFlight until its first late
-	// answer, not after. The
+	// answer, not after. A 5xx status (a chassis manager's gateway
+	// timeout on a dead blade) counts as no answer here: it neither
+	// clears a suspicion nor raises the answer time. The
 	// transport made here (not Config.HTTPClient's) keeps twice as many
 	// idle connections to the BMC (a read's place is free before its
 	// connection is). Default DefaultMaxInFlight; the first
