@@ -174,7 +174,12 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 			resp.Body.Close()
 			resp, err = nil, ctx.Err()
 		}
-		if place.done(err == nil) {
+		// Only an answer of the service's own counts for the read place
+		// (its answer time, the system's suspicion, evidence for overdue
+		// reads): a 5xx is a failure it reports, often a chassis
+		// manager's gateway timeout on a dead blade's controller, late
+		// (TestReview35_DeadBladesAnsweringGatewayTimeoutHoldHealthyPlaces).
+		if place.done(err == nil && resp.StatusCode < http.StatusInternalServerError) {
 			continue // a probe cut: sent again (readplace.go)
 		}
 		if err != nil {

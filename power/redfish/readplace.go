@@ -297,7 +297,7 @@ func (p *readPlaces) take(ctx context.Context, c *Controller, get, again bool) (
 }
 
 // end gives t's place back once its request returned (answered: the BMC
-// sent an HTTP answer) after d, and records the evidence. It reports
+// sent an HTTP answer below 500) after d, and records the evidence. It reports
 // whether t was a probe cut before its answer (its read waits again).
 func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 	if t.timer != nil {
@@ -362,7 +362,7 @@ func (r *readPlace) wait() (context.Context, error) {
 	return t.ctx, nil
 }
 
-// done ends the attempt (answered: an HTTP answer came). It reports
+// done ends the attempt (answered: an HTTP answer below 500 came, path.go). It reports
 // whether to send the read again: its probe was cut, and its caller still
 // waits.
 func (r *readPlace) done(answered bool) (again bool) {
