@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,4 +78,60 @@ func TestReview37u_PowerOffCheckHidesStopFromPass(t *testing.T) {
 	// What those jobs' own power-off check says: go ahead.
 	live, why := jobLive(f.checkView, f.afterStop[0], true)
 	t.Logf("PlanCheck of job %s created after the stop: live=%v (%s)", f.afterStop[0], live, why)
+}
+
+// TestReview37u_ForeignSideFileStartsPlan: the side files are trusted
+// whoever owns them: readSide checks that FILE.commands is a regular file
+// with one link, never whose it is. A store kept in a directory others
+// may write (a sticky, world-writable one such as /tmp: the default store
+// is rebootctl.db in the current directory) is out of their reach (its
+// owner's, mode 0600), but its FILE.commands does not exist until the
+// first command: any local user may create it, and the executor (root in
+// the README's unit) applies what it holds. A plan created and not run
+// yet (waiting for its review) is started by a user who may not read the
+// store. Ground truth: the jobs the fake fleet was asked to create.
+func TestReview37u_ForeignSideFileStartsPlan(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the store's owner and another local user")
+	}
+	const svc, mallory = 65534, 4545
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	fs := make([]fake.FleetServer, 3)
+	for i := range fs {
+		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
+			Queue: time.Second, Drain: time.Second, Shutdown: time.Second, Boot: time.Minute, Services: time.Second}
+	}
+	fleet := fake.NewFleet(clk.Now, "", fs...)
+	p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "p1", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(3), CreatedAt: clk.Now()})
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "tmp")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.Chmod(dir, 0o1777)) // as /tmp
+	path := filepath.Join(dir, "rebootctl.db")
+	bs, err := plan.OpenBolt(path)
+	require.NoError(t, err)
+	require.NoError(t, bs.Create(ctx, p)) // plan create: created, not run
+	require.NoError(t, bs.Close())
+	require.NoError(t, os.Chown(path, svc, svc))
+	require.NoError(t, os.Chmod(path, 0o600))
+	e := &env{ctx: ctx, store: path}
+
+	// Another local user plants FILE.commands (its own file, one link).
+	forged := fmt.Sprintf(`{"id":"m","next":1,"records":[{"seq":1,"plan":"p1","command":"run","at":%q}]}`,
+		time.Now().UTC().Format(time.RFC3339Nano))
+	require.NoError(t, os.WriteFile(cmdFilePath(path), []byte(forged), 0o644))
+	require.NoError(t, os.Chown(cmdFilePath(path), mallory, mallory))
+
+	ex := &plan.Executor{Fleet: fleet, Store: lockedStore{e}, Now: clk.Now}
+	_, _ = ex.Pass(ctx, "p1")
+	assert.Empty(t, fleet.JobsCreated(), "jobs created for a plan no operator ran: a run planted in FILE.commands by uid %d was applied", mallory)
+	st, err := e.openStore()
+	if err == nil {
+		h, herr := st.GetHead(ctx, "p1")
+		require.NoError(t, st.Close())
+		require.NoError(t, herr)
+		assert.Equal(t, plan.StateCreated, h.State, "plan state after a run planted by another user")
+	}
 }
