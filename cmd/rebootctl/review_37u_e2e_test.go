@@ -90,3 +90,48 @@ func TestReview37u_GroupOperatorLockedOutAfterExecutorApplies(t *testing.T) {
 	out, err = cmdAs(context.Background(), operator, "plan", "stop", "p1").CombinedOutput()
 	assert.NoError(t, err, "an operator of group ops stops p1:\n%s", out)
 }
+
+// TestReview37u_GroupOperatorStopHaltsExecutorOpenDir: round 18's Low
+// (a group operator's side files keep the service user from its store)
+// is fixed only when the store's directory lets no other user in
+// (dirClosed). The same shared store in a directory others may enter
+// (svc:ops 0775, the usual mode of a shared directory: others list it,
+// and still cannot write the store, 0660) gets side files op:ops 0660
+// from the operator's stop: the executor's user (svc, not in ops) cannot
+// open FILE.commands.lock or read FILE.commands, and every open of its
+// store fails until someone chowns them: no pass, no PlanCheck (jobs in
+// flight may not power off, drained servers stay drained). README: "so
+// that the executor's user keeps its store". rebootctl could refuse the
+// command (saying why) rather than leave files the store's owner cannot
+// open. Ground truth: rebootctl run with the service user's uid.
+func TestReview37u_GroupOperatorStopHaltsExecutorOpenDir(t *testing.T) {
+	const svc, nogroup, ops, op = 65534, 65534, 4242, 4343
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to act as the service user and the operator")
+	}
+	e, _, _ := review37sWorld(t, 3)
+	dir := filepath.Dir(e.store)
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Chown(dir, svc, ops))
+	require.NoError(t, os.Chmod(dir, 0o775))
+	require.NoError(t, os.Chown(e.store, svc, ops))
+	require.NoError(t, os.Chmod(e.store, 0o660))
+	bin := filepath.Join(filepath.Dir(dir), "rebootctl")
+	b, err := os.ReadFile(binary)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, b, 0o755))
+	as := func(cred *syscall.Credential, args ...string) ([]byte, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "REBOOTCTL_STORE="+e.store, "HOME="+dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		return cmd.CombinedOutput()
+	}
+	service := &syscall.Credential{Uid: svc, Gid: nogroup, Groups: []uint32{}}
+	operator := &syscall.Credential{Uid: op, Gid: op, Groups: []uint32{ops}}
+	out, err := as(service, "plan", "show", "p1")
+	require.NoError(t, err, "the service user reads its store before the stop:\n%s", out)
+	out, err = as(operator, "plan", "stop", "p1")
+	t.Logf("the operator's stop: err %v\n%s", err, out)
+	out, err = as(service, "plan", "show", "p1")
+	assert.NoError(t, err, "the service user (uid %d) opens its store after a stop given by an operator of the store's group:\n%s", svc, out)
+}
