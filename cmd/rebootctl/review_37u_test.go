@@ -135,3 +135,73 @@ func TestReview37u_ForeignSideFileStartsPlan(t *testing.T) {
 		assert.Equal(t, plan.StateCreated, h.State, "plan state after a run planted by another user")
 	}
 }
+
+// stopAfterSave is the executor's store; the operator's stop lands right
+// after the pass saved its decisions (its PutView), before its actions.
+type stopAfterSave struct {
+	lockedStore
+	t     *testing.T
+	ops   *env
+	saved int
+}
+
+func (s *stopAfterSave) PutView(ctx context.Context, v plan.View) error {
+	err := s.lockedStore.PutView(ctx, v)
+	if s.saved++; s.saved == 1 && err == nil {
+		_, serr := s.ops.operatorCommand("stop", "p1")
+		require.NoError(s.t, serr)
+	}
+	return err
+}
+
+// freezeCount is the fake fleet, counting the freezes asked for.
+type freezeCount struct {
+	*fake.Fleet
+	freezes int
+}
+
+func (f *freezeCount) FreezeShard(ctx context.Context) error {
+	f.freezes++
+	return f.Fleet.FreezeShard(ctx)
+}
+
+// TestReview37u_ShardFrozenAfterStopLanded: the pass looks for a command
+// (CommandPending, or its 16-job read of the state) before a job only,
+// not before the freeze of the database shard that the shard primary's
+// reboot starts with: a stop that landed after the pass saved, and before
+// its actions, is followed by a freeze of the shard for a reboot that
+// can no longer start (the next pass unfreezes it, an interval later).
+// Issue 37 point 7: "never freeze before the job can start"; README: "no
+// reboot starts after a stop or cancel has landed". Ground truth: the
+// fake fleet's freezes asked for.
+func TestReview37u_ShardFrozenAfterStopLanded(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	fs := make([]fake.FleetServer, 3)
+	for i := range fs {
+		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
+			Queue: time.Second, Drain: time.Second, Shutdown: time.Second, Boot: time.Minute, Services: time.Second}
+	}
+	fleet := &freezeCount{Fleet: fake.NewFleet(clk.Now, "u000", fs...)}
+	p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "p1", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(3), CreatedAt: clk.Now()})
+	require.NoError(t, err)
+	p, err = plan.Run(p)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "plans.db")
+	bs, err := plan.OpenBolt(path)
+	require.NoError(t, err)
+	require.NoError(t, bs.Create(ctx, p))
+	require.NoError(t, bs.Close())
+	e := &env{ctx: ctx, store: path}
+	st := &stopAfterSave{lockedStore: lockedStore{e}, t: t, ops: &env{ctx: ctx, store: path}}
+	ex := &plan.Executor{Fleet: fleet, Store: st, Now: clk.Now}
+	_, _ = ex.Pass(ctx, "p1")
+	require.Equal(t, 1, st.saved, "the pass saved once, and the stop landed then")
+	frozen, _ := fleet.Frozen()
+	assert.Zero(t, fleet.freezes, "the shard was frozen after the stop landed (frozen now: %v)", frozen)
+	clk.Advance(5 * time.Second) // the executor's interval
+	_, _ = (&plan.Executor{Fleet: fleet, Store: lockedStore{e}, Now: clk.Now}).Pass(ctx, "p1")
+	frozen, _ = fleet.Frozen()
+	t.Logf("after the next pass: frozen %v", frozen)
+}
