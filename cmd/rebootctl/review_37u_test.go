@@ -205,3 +205,31 @@ func TestReview37u_ShardFrozenAfterStopLanded(t *testing.T) {
 	frozen, _ = fleet.Frozen()
 	t.Logf("after the next pass: frozen %v", frozen)
 }
+
+// TestReview37u_SudoCommandFollowsStoreSymlink: the side files are never
+// opened through a symbolic link (round 18), but the store itself is:
+// plan.OpenBolt (bolt.Open, O_RDWR|O_CREATE) follows FILE when it is a
+// symbolic link, and the store's owner (the executor's service user, who
+// owns the store's directory) may make it one. An operator's `sudo
+// rebootctl plan stop` then opens, locks and, when the target is empty,
+// writes a bolt database into any file root can write (here an empty
+// root-only file elsewhere: it grows to a bolt file of several pages).
+// Ground truth: the target's size after the command.
+func TestReview37u_SudoCommandFollowsStoreSymlink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the operator's sudo")
+	}
+	e, _, _ := review37sWorld(t, 3)
+	dir := filepath.Dir(e.store)
+	require.NoError(t, os.Chown(dir, 65534, 65534))
+	// The service user replaces its store by a link to a root file.
+	secret := filepath.Join(t.TempDir(), "root-only")
+	require.NoError(t, os.WriteFile(secret, nil, 0o600))
+	require.NoError(t, os.Remove(e.store))
+	require.NoError(t, os.Symlink(secret, e.store))
+	_, err := e.operatorCommand("stop", "p1")
+	t.Logf("the operator's stop: %v", err)
+	fi, serr := os.Stat(secret)
+	require.NoError(t, serr)
+	assert.Zero(t, fi.Size(), "root's file was written through the store's symbolic link (%d bytes now)", fi.Size())
+}
