@@ -323,11 +323,13 @@ const recheckEvery = 16
 // has landed, but the one being created as it landed.
 type CommandStore interface {
 	// CommandPending reports whether a command of plan uuid landed
-	// after this store's last read of the plan's state: one not applied
-	// yet, or one applied since by another reader (the state this pass
-	// read is older than it either way). It is called once per job
-	// created, so it must be cheap; an error keeps the pass from
-	// creating more jobs.
+	// after the Executor's last read of the plan's state before its jobs
+	// (GetState on a StateStore, else GetHead on a HeadStore, else Get):
+	// one not applied yet, or one applied since by another reader (the
+	// state this pass read is older than it either way). A read made for
+	// anything else (a power-off check's, concurrent with the pass) must
+	// not count as that read. It is called once per job created, so it
+	// must be cheap; an error keeps the pass from creating more jobs.
 	CommandPending(ctx context.Context, uuid string) (bool, error)
 }
 

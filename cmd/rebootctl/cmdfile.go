@@ -47,9 +47,11 @@ import (
 // (cmdFile.Next, one more for each) and the file an ID (cmdFile.ID: one
 // made again after a removal has another, and numbers from 1 again);
 // every open of the store by the executor applies the records up to the
-// file's Next as it reads it, and a read of plan uuid through that open
-// remembers that mark (saw): a record of uuid with a higher number, or
-// in another file, came after the read. A stat tells whether the file
+// file's Next as it reads it, and the pass's read of plan uuid's state
+// through that open (lockedStore.GetHead, before its jobs) remembers that
+// mark (saw): a record of uuid with a higher number, or in another file,
+// came after the read. No other read remembers a mark: one made beside
+// the pass (the power-off check's) is not what the pass decided on. A stat tells whether the file
 // changed since it was last read (it is replaced whole by every write: a
 // new inode, size and modification time), so it is read again only then.
 type pendingCmds struct {
@@ -95,8 +97,8 @@ func statCmdFile(store string) (cmdFileKey, error) {
 	return k, nil
 }
 
-// saw records that the executor read plan uuid's state through an open of
-// the store that applied the side file's records up to m.
+// saw records that the executor's pass read plan uuid's state through an
+// open of the store that applied the side file's records up to m.
 func (c *pendingCmds) saw(uuid string, m cmdMark) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
