@@ -21,9 +21,12 @@ import (
 // FILE.commands.lock before every read and write). So every side file
 // gets the store file's owner (when made as root, who may give it; made
 // by a member of the store's group, the store's group) and permission
-// bits; and when the store's owner is not a member of the store's group
-// (it would reach a member's file as "other") and the store's directory
-// lets no other user in, others get the owner's bits too. None is ever opened through a symbolic link (openSide), and none
+// bits; and when the store's directory lets no other user in, others get
+// the bits of whoever would reach the file as "other" only: the store's
+// owner when it is not a member of the file's group, the store's group
+// when the file could not be given it (made by the store's owner, not a
+// member of its group: the executor applying an operator's command)
+// (sidePerm). None is ever opened through a symbolic link (openSide), and none
 // but a regular file with one link gets an owner or mode (checkSide).
 
 // storeOwner is the owner and permission bits of the store file.
@@ -104,30 +107,59 @@ func likeStore(f *os.File, store string) error {
 		return nil
 	}
 	euid := os.Geteuid()
-	root, mine := euid == 0, int(st.Uid) == euid
+	uid, gid := int(st.Uid), int(st.Gid)
+	root, mine := euid == 0, uid == euid
 	switch {
-	case root && (int(st.Uid) != o.uid || int(st.Gid) != o.gid):
+	case root && (uid != o.uid || gid != o.gid):
 		if err := f.Chown(o.uid, o.gid); err != nil {
 			return fmt.Errorf("give %s the plan store's owner (uid %d, gid %d): %w", f.Name(), o.uid, o.gid, err)
 		}
-	case !root && mine && int(st.Gid) != o.gid && inGroup(o.gid):
+		uid, gid = o.uid, o.gid
+	case !root && mine && gid != o.gid && inGroup(o.gid):
 		if err := f.Chown(-1, o.gid); err != nil {
 			return fmt.Errorf("give %s the plan store's group (gid %d): %w", f.Name(), o.gid, err)
 		}
+		gid = o.gid
 	}
-	perm := o.perm
-	if !root && mine && o.uid != euid && !userInGroup(o.uid, o.gid) && dirClosed(store) {
-		// The store's owner reaches this file as "other" only (it is
-		// not a member of the store's group): others get the owner's
-		// bits. No one else reaches it: the directory lets no other in.
-		perm |= (o.perm >> 6) & 0o7
+	if !root && !mine {
+		return nil // another's file: its owner gave it its mode
 	}
-	if fs.FileMode(st.Mode).Perm() != perm && (root || mine) {
+	perm, err := sidePerm(o, uid, gid, store)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	if fs.FileMode(st.Mode).Perm() != perm {
 		if err := f.Chmod(perm); err != nil {
 			return fmt.Errorf("give %s the plan store's mode (%v): %w", f.Name(), perm, err)
 		}
 	}
 	return nil
+}
+
+// sidePerm is the mode a side file of store, owned by uid and group gid,
+// needs so that everyone who may use the store may use it as they use
+// the store: the store's mode, but for the file's group when it is not
+// the store's (its members get nothing: they are not the store's); and
+// for others, the bits of the store's owner when it reaches the file as
+// "other" (not its owner, not a member of its group), and the bits of the
+// store's group when the file is of another group (the store's group
+// reaches it as "other"). Others get such bits only when the store's
+// directory lets no other user in (dirClosed): they are then the store's
+// owner and group, and no one else.
+func sidePerm(o storeOwner, uid, gid int, store string) (fs.FileMode, error) {
+	perm := o.perm
+	var extra fs.FileMode
+	if gid != o.gid {
+		perm &^= 0o070
+		extra |= (o.perm >> 3) & 0o7
+	}
+	if uid != o.uid && !userInGroup(o.uid, gid) {
+		extra |= (o.perm >> 6) & 0o7
+	}
+	if extra&^perm == 0 || !dirClosed(store) {
+		return perm, nil
+	}
+	return perm | extra, nil
 }
 
 // userInGroup says whether user uid is a member of group gid (its
