@@ -182,7 +182,7 @@ const cmdLockWait = 10 * time.Second
 // withCmdFile runs f on the side file's content with its lock held, and
 // writes it back (durably) when f says it changed.
 func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, error)) error {
-	lf, err := openSide(cmdFilePath(store)+".lock", os.O_RDWR|os.O_CREATE)
+	lf, err := createSide(store, cmdFilePath(store)+".lock", os.O_RDWR)
 	if err != nil {
 		return sideFileError(store, err)
 	}
@@ -239,11 +239,14 @@ func writeCmdFile(store string, c cmdFile) error {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
-	f, err := openSide(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	f, err := createSide(store, tmp, os.O_WRONLY|os.O_EXCL)
 	if err != nil {
 		return sideFileError(store, err)
 	}
 	err = likeStore(f, store)
+	if err != nil {
+		_ = os.Remove(tmp) // this process's file: no one could use it
+	}
 	if err == nil {
 		_, err = f.Write(b)
 	}

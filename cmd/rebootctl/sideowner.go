@@ -156,10 +156,65 @@ func sidePerm(o storeOwner, uid, gid int, store string) (fs.FileMode, error) {
 	if uid != o.uid && !userInGroup(o.uid, gid) {
 		extra |= (o.perm >> 6) & 0o7
 	}
-	if extra&^perm == 0 || !dirClosed(store) {
+	if extra&^perm == 0 {
 		return perm, nil
 	}
+	if !dirClosed(store) {
+		return 0, sideUnusable(o, uid, gid, store)
+	}
 	return perm | extra, nil
+}
+
+// errSideUnusable: a side file made by this process could not be made
+// usable by everyone who may use the store without letting every other
+// user in too.
+var errSideUnusable = errors.New("a file made next to the plan store would be unusable by its users")
+
+// sideUnusable is errSideUnusable for a file owned by uid and group gid,
+// saying who could not use it, and the fixes.
+func sideUnusable(o storeOwner, uid, gid int, store string) error {
+	who := fmt.Sprintf("the store's owner (uid %d) is not a member of its group (gid %d)", o.uid, gid)
+	if gid != o.gid {
+		who = fmt.Sprintf("it could not be given the store's group (gid %d: uid %d is not a member)", o.gid, uid)
+	}
+	return fmt.Errorf("%w: %s, and %s lets other users in, so it would have to be open to every user: "+
+		"add the store's owner (uid %d) to group %d, or close the directory to others (chmod o-rwx %s), or give the command as root (sudo)",
+		errSideUnusable, who, filepath.Dir(store), o.uid, o.gid, filepath.Dir(store))
+}
+
+// sideFits says whether a side file this process makes next to store
+// would be usable by everyone who may use the store (sidePerm), before it
+// is made: the owner and group likeStore would give it (the store's when
+// root; the store's group when this process is a member of it, else the
+// directory's when it is set-group-ID, else this process's).
+func sideFits(store string) error {
+	o := ownerOf(store)
+	euid := os.Geteuid()
+	if !o.known || euid == 0 {
+		return nil
+	}
+	gid := os.Getegid()
+	if inGroup(o.gid) {
+		gid = o.gid
+	} else if fi, err := os.Stat(filepath.Dir(store)); err == nil && fi.Mode()&fs.ModeSetgid != 0 {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			gid = int(st.Gid)
+		}
+	}
+	_, err := sidePerm(o, euid, gid, store)
+	return err
+}
+
+// createSide is openSide(path, flag|O_CREATE) for a side file of store,
+// which refuses (errSideUnusable) to make a file that is not there yet
+// when it could not be made usable by everyone who may use the store.
+func createSide(store, path string, flag int) (*os.File, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) || flag&os.O_EXCL != 0 {
+		if err := sideFits(store); err != nil {
+			return nil, err
+		}
+	}
+	return openSide(path, flag|os.O_CREATE)
 }
 
 // userInGroup says whether user uid is a member of group gid (its
