@@ -126,7 +126,7 @@ func (c *pendingCmds) pending(store, uuid string) (bool, error) {
 	if !c.read || k != c.key {
 		var f cmdFile
 		if k.exists {
-			b, err := readSide(cmdFilePath(store))
+			b, err := readSide(store, cmdFilePath(store))
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				return false, fmt.Errorf("the plan store's command file: %w", err)
 			}
@@ -207,7 +207,7 @@ func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, erro
 	}
 	defer func() { _ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) }()
 	var c cmdFile
-	b, err := readSide(cmdFilePath(store))
+	b, err := readSide(store, cmdFilePath(store))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:

@@ -27,7 +27,9 @@ import (
 // when the file could not be given it (made by the store's owner, not a
 // member of its group: the executor applying an operator's command)
 // (sidePerm). None is ever opened through a symbolic link (openSide), and none
-// but a regular file with one link gets an owner or mode (checkSide).
+// but a regular file with one link gets an owner or mode (checkSide); and
+// FILE.commands is read only when one who may use the store made it
+// (trustedSide).
 
 // storeOwner is the owner and permission bits of the store file.
 type storeOwner struct {
@@ -59,18 +61,53 @@ func openSide(path string, flag int) (*os.File, error) {
 	return os.OpenFile(path, flag|syscall.O_NOFOLLOW, 0o600)
 }
 
-// readSide reads the side file at path (openSide, then its own file:
-// checkSide).
-func readSide(path string) ([]byte, error) {
+// readSide reads the side file at path, of the store at store (openSide,
+// then its own file: checkSide), made by someone who may use the store
+// (trustedSide).
+func readSide(store, path string) ([]byte, error) {
 	f, err := openSide(path, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if _, err := checkSide(f); err != nil {
+	st, err := checkSide(f)
+	if err != nil {
+		return nil, err
+	}
+	if err := trustedSide(st, store, path); err != nil {
 		return nil, err
 	}
 	return io.ReadAll(f)
+}
+
+// errForeignSideFile: a side file made by a user who may not use the
+// store (in a directory others may write, any local user may make
+// FILE.commands before the first command does).
+var errForeignSideFile = errors.New("made by a user who may not use the plan store")
+
+// trustedSide refuses the side file at path (st its stat) unless its
+// owner may use the store: the store's owner, root, or, for a store its
+// group may write, a member of that group (one the user database names,
+// or the owner of a file of that group in a directory others may not
+// write: only a member may give a file its group there).
+func trustedSide(st *syscall.Stat_t, store, path string) error {
+	o := ownerOf(store)
+	uid, gid := int(st.Uid), int(st.Gid)
+	if !o.known || uid == o.uid || uid == 0 {
+		return nil
+	}
+	if o.perm&0o020 != 0 && (userInGroup(uid, o.gid) || gid == o.gid && !dirOthersWrite(store)) {
+		return nil
+	}
+	return fmt.Errorf("%s is %w (its owner, uid %d, is not the store's owner, uid %d, nor root, nor a member of the store's group, gid %d, who may write it): "+
+		"refused, and nothing it holds is applied; look at it (who made it?), remove it, and give the commands again", path, errForeignSideFile, uid, o.uid, o.gid)
+}
+
+// dirOthersWrite says whether the store's directory lets other users
+// make files in it (write bit for others), or cannot be read.
+func dirOthersWrite(store string) bool {
+	fi, err := os.Stat(filepath.Dir(store))
+	return err != nil || fi.Mode().Perm()&0o002 != 0
 }
 
 // errNotSideFile: a side file's path names something else than a
