@@ -172,9 +172,10 @@ func (e *Executor) domainTable(ctx context.Context, v View) (*DomainTable, error
 }
 
 // Pass runs one pass for the plan and returns the plan as saved. Before
-// its first reboot job, and again every 16 jobs, it reads the plan's
-// state again (its state alone on a StateStore, the header alone on a
-// HeadStore) and creates no more jobs once the plan is not running: a
+// its first reboot job, again every 16 jobs, and before every freeze of
+// the database shard, it reads the plan's state again (its state alone
+// on a StateStore, the header alone on a HeadStore) and starts nothing
+// more (no job, no freeze) once the plan is not running: a
 // stop or cancel that landed after the pass saved is followed by at most
 // 16 job creations of that pass (those between two reads), none when it
 // landed before the first. On a CommandStore it also reads the state
@@ -263,8 +264,11 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 		a.Fence = e.Fence
 		var err error
 		switch a.Kind {
-		case ActionCreateJob:
-			recheck := creates%recheckEvery == 0
+		case ActionCreateJob, ActionFreeze:
+			// A freeze starts a reboot as much as its job does (the
+			// shard stays frozen until the next pass unfreezes it): it
+			// is looked at like the first job, whatever came before.
+			recheck := creates%recheckEvery == 0 || a.Kind == ActionFreeze
 			if cs, ok := e.Store.(CommandStore); ok && !recheck {
 				// A command waiting next to the store: read the state
 				// again now (the read applies it), not 16 jobs later.
@@ -276,29 +280,35 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 			}
 			if recheck {
 				// An operator's stop or cancel may have landed since the
-				// read: look again before the first job and every
-				// recheckEvery jobs, and create none once it is not
-				// running (the reboots asked for are taken for lost after
-				// ShowTimeout, and held or released).
+				// read: look again before the first job, every
+				// recheckEvery jobs and every freeze, and start nothing
+				// once it is not running (the reboots asked for are taken
+				// for lost after ShowTimeout, and held or released; a
+				// frozen reboot held is unfrozen by the next pass).
 				running, rerr := e.running(ctx, uuid)
 				if rerr != nil {
-					return q, errors.Join(append(errs, fmt.Errorf("plan %s: read its state before creating jobs: %w", uuid, rerr))...)
+					return q, errors.Join(append(errs, fmt.Errorf("plan %s: read its state before %s: %w", uuid, startWhat(a.Kind), rerr))...)
 				}
 				if !running {
 					return q, errors.Join(errs...)
 				}
 			}
+			if a.Kind == ActionFreeze {
+				if !isShard {
+					err = errors.New("the fleet has no database shard") // not decided: ShardPrimary was cleared
+				} else {
+					err = e.call(ctx, left, a, sf.FreezeShard)
+				}
+				break
+			}
 			creates++
 			err = e.call(ctx, left, a, func(ctx context.Context) error { return e.Fleet.CreateJob(ctx, a) })
 		case ActionCancelJob:
 			err = e.call(ctx, left, a, func(ctx context.Context) error { return e.Fleet.CancelJob(ctx, a) })
-		case ActionFreeze, ActionUnfreeze:
-			switch {
-			case !isShard:
+		case ActionUnfreeze:
+			if !isShard {
 				err = errors.New("the fleet has no database shard") // not decided: ShardPrimary was cleared
-			case a.Kind == ActionFreeze:
-				err = e.call(ctx, left, a, sf.FreezeShard)
-			default:
+			} else {
 				err = e.call(ctx, left, a, sf.UnfreezeShard)
 			}
 		}
@@ -308,6 +318,15 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 		}
 	}
 	return q, errors.Join(errs...)
+}
+
+// startWhat names what a start action (a job's creation, a freeze) is,
+// for errors.
+func startWhat(k ActionKind) string {
+	if k == ActionFreeze {
+		return "freezing the database shard"
+	}
+	return "creating jobs"
 }
 
 // recheckEvery is how many jobs a pass creates between two reads of the
