@@ -179,9 +179,10 @@ func (e *Executor) domainTable(ctx context.Context, v View) (*DomainTable, error
 // stop or cancel that landed after the pass saved is followed by at most
 // 16 job creations of that pass (those between two reads), none when it
 // landed before the first. On a CommandStore it also reads the state
-// again before any job for which a command of the plan waits next to the
-// store: a command that landed there is followed by no job creation but
-// the one in flight as it landed. When the
+// again before any job for which CommandPending says a command of the
+// plan landed since its last read: a command is followed by no job
+// creation but the one in flight as it landed (and those within the
+// store's documented comparison time, on the etcd store). When the
 // Store is a ViewStore and the Fleet a ViewFleet, the pass reads, observes
 // and writes only the reboots in flight and the next pending ones
 // (O(in flight) whatever the plan's size), and the returned View holds
@@ -348,7 +349,9 @@ type CommandStore interface {
 	// state this pass read is older than it either way). A read made for
 	// anything else (a power-off check's, concurrent with the pass) must
 	// not count as that read. It is called once per job created, so it
-	// must be cheap; an error keeps the pass from creating more jobs.
+	// must be cheap (a store may answer from a comparison a short time
+	// old, and document how long: the etcd store's is 20 ms); an error
+	// keeps the pass from creating more jobs.
 	CommandPending(ctx context.Context, uuid string) (bool, error)
 }
 
