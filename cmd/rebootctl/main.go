@@ -80,7 +80,8 @@ Usage:
 Every command takes --store FILE (default $REBOOTCTL_STORE or ./rebootctl.db)
 and --inventory FILE (default $REBOOTCTL_INVENTORY or ./inventory.yaml).
 Relative paths are from the current directory: the executor and every
-command must name the same store, so give a systemd unit absolute paths.
+command must name the same store, so give a systemd unit absolute paths
+(the store file's own: a symbolic link is refused).
 Run "rebootctl plan create -h" or "rebootctl executor -h" for their options.
 "plan create -n" is a dry run: it checks every server (BMC, login, power
 state, health check, drain command), changes nothing and stores nothing.
