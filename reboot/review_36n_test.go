@@ -232,64 +232,7 @@ func runStatusLostSoftOff(t *testing.T, lostErr error) {
 // not restart with every process (counted from PendingRebootSince or
 // Status.LastPress, which are persisted) would end it.
 func TestReview36n_RestartEveryFiveMinutesNeverReboots(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
-		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
-	rec := newRec()
-	// The controller has run for long before the request.
-	for i := 0; i < 10; i++ {
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Minute)
-	}
-	// A first reboot, carried out: Status.LastPress is set from then on.
-	first := clk.Real()
-	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-		h.Annotations = map[string]string{reboot.Annotation: ""}
-	}))
-	// A second bare reboot is asked 5 minutes later; 10 s after it (the
-	// reboot pending, nothing pressed yet) the controller restarts, and
-	// again every 5 minutes.
-	requestAt := first.Add(5 * time.Minute)
-	restartAt := requestAt.Add(10 * time.Second)
-	end := requestAt.Add(30 * time.Minute)
-	restarts, requested := 0, false
-	for clk.Real().Before(end) {
-		if !clk.Real().Before(restartAt) {
-			rec, restarts, restartAt = newRec(), restarts+1, clk.Real().Add(5*time.Minute)
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.True(t, pw.WasOffDuring(first, clk.Real()), "the setup: the first reboot was carried out; truth %s", rebootcheck.DescribeTruth(pw))
-			// The BMC answers the first press 409 busy (not carried out):
-			// the reboot is still pending at the restart.
-			pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy})
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.Annotation: ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = time.Second
-		}
-		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond))
-		if !requested { // a past requestAt bounds no step (it made them 1 ms long)
-			next = min(next, max(requestAt.Sub(clk.Real()), time.Millisecond))
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	pw, cfg, requestAt, end, restarts := review36PressOnlyInterrupted(t, 5*time.Minute, false)
 	require.True(t, pw.WasOffDuring(requestAt, end),
 		"a bare reboot asked at 0 of a host whose BMC only presses was never carried out in 30 minutes with the controller restarted every 5 minutes (%d restarts; each waits LostLanding + SoftTimeout + StaleReads = %v from its start before pressing, the one press sent was answered 409 busy, not carried out); truth %s",
 		restarts, reboot.LostLandingOf(cfg)+cfg.SoftTimeout+cfg.StaleReads, rebootcheck.DescribeTruth(pw))
@@ -409,67 +352,7 @@ func (g *hiccupGuard) Hold(ctx context.Context) (context.Context, context.Cancel
 // presses never reboots, though this process wrote every value itself and
 // no other leader ever existed.
 func TestReview36n_LeaseHiccupEveryFiveMinutesNeverReboots(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
-		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	g := &hiccupGuard{}
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg, Guard: g,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
-	rec := newRec()
-	// The controller has run for long before the request.
-	for i := 0; i < 10; i++ {
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Minute)
-	}
-	// A first reboot, carried out: Status.LastPress is set from then on.
-	first := clk.Real()
-	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-		h.Annotations = map[string]string{reboot.Annotation: ""}
-	}))
-	// A second bare reboot is asked 5 minutes later; 10 s after it (the
-	// reboot pending, nothing pressed yet) the controller restarts, and
-	// again every 5 minutes.
-	requestAt := first.Add(5 * time.Minute)
-	restartAt := requestAt.Add(10 * time.Second)
-	end := requestAt.Add(30 * time.Minute)
-	restarts, requested := 0, false
-	for clk.Real().Before(end) {
-		if !clk.Real().Before(restartAt) {
-			// One Hold refused (the lease store's hiccup), for one pass;
-			// the same process goes on leading.
-			g.refuse, restarts, restartAt = 1, restarts+1, clk.Real().Add(5*time.Minute)
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.True(t, pw.WasOffDuring(first, clk.Real()), "the setup: the first reboot was carried out; truth %s", rebootcheck.DescribeTruth(pw))
-			// The BMC answers the first press 409 busy (not carried out):
-			// the reboot is still pending at the restart.
-			pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy})
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.Annotation: ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = time.Second
-		}
-		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond))
-		if !requested { // a past requestAt bounds no step (it made them 1 ms long)
-			next = min(next, max(requestAt.Sub(clk.Real()), time.Millisecond))
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	pw, cfg, requestAt, end, restarts := review36PressOnlyInterrupted(t, 5*time.Minute, true)
 	require.True(t, pw.WasOffDuring(requestAt, end),
 		"a bare reboot asked at 0 of a host whose BMC only presses was never carried out in 30 minutes with one Hold of the controller refused every 5 minutes (%d refusals; each leadership waits LostLanding + SoftTimeout + StaleReads = %v from its start before pressing, the one press sent was answered 409 busy, not carried out); truth %s",
 		restarts, reboot.LostLandingOf(cfg)+cfg.SoftTimeout+cfg.StaleReads, rebootcheck.DescribeTruth(pw))
