@@ -124,3 +124,161 @@ func review36PressOnlyInterrupted(t *testing.T, every time.Duration, hiccup bool
 	}
 	return pw, w.cfg, requestAt, end, restarts
 }
+
+// review36Lander is a controller one of whose calls had its answer lost
+// and is carried out later by the BMC (A5).
+type review36Lander interface {
+	power.Controller
+	// landing says when the lost call lands and whether it is still to.
+	landing() (at time.Time, pending bool)
+	// landNow carries the lost call out on the hardware (and clears pending).
+	landNow(ctx context.Context) error
+}
+
+func (l *lostSoftOff) landing() (time.Time, bool) { return l.landAt, l.pending }
+
+func (l *lostSoftOff) landNow(ctx context.Context) error {
+	l.pending = false
+	return l.Power.Off(ctx, power.ModeSoft) // the BMC applies the lost press
+}
+
+func (l *slowLostSoftOff) landing() (time.Time, bool) { return l.landAt, l.pending }
+
+func (l *slowLostSoftOff) landNow(ctx context.Context) error {
+	l.pending = false
+	return l.Power.Off(ctx, power.ModeSoft)
+}
+
+func (a *asyncLostSoftOff) landing() (time.Time, bool) { return a.landAt, a.pending }
+
+func (a *asyncLostSoftOff) landNow(ctx context.Context) error {
+	a.pending = false
+	return a.Power.Off(ctx, power.ModeSoft)
+}
+
+func (l *lostOnPress) landing() (time.Time, bool) { return l.landAt, l.pending }
+
+func (l *lostOnPress) landNow(ctx context.Context) error {
+	l.pending = false
+	return l.Power.On(ctx) // the BMC carries out the lost press
+}
+
+// review36LostRun is the script of a "lost call lands later" test: from
+// start Online=false is enforced, the lost call lands when its controller
+// says, Online=true is set at onlineAt, and a keyed (held) request "b"
+// comes at requestAt (or, when requestWhen is set, at the first pass it
+// is true), until end.
+type review36LostRun struct {
+	start, end          time.Time
+	onlineAt, requestAt time.Time
+	requestWhen         func() bool
+	// arm, if set, is called with Online=true.
+	arm func()
+	// restart, if set, runs at the top of each pass (after the
+	// Online=false): a Reconciler it returns replaces the running one.
+	restart func() *reboot.Reconciler
+	// also lists more times no step passes over (read every pass).
+	also func() []time.Time
+	// maxStep, if not zero, bounds every step.
+	maxStep time.Duration
+	// logActions logs only passes that decide a power action; logOn
+	// logs the hardware's state too.
+	logActions, logOn bool
+}
+
+// run plays the script on rec and pw and returns when the lost call
+// landed (zero: never) and when the request came.
+func (s review36LostRun) run(t *testing.T, clk *fake.Clock, store *fake.RebootHosts, rec *reboot.Reconciler, pw review36Lander, hw *fake.Power) (landed, requestAt time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	requestAt = s.requestAt
+	offline, online, requested := false, false, false
+	for clk.Real().Before(s.end) {
+		if !offline && !clk.Real().Before(s.start) {
+			offline = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+		}
+		if s.restart != nil {
+			if r := s.restart(); r != nil {
+				rec = r
+			}
+		}
+		if at, pending := pw.landing(); pending && !clk.Real().Before(at) {
+			landed = clk.Real()
+			require.NoError(t, pw.landNow(ctx))
+		}
+		if !online && !clk.Real().Before(s.onlineAt) {
+			online = true
+			if s.arm != nil {
+				s.arm()
+			}
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+		}
+		if s.requestWhen != nil {
+			if !requested && s.requestWhen() {
+				requested, requestAt = true, clk.Real()
+				require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+					h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
+				}))
+			}
+		} else if !requested && !clk.Real().Before(s.requestAt) {
+			requested = true
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && !clk.Real().Before(s.start) && (!s.logActions || res.Decision.Power != reboot.ActionNone) {
+			if s.logOn {
+				t.Logf("%v on=%v %v %v %s %v", clk.Real().Sub(s.start), hw.HardwareOn(), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+			} else {
+				t.Logf("%v %v %v %s %v", clk.Real().Sub(s.start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+			}
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		if s.maxStep > 0 {
+			next = min(next, s.maxStep)
+		}
+		landAt, _ := pw.landing()
+		ats := []time.Time{s.start, s.onlineAt, landAt}
+		if s.requestWhen == nil {
+			ats = append(ats, s.requestAt)
+		}
+		if s.also != nil {
+			ats = append(ats, s.also()...)
+		}
+		for _, at := range ats {
+			if d := at.Sub(clk.Real()); d > 0 && d < next {
+				next = d
+			}
+		}
+		clk.Advance(max(next, time.Millisecond))
+	}
+	return landed, requestAt
+}
+
+// review36OnByCommandAfter returns the first power-on a command caused
+// after t in pw's ground truth.
+func review36OnByCommandAfter(pw *fake.Power, t time.Time) (fake.TruthChange, bool) {
+	for _, tc := range pw.Truth() {
+		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(t) {
+			return tc, true
+		}
+	}
+	return fake.TruthChange{}, false
+}
+
+// review36OffAfter reports whether pw's hardware went off after t
+// (ground truth).
+func review36OffAfter(pw *fake.Power, t time.Time) bool {
+	for _, tc := range pw.Truth() {
+		if !tc.On && tc.At.After(t) {
+			return true
+		}
+	}
+	return false
+}
