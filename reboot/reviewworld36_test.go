@@ -282,3 +282,115 @@ func review36OffAfter(pw *fake.Power, t time.Time) bool {
 	}
 	return false
 }
+
+// review36SendLost runs rec every RequeueAfter (at least 100 ms), calling
+// also (if set) after each pass, until it decides action (for a
+// power-off, a soft one) and returns when: that call's answer must have
+// been lost. within, if not zero, bounds the wait: zero is returned if it
+// passed.
+func review36SendLost(t *testing.T, clk *fake.Clock, rec *reboot.Reconciler, action reboot.Action, within time.Duration, also func()) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	var lostAt time.Time
+	for end := clk.Real().Add(within); lostAt.IsZero() && (within == 0 || clk.Real().Before(end)); {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if also != nil {
+			also()
+		}
+		if res.Decision.Power == action {
+			if action == reboot.ActionPowerOn {
+				require.Error(t, res.PowerErr, "the setup: the first power-on's answer is lost")
+			} else {
+				require.Equal(t, power.ModeSoft, res.Decision.Mode, "the setup: the soft press")
+				require.Error(t, res.PowerErr, "the setup: the press's answer is lost")
+			}
+			lostAt = clk.Real()
+			break
+		}
+		clk.Advance(max(res.RequeueAfter, 100*time.Millisecond))
+	}
+	return lostAt
+}
+
+// review36RunAfterLost runs rec every RequeueAfter (100 ms if none, at
+// most 1 s) until 8 minutes after lostAt.
+func review36RunAfterLost(t *testing.T, clk *fake.Clock, rec *reboot.Reconciler, lostAt time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		clk.Advance(min(max(next, time.Millisecond), time.Second))
+	}
+}
+
+// review36RequestBeforeLanding runs rec (a restarted or upgraded
+// controller) every RequeueAfter (100 ms if none) until 8 minutes after
+// lostAt; a client's keyed request "fence" comes at the first pass that
+// finds the hardware on less than land after lostAt (before the lost
+// power-on press lands). It returns whether and when it came.
+func review36RequestBeforeLanding(t *testing.T, clk *fake.Clock, store *fake.RebootHosts, rec *reboot.Reconciler, pw *fake.Power, lostAt time.Time, land time.Duration) (requested bool, requestAt time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
+		if !requested && pw.HardwareOn() && clk.Real().Sub(lostAt) < land {
+			requested, requestAt = true, clk.Real()
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": "t1"}
+			}))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = 100 * time.Millisecond
+		}
+		clk.Advance(max(next, time.Millisecond))
+	}
+	return requested, requestAt
+}
+
+// review36OffThenOn returns, in pw's ground truth after from (from
+// included if at), the first power-off and the first power-on after it.
+func review36OffThenOn(pw *fake.Power, from time.Time, at bool) (offAt time.Time, on fake.TruthChange, found bool) {
+	for _, tc := range pw.Truth() {
+		if tc.At.Before(from) || !at && tc.At.Equal(from) {
+			continue
+		}
+		if !tc.On && offAt.IsZero() {
+			offAt = tc.At
+		}
+		if tc.On && !offAt.IsZero() {
+			return offAt, tc, true
+		}
+	}
+	return offAt, fake.TruthChange{}, false
+}
+
+// review36PressWorld returns a world and its controller: with all, a BMC
+// whose every call presses the power button (fake.ButtonAll) of a host
+// that is off; else an iLO-like one whose soft power-off presses it
+// (fake.ButtonSoft) of a host that runs. The OS shuts down in 45 s,
+// readings are 1 s old.
+func review36PressWorld(all bool) (*review36World, *fake.Power) {
+	w := newReview36World()
+	pc := fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 45 * time.Second,
+		Report: fake.Report{Stale: time.Second, NoTransitioning: true}}
+	if all {
+		pc.Initial, pc.Button = power.StateOff, fake.ButtonAll
+	}
+	pw := fake.NewPower(w.clk.Real, pc)
+	w.Power = pw
+	return w, pw
+}
