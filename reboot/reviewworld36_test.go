@@ -394,3 +394,44 @@ func review36PressWorld(all bool) (*review36World, *fake.Power) {
 	w.Power = pw
 	return w, pw
 }
+
+// review36OffCalls returns the power-offs in pw's call log.
+func review36OffCalls(pw *fake.Power) []fake.Call {
+	var offs []fake.Call
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff {
+			offs = append(offs, c)
+		}
+	}
+	return offs
+}
+
+// review36FirstHard returns the first hard power-off of offs, nil if none.
+func review36FirstHard(offs []fake.Call) *fake.Call {
+	for i := range offs {
+		if offs[i].Mode == power.ModeHard {
+			return &offs[i]
+		}
+	}
+	return nil
+}
+
+// review36RunUntilOff runs rec every RequeueAfter (1 s if none, at most
+// 10 s) from start until the hardware has been off (ground truth) or for
+// d; log logs the passes that decide a power action.
+func review36RunUntilOff(t *testing.T, clk *fake.Clock, rec *reboot.Reconciler, pw *fake.Power, start time.Time, d time.Duration, log bool) {
+	t.Helper()
+	ctx := context.Background()
+	for end := start.Add(d); clk.Real().Before(end) && !pw.WasOffDuring(start, clk.Real()); {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if log && testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		clk.Advance(min(max(next, time.Millisecond), 10*time.Second))
+	}
+}
