@@ -406,6 +406,18 @@ func review36OffCalls(pw *fake.Power) []fake.Call {
 	return offs
 }
 
+// review36FirstOffFrom returns the power-offs in pw's call log and the
+// first of them sent at or after from, if any.
+func review36FirstOffFrom(pw *fake.Power, from time.Time) (offs []fake.Call, first fake.Call, ok bool) {
+	offs = review36OffCalls(pw)
+	for _, c := range offs {
+		if !c.At.Before(from) {
+			return offs, c, true
+		}
+	}
+	return offs, fake.Call{}, false
+}
+
 // review36FirstHard returns the first hard power-off of offs, nil if none.
 func review36FirstHard(offs []fake.Call) *fake.Call {
 	for i := range offs {
@@ -434,4 +446,57 @@ func review36RunUntilOff(t *testing.T, clk *fake.Clock, rec *reboot.Reconciler, 
 		}
 		clk.Advance(min(max(next, time.Millisecond), 10*time.Second))
 	}
+}
+
+// review36TrackerPass is one pass of a caller that runs Decide itself
+// with a Tracker over pc (an inFlight BMC), in the order Tracker's doc
+// gives, taking pc's late answer before Observe; the Reading's toggles
+// are pc's. A power call that failed asks for the next pass at once
+// (RequeueAfter 0). An error of the store's Update is returned.
+func review36TrackerPass(ctx context.Context, tr *reboot.Tracker, cfg reboot.Config, store *fake.RebootHosts, pc *inFlight, clk *fake.Clock) (reboot.Decision, error) {
+	h, err := store.Get(ctx, "h")
+	if err != nil {
+		return reboot.Decision{}, err
+	}
+	rd := reboot.Reading{Host: h, Now: clk.Now(), Mono: clk.Monotonic(), SoftToggles: pc.toggles, HardToggles: pc.toggles}
+	if rd.Power, err = pc.State(ctx); err != nil {
+		rd.Power = power.StateUnknown
+	}
+	rd.ReadEnd = clk.Monotonic()
+	if a, ok := pc.LateAnswer(); ok {
+		tr.Late(a, clk.Now(), clk.Monotonic())
+	}
+	d := cfg.Decide(tr.Observe(rd, cfg), rd.Now)
+	written := ""
+	if d.UpdateStatus {
+		nh := h
+		nh.Status = d.Status
+		nh.Annotations = map[string]string{}
+		for k, v := range h.Annotations {
+			nh.Annotations[k] = v
+		}
+		for _, k := range d.RemoveAnnotations {
+			delete(nh.Annotations, k)
+		}
+		tr.Writing(d)
+		w, err := store.Update(ctx, nh)
+		if err != nil {
+			return d, err
+		}
+		written = w.Version
+	}
+	tr.Applied(d, written)
+	if d.Power != reboot.ActionNone {
+		tr.Sending(d.Power, d.Mode, clk.Monotonic())
+		if d.Power == reboot.ActionPowerOn {
+			err = pc.On(ctx)
+		} else {
+			err = pc.Off(ctx, d.Mode)
+		}
+		tr.Sent(reboot.Call{Action: d.Power, Mode: d.Mode, Class: reboot.CallClass(err), At: clk.Now()}, err, clk.Monotonic())
+		if err != nil {
+			d.RequeueAfter = 0
+		}
+	}
+	return d, nil
 }
