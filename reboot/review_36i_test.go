@@ -203,14 +203,9 @@ func TestReview36i_TrackerForgetThenLatePressIsNoPress(t *testing.T) {
 // power-off never tried, long before SoftTimeout (180 s).
 func TestReview36i_LateSoftFailureOfEnforcementCutsNewReboot(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
-	pc := &inFlight{Power: pw, clk: clk, landAfter: 100 * time.Second, oneCall: true,
-		fail: &power.Error{Op: "power off soft", Class: power.ClassFailed, Message: "HTTP 500: internal error"}}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return pc, nil }}
+	w, pw, pc := review36HungSoftOff()
+	clk, cfg, store := w.clk, w.cfg, w.store
+	rec := w.newRec()
 	run := func(until time.Time) {
 		for clk.Real().Before(until) {
 			res, err := rec.Reconcile(ctx, "h")

@@ -31,14 +31,9 @@ import (
 // tried, is cut hard at once, 100 s after the request (SoftTimeout 180 s).
 func TestReview36j_SoftFailureMadeBeforeRebootInSameSecondCutsIt(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
-	pc := &inFlight{Power: pw, clk: clk, landAfter: 100 * time.Second, oneCall: true,
-		fail: &power.Error{Op: "power off soft", Class: power.ClassFailed, Message: "HTTP 500: internal error"}}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return pc, nil }}
+	w, pw, pc := review36HungSoftOff()
+	clk, cfg, store := w.clk, w.cfg, w.store
+	rec := w.newRec()
 	pass := func() reboot.Result {
 		res, err := rec.Reconcile(ctx, "h")
 		require.NoError(t, err)
@@ -108,12 +103,8 @@ func TestReview36j_SoftFailureMadeBeforeRebootInSameSecondCutsIt(t *testing.T) {
 // reached the BMC). With the old Tracker kept it is not (Sent = 0).
 func TestReview36j_NewTrackerDatesLateFailureFromItsStart(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
-	pc := &inFlight{Power: pw, clk: clk, landAfter: 100 * time.Second, oneCall: true,
-		fail: &power.Error{Op: "power off soft", Class: power.ClassFailed, Message: "HTTP 500: internal error"}}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	w, pw, pc := review36HungSoftOff()
+	clk, cfg, store := w.clk, w.cfg, w.store
 	tr := reboot.NewTracker(clk.Monotonic(), clk.Now())
 	pass := func() reboot.Decision {
 		d, err := review36TrackerPass(ctx, tr, cfg, store, pc, clk)

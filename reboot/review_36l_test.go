@@ -72,9 +72,7 @@ func (l *lostSoftOff) Off(ctx context.Context, m power.Mode) error {
 func TestReview36l_IPMILostSoftOffLandingLateThenSlowShutdown(t *testing.T) {
 	w := newReview36World()
 	clk := w.clk
-	pw := &lostSoftOff{clk: clk, land: 20 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
+	pw := &lostSoftOff{clk: clk, land: 20 * time.Second, Power: review36SlowShutdown(clk)}
 	w.Power = pw
 	rec := w.newRec()
 	clk.Advance(time.Minute)

@@ -30,9 +30,7 @@ import (
 func TestReview36m_RestartAfterLostSoftOffForgetsLostLanding(t *testing.T) {
 	w := newReview36World()
 	clk := w.clk
-	pw := &lostSoftOff{clk: clk, land: 20 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
+	pw := &lostSoftOff{clk: clk, land: 20 * time.Second, Power: review36SlowShutdown(clk)}
 	w.Power = pw
 	rec := w.newRec()
 	clk.Advance(time.Minute)
@@ -68,9 +66,7 @@ func TestReview36m_RestartAfterLostSoftOffForgetsLostLanding(t *testing.T) {
 func TestReview36m_SecondReconcilerTakesOverAfterLostSoftOff(t *testing.T) {
 	w := newReview36World()
 	clk := w.clk
-	pw := &lostSoftOff{clk: clk, land: 20 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
+	pw := &lostSoftOff{clk: clk, land: 20 * time.Second, Power: review36SlowShutdown(clk)}
 	w.Power = pw
 	rec := w.newRec()
 	// A second Reconciler (the next leader) has been running its passes
@@ -165,9 +161,7 @@ func (a *asyncLostSoftOff) LateAnswer() (reboot.LateAnswer, bool) {
 func TestReview36m_LateLostAnswerClearsLostLanding(t *testing.T) {
 	w := newReview36World()
 	clk := w.clk
-	pw := &asyncLostSoftOff{clk: clk, land: 20 * time.Second, callTime: 5 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
+	pw := &asyncLostSoftOff{clk: clk, land: 20 * time.Second, callTime: 5 * time.Second, Power: review36SlowShutdown(clk)}
 	w.Power = pw
 	rec := w.newRec()
 	clk.Advance(time.Minute)

@@ -120,9 +120,7 @@ func TestReview36n_IPMITimeoutCompletionCodeIsNotAnAnswer(t *testing.T) {
 func runStatusLostSoftOff(t *testing.T, lostErr error) {
 	w := newReview36World()
 	clk := w.clk
-	pw := &statusLostSoftOff{err: lostErr, lostSoftOff: lostSoftOff{clk: clk, land: 20 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}}
+	pw := &statusLostSoftOff{err: lostErr, lostSoftOff: lostSoftOff{clk: clk, land: 20 * time.Second, Power: review36SlowShutdown(clk)}}
 	w.Power = pw
 	rec := w.newRec()
 	clk.Advance(time.Minute)
@@ -178,9 +176,7 @@ func TestReview36n_RestartEveryFiveMinutesNeverReboots(t *testing.T) {
 func TestReview36n_RestartThenForgetBeforeFirstPassForgetsLostLanding(t *testing.T) {
 	w := newReview36World()
 	clk := w.clk
-	pw := &lostSoftOff{clk: clk, land: 20 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
+	pw := &lostSoftOff{clk: clk, land: 20 * time.Second, Power: review36SlowShutdown(clk)}
 	w.Power = pw
 	rec := w.newRec()
 	clk.Advance(time.Minute)

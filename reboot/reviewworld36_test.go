@@ -500,3 +500,24 @@ func review36TrackerPass(ctx context.Context, tr *reboot.Tracker, cfg reboot.Con
 	}
 	return d, nil
 }
+
+// review36SlowShutdown returns the fake behind the lost soft shutdown
+// tests (review 36 rounds 12-14): a BMC whose soft power-off presses the
+// power button (fake.ButtonSoft) of a host whose OS takes 170 s to shut
+// down, its readings 29 s old (< StaleReads).
+func review36SlowShutdown(clk *fake.Clock) *fake.Power {
+	return fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
+		Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})
+}
+
+// review36HungSoftOff returns a world whose BMC (no button, OS 20 s) is
+// behind pc, an inFlight call whose first power-off hangs 100 s and then
+// fails (HTTP 500), answered busy while it runs.
+func review36HungSoftOff() (*review36World, *fake.Power, *inFlight) {
+	w := newReview36World()
+	pw := fake.NewPower(w.clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	pc := &inFlight{Power: pw, clk: w.clk, landAfter: 100 * time.Second, oneCall: true,
+		fail: &power.Error{Op: "power off soft", Class: power.ClassFailed, Message: "HTTP 500: internal error"}}
+	w.Power = pc
+	return w, pw, pc
+}
