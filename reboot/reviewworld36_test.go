@@ -521,3 +521,41 @@ func review36HungSoftOff() (*review36World, *fake.Power, *inFlight) {
 	w.Power = pc
 	return w, pw, pc
 }
+
+// settled sets the world's controller to ctl and returns a Reconciler
+// that has run for long: 10 passes, a minute apart.
+func (w *review36World) settled(t *testing.T, ctl power.Controller) *reboot.Reconciler {
+	t.Helper()
+	w.Power = ctl
+	rec := w.newRec()
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(context.Background(), "h")
+		require.NoError(t, err)
+		w.clk.Advance(time.Minute)
+	}
+	return rec
+}
+
+// review36InPOST returns a world whose host, off at first, the
+// controller (returned) has powered on, 5 s into its POST: it reads
+// Transitioning, and its OS ignores a soft power-off until it has booted
+// (bootingIgnoresSoft). POST takes 60 s (PoweringOn meanwhile); the OS
+// shuts down 90 s after a soft power-off it hears and the power then
+// takes Lag (60 s) to go: off 150 s after it (inside SoftTimeout, 180 s).
+func review36InPOST(t *testing.T) (*review36World, *fake.Power, *reboot.Reconciler) {
+	t.Helper()
+	w := newReview36World()
+	pw := fake.NewPower(w.clk.Real, fake.PowerConfig{Initial: power.StateOff, Lag: 60 * time.Second, SoftDelay: 90 * time.Second})
+	w.Power = bootingIgnoresSoft{pw}
+	rec := w.newRec()
+	// The controller powers the host on.
+	for i := 0; i < 40 && !pw.HardwareOn(); i++ {
+		_, err := rec.Reconcile(context.Background(), "h")
+		require.NoError(t, err)
+		w.clk.Advance(time.Second)
+	}
+	require.True(t, pw.HardwareOn(), "not powered on")
+	w.clk.Advance(5 * time.Second)
+	require.Equal(t, power.StateTransitioning, pw.Current(), "the host should still be powering on")
+	return w, pw, rec
+}
