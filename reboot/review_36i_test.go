@@ -236,11 +236,6 @@ func TestReview36i_LateSoftFailureOfEnforcementCutsNewReboot(t *testing.T) {
 	require.NoError(t, err)
 	req := clk.Real()
 	run(t0.Add(3 * time.Minute))
-	offs, c, ok := review36FirstOffFrom(pw, req)
-	if !ok {
-		t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
-	}
-	require.Equal(t, power.ModeSoft, c.Mode,
-		"the first power-off of the soft reboot reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the late failure of the Online=false enforcement's soft power-off was taken for this reboot's; calls %v",
-		c.At.Sub(req), cfg.SoftTimeout, offs)
+	review36RequireFirstOffSoft(t, pw, req, cfg.SoftTimeout,
+		"the first power-off of the soft reboot reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the late failure of the Online=false enforcement's soft power-off was taken for this reboot's; calls %v")
 }

@@ -75,13 +75,8 @@ func TestReview36j_SoftFailureMadeBeforeRebootInSameSecondCutsIt(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, h.Status.PendingRebootSince.Equal(s), "the setup: the reboot is stamped %v (s %v); %s", h.Status.PendingRebootSince, s, res.Decision.Reason)
 	run(req.Add(3 * time.Minute))
-	offs, c, ok := review36FirstOffFrom(pw, req)
-	if !ok {
-		t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
-	}
-	require.Equal(t, power.ModeSoft, c.Mode,
-		"the soft reboot's first power-off reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the failure of the Online=false enforcement's soft power-off, made before the reboot began, counted as the reboot's own (PendingRebootSince truncated to the second, Sent/At not); power-offs %v",
-		c.At.Sub(req), cfg.SoftTimeout, offs)
+	review36RequireFirstOffSoft(t, pw, req, cfg.SoftTimeout,
+		"the soft reboot's first power-off reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the failure of the Online=false enforcement's soft power-off, made before the reboot began, counted as the reboot's own (PendingRebootSince truncated to the second, Sent/At not); power-offs %v")
 }
 
 // Review 36 round 10 (TestReview36j_NewTrackerDatesLateFailureFromItsStart):
@@ -141,13 +136,8 @@ func TestReview36j_NewTrackerDatesLateFailureFromItsStart(t *testing.T) {
 	run(t0.Add(60 * time.Second))
 	tr = reboot.NewTracker(clk.Monotonic(), clk.Now()) // a new Tracker: "always safe"
 	run(t0.Add(3 * time.Minute))
-	offs, c, ok := review36FirstOffFrom(pw, req)
-	if !ok {
-		t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
-	}
-	require.Equal(t, power.ModeSoft, c.Mode,
-		"the soft reboot's first power-off reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the new Tracker dated the late failure of the Online=false enforcement's soft power-off (made before the reboot began) at its own start; power-offs %v",
-		c.At.Sub(req), cfg.SoftTimeout, offs)
+	review36RequireFirstOffSoft(t, pw, req, cfg.SoftTimeout,
+		"the soft reboot's first power-off reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the new Tracker dated the late failure of the Online=false enforcement's soft power-off (made before the reboot began) at its own start; power-offs %v")
 }
 
 // forgetDuring is a slow BMC whose first power-off reaches the hardware

@@ -58,18 +58,7 @@ func TestReview36p_LostSoftPressLandsAfterHardOffPowersHeldHostOn(t *testing.T) 
 		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": "t1"}
 	}))
 	end := requestAt.Add(10 * time.Minute)
-	for clk.Real().Before(end) {
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	review36Run(t, clk, rec, requestAt, end, 0, nil)
 	h, err := store.Get(ctx, "h")
 	require.NoError(t, err)
 	require.NotEmpty(t, rebootcheck.HeldBy(h), "the setup: the keyed annotation still holds the host")

@@ -317,18 +317,33 @@ func review36SendLost(t *testing.T, clk *fake.Clock, rec *reboot.Reconciler, act
 // most 1 s) until 8 minutes after lostAt.
 func review36RunAfterLost(t *testing.T, clk *fake.Clock, rec *reboot.Reconciler, lostAt time.Time) {
 	t.Helper()
+	review36Run(t, clk, rec, lostAt, lostAt.Add(8*time.Minute), time.Second, nil)
+}
+
+// review36Run runs rec every RequeueAfter (100 ms if none; at most
+// maxStep if not zero) until end, calling before (if set) first in each
+// pass; it logs the passes that decide a power action, timed from from.
+func review36Run(t *testing.T, clk *fake.Clock, rec *reboot.Reconciler, from, end time.Time, maxStep time.Duration, before func()) {
+	t.Helper()
 	ctx := context.Background()
-	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
+	for clk.Real().Before(end) {
+		if before != nil {
+			before()
+		}
 		res, err := rec.Reconcile(ctx, "h")
 		require.NoError(t, err)
 		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(from), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
 		}
 		next := res.RequeueAfter
 		if res.Requeue || next <= 0 {
 			next = 100 * time.Millisecond
 		}
-		clk.Advance(min(max(next, time.Millisecond), time.Second))
+		next = max(next, time.Millisecond)
+		if maxStep > 0 {
+			next = min(next, maxStep)
+		}
+		clk.Advance(next)
 	}
 }
 
@@ -339,25 +354,14 @@ func review36RunAfterLost(t *testing.T, clk *fake.Clock, rec *reboot.Reconciler,
 // power-on press lands). It returns whether and when it came.
 func review36RequestBeforeLanding(t *testing.T, clk *fake.Clock, store *fake.RebootHosts, rec *reboot.Reconciler, pw *fake.Power, lostAt time.Time, land time.Duration) (requested bool, requestAt time.Time) {
 	t.Helper()
-	ctx := context.Background()
-	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
+	review36Run(t, clk, rec, lostAt, lostAt.Add(8*time.Minute), 0, func() {
 		if !requested && pw.HardwareOn() && clk.Real().Sub(lostAt) < land {
 			requested, requestAt = true, clk.Real()
 			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
 				h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": "t1"}
 			}))
 		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	})
 	return requested, requestAt
 }
 
@@ -558,4 +562,17 @@ func review36InPOST(t *testing.T) (*review36World, *fake.Power, *reboot.Reconcil
 	w.clk.Advance(5 * time.Second)
 	require.Equal(t, power.StateTransitioning, pw.Current(), "the host should still be powering on")
 	return w, pw, rec
+}
+
+// review36RequireFirstOffSoft fails the test unless the first power-off
+// in pw's call log sent at or after req is soft: msg (with the args
+// c.At.Sub(req), softTimeout and the power-offs) if it is not, "no
+// power-off reached the BMC after the request" if there is none.
+func review36RequireFirstOffSoft(t *testing.T, pw *fake.Power, req time.Time, softTimeout time.Duration, msg string) {
+	t.Helper()
+	offs, c, ok := review36FirstOffFrom(pw, req)
+	if !ok {
+		t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
+	}
+	require.Equal(t, power.ModeSoft, c.Mode, msg, c.At.Sub(req), softTimeout, offs)
 }
