@@ -1,0 +1,129 @@
+package reboot_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// Review 36 round 23 (TestReview36w_OfflineOffHostFlappingNullForceOffForEver):
+// round 22 made the Online=false enforcement end only when Online
+// becomes true (7f57396, point 4), and repeated an accepted hard
+// power-off every ReissueAfter on any reading but Off (d7bc99f, point 3,
+// dropping cbfa294's "power-off accepted ... wait" branch). Together: a
+// host that is off (ground truth: off all along) with Online=false, whose
+// BMC answers null on half its reads (issue 36 point 4's BMC), gets one
+// enforcement (Works stays 1, which is all
+// TestReview36v_OfflineOffHostFlappingNullChurnsStatus checks), whose
+// soft power-off times out into hard, and then a ForceOff on the first
+// null reading every ReissueAfter, for ever, each with Status writes
+// (ActingSince cleared by the decided call and written again after it):
+// about 55 power-offs and 110 writes an hour for an off host, where
+// before round 22 an Off reading ended the enforcement and an accepted
+// power-off was not repeated on null. An Off reading that cannot echo
+// (QuietFor, OffFor past StaleReads after the power-off) shows the
+// enforcement's power-off carried out: the pending path stops there
+// (heldOff sends nothing on an unknown reading of a held host).
+func TestReview36w_OfflineOffHostFlappingNullForceOffForEver(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Report: fake.Report{Unknown: 0.5, Seed: 7}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	at := clk.Real()
+	// The first half hour: the enforcement begins and settles.
+	half := at.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, half, at)
+	offs0, writes0 := 0, store.Updates()
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff {
+			offs0++
+		}
+	}
+	end := half.Add(time.Hour)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(at, end) && !pw.WasOnAt(end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
+	offs := 0
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff {
+			offs++
+		}
+	}
+	writes := store.Updates() - writes0
+	require.LessOrEqual(t, offs-offs0, 2,
+		"an off host (ground truth: off all along) with Online=false, BMC answering null on half its reads, was sent %d power-offs (%d Status writes) in the hour after its enforcement settled (Works %d): the accepted hard power-off is repeated every ReissueAfter on null for ever",
+		offs-offs0, writes, h.Status.Works)
+	require.LessOrEqual(t, writes, 4, "Status writes in an hour for an off host held off by Online=false: %d", writes)
+}
+
+// Review 36 round 23 (TestReview36w_StuckTransitioningFenceNeverSentAcrossRestarts):
+// a57d11e's poweringOn (decide.go) waits on a Transitioning reading while
+// QuietFor < SoftTimeout + StaleReads and the last call is not a
+// power-off. QuietFor counts from the controller's start when it sent no
+// power-on since (tracker.go quietFor), and Observed.LastCall is zero
+// after a restart, so every restart puts a pending reboot on a BMC stuck
+// reading Transitioning while the host runs (round 21's BMC,
+// TestReview36u_StuckTransitioningHardRebootNeverSent) on hold for
+// SoftTimeout + StaleReads (210 s) whatever its mode, a hard keyed fence
+// included, though nothing of this controller's is powering on: a
+// controller restarted every 3 minutes (a crash loop, a rolling upgrade,
+// OOM kills) never sends the fence's ForceOff. The wait is meant for a
+// soft power-off that POST would not hear; a forced power-off is heard
+// whatever the host does, and a restart is not a power-on.
+func TestReview36w_StuckTransitioningFenceNeverSentAcrossRestarts(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	newRec := func() *reboot.Reconciler {
+		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+			Power: func(string) (power.Controller, error) { return stuckTransitioning{pw}, nil }}
+	}
+	rec := newRec()
+	// The controller has run for long before the request; the host runs.
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	requestAt := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	// The controller restarts at the request, and every 3 minutes.
+	restartAt := requestAt
+	end := requestAt.Add(30 * time.Minute)
+	restarts := 0
+	for clk.Real().Before(end) {
+		if !clk.Real().Before(restartAt) {
+			rec, restarts, restartAt = newRec(), restarts+1, clk.Real().Add(3*time.Minute)
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && (res.Decision.Power != reboot.ActionNone || res.Decision.Reason != "") {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		clk.Advance(max(min(next, 30*time.Second, restartAt.Sub(clk.Real())), time.Millisecond))
+	}
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(requestAt, requestAt.Add(5*time.Minute)),
+		"a hard keyed fence of a running host whose BMC (no button) reads Transitioning while it runs, the controller restarted every 3 minutes (%d restarts): no power-off within 5 min (at all in 30 min: %v): every restart waits SoftTimeout + StaleReads on the Transitioning reading as a power-on of its own; status %+v; truth %s",
+		restarts, pw.WasOffDuring(requestAt, end), h.Status, rebootcheck.DescribeTruth(pw))
+}
