@@ -127,3 +127,57 @@ func TestReview36w_StuckTransitioningFenceNeverSentAcrossRestarts(t *testing.T) 
 		"a hard keyed fence of a running host whose BMC (no button) reads Transitioning while it runs, the controller restarted every 3 minutes (%d restarts): no power-off within 5 min (at all in 30 min: %v): every restart waits SoftTimeout + StaleReads on the Transitioning reading as a power-on of its own; status %+v; truth %s",
 		restarts, pw.WasOffDuring(requestAt, end), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 23 (TestReview36w_SoftRebootAfterOfflineSoftOffNeverSent):
+// wait (decide.go, "soft power-off under way: wait") holds a soft
+// power-off for ever on any reading but On once the last call was an
+// accepted soft power-off, whatever work it was decided for (only a
+// failed one of another work is skipped). Online=false is set on a host
+// whose BMC answers null while it runs (issue 36 point 4's BMC) and
+// whose OS ignores the ACPI power button: the enforcement's soft
+// power-off is accepted and does nothing; Online is set back true before
+// its hard fallback (the enforcement ends). A soft reboot then asked is
+// never carried out: its soft power-off is never sent (the enforcement's
+// stands in for it), so SoftSince is never stamped and softTimedOut
+// never falls back to hard (a BMC that does not press); the
+// poweringOn/sentOff checks round 22 added do not reach it (the last call
+// is a power-off, the reading unknown). The reboot's own soft power-off
+// and its SoftTimeout fallback would end it.
+func TestReview36w_SoftRebootAfterOfflineSoftOffNeverSent(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{IgnoreSoft: true})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return nullWhileOn{pw}, nil }}
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	offAt := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	review36uLoop(t, rec, clk, offAt.Add(time.Minute), offAt)
+	require.False(t, pw.WasOffDuring(offAt, clk.Real()), "the setup: the OS ignores the soft power-off")
+	softOffs := 0
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff && c.Mode == power.ModeSoft {
+			softOffs++
+		}
+	}
+	require.Equal(t, 1, softOffs, "the setup: the enforcement's soft power-off was sent")
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	review36uLoop(t, rec, clk, clk.Real().Add(time.Minute), offAt)
+	requestAt := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: ""}
+	}))
+	end := requestAt.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, requestAt)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(requestAt, requestAt.Add(cfg.SoftTimeout+cfg.ReissueAfter+time.Minute)),
+		"a soft reboot of a host whose BMC answers null while it runs, asked after an Online=false enforcement's soft power-off was accepted (and ignored by the OS) and Online set back true: not carried out within SoftTimeout + ReissueAfter + 1 min (at all in 30 min: %v); status %+v; calls %+v; truth %s",
+		pw.WasOffDuring(requestAt, end), h.Status, pw.Calls(), rebootcheck.DescribeTruth(pw))
+}
