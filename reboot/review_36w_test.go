@@ -181,3 +181,44 @@ func TestReview36w_SoftRebootAfterOfflineSoftOffNeverSent(t *testing.T) {
 		"a soft reboot of a host whose BMC answers null while it runs, asked after an Online=false enforcement's soft power-off was accepted (and ignored by the OS) and Online set back true: not carried out within SoftTimeout + ReissueAfter + 1 min (at all in 30 min: %v); status %+v; calls %+v; truth %s",
 		pw.WasOffDuring(requestAt, end), h.Status, pw.Calls(), rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 23 (TestReview36w_OfflineAgainAfterSoftOffNeverPowersOff):
+// the same wait (decide.go, "soft power-off under way: wait") in idle:
+// Online=false is set, its soft power-off accepted and ignored by the OS
+// (the BMC answers null while the host runs); Online is set back true
+// before the hard fallback, then false again. The second enforcement
+// (OfflineSince, Works new) never sends a power-off: wait takes the first
+// enforcement's accepted soft power-off for its own, OfflineSoftSince
+// stays the first one's (softSent false), so softTimedOut never falls
+// back to hard on a BMC that does not press, and the host runs for ever
+// with Online=false. Round 22's "repeat an accepted hard power-off every
+// ReissueAfter" (d7bc99f) is never reached: nothing hard is ever sent.
+func TestReview36w_OfflineAgainAfterSoftOffNeverPowersOff(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{IgnoreSoft: true})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return nullWhileOn{pw}, nil }}
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	first := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	review36uLoop(t, rec, clk, first.Add(time.Minute), first)
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	review36uLoop(t, rec, clk, clk.Real().Add(time.Minute), first)
+	require.False(t, pw.WasOffDuring(first, clk.Real()), "the setup: the OS ignores the soft power-off")
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	end := at.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(at, at.Add(cfg.SoftTimeout+cfg.ReissueAfter+time.Minute)),
+		"Online=false set again on a host whose BMC answers null while it runs, after an earlier enforcement's soft power-off was accepted (ignored by the OS) and Online set back true: not powered off within SoftTimeout + ReissueAfter + 1 min (at all in 30 min: %v); status %+v; calls %+v; truth %s",
+		pw.WasOffDuring(at, end), h.Status, pw.Calls(), rebootcheck.DescribeTruth(pw))
+}
