@@ -222,3 +222,86 @@ func TestReview36w_OfflineAgainAfterSoftOffNeverPowersOff(t *testing.T) {
 		"Online=false set again on a host whose BMC answers null while it runs, after an earlier enforcement's soft power-off was accepted (ignored by the OS) and Online set back true: not powered off within SoftTimeout + ReissueAfter + 1 min (at all in 30 min: %v); status %+v; calls %+v; truth %s",
 		pw.WasOffDuring(at, end), h.Status, pw.Calls(), rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 23 (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff):
+// heldOff (decide.go, "off; power changing: look again") answers every
+// Transitioning reading of a held host with a look again, for ever. A
+// keyed fence is carried out (ForceOff, Off readings, evidence covers
+// it); someone else then powers the held host on, and its BMC (no
+// button, round 21's stuck BMC) reads Transitioning while the host runs.
+// The held host runs for ever while the keyed annotation holds it, and
+// HoldBroken is never recorded, though heldOff powers a held host off
+// hard "at once" on an On reading, and doc.go says a power-off that sets
+// the power is sent whatever the reading (round 21 fixed the same wait
+// in pending: TestReview36u_StuckTransitioningHardRebootNeverSent).
+func TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return stuckTransitioning{pw}, nil }}
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	requestAt := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	review36uLoop(t, rec, clk, requestAt.Add(5*time.Minute), requestAt)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, h.Status.Covers(), "the setup: the fence was carried out; status %+v; truth %s", h.Status, rebootcheck.DescribeTruth(pw))
+	require.False(t, pw.HardwareOn(), "the setup: the host is held off")
+	pw.OutOfBandOn()
+	at := clk.Real()
+	end := at.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err = store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.Contains(t, h.Annotations, reboot.AnnotationPrefix+"fence", "the setup: still held")
+	require.True(t, pw.WasOffDuring(at.Add(time.Second), at.Add(5*time.Minute)),
+		"a held host (keyed fence carried out) powered on by someone else, its BMC (no button) reading Transitioning while it runs: not powered off again within 5 min (at all in 30 min: %v); status %+v; truth %s",
+		pw.WasOffDuring(at.Add(time.Second), end), h.Status, rebootcheck.DescribeTruth(pw))
+}
+
+// Review 36 round 23 (TestReview36w_HeldHostOnNullNeverPoweredOff): the
+// same with issue 36 point 4's BMC, which answers null while the host
+// runs: heldOff (decide.go, "case power.StateUnknown" falls through to
+// "off; held ...") sends nothing on an unknown reading of a held host.
+func TestReview36w_HeldHostOnNullNeverPoweredOff(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return nullWhileOn{pw}, nil }}
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	requestAt := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	review36uLoop(t, rec, clk, requestAt.Add(5*time.Minute), requestAt)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, h.Status.Covers(), "the setup: the fence was carried out; status %+v; truth %s", h.Status, rebootcheck.DescribeTruth(pw))
+	require.False(t, pw.HardwareOn(), "the setup: the host is held off")
+	pw.OutOfBandOn()
+	at := clk.Real()
+	end := at.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err = store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.Contains(t, h.Annotations, reboot.AnnotationPrefix+"fence", "the setup: still held")
+	require.True(t, pw.WasOffDuring(at.Add(time.Second), at.Add(5*time.Minute)),
+		"a held host (keyed fence carried out) powered on by someone else, its BMC (no button) answering null while it runs: not powered off again within 5 min (at all in 30 min: %v); status %+v; truth %s",
+		pw.WasOffDuring(at.Add(time.Second), end), h.Status, rebootcheck.DescribeTruth(pw))
+}
