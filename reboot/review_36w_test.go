@@ -305,3 +305,52 @@ func TestReview36w_HeldHostOnNullNeverPoweredOff(t *testing.T) {
 		"a held host (keyed fence carried out) powered on by someone else, its BMC (no button) answering null while it runs: not powered off again within 5 min (at all in 30 min: %v); status %+v; truth %s",
 		pw.WasOffDuring(at.Add(time.Second), end), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 23 (TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce):
+// 7f57396 (round 22 point 4) ends the Online=false enforcement only when
+// Online becomes true, so its OfflineMode, hard SoftTimeout after its
+// soft power-off, stays hard for as long as Online stays false. A host
+// whose OS honours the soft power-off goes off (well within SoftTimeout,
+// but the fallback fires on the next non-Off reading after it: here
+// none), sits off for hours, and is then powered on by someone else (an
+// operator at the BMC, a power restore policy): its OS is cut hard on the
+// first On reading, with no soft power-off at all, where before round 22
+// a fresh Off reading ended the enforcement and the new one tried soft
+// first, SoftTimeout long. Status's doc: "soft at first, hard
+// SoftTimeout after its first soft power-off".
+func TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	first := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	review36uLoop(t, rec, clk, first.Add(2*time.Hour), first)
+	require.True(t, pw.WasOffDuring(first, first.Add(time.Minute)) && !pw.HardwareOn(), "the setup: the OS shut down on the soft power-off")
+	for _, c := range pw.Calls() {
+		require.False(t, c.Op == fake.OpOff && c.Mode == power.ModeHard, "the setup: no hard power-off yet")
+	}
+	pw.OutOfBandOn()
+	at := clk.Real()
+	end := at.Add(10 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(at.Add(time.Second), end), "the setup: powered off again; truth %s", rebootcheck.DescribeTruth(pw))
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff && !c.At.Before(at) {
+			require.Equal(t, power.ModeSoft, c.Mode,
+				"a host held off by Online=false for 2 h (its OS shut down on the soft power-off), then powered on by someone else: its first power-off (at +%v) was hard, no soft power-off tried; status %+v; truth %s",
+				c.At.Sub(at), h.Status, rebootcheck.DescribeTruth(pw))
+			break
+		}
+	}
+}
