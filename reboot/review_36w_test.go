@@ -354,3 +354,54 @@ func TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// stuckPoweringOff is a BMC whose PowerState is stuck at a transitional
+// value (Redfish "PoweringOff" left behind by a firmware bug) once the
+// hardware is off; it reads On while the host runs. Its power calls set
+// the power (no button): a power-on powers nothing off.
+type stuckPoweringOff struct{ *fake.Power }
+
+func (s stuckPoweringOff) State(ctx context.Context) (power.State, error) {
+	st, err := s.Power.State(ctx)
+	if err == nil && st == power.StateOff {
+		return power.StateTransitioning, nil
+	}
+	return st, err
+}
+
+// Review 36 round 23 (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver):
+// idle (decide.go, "power state transitioning: wait") answers every
+// Transitioning reading with Online=true by a wait, for ever. Online=false
+// is enforced (the host goes off: ground truth), its BMC (no button)
+// then reads Transitioning for ever, the mirror of round 21's stuck BMC;
+// Online is set back true: the host stays off for good, though a
+// power-on of a BMC whose power-on does not press (OnToggles false)
+// powers nothing off, and round 21 let a power-off that sets the power
+// go out on the same readings (TestReview36u_StuckTransitioningHardRebootNeverSent).
+func TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return stuckPoweringOff{pw}, nil }}
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	first := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	review36uLoop(t, rec, clk, first.Add(10*time.Minute), first)
+	require.False(t, pw.HardwareOn(), "the setup: Online=false powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	end := at.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn(),
+		"Online set back true on a host powered off by Online=false, its BMC (no button, power-on does not press) reading Transitioning while it is off: still off 30 min later; status %+v; truth %s",
+		h.Status, rebootcheck.DescribeTruth(pw))
+}
