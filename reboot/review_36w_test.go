@@ -405,3 +405,44 @@ func TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver(t *testing.T) {
 		"Online set back true on a host powered off by Online=false, its BMC (no button, power-on does not press) reading Transitioning while it is off: still off 30 min later; status %+v; truth %s",
 		h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 23 (TestReview36w_HardFenceAfterPowerOnWaitsForPOST):
+// poweringOn (decide.go) holds every power-off of a pending reboot,
+// whatever its mode, for up to SoftTimeout + StaleReads after the
+// controller's power-on while the BMC reads Transitioning. The wait is
+// for a soft power-off that POST would not hear (a57d11e); a hard one
+// (ForceOff) is heard whatever the host does and powers nothing on. On
+// round 21's BMC (no button, stuck reading Transitioning while the host
+// runs), a hard keyed fence asked 30 s after the controller powered the
+// host on goes out 180 s later (a fencing client waits 3 minutes more),
+// where TestReview36u_StuckTransitioningHardRebootNeverSent asks for it
+// within a minute, and before round 22 it went out at once.
+func TestReview36w_HardFenceAfterPowerOnWaitsForPOST(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return stuckTransitioning{pw}, nil }}
+	// The controller has run for long; it powers the host on.
+	clk.Advance(10 * time.Minute)
+	for i := 0; i < 40 && !pw.HardwareOn(); i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Second)
+	}
+	require.True(t, pw.HardwareOn(), "the setup: powered on")
+	review36uLoop(t, rec, clk, clk.Real().Add(30*time.Second), clk.Real())
+	requestAt := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	end := requestAt.Add(10 * time.Minute)
+	review36uLoop(t, rec, clk, end, requestAt)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(requestAt, requestAt.Add(time.Minute)),
+		"a hard keyed fence asked 30 s after the controller powered the host on, its BMC (no button) reading Transitioning while it runs: no power-off within 1 min (within 10 min: %v): held as a soft one would be for POST; status %+v; truth %s",
+		pw.WasOffDuring(requestAt, end), h.Status, rebootcheck.DescribeTruth(pw))
+}
