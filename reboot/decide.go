@@ -67,9 +67,23 @@ type Status struct {
 	// The enforcement ends only when Online becomes true: an Off reading
 	// does not end it (an off host whose BMC answers null now and then
 	// would start a new one on every Off/null flip,
-	// TestReview36v_OfflineOffHostFlappingNullChurnsStatus).
+	// TestReview36v_OfflineOffHostFlappingNullChurnsStatus); it records
+	// it in OfflineOffSeen instead.
 	OfflineSince time.Time
 	OfflineMode  power.Mode
+	// OfflineOffSeen is when an Off reading that cannot echo a state
+	// from before this controller's last power-off or power-on (taken
+	// StaleReads after both) showed the host off during the current
+	// Online=false enforcement: its power-off is done. From then on
+	// readings that say neither On nor Off send nothing (no power-off
+	// repeated on a BMC that answers null now and then,
+	// TestReview36w_OfflineOffHostFlappingNullForceOffForEver) unless
+	// they last longer than SoftTimeout + StaleReads (Observed.UnsureFor:
+	// once per run); an On reading, or such a run, begins a new episode
+	// of the enforcement (a new OfflineSince and Works count, soft
+	// first: TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). Zero
+	// while the enforcement's power-off is not known done.
+	OfflineOffSeen time.Time
 	// OfflineSoftSince is, for the Online=false enforcement, what
 	// SoftSince is for a pending reboot: when its first soft power-off
 	// was decided; OfflineMode falls back to hard SoftTimeout after it.
@@ -163,7 +177,7 @@ func (s Status) Equal(o Status) bool {
 		s.LastPoweredOff.Equal(o.LastPoweredOff) && s.Mode == o.Mode &&
 		s.LastRequestSeen.Equal(o.LastRequestSeen) && slices.Equal(s.Seen, o.Seen) &&
 		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode &&
-		s.HoldBroken.Equal(o.HoldBroken) &&
+		s.HoldBroken.Equal(o.HoldBroken) && s.OfflineOffSeen.Equal(o.OfflineOffSeen) &&
 		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
 		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works &&
 		s.SoftSince.Equal(o.SoftSince) && s.OfflineSoftSince.Equal(o.OfflineSoftSince) && s.Format == o.Format
@@ -399,6 +413,14 @@ type Observed struct {
 	// Unknown readings back off from QuickPoll to PollInterval with it
 	// once a run lasts longer than PollInterval.
 	UnknownFor time.Duration
+	// UnsureFor is as UnknownFor for the readings that say neither On
+	// nor Off (unknown or transitioning): how long they have gone on
+	// without a break, up to this pass's (zero on an On or Off reading).
+	// A run longer than Config.SoftTimeout + StaleReads shows no change
+	// of power under way (unsureLong): a held host is powered off again,
+	// a host with Online true powered on (if that powers nothing off),
+	// once per run.
+	UnsureFor time.Duration
 	// SinceOff is how long, on a monotonic clock, this controller has not
 	// sent a power-off to this host before Power was read: since its last
 	// Off call that may have been carried out (a call refused before it
@@ -931,6 +953,7 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	clamp("lastPress", &st.LastPress)
 	clamp("softSince", &st.SoftSince)
 	clamp("offlineSoftSince", &st.OfflineSoftSince)
+	clamp("offlineOffSeen", &st.OfflineOffSeen)
 	if st.ActingSince.After(p) {
 		// Moved earlier it would date earlier processes' presses early:
 		// dropped (a restart then counts them from its own start).
@@ -965,7 +988,7 @@ func (c Config) deprovision(o Observed, d *Decision) {
 	d.Status.Mode = power.ModeSoft
 	d.Status.Seen, d.Status.LastRequestSeen = nil, time.Time{}
 	d.Status.RewriteSeen, d.Status.LastRewriteSeen = time.Time{}, time.Time{}
-	d.Status.OfflineSince, d.Status.OfflineMode = time.Time{}, power.ModeSoft
+	d.Status.OfflineSince, d.Status.OfflineMode, d.Status.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
 	d.Phase = PhaseDeprovisioned
 	d.Reason = "deprovisioned: reboot requests cleared"
 	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
@@ -1044,12 +1067,12 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		d.RequeueAfter = requeue()
 		return
 	}
-	if !sentOff && c.poweringOn(o) {
+	if !sentOff && send == power.ModeSoft && c.poweringOn(o, st, now) {
 		// A power-on of ours may still be under way (POST): a soft
 		// power-off now goes unheard and starts SoftTimeout
 		// (TestReview36v_SoftRequestWhilePoweringOnCutHard).
 		d.Reason = "powering on (power-on sent recently): wait"
-		d.RequeueAfter = c.poweringOnWait(o)
+		d.RequeueAfter = c.poweringOnWait(o, st, now)
 		return
 	}
 	if c.wait(last, ActionPowerOff, send, now, o.Power, d) {
@@ -1106,12 +1129,21 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	st := &d.Status
 	d.Phase = PhaseHeldOff
 	held := hasKeyed || !o.Online
-	switch o.Power {
-	case power.StateOn:
+	unsure := o.Power == power.StateUnknown || o.Power == power.StateTransitioning
+	// A held host whose readings have said neither On nor Off for longer
+	// than any change of power takes may have been powered on by someone
+	// else (its BMC stuck reading Transitioning or null while it runs):
+	// powered off as on an On reading, once per run
+	// (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff,
+	// TestReview36w_HeldHostOnNullNeverPoweredOff).
+	stuck := held && unsure && c.unsureLong(o) && !offSinceRun(o)
+	switch {
+	case o.Power == power.StateOn || stuck:
 		if !held {
 			break // released: power on (it powers nothing off)
 		}
-		// Someone else powered the held host on: record it (once per
+		// Someone else powered the held host on (or may have: a long
+		// unsure run, whose evidence cannot tell): record it (once per
 		// evidence) and power it off again at once, hard whatever the
 		// reboot's mode: the host may sit where the power button does
 		// nothing (firmware setup, a boot loader, an OS that ignores
@@ -1139,13 +1171,19 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		}
 		d.sendOff(send, power.ModeHard)
 		d.Reason = "held host read on (powered on by someone else): power off " + send.String()
+		if stuck {
+			d.Reason = "held host read " + o.Power.String() + " for long (may have been powered on): power off " + send.String()
+		}
 		d.RequeueAfter = c.QuickPoll
 		return
-	case power.StateTransitioning:
+	case o.Power == power.StateTransitioning:
 		d.Reason = "off; power changing: look again"
 		d.RequeueAfter = c.cap(c.readBackoff(o.LastCall, now))
+		if held {
+			d.RequeueAfter = min(d.RequeueAfter, c.unsureWait(o))
+		}
 		return
-	case power.StateUnknown:
+	case o.Power == power.StateUnknown:
 		if !held {
 			// No power-on on an unknown state: on some BMCs it is a toggle.
 			d.Reason = "off and released, power state unknown: look again"
@@ -1154,6 +1192,9 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		}
 	}
 	d.RequeueAfter = c.PollInterval // a held host is read every PollInterval
+	if unsure {
+		d.RequeueAfter = c.unsureWait(o)
+	}
 	if w := c.untilRewrite(st, now); w > 0 {
 		d.RequeueAfter = min(d.RequeueAfter, c.cap(w)) // a re-add may be answered sooner
 	}
@@ -1201,20 +1242,42 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	// With no reboot pending an Off reading only matters for powering on:
 	// one that may echo the state from before this controller's last
 	// power-on is waited out. The Online=false enforcement ends only when
-	// Online becomes true, never on an Off reading.
+	// Online becomes true, never on an Off reading: a fresh one records
+	// its power-off done (OfflineOffSeen).
 	fresh := o.Power == power.StateOff && o.QuietFor >= c.StaleReads
+	unsure := o.Power == power.StateUnknown || o.Power == power.StateTransitioning
 	if o.Online {
-		st.OfflineSince, st.OfflineMode = time.Time{}, power.ModeSoft
+		st.OfflineSince, st.OfflineMode, st.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
 	}
 	if o.Power == power.StateOn && o.QuietFor >= c.StaleReads && !st.LastPoweredOn.IsZero() {
 		// On after the last power-on, in a reading that cannot echo the
 		// state from before it: one write per power-on.
 		st.OnConfirmed = st.LastPoweredOn
 	}
+	// A run of unsure readings longer than any change of power shows
+	// nothing under way: act once per run as if the host were in the
+	// wrong state (a BMC stuck reading Transitioning or null).
+	stuckOn := unsure && c.unsureLong(o) && (!onSinceRun(o) || o.LastCall.Action == ActionPowerOn && o.LastCall.Class != power.ClassNone)
+	stuckOff := unsure && c.unsureLong(o) && !offSinceRun(o)
 	switch {
-	case o.Online && (o.Power == power.StateUnknown || o.Power == power.StateTransitioning):
+	case o.Online && unsure && stuckOn && !o.OnToggles:
+		// A power-on that sets the power powers nothing off: sent once
+		// per run (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver).
+		// One that may press the power button waits for a sane reading.
+		if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, o.Power, d) {
+			return
+		}
+		st.LastPoweredOn, st.OnConfirmed = maxTime(p, st.LastPoweredOn), time.Time{}
+		d.Power = ActionPowerOn
+		d.UpdateStatus = true // a versioned write before every power-on
+		d.Reason = "Online: power state " + o.Power.String() + " for long: power on (powers nothing off)"
+		d.RequeueAfter = c.PollInterval
+	case o.Online && unsure:
 		d.Reason = "power state " + o.Power.String() + ": wait"
 		d.RequeueAfter = c.PollInterval
+		if !o.OnToggles {
+			d.RequeueAfter = c.unsureWait(o)
+		}
 	case o.Online && o.Power == power.StateOff && !fresh:
 		d.Reason = "off reading may be stale (power-on sent recently): wait"
 		d.RequeueAfter = c.cap(c.StaleReads - o.QuietFor)
@@ -1227,12 +1290,25 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power on"
 		d.RequeueAfter = c.PollInterval
-	case !o.Online && st.OfflineSince.IsZero() && c.poweringOn(o):
+	case !o.Online && !st.OfflineOffSeen.IsZero() && (o.Power == power.StateOff || unsure && !stuckOff):
+		// The enforcement's power-off is done (a fresh Off reading): a
+		// reading that says neither On nor Off repeats nothing
+		// (TestReview36w_OfflineOffHostFlappingNullForceOffForEver).
+		d.Reason = "off; held while Online is false"
+		d.RequeueAfter = c.PollInterval
+		if unsure {
+			d.RequeueAfter = c.unsureWait(o)
+		}
+	case !o.Online && !st.OfflineSince.IsZero() && c.freshOff(o):
+		st.OfflineOffSeen = p
+		d.Reason = "Online is false: off (power-off done)"
+		d.RequeueAfter = c.PollInterval
+	case !o.Online && st.OfflineSince.IsZero() && c.poweringOn(o, st, now):
 		// A power-on of ours may still be under way (POST): the
 		// enforcement begins once the host reads on, or once the bound
 		// has passed (TestReview36v_OfflineWhilePoweringOnCutHard).
 		d.Reason = "Online is false; powering on (power-on sent recently): wait"
-		d.RequeueAfter = c.poweringOnWait(o)
+		d.RequeueAfter = c.poweringOnWait(o, st, now)
 	case !o.Online && o.Power != power.StateOff:
 		// On, unknown or transitioning: the host is not known off. The
 		// enforcement begins on any of them (a BMC may answer null or
@@ -1240,11 +1316,15 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		// TestReview36u_OfflineNullReadingsNeverPowerOff); a power-off
 		// that presses still needs an On reading (pressWait), one that
 		// sets the power powers nothing on. An accepted hard power-off
-		// is repeated every ReissueAfter (wait) on any reading but Off:
-		// it may have been lost or skipped, and a ForceOff powers
-		// nothing on (TestReview36v_OfflineLostHardOffNeverRepeatedOnNull).
-		if st.OfflineSince.IsZero() {
-			st.OfflineSince, st.OfflineMode, st.OfflineSoftSince = p, power.ModeSoft, time.Time{}
+		// is repeated every ReissueAfter (wait) on any reading but Off
+		// until a fresh Off reading shows it done: it may have been lost
+		// or skipped, and a ForceOff powers nothing on
+		// (TestReview36v_OfflineLostHardOffNeverRepeatedOnNull). After
+		// that, an On reading (or a long unsure run) begins a new
+		// episode, soft first
+		// (TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce).
+		if st.OfflineSince.IsZero() || !st.OfflineOffSeen.IsZero() {
+			st.OfflineSince, st.OfflineMode, st.OfflineSoftSince, st.OfflineOffSeen = p, power.ModeSoft, time.Time{}, time.Time{}
 			st.Works++
 		}
 		last := o.LastCall
@@ -1301,15 +1381,19 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 // is this pass's reading: a power-off that was accepted but contradicted
 // by a later On reading is repeated (backing off): the Controller may have
 // skipped it on a read of its own that echoed an old Off, or it was lost.
-// A power-off that failed for another known work (an earlier reboot or
+// A power-off decided for another known work (an earlier reboot or
 // Online=false enforcement) is not waited on: it says nothing of this
-// work, whose first power-off is sent at once.
+// work, whose first power-off is sent at once; an accepted soft
+// power-off is waited on as under way only if it was decided for this
+// work (Call.For: TestReview36w_OfflineAgainAfterSoftOffNeverPowersOff,
+// TestReview36w_SoftRebootAfterOfflineSoftOffNeverSent).
 func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state power.State, d *Decision) bool {
 	if last.Action != a || (a == ActionPowerOff && last.Mode != m) {
 		return false
 	}
-	if a == ActionPowerOff && last.Class == power.ClassFailed && last.For != (Work{}) && !last.For.Is(d.Status.work()) {
-		return false
+	work := d.Status.work()
+	if a == ActionPowerOff && last.For != (Work{}) && !last.For.Is(work) {
+		return false // another work's power-off says nothing of this one's
 	}
 	var delay time.Duration
 	switch last.Class {
@@ -1317,7 +1401,7 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 		switch {
 		case a == ActionPowerOff && m == power.ModeHard && state == power.StateOn:
 			delay = min(c.QuickPoll<<min(last.Repeats, 16), c.PollInterval)
-		case a == ActionPowerOff && m == power.ModeSoft && state != power.StateOn:
+		case a == ActionPowerOff && m == power.ModeSoft && state != power.StateOn && last.For.Is(work):
 			// A soft shutdown runs until it is done or times out.
 			d.Reason = "soft power-off under way: wait"
 			d.RequeueAfter = c.readBackoff(last, now)
@@ -1381,21 +1465,74 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
+// sinceOn reports whether a power-on of ours was sent to the host, by
+// persisted evidence (Status.LastPoweredOn, written before every power-on
+// is sent), and how long ago at most it may have been sent: the longer of
+// the wall clock's time since LastPoweredOn and QuietFor (a restart, which
+// QuietFor counts from, is no power-on).
+func (c Config) sinceOn(o Observed, st *Status, now time.Time) (time.Duration, bool) {
+	if st.LastPoweredOn.IsZero() {
+		return 0, false
+	}
+	return max(now.Sub(st.LastPoweredOn), o.QuietFor), true
+}
+
 // poweringOn reports whether a Transitioning reading may be a power-on of
 // this controller's still under way (the hardware powering on through
 // POST, during which an OS hears no soft power-off): the last power call
-// is not a power-off and a power-on was sent (or the controller started)
-// less than SoftTimeout + StaleReads ago (Observed.QuietFor). After that
-// bound a Transitioning reading shows nothing of ours (a BMC stuck on it
-// while the host runs, TestReview36u_StuckTransitioningHardRebootNeverSent)
-// and the power-off goes out as on any reading.
-func (c Config) poweringOn(o Observed) bool {
+// is not a power-off and a power-on was sent less than SoftTimeout +
+// StaleReads ago (sinceOn: persisted evidence, never the controller's
+// start, TestReview36w_StuckTransitioningFenceNeverSentAcrossRestarts).
+// After that bound a Transitioning reading shows nothing of ours (a BMC
+// stuck on it while the host runs,
+// TestReview36u_StuckTransitioningHardRebootNeverSent) and the power-off
+// goes out as on any reading. Only a soft power-off waits for it: a
+// forced one is heard whatever the host does
+// (TestReview36w_HardFenceAfterPowerOnWaitsForPOST).
+func (c Config) poweringOn(o Observed, st *Status, now time.Time) bool {
+	ago, sent := c.sinceOn(o, st, now)
 	return o.Power == power.StateTransitioning && o.LastCall.Action != ActionPowerOff &&
-		o.QuietFor < c.SoftTimeout+c.StaleReads
+		sent && ago < c.SoftTimeout+c.StaleReads
 }
 
 // poweringOnWait is when to read again while poweringOn: QuickPoll, at
 // most until the bound passes.
-func (c Config) poweringOnWait(o Observed) time.Duration {
-	return c.cap(min(c.QuickPoll, c.SoftTimeout+c.StaleReads-o.QuietFor))
+func (c Config) poweringOnWait(o Observed, st *Status, now time.Time) time.Duration {
+	ago, _ := c.sinceOn(o, st, now)
+	return c.cap(min(c.QuickPoll, c.SoftTimeout+c.StaleReads-ago))
+}
+
+// unsureLong reports whether the readings have said neither On nor Off
+// (unknown or transitioning) for longer than any change of power takes
+// (SoftTimeout, an OS shutdown, plus StaleReads): a BMC stuck on them
+// shows nothing under way, and the host may be on or off.
+func (c Config) unsureLong(o Observed) bool {
+	return o.UnsureFor >= c.SoftTimeout+c.StaleReads
+}
+
+// unsureWait is when to read again during a run of unsure readings:
+// PollInterval, at most until the run becomes long (unsureLong).
+func (c Config) unsureWait(o Observed) time.Duration {
+	w := c.PollInterval
+	if left := c.SoftTimeout + c.StaleReads - o.UnsureFor; left > 0 {
+		w = min(w, left)
+	}
+	return c.cap(w)
+}
+
+// offSinceRun reports whether no power-off of ours may have been sent
+// since the current run of unsure readings began: one sent during the
+// run answers it (once per run).
+func offSinceRun(o Observed) bool { return o.SinceOff < o.UnsureFor }
+
+// onSinceRun is offSinceRun for power-ons.
+func onSinceRun(o Observed) bool { return o.QuietFor < o.UnsureFor }
+
+// freshOff reports whether this pass's reading is an Off that cannot
+// echo a state from before this controller's last power-off or power-on:
+// taken StaleReads after both (SinceOff, QuietFor), OffSettle into its
+// run of Off readings.
+func (c Config) freshOff(o Observed) bool {
+	return o.Power == power.StateOff && o.OffFor >= c.OffSettle &&
+		o.SinceOff >= c.StaleReads && o.QuietFor >= c.StaleReads
 }
