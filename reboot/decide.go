@@ -20,7 +20,10 @@ type Status struct {
 	// LastPoweredOn is the time the controller last decided to power the
 	// host on (the seed's lastPoweredOn), written before the power-on is
 	// sent. A client's bare reboot is done when its annotation is gone and
-	// LastPoweredOn is later than its request.
+	// LastPoweredOn is later than its request. It is also the controller's
+	// evidence of its own power-on (a restart is none): a soft power-off
+	// waits for POST on a Transitioning reading only within SoftTimeout +
+	// StaleReads of it (TestReview36w_StuckTransitioningFenceNeverSentAcrossRestarts).
 	LastPoweredOn time.Time
 	// OnConfirmed is LastPoweredOn once the controller has read the host
 	// On in a reading that cannot echo the state from before that
@@ -90,13 +93,22 @@ type Status struct {
 	OfflineSoftSince time.Time
 	// HoldBroken is when the controller first read On, since the evidence
 	// LastPoweredOff last moved, for a host it held off with evidence
-	// covering every request: someone else powered it on. The controller powered it off
-	// again in the same pass. Evidence for instants before the sighting
-	// stays true (the processes that ran then did stop); the host may have
-	// run since. Zero when no hold of the pending reboot was broken. A BMC
-	// whose reads flap between ages (assumption A1 allows it) can report a
-	// sighting that was an echo from before the power-off. Client.HoldBroken
-	// reports it to clients.
+	// covering every request: someone else powered it on. The controller
+	// powered it off again in the same pass (one that may press the power
+	// button waits for an On reading that cannot be an echo). It is also
+	// set when the readings of a held host said neither On nor Off
+	// (unknown, transitioning) for longer than SoftTimeout + StaleReads
+	// (Observed.UnsureFor): the host may have been powered on and the
+	// evidence cannot tell; the controller then sends a power-off that
+	// sets the power, hard, once per such run
+	// (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff,
+	// TestReview36w_HeldHostOnNullNeverPoweredOff). Evidence for instants
+	// before the sighting stays true (the processes that ran then did
+	// stop); the host may have run since. Zero when no hold of the pending
+	// reboot was broken. A BMC whose reads flap between ages (assumption
+	// A1 allows it) can report a sighting that was an echo from before the
+	// power-off, and one stuck on unsure readings a break that did not
+	// happen. Client.HoldBroken reports it to clients.
 	HoldBroken time.Time
 	// RewriteSeen is the earliest write by someone else, not yet covered
 	// by the evidence, that left the requests as they were but may have
@@ -1136,14 +1148,26 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	// powered off as on an On reading, once per run
 	// (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff,
 	// TestReview36w_HeldHostOnNullNeverPoweredOff).
-	stuck := held && unsure && c.unsureLong(o) && !offSinceRun(o)
+	// HoldBroken is recorded then: the evidence cannot tell whether it
+	// ran. A released host is so powered on on a Transitioning reading
+	// (never an unknown one), if that powers nothing off
+	// (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver's rule).
+	long := unsure && c.unsureLong(o)
+	stuck := held && long && !calledInRun(o, ActionPowerOff, now)
+	released := !held && long && o.Power == power.StateTransitioning && !o.OnToggles && !calledInRun(o, ActionPowerOn, now)
 	switch {
-	case o.Power == power.StateOn || stuck:
+	case stuck:
+		if !st.HoldBroken.After(st.LastPoweredOff) {
+			st.HoldBroken = p
+		}
+		d.Phase = PhasePoweringOff
+		c.stuckOff(o, now, "held host", d)
+		return
+	case o.Power == power.StateOn:
 		if !held {
 			break // released: power on (it powers nothing off)
 		}
-		// Someone else powered the held host on (or may have: a long
-		// unsure run, whose evidence cannot tell): record it (once per
+		// Someone else powered the held host on: record it (once per
 		// evidence) and power it off again at once, hard whatever the
 		// reboot's mode: the host may sit where the power button does
 		// nothing (firmware setup, a boot loader, an OS that ignores
@@ -1171,15 +1195,14 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		}
 		d.sendOff(send, power.ModeHard)
 		d.Reason = "held host read on (powered on by someone else): power off " + send.String()
-		if stuck {
-			d.Reason = "held host read " + o.Power.String() + " for long (may have been powered on): power off " + send.String()
-		}
 		d.RequeueAfter = c.QuickPoll
 		return
+	case released:
+		// released, readings unsure for long: power on below
 	case o.Power == power.StateTransitioning:
 		d.Reason = "off; power changing: look again"
 		d.RequeueAfter = c.cap(c.readBackoff(o.LastCall, now))
-		if held {
+		if held || !o.OnToggles {
 			d.RequeueAfter = min(d.RequeueAfter, c.unsureWait(o))
 		}
 		return
@@ -1257,10 +1280,12 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	// A run of unsure readings longer than any change of power shows
 	// nothing under way: act once per run as if the host were in the
 	// wrong state (a BMC stuck reading Transitioning or null).
-	stuckOn := unsure && c.unsureLong(o) && (!onSinceRun(o) || o.LastCall.Action == ActionPowerOn && o.LastCall.Class != power.ClassNone)
-	stuckOff := unsure && c.unsureLong(o) && !offSinceRun(o)
+	// A power-on goes out only on a Transitioning reading: never in a
+	// pass whose reading is unknown (package doc, Guarantees).
+	stuckOn := o.Power == power.StateTransitioning && c.unsureLong(o) && !calledInRun(o, ActionPowerOn, now)
+	stuckOff := unsure && c.unsureLong(o) && !calledInRun(o, ActionPowerOff, now)
 	switch {
-	case o.Online && unsure && stuckOn && !o.OnToggles:
+	case o.Online && stuckOn && !o.OnToggles:
 		// A power-on that sets the power powers nothing off: sent once
 		// per run (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver).
 		// One that may press the power button waits for a sane reading.
@@ -1275,7 +1300,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	case o.Online && unsure:
 		d.Reason = "power state " + o.Power.String() + ": wait"
 		d.RequeueAfter = c.PollInterval
-		if !o.OnToggles {
+		if !o.OnToggles && o.Power == power.StateTransitioning {
 			d.RequeueAfter = c.unsureWait(o)
 		}
 	case o.Online && o.Power == power.StateOff && !fresh:
@@ -1290,14 +1315,20 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power on"
 		d.RequeueAfter = c.PollInterval
-	case !o.Online && !st.OfflineOffSeen.IsZero() && (o.Power == power.StateOff || unsure && !stuckOff):
+	case !o.Online && !st.OfflineOffSeen.IsZero() && (o.Power == power.StateOff || unsure):
 		// The enforcement's power-off is done (a fresh Off reading): a
 		// reading that says neither On nor Off repeats nothing
-		// (TestReview36w_OfflineOffHostFlappingNullForceOffForEver).
+		// (TestReview36w_OfflineOffHostFlappingNullForceOffForEver),
+		// unless such readings last for long: the host may have been
+		// powered on, and is held off by a power-off that sets the
+		// power, once per run (the heldOff rule).
 		d.Reason = "off; held while Online is false"
 		d.RequeueAfter = c.PollInterval
 		if unsure {
 			d.RequeueAfter = c.unsureWait(o)
+		}
+		if stuckOff {
+			c.stuckOff(o, now, "Online is false", d)
 		}
 	case !o.Online && !st.OfflineSince.IsZero() && c.freshOff(o):
 		st.OfflineOffSeen = p
@@ -1520,13 +1551,41 @@ func (c Config) unsureWait(o Observed) time.Duration {
 	return c.cap(w)
 }
 
-// offSinceRun reports whether no power-off of ours may have been sent
-// since the current run of unsure readings began: one sent during the
-// run answers it (once per run).
-func offSinceRun(o Observed) bool { return o.SinceOff < o.UnsureFor }
+// calledInRun reports whether a call of action a was accepted since the
+// current run of unsure readings began (Observed.LastCall, on the
+// controller's clock): one such call answers the run (once per run). A
+// restart forgets it and may answer the run once more; one that failed
+// or was busy is retried after RetryDelay (wait).
+func calledInRun(o Observed, a Action, now time.Time) bool {
+	l := o.LastCall
+	since := now.Sub(l.At)
+	return l.Action == a && l.Class == power.ClassNone && since >= 0 && since < o.UnsureFor
+}
 
-// onSinceRun is offSinceRun for power-ons.
-func onSinceRun(o Observed) bool { return o.QuietFor < o.UnsureFor }
+// stuckOff sets d to power a held host off after a long run of unsure
+// readings (unsureLong): hard (the host is held, it must be off; soft on
+// a BMC that answered hard unsupported), not while a press may still
+// land (landWait), and only if it sets the power (a press needs an On
+// reading that cannot be an echo, pressWait: it never powers a held host
+// on). who says what holds the host, for the reason.
+func (c Config) stuckOff(o Observed, now time.Time, who string, d *Decision) {
+	send := c.offMode(o, power.ModeHard, now)
+	if c.wait(o.LastCall, ActionPowerOff, send, now, o.Power, d) {
+		return
+	}
+	if w, no := c.landWait(o); no {
+		d.Reason = who + "; read " + o.Power.String() + " for long; a press whose answer was lost may still land: hold back the power-off until it has"
+		d.RequeueAfter = c.cap(w)
+		return
+	}
+	if _, no := c.pressWait(o, send); no {
+		d.Reason = who + "; read " + o.Power.String() + " for long; the power-off presses the power button: wait for an On reading"
+		return
+	}
+	d.sendOff(send, power.ModeHard)
+	d.Reason = who + "; read " + o.Power.String() + " for long (may have been powered on): power off " + send.String() + " (powers nothing on)"
+	d.RequeueAfter = c.QuickPoll
+}
 
 // freshOff reports whether this pass's reading is an Off that cannot
 // echo a state from before this controller's last power-off or power-on:
