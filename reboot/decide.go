@@ -1073,8 +1073,15 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	// while the host runs): the power-off goes out as on any reading
 	// (TestReview36u_StuckTransitioningHardRebootNeverSent,
 	// TestReview36u_StuckTransitioningSoftRebootNeverFallsBackHard).
+	// A power-off is under way at most SoftTimeout + StaleReads (an OS's
+	// shutdown, then a reading that cannot echo it): after that the
+	// reading shows nothing of ours either (the host powered on again by
+	// someone else, the BMC stuck), and the power-off goes out again
+	// (TestRebootStateMachineStuck's saved case).
 	sentOff := last.Action == ActionPowerOff && last.For.Is(st.work())
-	if o.Power == power.StateTransitioning && st.Mode == mode && sentOff {
+	since := now.Sub(last.At)
+	underWay := sentOff && since >= 0 && since < c.SoftTimeout+c.StaleReads
+	if o.Power == power.StateTransitioning && st.Mode == mode && underWay {
 		d.Reason = "powering off: wait"
 		d.RequeueAfter = requeue()
 		return
