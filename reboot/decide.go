@@ -447,8 +447,10 @@ type Observed struct {
 	// (another leader's) counts as a power-off sent at the pass that first
 	// read it; while the controller does not hold its leadership, any
 	// such value counts as sent at every pass, and once it leads, no
-	// earlier than its leadership began (see doc.go, Evidence). Only
-	// toggling power-offs read it.
+	// earlier than its leadership began (see doc.go, Evidence).
+	// Toggling power-offs read it, and the Online=false enforcement, whose
+	// power-off an Off reading shows done only StaleReads after it
+	// (Status.OfflineOffSeen).
 	SinceOff time.Duration
 	// SincePress is as SinceOff for the power-offs that may have pressed
 	// the power button (Toggler; after a restart, any power-off of a
