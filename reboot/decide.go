@@ -87,6 +87,17 @@ type Status struct {
 	// first: TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). Zero
 	// while the enforcement's power-off is not known done.
 	OfflineOffSeen time.Time
+	// UnsureSince is when the current run of readings that say neither
+	// On nor Off (unknown, transitioning) began (Observed.UnsureFor,
+	// truncated), recorded once the run has lasted StaleReads while the
+	// host is held (a keyed or Online=false hold whose evidence covers
+	// the reboot, or Online=false's power-off done), and cleared by the
+	// first On or Off reading: a restarted controller counts the run from
+	// it, not from its start, so that restarts every few minutes do not
+	// keep a held host that someone else powered on running for ever
+	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes). Zero
+	// otherwise.
+	UnsureSince time.Time
 	// OfflineSoftSince is, for the Online=false enforcement, what
 	// SoftSince is for a pending reboot: when its first soft power-off
 	// was decided; OfflineMode falls back to hard SoftTimeout after it.
@@ -189,7 +200,7 @@ func (s Status) Equal(o Status) bool {
 		s.LastPoweredOff.Equal(o.LastPoweredOff) && s.Mode == o.Mode &&
 		s.LastRequestSeen.Equal(o.LastRequestSeen) && slices.Equal(s.Seen, o.Seen) &&
 		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode &&
-		s.HoldBroken.Equal(o.HoldBroken) && s.OfflineOffSeen.Equal(o.OfflineOffSeen) &&
+		s.HoldBroken.Equal(o.HoldBroken) && s.OfflineOffSeen.Equal(o.OfflineOffSeen) && s.UnsureSince.Equal(o.UnsureSince) &&
 		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
 		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works &&
 		s.SoftSince.Equal(o.SoftSince) && s.OfflineSoftSince.Equal(o.OfflineSoftSince) && s.Format == o.Format
@@ -775,6 +786,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	} else {
 		c.idle(o, now, p, d)
 	}
+	c.noteUnsure(o, now, hasKeyed, st)
 	if d.Power == ActionPowerOff && o.toggles(d.Mode) || d.Power == ActionPowerOn && o.OnToggles {
 		// A press (a power-off's, or a power-on's on a BMC whose
 		// power-on presses the button) is persisted before it is sent,
@@ -968,6 +980,7 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	clamp("softSince", &st.SoftSince)
 	clamp("offlineSoftSince", &st.OfflineSoftSince)
 	clamp("offlineOffSeen", &st.OfflineOffSeen)
+	clamp("unsureSince", &st.UnsureSince)
 	if st.ActingSince.After(p) {
 		// Moved earlier it would date earlier processes' presses early:
 		// dropped (a restart then counts them from its own start).
@@ -1003,6 +1016,7 @@ func (c Config) deprovision(o Observed, d *Decision) {
 	d.Status.Seen, d.Status.LastRequestSeen = nil, time.Time{}
 	d.Status.RewriteSeen, d.Status.LastRewriteSeen = time.Time{}, time.Time{}
 	d.Status.OfflineSince, d.Status.OfflineMode, d.Status.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
+	d.Status.UnsureSince = time.Time{}
 	d.Phase = PhaseDeprovisioned
 	d.Reason = "deprovisioned: reboot requests cleared"
 	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
@@ -1150,7 +1164,8 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	st := &d.Status
 	d.Phase = PhaseHeldOff
 	held := hasKeyed || !o.Online
-	unsure := o.Power == power.StateUnknown || o.Power == power.StateTransitioning
+	unsure := isUnsure(o.Power)
+	run := c.unsureRun(o, st, now)
 	// A held host whose readings have said neither On nor Off for longer
 	// than any change of power takes may have been powered on by someone
 	// else (its BMC stuck reading Transitioning or null while it runs):
@@ -1161,9 +1176,9 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	// ran. A released host is so powered on on a Transitioning reading
 	// (never an unknown one), if that powers nothing off
 	// (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver's rule).
-	long := unsure && c.unsureLong(o)
-	stuck := held && long && !calledInRun(o, ActionPowerOff, now)
-	released := !held && long && o.Power == power.StateTransitioning && !o.OnToggles && !calledInRun(o, ActionPowerOn, now)
+	long := unsure && c.unsureLong(run)
+	stuck := held && long && !calledInRun(o, run, ActionPowerOff, now)
+	released := !held && long && o.Power == power.StateTransitioning && !o.OnToggles && !calledInRun(o, run, ActionPowerOn, now)
 	switch {
 	case stuck:
 		if !st.HoldBroken.After(st.LastPoweredOff) {
@@ -1212,7 +1227,7 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		d.Reason = "off; power changing: look again"
 		d.RequeueAfter = c.cap(c.readBackoff(o.LastCall, now))
 		if held || !o.OnToggles {
-			d.RequeueAfter = min(d.RequeueAfter, c.unsureWait(o))
+			d.RequeueAfter = min(d.RequeueAfter, c.unsureWait(run))
 		}
 		return
 	case o.Power == power.StateUnknown:
@@ -1225,7 +1240,7 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	}
 	d.RequeueAfter = c.PollInterval // a held host is read every PollInterval
 	if unsure {
-		d.RequeueAfter = c.unsureWait(o)
+		d.RequeueAfter = c.unsureWait(run)
 	}
 	if w := c.untilRewrite(st, now); w > 0 {
 		d.RequeueAfter = min(d.RequeueAfter, c.cap(w)) // a re-add may be answered sooner
@@ -1277,7 +1292,8 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	// Online becomes true, never on an Off reading: a fresh one records
 	// its power-off done (OfflineOffSeen).
 	fresh := o.Power == power.StateOff && o.QuietFor >= c.StaleReads
-	unsure := o.Power == power.StateUnknown || o.Power == power.StateTransitioning
+	unsure := isUnsure(o.Power)
+	run := c.unsureRun(o, st, now)
 	if o.Online {
 		st.OfflineSince, st.OfflineMode, st.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
 	}
@@ -1291,8 +1307,8 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	// wrong state (a BMC stuck reading Transitioning or null).
 	// A power-on goes out only on a Transitioning reading: never in a
 	// pass whose reading is unknown (package doc, Guarantees).
-	stuckOn := o.Power == power.StateTransitioning && c.unsureLong(o) && !calledInRun(o, ActionPowerOn, now)
-	stuckOff := unsure && c.unsureLong(o) && !calledInRun(o, ActionPowerOff, now)
+	stuckOn := o.Power == power.StateTransitioning && c.unsureLong(run) && !calledInRun(o, run, ActionPowerOn, now)
+	stuckOff := unsure && c.unsureLong(run) && !calledInRun(o, run, ActionPowerOff, now)
 	switch {
 	case o.Online && stuckOn && !o.OnToggles:
 		// A power-on that sets the power powers nothing off: sent once
@@ -1310,7 +1326,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.Reason = "power state " + o.Power.String() + ": wait"
 		d.RequeueAfter = c.PollInterval
 		if !o.OnToggles && o.Power == power.StateTransitioning {
-			d.RequeueAfter = c.unsureWait(o)
+			d.RequeueAfter = c.unsureWait(run)
 		}
 	case o.Online && o.Power == power.StateOff && !fresh:
 		d.Reason = "off reading may be stale (power-on sent recently): wait"
@@ -1334,7 +1350,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.Reason = "off; held while Online is false"
 		d.RequeueAfter = c.PollInterval
 		if unsure {
-			d.RequeueAfter = c.unsureWait(o)
+			d.RequeueAfter = c.unsureWait(run)
 		}
 		if stuckOff {
 			c.stuckOff(o, now, "Online is false", d)
@@ -1542,33 +1558,67 @@ func (c Config) poweringOnWait(o Observed, st *Status, now time.Time) time.Durat
 	return c.cap(min(c.QuickPoll, c.SoftTimeout+c.StaleReads-ago))
 }
 
-// unsureLong reports whether the readings have said neither On nor Off
-// (unknown or transitioning) for longer than any change of power takes
-// (SoftTimeout, an OS shutdown, plus StaleReads): a BMC stuck on them
-// shows nothing under way, and the host may be on or off.
-func (c Config) unsureLong(o Observed) bool {
-	return o.UnsureFor >= c.SoftTimeout+c.StaleReads
+// isUnsure reports whether a reading says neither On nor Off.
+func isUnsure(p power.State) bool {
+	return p == power.StateUnknown || p == power.StateTransitioning
+}
+
+// unsureRun is how long the readings have said neither On nor Off, up
+// to this pass's (zero on an On or Off reading): Observed.UnsureFor, or
+// since Status.UnsureSince if longer (a run that began before a
+// restart).
+func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
+	if !isUnsure(o.Power) {
+		return 0
+	}
+	run := o.UnsureFor
+	if at := st.UnsureSince; !at.IsZero() && !at.After(now) {
+		run = max(run, now.Sub(at))
+	}
+	return run
+}
+
+// noteUnsure records in st.UnsureSince the run of unsure readings of a
+// held host once it has lasted StaleReads, and clears it on an On or
+// Off reading (see Status.UnsureSince).
+func (c Config) noteUnsure(o Observed, now time.Time, hasKeyed bool, st *Status) {
+	if !isUnsure(o.Power) {
+		st.UnsureSince = time.Time{}
+		return
+	}
+	held := st.Covers() && (hasKeyed || !o.Online) || !st.Pending() && !o.Online && !st.OfflineOffSeen.IsZero()
+	if held && st.UnsureSince.IsZero() && o.UnsureFor >= c.StaleReads {
+		st.UnsureSince = now.Add(-o.UnsureFor).Truncate(c.Precision)
+	}
+}
+
+// unsureLong reports whether a run of unsure readings (unsureRun) has
+// lasted longer than any change of power takes (SoftTimeout, an OS
+// shutdown, plus StaleReads): a BMC stuck on them shows nothing under
+// way, and the host may be on or off.
+func (c Config) unsureLong(run time.Duration) bool {
+	return run >= c.SoftTimeout+c.StaleReads
 }
 
 // unsureWait is when to read again during a run of unsure readings:
 // PollInterval, at most until the run becomes long (unsureLong).
-func (c Config) unsureWait(o Observed) time.Duration {
+func (c Config) unsureWait(run time.Duration) time.Duration {
 	w := c.PollInterval
-	if left := c.SoftTimeout + c.StaleReads - o.UnsureFor; left > 0 {
+	if left := c.SoftTimeout + c.StaleReads - run; left > 0 {
 		w = min(w, left)
 	}
 	return c.cap(w)
 }
 
 // calledInRun reports whether a call of action a was accepted since the
-// current run of unsure readings began (Observed.LastCall, on the
-// controller's clock): one such call answers the run (once per run). A
-// restart forgets it and may answer the run once more; one that failed
-// or was busy is retried after RetryDelay (wait).
-func calledInRun(o Observed, a Action, now time.Time) bool {
+// current run of unsure readings (unsureRun) began (Observed.LastCall,
+// on the controller's clock): one such call answers the run (once per
+// run). A restart forgets it and may answer the run once more; one that
+// failed or was busy is retried after RetryDelay (wait).
+func calledInRun(o Observed, run time.Duration, a Action, now time.Time) bool {
 	l := o.LastCall
 	since := now.Sub(l.At)
-	return l.Action == a && l.Class == power.ClassNone && since >= 0 && since < o.UnsureFor
+	return l.Action == a && l.Class == power.ClassNone && since >= 0 && since < run
 }
 
 // stuckOff sets d to power a held host off after a long run of unsure

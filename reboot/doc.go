@@ -147,7 +147,9 @@
 //     TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). A held
 //     host whose readings say neither On nor Off for that long is powered
 //     off hard the same way, once per run, and its Status.HoldBroken set
-//     (the evidence cannot tell whether it ran). A
+//     (the evidence cannot tell whether it ran); a held host's run is
+//     persisted (Status.UnsureSince) once it lasts StaleReads, so that a
+//     restart counts it from its start. A
 //     power-off that may press the power button (a Controller that
 //     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
 //     sent only on an On reading taken StaleReads after this controller's

@@ -93,3 +93,44 @@ func countOffs(pw *fake.Power) int {
 	}
 	return n
 }
+
+// TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes: the rule for a
+// long run of unsure readings on a held host counts the run from its
+// persisted start (Status.UnsureSince), not from the controller's start:
+// a held host powered on by someone else, its BMC answering null while
+// it runs, the controller restarted every 3 minutes, is powered off
+// again (before, Observed.UnsureFor restarted with every process and the
+// run never became long).
+func TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	newRec := func() *reboot.Reconciler {
+		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+			Power: func(string) (power.Controller, error) { return nullWhileOn{pw}, nil }}
+	}
+	rec := newRec()
+	review36uLoop(t, rec, clk, clk.Real().Add(time.Minute), clk.Real())
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	review36uLoop(t, rec, clk, clk.Real().Add(5*time.Minute), clk.Real())
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, h.Status.Covers() && !pw.HardwareOn(), "the setup: the fence was carried out; status %+v", h.Status)
+	pw.OutOfBandOn()
+	at := clk.Real()
+	end := at.Add(30 * time.Minute)
+	for clk.Real().Before(end) {
+		rec = newRec()
+		review36uLoop(t, rec, clk, clk.Real().Add(3*time.Minute), at)
+	}
+	h, err = store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(at.Add(time.Second), at.Add(10*time.Minute)),
+		"a held host powered on by someone else, its BMC answering null while it runs, the controller restarted every 3 minutes: not powered off again within 10 min (in 30 min: %v); status %+v; truth %s",
+		pw.WasOffDuring(at.Add(time.Second), end), h.Status, rebootcheck.DescribeTruth(pw))
+	require.False(t, h.Status.HoldBroken.IsZero(), "HoldBroken reported")
+}
