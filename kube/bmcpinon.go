@@ -201,15 +201,12 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 	if p.Guard != nil {
 		pc = p.Guard(pc)
 	}
-	if why := p.stillOwed(ctx, old, o); why != "" {
-		o.err = errors.New("the power-on was not sent: " + why)
-		return
-	}
-	p.mu.Lock()
-	o.sent = true
-	p.mu.Unlock()
-	if err := pc.On(ctx); err != nil {
-		o.err = fmt.Errorf("power-on: %w", err)
+	// The On is sent only if still owed when checked after the pinned
+	// BMC's last answer before it (its state read: a slow BMC's reads
+	// may take CallTimeout each), and only once the record says it is
+	// being sent (markSent).
+	if err := p.sendPinnedOn(ctx, pc, old, o); err != nil {
+		o.err = err
 		return
 	}
 	t := time.NewTimer(p.staleReads()) // a reading begun earlier may echo the host off from before the power-on
@@ -231,11 +228,22 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 	}
 }
 
-// forgetPinnedOn drops host name's power-on attempt (a running one goes
-// on to its end, unkept) (p.mu held). Only for a host that is gone: a
-// resolved mark keeps it (resolvePinnedOn).
+// forgetPinnedOn drops host name's power-on attempt, for a host that is
+// gone (p.mu held): one that sent nothing and ended goes; one still
+// running, or whose On may have been sent, is kept as resolved (its mark
+// went with the host), so that a host created again under the same name
+// is sent nothing until it settled (resolvedHold), also when its
+// RebootRecord, and PowerOnSent with it, went too.
 func (p *Powers) forgetPinnedOn(name string) {
-	delete(p.pinOn, name)
+	o := p.pinOn[name]
+	if o == nil {
+		return
+	}
+	if o.finishedOn() && !o.sent {
+		delete(p.pinOn, name)
+		return
+	}
+	o.resolved = true
 }
 
 // resolvePinnedOn marks host name's power-on attempt, if any, as
@@ -284,29 +292,30 @@ func (p *Powers) staleReads() time.Duration {
 }
 
 // stillOwed reads, uncached, the host old names and its record just
-// before o's On is sent: "" if the record still owes that power-on (its
+// before o's On is sent (after the pinned BMC's last answer before it):
+// its record and "" if the record still owes that power-on (its
 // PowerOnThrough is o.pin), the mark still stands (spec.bmc is not the
 // marked BMC), the host is the same one and onEligible holds; else why
 // not (the On is then not sent).
-func (p *Powers) stillOwed(ctx context.Context, old *metal3.BareMetalHost, o *pinnedOn) string {
+func (p *Powers) stillOwed(ctx context.Context, old *metal3.BareMetalHost, o *pinnedOn) (*v1alpha1.RebootRecord, string) {
 	key := types.NamespacedName{Namespace: p.Namespace, Name: old.Name}
 	var bmh metal3.BareMetalHost
 	if err := p.Secrets.Get(ctx, key, &bmh); err != nil {
-		return fmt.Sprintf("the host could not be read again (%v)", mapError("host", p.Namespace, old.Name, err))
+		return nil, fmt.Sprintf("the host could not be read again (%v)", mapError("host", p.Namespace, old.Name, err))
 	}
 	var rec v1alpha1.RebootRecord
 	if err := p.Secrets.Get(ctx, key, &rec); err != nil {
-		return fmt.Sprintf("its reboot record could not be read again (%v)", mapError("record of", p.Namespace, old.Name, err))
+		return nil, fmt.Sprintf("its reboot record could not be read again (%v)", mapError("record of", p.Namespace, old.Name, err))
 	}
 	switch {
 	case bmh.UID != old.UID || rec.Spec.HostUID != string(bmh.UID):
-		return "the host was replaced"
+		return nil, "the host was replaced"
 	case rec.Spec.PowerOnThrough == nil || *rec.Spec.PowerOnThrough != o.pin:
-		return "its record no longer owes that power-on"
+		return nil, "its record no longer owes that power-on"
 	case rec.Spec.BMCChanged == nil || samePin(&bmh, rec.Spec.BMCChanged):
-		return "its BMC was restored or accepted"
+		return nil, "its BMC was restored or accepted"
 	}
-	return onEligible(&bmh)
+	return &rec, onEligible(&bmh)
 }
 
 // pinnedOnErr is err (wrapping ErrBMCChanged), also wrapping ErrInFlight
