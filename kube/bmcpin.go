@@ -179,6 +179,9 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 	var rec v1alpha1.RebootRecord
 	err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Name}, &rec)
 	if apierrors.IsNotFound(err) {
+		if err := p.earlierHostHold(bmh.Name); err != nil {
+			return err
+		}
 		return p.firstSight(ctx, bmh, nil)
 	}
 	if err != nil {
@@ -190,6 +193,9 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 	// is the earlier host's.
 	serr := p.sentHold(&rec, bmh.Name)
 	if rec.Spec.HostUID != string(bmh.UID) {
+		if err := p.earlierHostHold(bmh.Name); err != nil {
+			return err
+		}
 		if serr != nil {
 			return serr
 		}

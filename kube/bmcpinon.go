@@ -241,9 +241,34 @@ func (p *Powers) forgetPinnedOn(name string) {
 	}
 	if o.finishedOn() && !o.sent {
 		delete(p.pinOn, name)
-		return
+	} else {
+		o.resolved = true
 	}
-	o.resolved = true
+	p.sweepPinnedOn()
+}
+
+// earlierHostHold is resolvedHold for host name when it has no record of
+// its own (none, or an earlier host's of the same name): a power-on
+// attempt of an earlier host of that name, which this process may not
+// have seen deleted (Forget), outlived its mark, which went with that
+// host or its record.
+func (p *Powers) earlierHostHold(name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forgetPinnedOn(name)
+	return p.resolvedHold(name)
+}
+
+// sweepPinnedOn drops the resolved attempts that settled (ended, and
+// StaleReads after their end if their On may have been sent), which
+// resolvedHold would drop at their host's next pass: a host deleted for
+// good has none (p.mu held).
+func (p *Powers) sweepPinnedOn() {
+	for name, o := range p.pinOn {
+		if o.resolved && o.finishedOn() && (!o.sent || time.Since(o.end) >= p.staleReads()) {
+			delete(p.pinOn, name)
+		}
+	}
 }
 
 // resolvePinnedOn marks host name's power-on attempt, if any, as
