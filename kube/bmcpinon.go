@@ -38,6 +38,8 @@ type pinnedOn struct {
 	// sent: the On call was (or may have been) sent, so it may land
 	// until end (set before done is closed).
 	sent bool
+	// sentAt: the At of the PowerOnSent markSent wrote (set with sent).
+	sentAt string
 	// resolved: the mark was resolved (spec.bmc restored or the BMC
 	// accepted) while o was kept: the reboot package may act on the host
 	// only once o ended and, if its On may have been sent, StaleReads
@@ -205,7 +207,9 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 	// BMC's last answer before it (its state read: a slow BMC's reads
 	// may take CallTimeout each), and only once the record says it is
 	// being sent (markSent).
-	if err := p.sendPinnedOn(ctx, pc, old, o); err != nil {
+	err = p.sendPinnedOn(ctx, pc, old, o)
+	p.markReturned(parent, old.Name, o, err)
+	if err != nil {
 		o.err = err
 		return
 	}

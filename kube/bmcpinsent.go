@@ -7,6 +7,8 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
@@ -64,14 +66,58 @@ func (p *Powers) markSent(ctx context.Context, old *metal3.BareMetalHost, o *pin
 		return errNotOwed{fmt.Sprintf("it could not be recorded in the reboot record first (%v)", mapError("record of", p.Namespace, old.Name, err))}
 	}
 	p.mu.Lock()
-	o.sent = true
+	o.sent, o.sentAt = true, sent.At
 	p.mu.Unlock()
 	return nil
 }
 
+// markReturnedTries bounds markReturned's compare-and-swap retries.
+const markReturnedTries = 3
+
+// markReturned records, when o's On was sent (markSent) and its call
+// returned with the BMC's answer (err nil, or an answered *power.Error),
+// when it returned (PowerOnSent.Returned) in the record of host name, if
+// the record still shows that sending: the On landed or was refused by
+// then, so sentHold's wait ends StaleReads after that instead of after
+// Until, as the in-memory one does (resolvedHold). An On with no answer
+// (a timeout: it may still land) records nothing. It is best effort (a
+// failed write only leaves the longer wait), bounded by Powers.Timeout,
+// under parent.
+func (p *Powers) markReturned(parent context.Context, name string, o *pinnedOn, err error) {
+	p.mu.Lock()
+	sent, at := o.sent, o.sentAt
+	p.mu.Unlock()
+	var pe *power.Error
+	if !sent || err != nil && !(errors.As(err, &pe) && pe.Answered()) {
+		return
+	}
+	returned := stamp(time.Now())
+	w, ok := p.Client.(client.Writer)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(parent, p.readTimeout())
+	defer cancel()
+	key := types.NamespacedName{Namespace: p.Namespace, Name: name}
+	for range markReturnedTries {
+		var rec v1alpha1.RebootRecord
+		if p.Secrets.Get(ctx, key, &rec) != nil {
+			return
+		}
+		if s := rec.Spec.PowerOnSent; s == nil || s.At != at || s.Returned != "" {
+			return // another sending since, or recorded already
+		}
+		err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": map[string]any{"returned": returned}}}))
+		if !apierrors.IsConflict(err) {
+			return
+		}
+	}
+}
+
 // sentHold is nil unless rec, the record of host name, shows a power-on
 // through a pinned BMC (PowerOnSent) that may still land on the host or
-// be echoed by a reading of it: until StaleReads after its Until. Then
+// be echoed by a reading of it: until StaleReads after its Until (its
+// Returned, if earlier: the BMC answered it then). Then
 // an error wrapping ErrInFlight, so that no replica sends the host
 // anything nor takes evidence from it meanwhile, whatever it keeps in
 // memory (a restart, a new leader). A PowerOnSent that does not parse
@@ -82,6 +128,9 @@ func (p *Powers) sentHold(rec *v1alpha1.RebootRecord, name string) error {
 		return nil
 	}
 	until, err := time.Parse(time.RFC3339Nano, s.Until)
+	if ret, rerr := time.Parse(time.RFC3339Nano, s.Returned); s.Returned != "" && rerr == nil && ret.Before(until) {
+		until = ret // the BMC answered the On then
+	}
 	if err != nil {
 		return fmt.Errorf("kube: host %s: its reboot record's powerOnSent.until does not parse, so rebootkit cannot tell whether a "+
 			"power-on through its previously pinned BMC %q may still land: the host is left as it is; once that is past, remove it: "+

@@ -220,9 +220,11 @@
 //     spec.online says, but only once an attempt still running in this
 //     process has ended and, if its On may have been sent, StaleReads
 //     after its end (kept in memory), and once StaleReads have passed
-//     since the Until of the PowerOnSent the record shows (kept in the
-//     record, so a restarted controller or a new leader waits as well,
-//     StaleReads being its own): until then the pass gets ErrInFlight and
+//     since the Until of the PowerOnSent the record shows, or since its
+//     Returned if that is earlier (written by the sending controller
+//     once the call returned with the BMC's answer; a call with no answer
+//     writes none) (kept in the record, so a restarted controller or a
+//     new leader waits as well, StaleReads being its own): until then the pass gets ErrInFlight and
 //     the host is sent nothing and no evidence is taken from it. The same
 //     waits hold for a host deleted and created again under the same
 //     name: the one in memory as long as the process that sent the On

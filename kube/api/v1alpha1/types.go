@@ -108,6 +108,12 @@ type PowerOnSent struct {
 	// sending controller's clock).
 	At    string `json:"at"`
 	Until string `json:"until"`
+	// Returned, if set, is when the call returned with the BMC's answer
+	// (the On landed or was refused by then), written by the sending
+	// controller after it: the wait ends StaleReads after it if it is
+	// before Until. A call with no answer (it may still land) sets none.
+	// +optional
+	Returned string `json:"returned,omitempty"`
 }
 
 // BMCPin is a BareMetalHost's spec.bmc as the controller saw it when a
