@@ -35,8 +35,9 @@ type pinnedOn struct {
 	err   error         // why it failed (set before done is closed)
 	end   time.Time     // set before done is closed
 	fails int           // failed attempts before this one, for the back-off
-	// sent: the On call was (or may have been) sent, so it may land
-	// until end (set before done is closed).
+	// sent: the record says the On is being sent (markSent wrote its
+	// PowerOnSent, just before the command), so it may land until end
+	// (set under p.mu before the command; final before done is closed).
 	sent bool
 	// sentAt: the At of the PowerOnSent markSent wrote (set with sent).
 	sentAt string
@@ -155,8 +156,9 @@ func (o *pinnedOn) finishedOn() bool {
 
 // runPinnedOn makes o's attempt for the host old (a copy of its
 // BareMetalHost) through the BMC o.pin names (StaleReads after it began,
-// and only if stillOwed then), under parent (cancelled by
-// Close), bounded by the pool's timeouts and pinnedReadLimit, through
+// and only if still owed when checked after the BMC's last answer before
+// the On, and recorded in the record first: markSent), under parent
+// (cancelled by Close), bounded by the pool's timeouts and pinnedReadLimit, through
 // Powers.Guard if set. Its end requeues the host (Powers.Done): at once
 // on success, when its back-off is over on failure.
 func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, o *pinnedOn) {
