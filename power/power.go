@@ -125,13 +125,14 @@ type Resetter interface {
 type CheckedOner interface {
 	// OnChecked powers the server on as On does (the same reads, the
 	// same rules), but calls check just before the power-on command is
-	// sent, after every request On makes before it: the only request
-	// after check returned is the command itself (on the session On
-	// uses; a session the BMC refuses then is re-established once, as for
-	// any command). If check returns an error, nothing is sent, and
-	// OnChecked returns an error wrapping it and ErrNotSent. check is not
-	// called when On sends nothing (the server reads On, or the
-	// adapter's rules refuse the command). check gets the call's context: its deadline
+	// sent, after every request On makes before it: what follows check
+	// is the command itself, and only what On does for any command (a
+	// session the BMC refuses, or, for IPMI, one that lost the command's
+	// answer or the state read's, is opened again and the command sent on
+	// it). If check returns an error, nothing is sent, and OnChecked
+	// returns an error wrapping it and ErrNotSent. check is not called
+	// when On sends nothing (the server reads On, or the adapter's rules
+	// refuse the command). check gets the call's context: its deadline
 	// is the latest instant the command may be sent, and check may
 	// persist it before returning.
 	OnChecked(ctx context.Context, check func(context.Context) error) error
