@@ -195,6 +195,13 @@ func (c *asyncController) On(ctx context.Context) error {
 	return c.call(ctx, reboot.LateAnswer{Action: reboot.ActionPowerOn}, c.pc.On)
 }
 
+// OnChecked runs the host's checked power-on (power.CheckedOner) as On
+// runs.
+func (c *asyncController) OnChecked(ctx context.Context, check func(context.Context) error) error {
+	return c.call(ctx, reboot.LateAnswer{Action: reboot.ActionPowerOn},
+		func(ctx context.Context) error { return onCheckedOf(ctx, c.pc, check) })
+}
+
 func (c *asyncController) Off(ctx context.Context, m power.Mode) error {
 	return c.call(ctx, reboot.LateAnswer{Action: reboot.ActionPowerOff, Mode: m},
 		func(ctx context.Context) error { return c.pc.Off(ctx, m) })

@@ -168,22 +168,38 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 			p.mu.Unlock()
 		}
 	}()
-	var rec v1alpha1.RebootRecord
-	err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Name}, &rec)
-	if apierrors.IsNotFound(err) {
-		return p.firstSight(ctx, bmh, nil)
-	}
-	if err != nil {
-		return fmt.Errorf("kube: host %s: reboot record: %w", bmh.Name, err)
-	}
-	if rec.Spec.HostUID != string(bmh.UID) {
-		return p.firstSight(ctx, bmh, &rec)
-	}
+	// A power-on through a previously pinned BMC that outlived its mark
+	// (or its host) and may still land, as this process knows it...
 	p.mu.Lock()
 	herr := p.resolvedHold(bmh.Name)
 	p.mu.Unlock()
 	if herr != nil {
 		return herr
+	}
+	var rec v1alpha1.RebootRecord
+	err := p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: bmh.Name}, &rec)
+	if apierrors.IsNotFound(err) {
+		if err := p.earlierHostHold(bmh.Name); err != nil {
+			return err
+		}
+		return p.firstSight(ctx, bmh, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("kube: host %s: reboot record: %w", bmh.Name, err)
+	}
+	// ... and as the record says (PowerOnSent, written before the On:
+	// this process may have restarted since, or another replica sent
+	// it), also for a host of the same name created afresh whose record
+	// is the earlier host's.
+	serr := p.sentHold(&rec, bmh.Name)
+	if rec.Spec.HostUID != string(bmh.UID) {
+		if err := p.earlierHostHold(bmh.Name); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		return p.firstSight(ctx, bmh, &rec)
 	}
 	w, canWrite := p.Client.(client.Writer)
 	pin := rec.Spec.BMC
@@ -227,8 +243,18 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		}
 		// An attempt of that power-on still running (or whose On may
 		// still land) is waited for: the reboot package acts on the host
-		// only once it is settled (resolvedHold).
-		return p.resolvePinnedOn(bmh.Name)
+		// only once it is settled (resolvedHold, and sentHold: the write
+		// above keeps PowerOnSent).
+		if err := p.resolvePinnedOn(bmh.Name); err != nil {
+			return err
+		}
+		return serr
+	}
+	// Marked and not restored, the host is sent nothing but the owed
+	// power-on (above); otherwise it is acted on only once a power-on
+	// the record shows sent can no longer land.
+	if serr != nil {
+		return serr
 	}
 	if pin == nil {
 		st, _ := recordStatus(&rec, bmh, true)

@@ -25,7 +25,10 @@ import (
 // of a host rebootkit manages but never rebooted, and the first request
 // would pin the client's endpoint (issue 39). spec.bmc is used: what it
 // was before this first sight is not known (the window doc.go names).
-// A Client that cannot write records nothing.
+// A Client that cannot write records nothing. checkPin calls it only once
+// a power-on through a pinned BMC of the earlier host can no longer land
+// (sentHold on old, resolvedHold in memory): the rewrite drops old's
+// PowerOnSent.
 func (p *Powers) firstSight(ctx context.Context, bmh *metal3.BareMetalHost, old *v1alpha1.RebootRecord) error {
 	w, ok := p.Client.(client.Writer)
 	if !ok {
@@ -48,7 +51,7 @@ func (p *Powers) firstSight(ctx context.Context, bmh *metal3.BareMetalHost, old 
 		}
 		return nil
 	}
-	spec := map[string]any{"hostUID": string(bmh.UID), "status": "", "bmc": nil, "bmcChanged": nil, "lastBMC": last, "powerOnThrough": nil}
+	spec := map[string]any{"hostUID": string(bmh.UID), "status": "", "bmc": nil, "bmcChanged": nil, "lastBMC": last, "powerOnThrough": nil, "powerOnSent": nil}
 	err := w.Patch(ctx, old, casPatch(old.ResourceVersion, map[string]any{"spec": spec,
 		"metadata": map[string]any{"annotations": nil, "ownerReferences": owner}}))
 	if err != nil {

@@ -35,9 +35,12 @@ type pinnedOn struct {
 	err   error         // why it failed (set before done is closed)
 	end   time.Time     // set before done is closed
 	fails int           // failed attempts before this one, for the back-off
-	// sent: the On call was (or may have been) sent, so it may land
-	// until end (set before done is closed).
+	// sent: the record says the On is being sent (markSent wrote its
+	// PowerOnSent, just before the command), so it may land until end
+	// (set under p.mu before the command; final before done is closed).
 	sent bool
+	// sentAt: the At of the PowerOnSent markSent wrote (set with sent).
+	sentAt string
 	// resolved: the mark was resolved (spec.bmc restored or the BMC
 	// accepted) while o was kept: the reboot package may act on the host
 	// only once o ended and, if its On may have been sent, StaleReads
@@ -153,8 +156,9 @@ func (o *pinnedOn) finishedOn() bool {
 
 // runPinnedOn makes o's attempt for the host old (a copy of its
 // BareMetalHost) through the BMC o.pin names (StaleReads after it began,
-// and only if stillOwed then), under parent (cancelled by
-// Close), bounded by the pool's timeouts and pinnedReadLimit, through
+// and only if still owed when checked after the BMC's last answer before
+// the On, and recorded in the record first: markSent), under parent
+// (cancelled by Close), bounded by the pool's timeouts and pinnedReadLimit, through
 // Powers.Guard if set. Its end requeues the host (Powers.Done): at once
 // on success, when its back-off is over on failure.
 func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, o *pinnedOn) {
@@ -201,15 +205,14 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 	if p.Guard != nil {
 		pc = p.Guard(pc)
 	}
-	if why := p.stillOwed(ctx, old, o); why != "" {
-		o.err = errors.New("the power-on was not sent: " + why)
-		return
-	}
-	p.mu.Lock()
-	o.sent = true
-	p.mu.Unlock()
-	if err := pc.On(ctx); err != nil {
-		o.err = fmt.Errorf("power-on: %w", err)
+	// The On is sent only if still owed when checked after the pinned
+	// BMC's last answer before it (its state read: a slow BMC's reads
+	// may take CallTimeout each), and only once the record says it is
+	// being sent (markSent).
+	err = p.sendPinnedOn(ctx, pc, old, o)
+	p.markReturned(parent, old.Name, o, err)
+	if err != nil {
+		o.err = err
 		return
 	}
 	t := time.NewTimer(p.staleReads()) // a reading begun earlier may echo the host off from before the power-on
@@ -231,11 +234,47 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 	}
 }
 
-// forgetPinnedOn drops host name's power-on attempt (a running one goes
-// on to its end, unkept) (p.mu held). Only for a host that is gone: a
-// resolved mark keeps it (resolvePinnedOn).
+// forgetPinnedOn drops host name's power-on attempt, for a host that is
+// gone (p.mu held): one that sent nothing and ended goes; one still
+// running, or whose On may have been sent, is kept as resolved (its mark
+// went with the host), so that a host created again under the same name
+// is sent nothing until it settled (resolvedHold), also when its
+// RebootRecord, and PowerOnSent with it, went too.
 func (p *Powers) forgetPinnedOn(name string) {
-	delete(p.pinOn, name)
+	o := p.pinOn[name]
+	if o == nil {
+		return
+	}
+	if o.finishedOn() && !o.sent {
+		delete(p.pinOn, name)
+	} else {
+		o.resolved = true
+	}
+	p.sweepPinnedOn()
+}
+
+// earlierHostHold is resolvedHold for host name when it has no record of
+// its own (none, or an earlier host's of the same name): a power-on
+// attempt of an earlier host of that name, which this process may not
+// have seen deleted (Forget), outlived its mark, which went with that
+// host or its record.
+func (p *Powers) earlierHostHold(name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forgetPinnedOn(name)
+	return p.resolvedHold(name)
+}
+
+// sweepPinnedOn drops the resolved attempts that settled (ended, and
+// StaleReads after their end if their On may have been sent), which
+// resolvedHold would drop at their host's next pass: a host deleted for
+// good has none (p.mu held).
+func (p *Powers) sweepPinnedOn() {
+	for name, o := range p.pinOn {
+		if o.resolved && o.finishedOn() && (!o.sent || time.Since(o.end) >= p.staleReads()) {
+			delete(p.pinOn, name)
+		}
+	}
 }
 
 // resolvePinnedOn marks host name's power-on attempt, if any, as
@@ -284,29 +323,30 @@ func (p *Powers) staleReads() time.Duration {
 }
 
 // stillOwed reads, uncached, the host old names and its record just
-// before o's On is sent: "" if the record still owes that power-on (its
+// before o's On is sent (after the pinned BMC's last answer before it):
+// its record and "" if the record still owes that power-on (its
 // PowerOnThrough is o.pin), the mark still stands (spec.bmc is not the
 // marked BMC), the host is the same one and onEligible holds; else why
 // not (the On is then not sent).
-func (p *Powers) stillOwed(ctx context.Context, old *metal3.BareMetalHost, o *pinnedOn) string {
+func (p *Powers) stillOwed(ctx context.Context, old *metal3.BareMetalHost, o *pinnedOn) (*v1alpha1.RebootRecord, string) {
 	key := types.NamespacedName{Namespace: p.Namespace, Name: old.Name}
 	var bmh metal3.BareMetalHost
 	if err := p.Secrets.Get(ctx, key, &bmh); err != nil {
-		return fmt.Sprintf("the host could not be read again (%v)", mapError("host", p.Namespace, old.Name, err))
+		return nil, fmt.Sprintf("the host could not be read again (%v)", mapError("host", p.Namespace, old.Name, err))
 	}
 	var rec v1alpha1.RebootRecord
 	if err := p.Secrets.Get(ctx, key, &rec); err != nil {
-		return fmt.Sprintf("its reboot record could not be read again (%v)", mapError("record of", p.Namespace, old.Name, err))
+		return nil, fmt.Sprintf("its reboot record could not be read again (%v)", mapError("record of", p.Namespace, old.Name, err))
 	}
 	switch {
 	case bmh.UID != old.UID || rec.Spec.HostUID != string(bmh.UID):
-		return "the host was replaced"
+		return nil, "the host was replaced"
 	case rec.Spec.PowerOnThrough == nil || *rec.Spec.PowerOnThrough != o.pin:
-		return "its record no longer owes that power-on"
+		return nil, "its record no longer owes that power-on"
 	case rec.Spec.BMCChanged == nil || samePin(&bmh, rec.Spec.BMCChanged):
-		return "its BMC was restored or accepted"
+		return nil, "its BMC was restored or accepted"
 	}
-	return onEligible(&bmh)
+	return &rec, onEligible(&bmh)
 }
 
 // pinnedOnErr is err (wrapping ErrBMCChanged), also wrapping ErrInFlight

@@ -229,8 +229,9 @@ func (p *Powers) startPinned(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin, ag
 }
 
 // sweepPinned drops the kept readings that ended more than pinnedReadKeep
-// ago (p.mu held).
+// ago, and the settled power-on attempts sweepPinnedOn drops (p.mu held).
 func (p *Powers) sweepPinned() {
+	p.sweepPinnedOn()
 	for name, r := range p.pinned {
 		if r.finished() && time.Since(r.end) > pinnedReadKeep {
 			delete(p.pinned, name)

@@ -195,24 +195,49 @@
 //     carries no request (an administrator who sets spec.online false,
 //     withdraws the hold and replaces the BMC keeps the host off). It runs
 //     in the background: each attempt waits StaleReads (for a write made
-//     with the mark in view to land), then reads the host and its record
-//     again, uncached, and sends its On only if the record still owes
-//     that power-on, the mark still stands, the host is the same one and
-//     that rule still holds (else the attempt ends unsent and the next
-//     pass's BMCChanged event says why); a write landing between that
-//     reading and the On is not seen. It is retried by later passes,
+//     with the mark in view to land), then sends its On through the
+//     pinned BMC's power.CheckedOner: after the BMC's last answer before
+//     the command (a login if one is needed, and the state read, each of
+//     which a slow BMC may take up to the pool's CallTimeout to answer),
+//     the host and its record are read again, uncached, and the On is
+//     sent only if the record still owes that power-on, the mark still
+//     stands, the host is the same one and that rule still holds (else
+//     the attempt ends unsent and the next pass's BMCChanged event says
+//     why), and only once the record says so: RebootRecordSpec.PowerOnSent
+//     (when, and Until, the call's deadline, the latest instant the On may
+//     reach the BMC) is written in a compare-and-swap on the record just
+//     read, so a write of the record since is seen; a write of the host
+//     landing between its reading and the On (the record's write and the
+//     POST, no answer of the BMC's between them) is not. It is retried by
+//     later passes,
 //     with back-off (1 s doubling to 1 min; the host is requeued within IdlePoll, and
 //     through Powers.Done), until a power reading through the pinned BMC
 //     begun StaleReads after the call reads On; then PowerOnThrough is
 //     removed. The BMCChanged event says which of these happened (left
 //     off and why, under way, failed and when it is retried, powered on).
-//     Restoring or accepting the BMC removes PowerOnThrough (the reboot
-//     package then powers the host as spec.online says, but only once an
-//     attempt still running has ended and, if its On may have been sent,
-//     StaleReads after its end: until then the pass gets ErrInFlight and
-//     the host is sent nothing and no evidence is taken from it; this
-//     wait is kept in memory, so a restart of the controller forgets
-//     it). In either case the pin goes and the record is marked
+//     Restoring or accepting the BMC removes PowerOnThrough and keeps
+//     PowerOnSent: the reboot package then powers the host as
+//     spec.online says, but only once an attempt still running in this
+//     process has ended and, if its On may have been sent, StaleReads
+//     after its end (kept in memory), and once StaleReads have passed
+//     since the Until of the PowerOnSent the record shows, or since its
+//     Returned if that is earlier (written by the sending controller
+//     once the call returned with the BMC's answer; a call with no answer
+//     writes none) (kept in the record, so a restarted controller or a
+//     new leader waits as well, StaleReads being its own): until then the pass gets ErrInFlight and
+//     the host is sent nothing and no evidence is taken from it. The same
+//     waits hold for a host deleted and created again under the same
+//     name: the one in memory as long as the process that sent the On
+//     runs, the record's as long as the earlier host's record is there
+//     (it is replaced only once that wait is over). The record has the
+//     host as owner, so Kubernetes' garbage collector deletes it with the
+//     host: a host created again after that, seen by a controller that
+//     restarted since the On was sent, is not covered, nor a host whose
+//     record was deleted by hand. The wait assumes that a BMC carries the
+//     On out, if ever, before the call's deadline (Until); a POST that got
+//     no answer and that the BMC applies later still (the reboot
+//     package's LostLanding) is not covered, and the sending replica's
+//     clock is trusted (Until is its time). In either case the pin goes and the record is marked
 //     BMCChanged, with no call to the new BMC, until an administrator
 //     accepts it or spec.bmc is restored.
 //     That reading runs in the background (a pass waits for it at

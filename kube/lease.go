@@ -147,7 +147,7 @@ func (g *LeaseGuard) remaining() time.Duration {
 // Held reports whether this process holds the lease with the margin.
 func (g *LeaseGuard) Held() bool { return g.remaining() > 0 }
 
-// Wrap returns pc with its On, Off and Reset guarded.
+// Wrap returns pc with its On, Off, OnChecked and Reset guarded.
 func (g *LeaseGuard) Wrap(pc power.Controller) power.Controller { return &guarded{g: g, pc: pc} }
 
 type guarded struct {
@@ -171,6 +171,12 @@ func (c *guarded) On(ctx context.Context) error { return c.call(ctx, c.pc.On) }
 
 func (c *guarded) Off(ctx context.Context, m power.Mode) error {
 	return c.call(ctx, func(ctx context.Context) error { return c.pc.Off(ctx, m) })
+}
+
+// OnChecked is guarded as On is (power.CheckedOner): check runs within
+// the lease's remaining time, as the power-on does.
+func (c *guarded) OnChecked(ctx context.Context, check func(context.Context) error) error {
+	return c.call(ctx, func(ctx context.Context) error { return onCheckedOf(ctx, c.pc, check) })
 }
 
 // Reset is guarded as On and Off are (power.Resetter).

@@ -244,11 +244,7 @@ func (p *Powers) Forget(name string) {
 // reboot.Reconciler.Power). It reads the host and its Secret; the BMC is
 // reached only by the controller's calls, through the pool.
 func (p *Powers) Controller(name string) (power.Controller, error) {
-	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), p.readTimeout())
 	defer cancel()
 	var bmh metal3.BareMetalHost
 	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, &bmh); err != nil {
@@ -270,6 +266,14 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 		return nil, err
 	}
 	return p.controllerOf(ctx, name, &bmh)
+}
+
+// readTimeout is p.Timeout, or its default (30 s).
+func (p *Powers) readTimeout() time.Duration {
+	if p.Timeout > 0 {
+		return p.Timeout
+	}
+	return 30 * time.Second
 }
 
 // controllerOf is the pool's power controller, under the name key, of

@@ -42,6 +42,23 @@ func isPowerOffDisabled(err error) bool { return errors.Is(err, ErrPowerOffDisab
 // controller (power.Resetter): it is how such a host is rebooted.
 func (n noPowerOff) Reset(ctx context.Context) error { return resetOf(ctx, n.Controller) }
 
+// OnChecked passes the checked power-on on to the host's controller
+// (power.CheckedOner).
+func (n noPowerOff) OnChecked(ctx context.Context, check func(context.Context) error) error {
+	return onCheckedOf(ctx, n.Controller, check)
+}
+
+// onCheckedOf is pc's OnChecked, or an error matching
+// power.ErrUnsupported (and power.ErrNotSent) if pc has none.
+func onCheckedOf(ctx context.Context, pc power.Controller, check func(context.Context) error) error {
+	o, ok := pc.(power.CheckedOner)
+	if !ok {
+		return &power.Error{Op: "on", Class: power.ClassUnsupported, Message: "the host's power controller cannot check before a power-on",
+			Err: power.ErrNotSent}
+	}
+	return o.OnChecked(ctx, check)
+}
+
 // resetOf is pc's Reset, or an error matching power.ErrUnsupported if pc
 // cannot reset.
 func resetOf(ctx context.Context, pc power.Controller) error {

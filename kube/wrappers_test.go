@@ -11,7 +11,7 @@ import (
 )
 
 // extensions lists every optional interface a power.Controller may have
-// that the reboot controller asks for by type assertion. A wrapper that
+// that the reboot controller (or Powers) asks for by type assertion. A wrapper that
 // drops one hides what the controller it wraps does (review 36 round 2:
 // Async hid reboot.Toggler, so a soft power-off that presses the power
 // button was taken for one that sets the power). Add new extension
@@ -20,6 +20,7 @@ var extensions = []reflect.Type{
 	reflect.TypeFor[reboot.Toggler](),
 	reflect.TypeFor[reboot.OnToggler](),
 	reflect.TypeFor[power.Resetter](),
+	reflect.TypeFor[power.CheckedOner](),
 }
 
 // TestWrappersForwardExtensions: every wrapper of a power.Controller in

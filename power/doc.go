@@ -12,6 +12,9 @@
 // without a power-off (Redfish ForceRestart, IPMI hard reset), for hosts
 // whose power must never go off; a reset is never evidence that a host
 // was off.
+// power/redfish, power/ipmi and a Pool's Controllers are also a
+// [CheckedOner]: a power-on whose caller checks, after the BMC's last
+// answer before the command, that it is still wanted.
 //
 // # One owner of BMC connections
 //

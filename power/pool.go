@@ -323,7 +323,8 @@ func NewPool(cfg PoolConfig) *Pool {
 // a login refused for back-off fails at once with ErrBackoff. It has the
 // method TogglesOff (reboot.Toggler) of its adapter once connected, and
 // answers true, a possible press of the power button, before; and it is a
-// Resetter, whose Reset is the adapter's (ErrUnsupported if it has none).
+// Resetter and a CheckedOner, whose Reset and OnChecked are the adapter's
+// (ErrUnsupported if it has none).
 func (p *Pool) Controller(host string, t Target) Controller {
 	return &pooled{p: p, host: host, t: t}
 }

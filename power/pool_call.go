@@ -144,6 +144,20 @@ func (c *pooled) Off(ctx context.Context, m Mode) error {
 	return c.call(ctx, OpName(m), func(ctx context.Context, ctrl Controller) error { return ctrl.Off(ctx, m) })
 }
 
+// OnChecked powers the host on through the pool (CheckedOner): the
+// connected adapter's OnChecked, or an error matching ErrUnsupported (and
+// ErrNotSent) if it has none. The pool's login, if one is needed, comes
+// before the adapter's reads, so before check.
+func (c *pooled) OnChecked(ctx context.Context, check func(context.Context) error) error {
+	return c.call(ctx, "on", func(ctx context.Context, ctrl Controller) error {
+		o, ok := ctrl.(CheckedOner)
+		if !ok {
+			return &Error{Op: "on", Class: ClassUnsupported, Message: "the adapter cannot check before a power-on", Err: ErrNotSent}
+		}
+		return o.OnChecked(ctx, check)
+	})
+}
+
 // Reset restarts the host through the pool (Resetter): the connected
 // adapter's Reset, or an error matching ErrUnsupported if it has none.
 func (c *pooled) Reset(ctx context.Context) error {

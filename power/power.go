@@ -115,3 +115,31 @@ type Resetter interface {
 	// context.DeadlineExceeded) may or may not have reset it.
 	Reset(ctx context.Context) error
 }
+
+// CheckedOner is an optional interface of a Controller whose power-on
+// can be made conditional on a check run after the BMC's last answer
+// before the command: a caller whose reason to power a server on may
+// lapse while the BMC is slow to answer (a read, a login) checks it
+// there, not before the call, so that no answer it waits on lies between
+// its check and the command.
+type CheckedOner interface {
+	// OnChecked powers the server on as On does (the same reads, the
+	// same rules), but calls check just before the power-on command is
+	// sent, after every request On makes before it: what follows check
+	// is the command itself, and only what On does for any command (a
+	// session the BMC refuses, or, for IPMI, one that lost the command's
+	// answer or the state read's, is opened again and the command sent on
+	// it). If check returns an error, nothing is sent, and OnChecked
+	// returns an error wrapping it and ErrNotSent. check is not called
+	// when On sends nothing (the server reads On, or the adapter's rules
+	// refuse the command). check gets the call's context: its deadline
+	// is the latest instant the command may be sent, and check may
+	// persist it before returning.
+	OnChecked(ctx context.Context, check func(context.Context) error) error
+}
+
+// CheckRefused is the error of a power-on OnChecked did not send because
+// its check returned err: of class failed, wrapping ErrNotSent and err.
+func CheckRefused(op string, err error) error {
+	return &Error{Op: op, Class: ClassFailed, Message: "not sent: its check refused it", Err: fmt.Errorf("%w: %w", ErrNotSent, err)}
+}

@@ -432,8 +432,17 @@ const (
 // On powers the host on (Chassis Control power up), unless a fresh read
 // says it is on (also when the read fails: power up never toggles).
 func (c *Controller) On(ctx context.Context) error {
-	return c.change(ctx, "on", power.StateOn, chassisPowerUp)
+	return c.change(ctx, "on", power.StateOn, chassisPowerUp, nil)
 }
+
+// OnChecked powers the host on as On does, calling check after the state
+// read and just before the Chassis Control is sent (power.CheckedOner):
+// if it refuses, nothing is sent.
+func (c *Controller) OnChecked(ctx context.Context, check func(context.Context) error) error {
+	return c.change(ctx, "on", power.StateOn, chassisPowerUp, check)
+}
+
+var _ power.CheckedOner = (*Controller)(nil)
 
 // Off powers the host off: hard is Chassis Control power down, sent
 // whatever the state reads; soft is soft shutdown (ACPI), sent only when a
@@ -441,9 +450,9 @@ func (c *Controller) On(ctx context.Context) error {
 // error, and nothing is sent: some BMCs press the power button for it).
 func (c *Controller) Off(ctx context.Context, m power.Mode) error {
 	if m == power.ModeHard {
-		return c.change(ctx, power.OpName(m), power.StateOff, chassisPowerDown)
+		return c.change(ctx, power.OpName(m), power.StateOff, chassisPowerDown, nil)
 	}
-	return c.change(ctx, power.OpName(m), power.StateOff, chassisSoftShutdown)
+	return c.change(ctx, power.OpName(m), power.StateOff, chassisSoftShutdown, nil)
 }
 
 // alreadyCodes are the completion codes a BMC gives a Chassis Control it
@@ -451,7 +460,10 @@ func (c *Controller) Off(ctx context.Context, m power.Mode) error {
 // supported in present state" (IPMI v2.0 table 5-2).
 var alreadyCodes = map[completionError]bool{0xd5: true}
 
-func (c *Controller) change(ctx context.Context, op string, want power.State, ctl uint8) error {
+// change sends Chassis Control ctl for want; check, if set, is called
+// after the state read, just before it is sent, and refusing it sends
+// nothing (power.CheckedOner).
+func (c *Controller) change(ctx context.Context, op string, want power.State, ctl uint8, check func(context.Context) error) error {
 	if err := c.lock(ctx, op); err != nil {
 		return err
 	}
@@ -478,6 +490,11 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 		}
 		if cur == want {
 			return nil
+		}
+	}
+	if check != nil {
+		if err := check(ctx); err != nil {
+			return power.CheckRefused(op, err)
 		}
 	}
 	// lost: the error of the last Chassis Control that went out and got

@@ -963,15 +963,27 @@ func (c *Controller) withSession(ctx context.Context, f func(*reqPath) error) er
 
 // On powers the system on.
 func (c *Controller) On(ctx context.Context) error {
-	return c.change(ctx, "on", power.StateOn, onPrefs)
+	return c.change(ctx, "on", power.StateOn, onPrefs, nil)
 }
+
+// OnChecked powers the system on as On does, calling check after the
+// state read and just before the reset is posted (power.CheckedOner):
+// if it refuses, nothing is posted.
+func (c *Controller) OnChecked(ctx context.Context, check func(context.Context) error) error {
+	return c.change(ctx, "on", power.StateOn, onPrefs, check)
+}
+
+var _ power.CheckedOner = (*Controller)(nil)
 
 // Off powers the system off.
 func (c *Controller) Off(ctx context.Context, m power.Mode) error {
-	return c.change(ctx, power.OpName(m), power.StateOff, offPrefs(m))
+	return c.change(ctx, power.OpName(m), power.StateOff, offPrefs(m), nil)
 }
 
-func (c *Controller) change(ctx context.Context, op string, want power.State, prefs []string) error {
+// change moves the system to want with the first of prefs it allows;
+// check, if set, is called after every read, just before the reset is
+// posted, and refusing it posts nothing (power.CheckedOner).
+func (c *Controller) change(ctx context.Context, op string, want power.State, prefs []string, check func(context.Context) error) error {
 	if err := c.lock(ctx, op); err != nil {
 		return err
 	}
@@ -1027,6 +1039,11 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 			(c.pushOverAt.IsZero() && since < c.softTimeout()+c.staleReads() || !c.pushOverAt.IsZero() && over >= 0 && over < c.staleReads()) {
 			return &power.Error{Op: op, Class: power.ClassBusy,
 				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
+		}
+	}
+	if check != nil {
+		if err := check(ctx); err != nil {
+			return power.CheckRefused(op, err)
 		}
 	}
 	began := c.now()

@@ -83,6 +83,37 @@ type RebootRecordSpec struct {
 	// spec.online says).
 	// +optional
 	PowerOnThrough *BMCPin `json:"powerOnThrough,omitempty"`
+	// PowerOnSent is written, in a compare-and-swap on the record read
+	// just before, each time the power-on owed through PowerOnThrough is
+	// about to be sent, after the BMC's last answer before the command:
+	// that power-on may land on the host until its Until (the call's
+	// deadline). It is kept when PowerOnThrough is removed (the BMC
+	// restored or accepted) and by every other write but the one of a
+	// host of the same name created afresh, so that every replica, this
+	// one after a restart and a new leader alike, sends the host nothing
+	// and takes no evidence from it until StaleReads after Until
+	// (kube.ErrInFlight); past that it changes nothing.
+	// +optional
+	PowerOnSent *PowerOnSent `json:"powerOnSent,omitempty"`
+}
+
+// PowerOnSent is a power-on through a pinned BMC that was about to be
+// sent (RebootRecordSpec.PowerOnSent).
+type PowerOnSent struct {
+	// Address is the BMC the power-on was sent through (the address of
+	// PowerOnThrough).
+	Address string `json:"address"`
+	// At is when it was about to be sent, and Until the latest instant
+	// its call may still reach the BMC (RFC 3339 with nanoseconds, the
+	// sending controller's clock).
+	At    string `json:"at"`
+	Until string `json:"until"`
+	// Returned, if set, is when the call returned with the BMC's answer
+	// (the On landed or was refused by then), written by the sending
+	// controller after it: the wait ends StaleReads after it if it is
+	// before Until. A call with no answer (it may still land) sets none.
+	// +optional
+	Returned string `json:"returned,omitempty"`
 }
 
 // BMCPin is a BareMetalHost's spec.bmc as the controller saw it when a

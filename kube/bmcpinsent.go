@@ -1,0 +1,144 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// errNotOwed is why an attempt of a power-on through a pinned BMC sent
+// nothing: the power-on was no longer owed when its check ran (markSent).
+type errNotOwed struct{ why string }
+
+func (e errNotOwed) Error() string { return "the power-on was not sent: " + e.why }
+
+// sendPinnedOn sends o's power-on through pc (the pinned BMC's
+// controller) with markSent as its check (power.CheckedOner; a
+// controller without it sends nothing): after the
+// BMC's last answer before the On (its login, its state read), the host
+// and record are read again and the sending recorded; nothing lies
+// between that check and the On but the command itself.
+func (p *Powers) sendPinnedOn(ctx context.Context, pc power.Controller, old *metal3.BareMetalHost, o *pinnedOn) error {
+	err := onCheckedOf(ctx, pc, func(ctx context.Context) error { return p.markSent(ctx, old, o) })
+	var no errNotOwed
+	if errors.As(err, &no) {
+		return no
+	}
+	if err != nil {
+		return fmt.Errorf("power-on: %w", err)
+	}
+	return nil
+}
+
+// markSent is the check of o's power-on (the host old, a copy of its
+// BareMetalHost): it reads the host and its record again, uncached
+// (stillOwed), and, if the power-on is still owed, records that it is
+// being sent and until when it may land (RebootRecordSpec.PowerOnSent:
+// Until is ctx's deadline, the latest instant the call may reach the
+// BMC) in a compare-and-swap on the record it read, so that a write made
+// since that reading (spec.bmc restored, a new mark) sends nothing; o.sent
+// is set once it is written. Any error: the On is not sent.
+func (p *Powers) markSent(ctx context.Context, old *metal3.BareMetalHost, o *pinnedOn) error {
+	rec, why := p.stillOwed(ctx, old, o)
+	if why != "" {
+		return errNotOwed{why}
+	}
+	w, ok := p.Client.(client.Writer)
+	if !ok {
+		return errNotOwed{"this Client cannot record the power-on in the record before it is sent"}
+	}
+	now := time.Now()
+	until, ok := ctx.Deadline()
+	if !ok {
+		until = now.Add(pinnedReadLimit)
+	}
+	sent := &v1alpha1.PowerOnSent{Address: o.pin.Address, At: stamp(now), Until: stamp(until)}
+	if err := w.Patch(ctx, rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": sent}})); err != nil {
+		return errNotOwed{fmt.Sprintf("it could not be recorded in the reboot record first (%v)", mapError("record of", p.Namespace, old.Name, err))}
+	}
+	p.mu.Lock()
+	o.sent, o.sentAt = true, sent.At
+	p.mu.Unlock()
+	return nil
+}
+
+// markReturnedTries bounds markReturned's compare-and-swap retries.
+const markReturnedTries = 3
+
+// markReturned records, when o's On was sent (markSent) and its call
+// returned with the BMC's answer (err nil, or an answered *power.Error),
+// when it returned (PowerOnSent.Returned) in the record of host name, if
+// the record still shows that sending: the On landed or was refused by
+// then, so sentHold's wait ends StaleReads after that instead of after
+// Until, as the in-memory one does (resolvedHold). An On with no answer
+// (a timeout: it may still land) records nothing. It is best effort (a
+// failed write only leaves the longer wait), bounded by Powers.Timeout,
+// under parent.
+func (p *Powers) markReturned(parent context.Context, name string, o *pinnedOn, err error) {
+	p.mu.Lock()
+	sent, at := o.sent, o.sentAt
+	p.mu.Unlock()
+	var pe *power.Error
+	if !sent || err != nil && !(errors.As(err, &pe) && pe.Answered()) {
+		return
+	}
+	returned := stamp(time.Now())
+	w, ok := p.Client.(client.Writer)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(parent, p.readTimeout())
+	defer cancel()
+	key := types.NamespacedName{Namespace: p.Namespace, Name: name}
+	for range markReturnedTries {
+		var rec v1alpha1.RebootRecord
+		if p.Secrets.Get(ctx, key, &rec) != nil {
+			return
+		}
+		if s := rec.Spec.PowerOnSent; s == nil || s.At != at || s.Returned != "" {
+			return // another sending since, or recorded already
+		}
+		err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": map[string]any{"returned": returned}}}))
+		if !apierrors.IsConflict(err) {
+			return
+		}
+	}
+}
+
+// sentHold is nil unless rec, the record of host name, shows a power-on
+// through a pinned BMC (PowerOnSent) that may still land on the host or
+// be echoed by a reading of it: until StaleReads after its Until (its
+// Returned, if earlier: the BMC answered it then). Then
+// an error wrapping ErrInFlight, so that no replica sends the host
+// anything nor takes evidence from it meanwhile, whatever it keeps in
+// memory (a restart, a new leader). A PowerOnSent that does not parse
+// (only the controller writes it) holds the host until it is removed.
+func (p *Powers) sentHold(rec *v1alpha1.RebootRecord, name string) error {
+	s := rec.Spec.PowerOnSent
+	if s == nil {
+		return nil
+	}
+	until, err := time.Parse(time.RFC3339Nano, s.Until)
+	if ret, rerr := time.Parse(time.RFC3339Nano, s.Returned); s.Returned != "" && rerr == nil && ret.Before(until) {
+		until = ret // the BMC answered the On then
+	}
+	if err != nil {
+		return fmt.Errorf("kube: host %s: its reboot record's powerOnSent.until does not parse, so rebootkit cannot tell whether a "+
+			"power-on through its previously pinned BMC %q may still land: the host is left as it is; once that is past, remove it: "+
+			"kubectl -n %s patch rebootrecord %s --type=merge -p '{\"spec\":{\"powerOnSent\":null}}'", name, s.Address, p.Namespace, name)
+	}
+	if at := until.Add(p.staleReads()); time.Now().Before(at) {
+		return fmt.Errorf("host %s: a power-on through its previously pinned BMC %q was sent at %s and may land until %s; the host's "+
+			"power is read again from %s on: %w", name, s.Address, s.At, s.Until, at.UTC().Format(time.RFC3339Nano), ErrInFlight)
+	}
+	return nil
+}

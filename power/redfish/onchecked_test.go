@@ -1,0 +1,54 @@
+package redfish_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
+)
+
+// Review 39 round 12 (point 2): OnChecked's check runs after the
+// adapter's state read has been answered and before the reset is posted
+// (ground truth: the BMC's own request count and reset log); a check that
+// refuses posts nothing and its error matches power.ErrNotSent and the
+// check's error; a host that reads On is sent nothing and check is not
+// called.
+func TestOnCheckedChecksAfterTheReadAndRefusalPostsNothing(t *testing.T) {
+	r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
+	c := r.connect(t)
+	var _ power.CheckedOner = c
+	r.hw.OutOfBandOff()
+
+	no := errors.New("no longer wanted")
+	before := r.bmc.Requests()
+	calls := 0
+	err := c.OnChecked(ctx, func(context.Context) error {
+		calls++
+		assert.Greater(t, r.bmc.Requests(), before, "the state read was answered before the check")
+		assert.Empty(t, r.bmc.Resets(), "nothing posted before the check")
+		return no
+	})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, no)
+	assert.ErrorIs(t, err, power.ErrNotSent)
+	assert.Equal(t, 1, calls)
+	assert.Empty(t, r.bmc.Resets(), "refused: no reset posted")
+	assert.False(t, r.hw.HardwareOn())
+
+	atCheck := 0
+	require.NoError(t, c.OnChecked(ctx, func(context.Context) error { atCheck = r.bmc.Requests(); return nil }))
+	assert.Equal(t, []string{"On"}, r.bmc.Resets())
+	assert.Equal(t, atCheck+1, r.bmc.Requests(), "the reset is the only request after the check")
+	assert.True(t, r.hw.HardwareOn())
+
+	calls = 0
+	require.NoError(t, c.OnChecked(ctx, func(context.Context) error { calls++; return nil }))
+	assert.Zero(t, calls, "a host that reads On is sent nothing, and nothing is checked")
+	assert.Len(t, r.bmc.Resets(), 1)
+}
