@@ -1,0 +1,98 @@
+package remediation_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// TestReview40_UpgradedMemberReleasesWhilePrevHostOff: the admission
+// record an earlier version wrote for a Machine that moved from h1 to h2
+// holds Member{PrevHost: h1} only (no PrevHostSince, no PrevHostSeen:
+// that version removed a request of the Machine's found on h1 without
+// recording it). The Machine is deleted while h1 is off after its
+// request and never on since: the very fixture of
+// TestGoneMovedMachineKeepsAdmissionWhilePrevHostOff before review 40q
+// rewrote it. The earlier version kept the admission (stillHeld on h1,
+// read for the recorded request's time); this one reads PrevHostSeen
+// zero as "no request of its ever found there" (reconciler.go
+// readMembersPrev: off needs Seen set) and releases the admission at
+// once while h1 is off: across the upgrade the storm guard counts one
+// host fewer than are off.
+func TestReview40_UpgradedMemberReleasesWhilePrevHostOff(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour)
+	c := fake.NewCluster() // m1 is gone: never added
+	hosts := fake.NewRebootHosts(
+		reboot.Host{Name: "h1", Online: true, Status: reboot.Status{LastPoweredOff: t0.Add(time.Minute), PendingRebootSince: t0.Add(30 * time.Second)}},
+		reboot.Host{Name: "h2", Online: true})
+	a, _ := c.GetAdmissions(ctx)
+	a.Machines = []string{"m1"}
+	a.Requests = map[string]remediation.Request{"m1": {Value: remediation.RebootValue("uid-m1", t0), At: t0, Host: "h2"}}
+	// As an earlier version wrote it (and as an earlier controller
+	// sharing the record during a rolling upgrade writes it back: its
+	// Member has no other field).
+	a.Members = map[string]remediation.Member{"m1": {Cluster: "c", Wrote: true, PrevHost: "h1"}}
+	require.NoError(t, c.PutAdmissions(ctx, a))
+	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, HostsMayVanish: true,
+			HostOf: func(context.Context, string) (string, error) { return "", remediation.ErrNotFound }}}
+	for i := 0; i < 2; i++ {
+		_, err := r.Reconcile(ctx, "m1")
+		if a, _ := c.GetAdmissions(ctx); !a.Has("m1") {
+			t.Fatalf("pass %d: gone m1's admission (recorded by an earlier version: Member{PrevHost: h1}) released (err %v) while h1, the host it moved from, has been off since after its request and not on since; the earlier version kept it", i, err)
+		}
+	}
+}
+
+// TestReview40_UpgradedStateForgetsPrevHostOff: a State an earlier
+// version persisted (PrevHost h1, no PrevHostSince, no PrevHostSeen)
+// for a remediation that is over, whose Machine moved from h1 to h2:
+// a stray request of the Machine's landed on h1, powered it off, and the
+// earlier version removed it (removeRequest took any value naming the
+// UID off PrevHost, recording nothing); h1's BMC refuses the power-on,
+// so h1 is off since then. The earlier version kept the admission
+// (PrevHostOff: off after the last request's time). This one fills
+// PrevHostSince from the last request's time but reads PrevHostSeen zero
+// as "none found" (reconciler.go readPrev: Off needs Seen set), forgets
+// h1 and releases the admission on the first pass after the upgrade
+// while h1 is off: the storm guard counts one host fewer than are off.
+func TestReview40_UpgradedStateForgetsPrevHostOff(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour)
+	c := fake.NewCluster()
+	c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "m1", Cluster: "c"})
+	c.PutNode(remediation.Node{Name: "m1", UID: "n1b", Ready: true})
+	hosts := fake.NewRebootHosts(
+		// h1: off for m1's stray request (removed since), power-on recorded
+		// but refused (never confirmed).
+		reboot.Host{Name: "h1", Online: true, Status: reboot.Status{PendingRebootSince: t0.Add(20 * time.Minute), LastPoweredOff: t0.Add(21 * time.Minute), LastPoweredOn: t0.Add(22 * time.Minute)}},
+		// h2: m1's own request, served and confirmed on.
+		reboot.Host{Name: "h2", Online: true, Status: reboot.Status{LastPoweredOff: t0.Add(time.Minute), LastPoweredOn: t0.Add(2 * time.Minute), OnConfirmed: t0.Add(2 * time.Minute)}})
+	rec, err := c.Get(ctx, "m1")
+	require.NoError(t, err)
+	st := remediation.State{Phase: remediation.PhaseDone, Attempt: 1, Started: t0, RequestedAt: t0, Host: "h2", PrevHost: "h1", Finished: t0.Add(5 * time.Minute)}
+	require.NoError(t, c.SaveState(ctx, "m1", rec.Version, st))
+	a, _ := c.GetAdmissions(ctx)
+	a.Machines = []string{"m1"}
+	a.Requests = map[string]remediation.Request{"m1": {Value: remediation.RebootValue("u1", t0), At: t0, Host: "h2"}}
+	a.Members = map[string]remediation.Member{"m1": {Cluster: "c", Wrote: true, PrevHost: "h1"}}
+	require.NoError(t, c.PutAdmissions(ctx, a))
+	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, OwnerOnline: true,
+			HostOf: func(context.Context, string) (string, error) { return "h2", nil }}}
+	for i := 0; i < 2; i++ {
+		_, err := r.Reconcile(ctx, "m1")
+		rec, _ := c.Get(ctx, "m1")
+		if a, _ := c.GetAdmissions(ctx); !a.Has("m1") {
+			t.Fatalf("pass %d: m1's admission released (err %v, state prev=%q since=%v seen=%v msg=%q) while h1, the host it moved from, has been off since a stray request of m1's after its last request and not on since; the earlier version that persisted this state kept it",
+				i, err, rec.State.PrevHost, rec.State.PrevHostSince, rec.State.PrevHostSeen, rec.State.Message)
+		}
+	}
+}
