@@ -96,3 +96,56 @@ func TestReview40_UpgradedStateForgetsPrevHostOff(t *testing.T) {
 		}
 	}
 }
+
+// TestReview40_RetryPowersOffWhilePrevHostOffForStray: the fix's own
+// weakness (1), by ground truth. m1 moved from h1 to h2; a stray request
+// of m1's lands on h1, a pass finds it (PrevHostSeen) and removes it, but
+// h1's BMC refuses the power-on: h1 stays off for m1's request (Observed.
+// PrevHostOff true on every pass). m1's attempt 1 on h2 powers h2 off and
+// on again; its Node does not come back in time, and retryOrEscalate
+// retries on h2 at once (phased.go: the retry never consults
+// prevOffHost; only start does), powering h2 off a second time while h1
+// is still off for m1: two hosts off at once by one Machine's remediation
+// under MaxCount(1), and the second power-off was this controller's own
+// choice, taken while it knew h1 off (the same wait a new attempt makes,
+// waitOverMoved, is skipped). A retry (or a move) must wait for the hosts
+// the Machine moved from, as a new attempt does, and fail naming them at
+// its timeout.
+func TestReview40_RetryPowersOffWhilePrevHostOffForStray(t *testing.T) {
+	t1 := time.Now()
+	g := newRig40q(t, []string{"h1", "h2", "h3"},
+		remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2", PrevHost: "h1", PrevHostSince: t1}, "h3")
+	require.NoError(t, g.hosts.Mutate("h2", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t1)}
+	}))
+	g.strayOn(t, "h1")
+	s := g.pass(t, "m1")
+	require.False(t, s.PrevHostSeen.IsZero(), "precondition: the pass found m1's stray request on h1")
+	// Attempt 1 runs on h2 (its Node never comes back) until h2 is on
+	// again after its power cycle.
+	var from time.Time
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		s = g.pass(t, "m1")
+		if s.Attempt == 1 && (s.Phase == remediation.PhasePoweringOn || s.Phase == remediation.PhaseWaitingForNode) && g.hw["h2"].HardwareOn() && !g.hw["h2"].WasOffDuring(time.Now().Add(-10*time.Millisecond), time.Now()) {
+			from = time.Now()
+			break
+		}
+	}
+	require.False(t, from.IsZero(), "precondition: attempt 1 power-cycled h2 and h2 is on again")
+	require.False(t, g.hw["h1"].HardwareOn(), "precondition: h1 off for m1's stray request (its BMC refuses the power-on)")
+	retried := false
+	for end := time.Now().Add(g.rem.Config.Timeout + 3*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		s = g.pass(t, "m1")
+		if s.Attempt == 2 {
+			retried = true
+		}
+		if retried && g.hw["h2"].WasOffDuring(from, time.Now()) || s.Phase == remediation.PhaseFailed {
+			break
+		}
+	}
+	to := time.Now()
+	if g.hw["h1"].OffThroughout(from, to) && g.hw["h2"].WasOffDuring(from, to) {
+		t.Fatalf("MaxCount(1): h1 (off for m1's stray request since before %v, known to the controller: PrevHostSeen %v) and h2 (powered off again by m1's retry, attempt %d, phase %s) both off at once: truth h1 %v, h2 %v",
+			from, s.PrevHostSeen, s.Attempt, s.Phase, g.hw["h1"].Truth(), g.hw["h2"].Truth())
+	}
+}
