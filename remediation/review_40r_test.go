@@ -149,3 +149,58 @@ func TestReview40_RetryPowersOffWhilePrevHostOffForStray(t *testing.T) {
 			from, s.PrevHostSeen, s.Attempt, s.Phase, g.hw["h1"].Truth(), g.hw["h2"].Truth())
 	}
 }
+
+// TestReview40_StrayOnFinishedOwnHostNotCounted: the fix's weakness (5),
+// by ground truth. m1's remediation on h2 is done and its admission
+// released. A paused writer's stale request of m1's then lands on h2
+// (its own host, no Guard) and the reboot controller powers h2 off; h2's
+// BMC refuses the power-on. The passes over m1 find the request on its
+// last request's host and remove it (a finished remediation never leaves
+// a request on a host), but m1 is never counted again: nothing records
+// that h2 may be off for a request of m1's (prevHost reads only the hosts
+// it moved from, and the own host's hold is judged only while an
+// admission is kept: phased.go keeps/held after Release). m2 is then
+// admitted under MaxCount(1) and powers h3 off while h2 is off for m1's
+// request: two hosts off at once. A request of its found on its own
+// host after the remediation ended must be counted as one found on a
+// host it moved from is (re-admit, or keep, while the host may be off
+// for it).
+func TestReview40_StrayOnFinishedOwnHostNotCounted(t *testing.T) {
+	ctx := context.Background()
+	t1 := time.Now()
+	g := newRig40q(t, []string{"h2", "h3"},
+		remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2"}, "h3")
+	require.NoError(t, g.hosts.Mutate("h2", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t1)}
+	}))
+	s := g.finishM1(t, 10*time.Second)
+	require.Equal(t, remediation.PhaseDone, s.Phase, "precondition: m1's remediation on h2 is done")
+	for i := 0; i < 5; i++ {
+		g.pass(t, "m1")
+		time.Sleep(20 * time.Millisecond)
+	}
+	a, _ := g.c.GetAdmissions(ctx)
+	require.False(t, a.Has("m1"), "precondition: m1's admission released once h2 is on")
+	require.True(t, g.hw["h2"].HardwareOn(), "precondition: h2 on")
+
+	// A stale request of m1's (attempt 1's value) lands on h2 afterwards.
+	g.strayOn(t, "h2")
+	for i := 0; i < 5; i++ {
+		g.pass(t, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	from := time.Now()
+	g.c.SetNodeReady("m2", false)
+	g.c.SetNeedsRemediation("m2", true)
+	for i := 0; i < 10; i++ {
+		g.pass(t, "m2")
+		g.pass(t, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	if g.hw["h2"].OffThroughout(from, to) && g.hw["h3"].WasOffDuring(from, to) {
+		a, _ := g.c.GetAdmissions(ctx)
+		t.Fatalf("MaxCount(1): h2 (off for m1's stale request that a pass of m1 found and removed: truth %v) and h3 (truth %v) both off at once; admissions %v",
+			g.hw["h2"].Truth(), g.hw["h3"].Truth(), a.Machines)
+	}
+}
