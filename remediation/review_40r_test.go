@@ -204,3 +204,37 @@ func TestReview40_StrayOnFinishedOwnHostNotCounted(t *testing.T) {
 			g.hw["h2"].Truth(), g.hw["h3"].Truth(), a.Machines)
 	}
 }
+
+// TestReview40_MovePowersOffNewHostWhilePrevHostOffForStray: the fix's
+// weakness (1) for a move. m1 moved from h1 to h2; a stray request of
+// m1's found on h1 (PrevHostSeen) powered it off and h1's BMC refuses the
+// power-on. m1 then moves again, to h3, mid-attempt: the move waits for
+// h2 (moveBlocked) but never for h1 (phased.go: the request closure and
+// movePrev go ahead; only start consults prevOffHost), so h3, a host
+// that was on, is powered off while h1 is still off for m1: two hosts off
+// at once under MaxCount(1), the second by this controller's own choice
+// while it knew h1 off.
+func TestReview40_MovePowersOffNewHostWhilePrevHostOffForStray(t *testing.T) {
+	t1 := time.Now()
+	g := newRig40q(t, []string{"h1", "h2", "h3", "h4"},
+		remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2", PrevHost: "h1", PrevHostSince: t1}, "h4")
+	require.NoError(t, g.hosts.Mutate("h2", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t1)}
+	}))
+	g.strayOn(t, "h1")
+	s := g.pass(t, "m1")
+	require.False(t, s.PrevHostSeen.IsZero(), "precondition: the pass found m1's stray request on h1")
+	from := time.Now()
+	g.hostOf["m1"] = "h3" // m1 re-provisioned on h3
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		s = g.pass(t, "m1")
+		if g.hw["h3"].WasOffDuring(from, time.Now()) || s.Phase == remediation.PhaseFailed || s.Phase == remediation.PhaseDone {
+			break
+		}
+	}
+	to := time.Now()
+	if g.hw["h1"].OffThroughout(from, to) && g.hw["h3"].WasOffDuring(from, to) {
+		t.Fatalf("MaxCount(1): h1 (off for m1's stray request, known: prev %s, earlier %+v) and h3 (m1's new host, powered off by the move's request: host %s, phase %s) both off at once: truth h1 %v, h3 %v",
+			s.PrevHost, s.EarlierHosts, s.Host, s.Phase, g.hw["h1"].Truth(), g.hw["h3"].Truth())
+	}
+}
