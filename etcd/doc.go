@@ -46,6 +46,14 @@
 // plan.HeadStore: one read and one write, whatever the plan's size) from
 // any process, and are never lost: a pass written in between makes the
 // command read again, and the command's write makes the pass decide again.
+// Store is also a plan.CommandStore: before every job a pass creates,
+// CommandPending compares the header the pass last read the plan's state
+// from (GetState) with the stored one, in one small read-only transaction,
+// and the pass reads the state again when it changed: a command that
+// landed is followed by no job but the one being created as it landed and
+// those the pass starts within 20 ms of its last comparison (pendingEvery:
+// a comparison counts for that long, so a pass creating jobs back to back
+// pays one per 20 ms, not one per job; none when its jobs take longer).
 //
 // Candidate, Leadership and Executor: an executor campaigns through
 // concurrency.Election on a session lease; the Leadership's Store adds to

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rebootkit/rebootkit/plan"
 )
@@ -34,12 +35,15 @@ var _ plan.StateStore = (*Store)(nil)
 
 // GetState implements plan.StateStore: the plan's state as GetHead reads
 // it (one small read-only transaction when the header is the one this
-// store knows), without copying the header.
+// store knows), without copying the header. It is the read CommandPending
+// compares with (plan.Executor reads the state before its jobs).
 func (s *Store) GetState(ctx context.Context, uuid string) (plan.State, error) {
+	start := time.Now()
 	k, _, _, _, err := s.headerAt(ctx, uuid)
 	if err != nil {
 		return "", err
 	}
+	s.sawState(uuid, k, start)
 	return k.h.Plan.State, nil
 }
 

@@ -58,6 +58,7 @@ func (s *Store) forgetAll(uuids []string) {
 		delete(s.cache.loaded, uuid)
 		delete(s.cache.viewed, uuid)
 		delete(s.cache.known, uuid)
+		delete(s.cache.state, uuid)
 	}
 	s.cache.mu.Unlock()
 }
@@ -66,7 +67,7 @@ func (s *Store) forgetAll(uuids []string) {
 // s.cache.mu is held.
 func (s *Store) cachedLocked() []string {
 	set := make(map[string]bool, len(s.cache.known))
-	for _, m := range []func(yield func(string) bool){maps.Keys(s.cache.m), maps.Keys(s.cache.loaded), maps.Keys(s.cache.viewed), maps.Keys(s.cache.known)} {
+	for _, m := range []func(yield func(string) bool){maps.Keys(s.cache.m), maps.Keys(s.cache.loaded), maps.Keys(s.cache.viewed), maps.Keys(s.cache.known), maps.Keys(s.cache.state)} {
 		for uuid := range m {
 			set[uuid] = true
 		}

@@ -125,6 +125,9 @@ type memberCache struct {
 	// known is, by UUID, the header this store last read, or its pass
 	// wrote (knownHead).
 	known map[string]knownHead
+	// state is, by UUID, the header the plan's state was last read from
+	// (GetState), for CommandPending.
+	state map[string]stateRead
 	// txns and bytes count the write transactions committed and the
 	// bytes of the values they put (Written).
 	txns, bytes int64
@@ -185,7 +188,7 @@ func NewStore(cli *clientv3.Client, prefix string) *Store {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}, loaded: map[string]loadedPlan{}, viewed: map[string]viewedPages{}, known: map[string]knownHead{}}}
+	return &Store{cli: cli, prefix: prefix, cache: &memberCache{m: map[string]members{}, loaded: map[string]loadedPlan{}, viewed: map[string]viewedPages{}, known: map[string]knownHead{}, state: map[string]stateRead{}}}
 }
 
 // Guarded returns a Store that adds cmps to every write.

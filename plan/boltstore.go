@@ -61,9 +61,11 @@ var (
 )
 
 // OpenBolt opens (or creates) the plan database at path. It waits at most
-// a second for another process's lock, then returns ErrLocked.
+// a second for another process's lock, then returns ErrLocked. It never
+// opens path through a symbolic link, and refuses a path that is not a
+// regular file with one link (ErrNotStoreFile).
 func OpenBolt(path string) (*BoltStore, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, OpenFile: openStoreFile})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}

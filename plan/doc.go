@@ -89,10 +89,14 @@
 //     pass from the other servers. After Stop, Cancel or the end of the plan (the
 //     failure budget spent) no job is created, but by a pass that read the
 //     plan before a command landed: a pass reads the plan's state again
-//     before its first job and every 16 jobs (Executor.Pass), so at most
+//     before its first job, every 16 jobs and every freeze of the
+//     database shard (Executor.Pass: no freeze follows a command that
+//     landed before it), so at most
 //     16 jobs follow a command that lands while it creates them (on a
-//     CommandStore, where a command lands next to the store first, it
-//     looks before every job: none but the one in flight); a stopped plan's held
+//     CommandStore, such as rebootctl's store, where a command lands next
+//     to the store first, and the etcd store, it looks before every job:
+//     none but the one in flight, and on etcd those started within 20 ms
+//     of its last look); a stopped plan's held
 //     reboots wait for Run, a canceled or ended plan's are released
 //     (StepReleased: not started, no failure) and the plan finishes.
 //  5. A failed step gives the server canceled_at and an error. A job that

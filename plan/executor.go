@@ -172,15 +172,17 @@ func (e *Executor) domainTable(ctx context.Context, v View) (*DomainTable, error
 }
 
 // Pass runs one pass for the plan and returns the plan as saved. Before
-// its first reboot job, and again every 16 jobs, it reads the plan's
-// state again (its state alone on a StateStore, the header alone on a
-// HeadStore) and creates no more jobs once the plan is not running: a
+// its first reboot job, again every 16 jobs, and before every freeze of
+// the database shard, it reads the plan's state again (its state alone
+// on a StateStore, the header alone on a HeadStore) and starts nothing
+// more (no job, no freeze) once the plan is not running: a
 // stop or cancel that landed after the pass saved is followed by at most
 // 16 job creations of that pass (those between two reads), none when it
 // landed before the first. On a CommandStore it also reads the state
-// again before any job for which a command of the plan waits next to the
-// store: a command that landed there is followed by no job creation but
-// the one in flight as it landed. When the
+// again before any job for which CommandPending says a command of the
+// plan landed since its last read: a command is followed by no job
+// creation but the one in flight as it landed (and those within the
+// store's documented comparison time, on the etcd store). When the
 // Store is a ViewStore and the Fleet a ViewFleet, the pass reads, observes
 // and writes only the reboots in flight and the next pending ones
 // (O(in flight) whatever the plan's size), and the returned View holds
@@ -263,8 +265,11 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 		a.Fence = e.Fence
 		var err error
 		switch a.Kind {
-		case ActionCreateJob:
-			recheck := creates%recheckEvery == 0
+		case ActionCreateJob, ActionFreeze:
+			// A freeze starts a reboot as much as its job does (the
+			// shard stays frozen until the next pass unfreezes it): it
+			// is looked at like the first job, whatever came before.
+			recheck := creates%recheckEvery == 0 || a.Kind == ActionFreeze
 			if cs, ok := e.Store.(CommandStore); ok && !recheck {
 				// A command waiting next to the store: read the state
 				// again now (the read applies it), not 16 jobs later.
@@ -276,29 +281,35 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 			}
 			if recheck {
 				// An operator's stop or cancel may have landed since the
-				// read: look again before the first job and every
-				// recheckEvery jobs, and create none once it is not
-				// running (the reboots asked for are taken for lost after
-				// ShowTimeout, and held or released).
+				// read: look again before the first job, every
+				// recheckEvery jobs and every freeze, and start nothing
+				// once it is not running (the reboots asked for are taken
+				// for lost after ShowTimeout, and held or released; a
+				// frozen reboot held is unfrozen by the next pass).
 				running, rerr := e.running(ctx, uuid)
 				if rerr != nil {
-					return q, errors.Join(append(errs, fmt.Errorf("plan %s: read its state before creating jobs: %w", uuid, rerr))...)
+					return q, errors.Join(append(errs, fmt.Errorf("plan %s: read its state before %s: %w", uuid, startWhat(a.Kind), rerr))...)
 				}
 				if !running {
 					return q, errors.Join(errs...)
 				}
 			}
+			if a.Kind == ActionFreeze {
+				if !isShard {
+					err = errors.New("the fleet has no database shard") // not decided: ShardPrimary was cleared
+				} else {
+					err = e.call(ctx, left, a, sf.FreezeShard)
+				}
+				break
+			}
 			creates++
 			err = e.call(ctx, left, a, func(ctx context.Context) error { return e.Fleet.CreateJob(ctx, a) })
 		case ActionCancelJob:
 			err = e.call(ctx, left, a, func(ctx context.Context) error { return e.Fleet.CancelJob(ctx, a) })
-		case ActionFreeze, ActionUnfreeze:
-			switch {
-			case !isShard:
+		case ActionUnfreeze:
+			if !isShard {
 				err = errors.New("the fleet has no database shard") // not decided: ShardPrimary was cleared
-			case a.Kind == ActionFreeze:
-				err = e.call(ctx, left, a, sf.FreezeShard)
-			default:
+			} else {
 				err = e.call(ctx, left, a, sf.UnfreezeShard)
 			}
 		}
@@ -308,6 +319,15 @@ func (e *Executor) Pass(ctx context.Context, uuid string) (View, error) {
 		}
 	}
 	return q, errors.Join(errs...)
+}
+
+// startWhat names what a start action (a job's creation, a freeze) is,
+// for errors.
+func startWhat(k ActionKind) string {
+	if k == ActionFreeze {
+		return "freezing the database shard"
+	}
+	return "creating jobs"
 }
 
 // recheckEvery is how many jobs a pass creates between two reads of the
@@ -323,11 +343,15 @@ const recheckEvery = 16
 // has landed, but the one being created as it landed.
 type CommandStore interface {
 	// CommandPending reports whether a command of plan uuid landed
-	// after this store's last read of the plan's state: one not applied
-	// yet, or one applied since by another reader (the state this pass
-	// read is older than it either way). It is called once per job
-	// created, so it must be cheap; an error keeps the pass from
-	// creating more jobs.
+	// after the Executor's last read of the plan's state before its jobs
+	// (GetState on a StateStore, else GetHead on a HeadStore, else Get):
+	// one not applied yet, or one applied since by another reader (the
+	// state this pass read is older than it either way). A read made for
+	// anything else (a power-off check's, concurrent with the pass) must
+	// not count as that read. It is called once per job created, so it
+	// must be cheap (a store may answer from a comparison a short time
+	// old, and document how long: the etcd store's is 20 ms); an error
+	// keeps the pass from creating more jobs.
 	CommandPending(ctx context.Context, uuid string) (bool, error)
 }
 

@@ -51,7 +51,8 @@ var (
 	// ErrUnanswered is matched by a Connect error (Unanswered) of an
 	// adapter that sends the credentials with every request
 	// (power/redfish with BasicAuth) when the BMC answered none of the
-	// requests it sent with them (each ran out of time): a refusal of the
+	// requests it sent with them (each ran out of time, having had at
+	// least as long as the BMC took to answer the login): a refusal of the
 	// credentials the BMC holds back (a failed-login delay, IP blocking)
 	// looks so, and so does a dead system behind a service that hangs as
 	// well. A Pool counts it against the login, as an authentication
@@ -59,7 +60,10 @@ var (
 	// password it does not answer sees at most two tries a minute), unless
 	// a request with the same credentials was answered within the last
 	// LoginInterval (another host's call or Connect): then it is the
-	// host's own, backing that host alone off. It is not ErrAuth.
+	// host's own, backing that host alone off. Hosts connected before the
+	// refusal began keep no session past such a LoginInterval: their
+	// calls that time out unanswered then close it, so they too log in,
+	// under the back-off. It is not ErrAuth.
 	ErrUnanswered = errors.New("power: the BMC answered no request made with the credentials")
 	// ErrUnknownMode is returned by ParseMode for anything but soft or hard.
 	ErrUnknownMode = errors.New("unknown power mode")

@@ -3,16 +3,20 @@ package power
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
 // release ends a call on s; err is its outcome (nil: success). Calls
-// never back a login off: a success (or an answer of the BMC) ends a
+// never back a login off but in one case (the last below): a success (or an answer of the BMC) ends a
 // back-off after failures that were not the credentials' (an
 // authentication back-off ends with a successful login only, or a call
 // that sent the credentials: CallAuthenticator); a refusal of the credentials
 // (ErrAuth: the session is gone and a re-login was refused) retires the
-// session, so that the next call logs in, under the back-off.
+// session, so that the next call logs in, under the back-off. So does
+// a call that sent the credentials (CallAuthenticator) and ran out of
+// time, unanswered, when no request with them was answered within the
+// last LoginInterval (unansweredCallLocked), and it backs the login off.
 // c: the call's state; once it was given up on, Close does not wait for it.
 func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
@@ -21,12 +25,34 @@ func (p *Pool) release(s *session, err error, c *callState) {
 	switch {
 	case errors.Is(err, ErrAuth):
 		p.retireLocked(s)
+	case s.authCalls && p.unansweredCallLocked(s.cr, err):
+		p.retireLocked(s)
+		if p.backoffErrLocked("call", s.cr, p.cfg.Now()) == nil { // calls timing out together back off once
+			p.failedLocked(s.cr, &Error{Op: "call", Class: ClassBusy, Err: err, Message: fmt.Sprintf(
+				"the BMC answered no request with these credentials for %s (a password changed on the BMC that it refuses without answering, or a BMC that hangs): the hosts log in again",
+				p.cfg.LoginInterval)})
+		}
 	case (err == nil || answered(err)) && s.authCalls:
 		p.succeededLocked(s.cr) // the call was a login, in effect
 	case err == nil || answered(err):
 		p.answeredLocked(s.cr)
 	}
 	p.doneLocked(s, c.abandoned)
+}
+
+// unansweredCallLocked reports whether err, the outcome of a call on a
+// session of cr whose calls send the credentials, is a call that ran out
+// of time without an answer while no request with the credentials was
+// answered within the last LoginInterval (p.mu held): the BMC may be
+// holding a refused password's requests back (a password rotated on the
+// BMC after the hosts connected), and each further call would send it
+// again. Another host's answered call on the same credentials (a dead
+// blade beside healthy ones, a slow but working BMC) keeps the session.
+// The login that follows tells a refusal (ErrUnanswered: AuthBackoff)
+// from a BMC that hangs as a whole (a timeout: Backoff).
+func (p *Pool) unansweredCallLocked(cr *creds, err error) bool {
+	return err != nil && !answered(err) && !errors.Is(err, ErrAuth) && errors.Is(err, context.DeadlineExceeded) &&
+		!cr.answeredAt.IsZero() && p.cfg.Now().Sub(cr.answeredAt) >= p.cfg.LoginInterval
 }
 
 // callState is one call's, guarded by Pool.mu.

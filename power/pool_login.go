@@ -31,7 +31,10 @@ type SessionSharer interface {
 // CallAuthenticator is implemented by a Controller whose calls carry the
 // credentials themselves (HTTP basic auth: no session). A call of its
 // that the BMC answers proves the credentials, as a login does, and ends
-// their back-off, an authentication back-off included. On other
+// their back-off, an authentication back-off included; one that runs out
+// of time unanswered while no request with the credentials was answered
+// within LoginInterval closes its session and backs the login off (a
+// password the BMC refuses by not answering). On other
 // controllers (a session outlives a password change on the BMC) an answer
 // ends only a back-off after failures that were not the credentials':
 // after an authentication failure, only a successful login ends it.

@@ -47,9 +47,11 @@ import (
 // (cmdFile.Next, one more for each) and the file an ID (cmdFile.ID: one
 // made again after a removal has another, and numbers from 1 again);
 // every open of the store by the executor applies the records up to the
-// file's Next as it reads it, and a read of plan uuid through that open
-// remembers that mark (saw): a record of uuid with a higher number, or
-// in another file, came after the read. A stat tells whether the file
+// file's Next as it reads it, and the pass's read of plan uuid's state
+// through that open (lockedStore.GetHead, before its jobs) remembers that
+// mark (saw): a record of uuid with a higher number, or in another file,
+// came after the read. No other read remembers a mark: one made beside
+// the pass (the power-off check's) is not what the pass decided on. A stat tells whether the file
 // changed since it was last read (it is replaced whole by every write: a
 // new inode, size and modification time), so it is read again only then.
 type pendingCmds struct {
@@ -95,8 +97,8 @@ func statCmdFile(store string) (cmdFileKey, error) {
 	return k, nil
 }
 
-// saw records that the executor read plan uuid's state through an open of
-// the store that applied the side file's records up to m.
+// saw records that the executor's pass read plan uuid's state through an
+// open of the store that applied the side file's records up to m.
 func (c *pendingCmds) saw(uuid string, m cmdMark) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -124,7 +126,7 @@ func (c *pendingCmds) pending(store, uuid string) (bool, error) {
 	if !c.read || k != c.key {
 		var f cmdFile
 		if k.exists {
-			b, err := readSide(cmdFilePath(store))
+			b, err := readSide(store, cmdFilePath(store))
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				return false, fmt.Errorf("the plan store's command file: %w", err)
 			}
@@ -180,7 +182,7 @@ const cmdLockWait = 10 * time.Second
 // withCmdFile runs f on the side file's content with its lock held, and
 // writes it back (durably) when f says it changed.
 func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, error)) error {
-	lf, err := openSide(cmdFilePath(store)+".lock", os.O_RDWR|os.O_CREATE)
+	lf, err := createSide(store, cmdFilePath(store)+".lock", os.O_RDWR)
 	if err != nil {
 		return sideFileError(store, err)
 	}
@@ -205,7 +207,7 @@ func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, erro
 	}
 	defer func() { _ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) }()
 	var c cmdFile
-	b, err := readSide(cmdFilePath(store))
+	b, err := readSide(store, cmdFilePath(store))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -237,11 +239,14 @@ func writeCmdFile(store string, c cmdFile) error {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
-	f, err := openSide(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	f, err := createSide(store, tmp, os.O_WRONLY|os.O_EXCL)
 	if err != nil {
 		return sideFileError(store, err)
 	}
 	err = likeStore(f, store)
+	if err != nil {
+		_ = os.Remove(tmp) // this process's file: no one could use it
+	}
 	if err == nil {
 		_, err = f.Write(b)
 	}

@@ -70,9 +70,14 @@ func (s lockedStore) withNext(f func(*plan.BoltStore) error) (cmdMark, error) {
 	return next, f(st)
 }
 
-// read is with for a read of plan uuid's state: once it is read, the
-// commands recorded up to the open are in what was read
-// (CommandPending).
+// read is with for the pass's read of plan uuid's state before its jobs
+// (plan.Executor reads the header, GetHead, before its first job and
+// again when CommandPending says so): once it is read, the commands
+// recorded up to the open are in what was read (CommandPending). No other
+// read marks the plan seen: the power-off check (Options.PlanCheck, run
+// by the fleet's job workers concurrently with a pass) reads the plan
+// through GetView, and a command it applied or saw is not in what the
+// pass running then decided on, so it must stay pending for that pass.
 func (s lockedStore) read(uuid string, f func(*plan.BoltStore) error) error {
 	next, err := s.withNext(f)
 	if err == nil {
@@ -81,8 +86,11 @@ func (s lockedStore) read(uuid string, f func(*plan.BoltStore) error) error {
 	return err
 }
 
+// Get reads the whole plan. It does not mark the plan seen
+// (CommandPending): the pass reads the plan's header again before its
+// first job (GetHead), and that read does.
 func (s lockedStore) Get(ctx context.Context, uuid string) (p plan.Plan, err error) {
-	err = s.read(uuid, func(st *plan.BoltStore) error { p, err = st.Get(ctx, uuid); return err })
+	err = s.with(func(st *plan.BoltStore) error { p, err = st.Get(ctx, uuid); return err })
 	return p, err
 }
 
@@ -107,10 +115,12 @@ func (s lockedStore) ListHeads(ctx context.Context) (vs []plan.View, err error) 
 
 // GetView reads the view's bytes with the file locked (plan.BoltStore.ReadView)
 // and decodes them after letting it go: an operator's command waits for
-// the read only, not for the decoding of the reboots in flight.
+// the read only, not for the decoding of the reboots in flight. Like Get,
+// it does not mark the plan seen (CommandPending): the pass's GetView and
+// the power-off check's (concurrent with a pass) both use it.
 func (s lockedStore) GetView(ctx context.Context, uuid string) (plan.View, error) {
 	var r plan.ViewRead
-	if err := s.read(uuid, func(st *plan.BoltStore) (err error) { r, err = st.ReadView(ctx, uuid); return err }); err != nil {
+	if err := s.with(func(st *plan.BoltStore) (err error) { r, err = st.ReadView(ctx, uuid); return err }); err != nil {
 		return plan.View{}, err
 	}
 	return r.View()
@@ -127,8 +137,10 @@ func (s lockedStore) PutView(ctx context.Context, v plan.View) error {
 }
 
 // GetHead reads a plan's header alone (plan.HeadStore): what the
-// executor's pass reads before every 16 jobs it creates, so the store's
-// lock is held for one small read, not a whole-plan decode.
+// executor's pass reads before its first job, every 16 jobs it creates
+// and whenever CommandPending says so, so the store's lock is held for
+// one small read, not a whole-plan decode. It is the one read that marks
+// the plan seen (read): only the pass calls it.
 func (s lockedStore) GetHead(ctx context.Context, uuid string) (v plan.View, err error) {
 	err = s.read(uuid, func(st *plan.BoltStore) error { v, err = st.GetHead(ctx, uuid); return err })
 	return v, err
@@ -140,9 +152,10 @@ func (s lockedStore) PutHead(ctx context.Context, h plan.View) error {
 }
 
 // CommandPending reports whether an operator's command of plan uuid was
-// recorded in FILE.commands after this executor's last read of the plan's
-// state (plan.CommandStore), whoever applied it since: a stat of the file
-// before every job the executor creates, and a read only when it changed.
+// recorded in FILE.commands after this executor's pass last read the
+// plan's state (GetHead; plan.CommandStore), whoever applied it since (a
+// power-off check's read included): a stat of the file before every job
+// the executor creates, and a read only when it changed.
 func (s lockedStore) CommandPending(_ context.Context, uuid string) (bool, error) {
 	return s.e.pending.pending(s.e.store, uuid)
 }

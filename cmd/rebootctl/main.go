@@ -80,7 +80,8 @@ Usage:
 Every command takes --store FILE (default $REBOOTCTL_STORE or ./rebootctl.db)
 and --inventory FILE (default $REBOOTCTL_INVENTORY or ./inventory.yaml).
 Relative paths are from the current directory: the executor and every
-command must name the same store, so give a systemd unit absolute paths.
+command must name the same store, so give a systemd unit absolute paths
+(the store file's own: a symbolic link is refused).
 Run "rebootctl plan create -h" or "rebootctl executor -h" for their options.
 "plan create -n" is a dry run: it checks every server (BMC, login, power
 state, health check, drain command), changes nothing and stores nothing.
@@ -514,11 +515,31 @@ func (e *env) operatorCommand(name, uuid string) (plan.View, error) {
 	if err := e.storeExists(); err != nil {
 		return plan.View{}, err
 	}
+	if err := sideFits(e.store); err != nil {
+		// A side file this user made would keep the executor's user
+		// from its store (or the group's operators from theirs): the
+		// command goes to the store itself, as soon as the executor
+		// lets it go.
+		fmt.Fprintf(e.errw, "rebootctl: the %s is not recorded next to the store (%v); it is applied to the store directly, which may wait for the executor's write\n", name, err)
+		return e.commandDirect(name, uuid)
+	}
 	seq, err := recordCommand(e.ctx, e.store, uuid, name, time.Now().UTC())
 	if err != nil {
 		return plan.View{}, err
 	}
 	return e.commandOutcome(name, uuid, seq)
+}
+
+// commandDirect applies the command to the store itself (no side file):
+// it lands once the store is open (openStore waits for the executor to
+// let it go).
+func (e *env) commandDirect(name, uuid string) (plan.View, error) {
+	st, err := e.openStore()
+	if err != nil {
+		return plan.View{}, err
+	}
+	defer st.Close()
+	return plan.CommandView(e.ctx, st, uuid, e.operator(name, cmdFuncs[name]))
 }
 
 // commandOutcome opens the store (which applies the commands recorded

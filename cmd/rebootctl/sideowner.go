@@ -21,10 +21,15 @@ import (
 // FILE.commands.lock before every read and write). So every side file
 // gets the store file's owner (when made as root, who may give it; made
 // by a member of the store's group, the store's group) and permission
-// bits; and when the store's owner is not a member of the store's group
-// (it would reach a member's file as "other") and the store's directory
-// lets no other user in, others get the owner's bits too. None is ever opened through a symbolic link (openSide), and none
-// but a regular file with one link gets an owner or mode (checkSide).
+// bits; and when the store's directory lets no other user in, others get
+// the bits of whoever would reach the file as "other" only: the store's
+// owner when it is not a member of the file's group, the store's group
+// when the file could not be given it (made by the store's owner, not a
+// member of its group: the executor applying an operator's command)
+// (sidePerm). None is ever opened through a symbolic link (openSide), and none
+// but a regular file with one link gets an owner or mode (checkSide); and
+// FILE.commands is read only when one who may use the store made it
+// (trustedSide).
 
 // storeOwner is the owner and permission bits of the store file.
 type storeOwner struct {
@@ -56,18 +61,53 @@ func openSide(path string, flag int) (*os.File, error) {
 	return os.OpenFile(path, flag|syscall.O_NOFOLLOW, 0o600)
 }
 
-// readSide reads the side file at path (openSide, then its own file:
-// checkSide).
-func readSide(path string) ([]byte, error) {
+// readSide reads the side file at path, of the store at store (openSide,
+// then its own file: checkSide), made by someone who may use the store
+// (trustedSide).
+func readSide(store, path string) ([]byte, error) {
 	f, err := openSide(path, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if _, err := checkSide(f); err != nil {
+	st, err := checkSide(f)
+	if err != nil {
+		return nil, err
+	}
+	if err := trustedSide(st, store, path); err != nil {
 		return nil, err
 	}
 	return io.ReadAll(f)
+}
+
+// errForeignSideFile: a side file made by a user who may not use the
+// store (in a directory others may write, any local user may make
+// FILE.commands before the first command does).
+var errForeignSideFile = errors.New("made by a user who may not use the plan store")
+
+// trustedSide refuses the side file at path (st its stat) unless its
+// owner may use the store: the store's owner, root, or, for a store its
+// group may write, a member of that group (one the user database names,
+// or the owner of a file of that group in a directory others may not
+// write: only a member may give a file its group there).
+func trustedSide(st *syscall.Stat_t, store, path string) error {
+	o := ownerOf(store)
+	uid, gid := int(st.Uid), int(st.Gid)
+	if !o.known || uid == o.uid || uid == 0 {
+		return nil
+	}
+	if o.perm&0o020 != 0 && (userInGroup(uid, o.gid) || gid == o.gid && !dirOthersWrite(store)) {
+		return nil
+	}
+	return fmt.Errorf("%s is %w (its owner, uid %d, is not the store's owner, uid %d, nor root, nor a member of the store's group, gid %d, who may write it): "+
+		"refused, and nothing it holds is applied; look at it (who made it?), remove it, and give the commands again", path, errForeignSideFile, uid, o.uid, o.gid)
+}
+
+// dirOthersWrite says whether the store's directory lets other users
+// make files in it (write bit for others), or cannot be read.
+func dirOthersWrite(store string) bool {
+	fi, err := os.Stat(filepath.Dir(store))
+	return err != nil || fi.Mode().Perm()&0o002 != 0
 }
 
 // errNotSideFile: a side file's path names something else than a
@@ -104,30 +144,114 @@ func likeStore(f *os.File, store string) error {
 		return nil
 	}
 	euid := os.Geteuid()
-	root, mine := euid == 0, int(st.Uid) == euid
+	uid, gid := int(st.Uid), int(st.Gid)
+	root, mine := euid == 0, uid == euid
 	switch {
-	case root && (int(st.Uid) != o.uid || int(st.Gid) != o.gid):
+	case root && (uid != o.uid || gid != o.gid):
 		if err := f.Chown(o.uid, o.gid); err != nil {
 			return fmt.Errorf("give %s the plan store's owner (uid %d, gid %d): %w", f.Name(), o.uid, o.gid, err)
 		}
-	case !root && mine && int(st.Gid) != o.gid && inGroup(o.gid):
+		uid, gid = o.uid, o.gid
+	case !root && mine && gid != o.gid && inGroup(o.gid):
 		if err := f.Chown(-1, o.gid); err != nil {
 			return fmt.Errorf("give %s the plan store's group (gid %d): %w", f.Name(), o.gid, err)
 		}
+		gid = o.gid
 	}
-	perm := o.perm
-	if !root && mine && o.uid != euid && !userInGroup(o.uid, o.gid) && dirClosed(store) {
-		// The store's owner reaches this file as "other" only (it is
-		// not a member of the store's group): others get the owner's
-		// bits. No one else reaches it: the directory lets no other in.
-		perm |= (o.perm >> 6) & 0o7
+	if !root && !mine {
+		return nil // another's file: its owner gave it its mode
 	}
-	if fs.FileMode(st.Mode).Perm() != perm && (root || mine) {
+	perm, err := sidePerm(o, uid, gid, store)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	if fs.FileMode(st.Mode).Perm() != perm {
 		if err := f.Chmod(perm); err != nil {
 			return fmt.Errorf("give %s the plan store's mode (%v): %w", f.Name(), perm, err)
 		}
 	}
 	return nil
+}
+
+// sidePerm is the mode a side file of store, owned by uid and group gid,
+// needs so that everyone who may use the store may use it as they use
+// the store: the store's mode, but for the file's group when it is not
+// the store's (its members get nothing: they are not the store's); and
+// for others, the bits of the store's owner when it reaches the file as
+// "other" (not its owner, not a member of its group), and the bits of the
+// store's group when the file is of another group (the store's group
+// reaches it as "other"). Others get such bits only when the store's
+// directory lets no other user in (dirClosed): they are then the store's
+// owner and group, and no one else.
+func sidePerm(o storeOwner, uid, gid int, store string) (fs.FileMode, error) {
+	perm := o.perm
+	var extra fs.FileMode
+	if gid != o.gid {
+		perm &^= 0o070
+		extra |= (o.perm >> 3) & 0o7
+	}
+	if uid != o.uid && !userInGroup(o.uid, gid) {
+		extra |= (o.perm >> 6) & 0o7
+	}
+	if extra&^perm == 0 {
+		return perm, nil
+	}
+	if !dirClosed(store) {
+		return 0, sideUnusable(o, uid, gid, store)
+	}
+	return perm | extra, nil
+}
+
+// errSideUnusable: a side file made by this process could not be made
+// usable by everyone who may use the store without letting every other
+// user in too.
+var errSideUnusable = errors.New("a file made next to the plan store would be unusable by its users")
+
+// sideUnusable is errSideUnusable for a file owned by uid and group gid,
+// saying who could not use it, and the fixes.
+func sideUnusable(o storeOwner, uid, gid int, store string) error {
+	who := fmt.Sprintf("the store's owner (uid %d) is not a member of its group (gid %d)", o.uid, gid)
+	if gid != o.gid {
+		who = fmt.Sprintf("it could not be given the store's group (gid %d: uid %d is not a member)", o.gid, uid)
+	}
+	return fmt.Errorf("%w: %s, and %s lets other users in, so it would have to be open to every user: "+
+		"add the store's owner (uid %d) to group %d, or close the directory to others (chmod o-rwx %s), or give the command as root (sudo)",
+		errSideUnusable, who, filepath.Dir(store), o.uid, o.gid, filepath.Dir(store))
+}
+
+// sideFits says whether a side file this process makes next to store
+// would be usable by everyone who may use the store (sidePerm), before it
+// is made: the owner and group likeStore would give it (the store's when
+// root; the store's group when this process is a member of it, else the
+// directory's when it is set-group-ID, else this process's).
+func sideFits(store string) error {
+	o := ownerOf(store)
+	euid := os.Geteuid()
+	if !o.known || euid == 0 {
+		return nil
+	}
+	gid := os.Getegid()
+	if inGroup(o.gid) {
+		gid = o.gid
+	} else if fi, err := os.Stat(filepath.Dir(store)); err == nil && fi.Mode()&fs.ModeSetgid != 0 {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			gid = int(st.Gid)
+		}
+	}
+	_, err := sidePerm(o, euid, gid, store)
+	return err
+}
+
+// createSide is openSide(path, flag|O_CREATE) for a side file of store,
+// which refuses (errSideUnusable) to make a file that is not there yet
+// when it could not be made usable by everyone who may use the store.
+func createSide(store, path string, flag int) (*os.File, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) || flag&os.O_EXCL != 0 {
+		if err := sideFits(store); err != nil {
+			return nil, err
+		}
+	}
+	return openSide(path, flag|os.O_CREATE)
 }
 
 // userInGroup says whether user uid is a member of group gid (its

@@ -34,9 +34,9 @@ func waitPath(store string) string { return store + ".wait" }
 // command waiting already) is no error: the command waits as it would
 // without it.
 func announceWait(store string) (release func()) {
-	f, err := openSide(waitPath(store), os.O_RDWR|os.O_CREATE)
+	f, err := createSide(store, waitPath(store), os.O_RDWR)
 	if err != nil {
-		return func() {}
+		return func() {} // none made that the store's users could not open either
 	}
 	// The store's owner and mode (sideowner.go). A file it refuses (a
 	// hard link to another file) is not locked either.

@@ -37,6 +37,9 @@ type reqPath struct {
 	// (before, it certainly did not: a wait for the slot, a re-login,
 	// an origin check).
 	sent func()
+	// beside: a read beside the system's own (readBeside): its answer is
+	// no evidence about the system reads (readplace.go).
+	beside bool
 }
 
 var _ schemas.Client = (*reqPath)(nil)
@@ -122,21 +125,93 @@ func (p *reqPath) DeleteWithHeaders(uri string, h map[string]string) (*http.Resp
 // errors: a *schemas.Error for an answer other than 2xx, and
 // schemas.ErrNotModified with the response for a 304), on the session's
 // HTTP client, holding p's slot and, unless it is a power command's, one
-// of the session's Config.MaxInFlight places for reads until it is
-// answered or overdue (readplace.go).
+// of the session's read places until it returns or the evidence frees it
+// (readplace.go); a read cut as a probe is sent again, as long as its
+// context allows.
 func (p *reqPath) do(method, uri string, payload any, headers map[string]string) (*http.Response, error) {
 	if uri == "" {
 		return nil, schemas.ConstructError(0, []byte("unable to execute request, no target provided"))
 	}
-	var body io.Reader
+	var body []byte
 	if payload != nil {
 		b, err := json.Marshal(payload)
 		if err != nil {
 			return nil, err
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(p.ctx, method, strings.TrimSuffix(p.c.cfg.Endpoint, "/")+uri, body)
+	if _, err := p.request(p.ctx, method, uri, body, headers); err != nil {
+		return nil, err
+	}
+	if p.slot != nil {
+		select {
+		case p.slot <- struct{}{}:
+		case <-p.ctx.Done():
+			return nil, p.ctx.Err()
+		}
+		defer func() { <-p.slot }()
+	}
+	place := &readPlace{c: p.c, ctx: p.ctx, get: method == http.MethodGet, proof: !p.beside}
+	var resp *http.Response
+	for {
+		ctx, err := place.wait()
+		if err != nil {
+			return nil, err
+		}
+		req, err := p.request(ctx, method, uri, body, headers)
+		if err != nil {
+			place.done(false)
+			return nil, err
+		}
+		if p.sent != nil {
+			p.sent()
+		}
+		resp, err = p.c.sess.hc.Do(req)
+		if err == nil && ctx.Err() != nil {
+			// An answer that raced the request's end (its caller's
+			// deadline, a cut): not taken, nor timed (a server may
+			// answer a request because its connection closed).
+			resp.Body.Close()
+			resp, err = nil, ctx.Err()
+		}
+		// Only an answer of the service's own counts for the read place
+		// (its answer time, the system's suspicion, evidence for overdue
+		// reads): a 5xx is a failure it reports, often a chassis
+		// manager's gateway timeout on a dead blade's controller, late
+		// (TestReview35_DeadBladesAnsweringGatewayTimeoutHoldHealthyPlaces).
+		if place.done(err == nil && resp.StatusCode < http.StatusInternalServerError) {
+			continue // a probe cut: sent again (readplace.go)
+		}
+		if err != nil {
+			if cerr := p.ctx.Err(); cerr != nil && place.cut {
+				return nil, cerr // the caller's end, not the cut's
+			}
+			return nil, err
+		}
+		break
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotModified:
+		return resp, schemas.ErrNotModified
+	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusAccepted &&
+		resp.StatusCode != http.StatusNoContent:
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body) // bounded (MaxBody)
+		if err != nil {
+			return nil, schemas.ConstructError(0, []byte(err.Error()))
+		}
+		return nil, schemas.ConstructError(resp.StatusCode, b)
+	}
+	return resp, nil
+}
+
+// request makes the request do sends, bound to ctx.
+func (p *reqPath) request(ctx context.Context, method, uri string, body []byte, headers map[string]string) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(p.c.cfg.Endpoint, "/")+uri, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -159,39 +234,7 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 	}
 	req.Close = false
 	req.Header.Add("Connection", "keep-alive")
-	if p.slot != nil {
-		select {
-		case p.slot <- struct{}{}:
-		case <-p.ctx.Done():
-			return nil, p.ctx.Err()
-		}
-		defer func() { <-p.slot }()
-	}
-	done, err := p.c.readPlace(p.ctx)
-	if err != nil {
-		return nil, err
-	}
-	if p.sent != nil {
-		p.sent()
-	}
-	resp, err := p.c.sess.hc.Do(req)
-	done(err == nil)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case resp.StatusCode == http.StatusNotModified:
-		return resp, schemas.ErrNotModified
-	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusAccepted &&
-		resp.StatusCode != http.StatusNoContent:
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body) // bounded (MaxBody)
-		if err != nil {
-			return nil, schemas.ConstructError(0, []byte(err.Error()))
-		}
-		return nil, schemas.ConstructError(resp.StatusCode, b)
-	}
-	return resp, nil
+	return req, nil
 }
 
 // commandKey marks the context of a power command's requests.

@@ -91,12 +91,16 @@
 //     power.ConnectInfo.NoSession first: it opens no session on the BMC,
 //     and a Pool counts none against its bound; a direct read of the
 //     host's system that runs out of time while the SessionService (read
-//     beside it after half the time, with the same credentials, in place
-//     of the Systems collection a chassis may hang while a blade is dead)
-//     answered is the host's own (power.AfterLogin), not the
-//     credentials'; if neither answered (a BMC that holds a wrong
-//     password's requests back), power.Unanswered: a Pool backs the login
-//     off as after a refusal unless the credentials were answered lately.
+//     beside it after half the time, or earlier so that it has at least
+//     twice as long as the BMC took to answer the login, with the same
+//     credentials, in place of the Systems collection a chassis may hang
+//     while a blade is dead) answered is the host's own
+//     (power.AfterLogin), not the credentials'; if neither answered (a
+//     BMC that holds a wrong password's requests back) and the
+//     SessionService's read had at least as long as the login's answer
+//     took, power.Unanswered: a Pool backs the login off as after a
+//     refusal unless the credentials were answered lately; a read that
+//     had less (a deadline too short for the BMC) is a plain timeout.
 //   - HTTP 400, 405 and 501 on a reset are power.ErrUnsupported; 409 and
 //     503 are power.ErrBusy (Dell iDRAC answers 409 to power-on for up to a
 //     minute after a power-off: the caller retries); other failures are
@@ -130,6 +134,21 @@
 //     copies, so only the login and the logout go through it, and a blade
 //     whose reads hang (its join, its reads) never holds up a
 //     neighbour's call on the shared session.
+//   - Reads wait for one of the session's Config.MaxInFlight places;
+//     power commands never do. A slow BMC and dead blades (systems whose
+//     reads hang while the BMC answers the others) look alike until the
+//     BMC answers: a read still unanswered after its overdue time keeps
+//     its place until a read of another system, sent after it, is
+//     answered within its own overdue time and the waiting read's; only
+//     then does it give the place up. While every place is held by such a read, one
+//     probe read (the one that began waiting last) goes to the BMC beside
+//     them, in one extra place, and is cancelled and sent again later if
+//     it is overdue too while another read waits for a probe. A late
+//     answer raises the overdue time. A system whose read was left
+//     unanswered for twice the overdue time sends its reads through that
+//     extra place, with the other such systems', until one is answered. A
+//     BMC that is merely slow is thus sent at most MaxInFlight + 1 reads
+//     at once (readplace.go).
 //   - Credentials never leave the endpoint's origin: a redirect to another
 //     scheme, host or port is not followed, nor any redirect of a request
 //     with a body (a login, a reset), so the session token, the basic-auth
@@ -267,19 +286,27 @@ type Config struct {
 	// power command (On, Off, Reset: their reads and the Reset POST, and
 	// a Connect's made for one: power.ConnectInfo.Command) are never held
 	// by it: a fence does not queue behind reads. A read holds its place
-	// until it is answered or overdue (four times the session's usual
-	// answer time, at least 200 ms; an answer later than that raises it
-	// at once to twice that answer's time, at most 2 s): an overdue read
-	// gives its place up, and its system's next reads, once one was left
-	// unanswered for twice the overdue time and until one is answered,
-	// share one place of their own beside the cap (dead blades never hold
-	// the places of healthy blades' reads). So at most MaxInFlight + 1 +
-	// k reads are in flight at once on a session, k the number of its
-	// systems whose read is overdue (a system sends one request at a
-	// time): a merely slow BMC passes MaxInFlight until its first late
-	// answer, not after. The
+	// until it ends; once overdue (four times the session's usual answer
+	// time, at least 200 ms; an answer later than that raises it at once
+	// to twice that answer's time, at most 2 s) it gives the place up
+	// only when a read of another system, sent after it, was answered
+	// within its own overdue time and within the overdue read's (the BMC
+	// answers, the overdue read's system hangs: a dead blade). While every place is held by an
+	// overdue read, one more read (a probe) goes to the BMC to look for
+	// that answer; a probe overdue while another read waits is cancelled
+	// and sent again later. A system that left a read unanswered for
+	// twice the overdue time, until one of its reads is answered, has its
+	// reads sent one at a time, with the other such systems', in that
+	// extra place when no probe needs it, and cut for a probe as a probe
+	// is (dead blades never hold the places of healthy blades' reads). So a merely slow BMC, fast or
+	// slow from the start, is sent at most MaxInFlight + 1 reads at once;
+	// past that only the overdue reads of systems shown to hang (one per
+	// system: a system sends one request at a time). A 5xx status (a
+	// chassis manager's gateway timeout on a dead blade) counts as no
+	// answer here: it neither clears a suspicion, nor raises the answer
+	// time, nor is evidence for an overdue read. The
 	// transport made here (not Config.HTTPClient's) keeps twice as many
-	// idle connections to the BMC (a read's place is free before its
+	// idle connections to the BMC (a read's place may be free before its
 	// connection is). Default DefaultMaxInFlight; the first
 	// Controller of a session sets it.
 	MaxInFlight int
@@ -427,8 +454,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 		ci.NoSession() // every request carries the credentials: no session at the BMC
 	}
 	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
-	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), reads: make(chan struct{}, cfg.maxInFlight())}
-	c.sess.stats.suspect = make(chan struct{}, 1)
+	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), places: newReadPlaces(cfg.maxInFlight())}
 	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
 	}
@@ -492,7 +518,8 @@ func (c *Controller) discover(ctx context.Context) error {
 	}
 	if id := c.cfg.SystemID; id != "" {
 		// The direct read has the whole time: a slow BMC may take most of
-		// it. If it has not answered by half the time left, the Systems
+		// it. If it has not answered by half the time left (earlier on a
+		// BMC slow to answer: besideWait), the Systems
 		// collection alone (its members' reads would hang on this system
 		// again) is read beside it: if the direct read then runs out of
 		// time while the collection answered, the service works and the
@@ -513,14 +540,20 @@ func (c *Controller) discover(ctx context.Context) error {
 					// host's own failure (a dead blade), not the
 					// credentials'.
 					return power.AfterLogin(e)
-				case errors.Is(err, context.DeadlineExceeded):
-					// Neither read was answered: a refusal of the
-					// credentials that the BMC holds back (a
-					// failed-login delay, IP blocking), or a BMC that
-					// hangs as a whole. power.Unanswered: a Pool counts
-					// it against the login, unless a request with these
-					// credentials was answered lately (another host's):
-					// then this host backs off alone.
+				case errors.Is(err, context.DeadlineExceeded) && r.listHad >= c.sess.answerTime():
+					// Neither read was answered, the SessionService's
+					// having had at least as long as the BMC took to
+					// answer the login: a refusal of the credentials
+					// that the BMC holds back (a failed-login delay, IP
+					// blocking), or a BMC that hangs as a whole.
+					// power.Unanswered: a Pool counts it against the
+					// login, unless a request with these credentials was
+					// answered lately (another host's): then this host
+					// backs off alone. A read that had less time than
+					// that proves nothing of the credentials (a slow BMC
+					// beside a dead blade): the error is returned as it
+					// is, a timeout
+					// (TestReview35_SlowBMCDeadBladeRefusesHealthyFence).
 					return power.Unanswered(e)
 				}
 			}
@@ -659,11 +692,15 @@ type systemRead struct {
 	// blade is dead), and only it: each request sends the password.
 	listed  bool
 	listErr error
+	// listHad: the time to the deadline the read beside had when it was
+	// sent.
+	listHad time.Duration
 }
 
 // readSystem reads the system at uri on client, with the whole of ctx's
-// time. If the read has not answered by half of ctx's time left, the
-// Systems collection (no member) is read beside it; its outcome is
+// time. If the read has not answered by half of ctx's time left (or
+// earlier: besideWait), the Systems collection (no member; with
+// BasicAuth the SessionService) is read beside it; its outcome is
 // reported if the direct read then runs out of time (the listing, bounded
 // by ctx as well, has ended too), and otherwise it is cancelled and not
 // waited for.
@@ -677,7 +714,7 @@ func (c *Controller) readSystem(ctx context.Context, client *gofish.APIClient, u
 	if !ok {
 		return <-direct
 	}
-	t := time.NewTimer(time.Until(dl) / 2)
+	t := time.NewTimer(besideWait(time.Until(dl), c.sess.answerTime()))
 	defer t.Stop()
 	select {
 	case r := <-direct:
@@ -687,14 +724,29 @@ func (c *Controller) readSystem(ctx context.Context, client *gofish.APIClient, u
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	listed := make(chan error, 1)
+	had := time.Until(dl)
 	go func() { listed <- c.readSystems(lctx, client) }()
 	r := <-direct
 	if r.err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return r
 	}
-	r.listed, r.listErr = true, <-listed
+	r.listed, r.listErr, r.listHad = true, <-listed, had
 	return r
 }
+
+// besideWait is how long the direct read of a system, with left to its
+// deadline, runs alone before the read beside it is sent: half of left,
+// but no later than twice the BMC's answer time (took: its login's)
+// before the deadline, so that a BMC slower than a third of the
+// deadline per request can still answer it (a read beside needs a
+// connection of its own); at once if left is shorter than that.
+func besideWait(left, took time.Duration) time.Duration {
+	return max(0, min(left/2, left-2*took))
+}
+
+// answerTime is how long the BMC took to answer the session's last
+// login (0: not known).
+func (s *session) answerTime() time.Duration { return time.Duration(s.loginTook.Load()) }
 
 // readSystems reads the Systems collection (no member) on client's
 // session, beside the direct read of the system (which holds the
@@ -718,7 +770,7 @@ func (c *Controller) readSystems(ctx context.Context, client *gofish.APIClient) 
 // the system (no request slot), through the session's own HTTP client:
 // nil if the service answered 2xx.
 func (c *Controller) readBeside(ctx context.Context, client *gofish.APIClient, path string) error {
-	resp, err := (&reqPath{c: c, ctx: ctx, cl: client}).Get(path) // no slot: beside the direct read
+	resp, err := (&reqPath{c: c, ctx: ctx, cl: client, beside: true}).Get(path) // no slot: beside the direct read
 	if err != nil {
 		return err
 	}

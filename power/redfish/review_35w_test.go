@@ -202,3 +202,37 @@ func TestSlowBMCLateAnswerKeepsMaxInFlight(t *testing.T) {
 	t.Logf("peak reads in flight at the BMC: %d (MaxInFlight %d)", e.peak.Load(), max)
 	assert.LessOrEqual(t, e.peak.Load(), int32(max+1), "reads in flight at the BMC past MaxInFlight on a slow BMC that already answered late")
 }
+
+// TestReview35w_SlowBMCPassesMaxInFlight: a monitor reads the 12 blades
+// of a chassis together, MaxInFlight 2 (the BMC's own limit, as the
+// field's doc says: "nor passes the BMC's own limit"). The BMC, fast
+// while the blades were connected, now answers each read in 600 ms (an
+// iDRAC busy with an inventory job, or one that was slow from the
+// start: the session's average is still the connects' few ms). Every
+// read goes "overdue" at 200 ms and gives its place up while it is
+// still open at the BMC: the BMC sees far more than 2 reads at once.
+func TestReview35w_SlowBMCPassesMaxInFlight(t *testing.T) {
+	const n, max = 12, 2
+	e := newReview35wBMC(t, n)
+	cs := e.connect35w(t, n, max)
+	for i := 1; i <= n; i++ {
+		e.set(itoa35w(i), 600*time.Millisecond, false)
+	}
+	e.peak.Store(0)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			_, err := c.State(rctx)
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	t.Logf("peak reads in flight at the BMC: %d (MaxInFlight %d)", e.peak.Load(), max)
+	// MaxInFlight, plus the suspect systems' one place at most.
+	assert.LessOrEqual(t, e.peak.Load(), int32(max+1), "reads in flight at the BMC past MaxInFlight on a merely slow BMC")
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -21,10 +22,15 @@ type session struct {
 	hc   *http.Client
 	gate power.LoginGate // the Pool's, or nil
 	busy chan struct{}   // held while logging in again
-	// reads holds a place for each read in flight that is no power
-	// command's (Config.MaxInFlight places): reqPath.do.
-	reads chan struct{}
-	stats readStats // the reads' answer times, and the suspect systems' place (readplace.go)
+	// places are the places of the reads in flight that are no power
+	// command's (Config.MaxInFlight of them, the probe, the suspect
+	// systems'): reqPath.do, readplace.go.
+	places *readPlaces
+	stats  readStats // the reads' answer times (readplace.go)
+	// loginTook: how long the BMC took to answer the last login
+	// (nanoseconds; with BasicAuth the service root's read): the time a
+	// read beside a system's read is given at least (readSystem).
+	loginTook atomic.Int64
 
 	mu     sync.Mutex
 	client *gofish.APIClient // nil once logged out
@@ -75,6 +81,7 @@ func (s *session) login(ctx context.Context, c *Controller, gated bool) (_ *gofi
 		}
 		defer func() { done(err) }()
 	}
+	start := time.Now()
 	client, cerr := gofish.ConnectContext(ctx, gofish.ClientConfig{
 		Endpoint: strings.TrimSuffix(c.cfg.Endpoint, "/"), Username: c.cfg.Username, Password: c.cfg.Password,
 		BasicAuth: c.cfg.BasicAuth, HTTPClient: s.hc, ReuseConnections: true, NoModifyTransport: true,
@@ -86,6 +93,7 @@ func (s *session) login(ctx context.Context, c *Controller, gated bool) (_ *gofi
 		}
 		return nil, c.classify("connect", cerr)
 	}
+	s.loginTook.Store(int64(time.Since(start)))
 	return client, nil
 }
 
