@@ -461,7 +461,11 @@ func (c Config) withDefaults() Config {
 // Admit adds this Machine to the record, Release removes it (the
 // remediation is over, whatever its outcome, so another may start).
 type Decision struct {
-	// Admit: add the Machine to the admission record (step 1).
+	// Admit: add the Machine to the admission record (step 1): a new
+	// remediation the storm guard admitted (Observed.MayStart), or one
+	// that is over whose own host is off for a stale request of its found
+	// there (State.StraySeen: the host is off already, so it is counted
+	// whatever the limit).
 	Admit                  bool
 	UpdateState            bool
 	State                  State
@@ -791,8 +795,11 @@ func (c Config) ownStray(o Observed, d *Decision) {
 	if !strings.Contains(d.Reason, strayWhy) {
 		d.Reason = fmt.Sprintf("%s; host %s, %s: admission kept until it is on (if its BMC keeps refusing, power %s on by hand)", d.Reason, st.Host, strayWhy, st.Host)
 	}
-	if !strings.Contains(st.Message, strayWhy) {
-		st.Message = fmt.Sprintf("host %s, %s: admission kept until it is on (if its BMC keeps refusing, power %s on by hand)", st.Host, strayWhy, st.Host)
+	if msg := fmt.Sprintf("host %s, %s: admission kept until it is on (if its BMC keeps refusing, power %s on by hand)", st.Host, strayWhy, st.Host); !strings.Contains(st.Message, strayWhy) {
+		if st.Message != "" && st.Message != o.State.Message {
+			msg = st.Message + "; " + msg // this pass's own word first (the storm guard's)
+		}
+		st.Message = msg
 	}
 	if d.RequeueAfter <= 0 || d.RequeueAfter > c.PollInterval {
 		d.RequeueAfter = c.PollInterval
@@ -977,7 +984,7 @@ func (c Config) start(o Observed, now time.Time, d *Decision) {
 		d.RequeueAfter = min(c.PollInterval, st.Finished.Add(c.RetryPeriod).Sub(now))
 		return
 	}
-	if (!o.Admitted || !st.StraySeen.IsZero()) && !o.MayStart {
+	if (!o.Admitted || !o.State.StraySeen.IsZero()) && !o.MayStart {
 		// An admission kept, or taken, only to count its own host off for
 		// a stray request of its (ownStray) admits no new attempt.
 		st.Message = "storm guard: " + o.GuardReason
