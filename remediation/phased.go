@@ -94,8 +94,10 @@ type State struct {
 	// changes mid-attempt (Host.Name differs) has this host's request
 	// removed first, then, once this host is no longer off for it (not
 	// held, and, when it was powered off after the request, read On
-	// since: Host.Power), a new request written to its new host: never
-	// two held at once (at the attempt's timeout it fails instead).
+	// since: Host.Power), and no host it moved from may be off for a
+	// request of its found there (PrevHost, EarlierHosts), a new request
+	// written to its new host: never two held at once (at the attempt's
+	// timeout it fails instead).
 	// Empty in states persisted before it existed, or
 	// when the HostStore does not name hosts (Host.Name): then the
 	// HostStore resolves the host on every call.
