@@ -130,7 +130,8 @@
 // is removed, and the Machine keeps its admission, or is admitted again,
 // while that host may be off for it: the host is off already, so the
 // storm guard counts it, and a new attempt of the Machine's waits for the
-// storm guard meanwhile as one not admitted does. A write that lands
+// storm guard meanwhile as one not admitted does (and, on another host,
+// for that host to be on, failing at Timeout, as after a move). A write that lands
 // after a host is forgotten stays until a person removes it, and one
 // that lands and is removed by another stale writer before any pass
 // found it is not counted: run two writers under a Guard. State.PrevHost

@@ -611,6 +611,10 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			// first, never two hosts held at once.
 			d.Reason = fmt.Sprintf("the last request still holds host %s, which the machine no longer maps to: release it before starting", st.Host)
 			d.RequeueAfter = c.PollInterval
+		case st.Host != "" && o.Host.Name != st.Host && strayOff(*st, o.Host):
+			// Its last host may be off for a stale request of its found
+			// there since the remediation ended (ownStray): the same wait.
+			c.waitOverMoved(o, now, &d, st.Host, fmt.Sprintf("host %s, %s", st.Host, strayWhy))
 		case st.Host != "" && o.Host.Name != st.Host && (o.State.Phase != PhaseDone || o.State.Canceled) && moveBlocked(o):
 			// Its request is gone, but the host may still be off for it
 			// (moveBlocked's rule: the reboot controller's record of a
