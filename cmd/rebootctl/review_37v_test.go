@@ -99,3 +99,104 @@ func TestReview37v_DirectStopFollowedBy15Jobs(t *testing.T) {
 	require.Contains(t, msg.String(), "applied to the store directly", "the stop took the direct path (commandDirect)")
 	assert.Empty(t, f.afterStop, "jobs created after the operator's direct stop returned \"stopped\" (%d CreateJob calls in all)", f.calls.Load())
 }
+
+
+// review37vTmpWorld is a running plan of n servers in a store of the
+// service user (uid 65534, mode 0600) in a sticky world-writable
+// directory (as /tmp, or a current directory others may write), in which
+// another local user (uid 4545) made FILE.commands, its own file.
+func review37vTmpWorld(t *testing.T, n int) (*env, *fake.Fleet, *fake.Clock) {
+	t.Helper()
+	const svc, mallory = 65534, 4545
+	e, fleet, clk := review37sWorld(t, n)
+	old := e.store
+	dir := filepath.Join(filepath.Dir(old), "tmp")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.Chmod(dir, 0o1777))
+	e.store = filepath.Join(dir, "rebootctl.db")
+	require.NoError(t, os.Rename(old, e.store))
+	require.NoError(t, os.Chown(e.store, svc, svc))
+	require.NoError(t, os.Chmod(e.store, 0o600))
+	e.errw = &bytes.Buffer{}
+	// Mallory's file: nothing in it, or anything.
+	require.NoError(t, os.WriteFile(cmdFilePath(e.store), []byte(`{"id":"m","next":0,"records":[]}`), 0o644))
+	require.NoError(t, os.Chown(cmdFilePath(e.store), mallory, mallory))
+	return e, fleet, clk
+}
+
+// TestReview37v_ForeignSideFileLocksOutStop: round 19 refuses a
+// FILE.commands made by a user who may not use the store (trustedSide),
+// but refusing it is all it does: readSide returns the error, so every
+// withCmdFile fails, and with it recordCommand. In a sticky world-writable
+// directory, any local user may make FILE.commands before the first
+// command does, and no one but its maker, the directory's owner or root
+// may remove it; from then on `plan stop` fails for every operator, root
+// (sudo) included, until someone removes the file by hand. The stop of a
+// running plan is lost to a file a local user who may not read the store
+// made. Ground truth: the plan's state read from the store itself.
+func TestReview37v_ForeignSideFileLocksOutStop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the store's owner and another local user")
+	}
+	e, _, _ := review37vTmpWorld(t, 3)
+	ops := &env{ctx: e.ctx, store: e.store, errw: &bytes.Buffer{}} // the operator (sudo)
+	_, err := ops.operatorCommand("stop", "p1")
+	assert.NoError(t, err, "the operator's stop, with another user's FILE.commands next to the store")
+	bs, oerr := plan.OpenBolt(e.store) // the store itself, no side file applied
+	require.NoError(t, oerr)
+	h, herr := bs.GetHead(e.ctx, "p1")
+	require.NoError(t, bs.Close())
+	require.NoError(t, herr)
+	assert.Equal(t, plan.StateStopped, h.State, "the plan's state in the store after the operator's stop")
+}
+
+// TestReview37v_ForeignSideFileStallsExecutor: the same file keeps the
+// executor from its store: every open (lockedStore.with → waitStoreNext →
+// applyCommands → withCmdFile → readSide) fails, so no pass of any plan
+// runs: nothing in flight is observed, nothing held is released, a
+// frozen shard stays frozen, for as long as the file stays. Ground truth:
+// the jobs the fake fleet was asked to create for a running plan.
+func TestReview37v_ForeignSideFileStallsExecutor(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the store's owner and another local user")
+	}
+	e, fleet, clk := review37vTmpWorld(t, 3)
+	ex := &plan.Executor{Fleet: fleet, Store: lockedStore{e}, Now: clk.Now}
+	_, err := ex.Pass(e.ctx, "p1")
+	assert.NoError(t, err, "the executor's pass, with another user's FILE.commands next to the store")
+	assert.NotEmpty(t, fleet.JobsCreated(), "no job of a running plan was created: another user's file stalls the executor")
+}
+
+// TestReview37v_ForeignLockFileHeldLocksOutStop: FILE.commands.lock is
+// opened whoever made it (createSide opens an existing file as it is;
+// only FILE.commands is checked for its owner), and every command waits
+// for its lock (withCmdFile, at most cmdLockWait). In a sticky
+// world-writable directory any local user may make it before the first
+// command and hold a lock on it for ever (flock(1) ... sleep infinity on
+// a file of its own, mode 0644): every operator's stop, root's included,
+// then fails after 10 s, and none lands. Ground truth: the plan's state
+// read from the store itself.
+func TestReview37v_ForeignLockFileHeldLocksOutStop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the store's owner and another local user")
+	}
+	const mallory = 4545
+	e, _, _ := review37vTmpWorld(t, 3)
+	require.NoError(t, os.Remove(cmdFilePath(e.store))) // no FILE.commands: only its lock
+	lock := cmdFilePath(e.store) + ".lock"
+	require.NoError(t, os.WriteFile(lock, nil, 0o644))
+	require.NoError(t, os.Chown(lock, mallory, mallory))
+	lf, err := os.Open(lock) // mallory's own open, read-only
+	require.NoError(t, err)
+	defer lf.Close()
+	require.NoError(t, syscall.Flock(int(lf.Fd()), syscall.LOCK_SH))
+	ops := &env{ctx: e.ctx, store: e.store, errw: &bytes.Buffer{}} // the operator (sudo)
+	_, err = ops.operatorCommand("stop", "p1")
+	assert.NoError(t, err, "the operator's stop, with another user holding FILE.commands.lock")
+	bs, oerr := plan.OpenBolt(e.store)
+	require.NoError(t, oerr)
+	h, herr := bs.GetHead(e.ctx, "p1")
+	require.NoError(t, bs.Close())
+	require.NoError(t, herr)
+	assert.Equal(t, plan.StateStopped, h.State, "the plan's state in the store after the operator's stop")
+}
