@@ -100,7 +100,6 @@ func TestReview37v_DirectStopFollowedBy15Jobs(t *testing.T) {
 	assert.Empty(t, f.afterStop, "jobs created after the operator's direct stop returned \"stopped\" (%d CreateJob calls in all)", f.calls.Load())
 }
 
-
 // review37vTmpWorld is a running plan of n servers in a store of the
 // service user (uid 65534, mode 0600) in a sticky world-writable
 // directory (as /tmp, or a current directory others may write), in which
