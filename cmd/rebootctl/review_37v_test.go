@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -198,4 +200,67 @@ func TestReview37v_ForeignLockFileHeldLocksOutStop(t *testing.T) {
 	require.NoError(t, bs.Close())
 	require.NoError(t, herr)
 	assert.Equal(t, plan.StateStopped, h.State, "the plan's state in the store after the operator's stop")
+}
+
+// TestReview37v_ServiceExecutorStallsOnRootCommand: the store is the
+// service user's, shared with its operators' group (svc:ops 0660, svc not
+// a member of ops), in a directory the group may write and others may
+// enter (svc:ops 0775: dirClosed is false). An operator gives `sudo
+// rebootctl plan stop p1`: as root it records the stop in FILE.commands
+// (root may always make a usable side file), and is interrupted (Ctrl-C,
+// a timeout) before it opens the store, or the executor opens the store
+// first. The executor (svc) applies the stop, and must rewrite
+// FILE.commands: createSide → sideFits refuses (svc is not in ops, so the
+// file would be svc:nogroup and need bits for others, in a directory that
+// lets others in), writeCmdFile fails, withCmdFile fails, and so does
+// every open of the store by the executor from then on: no pass of any
+// plan runs (another plan p2 starts nothing, nothing in flight is
+// observed, a frozen shard stays frozen) until root gives another
+// command. Ground truth: the jobs the fake fleet was asked to create for
+// the running plan p2.
+func TestReview37v_ServiceExecutorStallsOnRootCommand(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the service user and the operator")
+	}
+	const svc, nogroup, ops = 65534, 65534, 4242
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	fs := make([]fake.FleetServer, 6)
+	for i := range fs {
+		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
+			Queue: time.Second, Drain: time.Second, Shutdown: time.Second, Boot: time.Minute, Services: time.Second}
+	}
+	fleet := fake.NewFleet(clk.Now, "", fs...)
+	path := filepath.Join(t.TempDir(), "plans.db")
+	bs, err := plan.OpenBolt(path)
+	require.NoError(t, err)
+	// Two running plans: p1 of u000-u002, p2 of u003-u005.
+	for i, uuid := range []string{"p1", "p2"} {
+		p, _, err := plan.Create(fleet.Servers()[3*i:3*i+3], plan.CreateOptions{UUID: uuid, Target: "2", Select: plan.SelectAll,
+			Concurrency: plan.Count(3), CreatedAt: clk.Now()})
+		require.NoError(t, err)
+		p, err = plan.Run(p)
+		require.NoError(t, err)
+		require.NoError(t, bs.Create(ctx, p))
+	}
+	require.NoError(t, bs.Close())
+	e := &env{ctx: ctx, store: path, errw: &bytes.Buffer{}}
+	dir := filepath.Dir(e.store)
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Chown(dir, svc, ops))
+	require.NoError(t, os.Chmod(dir, 0o775))
+	require.NoError(t, os.Chown(e.store, svc, ops))
+	require.NoError(t, os.Chmod(e.store, 0o660))
+
+	// sudo rebootctl plan stop p1, interrupted after it recorded the stop.
+	_, err = recordCommand(e.ctx, e.store, "p1", "stop", time.Now().UTC())
+	require.NoError(t, err)
+
+	var perr error
+	asUser(t, svc, nogroup, []int{}, func() {
+		ex := &plan.Executor{Fleet: fleet, Store: lockedStore{e}, Now: clk.Now}
+		_, perr = ex.Pass(e.ctx, "p2")
+	})
+	assert.NoError(t, perr, "the service executor's pass of p2 after root recorded a stop of p1")
+	assert.NotEmpty(t, fleet.JobsCreated(), "no job of the running plan p2 was created: the executor cannot open its store")
 }
