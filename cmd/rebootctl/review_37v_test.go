@@ -264,3 +264,63 @@ func TestReview37v_ServiceExecutorStallsOnRootCommand(t *testing.T) {
 	assert.NoError(t, perr, "the service executor's pass of p2 after root recorded a stop of p1")
 	assert.NotEmpty(t, fleet.JobsCreated(), "no job of the running plan p2 was created: the executor cannot open its store")
 }
+
+// TestReview37v_GroupOperatorLockedOutByRootCommand: the layout and the
+// interrupted root stop of TestReview37v_ServiceExecutorStallsOnRootCommand;
+// then an operator of the group stops p2. Its side file could not be made
+// usable (sideFits: svc is not a member of ops, the directory lets others
+// in), so the stop goes to the store directly (commandDirect); but its
+// openStore applies FILE.commands first and must rewrite it, which it
+// cannot either (createSide → sideFits): the stop fails, and so does every
+// command of every operator of the group until root gives one. Ground
+// truth: p2's state read from the store itself.
+func TestReview37v_GroupOperatorLockedOutByRootCommand(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the service user and the operator")
+	}
+	const svc, ops, op = 65534, 4242, 4343
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	fs := make([]fake.FleetServer, 6)
+	for i := range fs {
+		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
+			Queue: time.Second, Drain: time.Second, Shutdown: time.Second, Boot: time.Minute, Services: time.Second}
+	}
+	fleet := fake.NewFleet(clk.Now, "", fs...)
+	path := filepath.Join(t.TempDir(), "plans.db")
+	bs, err := plan.OpenBolt(path)
+	require.NoError(t, err)
+	// Two running plans: p1 of u000-u002, p2 of u003-u005.
+	for i, uuid := range []string{"p1", "p2"} {
+		p, _, err := plan.Create(fleet.Servers()[3*i:3*i+3], plan.CreateOptions{UUID: uuid, Target: "2", Select: plan.SelectAll,
+			Concurrency: plan.Count(3), CreatedAt: clk.Now()})
+		require.NoError(t, err)
+		p, err = plan.Run(p)
+		require.NoError(t, err)
+		require.NoError(t, bs.Create(ctx, p))
+	}
+	require.NoError(t, bs.Close())
+	e := &env{ctx: ctx, store: path, errw: &bytes.Buffer{}}
+	dir := filepath.Dir(e.store)
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Chown(dir, svc, ops))
+	require.NoError(t, os.Chmod(dir, 0o775))
+	require.NoError(t, os.Chown(e.store, svc, ops))
+	require.NoError(t, os.Chmod(e.store, 0o660))
+
+	// sudo rebootctl plan stop p1, interrupted after it recorded the stop.
+	_, err = recordCommand(e.ctx, e.store, "p1", "stop", time.Now().UTC())
+	require.NoError(t, err)
+
+	asUser(t, op, op, []int{ops}, func() {
+		ops := &env{ctx: ctx, store: path, errw: &bytes.Buffer{}}
+		_, err = ops.operatorCommand("stop", "p2")
+	})
+	assert.NoError(t, err, "the group operator's stop of p2 after root recorded a stop of p1")
+	bs, err = plan.OpenBolt(path)
+	require.NoError(t, err)
+	h, herr := bs.GetHead(ctx, "p2")
+	require.NoError(t, bs.Close())
+	require.NoError(t, herr)
+	assert.Equal(t, plan.StateStopped, h.State, "p2's state in the store after the group operator's stop")
+}
