@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/inventory"
 	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/power"
 )
 
 // asUser runs f with this process's effective uid, gid and groups those
@@ -323,4 +325,57 @@ func TestReview37v_GroupOperatorLockedOutByRootCommand(t *testing.T) {
 	require.NoError(t, bs.Close())
 	require.NoError(t, herr)
 	assert.Equal(t, plan.StateStopped, h.State, "p2's state in the store after the group operator's stop")
+}
+
+// TestReview37v_ExecutorFleetFileFollowsSymlink: round 19 made the store
+// never be opened through a symbolic link (plan.OpenBolt: O_NOFOLLOW, one
+// link), and the side files never were (openSide); but the executor's
+// state file next to the store, FILE.fleet (executor.go: --state
+// defaults to the store's path + ".fleet", opened by inventory.OpenFleet
+// → bolt.Open with no OpenFile), still follows one. The README's unit
+// runs the executor as root in /var/lib/rebootctl; shared with an
+// operators' group (the README's group layout: the directory writable by
+// the group so that its members' commands can make FILE.commands), a
+// member who is not root replaces FILE.fleet by a link to a path of its
+// choice, and the executor's next start (Restart=always, a reboot of its
+// own host by a plan) creates there, as root, a bbolt database: e.g. a
+// file in /etc/sudoers.d that makes sudo refuse to run. Ground truth:
+// the link's target after the executor opened its state file.
+func TestReview37v_ExecutorFleetFileFollowsSymlink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the executor and an operator of its group")
+	}
+	const ops, op = 4242, 4343
+	e, _, _ := review37sWorld(t, 1)
+	dir := filepath.Dir(e.store)
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Chown(dir, 0, ops))
+	require.NoError(t, os.Chmod(dir, 0o2770))
+	require.NoError(t, os.Chown(e.store, 0, ops))
+	require.NoError(t, os.Chmod(e.store, 0o660))
+	secret := filepath.Join(t.TempDir(), "sudoers.d")
+	require.NoError(t, os.Mkdir(secret, 0o700)) // root's only
+	target := filepath.Join(secret, "zz-rebootctl")
+	state := e.store + ".fleet" // the executor's default --state
+	asUser(t, op, op, []int{ops}, func() {
+		require.NoError(t, os.Symlink(target, state))
+	})
+	inv := inventory.Inventory{Servers: []inventory.Server{{UUID: "00000000-0000-4000-8000-000000000000", Hostname: "cn0", Platform: "1",
+		BMC: inventory.BMC{Redfish: "https://bmc-0", Username: "u", PasswordEnv: "P"}, Health: inventory.Health{TCP: "h:1"}}}}
+	p := fake.NewPower(time.Now, fake.PowerConfig{})
+	f, err := inventory.OpenFleet(inv, state, inventory.Options{ // the executor, root
+		Controller: func(context.Context, inventory.Server) (power.Controller, error) { return p, nil },
+		Health:     func(context.Context, inventory.Server) error { return nil },
+		BootID:     func() (string, error) { return "boot-1", nil },
+		Self:       "none",
+	})
+	if err == nil {
+		_ = f.Close()
+	}
+	t.Logf("the executor's open of its state file: %v", err)
+	fi, serr := os.Lstat(target)
+	if assert.ErrorIs(t, serr, os.ErrNotExist, "root's executor made a file where an operator's link pointed") {
+		return
+	}
+	t.Logf("%s: %v, %d bytes, uid %d", target, fi.Mode(), fi.Size(), fi.Sys().(*syscall.Stat_t).Uid)
 }
