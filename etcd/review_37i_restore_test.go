@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
 )
 
@@ -28,51 +27,23 @@ import (
 // the index only). Ground truth: a fresh store's GetHead, and the index
 // keys read directly.
 func TestReview37_IndexBuiltAfterRestoreLosesRunningPlan(t *testing.T) {
-	r := newRestorable(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const pre, uuid = "/r/", "lost"
-	clk := fake.NewClock(time.Time{})
-	fleet := fleetOf(clk, uuid, 10, "")
-	opCli := r.dial()
-	require.NoError(t, NewStore(opCli, pre).Create(ctx, runningPlan(t, uuid, fleet.Servers(), 2, clk.Now())))
-	// A prefix as a version without the index left it.
-	_, err := opCli.Delete(ctx, pre+"unfinished", clientv3.WithPrefix())
-	require.NoError(t, err)
-
 	// The operator backs up etcd's data directory, then cancels the plan
-	// (nothing in flight yet: it ended).
-	r.saveBackup()
-	r.waitUp(ctx, opCli)
-	_, err = plan.Command(ctx, NewStore(opCli, pre), uuid, plan.Cancel)
-	require.NoError(t, err)
-	headerRev := func(cli *clientv3.Client) int64 {
-		resp, err := cli.Get(ctx, pre+"headers/"+uuid)
+	// (nothing in flight yet: it ended), on a prefix as a version without
+	// the index left it.
+	s := newRestoreRace(t, ctx, "lost", func(opCli *clientv3.Client, pre string) {
+		_, err := opCli.Delete(ctx, pre+"unfinished", clientv3.WithPrefix())
 		require.NoError(t, err)
-		require.Len(t, resp.Kvs, 1)
-		return resp.Kvs[0].ModRevision
-	}
-	canceledAt := headerRev(opCli)
+	})
+	r, pre, uuid := s.r, s.pre, s.uuid
 
 	// The first Unfinished builds the index; between buildIndex's read of
 	// the headers and its write, etcd is restored (the plan running again)
 	// and the executor's pass starts two reboots, written at the revision
-	// of the cancel.
-	bcli := r.dial()
-	r.waitUp(ctx, bcli)
-	hook := &afterGetKV{KV: bcli.KV}
-	hook.before = func() {
-		r.restoreBackup()
-		exCli := r.dial()
-		r.waitUp(ctx, exCli)
-		ex := &plan.Executor{Fleet: fleet, Store: NewStore(exCli, pre), Now: clk.Now}
-		_, err := ex.Pass(ctx, uuid)
-		require.NoError(t, err)
-		require.Len(t, fleet.JobsCreated(), 2)
-		require.Equal(t, canceledAt, headerRev(exCli), "the pass's write has the revision of the cancel buildIndex read")
-		r.waitUp(ctx, bcli)
-	}
-	bcli.KV = hook
+	// of the cancel. (buildIndex's read of the headers is the store's only
+	// Get: a committed transaction is no read here.)
+	bcli, hook := s.hooked("buildIndex", false)
 	_, _ = NewStore(bcli, pre).Unfinished(ctx)
 	require.Nil(t, hook.before, "etcd was restored between buildIndex's read and its write")
 
@@ -87,26 +58,4 @@ func TestReview37_IndexBuiltAfterRestoreLosesRunningPlan(t *testing.T) {
 	ix, err := cli.Get(ctx, pre+"unfinished/"+uuid, clientv3.WithKeysOnly())
 	require.NoError(t, err)
 	assert.Len(t, ix.Kvs, 1, "the index key of the running plan")
-}
-
-// afterGetKV runs before, once, at the first transaction begun after a
-// Get (buildIndex's read of the headers is the store's only Get).
-type afterGetKV struct {
-	clientv3.KV
-	got    bool
-	before func()
-}
-
-func (h *afterGetKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	h.got = true
-	return h.KV.Get(ctx, key, opts...)
-}
-
-func (h *afterGetKV) Txn(ctx context.Context) clientv3.Txn {
-	if h.got && h.before != nil {
-		f := h.before
-		h.before = nil
-		f()
-	}
-	return h.KV.Txn(ctx)
 }

@@ -3,24 +3,17 @@ package kube
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
-	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -54,28 +47,16 @@ func TestReview39f_StalePinnedOffUsedWhileHostRuns(t *testing.T) {
 		return fake.Fault{}
 	}})
 	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
-	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
-	defer srv1.Close()
-	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1"))
-	defer srv2.Close()
-	newBMH(t, admin, ns, "h1")
-	require.NoError(t, admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
-	var bmh metal3.BareMetalHost
-	require.NoError(t, admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
-	pin := &v1alpha1.BMCPin{Address: redfishAt(srv1), CredentialsName: bmh.Spec.BMC.CredentialsName,
-		PendingSince: time.Now().UTC().Format(time.RFC3339Nano)}
-	require.NoError(t, admin.Create(ctx, &v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
-		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}))
+	srv1 := redfishBMC(t, hw1)
+	srv2 := redfishBMC(t, hw2)
+	newCredentialedBMH(t, ctx, admin, ns, "h1", srv1)
+	bmh := pinPending(t, ctx, admin, ns, "h1", srv1)
 	// The pending reboot powered the host off; the requests are gone and
 	// spec.bmc names B.
 	require.NoError(t, hw1.Off(ctx, power.ModeHard))
 	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
 	require.NoError(t, admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
-	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second})}
-	defer func() { _ = p.Close() }()
+	p := directPowers(t, admin, ns, 0)
 	slow.Store(true)
 	err := p.checkPin(ctx, &bmh)
 	require.ErrorIs(t, err, ErrInFlight, "the slow pinned read should be left running")
@@ -118,79 +99,30 @@ func TestReview39f_DisablePowerOffFlipMarksUnchangedBMC(t *testing.T) {
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	var busy atomic.Bool
-	busy.Store(true)
-	hw1 := fake.NewPower(time.Now, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
-		if c.Op == fake.OpOff && busy.Load() {
-			return fake.Fault{Kind: fake.FaultBusy}
-		}
-		return fake.Fault{}
-	}})
-	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
-	defer srv1.Close()
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
-	const stale = 300 * time.Millisecond
-	mgr := namespacedManager(t, ns)
-	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
-		PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
-	defer powers.Close()
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
-		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
-	rec := events.NewFakeRecorder(1000)
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
-	record := func() v1alpha1.RebootRecord {
-		var r v1alpha1.RebootRecord
-		_ = direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &r)
-		return r
-	}
+	w := newBusyPinWorld(t, ctx)
+	direct, ns := w.direct, w.ns
+	w.start(ctx, cancel, w.powers.Controller)
+	rec, record := w.rec, func() v1alpha1.RebootRecord { return w.record(ctx) }
 	// A reboot request; its Off is refused (busy): pending, pinned.
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "") }))
-	require.Eventually(t, func() bool {
-		r := record()
-		return r.Spec.BMC != nil && r.Spec.BMC.Address == redfishAt(srv1) && r.Spec.Status != ""
-	}, 10*time.Second, 20*time.Millisecond, "premise: the request pins the BMC")
+	w.requestPinned(ctx, 10*time.Second)
 	pin0 := record().Spec.BMC.DeepCopy()
 	// The administrator makes the host reset-only; the reset path answers
 	// the request.
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
-	require.Eventually(t, func() bool {
-		_, pending := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]
-		return !pending
-	}, 15*time.Second, 20*time.Millisecond, "premise: the reset path answers the request")
-	time.Sleep(time.Second)
+	w.resetOnly(ctx, 15*time.Second)
 	r1 := record()
 	t.Logf("after the reset path: pin %+v (was %+v) mark %+v status %s", r1.Spec.BMC, pin0, r1.Spec.BMCChanged, r1.Spec.Status)
 	// ... and clears spec.disablePowerOff again; the BMC answers again.
-	busy.Store(false)
+	w.busy.Store(false)
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = false }))
 	time.Sleep(2 * time.Second)
 	second := time.Now()
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "again") }))
-	answered := assert.Eventually(t, func() bool {
-		_, pending := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]
-		return !pending
-	}, 15*time.Second, 50*time.Millisecond)
-	var calls int
-	for _, c := range hw1.Calls() {
-		if c.At.After(second) {
-			calls++
-		}
-	}
+	w.request(ctx, "again")
+	answered := w.answered(ctx)
+	calls := callsAfter(w.hw1, second)
 	var h metal3.BareMetalHost
 	require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &h))
 	r2 := record()
-	require.Equal(t, redfishAt(srv1), h.Spec.BMC.Address, "spec.bmc never changed")
+	require.Equal(t, redfishAt(w.srv1), h.Spec.BMC.Address, "spec.bmc never changed")
 	require.Nil(t, r2.Spec.BMCChanged, "the record is marked BMCChanged though spec.bmc never changed (record status %s, pin %+v); events %q",
 		r2.Spec.Status, r2.Spec.BMC, drainEvents(rec))
 	require.True(t, answered, "a request made after the flip back is never answered (%d BMC calls since); events %q", calls, drainEvents(rec))
@@ -215,21 +147,11 @@ func TestReview39f_PinnedReadOutlivesDeletedHost(t *testing.T) {
 		}
 		return fake.Fault{}
 	}})
-	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
-	defer srv1.Close()
-	newBMH(t, admin, ns, "h1")
-	require.NoError(t, admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	var bmh metal3.BareMetalHost
-	require.NoError(t, admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
-	pin := &v1alpha1.BMCPin{Address: redfishAt(srv1), CredentialsName: bmh.Spec.BMC.CredentialsName,
-		PendingSince: time.Now().UTC().Format(time.RFC3339Nano)}
-	require.NoError(t, admin.Create(ctx, &v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
-		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}))
+	srv1 := redfishBMC(t, hw1)
+	newCredentialedBMH(t, ctx, admin, ns, "h1", nil)
+	bmh := pinPending(t, ctx, admin, ns, "h1", srv1)
 	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = "redfish+http://127.0.0.1:1/redfish/v1/Systems/1" }))
-	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second})}
-	defer func() { _ = p.Close() }()
+	p := directPowers(t, admin, ns, 0)
 	_, err := p.Controller("h1")
 	require.ErrorIs(t, err, ErrInFlight, "premise: the pinned reading outlives the pass")
 	require.NoError(t, admin.Delete(ctx, &bmh))

@@ -3,25 +3,17 @@ package kube
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
-	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
-	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // TestReview39g_AnsweredRequestPinLocksOutResetHost (Medium; issue 39
@@ -45,31 +37,10 @@ func TestReview39g_AnsweredRequestPinLocksOutResetHost(t *testing.T) {
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	var busy atomic.Bool
-	busy.Store(true)
-	hw1 := fake.NewPower(time.Now, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
-		if c.Op == fake.OpOff && busy.Load() {
-			return fake.Fault{Kind: fake.FaultBusy}
-		}
-		return fake.Fault{}
-	}})
-	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
-	defer srv1.Close()
 	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
-	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1"))
-	defer srv2.Close()
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
-	const stale = 300 * time.Millisecond
-	mgr := namespacedManager(t, ns)
-	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
-		PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
-	defer powers.Close()
+	srv2 := redfishBMC(t, hw2)
+	w := newBusyPinWorld(t, ctx)
+	direct, ns, mgr, powers := w.direct, w.ns, w.mgr, w.powers
 	// newView is the start of the first pass whose power controller may
 	// have been made from BMC 2 (the controller's cache showed it when
 	// Powers.Controller returned). The passes of one host never overlap,
@@ -97,59 +68,30 @@ func TestReview39g_AnsweredRequestPinLocksOutResetHost(t *testing.T) {
 		}
 		return pc, err
 	}
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powerOf,
-		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
-	rec := events.NewFakeRecorder(1000)
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
-	record := func() v1alpha1.RebootRecord {
-		var r v1alpha1.RebootRecord
-		_ = direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &r)
-		return r
-	}
+	w.start(ctx, cancel, powerOf)
+	rec, record := w.rec, func() v1alpha1.RebootRecord { return w.record(ctx) }
 	// A bare reboot request; its Off is refused (busy): pending, pinned.
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "") }))
-	require.Eventually(t, func() bool {
-		r := record()
-		return r.Spec.BMC != nil && r.Spec.BMC.Address == redfishAt(srv1) && r.Spec.Status != ""
-	}, 20*time.Second, 20*time.Millisecond, "premise: the request pins the BMC")
+	w.requestPinned(ctx, 20*time.Second)
 	// The administrator makes the host reset-only; the reset path answers
 	// the request (and removes it).
-	busy.Store(false)
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
-	require.Eventually(t, func() bool {
-		_, pending := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]
-		return !pending
-	}, 20*time.Second, 20*time.Millisecond, "premise: the reset path answers the request")
-	time.Sleep(time.Second)
+	w.busy.Store(false)
+	w.resetOnly(ctx, 20*time.Second)
 	r1 := record()
 	t.Logf("after the reset path answered the only request: pin %+v, mark %+v, status %s", r1.Spec.BMC, r1.Spec.BMCChanged, r1.Spec.Status)
 	// No request is left. The BMC is replaced (the host now answers on BMC 2).
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
 	time.Sleep(2 * time.Second)
 	// A new reset request.
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "again") }))
+	w.request(ctx, "again")
 	// Since issue 39 round 8 a BMC changed with no admission policy is
 	// used only once an administrator accepts it (the record keeps the
 	// host's last BMC even with no reboot pending): the host is marked,
 	// with no call to either BMC, and the administrator accepts it.
 	acceptBMC(t, ctx, direct, ns, "h1", 10*time.Second)
-	answered := assert.Eventually(t, func() bool {
-		_, pending := hostAnnotations(t, ctx, direct, ns)[reboot.Annotation]
-		return !pending
-	}, 15*time.Second, 50*time.Millisecond)
+	answered := w.answered(ctx)
 	require.NotNil(t, newView.Load(), "a pass saw the changed BMC")
 	changed := *newView.Load()
-	var old int
-	for _, c := range hw1.Calls() {
-		if c.At.After(changed) {
-			old++
-		}
-	}
+	old := callsAfter(w.hw1, changed)
 	r2 := record()
 	require.Nil(t, r2.Spec.BMCChanged, "the host is locked out (marked BMCChanged) by the pin of a reboot whose only request the reset path answered "+
 		"(pin %+v, status %s; %d calls to the old BMC after the change); events %q", r1.Spec.BMC, r2.Spec.Status, old, drainEvents(rec))
@@ -181,20 +123,10 @@ func TestReview39g_StaleReportedOffOfPinnedBMCActedOn(t *testing.T) {
 	ns := newNamespace(t, admin)
 	hw1 := fake.NewPower(time.Now, fake.PowerConfig{Report: fake.Report{Stale: 3 * time.Second}})
 	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
-	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
-	defer srv1.Close()
-	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1"))
-	defer srv2.Close()
-	newBMH(t, admin, ns, "h1")
-	require.NoError(t, admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
-	var bmh metal3.BareMetalHost
-	require.NoError(t, admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
-	pin := &v1alpha1.BMCPin{Address: redfishAt(srv1), CredentialsName: bmh.Spec.BMC.CredentialsName,
-		PendingSince: time.Now().UTC().Format(time.RFC3339Nano)}
-	require.NoError(t, admin.Create(ctx, &v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1"},
-		Spec: v1alpha1.RebootRecordSpec{HostUID: string(bmh.UID), BMC: pin}}))
+	srv1 := redfishBMC(t, hw1)
+	srv2 := redfishBMC(t, hw2)
+	newCredentialedBMH(t, ctx, admin, ns, "h1", srv1)
+	bmh := pinPending(t, ctx, admin, ns, "h1", srv1)
 	// The pending reboot powered the host off; later it is powered on
 	// (through A, out of band) and runs.
 	require.NoError(t, hw1.Off(ctx, power.ModeHard))
@@ -205,10 +137,7 @@ func TestReview39g_StaleReportedOffOfPinnedBMCActedOn(t *testing.T) {
 	require.NoError(t, change(ctx, admin, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv2) }))
 	require.NoError(t, admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
 	time.Sleep(time.Second)
-	p := &Powers{WithoutAdmissionPolicy: true, Client: admin, Secrets: admin, Namespace: ns, PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
-		StaleReads: 5 * time.Second,
-		Pool:       power.NewPool(power.PoolConfig{CallTimeout: 3 * time.Second, ConnectTimeout: 3 * time.Second})}
-	defer func() { _ = p.Close() }()
+	p := directPowers(t, admin, ns, 5*time.Second)
 	start := time.Now()
 	err := p.checkPin(ctx, &bmh)
 	for errors.Is(err, ErrInFlight) && time.Since(start) < 2*time.Second {

@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/reboot"
@@ -120,65 +117,22 @@ func TestReview40k_HostLockFreezesSectionOnDriftedHost(t *testing.T) {
 // applies to a live Machine's over-but-held remediation (keeps).
 // Ground truth: the BareMetalHost's status as the operator wrote it.
 func TestReview40k_OperatorHostGoneMachineReleasedWhileOff(t *testing.T) {
-	needAPIServer(t)
 	ctx := context.Background()
-	c := adminClient(t)
-	ns := newNamespace(t, c)
-	newBMH(t, c, ns, "h1")
-	newBMH(t, c, ns, "h2")
-	for _, h := range []string{"h1", "h2"} {
-		setStatus(t, c, ns, h, func(st *metal3.BareMetalHostStatus) {
-			st.PoweredOn = true
-			st.LastUpdated = &metav1.Time{Time: time.Now().Add(-time.Hour)}
-		})
-	}
-	cl := fake.NewCluster()
-	cl.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c"})
-	cl.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
-	cl.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
-	cl.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
-	hostOf := func(ctx context.Context, m string) (string, error) {
-		if _, err := cl.Get(ctx, m); err != nil {
-			return "", err // a deleted Machine: ErrNotFound, as HostOfMachine
-		}
-		return map[string]string{"m1": "h1", "m2": "h2"}[m], nil
-	}
-	rem := &remediation.Reconciler{Machines: cl, Nodes: cl.Nodes(), Admissions: cl, Now: time.Now,
-		Hosts: &OperatorHosts{Client: c, Namespace: ns, HostOf: hostOf, StaleReads: time.Second},
-		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Hour}}
+	w := newOperatorWorld(t, 2, time.Second, nil)
 
-	cl.SetNodeReady("m1", false)
-	cl.SetNeedsRemediation("m1", true)
-	_, err := rem.Reconcile(ctx, "m1")
-	require.NoError(t, err)
-	var h metal3.BareMetalHost
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &h))
-	require.Contains(t, h.Annotations, remediation.RebootAnnotation, "precondition: m1's request is on h1")
+	w.unhealthy("m1")
+	h, _ := w.firstRequest(ctx)
 	// The operator powers h1 off for the request (and does no more: its
 	// power-on is slow, or h1's BMC refuses it).
-	time.Sleep(1100 * time.Millisecond)
-	setStatus(t, c, ns, "h1", func(st *metal3.BareMetalHostStatus) {
-		st.PoweredOn = false
-		st.LastUpdated = &metav1.Time{Time: time.Now()}
-	})
+	w.statusLater("h1", false, nil)
 
-	require.NoError(t, cl.Delete(ctx, "m1"))
-	for i := 0; i < 3; i++ {
-		_, err := rem.Reconcile(ctx, "m1")
-		t.Logf("m1 gone: %v", err)
-	}
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &h))
+	w.deleteMachine(ctx, "m1", 3)
+	w.get(ctx, "h1", &h)
 	require.NotContains(t, h.Annotations, remediation.RebootAnnotation, "precondition: the gone Machine's request is removed from h1")
 	require.False(t, h.Status.PoweredOn, "precondition: the operator still shows h1 off")
 
-	cl.SetNodeReady("m2", false)
-	cl.SetNeedsRemediation("m2", true)
-	_, err = rem.Reconcile(ctx, "m2")
-	t.Logf("m2's pass: %v", err)
-	adm, _ := cl.GetAdmissions(ctx)
-	var h2 metal3.BareMetalHost
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h2"}, &h2))
-	_, m2Req := h2.Annotations[remediation.RebootAnnotation]
+	adm := w.secondUnhealthy(ctx)
+	m2Req := w.requested(ctx, "h2")
 	if !adm.Has("m1") || adm.Has("m2") || m2Req {
 		t.Fatalf("limit MaxCount(1): gone m1's admission was released (admissions %v) while h1, which its request had the operator power off, is still off (status.poweredOn %v, never powered on since), and m2 was admitted with its request on h2 (%v): two hosts off",
 			adm.Machines, h.Status.PoweredOn, m2Req)

@@ -7,10 +7,7 @@ import (
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -33,51 +30,19 @@ import (
 // the stand-in operator's own log of h1's power (off after the reading,
 // never on since).
 func TestReview40l_OperatorStaleOnReadingReleasesWhileOff(t *testing.T) {
-	needAPIServer(t)
 	ctx := context.Background()
-	c := adminClient(t)
-	ns := newNamespace(t, c)
-	newBMH(t, c, ns, "h1")
-	newBMH(t, c, ns, "h2")
-	for _, h := range []string{"h1", "h2"} {
-		setStatus(t, c, ns, h, func(st *metal3.BareMetalHostStatus) {
-			st.PoweredOn = true
-			st.LastUpdated = &metav1.Time{Time: time.Now().Add(-time.Hour)}
-		})
-	}
-	cl := fake.NewCluster()
-	cl.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c"})
-	cl.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
-	cl.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
-	cl.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
-	hostOf := func(ctx context.Context, m string) (string, error) {
-		if _, err := cl.Get(ctx, m); err != nil {
-			return "", err
-		}
-		return map[string]string{"m1": "h1", "m2": "h2"}[m], nil
-	}
 	const stale = 5 * time.Second
-	rem := &remediation.Reconciler{Machines: cl, Nodes: cl.Nodes(), Admissions: cl, Now: time.Now,
-		Hosts: &OperatorHosts{Client: c, Namespace: ns, HostOf: hostOf, StaleReads: stale},
-		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Hour}}
+	w := newOperatorWorld(t, 2, stale, nil)
+	cl, rem := w.cl, w.rem
 
 	cl.SetNeedsRemediation("m1", true)
-	_, err := rem.Reconcile(ctx, "m1")
-	require.NoError(t, err)
-	requestAt := time.Now()
-	var h metal3.BareMetalHost
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &h))
-	require.Contains(t, h.Annotations, remediation.RebootAnnotation, "precondition: m1's request is on h1")
+	_, requestAt := w.firstRequest(ctx)
 
 	// The operator writes a status a second after the request, echoing
 	// Ironic's cached power state (on, read before the request); then
 	// Ironic powers h1 off for the request. Truth: h1 off from here on
 	// (this stand-in operator powers it on never within the test: slow).
-	time.Sleep(1100 * time.Millisecond)
-	setStatus(t, c, ns, "h1", func(st *metal3.BareMetalHostStatus) {
-		st.PoweredOn = true
-		st.LastUpdated = &metav1.Time{Time: time.Now()}
-	})
+	w.statusLater("h1", true, nil)
 	h1OffAt := time.Now()
 	require.Less(t, h1OffAt.Sub(requestAt), stale, "precondition: the reading is younger than StaleReads after the request")
 
@@ -88,14 +53,8 @@ func TestReview40l_OperatorStaleOnReadingReleasesWhileOff(t *testing.T) {
 		rec, _ := cl.Get(ctx, "m1")
 		t.Logf("m1 pass: %v, phase %s", err, rec.State.Phase)
 	}
-	cl.SetNodeReady("m2", false)
-	cl.SetNeedsRemediation("m2", true)
-	_, err = rem.Reconcile(ctx, "m2")
-	t.Logf("m2's pass: %v", err)
-	adm, _ := cl.GetAdmissions(ctx)
-	var h2 metal3.BareMetalHost
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h2"}, &h2))
-	_, m2Req := h2.Annotations[remediation.RebootAnnotation]
+	adm := w.secondUnhealthy(ctx)
+	m2Req := w.requested(ctx, "h2")
 	if !adm.Has("m1") || adm.Has("m2") || m2Req {
 		rec, _ := cl.Get(ctx, "m1")
 		t.Fatalf("limit MaxCount(1): m1's cancelled remediation ended (%s) and released its admission (admissions %v) on an on reading written %v after the request (within StaleReads %v: it may echo the host before the request), while h1 has been off since %v (ground truth, never on since); m2 admitted with its request on h2: %v",
@@ -122,59 +81,27 @@ func TestReview40l_OperatorStaleOnReadingReleasesWhileOff(t *testing.T) {
 // request on h2 (MaxCount(1)) while h1 is off. Ground truth: the stand-in
 // operator's own log (h1 off after the second request, never on since).
 func TestReview40l_OperatorReRequestRecordedAtStartReleasesGoneWhileOff(t *testing.T) {
-	needAPIServer(t)
 	ctx := context.Background()
-	c := adminClient(t)
-	ns := newNamespace(t, c)
-	newBMH(t, c, ns, "h1")
-	newBMH(t, c, ns, "h2")
-	for _, h := range []string{"h1", "h2"} {
-		setStatus(t, c, ns, h, func(st *metal3.BareMetalHostStatus) {
-			st.PoweredOn = true
-			st.LastUpdated = &metav1.Time{Time: time.Now().Add(-time.Hour)}
-		})
-	}
-	cl := fake.NewCluster()
-	cl.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c"})
-	cl.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
-	cl.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
-	cl.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
-	hostOf := func(ctx context.Context, m string) (string, error) {
-		if _, err := cl.Get(ctx, m); err != nil {
-			return "", err
-		}
-		return map[string]string{"m1": "h1", "m2": "h2"}[m], nil
-	}
 	const stale = 5 * time.Second
-	rem := &remediation.Reconciler{Machines: cl, Nodes: cl.Nodes(), Admissions: cl, Now: time.Now,
-		Hosts: &OperatorHosts{Client: c, Namespace: ns, HostOf: hostOf, StaleReads: stale},
-		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Hour}}
+	w := newOperatorWorld(t, 2, stale, nil)
+	c, cl, rem := w.c, w.cl, w.rem
 
-	cl.SetNodeReady("m1", false)
-	cl.SetNeedsRemediation("m1", true)
-	_, err := rem.Reconcile(ctx, "m1")
-	require.NoError(t, err)
-	var h metal3.BareMetalHost
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &h))
-	require.Contains(t, h.Annotations, remediation.RebootAnnotation, "precondition: m1's request is on h1")
+	w.unhealthy("m1")
+	h, _ := w.firstRequest(ctx)
 	// The request is removed by hand before the operator acted on it.
 	delete(h.Annotations, remediation.RebootAnnotation)
 	require.NoError(t, c.Update(ctx, &h))
 	// The operator writes its status: h1 on (true: it never powered it off).
-	time.Sleep(1100 * time.Millisecond)
-	setStatus(t, c, ns, "h1", func(st *metal3.BareMetalHostStatus) {
-		st.PoweredOn = true
-		st.LastUpdated = &metav1.Time{Time: time.Now()}
-	})
+	w.statusLater("h1", true, nil)
 	onWritten := time.Now()
 	time.Sleep(100 * time.Millisecond)
 	// m1 writes its request again.
-	_, err = rem.Reconcile(ctx, "m1")
+	_, err := rem.Reconcile(ctx, "m1")
 	require.NoError(t, err)
 	rec, err := cl.Get(ctx, "m1")
 	require.NoError(t, err)
 	require.True(t, rec.State.RequestedAt.After(onWritten), "precondition: the request written again after the operator's status (%+v)", rec.State)
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &h))
+	w.get(ctx, "h1", &h)
 	require.Equal(t, remediation.RebootValue("uid-m1", rec.State.RequestedAt), h.Annotations[remediation.RebootAnnotation], "precondition: the second request is on h1")
 	adm, _ := cl.GetAdmissions(ctx)
 	t.Logf("recorded request %+v; state Started %v RequestedAt %v", adm.Requests["m1"], rec.State.Started, rec.State.RequestedAt)
@@ -182,17 +109,9 @@ func TestReview40l_OperatorReRequestRecordedAtStartReleasesGoneWhileOff(t *testi
 	// catches up later (within StaleReads, not within this test).
 	h1OffAt := time.Now()
 
-	require.NoError(t, cl.Delete(ctx, "m1"))
-	_, err = rem.Reconcile(ctx, "m1")
-	t.Logf("m1 gone: %v", err)
-	cl.SetNodeReady("m2", false)
-	cl.SetNeedsRemediation("m2", true)
-	_, err = rem.Reconcile(ctx, "m2")
-	t.Logf("m2's pass: %v", err)
-	adm, _ = cl.GetAdmissions(ctx)
-	var h2 metal3.BareMetalHost
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h2"}, &h2))
-	_, m2Req := h2.Annotations[remediation.RebootAnnotation]
+	w.deleteMachine(ctx, "m1", 1)
+	adm = w.secondUnhealthy(ctx)
+	m2Req := w.requested(ctx, "h2")
 	if !adm.Has("m1") || adm.Has("m2") || m2Req {
 		t.Fatalf("limit MaxCount(1): gone m1's admission released (admissions %v) while h1 is off for its second request (written %v; recorded At %v, the attempt's start), powered off at %v and never on since (ground truth); the operator's status 'on' was written at %v, before that request; m2 admitted with its request on h2: %v",
 			adm.Machines, rec.State.RequestedAt.Format(time.StampMilli), rec.State.Started.Format(time.StampMilli), h1OffAt.Format(time.StampMilli), onWritten.Format(time.StampMilli), m2Req)
@@ -213,28 +132,10 @@ func TestReview40l_OperatorReRequestRecordedAtStartReleasesGoneWhileOff(t *testi
 // on and was never off. Ground truth: the BareMetalHost's status (on,
 // unchanged) and no request on it.
 func TestReview40l_OperatorCancelBeforeActingHeldUntilTimeout(t *testing.T) {
-	needAPIServer(t)
 	ctx := context.Background()
-	c := adminClient(t)
-	ns := newNamespace(t, c)
-	newBMH(t, c, ns, "h1")
-	setStatus(t, c, ns, "h1", func(st *metal3.BareMetalHostStatus) {
-		st.PoweredOn = true
-		st.LastUpdated = &metav1.Time{Time: time.Now().Add(-time.Hour)}
-	})
-	cl := fake.NewCluster()
-	cl.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c"})
-	cl.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
-	hostOf := func(ctx context.Context, m string) (string, error) {
-		if _, err := cl.Get(ctx, m); err != nil {
-			return "", err
-		}
-		return "h1", nil
-	}
 	const stale = time.Second
-	rem := &remediation.Reconciler{Machines: cl, Nodes: cl.Nodes(), Admissions: cl, Now: time.Now,
-		Hosts: &OperatorHosts{Client: c, Namespace: ns, HostOf: hostOf, StaleReads: stale},
-		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Hour}}
+	w := newOperatorWorld(t, 1, stale, nil)
+	cl, rem := w.cl, w.rem
 
 	cl.SetNeedsRemediation("m1", true)
 	_, err := rem.Reconcile(ctx, "m1")
@@ -254,7 +155,7 @@ func TestReview40l_OperatorCancelBeforeActingHeldUntilTimeout(t *testing.T) {
 		}
 	}
 	var h metal3.BareMetalHost
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "h1"}, &h))
+	w.get(ctx, "h1", &h)
 	a, _ := cl.GetAdmissions(ctx)
 	t.Fatalf("cancelled m1 still %s and admitted (%v) %v after its request, %v past StaleReads, although h1 reads on (status.poweredOn %v, no request: %v) and never went off: held until the Timeout (10 min by default)",
 		phase, a.Machines, time.Since(requestAt).Round(time.Millisecond), time.Since(requestAt.Add(stale)).Round(time.Millisecond), h.Status.PoweredOn, h.Annotations[remediation.RebootAnnotation] == "")

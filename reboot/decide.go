@@ -20,7 +20,10 @@ type Status struct {
 	// LastPoweredOn is the time the controller last decided to power the
 	// host on (the seed's lastPoweredOn), written before the power-on is
 	// sent. A client's bare reboot is done when its annotation is gone and
-	// LastPoweredOn is later than its request.
+	// LastPoweredOn is later than its request. It is also the controller's
+	// evidence of its own power-on (a restart is none): a soft power-off
+	// waits for POST on a Transitioning reading only within SoftTimeout +
+	// StaleReads of it (TestReview36w_StuckTransitioningFenceNeverSentAcrossRestarts).
 	LastPoweredOn time.Time
 	// OnConfirmed is LastPoweredOn once the controller has read the host
 	// On in a reading that cannot echo the state from before that
@@ -67,22 +70,56 @@ type Status struct {
 	// The enforcement ends only when Online becomes true: an Off reading
 	// does not end it (an off host whose BMC answers null now and then
 	// would start a new one on every Off/null flip,
-	// TestReview36v_OfflineOffHostFlappingNullChurnsStatus).
+	// TestReview36v_OfflineOffHostFlappingNullChurnsStatus); it records
+	// it in OfflineOffSeen instead.
 	OfflineSince time.Time
 	OfflineMode  power.Mode
+	// OfflineOffSeen is when an Off reading that cannot echo a state
+	// from before this controller's last power-off or power-on (taken
+	// StaleReads after both) showed the host off during the current
+	// Online=false enforcement: its power-off is done. From then on
+	// readings that say neither On nor Off send nothing (no power-off
+	// repeated on a BMC that answers null now and then,
+	// TestReview36w_OfflineOffHostFlappingNullForceOffForEver) unless
+	// they last longer than SoftTimeout + StaleReads (Observed.UnsureFor:
+	// once per run); an On reading, or such a run, begins a new episode
+	// of the enforcement (a new OfflineSince and Works count, soft
+	// first: TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). Zero
+	// while the enforcement's power-off is not known done.
+	OfflineOffSeen time.Time
+	// UnsureSince is when the current run of readings that say neither
+	// On nor Off (unknown, transitioning) began (Observed.UnsureFor,
+	// truncated), recorded once the run has lasted StaleReads while the
+	// host is held (a keyed or Online=false hold whose evidence covers
+	// the reboot, or Online=false's power-off done), and cleared by the
+	// first On or Off reading: a restarted controller counts the run from
+	// it, not from its start, so that restarts every few minutes do not
+	// keep a held host that someone else powered on running for ever
+	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes). Zero
+	// otherwise.
+	UnsureSince time.Time
 	// OfflineSoftSince is, for the Online=false enforcement, what
 	// SoftSince is for a pending reboot: when its first soft power-off
 	// was decided; OfflineMode falls back to hard SoftTimeout after it.
 	OfflineSoftSince time.Time
 	// HoldBroken is when the controller first read On, since the evidence
 	// LastPoweredOff last moved, for a host it held off with evidence
-	// covering every request: someone else powered it on. The controller powered it off
-	// again in the same pass. Evidence for instants before the sighting
-	// stays true (the processes that ran then did stop); the host may have
-	// run since. Zero when no hold of the pending reboot was broken. A BMC
-	// whose reads flap between ages (assumption A1 allows it) can report a
-	// sighting that was an echo from before the power-off. Client.HoldBroken
-	// reports it to clients.
+	// covering every request: someone else powered it on. The controller
+	// powered it off again in the same pass (one that may press the power
+	// button waits for an On reading that cannot be an echo). It is also
+	// set when the readings of a held host said neither On nor Off
+	// (unknown, transitioning) for longer than SoftTimeout + StaleReads
+	// (Observed.UnsureFor): the host may have been powered on and the
+	// evidence cannot tell; the controller then sends a power-off that
+	// sets the power, hard, once per such run
+	// (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff,
+	// TestReview36w_HeldHostOnNullNeverPoweredOff). Evidence for instants
+	// before the sighting stays true (the processes that ran then did
+	// stop); the host may have run since. Zero when no hold of the pending
+	// reboot was broken. A BMC whose reads flap between ages (assumption
+	// A1 allows it) can report a sighting that was an echo from before the
+	// power-off, and one stuck on unsure readings a break that did not
+	// happen. Client.HoldBroken reports it to clients.
 	HoldBroken time.Time
 	// RewriteSeen is the earliest write by someone else, not yet covered
 	// by the evidence, that left the requests as they were but may have
@@ -163,7 +200,7 @@ func (s Status) Equal(o Status) bool {
 		s.LastPoweredOff.Equal(o.LastPoweredOff) && s.Mode == o.Mode &&
 		s.LastRequestSeen.Equal(o.LastRequestSeen) && slices.Equal(s.Seen, o.Seen) &&
 		s.OfflineSince.Equal(o.OfflineSince) && s.OfflineMode == o.OfflineMode &&
-		s.HoldBroken.Equal(o.HoldBroken) &&
+		s.HoldBroken.Equal(o.HoldBroken) && s.OfflineOffSeen.Equal(o.OfflineOffSeen) && s.UnsureSince.Equal(o.UnsureSince) &&
 		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
 		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works &&
 		s.SoftSince.Equal(o.SoftSince) && s.OfflineSoftSince.Equal(o.OfflineSoftSince) && s.Format == o.Format
@@ -399,6 +436,14 @@ type Observed struct {
 	// Unknown readings back off from QuickPoll to PollInterval with it
 	// once a run lasts longer than PollInterval.
 	UnknownFor time.Duration
+	// UnsureFor is as UnknownFor for the readings that say neither On
+	// nor Off (unknown or transitioning): how long they have gone on
+	// without a break, up to this pass's (zero on an On or Off reading).
+	// A run longer than Config.SoftTimeout + StaleReads shows no change
+	// of power under way (unsureLong): a held host is powered off again,
+	// a host with Online true powered on (if that powers nothing off),
+	// once per run.
+	UnsureFor time.Duration
 	// SinceOff is how long, on a monotonic clock, this controller has not
 	// sent a power-off to this host before Power was read: since its last
 	// Off call that may have been carried out (a call refused before it
@@ -413,8 +458,10 @@ type Observed struct {
 	// (another leader's) counts as a power-off sent at the pass that first
 	// read it; while the controller does not hold its leadership, any
 	// such value counts as sent at every pass, and once it leads, no
-	// earlier than its leadership began (see doc.go, Evidence). Only
-	// toggling power-offs read it.
+	// earlier than its leadership began (see doc.go, Evidence).
+	// Toggling power-offs read it, and the Online=false enforcement, whose
+	// power-off an Off reading shows done only StaleReads after it
+	// (Status.OfflineOffSeen).
 	SinceOff time.Duration
 	// SincePress is as SinceOff for the power-offs that may have pressed
 	// the power button (Toggler; after a restart, any power-off of a
@@ -739,6 +786,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	} else {
 		c.idle(o, now, p, d)
 	}
+	c.noteUnsure(o, now, hasKeyed, st)
 	if d.Power == ActionPowerOff && o.toggles(d.Mode) || d.Power == ActionPowerOn && o.OnToggles {
 		// A press (a power-off's, or a power-on's on a BMC whose
 		// power-on presses the button) is persisted before it is sent,
@@ -931,6 +979,8 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	clamp("lastPress", &st.LastPress)
 	clamp("softSince", &st.SoftSince)
 	clamp("offlineSoftSince", &st.OfflineSoftSince)
+	clamp("offlineOffSeen", &st.OfflineOffSeen)
+	clamp("unsureSince", &st.UnsureSince)
 	if st.ActingSince.After(p) {
 		// Moved earlier it would date earlier processes' presses early:
 		// dropped (a restart then counts them from its own start).
@@ -965,7 +1015,8 @@ func (c Config) deprovision(o Observed, d *Decision) {
 	d.Status.Mode = power.ModeSoft
 	d.Status.Seen, d.Status.LastRequestSeen = nil, time.Time{}
 	d.Status.RewriteSeen, d.Status.LastRewriteSeen = time.Time{}, time.Time{}
-	d.Status.OfflineSince, d.Status.OfflineMode = time.Time{}, power.ModeSoft
+	d.Status.OfflineSince, d.Status.OfflineMode, d.Status.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
+	d.Status.UnsureSince = time.Time{}
 	d.Phase = PhaseDeprovisioned
 	d.Reason = "deprovisioned: reboot requests cleared"
 	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
@@ -1038,18 +1089,25 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	// while the host runs): the power-off goes out as on any reading
 	// (TestReview36u_StuckTransitioningHardRebootNeverSent,
 	// TestReview36u_StuckTransitioningSoftRebootNeverFallsBackHard).
+	// A power-off is under way at most SoftTimeout + StaleReads (an OS's
+	// shutdown, then a reading that cannot echo it): after that the
+	// reading shows nothing of ours either (the host powered on again by
+	// someone else, the BMC stuck), and the power-off goes out again
+	// (TestRebootStateMachineStuck's saved case).
 	sentOff := last.Action == ActionPowerOff && last.For.Is(st.work())
-	if o.Power == power.StateTransitioning && st.Mode == mode && sentOff {
+	since := now.Sub(last.At)
+	underWay := sentOff && since >= 0 && since < c.SoftTimeout+c.StaleReads
+	if o.Power == power.StateTransitioning && st.Mode == mode && underWay {
 		d.Reason = "powering off: wait"
 		d.RequeueAfter = requeue()
 		return
 	}
-	if !sentOff && c.poweringOn(o) {
+	if !sentOff && send == power.ModeSoft && c.poweringOn(o, st, now) {
 		// A power-on of ours may still be under way (POST): a soft
 		// power-off now goes unheard and starts SoftTimeout
 		// (TestReview36v_SoftRequestWhilePoweringOnCutHard).
 		d.Reason = "powering on (power-on sent recently): wait"
-		d.RequeueAfter = c.poweringOnWait(o)
+		d.RequeueAfter = c.poweringOnWait(o, st, now)
 		return
 	}
 	if c.wait(last, ActionPowerOff, send, now, o.Power, d) {
@@ -1106,8 +1164,30 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	st := &d.Status
 	d.Phase = PhaseHeldOff
 	held := hasKeyed || !o.Online
-	switch o.Power {
-	case power.StateOn:
+	unsure := isUnsure(o.Power)
+	run := c.unsureRun(o, st, now)
+	// A held host whose readings have said neither On nor Off for longer
+	// than any change of power takes may have been powered on by someone
+	// else (its BMC stuck reading Transitioning or null while it runs):
+	// powered off as on an On reading, once per run
+	// (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff,
+	// TestReview36w_HeldHostOnNullNeverPoweredOff).
+	// HoldBroken is recorded then: the evidence cannot tell whether it
+	// ran. A released host is so powered on on a Transitioning reading
+	// (never an unknown one), if that powers nothing off
+	// (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver's rule).
+	long := unsure && c.unsureLong(run)
+	stuck := held && long && !calledInRun(o, run, ActionPowerOff, now)
+	released := !held && long && o.Power == power.StateTransitioning && !o.OnToggles && !calledInRun(o, run, ActionPowerOn, now)
+	switch {
+	case stuck:
+		if !st.HoldBroken.After(st.LastPoweredOff) {
+			st.HoldBroken = p
+		}
+		d.Phase = PhasePoweringOff
+		c.stuckOff(o, now, "held host", d)
+		return
+	case o.Power == power.StateOn:
 		if !held {
 			break // released: power on (it powers nothing off)
 		}
@@ -1141,11 +1221,16 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		d.Reason = "held host read on (powered on by someone else): power off " + send.String()
 		d.RequeueAfter = c.QuickPoll
 		return
-	case power.StateTransitioning:
+	case released:
+		// released, readings unsure for long: power on below
+	case o.Power == power.StateTransitioning:
 		d.Reason = "off; power changing: look again"
 		d.RequeueAfter = c.cap(c.readBackoff(o.LastCall, now))
+		if held || !o.OnToggles {
+			d.RequeueAfter = min(d.RequeueAfter, c.unsureWait(run))
+		}
 		return
-	case power.StateUnknown:
+	case o.Power == power.StateUnknown:
 		if !held {
 			// No power-on on an unknown state: on some BMCs it is a toggle.
 			d.Reason = "off and released, power state unknown: look again"
@@ -1154,6 +1239,9 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		}
 	}
 	d.RequeueAfter = c.PollInterval // a held host is read every PollInterval
+	if unsure {
+		d.RequeueAfter = c.unsureWait(run)
+	}
 	if w := c.untilRewrite(st, now); w > 0 {
 		d.RequeueAfter = min(d.RequeueAfter, c.cap(w)) // a re-add may be answered sooner
 	}
@@ -1201,20 +1289,45 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	// With no reboot pending an Off reading only matters for powering on:
 	// one that may echo the state from before this controller's last
 	// power-on is waited out. The Online=false enforcement ends only when
-	// Online becomes true, never on an Off reading.
+	// Online becomes true, never on an Off reading: a fresh one records
+	// its power-off done (OfflineOffSeen).
 	fresh := o.Power == power.StateOff && o.QuietFor >= c.StaleReads
+	unsure := isUnsure(o.Power)
+	run := c.unsureRun(o, st, now)
 	if o.Online {
-		st.OfflineSince, st.OfflineMode = time.Time{}, power.ModeSoft
+		st.OfflineSince, st.OfflineMode, st.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
 	}
 	if o.Power == power.StateOn && o.QuietFor >= c.StaleReads && !st.LastPoweredOn.IsZero() {
 		// On after the last power-on, in a reading that cannot echo the
 		// state from before it: one write per power-on.
 		st.OnConfirmed = st.LastPoweredOn
 	}
+	// A run of unsure readings longer than any change of power shows
+	// nothing under way: act once per run as if the host were in the
+	// wrong state (a BMC stuck reading Transitioning or null).
+	// A power-on goes out only on a Transitioning reading: never in a
+	// pass whose reading is unknown (package doc, Guarantees).
+	stuckOn := o.Power == power.StateTransitioning && c.unsureLong(run) && !calledInRun(o, run, ActionPowerOn, now)
+	stuckOff := unsure && c.unsureLong(run) && !calledInRun(o, run, ActionPowerOff, now)
 	switch {
-	case o.Online && (o.Power == power.StateUnknown || o.Power == power.StateTransitioning):
+	case o.Online && stuckOn && !o.OnToggles:
+		// A power-on that sets the power powers nothing off: sent once
+		// per run (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver).
+		// One that may press the power button waits for a sane reading.
+		if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, o.Power, d) {
+			return
+		}
+		st.LastPoweredOn, st.OnConfirmed = maxTime(p, st.LastPoweredOn), time.Time{}
+		d.Power = ActionPowerOn
+		d.UpdateStatus = true // a versioned write before every power-on
+		d.Reason = "Online: power state " + o.Power.String() + " for long: power on (powers nothing off)"
+		d.RequeueAfter = c.PollInterval
+	case o.Online && unsure:
 		d.Reason = "power state " + o.Power.String() + ": wait"
 		d.RequeueAfter = c.PollInterval
+		if !o.OnToggles && o.Power == power.StateTransitioning {
+			d.RequeueAfter = c.unsureWait(run)
+		}
 	case o.Online && o.Power == power.StateOff && !fresh:
 		d.Reason = "off reading may be stale (power-on sent recently): wait"
 		d.RequeueAfter = c.cap(c.StaleReads - o.QuietFor)
@@ -1227,12 +1340,31 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power on"
 		d.RequeueAfter = c.PollInterval
-	case !o.Online && st.OfflineSince.IsZero() && c.poweringOn(o):
+	case !o.Online && !st.OfflineOffSeen.IsZero() && (o.Power == power.StateOff || unsure):
+		// The enforcement's power-off is done (a fresh Off reading): a
+		// reading that says neither On nor Off repeats nothing
+		// (TestReview36w_OfflineOffHostFlappingNullForceOffForEver),
+		// unless such readings last for long: the host may have been
+		// powered on, and is held off by a power-off that sets the
+		// power, once per run (the heldOff rule).
+		d.Reason = "off; held while Online is false"
+		d.RequeueAfter = c.PollInterval
+		if unsure {
+			d.RequeueAfter = c.unsureWait(run)
+		}
+		if stuckOff {
+			c.stuckOff(o, now, "Online is false", d)
+		}
+	case !o.Online && !st.OfflineSince.IsZero() && c.freshOff(o):
+		st.OfflineOffSeen = p
+		d.Reason = "Online is false: off (power-off done)"
+		d.RequeueAfter = c.PollInterval
+	case !o.Online && st.OfflineSince.IsZero() && c.poweringOn(o, st, now):
 		// A power-on of ours may still be under way (POST): the
 		// enforcement begins once the host reads on, or once the bound
 		// has passed (TestReview36v_OfflineWhilePoweringOnCutHard).
 		d.Reason = "Online is false; powering on (power-on sent recently): wait"
-		d.RequeueAfter = c.poweringOnWait(o)
+		d.RequeueAfter = c.poweringOnWait(o, st, now)
 	case !o.Online && o.Power != power.StateOff:
 		// On, unknown or transitioning: the host is not known off. The
 		// enforcement begins on any of them (a BMC may answer null or
@@ -1240,11 +1372,15 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		// TestReview36u_OfflineNullReadingsNeverPowerOff); a power-off
 		// that presses still needs an On reading (pressWait), one that
 		// sets the power powers nothing on. An accepted hard power-off
-		// is repeated every ReissueAfter (wait) on any reading but Off:
-		// it may have been lost or skipped, and a ForceOff powers
-		// nothing on (TestReview36v_OfflineLostHardOffNeverRepeatedOnNull).
-		if st.OfflineSince.IsZero() {
-			st.OfflineSince, st.OfflineMode, st.OfflineSoftSince = p, power.ModeSoft, time.Time{}
+		// is repeated every ReissueAfter (wait) on any reading but Off
+		// until a fresh Off reading shows it done: it may have been lost
+		// or skipped, and a ForceOff powers nothing on
+		// (TestReview36v_OfflineLostHardOffNeverRepeatedOnNull). After
+		// that, an On reading (or a long unsure run) begins a new
+		// episode, soft first
+		// (TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce).
+		if st.OfflineSince.IsZero() || !st.OfflineOffSeen.IsZero() {
+			st.OfflineSince, st.OfflineMode, st.OfflineSoftSince, st.OfflineOffSeen = p, power.ModeSoft, time.Time{}, time.Time{}
 			st.Works++
 		}
 		last := o.LastCall
@@ -1301,15 +1437,19 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 // is this pass's reading: a power-off that was accepted but contradicted
 // by a later On reading is repeated (backing off): the Controller may have
 // skipped it on a read of its own that echoed an old Off, or it was lost.
-// A power-off that failed for another known work (an earlier reboot or
+// A power-off decided for another known work (an earlier reboot or
 // Online=false enforcement) is not waited on: it says nothing of this
-// work, whose first power-off is sent at once.
+// work, whose first power-off is sent at once; an accepted soft
+// power-off is waited on as under way only if it was decided for this
+// work (Call.For: TestReview36w_OfflineAgainAfterSoftOffNeverPowersOff,
+// TestReview36w_SoftRebootAfterOfflineSoftOffNeverSent).
 func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state power.State, d *Decision) bool {
 	if last.Action != a || (a == ActionPowerOff && last.Mode != m) {
 		return false
 	}
-	if a == ActionPowerOff && last.Class == power.ClassFailed && last.For != (Work{}) && !last.For.Is(d.Status.work()) {
-		return false
+	work := d.Status.work()
+	if a == ActionPowerOff && last.For != (Work{}) && !last.For.Is(work) {
+		return false // another work's power-off says nothing of this one's
 	}
 	var delay time.Duration
 	switch last.Class {
@@ -1317,7 +1457,7 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 		switch {
 		case a == ActionPowerOff && m == power.ModeHard && state == power.StateOn:
 			delay = min(c.QuickPoll<<min(last.Repeats, 16), c.PollInterval)
-		case a == ActionPowerOff && m == power.ModeSoft && state != power.StateOn:
+		case a == ActionPowerOff && m == power.ModeSoft && state != power.StateOn && last.For.Is(work):
 			// A soft shutdown runs until it is done or times out.
 			d.Reason = "soft power-off under way: wait"
 			d.RequeueAfter = c.readBackoff(last, now)
@@ -1381,21 +1521,136 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
+// sinceOn reports whether a power-on of ours was sent to the host, by
+// persisted evidence (Status.LastPoweredOn, written before every power-on
+// is sent), and how long ago at most it may have been sent: the longer of
+// the wall clock's time since LastPoweredOn and QuietFor (a restart, which
+// QuietFor counts from, is no power-on).
+func (c Config) sinceOn(o Observed, st *Status, now time.Time) (time.Duration, bool) {
+	if st.LastPoweredOn.IsZero() {
+		return 0, false
+	}
+	return max(now.Sub(st.LastPoweredOn), o.QuietFor), true
+}
+
 // poweringOn reports whether a Transitioning reading may be a power-on of
 // this controller's still under way (the hardware powering on through
 // POST, during which an OS hears no soft power-off): the last power call
-// is not a power-off and a power-on was sent (or the controller started)
-// less than SoftTimeout + StaleReads ago (Observed.QuietFor). After that
-// bound a Transitioning reading shows nothing of ours (a BMC stuck on it
-// while the host runs, TestReview36u_StuckTransitioningHardRebootNeverSent)
-// and the power-off goes out as on any reading.
-func (c Config) poweringOn(o Observed) bool {
+// is not a power-off and a power-on was sent less than SoftTimeout +
+// StaleReads ago (sinceOn: persisted evidence, never the controller's
+// start, TestReview36w_StuckTransitioningFenceNeverSentAcrossRestarts).
+// After that bound a Transitioning reading shows nothing of ours (a BMC
+// stuck on it while the host runs,
+// TestReview36u_StuckTransitioningHardRebootNeverSent) and the power-off
+// goes out as on any reading. Only a soft power-off waits for it: a
+// forced one is heard whatever the host does
+// (TestReview36w_HardFenceAfterPowerOnWaitsForPOST).
+func (c Config) poweringOn(o Observed, st *Status, now time.Time) bool {
+	ago, sent := c.sinceOn(o, st, now)
 	return o.Power == power.StateTransitioning && o.LastCall.Action != ActionPowerOff &&
-		o.QuietFor < c.SoftTimeout+c.StaleReads
+		sent && ago < c.SoftTimeout+c.StaleReads
 }
 
 // poweringOnWait is when to read again while poweringOn: QuickPoll, at
 // most until the bound passes.
-func (c Config) poweringOnWait(o Observed) time.Duration {
-	return c.cap(min(c.QuickPoll, c.SoftTimeout+c.StaleReads-o.QuietFor))
+func (c Config) poweringOnWait(o Observed, st *Status, now time.Time) time.Duration {
+	ago, _ := c.sinceOn(o, st, now)
+	return c.cap(min(c.QuickPoll, c.SoftTimeout+c.StaleReads-ago))
+}
+
+// isUnsure reports whether a reading says neither On nor Off.
+func isUnsure(p power.State) bool {
+	return p == power.StateUnknown || p == power.StateTransitioning
+}
+
+// unsureRun is how long the readings have said neither On nor Off, up
+// to this pass's (zero on an On or Off reading): Observed.UnsureFor, or
+// since Status.UnsureSince if longer (a run that began before a
+// restart).
+func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
+	if !isUnsure(o.Power) {
+		return 0
+	}
+	run := o.UnsureFor
+	if at := st.UnsureSince; !at.IsZero() && !at.After(now) {
+		run = max(run, now.Sub(at))
+	}
+	return run
+}
+
+// noteUnsure records in st.UnsureSince the run of unsure readings of a
+// held host once it has lasted StaleReads, and clears it on an On or
+// Off reading (see Status.UnsureSince).
+func (c Config) noteUnsure(o Observed, now time.Time, hasKeyed bool, st *Status) {
+	if !isUnsure(o.Power) {
+		st.UnsureSince = time.Time{}
+		return
+	}
+	held := st.Covers() && (hasKeyed || !o.Online) || !st.Pending() && !o.Online && !st.OfflineOffSeen.IsZero()
+	if held && st.UnsureSince.IsZero() && o.UnsureFor >= c.StaleReads {
+		st.UnsureSince = now.Add(-o.UnsureFor).Truncate(c.Precision)
+	}
+}
+
+// unsureLong reports whether a run of unsure readings (unsureRun) has
+// lasted longer than any change of power takes (SoftTimeout, an OS
+// shutdown, plus StaleReads): a BMC stuck on them shows nothing under
+// way, and the host may be on or off.
+func (c Config) unsureLong(run time.Duration) bool {
+	return run >= c.SoftTimeout+c.StaleReads
+}
+
+// unsureWait is when to read again during a run of unsure readings:
+// PollInterval, at most until the run becomes long (unsureLong).
+func (c Config) unsureWait(run time.Duration) time.Duration {
+	w := c.PollInterval
+	if left := c.SoftTimeout + c.StaleReads - run; left > 0 {
+		w = min(w, left)
+	}
+	return c.cap(w)
+}
+
+// calledInRun reports whether a call of action a was accepted since the
+// current run of unsure readings (unsureRun) began (Observed.LastCall,
+// on the controller's clock): one such call answers the run (once per
+// run). A restart forgets it and may answer the run once more; one that
+// failed or was busy is retried after RetryDelay (wait).
+func calledInRun(o Observed, run time.Duration, a Action, now time.Time) bool {
+	l := o.LastCall
+	since := now.Sub(l.At)
+	return l.Action == a && l.Class == power.ClassNone && since >= 0 && since < run
+}
+
+// stuckOff sets d to power a held host off after a long run of unsure
+// readings (unsureLong): hard (the host is held, it must be off; soft on
+// a BMC that answered hard unsupported), not while a press may still
+// land (landWait), and only if it sets the power (a press needs an On
+// reading that cannot be an echo, pressWait: it never powers a held host
+// on). who says what holds the host, for the reason.
+func (c Config) stuckOff(o Observed, now time.Time, who string, d *Decision) {
+	send := c.offMode(o, power.ModeHard, now)
+	if c.wait(o.LastCall, ActionPowerOff, send, now, o.Power, d) {
+		return
+	}
+	if w, no := c.landWait(o); no {
+		d.Reason = who + "; read " + o.Power.String() + " for long; a press whose answer was lost may still land: hold back the power-off until it has"
+		d.RequeueAfter = c.cap(w)
+		return
+	}
+	if _, no := c.pressWait(o, send); no {
+		d.Reason = who + "; read " + o.Power.String() + " for long; the power-off presses the power button: wait for an On reading"
+		return
+	}
+	d.sendOff(send, power.ModeHard)
+	d.Reason = who + "; read " + o.Power.String() + " for long (may have been powered on): power off " + send.String() + " (powers nothing on)"
+	d.RequeueAfter = c.QuickPoll
+}
+
+// freshOff reports whether this pass's reading is an Off that cannot
+// echo a state from before this controller's last power-off or power-on:
+// taken StaleReads after both (SinceOff, QuietFor), OffSettle into its
+// run of Off readings.
+func (c Config) freshOff(o Observed) bool {
+	return o.Power == power.StateOff && o.OffFor >= c.OffSettle &&
+		o.SinceOff >= c.StaleReads && o.QuietFor >= c.StaleReads
 }

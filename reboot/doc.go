@@ -86,7 +86,8 @@
 //     record's version is not one you read or wrote lately). Never carry a
 //     monotonic reading across a restart. A Tracker per host keeps all of
 //     these (and SinceOff, SincePress, PressOver, PressOverFor,
-//     UnknownFor, SinceRewrite, SinceLastRewrite, HardUnsupportedAt) from
+//     UnknownFor, UnsureFor, SinceRewrite, SinceLastRewrite,
+//     HardUnsupportedAt) from
 //     what you report to it: Tracker.Observe fills Observed.
 //  3. Call Decide (or DecideInto, to reuse buffers) with that now.
 //  4. If Decision.UpdateStatus, write Decision.Status and delete
@@ -130,11 +131,25 @@
 //     which powers nothing on (Online=false begins its enforcement on an
 //     unknown or transitioning reading as on an On one, unless a
 //     power-on of the controller's may still be under way: Transitioning
-//     within SoftTimeout + StaleReads of it, when an OS in POST hears no
-//     soft power-off; an accepted soft power-off is not repeated while
-//     the readings show nothing, an accepted hard one every ReissueAfter:
+//     within SoftTimeout + StaleReads of its Status.LastPoweredOn (a
+//     restart is no power-on), when an OS in POST hears no soft
+//     power-off; an accepted soft power-off of the same work (Call.For)
+//     is not repeated while the readings show nothing, an accepted hard
+//     one every ReissueAfter, until an Off reading taken StaleReads after
+//     the controller's last power-off and power-on shows it done
+//     (Status.OfflineOffSeen): from then on only an On reading begins a
+//     new episode, soft first, and unknown or transitioning readings send
+//     nothing unless they last longer than SoftTimeout + StaleReads
+//     (then one hard power-off per such run:
 //     TestReview36u_OfflineNullReadingsNeverPowerOff,
-//     TestReview36v_OfflineLostHardOffNeverRepeatedOnNull). A
+//     TestReview36v_OfflineLostHardOffNeverRepeatedOnNull,
+//     TestReview36w_OfflineOffHostFlappingNullForceOffForEver,
+//     TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). A held
+//     host whose readings say neither On nor Off for that long is powered
+//     off hard the same way, once per run, and its Status.HoldBroken set
+//     (the evidence cannot tell whether it ran); a held host's run is
+//     persisted (Status.UnsureSince) once it lasts StaleReads, so that a
+//     restart counts it from its start. A
 //     power-off that may press the power button (a Controller that
 //     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
 //     sent only on an On reading taken StaleReads after this controller's
@@ -196,7 +211,16 @@
 //     that sets the power goes out as on any reading, soft ones too (so
 //     SoftTimeout counts from it), and a hard one at once
 //     (TestReview36u_StuckTransitioningHardRebootNeverSent,
-//     TestReview36u_StuckTransitioningSoftRebootNeverFallsBackHard).
+//     TestReview36u_StuckTransitioningSoftRebootNeverFallsBackHard); a
+//     soft one waits, while the last call is no power-off, only within
+//     SoftTimeout + StaleReads of the controller's own power-on
+//     (Status.LastPoweredOn: an OS in POST hears no soft power-off; a
+//     forced one is heard, TestReview36w_HardFenceAfterPowerOnWaitsForPOST).
+//     With Online true (or a reboot released), a transitioning reading
+//     after an unbroken run of unknown or transitioning readings longer
+//     than SoftTimeout + StaleReads shows nothing under way: a power-on
+//     that powers nothing off (no OnToggler pressing) is sent, once per
+//     run (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver).
 //   - Off, read at instant r, proves by assumption A1 that the hardware was
 //     off at some instant in [r-StaleReads, r]. So it is evidence for a
 //     request only if it was read at least Config.StaleReads (30 s) after
@@ -234,7 +258,8 @@
 // unless it may press the button (above).
 //
 // A held host (evidence covers every request, keyed requests or
-// Online=false remain) is read every PollInterval. Read On, someone else
+// Online=false remain) is read every PollInterval (sooner while a run of
+// unsure readings nears SoftTimeout + StaleReads). Read On, someone else
 // powered it on: the controller records it in Status.HoldBroken (once per
 // evidence) and powers it off again, hard whatever the reboot's mode (the
 // host may sit where the power button does nothing: firmware setup, a
@@ -458,7 +483,11 @@
 //     may still land or an earlier press's shutdown may run, A5, and is
 //     tried soft first: TestReview36tFix_HeldBackOfflineTriedSoftFirst);
 //     from OfflineSince if the readings keep the soft power-off from going
-//     out (a press needs an On reading).
+//     out (a press needs an On reading). Once an Off reading that cannot
+//     echo showed its power-off done (Status.OfflineOffSeen), a host
+//     powered on by someone else meanwhile is powered off in a new
+//     episode of the enforcement, soft first again
+//     (TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce).
 //
 // Power-off is issued in the first pass that sees a request. Removing the
 // bare annotation and powering on happen in one pass once the evidence

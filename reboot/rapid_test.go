@@ -58,6 +58,14 @@ func TestRebootStateMachine(t *testing.T) { reboottest.StateMachine(t, fakeStore
 // a state from before that: assumption A2's limit).
 func TestRebootStateMachineButtons(t *testing.T) { reboottest.StateMachineButtons(t, fakeStores) }
 
+// TestRebootStateMachineStuck is TestRebootStateMachineButtons in worlds
+// that also toggle Online and draw a BMC stuck reading Transitioning or
+// null (while the host runs, or while it is off), kept stuck for part of
+// the liveness phase (review 36 round 23): no power-on while Online is
+// false, no command powering the hardware on while it is held (ground
+// truth), and every request answered once the readings are sane.
+func TestRebootStateMachineStuck(t *testing.T) { reboottest.StateMachineStuck(t, fakeStores) }
+
 // fakeStores is the fake store for the kit.
 func fakeStores(h reboot.Host) (reboottest.Stores, error) {
 	return reboottest.Stores{Hosts: fake.NewRebootHosts(h)}, nil

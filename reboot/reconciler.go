@@ -169,6 +169,11 @@ type memory struct {
 	// unknown readings began; valid while unknownRun.
 	unknownSince time.Duration
 	unknownRun   bool
+	// unsureSince is when (monotonic) the current unbroken run of
+	// readings neither On nor Off (unknown or transitioning) began;
+	// valid while unsureRun.
+	unsureSince time.Duration
+	unsureRun   bool
 	// own are the values of the status that show a power-off known to
 	// this controller (see sinceOff).
 	own ownValues
@@ -664,7 +669,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, cfg.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)
-	o.OffFor, o.UnknownFor = hm.reading(state, m, cfg.OffSettle)
+	o.OffFor, o.UnknownFor, o.UnsureFor = hm.reading(state, m, cfg.OffSettle)
 	if leadLate {
 		hm.lead(r.leadAt)
 	}

@@ -67,18 +67,10 @@ func TestReview36p_LostSoftPressOnlineFalseHardFallbackWaitsLanding(t *testing.T
 	offlineAt := clk.Real()
 	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
 	reconcileUntil(t, rec, clk, offlineAt.Add(10*time.Minute), time.Second, nil)
-	var offAt time.Time
-	for _, tc := range pw.Truth() {
-		if !tc.At.After(offlineAt) {
-			continue
-		}
-		if !tc.On && offAt.IsZero() {
-			offAt = tc.At
-		}
-		if tc.On && !offAt.IsZero() {
-			t.Fatalf("Online=false: the host went off at %v and was powered on at %v (%v) by the lost soft press landing after the hard fallback; truth %s",
-				offAt.Sub(offlineAt), tc.At.Sub(offlineAt), tc.Cause, rebootcheck.DescribeTruth(pw))
-		}
+	offAt, tc, on := review36OffThenOn(pw, offlineAt, false)
+	if on {
+		t.Fatalf("Online=false: the host went off at %v and was powered on at %v (%v) by the lost soft press landing after the hard fallback; truth %s",
+			offAt.Sub(offlineAt), tc.At.Sub(offlineAt), tc.Cause, rebootcheck.DescribeTruth(pw))
 	}
 	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
 }

@@ -51,18 +51,7 @@ func TestReview36s_OverlapWithOldVersionCountsItsPendingRebootAsPress(t *testing
 	_, err := maint.Request(ctx, "h", power.ModeSoft)
 	require.NoError(t, err)
 	pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: land})
-	var lostAt time.Time
-	for end := clk.Real().Add(2 * time.Minute); lostAt.IsZero() && clk.Real().Before(end); {
-		res, err := ra.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if res.Decision.Power == reboot.ActionPowerOff {
-			require.Equal(t, power.ModeSoft, res.Decision.Mode, "the setup: the soft press")
-			require.Error(t, res.PowerErr, "the setup: the press's answer is lost")
-			lostAt = clk.Real()
-			break
-		}
-		clk.Advance(max(res.RequeueAfter, 100*time.Millisecond))
-	}
+	lostAt := review36SendLost(t, clk, ra, reboot.ActionPowerOff, 2*time.Minute, nil)
 	require.False(t, lostAt.IsZero(), "the setup: a soft press was sent")
 	h, err := store.Get(ctx, "h")
 	require.NoError(t, err)
@@ -73,33 +62,14 @@ func TestReview36s_OverlapWithOldVersionCountsItsPendingRebootAsPress(t *testing
 	_, err = fence.Request(ctx, "h", power.ModeHard)
 	require.NoError(t, err)
 	requestAt := clk.Real()
-	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
-		res, err := rb.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		clk.Advance(min(max(next, time.Millisecond), time.Second))
-	}
+	review36RunAfterLost(t, clk, rb, lostAt)
 	h, err = store.Get(ctx, "h")
 	require.NoError(t, err)
 	require.NotEmpty(t, rebootcheck.HeldBy(h), "the setup: still held")
-	var offAt time.Time
-	for _, tc := range pw.Truth() {
-		if tc.At.Before(requestAt) {
-			continue
-		}
-		if !tc.On && offAt.IsZero() {
-			offAt = tc.At
-		}
-		if tc.On && !offAt.IsZero() {
-			t.Fatalf("the held host went off at %v and was powered on at %v (%v) by the old version's lost soft press; truth %s",
-				offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
-		}
+	offAt, tc, on := review36OffThenOn(pw, requestAt, true)
+	if on {
+		t.Fatalf("the held host went off at %v and was powered on at %v (%v) by the old version's lost soft press; truth %s",
+			offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
 	}
 	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
 }

@@ -1,7 +1,6 @@
 package reboot_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 // Before: SoftTimeout counted from PendingRebootSince ran out while the
 // soft press was held back, and the first power-off sent was hard.
 func TestReview36tFix_HeldBackSoftRebootTriedSoftFirst(t *testing.T) {
-	ctx := context.Background()
 	clk := fake.NewClock(time.Time{})
 	cfg := reboot.DefaultConfig()
 	// An OS that ignores the soft press: only the hard fallback powers
@@ -38,36 +36,14 @@ func TestReview36tFix_HeldBackSoftRebootTriedSoftFirst(t *testing.T) {
 	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
 		Power: func(string) (power.Controller, error) { return pw, nil }}
 	start := clk.Real()
-	for end := start.Add(15 * time.Minute); clk.Real().Before(end) && !pw.WasOffDuring(start, clk.Real()); {
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = time.Second
-		}
-		clk.Advance(min(max(next, time.Millisecond), 10*time.Second))
-	}
-	var offs []fake.Call
-	for _, c := range pw.Calls() {
-		if c.Op == fake.OpOff {
-			offs = append(offs, c)
-		}
-	}
+	review36RunUntilOff(t, clk, rec, pw, start, 15*time.Minute, true)
+	offs := review36OffCalls(pw)
 	require.NotEmpty(t, offs, "no power-off in 15 minutes; truth %s", rebootcheck.DescribeTruth(pw))
 	require.Equal(t, power.ModeSoft, offs[0].Mode,
 		"the first power-off of a soft reboot held back by the controller's own wait (%v after the restart) is hard: SoftTimeout counted from the request ran out during the wait, the soft shutdown was never tried; truth %s",
 		offs[0].At.Sub(start), rebootcheck.DescribeTruth(pw))
 	require.GreaterOrEqual(t, offs[0].At.Sub(start), reboot.LostLandingOf(cfg), "the setup: the restart held the power-off back")
-	var hard *fake.Call
-	for i := range offs {
-		if offs[i].Mode == power.ModeHard {
-			hard = &offs[i]
-			break
-		}
-	}
+	hard := review36FirstHard(offs)
 	require.NotNil(t, hard, "the soft reboot of an OS that ignores the press never fell back to hard; truth %s", rebootcheck.DescribeTruth(pw))
 	require.GreaterOrEqual(t, hard.At.Sub(offs[0].At), cfg.SoftTimeout,
 		"hard fallback %v after the first soft power-off: less than SoftTimeout", hard.At.Sub(offs[0].At))
@@ -83,7 +59,6 @@ func TestReview36tFix_HeldBackSoftRebootTriedSoftFirst(t *testing.T) {
 // sets the power is sent whatever the reading), and no soft power-off
 // was ever sent (the fake's call log).
 func TestReview36tFix_UnknownReadingsStillFallBackToHard(t *testing.T) {
-	ctx := context.Background()
 	clk := fake.NewClock(time.Time{})
 	cfg := reboot.DefaultConfig()
 	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft,
@@ -94,21 +69,8 @@ func TestReview36tFix_UnknownReadingsStillFallBackToHard(t *testing.T) {
 	clk.Advance(time.Minute)
 	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Annotations = map[string]string{reboot.Annotation: ""} }))
 	start := clk.Real()
-	for end := start.Add(10 * time.Minute); clk.Real().Before(end) && !pw.WasOffDuring(start, clk.Real()); {
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = time.Second
-		}
-		clk.Advance(min(max(next, time.Millisecond), 10*time.Second))
-	}
-	var offs []fake.Call
-	for _, c := range pw.Calls() {
-		if c.Op == fake.OpOff {
-			offs = append(offs, c)
-		}
-	}
+	review36RunUntilOff(t, clk, rec, pw, start, 10*time.Minute, false)
+	offs := review36OffCalls(pw)
 	require.NotEmpty(t, offs, "unknown readings: no power-off in 10 minutes; truth %s", rebootcheck.DescribeTruth(pw))
 	require.Equal(t, power.ModeHard, offs[0].Mode, "a press sent on unknown readings; truth %s", rebootcheck.DescribeTruth(pw))
 	require.GreaterOrEqual(t, offs[0].At.Sub(start), cfg.SoftTimeout-cfg.Precision)
@@ -122,7 +84,6 @@ func TestReview36tFix_UnknownReadingsStillFallBackToHard(t *testing.T) {
 // SoftTimeout after it (the fake's call log). Before: OfflineMode turned
 // hard at OfflineSince + SoftTimeout while the soft press was held back.
 func TestReview36tFix_HeldBackOfflineTriedSoftFirst(t *testing.T) {
-	ctx := context.Background()
 	clk := fake.NewClock(time.Time{})
 	cfg := reboot.DefaultConfig()
 	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, IgnoreSoft: true,
@@ -135,35 +96,13 @@ func TestReview36tFix_HeldBackOfflineTriedSoftFirst(t *testing.T) {
 	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
 		Power: func(string) (power.Controller, error) { return pw, nil }}
 	start := clk.Real()
-	for end := start.Add(15 * time.Minute); clk.Real().Before(end) && !pw.WasOffDuring(start, clk.Real()); {
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = time.Second
-		}
-		clk.Advance(min(max(next, time.Millisecond), 10*time.Second))
-	}
-	var offs []fake.Call
-	for _, c := range pw.Calls() {
-		if c.Op == fake.OpOff {
-			offs = append(offs, c)
-		}
-	}
+	review36RunUntilOff(t, clk, rec, pw, start, 15*time.Minute, true)
+	offs := review36OffCalls(pw)
 	require.NotEmpty(t, offs, "no power-off in 15 minutes; truth %s", rebootcheck.DescribeTruth(pw))
 	require.Equal(t, power.ModeSoft, offs[0].Mode,
 		"the first power-off of an Online=false enforcement held back by the controller's own wait (%v after the restart) is hard: SoftTimeout counted from OfflineSince ran out during the wait; truth %s",
 		offs[0].At.Sub(start), rebootcheck.DescribeTruth(pw))
-	var hard *fake.Call
-	for i := range offs {
-		if offs[i].Mode == power.ModeHard {
-			hard = &offs[i]
-			break
-		}
-	}
+	hard := review36FirstHard(offs)
 	require.NotNil(t, hard, "never fell back to hard; truth %s", rebootcheck.DescribeTruth(pw))
 	require.GreaterOrEqual(t, hard.At.Sub(offs[0].At), cfg.SoftTimeout)
 	require.Less(t, hard.At.Sub(offs[0].At), cfg.SoftTimeout+cfg.StaleReads+15*time.Second)

@@ -135,49 +135,7 @@ func TestReview36i_TrackerForgetThenLatePressIsNoPress(t *testing.T) {
 					}
 					return res.Decision, err
 				}
-				h, err := store.Get(ctx, "h")
-				require.NoError(t, err)
-				rd := reboot.Reading{Host: h, Now: clk.Now(), Mono: clk.Monotonic(), SoftToggles: true, HardToggles: true}
-				if rd.Power, err = pc.State(ctx); err != nil {
-					rd.Power = power.StateUnknown
-				}
-				rd.ReadEnd = clk.Monotonic()
-				if a, ok := pc.LateAnswer(); ok {
-					tr.Late(a, clk.Now(), clk.Monotonic())
-				}
-				d := cfg.Decide(tr.Observe(rd, cfg), rd.Now)
-				written := ""
-				if d.UpdateStatus {
-					nh := h
-					nh.Status = d.Status
-					nh.Annotations = map[string]string{}
-					for k, v := range h.Annotations {
-						nh.Annotations[k] = v
-					}
-					for _, k := range d.RemoveAnnotations {
-						delete(nh.Annotations, k)
-					}
-					tr.Writing(d)
-					w, err := store.Update(ctx, nh)
-					if err != nil {
-						return d, err
-					}
-					written = w.Version
-				}
-				tr.Applied(d, written)
-				if d.Power != reboot.ActionNone {
-					tr.Sending(d.Power, d.Mode, clk.Monotonic())
-					if d.Power == reboot.ActionPowerOn {
-						err = pc.On(ctx)
-					} else {
-						err = pc.Off(ctx, d.Mode)
-					}
-					tr.Sent(reboot.Call{Action: d.Power, Mode: d.Mode, Class: reboot.CallClass(err), At: clk.Now()}, err, clk.Monotonic())
-					if err != nil {
-						d.RequeueAfter = 0
-					}
-				}
-				return d, nil
+				return review36TrackerPass(ctx, tr, cfg, store, pc, clk)
 			}
 			_, err := pass()
 			require.NoError(t, err)
@@ -245,14 +203,9 @@ func TestReview36i_TrackerForgetThenLatePressIsNoPress(t *testing.T) {
 // power-off never tried, long before SoftTimeout (180 s).
 func TestReview36i_LateSoftFailureOfEnforcementCutsNewReboot(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
-	pc := &inFlight{Power: pw, clk: clk, landAfter: 100 * time.Second, oneCall: true,
-		fail: &power.Error{Op: "power off soft", Class: power.ClassFailed, Message: "HTTP 500: internal error"}}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return pc, nil }}
+	w, pw, pc := review36HungSoftOff()
+	clk, cfg, store := w.clk, w.cfg, w.store
+	rec := w.newRec()
 	run := func(until time.Time) {
 		for clk.Real().Before(until) {
 			res, err := rec.Reconcile(ctx, "h")
@@ -283,19 +236,6 @@ func TestReview36i_LateSoftFailureOfEnforcementCutsNewReboot(t *testing.T) {
 	require.NoError(t, err)
 	req := clk.Real()
 	run(t0.Add(3 * time.Minute))
-	var offs []fake.Call
-	for _, c := range pw.Calls() {
-		if c.Op == fake.OpOff {
-			offs = append(offs, c)
-		}
-	}
-	for _, c := range offs {
-		if !c.At.Before(req) {
-			require.Equal(t, power.ModeSoft, c.Mode,
-				"the first power-off of the soft reboot reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the late failure of the Online=false enforcement's soft power-off was taken for this reboot's; calls %v",
-				c.At.Sub(req), cfg.SoftTimeout, offs)
-			return
-		}
-	}
-	t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
+	review36RequireFirstOffSoft(t, pw, req, cfg.SoftTimeout,
+		"the first power-off of the soft reboot reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the late failure of the Online=false enforcement's soft power-off was taken for this reboot's; calls %v")
 }

@@ -31,14 +31,9 @@ import (
 // tried, is cut hard at once, 100 s after the request (SoftTimeout 180 s).
 func TestReview36j_SoftFailureMadeBeforeRebootInSameSecondCutsIt(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
-	pc := &inFlight{Power: pw, clk: clk, landAfter: 100 * time.Second, oneCall: true,
-		fail: &power.Error{Op: "power off soft", Class: power.ClassFailed, Message: "HTTP 500: internal error"}}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return pc, nil }}
+	w, pw, pc := review36HungSoftOff()
+	clk, cfg, store := w.clk, w.cfg, w.store
+	rec := w.newRec()
 	pass := func() reboot.Result {
 		res, err := rec.Reconcile(ctx, "h")
 		require.NoError(t, err)
@@ -80,21 +75,8 @@ func TestReview36j_SoftFailureMadeBeforeRebootInSameSecondCutsIt(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, h.Status.PendingRebootSince.Equal(s), "the setup: the reboot is stamped %v (s %v); %s", h.Status.PendingRebootSince, s, res.Decision.Reason)
 	run(req.Add(3 * time.Minute))
-	var offs []fake.Call
-	for _, c := range pw.Calls() {
-		if c.Op == fake.OpOff {
-			offs = append(offs, c)
-		}
-	}
-	for _, c := range offs {
-		if !c.At.Before(req) {
-			require.Equal(t, power.ModeSoft, c.Mode,
-				"the soft reboot's first power-off reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the failure of the Online=false enforcement's soft power-off, made before the reboot began, counted as the reboot's own (PendingRebootSince truncated to the second, Sent/At not); power-offs %v",
-				c.At.Sub(req), cfg.SoftTimeout, offs)
-			return
-		}
-	}
-	t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
+	review36RequireFirstOffSoft(t, pw, req, cfg.SoftTimeout,
+		"the soft reboot's first power-off reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the failure of the Online=false enforcement's soft power-off, made before the reboot began, counted as the reboot's own (PendingRebootSince truncated to the second, Sent/At not); power-offs %v")
 }
 
 // Review 36 round 10 (TestReview36j_NewTrackerDatesLateFailureFromItsStart):
@@ -116,54 +98,12 @@ func TestReview36j_SoftFailureMadeBeforeRebootInSameSecondCutsIt(t *testing.T) {
 // reached the BMC). With the old Tracker kept it is not (Sent = 0).
 func TestReview36j_NewTrackerDatesLateFailureFromItsStart(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
-	pc := &inFlight{Power: pw, clk: clk, landAfter: 100 * time.Second, oneCall: true,
-		fail: &power.Error{Op: "power off soft", Class: power.ClassFailed, Message: "HTTP 500: internal error"}}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	w, pw, pc := review36HungSoftOff()
+	clk, cfg, store := w.clk, w.cfg, w.store
 	tr := reboot.NewTracker(clk.Monotonic(), clk.Now())
 	pass := func() reboot.Decision {
-		h, err := store.Get(ctx, "h")
+		d, err := review36TrackerPass(ctx, tr, cfg, store, pc, clk)
 		require.NoError(t, err)
-		rd := reboot.Reading{Host: h, Now: clk.Now(), Mono: clk.Monotonic()}
-		if rd.Power, err = pc.State(ctx); err != nil {
-			rd.Power = power.StateUnknown
-		}
-		rd.ReadEnd = clk.Monotonic()
-		if a, ok := pc.LateAnswer(); ok {
-			tr.Late(a, clk.Now(), clk.Monotonic())
-		}
-		d := cfg.Decide(tr.Observe(rd, cfg), rd.Now)
-		written := ""
-		if d.UpdateStatus {
-			nh := h
-			nh.Status = d.Status
-			nh.Annotations = map[string]string{}
-			for k, v := range h.Annotations {
-				nh.Annotations[k] = v
-			}
-			for _, k := range d.RemoveAnnotations {
-				delete(nh.Annotations, k)
-			}
-			tr.Writing(d)
-			w, err := store.Update(ctx, nh)
-			require.NoError(t, err)
-			written = w.Version
-		}
-		tr.Applied(d, written)
-		if d.Power != reboot.ActionNone {
-			tr.Sending(d.Power, d.Mode, clk.Monotonic())
-			if d.Power == reboot.ActionPowerOn {
-				err = pc.On(ctx)
-			} else {
-				err = pc.Off(ctx, d.Mode)
-			}
-			tr.Sent(reboot.Call{Action: d.Power, Mode: d.Mode, Class: reboot.CallClass(err), At: clk.Now()}, err, clk.Monotonic())
-			if err != nil {
-				d.RequeueAfter = 0
-			}
-		}
 		if testing.Verbose() {
 			t.Logf("%v %v %v %s", clk.Now().Format("15:04:05.000"), d.Power, d.Mode, d.Reason)
 		}
@@ -196,21 +136,8 @@ func TestReview36j_NewTrackerDatesLateFailureFromItsStart(t *testing.T) {
 	run(t0.Add(60 * time.Second))
 	tr = reboot.NewTracker(clk.Monotonic(), clk.Now()) // a new Tracker: "always safe"
 	run(t0.Add(3 * time.Minute))
-	var offs []fake.Call
-	for _, c := range pw.Calls() {
-		if c.Op == fake.OpOff {
-			offs = append(offs, c)
-		}
-	}
-	for _, c := range offs {
-		if !c.At.Before(req) {
-			require.Equal(t, power.ModeSoft, c.Mode,
-				"the soft reboot's first power-off reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the new Tracker dated the late failure of the Online=false enforcement's soft power-off (made before the reboot began) at its own start; power-offs %v",
-				c.At.Sub(req), cfg.SoftTimeout, offs)
-			return
-		}
-	}
-	t.Fatalf("no power-off reached the BMC after the request; power-offs %v", offs)
+	review36RequireFirstOffSoft(t, pw, req, cfg.SoftTimeout,
+		"the soft reboot's first power-off reached the BMC hard, %v after the request (SoftTimeout %v), its own soft power-off never tried: the new Tracker dated the late failure of the Online=false enforcement's soft power-off (made before the reboot began) at its own start; power-offs %v")
 }
 
 // forgetDuring is a slow BMC whose first power-off reaches the hardware

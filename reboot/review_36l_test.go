@@ -70,71 +70,24 @@ func (l *lostSoftOff) Off(ctx context.Context, m power.Mode) error {
 // client's keyed annotation holds it off (ground truth: a command powers
 // the hardware on after the request).
 func TestReview36l_IPMILostSoftOffLandingLateThenSlowShutdown(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := &lostSoftOff{clk: clk, land: 20 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return pw, nil }}
+	w := newReview36World()
+	clk := w.clk
+	pw := &lostSoftOff{clk: clk, land: 20 * time.Second, Power: review36SlowShutdown(clk)}
+	w.Power = pw
+	rec := w.newRec()
 	clk.Advance(time.Minute)
 	// The controller runs for a while first (a fresh one counts the host
 	// as possibly powered on at its start).
 	start := clk.Real().Add(5 * time.Minute)
 	onlineAt, requestAt := start.Add(5*time.Second), start.Add(100*time.Second)
-	offline, online, requested := false, false, false
-	var landed time.Time
-	for clk.Real().Before(start.Add(6 * time.Minute)) {
-		if !offline && !clk.Real().Before(start) {
-			offline = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
-		}
-		if pw.pending && !clk.Real().Before(pw.landAt) {
-			pw.pending, landed = false, clk.Real()
-			require.NoError(t, pw.Power.Off(ctx, power.ModeSoft)) // the BMC applies the lost press
-		}
-		if !online && !clk.Real().Before(onlineAt) {
-			online = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() {
-			if !clk.Real().Before(start) {
-				t.Logf("%v %v %v %s %v", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-			}
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		for _, at := range []time.Time{start, onlineAt, requestAt, pw.landAt} {
-			if d := at.Sub(clk.Real()); d > 0 && d < next {
-				next = d
-			}
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	landed, _ := review36LostRun{start: start, end: start.Add(6 * time.Minute), onlineAt: onlineAt, requestAt: requestAt}.
+		run(t, clk, w.store, rec, pw, pw.Power)
 	require.True(t, pw.lost && !landed.IsZero(), "the setup: a soft shutdown's answer was lost and it landed later")
-	var offSeen bool
-	for _, tc := range pw.Truth() {
-		if !tc.On && tc.At.After(landed) {
-			offSeen = true
-		}
-		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(requestAt) {
-			t.Fatalf("a press on an On reading that echoed the host still shutting down from a lost soft shutdown (its answer lost at 0, landed at %v, OS 170 s) powered the held host on at %v, a keyed annotation present since %v; truth %s",
-				landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
-		}
+	if tc, ok := review36OnByCommandAfter(pw.Power, requestAt); ok {
+		t.Fatalf("a press on an On reading that echoed the host still shutting down from a lost soft shutdown (its answer lost at 0, landed at %v, OS 170 s) powered the held host on at %v, a keyed annotation present since %v; truth %s",
+			landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
 	}
-	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
+	require.True(t, review36OffAfter(pw.Power, landed), "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
 
 // Review 36 round 12 (TestReview36l_TrackerForgetBeforeSendingDropsPress):

@@ -28,75 +28,31 @@ import (
 // as sent LostLanding after its return "whatever the adapter does"; a
 // restart is nothing the BMC knows of.
 func TestReview36m_RestartAfterLostSoftOffForgetsLostLanding(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := &lostSoftOff{clk: clk, land: 20 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
-	rec := newRec()
+	w := newReview36World()
+	clk := w.clk
+	pw := &lostSoftOff{clk: clk, land: 20 * time.Second, Power: review36SlowShutdown(clk)}
+	w.Power = pw
+	rec := w.newRec()
 	clk.Advance(time.Minute)
 	start := clk.Real().Add(5 * time.Minute)
 	restartAt := start.Add(time.Second)
 	onlineAt, requestAt := start.Add(5*time.Second), start.Add(100*time.Second)
-	offline, online, requested, restarted := false, false, false, false
-	var landed time.Time
-	for clk.Real().Before(start.Add(6 * time.Minute)) {
-		if !offline && !clk.Real().Before(start) {
-			offline = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
-		}
+	restarted := false
+	restart := func() *reboot.Reconciler {
 		if !restarted && pw.lost && !clk.Real().Before(restartAt) {
 			restarted = true
-			rec = newRec() // the controller restarts (or a new leader takes over)
+			return w.newRec() // the controller restarts (or a new leader takes over)
 		}
-		if pw.pending && !clk.Real().Before(pw.landAt) {
-			pw.pending, landed = false, clk.Real()
-			require.NoError(t, pw.Power.Off(ctx, power.ModeSoft)) // the BMC applies the lost press
-		}
-		if !online && !clk.Real().Before(onlineAt) {
-			online = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && !clk.Real().Before(start) {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		for _, at := range []time.Time{start, restartAt, onlineAt, requestAt, pw.landAt} {
-			if d := at.Sub(clk.Real()); d > 0 && d < next {
-				next = d
-			}
-		}
-		clk.Advance(max(next, time.Millisecond))
+		return nil
 	}
+	landed, _ := review36LostRun{start: start, end: start.Add(6 * time.Minute), onlineAt: onlineAt, requestAt: requestAt,
+		restart: restart, also: func() []time.Time { return []time.Time{restartAt} }}.run(t, clk, w.store, rec, pw, pw.Power)
 	require.True(t, restarted && pw.lost && !landed.IsZero(), "the setup: a soft shutdown's answer was lost, the controller restarted, the press landed later")
-	var offSeen bool
-	for _, tc := range pw.Truth() {
-		if !tc.On && tc.At.After(landed) {
-			offSeen = true
-		}
-		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(requestAt) {
-			t.Fatalf("after a restart 1 s after a lost soft shutdown (landed at %v, OS 170 s), the new controller pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
-				landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
-		}
+	if tc, ok := review36OnByCommandAfter(pw.Power, requestAt); ok {
+		t.Fatalf("after a restart 1 s after a lost soft shutdown (landed at %v, OS 170 s), the new controller pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
+			landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
 	}
-	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
+	require.True(t, review36OffAfter(pw.Power, landed), "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
 
 // Review 36 round 13 (TestReview36m_SecondReconcilerTakesOverAfterLostSoftOff):
@@ -108,84 +64,40 @@ func TestReview36m_RestartAfterLostSoftOffForgetsLostLanding(t *testing.T) {
 // not LostLanding after the lost call's return: it presses at 211 s on an
 // echo and powers the held host on.
 func TestReview36m_SecondReconcilerTakesOverAfterLostSoftOff(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := &lostSoftOff{clk: clk, land: 20 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
-	rec := newRec()
+	w := newReview36World()
+	clk := w.clk
+	pw := &lostSoftOff{clk: clk, land: 20 * time.Second, Power: review36SlowShutdown(clk)}
+	w.Power = pw
+	rec := w.newRec()
 	// A second Reconciler (the next leader) has been running its passes
 	// all along, before the first one took over, so it is not fresh: it
 	// counts the first one's LastPress as sent when it first reads it.
-	recB := newRec()
+	recB := w.newRec()
 	clk.Advance(time.Minute)
 	for i := 0; i < 4; i++ {
-		_, err := recB.Reconcile(ctx, "h")
+		_, err := recB.Reconcile(context.Background(), "h")
 		require.NoError(t, err)
 		clk.Advance(time.Minute)
 	}
 	start := clk.Real().Add(5 * time.Minute)
 	restartAt := start.Add(time.Second)
 	onlineAt, requestAt := start.Add(5*time.Second), start.Add(100*time.Second)
-	offline, online, requested, restarted := false, false, false, false
-	var landed time.Time
-	for clk.Real().Before(start.Add(6 * time.Minute)) {
-		if !offline && !clk.Real().Before(start) {
-			offline = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
-		}
+	restarted := false
+	restart := func() *reboot.Reconciler {
 		if !restarted && pw.lost && !clk.Real().Before(restartAt) {
 			restarted = true
-			rec = recB // the first controller stops; the second takes over
+			return recB // the first controller stops; the second takes over
 		}
-		if pw.pending && !clk.Real().Before(pw.landAt) {
-			pw.pending, landed = false, clk.Real()
-			require.NoError(t, pw.Power.Off(ctx, power.ModeSoft)) // the BMC applies the lost press
-		}
-		if !online && !clk.Real().Before(onlineAt) {
-			online = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && !clk.Real().Before(start) {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		for _, at := range []time.Time{start, restartAt, onlineAt, requestAt, pw.landAt} {
-			if d := at.Sub(clk.Real()); d > 0 && d < next {
-				next = d
-			}
-		}
-		clk.Advance(max(next, time.Millisecond))
+		return nil
 	}
+	landed, _ := review36LostRun{start: start, end: start.Add(6 * time.Minute), onlineAt: onlineAt, requestAt: requestAt,
+		restart: restart, also: func() []time.Time { return []time.Time{restartAt} }}.run(t, clk, w.store, rec, pw, pw.Power)
 	require.True(t, restarted && pw.lost && !landed.IsZero(), "the setup: a soft shutdown's answer was lost, the controller restarted, the press landed later")
-	var offSeen bool
-	for _, tc := range pw.Truth() {
-		if !tc.On && tc.At.After(landed) {
-			offSeen = true
-		}
-		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(requestAt) {
-			t.Fatalf("after a second Reconciler took over 1 s after a lost soft shutdown (landed at %v, OS 170 s), it pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
-				landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
-		}
+	if tc, ok := review36OnByCommandAfter(pw.Power, requestAt); ok {
+		t.Fatalf("after a second Reconciler took over 1 s after a lost soft shutdown (landed at %v, OS 170 s), it pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
+			landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
 	}
-	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
+	require.True(t, review36OffAfter(pw.Power, landed), "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
 
 // asyncLostSoftOff is lostSoftOff behind a kube.Async-like wrapper: the
@@ -247,67 +159,22 @@ func (a *asyncLostSoftOff) LateAnswer() (reboot.LateAnswer, bool) {
 // 29 s old): at 210 s the controller presses on an echo and powers the
 // held host on.
 func TestReview36m_LateLostAnswerClearsLostLanding(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := &asyncLostSoftOff{clk: clk, land: 20 * time.Second, callTime: 5 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return pw, nil }}
+	w := newReview36World()
+	clk := w.clk
+	pw := &asyncLostSoftOff{clk: clk, land: 20 * time.Second, callTime: 5 * time.Second, Power: review36SlowShutdown(clk)}
+	w.Power = pw
+	rec := w.newRec()
 	clk.Advance(time.Minute)
 	start := clk.Real().Add(5 * time.Minute)
 	onlineAt, requestAt := start.Add(10*time.Second), start.Add(100*time.Second)
-	offline, online, requested := false, false, false
-	var landed time.Time
-	for clk.Real().Before(start.Add(6 * time.Minute)) {
-		if !offline && !clk.Real().Before(start) {
-			offline = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
-		}
-		if pw.pending && !clk.Real().Before(pw.landAt) {
-			pw.pending, landed = false, clk.Real()
-			require.NoError(t, pw.Power.Off(ctx, power.ModeSoft)) // the BMC applies the lost press
-		}
-		if !online && !clk.Real().Before(onlineAt) {
-			online = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && !clk.Real().Before(start) {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		for _, at := range []time.Time{start, onlineAt, requestAt, pw.doneAt, pw.landAt} {
-			if d := at.Sub(clk.Real()); d > 0 && d < next {
-				next = d
-			}
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	landed, _ := review36LostRun{start: start, end: start.Add(6 * time.Minute), onlineAt: onlineAt, requestAt: requestAt,
+		also: func() []time.Time { return []time.Time{pw.doneAt} }}.run(t, clk, w.store, rec, pw, pw.Power)
 	require.True(t, pw.answered && !landed.IsZero(), "the setup: a soft shutdown's late answer was lost and it landed later")
-	var offSeen bool
-	for _, tc := range pw.Truth() {
-		if !tc.On && tc.At.After(landed) {
-			offSeen = true
-		}
-		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(requestAt) {
-			t.Fatalf("a soft shutdown whose late answer (kube.Async) was lost, applied 20 s after it returned (OS 170 s), did not count LostLanding: the controller pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
-				tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
-		}
+	if tc, ok := review36OnByCommandAfter(pw.Power, requestAt); ok {
+		t.Fatalf("a soft shutdown whose late answer (kube.Async) was lost, applied 20 s after it returned (OS 170 s), did not count LostLanding: the controller pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
+			tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
 	}
-	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
+	require.True(t, review36OffAfter(pw.Power, landed), "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
 
 // Review 36 round 13 (TestReview36m_AnsweredBusyPressCountsAsLost):

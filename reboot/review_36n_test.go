@@ -57,64 +57,27 @@ func (l *lostOnPress) On(ctx context.Context) error {
 // annotation holds it off (ground truth: a command powers the hardware on
 // after the request).
 func TestReview36n_LostPowerOnPressLandsThenPressPowersHeldHostOn(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
+	w := newReview36World()
+	clk := w.clk
 	pw := &lostOnPress{clk: clk, land: 45 * time.Second,
 		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 10 * time.Second,
 			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return pw, nil }}
+	w.Power = pw
+	rec := w.newRec()
 	clk.Advance(time.Minute)
 	start := clk.Real().Add(5 * time.Minute)
 	onlineAt := start.Add(2 * time.Minute)
-	offline, online, requested := false, false, false
-	var landed, requestAt time.Time
-	for clk.Real().Before(start.Add(12 * time.Minute)) {
-		if !offline && !clk.Real().Before(start) {
-			offline = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
-		}
-		if !online && !clk.Real().Before(onlineAt) {
-			online, pw.armed = true, true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
-		}
-		if pw.pending && !clk.Real().Before(pw.landAt) {
-			pw.pending, landed = false, clk.Real()
-			require.NoError(t, pw.Power.On(ctx)) // the BMC carries out the lost press
-		}
+	requested := false
+	landed, requestAt := review36LostRun{start: start, end: start.Add(12 * time.Minute), onlineAt: onlineAt,
+		arm: func() { pw.armed = true },
 		// The client's held request, once the second power-on ran the
 		// host (before the lost press lands).
-		if !requested && pw.lost && pw.Power.HardwareOn() {
-			requested, requestAt = true, clk.Real()
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && !clk.Real().Before(start) {
-			t.Logf("%v on=%v %v %v %s %v", clk.Real().Sub(start), pw.Power.HardwareOn(), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		next = min(next, time.Second)
-		for _, at := range []time.Time{start, onlineAt, pw.landAt} {
-			if d := at.Sub(clk.Real()); d > 0 && d < next {
-				next = d
-			}
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+		requestWhen: func() bool { requested = requested || pw.lost && pw.Power.HardwareOn(); return requested },
+		maxStep:     time.Second, logOn: true}.run(t, clk, w.store, rec, pw, pw.Power)
 	require.True(t, pw.lost && !landed.IsZero() && requested, "the setup: a power-on's answer was lost, it landed later, a held request came")
-	for _, tc := range pw.Truth() {
-		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(landed) {
-			t.Fatalf("a press sent on an On reading that echoed the host before a lost power-on press (returned %v before landing, A5) shut it down powered the held host on at %v (request at %v, landed at %v); truth %s",
-				pw.land, tc.At.Sub(start), requestAt.Sub(start), landed.Sub(start), rebootcheck.DescribeTruth(pw.Power))
-		}
+	if tc, ok := review36OnByCommandAfter(pw.Power, landed); ok {
+		t.Fatalf("a press sent on an On reading that echoed the host before a lost power-on press (returned %v before landing, A5) shut it down powered the held host on at %v (request at %v, landed at %v); truth %s",
+			pw.land, tc.At.Sub(start), requestAt.Sub(start), landed.Sub(start), rebootcheck.DescribeTruth(pw.Power))
 	}
 }
 
@@ -155,61 +118,20 @@ func TestReview36n_IPMITimeoutCompletionCodeIsNotAnAnswer(t *testing.T) {
 }
 
 func runStatusLostSoftOff(t *testing.T, lostErr error) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := &statusLostSoftOff{err: lostErr, lostSoftOff: lostSoftOff{clk: clk, land: 20 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return pw, nil }}
+	w := newReview36World()
+	clk := w.clk
+	pw := &statusLostSoftOff{err: lostErr, lostSoftOff: lostSoftOff{clk: clk, land: 20 * time.Second, Power: review36SlowShutdown(clk)}}
+	w.Power = pw
+	rec := w.newRec()
 	clk.Advance(time.Minute)
 	start := clk.Real().Add(5 * time.Minute)
 	onlineAt, requestAt := start.Add(5*time.Second), start.Add(100*time.Second)
-	offline, online, requested := false, false, false
-	var landed time.Time
-	for clk.Real().Before(start.Add(6 * time.Minute)) {
-		if !offline && !clk.Real().Before(start) {
-			offline = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
-		}
-		if pw.pending && !clk.Real().Before(pw.landAt) {
-			pw.pending, landed = false, clk.Real()
-			require.NoError(t, pw.Power.Off(ctx, power.ModeSoft)) // the BMC carries the press out
-		}
-		if !online && !clk.Real().Before(onlineAt) {
-			online = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && !clk.Real().Before(start) {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		for _, at := range []time.Time{start, onlineAt, requestAt, pw.landAt} {
-			if d := at.Sub(clk.Real()); d > 0 && d < next {
-				next = d
-			}
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	landed, _ := review36LostRun{start: start, end: start.Add(6 * time.Minute), onlineAt: onlineAt, requestAt: requestAt}.
+		run(t, clk, w.store, rec, pw, pw.Power)
 	require.True(t, pw.lost && !landed.IsZero(), "the setup: a soft shutdown's outcome was unknown and it landed later")
-	for _, tc := range pw.Truth() {
-		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(requestAt) {
-			t.Fatalf("a soft shutdown answered %v (outcome unknown) counted as answered; it landed %v after its return (A5) and a press at SoftTimeout + StaleReads powered the held host on at %v (request at %v); truth %s",
-				lostErr, pw.land, tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
-		}
+	if tc, ok := review36OnByCommandAfter(pw.Power, requestAt); ok {
+		t.Fatalf("a soft shutdown answered %v (outcome unknown) counted as answered; it landed %v after its return (A5) and a press at SoftTimeout + StaleReads powered the held host on at %v (request at %v); truth %s",
+			lostErr, pw.land, tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
 	}
 }
 
@@ -232,64 +154,7 @@ func runStatusLostSoftOff(t *testing.T, lostErr error) {
 // not restart with every process (counted from PendingRebootSince or
 // Status.LastPress, which are persisted) would end it.
 func TestReview36n_RestartEveryFiveMinutesNeverReboots(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
-		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
-	rec := newRec()
-	// The controller has run for long before the request.
-	for i := 0; i < 10; i++ {
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Minute)
-	}
-	// A first reboot, carried out: Status.LastPress is set from then on.
-	first := clk.Real()
-	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-		h.Annotations = map[string]string{reboot.Annotation: ""}
-	}))
-	// A second bare reboot is asked 5 minutes later; 10 s after it (the
-	// reboot pending, nothing pressed yet) the controller restarts, and
-	// again every 5 minutes.
-	requestAt := first.Add(5 * time.Minute)
-	restartAt := requestAt.Add(10 * time.Second)
-	end := requestAt.Add(30 * time.Minute)
-	restarts, requested := 0, false
-	for clk.Real().Before(end) {
-		if !clk.Real().Before(restartAt) {
-			rec, restarts, restartAt = newRec(), restarts+1, clk.Real().Add(5*time.Minute)
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.True(t, pw.WasOffDuring(first, clk.Real()), "the setup: the first reboot was carried out; truth %s", rebootcheck.DescribeTruth(pw))
-			// The BMC answers the first press 409 busy (not carried out):
-			// the reboot is still pending at the restart.
-			pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy})
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.Annotation: ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = time.Second
-		}
-		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond))
-		if !requested { // a past requestAt bounds no step (it made them 1 ms long)
-			next = min(next, max(requestAt.Sub(clk.Real()), time.Millisecond))
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	pw, cfg, requestAt, end, restarts := review36PressOnlyInterrupted(t, 5*time.Minute, false)
 	require.True(t, pw.WasOffDuring(requestAt, end),
 		"a bare reboot asked at 0 of a host whose BMC only presses was never carried out in 30 minutes with the controller restarted every 5 minutes (%d restarts; each waits LostLanding + SoftTimeout + StaleReads = %v from its start before pressing, the one press sent was answered 409 busy, not carried out); truth %s",
 		restarts, reboot.LostLandingOf(cfg)+cfg.SoftTimeout+cfg.StaleReads, rebootcheck.DescribeTruth(pw))
@@ -309,79 +174,36 @@ func TestReview36n_RestartEveryFiveMinutesNeverReboots(t *testing.T) {
 // scenario (TestReview36m_RestartAfterLostSoftOffForgetsLostLanding) with
 // that Forget: the held host is powered on by a press on an echo.
 func TestReview36n_RestartThenForgetBeforeFirstPassForgetsLostLanding(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := &lostSoftOff{clk: clk, land: 20 * time.Second,
-		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 170 * time.Second,
-			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
-	rec := newRec()
+	w := newReview36World()
+	clk := w.clk
+	pw := &lostSoftOff{clk: clk, land: 20 * time.Second, Power: review36SlowShutdown(clk)}
+	w.Power = pw
+	rec := w.newRec()
 	clk.Advance(time.Minute)
 	start := clk.Real().Add(5 * time.Minute)
 	restartAt := start.Add(time.Second)
 	onlineAt, requestAt := start.Add(5*time.Second), start.Add(100*time.Second)
-	offline, online, requested, restarted := false, false, false, false
-	var landed time.Time
-	for clk.Real().Before(start.Add(6 * time.Minute)) {
-		if !offline && !clk.Real().Before(start) {
-			offline = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
-		}
+	restarted := false
+	restart := func() *reboot.Reconciler {
 		if !restarted && pw.lost && !clk.Real().Before(restartAt) {
 			restarted = true
-			rec = newRec() // the controller restarts
+			rec := w.newRec() // the controller restarts
 			// Its first pass of the host finds the record NotFound (a
 			// cache not yet synced after the restart, the record
 			// re-created): Reconciler.Loop forgets the host (run.go).
 			rec.Forget("h")
+			return rec
 		}
-		if pw.pending && !clk.Real().Before(pw.landAt) {
-			pw.pending, landed = false, clk.Real()
-			require.NoError(t, pw.Power.Off(ctx, power.ModeSoft)) // the BMC applies the lost press
-		}
-		if !online && !clk.Real().Before(onlineAt) {
-			online = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && !clk.Real().Before(start) {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		for _, at := range []time.Time{start, restartAt, onlineAt, requestAt, pw.landAt} {
-			if d := at.Sub(clk.Real()); d > 0 && d < next {
-				next = d
-			}
-		}
-		clk.Advance(max(next, time.Millisecond))
+		return nil
 	}
+	landed, _ := review36LostRun{start: start, end: start.Add(6 * time.Minute), onlineAt: onlineAt, requestAt: requestAt,
+		restart: restart, also: func() []time.Time { return []time.Time{restartAt} }}.run(t, clk, w.store, rec, pw, pw.Power)
 	require.True(t, restarted && pw.lost && !landed.IsZero(), "the setup: a soft shutdown's answer was lost, the controller restarted, the press landed later")
-	var offSeen bool
-	for _, tc := range pw.Truth() {
-		if !tc.On && tc.At.After(landed) {
-			offSeen = true
-		}
-		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(requestAt) {
-			t.Fatalf("after a restart 1 s after a lost soft shutdown and a Forget before the new controller first read the host (landed at %v, OS 170 s), it pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
-				landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
-		}
+	if tc, ok := review36OnByCommandAfter(pw.Power, requestAt); ok {
+		t.Fatalf("after a restart 1 s after a lost soft shutdown and a Forget before the new controller first read the host (landed at %v, OS 170 s), it pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
+			landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
 	}
-	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
+	require.True(t, review36OffAfter(pw.Power, landed), "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
 
 // hiccupGuard holds the leadership, but refuses the next refuse Holds.
@@ -409,67 +231,7 @@ func (g *hiccupGuard) Hold(ctx context.Context) (context.Context, context.Cancel
 // presses never reboots, though this process wrote every value itself and
 // no other leader ever existed.
 func TestReview36n_LeaseHiccupEveryFiveMinutesNeverReboots(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
-		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	g := &hiccupGuard{}
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg, Guard: g,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
-	rec := newRec()
-	// The controller has run for long before the request.
-	for i := 0; i < 10; i++ {
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Minute)
-	}
-	// A first reboot, carried out: Status.LastPress is set from then on.
-	first := clk.Real()
-	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-		h.Annotations = map[string]string{reboot.Annotation: ""}
-	}))
-	// A second bare reboot is asked 5 minutes later; 10 s after it (the
-	// reboot pending, nothing pressed yet) the controller restarts, and
-	// again every 5 minutes.
-	requestAt := first.Add(5 * time.Minute)
-	restartAt := requestAt.Add(10 * time.Second)
-	end := requestAt.Add(30 * time.Minute)
-	restarts, requested := 0, false
-	for clk.Real().Before(end) {
-		if !clk.Real().Before(restartAt) {
-			// One Hold refused (the lease store's hiccup), for one pass;
-			// the same process goes on leading.
-			g.refuse, restarts, restartAt = 1, restarts+1, clk.Real().Add(5*time.Minute)
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.True(t, pw.WasOffDuring(first, clk.Real()), "the setup: the first reboot was carried out; truth %s", rebootcheck.DescribeTruth(pw))
-			// The BMC answers the first press 409 busy (not carried out):
-			// the reboot is still pending at the restart.
-			pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy})
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.Annotation: ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = time.Second
-		}
-		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond))
-		if !requested { // a past requestAt bounds no step (it made them 1 ms long)
-			next = min(next, max(requestAt.Sub(clk.Real()), time.Millisecond))
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	pw, cfg, requestAt, end, restarts := review36PressOnlyInterrupted(t, 5*time.Minute, true)
 	require.True(t, pw.WasOffDuring(requestAt, end),
 		"a bare reboot asked at 0 of a host whose BMC only presses was never carried out in 30 minutes with one Hold of the controller refused every 5 minutes (%d refusals; each leadership waits LostLanding + SoftTimeout + StaleReads = %v from its start before pressing, the one press sent was answered 409 busy, not carried out); truth %s",
 		restarts, reboot.LostLandingOf(cfg)+cfg.SoftTimeout+cfg.StaleReads, rebootcheck.DescribeTruth(pw))

@@ -64,87 +64,46 @@ func (l *slowLostSoftOff) Off(ctx context.Context, m power.Mode) error {
 // untruncated). Fix: round ActingSince up (or count from it + Precision).
 func TestReview36o_ActingSinceTruncatedCountsLostPressEarly(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	cfg.LostLanding = 20 * time.Second // the BMC's bound on a lost call's landing (A5)
+	w := newReview36World()
+	clk := w.clk
+	w.cfg.LostLanding = 20 * time.Second // the BMC's bound on a lost call's landing (A5)
+	cfg := w.cfg
 	pw := &slowLostSoftOff{clk: clk, took: 700 * time.Millisecond, land: reboot.LostLandingOf(cfg),
 		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: cfg.SoftTimeout,
 			Report: fake.Report{Stale: cfg.StaleReads - 100*time.Millisecond, NoTransitioning: true}})}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
-	rec := newRec()
+	w.Power = pw
+	rec := w.newRec()
 	clk.Advance(time.Minute)
 	// 0.9 s into a second: the press is decided there (LastPress is that
 	// second, truncated).
 	start := clk.Real().Add(5*time.Minute + 900*time.Millisecond)
 	onlineAt, requestAt := start.Add(5*time.Second), start.Add(100*time.Second)
-	offline, online, requested := false, false, false
 	restarts := 0
 	var restartAt time.Time
-	var landed time.Time
-	for clk.Real().Before(start.Add(8 * time.Minute)) {
-		if !offline && !clk.Real().Before(start) {
-			offline = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
-		}
+	restart := func() *reboot.Reconciler {
 		if pw.lost && restarts == 0 {
 			restarts, restartAt = 1, pw.back.Add(100*time.Millisecond)
 		}
 		if restarts == 1 && !clk.Real().Before(restartAt) {
 			restarts, restartAt = 2, clk.Real().Add(1300*time.Millisecond)
-			rec = newRec() // the process dies 0.1 s after the call's return; a new one starts
+			return w.newRec() // the process dies 0.1 s after the call's return; a new one starts
 		} else if restarts == 2 && !clk.Real().Before(restartAt) {
 			restarts = 3
-			rec = newRec() // and restarts once more
+			return w.newRec() // and restarts once more
 		}
-		if pw.pending && !clk.Real().Before(pw.landAt) {
-			pw.pending, landed = false, clk.Real()
-			require.NoError(t, pw.Power.Off(ctx, power.ModeSoft)) // the BMC applies the lost press
-		}
-		if !online && !clk.Real().Before(onlineAt) {
-			online = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && !clk.Real().Before(start) && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(start), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		for _, at := range []time.Time{start, restartAt, onlineAt, requestAt, pw.landAt} {
-			if d := at.Sub(clk.Real()); d > 0 && d < next {
-				next = d
-			}
-		}
-		clk.Advance(max(next, time.Millisecond))
+		return nil
 	}
+	landed, _ := review36LostRun{start: start, end: start.Add(8 * time.Minute), onlineAt: onlineAt, requestAt: requestAt,
+		restart: restart, also: func() []time.Time { return []time.Time{restartAt} }, logActions: true}.run(t, clk, w.store, rec, pw, pw.Power)
 	require.True(t, restarts == 3 && pw.lost && !landed.IsZero(), "the setup: a soft shutdown's answer was lost, the controller restarted twice, the press landed later")
-	st, err := store.Get(ctx, "h")
+	st, err := w.store.Get(ctx, "h")
 	require.NoError(t, err)
 	t.Logf("status: LastPress %v ActingSince %v (the call returned at %v)", st.Status.LastPress.Sub(start), st.Status.ActingSince.Sub(start), pw.back.Sub(start))
-	var offSeen bool
-	for _, tc := range pw.Truth() {
-		if !tc.On && tc.At.After(landed) {
-			offSeen = true
-		}
-		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(requestAt) {
-			t.Fatalf("a lost press (returned at %v, landed at %v, OS SoftTimeout) was counted from the truncated ActingSince after two restarts: the controller pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
-				pw.back.Sub(start), landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
-		}
+	if tc, ok := review36OnByCommandAfter(pw.Power, requestAt); ok {
+		t.Fatalf("a lost press (returned at %v, landed at %v, OS SoftTimeout) was counted from the truncated ActingSince after two restarts: the controller pressed on an echo and powered the held host on at %v, a keyed annotation present since %v; truth %s",
+			pw.back.Sub(start), landed.Sub(start), tc.At.Sub(start), requestAt.Sub(start), rebootcheck.DescribeTruth(pw.Power))
 	}
-	require.True(t, offSeen, "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
+	require.True(t, review36OffAfter(pw.Power, landed), "the setup: the lost press shut the host down; truth %s", rebootcheck.DescribeTruth(pw.Power))
 }
 
 // Review 36 round 15 (TestReview36o_LostPowerOnPressSlowShutdownPressesOnEcho):
@@ -163,62 +122,25 @@ func TestReview36o_ActingSinceTruncatedCountsLostPressEarly(t *testing.T) {
 // return; at 210 s the controller reads On (an echo of 181 s) and
 // presses: the held host powers on.
 func TestReview36o_LostPowerOnPressSlowShutdownPressesOnEcho(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
+	w := newReview36World()
+	clk := w.clk
 	pw := &lostOnPress{clk: clk, land: 100 * time.Second,
 		Power: fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 100 * time.Second,
 			Report: fake.Report{Stale: 29 * time.Second, NoTransitioning: true}})}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return pw, nil }}
+	w.Power = pw
+	rec := w.newRec()
 	clk.Advance(time.Minute)
 	start := clk.Real().Add(5 * time.Minute)
 	onlineAt := start.Add(2 * time.Minute)
-	offline, online, requested := false, false, false
-	var landed, requestAt time.Time
-	for clk.Real().Before(start.Add(12 * time.Minute)) {
-		if !offline && !clk.Real().Before(start) {
-			offline = true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
-		}
-		if !online && !clk.Real().Before(onlineAt) {
-			online, pw.armed = true, true
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
-		}
-		if pw.pending && !clk.Real().Before(pw.landAt) {
-			pw.pending, landed = false, clk.Real()
-			require.NoError(t, pw.Power.On(ctx)) // the BMC carries out the lost press
-		}
-		if !requested && pw.lost && pw.Power.HardwareOn() {
-			requested, requestAt = true, clk.Real()
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && !clk.Real().Before(start) && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v on=%v %v %v %s %v", clk.Real().Sub(start), pw.Power.HardwareOn(), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		next = min(next, time.Second)
-		for _, at := range []time.Time{start, onlineAt, pw.landAt} {
-			if d := at.Sub(clk.Real()); d > 0 && d < next {
-				next = d
-			}
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	requested := false
+	landed, requestAt := review36LostRun{start: start, end: start.Add(12 * time.Minute), onlineAt: onlineAt,
+		arm:         func() { pw.armed = true },
+		requestWhen: func() bool { requested = requested || pw.lost && pw.Power.HardwareOn(); return requested },
+		maxStep:     time.Second, logOn: true, logActions: true}.run(t, clk, w.store, rec, pw, pw.Power)
 	require.True(t, pw.lost && !landed.IsZero() && requested, "the setup: a power-on's answer was lost, it landed later, a held request came")
-	for _, tc := range pw.Truth() {
-		if tc.On && tc.Cause == fake.CauseCommand && tc.At.After(landed) {
-			t.Fatalf("a lost power-on press landed %v after its return on the running host (OS %v); the controller pressed on an echo LostLanding + StaleReads after the return, powering the held host on at %v (request at %v, landed at %v); truth %s",
-				pw.land, 100*time.Second, tc.At.Sub(start), requestAt.Sub(start), landed.Sub(start), rebootcheck.DescribeTruth(pw.Power))
-		}
+	if tc, ok := review36OnByCommandAfter(pw.Power, landed); ok {
+		t.Fatalf("a lost power-on press landed %v after its return on the running host (OS %v); the controller pressed on an echo LostLanding + StaleReads after the return, powering the held host on at %v (request at %v, landed at %v); truth %s",
+			pw.land, 100*time.Second, tc.At.Sub(start), requestAt.Sub(start), landed.Sub(start), rebootcheck.DescribeTruth(pw.Power))
 	}
 }
 
@@ -242,67 +164,7 @@ func TestReview36o_LostPowerOnPressSlowShutdownPressesOnEcho(t *testing.T) {
 // sent at the leadership; switching both to lostPress alone does not
 // make this pass, so another rule restarts the wait too (not isolated).
 func TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
-		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	g := &hiccupGuard{}
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg, Guard: g,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
-	rec := newRec()
-	// The controller has run for long before the request.
-	for i := 0; i < 10; i++ {
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Minute)
-	}
-	// A first reboot, carried out: Status.LastPress is set from then on.
-	first := clk.Real()
-	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-		h.Annotations = map[string]string{reboot.Annotation: ""}
-	}))
-	// A second bare reboot is asked 5 minutes later; 10 s after it (the
-	// reboot pending, nothing pressed yet) the controller restarts, and
-	// again every 5 minutes.
-	requestAt := first.Add(5 * time.Minute)
-	restartAt := requestAt.Add(10 * time.Second)
-	end := requestAt.Add(30 * time.Minute)
-	restarts, requested := 0, false
-	for clk.Real().Before(end) {
-		if !clk.Real().Before(restartAt) {
-			// One Hold refused (the lease store's hiccup), for one pass;
-			// the same process goes on leading.
-			g.refuse, restarts, restartAt = 1, restarts+1, clk.Real().Add(3*time.Minute)
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.True(t, pw.WasOffDuring(first, clk.Real()), "the setup: the first reboot was carried out; truth %s", rebootcheck.DescribeTruth(pw))
-			// The BMC answers the first press 409 busy (not carried out):
-			// the reboot is still pending at the restart.
-			pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy})
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.Annotation: ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = time.Second
-		}
-		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond))
-		if !requested { // a past requestAt bounds no step (it made them 1 ms long)
-			next = min(next, max(requestAt.Sub(clk.Real()), time.Millisecond))
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	pw, cfg, requestAt, end, restarts := review36PressOnlyInterrupted(t, 3*time.Minute, true)
 	require.True(t, pw.WasOffDuring(requestAt, end),
 		"a bare reboot asked at 0 of a host whose BMC only presses was never carried out in 30 minutes with one Hold of the controller refused every 3 minutes (%d refusals; each leadership takes its own LastPress as another leader's press sent at its start and waits SoftTimeout + StaleReads = %v before pressing, the one press sent was answered 409 busy, not carried out); truth %s",
 		restarts, cfg.SoftTimeout+cfg.StaleReads, rebootcheck.DescribeTruth(pw))
@@ -323,64 +185,7 @@ func TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots(t *testing.T) {
 // direction: date the in-effect press from ActingSince too (a press
 // decided before it had its SoftTimeout counted from then at the latest).
 func TestReview36o_RestartEveryThreeMinutesNeverReboots(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
-		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
-	rec := newRec()
-	// The controller has run for long before the request.
-	for i := 0; i < 10; i++ {
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Minute)
-	}
-	// A first reboot, carried out: Status.LastPress is set from then on.
-	first := clk.Real()
-	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-		h.Annotations = map[string]string{reboot.Annotation: ""}
-	}))
-	// A second bare reboot is asked 5 minutes later; 10 s after it (the
-	// reboot pending, nothing pressed yet) the controller restarts, and
-	// again every 5 minutes.
-	requestAt := first.Add(5 * time.Minute)
-	restartAt := requestAt.Add(10 * time.Second)
-	end := requestAt.Add(30 * time.Minute)
-	restarts, requested := 0, false
-	for clk.Real().Before(end) {
-		if !clk.Real().Before(restartAt) {
-			rec, restarts, restartAt = newRec(), restarts+1, clk.Real().Add(3*time.Minute)
-		}
-		if !requested && !clk.Real().Before(requestAt) {
-			requested = true
-			require.True(t, pw.WasOffDuring(first, clk.Real()), "the setup: the first reboot was carried out; truth %s", rebootcheck.DescribeTruth(pw))
-			// The BMC answers the first press 409 busy (not carried out):
-			// the reboot is still pending at the restart.
-			pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy})
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.Annotation: ""}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = time.Second
-		}
-		next = min(next, 30*time.Second, max(restartAt.Sub(clk.Real()), time.Millisecond))
-		if !requested { // a past requestAt bounds no step (it made them 1 ms long)
-			next = min(next, max(requestAt.Sub(clk.Real()), time.Millisecond))
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	pw, cfg, requestAt, end, restarts := review36PressOnlyInterrupted(t, 3*time.Minute, false)
 	require.True(t, pw.WasOffDuring(requestAt, end),
 		"a bare reboot asked at 0 of a host whose BMC only presses was never carried out in 30 minutes with the controller restarted every 3 minutes (%d restarts; each waits LostLanding + SoftTimeout + StaleReads = %v from its start before pressing, the one press sent was answered 409 busy, not carried out); truth %s",
 		restarts, reboot.LostLandingOf(cfg)+cfg.SoftTimeout+cfg.StaleReads, rebootcheck.DescribeTruth(pw))

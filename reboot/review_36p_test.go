@@ -58,33 +58,14 @@ func TestReview36p_LostSoftPressLandsAfterHardOffPowersHeldHostOn(t *testing.T) 
 		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": "t1"}
 	}))
 	end := requestAt.Add(10 * time.Minute)
-	for clk.Real().Before(end) {
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(requestAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	review36Run(t, clk, rec, requestAt, end, 0, nil)
 	h, err := store.Get(ctx, "h")
 	require.NoError(t, err)
 	require.NotEmpty(t, rebootcheck.HeldBy(h), "the setup: the keyed annotation still holds the host")
-	var offAt time.Time
-	for _, tc := range pw.Truth() {
-		if !tc.At.After(requestAt) {
-			continue
-		}
-		if !tc.On && offAt.IsZero() {
-			offAt = tc.At
-		}
-		if tc.On && !offAt.IsZero() {
-			t.Fatalf("the held host (keyed annotation since %v) went off at %v and was powered on at %v (%v) by the lost soft press landing after the hard power-off; truth %s",
-				time.Duration(0), offAt.Sub(requestAt), tc.At.Sub(requestAt), tc.Cause, rebootcheck.DescribeTruth(pw))
-		}
+	offAt, tc, on := review36OffThenOn(pw, requestAt, false)
+	if on {
+		t.Fatalf("the held host (keyed annotation since %v) went off at %v and was powered on at %v (%v) by the lost soft press landing after the hard power-off; truth %s",
+			time.Duration(0), offAt.Sub(requestAt), tc.At.Sub(requestAt), tc.Cause, rebootcheck.DescribeTruth(pw))
 	}
 	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
 }
@@ -111,70 +92,26 @@ func TestReview36p_LostSoftPressLandsAfterHardOffPowersHeldHostOn(t *testing.T) 
 // power-on toggles.
 func TestReview36p_RestartForgetsLostPowerOnPress(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
 	land := 170 * time.Second // within LostLanding (180 s) of the return (A5)
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Button: fake.ButtonAll, SoftDelay: 45 * time.Second,
-		Report: fake.Report{Stale: time.Second, NoTransitioning: true}})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
+	w, pw := review36PressWorld(true)
+	clk, store, newRec := w.clk, w.store, w.newRec
 	clk.Advance(time.Minute)
 	// The first power-on's answer is lost; the BMC carries it out later.
 	pw.FailNext(fake.OpOn, fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: land})
 	rec := newRec()
-	var lostAt time.Time
-	for lostAt.IsZero() {
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if res.Decision.Power == reboot.ActionPowerOn {
-			require.Error(t, res.PowerErr, "the setup: the first power-on's answer is lost")
-			lostAt = clk.Real()
-			break
-		}
-		clk.Advance(max(res.RequeueAfter, 100*time.Millisecond))
-	}
+	lostAt := review36SendLost(t, clk, rec, reboot.ActionPowerOn, 0, nil)
 	// The process dies right after; a new one starts a second later.
 	clk.Advance(time.Second)
 	rec = newRec()
-	requested := false
-	var requestAt time.Time
-	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
-		if !requested && pw.HardwareOn() && clk.Real().Sub(lostAt) < land {
-			requested, requestAt = true, clk.Real()
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": "t1"}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	requested, requestAt := review36RequestBeforeLanding(t, clk, store, rec, pw, lostAt, land)
 	require.True(t, requested, "the setup: the restarted controller powered the host on before the lost press landed; truth %s", rebootcheck.DescribeTruth(pw))
 	h, err := store.Get(ctx, "h")
 	require.NoError(t, err)
 	require.NotEmpty(t, rebootcheck.HeldBy(h))
-	var offAt time.Time
-	for _, tc := range pw.Truth() {
-		if !tc.At.After(requestAt) {
-			continue
-		}
-		if !tc.On && offAt.IsZero() {
-			offAt = tc.At
-		}
-		if tc.On && !offAt.IsZero() {
-			t.Fatalf("the held host (keyed annotation at %v after the lost power-on) went off at %v and was powered on at %v (%v): the previous process's lost power-on press landed; truth %s",
-				requestAt.Sub(lostAt), offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
-		}
+	offAt, tc, on := review36OffThenOn(pw, requestAt, false)
+	if on {
+		t.Fatalf("the held host (keyed annotation at %v after the lost power-on) went off at %v and was powered on at %v (%v): the previous process's lost power-on press landed; truth %s",
+			requestAt.Sub(lostAt), offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
 	}
 	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
 }

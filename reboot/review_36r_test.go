@@ -44,16 +44,9 @@ import (
 // status looks exactly like this one.
 func TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
 	land := 170 * time.Second // within LostLanding (180 s) of the return (A5)
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 45 * time.Second,
-		Report: fake.Report{Stale: time.Second, NoTransitioning: true}})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
+	w, pw := review36PressWorld(false)
+	clk, store, newRec := w.clk, w.store, w.newRec
 	rec := newRec()
 	clk.Advance(time.Minute)
 	for i := 0; i < 5; i++ { // settle: host on, idle
@@ -68,18 +61,7 @@ func TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn(t *testing.
 	// The first process's soft press: its answer is lost, the BMC
 	// carries it out land later.
 	pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: land})
-	var lostAt time.Time
-	for end := clk.Real().Add(2 * time.Minute); lostAt.IsZero() && clk.Real().Before(end); {
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if res.Decision.Power == reboot.ActionPowerOff {
-			require.Equal(t, power.ModeSoft, res.Decision.Mode, "the setup: the soft press")
-			require.Error(t, res.PowerErr, "the setup: the press's answer is lost")
-			lostAt = clk.Real()
-			break
-		}
-		clk.Advance(max(res.RequeueAfter, 100*time.Millisecond))
-	}
+	lostAt := review36SendLost(t, clk, rec, reboot.ActionPowerOff, 2*time.Minute, nil)
 	require.False(t, lostAt.IsZero(), "the setup: a soft press was sent")
 	// The process dies. Its status, as a version before LastPress (and
 	// ActingSince) wrote it: the pending reboot and nothing of its press.
@@ -94,33 +76,14 @@ func TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn(t *testing.
 	_, err = fence.Request(ctx, "h", power.ModeHard)
 	require.NoError(t, err)
 	requestAt := clk.Real()
-	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		clk.Advance(min(max(next, time.Millisecond), time.Second))
-	}
+	review36RunAfterLost(t, clk, rec, lostAt)
 	h, err := store.Get(ctx, "h")
 	require.NoError(t, err)
 	require.NotEmpty(t, rebootcheck.HeldBy(h), "the setup: still held")
-	var offAt time.Time
-	for _, tc := range pw.Truth() {
-		if tc.At.Before(requestAt) {
-			continue
-		}
-		if !tc.On && offAt.IsZero() {
-			offAt = tc.At
-		}
-		if tc.On && !offAt.IsZero() {
-			t.Fatalf("the held host (hard fence %v after the lost press, upgraded controller) went off at %v and was powered on at %v (%v): the old process's lost soft press landed after the ForceOff; truth %s",
-				requestAt.Sub(lostAt), offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
-		}
+	offAt, tc, on := review36OffThenOn(pw, requestAt, true)
+	if on {
+		t.Fatalf("the held host (hard fence %v after the lost press, upgraded controller) went off at %v and was powered on at %v (%v): the old process's lost soft press landed after the ForceOff; truth %s",
+			requestAt.Sub(lostAt), offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
 	}
 	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
 }

@@ -42,32 +42,15 @@ import (
 // stampFormat records it as LastPress.
 func TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
 	land := 170 * time.Second // within LostLanding (180 s) of the return (A5)
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Button: fake.ButtonAll, SoftDelay: 45 * time.Second,
-		Report: fake.Report{Stale: time.Second, NoTransitioning: true}})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
+	w, pw := review36PressWorld(true)
+	clk, store, newRec := w.clk, w.store, w.newRec
 	clk.Advance(time.Minute)
 	// The old process's power-on: its answer is lost; the BMC carries it
 	// out later.
 	pw.FailNext(fake.OpOn, fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: land})
 	rec := newRec()
-	var lostAt time.Time
-	for end := clk.Real().Add(2 * time.Minute); lostAt.IsZero() && clk.Real().Before(end); {
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if res.Decision.Power == reboot.ActionPowerOn {
-			require.Error(t, res.PowerErr, "the setup: the first power-on's answer is lost")
-			lostAt = clk.Real()
-			break
-		}
-		clk.Advance(max(res.RequeueAfter, 100*time.Millisecond))
-	}
+	lostAt := review36SendLost(t, clk, rec, reboot.ActionPowerOn, 2*time.Minute, nil)
 	require.False(t, lostAt.IsZero(), "the setup: a power-on was sent")
 	// The process dies. Its status, as a version before a pressing
 	// power-on wrote LastPress (and before ActingSince and Format) wrote it.
@@ -79,42 +62,15 @@ func TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn(t *testing.T) {
 	}))
 	clk.Advance(time.Second)
 	rec = newRec() // the upgraded controller
-	requested := false
-	var requestAt time.Time
-	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
-		if !requested && pw.HardwareOn() && clk.Real().Sub(lostAt) < land {
-			requested, requestAt = true, clk.Real()
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": "t1"}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	requested, requestAt := review36RequestBeforeLanding(t, clk, store, rec, pw, lostAt, land)
 	require.True(t, requested, "the setup: the upgraded controller powered the host on before the lost press landed; truth %s", rebootcheck.DescribeTruth(pw))
 	h, err := store.Get(ctx, "h")
 	require.NoError(t, err)
 	require.NotEmpty(t, rebootcheck.HeldBy(h))
-	var offAt time.Time
-	for _, tc := range pw.Truth() {
-		if !tc.At.After(requestAt) {
-			continue
-		}
-		if !tc.On && offAt.IsZero() {
-			offAt = tc.At
-		}
-		if tc.On && !offAt.IsZero() {
-			t.Fatalf("the held host (keyed annotation at %v after the lost power-on) went off at %v and was powered on at %v (%v): the old process's lost power-on press landed after the upgrade; truth %s",
-				requestAt.Sub(lostAt), offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
-		}
+	offAt, tc, on := review36OffThenOn(pw, requestAt, false)
+	if on {
+		t.Fatalf("the held host (keyed annotation at %v after the lost power-on) went off at %v and was powered on at %v (%v): the old process's lost power-on press landed after the upgrade; truth %s",
+			requestAt.Sub(lostAt), offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
 	}
 	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
 }
@@ -177,19 +133,7 @@ func TestReview36s_RollingUpgradeHandoverPowersHeldHostOn(t *testing.T) {
 	// The old leader's soft press: its answer is lost, the BMC carries it
 	// out land later.
 	pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: land})
-	var lostAt time.Time
-	for end := clk.Real().Add(2 * time.Minute); lostAt.IsZero() && clk.Real().Before(end); {
-		res, err := ra.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		_, _ = rb.Reconcile(ctx, "h")
-		if res.Decision.Power == reboot.ActionPowerOff {
-			require.Equal(t, power.ModeSoft, res.Decision.Mode, "the setup: the soft press")
-			require.Error(t, res.PowerErr, "the setup: the press's answer is lost")
-			lostAt = clk.Real()
-			break
-		}
-		clk.Advance(max(res.RequeueAfter, 100*time.Millisecond))
-	}
+	lostAt := review36SendLost(t, clk, ra, reboot.ActionPowerOff, 2*time.Minute, func() { _, _ = rb.Reconcile(ctx, "h") })
 	require.False(t, lostAt.IsZero(), "the setup: a soft press was sent")
 	h, err := store.Get(ctx, "h")
 	require.NoError(t, err)
@@ -205,33 +149,14 @@ func TestReview36s_RollingUpgradeHandoverPowersHeldHostOn(t *testing.T) {
 	_, err = fence.Request(ctx, "h", power.ModeHard)
 	require.NoError(t, err)
 	requestAt := clk.Real()
-	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
-		res, err := rb.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		clk.Advance(min(max(next, time.Millisecond), time.Second))
-	}
+	review36RunAfterLost(t, clk, rb, lostAt)
 	h, err = store.Get(ctx, "h")
 	require.NoError(t, err)
 	require.NotEmpty(t, rebootcheck.HeldBy(h), "the setup: still held")
-	var offAt time.Time
-	for _, tc := range pw.Truth() {
-		if tc.At.Before(requestAt) {
-			continue
-		}
-		if !tc.On && offAt.IsZero() {
-			offAt = tc.At
-		}
-		if tc.On && !offAt.IsZero() {
-			t.Fatalf("the held host (two keyed annotations) went off at %v and was powered on at %v (%v) by the old leader's lost soft press, after the new version took over; truth %s",
-				offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
-		}
+	offAt, tc, on := review36OffThenOn(pw, requestAt, true)
+	if on {
+		t.Fatalf("the held host (two keyed annotations) went off at %v and was powered on at %v (%v) by the old leader's lost soft press, after the new version took over; truth %s",
+			offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
 	}
 	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
 }

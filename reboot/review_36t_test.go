@@ -37,16 +37,9 @@ import (
 // an ActingSince of a status of an older Format is ignored altogether.
 func TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
 	land := 170 * time.Second // within LostLanding (180 s) of the return (A5)
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Button: fake.ButtonAll, SoftDelay: 45 * time.Second,
-		Report: fake.Report{Stale: time.Second, NoTransitioning: true}})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	newRec := func() *reboot.Reconciler {
-		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-			Power: func(string) (power.Controller, error) { return pw, nil }}
-	}
+	w, pw := review36PressWorld(true)
+	clk, store, newRec := w.clk, w.store, w.newRec
 	clk.Advance(time.Minute)
 	// The old process (the round-14 version) started here: its
 	// ActingSince, written with the LastPress of an earlier power-off
@@ -58,17 +51,7 @@ func TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress(t *testing.T) {
 	// out later.
 	pw.FailNext(fake.OpOn, fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: land})
 	rec := newRec()
-	var lostAt time.Time
-	for end := clk.Real().Add(2 * time.Minute); lostAt.IsZero() && clk.Real().Before(end); {
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if res.Decision.Power == reboot.ActionPowerOn {
-			require.Error(t, res.PowerErr, "the setup: the first power-on's answer is lost")
-			lostAt = clk.Real()
-			break
-		}
-		clk.Advance(max(res.RequeueAfter, 100*time.Millisecond))
-	}
+	lostAt := review36SendLost(t, clk, rec, reboot.ActionPowerOn, 2*time.Minute, nil)
 	require.False(t, lostAt.IsZero(), "the setup: a power-on was sent")
 	// The process dies. Its status, as the round-14 version wrote it: no
 	// LastPress for a power-on, no Format, ActingSince its start.
@@ -80,42 +63,15 @@ func TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress(t *testing.T) {
 	}))
 	clk.Advance(time.Second)
 	rec = newRec() // the upgraded controller
-	requested := false
-	var requestAt time.Time
-	for end := lostAt.Add(8 * time.Minute); clk.Real().Before(end); {
-		if !requested && pw.HardwareOn() && clk.Real().Sub(lostAt) < land {
-			requested, requestAt = true, clk.Real()
-			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
-				h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": "t1"}
-			}))
-		}
-		res, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
-			t.Logf("%v %v %v %s %v", clk.Real().Sub(lostAt), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-		}
-		next := res.RequeueAfter
-		if res.Requeue || next <= 0 {
-			next = 100 * time.Millisecond
-		}
-		clk.Advance(max(next, time.Millisecond))
-	}
+	requested, requestAt := review36RequestBeforeLanding(t, clk, store, rec, pw, lostAt, land)
 	require.True(t, requested, "the setup: the upgraded controller powered the host on before the lost press landed; truth %s", rebootcheck.DescribeTruth(pw))
 	h, err := store.Get(ctx, "h")
 	require.NoError(t, err)
 	require.NotEmpty(t, rebootcheck.HeldBy(h))
-	var offAt time.Time
-	for _, tc := range pw.Truth() {
-		if !tc.At.After(requestAt) {
-			continue
-		}
-		if !tc.On && offAt.IsZero() {
-			offAt = tc.At
-		}
-		if tc.On && !offAt.IsZero() {
-			t.Fatalf("the held host (keyed annotation at %v after the lost power-on) went off at %v and was powered on at %v (%v): the old process's lost power-on press landed after the upgrade, its hidden press bounded by an old-format ActingSince; truth %s",
-				requestAt.Sub(lostAt), offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
-		}
+	offAt, tc, on := review36OffThenOn(pw, requestAt, false)
+	if on {
+		t.Fatalf("the held host (keyed annotation at %v after the lost power-on) went off at %v and was powered on at %v (%v): the old process's lost power-on press landed after the upgrade, its hidden press bounded by an old-format ActingSince; truth %s",
+			requestAt.Sub(lostAt), offAt.Sub(lostAt), tc.At.Sub(lostAt), tc.Cause, rebootcheck.DescribeTruth(pw))
 	}
 	require.False(t, offAt.IsZero(), "the setup: the host went off; truth %s", rebootcheck.DescribeTruth(pw))
 }

@@ -64,19 +64,12 @@ func review36uLoop(t *testing.T, rec *reboot.Reconciler, clk *fake.Clock, end ti
 // soft power-off the readings keep from going out.
 func TestReview36u_StuckTransitioningSoftRebootNeverFallsBackHard(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
+	w := newReview36World()
+	clk, cfg, store := w.clk, w.cfg, w.store
 	// The OS ignores the soft request anyway; only a hard power-off
 	// reboots it.
 	pw := fake.NewPower(clk.Real, fake.PowerConfig{IgnoreSoft: true})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return stuckTransitioning{pw}, nil }}
-	for i := 0; i < 10; i++ { // the controller has run for long
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Minute)
-	}
+	rec := w.settled(t, stuckTransitioning{pw}) // the controller has run for long
 	requestAt := clk.Real()
 	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
 		h.Annotations = map[string]string{reboot.Annotation: ""}
@@ -117,17 +110,10 @@ func (s nullWhileOn) State(ctx context.Context) (power.State, error) {
 // sentence promises otherwise.
 func TestReview36u_OfflineNullReadingsNeverPowerOff(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
+	w := newReview36World()
+	clk, cfg, store := w.clk, w.cfg, w.store
 	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonSoft, SoftDelay: 20 * time.Second})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return nullWhileOn{pw}, nil }}
-	for i := 0; i < 10; i++ {
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Minute)
-	}
+	rec := w.settled(t, nullWhileOn{pw})
 	at := clk.Real()
 	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
 	end := at.Add(30 * time.Minute)
@@ -151,17 +137,10 @@ func TestReview36u_OfflineNullReadingsNeverPowerOff(t *testing.T) {
 // regression.
 func TestReview36u_StuckTransitioningHardRebootNeverSent(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
+	w := newReview36World()
+	clk, store := w.clk, w.store
 	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return stuckTransitioning{pw}, nil }}
-	for i := 0; i < 10; i++ {
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Minute)
-	}
+	rec := w.settled(t, stuckTransitioning{pw})
 	requestAt := clk.Real()
 	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
 		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}

@@ -48,21 +48,14 @@ func (s lostFirstHardOff) Off(ctx context.Context, m power.Mode) error {
 // recovers and Online=false does not.
 func TestReview36v_OfflineLostHardOffNeverRepeatedOnNull(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
+	w := newReview36World()
+	clk, cfg, store := w.clk, w.cfg, w.store
 	// The OS ignores the soft request: only the hard fallback powers it off.
 	pw := fake.NewPower(clk.Real, fake.PowerConfig{IgnoreSoft: true})
 	var mu sync.Mutex
 	lost := false
 	ctl := lostFirstHardOff{nullWhileOn{pw}, &mu, &lost}
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return ctl, nil }}
-	for i := 0; i < 10; i++ {
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Minute)
-	}
+	rec := w.settled(t, ctl)
 	at := clk.Real()
 	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
 	end := at.Add(60 * time.Minute)
@@ -104,24 +97,8 @@ func (s bootingIgnoresSoft) Off(ctx context.Context, m power.Mode) error {
 // never cut hard before its soft power-off had SoftTimeout".
 func TestReview36v_SoftRequestWhilePoweringOnCutHard(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	// POST takes 60 s (PoweringOn meanwhile); the OS shuts down 90 s
-	// after a soft power-off it hears and the power then takes Lag (60 s)
-	// to go: off 150 s after it (inside SoftTimeout, 180 s).
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Lag: 60 * time.Second, SoftDelay: 90 * time.Second})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return bootingIgnoresSoft{pw}, nil }}
-	// The controller powers the host on.
-	for i := 0; i < 40 && !pw.HardwareOn(); i++ {
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Second)
-	}
-	require.True(t, pw.HardwareOn(), "not powered on")
-	clk.Advance(5 * time.Second)
-	require.Equal(t, power.StateTransitioning, pw.Current(), "the host should still be powering on")
+	w, pw, rec := review36InPOST(t)
+	clk, store := w.clk, w.store
 	requestAt := clk.Real()
 	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
 		h.Annotations = map[string]string{reboot.Annotation: ""}
@@ -149,20 +126,8 @@ func TestReview36v_SoftRequestWhilePoweringOnCutHard(t *testing.T) {
 // enforcement began on the first On reading.
 func TestReview36v_OfflineWhilePoweringOnCutHard(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	cfg := reboot.DefaultConfig()
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Lag: 60 * time.Second, SoftDelay: 90 * time.Second})
-	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
-	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
-		Power: func(string) (power.Controller, error) { return bootingIgnoresSoft{pw}, nil }}
-	for i := 0; i < 40 && !pw.HardwareOn(); i++ {
-		_, err := rec.Reconcile(ctx, "h")
-		require.NoError(t, err)
-		clk.Advance(time.Second)
-	}
-	require.True(t, pw.HardwareOn(), "not powered on")
-	clk.Advance(5 * time.Second)
-	require.Equal(t, power.StateTransitioning, pw.Current(), "the host should still be powering on")
+	w, pw, rec := review36InPOST(t)
+	clk, store := w.clk, w.store
 	at := clk.Real()
 	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
 	end := at.Add(20 * time.Minute)

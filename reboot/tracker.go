@@ -200,6 +200,8 @@ type Reading struct {
 //     included; zero unless Power is Off.
 //   - UnknownFor: Mono since the first of the current unbroken run of
 //     unknown readings; zero unless Power is unknown.
+//   - UnsureFor: the same for readings neither On nor Off (unknown or
+//     transitioning); zero if Power is On or Off.
 //   - Changed: rd.Host.Version was not handled lately (by Applied), or
 //     this is the first pass.
 //   - HardUnsupportedAt: the At of the latest hard power-off reported to
@@ -255,7 +257,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, hc.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
-	o.OffFor, o.UnknownFor = hm.reading(rd.Power, m, hc.OffSettle)
+	o.OffFor, o.UnknownFor, o.UnsureFor = hm.reading(rd.Power, m, hc.OffSettle)
 	if leadLate {
 		hm.lead(t.leadAt)
 	}
@@ -410,9 +412,9 @@ func (t *Tracker) Leading(mono time.Duration) {
 	}
 }
 
-// reading notes a power reading at m and returns Observed.OffFor and
-// UnknownFor.
-func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, unknownFor time.Duration) {
+// reading notes a power reading at m and returns Observed.OffFor,
+// UnknownFor and UnsureFor.
+func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, unknownFor, unsureFor time.Duration) {
 	switch state {
 	case power.StateOff:
 		h.offRun = append(h.offRun, m)
@@ -432,7 +434,15 @@ func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, un
 	if state != power.StateUnknown {
 		h.unknownRun = false
 	}
-	return offFor, unknownFor
+	if state == power.StateUnknown || state == power.StateTransitioning {
+		if !h.unsureRun {
+			h.unsureRun, h.unsureSince = true, m
+		}
+		unsureFor = m - h.unsureSince
+	} else {
+		h.unsureRun = false
+	}
+	return offFor, unknownFor, unsureFor
 }
 
 // writing notes that st is about to be written: its values of the fields

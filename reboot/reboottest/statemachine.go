@@ -68,11 +68,13 @@ type Stores struct {
 // and nothing from an earlier call.
 type NewStores func(h reboot.Host) (Stores, error)
 
-// Check runs Contract, StateMachine and StateMachineButtons as subtests.
+// Check runs Contract, StateMachine, StateMachineButtons and
+// StateMachineStuck as subtests.
 func Check(t *testing.T, newStores NewStores) {
 	t.Run("Contract", func(t *testing.T) { Contract(t, newStores) })
 	t.Run("StateMachine", func(t *testing.T) { StateMachine(t, newStores) })
 	t.Run("StateMachineButtons", func(t *testing.T) { StateMachineButtons(t, newStores) })
+	t.Run("StateMachineStuck", func(t *testing.T) { StateMachineStuck(t, newStores) })
 }
 
 // hooked is the Reconciler's handle: it runs before (a second writer) just
@@ -127,7 +129,7 @@ func mutate(ctx context.Context, s reboot.HostStore, name string, f func(h *rebo
 // within LostLanding, A5) or one following an out-of-band change within
 // LostLanding plus the stale bound.
 func StateMachine(t *testing.T, newStores NewStores) {
-	rapidcheck.Check(t, stateMachine(newStores, false))
+	rapidcheck.Check(t, stateMachine(newStores, levelBase))
 }
 
 // StateMachineButtons is StateMachine in worlds that also draw BMCs whose
@@ -144,12 +146,70 @@ func StateMachine(t *testing.T, newStores NewStores) {
 // StateMachine so that StateMachine's saved failure files replay as they
 // were drawn.
 func StateMachineButtons(t *testing.T, newStores NewStores) {
-	rapidcheck.Check(t, stateMachine(newStores, true))
+	rapidcheck.Check(t, stateMachine(newStores, levelButtons))
 }
 
-// stateMachine is StateMachine's property; ext adds StateMachineButtons'
-// draws.
-func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
+// StateMachineStuck is StateMachineButtons in worlds that also set the
+// host's Online to false and back (the Online=false enforcement), and
+// draw a BMC stuck on readings that say neither On nor Off (Transitioning
+// or null, while the host runs or while it is off: fake's reports last
+// at most their MaxLag, these for as long as the draw says), kept on for
+// a drawn part of the liveness phase too. Checked against the hardware's
+// ground truth: a power-on is never sent while Online is false (nor in a
+// pass whose reading is unknown), the hardware is never powered on by a
+// command while Online is false or a keyed annotation holds the host (as
+// StateMachine checks for keyed annotations), and once the readings are
+// sane again every request is answered and the host is back on. It is
+// apart from StateMachineButtons so that the saved failure files of both
+// replay as they were drawn.
+func StateMachineStuck(t *testing.T, newStores NewStores) {
+	rapidcheck.Check(t, stateMachine(newStores, levelStuck))
+}
+
+// The levels of stateMachine's draws: each adds to the one before.
+const (
+	levelBase = iota
+	levelButtons
+	levelStuck
+)
+
+// Stuck readings (StateMachineStuck): what a BMC reads instead of On or
+// Off.
+const (
+	stuckNone = iota
+	stuckTransitioningOn
+	stuckNullOn
+	stuckTransitioningOff
+	stuckNullOff
+	stuckModes
+)
+
+// stuckPower is a fake BMC whose readings may be stuck (mode): On (or Off)
+// reads Transitioning or null. Every other method is the fake's.
+type stuckPower struct {
+	*fake.Power
+	mode int
+}
+
+// State implements power.Controller.
+func (s *stuckPower) State(ctx context.Context) (power.State, error) {
+	st, err := s.Power.State(ctx)
+	if err != nil {
+		return st, err
+	}
+	switch {
+	case st == power.StateOn && s.mode == stuckTransitioningOn, st == power.StateOff && s.mode == stuckTransitioningOff:
+		return power.StateTransitioning, nil
+	case st == power.StateOn && s.mode == stuckNullOn, st == power.StateOff && s.mode == stuckNullOff:
+		return power.StateUnknown, nil
+	}
+	return st, nil
+}
+
+// stateMachine is StateMachine's property; level adds
+// StateMachineButtons' draws, then StateMachineStuck's.
+func stateMachine(newStores NewStores, level int) func(*rapid.T) {
+	ext := level >= levelButtons
 	return func(t *rapid.T) {
 		ctx := context.Background()
 		clk := fake.NewClock(time.Time{})
@@ -199,7 +259,14 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 				t.Fatal(err)
 			}
 		}
-		ctl := &rebootcheck.Probe{Controller: pw}
+		stuck := &stuckPower{Power: pw}
+		var ctl *rebootcheck.Probe
+		if level >= levelStuck {
+			ctl = &rebootcheck.Probe{Controller: stuck}
+		} else {
+			ctl = &rebootcheck.Probe{Controller: pw}
+		}
+		offlines := 0 // Online set false: each may add a power cycle by command
 		newReconciler := func() *reboot.Reconciler {
 			return &reboot.Reconciler{
 				Hosts:     store,
@@ -265,8 +332,12 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 			if ctl.LastRead == power.StateUnknown {
 				t.Fatalf("power-on sent in a pass whose power read was unknown")
 			}
-			if k := rebootcheck.HeldBy(host()); k != "" {
+			h := host()
+			if k := rebootcheck.HeldBy(h); k != "" {
 				t.Fatalf("power-on sent while %s is in the store", k)
+			}
+			if !h.Online {
+				t.Fatalf("power-on sent while Online is false")
 			}
 		}
 		// No power-off may power a host on (a press of the power button
@@ -403,7 +474,7 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 				}
 			}
 			truthSeen = len(truth)
-			switch held := rebootcheck.HeldBy(h) != ""; {
+			switch held := rebootcheck.HeldBy(h) != "" || !h.Online; {
 			case !held:
 				heldSince = time.Time{}
 			case heldSince.IsZero():
@@ -442,14 +513,28 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 						k, tk.At, tk.Real, h.Status, rebootcheck.DescribeTruth(pw))
 				}
 			}
-			if err := rebootcheck.CheckCycles(pw, min(episodes, asked)+lateCalls); err != nil {
+			if err := rebootcheck.CheckCycles(pw, min(episodes, asked)+lateCalls+offlines); err != nil {
 				t.Fatalf("%v; truth %s; status %+v", err, rebootcheck.DescribeTruth(pw), h.Status)
 			}
 		}
 
+		setOnline := func(on bool) {
+			if err := mutate(ctx, other, "h", func(h *reboot.Host) {
+				if h.Online && !on {
+					offlines++
+				}
+				h.Online = on
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		steps := rapid.IntRange(20, 150).Draw(t, "steps")
+		actions := 15
+		if level >= levelStuck {
+			actions = 17
+		}
 		for i := 0; i < steps; i++ {
-			switch rapid.IntRange(0, 15).Draw(t, "action") {
+			switch rapid.IntRange(0, actions).Draw(t, "action") {
 			case 0, 1:
 				reconcile()
 			case 2, 3:
@@ -558,6 +643,10 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 				default:
 					rawRelease()
 				}
+			case 16:
+				setOnline(!host().Online)
+			case 17:
+				stuck.mode = rapid.IntRange(stuckNone, stuckModes-1).Draw(t, "stuck")
 			}
 			if syncEvery > 0 && i%syncEvery == 0 {
 				sync()
@@ -571,6 +660,16 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 		store.before = nil
 		ctl.CrashArmed = false
 		pw.SetReport(fake.Report{})
+		// Online back to true; a stuck BMC stays stuck for a drawn part
+		// of the liveness phase (the checks above run all along), then
+		// its readings are sane.
+		stuckFor := 0
+		if level >= levelStuck {
+			setOnline(true)
+			if stuck.mode != stuckNone {
+				stuckFor = rapid.IntRange(0, 240).Draw(t, "stuckFor")
+			}
+		}
 		clk.Correct()
 		lastWall = clk.Now()
 		// A3: evidence stamped while the wall clock ran ahead is dropped
@@ -600,8 +699,26 @@ func stateMachine(newStores NewStores, ext bool) func(*rapid.T) {
 		// the LostLanding + SoftTimeout + StaleReads that A5 holds a
 		// press back (reboot.Config.LostLanding).
 		dc := reboot.DefaultConfig()
-		budget := 300 + (lostOffs+1)*int((reboot.LostLandingOf(rcfg)+dc.SoftTimeout+staleBound+4*time.Second)/(5*time.Second))
+		// How long a held host may stay on while the readings are
+		// stuck: a press that may still land (A5), a soft power-off's
+		// SoftTimeout and the long run of unsure readings, each with
+		// StaleReads, a reissue, and a minute of slack.
+		heldOffBound := reboot.LostLandingOf(rcfg) + 2*(dc.SoftTimeout+staleBound) + dc.ReissueAfter + time.Minute
+		budget := 300 + stuckFor + (lostOffs+1)*int((reboot.LostLandingOf(rcfg)+dc.SoftTimeout+staleBound+4*time.Second)/(5*time.Second))
 		for i := 0; i < budget && !converged; i++ {
+			if i >= stuckFor {
+				stuck.mode = stuckNone
+			}
+			if stuck.mode != stuckNone && cfg.Button != fake.ButtonAll && !heldSince.IsZero() &&
+				clk.Real().Sub(heldSince) >= heldOffBound && pw.HardwareOn() {
+				// A held host stays off by ground truth while the BMC's
+				// readings are stuck: a power-off that sets the power goes
+				// out after a long run of them (one that presses, on a
+				// ButtonAll BMC, never goes out on them: it could power a
+				// held host on).
+				t.Fatalf("a host held since %v is on by ground truth at %v, the BMC stuck reading %d (liveness step %d of %d stuck); status %+v; truth %s",
+					heldSince, clk.Real(), stuck.mode, i, stuckFor, host().Status, rebootcheck.DescribeTruth(pw))
+			}
 			if raw != nil && host().Status.Fenced(raw.At, clk.Now()) {
 				if !pw.WasOffDuring(raw.Real.Add(-backJumps), clk.Real()) {
 					t.Fatalf("raw client told fenced for T=%v at the end, but the hardware has run since; truth %v", raw.At, rebootcheck.DescribeTruth(pw))
