@@ -330,12 +330,12 @@ var cmdFuncs = map[string]func(plan.Plan) (plan.Plan, error){"run": plan.Run, "s
 // store at store and not applied yet, in their order, to st (the store,
 // opened), and records their outcomes. A command the store refuses for
 // good (its plan is not there, is corrupt, is in a state it does not
-// apply to, its UUID is not a plan UUID, a later command was applied
-// first: any error but the passing ones of transientApply) is recorded
-// refused, and the store stays usable; on a passing error (the context, a
-// compare-and-swap lost 100 times, an I/O error of the store's file) it
-// stays to apply and the error is returned: the store must not be used
-// this time (a stop may wait in the file). A side file this process may
+// apply to, its UUID is not a plan UUID: any error but the passing ones
+// of transientApply) is recorded refused, and the store stays usable; on
+// a passing error (the context, a compare-and-swap lost 100 times, an I/O
+// error of the store's file) it stays to apply and the error is
+// returned: the store must not be used this time (a stop may wait in the
+// file). A side file this process may
 // not use (sideUsable) never keeps it from the store: applyUnmarked.
 // It returns the file's mark: every record up to it is applied.
 func applyCommands(ctx context.Context, st *plan.BoltStore, store string, note func(error)) (mark cmdMark, err error) {
@@ -418,11 +418,7 @@ var errRecordedAlready = errors.New("the command is recorded in the plan already
 // failed, or it may not rewrite the file: applyUnmarked) before it marked
 // it applied in the side file. It is not applied again (a cancel of a
 // canceled plan would be refused, and the operator told that its own
-// cancel failed): errRecordedAlready, and nothing is written. Nor is a
-// command recorded before the plan's last command (one given since and
-// applied first, to the store directly, or one this command lost to once
-// and that is now out of MaxCommands): applied now, it would undo a later
-// one (plan.ErrState).
+// cancel failed): errRecordedAlready, and nothing is written.
 func onceRecorded(command string, at time.Time, f func(plan.Plan) (plan.Plan, error)) func(plan.Plan) (plan.Plan, error) {
 	rec := plan.Record(command, at, f)
 	return func(p plan.Plan) (plan.Plan, error) {
@@ -430,11 +426,6 @@ func onceRecorded(command string, at time.Time, f func(plan.Plan) (plan.Plan, er
 			if m.Command == command && m.At.Equal(at) {
 				return p, errRecordedAlready
 			}
-		}
-		if n := len(p.Commands); n > 0 && p.Commands[n-1].At.After(at) {
-			last := p.Commands[n-1]
-			return p, fmt.Errorf("%w: the %s given at %s comes before the plan's last command (%s at %s), applied already",
-				plan.ErrState, command, at.Format(time.RFC3339Nano), last.Command, last.At.Format(time.RFC3339Nano))
 		}
 		return rec(p)
 	}
