@@ -214,7 +214,8 @@ func (e *env) executor(args []string) int {
 	fs := flag.NewFlagSet("rebootctl executor", flag.ContinueOnError)
 	commonFlags(fs, e)
 	jsonFlag(fs, e, "log as JSON lines (log/slog's JSON handler) instead of text")
-	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\")")
+	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\";\n"+
+		"never opened through a symbolic link)")
 	interval := fs.Duration("interval", 5*time.Second, "time between passes")
 	passTimeout := fs.Duration("pass-timeout", 5*time.Minute, "the longest one pass over the running plans may take: each plan gets an equal share of what\n"+
 		"is left of it, a plan cut short the time the others left unused, and each call to the fleet\n"+

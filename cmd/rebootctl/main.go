@@ -83,6 +83,11 @@ and --inventory FILE (default $REBOOTCTL_INVENTORY or ./inventory.yaml).
 Relative paths are from the current directory: the executor and every
 command must name the same store, so give a systemd unit absolute paths
 (the store file's own: a symbolic link is refused).
+"plan run", "plan stop" and "plan cancel" record the command next to the
+store (FILE.commands), where it lands at once whatever the executor
+writes; where that file is another user's or would be unusable by the
+store's owner or group, the command is applied to the store itself
+(waiting for the executor's write) and says why and the fix.
 Run "rebootctl plan create -h" or "rebootctl executor -h" for their options.
 "plan create -n" is a dry run: it checks every server (BMC, login, power
 state, health check, drain command), changes nothing and stores nothing.
