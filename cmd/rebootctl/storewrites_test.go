@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,4 +57,29 @@ func TestStoreWrites_SameTickWriteSeen(t *testing.T) {
 	w.closing(path)
 	assert.False(t, w.since(path, "p1"), "the pass read p1 after the write")
 	assert.True(t, w.since(path, "p2"), "p2 not read since")
+}
+
+// TestStoreWait_ForeignWaitFileNotYieldedTo: a FILE.wait made by a user
+// who may not use the store, and held locked by it for ever (a sticky
+// world-writable directory), is not a command waiting: the executor does
+// not wait maxYield before each of its opens of the store (as it does for
+// a wait file of the store's users). Ground truth: how long
+// yieldToCommands waited, against maxYield, which it waits in full when
+// it yields.
+func TestStoreWait_ForeignWaitFileNotYieldedTo(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the store's owner and another local user")
+	}
+	const mallory = 4545
+	e, _, _ := review37vTmpWorld(t, 3)
+	w := waitPath(e.store)
+	require.NoError(t, os.WriteFile(w, nil, 0o644))
+	require.NoError(t, os.Chown(w, mallory, mallory))
+	f, err := os.Open(w)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX))
+	start := time.Now()
+	yieldToCommands(e.ctx, e.store)
+	assert.Less(t, time.Since(start), maxYield, "the executor waited for another user's FILE.wait")
 }
