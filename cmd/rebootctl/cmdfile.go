@@ -364,7 +364,7 @@ func applyCommands(ctx context.Context, st *plan.BoltStore, store string, note f
 func applyUnmarked(ctx context.Context, st *plan.BoltStore, store string, why error, note func(error)) (cmdMark, error) {
 	c, err := readCmdFile(store)
 	if ignoredSide(err) {
-		note(err)
+		note(why) // what sideUsable found, as the operator's command says it
 		return cmdMark{}, nil
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -131,27 +132,44 @@ func userName(uid int) string {
 // may use the store, and a file this process makes there would be usable
 // by the store's owner and group. An error says why not, and the fix.
 func sideUsable(store string) error {
+	var errs []error
 	for _, p := range []string{cmdFilePath(store) + ".lock", cmdFilePath(store)} {
 		fi, err := os.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("the plan store's command file: %w", err)
+			errs = append(errs, fmt.Errorf("the plan store's command file: %w", err))
+			continue
 		}
 		st, ok := fi.Sys().(*syscall.Stat_t)
 		if !ok {
 			continue
 		}
 		if err := ownSideFile(st, p); err != nil {
-			return err
+			errs = append(errs, err)
+		} else if err := trustedSide(st, store, p); err != nil {
+			errs = append(errs, err)
 		}
-		if err := trustedSide(st, store, p); err != nil {
-			return err
-		}
+	}
+	if len(errs) > 0 {
+		return sideErrors(errs)
 	}
 	return sideFits(store)
 }
+
+// sideErrors is the refusal of one or both side files, on one line.
+type sideErrors []error
+
+func (e sideErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (e sideErrors) Unwrap() []error { return e }
 
 // ignoredSide says whether err, from reading FILE.commands, is one of
 // a file never applied: made by another user, or a link.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +76,30 @@ func TestSideFiles_LateReplayNeverUndoesLaterStop(t *testing.T) {
 	require.Len(t, c.Records, 1)
 	assert.True(t, c.Records[0].Applied, "root marked it")
 	assert.Empty(t, c.Records[0].Kind, "applied (by the executor), not refused")
+}
+
+// TestSideFiles_ForeignFileSaidOnce: the executor ignores another user's
+// FILE.commands at every open of the store, and says so once (naming the
+// file's owner and the fix), not at every open; the operator's command
+// says so once too, and that the command went to the store directly.
+func TestSideFiles_ForeignFileSaidOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the store's owner and another local user")
+	}
+	e, fleet, clk := review37vTmpWorld(t, 3)
+	ex := &plan.Executor{Fleet: fleet, Store: lockedStore{e}, Now: clk.Now}
+	for range 3 {
+		_, err := ex.Pass(e.ctx, "p1")
+		require.NoError(t, err)
+	}
+	log := e.errw.(*bytes.Buffer).String()
+	assert.Equal(t, 1, strings.Count(log, "may not use the plan store"), "said once in the executor's log:\n%s", log)
+	assert.Contains(t, log, "uid 4545", "names the file's owner")
+	assert.Contains(t, log, "remove it", "says the fix")
+	var msg bytes.Buffer
+	ops := &env{ctx: e.ctx, store: e.store, errw: &msg}
+	_, err := ops.operatorCommand("stop", "p1")
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(msg.String(), "may not use the plan store"), "said once by the command:\n%s", msg.String())
+	assert.Contains(t, msg.String(), "applied to the store directly")
 }
