@@ -333,10 +333,14 @@ type Controller struct {
 	own  bool          // this Controller made the login (Close logs it out)
 	sem  chan struct{} // held by the operation under way
 	reqs chan struct{} // held by each request it sends (reqPath)
-	// suspect: a read of this system's was left unanswered for twice
-	// its overdue time or more, and none was answered since
-	// (readplace.go).
-	suspect atomic.Bool
+	// suspect: a read of this system's was shown to hang (a read of
+	// another system sent after it was answered much sooner), and none
+	// was answered since; doubt: a read of its was left unanswered for
+	// the session's usual overdue time, and none was answered since;
+	// lastAnswer: when one was last answered (UnixNano) (readplace.go).
+	suspect    atomic.Bool
+	doubt      atomic.Bool
+	lastAnswer atomic.Int64
 
 	systemURI   string
 	resetTarget string
