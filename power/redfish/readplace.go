@@ -3,7 +3,9 @@ package redfish
 import (
 	"container/list"
 	"context"
+	"io"
 	"math"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,11 +37,13 @@ import (
 // of those places if it ranks higher, one cut at a time: the cut read
 // waits again, first in line of its rank, and the waiting read takes the
 // place once the cut request returned. So dead blades polled with
-// deadlines shorter than any overdue time, or after a late answer raised
-// it, hold no place a healthy blade's read wants
+// deadlines shorter than twice the overdue time, or after a late answer
+// raised it, hold no place a healthy blade's read wants once each left a
+// read unanswered for the usual overdue time
 // (TestReview35_DeadBladesNeverSuspectOnUsualSlowBMC,
 // TestReview35_LateAnswerKeepsDeadBladesOffSuspect), and a healthy blade
-// whose caller gave up on one slow read waits for no dead blade
+// whose caller gave up on one slow read waits for no doubtful or
+// suspect dead blade
 // (TestReview35_HealthyBladeSuspectAfterOneMissedCheck).
 //
 // While every MaxInFlight place is held by an overdue read and a read of
@@ -455,7 +459,6 @@ func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 		}
 	}
 	p.grantLocked()
-	t.abort()
 	return cut
 }
 
@@ -471,7 +474,8 @@ type readPlace struct {
 	atBMC   time.Duration // time its attempts spent at the BMC
 	doubtAt time.Duration // its first attempt's doubtAfter
 	tries   int
-	cut     bool // its last attempt was cut
+	cut     bool               // its last attempt was cut
+	abort   context.CancelFunc // ends its last attempt's context (release)
 }
 
 // wait takes a place for the read's next attempt; it returns the context
@@ -506,6 +510,7 @@ func (r *readPlace) done(answered bool) (again bool) {
 		return false
 	}
 	r.t = nil
+	r.abort = t.abort
 	d := time.Since(t.start)
 	r.atBMC += d
 	r.cut = t.end(answered, d)
@@ -514,6 +519,32 @@ func (r *readPlace) done(answered bool) (again bool) {
 	}
 	r.c.settleRead(answered, d, r.atBMC, r.doubtAt)
 	return false
+}
+
+// release ends the context of the read's last attempt once nothing of
+// it is read any more: at once if it has no answer (resp nil), else when
+// the answer's body is closed (an answer's body is read after done).
+func (r *readPlace) release(resp *http.Response) {
+	if r.abort == nil {
+		return
+	}
+	if resp == nil {
+		r.abort()
+		return
+	}
+	resp.Body = &releaseBody{ReadCloser: resp.Body, release: r.abort}
+}
+
+// releaseBody ends its request's context when closed.
+type releaseBody struct {
+	io.ReadCloser
+	release context.CancelFunc
+}
+
+func (b *releaseBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
 }
 
 // settleRead records the end of a read of c's whose last attempt took d
