@@ -34,7 +34,8 @@ import (
 // reads of systems that are not doubtful first, in line; then the
 // doubtful systems', the one answered last first. A waiting read cuts
 // (cancels the request of) a read of a doubtful or suspect system in one
-// of those places if it ranks higher, one cut at a time: the cut read
+// of those places if it ranks higher and its own system was answered
+// since the other became doubtful, one cut at a time: the cut read
 // waits again, first in line of its rank, and the waiting read takes the
 // place once the cut request returned. So dead blades polled with
 // deadlines shorter than twice the overdue time, or after a late answer
@@ -283,7 +284,9 @@ func bestLocked(l *list.List, get bool) *readWaiter {
 
 // preemptLocked cuts, for the read a MaxInFlight place goes to next, the
 // lowest-ranked read of a doubtful or suspect system holding one, if
-// that ranks lower, unless a cut is under way already.
+// that ranks lower and the waiting read's system was answered since the
+// other's became doubtful (systems that hung together do not cut each
+// other's reads), unless a cut is under way already.
 func (p *readPlaces) preemptLocked() {
 	w := p.nextLocked()
 	if w == nil {
@@ -298,7 +301,7 @@ func (p *readPlaces) preemptLocked() {
 		if !t.ready || !t.get || !t.c.doubt.Load() && !t.c.suspect.Load() {
 			continue
 		}
-		if r := t.c.rank(); r < w.rank && (low == nil || r < lowRank) {
+		if r := t.c.rank(); r < w.rank && w.rank > t.c.doubtSince.Load() && (low == nil || r < lowRank) {
 			low, lowRank = t, r
 		}
 	}
@@ -561,7 +564,8 @@ func (c *Controller) settleRead(answered bool, d, atBMC, doubtAt time.Duration) 
 		c.suspect.Store(false)
 		c.doubt.Store(false)
 		c.sess.answered(d)
-	case doubtAt > 0 && atBMC >= doubtAt:
+	case doubtAt > 0 && atBMC >= doubtAt && !c.doubt.Load():
+		c.doubtSince.Store(time.Now().UnixNano()) // a system's reads end one at a time
 		c.doubt.Store(true)
 	}
 }

@@ -146,8 +146,8 @@
 //     system whose read was left unanswered for the usual overdue time
 //     is doubtful until one is answered: its reads get a place after the
 //     others' and are cancelled and sent again later for a waiting read
-//     that ranks higher (of a system not doubtful, or answered more
-//     lately). While every place is held by an overdue read, one probe
+//     that ranks higher (of a system not doubtful, or answered since the
+//     other became doubtful). While every place is held by an overdue read, one probe
 //     read goes to the BMC beside them, in the extra place, and is
 //     cancelled and sent again later if it is overdue too while another
 //     read waits for a probe. A late answer raises the overdue time (not
@@ -308,9 +308,9 @@ type Config struct {
 	// stayed unanswered for the usual overdue time). A system that left a read unanswered for
 	// its usual overdue time is doubtful until one of its reads is
 	// answered: its reads get places after the others', and a waiting
-	// read of a system that is not doubtful, or was answered more
-	// lately, has one of them cancelled and sent again later to take its
-	// place. So a merely slow BMC, fast or
+	// read of a system that is not doubtful, or was answered since that
+	// system became doubtful, has one of them cancelled and sent again
+	// later to take its place. So a merely slow BMC, fast or
 	// slow from the start, is sent at most MaxInFlight + 1 reads at once;
 	// past that only the reads of systems shown to hang (one per
 	// system: a system sends one request at a time). A 5xx status (a
@@ -349,10 +349,12 @@ type Controller struct {
 	// another system sent after it was answered much sooner), and none
 	// was answered since; doubt: a read of its was left unanswered for
 	// the session's usual overdue time, and none was answered since;
-	// lastAnswer: when one was last answered (UnixNano) (readplace.go).
+	// lastAnswer: when one was last answered, doubtSince: when it last
+	// became doubtful (UnixNano) (readplace.go).
 	suspect    atomic.Bool
 	doubt      atomic.Bool
 	lastAnswer atomic.Int64
+	doubtSince atomic.Int64
 
 	systemURI   string
 	resetTarget string
