@@ -16,12 +16,17 @@ import (
 // session, so that the next call logs in, under the back-off. So does
 // a call that sent the credentials (CallAuthenticator) and ran out of
 // time, unanswered, when no request with them was answered within the
-// last LoginInterval (unansweredCallLocked), and it backs the login off.
+// last LoginInterval (unansweredCallLocked), and it backs the login off;
+// one that ran out of time unanswered earlier marks the session
+// (timedOut), so that the next call does the same before it sends the
+// credentials if by then nothing was answered within LoginInterval
+// (acquireLocked).
 // c: the call's state; once it was given up on, Close does not wait for it.
 func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.released = true
+	s.timedOut = timedOutUnanswered(err)
 	switch {
 	case errors.Is(err, ErrAuth):
 		p.retireLocked(s)
@@ -61,8 +66,13 @@ func (p *Pool) unansweredBackoffLocked(cr *creds, err error) {
 // The login that follows tells a refusal (ErrUnanswered: AuthBackoff)
 // from a BMC that hangs as a whole (a timeout: Backoff).
 func (p *Pool) unansweredCallLocked(cr *creds, err error) bool {
-	return err != nil && !answered(err) && !errors.Is(err, ErrAuth) && errors.Is(err, context.DeadlineExceeded) &&
-		!cr.answeredAt.IsZero() && p.cfg.Now().Sub(cr.answeredAt) >= p.cfg.LoginInterval
+	return timedOutUnanswered(err) && !cr.answeredAt.IsZero() && p.cfg.Now().Sub(cr.answeredAt) >= p.cfg.LoginInterval
+}
+
+// timedOutUnanswered reports whether err is a call's that ran out of
+// time without an answer of the BMC's.
+func timedOutUnanswered(err error) bool {
+	return err != nil && !answered(err) && !errors.Is(err, ErrAuth) && errors.Is(err, context.DeadlineExceeded)
 }
 
 // callState is one call's, guarded by Pool.mu.
