@@ -1,0 +1,184 @@
+package reboot_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+func review36xCount(pw *fake.Power, op fake.Op, from time.Time) int {
+	n := 0
+	for _, c := range pw.Calls() {
+		if c.Op == op && !c.At.Before(from) {
+			n++
+		}
+	}
+	return n
+}
+
+// Review 36 round 24 (TestReview36x_FencedHostDeadBMCHammeredForEver):
+// c8716ab's heldOff "stuck" rule powers a held host off hard once its
+// readings have been unsure for SoftTimeout + StaleReads, "once per run"
+// (calledInRun), but calledInRun counts only an accepted call
+// (Class none): a power-off that failed or timed out is retried every
+// RetryDelay (wait) for as long as the run lasts. A fenced host (keyed
+// hard fence carried out, the host off) whose BMC then dies (every call
+// times out: the host lost its power feed, the BMC's network is down)
+// reads unknown for ever: from 210 s on it gets a ForceOff every 10 s,
+// for ever, each with Status writes (ActingSince cleared before the call
+// and written again after it). Before c8716ab a held host read unknown
+// was read every PollInterval and sent nothing. A rack PDU failure with
+// 40 fenced hosts is some 14,000 timed-out BMC calls and tens of
+// thousands of Status writes an hour.
+func TestReview36x_FencedHostDeadBMCHammeredForEver(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	var dead atomic.Bool
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
+		if dead.Load() {
+			return fake.Fault{Kind: fake.FaultTimeout}
+		}
+		return fake.Fault{}
+	}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	review36uLoop(t, rec, clk, clk.Real().Add(time.Minute), clk.Real())
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	review36uLoop(t, rec, clk, clk.Real().Add(5*time.Minute), clk.Real())
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, h.Status.Covers() && !pw.HardwareOn(), "the setup: the fence was carried out; status %+v", h.Status)
+	dead.Store(true) // the BMC dies for good; the host stays off (ground truth)
+	at := clk.Real()
+	writes0 := store.Updates()
+	end := at.Add(time.Hour)
+	review36uLoop(t, rec, clk, end, at)
+	require.True(t, pw.OffThroughout(at, end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
+	offs, writes := review36xCount(pw, fake.OpOff, at), store.Updates()-writes0
+	require.LessOrEqual(t, offs, 6,
+		"a fenced host, off, whose BMC died (every call times out): %d power-offs and %d Status writes in an hour (\"once per run\": a failed or timed-out call is retried every RetryDelay for ever)",
+		offs, writes)
+	require.LessOrEqual(t, writes, 12, "Status writes in an hour for a held, off host with a dead BMC: %d", writes)
+}
+
+// refuseOnWhileOn is a BMC stuck reading Transitioning while the host runs
+// (stuckTransitioning) that refuses a power-on while the host is on (as
+// iDRAC answers ResetType On on a running server: HTTP 409).
+type refuseOnWhileOn struct {
+	stuckTransitioning
+	ons *atomic.Int64 // power-ons asked, refused or not
+}
+
+func (r refuseOnWhileOn) On(ctx context.Context) error {
+	r.ons.Add(1)
+	if r.Power.HardwareOn() {
+		return &power.Error{Op: "on", Class: power.ClassFailed, Status: 409, Message: "server is already powered ON"}
+	}
+	return r.Power.On(ctx)
+}
+
+// Review 36 round 24 (TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay):
+// c8716ab's idle rule sends a power-on to a host with Online true whose
+// readings have said Transitioning for SoftTimeout + StaleReads, "once
+// per run", but calledInRun counts only an accepted power-on: a refused
+// one (a BMC that answers "already on" with an error, as iDRAC's 409 to
+// ResetType On on a running server) is decided again every RetryDelay,
+// each with its versioned Status write (LastPoweredOn moved, OnConfirmed
+// cleared), for as long as the BMC reads Transitioning: a running host
+// with Online true, no request, gets ~360 power-ons and ~360 Status
+// writes an hour, for ever. Before c8716ab it got none.
+func TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay(t *testing.T) {
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var asked atomic.Int64
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return refuseOnWhileOn{stuckTransitioning{pw}, &asked}, nil }}
+	at := clk.Real()
+	review36uLoop(t, rec, clk, at.Add(10*time.Minute), at)
+	from := clk.Real()
+	writes0, asked0 := store.Updates(), asked.Load()
+	end := from.Add(time.Hour)
+	review36uLoop(t, rec, clk, end, at)
+	require.False(t, pw.WasOffDuring(at, end), "the setup: the host runs all along; truth %s", rebootcheck.DescribeTruth(pw))
+	ons, writes := asked.Load()-asked0, store.Updates()-writes0
+	require.LessOrEqual(t, ons, int64(6),
+		"a running host with Online true, its BMC stuck reading Transitioning and refusing On while on: %d power-ons and %d Status writes in an hour (a refused power-on is not \"called in the run\": decided again every RetryDelay)",
+		ons, writes)
+	require.LessOrEqual(t, writes, 12, "Status writes in an hour: %d", writes)
+}
+
+// nullPartOfMinute answers PowerState null for the first 40 s of every
+// minute of the clock (a BMC whose Redfish service restarts, or whose
+// sessions expire and are re-established, every minute), honestly
+// otherwise.
+type nullPartOfMinute struct {
+	*fake.Power
+	clk *fake.Clock
+}
+
+func (n nullPartOfMinute) State(ctx context.Context) (power.State, error) {
+	st, err := n.Power.State(ctx)
+	if err == nil && n.clk.Real().Unix()%60 < 40 {
+		return power.StateUnknown, nil
+	}
+	return st, err
+}
+
+// Review 36 round 24 (TestReview36x_HeldHostFlappingNullChurnsUnsureSince):
+// c8716ab persists a held host's run of unsure readings
+// (Status.UnsureSince) once it has lasted StaleReads, and clears it on
+// the first On or Off reading (noteUnsure). A held, off host (a keyed
+// fence carried out) whose BMC answers null for 40 s of every minute and
+// Off otherwise gets two Status writes a minute, for ever (~120 an hour;
+// before c8716ab none): the same churn round 23 fixed for Online=false
+// (TestReview36w_OfflineOffHostFlappingNullForceOffForEver: at most 4
+// writes an hour), brought back through UnsureSince for every held host.
+func TestReview36x_HeldHostFlappingNullChurnsUnsureSince(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	var flap atomic.Bool
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) {
+			if flap.Load() {
+				return nullPartOfMinute{pw, clk}, nil
+			}
+			return pw, nil
+		}}
+	review36uLoop(t, rec, clk, clk.Real().Add(time.Minute), clk.Real())
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	review36uLoop(t, rec, clk, clk.Real().Add(5*time.Minute), clk.Real())
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, h.Status.Covers() && !pw.HardwareOn(), "the setup: the fence was carried out; status %+v", h.Status)
+	flap.Store(true)
+	at := clk.Real()
+	review36uLoop(t, rec, clk, at.Add(10*time.Minute), at) // settle
+	from, writes0 := clk.Real(), store.Updates()
+	end := from.Add(time.Hour)
+	review36uLoop(t, rec, clk, end, at)
+	require.True(t, pw.OffThroughout(at, end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
+	writes := store.Updates() - writes0
+	offs := review36xCount(pw, fake.OpOff, from)
+	require.LessOrEqual(t, writes, 4,
+		"a held, off host whose BMC answers null 40 s of every minute: %d Status writes (%d power-offs) in an hour (UnsureSince written after StaleReads of null, cleared by the next Off reading)",
+		writes, offs)
+}
