@@ -182,3 +182,47 @@ func TestReview36x_HeldHostFlappingNullChurnsUnsureSince(t *testing.T) {
 		"a held, off host whose BMC answers null 40 s of every minute: %d Status writes (%d power-offs) in an hour (UnsureSince written after StaleReads of null, cleared by the next Off reading)",
 		writes, offs)
 }
+
+// Review 36 round 24 (TestReview36x_ReleasedOnStuckPoweringOffRestartsEveryThreeMinutes):
+// c8716ab answers TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver
+// with a power-on after a run of Transitioning readings longer than
+// SoftTimeout + StaleReads (210 s), counted by Observed.UnsureFor alone:
+// Status.UnsureSince, which makes a restarted controller count the run
+// from its start, is written only for a held host (noteUnsure), so for
+// a host with Online true the run restarts with every process. The same
+// world as the round 23 test, the controller restarted every 3 minutes
+// (the period TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes
+// answers for a held host): the host Online=true stays off for good.
+func TestReview36x_ReleasedOnStuckPoweringOffRestartsEveryThreeMinutes(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	newRec := func() *reboot.Reconciler {
+		return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+			Power: func(string) (power.Controller, error) { return stuckPoweringOff{pw}, nil }}
+	}
+	rec := newRec()
+	for i := 0; i < 10; i++ {
+		_, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		clk.Advance(time.Minute)
+	}
+	first := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	review36uLoop(t, rec, clk, first.Add(10*time.Minute), first)
+	require.False(t, pw.HardwareOn(), "the setup: Online=false powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	end := at.Add(30 * time.Minute)
+	for clk.Real().Before(end) {
+		rec = newRec()
+		review36uLoop(t, rec, clk, clk.Real().Add(3*time.Minute), at)
+	}
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn(),
+		"Online set back true on a host powered off by Online=false, its BMC (no button) reading Transitioning while it is off, the controller restarted every 3 minutes: still off 30 min later (the run of unsure readings is persisted only for held hosts); status %+v; truth %s",
+		h.Status, rebootcheck.DescribeTruth(pw))
+}
