@@ -226,3 +226,37 @@ func TestReview36x_ReleasedOnStuckPoweringOffRestartsEveryThreeMinutes(t *testin
 		"Online set back true on a host powered off by Online=false, its BMC (no button) reading Transitioning while it is off, the controller restarted every 3 minutes: still off 30 min later (the run of unsure readings is persisted only for held hosts); status %+v; truth %s",
 		h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 24 (TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince):
+// round 23's own test of the Online=false churn
+// (TestReview36w_OfflineOffHostFlappingNullForceOffForEver: at most 4
+// Status writes an hour) draws a null on half the reads at random, so a
+// run of null readings seldom lasts the StaleReads (six reads) after
+// which noteUnsure writes Status.UnsureSince for a host whose
+// Online=false power-off is done (OfflineOffSeen). With the same host
+// (off all along, Online=false) behind a BMC that answers null 40 s of
+// every minute, UnsureSince is written and cleared every minute: ~120
+// writes an hour, for ever.
+func TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return nullPartOfMinute{pw, clk}, nil }}
+	at := clk.Real()
+	half := at.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, half, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.False(t, h.Status.OfflineOffSeen.IsZero(), "the setup: the enforcement's power-off is done; status %+v", h.Status)
+	writes0 := store.Updates()
+	end := half.Add(time.Hour)
+	review36uLoop(t, rec, clk, end, at)
+	require.True(t, pw.OffThroughout(at, end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
+	writes := store.Updates() - writes0
+	require.LessOrEqual(t, writes, 4,
+		"an off host with Online=false, its power-off done, BMC answering null 40 s of every minute: %d Status writes in an hour (UnsureSince written after StaleReads of null, cleared by the next Off reading)",
+		writes)
+}
