@@ -260,3 +260,46 @@ func TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince(t *testing.T) {
 		"an off host with Online=false, its power-off done, BMC answering null 40 s of every minute: %d Status writes in an hour (UnsureSince written after StaleReads of null, cleared by the next Off reading)",
 		writes)
 }
+
+// Review 36 round 24 (TestReview36x_OfflineUnpluggedHostHammeredForEver):
+// the Online=false side of TestReview36x_FencedHostDeadBMCHammeredForEver.
+// A host with Online=false, its power-off done (OfflineOffSeen), is then
+// unplugged (a rack taken out of service at the PDU: its BMC dead, every
+// call times out): from SoftTimeout + StaleReads on, idle's stuckOff
+// (decide.go) sends a ForceOff every RetryDelay, for ever, each with
+// Status writes, where TestReview36wFix_OfflineOffHostDeadNullBMCOnePowerOffPerRun
+// allows one power-off and 3 writes an hour on a BMC that answers null
+// but takes its calls.
+func TestReview36x_OfflineUnpluggedHostHammeredForEver(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	var dead atomic.Bool
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
+		if dead.Load() {
+			return fake.Fault{Kind: fake.FaultTimeout}
+		}
+		return fake.Fault{}
+	}})
+	// Running at first: Online=false powers it off, and an Off reading
+	// shows that done.
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	at := clk.Real()
+	review36uLoop(t, rec, clk, at.Add(10*time.Minute), at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.False(t, h.Status.OfflineOffSeen.IsZero(), "the setup: the enforcement's power-off is done; status %+v", h.Status)
+	dead.Store(true)
+	from, writes0 := clk.Real(), store.Updates()
+	at = from
+	end := from.Add(time.Hour)
+	review36uLoop(t, rec, clk, end, at)
+	require.True(t, pw.OffThroughout(at, end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
+	offs, writes := review36xCount(pw, fake.OpOff, from), store.Updates()-writes0
+	require.LessOrEqual(t, offs, 6,
+		"an off host with Online=false whose BMC is dead (every call times out): %d power-offs and %d Status writes in an hour",
+		offs, writes)
+	require.LessOrEqual(t, writes, 12, "Status writes in an hour: %d", writes)
+}
