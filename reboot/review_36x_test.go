@@ -303,3 +303,41 @@ func TestReview36x_OfflineUnpluggedHostHammeredForEver(t *testing.T) {
 		offs, writes)
 	require.LessOrEqual(t, writes, 12, "Status writes in an hour: %d", writes)
 }
+
+// Review 36 round 24 (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff):
+// round 23 answered TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver
+// (a BMC that reads Transitioning while the host is off) in idle and in
+// heldOff only. A keyed hard fence on the same BMC: the ForceOff powers
+// the host off (ground truth), no Off reading ever comes, so the
+// evidence never covers the request; the fencing client gives up and
+// removes its annotation two minutes later. No request is left, Online
+// is true, but the reboot stays pending (pending: its power-off re-sent
+// every SoftTimeout + StaleReads + ReissueAfter) and the host is never
+// powered on: off for good, though a power-on of this BMC (no button)
+// powers nothing off, and no client can undo it (removing every
+// annotation does not).
+func TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return stuckPoweringOff{pw}, nil }}
+	review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	review36uLoop(t, rec, clk, at.Add(2*time.Minute), at)
+	require.False(t, pw.HardwareOn(), "the setup: the fence powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Annotations = nil })) // the client gives up
+	released := clk.Real()
+	end := released.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn(),
+		"a keyed fence released before any evidence, its host off behind a BMC (no button) reading Transitioning while off, Online true, no annotation left: still off 30 min after the release (%d power-offs since); status %+v; truth %s",
+		review36xCount(pw, fake.OpOff, released), h.Status, rebootcheck.DescribeTruth(pw))
+}
