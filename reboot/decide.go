@@ -1177,8 +1177,8 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	// (never an unknown one), if that powers nothing off
 	// (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver's rule).
 	long := unsure && c.unsureLong(run)
-	stuck := held && long && !calledInRun(o, run, ActionPowerOff, now)
-	released := !held && long && o.Power == power.StateTransitioning && !o.OnToggles && !calledInRun(o, run, ActionPowerOn, now)
+	stuck := held && long && !c.calledInRun(o, run, ActionPowerOff, now)
+	released := !held && long && o.Power == power.StateTransitioning && !o.OnToggles && !c.calledInRun(o, run, ActionPowerOn, now)
 	switch {
 	case stuck:
 		if !st.HoldBroken.After(st.LastPoweredOff) {
@@ -1307,8 +1307,8 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	// wrong state (a BMC stuck reading Transitioning or null).
 	// A power-on goes out only on a Transitioning reading: never in a
 	// pass whose reading is unknown (package doc, Guarantees).
-	stuckOn := o.Power == power.StateTransitioning && c.unsureLong(run) && !calledInRun(o, run, ActionPowerOn, now)
-	stuckOff := unsure && c.unsureLong(run) && !calledInRun(o, run, ActionPowerOff, now)
+	stuckOn := o.Power == power.StateTransitioning && c.unsureLong(run) && !c.calledInRun(o, run, ActionPowerOn, now)
+	stuckOff := unsure && c.unsureLong(run) && !c.calledInRun(o, run, ActionPowerOff, now)
 	switch {
 	case o.Online && stuckOn && !o.OnToggles:
 		// A power-on that sets the power powers nothing off: sent once
@@ -1610,16 +1610,33 @@ func (c Config) unsureWait(run time.Duration) time.Duration {
 	return c.cap(w)
 }
 
-// calledInRun reports whether a call of action a was accepted since the
-// current run of unsure readings (unsureRun) began (Observed.LastCall,
-// on the controller's clock): one such call answers the run (once per
-// run). A restart forgets it and may answer the run once more; one that
-// failed or was busy is retried after RetryDelay (wait).
-func calledInRun(o Observed, run time.Duration, a Action, now time.Time) bool {
+// calledInRun reports whether a call of action a made since the current
+// run of unsure readings (unsureRun) began (Observed.LastCall, on the
+// controller's clock) answers the run for now: an accepted one answers
+// it (once per run); one that failed, was busy or was refused answers it
+// until the run has doubled since (at least RetryDelay, at most
+// retryCap later): a dead BMC whose every call times out is tried at
+// run lengths 1, 2, 4, 8... times the first, not every RetryDelay
+// (TestReview36x_FencedHostDeadBMCHammeredForEver). A restart forgets
+// the call and may answer the run once more.
+func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Time) bool {
 	l := o.LastCall
 	since := now.Sub(l.At)
-	return l.Action == a && l.Class == power.ClassNone && since >= 0 && since < run
+	if l.Action != a || since < 0 || since >= run {
+		return false
+	}
+	if l.Class == power.ClassNone {
+		return true
+	}
+	// The run was run-since long when the call returned: call again
+	// once it has doubled.
+	return since < min(max(run-since, c.RetryDelay), retryCap)
 }
+
+// retryCap bounds the back-off between failed calls answering one run of
+// unsure readings (calledInRun): a BMC dead for good is tried at least
+// once an hour.
+const retryCap = time.Hour
 
 // stuckOff sets d to power a held host off after a long run of unsure
 // readings (unsureLong): hard (the host is held, it must be off; soft on
