@@ -786,7 +786,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	} else {
 		c.idle(o, now, p, d)
 	}
-	c.noteUnsure(o, now, hasKeyed, st)
+	c.noteUnsure(o, now, st)
 	if d.Power == ActionPowerOff && o.toggles(d.Mode) || d.Power == ActionPowerOn && o.OnToggles {
 		// A press (a power-off's, or a power-on's on a BMC whose
 		// power-on presses the button) is persisted before it is sent,
@@ -1042,7 +1042,12 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	if wantHard {
 		st.Mode = power.ModeHard
 	}
-	if st.Covers() {
+	if st.Covers() || len(d.Requests) == 0 && o.Online && c.releasedOn(o, c.unsureRun(o, st, now), now) {
+		// Every request withdrawn before the evidence came, on a BMC
+		// that reads Transitioning for long: the evidence may never come
+		// (a BMC stuck on it while the host is off), so the reboot ends
+		// as a released one, by heldOff's power-on
+		// (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff).
 		c.heldOff(o, now, p, hasBare, hasKeyed, d)
 		return
 	}
@@ -1178,7 +1183,7 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	// (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver's rule).
 	long := unsure && c.unsureLong(run)
 	stuck := held && long && !c.calledInRun(o, run, ActionPowerOff, now)
-	released := !held && long && o.Power == power.StateTransitioning && !o.OnToggles && !c.calledInRun(o, run, ActionPowerOn, now)
+	released := !held && c.releasedOn(o, run, now)
 	switch {
 	case stuck:
 		if !st.HoldBroken.After(st.LastPoweredOff) {
@@ -1579,17 +1584,27 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 }
 
 // noteUnsure records in st.UnsureSince the run of unsure readings of a
-// held host once it has lasted StaleReads, and clears it on an On or
-// Off reading (see Status.UnsureSince).
-func (c Config) noteUnsure(o Observed, now time.Time, hasKeyed bool, st *Status) {
+// host once it has lasted half of SoftTimeout + StaleReads (the run a
+// stuck rule waits for, unsureLong), and clears it on an On or Off
+// reading (see Status.UnsureSince). Runs shorter than that, however
+// often they come, write nothing
+// (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
+// TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince).
+func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
 	if !isUnsure(o.Power) {
 		st.UnsureSince = time.Time{}
 		return
 	}
-	held := st.Covers() && (hasKeyed || !o.Online) || !st.Pending() && !o.Online && !st.OfflineOffSeen.IsZero()
-	if held && st.UnsureSince.IsZero() && o.UnsureFor >= c.StaleReads {
+	if st.UnsureSince.IsZero() && o.UnsureFor >= c.unsureNote() {
 		st.UnsureSince = now.Add(-o.UnsureFor).Truncate(c.Precision)
 	}
+}
+
+// unsureNote is how long a run of unsure readings lasts before it is
+// persisted (Status.UnsureSince): half of SoftTimeout + StaleReads, at
+// least StaleReads.
+func (c Config) unsureNote() time.Duration {
+	return max((c.SoftTimeout+c.StaleReads)/2, c.StaleReads)
 }
 
 // unsureLong reports whether a run of unsure readings (unsureRun) has
@@ -1637,6 +1652,15 @@ func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Ti
 // unsure readings (calledInRun): a BMC dead for good is tried at least
 // once an hour.
 const retryCap = time.Hour
+
+// releasedOn reports whether a host no hold keeps off is powered on
+// after a long run (unsureLong) of Transitioning readings: never on an
+// unknown reading, never by a power-on that may press the power button
+// (OnToggles), once per run (calledInRun).
+func (c Config) releasedOn(o Observed, run time.Duration, now time.Time) bool {
+	return o.Power == power.StateTransitioning && c.unsureLong(run) && !o.OnToggles &&
+		!c.calledInRun(o, run, ActionPowerOn, now)
+}
 
 // stuckOff sets d to power a held host off after a long run of unsure
 // readings (unsureLong): hard (the host is held, it must be off; soft on
