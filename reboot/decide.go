@@ -444,6 +444,13 @@ type Observed struct {
 	// a host with Online true powered on (if that powers nothing off),
 	// once per run.
 	UnsureFor time.Duration
+	// SaneFor is as UnsureFor for the readings that say On or Off: how
+	// long they have gone on without a break, up to this pass's (zero on
+	// an unknown or transitioning reading). A persisted run of unsure
+	// readings (Status.UnsureSince) ends only once they have lasted
+	// StaleReads: a shorter one may echo a state from before the run
+	// (A1).
+	SaneFor time.Duration
 	// SinceOff is how long, on a monotonic clock, this controller has not
 	// sent a power-off to this host before Power was read: since its last
 	// Off call that may have been carried out (a call refused before it
@@ -1585,14 +1592,16 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 
 // noteUnsure records in st.UnsureSince the run of unsure readings of a
 // host once it has lasted half of SoftTimeout + StaleReads (the run a
-// stuck rule waits for, unsureLong), and clears it on an On or Off
-// reading (see Status.UnsureSince). Runs shorter than that, however
-// often they come, write nothing
-// (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
+// stuck rule waits for, unsureLong), and clears it once On or Off
+// readings have lasted StaleReads (Observed.SaneFor; see
+// Status.UnsureSince). Runs shorter than that, however often they come,
+// write nothing (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
 // TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince).
 func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
 	if !isUnsure(o.Power) {
-		st.UnsureSince = time.Time{}
+		if o.SaneFor >= c.StaleReads {
+			st.UnsureSince = time.Time{}
+		}
 		return
 	}
 	if st.UnsureSince.IsZero() && o.UnsureFor >= c.unsureNote() {
