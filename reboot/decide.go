@@ -89,14 +89,21 @@ type Status struct {
 	OfflineOffSeen time.Time
 	// UnsureSince is when the current run of readings that say neither
 	// On nor Off (unknown, transitioning) began (Observed.UnsureFor,
-	// truncated), recorded once the run has lasted StaleReads while the
-	// host is held (a keyed or Online=false hold whose evidence covers
-	// the reboot, or Online=false's power-off done), and cleared by the
-	// first On or Off reading: a restarted controller counts the run from
-	// it, not from its start, so that restarts every few minutes do not
-	// keep a held host that someone else powered on running for ever
-	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes). Zero
-	// otherwise.
+	// truncated), recorded for any host once the run has lasted half of
+	// SoftTimeout + StaleReads (shorter runs, however often they come,
+	// write nothing: TestReview36x_HeldHostFlappingNullChurnsUnsureSince),
+	// and cleared once On or Off readings have lasted StaleReads
+	// (Observed.SaneFor: a shorter sane spell may echo, A1, and the run
+	// goes on through it, so that a BMC answering null for long with
+	// short honest spells writes it once, not twice a spell). A restarted
+	// controller counts the run from it, not from its start, so that
+	// restarts every few minutes do not keep a held host that someone
+	// else powered on running for ever
+	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes) nor a
+	// released one off for ever
+	// (TestReview36x_ReleasedOnStuckPoweringOffRestartsEveryThreeMinutes).
+	// Zero otherwise. It is read on the wall clock: a forward step of it
+	// lengthens the run.
 	UnsureSince time.Time
 	// OfflineSoftSince is, for the Online=false enforcement, what
 	// SoftSince is for a pending reboot: when its first soft power-off
@@ -441,8 +448,12 @@ type Observed struct {
 	// without a break, up to this pass's (zero on an On or Off reading).
 	// A run longer than Config.SoftTimeout + StaleReads shows no change
 	// of power under way (unsureLong): a held host is powered off again,
-	// a host with Online true powered on (if that powers nothing off),
-	// once per run.
+	// a host with Online true and no hold powered on (on a Transitioning
+	// reading, if that powers nothing off), once per run: a call that
+	// failed, was busy or refused is tried again only once the run has
+	// doubled since it, at least RetryDelay and at most an hour later
+	// (TestReview36x_FencedHostDeadBMCHammeredForEver,
+	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay).
 	UnsureFor time.Duration
 	// SaneFor is as UnsureFor for the readings that say On or Off: how
 	// long they have gone on without a break, up to this pass's (zero on
@@ -524,7 +535,8 @@ type Config struct {
 	// SoftTimeout.
 	LostLanding time.Duration
 	// RetryDelay is how long to wait before retrying a power call that was
-	// busy or failed. Default 10 s.
+	// busy or failed (one answering a long run of unsure readings backs
+	// off further, see Observed.UnsureFor). Default 10 s.
 	RetryDelay time.Duration
 	// PollInterval is how often to look again while waiting for the power
 	// state to change. Default 5 s.
