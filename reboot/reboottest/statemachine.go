@@ -763,8 +763,20 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 		// StateMachineHostile: a dead BMC stays dead for a drawn part of
 		// the liveness phase; Online may stay false until the BMC is
 		// sane (stuck and dead spells over).
-		deadFor, offlineFor := 0, 0
+		deadFor, offlineFor, oobAt := 0, 0, -1
+		var oobReal time.Time
+		holdFor := 0 // liveness steps a fenced client keeps its hold
 		if level >= levelHostile {
+			if stuck.mode != stuckNone {
+				// rapid favours small draws: here a long stuck spell
+				// is the common case, and someone else may power the
+				// host on during it (a held host then stays on only
+				// as long as checkHeldOff allows).
+				stuckFor = max(stuckFor, 240-rapid.IntRange(0, 240).Draw(t, "stuckShort"))
+				if rapid.Bool().Draw(t, "oobOn") {
+					oobAt = rapid.IntRange(0, stuckFor).Draw(t, "oobAt")
+				}
+			}
 			if dead {
 				// rapid favours small draws: a long spell (up to 20
 				// minutes) is the common case.
@@ -774,6 +786,9 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 				offlineFor = max(stuckFor, deadFor, 1)
 				setOnline(false)
 			}
+			// A fencing client may keep its fenced host held for a
+			// while (the host then stays off, checkHeldOff).
+			holdFor = rapid.IntRange(0, max(stuckFor, deadFor)).Draw(t, "holdFor")
 		}
 		// A held host that is off, its BMC dead: the power calls and
 		// Status writes of such a spell (calm) are bounded.
@@ -821,6 +836,10 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 			if i >= stuckFor {
 				stuck.mode = stuckNone
 			}
+			if i == oobAt {
+				pw.OutOfBandOn()
+				oobReal = clk.Real()
+			}
 			if dead && i >= deadFor {
 				dead, deadEnded = false, clk.Real()
 			}
@@ -847,7 +866,8 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 				}
 			}
 			if stuck.mode != stuckNone && cfg.Button != fake.ButtonAll && !heldSince.IsZero() && !dead &&
-				clk.Real().Sub(heldSince) >= heldOffBound && clk.Real().Sub(deadEnded) >= heldOffBound && pw.HardwareOn() {
+				clk.Real().Sub(heldSince) >= heldOffBound && clk.Real().Sub(deadEnded) >= heldOffBound && pw.HardwareOn() &&
+				(level < levelHostile || oobAt < 0 || i > oobAt && clk.Real().Sub(oobReal) >= heldOffBound) {
 				// A held host stays off by ground truth while the BMC's
 				// readings are stuck: a power-off that sets the power goes
 				// out after a long run of them (one that presses, on a
@@ -874,7 +894,9 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 							t.Fatalf("client %s told fenced for T=%v at the end, but the hardware has run since; truth %v", k, tk.At, rebootcheck.DescribeTruth(pw))
 						}
 						fencedTickets[k] = true
-						release(k)
+						if i >= holdFor {
+							release(k)
+						}
 					}
 				}
 			}
