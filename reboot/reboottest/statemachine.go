@@ -27,7 +27,11 @@
 // included, power it on while a keyed annotation held it? did one reboot
 // cycle the power once?), and at the end, while a second writer keeps
 // writing the host, every client must get its answer and every host be
-// back on. StateMachineButtons adds BMCs that press the power button.
+// back on. StateMachineButtons adds BMCs that press the power button,
+// StateMachineStuck BMCs stuck on readings that say neither On nor Off
+// and Online set false, StateMachineHostile dead BMCs, stuck readings
+// flapping with sane ones, and bounds checked over time (a held host off,
+// few calls and writes for a held host behind a dead BMC).
 //
 // A failing case is saved by rapid under testdata/rapid/<TestName>/ of
 // your package and replayed on every later run: commit it with the fix.
