@@ -86,7 +86,7 @@
 //     record's version is not one you read or wrote lately). Never carry a
 //     monotonic reading across a restart. A Tracker per host keeps all of
 //     these (and SinceOff, SincePress, PressOver, PressOverFor,
-//     UnknownFor, UnsureFor, SinceRewrite, SinceLastRewrite,
+//     UnknownFor, UnsureFor, SaneFor, SinceRewrite, SinceLastRewrite,
 //     HardUnsupportedAt) from
 //     what you report to it: Tracker.Observe fills Observed.
 //  3. Call Decide (or DecideInto, to reuse buffers) with that now.
