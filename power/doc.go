@@ -114,23 +114,12 @@
 //     wrong). Calls on an open session are always tried, whatever any
 //     login's back-off: one host's wrong password never refuses another
 //     host whose credentials differ or whose session is open. A call's
-//     failure backs nothing off but in one case (the second below); a
-//     call refused with ErrAuth (the session is gone and a new login was
-//     refused) closes the session, so the next call logs in, under the
-//     back-off; a call of a controller that sends the credentials with
-//     every call (CallAuthenticator) that ran out of time unanswered while
-//     no request with these credentials was answered within LoginInterval
-//     (a password rotated on the BMC, which holds its requests back
-//     unanswered) closes the session and backs the login off (Backoff,
-//     once for the calls that time out together; a call given up on past
-//     its deadline backs it off when it is given up on; a call on a
-//     session whose last call so timed out, once no request with these
-//     credentials was answered within LoginInterval, is not sent: the
-//     session is closed and the login backs off), so the hosts' next
-//     calls log in again, and that login tells a held refusal
-//     (ErrUnanswered: AuthBackoff) from a BMC that hangs; a basic-auth
-//     host whose BMC answers any request with the credentials (its own or
-//     another host's) keeps its session. A successful login ends the
+//     failure backs nothing off; a call refused with ErrAuth (the session
+//     is gone and a new login was refused) closes the session, so the
+//     next call logs in, under the back-off. (Not yet: a basic-auth
+//     host connected before its password was rotated on a BMC that holds
+//     the refused requests back unanswered keeps sending the old
+//     password with its calls; see issue 35.) A successful login ends the
 //     back-off of its login; a call's success, or an answer from the BMC,
 //     ends it only if the last failure was not an authentication failure
 //     (a session outlives a password change: its answers say nothing of

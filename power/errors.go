@@ -60,10 +60,7 @@ var (
 	// password it does not answer sees at most two tries a minute), unless
 	// a request with the same credentials was answered within the last
 	// LoginInterval (another host's call or Connect): then it is the
-	// host's own, backing that host alone off. Hosts connected before the
-	// refusal began keep no session past such a LoginInterval: their
-	// calls that time out unanswered then close it, so they too log in,
-	// under the back-off. It is not ErrAuth.
+	// host's own, backing that host alone off. It is not ErrAuth.
 	ErrUnanswered = errors.New("power: the BMC answered no request made with the credentials")
 	// ErrUnknownMode is returned by ParseMode for anything but soft or hard.
 	ErrUnknownMode = errors.New("unknown power mode")

@@ -3,76 +3,30 @@ package power
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
 // release ends a call on s; err is its outcome (nil: success). Calls
-// never back a login off but in one case (the last below): a success (or an answer of the BMC) ends a
+// never back a login off: a success (or an answer of the BMC) ends a
 // back-off after failures that were not the credentials' (an
 // authentication back-off ends with a successful login only, or a call
 // that sent the credentials: CallAuthenticator); a refusal of the credentials
 // (ErrAuth: the session is gone and a re-login was refused) retires the
-// session, so that the next call logs in, under the back-off. So does
-// a call that sent the credentials (CallAuthenticator) and ran out of
-// time, unanswered, when no request with them was answered within the
-// last LoginInterval (unansweredCallLocked), and it backs the login off;
-// one that ran out of time unanswered earlier marks the session
-// (timedOut), so that the next call does the same before it sends the
-// credentials if by then nothing was answered within LoginInterval
-// (acquireLocked).
+// session, so that the next call logs in, under the back-off.
 // c: the call's state; once it was given up on, Close does not wait for it.
 func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.released = true
-	s.timedOut = timedOutUnanswered(err)
 	switch {
 	case errors.Is(err, ErrAuth):
 		p.retireLocked(s)
-	case s.authCalls && p.unansweredCallLocked(s.cr, err):
-		p.retireLocked(s)
-		p.unansweredBackoffLocked(s.cr, err)
 	case (err == nil || answered(err)) && s.authCalls:
 		p.succeededLocked(s.cr) // the call was a login, in effect
 	case err == nil || answered(err):
 		p.answeredLocked(s.cr)
 	}
 	p.doneLocked(s, c.abandoned)
-}
-
-// unansweredBackoffLocked backs the login of cr off after a call that
-// sent the credentials and ran out of time unanswered
-// (unansweredCallLocked; p.mu held): calls timing out together, or one
-// given up on before it returned (abandon) and then released, back off
-// once.
-func (p *Pool) unansweredBackoffLocked(cr *creds, err error) {
-	if p.backoffErrLocked("call", cr, p.cfg.Now()) != nil {
-		return
-	}
-	p.failedLocked(cr, &Error{Op: "call", Class: ClassBusy, Err: err, Message: fmt.Sprintf(
-		"the BMC answered no request with these credentials for %s (a password changed on the BMC that it refuses without answering, or a BMC that hangs): the hosts log in again",
-		p.cfg.LoginInterval)})
-}
-
-// unansweredCallLocked reports whether err, the outcome of a call on a
-// session of cr whose calls send the credentials, is a call that ran out
-// of time without an answer while no request with the credentials was
-// answered within the last LoginInterval (p.mu held): the BMC may be
-// holding a refused password's requests back (a password rotated on the
-// BMC after the hosts connected), and each further call would send it
-// again. Another host's answered call on the same credentials (a dead
-// blade beside healthy ones, a slow but working BMC) keeps the session.
-// The login that follows tells a refusal (ErrUnanswered: AuthBackoff)
-// from a BMC that hangs as a whole (a timeout: Backoff).
-func (p *Pool) unansweredCallLocked(cr *creds, err error) bool {
-	return timedOutUnanswered(err) && !cr.answeredAt.IsZero() && p.cfg.Now().Sub(cr.answeredAt) >= p.cfg.LoginInterval
-}
-
-// timedOutUnanswered reports whether err is a call's that ran out of
-// time without an answer of the BMC's.
-func timedOutUnanswered(err error) bool {
-	return err != nil && !answered(err) && !errors.Is(err, ErrAuth) && errors.Is(err, context.DeadlineExceeded)
 }
 
 // callState is one call's, guarded by Pool.mu.
@@ -138,13 +92,6 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 	cs.abandoned = true
 	p.abandonLocked(s)
 	err = &Error{Op: op, Class: ClassBusy, Message: "the BMC did not answer before the deadline", Err: context.DeadlineExceeded}
-	if s.authCalls && p.unansweredCallLocked(s.cr, err) {
-		// As release would: the session is retired, and the next
-		// call's login must wait as after a call that returned, not
-		// send the refused credentials at once
-		// (TestReview35_BasicAuthRotatedPasswordHeldCallsStorm).
-		p.unansweredBackoffLocked(s.cr, err)
-	}
 	return err
 }
 

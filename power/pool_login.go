@@ -31,10 +31,7 @@ type SessionSharer interface {
 // CallAuthenticator is implemented by a Controller whose calls carry the
 // credentials themselves (HTTP basic auth: no session). A call of its
 // that the BMC answers proves the credentials, as a login does, and ends
-// their back-off, an authentication back-off included; one that runs out
-// of time unanswered while no request with the credentials was answered
-// within LoginInterval closes its session and backs the login off (a
-// password the BMC refuses by not answering). On other
+// their back-off, an authentication back-off included. On other
 // controllers (a session outlives a password change on the BMC) an answer
 // ends only a back-off after failures that were not the credentials':
 // after an authentication failure, only a successful login ends it.
@@ -176,17 +173,6 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		cr, ep := e.cr, e.cr.ep
 		if reserved != nil && reserved != ep {
 			unreserve() // the host moved to another BMC meanwhile
-		}
-		if s := e.sess; e.ctrl != nil && s.authCalls && s.timedOut && p.unansweredCallLocked(cr, context.DeadlineExceeded) {
-			// Its last call ran out of time unanswered, and by now no
-			// request with the credentials was answered within
-			// LoginInterval: as that call's release would have done had
-			// it ended now, the session is retired and the login backs
-			// off, before this call sends the credentials once more
-			// (TestReview35_BasicAuthRotatedPasswordHeldCallsStorm).
-			p.retireLocked(s)
-			p.unansweredBackoffLocked(cr, context.DeadlineExceeded)
-			continue
 		}
 		if e.ctrl != nil {
 			// An open session: calls go through, whatever any login's

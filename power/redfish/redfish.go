@@ -746,6 +746,10 @@ func (c *Controller) readSystem(ctx context.Context, client *gofish.APIClient, u
 	go func() { listed <- c.readSystems(lctx, client) }()
 	r := <-direct
 	if r.err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The read beside ends before this does: it uses the session's
+		// client, which a Close may log out once this read returned.
+		cancel()
+		<-listed
 		return r
 	}
 	r.listed, r.listErr, r.listHad = true, <-listed, had
