@@ -1,0 +1,72 @@
+package remediation_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// TestReview40_StrayAfterFailedClearedNotCounted: the round-18 fix
+// (State.StraySeen) claims "a request of the Machine's found on its own
+// host after its remediation ended (done or failed) is recorded likewise
+// ... and the Machine keeps its admission, or is admitted again, while
+// that host may be off for it". A failed remediation whose Machine is
+// healthy again is cleared to PhaseNone (phased.go: "failed remediation
+// cleared"), keeping Host h2. A paused writer's stale request of m1's
+// (attempt 1's) then lands on h2 and the reboot controller powers h2 off;
+// h2's BMC refuses the power-on. The pass over m1 finds the request
+// (PhaseNone reads HostOf's host, and SameMachine with an empty want
+// matches it) and removes it, but records nothing: StraySeen is set only
+// for st.Phase != PhaseNone (phased.go, the PhaseNone/Done/Failed case),
+// and ownStray drops it for PhaseNone anyway. m1 is never counted: m2 is
+// admitted under MaxCount(1) and powers h3 off while h2 is off for m1's
+// request, by ground truth.
+func TestReview40_StrayAfterFailedClearedNotCounted(t *testing.T) {
+	ctx := context.Background()
+	t1 := time.Now().Add(-time.Minute)
+	g := newRig40q(t, []string{"h2", "h3"},
+		remediation.State{Phase: remediation.PhaseFailed, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2", Finished: t1.Add(30 * time.Second),
+			Message: "node not back in time: retries exhausted, remediation failed"}, "h3")
+	// The Machine is healthy again (fixed by hand): the failure is cleared.
+	g.c.SetNeedsRemediation("m1", false)
+	g.c.SetNodeReady("m1", true)
+	var s remediation.State
+	for i := 0; i < 5; i++ {
+		s = g.pass(t, "m1")
+		time.Sleep(20 * time.Millisecond)
+	}
+	a, _ := g.c.GetAdmissions(ctx)
+	require.Equal(t, remediation.PhaseNone, s.Phase, "precondition: m1's failed remediation cleared")
+	require.Equal(t, "h2", s.Host, "precondition: the cleared state keeps its host")
+	require.False(t, a.Has("m1"), "precondition: m1's admission released")
+	require.True(t, g.hw["h2"].HardwareOn(), "precondition: h2 on")
+
+	// A stale request of m1's (attempt 1's writer, paused) lands on h2.
+	g.strayOn(t, "h2")
+	for i := 0; i < 5; i++ {
+		g.pass(t, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	h2, err := g.hosts.Get(ctx, "h2")
+	require.NoError(t, err)
+	require.NotContains(t, h2.Annotations, remediation.RebootAnnotation, "precondition: a pass of m1 found its stale request on h2 and removed it")
+	from := time.Now()
+	g.c.SetNodeReady("m2", false)
+	g.c.SetNeedsRemediation("m2", true)
+	for i := 0; i < 10; i++ {
+		g.pass(t, "m2")
+		g.pass(t, "m1")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	if g.hw["h2"].OffThroughout(from, to) && g.hw["h3"].WasOffDuring(from, to) {
+		a, _ := g.c.GetAdmissions(ctx)
+		rec, _ := g.c.Get(ctx, "m1")
+		t.Fatalf("MaxCount(1): h2 (off for m1's stale request, which a pass of m1 found and removed: state phase %s straySeen %v; truth %v) and h3 (m2's, truth %v) both off at once; admissions %v",
+			rec.State.Phase, rec.State.StraySeen, g.hw["h2"].Truth(), g.hw["h3"].Truth(), a.Machines)
+	}
+}
