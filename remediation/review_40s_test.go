@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -68,5 +70,80 @@ func TestReview40_StrayAfterFailedClearedNotCounted(t *testing.T) {
 		rec, _ := g.c.Get(ctx, "m1")
 		t.Fatalf("MaxCount(1): h2 (off for m1's stale request, which a pass of m1 found and removed: state phase %s straySeen %v; truth %v) and h3 (m2's, truth %v) both off at once; admissions %v",
 			rec.State.Phase, rec.State.StraySeen, g.hw["h2"].Truth(), g.hw["h3"].Truth(), a.Machines)
+	}
+}
+
+// TestReview40_StrayAdmissionOutlivesStrayAndBypassesGuard: the round-18
+// fix re-admits a finished Machine whose own host is off for a stale
+// request of its (ownStray, "an admission kept only for that admits no
+// new attempt": start and Reconcile judge it by the storm guard while
+// State.StraySeen is set). But once the host is on again, ownStray
+// forgets StraySeen and returns without releasing the admission when the
+// Machine is unhealthy (phased.go ownStray: the !strayOff branch clears
+// StraySeen only; start, waiting for the storm guard, never sets
+// Release). The admission taken for the stray now reads as the Machine's
+// own: the next pass skips the storm guard (reconciler.go: MayStart is
+// computed only for !o.Admitted || stray; start: admitted) and power-
+// cycles its host while m2, admitted within MaxCount(1), has its host
+// off: two hosts off at once by two remediations, by ground truth.
+func TestReview40_StrayAdmissionOutlivesStrayAndBypassesGuard(t *testing.T) {
+	ctx := context.Background()
+	t1 := time.Now()
+	g := newRig40q(t, []string{"h2", "h3"},
+		remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2"}, "h3")
+	require.NoError(t, g.hosts.Mutate("h2", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t1)}
+	}))
+	s := g.finishM1(t, 10*time.Second)
+	require.Equal(t, remediation.PhaseDone, s.Phase, "precondition: m1's remediation on h2 is done")
+	for i := 0; i < 5; i++ {
+		g.pass(t, "m1")
+		time.Sleep(20 * time.Millisecond)
+	}
+	a, _ := g.c.GetAdmissions(ctx)
+	require.False(t, a.Has("m1"), "precondition: m1's admission released once h2 is on")
+
+	// m2 is admitted (MaxCount(1), m1 over) and its host h3 stays off:
+	// its BMC refuses the power-on, m2's remediation stays in flight.
+	refuseOn(g.hw["h3"])
+	g.c.SetNodeReady("m2", false)
+	g.c.SetNeedsRemediation("m2", true)
+	require.Eventually(t, func() bool { g.pass(t, "m2"); return !g.hw["h3"].HardwareOn() }, 10*time.Second, 50*time.Millisecond, "precondition: m2's remediation powered h3 off")
+
+	// A stale request of m1's lands on h2: h2 off, m1 re-admitted for it.
+	g.strayOn(t, "h2")
+	for i := 0; i < 3; i++ {
+		g.pass(t, "m1")
+		time.Sleep(30 * time.Millisecond)
+	}
+	a, _ = g.c.GetAdmissions(ctx)
+	require.True(t, a.Has("m1"), "precondition: m1 re-admitted while h2 is off for its stale request")
+
+	// m1 unhealthy again: it waits for the storm guard (m2 in flight).
+	g.c.SetNodeReady("m1", false)
+	g.c.SetNeedsRemediation("m1", true)
+	s = g.pass(t, "m1")
+	s = g.pass(t, "m1")
+	require.Contains(t, s.Message, "storm guard", "precondition: m1's new attempt waits for the storm guard")
+
+	// h2's BMC recovers: the reboot controller powers it on.
+	g.hw["h2"].SetConfig(fake.PowerConfig{Lag: 20 * time.Millisecond})
+	require.Eventually(t, func() bool { return g.hw["h2"].HardwareOn() }, 15*time.Second, 10*time.Millisecond, "precondition: h2 on again")
+	require.True(t, g.hw["h3"].OffThroughout(t1, time.Now()) || !g.hw["h3"].HardwareOn(), "precondition: h3 still off")
+
+	from := time.Now()
+	for i := 0; i < 20; i++ {
+		s = g.pass(t, "m1")
+		g.pass(t, "m2")
+		if g.hw["h2"].WasOffDuring(from, time.Now()) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	if g.hw["h3"].OffThroughout(from, to) && g.hw["h2"].WasOffDuring(from, to) {
+		a, _ := g.c.GetAdmissions(ctx)
+		t.Fatalf("MaxCount(1): m1 started attempt %d (phase %s) past the storm guard on the admission taken for its stale request, while m2's remediation holds h3 off: h2 truth %v, h3 truth %v; admissions %v",
+			s.Attempt, s.Phase, g.hw["h2"].Truth(), g.hw["h3"].Truth(), a.Machines)
 	}
 }
