@@ -2,6 +2,7 @@ package remediation_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,4 +147,51 @@ func TestReview40_StrayAdmissionOutlivesStrayAndBypassesGuard(t *testing.T) {
 		t.Fatalf("MaxCount(1): m1 started attempt %d (phase %s) past the storm guard on the admission taken for its stale request, while m2's remediation holds h3 off: h2 truth %v, h3 truth %v; admissions %v",
 			s.Attempt, s.Phase, g.hw["h2"].Truth(), g.hw["h3"].Truth(), a.Machines)
 	}
+}
+
+// TestReview40_LegacyPrevHostReusedFailsRetry: the round-18 fix takes a
+// State of the earlier format (PrevHost without PrevHostSince) as "a
+// request of the Machine's found on PrevHost at the last request's time"
+// (phased.go decide/movedFrom: PrevHostSeen = PrevHostSince), and newly
+// forbids a retry while PrevHost may be off "for a request of the
+// machine's found there" (retryOrEscalate: prevOffHost, giveUp). m1
+// moved from h1 to h2 under the earlier version; h1 is then re-used: m3's
+// remediation powers it off after m1's request (its BMC slow to power it
+// on). No request of m1's was ever on h1 since the move, but PrevHostOff
+// reads any power-off after that time (offFor: held, RebootPending and
+// OffAfterRequest are the host's, whoever asked). m1's attempt on h2
+// times out (its Node does not come back) and, instead of its retry
+// (RetryLimit 1), the remediation fails blaming h1 ("may still be off for
+// a request of the machine's found there"), a Machine with an owner
+// deleted for another Machine's reboot; the earlier version retried.
+func TestReview40_LegacyPrevHostReusedFailsRetry(t *testing.T) {
+	t1 := time.Now()
+	// As the earlier version persisted it: PrevHost only.
+	g := newRig40q(t, []string{"h1", "h2", "h4"},
+		remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2", PrevHost: "h1"}, "h4")
+	require.NoError(t, g.hosts.Mutate("h2", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t1)}
+	}))
+	// h1 re-used by m3 (another Machine, UID u3): its request powers h1
+	// off; h1's BMC refuses the power-on for now.
+	refuseOn(g.hw["h1"])
+	require.NoError(t, g.hosts.Mutate("h1", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u3", time.Now())}
+	}))
+	require.Eventually(t, func() bool { return !g.hw["h1"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1 off for m3's request")
+	var s remediation.State
+	for end := time.Now().Add(g.rem.Config.Timeout + 4*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		s = g.pass(t, "m1")
+		if s.Attempt == 2 || s.Phase == remediation.PhaseFailed {
+			break
+		}
+	}
+	h1, err := g.hosts.Get(context.Background(), "h1")
+	require.NoError(t, err)
+	require.NotContains(t, h1.Annotations[remediation.RebootAnnotation], `"u1"`, "precondition: no request of m1's on h1")
+	if s.Phase == remediation.PhaseFailed && strings.Contains(s.Message, "host h1") {
+		t.Fatalf("m1's remediation failed instead of retrying (attempt %d): %q; h1 is off for m3's request only (annotation %q), never for one of m1's",
+			s.Attempt, s.Message, h1.Annotations[remediation.RebootAnnotation])
+	}
+	require.Equal(t, 2, s.Attempt, "m1 retries on h2 (RetryLimit 1)")
 }
