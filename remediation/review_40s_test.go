@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -194,4 +195,88 @@ func TestReview40_LegacyPrevHostReusedFailsRetry(t *testing.T) {
 			s.Attempt, s.Message, h1.Annotations[remediation.RebootAnnotation])
 	}
 	require.Equal(t, 2, s.Attempt, "m1 retries on h2 (RetryLimit 1)")
+}
+
+// raceAdd is RebootAPIHosts whose AddRebootAnnotation first lets before
+// run (the reboot controller acting on another host meanwhile).
+type raceAdd struct {
+	*remediation.RebootAPIHosts
+	before func()
+}
+
+func (h *raceAdd) AddRebootAnnotation(ctx context.Context, m string, req remediation.Request) error {
+	if h.before != nil {
+		h.before()
+	}
+	return h.RebootAPIHosts.AddRebootAnnotation(ctx, m, req)
+}
+
+// TestReview40_PassFindingFreshStrayWritesElsewhere: the round-18 fix
+// says "the pass that first finds a stray on a host moved from writes no
+// request elsewhere (readPrev counts it as seen)". But readPrev counts
+// it only if the host is already off for it (reconciler.go readPrev: Off
+// is seen && offFor(h)): a stray of m1's on h1 that the reboot controller
+// has not acted on yet reads not off, and the pass writes m1's request to
+// h3, its new host (PhasePowerOffRequested, moved: request), before it
+// removes the stray from h1 (its steps add the request first, remove the
+// one on the host moved from later). The reboot controller takes h1's
+// request in between and powers h1 off (its BMC refusing the power-on),
+// and then h3 off for the new request: two hosts off at once for one
+// Machine's remediation under MaxCount(1), by ground truth. A request of
+// the Machine's found on a host it moved from must block writing
+// elsewhere in that pass whether or not the host reads off yet.
+func TestReview40_PassFindingFreshStrayWritesElsewhere(t *testing.T) {
+	ctx := context.Background()
+	t1 := time.Now().Add(-time.Minute)
+	c := fake.NewCluster()
+	c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "m1", Cluster: "c"})
+	c.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: false})
+	c.SetNeedsRemediation("m1", true)
+	hw := map[string]*fake.Power{}
+	for _, h := range []string{"h1", "h2", "h3"} {
+		hw[h] = fake.NewPower(time.Now, fake.PowerConfig{Lag: 20 * time.Millisecond})
+	}
+	refuseOn(hw["h1"])
+	// A paused writer's request of m1's has just landed on h1, the host m1
+	// moved from; the reboot controller has not acted on it yet.
+	hosts := fake.NewRebootHosts(
+		reboot.Host{Name: "h1", Online: true, Annotations: map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t1.Add(-time.Hour))}},
+		reboot.Host{Name: "h2", Online: true},
+		reboot.Host{Name: "h3", Online: true})
+	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now, Power: func(h string) (power.Controller, error) { return hw[h], nil },
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond}}
+	drive := func(h string) {
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && hw[h].HardwareOn(); time.Sleep(10 * time.Millisecond) {
+			_, _ = rb.Reconcile(ctx, h)
+		}
+	}
+	rec, err := c.Get(ctx, "m1")
+	require.NoError(t, err)
+	// Attempt 1's request on h2 was released for the move to h3, h2 never
+	// powered off for it: the move is not blocked by h2.
+	st := remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2", PrevHost: "h1", PrevHostSince: t1}
+	require.NoError(t, c.SaveState(ctx, "m1", rec.Version, st))
+	a, _ := c.GetAdmissions(ctx)
+	a.Machines = []string{"m1"}
+	a.Requests = map[string]remediation.Request{"m1": {Value: remediation.RebootValue("u1", t1), At: t1, Host: "h2"}}
+	a.Members = map[string]remediation.Member{"m1": {Cluster: "c", Wrote: true, PrevHost: "h1", PrevHostSince: t1}}
+	require.NoError(t, c.PutAdmissions(ctx, a))
+	from := time.Now()
+	hs := &raceAdd{RebootAPIHosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, OwnerOnline: true,
+		HostOf: func(context.Context, string) (string, error) { return "h3", nil }}}
+	// The reboot controller acts on h1's request while the pass runs.
+	hs.before = func() { drive("h1") }
+	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now, Hosts: hs,
+		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Hour}}
+	_, err = r.Reconcile(ctx, "m1")
+	require.NoError(t, err)
+	rec, _ = c.Get(ctx, "m1")
+	h1, _ := hosts.Get(ctx, "h1")
+	require.NotContains(t, h1.Annotations, remediation.RebootAnnotation, "precondition: the pass removed m1's request from h1")
+	drive("h3") // the reboot controller serves what the pass wrote there
+	to := time.Now()
+	if hw["h1"].WasOffDuring(from, to) && hw["h3"].WasOffDuring(from, to) && !hw["h1"].HardwareOn() && !hw["h3"].HardwareOn() {
+		t.Fatalf("one Machine, two hosts off at once: h1 (m1's stray request, found by the pass: prev %s, earlier %+v) and h3 (m1's request written by the same pass: state host %s, %q): truth h1 %v, h3 %v",
+			rec.State.PrevHost, rec.State.EarlierHosts, rec.State.Host, rec.State.Message, hw["h1"].Truth(), hw["h3"].Truth())
+	}
 }
