@@ -131,7 +131,10 @@
 // while that host may be off for it: the host is off already, so the
 // storm guard counts it, and a new attempt of the Machine's waits for the
 // storm guard meanwhile as one not admitted does (and, on another host,
-// for that host to be on, failing at Timeout, as after a move). A write that lands
+// for that host to be on, failing at Timeout, as after a move). Once the
+// host is no longer off for it, an admission kept or taken for it only
+// is released (unless the storm guard admits a new attempt in that same
+// pass): it never admits a later attempt. A write that lands
 // after a host is forgotten stays until a person removes it, and one
 // that lands and is removed by another stale writer before any pass
 // found it is not counted: run two writers under a Guard. State.PrevHost

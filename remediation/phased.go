@@ -794,6 +794,14 @@ func (c Config) ownStray(o Observed, d *Decision) {
 		if strings.Contains(st.Message, strayWhy) {
 			st.Message = "" // finish says the pass's reason
 		}
+		if o.Admitted && !o.State.StraySeen.IsZero() && !InFlight(st.Phase) && !keeps(*st, o.Host) {
+			// The admission was kept, or taken, for the stray only: it is
+			// released with it, never read as the Machine's own by a later
+			// pass (a new attempt passes the storm guard first). An
+			// attempt started by this pass (the storm guard admitted it)
+			// keeps it.
+			d.Release = true
+		}
 		return
 	}
 	d.Release = false
