@@ -126,7 +126,8 @@
 // whether a request was found there: it is taken as found at the last
 // request's time, and the host counted while it may be off after it. A
 // request of the Machine's found on its own host after its remediation
-// ended (done or failed) is recorded likewise (State.StraySeen) before it
+// ended (done or failed, or none once a failed one was cleared: the host
+// HostOf names) is recorded likewise (State.StraySeen) before it
 // is removed, and the Machine keeps its admission, or is admitted again,
 // while that host may be off for it: the host is off already, so the
 // storm guard counts it, and a new attempt of the Machine's waits for the
