@@ -142,7 +142,8 @@
 // is set on every move: a new request on the new host, a retry there, or
 // a new attempt after the last one ended. No reboot request is written
 // while a host the Machine moved from may be off for a request of its
-// found there (one admission counts one host): a request to a new host
+// found there, or holds one (the reboot controller may act on it before
+// the pass removes it; one admission counts one host): a request to a new host
 // (a move), or again to the same one, waits for it, and at the attempt's
 // timeout the remediation fails instead of retrying, saying which host
 // to power on; a new attempt after the last one ended waits for it too,

@@ -370,8 +370,10 @@ type Observed struct {
 	// Machine's that a pass found there (State.PrevHostSeen set; never
 	// for a power-off another Machine's request made): offFor, read for
 	// State.PrevHostSince (held, or powered off after it and not read
-	// On, nor confirmed on by the reboot controller, since).
-	// State.PrevHost, and the admission, are kept while it is.
+	// On, nor confirmed on by the reboot controller, since), or a
+	// request of this Machine's is on it now (PrevHostRequest: the
+	// reboot controller may power it off for it before the pass removes
+	// it). State.PrevHost, and the admission, are kept while it is.
 	PrevHostOff bool
 	// EarlierHosts are State.EarlierHosts as read, in the same order
 	// (Request and Off as PrevHostRequest and PrevHostOff).
@@ -384,7 +386,7 @@ type PrevReading struct {
 	// Request: a request of this Machine's is on it.
 	Request bool
 	// Off: it may still be off for a request of this Machine's found
-	// there (MovedFrom.Seen set).
+	// there (MovedFrom.Seen set), or one is on it now (Request).
 	Off bool
 }
 
