@@ -2,7 +2,6 @@ package remediation_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -150,53 +149,6 @@ func TestReview40_StrayAdmissionOutlivesStrayAndBypassesGuard(t *testing.T) {
 	}
 }
 
-// TestReview40_LegacyPrevHostReusedFailsRetry: the round-18 fix takes a
-// State of the earlier format (PrevHost without PrevHostSince) as "a
-// request of the Machine's found on PrevHost at the last request's time"
-// (phased.go decide/movedFrom: PrevHostSeen = PrevHostSince), and newly
-// forbids a retry while PrevHost may be off "for a request of the
-// machine's found there" (retryOrEscalate: prevOffHost, giveUp). m1
-// moved from h1 to h2 under the earlier version; h1 is then re-used: m3's
-// remediation powers it off after m1's request (its BMC slow to power it
-// on). No request of m1's was ever on h1 since the move, but PrevHostOff
-// reads any power-off after that time (offFor: held, RebootPending and
-// OffAfterRequest are the host's, whoever asked). m1's attempt on h2
-// times out (its Node does not come back) and, instead of its retry
-// (RetryLimit 1), the remediation fails blaming h1 ("may still be off for
-// a request of the machine's found there"), a Machine with an owner
-// deleted for another Machine's reboot; the earlier version retried.
-func TestReview40_LegacyPrevHostReusedFailsRetry(t *testing.T) {
-	t1 := time.Now()
-	// As the earlier version persisted it: PrevHost only.
-	g := newRig40q(t, []string{"h1", "h2", "h4"},
-		remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2", PrevHost: "h1"}, "h4")
-	require.NoError(t, g.hosts.Mutate("h2", func(x *reboot.Host) {
-		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t1)}
-	}))
-	// h1 re-used by m3 (another Machine, UID u3): its request powers h1
-	// off; h1's BMC refuses the power-on for now.
-	refuseOn(g.hw["h1"])
-	require.NoError(t, g.hosts.Mutate("h1", func(x *reboot.Host) {
-		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u3", time.Now())}
-	}))
-	require.Eventually(t, func() bool { return !g.hw["h1"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1 off for m3's request")
-	var s remediation.State
-	for end := time.Now().Add(g.rem.Config.Timeout + 4*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		s = g.pass(t, "m1")
-		if s.Attempt == 2 || s.Phase == remediation.PhaseFailed {
-			break
-		}
-	}
-	h1, err := g.hosts.Get(context.Background(), "h1")
-	require.NoError(t, err)
-	require.NotContains(t, h1.Annotations[remediation.RebootAnnotation], `"u1"`, "precondition: no request of m1's on h1")
-	if s.Phase == remediation.PhaseFailed && strings.Contains(s.Message, "host h1") {
-		t.Fatalf("m1's remediation failed instead of retrying (attempt %d): %q; h1 is off for m3's request only (annotation %q), never for one of m1's",
-			s.Attempt, s.Message, h1.Annotations[remediation.RebootAnnotation])
-	}
-	require.Equal(t, 2, s.Attempt, "m1 retries on h2 (RetryLimit 1)")
-}
-
 // raceAdd is RebootAPIHosts whose AddRebootAnnotation first lets before
 // run (the reboot controller acting on another host meanwhile).
 type raceAdd struct {
@@ -278,79 +230,5 @@ func TestReview40_PassFindingFreshStrayWritesElsewhere(t *testing.T) {
 	if hw["h1"].WasOffDuring(from, to) && hw["h3"].WasOffDuring(from, to) && !hw["h1"].HardwareOn() && !hw["h3"].HardwareOn() {
 		t.Fatalf("one Machine, two hosts off at once: h1 (m1's stray request, found by the pass: prev %s, earlier %+v) and h3 (m1's request written by the same pass: state host %s, %q): truth h1 %v, h3 %v",
 			rec.State.PrevHost, rec.State.EarlierHosts, rec.State.Host, rec.State.Message, hw["h1"].Truth(), hw["h3"].Truth())
-	}
-}
-
-// TestReview40_OldControllerRewriteForgetsEarlierHost: the round-18 doc
-// says a State or Member "rewritten by a controller of that version
-// during a rolling upgrade, dropping the fields it does not know" keeps
-// its moved-from host counted (PrevHost taken as seen). That covers
-// PrevHost only: the same rewrite drops EarlierHosts (and StraySeen)
-// entirely. m1 moved h1 -> h2 -> h3; a stray of m1's found on h1
-// (EarlierHosts, Seen) powered it off and h1's BMC refuses the power-on,
-// so m1's admission is kept. A controller of the earlier version, sharing
-// the records during the upgrade, writes m1's State and Member back with
-// PrevHost h2 only. The next pass of this version reads h2 (on: not
-// off), never h1, and releases m1's admission while h1 is off for m1's
-// request, by the BMC's own reading: the storm guard counts one host
-// fewer than are off.
-func TestReview40_OldControllerRewriteForgetsEarlierHost(t *testing.T) {
-	for _, rewrite := range []bool{false, true} {
-		ctx := context.Background()
-		t0 := time.Now().Add(-time.Hour)
-		c := fake.NewCluster()
-		c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "m1", Cluster: "c"})
-		c.PutNode(remediation.Node{Name: "m1", UID: "n1b", Ready: true})
-		hw := map[string]*fake.Power{}
-		for _, h := range []string{"h1", "h2", "h3"} {
-			hw[h] = fake.NewPower(time.Now, fake.PowerConfig{})
-		}
-		require.NoError(t, hw["h1"].Off(ctx, power.ModeHard))
-		refuseOn(hw["h1"])
-		require.False(t, hw["h1"].HardwareOn(), "precondition: h1 off")
-		hosts := fake.NewRebootHosts(
-			// h1: off for m1's stray request (found and removed), power-on
-			// recorded but refused.
-			reboot.Host{Name: "h1", Online: true, Status: reboot.Status{PendingRebootSince: t0.Add(20 * time.Minute), LastPoweredOff: t0.Add(21 * time.Minute), LastPoweredOn: t0.Add(22 * time.Minute)}},
-			// h2: m1 moved from it, never off since.
-			reboot.Host{Name: "h2", Online: true},
-			// h3: m1's own request, served and confirmed on.
-			reboot.Host{Name: "h3", Online: true, Status: reboot.Status{LastPoweredOff: t0.Add(11 * time.Minute), LastPoweredOn: t0.Add(12 * time.Minute), OnConfirmed: t0.Add(12 * time.Minute)}})
-		rec, err := c.Get(ctx, "m1")
-		require.NoError(t, err)
-		tr := t0.Add(10 * time.Minute)
-		st := remediation.State{Phase: remediation.PhaseDone, Attempt: 1, Started: t0, RequestedAt: tr, Host: "h3", Finished: t0.Add(15 * time.Minute),
-			PrevHost: "h2", PrevHostSince: tr,
-			EarlierHosts: []remediation.MovedFrom{{Host: "h1", Since: t0.Add(5 * time.Minute), Seen: t0.Add(20 * time.Minute)}}}
-		mem := remediation.Member{Cluster: "c", Wrote: true, PrevHost: "h2", PrevHostSince: tr, EarlierHosts: st.EarlierHosts}
-		if rewrite {
-			// A controller of the earlier version wrote the records back
-			// with the fields it knows.
-			st = remediation.State{Phase: st.Phase, Attempt: st.Attempt, Started: st.Started, RequestedAt: st.RequestedAt, Host: st.Host, PrevHost: st.PrevHost, Finished: st.Finished}
-			mem = remediation.Member{Cluster: "c", Wrote: true, PrevHost: "h2"}
-		}
-		require.NoError(t, c.SaveState(ctx, "m1", rec.Version, st))
-		a, _ := c.GetAdmissions(ctx)
-		a.Machines = []string{"m1"}
-		a.Requests = map[string]remediation.Request{"m1": {Value: remediation.RebootValue("u1", tr), At: tr, Host: "h3"}}
-		a.Members = map[string]remediation.Member{"m1": mem}
-		require.NoError(t, c.PutAdmissions(ctx, a))
-		r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now,
-			Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, OwnerOnline: true,
-				Power:  func(h string) (power.Controller, error) { return hw[h], nil },
-				HostOf: func(context.Context, string) (string, error) { return "h3", nil }}}
-		for i := 0; i < 3; i++ {
-			res, err := r.Reconcile(ctx, "m1")
-			a, _ := c.GetAdmissions(ctx)
-			t.Logf("rewrite %v pass %d: err %v reason %q admitted %v", rewrite, i, err, res.Decision.Reason, a.Machines)
-			if !a.Has("m1") && !hw["h1"].HardwareOn() {
-				rec, _ := c.Get(ctx, "m1")
-				if !rewrite {
-					t.Fatalf("precondition: without the rewrite this version keeps m1's admission while h1 is off (pass %d, err %v)", i, err)
-				}
-				t.Fatalf("pass %d after the earlier version's rewrite: m1's admission released (err %v; state prev %q earlier %+v) while h1, off for m1's stray request, is off (truth %v)",
-					i, err, rec.State.PrevHost, rec.State.EarlierHosts, hw["h1"].Truth())
-			}
-		}
 	}
 }
