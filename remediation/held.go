@@ -1,5 +1,7 @@
 package remediation
 
+import "cmp"
+
 // held reports whether the host h may still be held by the remediation's
 // last reboot request (h read for that request: RequestFor while an
 // attempt is in flight, LastRequest after it): the request is still on
@@ -42,14 +44,21 @@ func Held(s State, h Host) bool {
 
 // LastRequest returns the reboot request of the last attempt of s for a
 // Machine, in flight or over (RequestFor answers only in flight), or the
-// zero Request if no attempt was made: read the host for it to learn
+// zero Request if no attempt was made (none has none, but one with
+// State.StraySeen is read for a request at the last attempt's time,
+// on the host HostOf names): read the host for it to learn
 // whether a remediation that is over still holds its host (Held).
 func LastRequest(m Machine, s State) Request {
 	at := s.RequestedAt
 	if at.IsZero() {
 		at = s.Started
 	}
-	if at.IsZero() || s.Phase == PhaseNone {
+	if s.Phase == PhaseNone && !s.StraySeen.IsZero() {
+		// None has no last request, but a request of the Machine's found
+		// on its host since (State.StraySeen) is read for: the host may
+		// be off for it.
+		at = cmp.Or(at, s.Finished, s.StraySeen)
+	} else if at.IsZero() || s.Phase == PhaseNone {
 		return Request{}
 	}
 	return Request{Value: RebootValue(m.UID, at), At: at, Host: s.Host}
@@ -61,5 +70,5 @@ func LastRequest(m Machine, s State) Request {
 // someone else is not its to count, but one for a request of its found
 // there since (State.StraySeen) is, while the host may be off for it.
 func keeps(s State, h Host) bool {
-	return (s.Phase != PhaseDone || s.Canceled) && held(h) || s.Phase != PhaseNone && strayOff(s, h)
+	return (s.Phase != PhaseDone || s.Canceled) && held(h) || strayOff(s, h)
 }

@@ -137,10 +137,11 @@ type State struct {
 	// forgotten once it is not off for that request (Observed.EarlierHosts;
 	// the admission is kept meanwhile). Nil if none.
 	EarlierHosts []MovedFrom
-	// StraySeen is when a pass of a remediation that is over (done or
-	// failed) first found a request of this Machine's on Host, its own
-	// host (a paused writer's stale request, landed after the end;
-	// persisted before that request is removed): while Host may be off
+	// StraySeen is when a pass of a remediation that is over (done,
+	// failed, or none: a failed one cleared) first found a request of
+	// this Machine's on Host, its own host (for none, the host HostOf
+	// names, set as Host; a paused writer's stale request, landed after
+	// the end; persisted before that request is removed): while Host may be off
 	// for it (offFor, read for the last request) the remediation keeps
 	// its admission, and is admitted again if it was released (the host
 	// is off already: the storm guard can only count it); a new attempt
@@ -369,8 +370,10 @@ type Observed struct {
 	// Machine's that a pass found there (State.PrevHostSeen set; never
 	// for a power-off another Machine's request made): offFor, read for
 	// State.PrevHostSince (held, or powered off after it and not read
-	// On, nor confirmed on by the reboot controller, since).
-	// State.PrevHost, and the admission, are kept while it is.
+	// On, nor confirmed on by the reboot controller, since), or a
+	// request of this Machine's is on it now (PrevHostRequest: the
+	// reboot controller may power it off for it before the pass removes
+	// it). State.PrevHost, and the admission, are kept while it is.
 	PrevHostOff bool
 	// EarlierHosts are State.EarlierHosts as read, in the same order
 	// (Request and Off as PrevHostRequest and PrevHostOff).
@@ -383,7 +386,7 @@ type PrevReading struct {
 	// Request: a request of this Machine's is on it.
 	Request bool
 	// Off: it may still be off for a request of this Machine's found
-	// there (MovedFrom.Seen set).
+	// there (MovedFrom.Seen set), or one is on it now (Request).
 	Off bool
 }
 
@@ -573,8 +576,12 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 		if o.Host.RebootAnnotation {
 			// Never leave a host held off by a remediation that is over.
 			d.RemoveRebootAnnotation = true
-			if st.Phase != PhaseNone && st.StraySeen.IsZero() {
+			if st.StraySeen.IsZero() {
 				st.StraySeen = now // saved before the request is removed
+				if st.Phase == PhaseNone && o.Host.Name != "" {
+					// None reads HostOf's host: the one it was found on.
+					st.Host = o.Host.Name
+				}
 			}
 		}
 		c.cleanup(o, &d)
@@ -789,19 +796,31 @@ func (c Config) ownStray(o Observed, d *Decision) {
 	if st.StraySeen.IsZero() {
 		return
 	}
-	if InFlight(st.Phase) || st.Phase == PhaseNone || !strayOff(*st, o.Host) {
+	if InFlight(st.Phase) || !strayOff(*st, o.Host) {
 		st.StraySeen = time.Time{}
 		if strings.Contains(st.Message, strayWhy) {
 			st.Message = "" // finish says the pass's reason
+		}
+		if o.Admitted && !o.State.StraySeen.IsZero() && !InFlight(st.Phase) && !keeps(*st, o.Host) {
+			// The admission was kept, or taken, for the stray only: it is
+			// released with it, never read as the Machine's own by a later
+			// pass (a new attempt passes the storm guard first). An
+			// attempt started by this pass (the storm guard admitted it)
+			// keeps it.
+			d.Release = true
 		}
 		return
 	}
 	d.Release = false
 	d.Admit = !o.Admitted
-	if !strings.Contains(d.Reason, strayWhy) {
-		d.Reason = fmt.Sprintf("%s; host %s, %s: admission kept until it is on (if its BMC keeps refusing, power %s on by hand)", d.Reason, st.Host, strayWhy, st.Host)
+	host := st.Host
+	if st.Phase == PhaseNone && o.Host.Name != "" {
+		host = o.Host.Name // none has no last request: the host read is HostOf's
 	}
-	if msg := fmt.Sprintf("host %s, %s: admission kept until it is on (if its BMC keeps refusing, power %s on by hand)", st.Host, strayWhy, st.Host); !strings.Contains(st.Message, strayWhy) {
+	if !strings.Contains(d.Reason, strayWhy) {
+		d.Reason = fmt.Sprintf("%s; host %s, %s: admission kept until it is on (if its BMC keeps refusing, power %s on by hand)", d.Reason, host, strayWhy, host)
+	}
+	if msg := fmt.Sprintf("host %s, %s: admission kept until it is on (if its BMC keeps refusing, power %s on by hand)", host, strayWhy, host); !strings.Contains(st.Message, strayWhy) {
 		if st.Message != "" && st.Message != o.State.Message {
 			msg = st.Message + "; " + msg // this pass's own word first (the storm guard's)
 		}

@@ -838,10 +838,12 @@ func (r *Reconciler) readPrev(ctx context.Context, rec MachineRecord, o *Observe
 			return PrevReading{}, fmt.Errorf("remediation: host %s that machine %s moved from: %w", e.Host, rec.Machine.Name, err)
 		}
 		// A request found by this pass counts as a sighting already (it
-		// is recorded before it is removed): the pass that finds it does
-		// not write a request elsewhere meanwhile.
+		// is recorded before it is removed), and as the host off whether
+		// or not the reboot controller acted on it yet (it may power the
+		// host off before the pass removes it): the pass that finds it
+		// does not write a request elsewhere meanwhile.
 		seen := !e.Seen.IsZero() || h.RebootAnnotation
-		return PrevReading{Request: h.RebootAnnotation, Off: seen && !e.Since.IsZero() && offFor(h)}, nil
+		return PrevReading{Request: h.RebootAnnotation, Off: h.RebootAnnotation || seen && !e.Since.IsZero() && offFor(h)}, nil
 	}
 	for i, e := range movedFrom(rec.State) {
 		p, err := read(e)
