@@ -169,6 +169,10 @@
 //
 // # The caller's duties
 //
+//   - The fleet state file is opened as what its path names, never
+//     through a symbolic link, and only as a regular file with one link
+//     (ErrNotStateFile): an executor run as root never writes a database
+//     into the file a link's owner chose.
 //   - One executor per fleet state file (bbolt's lock enforces it), and
 //     one per plan store: cmd/rebootctl's executor holds a lease in the
 //     store, renewed at every pass (and every interval during a long one)

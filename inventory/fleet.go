@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/rebootkit/rebootkit/internal/ownfile"
 	"github.com/rebootkit/rebootkit/plan"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
@@ -23,6 +24,17 @@ import (
 
 // ErrLocked: the fleet state file is open in another process.
 var ErrLocked = errors.New("inventory: the fleet state file is open in another process")
+
+// ErrNotStateFile: the fleet state file's path names something else than
+// a regular file of its own (a symbolic link, a directory, a device, or a
+// file with another name too). It is opened as what its path names,
+// never through a link (ownfile.Opener, as the plan store): an executor
+// running as root must never write a bbolt database into the file a
+// link's owner chose.
+var ErrNotStateFile = errors.New("inventory: the fleet state file's path is not a regular file with one link")
+
+// openStateFile is bbolt's OpenFile for OpenFleet.
+var openStateFile = ownfile.Opener(ErrNotStateFile, "the fleet state file")
 
 // ErrServerBusy: CreateJob was asked for a server that has a live reboot
 // job already (one live job per server).
@@ -222,7 +234,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	if lock <= 0 {
 		lock = time.Second
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lock})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lock, OpenFile: openStateFile})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}

@@ -94,7 +94,9 @@
 //     landed before it), so at most
 //     16 jobs follow a command that lands while it creates them (on a
 //     CommandStore, such as rebootctl's store, where a command lands next
-//     to the store first, and the etcd store, it looks before every job:
+//     to the store first (or, where that cannot be, in the store itself,
+//     written by another process: rebootctl's CommandPending sees both),
+//     and the etcd store, it looks before every job:
 //     none but the one in flight, and on etcd those started within 20 ms
 //     of its last look); a stopped plan's held
 //     reboots wait for Run, a canceled or ended plan's are released

@@ -334,10 +334,11 @@ func startWhat(k ActionKind) string {
 // plan's state (Executor.Pass).
 const recheckEvery = 16
 
-// CommandStore is a Store next to which operators' commands (Run, Stop,
-// Cancel) land before the store has them, to be applied at its next read
-// (rebootctl's FILE.commands): an optional ability, found by type
-// assertion. The Executor asks it before every job it creates, and when a
+// CommandStore is a Store that tells whether operators' commands (Run,
+// Stop, Cancel) landed since a read: next to the store, before the store
+// has them, to be applied at its next read (rebootctl's FILE.commands),
+// or in the store by another process (rebootctl's commands applied
+// directly): an optional ability, found by type assertion. The Executor asks it before every job it creates, and when a
 // command of the plan waits it reads the plan's state again (which
 // applies it) before creating the job: no job is created after a command
 // has landed, but the one being created as it landed.

@@ -122,7 +122,11 @@
 //     no request with these credentials was answered within LoginInterval
 //     (a password rotated on the BMC, which holds its requests back
 //     unanswered) closes the session and backs the login off (Backoff,
-//     once for the calls that time out together), so the hosts' next
+//     once for the calls that time out together; a call given up on past
+//     its deadline backs it off when it is given up on; a call on a
+//     session whose last call so timed out, once no request with these
+//     credentials was answered within LoginInterval, is not sent: the
+//     session is closed and the login backs off), so the hosts' next
 //     calls log in again, and that login tells a held refusal
 //     (ErrUnanswered: AuthBackoff) from a BMC that hangs; a basic-auth
 //     host whose BMC answers any request with the credentials (its own or

@@ -254,6 +254,7 @@ type session struct {
 	ctrl      Controller
 	shareable bool
 	authCalls bool   // its calls send the credentials (CallAuthenticator)
+	timedOut  bool   // its last call to end ran out of time unanswered (release)
 	seq       uint64 // the order of its login among the Pool's
 	entries   map[*entry]struct{}
 	inUse     int // calls running on it

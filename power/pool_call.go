@@ -16,28 +16,43 @@ import (
 // session, so that the next call logs in, under the back-off. So does
 // a call that sent the credentials (CallAuthenticator) and ran out of
 // time, unanswered, when no request with them was answered within the
-// last LoginInterval (unansweredCallLocked), and it backs the login off.
+// last LoginInterval (unansweredCallLocked), and it backs the login off;
+// one that ran out of time unanswered earlier marks the session
+// (timedOut), so that the next call does the same before it sends the
+// credentials if by then nothing was answered within LoginInterval
+// (acquireLocked).
 // c: the call's state; once it was given up on, Close does not wait for it.
 func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.released = true
+	s.timedOut = timedOutUnanswered(err)
 	switch {
 	case errors.Is(err, ErrAuth):
 		p.retireLocked(s)
 	case s.authCalls && p.unansweredCallLocked(s.cr, err):
 		p.retireLocked(s)
-		if p.backoffErrLocked("call", s.cr, p.cfg.Now()) == nil { // calls timing out together back off once
-			p.failedLocked(s.cr, &Error{Op: "call", Class: ClassBusy, Err: err, Message: fmt.Sprintf(
-				"the BMC answered no request with these credentials for %s (a password changed on the BMC that it refuses without answering, or a BMC that hangs): the hosts log in again",
-				p.cfg.LoginInterval)})
-		}
+		p.unansweredBackoffLocked(s.cr, err)
 	case (err == nil || answered(err)) && s.authCalls:
 		p.succeededLocked(s.cr) // the call was a login, in effect
 	case err == nil || answered(err):
 		p.answeredLocked(s.cr)
 	}
 	p.doneLocked(s, c.abandoned)
+}
+
+// unansweredBackoffLocked backs the login of cr off after a call that
+// sent the credentials and ran out of time unanswered
+// (unansweredCallLocked; p.mu held): calls timing out together, or one
+// given up on before it returned (abandon) and then released, back off
+// once.
+func (p *Pool) unansweredBackoffLocked(cr *creds, err error) {
+	if p.backoffErrLocked("call", cr, p.cfg.Now()) != nil {
+		return
+	}
+	p.failedLocked(cr, &Error{Op: "call", Class: ClassBusy, Err: err, Message: fmt.Sprintf(
+		"the BMC answered no request with these credentials for %s (a password changed on the BMC that it refuses without answering, or a BMC that hangs): the hosts log in again",
+		p.cfg.LoginInterval)})
 }
 
 // unansweredCallLocked reports whether err, the outcome of a call on a
@@ -51,8 +66,13 @@ func (p *Pool) release(s *session, err error, c *callState) {
 // The login that follows tells a refusal (ErrUnanswered: AuthBackoff)
 // from a BMC that hangs as a whole (a timeout: Backoff).
 func (p *Pool) unansweredCallLocked(cr *creds, err error) bool {
-	return err != nil && !answered(err) && !errors.Is(err, ErrAuth) && errors.Is(err, context.DeadlineExceeded) &&
-		!cr.answeredAt.IsZero() && p.cfg.Now().Sub(cr.answeredAt) >= p.cfg.LoginInterval
+	return timedOutUnanswered(err) && !cr.answeredAt.IsZero() && p.cfg.Now().Sub(cr.answeredAt) >= p.cfg.LoginInterval
+}
+
+// timedOutUnanswered reports whether err is a call's that ran out of
+// time without an answer of the BMC's.
+func timedOutUnanswered(err error) bool {
+	return err != nil && !answered(err) && !errors.Is(err, ErrAuth) && errors.Is(err, context.DeadlineExceeded)
 }
 
 // callState is one call's, guarded by Pool.mu.
@@ -117,7 +137,15 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 	}
 	cs.abandoned = true
 	p.abandonLocked(s)
-	return &Error{Op: op, Class: ClassBusy, Message: "the BMC did not answer before the deadline", Err: context.DeadlineExceeded}
+	err = &Error{Op: op, Class: ClassBusy, Message: "the BMC did not answer before the deadline", Err: context.DeadlineExceeded}
+	if s.authCalls && p.unansweredCallLocked(s.cr, err) {
+		// As release would: the session is retired, and the next
+		// call's login must wait as after a call that returned, not
+		// send the refused credentials at once
+		// (TestReview35_BasicAuthRotatedPasswordHeldCallsStorm).
+		p.unansweredBackoffLocked(s.cr, err)
+	}
+	return err
 }
 
 // State reads the host's power state through the pool.

@@ -177,6 +177,17 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		if reserved != nil && reserved != ep {
 			unreserve() // the host moved to another BMC meanwhile
 		}
+		if s := e.sess; e.ctrl != nil && s.authCalls && s.timedOut && p.unansweredCallLocked(cr, context.DeadlineExceeded) {
+			// Its last call ran out of time unanswered, and by now no
+			// request with the credentials was answered within
+			// LoginInterval: as that call's release would have done had
+			// it ended now, the session is retired and the login backs
+			// off, before this call sends the credentials once more
+			// (TestReview35_BasicAuthRotatedPasswordHeldCallsStorm).
+			p.retireLocked(s)
+			p.unansweredBackoffLocked(cr, context.DeadlineExceeded)
+			continue
+		}
 		if e.ctrl != nil {
 			// An open session: calls go through, whatever any login's
 			// back-off.

@@ -42,13 +42,20 @@ import (
 // slow a moment ago, whose blades then die, is not drawn: the overdue
 // time stays raised by its slow answers, and a healthy read may wait
 // that long.)
+// slowOrDeadQuick is how many cases a quick run of
+// TestPoolStateMachineSlowOrDeadBlades draws.
+const slowOrDeadQuick = 6
+
 func TestPoolStateMachineSlowOrDeadBlades(t *testing.T) {
 	const (
 		blades                   = 4
 		slowRead                 = 300 * time.Millisecond
 		healthyCheck, deadCaller = time.Second, 1500 * time.Millisecond
 	)
-	rapidcheck.Check(t, func(t *rapid.T) {
+	// Its cases take seconds of real time each (a sweep waits for the
+	// slow answers, or for the dead blades' callers): a quick run draws
+	// slowOrDeadQuick of them, a long one (REBOOTKIT_LONG) rapid's count.
+	rapidcheck.CheckQuick(t, slowOrDeadQuick, func(t *rapid.T) {
 		maxInFlight := rapid.IntRange(1, 2).Draw(t, "MaxInFlight")
 		var hw []*fake.Power
 		for range blades {

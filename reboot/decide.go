@@ -89,14 +89,21 @@ type Status struct {
 	OfflineOffSeen time.Time
 	// UnsureSince is when the current run of readings that say neither
 	// On nor Off (unknown, transitioning) began (Observed.UnsureFor,
-	// truncated), recorded once the run has lasted StaleReads while the
-	// host is held (a keyed or Online=false hold whose evidence covers
-	// the reboot, or Online=false's power-off done), and cleared by the
-	// first On or Off reading: a restarted controller counts the run from
-	// it, not from its start, so that restarts every few minutes do not
-	// keep a held host that someone else powered on running for ever
-	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes). Zero
-	// otherwise.
+	// truncated), recorded for any host once the run has lasted half of
+	// SoftTimeout + StaleReads (shorter runs, however often they come,
+	// write nothing: TestReview36x_HeldHostFlappingNullChurnsUnsureSince),
+	// and cleared once On or Off readings have lasted StaleReads
+	// (Observed.SaneFor: a shorter sane spell may echo, A1, and the run
+	// goes on through it, so that a BMC answering null for long with
+	// short honest spells writes it once, not twice a spell). A restarted
+	// controller counts the run from it, not from its start, so that
+	// restarts every few minutes do not keep a held host that someone
+	// else powered on running for ever
+	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes) nor a
+	// released one off for ever
+	// (TestReview36x_ReleasedOnStuckPoweringOffRestartsEveryThreeMinutes).
+	// Zero otherwise. It is read on the wall clock: a forward step of it
+	// lengthens the run.
 	UnsureSince time.Time
 	// OfflineSoftSince is, for the Online=false enforcement, what
 	// SoftSince is for a pending reboot: when its first soft power-off
@@ -441,9 +448,20 @@ type Observed struct {
 	// without a break, up to this pass's (zero on an On or Off reading).
 	// A run longer than Config.SoftTimeout + StaleReads shows no change
 	// of power under way (unsureLong): a held host is powered off again,
-	// a host with Online true powered on (if that powers nothing off),
-	// once per run.
+	// a host with Online true and no hold powered on (on a Transitioning
+	// reading, if that powers nothing off), once per run: a call that
+	// failed, was busy or refused is tried again only once the run has
+	// doubled since it, at least RetryDelay and at most an hour later
+	// (TestReview36x_FencedHostDeadBMCHammeredForEver,
+	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay).
 	UnsureFor time.Duration
+	// SaneFor is as UnsureFor for the readings that say On or Off: how
+	// long they have gone on without a break, up to this pass's (zero on
+	// an unknown or transitioning reading). A persisted run of unsure
+	// readings (Status.UnsureSince) ends only once they have lasted
+	// StaleReads: a shorter one may echo a state from before the run
+	// (A1).
+	SaneFor time.Duration
 	// SinceOff is how long, on a monotonic clock, this controller has not
 	// sent a power-off to this host before Power was read: since its last
 	// Off call that may have been carried out (a call refused before it
@@ -517,7 +535,8 @@ type Config struct {
 	// SoftTimeout.
 	LostLanding time.Duration
 	// RetryDelay is how long to wait before retrying a power call that was
-	// busy or failed. Default 10 s.
+	// busy or failed (one answering a long run of unsure readings backs
+	// off further, see Observed.UnsureFor). Default 10 s.
 	RetryDelay time.Duration
 	// PollInterval is how often to look again while waiting for the power
 	// state to change. Default 5 s.
@@ -786,7 +805,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	} else {
 		c.idle(o, now, p, d)
 	}
-	c.noteUnsure(o, now, hasKeyed, st)
+	c.noteUnsure(o, now, st)
 	if d.Power == ActionPowerOff && o.toggles(d.Mode) || d.Power == ActionPowerOn && o.OnToggles {
 		// A press (a power-off's, or a power-on's on a BMC whose
 		// power-on presses the button) is persisted before it is sent,
@@ -1042,7 +1061,12 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	if wantHard {
 		st.Mode = power.ModeHard
 	}
-	if st.Covers() {
+	if st.Covers() || len(d.Requests) == 0 && o.Online && c.releasedOn(o, c.unsureRun(o, st, now), now) {
+		// Every request withdrawn before the evidence came, on a BMC
+		// that reads Transitioning for long: the evidence may never come
+		// (a BMC stuck on it while the host is off), so the reboot ends
+		// as a released one, by heldOff's power-on
+		// (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff).
 		c.heldOff(o, now, p, hasBare, hasKeyed, d)
 		return
 	}
@@ -1177,8 +1201,8 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	// (never an unknown one), if that powers nothing off
 	// (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver's rule).
 	long := unsure && c.unsureLong(run)
-	stuck := held && long && !calledInRun(o, run, ActionPowerOff, now)
-	released := !held && long && o.Power == power.StateTransitioning && !o.OnToggles && !calledInRun(o, run, ActionPowerOn, now)
+	stuck := held && long && !c.calledInRun(o, run, ActionPowerOff, now)
+	released := !held && c.releasedOn(o, run, now)
 	switch {
 	case stuck:
 		if !st.HoldBroken.After(st.LastPoweredOff) {
@@ -1307,8 +1331,8 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	// wrong state (a BMC stuck reading Transitioning or null).
 	// A power-on goes out only on a Transitioning reading: never in a
 	// pass whose reading is unknown (package doc, Guarantees).
-	stuckOn := o.Power == power.StateTransitioning && c.unsureLong(run) && !calledInRun(o, run, ActionPowerOn, now)
-	stuckOff := unsure && c.unsureLong(run) && !calledInRun(o, run, ActionPowerOff, now)
+	stuckOn := o.Power == power.StateTransitioning && c.unsureLong(run) && !c.calledInRun(o, run, ActionPowerOn, now)
+	stuckOff := unsure && c.unsureLong(run) && !c.calledInRun(o, run, ActionPowerOff, now)
 	switch {
 	case o.Online && stuckOn && !o.OnToggles:
 		// A power-on that sets the power powers nothing off: sent once
@@ -1579,17 +1603,29 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 }
 
 // noteUnsure records in st.UnsureSince the run of unsure readings of a
-// held host once it has lasted StaleReads, and clears it on an On or
-// Off reading (see Status.UnsureSince).
-func (c Config) noteUnsure(o Observed, now time.Time, hasKeyed bool, st *Status) {
+// host once it has lasted half of SoftTimeout + StaleReads (the run a
+// stuck rule waits for, unsureLong), and clears it once On or Off
+// readings have lasted StaleReads (Observed.SaneFor; see
+// Status.UnsureSince). Runs shorter than that, however often they come,
+// write nothing (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
+// TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince).
+func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
 	if !isUnsure(o.Power) {
-		st.UnsureSince = time.Time{}
+		if o.SaneFor >= c.StaleReads {
+			st.UnsureSince = time.Time{}
+		}
 		return
 	}
-	held := st.Covers() && (hasKeyed || !o.Online) || !st.Pending() && !o.Online && !st.OfflineOffSeen.IsZero()
-	if held && st.UnsureSince.IsZero() && o.UnsureFor >= c.StaleReads {
+	if st.UnsureSince.IsZero() && o.UnsureFor >= c.unsureNote() {
 		st.UnsureSince = now.Add(-o.UnsureFor).Truncate(c.Precision)
 	}
+}
+
+// unsureNote is how long a run of unsure readings lasts before it is
+// persisted (Status.UnsureSince): half of SoftTimeout + StaleReads, at
+// least StaleReads.
+func (c Config) unsureNote() time.Duration {
+	return max((c.SoftTimeout+c.StaleReads)/2, c.StaleReads)
 }
 
 // unsureLong reports whether a run of unsure readings (unsureRun) has
@@ -1610,15 +1646,41 @@ func (c Config) unsureWait(run time.Duration) time.Duration {
 	return c.cap(w)
 }
 
-// calledInRun reports whether a call of action a was accepted since the
-// current run of unsure readings (unsureRun) began (Observed.LastCall,
-// on the controller's clock): one such call answers the run (once per
-// run). A restart forgets it and may answer the run once more; one that
-// failed or was busy is retried after RetryDelay (wait).
-func calledInRun(o Observed, run time.Duration, a Action, now time.Time) bool {
+// calledInRun reports whether a call of action a made since the current
+// run of unsure readings (unsureRun) began (Observed.LastCall, on the
+// controller's clock) answers the run for now: an accepted one answers
+// it (once per run); one that failed, was busy or was refused answers it
+// until the run has doubled since (at least RetryDelay, at most
+// retryCap later): a dead BMC whose every call times out is tried at
+// run lengths 1, 2, 4, 8... times the first, not every RetryDelay
+// (TestReview36x_FencedHostDeadBMCHammeredForEver). A restart forgets
+// the call and may answer the run once more.
+func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Time) bool {
 	l := o.LastCall
 	since := now.Sub(l.At)
-	return l.Action == a && l.Class == power.ClassNone && since >= 0 && since < run
+	if l.Action != a || since < 0 || since >= run {
+		return false
+	}
+	if l.Class == power.ClassNone {
+		return true
+	}
+	// The run was run-since long when the call returned: call again
+	// once it has doubled.
+	return since < min(max(run-since, c.RetryDelay), retryCap)
+}
+
+// retryCap bounds the back-off between failed calls answering one run of
+// unsure readings (calledInRun): a BMC dead for good is tried at least
+// once an hour.
+const retryCap = time.Hour
+
+// releasedOn reports whether a host no hold keeps off is powered on
+// after a long run (unsureLong) of Transitioning readings: never on an
+// unknown reading, never by a power-on that may press the power button
+// (OnToggles), once per run (calledInRun).
+func (c Config) releasedOn(o Observed, run time.Duration, now time.Time) bool {
+	return o.Power == power.StateTransitioning && c.unsureLong(run) && !o.OnToggles &&
+		!c.calledInRun(o, run, ActionPowerOn, now)
 }
 
 // stuckOff sets d to power a held host off after a long run of unsure

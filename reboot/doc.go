@@ -86,7 +86,7 @@
 //     record's version is not one you read or wrote lately). Never carry a
 //     monotonic reading across a restart. A Tracker per host keeps all of
 //     these (and SinceOff, SincePress, PressOver, PressOverFor,
-//     UnknownFor, UnsureFor, SinceRewrite, SinceLastRewrite,
+//     UnknownFor, UnsureFor, SaneFor, SinceRewrite, SinceLastRewrite,
 //     HardUnsupportedAt) from
 //     what you report to it: Tracker.Observe fills Observed.
 //  3. Call Decide (or DecideInto, to reuse buffers) with that now.
@@ -140,16 +140,27 @@
 //     (Status.OfflineOffSeen): from then on only an On reading begins a
 //     new episode, soft first, and unknown or transitioning readings send
 //     nothing unless they last longer than SoftTimeout + StaleReads
-//     (then one hard power-off per such run:
+//     (then one hard power-off per such run; one that failed, was busy
+//     or timed out is tried again once the run has doubled since, at
+//     least RetryDelay and at most an hour later, so a dead BMC gets a
+//     few calls an hour, not one every RetryDelay:
+//     TestReview36x_OfflineUnpluggedHostHammeredForEver,
 //     TestReview36u_OfflineNullReadingsNeverPowerOff,
 //     TestReview36v_OfflineLostHardOffNeverRepeatedOnNull,
 //     TestReview36w_OfflineOffHostFlappingNullForceOffForEver,
 //     TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). A held
 //     host whose readings say neither On nor Off for that long is powered
 //     off hard the same way, once per run, and its Status.HoldBroken set
-//     (the evidence cannot tell whether it ran); a held host's run is
-//     persisted (Status.UnsureSince) once it lasts StaleReads, so that a
-//     restart counts it from its start. A
+//     (the evidence cannot tell whether it ran); a host with Online true
+//     and no hold whose readings say Transitioning for that long is
+//     powered on once per run (never on an unknown reading, never by a
+//     power-on that may press the button), also when every request of a
+//     pending reboot was withdrawn before its evidence came, which ends
+//     the reboot (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff).
+//     Any host's run is persisted (Status.UnsureSince) once it lasts
+//     half of SoftTimeout + StaleReads, and ends once On or Off readings
+//     have lasted StaleReads, so that a restart counts it from its start
+//     and short runs write nothing. A
 //     power-off that may press the power button (a Controller that
 //     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
 //     sent only on an On reading taken StaleReads after this controller's

@@ -70,3 +70,10 @@ func TestRebootStateMachineStuck(t *testing.T) { reboottest.StateMachineStuck(t,
 func fakeStores(h reboot.Host) (reboottest.Stores, error) {
 	return reboottest.Stores{Hosts: fake.NewRebootHosts(h)}, nil
 }
+
+// TestRebootStateMachineHostile is TestRebootStateMachineStuck in harsher
+// worlds (review 36 round 24): a BMC that goes dead, stuck readings that
+// flap with sane ones, Online kept false through part of the liveness
+// phase, a held host's power checked over time, and the calls and writes
+// of a held, off host behind a dead BMC bounded.
+func TestRebootStateMachineHostile(t *testing.T) { reboottest.StateMachineHostile(t, fakeStores) }

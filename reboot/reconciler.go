@@ -174,6 +174,10 @@ type memory struct {
 	// valid while unsureRun.
 	unsureSince time.Duration
 	unsureRun   bool
+	// saneSince is as unsureSince for readings On or Off
+	// (Observed.SaneFor); valid while sawSane and not unsureRun.
+	saneSince time.Duration
+	sawSane   bool
 	// own are the values of the status that show a power-off known to
 	// this controller (see sinceOff).
 	own ownValues
@@ -669,7 +673,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, cfg.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)
-	o.OffFor, o.UnknownFor, o.UnsureFor = hm.reading(state, m, cfg.OffSettle)
+	o.OffFor, o.UnknownFor, o.UnsureFor, o.SaneFor = hm.reading(state, m, cfg.OffSettle)
 	if leadLate {
 		hm.lead(r.leadAt)
 	}

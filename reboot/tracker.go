@@ -202,6 +202,8 @@ type Reading struct {
 //     unknown readings; zero unless Power is unknown.
 //   - UnsureFor: the same for readings neither On nor Off (unknown or
 //     transitioning); zero if Power is On or Off.
+//   - SaneFor: the same for readings On or Off; zero unless Power is
+//     On or Off.
 //   - Changed: rd.Host.Version was not handled lately (by Applied), or
 //     this is the first pass.
 //   - HardUnsupportedAt: the At of the latest hard power-off reported to
@@ -257,7 +259,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, hc.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
-	o.OffFor, o.UnknownFor, o.UnsureFor = hm.reading(rd.Power, m, hc.OffSettle)
+	o.OffFor, o.UnknownFor, o.UnsureFor, o.SaneFor = hm.reading(rd.Power, m, hc.OffSettle)
 	if leadLate {
 		hm.lead(t.leadAt)
 	}
@@ -413,8 +415,8 @@ func (t *Tracker) Leading(mono time.Duration) {
 }
 
 // reading notes a power reading at m and returns Observed.OffFor,
-// UnknownFor and UnsureFor.
-func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, unknownFor, unsureFor time.Duration) {
+// UnknownFor, UnsureFor and SaneFor.
+func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, unknownFor, unsureFor, saneFor time.Duration) {
 	switch state {
 	case power.StateOff:
 		h.offRun = append(h.offRun, m)
@@ -440,9 +442,13 @@ func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, un
 		}
 		unsureFor = m - h.unsureSince
 	} else {
+		if h.unsureRun || !h.sawSane {
+			h.saneSince, h.sawSane = m, true
+		}
 		h.unsureRun = false
+		saneFor = m - h.saneSince
 	}
-	return offFor, unknownFor, unsureFor
+	return offFor, unknownFor, unsureFor, saneFor
 }
 
 // writing notes that st is about to be written: its values of the fields

@@ -120,16 +120,29 @@
 // off. A Machine gone meanwhile has these hosts read alike
 // (Member.PrevHost, Member.EarlierHosts): a request of its found there is
 // recorded in its Member, then removed, and the admission kept while
-// the host may be off for it. A write that lands after a host is
-// forgotten stays until a person removes it, and one that lands and is
-// removed by another stale writer before any pass found it is not
-// counted: run two writers under a Guard. State.PrevHost is set on every
-// move: a new request on the new host, a retry there, or a new attempt
-// after the last one ended. A retry on the same host, or a move, is not
-// held back while a host the Machine moved from may be off for it (the
-// Machine's one admission counts them all); only a new attempt after the
-// last one ended waits for such a host, and fails at Timeout saying which
-// host to power on.
+// the host may be off for it. A State or Member without PrevHostSince (an
+// earlier version's, or one a controller of that version rewrote during a
+// rolling upgrade, dropping the fields it does not know) cannot say
+// whether a request was found there: it is taken as found at the last
+// request's time, and the host counted while it may be off after it. A
+// request of the Machine's found on its own host after its remediation
+// ended (done or failed) is recorded likewise (State.StraySeen) before it
+// is removed, and the Machine keeps its admission, or is admitted again,
+// while that host may be off for it: the host is off already, so the
+// storm guard counts it, and a new attempt of the Machine's waits for the
+// storm guard meanwhile as one not admitted does (and, on another host,
+// for that host to be on, failing at Timeout, as after a move). A write that lands
+// after a host is forgotten stays until a person removes it, and one
+// that lands and is removed by another stale writer before any pass
+// found it is not counted: run two writers under a Guard. State.PrevHost
+// is set on every move: a new request on the new host, a retry there, or
+// a new attempt after the last one ended. No reboot request is written
+// while a host the Machine moved from may be off for a request of its
+// found there (one admission counts one host): a request to a new host
+// (a move), or again to the same one, waits for it, and at the attempt's
+// timeout the remediation fails instead of retrying, saying which host
+// to power on; a new attempt after the last one ended waits for it too,
+// and fails at Timeout alike.
 //
 // A Machine that moves to another host after its host was powered off
 // for the request has its new host asked only once the old one is known

@@ -58,7 +58,8 @@ func LastRequest(m Machine, s State) Request {
 // keeps reports whether a remediation that is over, in state s, keeps
 // its admission because its host is held (held). A remediation that
 // succeeded saw its Node back, its host on: a later reboot of the host by
-// someone else is not its to count.
+// someone else is not its to count, but one for a request of its found
+// there since (State.StraySeen) is, while the host may be off for it.
 func keeps(s State, h Host) bool {
-	return (s.Phase != PhaseDone || s.Canceled) && held(h)
+	return (s.Phase != PhaseDone || s.Canceled) && held(h) || s.Phase != PhaseNone && strayOff(s, h)
 }

@@ -94,8 +94,10 @@ type State struct {
 	// changes mid-attempt (Host.Name differs) has this host's request
 	// removed first, then, once this host is no longer off for it (not
 	// held, and, when it was powered off after the request, read On
-	// since: Host.Power), a new request written to its new host: never
-	// two held at once (at the attempt's timeout it fails instead).
+	// since: Host.Power), and no host it moved from may be off for a
+	// request of its found there (PrevHost, EarlierHosts), a new request
+	// written to its new host: never two held at once (at the attempt's
+	// timeout it fails instead).
 	// Empty in states persisted before it existed, or
 	// when the HostStore does not name hosts (Host.Name): then the
 	// HostStore resolves the host on every call.
@@ -115,15 +117,19 @@ type State struct {
 	// PrevHostSince is when the Machine moved away from PrevHost (the
 	// move waited for that host to be on): a power-off of PrevHost after
 	// it may be for a request of the Machine's that landed there since.
-	// Zero in states persisted before it existed: the first pass sets it
-	// to the last request's time (RequestedAt, else Started).
+	// Zero in states persisted before it existed (or rewritten by a
+	// controller of that version): the first pass sets it to the last
+	// request's time (RequestedAt, else Started), and PrevHostSeen to it
+	// too if unset (whether a request was found there is unknown: taken
+	// as found, so PrevHost is counted while it may be off).
 	PrevHostSince time.Time
 	// PrevHostSeen is when a pass first found a request of this Machine's
 	// on PrevHost (since PrevHostSince; persisted before that request is
 	// removed): only then may PrevHost be off for a request of the
 	// Machine's (Observed.PrevHostOff), and not for another Machine's
-	// that re-used the host. Zero: none found, or the one found was
-	// served (a pass found PrevHost not off for it since).
+	// that re-used the host. Zero (with PrevHostSince set): none found,
+	// or the one found was served (a pass found PrevHost not off for it
+	// since).
 	PrevHostSeen time.Time
 	// EarlierHosts are hosts the Machine moved from before PrevHost (a
 	// second move) where a request of its was found and that may still be
@@ -131,6 +137,16 @@ type State struct {
 	// forgotten once it is not off for that request (Observed.EarlierHosts;
 	// the admission is kept meanwhile). Nil if none.
 	EarlierHosts []MovedFrom
+	// StraySeen is when a pass of a remediation that is over (done or
+	// failed) first found a request of this Machine's on Host, its own
+	// host (a paused writer's stale request, landed after the end;
+	// persisted before that request is removed): while Host may be off
+	// for it (offFor, read for the last request) the remediation keeps
+	// its admission, and is admitted again if it was released (the host
+	// is off already: the storm guard can only count it); a new attempt
+	// of its then waits for the storm guard as one not admitted does.
+	// Zero once a pass finds the host not off for it.
+	StraySeen time.Time
 	// Finished is when the last attempt reached done or failed.
 	Finished time.Time
 	// UnhealthyAgain is when the machine was first seen unhealthy again
@@ -161,7 +177,8 @@ func (s State) Equal(o State) bool {
 	if s.Phase != o.Phase || s.Attempt != o.Attempt || !s.Started.Equal(o.Started) || !s.RequestedAt.Equal(o.RequestedAt) || s.Host != o.Host || s.PrevHost != o.PrevHost ||
 		!s.Finished.Equal(o.Finished) || !s.UnhealthyAgain.Equal(o.UnhealthyAgain) || s.Canceled != o.Canceled || !s.CanceledAt.Equal(o.CanceledAt) ||
 		s.Tainted != o.Tainted || s.Message != o.Message || (s.Backup == nil) != (o.Backup == nil) ||
-		!s.PrevHostSince.Equal(o.PrevHostSince) || !s.PrevHostSeen.Equal(o.PrevHostSeen) || !slices.EqualFunc(s.EarlierHosts, o.EarlierHosts, MovedFrom.Equal) {
+		!s.PrevHostSince.Equal(o.PrevHostSince) || !s.PrevHostSeen.Equal(o.PrevHostSeen) || !slices.EqualFunc(s.EarlierHosts, o.EarlierHosts, MovedFrom.Equal) ||
+		!s.StraySeen.Equal(o.StraySeen) {
 		return false
 	}
 	return s.Backup == nil || s.Backup.Name == o.Backup.Name &&
@@ -446,7 +463,11 @@ func (c Config) withDefaults() Config {
 // Admit adds this Machine to the record, Release removes it (the
 // remediation is over, whatever its outcome, so another may start).
 type Decision struct {
-	// Admit: add the Machine to the admission record (step 1).
+	// Admit: add the Machine to the admission record (step 1): a new
+	// remediation the storm guard admitted (Observed.MayStart), or one
+	// that is over whose own host is off for a stale request of its found
+	// there (State.StraySeen: the host is off already, so it is counted
+	// whatever the limit).
 	Admit                  bool
 	UpdateState            bool
 	State                  State
@@ -509,9 +530,13 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 	st := &d.State
 	m := o.Machine
 	if st.PrevHost != "" && st.PrevHostSince.IsZero() {
-		// A state persisted before PrevHostSince existed: read from the
-		// last request's time, as then.
+		// A state persisted before PrevHostSince existed (or rewritten by
+		// a controller of that version, which drops the fields it does not
+		// know): read from the last request's time, as then, and a
+		// sighting there unknown, so taken as made (movedFrom): the host
+		// is counted while it may be off after that time.
 		st.PrevHostSince = prevSince(o.State)
+		st.PrevHostSeen = cmp.Or(st.PrevHostSeen, st.PrevHostSince)
 	}
 	if !m.NeedsRemediation && !st.Canceled && (st.Phase == PhasePoweringOn || st.Phase == PhaseWaitingForNode && !(o.Node.Exists && o.Node.Ready)) {
 		// Cancelled after the power-off (with the Node back, the mark is
@@ -525,7 +550,15 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 	}
 	// request writes the attempt's reboot request anew: a new T, a new
 	// value.
+	// It is never written while a host the Machine moved from may be off
+	// for a request of its found there (prevOffHost): not a second host
+	// off for the same Machine; it waits, and fails at the attempt's
+	// timeout (waitPrevOff).
 	request := func(why string) {
+		if h := o.prevOffHost(); h != "" {
+			c.waitPrevOff(o, now, timedOut, &d, h, why)
+			return
+		}
 		if o.Host.Name != "" && st.Host != "" && o.Host.Name != st.Host {
 			movePrev(&d, st.Host, now) // moved: a stray write may still land there
 		}
@@ -540,13 +573,16 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 		if o.Host.RebootAnnotation {
 			// Never leave a host held off by a remediation that is over.
 			d.RemoveRebootAnnotation = true
+			if st.Phase != PhaseNone && st.StraySeen.IsZero() {
+				st.StraySeen = now // saved before the request is removed
+			}
 		}
 		c.cleanup(o, &d)
 		switch {
 		case !m.NeedsRemediation:
 			d.Reason = "healthy"
 			st.UnhealthyAgain = time.Time{}
-			if st.Phase == PhaseFailed && keeps(o.State, o.Host) {
+			if st.Phase == PhaseFailed && keeps(*st, o.Host) {
 				// Cleared only once its host is no longer held: PhaseNone
 				// has no last request, so a Failed cleared while the host
 				// is off would let go of the host (its admission, in kube
@@ -575,6 +611,10 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			// first, never two hosts held at once.
 			d.Reason = fmt.Sprintf("the last request still holds host %s, which the machine no longer maps to: release it before starting", st.Host)
 			d.RequeueAfter = c.PollInterval
+		case st.Host != "" && o.Host.Name != st.Host && strayOff(*st, o.Host):
+			// Its last host may be off for a stale request of its found
+			// there since the remediation ended (ownStray): the same wait.
+			c.waitOverMoved(o, now, &d, st.Host, fmt.Sprintf("host %s, %s", st.Host, strayWhy))
 		case st.Host != "" && o.Host.Name != st.Host && (o.State.Phase != PhaseDone || o.State.Canceled) && moveBlocked(o):
 			// Its request is gone, but the host may still be off for it
 			// (moveBlocked's rule: the reboot controller's record of a
@@ -732,8 +772,55 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			d.Reason = "node back after cancellation: done"
 		}
 	}
+	c.ownStray(o, &d)
 	c.prevHost(o, now, &d)
 	return d.finish(o)
+}
+
+// ownStray keeps counting a remediation that is over while its own host
+// (State.Host) may be off for a request of the Machine's found there
+// since it ended (State.StraySeen): its admission is kept, or taken
+// again if it was released (Decision.Admit: the host is off already, the
+// storm guard can only count it), and the Machine looked at every
+// PollInterval; the sighting is forgotten once the host is not off for
+// it.
+func (c Config) ownStray(o Observed, d *Decision) {
+	st := &d.State
+	if st.StraySeen.IsZero() {
+		return
+	}
+	if InFlight(st.Phase) || st.Phase == PhaseNone || !strayOff(*st, o.Host) {
+		st.StraySeen = time.Time{}
+		if strings.Contains(st.Message, strayWhy) {
+			st.Message = "" // finish says the pass's reason
+		}
+		return
+	}
+	d.Release = false
+	d.Admit = !o.Admitted
+	if !strings.Contains(d.Reason, strayWhy) {
+		d.Reason = fmt.Sprintf("%s; host %s, %s: admission kept until it is on (if its BMC keeps refusing, power %s on by hand)", d.Reason, st.Host, strayWhy, st.Host)
+	}
+	if msg := fmt.Sprintf("host %s, %s: admission kept until it is on (if its BMC keeps refusing, power %s on by hand)", st.Host, strayWhy, st.Host); !strings.Contains(st.Message, strayWhy) {
+		if st.Message != "" && st.Message != o.State.Message {
+			msg = st.Message + "; " + msg // this pass's own word first (the storm guard's)
+		}
+		st.Message = msg
+	}
+	if d.RequeueAfter <= 0 || d.RequeueAfter > c.PollInterval {
+		d.RequeueAfter = c.PollInterval
+	}
+}
+
+// strayWhy says why a remediation that is over counts its own host
+// (State.StraySeen).
+const strayWhy = "its own host, may be off for a request of the machine's found there after the remediation ended"
+
+// strayOff reports whether s's own host, read as h for its last request,
+// may still be off for a request of the Machine's found there after the
+// remediation ended (State.StraySeen set).
+func strayOff(s State, h Host) bool {
+	return !s.StraySeen.IsZero() && (h.RebootAnnotation || offFor(h))
 }
 
 // prevHost keeps the hosts the Machine moved from (State.PrevHost,
@@ -801,10 +888,19 @@ const prevOffWhy = "which the machine moved from, may still be off for a request
 
 // movedFrom returns the hosts s's Machine moved from: State.PrevHost
 // (with PrevHostSince and PrevHostSeen) first, then State.EarlierHosts.
+// A PrevHost without PrevHostSince (a state persisted before it existed,
+// or rewritten by a controller of that version) does not say whether a
+// request of the Machine's was found there: it is taken as found at the
+// last request's time (Seen = Since), erring towards counting the host
+// while it may be off for one.
 func movedFrom(s State) []MovedFrom {
 	var out []MovedFrom
 	if s.PrevHost != "" {
-		out = append(out, MovedFrom{Host: s.PrevHost, Since: prevSince(s), Seen: s.PrevHostSeen})
+		seen := s.PrevHostSeen
+		if s.PrevHostSince.IsZero() {
+			seen = cmp.Or(seen, prevSince(s))
+		}
+		out = append(out, MovedFrom{Host: s.PrevHost, Since: prevSince(s), Seen: seen})
 	}
 	return append(out, s.EarlierHosts...)
 }
@@ -894,7 +990,9 @@ func (c Config) start(o Observed, now time.Time, d *Decision) {
 		d.RequeueAfter = min(c.PollInterval, st.Finished.Add(c.RetryPeriod).Sub(now))
 		return
 	}
-	if !o.Admitted && !o.MayStart {
+	if (!o.Admitted || !o.State.StraySeen.IsZero()) && !o.MayStart {
+		// An admission kept, or taken, only to count its own host off for
+		// a stray request of its (ownStray) admits no new attempt.
 		st.Message = "storm guard: " + o.GuardReason
 		d.Reason = st.Message
 		d.RequeueAfter = c.PollInterval
@@ -1026,6 +1124,21 @@ func (c Config) waitMoved(o Observed, now time.Time, timedOut bool, d *Decision,
 	d.RequeueAfter = c.PollInterval
 }
 
+// waitPrevOff waits, instead of writing a reboot request (why says
+// which), while host, a host the Machine moved from, may still be off
+// for a request of its found there (Observed.prevOffHost): until the
+// attempt's timeout, when the remediation fails naming host (no retry:
+// retryOrEscalate waits for the same host).
+func (c Config) waitPrevOff(o Observed, now time.Time, timedOut bool, d *Decision, host, why string) {
+	if timedOut {
+		c.retryOrEscalate(o, now, d, "host "+host+" not on in time")
+		return
+	}
+	d.Reason = fmt.Sprintf("%s: waiting for host %s, %s, to be powered on before requesting %s (if its BMC keeps refusing, power %s on by hand)",
+		why, host, prevOffWhy, cmp.Or(o.Host.Name, o.State.Host), host)
+	d.RequeueAfter = c.PollInterval
+}
+
 // waitOverMoved decides for a remediation that is over, whose Machine is
 // unhealthy again and maps to another host than its last request's,
 // which may still be off for it (moveBlocked): it waits for that host,
@@ -1108,6 +1221,14 @@ func (c Config) retryOrEscalate(o Observed, now time.Time, d *Decision, why stri
 		// kept while the old host is held).
 		c.giveUp(o, now, d, fmt.Sprintf("%s (the machine moved from host %s to %s, and %s, off for its request, is not known on since%s: %s is not asked; power %s on, by hand if its BMC keeps refusing)",
 			why, o.State.Host, o.Host.Name, o.State.Host, unread(o.Host), o.Host.Name, o.State.Host))
+		return
+	}
+	if h := o.prevOffHost(); h != "" {
+		// Nor is a host power-cycled again while a host it moved from
+		// may be off for a request of its found there (the retry comes
+		// at the attempt's timeout, which ends the wait: waitPrevOff).
+		c.giveUp(o, now, d, fmt.Sprintf("%s (host %s, %s, is not known on since: no retry, %s is not asked again; power %s on, by hand if its BMC keeps refusing)",
+			why, h, prevOffWhy, cmp.Or(o.Host.Name, st.Host), h))
 		return
 	}
 	if st.Attempt <= c.RetryLimit {

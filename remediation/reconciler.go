@@ -175,8 +175,10 @@ type Member struct {
 	// another move replaces it.
 	PrevHost string
 	// PrevHostSince is State.PrevHostSince (zero in records written
-	// before it existed: PrevHost is then read from the recorded
-	// request's time).
+	// before it existed, or rewritten by a controller of that version:
+	// PrevHost is then read from the recorded request's time, and a
+	// request of the Machine's taken as found there then, PrevHostSeen
+	// unknown).
 	PrevHostSince time.Time
 	// PrevHostSeen is State.PrevHostSeen, or when the gone Machine's
 	// release found a request of its on PrevHost.
@@ -193,10 +195,17 @@ func (m Member) Equal(o Member) bool {
 }
 
 // movedFrom returns the hosts the member's Machine moved from, as
-// State's (movedFrom); a record written before PrevHostSince existed
-// reads PrevHost from at, the recorded request's time.
+// State's (movedFrom); a record written before PrevHostSince existed (or
+// rewritten by a controller of that version, which drops the fields it
+// does not know) reads PrevHost from at, the recorded request's time,
+// and takes a request of the Machine's as found there then (Seen = at):
+// unknown errs towards holding.
 func (m Member) movedFrom(at time.Time) []MovedFrom {
-	return movedFrom(State{PrevHost: m.PrevHost, PrevHostSince: cmp.Or(m.PrevHostSince, at), PrevHostSeen: m.PrevHostSeen, EarlierHosts: m.EarlierHosts})
+	seen := m.PrevHostSeen
+	if m.PrevHostSince.IsZero() {
+		seen = cmp.Or(seen, at)
+	}
+	return movedFrom(State{PrevHost: m.PrevHost, PrevHostSince: cmp.Or(m.PrevHostSince, at), PrevHostSeen: seen, EarlierHosts: m.EarlierHosts})
 }
 
 // Has reports whether machine is admitted.
@@ -312,7 +321,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	if err := r.readPrev(ctx, rec, &o); err != nil {
 		return Result{}, err
 	}
-	if rec.Machine.NeedsRemediation && !InFlight(rec.State.Phase) && !o.Admitted {
+	// An admission kept only to count its own host off for a stray
+	// request (State.StraySeen) admits no new attempt: the storm guard
+	// judges it as if it were not admitted.
+	stray := !rec.State.StraySeen.IsZero()
+	if rec.Machine.NeedsRemediation && !InFlight(rec.State.Phase) && (!o.Admitted || stray) {
 		all, err := r.Machines.List(ctx)
 		if err != nil {
 			return Result{}, fmt.Errorf("remediation: list machines: %w", err)
@@ -321,6 +334,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		for i, m := range all {
 			fleet[i] = FleetMachine{Name: m.Machine.Name, Cluster: m.Machine.Cluster, HealthCheck: m.Machine.HealthCheck, Node: m.Machine.NodeName, ControlPlane: m.Machine.ControlPlane,
 				Unhealthy: m.Machine.NeedsRemediation, Remediating: InFlight(m.State.Phase) || adm.Has(m.Machine.Name)}
+			if m.Machine.Name == name && stray {
+				fleet[i].Remediating = false
+			}
 		}
 		fleet = withGone(fleet, adm, rec.Machine)
 		o.MayStart, o.GuardReason = MayStart(fleet, name, r.Limit)
@@ -335,7 +351,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	// (step 1): it outlives the Machine (abandon).
 	recorded := attempt
 	record := d.AddRebootAnnotation && (d.Admit || o.Admitted)
-	if st := stateAfter(rec.State, d); !record && o.Admitted && !d.Release && !InFlight(st.Phase) {
+	if st := stateAfter(rec.State, d); !record && (o.Admitted || d.Admit) && !d.Release && !InFlight(st.Phase) {
 		// Over, its admission kept while its host is held: the last
 		// request is what abandon reads the host for once the Machine is
 		// gone (HostOf no longer answers for it).
@@ -549,7 +565,9 @@ func memberOf(adm Admissions, m Machine, d Decision, admitted bool) (Member, boo
 	}
 	switch {
 	case d.Admit:
-		return withPrev(Member{Cluster: m.Cluster, HealthCheck: m.HealthCheck, ControlPlane: m.ControlPlane, Wrote: d.AddRebootAnnotation}), true
+		// Admitted while over (ownStray): a request of its was on its host.
+		wrote := d.AddRebootAnnotation || !InFlight(d.State.Phase)
+		return withPrev(Member{Cluster: m.Cluster, HealthCheck: m.HealthCheck, ControlPlane: m.ControlPlane, Wrote: wrote}), true
 	case !admitted:
 		return had, false
 	}
@@ -803,8 +821,8 @@ func (r *Reconciler) readRecorded(ctx context.Context, name string, req Request)
 // readPrev reads each host rec's Machine moved from (State.PrevHost,
 // State.EarlierHosts; not the one its request is on) into o: whether a
 // request of the Machine's is on it, and whether it may be off for one a
-// pass found there (MovedFrom.Seen set: offFor, read for the time it
-// moved away, MovedFrom.Since). A host off for another Machine's request
+// pass found there (MovedFrom.Seen set, or found by this pass: offFor,
+// read for the time it moved away, MovedFrom.Since). A host off for another Machine's request
 // only (no request of this one's ever found there since the move) is not
 // this Machine's to count.
 func (r *Reconciler) readPrev(ctx context.Context, rec MachineRecord, o *Observed) error {
@@ -819,7 +837,11 @@ func (r *Reconciler) readPrev(ctx context.Context, rec MachineRecord, o *Observe
 		if err != nil {
 			return PrevReading{}, fmt.Errorf("remediation: host %s that machine %s moved from: %w", e.Host, rec.Machine.Name, err)
 		}
-		return PrevReading{Request: h.RebootAnnotation, Off: !e.Seen.IsZero() && !e.Since.IsZero() && offFor(h)}, nil
+		// A request found by this pass counts as a sighting already (it
+		// is recorded before it is removed): the pass that finds it does
+		// not write a request elsewhere meanwhile.
+		seen := !e.Seen.IsZero() || h.RebootAnnotation
+		return PrevReading{Request: h.RebootAnnotation, Off: seen && !e.Since.IsZero() && offFor(h)}, nil
 	}
 	for i, e := range movedFrom(rec.State) {
 		p, err := read(e)

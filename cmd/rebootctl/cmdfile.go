@@ -126,15 +126,12 @@ func (c *pendingCmds) pending(store, uuid string) (bool, error) {
 	if !c.read || k != c.key {
 		var f cmdFile
 		if k.exists {
-			b, err := readSide(store, cmdFilePath(store))
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				return false, fmt.Errorf("the plan store's command file: %w", err)
+			f, err = readCmdFile(store)
+			if ignoredSide(err) {
+				f, err = cmdFile{}, nil // never applied: nothing waits in it
 			}
-			if err == nil {
-				if err := json.Unmarshal(b, &f); err != nil {
-					return false, fmt.Errorf("the plan store's command file %s is not readable (%v): the stops and cancels it holds cannot be applied; "+
-						"look at it, then remove it and give the commands again", cmdFilePath(store), err)
-				}
+			if err != nil {
+				return false, err
 			}
 		}
 		last := map[string]int64{}
@@ -187,7 +184,14 @@ func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, erro
 		return sideFileError(store, err)
 	}
 	defer lf.Close()
-	if err := likeStore(lf, store); err != nil {
+	st, err := checkSide(lf)
+	if err == nil {
+		err = trustedSide(st, store, lf.Name())
+	}
+	if err == nil {
+		err = likeStore(lf, store)
+	}
+	if err != nil {
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
 	deadline := time.Now().Add(cmdLockWait)
@@ -206,23 +210,34 @@ func withCmdFile(ctx context.Context, store string, f func(*cmdFile) (bool, erro
 		}
 	}
 	defer func() { _ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) }()
-	var c cmdFile
-	b, err := readSide(store, cmdFilePath(store))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return fmt.Errorf("the plan store's command file: %w", err)
-	default:
-		if err := json.Unmarshal(b, &c); err != nil {
-			return fmt.Errorf("the plan store's command file %s is not readable (%v): the stops and cancels it holds cannot be applied; "+
-				"look at it, then remove it and give the commands again", cmdFilePath(store), err)
-		}
+	c, err := readCmdFile(store)
+	if err != nil {
+		return err
 	}
 	changed, err := f(&c)
 	if err != nil || !changed {
 		return err
 	}
 	return writeCmdFile(store, c)
+}
+
+// readCmdFile reads the side file of store (readSide: a regular file
+// with one link, made by someone who may use the store); none is an
+// empty one.
+func readCmdFile(store string) (cmdFile, error) {
+	var c cmdFile
+	b, err := readSide(store, cmdFilePath(store))
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("the plan store's command file: %w", err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("the plan store's command file %s is not readable (%v): the stops and cancels it holds cannot be applied; "+
+			"look at it, then remove it and give the commands again", cmdFilePath(store), err)
+	}
+	return c, nil
 }
 
 // writeCmdFile writes c to the side file durably: a temporary file,
@@ -316,44 +331,82 @@ var cmdFuncs = map[string]func(plan.Plan) (plan.Plan, error){"run": plan.Run, "s
 // opened), and records their outcomes. A command the store refuses for
 // good (its plan is not there, is corrupt, is in a state it does not
 // apply to, its UUID is not a plan UUID: any error but the passing ones
-// of transientApply) is recorded refused, and the store stays usable;
-// on a passing error (the context, a compare-and-swap lost 100 times, an
-// I/O error of the store's file) it stays to apply and the error is
+// of transientApply) is recorded refused, and the store stays usable; on
+// a passing error (the context, a compare-and-swap lost 100 times, an I/O
+// error of the store's file) it stays to apply and the error is
 // returned: the store must not be used this time (a stop may wait in the
-// file). A side file that cannot be read stops the store too (withCmdFile).
+// file). A side file this process may
+// not use (sideUsable) never keeps it from the store: applyUnmarked.
 // It returns the file's mark: every record up to it is applied.
-func applyCommands(ctx context.Context, st *plan.BoltStore, store string) (mark cmdMark, err error) {
-	if _, err := os.Stat(cmdFilePath(store)); errors.Is(err, os.ErrNotExist) {
+func applyCommands(ctx context.Context, st *plan.BoltStore, store string, note func(error)) (mark cmdMark, err error) {
+	if _, err := os.Lstat(cmdFilePath(store)); errors.Is(err, os.ErrNotExist) {
 		return cmdMark{}, nil // no command was ever recorded
+	}
+	if why := sideUsable(store); why != nil {
+		return applyUnmarked(ctx, st, store, why, note)
 	}
 	err = withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
 		mark = cmdMark{ID: c.ID, Next: c.Next}
-		changed := false
-		for i := range c.Records {
-			r := &c.Records[i]
-			if r.Applied {
-				continue
-			}
-			f, ok := cmdFuncs[r.Command]
-			if !ok {
-				r.Applied, r.Kind, r.Error, changed = true, "unknown", "unknown command "+r.Command, true
-				continue
-			}
-			_, err := plan.CommandView(ctx, st, r.Plan, onceRecorded(r.Command, r.At, f))
-			if errors.Is(err, errRecordedAlready) {
-				err = nil // applied before a crash kept it from being marked here
-			}
-			if err != nil && transientApply(ctx, err) {
-				return changed, fmt.Errorf("apply the %s of plan %s recorded at %s: %w", r.Command, r.Plan, r.At.Format(time.RFC3339), err)
-			}
-			r.Applied, changed = true, true
-			if err != nil {
-				r.Kind, r.Error = refusalKind(err), err.Error()
-			}
-		}
-		return changed, nil
+		return applyRecords(ctx, st, c)
 	})
 	return mark, err
+}
+
+// applyUnmarked is applyCommands for a side file this process may not use
+// (why, from sideUsable): one made by another user, or a link, is ignored
+// (never applied; note says so); one it cannot rewrite (its lock is
+// another user's, or a file it makes there would be unusable by the
+// store's owner or group) is read without its lock (every write renames
+// a whole file over it) and its commands applied to the store, but left
+// as it is: a command applied again changes nothing (onceRecorded), and
+// the next process that may rewrite it marks them applied. note says
+// what was done (once per process: the caller's log).
+func applyUnmarked(ctx context.Context, st *plan.BoltStore, store string, why error, note func(error)) (cmdMark, error) {
+	c, err := readCmdFile(store)
+	if ignoredSide(err) {
+		note(why) // what sideUsable found, as the operator's command says it
+		return cmdMark{}, nil
+	}
+	if err != nil {
+		return cmdMark{}, err
+	}
+	changed, err := applyRecords(ctx, st, &c)
+	if err != nil {
+		return cmdMark{}, err
+	}
+	if changed {
+		note(fmt.Errorf("the commands recorded in %s are applied to the store, but that file is left as it is (%w); "+
+			"the next command given by a user who may rewrite it marks them applied", cmdFilePath(store), why))
+	}
+	return cmdMark{ID: c.ID, Next: c.Next}, nil
+}
+
+// applyRecords applies c's records not applied yet to st, in their
+// order, and marks them applied (or refused) in c.
+func applyRecords(ctx context.Context, st *plan.BoltStore, c *cmdFile) (changed bool, err error) {
+	for i := range c.Records {
+		r := &c.Records[i]
+		if r.Applied {
+			continue
+		}
+		f, ok := cmdFuncs[r.Command]
+		if !ok {
+			r.Applied, r.Kind, r.Error, changed = true, "unknown", "unknown command "+r.Command, true
+			continue
+		}
+		_, err := plan.CommandView(ctx, st, r.Plan, onceRecorded(r.Command, r.At, f))
+		if errors.Is(err, errRecordedAlready) {
+			err = nil // applied before a crash kept it from being marked here
+		}
+		if err != nil && transientApply(ctx, err) {
+			return changed, fmt.Errorf("apply the %s of plan %s recorded at %s: %w", r.Command, r.Plan, r.At.Format(time.RFC3339), err)
+		}
+		r.Applied, changed = true, true
+		if err != nil {
+			r.Kind, r.Error = refusalKind(err), err.Error()
+		}
+	}
+	return changed, nil
 }
 
 // errRecordedAlready: the command is in the plan's Commands already.
@@ -362,10 +415,10 @@ var errRecordedAlready = errors.New("the command is recorded in the plan already
 // onceRecorded is plan.Record(command, at, f), but for a plan whose
 // Commands hold that command at that time already: it was applied to the
 // store, and the applier stopped (killed, or its write of the side file
-// failed) before it marked it applied in the side file. It is not applied
-// again (a cancel of a canceled plan would be refused, and the operator
-// told that its own cancel failed): errRecordedAlready, and nothing is
-// written.
+// failed, or it may not rewrite the file: applyUnmarked) before it marked
+// it applied in the side file. It is not applied again (a cancel of a
+// canceled plan would be refused, and the operator told that its own
+// cancel failed): errRecordedAlready, and nothing is written.
 func onceRecorded(command string, at time.Time, f func(plan.Plan) (plan.Plan, error)) func(plan.Plan) (plan.Plan, error) {
 	rec := plan.Record(command, at, f)
 	return func(p plan.Plan) (plan.Plan, error) {

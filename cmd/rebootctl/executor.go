@@ -56,32 +56,43 @@ func (s lockedStore) with(f func(*plan.BoltStore) error) error {
 	return err
 }
 
-// withNext is with, and the side file's mark as the open applied it.
-func (s lockedStore) withNext(f func(*plan.BoltStore) error) (cmdMark, error) {
+// withNext is with, and what the open applied and saw: the side file's
+// mark, and the epoch of other processes' writes (storeWrites).
+func (s lockedStore) withNext(f func(*plan.BoltStore) error) (openMark, error) {
 	if err := s.e.storeExists(); err != nil {
-		return cmdMark{}, err
+		return openMark{}, err
 	}
 	yieldToCommands(s.e.ctx, s.e.store)
 	st, next, err := s.e.waitStoreNext()
 	if err != nil {
-		return cmdMark{}, err
+		return openMark{}, err
 	}
 	defer st.Close()
-	return next, f(st)
+	m := openMark{cmd: next, epoch: s.e.writes.opened(s.e.store)}
+	defer s.e.writes.closing(s.e.store)
+	return m, f(st)
+}
+
+// openMark is what one open of the store applied and saw.
+type openMark struct {
+	cmd   cmdMark
+	epoch int64
 }
 
 // read is with for the pass's read of plan uuid's state before its jobs
 // (plan.Executor reads the header, GetHead, before its first job and
 // again when CommandPending says so): once it is read, the commands
-// recorded up to the open are in what was read (CommandPending). No other
+// recorded up to the open, and every write of the store up to it, are in
+// what was read (CommandPending). No other
 // read marks the plan seen: the power-off check (Options.PlanCheck, run
 // by the fleet's job workers concurrently with a pass) reads the plan
 // through GetView, and a command it applied or saw is not in what the
 // pass running then decided on, so it must stay pending for that pass.
 func (s lockedStore) read(uuid string, f func(*plan.BoltStore) error) error {
-	next, err := s.withNext(f)
+	m, err := s.withNext(f)
 	if err == nil {
-		s.e.pending.saw(uuid, next)
+		s.e.pending.saw(uuid, m.cmd)
+		s.e.writes.saw(uuid, m.epoch)
 	}
 	return err
 }
@@ -151,12 +162,17 @@ func (s lockedStore) PutHead(ctx context.Context, h plan.View) error {
 	return s.with(func(st *plan.BoltStore) error { return st.PutHead(ctx, h) })
 }
 
-// CommandPending reports whether an operator's command of plan uuid was
-// recorded in FILE.commands after this executor's pass last read the
-// plan's state (GetHead; plan.CommandStore), whoever applied it since (a
-// power-off check's read included): a stat of the file before every job
-// the executor creates, and a read only when it changed.
+// CommandPending reports whether an operator's command of plan uuid may
+// have landed after this executor's pass last read the plan's state
+// (GetHead; plan.CommandStore): one recorded in FILE.commands since,
+// whoever applied it (a power-off check's read included), or a write of
+// the store by another process since (a command applied to the store
+// directly: storeWrites). Before every job the executor creates: two
+// stats, and a read of FILE.commands only when it changed.
 func (s lockedStore) CommandPending(_ context.Context, uuid string) (bool, error) {
+	if s.e.writes.since(s.e.store, uuid) {
+		return true, nil
+	}
 	return s.e.pending.pending(s.e.store, uuid)
 }
 
@@ -198,7 +214,8 @@ func (e *env) executor(args []string) int {
 	fs := flag.NewFlagSet("rebootctl executor", flag.ContinueOnError)
 	commonFlags(fs, e)
 	jsonFlag(fs, e, "log as JSON lines (log/slog's JSON handler) instead of text")
-	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\")")
+	state := fs.String("state", "", "the fleet state file: jobs and power bookkeeping (default: the store's path + \".fleet\";\n"+
+		"never opened through a symbolic link)")
 	interval := fs.Duration("interval", 5*time.Second, "time between passes")
 	passTimeout := fs.Duration("pass-timeout", 5*time.Minute, "the longest one pass over the running plans may take: each plan gets an equal share of what\n"+
 		"is left of it, a plan cut short the time the others left unused, and each call to the fleet\n"+

@@ -35,6 +35,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -82,6 +83,11 @@ and --inventory FILE (default $REBOOTCTL_INVENTORY or ./inventory.yaml).
 Relative paths are from the current directory: the executor and every
 command must name the same store, so give a systemd unit absolute paths
 (the store file's own: a symbolic link is refused).
+"plan run", "plan stop" and "plan cancel" record the command next to the
+store (FILE.commands), where it lands at once whatever the executor
+writes; where that file is another user's or would be unusable by the
+store's owner or group, the command is applied to the store itself
+(waiting for the executor's write) and says why and the fix.
 Run "rebootctl plan create -h" or "rebootctl executor -h" for their options.
 "plan create -n" is a dry run: it checks every server (BMC, login, power
 state, health check, drain command), changes nothing and stores nothing.
@@ -119,6 +125,13 @@ type env struct {
 	// pending: which plans have commands waiting next to the store
 	// (lockedStore.CommandPending).
 	pending pendingCmds
+	// writes: whether other processes wrote the store since this
+	// executor's pass read a plan (lockedStore.CommandPending).
+	writes storeWrites
+	// sideSaid: why the side files are not used, each said once
+	// (sideNote).
+	sideMu   sync.Mutex
+	sideSaid map[string]bool
 }
 
 func commonFlags(fs *flag.FlagSet, e *env) {
@@ -249,7 +262,7 @@ func (e *env) waitStoreNext() (*plan.BoltStore, cmdMark, error) {
 	for {
 		s, err := plan.OpenBolt(e.store)
 		if err == nil {
-			next, err := applyCommands(e.ctx, s, e.store)
+			next, err := applyCommands(e.ctx, s, e.store, e.sideNote)
 			if err != nil {
 				s.Close()
 				return nil, cmdMark{}, err
@@ -515,12 +528,13 @@ func (e *env) operatorCommand(name, uuid string) (plan.View, error) {
 	if err := e.storeExists(); err != nil {
 		return plan.View{}, err
 	}
-	if err := sideFits(e.store); err != nil {
+	if err := sideUsable(e.store); err != nil {
 		// A side file this user made would keep the executor's user
-		// from its store (or the group's operators from theirs): the
-		// command goes to the store itself, as soon as the executor
-		// lets it go.
-		fmt.Fprintf(e.errw, "rebootctl: the %s is not recorded next to the store (%v); it is applied to the store directly, which may wait for the executor's write\n", name, err)
+		// from its store (or the group's operators from theirs), or
+		// the side files are another user's: the command goes to the
+		// store itself, as soon as the executor lets it go.
+		e.sideNote(err)
+		fmt.Fprintf(e.warnw(), "rebootctl: the %s is not recorded next to the store; it is applied to the store directly, which may wait for the executor's write\n", name)
 		return e.commandDirect(name, uuid)
 	}
 	seq, err := recordCommand(e.ctx, e.store, uuid, name, time.Now().UTC())
@@ -528,6 +542,30 @@ func (e *env) operatorCommand(name, uuid string) (plan.View, error) {
 		return plan.View{}, err
 	}
 	return e.commandOutcome(name, uuid, seq)
+}
+
+// sideNote says err, why the side files of the store are not used (or
+// not all), once per process.
+func (e *env) sideNote(err error) {
+	e.sideMu.Lock()
+	defer e.sideMu.Unlock()
+	msg := err.Error()
+	if e.sideSaid[msg] {
+		return
+	}
+	if e.sideSaid == nil {
+		e.sideSaid = map[string]bool{}
+	}
+	e.sideSaid[msg] = true
+	fmt.Fprintf(e.warnw(), "rebootctl: %s\n", clean(msg))
+}
+
+// warnw is where warnings go: e.errw, or nowhere when it is not set.
+func (e *env) warnw() io.Writer {
+	if e.errw == nil {
+		return io.Discard
+	}
+	return e.errw
 }
 
 // commandDirect applies the command to the store itself (no side file):

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -27,9 +28,19 @@ import (
 // when the file could not be given it (made by the store's owner, not a
 // member of its group: the executor applying an operator's command)
 // (sidePerm). None is ever opened through a symbolic link (openSide), and none
-// but a regular file with one link gets an owner or mode (checkSide); and
-// FILE.commands is read only when one who may use the store made it
-// (trustedSide).
+// but a regular file with one link gets an owner or mode (checkSide).
+//
+// One rule decides whether the side files are used at all (sideUsable):
+// a command is recorded in FILE.commands only when FILE.commands and its
+// lock are (if there) regular files with one link made by someone who
+// may use the store (trustedSide), and a file this process makes there
+// would be usable by the store's owner and group (sideFits). Otherwise
+// the command is applied to the store directly (commandDirect), and the
+// executor notices it before its next job (storeWrites); a side file
+// made by someone else is never applied (said once, with its owner and
+// the fix), and one this process cannot rewrite is applied but left as
+// it is (applyUnmarked): no side file ever keeps a command or the
+// executor from the store.
 
 // storeOwner is the owner and permission bits of the store file.
 type storeOwner struct {
@@ -86,21 +97,84 @@ func readSide(store, path string) ([]byte, error) {
 var errForeignSideFile = errors.New("made by a user who may not use the plan store")
 
 // trustedSide refuses the side file at path (st its stat) unless its
-// owner may use the store: the store's owner, root, or, for a store its
-// group may write, a member of that group (one the user database names,
-// or the owner of a file of that group in a directory others may not
-// write: only a member may give a file its group there).
+// owner may use the store: the store's owner, root, this process's user
+// (its own file, made a moment ago: likeStore gives it the store's group
+// after), or, for a store its group may write, a member of that group
+// (one the user database names, or the owner of a file of that group in
+// a directory others may not write: only a member may give a file its
+// group there).
 func trustedSide(st *syscall.Stat_t, store, path string) error {
 	o := ownerOf(store)
 	uid, gid := int(st.Uid), int(st.Gid)
-	if !o.known || uid == o.uid || uid == 0 {
+	if !o.known || uid == o.uid || uid == 0 || uid == os.Geteuid() {
 		return nil
 	}
 	if o.perm&0o020 != 0 && (userInGroup(uid, o.gid) || gid == o.gid && !dirOthersWrite(store)) {
 		return nil
 	}
-	return fmt.Errorf("%s is %w (its owner, uid %d, is not the store's owner, uid %d, nor root, nor a member of the store's group, gid %d, who may write it): "+
-		"refused, and nothing it holds is applied; look at it (who made it?), remove it, and give the commands again", path, errForeignSideFile, uid, o.uid, o.gid)
+	return fmt.Errorf("%s is %w (its owner, %s, is not the store's owner, uid %d, nor root, nor a member of the store's group, gid %d, who may write it): "+
+		"it is ignored (nothing it holds is applied) and commands go to the store directly; look at it (who made it?) and remove it (as root: rm %s)",
+		path, errForeignSideFile, userName(uid), o.uid, o.gid, path)
+}
+
+// userName is "uid N (name)", or "uid N" when the user database does not
+// name it.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && u.Username != "" {
+		return fmt.Sprintf("uid %d (%s)", uid, u.Username)
+	}
+	return fmt.Sprintf("uid %d", uid)
+}
+
+// sideUsable says whether this process may record a command in the side
+// files of store (the rule above): FILE.commands.lock and FILE.commands,
+// where they exist, are regular files with one link made by someone who
+// may use the store, and a file this process makes there would be usable
+// by the store's owner and group. An error says why not, and the fix.
+func sideUsable(store string) error {
+	var errs []error
+	for _, p := range []string{cmdFilePath(store) + ".lock", cmdFilePath(store)} {
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("the plan store's command file: %w", err))
+			continue
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			continue
+		}
+		if err := ownSideFile(st, p); err != nil {
+			errs = append(errs, err)
+		} else if err := trustedSide(st, store, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return sideErrors(errs)
+	}
+	return sideFits(store)
+}
+
+// sideErrors is the refusal of one or both side files, on one line.
+type sideErrors []error
+
+func (e sideErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (e sideErrors) Unwrap() []error { return e }
+
+// ignoredSide says whether err, from reading FILE.commands, is one of
+// a file never applied: made by another user, or a link.
+func ignoredSide(err error) bool {
+	return errors.Is(err, errForeignSideFile) || errors.Is(err, errNotSideFile) || errors.Is(err, syscall.ELOOP)
 }
 
 // dirOthersWrite says whether the store's directory lets other users
@@ -122,10 +196,16 @@ func checkSide(f *os.File) (*syscall.Stat_t, error) {
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name(), err)
 	}
+	return &st, ownSideFile(&st, f.Name())
+}
+
+// ownSideFile refuses the side file at path (st its stat) when it is not
+// a regular file with one link.
+func ownSideFile(st *syscall.Stat_t, path string) error {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 {
-		return nil, fmt.Errorf("%s is %w (mode %o, %d links): refused; remove it (it is made again as needed)", f.Name(), errNotSideFile, st.Mode, st.Nlink)
+		return fmt.Errorf("%s is %w (mode %o, %d links): it is not used and commands go to the store directly; remove it (it is made again as needed)", path, errNotSideFile, st.Mode, st.Nlink)
 	}
-	return &st, nil
+	return nil
 }
 
 // likeStore gives f, a side file of store, the store file's permission

@@ -32,7 +32,9 @@ func waitPath(store string) string { return store + ".wait" }
 // store; release drops it once the command has the store (or gave up). A
 // wait file that cannot be made or locked (a read-only directory, another
 // command waiting already) is no error: the command waits as it would
-// without it.
+// without it. The executor yields only to a FILE.wait made by a user who
+// may use the store (trustedSide): another user's, held locked for ever,
+// would slow every open of the executor by maxYield.
 func announceWait(store string) (release func()) {
 	f, err := createSide(store, waitPath(store), os.O_RDWR)
 	if err != nil {
@@ -62,6 +64,9 @@ func yieldToCommands(ctx context.Context, store string) {
 		return // no command ever waited
 	}
 	defer f.Close()
+	if st, err := checkSide(f); err != nil || trustedSide(st, store, f.Name()) != nil {
+		return // another user's file (or a link): no command of the store's users waits on it
+	}
 	deadline := time.Now().Add(maxYield)
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)

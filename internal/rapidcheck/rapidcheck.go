@@ -10,7 +10,8 @@
 // the mutant it pinned, or delete it and say why in the commit.
 //
 // A newcomer's "go test ./..." stays quick: unless told otherwise, Check
-// draws QuickChecks cases per property instead of rapid's 100. CI (.ci/run)
+// draws QuickChecks cases per property instead of rapid's 100 (CheckQuick:
+// fewer, for a property whose cases take seconds each). CI (.ci/run)
 // sets REBOOTKIT_LONG=1 for rapid's default; -rapid.checks or RAPID_CHECKS
 // choose the count explicitly. Committed failure files replay either way.
 //
@@ -67,7 +68,10 @@ const QuickChecks = 20
 // (rapid's default count), as CI does.
 const LongEnv = "REBOOTKIT_LONG"
 
-var quickOnce sync.Once
+var (
+	quickOnce sync.Once
+	isQuick   bool // a quick run: quick set rapid.checks to QuickChecks
+)
 
 // checksFor returns the rapid.checks value a run should set, and whether
 // to set it: QuickChecks unless the long runs are asked for (LongEnv) or
@@ -90,6 +94,7 @@ func quick() {
 		flag.Visit(func(f *flag.Flag) { given = given || f.Name == "rapid.checks" })
 		if n, ok := checksFor(os.LookupEnv, given); ok {
 			_ = flag.Set("rapid.checks", strconv.Itoa(n))
+			isQuick = true
 		}
 	})
 }
@@ -124,6 +129,21 @@ func Check(t *testing.T, prop func(*rapid.T)) {
 	for _, msg := range w.stale {
 		t.Errorf("a committed rapid failure file does not replay, so the regression it pinned is unguarded: %s", msg)
 	}
+}
+
+// CheckQuick is Check for a property whose cases are slow (seconds of
+// real time each): a quick run draws n of them (at most QuickChecks)
+// instead of QuickChecks; a long run (LongEnv) or a chosen count draws
+// as many as Check. It sets rapid's global count for the duration of the
+// check: not for tests that run in parallel with other rapid checks.
+func CheckQuick(t *testing.T, n int, prop func(*rapid.T)) {
+	t.Helper()
+	quick()
+	if isQuick && n < QuickChecks {
+		_ = flag.Set("rapid.checks", strconv.Itoa(max(n, 1)))
+		defer func() { _ = flag.Set("rapid.checks", strconv.Itoa(QuickChecks)) }()
+	}
+	Check(t, prop)
 }
 
 // failFiles lists the failure files rapid keeps for test name.

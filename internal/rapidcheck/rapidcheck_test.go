@@ -92,3 +92,21 @@ func TestQuickUnlessLong(t *testing.T) {
 		t.Errorf("REBOOTKIT_LONG=0 is a quick run")
 	}
 }
+
+// TestCheckQuickDrawsFewer: in a quick run CheckQuick draws its own,
+// smaller count, and Check draws QuickChecks again after it; in a long
+// run (or with a chosen count) both draw the same.
+func TestCheckQuickDrawsFewer(t *testing.T) {
+	var few, after int
+	CheckQuick(t, 3, func(*rapid.T) { few++ })
+	Check(t, func(*rapid.T) { after++ })
+	if !isQuick {
+		if few != after {
+			t.Errorf("a long run: CheckQuick drew %d cases, Check %d", few, after)
+		}
+		return
+	}
+	if few != 3 || after != QuickChecks {
+		t.Errorf("a quick run: CheckQuick drew %d cases (want 3), Check after it %d (want %d)", few, after, QuickChecks)
+	}
+}

@@ -161,6 +161,7 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 		req, err := p.request(ctx, method, uri, body, headers)
 		if err != nil {
 			place.done(false)
+			place.release(nil)
 			return nil, err
 		}
 		if p.sent != nil {
@@ -183,11 +184,13 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 			continue // a probe cut: sent again (readplace.go)
 		}
 		if err != nil {
+			place.release(nil)
 			if cerr := p.ctx.Err(); cerr != nil && place.cut {
 				return nil, cerr // the caller's end, not the cut's
 			}
 			return nil, err
 		}
+		place.release(resp)
 		break
 	}
 	switch {

@@ -3,6 +3,9 @@ package redfish
 import (
 	"container/list"
 	"context"
+	"io"
+	"math"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,41 +14,60 @@ import (
 // Read places (Config.MaxInFlight). A session has MaxInFlight places for
 // its reads and one extra place, for a probe or a suspect system's read.
 //
-// A read holds its place until it ends. A read still unanswered after
-// its overdue time (overdueAfter) gives its place up only once the BMC
-// has shown that it is not merely slow: a read of another system, sent
-// after the overdue read, answered within its own overdue time and within
-// the overdue read's (the evidence). A BMC that is merely slow answers no
-// read that fast while the reads sent before it hang, so its overdue reads
-// keep their places: the BMC is sent no more than MaxInFlight + 1 reads
-// at once (TestReview35w_SlowBMCPassesMaxInFlight). Dead blades (systems
-// whose reads hang while the BMC answers the others) give their places
-// up as soon as a healthy blade's read is answered beside them
-// (TestReview35v_DeadBladesReadsStarveHealthyReads).
+// A read holds its place until it ends, unless the BMC has shown that
+// its system hangs: a read of another system, sent after it, answered
+// within its own overdue time (overdueAfter), while the first has been
+// unanswered for four times as long as that answer took and for its
+// usual overdue time (doubtAfter), at least 200 ms (the evidence). The
+// read then gives its place up and its system is suspect. A BMC that is
+// merely slow answers no read that much faster than the reads sent
+// before it, so its reads keep their places: the BMC is sent no more than
+// MaxInFlight + 1 reads at once (TestReview35w_SlowBMCPassesMaxInFlight).
+// Dead blades (systems whose reads hang while the BMC answers the others)
+// give their places up as soon as a healthy blade's read is answered
+// beside them (TestReview35v_DeadBladesReadsStarveHealthyReads).
 //
-// That answer needs a place: while every MaxInFlight place is held by an
-// overdue read and a read of a system that is not suspect waits, the
-// extra place takes, as a probe, the read that began waiting last (a
-// monitor's reads that waited longest are likeliest of the sweep whose
-// reads hang). The extra place's read (a GET), once overdue while a probe
-// is wanted, is cut (its request cancelled): it waits again, first in
-// line, and the extra place takes the next probe once the cut request
-// returned. So probes of dead blades keep a healthy blade's read from the
-// BMC for one overdue time each, not until the dead blades' callers give
-// up. A probe answered in time is the evidence; one answered late is a
-// slow BMC's, whose late answer raises the overdue time (answered).
+// A system one of whose reads ended unanswered after it was at the BMC
+// for its usual overdue time (doubtAfter, as it was when the read began,
+// never raised by a late answer) is doubtful until one of its reads is
+// answered. Waiting reads take the MaxInFlight places in rank order: the
+// reads of systems that are not doubtful first, in line; then the
+// doubtful systems', the one answered last first. A waiting read cuts
+// (cancels the request of) a read of a doubtful or suspect system in one
+// of those places if it ranks higher and its own system was answered
+// since the other became doubtful, one cut at a time: the cut read
+// waits again, first in line of its rank, and the waiting read takes the
+// place once the cut request returned. So dead blades polled with
+// deadlines shorter than twice the overdue time, or after a late answer
+// raised it, hold no place a healthy blade's read wants once each left a
+// read unanswered for the usual overdue time
+// (TestReview35_DeadBladesNeverSuspectOnUsualSlowBMC,
+// TestReview35_LateAnswerKeepsDeadBladesOffSuspect), and a healthy blade
+// whose caller gave up on one slow read waits for no doubtful or
+// suspect dead blade
+// (TestReview35_HealthyBladeSuspectAfterOneMissedCheck).
 //
-// A system one of whose reads was left at the BMC unanswered for twice
-// its overdue time or more (suspectAfter) is suspect until one of its
-// reads is answered: its reads take only the extra place, one at a time
+// While every MaxInFlight place is held by an overdue read and a read of
+// a system that is not suspect waits, the extra place takes, as a probe,
+// the read that began waiting last of the systems that are not doubtful
+// (a monitor's reads that waited longest are likeliest of the sweep
+// whose reads hang), else the doubtful system's answered last. The extra
+// place's read (a GET), once overdue while a probe is wanted, is cut: it
+// waits again, first in line, and the extra place takes the next probe
+// once the cut request returned. A probe answered in time is the
+// evidence; one answered late is a slow BMC's, whose late answer raises
+// the overdue time (answered).
+//
+// A suspect system's reads take only the extra place, one at a time
 // (when no probe is wanted), and hold it until they end or are cut for a
-// probe. Dead blades polled by a monitor hold that one place together,
-// never the places of the healthy blades' reads
+// probe; one of its reads answered clears the suspicion. Dead blades
+// polled by a monitor hold that one place together, never the places of
+// the healthy blades' reads
 // (TestReview35w_HealthyBladeSuspectStarvedByDeadBlades).
 //
 // Reads sent and not yet returned on a session, at once: MaxInFlight + 1,
-// plus the overdue reads the evidence freed (at most one per system,
-// each system's requests being sent one at a time). A cut request's
+// plus the reads the evidence freed (at most one per system, each
+// system's requests being sent one at a time). A cut request's
 // connection is closed; a BMC that finishes the work of a closed
 // connection anyway may be working on it still.
 
@@ -63,16 +85,29 @@ var overdueFloorSet atomic.Int64
 
 // readStats is a session's record of its reads' answer times.
 type readStats struct {
-	avg atomic.Int64 // moving average of answered reads' durations (ns; 0: none yet)
+	avg   atomic.Int64 // moving average of answered reads' durations, raised by late answers (ns; 0: none yet)
+	plain atomic.Int64 // the same average, never raised (ns; 0: none yet)
 }
 
-// overdueAfter returns how long a read on s may hold its place.
-func (s *session) overdueAfter() time.Duration {
-	floor := overdueFloor
+// floor is overdueFloor, or the test's.
+func floor() time.Duration {
 	if f := overdueFloorSet.Load(); f != 0 {
-		floor = time.Duration(f)
+		return time.Duration(f)
 	}
-	return max(floor, overdueFactor*time.Duration(s.stats.avg.Load()))
+	return overdueFloor
+}
+
+// overdueAfter returns how long a read on s may hold its place before it
+// is overdue.
+func (s *session) overdueAfter() time.Duration {
+	return max(floor(), overdueFactor*time.Duration(s.stats.avg.Load()))
+}
+
+// doubtAfter returns the usual overdue time of s, never raised by a late
+// answer: a read unanswered at the BMC for that long makes its system
+// doubtful, and a read younger than that is not shown to hang.
+func (s *session) doubtAfter() time.Duration {
+	return max(floor(), overdueFactor*time.Duration(s.stats.plain.Load()))
 }
 
 // lateRaiseMax bounds the overdue time a late answer raises (answered).
@@ -85,16 +120,24 @@ const lateRaiseMax = 2 * time.Second
 // (TestSlowBMCLateAnswerKeepsMaxInFlight).
 func (s *session) answered(d time.Duration) {
 	late := d > s.overdueAfter()
+	ewma(&s.stats.plain, d, 0)
+	raise := int64(0)
+	if late {
+		raise = int64(min(2*d, lateRaiseMax) / overdueFactor)
+	}
+	ewma(&s.stats.avg, d, raise)
+}
+
+// ewma moves the average a towards d by an eighth (to d at once if a
+// had none), and to at least floor.
+func ewma(a *atomic.Int64, d time.Duration, floor int64) {
 	for {
-		old := s.stats.avg.Load()
+		old := a.Load()
 		next := int64(d)
 		if old != 0 {
 			next = old - old/8 + int64(d)/8
 		}
-		if late {
-			next = max(next, int64(min(2*d, lateRaiseMax)/overdueFactor))
-		}
-		if s.stats.avg.CompareAndSwap(old, next) {
+		if a.CompareAndSwap(old, max(next, floor)) {
 			return
 		}
 	}
@@ -109,68 +152,89 @@ const (
 	placeSuspect                      // the extra place, for a suspect system's read
 )
 
-// readPlaces are a session's read places. Every operation is O(1) but
-// the scans of the overdue reads (at most MaxInFlight) and the probe's
-// scan from the last waiter for a GET (the adapter's reads are GETs: the
-// first it looks at).
+// readPlaces are a session's read places. Every operation is
+// O(MaxInFlight + waiting reads) at most.
 type readPlaces struct {
 	mu       sync.Mutex
 	max      int           // MaxInFlight
 	held     int           // MaxInFlight places held
-	overdue  []*readTicket // of those, the overdue reads (no evidence yet)
+	reads    []*readTicket // the reads holding them
+	overdue  []*readTicket // of those, the overdue reads
 	extra    *readTicket   // the extra place's read, a probe or a suspect system's (nil: free)
-	waiting  list.List     // *readWaiter of systems not suspect, first in line first
+	waiting  list.List     // *readWaiter of systems neither doubtful nor suspect, first in line first
+	doubts   list.List     // *readWaiter of doubtful systems, first in line first
 	suspects list.List     // *readWaiter of suspect systems, first in line first
 	// evidence: the start and the answer time of the latest-sent read
-	// of a system answered within its overdue time (zero: none yet). It
-	// frees an overdue read sent before it whose overdue time is at least
-	// took.
+	// of a system answered within its overdue time (zero: none yet).
 	evidence time.Time
 	took     time.Duration
 }
 
-// provesLocked reports whether the evidence frees t: a read of another
-// system sent after t was answered within t's overdue time (t, unanswered
-// past that time, is its own system's hang, not a slow BMC's).
-func (p *readPlaces) provesLocked(t *readTicket) bool {
-	return t.late && p.evidence.After(t.start) && p.took <= t.due
+// provesLocked reports whether the evidence shows, at now, that t's
+// system hangs: a read of another system sent after t was answered
+// within its own overdue time, and t has been unanswered overdueFactor
+// times as long, and its own usual overdue time (doubtAfter when it
+// began), at least overdueFloor.
+func (p *readPlaces) provesLocked(t *readTicket, now time.Time) bool {
+	return t.ready && p.evidence.After(t.start) && now.Sub(t.start) >= max(floor(), overdueFactor*p.took, t.doubt)
 }
 
 func newReadPlaces(n int) *readPlaces { return &readPlaces{max: n} }
 
 // readWaiter is a read waiting for a place.
 type readWaiter struct {
-	got chan *readTicket // the place, once granted (buffered)
-	el  *list.Element
-	in  *list.List
-	get bool // a GET: it may be a probe, and be cut
+	got  chan *readTicket // the place, once granted (buffered)
+	el   *list.Element
+	in   *list.List
+	get  bool  // a GET: it may be a probe, and be cut
+	rank int64 // its system's rank (rank)
+	c    *Controller
+}
+
+// rank orders the systems whose reads wait: one neither doubtful nor
+// suspect first, else the one answered last (UnixNano; 0: never).
+func (c *Controller) rank() int64 {
+	if !c.doubt.Load() && !c.suspect.Load() {
+		return math.MaxInt64
+	}
+	return c.lastAnswer.Load()
 }
 
 // readTicket is a read's hold on a place.
 type readTicket struct {
 	p     *readPlaces
+	c     *Controller
 	kind  placeKind
 	start time.Time
 	due   time.Duration // the overdue time when it began
+	doubt time.Duration // the usual overdue time when it began (doubtAfter)
 	get   bool
 	proof bool // a read of its system (not one beside it): its answer may be evidence
 	ctx   context.Context
-	abort context.CancelFunc // cuts a probe's request
+	abort context.CancelFunc // cuts its request (a GET's)
 	timer *time.Timer
 	// Under p.mu:
-	held bool // it holds its place
-	late bool // its overdue time passed
-	cut  bool // the probe was cut
+	ready bool // sent: start and abort are set
+	held  bool // it holds its place
+	late  bool // its overdue time passed
+	cut   bool // it was cut
 }
 
 // grantLocked hands free places to waiting reads: the MaxInFlight
-// places first in line first; the extra place to a probe while one is
-// wanted, else to the first suspect system's read. It cuts the extra
-// place's read (a GET) once overdue while a probe is wanted.
+// places by rank (nextLocked), cutting a lower-ranked doubtful or
+// suspect system's read for the best waiting read (preemptLocked); the
+// extra place to a probe while one is wanted, else to the first suspect
+// system's read. It cuts the extra place's read (a GET) once overdue
+// while a probe is wanted.
 func (p *readPlaces) grantLocked() {
-	for p.held < p.max && p.waiting.Len() > 0 {
-		p.give(p.waiting.Front().Value.(*readWaiter), placeRead)
+	for p.held < p.max {
+		w := p.nextLocked()
+		if w == nil {
+			break
+		}
+		p.give(w, placeRead)
 	}
+	p.preemptLocked()
 	wanted := p.probeWantedLocked()
 	if t := p.extra; t != nil {
 		if wanted && t.late && t.get && !t.cut {
@@ -186,25 +250,81 @@ func (p *readPlaces) grantLocked() {
 				return
 			}
 		}
+		if w := bestLocked(&p.doubts, true); w != nil {
+			p.give(w, placeProbe)
+			return
+		}
 	}
 	if p.suspects.Len() > 0 {
 		p.give(p.suspects.Front().Value.(*readWaiter), placeSuspect)
 	}
 }
 
+// nextLocked returns the waiting read a MaxInFlight place goes to next
+// (nil: none): the first in line of the systems neither doubtful nor
+// suspect, else the doubtful system's answered last.
+func (p *readPlaces) nextLocked() *readWaiter {
+	if e := p.waiting.Front(); e != nil {
+		return e.Value.(*readWaiter)
+	}
+	return bestLocked(&p.doubts, false)
+}
+
+// bestLocked returns the highest-ranked waiter of l, first in line of
+// its rank (only a GET if get; nil: none).
+func bestLocked(l *list.List, get bool) *readWaiter {
+	var best *readWaiter
+	for e := l.Front(); e != nil; e = e.Next() {
+		if w := e.Value.(*readWaiter); (!get || w.get) && (best == nil || w.rank > best.rank) {
+			best = w
+		}
+	}
+	return best
+}
+
+// preemptLocked cuts, for the read a MaxInFlight place goes to next, the
+// lowest-ranked read of a doubtful or suspect system holding one, if
+// that ranks lower and the waiting read's system was answered since the
+// other's became doubtful (systems that hung together do not cut each
+// other's reads), unless a cut is under way already.
+func (p *readPlaces) preemptLocked() {
+	w := p.nextLocked()
+	if w == nil {
+		return
+	}
+	var low *readTicket
+	var lowRank int64
+	for _, t := range p.reads {
+		if t.cut {
+			return // its place goes to w once its request returned
+		}
+		if !t.ready || !t.get || !t.c.doubt.Load() && !t.c.suspect.Load() {
+			continue
+		}
+		if r := t.c.rank(); r < w.rank && w.rank > t.c.doubtSince.Load() && (low == nil || r < lowRank) {
+			low, lowRank = t, r
+		}
+	}
+	if low != nil {
+		low.cut = true
+		low.abort()
+	}
+}
+
 // probeWantedLocked: a read of a system not suspect waits while every
 // MaxInFlight place is held by an overdue read.
 func (p *readPlaces) probeWantedLocked() bool {
-	return p.waiting.Len() > 0 && p.held == p.max && len(p.overdue) == p.held
+	return p.waiting.Len()+p.doubts.Len() > 0 && p.held == p.max && len(p.overdue) == p.held
 }
 
 // give grants w place k.
 func (p *readPlaces) give(w *readWaiter, k placeKind) {
 	w.in.Remove(w.el)
 	w.el, w.in = nil, nil
-	t := &readTicket{p: p, kind: k, held: true, get: w.get}
+	t := &readTicket{p: p, c: w.c, kind: k, held: true, get: w.get}
 	if k == placeRead {
 		p.held++
+		p.reads = append(p.reads, t)
 	} else {
 		p.extra = t
 	}
@@ -220,20 +340,39 @@ func (p *readPlaces) freeLocked(t *readTicket) {
 	switch t.kind {
 	case placeRead:
 		p.held--
-		for i, o := range p.overdue {
-			if o == t {
-				p.overdue = append(p.overdue[:i], p.overdue[i+1:]...)
-				break
-			}
-		}
+		p.reads = remove(p.reads, t)
+		p.overdue = remove(p.overdue, t)
 	default:
 		p.extra = nil
 	}
 }
 
-// overdueFired: t's overdue time passed. A read of a MaxInFlight place,
-// or a probe, gives its place up if the evidence proves its system hangs
-// (provesLocked); else it keeps it, and a probe may be wanted.
+// remove returns ts without t (in place).
+func remove(ts []*readTicket, t *readTicket) []*readTicket {
+	for i, o := range ts {
+		if o == t {
+			return append(ts[:i], ts[i+1:]...)
+		}
+	}
+	return ts
+}
+
+// proveLocked frees t's place and makes its system suspect if the
+// evidence shows, at now, that it hangs (provesLocked); not the extra
+// place's suspect read (its system is suspect already).
+func (p *readPlaces) proveLocked(t *readTicket, now time.Time) {
+	if t.kind == placeSuspect || !p.provesLocked(t, now) {
+		return
+	}
+	p.freeLocked(t)
+	if t.proof {
+		t.c.suspect.Store(true)
+	}
+}
+
+// overdueFired: t's overdue time passed. It gives its place up if the
+// evidence shows its system hangs (proveLocked); else it keeps it, and a
+// probe may be wanted.
 func (t *readTicket) overdueFired() {
 	p := t.p
 	p.mu.Lock()
@@ -242,24 +381,26 @@ func (t *readTicket) overdueFired() {
 		return
 	}
 	t.late = true
-	switch {
-	case t.kind != placeSuspect && p.provesLocked(t):
-		p.freeLocked(t)
-	case t.kind == placeRead:
+	p.proveLocked(t, time.Now())
+	if t.held && t.kind == placeRead {
 		p.overdue = append(p.overdue, t)
 	}
 	p.grantLocked()
 }
 
-// take waits for a place for a read of c's (get: a GET; again: a probe
-// of it was cut, it is first in line), as long as ctx allows, and starts
-// its overdue timer.
+// take waits for a place for a read of c's (get: a GET; again: it was
+// cut, it is first in line of its rank), as long as ctx allows, and
+// starts its overdue timer.
 func (p *readPlaces) take(ctx context.Context, c *Controller, get, again bool) (*readTicket, error) {
-	w := &readWaiter{got: make(chan *readTicket, 1), get: get}
+	w := &readWaiter{got: make(chan *readTicket, 1), get: get, c: c, rank: c.rank()}
 	p.mu.Lock()
-	w.in = &p.waiting
-	if c.suspect.Load() {
+	switch {
+	case c.suspect.Load():
 		w.in = &p.suspects
+	case c.doubt.Load():
+		w.in = &p.doubts
+	default:
+		w.in = &p.waiting
 	}
 	if again {
 		w.el = w.in.PushFront(w)
@@ -284,21 +425,23 @@ func (p *readPlaces) take(ctx context.Context, c *Controller, get, again bool) (
 		p.mu.Unlock()
 		return nil, ctx.Err()
 	}
-	t.due = c.sess.overdueAfter()
+	t.due, t.doubt = c.sess.overdueAfter(), c.sess.doubtAfter()
 	t.ctx, t.abort = ctx, func() {}
-	if t.kind != placeRead && t.get {
+	if t.get {
 		t.ctx, t.abort = context.WithCancel(ctx)
 	}
 	p.mu.Lock()
 	t.start = time.Now()
+	t.ready = true
 	t.timer = time.AfterFunc(t.due, t.overdueFired)
+	p.grantLocked() // a waiting read may rank higher
 	p.mu.Unlock()
 	return t, nil
 }
 
 // end gives t's place back once its request returned (answered: the BMC
 // sent an HTTP answer below 500) after d, and records the evidence. It reports
-// whether t was a probe cut before its answer (its read waits again).
+// whether t was cut before its answer (its read waits again).
 func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 	if t.timer != nil {
 		t.timer.Stop()
@@ -310,21 +453,15 @@ func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 	cut = t.cut && !answered
 	if answered && t.proof && d <= t.due && t.start.After(p.evidence) {
 		p.evidence, p.took = t.start, d
-		for i := 0; i < len(p.overdue); {
-			if o := p.overdue[i]; p.provesLocked(o) {
-				o.held = false
-				p.held--
-				p.overdue = append(p.overdue[:i], p.overdue[i+1:]...)
-				continue
-			}
-			i++
+		now := time.Now()
+		for _, o := range append([]*readTicket(nil), p.reads...) {
+			p.proveLocked(o, now)
 		}
-		if o := p.extra; o != nil && o.kind == placeProbe && p.provesLocked(o) {
-			p.freeLocked(o)
+		if o := p.extra; o != nil {
+			p.proveLocked(o, now)
 		}
 	}
 	p.grantLocked()
-	t.abort()
 	return cut
 }
 
@@ -332,14 +469,16 @@ func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 // session: none for a power command's (isCommand) or on a session
 // without places.
 type readPlace struct {
-	c     *Controller
-	ctx   context.Context
-	get   bool
-	proof bool // a read of the system's own (not beside it)
-	t     *readTicket
-	atBMC time.Duration // time its attempts spent at the BMC
-	tries int
-	cut   bool // its last attempt was a probe cut
+	c       *Controller
+	ctx     context.Context
+	get     bool
+	proof   bool // a read of the system's own (not beside it)
+	t       *readTicket
+	atBMC   time.Duration // time its attempts spent at the BMC
+	doubtAt time.Duration // its first attempt's doubtAfter
+	tries   int
+	cut     bool               // its last attempt was cut
+	abort   context.CancelFunc // ends its last attempt's context (release)
 }
 
 // wait takes a place for the read's next attempt; it returns the context
@@ -352,18 +491,21 @@ func (r *readPlace) wait() (context.Context, error) {
 	t, err := p.take(r.ctx, r.c, r.get, r.tries > 0)
 	if err != nil {
 		if r.tries > 0 { // cut, then its caller gave up: it ended unanswered
-			r.c.settleRead(false, 0, r.atBMC)
+			r.c.settleRead(false, 0, r.atBMC, r.doubtAt)
 		}
 		return nil, err
 	}
 	t.proof = r.proof
 	r.t = t
+	if r.tries == 0 {
+		r.doubtAt = t.doubt
+	}
 	r.tries++
 	return t.ctx, nil
 }
 
 // done ends the attempt (answered: an HTTP answer below 500 came, path.go). It reports
-// whether to send the read again: its probe was cut, and its caller still
+// whether to send the read again: it was cut, and its caller still
 // waits.
 func (r *readPlace) done(answered bool) (again bool) {
 	t := r.t
@@ -371,36 +513,59 @@ func (r *readPlace) done(answered bool) (again bool) {
 		return false
 	}
 	r.t = nil
+	r.abort = t.abort
 	d := time.Since(t.start)
 	r.atBMC += d
 	r.cut = t.end(answered, d)
 	if r.cut && r.ctx.Err() == nil {
 		return true
 	}
-	r.c.settleRead(answered, d, r.atBMC)
+	r.c.settleRead(answered, d, r.atBMC, r.doubtAt)
 	return false
 }
 
-// suspectAfter: a read left unanswered (its caller gave up, or the
-// connection failed) after this many times the overdue time at the BMC
-// marks its system suspect. A caller that gives up soon after its read
-// went overdue (a health check's short deadline, a slow answer) proves
-// no dead system: the suspicion stays as it was
-// (TestReview35w_HealthyBladeSuspectStarvedByDeadBlades).
-const suspectAfter = 2
+// release ends the context of the read's last attempt once nothing of
+// it is read any more: at once if it has no answer (resp nil), else when
+// the answer's body is closed (an answer's body is read after done).
+func (r *readPlace) release(resp *http.Response) {
+	if r.abort == nil {
+		return
+	}
+	if resp == nil {
+		r.abort()
+		return
+	}
+	resp.Body = &releaseBody{ReadCloser: resp.Body, release: r.abort}
+}
+
+// releaseBody ends its request's context when closed.
+type releaseBody struct {
+	io.ReadCloser
+	release context.CancelFunc
+}
+
+func (b *releaseBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
+}
 
 // settleRead records the end of a read of c's whose last attempt took d
 // and which spent atBMC at the BMC in all: an answer clears c's
-// suspicion and counts towards the session's answer time; a read the BMC
-// left unanswered for suspectAfter overdue times marks c suspect.
-// Suspicion is decided here only, once the read ended (a system's
-// requests are sent one at a time: only its next read looks at it).
-func (c *Controller) settleRead(answered bool, d, atBMC time.Duration) {
+// suspicion and doubt and counts towards the session's answer time; a
+// read the BMC left unanswered for doubtAt (the usual overdue time when
+// it began) makes c doubtful. A caller that gives up sooner (a health
+// check's short deadline) proves nothing. Suspicion comes from evidence
+// only (proveLocked).
+func (c *Controller) settleRead(answered bool, d, atBMC, doubtAt time.Duration) {
 	switch {
 	case answered:
+		c.lastAnswer.Store(time.Now().UnixNano())
 		c.suspect.Store(false)
+		c.doubt.Store(false)
 		c.sess.answered(d)
-	case atBMC >= suspectAfter*c.sess.overdueAfter():
-		c.suspect.Store(true)
+	case doubtAt > 0 && atBMC >= doubtAt && !c.doubt.Load():
+		c.doubtSince.Store(time.Now().UnixNano()) // a system's reads end one at a time
+		c.doubt.Store(true)
 	}
 }

@@ -27,7 +27,11 @@
 // included, power it on while a keyed annotation held it? did one reboot
 // cycle the power once?), and at the end, while a second writer keeps
 // writing the host, every client must get its answer and every host be
-// back on. StateMachineButtons adds BMCs that press the power button.
+// back on. StateMachineButtons adds BMCs that press the power button,
+// StateMachineStuck BMCs stuck on readings that say neither On nor Off
+// and Online set false, StateMachineHostile dead BMCs, stuck readings
+// flapping with sane ones, and bounds checked over time (a held host off,
+// few calls and writes for a held host behind a dead BMC).
 //
 // A failing case is saved by rapid under testdata/rapid/<TestName>/ of
 // your package and replayed on every later run: commit it with the fix.
@@ -68,13 +72,14 @@ type Stores struct {
 // and nothing from an earlier call.
 type NewStores func(h reboot.Host) (Stores, error)
 
-// Check runs Contract, StateMachine, StateMachineButtons and
-// StateMachineStuck as subtests.
+// Check runs Contract, StateMachine, StateMachineButtons,
+// StateMachineStuck and StateMachineHostile as subtests.
 func Check(t *testing.T, newStores NewStores) {
 	t.Run("Contract", func(t *testing.T) { Contract(t, newStores) })
 	t.Run("StateMachine", func(t *testing.T) { StateMachine(t, newStores) })
 	t.Run("StateMachineButtons", func(t *testing.T) { StateMachineButtons(t, newStores) })
 	t.Run("StateMachineStuck", func(t *testing.T) { StateMachineStuck(t, newStores) })
+	t.Run("StateMachineHostile", func(t *testing.T) { StateMachineHostile(t, newStores) })
 }
 
 // hooked is the Reconciler's handle: it runs before (a second writer) just
@@ -83,9 +88,20 @@ type hooked struct {
 	reboot.HostStore
 	before    func()
 	conflicts int
+	// writes counts the writes tried that change the status other than
+	// by moving RewriteSeen or LastRewriteSeen (a second writer that
+	// never stops moves those every pass by design: rewrite.go).
+	writes int
 }
 
 func (s *hooked) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
+	if old, err := s.HostStore.Get(ctx, h.Name); err == nil {
+		a, b := old.Status, h.Status
+		a.RewriteSeen, a.LastRewriteSeen, b.RewriteSeen, b.LastRewriteSeen = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		if !a.Equal(b) {
+			s.writes++
+		}
+	}
 	if f := s.before; f != nil {
 		f()
 	}
@@ -166,11 +182,27 @@ func StateMachineStuck(t *testing.T, newStores NewStores) {
 	rapidcheck.Check(t, stateMachine(newStores, levelStuck))
 }
 
+// StateMachineHostile is StateMachineStuck in harsher worlds (review 36
+// round 24): a BMC that goes dead (every call times out, not carried out)
+// for drawn spells, kept dead for a drawn part of the liveness phase; stuck
+// readings that flap with sane ones (stuck 40 s of every minute); Online
+// kept false through the stuck or dead part of the liveness phase in some
+// cases. It also checks over time, in every phase, that a held host does
+// not stay on (ground truth) longer than the bound a stuck BMC allows once
+// its BMC takes calls, and that a held host that is off, its BMC dead
+// during the liveness phase, gets few power calls and Status writes (the
+// run's calls back off). It is apart from StateMachineStuck so that the
+// saved failure files of both replay as they were drawn.
+func StateMachineHostile(t *testing.T, newStores NewStores) {
+	rapidcheck.Check(t, stateMachine(newStores, levelHostile))
+}
+
 // The levels of stateMachine's draws: each adds to the one before.
 const (
 	levelBase = iota
 	levelButtons
 	levelStuck
+	levelHostile
 )
 
 // Stuck readings (StateMachineStuck): what a BMC reads instead of On or
@@ -189,6 +221,10 @@ const (
 type stuckPower struct {
 	*fake.Power
 	mode int
+	// flap, if set, keeps the readings stuck only for the first 40 s of
+	// every minute of real time (real), sane otherwise.
+	flap bool
+	real func() time.Time
 }
 
 // State implements power.Controller.
@@ -196,6 +232,9 @@ func (s *stuckPower) State(ctx context.Context) (power.State, error) {
 	st, err := s.Power.State(ctx)
 	if err != nil {
 		return st, err
+	}
+	if s.flap && s.real().Unix()%60 >= 40 {
+		return st, nil
 	}
 	switch {
 	case st == power.StateOn && s.mode == stuckTransitioningOn, st == power.StateOff && s.mode == stuckTransitioningOff:
@@ -221,6 +260,22 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 				cfg.IgnoreSoft = false // nothing could ever power it off
 			}
 			syncEvery = rapid.IntRange(1, 4).Draw(t, "syncEvery")
+		}
+		// dead: every call times out and is not carried out (a BMC
+		// whose network is down, a host unplugged at the PDU).
+		var dead bool
+		var deadEnded time.Time // real time the last dead spell ended
+		if level >= levelHostile {
+			inner := cfg.Faults
+			cfg.Faults = func(c fake.Call) fake.Fault {
+				if dead {
+					return fake.Fault{Kind: fake.FaultTimeout}
+				}
+				if inner != nil {
+					return inner(c)
+				}
+				return fake.Fault{}
+			}
 		}
 		pw := fake.NewPower(clk.Real, cfg)
 		// The controller's bounds: the default, or exactly the BMC's own
@@ -259,7 +314,7 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 				t.Fatal(err)
 			}
 		}
-		stuck := &stuckPower{Power: pw}
+		stuck := &stuckPower{Power: pw, real: clk.Real}
 		var ctl *rebootcheck.Probe
 		if level >= levelStuck {
 			ctl = &rebootcheck.Probe{Controller: stuck}
@@ -350,6 +405,12 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 		if hostStale > 0 {
 			staleBound = hostStale
 		}
+		// How long a held host may stay on while the readings are
+		// stuck: a press that may still land (A5), a soft power-off's
+		// SoftTimeout and the long run of unsure readings, each with
+		// StaleReads, a reissue, and a minute of slack.
+		dc := reboot.DefaultConfig()
+		heldOffBound := reboot.LostLandingOf(rcfg) + 2*(dc.SoftTimeout+staleBound) + dc.ReissueAfter + time.Minute
 		var wasOn bool
 		ctl.OnOff = func(power.Mode) { wasOn = pw.HardwareOn() }
 		ctl.AfterOff = func(m power.Mode) {
@@ -482,9 +543,32 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 			}
 		}
 
+		// A held host does not stay on (ground truth), whatever the
+		// readings say, longer than heldOffBound from when it was held,
+		// went on, or its BMC last came back to life (StateMachineHostile;
+		// a BMC whose power-off may press the button for every mode,
+		// ButtonAll, is never sent one on unsure readings).
+		checkHeldOff := func(h reboot.Host) {
+			if level < levelHostile || dead || cfg.Button == fake.ButtonAll || heldSince.IsZero() || !pw.HardwareOn() {
+				return
+			}
+			from := heldSince
+			if truth := pw.Truth(); len(truth) > 0 && truth[len(truth)-1].At.After(from) {
+				from = truth[len(truth)-1].At
+			}
+			if deadEnded.After(from) {
+				from = deadEnded
+			}
+			if clk.Real().Sub(from) >= heldOffBound {
+				t.Fatalf("a host held since %v is on by ground truth at %v, since %v (the BMC stuck reading %d, flapping %v); status %+v; truth %s",
+					heldSince, clk.Real(), from, stuck.mode, stuck.flap, h.Status, rebootcheck.DescribeTruth(pw))
+			}
+		}
+
 		check := func() {
 			h := host()
 			checkHeldOn(h)
+			checkHeldOff(h)
 			now := clk.Now()
 			if now.Before(lastWall) {
 				backJumps += lastWall.Sub(now)
@@ -532,6 +616,9 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 		actions := 15
 		if level >= levelStuck {
 			actions = 17
+		}
+		if level >= levelHostile {
+			actions = 19
 		}
 		for i := 0; i < steps; i++ {
 			switch rapid.IntRange(0, actions).Draw(t, "action") {
@@ -647,6 +734,13 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 				setOnline(!host().Online)
 			case 17:
 				stuck.mode = rapid.IntRange(stuckNone, stuckModes-1).Draw(t, "stuck")
+			case 18:
+				if dead {
+					deadEnded = clk.Real()
+				}
+				dead = !dead
+			case 19:
+				stuck.flap = !stuck.flap
 			}
 			if syncEvery > 0 && i%syncEvery == 0 {
 				sync()
@@ -669,6 +763,49 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 			if stuck.mode != stuckNone {
 				stuckFor = rapid.IntRange(0, 240).Draw(t, "stuckFor")
 			}
+		}
+		// StateMachineHostile: a dead BMC stays dead for a drawn part of
+		// the liveness phase; Online may stay false until the BMC is
+		// sane (stuck and dead spells over).
+		deadFor, offlineFor, oobAt := 0, 0, -1
+		var oobReal time.Time
+		holdFor := 0 // liveness steps a fenced client keeps its hold
+		if level >= levelHostile {
+			if stuck.mode != stuckNone {
+				// rapid favours small draws: here a long stuck spell
+				// is the common case, and someone else may power the
+				// host on during it (a held host then stays on only
+				// as long as checkHeldOff allows).
+				stuckFor = max(stuckFor, 240-rapid.IntRange(0, 240).Draw(t, "stuckShort"))
+				if rapid.Bool().Draw(t, "oobOn") {
+					oobAt = rapid.IntRange(0, stuckFor).Draw(t, "oobAt")
+				}
+			}
+			if dead {
+				// rapid favours small draws: a long spell (up to 20
+				// minutes) is the common case.
+				deadFor = 240 - rapid.IntRange(0, 240).Draw(t, "deadShort")
+			}
+			if rapid.Bool().Draw(t, "keepOffline") {
+				offlineFor = max(stuckFor, deadFor, 1)
+				setOnline(false)
+			}
+			// A fencing client may keep its fenced host held for a
+			// while (the host then stays off, checkHeldOff).
+			holdFor = rapid.IntRange(0, max(stuckFor, deadFor)).Draw(t, "holdFor")
+		}
+		// A held host that is off, its BMC dead: the power calls and
+		// Status writes of such a spell (calm) are bounded.
+		var calmSince time.Time
+		calmCalls, calmWrites := 0, 0
+		powerCalls := func() int {
+			n := 0
+			for _, c := range pw.Calls() {
+				if c.Op == fake.OpOn || c.Op == fake.OpOff {
+					n++
+				}
+			}
+			return n
 		}
 		clk.Correct()
 		lastWall = clk.Now()
@@ -698,19 +835,43 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 		// the controller's last restart (what it did not see answered),
 		// the LostLanding + SoftTimeout + StaleReads that A5 holds a
 		// press back (reboot.Config.LostLanding).
-		dc := reboot.DefaultConfig()
-		// How long a held host may stay on while the readings are
-		// stuck: a press that may still land (A5), a soft power-off's
-		// SoftTimeout and the long run of unsure readings, each with
-		// StaleReads, a reissue, and a minute of slack.
-		heldOffBound := reboot.LostLandingOf(rcfg) + 2*(dc.SoftTimeout+staleBound) + dc.ReissueAfter + time.Minute
-		budget := 300 + stuckFor + (lostOffs+1)*int((reboot.LostLandingOf(rcfg)+dc.SoftTimeout+staleBound+4*time.Second)/(5*time.Second))
+		budget := 300 + max(stuckFor, deadFor) + (lostOffs+1)*int((reboot.LostLandingOf(rcfg)+dc.SoftTimeout+staleBound+4*time.Second)/(5*time.Second))
 		for i := 0; i < budget && !converged; i++ {
 			if i >= stuckFor {
 				stuck.mode = stuckNone
 			}
-			if stuck.mode != stuckNone && cfg.Button != fake.ButtonAll && !heldSince.IsZero() &&
-				clk.Real().Sub(heldSince) >= heldOffBound && pw.HardwareOn() {
+			if i == oobAt {
+				pw.OutOfBandOn()
+				oobReal = clk.Real()
+			}
+			if dead && i >= deadFor {
+				dead, deadEnded = false, clk.Real()
+			}
+			if offlineFor > 0 && i >= offlineFor {
+				offlineFor = 0
+				setOnline(true)
+			}
+			if level >= levelHostile {
+				h := host()
+				calm := dead && !pw.HardwareOn() && (h.Status.Covers() || !h.Status.Pending() && !h.Status.OfflineOffSeen.IsZero())
+				switch {
+				case !calm:
+					calmSince = time.Time{}
+				case calmSince.IsZero():
+					calmSince, calmCalls, calmWrites = clk.Real(), powerCalls(), store.writes
+				default:
+					// The run's calls back off, doubling from SoftTimeout
+					// + StaleReads: at most 4 in the 20 minutes a spell
+					// lasts at most, 2 writes each and a few more.
+					if n, w := powerCalls()-calmCalls, store.writes-calmWrites; n > 4 || w > 12 {
+						t.Fatalf("a held host, off, its BMC dead since %v: %d power calls and %d Status writes by %v; status %+v",
+							calmSince, n, w, clk.Real(), h.Status)
+					}
+				}
+			}
+			if stuck.mode != stuckNone && cfg.Button != fake.ButtonAll && !heldSince.IsZero() && !dead &&
+				clk.Real().Sub(heldSince) >= heldOffBound && clk.Real().Sub(deadEnded) >= heldOffBound && pw.HardwareOn() &&
+				(level < levelHostile || oobAt < 0 || i > oobAt && clk.Real().Sub(oobReal) >= heldOffBound) {
 				// A held host stays off by ground truth while the BMC's
 				// readings are stuck: a power-off that sets the power goes
 				// out after a long run of them (one that presses, on a
@@ -737,7 +898,9 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 							t.Fatalf("client %s told fenced for T=%v at the end, but the hardware has run since; truth %v", k, tk.At, rebootcheck.DescribeTruth(pw))
 						}
 						fencedTickets[k] = true
-						release(k)
+						if i >= holdFor {
+							release(k)
+						}
 					}
 				}
 			}
