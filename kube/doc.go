@@ -208,7 +208,10 @@
 //     reach the BMC) is written in a compare-and-swap on the record just
 //     read, so a write of the record since is seen; a write of the host
 //     landing between its reading and the On (the record's write and the
-//     POST, no answer of the BMC's between them) is not. It is retried by
+//     command, no answer of the BMC's between them) is not. An On sent
+//     again after an answer (a POST refused for its session and posted
+//     again after the re-login; for IPMI, one sent again on a new
+//     session) is checked again, after that answer, just before it. It is retried by
 //     later passes,
 //     with back-off (1 s doubling to 1 min; the host is requeued within IdlePoll, and
 //     through Powers.Done), until a power reading through the pinned BMC
