@@ -222,11 +222,15 @@
 //     PowerOnSent: the reboot package then powers the host as
 //     spec.online says, but only once an attempt still running in this
 //     process has ended and, if its On may have been sent, StaleReads
-//     after its end (kept in memory), and once StaleReads have passed
-//     since the Until of the PowerOnSent the record shows, or since its
-//     Returned if that is earlier (written by the sending controller
-//     once the call returned with the BMC's answer; a call with no answer
-//     writes none) (kept in the record, so a restarted controller or a
+//     after its end, or after the call's deadline if the BMC accepted
+//     the On for later (a Redfish 202 Accepted, a task:
+//     power.Queued; the attempt then also reads the power only
+//     StaleReads after that deadline) (kept in memory), and once
+//     StaleReads have passed since the Until of the PowerOnSent the
+//     record shows, or since its Returned if that is earlier (written by
+//     the sending controller once the call returned with the BMC's
+//     answer that the On was carried out or refused; a call with no
+//     answer, or one the BMC accepted for later, writes none) (kept in the record, so a restarted controller or a
 //     new leader waits as well, StaleReads being its own): until then the pass gets ErrInFlight and
 //     the host is sent nothing and no evidence is taken from it. The same
 //     waits hold for a host deleted and created again under the same

@@ -169,6 +169,9 @@
 //     power.Controller method promises, and callers take the outcome from
 //     a later State read (the reboot decisions wait for the state to
 //     change, and a reset that failed shows as a state that does not).
+//     The call's power.Queued, if its context carries one
+//     (power.WithQueued), says so: the reset may take effect after the
+//     call returned.
 //     Following a monitor would add requests to a BMC-chosen URL for
 //     nothing a later read does not tell.
 //   - A service without a SessionService (sushy-tools) is reported with
@@ -1122,6 +1125,11 @@ func (c *Controller) postReset(ctx context.Context, rt string, check func(contex
 		first = false
 		cl.sent = func() { sent = true }
 		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
+		if err == nil && resp != nil && resp.StatusCode == http.StatusAccepted {
+			// A task the adapter does not follow: the reset may take
+			// effect later (power.Queued).
+			power.NoteQueued(ctx)
+		}
 		if resp != nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
