@@ -41,11 +41,30 @@ type pinnedOn struct {
 	sent bool
 	// sentAt: the At of the PowerOnSent markSent wrote (set with sent).
 	sentAt string
+	// until: the Until of that PowerOnSent, the latest instant the call
+	// may have reached the BMC (set with sent).
+	until time.Time
+	// queued: the BMC accepted the On for later (power.Queued: a Redfish
+	// 202, a task), so it may land until until rather than by the
+	// call's return (final before done is closed).
+	queued bool
 	// resolved: the mark was resolved (spec.bmc restored or the BMC
 	// accepted) while o was kept: the reboot package may act on the host
 	// only once o ended and, if its On may have been sent, StaleReads
 	// after its end (resolvedHold) (p.mu held).
 	resolved bool
+}
+
+// settledAt is when a reading of the host no longer echoes it from
+// before o's On, nor precedes its landing: StaleReads (stale) after o's
+// end, or after until if the BMC queued the On and until is later (o
+// ended).
+func (o *pinnedOn) settledAt(stale time.Duration) time.Time {
+	at := o.end
+	if o.queued && o.until.After(at) {
+		at = o.until
+	}
+	return at.Add(stale)
 }
 
 // retryAt is when the attempt after o (failed) may start.
@@ -165,11 +184,12 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 	defer func() {
 		p.mu.Lock()
 		o.end = time.Now()
+		settled := o.settledAt(p.staleReads())
 		p.mu.Unlock()
 		close(o.done)
 		if done := p.Done; done != nil {
 			if o.sent {
-				time.AfterFunc(p.staleReads(), func() { done(old.Name) }) // resolvedHold's window ends
+				time.AfterFunc(time.Until(settled), func() { done(old.Name) }) // resolvedHold's window ends
 			}
 			if o.on {
 				done(old.Name)
@@ -209,13 +229,26 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 	// BMC's last answer before it (its state read: a slow BMC's reads
 	// may take CallTimeout each), and only once the record says it is
 	// being sent (markSent).
-	err = p.sendPinnedOn(ctx, pc, old, o)
+	var q power.Queued
+	err = p.sendPinnedOn(power.WithQueued(ctx, &q), pc, old, o)
+	p.mu.Lock()
+	o.queued = q.Queued()
+	until := o.until
+	p.mu.Unlock()
 	p.markReturned(parent, old.Name, o, err)
 	if err != nil {
 		o.err = err
 		return
 	}
-	t := time.NewTimer(p.staleReads()) // a reading begun earlier may echo the host off from before the power-on
+	// A reading begun earlier may echo the host off from before the
+	// power-on; one the BMC queued (a 202) may land until the call's
+	// deadline, so it is read only StaleReads after that
+	// (TestReview39n_AcceptedOnShortensWaitNoRestart).
+	wait := p.staleReads()
+	if o.queued {
+		wait = max(wait, time.Until(until.Add(p.staleReads())))
+	}
+	t := time.NewTimer(wait)
 	select {
 	case <-t.C:
 	case <-ctx.Done():
@@ -271,7 +304,7 @@ func (p *Powers) earlierHostHold(name string) error {
 // good has none (p.mu held).
 func (p *Powers) sweepPinnedOn() {
 	for name, o := range p.pinOn {
-		if o.resolved && o.finishedOn() && (!o.sent || time.Since(o.end) >= p.staleReads()) {
+		if o.resolved && o.finishedOn() && (!o.sent || !time.Now().Before(o.settledAt(p.staleReads()))) {
 			delete(p.pinOn, name)
 		}
 	}
@@ -306,7 +339,7 @@ func (p *Powers) resolvedHold(name string) error {
 		return fmt.Errorf("host %s: a power-on through its previously pinned BMC %q is still running; the host is left as it is "+
 			"until it ends: %w", name, o.pin.Address, ErrInFlight)
 	}
-	if at := o.end.Add(p.staleReads()); o.sent && time.Now().Before(at) {
+	if at := o.settledAt(p.staleReads()); o.sent && time.Now().Before(at) {
 		return fmt.Errorf("host %s: a power-on through its previously pinned BMC %q was sent; the host's power is read again "+
 			"from %s on: %w", name, o.pin.Address, at.UTC().Format(time.RFC3339Nano), ErrInFlight)
 	}

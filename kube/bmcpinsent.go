@@ -66,7 +66,7 @@ func (p *Powers) markSent(ctx context.Context, old *metal3.BareMetalHost, o *pin
 		return errNotOwed{fmt.Sprintf("it could not be recorded in the reboot record first (%v)", mapError("record of", p.Namespace, old.Name, err))}
 	}
 	p.mu.Lock()
-	o.sent, o.sentAt = true, sent.At
+	o.sent, o.sentAt, o.until = true, sent.At, until
 	p.mu.Unlock()
 	return nil
 }
@@ -80,15 +80,18 @@ const markReturnedTries = 3
 // the record still shows that sending: the On landed or was refused by
 // then, so sentHold's wait ends StaleReads after that instead of after
 // Until, as the in-memory one does (resolvedHold). An On with no answer
-// (a timeout: it may still land) records nothing. It is best effort (a
+// (a timeout: it may still land) records nothing, nor does one the BMC
+// accepted for later (o.queued: a Redfish 202, a task that may land
+// after the answer, until Until;
+// TestReview39n_AcceptedOnShortensRecordWaitAcrossRestart). It is best effort (a
 // failed write only leaves the longer wait), bounded by Powers.Timeout,
 // under parent.
 func (p *Powers) markReturned(parent context.Context, name string, o *pinnedOn, err error) {
 	p.mu.Lock()
-	sent, at := o.sent, o.sentAt
+	sent, at, queued := o.sent, o.sentAt, o.queued
 	p.mu.Unlock()
 	var pe *power.Error
-	if !sent || err != nil && !(errors.As(err, &pe) && pe.Answered()) {
+	if !sent || queued || err != nil && !(errors.As(err, &pe) && pe.Answered()) {
 		return
 	}
 	returned := stamp(time.Now())

@@ -208,7 +208,10 @@
 //     reach the BMC) is written in a compare-and-swap on the record just
 //     read, so a write of the record since is seen; a write of the host
 //     landing between its reading and the On (the record's write and the
-//     POST, no answer of the BMC's between them) is not. It is retried by
+//     command, no answer of the BMC's between them) is not. An On sent
+//     again after an answer (a POST refused for its session and posted
+//     again after the re-login; for IPMI, one sent again on a new
+//     session) is checked again, after that answer, just before it. It is retried by
 //     later passes,
 //     with back-off (1 s doubling to 1 min; the host is requeued within IdlePoll, and
 //     through Powers.Done), until a power reading through the pinned BMC
@@ -219,11 +222,15 @@
 //     PowerOnSent: the reboot package then powers the host as
 //     spec.online says, but only once an attempt still running in this
 //     process has ended and, if its On may have been sent, StaleReads
-//     after its end (kept in memory), and once StaleReads have passed
-//     since the Until of the PowerOnSent the record shows, or since its
-//     Returned if that is earlier (written by the sending controller
-//     once the call returned with the BMC's answer; a call with no answer
-//     writes none) (kept in the record, so a restarted controller or a
+//     after its end, or after the call's deadline if the BMC accepted
+//     the On for later (a Redfish 202 Accepted, a task:
+//     power.Queued; the attempt then also reads the power only
+//     StaleReads after that deadline) (kept in memory), and once
+//     StaleReads have passed since the Until of the PowerOnSent the
+//     record shows, or since its Returned if that is earlier (written by
+//     the sending controller once the call returned with the BMC's
+//     answer that the On was carried out or refused; a call with no
+//     answer, or one the BMC accepted for later, writes none) (kept in the record, so a restarted controller or a
 //     new leader waits as well, StaleReads being its own): until then the pass gets ErrInFlight and
 //     the host is sent nothing and no evidence is taken from it. The same
 //     waits hold for a host deleted and created again under the same

@@ -14,7 +14,9 @@
 // was off.
 // power/redfish, power/ipmi and a Pool's Controllers are also a
 // [CheckedOner]: a power-on whose caller checks, after the BMC's last
-// answer before the command, that it is still wanted.
+// answer before the command, that it is still wanted. A caller learns
+// through [Queued] (WithQueued) whether the BMC accepted a command for
+// later (power/redfish: a 202 Accepted) rather than carrying it out.
 //
 // # One owner of BMC connections
 //

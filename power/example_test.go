@@ -79,3 +79,19 @@ func ExampleCredentialsKey() {
 	fmt.Println(a == b, a == c, strings.Contains(a, "s3cret"))
 	// Output: true false false
 }
+
+// A caller that must know whether a power command took effect by the
+// time its call returned attaches a Queued to the call's context; an
+// adapter whose BMC accepted the command for later (a Redfish 202
+// Accepted) notes it there.
+func ExampleWithQueued() {
+	var q power.Queued
+	ctx := power.WithQueued(context.Background(), &q)
+	fmt.Println(q.Queued())
+	power.NoteQueued(ctx) // what power/redfish does on a 202 Accepted
+	fmt.Println(q.Queued())
+	power.NoteQueued(context.Background()) // no Queued attached: nothing to note
+	// Output:
+	// false
+	// true
+}

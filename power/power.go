@@ -125,16 +125,22 @@ type Resetter interface {
 type CheckedOner interface {
 	// OnChecked powers the server on as On does (the same reads, the
 	// same rules), but calls check just before the power-on command is
-	// sent, after every request On makes before it: what follows check
-	// is the command itself, and only what On does for any command (a
-	// session the BMC refuses, or, for IPMI, one that lost the command's
-	// answer or the state read's, is opened again and the command sent on
-	// it). If check returns an error, nothing is sent, and OnChecked
-	// returns an error wrapping it and ErrNotSent. check is not called
-	// when On sends nothing (the server reads On, or the adapter's rules
-	// refuse the command). check gets the call's context: its deadline
-	// is the latest instant the command may be sent, and check may
-	// persist it before returning.
+	// sent, after every request On makes before it: no answer of the
+	// BMC's lies between check and the command (what callers rely on:
+	// a reason to power on that lapsed while the BMC was slow to answer
+	// is seen). A command sent again after an answer is awaited (a
+	// session the BMC refused, or, for IPMI, one that lost the command's
+	// answer or the state read's, is opened again and the command sent
+	// on it) has check called again, after that login and just before
+	// it: check may be called more than once. If check returns an error,
+	// that command is not sent; OnChecked returns an error wrapping it
+	// and ErrNotSent if no command went out before (a 401 applied
+	// nothing), else one that does not match ErrNotSent (an IPMI command
+	// whose answer was lost may have been carried out). check is not
+	// called when On sends nothing (the server reads On, or the adapter's
+	// rules refuse the command). check gets the call's context: its
+	// deadline is the latest instant the command may be sent, and check
+	// may persist it before returning.
 	OnChecked(ctx context.Context, check func(context.Context) error) error
 }
 

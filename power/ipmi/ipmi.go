@@ -360,6 +360,9 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 		if errors.As(err, &ce) {
 			return c.classify(op, err)
 		}
+		if errors.Is(err, errUnsent) {
+			return err // f sent nothing: the session stays
+		}
 		c.drop()
 		if ctx.Err() != nil || attempt > 0 || errors.Is(err, errNoRepeat) {
 			return c.classify(op, err)
@@ -378,6 +381,10 @@ func notSent(op string, err error) error {
 	}
 	return &power.Error{Op: pe.Op, Class: pe.Class, Status: pe.Status, Message: pe.Message, Err: fmt.Errorf("%w: %w", power.ErrNotSent, pe)}
 }
+
+// errUnsent marks an error of f that sent nothing (its check refused
+// the command): do returns it as it is and keeps the session.
+var errUnsent = errors.New("ipmi: not sent")
 
 // errNoRepeat marks an error of f that do must not repeat f after, on a
 // new session or at all (a soft shutdown whose answer was lost).
@@ -436,8 +443,10 @@ func (c *Controller) On(ctx context.Context) error {
 }
 
 // OnChecked powers the host on as On does, calling check after the state
-// read and just before the Chassis Control is sent (power.CheckedOner):
-// if it refuses, nothing is sent.
+// read and just before each sending of the Chassis Control, after any
+// session opened for it (power.CheckedOner): if it refuses, nothing more
+// is sent (and if a first sending lost its answer, the error says it
+// may have been carried out and does not match power.ErrNotSent).
 func (c *Controller) OnChecked(ctx context.Context, check func(context.Context) error) error {
 	return c.change(ctx, "on", power.StateOn, chassisPowerUp, check)
 }
@@ -461,8 +470,8 @@ func (c *Controller) Off(ctx context.Context, m power.Mode) error {
 var alreadyCodes = map[completionError]bool{0xd5: true}
 
 // change sends Chassis Control ctl for want; check, if set, is called
-// after the state read, just before it is sent, and refusing it sends
-// nothing (power.CheckedOner).
+// after the state read, just before each sending (after any session do
+// opens for it), and refusing it sends nothing more (power.CheckedOner).
 func (c *Controller) change(ctx context.Context, op string, want power.State, ctl uint8, check func(context.Context) error) error {
 	if err := c.lock(ctx, op); err != nil {
 		return err
@@ -492,11 +501,6 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 			return nil
 		}
 	}
-	if check != nil {
-		if err := check(ctx); err != nil {
-			return power.CheckRefused(op, err)
-		}
-	}
 	// lost: the error of the last Chassis Control that went out and got
 	// no authenticated answer; softLost: a soft shutdown went out, its
 	// answer was lost, and nothing more was sent.
@@ -505,8 +509,17 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 	// refused: the last Chassis Control was answered, authenticated, with
 	// this completion code (0: not refused, or not answered).
 	var refused completionError
+	// checkErr: check refused the command (called just before each
+	// sending, after any new session do opened for it: a login, after a
+	// lost answer, whose answer may come late).
+	var checkErr error
 	err := c.do(ctx, op, func(s *session) error {
 		refused = 0
+		if check != nil {
+			if checkErr = check(ctx); checkErr != nil {
+				return fmt.Errorf("%w: %w", errUnsent, checkErr)
+			}
+		}
 		var err error
 		if ctl == chassisSoftShutdown {
 			// Sent once, never retransmitted nor repeated on a new
@@ -532,6 +545,15 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, ct
 		}
 		return err
 	})
+	if checkErr != nil {
+		if lost == nil {
+			return power.CheckRefused(op, checkErr)
+		}
+		// The first Chassis Control went out and its answer was lost:
+		// it may have been carried out; the check refused a second.
+		return &power.Error{Op: op, Class: power.ClassBusy,
+			Message: "the answer to the power-on was lost (" + c.redact(fmt.Sprint(lost)) + "); it may have been carried out, and its check refused sending it again", Err: checkErr}
+	}
 	if softLost {
 		return &power.Error{Op: op, Class: power.ClassBusy,
 			Message: "the answer to the soft shutdown was lost (" + c.redact(fmt.Sprint(lost)) + "); it may have been carried out, and a second one may be a press of the power button: nothing more was sent (read the state over time before sending another)"}

@@ -3,6 +3,7 @@ package redfish_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,4 +52,39 @@ func TestOnCheckedChecksAfterTheReadAndRefusalPostsNothing(t *testing.T) {
 	require.NoError(t, c.OnChecked(ctx, func(context.Context) error { calls++; return nil }))
 	assert.Zero(t, calls, "a host that reads On is sent nothing, and nothing is checked")
 	assert.Len(t, r.bmc.Resets(), 1)
+}
+
+// Review 39 round 13 (point 1): a reset POST refused 401 (the session
+// expired: nothing applied) is posted again only after the re-login and
+// a second call of check, made once that login was answered; a check
+// that refuses then posts nothing more, and the error matches
+// power.ErrNotSent and the check's error (ground truth: the BMC's login
+// count and the hardware). Before the fix check ran once, before the
+// refused POST, and the retry went out unchecked.
+func TestOnCheckedChecksAgainAfterRelogin(t *testing.T) {
+	r := newRig(t, redfishtest.Quirks{}, fake.PowerConfig{})
+	c := r.connect(t)
+	r.hw.OutOfBandOff()
+	no := errors.New("no longer wanted")
+	logins := r.bmc.Logins()
+	var atCalls []int
+	r.bmc.FailNextReset(http.StatusUnauthorized, false)
+	err := c.OnChecked(ctx, func(context.Context) error {
+		atCalls = append(atCalls, r.bmc.Logins())
+		if len(atCalls) > 1 {
+			return no
+		}
+		return nil
+	})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, no)
+	assert.ErrorIs(t, err, power.ErrNotSent)
+	assert.Equal(t, []int{logins, logins + 1}, atCalls, "checked before the first POST and again after the re-login")
+	assert.False(t, r.hw.HardwareOn(), "the retried POST was refused by its check: the host stays off")
+
+	calls := 0
+	r.bmc.FailNextReset(http.StatusUnauthorized, false)
+	require.NoError(t, c.OnChecked(ctx, func(context.Context) error { calls++; return nil }))
+	assert.Equal(t, 2, calls)
+	assert.True(t, r.hw.HardwareOn())
 }

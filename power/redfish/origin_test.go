@@ -264,3 +264,33 @@ func TestResetAcceptedWithTaskMonitor(t *testing.T) {
 	assert.Equal(t, []string{"ForceOff"}, b.Resets())
 	assert.Empty(t, other.requests(), "the task monitor was followed")
 }
+
+// TestResetAcceptedIsQueued (review 39 round 13, point 2): a reset
+// answered 202 Accepted is reported through the call's power.Queued (the
+// caller must not take the answer as the landing), and one answered
+// otherwise is not.
+func TestResetAcceptedIsQueued(t *testing.T) {
+	p := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, p, "admin", secret)
+	cfg, _ := tlsRig(t, accepting{bmc: b, monitor: "/redfish/v1/TaskService/TaskMonitors/1"},
+		redfish.Config{Username: "admin", Password: secret})
+	c, err := redfish.Connect(context.Background(), cfg)
+	require.NoError(t, err)
+	defer c.Close()
+	var q power.Queued
+	require.NoError(t, c.Off(power.WithQueued(context.Background(), &q), power.ModeHard))
+	assert.True(t, q.Queued(), "a 202 Accepted is a queued reset")
+	var checked power.Queued
+	require.NoError(t, c.OnChecked(power.WithQueued(context.Background(), &checked), func(context.Context) error { return nil }))
+	assert.True(t, checked.Queued())
+
+	plain := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", secret)
+	cfg2, _ := tlsRig(t, plain, redfish.Config{Username: "admin", Password: secret})
+	c2, err := redfish.Connect(context.Background(), cfg2)
+	require.NoError(t, err)
+	defer c2.Close()
+	var none power.Queued
+	require.NoError(t, c2.Off(power.WithQueued(context.Background(), &none), power.ModeHard))
+	assert.Equal(t, []string{"ForceOff"}, plain.Resets())
+	assert.False(t, none.Queued(), "a reset answered 200/204 is not queued")
+}

@@ -169,6 +169,9 @@
 //     power.Controller method promises, and callers take the outcome from
 //     a later State read (the reboot decisions wait for the state to
 //     change, and a reset that failed shows as a state that does not).
+//     The call's power.Queued, if its context carries one
+//     (power.WithQueued), says so: the reset may take effect after the
+//     call returned.
 //     Following a monitor would add requests to a BMC-chosen URL for
 //     nothing a later read does not tell.
 //   - A service without a SessionService (sushy-tools) is reported with
@@ -989,8 +992,9 @@ func (c *Controller) On(ctx context.Context) error {
 }
 
 // OnChecked powers the system on as On does, calling check after the
-// state read and just before the reset is posted (power.CheckedOner):
-// if it refuses, nothing is posted.
+// state read and just before the reset is posted, and again after the
+// re-login and just before the POST is retried when its session was
+// refused (power.CheckedOner): if it refuses, nothing more is posted.
 func (c *Controller) OnChecked(ctx context.Context, check func(context.Context) error) error {
 	return c.change(ctx, "on", power.StateOn, onPrefs, check)
 }
@@ -1004,7 +1008,8 @@ func (c *Controller) Off(ctx context.Context, m power.Mode) error {
 
 // change moves the system to want with the first of prefs it allows;
 // check, if set, is called after every read, just before the reset is
-// posted, and refusing it posts nothing (power.CheckedOner).
+// posted (again before a POST retried after a re-login: postReset), and
+// refusing it posts nothing more (power.CheckedOner).
 func (c *Controller) change(ctx context.Context, op string, want power.State, prefs []string, check func(context.Context) error) error {
 	if err := c.lock(ctx, op); err != nil {
 		return err
@@ -1069,7 +1074,12 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		}
 	}
 	began := c.now()
-	sent, err := c.postReset(ctx, rt)
+	sent, refusal, err := c.postReset(ctx, rt, check)
+	if refusal != nil {
+		// The POST was refused for its session (nothing applied), and
+		// check, called again after the re-login, refused the retry.
+		return power.CheckRefused(op, refusal)
+	}
 	var pe *power.Error
 	if err != nil {
 		pe = c.classify(op+" ("+rt+")", err)
@@ -1103,11 +1113,27 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 
 // postReset posts the Reset action rt on c's session. sent: the last POST
 // was handed to the HTTP client and not refused with a 401 (it may have
-// reached the BMC and been applied); if not, nothing was applied.
-func (c *Controller) postReset(ctx context.Context, rt string) (sent bool, err error) {
+// reached the BMC and been applied); if not, nothing was applied. A POST
+// refused with a 401 is posted again after a re-login, whose answer may
+// come late: check, if set, is called again just before that POST, and
+// if it refuses (refusal), nothing more is posted
+// (TestReview39n_OnlineFalseDuringReloginAfterCheckIgnored).
+func (c *Controller) postReset(ctx context.Context, rt string, check func(context.Context) error) (sent bool, refusal, err error) {
+	first := true
 	err = c.withSession(ctx, func(cl *reqPath) error {
+		if !first && check != nil {
+			if refusal = check(ctx); refusal != nil {
+				return refusal
+			}
+		}
+		first = false
 		cl.sent = func() { sent = true }
 		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
+		if err == nil && resp != nil && resp.StatusCode == http.StatusAccepted {
+			// A task the adapter does not follow: the reset may take
+			// effect later (power.Queued).
+			power.NoteQueued(ctx)
+		}
 		if resp != nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -1123,7 +1149,7 @@ func (c *Controller) postReset(ctx context.Context, rt string) (sent bool, err e
 		}
 		return err
 	})
-	return sent, err
+	return sent, refusal, err
 }
 
 // unsentReset is the error pe of a reset POST never handed to the HTTP
@@ -1322,7 +1348,7 @@ func (c *Controller) Reset(ctx context.Context) error {
 			Message: fmt.Sprintf("the state reads %s, not On: not sent", cur)}
 	}
 	began := c.now()
-	sent, err := c.postReset(ctx, rt)
+	sent, _, err := c.postReset(ctx, rt, nil)
 	var pe *power.Error
 	if err != nil {
 		pe = c.classify(op+" ("+rt+")", err)

@@ -111,7 +111,8 @@ type PowerOnSent struct {
 	// Returned, if set, is when the call returned with the BMC's answer
 	// (the On landed or was refused by then), written by the sending
 	// controller after it: the wait ends StaleReads after it if it is
-	// before Until. A call with no answer (it may still land) sets none.
+	// before Until. A call with no answer, or one the BMC accepted for
+	// later (a Redfish 202 Accepted: it may still land), sets none.
 	// +optional
 	Returned string `json:"returned,omitempty"`
 }
