@@ -484,13 +484,31 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 
 // logout ends a session without holding anyone up: bounded by
 // logoutTimeout, detached from the caller's cancellation.
+//
+// It deletes the session's resource as gofish's Logout does, but never
+// clears the client's token: other controllers made on the session may
+// have requests in flight that read it (Logout's write would race with
+// them), and a request sent with the deleted token is refused with a 401
+// like one sent without it.
 func logout(ctx context.Context, cl *gofish.APIClient) {
 	if cl == nil {
 		return
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), logoutTimeout)
 	defer cancel()
-	cl.WithContext(lctx).Logout()
+	endSession(lctx, cl)
+}
+
+// endSession deletes session cl's resource at the BMC, bounded by ctx,
+// and closes its idle connections (see logout).
+func endSession(ctx context.Context, cl *gofish.APIClient) {
+	lcl := cl.WithContext(ctx) // a copy: its context is its own
+	if s, err := lcl.GetSession(); err == nil && lcl.Service != nil {
+		_ = lcl.Service.DeleteSession(s.ID) // best effort: the BMC ends it at its timeout otherwise
+	}
+	if lcl.HTTPClient != nil {
+		lcl.HTTPClient.CloseIdleConnections()
+	}
 }
 
 // connect logs in (through the Pool's gate, if any) and discovers the
@@ -885,9 +903,10 @@ func (c *Controller) CloseContext(ctx context.Context) error {
 	}
 	defer c.unlock()
 	if cl := c.sess.take(); cl != nil {
+		// Bounded by ctx as well: a caller giving up ends the wait.
 		lctx, cancel := context.WithTimeout(ctx, logoutTimeout)
 		defer cancel()
-		cl.WithContext(lctx).Logout()
+		endSession(lctx, cl)
 	}
 	return nil
 }
