@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// review37wTmpWorld is review37vTmpWorld (a running plan p1 in a store of
+// the service user, uid 65534, mode 0600, in a sticky world-writable
+// directory), with the directories above it open for the service user to
+// reach, and instead of another user's FILE.commands, another local user's
+// (uid 4545) FILE.commands.tmp: the temporary file writeCmdFile renames
+// over FILE.commands, which no rule of the side files looks at.
+func review37wTmpWorld(t *testing.T) *env {
+	t.Helper()
+	const mallory = 4545
+	e, _, _ := review37vTmpWorld(t, 3)
+	dir := filepath.Dir(e.store)
+	// Sticky, as /tmp is (os.Chmod(dir, 0o1777), review37vTmpWorld's,
+	// sets no sticky bit: os.FileMode's is os.ModeSticky).
+	require.NoError(t, os.Chmod(dir, os.ModeSticky|0o777))
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(filepath.Dir(dir)), 0o755))
+	require.NoError(t, os.Remove(cmdFilePath(e.store)))
+	tmp := cmdFilePath(e.store) + ".tmp"
+	require.NoError(t, os.WriteFile(tmp, nil, 0o644))
+	require.NoError(t, os.Chown(tmp, mallory, mallory))
+	return e
+}
+
+// storeState is plan uuid's state read from the store itself (no side
+// file applied).
+func storeState(t *testing.T, store, uuid string) plan.State {
+	t.Helper()
+	bs, err := plan.OpenBolt(store)
+	require.NoError(t, err)
+	h, herr := bs.GetHead(t.Context(), uuid)
+	require.NoError(t, bs.Close())
+	require.NoError(t, herr)
+	return h.State
+}
+
+// TestReview37w_ForeignTmpFileLocksOutStop: round 20's one rule
+// (sideUsable) looks at FILE.commands and FILE.commands.lock only. In a
+// sticky world-writable directory (review37vTmpWorld's), any local user
+// may make FILE.commands.tmp first; writeCmdFile removes it before making
+// its own (os.Remove), which the sticky bit refuses to anyone but its
+// owner, the directory's owner and root. So the store's own user (the
+// service user, as `sudo -u rebootctl rebootctl plan stop` or its unit's
+// operator runs it) passes sideUsable, records nothing (recordCommand →
+// withCmdFile → writeCmdFile fails with EPERM), and its stop fails:
+// never recorded, never applied directly, for as long as the file stays.
+// Ground truth: p1's state read from the store itself.
+func TestReview37w_ForeignTmpFileLocksOutStop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the store's owner and another local user")
+	}
+	const svc = 65534
+	e := review37wTmpWorld(t)
+	var err error
+	asUser(t, svc, svc, []int{}, func() {
+		ops := &env{ctx: e.ctx, store: e.store, errw: &bytes.Buffer{}}
+		_, err = ops.operatorCommand("stop", "p1")
+	})
+	assert.NoError(t, err, "the store owner's stop, with another user's FILE.commands.tmp next to the store")
+	assert.Equal(t, plan.StateStopped, storeState(t, e.store, "p1"), "p1's state in the store after its owner's stop")
+}
+
+// TestReview37w_ForeignTmpFileStallsExecutor: the same file keeps the
+// service user's executor from its store once a command waits in
+// FILE.commands (recorded by root's `sudo rebootctl plan stop p1`,
+// interrupted before it opened the store, or by the executor's user
+// before the file was made): applyCommands must rewrite FILE.commands to
+// mark the stop applied, writeCmdFile cannot remove the other user's
+// FILE.commands.tmp, the open fails, and so does every open of the store
+// by the executor from then on: no pass of any plan runs, nothing in
+// flight is observed, nothing held is released, and the stop is never
+// applied. Ground truth: the pass's error and p1's state read from the
+// store itself.
+func TestReview37w_ForeignTmpFileStallsExecutor(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the store's owner and another local user")
+	}
+	const svc = 65534
+	e := review37wTmpWorld(t)
+	// Root records the stop as the service user could not now: aside.
+	tmp := cmdFilePath(e.store) + ".tmp"
+	require.NoError(t, os.Rename(tmp, tmp+".aside"))
+	_, err := recordCommand(e.ctx, e.store, "p1", "stop", time.Now().UTC()) // sudo rebootctl plan stop p1, interrupted
+	require.NoError(t, err)
+	require.NoError(t, os.Rename(tmp+".aside", tmp)) // the other user's file, as it was
+	var perr error
+	asUser(t, svc, svc, []int{}, func() {
+		perr = lockedStore{e}.with(func(*plan.BoltStore) error { return nil }) // any open of the executor's
+	})
+	assert.NoError(t, perr, "the service executor's open of its store, with another user's FILE.commands.tmp next to it")
+	assert.Equal(t, plan.StateStopped, storeState(t, e.store, "p1"), "p1's state in the store after the executor's open")
+}
