@@ -104,3 +104,70 @@ func TestReview37w_ForeignTmpFileStallsExecutor(t *testing.T) {
 	assert.NoError(t, perr, "the service executor's open of its store, with another user's FILE.commands.tmp next to it")
 	assert.Equal(t, plan.StateStopped, storeState(t, e.store, "p1"), "p1's state in the store after the executor's open")
 }
+
+// TestReview37w_ReplayAfter100CommandsUndoesStop: a side file the
+// applier may not rewrite is applied again at every open (applyUnmarked),
+// and onceRecorded keeps a record from landing twice only while the plan's
+// Commands still hold it; but Commands keeps the last plan.MaxCommands
+// (100) only (plan.Record). Root's `plan run p1` (interrupted, applied by
+// the service executor, which cannot mark it: TestSideFiles_LateReplay-
+// NeverUndoesLaterStop's layout) stays unmarked for as long as no root
+// command comes; the group's operators, whose commands go to the store
+// directly and cannot mark it either, pause and resume p1 49 times
+// (a nightly pause, a script), then stop it (twice: two operators, or
+// one who was not sure it took; 100 commands since root's run). The executor's next open
+// applies the old run again (no longer in Commands): p1 runs again, its
+// reboots start, after the operator was told "stopped". The side files'
+// doc: "a command applied again changes nothing"; e40d9ed: "a side file
+// left as it is never undoes a later command when applied again". Ground
+// truth: p1's state read from the store itself after the executor's open.
+func TestReview37w_ReplayAfter100CommandsUndoesStop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as the service user and an operator of its group")
+	}
+	const svc, nogroup, ops, op = 65534, 65534, 4242, 4343
+	e, _, _ := review37sWorld(t, 3)
+	e.errw = &bytes.Buffer{}
+	dir := filepath.Dir(e.store)
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Chown(dir, svc, ops))
+	require.NoError(t, os.Chmod(dir, 0o775))
+	require.NoError(t, os.Chown(e.store, svc, ops))
+	require.NoError(t, os.Chmod(e.store, 0o660))
+
+	// sudo rebootctl plan run p1, interrupted; the service executor's
+	// next open applies it and cannot rewrite the file.
+	_, err := recordCommand(e.ctx, e.store, "p1", "run", time.Now().UTC())
+	require.NoError(t, err)
+	executorOpen := func() {
+		asUser(t, svc, nogroup, []int{}, func() {
+			ex := &env{ctx: e.ctx, store: e.store, errw: &bytes.Buffer{}}
+			require.NoError(t, lockedStore{ex}.with(func(*plan.BoltStore) error { return nil }))
+		})
+	}
+	executorOpen()
+	c, err := readCmdFile(e.store)
+	require.NoError(t, err)
+	require.Len(t, c.Records, 1)
+	require.False(t, c.Records[0].Applied, "the service user could not rewrite the side file")
+
+	// The group's operators: stop and run p1 fifty times, then stop it.
+	asUser(t, op, op, []int{ops}, func() {
+		o := &env{ctx: e.ctx, store: e.store, errw: &bytes.Buffer{}}
+		for range 49 {
+			for _, name := range []string{"stop", "run"} {
+				_, err := o.operatorCommand(name, "p1")
+				require.NoError(t, err)
+			}
+		}
+		_, err := o.operatorCommand("stop", "p1")
+		require.NoError(t, err)
+		v, err := o.operatorCommand("stop", "p1") // a second operator's, or the same one again
+		require.NoError(t, err)
+		require.Equal(t, plan.StateStopped, v.State, "the operator is told p1 stopped")
+	})
+	require.Equal(t, plan.StateStopped, storeState(t, e.store, "p1"))
+
+	executorOpen() // the executor's next read or write
+	assert.Equal(t, plan.StateStopped, storeState(t, e.store, "p1"), "p1's state after the executor's next open: root's old run applied again")
+}
