@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,4 +171,119 @@ func TestReview37w_ReplayAfter100CommandsUndoesStop(t *testing.T) {
 
 	executorOpen() // the executor's next read or write
 	assert.Equal(t, plan.StateStopped, storeState(t, e.store, "p1"), "p1's state after the executor's next open: root's old run applied again")
+}
+
+// review37wFifo makes path a FIFO of another local user (uid 4545, mode
+// 0644: anyone may open it to read).
+func review37wFifo(t *testing.T, path string) {
+	t.Helper()
+	const mallory = 4545
+	require.NoError(t, syscall.Mkfifo(path, 0o644))
+	require.NoError(t, os.Chown(path, mallory, mallory))
+}
+
+// returnsWithin runs f and says whether it returned within d. A call
+// left blocked in an open of the FIFO at fifo is released when the test
+// ends (the FIFO opened for writing, as often as it takes), and waited
+// for, before the test's directories are removed.
+func returnsWithin(t *testing.T, fifo string, d time.Duration, f func()) bool {
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	t.Cleanup(func() {
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				_ = w.Close()
+			}
+		}
+	})
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// TestReview37w_FifoCommandsFileHangsStop: the side files are opened
+// without O_NONBLOCK (openSide), and checked (checkSide: a regular file)
+// only once open; an open for reading of a FIFO blocks until someone
+// opens it for writing. In a sticky world-writable directory any local
+// user may make FILE.commands a FIFO (mkfifo -m 644; fs.protected_fifos
+// guards O_CREAT opens only). sideUsable refuses it, so the operator's
+// stop goes to the store directly; openStore opens the store (its lock
+// held) and applyCommands → applyUnmarked → readCmdFile → readSide opens
+// the FIFO to read it: the stop hangs for ever, holding the store's lock,
+// and every later command and the executor wait for that lock. The store
+// itself is opened with O_NONBLOCK for this very reason (ownfile.Opener).
+// Ground truth: whether root's `plan stop` returned within 5 s, and p1's
+// state in the store.
+func TestReview37w_FifoCommandsFileHangsStop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as another local user")
+	}
+	e := review37wTmpWorld(t)
+	review37wFifo(t, cmdFilePath(e.store))
+	var err error
+	ok := returnsWithin(t, cmdFilePath(e.store), 5*time.Second, func() {
+		ops := &env{ctx: e.ctx, store: e.store, errw: &bytes.Buffer{}} // sudo rebootctl plan stop p1
+		_, err = ops.operatorCommand("stop", "p1")
+	})
+	require.True(t, ok, "the operator's stop hangs: another user's FIFO at FILE.commands is opened to be read, with the store locked")
+	assert.NoError(t, err)
+	assert.Equal(t, plan.StateStopped, storeState(t, e.store, "p1"))
+}
+
+// TestReview37w_FifoCommandsFileHangsExecutor: the same FIFO hangs the
+// executor's pass: its first read of the store (lockedStore.with →
+// waitStoreNext → applyCommands → applyUnmarked → readSide) blocks in the
+// open with the store locked, and so does CommandPending before a job
+// (pendingCmds.pending → readCmdFile): no pass of any plan ends, nothing
+// in flight is observed, nothing held is released, no heartbeat. Ground
+// truth: whether a pass of the running plan returned within 5 s, and the
+// jobs the fake fleet was asked to create.
+func TestReview37w_FifoCommandsFileHangsExecutor(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as another local user")
+	}
+	e, fleet, clk := review37vTmpWorld(t, 3)
+	dir := filepath.Dir(e.store)
+	require.NoError(t, os.Chmod(dir, os.ModeSticky|0o777))
+	require.NoError(t, os.Remove(cmdFilePath(e.store)))
+	review37wFifo(t, cmdFilePath(e.store))
+	var err error
+	ok := returnsWithin(t, cmdFilePath(e.store), 5*time.Second, func() {
+		ex := &plan.Executor{Fleet: fleet, Store: lockedStore{e}, Now: clk.Now}
+		_, err = ex.Pass(e.ctx, "p1")
+	})
+	require.True(t, ok, "the executor's pass hangs: another user's FIFO at FILE.commands")
+	assert.NoError(t, err)
+	assert.NotEmpty(t, fleet.JobsCreated(), "no job of the running plan was created")
+}
+
+// TestReview37w_FifoWaitFileHangsExecutor: before every open of the
+// store the executor opens FILE.wait to see whether a command waits
+// (yieldToCommands: openSide, O_RDONLY, no O_NONBLOCK), and only then
+// checks whose it is (cfbd9f1: another user's is ignored). Another local
+// user's FIFO there blocks that open for ever: the executor never opens
+// its store again (no pass, no power-off check, no heartbeat, nothing
+// held released). Ground truth: whether one open of the store by the
+// executor (the heartbeat's, any) returned within 5 s.
+func TestReview37w_FifoWaitFileHangsExecutor(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to act as another local user")
+	}
+	e := review37wTmpWorld(t)
+	require.NoError(t, os.Remove(cmdFilePath(e.store)+".tmp"))
+	review37wFifo(t, waitPath(e.store))
+	var err error
+	ok := returnsWithin(t, waitPath(e.store), 5*time.Second, func() {
+		err = lockedStore{e}.with(func(*plan.BoltStore) error { return nil })
+	})
+	require.True(t, ok, "the executor's open of its store hangs: another user's FIFO at FILE.wait")
+	assert.NoError(t, err)
 }
