@@ -1,0 +1,55 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSideFiles_TmpLeftoversOnlyOursRemoved: writeCmdFile writes through
+// a temporary file of a random name and leaves none behind; a leftover of
+// a crash made by this process's user (a random name, or an earlier
+// version's fixed FILE.commands.tmp) is removed at the next write, and
+// another user's is left alone (only its owner may judge it).
+func TestSideFiles_TmpLeftoversOnlyOursRemoved(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "rebootctl.db")
+	require.NoError(t, os.WriteFile(store, nil, 0o600))
+	path := cmdFilePath(store)
+	mine := []string{path + ".tmp", path + ".123456.tmp"}
+	for _, p := range mine {
+		require.NoError(t, os.WriteFile(p, []byte("crash"), 0o600))
+	}
+	other := path + ".999.tmp"
+	require.NoError(t, os.WriteFile(other, []byte("another user's"), 0o644))
+	unrelated := path + ".lock"
+	require.NoError(t, os.WriteFile(unrelated, nil, 0o600))
+	if os.Geteuid() == 0 {
+		require.NoError(t, os.Chown(other, 4545, 4545))
+	}
+
+	require.NoError(t, writeCmdFile(store, cmdFile{ID: "x", Next: 1, Records: []cmdRecord{{Seq: 1, Plan: "p1", Command: "stop"}}}))
+	c, err := readCmdFile(store)
+	require.NoError(t, err)
+	require.Len(t, c.Records, 1)
+	for _, p := range mine {
+		assert.NoFileExists(t, p, "a leftover of this user's")
+	}
+	assert.FileExists(t, unrelated)
+	if os.Geteuid() == 0 {
+		assert.FileExists(t, other, "another user's file is never removed")
+	}
+	ents, err := os.ReadDir(filepath.Dir(store))
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	want := []string{"rebootctl.db", "rebootctl.db.commands", "rebootctl.db.commands.lock"}
+	if os.Geteuid() == 0 {
+		want = append(want[:2], "rebootctl.db.commands.999.tmp", want[2])
+	}
+	assert.Equal(t, want, names, "the files next to the store after a write")
+}
