@@ -3,7 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -52,4 +54,31 @@ func TestSideFiles_TmpLeftoversOnlyOursRemoved(t *testing.T) {
 		want = append(want[:2], "rebootctl.db.commands.999.tmp", want[2])
 	}
 	assert.Equal(t, want, names, "the files next to the store after a write")
+}
+
+// TestSideFiles_OpenSideRefusesFifoAtOnce: every side-file open (openSide)
+// returns at once on a FIFO, whatever the flag (an open for reading
+// without O_NONBLOCK blocks until a writer comes), and refuses it with
+// the operator's message: what it is, and the fix (rm PATH).
+func TestSideFiles_OpenSideRefusesFifoAtOnce(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "rebootctl.db")
+	require.NoError(t, os.WriteFile(store, nil, 0o600))
+	for _, path := range []string{cmdFilePath(store), cmdFilePath(store) + ".lock", waitPath(store)} {
+		require.NoError(t, syscall.Mkfifo(path, 0o644))
+		for _, flag := range []int{os.O_RDONLY, os.O_RDWR, os.O_RDWR | os.O_CREATE} {
+			var err error
+			ok := returnsWithin(t, path, 5*time.Second, func() {
+				var f *os.File
+				if f, err = openSide(path, flag); err == nil {
+					f.Close()
+				}
+			})
+			require.True(t, ok, "openSide(%s, %#o) blocks on a FIFO", path, flag)
+			require.ErrorIs(t, err, errNotSideFile)
+			assert.Contains(t, err.Error(), "a FIFO")
+			assert.Contains(t, err.Error(), "rm "+path)
+		}
+		_, err := readSide(store, path)
+		require.ErrorIs(t, err, errNotSideFile)
+	}
 }
