@@ -452,7 +452,12 @@ var errRecordedAlready = errors.New("the command is recorded in the plan already
 // failed, or it may not rewrite the file: applyUnmarked) before it marked
 // it applied in the side file. It is not applied again (a cancel of a
 // canceled plan would be refused, and the operator told that its own
-// cancel failed): errRecordedAlready, and nothing is written.
+// cancel failed): errRecordedAlready, and nothing is written. Commands
+// keep the last plan.MaxCommands only: once they are full, a command
+// recorded before the oldest of them is taken as applied too (applied,
+// then pushed out by later ones; or, never applied, older than
+// plan.MaxCommands commands applied since): applied now, it would undo
+// the later ones (an old run after the operator's stop).
 func onceRecorded(command string, at time.Time, f func(plan.Plan) (plan.Plan, error)) func(plan.Plan) (plan.Plan, error) {
 	rec := plan.Record(command, at, f)
 	return func(p plan.Plan) (plan.Plan, error) {
@@ -460,6 +465,9 @@ func onceRecorded(command string, at time.Time, f func(plan.Plan) (plan.Plan, er
 			if m.Command == command && m.At.Equal(at) {
 				return p, errRecordedAlready
 			}
+		}
+		if len(p.Commands) >= plan.MaxCommands && at.Before(p.Commands[0].At) {
+			return p, errRecordedAlready
 		}
 		return rec(p)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/plan"
 )
 
 // TestSideFiles_TmpLeftoversOnlyOursRemoved: writeCmdFile writes through
@@ -81,4 +83,22 @@ func TestSideFiles_OpenSideRefusesFifoAtOnce(t *testing.T) {
 		_, err := readSide(store, path)
 		require.ErrorIs(t, err, errNotSideFile)
 	}
+}
+
+// TestSideFiles_OnceRecordedFullCommands: with the plan's Commands full
+// (plan.MaxCommands), a command recorded before the oldest of them is
+// never applied again (it would undo the later ones); one recorded after
+// it is applied.
+func TestSideFiles_OnceRecordedFullCommands(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	p := plan.Plan{State: plan.StateStopped}
+	for i := range plan.MaxCommands {
+		p.Commands = append(p.Commands, plan.Mark{At: t0.Add(time.Duration(i+1) * time.Minute), Command: "stop"})
+	}
+	_, err := onceRecorded("run", t0, plan.Run)(p)
+	require.ErrorIs(t, err, errRecordedAlready, "a run recorded before the 100 commands the plan keeps")
+	q, err := onceRecorded("run", t0.Add(time.Hour+time.Second), plan.Run)(p)
+	require.NoError(t, err)
+	assert.Equal(t, plan.StateRunning, q.State)
+	assert.Len(t, q.Commands, plan.MaxCommands)
 }
