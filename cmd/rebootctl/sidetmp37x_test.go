@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -101,4 +104,77 @@ func TestSideFiles_OnceRecordedFullCommands(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, plan.StateRunning, q.State)
 	assert.Len(t, q.Commands, plan.MaxCommands)
+}
+
+// TestExecutor_RefusesForeignFilesInOpenDir: in a sticky world-writable
+// directory any local user may make FILE.fleet (or the store) before the
+// executor's first start; ownfile.Opener takes any owner's file, so the
+// executor would keep its power bookkeeping in a file that user may
+// rewrite. The executor refuses another user's store or fleet state file
+// there (the message names it and the fix), before it writes anything
+// (its lease is not claimed); in a directory others may not write,
+// another user's file is used (its writer was trusted with the
+// directory). Ground truth: the fleet file's bytes and the store's
+// lease read from the store itself.
+func TestExecutor_RefusesForeignFilesInOpenDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to make another local user's file")
+	}
+	const mallory = 4545
+	dir := filepath.Join(t.TempDir(), "tmp")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.Chmod(dir, os.ModeSticky|0o777))
+	invPath := filepath.Join(t.TempDir(), "inventory.yaml")
+	require.NoError(t, os.WriteFile(invPath, []byte("defaults:\n  bmc: {username: admin, password_env: X37_PW, redfish: \"https://127.0.0.1:1\"}\n"+
+		"servers:\n  - {uuid: 00000001-0000-4000-8000-000000000000, hostname: s1, platform: \"1\", bmc: {system: s1}, health: {tcp: \"127.0.0.1:1\"}}\n"), 0o600))
+	t.Setenv("X37_PW", "pw")
+	store := filepath.Join(dir, "rebootctl.db")
+	ctl := func(args ...string) (int, string) {
+		var errw bytes.Buffer
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // an executor that does not refuse runs until then
+		defer cancel()
+		code := run(ctx, append(args, "--store", store, "--inventory", invPath), io.Discard, &errw)
+		return code, errw.String()
+	}
+	code, msg := ctl("plan", "create", "--all", "--target", "2", "--uuid", "p1")
+	require.Equal(t, exitOK, code, msg)
+	leased := func() bool {
+		bs, err := plan.OpenBolt(store)
+		require.NoError(t, err)
+		defer bs.Close()
+		raw, err := bs.GetMeta(t.Context(), metaLease)
+		require.NoError(t, err)
+		return len(raw) > 0
+	}
+
+	// Mallory's FILE.fleet, made before the executor's first start.
+	fleet := store + ".fleet"
+	require.NoError(t, os.WriteFile(fleet, nil, 0o666))
+	require.NoError(t, os.Chown(fleet, mallory, mallory))
+	code, msg = ctl("executor", "--self", "none")
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, msg, "the fleet state file "+fleet)
+	assert.Contains(t, msg, "rm "+fleet)
+	fi, err := os.Stat(fleet)
+	require.NoError(t, err)
+	assert.Zero(t, fi.Size(), "the executor wrote in another user's fleet state file")
+	assert.False(t, leased(), "the executor claimed the store before refusing")
+	require.NoError(t, os.Remove(fleet))
+
+	// Mallory's store (the executor's user is root here).
+	require.NoError(t, os.Chown(store, mallory, mallory))
+	code, msg = ctl("executor", "--self", "none")
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, msg, "the plan store "+store)
+	require.NoError(t, os.Chown(store, 0, 0))
+	assert.False(t, leased(), "the executor claimed another user's store")
+	assert.NoFileExists(t, fleet)
+
+	// The same files in a directory others may not write: used.
+	require.NoError(t, os.Chmod(dir, 0o755))
+	require.NoError(t, os.WriteFile(fleet, nil, 0o666))
+	require.NoError(t, os.Chown(fleet, mallory, mallory))
+	assert.NoError(t, executorOwns(fleet, "the fleet state file"))
+	require.NoError(t, os.Chown(store, mallory, mallory))
+	assert.NoError(t, executorOwns(store, "the plan store"))
 }
