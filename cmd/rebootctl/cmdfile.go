@@ -24,8 +24,8 @@ import (
 // commands are applied in the order they were given) first record the
 // command in a
 // small side file next to the store, FILE.commands (its own lock,
-// FILE.commands.lock; written whole to a temporary file, fsync'd and
-// renamed), which needs no lock of the store. Whoever opens the store
+// FILE.commands.lock; written whole to a temporary file of a random
+// name next to it, fsync'd and renamed), which needs no lock of the store. Whoever opens the store
 // next (the executor, before each of its reads and writes: before every
 // pass, before every 16 jobs it creates, and before any job of a plan
 // with a command recorded there since it last read that plan, applied

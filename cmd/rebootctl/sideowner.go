@@ -27,8 +27,10 @@ import (
 // owner when it is not a member of the file's group, the store's group
 // when the file could not be given it (made by the store's owner, not a
 // member of its group: the executor applying an operator's command)
-// (sidePerm). None is ever opened through a symbolic link (openSide), and none
-// but a regular file with one link gets an owner or mode (checkSide).
+// (sidePerm). None is ever opened through a symbolic link, nor waited on
+// (openSide: O_NONBLOCK, so a FIFO there is refused at once), and none
+// but a regular file with one link is read, written, locked, or gets an
+// owner or mode (checkSide).
 //
 // One rule decides whether the side files are used at all (sideUsable):
 // a command is recorded in FILE.commands only when FILE.commands and its
