@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,8 +24,8 @@ import (
 // commands are applied in the order they were given) first record the
 // command in a
 // small side file next to the store, FILE.commands (its own lock,
-// FILE.commands.lock; written whole to a temporary file, fsync'd and
-// renamed), which needs no lock of the store. Whoever opens the store
+// FILE.commands.lock; written whole to a temporary file of a random
+// name next to it, fsync'd and renamed), which needs no lock of the store. Whoever opens the store
 // next (the executor, before each of its reads and writes: before every
 // pass, before every 16 jobs it creates, and before any job of a plan
 // with a command recorded there since it last read that plan, applied
@@ -240,28 +241,30 @@ func readCmdFile(store string) (cmdFile, error) {
 	return c, nil
 }
 
-// writeCmdFile writes c to the side file durably: a temporary file,
-// fsync'd, renamed over it, and the directory fsync'd.
+// writeCmdFile writes c to the side file durably: a temporary file of a
+// random name in the store's directory (never a fixed name: in a sticky
+// directory another user could make that name first, and no one but its
+// owner, the directory's owner and root could remove it), given the
+// store's owner and mode (likeStore), fsync'd, renamed over it, and the
+// directory fsync'd. It is called with the side file's lock held, so a
+// temporary file of this user's left by a crash (tmpPattern) is no one's
+// at work, and is removed; another user's is left alone.
 func writeCmdFile(store string, c cmdFile) error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
 	path := cmdFilePath(store)
-	tmp := path + ".tmp"
-	// A temporary file a crash left (perhaps another user's) is removed,
-	// not reused: the file renamed over FILE.commands is this one's.
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("the plan store's command file: %w", err)
+	removeOwnTmp(path)
+	if err := sideFits(store); err != nil {
+		return sideFileError(store, err)
 	}
-	f, err := createSide(store, tmp, os.O_WRONLY|os.O_EXCL)
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+tmpPattern)
 	if err != nil {
 		return sideFileError(store, err)
 	}
+	tmp := f.Name()
 	err = likeStore(f, store)
-	if err != nil {
-		_ = os.Remove(tmp) // this process's file: no one could use it
-	}
 	if err == nil {
 		_, err = f.Write(b)
 	}
@@ -274,13 +277,44 @@ func writeCmdFile(store string, c cmdFile) error {
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
-	if err == nil {
-		err = syncDir(filepath.Dir(path))
-	}
 	if err != nil {
+		_ = os.Remove(tmp) // this process's own file, made above
+		return fmt.Errorf("the plan store's command file: %w", err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
 	return nil
+}
+
+// tmpPattern is the name of writeCmdFile's temporary files after
+// FILE.commands (os.CreateTemp's pattern: the * is random).
+const tmpPattern = ".*.tmp"
+
+// removeOwnTmp removes the temporary files of the side file at path that
+// a crash left (writeCmdFile's, and the fixed FILE.commands.tmp of
+// earlier versions), made by this process's user, regular files: another
+// user's is never touched (it is not in the way: no name is used twice).
+func removeOwnTmp(path string) {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, ent := range ents {
+		n := ent.Name()
+		ours := n == base+".tmp" || strings.HasPrefix(n, base+".") && strings.HasSuffix(n, ".tmp") && len(n) > len(base)+len("..tmp")
+		if !ours || !ent.Type().IsRegular() {
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(dir, n))
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Geteuid() {
+			_ = os.Remove(filepath.Join(dir, n))
+		}
+	}
 }
 
 func syncDir(dir string) error {
@@ -418,7 +452,12 @@ var errRecordedAlready = errors.New("the command is recorded in the plan already
 // failed, or it may not rewrite the file: applyUnmarked) before it marked
 // it applied in the side file. It is not applied again (a cancel of a
 // canceled plan would be refused, and the operator told that its own
-// cancel failed): errRecordedAlready, and nothing is written.
+// cancel failed): errRecordedAlready, and nothing is written. Commands
+// keep the last plan.MaxCommands only: once they are full, a command
+// recorded before the oldest of them is taken as applied too (applied,
+// then pushed out by later ones; or, never applied, older than
+// plan.MaxCommands commands applied since): applied now, it would undo
+// the later ones (an old run after the operator's stop).
 func onceRecorded(command string, at time.Time, f func(plan.Plan) (plan.Plan, error)) func(plan.Plan) (plan.Plan, error) {
 	rec := plan.Record(command, at, f)
 	return func(p plan.Plan) (plan.Plan, error) {
@@ -426,6 +465,9 @@ func onceRecorded(command string, at time.Time, f func(plan.Plan) (plan.Plan, er
 			if m.Command == command && m.At.Equal(at) {
 				return p, errRecordedAlready
 			}
+		}
+		if len(p.Commands) >= plan.MaxCommands && at.Before(p.Commands[0].At) {
+			return p, errRecordedAlready
 		}
 		return rec(p)
 	}

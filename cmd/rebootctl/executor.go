@@ -285,6 +285,13 @@ func (e *env) executor(args []string) int {
 	if *state == "" {
 		*state = e.store + ".fleet"
 	}
+	// Neither file is another user's that any user could have made first.
+	for _, f := range [][2]string{{e.store, "the plan store"}, {*state, "the fleet state file"}} {
+		if err := executorOwns(f[0], f[1]); err != nil {
+			fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
+			return exitError
+		}
+	}
 	logger := executorLogger(e.errw, *verbose, e.json)
 	m := newMetrics()
 	store := lockedStore{e}
@@ -325,6 +332,11 @@ func (e *env) executor(args []string) int {
 		return e.fail(err)
 	}
 	defer fleet.Close()
+	// Made by another user between the check above and the open.
+	if err := executorOwns(*state, "the fleet state file"); err != nil {
+		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
+		return exitError
+	}
 	if *metricsAddr != "" {
 		ln, err := net.Listen("tcp", *metricsAddr)
 		if err != nil {

@@ -108,7 +108,7 @@ func TestReview37u_ForeignSideFileStartsPlan(t *testing.T) {
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "tmp")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	require.NoError(t, os.Chmod(dir, 0o1777)) // as /tmp
+	require.NoError(t, os.Chmod(dir, os.ModeSticky|0o777)) // as /tmp
 	path := filepath.Join(dir, "rebootctl.db")
 	bs, err := plan.OpenBolt(path)
 	require.NoError(t, err)

@@ -115,7 +115,7 @@ func review37vTmpWorld(t *testing.T, n int) (*env, *fake.Fleet, *fake.Clock) {
 	old := e.store
 	dir := filepath.Join(filepath.Dir(old), "tmp")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	require.NoError(t, os.Chmod(dir, 0o1777))
+	require.NoError(t, os.Chmod(dir, os.ModeSticky|0o777))
 	e.store = filepath.Join(dir, "rebootctl.db")
 	require.NoError(t, os.Rename(old, e.store))
 	require.NoError(t, os.Chown(e.store, svc, svc))

@@ -27,8 +27,10 @@ import (
 // owner when it is not a member of the file's group, the store's group
 // when the file could not be given it (made by the store's owner, not a
 // member of its group: the executor applying an operator's command)
-// (sidePerm). None is ever opened through a symbolic link (openSide), and none
-// but a regular file with one link gets an owner or mode (checkSide).
+// (sidePerm). None is ever opened through a symbolic link, nor waited on
+// (openSide: O_NONBLOCK, so a FIFO there is refused at once), and none
+// but a regular file with one link is read, written, locked, or gets an
+// owner or mode (checkSide).
 //
 // One rule decides whether the side files are used at all (sideUsable):
 // a command is recorded in FILE.commands only when FILE.commands and its
@@ -67,9 +69,23 @@ func ownerOf(store string) storeOwner {
 // mode 0600 until likeStore), never through a symbolic link
 // (O_NOFOLLOW): a side file's directory is often the store owner's, who
 // could point FILE.commands.lock at any file, and a command given with
-// sudo would then lock, chown and chmod that file.
+// sudo would then lock, chown and chmod that file. It opens with
+// O_NONBLOCK (a FIFO another user made there would otherwise block the
+// open for ever, with the store locked: ownfile.Opener does the same for
+// the store; it changes nothing for a regular file's reads, writes and
+// locks) and refuses what is not a regular file with one link
+// (checkSide) before a byte is read or written. Every open of a side
+// file goes through it.
 func openSide(path string, flag int) (*os.File, error) {
-	return os.OpenFile(path, flag|syscall.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := checkSide(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // readSide reads the side file at path, of the store at store (openSide,
@@ -200,12 +216,31 @@ func checkSide(f *os.File) (*syscall.Stat_t, error) {
 }
 
 // ownSideFile refuses the side file at path (st its stat) when it is not
-// a regular file with one link.
+// a regular file with one link, saying what it is and the fix.
 func ownSideFile(st *syscall.Stat_t, path string) error {
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 {
-		return fmt.Errorf("%s is %w (mode %o, %d links): it is not used and commands go to the store directly; remove it (it is made again as needed)", path, errNotSideFile, st.Mode, st.Nlink)
+		return fmt.Errorf("%s is %w (%s, mode %o, owner %s): it is not used and commands go to the store directly; "+
+			"look at it (who made it?), then remove it (rm %s; it is made again as needed)",
+			path, errNotSideFile, sideKind(st), st.Mode&0o7777, userName(int(st.Uid)), path)
 	}
 	return nil
+}
+
+// sideKind names what a side file's path names, for the operator.
+func sideKind(st *syscall.Stat_t) string {
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		return fmt.Sprintf("a file with %d links: a hard link to another file", st.Nlink)
+	case syscall.S_IFDIR:
+		return "a directory"
+	case syscall.S_IFIFO:
+		return "a FIFO"
+	case syscall.S_IFSOCK:
+		return "a socket"
+	case syscall.S_IFCHR, syscall.S_IFBLK:
+		return "a device"
+	}
+	return "not a file"
 }
 
 // likeStore gives f, a side file of store, the store file's permission
