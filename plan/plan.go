@@ -177,8 +177,10 @@ type Plan struct {
 	// then the rest.
 	Reboots []Reboot `json:"reboots"`
 	// Commands are the operators' commands (run, stop, cancel), oldest
-	// first, the last MaxCommands kept; for reports only, no decision
-	// reads them. See Record.
+	// first, the last MaxCommands kept. No decision of this package
+	// reads them; a tool that replays commands recorded elsewhere may
+	// read them to tell what was applied already (rebootctl does). See
+	// Record.
 	Commands []Mark `json:"commands,omitempty"`
 
 	// Version is the store's version of the plan, for compare-and-swap
