@@ -216,3 +216,45 @@ func (w *pinWorld39) watchFakeFence(ctx context.Context, tk reboot.Ticket, fence
 		}
 	}
 }
+
+// fakePowerEnv39 runs a reboot controller named name for namespace ns
+// whose Reconciler's Power is hw itself (no emulator), its leadership
+// fenced by guard (nil: none), its recorder buffering size events, until
+// ctx ends, stop is called or the test ends.
+func fakePowerEnv39(t *testing.T, ctx context.Context, name, ns string, hw *fake.Power, guard reboot.Guard, cfg reboot.Config, size int) (*events.FakeRecorder, func()) {
+	t.Helper()
+	mgr := namespacedManager(t, ns)
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
+		Power: func(string) (power.Controller, error) { return hw, nil }, Guard: guard,
+		Config: cfg}
+	rec := events.NewFakeRecorder(size)
+	require.NoError(t, (&RebootController{Name: name, Reconciler: rr, Namespace: ns, Recorder: rec,
+		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return rec, stop
+}
+
+// fakeHost39 is host h1 in a fresh namespace, with host (nil: none)
+// applied to it, and fake hardware of cfg for a controller of
+// fakePowerEnv39 or review39Env: the admin client, the namespace, the
+// hardware.
+func fakeHost39(t *testing.T, ctx context.Context, cfg fake.PowerConfig, host func(*metal3.BareMetalHost)) (client.Client, string, *fake.Power) {
+	t.Helper()
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, cfg)
+	newBMH(t, direct, ns, "h1")
+	if host != nil {
+		require.NoError(t, change(ctx, direct, ns, "h1", host))
+	}
+	return direct, ns, hw
+}
+
+// resetOnly39 makes a host reset-only (spec.disablePowerOff).
+func resetOnly39(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }
