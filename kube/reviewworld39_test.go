@@ -258,3 +258,71 @@ func fakeHost39(t *testing.T, ctx context.Context, cfg fake.PowerConfig, host fu
 
 // resetOnly39 makes a host reset-only (spec.disablePowerOff).
 func resetOnly39(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }
+
+// requestLog39 logs the requests a BMC got, each with its time since the
+// log began.
+type requestLog39 struct {
+	t0   time.Time
+	mu   sync.Mutex
+	reqs []string
+}
+
+func newRequestLog39() *requestLog39 { return &requestLog39{t0: time.Now()} }
+
+// log adds s.
+func (l *requestLog39) log(s string) {
+	l.mu.Lock()
+	l.reqs = append(l.reqs, time.Since(l.t0).Round(time.Millisecond).String()+" "+s)
+	l.mu.Unlock()
+}
+
+// got is what was logged so far.
+func (l *requestLog39) got() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.reqs...)
+}
+
+// onsAfter39 is when hw's hardware was powered on after at.
+func onsAfter39(hw *fake.Power, at time.Time) []time.Time {
+	var on []time.Time
+	for _, tr := range hw.Transitions() {
+		if tr.To == power.StateOn && tr.At.After(at) {
+			on = append(on, tr.At)
+		}
+	}
+	return on
+}
+
+// firstFenced39 reads h1 and its record in ns directly every 20 ms until
+// deadline and returns the first instant the record reported a keyed
+// request made at since fenced (zero: never).
+func firstFenced39(ctx context.Context, c client.Client, ns string, since, deadline time.Time) time.Time {
+	var fencedAt time.Time
+	for time.Now().Before(deadline) {
+		var rec v1alpha1.RebootRecord
+		var h metal3.BareMetalHost
+		if fencedAt.IsZero() && c.Get(ctx, key39(ns), &h) == nil && c.Get(ctx, key39(ns), &rec) == nil {
+			if st, ok := recordStatus(&rec, &h, true); ok && st.Fenced(since, time.Now()) {
+				fencedAt = time.Now()
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fencedAt
+}
+
+// offlineWhileOwed39 writes spec.online false on h1 of s, waits delay and
+// 2 s more, and checks the premise that the host was still off at the
+// write (ground truth); it returns the write's instant and the requests
+// reqs logged by then.
+func offlineWhileOwed39(t *testing.T, ctx context.Context, s *owed39m, reqs *requestLog39, delay time.Duration) (time.Time, []string) {
+	t.Helper()
+	wrote := time.Now()
+	require.NoError(t, change(ctx, s.direct, s.ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.Online = false }))
+	time.Sleep(delay + 2*time.Second)
+	got := reqs.got()
+	require.False(t, s.hw1.WasOnAt(wrote), "premise: the host is still off when spec.online is set false (transitions %+v; requests %q)",
+		s.hw1.Transitions(), got)
+	return wrote, got
+}
