@@ -2,11 +2,15 @@ package remediation_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
@@ -76,5 +80,89 @@ func TestReview40_StrayOnOwnHostAfterFailedClearedOnMovedMachine(t *testing.T) {
 	if g.hw["h2"].OffThroughout(from, to) && g.hw["h4"].WasOffDuring(from, to) {
 		t.Errorf("MaxCount(1): h2 (off for m1's request, never counted) and h4 (m2's, truth %v) both off at once; admissions %v",
 			g.hw["h4"].Truth(), a.Machines)
+	}
+}
+
+// lostGuard is a leadership Guard whose leader loses its lease once lose
+// is called (a pause past the lease): every Hold after that is refused.
+type lostGuard struct {
+	mu    sync.Mutex
+	lost  bool
+	holds int
+}
+
+func (g *lostGuard) lose() { g.mu.Lock(); g.lost = true; g.mu.Unlock() }
+
+func (g *lostGuard) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.lost {
+		return nil, nil, reboot.ErrNotLeader
+	}
+	g.holds++
+	c, cancel := context.WithCancel(ctx)
+	return c, cancel, nil
+}
+
+// findingHosts is RebootAPIHosts that is also a RequestFinder over the
+// fake hosts names (as the kube module's store is).
+type findingHosts struct {
+	*remediation.RebootAPIHosts
+	hosts *fake.RebootHosts
+	names []string
+}
+
+func (h *findingHosts) RebootRequests(ctx context.Context) ([]remediation.Request, error) {
+	var out []remediation.Request
+	for _, n := range h.names {
+		x, err := h.hosts.Get(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		if v, ok := x.Annotations[remediation.RebootAnnotation]; ok {
+			out = append(out, remediation.Request{Value: v, Host: n})
+		}
+	}
+	return out, nil
+}
+
+// TestReview40_RemoveOrphansUnguarded: Reconciler.Guard "fences every
+// write (Machines, Nodes, hosts' annotations, admissions) by this
+// process's leadership ... a refused pass returns an error wrapping
+// reboot.ErrNotLeader and acts no more" (issue 40 point 3: a Guard before
+// every write). The abandon of a gone Machine admitted by an old record
+// (no Admissions.Requests) whose host HostOf no longer resolves removes
+// the requests no listed Machine owns (reconciler.go releaseRecorded ->
+// removeOrphans), but removeOrphans runs outside reboot.Fenced and never
+// checks the Guard: a leader that lost its lease while it read (here in
+// HostOf, inside its first fenced call) goes on to list Machines and
+// remove reboot requests from hosts. Its listing is stale: a request a
+// new leader wrote since, for a Machine created since, is one "no
+// Machine owns" to it, and is removed under the new leader's feet (the
+// reboot controller powers that host on while the new leader, on its
+// Fenced evidence, deletes the Node).
+func TestReview40_RemoveOrphansUnguarded(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Minute)
+	c := fake.NewCluster()
+	hosts := fake.NewRebootHosts(
+		reboot.Host{Name: "h1", Online: true, Annotations: map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u9", t0)}})
+	a, _ := c.GetAdmissions(ctx)
+	a.Machines = []string{"m0"} // an old record: no Requests, no Members
+	require.NoError(t, c.PutAdmissions(ctx, a))
+	g := &lostGuard{}
+	hs := &findingHosts{hosts: hosts, names: []string{"h1"}, RebootAPIHosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, OwnerOnline: true,
+		HostOf: func(context.Context, string) (string, error) {
+			g.lose() // the leader pauses here past its lease
+			return "", fmt.Errorf("m0: %w", remediation.ErrNotFound)
+		}}}
+	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Hosts: hs, Now: time.Now, Guard: g,
+		Limit: remediation.MaxCount(1), Config: remediation.Config{PollInterval: 50 * time.Millisecond}}
+	_, err := r.Reconcile(ctx, "m0")
+	t.Logf("pass: %v (holds granted %d)", err, g.holds)
+	h1, err2 := hosts.Get(ctx, "h1")
+	require.NoError(t, err2)
+	if _, ok := h1.Annotations[remediation.RebootAnnotation]; !ok {
+		t.Fatalf("a leader that lost its lease removed the reboot request on h1 (removeOrphans runs outside the Guard); pass error %v", err)
 	}
 }
