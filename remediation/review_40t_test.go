@@ -166,3 +166,59 @@ func TestReview40_RemoveOrphansUnguarded(t *testing.T) {
 		t.Fatalf("a leader that lost its lease removed the reboot request on h1 (removeOrphans runs outside the Guard); pass error %v", err)
 	}
 }
+
+// TestReview40_NeverRemediatedTakesOthersRequestAsStray: round 19 records
+// a request found on the host of a Machine in PhaseNone as the Machine's
+// own stray (phased.go, PhaseNone/Done/Failed case: StraySeen set for
+// every phase now) and admits it for it (ownStray). But PhaseNone with no
+// StraySeen reads its host for the zero Request (held.go LastRequest),
+// and RebootAPIHosts takes any value as the Machine's when the request
+// names none (SameMachine: "an empty want matches any value"). So a
+// Machine that was never remediated, on a host re-used from m0 (deleted
+// mid-remediation, its request still there, its admission kept while
+// abandon removes it), takes m0's request as a stray of its own: its
+// State says "its own host, may be off for a request of the machine's
+// found there after the remediation ended", and it is admitted: one host
+// off counted twice by the storm guard (m2 refused under MaxCount(2)
+// while one host is off). Doc: "Only this Machine's request is removed,
+// or counts as its own (a value naming its UID)".
+func TestReview40_NeverRemediatedTakesOthersRequestAsStray(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Minute)
+	c := fake.NewCluster()
+	c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "m1", Cluster: "c"})
+	c.PutNode(remediation.Node{Name: "m1", UID: "n1", Ready: true})
+	c.AddMachine(remediation.Machine{Name: "m2", UID: "u2", NodeName: "m2", Cluster: "c"})
+	c.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
+	m0req := remediation.Request{Value: remediation.RebootValue("u0", t0), At: t0, Host: "h1"}
+	hosts := fake.NewRebootHosts(
+		reboot.Host{Name: "h1", Online: true, Annotations: map[string]string{remediation.RebootAnnotation: m0req.Value}},
+		reboot.Host{Name: "h2", Online: true})
+	a, _ := c.GetAdmissions(ctx)
+	a.Machines = []string{"m0"}
+	a.Requests = map[string]remediation.Request{"m0": m0req}
+	a.Members = map[string]remediation.Member{"m0": {Cluster: "c", Wrote: true}}
+	require.NoError(t, c.PutAdmissions(ctx, a))
+	hostOf := map[string]string{"m1": "h1", "m2": "h2"}
+	r := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: time.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: time.Now, OwnerOnline: true,
+			HostOf: func(_ context.Context, m string) (string, error) { return hostOf[m], nil }},
+		Limit: remediation.MaxCount(2), Config: remediation.Config{PollInterval: 50 * time.Millisecond}}
+	for i := 0; i < 3; i++ {
+		_, err := r.Reconcile(ctx, "m1")
+		require.NoError(t, err)
+	}
+	rec, _ := c.Get(ctx, "m1")
+	a, _ = c.GetAdmissions(ctx)
+	h1, _ := hosts.Get(ctx, "h1")
+	require.Equal(t, m0req.Value, h1.Annotations[remediation.RebootAnnotation], "precondition: m0's request is left on h1 (not m1's to remove)")
+	c.SetNodeReady("m2", false)
+	c.SetNeedsRemediation("m2", true)
+	_, err := r.Reconcile(ctx, "m2")
+	require.NoError(t, err)
+	rec2, _ := c.Get(ctx, "m2")
+	if a.Has("m1") || !rec.State.StraySeen.IsZero() {
+		t.Errorf("m1, never remediated, took m0's request on h1 (value naming u0) as a stray of its own: admitted %v, state straySeen %v host %q message %q; m2 under MaxCount(2) with one host off: phase %s %q",
+			a.Has("m1"), rec.State.StraySeen, rec.State.Host, rec.State.Message, rec2.State.Phase, rec2.State.Message)
+	}
+}
