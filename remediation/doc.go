@@ -271,7 +271,9 @@
 // deleted Machine is asked; if it resolves none (ErrNotFound), the
 // requests no existing Machine owns are removed first when the HostStore
 // is a RequestFinder (the kube module's is: it leaves out the requests of
-// live PowerCycleRemediations, which carry the same annotation), else the
+// live PowerCycleRemediations, which carry the same annotation), read and
+// removed under Guard, its context checked again before each removal (a
+// deposed leader's stale Machine list removes nothing), else the
 // admission is kept and the pass fails with ErrOrphanRequest, which says
 // the fix: a host that may carry its request is never let go. A Machine
 // admitted with no host, that wrote no request, never gets there.) An escalation that persisted failed but stopped
