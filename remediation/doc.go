@@ -126,8 +126,10 @@
 // whether a request was found there: it is taken as found at the last
 // request's time, and the host counted while it may be off after it. A
 // request of the Machine's found on its own host after its remediation
-// ended (done or failed, or none once a failed one was cleared: the host
-// HostOf names) is recorded likewise (State.StraySeen) before it
+// ended (done or failed, or none once a failed one was cleared: read on
+// State.Host, the host its last request was written to, whatever HostOf
+// answers now; for a Machine never remediated, on the host HostOf names)
+// is recorded likewise (State.StraySeen) before it
 // is removed, and the Machine keeps its admission, or is admitted again,
 // while that host may be off for it: the host is off already, so the
 // storm guard counts it, and a new attempt of the Machine's waits for the
@@ -231,8 +233,9 @@
 // Host.Name, as RebootAPIHosts does), and the request is read and removed
 // there, whatever the Machine maps to later (moved, released: HostOf ""),
 // in every phase: also once the remediation is over (done, failed,
-// cancelled), every pass reads the last request on State.Host and
-// removes it there until it is gone (RequestFor). A Machine whose host
+// cancelled, or a failed one cleared to none), every pass reads the last
+// request on State.Host and removes it there until it is gone
+// (RequestFor). A Machine whose host
 // changes while its request holds the old one (moved, re-provisioned)
 // has that request removed first; only once it is gone is a new request
 // written to the new host (also for a new remediation) and the node
@@ -268,7 +271,9 @@
 // deleted Machine is asked; if it resolves none (ErrNotFound), the
 // requests no existing Machine owns are removed first when the HostStore
 // is a RequestFinder (the kube module's is: it leaves out the requests of
-// live PowerCycleRemediations, which carry the same annotation), else the
+// live PowerCycleRemediations, which carry the same annotation), read and
+// removed under Guard, its context checked again before each removal (a
+// deposed leader's stale Machine list removes nothing), else the
 // admission is kept and the pass fails with ErrOrphanRequest, which says
 // the fix: a host that may carry its request is never let go. A Machine
 // admitted with no host, that wrote no request, never gets there.) An escalation that persisted failed but stopped

@@ -1,6 +1,9 @@
 package remediation
 
-import "cmp"
+import (
+	"cmp"
+	"time"
+)
 
 // held reports whether the host h may still be held by the remediation's
 // last reboot request (h read for that request: RequestFor while an
@@ -43,22 +46,37 @@ func Held(s State, h Host) bool {
 }
 
 // LastRequest returns the reboot request of the last attempt of s for a
-// Machine, in flight or over (RequestFor answers only in flight), or the
-// zero Request if no attempt was made (none has none, but one with
-// State.StraySeen is read for a request at the last attempt's time,
-// on the host HostOf names): read the host for it to learn
-// whether a remediation that is over still holds its host (Held).
+// Machine, in flight or over (RequestFor answers only in flight), on
+// State.Host: read the host for it to learn whether a remediation that
+// is over still holds its host (Held). Done and failed with no attempt
+// made return the zero Request. None (never remediated, or a failed
+// remediation cleared) returns a request naming the Machine's UID, as
+// RequestFor does, never the zero Request: only a request of this
+// Machine's is found there as its own (a host re-used from another
+// Machine is not its), on State.Host, the host its last request was
+// written to, whatever HostOf answers now (the host HostOf names when
+// State.Host is empty: never remediated); its T is the last request's,
+// else, once a request of the Machine's was found there
+// (State.StraySeen), when the remediation finished or the request was
+// found. A Machine without a UID reads any request as its own.
 func LastRequest(m Machine, s State) Request {
 	at := s.RequestedAt
 	if at.IsZero() {
 		at = s.Started
 	}
-	if s.Phase == PhaseNone && !s.StraySeen.IsZero() {
-		// None has no last request, but a request of the Machine's found
-		// on its host since (State.StraySeen) is read for: the host may
-		// be off for it.
-		at = cmp.Or(at, s.Finished, s.StraySeen)
-	} else if at.IsZero() || s.Phase == PhaseNone {
+	if s.Phase == PhaseNone {
+		if !s.StraySeen.IsZero() {
+			// A request of the Machine's found on its host since the
+			// last attempt (State.StraySeen): the host may be off for it.
+			at = cmp.Or(at, s.Finished, s.StraySeen)
+		}
+		switch {
+		case m.UID == "":
+			return Request{Host: s.Host}
+		case at.IsZero():
+			return Request{Value: RebootValue(m.UID, time.Time{}), Host: s.Host}
+		}
+	} else if at.IsZero() {
 		return Request{}
 	}
 	return Request{Value: RebootValue(m.UID, at), At: at, Host: s.Host}
@@ -66,9 +84,11 @@ func LastRequest(m Machine, s State) Request {
 
 // keeps reports whether a remediation that is over, in state s, keeps
 // its admission because its host is held (held). A remediation that
-// succeeded saw its Node back, its host on: a later reboot of the host by
-// someone else is not its to count, but one for a request of its found
-// there since (State.StraySeen) is, while the host may be off for it.
+// succeeded saw its Node back, its host on, and a failed one cleared
+// (none) let go of its host once it was no longer held: a later reboot of
+// the host by someone else is not its to count, but one for a request of
+// its found there since (State.StraySeen) is, while the host may be off
+// for it.
 func keeps(s State, h Host) bool {
-	return (s.Phase != PhaseDone || s.Canceled) && held(h) || strayOff(s, h)
+	return s.Phase != PhaseNone && (s.Phase != PhaseDone || s.Canceled) && held(h) || strayOff(s, h)
 }

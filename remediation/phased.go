@@ -138,10 +138,11 @@ type State struct {
 	// the admission is kept meanwhile). Nil if none.
 	EarlierHosts []MovedFrom
 	// StraySeen is when a pass of a remediation that is over (done,
-	// failed, or none: a failed one cleared) first found a request of
-	// this Machine's on Host, its own host (for none, the host HostOf
-	// names, set as Host; a paused writer's stale request, landed after
-	// the end; persisted before that request is removed): while Host may be off
+	// failed, or none: a failed one cleared, or never remediated) first
+	// found a request of this Machine's (a value naming its UID) on Host,
+	// its own host (with Host empty, the host HostOf names, set as Host;
+	// a paused writer's stale request, landed after the end; persisted
+	// before that request is removed): while Host may be off
 	// for it (offFor, read for the last request) the remediation keeps
 	// its admission, and is admitted again if it was released (the host
 	// is off already: the storm guard can only count it); a new attempt
@@ -578,8 +579,9 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			d.RemoveRebootAnnotation = true
 			if st.StraySeen.IsZero() {
 				st.StraySeen = now // saved before the request is removed
-				if st.Phase == PhaseNone && o.Host.Name != "" {
-					// None reads HostOf's host: the one it was found on.
+				if st.Host == "" && o.Host.Name != "" {
+					// No host recorded: the host read is HostOf's, the
+					// one it was found on.
 					st.Host = o.Host.Name
 				}
 			}
@@ -590,9 +592,10 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			d.Reason = "healthy"
 			st.UnhealthyAgain = time.Time{}
 			if st.Phase == PhaseFailed && keeps(*st, o.Host) {
-				// Cleared only once its host is no longer held: PhaseNone
-				// has no last request, so a Failed cleared while the host
-				// is off would let go of the host (its admission, in kube
+				// Cleared only once its host is no longer held: none keeps
+				// no admission for a host held by its last request (only
+				// for one found there since: State.StraySeen), so a Failed
+				// cleared while the host is off would let go of the host (its admission, in kube
 				// its finalizer) while the reboot controller still means
 				// to power it on.
 				d.Reason = "needs-remediation annotation gone: failed remediation kept until its host is on"
@@ -813,10 +816,7 @@ func (c Config) ownStray(o Observed, d *Decision) {
 	}
 	d.Release = false
 	d.Admit = !o.Admitted
-	host := st.Host
-	if st.Phase == PhaseNone && o.Host.Name != "" {
-		host = o.Host.Name // none has no last request: the host read is HostOf's
-	}
+	host := cmp.Or(st.Host, o.Host.Name) // no host recorded: the host read is HostOf's
 	if !strings.Contains(d.Reason, strayWhy) {
 		d.Reason = fmt.Sprintf("%s; host %s, %s: admission kept until it is on (if its BMC keeps refusing, power %s on by hand)", d.Reason, host, strayWhy, host)
 	}

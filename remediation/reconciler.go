@@ -668,8 +668,14 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 	if errors.Is(err, ErrNotFound) && req.Host == "" {
 		// No recorded request (a record written before Requests existed)
 		// and no host the HostStore resolves: its request may still hold
-		// a host. Never released while one may.
-		err = r.removeOrphans(ctx, name)
+		// a host. Never released while one may. Under the Guard, as
+		// every write: the requests and the Machines are read, and the
+		// requests removed, by a leader only (a deposed one's Machine
+		// list may miss a Machine a new leader created, and wrote a
+		// request for, since).
+		err = reboot.Fenced(ctx, r.Guard, "remediation: remove the reboot requests no Machine owns for "+name, func(ctx context.Context) error {
+			return r.removeOrphans(ctx, name)
+		})
 	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("remediation: machine %s (%s): remove its reboot request before releasing its admission: %w", name, why, err)
@@ -763,6 +769,9 @@ func (r *Reconciler) stillHeld(ctx context.Context, name string, req Request) (b
 // owns (RequestFinder: a value naming a UID that no Machine of
 // MachineStore.List has), one of which may be name's. Without a
 // RequestFinder it fails with ErrOrphanRequest: the admission is kept.
+// The caller runs it under the Guard (reboot.Fenced): ctx is the hold's,
+// and it is checked before each removal (the reads may outlast the
+// lease).
 func (r *Reconciler) removeOrphans(ctx context.Context, name string) error {
 	f, ok := r.Hosts.(RequestFinder)
 	rr, ok2 := r.Hosts.(RequestRemover)
@@ -777,12 +786,15 @@ func (r *Reconciler) removeOrphans(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("remediation: machine %s: find its reboot request: list machines: %w", name, err)
 	}
-	live := make(map[string]bool, len(all))
+	owned := make(map[string]bool, len(all))
 	for _, m := range all {
-		live[m.Machine.UID] = true
+		owned[m.Machine.UID] = true
 	}
 	for _, req := range reqs {
-		if owner, ok := requestOwner(req.Value); ok && !live[owner] && req.Host != "" {
+		if owner, ok := requestOwner(req.Value); ok && !owned[owner] && req.Host != "" {
+			if err := live(ctx, r.Guard, "remediation: remove the request no Machine owns on host "+req.Host+" for "+name); err != nil {
+				return err
+			}
 			if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
 				return fmt.Errorf("remediation: machine %s: remove the request no Machine owns on host %s: %w", name, req.Host, err)
 			}

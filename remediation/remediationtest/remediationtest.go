@@ -30,6 +30,7 @@ package remediationtest
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -106,7 +107,7 @@ func Contract(t testing.TB, newStores NewStores) {
 	if err != nil || len(all) != 2 {
 		t.Errorf("Machines.List: %d machines, %v; want 2", len(all), err)
 	}
-	st := fullState()
+	st := fullState(t)
 	if err := s.Machines.SaveState(ctx, "s1", rec.Version, st); err != nil {
 		t.Fatalf("SaveState with the current version: %v", err)
 	}
@@ -240,14 +241,31 @@ func Contract(t testing.TB, newStores NewStores) {
 }
 
 // fullState is a State with every field set, as the Reconciler persists
-// them: a store must give each back.
-func fullState() remediation.State {
+// them: a store must give each back. It fails t if a field of State (or
+// of its MovedFrom and NodeBackup) is left zero, so that a field added
+// to State is added here too.
+func fullState(t testing.TB) remediation.State {
+	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	return remediation.State{Phase: remediation.PhasePoweringOn, Attempt: 2, Started: t0, RequestedAt: t0.Add(time.Second), Host: "host-1", PrevHost: "host-0",
+	st := remediation.State{Phase: remediation.PhasePoweringOn, Attempt: 2, Started: t0, RequestedAt: t0.Add(time.Second), Host: "host-1", PrevHost: "host-0",
 		PrevHostSince: t0.Add(time.Second), PrevHostSeen: t0.Add(3 * time.Second), EarlierHosts: []remediation.MovedFrom{{Host: "host-9", Since: t0, Seen: t0.Add(4 * time.Second)}},
-		Finished: t0.Add(-time.Hour), UnhealthyAgain: t0.Add(-time.Minute), Canceled: true, CanceledAt: t0.Add(2 * time.Second),
+		StraySeen: t0.Add(5 * time.Second), Finished: t0.Add(-time.Hour), UnhealthyAgain: t0.Add(-time.Minute), Canceled: true, CanceledAt: t0.Add(2 * time.Second),
 		Backup:  &remediation.NodeBackup{Name: "s1", Labels: map[string]string{"role": "db"}, Annotations: map[string]string{"note": "x"}},
 		Tainted: true, Message: "waiting for the reboot controller to power the host on"}
+	allSet(t, "State", reflect.ValueOf(st))
+	allSet(t, "State.EarlierHosts[0]", reflect.ValueOf(st.EarlierHosts[0]))
+	allSet(t, "State.Backup", reflect.ValueOf(*st.Backup))
+	return st
+}
+
+// allSet fails t if a field of the struct v (what names it) is zero.
+func allSet(t testing.TB, what string, v reflect.Value) {
+	t.Helper()
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).IsZero() {
+			t.Fatalf("remediationtest: Contract writes no %s.%s: set it in fullState", what, v.Type().Field(i).Name)
+		}
+	}
 }
 
 // markOf is how the kit writes the health checker's mark on the stores:

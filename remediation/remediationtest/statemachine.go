@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -48,10 +49,15 @@ var errCrash = errors.New("remediationtest: crashed")
 //   - no host is power-cycled more often than attempts were decided for
 //     it, no remediation takes more than RetryLimit+1 attempts, and a new
 //     remediation (attempt 1) starts only after MinHealthyPeriod of health;
+//   - by ground truth over the hardware's whole history, never more hosts
+//     off at once than the limit, and every host off is one whose machine
+//     is admitted (the storm guard counts it);
 //
-// and at the end, once failures stop: every remediation finished or
-// failed, every host is on, no reboot annotation is left, no node carries
-// the taint, and every node that came back has its backed-up labels. With
+// and at the end, once the BMCs behave and crashes stop (a store write
+// still failing now and then, the second reconciler still running its
+// passes in between): every remediation finished or failed, every host
+// is on, no reboot annotation is left, no node carries the taint, and
+// every node that came back has its backed-up labels. With
 // Stores.SingleRecord, nodes are never deleted (Config.OutOfService).
 func StateMachine(t *testing.T, newStores NewStores) {
 	rapidcheck.Check(t, func(t *rapid.T) {
@@ -132,6 +138,20 @@ func StateMachine(t *testing.T, newStores NewStores) {
 			if max := limit.Of(n); inFlight > max {
 				t.Fatalf("%d remediations in flight, limit %s of %d = %d", inFlight, limit, n, max)
 			}
+			// Ground truth: only remediations power hosts off here, so
+			// every host off is one an admitted machine's remediation
+			// holds, and never more at once than the limit (over time,
+			// not only at this instant: the hardware's whole history).
+			if off, at := s.maxOff(); off > limit.Of(n) {
+				t.Fatalf("%d hosts off at once at %v (ground truth), limit %s of %d = %d; admissions %v%s",
+					off, at, limit, n, limit.Of(n), adm.Machines, s.describe())
+			}
+			for i := 0; i < n; i++ {
+				if m, h := fmt.Sprintf("m%d", i), fmt.Sprintf("h%d", i); !s.powers[h].HardwareOn() && !adm.Has(m) {
+					t.Fatalf("host %s is off (ground truth %v) but %s is not admitted: the storm guard does not count it; admissions %v%s",
+						h, s.powers[h].Truth(), m, adm.Machines, s.describe())
+				}
+			}
 			if cp > 1 {
 				t.Fatalf("%d control-plane remediations at once", cp)
 			}
@@ -177,13 +197,22 @@ func StateMachine(t *testing.T, newStores NewStores) {
 			account()
 		}
 
-		// Failures stop, the BMCs behave: permanently broken nodes stay
-		// broken (their remediation must end in failure, with the host on).
+		// The BMCs behave and crashes stop, but the faults the design
+		// must survive stay on: a store write of the remediators fails
+		// now and then, and the second reconciler goes on running whole
+		// passes between the first one's reads and writes. Permanently
+		// broken nodes stay broken (their remediation must end in
+		// failure, with the host on). The faults are seeded from what was
+		// drawn, not drawn themselves (the committed failure files replay).
 		s.crashOn, s.nested = 0, ""
+		s.flaky, s.flakyRate = rand.New(rand.NewPCG(uint64(steps), uint64(n))), 8
 		for _, p := range s.powers {
 			p.SetReport(fake.Report{})
 		}
 		for i := 0; i < 3000; i++ {
+			if i%3 == 0 {
+				s.nested = fmt.Sprintf("m%d", s.flaky.IntN(n))
+			}
 			s.step(5 * time.Second)
 			account()
 			if s.settled(limit) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"time"
 
 	"pgregory.net/rapid"
@@ -40,10 +42,14 @@ type world struct {
 	forever  map[string]bool // a power cycle does not help
 	crashOn  int             // fail the remediator's n-th store call from now (0: never)
 	calls    int
-	mhcAfter time.Duration // the health checker's timeout
-	badSince map[string]time.Time
-	lastNR   map[string]bool
-	failures []string
+	// flaky, if set, fails each store write of the remediators with
+	// probability 1/flakyRate (the liveness check's fault that never stops).
+	flaky     *rand.Rand
+	flakyRate int
+	mhcAfter  time.Duration // the health checker's timeout
+	badSince  map[string]time.Time
+	lastNR    map[string]bool
+	failures  []string
 	// beforeFence is called before a node is deleted or tainted.
 	beforeFence func(node string)
 }
@@ -120,6 +126,9 @@ func (s *world) reconcileWith(r *remediation.Reconciler, m string) {
 }
 
 func (s *world) crash() error {
+	if s.flaky != nil && s.flaky.IntN(s.flakyRate) == 0 {
+		return errCrash
+	}
 	if s.crashOn == 0 {
 		return nil
 	}
@@ -236,6 +245,49 @@ func (s *world) settled(limit remediation.MaxUnhealthy) bool {
 		}
 	}
 	return true
+}
+
+// maxOff is the most hosts whose hardware was off at once, at any time
+// so far (ground truth: the fake powers' Truth), and when. A power-on at
+// t runs at t, a power-off at t is off at t: changes at the same instant
+// count the power-ons first.
+func (s *world) maxOff() (int, time.Time) {
+	type change struct {
+		at   time.Time
+		host string
+		on   bool
+	}
+	var all []change
+	for h, p := range s.powers {
+		for _, tc := range p.Truth() {
+			all = append(all, change{tc.At, h, tc.On})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b change) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		switch {
+		case a.on == b.on:
+			return 0
+		case a.on:
+			return -1
+		}
+		return 1
+	})
+	off := map[string]bool{}
+	most, when := 0, time.Time{}
+	for _, c := range all {
+		if c.on {
+			delete(off, c.host)
+		} else {
+			off[c.host] = true
+		}
+		if len(off) > most {
+			most, when = len(off), c.at
+		}
+	}
+	return most, when
 }
 
 func (s *world) describe() string {
