@@ -1,0 +1,152 @@
+package reboot_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// stuckReadingNoopOn is a BMC (no button) whose PowerState is stuck on
+// Transitioning whatever the host does (its reading froze mid-change:
+// the union of stuckTransitioning and stuckPoweringOff), and which
+// answers a power-on of a running server with success and does nothing
+// (as most BMCs answer ResetType On on a server that is on): unlike the
+// fake's On, it does not cancel an OS shutdown under way, which the BMC
+// cannot (the OS, once it heard the soft power-off, powers off at the end
+// of its shutdown). ons counts the power-ons asked.
+type stuckReadingNoopOn struct {
+	*fake.Power
+	ons *atomic.Int64
+}
+
+func (s stuckReadingNoopOn) State(ctx context.Context) (power.State, error) {
+	st, err := s.Power.State(ctx)
+	if err == nil {
+		return power.StateTransitioning, nil
+	}
+	return st, err
+}
+
+func (s stuckReadingNoopOn) On(ctx context.Context) error {
+	s.ons.Add(1)
+	if s.Power.HardwareOn() {
+		return nil // already on: accepted, nothing done; a shutdown under way goes on
+	}
+	return s.Power.On(ctx)
+}
+
+// Review 36 round 25 (TestReview36y_WithdrawnSoftRebootPowerOnDuringShutdownOffForEver):
+// 54e6ab0 ends a pending reboot whose requests are all withdrawn before
+// the evidence by heldOff's power-on as soon as releasedOn holds
+// (decide.go, pending: "len(d.Requests) == 0 && o.Online &&
+// c.releasedOn(...)"). releasedOn asks only that the run of Transitioning
+// readings is long and that no power-on answered it: it does not ask
+// whether the reboot's own power-off is still under way (sent less than
+// SoftTimeout + StaleReads ago, the bound pending itself waits for). On a
+// BMC stuck reading Transitioning since before the request (the run
+// already long), a soft reboot's power-off goes out; the request is
+// withdrawn 20 s later, while the OS is shutting down: the very next pass
+// sends the power-on, to a host that still runs (accepted, nothing done),
+// and the reboot ends. The OS then powers the host off. From then on the
+// accepted power-on "answers the run" (calledInRun, once per run) and the
+// BMC never reads anything but Transitioning: the host, Online true, no
+// request left, stays off for good.
+func TestReview36y_WithdrawnSoftRebootPowerOnDuringShutdownOffForEver(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 60 * time.Second})
+	var ons atomic.Int64
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return stuckReadingNoopOn{pw, &ons}, nil }}
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	require.False(t, pw.WasOffDuring(start, clk.Real()), "the setup: the host runs; truth %s", rebootcheck.DescribeTruth(pw))
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": ""} // a soft reboot
+	}))
+	review36uLoop(t, rec, clk, at.Add(20*time.Second), at)
+	offs, first, ok := review36FirstOffFrom(pw, at)
+	require.True(t, ok, "the setup: the soft power-off went out; power-offs %v", offs)
+	require.Equal(t, power.ModeSoft, first.Mode, "the setup: the soft power-off went out first")
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Annotations = nil })) // withdrawn
+	withdrawn := clk.Real()
+	end := withdrawn.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn(),
+		"a soft reboot withdrawn while its OS shutdown was under way, BMC (no button) stuck reading Transitioning, Online true, no request left: off for good 30 min later (the power-on went out during the shutdown and answered the run); status %+v; truth %s",
+		h.Status, rebootcheck.DescribeTruth(pw))
+}
+
+// nullAlways answers PowerState null whatever the host does (issue 36
+// point 4's BMC, whose Redfish service lost its power sensor), while it
+// carries out every call.
+type nullAlways struct{ *fake.Power }
+
+func (s nullAlways) State(ctx context.Context) (power.State, error) {
+	if _, err := s.Power.State(ctx); err != nil {
+		return power.StateUnknown, err
+	}
+	return power.StateUnknown, nil
+}
+
+// Review 36 round 25 (TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver):
+// heldOff's stuck rule powers a held host off hard once per run of unsure
+// readings (calledInRun: an accepted call answers the run for good). The
+// run's one ForceOff goes out SoftTimeout + StaleReads into it; someone
+// who powers the held host on later in the same run (the BMC still
+// answering null) is never answered: the fenced host runs for ever. The
+// Hostile kit checks this bound (checkHeldOff: a held host on longer than
+// heldOffBound from when it went on, "whatever the readings say", once
+// its BMC takes calls) but draws the out-of-band power-on inside a stuck
+// spell of at most 20 minutes (oobAt <= stuckFor <= 240 steps) whose end
+// brings sane readings that power the host off before the bound: it never
+// sees a run that outlasts the bound after the power-on.
+func TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	var null atomic.Bool
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) {
+			if null.Load() {
+				return nullAlways{pw}, nil
+			}
+			return pw, nil
+		}}
+	review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+	requestAt := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	review36uLoop(t, rec, clk, requestAt.Add(5*time.Minute), requestAt)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, h.Status.Covers() && !pw.HardwareOn(), "the setup: the fence was carried out; status %+v; truth %s", h.Status, rebootcheck.DescribeTruth(pw))
+	null.Store(true) // from now on the BMC answers null, and takes every call
+	review36uLoop(t, rec, clk, clk.Real().Add(20*time.Minute), requestAt)
+	pw.OutOfBandOn() // someone powers the fenced host on
+	at := clk.Real()
+	end := at.Add(40 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err = store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.Contains(t, h.Annotations, reboot.AnnotationPrefix+"fence", "the setup: still held")
+	require.True(t, pw.WasOffDuring(at.Add(time.Second), end),
+		"a fenced host powered on by someone else 20 min into a run of null readings (its BMC takes every call): still running 40 min later, never powered off (the run's one ForceOff, sent 210 s into it, answers it for good); status %+v; truth %s",
+		h.Status, rebootcheck.DescribeTruth(pw))
+}
