@@ -150,3 +150,38 @@ func TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver(t *testing.T) {
 		"a fenced host powered on by someone else 20 min into a run of null readings (its BMC takes every call): still running 40 min later, never powered off (the run's one ForceOff, sent 210 s into it, answers it for good); status %+v; truth %s",
 		h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 25 (TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour):
+// 54e6ab0's back-off (calledInRun) makes a power-on that was busy answer
+// the run of unsure readings until the run has doubled since, at most an
+// hour: meant for a dead BMC, it also holds for one 409 busy from a
+// healthy one. A host kept off by Online=false for three hours behind a
+// BMC (no button) reading Transitioning while off (the run persisted in
+// Status.UnsureSince) is set back Online; the released power-on is
+// answered busy once (the BMC is running another job), and the host stays
+// off for the next hour, where before 54e6ab0 it was tried again after
+// RetryDelay.
+func TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return stuckPoweringOff{pw}, nil }}
+	review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+	first := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	review36uLoop(t, rec, clk, first.Add(3*time.Hour), first)
+	require.False(t, pw.HardwareOn(), "the setup: Online=false powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	pw.FailNext(fake.OpOn, fake.Fault{Kind: fake.FaultBusy}) // one 409 busy
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	end := at.Add(15 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn(),
+		"Online set back true after 3 h off behind a BMC reading Transitioning while off; its first power-on answered busy once: still off 15 min later (power-ons %d: the busy call answers the run until it has doubled, at most an hour); status %+v; truth %s",
+		review36xCount(pw, fake.OpOn, at), h.Status, rebootcheck.DescribeTruth(pw))
+}
