@@ -185,3 +185,45 @@ func TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour(t *testing.T) {
 		"Online set back true after 3 h off behind a BMC reading Transitioning while off; its first power-on answered busy once: still off 15 min later (power-ons %d: the busy call answers the run until it has doubled, at most an hour); status %+v; truth %s",
 		review36xCount(pw, fake.OpOn, at), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 25 (TestReview36y_FenceOnDeadBMCStatusChurn):
+// the fixer's known weakness, measured. 54e6ab0 backs off the calls and
+// Status writes of a held host behind a dead BMC (at most 6 calls and 12
+// writes an hour, TestReview36x_FencedHostDeadBMCHammeredForEver), but a
+// fence asked of a host whose BMC is dead (the very case a fencing agent
+// fences: a node gone NotReady because its rack lost its network) stays
+// pending, and pending retries its ForceOff every RetryDelay with two
+// Status writes each (ActingSince cleared when the call is decided,
+// written back by the next pass): 360 timed-out calls and 720 Status
+// writes an hour per host, for as long as the BMC is dead and the
+// fencing client waits; a rack of 40 such hosts is ~29,000 API writes
+// an hour. The writes say nothing a restart needs (no call of this BMC
+// ever returned, none presses the button).
+func TestReview36y_FenceOnDeadBMCStatusChurn(t *testing.T) {
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	var dead atomic.Bool
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
+		if dead.Load() {
+			return fake.Fault{Kind: fake.FaultTimeout}
+		}
+		return fake.Fault{}
+	}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+	dead.Store(true) // the BMC dies for good
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	at := clk.Real()
+	review36uLoop(t, rec, clk, at.Add(10*time.Minute), at) // settle
+	from, writes0 := clk.Real(), store.Updates()
+	end := from.Add(time.Hour)
+	review36uLoop(t, rec, clk, end, at)
+	offs, writes := review36xCount(pw, fake.OpOff, from), store.Updates()-writes0
+	require.LessOrEqual(t, writes, 60,
+		"a hard fence pending on a host whose BMC is dead (every call times out): %d Status writes (%d power-offs) in an hour (ActingSince cleared and written back around every ForceOff, retried every RetryDelay)",
+		writes, offs)
+}
