@@ -227,3 +227,41 @@ func TestReview36y_FenceOnDeadBMCStatusChurn(t *testing.T) {
 		"a hard fence pending on a host whose BMC is dead (every call times out): %d Status writes (%d power-offs) in an hour (ActingSince cleared and written back around every ForceOff, retried every RetryDelay)",
 		writes, offs)
 }
+
+// Review 36 round 25 (TestReview36y_OnlineBackDuringOfflineShutdownOffForEver):
+// the idle side of TestReview36y_WithdrawnSoftRebootPowerOnDuringShutdownOffForEver.
+// idle's stuckOn (decide.go) powers an Online host on after a long run of
+// Transitioning readings unless a power-on already answered the run; it
+// does not ask whether a power-off of ours is still under way. On a BMC
+// stuck reading Transitioning since before (the run long), Online=false
+// sends its soft power-off; Online is set back true 20 s later, while
+// the OS shuts down: the next pass powers on the running host (accepted,
+// nothing done), the OS then powers it off, and the accepted power-on
+// answers the run for good: the host, Online true, stays off.
+func TestReview36y_OnlineBackDuringOfflineShutdownOffForEver(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 60 * time.Second})
+	var ons atomic.Int64
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return stuckReadingNoopOn{pw, &ons}, nil }}
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	review36uLoop(t, rec, clk, at.Add(20*time.Second), at)
+	offs, first, ok := review36FirstOffFrom(pw, at)
+	require.True(t, ok, "the setup: the soft power-off went out; power-offs %v", offs)
+	require.Equal(t, power.ModeSoft, first.Mode, "the setup: the soft power-off went out first")
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	back := clk.Real()
+	end := back.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn(),
+		"Online set back true 20 s into the OS shutdown Online=false began, BMC (no button) stuck reading Transitioning: off for good 30 min later (power-ons asked %d); status %+v; truth %s",
+		ons.Load(), h.Status, rebootcheck.DescribeTruth(pw))
+}
