@@ -265,3 +265,68 @@ func TestReview36y_OnlineBackDuringOfflineShutdownOffForEver(t *testing.T) {
 		"Online set back true 20 s into the OS shutdown Online=false began, BMC (no button) stuck reading Transitioning: off for good 30 min later (power-ons asked %d); status %+v; truth %s",
 		ons.Load(), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// nullMostOf130s answers PowerState null for the first 110 s of every
+// 130 s of the clock (a BMC whose Redfish service restarts every two
+// minutes and answers honestly for 20 s between), honestly otherwise.
+type nullMostOf130s struct {
+	*fake.Power
+	clk *fake.Clock
+}
+
+func (n nullMostOf130s) State(ctx context.Context) (power.State, error) {
+	st, err := n.Power.State(ctx)
+	if err == nil && n.clk.Real().Unix()%130 < 110 {
+		return power.StateUnknown, nil
+	}
+	return st, err
+}
+
+// Review 36 round 25 (TestReview36y_FlappingNullFalseHoldBroken):
+// 54e6ab0's hysteresis (aa152e4) keeps a persisted run of unsure readings
+// (Status.UnsureSince) going through On or Off spells shorter than
+// StaleReads (noteUnsure, Observed.SaneFor): "long null runs broken by
+// short honest answers". For a fenced host that is off, behind a BMC
+// that answers null 110 s and honestly Off 20 s of every 130 s, the run
+// therefore never ends: 210 s in, heldOff's stuck rule takes the host for
+// one that may have been powered on, sends a ForceOff and records
+// Status.HoldBroken, which Client.HoldBroken hands the fencing agent as
+// "processes may have run on the host since" (an alarm, never cleared
+// while the hold lasts), though the BMC reads Off every 130 s and the
+// host never ran (ground truth). Before 54e6ab0 each Off reading ended
+// the run, no run reached 210 s, and no HoldBroken was recorded.
+func TestReview36y_FlappingNullFalseHoldBroken(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	var flap atomic.Bool
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) {
+			if flap.Load() {
+				return nullMostOf130s{pw, clk}, nil
+			}
+			return pw, nil
+		}}
+	client := &reboot.Client{Hosts: store, Key: "fence", Now: clk.Now}
+	review36uLoop(t, rec, clk, clk.Real().Add(time.Minute), clk.Real())
+	tk, err := client.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	review36uLoop(t, rec, clk, clk.Real().Add(5*time.Minute), clk.Real())
+	fenced, err := client.Fenced(ctx, tk)
+	require.NoError(t, err)
+	require.True(t, fenced && !pw.HardwareOn(), "the setup: the fence was carried out; truth %s", rebootcheck.DescribeTruth(pw))
+	flap.Store(true)
+	at := clk.Real()
+	end := at.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	require.True(t, pw.OffThroughout(at, end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
+	broken, err := client.HoldBroken(ctx, tk)
+	require.NoError(t, err)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, broken.IsZero(),
+		"a fenced host, off all along (ground truth), its BMC null 110 s and Off 20 s of every 130 s: the fencing client is told its hold broke at %v (the run of null readings never ends through 20 s Off spells, the stuck rule fires; power-offs since %d); status %+v",
+		broken, review36xCount(pw, fake.OpOff, at), h.Status)
+}
