@@ -266,22 +266,6 @@ func TestReview36y_OnlineBackDuringOfflineShutdownOffForEver(t *testing.T) {
 		ons.Load(), h.Status, rebootcheck.DescribeTruth(pw))
 }
 
-// nullMostOf130s answers PowerState null for the first 110 s of every
-// 130 s of the clock (a BMC whose Redfish service restarts every two
-// minutes and answers honestly for 20 s between), honestly otherwise.
-type nullMostOf130s struct {
-	*fake.Power
-	clk *fake.Clock
-}
-
-func (n nullMostOf130s) State(ctx context.Context) (power.State, error) {
-	st, err := n.Power.State(ctx)
-	if err == nil && n.clk.Real().Unix()%130 < 110 {
-		return power.StateUnknown, nil
-	}
-	return st, err
-}
-
 // Review 36 round 25 (TestReview36y_FlappingNullFalseHoldBroken):
 // 54e6ab0's hysteresis (aa152e4) keeps a persisted run of unsure readings
 // (Status.UnsureSince) going through On or Off spells shorter than
@@ -305,7 +289,7 @@ func TestReview36y_FlappingNullFalseHoldBroken(t *testing.T) {
 	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
 		Power: func(string) (power.Controller, error) {
 			if flap.Load() {
-				return nullMostOf130s{pw, clk}, nil
+				return nullMostOfPeriod{pw, clk, 130 * time.Second, 20 * time.Second}, nil
 			}
 			return pw, nil
 		}}
