@@ -314,3 +314,58 @@ func TestReview36y_FlappingNullFalseHoldBroken(t *testing.T) {
 		"a fenced host, off all along (ground truth), its BMC null 110 s and Off 20 s of every 130 s: the fencing client is told its hold broke at %v (the run of null readings never ends through 20 s Off spells, the stuck rule fires; power-offs since %d); status %+v",
 		broken, review36xCount(pw, fake.OpOff, at), h.Status)
 }
+
+// Review 36 round 25 (TestReview36y_ClockStepDuringShortNullSpellFalseHoldBroken):
+// unsureRun (decide.go) takes the longer of the monotonic run
+// (Observed.UnsureFor) and the wall clock's time since the persisted
+// Status.UnsureSince. A fenced host, off, its BMC null for 2 minutes (a
+// Redfish service restart: the run is persisted at 105 s), the wall clock
+// stepped 4 minutes forward at 110 s (an NTP step): the 2-minute run is
+// taken for a 6-minute one, heldOff's stuck rule fires, sends a ForceOff
+// and records Status.HoldBroken, which the fencing client reads as
+// "processes may have run since" though the host never ran (ground
+// truth) and no run of unsure readings lasted SoftTimeout + StaleReads.
+// The evidence rule itself measures on the monotonic clock so that a
+// forward step cannot move it (evidence's doc); the run does not.
+func TestReview36y_ClockStepDuringShortNullSpellFalseHoldBroken(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	var null atomic.Bool
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) {
+			if null.Load() {
+				return nullAlways{pw}, nil
+			}
+			return pw, nil
+		}}
+	client := &reboot.Client{Hosts: store, Key: "fence", Now: clk.Now}
+	review36uLoop(t, rec, clk, clk.Real().Add(time.Minute), clk.Real())
+	tk, err := client.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	review36uLoop(t, rec, clk, clk.Real().Add(5*time.Minute), clk.Real())
+	fenced, err := client.Fenced(ctx, tk)
+	require.NoError(t, err)
+	require.True(t, fenced && !pw.HardwareOn(), "the setup: the fence was carried out; truth %s", rebootcheck.DescribeTruth(pw))
+	at := clk.Real()
+	null.Store(true)
+	review36uLoop(t, rec, clk, at.Add(110*time.Second), at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.False(t, h.Status.UnsureSince.IsZero(), "the setup: the null run is persisted; status %+v", h.Status)
+	clk.Jump(4 * time.Minute) // an NTP step forward
+	review36uLoop(t, rec, clk, at.Add(120*time.Second), at)
+	null.Store(false) // the BMC answers again
+	end := at.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	require.True(t, pw.OffThroughout(at, end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
+	broken, err := client.HoldBroken(ctx, tk)
+	require.NoError(t, err)
+	h, err = store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, broken.IsZero(),
+		"a fenced host, off all along, its BMC null for 2 min, the wall clock stepped 4 min forward during it: the client is told its hold broke at %v (power-offs since %d); status %+v",
+		broken, review36xCount(pw, fake.OpOff, at), h.Status)
+}
