@@ -369,3 +369,38 @@ func TestReview36y_ClockStepDuringShortNullSpellFalseHoldBroken(t *testing.T) {
 		"a fenced host, off all along, its BMC null for 2 min, the wall clock stepped 4 min forward during it: the client is told its hold broke at %v (power-offs since %d); status %+v",
 		broken, review36xCount(pw, fake.OpOff, at), h.Status)
 }
+
+// Review 36 round 25 (TestReview36y_RunningHostNullRunsChurnUnsureSince):
+// 54e6ab0 persists every host's run of unsure readings (before: held
+// hosts only) once it lasts 105 s, and ends it once On or Off readings
+// have lasted StaleReads (30 s). Its own bound
+// (TestReview36xFix_LongNullRunsBoundedWrites: at most 8 writes an hour)
+// is checked with honest spells of 10 s and 25 s only. A running host
+// with Online true and no request, its BMC null for 110 s then honest
+// for 35 s, over and over (a Redfish service that crashes and restarts
+// every two and a half minutes): UnsureSince is written and cleared
+// every period, ~50 Status writes an hour per host, for ever; before
+// 54e6ab0 such a host got none.
+func TestReview36y_RunningHostNullRunsChurnUnsureSince(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) {
+			return nullMostOfPeriod{pw, clk, 145 * time.Second, 35 * time.Second}, nil
+		}}
+	at := clk.Real()
+	review36uLoop(t, rec, clk, at.Add(10*time.Minute), at) // settle
+	from, writes0 := clk.Real(), store.Updates()
+	end := from.Add(time.Hour)
+	review36uLoop(t, rec, clk, end, at)
+	require.False(t, pw.WasOffDuring(at, end), "the setup: the host runs all along; truth %s", rebootcheck.DescribeTruth(pw))
+	writes := store.Updates() - writes0
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.LessOrEqual(t, writes, 8,
+		"a running host, Online true, no request, its BMC null 110 s then honest 35 s, over and over: %d Status writes in an hour (UnsureSince written at 105 s, cleared after 30 s of On readings, every period); status %+v",
+		writes, h.Status)
+}
