@@ -404,3 +404,56 @@ func TestReview36y_RunningHostNullRunsChurnUnsureSince(t *testing.T) {
 		"a running host, Online true, no request, its BMC null 110 s then honest 35 s, over and over: %d Status writes in an hour (UnsureSince written at 105 s, cleared after 30 s of On readings, every period); status %+v",
 		writes, h.Status)
 }
+
+// dropFirstOn is stuckPoweringOff (reads Transitioning while the host is
+// off) whose first power-on is answered with success but not carried out
+// (a BMC that accepts ResetType On and drops it, as one with a pending
+// job or a lost IPMI packet does).
+type dropFirstOn struct {
+	stuckPoweringOff
+	dropped *atomic.Bool
+}
+
+func (d dropFirstOn) On(ctx context.Context) error {
+	if d.dropped.CompareAndSwap(false, true) {
+		return nil
+	}
+	return d.stuckPoweringOff.On(ctx)
+}
+
+// Review 36 round 25 (TestReview36y_ReleasedDroppedPowerOnOffForEver):
+// the "once per run" of an accepted call (calledInRun) is what leaves a
+// host off for good in TestReview36y_WithdrawnSoftRebootPowerOnDuringShutdownOffForEver
+// and running while held in TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver;
+// here it is alone. Round 23's world (Online=false enforced, the BMC, no
+// button, reading Transitioning while the host is off, Online set back
+// true): the released power-on is accepted but dropped by the BMC; it
+// answers the run for good, and the host, Online true, stays off for good,
+// where an On reading or an Off one would have had it powered on again.
+func TestReview36y_ReleasedDroppedPowerOnOffForEver(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	var dropped atomic.Bool
+	dropped.Store(true) // nothing dropped until armed
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return dropFirstOn{stuckPoweringOff{pw}, &dropped}, nil }}
+	review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+	first := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	review36uLoop(t, rec, clk, first.Add(10*time.Minute), first)
+	require.False(t, pw.HardwareOn(), "the setup: Online=false powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	dropped.Store(false) // the next power-on is dropped
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	end := at.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, dropped.Load(), "the setup: a power-on was sent and dropped")
+	require.True(t, pw.HardwareOn(),
+		"Online set back true, the BMC (no button) reading Transitioning while the host is off, the first power-on accepted and dropped: still off 30 min later (power-ons carried out %d); status %+v; truth %s",
+		review36xCount(pw, fake.OpOn, at), h.Status, rebootcheck.DescribeTruth(pw))
+}
