@@ -457,3 +457,38 @@ func TestReview36y_ReleasedDroppedPowerOnOffForEver(t *testing.T) {
 		"Online set back true, the BMC (no button) reading Transitioning while the host is off, the first power-on accepted and dropped: still off 30 min later (power-ons carried out %d); status %+v; truth %s",
 		review36xCount(pw, fake.OpOn, at), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 25 (TestReview36y_BareRebootOnStuckPoweringOffOffForEver):
+// the set-and-forget side of TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff,
+// which 54e6ab0 answers only when every request is withdrawn
+// (pending: len(d.Requests) == 0). A bare reboot (reboot.metal3.io, which
+// no client removes: the controller removes it once the host was
+// observed off) of a running host whose BMC (no button) reads
+// Transitioning while the host is off: the ForceOff powers the host off
+// (ground truth), no Off reading ever comes, the annotation stays, the
+// reboot stays pending (its ForceOff re-sent every few minutes) and the
+// host is never powered on: a reboot turned into a power-off for good,
+// though a power-on of this BMC powers nothing off and the readings have
+// said Transitioning far longer than any change of power takes.
+func TestReview36y_BareRebootOnStuckPoweringOffOffForEver(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return stuckPoweringOff{pw}, nil }}
+	review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`}
+	}))
+	end := at.Add(30 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(at, end), "the setup: the reboot powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	require.True(t, pw.HardwareOn(),
+		"a bare hard reboot of a running host whose BMC (no button) reads Transitioning while it is off: still off 30 min later (%d power-offs since); annotations %v; status %+v; truth %s",
+		review36xCount(pw, fake.OpOff, at), h.Annotations, h.Status, rebootcheck.DescribeTruth(pw))
+}
