@@ -379,8 +379,8 @@ func TestReview36y_ClockStepDuringShortNullSpellFalseHoldBroken(t *testing.T) {
 // with Online true and no request, its BMC null for 110 s then honest
 // for 35 s, over and over (a Redfish service that crashes and restarts
 // every two and a half minutes): UnsureSince is written and cleared
-// every period, ~50 Status writes an hour per host, for ever; before
-// 54e6ab0 such a host got none.
+// every period, ~50 Status writes an hour per host, for ever (before
+// 54e6ab0, which persisted the run of held hosts only, this test passes).
 func TestReview36y_RunningHostNullRunsChurnUnsureSince(t *testing.T) {
 	ctx := context.Background()
 	clk := fake.NewClock(time.Time{})
