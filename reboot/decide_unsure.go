@@ -1,0 +1,142 @@
+package reboot
+
+import (
+	"time"
+
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// isUnsure reports whether a reading says neither On nor Off.
+func isUnsure(p power.State) bool {
+	return p == power.StateUnknown || p == power.StateTransitioning
+}
+
+// unsureRun is how long the readings have said neither On nor Off, up
+// to this pass's (zero on an On or Off reading): Observed.UnsureFor, or
+// since Status.UnsureSince if longer (a run that began before a
+// restart).
+func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
+	if !isUnsure(o.Power) {
+		return 0
+	}
+	run := o.UnsureFor
+	if at := st.UnsureSince; !at.IsZero() && !at.After(now) {
+		run = max(run, now.Sub(at))
+	}
+	return run
+}
+
+// noteUnsure records in st.UnsureSince the run of unsure readings of a
+// host once it has lasted half of SoftTimeout + StaleReads (the run a
+// stuck rule waits for, unsureLong), and clears it once On or Off
+// readings have lasted StaleReads (Observed.SaneFor; see
+// Status.UnsureSince). Runs shorter than that, however often they come,
+// write nothing (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
+// TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince).
+func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
+	if !isUnsure(o.Power) {
+		if o.SaneFor >= c.StaleReads {
+			st.UnsureSince = time.Time{}
+		}
+		return
+	}
+	if st.UnsureSince.IsZero() && o.UnsureFor >= c.unsureNote() {
+		st.UnsureSince = now.Add(-o.UnsureFor).Truncate(c.Precision)
+	}
+}
+
+// unsureNote is how long a run of unsure readings lasts before it is
+// persisted (Status.UnsureSince): half of SoftTimeout + StaleReads, at
+// least StaleReads.
+func (c Config) unsureNote() time.Duration {
+	return max((c.SoftTimeout+c.StaleReads)/2, c.StaleReads)
+}
+
+// unsureLong reports whether a run of unsure readings (unsureRun) has
+// lasted longer than any change of power takes (SoftTimeout, an OS
+// shutdown, plus StaleReads): a BMC stuck on them shows nothing under
+// way, and the host may be on or off.
+func (c Config) unsureLong(run time.Duration) bool {
+	return run >= c.SoftTimeout+c.StaleReads
+}
+
+// unsureWait is when to read again during a run of unsure readings:
+// PollInterval, at most until the run becomes long (unsureLong).
+func (c Config) unsureWait(run time.Duration) time.Duration {
+	w := c.PollInterval
+	if left := c.SoftTimeout + c.StaleReads - run; left > 0 {
+		w = min(w, left)
+	}
+	return c.cap(w)
+}
+
+// calledInRun reports whether a call of action a made since the current
+// run of unsure readings (unsureRun) began (Observed.LastCall, on the
+// controller's clock) answers the run for now: an accepted one answers
+// it (once per run); one that failed, was busy or was refused answers it
+// until the run has doubled since (at least RetryDelay, at most
+// retryCap later): a dead BMC whose every call times out is tried at
+// run lengths 1, 2, 4, 8... times the first, not every RetryDelay
+// (TestReview36x_FencedHostDeadBMCHammeredForEver). A restart forgets
+// the call and may answer the run once more.
+func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Time) bool {
+	l := o.LastCall
+	since := now.Sub(l.At)
+	if l.Action != a || since < 0 || since >= run {
+		return false
+	}
+	if l.Class == power.ClassNone {
+		return true
+	}
+	// The run was run-since long when the call returned: call again
+	// once it has doubled.
+	return since < min(max(run-since, c.RetryDelay), retryCap)
+}
+
+// retryCap bounds the back-off between failed calls answering one run of
+// unsure readings (calledInRun): a BMC dead for good is tried at least
+// once an hour.
+const retryCap = time.Hour
+
+// releasedOn reports whether a host no hold keeps off is powered on
+// after a long run (unsureLong) of Transitioning readings: never on an
+// unknown reading, never by a power-on that may press the power button
+// (OnToggles), once per run (calledInRun).
+func (c Config) releasedOn(o Observed, run time.Duration, now time.Time) bool {
+	return o.Power == power.StateTransitioning && c.unsureLong(run) && !o.OnToggles &&
+		!c.calledInRun(o, run, ActionPowerOn, now)
+}
+
+// stuckOff sets d to power a held host off after a long run of unsure
+// readings (unsureLong): hard (the host is held, it must be off; soft on
+// a BMC that answered hard unsupported), not while a press may still
+// land (landWait), and only if it sets the power (a press needs an On
+// reading that cannot be an echo, pressWait: it never powers a held host
+// on). who says what holds the host, for the reason.
+func (c Config) stuckOff(o Observed, now time.Time, who string, d *Decision) {
+	send := c.offMode(o, power.ModeHard, now)
+	if c.wait(o.LastCall, ActionPowerOff, send, now, o.Power, d) {
+		return
+	}
+	if w, no := c.landWait(o); no {
+		d.Reason = who + "; read " + o.Power.String() + " for long; a press whose answer was lost may still land: hold back the power-off until it has"
+		d.RequeueAfter = c.cap(w)
+		return
+	}
+	if _, no := c.pressWait(o, send); no {
+		d.Reason = who + "; read " + o.Power.String() + " for long; the power-off presses the power button: wait for an On reading"
+		return
+	}
+	d.sendOff(send, power.ModeHard)
+	d.Reason = who + "; read " + o.Power.String() + " for long (may have been powered on): power off " + send.String() + " (powers nothing on)"
+	d.RequeueAfter = c.QuickPoll
+}
+
+// freshOff reports whether this pass's reading is an Off that cannot
+// echo a state from before this controller's last power-off or power-on:
+// taken StaleReads after both (SinceOff, QuietFor), OffSettle into its
+// run of Off readings.
+func (c Config) freshOff(o Observed) bool {
+	return o.Power == power.StateOff && o.OffFor >= c.OffSettle &&
+		o.SinceOff >= c.StaleReads && o.QuietFor >= c.StaleReads
+}
