@@ -336,6 +336,12 @@ type Call struct {
 	// Repeats counts the calls of the same action and mode made right
 	// before this one (0 for the first): repeated power-offs back off.
 	Repeats int
+	// Fails counts the calls in a row, of any action, that were busy or
+	// failed, this one included (0 if it was accepted or refused
+	// otherwise): a pending power-off on a BMC that answers nothing backs
+	// off with it (Config.RetryDelay), and so does a call answering a
+	// long run of unsure readings (Observed.UnsureFor).
+	Fails int
 }
 
 // Work names what a power-off is decided for: a pending reboot (Reboot,
@@ -1061,12 +1067,14 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	if wantHard {
 		st.Mode = power.ModeHard
 	}
-	if st.Covers() || len(d.Requests) == 0 && o.Online && c.releasedOn(o, c.unsureRun(o, st, now), now) {
-		// Every request withdrawn before the evidence came, on a BMC
-		// that reads Transitioning for long: the evidence may never come
-		// (a BMC stuck on it while the host is off), so the reboot ends
-		// as a released one, by heldOff's power-on
-		// (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff).
+	run := c.unsureRun(o, st, now)
+	if st.Covers() || c.releasedPending(o, run, now, hasKeyed, len(d.Requests) == 0) {
+		// No keyed request left before the evidence came, on a BMC that
+		// reads Transitioning for long: the evidence may never come (a
+		// BMC stuck on it while the host is off), so the reboot ends as
+		// a released one, by heldOff's power-on
+		// (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff,
+		// TestReview36y_BareRebootOnStuckPoweringOffOffForEver).
 		c.heldOff(o, now, p, hasBare, hasKeyed, d)
 		return
 	}
@@ -1121,6 +1129,14 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	sentOff := last.Action == ActionPowerOff && last.For.Is(st.work())
 	since := now.Sub(last.At)
 	underWay := sentOff && since >= 0 && since < c.SoftTimeout+c.StaleReads
+	if sentOff && last.Class == power.ClassNone && o.Power == power.StateTransitioning &&
+		since >= 0 && since < 2*(c.SoftTimeout+c.StaleReads) && !c.unsureLong(run) {
+		// Transitioning since shortly after our accepted power-off: wait
+		// until the run is long, when a reboot no keyed request holds
+		// ends (releasedPending), rather than power off again just
+		// before it.
+		underWay = true
+	}
 	if o.Power == power.StateTransitioning && st.Mode == mode && underWay {
 		d.Reason = "powering off: wait"
 		d.RequeueAfter = requeue()
@@ -1193,9 +1209,11 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	// A held host whose readings have said neither On nor Off for longer
 	// than any change of power takes may have been powered on by someone
 	// else (its BMC stuck reading Transitioning or null while it runs):
-	// powered off as on an On reading, once per run
+	// powered off as on an On reading, again after a back-off while the
+	// run lasts (calledInRun: someone may power it on later in the run)
 	// (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff,
-	// TestReview36w_HeldHostOnNullNeverPoweredOff).
+	// TestReview36w_HeldHostOnNullNeverPoweredOff,
+	// TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver).
 	// HoldBroken is recorded then: the evidence cannot tell whether it
 	// ran. A released host is so powered on on a Transitioning reading
 	// (never an unknown one), if that powers nothing off
@@ -1327,16 +1345,17 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		st.OnConfirmed = st.LastPoweredOn
 	}
 	// A run of unsure readings longer than any change of power shows
-	// nothing under way: act once per run as if the host were in the
-	// wrong state (a BMC stuck reading Transitioning or null).
-	// A power-on goes out only on a Transitioning reading: never in a
-	// pass whose reading is unknown (package doc, Guarantees).
-	stuckOn := o.Power == power.StateTransitioning && c.unsureLong(run) && !c.calledInRun(o, run, ActionPowerOn, now)
+	// nothing under way: act as if the host were in the wrong state (a
+	// BMC stuck reading Transitioning or null), again after a back-off
+	// while the run lasts (calledInRun). A power-on goes out only on a
+	// Transitioning reading (never in a pass whose reading is unknown,
+	// package doc, Guarantees), and only once a power-off of ours is
+	// over (releasedOn).
 	stuckOff := unsure && c.unsureLong(run) && !c.calledInRun(o, run, ActionPowerOff, now)
 	switch {
-	case o.Online && stuckOn && !o.OnToggles:
-		// A power-on that sets the power powers nothing off: sent once
-		// per run (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver).
+	case o.Online && c.releasedOn(o, run, now):
+		// A power-on that sets the power powers nothing off
+		// (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver).
 		// One that may press the power button waits for a sane reading.
 		if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, o.Power, d) {
 			return

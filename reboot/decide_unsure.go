@@ -72,39 +72,92 @@ func (c Config) unsureWait(run time.Duration) time.Duration {
 
 // calledInRun reports whether a call of action a made since the current
 // run of unsure readings (unsureRun) began (Observed.LastCall, on the
-// controller's clock) answers the run for now: an accepted one answers
-// it (once per run); one that failed, was busy or was refused answers it
-// until the run has doubled since (at least RetryDelay, at most
-// retryCap later): a dead BMC whose every call times out is tried at
-// run lengths 1, 2, 4, 8... times the first, not every RetryDelay
-// (TestReview36x_FencedHostDeadBMCHammeredForEver). A restart forgets
-// the call and may answer the run once more.
+// controller's clock) answers the run for now: accepted or not, it
+// answers it for runBackoff, then the rule calls again. An accepted call
+// answers it no longer than a failed one: a power-on the BMC accepted
+// and dropped, or one that went to a host whose OS then powered off, and
+// a power-off of a held host that someone powered on again later in the
+// run, are followed by another
+// (TestReview36y_ReleasedDroppedPowerOnOffForEver,
+// TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver). A restart
+// forgets the call and may answer the run once more.
 func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Time) bool {
 	l := o.LastCall
 	since := now.Sub(l.At)
 	if l.Action != a || since < 0 || since >= run {
 		return false
 	}
-	if l.Class == power.ClassNone {
-		return true
-	}
-	// The run was run-since long when the call returned: call again
-	// once it has doubled.
-	return since < min(max(run-since, c.RetryDelay), retryCap)
+	// The run was run-since long when the call returned.
+	return since < c.runBackoff(l, run-since)
 }
 
-// retryCap bounds the back-off between failed calls answering one run of
-// unsure readings (calledInRun): a BMC dead for good is tried at least
+// runBackoff is how long a call answering a run of unsure readings that
+// was runAt long when it returned answers it: until the run has doubled
+// since, at most retryCap; at least twice SoftTimeout + StaleReads for
+// an accepted call (a power-on makes a soft power-off wait that long for
+// its POST, poweringOn: one sent every few minutes to a host whose BMC
+// reads Transitioning whatever it does would hold every soft reboot
+// back), RetryDelay for one that was busy or failed, which is tried again no
+// later than SoftTimeout + StaleReads doubled with every such answer in
+// a row before it (Call.Fails). A dead BMC whose every call times out
+// is tried at run lengths about 1, 2, 4, 8... times the first
+// (TestReview36x_FencedHostDeadBMCHammeredForEver); one busy answer
+// after a run of hours is tried again minutes later, not an hour later:
+// the back-off counts from the failures, not from the run's length
+// (TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour).
+func (c Config) runBackoff(l Call, runAt time.Duration) time.Duration {
+	if l.Class == power.ClassNone {
+		return min(max(runAt, 2*(c.SoftTimeout+c.StaleReads)), retryCap)
+	}
+	return min(max(runAt, c.RetryDelay), (c.SoftTimeout+c.StaleReads)<<min(max(l.Fails-1, 0), 16), retryCap)
+}
+
+// retryCap bounds the back-off between calls answering one run of
+// unsure readings (runBackoff): a BMC dead for good is tried at least
 // once an hour.
 const retryCap = time.Hour
+
+// offOver reports whether every power-off of ours that may have been
+// carried out (Observed.SinceOff: a previous process's, a lost one's
+// landing, included) is at least SoftTimeout + StaleReads old: an OS
+// shutdown it began is over, and a power-on now cannot go to a host
+// that then powers off. Before that, a Transitioning reading may be
+// that shutdown under way, and a stuck rule's power-on waits
+// (TestReview36y_WithdrawnSoftRebootPowerOnDuringShutdownOffForEver,
+// TestReview36y_OnlineBackDuringOfflineShutdownOffForEver).
+func (c Config) offOver(o Observed) bool {
+	return o.SinceOff >= c.SoftTimeout+c.StaleReads
+}
 
 // releasedOn reports whether a host no hold keeps off is powered on
 // after a long run (unsureLong) of Transitioning readings: never on an
 // unknown reading, never by a power-on that may press the power button
-// (OnToggles), once per run (calledInRun).
+// (OnToggles), never while a power-off of ours may still be under way
+// (offOver), and not while a power-on answers the run (calledInRun).
 func (c Config) releasedOn(o Observed, run time.Duration, now time.Time) bool {
-	return o.Power == power.StateTransitioning && c.unsureLong(run) && !o.OnToggles &&
+	return o.Power == power.StateTransitioning && c.unsureLong(run) && !o.OnToggles && c.offOver(o) &&
 		!c.calledInRun(o, run, ActionPowerOn, now)
+}
+
+// releasedPending reports whether a pending reboot whose evidence has
+// not come ends as a released one (heldOff powers the host on): Online,
+// no keyed request left (none was, or every one was withdrawn: keyed
+// requests hold the host until they go), and a long run of
+// Transitioning readings that releasedOn answers. A reboot with a bare
+// request (Annotation) asks it only after its own power-off was
+// accepted (Observed.LastCall, for this reboot) and is over (offOver): a
+// BMC stuck reading Transitioning while the host is off never gives the
+// Off reading its evidence needs, and the reboot would stay pending,
+// the host off, for good
+// (TestReview36y_BareRebootOnStuckPoweringOffOffForEver). Its
+// annotation is removed and LastPoweredOn written as for a reboot
+// done, though no Off reading showed it off.
+func (c Config) releasedPending(o Observed, run time.Duration, now time.Time, hasKeyed, none bool) bool {
+	if hasKeyed || !o.Online || !c.releasedOn(o, run, now) {
+		return false
+	}
+	l := o.LastCall
+	return none || l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(o.Status.work())
 }
 
 // stuckOff sets d to power a held host off after a long run of unsure

@@ -583,6 +583,10 @@ func (h *memory) called(c Call) Call {
 	if h.last.Action == c.Action && h.last.Mode == c.Mode {
 		c.Repeats = h.last.Repeats + 1
 	}
+	c.Fails = 0
+	if c.Class == power.ClassBusy || c.Class == power.ClassFailed {
+		c.Fails = h.last.Fails + 1
+	}
 	h.last = c
 	return c
 }
