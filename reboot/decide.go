@@ -461,6 +461,17 @@ type Observed struct {
 	// (TestReview36x_FencedHostDeadBMCHammeredForEver,
 	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay).
 	UnsureFor time.Duration
+	// UnsureWhole says UnsureFor covers the whole current run of unsure
+	// readings: this controller read On or Off before it began (since
+	// its start, or its Tracker's Forget). The run is then measured on
+	// the monotonic clock alone, and a persisted Status.UnsureSince
+	// (which may span short sane spells, or a forward step of the wall
+	// clock) is not read: a short run is never taken for a long one
+	// (TestReview36y_FlappingNullFalseHoldBroken,
+	// TestReview36y_ClockStepDuringShortNullSpellFalseHoldBroken).
+	// False (a run that began before the controller started) reads
+	// UnsureSince too.
+	UnsureWhole bool
 	// SaneFor is as UnsureFor for the readings that say On or Off: how
 	// long they have gone on without a break, up to this pass's (zero on
 	// an unknown or transitioning reading). A persisted run of unsure

@@ -12,14 +12,18 @@ func isUnsure(p power.State) bool {
 }
 
 // unsureRun is how long the readings have said neither On nor Off, up
-// to this pass's (zero on an On or Off reading): Observed.UnsureFor, or
-// since Status.UnsureSince if longer (a run that began before a
+// to this pass's (zero on an On or Off reading): Observed.UnsureFor if
+// it covers the whole run (Observed.UnsureWhole), else the longer of it
+// and the time since Status.UnsureSince (a run that began before a
 // restart).
 func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 	if !isUnsure(o.Power) {
 		return 0
 	}
 	run := o.UnsureFor
+	if o.UnsureWhole {
+		return run
+	}
 	if at := st.UnsureSince; !at.IsZero() && !at.After(now) {
 		run = max(run, now.Sub(at))
 	}
@@ -28,11 +32,13 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 
 // noteUnsure records in st.UnsureSince the run of unsure readings of a
 // host once it has lasted half of SoftTimeout + StaleReads (the run a
-// stuck rule waits for, unsureLong), and clears it once On or Off
-// readings have lasted StaleReads (Observed.SaneFor; see
-// Status.UnsureSince). Runs shorter than that, however often they come,
-// write nothing (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
-// TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince).
+// stuck rule waits for, unsureLong), if a stuck rule may read it (runMatters),
+// and clears it once On or Off readings have lasted StaleReads
+// (Observed.SaneFor; see Status.UnsureSince). Runs shorter than that,
+// however often they come, write nothing
+// (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
+// TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince), nor do
+// runs no rule reads (TestReview36y_RunningHostNullRunsChurnUnsureSince).
 func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
 	if !isUnsure(o.Power) {
 		if o.SaneFor >= c.StaleReads {
@@ -40,9 +46,19 @@ func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
 		}
 		return
 	}
-	if st.UnsureSince.IsZero() && o.UnsureFor >= c.unsureNote() {
+	if st.UnsureSince.IsZero() && o.UnsureFor >= c.unsureNote() && runMatters(o, st) {
 		st.UnsureSince = now.Add(-o.UnsureFor).Truncate(c.Precision)
 	}
+}
+
+// runMatters reports whether a stuck rule may read the run of unsure
+// readings after a restart: a reboot is pending (held, or its release,
+// releasedPending), Online is false (the enforcement's stuckOff), or the
+// reading is Transitioning (an Online host's power-on, releasedOn). An
+// Online host with no reboot pending whose readings are unknown is never
+// acted on for them: its run is not persisted.
+func runMatters(o Observed, st *Status) bool {
+	return st.Pending() || !o.Online || o.Power == power.StateTransitioning
 }
 
 // unsureNote is how long a run of unsure readings lasts before it is
