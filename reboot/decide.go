@@ -1521,6 +1521,9 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 		}
 	case power.ClassBusy, power.ClassFailed:
 		delay = c.RetryDelay
+		if state == power.StateUnknown {
+			delay = c.deadBackoff(last)
+		}
 	default:
 		return false
 	}
@@ -1538,8 +1541,25 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 	d.RequeueAfter = delay - since
 	if last.Class == power.ClassNone {
 		d.RequeueAfter = min(d.RequeueAfter, c.readBackoff(last, now))
+	} else if delay > c.RetryDelay {
+		// Backing off a dead BMC (deadBackoff): read it as often as
+		// ever, so that the call goes out soon after it answers again.
+		d.RequeueAfter = min(d.RequeueAfter, c.PollInterval)
 	}
 	return true
+}
+
+// deadBackoff is how long to wait before repeating a call that was busy
+// or failed while the BMC's readings are unknown too (a BMC that answers
+// nothing: a fence asked of a host whose rack lost its network): RetryDelay
+// doubled with every such answer in a row before it (Call.Fails), at
+// most retryCap, so that a dead BMC gets a few calls (and their Status
+// writes) an hour, not one every RetryDelay
+// (TestReview36y_FenceOnDeadBMCStatusChurn). The first try is never
+// delayed, and neither is a try once the BMC answers a reading again
+// (On, Off or Transitioning: RetryDelay) or a call.
+func (c Config) deadBackoff(last Call) time.Duration {
+	return min(c.RetryDelay<<min(max(last.Fails-1, 0), 16), retryCap)
 }
 
 // unknownBackoff is when to read again after an unknown reading:
