@@ -82,28 +82,34 @@ type Status struct {
 	// repeated on a BMC that answers null now and then,
 	// TestReview36w_OfflineOffHostFlappingNullForceOffForEver) unless
 	// they last longer than SoftTimeout + StaleReads (Observed.UnsureFor:
-	// once per run); an On reading, or such a run, begins a new episode
+	// then again as the run doubles); an On reading, or such a run, begins a new episode
 	// of the enforcement (a new OfflineSince and Works count, soft
 	// first: TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). Zero
 	// while the enforcement's power-off is not known done.
 	OfflineOffSeen time.Time
 	// UnsureSince is when the current run of readings that say neither
 	// On nor Off (unknown, transitioning) began (Observed.UnsureFor,
-	// truncated), recorded for any host once the run has lasted half of
-	// SoftTimeout + StaleReads (shorter runs, however often they come,
-	// write nothing: TestReview36x_HeldHostFlappingNullChurnsUnsureSince),
-	// and cleared once On or Off readings have lasted StaleReads
-	// (Observed.SaneFor: a shorter sane spell may echo, A1, and the run
-	// goes on through it, so that a BMC answering null for long with
-	// short honest spells writes it once, not twice a spell). A restarted
-	// controller counts the run from it, not from its start, so that
-	// restarts every few minutes do not keep a held host that someone
-	// else powered on running for ever
+	// truncated), recorded once the run has lasted half of SoftTimeout +
+	// StaleReads (shorter runs, however often they come, write nothing:
+	// TestReview36x_HeldHostFlappingNullChurnsUnsureSince) for a host a
+	// stuck rule may act on for it: a reboot pending, Online false, or a
+	// Transitioning reading (an Online host with no reboot pending whose
+	// readings are unknown writes nothing:
+	// TestReview36y_RunningHostNullRunsChurnUnsureSince); cleared once On
+	// or Off readings have lasted StaleReads (Observed.SaneFor: a
+	// shorter sane spell may echo, A1, and it is kept through it, so
+	// that a BMC answering null for long with short honest spells writes
+	// it once, not twice a spell). It is read only by a controller that
+	// did not see the run begin (Observed.UnsureWhole false: a restart
+	// during the run), which counts the run from it, not from its start,
+	// so that restarts every few minutes do not keep a held host that
+	// someone else powered on running for ever
 	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes) nor a
 	// released one off for ever
-	// (TestReview36x_ReleasedOnStuckPoweringOffRestartsEveryThreeMinutes).
-	// Zero otherwise. It is read on the wall clock: a forward step of it
-	// lengthens the run.
+	// (TestReview36x_ReleasedOnStuckPoweringOffRestartsEveryThreeMinutes);
+	// such a controller reads it on the wall clock (a forward step
+	// lengthens the run) and, kept through short sane spells, it may
+	// span several runs. Zero otherwise.
 	UnsureSince time.Time
 	// OfflineSoftSince is, for the Online=false enforcement, what
 	// SoftSince is for a pending reboot: when its first soft power-off
@@ -118,9 +124,11 @@ type Status struct {
 	// (unknown, transitioning) for longer than SoftTimeout + StaleReads
 	// (Observed.UnsureFor): the host may have been powered on and the
 	// evidence cannot tell; the controller then sends a power-off that
-	// sets the power, hard, once per such run
+	// sets the power, hard, and again as the run doubles (at most an
+	// hour apart: someone may power it on later in the run)
 	// (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff,
-	// TestReview36w_HeldHostOnNullNeverPoweredOff). Evidence for instants
+	// TestReview36w_HeldHostOnNullNeverPoweredOff,
+	// TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver). Evidence for instants
 	// before the sighting stays true (the processes that ran then did
 	// stop); the host may have run since. Zero when no hold of the pending
 	// reboot was broken. A BMC whose reads flap between ages (assumption
@@ -455,11 +463,17 @@ type Observed struct {
 	// A run longer than Config.SoftTimeout + StaleReads shows no change
 	// of power under way (unsureLong): a held host is powered off again,
 	// a host with Online true and no hold powered on (on a Transitioning
-	// reading, if that powers nothing off), once per run: a call that
-	// failed, was busy or refused is tried again only once the run has
-	// doubled since it, at least RetryDelay and at most an hour later
+	// reading, if that powers nothing off, and only once every
+	// power-off of ours is SoftTimeout + StaleReads old, SinceOff). A
+	// call answering the run answers it until the run has doubled since
+	// it, at most an hour: an accepted one at least twice SoftTimeout +
+	// StaleReads, one that failed, was busy or refused at least
+	// RetryDelay and at most SoftTimeout + StaleReads doubled with each
+	// such answer in a row (Call.Fails); then the rule calls again
 	// (TestReview36x_FencedHostDeadBMCHammeredForEver,
-	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay).
+	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay,
+	// TestReview36y_ReleasedDroppedPowerOnOffForEver,
+	// TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour).
 	UnsureFor time.Duration
 	// UnsureWhole says UnsureFor covers the whole current run of unsure
 	// readings: this controller read On or Off before it began (since
@@ -553,7 +567,9 @@ type Config struct {
 	LostLanding time.Duration
 	// RetryDelay is how long to wait before retrying a power call that was
 	// busy or failed (one answering a long run of unsure readings backs
-	// off further, see Observed.UnsureFor). Default 10 s.
+	// off further, see Observed.UnsureFor; one made while the readings
+	// are unknown too doubles it with every such answer in a row, at
+	// most an hour, Call.Fails). Default 10 s.
 	RetryDelay time.Duration
 	// PollInterval is how often to look again while waiting for the power
 	// state to change. Default 5 s.
@@ -1400,7 +1416,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		// (TestReview36w_OfflineOffHostFlappingNullForceOffForEver),
 		// unless such readings last for long: the host may have been
 		// powered on, and is held off by a power-off that sets the
-		// power, once per run (the heldOff rule).
+		// power, again as the run doubles (the heldOff rule).
 		d.Reason = "off; held while Online is false"
 		d.RequeueAfter = c.PollInterval
 		if unsure {
