@@ -82,28 +82,34 @@ type Status struct {
 	// repeated on a BMC that answers null now and then,
 	// TestReview36w_OfflineOffHostFlappingNullForceOffForEver) unless
 	// they last longer than SoftTimeout + StaleReads (Observed.UnsureFor:
-	// once per run); an On reading, or such a run, begins a new episode
+	// then again as the run doubles); an On reading, or such a run, begins a new episode
 	// of the enforcement (a new OfflineSince and Works count, soft
 	// first: TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). Zero
 	// while the enforcement's power-off is not known done.
 	OfflineOffSeen time.Time
 	// UnsureSince is when the current run of readings that say neither
 	// On nor Off (unknown, transitioning) began (Observed.UnsureFor,
-	// truncated), recorded for any host once the run has lasted half of
-	// SoftTimeout + StaleReads (shorter runs, however often they come,
-	// write nothing: TestReview36x_HeldHostFlappingNullChurnsUnsureSince),
-	// and cleared once On or Off readings have lasted StaleReads
-	// (Observed.SaneFor: a shorter sane spell may echo, A1, and the run
-	// goes on through it, so that a BMC answering null for long with
-	// short honest spells writes it once, not twice a spell). A restarted
-	// controller counts the run from it, not from its start, so that
-	// restarts every few minutes do not keep a held host that someone
-	// else powered on running for ever
+	// truncated), recorded once the run has lasted half of SoftTimeout +
+	// StaleReads (shorter runs, however often they come, write nothing:
+	// TestReview36x_HeldHostFlappingNullChurnsUnsureSince) for a host a
+	// stuck rule may act on for it: a reboot pending, Online false, or a
+	// Transitioning reading (an Online host with no reboot pending whose
+	// readings are unknown writes nothing:
+	// TestReview36y_RunningHostNullRunsChurnUnsureSince); cleared once On
+	// or Off readings have lasted StaleReads (Observed.SaneFor: a
+	// shorter sane spell may echo, A1, and it is kept through it, so
+	// that a BMC answering null for long with short honest spells writes
+	// it once, not twice a spell). It is read only by a controller that
+	// did not see the run begin (Observed.UnsureWhole false: a restart
+	// during the run), which counts the run from it, not from its start,
+	// so that restarts every few minutes do not keep a held host that
+	// someone else powered on running for ever
 	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes) nor a
 	// released one off for ever
-	// (TestReview36x_ReleasedOnStuckPoweringOffRestartsEveryThreeMinutes).
-	// Zero otherwise. It is read on the wall clock: a forward step of it
-	// lengthens the run.
+	// (TestReview36x_ReleasedOnStuckPoweringOffRestartsEveryThreeMinutes);
+	// such a controller reads it on the wall clock (a forward step
+	// lengthens the run) and, kept through short sane spells, it may
+	// span several runs. Zero otherwise.
 	UnsureSince time.Time
 	// OfflineSoftSince is, for the Online=false enforcement, what
 	// SoftSince is for a pending reboot: when its first soft power-off
@@ -118,9 +124,11 @@ type Status struct {
 	// (unknown, transitioning) for longer than SoftTimeout + StaleReads
 	// (Observed.UnsureFor): the host may have been powered on and the
 	// evidence cannot tell; the controller then sends a power-off that
-	// sets the power, hard, once per such run
+	// sets the power, hard, and again as the run doubles (at most an
+	// hour apart: someone may power it on later in the run)
 	// (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff,
-	// TestReview36w_HeldHostOnNullNeverPoweredOff). Evidence for instants
+	// TestReview36w_HeldHostOnNullNeverPoweredOff,
+	// TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver). Evidence for instants
 	// before the sighting stays true (the processes that ran then did
 	// stop); the host may have run since. Zero when no hold of the pending
 	// reboot was broken. A BMC whose reads flap between ages (assumption
@@ -336,6 +344,12 @@ type Call struct {
 	// Repeats counts the calls of the same action and mode made right
 	// before this one (0 for the first): repeated power-offs back off.
 	Repeats int
+	// Fails counts the calls in a row, of any action, that were busy or
+	// failed, this one included (0 if it was accepted or refused
+	// otherwise): a pending power-off on a BMC that answers nothing backs
+	// off with it (Config.RetryDelay), and so does a call answering a
+	// long run of unsure readings (Observed.UnsureFor).
+	Fails int
 }
 
 // Work names what a power-off is decided for: a pending reboot (Reboot,
@@ -449,12 +463,29 @@ type Observed struct {
 	// A run longer than Config.SoftTimeout + StaleReads shows no change
 	// of power under way (unsureLong): a held host is powered off again,
 	// a host with Online true and no hold powered on (on a Transitioning
-	// reading, if that powers nothing off), once per run: a call that
-	// failed, was busy or refused is tried again only once the run has
-	// doubled since it, at least RetryDelay and at most an hour later
+	// reading, if that powers nothing off, and only once every
+	// power-off of ours is SoftTimeout + StaleReads old, SinceOff). A
+	// call answering the run answers it until the run has doubled since
+	// it, at most an hour: an accepted one at least twice SoftTimeout +
+	// StaleReads, one that failed, was busy or refused at least
+	// RetryDelay and at most SoftTimeout + StaleReads doubled with each
+	// such answer in a row (Call.Fails); then the rule calls again
 	// (TestReview36x_FencedHostDeadBMCHammeredForEver,
-	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay).
+	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay,
+	// TestReview36y_ReleasedDroppedPowerOnOffForEver,
+	// TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour).
 	UnsureFor time.Duration
+	// UnsureWhole says UnsureFor covers the whole current run of unsure
+	// readings: this controller read On or Off before it began (since
+	// its start, or its Tracker's Forget). The run is then measured on
+	// the monotonic clock alone, and a persisted Status.UnsureSince
+	// (which may span short sane spells, or a forward step of the wall
+	// clock) is not read: a short run is never taken for a long one
+	// (TestReview36y_FlappingNullFalseHoldBroken,
+	// TestReview36y_ClockStepDuringShortNullSpellFalseHoldBroken).
+	// False (a run that began before the controller started) reads
+	// UnsureSince too.
+	UnsureWhole bool
 	// SaneFor is as UnsureFor for the readings that say On or Off: how
 	// long they have gone on without a break, up to this pass's (zero on
 	// an unknown or transitioning reading). A persisted run of unsure
@@ -536,7 +567,9 @@ type Config struct {
 	LostLanding time.Duration
 	// RetryDelay is how long to wait before retrying a power call that was
 	// busy or failed (one answering a long run of unsure readings backs
-	// off further, see Observed.UnsureFor). Default 10 s.
+	// off further, see Observed.UnsureFor; one made while the readings
+	// are unknown too doubles it with every such answer in a row, at
+	// most an hour, Call.Fails). Default 10 s.
 	RetryDelay time.Duration
 	// PollInterval is how often to look again while waiting for the power
 	// state to change. Default 5 s.
@@ -1061,12 +1094,14 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	if wantHard {
 		st.Mode = power.ModeHard
 	}
-	if st.Covers() || len(d.Requests) == 0 && o.Online && c.releasedOn(o, c.unsureRun(o, st, now), now) {
-		// Every request withdrawn before the evidence came, on a BMC
-		// that reads Transitioning for long: the evidence may never come
-		// (a BMC stuck on it while the host is off), so the reboot ends
-		// as a released one, by heldOff's power-on
-		// (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff).
+	run := c.unsureRun(o, st, now)
+	if st.Covers() || c.releasedPending(o, run, now, hasKeyed, len(d.Requests) == 0) {
+		// No keyed request left before the evidence came, on a BMC that
+		// reads Transitioning for long: the evidence may never come (a
+		// BMC stuck on it while the host is off), so the reboot ends as
+		// a released one, by heldOff's power-on
+		// (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff,
+		// TestReview36y_BareRebootOnStuckPoweringOffOffForEver).
 		c.heldOff(o, now, p, hasBare, hasKeyed, d)
 		return
 	}
@@ -1121,6 +1156,14 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	sentOff := last.Action == ActionPowerOff && last.For.Is(st.work())
 	since := now.Sub(last.At)
 	underWay := sentOff && since >= 0 && since < c.SoftTimeout+c.StaleReads
+	if sentOff && last.Class == power.ClassNone && o.Power == power.StateTransitioning &&
+		since >= 0 && since < 2*(c.SoftTimeout+c.StaleReads) && !c.unsureLong(run) {
+		// Transitioning since shortly after our accepted power-off: wait
+		// until the run is long, when a reboot no keyed request holds
+		// ends (releasedPending), rather than power off again just
+		// before it.
+		underWay = true
+	}
 	if o.Power == power.StateTransitioning && st.Mode == mode && underWay {
 		d.Reason = "powering off: wait"
 		d.RequeueAfter = requeue()
@@ -1193,9 +1236,11 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	// A held host whose readings have said neither On nor Off for longer
 	// than any change of power takes may have been powered on by someone
 	// else (its BMC stuck reading Transitioning or null while it runs):
-	// powered off as on an On reading, once per run
+	// powered off as on an On reading, again after a back-off while the
+	// run lasts (calledInRun: someone may power it on later in the run)
 	// (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff,
-	// TestReview36w_HeldHostOnNullNeverPoweredOff).
+	// TestReview36w_HeldHostOnNullNeverPoweredOff,
+	// TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver).
 	// HoldBroken is recorded then: the evidence cannot tell whether it
 	// ran. A released host is so powered on on a Transitioning reading
 	// (never an unknown one), if that powers nothing off
@@ -1327,16 +1372,17 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		st.OnConfirmed = st.LastPoweredOn
 	}
 	// A run of unsure readings longer than any change of power shows
-	// nothing under way: act once per run as if the host were in the
-	// wrong state (a BMC stuck reading Transitioning or null).
-	// A power-on goes out only on a Transitioning reading: never in a
-	// pass whose reading is unknown (package doc, Guarantees).
-	stuckOn := o.Power == power.StateTransitioning && c.unsureLong(run) && !c.calledInRun(o, run, ActionPowerOn, now)
+	// nothing under way: act as if the host were in the wrong state (a
+	// BMC stuck reading Transitioning or null), again after a back-off
+	// while the run lasts (calledInRun). A power-on goes out only on a
+	// Transitioning reading (never in a pass whose reading is unknown,
+	// package doc, Guarantees), and only once a power-off of ours is
+	// over (releasedOn).
 	stuckOff := unsure && c.unsureLong(run) && !c.calledInRun(o, run, ActionPowerOff, now)
 	switch {
-	case o.Online && stuckOn && !o.OnToggles:
-		// A power-on that sets the power powers nothing off: sent once
-		// per run (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver).
+	case o.Online && c.releasedOn(o, run, now):
+		// A power-on that sets the power powers nothing off
+		// (TestReview36w_ReleasedOnStuckPoweringOffStaysOffForEver).
 		// One that may press the power button waits for a sane reading.
 		if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, o.Power, d) {
 			return
@@ -1370,7 +1416,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		// (TestReview36w_OfflineOffHostFlappingNullForceOffForEver),
 		// unless such readings last for long: the host may have been
 		// powered on, and is held off by a power-off that sets the
-		// power, once per run (the heldOff rule).
+		// power, again as the run doubles (the heldOff rule).
 		d.Reason = "off; held while Online is false"
 		d.RequeueAfter = c.PollInterval
 		if unsure {
@@ -1491,6 +1537,9 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 		}
 	case power.ClassBusy, power.ClassFailed:
 		delay = c.RetryDelay
+		if state == power.StateUnknown {
+			delay = c.deadBackoff(last)
+		}
 	default:
 		return false
 	}
@@ -1508,8 +1557,25 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 	d.RequeueAfter = delay - since
 	if last.Class == power.ClassNone {
 		d.RequeueAfter = min(d.RequeueAfter, c.readBackoff(last, now))
+	} else if delay > c.RetryDelay {
+		// Backing off a dead BMC (deadBackoff): read it as often as
+		// ever, so that the call goes out soon after it answers again.
+		d.RequeueAfter = min(d.RequeueAfter, c.PollInterval)
 	}
 	return true
+}
+
+// deadBackoff is how long to wait before repeating a call that was busy
+// or failed while the BMC's readings are unknown too (a BMC that answers
+// nothing: a fence asked of a host whose rack lost its network): RetryDelay
+// doubled with every such answer in a row before it (Call.Fails), at
+// most retryCap, so that a dead BMC gets a few calls (and their Status
+// writes) an hour, not one every RetryDelay
+// (TestReview36y_FenceOnDeadBMCStatusChurn). The first try is never
+// delayed, and neither is a try once the BMC answers a reading again
+// (On, Off or Transitioning: RetryDelay) or a call.
+func (c Config) deadBackoff(last Call) time.Duration {
+	return min(c.RetryDelay<<min(max(last.Fails-1, 0), 16), retryCap)
 }
 
 // unknownBackoff is when to read again after an unknown reading:
@@ -1580,139 +1646,4 @@ func (c Config) poweringOn(o Observed, st *Status, now time.Time) bool {
 func (c Config) poweringOnWait(o Observed, st *Status, now time.Time) time.Duration {
 	ago, _ := c.sinceOn(o, st, now)
 	return c.cap(min(c.QuickPoll, c.SoftTimeout+c.StaleReads-ago))
-}
-
-// isUnsure reports whether a reading says neither On nor Off.
-func isUnsure(p power.State) bool {
-	return p == power.StateUnknown || p == power.StateTransitioning
-}
-
-// unsureRun is how long the readings have said neither On nor Off, up
-// to this pass's (zero on an On or Off reading): Observed.UnsureFor, or
-// since Status.UnsureSince if longer (a run that began before a
-// restart).
-func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
-	if !isUnsure(o.Power) {
-		return 0
-	}
-	run := o.UnsureFor
-	if at := st.UnsureSince; !at.IsZero() && !at.After(now) {
-		run = max(run, now.Sub(at))
-	}
-	return run
-}
-
-// noteUnsure records in st.UnsureSince the run of unsure readings of a
-// host once it has lasted half of SoftTimeout + StaleReads (the run a
-// stuck rule waits for, unsureLong), and clears it once On or Off
-// readings have lasted StaleReads (Observed.SaneFor; see
-// Status.UnsureSince). Runs shorter than that, however often they come,
-// write nothing (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
-// TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince).
-func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
-	if !isUnsure(o.Power) {
-		if o.SaneFor >= c.StaleReads {
-			st.UnsureSince = time.Time{}
-		}
-		return
-	}
-	if st.UnsureSince.IsZero() && o.UnsureFor >= c.unsureNote() {
-		st.UnsureSince = now.Add(-o.UnsureFor).Truncate(c.Precision)
-	}
-}
-
-// unsureNote is how long a run of unsure readings lasts before it is
-// persisted (Status.UnsureSince): half of SoftTimeout + StaleReads, at
-// least StaleReads.
-func (c Config) unsureNote() time.Duration {
-	return max((c.SoftTimeout+c.StaleReads)/2, c.StaleReads)
-}
-
-// unsureLong reports whether a run of unsure readings (unsureRun) has
-// lasted longer than any change of power takes (SoftTimeout, an OS
-// shutdown, plus StaleReads): a BMC stuck on them shows nothing under
-// way, and the host may be on or off.
-func (c Config) unsureLong(run time.Duration) bool {
-	return run >= c.SoftTimeout+c.StaleReads
-}
-
-// unsureWait is when to read again during a run of unsure readings:
-// PollInterval, at most until the run becomes long (unsureLong).
-func (c Config) unsureWait(run time.Duration) time.Duration {
-	w := c.PollInterval
-	if left := c.SoftTimeout + c.StaleReads - run; left > 0 {
-		w = min(w, left)
-	}
-	return c.cap(w)
-}
-
-// calledInRun reports whether a call of action a made since the current
-// run of unsure readings (unsureRun) began (Observed.LastCall, on the
-// controller's clock) answers the run for now: an accepted one answers
-// it (once per run); one that failed, was busy or was refused answers it
-// until the run has doubled since (at least RetryDelay, at most
-// retryCap later): a dead BMC whose every call times out is tried at
-// run lengths 1, 2, 4, 8... times the first, not every RetryDelay
-// (TestReview36x_FencedHostDeadBMCHammeredForEver). A restart forgets
-// the call and may answer the run once more.
-func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Time) bool {
-	l := o.LastCall
-	since := now.Sub(l.At)
-	if l.Action != a || since < 0 || since >= run {
-		return false
-	}
-	if l.Class == power.ClassNone {
-		return true
-	}
-	// The run was run-since long when the call returned: call again
-	// once it has doubled.
-	return since < min(max(run-since, c.RetryDelay), retryCap)
-}
-
-// retryCap bounds the back-off between failed calls answering one run of
-// unsure readings (calledInRun): a BMC dead for good is tried at least
-// once an hour.
-const retryCap = time.Hour
-
-// releasedOn reports whether a host no hold keeps off is powered on
-// after a long run (unsureLong) of Transitioning readings: never on an
-// unknown reading, never by a power-on that may press the power button
-// (OnToggles), once per run (calledInRun).
-func (c Config) releasedOn(o Observed, run time.Duration, now time.Time) bool {
-	return o.Power == power.StateTransitioning && c.unsureLong(run) && !o.OnToggles &&
-		!c.calledInRun(o, run, ActionPowerOn, now)
-}
-
-// stuckOff sets d to power a held host off after a long run of unsure
-// readings (unsureLong): hard (the host is held, it must be off; soft on
-// a BMC that answered hard unsupported), not while a press may still
-// land (landWait), and only if it sets the power (a press needs an On
-// reading that cannot be an echo, pressWait: it never powers a held host
-// on). who says what holds the host, for the reason.
-func (c Config) stuckOff(o Observed, now time.Time, who string, d *Decision) {
-	send := c.offMode(o, power.ModeHard, now)
-	if c.wait(o.LastCall, ActionPowerOff, send, now, o.Power, d) {
-		return
-	}
-	if w, no := c.landWait(o); no {
-		d.Reason = who + "; read " + o.Power.String() + " for long; a press whose answer was lost may still land: hold back the power-off until it has"
-		d.RequeueAfter = c.cap(w)
-		return
-	}
-	if _, no := c.pressWait(o, send); no {
-		d.Reason = who + "; read " + o.Power.String() + " for long; the power-off presses the power button: wait for an On reading"
-		return
-	}
-	d.sendOff(send, power.ModeHard)
-	d.Reason = who + "; read " + o.Power.String() + " for long (may have been powered on): power off " + send.String() + " (powers nothing on)"
-	d.RequeueAfter = c.QuickPoll
-}
-
-// freshOff reports whether this pass's reading is an Off that cannot
-// echo a state from before this controller's last power-off or power-on:
-// taken StaleReads after both (SinceOff, QuietFor), OffSettle into its
-// run of Off readings.
-func (c Config) freshOff(o Observed) bool {
-	return o.Power == power.StateOff && o.OffFor >= c.OffSettle &&
-		o.SinceOff >= c.StaleReads && o.QuietFor >= c.StaleReads
 }

@@ -71,7 +71,7 @@
 //     missing and Paused are unknown).
 //  2. Pass what you remember (in memory; zero after a restart is always
 //     safe): the outcome of your last power call for this host as
-//     Observed.LastCall (with Repeats, and For the Decision.For it was
+//     Observed.LastCall (with Repeats, Fails, and For the Decision.For it was
 //     made for), and, on a monotonic clock,
 //     Observed.QuietFor (since you last sent On to it, or since your
 //     process started, or since you first read a LastPoweredOn you did
@@ -86,7 +86,7 @@
 //     record's version is not one you read or wrote lately). Never carry a
 //     monotonic reading across a restart. A Tracker per host keeps all of
 //     these (and SinceOff, SincePress, PressOver, PressOverFor,
-//     UnknownFor, UnsureFor, SaneFor, SinceRewrite, SinceLastRewrite,
+//     UnknownFor, UnsureFor, UnsureWhole, SaneFor, SinceRewrite, SinceLastRewrite,
 //     HardUnsupportedAt) from
 //     what you report to it: Tracker.Observe fills Observed.
 //  3. Call Decide (or DecideInto, to reuse buffers) with that now.
@@ -123,7 +123,13 @@
 // say Paused, and some say Off a few seconds before the hardware is off. So
 // a reading is not evidence by itself:
 //
-//   - Unknown (an error, null, missing, Paused) proves nothing. A pass that
+//   - Unknown (an error, null, missing, Paused) proves nothing. A power
+//     call answered busy or failed while the readings are unknown too (a
+//     BMC that answers nothing) is tried again after RetryDelay doubled
+//     with each such answer in a row, at most an hour (Call.Fails), the
+//     BMC read every PollInterval meanwhile: the first try, and one after
+//     the BMC answers a reading again, wait RetryDelay only
+//     (TestReview36y_FenceOnDeadBMCStatusChurn). A pass that
 //     reads it never powers the host on (some BMCs can only toggle, and a
 //     toggle sent to a host that is off powers it on); while a reboot is
 //     pending, or Online=false is being enforced, it may send a power-off
@@ -140,27 +146,49 @@
 //     (Status.OfflineOffSeen): from then on only an On reading begins a
 //     new episode, soft first, and unknown or transitioning readings send
 //     nothing unless they last longer than SoftTimeout + StaleReads
-//     (then one hard power-off per such run; one that failed, was busy
-//     or timed out is tried again once the run has doubled since, at
-//     least RetryDelay and at most an hour later, so a dead BMC gets a
-//     few calls an hour, not one every RetryDelay:
+//     (then a hard power-off, and another each time the run has doubled
+//     since the last, at most an hour apart: an accepted one answers the
+//     run for at least twice SoftTimeout + StaleReads, one that failed,
+//     was busy or timed out for at least RetryDelay and at most
+//     SoftTimeout + StaleReads doubled with each such answer in a row, so
+//     a dead BMC gets a few calls an hour, not one every RetryDelay, and
+//     one busy answer after a run of hours waits minutes, not an hour:
 //     TestReview36x_OfflineUnpluggedHostHammeredForEver,
 //     TestReview36u_OfflineNullReadingsNeverPowerOff,
 //     TestReview36v_OfflineLostHardOffNeverRepeatedOnNull,
 //     TestReview36w_OfflineOffHostFlappingNullForceOffForEver,
-//     TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). A held
+//     TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce,
+//     TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour). A held
 //     host whose readings say neither On nor Off for that long is powered
-//     off hard the same way, once per run, and its Status.HoldBroken set
-//     (the evidence cannot tell whether it ran); a host with Online true
-//     and no hold whose readings say Transitioning for that long is
-//     powered on once per run (never on an unknown reading, never by a
-//     power-on that may press the button), also when every request of a
-//     pending reboot was withdrawn before its evidence came, which ends
-//     the reboot (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff).
-//     Any host's run is persisted (Status.UnsureSince) once it lasts
-//     half of SoftTimeout + StaleReads, and ends once On or Off readings
-//     have lasted StaleReads, so that a restart counts it from its start
-//     and short runs write nothing. A
+//     off hard the same way, again as the run doubles (someone may power
+//     it on later in the run:
+//     TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver), and its
+//     Status.HoldBroken set (the evidence cannot tell whether it ran); a
+//     host with Online true and no hold whose readings say Transitioning
+//     for that long is powered on the same way (never on an unknown
+//     reading, never by a power-on that may press the button, and never
+//     before every power-off of the controller's that may have been
+//     carried out is SoftTimeout + StaleReads old, Observed.SinceOff: a
+//     power-on sent during an OS shutdown is accepted and does nothing,
+//     and the OS then powers the host off:
+//     TestReview36y_WithdrawnSoftRebootPowerOnDuringShutdownOffForEver,
+//     TestReview36y_OnlineBackDuringOfflineShutdownOffForEver), also when
+//     no keyed request of a pending reboot is left before its evidence
+//     came, which ends the reboot: every request withdrawn
+//     (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff),
+//     or only a bare request (Annotation) whose power-off the BMC
+//     accepted, when the Off reading never comes (a BMC stuck reading
+//     Transitioning while the host is off): its annotation is removed and
+//     Status.LastPoweredOn written as for a reboot done, though no Off
+//     reading showed the host off, and Status.LastPoweredOff is not moved
+//     (TestReview36y_BareRebootOnStuckPoweringOffOffForEver). The run is
+//     measured on the monotonic clock from its first reading, if this
+//     controller read On or Off before it (Observed.UnsureWhole); a run
+//     a stuck rule may act on (a reboot pending, Online false, or a
+//     Transitioning reading) is persisted (Status.UnsureSince) once it
+//     lasts half of SoftTimeout + StaleReads, and cleared once On or Off
+//     readings have lasted StaleReads, so that a controller restarted
+//     during it counts it from its start, and short runs write nothing. A
 //     power-off that may press the power button (a Controller that
 //     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
 //     sent only on an On reading taken StaleReads after this controller's

@@ -174,6 +174,9 @@ type memory struct {
 	// valid while unsureRun.
 	unsureSince time.Duration
 	unsureRun   bool
+	// unsureWhole: this controller read On or Off before the current
+	// run of unsure readings began (Observed.UnsureWhole).
+	unsureWhole bool
 	// saneSince is as unsureSince for readings On or Off
 	// (Observed.SaneFor); valid while sawSane and not unsureRun.
 	saneSince time.Duration
@@ -674,6 +677,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, cfg.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)
 	o.OffFor, o.UnknownFor, o.UnsureFor, o.SaneFor = hm.reading(state, m, cfg.OffSettle)
+	o.UnsureWhole = hm.unsureRun && hm.unsureWhole
 	if leadLate {
 		hm.lead(r.leadAt)
 	}

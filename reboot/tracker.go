@@ -204,6 +204,8 @@ type Reading struct {
 //     transitioning); zero if Power is On or Off.
 //   - SaneFor: the same for readings On or Off; zero unless Power is
 //     On or Off.
+//   - UnsureWhole: Power is unknown or transitioning and an On or Off
+//     reading came before its run, since the start (or Forget).
 //   - Changed: rd.Host.Version was not handled lately (by Applied), or
 //     this is the first pass.
 //   - HardUnsupportedAt: the At of the latest hard power-off reported to
@@ -260,6 +262,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, hc.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
 	o.OffFor, o.UnknownFor, o.UnsureFor, o.SaneFor = hm.reading(rd.Power, m, hc.OffSettle)
+	o.UnsureWhole = hm.unsureRun && hm.unsureWhole
 	if leadLate {
 		hm.lead(t.leadAt)
 	}
@@ -438,7 +441,7 @@ func (h *memory) reading(state power.State, m, settle time.Duration) (offFor, un
 	}
 	if state == power.StateUnknown || state == power.StateTransitioning {
 		if !h.unsureRun {
-			h.unsureRun, h.unsureSince = true, m
+			h.unsureRun, h.unsureSince, h.unsureWhole = true, m, h.sawSane
 		}
 		unsureFor = m - h.unsureSince
 	} else {
@@ -582,6 +585,10 @@ func (h *memory) called(c Call) Call {
 	c.Repeats = 0
 	if h.last.Action == c.Action && h.last.Mode == c.Mode {
 		c.Repeats = h.last.Repeats + 1
+	}
+	c.Fails = 0
+	if c.Class == power.ClassBusy || c.Class == power.ClassFailed {
+		c.Fails = h.last.Fails + 1
 	}
 	h.last = c
 	return c

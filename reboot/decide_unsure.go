@@ -1,0 +1,211 @@
+package reboot
+
+import (
+	"time"
+
+	"github.com/rebootkit/rebootkit/power"
+)
+
+// isUnsure reports whether a reading says neither On nor Off.
+func isUnsure(p power.State) bool {
+	return p == power.StateUnknown || p == power.StateTransitioning
+}
+
+// unsureRun is how long the readings have said neither On nor Off, up
+// to this pass's (zero on an On or Off reading): Observed.UnsureFor if
+// it covers the whole run (Observed.UnsureWhole), else the longer of it
+// and the time since Status.UnsureSince (a run that began before a
+// restart).
+func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
+	if !isUnsure(o.Power) {
+		return 0
+	}
+	run := o.UnsureFor
+	if o.UnsureWhole {
+		return run
+	}
+	if at := st.UnsureSince; !at.IsZero() && !at.After(now) {
+		run = max(run, now.Sub(at))
+	}
+	return run
+}
+
+// noteUnsure records in st.UnsureSince the run of unsure readings of a
+// host once it has lasted half of SoftTimeout + StaleReads (the run a
+// stuck rule waits for, unsureLong), if a stuck rule may read it (runMatters),
+// and clears it once On or Off readings have lasted StaleReads
+// (Observed.SaneFor; see Status.UnsureSince). Runs shorter than that,
+// however often they come, write nothing
+// (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
+// TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince), nor do
+// runs no rule reads (TestReview36y_RunningHostNullRunsChurnUnsureSince).
+func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
+	if !isUnsure(o.Power) {
+		if o.SaneFor >= c.StaleReads {
+			st.UnsureSince = time.Time{}
+		}
+		return
+	}
+	if st.UnsureSince.IsZero() && o.UnsureFor >= c.unsureNote() && runMatters(o, st) {
+		st.UnsureSince = now.Add(-o.UnsureFor).Truncate(c.Precision)
+	}
+}
+
+// runMatters reports whether a stuck rule may read the run of unsure
+// readings after a restart: a reboot is pending (held, or its release,
+// releasedPending), Online is false (the enforcement's stuckOff), or the
+// reading is Transitioning (an Online host's power-on, releasedOn). An
+// Online host with no reboot pending whose readings are unknown is never
+// acted on for them: its run is not persisted.
+func runMatters(o Observed, st *Status) bool {
+	return st.Pending() || !o.Online || o.Power == power.StateTransitioning
+}
+
+// unsureNote is how long a run of unsure readings lasts before it is
+// persisted (Status.UnsureSince): half of SoftTimeout + StaleReads, at
+// least StaleReads.
+func (c Config) unsureNote() time.Duration {
+	return max((c.SoftTimeout+c.StaleReads)/2, c.StaleReads)
+}
+
+// unsureLong reports whether a run of unsure readings (unsureRun) has
+// lasted longer than any change of power takes (SoftTimeout, an OS
+// shutdown, plus StaleReads): a BMC stuck on them shows nothing under
+// way, and the host may be on or off.
+func (c Config) unsureLong(run time.Duration) bool {
+	return run >= c.SoftTimeout+c.StaleReads
+}
+
+// unsureWait is when to read again during a run of unsure readings:
+// PollInterval, at most until the run becomes long (unsureLong).
+func (c Config) unsureWait(run time.Duration) time.Duration {
+	w := c.PollInterval
+	if left := c.SoftTimeout + c.StaleReads - run; left > 0 {
+		w = min(w, left)
+	}
+	return c.cap(w)
+}
+
+// calledInRun reports whether a call of action a made since the current
+// run of unsure readings (unsureRun) began (Observed.LastCall, on the
+// controller's clock) answers the run for now: accepted or not, it
+// answers it for runBackoff, then the rule calls again. An accepted call
+// answers it no longer than a failed one: a power-on the BMC accepted
+// and dropped, or one that went to a host whose OS then powered off, and
+// a power-off of a held host that someone powered on again later in the
+// run, are followed by another
+// (TestReview36y_ReleasedDroppedPowerOnOffForEver,
+// TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver). A restart
+// forgets the call and may answer the run once more.
+func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Time) bool {
+	l := o.LastCall
+	since := now.Sub(l.At)
+	if l.Action != a || since < 0 || since >= run {
+		return false
+	}
+	// The run was run-since long when the call returned.
+	return since < c.runBackoff(l, run-since)
+}
+
+// runBackoff is how long a call answering a run of unsure readings that
+// was runAt long when it returned answers it: until the run has doubled
+// since, at most retryCap; at least twice SoftTimeout + StaleReads for
+// an accepted call (a power-on makes a soft power-off wait that long for
+// its POST, poweringOn: one sent every few minutes to a host whose BMC
+// reads Transitioning whatever it does would hold every soft reboot
+// back), RetryDelay for one that was busy or failed, which is tried again no
+// later than SoftTimeout + StaleReads doubled with every such answer in
+// a row before it (Call.Fails). A dead BMC whose every call times out
+// is tried at run lengths about 1, 2, 4, 8... times the first
+// (TestReview36x_FencedHostDeadBMCHammeredForEver); one busy answer
+// after a run of hours is tried again minutes later, not an hour later:
+// the back-off counts from the failures, not from the run's length
+// (TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour).
+func (c Config) runBackoff(l Call, runAt time.Duration) time.Duration {
+	if l.Class == power.ClassNone {
+		return min(max(runAt, 2*(c.SoftTimeout+c.StaleReads)), retryCap)
+	}
+	return min(max(runAt, c.RetryDelay), (c.SoftTimeout+c.StaleReads)<<min(max(l.Fails-1, 0), 16), retryCap)
+}
+
+// retryCap bounds the back-off between calls answering one run of
+// unsure readings (runBackoff): a BMC dead for good is tried at least
+// once an hour.
+const retryCap = time.Hour
+
+// offOver reports whether every power-off of ours that may have been
+// carried out (Observed.SinceOff: a previous process's, a lost one's
+// landing, included) is at least SoftTimeout + StaleReads old: an OS
+// shutdown it began is over, and a power-on now cannot go to a host
+// that then powers off. Before that, a Transitioning reading may be
+// that shutdown under way, and a stuck rule's power-on waits
+// (TestReview36y_WithdrawnSoftRebootPowerOnDuringShutdownOffForEver,
+// TestReview36y_OnlineBackDuringOfflineShutdownOffForEver).
+func (c Config) offOver(o Observed) bool {
+	return o.SinceOff >= c.SoftTimeout+c.StaleReads
+}
+
+// releasedOn reports whether a host no hold keeps off is powered on
+// after a long run (unsureLong) of Transitioning readings: never on an
+// unknown reading, never by a power-on that may press the power button
+// (OnToggles), never while a power-off of ours may still be under way
+// (offOver), and not while a power-on answers the run (calledInRun).
+func (c Config) releasedOn(o Observed, run time.Duration, now time.Time) bool {
+	return o.Power == power.StateTransitioning && c.unsureLong(run) && !o.OnToggles && c.offOver(o) &&
+		!c.calledInRun(o, run, ActionPowerOn, now)
+}
+
+// releasedPending reports whether a pending reboot whose evidence has
+// not come ends as a released one (heldOff powers the host on): Online,
+// no keyed request left (none was, or every one was withdrawn: keyed
+// requests hold the host until they go), and a long run of
+// Transitioning readings that releasedOn answers. A reboot with a bare
+// request (Annotation) asks it only after its own power-off was
+// accepted (Observed.LastCall, for this reboot) and is over (offOver): a
+// BMC stuck reading Transitioning while the host is off never gives the
+// Off reading its evidence needs, and the reboot would stay pending,
+// the host off, for good
+// (TestReview36y_BareRebootOnStuckPoweringOffOffForEver). Its
+// annotation is removed and LastPoweredOn written as for a reboot
+// done, though no Off reading showed it off.
+func (c Config) releasedPending(o Observed, run time.Duration, now time.Time, hasKeyed, none bool) bool {
+	if hasKeyed || !o.Online || !c.releasedOn(o, run, now) {
+		return false
+	}
+	l := o.LastCall
+	return none || l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(o.Status.work())
+}
+
+// stuckOff sets d to power a held host off after a long run of unsure
+// readings (unsureLong): hard (the host is held, it must be off; soft on
+// a BMC that answered hard unsupported), not while a press may still
+// land (landWait), and only if it sets the power (a press needs an On
+// reading that cannot be an echo, pressWait: it never powers a held host
+// on). who says what holds the host, for the reason.
+func (c Config) stuckOff(o Observed, now time.Time, who string, d *Decision) {
+	send := c.offMode(o, power.ModeHard, now)
+	if c.wait(o.LastCall, ActionPowerOff, send, now, o.Power, d) {
+		return
+	}
+	if w, no := c.landWait(o); no {
+		d.Reason = who + "; read " + o.Power.String() + " for long; a press whose answer was lost may still land: hold back the power-off until it has"
+		d.RequeueAfter = c.cap(w)
+		return
+	}
+	if _, no := c.pressWait(o, send); no {
+		d.Reason = who + "; read " + o.Power.String() + " for long; the power-off presses the power button: wait for an On reading"
+		return
+	}
+	d.sendOff(send, power.ModeHard)
+	d.Reason = who + "; read " + o.Power.String() + " for long (may have been powered on): power off " + send.String() + " (powers nothing on)"
+	d.RequeueAfter = c.QuickPoll
+}
+
+// freshOff reports whether this pass's reading is an Off that cannot
+// echo a state from before this controller's last power-off or power-on:
+// taken StaleReads after both (SinceOff, QuietFor), OffSettle into its
+// run of Off readings.
+func (c Config) freshOff(o Observed) bool {
+	return o.Power == power.StateOff && o.OffFor >= c.OffSettle &&
+		o.SinceOff >= c.StaleReads && o.QuietFor >= c.StaleReads
+}
