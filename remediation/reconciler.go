@@ -65,10 +65,11 @@ type NodeStore interface {
 // protocol's client side.
 type HostStore interface {
 	// Get returns what the remediation needs of the Machine's host, for
-	// the current attempt's reboot request req (RequestFor: out of
-	// flight, the last attempt's, or one whose Value only names the
-	// Machine): Host.Fenced and Host.PoweredOn answer for that request
-	// only, and Host.RebootAnnotation for a request of this Machine's.
+	// the reboot request req the Reconciler reads it for (in flight,
+	// RequestFor: the current attempt's; out of flight, LastRequest: the
+	// last attempt's, or one whose Value only names the Machine): Host.Fenced and
+	// Host.PoweredOn answer for that request only, and
+	// Host.RebootAnnotation for a request of this Machine's.
 	Get(ctx context.Context, machine string, req Request) (Host, error)
 	// AddRebootAnnotation sets RebootAnnotation to req.Value, req.At being
 	// the request's T (taken before this call).
