@@ -5,7 +5,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +19,8 @@ import (
 )
 
 // The review-37 end-to-end worlds: 100,000-server plans in a bbolt store
-// for the latency tests.
+// for the latency tests, and a store shared through a group for the tests
+// that run the rebootctl binary as other users.
 
 // bigServers is n fake servers, u%06d and cn%06d, whose steps take
 // 5-20 s each (a boot a minute).
@@ -47,4 +51,45 @@ func bigStore(t *testing.T, ctx context.Context, n int, conc plan.Limit, flying 
 	path := filepath.Join(t.TempDir(), "plans.db")
 	createStore(t, ctx, path, p)
 	return clk, fleet, path
+}
+
+// The users of groupWorld: the service user (the store's owner, the
+// executor's), its group, the operators' group and an operator of it.
+const groupSvc, groupNogroup, groupOps, groupOp = 65534, 65534, 4242, 4343
+
+// groupWorld is review37sWorld's store (a running plan p1 of three
+// servers) shared through a group (shareStore: svc:ops 0660, its
+// directory svc:ops dirMode, svc not a member of ops), and a copy of the
+// rebootctl binary every user may run. Its tests need root.
+type groupWorld struct {
+	e                 *env
+	dir, bin          string
+	service, operator *syscall.Credential
+}
+
+func newGroupWorld(t *testing.T, dirMode os.FileMode) *groupWorld {
+	t.Helper()
+	e, _, _ := review37sWorld(t, 3)
+	shareStore(t, e.store, groupSvc, groupOps, dirMode)
+	dir := filepath.Dir(e.store)
+	bin := filepath.Join(filepath.Dir(dir), "rebootctl")
+	b, err := os.ReadFile(binary)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, b, 0o755))
+	return &groupWorld{e: e, dir: dir, bin: bin,
+		service:  &syscall.Credential{Uid: groupSvc, Gid: groupNogroup, Groups: []uint32{}},
+		operator: &syscall.Credential{Uid: groupOp, Gid: groupOp, Groups: []uint32{groupOps}}}
+}
+
+// command is rebootctl args on the world's store, run as cred.
+func (g *groupWorld) command(ctx context.Context, cred *syscall.Credential, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, g.bin, args...)
+	cmd.Env = append(os.Environ(), "REBOOTCTL_STORE="+g.e.store, "HOME="+g.dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	return cmd
+}
+
+// as runs rebootctl args as cred, and returns what it printed.
+func (g *groupWorld) as(cred *syscall.Credential, args ...string) ([]byte, error) {
+	return g.command(context.Background(), cred, args...).CombinedOutput()
 }
