@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,10 +16,16 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // taskOn39o wraps a Redfish BMC so that, while armed, the first reset
@@ -151,4 +159,109 @@ func untilOf39o(rec *v1alpha1.RebootRecord) string {
 		return "(none)"
 	}
 	return rec.Spec.PowerOnSent.Until
+}
+
+// TestReview39_QueuedOnOfNormalPathTakenAsLanded: the round-13 fix
+// (power.Queued) is consulted by the owed pinned power-on only
+// (runPinnedOn). The normal path's power-on, the one every withdrawn
+// hold and every reboot ends with, goes through the same adapter
+// (Powers.Controller, Async, the pool) with no Queued attached: a 202
+// Accepted is a nil error, Async records the call as answered (callEnd
+// lost only on an error), and the reboot package takes the On as
+// carried out by the call's return, its evidence rule waiting StaleReads
+// from there. Here the BMC queues the On as a task and carries it out 4 s
+// later, within the call's deadline (the pool's CallTimeout, 5 s: inside
+// what kube/doc.go and LeaseGuard assume a BMC does), its task monitor
+// truthfully Running until then. A keyed hard hold powers the host off
+// and is withdrawn; the controller powers the host on (202); a fencer
+// asks for the keyed hold again right after the 202. The controller
+// reads the host Off (the task has not run), reports the new keyed
+// request fenced (LastPoweredOff), and then rebootkit's own queued On
+// runs the host it reported fenced. Ground truth: the BMC's hardware must
+// stay off from the first instant the record reports the request
+// fenced. Correct: a power-on answered 202 counts as in flight (Async's
+// lost-answer rule, LateAnswer: the reboot package's LostLanding) until
+// its task monitor says it ended or the host reads On, as the pinned
+// path's does at least to the call's deadline.
+func TestReview39_QueuedOnOfNormalPathTakenAsLanded(t *testing.T) {
+	needAPIServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const landDelay = 4 * time.Second
+	const stale = 500 * time.Millisecond
+	direct := adminClient(t)
+	ns := newNamespace(t, direct)
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	var armed atomic.Bool
+	var landed atomic.Bool
+	answered := make(chan time.Time, 1)
+	srv := httptest.NewServer(taskOn39o(redfishtest.NewBMC(time.Now, hw, "admin", "pw-1"), &armed, landDelay,
+		func() { _ = hw.On(context.Background()); landed.Store(true) }, answered))
+	defer srv.Close()
+	newBMH(t, direct, ns, "h1")
+	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv) }))
+	mgr := managerAs(t, asController(t, ns), ns)
+	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 10 * time.Second,
+		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
+		Pool: power.NewPool(power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})}
+	defer powers.Close()
+	async := &Async{Power: powers.Controller, Timeout: time.Minute}
+	powers.Done = func(name string) {
+		if async.Done != nil {
+			async.Done(name)
+		}
+	}
+	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: async.Controller,
+		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
+	rec := events.NewFakeRecorder(1000)
+	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec, Async: async,
+		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	key := types.NamespacedName{Namespace: ns, Name: "h1"}
+	require.NoError(t, change(ctx, direct, ns, "h1", hold39m))
+	require.Eventually(t, func() bool {
+		var r v1alpha1.RebootRecord
+		var h metal3.BareMetalHost
+		if direct.Get(ctx, key, &h) != nil || direct.Get(ctx, key, &r) != nil {
+			return false
+		}
+		st, ok := recordStatus(&r, &h, true)
+		return ok && !st.LastPoweredOff.IsZero() && !hw.WasOnAt(time.Now())
+	}, 15*time.Second, 20*time.Millisecond, "premise: the keyed hold powers the host off and reports it; events %q", drainEvents(rec))
+	armed.Store(true)
+	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
+		delete(h.Annotations, reboot.AnnotationPrefix+"fencer")
+	}))
+	var at time.Time
+	select {
+	case at = <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("premise: the withdrawn hold ends with a power-on, answered 202 (calls %+v; events %q)", hw.Calls(), drainEvents(rec))
+	}
+	asked := time.Now()
+	require.NoError(t, change(ctx, direct, ns, "h1", hold39m))
+	var fencedAt time.Time
+	for deadline := at.Add(landDelay + time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var r v1alpha1.RebootRecord
+		var h metal3.BareMetalHost
+		if fencedAt.IsZero() && direct.Get(ctx, key, &h) == nil && direct.Get(ctx, key, &r) == nil {
+			if st, ok := recordStatus(&r, &h, true); ok && st.Fenced(asked, time.Now()) {
+				fencedAt = time.Now()
+			}
+		}
+	}
+	require.True(t, landed.Load(), "premise: the queued On landed")
+	if fencedAt.IsZero() {
+		return // not reported fenced before the On landed: correct
+	}
+	assert.True(t, hw.OffThroughout(fencedAt, time.Now()),
+		"a host reported fenced for a keyed request (at %v after the 202, %v after the request) stays off while it is held: "+
+			"a power-on the BMC accepted as a task (202, monitor Running) lands after the call returned (transitions %+v; calls %+v; events %q)",
+		fencedAt.Sub(at), fencedAt.Sub(asked), hw.Transitions(), hw.Calls(), drainEvents(rec))
 }
