@@ -381,7 +381,20 @@
 //     a fencing request on a healthy host is served whatever the number of
 //     hung BMCs; the call's end reconciles its host again, and a power
 //     call's late answer (a hard power-off unsupported) is recorded by that
-//     pass (reboot.LateAnswerer).
+//     pass (reboot.LateAnswerer). A power command the BMC accepted for
+//     later (power.Queued: a Redfish 202 Accepted and its task; the
+//     normal path's, the reset path's, remediation's and external
+//     remediation's alike) is in flight until its task monitor says the
+//     task ended or the host reads the state the command was for
+//     (a restart: until the task ended), read every Async.TaskPoll:
+//     meanwhile the host is sent nothing and no evidence is taken from
+//     it, and its answer is handed over (LateAnswer) only then. Past
+//     Async.TaskLimit (default DefaultTaskLimit, 10 min) the host is left
+//     as it is, every call of it refused with ErrTaskOverdue (also
+//     ErrInFlight) and a PowerTaskOverdue event that names the task and
+//     the fix, until the controller restarts; that wait is kept in
+//     memory only, so a restarted controller or a new leader does not
+//     wait for the normal path's task.
 //   - cmd/rebootkit-controller: a manager binary running both controllers
 //     (kubeconfig, namespace, leader election on by default with the
 //     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit),

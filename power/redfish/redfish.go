@@ -172,16 +172,22 @@
 //     fail without sending anything. The BMC is reached
 //     directly, never through HTTP_PROXY or HTTPS_PROXY from the
 //     environment, unless Config.Proxy names a proxy.
-//   - A reset answered 202 Accepted with a task monitor succeeds without
-//     following the task: the reset was accepted, which is all a
-//     power.Controller method promises, and callers take the outcome from
-//     a later State read (the reboot decisions wait for the state to
-//     change, and a reset that failed shows as a state that does not).
-//     The call's power.Queued, if its context carries one
+//   - A reset answered 202 Accepted succeeds without following the task:
+//     the reset was accepted, which is all a power.Controller method
+//     promises. The call's power.Queued, if its context carries one
 //     (power.WithQueued), says so: the reset may take effect after the
-//     call returned.
-//     Following a monitor would add requests to a BMC-chosen URL for
-//     nothing a later read does not tell.
+//     call returned, also after its deadline, until its task ended. When
+//     the 202 names a task monitor (its Location header, else the
+//     @odata.id of its body) that is a Redfish path ("/redfish/v1/…", at
+//     most 512 bytes of letters, digits and "/_-.~", no ".." segment) or
+//     an absolute URL on the endpoint's own origin, the Queued carries it
+//     (Queued.Monitor), and Queued.TaskEnded reads it on the session (one
+//     GET, through the same request path and origin rules, at most 64 KiB
+//     of its answer read): ended when it answers other than 202 with no
+//     TaskState (the reset's own outcome) or with Completed, Exception,
+//     Killed or Cancelled; anything else (Running, a refusal, a 404, no
+//     answer, a body that is not JSON) is not ended. The caller decides
+//     how long to follow it (package kube's Async does).
 //   - A service without a SessionService (sushy-tools) is reported with
 //     ErrNoSessionService: use BasicAuth.
 //   - TLS is verified unless InsecureSkipVerify; RootCAs adds a CA pool.
@@ -1187,9 +1193,9 @@ func (c *Controller) postReset(ctx context.Context, rt string, again func(contex
 		cl.sent = func() { sent = true }
 		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
 		if err == nil && resp != nil && resp.StatusCode == http.StatusAccepted {
-			// A task the adapter does not follow: the reset may take
-			// effect later (power.Queued).
-			power.NoteQueued(ctx)
+			// A task: the reset may take effect later, until the task
+			// ended (power.Queued; its monitor, if named: task.go).
+			c.noteAccepted(ctx, resp)
 		}
 		if resp != nil {
 			_, _ = io.Copy(io.Discard, resp.Body)

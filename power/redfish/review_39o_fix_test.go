@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,4 +78,55 @@ func TestReview39o_ResetResentAfterReloginOnStaleRead(t *testing.T) {
 	assert.Empty(t, b.Resets(), "a restart was posted after the re-login on the read of On taken before it, while the host had gone off")
 	assert.True(t, errors.Is(err, power.ErrNotSent), "the refused restart is returned unsent: %v", err)
 	assert.False(t, hw.HardwareOn(), "the host that went off is left off")
+}
+
+// TestReview39o_AcceptedOnNamesItsTask: a power-on answered 202 with a
+// task monitor (Location) is noted with that monitor
+// (power.Queued.Monitor), and Queued.TaskEnded reads it on the session:
+// not ended while it answers 202 Running, ended once it says Completed.
+func TestReview39o_AcceptedOnNamesItsTask(t *testing.T) {
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	require.NoError(t, hw.Off(context.Background(), power.ModeHard))
+	b := redfishtest.NewBMC(time.Now, hw, "admin", "pw")
+	const monitor = "/redfish/v1/TaskService/TaskMonitors/9"
+	var done atomic.Bool
+	var gets atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == monitor {
+			gets.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			if done.Load() {
+				_, _ = w.Write([]byte(`{"TaskState":"Completed"}`))
+				return
+			}
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte(`{"TaskState":"Running"}`))
+			return
+		}
+		if r.Method == http.MethodPost && strings.Contains(r.URL.Path, "Reset") {
+			w.Header().Set("Location", monitor)
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		b.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	ctx := context.Background()
+	c, err := redfish.Connect(ctx, redfish.Config{Endpoint: srv.URL, SystemID: "1", Username: "admin", Password: "pw", RootCAs: roots})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	var q power.Queued
+	require.NoError(t, c.On(power.WithQueued(ctx, &q)))
+	assert.True(t, q.Queued())
+	assert.Equal(t, monitor, q.Monitor())
+	ended, err := q.TaskEnded(ctx)
+	require.NoError(t, err)
+	assert.False(t, ended, "Running")
+	done.Store(true)
+	ended, err = q.TaskEnded(ctx)
+	require.NoError(t, err)
+	assert.True(t, ended, "Completed")
+	assert.Equal(t, int32(2), gets.Load(), "read on the BMC")
 }
