@@ -327,18 +327,23 @@ func isInFlight(err error) bool { return errors.Is(err, ErrInFlight) }
 func (a *Async) taskLimit() time.Duration { return cmp.Or(a.TaskLimit, DefaultTaskLimit) }
 
 // follow reads, every TaskPoll, whether the task of c's command q noted
-// (power.Queued.TaskEnded) ended, and whether the host reads want (not
-// StateUnknown), until one says so (true) or TaskLimit passed (false).
-// Each round of readings is bounded by 10 s (TaskPoll if longer) and
-// the host's controller's own bounds.
+// ended, or the host reads want, for at most TaskLimit (followTask).
 func (a *Async) follow(ctx context.Context, c *asyncController, q *power.Queued, want power.State) bool {
-	poll := cmp.Or(a.TaskPoll, 500*time.Millisecond)
-	end := time.Now().Add(a.taskLimit())
+	return followTask(ctx, q, c.pc.State, want, cmp.Or(a.TaskPoll, 500*time.Millisecond), a.taskLimit())
+}
+
+// followTask reads, every poll, whether the task of the command q noted
+// (power.Queued.TaskEnded) ended, and whether state reads want (not
+// StateUnknown), until one says so (true) or limit passed (false), or
+// ctx ended (false). Each round of readings is bounded by 10 s (poll if
+// longer) and the reader's own bounds.
+func followTask(ctx context.Context, q *power.Queued, state func(context.Context) (power.State, error), want power.State, poll, limit time.Duration) bool {
+	end := time.Now().Add(limit)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, max(poll, 10*time.Second))
 		ended, _ := q.TaskEnded(rctx)
 		if !ended && want != power.StateUnknown {
-			s, err := c.pc.State(rctx)
+			s, err := state(rctx)
 			ended = err == nil && s == want
 		}
 		cancel()
