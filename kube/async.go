@@ -19,10 +19,10 @@ import (
 // the call ends.
 var ErrInFlight = fmt.Errorf("kube: BMC call still running: %w", power.ErrBusy)
 
-// ErrTaskOverdue: a power command of the host that its BMC accepted for
-// later (a Redfish 202 and its task) was followed for Async.TaskLimit
-// and its task had not ended, nor did the host read the state it was
-// for: it may still take effect, so the host is left as it is (the error
+// ErrTaskOverdue: a power-on (or, through Async, a restart) of the host
+// that its BMC accepted for later (a Redfish 202 and its task) was
+// followed for Async.TaskLimit (or Powers.TaskLimit) and its task had
+// not ended, nor did the host read On: it may still take effect, so the host is left as it is (the error
 // also wraps ErrInFlight, and says the fix; the RebootController reports
 // it as a PowerTaskOverdue event).
 var ErrTaskOverdue = errors.New("kube: a power command accepted for later has not ended")
@@ -179,23 +179,27 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, f
 		s, err := f(bg)
 		cancel()
 		lost := cmd && err != nil && !resetRefused(err)
-		if cmd && err == nil && q.Queued() {
-			// Accepted for later: in flight until its task ended or the
-			// host reads what it was for, at most TaskLimit
-			// (TestReview39_QueuedOnOfNormalPathTakenAsLanded).
-			if !a.follow(context.WithoutCancel(ctx), c, &q, want) {
-				lost = true
-				a.mu.Lock()
+		if cmd && err == nil && q.Queued() && !a.follow(context.WithoutCancel(ctx), c, &q, want) {
+			// Accepted for later, and its task not seen to end within
+			// TaskLimit (TestReview39_QueuedOnOfNormalPathTakenAsLanded
+			// for the wait): it may still take effect, so its answer
+			// counts as lost (Settled waits landing more) and is not
+			// handed over; a power-on or a restart (which may power on a
+			// host that is off) leaves the host as it is for good (a
+			// power-off it may still carry out powers nothing on).
+			lost = true
+			a.mu.Lock()
+			delete(a.answers, c.host)
+			if want != power.StateOff {
 				if a.overdue == nil {
 					a.overdue = map[string]string{}
 				}
-				a.overdue[c.host] = fmt.Sprintf("host %s: a power command its BMC accepted as a task (%s) has not ended after %s, "+
+				a.overdue[c.host] = fmt.Sprintf("host %s: a power-on or restart its BMC accepted as a task (%s) has not ended after %s, "+
 					"so it may still take effect: the host is left as it is; once that task ended or was cancelled on the BMC "+
 					"(a GET of it answers Completed, Exception, Killed or Cancelled), restart rebootkit-controller",
-					c.host, cmp.Or(q.Monitor(), "no task monitor named"), a.taskLimit())
-				delete(a.answers, c.host) // no answer to act on
-				a.mu.Unlock()
+					c.host, cmp.Or(q.Monitor(), noTaskNamed), a.taskLimit())
 			}
+			a.mu.Unlock()
 		}
 		a.mu.Lock()
 		delete(a.inflight, c.host)

@@ -402,7 +402,9 @@
 //     (a restart: until the task ended), read every Async.TaskPoll:
 //     meanwhile the host is sent nothing and no evidence is taken from
 //     it, and its answer is handed over (LateAnswer) only then. Past
-//     Async.TaskLimit (default DefaultTaskLimit, 10 min) the host is left
+//     Async.TaskLimit (default DefaultTaskLimit, 10 min) its answer
+//     counts as lost (Settled: the reboot package's LostLanding) and is
+//     not handed over, and after a power-on or a restart the host is left
 //     as it is, every call of it refused with ErrTaskOverdue (also
 //     ErrInFlight) and a PowerTaskOverdue event that names the task and
 //     the fix, until the controller restarts; that wait is kept in
