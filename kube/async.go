@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,19 @@ import (
 // and the next pass reads the state again. Async reconciles the host when
 // the call ends.
 var ErrInFlight = fmt.Errorf("kube: BMC call still running: %w", power.ErrBusy)
+
+// ErrTaskOverdue: a power-on (or, through Async, a restart) of the host
+// that its BMC accepted for later (a Redfish 202 and its task) was
+// followed for Async.TaskLimit (or Powers.TaskLimit) and its task had
+// not ended, nor did the host read On: it may still take effect, so the host is left as it is (the error
+// also wraps ErrInFlight, and says the fix; the RebootController reports
+// it as a PowerTaskOverdue event).
+var ErrTaskOverdue = errors.New("kube: a power command accepted for later has not ended")
+
+// DefaultTaskLimit is Async.TaskLimit's default: how long a power
+// command accepted for later is followed before the host is left as it
+// is (ErrTaskOverdue).
+const DefaultTaskLimit = 10 * time.Minute
 
 // Async runs every BMC call (the login a first call makes included) in a
 // goroutine of its own, one at a time per host, and waits for it at most
@@ -43,12 +57,18 @@ type Async struct {
 	// outlived its pass ends (from the call's goroutine; it must not
 	// block).
 	Done func(name string)
+	// TaskLimit bounds how long a power command the BMC accepted for
+	// later (power.Queued: a Redfish 202 and its task) is followed
+	// (default DefaultTaskLimit); TaskPoll is how often its task and
+	// the host's power are read meanwhile (default 500 ms).
+	TaskLimit, TaskPoll time.Duration
 
 	mu       sync.Mutex
 	inflight map[string]bool
 	resets   map[string]resetOutcome      // a Reset's outcome that came after its pass
 	answers  map[string]reboot.LateAnswer // an On's or Off's answer that came after its pass
 	ended    map[string]callEnd           // when the host's last call returned
+	overdue  map[string]string            // a task followed past TaskLimit: why the host is left as it is
 }
 
 // callEnd is when a host's last call returned, and whether its answer
@@ -122,8 +142,10 @@ type result struct {
 
 // run starts f for the host unless a call of the host is in flight, and
 // waits for it at most Wait (or ctx); cmd: f is a power command (its
-// lost answer may land later: Settled).
-func (c *asyncController) run(ctx context.Context, cmd bool, f func(context.Context) (power.State, error)) (power.State, error) {
+// lost answer may land later: Settled), run with a power.Queued attached:
+// one the BMC accepted for later stays in flight while follow follows it
+// (want: the power state it is for, StateUnknown for a restart).
+func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, f func(context.Context) (power.State, error)) (power.State, error) {
 	a := c.a
 	a.mu.Lock()
 	if a.inflight == nil {
@@ -132,6 +154,10 @@ func (c *asyncController) run(ctx context.Context, cmd bool, f func(context.Cont
 	if a.inflight[c.host] {
 		a.mu.Unlock()
 		return power.StateUnknown, fmt.Errorf("host %s: %w", c.host, ErrInFlight)
+	}
+	if why, ok := a.overdue[c.host]; ok {
+		a.mu.Unlock()
+		return power.StateUnknown, fmt.Errorf("%s: %w (%w)", why, ErrTaskOverdue, ErrInFlight)
 	}
 	a.inflight[c.host] = true
 	a.mu.Unlock()
@@ -146,14 +172,41 @@ func (c *asyncController) run(ctx context.Context, cmd bool, f func(context.Cont
 	go func() {
 		// Not the pass's context: it ends with the pass.
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		var q power.Queued
+		if cmd {
+			bg = power.WithQueued(bg, &q)
+		}
 		s, err := f(bg)
 		cancel()
+		lost := cmd && err != nil && !resetRefused(err)
+		if cmd && err == nil && q.Queued() && !a.follow(context.WithoutCancel(ctx), c, &q, want) {
+			// Accepted for later, and its task not seen to end within
+			// TaskLimit (TestReview39_QueuedOnOfNormalPathTakenAsLanded
+			// for the wait): it may still take effect, so its answer
+			// counts as lost (Settled waits landing more) and is not
+			// handed over; a power-on or a restart (which may power on a
+			// host that is off) leaves the host as it is for good (a
+			// power-off it may still carry out powers nothing on).
+			lost = true
+			a.mu.Lock()
+			delete(a.answers, c.host)
+			if want != power.StateOff {
+				if a.overdue == nil {
+					a.overdue = map[string]string{}
+				}
+				a.overdue[c.host] = fmt.Sprintf("host %s: a power-on or restart its BMC accepted as a task (%s) has not ended after %s, "+
+					"so it may still take effect: the host is left as it is; once that task ended or was cancelled on the BMC "+
+					"(a GET of it answers Completed, Exception, Killed or Cancelled), restart rebootkit-controller",
+					c.host, cmp.Or(q.Monitor(), noTaskNamed), a.taskLimit())
+			}
+			a.mu.Unlock()
+		}
 		a.mu.Lock()
 		delete(a.inflight, c.host)
 		if a.ended == nil {
 			a.ended = map[string]callEnd{}
 		}
-		a.ended[c.host] = callEnd{at: time.Now(), lost: cmd && err != nil && !resetRefused(err)}
+		a.ended[c.host] = callEnd{at: time.Now(), lost: lost}
 		a.mu.Unlock()
 		done <- result{s, err}
 		mu.Lock()
@@ -188,7 +241,7 @@ func (c *asyncController) run(ctx context.Context, cmd bool, f func(context.Cont
 }
 
 func (c *asyncController) State(ctx context.Context) (power.State, error) {
-	return c.run(ctx, false, c.pc.State)
+	return c.run(ctx, false, power.StateUnknown, c.pc.State)
 }
 
 func (c *asyncController) On(ctx context.Context) error {
@@ -210,7 +263,11 @@ func (c *asyncController) Off(ctx context.Context, m power.Mode) error {
 // call runs the power call f (described by la) as run does, and keeps its
 // answer for LateAnswer if it comes after the pass stopped waiting.
 func (c *asyncController) call(ctx context.Context, la reboot.LateAnswer, f func(context.Context) error) error {
-	_, err := c.run(ctx, true, func(ctx context.Context) (power.State, error) {
+	want := power.StateOn
+	if la.Action == reboot.ActionPowerOff {
+		want = power.StateOff
+	}
+	_, err := c.run(ctx, true, want, func(ctx context.Context) (power.State, error) {
 		la.Err = f(ctx)
 		c.a.mu.Lock()
 		if c.a.answers == nil {
@@ -253,7 +310,7 @@ func (c *asyncController) TogglesOn() bool { return togglesOn(c.pc) }
 // outcome that comes after the pass gave up is kept for the reset path
 // (lateReset).
 func (c *asyncController) Reset(ctx context.Context) error {
-	_, err := c.run(ctx, true, func(ctx context.Context) (power.State, error) {
+	_, err := c.run(ctx, true, power.StateUnknown, func(ctx context.Context) (power.State, error) {
 		err := resetOf(ctx, c.pc)
 		c.a.mu.Lock()
 		if c.a.resets == nil {
@@ -270,3 +327,42 @@ func (c *asyncController) Reset(ctx context.Context) error {
 }
 
 func isInFlight(err error) bool { return errors.Is(err, ErrInFlight) }
+
+func (a *Async) taskLimit() time.Duration { return cmp.Or(a.TaskLimit, DefaultTaskLimit) }
+
+// follow reads, every TaskPoll, whether the task of c's command q noted
+// ended, or the host reads want, for at most TaskLimit (followTask).
+func (a *Async) follow(ctx context.Context, c *asyncController, q *power.Queued, want power.State) bool {
+	return followTask(ctx, q, c.pc.State, want, cmp.Or(a.TaskPoll, 500*time.Millisecond), a.taskLimit())
+}
+
+// followTask reads, every poll, whether the task of the command q noted
+// (power.Queued.TaskEnded) ended, and whether state reads want (not
+// StateUnknown), until one says so (true) or limit passed (false), or
+// ctx ended (false). Each round of readings is bounded by 10 s (poll if
+// longer) and the reader's own bounds.
+func followTask(ctx context.Context, q *power.Queued, state func(context.Context) (power.State, error), want power.State, poll, limit time.Duration) bool {
+	end := time.Now().Add(limit)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, max(poll, 10*time.Second))
+		ended, _ := q.TaskEnded(rctx)
+		if !ended && want != power.StateUnknown {
+			s, err := state(rctx)
+			ended = err == nil && s == want
+		}
+		cancel()
+		if ended {
+			return true
+		}
+		if !time.Now().Before(end) {
+			return false
+		}
+		t := time.NewTimer(min(poll, time.Until(end)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
+}

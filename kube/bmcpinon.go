@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,9 +46,13 @@ type pinnedOn struct {
 	// may have reached the BMC (set with sent).
 	until time.Time
 	// queued: the BMC accepted the On for later (power.Queued: a Redfish
-	// 202, a task), so it may land until until rather than by the
-	// call's return (final before done is closed).
+	// 202, a task), so it may land until its task ended (taskEnded), or
+	// until until (moved to the end of the wait for the task: markTask)
+	// (final before done is closed).
 	queued bool
+	// taskEnded: the task of a queued On was read ended, or the host
+	// read On, before TaskLimit (p.mu held).
+	taskEnded bool
 	// resolved: the mark was resolved (spec.bmc restored or the BMC
 	// accepted) while o was kept: the reboot package may act on the host
 	// only once o ended and, if its On may have been sent, StaleReads
@@ -57,11 +62,11 @@ type pinnedOn struct {
 
 // settledAt is when a reading of the host no longer echoes it from
 // before o's On, nor precedes its landing: StaleReads (stale) after o's
-// end, or after until if the BMC queued the On and until is later (o
-// ended).
+// end, or after until if the BMC queued the On, its task was not seen
+// to end, and until is later (o ended).
 func (o *pinnedOn) settledAt(stale time.Duration) time.Time {
 	at := o.end
-	if o.queued && o.until.After(at) {
+	if o.queued && !o.taskEnded && o.until.After(at) {
 		at = o.until
 	}
 	return at.Add(stale)
@@ -148,6 +153,13 @@ func (p *Powers) pinnedPowerOn(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) 
 			delete(p.pinOn, bmh.Name)
 			return true, fmt.Sprintf("it was powered back on through its pinned BMC %q (read On after the call)", pin.Address)
 		}
+		if errors.Is(o.err, ErrTaskOverdue) {
+			// Its task may still land: no other On is sent meanwhile
+			// (the record's PowerOnSent keeps the task).
+			return false, fmt.Sprintf("%v: it is left as it is; once that task ended or was cancelled on the BMC, remove the "+
+				"record's wait: kubectl -n %s patch rebootrecord %s --type=merge -p '{\"spec\":{\"powerOnSent\":null}}' "+
+				"and restart rebootkit-controller", o.err, p.Namespace, bmh.Name)
+		}
 		if at := o.retryAt(); time.Now().Before(at) {
 			return false, fmt.Sprintf("its pinned BMC %q read Off; powering it back on through that BMC failed (%v), %d time(s): "+
 				"retried at %s", pin.Address, o.err, o.fails+1, at.UTC().Format(time.RFC3339))
@@ -233,21 +245,32 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 	err = p.sendPinnedOn(power.WithQueued(ctx, &q), pc, old, o)
 	p.mu.Lock()
 	o.queued = q.Queued()
-	until := o.until
 	p.mu.Unlock()
+	if err == nil && o.queued {
+		// Accepted for later: the On may land until its task ended, also
+		// after the call's deadline. The record says so first (Task,
+		// Until moved to the end of the wait), then the task is followed
+		// until it ended or the host reads On, at most TaskLimit
+		// (TestReview39_QueuedOnLandsAfterDeadlineUnfencesHost).
+		p.markTask(parent, old.Name, o, q.Monitor())
+		if !followTask(parent, &q, pc.State, power.StateOn, pinnedTaskPoll, p.taskLimit()) {
+			o.err = fmt.Errorf("the pinned BMC accepted the power-on as task %s, which had not ended after %s: %w",
+				cmp.Or(q.Monitor(), noTaskNamed), p.taskLimit(), ErrTaskOverdue)
+			return
+		}
+		p.mu.Lock()
+		o.taskEnded = true
+		p.mu.Unlock()
+	}
 	p.markReturned(parent, old.Name, o, err)
 	if err != nil {
 		o.err = err
 		return
 	}
 	// A reading begun earlier may echo the host off from before the
-	// power-on; one the BMC queued (a 202) may land until the call's
-	// deadline, so it is read only StaleReads after that
-	// (TestReview39n_AcceptedOnShortensWaitNoRestart).
+	// power-on (one the BMC queued was followed above until its task
+	// ended or the host read On; TestReview39n_AcceptedOnShortensWaitNoRestart).
 	wait := p.staleReads()
-	if o.queued {
-		wait = max(wait, time.Until(until.Add(p.staleReads())))
-	}
 	t := time.NewTimer(wait)
 	select {
 	case <-t.C:

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,13 +83,14 @@ const markReturnedTries = 3
 // Until, as the in-memory one does (resolvedHold). An On with no answer
 // (a timeout: it may still land) records nothing, nor does one the BMC
 // accepted for later (o.queued: a Redfish 202, a task that may land
-// after the answer, until Until;
+// after the answer) until its task was seen to end or the host read On
+// (o.taskEnded: then its return is that instant;
 // TestReview39n_AcceptedOnShortensRecordWaitAcrossRestart). It is best effort (a
 // failed write only leaves the longer wait), bounded by Powers.Timeout,
 // under parent.
 func (p *Powers) markReturned(parent context.Context, name string, o *pinnedOn, err error) {
 	p.mu.Lock()
-	sent, at, queued := o.sent, o.sentAt, o.queued
+	sent, at, queued := o.sent, o.sentAt, o.queued && !o.taskEnded
 	p.mu.Unlock()
 	var pe *power.Error
 	if !sent || queued || err != nil && !(errors.As(err, &pe) && pe.Answered()) {
@@ -120,7 +122,9 @@ func (p *Powers) markReturned(parent context.Context, name string, o *pinnedOn, 
 // sentHold is nil unless rec, the record of host name, shows a power-on
 // through a pinned BMC (PowerOnSent) that may still land on the host or
 // be echoed by a reading of it: until StaleReads after its Until (its
-// Returned, if earlier: the BMC answered it then). Then
+// Returned, if earlier: the BMC answered it then, or its task ended);
+// one the BMC accepted as a task (Task) with no Returned past that, for
+// good (also ErrTaskOverdue), until an administrator removes it. Then
 // an error wrapping ErrInFlight, so that no replica sends the host
 // anything nor takes evidence from it meanwhile, whatever it keeps in
 // memory (a restart, a new leader). A PowerOnSent that does not parse
@@ -139,9 +143,65 @@ func (p *Powers) sentHold(rec *v1alpha1.RebootRecord, name string) error {
 			"power-on through its previously pinned BMC %q may still land: the host is left as it is; once that is past, remove it: "+
 			"kubectl -n %s patch rebootrecord %s --type=merge -p '{\"spec\":{\"powerOnSent\":null}}'", name, s.Address, p.Namespace, name)
 	}
+	if at := until.Add(p.staleReads()); s.Task != "" && s.Returned == "" && !time.Now().Before(at) {
+		return fmt.Errorf("host %s: a power-on through its previously pinned BMC %q, sent at %s, was accepted by that BMC as task %s, "+
+			"which was not seen to end by %s, so it may still land: the host is left as it is; once that task ended or was "+
+			"cancelled on the BMC (a GET of it answers Completed, Exception, Killed or Cancelled), remove the record's wait: "+
+			"kubectl -n %s patch rebootrecord %s --type=merge -p '{\"spec\":{\"powerOnSent\":null}}': %w (%w)",
+			name, s.Address, s.At, s.Task, s.Until, p.Namespace, name, ErrTaskOverdue, ErrInFlight)
+	}
 	if at := until.Add(p.staleReads()); time.Now().Before(at) {
 		return fmt.Errorf("host %s: a power-on through its previously pinned BMC %q was sent at %s and may land until %s; the host's "+
 			"power is read again from %s on: %w", name, s.Address, s.At, s.Until, at.UTC().Format(time.RFC3339Nano), ErrInFlight)
 	}
 	return nil
+}
+
+// pinnedTaskPoll is how often the task of a power-on through a pinned
+// BMC that the BMC accepted for later is read (followTask).
+const pinnedTaskPoll = 500 * time.Millisecond
+
+// noTaskNamed is PowerOnSent.Task for a power-on accepted for later
+// whose answer named no task monitor.
+const noTaskNamed = "(none named)"
+
+// taskLimit is p.TaskLimit, or DefaultTaskLimit.
+func (p *Powers) taskLimit() time.Duration { return cmp.Or(p.TaskLimit, DefaultTaskLimit) }
+
+// markTask records, for o's On that the BMC accepted for later (the task
+// at monitor, "" if none named), in the record of host name if it still
+// shows that sending, the task (PowerOnSent.Task) and Until moved to the
+// end of the wait for it (TaskLimit from now), so that a restarted
+// controller or a new leader waits for it too; o.until moves with it. It
+// is best effort (a failed write leaves the call's deadline in the
+// record), bounded by Powers.Timeout, under parent.
+func (p *Powers) markTask(parent context.Context, name string, o *pinnedOn, monitor string) {
+	until := time.Now().Add(p.taskLimit())
+	p.mu.Lock()
+	at := o.sentAt
+	if until.After(o.until) {
+		o.until = until
+	}
+	p.mu.Unlock()
+	w, ok := p.Client.(client.Writer)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(parent, p.readTimeout())
+	defer cancel()
+	key := types.NamespacedName{Namespace: p.Namespace, Name: name}
+	for range markReturnedTries {
+		var rec v1alpha1.RebootRecord
+		if p.Secrets.Get(ctx, key, &rec) != nil {
+			return
+		}
+		if s := rec.Spec.PowerOnSent; s == nil || s.At != at {
+			return // another sending since
+		}
+		patch := map[string]any{"task": cmp.Or(monitor, noTaskNamed), "until": stamp(until)}
+		err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": patch}}))
+		if !apierrors.IsConflict(err) {
+			return
+		}
+	}
 }

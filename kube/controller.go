@@ -206,6 +206,13 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	if isInFlight(res.PowerErr) {
+		if errors.Is(res.PowerErr, ErrTaskOverdue) && c.Recorder != nil && c.Client != nil {
+			// Left as it is until someone ends the BMC's task: say so.
+			var bmh metal3.BareMetalHost
+			if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
+				c.Recorder.Eventf(&bmh, nil, "Warning", "PowerTaskOverdue", "Reboot", "%v", res.PowerErr)
+			}
+		}
 		// The call goes on in the background; its end requeues the host.
 		return ctrl.Result{RequeueAfter: cmp.Or(c.IdlePoll, time.Minute)}, nil
 	}

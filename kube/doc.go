@@ -222,16 +222,21 @@
 //     PowerOnSent: the reboot package then powers the host as
 //     spec.online says, but only once an attempt still running in this
 //     process has ended and, if its On may have been sent, StaleReads
-//     after its end, or after the call's deadline if the BMC accepted
-//     the On for later (a Redfish 202 Accepted, a task:
-//     power.Queued; the attempt then also reads the power only
-//     StaleReads after that deadline) (kept in memory), and once
+//     after its end (kept in memory); if the BMC accepted the On for
+//     later (a Redfish 202 Accepted, a task: power.Queued), the attempt
+//     goes on until the task monitor the 202 named says the task ended
+//     or the host reads On through the pinned BMC (read every 500 ms, for
+//     at most Powers.TaskLimit, default DefaultTaskLimit, 10 min), and
+//     the record says so first (PowerOnSent.Task, its Until moved to the
+//     end of that wait); and once
 //     StaleReads have passed since the Until of the PowerOnSent the
 //     record shows, or since its Returned if that is earlier (written by
 //     the sending controller once the call returned with the BMC's
-//     answer that the On was carried out or refused; a call with no
-//     answer, or one the BMC accepted for later, writes none) (kept in the record, so a restarted controller or a
-//     new leader waits as well, StaleReads being its own): until then the pass gets ErrInFlight and
+//     answer that the On was carried out or refused, or once the task
+//     of an On accepted for later was seen to end or the host read On; a
+//     call with no answer writes none) (kept in the record, so a restarted controller or a
+//     new leader waits as well, StaleReads being its own; it does not
+//     read the task itself, so it waits to Until): until then the pass gets ErrInFlight and
 //     the host is sent nothing and no evidence is taken from it. The same
 //     waits hold for a host deleted and created again under the same
 //     name: the one in memory as long as the process that sent the On
@@ -240,11 +245,19 @@
 //     host as owner, so Kubernetes' garbage collector deletes it with the
 //     host: a host created again after that, seen by a controller that
 //     restarted since the On was sent, is not covered, nor a host whose
-//     record was deleted by hand. The wait assumes that a BMC carries the
-//     On out, if ever, before the call's deadline (Until); a POST that got
-//     no answer and that the BMC applies later still (the reboot
-//     package's LostLanding) is not covered, and the sending replica's
-//     clock is trusted (Until is its time). In either case the pin goes and the record is marked
+//     record was deleted by hand. An On the BMC accepted for later whose
+//     task was not seen to end within TaskLimit, nor the host to read On,
+//     leaves the host as it is for good (the pass gets ErrTaskOverdue,
+//     also ErrInFlight, and a PowerTaskOverdue event that names the task
+//     and the fix: once it ended or was cancelled on the BMC, remove the
+//     record's PowerOnSent), and the owed power-on is not tried again
+//     by this process (restart it, or restore or accept spec.bmc). The wait assumes that a BMC carries out an
+//     On it answered with anything but a 202, if ever, before the call's
+//     deadline (Until); a POST that got no answer and that the BMC applies
+//     later still (the reboot package's LostLanding) is not covered, nor
+//     a 202 whose record write (Task) failed, whose wait in the record
+//     stays the call's deadline; the sending replica's clock is trusted
+//     (Until is its time). In either case the pin goes and the record is marked
 //     BMCChanged, with no call to the new BMC, until an administrator
 //     accepts it or spec.bmc is restored.
 //     That reading runs in the background (a pass waits for it at
@@ -381,7 +394,22 @@
 //     a fencing request on a healthy host is served whatever the number of
 //     hung BMCs; the call's end reconciles its host again, and a power
 //     call's late answer (a hard power-off unsupported) is recorded by that
-//     pass (reboot.LateAnswerer).
+//     pass (reboot.LateAnswerer). A power command the BMC accepted for
+//     later (power.Queued: a Redfish 202 Accepted and its task; the
+//     normal path's, the reset path's, remediation's and external
+//     remediation's alike) is in flight until its task monitor says the
+//     task ended or the host reads the state the command was for
+//     (a restart: until the task ended), read every Async.TaskPoll:
+//     meanwhile the host is sent nothing and no evidence is taken from
+//     it, and its answer is handed over (LateAnswer) only then. Past
+//     Async.TaskLimit (default DefaultTaskLimit, 10 min) its answer
+//     counts as lost (Settled: the reboot package's LostLanding) and is
+//     not handed over, and after a power-on or a restart the host is left
+//     as it is, every call of it refused with ErrTaskOverdue (also
+//     ErrInFlight) and a PowerTaskOverdue event that names the task and
+//     the fix, until the controller restarts; that wait is kept in
+//     memory only, so a restarted controller or a new leader does not
+//     wait for the normal path's task.
 //   - cmd/rebootkit-controller: a manager binary running both controllers
 //     (kubeconfig, namespace, leader election on by default with the
 //     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit),

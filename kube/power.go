@@ -159,6 +159,12 @@ type Powers struct {
 	// with, so that the adapter's own press rule uses the same bounds.
 	// Zero: the adapter's defaults.
 	SoftTimeout, StaleReads time.Duration
+	// TaskLimit bounds how long a power-on through a pinned BMC that the
+	// BMC accepted for later (a Redfish 202 and its task) is followed
+	// (default DefaultTaskLimit): past it the host is left as it is
+	// (ErrTaskOverdue) until an administrator removes the record's
+	// PowerOnSent.
+	TaskLimit time.Duration
 	// Timeout bounds reading the host and its Secret (default 30 s).
 	Timeout time.Duration
 	// Pool owns the BMC connections; nil: one with the default

@@ -16,7 +16,9 @@
 // [CheckedOner]: a power-on whose caller checks, after the BMC's last
 // answer before the command, that it is still wanted. A caller learns
 // through [Queued] (WithQueued) whether the BMC accepted a command for
-// later (power/redfish: a 202 Accepted) rather than carrying it out.
+// later (power/redfish: a 202 Accepted) rather than carrying it out, and
+// how to read whether that task ended (Queued.TaskEnded: power/redfish
+// reads the task monitor the 202 named).
 //
 // # One owner of BMC connections
 //

@@ -45,6 +45,14 @@
 //     waited for the Controller's request slot or a re-login until its
 //     deadline): it opens no window, and its error matches
 //     power.ErrNotSent.
+//     A press or a ForceRestart refused 401 (an expired session: nothing
+//     applied) is posted again after the re-login only on a read taken
+//     after that re-login, the windows above checked again against it:
+//     a read of the state a press was for ends the call with success (nothing
+//     more is pressed), any other read that forbids it, or none, returns
+//     it unsent (power.ErrNotSent), so that no press nor restart goes out
+//     on a read older than the re-login
+//     (TestReview39_PressResentAfterReloginOnStaleRead).
 //     TogglesOff says which power-offs are presses (reboot.Toggler). A BMC
 //     that echoes the state from before an out-of-band power change can
 //     still fool it.
@@ -164,16 +172,22 @@
 //     fail without sending anything. The BMC is reached
 //     directly, never through HTTP_PROXY or HTTPS_PROXY from the
 //     environment, unless Config.Proxy names a proxy.
-//   - A reset answered 202 Accepted with a task monitor succeeds without
-//     following the task: the reset was accepted, which is all a
-//     power.Controller method promises, and callers take the outcome from
-//     a later State read (the reboot decisions wait for the state to
-//     change, and a reset that failed shows as a state that does not).
-//     The call's power.Queued, if its context carries one
+//   - A reset answered 202 Accepted succeeds without following the task:
+//     the reset was accepted, which is all a power.Controller method
+//     promises. The call's power.Queued, if its context carries one
 //     (power.WithQueued), says so: the reset may take effect after the
-//     call returned.
-//     Following a monitor would add requests to a BMC-chosen URL for
-//     nothing a later read does not tell.
+//     call returned, also after its deadline, until its task ended. When
+//     the 202 names a task monitor (its Location header, else the
+//     @odata.id of its body) that is a Redfish path ("/redfish/v1/…", at
+//     most 512 bytes of letters, digits and "/_-.~", no ".." segment) or
+//     an absolute URL on the endpoint's own origin, the Queued carries it
+//     (Queued.Monitor), and Queued.TaskEnded reads it on the session (one
+//     GET, through the same request path and origin rules, at most 64 KiB
+//     of its answer read): ended when it answers other than 202 with no
+//     TaskState (the reset's own outcome) or with Completed, Exception,
+//     Killed or Cancelled; anything else (Running, a refusal, a 404, no
+//     answer, a body that is not JSON) is not ended. The caller decides
+//     how long to follow it (package kube's Async does).
 //   - A service without a SessionService (sushy-tools) is reported with
 //     ErrNoSessionService: use BasicAuth.
 //   - TLS is verified unless InsecureSkipVerify; RootCAs adds a CA pool.
@@ -1063,28 +1077,8 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 			Message: fmt.Sprintf("none of %v among the allowable reset types %v", prefs, c.allowed)}
 	}
 	if toggle {
-		// A toggle is only safe when a fresh read says the host is in the
-		// opposite state; anything else may power on a host that is off.
-		if !opposite(cur, want) {
-			return &power.Error{Op: op, Class: power.ClassBusy,
-				Message: fmt.Sprintf("PushPowerButton toggles the power and the state reads %s, not %s: not sent", cur, oppositeOf(want)), Err: power.ErrNotSent}
-		}
-		// Right after a reset of ours, the read may echo the state from
-		// before it; after one whose POST got no answer, the BMC may still
-		// apply it (LostLanding late), and the shutdown it starts then
-		// may take SoftTimeout more.
-		if since, ok := c.resetQuiet(readAt); !ok {
-			return &power.Error{Op: op, Class: power.ClassBusy,
-				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last reset the state read may be stale: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
-		}
-		// After a press for a power-off, the OS may shut down until
-		// SoftTimeout, and a read shows a state up to StaleReads old:
-		// until both have passed, an On read may echo the state before
-		// that shutdown, and a press would power on a host that is off.
-		if since, over := readAt.Sub(c.lastOffPush), readAt.Sub(c.pushOverAt); want == power.StateOff && !c.lastOffPush.IsZero() && since >= 0 &&
-			(c.pushOverAt.IsZero() && since < c.softTimeout()+c.staleReads() || !c.pushOverAt.IsZero() && over >= 0 && over < c.staleReads()) {
-			return &power.Error{Op: op, Class: power.ClassBusy,
-				Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
+		if err := c.pressSafe(op, want, cur, readAt); err != nil {
+			return err
 		}
 	}
 	if check != nil {
@@ -1093,11 +1087,42 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		}
 	}
 	began := c.now()
-	sent, refusal, err := c.postReset(ctx, rt, check)
+	var again func(context.Context) error
+	if toggle || check != nil {
+		again = func(ctx context.Context) error {
+			if toggle {
+				// The read the press was decided on is older than the
+				// re-login: read again, and check the windows again
+				// (TestReview39_PressResentAfterReloginOnStaleRead).
+				readAt := c.now()
+				cur, err := c.readState(ctx)
+				if err != nil {
+					return notSent(op, err)
+				}
+				if cur == want {
+					return errReached
+				}
+				if err := c.pressSafe(op, want, cur, readAt); err != nil {
+					return err
+				}
+			}
+			if check != nil {
+				if err := check(ctx); err != nil {
+					return power.CheckRefused(op, err)
+				}
+			}
+			return nil
+		}
+	}
+	sent, refusal, err := c.postReset(ctx, rt, again)
 	if refusal != nil {
 		// The POST was refused for its session (nothing applied), and
-		// check, called again after the re-login, refused the retry.
-		return power.CheckRefused(op, refusal)
+		// what was checked again after the re-login refused the retry
+		// (or found the system already in want).
+		if errors.Is(refusal, errReached) {
+			return nil
+		}
+		return refusal
 	}
 	var pe *power.Error
 	if err != nil {
@@ -1130,18 +1155,56 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 	return pe
 }
 
+// pressSafe returns nil if a PushPowerButton for want may be sent on cur,
+// read beginning at readAt, and else a busy error matching
+// power.ErrNotSent that says why.
+func (c *Controller) pressSafe(op string, want, cur power.State, readAt time.Time) error {
+	// A toggle is only safe when a fresh read says the host is in the
+	// opposite state; anything else may power on a host that is off.
+	if !opposite(cur, want) {
+		return &power.Error{Op: op, Class: power.ClassBusy,
+			Message: fmt.Sprintf("PushPowerButton toggles the power and the state reads %s, not %s: not sent", cur, oppositeOf(want)), Err: power.ErrNotSent}
+	}
+	// Right after a reset of ours, the read may echo the state from
+	// before it; after one whose POST got no answer, the BMC may still
+	// apply it (LostLanding late), and the shutdown it starts then may
+	// take SoftTimeout more.
+	if since, ok := c.resetQuiet(readAt); !ok {
+		return &power.Error{Op: op, Class: power.ClassBusy,
+			Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last reset the state read may be stale: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
+	}
+	// After a press for a power-off, the OS may shut down until
+	// SoftTimeout, and a read shows a state up to StaleReads old: until
+	// both have passed, an On read may echo the state before that
+	// shutdown, and a press would power on a host that is off.
+	if since, over := readAt.Sub(c.lastOffPush), readAt.Sub(c.pushOverAt); want == power.StateOff && !c.lastOffPush.IsZero() && since >= 0 &&
+		(c.pushOverAt.IsZero() && since < c.softTimeout()+c.staleReads() || !c.pushOverAt.IsZero() && over >= 0 && over < c.staleReads()) {
+		return &power.Error{Op: op, Class: power.ClassBusy,
+			Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
+	}
+	return nil
+}
+
+// errReached is what a check before a retried reset returns when a
+// fresh read shows the system already in the state the reset was for:
+// nothing more is posted, and the call succeeds.
+var errReached = errors.New("redfish: the system already reads the wanted state")
+
 // postReset posts the Reset action rt on c's session. sent: the last POST
 // was handed to the HTTP client and not refused with a 401 (it may have
 // reached the BMC and been applied); if not, nothing was applied. A POST
 // refused with a 401 is posted again after a re-login, whose answer may
-// come late: check, if set, is called again just before that POST, and
-// if it refuses (refusal), nothing more is posted
-// (TestReview39n_OnlineFalseDuringReloginAfterCheckIgnored).
-func (c *Controller) postReset(ctx context.Context, rt string, check func(context.Context) error) (sent bool, refusal, err error) {
+// come late, so that what the first POST was decided on may be stale:
+// again, if set, is called just before that POST (a fresh read for a
+// press or a restart, the caller's check), and if it fails (refusal),
+// nothing more is posted
+// (TestReview39n_OnlineFalseDuringReloginAfterCheckIgnored,
+// TestReview39_PressResentAfterReloginOnStaleRead).
+func (c *Controller) postReset(ctx context.Context, rt string, again func(context.Context) error) (sent bool, refusal, err error) {
 	first := true
 	err = c.withSession(ctx, func(cl *reqPath) error {
-		if !first && check != nil {
-			if refusal = check(ctx); refusal != nil {
+		if !first && again != nil {
+			if refusal = again(ctx); refusal != nil {
 				return refusal
 			}
 		}
@@ -1149,9 +1212,9 @@ func (c *Controller) postReset(ctx context.Context, rt string, check func(contex
 		cl.sent = func() { sent = true }
 		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
 		if err == nil && resp != nil && resp.StatusCode == http.StatusAccepted {
-			// A task the adapter does not follow: the reset may take
-			// effect later (power.Queued).
-			power.NoteQueued(ctx)
+			// A task: the reset may take effect later, until the task
+			// ended (power.Queued; its monitor, if named: task.go).
+			c.noteAccepted(ctx, resp)
 		}
 		if resp != nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
@@ -1367,7 +1430,22 @@ func (c *Controller) Reset(ctx context.Context) error {
 			Message: fmt.Sprintf("the state reads %s, not On: not sent", cur)}
 	}
 	began := c.now()
-	sent, _, err := c.postReset(ctx, rt, nil)
+	sent, refusal, err := c.postReset(ctx, rt, func(ctx context.Context) error {
+		// A retry after a re-login: the read of On may be stale (a
+		// restart of a system that went off may power it on).
+		cur, err := c.readState(ctx)
+		if err != nil {
+			return notSent(op, err)
+		}
+		if cur != power.StateOn {
+			return &power.Error{Op: op, Class: power.ClassBusy,
+				Message: fmt.Sprintf("the state reads %s after a re-login, not On: not sent", cur), Err: power.ErrNotSent}
+		}
+		return nil
+	})
+	if refusal != nil {
+		return refusal
+	}
 	var pe *power.Error
 	if err != nil {
 		pe = c.classify(op+" ("+rt+")", err)

@@ -111,10 +111,19 @@ type PowerOnSent struct {
 	// Returned, if set, is when the call returned with the BMC's answer
 	// (the On landed or was refused by then), written by the sending
 	// controller after it: the wait ends StaleReads after it if it is
-	// before Until. A call with no answer, or one the BMC accepted for
-	// later (a Redfish 202 Accepted: it may still land), sets none.
+	// before Until. A call with no answer sets none; one the BMC accepted
+	// for later (a Redfish 202 Accepted: it may still land) sets it only
+	// once its task ended or the host read On.
 	// +optional
 	Returned string `json:"returned,omitempty"`
+	// Task, if set, says that the BMC accepted the On for later (a
+	// Redfish 202 Accepted): its task monitor's path on that BMC, or
+	// "(none named)". The sending controller writes it with Until moved
+	// to the end of its wait for the task (Async's DefaultTaskLimit
+	// after the answer); past Until with no Returned, the host is left
+	// as it is until an administrator removes PowerOnSent.
+	// +optional
+	Task string `json:"task,omitempty"`
 }
 
 // BMCPin is a BareMetalHost's spec.bmc as the controller saw it when a
