@@ -2,23 +2,16 @@ package kube
 
 import (
 	"context"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 
-	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
-	"github.com/rebootkit/rebootkit/power"
-	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -35,35 +28,9 @@ import (
 // Ground truth: the new BMC's hardware.
 func TestBMCReplacedAfterHoldWithdrawnNormalPath(t *testing.T) {
 	needAPIServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw1 := fake.NewPower(time.Now, fake.PowerConfig{})
-	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
-	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
-	defer srv1.Close()
-	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1"))
-	defer srv2.Close()
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
-	const stale = 500 * time.Millisecond
-	mgr := namespacedManager(t, ns)
-	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
-		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
-	defer powers.Close()
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
-		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
-	rec := events.NewFakeRecorder(1000)
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
+	ctx := context.Background()
+	w := startPinWorld39(t, ctx, pinOpts39{stale: 500 * time.Millisecond, powersStale: true})
+	direct, ns, hw1, hw2, srv2, rec := w.direct, w.ns, w.hw1, w.hw2, w.srv2, w.rec
 
 	const hold = reboot.AnnotationPrefix + "fencer"
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {

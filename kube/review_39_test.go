@@ -25,18 +25,7 @@ import (
 // Reconciler's Power is hw itself: no emulator) for namespace ns.
 func review39Env(t *testing.T, ctx context.Context, ns string, hw *fake.Power, cfg reboot.Config) *events.FakeRecorder {
 	t.Helper()
-	mgr := namespacedManager(t, ns)
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
-		Power:  func(string) (power.Controller, error) { return hw, nil },
-		Config: cfg}
-	rec := events.NewFakeRecorder(10000)
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	ctx, cancel := context.WithCancel(ctx)
-	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	rec, _ := fakePowerEnv39(t, ctx, "reboot-"+ns, ns, hw, nil, cfg, 10000)
 	return rec
 }
 
@@ -53,16 +42,12 @@ func review39Env(t *testing.T, ctx context.Context, ns string, hw *fake.Power, c
 func TestReview39_LostResetAnswerResetsForEver(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw := fake.NewPower(time.Now, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
+	direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
 		if c.Op == fake.OpReset {
 			return fake.Fault{Kind: fake.FaultTimeout, Applied: true} // carried out; the answer is lost
 		}
 		return fake.Fault{}
-	}})
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	}}, resetOnly39)
 	const stale = 300 * time.Millisecond
 	review39Env(t, ctx, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
 
@@ -147,10 +132,7 @@ func TestReview39_HoldReleasedAfterDisablePowerOffLeavesHostOff(t *testing.T) {
 		name := map[bool]string{false: "normal", true: "disablePowerOff-set-while-held"}[flip]
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			direct := adminClient(t)
-			ns := newNamespace(t, direct)
-			hw := fake.NewPower(time.Now, fake.PowerConfig{})
-			newBMH(t, direct, ns, "h1")
+			direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{}, nil)
 			const stale = 300 * time.Millisecond
 			review39Env(t, ctx, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
 
@@ -186,11 +168,7 @@ func TestReview39_HoldReleasedAfterDisablePowerOffLeavesHostOff(t *testing.T) {
 func TestReview39_FlipLeavesResetStateThatAnswersLaterRequest(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{}, resetOnly39)
 	const stale = time.Second
 	review39Env(t, ctx, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
 	request := func() {
@@ -289,10 +267,7 @@ func TestReview39_ResetPathPowersOnOfflineHost(t *testing.T) {
 	for _, disable := range []bool{false, true} {
 		t.Run(map[bool]string{false: "normal", true: "disablePowerOff"}[disable], func(t *testing.T) {
 			ctx := context.Background()
-			direct := adminClient(t)
-			ns := newNamespace(t, direct)
-			hw := fake.NewPower(time.Now, fake.PowerConfig{Initial: power.StateOff})
-			newBMH(t, direct, ns, "h1")
+			direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{Initial: power.StateOff}, nil)
 			require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
 				h.Spec.DisablePowerOff = disable
 				h.Spec.Online = false
@@ -352,25 +327,12 @@ func (g *loseAfter) Hold(ctx context.Context) (context.Context, context.CancelFu
 func TestReview39_ResetNotFencedByGuard(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{}, resetOnly39)
 	// Hold 1: the write of Since; hold 2: the write of Sending, after which
 	// the leadership is gone.
 	g := &loseAfter{n: 2}
-	mgr := namespacedManager(t, ns)
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
-		Power: func(string) (power.Controller, error) { return hw, nil }, Guard: g,
-		Config: reboot.Config{StaleReads: 300 * time.Millisecond, RetryDelay: 300 * time.Millisecond, SoftTimeout: time.Second}}
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: events.NewFakeRecorder(1000),
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	mctx, cancel := context.WithCancel(ctx)
-	go func() { defer wg.Done(); _ = mgr.Start(mctx) }()
-	defer func() { cancel(); wg.Wait() }()
+	_, _ = fakePowerEnv39(t, ctx, "reboot-"+ns, ns, hw, g,
+		reboot.Config{StaleReads: 300 * time.Millisecond, RetryDelay: 300 * time.Millisecond, SoftTimeout: time.Second}, 1000)
 
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
 		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -12,16 +11,12 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
-	"github.com/rebootkit/rebootkit/power"
-	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -40,11 +35,7 @@ import (
 func TestReview39c_OtherWriteBySameClientResetsAgain(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{}, resetOnly39)
 	const stale = 3 * time.Second
 	rec, _ := review39bEnv(t, "reboot-"+ns, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
 	kubectl := client.WithFieldOwner(direct, "kubectl-annotate")
@@ -83,11 +74,7 @@ func TestReview39c_BusyClientResetsForEver(t *testing.T) {
 	needAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{}, resetOnly39)
 	const stale = 1500 * time.Millisecond
 	_, _ = review39bEnv(t, "reboot-"+ns, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
 	agent := client.WithFieldOwner(direct, "inventory-agent")
@@ -125,11 +112,7 @@ func TestReview39c_BusyClientResetsForEver(t *testing.T) {
 func TestReview39c_ReRequestInTheSameSecondAnsweredByOldReset(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{}, resetOnly39)
 	const stale = 3 * time.Second
 	cfg := reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}
 	_, stop := review39bEnv(t, "reboot-"+ns, ns, hw, cfg)
@@ -193,10 +176,7 @@ func TestReview39c_HoldBrokenAfterFlipStaysFenced(t *testing.T) {
 		name := map[bool]string{false: "normal", true: "disablePowerOff-set-while-held"}[flip]
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			direct := adminClient(t)
-			ns := newNamespace(t, direct)
-			hw := fake.NewPower(time.Now, fake.PowerConfig{})
-			newBMH(t, direct, ns, "h1")
+			direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{}, nil)
 			const stale = 300 * time.Millisecond
 			review39Env(t, ctx, ns, hw, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second})
 			const ann, val = reboot.AnnotationPrefix + "fencer", `{"mode":"hard"}`
@@ -274,25 +254,10 @@ func (g *refuseCalls) Hold(ctx context.Context) (context.Context, context.Cancel
 func TestReview39c_ResetRefusedForLeadershipCounts(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{}, resetOnly39)
 	g := &refuseCalls{t: t, c: direct, ns: ns, n: 2, refused: map[time.Time]bool{}}
 	const stale = 300 * time.Millisecond
-	mgr := namespacedManager(t, ns)
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now,
-		Power: func(string) (power.Controller, error) { return hw, nil }, Guard: g,
-		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
-	rec := events.NewFakeRecorder(1000)
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	mctx, cancel := context.WithCancel(ctx)
-	go func() { defer wg.Done(); _ = mgr.Start(mctx) }()
-	defer func() { cancel(); wg.Wait() }()
+	rec, _ := fakePowerEnv39(t, ctx, "reboot-"+ns, ns, hw, g, reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}, 1000)
 
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
 		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")
@@ -326,38 +291,10 @@ func TestReview39c_ResetRefusedForLeadershipCounts(t *testing.T) {
 // Ground truth: the new BMC's own hardware log.
 func TestReview39c_BMCReplacedAfterRequestLocksHostOut(t *testing.T) {
 	needAPIServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw1 := fake.NewPower(time.Now, fake.PowerConfig{})
-	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
-	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
-	defer srv1.Close()
-	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1"))
-	defer srv2.Close()
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
-		h.Spec.BMC.Address = redfishAt(srv1)
-		h.Spec.DisablePowerOff = true
-	}))
+	ctx := context.Background()
 	const stale = 5 * time.Second // the first request stays pending
-	mgr := namespacedManager(t, ns)
-	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
-		PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
-	defer powers.Close()
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
-		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
-	rec := events.NewFakeRecorder(1000)
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
+	w := startPinWorld39(t, ctx, pinOpts39{host: func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }, stale: stale})
+	direct, ns, hw1, hw2, srv2, rec := w.direct, w.ns, w.hw1, w.hw2, w.srv2, w.rec
 
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
 		metav1.SetMetaDataAnnotation(&h.ObjectMeta, reboot.Annotation, "")

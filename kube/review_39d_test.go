@@ -3,27 +3,20 @@ package kube
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
-	"github.com/rebootkit/rebootkit/power"
-	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
-	"github.com/rebootkit/rebootkit/remediation"
 )
 
 // TestReview39d_PinDroppedByClientRedirectFakesFence (issue 39, point 2:
@@ -47,62 +40,16 @@ import (
 // Ground truth: hw1.WasOnAt and the calls hw2 received.
 func TestReview39d_PinDroppedByClientRedirectFakesFence(t *testing.T) {
 	needAPIServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	// hw1 is the real host; its BMC answers every power-off "busy".
-	hw1 := fake.NewPower(time.Now, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
-		if c.Op == fake.OpOff {
-			return fake.Fault{Kind: fake.FaultBusy}
-		}
-		return fake.Fault{}
-	}})
-	// hw2 is the reboot client's endpoint (it accepts the host's password).
-	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
-	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
-	defer srv1.Close()
-	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1"))
-	defer srv2.Close()
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
+	ctx := context.Background()
+	// hw1 is the real host; its BMC answers every power-off "busy"; hw2
+	// is the reboot client's endpoint (it accepts the host's password).
 	const stale = 300 * time.Millisecond
-	mgr := namespacedManager(t, ns)
-	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
-		PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
-	defer powers.Close()
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
-		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
-	rec := events.NewFakeRecorder(1000)
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
+	w := startPinWorld39(t, ctx, pinOpts39{hw1: fake.NewPower(time.Now, fake.PowerConfig{Faults: busyOff39}), stale: stale})
+	direct, ns, hw2, srv1, srv2, rec := w.direct, w.ns, w.hw2, w.srv1, w.srv2, w.rec
 
-	key := reboot.AnnotationPrefix + remediation.RebootKey
-	var bmh metal3.BareMetalHost
-	require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
-	t1 := time.Now()
-	v1 := remediation.RebootValue(string(bmh.UID)+"-machine", t1)
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { metav1.SetMetaDataAnnotation(&h.ObjectMeta, key, v1) }))
-	var record v1alpha1.RebootRecord
-	require.Eventually(t, func() bool {
-		return direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &record) == nil && record.Spec.BMC != nil &&
-			record.Spec.BMC.Address == redfishAt(srv1)
-	}, 10*time.Second, 20*time.Millisecond, "premise: the remediation's request pins the real BMC")
-	require.Eventually(t, func() bool {
-		for _, c := range hw1.Calls() {
-			if c.Op == fake.OpOff {
-				return true
-			}
-		}
-		return false
-	}, 10*time.Second, 20*time.Millisecond, "premise: the power-off was tried on the real BMC")
+	key := remediationKey39
+	bmh, _ := w.remediationAsks(t, ctx)
+	w.offTried(t)
 
 	// The reboot client: one update removing the request and redirecting the BMC.
 	rc := rebootClient(t, ns, "mallory")
@@ -126,23 +73,13 @@ func TestReview39d_PinDroppedByClientRedirectFakesFence(t *testing.T) {
 	time.Sleep(time.Second)
 	hw2Before := len(hw2.Calls())
 	t.Logf("calls to the reboot client's endpoint before the remediation asks again: %d (credentials sent)", hw2Before)
-	t2 := time.Now()
-	v2 := remediation.RebootValue(string(bmh.UID)+"-machine", t2)
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { metav1.SetMetaDataAnnotation(&h.ObjectMeta, key, v2) }))
-	tk := reboot.Ticket{Host: "h1", Annotation: key, Value: v2, At: t2}
+	tk := w.remediationAsksAgain(t, ctx, bmh)
+	t2 := tk.At
 
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
-		var r v1alpha1.RebootRecord
-		if direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &r) == nil && r.Spec.Status != "" {
-			var st reboot.Status
-			if json.Unmarshal([]byte(r.Spec.Status), &st) == nil && reboot.FencedFor(st, tk, time.Now()) && hw1.WasOnAt(time.Now()) {
-				t.Fatalf("fencing evidence for the remediation's request came from the reboot client's BMC (pin %+v): "+
-					"FencedFor true while the real host runs (hw1 on; hw2 calls %d); events %q", r.Spec.BMC, len(hw2.Calls()), drainEvents(rec))
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	w.watchFakeFence(ctx, tk, func(r v1alpha1.RebootRecord) {
+		t.Fatalf("fencing evidence for the remediation's request came from the reboot client's BMC (pin %+v): "+
+			"FencedFor true while the real host runs (hw1 on; hw2 calls %d); events %q", r.Spec.BMC, len(hw2.Calls()), drainEvents(rec))
+	})
 	var fin v1alpha1.RebootRecord
 	_ = direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &fin)
 	t.Logf("record: pin %+v status %s; t2 %s; srv1 %s srv2 %s; events %q", fin.Spec.BMC, fin.Spec.Status, t2.UTC().Format(time.RFC3339Nano),
@@ -171,10 +108,7 @@ func TestReview39d_PinDroppedByClientRedirectFakesFence(t *testing.T) {
 func TestReview39d_UpgradeMarkerWedgesRequest(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	newBMH(t, direct, ns, "h1")
+	direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{}, nil)
 	since := time.Now().Add(-2 * time.Second).UTC()
 	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
 		h.Spec.DisablePowerOff = true
@@ -234,11 +168,7 @@ func TestReview39d_UpgradeMarkerWedgesRequest(t *testing.T) {
 func TestReview39d_RebootClientForgedOwnershipWedgesRequest(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }))
+	direct, ns, hw := fakeHost39(t, ctx, fake.PowerConfig{}, resetOnly39)
 	installPolicy(t, direct, ns)
 	rc := rebootClient(t, ns, "mallory")
 	waitDenied(t, rc, ns, "h1")

@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"net/http/httptest"
 	"sync"
@@ -15,14 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
-	"github.com/rebootkit/rebootkit/remediation"
 )
 
 // TestReview39e_RestoreThenRedirectFakesFence (issue 39 point 2, review
@@ -50,10 +47,7 @@ import (
 // hw1.WasOnAt, the record read directly.
 func TestReview39e_RestoreThenRedirectFakesFence(t *testing.T) {
 	needAPIServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
+	ctx := context.Background()
 	var slow atomic.Bool // the real BMC answers a state read in 500 ms (many do in seconds)
 	hw1 := fake.NewPower(time.Now, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
 		if c.Op == fake.OpOff {
@@ -64,53 +58,18 @@ func TestReview39e_RestoreThenRedirectFakesFence(t *testing.T) {
 		}
 		return fake.Fault{}
 	}})
-	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
-	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"))
-	defer srv1.Close()
-	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1"))
-	defer srv2.Close()
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
 	const stale = 300 * time.Millisecond
-	mgr := namespacedManager(t, ns)
-	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
-		PolicyName: "not-installed-" + ns, PolicySettle: time.Second,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
-	defer powers.Close()
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
-		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
-	rec := events.NewFakeRecorder(1000)
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
+	w := startPinWorld39(t, ctx, pinOpts39{hw1: hw1, stale: stale})
+	direct, ns, hw2, srv1, srv2, rec := w.direct, w.ns, w.hw2, w.srv1, w.srv2, w.rec
 
 	record := func() (v1alpha1.RebootRecord, bool) {
 		var r v1alpha1.RebootRecord
 		err := direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &r)
 		return r, err == nil
 	}
-	key := reboot.AnnotationPrefix + remediation.RebootKey
-	var bmh metal3.BareMetalHost
-	require.NoError(t, direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &bmh))
-	v1 := remediation.RebootValue(string(bmh.UID)+"-machine", time.Now())
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { metav1.SetMetaDataAnnotation(&h.ObjectMeta, key, v1) }))
-	require.Eventually(t, func() bool {
-		r, ok := record()
-		return ok && r.Spec.BMC != nil && r.Spec.BMC.Address == redfishAt(srv1)
-	}, 10*time.Second, 20*time.Millisecond, "premise: the remediation's request pins the real BMC")
-	require.Eventually(t, func() bool {
-		for _, c := range hw1.Calls() {
-			if c.Op == fake.OpOff {
-				return true
-			}
-		}
-		return false
-	}, 10*time.Second, 20*time.Millisecond, "premise: the power-off was tried on the real BMC")
+	key := remediationKey39
+	bmh, _ := w.remediationAsks(t, ctx)
+	w.offTried(t)
 
 	rc := rebootClient(t, ns, "mallory")
 	// 1. One update: the request removed, the BMC redirected: marked.
@@ -137,22 +96,12 @@ func TestReview39e_RestoreThenRedirectFakesFence(t *testing.T) {
 	time.Sleep(time.Second)
 
 	// The remediation asks again for the same attempt.
-	t2 := time.Now()
-	v2 := remediation.RebootValue(string(bmh.UID)+"-machine", t2)
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { metav1.SetMetaDataAnnotation(&h.ObjectMeta, key, v2) }))
-	tk := reboot.Ticket{Host: "h1", Annotation: key, Value: v2, At: t2}
-	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		r, ok := record()
-		if !ok || r.Spec.Status == "" {
-			continue
-		}
-		var st reboot.Status
-		if json.Unmarshal([]byte(r.Spec.Status), &st) == nil && reboot.FencedFor(st, tk, time.Now()) && hw1.WasOnAt(time.Now()) {
-			t.Fatalf("fencing evidence for the remediation's request made again came from the BMC a reboot client put in "+
-				"(pin %+v, mark %+v): FencedFor true while the real host runs (hw1 on; hw2 calls %d); the client lifted the "+
-				"BMCChanged mark itself by restoring spec.bmc for one pass; events %q", r.Spec.BMC, r.Spec.BMCChanged, len(hw2.Calls()), drainEvents(rec))
-		}
-	}
+	tk := w.remediationAsksAgain(t, ctx, bmh)
+	w.watchFakeFence(ctx, tk, func(r v1alpha1.RebootRecord) {
+		t.Fatalf("fencing evidence for the remediation's request made again came from the BMC a reboot client put in "+
+			"(pin %+v, mark %+v): FencedFor true while the real host runs (hw1 on; hw2 calls %d); the client lifted the "+
+			"BMCChanged mark itself by restoring spec.bmc for one pass; events %q", r.Spec.BMC, r.Spec.BMCChanged, len(hw2.Calls()), drainEvents(rec))
+	})
 	fin, _ := record()
 	t.Logf("end: pin %+v mark %+v status %s; hw2 calls %d; hw1 on %v; srv1 %s srv2 %s; events %q", fin.Spec.BMC, fin.Spec.BMCChanged, fin.Spec.Status,
 		len(hw2.Calls()), hw1.WasOnAt(time.Now()), srv1.URL, srv2.URL, drainEvents(rec))

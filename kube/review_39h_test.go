@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -14,14 +13,11 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
-	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
@@ -46,41 +42,11 @@ import (
 // endpoint's own login log.
 func TestReview39h_ResetRequestWithdrawnWithRedirectSendsCredentials(t *testing.T) {
 	needAPIServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw1 := fake.NewPower(time.Now, fake.PowerConfig{})
-	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
-	bmc1 := redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1")
-	srv1 := httptest.NewServer(bmc1)
-	defer srv1.Close()
-	// The client's endpoint: it accepts any login, as a phishing endpoint would.
-	evil := redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1")
-	srv2 := httptest.NewServer(evil)
-	defer srv2.Close()
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) {
-		h.Spec.BMC.Address = redfishAt(srv1)
-		h.Spec.DisablePowerOff = true
-	}))
+	ctx := context.Background()
+	// The client's endpoint (BMC 2) accepts any login, as a phishing endpoint would.
 	const stale = 5 * time.Second // the request stays pending after its reset
-	mgr := namespacedManager(t, ns)
-	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
-		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
-	defer powers.Close()
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
-		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
-	rec := events.NewFakeRecorder(1000)
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
+	w := startPinWorld39(t, ctx, pinOpts39{host: func(h *metal3.BareMetalHost) { h.Spec.DisablePowerOff = true }, stale: stale, powersStale: true})
+	direct, ns, hw1, evil, srv1, srv2, rec := w.direct, w.ns, w.hw1, w.bmc2, w.srv1, w.srv2, w.rec
 
 	rc := rebootClient(t, ns, "client")
 	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) {
@@ -135,66 +101,38 @@ func TestReview39h_ResetRequestWithdrawnWithRedirectSendsCredentials(t *testing.
 // power history and the endpoint's login log.
 func TestReview39h_InFlightPowerOnLandsAfterFirstSeenOffEchoCounted(t *testing.T) {
 	needAPIServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
+	ctx := context.Background()
 	hw1 := fake.NewPower(time.Now, fake.PowerConfig{Report: fake.Report{Stale: 3 * time.Second}})
-	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
-	bmc1 := redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1")
 	const landing = 5 * time.Second
 	var landedMu sync.Mutex
 	var sentOn, landed time.Time
 	onArrived := make(chan struct{}, 1)
-	srv1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "Actions/ComputerSystem.Reset") {
-			body, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			if strings.Contains(string(body), `"On"`) {
-				landedMu.Lock()
-				sentOn = time.Now()
-				landedMu.Unlock()
-				select {
-				case onArrived <- struct{}{}:
-				default:
+	slow := func(bmc1 http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "Actions/ComputerSystem.Reset") {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if strings.Contains(string(body), `"On"`) {
+					landedMu.Lock()
+					sentOn = time.Now()
+					landedMu.Unlock()
+					select {
+					case onArrived <- struct{}{}:
+					default:
+					}
+					time.Sleep(landing) // a slow BMC: it carries the power-on out, and answers, 5 s later
+					landedMu.Lock()
+					landed = time.Now()
+					landedMu.Unlock()
 				}
-				time.Sleep(landing) // a slow BMC: it carries the power-on out, and answers, 5 s later
-				landedMu.Lock()
-				landed = time.Now()
-				landedMu.Unlock()
 			}
-		}
-		bmc1.ServeHTTP(w, r)
-	}))
-	defer srv1.Close()
-	evil := redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1")
-	srv2 := httptest.NewServer(evil)
-	defer srv2.Close()
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
-	const stale = 6 * time.Second
-	mgr := namespacedManager(t, ns)
-	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
-		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 15 * time.Second, ConnectTimeout: 5 * time.Second})}
-	defer powers.Close()
-	async := &Async{Power: powers.Controller, Timeout: time.Minute}
-	powers.Done = func(name string) {
-		if async.Done != nil {
-			async.Done(name)
-		}
+			bmc1.ServeHTTP(w, r)
+		})
 	}
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: async.Controller,
-		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
-	rec := events.NewFakeRecorder(1000)
-	require.NoError(t, (&RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec, Async: async,
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}).SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
+	const stale = 6 * time.Second
+	pw := startPinWorld39(t, ctx, pinOpts39{hw1: hw1, wrap1: slow, stale: stale, powersStale: true,
+		call: 15 * time.Second, connect: 5 * time.Second, async: true})
+	direct, ns, evil, srv2, rec := pw.direct, pw.ns, pw.bmc2, pw.srv2, pw.rec
 
 	rc := rebootClient(t, ns, "client")
 	require.NoError(t, change(ctx, rc, ns, "h1", func(h *metal3.BareMetalHost) {
@@ -258,35 +196,12 @@ func TestReview39h_InFlightPowerOnLandsAfterFirstSeenOffEchoCounted(t *testing.T
 // the record read directly.
 func TestReview39h_ResetHostPoweredOnThroughNewBMCKeepsPinLocksOut(t *testing.T) {
 	needAPIServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
+	ctx := context.Background()
 	hw := fake.NewPower(time.Now, fake.PowerConfig{})
-	srv1 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw, "admin", "pw-1"))
-	defer srv1.Close()
-	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw, "admin", "pw-1")) // the replacement BMC: the same machine
-	defer srv2.Close()
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
+	// The replacement BMC (BMC 2): the same machine.
 	const stale = time.Second
-	mgr := namespacedManager(t, ns)
-	powers := &Powers{WithoutAdmissionPolicy: true, Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: ns, Timeout: 5 * time.Second,
-		PolicyName: "not-installed-" + ns, PolicySettle: time.Second, StaleReads: stale,
-		Pool: power.NewPool(power.PoolConfig{CallTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second})}
-	defer powers.Close()
-	rr := &reboot.Reconciler{Hosts: &RebootHosts{Client: mgr.GetClient(), Namespace: ns}, Now: time.Now, Power: powers.Controller,
-		Config: reboot.Config{StaleReads: stale, RetryDelay: stale, SoftTimeout: time.Second}}
-	rec := events.NewFakeRecorder(1000)
-	rc := &RebootController{Name: "reboot-" + ns, Reconciler: rr, Namespace: ns, Recorder: rec,
-		IdlePoll: 200 * time.Millisecond, Ownership: Ownership{NoOperator: true}}
-	require.NoError(t, rc.SetupWithManager(mgr))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = mgr.Start(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
+	w := startPinWorld39(t, ctx, pinOpts39{hw1: hw, hw2: hw, stale: stale, powersStale: true})
+	direct, ns, srv2, rec := w.direct, w.ns, w.srv2, w.rec
 	record := func() v1alpha1.RebootRecord {
 		var r v1alpha1.RebootRecord
 		_ = direct.Get(ctx, types.NamespacedName{Namespace: ns, Name: "h1"}, &r)

@@ -15,7 +15,6 @@ import (
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -24,7 +23,6 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
-	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -52,19 +50,9 @@ const stale39m = 500 * time.Millisecond
 // is then in its StaleReads settle).
 func setup39m(t *testing.T, ctx context.Context, wrap func(http.Handler, *atomic.Bool) http.Handler) *owed39m {
 	t.Helper()
-	direct := adminClient(t)
-	ns := newNamespace(t, direct)
-	hw1 := fake.NewPower(time.Now, fake.PowerConfig{})
-	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
 	var armed atomic.Bool
-	srv1 := httptest.NewServer(wrap(redfishtest.NewBMC(time.Now, hw1, "admin", "pw-1"), &armed))
-	t.Cleanup(srv1.Close)
-	srv2 := httptest.NewServer(redfishtest.NewBMC(time.Now, hw2, "admin", "pw-1"))
-	t.Cleanup(srv2.Close)
-	newBMH(t, direct, ns, "h1")
-	require.NoError(t, direct.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
-		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}))
-	require.NoError(t, change(ctx, direct, ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.BMC.Address = redfishAt(srv1) }))
+	w := newPinWorld39(t, ctx, pinOpts39{wrap1: func(h http.Handler) http.Handler { return wrap(h, &armed) }})
+	direct, ns, hw1, hw2, srv1, srv2 := w.direct, w.ns, w.hw1, w.hw2, w.srv1, w.srv2
 	rc := asController(t, ns)
 	rec := events.NewFakeRecorder(1000)
 	s := &owed39m{direct: direct, ns: ns, hw1: hw1, srv1: srv1, rec: rec}
@@ -166,19 +154,7 @@ func TestReview39m_RestartForgetsOwedOnInFlight(t *testing.T) {
 	}))
 	// Watch the record, uncached: the first instant it reports the keyed
 	// request fenced.
-	var fencedAt time.Time
-	deadline := time.Now().Add(delay39l + 4*time.Second)
-	for time.Now().Before(deadline) {
-		var rec v1alpha1.RebootRecord
-		var h metal3.BareMetalHost
-		key := types.NamespacedName{Namespace: s.ns, Name: "h1"}
-		if fencedAt.IsZero() && s.direct.Get(ctx, key, &h) == nil && s.direct.Get(ctx, key, &rec) == nil {
-			if st, ok := recordStatus(&rec, &h, true); ok && st.Fenced(restored, time.Now()) {
-				fencedAt = time.Now()
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	fencedAt := firstFenced39(ctx, s.direct, s.ns, restored, time.Now().Add(delay39l+4*time.Second))
 	require.False(t, fencedAt.IsZero(), "premise: the keyed request is reported fenced; events %q", drainEvents(s.rec))
 	var h metal3.BareMetalHost
 	require.NoError(t, s.direct.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: "h1"}, &h))
@@ -229,33 +205,13 @@ func TestReview39m_OnlineFalseDuringPinnedOnStateReadIgnored(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
 	const delay = 2 * time.Second
-	var mu sync.Mutex
-	var reqs []string
-	t0 := time.Now()
-	logf := func(s string) {
-		mu.Lock()
-		reqs = append(reqs, time.Since(t0).Round(time.Millisecond).String()+" "+s)
-		mu.Unlock()
-	}
-	s := setup39m(t, ctx, func(h http.Handler, armed *atomic.Bool) http.Handler { return slowReads39m(h, armed, delay, logf) })
+	reqs := newRequestLog39()
+	s := setup39m(t, ctx, func(h http.Handler, armed *atomic.Bool) http.Handler { return slowReads39m(h, armed, delay, reqs.log) })
 	// The attempt's settle is over: stillOwed has read the host (online,
 	// owed), and the attempt's On is reading the slow pinned BMC.
 	time.Sleep(stale39m + 500*time.Millisecond)
-	wrote := time.Now()
-	require.NoError(t, change(ctx, s.direct, s.ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.Online = false }))
-	time.Sleep(delay + 2*time.Second)
-	mu.Lock()
-	got := append([]string(nil), reqs...)
-	mu.Unlock()
-	require.False(t, s.hw1.WasOnAt(wrote), "premise: the host is still off when spec.online is set false (transitions %+v; requests %q)",
-		s.hw1.Transitions(), got)
-	var onAfter []time.Time
-	for _, tr := range s.hw1.Transitions() {
-		if tr.To == power.StateOn && tr.At.After(wrote) {
-			onAfter = append(onAfter, tr.At)
-		}
-	}
-	assert.Empty(t, onAfter,
+	wrote, got := offlineWhileOwed39(t, ctx, s, reqs, delay)
+	assert.Empty(t, onsAfter39(s.hw1, wrote),
 		"spec.online is false (written %v after the start, the host off): the owed power-on is not sent after that write landed (transitions %+v; calls %+v; requests %q; events %q)",
-		wrote.Sub(t0), s.hw1.Transitions(), s.hw1.Calls(), got, drainEvents(s.rec))
+		wrote.Sub(reqs.t0), s.hw1.Transitions(), s.hw1.Calls(), got, drainEvents(s.rec))
 }

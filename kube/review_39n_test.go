@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
-	"github.com/rebootkit/rebootkit/power"
 )
 
 // expiredThenSlowLogin39n wraps a Redfish BMC so that, while armed, the
@@ -76,45 +74,23 @@ func TestReview39n_OnlineFalseDuringReloginAfterCheckIgnored(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
 	const delay = 2 * time.Second
-	var mu sync.Mutex
-	var reqs []string
-	t0 := time.Now()
-	logf := func(s string) {
-		mu.Lock()
-		reqs = append(reqs, time.Since(t0).Round(time.Millisecond).String()+" "+s)
-		mu.Unlock()
-	}
+	reqs := newRequestLog39()
 	loginSeen := make(chan struct{})
 	s := setup39m(t, ctx, func(h http.Handler, armed *atomic.Bool) http.Handler {
-		return expiredThenSlowLogin39n(h, armed, delay, loginSeen, logf)
+		return expiredThenSlowLogin39n(h, armed, delay, loginSeen, reqs.log)
 	})
 	select {
 	case <-loginSeen:
 	case <-time.After(8 * time.Second):
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("premise: the owed On's POST is refused for its session and a login follows (requests %q; events %q)", reqs, drainEvents(s.rec))
+		t.Fatalf("premise: the owed On's POST is refused for its session and a login follows (requests %q; events %q)", reqs.got(), drainEvents(s.rec))
 	}
 	// The check ran (before the refused POST) and the BMC is answering
 	// the re-login: the administrator wants the host off.
-	wrote := time.Now()
-	require.NoError(t, change(ctx, s.direct, s.ns, "h1", func(h *metal3.BareMetalHost) { h.Spec.Online = false }))
-	time.Sleep(delay + 2*time.Second)
-	mu.Lock()
-	got := append([]string(nil), reqs...)
-	mu.Unlock()
-	require.False(t, s.hw1.WasOnAt(wrote), "premise: the host is still off when spec.online is set false (transitions %+v; requests %q)",
-		s.hw1.Transitions(), got)
-	var onAfter []time.Time
-	for _, tr := range s.hw1.Transitions() {
-		if tr.To == power.StateOn && tr.At.After(wrote) {
-			onAfter = append(onAfter, tr.At)
-		}
-	}
-	assert.Empty(t, onAfter,
+	wrote, got := offlineWhileOwed39(t, ctx, s, reqs, delay)
+	assert.Empty(t, onsAfter39(s.hw1, wrote),
 		"spec.online is false (written %v after the start, the host off): the owed power-on is not sent after that write landed, "+
 			"also when its POST is retried after a re-login (transitions %+v; calls %+v; requests %q; events %q)",
-		wrote.Sub(t0), s.hw1.Transitions(), s.hw1.Calls(), got, drainEvents(s.rec))
+		wrote.Sub(reqs.t0), s.hw1.Transitions(), s.hw1.Calls(), got, drainEvents(s.rec))
 }
 
 // acceptedOn39n wraps a Redfish BMC so that, while armed, the first reset
@@ -233,18 +209,7 @@ func acceptedOnScene39n(t *testing.T, restart bool) {
 		hold39m(h)
 	}))
 	require.False(t, landed.Load(), "premise: the queued On has not landed when spec.bmc is restored (%v after the 202)", time.Since(at))
-	var fencedAt time.Time
-	deadline := at.Add(landDelay + 2*time.Second)
-	for time.Now().Before(deadline) {
-		var r v1alpha1.RebootRecord
-		var h metal3.BareMetalHost
-		if fencedAt.IsZero() && s.direct.Get(ctx, key, &h) == nil && s.direct.Get(ctx, key, &r) == nil {
-			if st, ok := recordStatus(&r, &h, true); ok && st.Fenced(restored, time.Now()) {
-				fencedAt = time.Now()
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	fencedAt := firstFenced39(ctx, s.direct, s.ns, restored, at.Add(landDelay+2*time.Second))
 	require.True(t, landed.Load(), "premise: the queued On landed")
 	if fencedAt.IsZero() {
 		return // the wait held: correct

@@ -28,8 +28,7 @@ import (
 // in the middle drops the Chassis Control requests and lets the reads by.
 func TestReview34_RefusedPowerDownWithStaleOffReadIsNotSuccess(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	b, p := newBMCOn(t, clk.Real, fake.PowerConfig{Initial: power.StateOff, Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
+	clk, b, p := staleBMC34(t, power.StateOff)
 	c := connect(t, b)
 	clk.Advance(10 * time.Second)
 	p.OutOfBandOn()
@@ -96,18 +95,10 @@ func TestReview34_ForgedRAKPAheadOfTheBMCIsNotAWrongPassword(t *testing.T) {
 			b, hw := newBMC(t, fake.PowerConfig{Initial: power.StateOn})
 			m := newMITM(t, b.Addr())
 			rakpForger(m, tc.pt, tc.forge)
-			host, port := m.addr()
-			c, err := ipmi.Connect(context.Background(), ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
-				Timeout: 300 * time.Millisecond, Retries: 1})
-			if err == nil {
-				defer c.Close()
-			}
+			c, err := dialVia34(m, t, pass, 300*time.Millisecond, 1)
 			assert.False(t, errors.Is(err, power.ErrAuth), "an injected datagram made the right password read as refused: %v", err)
 			require.NoError(t, err, "the BMC's authentic answer came right after the forgery")
-			s, err := c.State(context.Background())
-			require.NoError(t, err)
-			assert.Equal(t, power.StateOn, s)
-			assert.True(t, hw.HardwareOn())
+			readsOn34(t, c, hw)
 		})
 	}
 }
@@ -243,14 +234,8 @@ func TestReview34_EmulatorBMCResetLeavesTheHostAlone(t *testing.T) {
 // caller is told the host is off while it runs.
 func TestReview34_DroppedPowerDownWithStaleOffReadIsNotSuccess(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	b, p := newBMCOn(t, clk.Real, fake.PowerConfig{Initial: power.StateOff, Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
-	m := newMITM(t, b.Addr())
-	host, port := m.addr()
-	c, err := ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
-		Timeout: 100 * time.Millisecond, Retries: 1})
-	require.NoError(t, err)
-	defer c.Close()
+	clk, b, p := staleBMC34(t, power.StateOff)
+	c, m := connectVia34(t, b, 100*time.Millisecond, 1)
 	clk.Advance(10 * time.Second)
 	p.OutOfBandOn()
 	clk.Advance(time.Second)
@@ -258,25 +243,15 @@ func TestReview34_DroppedPowerDownWithStaleOffReadIsNotSuccess(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, power.StateOff, s, "the emulator should echo the old state")
 
-	m.mu.Lock()
-	sessions, index, lastID := 0, 0, m.consoleID
-	m.toBMC = func(q []byte) bool {
-		if m.consoleID != lastID {
-			lastID, sessions, index = m.consoleID, sessions+1, 0
-		}
-		if !m.active || !sessionDatagram(q) {
-			return true
-		}
-		index++
-		switch sessions {
+	dropBySession34(m, func(session, index int) bool {
+		switch session {
 		case 0: // the session of the Off: its power down
 			return false
 		case 1: // the session opened again: Set Session Privilege passes, power down does not
 			return index < 2
 		}
 		return true
-	}
-	m.mu.Unlock()
+	})
 	err = c.Off(ctx, power.ModeHard)
 	assert.NotContains(t, b.Commands(), ipmitest.PowerDown, "the man in the middle let a power down by")
 	if err == nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
-	"github.com/rebootkit/rebootkit/power/ipmi"
 	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
 )
 
@@ -35,14 +34,8 @@ import (
 // }` in the resend path of a soft shutdown.
 func TestReview34_DroppedSoftShutdownWithStaleOffReadIsNotSuccess(t *testing.T) {
 	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	b, p := newBMCOn(t, clk.Real, fake.PowerConfig{Initial: power.StateOn, Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
-	m := newMITM(t, b.Addr())
-	host, port := m.addr()
-	c, err := ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
-		Timeout: 150 * time.Millisecond, Retries: 1})
-	require.NoError(t, err)
-	defer c.Close()
+	clk, b, p := staleBMC34(t, power.StateOn)
+	c, m := connectVia34(t, b, 150*time.Millisecond, 1)
 	// The host was off from 10 s to 11 s (a power cycle by someone else);
 	// at 11 s the BMC still echoes the state of 6 s: on.
 	clk.Advance(10 * time.Second)
@@ -51,17 +44,8 @@ func TestReview34_DroppedSoftShutdownWithStaleOffReadIsNotSuccess(t *testing.T) 
 	p.OutOfBandOn()
 	require.True(t, p.HardwareOn())
 
-	m.mu.Lock()
-	sessions, index, lastID := 0, 0, m.consoleID
-	m.toBMC = func(q []byte) bool {
-		if m.consoleID != lastID {
-			lastID, sessions, index = m.consoleID, sessions+1, 0
-		}
-		if !m.active || !sessionDatagram(q) {
-			return true
-		}
-		index++
-		if sessions == 0 {
+	dropBySession34(m, func(session, index int) bool {
+		if session == 0 {
 			// 1: Get Chassis Status (passes, reads on); 2: the soft
 			// shutdown (dropped; meanwhile 4.5 s pass and the BMC's
 			// echo reaches the second the host was off); then its
@@ -72,10 +56,9 @@ func TestReview34_DroppedSoftShutdownWithStaleOffReadIsNotSuccess(t *testing.T) 
 			return index < 2
 		}
 		return true
-	}
-	m.mu.Unlock()
+	})
 
-	err = c.Off(ctx, power.ModeSoft)
+	err := c.Off(ctx, power.ModeSoft)
 	assert.NotContains(t, b.Commands(), ipmitest.SoftOff, "the man in the middle let a soft shutdown by")
 	if err == nil {
 		assert.False(t, p.HardwareOn(), "Off(soft) reported success though no soft shutdown reached the BMC and the only evidence of off is a stale read: the host still runs")
@@ -141,18 +124,10 @@ func TestReview34_ForgedRAKP2BeforeALateBMCIsNotAWrongPassword(t *testing.T) {
 		return [][]byte{q}
 	}
 	m.mu.Unlock()
-	host, port := m.addr()
-	c, err := ipmi.Connect(context.Background(), ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
-		Timeout: 300 * time.Millisecond, Retries: 2})
-	if err == nil {
-		defer c.Close()
-	}
+	c, err := dialVia34(m, t, pass, 300*time.Millisecond, 2)
 	require.False(t, errors.Is(err, power.ErrAuth), "a made-up RAKP 2 made the right password read as refused: %v", err)
 	require.NoError(t, err, "the BMC's authentic RAKP 2 came 200 ms after the forgery, within a Timeout of it and within the step's tries")
-	s, err := c.State(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, power.StateOn, s)
-	assert.True(t, hw.HardwareOn())
+	readsOn34(t, c, hw)
 }
 
 // TestReview34_InjectedRefusalDoesNotHideAWrongPassword: with a wrong
@@ -176,9 +151,7 @@ func TestReview34_InjectedRefusalDoesNotHideAWrongPassword(t *testing.T) {
 		return true
 	}
 	m.mu.Unlock()
-	host, port := m.addr()
-	_, err := ipmi.Connect(context.Background(), ipmi.Config{Host: host, Port: port, Username: user, Password: "wrong-" + pass,
-		Timeout: 300 * time.Millisecond, Retries: 1})
+	_, err := dialVia34(m, t, "wrong-"+pass, 300*time.Millisecond, 1)
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, power.ErrAuth), "the BMC's RAKP 2 did not verify with the password, yet an injected status makes it %v", err)
 	assert.False(t, errors.Is(err, power.ErrBusy), "a wrong password reads busy: %v", err)
@@ -204,12 +177,7 @@ func TestReview34_InjectedRefusalDoesNotHideAWrongPassword(t *testing.T) {
 func TestReview34_SoftShutdownNotRetransmittedBlind(t *testing.T) {
 	ctx := context.Background()
 	b, hw := newBMC(t, fake.PowerConfig{Initial: power.StateOn, Button: fake.ButtonSoft, SoftDelay: 50 * time.Millisecond})
-	m := newMITM(t, b.Addr())
-	host, port := m.addr()
-	c, err := ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: user, Password: pass,
-		Timeout: 250 * time.Millisecond, Retries: 2})
-	require.NoError(t, err)
-	defer c.Close()
+	c, m := connectVia34(t, b, 250*time.Millisecond, 2)
 
 	m.mu.Lock()
 	first, answers := m.consoleID, 0
