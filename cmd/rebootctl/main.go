@@ -506,6 +506,9 @@ func (e *env) command(name string, args []string) int {
 	if err != nil {
 		return e.fail(errors.New(explain(err, rest[0])))
 	}
+	if err := notInEffect(name, v); err != nil {
+		return e.fail(err)
+	}
 	if e.json {
 		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State, "in_flight": len(v.Index.InFlight)})
 	} else {
