@@ -248,14 +248,21 @@ func readCmdFile(store string) (cmdFile, error) {
 // store's owner and mode (likeStore), fsync'd, renamed over it, and the
 // directory fsync'd. It is called with the side file's lock held, so a
 // temporary file of this user's left by a crash (tmpPattern) is no one's
-// at work, and is removed; another user's is left alone.
+// at work, and is removed (removeOwnTmp); another user's is left alone.
+// The directory is read for them at this process's first write of the
+// file only (a crash ends a process: its leftovers are found by the
+// next one), and again after a write of its own left its temporary file:
+// not at every write, which would read a directory anyone may fill
+// (/tmp) with the lock held, at every command the executor applies.
 func writeCmdFile(store string, c cmdFile) error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
 	path := cmdFilePath(store)
-	removeOwnTmp(path)
+	if tmpScans.first(path) {
+		removeOwnTmp(path)
+	}
 	if err := sideFits(store); err != nil {
 		return sideFileError(store, err)
 	}
@@ -278,13 +285,46 @@ func writeCmdFile(store string, c cmdFile) error {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		_ = os.Remove(tmp) // this process's own file, made above
+		if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			tmpScans.again(path) // this process's own file, made above, is left: the next write looks
+		}
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
 	return nil
+}
+
+// tmpScans: the side files whose directory this process read for
+// leftovers (removeOwnTmp) since its last write left one.
+var tmpScans scanned
+
+// scanned is a set of paths, safe for concurrent use.
+type scanned struct {
+	mu   sync.Mutex
+	done map[string]bool
+}
+
+// first reports whether path is not in the set, and adds it.
+func (s *scanned) first(path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done[path] {
+		return false
+	}
+	if s.done == nil {
+		s.done = map[string]bool{}
+	}
+	s.done[path] = true
+	return true
+}
+
+// again removes path from the set.
+func (s *scanned) again(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.done, path)
 }
 
 // tmpPattern is the name of writeCmdFile's temporary files after
