@@ -501,9 +501,9 @@ var errRecordedAlready = errors.New("the command is recorded in the plan already
 // clock stepped back (NTP, a restored VM, another host's) must not make
 // a new stop look older than the plan's commands. A plan that keeps no
 // number of id (the file is new, or the plan was last commanded by an
-// older rebootctl) skips the command only when its Commands hold it
-// (onceRecorded); a file with no ID (written by a rebootctl that gave
-// none) is judged by onceRecorded alone.
+// older rebootctl) skips the command only when its Commands hold that
+// command at that time; a file with no ID (written by a rebootctl that
+// gave none) is judged by onceRecorded alone.
 func onceApplied(id string, r cmdRecord, f func(plan.Plan) (plan.Plan, error)) func(plan.Plan) (plan.Plan, error) {
 	if id == "" {
 		return onceRecorded(r.Command, r.At, f)
