@@ -312,6 +312,9 @@ func (e *env) executor(args []string) int {
 		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
 		return exitError
 	}
+	// Given up on return, after the fleet's deferred Close (defers run
+	// last first): nothing of this executor acts any more.
+	defer release(e.store, e.checkStore, me)
 	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
 		Reboot:      reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
 		ShutdownMax: *shutdownMax,
