@@ -79,6 +79,11 @@ const (
 	overdueFactor = 4
 )
 
+// doubtFactor: a read unanswered at the BMC for doubtFactor times the
+// session's usual answer time (never raised by a late answer), and at
+// least overdueFloor, makes its system doubtful (settleRead).
+const doubtFactor = 2
+
 // overdueFloorSet, if not 0, replaces overdueFloor (ns): a test's, to
 // look at the cap with reads that hang longer than their caller waits.
 var overdueFloorSet atomic.Int64
@@ -103,11 +108,17 @@ func (s *session) overdueAfter() time.Duration {
 	return max(floor(), overdueFactor*time.Duration(s.stats.avg.Load()))
 }
 
-// doubtAfter returns the usual overdue time of s, never raised by a late
-// answer: a read unanswered at the BMC for that long makes its system
-// doubtful, and a read younger than that is not shown to hang.
-func (s *session) doubtAfter() time.Duration {
+// usualOverdue returns the usual overdue time of s, never raised by a
+// late answer: a read younger than that is not shown to hang.
+func (s *session) usualOverdue() time.Duration {
 	return max(floor(), overdueFactor*time.Duration(s.stats.plain.Load()))
+}
+
+// doubtAfter returns how long a read unanswered at the BMC makes its
+// system doubtful: twice the usual answer time of s, never raised by a
+// late answer, at least overdueFloor.
+func (s *session) doubtAfter() time.Duration {
+	return max(floor(), doubtFactor*time.Duration(s.stats.plain.Load()))
 }
 
 // lateRaiseMax bounds the overdue time a late answer raises (answered).
@@ -173,10 +184,11 @@ type readPlaces struct {
 // provesLocked reports whether the evidence shows, at now, that t's
 // system hangs: a read of another system sent after t was answered
 // within its own overdue time, and t has been unanswered overdueFactor
-// times as long, and its own usual overdue time (doubtAfter when it
-// began), at least overdueFloor.
+// times as long, its usual overdue time (usualOverdue when it began),
+// and overdueFactor times as long as its own system's last answered
+// read took (when it began), at least overdueFloor.
 func (p *readPlaces) provesLocked(t *readTicket, now time.Time) bool {
-	return t.ready && p.evidence.After(t.start) && now.Sub(t.start) >= max(floor(), overdueFactor*p.took, t.doubt)
+	return t.ready && !t.back && p.evidence.After(t.start) && now.Sub(t.start) >= max(floor(), overdueFactor*p.took, t.usual, overdueFactor*t.own)
 }
 
 func newReadPlaces(n int) *readPlaces { return &readPlaces{max: n} }
@@ -207,7 +219,9 @@ type readTicket struct {
 	kind  placeKind
 	start time.Time
 	due   time.Duration // the overdue time when it began
-	doubt time.Duration // the usual overdue time when it began (doubtAfter)
+	doubt time.Duration // doubtAfter when it began
+	usual time.Duration // the usual overdue time when it began (usualOverdue)
+	own   time.Duration // how long its system's last answered read took, when it began (0: none)
 	get   bool
 	proof bool // a read of its system (not one beside it): its answer may be evidence
 	ctx   context.Context
@@ -215,6 +229,7 @@ type readTicket struct {
 	timer *time.Timer
 	// Under p.mu:
 	ready bool // sent: start and abort are set
+	back  bool // its request returned (its answer's body may be read still)
 	held  bool // it holds its place
 	late  bool // its overdue time passed
 	cut   bool // it was cut
@@ -237,7 +252,7 @@ func (p *readPlaces) grantLocked() {
 	p.preemptLocked()
 	wanted := p.probeWantedLocked()
 	if t := p.extra; t != nil {
-		if wanted && t.late && t.get && !t.cut {
+		if wanted && t.late && t.get && !t.cut && !t.back {
 			t.cut = true
 			t.abort()
 		}
@@ -298,7 +313,7 @@ func (p *readPlaces) preemptLocked() {
 		if t.cut {
 			return // its place goes to w once its request returned
 		}
-		if !t.ready || !t.get || !t.c.doubt.Load() && !t.c.suspect.Load() {
+		if !t.ready || t.back || !t.get || !t.c.doubt.Load() && !t.c.suspect.Load() {
 			continue
 		}
 		if r := t.c.rank(); r < w.rank && w.rank > t.c.doubtSince.Load() && (low == nil || r < lowRank) {
@@ -357,14 +372,17 @@ func remove(ts []*readTicket, t *readTicket) []*readTicket {
 	return ts
 }
 
-// proveLocked frees t's place and makes its system suspect if the
-// evidence shows, at now, that it hangs (provesLocked); not the extra
-// place's suspect read (its system is suspect already).
+// proveLocked cuts t's request and makes its system suspect if the
+// evidence shows, at now, that it hangs (provesLocked): t keeps its place
+// until the cut request returned, and its read waits again. Not the
+// extra place's suspect read (its system is suspect already), nor a read
+// other than a GET (it is not sent again: it keeps its place).
 func (p *readPlaces) proveLocked(t *readTicket, now time.Time) {
-	if t.kind == placeSuspect || !p.provesLocked(t, now) {
+	if t.kind == placeSuspect || !t.get || t.cut || !p.provesLocked(t, now) {
 		return
 	}
-	p.freeLocked(t)
+	t.cut = true
+	t.abort()
 	if t.proof {
 		t.c.suspect.Store(true)
 	}
@@ -377,7 +395,7 @@ func (t *readTicket) overdueFired() {
 	p := t.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !t.held {
+	if !t.held || t.back {
 		return
 	}
 	t.late = true
@@ -425,7 +443,8 @@ func (p *readPlaces) take(ctx context.Context, c *Controller, get, again bool) (
 		p.mu.Unlock()
 		return nil, ctx.Err()
 	}
-	t.due, t.doubt = c.sess.overdueAfter(), c.sess.doubtAfter()
+	t.due, t.doubt, t.usual = c.sess.overdueAfter(), c.sess.doubtAfter(), c.sess.usualOverdue()
+	t.own = time.Duration(c.lastTook.Load())
 	t.ctx, t.abort = ctx, func() {}
 	if t.get {
 		t.ctx, t.abort = context.WithCancel(ctx)
@@ -439,8 +458,19 @@ func (p *readPlaces) take(ctx context.Context, c *Controller, get, again bool) (
 	return t, nil
 }
 
-// end gives t's place back once its request returned (answered: the BMC
-// sent an HTTP answer below 500) after d, and records the evidence. It reports
+// free gives t's place back and ends its request's context.
+func (t *readTicket) free() {
+	p := t.p
+	p.mu.Lock()
+	p.freeLocked(t)
+	p.grantLocked()
+	p.mu.Unlock()
+	t.abort()
+}
+
+// end records that t's request returned (answered: the BMC sent an HTTP
+// answer below 500) after d, and the evidence; t keeps its place until
+// free (the answer's body is read from the BMC meanwhile). It reports
 // whether t was cut before its answer (its read waits again).
 func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 	if t.timer != nil {
@@ -449,7 +479,7 @@ func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 	p := t.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.freeLocked(t)
+	t.back = true
 	cut = t.cut && !answered
 	if answered && t.proof && d <= t.due && t.start.After(p.evidence) {
 		p.evidence, p.took = t.start, d
@@ -477,8 +507,7 @@ type readPlace struct {
 	atBMC   time.Duration // time its attempts spent at the BMC
 	doubtAt time.Duration // its first attempt's doubtAfter
 	tries   int
-	cut     bool               // its last attempt was cut
-	abort   context.CancelFunc // ends its last attempt's context (release)
+	cut     bool // its last attempt was cut
 }
 
 // wait takes a place for the read's next attempt; it returns the context
@@ -506,47 +535,63 @@ func (r *readPlace) wait() (context.Context, error) {
 
 // done ends the attempt (answered: an HTTP answer below 500 came, path.go). It reports
 // whether to send the read again: it was cut, and its caller still
-// waits.
+// waits (its place is given back). Else the place is given back by
+// release.
 func (r *readPlace) done(answered bool) (again bool) {
 	t := r.t
 	if t == nil {
 		return false
 	}
-	r.t = nil
-	r.abort = t.abort
 	d := time.Since(t.start)
 	r.atBMC += d
 	r.cut = t.end(answered, d)
 	if r.cut && r.ctx.Err() == nil {
+		r.t = nil
+		t.free()
 		return true
 	}
 	r.c.settleRead(answered, d, r.atBMC, r.doubtAt)
 	return false
 }
 
-// release ends the context of the read's last attempt once nothing of
-// it is read any more: at once if it has no answer (resp nil), else when
-// the answer's body is closed (an answer's body is read after done).
+// release gives the place of the read's last attempt back, and ends its
+// context, once nothing of it is read any more: at once if it has no
+// answer (resp nil), else when the answer's body is read to its end or
+// closed (an answer's body is read after done, and the BMC is sending
+// it meanwhile: TestReview35_CachedSystemFreesSlowBMCReads counts such
+// a read as the BMC's).
 func (r *readPlace) release(resp *http.Response) {
-	if r.abort == nil {
+	t := r.t
+	if t == nil {
 		return
 	}
+	r.t = nil
 	if resp == nil {
-		r.abort()
+		t.free()
 		return
 	}
-	resp.Body = &releaseBody{ReadCloser: resp.Body, release: r.abort}
+	resp.Body = &releaseBody{ReadCloser: resp.Body, release: t.free}
 }
 
-// releaseBody ends its request's context when closed.
+// releaseBody calls release once read to its end (or a failure), or
+// closed.
 type releaseBody struct {
 	io.ReadCloser
-	release context.CancelFunc
+	once    sync.Once
+	release func()
+}
+
+func (b *releaseBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(b.release)
+	}
+	return n, err
 }
 
 func (b *releaseBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.release()
+	b.once.Do(b.release)
 	return err
 }
 
@@ -561,6 +606,7 @@ func (c *Controller) settleRead(answered bool, d, atBMC, doubtAt time.Duration) 
 	switch {
 	case answered:
 		c.lastAnswer.Store(time.Now().UnixNano())
+		c.lastTook.Store(int64(d))
 		c.suspect.Store(false)
 		c.doubt.Store(false)
 		c.sess.answered(d)

@@ -351,13 +351,15 @@ type Controller struct {
 	// suspect: a read of this system's was shown to hang (a read of
 	// another system sent after it was answered much sooner), and none
 	// was answered since; doubt: a read of its was left unanswered for
-	// the session's usual overdue time, and none was answered since;
+	// twice the session's usual answer time, and none was answered since;
 	// lastAnswer: when one was last answered, doubtSince: when it last
-	// became doubtful (UnixNano) (readplace.go).
+	// became doubtful (UnixNano); lastTook: how long its last answered
+	// read took (ns) (readplace.go).
 	suspect    atomic.Bool
 	doubt      atomic.Bool
 	lastAnswer atomic.Int64
 	doubtSince atomic.Int64
+	lastTook   atomic.Int64
 
 	systemURI   string
 	resetTarget string
