@@ -14,35 +14,49 @@ import (
 // Read places (Config.MaxInFlight). A session has MaxInFlight places for
 // its reads and one extra place, for a probe or a suspect system's read.
 //
-// A read holds its place until it ends, unless the BMC has shown that
-// its system hangs: a read of another system, sent after it, answered
-// within its own overdue time (overdueAfter), while the first has been
-// unanswered for four times as long as that answer took and for its
-// usual overdue time (doubtAfter), at least 200 ms (the evidence). The
-// read then gives its place up and its system is suspect. A BMC that is
-// merely slow answers no read that much faster than the reads sent
-// before it, so its reads keep their places: the BMC is sent no more than
-// MaxInFlight + 1 reads at once (TestReview35w_SlowBMCPassesMaxInFlight).
-// Dead blades (systems whose reads hang while the BMC answers the others)
-// give their places up as soon as a healthy blade's read is answered
-// beside them (TestReview35v_DeadBladesReadsStarveHealthyReads).
+// A read holds its place until its request returned and its answer's
+// body was read to its end or closed (the BMC sends the body meanwhile),
+// unless the BMC has shown that its system hangs: a read of another
+// system, sent after it, answered within its own overdue time
+// (overdueAfter), while the first has been unanswered for four times as
+// long as that answer took, for its usual overdue time (usualOverdue),
+// and for four times as long as its own system's last answered read took
+// (when it began), at least 200 ms (the evidence). The read, a GET, is
+// then cut: its request is cancelled, its system is suspect and it waits
+// again (a read other than a GET is never cut: it keeps its place); its
+// place goes to another read once the cut request returned. So the BMC
+// is sent no more than MaxInFlight + 1 reads at once, whatever the
+// evidence (TestReview35w_SlowBMCPassesMaxInFlight,
+// TestReview35_CachedSystemFreesSlowBMCReads). A BMC that is merely slow
+// answers no read that much faster than the reads sent before it, nor a
+// system's read much slower than that system's last, so its reads are
+// not cut; one that answers a system from its cache at once while the
+// others' reads turn slow has the first slow read of each of those cut
+// once, and sent again. Dead blades (systems whose reads hang while the
+// BMC answers the others) give their places up as soon as a healthy
+// blade's read is answered beside them
+// (TestReview35v_DeadBladesReadsStarveHealthyReads).
 //
 // A system one of whose reads ended unanswered after it was at the BMC
-// for its usual overdue time (doubtAfter, as it was when the read began,
-// never raised by a late answer) is doubtful until one of its reads is
-// answered. Waiting reads take the MaxInFlight places in rank order: the
-// reads of systems that are not doubtful first, in line; then the
-// doubtful systems', the one answered last first. A waiting read cuts
+// for twice the usual answer time (doubtAfter, as it was when the read
+// began, never raised by a late answer, at least 200 ms) is doubtful
+// until one of its reads is answered. Waiting reads take the
+// MaxInFlight places in rank order: the reads of systems that are not
+// doubtful first, in line; then the doubtful systems', the one answered
+// last first. A waiting read cuts
 // (cancels the request of) a read of a doubtful or suspect system in one
 // of those places if it ranks higher and its own system was answered
 // since the other became doubtful, one cut at a time: the cut read
 // waits again, first in line of its rank, and the waiting read takes the
 // place once the cut request returned. So dead blades polled with
-// deadlines shorter than twice the overdue time, or after a late answer
-// raised it, hold no place a healthy blade's read wants once each left a
-// read unanswered for the usual overdue time
+// deadlines shorter than the overdue time, or after a late answer raised
+// it, hold no place a healthy blade's read wants once each left a read
+// unanswered at the BMC for twice the usual answer time
 // (TestReview35_DeadBladesNeverSuspectOnUsualSlowBMC,
-// TestReview35_LateAnswerKeepsDeadBladesOffSuspect), and a healthy blade
+// TestReview35_LateAnswerKeepsDeadBladesOffSuspect,
+// TestReview35_DeadBladesHoldPlacesUnderFourUsualAnswers); a monitor
+// whose deadline is shorter than that leaves them holding places (it
+// gives a healthy read little more than its answer time). A healthy blade
 // whose caller gave up on one slow read waits for no doubtful or
 // suspect dead blade
 // (TestReview35_HealthyBladeSuspectAfterOneMissedCheck).
@@ -65,11 +79,10 @@ import (
 // the healthy blades' reads
 // (TestReview35w_HealthyBladeSuspectStarvedByDeadBlades).
 //
-// Reads sent and not yet returned on a session, at once: MaxInFlight + 1,
-// plus the reads the evidence freed (at most one per system, each
-// system's requests being sent one at a time). A cut request's
-// connection is closed; a BMC that finishes the work of a closed
-// connection anyway may be working on it still.
+// Reads sent on a session and not yet returned (with their answers'
+// bodies), at once: MaxInFlight + 1 at most. A cut request's connection
+// is closed; a BMC that finishes the work of a closed connection anyway
+// may be working on it still.
 
 // overdueFloor and overdueFactor: a read is overdue once it has been in
 // flight overdueFactor times the session's usual answer time (a moving
