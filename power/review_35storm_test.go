@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/rebootkit/rebootkit/power/redfish"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReview35_BasicAuthRotatedPasswordHeldCallsStorm (review round 24,
@@ -118,4 +120,78 @@ func TestReview35_BasicAuthRotatedPasswordHeldCallsStorm(t *testing.T) {
 	t.Logf("old password held unanswered: %d requests with it in minutes 2-3 after the rotation, at most %d in a minute", tot, pm)
 	assert.LessOrEqual(t, pm, 4, "requests with the wrong password in one minute, a minute and more after the rotation (connected hosts' calls: a storm)")
 	assert.LessOrEqual(t, tot, 2*tot401+4, "requests with the wrong password, against the same BMC answering 401")
+}
+
+// TestHeldReadsSpareHealthyNeighbour (issue 35, the rule that bounds
+// TestReview35_BasicAuthRotatedPasswordHeldCallsStorm): basic auth,
+// blades 1 and 2 on one account, both connected. Blade 2 dies and the
+// monitor polls it alone for two minutes (every call times out, nothing
+// with the credentials is answered): its reads are held, one a pause
+// apart, and those not sent fail with ErrNotSent and ErrBackoff, never
+// reaching the BMC (ground truth: the BMC's count of blade 2's reads).
+// Healthy blade 1, whose own last call was answered, is read right after
+// one of blade 2's reads was sent: its read is sent and answered (a dead
+// neighbour's timeouts hold no healthy host's read), and that answer
+// ends the hold for blade 2 too.
+func TestHeldReadsSpareHealthyNeighbour(t *testing.T) {
+	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	var dead atomic.Bool
+	var reads2 atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems/2") && dead.Load() {
+			reads2.Add(1)
+			<-r.Context().Done()
+			return
+		}
+		b.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{ConnectTimeout: 2 * time.Second, CallTimeout: 250 * time.Millisecond})
+	target := func(id string) power.Target {
+		cfg := redfish.Config{Endpoint: srv.URL, SystemID: id, Username: "admin", Password: bmcPassword, BasicAuth: true, RootCAs: roots}
+		return power.Target{BMC: srv.URL, Config: id + "/basic", Login: "admin/pw",
+			Connect: func(ctx context.Context) (power.Controller, error) { return redfish.Connect(ctx, cfg) }}
+	}
+	c1, c2 := pool.Controller("h1", target("1")), pool.Controller("h2", target("2"))
+	ctx := context.Background()
+	for _, c := range []power.Controller{c1, c2} {
+		_, err := c.State(ctx)
+		require.NoError(t, err, "the blades answer")
+	}
+	dead.Store(true)
+	var held, sent int
+	for range 24 { // two minutes, blade 2 alone
+		clk.Advance(5 * time.Second)
+		before := reads2.Load()
+		_, err := c2.State(ctx)
+		require.Error(t, err, "dead blade 2's read")
+		if reads2.Load() == before {
+			held++
+			assert.ErrorIs(t, err, power.ErrNotSent, "a held read")
+			assert.ErrorIs(t, err, power.ErrBackoff, "a held read")
+		} else {
+			sent++
+		}
+	}
+	t.Logf("dead blade 2's reads in two minutes: %d sent, %d held", sent, held)
+	assert.Positive(t, held, "no read of blade 2 held after a minute with no answer")
+	assert.LessOrEqual(t, sent, 12+3, "blade 2's reads sent (12 in the first minute, then one a pause apart)")
+
+	// Blade 2's reads are held now (its last read was sent within the
+	// pause, or is): blade 1's read goes.
+	before := reads2.Load()
+	_, err := c2.State(ctx)
+	require.Error(t, err)
+	require.Equal(t, before, reads2.Load(), "blade 2's read is held at this point")
+	st, err := c1.State(ctx)
+	require.NoError(t, err, "healthy blade 1's read, beside a dead neighbour whose reads are held")
+	assert.Equal(t, power.StateOn, st)
+	before = reads2.Load()
+	_, err = c2.State(ctx)
+	assert.NotErrorIs(t, err, power.ErrNotSent, "blade 1's answer ends the hold: blade 2's read is sent")
+	assert.Equal(t, before+1, reads2.Load(), "blade 2's read reached the BMC")
 }
