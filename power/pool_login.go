@@ -31,7 +31,9 @@ type SessionSharer interface {
 // CallAuthenticator is implemented by a Controller whose calls carry the
 // credentials themselves (HTTP basic auth: no session). A call of its
 // that the BMC answers proves the credentials, as a login does, and ends
-// their back-off, an authentication back-off included. On other
+// their back-off, an authentication back-off included; its reads are
+// held, one a pause apart, while the BMC leaves the calls with the
+// credentials unanswered (heldReadLocked). On other
 // controllers (a session outlives a password change on the BMC) an answer
 // ends only a back-off after failures that were not the credentials':
 // after an authentication failure, only a successful login ends it.
