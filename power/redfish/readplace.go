@@ -81,7 +81,9 @@ import (
 //
 // Reads sent on a session and not yet returned (with their answers'
 // bodies), at once: MaxInFlight + 1 at most. A cut request's connection
-// is closed; a BMC that finishes the work of a closed connection anyway
+// is closed, and its place is taken again (by any read) cutGrace (50 ms)
+// after the request returned, for the BMC to notice the closed
+// connection; a BMC that finishes the work of a closed connection anyway
 // may be working on it still.
 
 // overdueFloor and overdueFactor: a read is overdue once it has been in
@@ -471,14 +473,29 @@ func (p *readPlaces) take(ctx context.Context, c *Controller, get, again bool) (
 	return t, nil
 }
 
-// free gives t's place back and ends its request's context.
+// cutGrace is how long a cut read's place stays held after its request
+// returned: the BMC notices the closed connection a moment after the
+// client closed it, and works on the request until then.
+const cutGrace = 50 * time.Millisecond
+
+// free gives t's place back and ends its request's context; a cut
+// read's place only cutGrace later.
 func (t *readTicket) free() {
+	t.abort()
 	p := t.p
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t.cut && t.held {
+		time.AfterFunc(cutGrace, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.freeLocked(t)
+			p.grantLocked()
+		})
+		return
+	}
 	p.freeLocked(t)
 	p.grantLocked()
-	p.mu.Unlock()
-	t.abort()
 }
 
 // end records that t's request returned (answered: the BMC sent an HTTP
