@@ -81,7 +81,7 @@ import (
 //
 // Reads sent on a session and not yet returned (with their answers'
 // bodies), at once: MaxInFlight + 1 at most. A cut request's connection
-// is closed, and its place is taken again (by any read) cutGrace (50 ms)
+// is closed, and its place is taken again (by any read) cutGrace (10 ms)
 // after the request returned, for the BMC to notice the closed
 // connection; a BMC that finishes the work of a closed connection anyway
 // may be working on it still.
@@ -476,7 +476,7 @@ func (p *readPlaces) take(ctx context.Context, c *Controller, get, again bool) (
 // cutGrace is how long a cut read's place stays held after its request
 // returned: the BMC notices the closed connection a moment after the
 // client closed it, and works on the request until then.
-const cutGrace = 50 * time.Millisecond
+const cutGrace = 10 * time.Millisecond
 
 // free gives t's place back and ends its request's context; a cut
 // read's place only cutGrace later.

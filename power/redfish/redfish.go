@@ -305,7 +305,7 @@ type Config struct {
 	// read took: the BMC answers, the first read's system hangs (a dead
 	// blade); the first read (a GET) is cancelled, its system is
 	// suspect, and it is sent again later; its place goes to another read
-	// 50 ms after the cancelled request returned (a BMC notices a closed
+	// 10 ms after the cancelled request returned (a BMC notices a closed
 	// connection a moment after). While every place is held by
 	// an overdue read, one more read (a probe) goes to the BMC to look
 	// for that answer; a probe overdue while another read waits is
