@@ -31,8 +31,10 @@ import (
 // answers no read that much faster than the reads sent before it, nor a
 // system's read much slower than that system's last, so its reads are
 // not cut; one that answers a system from its cache at once while the
-// others' reads turn slow has the first slow read of each of those cut
-// once, and sent again. Dead blades (systems whose reads hang while the
+// others' reads turn slow has those slow reads cut and sent again, the
+// suspect systems' one at a time through the extra place, until one of
+// each is answered (its system's answer time then keeps its later reads
+// from being cut), with never more reads at once. Dead blades (systems whose reads hang while the
 // BMC answers the others) give their places up as soon as a healthy
 // blade's read is answered beside them
 // (TestReview35v_DeadBladesReadsStarveHealthyReads).
