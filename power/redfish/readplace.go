@@ -24,7 +24,8 @@ import (
 // (when it began), at least 200 ms (the evidence). The read, a GET, is
 // then cut: its request is cancelled, its system is suspect and it waits
 // again (a read other than a GET is never cut: it keeps its place); its
-// place goes to another read once the cut request returned. So the BMC
+// place goes to another read once the cut request returned (and
+// cutGrace later, below). So the BMC
 // is sent no more than MaxInFlight + 1 reads at once, whatever the
 // evidence (TestReview35w_SlowBMCPassesMaxInFlight,
 // TestReview35_CachedSystemFreesSlowBMCReads). A BMC that is merely slow
@@ -34,9 +35,9 @@ import (
 // others' reads turn slow has those slow reads cut and sent again, the
 // suspect systems' one at a time through the extra place, until one of
 // each is answered (its system's answer time then keeps its later reads
-// from being cut), with never more reads at once. Dead blades (systems whose reads hang while the
-// BMC answers the others) give their places up as soon as a healthy
-// blade's read is answered beside them
+// from being cut), with never more reads at once. Dead blades (systems
+// whose reads hang while the BMC answers the others) give their places
+// up as soon as a healthy blade's read is answered beside them
 // (TestReview35v_DeadBladesReadsStarveHealthyReads).
 //
 // A system one of whose reads ended unanswered after it was at the BMC
@@ -45,9 +46,8 @@ import (
 // until one of its reads is answered. Waiting reads take the
 // MaxInFlight places in rank order: the reads of systems that are not
 // doubtful first, in line; then the doubtful systems', the one answered
-// last first. A waiting read cuts
-// (cancels the request of) a read of a doubtful or suspect system in one
-// of those places if it ranks higher and its own system was answered
+// last first. A waiting read cuts (cancels the request of) a read of a
+// doubtful or suspect system in one of those places if it ranks higher and its own system was answered
 // since the other became doubtful, one cut at a time: the cut read
 // waits again, first in line of its rank, and the waiting read takes the
 // place once the cut request returned. So dead blades polled with
