@@ -116,14 +116,25 @@
 //     with an error matching ErrBackoff and the failure that started it
 //     (so errors.Is(err, ErrAuth) still tells the operator the password is
 //     wrong). Calls on an open session are always tried, whatever any
-//     login's back-off: one host's wrong password never refuses another
-//     host whose credentials differ or whose session is open. A call's
-//     failure backs nothing off; a call refused with ErrAuth (the session
-//     is gone and a new login was refused) closes the session, so the
-//     next call logs in, under the back-off. (Not yet: a basic-auth
-//     host connected before its password was rotated on a BMC that holds
-//     the refused requests back unanswered keeps sending the old
-//     password with its calls; see issue 35.) A successful login ends the
+//     login's back-off, but for one kind of read (below): one host's
+//     wrong password never refuses another host whose credentials differ
+//     or whose session is open. A call's failure backs nothing off; a
+//     call refused with ErrAuth (the session is gone and a new login was
+//     refused) closes the session, so the next call logs in, under the
+//     back-off. A controller that sends the credentials with every call
+//     (CallAuthenticator: power/redfish with BasicAuth) on a BMC that
+//     holds a refused password's requests back unanswered (a password
+//     rotated after the hosts connected) would send it with every read:
+//     a read (State) of a host whose own last call ran out of time
+//     unanswered, when the last call with these credentials did too and
+//     none with them was answered within LoginInterval, is sent only if
+//     no such read was sent within a pause (AuthBackoff, doubling for
+//     each one left unanswered since, up to MaxAuthBackoff); else it
+//     fails at once, not sent, with an error matching ErrBackoff. Any
+//     answer to a request with the credentials ends this. No session is
+//     closed for it (hosts may be joining it), and a power command is
+//     always tried (it may be a healthy host's fence beside a dead
+//     neighbour). A successful login ends the
 //     back-off of its login; a call's success, or an answer from the BMC,
 //     ends it only if the last failure was not an authentication failure
 //     (a session outlives a password change: its answers say nothing of

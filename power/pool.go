@@ -12,7 +12,9 @@ import (
 // ErrBackoff is matched (errors.Is) by the error of a login the Pool did
 // not try because logins with these credentials to this BMC are backing
 // off after a failure. The same error also matches the failure that
-// started the back-off (ErrAuth, for example).
+// started the back-off (ErrAuth, for example). It is also matched, with
+// ErrNotSent, by a read not sent on a session whose calls send the
+// credentials while the BMC leaves them unanswered (package doc).
 var ErrBackoff = errors.New("power: not tried, logins to the BMC with these credentials are backing off after a failure")
 
 // ErrNotSent is matched (errors.Is) by the error of a Pool call that was
@@ -244,7 +246,14 @@ type creds struct {
 	until        time.Time
 	last         error
 	answeredAt   time.Time // when the BMC last answered a request of these credentials (a login, a call)
-	parkedAt     int       // its index in Pool.parked, plus one (0: not parked)
+	// unansweredAt: when a call that sent these credentials
+	// (CallAuthenticator) last ran out of time unanswered; heldUntil and
+	// heldProbes: the reads held since (heldReadLocked): none sent before
+	// heldUntil, and how many were sent, unanswered, since the last answer.
+	unansweredAt time.Time
+	heldUntil    time.Time
+	heldProbes   int
+	parkedAt     int // its index in Pool.parked, plus one (0: not parked)
 }
 
 // session is one login's controller (a session at the BMC) and the hosts
@@ -286,6 +295,9 @@ type entry struct {
 	ownFails int
 	ownLast  error
 	ownUntil time.Time
+	// unanswered: this host's last call on its session sent the
+	// credentials (CallAuthenticator) and ran out of time unanswered.
+	unanswered bool
 	// missing: the last missingAfter tries or more failed after the BMC
 	// accepted the login (hostsOwn: its system not found, or failing).
 	missing bool

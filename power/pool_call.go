@@ -3,6 +3,7 @@ package power
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -18,6 +19,7 @@ func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.released = true
+	p.timedOutLocked(s, err, c.host)
 	switch {
 	case errors.Is(err, ErrAuth):
 		p.retireLocked(s)
@@ -29,8 +31,71 @@ func (p *Pool) release(s *session, err error, c *callState) {
 	p.doneLocked(s, c.abandoned)
 }
 
+// timedOutLocked records, for a session whose calls send the
+// credentials (CallAuthenticator), whether the call of host on s that
+// ended with err ran out of time unanswered (heldReadLocked; p.mu held).
+func (p *Pool) timedOutLocked(s *session, err error, host string) {
+	if !s.authCalls {
+		return
+	}
+	out := timedOutUnanswered(err)
+	if out {
+		s.cr.unansweredAt = p.cfg.Now()
+	}
+	if e := p.hosts[host]; e != nil && e.sess == s {
+		e.unanswered = out
+	}
+}
+
+// timedOutUnanswered reports whether err is a call's that ran out of
+// time without an answer of the BMC's.
+func timedOutUnanswered(err error) bool {
+	return err != nil && !answered(err) && !errors.Is(err, ErrAuth) && errors.Is(err, context.DeadlineExceeded)
+}
+
+// heldReadLocked returns the error of a read (a State call: never a
+// power command) of host entry e on its open session s that is not sent
+// (p.mu held), or nil. A session whose calls send the credentials
+// (CallAuthenticator: basic auth) sends them with every read: when e's
+// own last call ran out of time unanswered, and so did the last call with
+// these credentials, and none with them was answered within
+// LoginInterval (a password rotated on the BMC, which holds the refused
+// requests back unanswered), the reads of such hosts go one at a time, a
+// pause apart (AuthBackoff, doubled for each one sent and left
+// unanswered since, up to MaxAuthBackoff): the first is sent, and those
+// in its pause are not (ErrBackoff, ErrNotSent). An answer to any request
+// with the credentials ends it. Nothing is closed (a session may have
+// hosts joining it), and a power command is always sent: it may be the
+// fence of a healthy host beside a dead one
+// (TestReview35_BasicAuthRotatedPasswordHeldCallsStorm,
+// TestReview35_NeighbourTimeoutThenQuietRefusesHealthyFence).
+func (p *Pool) heldReadLocked(op string, e *entry, s *session) error {
+	cr := s.cr
+	if isCommandOp(op) || !s.authCalls || !e.unanswered || !cr.unansweredAt.After(cr.answeredAt) {
+		return nil
+	}
+	now := p.cfg.Now()
+	if now.Sub(cr.answeredAt) < p.cfg.LoginInterval {
+		return nil
+	}
+	if now.Before(cr.heldUntil) {
+		return &Error{Op: op, Class: ClassBusy,
+			Message: fmt.Sprintf("not sent: the BMC answered no request with these credentials for %s and left the last ones unanswered (a password changed on the BMC? update the host's credentials); one read is sent at a time to find out, the next in %s",
+				now.Sub(cr.answeredAt).Round(time.Second), cr.heldUntil.Sub(now).Round(time.Millisecond)),
+			Err: ErrBackoff}
+	}
+	d := p.cfg.AuthBackoff
+	for i := 0; i < cr.heldProbes && d < p.cfg.MaxAuthBackoff; i++ {
+		d *= 2
+	}
+	cr.heldProbes++
+	cr.heldUntil = now.Add(min(d, p.cfg.MaxAuthBackoff))
+	return nil
+}
+
 // callState is one call's, guarded by Pool.mu.
 type callState struct {
+	host      string
 	released  bool // release ran
 	abandoned bool // given up on past its deadline
 }
@@ -57,7 +122,7 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 		return notSent{err}
 	}
 	res := make(chan error, 1)
-	cs := &callState{}
+	cs := &callState{host: c.host}
 	go func() {
 		err := f(ctx, ctrl)
 		c.p.release(s, err, cs)
@@ -92,6 +157,7 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 	cs.abandoned = true
 	p.abandonLocked(s)
 	err = &Error{Op: op, Class: ClassBusy, Message: "the BMC did not answer before the deadline", Err: context.DeadlineExceeded}
+	p.timedOutLocked(s, err, c.host)
 	return err
 }
 

@@ -31,7 +31,9 @@ type SessionSharer interface {
 // CallAuthenticator is implemented by a Controller whose calls carry the
 // credentials themselves (HTTP basic auth: no session). A call of its
 // that the BMC answers proves the credentials, as a login does, and ends
-// their back-off, an authentication back-off included. On other
+// their back-off, an authentication back-off included; its reads are
+// held, one a pause apart, while the BMC leaves the calls with the
+// credentials unanswered (heldReadLocked). On other
 // controllers (a session outlives a password change on the BMC) an answer
 // ends only a back-off after failures that were not the credentials':
 // after an authentication failure, only a successful login ends it.
@@ -176,8 +178,12 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		}
 		if e.ctrl != nil {
 			// An open session: calls go through, whatever any login's
-			// back-off.
+			// back-off; but a read on credentials the BMC no longer
+			// answers is held (heldReadLocked).
 			s, ctrl := e.sess, e.ctrl // read under the lock: Forget may clear them
+			if err := p.heldReadLocked(op, e, s); err != nil {
+				return fail(err)
+			}
 			p.useLocked(s)
 			unreserve()
 			p.mu.Unlock()
@@ -734,6 +740,7 @@ func (p *Pool) unansweredOwnLocked(cr *creds, err error) bool {
 // credentials are proven and their back-off ends.
 func (p *Pool) succeededLocked(cr *creds) {
 	cr.answeredAt = p.cfg.Now()
+	cr.heldUntil, cr.heldProbes = time.Time{}, 0
 	cr.failures, cr.authFailures, cr.auth, cr.last, cr.until = 0, 0, false, nil, time.Time{}
 	cr.proven = true
 }
@@ -745,6 +752,7 @@ func (p *Pool) succeededLocked(cr *creds) {
 // a successful login ends it.
 func (p *Pool) answeredLocked(cr *creds) {
 	cr.answeredAt = p.cfg.Now()
+	cr.heldUntil, cr.heldProbes = time.Time{}, 0
 	if cr.authFailures > 0 { // refused since the last successful login
 		return
 	}

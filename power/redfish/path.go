@@ -125,9 +125,10 @@ func (p *reqPath) DeleteWithHeaders(uri string, h map[string]string) (*http.Resp
 // errors: a *schemas.Error for an answer other than 2xx, and
 // schemas.ErrNotModified with the response for a 304), on the session's
 // HTTP client, holding p's slot and, unless it is a power command's, one
-// of the session's read places until it returns or the evidence frees it
-// (readplace.go); a read cut as a probe is sent again, as long as its
-// context allows.
+// of the session's read places until it returns and its answer's body
+// is read (readplace.go); a read cut (a probe, a doubtful or suspect
+// system's, or one the evidence shows to hang) is sent again, as long as
+// its context allows.
 func (p *reqPath) do(method, uri string, payload any, headers map[string]string) (*http.Response, error) {
 	if uri == "" {
 		return nil, schemas.ConstructError(0, []byte("unable to execute request, no target provided"))
@@ -181,7 +182,7 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 		// manager's gateway timeout on a dead blade's controller, late
 		// (TestReview35_DeadBladesAnsweringGatewayTimeoutHoldHealthyPlaces).
 		if place.done(err == nil && resp.StatusCode < http.StatusInternalServerError) {
-			continue // a probe cut: sent again (readplace.go)
+			continue // cut: sent again (readplace.go)
 		}
 		if err != nil {
 			place.release(nil)

@@ -14,35 +14,51 @@ import (
 // Read places (Config.MaxInFlight). A session has MaxInFlight places for
 // its reads and one extra place, for a probe or a suspect system's read.
 //
-// A read holds its place until it ends, unless the BMC has shown that
-// its system hangs: a read of another system, sent after it, answered
-// within its own overdue time (overdueAfter), while the first has been
-// unanswered for four times as long as that answer took and for its
-// usual overdue time (doubtAfter), at least 200 ms (the evidence). The
-// read then gives its place up and its system is suspect. A BMC that is
-// merely slow answers no read that much faster than the reads sent
-// before it, so its reads keep their places: the BMC is sent no more than
-// MaxInFlight + 1 reads at once (TestReview35w_SlowBMCPassesMaxInFlight).
-// Dead blades (systems whose reads hang while the BMC answers the others)
-// give their places up as soon as a healthy blade's read is answered
-// beside them (TestReview35v_DeadBladesReadsStarveHealthyReads).
+// A read holds its place until its request returned and its answer's
+// body was read to its end or closed (the BMC sends the body meanwhile),
+// unless the BMC has shown that its system hangs: a read of another
+// system, sent after it, answered within its own overdue time
+// (overdueAfter), while the first has been unanswered for four times as
+// long as that answer took, for its usual overdue time (usualOverdue),
+// and for four times as long as its own system's last answered read took
+// (when it began), at least 200 ms (the evidence). The read, a GET, is
+// then cut: its request is cancelled, its system is suspect and it waits
+// again (a read other than a GET is never cut: it keeps its place); its
+// place goes to another read once the cut request returned (and
+// cutGrace later, below). So the BMC
+// is sent no more than MaxInFlight + 1 reads at once, whatever the
+// evidence (TestReview35w_SlowBMCPassesMaxInFlight,
+// TestReview35_CachedSystemFreesSlowBMCReads). A BMC that is merely slow
+// answers no read that much faster than the reads sent before it, nor a
+// system's read much slower than that system's last, so its reads are
+// not cut; one that answers a system from its cache at once while the
+// others' reads turn slow has those slow reads cut and sent again, the
+// suspect systems' one at a time through the extra place, until one of
+// each is answered (its system's answer time then keeps its later reads
+// from being cut), with never more reads at once. Dead blades (systems
+// whose reads hang while the BMC answers the others) give their places
+// up as soon as a healthy blade's read is answered beside them
+// (TestReview35v_DeadBladesReadsStarveHealthyReads).
 //
 // A system one of whose reads ended unanswered after it was at the BMC
-// for its usual overdue time (doubtAfter, as it was when the read began,
-// never raised by a late answer) is doubtful until one of its reads is
-// answered. Waiting reads take the MaxInFlight places in rank order: the
-// reads of systems that are not doubtful first, in line; then the
-// doubtful systems', the one answered last first. A waiting read cuts
-// (cancels the request of) a read of a doubtful or suspect system in one
-// of those places if it ranks higher and its own system was answered
+// for twice the usual answer time (doubtAfter, as it was when the read
+// began, never raised by a late answer, at least 200 ms) is doubtful
+// until one of its reads is answered. Waiting reads take the
+// MaxInFlight places in rank order: the reads of systems that are not
+// doubtful first, in line; then the doubtful systems', the one answered
+// last first. A waiting read cuts (cancels the request of) a read of a
+// doubtful or suspect system in one of those places if it ranks higher and its own system was answered
 // since the other became doubtful, one cut at a time: the cut read
 // waits again, first in line of its rank, and the waiting read takes the
 // place once the cut request returned. So dead blades polled with
-// deadlines shorter than twice the overdue time, or after a late answer
-// raised it, hold no place a healthy blade's read wants once each left a
-// read unanswered for the usual overdue time
+// deadlines shorter than the overdue time, or after a late answer raised
+// it, hold no place a healthy blade's read wants once each left a read
+// unanswered at the BMC for twice the usual answer time
 // (TestReview35_DeadBladesNeverSuspectOnUsualSlowBMC,
-// TestReview35_LateAnswerKeepsDeadBladesOffSuspect), and a healthy blade
+// TestReview35_LateAnswerKeepsDeadBladesOffSuspect,
+// TestReview35_DeadBladesHoldPlacesUnderFourUsualAnswers); a monitor
+// whose deadline is shorter than that leaves them holding places (it
+// gives a healthy read little more than its answer time). A healthy blade
 // whose caller gave up on one slow read waits for no doubtful or
 // suspect dead blade
 // (TestReview35_HealthyBladeSuspectAfterOneMissedCheck).
@@ -65,11 +81,12 @@ import (
 // the healthy blades' reads
 // (TestReview35w_HealthyBladeSuspectStarvedByDeadBlades).
 //
-// Reads sent and not yet returned on a session, at once: MaxInFlight + 1,
-// plus the reads the evidence freed (at most one per system, each
-// system's requests being sent one at a time). A cut request's
-// connection is closed; a BMC that finishes the work of a closed
-// connection anyway may be working on it still.
+// Reads sent on a session and not yet returned (with their answers'
+// bodies), at once: MaxInFlight + 1 at most. A cut request's connection
+// is closed, and its place is taken again (by any read) cutGrace (10 ms)
+// after the request returned, for the BMC to notice the closed
+// connection; a BMC that finishes the work of a closed connection anyway
+// may be working on it still.
 
 // overdueFloor and overdueFactor: a read is overdue once it has been in
 // flight overdueFactor times the session's usual answer time (a moving
@@ -78,6 +95,11 @@ const (
 	overdueFloor  = 200 * time.Millisecond
 	overdueFactor = 4
 )
+
+// doubtFactor: a read unanswered at the BMC for doubtFactor times the
+// session's usual answer time (never raised by a late answer), and at
+// least overdueFloor, makes its system doubtful (settleRead).
+const doubtFactor = 2
 
 // overdueFloorSet, if not 0, replaces overdueFloor (ns): a test's, to
 // look at the cap with reads that hang longer than their caller waits.
@@ -103,11 +125,17 @@ func (s *session) overdueAfter() time.Duration {
 	return max(floor(), overdueFactor*time.Duration(s.stats.avg.Load()))
 }
 
-// doubtAfter returns the usual overdue time of s, never raised by a late
-// answer: a read unanswered at the BMC for that long makes its system
-// doubtful, and a read younger than that is not shown to hang.
-func (s *session) doubtAfter() time.Duration {
+// usualOverdue returns the usual overdue time of s, never raised by a
+// late answer: a read younger than that is not shown to hang.
+func (s *session) usualOverdue() time.Duration {
 	return max(floor(), overdueFactor*time.Duration(s.stats.plain.Load()))
+}
+
+// doubtAfter returns how long a read unanswered at the BMC makes its
+// system doubtful: twice the usual answer time of s, never raised by a
+// late answer, at least overdueFloor.
+func (s *session) doubtAfter() time.Duration {
+	return max(floor(), doubtFactor*time.Duration(s.stats.plain.Load()))
 }
 
 // lateRaiseMax bounds the overdue time a late answer raises (answered).
@@ -173,10 +201,11 @@ type readPlaces struct {
 // provesLocked reports whether the evidence shows, at now, that t's
 // system hangs: a read of another system sent after t was answered
 // within its own overdue time, and t has been unanswered overdueFactor
-// times as long, and its own usual overdue time (doubtAfter when it
-// began), at least overdueFloor.
+// times as long, its usual overdue time (usualOverdue when it began),
+// and overdueFactor times as long as its own system's last answered
+// read took (when it began), at least overdueFloor.
 func (p *readPlaces) provesLocked(t *readTicket, now time.Time) bool {
-	return t.ready && p.evidence.After(t.start) && now.Sub(t.start) >= max(floor(), overdueFactor*p.took, t.doubt)
+	return t.ready && !t.back && p.evidence.After(t.start) && now.Sub(t.start) >= max(floor(), overdueFactor*p.took, t.usual, overdueFactor*t.own)
 }
 
 func newReadPlaces(n int) *readPlaces { return &readPlaces{max: n} }
@@ -207,7 +236,9 @@ type readTicket struct {
 	kind  placeKind
 	start time.Time
 	due   time.Duration // the overdue time when it began
-	doubt time.Duration // the usual overdue time when it began (doubtAfter)
+	doubt time.Duration // doubtAfter when it began
+	usual time.Duration // the usual overdue time when it began (usualOverdue)
+	own   time.Duration // how long its system's last answered read took, when it began (0: none)
 	get   bool
 	proof bool // a read of its system (not one beside it): its answer may be evidence
 	ctx   context.Context
@@ -215,6 +246,7 @@ type readTicket struct {
 	timer *time.Timer
 	// Under p.mu:
 	ready bool // sent: start and abort are set
+	back  bool // its request returned (its answer's body may be read still)
 	held  bool // it holds its place
 	late  bool // its overdue time passed
 	cut   bool // it was cut
@@ -237,7 +269,7 @@ func (p *readPlaces) grantLocked() {
 	p.preemptLocked()
 	wanted := p.probeWantedLocked()
 	if t := p.extra; t != nil {
-		if wanted && t.late && t.get && !t.cut {
+		if wanted && t.late && t.get && !t.cut && !t.back {
 			t.cut = true
 			t.abort()
 		}
@@ -298,7 +330,7 @@ func (p *readPlaces) preemptLocked() {
 		if t.cut {
 			return // its place goes to w once its request returned
 		}
-		if !t.ready || !t.get || !t.c.doubt.Load() && !t.c.suspect.Load() {
+		if !t.ready || t.back || !t.get || !t.c.doubt.Load() && !t.c.suspect.Load() {
 			continue
 		}
 		if r := t.c.rank(); r < w.rank && w.rank > t.c.doubtSince.Load() && (low == nil || r < lowRank) {
@@ -357,14 +389,17 @@ func remove(ts []*readTicket, t *readTicket) []*readTicket {
 	return ts
 }
 
-// proveLocked frees t's place and makes its system suspect if the
-// evidence shows, at now, that it hangs (provesLocked); not the extra
-// place's suspect read (its system is suspect already).
+// proveLocked cuts t's request and makes its system suspect if the
+// evidence shows, at now, that it hangs (provesLocked): t keeps its place
+// until the cut request returned, and its read waits again. Not the
+// extra place's suspect read (its system is suspect already), nor a read
+// other than a GET (it is not sent again: it keeps its place).
 func (p *readPlaces) proveLocked(t *readTicket, now time.Time) {
-	if t.kind == placeSuspect || !p.provesLocked(t, now) {
+	if t.kind == placeSuspect || !t.get || t.cut || !p.provesLocked(t, now) {
 		return
 	}
-	p.freeLocked(t)
+	t.cut = true
+	t.abort()
 	if t.proof {
 		t.c.suspect.Store(true)
 	}
@@ -377,7 +412,7 @@ func (t *readTicket) overdueFired() {
 	p := t.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !t.held {
+	if !t.held || t.back {
 		return
 	}
 	t.late = true
@@ -425,7 +460,8 @@ func (p *readPlaces) take(ctx context.Context, c *Controller, get, again bool) (
 		p.mu.Unlock()
 		return nil, ctx.Err()
 	}
-	t.due, t.doubt = c.sess.overdueAfter(), c.sess.doubtAfter()
+	t.due, t.doubt, t.usual = c.sess.overdueAfter(), c.sess.doubtAfter(), c.sess.usualOverdue()
+	t.own = time.Duration(c.lastTook.Load())
 	t.ctx, t.abort = ctx, func() {}
 	if t.get {
 		t.ctx, t.abort = context.WithCancel(ctx)
@@ -439,8 +475,34 @@ func (p *readPlaces) take(ctx context.Context, c *Controller, get, again bool) (
 	return t, nil
 }
 
-// end gives t's place back once its request returned (answered: the BMC
-// sent an HTTP answer below 500) after d, and records the evidence. It reports
+// cutGrace is how long a cut read's place stays held after its request
+// returned: the BMC notices the closed connection a moment after the
+// client closed it, and works on the request until then.
+const cutGrace = 10 * time.Millisecond
+
+// free gives t's place back and ends its request's context; a cut
+// read's place only cutGrace later.
+func (t *readTicket) free() {
+	t.abort()
+	p := t.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t.cut && t.held {
+		time.AfterFunc(cutGrace, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.freeLocked(t)
+			p.grantLocked()
+		})
+		return
+	}
+	p.freeLocked(t)
+	p.grantLocked()
+}
+
+// end records that t's request returned (answered: the BMC sent an HTTP
+// answer below 500) after d, and the evidence; t keeps its place until
+// free (the answer's body is read from the BMC meanwhile). It reports
 // whether t was cut before its answer (its read waits again).
 func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 	if t.timer != nil {
@@ -449,7 +511,7 @@ func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 	p := t.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.freeLocked(t)
+	t.back = true
 	cut = t.cut && !answered
 	if answered && t.proof && d <= t.due && t.start.After(p.evidence) {
 		p.evidence, p.took = t.start, d
@@ -477,8 +539,7 @@ type readPlace struct {
 	atBMC   time.Duration // time its attempts spent at the BMC
 	doubtAt time.Duration // its first attempt's doubtAfter
 	tries   int
-	cut     bool               // its last attempt was cut
-	abort   context.CancelFunc // ends its last attempt's context (release)
+	cut     bool // its last attempt was cut
 }
 
 // wait takes a place for the read's next attempt; it returns the context
@@ -506,47 +567,63 @@ func (r *readPlace) wait() (context.Context, error) {
 
 // done ends the attempt (answered: an HTTP answer below 500 came, path.go). It reports
 // whether to send the read again: it was cut, and its caller still
-// waits.
+// waits (its place is given back). Else the place is given back by
+// release.
 func (r *readPlace) done(answered bool) (again bool) {
 	t := r.t
 	if t == nil {
 		return false
 	}
-	r.t = nil
-	r.abort = t.abort
 	d := time.Since(t.start)
 	r.atBMC += d
 	r.cut = t.end(answered, d)
 	if r.cut && r.ctx.Err() == nil {
+		r.t = nil
+		t.free()
 		return true
 	}
 	r.c.settleRead(answered, d, r.atBMC, r.doubtAt)
 	return false
 }
 
-// release ends the context of the read's last attempt once nothing of
-// it is read any more: at once if it has no answer (resp nil), else when
-// the answer's body is closed (an answer's body is read after done).
+// release gives the place of the read's last attempt back, and ends its
+// context, once nothing of it is read any more: at once if it has no
+// answer (resp nil), else when the answer's body is read to its end or
+// closed (an answer's body is read after done, and the BMC is sending
+// it meanwhile: TestReview35_CachedSystemFreesSlowBMCReads counts such
+// a read as the BMC's).
 func (r *readPlace) release(resp *http.Response) {
-	if r.abort == nil {
+	t := r.t
+	if t == nil {
 		return
 	}
+	r.t = nil
 	if resp == nil {
-		r.abort()
+		t.free()
 		return
 	}
-	resp.Body = &releaseBody{ReadCloser: resp.Body, release: r.abort}
+	resp.Body = &releaseBody{ReadCloser: resp.Body, release: t.free}
 }
 
-// releaseBody ends its request's context when closed.
+// releaseBody calls release once read to its end (or a failure), or
+// closed.
 type releaseBody struct {
 	io.ReadCloser
-	release context.CancelFunc
+	once    sync.Once
+	release func()
+}
+
+func (b *releaseBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(b.release)
+	}
+	return n, err
 }
 
 func (b *releaseBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.release()
+	b.once.Do(b.release)
 	return err
 }
 
@@ -561,6 +638,7 @@ func (c *Controller) settleRead(answered bool, d, atBMC, doubtAt time.Duration) 
 	switch {
 	case answered:
 		c.lastAnswer.Store(time.Now().UnixNano())
+		c.lastTook.Store(int64(d))
 		c.suspect.Store(false)
 		c.doubt.Store(false)
 		c.sess.answered(d)

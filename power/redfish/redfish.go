@@ -145,21 +145,23 @@
 //   - Reads wait for one of the session's Config.MaxInFlight places;
 //     power commands never do. A slow BMC and dead blades (systems whose
 //     reads hang while the BMC answers the others) look alike until the
-//     BMC answers: a read keeps its place until it ends, or until a read
-//     of another system, sent after it, is answered within its own
-//     overdue time while the first has been unanswered four times as
-//     long and its usual overdue time; the first then gives its place up
-//     and its system is suspect: it sends its reads through one extra
-//     place, with the other suspect systems', until one is answered. A
-//     system whose read was left unanswered for the usual overdue time
-//     is doubtful until one is answered: its reads get a place after the
+//     BMC answers: a read keeps its place until it ends (its answer's
+//     body read), or until a read of another system, sent after it, is
+//     answered within its own overdue time while the first has been
+//     unanswered four times as long, its usual overdue time and four
+//     times as long as its own system's last answered read took; the
+//     first is then cancelled, sent again later, and its system is
+//     suspect: it sends its reads through one extra place, with the
+//     other suspect systems', until one is answered. A system whose read
+//     was left unanswered at the BMC for twice the usual answer time is
+//     doubtful until one is answered: its reads get a place after the
 //     others' and are cancelled and sent again later for a waiting read
 //     that ranks higher (of a system not doubtful, or answered since the
 //     other became doubtful). While every place is held by an overdue read, one probe
 //     read goes to the BMC beside them, in the extra place, and is
 //     cancelled and sent again later if it is overdue too while another
 //     read waits for a probe. A late answer raises the overdue time (not
-//     the usual one). A BMC that is merely slow is thus sent at most
+//     the usual one). A BMC, slow or not, is thus sent at most
 //     MaxInFlight + 1 reads at once (readplace.go).
 //   - Credentials never leave the endpoint's origin: a redirect to another
 //     scheme, host or port is not followed, nor any redirect of a request
@@ -307,30 +309,34 @@ type Config struct {
 	// power command (On, Off, Reset: their reads and the Reset POST, and
 	// a Connect's made for one: power.ConnectInfo.Command) are never held
 	// by it: a fence does not queue behind reads. A read holds its place
-	// until it ends, unless a read of another system, sent after it, was
-	// answered within its own overdue time (four times the session's
-	// usual answer time, at least 200 ms; an answer later than that
-	// raises it at once to twice that answer's time, at most 2 s) while
-	// the first has been unanswered four times as long and its usual
-	// overdue time (the same, never raised by a late answer): the BMC
-	// answers, the first read's system hangs (a dead blade); it gives
-	// its place up and its system is suspect. While every place is held
-	// by an overdue read, one more read (a probe) goes to the BMC to look
+	// until it ends (its answer's body read), unless a read of another
+	// system, sent after it, was answered within its own overdue time
+	// (four times the session's usual answer time, at least 200 ms; an
+	// answer later than that raises it at once to twice that answer's
+	// time, at most 2 s) while the first has been unanswered four times
+	// as long, its usual overdue time (the same, never raised by a late
+	// answer) and four times as long as its own system's last answered
+	// read took: the BMC answers, the first read's system hangs (a dead
+	// blade); the first read (a GET) is cancelled, its system is
+	// suspect, and it is sent again later; its place goes to another read
+	// 10 ms after the cancelled request returned (a BMC notices a closed
+	// connection a moment after). While every place is held by
+	// an overdue read, one more read (a probe) goes to the BMC to look
 	// for that answer; a probe overdue while another read waits is
 	// cancelled and sent again later. A suspect system, until one of its
 	// reads is answered, has its reads sent one at a time, with the other
 	// such systems', in that extra place when no probe needs it, and cut
 	// for a probe as a probe is (a dead blade holds a place a healthy
 	// blade's read wants only with reads sent before one of its reads
-	// stayed unanswered for the usual overdue time). A system that left a read unanswered for
-	// its usual overdue time is doubtful until one of its reads is
-	// answered: its reads get places after the others', and a waiting
-	// read of a system that is not doubtful, or was answered since that
-	// system became doubtful, has one of them cancelled and sent again
-	// later to take its place. So a merely slow BMC, fast or
-	// slow from the start, is sent at most MaxInFlight + 1 reads at once;
-	// past that only the reads of systems shown to hang (one per
-	// system: a system sends one request at a time). A 5xx status (a
+	// stayed unanswered at the BMC for twice the usual answer time). A
+	// system that left a read unanswered at the BMC for twice the usual
+	// answer time (never raised by a late answer, at least 200 ms) is
+	// doubtful until one of its reads is answered: its reads get places
+	// after the others', and a waiting read of a system that is not
+	// doubtful, or was answered since that system became doubtful, has
+	// one of them cancelled and sent again later to take its place. So
+	// the BMC, slow or not, fast or slow from the start, is sent at most
+	// MaxInFlight + 1 reads at once. A 5xx status (a
 	// chassis manager's gateway timeout on a dead blade) counts as no
 	// answer here: it neither clears a suspicion or a doubt, nor raises
 	// the answer time, nor is evidence for an overdue read. The
@@ -365,13 +371,15 @@ type Controller struct {
 	// suspect: a read of this system's was shown to hang (a read of
 	// another system sent after it was answered much sooner), and none
 	// was answered since; doubt: a read of its was left unanswered for
-	// the session's usual overdue time, and none was answered since;
+	// twice the session's usual answer time, and none was answered since;
 	// lastAnswer: when one was last answered, doubtSince: when it last
-	// became doubtful (UnixNano) (readplace.go).
+	// became doubtful (UnixNano); lastTook: how long its last answered
+	// read took (ns) (readplace.go).
 	suspect    atomic.Bool
 	doubt      atomic.Bool
 	lastAnswer atomic.Int64
 	doubtSince atomic.Int64
+	lastTook   atomic.Int64
 
 	systemURI   string
 	resetTarget string
