@@ -1,0 +1,75 @@
+package remediation_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// TestReview40_ClearedMovedMachineBlockedByReusedOldHost: round 20 makes
+// a cleared (none) remediation read State.Host for its last attempt's
+// request (held.go LastRequest: Value RebootValue(u1, RequestedAt), At
+// RequestedAt, Host State.Host), whatever HostOf answers now. decide's
+// over-phase case "st.Host != "" && o.Host.Name != st.Host &&
+// (o.State.Phase != PhaseDone || o.State.Canceled) && moveBlocked(o)"
+// (phased.go) so now applies to none: a Machine whose failed remediation
+// on h2 was cleared once h2 was on again (the request gone, the host not
+// held), and which was re-provisioned on h3 since, is blocked from a new
+// remediation while h2 is off for anything at all after that old request
+// (offFor reads the host's RebootPending and OffAfterRequest, whoever
+// asked): here an operator's reboot of h2, which went back to the pool,
+// its BMC refusing the power-on. m1 is never power-cycled on h3; after
+// Timeout it gives up (PhaseFailed, "host h2 ... may still be off for
+// the last request"): a remediation that would have succeeded fails (with
+// an owner: the Machine is deleted) for another's reboot of a host it
+// left long ago, and while h2 stays off it fails every time. Before
+// round 20 none read no request and started on h3.
+func TestReview40_ClearedMovedMachineBlockedByReusedOldHost(t *testing.T) {
+	ctx := context.Background()
+	// Its failure is long past (no "unhealthy again" within an hour).
+	t1 := time.Now().Add(-2 * time.Hour)
+	g := newRig40q(t, []string{"h2", "h3", "h4"},
+		remediation.State{Phase: remediation.PhaseFailed, Attempt: 2, Started: t1, RequestedAt: t1, Host: "h2", Finished: t1.Add(30 * time.Second),
+			Message: "node not back in time: retries exhausted, remediation failed"}, "h4")
+	// m1 healthy again (re-provisioned on h3): its failure is cleared (h2
+	// is on, its request gone: not held).
+	g.hostOf["m1"] = "h3"
+	g.c.SetNeedsRemediation("m1", false)
+	g.c.SetNodeReady("m1", true)
+	var s remediation.State
+	for i := 0; i < 3; i++ {
+		s = g.pass(t, "m1")
+	}
+	a, _ := g.c.GetAdmissions(ctx)
+	require.Equal(t, remediation.PhaseNone, s.Phase, "precondition: m1's failed remediation cleared")
+	require.False(t, a.Has("m1"), "precondition: m1's admission released")
+
+	// h2 went back to the pool: an operator's reboot of it (no Machine's
+	// request), its BMC refusing the power-on.
+	refuseOn(g.hw["h2"])
+	require.NoError(t, g.hosts.Mutate("h2", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: "operator maintenance"}
+	}))
+	require.Eventually(t, func() bool { return !g.hw["h2"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h2 off for the operator's reboot")
+
+	// m1, on h3, needs remediation.
+	from := time.Now()
+	g.c.SetNodeReady("m1", false)
+	g.c.SetNeedsRemediation("m1", true)
+	for end := time.Now().Add(g.rem.Config.Timeout + 2*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		s = g.pass(t, "m1")
+		if s.Phase == remediation.PhaseFailed || g.hw["h3"].WasOffDuring(from, time.Now()) {
+			break
+		}
+	}
+	if !g.hw["h3"].WasOffDuring(from, time.Now()) {
+		h2, _ := g.hosts.Get(ctx, "h2")
+		t.Fatalf("m1 (on h3, unhealthy) was never power-cycled: phase %s attempt %d host %s message %q; it waited for h2, a host it left whose failure was cleared, off only for an operator's reboot (annotation %q; truth h2 %v, h3 %v)",
+			s.Phase, s.Attempt, s.Host, s.Message, h2.Annotations[remediation.RebootAnnotation], g.hw["h2"].Truth(), g.hw["h3"].Truth())
+	}
+}
