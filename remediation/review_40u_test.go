@@ -2,6 +2,7 @@ package remediation_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -68,8 +69,75 @@ func TestReview40_ClearedMovedMachineBlockedByReusedOldHost(t *testing.T) {
 		}
 	}
 	if !g.hw["h3"].WasOffDuring(from, time.Now()) {
+		// And once m1 is healthy again, the failure is not cleared while
+		// h2 stays off (keeps: held, read for m1's old request on h2).
+		g.c.SetNeedsRemediation("m1", false)
+		g.c.SetNodeReady("m1", true)
+		after := g.pass(t, "m1")
 		h2, _ := g.hosts.Get(ctx, "h2")
+		t.Logf("m1 healthy again: phase %s message %q", after.Phase, after.Message)
 		t.Fatalf("m1 (on h3, unhealthy) was never power-cycled: phase %s attempt %d host %s message %q; it waited for h2, a host it left whose failure was cleared, off only for an operator's reboot (annotation %q; truth h2 %v, h3 %v)",
 			s.Phase, s.Attempt, s.Host, s.Message, h2.Annotations[remediation.RebootAnnotation], g.hw["h2"].Truth(), g.hw["h3"].Truth())
+	}
+}
+
+// TestReview40_OrphanSweepReleasesWhileHostOff: a gone Machine admitted by
+// a record written before Admissions.Requests existed (no request, no
+// Member) whose host HostOf no longer resolves has "the requests no
+// existing Machine owns ... removed first" (doc.go; reconciler.go
+// releaseRecorded -> removeOrphans, now under the Guard), "else the
+// admission is kept ...: a host that may carry its request is never let
+// go". After the sweep, releaseRecorded asks stillHeld with the recorded
+// request, which is empty (req.Value == "": "holds nothing it can
+// tell"), and releases the admission in the same pass: the host the
+// swept request powered off is never read. Here h1 is off for m0's
+// request (its BMC refusing the power-on, the fault kept on): m0's
+// admission is released while h1 is off, and m2 is admitted under
+// MaxCount(1) and powers h2 off: two hosts off at once by ground truth.
+// A live Machine's admission, and a gone one with a recorded request
+// (stillHeld), is kept while its host is off after its request.
+func TestReview40_OrphanSweepReleasesWhileHostOff(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now()
+	g := newRig40q(t, []string{"h1", "h2"}, remediation.State{}, "h2")
+	// m0 was deleted mid-remediation; its admission is from an old record.
+	a, _ := g.c.GetAdmissions(ctx)
+	a.Machines, a.Requests, a.Members = []string{"m0"}, nil, nil
+	require.NoError(t, g.c.PutAdmissions(ctx, a))
+	g.c.SetNeedsRemediation("m1", false)
+	g.c.SetNodeReady("m1", true)
+	refuseOn(g.hw["h1"])
+	require.NoError(t, g.hosts.Mutate("h1", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u0", t0)}
+	}))
+	require.Eventually(t, func() bool { return !g.hw["h1"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1 off for m0's request")
+	rh := g.rem.Hosts.(*remediation.RebootAPIHosts)
+	rh.HostOf = func(_ context.Context, m string) (string, error) {
+		if m == "m0" {
+			return "", fmt.Errorf("%s: %w", m, remediation.ErrNotFound)
+		}
+		return g.hostOf[m], nil
+	}
+	g.rem.Hosts = &findingHosts{RebootAPIHosts: rh, hosts: g.hosts, names: []string{"h1", "h2"}}
+	_, err := g.rem.Reconcile(ctx, "m0")
+	t.Logf("m0's pass: %v", err)
+	a, _ = g.c.GetAdmissions(ctx)
+	t.Logf("admissions after m0's pass: %v", a.Machines)
+
+	from := time.Now()
+	g.c.SetNodeReady("m2", false)
+	g.c.SetNeedsRemediation("m2", true)
+	for i := 0; i < 20 && !g.hw["h2"].WasOffDuring(from, time.Now()); i++ {
+		g.pass(t, "m2")
+		if _, err := g.rem.Reconcile(ctx, "m0"); err != nil {
+			t.Logf("m0's pass: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	if g.hw["h1"].OffThroughout(from, to) && g.hw["h2"].WasOffDuring(from, to) {
+		a, _ = g.c.GetAdmissions(ctx)
+		t.Fatalf("MaxCount(1): h1 (off for m0's swept request, truth %v) and h2 (m2's, truth %v) both off at once; m0's admission released right after the sweep without reading h1; admissions %v",
+			g.hw["h1"].Truth(), g.hw["h2"].Truth(), a.Machines)
 	}
 }
