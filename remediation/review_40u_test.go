@@ -141,3 +141,58 @@ func TestReview40_OrphanSweepReleasesWhileHostOff(t *testing.T) {
 			g.hw["h1"].Truth(), g.hw["h2"].Truth(), a.Machines)
 	}
 }
+
+// TestReview40_LostStateStrayReadAfterItsPowerOff: a Machine whose
+// persisted State is lost (none, never remediated as far as it knows:
+// its record re-created under the same UID, as remediation.Records'
+// UID is the server's name, or its state annotation dropped) finds a
+// request of its own on its host (round 20: LastRequest for none names
+// its UID) and records it (StraySeen, admitted again: ownStray). But
+// LastRequest reads the host for a request whose T is StraySeen, the
+// pass's clock (held.go: at = cmp.Or(RequestedAt, Started, Finished,
+// StraySeen)), not the T the found value carries: the reboot controller
+// powered the host off for that request before the pass found it, so
+// once the request is removed nothing read is "after the request"
+// (OffAfterRequest false, no reboot pending): the next pass forgets the
+// sighting and releases the admission while the host is off (its BMC
+// refusing the power-on, the fault kept on), and m2 is admitted under
+// MaxCount(1): two hosts off at once by ground truth.
+func TestReview40_LostStateStrayReadAfterItsPowerOff(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now()
+	g := newRig40q(t, []string{"h1", "h2"}, remediation.State{}, "h2")
+	g.hostOf["m1"] = "h1"
+	a, _ := g.c.GetAdmissions(ctx)
+	a.Machines, a.Requests, a.Members = nil, nil, nil
+	require.NoError(t, g.c.PutAdmissions(ctx, a))
+	g.c.SetNeedsRemediation("m1", false)
+	g.c.SetNodeReady("m1", true)
+	// m1's request (its own UID) is on h1, which was powered off for it;
+	// its BMC refuses the power-on.
+	refuseOn(g.hw["h1"])
+	require.NoError(t, g.hosts.Mutate("h1", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t0)}
+	}))
+	require.Eventually(t, func() bool { return !g.hw["h1"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1 off for m1's request")
+	time.Sleep(100 * time.Millisecond) // the pass comes a little later
+	s := g.pass(t, "m1")
+	a, _ = g.c.GetAdmissions(ctx)
+	require.False(t, s.StraySeen.IsZero(), "precondition: m1 found its request on h1")
+	require.True(t, a.Has("m1"), "precondition: m1 admitted for it")
+
+	from := time.Now()
+	g.c.SetNodeReady("m2", false)
+	g.c.SetNeedsRemediation("m2", true)
+	for i := 0; i < 20 && !g.hw["h2"].WasOffDuring(from, time.Now()); i++ {
+		g.pass(t, "m1")
+		g.pass(t, "m2")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	if g.hw["h1"].OffThroughout(from, to) && g.hw["h2"].WasOffDuring(from, to) {
+		a, _ = g.c.GetAdmissions(ctx)
+		rec, _ := g.c.Get(ctx, "m1")
+		t.Fatalf("MaxCount(1): h1 (off for m1's own request, truth %v) and h2 (m2's, truth %v) both off at once; m1's sighting read for T=StraySeen, after the power-off, and forgotten: state straySeen %v; admissions %v",
+			g.hw["h1"].Truth(), g.hw["h2"].Truth(), rec.State.StraySeen, a.Machines)
+	}
+}
