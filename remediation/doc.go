@@ -278,8 +278,12 @@
 // requests no existing Machine owns are removed first when the HostStore
 // is a RequestFinder (the kube module's is: it leaves out the requests of
 // live PowerCycleRemediations, which carry the same annotation), read and
-// removed under Guard, its context checked again before each removal (a
-// deposed leader's stale Machine list removes nothing), else the
+// removed under Guard, its context checked again before each write (a
+// deposed leader's stale Machine list removes nothing), the first
+// recorded as the Machine's request (Admissions.Requests) before any is
+// removed, and the admission kept while the host of any of them is held
+// for it (read for the T its value carries; later passes read the
+// recorded one's), else the
 // admission is kept and the pass fails with ErrOrphanRequest, which says
 // the fix: a host that may carry its request is never let go. A Machine
 // admitted with no host, that wrote no request, never gets there.) An escalation that persisted failed but stopped
