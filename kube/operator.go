@@ -190,6 +190,9 @@ func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, re
 	// Another Machine's request (a host re-used) is not this one's.
 	present = present && remediation.SameMachine(v, req.Value)
 	out := remediation.Host{Name: name, Missing: name == "", RebootAnnotation: present, Requested: present && req.Value != "" && v == req.Value, Power: power.StateUnknown}
+	if present {
+		out.RequestT = remediation.RequestTime(v)
+	}
 	var updated *time.Time
 	if bmh.Status.LastUpdated != nil {
 		updated = &bmh.Status.LastUpdated.Time

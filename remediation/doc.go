@@ -129,12 +129,18 @@
 // ended (done or failed, or none once a failed one was cleared: read on
 // State.Host, the host its last request was written to, whatever HostOf
 // answers now; for a Machine never remediated, on the host HostOf names)
-// is recorded likewise (State.StraySeen) before it
+// is recorded likewise (State.StraySeen, no later than the T the
+// request's value carries: Host.RequestT, so a power-off for it before a
+// pass found it is counted) before it
 // is removed, and the Machine keeps its admission, or is admitted again,
 // while that host may be off for it: the host is off already, so the
 // storm guard counts it, and a new attempt of the Machine's waits for the
 // storm guard meanwhile as one not admitted does (and, on another host,
-// for that host to be on, failing at Timeout, as after a move). Once the
+// for that host to be on, failing at Timeout, as after a move). Until
+// such a request is found, none reads that host for no pending reboot or
+// power-off (LastRequest carries no T): a failed remediation was cleared
+// only once its host was no longer held, and a reboot of the host since,
+// by anyone else, does not hold the Machine back. Once the
 // host is no longer off for it, an admission kept or taken for it only
 // is released (unless the storm guard admits a new attempt in that same
 // pass): it never admits a later attempt. A write that lands
@@ -272,8 +278,12 @@
 // requests no existing Machine owns are removed first when the HostStore
 // is a RequestFinder (the kube module's is: it leaves out the requests of
 // live PowerCycleRemediations, which carry the same annotation), read and
-// removed under Guard, its context checked again before each removal (a
-// deposed leader's stale Machine list removes nothing), else the
+// removed under Guard, its context checked again before each write (a
+// deposed leader's stale Machine list removes nothing), the first
+// recorded as the Machine's request (Admissions.Requests) before any is
+// removed, and the admission kept while the host of any of them is held
+// for it (read for the T its value carries; later passes read the
+// recorded one's), else the
 // admission is kept and the pass fails with ErrOrphanRequest, which says
 // the fix: a host that may carry its request is never let go. A Machine
 // admitted with no host, that wrote no request, never gets there.) An escalation that persisted failed but stopped

@@ -55,20 +55,35 @@ func Held(s State, h Host) bool {
 // Machine's is found there as its own (a host re-used from another
 // Machine is not its), on State.Host, the host its last request was
 // written to, whatever HostOf answers now (the host HostOf names when
-// State.Host is empty: never remediated); its T is the last request's,
-// else, once a request of the Machine's was found there
-// (State.StraySeen), when the remediation finished or the request was
-// found. A Machine without a UID reads any request as its own.
+// State.Host is empty: never remediated). It has no T (so no reboot
+// pending on the host, and no power-off of it, whoever asked, is read
+// against the Machine: its last attempt let go of the host before it
+// was cleared) until a request of the Machine's is found there
+// (State.StraySeen); then its T is the last request's (else when the
+// remediation finished, else State.StraySeen), or State.StraySeen if
+// earlier: no later than the T the found request carries. A Machine
+// without a UID reads any request as its own.
 func LastRequest(m Machine, s State) Request {
 	at := s.RequestedAt
 	if at.IsZero() {
 		at = s.Started
 	}
 	if s.Phase == PhaseNone {
-		if !s.StraySeen.IsZero() {
+		if s.StraySeen.IsZero() {
+			// No request of the Machine's found there since its last
+			// attempt, which let go of the host (a failed remediation is
+			// cleared only once its host is not held): no T, so no
+			// reboot pending on the host and no power-off of it, by
+			// whoever asked, is read against the Machine.
+			at = time.Time{}
+		} else {
 			// A request of the Machine's found on its host since the
-			// last attempt (State.StraySeen): the host may be off for it.
+			// last attempt (State.StraySeen, no later than the T its
+			// value carries): the host may be off for it.
 			at = cmp.Or(at, s.Finished, s.StraySeen)
+			if s.StraySeen.Before(at) {
+				at = s.StraySeen
+			}
 		}
 		switch {
 		case m.UID == "":

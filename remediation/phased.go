@@ -140,6 +140,7 @@ type State struct {
 	// StraySeen is when a pass of a remediation that is over (done,
 	// failed, or none: a failed one cleared, or never remediated) first
 	// found a request of this Machine's (a value naming its UID) on Host,
+	// or the T that request's value carries (Host.RequestT) if earlier,
 	// its own host (with Host empty, the host HostOf names, set as Host;
 	// a paused writer's stale request, landed after the end; persisted
 	// before that request is removed): while Host may be off
@@ -262,6 +263,12 @@ type Host struct {
 	// Requested: it is present with the current attempt's value
 	// (Request.Value).
 	Requested bool
+	// RequestT is the T the request of this Machine's found on the host
+	// (RebootAnnotation) carries in its value (RebootValue's attempt
+	// time); zero if none is found or its value carries none. A
+	// remediation that is over reads the host for a stray request of its
+	// from no later than this T (State.StraySeen).
+	RequestT time.Time
 	// Fenced: the reboot controller holds evidence that the hardware was
 	// off at or after the attempt's start, for this very request
 	// (reboot.FencedFor). The Node is deleted or tainted only on it: never
@@ -578,7 +585,13 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 			// Never leave a host held off by a remediation that is over.
 			d.RemoveRebootAnnotation = true
 			if st.StraySeen.IsZero() {
-				st.StraySeen = now // saved before the request is removed
+				// Saved before the request is removed; no later than the
+				// T its value carries: the host may have been powered
+				// off for it before this pass found it.
+				st.StraySeen = now
+				if t := o.Host.RequestT; !t.IsZero() && t.Before(now) {
+					st.StraySeen = t
+				}
 				if st.Host == "" && o.Host.Name != "" {
 					// No host recorded: the host read is HostOf's, the
 					// one it was found on.

@@ -159,6 +159,9 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 	// Another Machine's request (a host re-used) is not this one's.
 	present = present && SameMachine(v, req.Value)
 	out.RebootAnnotation, out.Requested = present, present && req.Value != "" && v == req.Value
+	if present {
+		out.RequestT = RequestTime(v)
+	}
 	if req.Value != "" && !req.At.IsZero() {
 		tk := reboot.Ticket{Host: target, Annotation: RebootAnnotation, Value: req.Value, At: req.At}
 		// A hold someone broke (the host powered on behind the
@@ -345,4 +348,21 @@ func requestOwner(v string) (string, bool) {
 		return "", false
 	}
 	return *x.Machine, true
+}
+
+// RequestTime returns the attempt time a reboot request's value carries
+// (RebootValue's attempt; zero if it carries none, or v is not one): a
+// HostStore fills Host.RequestT with it.
+func RequestTime(v string) time.Time {
+	var x struct {
+		RequestedAt string `json:"requestedAt"`
+	}
+	if json.Unmarshal([]byte(v), &x) != nil || x.RequestedAt == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, x.RequestedAt)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }

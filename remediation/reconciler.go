@@ -97,7 +97,10 @@ type RequestRemover interface {
 // a Machine that is gone whose admission records no request (a record
 // written before Admissions.Requests existed) and whose host the
 // HostStore no longer resolves: the requests no existing Machine owns are
-// removed before the admission is released. It must list only requests a
+// removed before the admission is released (the first recorded as the
+// Machine's, Admissions.Requests, before any is removed), and the
+// admission is kept while the host of any of them is held for it (read
+// for the T its value carries). It must list only requests a
 // Machine remediation may have written: the same annotation carries other
 // controllers' requests (the kube module's leaves out those naming a live
 // PowerCycleRemediation), which are not to be removed. Without it such an
@@ -598,7 +601,9 @@ func memberOf(adm Admissions, m Machine, d Decision, admitted bool) (Member, boo
 // written (Member.Wrote). A HostStore that says the Machine has no host
 // (ErrNotFound) while the record names no request (an old record) has
 // the requests no existing Machine owns removed first (RequestFinder),
-// else the admission is kept (ErrOrphanRequest); any other error keeps
+// the first recorded as its request before, and the admission kept while
+// the host of any of them is held, else the admission is kept
+// (ErrOrphanRequest); any other error keeps
 // the admission, and the pass is retried.
 func (r *Reconciler) abandon(ctx context.Context, name string) error {
 	if r.Admissions == nil {
@@ -674,9 +679,22 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 		// requests removed, by a leader only (a deposed one's Machine
 		// list may miss a Machine a new leader created, and wrote a
 		// request for, since).
+		var removed []Request
 		err = reboot.Fenced(ctx, r.Guard, "remediation: remove the reboot requests no Machine owns for "+name, func(ctx context.Context) error {
-			return r.removeOrphans(ctx, name)
+			var err error
+			removed, err = r.removeOrphans(ctx, name)
+			return err
 		})
+		for _, o := range removed {
+			// One of them may be name's: the admission is kept while
+			// the host any of them was on is held for it.
+			if held, herr := r.stillHeld(ctx, name, o); herr != nil || held {
+				if herr == nil {
+					herr = ErrHostHeld
+				}
+				return fmt.Errorf("remediation: machine %s (%s): host %s, where a request no Machine owns was removed: %w", name, why, o.Host, herr)
+			}
+		}
 	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("remediation: machine %s (%s): remove its reboot request before releasing its admission: %w", name, why, err)
@@ -768,38 +786,78 @@ func (r *Reconciler) stillHeld(ctx context.Context, name string, req Request) (b
 // removeOrphans removes, for name (gone, with no recorded request and no
 // host its HostStore resolves), every reboot request no existing Machine
 // owns (RequestFinder: a value naming a UID that no Machine of
-// MachineStore.List has), one of which may be name's. Without a
-// RequestFinder it fails with ErrOrphanRequest: the admission is kept.
-// The caller runs it under the Guard (reboot.Fenced): ctx is the hold's,
-// and it is checked before each removal (the reads may outlast the
-// lease).
-func (r *Reconciler) removeOrphans(ctx context.Context, name string) error {
+// MachineStore.List has), one of which may be name's, and returns them
+// (At the T each value carries: RequestTime): the caller keeps the
+// admission while the host of any is held for it. The first is recorded
+// as name's request (Admissions.Requests, a compare-and-swap write)
+// before any is removed, so that later passes read its host for it as
+// for any recorded request. Without a RequestFinder it fails with
+// ErrOrphanRequest: the admission is kept. The caller runs it under the
+// Guard (reboot.Fenced): ctx is the hold's, and it is checked before
+// each write (the reads may outlast the lease).
+func (r *Reconciler) removeOrphans(ctx context.Context, name string) ([]Request, error) {
 	f, ok := r.Hosts.(RequestFinder)
 	rr, ok2 := r.Hosts.(RequestRemover)
 	if !ok || !ok2 {
-		return fmt.Errorf("remediation: machine %s: %w", name, ErrOrphanRequest)
+		return nil, fmt.Errorf("remediation: machine %s: %w", name, ErrOrphanRequest)
 	}
 	reqs, err := f.RebootRequests(ctx)
 	if err != nil {
-		return fmt.Errorf("remediation: machine %s: find its reboot request: %w", name, err)
+		return nil, fmt.Errorf("remediation: machine %s: find its reboot request: %w", name, err)
 	}
 	all, err := r.Machines.List(ctx)
 	if err != nil {
-		return fmt.Errorf("remediation: machine %s: find its reboot request: list machines: %w", name, err)
+		return nil, fmt.Errorf("remediation: machine %s: find its reboot request: list machines: %w", name, err)
 	}
 	owned := make(map[string]bool, len(all))
 	for _, m := range all {
 		owned[m.Machine.UID] = true
 	}
+	var orphans []Request
 	for _, req := range reqs {
 		if owner, ok := requestOwner(req.Value); ok && !owned[owner] && req.Host != "" {
-			if err := live(ctx, r.Guard, "remediation: remove the request no Machine owns on host "+req.Host+" for "+name); err != nil {
-				return err
-			}
-			if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
-				return fmt.Errorf("remediation: machine %s: remove the request no Machine owns on host %s: %w", name, req.Host, err)
-			}
+			req.At = RequestTime(req.Value)
+			orphans = append(orphans, req)
 		}
+	}
+	if len(orphans) == 0 {
+		return nil, nil
+	}
+	if err := r.recordOrphan(ctx, name, orphans[0]); err != nil {
+		return nil, err
+	}
+	for _, req := range orphans {
+		if err := live(ctx, r.Guard, "remediation: remove the request no Machine owns on host "+req.Host+" for "+name); err != nil {
+			return nil, err
+		}
+		if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
+			return nil, fmt.Errorf("remediation: machine %s: remove the request no Machine owns on host %s: %w", name, req.Host, err)
+		}
+	}
+	return orphans, nil
+}
+
+// recordOrphan records req, a request no Machine owns, as name's
+// (Admissions.Requests) if name is still admitted with no request
+// recorded: a compare-and-swap write of the record as read now.
+func (r *Reconciler) recordOrphan(ctx context.Context, name string, req Request) error {
+	a, err := r.Admissions.GetAdmissions(ctx)
+	if err != nil {
+		return fmt.Errorf("remediation: machine %s: admissions: %w", name, err)
+	}
+	if _, ok := a.Requests[name]; ok || !a.Has(name) {
+		return nil
+	}
+	a.Requests = maps.Clone(a.Requests)
+	if a.Requests == nil {
+		a.Requests = map[string]Request{}
+	}
+	a.Requests[name] = req
+	if err := live(ctx, r.Guard, "remediation: record the request no Machine owns on host "+req.Host+" for "+name); err != nil {
+		return err
+	}
+	if err := r.Admissions.PutAdmissions(ctx, a); err != nil {
+		return fmt.Errorf("remediation: machine %s: record the request no Machine owns on host %s before removing it: %w", name, req.Host, err)
 	}
 	return nil
 }

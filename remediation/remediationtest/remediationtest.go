@@ -210,7 +210,7 @@ func Contract(t testing.TB, newStores NewStores) {
 	withReq.Requests = map[string]remediation.Request{"s1": want}
 	wantMember := remediation.Member{Cluster: "c1", HealthCheck: "hc1", ControlPlane: true, Wrote: true, PrevHost: "host-0",
 		PrevHostSince: st.RequestedAt, PrevHostSeen: st.RequestedAt.Add(time.Second),
-		EarlierHosts: []remediation.MovedFrom{{Host: "host-9", Since: st.Started, Seen: st.Started.Add(time.Second)}}}
+		EarlierHosts: []remediation.MovedFrom{{Host: "host-9", Since: st.Started, Seen: st.Started.Add(time.Second)}, {Host: "host-8", Since: st.Started.Add(-time.Hour), Seen: st.Started.Add(-time.Minute)}}}
 	withReq.Members = map[string]remediation.Member{"s1": wantMember}
 	if err := s.Admissions.PutAdmissions(ctx, withReq); err != nil {
 		t.Errorf("PutAdmissions with a request: %v", err)
@@ -248,7 +248,7 @@ func fullState(t testing.TB) remediation.State {
 	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st := remediation.State{Phase: remediation.PhasePoweringOn, Attempt: 2, Started: t0, RequestedAt: t0.Add(time.Second), Host: "host-1", PrevHost: "host-0",
-		PrevHostSince: t0.Add(time.Second), PrevHostSeen: t0.Add(3 * time.Second), EarlierHosts: []remediation.MovedFrom{{Host: "host-9", Since: t0, Seen: t0.Add(4 * time.Second)}},
+		PrevHostSince: t0.Add(time.Second), PrevHostSeen: t0.Add(3 * time.Second), EarlierHosts: []remediation.MovedFrom{{Host: "host-9", Since: t0, Seen: t0.Add(4 * time.Second)}, {Host: "host-8", Since: t0.Add(-time.Hour), Seen: t0.Add(-time.Minute)}},
 		StraySeen: t0.Add(5 * time.Second), Finished: t0.Add(-time.Hour), UnhealthyAgain: t0.Add(-time.Minute), Canceled: true, CanceledAt: t0.Add(2 * time.Second),
 		Backup:  &remediation.NodeBackup{Name: "s1", Labels: map[string]string{"role": "db"}, Annotations: map[string]string{"note": "x"}},
 		Tainted: true, Message: "waiting for the reboot controller to power the host on"}
