@@ -19,6 +19,7 @@ import (
 // the remediation fails within a few timeouts with a message naming h1
 // and what would confirm it, instead of waiting for ever (the old code).
 func TestOverRemediationMovedBlockedFailsAtTimeout(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const timeout = 500 * time.Millisecond
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: timeout})

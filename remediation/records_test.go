@@ -20,6 +20,7 @@ import (
 // Ready, flags cleared, one power cycle, labels kept. Before, the same
 // took MachineStore and NodeStore (eleven methods, two types).
 func TestSingleRecordRemediation(t *testing.T) {
+	t.Parallel()
 	inv := fake.NewRecords() // a user's own inventory of single records
 	inv.Set("db-1", func(r *remediation.Record) {
 		*r = remediation.Record{Name: "db-1", Group: "db", Ready: true, Labels: map[string]string{"role": "primary"}}

@@ -185,6 +185,7 @@ func TestReview40g_HungFirstHostWatchMutesMachineWatch(t *testing.T) {
 // truth: bmh-1's hardware is still off, with the remediation's annotation,
 // after the remediation ended.
 func TestReview40g_MachineMovedMidRemediationLeavesOldHostOff(t *testing.T) {
+	t.Parallel()
 	inv := fake.NewRecords(remediation.Record{Name: "db-1", Group: "db", Ready: true})
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "bmh-1", Online: true}, reboot.Host{Name: "bmh-2", Online: true})
 	hw := map[string]*fake.Power{
@@ -253,6 +254,7 @@ func TestReview40g_MachineMovedMidRemediationLeavesOldHostOff(t *testing.T) {
 // Ground truth: h1's hardware still off, with the request, 5 s after the
 // Machine was deleted (HostOf still answers for it).
 func TestReview40g_MachineDeletedMidRemediationLeavesHostOff(t *testing.T) {
+	t.Parallel()
 	cluster := fake.NewCluster()
 	cluster.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c", HasControllerOwner: true})
 	cluster.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c", HasControllerOwner: true})

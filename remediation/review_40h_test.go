@@ -117,6 +117,7 @@ func (g *rig40h) h1Held(t *testing.T, settle time.Duration) (held, off bool, ann
 // (the Node not back: until the attempt's timeout, 2 s here), as every
 // cancel does: the passes run until it ends.
 func TestReview40h_CancelledAfterHostReleasedLeavesOldHostOff(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 2 * time.Second})
 	g.startOnH1(t, true)
 	g.hostOf.Store("") // h1 released from m1 (deprovisioned, consumer ref cleared)
@@ -148,6 +149,7 @@ func TestReview40h_CancelledAfterHostReleasedLeavesOldHostOff(t *testing.T) {
 // h2, which holds nothing, and releases the admission: h1 is held off for
 // good, and the storm guard counts it no more.
 func TestReview40h_MovedThenDeletedLeavesOldHostOff(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	g.startOnH1(t, true)
 	g.hostOf.Store("h2")
@@ -175,6 +177,7 @@ func TestReview40h_MovedThenDeletedLeavesOldHostOff(t *testing.T) {
 // (reboothosts.go:193, `name == ""`: "no host, no annotation"), and abandon
 // releases the admission while h1 is held off, for good.
 func TestReview40h_DeletedWithHostOfEmptyReleasesWhileHostOff(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	g.startOnH1(t, true)
 	g.hostOf.Store("") // the inventory no longer knows m1
@@ -221,6 +224,7 @@ func (h *removeFailsOnce) RemoveRebootAnnotation(ctx context.Context, m string) 
 // names now, none, though State.Host still says h1. h1 stays off for good,
 // its admission released. The same happens with a move instead of "".
 func TestReview40h_FailedAfterLostRemovalLeavesOldHostOff(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond, RetryLimit: -1})
 	h := &removeFailsOnce{RebootAPIHosts: g.rh}
 	g.rem.Hosts = h
@@ -254,6 +258,7 @@ func TestReview40h_FailedAfterLostRemovalLeavesOldHostOff(t *testing.T) {
 // do: the owner replaces only a deleted Machine. The broken server stays
 // in the cluster, unremediated, for ever.
 func TestReview40h_EscalationLostAfterStateWriteNeverDeletesMachine(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond, RetryLimit: -1})
 	g.cluster.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c", HasControllerOwner: true})
 	h := &removeFailsOnce{RebootAPIHosts: g.rh}

@@ -29,6 +29,7 @@ import (
 // ErrNotFound). h1 stays held off for good, owned by nobody. Ground
 // truth: h1's fake hardware.
 func TestReview40i_RecreatedSameNameLeavesOldHostOff(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	g.startOnH1(t, true)
 	a, err := g.cluster.GetAdmissions(context.Background())
@@ -83,6 +84,7 @@ func (h *pausedAdd) AddRebootAnnotation(ctx context.Context, m string, req remed
 // held off for good while h2 is held too (two hosts for one Machine),
 // and after the remediation ends. Ground truth: h1's fake hardware.
 func TestReview40i_StrayRequestAfterMoveNeverRemoved(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	other := *g.rem // process B: the same stores, the plain host store
 	h := &pausedAdd{RebootAPIHosts: g.rh}
@@ -130,6 +132,7 @@ func TestReview40i_StrayRequestAfterMoveNeverRemoved(t *testing.T) {
 // admission takes the storm guard's slot for ever: with MaxCount(1) no
 // other remediation can start. Ground truth: h1's fake hardware.
 func TestReview40i_DeletedWhileDownNeverAbandoned(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	g.startOnH1(t, true)
 	// The remediation process is down; m1 is deleted meanwhile.
@@ -182,6 +185,7 @@ func (h *removeFailsFor) RemoveRebootRequest(ctx context.Context, m string, req 
 // powered off too: two hosts off, limit one. Ground truth: both fake
 // hardwares off at once.
 func TestReview40i_DeletedAdmittedNotCountedByStormGuard(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	g.cluster.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
 	g.cluster.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})

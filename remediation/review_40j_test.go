@@ -28,6 +28,7 @@ import (
 // and done reads only h2. The remediation ends done and h1 stays held off
 // for good. Ground truth: h1's fake hardware.
 func TestReview40j_StrayAfterLastRemovalNeverRemoved(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	other := *g.rem // process B
 	h := &pausedAdd{RebootAPIHosts: g.rh}
@@ -78,6 +79,7 @@ func TestReview40j_StrayAfterLastRemovalNeverRemoved(t *testing.T) {
 // remediation is then admitted and h2 powered off while h1 is still off:
 // two hosts off, limit one. Ground truth: both fake hardwares off at once.
 func TestReview40j_AbandonReleasesWhileHostOff(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	g.cluster.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
 	g.cluster.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})
@@ -126,6 +128,7 @@ func TestReview40j_AbandonReleasesWhileHostOff(t *testing.T) {
 // off at once (etcd quorum of a three-member control plane lost). Ground
 // truth: both fake hardwares off at once.
 func TestReview40j_GoneControlPlaneNotCountedAsControlPlane(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	g.rem.Limit = remediation.MaxCount(5)
 	g.cluster.AddMachine(remediation.Machine{Name: "m1", UID: "uid-m1", NodeName: "m1", Cluster: "c", ControlPlane: true})

@@ -33,6 +33,7 @@ import (
 // and h2 powered off while h1 is still off. Ground truth: both fake
 // hardwares off at once.
 func TestReview40k_HostReleasedThenCancelledReleasesWhileOff(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	g.cluster.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})
 	g.cluster.PutNode(remediation.Node{Name: "m2", UID: "n2", Ready: true})

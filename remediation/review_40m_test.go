@@ -21,6 +21,7 @@ import (
 // and h2 is powered off for the same single admission. Ground truth: both
 // fake hardwares off at once, one admission (the storm guard counts one).
 func TestReview40m_MovedRequestsNewHostWhileOldHeldOff(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Minute})
 	g.startOnH1(t, true)
 	g.hw["h1"].SetConfig(fake.PowerConfig{Lag: 20 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {

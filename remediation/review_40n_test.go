@@ -33,6 +33,7 @@ import (
 // is asked, never on the record alone; with h1's BMC refusing the
 // power-on, the remediation fails with the message above.
 func TestReview40n_MovedWithoutPowerFailsHealthyHosts(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name             string
 		withPower, taken bool // Power set; h1's BMC refuses power-ons
@@ -93,6 +94,7 @@ func TestReview40n_MovedWithoutPowerFailsHealthyHosts(t *testing.T) {
 // admitted under MaxCount(1) and h2 is powered off. Ground truth: h1 and
 // h2 off at once, both by remediation requests, for a limit of one.
 func TestReview40n_OfflineBlipReleasesHostStillOffForRequest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cluster := fake.NewCluster()
 	for _, n := range []string{"m1", "m2"} {
@@ -187,6 +189,7 @@ func TestReview40n_OfflineBlipReleasesHostStillOffForRequest(t *testing.T) {
 // and h2 is powered off. Ground truth: h1 and h2 off at once for one
 // Machine's requests, one admission.
 func TestReview40n_DoneAfterCancelMovedStartsOnRecordAlone(t *testing.T) {
+	t.Parallel()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Second})
 	g.startOnH1(t, true)
 	g.hw["h1"].SetConfig(fake.PowerConfig{Lag: 20 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
@@ -255,6 +258,7 @@ func TestReview40n_RetryAfterMoveForgetsPrevHost(t *testing.T) {
 // on the new request's (no) host. Ground truth: h1 off since m1's request,
 // never on since, and no admission counts it.
 func TestReview40n_HostlessRestartForgetsHeldOldHost(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Second})
 	g.rh.Power = func(h string) (power.Controller, error) { return g.hw[h], nil }

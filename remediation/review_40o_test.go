@@ -33,6 +33,7 @@ import (
 // (Status.Pending false): kept off by its owner. Under MaxCount(1) no
 // other Machine is ever remediated.
 func TestReview40o_DeletedMachineReleasedHostHeldForGood(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Second, RetryLimit: -1})
 	g.rh.Power = func(h string) (power.Controller, error) { return g.hw[h], nil }
@@ -97,6 +98,7 @@ func TestReview40o_DeletedMachineReleasedHostHeldForGood(t *testing.T) {
 // powered on" although it is on. Correct: the wait ends (h2 asked, or the
 // remediation fails naming RebootAPIHosts.Power) within a few timeouts.
 func TestReview40o_OverRemediationMovedWithoutPowerStallsForGood(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const timeout = 500 * time.Millisecond
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: timeout})
@@ -146,6 +148,7 @@ func TestReview40o_OverRemediationMovedWithoutPowerStallsForGood(t *testing.T) {
 // the request is not known on (held), as moveBlocked already rules for
 // moves; or NewRemediationReconciler wires Power.
 func TestReview40o_NoPowerReleasesAdmissionOfHostStillOff(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Second})
 	g.cluster.AddMachine(remediation.Machine{Name: "m2", UID: "uid-m2", NodeName: "m2", Cluster: "c"})

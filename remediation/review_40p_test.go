@@ -26,6 +26,7 @@ import (
 // TestReview40n_OfflineBlipReleasesHostStillOffForRequest, without Power
 // on the remediation side.
 func TestReview40p_NoPowerOfflineBlipReleasesLiveHostStillOff(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cluster := fake.NewCluster()
 	for _, n := range []string{"m1", "m2"} {
@@ -116,6 +117,7 @@ func TestReview40p_NoPowerOfflineBlipReleasesLiveHostStillOff(t *testing.T) {
 // h1 is off for m1's own request (ground truth), and m2 powers h3 off
 // under MaxCount(1): two hosts off at once.
 func TestReview40p_StrayRequestOnPrevHostReleasedWhileOff(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t0 := time.Now().Add(-time.Hour)
 	c := fake.NewCluster()
@@ -208,6 +210,7 @@ func TestReview40p_StrayRequestOnPrevHostReleasedWhileOff(t *testing.T) {
 // taken back; h1 stays off throughout (ground truth) while the reboot
 // controller keeps powering it on, and m2 powers h2 off under MaxCount(1).
 func TestReview40p_GoneMachineOnlineBlipReleasesHostStillOff(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := newRig40h(t, remediation.Config{PollInterval: 50 * time.Millisecond, Timeout: time.Second, RetryLimit: -1})
 	g.rh.Power = func(h string) (power.Controller, error) { return g.hw[h], nil }

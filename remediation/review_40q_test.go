@@ -38,6 +38,7 @@ func refuseOn(p *fake.Power) {
 // admission released while h1 is off for m1's own request (ground
 // truth): m2 powers h3 off under MaxCount(1), two hosts off at once.
 func TestReview40q_RetryForgetsPrevHostOffForStrayRequest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := fake.NewCluster()
 	c.AddMachine(remediation.Machine{Name: "m1", UID: "u1", NodeName: "m1", Cluster: "c"})
@@ -231,6 +232,7 @@ func (g *rig40q) strayOn(t *testing.T, h string) {
 // h3 ends, its admission is released while h1 is off for m1's own
 // request (ground truth), and m2 powers h4 off under MaxCount(1).
 func TestReview40q_SecondMoveForgetsPrevHostOff(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t1 := time.Now()
 	g := newRig40q(t, []string{"h1", "h2", "h3", "h4"},
@@ -282,6 +284,7 @@ func TestReview40q_SecondMoveForgetsPrevHostOff(t *testing.T) {
 // when m1 is unhealthy again it waits for h1 and is escalated (failed)
 // at Timeout without a single power cycle of its own host h2.
 func TestReview40q_PrevHostOffForAnotherMachineHoldsForGood(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t1 := time.Now()
 	// A state of this version (PrevHostSince set, PrevHostSeen zero: no
@@ -341,6 +344,7 @@ func TestReview40q_PrevHostOffForAnotherMachineHoldsForGood(t *testing.T) {
 // request (its BMC refusing the power-on, fault kept on: ground truth),
 // and m2 powers h3 off under MaxCount(1).
 func TestReview40q_FailedClearedForgetsPrevHostOff(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t0 := time.Now().Add(-10 * time.Minute)
 	g := newRig40q(t, []string{"h1", "h2", "h3"},

@@ -112,6 +112,7 @@ func TestReview40_UpgradedStateForgetsPrevHostOff(t *testing.T) {
 // the Machine moved from, as a new attempt does, and fail naming them at
 // its timeout.
 func TestReview40_RetryPowersOffWhilePrevHostOffForStray(t *testing.T) {
+	t.Parallel()
 	t1 := time.Now()
 	g := newRig40q(t, []string{"h1", "h2", "h3"},
 		remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2", PrevHost: "h1", PrevHostSince: t1}, "h3")
@@ -166,6 +167,7 @@ func TestReview40_RetryPowersOffWhilePrevHostOffForStray(t *testing.T) {
 // host it moved from is (re-admit, or keep, while the host may be off
 // for it).
 func TestReview40_StrayOnFinishedOwnHostNotCounted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t1 := time.Now()
 	g := newRig40q(t, []string{"h2", "h3"},
@@ -215,6 +217,7 @@ func TestReview40_StrayOnFinishedOwnHostNotCounted(t *testing.T) {
 // at once under MaxCount(1), the second by this controller's own choice
 // while it knew h1 off.
 func TestReview40_MovePowersOffNewHostWhilePrevHostOffForStray(t *testing.T) {
+	t.Parallel()
 	t1 := time.Now()
 	g := newRig40q(t, []string{"h1", "h2", "h3", "h4"},
 		remediation.State{Phase: remediation.PhasePowerOffRequested, Attempt: 1, Started: t1, RequestedAt: t1, Host: "h2", PrevHost: "h1", PrevHostSince: t1}, "h4")

@@ -29,6 +29,7 @@ import (
 // admitted under MaxCount(1) and powers h3 off while h2 is off for m1's
 // request, by ground truth.
 func TestReview40_StrayAfterFailedClearedNotCounted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t1 := time.Now().Add(-time.Minute)
 	g := newRig40q(t, []string{"h2", "h3"},
@@ -88,6 +89,7 @@ func TestReview40_StrayAfterFailedClearedNotCounted(t *testing.T) {
 // cycles its host while m2, admitted within MaxCount(1), has its host
 // off: two hosts off at once by two remediations, by ground truth.
 func TestReview40_StrayAdmissionOutlivesStrayAndBypassesGuard(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t1 := time.Now()
 	g := newRig40q(t, []string{"h2", "h3"},
@@ -178,6 +180,7 @@ func (h *raceAdd) AddRebootAnnotation(ctx context.Context, m string, req remedia
 // the Machine's found on a host it moved from must block writing
 // elsewhere in that pass whether or not the host reads off yet.
 func TestReview40_PassFindingFreshStrayWritesElsewhere(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t1 := time.Now().Add(-time.Minute)
 	c := fake.NewCluster()

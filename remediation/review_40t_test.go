@@ -31,6 +31,7 @@ import (
 // request "is read, and removed, there, whatever HostOf answers later, in
 // every phase (also after the remediation ended ...)".
 func TestReview40_StrayOnOwnHostAfterFailedClearedOnMovedMachine(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t1 := time.Now().Add(-time.Minute)
 	g := newRig40q(t, []string{"h2", "h3", "h4"},

@@ -23,6 +23,7 @@ import (
 // PollInterval is an hour: only the watch drives it between the health
 // checker's and the node's events).
 func TestRunnerRemediatesWithRebootLoop(t *testing.T) {
+	t.Parallel()
 	cluster := fake.NewCluster()
 	cluster.AddMachine(remediation.Machine{Name: "m0", UID: "uid-m0", NodeName: "n0"})
 	cluster.PutNode(remediation.Node{Name: "n0", Ready: true})

@@ -11,6 +11,7 @@ import (
 // TestFakeStore runs the kit on the project's fake store (issue 40,
 // point 4).
 func TestFakeStore(t *testing.T) {
+	t.Parallel()
 	reboottest.Check(t, func(h reboot.Host) (reboottest.Stores, error) {
 		return reboottest.Stores{Hosts: fake.NewRebootHosts(h)}, nil
 	})

@@ -48,6 +48,7 @@ func (r *recorder) Helper()                   {}
 // contract check fails a store that does not compare versions, and passes
 // the fake store.
 func TestContractCatchesLastWriterWins(t *testing.T) {
+	t.Parallel()
 	run := func(newStores reboottest.NewStores) []string {
 		r := &recorder{TB: t}
 		done := make(chan struct{})

@@ -41,6 +41,7 @@ func (s onceWatch) Watch(ctx context.Context, name string) (<-chan struct{}, err
 // does not watch). The kit should read the value, write again, and expect
 // another.
 func TestReview40_ContractPassesWatchThatFiresOnce(t *testing.T) {
+	t.Parallel()
 	r := &recorder{TB: t}
 	done := make(chan struct{})
 	go func() {

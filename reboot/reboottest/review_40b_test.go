@@ -48,6 +48,7 @@ func (s annotationsOnlyWatch) Watch(ctx context.Context, name string) (<-chan st
 // checks write annotations only, so a watch that never reports a
 // Status-only change passes Contract.
 func TestReview40b_ContractPassesWatchBlindToStatus(t *testing.T) {
+	t.Parallel()
 	r := &recorder{TB: t}
 	done := make(chan struct{})
 	go func() {

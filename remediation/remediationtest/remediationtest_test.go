@@ -14,6 +14,7 @@ import (
 
 // TestFakeCluster runs the kit on the fake Cluster (issue 40, point 4).
 func TestFakeCluster(t *testing.T) {
+	t.Parallel()
 	remediationtest.Contract(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
 		c := fake.NewCluster()
 		for _, m := range ms {
@@ -45,6 +46,7 @@ func newRecords(ms []remediation.Machine, ns []remediation.Node) (remediationtes
 // TestRecords runs the kit, the contract and the state machine, on the
 // single-record adapter (issue 40, point 4).
 func TestRecords(t *testing.T) {
+	t.Parallel()
 	t.Run("Contract", func(t *testing.T) { remediationtest.Contract(t, newRecords) })
 	t.Run("StateMachine", func(t *testing.T) { remediationtest.StateMachine(t, newRecords) })
 }

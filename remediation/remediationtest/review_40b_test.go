@@ -29,6 +29,7 @@ func (deafRecords) Watch(ctx context.Context, _ string) (<-chan struct{}, error)
 // marked unhealthy are never polled, so they are remediated only at the
 // next Resync (10 min by default) or never if their key is not listed.
 func TestReview40b_ContractPassesDeafRecordWatcher(t *testing.T) {
+	t.Parallel()
 	expectContractFails(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
 		machines, nodes := remediation.Records(deafRecords{seededRecords(ms, ns)})
 		if _, ok := machines.(remediation.MachineWatcher); !ok {

@@ -93,6 +93,7 @@ func (w clusterWorld) SetNodeReady(_ context.Context, n string, ready bool) erro
 // Stores.World set, which could make that mark. Under the Runner such a
 // Machine marked unhealthy waits for the next Resync.
 func TestReview40c_ContractPassesWatchBlindToHealthChecker(t *testing.T) {
+	t.Parallel()
 	// Ground truth first: the store's Watch does not report a mark.
 	{
 		c := &ownWritesCluster{Cluster: fake.NewCluster(), subs: map[string][]chan struct{}{}}

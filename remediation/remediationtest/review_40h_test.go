@@ -33,6 +33,7 @@ func (c hostlessCluster) SaveState(ctx context.Context, name, version string, s 
 // round 7's TestReview40g_MachineMovedMidRemediationLeavesOldHostOff comes
 // back. The kit should save and compare a State with every field set.
 func TestReview40h_ContractPassesStoreThatLosesStateHost(t *testing.T) {
+	t.Parallel()
 	expectContractFails(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
 		c := seedCluster(fake.NewCluster(), ms, ns)
 		return remediationtest.Stores{Machines: hostlessCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: markOn(c)}, nil
@@ -55,6 +56,7 @@ func (undeletableCluster) Delete(context.Context, string) error { return nil }
 // checks Nodes.Delete only) and StateMachine's end check does not look
 // for deleted Machines, so a store whose Delete deletes nothing passes.
 func TestReview40h_ContractPassesMachineStoreThatNeverDeletes(t *testing.T) {
+	t.Parallel()
 	expectContractFails(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
 		c := seedCluster(fake.NewCluster(), ms, ns)
 		return remediationtest.Stores{Machines: undeletableCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: markOn(c)}, nil

@@ -28,6 +28,7 @@ func (c prevHostlessCluster) SaveState(ctx context.Context, name, version string
 // PrevHost, so a store that drops it passes Contract, and behind it the
 // stray request is never removed.
 func TestReview40j_ContractPassesStoreThatLosesPrevHost(t *testing.T) {
+	t.Parallel()
 	expectContractFails(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
 		c := seedCluster(fake.NewCluster(), ms, ns)
 		return remediationtest.Stores{Machines: prevHostlessCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: markOn(c)}, nil

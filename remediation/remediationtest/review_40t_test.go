@@ -32,6 +32,7 @@ func (c straylessCluster) SaveState(ctx context.Context, name, version string, s
 // is released (or never re-taken) while the host is off for that request,
 // and the storm guard admits past MaxCount.
 func TestReview40_ContractPassesStoreThatLosesStraySeen(t *testing.T) {
+	t.Parallel()
 	expectContractFails(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
 		c := seedCluster(fake.NewCluster(), ms, ns)
 		return remediationtest.Stores{Machines: straylessCluster{c}, Nodes: c.Nodes(), Admissions: c, Mark: markOn(c)}, nil
