@@ -85,3 +85,63 @@ func TestReview36z_BareRebootDoneWithoutPowerOff(t *testing.T) {
 		"a bare hard reboot, its ForceOff accepted and dropped by a BMC stuck reading Transitioning while the host runs: reported done (annotation removed) %v after the request though the host never went off (power-offs %d); status %+v; truth %s",
 		done.Sub(at), review36xCount(pw, fake.OpOff, at), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 26 (TestReview36z_NullSensorFenceWaitsLongAfterNetworkBack):
+// f933fe7's deadBackoff (decide.go, wait) doubles the delay between
+// failed or busy calls while the readings are unknown (Call.Fails), on
+// the ground that a BMC whose readings are unknown "answers nothing", and
+// counts on a reading that is not unknown to end the back-off once it
+// answers again. Issue 36 point 4's BMC (its Redfish service lost its
+// power sensor: PowerState null for good, every call carried out) never
+// gives one: a fence asked of such a host while its network is down
+// (every call times out) for 22 minutes waits, once the network is back
+// and the BMC takes calls again, for the back-off grown meanwhile (here
+// 20 minutes; an hour at most), the host running and the fence
+// unanswered. Before f933fe7 the ForceOff was tried every RetryDelay and
+// went out within seconds of the network's return.
+func TestReview36z_NullSensorFenceWaitsLongAfterNetworkBack(t *testing.T) {
+	w := newReview36World()
+	clk := w.clk
+	var dead atomic.Bool
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
+		if dead.Load() {
+			return fake.Fault{Kind: fake.FaultTimeout}
+		}
+		return fake.Fault{}
+	}})
+	w.Power = nullAlways{pw}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	require.True(t, pw.HardwareOn(), "the setup: the host runs")
+	dead.Store(true) // the BMC's network goes down
+	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	at := clk.Real()
+	review36uLoop(t, rec, clk, at.Add(22*time.Minute), at)
+	require.True(t, pw.HardwareOn(), "the setup: no call reached the BMC while its network was down")
+	dead.Store(false) // the network is back: the BMC takes every call, its readings still null
+	back := clk.Real()
+	review36uLoop(t, rec, clk, back.Add(w.cfg.RetryDelay+w.cfg.PollInterval), back)
+	offAt := time.Time{}
+	for _, tc := range pw.Truth() {
+		if !tc.On && !tc.At.Before(back) {
+			offAt = tc.At
+			break
+		}
+	}
+	review36uLoop(t, rec, clk, back.Add(time.Hour), back)
+	for _, tc := range pw.Truth() {
+		if !tc.On && !tc.At.Before(back) && offAt.IsZero() {
+			offAt = tc.At
+		}
+	}
+	late := "never"
+	if !offAt.IsZero() {
+		late = offAt.Sub(back).String()
+	}
+	require.False(t, offAt.IsZero() || offAt.After(back.Add(w.cfg.RetryDelay+w.cfg.PollInterval)),
+		"a hard fence of a running host whose BMC reads null for good (lost power sensor), its network down 22 min then back (every call carried out): the ForceOff reached the host %s after the network came back, not within RetryDelay + PollInterval (power-offs during the outage %d); truth %s",
+		late, review36xCount(pw, fake.OpOff, at)-review36xCount(pw, fake.OpOff, back), rebootcheck.DescribeTruth(pw))
+}
