@@ -145,3 +145,83 @@ func TestReview36z_NullSensorFenceWaitsLongAfterNetworkBack(t *testing.T) {
 		"a hard fence of a running host whose BMC reads null for good (lost power sensor), its network down 22 min then back (every call carried out): the ForceOff reached the host %s after the network came back, not within RetryDelay + PollInterval (power-offs during the outage %d); truth %s",
 		late, review36xCount(pw, fake.OpOff, at)-review36xCount(pw, fake.OpOff, back), rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 26 (TestReview36z_RestartDuringFlappingNullFalseHoldBroken):
+// f933fe7 answers TestReview36y_FlappingNullFalseHoldBroken by measuring
+// the stuck rules' run on the monotonic clock (Observed.UnsureWhole) for
+// a run this process saw begin, but still keeps the persisted
+// Status.UnsureSince through On or Off spells shorter than StaleReads
+// (noteUnsure), and a restarted controller (UnsureWhole false) counts the
+// run from it (unsureRun): so it spans every null run since the first.
+// A fenced host, off all along (ground truth), its BMC null 110 s and
+// honestly Off 20 s of every 130 s; the controller restarts once (a
+// rolling upgrade) 60 s into a null run minutes later: its first passes
+// take the run for one of many minutes, heldOff's stuck rule fires, sends
+// a ForceOff and records Status.HoldBroken, which Client.HoldBroken hands
+// the fencing agent as "processes may have run since", though no run of
+// unsure readings lasted SoftTimeout + StaleReads and the host never ran.
+func TestReview36z_RestartDuringFlappingNullFalseHoldBroken(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var flap atomic.Bool
+	const period, sane = 130 * time.Second, 20 * time.Second
+	w.Power = flapSwitch{pw, nullMostOfPeriod{pw, clk, period, sane}, &flap}
+	rec := w.newRec()
+	client := &reboot.Client{Hosts: store, Key: "fence", Now: clk.Now}
+	review36uLoop(t, rec, clk, clk.Real().Add(time.Minute), clk.Real())
+	tk, err := client.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	review36uLoop(t, rec, clk, clk.Real().Add(5*time.Minute), clk.Real())
+	fenced, err := client.Fenced(ctx, tk)
+	require.NoError(t, err)
+	require.True(t, fenced && !pw.HardwareOn(), "the setup: the fence was carried out; truth %s", rebootcheck.DescribeTruth(pw))
+	flap.Store(true)
+	at := clk.Real()
+	end := at.Add(30 * time.Minute)
+	restarted := false
+	for clk.Real().Before(end) {
+		phase := time.Duration(clk.Real().UnixNano()) % period
+		if !restarted && clk.Real().After(at.Add(5*time.Minute)) && phase >= 60*time.Second && phase < period-sane {
+			restarted = true
+			h, err := store.Get(ctx, "h")
+			require.NoError(t, err)
+			require.True(t, h.Status.HoldBroken.IsZero(), "the setup: no HoldBroken before the restart; status %+v", h.Status)
+			rec = w.newRec() // one restart, 60 s or more into a 110 s null run
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(at), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		clk.Advance(min(next, 30*time.Second))
+	}
+	require.True(t, restarted, "the setup: the controller restarted")
+	require.True(t, pw.OffThroughout(at, end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
+	broken, err := client.HoldBroken(ctx, tk)
+	require.NoError(t, err)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, broken.IsZero(),
+		"a fenced host, off all along (ground truth), its BMC null 110 s and Off 20 s of every 130 s, the controller restarted once 60 s into a null run: the fencing client is told its hold broke at %v (the restarted controller counts the run from UnsureSince, kept through the Off spells; power-offs since %d); status %+v",
+		broken, review36xCount(pw, fake.OpOff, at), h.Status)
+}
+
+// flapSwitch is on's controller while flap is set, plain's otherwise.
+type flapSwitch struct {
+	*fake.Power
+	on   power.Controller
+	flap *atomic.Bool
+}
+
+func (f flapSwitch) State(ctx context.Context) (power.State, error) {
+	if f.flap.Load() {
+		return f.on.State(ctx)
+	}
+	return f.Power.State(ctx)
+}
