@@ -225,3 +225,40 @@ func (f flapSwitch) State(ctx context.Context) (power.State, error) {
 	}
 	return f.Power.State(ctx)
 }
+
+// Review 36 round 26 (TestReview36z_OfflineNullSensorForceOffEveryMinuteForEver):
+// the accepted-call side of TestReview36y_FenceOnDeadBMCStatusChurn,
+// which f933fe7 answers for busy or failed calls only (deadBackoff).
+// Online=false on a host whose BMC reads null for good (issue 36 point
+// 4: its Redfish service lost its power sensor) and carries out every
+// call: the soft power-off, then the hard one at SoftTimeout, power the
+// host off (ground truth), but no fresh Off reading ever records the
+// enforcement done (OfflineOffSeen), and idle's enforcement branch
+// repeats the accepted ForceOff every ReissueAfter (wait's default
+// delay) with two Status writes each (ActingSince cleared when the call
+// is decided, written back by the next pass): 60 ForceOffs and 120
+// Status writes an hour per host, for as long as the host is kept off
+// (weeks, for a host parked for maintenance), though the stuck rule of
+// an enforcement known done (the heldOff rule) backs off as the run
+// doubles and a held host behind a dead BMC gets a few calls an hour.
+func TestReview36z_OfflineNullSensorForceOffEveryMinuteForEver(t *testing.T) {
+	w := newReview36World()
+	clk := w.clk
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 60 * time.Second})
+	w.Power = nullAlways{pw}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	at := clk.Real()
+	review36uLoop(t, rec, clk, at.Add(10*time.Minute), at) // settle
+	require.False(t, pw.HardwareOn(), "the setup: Online=false powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	from, writes0 := clk.Real(), w.store.Updates()
+	end := from.Add(time.Hour)
+	review36uLoop(t, rec, clk, end, at)
+	require.True(t, pw.OffThroughout(from, end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
+	offs, writes := review36xCount(pw, fake.OpOff, from), w.store.Updates()-writes0
+	require.LessOrEqual(t, writes, 60, // TestReview36y_FenceOnDeadBMCStatusChurn's bound
+		"Online=false, the host off (ground truth), its BMC null for good but taking every call: %d Status writes and %d ForceOffs in an hour (the accepted ForceOff repeated every ReissueAfter, ActingSince written around each), for as long as the host is kept off",
+		writes, offs)
+}
