@@ -262,3 +262,47 @@ func TestReview36z_OfflineNullSensorForceOffEveryMinuteForEver(t *testing.T) {
 		"Online=false, the host off (ground truth), its BMC null for good but taking every call: %d Status writes and %d ForceOffs in an hour (the accepted ForceOff repeated every ReissueAfter, ActingSince written around each), for as long as the host is kept off",
 		writes, offs)
 }
+
+// transitioningMostOfPeriod is nullMostOfPeriod reading Transitioning
+// (a BMC whose PowerState sticks at "PoweringOn" for minutes now and
+// then) instead of null.
+type transitioningMostOfPeriod struct{ nullMostOfPeriod }
+
+func (s transitioningMostOfPeriod) State(ctx context.Context) (power.State, error) {
+	st, err := s.nullMostOfPeriod.State(ctx)
+	if err == nil && st == power.StateUnknown {
+		return power.StateTransitioning, nil
+	}
+	return st, err
+}
+
+// Review 36 round 26 (TestReview36z_RunningHostTransitioningRunsChurnUnsureSince):
+// f933fe7 answers TestReview36y_RunningHostNullRunsChurnUnsureSince by
+// persisting the run only where a stuck rule may read it (runMatters),
+// which for an Online host with no reboot pending is any Transitioning
+// reading (releasedOn). The same running host, its BMC reading
+// Transitioning 110 s then On 35 s, over and over: UnsureSince is written
+// at 105 s and cleared after 30 s of On readings every period, ~50 Status
+// writes an hour per host for ever, though no run comes near the
+// SoftTimeout + StaleReads a stuck rule waits for, and a restart loses
+// at most such a short run.
+func TestReview36z_RunningHostTransitioningRunsChurnUnsureSince(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk := w.clk
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	w.Power = transitioningMostOfPeriod{nullMostOfPeriod{pw, clk, 145 * time.Second, 35 * time.Second}}
+	rec := w.newRec()
+	at := clk.Real()
+	review36uLoop(t, rec, clk, at.Add(10*time.Minute), at) // settle
+	from, writes0 := clk.Real(), w.store.Updates()
+	end := from.Add(time.Hour)
+	review36uLoop(t, rec, clk, end, at)
+	require.False(t, pw.WasOffDuring(at, end), "the setup: the host runs all along; truth %s", rebootcheck.DescribeTruth(pw))
+	writes := w.store.Updates() - writes0
+	h, err := w.store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.LessOrEqual(t, writes, 8, // TestReview36y_RunningHostNullRunsChurnUnsureSince's bound
+		"a running host, Online true, no request, its BMC reading Transitioning 110 s then On 35 s, over and over: %d Status writes in an hour (UnsureSince written at 105 s, cleared after 30 s of On readings, every period); status %+v",
+		writes, h.Status)
+}
