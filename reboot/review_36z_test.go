@@ -306,3 +306,50 @@ func TestReview36z_RunningHostTransitioningRunsChurnUnsureSince(t *testing.T) {
 		"a running host, Online true, no request, its BMC reading Transitioning 110 s then On 35 s, over and over: %d Status writes in an hour (UnsureSince written at 105 s, cleared after 30 s of On readings, every period); status %+v",
 		writes, h.Status)
 }
+
+// Review 36 round 26 (TestReview36z_RestartAfterOnlineBackDuringShutdownOffAnHour):
+// the restart side of TestReview36y_OnlineBackDuringOfflineShutdownOffForEver,
+// which f933fe7 answers with offOver (no stuck power-on until every
+// power-off of ours is SoftTimeout + StaleReads old, Observed.SinceOff).
+// But Online=true clears OfflineSince at once (idle), and a restarted
+// controller counts a previous process's power-off only if a reboot is
+// pending, Online=false is enforced or LastPress is set (SinceOff's doc):
+// none is, so it takes SinceOff for "as long as it likes". On a BMC (no
+// button) stuck reading Transitioning for two hours (the run persisted),
+// Online=false sends its soft power-off; Online is set back true 20 s
+// into the OS shutdown, and the controller restarts 10 s later (a rolling
+// upgrade): its first pass powers the running host on (accepted, nothing
+// done), the OS then powers it off, and the power-on answers the run for
+// runBackoff (as long as the run was, at most an hour): the host, Online
+// true, stays off for an hour.
+func TestReview36z_RestartAfterOnlineBackDuringShutdownOffAnHour(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 60 * time.Second})
+	var ons atomic.Int64
+	w.Power = stuckReadingNoopOn{pw, &ons}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(2*time.Hour), start)
+	require.False(t, pw.WasOffDuring(start, clk.Real()), "the setup: the host runs; truth %s", rebootcheck.DescribeTruth(pw))
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	review36uLoop(t, rec, clk, at.Add(20*time.Second), at)
+	offs, first, ok := review36FirstOffFrom(pw, at)
+	require.True(t, ok, "the setup: the soft power-off went out; power-offs %v", offs)
+	require.Equal(t, power.ModeSoft, first.Mode, "the setup: the soft power-off went out first")
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	back := clk.Real()
+	review36uLoop(t, rec, clk, back.Add(10*time.Second), at)
+	rec = w.newRec() // a restart 10 s after Online=true, the OS still shutting down
+	restart := clk.Real()
+	end := back.Add(20 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(back, end), "the setup: the OS shutdown powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	require.True(t, pw.HardwareOn(),
+		"Online set back true 20 s into the OS shutdown Online=false began, BMC (no button) stuck reading Transitioning for 2 h, the controller restarted 10 s later: still off 20 min later (power-ons asked %d, the last decided %v after the restart); status %+v; truth %s",
+		ons.Load(), h.Status.LastPoweredOn.Sub(restart), h.Status, rebootcheck.DescribeTruth(pw))
+}
