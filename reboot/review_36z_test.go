@@ -353,3 +353,51 @@ func TestReview36z_RestartAfterOnlineBackDuringShutdownOffAnHour(t *testing.T) {
 		"Online set back true 20 s into the OS shutdown Online=false began, BMC (no button) stuck reading Transitioning for 2 h, the controller restarted 10 s later: still off 20 min later (power-ons asked %d, the last decided %v after the restart); status %+v; truth %s",
 		ons.Load(), h.Status.LastPoweredOn.Sub(restart), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 26 (TestReview36z_HeldHostPoweredOnLateInLongNullRunRunsAnHour):
+// f933fe7 answers TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver
+// by repeating heldOff's stuck ForceOff as the run of unsure readings
+// doubles (calledInRun, runBackoff: at least 2x(SoftTimeout+StaleReads),
+// at most retryCap, an hour). The conformance kit's own bound for a held
+// host on by ground truth "whatever the readings say" is heldOffBound
+// (reboottest/statemachine.go: LostLanding + 2x(SoftTimeout + StaleReads)
+// + ReissueAfter + a minute, 12 minutes by default), which it checks only
+// inside stuck spells of at most 20 minutes, where the back-off is still
+// short. A fenced host (keyed hard fence carried out, off) whose BMC then
+// answers null for good while it takes every call: 2 h 25 min into the
+// run, just after a stuck ForceOff, someone powers the host on; the next
+// ForceOff goes out when the run has doubled, at most an hour later: the
+// fenced host runs for about an hour, five times the kit's bound.
+func TestReview36z_HeldHostPoweredOnLateInLongNullRunRunsAnHour(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var null atomic.Bool
+	w.Power = flapSwitch{pw, nullAlways{pw}, &null}
+	rec := w.newRec()
+	review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+	requestAt := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	review36uLoop(t, rec, clk, requestAt.Add(5*time.Minute), requestAt)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, h.Status.Covers() && !pw.HardwareOn(), "the setup: the fence was carried out; status %+v; truth %s", h.Status, rebootcheck.DescribeTruth(pw))
+	null.Store(true) // from now on the BMC answers null, and takes every call
+	nullAt := clk.Real()
+	review36uLoop(t, rec, clk, nullAt.Add(145*time.Minute), requestAt)
+	pw.OutOfBandOn() // someone powers the fenced host on
+	at := clk.Real()
+	dc := reboot.DefaultConfig()
+	bound := reboot.LostLandingOf(w.cfg) + 2*(dc.SoftTimeout+dc.StaleReads) + dc.ReissueAfter + time.Minute // the kit's heldOffBound
+	end := at.Add(bound)
+	review36uLoop(t, rec, clk, end, at)
+	h, err = store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.Contains(t, h.Annotations, reboot.AnnotationPrefix+"fence", "the setup: still held")
+	require.True(t, pw.WasOffDuring(at.Add(time.Second), end),
+		"a fenced host powered on by someone else 2 h 25 min into a run of null readings (its BMC takes every call): still running %v later, the kit's heldOffBound (the stuck ForceOff backs off as the run doubles, up to an hour; power-offs since %d); status %+v; truth %s",
+		bound, review36xCount(pw, fake.OpOff, at), h.Status, rebootcheck.DescribeTruth(pw))
+}
