@@ -241,26 +241,41 @@ func (f flapSwitch) State(ctx context.Context) (power.State, error) {
 // (weeks, for a host parked for maintenance), though the stuck rule of
 // an enforcement known done (the heldOff rule) backs off as the run
 // doubles and a held host behind a dead BMC gets a few calls an hour.
+// A keyed fence of such a host is the same in pending (KeyedFence).
 func TestReview36z_OfflineNullSensorForceOffEveryMinuteForEver(t *testing.T) {
-	w := newReview36World()
-	clk := w.clk
-	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 60 * time.Second})
-	w.Power = nullAlways{pw}
-	rec := w.newRec()
-	start := clk.Real()
-	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
-	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
-	at := clk.Real()
-	review36uLoop(t, rec, clk, at.Add(10*time.Minute), at) // settle
-	require.False(t, pw.HardwareOn(), "the setup: Online=false powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
-	from, writes0 := clk.Real(), w.store.Updates()
-	end := from.Add(time.Hour)
-	review36uLoop(t, rec, clk, end, at)
-	require.True(t, pw.OffThroughout(from, end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
-	offs, writes := review36xCount(pw, fake.OpOff, from), w.store.Updates()-writes0
-	require.LessOrEqual(t, writes, 60, // TestReview36y_FenceOnDeadBMCStatusChurn's bound
-		"Online=false, the host off (ground truth), its BMC null for good but taking every call: %d Status writes and %d ForceOffs in an hour (the accepted ForceOff repeated every ReissueAfter, ActingSince written around each), for as long as the host is kept off",
-		writes, offs)
+	for _, fence := range []bool{false, true} {
+		name := "OnlineFalse"
+		if fence {
+			name = "KeyedFence" // the same in pending: the fence is never answered (no Off reading), its ForceOff repeated
+		}
+		t.Run(name, func(t *testing.T) {
+			w := newReview36World()
+			clk := w.clk
+			pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 60 * time.Second})
+			w.Power = nullAlways{pw}
+			rec := w.newRec()
+			start := clk.Real()
+			review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+			require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) {
+				if fence {
+					h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+				} else {
+					h.Online = false
+				}
+			}))
+			at := clk.Real()
+			review36uLoop(t, rec, clk, at.Add(10*time.Minute), at) // settle
+			require.False(t, pw.HardwareOn(), "the setup: the host was powered off; truth %s", rebootcheck.DescribeTruth(pw))
+			from, writes0 := clk.Real(), w.store.Updates()
+			end := from.Add(time.Hour)
+			review36uLoop(t, rec, clk, end, at)
+			require.True(t, pw.OffThroughout(from, end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
+			offs, writes := review36xCount(pw, fake.OpOff, from), w.store.Updates()-writes0
+			require.LessOrEqual(t, writes, 60, // TestReview36y_FenceOnDeadBMCStatusChurn's bound
+				"%s, the host off (ground truth), its BMC null for good but taking every call: %d Status writes and %d ForceOffs in an hour (the accepted ForceOff repeated every ReissueAfter, ActingSince written around each), for as long as the host is kept off",
+				name, writes, offs)
+		})
+	}
 }
 
 // transitioningMostOfPeriod is nullMostOfPeriod reading Transitioning
