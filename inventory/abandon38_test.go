@@ -21,14 +21,7 @@ import (
 // cut-off).
 func TestAbandonedMidCycleTakenBackAfterCutOff(t *testing.T) {
 	w, ids := newWorld(t, 1, 1)
-	b := w.bmcs[ids[0]]
-	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, SoftDelay: 40 * time.Second})
-	w.open()
-	defer func() { w.close() }()
-	w.newPlan()
-	for i := 0; i < 120 && len(b.offs) == 0; i++ {
-		w.run(ids, time.Second)
-	}
+	b := w.softOffSent(t, ids, fake.PowerConfig{Lag: time.Second, SoftDelay: 40 * time.Second})
 	require.Len(t, b.offs, 1, "cn0's soft power-off was sent")
 	require.NoError(t, b.offs[0].err, "and accepted")
 	b.mode = bmcOffHung
@@ -55,14 +48,7 @@ func TestAbandonedMidCycleTakenBackAfterCutOff(t *testing.T) {
 // left off for good, abandoned by nobody and reconciled by nobody.
 func TestTakenBackOffServerPoweredOnWhenNewJobCancelled(t *testing.T) {
 	w, ids := newWorld(t, 1, 1)
-	b := w.bmcs[ids[0]]
-	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, SoftDelay: 20 * time.Second})
-	w.open()
-	defer func() { w.close() }()
-	w.newPlan()
-	for i := 0; i < 120 && len(b.offs) == 0; i++ {
-		w.run(ids, time.Second)
-	}
+	b := w.softOffSent(t, ids, fake.PowerConfig{Lag: time.Second, SoftDelay: 20 * time.Second})
 	require.Len(t, b.offs, 1, "cn0's soft power-off was sent")
 	require.NoError(t, w.f.Abandon("cn0", w.plans[0], "by alice"))
 	w.run(ids, w.f.opts.ShutdownMax+time.Minute)

@@ -29,14 +29,7 @@ func TestMayBeOffSlotHeldUntilShutdownCanLand(t *testing.T) {
 	w, ids := newWorld(t, 2, 1)
 	w.cfg.JobTimeout = time.Minute
 	w.budget = 1 // cn0's failure does not stop the plan
-	b := w.bmcs[ids[0]]
-	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, SoftDelay: 104 * time.Second})
-	w.open()
-	defer func() { w.close() }()
-	w.newPlan()
-	for i := 0; i < 120 && len(b.offs) == 0; i++ {
-		w.run(ids, time.Second)
-	}
+	b := w.softOffSent(t, ids, fake.PowerConfig{Lag: time.Second, SoftDelay: 104 * time.Second})
 	require.Len(t, b.offs, 1, "cn0's soft power-off was sent")
 	require.NoError(t, b.offs[0].err, "and accepted")
 	softAt := w.clk.Real()
@@ -88,14 +81,7 @@ func TestMayBeOffSlotHeldUntilShutdownCanLand(t *testing.T) {
 func TestMayBeOffCycleDroppedOnceShutdownCannotLand(t *testing.T) {
 	w, ids := newWorld(t, 1, 1)
 	w.cfg.JobTimeout = time.Minute
-	b := w.bmcs[ids[0]]
-	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, IgnoreSoft: true})
-	w.open()
-	defer func() { w.close() }()
-	w.newPlan()
-	for i := 0; i < 120 && len(b.offs) == 0; i++ {
-		w.run(ids, time.Second)
-	}
+	b := w.softOffSent(t, ids, fake.PowerConfig{Lag: time.Second, IgnoreSoft: true})
 	require.NotEmpty(t, b.offs, "cn0's soft power-off was sent")
 	b.mode = bmcOffHung
 	var offsAtEnd int

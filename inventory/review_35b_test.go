@@ -3,13 +3,8 @@ package inventory
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/rebootkit/rebootkit/fake"
-	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,29 +22,7 @@ import (
 // root cause in kube (content, not source); the inventory kept it. Ground
 // truth: the emulator's login log.
 func TestReview35_PerServerPasswordFilesShareNoSession(t *testing.T) {
-	ca, err := redfishtest.NewCA()
-	require.NoError(t, err)
-	bmc := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", "inventory-Pw1")
-	for i := 2; i <= 4; i++ {
-		bmc.AddSystem(fmt.Sprint(i), fake.NewPower(time.Now, fake.PowerConfig{}))
-	}
-	srv := bmc.StartTLSWithCA(ca)
-	defer srv.Close()
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.pem")
-	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
-	doc := "servers:\n"
-	for i := 1; i <= 4; i++ {
-		pw := filepath.Join(dir, fmt.Sprintf("blade-%d.pw", i))
-		require.NoError(t, os.WriteFile(pw, []byte("inventory-Pw1\n"), 0o600))
-		doc += fmt.Sprintf("  - uuid: blade-%d\n    bmc: {redfish: %q, system: \"%d\", username: admin, password_file: %q, ca_file: %q}\n    health: {tcp: \"127.0.0.1:22\"}\n",
-			i, srv.URL, i, pw, caFile)
-	}
-	inv, err := Parse([]byte(doc))
-	require.NoError(t, err)
-	f, err := OpenFleet(inv, filepath.Join(dir, "state.db"), Options{CallTimeout: 5 * time.Second})
-	require.NoError(t, err)
-	defer f.Close()
+	f, bmc := bladeFleet(t, "inventory-Pw1", "inventory-Pw1")
 
 	ctx := context.Background()
 	refused := 0
@@ -83,29 +56,7 @@ func TestReview35_PerServerPasswordFilesShareNoSession(t *testing.T) {
 // after) — the pace at which BMCs lock the account for everyone. Ground
 // truth: the emulator's login log (the credentials' fingerprint).
 func TestReview35_SameWrongPasswordPerServerFilesLogsInPerServer(t *testing.T) {
-	ca, err := redfishtest.NewCA()
-	require.NoError(t, err)
-	bmc := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", "inventory-Pw2")
-	for i := 2; i <= 4; i++ {
-		bmc.AddSystem(fmt.Sprint(i), fake.NewPower(time.Now, fake.PowerConfig{}))
-	}
-	srv := bmc.StartTLSWithCA(ca)
-	defer srv.Close()
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.pem")
-	require.NoError(t, os.WriteFile(caFile, ca.PEM(), 0o600))
-	doc := "servers:\n"
-	for i := 1; i <= 4; i++ {
-		pw := filepath.Join(dir, fmt.Sprintf("blade-%d.pw", i))
-		require.NoError(t, os.WriteFile(pw, []byte("inventory-OLD\n"), 0o600))
-		doc += fmt.Sprintf("  - uuid: blade-%d\n    bmc: {redfish: %q, system: \"%d\", username: admin, password_file: %q, ca_file: %q}\n    health: {tcp: \"127.0.0.1:22\"}\n",
-			i, srv.URL, i, pw, caFile)
-	}
-	inv, err := Parse([]byte(doc))
-	require.NoError(t, err)
-	f, err := OpenFleet(inv, filepath.Join(dir, "state.db"), Options{CallTimeout: 5 * time.Second})
-	require.NoError(t, err)
-	defer f.Close()
+	f, bmc := bladeFleet(t, "inventory-Pw2", "inventory-OLD")
 
 	ctx := context.Background()
 	for i := 1; i <= 4; i++ {

@@ -24,14 +24,7 @@ import (
 func TestReview38_AbandonDuringMayBeOffWindow(t *testing.T) {
 	w, ids := newWorld(t, 3, 1)
 	w.budget = 3
-	b := w.bmcs[ids[0]]
-	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, SoftDelay: 40 * time.Second})
-	w.open()
-	defer func() { w.close() }()
-	w.newPlan()
-	for i := 0; i < 120 && len(b.offs) == 0; i++ {
-		w.run(ids, time.Second)
-	}
+	b := w.softOffSent(t, ids, fake.PowerConfig{Lag: time.Second, SoftDelay: 40 * time.Second})
 	require.Len(t, b.offs, 1, "cn0's soft power-off was sent")
 	require.NoError(t, b.offs[0].err, "and accepted")
 	require.True(t, b.p.HardwareOn(), "cn0 still runs")
@@ -60,14 +53,7 @@ func TestReview38_PowerOffAfterJobTimedOutWhileUndraining(t *testing.T) {
 	w.cmdMode, w.drained = map[string]int{}, map[string]bool{}
 	w.inv.Servers[0].Drain = []string{"drain", id}
 	w.inv.Servers[0].Undrain = []string{"undrain", id}
-	b := w.bmcs[id]
-	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, IgnoreSoft: true})
-	w.open()
-	defer func() { w.close() }()
-	w.newPlan()
-	for i := 0; i < 120 && len(b.offs) == 0; i++ {
-		w.run(ids, time.Second)
-	}
+	b := w.softOffSent(t, ids, fake.PowerConfig{Lag: time.Second, IgnoreSoft: true})
 	require.Len(t, b.offs, 1, "cn0's soft power-off was sent")
 	require.NoError(t, b.offs[0].err, "and accepted")
 	b.mode = bmcOffBusy
@@ -143,14 +129,7 @@ func TestReview38_HeadnodeServicesUpWhileItsShutdownMayLand(t *testing.T) {
 	w, ids := newWorld(t, 1, 1)
 	w.cfg.JobTimeout = time.Minute
 	w.inv.Servers[0].Headnode = true
-	b := w.bmcs[ids[0]]
-	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, SoftDelay: 100 * time.Second})
-	w.open()
-	defer func() { w.close() }()
-	w.newPlan()
-	for i := 0; i < 120 && len(b.offs) == 0; i++ {
-		w.run(ids, time.Second)
-	}
+	b := w.softOffSent(t, ids, fake.PowerConfig{Lag: time.Second, SoftDelay: 100 * time.Second})
 	require.Len(t, b.offs, 1, "the headnode's soft power-off was sent")
 	require.NoError(t, b.offs[0].err, "and accepted")
 	b.mode = bmcOffHung

@@ -95,14 +95,7 @@ func TestReview38_TakeBackAtCutOffFreesSlotBeforeOffLandedIsSeen(t *testing.T) {
 func TestReview38_AbandonedCycleCountsDownAfterEveryRestart(t *testing.T) {
 	w, ids := newWorld(t, 3, 1)
 	w.budget = 3
-	b := w.bmcs[ids[0]]
-	b.p = fake.NewPower(w.clk.Real, fake.PowerConfig{Lag: time.Second, SoftDelay: 40 * time.Second})
-	w.open()
-	defer func() { w.close() }()
-	w.newPlan()
-	for i := 0; i < 120 && len(b.offs) == 0; i++ {
-		w.run(ids, time.Second)
-	}
+	b := w.softOffSent(t, ids, fake.PowerConfig{Lag: time.Second, SoftDelay: 40 * time.Second})
 	require.Len(t, b.offs, 1, "cn0's soft power-off was sent")
 	require.NoError(t, b.offs[0].err, "and accepted")
 	b.mode = bmcOffHung

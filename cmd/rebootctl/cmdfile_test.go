@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,25 +16,7 @@ import (
 // the executor's store (lockedStore) on it, and the fake fleet.
 func cmdFileWorld(t *testing.T) (*env, *fake.Fleet, *fake.Clock) {
 	t.Helper()
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	fs := make([]fake.FleetServer, 3)
-	for i := range fs {
-		fs[i] = fake.FleetServer{UUID: "u" + string(rune('0'+i)), Hostname: "cn" + string(rune('0'+i)), Platform: "1",
-			Queue: time.Second, Drain: time.Second, Shutdown: time.Second, Boot: time.Minute, Services: time.Second}
-	}
-	fleet := fake.NewFleet(clk.Now, "", fs...)
-	p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "p1", Target: "2", Select: plan.SelectAll,
-		Concurrency: plan.Count(1), CreatedAt: clk.Now()})
-	require.NoError(t, err)
-	p, err = plan.Run(p)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "plans.db")
-	bs, err := plan.OpenBolt(path)
-	require.NoError(t, err)
-	require.NoError(t, bs.Create(ctx, p))
-	require.NoError(t, bs.Close())
-	return &env{ctx: ctx, store: path}, fleet, clk
+	return storeWorld(t, quickServers(3, "%d"), plan.Count(1), "")
 }
 
 // TestCommandFileLandsWithoutTheStore (issue 37 point A1, bbolt; review

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -47,19 +46,11 @@ func TestReview37o_ExecutorStoreReadsWholePlanEvery16Jobs(t *testing.T) {
 	}
 	const n = 20_000
 	ctx := context.Background()
-	fs := make([]fake.FleetServer, n)
-	for i := range fs {
-		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%06d", i), Hostname: fmt.Sprintf("cn%06d", i), Platform: "1",
-			Queue: 5 * time.Second, Drain: 10 * time.Second, Shutdown: 5 * time.Second, Boot: time.Minute, Services: 20 * time.Second}
-	}
+	fs := bigServers(n)
 	pass := func(direct bool) (time.Duration, int, int) {
 		clk := fake.NewClock(time.Time{})
 		fleet := fake.NewFleet(clk.Now, "", fs...)
-		p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "big", Target: "2", Select: plan.SelectAll,
-			Concurrency: plan.Count(n / 20), CreatedAt: clk.Now()})
-		require.NoError(t, err)
-		p, err = plan.Run(p)
-		require.NoError(t, err)
+		p := newPlan37(t, fleet.Servers(), "big", plan.Count(n/20), clk.Now(), true)
 		path := filepath.Join(t.TempDir(), "plans.db")
 		bs, err := plan.OpenBolt(path)
 		require.NoError(t, err)
@@ -108,23 +99,7 @@ func TestReview37o_StopWaitsForWholePlanReads(t *testing.T) {
 	const n = 100_000
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fs := make([]fake.FleetServer, n)
-	for i := range fs {
-		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%06d", i), Hostname: fmt.Sprintf("cn%06d", i), Platform: "1",
-			Queue: 5 * time.Second, Drain: 10 * time.Second, Shutdown: 5 * time.Second, Boot: time.Minute, Services: 20 * time.Second}
-	}
-	clk := fake.NewClock(time.Time{})
-	fleet := fake.NewFleet(clk.Now, "", fs...)
-	p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "big", Target: "2", Select: plan.SelectAll,
-		Concurrency: plan.Count(n / 20), CreatedAt: clk.Now()})
-	require.NoError(t, err)
-	p, err = plan.Run(p)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "plans.db")
-	bs, err := plan.OpenBolt(path)
-	require.NoError(t, err)
-	require.NoError(t, bs.Create(ctx, p))
-	require.NoError(t, bs.Close())
+	clk, fleet, path := bigStore(t, ctx, n, plan.Count(n/20), 0)
 	e := &env{ctx: ctx, store: path}
 	// Control: the same command with no executor running.
 	quiet := time.Now()

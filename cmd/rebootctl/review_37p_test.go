@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
 )
 
@@ -79,29 +76,7 @@ func stopLandsWhileExecutorRuns(t *testing.T, percent int) {
 	flying := n * percent / 100
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fs := make([]fake.FleetServer, n)
-	for i := range fs {
-		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%06d", i), Hostname: fmt.Sprintf("cn%06d", i), Platform: "1",
-			Queue: 5 * time.Second, Drain: 10 * time.Second, Shutdown: 5 * time.Second, Boot: time.Minute, Services: 20 * time.Second}
-	}
-	clk := fake.NewClock(time.Time{})
-	fleet := fake.NewFleet(clk.Now, "", fs...)
-	p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "big", Target: "2", Select: plan.SelectAll,
-		Concurrency: plan.Percent(percent), CreatedAt: clk.Now()})
-	require.NoError(t, err)
-	p, err = plan.Run(p)
-	require.NoError(t, err)
-	at := clk.Now()
-	for i := 0; i < flying; i++ {
-		r := &p.Reboots[i]
-		r.Step, r.StepSince, r.JobUUID, r.JobCreatedAt, r.AskedAt = plan.StepJob, &at, plan.JobUUID(p, r.ServerUUID), &at, &at
-		require.NoError(t, fleet.CreateJob(ctx, plan.Action{Kind: plan.ActionCreateJob, Server: r.ServerUUID, JobUUID: r.JobUUID, PlanUUID: p.UUID, Drain: true}))
-	}
-	path := filepath.Join(t.TempDir(), "plans.db")
-	bs, err := plan.OpenBolt(path)
-	require.NoError(t, err)
-	require.NoError(t, bs.Create(ctx, p))
-	require.NoError(t, bs.Close())
+	clk, fleet, path := bigStore(t, ctx, n, plan.Percent(percent), flying)
 	e := &env{ctx: ctx, store: path}
 	var longest time.Duration
 	var loaded int
@@ -137,7 +112,7 @@ func stopLandsWhileExecutorRuns(t *testing.T, percent int) {
 	}
 	cancel()
 	<-done
-	bs, err = plan.OpenBolt(path)
+	bs, err := plan.OpenBolt(path)
 	require.NoError(t, err)
 	h, err := bs.GetHead(context.Background(), "big")
 	require.NoError(t, err)

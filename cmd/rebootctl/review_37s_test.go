@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,25 +19,7 @@ import (
 // and its clock.
 func review37sWorld(t *testing.T, n int) (*env, *fake.Fleet, *fake.Clock) {
 	t.Helper()
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	fs := make([]fake.FleetServer, n)
-	for i := range fs {
-		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
-			Queue: time.Second, Drain: time.Second, Shutdown: time.Second, Boot: time.Minute, Services: time.Second}
-	}
-	fleet := fake.NewFleet(clk.Now, "", fs...)
-	p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "p1", Target: "2", Select: plan.SelectAll,
-		Concurrency: plan.Count(n), CreatedAt: clk.Now()})
-	require.NoError(t, err)
-	p, err = plan.Run(p)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "plans.db")
-	bs, err := plan.OpenBolt(path)
-	require.NoError(t, err)
-	require.NoError(t, bs.Create(ctx, p))
-	require.NoError(t, bs.Close())
-	return &env{ctx: ctx, store: path}, fleet, clk
+	return storeWorld(t, quickServers(n, "%03d"), plan.Count(n), "")
 }
 
 // TestReview37s_InvalidUUIDCommandWedgesStore: an operator's typo

@@ -5,8 +5,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,36 +31,18 @@ import (
 // denied), until someone chowns the file: the operators cannot stop
 // their plan. Ground truth: rebootctl run with the operator's uid.
 func TestReview37u_GroupOperatorLockedOutAfterExecutorApplies(t *testing.T) {
-	const svc, nogroup, ops, op = 65534, 65534, 4242, 4343
 	if os.Getuid() != 0 {
 		t.Skip("needs root, to act as the service user and the operator")
 	}
-	e, _, _ := review37sWorld(t, 3)
-	dir := filepath.Dir(e.store)
-	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
-	require.NoError(t, os.Chown(dir, svc, ops))
-	require.NoError(t, os.Chmod(dir, 0o770))
-	require.NoError(t, os.Chown(e.store, svc, ops))
-	require.NoError(t, os.Chmod(e.store, 0o660))
-	bin := filepath.Join(filepath.Dir(dir), "rebootctl")
-	b, err := os.ReadFile(binary)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(bin, b, 0o755))
-	cmdAs := func(ctx context.Context, cred *syscall.Credential, args ...string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Env = append(os.Environ(), "REBOOTCTL_STORE="+e.store, "HOME="+dir)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		return cmd
-	}
-	service := &syscall.Credential{Uid: svc, Gid: nogroup, Groups: []uint32{}}
-	operator := &syscall.Credential{Uid: op, Gid: op, Groups: []uint32{ops}}
+	g := newGroupWorld(t, 0o770)
+	e := g.e
 
 	// The executor holds the store (a long write) while the operator's
 	// stop lands; the operator's rebootctl is interrupted while it waits.
 	hold, err := plan.OpenBolt(e.store)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	stop := cmdAs(ctx, operator, "plan", "stop", "p1")
+	stop := g.command(ctx, g.operator, "plan", "stop", "p1")
 	require.NoError(t, stop.Start())
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -79,15 +59,15 @@ func TestReview37u_GroupOperatorLockedOutAfterExecutorApplies(t *testing.T) {
 
 	// The executor's next open applies it (plan show opens the store as
 	// the executor does).
-	out, err := cmdAs(context.Background(), service, "plan", "show", "p1").CombinedOutput()
+	out, err := g.command(context.Background(), g.service, "plan", "show", "p1").CombinedOutput()
 	require.NoError(t, err, "the service user opens its store:\n%s", out)
 	if fi, err := os.Stat(cmdFilePath(e.store)); err == nil {
 		st := fi.Sys().(*syscall.Stat_t)
 		t.Logf("FILE.commands after the executor applied the stop: uid %d gid %d mode %v", st.Uid, st.Gid, fi.Mode().Perm())
 	}
-	out, err = cmdAs(context.Background(), operator, "plan", "run", "p1").CombinedOutput()
+	out, err = g.command(context.Background(), g.operator, "plan", "run", "p1").CombinedOutput()
 	assert.NoError(t, err, "an operator of group ops runs p1 again after the executor applied the group's stop:\n%s", out)
-	out, err = cmdAs(context.Background(), operator, "plan", "stop", "p1").CombinedOutput()
+	out, err = g.command(context.Background(), g.operator, "plan", "stop", "p1").CombinedOutput()
 	assert.NoError(t, err, "an operator of group ops stops p1:\n%s", out)
 }
 
@@ -105,33 +85,14 @@ func TestReview37u_GroupOperatorLockedOutAfterExecutorApplies(t *testing.T) {
 // command (saying why) rather than leave files the store's owner cannot
 // open. Ground truth: rebootctl run with the service user's uid.
 func TestReview37u_GroupOperatorStopHaltsExecutorOpenDir(t *testing.T) {
-	const svc, nogroup, ops, op = 65534, 65534, 4242, 4343
 	if os.Getuid() != 0 {
 		t.Skip("needs root, to act as the service user and the operator")
 	}
-	e, _, _ := review37sWorld(t, 3)
-	dir := filepath.Dir(e.store)
-	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
-	require.NoError(t, os.Chown(dir, svc, ops))
-	require.NoError(t, os.Chmod(dir, 0o775))
-	require.NoError(t, os.Chown(e.store, svc, ops))
-	require.NoError(t, os.Chmod(e.store, 0o660))
-	bin := filepath.Join(filepath.Dir(dir), "rebootctl")
-	b, err := os.ReadFile(binary)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(bin, b, 0o755))
-	as := func(cred *syscall.Credential, args ...string) ([]byte, error) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "REBOOTCTL_STORE="+e.store, "HOME="+dir)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		return cmd.CombinedOutput()
-	}
-	service := &syscall.Credential{Uid: svc, Gid: nogroup, Groups: []uint32{}}
-	operator := &syscall.Credential{Uid: op, Gid: op, Groups: []uint32{ops}}
-	out, err := as(service, "plan", "show", "p1")
+	g := newGroupWorld(t, 0o775)
+	out, err := g.as(g.service, "plan", "show", "p1")
 	require.NoError(t, err, "the service user reads its store before the stop:\n%s", out)
-	out, err = as(operator, "plan", "stop", "p1")
+	out, err = g.as(g.operator, "plan", "stop", "p1")
 	t.Logf("the operator's stop: err %v\n%s", err, out)
-	out, err = as(service, "plan", "show", "p1")
-	assert.NoError(t, err, "the service user (uid %d) opens its store after a stop given by an operator of the store's group:\n%s", svc, out)
+	out, err = g.as(g.service, "plan", "show", "p1")
+	assert.NoError(t, err, "the service user (uid %d) opens its store after a stop given by an operator of the store's group:\n%s", groupSvc, out)
 }

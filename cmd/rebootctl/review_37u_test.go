@@ -97,23 +97,13 @@ func TestReview37u_ForeignSideFileStartsPlan(t *testing.T) {
 	const svc, mallory = 65534, 4545
 	ctx := context.Background()
 	clk := fake.NewClock(time.Time{})
-	fs := make([]fake.FleetServer, 3)
-	for i := range fs {
-		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
-			Queue: time.Second, Drain: time.Second, Shutdown: time.Second, Boot: time.Minute, Services: time.Second}
-	}
-	fleet := fake.NewFleet(clk.Now, "", fs...)
-	p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "p1", Target: "2", Select: plan.SelectAll,
-		Concurrency: plan.Count(3), CreatedAt: clk.Now()})
-	require.NoError(t, err)
+	fleet := fake.NewFleet(clk.Now, "", quickServers(3, "%03d")...)
+	p := newPlan37(t, fleet.Servers(), "p1", plan.Count(3), clk.Now(), false)
 	dir := filepath.Join(t.TempDir(), "tmp")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	require.NoError(t, os.Chmod(dir, os.ModeSticky|0o777)) // as /tmp
 	path := filepath.Join(dir, "rebootctl.db")
-	bs, err := plan.OpenBolt(path)
-	require.NoError(t, err)
-	require.NoError(t, bs.Create(ctx, p)) // plan create: created, not run
-	require.NoError(t, bs.Close())
+	createStore(t, ctx, path, p) // plan create: created, not run
 	require.NoError(t, os.Chown(path, svc, svc))
 	require.NoError(t, os.Chmod(path, 0o600))
 	e := &env{ctx: ctx, store: path}
@@ -175,25 +165,9 @@ func (f *freezeCount) FreezeShard(ctx context.Context) error {
 // reboot starts after a stop or cancel has landed". Ground truth: the
 // fake fleet's freezes asked for.
 func TestReview37u_ShardFrozenAfterStopLanded(t *testing.T) {
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	fs := make([]fake.FleetServer, 3)
-	for i := range fs {
-		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
-			Queue: time.Second, Drain: time.Second, Shutdown: time.Second, Boot: time.Minute, Services: time.Second}
-	}
-	fleet := &freezeCount{Fleet: fake.NewFleet(clk.Now, "u000", fs...)}
-	p, _, err := plan.Create(fleet.Servers(), plan.CreateOptions{UUID: "p1", Target: "2", Select: plan.SelectAll,
-		Concurrency: plan.Count(3), CreatedAt: clk.Now()})
-	require.NoError(t, err)
-	p, err = plan.Run(p)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "plans.db")
-	bs, err := plan.OpenBolt(path)
-	require.NoError(t, err)
-	require.NoError(t, bs.Create(ctx, p))
-	require.NoError(t, bs.Close())
-	e := &env{ctx: ctx, store: path}
+	e, fake0, clk := storeWorld(t, quickServers(3, "%03d"), plan.Count(3), "u000")
+	ctx, path := e.ctx, e.store
+	fleet := &freezeCount{Fleet: fake0}
 	st := &stopAfterSave{lockedStore: lockedStore{e}, t: t, ops: &env{ctx: ctx, store: path}}
 	ex := &plan.Executor{Fleet: fleet, Store: st, Now: clk.Now}
 	_, _ = ex.Pass(ctx, "p1")

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -87,12 +86,7 @@ func TestReview37v_DirectStopFollowedBy15Jobs(t *testing.T) {
 	const svc, ops = 65534, 4242
 	e, fleet, clk := review37sWorld(t, 20)
 	e.errw = &bytes.Buffer{}
-	dir := filepath.Dir(e.store)
-	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
-	require.NoError(t, os.Chown(dir, svc, ops))
-	require.NoError(t, os.Chmod(dir, 0o775))
-	require.NoError(t, os.Chown(e.store, svc, ops))
-	require.NoError(t, os.Chmod(e.store, 0o660))
+	shareStore(t, e.store, svc, ops, 0o775)
 	var msg bytes.Buffer
 	opsEnv := &env{ctx: e.ctx, store: e.store, errw: &msg} // the operator's own process
 	f := &directStopDuringPass{Fleet: fleet, t: t, ops: opsEnv}
@@ -145,12 +139,7 @@ func TestReview37v_ForeignSideFileLocksOutStop(t *testing.T) {
 	ops := &env{ctx: e.ctx, store: e.store, errw: &bytes.Buffer{}} // the operator (sudo)
 	_, err := ops.operatorCommand("stop", "p1")
 	assert.NoError(t, err, "the operator's stop, with another user's FILE.commands next to the store")
-	bs, oerr := plan.OpenBolt(e.store) // the store itself, no side file applied
-	require.NoError(t, oerr)
-	h, herr := bs.GetHead(e.ctx, "p1")
-	require.NoError(t, bs.Close())
-	require.NoError(t, herr)
-	assert.Equal(t, plan.StateStopped, h.State, "the plan's state in the store after the operator's stop")
+	assert.Equal(t, plan.StateStopped, storeState(t, e.store, "p1"), "the plan's state in the store after the operator's stop") // the store itself, no side file applied
 }
 
 // TestReview37v_ForeignSideFileStallsExecutor: the same file keeps the
@@ -196,12 +185,7 @@ func TestReview37v_ForeignLockFileHeldLocksOutStop(t *testing.T) {
 	ops := &env{ctx: e.ctx, store: e.store, errw: &bytes.Buffer{}} // the operator (sudo)
 	_, err = ops.operatorCommand("stop", "p1")
 	assert.NoError(t, err, "the operator's stop, with another user holding FILE.commands.lock")
-	bs, oerr := plan.OpenBolt(e.store)
-	require.NoError(t, oerr)
-	h, herr := bs.GetHead(e.ctx, "p1")
-	require.NoError(t, bs.Close())
-	require.NoError(t, herr)
-	assert.Equal(t, plan.StateStopped, h.State, "the plan's state in the store after the operator's stop")
+	assert.Equal(t, plan.StateStopped, storeState(t, e.store, "p1"), "the plan's state in the store after the operator's stop")
 }
 
 // TestReview37v_ServiceExecutorStallsOnRootCommand: the store is the
@@ -225,37 +209,11 @@ func TestReview37v_ServiceExecutorStallsOnRootCommand(t *testing.T) {
 		t.Skip("needs root, to act as the service user and the operator")
 	}
 	const svc, nogroup, ops = 65534, 65534, 4242
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	fs := make([]fake.FleetServer, 6)
-	for i := range fs {
-		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
-			Queue: time.Second, Drain: time.Second, Shutdown: time.Second, Boot: time.Minute, Services: time.Second}
-	}
-	fleet := fake.NewFleet(clk.Now, "", fs...)
-	path := filepath.Join(t.TempDir(), "plans.db")
-	bs, err := plan.OpenBolt(path)
-	require.NoError(t, err)
 	// Two running plans: p1 of u000-u002, p2 of u003-u005.
-	for i, uuid := range []string{"p1", "p2"} {
-		p, _, err := plan.Create(fleet.Servers()[3*i:3*i+3], plan.CreateOptions{UUID: uuid, Target: "2", Select: plan.SelectAll,
-			Concurrency: plan.Count(3), CreatedAt: clk.Now()})
-		require.NoError(t, err)
-		p, err = plan.Run(p)
-		require.NoError(t, err)
-		require.NoError(t, bs.Create(ctx, p))
-	}
-	require.NoError(t, bs.Close())
-	e := &env{ctx: ctx, store: path, errw: &bytes.Buffer{}}
-	dir := filepath.Dir(e.store)
-	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
-	require.NoError(t, os.Chown(dir, svc, ops))
-	require.NoError(t, os.Chmod(dir, 0o775))
-	require.NoError(t, os.Chown(e.store, svc, ops))
-	require.NoError(t, os.Chmod(e.store, 0o660))
+	e, fleet, clk := twoPlanWorld(t, svc, ops)
 
 	// sudo rebootctl plan stop p1, interrupted after it recorded the stop.
-	_, err = recordCommand(e.ctx, e.store, "p1", "stop", time.Now().UTC())
+	_, err := recordCommand(e.ctx, e.store, "p1", "stop", time.Now().UTC())
 	require.NoError(t, err)
 
 	var perr error
@@ -281,50 +239,19 @@ func TestReview37v_GroupOperatorLockedOutByRootCommand(t *testing.T) {
 		t.Skip("needs root, to act as the service user and the operator")
 	}
 	const svc, ops, op = 65534, 4242, 4343
-	ctx := context.Background()
-	clk := fake.NewClock(time.Time{})
-	fs := make([]fake.FleetServer, 6)
-	for i := range fs {
-		fs[i] = fake.FleetServer{UUID: fmt.Sprintf("u%03d", i), Hostname: fmt.Sprintf("cn%03d", i), Platform: "1",
-			Queue: time.Second, Drain: time.Second, Shutdown: time.Second, Boot: time.Minute, Services: time.Second}
-	}
-	fleet := fake.NewFleet(clk.Now, "", fs...)
-	path := filepath.Join(t.TempDir(), "plans.db")
-	bs, err := plan.OpenBolt(path)
-	require.NoError(t, err)
 	// Two running plans: p1 of u000-u002, p2 of u003-u005.
-	for i, uuid := range []string{"p1", "p2"} {
-		p, _, err := plan.Create(fleet.Servers()[3*i:3*i+3], plan.CreateOptions{UUID: uuid, Target: "2", Select: plan.SelectAll,
-			Concurrency: plan.Count(3), CreatedAt: clk.Now()})
-		require.NoError(t, err)
-		p, err = plan.Run(p)
-		require.NoError(t, err)
-		require.NoError(t, bs.Create(ctx, p))
-	}
-	require.NoError(t, bs.Close())
-	e := &env{ctx: ctx, store: path, errw: &bytes.Buffer{}}
-	dir := filepath.Dir(e.store)
-	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
-	require.NoError(t, os.Chown(dir, svc, ops))
-	require.NoError(t, os.Chmod(dir, 0o775))
-	require.NoError(t, os.Chown(e.store, svc, ops))
-	require.NoError(t, os.Chmod(e.store, 0o660))
+	e, _, _ := twoPlanWorld(t, svc, ops)
 
 	// sudo rebootctl plan stop p1, interrupted after it recorded the stop.
-	_, err = recordCommand(e.ctx, e.store, "p1", "stop", time.Now().UTC())
+	_, err := recordCommand(e.ctx, e.store, "p1", "stop", time.Now().UTC())
 	require.NoError(t, err)
 
 	asUser(t, op, op, []int{ops}, func() {
-		ops := &env{ctx: ctx, store: path, errw: &bytes.Buffer{}}
+		ops := &env{ctx: e.ctx, store: e.store, errw: &bytes.Buffer{}}
 		_, err = ops.operatorCommand("stop", "p2")
 	})
 	assert.NoError(t, err, "the group operator's stop of p2 after root recorded a stop of p1")
-	bs, err = plan.OpenBolt(path)
-	require.NoError(t, err)
-	h, herr := bs.GetHead(ctx, "p2")
-	require.NoError(t, bs.Close())
-	require.NoError(t, herr)
-	assert.Equal(t, plan.StateStopped, h.State, "p2's state in the store after the group operator's stop")
+	assert.Equal(t, plan.StateStopped, storeState(t, e.store, "p2"), "p2's state in the store after the group operator's stop")
 }
 
 // TestReview37v_ExecutorFleetFileFollowsSymlink: round 19 made the store
@@ -347,12 +274,7 @@ func TestReview37v_ExecutorFleetFileFollowsSymlink(t *testing.T) {
 	}
 	const ops, op = 4242, 4343
 	e, _, _ := review37sWorld(t, 1)
-	dir := filepath.Dir(e.store)
-	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
-	require.NoError(t, os.Chown(dir, 0, ops))
-	require.NoError(t, os.Chmod(dir, 0o2770))
-	require.NoError(t, os.Chown(e.store, 0, ops))
-	require.NoError(t, os.Chmod(e.store, 0o660))
+	shareStore(t, e.store, 0, ops, 0o2770)
 	secret := filepath.Join(t.TempDir(), "sudoers.d")
 	require.NoError(t, os.Mkdir(secret, 0o700)) // root's only
 	target := filepath.Join(secret, "zz-rebootctl")

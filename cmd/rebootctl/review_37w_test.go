@@ -127,30 +127,11 @@ func TestReview37w_ReplayAfter100CommandsUndoesStop(t *testing.T) {
 		t.Skip("needs root, to act as the service user and an operator of its group")
 	}
 	const svc, nogroup, ops, op = 65534, 65534, 4242, 4343
-	e, _, _ := review37sWorld(t, 3)
-	e.errw = &bytes.Buffer{}
-	dir := filepath.Dir(e.store)
-	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
-	require.NoError(t, os.Chown(dir, svc, ops))
-	require.NoError(t, os.Chmod(dir, 0o775))
-	require.NoError(t, os.Chown(e.store, svc, ops))
-	require.NoError(t, os.Chmod(e.store, 0o660))
-
 	// sudo rebootctl plan run p1, interrupted; the service executor's
 	// next open applies it and cannot rewrite the file.
-	_, err := recordCommand(e.ctx, e.store, "p1", "run", time.Now().UTC())
-	require.NoError(t, err)
-	executorOpen := func() {
-		asUser(t, svc, nogroup, []int{}, func() {
-			ex := &env{ctx: e.ctx, store: e.store, errw: &bytes.Buffer{}}
-			require.NoError(t, lockedStore{ex}.with(func(*plan.BoltStore) error { return nil }))
-		})
-	}
-	executorOpen()
-	c, err := readCmdFile(e.store)
-	require.NoError(t, err)
-	require.Len(t, c.Records, 1)
-	require.False(t, c.Records[0].Applied, "the service user could not rewrite the side file")
+	e, _ := unmarkedRunWorld(t, svc, nogroup, ops)
+	executorOpen := func() { executorOpenAs(t, e, svc, nogroup) }
+	requireOneUnmarked(t, e.store)
 
 	// The group's operators: stop and run p1 fifty times, then stop it.
 	asUser(t, op, op, []int{ops}, func() {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,29 +28,12 @@ func TestSideFiles_LateReplayNeverUndoesLaterStop(t *testing.T) {
 		t.Skip("needs root, to act as the service user and an operator of its group")
 	}
 	const svc, nogroup, ops, op = 65534, 65534, 4242, 4343
-	e, _, _ := review37sWorld(t, 3)
-	e.errw = &bytes.Buffer{}
-	dir := filepath.Dir(e.store)
-	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
-	require.NoError(t, os.Chown(dir, svc, ops))
-	require.NoError(t, os.Chmod(dir, 0o775))
-	require.NoError(t, os.Chown(e.store, svc, ops))
-	require.NoError(t, os.Chmod(e.store, 0o660))
-
-	// sudo rebootctl plan run p1 (running already), interrupted.
-	_, err := recordCommand(e.ctx, e.store, "p1", "run", time.Now().UTC())
-	require.NoError(t, err)
-	// The service executor's next open applies it (refused: p1 runs)
-	// and cannot rewrite the file.
-	asUser(t, svc, nogroup, []int{}, func() {
-		ex := &env{ctx: e.ctx, store: e.store, errw: &bytes.Buffer{}}
-		require.NoError(t, lockedStore{ex}.with(func(*plan.BoltStore) error { return nil }))
-		assert.Contains(t, ex.errw.(*bytes.Buffer).String(), "left as it is", "the executor says what it did")
-	})
-	c, err := readCmdFile(e.store)
-	require.NoError(t, err)
-	require.Len(t, c.Records, 1)
-	require.False(t, c.Records[0].Applied, "the service user could not rewrite the side file")
+	// sudo rebootctl plan run p1 (running already), interrupted. The
+	// service executor's next open applies it (refused: p1 runs) and
+	// cannot rewrite the file.
+	e, log := unmarkedRunWorld(t, svc, nogroup, ops)
+	assert.Contains(t, log.String(), "left as it is", "the executor says what it did")
+	requireOneUnmarked(t, e.store)
 	// An operator of the group stops p1: to the store directly.
 	time.Sleep(time.Millisecond)
 	asUser(t, op, op, []int{ops}, func() {
@@ -65,13 +47,8 @@ func TestSideFiles_LateReplayNeverUndoesLaterStop(t *testing.T) {
 	st, err := e.openStore()
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
-	bs, err := plan.OpenBolt(e.store)
-	require.NoError(t, err)
-	h, herr := bs.GetHead(e.ctx, "p1")
-	require.NoError(t, bs.Close())
-	require.NoError(t, herr)
-	assert.Equal(t, plan.StateStopped, h.State, "p1's state after a run recorded before the operator's stop was applied again")
-	c, err = readCmdFile(e.store)
+	assert.Equal(t, plan.StateStopped, storeState(t, e.store, "p1"), "p1's state after a run recorded before the operator's stop was applied again")
+	c, err := readCmdFile(e.store)
 	require.NoError(t, err)
 	require.Len(t, c.Records, 1)
 	assert.True(t, c.Records[0].Applied, "root marked it")
