@@ -82,7 +82,7 @@ type Status struct {
 	// repeated on a BMC that answers null now and then,
 	// TestReview36w_OfflineOffHostFlappingNullForceOffForEver) unless
 	// they last longer than SoftTimeout + StaleReads (Observed.UnsureFor:
-	// then again as the run doubles); an On reading, or such a run, begins a new episode
+	// then again every 2x(SoftTimeout + StaleReads)); an On reading, or such a run, begins a new episode
 	// of the enforcement (a new OfflineSince and Works count, soft
 	// first: TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). Zero
 	// while the enforcement's power-off is not known done.
@@ -124,8 +124,8 @@ type Status struct {
 	// (unknown, transitioning) for longer than SoftTimeout + StaleReads
 	// (Observed.UnsureFor): the host may have been powered on and the
 	// evidence cannot tell; the controller then sends a power-off that
-	// sets the power, hard, and again as the run doubles (at most an
-	// hour apart: someone may power it on later in the run)
+	// sets the power, hard, and again every 2x(SoftTimeout + StaleReads)
+	// while the run lasts (someone may power it on later in the run)
 	// (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff,
 	// TestReview36w_HeldHostOnNullNeverPoweredOff,
 	// TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver). Evidence for instants
@@ -1416,7 +1416,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		// (TestReview36w_OfflineOffHostFlappingNullForceOffForEver),
 		// unless such readings last for long: the host may have been
 		// powered on, and is held off by a power-off that sets the
-		// power, again as the run doubles (the heldOff rule).
+		// power, again every 2x(SoftTimeout + StaleReads) (the heldOff rule).
 		d.Reason = "off; held while Online is false"
 		d.RequeueAfter = c.PollInterval
 		if unsure {
@@ -1532,6 +1532,8 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 			d.Reason = "soft power-off under way: wait"
 			d.RequeueAfter = c.readBackoff(last, now)
 			return true
+		case a == ActionPowerOff && isUnsure(state):
+			delay = c.offRepeatWait(last)
 		default:
 			delay = c.ReissueAfter
 		}

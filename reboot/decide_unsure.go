@@ -120,8 +120,15 @@ func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Ti
 // (TestReview36x_FencedHostDeadBMCHammeredForEver); one busy answer
 // after a run of hours is tried again minutes later, not an hour later:
 // the back-off counts from the failures, not from the run's length
-// (TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour).
+// (TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour). An accepted
+// power-off powers nothing on: it answers the run for offRepeatCap
+// only, so that a held host someone powers on late in a long run is
+// powered off again within the bound the conformance kit checks
+// (TestReview36z_HeldHostPoweredOnLateInLongNullRunRunsAnHour).
 func (c Config) runBackoff(l Call, runAt time.Duration) time.Duration {
+	if l.Class == power.ClassNone && l.Action == ActionPowerOff {
+		return c.offRepeatCap()
+	}
 	if l.Class == power.ClassNone {
 		return min(max(runAt, 2*(c.SoftTimeout+c.StaleReads)), retryCap)
 	}
@@ -132,6 +139,27 @@ func (c Config) runBackoff(l Call, runAt time.Duration) time.Duration {
 // unsure readings (runBackoff): a BMC dead for good is tried at least
 // once an hour.
 const retryCap = time.Hour
+
+// offRepeatCap bounds the wait before an accepted power-off of a host
+// held off is repeated on unsure readings (runBackoff, and wait's
+// doubling ReissueAfter, offRepeatWait): 2x(SoftTimeout + StaleReads),
+// 7 minutes by default. A power-off powers nothing on, so it never waits
+// longer: a host powered on meanwhile is powered off again within about
+// that much.
+func (c Config) offRepeatCap() time.Duration {
+	return 2 * (c.SoftTimeout + c.StaleReads)
+}
+
+// offRepeatWait is how long an accepted power-off answers readings that
+// say neither On nor Off (wait): ReissueAfter doubled with every repeat
+// before it (Call.Repeats), at most offRepeatCap, so that a BMC that
+// reads null for good but carries out every call is not sent a
+// power-off (and its Status writes) every ReissueAfter for as long as
+// the host is kept off
+// (TestReview36z_OfflineNullSensorForceOffEveryMinuteForEver).
+func (c Config) offRepeatWait(l Call) time.Duration {
+	return min(c.ReissueAfter<<min(l.Repeats, 16), max(c.offRepeatCap(), c.ReissueAfter))
+}
 
 // offOver reports whether every power-off of ours that may have been
 // carried out (Observed.SinceOff: a previous process's, a lost one's

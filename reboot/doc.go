@@ -141,15 +141,18 @@
 //     restart is no power-on), when an OS in POST hears no soft
 //     power-off; an accepted soft power-off of the same work (Call.For)
 //     is not repeated while the readings show nothing, an accepted hard
-//     one every ReissueAfter, until an Off reading taken StaleReads after
+//     one after ReissueAfter doubled with each repeat, at most twice
+//     SoftTimeout + StaleReads apart
+//     (TestReview36z_OfflineNullSensorForceOffEveryMinuteForEver), until an Off reading taken StaleReads after
 //     the controller's last power-off and power-on shows it done
 //     (Status.OfflineOffSeen): from then on only an On reading begins a
 //     new episode, soft first, and unknown or transitioning readings send
 //     nothing unless they last longer than SoftTimeout + StaleReads
-//     (then a hard power-off, and another each time the run has doubled
-//     since the last, at most an hour apart: an accepted one answers the
-//     run for at least twice SoftTimeout + StaleReads, one that failed,
-//     was busy or timed out for at least RetryDelay and at most
+//     (then a hard power-off, and another twice SoftTimeout + StaleReads
+//     after an accepted one, which powers nothing on, so a host powered
+//     on late in a long run is powered off again within about that
+//     (TestReview36z_HeldHostPoweredOnLateInLongNullRunRunsAnHour); one that failed,
+//     was busy or timed out answers the run for at least RetryDelay and at most
 //     SoftTimeout + StaleReads doubled with each such answer in a row, so
 //     a dead BMC gets a few calls an hour, not one every RetryDelay, and
 //     one busy answer after a run of hours waits minutes, not an hour:
@@ -160,7 +163,8 @@
 //     TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce,
 //     TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour). A held
 //     host whose readings say neither On nor Off for that long is powered
-//     off hard the same way, again as the run doubles (someone may power
+//     off hard the same way, again every twice SoftTimeout + StaleReads
+//     while the run lasts (someone may power
 //     it on later in the run:
 //     TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver), and its
 //     Status.HoldBroken set (the evidence cannot tell whether it ran); a
