@@ -189,7 +189,10 @@ func (c Config) releasedOn(o Observed, run time.Duration, now time.Time) bool {
 // requests hold the host until they go), and a long run of
 // Transitioning readings that releasedOn answers. A reboot with a bare
 // request (Annotation) asks it only after its own power-off was
-// accepted (Observed.LastCall, for this reboot) and is over (offOver): a
+// accepted (Observed.LastCall, for this reboot), the run of
+// Transitioning readings began after it (runAfter: before, the readings
+// show nothing of it, and pending sends it again), and it is over
+// (offOver): a
 // BMC stuck reading Transitioning while the host is off never gives the
 // Off reading its evidence needs, and the reboot would stay pending,
 // the host off, for good
@@ -201,7 +204,20 @@ func (c Config) releasedPending(o Observed, run time.Duration, now time.Time, ha
 		return false
 	}
 	l := o.LastCall
-	return none || l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(o.Status.work())
+	return none || l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(o.Status.work()) &&
+		c.runAfter(run, l, now)
+}
+
+// runAfter reports whether the run of unsure readings (unsureRun, run
+// long now) began after call l returned (within Config.Precision, to
+// which Status.UnsureSince is truncated): the readings changed after it,
+// maybe because of it. A run that was under way before it shows nothing
+// of what the call did (a BMC stuck reading Transitioning while the host
+// runs, which accepts a ForceOff and drops it:
+// TestReview36z_BareRebootDoneWithoutPowerOff).
+func (c Config) runAfter(run time.Duration, l Call, now time.Time) bool {
+	since := now.Sub(l.At)
+	return since >= 0 && run <= since+c.Precision
 }
 
 // stuckOff sets d to power a held host off after a long run of unsure
