@@ -344,12 +344,22 @@ type Call struct {
 	// Repeats counts the calls of the same action and mode made right
 	// before this one (0 for the first): repeated power-offs back off.
 	Repeats int
-	// Fails counts the calls in a row, of any action, that were busy or
-	// failed, this one included (0 if it was accepted or refused
-	// otherwise): a pending power-off on a BMC that answers nothing backs
-	// off with it (Config.RetryDelay), and so does a call answering a
-	// long run of unsure readings (Observed.UnsureFor).
+	// Fails counts the calls in a row, of any action, that got no
+	// answer (a timeout, a lost connection), this one included; a call
+	// never sent (a Pool's back-off, power.ErrNotSent, ErrNotLeader)
+	// leaves it as it was, and any answer (accepted, or an error the BMC
+	// answered, a refused login included) or a power state read that got
+	// an answer sets it to 0: a pending power-off on a BMC that answers
+	// nothing backs off with it (Config.RetryDelay)
+	// (TestReview36z_NullSensorFenceWaitsLongAfterNetworkBack).
 	Fails int
+	// Errors counts the calls in a row, of any action, that were busy or
+	// failed, answered or not, this one included (0 if it was accepted
+	// or refused otherwise): a call answering a long run of unsure
+	// readings backs off with it (a BMC that answers every power-on of a
+	// running host with an error,
+	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay).
+	Errors int
 }
 
 // Work names what a power-off is decided for: a pending reboot (Reboot,
@@ -466,10 +476,11 @@ type Observed struct {
 	// reading, if that powers nothing off, and only once every
 	// power-off of ours is SoftTimeout + StaleReads old, SinceOff). A
 	// call answering the run answers it until the run has doubled since
-	// it, at most an hour: an accepted one at least twice SoftTimeout +
-	// StaleReads, one that failed, was busy or refused at least
+	// it, at most an hour: an accepted power-on at least twice
+	// SoftTimeout + StaleReads, an accepted power-off exactly that (it
+	// powers nothing on), one that failed, was busy or refused at least
 	// RetryDelay and at most SoftTimeout + StaleReads doubled with each
-	// such answer in a row (Call.Fails); then the rule calls again
+	// such answer in a row (Call.Errors); then the rule calls again
 	// (TestReview36x_FencedHostDeadBMCHammeredForEver,
 	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay,
 	// TestReview36y_ReleasedDroppedPowerOnOffForEver,
@@ -568,8 +579,8 @@ type Config struct {
 	// RetryDelay is how long to wait before retrying a power call that was
 	// busy or failed (one answering a long run of unsure readings backs
 	// off further, see Observed.UnsureFor; one made while the readings
-	// are unknown too doubles it with every such answer in a row, at
-	// most an hour, Call.Fails). Default 10 s.
+	// are unknown too doubles it with every call in a row that got no
+	// answer, at most an hour, Call.Fails). Default 10 s.
 	RetryDelay time.Duration
 	// PollInterval is how often to look again while waiting for the power
 	// state to change. Default 5 s.
@@ -1570,7 +1581,8 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 // deadBackoff is how long to wait before repeating a call that was busy
 // or failed while the BMC's readings are unknown too (a BMC that answers
 // nothing: a fence asked of a host whose rack lost its network): RetryDelay
-// doubled with every such answer in a row before it (Call.Fails), at
+// doubled with every call in a row before it that got no answer, none
+// answered since, nor a reading (Call.Fails), at
 // most retryCap, so that a dead BMC gets a few calls (and their Status
 // writes) an hour, not one every RetryDelay
 // (TestReview36y_FenceOnDeadBMCStatusChurn). The first try is never

@@ -115,7 +115,7 @@ func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Ti
 // reads Transitioning whatever it does would hold every soft reboot
 // back), RetryDelay for one that was busy or failed, which is tried again no
 // later than SoftTimeout + StaleReads doubled with every such answer in
-// a row before it (Call.Fails). A dead BMC whose every call times out
+// a row before it (Call.Errors). A dead BMC whose every call times out
 // is tried at run lengths about 1, 2, 4, 8... times the first
 // (TestReview36x_FencedHostDeadBMCHammeredForEver); one busy answer
 // after a run of hours is tried again minutes later, not an hour later:
@@ -132,7 +132,7 @@ func (c Config) runBackoff(l Call, runAt time.Duration) time.Duration {
 	if l.Class == power.ClassNone {
 		return min(max(runAt, 2*(c.SoftTimeout+c.StaleReads)), retryCap)
 	}
-	return min(max(runAt, c.RetryDelay), (c.SoftTimeout+c.StaleReads)<<min(max(l.Fails-1, 0), 16), retryCap)
+	return min(max(runAt, c.RetryDelay), (c.SoftTimeout+c.StaleReads)<<min(max(l.Errors-1, 0), 16), retryCap)
 }
 
 // retryCap bounds the back-off between calls answering one run of

@@ -71,7 +71,7 @@
 //     missing and Paused are unknown).
 //  2. Pass what you remember (in memory; zero after a restart is always
 //     safe): the outcome of your last power call for this host as
-//     Observed.LastCall (with Repeats, Fails, and For the Decision.For it was
+//     Observed.LastCall (with Repeats, Fails, Errors, and For the Decision.For it was
 //     made for), and, on a monotonic clock,
 //     Observed.QuietFor (since you last sent On to it, or since your
 //     process started, or since you first read a LastPoweredOn you did
@@ -124,12 +124,14 @@
 // a reading is not evidence by itself:
 //
 //   - Unknown (an error, null, missing, Paused) proves nothing. A power
-//     call answered busy or failed while the readings are unknown too (a
+//     call that was busy or failed while the readings are unknown too (a
 //     BMC that answers nothing) is tried again after RetryDelay doubled
-//     with each such answer in a row, at most an hour (Call.Fails), the
-//     BMC read every PollInterval meanwhile: the first try, and one after
-//     the BMC answers a reading again, wait RetryDelay only
-//     (TestReview36y_FenceOnDeadBMCStatusChurn). A pass that
+//     with each call in a row that got no answer (a timeout, a lost
+//     connection), at most an hour (Call.Fails), the BMC read every
+//     PollInterval meanwhile: the first try, and one after the BMC
+//     answers a reading (null included) or a call again, wait RetryDelay
+//     only (TestReview36y_FenceOnDeadBMCStatusChurn,
+//     TestReview36z_NullSensorFenceWaitsLongAfterNetworkBack). A pass that
 //     reads it never powers the host on (some BMCs can only toggle, and a
 //     toggle sent to a host that is off powers it on); while a reboot is
 //     pending, or Online=false is being enforced, it may send a power-off
@@ -153,7 +155,8 @@
 //     on late in a long run is powered off again within about that
 //     (TestReview36z_HeldHostPoweredOnLateInLongNullRunRunsAnHour); one that failed,
 //     was busy or timed out answers the run for at least RetryDelay and at most
-//     SoftTimeout + StaleReads doubled with each such answer in a row, so
+//     SoftTimeout + StaleReads doubled with each such answer in a row
+//     (Call.Errors), so
 //     a dead BMC gets a few calls an hour, not one every RetryDelay, and
 //     one busy answer after a run of hours waits minutes, not an hour:
 //     TestReview36x_OfflineUnpluggedHostHammeredForEver,

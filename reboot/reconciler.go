@@ -636,6 +636,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	standby := r.Guard != nil && !r.leading || leadLate
 	first := !hm.known
 	hm.known = true
+	hm.readAnswered(perr)
 	if late != nil {
 		t, ok := pc.(Toggler)
 		press := ok && t.TogglesOff(late.Mode)
@@ -779,7 +780,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now(), For: d.For}
 		r.mu.Lock()
-		r.current(name, hm).answered(call)
+		r.current(name, hm).answered(call, err)
 		r.mu.Unlock()
 		res.PowerErr = err
 		if err != nil {

@@ -121,6 +121,10 @@ type Reading struct {
 	// (one that never jumps), both read before Power.
 	Now  time.Time
 	Mono time.Duration
+	// ReadErr is what the power state read returned: one that got no
+	// answer (a timeout, a lost connection) keeps the back-off of power
+	// calls that got none (Call.Fails); any other ends it.
+	ReadErr error
 	// ReadEnd is the monotonic clock read once the power state read
 	// returned; a value before Mono (zero, say) counts as Mono. It dates
 	// the end of a press's shutdown (Observed.PressOverFor).
@@ -141,7 +145,10 @@ type Reading struct {
 //   - Annotations, Online, Deprovisioned, Status, StaleReads, OffSettle:
 //     copied from rd.Host. Power, SoftToggles, HardToggles: from rd.
 //   - LastCall: the call last reported to Sent (or Late), with Repeats counting the
-//     same action and mode sent in a row before it (zero before any).
+//     same action and mode sent in a row before it (zero before any),
+//     Errors the calls busy or failed in a row, and Fails the calls in a
+//     row that got no answer (a timeout, a lost connection), set to zero
+//     by any answer, or by a reading whose rd.ReadErr got one.
 //   - QuietFor: Mono since the last Sending of a power-on, or since the
 //     start if none; or since the pass that first read a
 //     Status.LastPoweredOn this Tracker neither wrote (Writing) nor read
@@ -229,6 +236,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	hm := &t.mem
 	first := !hm.known
 	hm.known = true
+	hm.readAnswered(rd.ReadErr)
 	fromStart := first && !hm.forgot
 	since := func(a *anchors, v time.Time) time.Duration {
 		return a.since(v, m, t.start, fromStart && !v.After(t.startWall))
@@ -339,7 +347,7 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 	if c.For == (Work{}) {
 		c.For = t.work
 	}
-	return t.mem.answered(c)
+	return t.mem.answered(c, err)
 }
 
 // Late reports the answer a of a power call that came after the pass that
@@ -570,10 +578,11 @@ func (t *timeSet) add(v time.Time) {
 	t.n = min(t.n+1, len(t.at))
 }
 
-// called remembers the outcome of a power call and returns it with
-// Repeats filled; a hard power-off's answer sets or clears
-// Observed.HardUnsupportedAt (one that was busy or failed says neither).
-func (h *memory) called(c Call) Call {
+// called remembers the outcome of a power call, which returned err, and
+// returns it with Repeats and Fails filled; a hard power-off's answer
+// sets or clears Observed.HardUnsupportedAt (one that was busy or failed
+// says neither).
+func (h *memory) called(c Call, err error) Call {
 	if c.Action == ActionPowerOff && c.Mode == power.ModeHard {
 		switch c.Class {
 		case power.ClassUnsupported:
@@ -586,12 +595,41 @@ func (h *memory) called(c Call) Call {
 	if h.last.Action == c.Action && h.last.Mode == c.Mode {
 		c.Repeats = h.last.Repeats + 1
 	}
-	c.Fails = 0
+	c.Fails = unansweredFails(h.last.Fails, err)
+	c.Errors = 0
 	if c.Class == power.ClassBusy || c.Class == power.ClassFailed {
-		c.Fails = h.last.Fails + 1
+		c.Errors = h.last.Errors + 1
 	}
 	h.last = c
 	return c
+}
+
+// unansweredFails is Call.Fails after a call that returned err, fails
+// the count before it: one more after a call that got no answer
+// (answerLost: a timeout, a lost connection), the same after one never
+// sent (a Pool's back-off, power.ErrNotSent, ErrNotLeader: nothing was
+// learnt of the BMC), zero after any answer, accepted or an error
+// (HTTP 409 or 500, a refused login): a BMC that answers is not dead,
+// and its calls are tried again after RetryDelay, not after a back-off
+// grown while it answered nothing
+// (TestReview36z_NullSensorFenceWaitsLongAfterNetworkBack).
+func unansweredFails(fails int, err error) int {
+	switch {
+	case answerLost(err):
+		return fails + 1
+	case err != nil && !errors.Is(err, power.ErrAuth) && notCarriedOut(err):
+		return fails
+	}
+	return 0
+}
+
+// readAnswered notes a power state read that got an answer (no error, or
+// an error the BMC answered): the BMC is not dead, and the back-off of
+// calls that got none ends (Call.Fails).
+func (h *memory) readAnswered(err error) {
+	if !answerLost(err) {
+		h.last.Fails = 0
+	}
 }
 
 // sawState notes a reading of state taken between the monotonic times m
