@@ -102,7 +102,9 @@ type Status struct {
 	// it once, not twice a spell). It is read only by a controller that
 	// did not see the run begin (Observed.UnsureWhole false: a restart
 	// during the run), which counts the run from it, not from its start,
-	// so that restarts every few minutes do not keep a held host that
+	// once it has itself read unsure readings for half of SoftTimeout +
+	// StaleReads (it may date an earlier run, see below:
+	// TestReview36z_RestartDuringFlappingNullFalseHoldBroken), so that restarts every few minutes do not keep a held host that
 	// someone else powered on running for ever
 	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes) nor a
 	// released one off for ever

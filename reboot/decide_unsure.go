@@ -15,13 +15,20 @@ func isUnsure(p power.State) bool {
 // to this pass's (zero on an On or Off reading): Observed.UnsureFor if
 // it covers the whole run (Observed.UnsureWhole), else the longer of it
 // and the time since Status.UnsureSince (a run that began before a
-// restart).
+// restart), once this process has itself seen unsure readings for
+// unsureNote. UnsureSince is kept through spells of On or Off readings
+// shorter than StaleReads (noteUnsure: no write per run of a flapping
+// BMC), so it may date an earlier run: a process that has seen only
+// the end of a short run would take several runs for one and act on a
+// host off all along (TestReview36z_RestartDuringFlappingNullFalseHoldBroken).
+// Waiting for unsureNote of its own leaves a restart at most that late
+// on a run that is long.
 func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 	if !isUnsure(o.Power) {
 		return 0
 	}
 	run := o.UnsureFor
-	if o.UnsureWhole {
+	if o.UnsureWhole || run < c.unsureNote() {
 		return run
 	}
 	if at := st.UnsureSince; !at.IsZero() && !at.After(now) {

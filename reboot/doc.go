@@ -195,7 +195,10 @@
 //     Transitioning reading) is persisted (Status.UnsureSince) once it
 //     lasts half of SoftTimeout + StaleReads, and cleared once On or Off
 //     readings have lasted StaleReads, so that a controller restarted
-//     during it counts it from its start, and short runs write nothing. A
+//     during it counts it from its start (once it has itself read unsure
+//     readings for half of SoftTimeout + StaleReads: kept through short
+//     sane spells, the value may date an earlier run), and short runs
+//     write nothing. A
 //     power-off that may press the power button (a Controller that
 //     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
 //     sent only on an On reading taken StaleReads after this controller's
