@@ -514,12 +514,16 @@ type Observed struct {
 	// LateAnswerer): it may reach the hardware at any time up to then; or since the
 	// controller started if it sent none since and a previous process may
 	// have (a reboot was pending, Online=false was being enforced, or
+	// had been until Online became true less than its OS shutdown ago:
+	// its first soft power-off, Status.OfflineSoftSince, less than 2x
+	// SoftTimeout + StaleReads old,
+	// TestReview36z_RestartAfterOnlineBackDuringShutdownOffAnHour; or
 	// Status.LastPress was set at its first read; if none, as long as it
 	// likes). A PendingRebootSince, OfflineSince or LastPress it neither
 	// wrote (nor sent in a write whose answer was lost) nor read before
 	// (another leader's) counts as a power-off sent at the pass that first
 	// read it; while the controller does not hold its leadership, any
-	// such value counts as sent at every pass, and once it leads, no
+	// such value (and such a recent OfflineSoftSince) counts as sent at every pass, and once it leads, no
 	// earlier than its leadership began (see doc.go, Evidence).
 	// Toggling power-offs read it, and the Online=false enforcement, whose
 	// power-off an Off reading shows done only StaleReads after it

@@ -465,7 +465,7 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby, onToggles bool, acted actedBound) (time.Duration, time.Duration) {
 	o := &h.off
 	if first && (!h.forgot || h.startPass) {
-		noOff := !st.Pending() && st.OfflineSince.IsZero()
+		noOff := !st.Pending() && st.OfflineSince.IsZero() && !acted.offlineOffRecent(st)
 		// Every press (a power-off's, or a pressing power-on's) writes
 		// Status.LastPress before it is sent (Decide): a status without
 		// one shows no press a previous process may have sent, whatever
@@ -499,14 +499,14 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby,
 		h.checkActing = false
 		if !st.ActingSince.Equal(h.leadActing) {
 			p := st.showsPress(onToggles)
-			off, press = off || p || st.Pending() || !st.OfflineSince.IsZero(), press || p
+			off, press = off || p || st.Pending() || !st.OfflineSince.IsZero() || acted.offlineOffRecent(st), press || p
 		}
 	}
 	lostPress := press
 	at := m // when the calls counted in this pass count as sent
 	if standby {
 		press = st.showsPress(onToggles)
-		off = press || st.Pending() || !st.OfflineSince.IsZero()
+		off = press || st.Pending() || !st.OfflineSince.IsZero() || acted.offlineOffRecent(st)
 		h.heard.off, h.heard.press = h.heard.off || off, h.heard.press || press
 		// A LastPress this controller wrote is its own press (noted lost
 		// at its return if it was: sentOff), no press it did not see
@@ -671,7 +671,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	}
 	o.OnToggles = togglesOn(pc)
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && stampedAfter(h.Status.LastPress, r.startWall, cfg.Precision),
-		standby, o.OnToggles, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision})
+		standby, o.OnToggles, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision,
+			now: now, shutdown: 2*cfg.SoftTimeout + cfg.StaleReads})
 	if !standby {
 		o.ActingSince = hm.quietSince(r.start, r.startWall)
 	}

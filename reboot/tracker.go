@@ -76,8 +76,9 @@ type acting struct {
 
 // bound is the actedBound of a controller that started at a, whose
 // timestamps are truncated to precision.
-func (a acting) bound(precision time.Duration) actedBound {
-	return actedBound{set: true, start: a.start, startWall: a.wall, precision: precision}
+func (a acting) bound(c Config, now time.Time) actedBound {
+	return actedBound{set: true, start: a.start, startWall: a.wall, precision: c.Precision,
+		now: now, shutdown: 2*c.SoftTimeout + c.StaleReads}
 }
 
 // toggleAnswers are a Reading's SoftToggles, HardToggles and OnToggles; known is
@@ -167,7 +168,9 @@ type Reading struct {
 //   - Config.Precision (placed by the start's clocks) read in the first
 //     pass, if earlier; unbounded if none was sent and the Status
 //     read in the first pass shows no power-off under way (no reboot pending, no
-//     Online=false being enforced) and Forget was not called. In a later
+//     Online=false being enforced, nor one ended whose first soft
+//     power-off, Status.OfflineSoftSince, is less than 2x SoftTimeout +
+//     StaleReads old) and Forget was not called. In a later
 //     pass, a Status that shows a power-off with values this Tracker
 //     neither wrote (Writing) nor read before (a PendingRebootSince,
 //     OfflineSince or LastPress of another leader's) counts as a
@@ -263,7 +266,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && stampedAfter(h.Status.LastPress, t.startWall, hc.Precision),
-		standby, rd.OnToggles, t.act.bound(hc.Precision))
+		standby, rd.OnToggles, t.act.bound(hc, rd.Now))
 	if !standby {
 		o.ActingSince = hm.quietSince(t.act.start, t.act.wall)
 	}
