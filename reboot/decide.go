@@ -96,15 +96,20 @@ type Status struct {
 	// Transitioning reading (an Online host with no reboot pending whose
 	// readings are unknown writes nothing:
 	// TestReview36y_RunningHostNullRunsChurnUnsureSince); cleared once On
-	// or Off readings have lasted StaleReads (Observed.SaneFor: a
-	// shorter sane spell may echo, A1, and it is kept through it, so
-	// that a BMC answering null for long with short honest spells writes
-	// it once, not twice a spell). It is read only by a controller that
-	// did not see the run begin (Observed.UnsureWhole false: a restart
-	// during the run), which counts the run from it, not from its start,
-	// once it has itself read unsure readings for half of SoftTimeout +
-	// StaleReads (it may date an earlier run, see below:
-	// TestReview36z_RestartDuringFlappingNullFalseHoldBroken), so that restarts every few minutes do not keep a held host that
+	// or Off readings have lasted StaleReads (SoftTimeout + StaleReads
+	// for an Online host with no reboot pending, whose run matters only
+	// to a power-on that powers nothing off:
+	// TestReview36z_RunningHostTransitioningRunsChurnUnsureSince)
+	// (Observed.SaneFor: a shorter sane spell may echo, A1, and it is
+	// kept through it, so that a BMC answering null for long with short
+	// honest spells writes it once, not twice a spell). It is read only
+	// by a controller that did not see the run begin
+	// (Observed.UnsureWhole false: a restart during the run), which
+	// counts the run from it, not from its start, once it has itself
+	// read unsure readings for half of SoftTimeout + StaleReads (it may
+	// date an earlier run, see below:
+	// TestReview36z_RestartDuringFlappingNullFalseHoldBroken), so that
+	// restarts every few minutes do not keep a held host that
 	// someone else powered on running for ever
 	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes) nor a
 	// released one off for ever

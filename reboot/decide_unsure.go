@@ -40,7 +40,7 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 // noteUnsure records in st.UnsureSince the run of unsure readings of a
 // host once it has lasted half of SoftTimeout + StaleReads (the run a
 // stuck rule waits for, unsureLong), if a stuck rule may read it (runMatters),
-// and clears it once On or Off readings have lasted StaleReads
+// and clears it once On or Off readings have lasted saneClears
 // (Observed.SaneFor; see Status.UnsureSince). Runs shorter than that,
 // however often they come, write nothing
 // (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
@@ -48,7 +48,7 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 // runs no rule reads (TestReview36y_RunningHostNullRunsChurnUnsureSince).
 func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
 	if !isUnsure(o.Power) {
-		if o.SaneFor >= c.StaleReads {
+		if o.SaneFor >= c.saneClears(o, st) {
 			st.UnsureSince = time.Time{}
 		}
 		return
@@ -66,6 +66,24 @@ func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
 // acted on for them: its run is not persisted.
 func runMatters(o Observed, st *Status) bool {
 	return st.Pending() || !o.Online || o.Power == power.StateTransitioning
+}
+
+// saneClears is how long On or Off readings last before they end a
+// persisted run of unsure readings (noteUnsure): StaleReads, or for an
+// Online host with no reboot pending SoftTimeout + StaleReads, the run a
+// stuck rule waits for. Such a host's run is persisted only for
+// releasedOn, whose power-on on a Transitioning reading powers nothing
+// off: a value kept through On spells shorter than that (a BMC that
+// reads Transitioning for minutes now and then while the host runs)
+// costs at most a power-on to a running host after a restart, where
+// clearing and writing it again every spell would cost two Status
+// writes a spell, for ever
+// (TestReview36z_RunningHostTransitioningRunsChurnUnsureSince).
+func (c Config) saneClears(o Observed, st *Status) time.Duration {
+	if o.Online && !st.Pending() {
+		return c.SoftTimeout + c.StaleReads
+	}
+	return c.StaleReads
 }
 
 // unsureNote is how long a run of unsure readings lasts before it is

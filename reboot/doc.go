@@ -194,7 +194,8 @@
 //     a stuck rule may act on (a reboot pending, Online false, or a
 //     Transitioning reading) is persisted (Status.UnsureSince) once it
 //     lasts half of SoftTimeout + StaleReads, and cleared once On or Off
-//     readings have lasted StaleReads, so that a controller restarted
+//     readings have lasted StaleReads (SoftTimeout + StaleReads for a
+//     host with Online true and no reboot pending), so that a controller restarted
 //     during it counts it from its start (once it has itself read unsure
 //     readings for half of SoftTimeout + StaleReads: kept through short
 //     sane spells, the value may date an earlier run), and short runs
