@@ -167,8 +167,7 @@
 //     TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour). A held
 //     host whose readings say neither On nor Off for that long is powered
 //     off hard the same way, again every twice SoftTimeout + StaleReads
-//     while the run lasts (someone may power
-//     it on later in the run:
+//     while the run lasts (someone may power it on later in the run:
 //     TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver), and its
 //     Status.HoldBroken set (the evidence cannot tell whether it ran); a
 //     host with Online true and no hold whose readings say Transitioning
@@ -185,7 +184,10 @@
 //     (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff),
 //     or only a bare request (Annotation) whose power-off the BMC
 //     accepted, when the Off reading never comes (a BMC stuck reading
-//     Transitioning while the host is off): its annotation is removed and
+//     Transitioning while the host is off) and the run of Transitioning
+//     readings began after that power-off (one under way before it shows
+//     nothing of it: the power-off is sent again,
+//     TestReview36z_BareRebootDoneWithoutPowerOff): its annotation is removed and
 //     Status.LastPoweredOn written as for a reboot done, though no Off
 //     reading showed the host off, and Status.LastPoweredOff is not moved
 //     (TestReview36y_BareRebootOnStuckPoweringOffOffForEver). The run is
