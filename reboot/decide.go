@@ -356,7 +356,7 @@ type Call struct {
 	// never sent (a Pool's back-off, power.ErrNotSent, ErrNotLeader)
 	// leaves it as it was, and any answer (accepted, or an error the BMC
 	// answered, a refused login included) or a power state read that got
-	// an answer sets it to 0: a pending power-off on a BMC that answers
+	// an answer after one that got none sets it to 0: a pending power-off on a BMC that answers
 	// nothing backs off with it (Config.RetryDelay)
 	// (TestReview36z_NullSensorFenceWaitsLongAfterNetworkBack).
 	Fails int
@@ -1593,12 +1593,13 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 // or failed while the BMC's readings are unknown too (a BMC that answers
 // nothing: a fence asked of a host whose rack lost its network): RetryDelay
 // doubled with every call in a row before it that got no answer, none
-// answered since, nor a reading (Call.Fails), at
+// answered since, nor a reading after one that got none (Call.Fails), at
 // most retryCap, so that a dead BMC gets a few calls (and their Status
 // writes) an hour, not one every RetryDelay
 // (TestReview36y_FenceOnDeadBMCStatusChurn). The first try is never
 // delayed, and neither is a try once the BMC answers a reading again
-// (On, Off or Transitioning: RetryDelay) or a call.
+// (On, Off or Transitioning: RetryDelay; a null one ends Call.Fails) or
+// a call.
 func (c Config) deadBackoff(last Call) time.Duration {
 	return min(c.RetryDelay<<min(max(last.Fails-1, 0), 16), retryCap)
 }

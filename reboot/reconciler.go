@@ -143,10 +143,12 @@ type Reconciler struct {
 // memory is what a Reconciler remembers of one host between passes; a
 // restart loses it, which is always safe (see Observed).
 type memory struct {
-	last   Call
-	lastOn time.Duration // monotonic time of the last power-on sent
-	off    offState
-	forgot bool // Forget was called: nothing is known from before now
+	last Call
+	// readLost: the last power state read got no answer (readAnswered).
+	readLost bool
+	lastOn   time.Duration // monotonic time of the last power-on sent
+	off      offState
+	forgot   bool // Forget was called: nothing is known from before now
 	// startPass: forgotten before this process's first pass of the host,
 	// so its first pass is still that one: what a previous process may
 	// have sent is counted as lost there (sinceOff).

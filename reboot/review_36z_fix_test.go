@@ -51,3 +51,40 @@ func TestReview36zFix_RestartAfterOnlineBackSlowShutdownOffAnHour(t *testing.T) 
 		"Online set back true 20 s into a 170 s OS shutdown Online=false began, BMC stuck reading Transitioning, the controller restarted 10 s later: still off 20 min later (power-ons asked %d); status %+v; truth %s",
 		ons.Load(), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// TestReview36zFix_AnsweredNullReadsPowerCallsTimeOutBackOff: the other
+// side of TestReview36z_NullSensorFenceWaitsLongAfterNetworkBack. A BMC
+// whose reads are answered (null: its power sensor lost) but whose every
+// power call times out (its power-control path hung) is not a BMC back
+// from an outage: a fence's ForceOff backs off (Call.Fails grows; only a
+// read answered after one that got none ends it), not one every
+// RetryDelay (360 an hour).
+func TestReview36zFix_AnsweredNullReadsPowerCallsTimeOutBackOff(t *testing.T) {
+	w := newReview36World()
+	clk := w.clk
+	var hung atomic.Bool
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
+		if hung.Load() && c.Op != fake.OpState {
+			return fake.Fault{Kind: fake.FaultTimeout}
+		}
+		return fake.Fault{}
+	}})
+	w.Power = nullAlways{pw}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	hung.Store(true)
+	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	at := clk.Real()
+	review36uLoop(t, rec, clk, at.Add(time.Hour), at)
+	calls := 0
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff && !c.At.Before(at) {
+			calls++
+		}
+	}
+	require.LessOrEqual(t, calls, 16,
+		"a fence of a host whose BMC answers reads (null) but times out every power call: %d power-offs in an hour", calls)
+}

@@ -122,9 +122,9 @@ type Reading struct {
 	// (one that never jumps), both read before Power.
 	Now  time.Time
 	Mono time.Duration
-	// ReadErr is what the power state read returned: one that got no
-	// answer (a timeout, a lost connection) keeps the back-off of power
-	// calls that got none (Call.Fails); any other ends it.
+	// ReadErr is what the power state read returned: one that got an
+	// answer after one that got none (a timeout, a lost connection) ends
+	// the back-off of power calls that got none (Call.Fails).
 	ReadErr error
 	// ReadEnd is the monotonic clock read once the power state read
 	// returned; a value before Mono (zero, say) counts as Mono. It dates
@@ -149,7 +149,8 @@ type Reading struct {
 //     same action and mode sent in a row before it (zero before any),
 //     Errors the calls busy or failed in a row, and Fails the calls in a
 //     row that got no answer (a timeout, a lost connection), set to zero
-//     by any answer, or by a reading whose rd.ReadErr got one.
+//     by any answer, or by a reading whose rd.ReadErr got one after one
+//     whose did not.
 //   - QuietFor: Mono since the last Sending of a power-on, or since the
 //     start if none; or since the pass that first read a
 //     Status.LastPoweredOn this Tracker neither wrote (Writing) nor read
@@ -626,13 +627,18 @@ func unansweredFails(fails int, err error) int {
 	return 0
 }
 
-// readAnswered notes a power state read that got an answer (no error, or
-// an error the BMC answered): the BMC is not dead, and the back-off of
-// calls that got none ends (Call.Fails).
+// readAnswered notes a power state read that returned err: one that got
+// an answer (no error, or an error the BMC answered) after one that got
+// none shows the BMC back (its network, say), and the back-off of calls
+// that got none ends (Call.Fails). Reads answered all along do not end
+// it: a BMC that answers reads but not power calls is not called every
+// RetryDelay.
 func (h *memory) readAnswered(err error) {
-	if !answerLost(err) {
+	lost := answerLost(err)
+	if !lost && h.readLost {
 		h.last.Fails = 0
 	}
+	h.readLost = lost
 }
 
 // sawState notes a reading of state taken between the monotonic times m
