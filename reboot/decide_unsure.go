@@ -135,7 +135,7 @@ func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Ti
 // runBackoff is how long a call answering a run of unsure readings that
 // was runAt long when it returned answers it: until the run has doubled
 // since, at most retryCap; at least twice SoftTimeout + StaleReads for
-// an accepted call (a power-on makes a soft power-off wait that long for
+// an accepted power-on (it makes a soft power-off wait that long for
 // its POST, poweringOn: one sent every few minutes to a host whose BMC
 // reads Transitioning whatever it does would hold every soft reboot
 // back), RetryDelay for one that was busy or failed, which is tried again no
