@@ -55,6 +55,8 @@ func TestReview37_CanceledPowerCycleLostToOtherStateExecutor(t *testing.T) {
 	require.NoError(t, first.Process.Signal(os.Interrupt))
 	_, _ = first.Process.Wait()
 	require.False(t, l.powers[id].HardwareOn(), "the first executor powered the server on before it stopped")
+	before := l.get(uuid)
+	t.Logf("before the second executor: plan %s, reboot step %s", before.State, before.Reboots[0].Step)
 	refuseOn.Store(false) // the BMC answers again
 
 	other := filepath.Join(l.dir, "other.fleet")
