@@ -142,8 +142,8 @@ func release(path string, checkStore func(*os.File) error, me lease) {
 }
 
 // errOtherState: the store's last executor kept its jobs in another
-// fleet state file, and reboots of a running or stopped plan are in
-// flight there.
+// fleet state file, and reboots of a plan (running, stopped, or ended
+// with a job still owed, e.g. a power-on) are in flight there.
 var errOtherState = errors.New("the last executor on this plan store used another fleet state file, and reboots it started are in flight")
 
 // sameState reports whether two leases name the same fleet state file:
@@ -166,10 +166,12 @@ func canonicalPath(path string) string {
 }
 
 // inFlightElsewhere refuses to take the store over from cur, whose jobs
-// are in another fleet state file, while a running or stopped plan has a
-// reboot in its job step: this executor knows nothing of those jobs, and
-// would start each again (a second drain, a second power cycle of a
-// server the first may have left off).
+// are in another fleet state file, while a plan of any state (a
+// canceled or failed one too) has a reboot in its job or cancel step:
+// this executor knows nothing of those jobs, and would start each again
+// (a second drain, a second power cycle of a server the first may have
+// left off) or, for an ended plan, never finish them (a server whose
+// power-on is owed stays off).
 func inFlightElsewhere(ctx context.Context, st *plan.BoltStore, cur lease) error {
 	plans, err := st.List(ctx)
 	if err != nil {
@@ -177,9 +179,9 @@ func inFlightElsewhere(ctx context.Context, st *plan.BoltStore, cur lease) error
 	}
 	var names []string
 	for _, p := range plans {
-		if p.State.Finished() {
-			continue // canceled or ended: its reboots end without their jobs
-		}
+		// A canceled or failed plan counts too: a reboot of it still in
+		// its job step (a power-on owed after an accepted power-off) or
+		// its cancel step ends only through the job in cur's file.
 		for _, r := range p.Reboots {
 			if r.Step == plan.StepJob || r.Step == plan.StepCancelJob {
 				names = append(names, fmt.Sprintf("%s (plan %s)", r.ServerHostname, p.UUID))
