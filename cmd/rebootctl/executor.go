@@ -306,16 +306,31 @@ func (e *env) executor(args []string) int {
 		return exitError
 	}
 	// One live executor per plan store, whatever state file or path it
-	// was given: claimed before the fleet resumes any job.
+	// was given: claimed once the fleet state file is open (its ID, kept
+	// in it, names it in the lease) and before the fleet resumes any job.
 	me := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: canonicalPath(*state), Started: time.Now().UTC(), Interval: *interval}
-	if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil {
+	if err := mayClaim(e.ctx, store, me, time.Now().UTC()); err != nil {
 		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
 		return exitError
 	}
+	claimed, refused := false, false
 	// Given up on return, after the fleet's deferred Close (defers run
 	// last first): nothing of this executor acts any more.
-	defer release(e.store, e.checkStore, me)
+	defer func() {
+		if claimed {
+			release(e.store, e.checkStore, me)
+		}
+	}()
 	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
+		Claim: func(id string) error {
+			me.StateID = id
+			if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil {
+				refused = true
+				return err
+			}
+			claimed = true
+			return nil
+		},
 		Reboot:      reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
 		ShutdownMax: *shutdownMax,
 		JobTimeout:  *jobTimeout, ServicesTimeout: *services, JobRetention: *retention, Poll: *poll, Logger: logger, Self: selfUUID, MaybeSelf: maybeSelf,
@@ -335,6 +350,10 @@ func (e *env) executor(args []string) int {
 			ok, why := jobLive(v, jobUUID, true)
 			return ok, why, nil
 		}})
+	if refused {
+		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
+		return exitError
+	}
 	if err != nil {
 		return e.fail(err)
 	}
