@@ -121,7 +121,7 @@ type Options struct {
 	// Claim, if set, is called once the fleet state file is open (and
 	// locked: no other OpenFleet has it) with the file's ID (Fleet.ID),
 	// before any job resumes; its error is OpenFleet's, and nothing
-	// resumes. The executor claims its plan store there.
+	// resumes. The executor records the ID in its lease there.
 	Claim func(stateID string) error
 	// OnBMCError, if set, is called for every BMC error with its class
 	// (metrics).

@@ -34,6 +34,14 @@ func TestFleetIDKeptInFile(t *testing.T) {
 	}))
 	require.NoError(t, db.Close())
 
+	got, err := ReadFleetID(path, nil)
+	require.NoError(t, err)
+	assert.Empty(t, got, "a file of an older rebootkit has no ID")
+	got, err = ReadFleetID(filepath.Join(dir, "none.db"), nil)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	assert.NoFileExists(t, filepath.Join(dir, "none.db"), "ReadFleetID makes no file")
+
 	var claimed []string
 	open := func(p string) *Fleet {
 		f, err := OpenFleet(inv, p, Options{manual: true, Claim: func(id string) error {
@@ -54,6 +62,9 @@ func TestFleetIDKeptInFile(t *testing.T) {
 		return nil
 	}))
 	require.NoError(t, db.Close())
+	got, err = ReadFleetID(path, nil)
+	require.NoError(t, err)
+	assert.Equal(t, id, got)
 
 	// Through another path (a link to its directory): the same ID.
 	link := filepath.Join(t.TempDir(), "link")

@@ -143,25 +143,6 @@ func othersHold(cur, me lease, now time.Time) error {
 	return nil
 }
 
-// mayClaim is claim's first check alone, read only: it fails with
-// errOtherExecutor while another executor's claim holds (before the
-// executor opens its fleet state file, which that executor may hold).
-func mayClaim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
-	var cur lease
-	err := s.with(func(st *plan.BoltStore) error {
-		raw, err := st.GetMeta(ctx, metaLease)
-		if err != nil || len(raw) == 0 {
-			return err
-		}
-		_ = json.Unmarshal(raw, &cur)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return othersHold(cur, me, now)
-}
-
 // release gives up me's claim on the store at path when this executor
 // stops, once its fleet is closed (nothing of it acts any more; checkStore
 // is the executor's check of the store's file). The lease stays, naming
