@@ -180,7 +180,11 @@
 //     that a second one is refused whatever state file or path it is
 //     given; and one that would take the store over from a dead executor
 //     with another state file is refused while the jobs in that file are
-//     in flight (it knows nothing of them, and would start each again).
+//     in flight, of a plan in any state (it knows nothing of them, and
+//     would start each again, or never finish a canceled plan's power
+//     cycle). The state file is told by its ID (Fleet.ID: random, kept in
+//     the file, given at its first open, handed to Options.Claim before
+//     any job resumes), not by the machine's hostname nor its path.
 //   - Health checks must fail while a server is down and pass only when
 //     its services are really up: the plan trusts them for "operational".
 //   - Drain and undrain commands must be idempotent: a restarted executor

@@ -118,6 +118,11 @@ type Options struct {
 	// job step)? No answer, or no, and nothing is powered off (no reboot
 	// command run); "no" cancels the job (why says why).
 	PlanCheck func(ctx context.Context, planUUID, jobUUID string) (live bool, why string, err error)
+	// Claim, if set, is called once the fleet state file is open (and
+	// locked: no other OpenFleet has it) with the file's ID (Fleet.ID),
+	// before any job resumes; its error is OpenFleet's, and nothing
+	// resumes. The executor records the ID in its lease there.
+	Claim func(stateID string) error
 	// OnBMCError, if set, is called for every BMC error with its class
 	// (metrics).
 	OnBMCError func(class string)
@@ -155,6 +160,7 @@ type Fleet struct {
 	inv  Inventory
 	opts Options
 	db   *bolt.DB
+	id   string // the state file's (ID)
 	now  func() time.Time
 	mono func() time.Duration
 
@@ -250,16 +256,25 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inventory: open %s: %w", path, err)
 	}
+	var id string
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketJobs, bucketHosts} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		var err error
+		id, err = ensureFleetID(tx)
+		return err
 	}); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if opts.Claim != nil {
+		if err := opts.Claim(id); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	if opts.JobTimeout <= 0 {
 		opts.JobTimeout = time.Hour
@@ -298,7 +313,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	if opts.BootID == nil {
 		opts.BootID = linuxBootID
 	}
-	f := &Fleet{inv: inv, opts: opts, db: db, now: opts.Now, mono: opts.Monotonic,
+	f := &Fleet{inv: inv, opts: opts, db: db, id: id, now: opts.Now, mono: opts.Monotonic,
 		workers: map[string]bool{}, pokes: map[string]bool{}, liveJob: map[string]string{}, keeping: map[string]bool{},
 		abandoned: map[string]bool{}, selfReboots: map[string]bool{},
 		health:  map[string]healthResult{},

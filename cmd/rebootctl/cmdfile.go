@@ -420,8 +420,9 @@ func applyCommands(ctx context.Context, st *plan.BoltStore, store string, note f
 		return applyUnmarked(ctx, st, store, why, note)
 	}
 	err = withCmdFile(ctx, store, func(c *cmdFile) (bool, error) {
-		mark = cmdMark{ID: c.ID, Next: c.Next}
-		return applyRecords(ctx, st, c)
+		changed, err := applyRecords(ctx, st, c)
+		mark = cmdMark{ID: c.ID, Next: c.Next} // the ID applyRecords may have renewed
+		return changed, err
 	})
 	return mark, err
 }
@@ -456,7 +457,13 @@ func applyUnmarked(ctx context.Context, st *plan.BoltStore, store string, why er
 }
 
 // applyRecords applies c's records not applied yet to st, in their
-// order, and marks them applied (or refused) in c.
+// order, and marks them applied (or refused) in c. A plan that applied a
+// number of c's ID above c.Next (no record of the file was ever numbered
+// that high: the file went back, restored from an older copy) gives c a
+// new ID (notBehind), so that the records numbered again from its old
+// Next are not taken as applied already; applyUnmarked cannot keep it,
+// and such a record is then judged at every open by the plan's Commands
+// (onceApplied with an ID the plan keeps no number of).
 func applyRecords(ctx context.Context, st *plan.BoltStore, c *cmdFile) (changed bool, err error) {
 	for i := range c.Records {
 		r := &c.Records[i]
@@ -468,7 +475,14 @@ func applyRecords(ctx context.Context, st *plan.BoltStore, c *cmdFile) (changed 
 			r.Applied, r.Kind, r.Error, changed = true, "unknown", "unknown command "+r.Command, true
 			continue
 		}
-		_, err := plan.CommandView(ctx, st, r.Plan, onceApplied(c.ID, *r, f))
+		_, err := plan.CommandView(ctx, st, r.Plan, notBehind(c.ID, c.Next, onceApplied(c.ID, *r, f)))
+		if errors.Is(err, errSideWentBack) {
+			// The file was restored from an older copy: its numbers
+			// are no longer its own. It gets a new ID, under which
+			// this record and the next are judged (onceApplied).
+			c.ID, changed = newLeaseID(), true
+			_, err = plan.CommandView(ctx, st, r.Plan, onceApplied(c.ID, *r, f))
+		}
 		if errors.Is(err, errRecordedAlready) {
 			err = nil // applied before a crash kept it from being marked here
 		}
@@ -481,6 +495,24 @@ func applyRecords(ctx context.Context, st *plan.BoltStore, c *cmdFile) (changed 
 		}
 	}
 	return changed, nil
+}
+
+// errSideWentBack: the plan applied a number of the side file's ID
+// above the file's own Next (notBehind).
+var errSideWentBack = errors.New("the command file went back: the plan applied a number of it above its last")
+
+// notBehind is f, but for a plan that keeps a number of the side file id
+// above next, the file's own Next: no record of the file was numbered
+// that high, so the file was restored from an older copy and its numbers
+// from next on name other records than those the plan applied
+// (errSideWentBack, nothing written).
+func notBehind(id string, next int64, f func(plan.Plan) (plan.Plan, error)) func(plan.Plan) (plan.Plan, error) {
+	return func(p plan.Plan) (plan.Plan, error) {
+		if seq, ok := p.Replayed(id); ok && id != "" && seq > next {
+			return p, errSideWentBack
+		}
+		return f(p)
+	}
 }
 
 // errRecordedAlready: the command is in the plan's Commands already.

@@ -306,16 +306,39 @@ func (e *env) executor(args []string) int {
 		return exitError
 	}
 	// One live executor per plan store, whatever state file or path it
-	// was given: claimed before the fleet resumes any job.
+	// was given: claimed before the fleet resumes any job. The fleet
+	// state file is named in the lease by its ID (kept in it; "" for a
+	// file not made yet, or made by an older rebootctl), and again, with
+	// the ID the open found or gave, once it is open (Options.Claim).
 	me := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: canonicalPath(*state), Started: time.Now().UTC(), Interval: *interval}
+	stateID, err := inventory.ReadFleetID(*state, executorOwnsFile("the fleet state file"))
+	if err != nil && !errors.Is(err, inventory.ErrLocked) {
+		return e.fail(err)
+	}
+	me.StateID = stateID // (another executor's open file: its lease refuses this one, below)
+	if _, err := os.Lstat(*state); errors.Is(err, os.ErrNotExist) {
+		me.StateID = "new:" + me.ID // a file made now: no lease's file, whatever its host and path
+	}
 	if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil {
 		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
 		return exitError
 	}
 	// Given up on return, after the fleet's deferred Close (defers run
 	// last first): nothing of this executor acts any more.
-	defer release(e.store, e.checkStore, me)
+	defer func() { release(e.store, e.checkStore, me) }()
+	refused := false
 	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
+		Claim: func(id string) error {
+			if id == me.StateID {
+				return nil
+			}
+			me.StateID = id // made now, or given its ID now
+			if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil {
+				refused = true
+				return err
+			}
+			return nil
+		},
 		Reboot:      reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
 		ShutdownMax: *shutdownMax,
 		JobTimeout:  *jobTimeout, ServicesTimeout: *services, JobRetention: *retention, Poll: *poll, Logger: logger, Self: selfUUID, MaybeSelf: maybeSelf,
@@ -335,6 +358,10 @@ func (e *env) executor(args []string) int {
 			ok, why := jobLive(v, jobUUID, true)
 			return ok, why, nil
 		}})
+	if refused {
+		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
+		return exitError
+	}
 	if err != nil {
 		return e.fail(err)
 	}

@@ -33,10 +33,16 @@ var errOtherExecutor = errors.New("another executor runs on this plan store")
 // no longer runs has lapsed at once, and so has one its executor gave up
 // when it stopped (release).
 type lease struct {
-	ID       string        `json:"id"`
-	Host     string        `json:"host"`
-	PID      int           `json:"pid"`
-	State    string        `json:"state"`
+	ID    string `json:"id"`
+	Host  string `json:"host"`
+	PID   int    `json:"pid"`
+	State string `json:"state"`
+	// StateID names the fleet state file: its own ID (inventory's
+	// Fleet.ID, kept in the file), or, for a lease whose executor knew
+	// none, the file's device and inode on its machine (claim: fileID);
+	// "" in a lease written by a rebootctl that recorded none (sameState
+	// then falls back to hostname and path).
+	StateID  string        `json:"state_id,omitempty"`
 	Started  time.Time     `json:"started"`
 	At       time.Time     `json:"at"`
 	Interval time.Duration `json:"interval"`
@@ -64,6 +70,21 @@ func (l lease) String() string {
 	return fmt.Sprintf("on %s, pid %d, fleet state %s, last renewed %s", clean(l.Host), l.PID, clean(l.State), l.At.UTC().Format(time.RFC3339))
 }
 
+// fileID is the identity of the file at path on this machine (its
+// device and inode), "" when it cannot be read: the StateID of a lease
+// whose executor knows no ID of its fleet state file.
+func fileID(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("file:%d:%d", uint64(st.Dev), uint64(st.Ino))
+}
+
 // processRuns reports whether process pid of this machine runs (a zombie
 // does not).
 func processRuns(pid int) bool {
@@ -82,7 +103,11 @@ func processRuns(pid int) bool {
 
 // claim takes or renews me's lease on the store, in one store operation:
 // it fails with errOtherExecutor while another executor's claim holds.
+// A lease with no StateID gets its file's (fileID).
 func claim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
+	if me.StateID == "" {
+		me.StateID = fileID(me.State)
+	}
 	return s.with(func(st *plan.BoltStore) error {
 		raw, err := st.GetMeta(ctx, metaLease)
 		if err != nil {
@@ -92,11 +117,11 @@ func claim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
 		if len(raw) > 0 {
 			_ = json.Unmarshal(raw, &cur)
 		}
-		if cur.ID != me.ID && !cur.lapsed(now, me.Host) {
-			return fmt.Errorf("%w (%s): stop it first, or wait until its lease lapses (%s after its last renewal)", errOtherExecutor, cur, 3*cur.Interval+10*time.Second)
+		if err := othersHold(cur, me, now); err != nil {
+			return err
 		}
 		if cur.ID != "" && cur.ID != me.ID && !sameState(cur, me) {
-			if err := inFlightElsewhere(ctx, st, cur); err != nil {
+			if err := inFlightElsewhere(ctx, st, cur, me); err != nil {
 				return err
 			}
 		}
@@ -107,6 +132,15 @@ func claim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
 		}
 		return st.PutMeta(ctx, metaLease, out)
 	})
+}
+
+// othersHold is errOtherExecutor while cur, another executor's claim,
+// holds at now.
+func othersHold(cur, me lease, now time.Time) error {
+	if cur.ID != me.ID && !cur.lapsed(now, me.Host) {
+		return fmt.Errorf("%w (%s): stop it first, or wait until its lease lapses (%s after its last renewal)", errOtherExecutor, cur, 3*cur.Interval+10*time.Second)
+	}
+	return nil
 }
 
 // release gives up me's claim on the store at path when this executor
@@ -142,14 +176,20 @@ func release(path string, checkStore func(*os.File) error, me lease) {
 }
 
 // errOtherState: the store's last executor kept its jobs in another
-// fleet state file, and reboots of a running or stopped plan are in
-// flight there.
+// fleet state file, and reboots of a plan (running, stopped, or ended
+// with a job still owed, e.g. a power-on) are in flight there.
 var errOtherState = errors.New("the last executor on this plan store used another fleet state file, and reboots it started are in flight")
 
 // sameState reports whether two leases name the same fleet state file:
-// the same machine and the same file (symbolic links and relative paths
-// resolved on this machine).
+// the same StateID (the file's own ID: whatever the machine's hostname,
+// which a pod or a renamed VM changes, or the path it is given by); for a
+// lease that records none (written by an older rebootctl), the same
+// machine and the same file (symbolic links and relative paths resolved
+// on this machine).
 func sameState(a, b lease) bool {
+	if a.StateID != "" && b.StateID != "" {
+		return a.StateID == b.StateID
+	}
 	return a.Host == b.Host && canonicalPath(a.State) == canonicalPath(b.State)
 }
 
@@ -166,20 +206,22 @@ func canonicalPath(path string) string {
 }
 
 // inFlightElsewhere refuses to take the store over from cur, whose jobs
-// are in another fleet state file, while a running or stopped plan has a
-// reboot in its job step: this executor knows nothing of those jobs, and
-// would start each again (a second drain, a second power cycle of a
-// server the first may have left off).
-func inFlightElsewhere(ctx context.Context, st *plan.BoltStore, cur lease) error {
+// are in another fleet state file, while a plan of any state (a
+// canceled or failed one too) has a reboot in its job or cancel step:
+// this executor knows nothing of those jobs, and would start each again
+// (a second drain, a second power cycle of a server the first may have
+// left off) or, for an ended plan, never finish them (a server whose
+// power-on is owed stays off).
+func inFlightElsewhere(ctx context.Context, st *plan.BoltStore, cur, me lease) error {
 	plans, err := st.List(ctx)
 	if err != nil {
 		return err
 	}
 	var names []string
 	for _, p := range plans {
-		if p.State.Finished() {
-			continue // canceled or ended: its reboots end without their jobs
-		}
+		// A canceled or failed plan counts too: a reboot of it still in
+		// its job step (a power-on owed after an accepted power-off) or
+		// its cancel step ends only through the job in cur's file.
 		for _, r := range p.Reboots {
 			if r.Step == plan.StepJob || r.Step == plan.StepCancelJob {
 				names = append(names, fmt.Sprintf("%s (plan %s)", r.ServerHostname, p.UUID))
@@ -189,10 +231,29 @@ func inFlightElsewhere(ctx context.Context, st *plan.BoltStore, cur lease) error
 	if len(names) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s kept its jobs in %s on %s, and the reboots of %s are in flight there. "+
-		"Start the executor on %s with --state %s, so that it resumes them; if that file is lost, cancel those plans first "+
+	return fmt.Errorf("%w: %s kept its jobs in %s on %s%s, and the reboots of %s are in flight there. "+
+		"Start the executor on %s with --state %s (or, if that machine was renamed or the file moved, wherever that file is now), so that it resumes them; "+
+		"%sif that file is lost, cancel those plans first "+
 		"(rebootctl plan cancel PLAN) and check each server by hand (it may be drained, or off)",
-		errOtherState, clean(cur.Host), clean(cur.State), clean(cur.Host), clean(strings.Join(names, ", ")), clean(cur.Host), clean(cur.State))
+		errOtherState, clean(cur.Host), clean(cur.State), clean(cur.Host), stateIDs(cur, me), clean(strings.Join(names, ", ")), clean(cur.Host), clean(cur.State), olderLease(cur, me))
+}
+
+// stateIDs says the two fleet state files' IDs when both are known.
+func stateIDs(cur, me lease) string {
+	if cur.StateID == "" || me.StateID == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (fleet state file ID %s; the one given here, %s, has ID %s)", clean(cur.StateID), clean(me.State), clean(me.StateID))
+}
+
+// olderLease is what to do when cur, written by an older rebootctl,
+// records no ID of its fleet state file: its hostname and path tell it.
+func olderLease(cur, me lease) string {
+	if cur.StateID != "" || canonicalPath(cur.State) != canonicalPath(me.State) {
+		return ""
+	}
+	return fmt.Sprintf("if this machine is %s renamed and %s that very file (that executor's lease, from an older rebootctl, records no ID of the file), "+
+		"start this executor once with the hostname %s (it records the file's ID; later starts need no hostname); ", clean(cur.Host), clean(me.State), clean(cur.Host))
 }
 
 // holds reports whether me still holds the store's lease (read only).

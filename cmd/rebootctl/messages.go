@@ -112,7 +112,7 @@ func notInEffect(name string, p plan.View) error {
 	if name != "stop" && name != "cancel" || p.State == plan.StateStopped && name == "stop" || p.State.Finished() {
 		return nil
 	}
-	return fmt.Errorf("the %s of plan %s was applied, but the store now holds the plan %s (a later command changed it, or the %s was taken as applied already: "+
+	return fmt.Errorf("the %s of plan %s was recorded, but the store now holds the plan %s (a later command changed it, or the %s was skipped, taken as applied already: "+
 		"rebootctl plan show %s lists the plan's commands); give the command again if it must hold: rebootctl plan %s %s",
 		name, p.UUID, p.State, name, p.UUID, name, p.UUID)
 }
