@@ -148,3 +148,58 @@ func TestReview39_QueuedOnOfNormalPathLandsAfterNewLeaderFences(t *testing.T) {
 			"(transitions %+v; calls %+v; events %q)",
 		fencedAt.Sub(at), fencedAt.Sub(asked), hw.Transitions(), hw.Calls(), drainEvents(rec2))
 }
+
+// queuingSoftOff39p is a BMC that accepts a graceful shutdown as a task
+// (power.NoteTask) that stays Running for ever (the OS ignores the
+// ACPI request, as a hung or fenced-for-a-reason host does), while a
+// forced power-off is carried out at once by the hardware.
+type queuingSoftOff39p struct{ *fake.Power }
+
+func (q *queuingSoftOff39p) Off(ctx context.Context, m power.Mode) error {
+	if m == power.ModeSoft {
+		power.NoteTask(ctx, "/redfish/v1/TaskService/Tasks/soft", func(context.Context) (bool, error) { return false, nil })
+		return nil
+	}
+	return q.Power.Off(ctx, m)
+}
+
+// TestReview39_QueuedSoftOffBlocksHardFallback: reboot/doc.go says a
+// soft power-off (the default mode of every hold, a fence included)
+// "falls back to hard Config.SoftTimeout (180 s) after its first soft
+// power-off". The round-14 fix keeps any command the BMC accepted for
+// later in flight in Async until its task ended or the host reads the
+// wanted state, for up to TaskLimit (10 min), and refuses every other
+// call of the host meanwhile (ErrInFlight). A BMC that answers
+// GracefulShutdown 202 with a task that runs until the OS has shut down
+// (a hung OS: never) thus holds back the forced power-off the fallback
+// sends, so a host being fenced keeps running for TaskLimit (10 min)
+// instead of SoftTimeout. A ForceOff can power nothing on (it is not a
+// toggle: TogglesOff false), so nothing justifies holding it behind a
+// pending graceful shutdown. Ground truth: the hardware (fake.Power)
+// must be off within a few seconds of the hard power-off being asked
+// for (here 1 s after the soft one, standing in for SoftTimeout), with
+// the production TaskLimit. Correct: a pending task of a non-toggling
+// power-off does not hold back a non-toggling power-off (or Async
+// follows a queued soft power-off only as long as the reboot package's
+// SoftTimeout).
+func TestReview39_QueuedSoftOffBlocksHardFallback(t *testing.T) {
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	bmc := &queuingSoftOff39p{Power: hw}
+	a := &Async{Wait: 50 * time.Millisecond, TaskPoll: 50 * time.Millisecond,
+		Power: func(string) (power.Controller, error) { return bmc, nil }}
+	pc, err := a.Controller("h")
+	require.NoError(t, err)
+	ctx := context.Background()
+	err = pc.Off(ctx, power.ModeSoft)
+	require.True(t, err == nil || isInFlight(err), "premise: the soft power-off is accepted (%v)", err)
+	require.True(t, hw.WasOnAt(time.Now()), "premise: the OS ignores the shutdown")
+	time.Sleep(time.Second) // SoftTimeout passes: the reboot package falls back to hard
+	asked := time.Now()
+	var last error
+	for end := asked.Add(3 * time.Second); time.Now().Before(end) && hw.WasOnAt(time.Now()); time.Sleep(50 * time.Millisecond) {
+		last = pc.Off(ctx, power.ModeHard)
+	}
+	assert.False(t, hw.WasOnAt(time.Now()),
+		"the hard fallback of a soft power-off whose task never ends is carried out within 3 s of being asked for "+
+			"(not held back for Async.TaskLimit, %s); the last hard power-off got: %v", a.taskLimit(), last)
+}
