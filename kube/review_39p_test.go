@@ -203,3 +203,70 @@ func TestReview39_QueuedSoftOffBlocksHardFallback(t *testing.T) {
 		"the hard fallback of a soft power-off whose task never ends is carried out within 3 s of being asked for "+
 			"(not held back for Async.TaskLimit, %s); the last hard power-off got: %v", a.taskLimit(), last)
 }
+
+// queuedPress39p is a BMC whose soft power-off is a press of the power
+// button (TogglesOff(soft): PushPowerButton) that it accepts as a task
+// (power.NoteTask) and carries out only when press is called: the press
+// toggles the hardware, whatever its state then. A forced power-off is
+// carried out at once.
+type queuedPress39p struct {
+	*fake.Power
+	pressed atomic.Bool
+}
+
+func (q *queuedPress39p) Off(ctx context.Context, m power.Mode) error {
+	if m == power.ModeSoft {
+		power.NoteTask(ctx, "/redfish/v1/TaskService/Tasks/press", func(context.Context) (bool, error) { return q.pressed.Load(), nil })
+		return nil
+	}
+	return q.Power.Off(ctx, m)
+}
+
+func (q *queuedPress39p) TogglesOff(m power.Mode) bool { return m == power.ModeSoft }
+
+func (q *queuedPress39p) press() {
+	if q.Power.WasOnAt(time.Now()) {
+		_ = q.Power.Off(context.Background(), power.ModeHard)
+	} else {
+		_ = q.Power.On(context.Background())
+	}
+	q.pressed.Store(true)
+}
+
+// TestReview39_QueuedPressOffOverdueLetsHardOffThenPowersOn: Async
+// leaves a host as it is (ErrTaskOverdue) when the task of a power-on or
+// a restart outlives TaskLimit, but not one of a power-off: "a power-off
+// it may still carry out powers nothing on" (async.go, d5865d6). A soft
+// power-off may be a press of the power button (PushPowerButton:
+// Async.TogglesOff passes it on), and a press toggles: carried out once
+// the host is off, it powers the host on. Here the BMC accepts the press
+// as a task that is still Running at TaskLimit; Async then frees the
+// host, counting the answer as lost; the reboot package's fallback (after
+// its own LostLanding + SoftTimeout + StaleReads for a lost press, far
+// shorter than a task may run: the test sends it at once) sends
+// a forced power-off (accepted: nothing holds it), the host goes off,
+// and then the queued press is carried out and powers on the host that
+// rebootkit has just powered off (a fence reported on the Off reading
+// would be broken). Ground truth: the hardware is on after the press
+// while rebootkit's last command to it was a forced power-off. Correct:
+// past TaskLimit, a toggling power-off's task leaves the host as it is
+// (ErrTaskOverdue), as a power-on's does; Async knows it is a toggle
+// (TogglesOff).
+func TestReview39_QueuedPressOffOverdueLetsHardOffThenPowersOn(t *testing.T) {
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	bmc := &queuedPress39p{Power: hw}
+	a := &Async{Wait: 50 * time.Millisecond, TaskPoll: 20 * time.Millisecond, TaskLimit: 300 * time.Millisecond,
+		Power: func(string) (power.Controller, error) { return bmc, nil }}
+	pc, err := a.Controller("h")
+	require.NoError(t, err)
+	require.True(t, pc.(*asyncController).TogglesOff(power.ModeSoft), "premise: Async says the soft power-off is a press")
+	ctx := context.Background()
+	err = pc.Off(ctx, power.ModeSoft)
+	require.True(t, err == nil || isInFlight(err), "premise: the press is accepted for later (%v)", err)
+	require.Eventually(t, func() bool { return !a.InFlight("h") }, 5*time.Second, 5*time.Millisecond, "premise: followed for TaskLimit")
+	hardErr := pc.Off(ctx, power.ModeHard)
+	bmc.press() // the queued press is carried out
+	assert.False(t, hw.WasOnAt(time.Now()),
+		"a press accepted as a task that outlived TaskLimit may still toggle: no forced power-off may be sent meanwhile "+
+			"that it would then reverse (the forced power-off got %v; transitions %+v)", hardErr, hw.Transitions())
+}
