@@ -51,6 +51,11 @@ var ErrUnknownServer = errors.New("inventory: no such server in the inventory")
 
 // Options tune a Fleet.
 type Options struct {
+	// CheckFile, when set, judges the fleet state file opened (its
+	// descriptor, so that a name swapped after a check of the path is
+	// judged too: its owner, say) before a byte of it is read; its error
+	// is OpenFleet's.
+	CheckFile func(*os.File) error
 	// Reboot configures the power decisions (soft timeout, stale reads).
 	Reboot reboot.Config
 	// JobTimeout: a job whose server's power-off has not been accepted
@@ -234,7 +239,11 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	if lock <= 0 {
 		lock = time.Second
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lock, OpenFile: openStateFile})
+	open := openStateFile
+	if opts.CheckFile != nil {
+		open = ownfile.CheckedOpener(ErrNotStateFile, "the fleet state file", opts.CheckFile)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lock, OpenFile: open})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/rebootkit/rebootkit/internal/ownfile"
 )
 
 // ErrLocked: the bbolt file is open in another process (bbolt's file lock).
@@ -65,7 +68,24 @@ var (
 // opens path through a symbolic link, and refuses a path that is not a
 // regular file with one link (ErrNotStoreFile).
 func OpenBolt(path string) (*BoltStore, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, OpenFile: openStoreFile})
+	return OpenBoltWith(path, BoltOptions{})
+}
+
+// BoltOptions are OpenBoltWith's options.
+type BoltOptions struct {
+	// Check, when set, judges the file opened (its descriptor, so that a
+	// name swapped after a check of the path is judged too: its owner,
+	// say) before a byte of it is read; its error is OpenBoltWith's.
+	Check func(*os.File) error
+}
+
+// OpenBoltWith is OpenBolt with options.
+func OpenBoltWith(path string, o BoltOptions) (*BoltStore, error) {
+	open := openStoreFile
+	if o.Check != nil {
+		open = ownfile.CheckedOpener(ErrNotStoreFile, "the store", o.Check)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, OpenFile: open})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}

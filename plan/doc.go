@@ -173,7 +173,9 @@
 //
 // For reports, a plan also keeps what no decision reads: each reboot's
 // Phases as the fleet reported them (drained, off, on, healthy; the first
-// report of each wins) and the operators' Commands (Record).
+// report of each wins) and the operators' Commands (Record), and, for a
+// tool that replays numbered commands recorded elsewhere, how far each
+// source's were applied (Replays, RecordReplay).
 //
 // MayRebootOutside is the guard for everything else: while a plan is
 // unfinished, its servers may only be rebooted by it. Summarize, Line and

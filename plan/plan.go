@@ -182,6 +182,12 @@ type Plan struct {
 	// read them to tell what was applied already (rebootctl does). See
 	// Record.
 	Commands []Mark `json:"commands,omitempty"`
+	// Replays are, per source of numbered commands a tool replays (the
+	// last MaxReplays sources), the highest number applied: unlike
+	// Commands' times, they tell an applied command from a new one
+	// whatever the clocks did, and later commands never push them out.
+	// See RecordReplay.
+	Replays []Replay `json:"replays,omitempty"`
 
 	// Version is the store's version of the plan, for compare-and-swap
 	// (not part of the document).
@@ -323,7 +329,7 @@ func (p Plan) validate() error {
 }
 
 // Clone returns a deep copy of what a pass or a command changes: the
-// reboots, CreatedAt and Commands. The policy (Windows, Ramp,
+// reboots, CreatedAt, Commands and Replays. The policy (Windows, Ramp,
 // DomainLimits, Conditions) and the reboots' Labels are shared: nothing
 // modifies them in place.
 func (p Plan) Clone() Plan {
@@ -334,6 +340,7 @@ func (p Plan) Clone() Plan {
 		q.CreatedAt = &v
 	}
 	q.Commands = append([]Mark(nil), p.Commands...)
+	q.Replays = append([]Replay(nil), p.Replays...)
 	return q
 }
 

@@ -69,3 +69,53 @@ func Record(command string, at time.Time, f func(Plan) (Plan, error)) func(Plan)
 		return q, nil
 	}
 }
+
+// Replay says how far a tool that replays numbered commands recorded
+// elsewhere (rebootctl's side file: Source its ID, each command
+// numbered one more than the one before) applied them to a plan: the
+// command numbered Seq was applied, and so was every earlier one of
+// Source (commands are replayed in their order). Unlike the commands'
+// times, the numbers do not depend on any clock.
+type Replay struct {
+	Source string `json:"source"`
+	Seq    int64  `json:"seq"`
+}
+
+// MaxReplays bounds Plan.Replays: the sources applied most recently are
+// kept.
+const MaxReplays = 16
+
+// RecordReplay is Record for the command numbered seq of source: when f
+// succeeds it also records in Replays that source's commands are applied
+// up to seq.
+func RecordReplay(command string, at time.Time, source string, seq int64, f func(Plan) (Plan, error)) func(Plan) (Plan, error) {
+	rec := Record(command, at, f)
+	return func(p Plan) (Plan, error) {
+		q, err := rec(p)
+		if err != nil {
+			return q, err
+		}
+		rs := make([]Replay, 0, len(q.Replays)+1)
+		for _, r := range q.Replays {
+			if r.Source == source {
+				seq = max(seq, r.Seq)
+				continue
+			}
+			rs = append(rs, r)
+		}
+		rs = append(rs, Replay{Source: source, Seq: seq})
+		q.Replays = rs[max(len(rs)-MaxReplays, 0):]
+		return q, nil
+	}
+}
+
+// Replayed returns the highest number of source's commands applied to p
+// (RecordReplay), false when p keeps none of source.
+func (p Plan) Replayed(source string) (int64, bool) {
+	for _, r := range p.Replays {
+		if r.Source == source {
+			return r.Seq, true
+		}
+	}
+	return 0, false
+}

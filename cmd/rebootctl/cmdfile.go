@@ -248,14 +248,21 @@ func readCmdFile(store string) (cmdFile, error) {
 // store's owner and mode (likeStore), fsync'd, renamed over it, and the
 // directory fsync'd. It is called with the side file's lock held, so a
 // temporary file of this user's left by a crash (tmpPattern) is no one's
-// at work, and is removed; another user's is left alone.
+// at work, and is removed (removeOwnTmp); another user's is left alone.
+// The directory is read for them at this process's first write of the
+// file only (a crash ends a process: its leftovers are found by the
+// next one), and again after a write of its own left its temporary file:
+// not at every write, which would read a directory anyone may fill
+// (/tmp) with the lock held, at every command the executor applies.
 func writeCmdFile(store string, c cmdFile) error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
 	path := cmdFilePath(store)
-	removeOwnTmp(path)
+	if tmpScans.first(path) {
+		removeOwnTmp(path)
+	}
 	if err := sideFits(store); err != nil {
 		return sideFileError(store, err)
 	}
@@ -278,13 +285,46 @@ func writeCmdFile(store string, c cmdFile) error {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		_ = os.Remove(tmp) // this process's own file, made above
+		if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			tmpScans.again(path) // this process's own file, made above, is left: the next write looks
+		}
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("the plan store's command file: %w", err)
 	}
 	return nil
+}
+
+// tmpScans: the side files whose directory this process read for
+// leftovers (removeOwnTmp) since its last write left one.
+var tmpScans scanned
+
+// scanned is a set of paths, safe for concurrent use.
+type scanned struct {
+	mu   sync.Mutex
+	done map[string]bool
+}
+
+// first reports whether path is not in the set, and adds it.
+func (s *scanned) first(path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done[path] {
+		return false
+	}
+	if s.done == nil {
+		s.done = map[string]bool{}
+	}
+	s.done[path] = true
+	return true
+}
+
+// again removes path from the set.
+func (s *scanned) again(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.done, path)
 }
 
 // tmpPattern is the name of writeCmdFile's temporary files after
@@ -392,7 +432,7 @@ func applyCommands(ctx context.Context, st *plan.BoltStore, store string, note f
 // another user's, or a file it makes there would be unusable by the
 // store's owner or group) is read without its lock (every write renames
 // a whole file over it) and its commands applied to the store, but left
-// as it is: a command applied again changes nothing (onceRecorded), and
+// as it is: a command applied again changes nothing (onceApplied), and
 // the next process that may rewrite it marks them applied. note says
 // what was done (once per process: the caller's log).
 func applyUnmarked(ctx context.Context, st *plan.BoltStore, store string, why error, note func(error)) (cmdMark, error) {
@@ -428,7 +468,7 @@ func applyRecords(ctx context.Context, st *plan.BoltStore, c *cmdFile) (changed 
 			r.Applied, r.Kind, r.Error, changed = true, "unknown", "unknown command "+r.Command, true
 			continue
 		}
-		_, err := plan.CommandView(ctx, st, r.Plan, onceRecorded(r.Command, r.At, f))
+		_, err := plan.CommandView(ctx, st, r.Plan, onceApplied(c.ID, *r, f))
 		if errors.Is(err, errRecordedAlready) {
 			err = nil // applied before a crash kept it from being marked here
 		}
@@ -446,18 +486,55 @@ func applyRecords(ctx context.Context, st *plan.BoltStore, c *cmdFile) (changed 
 // errRecordedAlready: the command is in the plan's Commands already.
 var errRecordedAlready = errors.New("the command is recorded in the plan already")
 
-// onceRecorded is plan.Record(command, at, f), but for a plan whose
-// Commands hold that command at that time already: it was applied to the
-// store, and the applier stopped (killed, or its write of the side file
-// failed, or it may not rewrite the file: applyUnmarked) before it marked
-// it applied in the side file. It is not applied again (a cancel of a
-// canceled plan would be refused, and the operator told that its own
-// cancel failed): errRecordedAlready, and nothing is written. Commands
-// keep the last plan.MaxCommands only: once they are full, a command
-// recorded before the oldest of them is taken as applied too (applied,
-// then pushed out by later ones; or, never applied, older than
-// plan.MaxCommands commands applied since): applied now, it would undo
-// the later ones (an old run after the operator's stop).
+// onceApplied is plan.RecordReplay(r.Command, r.At, id, r.Seq, f): the
+// plan keeps the highest number of the side file id's records applied
+// to it (plan.Replays). A record numbered up to that was applied to the
+// store already, and the applier stopped (killed, or its write of the
+// side file failed, or it may not rewrite the file: applyUnmarked)
+// before it marked it applied in the side file; or a later record of
+// the plan was applied (records are applied in their order, so this
+// one was applied or refused before it), and applied now it would undo
+// the later ones (an old run after the operator's stop). It is not
+// applied again (a cancel of a canceled plan would be refused, and the
+// operator told that its own cancel failed): errRecordedAlready, and
+// nothing is written. The numbers, not the records' times, decide: a
+// clock stepped back (NTP, a restored VM, another host's) must not make
+// a new stop look older than the plan's commands. A plan that keeps no
+// number of id (the file is new, or the plan was last commanded by an
+// older rebootctl) skips the command only when its Commands hold that
+// command at that time; a file with no ID (written by a rebootctl that
+// gave none) is judged by onceRecorded alone.
+func onceApplied(id string, r cmdRecord, f func(plan.Plan) (plan.Plan, error)) func(plan.Plan) (plan.Plan, error) {
+	if id == "" {
+		return onceRecorded(r.Command, r.At, f)
+	}
+	rec := plan.RecordReplay(r.Command, r.At, id, r.Seq, f)
+	return func(p plan.Plan) (plan.Plan, error) {
+		if seq, ok := p.Replayed(id); ok {
+			if r.Seq <= seq {
+				return p, errRecordedAlready
+			}
+			return rec(p)
+		}
+		for _, m := range p.Commands {
+			if m.Command == r.Command && m.At.Equal(r.At) {
+				return p, errRecordedAlready
+			}
+		}
+		return rec(p)
+	}
+}
+
+// onceRecorded is plan.Record(command, at, f), for a record of a side
+// file with no ID (nor numbers the plan keeps): a plan whose Commands
+// hold that command at that time already is not applied again
+// (errRecordedAlready, as onceApplied). Commands keep the last
+// plan.MaxCommands only: once they are full, a command recorded before
+// the oldest of them is taken as applied too (applied, then pushed out
+// by later ones; or, never applied, older than plan.MaxCommands commands
+// applied since). That judges by the clock, and a clock stepped back
+// misjudges it: it is only for such files, which no rebootctl writes
+// any more.
 func onceRecorded(command string, at time.Time, f func(plan.Plan) (plan.Plan, error)) func(plan.Plan) (plan.Plan, error) {
 	rec := plan.Record(command, at, f)
 	return func(p plan.Plan) (plan.Plan, error) {

@@ -292,6 +292,9 @@ func (e *env) executor(args []string) int {
 			return exitError
 		}
 	}
+	// Each open judges the file it opened, as above (a name may be
+	// swapped between that look and an open).
+	e.checkStore = executorOwnsFile("the plan store")
 	logger := executorLogger(e.errw, *verbose, e.json)
 	m := newMetrics()
 	store := lockedStore{e}
@@ -309,11 +312,15 @@ func (e *env) executor(args []string) int {
 		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
 		return exitError
 	}
+	// Given up on return, after the fleet's deferred Close (defers run
+	// last first): nothing of this executor acts any more.
+	defer release(e.store, e.checkStore, me)
 	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
 		Reboot:      reboot.Config{SoftTimeout: *soft, StaleReads: *stale},
 		ShutdownMax: *shutdownMax,
 		JobTimeout:  *jobTimeout, ServicesTimeout: *services, JobRetention: *retention, Poll: *poll, Logger: logger, Self: selfUUID, MaybeSelf: maybeSelf,
 		OnBMCError: m.bmcError,
+		CheckFile:  executorOwnsFile("the fleet state file"),
 		PlanCheck: func(ctx context.Context, planUUID, jobUUID string) (bool, string, error) {
 			if err := holds(ctx, store, me); err != nil {
 				return false, "", err // no power-off unless this executor still holds the store
@@ -332,11 +339,6 @@ func (e *env) executor(args []string) int {
 		return e.fail(err)
 	}
 	defer fleet.Close()
-	// Made by another user between the check above and the open.
-	if err := executorOwns(*state, "the fleet state file"); err != nil {
-		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
-		return exitError
-	}
 	if *metricsAddr != "" {
 		ln, err := net.Listen("tcp", *metricsAddr)
 		if err != nil {

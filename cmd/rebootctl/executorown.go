@@ -22,7 +22,9 @@ var errForeignExecutorFile = errors.New("another user's file in a directory ever
 // it), and the executor would keep its plans or its power bookkeeping
 // in a file that user may rewrite (ownfile.Opener takes any owner's). A
 // file of another user in a directory others may not write was put
-// there by someone who may write that directory, and is used.
+// there by someone who may write that directory, and is used. It looks
+// at the path, for an early message before the executor claims the
+// store; executorOwnsFile judges what each open opened.
 func executorOwns(path, what string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -35,6 +37,28 @@ func executorOwns(path, what string) error {
 	if !ok {
 		return nil
 	}
+	return foreignExecutorFile(st, path, what)
+}
+
+// executorOwnsFile is executorOwns for the file opened at path, judged
+// by its descriptor (fstat): the executor's opens of the plan store and
+// of the fleet state file run it (plan.BoltOptions.Check,
+// inventory.Options.CheckFile) before a byte is read, so that a file
+// another user made, kept open and removed or renamed between
+// executorOwns's look at the path and the open is refused too.
+func executorOwnsFile(what string) func(*os.File) error {
+	return func(f *os.File) error {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+			return fmt.Errorf("%s %s: %w", what, f.Name(), err)
+		}
+		return foreignExecutorFile(&st, f.Name(), what)
+	}
+}
+
+// foreignExecutorFile is executorOwns's judgement of the file at path
+// whose stat is st.
+func foreignExecutorFile(st *syscall.Stat_t, path, what string) error {
 	if uid := int(st.Uid); uid == os.Geteuid() || uid == 0 || !dirOthersWrite(path) {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,7 +30,8 @@ var errOtherExecutor = errors.New("another executor runs on this plan store")
 // every interval during a long one, and checked before every first
 // power-off. A claim not renewed for three intervals
 // and ten seconds has lapsed; a claim of a process of this machine that
-// no longer runs has lapsed at once.
+// no longer runs has lapsed at once, and so has one its executor gave up
+// when it stopped (release).
 type lease struct {
 	ID       string        `json:"id"`
 	Host     string        `json:"host"`
@@ -100,6 +102,38 @@ func claim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
 		}
 		me.At = now
 		out, err := json.Marshal(me)
+		if err != nil {
+			return err
+		}
+		return st.PutMeta(ctx, metaLease, out)
+	})
+}
+
+// release gives up me's claim on the store at path when this executor
+// stops, once its fleet is closed (nothing of it acts any more; checkStore
+// is the executor's check of the store's file). The lease stays, naming
+// its host and fleet state file (a successor with another file still
+// finds the reboots in flight there: inFlightElsewhere), but lapsed: an
+// executor started next, on this machine in this process or on another
+// machine, need not wait for it to lapse. A lease another executor took
+// over is left alone. It is best effort, bounded by a few seconds (the
+// executor's own context has ended): a lease not released lapses as
+// before.
+func release(path string, checkStore func(*os.File) error, me lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r := &env{ctx: ctx, store: path, errw: io.Discard, checkStore: checkStore}
+	_ = lockedStore{r}.with(func(st *plan.BoltStore) error {
+		raw, err := st.GetMeta(ctx, metaLease)
+		if err != nil || len(raw) == 0 {
+			return err
+		}
+		var cur lease
+		if err := json.Unmarshal(raw, &cur); err != nil || cur.ID != me.ID {
+			return err
+		}
+		cur.At = time.Time{}
+		out, err := json.Marshal(cur)
 		if err != nil {
 			return err
 		}

@@ -132,6 +132,9 @@ type env struct {
 	// (sideNote).
 	sideMu   sync.Mutex
 	sideSaid map[string]bool
+	// checkStore, when set (by the executor: executorOwnsFile), judges
+	// the store's file each open opened, before a byte of it is read.
+	checkStore func(*os.File) error
 }
 
 func commonFlags(fs *flag.FlagSet, e *env) {
@@ -260,7 +263,7 @@ func (e *env) waitStore() (*plan.BoltStore, error) {
 func (e *env) waitStoreNext() (*plan.BoltStore, cmdMark, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		s, err := plan.OpenBolt(e.store)
+		s, err := plan.OpenBoltWith(e.store, plan.BoltOptions{Check: e.checkStore})
 		if err == nil {
 			next, err := applyCommands(e.ctx, s, e.store, e.sideNote)
 			if err != nil {
@@ -502,6 +505,9 @@ func (e *env) command(name string, args []string) int {
 	}
 	if err != nil {
 		return e.fail(errors.New(explain(err, rest[0])))
+	}
+	if err := notInEffect(name, v); err != nil {
+		return e.fail(err)
 	}
 	if e.json {
 		e.printJSON(map[string]any{"uuid": p.UUID, "state": p.State, "in_flight": len(v.Index.InFlight)})

@@ -83,20 +83,38 @@ func list(names []string, max int) string {
 	return strings.Join(names[:max], ", ") + fmt.Sprintf(" and %d more", len(names)-max)
 }
 
-// commandDone is what run, stop and cancel print.
+// commandDone is what run, stop and cancel print, from the plan's state
+// read back from the store after the command (p): a stop or cancel says
+// so only when the plan is in the state it leads to (notInEffect is the
+// error otherwise).
 func commandDone(name string, p plan.View) string {
 	n := len(p.Index.InFlight)
-	switch name {
-	case "cancel":
+	switch {
+	case name == "cancel" && p.State == plan.StateCanceled:
 		if n == 0 {
 			return fmt.Sprintf("plan %s: canceled; no reboot was in flight, nothing more will happen", p.UUID)
 		}
 		return fmt.Sprintf("plan %s: canceled; no new reboot starts, and the %d reboot(s) in flight are withdrawn: a server not yet powered off is undrained and left running, "+
 			"one whose power-off may already have been accepted completes its power cycle (on again) and is undrained (watch them: rebootctl plan watch %s)", p.UUID, n, p.UUID)
-	case "stop":
+	case name == "stop" && p.State == plan.StateStopped:
 		return fmt.Sprintf("plan %s: stopped; no new reboot starts, %d in flight will finish; resume with: rebootctl plan run %s", p.UUID, n, p.UUID)
+	case (name == "stop" || name == "cancel") && p.State.Finished():
+		return fmt.Sprintf("plan %s: %s; no new reboot starts, %d in flight will finish", p.UUID, p.State, n)
 	}
 	return fmt.Sprintf("plan %s: %s", p.UUID, p.State)
+}
+
+// notInEffect is the error of a stop or cancel whose plan, read back from
+// the store after it, is not in the state the command leads to nor
+// finished (another operator's later run, or a command taken as applied
+// already): the operator is not told it stopped.
+func notInEffect(name string, p plan.View) error {
+	if name != "stop" && name != "cancel" || p.State == plan.StateStopped && name == "stop" || p.State.Finished() {
+		return nil
+	}
+	return fmt.Errorf("the %s of plan %s was applied, but the store now holds the plan %s (a later command changed it, or the %s was taken as applied already: "+
+		"rebootctl plan show %s lists the plan's commands); give the command again if it must hold: rebootctl plan %s %s",
+		name, p.UUID, p.State, name, p.UUID, name, p.UUID)
 }
 
 // interrupted is watch's message after Ctrl-C: what goes on in the

@@ -22,6 +22,14 @@ import (
 // writes). A refusal wraps notOwn and names the path; what names the
 // file for the operator ("the store", "the fleet state file").
 func Opener(notOwn error, what string) func(path string, flag int, perm os.FileMode) (*os.File, error) {
+	return CheckedOpener(notOwn, what, nil)
+}
+
+// CheckedOpener is Opener, and then check (when not nil) judges the file
+// opened (its descriptor: a name may be swapped or removed between a
+// check of the path and the open) before bbolt reads or writes a byte of
+// it; its error is returned as it is, and the file closed.
+func CheckedOpener(notOwn error, what string, check func(*os.File) error) func(path string, flag int, perm os.FileMode) (*os.File, error) {
 	return func(path string, flag int, perm os.FileMode) (*os.File, error) {
 		f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
 		if errors.Is(err, syscall.ELOOP) {
@@ -38,6 +46,12 @@ func Opener(notOwn error, what string) func(path string, flag int, perm os.FileM
 		if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 {
 			f.Close()
 			return nil, fmt.Errorf("%w: %s (mode %o, %d links): give %s's own path", notOwn, path, st.Mode, st.Nlink, what)
+		}
+		if check != nil {
+			if err := check(f); err != nil {
+				f.Close()
+				return nil, err
+			}
 		}
 		return f, nil
 	}
