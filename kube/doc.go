@@ -400,12 +400,15 @@
 //     remediation's alike) is in flight until its task monitor says the
 //     task ended or the host reads the state the command was for
 //     (a restart: until the task ended), read every Async.TaskPoll:
-//     meanwhile the host is sent nothing and no evidence is taken from
-//     it, and its answer is handed over (LateAnswer) only then. Past
-//     Async.TaskLimit (default DefaultTaskLimit, 10 min) its answer
-//     counts as lost (Settled: the reboot package's LostLanding) and is
-//     not handed over, and after a power-on or a restart the host is left
-//     as it is, every call of it refused with ErrTaskOverdue (also
+//     meanwhile the host is sent nothing (but a power-off that is no
+//     press of the power button, the hard fallback of an ignored
+//     graceful shutdown, goes out beside a pending power-off that is no
+//     press either) and no evidence is taken from it, and its answer is
+//     handed over (LateAnswer) only then. Past Async.TaskLimit (default
+//     DefaultTaskLimit, 10 min) its answer counts as lost (Settled: the
+//     reboot package's LostLanding) and is not handed over, and after a
+//     power-on, a restart or a press of the power button (a toggle) the
+//     host is left as it is, every call of it refused with ErrTaskOverdue (also
 //     ErrInFlight) and a PowerTaskOverdue event that names the task and
 //     the fix, until the controller restarts; that wait is kept in
 //     memory only, so a restarted controller or a new leader does not
