@@ -191,7 +191,21 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, t
 		s, err := f(bg)
 		cancel()
 		lost := cmd && err != nil && !resetRefused(err)
-		if cmd && err == nil && q.Queued() && !a.following(ctx, c, &q, want, offNoToggle) {
+		var book taskBooker
+		var bookedAt string
+		if cmd && err == nil && q.Queued() && !offNoToggle {
+			// One that may power the host on is recorded in the host's
+			// reboot record (Powers.Controller's bookTask), so that a
+			// restarted controller or a new leader holds the host too
+			// (TestReview39_QueuedOnOfNormalPathLandsAfterNewLeaderFences).
+			now := time.Now()
+			book, bookedAt = bookTaskOf(context.WithoutCancel(ctx), c.pc, &q, now, now.Add(a.taskLimit()))
+		}
+		if cmd && err == nil && q.Queued() && a.following(ctx, c, &q, want, offNoToggle) {
+			if book != nil {
+				book.taskEnded(context.WithoutCancel(ctx), bookedAt) // the record's hold ends StaleReads after now
+			}
+		} else if cmd && err == nil && q.Queued() {
 			// Accepted for later, and its task not seen to end within
 			// TaskLimit (TestReview39_QueuedOnOfNormalPathTakenAsLanded
 			// for the wait): it may still take effect, so its answer

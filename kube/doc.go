@@ -410,9 +410,19 @@
 //     power-on, a restart or a press of the power button (a toggle) the
 //     host is left as it is, every call of it refused with ErrTaskOverdue (also
 //     ErrInFlight) and a PowerTaskOverdue event that names the task and
-//     the fix, until the controller restarts; that wait is kept in
-//     memory only, so a restarted controller or a new leader does not
-//     wait for the normal path's task.
+//     the fix, until the controller restarts. A command through Async
+//     that may power the host on (a power-on, a restart, a press) is
+//     also written, once the BMC's 202 came, to the host's reboot record
+//     (spec.powerOnSent with its task, Until TaskLimit after the answer,
+//     in a compare-and-swap; a host without a record or a failed write
+//     leaves only the wait in memory), and stamped Returned when its
+//     task is seen to end: every replica's Powers.Controller (a
+//     restarted controller, a new leader) holds such a host, sending it
+//     nothing and taking no evidence from it (ErrInFlight), until
+//     StaleReads after that stamp, and past Until with none for good
+//     (ErrTaskOverdue) until an administrator removes it; a replica that
+//     did not send it does not read the task itself. A power-off that is
+//     no press is not written: carried out late, it powers nothing on.
 //   - cmd/rebootkit-controller: a manager binary running both controllers
 //     (kubeconfig, namespace, leader election on by default with the
 //     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit),
