@@ -19,7 +19,8 @@ import (
 // the call ends.
 var ErrInFlight = fmt.Errorf("kube: BMC call still running: %w", power.ErrBusy)
 
-// ErrTaskOverdue: a power-on (or, through Async, a restart) of the host
+// ErrTaskOverdue: a power-on (or, through Async, a restart or a
+// power-off that presses the power button) of the host
 // that its BMC accepted for later (a Redfish 202 and its task) was
 // followed for Async.TaskLimit (or Powers.TaskLimit) and its task had
 // not ended, nor did the host read On: it may still take effect, so the host is left as it is (the error
@@ -33,7 +34,9 @@ var ErrTaskOverdue = errors.New("kube: a power command accepted for later has no
 const DefaultTaskLimit = 10 * time.Minute
 
 // Async runs every BMC call (the login a first call makes included) in a
-// goroutine of its own, one at a time per host, and waits for it at most
+// goroutine of its own, one at a time per host (but a non-toggling
+// power-off goes out beside a non-toggling power-off whose task is
+// followed), and waits for it at most
 // Wait: a reconcile worker never waits on a hung BMC for longer, whatever
 // the number of hung BMCs. A call that takes longer goes on in the
 // background under its own bounds (the pool's call and connect timeouts,
@@ -64,7 +67,8 @@ type Async struct {
 	TaskLimit, TaskPoll time.Duration
 
 	mu       sync.Mutex
-	inflight map[string]bool
+	inflight map[string]int               // how many calls of the host run (two only as offBeside lets)
+	offTask  map[string]bool              // the host's running call is a non-toggling power-off whose task is followed
 	resets   map[string]resetOutcome      // a Reset's outcome that came after its pass
 	answers  map[string]reboot.LateAnswer // an On's or Off's answer that came after its pass
 	ended    map[string]callEnd           // when the host's last call returned
@@ -87,7 +91,7 @@ type callEnd struct {
 func (a *Async) Settled(host string, landing time.Duration, now time.Time) (until time.Time, settled bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.inflight[host] {
+	if a.inflight[host] > 0 {
 		return time.Time{}, false
 	}
 	e, ok := a.ended[host]
@@ -126,7 +130,7 @@ func (a *Async) Controller(name string) (power.Controller, error) {
 func (a *Async) InFlight(host string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.inflight[host]
+	return a.inflight[host] > 0
 }
 
 type asyncController struct {
@@ -144,14 +148,22 @@ type result struct {
 // waits for it at most Wait (or ctx); cmd: f is a power command (its
 // lost answer may land later: Settled), run with a power.Queued attached:
 // one the BMC accepted for later stays in flight while follow follows it
-// (want: the power state it is for, StateUnknown for a restart).
-func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, f func(context.Context) (power.State, error)) (power.State, error) {
+// (want: the power state it is for, StateUnknown for a restart; toggles:
+// it is a power-off that presses the power button, reboot.Toggler). One
+// exception to one call at a time: a non-toggling power-off (a forced
+// one, the fallback of a soft one) goes out beside a non-toggling
+// power-off whose task is followed (a graceful shutdown the OS ignores
+// must not hold back the fallback for TaskLimit: neither can power
+// anything on).
+func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, toggles bool, f func(context.Context) (power.State, error)) (power.State, error) {
 	a := c.a
+	start := time.Now()
+	offNoToggle := cmd && want == power.StateOff && !toggles
 	a.mu.Lock()
 	if a.inflight == nil {
-		a.inflight = map[string]bool{}
+		a.inflight = map[string]int{}
 	}
-	if a.inflight[c.host] {
+	if n := a.inflight[c.host]; n > 0 && (n > 1 || !offNoToggle || !a.offTask[c.host]) {
 		a.mu.Unlock()
 		return power.StateUnknown, fmt.Errorf("host %s: %w", c.host, ErrInFlight)
 	}
@@ -159,7 +171,7 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, f
 		a.mu.Unlock()
 		return power.StateUnknown, fmt.Errorf("%s: %w (%w)", why, ErrTaskOverdue, ErrInFlight)
 	}
-	a.inflight[c.host] = true
+	a.inflight[c.host]++
 	a.mu.Unlock()
 
 	timeout := a.Timeout
@@ -179,22 +191,39 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, f
 		s, err := f(bg)
 		cancel()
 		lost := cmd && err != nil && !resetRefused(err)
-		if cmd && err == nil && q.Queued() && !a.follow(context.WithoutCancel(ctx), c, &q, want) {
+		var book taskBooker
+		var bookedAt string
+		if cmd && err == nil && q.Queued() && !offNoToggle {
+			// One that may power the host on is recorded in the host's
+			// reboot record (Powers.Controller's bookTask), so that a
+			// restarted controller or a new leader holds the host too
+			// (TestReview39_QueuedOnOfNormalPathLandsAfterNewLeaderFences).
+			now := time.Now()
+			book, bookedAt = bookTaskOf(context.WithoutCancel(ctx), c.pc, &q, now, now.Add(a.taskLimit()))
+		}
+		if cmd && err == nil && q.Queued() && a.following(ctx, c, &q, want, offNoToggle) {
+			if book != nil {
+				book.taskEnded(context.WithoutCancel(ctx), bookedAt) // the record's hold ends StaleReads after now
+			}
+		} else if cmd && err == nil && q.Queued() {
 			// Accepted for later, and its task not seen to end within
 			// TaskLimit (TestReview39_QueuedOnOfNormalPathTakenAsLanded
 			// for the wait): it may still take effect, so its answer
 			// counts as lost (Settled waits landing more) and is not
-			// handed over; a power-on or a restart (which may power on a
-			// host that is off) leaves the host as it is for good (a
-			// power-off it may still carry out powers nothing on).
+			// handed over; a power-on, a restart (which may power on a
+			// host that is off) or a press of the power button (which
+			// powers on a host that is off by then:
+			// TestReview39_QueuedPressOffOverdueLetsHardOffThenPowersOn)
+			// leaves the host as it is for good (a power-off that is no
+			// toggle powers nothing on if it is carried out later).
 			lost = true
 			a.mu.Lock()
 			delete(a.answers, c.host)
-			if want != power.StateOff {
+			if want != power.StateOff || toggles {
 				if a.overdue == nil {
 					a.overdue = map[string]string{}
 				}
-				a.overdue[c.host] = fmt.Sprintf("host %s: a power-on or restart its BMC accepted as a task (%s) has not ended after %s, "+
+				a.overdue[c.host] = fmt.Sprintf("host %s: a power-on, restart or power-button press its BMC accepted as a task (%s) has not ended after %s, "+
 					"so it may still take effect: the host is left as it is; once that task ended or was cancelled on the BMC "+
 					"(a GET of it answers Completed, Exception, Killed or Cancelled), restart rebootkit-controller",
 					c.host, cmp.Or(q.Monitor(), noTaskNamed), a.taskLimit())
@@ -202,9 +231,14 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, f
 			a.mu.Unlock()
 		}
 		a.mu.Lock()
-		delete(a.inflight, c.host)
+		if a.inflight[c.host]--; a.inflight[c.host] <= 0 {
+			delete(a.inflight, c.host)
+		}
 		if a.ended == nil {
 			a.ended = map[string]callEnd{}
+		}
+		if e, ok := a.ended[c.host]; ok && e.lost && !e.at.Before(start) {
+			lost = true // a call beside this one lost its answer meanwhile: it may still land
 		}
 		a.ended[c.host] = callEnd{at: time.Now(), lost: lost}
 		a.mu.Unlock()
@@ -241,33 +275,34 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, f
 }
 
 func (c *asyncController) State(ctx context.Context) (power.State, error) {
-	return c.run(ctx, false, power.StateUnknown, c.pc.State)
+	return c.run(ctx, false, power.StateUnknown, false, c.pc.State)
 }
 
 func (c *asyncController) On(ctx context.Context) error {
-	return c.call(ctx, reboot.LateAnswer{Action: reboot.ActionPowerOn}, c.pc.On)
+	return c.call(ctx, reboot.LateAnswer{Action: reboot.ActionPowerOn}, false, c.pc.On)
 }
 
 // OnChecked runs the host's checked power-on (power.CheckedOner) as On
 // runs.
 func (c *asyncController) OnChecked(ctx context.Context, check func(context.Context) error) error {
-	return c.call(ctx, reboot.LateAnswer{Action: reboot.ActionPowerOn},
+	return c.call(ctx, reboot.LateAnswer{Action: reboot.ActionPowerOn}, false,
 		func(ctx context.Context) error { return onCheckedOf(ctx, c.pc, check) })
 }
 
 func (c *asyncController) Off(ctx context.Context, m power.Mode) error {
-	return c.call(ctx, reboot.LateAnswer{Action: reboot.ActionPowerOff, Mode: m},
+	return c.call(ctx, reboot.LateAnswer{Action: reboot.ActionPowerOff, Mode: m}, togglesOff(c.pc, m),
 		func(ctx context.Context) error { return c.pc.Off(ctx, m) })
 }
 
-// call runs the power call f (described by la) as run does, and keeps its
-// answer for LateAnswer if it comes after the pass stopped waiting.
-func (c *asyncController) call(ctx context.Context, la reboot.LateAnswer, f func(context.Context) error) error {
+// call runs the power call f (described by la; toggles: a power-off
+// that is a press of the power button) as run does, and keeps its answer
+// for LateAnswer if it comes after the pass stopped waiting.
+func (c *asyncController) call(ctx context.Context, la reboot.LateAnswer, toggles bool, f func(context.Context) error) error {
 	want := power.StateOn
 	if la.Action == reboot.ActionPowerOff {
 		want = power.StateOff
 	}
-	_, err := c.run(ctx, true, want, func(ctx context.Context) (power.State, error) {
+	_, err := c.run(ctx, true, want, toggles, func(ctx context.Context) (power.State, error) {
 		la.Err = f(ctx)
 		c.a.mu.Lock()
 		if c.a.answers == nil {
@@ -310,7 +345,7 @@ func (c *asyncController) TogglesOn() bool { return togglesOn(c.pc) }
 // outcome that comes after the pass gave up is kept for the reset path
 // (lateReset).
 func (c *asyncController) Reset(ctx context.Context) error {
-	_, err := c.run(ctx, true, power.StateUnknown, func(ctx context.Context) (power.State, error) {
+	_, err := c.run(ctx, true, power.StateUnknown, false, func(ctx context.Context) (power.State, error) {
 		err := resetOf(ctx, c.pc)
 		c.a.mu.Lock()
 		if c.a.resets == nil {
@@ -329,6 +364,26 @@ func (c *asyncController) Reset(ctx context.Context) error {
 func isInFlight(err error) bool { return errors.Is(err, ErrInFlight) }
 
 func (a *Async) taskLimit() time.Duration { return cmp.Or(a.TaskLimit, DefaultTaskLimit) }
+
+// following follows c's command q as follow does; offNoToggle: it is a
+// non-toggling power-off, beside whose task run lets a non-toggling
+// power-off go out meanwhile.
+func (a *Async) following(ctx context.Context, c *asyncController, q *power.Queued, want power.State, offNoToggle bool) bool {
+	if offNoToggle {
+		a.mu.Lock()
+		if a.offTask == nil {
+			a.offTask = map[string]bool{}
+		}
+		a.offTask[c.host] = true
+		a.mu.Unlock()
+		defer func() {
+			a.mu.Lock()
+			delete(a.offTask, c.host)
+			a.mu.Unlock()
+		}()
+	}
+	return a.follow(context.WithoutCancel(ctx), c, q, want)
+}
 
 // follow reads, every TaskPoll, whether the task of c's command q noted
 // ended, or the host reads want, for at most TaskLimit (followTask).

@@ -96,6 +96,16 @@ func (p *Powers) markReturned(parent context.Context, name string, o *pinnedOn, 
 	if !sent || queued || err != nil && !(errors.As(err, &pe) && pe.Answered()) {
 		return
 	}
+	p.markReturnedAt(parent, name, at)
+}
+
+// markReturnedAt records now as PowerOnSent.Returned in the record of
+// host name if it still shows the sending at (and no Returned): best
+// effort, bounded by Powers.Timeout, under parent (markReturned).
+func (p *Powers) markReturnedAt(parent context.Context, name, at string) {
+	if at == "" {
+		return
+	}
 	returned := stamp(time.Now())
 	w, ok := p.Client.(client.Writer)
 	if !ok {
@@ -140,18 +150,18 @@ func (p *Powers) sentHold(rec *v1alpha1.RebootRecord, name string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("kube: host %s: its reboot record's powerOnSent.until does not parse, so rebootkit cannot tell whether a "+
-			"power-on through its previously pinned BMC %q may still land: the host is left as it is; once that is past, remove it: "+
+			"power-on (or a command the BMC accepted for later that may power it on) through BMC %q may still land: the host is left as it is; once that is past, remove it: "+
 			"kubectl -n %s patch rebootrecord %s --type=merge -p '{\"spec\":{\"powerOnSent\":null}}'", name, s.Address, p.Namespace, name)
 	}
 	if at := until.Add(p.staleReads()); s.Task != "" && s.Returned == "" && !time.Now().Before(at) {
-		return fmt.Errorf("host %s: a power-on through its previously pinned BMC %q, sent at %s, was accepted by that BMC as task %s, "+
+		return fmt.Errorf("host %s: a power-on (or restart or power-button press) through its BMC %q, sent or answered at %s, was accepted by that BMC as task %s, "+
 			"which was not seen to end by %s, so it may still land: the host is left as it is; once that task ended or was "+
 			"cancelled on the BMC (a GET of it answers Completed, Exception, Killed or Cancelled), remove the record's wait: "+
 			"kubectl -n %s patch rebootrecord %s --type=merge -p '{\"spec\":{\"powerOnSent\":null}}': %w (%w)",
 			name, s.Address, s.At, s.Task, s.Until, p.Namespace, name, ErrTaskOverdue, ErrInFlight)
 	}
 	if at := until.Add(p.staleReads()); time.Now().Before(at) {
-		return fmt.Errorf("host %s: a power-on through its previously pinned BMC %q was sent at %s and may land until %s; the host's "+
+		return fmt.Errorf("host %s: a power-on (or restart or power-button press) through its BMC %q was sent at %s and may land until %s; the host's "+
 			"power is read again from %s on: %w", name, s.Address, s.At, s.Until, at.UTC().Format(time.RFC3339Nano), ErrInFlight)
 	}
 	return nil

@@ -400,16 +400,29 @@
 //     remediation's alike) is in flight until its task monitor says the
 //     task ended or the host reads the state the command was for
 //     (a restart: until the task ended), read every Async.TaskPoll:
-//     meanwhile the host is sent nothing and no evidence is taken from
-//     it, and its answer is handed over (LateAnswer) only then. Past
-//     Async.TaskLimit (default DefaultTaskLimit, 10 min) its answer
-//     counts as lost (Settled: the reboot package's LostLanding) and is
-//     not handed over, and after a power-on or a restart the host is left
-//     as it is, every call of it refused with ErrTaskOverdue (also
+//     meanwhile the host is sent nothing (but a power-off that is no
+//     press of the power button, the hard fallback of an ignored
+//     graceful shutdown, goes out beside a pending power-off that is no
+//     press either) and no evidence is taken from it, and its answer is
+//     handed over (LateAnswer) only then. Past Async.TaskLimit (default
+//     DefaultTaskLimit, 10 min) its answer counts as lost (Settled: the
+//     reboot package's LostLanding) and is not handed over, and after a
+//     power-on, a restart or a press of the power button (a toggle) the
+//     host is left as it is, every call of it refused with ErrTaskOverdue (also
 //     ErrInFlight) and a PowerTaskOverdue event that names the task and
-//     the fix, until the controller restarts; that wait is kept in
-//     memory only, so a restarted controller or a new leader does not
-//     wait for the normal path's task.
+//     the fix, until the controller restarts. A command through Async
+//     that may power the host on (a power-on, a restart, a press) is
+//     also written, once the BMC's 202 came, to the host's reboot record
+//     (spec.powerOnSent with its task, Until TaskLimit after the answer,
+//     in a compare-and-swap; a host without a record or a failed write
+//     leaves only the wait in memory), and stamped Returned when its
+//     task is seen to end: every replica's Powers.Controller (a
+//     restarted controller, a new leader) holds such a host, sending it
+//     nothing and taking no evidence from it (ErrInFlight), until
+//     StaleReads after that stamp, and past Until with none for good
+//     (ErrTaskOverdue) until an administrator removes it; a replica that
+//     did not send it does not read the task itself. A power-off that is
+//     no press is not written: carried out late, it powers nothing on.
 //   - cmd/rebootkit-controller: a manager binary running both controllers
 //     (kubeconfig, namespace, leader election on by default with the
 //     LeaseGuard, BMC CA and call bounds, concurrency, storm-guard limit),

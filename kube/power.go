@@ -271,7 +271,13 @@ func (p *Powers) Controller(name string) (power.Controller, error) {
 	if err := p.checkPin(ctx, &bmh); err != nil {
 		return nil, err
 	}
-	return p.controllerOf(ctx, name, &bmh)
+	pc, err := p.controllerOf(ctx, name, &bmh)
+	if err != nil {
+		return nil, err
+	}
+	// A command the BMC accepts for later is recorded (Async: bookTask),
+	// so that every replica holds the host while it may land.
+	return booked{Controller: pc, p: p, host: name, address: bmh.Spec.BMC.Address}, nil
 }
 
 // readTimeout is p.Timeout, or its default (30 s).

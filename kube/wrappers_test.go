@@ -24,7 +24,7 @@ var extensions = []reflect.Type{
 }
 
 // TestWrappersForwardExtensions: every wrapper of a power.Controller in
-// this package (LeaseGuard.Wrap, Async, noPowerOff) implements every
+// this package (LeaseGuard.Wrap, Async, noPowerOff, booked) implements every
 // extension interface and answers as the controller it wraps, for a
 // controller whose soft power-off is a press and one that has no
 // TogglesOff.
@@ -44,6 +44,7 @@ func TestWrappersForwardExtensions(t *testing.T) {
 			return c
 		},
 		"noPowerOff": func(pc power.Controller) power.Controller { return noPowerOff{Controller: pc, host: "h"} },
+		"booked":     func(pc power.Controller) power.Controller { return booked{Controller: pc, host: "h"} },
 		"Async(LeaseGuard.Wrap(noPowerOff))": func(pc power.Controller) power.Controller {
 			a := &Async{Power: func(string) (power.Controller, error) { return guard.Wrap(noPowerOff{Controller: pc, host: "h"}), nil }}
 			c, _ := a.Controller("h")

@@ -92,16 +92,21 @@ type RebootRecordSpec struct {
 	// host of the same name created afresh, so that every replica, this
 	// one after a restart and a new leader alike, sends the host nothing
 	// and takes no evidence from it until StaleReads after Until
-	// (kube.ErrInFlight); past that it changes nothing.
+	// (kube.ErrInFlight); past that it changes nothing, unless it names
+	// a Task (below). It is also written, with Task, when a command of
+	// the normal path that may power the host on (a power-on, a restart,
+	// a press of the power button) is accepted by the host's BMC for
+	// later (kube.Async), with At the BMC's answer.
 	// +optional
 	PowerOnSent *PowerOnSent `json:"powerOnSent,omitempty"`
 }
 
 // PowerOnSent is a power-on through a pinned BMC that was about to be
-// sent (RebootRecordSpec.PowerOnSent).
+// sent, or a command of the normal path the BMC accepted for later that
+// may power the host on (RebootRecordSpec.PowerOnSent).
 type PowerOnSent struct {
-	// Address is the BMC the power-on was sent through (the address of
-	// PowerOnThrough).
+	// Address is the BMC the command was sent through (the address of
+	// PowerOnThrough, or the host's spec.bmc.address).
 	Address string `json:"address"`
 	// At is when it was about to be sent, and Until the latest instant
 	// its call may still reach the BMC (RFC 3339 with nanoseconds, the
