@@ -50,7 +50,10 @@ import (
 // doubtful or suspect system in one of those places if it ranks higher and its own system was answered
 // since the other became doubtful, one cut at a time: the cut read
 // waits again, first in line of its rank, and the waiting read takes the
-// place once the cut request returned. So dead blades polled with
+// place once the cut request returned; not before twice its own system's
+// last answer time (when it began) has passed since it was sent, so a
+// healthy slow system made doubtful by one short deadline is answered
+// (TestReview35_SlowDoubtfulSystemCutForever). So dead blades polled with
 // deadlines shorter than the overdue time, or after a late answer raised
 // it, hold no place a healthy blade's read wants once each left a read
 // unanswered at the BMC for twice the usual answer time
@@ -250,6 +253,9 @@ type readTicket struct {
 	held  bool // it holds its place
 	late  bool // its overdue time passed
 	cut   bool // it was cut
+	// recheck: a timer runs grantLocked once its own answer time passed
+	// (recheckLocked).
+	recheck bool
 }
 
 // grantLocked hands free places to waiting reads: the MaxInFlight
@@ -326,11 +332,16 @@ func (p *readPlaces) preemptLocked() {
 	}
 	var low *readTicket
 	var lowRank int64
+	now := time.Now()
 	for _, t := range p.reads {
 		if t.cut {
 			return // its place goes to w once its request returned
 		}
 		if !t.ready || t.back || !t.get || !t.c.doubt.Load() && !t.c.suspect.Load() {
+			continue
+		}
+		if young := ownFactor*t.own - now.Sub(t.start); young > 0 {
+			p.recheckLocked(t, young) // a slow healthy system's read, answered in its own time
 			continue
 		}
 		if r := t.c.rank(); r < w.rank && w.rank > t.c.doubtSince.Load() && (low == nil || r < lowRank) {
@@ -341,6 +352,28 @@ func (p *readPlaces) preemptLocked() {
 		low.cut = true
 		low.abort()
 	}
+}
+
+// ownFactor: a doubtful or suspect system's read is not cut for a
+// higher-ranked read (preemptLocked) before ownFactor times its own
+// system's last answer time (when it began) has passed since it was
+// sent: a healthy slow system marked doubtful by one short deadline is
+// answered (TestReview35_SlowDoubtfulSystemCutForever).
+const ownFactor = 2
+
+// recheckLocked runs grantLocked again once t is d older, so that a
+// read spared by preemptLocked for its own answer time is cut then if
+// still wanted (one timer per read).
+func (p *readPlaces) recheckLocked(t *readTicket, d time.Duration) {
+	if t.recheck {
+		return
+	}
+	t.recheck = true
+	time.AfterFunc(d, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.grantLocked()
+	})
 }
 
 // probeWantedLocked: a read of a system not suspect waits while every
