@@ -42,18 +42,18 @@ import (
 //
 // A system one of whose reads ended unanswered after it was at the BMC
 // for twice the usual answer time (doubtAfter, as it was when the read
-// began, never raised by a late answer, at least 200 ms) is doubtful
-// until one of its reads is answered. Waiting reads take the
+// began, never raised by a late answer, at least 200 ms), and for as long
+// as its own system's last answered read took, is doubtful until one of
+// its reads is answered (a healthy slow system whose caller gave up
+// before its usual answer is not:
+// TestReview35_SlowDoubtfulSystemCutForever). Waiting reads take the
 // MaxInFlight places in rank order: the reads of systems that are not
 // doubtful first, in line; then the doubtful systems', the one answered
 // last first. A waiting read cuts (cancels the request of) a read of a
 // doubtful or suspect system in one of those places if it ranks higher and its own system was answered
 // since the other became doubtful, one cut at a time: the cut read
 // waits again, first in line of its rank, and the waiting read takes the
-// place once the cut request returned; not before twice its own system's
-// last answer time (when it began) has passed since it was sent, so a
-// healthy slow system made doubtful by one short deadline is answered
-// (TestReview35_SlowDoubtfulSystemCutForever). So dead blades polled with
+// place once the cut request returned. So dead blades polled with
 // deadlines shorter than the overdue time, or after a late answer raised
 // it, hold no place a healthy blade's read wants once each left a read
 // unanswered at the BMC for twice the usual answer time
@@ -253,9 +253,6 @@ type readTicket struct {
 	held  bool // it holds its place
 	late  bool // its overdue time passed
 	cut   bool // it was cut
-	// recheck: a timer runs grantLocked once its own answer time passed
-	// (recheckLocked).
-	recheck bool
 }
 
 // grantLocked hands free places to waiting reads: the MaxInFlight
@@ -332,16 +329,11 @@ func (p *readPlaces) preemptLocked() {
 	}
 	var low *readTicket
 	var lowRank int64
-	now := time.Now()
 	for _, t := range p.reads {
 		if t.cut {
 			return // its place goes to w once its request returned
 		}
 		if !t.ready || t.back || !t.get || !t.c.doubt.Load() && !t.c.suspect.Load() {
-			continue
-		}
-		if young := ownFactor*t.own - now.Sub(t.start); young > 0 {
-			p.recheckLocked(t, young) // a slow healthy system's read, answered in its own time
 			continue
 		}
 		if r := t.c.rank(); r < w.rank && w.rank > t.c.doubtSince.Load() && (low == nil || r < lowRank) {
@@ -352,28 +344,6 @@ func (p *readPlaces) preemptLocked() {
 		low.cut = true
 		low.abort()
 	}
-}
-
-// ownFactor: a doubtful or suspect system's read is not cut for a
-// higher-ranked read (preemptLocked) before ownFactor times its own
-// system's last answer time (when it began) has passed since it was
-// sent: a healthy slow system marked doubtful by one short deadline is
-// answered (TestReview35_SlowDoubtfulSystemCutForever).
-const ownFactor = 2
-
-// recheckLocked runs grantLocked again once t is d older, so that a
-// read spared by preemptLocked for its own answer time is cut then if
-// still wanted (one timer per read).
-func (p *readPlaces) recheckLocked(t *readTicket, d time.Duration) {
-	if t.recheck {
-		return
-	}
-	t.recheck = true
-	time.AfterFunc(d, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.grantLocked()
-	})
 }
 
 // probeWantedLocked: a read of a system not suspect waits while every
@@ -571,6 +541,7 @@ type readPlace struct {
 	t       *readTicket
 	atBMC   time.Duration // time its attempts spent at the BMC
 	doubtAt time.Duration // its first attempt's doubtAfter
+	own     time.Duration // its system's last answer time, when it began
 	tries   int
 	cut     bool // its last attempt was cut
 }
@@ -585,14 +556,14 @@ func (r *readPlace) wait() (context.Context, error) {
 	t, err := p.take(r.ctx, r.c, r.get, r.tries > 0)
 	if err != nil {
 		if r.tries > 0 { // cut, then its caller gave up: it ended unanswered
-			r.c.settleRead(false, 0, r.atBMC, r.doubtAt)
+			r.c.settleRead(false, 0, r.atBMC, max(r.doubtAt, r.own))
 		}
 		return nil, err
 	}
 	t.proof = r.proof
 	r.t = t
 	if r.tries == 0 {
-		r.doubtAt = t.doubt
+		r.doubtAt, r.own = t.doubt, t.own
 	}
 	r.tries++
 	return t.ctx, nil
@@ -615,7 +586,7 @@ func (r *readPlace) done(answered bool) (again bool) {
 		t.free()
 		return true
 	}
-	r.c.settleRead(answered, d, r.atBMC, r.doubtAt)
+	r.c.settleRead(answered, d, r.atBMC, max(r.doubtAt, r.own))
 	return false
 }
 
@@ -663,8 +634,9 @@ func (b *releaseBody) Close() error {
 // settleRead records the end of a read of c's whose last attempt took d
 // and which spent atBMC at the BMC in all: an answer clears c's
 // suspicion and doubt and counts towards the session's answer time; a
-// read the BMC left unanswered for doubtAt (the usual overdue time when
-// it began) makes c doubtful. A caller that gives up sooner (a health
+// read the BMC left unanswered for doubtAt (twice the usual answer time
+// when it began, or its system's last answer time if longer) makes c
+// doubtful. A caller that gives up sooner (a health
 // check's short deadline) proves nothing. Suspicion comes from evidence
 // only (proveLocked).
 func (c *Controller) settleRead(answered bool, d, atBMC, doubtAt time.Duration) {

@@ -153,7 +153,8 @@
 //     first is then cancelled, sent again later, and its system is
 //     suspect: it sends its reads through one extra place, with the
 //     other suspect systems', until one is answered. A system whose read
-//     was left unanswered at the BMC for twice the usual answer time is
+//     was left unanswered at the BMC for twice the usual answer time,
+//     and for as long as its own last answered read took, is
 //     doubtful until one is answered: its reads get a place after the
 //     others' and are cancelled and sent again later for a waiting read
 //     that ranks higher (of a system not doubtful, or answered since the
@@ -162,7 +163,9 @@
 //     cancelled and sent again later if it is overdue too while another
 //     read waits for a probe. A late answer raises the overdue time (not
 //     the usual one). A BMC, slow or not, is thus sent at most
-//     MaxInFlight + 1 reads at once (readplace.go).
+//     MaxInFlight + 1 reads at once (readplace.go; one that goes on
+//     working on a cancelled read after its connection closed may still
+//     be working on more).
 //   - Credentials never leave the endpoint's origin: a redirect to another
 //     scheme, host or port is not followed, nor any redirect of a request
 //     with a body (a login, a reset), so the session token, the basic-auth
@@ -330,13 +333,16 @@ type Config struct {
 	// blade's read wants only with reads sent before one of its reads
 	// stayed unanswered at the BMC for twice the usual answer time). A
 	// system that left a read unanswered at the BMC for twice the usual
-	// answer time (never raised by a late answer, at least 200 ms) is
+	// answer time (never raised by a late answer, at least 200 ms), and
+	// for as long as its own last answered read took, is
 	// doubtful until one of its reads is answered: its reads get places
 	// after the others', and a waiting read of a system that is not
 	// doubtful, or was answered since that system became doubtful, has
 	// one of them cancelled and sent again later to take its place. So
 	// the BMC, slow or not, fast or slow from the start, is sent at most
-	// MaxInFlight + 1 reads at once. A 5xx status (a
+	// MaxInFlight + 1 reads at once (a BMC that goes on working on a
+	// cancelled read after its connection closed may still be working on
+	// more). A 5xx status (a
 	// chassis manager's gateway timeout on a dead blade) counts as no
 	// answer here: it neither clears a suspicion or a doubt, nor raises
 	// the answer time, nor is evidence for an overdue read. The
