@@ -42,11 +42,8 @@ import (
 //
 // A system one of whose reads ended unanswered after it was at the BMC
 // for twice the usual answer time (doubtAfter, as it was when the read
-// began, never raised by a late answer, at least 200 ms), and for as long
-// as its own system's last answered read took, is doubtful until one of
-// its reads is answered (a healthy slow system whose caller gave up
-// before its usual answer is not:
-// TestReview35_SlowDoubtfulSystemCutForever). Waiting reads take the
+// began, never raised by a late answer, at least 200 ms) is doubtful
+// until one of its reads is answered. Waiting reads take the
 // MaxInFlight places in rank order: the reads of systems that are not
 // doubtful first, in line; then the doubtful systems', the one answered
 // last first. A waiting read cuts (cancels the request of) a read of a
@@ -541,7 +538,6 @@ type readPlace struct {
 	t       *readTicket
 	atBMC   time.Duration // time its attempts spent at the BMC
 	doubtAt time.Duration // its first attempt's doubtAfter
-	own     time.Duration // its system's last answer time, when it began
 	tries   int
 	cut     bool // its last attempt was cut
 }
@@ -556,14 +552,14 @@ func (r *readPlace) wait() (context.Context, error) {
 	t, err := p.take(r.ctx, r.c, r.get, r.tries > 0)
 	if err != nil {
 		if r.tries > 0 { // cut, then its caller gave up: it ended unanswered
-			r.c.settleRead(false, 0, r.atBMC, max(r.doubtAt, r.own))
+			r.c.settleRead(false, 0, r.atBMC, r.doubtAt)
 		}
 		return nil, err
 	}
 	t.proof = r.proof
 	r.t = t
 	if r.tries == 0 {
-		r.doubtAt, r.own = t.doubt, t.own
+		r.doubtAt = t.doubt
 	}
 	r.tries++
 	return t.ctx, nil
@@ -586,7 +582,7 @@ func (r *readPlace) done(answered bool) (again bool) {
 		t.free()
 		return true
 	}
-	r.c.settleRead(answered, d, r.atBMC, max(r.doubtAt, r.own))
+	r.c.settleRead(answered, d, r.atBMC, r.doubtAt)
 	return false
 }
 
@@ -634,9 +630,8 @@ func (b *releaseBody) Close() error {
 // settleRead records the end of a read of c's whose last attempt took d
 // and which spent atBMC at the BMC in all: an answer clears c's
 // suspicion and doubt and counts towards the session's answer time; a
-// read the BMC left unanswered for doubtAt (twice the usual answer time
-// when it began, or its system's last answer time if longer) makes c
-// doubtful. A caller that gives up sooner (a health
+// read the BMC left unanswered for doubtAt (the usual overdue time when
+// it began) makes c doubtful. A caller that gives up sooner (a health
 // check's short deadline) proves nothing. Suspicion comes from evidence
 // only (proveLocked).
 func (c *Controller) settleRead(answered bool, d, atBMC, doubtAt time.Duration) {

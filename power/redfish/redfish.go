@@ -153,8 +153,7 @@
 //     first is then cancelled, sent again later, and its system is
 //     suspect: it sends its reads through one extra place, with the
 //     other suspect systems', until one is answered. A system whose read
-//     was left unanswered at the BMC for twice the usual answer time,
-//     and for as long as its own last answered read took, is
+//     was left unanswered at the BMC for twice the usual answer time is
 //     doubtful until one is answered: its reads get a place after the
 //     others' and are cancelled and sent again later for a waiting read
 //     that ranks higher (of a system not doubtful, or answered since the
@@ -333,8 +332,7 @@ type Config struct {
 	// blade's read wants only with reads sent before one of its reads
 	// stayed unanswered at the BMC for twice the usual answer time). A
 	// system that left a read unanswered at the BMC for twice the usual
-	// answer time (never raised by a late answer, at least 200 ms), and
-	// for as long as its own last answered read took, is
+	// answer time (never raised by a late answer, at least 200 ms) is
 	// doubtful until one of its reads is answered: its reads get places
 	// after the others', and a waiting read of a system that is not
 	// doubtful, or was answered since that system became doubtful, has
