@@ -128,8 +128,11 @@
 //     a read (State) of a host whose own last call ran out of time
 //     unanswered, when the last call with these credentials did too and
 //     none with them was answered within LoginInterval, is sent only if
-//     no such read was sent within a pause (AuthBackoff, doubling for
-//     each one left unanswered since, up to MaxAuthBackoff); else it
+//     no such read was sent within a pause (AuthBackoff; doubling for
+//     each one left unanswered since, up to MaxAuthBackoff, only if the
+//     last failure of these credentials was an authentication failure:
+//     else it may be an outage, and the BMC is read again within
+//     AuthBackoff once it is back); else it
 //     fails at once, not sent, with an error matching ErrBackoff. Any
 //     answer to a request with the credentials ends this. No session is
 //     closed for it (hosts may be joining it), and a power command is

@@ -61,9 +61,13 @@ func timedOutUnanswered(err error) bool {
 // these credentials, and none with them was answered within
 // LoginInterval (a password rotated on the BMC, which holds the refused
 // requests back unanswered), the reads of such hosts go one at a time, a
-// pause apart (AuthBackoff, doubled for each one sent and left
-// unanswered since, up to MaxAuthBackoff): the first is sent, and those
-// in its pause are not (ErrBackoff, ErrNotSent). An answer to any request
+// pause apart (AuthBackoff; doubled for each one sent and left
+// unanswered since, up to MaxAuthBackoff, only when the last failure of
+// these credentials was an authentication failure: without that
+// evidence an unanswered read may be an outage, and a BMC back from one
+// is read again within AuthBackoff,
+// TestReview35_BasicAuthOutageHoldsReadsLongAfter): the first is sent,
+// and those in its pause are not (ErrBackoff, ErrNotSent). An answer to any request
 // with the credentials ends it. Nothing is closed (a session may have
 // hosts joining it), and a power command is always sent: it may be the
 // fence of a healthy host beside a dead one
@@ -85,7 +89,7 @@ func (p *Pool) heldReadLocked(op string, e *entry, s *session) error {
 			Err: ErrBackoff}
 	}
 	d := p.cfg.AuthBackoff
-	for i := 0; i < cr.heldProbes && d < p.cfg.MaxAuthBackoff; i++ {
+	for i := 0; cr.auth && i < cr.heldProbes && d < p.cfg.MaxAuthBackoff; i++ {
 		d *= 2
 	}
 	cr.heldProbes++

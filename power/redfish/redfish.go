@@ -162,7 +162,9 @@
 //     cancelled and sent again later if it is overdue too while another
 //     read waits for a probe. A late answer raises the overdue time (not
 //     the usual one). A BMC, slow or not, is thus sent at most
-//     MaxInFlight + 1 reads at once (readplace.go).
+//     MaxInFlight + 1 reads at once (readplace.go; one that goes on
+//     working on a cancelled read after its connection closed may still
+//     be working on more).
 //   - Credentials never leave the endpoint's origin: a redirect to another
 //     scheme, host or port is not followed, nor any redirect of a request
 //     with a body (a login, a reset), so the session token, the basic-auth
@@ -336,7 +338,9 @@ type Config struct {
 	// doubtful, or was answered since that system became doubtful, has
 	// one of them cancelled and sent again later to take its place. So
 	// the BMC, slow or not, fast or slow from the start, is sent at most
-	// MaxInFlight + 1 reads at once. A 5xx status (a
+	// MaxInFlight + 1 reads at once (a BMC that goes on working on a
+	// cancelled read after its connection closed may still be working on
+	// more). A 5xx status (a
 	// chassis manager's gateway timeout on a dead blade) counts as no
 	// answer here: it neither clears a suspicion or a doubt, nor raises
 	// the answer time, nor is evidence for an overdue read. The
