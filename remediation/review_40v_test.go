@@ -1,0 +1,83 @@
+package remediation_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/reboot"
+	"github.com/rebootkit/rebootkit/remediation"
+)
+
+// TestReview40_OrphanSweepRecordsOtherOrphan: round 21's fix
+// (reconciler.go removeOrphans/recordOrphan) records "the first" request
+// no Machine owns as the gone Machine's (Admissions.Requests) before
+// removing all of them, and the sweeping pass keeps the admission while
+// the host of any is held; later passes read only the recorded one. The
+// first in the RequestFinder's listing need not be the Machine's: here a
+// request of u9's (another Machine deleted long ago, whose host h3 the
+// reboot controller holds off for it, and powers on once it is removed)
+// is listed before m0's own
+// (u0) on h1, which the reboot controller powered off and whose BMC
+// refuses the power-on (the fault kept on). The sweep records h3's
+// request as m0's, removes both, keeps the admission for h1 in that pass;
+// once h3 is on again the next pass reads h3 only (not held) and releases
+// m0's admission while h1 is still off for m0's request. m2 is then
+// admitted under MaxCount(1) and powers h2 off: two hosts off at once by
+// ground truth.
+func TestReview40_OrphanSweepRecordsOtherOrphan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Now()
+	g := newRig40q(t, []string{"h3", "h1", "h2"}, remediation.State{}, "h2")
+	a, _ := g.c.GetAdmissions(ctx)
+	a.Machines, a.Requests, a.Members = []string{"m0"}, nil, nil
+	require.NoError(t, g.c.PutAdmissions(ctx, a))
+	g.c.SetNeedsRemediation("m1", false)
+	g.c.SetNodeReady("m1", true)
+	// h3: u9's old request; the reboot controller powers h3 off for it
+	// (and on again once it is removed).
+	require.NoError(t, g.hosts.Mutate("h3", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u9", t0.Add(-time.Hour))}
+	}))
+	require.Eventually(t, func() bool { return !g.hw["h3"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h3 off for u9's request")
+	// h1: m0's request, powered off for it, its BMC refusing the power-on.
+	refuseOn(g.hw["h1"])
+	require.NoError(t, g.hosts.Mutate("h1", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u0", t0)}
+	}))
+	require.Eventually(t, func() bool { return !g.hw["h1"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1 off for m0's request")
+	rh := g.rem.Hosts.(*remediation.RebootAPIHosts)
+	rh.HostOf = func(_ context.Context, m string) (string, error) {
+		if m == "m0" {
+			return "", fmt.Errorf("%s: %w", m, remediation.ErrNotFound)
+		}
+		return g.hostOf[m], nil
+	}
+	g.rem.Hosts = &findingHosts{RebootAPIHosts: rh, hosts: g.hosts, names: []string{"h3", "h1", "h2"}}
+	_, err := g.rem.Reconcile(ctx, "m0")
+	t.Logf("m0's sweeping pass: %v", err)
+	a, _ = g.c.GetAdmissions(ctx)
+	require.True(t, a.Has("m0"), "precondition: the sweeping pass keeps m0's admission (h1 held)")
+	t.Logf("recorded for m0: %+v", a.Requests["m0"])
+
+	from := time.Now()
+	g.c.SetNodeReady("m2", false)
+	g.c.SetNeedsRemediation("m2", true)
+	for i := 0; i < 20 && !g.hw["h2"].WasOffDuring(from, time.Now()); i++ {
+		if _, err := g.rem.Reconcile(ctx, "m0"); err != nil {
+			t.Logf("m0's pass: %v", err)
+		}
+		g.pass(t, "m2")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	if g.hw["h1"].OffThroughout(from, to) && g.hw["h2"].WasOffDuring(from, to) {
+		a, _ = g.c.GetAdmissions(ctx)
+		t.Fatalf("MaxCount(1): h1 (off for m0's swept request, truth %v) and h2 (m2's, truth %v) both off at once; the sweep recorded u9's request on h3 as m0's (%+v) and a later pass released m0 on it; admissions %v",
+			g.hw["h1"].Truth(), g.hw["h2"].Truth(), a.Requests["m0"], a.Machines)
+	}
+}
