@@ -81,3 +81,58 @@ func TestReview40_OrphanSweepRecordsOtherOrphan(t *testing.T) {
 			g.hw["h1"].Truth(), g.hw["h2"].Truth(), a.Requests["m0"], a.Machines)
 	}
 }
+
+// TestReview40_StrayWithFutureTReadAfterItsPowerOff: round 21 sets a
+// stray's sighting to "no later than the T its value carries"
+// (phased.go decide: StraySeen = now, or Host.RequestT if before now).
+// A value whose T is later than this pass's clock (written by a replica
+// whose clock runs ahead, here 5 s: the leader moved to another node) is
+// ignored: StraySeen = now, after the reboot controller powered the host
+// off for that request. Once the pass removes it, nothing read is "after
+// the request" (LastRequest's T = StraySeen): the next pass forgets the
+// sighting and releases m1's admission while h1 is off for m1's own
+// request (its BMC refusing the power-on, the fault kept on), and m2 is
+// admitted under MaxCount(1): two hosts off at once by ground truth. The
+// round-21 finding (TestReview40_LostStateStrayReadAfterItsPowerOff)
+// again, with a T from a clock that is ahead: a T that is not in the past
+// says nothing of when the request was written, so it may not make the
+// sighting later than what is known (the last attempt's end, or never
+// remediated: any power-off since the host was last known on).
+func TestReview40_StrayWithFutureTReadAfterItsPowerOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Now()
+	g := newRig40q(t, []string{"h1", "h2"}, remediation.State{}, "h2")
+	g.hostOf["m1"] = "h1"
+	a, _ := g.c.GetAdmissions(ctx)
+	a.Machines, a.Requests, a.Members = nil, nil, nil
+	require.NoError(t, g.c.PutAdmissions(ctx, a))
+	g.c.SetNeedsRemediation("m1", false)
+	g.c.SetNodeReady("m1", true)
+	refuseOn(g.hw["h1"])
+	require.NoError(t, g.hosts.Mutate("h1", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u1", t0.Add(5*time.Second))}
+	}))
+	require.Eventually(t, func() bool { return !g.hw["h1"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1 off for m1's request")
+	time.Sleep(100 * time.Millisecond) // the pass comes a little later
+	s := g.pass(t, "m1")
+	a, _ = g.c.GetAdmissions(ctx)
+	require.False(t, s.StraySeen.IsZero(), "precondition: m1 found its request on h1")
+	require.True(t, a.Has("m1"), "precondition: m1 admitted for it")
+
+	from := time.Now()
+	g.c.SetNodeReady("m2", false)
+	g.c.SetNeedsRemediation("m2", true)
+	for i := 0; i < 20 && !g.hw["h2"].WasOffDuring(from, time.Now()); i++ {
+		g.pass(t, "m1")
+		g.pass(t, "m2")
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	if g.hw["h1"].OffThroughout(from, to) && g.hw["h2"].WasOffDuring(from, to) {
+		a, _ = g.c.GetAdmissions(ctx)
+		rec, _ := g.c.Get(ctx, "m1")
+		t.Fatalf("MaxCount(1): h1 (off for m1's own request, truth %v) and h2 (m2's, truth %v) both off at once; the sighting (straySeen %v) was taken at the pass's clock, after the power-off, as the request's T was ahead of it; admissions %v",
+			g.hw["h1"].Truth(), g.hw["h2"].Truth(), rec.State.StraySeen, a.Machines)
+	}
+}
