@@ -136,3 +136,72 @@ func TestReview40_StrayWithFutureTReadAfterItsPowerOff(t *testing.T) {
 			g.hw["h1"].Truth(), g.hw["h2"].Truth(), rec.State.StraySeen, a.Machines)
 	}
 }
+
+// failOnceHosts fails the first removal of a request from host fail.
+type failOnceHosts struct {
+	*findingHosts
+	fail   string
+	failed bool
+}
+
+func (h *failOnceHosts) RemoveRebootRequest(ctx context.Context, machine string, req remediation.Request) error {
+	if req.Host == h.fail && !h.failed {
+		h.failed = true
+		return fmt.Errorf("host %s: the object has been modified; please apply your changes to the latest version and try again", req.Host)
+	}
+	return h.findingHosts.RemoveRebootRequest(ctx, machine, req)
+}
+
+// TestReview40_OrphanSweepInterruptedLeavesRequest: round 21's sweep
+// (reconciler.go removeOrphans) records the first request no Machine
+// owns as the gone Machine's (Admissions.Requests) and then removes them
+// one by one; an error on any removal (a write conflict here; or the
+// Guard's live check failing between two removals) returns with the
+// others still on their hosts. The next pass finds a recorded request,
+// so it no longer sweeps (releaseRecorded sweeps only "req.Host == """):
+// it removes the recorded one only, and releases the admission once that
+// host is on. m0's own request (u0) on h1 is never removed: the reboot
+// controller holds h1 off for it for good, counted by no admission.
+// Before round 21 the next pass swept again (no request recorded).
+func TestReview40_OrphanSweepInterruptedLeavesRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Now()
+	g := newRig40q(t, []string{"h3", "h1", "h2"}, remediation.State{}, "h2")
+	a, _ := g.c.GetAdmissions(ctx)
+	a.Machines, a.Requests, a.Members = []string{"m0"}, nil, nil
+	require.NoError(t, g.c.PutAdmissions(ctx, a))
+	g.c.SetNeedsRemediation("m1", false)
+	g.c.SetNodeReady("m1", true)
+	require.NoError(t, g.hosts.Mutate("h3", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u9", t0.Add(-time.Hour))}
+	}))
+	require.NoError(t, g.hosts.Mutate("h1", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u0", t0)}
+	}))
+	require.Eventually(t, func() bool { return !g.hw["h1"].HardwareOn() && !g.hw["h3"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1, h3 off for their requests")
+	rh := g.rem.Hosts.(*remediation.RebootAPIHosts)
+	rh.HostOf = func(_ context.Context, m string) (string, error) {
+		if m == "m0" {
+			return "", fmt.Errorf("%s: %w", m, remediation.ErrNotFound)
+		}
+		return g.hostOf[m], nil
+	}
+	g.rem.Hosts = &failOnceHosts{findingHosts: &findingHosts{RebootAPIHosts: rh, hosts: g.hosts, names: []string{"h3", "h1", "h2"}}, fail: "h1"}
+	released := false
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		_, err := g.rem.Reconcile(ctx, "m0")
+		t.Logf("m0's pass: %v", err)
+		if a, _ = g.c.GetAdmissions(ctx); !a.Has("m0") {
+			released = true
+			break
+		}
+	}
+	require.True(t, released, "precondition: m0's admission released in the end")
+	time.Sleep(300 * time.Millisecond)
+	h1, _ := g.hosts.Get(ctx, "h1")
+	if v, ok := h1.Annotations[remediation.RebootAnnotation]; ok && !g.hw["h1"].HardwareOn() {
+		t.Fatalf("m0's admission released with its own request still on h1 (%s), which the reboot controller holds off for it for good (truth %v), counted by no admission (%v)",
+			v, g.hw["h1"].Truth(), a.Machines)
+	}
+}
