@@ -205,3 +205,58 @@ func TestReview40_OrphanSweepInterruptedLeavesRequest(t *testing.T) {
 			v, g.hw["h1"].Truth(), a.Machines)
 	}
 }
+
+// TestReview40_OrphanSweepTakesAnotherGoneMachinesRequest: two gone
+// Machines, m0 and m9, admitted by records written before
+// Admissions.Requests existed (no request, no Member), their hosts no
+// longer resolved; each one's request is on a host the reboot controller
+// powered off for it, whose BMC refuses the power-on (fault kept on). m0's
+// sweep (reconciler.go removeOrphans) removes every request no Machine
+// owns, m9's on h3 included, records only one (its own, on h1) and keeps
+// only its own admission for it. m9's pass then finds nothing to sweep
+// and no host held through its (empty) recorded request: m9's admission
+// is released at once while h3 is off for m9's own request (doc.go: "a
+// host that may carry its request is never let go"): two hosts off for
+// remediations, one admission counting them.
+func TestReview40_OrphanSweepTakesAnotherGoneMachinesRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Now()
+	g := newRig40q(t, []string{"h1", "h3", "h2"}, remediation.State{}, "h2")
+	a, _ := g.c.GetAdmissions(ctx)
+	a.Machines, a.Requests, a.Members = []string{"m0", "m9"}, nil, nil
+	require.NoError(t, g.c.PutAdmissions(ctx, a))
+	g.c.SetNeedsRemediation("m1", false)
+	g.c.SetNodeReady("m1", true)
+	refuseOn(g.hw["h1"])
+	refuseOn(g.hw["h3"])
+	require.NoError(t, g.hosts.Mutate("h1", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u0", t0)}
+	}))
+	require.NoError(t, g.hosts.Mutate("h3", func(x *reboot.Host) {
+		x.Annotations = map[string]string{remediation.RebootAnnotation: remediation.RebootValue("u9", t0)}
+	}))
+	require.Eventually(t, func() bool { return !g.hw["h1"].HardwareOn() && !g.hw["h3"].HardwareOn() }, 10*time.Second, 10*time.Millisecond, "precondition: h1, h3 off for m0's and m9's requests")
+	rh := g.rem.Hosts.(*remediation.RebootAPIHosts)
+	rh.HostOf = func(_ context.Context, m string) (string, error) {
+		if m == "m0" || m == "m9" {
+			return "", fmt.Errorf("%s: %w", m, remediation.ErrNotFound)
+		}
+		return g.hostOf[m], nil
+	}
+	g.rem.Hosts = &findingHosts{RebootAPIHosts: rh, hosts: g.hosts, names: []string{"h1", "h3", "h2"}}
+	from := time.Now()
+	for i := 0; i < 5; i++ {
+		for _, m := range []string{"m0", "m9"} {
+			_, err := g.rem.Reconcile(ctx, m)
+			t.Logf("%s's pass: %v", m, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	to := time.Now()
+	a, _ = g.c.GetAdmissions(ctx)
+	if !a.Has("m9") && g.hw["h3"].OffThroughout(from, to) {
+		t.Fatalf("m9's admission released while h3 is off for m9's own request (truth %v), swept by m0's pass; admissions %v, requests %v",
+			g.hw["h3"].Truth(), a.Machines, a.Requests)
+	}
+}
