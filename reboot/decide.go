@@ -82,7 +82,7 @@ type Status struct {
 	// repeated on a BMC that answers null now and then,
 	// TestReview36w_OfflineOffHostFlappingNullForceOffForEver) unless
 	// they last longer than SoftTimeout + StaleReads (Observed.UnsureFor:
-	// then again as the run doubles); an On reading, or such a run, begins a new episode
+	// then again every 2x(SoftTimeout + StaleReads)); an On reading, or such a run, begins a new episode
 	// of the enforcement (a new OfflineSince and Works count, soft
 	// first: TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). Zero
 	// while the enforcement's power-off is not known done.
@@ -96,13 +96,20 @@ type Status struct {
 	// Transitioning reading (an Online host with no reboot pending whose
 	// readings are unknown writes nothing:
 	// TestReview36y_RunningHostNullRunsChurnUnsureSince); cleared once On
-	// or Off readings have lasted StaleReads (Observed.SaneFor: a
-	// shorter sane spell may echo, A1, and it is kept through it, so
-	// that a BMC answering null for long with short honest spells writes
-	// it once, not twice a spell). It is read only by a controller that
-	// did not see the run begin (Observed.UnsureWhole false: a restart
-	// during the run), which counts the run from it, not from its start,
-	// so that restarts every few minutes do not keep a held host that
+	// or Off readings have lasted StaleReads (SoftTimeout + StaleReads
+	// for an Online host with no reboot pending, whose run matters only
+	// to a power-on that powers nothing off:
+	// TestReview36z_RunningHostTransitioningRunsChurnUnsureSince)
+	// (Observed.SaneFor: a shorter sane spell may echo, A1, and it is
+	// kept through it, so that a BMC answering null for long with short
+	// honest spells writes it once, not twice a spell). It is read only
+	// by a controller that did not see the run begin
+	// (Observed.UnsureWhole false: a restart during the run), which
+	// counts the run from it, not from its start, once it has itself
+	// read unsure readings for half of SoftTimeout + StaleReads (it may
+	// date an earlier run, see below:
+	// TestReview36z_RestartDuringFlappingNullFalseHoldBroken), so that
+	// restarts every few minutes do not keep a held host that
 	// someone else powered on running for ever
 	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes) nor a
 	// released one off for ever
@@ -124,8 +131,8 @@ type Status struct {
 	// (unknown, transitioning) for longer than SoftTimeout + StaleReads
 	// (Observed.UnsureFor): the host may have been powered on and the
 	// evidence cannot tell; the controller then sends a power-off that
-	// sets the power, hard, and again as the run doubles (at most an
-	// hour apart: someone may power it on later in the run)
+	// sets the power, hard, and again every 2x(SoftTimeout + StaleReads)
+	// while the run lasts (someone may power it on later in the run)
 	// (TestReview36w_HeldHostOnStuckTransitioningNeverPoweredOff,
 	// TestReview36w_HeldHostOnNullNeverPoweredOff,
 	// TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver). Evidence for instants
@@ -344,12 +351,22 @@ type Call struct {
 	// Repeats counts the calls of the same action and mode made right
 	// before this one (0 for the first): repeated power-offs back off.
 	Repeats int
-	// Fails counts the calls in a row, of any action, that were busy or
-	// failed, this one included (0 if it was accepted or refused
-	// otherwise): a pending power-off on a BMC that answers nothing backs
-	// off with it (Config.RetryDelay), and so does a call answering a
-	// long run of unsure readings (Observed.UnsureFor).
+	// Fails counts the calls in a row, of any action, that got no
+	// answer (a timeout, a lost connection), this one included; a call
+	// never sent (a Pool's back-off, power.ErrNotSent, ErrNotLeader)
+	// leaves it as it was, and any answer (accepted, or an error the BMC
+	// answered, a refused login included) or a power state read that got
+	// an answer after one that got none sets it to 0: a pending power-off on a BMC that answers
+	// nothing backs off with it (Config.RetryDelay)
+	// (TestReview36z_NullSensorFenceWaitsLongAfterNetworkBack).
 	Fails int
+	// Errors counts the calls in a row, of any action, that were busy or
+	// failed, answered or not, this one included (0 if it was accepted
+	// or refused otherwise): a call answering a long run of unsure
+	// readings backs off with it (a BMC that answers every power-on of a
+	// running host with an error,
+	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay).
+	Errors int
 }
 
 // Work names what a power-off is decided for: a pending reboot (Reboot,
@@ -466,10 +483,11 @@ type Observed struct {
 	// reading, if that powers nothing off, and only once every
 	// power-off of ours is SoftTimeout + StaleReads old, SinceOff). A
 	// call answering the run answers it until the run has doubled since
-	// it, at most an hour: an accepted one at least twice SoftTimeout +
-	// StaleReads, one that failed, was busy or refused at least
+	// it, at most an hour: an accepted power-on at least twice
+	// SoftTimeout + StaleReads, an accepted power-off exactly that (it
+	// powers nothing on), one that failed, was busy or refused at least
 	// RetryDelay and at most SoftTimeout + StaleReads doubled with each
-	// such answer in a row (Call.Fails); then the rule calls again
+	// such answer in a row (Call.Errors); then the rule calls again
 	// (TestReview36x_FencedHostDeadBMCHammeredForEver,
 	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay,
 	// TestReview36y_ReleasedDroppedPowerOnOffForEver,
@@ -501,12 +519,16 @@ type Observed struct {
 	// LateAnswerer): it may reach the hardware at any time up to then; or since the
 	// controller started if it sent none since and a previous process may
 	// have (a reboot was pending, Online=false was being enforced, or
+	// had been until Online became true less than its OS shutdown ago:
+	// its first soft power-off, Status.OfflineSoftSince, less than 2x
+	// SoftTimeout + StaleReads old,
+	// TestReview36z_RestartAfterOnlineBackDuringShutdownOffAnHour; or
 	// Status.LastPress was set at its first read; if none, as long as it
 	// likes). A PendingRebootSince, OfflineSince or LastPress it neither
 	// wrote (nor sent in a write whose answer was lost) nor read before
 	// (another leader's) counts as a power-off sent at the pass that first
 	// read it; while the controller does not hold its leadership, any
-	// such value counts as sent at every pass, and once it leads, no
+	// such value (and such a recent OfflineSoftSince) counts as sent at every pass, and once it leads, no
 	// earlier than its leadership began (see doc.go, Evidence).
 	// Toggling power-offs read it, and the Online=false enforcement, whose
 	// power-off an Off reading shows done only StaleReads after it
@@ -568,8 +590,8 @@ type Config struct {
 	// RetryDelay is how long to wait before retrying a power call that was
 	// busy or failed (one answering a long run of unsure readings backs
 	// off further, see Observed.UnsureFor; one made while the readings
-	// are unknown too doubles it with every such answer in a row, at
-	// most an hour, Call.Fails). Default 10 s.
+	// are unknown too doubles it with every call in a row that got no
+	// answer, at most an hour, Call.Fails). Default 10 s.
 	RetryDelay time.Duration
 	// PollInterval is how often to look again while waiting for the power
 	// state to change. Default 5 s.
@@ -1416,7 +1438,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		// (TestReview36w_OfflineOffHostFlappingNullForceOffForEver),
 		// unless such readings last for long: the host may have been
 		// powered on, and is held off by a power-off that sets the
-		// power, again as the run doubles (the heldOff rule).
+		// power, again every 2x(SoftTimeout + StaleReads) (the heldOff rule).
 		d.Reason = "off; held while Online is false"
 		d.RequeueAfter = c.PollInterval
 		if unsure {
@@ -1532,6 +1554,8 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 			d.Reason = "soft power-off under way: wait"
 			d.RequeueAfter = c.readBackoff(last, now)
 			return true
+		case a == ActionPowerOff && isUnsure(state):
+			delay = c.offRepeatWait(last)
 		default:
 			delay = c.ReissueAfter
 		}
@@ -1568,12 +1592,14 @@ func (c Config) wait(last Call, a Action, m power.Mode, now time.Time, state pow
 // deadBackoff is how long to wait before repeating a call that was busy
 // or failed while the BMC's readings are unknown too (a BMC that answers
 // nothing: a fence asked of a host whose rack lost its network): RetryDelay
-// doubled with every such answer in a row before it (Call.Fails), at
+// doubled with every call in a row before it that got no answer, none
+// answered since, nor a reading after one that got none (Call.Fails), at
 // most retryCap, so that a dead BMC gets a few calls (and their Status
 // writes) an hour, not one every RetryDelay
 // (TestReview36y_FenceOnDeadBMCStatusChurn). The first try is never
 // delayed, and neither is a try once the BMC answers a reading again
-// (On, Off or Transitioning: RetryDelay) or a call.
+// (On, Off or Transitioning: RetryDelay; a null one ends Call.Fails) or
+// a call.
 func (c Config) deadBackoff(last Call) time.Duration {
 	return min(c.RetryDelay<<min(max(last.Fails-1, 0), 16), retryCap)
 }

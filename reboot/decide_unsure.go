@@ -15,13 +15,20 @@ func isUnsure(p power.State) bool {
 // to this pass's (zero on an On or Off reading): Observed.UnsureFor if
 // it covers the whole run (Observed.UnsureWhole), else the longer of it
 // and the time since Status.UnsureSince (a run that began before a
-// restart).
+// restart), once this process has itself seen unsure readings for
+// unsureNote. UnsureSince is kept through spells of On or Off readings
+// shorter than StaleReads (noteUnsure: no write per run of a flapping
+// BMC), so it may date an earlier run: a process that has seen only
+// the end of a short run would take several runs for one and act on a
+// host off all along (TestReview36z_RestartDuringFlappingNullFalseHoldBroken).
+// Waiting for unsureNote of its own leaves a restart at most that late
+// on a run that is long.
 func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 	if !isUnsure(o.Power) {
 		return 0
 	}
 	run := o.UnsureFor
-	if o.UnsureWhole {
+	if o.UnsureWhole || run < c.unsureNote() {
 		return run
 	}
 	if at := st.UnsureSince; !at.IsZero() && !at.After(now) {
@@ -33,7 +40,7 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 // noteUnsure records in st.UnsureSince the run of unsure readings of a
 // host once it has lasted half of SoftTimeout + StaleReads (the run a
 // stuck rule waits for, unsureLong), if a stuck rule may read it (runMatters),
-// and clears it once On or Off readings have lasted StaleReads
+// and clears it once On or Off readings have lasted saneClears
 // (Observed.SaneFor; see Status.UnsureSince). Runs shorter than that,
 // however often they come, write nothing
 // (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
@@ -41,7 +48,7 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 // runs no rule reads (TestReview36y_RunningHostNullRunsChurnUnsureSince).
 func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
 	if !isUnsure(o.Power) {
-		if o.SaneFor >= c.StaleReads {
+		if o.SaneFor >= c.saneClears(o, st) {
 			st.UnsureSince = time.Time{}
 		}
 		return
@@ -59,6 +66,24 @@ func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
 // acted on for them: its run is not persisted.
 func runMatters(o Observed, st *Status) bool {
 	return st.Pending() || !o.Online || o.Power == power.StateTransitioning
+}
+
+// saneClears is how long On or Off readings last before they end a
+// persisted run of unsure readings (noteUnsure): StaleReads, or for an
+// Online host with no reboot pending SoftTimeout + StaleReads, the run a
+// stuck rule waits for. Such a host's run is persisted only for
+// releasedOn, whose power-on on a Transitioning reading powers nothing
+// off: a value kept through On spells shorter than that (a BMC that
+// reads Transitioning for minutes now and then while the host runs)
+// costs at most a power-on to a running host after a restart, where
+// clearing and writing it again every spell would cost two Status
+// writes a spell, for ever
+// (TestReview36z_RunningHostTransitioningRunsChurnUnsureSince).
+func (c Config) saneClears(o Observed, st *Status) time.Duration {
+	if o.Online && !st.Pending() {
+		return c.SoftTimeout + c.StaleReads
+	}
+	return c.StaleReads
 }
 
 // unsureNote is how long a run of unsure readings lasts before it is
@@ -110,28 +135,56 @@ func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Ti
 // runBackoff is how long a call answering a run of unsure readings that
 // was runAt long when it returned answers it: until the run has doubled
 // since, at most retryCap; at least twice SoftTimeout + StaleReads for
-// an accepted call (a power-on makes a soft power-off wait that long for
+// an accepted power-on (it makes a soft power-off wait that long for
 // its POST, poweringOn: one sent every few minutes to a host whose BMC
 // reads Transitioning whatever it does would hold every soft reboot
 // back), RetryDelay for one that was busy or failed, which is tried again no
 // later than SoftTimeout + StaleReads doubled with every such answer in
-// a row before it (Call.Fails). A dead BMC whose every call times out
+// a row before it (Call.Errors). A dead BMC whose every call times out
 // is tried at run lengths about 1, 2, 4, 8... times the first
 // (TestReview36x_FencedHostDeadBMCHammeredForEver); one busy answer
 // after a run of hours is tried again minutes later, not an hour later:
 // the back-off counts from the failures, not from the run's length
-// (TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour).
+// (TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour). An accepted
+// power-off powers nothing on: it answers the run for offRepeatCap
+// only, so that a held host someone powers on late in a long run is
+// powered off again within the bound the conformance kit checks
+// (TestReview36z_HeldHostPoweredOnLateInLongNullRunRunsAnHour).
 func (c Config) runBackoff(l Call, runAt time.Duration) time.Duration {
+	if l.Class == power.ClassNone && l.Action == ActionPowerOff {
+		return c.offRepeatCap()
+	}
 	if l.Class == power.ClassNone {
 		return min(max(runAt, 2*(c.SoftTimeout+c.StaleReads)), retryCap)
 	}
-	return min(max(runAt, c.RetryDelay), (c.SoftTimeout+c.StaleReads)<<min(max(l.Fails-1, 0), 16), retryCap)
+	return min(max(runAt, c.RetryDelay), (c.SoftTimeout+c.StaleReads)<<min(max(l.Errors-1, 0), 16), retryCap)
 }
 
 // retryCap bounds the back-off between calls answering one run of
 // unsure readings (runBackoff): a BMC dead for good is tried at least
 // once an hour.
 const retryCap = time.Hour
+
+// offRepeatCap bounds the wait before an accepted power-off of a host
+// held off is repeated on unsure readings (runBackoff, and wait's
+// doubling ReissueAfter, offRepeatWait): 2x(SoftTimeout + StaleReads),
+// 7 minutes by default. A power-off powers nothing on, so it never waits
+// longer: a host powered on meanwhile is powered off again within about
+// that much.
+func (c Config) offRepeatCap() time.Duration {
+	return 2 * (c.SoftTimeout + c.StaleReads)
+}
+
+// offRepeatWait is how long an accepted power-off answers readings that
+// say neither On nor Off (wait): ReissueAfter doubled with every repeat
+// before it (Call.Repeats), at most offRepeatCap, so that a BMC that
+// reads null for good but carries out every call is not sent a
+// power-off (and its Status writes) every ReissueAfter for as long as
+// the host is kept off
+// (TestReview36z_OfflineNullSensorForceOffEveryMinuteForEver).
+func (c Config) offRepeatWait(l Call) time.Duration {
+	return min(c.ReissueAfter<<min(l.Repeats, 16), max(c.offRepeatCap(), c.ReissueAfter))
+}
 
 // offOver reports whether every power-off of ours that may have been
 // carried out (Observed.SinceOff: a previous process's, a lost one's
@@ -161,7 +214,10 @@ func (c Config) releasedOn(o Observed, run time.Duration, now time.Time) bool {
 // requests hold the host until they go), and a long run of
 // Transitioning readings that releasedOn answers. A reboot with a bare
 // request (Annotation) asks it only after its own power-off was
-// accepted (Observed.LastCall, for this reboot) and is over (offOver): a
+// accepted (Observed.LastCall, for this reboot), the run of
+// Transitioning readings began after it (runAfter: before, the readings
+// show nothing of it, and pending sends it again), and it is over
+// (offOver): a
 // BMC stuck reading Transitioning while the host is off never gives the
 // Off reading its evidence needs, and the reboot would stay pending,
 // the host off, for good
@@ -173,7 +229,20 @@ func (c Config) releasedPending(o Observed, run time.Duration, now time.Time, ha
 		return false
 	}
 	l := o.LastCall
-	return none || l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(o.Status.work())
+	return none || l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(o.Status.work()) &&
+		c.runAfter(run, l, now)
+}
+
+// runAfter reports whether the run of unsure readings (unsureRun, run
+// long now) began after call l returned (within Config.Precision, to
+// which Status.UnsureSince is truncated): the readings changed after it,
+// maybe because of it. A run that was under way before it shows nothing
+// of what the call did (a BMC stuck reading Transitioning while the host
+// runs, which accepts a ForceOff and drops it:
+// TestReview36z_BareRebootDoneWithoutPowerOff).
+func (c Config) runAfter(run time.Duration, l Call, now time.Time) bool {
+	since := now.Sub(l.At)
+	return since >= 0 && run <= since+c.Precision
 }
 
 // stuckOff sets d to power a held host off after a long run of unsure

@@ -71,7 +71,7 @@
 //     missing and Paused are unknown).
 //  2. Pass what you remember (in memory; zero after a restart is always
 //     safe): the outcome of your last power call for this host as
-//     Observed.LastCall (with Repeats, Fails, and For the Decision.For it was
+//     Observed.LastCall (with Repeats, Fails, Errors, and For the Decision.For it was
 //     made for), and, on a monotonic clock,
 //     Observed.QuietFor (since you last sent On to it, or since your
 //     process started, or since you first read a LastPoweredOn you did
@@ -124,12 +124,14 @@
 // a reading is not evidence by itself:
 //
 //   - Unknown (an error, null, missing, Paused) proves nothing. A power
-//     call answered busy or failed while the readings are unknown too (a
+//     call that was busy or failed while the readings are unknown too (a
 //     BMC that answers nothing) is tried again after RetryDelay doubled
-//     with each such answer in a row, at most an hour (Call.Fails), the
-//     BMC read every PollInterval meanwhile: the first try, and one after
-//     the BMC answers a reading again, wait RetryDelay only
-//     (TestReview36y_FenceOnDeadBMCStatusChurn). A pass that
+//     with each call in a row that got no answer (a timeout, a lost
+//     connection), at most an hour (Call.Fails), the BMC read every
+//     PollInterval meanwhile: the first try, and one after the BMC
+//     answers a reading (null included) or a call again, wait RetryDelay
+//     only (TestReview36y_FenceOnDeadBMCStatusChurn,
+//     TestReview36z_NullSensorFenceWaitsLongAfterNetworkBack). A pass that
 //     reads it never powers the host on (some BMCs can only toggle, and a
 //     toggle sent to a host that is off powers it on); while a reboot is
 //     pending, or Online=false is being enforced, it may send a power-off
@@ -141,16 +143,20 @@
 //     restart is no power-on), when an OS in POST hears no soft
 //     power-off; an accepted soft power-off of the same work (Call.For)
 //     is not repeated while the readings show nothing, an accepted hard
-//     one every ReissueAfter, until an Off reading taken StaleReads after
+//     one after ReissueAfter doubled with each repeat, at most twice
+//     SoftTimeout + StaleReads apart
+//     (TestReview36z_OfflineNullSensorForceOffEveryMinuteForEver), until an Off reading taken StaleReads after
 //     the controller's last power-off and power-on shows it done
 //     (Status.OfflineOffSeen): from then on only an On reading begins a
 //     new episode, soft first, and unknown or transitioning readings send
 //     nothing unless they last longer than SoftTimeout + StaleReads
-//     (then a hard power-off, and another each time the run has doubled
-//     since the last, at most an hour apart: an accepted one answers the
-//     run for at least twice SoftTimeout + StaleReads, one that failed,
-//     was busy or timed out for at least RetryDelay and at most
-//     SoftTimeout + StaleReads doubled with each such answer in a row, so
+//     (then a hard power-off, and another twice SoftTimeout + StaleReads
+//     after an accepted one, which powers nothing on, so a host powered
+//     on late in a long run is powered off again within about that
+//     (TestReview36z_HeldHostPoweredOnLateInLongNullRunRunsAnHour); one that failed,
+//     was busy or timed out answers the run for at least RetryDelay and at most
+//     SoftTimeout + StaleReads doubled with each such answer in a row
+//     (Call.Errors), so
 //     a dead BMC gets a few calls an hour, not one every RetryDelay, and
 //     one busy answer after a run of hours waits minutes, not an hour:
 //     TestReview36x_OfflineUnpluggedHostHammeredForEver,
@@ -160,8 +166,8 @@
 //     TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce,
 //     TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour). A held
 //     host whose readings say neither On nor Off for that long is powered
-//     off hard the same way, again as the run doubles (someone may power
-//     it on later in the run:
+//     off hard the same way, again every twice SoftTimeout + StaleReads
+//     while the run lasts (someone may power it on later in the run:
 //     TestReview36y_HeldHostPoweredOnLateInNullRunRunsForEver), and its
 //     Status.HoldBroken set (the evidence cannot tell whether it ran); a
 //     host with Online true and no hold whose readings say Transitioning
@@ -178,7 +184,10 @@
 //     (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff),
 //     or only a bare request (Annotation) whose power-off the BMC
 //     accepted, when the Off reading never comes (a BMC stuck reading
-//     Transitioning while the host is off): its annotation is removed and
+//     Transitioning while the host is off) and the run of Transitioning
+//     readings began after that power-off (one under way before it shows
+//     nothing of it: the power-off is sent again,
+//     TestReview36z_BareRebootDoneWithoutPowerOff): its annotation is removed and
 //     Status.LastPoweredOn written as for a reboot done, though no Off
 //     reading showed the host off, and Status.LastPoweredOff is not moved
 //     (TestReview36y_BareRebootOnStuckPoweringOffOffForEver). The run is
@@ -187,8 +196,12 @@
 //     a stuck rule may act on (a reboot pending, Online false, or a
 //     Transitioning reading) is persisted (Status.UnsureSince) once it
 //     lasts half of SoftTimeout + StaleReads, and cleared once On or Off
-//     readings have lasted StaleReads, so that a controller restarted
-//     during it counts it from its start, and short runs write nothing. A
+//     readings have lasted StaleReads (SoftTimeout + StaleReads for a
+//     host with Online true and no reboot pending), so that a controller restarted
+//     during it counts it from its start (once it has itself read unsure
+//     readings for half of SoftTimeout + StaleReads: kept through short
+//     sane spells, the value may date an earlier run), and short runs
+//     write nothing. A
 //     power-off that may press the power button (a Controller that
 //     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
 //     sent only on an On reading taken StaleReads after this controller's

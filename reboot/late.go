@@ -86,7 +86,7 @@ func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press boo
 		}
 		h.busyPress = false
 	}
-	return h.called(Call{Action: a.Action, Mode: a.Mode, Class: CallClass(a.Err), At: now, For: work})
+	return h.called(Call{Action: a.Action, Mode: a.Mode, Class: CallClass(a.Err), At: now, For: work}, a.Err)
 }
 
 // answered records the outcome c of a power call answered in its pass
@@ -95,7 +95,7 @@ func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press boo
 // and the work of those answered busy since the last late answer is the
 // work of the call in flight (busyFor; unknown if they differ); one
 // answered otherwise ran, so none was in flight.
-func (h *memory) answered(c Call) Call {
+func (h *memory) answered(c Call, err error) Call {
 	switch {
 	case c.Class != power.ClassBusy:
 		h.busy, h.busyFor = false, Work{}
@@ -104,5 +104,5 @@ func (h *memory) answered(c Call) Call {
 	case !h.busyFor.Is(c.For):
 		h.busyFor = Work{}
 	}
-	return h.called(c)
+	return h.called(c, err)
 }

@@ -30,6 +30,26 @@ type actedBound struct {
 	start     time.Duration // monotonic
 	startWall time.Time
 	precision time.Duration
+	// now is the pass's wall clock and shutdown how long after its
+	// first soft power-off an ended Online=false enforcement's OS
+	// shutdown may run (offlineOffRecent): 2x SoftTimeout + StaleReads.
+	now      time.Time
+	shutdown time.Duration
+}
+
+// offlineOffRecent reports whether st shows an Online=false enforcement
+// that ended (OfflineSince cleared: Online is true again) and whose soft
+// power-off may still be under way: its first one (OfflineSoftSince) was
+// decided less than b.shutdown ago (the last soft one is decided at most
+// SoftTimeout after it, and its OS shutdown runs at most SoftTimeout +
+// StaleReads). A restarted controller, or a new leader, counts it as a
+// power-off sent (SinceOff), so a stuck rule's power-on waits for its
+// shutdown (offOver) rather than go to the running host
+// (TestReview36z_RestartAfterOnlineBackDuringShutdownOffAnHour,
+// TestReview36zFix_RestartAfterOnlineBackSlowShutdownOffAnHour).
+func (b actedBound) offlineOffRecent(st Status) bool {
+	v := st.OfflineSoftSince
+	return b.shutdown > 0 && st.OfflineSince.IsZero() && !v.IsZero() && b.now.Sub(v) < b.shutdown
 }
 
 // bound returns when (monotonic) every power-off and press that st shows

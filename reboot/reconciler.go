@@ -143,10 +143,12 @@ type Reconciler struct {
 // memory is what a Reconciler remembers of one host between passes; a
 // restart loses it, which is always safe (see Observed).
 type memory struct {
-	last   Call
-	lastOn time.Duration // monotonic time of the last power-on sent
-	off    offState
-	forgot bool // Forget was called: nothing is known from before now
+	last Call
+	// readLost: the last power state read got no answer (readAnswered).
+	readLost bool
+	lastOn   time.Duration // monotonic time of the last power-on sent
+	off      offState
+	forgot   bool // Forget was called: nothing is known from before now
 	// startPass: forgotten before this process's first pass of the host,
 	// so its first pass is still that one: what a previous process may
 	// have sent is counted as lost there (sinceOff).
@@ -465,7 +467,7 @@ func (a *anchors) add(v time.Time, m time.Duration) {
 func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby, onToggles bool, acted actedBound) (time.Duration, time.Duration) {
 	o := &h.off
 	if first && (!h.forgot || h.startPass) {
-		noOff := !st.Pending() && st.OfflineSince.IsZero()
+		noOff := !st.Pending() && st.OfflineSince.IsZero() && !acted.offlineOffRecent(st)
 		// Every press (a power-off's, or a pressing power-on's) writes
 		// Status.LastPress before it is sent (Decide): a status without
 		// one shows no press a previous process may have sent, whatever
@@ -499,14 +501,14 @@ func (h *memory) sinceOff(first bool, st Status, m time.Duration, late, standby,
 		h.checkActing = false
 		if !st.ActingSince.Equal(h.leadActing) {
 			p := st.showsPress(onToggles)
-			off, press = off || p || st.Pending() || !st.OfflineSince.IsZero(), press || p
+			off, press = off || p || st.Pending() || !st.OfflineSince.IsZero() || acted.offlineOffRecent(st), press || p
 		}
 	}
 	lostPress := press
 	at := m // when the calls counted in this pass count as sent
 	if standby {
 		press = st.showsPress(onToggles)
-		off = press || st.Pending() || !st.OfflineSince.IsZero()
+		off = press || st.Pending() || !st.OfflineSince.IsZero() || acted.offlineOffRecent(st)
 		h.heard.off, h.heard.press = h.heard.off || off, h.heard.press || press
 		// A LastPress this controller wrote is its own press (noted lost
 		// at its return if it was: sentOff), no press it did not see
@@ -636,6 +638,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	standby := r.Guard != nil && !r.leading || leadLate
 	first := !hm.known
 	hm.known = true
+	hm.readAnswered(perr)
 	if late != nil {
 		t, ok := pc.(Toggler)
 		press := ok && t.TogglesOff(late.Mode)
@@ -670,7 +673,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	}
 	o.OnToggles = togglesOn(pc)
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && stampedAfter(h.Status.LastPress, r.startWall, cfg.Precision),
-		standby, o.OnToggles, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision})
+		standby, o.OnToggles, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision,
+			now: now, shutdown: 2*cfg.SoftTimeout + cfg.StaleReads})
 	if !standby {
 		o.ActingSince = hm.quietSince(r.start, r.startWall)
 	}
@@ -779,7 +783,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now(), For: d.For}
 		r.mu.Lock()
-		r.current(name, hm).answered(call)
+		r.current(name, hm).answered(call, err)
 		r.mu.Unlock()
 		res.PowerErr = err
 		if err != nil {

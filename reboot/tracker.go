@@ -76,8 +76,9 @@ type acting struct {
 
 // bound is the actedBound of a controller that started at a, whose
 // timestamps are truncated to precision.
-func (a acting) bound(precision time.Duration) actedBound {
-	return actedBound{set: true, start: a.start, startWall: a.wall, precision: precision}
+func (a acting) bound(c Config, now time.Time) actedBound {
+	return actedBound{set: true, start: a.start, startWall: a.wall, precision: c.Precision,
+		now: now, shutdown: 2*c.SoftTimeout + c.StaleReads}
 }
 
 // toggleAnswers are a Reading's SoftToggles, HardToggles and OnToggles; known is
@@ -121,6 +122,10 @@ type Reading struct {
 	// (one that never jumps), both read before Power.
 	Now  time.Time
 	Mono time.Duration
+	// ReadErr is what the power state read returned: one that got an
+	// answer after one that got none (a timeout, a lost connection) ends
+	// the back-off of power calls that got none (Call.Fails).
+	ReadErr error
 	// ReadEnd is the monotonic clock read once the power state read
 	// returned; a value before Mono (zero, say) counts as Mono. It dates
 	// the end of a press's shutdown (Observed.PressOverFor).
@@ -141,7 +146,11 @@ type Reading struct {
 //   - Annotations, Online, Deprovisioned, Status, StaleReads, OffSettle:
 //     copied from rd.Host. Power, SoftToggles, HardToggles: from rd.
 //   - LastCall: the call last reported to Sent (or Late), with Repeats counting the
-//     same action and mode sent in a row before it (zero before any).
+//     same action and mode sent in a row before it (zero before any),
+//     Errors the calls busy or failed in a row, and Fails the calls in a
+//     row that got no answer (a timeout, a lost connection), set to zero
+//     by any answer, or by a reading whose rd.ReadErr got one after one
+//     whose did not.
 //   - QuietFor: Mono since the last Sending of a power-on, or since the
 //     start if none; or since the pass that first read a
 //     Status.LastPoweredOn this Tracker neither wrote (Writing) nor read
@@ -160,7 +169,9 @@ type Reading struct {
 //   - Config.Precision (placed by the start's clocks) read in the first
 //     pass, if earlier; unbounded if none was sent and the Status
 //     read in the first pass shows no power-off under way (no reboot pending, no
-//     Online=false being enforced) and Forget was not called. In a later
+//     Online=false being enforced, nor one ended whose first soft
+//     power-off, Status.OfflineSoftSince, is less than 2x SoftTimeout +
+//     StaleReads old) and Forget was not called. In a later
 //     pass, a Status that shows a power-off with values this Tracker
 //     neither wrote (Writing) nor read before (a PendingRebootSince,
 //     OfflineSince or LastPress of another leader's) counts as a
@@ -229,6 +240,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	hm := &t.mem
 	first := !hm.known
 	hm.known = true
+	hm.readAnswered(rd.ReadErr)
 	fromStart := first && !hm.forgot
 	since := func(a *anchors, v time.Time) time.Duration {
 		return a.since(v, m, t.start, fromStart && !v.After(t.startWall))
@@ -255,7 +267,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && stampedAfter(h.Status.LastPress, t.startWall, hc.Precision),
-		standby, rd.OnToggles, t.act.bound(hc.Precision))
+		standby, rd.OnToggles, t.act.bound(hc, rd.Now))
 	if !standby {
 		o.ActingSince = hm.quietSince(t.act.start, t.act.wall)
 	}
@@ -339,7 +351,7 @@ func (t *Tracker) Sent(c Call, err error, doneMono time.Duration) Call {
 	if c.For == (Work{}) {
 		c.For = t.work
 	}
-	return t.mem.answered(c)
+	return t.mem.answered(c, err)
 }
 
 // Late reports the answer a of a power call that came after the pass that
@@ -570,10 +582,11 @@ func (t *timeSet) add(v time.Time) {
 	t.n = min(t.n+1, len(t.at))
 }
 
-// called remembers the outcome of a power call and returns it with
-// Repeats filled; a hard power-off's answer sets or clears
-// Observed.HardUnsupportedAt (one that was busy or failed says neither).
-func (h *memory) called(c Call) Call {
+// called remembers the outcome of a power call, which returned err, and
+// returns it with Repeats and Fails filled; a hard power-off's answer
+// sets or clears Observed.HardUnsupportedAt (one that was busy or failed
+// says neither).
+func (h *memory) called(c Call, err error) Call {
 	if c.Action == ActionPowerOff && c.Mode == power.ModeHard {
 		switch c.Class {
 		case power.ClassUnsupported:
@@ -586,12 +599,46 @@ func (h *memory) called(c Call) Call {
 	if h.last.Action == c.Action && h.last.Mode == c.Mode {
 		c.Repeats = h.last.Repeats + 1
 	}
-	c.Fails = 0
+	c.Fails = unansweredFails(h.last.Fails, err)
+	c.Errors = 0
 	if c.Class == power.ClassBusy || c.Class == power.ClassFailed {
-		c.Fails = h.last.Fails + 1
+		c.Errors = h.last.Errors + 1
 	}
 	h.last = c
 	return c
+}
+
+// unansweredFails is Call.Fails after a call that returned err, fails
+// the count before it: one more after a call that got no answer
+// (answerLost: a timeout, a lost connection), the same after one never
+// sent (a Pool's back-off, power.ErrNotSent, ErrNotLeader: nothing was
+// learnt of the BMC), zero after any answer, accepted or an error
+// (HTTP 409 or 500, a refused login): a BMC that answers is not dead,
+// and its calls are tried again after RetryDelay, not after a back-off
+// grown while it answered nothing
+// (TestReview36z_NullSensorFenceWaitsLongAfterNetworkBack).
+func unansweredFails(fails int, err error) int {
+	switch {
+	case answerLost(err):
+		return fails + 1
+	case err != nil && !errors.Is(err, power.ErrAuth) && notCarriedOut(err):
+		return fails
+	}
+	return 0
+}
+
+// readAnswered notes a power state read that returned err: one that got
+// an answer (no error, or an error the BMC answered) after one that got
+// none shows the BMC back (its network, say), and the back-off of calls
+// that got none ends (Call.Fails). Reads answered all along do not end
+// it: a BMC that answers reads but not power calls is not called every
+// RetryDelay.
+func (h *memory) readAnswered(err error) {
+	lost := answerLost(err)
+	if !lost && h.readLost {
+		h.last.Fails = 0
+	}
+	h.readLost = lost
 }
 
 // sawState notes a reading of state taken between the monotonic times m
