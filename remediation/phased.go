@@ -175,6 +175,30 @@ type State struct {
 	Message string
 }
 
+// knownEarliest is the boundary a sighting falls back to when nothing
+// earlier is known: any power-off read counts as after it (until the
+// host is read on since).
+var knownEarliest = time.Unix(1, 0).UTC()
+
+// strayBound returns when a request of the Machine's found on its host
+// by a pass at now (a remediation that is over, in state st) may have
+// held it since: the T its value carries (t) if that is in the past;
+// else (no T, or one ahead of this clock: a replica's clock running
+// ahead says nothing of when it was written) the last known boundary,
+// the last attempt's end (Finished), else its request (RequestedAt,
+// Started), else knownEarliest; never now, which may be after the
+// reboot controller powered the host off for it.
+func strayBound(st State, t, now time.Time) time.Time {
+	if !t.IsZero() && t.Before(now) {
+		return t
+	}
+	b := cmp.Or(st.Finished, st.RequestedAt, st.Started, knownEarliest)
+	if b.After(now) {
+		return knownEarliest
+	}
+	return b
+}
+
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
 	if s.Phase != o.Phase || s.Attempt != o.Attempt || !s.Started.Equal(o.Started) || !s.RequestedAt.Equal(o.RequestedAt) || s.Host != o.Host || s.PrevHost != o.PrevHost ||
@@ -588,10 +612,7 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 				// Saved before the request is removed; no later than the
 				// T its value carries: the host may have been powered
 				// off for it before this pass found it.
-				st.StraySeen = now
-				if t := o.Host.RequestT; !t.IsZero() && t.Before(now) {
-					st.StraySeen = t
-				}
+				st.StraySeen = strayBound(*st, o.Host.RequestT, now)
 				if st.Host == "" && o.Host.Name != "" {
 					// No host recorded: the host read is HostOf's, the
 					// one it was found on.
