@@ -140,7 +140,10 @@ type State struct {
 	// StraySeen is when a pass of a remediation that is over (done,
 	// failed, or none: a failed one cleared, or never remediated) first
 	// found a request of this Machine's (a value naming its UID) on Host,
-	// or the T that request's value carries (Host.RequestT) if earlier,
+	// or the T that request's value carries (Host.RequestT) if earlier
+	// (a value with no T, or one ahead of the pass's clock: the last
+	// known boundary, Finished, RequestedAt or Started, else
+	// knownEarliest; never the pass's clock),
 	// its own host (with Host empty, the host HostOf names, set as Host;
 	// a paused writer's stale request, landed after the end; persisted
 	// before that request is removed): while Host may be off
