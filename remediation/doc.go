@@ -287,7 +287,8 @@
 // Machine's own pass), and the admission kept until a pass finds none
 // left and the host of the last recorded one is not held for it (read
 // for the T its value carries, or from the earliest if it has none or
-// one ahead of the clock)), else the
+// one ahead of the clock); a recorded request's release sweeps them
+// likewise once its host is not held), else the
 // admission is kept and the pass fails with ErrOrphanRequest, which says
 // the fix: a host that may carry its request is never let go. A Machine
 // admitted with no host, that wrote no request, never gets there.) An escalation that persisted failed but stopped

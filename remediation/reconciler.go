@@ -606,7 +606,9 @@ func memberOf(adm Admissions, m Machine, d Decision, admitted bool) (Member, boo
 // one per pass, each recorded as its request before it is removed
 // (sweepOrphan), the admission kept until a pass finds none left and the
 // last recorded one's host not held, else the admission is kept
-// (ErrOrphanRequest); any other error keeps
+// (ErrOrphanRequest); a HostStore that is a RequestFinder has them swept
+// likewise once a recorded request's host is no longer held (a request
+// of its may be on a host no record names); any other error keeps
 // the admission, and the pass is retried.
 func (r *Reconciler) abandon(ctx context.Context, name string) error {
 	if r.Admissions == nil {
@@ -683,11 +685,11 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 		}
 		return fmt.Errorf("remediation: machine %s (%s): host %s: %w", name, why, req.Host, err)
 	}
-	if !hasMem && (req.Host != "" || errors.Is(err, ErrNotFound)) {
-		// An old record (no Member): no recorded request and no host
-		// the HostStore resolves, or a request recorded by an earlier
-		// pass's sweep (now not held). Its request may still be on a
-		// host no record names: one request no Machine owns is
+	if req.Host != "" || errors.Is(err, ErrNotFound) {
+		// No recorded request and no host the HostStore resolves (an
+		// old record), or a recorded request (perhaps by an earlier
+		// pass's sweep) now not held: a request of its may still be on
+		// a host no record names. One request no Machine owns is
 		// recorded as its and removed per pass, under the Guard (a
 		// deposed leader's stale Machine list removes nothing), and
 		// the admission kept; it is released only by a pass that finds
@@ -784,8 +786,9 @@ func (r *Reconciler) stillHeld(ctx context.Context, name string, req Request) (b
 	return held(h), nil
 }
 
-// sweepOrphan records, for name (gone, admitted by an old record: no
-// Member), one reboot request no existing Machine owns (RequestFinder: a
+// sweepOrphan records, for name (gone, or replaced by a Machine of its
+// name; its recorded request removed and not held, or none recorded and
+// no host the HostStore resolves), one reboot request no existing Machine owns (RequestFinder: a
 // value naming a UID that no Machine of MachineStore.List has) as name's
 // request (Admissions.Requests, a compare-and-swap write, replacing the
 // one recorded before, which is removed and not held), then removes it
