@@ -202,7 +202,7 @@ func (s *OperatorHosts) read(ctx context.Context, now time.Time, name string, re
 	} else {
 		out.Power = power.StateOff
 	}
-	if req.Value != "" {
+	if req.Value != "" && !req.At.IsZero() {
 		stale := cmp.Or(s.StaleReads, DefaultOperatorStaleReads)
 		offAfter := now.Add(-stale) // the earliest the reading now may describe
 		// The reading describes an instant after the request: written

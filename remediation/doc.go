@@ -131,7 +131,9 @@
 // answers now; for a Machine never remediated, on the host HostOf names)
 // is recorded likewise (State.StraySeen, no later than the T the
 // request's value carries: Host.RequestT, so a power-off for it before a
-// pass found it is counted) before it
+// pass found it is counted; a value with no T, or one ahead of the
+// pass's clock, from the last known boundary: the last attempt's end or
+// request, else any power-off since the host was last read on) before it
 // is removed, and the Machine keeps its admission, or is admitted again,
 // while that host may be off for it: the host is off already, so the
 // storm guard counts it, and a new attempt of the Machine's waits for the
@@ -279,11 +281,14 @@
 // is a RequestFinder (the kube module's is: it leaves out the requests of
 // live PowerCycleRemediations, which carry the same annotation), read and
 // removed under Guard, its context checked again before each write (a
-// deposed leader's stale Machine list removes nothing), the first
-// recorded as the Machine's request (Admissions.Requests) before any is
-// removed, and the admission kept while the host of any of them is held
-// for it (read for the T its value carries; later passes read the
-// recorded one's), else the
+// deposed leader's stale Machine list removes nothing), one per pass,
+// each recorded as the Machine's request (Admissions.Requests) before it
+// is removed (one recorded as another admission's is left to that
+// Machine's own pass), and the admission kept until a pass finds none
+// left and the host of the last recorded one is not held for it (read
+// for the T its value carries, or from the earliest if it has none or
+// one ahead of the clock); a recorded request's release sweeps them
+// likewise once its host is not held), else the
 // admission is kept and the pass fails with ErrOrphanRequest, which says
 // the fix: a host that may carry its request is never let go. A Machine
 // admitted with no host, that wrote no request, never gets there.) An escalation that persisted failed but stopped

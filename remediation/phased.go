@@ -140,7 +140,10 @@ type State struct {
 	// StraySeen is when a pass of a remediation that is over (done,
 	// failed, or none: a failed one cleared, or never remediated) first
 	// found a request of this Machine's (a value naming its UID) on Host,
-	// or the T that request's value carries (Host.RequestT) if earlier,
+	// or the T that request's value carries (Host.RequestT) if earlier
+	// (a value with no T, or one ahead of the pass's clock: the last
+	// known boundary, Finished, RequestedAt or Started, else
+	// knownEarliest; never the pass's clock),
 	// its own host (with Host empty, the host HostOf names, set as Host;
 	// a paused writer's stale request, landed after the end; persisted
 	// before that request is removed): while Host may be off
@@ -173,6 +176,30 @@ type State struct {
 	// Message says, for people (a condition or event on the Machine), why
 	// the remediation waits or what it could not clean up.
 	Message string
+}
+
+// knownEarliest is the boundary a sighting falls back to when nothing
+// earlier is known: any power-off read counts as after it (until the
+// host is read on since).
+var knownEarliest = time.Unix(1, 0).UTC()
+
+// strayBound returns when a request of the Machine's found on its host
+// by a pass at now (a remediation that is over, in state st) may have
+// held it since: the T its value carries (t) if that is in the past;
+// else (no T, or one ahead of this clock: a replica's clock running
+// ahead says nothing of when it was written) the last known boundary,
+// the last attempt's end (Finished), else its request (RequestedAt,
+// Started), else knownEarliest; never now, which may be after the
+// reboot controller powered the host off for it.
+func strayBound(st State, t, now time.Time) time.Time {
+	if !t.IsZero() && t.Before(now) {
+		return t
+	}
+	b := cmp.Or(st.Finished, st.RequestedAt, st.Started, knownEarliest)
+	if b.After(now) {
+		return knownEarliest
+	}
+	return b
 }
 
 // Equal reports whether two states are the same.
@@ -588,10 +615,7 @@ func (c Config) decide(o Observed, now time.Time) Decision {
 				// Saved before the request is removed; no later than the
 				// T its value carries: the host may have been powered
 				// off for it before this pass found it.
-				st.StraySeen = now
-				if t := o.Host.RequestT; !t.IsZero() && t.Before(now) {
-					st.StraySeen = t
-				}
+				st.StraySeen = strayBound(*st, o.Host.RequestT, now)
 				if st.Host == "" && o.Host.Name != "" {
 					// No host recorded: the host read is HostOf's, the
 					// one it was found on.

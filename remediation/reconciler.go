@@ -97,10 +97,12 @@ type RequestRemover interface {
 // a Machine that is gone whose admission records no request (a record
 // written before Admissions.Requests existed) and whose host the
 // HostStore no longer resolves: the requests no existing Machine owns are
-// removed before the admission is released (the first recorded as the
-// Machine's, Admissions.Requests, before any is removed), and the
-// admission is kept while the host of any of them is held for it (read
-// for the T its value carries). It must list only requests a
+// removed before the admission is released, one per pass, each recorded
+// as the Machine's (Admissions.Requests) before it is removed, and the
+// admission is kept until a pass finds none left (one recorded as
+// another admission's is left to that Machine's pass) and the last
+// recorded one's host is not held (read for the T its value carries).
+// It must list only requests a
 // Machine remediation may have written: the same annotation carries other
 // controllers' requests (the kube module's leaves out those naming a live
 // PowerCycleRemediation), which are not to be removed. Without it such an
@@ -601,9 +603,12 @@ func memberOf(adm Admissions, m Machine, d Decision, admitted bool) (Member, boo
 // written (Member.Wrote). A HostStore that says the Machine has no host
 // (ErrNotFound) while the record names no request (an old record) has
 // the requests no existing Machine owns removed first (RequestFinder),
-// the first recorded as its request before, and the admission kept while
-// the host of any of them is held, else the admission is kept
-// (ErrOrphanRequest); any other error keeps
+// one per pass, each recorded as its request before it is removed
+// (sweepOrphan), the admission kept until a pass finds none left and the
+// last recorded one's host not held, else the admission is kept
+// (ErrOrphanRequest); a HostStore that is a RequestFinder has them swept
+// likewise once a recorded request's host is no longer held (a request
+// of its may be on a host no record names); any other error keeps
 // the admission, and the pass is retried.
 func (r *Reconciler) abandon(ctx context.Context, name string) error {
 	if r.Admissions == nil {
@@ -671,31 +676,6 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 		}
 		return r.Hosts.RemoveRebootAnnotation(ctx, name)
 	})
-	if errors.Is(err, ErrNotFound) && req.Host == "" {
-		// No recorded request (a record written before Requests existed)
-		// and no host the HostStore resolves: its request may still hold
-		// a host. Never released while one may. Under the Guard, as
-		// every write: the requests and the Machines are read, and the
-		// requests removed, by a leader only (a deposed one's Machine
-		// list may miss a Machine a new leader created, and wrote a
-		// request for, since).
-		var removed []Request
-		err = reboot.Fenced(ctx, r.Guard, "remediation: remove the reboot requests no Machine owns for "+name, func(ctx context.Context) error {
-			var err error
-			removed, err = r.removeOrphans(ctx, name)
-			return err
-		})
-		for _, o := range removed {
-			// One of them may be name's: the admission is kept while
-			// the host any of them was on is held for it.
-			if held, herr := r.stillHeld(ctx, name, o); herr != nil || held {
-				if herr == nil {
-					herr = ErrHostHeld
-				}
-				return fmt.Errorf("remediation: machine %s (%s): host %s, where a request no Machine owns was removed: %w", name, why, o.Host, herr)
-			}
-		}
-	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("remediation: machine %s (%s): remove its reboot request before releasing its admission: %w", name, why, err)
 	}
@@ -704,6 +684,29 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 			err = ErrHostHeld
 		}
 		return fmt.Errorf("remediation: machine %s (%s): host %s: %w", name, why, req.Host, err)
+	}
+	if req.Host != "" || errors.Is(err, ErrNotFound) {
+		// No recorded request and no host the HostStore resolves (an
+		// old record), or a recorded request (perhaps by an earlier
+		// pass's sweep) now not held: a request of its may still be on
+		// a host no record names. One request no Machine owns is
+		// recorded as its and removed per pass, under the Guard (a
+		// deposed leader's stale Machine list removes nothing), and
+		// the admission kept; it is released only by a pass that finds
+		// none left.
+		var o Request
+		var found bool
+		serr := reboot.Fenced(ctx, r.Guard, "remediation: remove the reboot requests no Machine owns for "+name, func(ctx context.Context) error {
+			var err error
+			o, found, err = r.sweepOrphan(ctx, name, req.Host == "")
+			return err
+		})
+		if serr != nil {
+			return fmt.Errorf("remediation: machine %s (%s): %w", name, why, serr)
+		}
+		if found {
+			return fmt.Errorf("remediation: machine %s (%s): host %s, where a request no Machine owns was recorded as its and removed: %w", name, why, o.Host, ErrHostHeld)
+		}
 	}
 	for i, e := range prevs {
 		if found[i] || off[i] {
@@ -783,83 +786,91 @@ func (r *Reconciler) stillHeld(ctx context.Context, name string, req Request) (b
 	return held(h), nil
 }
 
-// removeOrphans removes, for name (gone, with no recorded request and no
-// host its HostStore resolves), every reboot request no existing Machine
-// owns (RequestFinder: a value naming a UID that no Machine of
-// MachineStore.List has), one of which may be name's, and returns them
-// (At the T each value carries: RequestTime): the caller keeps the
-// admission while the host of any is held for it. The first is recorded
-// as name's request (Admissions.Requests, a compare-and-swap write)
-// before any is removed, so that later passes read its host for it as
-// for any recorded request. Without a RequestFinder it fails with
-// ErrOrphanRequest: the admission is kept. The caller runs it under the
-// Guard (reboot.Fenced): ctx is the hold's, and it is checked before
-// each write (the reads may outlast the lease).
-func (r *Reconciler) removeOrphans(ctx context.Context, name string) ([]Request, error) {
+// sweepOrphan records, for name (gone, or replaced by a Machine of its
+// name; its recorded request removed and not held, or none recorded and
+// no host the HostStore resolves), one reboot request no existing Machine owns (RequestFinder: a
+// value naming a UID that no Machine of MachineStore.List has) as name's
+// request (Admissions.Requests, a compare-and-swap write, replacing the
+// one recorded before, which is removed and not held), then removes it
+// from its host: later passes read its host for it as for any recorded
+// request (stillHeld), and the admission is kept meanwhile. A request
+// recorded as another admission's is left to that Machine's own pass. It
+// reports whether one was found (none: nothing left to sweep). The T
+// recorded is the one its value carries, or, if none or one ahead of
+// this clock (a replica's clock running ahead), knownEarliest: never
+// now. Without a RequestFinder it fails with ErrOrphanRequest if must
+// (no request recorded, so one may be left), else finds none. The
+// caller runs it under the Guard (reboot.Fenced): ctx is the hold's,
+// and it is checked before each write (the reads may outlast the
+// lease).
+func (r *Reconciler) sweepOrphan(ctx context.Context, name string, must bool) (Request, bool, error) {
 	f, ok := r.Hosts.(RequestFinder)
 	rr, ok2 := r.Hosts.(RequestRemover)
 	if !ok || !ok2 {
-		return nil, fmt.Errorf("remediation: machine %s: %w", name, ErrOrphanRequest)
+		if !must {
+			return Request{}, false, nil
+		}
+		return Request{}, false, fmt.Errorf("remediation: machine %s: %w", name, ErrOrphanRequest)
 	}
 	reqs, err := f.RebootRequests(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("remediation: machine %s: find its reboot request: %w", name, err)
+		return Request{}, false, fmt.Errorf("remediation: machine %s: find its reboot request: %w", name, err)
 	}
 	all, err := r.Machines.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("remediation: machine %s: find its reboot request: list machines: %w", name, err)
+		return Request{}, false, fmt.Errorf("remediation: machine %s: find its reboot request: list machines: %w", name, err)
+	}
+	a, err := r.Admissions.GetAdmissions(ctx)
+	if err != nil {
+		return Request{}, false, fmt.Errorf("remediation: machine %s: admissions: %w", name, err)
+	}
+	if !a.Has(name) {
+		return Request{}, false, nil
 	}
 	owned := make(map[string]bool, len(all))
 	for _, m := range all {
 		owned[m.Machine.UID] = true
 	}
-	var orphans []Request
+	now := r.Now()
 	for _, req := range reqs {
-		if owner, ok := requestOwner(req.Value); ok && !owned[owner] && req.Host != "" {
-			req.At = RequestTime(req.Value)
-			orphans = append(orphans, req)
+		if owner, ok := requestOwner(req.Value); !ok || owned[owner] || req.Host == "" || recordedByOther(a, name, req) {
+			continue
 		}
-	}
-	if len(orphans) == 0 {
-		return nil, nil
-	}
-	if err := r.recordOrphan(ctx, name, orphans[0]); err != nil {
-		return nil, err
-	}
-	for _, req := range orphans {
+		req.At = RequestTime(req.Value)
+		if req.At.IsZero() || !req.At.Before(now) {
+			req.At = knownEarliest
+		}
+		a.Requests = maps.Clone(a.Requests)
+		if a.Requests == nil {
+			a.Requests = map[string]Request{}
+		}
+		a.Requests[name] = req
+		if err := live(ctx, r.Guard, "remediation: record the request no Machine owns on host "+req.Host+" for "+name); err != nil {
+			return Request{}, false, err
+		}
+		if err := r.Admissions.PutAdmissions(ctx, a); err != nil {
+			return Request{}, false, fmt.Errorf("remediation: machine %s: record the request no Machine owns on host %s before removing it: %w", name, req.Host, err)
+		}
 		if err := live(ctx, r.Guard, "remediation: remove the request no Machine owns on host "+req.Host+" for "+name); err != nil {
-			return nil, err
+			return Request{}, false, err
 		}
 		if err := rr.RemoveRebootRequest(ctx, name, req); err != nil {
-			return nil, fmt.Errorf("remediation: machine %s: remove the request no Machine owns on host %s: %w", name, req.Host, err)
+			return Request{}, false, fmt.Errorf("remediation: machine %s: remove the request no Machine owns on host %s: %w", name, req.Host, err)
 		}
+		return req, true, nil
 	}
-	return orphans, nil
+	return Request{}, false, nil
 }
 
-// recordOrphan records req, a request no Machine owns, as name's
-// (Admissions.Requests) if name is still admitted with no request
-// recorded: a compare-and-swap write of the record as read now.
-func (r *Reconciler) recordOrphan(ctx context.Context, name string, req Request) error {
-	a, err := r.Admissions.GetAdmissions(ctx)
-	if err != nil {
-		return fmt.Errorf("remediation: machine %s: admissions: %w", name, err)
+// recordedByOther reports whether req (found on req.Host) is the
+// request a recorded for another admitted Machine than name.
+func recordedByOther(a Admissions, name string, req Request) bool {
+	for m, o := range a.Requests {
+		if m != name && a.Has(m) && o.Host == req.Host && o.Value == req.Value {
+			return true
+		}
 	}
-	if _, ok := a.Requests[name]; ok || !a.Has(name) {
-		return nil
-	}
-	a.Requests = maps.Clone(a.Requests)
-	if a.Requests == nil {
-		a.Requests = map[string]Request{}
-	}
-	a.Requests[name] = req
-	if err := live(ctx, r.Guard, "remediation: record the request no Machine owns on host "+req.Host+" for "+name); err != nil {
-		return err
-	}
-	if err := r.Admissions.PutAdmissions(ctx, a); err != nil {
-		return fmt.Errorf("remediation: machine %s: record the request no Machine owns on host %s before removing it: %w", name, req.Host, err)
-	}
-	return nil
+	return false
 }
 
 // ErrHostHeld: the admission of a Machine that is gone (or replaced by
