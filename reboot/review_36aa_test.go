@@ -1,0 +1,162 @@
+package reboot_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// Review 36 round 27 (TestReview36aa_RestartEarlyInLongerFlappingNullFalseHoldBroken):
+// round 26 narrowed TestReview36z_RestartDuringFlappingNullFalseHoldBroken
+// (unsureRun counts from Status.UnsureSince only once this process read
+// unsure readings for unsureNote, 105 s, itself) but UnsureSince is still
+// kept through the Off spells shorter than StaleReads, so it dates the
+// first null run of a flapping BMC. A fenced host, off all along (ground
+// truth), its BMC null 150 s and honestly Off 20 s of every 170 s (no null
+// run reaches SoftTimeout + StaleReads = 210 s); the controller restarts
+// once 5 to 30 s into a null run: 105 s later, still inside that run
+// (at most 135 s long then), it counts the run from the first one's
+// UnsureSince (minutes), heldOff's stuck rule fires a ForceOff and records
+// Status.HoldBroken: the fencing client is told processes may have run
+// since, though no run lasted 210 s and the host never ran.
+func TestReview36aa_RestartEarlyInLongerFlappingNullFalseHoldBroken(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var flap atomic.Bool
+	const period, sane = 170 * time.Second, 20 * time.Second
+	w.Power = flapSwitch{pw, nullMostOfPeriod{pw, clk, period, sane}, &flap}
+	rec := w.newRec()
+	client := &reboot.Client{Hosts: store, Key: "fence", Now: clk.Now}
+	review36uLoop(t, rec, clk, clk.Real().Add(time.Minute), clk.Real())
+	tk, err := client.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	review36uLoop(t, rec, clk, clk.Real().Add(5*time.Minute), clk.Real())
+	fenced, err := client.Fenced(ctx, tk)
+	require.NoError(t, err)
+	require.True(t, fenced && !pw.HardwareOn(), "the setup: the fence was carried out; truth %s", rebootcheck.DescribeTruth(pw))
+	flap.Store(true)
+	at := clk.Real()
+	end := at.Add(30 * time.Minute)
+	restarted := false
+	var restartAt time.Time
+	for clk.Real().Before(end) {
+		phase := time.Duration(clk.Real().UnixNano()) % period
+		if !restarted && clk.Real().After(at.Add(5*time.Minute)) && phase >= 5*time.Second && phase < 30*time.Second {
+			restarted = true
+			restartAt = clk.Real()
+			h, err := store.Get(ctx, "h")
+			require.NoError(t, err)
+			require.True(t, h.Status.HoldBroken.IsZero(), "the setup: no HoldBroken before the restart; status %+v", h.Status)
+			require.False(t, h.Status.UnsureSince.IsZero(), "the setup: a persisted run before the restart; status %+v", h.Status)
+			rec = w.newRec() // one restart, 5-30 s into a 150 s null run
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(at), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		clk.Advance(min(next, 30*time.Second))
+	}
+	require.True(t, restarted, "the setup: the controller restarted")
+	require.True(t, pw.OffThroughout(at, end), "the setup: the host stays off; truth %s", rebootcheck.DescribeTruth(pw))
+	broken, err := client.HoldBroken(ctx, tk)
+	require.NoError(t, err)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, broken.IsZero(),
+		"a fenced host, off all along (ground truth), its BMC null 150 s and Off 20 s of every 170 s, the controller restarted once %v after the flapping began, early in a null run: the fencing client is told its hold broke at %v (%v after the restart; the restarted controller counts the run from UnsureSince, kept through the Off spells; power-offs since %d); status %+v",
+		restartAt.Sub(at), broken, broken.Sub(restartAt), review36xCount(pw, fake.OpOff, at), h.Status)
+}
+
+// Review 36 round 27 (TestReview36aa_BareRebootStuckPoweringOffRestartOffForEver):
+// TestReview36y_BareRebootOnStuckPoweringOffOffForEver with one restart.
+// releasedPending ends a bare reboot on a BMC stuck reading Transitioning
+// while the host is off only if its own accepted power-off (LastCall,
+// memory) came before the run of Transitioning readings began
+// (runAfter). A controller restarted during that run (a rolling upgrade,
+// 100 s after the ForceOff) has no LastCall: pending sends the ForceOff
+// again, and from then on counts the run from Status.UnsureSince (written
+// before the restart, before this new power-off), so runAfter is false for
+// every later power-off: the ForceOff is repeated every few minutes, the
+// annotation stays and the host, whose reboot was asked, stays off for
+// good (ground truth), as before round 25's fix.
+func TestReview36aa_BareRebootStuckPoweringOffRestartOffForEver(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	w.Power = stuckPoweringOff{pw}
+	rec := w.newRec()
+	review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`}
+	}))
+	review36uLoop(t, rec, clk, at.Add(2*time.Minute), at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.False(t, pw.HardwareOn(), "the setup: the ForceOff powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	require.False(t, h.Status.UnsureSince.IsZero(), "the setup: the run is persisted before the restart; status %+v", h.Status)
+	rec = w.newRec() // a rolling upgrade, inside the Transitioning run
+	end := at.Add(60 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err = store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn(),
+		"a bare hard reboot of a running host whose BMC (no button) reads Transitioning while it is off, the controller restarted 2 min after the request: still off 60 min later (%d power-offs since); annotations %v; status %+v; truth %s",
+		review36xCount(pw, fake.OpOff, at), h.Annotations, h.Status, rebootcheck.DescribeTruth(pw))
+}
+
+// Review 36 round 27 (TestReview36aa_BareRebootStuckPoweringOffLostAnswerOffForEver):
+// the same without a restart. A bare hard reboot's first ForceOff is
+// carried out but its answer is lost (a timeout, A5); the BMC (no
+// button) then reads Transitioning while the host is off. pending waits
+// out the run and, the last power-off having failed, sends the ForceOff
+// again (accepted); that accepted power-off is later than the run's
+// start, so runAfter (decide_unsure.go) is false for it and for every
+// power-off after it: the reboot never ends, the annotation stays, and
+// the host stays off for good (ground truth), though nothing but one lost
+// answer differs from TestReview36y_BareRebootOnStuckPoweringOffOffForEver.
+func TestReview36aa_BareRebootStuckPoweringOffLostAnswerOffForEver(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	var armed atomic.Bool
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOff && armed.CompareAndSwap(true, false) {
+			return fake.Fault{Kind: fake.FaultTimeout, Applied: true}
+		}
+		return fake.Fault{}
+	}})
+	w.Power = stuckPoweringOff{pw}
+	rec := w.newRec()
+	review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+	armed.Store(true) // the reboot's first ForceOff is carried out, its answer lost
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`}
+	}))
+	end := at.Add(60 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.False(t, armed.Load(), "the setup: the first ForceOff's answer was lost")
+	require.True(t, pw.WasOffDuring(at, end), "the setup: the reboot powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	require.True(t, pw.HardwareOn(),
+		"a bare hard reboot of a running host whose BMC (no button) reads Transitioning while it is off, its first ForceOff carried out with its answer lost: still off 60 min later (%d power-offs since); annotations %v; status %+v; truth %s",
+		review36xCount(pw, fake.OpOff, at), h.Annotations, h.Status, rebootcheck.DescribeTruth(pw))
+}
