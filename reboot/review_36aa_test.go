@@ -160,3 +160,34 @@ func TestReview36aa_BareRebootStuckPoweringOffLostAnswerOffForEver(t *testing.T)
 		"a bare hard reboot of a running host whose BMC (no button) reads Transitioning while it is off, its first ForceOff carried out with its answer lost: still off 60 min later (%d power-offs since); annotations %v; status %+v; truth %s",
 		review36xCount(pw, fake.OpOff, at), h.Annotations, h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 27 (TestReview36aa_BareRebootStuckPoweringOffClockBackOffForEver):
+// the same with a 10 s step back of the controller's wall clock (an NTP
+// correction) a minute into the run: runAfter compares the run, measured
+// on the monotonic clock, with the wall-clock time since the accepted
+// ForceOff (Call.At), so the run now seems to have begun before it; the
+// ForceOff is sent again, and every later one is after the run's start:
+// the host, whose reboot was asked, stays off for good (ground truth).
+func TestReview36aa_BareRebootStuckPoweringOffClockBackOffForEver(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	w.Power = stuckPoweringOff{pw}
+	rec := w.newRec()
+	review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`}
+	}))
+	review36uLoop(t, rec, clk, at.Add(time.Minute), at)
+	require.False(t, pw.HardwareOn(), "the setup: the ForceOff powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	clk.Jump(-10 * time.Second) // NTP steps the controller's clock back 10 s
+	end := at.Add(60 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn(),
+		"a bare hard reboot of a running host whose BMC (no button) reads Transitioning while it is off, the controller's wall clock stepped back 10 s a minute after the request: still off 60 min later (%d power-offs since); annotations %v; status %+v; truth %s",
+		review36xCount(pw, fake.OpOff, at), h.Annotations, h.Status, rebootcheck.DescribeTruth(pw))
+}
