@@ -191,3 +191,86 @@ func TestReview36aa_BareRebootStuckPoweringOffClockBackOffForEver(t *testing.T) 
 		"a bare hard reboot of a running host whose BMC (no button) reads Transitioning while it is off, the controller's wall clock stepped back 10 s a minute after the request: still off 60 min later (%d power-offs since); annotations %v; status %+v; truth %s",
 		review36xCount(pw, fake.OpOff, at), h.Annotations, h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// hungPowerOff is a BMC (no button) whose next power-off is accepted
+// and never carried out, the BMC reading Transitioning from then on
+// while the host runs (a ForceOff job hung in PoweringOff).
+type hungPowerOff struct {
+	*fake.Power
+	arm, hung *atomic.Bool
+}
+
+func (s hungPowerOff) Off(ctx context.Context, m power.Mode) error {
+	if s.arm.CompareAndSwap(true, false) {
+		s.hung.Store(true)
+		return nil
+	}
+	return s.Power.Off(ctx, m)
+}
+
+func (s hungPowerOff) State(ctx context.Context) (power.State, error) {
+	st, err := s.Power.State(ctx)
+	if err == nil && s.hung.Load() {
+		return power.StateTransitioning, nil
+	}
+	return st, err
+}
+
+// Review 36 round 27 (TestReview36aa_BareRebootHungPoweringOffReportedDone):
+// round 26's runAfter ends a bare reboot as done (annotation removed,
+// LastPoweredOn written) once its accepted power-off is followed by a
+// long run of Transitioning readings that began after it, taking that for
+// "a BMC stuck reading Transitioning while the host is off". A BMC whose
+// ForceOff job hangs (accepted, shown as PoweringOff for ever, never
+// carried out: the host runs on) gives exactly that run: 210 s after the
+// request the bare reboot is reported done though the host never went off
+// (ground truth), against "the bare annotation is removed only on
+// evidence covering the request; a request is never answered without its
+// power cycle". Only the readings differ from
+// TestReview36z_BareRebootDoneWithoutPowerOff: the run begins with the
+// ForceOff instead of before it.
+func TestReview36aa_BareRebootHungPoweringOffReportedDone(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var arm, hung atomic.Bool
+	w.Power = hungPowerOff{pw, &arm, &hung}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	require.True(t, pw.HardwareOn(), "the setup: the host runs")
+	arm.Store(true) // the reboot's first ForceOff hangs in PoweringOff
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`}
+	}))
+	done := time.Time{}
+	for end := at.Add(20 * time.Minute); clk.Real().Before(end); {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(at), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		h, err := store.Get(ctx, "h")
+		require.NoError(t, err)
+		if _, ok := h.Annotations[reboot.Annotation]; !ok {
+			done = clk.Real()
+			break
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		clk.Advance(min(next, 30*time.Second))
+	}
+	require.True(t, hung.Load(), "the setup: the ForceOff hung")
+	if done.IsZero() {
+		return // never reported done: the correct outcome (the BMC carries out nothing)
+	}
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.WasOffDuring(at, done),
+		"a bare hard reboot whose ForceOff the BMC accepted and left hung in PoweringOff (reads Transitioning, host running): reported done (annotation removed) %v after the request though the host never went off (power-offs carried out %d); status %+v; truth %s",
+		done.Sub(at), review36xCount(pw, fake.OpOff, at), h.Status, rebootcheck.DescribeTruth(pw))
+}
