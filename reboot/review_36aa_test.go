@@ -274,3 +274,40 @@ func TestReview36aa_BareRebootHungPoweringOffReportedDone(t *testing.T) {
 		"a bare hard reboot whose ForceOff the BMC accepted and left hung in PoweringOff (reads Transitioning, host running): reported done (annotation removed) %v after the request though the host never went off (power-offs carried out %d); status %+v; truth %s",
 		done.Sub(at), review36xCount(pw, fake.OpOff, at), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 27 (TestReview36aa_BareWithFenceStuckPoweringOffOffForEver):
+// the same root as TestReview36aa_BareRebootStuckPoweringOffLostAnswerOffForEver
+// with no fault at all. A bare hard reboot and a keyed fence of a running
+// host whose BMC (no button) reads Transitioning while it is off: the
+// fence holds the host while the run goes on, pending repeats its
+// accepted ForceOff (the Off reading never comes), and every repeat is
+// later than the run's start. The fence is withdrawn 10 minutes later:
+// releasedPending (a bare request left) asks runAfter of the last
+// ForceOff, which is false for ever, so the bare reboot never ends and
+// the host stays off for good (ground truth), though with the fence alone
+// withdrawn (no bare request) it is powered on.
+func TestReview36aa_BareWithFenceStuckPoweringOffOffForEver(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	w.Power = stuckPoweringOff{pw}
+	rec := w.newRec()
+	review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`, reboot.AnnotationPrefix + "fence": `{"mode":"hard"}`}
+	}))
+	review36uLoop(t, rec, clk, at.Add(10*time.Minute), at)
+	require.False(t, pw.HardwareOn(), "the setup: the ForceOff powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		delete(h.Annotations, reboot.AnnotationPrefix+"fence")
+	}))
+	end := at.Add(70 * time.Minute)
+	review36uLoop(t, rec, clk, end, at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn(),
+		"a bare hard reboot and a keyed fence of a running host whose BMC (no button) reads Transitioning while it is off, the fence withdrawn after 10 min: still off 60 min later (%d power-offs since the request); annotations %v; status %+v; truth %s",
+		review36xCount(pw, fake.OpOff, at), h.Annotations, h.Status, rebootcheck.DescribeTruth(pw))
+}
