@@ -566,7 +566,8 @@
 //
 // Power-off is issued in the first pass that sees a request. Removing the
 // bare annotation and powering on happen in one pass once the evidence
-// covers every request. Requests that arrive while a reboot is pending join
+// covers every request (or on the stuck-Transitioning exception named in
+// the Guarantees). Requests that arrive while a reboot is pending join
 // it; one that arrives after the power-on starts a new reboot. A pass that
 // changes nothing allocates nothing (DecideInto); Decide costs O(k log k)
 // in the number of requests.
