@@ -107,15 +107,18 @@ type Status struct {
 	// counts the run from it, not from its start, once it has itself
 	// read unsure readings for half of SoftTimeout + StaleReads (it may
 	// date an earlier run, see below:
-	// TestReview36z_RestartDuringFlappingNullFalseHoldBroken), so that
+	// TestReview36z_RestartDuringFlappingNullFalseHoldBroken), and only
+	// if no On or Off reading is known to have come since
+	// (UnsureInterrupted), so that
 	// restarts every few minutes do not keep a held host that
 	// someone else powered on running for ever
 	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes) nor a
 	// released one off for ever
 	// (TestReview36x_ReleasedOnStuckPoweringOffRestartsEveryThreeMinutes);
 	// such a controller reads it on the wall clock (a forward step
-	// lengthens the run) and, kept through short sane spells, it may
-	// span several runs. Zero otherwise.
+	// lengthens the run) and, kept through short sane spells no
+	// controller read (while none ran), it may span several runs. Zero
+	// otherwise.
 	UnsureSince time.Time
 	// UnsureInterrupted says that a reading said On or Off after the run
 	// UnsureSince dates began (a sane spell too short to clear it, see
