@@ -178,8 +178,13 @@ func TestReview40aa_ContractPassesOneWatcherPerHost(t *testing.T) {
 // truth 11 minutes later (the kit's heldOffBound: LostLanding + 2 x
 // (SoftTimeout + StaleReads) + ReissueAfter + 1 min; doc.go: "a host
 // powered on late in a long run is powered off again within about" 2 x
-// SoftTimeout + StaleReads). Either the controller overruns the bound or
-// the kit's bound is too tight; a user's store fails the kit for it.
+// SoftTimeout + StaleReads). The controller is not at fault: its hard
+// power-offs at 3m04, 6m09 and 9m14 each consumed a one-shot fault the
+// main phase had queued (fake.Power.FailNext: two timeouts not carried
+// out, one 500), and the fourth is due after the bound. The kit's
+// heldOffBound (statemachine.go:413) counts neither queued faults nor the
+// retries they cost, so a user's correct store fails the kit, with a
+// safety message, about once in 20 runs of 3 x 1,000 checks.
 func TestReview40aa_HostileHeldHostOnPastBoundOnFakeStore(t *testing.T) {
 	setFlag(t, "rapid.seed", "17399355856074896976")
 	setFlag(t, "rapid.checks", "1")
