@@ -284,6 +284,7 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 			}
 		}
 		pw := fake.NewPower(clk.Real, cfg)
+		faults := newFaultQueue(pw)
 		// The controller's bounds: the default, or exactly the BMC's own
 		// (the tightest the assumptions allow), per host or for all.
 		rcfg := reboot.Config{}
@@ -429,9 +430,12 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 		// How long a held host may stay on while the readings are
 		// stuck: a press that may still land (A5), a soft power-off's
 		// SoftTimeout and the long run of unsure readings, each with
-		// StaleReads, a reissue, and a minute of slack.
+		// StaleReads, a reissue, and a minute of slack; and for each
+		// power call that failed by a fault queued earlier (action 8)
+		// the retry it costs (faultQueue.extra).
 		dc := reboot.DefaultConfig()
 		heldOffBound := reboot.LostLandingOf(rcfg) + 2*(dc.SoftTimeout+staleBound) + dc.ReissueAfter + time.Minute
+		heldOffFrom := func(from time.Time) time.Duration { return heldOffBound + faults.extra(from, staleBound) }
 		var wasOn bool
 		ctl.OnOff = func(power.Mode) { wasOn = pw.HardwareOn() }
 		ctl.AfterOff = func(m power.Mode) {
@@ -582,9 +586,9 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 			if deadEnded.After(from) {
 				from = deadEnded
 			}
-			if clk.Real().Sub(from) >= heldOffBound {
-				t.Fatalf("a host held since %v is on by ground truth at %v, since %v (the BMC stuck reading %d, flapping %v); status %+v; truth %s",
-					heldSince, clk.Real(), from, stuck.mode, stuck.flap, h.Status, rebootcheck.DescribeTruth(pw))
+			if bound := heldOffFrom(from); clk.Real().Sub(from) >= bound {
+				t.Fatalf("a host held since %v is on by ground truth at %v, since %v, past the bound %v (the BMC stuck reading %d, flapping %v); status %+v; truth %s",
+					heldSince, clk.Real(), from, bound, stuck.mode, stuck.flap, h.Status, rebootcheck.DescribeTruth(pw))
 			}
 		}
 
@@ -690,7 +694,7 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 						lateCalls++
 					}
 				}
-				pw.FailNext(op, f)
+				faults.failNext(op, f)
 				if op == fake.OpOff && k == fake.FaultTimeout {
 					lostOffs++ // may still be queued in the liveness phase
 				}
@@ -892,16 +896,27 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 					}
 				}
 			}
-			if stuck.mode != stuckNone && cfg.Button != fake.ButtonAll && !heldSince.IsZero() && !dead &&
-				clk.Real().Sub(heldSince) >= heldOffBound && clk.Real().Sub(deadEnded) >= heldOffBound && pw.HardwareOn() &&
-				(level < levelHostile || oobAt < 0 || i > oobAt && clk.Real().Sub(oobReal) >= heldOffBound) {
-				// A held host stays off by ground truth while the BMC's
-				// readings are stuck: a power-off that sets the power goes
-				// out after a long run of them (one that presses, on a
-				// ButtonAll BMC, never goes out on them: it could power a
-				// held host on).
-				t.Fatalf("a host held since %v is on by ground truth at %v, the BMC stuck reading %d (liveness step %d of %d stuck); status %+v; truth %s",
-					heldSince, clk.Real(), stuck.mode, i, stuckFor, host().Status, rebootcheck.DescribeTruth(pw))
+			// A held host stays off by ground truth while the BMC's
+			// readings are stuck: a power-off that sets the power goes
+			// out after a long run of them (one that presses, on a
+			// ButtonAll BMC, never goes out on them: it could power a
+			// held host on), within heldOffBound of the latest of when
+			// it was held, its BMC came back to life and someone
+			// powered it on (StateMachineHostile's oobAt), plus what
+			// the faults queued earlier cost.
+			if stuck.mode != stuckNone && cfg.Button != fake.ButtonAll && !heldSince.IsZero() && !dead && pw.HardwareOn() &&
+				(level < levelHostile || oobAt < 0 || i > oobAt) {
+				from := heldSince
+				if deadEnded.After(from) {
+					from = deadEnded
+				}
+				if level >= levelHostile && oobAt >= 0 && oobReal.After(from) {
+					from = oobReal
+				}
+				if bound := heldOffFrom(from); clk.Real().Sub(from) >= bound {
+					t.Fatalf("a host held since %v is on by ground truth at %v, past the bound %v from %v, the BMC stuck reading %d (liveness step %d of %d stuck); status %+v; truth %s",
+						heldSince, clk.Real(), bound, from, stuck.mode, i, stuckFor, host().Status, rebootcheck.DescribeTruth(pw))
+				}
 			}
 			if raw != nil && host().Status.Fenced(raw.At, clk.Now()) {
 				if !pw.WasOffDuring(raw.Real.Add(-backJumps), clk.Real()) {
