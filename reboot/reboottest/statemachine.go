@@ -195,7 +195,8 @@ func StateMachineStuck(t *testing.T, newStores NewStores) {
 // kept false through the stuck or dead part of the liveness phase in some
 // cases. It also checks over time, in every phase, that a held host does
 // not stay on (ground truth) longer than the bound a stuck BMC allows once
-// its BMC takes calls, and that a held host that is off, its BMC dead
+// its BMC takes calls (longer by the retry each power call that failed by
+// a fault queued earlier costs), and that a held host that is off, its BMC dead
 // during the liveness phase, gets few power calls and Status writes (the
 // run's calls back off). It is apart from StateMachineStuck so that the
 // saved failure files of both replay as they were drawn.
