@@ -23,8 +23,12 @@ type Loop struct {
 	// Runner calls it at start and every Runner.Resync, reconciles each
 	// key listed, and stops watching keys no longer listed (a listing
 	// that fails forgets no key; while a listing is still running, no key
-	// is forgotten and the loop is not listed again). nil: only the keys
-	// given to Runner.Add.
+	// is forgotten and the loop is not listed again). A listing that
+	// fails is logged and tried again after a back-off, from MinBackoff
+	// doubling up to MaxListRetry (or Resync if shorter), until one
+	// succeeds: a store that does not answer as the process starts delays
+	// its keys by about as long as it does not answer, not by a Resync.
+	// nil: only the keys given to Runner.Add.
 	Keys func(ctx context.Context) ([]string, error)
 	// Watch, if set, returns a channel that receives a value whenever key
 	// changes (HostWatcher.Watch has this shape), closed when ctx is done.
@@ -90,9 +94,21 @@ type Runner struct {
 	// or watch.
 	Logger *slog.Logger
 
-	once    sync.Once
-	pending chan runKey
+	once     sync.Once
+	pending  chan runKey
+	stopped  chan struct{} // closed when Run returns
+	stopOnce sync.Once
 }
+
+// ErrRunnerStopped is returned by Runner.Add once Run has returned:
+// nothing takes its wake-ups any more.
+var ErrRunnerStopped = errors.New("reboot: runner stopped")
+
+// MaxListRetry caps the back-off between tries of a Loop.Keys listing that
+// fails (it starts at Runner.MinBackoff and doubles): well below
+// DefaultResync, so that keys not yet listed because the store did not
+// answer wait about a minute at most once it answers again.
+const MaxListRetry = time.Minute
 
 // Runner defaults.
 const (
@@ -147,21 +163,54 @@ type runResult struct {
 
 // Add wakes key of the loop named loop (reconciled at once, and watched
 // from now on; a key new to a loop with a Watch is reconciled as soon as
-// its watch is in place, and within a second whatever the watch does). It may be called before or while Run runs; it blocks only
-// while 1024 wake-ups wait for Run to take them.
+// its watch is in place, and within a second whatever the watch does). It
+// may be called before or while Run runs; it blocks only while 1024
+// wake-ups wait for Run to take them. Once Run has returned, Add never
+// blocks: it returns an error wrapping ErrRunnerStopped.
 func (r *Runner) Add(loop, key string) error {
 	for i, l := range r.Loops {
 		if l.Name == loop {
 			r.init()
-			r.pending <- runKey{i, key}
-			return nil
+			select {
+			case <-r.stopped:
+				return fmt.Errorf("reboot: runner: add %q to loop %q: %w", key, loop, ErrRunnerStopped)
+			default:
+			}
+			select {
+			case r.pending <- runKey{i, key}:
+				return nil
+			case <-r.stopped:
+				return fmt.Errorf("reboot: runner: add %q to loop %q: %w", key, loop, ErrRunnerStopped)
+			}
 		}
 	}
 	return fmt.Errorf("reboot: runner has no loop %q", loop)
 }
 
 func (r *Runner) init() {
-	r.once.Do(func() { r.pending = make(chan runKey, 1024) })
+	r.once.Do(func() {
+		r.pending = make(chan runKey, 1024)
+		r.stopped = make(chan struct{})
+	})
+}
+
+// listBackoff is the wait before the next try of a listing that failed
+// failures times in a row: from MinBackoff, doubling, up to the smallest
+// of MaxListRetry, MaxBackoff and resync.
+func (r *Runner) listBackoff(failures int, resync time.Duration) time.Duration {
+	lo := r.MinBackoff
+	if lo <= 0 {
+		lo = DefaultMinBackoff
+	}
+	hi := min(MaxListRetry, resync)
+	if r.MaxBackoff > 0 {
+		hi = min(hi, r.MaxBackoff)
+	}
+	d := min(lo, hi)
+	for i := 1; i < failures && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
 }
 
 func (r *Runner) backoff(failures int) time.Duration {
@@ -186,6 +235,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return errors.New("reboot: runner without loops")
 	}
 	r.init()
+	defer r.stopOnce.Do(func() { close(r.stopped) })
 	workers := r.Workers
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -230,29 +280,36 @@ func (r *Runner) Run(ctx context.Context) error {
 	// not listed again until that listing is in: a key it lists is not
 	// "no longer listed", and slow listings do not pile up.
 	listRunning := make([]bool, len(r.Loops))
+	// A loop whose listing failed is listed again at relistAt (zero: no
+	// retry due), after a back-off counted by listFailures: a Resync
+	// (10 min) is too long to wait for keys nobody knows yet.
+	listFailures := make([]int, len(r.Loops))
+	relistAt := make([]time.Time, len(r.Loops))
 	wakes := make(chan runKey, 256)
-	list := func() {
-		for i, l := range r.Loops {
-			if l.Keys == nil || listRunning[i] {
-				continue
+	listOne := func(i int) {
+		l := r.Loops[i]
+		if l.Keys == nil || listRunning[i] {
+			return
+		}
+		listRunning[i] = true
+		relistAt[i] = time.Time{}
+		go func() {
+			lctx, lcancel := context.WithTimeout(ctx, timeout)
+			defer lcancel()
+			keys, err := l.Keys(lctx)
+			ks := make([]runKey, len(keys))
+			for j, k := range keys {
+				ks[j] = runKey{i, k}
 			}
-			listRunning[i] = true
-			go func() {
-				lctx, lcancel := context.WithTimeout(ctx, timeout)
-				defer lcancel()
-				keys, err := l.Keys(lctx)
-				if err != nil {
-					r.warn(ctx, l.Name, "", "list keys", err)
-				}
-				ks := make([]runKey, len(keys))
-				for j, k := range keys {
-					ks[j] = runKey{i, k}
-				}
-				select {
-				case listed <- listing{i, ks, err}:
-				case <-ctx.Done():
-				}
-			}()
+			select {
+			case listed <- listing{i, ks, err}:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	list := func() {
+		for i := range r.Loops {
+			listOne(i)
 		}
 	}
 	keys := map[runKey]*keyState{}
@@ -326,6 +383,16 @@ func (r *Runner) Run(ctx context.Context) error {
 		if due.Len() > 0 && free > 0 {
 			wait = max(0, time.Until(due[0].due))
 		}
+		for i, at := range relistAt {
+			if at.IsZero() {
+				continue
+			}
+			if !at.After(now) {
+				listOne(i)
+				continue
+			}
+			wait = min(wait, time.Until(at))
+		}
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
@@ -355,6 +422,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		case l := <-listed:
 			listRunning[l.loop] = false
 			listFailed[l.loop] = l.err != nil
+			if l.err != nil {
+				listFailures[l.loop]++
+				d := r.listBackoff(listFailures[l.loop], resync)
+				relistAt[l.loop] = time.Now().Add(d)
+				r.warn(ctx, r.Loops[l.loop].Name, "", fmt.Sprintf("list keys failed (%d in a row; retry in %v)", listFailures[l.loop], d), l.err)
+			} else {
+				listFailures[l.loop] = 0
+			}
 			for _, k := range l.keys {
 				wake(k)
 			}

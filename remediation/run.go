@@ -18,7 +18,9 @@ import (
 // listed or added again. Each listing (at start and every Runner.Resync)
 // adds the admitted Machines (Admissions) that keys does not list: a
 // Machine deleted while no Loop ran (a restart, a leader change) still
-// has its request removed from its host and its admission released. With
+// has its request removed from its host and its admission released. A
+// listing fails if keys or the admissions' read fails; the Runner then
+// tries it again after a back-off (at most a minute). With
 // nil keys (only Runner.Add's keys), Add the admitted Machines yourself.
 //
 // A Machine is woken whenever its record changes (the health checker

@@ -15,14 +15,20 @@ import (
 // Contract checks the HostStore's contract directly: Get of a missing host
 // wraps ErrNotFound; Update writes annotations and status (every field) together and
 // returns the record with a new version; an Update with a version that is
-// no longer current (also after a write through the other handle) wraps
-// ErrConflict and changes nothing; and, if the store is a
-// reboot.HostWatcher: Watch returns within 10 s, and if it can watch (no
-// error), 100 writes nobody reads from the watch do not block, the watch
-// then holds a value, each of three later writes gives another once the
-// value before was read (the first of them changes the Status only: the
-// reboot controller's evidence must wake a watcher too, not only changed
-// annotations), and its channel is closed when its context ends.
+// no longer current (also after a write through the other handle, and
+// also one that changes the Status only, as the reboot controller's
+// power-on does: its compare-and-swap is what stops a power-on decided
+// before a keyed annotation was added) wraps ErrConflict and changes
+// nothing; and, if the store is a reboot.HostWatcher: Watch returns
+// within 10 s, and if it can watch (no error), 100 writes nobody reads
+// from the watch do not block, the watch then holds a value, each of three
+// later writes gives another once the value before was read (the first of
+// them changes the Status only: the reboot controller's evidence must
+// wake a watcher too, not only changed annotations), a second Watch of the
+// host while the first runs gets every change as the first does (the
+// reboot loop, remediation's Loop and Client's Wait methods watch one
+// host), ending one of them leaves the other working, and a channel is
+// closed when its context ends (internal/watchcheck).
 func Contract(t testing.TB, newStores NewStores) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -88,6 +94,26 @@ func Contract(t testing.TB, newStores NewStores) {
 	}
 	if got, _ := other.Get(ctx, "h"); got.Annotations[reboot.AnnotationPrefix+"fencer"] != "" || len(got.Annotations) != 1 {
 		t.Errorf("after refused writes: annotations %v, want the other writer's only", got.Annotations)
+	}
+	// A Status-only write with a stale version (the power-on's write,
+	// its annotations as read): refused too, whatever the annotations.
+	// Here the other writer changed the Status only, so the stale write's
+	// annotations are the stored ones: a store that compares versions
+	// only when the annotations change (a status patch without a
+	// resourceVersion) lets it through.
+	mine, _ = s.Hosts.Get(ctx, "h")
+	theirs = mine
+	theirs.Status.LastPoweredOff = at.Add(time.Minute)
+	if _, err := other.Update(ctx, theirs); err != nil {
+		t.Fatalf("Update through the other handle: %v", err)
+	}
+	mine.Status.LastPoweredOn = at.Add(2 * time.Minute)
+	if _, err := s.Hosts.Update(ctx, mine); !errors.Is(err, reboot.ErrConflict) {
+		t.Errorf("a Status-only Update with a stale version (the power-on's write, annotations unchanged): %v, want an error wrapping reboot.ErrConflict (a power-on decided before a keyed annotation was added would go through)", err)
+	}
+	if got, _ := other.Get(ctx, "h"); !got.Status.LastPoweredOn.Equal(w.Status.LastPoweredOn) || !got.Status.LastPoweredOff.Equal(at.Add(time.Minute)) {
+		t.Errorf("after a refused Status-only write: LastPoweredOn %v, LastPoweredOff %v, want %v and the other writer's %v",
+			got.Status.LastPoweredOn, got.Status.LastPoweredOff, w.Status.LastPoweredOn, at.Add(time.Minute))
 	}
 
 	hw, ok := s.Hosts.(reboot.HostWatcher)

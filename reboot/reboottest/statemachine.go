@@ -144,6 +144,12 @@ func mutate(ctx context.Context, s reboot.HostStore, name string, f func(h *rebo
 // host but a power-on call (sent with none in the store, or landing late
 // within LostLanding, A5) or one following an out-of-band change within
 // LostLanding plus the stale bound.
+//
+// Its worlds stay inside the assumptions of reboot's doc.go: a restart (a
+// drawn one, or one after a crash) whose first pass would run with the
+// wall clock further ahead than the clock that wrote the stored
+// Status.ActingSince (A3: such a restart dates the calls it bounds early,
+// unhandled) is not made, and the process that ran before it goes on.
 func StateMachine(t *testing.T, newStores NewStores) {
 	rapidcheck.Check(t, stateMachine(newStores, levelBase))
 }
@@ -189,7 +195,8 @@ func StateMachineStuck(t *testing.T, newStores NewStores) {
 // kept false through the stuck or dead part of the liveness phase in some
 // cases. It also checks over time, in every phase, that a held host does
 // not stay on (ground truth) longer than the bound a stuck BMC allows once
-// its BMC takes calls, and that a held host that is off, its BMC dead
+// its BMC takes calls (longer by the retry each power call that failed by
+// a fault queued earlier costs), and that a held host that is off, its BMC dead
 // during the liveness phase, gets few power calls and Status writes (the
 // run's calls back off). It is apart from StateMachineStuck so that the
 // saved failure files of both replay as they were drawn.
@@ -278,6 +285,7 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 			}
 		}
 		pw := fake.NewPower(clk.Real, cfg)
+		faults := newFaultQueue(pw)
 		// The controller's bounds: the default, or exactly the BMC's own
 		// (the tightest the assumptions allow), per host or for all.
 		rcfg := reboot.Config{}
@@ -332,6 +340,21 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 			}
 		}
 		r := newReconciler()
+		// Restarts stay inside assumption A3 (reboot/doc.go): a restart
+		// whose wall clock runs ahead of the one that wrote the stored
+		// Status.ActingSince dates the calls it bounds that much early,
+		// and is documented unhandled (a press whose answer was lost
+		// counted landed too soon). A restart (drawn, or after a crash)
+		// takes its start on the wall clock at its first pass; if the
+		// clock then runs ahead of the skew the stored ActingSince was
+		// written with, the restart is not made: the process that ran
+		// before it goes on (a crash's power call then failed, never
+		// reaching the hardware). actingSkew holds the skew each
+		// ActingSince value was written with: the writer's start skew
+		// (its ActingSince is its start plus monotonic time), or for a
+		// value it took from the status (Observed.ActingSince gives the
+		// status's own back), the first writer's.
+		restarts := newRestarts(clk)
 		keys := []string{"fencing", "drain", "storage"}
 		clients := map[string]*reboot.Client{}
 		for _, k := range keys {
@@ -408,9 +431,12 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 		// How long a held host may stay on while the readings are
 		// stuck: a press that may still land (A5), a soft power-off's
 		// SoftTimeout and the long run of unsure readings, each with
-		// StaleReads, a reissue, and a minute of slack.
+		// StaleReads, a reissue, and a minute of slack; and for each
+		// power call that failed by a fault queued earlier (action 8)
+		// the retry it costs (faultQueue.extra).
 		dc := reboot.DefaultConfig()
 		heldOffBound := reboot.LostLandingOf(rcfg) + 2*(dc.SoftTimeout+staleBound) + dc.ReissueAfter + time.Minute
+		heldOffFrom := func(from time.Time) time.Duration { return heldOffBound + faults.extra(from, staleBound) }
 		var wasOn bool
 		ctl.OnOff = func(power.Mode) { wasOn = pw.HardwareOn() }
 		ctl.AfterOff = func(m power.Mode) {
@@ -465,6 +491,7 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 
 		reconcile := func() reboot.Result {
 			before := host()
+			r = restarts.firstPass(r, before.Status.ActingSince)
 			// A pass takes no time at all: its reading, its power call and a
 			// client's T after it can share one clock reading (coarse clocks
 			// do that), and a tie must never fence.
@@ -474,9 +501,10 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 			}
 			if ctl.Crashed {
 				ctl.Crashed = false
-				r = newReconciler()
+				r = restarts.restart(r, newReconciler())
 			}
 			after := host()
+			restarts.written(after.Status.ActingSince)
 			if _, had := before.Annotations[reboot.Annotation]; had {
 				if _, has := after.Annotations[reboot.Annotation]; !has {
 					if !pw.WasOffDuring(bareAt, clk.Real()) {
@@ -559,9 +587,9 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 			if deadEnded.After(from) {
 				from = deadEnded
 			}
-			if clk.Real().Sub(from) >= heldOffBound {
-				t.Fatalf("a host held since %v is on by ground truth at %v, since %v (the BMC stuck reading %d, flapping %v); status %+v; truth %s",
-					heldSince, clk.Real(), from, stuck.mode, stuck.flap, h.Status, rebootcheck.DescribeTruth(pw))
+			if bound := heldOffFrom(from); clk.Real().Sub(from) >= bound {
+				t.Fatalf("a host held since %v is on by ground truth at %v, since %v, past the bound %v (the BMC stuck reading %d, flapping %v); status %+v; truth %s",
+					heldSince, clk.Real(), from, bound, stuck.mode, stuck.flap, h.Status, rebootcheck.DescribeTruth(pw))
 			}
 		}
 
@@ -667,12 +695,12 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 						lateCalls++
 					}
 				}
-				pw.FailNext(op, f)
+				faults.failNext(op, f)
 				if op == fake.OpOff && k == fake.FaultTimeout {
 					lostOffs++ // may still be queued in the liveness phase
 				}
 			case 9:
-				r = newReconciler() // a restart between two steps
+				r = restarts.restart(r, newReconciler()) // a restart between two steps
 			case 10:
 				ctl.CrashArmed = true // a crash after persisting, before the power call
 			case 11:
@@ -869,16 +897,27 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 					}
 				}
 			}
-			if stuck.mode != stuckNone && cfg.Button != fake.ButtonAll && !heldSince.IsZero() && !dead &&
-				clk.Real().Sub(heldSince) >= heldOffBound && clk.Real().Sub(deadEnded) >= heldOffBound && pw.HardwareOn() &&
-				(level < levelHostile || oobAt < 0 || i > oobAt && clk.Real().Sub(oobReal) >= heldOffBound) {
-				// A held host stays off by ground truth while the BMC's
-				// readings are stuck: a power-off that sets the power goes
-				// out after a long run of them (one that presses, on a
-				// ButtonAll BMC, never goes out on them: it could power a
-				// held host on).
-				t.Fatalf("a host held since %v is on by ground truth at %v, the BMC stuck reading %d (liveness step %d of %d stuck); status %+v; truth %s",
-					heldSince, clk.Real(), stuck.mode, i, stuckFor, host().Status, rebootcheck.DescribeTruth(pw))
+			// A held host stays off by ground truth while the BMC's
+			// readings are stuck: a power-off that sets the power goes
+			// out after a long run of them (one that presses, on a
+			// ButtonAll BMC, never goes out on them: it could power a
+			// held host on), within heldOffBound of the latest of when
+			// it was held, its BMC came back to life and someone
+			// powered it on (StateMachineHostile's oobAt), plus what
+			// the faults queued earlier cost.
+			if stuck.mode != stuckNone && cfg.Button != fake.ButtonAll && !heldSince.IsZero() && !dead && pw.HardwareOn() &&
+				(level < levelHostile || oobAt < 0 || i > oobAt) {
+				from := heldSince
+				if deadEnded.After(from) {
+					from = deadEnded
+				}
+				if level >= levelHostile && oobAt >= 0 && oobReal.After(from) {
+					from = oobReal
+				}
+				if bound := heldOffFrom(from); clk.Real().Sub(from) >= bound {
+					t.Fatalf("a host held since %v is on by ground truth at %v, past the bound %v from %v, the BMC stuck reading %d (liveness step %d of %d stuck); status %+v; truth %s",
+						heldSince, clk.Real(), bound, from, stuck.mode, i, stuckFor, host().Status, rebootcheck.DescribeTruth(pw))
+				}
 			}
 			if raw != nil && host().Status.Fenced(raw.At, clk.Now()) {
 				if !pw.WasOffDuring(raw.Real.Add(-backJumps), clk.Real()) {
