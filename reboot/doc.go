@@ -401,9 +401,10 @@
 //	    one that wrote a Status.ActingSince dates the calls it bounds J
 //	    early: a press whose answer was lost is counted landed up to J
 //	    too soon, and a power-off sent then can leave the host off when it
-//	    lands, powering a held host on (TestRebootStateMachineButtons,
-//	    -rapid.seed=333684872: a 1 h forward jump, then a restart, 1 s
-//	    after a lost soft press; reboot/testdata/review36t/README.md).
+//	    lands, powering a held host on (a 1 h forward jump, then a
+//	    restart, 1 s after a lost soft press; reboot/testdata/review36t/
+//	    README.md). The reboottest kit draws no such restart: it keeps
+//	    its restarts inside this assumption (reboottest/restarts.go).
 //	A4. One controller acts on a host at a time (leader election, with a
 //	    Guard that fences writes and power calls by the leader's lease),
 //	    and the store's writes are compare-and-swap and return the new
