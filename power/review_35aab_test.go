@@ -81,7 +81,7 @@ func TestReview35aa_BasicAuthDeadNeighbourHoldsHealthyReadsForEver(t *testing.T)
 	for step := 1; step <= 360; step++ { // 30 minutes
 		clk.Advance(5 * time.Second)
 		_, _ = d.State(ctx) // the dead blade's monitor
-		if step%24 == 15 { // A's check every 2 minutes (first 75 s after its slow moment), off D's probe steps
+		if step%24 == 15 {  // A's check every 2 minutes (first 75 s after its slow moment), off D's probe steps
 			checks++
 			if _, err := a.State(ctx); err != nil {
 				refused++
