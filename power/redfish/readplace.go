@@ -97,12 +97,15 @@ import (
 // the evidence; one answered late is a slow BMC's, whose late answer
 // raises the overdue time (answered).
 //
-// Reads sent on a session and not yet returned (with their answers'
-// bodies), at once: MaxInFlight + 1 at most. A cut request's connection
-// is closed, and its place is taken again (by any read) cutGrace (10 ms)
-// after the request returned, for the BMC to notice the closed
-// connection; a BMC that finishes the work of a closed connection anyway
-// may be working on it still.
+// The limit: reads sent on a session and not yet returned (with their
+// answers' bodies), on open connections, at once: MaxInFlight + 1 at
+// most. A cut request's connection is closed, and its place is taken
+// again (by any read) cutGrace (10 ms) after the request returned, for
+// the BMC to notice the closed connection. A BMC that goes on working on
+// a closed connection's read to its end may be working, besides, on each
+// read cut while it still worked on it: the client cannot see that work
+// end, and no number bounds it (a dead blade's cut read at such a BMC
+// may never end) (TestReview35aa_CutReadsStillWorkedOnPassMaxInFlight).
 
 // overdueFloor and overdueFactor: a read is overdue once it has been in
 // flight overdueFactor times the session's usual answer time (a moving

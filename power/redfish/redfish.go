@@ -343,9 +343,11 @@ type Config struct {
 	// look for that answer; the extra place's read, overdue while a
 	// probe is wanted, is cancelled and sent again later. So the BMC,
 	// slow or not, fast or slow from the start, is sent at most
-	// MaxInFlight + 1 reads at once (a BMC that goes on working on a
-	// cancelled read after its connection closed may still be working on
-	// more). A 5xx status (a
+	// MaxInFlight + 1 reads at once on open connections; a BMC that goes
+	// on working on a cancelled read after its connection closed may be
+	// working, besides, on each read cancelled while it still worked on
+	// it (no number bounds that: a dead blade's cancelled read there may
+	// never end). A 5xx status (a
 	// chassis manager's gateway timeout on a dead blade) counts as no
 	// answer here: it neither clears a suspicion or a doubt, nor raises
 	// the answer time, nor is evidence for an overdue read. The

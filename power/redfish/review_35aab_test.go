@@ -35,20 +35,46 @@ import (
 // the cut one, so the BMC works on many more than MaxInFlight + 1
 // system reads at once. Ground truth: the server's own count of system
 // reads it is working on (peak).
+//
+// Round 28 (the finding's option "give the doc a stated limit and change
+// the test to assert that documented limit"): Config.MaxInFlight and
+// readplace.go now state the limit as the reads sent and not returned
+// (their connections open): at most MaxInFlight + 1; a BMC that goes on
+// working on a cancelled read after its connection closed may be working
+// on one more for each read cancelled while it still worked on it, a
+// number the client cannot see or bound (a dead blade's cancelled read
+// at such a BMC never ends). The server counts, as each system read
+// arrives, the system reads it is working on whose connections are still
+// open (the request's context is not done: the server noticed no close):
+// that peak is asserted; the peak of all the reads it works on is logged.
 func TestReview35aa_CutReadsStillWorkedOnPassMaxInFlight(t *testing.T) {
 	const n, max = 12, 2
 	b := redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", "pw")
 	for i := 2; i <= n; i++ {
 		b.AddSystem(itoa35w(i), fake.NewPower(time.Now, fake.PowerConfig{}))
 	}
-	var inFlight, peak atomic.Int32
+	var inFlight, peak, peakOpen atomic.Int32
 	var slow atomic.Bool
+	var mu sync.Mutex
+	working := map[*http.Request]struct{}{} // the system reads worked on
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems/") {
 			n := inFlight.Add(1)
 			defer inFlight.Add(-1)
 			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 			}
+			mu.Lock()
+			working[r] = struct{}{}
+			var open int32
+			for q := range working {
+				if q.Context().Err() == nil {
+					open++ // its connection is open: the client still waits
+				}
+			}
+			mu.Unlock()
+			for p := peakOpen.Load(); open > p && !peakOpen.CompareAndSwap(p, open); p = peakOpen.Load() {
+			}
+			defer func() { mu.Lock(); delete(working, r); mu.Unlock() }()
 			id := strings.TrimPrefix(strings.TrimSuffix(r.URL.Path, "/"), "/redfish/v1/Systems/")
 			if id != "1" && slow.Load() {
 				time.Sleep(3 * time.Second) // asks the blade's controller; does not look at the connection meanwhile
@@ -101,9 +127,10 @@ func TestReview35aa_CutReadsStillWorkedOnPassMaxInFlight(t *testing.T) {
 	slow.Store(true)                   // the BMC now asks blades 2..n's controllers: 3 s a read
 	time.Sleep(200 * time.Millisecond)
 	peak.Store(0)
+	peakOpen.Store(0)
 	time.Sleep(5 * time.Second)
 	close(stop)
 	wg.Wait()
-	t.Logf("the BMC's peak of system reads it worked on at once: %d (MaxInFlight %d)", peak.Load(), max)
-	assert.LessOrEqual(t, int(peak.Load()), max+1, "system reads a merely slow BMC worked on at once (every read answered in 3 s, one system from cache)")
+	t.Logf("the BMC's peak of system reads it worked on at once: %d, of those on open connections: %d (MaxInFlight %d)", peak.Load(), peakOpen.Load(), max)
+	assert.LessOrEqual(t, int(peakOpen.Load()), max+1, "system reads on open connections a merely slow BMC worked on at once (every read answered in 3 s, one system from cache)")
 }
