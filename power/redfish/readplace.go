@@ -21,7 +21,8 @@ import (
 // system in doubt that answers is first among the systems in doubt after
 // a bounded number of its dead neighbours' reads, and then answered if
 // its caller waits for its answer, however busy its neighbours keep the
-// MaxInFlight places (TestReview35aa_SlowDoubtfulSystemCutForever).
+// MaxInFlight places (TestReview35aa_SlowDoubtfulSystemCutForever,
+// TestSlowDoubtfulSystemOutranksDeadNeighbour).
 //
 // In doubt. A read is missed when the BMC left it unanswered for twice
 // the usual answer time (doubtAfter, as it was when the read began,
@@ -30,12 +31,12 @@ import (
 // whose reads was missed is in doubt until one of its reads is answered:
 // suspect if the evidence showed it, else doubtful. The systems in doubt
 // rank by the reads they missed since their last answer, fewest first,
-// then by that answer, the latest first (readRank). A read cut to make
-// way for another (below) and then given up while it waited is not
-// missed: only the BMC's silence counts, never a wait for a place. So a
-// system whose reads are answered within their callers' deadlines misses
-// no more reads while it waits, while one whose reads hang misses one
-// for each read that holds a place until its caller gives up (past
+// then by that answer, the latest first (readRank). The time a read's
+// attempts cut to make way for another read (below) spent at the BMC
+// does not count: only the BMC's silence does, never a wait for a place.
+// So a system whose reads are answered within their callers' deadlines
+// misses no more reads while it waits, while one whose reads hang misses
+// one for each read that holds a place until its caller gives up (past
 // doubtAfter). A dead blade polled with deadlines shorter than
 // doubtAfter misses a read only when the evidence shows it hangs; until
 // then its reads wait in line with the healthy blades' (such a monitor's
@@ -45,11 +46,13 @@ import (
 // The MaxInFlight places go to the reads of systems not in doubt, in
 // line. A free one that none of them waits for goes to a doubtful
 // system's read (a suspect system's reads never take one), the
-// highest-ranked first, once the extra place is not free for it. A read
-// of a system not in doubt that waits while every place is held cuts
-// (cancels the request of) the lowest-ranked read (a GET) of a system
-// in doubt holding one, one cut at a time; it takes the place once the
-// cut request returned (and cutGrace later). So dead blades hold no
+// highest-ranked first, while the extra place is held by a probe or by
+// a read of a system ranked at least as high (a read of a system ranked
+// higher waits for the extra place, which it takes when that read ends,
+// and keeps). A read of a system not in doubt that waits while every
+// place is held cuts (cancels the request of) the lowest-ranked read (a
+// GET) of a system in doubt holding one, one cut at a time; it takes the
+// place once the cut request returned (and cutGrace later). So dead blades hold no
 // place a read of a system not in doubt waits for once each missed a
 // read (TestReview35_DeadBladesNeverSuspectOnUsualSlowBMC,
 // TestReview35_LateAnswerKeepsDeadBladesOffSuspect,
@@ -314,8 +317,8 @@ type readTicket struct {
 // doubt, in line, cutting a read of a system in doubt for the first of
 // them (preemptLocked); a free extra place to a probe while one is
 // wanted, else to the highest-ranked read of a system in doubt; the
-// MaxInFlight places left free to doubtful systems' reads, the
-// highest-ranked first; and it cuts the extra place's read for a probe
+// MaxInFlight places left free to doubtful systems' reads
+// (guestLocked); and it cuts the extra place's read for a probe
 // once overdue, or for a higher-ranked read of a system in doubt
 // (extraCutLocked).
 func (p *readPlaces) grantLocked() {
@@ -337,13 +340,32 @@ func (p *readPlaces) grantLocked() {
 		}
 	}
 	for p.held < p.max {
-		w := bestLocked(&p.doubts, nil)
+		w := p.guestLocked()
 		if w == nil {
 			break
 		}
 		p.give(w, placeRead)
 	}
 	p.extraCutLocked(wanted)
+}
+
+// guestLocked returns the highest-ranked waiting read of a doubtful
+// system that may take a free MaxInFlight place (nil: none): one whose
+// system does not rank above the extra place's (a probe's, or a
+// lower-ranked system's read: that one waits for the extra place, which
+// it takes when that read ends, and keeps).
+func (p *readPlaces) guestLocked() *readWaiter {
+	var best *readWaiter
+	for e := p.doubts.Front(); e != nil; e = e.Next() {
+		w := e.Value.(*readWaiter)
+		if t := p.extra; t == nil || t.kind == placeDoubt && w.rank.above(t.c.rank()) {
+			continue
+		}
+		if best == nil || w.rank.above(best.rank) {
+			best = w
+		}
+	}
+	return best
 }
 
 // extraCutLocked cuts the extra place's read (a GET) for a probe while
@@ -620,7 +642,7 @@ type readPlace struct {
 	get     bool
 	proof   bool // a read of the system's own (not beside it)
 	t       *readTicket
-	atBMC   time.Duration // time its attempts spent at the BMC
+	atBMC   time.Duration // time its attempts spent at the BMC (but those cut to make way)
 	doubtAt time.Duration // its first attempt's doubtAfter
 	tries   int
 	cut     bool // its last attempt was cut
@@ -661,10 +683,12 @@ func (r *readPlace) done(answered bool) (again bool) {
 		return false
 	}
 	d := time.Since(t.start)
-	r.atBMC += d
 	var missed bool
 	r.cut, r.madeWay, missed = t.end(answered, d)
 	r.missed = r.missed || missed
+	if !r.madeWay { // an attempt cut to make way proves nothing of the BMC
+		r.atBMC += d
+	}
 	if r.cut && r.ctx.Err() == nil {
 		r.t = nil
 		t.free()
