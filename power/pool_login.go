@@ -740,7 +740,7 @@ func (p *Pool) unansweredOwnLocked(cr *creds, err error) bool {
 // credentials are proven and their back-off ends.
 func (p *Pool) succeededLocked(cr *creds) {
 	cr.answeredAt = p.cfg.Now()
-	cr.heldUntil, cr.heldProbes = time.Time{}, 0
+	cr.heldUntil, cr.roundUntil, cr.heldProbes = time.Time{}, time.Time{}, 0
 	clearTurnsLocked(&cr.held)
 	cr.failures, cr.authFailures, cr.auth, cr.last, cr.until = 0, 0, false, nil, time.Time{}
 	cr.proven = true
@@ -753,7 +753,7 @@ func (p *Pool) succeededLocked(cr *creds) {
 // a successful login ends it.
 func (p *Pool) answeredLocked(cr *creds) {
 	cr.answeredAt = p.cfg.Now()
-	cr.heldUntil, cr.heldProbes = time.Time{}, 0
+	cr.heldUntil, cr.roundUntil, cr.heldProbes = time.Time{}, time.Time{}, 0
 	clearTurnsLocked(&cr.held)
 	if cr.authFailures > 0 { // refused since the last successful login
 		return
