@@ -127,14 +127,23 @@
 //     rotated after the hosts connected) would send it with every read:
 //     a read (State) of a host whose own last call ran out of time
 //     unanswered, when the last call with these credentials did too and
-//     none with them was answered within LoginInterval, is sent only if
-//     no such read was sent within a pause (AuthBackoff; doubling for
-//     each one left unanswered since, up to MaxAuthBackoff, only if the
-//     last failure of these credentials was an authentication failure:
-//     else it may be an outage, and the BMC is read again within
-//     AuthBackoff once it is back); else it
-//     fails at once, not sent, with an error matching ErrBackoff. Any
-//     answer to a request with the credentials ends this. No session is
+//     none with them was answered within LoginInterval, is held: such
+//     reads go one a pause apart (AuthBackoff; doubling for each one
+//     left unanswered since, up to MaxAuthBackoff, only if the last
+//     failure of these credentials was an authentication failure: else
+//     it may be an outage, and the BMC is read again within AuthBackoff
+//     once it is back), in turn: the read a pause allows goes to the
+//     held host that had its turn longest ago (never first), and a host
+//     whose own last call is a whole round old (a pause per host
+//     waiting) goes beside it, one such per pause; so the BMC sees at
+//     most two such reads a pause, and a healthy host whose one read
+//     timed out beside a dead neighbour polled more often is read again
+//     once a round has passed since that read (or in turn, if another
+//     such host went beside the turn in that pause), not refused for as
+//     long as the neighbour is polled. A held
+//     read not sent fails at once with an error matching ErrBackoff and
+//     ErrNotSent. Any answer to a request with the credentials ends
+//     this. No session is
 //     closed for it (hosts may be joining it), and a power command is
 //     always tried (it may be a healthy host's fence beside a dead
 //     neighbour). A successful login ends the

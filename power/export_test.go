@@ -29,7 +29,8 @@ func Sweep(p *Pool) { p.sweep() }
 // listed by their hosts; the slots held for evicting logins and the
 // sessions retired under a join are never negative, nor more than the
 // sessions; a login's shared session is live and its own; the hosts
-// waiting for a retry turn are that BMC's, missing, and in the Pool.
+// waiting for a retry turn are that BMC's, missing, and in the Pool;
+// those waiting for a held read's turn are that login's and in the Pool.
 func CheckPoolInvariants(p *Pool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -53,15 +54,21 @@ func CheckPoolInvariants(p *Pool) error {
 				}
 			}
 		}
-		for i, e := range ep.turns {
-			if e.turnIdx != i+1 || !e.missing || e.gone || e.cr.ep != ep || p.hosts[e.host] != e {
+		for i, t := range ep.retry.h {
+			if e := t.e; t.idx != i+1 || t != &e.retry || !e.missing || e.gone || e.cr.ep != ep || p.hosts[e.host] != e {
 				return fmt.Errorf("BMC %s: host %s waits for the retry turn at %d (index %d), missing %v, gone %v, of another BMC %v",
-					name, e.host, i, e.turnIdx, e.missing, e.gone, e.cr.ep != ep)
+					name, e.host, i, t.idx, e.missing, e.gone, e.cr.ep != ep)
 			}
 		}
 		for key, cr := range ep.creds {
 			if cr.ep != ep || cr.key != key {
 				return fmt.Errorf("BMC %s: login %q filed under the wrong key or BMC", name, key)
+			}
+			for i, t := range cr.held.h {
+				if e := t.e; t.idx != i+1 || t != &e.held || e.gone || e.cr != cr || p.hosts[e.host] != e {
+					return fmt.Errorf("BMC %s: host %s waits for a held read's turn of login %q at %d (index %d), gone %v, of another login %v",
+						name, e.host, key, i, t.idx, e.gone, e.cr != cr)
+				}
 			}
 			if s := cr.shared; s != nil {
 				_, ok := ep.live[s]

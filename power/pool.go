@@ -219,8 +219,7 @@ type endpoint struct {
 	// cmdEvict: when a power command's login last closed a live session.
 	cmdEvict  time.Time
 	lastProbe time.Time         // when a host whose system failed last retried (its turn: pool_turn.go)
-	turns     turnHeap          // hosts whose system failed waiting for that turn
-	turnSeq   uint64            // hosts queued in turns so far (their order)
+	retry     turnQueue         // hosts whose system failed waiting for that turn
 	reserved  int               // slots freed by evictions, held for the logins that evicted
 	outgoing  int               // its sessions retired while joined, not closed yet (session.outgoing)
 	creds     map[string]*creds // by Target.loginKey
@@ -249,11 +248,16 @@ type creds struct {
 	// unansweredAt: when a call that sent these credentials
 	// (CallAuthenticator) last ran out of time unanswered; heldUntil and
 	// heldProbes: the reads held since (heldReadLocked): none sent before
-	// heldUntil, and how many were sent, unanswered, since the last answer.
+	// heldUntil, and how many were sent, unanswered, since the last
+	// answer; held: the hosts whose held reads wait for their turn.
 	unansweredAt time.Time
 	heldUntil    time.Time
 	heldProbes   int
-	parkedAt     int // its index in Pool.parked, plus one (0: not parked)
+	held         turnQueue
+	// roundUntil: the pause of the last held read sent beside the turn,
+	// for a host that waited a whole round (heldReadLocked).
+	roundUntil time.Time
+	parkedAt   int // its index in Pool.parked, plus one (0: not parked)
 }
 
 // session is one login's controller (a session at the BMC) and the hosts
@@ -296,19 +300,17 @@ type entry struct {
 	ownLast  error
 	ownUntil time.Time
 	// unanswered: this host's last call on its session sent the
-	// credentials (CallAuthenticator) and ran out of time unanswered.
+	// credentials (CallAuthenticator) and ran out of time unanswered;
+	// calledAt: when that call ended.
 	unanswered bool
+	calledAt   time.Time
 	// missing: the last missingAfter tries or more failed after the BMC
 	// accepted the login (hostsOwn: its system not found, or failing).
 	missing bool
-	// The retry turn of a host whose system failed (pool_turn.go): when
-	// it last had it (zero: never), when it last asked, the longest pause
-	// between its asks while it waits (askGap), its order among the hosts
-	// asking and its index in endpoint.turns plus one (0: not waiting).
-	turnAt, askedAt time.Time
-	askGap          time.Duration
-	turnSeq         uint64
-	turnIdx         int
+	// Its turns (pool_turn.go): the retry of a host whose system failed
+	// (endpoint.retry), and the read of a host held on credentials the
+	// BMC leaves unanswered (creds.held, heldReadLocked).
+	retry, held turn
 	// cmdEvict: when a power command of this host last closed a live
 	// session (evictLocked: past the commands' budget, a host whose
 	// commands closed none in two LoginIntervals still closes one).

@@ -44,6 +44,7 @@ func (p *Pool) timedOutLocked(s *session, err error, host string) {
 	}
 	if e := p.hosts[host]; e != nil && e.sess == s {
 		e.unanswered = out
+		e.calledAt = p.cfg.Now()
 	}
 }
 
@@ -60,42 +61,75 @@ func timedOutUnanswered(err error) bool {
 // own last call ran out of time unanswered, and so did the last call with
 // these credentials, and none with them was answered within
 // LoginInterval (a password rotated on the BMC, which holds the refused
-// requests back unanswered), the reads of such hosts go one at a time, a
-// pause apart (AuthBackoff; doubled for each one sent and left
-// unanswered since, up to MaxAuthBackoff, only when the last failure of
-// these credentials was an authentication failure: without that
-// evidence an unanswered read may be an outage, and a BMC back from one
-// is read again within AuthBackoff,
-// TestReview35_BasicAuthOutageHoldsReadsLongAfter): the first is sent,
-// and those in its pause are not (ErrBackoff, ErrNotSent). An answer to any request
-// with the credentials ends it. Nothing is closed (a session may have
-// hosts joining it), and a power command is always sent: it may be the
-// fence of a healthy host beside a dead one
+// requests back unanswered; or dead blades beside a host's one slow
+// moment), the reads of such hosts are held: one is sent a pause apart
+// (AuthBackoff; doubled for each one sent and left unanswered since, up
+// to MaxAuthBackoff, only when the last failure of these credentials was
+// an authentication failure: without that evidence an unanswered read
+// may be an outage, and a BMC back from one is read again within
+// AuthBackoff, TestReview35_BasicAuthOutageHoldsReadsLongAfter), and the
+// others are not (ErrBackoff, ErrNotSent). The read a pause allows is a
+// turn among the hosts whose reads are held (pool_turn.go): it goes to
+// the host that had it longest ago; and a host whose own last call is a
+// whole round old (a pause per host waiting for the turn) is sent beside
+// it, one such per pause: so at most two such reads a pause, and a dead
+// blade polled every few seconds never takes the read of a healthy host
+// checked every few minutes, whose answer then ends the hold
+// (TestReview35aa_BasicAuthDeadNeighbourHoldsHealthyReadsForEver). An
+// answer to any request with the credentials ends it. Nothing is closed
+// (a session may have hosts joining it), and a power command is always
+// sent: it may be the fence of a healthy host beside a dead one
 // (TestReview35_BasicAuthRotatedPasswordHeldCallsStorm,
 // TestReview35_NeighbourTimeoutThenQuietRefusesHealthyFence).
 func (p *Pool) heldReadLocked(op string, e *entry, s *session) error {
 	cr := s.cr
-	if isCommandOp(op) || !s.authCalls || !e.unanswered || !cr.unansweredAt.After(cr.answeredAt) {
-		return nil
-	}
 	now := p.cfg.Now()
-	if now.Sub(cr.answeredAt) < p.cfg.LoginInterval {
+	if isCommandOp(op) {
 		return nil
 	}
-	if now.Before(cr.heldUntil) {
-		return &Error{Op: op, Class: ClassBusy,
-			Message: fmt.Sprintf("not sent: the BMC answered no request with these credentials for %s and left the last ones unanswered (a password changed on the BMC? update the host's credentials); one read is sent at a time to find out, the next in %s",
-				now.Sub(cr.answeredAt).Round(time.Second), cr.heldUntil.Sub(now).Round(time.Millisecond)),
-			Err: ErrBackoff}
+	if !s.authCalls || !e.unanswered || !cr.unansweredAt.After(cr.answeredAt) || now.Sub(cr.answeredAt) < p.cfg.LoginInterval {
+		leaveTurnLocked(&cr.held, &e.held) // not held
+		return nil
 	}
+	first := p.askTurnLocked(&cr.held, &e.held, now)
 	d := p.cfg.AuthBackoff
 	for i := 0; cr.auth && i < cr.heldProbes && d < p.cfg.MaxAuthBackoff; i++ {
 		d *= 2
 	}
+	d = min(d, p.cfg.MaxAuthBackoff)
+	// A whole round: one pause per host waiting for the turn.
+	round := time.Duration(len(cr.held.h)) * d
+	switch {
+	case first && !now.Before(cr.heldUntil):
+		cr.heldUntil = now.Add(d) // the pause's read
+	case now.Sub(e.calledAt) >= round && !now.Before(cr.roundUntil):
+		cr.roundUntil = now.Add(d) // the read of a host that waited a whole round
+	default:
+		next := "the next goes out in " + cr.heldUntil.Sub(now).Round(time.Millisecond).String()
+		if !now.Before(cr.heldUntil) {
+			next = "the next goes to a host whose turn came first"
+		}
+		return &Error{Op: op, Class: ClassBusy,
+			Message: fmt.Sprintf("not sent: this host's last call ran out of time unanswered, and the BMC has answered no request with these credentials for %s: it is probed with one read of such a host a pause apart, in turn (%s). Check that the BMC is up and answers, and whether its password was changed (then update the host's credentials)",
+				now.Sub(cr.answeredAt).Round(time.Second), next),
+			Err: errHeld}
+	}
+	tookTurnLocked(&cr.held, &e.held, now)
 	cr.heldProbes++
-	cr.heldUntil = now.Add(min(d, p.cfg.MaxAuthBackoff))
 	return nil
 }
+
+// errHeld is the cause of a held read's error (heldReadLocked): it
+// matches ErrBackoff, but says what happened (no login failed).
+var errHeld error = heldErr{}
+
+type heldErr struct{}
+
+func (heldErr) Error() string {
+	return "power: not sent, reads with these credentials go to the BMC one at a time after unanswered ones"
+}
+
+func (heldErr) Is(target error) bool { return target == ErrBackoff }
 
 // callState is one call's, guarded by Pool.mu.
 type callState struct {

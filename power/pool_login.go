@@ -32,7 +32,7 @@ type SessionSharer interface {
 // credentials themselves (HTTP basic auth: no session). A call of its
 // that the BMC answers proves the credentials, as a login does, and ends
 // their back-off, an authentication back-off included; its reads are
-// held, one a pause apart, while the BMC leaves the calls with the
+// held, in turn, at most two a pause, while the BMC leaves the calls with the
 // credentials unanswered (heldReadLocked). On other
 // controllers (a session outlives a password change on the BMC) an answer
 // ends only a back-off after failures that were not the credentials':
@@ -368,7 +368,7 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				// than LoginInterval ago: one such login per interval.
 				return fail(&Error{Op: op, Class: ClassBusy, Err: e.ownLast, Message: "not tried: this host's system failed on its last tries (see the cause), and another such host of this BMC tried less than a login interval ago or had its turn longer ago (one such try per BMC per login interval, in turn)"})
 			}
-			p.tookTurnLocked(e, now) // a retry of a host whose system failed
+			p.tookRetryLocked(e, now) // a retry of a host whose system failed
 		}
 		unreserve()                // the login takes the slot (ep.sessions)
 		return p.login(ctx, op, e) // unlocks
@@ -740,7 +740,8 @@ func (p *Pool) unansweredOwnLocked(cr *creds, err error) bool {
 // credentials are proven and their back-off ends.
 func (p *Pool) succeededLocked(cr *creds) {
 	cr.answeredAt = p.cfg.Now()
-	cr.heldUntil, cr.heldProbes = time.Time{}, 0
+	cr.heldUntil, cr.roundUntil, cr.heldProbes = time.Time{}, time.Time{}, 0
+	clearTurnsLocked(&cr.held)
 	cr.failures, cr.authFailures, cr.auth, cr.last, cr.until = 0, 0, false, nil, time.Time{}
 	cr.proven = true
 }
@@ -752,7 +753,8 @@ func (p *Pool) succeededLocked(cr *creds) {
 // a successful login ends it.
 func (p *Pool) answeredLocked(cr *creds) {
 	cr.answeredAt = p.cfg.Now()
-	cr.heldUntil, cr.heldProbes = time.Time{}, 0
+	cr.heldUntil, cr.roundUntil, cr.heldProbes = time.Time{}, time.Time{}, 0
+	clearTurnsLocked(&cr.held)
 	if cr.authFailures > 0 { // refused since the last successful login
 		return
 	}

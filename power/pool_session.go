@@ -38,6 +38,7 @@ func (p *Pool) entryLocked(host string, t Target) *entry {
 		p.detachLocked(e)
 	}
 	e = &entry{host: host, target: t, cr: cr}
+	e.retry.e, e.held.e = e, e
 	p.hosts[host] = e
 	p.hostsHigh = max(p.hostsHigh, len(p.hosts))
 	return e
@@ -48,6 +49,7 @@ func (p *Pool) entryLocked(host string, t Target) *entry {
 func (p *Pool) detachLocked(e *entry) {
 	e.gone = true
 	p.markMissingLocked(e, false)
+	leaveTurnLocked(&e.cr.held, &e.held)
 	if s := e.sess; s != nil {
 		delete(s.entries, e)
 		if len(s.entries) == 0 && !s.early {

@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"io"
-	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -12,81 +11,104 @@ import (
 )
 
 // Read places (Config.MaxInFlight). A session has MaxInFlight places for
-// its reads and one extra place, for a probe or a suspect system's read.
+// its reads and one extra place, for a probe or a read of a system in
+// doubt. The rule: the MaxInFlight places are the reads' of systems not
+// in doubt (a read of a system in doubt holds one only while none of
+// theirs waits), and the extra place is the systems' in doubt, the one
+// ranked first holding it until its read ends, unless a probe needs it.
+// So a read of a system not in doubt waits for no system in doubt beyond
+// one cut (TestReview35v_DeadBladesReadsStarveHealthyReads), and a
+// system in doubt that answers is first among the systems in doubt after
+// a bounded number of its dead neighbours' reads, and then answered if
+// its caller waits for its answer, however busy its neighbours keep the
+// MaxInFlight places (TestReview35aa_SlowDoubtfulSystemCutForever,
+// TestSlowDoubtfulSystemOutranksDeadNeighbour).
 //
-// A read holds its place until its request returned and its answer's
-// body was read to its end or closed (the BMC sends the body meanwhile),
-// unless the BMC has shown that its system hangs: a read of another
-// system, sent after it, answered within its own overdue time
-// (overdueAfter), while the first has been unanswered for four times as
-// long as that answer took, for its usual overdue time (usualOverdue),
-// and for four times as long as its own system's last answered read took
-// (when it began), at least 200 ms (the evidence). The read, a GET, is
-// then cut: its request is cancelled, its system is suspect and it waits
-// again (a read other than a GET is never cut: it keeps its place); its
-// place goes to another read once the cut request returned (and
-// cutGrace later, below). So the BMC
-// is sent no more than MaxInFlight + 1 reads at once, whatever the
-// evidence (TestReview35w_SlowBMCPassesMaxInFlight,
-// TestReview35_CachedSystemFreesSlowBMCReads). A BMC that is merely slow
-// answers no read that much faster than the reads sent before it, nor a
-// system's read much slower than that system's last, so its reads are
-// not cut; one that answers a system from its cache at once while the
-// others' reads turn slow has those slow reads cut and sent again, the
-// suspect systems' one at a time through the extra place, until one of
-// each is answered (its system's answer time then keeps its later reads
-// from being cut), with never more reads at once. Dead blades (systems
-// whose reads hang while the BMC answers the others) give their places
-// up as soon as a healthy blade's read is answered beside them
-// (TestReview35v_DeadBladesReadsStarveHealthyReads).
+// In doubt. A read is missed when the BMC left it unanswered for twice
+// the usual answer time (doubtAfter, as it was when the read began,
+// never raised by a late answer, at least 200 ms) before its caller gave
+// up on it, or when the evidence (below) shows it hangs. A system one of
+// whose reads was missed is in doubt until one of its reads is answered:
+// suspect if the evidence showed it, else doubtful. The systems in doubt
+// rank by the reads they missed since their last answer, fewest first,
+// then by that answer, the latest first (readRank). The time a read's
+// attempts cut to make way for another read (below) spent at the BMC
+// does not count: only the BMC's silence does, never a wait for a place.
+// So a system whose reads are answered within their callers' deadlines
+// misses no more reads while it waits, while one whose reads hang misses
+// one for each read that holds a place until its caller gives up (past
+// doubtAfter). A dead blade polled with deadlines shorter than
+// doubtAfter misses a read only when the evidence shows it hangs; until
+// then its reads wait in line with the healthy blades' (such a monitor's
+// deadline, under twice the usual answer time, gives a healthy read
+// little more than its answer time anyway).
 //
-// A system one of whose reads ended unanswered after it was at the BMC
-// for twice the usual answer time (doubtAfter, as it was when the read
-// began, never raised by a late answer, at least 200 ms) is doubtful
-// until one of its reads is answered. Waiting reads take the
-// MaxInFlight places in rank order: the reads of systems that are not
-// doubtful first, in line; then the doubtful systems', the one answered
-// last first. A waiting read cuts (cancels the request of) a read of a
-// doubtful or suspect system in one of those places if it ranks higher and its own system was answered
-// since the other became doubtful, one cut at a time: the cut read
-// waits again, first in line of its rank, and the waiting read takes the
-// place once the cut request returned. So dead blades polled with
-// deadlines shorter than the overdue time, or after a late answer raised
-// it, hold no place a healthy blade's read wants once each left a read
-// unanswered at the BMC for twice the usual answer time
-// (TestReview35_DeadBladesNeverSuspectOnUsualSlowBMC,
+// The MaxInFlight places go to the reads of systems not in doubt, in
+// line. A free one that none of them waits for goes to a doubtful
+// system's read (a suspect system's reads never take one), the
+// highest-ranked first, while the extra place is held by a probe or by
+// a read of a system ranked at least as high (a read of a system ranked
+// higher waits for the extra place, which it takes when that read ends,
+// and keeps). A read of a system not in doubt that waits while every
+// place is held cuts (cancels the request of) the lowest-ranked read (a
+// GET) of a system in doubt holding one, one cut at a time; it takes the
+// place once the cut request returned (and cutGrace later). So dead blades hold no
+// place a read of a system not in doubt waits for once each missed a
+// read (TestReview35_DeadBladesNeverSuspectOnUsualSlowBMC,
 // TestReview35_LateAnswerKeepsDeadBladesOffSuspect,
-// TestReview35_DeadBladesHoldPlacesUnderFourUsualAnswers); a monitor
-// whose deadline is shorter than that leaves them holding places (it
-// gives a healthy read little more than its answer time). A healthy blade
-// whose caller gave up on one slow read waits for no doubtful or
-// suspect dead blade
-// (TestReview35_HealthyBladeSuspectAfterOneMissedCheck).
+// TestReview35_DeadBladesHoldPlacesUnderFourUsualAnswers).
 //
-// While every MaxInFlight place is held by an overdue read and a read of
-// a system that is not suspect waits, the extra place takes, as a probe,
-// the read that began waiting last of the systems that are not doubtful
-// (a monitor's reads that waited longest are likeliest of the sweep
-// whose reads hang), else the doubtful system's answered last. The extra
-// place's read (a GET), once overdue while a probe is wanted, is cut: it
-// waits again, first in line, and the extra place takes the next probe
-// once the cut request returned. A probe answered in time is the
-// evidence; one answered late is a slow BMC's, whose late answer raises
-// the overdue time (answered).
+// The extra place goes to the highest-ranked waiting read of a system in
+// doubt, unless a probe is wanted (below). That read keeps it until it
+// ends: it is cut only for a probe, or for a waiting read of a system in
+// doubt that ranks higher and was answered later than the holder's
+// system (so two systems in doubt never cut each other's reads in turn:
+// their answers, which end a doubt, fix which may cut which). So a
+// healthy blade whose caller gave up on one slow read ranks above the
+// dead blades beside it (it missed one read, they as many or more, and
+// it was answered later) and waits for none of them
+// (TestReview35_HealthyBladeSuspectAfterOneMissedCheck,
+// TestReview35w_HealthyBladeSuspectStarvedByDeadBlades,
+// TestReview35aa_HealthyBladeSuspectByEvidenceQueuesBehindDeadBlades);
+// and a system in doubt that answers slowly, once ranked first, keeps
+// the extra place until its answer.
 //
-// A suspect system's reads take only the extra place, one at a time
-// (when no probe is wanted), and hold it until they end or are cut for a
-// probe; one of its reads answered clears the suspicion. Dead blades
-// polled by a monitor hold that one place together, never the places of
-// the healthy blades' reads
-// (TestReview35w_HealthyBladeSuspectStarvedByDeadBlades).
+// Evidence. A read (a GET) of a system not in doubt holding a
+// MaxInFlight place, or a probe, is shown to hang when a read of another system, sent after
+// it, was answered within its own overdue time (overdueAfter), while the
+// first has been unanswered four times as long as that answer took, for
+// its usual overdue time (usualOverdue), and four times as long as its
+// own system's last answered read took (when it began), at least 200 ms.
+// The read is then cut and missed: its system is suspect and it waits
+// again (a read other than a GET is never cut: it keeps its place). A BMC that is merely slow answers no read that much faster than
+// the reads sent before it, nor a system's read much slower than that
+// system's last, so its reads are not cut
+// (TestReview35w_SlowBMCPassesMaxInFlight); one that answers a system
+// from its cache at once while the others' reads turn slow has those
+// slow reads cut and sent again through the extra place, one at a time,
+// until each is answered (its system's answer time then keeps its later
+// reads from being cut) (TestReview35_CachedSystemFreesSlowBMCReads).
 //
-// Reads sent on a session and not yet returned (with their answers'
-// bodies), at once: MaxInFlight + 1 at most. A cut request's connection
-// is closed, and its place is taken again (by any read) cutGrace (10 ms)
-// after the request returned, for the BMC to notice the closed
-// connection; a BMC that finishes the work of a closed connection anyway
-// may be working on it still.
+// Probes. While every MaxInFlight place is held by an overdue read that
+// no read may cut (a system not in doubt's, or a read other than a GET)
+// and a read of a system not in doubt waits, the extra place takes, as a
+// probe, the read of those that began waiting last (a monitor's reads
+// that waited longest are likeliest of the sweep whose reads hang). The
+// extra place's read (a GET), once overdue while a probe is wanted, is
+// cut: it waits again, first in line of its rank, and the probe takes
+// the place once the cut request returned. A probe answered in time is
+// the evidence; one answered late is a slow BMC's, whose late answer
+// raises the overdue time (answered).
+//
+// The limit: reads sent on a session and not yet returned (with their
+// answers' bodies), on open connections, at once: MaxInFlight + 1 at
+// most. A cut request's connection is closed, and its place is taken
+// again (by any read) cutGrace (10 ms) after the request returned, for
+// the BMC to notice the closed connection. A BMC that goes on working on
+// a closed connection's read to its end may be working, besides, on each
+// read cut while it still worked on it: the client cannot see that work
+// end, and no number bounds it (a dead blade's cut read at such a BMC
+// may never end) (TestReview35aa_CutReadsStillWorkedOnPassMaxInFlight).
 
 // overdueFloor and overdueFactor: a read is overdue once it has been in
 // flight overdueFactor times the session's usual answer time (a moving
@@ -98,7 +120,7 @@ const (
 
 // doubtFactor: a read unanswered at the BMC for doubtFactor times the
 // session's usual answer time (never raised by a late answer), and at
-// least overdueFloor, makes its system doubtful (settleRead).
+// least overdueFloor, makes its system doubtful (readPlace.settle).
 const doubtFactor = 2
 
 // overdueFloorSet, if not 0, replaces overdueFloor (ns): a test's, to
@@ -175,9 +197,9 @@ func ewma(a *atomic.Int64, d time.Duration, floor int64) {
 type placeKind int8
 
 const (
-	placeRead    placeKind = iota + 1 // one of the MaxInFlight places
-	placeProbe                        // the extra place, as a probe
-	placeSuspect                      // the extra place, for a suspect system's read
+	placeRead  placeKind = iota + 1 // one of the MaxInFlight places
+	placeProbe                      // the extra place, as a probe
+	placeDoubt                      // the extra place, for a read of a system in doubt
 )
 
 // readPlaces are a session's read places. Every operation is
@@ -188,8 +210,8 @@ type readPlaces struct {
 	held     int           // MaxInFlight places held
 	reads    []*readTicket // the reads holding them
 	overdue  []*readTicket // of those, the overdue reads
-	extra    *readTicket   // the extra place's read, a probe or a suspect system's (nil: free)
-	waiting  list.List     // *readWaiter of systems neither doubtful nor suspect, first in line first
+	extra    *readTicket   // the extra place's read, a probe or a read of a system in doubt (nil: free)
+	waiting  list.List     // *readWaiter of systems not in doubt, first in line first
 	doubts   list.List     // *readWaiter of doubtful systems, first in line first
 	suspects list.List     // *readWaiter of suspect systems, first in line first
 	// evidence: the start and the answer time of the latest-sent read
@@ -215,19 +237,55 @@ type readWaiter struct {
 	got  chan *readTicket // the place, once granted (buffered)
 	el   *list.Element
 	in   *list.List
-	get  bool  // a GET: it may be a probe, and be cut
-	rank int64 // its system's rank (rank)
+	get  bool     // a GET: it may be a probe, and be cut
+	rank readRank // its system's rank when it began waiting
 	c    *Controller
 }
 
-// rank orders the systems whose reads wait: one neither doubtful nor
-// suspect first, else the one answered last (UnixNano; 0: never).
-func (c *Controller) rank() int64 {
-	if !c.doubt.Load() && !c.suspect.Load() {
-		return math.MaxInt64
-	}
-	return c.lastAnswer.Load()
+// readRank is a system's rank among those whose reads wait or hold a
+// place: a system not in doubt above every system in doubt; among
+// these, the one that missed fewer reads since its last answer, then the
+// one answered last.
+type readRank struct {
+	doubt  bool
+	missed int64
+	last   int64 // its last answer (UnixNano; 0: never)
 }
+
+// rank returns c's rank now.
+func (c *Controller) rank() readRank {
+	if !c.doubt.Load() && !c.suspect.Load() {
+		return readRank{}
+	}
+	return readRank{doubt: true, missed: c.missed.Load(), last: c.lastAnswer.Load()}
+}
+
+// above reports whether a ranks above b (systems not in doubt rank
+// alike: they wait in line).
+func (a readRank) above(b readRank) bool {
+	switch {
+	case a.doubt != b.doubt:
+		return !a.doubt
+	case !a.doubt:
+		return false
+	case a.missed != b.missed:
+		return a.missed < b.missed
+	}
+	return a.last > b.last
+}
+
+// mayCut reports whether a waiting read of rank w may cut t, a read of a
+// system in doubt: w ranks above t's system, and w's system is not in
+// doubt or was answered later than t's (so two systems in doubt never
+// cut each other's reads in turn: their answers, which end a doubt, fix
+// which may cut which).
+func (w readRank) mayCut(t *readTicket) bool {
+	return t.ready && !t.back && t.get && !t.cut && t.c.inDoubt() &&
+		w.above(t.c.rank()) && (!w.doubt || w.last > t.c.lastAnswer.Load())
+}
+
+// inDoubt reports whether c is doubtful or suspect.
+func (c *Controller) inDoubt() bool { return c.doubt.Load() || c.suspect.Load() }
 
 // readTicket is a read's hold on a place.
 type readTicket struct {
@@ -245,108 +303,151 @@ type readTicket struct {
 	abort context.CancelFunc // cuts its request (a GET's)
 	timer *time.Timer
 	// Under p.mu:
-	ready bool // sent: start and abort are set
-	back  bool // its request returned (its answer's body may be read still)
-	held  bool // it holds its place
-	late  bool // its overdue time passed
-	cut   bool // it was cut
+	ready   bool // sent: start and abort are set
+	back    bool // its request returned (its answer's body may be read still)
+	held    bool // it holds its place
+	late    bool // its overdue time passed
+	cut     bool // it was cut
+	madeWay bool // it was cut to make way for a higher-ranked read
+	missed  bool // the evidence showed it hangs (its read is missed)
 }
 
-// grantLocked hands free places to waiting reads: the MaxInFlight
-// places by rank (nextLocked), cutting a lower-ranked doubtful or
-// suspect system's read for the best waiting read (preemptLocked); the
-// extra place to a probe while one is wanted, else to the first suspect
-// system's read. It cuts the extra place's read (a GET) once overdue
-// while a probe is wanted.
+// grantLocked hands free places to waiting reads and cuts the reads that
+// must make way: the MaxInFlight places to the reads of systems not in
+// doubt, in line, cutting a read of a system in doubt for the first of
+// them (preemptLocked); a free extra place to a probe while one is
+// wanted, else to the highest-ranked read of a system in doubt; the
+// MaxInFlight places left free to doubtful systems' reads
+// (guestLocked); and it cuts the extra place's read for a probe
+// once overdue, or for a higher-ranked read of a system in doubt
+// (extraCutLocked).
 func (p *readPlaces) grantLocked() {
+	for p.held < p.max && p.waiting.Len() > 0 {
+		p.give(p.waiting.Front().Value.(*readWaiter), placeRead)
+	}
+	p.preemptLocked()
+	wanted := p.probeWantedLocked()
+	if p.extra == nil {
+		if wanted {
+			for e := p.waiting.Back(); e != nil; e = e.Prev() { // the last in line that may probe
+				if w := e.Value.(*readWaiter); w.get {
+					p.give(w, placeProbe)
+					break
+				}
+			}
+		} else if w := bestLocked(&p.suspects, &p.doubts); w != nil {
+			p.give(w, placeDoubt)
+		}
+	}
 	for p.held < p.max {
-		w := p.nextLocked()
+		w := p.guestLocked()
 		if w == nil {
 			break
 		}
 		p.give(w, placeRead)
 	}
-	p.preemptLocked()
-	wanted := p.probeWantedLocked()
-	if t := p.extra; t != nil {
-		if wanted && t.late && t.get && !t.cut && !t.back {
-			t.cut = true
-			t.abort()
-		}
-		return
-	}
-	if wanted {
-		for e := p.waiting.Back(); e != nil; e = e.Prev() { // the last in line that may probe
-			if w := e.Value.(*readWaiter); w.get {
-				p.give(w, placeProbe)
-				return
-			}
-		}
-		if w := bestLocked(&p.doubts, true); w != nil {
-			p.give(w, placeProbe)
-			return
-		}
-	}
-	if p.suspects.Len() > 0 {
-		p.give(p.suspects.Front().Value.(*readWaiter), placeSuspect)
-	}
+	p.extraCutLocked(wanted)
 }
 
-// nextLocked returns the waiting read a MaxInFlight place goes to next
-// (nil: none): the first in line of the systems neither doubtful nor
-// suspect, else the doubtful system's answered last.
-func (p *readPlaces) nextLocked() *readWaiter {
-	if e := p.waiting.Front(); e != nil {
-		return e.Value.(*readWaiter)
-	}
-	return bestLocked(&p.doubts, false)
-}
-
-// bestLocked returns the highest-ranked waiter of l, first in line of
-// its rank (only a GET if get; nil: none).
-func bestLocked(l *list.List, get bool) *readWaiter {
+// guestLocked returns the highest-ranked waiting read of a doubtful
+// system that may take a free MaxInFlight place (nil: none): one whose
+// system does not rank above the extra place's (a probe's, or a
+// lower-ranked system's read: that one waits for the extra place, which
+// it takes when that read ends, and keeps).
+func (p *readPlaces) guestLocked() *readWaiter {
 	var best *readWaiter
-	for e := l.Front(); e != nil; e = e.Next() {
-		if w := e.Value.(*readWaiter); (!get || w.get) && (best == nil || w.rank > best.rank) {
+	for e := p.doubts.Front(); e != nil; e = e.Next() {
+		w := e.Value.(*readWaiter)
+		if t := p.extra; t == nil || t.kind == placeDoubt && w.rank.above(t.c.rank()) {
+			continue
+		}
+		if best == nil || w.rank.above(best.rank) {
 			best = w
 		}
 	}
 	return best
 }
 
-// preemptLocked cuts, for the read a MaxInFlight place goes to next, the
-// lowest-ranked read of a doubtful or suspect system holding one, if
-// that ranks lower and the waiting read's system was answered since the
-// other's became doubtful (systems that hung together do not cut each
-// other's reads), unless a cut is under way already.
+// extraCutLocked cuts the extra place's read (a GET) for a probe while
+// one is wanted, once overdue; else, if it is a read of a system in
+// doubt, for the highest-ranked waiting read of a system in doubt if that
+// may cut it (mayCut) (p.mu held).
+func (p *readPlaces) extraCutLocked(wanted bool) {
+	t := p.extra
+	if t == nil || t.cut || t.back || !t.get {
+		return
+	}
+	switch {
+	case wanted:
+		if !t.late {
+			return
+		}
+	case t.kind != placeDoubt:
+		return
+	default:
+		if w := bestLocked(&p.suspects, &p.doubts); w == nil || !w.rank.mayCut(t) {
+			return
+		}
+		t.madeWay = true
+	}
+	t.cut = true
+	t.abort()
+}
+
+// bestLocked returns the highest-ranked waiter of a and b (b may be
+// nil), first in line of its rank (nil: none).
+func bestLocked(a, b *list.List) *readWaiter {
+	var best *readWaiter
+	for _, l := range []*list.List{a, b} {
+		if l == nil {
+			continue
+		}
+		for e := l.Front(); e != nil; e = e.Next() {
+			if w := e.Value.(*readWaiter); best == nil || w.rank.above(best.rank) {
+				best = w
+			}
+		}
+	}
+	return best
+}
+
+// preemptLocked cuts, for the first waiting read of a system not in
+// doubt while every MaxInFlight place is held, the lowest-ranked read of
+// a system in doubt holding one (a GET), unless a cut is under way
+// already: its place goes to that waiting read once the cut request
+// returned.
 func (p *readPlaces) preemptLocked() {
-	w := p.nextLocked()
-	if w == nil {
+	if p.waiting.Len() == 0 || p.held < p.max {
 		return
 	}
 	var low *readTicket
-	var lowRank int64
 	for _, t := range p.reads {
 		if t.cut {
-			return // its place goes to w once its request returned
+			return // its place goes to the waiting read once its request returned
 		}
-		if !t.ready || t.back || !t.get || !t.c.doubt.Load() && !t.c.suspect.Load() {
-			continue
-		}
-		if r := t.c.rank(); r < w.rank && w.rank > t.c.doubtSince.Load() && (low == nil || r < lowRank) {
-			low, lowRank = t, r
+		if (readRank{}).mayCut(t) && (low == nil || low.c.rank().above(t.c.rank())) {
+			low = t
 		}
 	}
 	if low != nil {
-		low.cut = true
+		low.cut, low.madeWay = true, true
 		low.abort()
 	}
 }
 
-// probeWantedLocked: a read of a system not suspect waits while every
-// MaxInFlight place is held by an overdue read.
+// probeWantedLocked: a read of a system not in doubt waits while every
+// MaxInFlight place is held by an overdue read that no waiting read may
+// cut.
 func (p *readPlaces) probeWantedLocked() bool {
-	return p.waiting.Len()+p.doubts.Len() > 0 && p.held == p.max && len(p.overdue) == p.held
+	if p.waiting.Len() == 0 || p.held < p.max || len(p.overdue) < p.held {
+		return false
+	}
+	for _, t := range p.reads {
+		if t.cut || (readRank{}).mayCut(t) {
+			return false // its place goes to a waiting read
+		}
+	}
+	return true
 }
 
 // give grants w place k.
@@ -391,17 +492,20 @@ func remove(ts []*readTicket, t *readTicket) []*readTicket {
 
 // proveLocked cuts t's request and makes its system suspect if the
 // evidence shows, at now, that it hangs (provesLocked): t keeps its place
-// until the cut request returned, and its read waits again. Not the
-// extra place's suspect read (its system is suspect already), nor a read
-// other than a GET (it is not sent again: it keeps its place).
+// until the cut request returned, its read is missed and waits again.
+// Not a read of a system in doubt (it is in doubt already: it keeps the
+// extra place until it ends, and a MaxInFlight place until a read of a
+// system not in doubt waits), nor a read other than a GET (it is not
+// sent again: it keeps its place).
 func (p *readPlaces) proveLocked(t *readTicket, now time.Time) {
-	if t.kind == placeSuspect || !t.get || t.cut || !p.provesLocked(t, now) {
+	if t.kind == placeDoubt || t.c.inDoubt() || !t.get || t.cut || !p.provesLocked(t, now) {
 		return
 	}
 	t.cut = true
 	t.abort()
 	if t.proof {
-		t.c.suspect.Store(true)
+		t.missed = true
+		t.c.fallInDoubt(true)
 	}
 }
 
@@ -503,8 +607,10 @@ func (t *readTicket) free() {
 // end records that t's request returned (answered: the BMC sent an HTTP
 // answer below 500) after d, and the evidence; t keeps its place until
 // free (the answer's body is read from the BMC meanwhile). It reports
-// whether t was cut before its answer (its read waits again).
-func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
+// whether t was cut before its answer (its read waits again), whether to
+// make way for a higher-ranked read, and whether the evidence showed it
+// hangs (its read is missed).
+func (t *readTicket) end(answered bool, d time.Duration) (cut, madeWay, missed bool) {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
@@ -524,7 +630,7 @@ func (t *readTicket) end(answered bool, d time.Duration) (cut bool) {
 		}
 	}
 	p.grantLocked()
-	return cut
+	return cut, cut && t.madeWay, t.missed
 }
 
 // readPlace is the hold of one read (reqPath.do) on the places of c's
@@ -536,10 +642,12 @@ type readPlace struct {
 	get     bool
 	proof   bool // a read of the system's own (not beside it)
 	t       *readTicket
-	atBMC   time.Duration // time its attempts spent at the BMC
+	atBMC   time.Duration // time its attempts spent at the BMC (but those cut to make way)
 	doubtAt time.Duration // its first attempt's doubtAfter
 	tries   int
 	cut     bool // its last attempt was cut
+	madeWay bool // its last attempt was cut to make way for a higher-ranked read
+	missed  bool // the evidence showed it hangs: its system missed it already
 }
 
 // wait takes a place for the read's next attempt; it returns the context
@@ -552,7 +660,7 @@ func (r *readPlace) wait() (context.Context, error) {
 	t, err := p.take(r.ctx, r.c, r.get, r.tries > 0)
 	if err != nil {
 		if r.tries > 0 { // cut, then its caller gave up: it ended unanswered
-			r.c.settleRead(false, 0, r.atBMC, r.doubtAt)
+			r.settle(false, 0)
 		}
 		return nil, err
 	}
@@ -575,15 +683,35 @@ func (r *readPlace) done(answered bool) (again bool) {
 		return false
 	}
 	d := time.Since(t.start)
-	r.atBMC += d
-	r.cut = t.end(answered, d)
+	var missed bool
+	r.cut, r.madeWay, missed = t.end(answered, d)
+	r.missed = r.missed || missed
+	if !r.madeWay { // an attempt cut to make way proves nothing of the BMC
+		r.atBMC += d
+	}
 	if r.cut && r.ctx.Err() == nil {
 		r.t = nil
 		t.free()
 		return true
 	}
-	r.c.settleRead(answered, d, r.atBMC, r.doubtAt)
+	r.settle(answered, d)
 	return false
+}
+
+// settle records the end of the read, whose last attempt took d (an
+// answer: answered): an answer clears its system's doubt; a read the BMC
+// left unanswered for doubtAt (doubtAfter when it began) in all is
+// missed, unless the evidence counted it already or its last attempt
+// was cut to make way for a higher-ranked read (a wait for a place is
+// not the BMC's silence). A caller that gives up sooner proves nothing.
+func (r *readPlace) settle(answered bool, d time.Duration) {
+	switch {
+	case answered:
+		r.c.answeredRead(d)
+	case r.missed || r.madeWay:
+	case r.doubtAt > 0 && r.atBMC >= r.doubtAt:
+		r.c.fallInDoubt(false)
+	}
 }
 
 // release gives the place of the read's last attempt back, and ends its
@@ -627,23 +755,24 @@ func (b *releaseBody) Close() error {
 	return err
 }
 
-// settleRead records the end of a read of c's whose last attempt took d
-// and which spent atBMC at the BMC in all: an answer clears c's
-// suspicion and doubt and counts towards the session's answer time; a
-// read the BMC left unanswered for doubtAt (the usual overdue time when
-// it began) makes c doubtful. A caller that gives up sooner (a health
-// check's short deadline) proves nothing. Suspicion comes from evidence
-// only (proveLocked).
-func (c *Controller) settleRead(answered bool, d, atBMC, doubtAt time.Duration) {
-	switch {
-	case answered:
-		c.lastAnswer.Store(time.Now().UnixNano())
-		c.lastTook.Store(int64(d))
-		c.suspect.Store(false)
-		c.doubt.Store(false)
-		c.sess.answered(d)
-	case doubtAt > 0 && atBMC >= doubtAt && !c.doubt.Load():
-		c.doubtSince.Store(time.Now().UnixNano()) // a system's reads end one at a time
+// answeredRead records that a read of c's was answered after d: c is no
+// longer in doubt, and d counts towards the session's answer time.
+func (c *Controller) answeredRead(d time.Duration) {
+	c.lastAnswer.Store(time.Now().UnixNano())
+	c.lastTook.Store(int64(d))
+	c.missed.Store(0)
+	c.suspect.Store(false)
+	c.doubt.Store(false)
+	c.sess.answered(d)
+}
+
+// fallInDoubt records that c missed a read: c is in doubt (suspect if
+// the evidence showed the read hangs, else doubtful).
+func (c *Controller) fallInDoubt(suspect bool) {
+	c.missed.Add(1)
+	if suspect {
+		c.suspect.Store(true)
+	} else {
 		c.doubt.Store(true)
 	}
 }

@@ -309,37 +309,45 @@ type Config struct {
 	// to end (as long as its caller's context allows). The requests of a
 	// power command (On, Off, Reset: their reads and the Reset POST, and
 	// a Connect's made for one: power.ConnectInfo.Command) are never held
-	// by it: a fence does not queue behind reads. A read holds its place
-	// until it ends (its answer's body read), unless a read of another
-	// system, sent after it, was answered within its own overdue time
-	// (four times the session's usual answer time, at least 200 ms; an
-	// answer later than that raises it at once to twice that answer's
-	// time, at most 2 s) while the first has been unanswered four times
-	// as long, its usual overdue time (the same, never raised by a late
-	// answer) and four times as long as its own system's last answered
-	// read took: the BMC answers, the first read's system hangs (a dead
-	// blade); the first read (a GET) is cancelled, its system is
-	// suspect, and it is sent again later; its place goes to another read
-	// 10 ms after the cancelled request returned (a BMC notices a closed
-	// connection a moment after). While every place is held by
-	// an overdue read, one more read (a probe) goes to the BMC to look
-	// for that answer; a probe overdue while another read waits is
-	// cancelled and sent again later. A suspect system, until one of its
-	// reads is answered, has its reads sent one at a time, with the other
-	// such systems', in that extra place when no probe needs it, and cut
-	// for a probe as a probe is (a dead blade holds a place a healthy
-	// blade's read wants only with reads sent before one of its reads
-	// stayed unanswered at the BMC for twice the usual answer time). A
-	// system that left a read unanswered at the BMC for twice the usual
-	// answer time (never raised by a late answer, at least 200 ms) is
-	// doubtful until one of its reads is answered: its reads get places
-	// after the others', and a waiting read of a system that is not
-	// doubtful, or was answered since that system became doubtful, has
-	// one of them cancelled and sent again later to take its place. So
-	// the BMC, slow or not, fast or slow from the start, is sent at most
-	// MaxInFlight + 1 reads at once (a BMC that goes on working on a
-	// cancelled read after its connection closed may still be working on
-	// more). A 5xx status (a
+	// by it: a fence does not queue behind reads. A system is in doubt
+	// from a read of it that the BMC left unanswered for twice the
+	// session's usual answer time (never raised by a late answer, at
+	// least 200 ms) before its caller gave up, or that the evidence
+	// below shows to hang, until one of its reads is answered. The
+	// places are the reads' of the systems not in doubt, in line; a read
+	// of a system in doubt holds one only while none of theirs waits (a
+	// read that then waits has it cancelled, and takes its place 10 ms
+	// after the cancelled request returned: a BMC notices a closed
+	// connection a moment after). One more place is the systems' in
+	// doubt: the one that missed the fewest reads since its last answer
+	// (then the one answered last) holds it until its read ends,
+	// cancelled only for a probe or for a higher-ranked system in doubt
+	// answered later than it. So dead blades, once in doubt, hold no
+	// place a healthy blade's read waits for (a dead blade polled with
+	// deadlines under twice the usual answer time is in doubt only by
+	// the evidence), and a system in doubt that answers, slow or not, is
+	// answered once it ranks first (after a bounded number of its dead
+	// neighbours' reads) if its caller waits for the answer. The
+	// evidence: a read of another system, sent after a read, was
+	// answered within its own overdue time (four times the session's
+	// usual answer time, at least 200 ms; an answer later than that
+	// raises it at once to twice that answer's time, at most 2 s) while
+	// the first has been unanswered four times as long, its usual
+	// overdue time (the same, never raised by a late answer) and four
+	// times as long as its own system's last answered read took: the BMC
+	// answers, the first read's system hangs (a dead blade); the first
+	// read (a GET) is cancelled, its system is in doubt (suspect: its
+	// reads take only the extra place), and it is sent again later.
+	// While every place is held by an overdue read no read may cancel,
+	// the extra place takes a read of a system not in doubt (a probe) to
+	// look for that answer; the extra place's read, overdue while a
+	// probe is wanted, is cancelled and sent again later. So the BMC,
+	// slow or not, fast or slow from the start, is sent at most
+	// MaxInFlight + 1 reads at once on open connections; a BMC that goes
+	// on working on a cancelled read after its connection closed may be
+	// working, besides, on each read cancelled while it still worked on
+	// it (no number bounds that: a dead blade's cancelled read there may
+	// never end). A 5xx status (a
 	// chassis manager's gateway timeout on a dead blade) counts as no
 	// answer here: it neither clears a suspicion or a doubt, nor raises
 	// the answer time, nor is evidence for an overdue read. The
@@ -371,17 +379,17 @@ type Controller struct {
 	own  bool          // this Controller made the login (Close logs it out)
 	sem  chan struct{} // held by the operation under way
 	reqs chan struct{} // held by each request it sends (reqPath)
-	// suspect: a read of this system's was shown to hang (a read of
-	// another system sent after it was answered much sooner), and none
-	// was answered since; doubt: a read of its was left unanswered for
-	// twice the session's usual answer time, and none was answered since;
-	// lastAnswer: when one was last answered, doubtSince: when it last
-	// became doubtful (UnixNano); lastTook: how long its last answered
-	// read took (ns) (readplace.go).
+	// In doubt (readplace.go): suspect, a read of this system's was shown
+	// to hang (a read of another system sent after it was answered much
+	// sooner); doubt, a read of its was left unanswered for twice the
+	// session's usual answer time; and none was answered since. missed:
+	// the reads it missed since its last answer; lastAnswer: when one
+	// was last answered (UnixNano); lastTook: how long its last answered
+	// read took (ns).
 	suspect    atomic.Bool
 	doubt      atomic.Bool
+	missed     atomic.Int64
 	lastAnswer atomic.Int64
-	doubtSince atomic.Int64
 	lastTook   atomic.Int64
 
 	systemURI   string
