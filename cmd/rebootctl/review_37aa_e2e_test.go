@@ -1,0 +1,120 @@
+//go:build e2e
+
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// copyFile copies src to dst (mode 0600).
+func review37aaCopy(t *testing.T, src, dst string) {
+	t.Helper()
+	in, err := os.Open(src)
+	require.NoError(t, err)
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	_, err = io.Copy(out, in)
+	require.NoError(t, err)
+	require.NoError(t, out.Close())
+}
+
+// TestReview37aa_StaleCopyOfFleetFileTakesOver (review 37 round 24): the
+// fleet state file is told by the random ID kept in it (Fleet.ID), and a
+// copy of the file has the same ID. The operator keeps a copy of the
+// fleet state file taken before the plan (a backup, a VM snapshot, a file
+// copied to the standby machine). The executor then powers a server off
+// and owes it its power-on (the BMC refuses the on, busy); the operator
+// cancels the plan and stops that executor (its lease released). An
+// executor started with the stale copy (same ID) is taken for the owner
+// of the jobs (sameState), so inFlightElsewhere is skipped: it knows
+// nothing of the job that powered the server off, takes it for lost,
+// releases the canceled plan's reboot, and nothing ever powers the
+// server on although its BMC answers again. Ground truth: the emulated
+// BMC's hardware state. Expected: the executor with the stale copy is
+// refused (it is not the file the jobs are in), or the server is powered
+// on again.
+func TestReview37aa_StaleCopyOfFleetFileTakesOver(t *testing.T) {
+	l := newLab(t, 1, 0)
+	id := l.ids[0]
+	var refuseOn atomic.Bool
+	refuseOn.Store(true)
+	l.powers[id].SetConfig(fake.PowerConfig{Lag: 100 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn && refuseOn.Load() {
+			return fake.Fault{Kind: fake.FaultBusy}
+		}
+		return fake.Fault{}
+	}})
+	const uuid = "e2e-stale-copy"
+	_, errs, code := l.ctl("plan", "create", "--all", "-N", "1", "--target", "2", "--uuid", uuid)
+	require.Equal(t, exitOK, code, errs)
+	fleetFile := l.store + ".fleet"
+
+	// A first run before the plan runs: the fleet state file gets its ID.
+	warm, _ := l.executorWith("warm.log", nil)
+	eventually(t, 30*time.Second, func() string {
+		if _, err := os.Stat(fleetFile); err != nil {
+			return "no fleet state file yet"
+		}
+		return ""
+	})
+	time.Sleep(time.Second)
+	require.NoError(t, warm.Process.Signal(os.Interrupt))
+	_, _ = warm.Process.Wait()
+	backup := filepath.Join(l.dir, "backup.fleet")
+	review37aaCopy(t, fleetFile, backup) // the operator's copy, taken now
+
+	_, errs, code = l.ctl("plan", "run", uuid)
+	require.Equal(t, exitOK, code, errs)
+	first, _ := l.executorWith("first.log", nil)
+	eventually(t, 30*time.Second, func() string {
+		if l.powers[id].HardwareOn() {
+			return "the server is not powered off yet"
+		}
+		return ""
+	})
+	out, errs, code := l.ctl("plan", "cancel", uuid)
+	require.Equal(t, exitOK, code, errs)
+	t.Logf("cancel: %s", out)
+	require.NoError(t, first.Process.Signal(os.Interrupt))
+	_, _ = first.Process.Wait()
+	require.False(t, l.powers[id].HardwareOn(), "the first executor powered the server on before it stopped")
+	before := l.get(uuid)
+	rawBefore, _ := plan.Encode(before)
+	t.Logf("before the second executor: plan %s, reboot step %s: %s", before.State, before.Reboots[0].Step, rawBefore)
+	refuseOn.Store(false) // the BMC answers again
+
+	second, logPath := l.executorWith("second.log", nil, "--state", backup)
+	done := make(chan error, 1)
+	go func() { done <- second.Wait() }()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case <-done:
+			log, _ := os.ReadFile(logPath)
+			require.True(t, strings.Contains(string(log), "fleet state file"), "the second executor stopped: %s", log)
+			return // refused, naming the state file that owes the power-on: fine
+		case <-deadline:
+			p := l.get(uuid)
+			raw, _ := plan.Encode(p)
+			t.Logf("plan: %s", raw)
+			t.Fatalf("an executor started with a stale copy of the fleet state file (same ID) took over while the canceled plan's server cn0, powered off by the first, is owed its power-on: "+
+				"the server is still off 20 s later (ground truth), plan %s:\n%s", p.State, plan.Table(p))
+		case <-time.After(100 * time.Millisecond):
+			if l.powers[id].HardwareOn() {
+				return // powered on again: fine
+			}
+		}
+	}
+}
