@@ -118,3 +118,61 @@ func TestReview37aa_StaleCopyOfFleetFileTakesOver(t *testing.T) {
 		}
 	}
 }
+
+// TestReview37aa_TimedOutPowerCycleLostToOtherStateExecutor (review 37
+// round 24): a job gives up on its power cycle at the job timeout (the
+// BMC refuses every power-on, busy): the plan records the reboot failed
+// and ends failed, and the fleet state file keeps the unsettled power
+// cycle (inventory's doc: "the fleet keeps reconciling the server ... it
+// only powers it on if it reads off"). That executor stops (its lease
+// released). An executor started next with another fleet state file is
+// let in at once: inFlightElsewhere counts only reboots in their job or
+// cancel step, and this one is failed, though its power-on is owed by the
+// first file. The BMC answers again, yet nothing ever powers the server
+// on. Ground truth: the emulated BMC's hardware state. Expected: the
+// second executor is refused (naming the first's state file) or the
+// server is powered on again.
+func TestReview37aa_TimedOutPowerCycleLostToOtherStateExecutor(t *testing.T) {
+	l := newLab(t, 1, 0)
+	id := l.ids[0]
+	var refuseOn atomic.Bool
+	refuseOn.Store(true)
+	l.powers[id].SetConfig(fake.PowerConfig{Lag: 100 * time.Millisecond, Faults: func(c fake.Call) fake.Fault {
+		if c.Op == fake.OpOn && refuseOn.Load() {
+			return fake.Fault{Kind: fake.FaultBusy}
+		}
+		return fake.Fault{}
+	}})
+	const uuid = "e2e-timeout-owed-on"
+	_, errs, code := l.ctl("plan", "create", "--all", "-N", "1", "--target", "2", "--uuid", uuid, "-r")
+	require.Equal(t, exitOK, code, errs)
+	first, _ := l.executorWith("first.log", nil, "--job-timeout", "4s")
+	p := l.waitFor(uuid, "the plan to end failed", time.Minute, func(p plan.Plan) bool { return !p.Unfinished() })
+	t.Logf("after the job timeout: plan %s, reboot step %s, error %q", p.State, p.Reboots[0].Step, p.Reboots[0].Error)
+	require.NoError(t, first.Process.Signal(os.Interrupt))
+	_, _ = first.Process.Wait()
+	require.False(t, l.powers[id].HardwareOn(), "the first executor powered the server on before it stopped")
+	refuseOn.Store(false) // the BMC answers again
+
+	other := filepath.Join(l.dir, "other.fleet")
+	second, logPath := l.executorWith("second.log", nil, "--state", other)
+	done := make(chan error, 1)
+	go func() { done <- second.Wait() }()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case <-done:
+			log, _ := os.ReadFile(logPath)
+			require.True(t, strings.Contains(string(log), "fleet state file"), "the second executor stopped: %s", log)
+			return // refused, naming the state file that owes the power-on: fine
+		case <-deadline:
+			p := l.get(uuid)
+			t.Fatalf("an executor with another fleet state file took over while the failed plan's server cn0, left off by the first's timed-out power cycle, is owed its power-on: "+
+				"the server is still off 20 s later (ground truth), plan %s:\n%s", p.State, plan.Table(p))
+		case <-time.After(100 * time.Millisecond):
+			if l.powers[id].HardwareOn() {
+				return // powered on again: fine
+			}
+		}
+	}
+}
