@@ -176,3 +176,57 @@ func TestReview37aa_TimedOutPowerCycleLostToOtherStateExecutor(t *testing.T) {
 		}
 	}
 }
+
+// TestReview37aa_UndrainLostToOtherStateExecutor (review 37 round 24): a
+// job's power cycle finished (the server reads on again), so the plan's
+// reboot is in wait_services, while the job itself still waits for the
+// health check to undrain the server (inventory's doc: "every end of a
+// job undoes its drain"). That executor stops (its lease released). An
+// executor started next with another fleet state file is let in at
+// once: inFlightElsewhere counts only reboots in their job or cancel
+// step, so this one, whose undrain only the first file's job owes, is
+// not found. The health check passes, the plan completes, and the
+// server is never undrained. Ground truth: the drain command's own log
+// (one line per drain and undrain run). Expected: the second executor is
+// refused (naming the first's state file), or the server is undrained.
+func TestReview37aa_UndrainLostToOtherStateExecutor(t *testing.T) {
+	l := newLab(t, 1, 0)
+	id := l.ids[0]
+	l.mu.Lock()
+	l.bootTime = 6 * time.Second // the services take a while after the power-on
+	l.mu.Unlock()
+	const uuid = "e2e-undrain-owed"
+	_, errs, code := l.ctl("plan", "create", "--all", "-N", "1", "--target", "2", "--uuid", uuid, "-r")
+	require.Equal(t, exitOK, code, errs)
+	first, _ := l.executorWith("first.log", nil)
+	p := l.waitFor(uuid, "the power cycle to finish", time.Minute, func(p plan.Plan) bool { return p.Reboots[0].Step == plan.StepServices })
+	require.NoError(t, first.Process.Signal(os.Interrupt))
+	_, _ = first.Process.Wait()
+	drainLog := filepath.Join(l.dir, id+".log")
+	raw, _ := os.ReadFile(drainLog)
+	t.Logf("first executor stopped: reboot step %s; drain log %q", p.Reboots[0].Step, raw)
+	require.NotContains(t, string(raw), "undrain", "the first executor undrained before it stopped: the test needs a slower boot")
+
+	other := filepath.Join(l.dir, "other.fleet")
+	second, logPath := l.executorWith("second.log", nil, "--state", other)
+	done := make(chan error, 1)
+	go func() { done <- second.Wait() }()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case <-done:
+			log, _ := os.ReadFile(logPath)
+			require.True(t, strings.Contains(string(log), "fleet state file"), "the second executor stopped: %s", log)
+			return // refused, naming the state file that owes the undrain: fine
+		case <-deadline:
+			p := l.get(uuid)
+			raw, _ := os.ReadFile(drainLog)
+			t.Fatalf("an executor with another fleet state file took over while cn0's job, in the first file, still owed its undrain: 30 s later the server was never undrained "+
+				"(drain log %q), plan %s:\n%s", raw, p.State, plan.Table(p))
+		case <-time.After(200 * time.Millisecond):
+			if raw, _ := os.ReadFile(drainLog); strings.Contains(string(raw), "undrain") {
+				return // undrained: fine
+			}
+		}
+	}
+}
