@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -229,4 +230,91 @@ func TestReview37aa_UndrainLostToOtherStateExecutor(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReview37aa_PausedExecutorRunsOnWithoutLease (review 37 round 24):
+// executor B is paused (SIGSTOP: a VM paused, a process stopped) longer
+// than its lease. Executor A, with another fleet state file, takes the
+// store over (no reboot is in flight), starts a reboot (its job drains
+// cn0) and dies; its lease lapses, still naming its file. B resumes. Its
+// next claim fails with errOtherState (A's reboot is in flight in A's
+// file), but the executor's loop stops only on errOtherExecutor and
+// ignores every other claim error: B runs its passes without holding the
+// lease. It does not know A's job, takes it for one the fleet collected
+// after it ended ("seen once, gone now"), and the plan records cn0
+// rebooted though it was never powered off; then it starts cn1's reboot
+// (drains it), whose power-off its own lease check refuses. Ground
+// truth: the emulated BMCs' power history and the drain commands' log.
+// Expected: B stops (refused, as a start would be), or at least records
+// nothing done that was not rebooted and drains nothing.
+func TestReview37aa_PausedExecutorRunsOnWithoutLease(t *testing.T) {
+	l := newLab(t, 2, 0, func(i int, lines string) string {
+		if i != 0 {
+			return lines
+		}
+		// cn0's drain takes a while: the executor dies in it.
+		return strings.Replace(lines, `"echo drain >> `, `"echo start >> `+l0dir(lines)+`; sleep 6; echo drain >> `, 1)
+	})
+	cn0, cn1 := l.ids[0], l.ids[1]
+	const uuid = "e2e-paused-executor"
+	_, errs, code := l.ctl("plan", "create", "--all", "-N", "1", "--target", "2", "--uuid", uuid)
+	require.Equal(t, exitOK, code, errs)
+
+	b, bLog := l.executorWith("b.log", nil)
+	eventually(t, 30*time.Second, func() string {
+		if log, _ := os.ReadFile(bLog); !strings.Contains(string(log), "resuming running plans") {
+			return "executor B has not started"
+		}
+		return ""
+	})
+	time.Sleep(time.Second)
+	require.NoError(t, b.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = b.Process.Signal(syscall.SIGCONT) })
+	time.Sleep(11500 * time.Millisecond) // B's lease lapses (3 intervals and 10 s)
+
+	_, errs, code = l.ctl("plan", "run", uuid)
+	require.Equal(t, exitOK, code, errs)
+	a, _ := l.executorWith("a.log", nil, "--state", filepath.Join(l.dir, "a.fleet"))
+	eventually(t, 30*time.Second, func() string {
+		p := l.get(uuid)
+		if p.Reboots[0].Step != plan.StepJob || !p.Reboots[0].JobSeen {
+			return "A's job of cn0 is not seen yet"
+		}
+		return ""
+	})
+	require.NoError(t, a.Process.Kill()) // A dies in cn0's drain
+	_, _ = a.Process.Wait()
+	time.Sleep(11500 * time.Millisecond) // A's lease lapses
+
+	require.NoError(t, b.Process.Signal(syscall.SIGCONT))
+	done := make(chan error, 1)
+	go func() { done <- b.Wait() }()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case <-done:
+			log, _ := os.ReadFile(bLog)
+			t.Logf("B stopped: %s", log)
+			return // refused: fine
+		case <-deadline:
+			p := l.get(uuid)
+			t.Fatalf("executor B runs passes 30 s after it resumed, without the store's lease (A's, with A's reboot of cn0 in flight), plan %s:\n%s", p.State, plan.Table(p))
+		case <-time.After(200 * time.Millisecond):
+			p := l.get(uuid)
+			if p.Reboots[0].Step == plan.StepDone && l.offs()[cn0] == 0 {
+				t.Fatalf("executor B, resumed without the store's lease, recorded cn0 rebooted though it was never powered off (ground truth: %d power-offs):\n%s", l.offs()[cn0], plan.Table(p))
+			}
+			if raw, _ := os.ReadFile(filepath.Join(l.dir, cn1+".log")); strings.Contains(string(raw), "drain") {
+				t.Fatalf("executor B, resumed without the store's lease, started cn1's reboot (drained it: %q):\n%s", raw, plan.Table(p))
+			}
+		}
+	}
+}
+
+// l0dir is the lab's directory, taken from a server's inventory lines
+// (its drain log's path).
+func l0dir(lines string) string {
+	i := strings.Index(lines, `echo drain >> `)
+	rest := lines[i+len(`echo drain >> `):]
+	return rest[:strings.Index(rest, `"`)]
 }
