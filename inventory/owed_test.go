@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
 )
 
 // TestOwedListsWhatOnlyThisFileDoes (review 37 round 24): Owed lists a
@@ -62,4 +63,42 @@ func TestOwedListsWhatOnlyThisFileDoes(t *testing.T) {
 	}
 	assert.True(t, p.HardwareOn(), "powered on once the BMC answers")
 	assert.Empty(t, owed(), "nothing owed once the power cycle settled")
+}
+
+// TestAbandonedJobOfAnotherFileFails (review 37 round 24): an executor
+// with another fleet state file, let take the store over because the
+// operator abandoned the server whose job was in the first file, finds a
+// reboot in its job step whose job it does not have (seen once): it
+// records the reboot failed, saying the server was abandoned, never done
+// as if the fleet had collected a finished job ("seen once, gone now").
+// Ground truth: the reboot's step read from the plan store, and the
+// BMC's power calls (none).
+func TestAbandonedJobOfAnotherFileFails(t *testing.T) {
+	w, ids := newWorld(t, 1, 1)
+	id := ids[0]
+	w.open()
+	w.newPlan()
+	w.pass()
+	w.pass()
+	p, err := w.store.Get(w.ctx(), "p1")
+	require.NoError(t, err)
+	require.Equal(t, plan.StepJob, p.Reboots[0].Step)
+	require.True(t, p.Reboots[0].JobSeen, "the first file's job is seen")
+	require.NoError(t, w.f.Close())
+
+	w.path += ".other" // another fleet state file: the job is not in it
+	w.open()
+	defer func() { _ = w.f.Close() }()
+	require.NoError(t, w.f.Abandon(id, "p1", "plan abandon by the operator"))
+	for range 5 {
+		w.pass()
+		w.step(id)
+		w.clk.Advance(time.Second)
+	}
+	p, err = w.store.Get(w.ctx(), "p1")
+	require.NoError(t, err)
+	r := p.Reboots[0]
+	assert.Equal(t, plan.StepFailed, r.Step, "an abandoned server whose job this file lacks is recorded failed, not taken for done")
+	assert.Contains(t, r.Error, "abandoned")
+	assert.Empty(t, w.bmcs[id].p.Calls(), "nothing powered")
 }

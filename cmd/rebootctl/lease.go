@@ -28,8 +28,9 @@ const metaLease = "executor-lease"
 var errOtherExecutor = errors.New("another executor runs on this plan store")
 
 // lease is an executor's claim on a plan store, renewed at every pass and
-// every interval during a long one, and checked before every first
-// power-off. A claim not renewed for three intervals
+// every interval during a long one (leaseHolder; a pass stops acting when
+// a renewal fails: leasedPass), and checked before every first power-off
+// and every write of a plan (lockedStore.fence). A claim not renewed for three intervals
 // and ten seconds has lapsed; a claim of a process of this machine that
 // no longer runs has lapsed at once, and so has one its executor gave up
 // when it stopped (release).
@@ -77,7 +78,11 @@ func (l lease) lapsed(now time.Time, host string) bool {
 }
 
 func (l lease) String() string {
-	return fmt.Sprintf("on %s, pid %d, fleet state %s, last renewed %s", clean(l.Host), l.PID, clean(l.State), l.At.UTC().Format(time.RFC3339))
+	renewed := "last renewed " + l.At.UTC().Format(time.RFC3339)
+	if l.At.IsZero() {
+		renewed = "given up when it stopped"
+	}
+	return fmt.Sprintf("on %s, pid %d, fleet state %s, %s", clean(l.Host), l.PID, clean(l.State), renewed)
 }
 
 // fileID is the identity of the file at path on this machine (its
@@ -378,6 +383,9 @@ func orUnknownPlan(p string) string {
 func stateIDs(cur, me lease) string {
 	if cur.StateID == "" || me.StateID == "" {
 		return ""
+	}
+	if strings.HasPrefix(me.StateID, "new:") {
+		return fmt.Sprintf(" (fleet state file ID %s; the one given here, %s, is made new)", clean(cur.StateID), clean(me.State))
 	}
 	return fmt.Sprintf(" (fleet state file ID %s; the one given here, %s, has ID %s)", clean(cur.StateID), clean(me.State), clean(me.StateID))
 }
