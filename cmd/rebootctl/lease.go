@@ -319,9 +319,11 @@ func owedElsewhere(ctx context.Context, st *plan.BoltStore, cur, me lease) error
 		return err
 	}
 	abandoned := readAbandoned(rawAbandoned)
+	// given: the operator abandoned server in that plan (in any plan,
+	// when the ledger knows none: the job that owes it was pruned).
 	given := func(server, planUUID string) bool {
 		a, ok := abandoned[server]
-		return ok && planUUID != "" && a.Plan == planUUID
+		return ok && (planUUID == "" || a.Plan == planUUID)
 	}
 	plans, err := st.List(ctx)
 	if err != nil {
@@ -348,7 +350,7 @@ func owedElsewhere(ctx context.Context, st *plan.BoltStore, cur, me lease) error
 		if listed[o.Server+"\x00"+o.Plan] || given(o.Server, o.Plan) {
 			continue
 		}
-		names = append(names, fmt.Sprintf("%s (plan %s): %s", o.Hostname, orUnknownPlan(o.Plan), owedWhat(o.What)))
+		names = append(names, fmt.Sprintf("%s (plan %s): %s", o.Hostname, orAnyPlan(o.Plan), owedWhat(o.What)))
 	}
 	if len(names) == 0 {
 		return nil
@@ -372,9 +374,11 @@ func owedWhat(what string) string {
 	return "owed " + what
 }
 
-func orUnknownPlan(p string) string {
+// orAnyPlan names the plan of a ledger entry: "" when the job that owes
+// the server was pruned (any plan of the server then gives it up).
+func orAnyPlan(p string) string {
 	if p == "" {
-		return "not known"
+		return "not known: abandon it in any plan that reboots it"
 	}
 	return p
 }
