@@ -250,7 +250,7 @@ func abandonedJobObs(r plan.Reboot, planUUID string, h hostRecord) (plan.JobObs,
 		return plan.JobObs{}, false
 	}
 	return plan.JobObs{Exists: true, Failed: true,
-		Error: "the operator abandoned " + r.ServerHostname + " in this plan (" + h.Abandoned + "); its job is not in this executor's fleet state file"}, true
+		Error: "abandoned by the operator (" + h.Abandoned + ") in this plan: no job of it is in this executor's fleet state file"}, true
 }
 
 func jobObs(j JobRecord, h hostRecord) plan.JobObs {
