@@ -347,7 +347,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 			st.Mode = power.ModeHard
 		}
 		st.Seen, st.LastRequestSeen, st.HoldBroken = nil, time.Time{}, time.Time{}
-		st.RewriteSeen, st.LastRewriteSeen, st.SoftSince = time.Time{}, time.Time{}, time.Time{}
+		st.RewriteSeen, st.LastRewriteSeen, st.SoftSince, st.OffOnSane = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	}
 	if st.Pending() {
 		c.see(d.Requests, p, st)
@@ -559,6 +559,7 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	clamp("offlineSoftSince", &st.OfflineSoftSince)
 	clamp("offlineOffSeen", &st.OfflineOffSeen)
 	clamp("unsureSince", &st.UnsureSince)
+	clamp("offOnSane", &st.OffOnSane)
 	if st.ActingSince.After(p) {
 		// Moved earlier it would date earlier processes' presses early:
 		// dropped (a restart then counts them from its own start).

@@ -25,7 +25,7 @@ func (c Config) deprovision(o Observed, d *Decision) {
 	d.Status.Seen, d.Status.LastRequestSeen = nil, time.Time{}
 	d.Status.RewriteSeen, d.Status.LastRewriteSeen = time.Time{}, time.Time{}
 	d.Status.OfflineSince, d.Status.OfflineMode, d.Status.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
-	d.Status.UnsureSince = time.Time{}
+	d.Status.UnsureSince, d.Status.UnsureInterrupted = time.Time{}, false
 	d.Phase = PhaseDeprovisioned
 	d.Reason = "deprovisioned: reboot requests cleared"
 	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
@@ -52,7 +52,7 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		st.Mode = power.ModeHard
 	}
 	run := c.unsureRun(o, st, now)
-	if st.Covers() || c.releasedPending(o, run, now, hasKeyed, len(d.Requests) == 0) {
+	if st.Covers() || c.releasedPending(o, st, run, now, hasKeyed, len(d.Requests) == 0) {
 		// No keyed request left before the evidence came, on a BMC that
 		// reads Transitioning for long: the evidence may never come (a
 		// BMC stuck on it while the host is off), so the reboot ends as
@@ -161,6 +161,9 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	}
 	if st.Mode == power.ModeSoft && !st.softSent() {
 		st.SoftSince = p // SoftTimeout counts from the first soft power-off
+	}
+	if !isUnsure(o.Power) && !st.offOnSane() {
+		st.OffOnSane = p // a later run of unsure readings began after this reading (releasedPending)
 	}
 	d.sendOff(send, st.Mode)
 	if d.Reason == "" && last.Action == ActionPowerOff && last.Mode == send && last.Class == power.ClassNone && o.Power == power.StateOn {

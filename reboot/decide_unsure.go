@@ -16,11 +16,14 @@ func isUnsure(p power.State) bool {
 // it covers the whole run (Observed.UnsureWhole), else the longer of it
 // and the time since Status.UnsureSince (a run that began before a
 // restart), once this process has itself seen unsure readings for
-// unsureNote. UnsureSince is kept through spells of On or Off readings
-// shorter than StaleReads (noteUnsure: no write per run of a flapping
-// BMC), so it may date an earlier run: a process that has seen only
-// the end of a short run would take several runs for one and act on a
-// host off all along (TestReview36z_RestartDuringFlappingNullFalseHoldBroken).
+// unsureNote, and only if no On or Off reading is known to have come
+// since UnsureSince (Status.UnsureInterrupted). UnsureSince is kept
+// through spells of On or Off readings shorter than StaleReads
+// (noteUnsure: no write per run of a flapping BMC), so it may date an
+// earlier run: a process that has seen only the end of a short run
+// would take several runs for one and act on a host off all along
+// (TestReview36z_RestartDuringFlappingNullFalseHoldBroken,
+// TestReview36aa_RestartEarlyInLongerFlappingNullFalseHoldBroken).
 // Waiting for unsureNote of its own leaves a restart at most that late
 // on a run that is long.
 func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
@@ -28,7 +31,7 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 		return 0
 	}
 	run := o.UnsureFor
-	if o.UnsureWhole || run < c.unsureNote() {
+	if o.UnsureWhole || run < c.unsureNote() || st.UnsureInterrupted {
 		return run
 	}
 	if at := st.UnsureSince; !at.IsZero() && !at.After(now) {
@@ -46,15 +49,31 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 // (TestReview36x_HeldHostFlappingNullChurnsUnsureSince,
 // TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince), nor do
 // runs no rule reads (TestReview36y_RunningHostNullRunsChurnUnsureSince).
+// A shorter spell of On or Off readings marks it interrupted
+// (Status.UnsureInterrupted), once: a controller restarted later
+// during a run does not count from it. Such a controller, once it has
+// read unsure readings for unsureNote itself, writes the run anew from
+// its first one (it did not see the run begin: no earlier instant is
+// known to be in it), and so does one that saw a whole run last
+// unsureLong (a write the stuck rules make anyway); runs seen whole and
+// shorter write nothing, so a flapping BMC costs no write per run
+// (TestReview36xFix_LongNullRunsBoundedWrites).
 func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
 	if !isUnsure(o.Power) {
-		if o.SaneFor >= c.saneClears(o, st) {
-			st.UnsureSince = time.Time{}
+		switch {
+		case o.SaneFor >= c.saneClears(o, st):
+			st.UnsureSince, st.UnsureInterrupted = time.Time{}, false
+		case !st.UnsureSince.IsZero():
+			st.UnsureInterrupted = true
 		}
 		return
 	}
-	if st.UnsureSince.IsZero() && o.UnsureFor >= c.unsureNote() && runMatters(o, st) {
-		st.UnsureSince = now.Add(-o.UnsureFor).Truncate(c.Precision)
+	if o.UnsureFor < c.unsureNote() || !runMatters(o, st) {
+		return
+	}
+	anew := st.UnsureInterrupted && (!o.UnsureWhole || c.unsureLong(o.UnsureFor))
+	if st.UnsureSince.IsZero() || anew {
+		st.UnsureSince, st.UnsureInterrupted = now.Add(-o.UnsureFor).Truncate(c.Precision), false
 	}
 }
 
@@ -213,36 +232,42 @@ func (c Config) releasedOn(o Observed, run time.Duration, now time.Time) bool {
 // no keyed request left (none was, or every one was withdrawn: keyed
 // requests hold the host until they go), and a long run of
 // Transitioning readings that releasedOn answers. A reboot with a bare
-// request (Annotation) asks it only after its own power-off was
-// accepted (Observed.LastCall, for this reboot), the run of
-// Transitioning readings began after it (runAfter: before, the readings
-// show nothing of it, and pending sends it again), and it is over
-// (offOver): a
-// BMC stuck reading Transitioning while the host is off never gives the
-// Off reading its evidence needs, and the reboot would stay pending,
-// the host off, for good
-// (TestReview36y_BareRebootOnStuckPoweringOffOffForEver). Its
+// request (Annotation) asks it only if a power-off of its own was
+// decided on an On or Off reading (Status.OffOnSane: the run began
+// after that reading, maybe because of it; a run under way before
+// shows nothing of it, and pending sends the power-off again,
+// TestReview36z_BareRebootDoneWithoutPowerOff), its latest power-off
+// was accepted (Observed.LastCall, for this reboot: after a restart,
+// pending sends it again) and it is over (offOver): a BMC stuck
+// reading Transitioning while the host is off never gives the Off
+// reading its evidence needs, and the reboot would stay pending, the
+// host off, for good (TestReview36y_BareRebootOnStuckPoweringOffOffForEver).
+// The readings are compared with nothing on a clock: a power-off
+// repeated later in the run, a restart during it, a step of the wall
+// clock change nothing
+// (TestReview36aa_BareRebootStuckPoweringOffLostAnswerOffForEver,
+// TestReview36aa_BareRebootStuckPoweringOffRestartOffForEver,
+// TestReview36aa_BareRebootStuckPoweringOffClockBackOffForEver,
+// TestReview36aa_BareWithFenceStuckPoweringOffOffForEver). Its
 // annotation is removed and LastPoweredOn written as for a reboot
-// done, though no Off reading showed it off.
-func (c Config) releasedPending(o Observed, run time.Duration, now time.Time, hasKeyed, none bool) bool {
+// done, though no Off reading showed it off: a BMC whose power-off job
+// hangs (accepted, shown Transitioning for ever, never carried out)
+// gives the same readings, and its reboot is so reported done though
+// the host never went off (doc.go, Guarantees:
+// TestReview36aa_BareRebootHungPoweringOffReportedDone).
+func (c Config) releasedPending(o Observed, st *Status, run time.Duration, now time.Time, hasKeyed, none bool) bool {
 	if hasKeyed || !o.Online || !c.releasedOn(o, run, now) {
 		return false
 	}
 	l := o.LastCall
-	return none || l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(o.Status.work()) &&
-		c.runAfter(run, l, now)
+	return none || st.offOnSane() && l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(st.work())
 }
 
-// runAfter reports whether the run of unsure readings (unsureRun, run
-// long now) began after call l returned (within Config.Precision, to
-// which Status.UnsureSince is truncated): the readings changed after it,
-// maybe because of it. A run that was under way before it shows nothing
-// of what the call did (a BMC stuck reading Transitioning while the host
-// runs, which accepts a ForceOff and drops it:
-// TestReview36z_BareRebootDoneWithoutPowerOff).
-func (c Config) runAfter(run time.Duration, l Call, now time.Time) bool {
-	since := now.Sub(l.At)
-	return since >= 0 && run <= since+c.Precision
+// offOnSane reports whether a power-off of the pending reboot was
+// decided on an On or Off reading (Status.OffOnSane, not an earlier
+// reboot's).
+func (s Status) offOnSane() bool {
+	return !s.OffOnSane.IsZero() && !s.OffOnSane.Before(s.PendingRebootSince)
 }
 
 // stuckOff sets d to power a held host off after a long run of unsure

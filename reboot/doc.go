@@ -182,15 +182,21 @@
 //     no keyed request of a pending reboot is left before its evidence
 //     came, which ends the reboot: every request withdrawn
 //     (TestReview36x_FenceReleasedBeforeEvidenceOnStuckPoweringOffStaysOff),
-//     or only a bare request (Annotation) whose power-off the BMC
+//     or only a bare request (Annotation) whose latest power-off the BMC
 //     accepted, when the Off reading never comes (a BMC stuck reading
-//     Transitioning while the host is off) and the run of Transitioning
-//     readings began after that power-off (one under way before it shows
-//     nothing of it: the power-off is sent again,
-//     TestReview36z_BareRebootDoneWithoutPowerOff): its annotation is removed and
+//     Transitioning while the host is off), if a power-off of the reboot
+//     was decided on an On or Off reading (Status.OffOnSane, persisted:
+//     the run began after that reading; a run under way before shows
+//     nothing of the power-off, which is sent again,
+//     TestReview36z_BareRebootDoneWithoutPowerOff; no clock is compared,
+//     so a power-off repeated later in the run, a restart or a step of
+//     the wall clock does not keep the host off for good,
+//     TestReview36aa_BareRebootStuckPoweringOffRestartOffForEver): its annotation is removed and
 //     Status.LastPoweredOn written as for a reboot done, though no Off
 //     reading showed the host off, and Status.LastPoweredOff is not moved
-//     (TestReview36y_BareRebootOnStuckPoweringOffOffForEver). The run is
+//     (TestReview36y_BareRebootOnStuckPoweringOffOffForEver; the one
+//     exception to the Guarantees' "evidence covering the request",
+//     below). The run is
 //     measured on the monotonic clock from its first reading, if this
 //     controller read On or Off before it (Observed.UnsureWhole); a run
 //     a stuck rule may act on (a reboot pending, Online false, or a
@@ -199,9 +205,15 @@
 //     readings have lasted StaleReads (SoftTimeout + StaleReads for a
 //     host with Online true and no reboot pending), so that a controller restarted
 //     during it counts it from its start (once it has itself read unsure
-//     readings for half of SoftTimeout + StaleReads: kept through short
-//     sane spells, the value may date an earlier run), and short runs
-//     write nothing. A
+//     readings for half of SoftTimeout + StaleReads), and short runs
+//     write nothing. A shorter spell of On or Off readings does not clear
+//     it but marks it interrupted (Status.UnsureInterrupted, one write, not
+//     one per spell): a restarted controller then counts only the run it
+//     reads itself, and writes that anew, so that it never takes several
+//     short runs of a flapping BMC for one long one and records a
+//     HoldBroken on a host off all along
+//     (TestReview36aa_RestartEarlyInLongerFlappingNullFalseHoldBroken); a
+//     sane spell no controller read (while none ran) is not known. A
 //     power-off that may press the power button (a Controller that
 //     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
 //     sent only on an On reading taken StaleReads after this controller's
@@ -524,7 +536,18 @@
 //     (reboot.metal3.io/ with an empty or malformed key) are ignored with a
 //     warning and never hold a host.
 //   - The bare annotation is removed only on evidence covering the
-//     request; no request causes two power cycles, except that a call
+//     request, but for one exception: a bare reboot whose accepted
+//     power-off is followed, on a BMC whose power-on sets the power, by
+//     Transitioning readings for longer than SoftTimeout + StaleReads
+//     (beginning after a reading that said On or Off) ends as done without
+//     an Off reading (see Unknown, above: a BMC stuck reading it
+//     while the host is off would keep the host off for good). A BMC
+//     whose power-off job hangs (accepted, shown Transitioning for ever,
+//     never carried out) gives the same readings, and its reboot is so
+//     reported done, the host powered on, though it never went off
+//     (TestReview36aa_BareRebootHungPoweringOffReportedDone); the fencing
+//     evidence (Status.LastPoweredOff, Fenced) is never moved so. No
+//     request causes two power cycles, except that a call
 //     whose answer was lost may land after the power-on (A5) and cycle
 //     the host once more, which no controller can stop (the state
 //     machines draw such late landings: fake.Fault.Late).
@@ -543,7 +566,8 @@
 //
 // Power-off is issued in the first pass that sees a request. Removing the
 // bare annotation and powering on happen in one pass once the evidence
-// covers every request. Requests that arrive while a reboot is pending join
+// covers every request (or on the stuck-Transitioning exception named in
+// the Guarantees). Requests that arrive while a reboot is pending join
 // it; one that arrives after the power-on starts a new reboot. A pass that
 // changes nothing allocates nothing (DecideInto); Decide costs O(k log k)
 // in the number of requests.

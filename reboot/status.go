@@ -107,16 +107,33 @@ type Status struct {
 	// counts the run from it, not from its start, once it has itself
 	// read unsure readings for half of SoftTimeout + StaleReads (it may
 	// date an earlier run, see below:
-	// TestReview36z_RestartDuringFlappingNullFalseHoldBroken), so that
+	// TestReview36z_RestartDuringFlappingNullFalseHoldBroken), and only
+	// if no On or Off reading is known to have come since
+	// (UnsureInterrupted), so that
 	// restarts every few minutes do not keep a held host that
 	// someone else powered on running for ever
 	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes) nor a
 	// released one off for ever
 	// (TestReview36x_ReleasedOnStuckPoweringOffRestartsEveryThreeMinutes);
 	// such a controller reads it on the wall clock (a forward step
-	// lengthens the run) and, kept through short sane spells, it may
-	// span several runs. Zero otherwise.
+	// lengthens the run) and, kept through short sane spells no
+	// controller read (while none ran), it may span several runs. Zero
+	// otherwise.
 	UnsureSince time.Time
+	// UnsureInterrupted says that a reading said On or Off after the run
+	// UnsureSince dates began (a sane spell too short to clear it, see
+	// above): UnsureSince may then be earlier than the current run's
+	// start, and a controller that did not see the current run begin
+	// does not count from it (it would take several short runs for one
+	// long one, and record a HoldBroken on a host off all along:
+	// TestReview36aa_RestartEarlyInLongerFlappingNullFalseHoldBroken).
+	// It is written once, at the first such reading, not at every
+	// spell of a flapping BMC; UnsureSince is written again, and this
+	// cleared, by a controller that has itself read unsure readings for
+	// half of SoftTimeout + StaleReads without seeing the run begin (from
+	// its first such reading: a restart's), or that saw the whole run
+	// last SoftTimeout + StaleReads. Cleared with UnsureSince.
+	UnsureInterrupted bool
 	// OfflineSoftSince is, for the Online=false enforcement, what
 	// SoftSince is for a pending reboot: when its first soft power-off
 	// was decided; OfflineMode falls back to hard SoftTimeout after it.
@@ -196,6 +213,21 @@ type Status struct {
 	// (TestReview36t_UpgradeIdleHostSoftRebootHeldSixMinutesThenCutHard,
 	// TestReview36tFix_HeldBackSoftRebootTriedSoftFirst).
 	SoftSince time.Time
+	// OffOnSane is when the controller first decided a power-off of the
+	// pending reboot in a pass whose reading said On or Off (truncated to
+	// Config.Precision), written in the versioned write before it is sent;
+	// zero, or earlier than PendingRebootSince (an earlier reboot's),
+	// while none was. A run of unsure readings under way after it began
+	// after that reading, so maybe because of the power-off: a pending
+	// reboot with only a bare request left ends as a released one on a
+	// long run of Transitioning readings only if it is set (see doc.go,
+	// and Config: releasedPending). Persisted, and clock-free, so that
+	// neither a restart, nor a power-off repeated later in the run, nor
+	// a step of the wall clock loses it
+	// (TestReview36aa_BareRebootStuckPoweringOffRestartOffForEver,
+	// TestReview36aa_BareRebootStuckPoweringOffLostAnswerOffForEver,
+	// TestReview36aa_BareRebootStuckPoweringOffClockBackOffForEver).
+	OffOnSane time.Time
 	// Format is the format of the status: StatusFormat in every status
 	// this version writes (with anything else in it), zero in one written
 	// before every press was recorded in LastPress (power-offs and
@@ -224,7 +256,8 @@ func (s Status) Equal(o Status) bool {
 		s.HoldBroken.Equal(o.HoldBroken) && s.OfflineOffSeen.Equal(o.OfflineOffSeen) && s.UnsureSince.Equal(o.UnsureSince) &&
 		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
 		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works &&
-		s.SoftSince.Equal(o.SoftSince) && s.OfflineSoftSince.Equal(o.OfflineSoftSince) && s.Format == o.Format
+		s.SoftSince.Equal(o.SoftSince) && s.OfflineSoftSince.Equal(o.OfflineSoftSince) && s.Format == o.Format &&
+		s.UnsureInterrupted == o.UnsureInterrupted && s.OffOnSane.Equal(o.OffOnSane)
 }
 
 // Pending reports whether a reboot is pending.

@@ -274,7 +274,7 @@ func TestReview37v_ExecutorFleetFileFollowsSymlink(t *testing.T) {
 	}
 	const ops, op = 4242, 4343
 	e, _, _ := review37sWorld(t, 1)
-	shareStore(t, e.store, 0, ops, 0o2770)
+	shareStore(t, e.store, 0, ops, 0o770|os.ModeSetgid)
 	secret := filepath.Join(t.TempDir(), "sudoers.d")
 	require.NoError(t, os.Mkdir(secret, 0o700)) // root's only
 	target := filepath.Join(secret, "zz-rebootctl")
