@@ -203,6 +203,7 @@ type Powers struct {
 	pinned map[string]*pinnedRead // background readings of pinned BMCs (pinnedReadsOff)
 	seen   map[string]*pinnedSeen // when their requests were first found gone (pinnedNotBefore)
 	pinOn  map[string]*pinnedOn   // power-on attempts through pinned BMCs (RebootRecord's PowerOnThrough)
+	tasks  map[string]*taskRead   // readings of overdue bookings' task monitors (taskHold)
 	// readCtx is the parent of the pinned readings, cancelled by Close.
 	readCtx  context.Context
 	readStop context.CancelFunc
