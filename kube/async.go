@@ -47,7 +47,11 @@ const DefaultTaskLimit = 10 * time.Minute
 // never handed to a later pass: a reading is always taken during the call
 // that returns it. The answer of a power-on or power-off that comes too
 // late is kept for the next pass (reboot.LateAnswerer): a slow BMC's "hard
-// power-off unsupported" makes the reboot controller power off soft.
+// power-off unsupported" makes the reboot controller power off soft. A
+// command that may power the host on is written to the host's reboot
+// record before it is sent, when the controller records (Powers.Controller:
+// bookSend), and nothing is sent if that write fails; the record then
+// follows its answer (removed, shortened, or given its task).
 type Async struct {
 	// Power gives a host's controller (Powers.Controller, guarded).
 	Power func(name string) (power.Controller, error)
