@@ -141,21 +141,21 @@ func newOverdueWorld(t *testing.T, trusted bool) *overdueWorld {
 
 // hold is the record's hold of h1 as a pass finds it (sentHold, then
 // taskHold), from the record read afresh.
-func (w *overdueWorld) hold(t *testing.T) (error, *v1alpha1.PowerOnSent) {
+func (w *overdueWorld) hold(t *testing.T) (*v1alpha1.PowerOnSent, error) {
 	t.Helper()
 	var rec v1alpha1.RebootRecord
 	require.NoError(t, w.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "h1"}, &rec))
-	return w.p.taskHold(w.bmh, &rec, w.p.sentHold(&rec, "h1")), rec.Spec.PowerOnSent
+	return rec.Spec.PowerOnSent, w.p.taskHold(w.bmh, &rec, w.p.sentHold(&rec, "h1"))
 }
 
 // untilHold calls hold every 50 ms until ok says so or 10 s passed.
-func (w *overdueWorld) untilHold(t *testing.T, ok func(error) bool) (error, *v1alpha1.PowerOnSent) {
+func (w *overdueWorld) untilHold(t *testing.T, ok func(error) bool) (*v1alpha1.PowerOnSent, error) {
 	t.Helper()
 	end := time.Now().Add(10 * time.Second)
 	for {
-		err, s := w.hold(t)
+		s, err := w.hold(t)
 		if ok(err) || time.Now().After(end) {
-			return err, s
+			return s, err
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -180,7 +180,7 @@ func TestTaskHoldReadsOverdueTask(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := newOverdueWorld(t, true)
-			err, s := w.untilHold(t, func(err error) bool { return errors.Is(err, ErrTaskOverdue) && w.reads.Load() > 0 })
+			s, err := w.untilHold(t, func(err error) bool { return errors.Is(err, ErrTaskOverdue) && w.reads.Load() > 0 })
 			require.ErrorIs(t, err, ErrTaskOverdue, "a running task holds the host for good: %v", err)
 			assert.ErrorIs(t, err, ErrInFlight)
 			assert.Contains(t, err.Error(), "powerOnSent", "says the fix")
@@ -193,21 +193,21 @@ func TestTaskHoldReadsOverdueTask(t *testing.T) {
 			w.p.tasks["h1"].end = time.Now().Add(-overdueReread) // the next pass reads again
 			w.p.mu.Unlock()
 			var rec v1alpha1.RebootRecord
-			err, _ = w.untilHold(t, func(error) bool {
+			_, err = w.untilHold(t, func(error) bool {
 				require.NoError(t, w.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "h1"}, &rec))
 				return rec.Spec.PowerOnSent.Returned != ""
 			})
 			require.NotEmpty(t, rec.Spec.PowerOnSent.Returned, "the task read %s: the booking is stamped Returned (%v)", c.name, err)
-			err, _ = w.hold(t)
+			_, err = w.hold(t)
 			assert.ErrorIs(t, err, ErrInFlight, "held StaleReads after the stamp")
 			assert.NotErrorIs(t, err, ErrTaskOverdue)
-			err, _ = w.untilHold(t, func(err error) bool { return err == nil })
+			_, err = w.untilHold(t, func(err error) bool { return err == nil })
 			assert.NoError(t, err, "released StaleReads after the stamp")
 		})
 	}
 	t.Run("untrusted address", func(t *testing.T) {
 		w := newOverdueWorld(t, false)
-		err, _ := w.hold(t)
+		_, err := w.hold(t)
 		require.ErrorIs(t, err, ErrTaskOverdue)
 		assert.Contains(t, err.Error(), "does not read that task")
 		time.Sleep(300 * time.Millisecond)
