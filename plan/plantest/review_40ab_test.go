@@ -133,11 +133,13 @@ func (f *forgetfulCancel) ObserveView(ctx context.Context, v plan.View) (plan.Ob
 // TestReview40ab_FleetContractNeverCancels: plan.Fleet's contract says
 // the fleet keeps every job it created, finished or not, for RetainJobs,
 // and that the executor counts a cancelled job's server offline "until
-// Observe reports the job ended". A fleet whose CancelJob forgets the job
-// at once makes the executor take the cancelled reboot as ended
-// (StepCancelJob: !Exists -> failed, no longer in flight) while its job
-// may still power the server off: one more server offline than the plan
-// allows. FleetContract never calls CancelJob, so it passes such a fleet.
+// Observe reports the job ended" (a job that already sent its reboot
+// command reboots the server all the same). A fleet whose CancelJob
+// forgets the job at once makes the executor take the cancelled reboot as
+// over (StepCancelJob: !Exists -> failed, no longer in flight) while the
+// job may still be under way: its server then counts offline only while
+// the fleet happens to read it down. FleetContract never calls CancelJob
+// (nor looks at a job after a cancel), so it passes such a fleet.
 func TestReview40ab_FleetContractNeverCancels(t *testing.T) {
 	newFleet := review40abFleet("", nil, func(f *fake.Fleet) plan.Fleet { return &forgetfulCancel{Fleet: f, gone: map[string]bool{}} })
 	if f := review40abRun(t, newFleet); len(f) == 0 {
