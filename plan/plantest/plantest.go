@@ -7,7 +7,10 @@
 //
 // FleetContract checks a plan.Fleet's job contract through Observe, as the
 // Executor sees it: CreateJob idempotent per job UUID, jobs that outlive
-// their plan, and ObserveView's partiality if the fleet is a ViewFleet.
+// their plan, a cancelled job kept and reported ended, ObserveView's
+// partiality if the fleet is a ViewFleet, and the optional abilities: a
+// HeadnodeFleet with a headnode reports its services up, a ShardFleet's
+// freeze and unfreeze are observed.
 // The executor's state machine against a second writer is not part of the
 // kit (plan's own rapid tests run it on the fakes).
 package plantest
