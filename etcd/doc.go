@@ -64,7 +64,10 @@
 // fencing token (the election key's create revision, plan.Action.Fence).
 // Leadership.Guard gives the same leadership as a reboot.Guard, the fence
 // reboot.Reconciler and remediation.Reconciler ask before every write and
-// power call when their stores are not this etcd. Executor.After paces
+// power call when their stores are not this etcd; it stops answering,
+// and the contexts it handed out end, within a watch's latency of its
+// election key's deletion (an operator's `etcdctl del`, or its lease
+// revoked). Executor.After paces
 // the passes on the caller's clock. A pass (Executor.PassTimeout) gives
 // each unfinished plan its own share of what is left of it, and each
 // fleet call its own deadline within that (plan.Executor.CallTimeout): a

@@ -62,7 +62,8 @@ type Leadership struct {
 	// Resign.
 	lost bool
 	// ended is done once Resign is called, a renewal finds the
-	// leadership lost or the session ends; the contexts Guard's Hold
+	// leadership lost, the session ends or the election key is seen
+	// deleted (watchKey, once Guard's Hold ran); the contexts Guard's Hold
 	// returns end with it (made on first use: endedContext).
 	ended context.Context
 	end   context.CancelFunc

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -20,9 +23,16 @@ import (
 // returns ends at that instant. A leader paused after Hold finds the
 // context ended when it resumes; one paused before finds the lease gone.
 // After Resign (called, not returned), Hold refuses at once and the
-// contexts it returned before have ended; they end too as soon as the
-// session ends (its lease revoked by Close, or expired) or a renewal
-// finds the leadership gone.
+// contexts it returned before have ended. So it is, within a watch's
+// latency (milliseconds on a healthy cluster), once the election key is
+// deleted or the lease revoked, by Close or from outside (`etcdctl del`
+// of the key, `etcdctl lease revoke`: the next candidate leads at once):
+// a watch on the key, from the election's revision, sees the deletion,
+// and a watch that fails (no etcd leader, etcd unreachable) is replaced
+// by a read of the key and a new watch. Likewise once the session ends
+// (the lease expired) or a renewal finds the leadership gone. Whatever
+// the watch sees, Hold and its contexts never outlast the lease's bound
+// above.
 //
 // Errors wrap reboot.ErrNotLeader, and ErrNotLeader (the leadership is
 // gone) or ErrInDoubt (etcd did not answer the renewal).
@@ -60,9 +70,12 @@ func (g leaderGuard) Hold(ctx context.Context) (context.Context, context.CancelF
 }
 
 // endedContext returns the context that ends when the leadership does:
-// at Resign, when a renewal finds it lost (setLost), or when its session
+// at Resign, when a renewal finds it lost (setLost), when its session
 // ends (the lease expired or was revoked: the next candidate may lead at
-// once). One goroutine, started on first use, watches the session.
+// once), or when its election key is deleted (by hand, or with its lease
+// revoked: the next candidate leads at once, while the session learns it
+// only at its next keep-alive, a third of the TTL later). Two goroutines,
+// started on first use, watch the session and the election key.
 func (l *Leadership) endedContext() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -76,8 +89,56 @@ func (l *Leadership) endedContext() context.Context {
 			case <-ended.Done():
 			}
 		}()
+		go l.watchKey(ended)
 	}
 	return l.ended
+}
+
+// watchKey marks the leadership lost (setLost) as soon as its election key
+// is deleted or created again (a create revision other than Rev), until
+// ctx ends. It watches from Rev, so a deletion before it started is seen
+// too; when the watch fails (compacted history, no etcd leader, etcd
+// unreachable) it reads the key to tell, and watches again from there,
+// retrying with a back-off (the lease's bound, until, fences meanwhile).
+func (l *Leadership) watchKey(ctx context.Context) {
+	cli := l.session.Client()
+	rev := l.Rev
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for resp := range cli.Watch(wctx, l.Key, clientv3.WithRev(rev)) {
+			if resp.Err() != nil {
+				break
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != l.Rev {
+					cancel()
+					l.setLost()
+					return
+				}
+			}
+			rev, wait = resp.Header.Revision+1, 100*time.Millisecond
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		gctx, gcancel := context.WithTimeout(ctx, confirmTimeout)
+		got, err := cli.Get(gctx, l.Key)
+		gcancel()
+		if err == nil && (len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != l.Rev) {
+			l.setLost()
+			return
+		}
+		if err == nil {
+			rev = got.Header.Revision + 1
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 // giveUp marks the leadership lost and ends the contexts Hold returned:

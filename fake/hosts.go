@@ -92,11 +92,17 @@ func (s *RebootHosts) Get(_ context.Context, name string) (reboot.Host, error) {
 	return copyHost(h), nil
 }
 
-// Update writes annotations and status if h.Version is current.
-func (s *RebootHosts) Update(_ context.Context, h reboot.Host) (reboot.Host, error) {
+// Update writes annotations and status if h.Version is current and ctx
+// has not ended (checked after the hook set by SetInterloper, just before the
+// write, as a store that checks its context before it sends does: a
+// reboot.Guard's write after its lease ran out is refused).
+func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
 	s.between.run(h.Name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return reboot.Host{}, fmt.Errorf("fake: host %s: not written: %w", h.Name, err)
+	}
 	cur, ok := s.hosts[h.Name]
 	if !ok {
 		return reboot.Host{}, fmt.Errorf("fake: host %s: %w", h.Name, reboot.ErrNotFound)

@@ -398,7 +398,8 @@
 //     its wrapped power controllers power on or off only while the lease
 //     is held with a margin, each call bounded by the lease's end, so a
 //     leader paused across its lease's expiry makes no power call after a
-//     new leader acts.
+//     new leader acts. It watches its Lease too: deleted or held by
+//     another (by hand), the lease is lost within the watch's latency.
 //   - RebootController reconciles hosts concurrently
 //     (MaxConcurrentReconciles) with a deadline per pass, and Powers goes
 //     through a power.Pool. With Async (as the binary runs it) every BMC

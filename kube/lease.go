@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -39,6 +40,21 @@ var ErrNotLeader = fmt.Errorf("kube: not the leader (lease not held with the mar
 // same rate within Margin over a LeaseDuration (they measure it), and that
 // a call sent before its deadline is not applied by the BMC after it
 // (Margin covers the delivery).
+//
+// The other candidates do not always wait: a Lease deleted (`kubectl
+// delete lease`) or whose holderIdentity is cleared or changed by hand is
+// taken at once. While it holds the lease, a guard made by NewLeaseGuard
+// (or whose Lock is a *resourcelock.LeaseLock) reads and then watches the
+// Lease; seen deleted or held by another identity, the lease is lost at
+// once, within the watch's latency (milliseconds on a healthy API
+// server): Hold refuses, and the contexts it and the wrapped power calls
+// got have ended, until a renewal of this process holds the Lease again.
+// A watch that ends or fails is followed by a read of the Lease and a new
+// watch (with a back-off while reads fail); the lease's own bound above
+// holds whatever the watch sees. Releasing the lease (a record written
+// with another holder) ends those contexts too. The guard's identity
+// needs get and watch on the Lease (leader election already needs get,
+// create and update).
 type LeaseGuard struct {
 	// Lock is the real lock (a Lease, resourcelock.New).
 	Lock resourcelock.Interface
@@ -54,6 +70,14 @@ type LeaseGuard struct {
 	validUntil time.Duration
 	duration   time.Duration // the lease's, from the record last written
 	held       bool
+	// term is the current stretch of holding (leasewatch.go): it ends,
+	// and with it the contexts Hold and the power calls got, when the
+	// Lease is seen deleted or held by another, or released.
+	term *leaseTerm
+	// leases, leaseNS and leaseName: where NewLeaseGuard's Lease is
+	// watched, through a client without the lock's request timeout.
+	leases             coordinationv1client.LeasesGetter
+	leaseNS, leaseName string
 }
 
 var _ resourcelock.Interface = (*LeaseGuard)(nil)
@@ -68,7 +92,11 @@ func NewLeaseGuard(cfg *rest.Config, ns, name, id string, leaseDuration, renewDe
 	if err != nil {
 		return nil, fmt.Errorf("kube: leader lease: %w", err)
 	}
-	return &LeaseGuard{Lock: lock, LeaseDuration: leaseDuration}, nil
+	leases, err := coordinationv1client.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("kube: leader lease watch: %w", err)
+	}
+	return &LeaseGuard{Lock: lock, LeaseDuration: leaseDuration, leases: leases, leaseNS: ns, leaseName: name}, nil
 }
 
 func (g *LeaseGuard) now() time.Duration {
@@ -95,8 +123,12 @@ func (g *LeaseGuard) wrote(ler resourcelock.LeaderElectionRecord, sent time.Dura
 	d := min(time.Duration(ler.LeaseDurationSeconds)*time.Second, g.LeaseDuration)
 	if ler.HolderIdentity != g.Lock.Identity() || d <= 0 {
 		g.held = false // released, or a lease no other candidate waits for
+		if g.term != nil {
+			g.term.cancel()
+		}
 		return
 	}
+	g.beginTerm()
 	g.held, g.validUntil, g.duration = true, sent+d, d
 }
 
@@ -136,12 +168,8 @@ func (g *LeaseGuard) Describe() string { return g.Lock.Describe() }
 
 // remaining is how long power calls may still run (<= 0: none).
 func (g *LeaseGuard) remaining() time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.held {
-		return 0
-	}
-	return g.validUntil - g.margin(g.duration) - g.now()
+	left, _ := g.holdTerm()
+	return left
 }
 
 // Held reports whether this process holds the lease with the margin.
@@ -158,11 +186,10 @@ type guarded struct {
 func (c *guarded) State(ctx context.Context) (power.State, error) { return c.pc.State(ctx) }
 
 func (c *guarded) call(ctx context.Context, f func(context.Context) error) error {
-	left := c.g.remaining()
-	if left <= 0 {
+	ctx, cancel, ok := c.g.within(ctx)
+	if !ok {
 		return ErrNotLeader
 	}
-	ctx, cancel := context.WithTimeout(ctx, left)
 	defer cancel()
 	return f(ctx)
 }
@@ -210,13 +237,13 @@ func togglesOn(pc power.Controller) bool {
 // remediation.Reconciler run outside a controller-runtime manager (or its
 // store writes) is fenced by the same lease: it answers only while the
 // lease is held with the margin, and its context ends at the lease's end
-// minus the margin.
+// minus the margin, or as soon as the Lease is seen deleted or held by
+// another (see LeaseGuard).
 func (g *LeaseGuard) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	left := g.remaining()
-	if left <= 0 {
+	c, cancel, ok := g.within(ctx)
+	if !ok {
 		return nil, nil, fmt.Errorf("%w: %w", reboot.ErrNotLeader, ErrNotLeader)
 	}
-	c, cancel := context.WithTimeout(ctx, left)
 	return c, cancel, nil
 }
 

@@ -60,7 +60,12 @@
 //     window closing, a condition failing, the limits, a stop, or its job
 //     taken for lost: the fleet refused it) unfreezes it and freezes again
 //     when its job can start. Plan.Waiting names what
-//     a reboot waits for.
+//     a reboot waits for. The unfreeze is bounded like every step: a
+//     shard still frozen ServicesTimeout (1 h) after its primary's
+//     services came up fails the reboot (left frozen if unhealthy; if
+//     healthy, the executor goes on asking, the reboot in
+//     failed_unfreeze holding no slot, and the plan cannot end before
+//     the shard is unfrozen: Waiting and the reboot's error say so).
 //  4. Held reboots: a reboot that left pending but whose job is not
 //     created (or was lost before the fleet showed it: an executor killed
 //     between save and act, a CreateJob error) has not started: its

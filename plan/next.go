@@ -17,7 +17,13 @@ type Config struct {
 	JobTimeout time.Duration
 	// ServicesTimeout: the server's services (and the headnode's, before
 	// the next server starts) must be up this long after the job finished.
-	// Default 1 h.
+	// It bounds the unfreeze too: the database shard its primary's reboot
+	// froze must be healthy and unfrozen this long after the primary's
+	// services came up. Unhealthy, it is left frozen (the reboot fails, for
+	// a person to look at); healthy but still frozen (the fleet refuses
+	// or ignores the unfreeze), the reboot fails and goes on asking in
+	// failed_unfreeze, where it holds no slot (Offline) and Plan.Waiting
+	// names the shard. Default 1 h.
 	ServicesTimeout time.Duration
 	// ConditionMaxAge: a blocking condition's result older than this
 	// holds the plan as a failure would (it must be checked before each
@@ -203,11 +209,14 @@ func Next(p Plan, obs Observations, now time.Time) (Plan, []Action) {
 // headnode, its turn, a window or its failure domain, before its job was
 // asked for or after the job asked for was taken for lost) does not make
 // its server offline while the fleet shows no job of it: nothing of it
-// runs there. Every start decision
-// uses it, core servers included.
+// runs there. Nor does a reboot in failed_unfreeze (failed, its job
+// ended or never created, the shard still to unfreeze): its server counts
+// offline only while observed down, so a shard the fleet will not
+// unfreeze holds no slot. Every start decision uses it, core servers
+// included.
 func Offline(r Reboot, obs Observations) bool {
 	o, seen := obs.Servers[r.ServerUUID]
-	return !seen || o.Down || r.Step.InFlight() && !r.held(obs)
+	return !seen || o.Down || r.Step.InFlight() && !r.held(obs) && r.Step != StepFailFreeze
 }
 
 // Next advances the plan by what was observed: it records every step each
@@ -216,7 +225,9 @@ func Offline(r Reboot, obs Observations) bool {
 // the actions to take after saving it. It is pure: p is not modified.
 //
 // Order: core servers first, one at a time whatever the concurrency (the
-// seed's rule), the headnode first; the rest in a sliding window: the
+// seed's rule; a core reboot that failed and only asks for the shard's
+// unfreeze, in failed_unfreeze, holds the order no longer), the headnode
+// first; the rest in a sliding window: the
 // moment a reboot ends, the next one starts. Every server of the plan that
 // is offline (Offline: down for any reason, not observed, or its reboot in
 // flight, including reboots that ended as failed while their server is
@@ -696,8 +707,25 @@ func (ps *pass) advance(i int) {
 				ps.failures++
 				r.CanceledAt, r.Error = tp(now), "database shard not healthy within "+c.ServicesTimeout.String()+"; left frozen"
 				enter(StepFailed)
-			case obs.ShardHealthy || r.Step == StepFailFreeze:
+			case r.Step == StepUnfreeze && since() >= c.ServicesTimeout:
+				// Healthy, and still frozen: the fleet refuses (or
+				// ignores) every unfreeze. The reboot fails; it goes on
+				// asking in failed_unfreeze, where its server, up, no
+				// longer holds a slot (Offline).
+				fail(fmt.Sprintf("database shard (primary %s) still frozen %s after the reboot, although healthy: the fleet refused or ignored every unfreeze (the executor's log has its answers); the executor keeps asking each pass, and the plan cannot end before the shard is unfrozen: unfreeze it by hand if the fleet goes on refusing",
+					r.ServerHostname, c.ServicesTimeout))
+				continue
+			case r.Step == StepFailFreeze:
 				ps.acts = append(ps.acts, Action{Kind: ActionUnfreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+				wait(fmt.Sprintf("waiting: database shard still frozen by the failed reboot of %s (its primary); asking the fleet to unfreeze it each pass (for %s): unfreeze it by hand if the fleet goes on refusing",
+					r.ServerHostname, since().Round(time.Second)))
+			case obs.ShardHealthy:
+				ps.acts = append(ps.acts, Action{Kind: ActionUnfreeze, Server: r.ServerUUID, PlanUUID: q.UUID})
+				wait(fmt.Sprintf("waiting: unfreezing the database shard after the reboot of %s (its primary; frozen for %s since its services came up, the reboot fails at %s)",
+					r.ServerHostname, since().Round(time.Second), c.ServicesTimeout))
+			default:
+				wait(fmt.Sprintf("waiting: database shard not healthy after the reboot of %s (its primary; for %s, at most %s, then it is left frozen for a person to look at)",
+					r.ServerHostname, since().Round(time.Second), c.ServicesTimeout))
 			}
 		}
 		break

@@ -44,7 +44,7 @@ const (
 	StepUnfreeze   Step = "unfreeze"        // check the shard, unfreeze it
 	StepDone       Step = "done"            // operational
 	StepFailed     Step = "failed"          // canceled_at and error are set
-	StepFailFreeze Step = "failed_unfreeze" // failed; the shard must still be unfrozen
+	StepFailFreeze Step = "failed_unfreeze" // failed; the shard must still be unfrozen (asked each pass; no slot held: Offline)
 	StepCancelJob  Step = "cancel_job"      // timed out; the job is being cancelled and may still reboot the server
 	// StepReleased: the plan was canceled or ended while the reboot was
 	// held before its job could start (a window, a condition, the ramp, a

@@ -486,7 +486,10 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 		for _, r := range w.Reboots {
 			if r.Step.InFlight() {
 				ours += b2i(Offline(r, obs))
-				coreBusy = coreBusy || r.Core
+				// A core reboot in failed_unfreeze failed (its job
+				// ended): like a failed one, it no longer holds the
+				// core order while it asks for the unfreeze.
+				coreBusy = coreBusy || r.Core && r.Step != StepFailFreeze
 			}
 		}
 		// Core servers are the first ones and start in order: one is still

@@ -56,10 +56,18 @@ func (inv *inventory) Get(_ context.Context, name string) (reboot.Host, error) {
 	return h, nil
 }
 
-// Update implements reboot.HostStore: compare-and-swap on the version.
-func (inv *inventory) Update(_ context.Context, h reboot.Host) (reboot.Host, error) {
+// Update implements reboot.HostStore: compare-and-swap on the version,
+// and nothing written once ctx has ended. The Guard fences a write only
+// through the context it hands out: a leader paused past its lease
+// resumes with that context ended, and the store must refuse (a database
+// driver that takes the context refuses to send; check it here, under the
+// lock, just before the write).
+func (inv *inventory) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return reboot.Host{}, fmt.Errorf("inventory: %s: not written: %w", h.Name, err)
+	}
 	cur, ok := inv.hosts[h.Name]
 	if !ok {
 		return reboot.Host{}, fmt.Errorf("inventory: %s: %w", h.Name, reboot.ErrNotFound)

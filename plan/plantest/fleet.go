@@ -14,7 +14,9 @@ type Fleet struct {
 	// Fleet is the fleet.
 	Fleet plan.Fleet
 	// Servers are at least two of its servers, up, whose reboot jobs
-	// succeed.
+	// succeed. The fleet is healthy: its headnode's services up if it
+	// has one (plan.HeadnodeFleet), its database shard healthy and not
+	// frozen if it has one (plan.ShardFleet).
 	Servers []plan.Server
 	// Advance lets d of time pass in the fleet (its jobs run meanwhile):
 	// advance a fake clock, or run the fleet's workers for d.
@@ -37,11 +39,32 @@ type NewFleet func() (Fleet, error)
 //     UUID, an hour later, from the plan once it is done and from another
 //     plan that names it (RetainJobs is a day);
 //   - a job not created is not observed as existing;
+//   - if the fleet is a plan.HeadnodeFleet whose HasHeadnode is true,
+//     Observe (and ObserveView) of the healthy fleet reports
+//     HeadnodeServicesUp, before any job and an hour after the job ended:
+//     a fleet that leaves it false holds every reboot in wait_headnode
+//     for Config.ServicesTimeout, then fails it;
+//   - CancelJob keeps the job's record: the job cancelled is still
+//     observed (Exists) right after the call and until it is reported
+//     ended (Finished, Failed or Cancelled), which it must be within an
+//     hour, and an hour after that (the Executor counts the server
+//     offline until Observe reports the job ended, and takes a job it
+//     no longer sees for one that ended: a fleet that forgets a job it
+//     cancelled lets a job that may still reboot its server run outside
+//     the concurrency); CancelJob of a job that finished succeeds and
+//     keeps it observed, ended;
 //   - if the fleet is a plan.ViewFleet, ObserveView of a view holding one
 //     reboot sets Partial, observes no server and no job outside the view,
-//     and does not list in Offline a server that is up.
+//     and does not list in Offline a server that is up;
+//   - if the fleet is a plan.ShardFleet, Observe (and ObserveView)
+//     reports the healthy fleet's shard healthy (ShardHealthy: the
+//     Executor unfreezes only a healthy shard); FreezeShard, twice, makes
+//     it report the shard frozen, and UnfreezeShard, twice, not frozen,
+//     within a minute of fleet time (a shard left frozen after its
+//     primary's reboot keeps that reboot failed_unfreeze and its plan
+//     from ending).
 //
-// The job must finish within an hour of fleet time (Advance is called in
+// The jobs must finish within an hour of fleet time (Advance is called in
 // steps of ten seconds up to that).
 func FleetContract(t testing.TB, newFleet NewFleet) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -83,6 +106,7 @@ func FleetContract(t testing.TB, newFleet NewFleet) {
 	if o := observe("before any job", p); o.Jobs[job].Exists || o.Jobs[other].Exists {
 		t.Errorf("Observe before any CreateJob reports a job: %+v", o.Jobs)
 	}
+	checkHeadnode(ctx, t, f.Fleet, p, "before any job")
 	a := plan.Action{Kind: plan.ActionCreateJob, Server: s1, JobUUID: job, PlanUUID: p.UUID, Drain: true}
 	if err := f.Fleet.CreateJob(ctx, a); err != nil {
 		t.Fatalf("CreateJob: %v", err)
@@ -127,6 +151,7 @@ func FleetContract(t testing.TB, newFleet NewFleet) {
 	if late := observe("an hour later, plan done", p).Jobs[job]; !late.Exists || !late.Finished {
 		t.Errorf("an hour after it finished, from the plan done, the job observed is %+v; a fleet keeps jobs for RetainJobs (%v)", late, plan.RetainJobs)
 	}
+	checkHeadnode(ctx, t, f.Fleet, p, "an hour after the job ended")
 	q := p
 	q.UUID = "plantest-other-plan"
 	q.Reboots = slices.Clone(p.Reboots)
@@ -138,12 +163,20 @@ func FleetContract(t testing.TB, newFleet NewFleet) {
 		t.Errorf("job %s was never created, but is observed: %+v", other, o.Jobs[other])
 	}
 
-	// ObserveView: partial, the view's servers and jobs only.
-	vf, ok := f.Fleet.(plan.ViewFleet)
-	if !ok {
-		return
-	}
 	p.State = plan.StateRunning
+	if vf, ok := f.Fleet.(plan.ViewFleet); ok {
+		checkView(ctx, t, vf, p, k1, job, s2)
+	}
+	k2 := slices.IndexFunc(p.Reboots, func(r plan.Reboot) bool { return r.ServerUUID == s2 })
+	checkCancel(ctx, t, f, p, k1, k2)
+	checkShard(ctx, t, f, p)
+}
+
+// checkView checks ObserveView: partial, the view's servers and jobs
+// only (job, of the reboot at k1), and s2, up, not offline.
+func checkView(ctx context.Context, t testing.TB, vf plan.ViewFleet, p plan.Plan, k1 int, job, s2 string) {
+	t.Helper()
+	s1 := p.Reboots[k1].ServerUUID
 	full := plan.FullView(p)
 	v := full
 	v.Reboots = []plan.Reboot{p.Reboots[k1]}

@@ -7,7 +7,10 @@
 //
 // FleetContract checks a plan.Fleet's job contract through Observe, as the
 // Executor sees it: CreateJob idempotent per job UUID, jobs that outlive
-// their plan, and ObserveView's partiality if the fleet is a ViewFleet.
+// their plan, a cancelled job kept and reported ended, ObserveView's
+// partiality if the fleet is a ViewFleet, and the optional abilities: a
+// HeadnodeFleet with a headnode reports its services up, a ShardFleet's
+// freeze and unfreeze are observed.
 //
 // StateMachine runs the Executor on a fresh store per case with rapid,
 // against a second writer, crashes, clock jumps and fleet faults, checked

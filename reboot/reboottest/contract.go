@@ -19,7 +19,11 @@ import (
 // also one that changes the Status only, as the reboot controller's
 // power-on does: its compare-and-swap is what stops a power-on decided
 // before a keyed annotation was added) wraps ErrConflict and changes
-// nothing; and, if the store is a reboot.HostWatcher: Watch returns
+// nothing; an Update with a context that ended fails and writes nothing
+// (a reboot.Guard fences a write only through the context it returns: a
+// leader paused between its Hold and its Update resumes with that
+// context ended, and only the store can refuse); and, if the store is a
+// reboot.HostWatcher: Watch returns
 // within 10 s, and if it can watch (no error), 100 writes nobody reads
 // from the watch do not block, the watch then holds a value, each of three
 // later writes gives another once the value before was read (the first of
@@ -114,6 +118,25 @@ func Contract(t testing.TB, newStores NewStores) {
 	if got, _ := other.Get(ctx, "h"); !got.Status.LastPoweredOn.Equal(w.Status.LastPoweredOn) || !got.Status.LastPoweredOff.Equal(at.Add(time.Minute)) {
 		t.Errorf("after a refused Status-only write: LastPoweredOn %v, LastPoweredOff %v, want %v and the other writer's %v",
 			got.Status.LastPoweredOn, got.Status.LastPoweredOff, w.Status.LastPoweredOn, at.Add(time.Minute))
+	}
+
+	// An ended context (a Guard's, its lease run out): refused, nothing
+	// written.
+	cur, err := s.Hosts.Get(ctx, "h")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	late := cur
+	late.Annotations = map[string]string{reboot.AnnotationPrefix + "late": ""}
+	late.Status.LastPoweredOn = at.Add(3 * time.Minute)
+	ended, endCtx := context.WithCancel(ctx)
+	endCtx()
+	if _, err := s.Hosts.Update(ended, late); err == nil {
+		t.Errorf("Update with a context that ended succeeded: a store must check its context before it writes (a reboot.Guard's write after its lease ran out, from a paused leader, would land)")
+	}
+	if got, err := other.Get(ctx, "h"); err != nil || got.Version != cur.Version || got.Annotations[reboot.AnnotationPrefix+"late"] != "" || got.Status.LastPoweredOn.Equal(late.Status.LastPoweredOn) {
+		t.Errorf("after an Update with a context that ended: version %q (was %q), annotations %v, LastPoweredOn %v (%v): the write landed",
+			got.Version, cur.Version, got.Annotations, got.Status.LastPoweredOn, err)
 	}
 
 	hw, ok := s.Hosts.(reboot.HostWatcher)
