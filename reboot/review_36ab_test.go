@@ -228,3 +228,53 @@ func review36abUpgradeFlapping(t *testing.T, keepMark bool) {
 		"a fenced host, off all along (ground truth), its BMC null 150 s and Off 20 s of every 170 s, the controller upgraded from round 26 %v after the flapping began, early in a null run: the fencing client is told its hold broke at %v (%v after the upgrade; power-offs since %d); status %+v",
 		restartAt.Sub(at), broken, broken.Sub(restartAt), review36xCount(pw, fake.OpOff, at), h.Status)
 }
+
+
+// Review 36 round 28 (TestReview36ab_UpgradeDuringStuckPoweringOffRunOffForEver):
+// TestReview36aa_BareRebootStuckPoweringOffRestartOffForEver where the
+// restart is the upgrade from round 26. The previous version decided the
+// reboot's ForceOff on an On reading but had no Status.OffOnSane to write
+// (its rule, runAfter, lived in memory), and StatusFormat did not change:
+// the upgraded controller reads a pending bare reboot with no OffOnSane,
+// sends the ForceOff again on the Transitioning reading (which stamps
+// nothing) and so never ends the reboot: the host, whose reboot was
+// asked, stays off for good (ground truth). With the same status as
+// round 27 writes it (OffOnSane kept: the control round) it is powered on.
+func TestReview36ab_UpgradeDuringStuckPoweringOffRunOffForEver(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		ctx := context.Background()
+		w := newReview36World()
+		clk, store := w.clk, w.store
+		pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+		w.Power = stuckPoweringOff{pw}
+		rec := w.newRec()
+		review36uLoop(t, rec, clk, clk.Real().Add(10*time.Minute), clk.Real())
+		at := clk.Real()
+		require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+			h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`}
+		}))
+		review36uLoop(t, rec, clk, at.Add(2*time.Minute), at)
+		h, err := store.Get(ctx, "h")
+		require.NoError(t, err)
+		require.False(t, pw.HardwareOn(), "the setup: the ForceOff powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+		require.False(t, h.Status.OffOnSane.IsZero(), "the setup: the ForceOff was decided on an On reading; status %+v", h.Status)
+		// The previous version wrote this status: no OffOnSane.
+		require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+			if !keep {
+				h.Status.OffOnSane = time.Time{}
+			}
+		}))
+		rec = w.newRec() // the upgrade, inside the Transitioning run
+		end := at.Add(60 * time.Minute)
+		review36uLoop(t, rec, clk, end, at)
+		h, err = store.Get(ctx, "h")
+		require.NoError(t, err)
+		if keep {
+			require.True(t, pw.HardwareOn(), "the setup (control, OffOnSane kept): powered on; status %+v; truth %s", h.Status, rebootcheck.DescribeTruth(pw))
+			continue
+		}
+		require.True(t, pw.HardwareOn(),
+			"a bare hard reboot of a running host whose BMC (no button) reads Transitioning while it is off, the controller upgraded from round 26 2 min after the request: still off 60 min later (%d power-offs since); annotations %v; status %+v; truth %s",
+			review36xCount(pw, fake.OpOff, at), h.Annotations, h.Status, rebootcheck.DescribeTruth(pw))
+	}
+}
