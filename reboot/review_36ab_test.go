@@ -278,3 +278,68 @@ func TestReview36ab_UpgradeDuringStuckPoweringOffRunOffForEver(t *testing.T) {
 			review36xCount(pw, fake.OpOff, at), h.Annotations, h.Status, rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// Review 36 round 28 (TestReview36ab_HeldHostOnStuckTwoBusyRunsTwelveMinutes):
+// found by TestRebootStateMachineHostile (-rapid.checks=6000; the saved
+// case: a held host powered on out of band at the start of the liveness
+// phase, its BMC stuck reading Transitioning while on, two 409 answers
+// queued for its power-offs), made deterministic here. A fenced host
+// (keyed hard fence carried out: off, evidence) whose BMC then reads
+// Transitioning while the host runs is powered on by someone else. The
+// stuck rule sends a ForceOff 210 s into the run; the BMC answers it 409
+// busy (not carried out), and the next one too. runBackoff grows the
+// wait after each busy answer with the run's length (until the run has
+// doubled), so the third ForceOff goes out 14 minutes into the run: the
+// fenced host runs for 14 minutes after two transient busy answers, past
+// the bound the conformance kit's hostile state machine holds a held
+// host to once its BMC takes calls (LostLanding + 2x(SoftTimeout +
+// StaleReads) + ReissueAfter + 1 min, 12 min here).
+func TestReview36ab_HeldHostOnStuckTwoBusyRunsTwelveMinutes(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var stuck atomic.Bool
+	w.Power = flapSwitch{pw, stuckTransitioning{pw}, &stuck}
+	rec := w.newRec()
+	client := &reboot.Client{Hosts: store, Key: "fence", Now: clk.Now}
+	review36uLoop(t, rec, clk, clk.Real().Add(time.Minute), clk.Real())
+	tk, err := client.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	review36uLoop(t, rec, clk, clk.Real().Add(5*time.Minute), clk.Real())
+	fenced, err := client.Fenced(ctx, tk)
+	require.NoError(t, err)
+	require.True(t, fenced && !pw.HardwareOn(), "the setup: the fence was carried out; truth %s", rebootcheck.DescribeTruth(pw))
+	stuck.Store(true) // the BMC reads Transitioning while the host runs
+	pw.OutOfBandOn()  // someone powers the fenced host on
+	on := clk.Real()
+	pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy})
+	pw.FailNext(fake.OpOff, fake.Fault{Kind: fake.FaultBusy})
+	end := on.Add(30 * time.Minute)
+	offAt := time.Time{}
+	for clk.Real().Before(end) && offAt.IsZero() {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(on), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		if !pw.HardwareOn() {
+			offAt = clk.Real()
+			break
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		clk.Advance(min(next, 5*time.Second))
+	}
+	cfg := w.cfg
+	bound := reboot.LostLandingOf(cfg) + 2*(cfg.SoftTimeout+cfg.StaleReads) + cfg.ReissueAfter + time.Minute
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.False(t, h.Status.HoldBroken.IsZero(), "the setup: the break is reported; status %+v", h.Status)
+	require.False(t, offAt.IsZero(), "the fenced host was never powered off again; truth %s", rebootcheck.DescribeTruth(pw))
+	require.LessOrEqual(t, offAt.Sub(on), bound,
+		"a fenced host powered on by someone else, its BMC stuck reading Transitioning while on, its first two ForceOffs answered 409 busy: running %v before it is powered off again (bound %v; power-offs %d); status %+v; truth %s",
+		offAt.Sub(on), bound, review36xCount(pw, fake.OpOff, on), h.Status, rebootcheck.DescribeTruth(pw))
+}
