@@ -343,3 +343,55 @@ func TestReview36ab_HeldHostOnStuckTwoBusyRunsTwelveMinutes(t *testing.T) {
 		"a fenced host powered on by someone else, its BMC stuck reading Transitioning while on, its first two ForceOffs answered 409 busy: running %v before it is powered off again (bound %v; power-offs %d); status %+v; truth %s",
 		offAt.Sub(on), bound, review36xCount(pw, fake.OpOff, on), h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// Review 36 round 28 (TestReview36ab_HeldHostPoweredOnWhileSecondFenceJoinsNoHoldBroken):
+// Status.HoldBroken is recorded only by heldOff, that is while the
+// evidence covers every request (Status.Covers). Client A holds a fenced
+// host (keyed hard fence carried out, evidence). Client B asks for its
+// own fence: the reboot is pending again until an Off reading StaleReads
+// after B's request covers it. Someone powers the host on right after B's
+// request (within that window): pending reads it On and powers it off
+// again ("power-off accepted but the host reads on"), but records no
+// HoldBroken, and B's evidence then moves LastPoweredOff past the
+// sighting. Client A, whose hold was broken (the host ran, ground truth,
+// after A was told fenced and while A's annotation was present), gets
+// Fenced true and HoldBroken zero: the alarm Client.HoldBroken promises
+// ("when the host was last seen powered on by someone else while the
+// controller held it off for this ticket") never fires.
+func TestReview36ab_HeldHostPoweredOnWhileSecondFenceJoinsNoHoldBroken(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	w.Power = pw
+	rec := w.newRec()
+	a := &reboot.Client{Hosts: store, Key: "a", Now: clk.Now}
+	b := &reboot.Client{Hosts: store, Key: "b", Now: clk.Now}
+	review36uLoop(t, rec, clk, clk.Real().Add(time.Minute), clk.Real())
+	tkA, err := a.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	review36uLoop(t, rec, clk, clk.Real().Add(2*time.Minute), clk.Real())
+	fenced, err := a.Fenced(ctx, tkA)
+	require.NoError(t, err)
+	require.True(t, fenced && !pw.HardwareOn(), "the setup: A's fence was carried out; truth %s", rebootcheck.DescribeTruth(pw))
+	tkB, err := b.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	_, err = rec.Reconcile(ctx, "h") // the controller sees B's request
+	require.NoError(t, err)
+	clk.Advance(2 * time.Second)
+	pw.OutOfBandOn() // someone powers the held host on
+	brokeAt := clk.Real()
+	clk.Advance(time.Second) // the controller's next pass is a second later
+	review36uLoop(t, rec, clk, brokeAt.Add(5*time.Minute), brokeAt)
+	require.False(t, pw.HardwareOn(), "the setup: the host was powered off again; truth %s", rebootcheck.DescribeTruth(pw))
+	require.True(t, pw.WasOnAt(brokeAt), "the setup: the host ran after A was fenced; truth %s", rebootcheck.DescribeTruth(pw))
+	fenced, err = a.Fenced(ctx, tkA)
+	require.NoError(t, err)
+	broken, err := a.HoldBroken(ctx, tkA)
+	require.NoError(t, err)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.False(t, broken.IsZero(),
+		"client A held a fenced host (told fenced: %v); someone powered it on %v after client B asked for its own fence, and the controller powered it off again: A's HoldBroken is zero though the host ran while A's hold was in place; status %+v; truth %s",
+		fenced, brokeAt.Sub(tkB.At), h.Status, rebootcheck.DescribeTruth(pw))
+}
