@@ -229,7 +229,6 @@ func review36abUpgradeFlapping(t *testing.T, keepMark bool) {
 		restartAt.Sub(at), broken, broken.Sub(restartAt), review36xCount(pw, fake.OpOff, at), h.Status)
 }
 
-
 // Review 36 round 28 (TestReview36ab_UpgradeDuringStuckPoweringOffRunOffForEver):
 // TestReview36aa_BareRebootStuckPoweringOffRestartOffForEver where the
 // restart is the upgrade from round 26. The previous version decided the
