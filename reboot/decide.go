@@ -220,8 +220,10 @@ type Decision struct {
 	Power Action
 	// Mode is the mode of a power-off.
 	Mode power.Mode
-	// For is the work a power-off is decided for (zero for any other
-	// decision): give it to the call's outcome (Call.For).
+	// For is the work a power-off is decided for, and the pending
+	// reboot's for the power-on its stuck rule sends before it ends
+	// (bareStuck; zero for any other decision): give it to the call's
+	// outcome (Call.For).
 	For Work
 	// RequeueAfter is when to decide again if nothing changes first.
 	RequeueAfter time.Duration
@@ -326,6 +328,12 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		d.Warnings = append(d.Warnings, w)
 	}
 
+	if o.Status.Format < formatSaneOff {
+		// Written before the call, whatever its answer: not a power-off
+		// known accepted (Status.OffOnSane).
+		st.OffOnSane = time.Time{}
+	}
+
 	if o.Deprovisioned {
 		c.deprovision(o, d)
 		return
@@ -338,6 +346,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		wantHard = wantHard || r.Mode == power.ModeHard
 	}
 
+	moved := false
 	if !st.Pending() && len(d.Requests) > 0 {
 		// A new reboot. Requests seen while one is pending join it instead.
 		st.PendingRebootSince = maxTime(p, st.LastPoweredOn)
@@ -347,7 +356,8 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 			st.Mode = power.ModeHard
 		}
 		st.Seen, st.LastRequestSeen, st.HoldBroken = nil, time.Time{}, time.Time{}
-		st.RewriteSeen, st.LastRewriteSeen, st.SoftSince, st.OffOnSane = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		st.RewriteSeen, st.LastRewriteSeen, st.SoftSince = time.Time{}, time.Time{}, time.Time{}
+		st.OffOnSane, st.OffOnSaneDecided = time.Time{}, time.Time{}
 	}
 	if st.Pending() {
 		c.see(d.Requests, p, st)
@@ -358,6 +368,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 			c.noteRewrite(p, st)
 		}
 		c.evidence(o, p, st)
+		moved = st.confirmSaneOff(o)
 	}
 	if st.Pending() {
 		c.pending(o, now, p, hasBare, hasKeyed, wantHard, d)
@@ -385,6 +396,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		// a later restart or leadership may count them from then.
 		st.ActingSince = a
 	}
+	d.keepSaneOff(o, moved)
 	d.UpdateStatus = d.UpdateStatus || !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
 }
 
@@ -560,6 +572,7 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	clamp("offlineOffSeen", &st.OfflineOffSeen)
 	clamp("unsureSince", &st.UnsureSince)
 	clamp("offOnSane", &st.OffOnSane)
+	clamp("offOnSaneDecided", &st.OffOnSaneDecided)
 	if st.ActingSince.After(p) {
 		// Moved earlier it would date earlier processes' presses early:
 		// dropped (a restart then counts them from its own start).
