@@ -162,19 +162,19 @@ func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Ti
 // an accepted power-on (it makes a soft power-off wait that long for
 // its POST, poweringOn: one sent every few minutes to a host whose BMC
 // reads Transitioning whatever it does would hold every soft reboot
-// back), RetryDelay for one that failed, which is tried again no
-// later than SoftTimeout + StaleReads doubled with every such answer in
-// a row before it (Call.Errors). One that was busy and not a call
-// that got no answer (Call.Fails zero: a 409 the BMC answered, a refused
-// login, a Pool's back-off, not a timeout) shows no dead BMC: it is
-// tried again after RetryDelay doubled with every such answer in a row,
-// at most ReissueAfter, whatever the run's length, so that two 409s do
-// not keep a held host someone powered on running for a quarter of an
-// hour (TestReview36ab_HeldHostOnStuckTwoBusyRunsTwelveMinutes). A dead BMC whose every call times out
-// is tried at run lengths about 1, 2, 4, 8... times the first
-// (TestReview36x_FencedHostDeadBMCHammeredForEver); one busy answer
-// after a run of hours is tried again minutes later, not an hour later:
-// the back-off counts from the failures, not from the run's length
+// back), at least RetryDelay for one that failed or got no answer,
+// which is tried again no later than SoftTimeout + StaleReads doubled
+// with every such answer in a row before it (Call.Errors): a dead BMC
+// whose every call times out is tried at run lengths about 1, 2, 4,
+// 8... times the first (TestReview36x_FencedHostDeadBMCHammeredForEver).
+// One that was busy and got an answer, or was refused before it was
+// sent (Call.Fails zero: a 409, a refused login, a Pool's back-off; not
+// a timeout), was not carried out and shows no dead BMC: it is tried
+// again after RetryDelay doubled with every busy or failed answer in a
+// row, at most ReissueAfter, whatever the run's length, so that two 409s
+// do not keep a held host someone powered on running for a quarter of
+// an hour (TestReview36ab_HeldHostOnStuckTwoBusyRunsTwelveMinutes), nor
+// one busy answer after a run of hours a released host off for an hour
 // (TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour). An accepted
 // power-off powers nothing on: it answers the run for offRepeatCap
 // only, so that a held host someone powers on late in a long run is

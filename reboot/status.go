@@ -18,7 +18,9 @@ import (
 type Status struct {
 	// LastPoweredOn is the time the controller last decided to power the
 	// host on (the seed's lastPoweredOn), written before the power-on is
-	// sent. A client's bare reboot is done when its annotation is gone and
+	// sent; the power-on a pending bare reboot sends on a long run of
+	// Transitioning readings, which leaves it pending (bareStuck), is not
+	// recorded (it would end the reboot). A client's bare reboot is done when its annotation is gone and
 	// LastPoweredOn is later than its request. It is also the controller's
 	// evidence of its own power-on (a restart is none): a soft power-off
 	// waits for POST on a Transitioning reading only within SoftTimeout +
@@ -150,7 +152,11 @@ type Status struct {
 	OfflineSoftSince time.Time
 	// HoldBroken is when the controller first read On, since the evidence
 	// LastPoweredOff last moved, for a host it held off with evidence
-	// covering every request: someone else powered it on. The controller
+	// covering every request, or, with a keyed request present, covering
+	// the requests seen first while requests that joined later wait for
+	// theirs (those clients then see it too): someone else powered it
+	// on (TestReview36ab_HeldHostPoweredOnWhileSecondFenceJoinsNoHoldBroken).
+	// The controller
 	// powered it off again in the same pass (one that may press the power
 	// button waits for an On reading that cannot be an echo). It is also
 	// set when the readings of a held host said neither On nor Off
@@ -501,13 +507,18 @@ type Observed struct {
 	// call answering the run answers it until the run has doubled since
 	// it, at most an hour: an accepted power-on at least twice
 	// SoftTimeout + StaleReads, an accepted power-off exactly that (it
-	// powers nothing on), one that failed, was busy or refused at least
+	// powers nothing on), one that failed or got no answer at least
 	// RetryDelay and at most SoftTimeout + StaleReads doubled with each
-	// such answer in a row (Call.Errors); then the rule calls again
+	// such answer in a row (Call.Errors); one the BMC answered busy or
+	// that was refused before it was sent (busy with Call.Fails zero: not
+	// carried out, no sign of a dead BMC) RetryDelay doubled with each
+	// such answer in a row, at most ReissueAfter, whatever the run's
+	// length; then the rule calls again
 	// (TestReview36x_FencedHostDeadBMCHammeredForEver,
 	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay,
 	// TestReview36y_ReleasedDroppedPowerOnOffForEver,
-	// TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour).
+	// TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour,
+	// TestReview36ab_HeldHostOnStuckTwoBusyRunsTwelveMinutes).
 	UnsureFor time.Duration
 	// UnsureWhole says UnsureFor covers the whole current run of unsure
 	// readings: this controller read On or Off before it began (since
