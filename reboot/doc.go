@@ -207,7 +207,9 @@
 //     exception to the Guarantees' "evidence covering the request",
 //     below). Without OffOnSane (the run began before the power-off the
 //     BMC took, the host maybe off, powered off out of band before the
-//     request; or a restart since), such a bare reboot is answered as
+//     request; or the controller restarted before a Status write carried
+//     it: the pass after the call records it only with a write it makes
+//     anyway), such a bare reboot is answered as
 //     idle answers the run: once its own latest power-off, accepted, is
 //     SoftTimeout + StaleReads old, it sends a power-on that sets the
 //     power (decided for the reboot, Decision.For; LastPoweredOn is not

@@ -233,9 +233,11 @@ type Status struct {
 	// then accepted (Observed.LastCall: answered with no error, for this
 	// reboot) was decided, in a pass whose reading said On or Off
 	// (truncated to Config.Precision); zero, or earlier than
-	// PendingRebootSince (an earlier reboot's), while none was. It is
-	// written by the pass after the call, from OffOnSaneDecided: a
-	// power-off refused (busy, failed, never sent) or not made (a crash
+	// PendingRebootSince (an earlier reboot's), while none was. The
+	// passes after the call take it from OffOnSaneDecided while their
+	// last call is that one, and write it with the first Status write
+	// they make for another reason or before another power call (no
+	// write of its own): a power-off refused (busy, failed, never sent) or not made (a crash
 	// between the status write and the call) never sets it
 	// (TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff). A run
 	// of unsure readings under way after it began after that reading,
