@@ -220,10 +220,8 @@ type Decision struct {
 	Power Action
 	// Mode is the mode of a power-off.
 	Mode power.Mode
-	// For is the work a power-off is decided for, and the pending
-	// reboot's for the power-on its stuck rule sends before it ends
-	// (bareStuck; zero for any other decision): give it to the call's
-	// outcome (Call.For).
+	// For is the work a power-off is decided for (zero for any other
+	// decision): give it to the call's outcome (Call.For).
 	For Work
 	// RequeueAfter is when to decide again if nothing changes first.
 	RequeueAfter time.Duration
@@ -347,7 +345,8 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 	}
 
 	moved := false
-	if !st.Pending() && len(d.Requests) > 0 {
+	begun := !st.Pending() && len(d.Requests) > 0
+	if begun {
 		// A new reboot. Requests seen while one is pending join it instead.
 		st.PendingRebootSince = maxTime(p, st.LastPoweredOn)
 		st.Works++
@@ -357,10 +356,15 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		}
 		st.Seen, st.LastRequestSeen, st.HoldBroken = nil, time.Time{}, time.Time{}
 		st.RewriteSeen, st.LastRewriteSeen, st.SoftSince = time.Time{}, time.Time{}, time.Time{}
-		st.OffOnSane, st.OffOnSaneDecided = time.Time{}, time.Time{}
+		st.OffOnSane, st.OffOnSaneDecided, st.StuckOnDecided = time.Time{}, time.Time{}, time.Time{}
 	}
 	if st.Pending() {
-		c.see(d.Requests, p, st)
+		if c.see(d.Requests, p, st) && !begun {
+			// A request joined: what the reboot's power-offs and
+			// power-on showed before it says nothing of it
+			// (releasedPending, bareStuck).
+			st.OffOnSane, st.OffOnSaneDecided, st.StuckOnDecided = time.Time{}, time.Time{}, time.Time{}
+		}
 		if o.Changed && hasKeyed && st.LastRequestSeen.Equal(o.Status.LastRequestSeen) {
 			// Someone wrote the record and the requests are as they were:
 			// not a new request, but one may have been removed and added
@@ -473,7 +477,8 @@ func (c Config) untilEvidence(o Observed, st *Status) time.Duration {
 // see records the requests of the pending reboot: a request not seen in
 // the last pass moves LastRequestSeen to now. Both lists are sorted by
 // name, so one merge suffices, and nothing is allocated unless they differ.
-func (c Config) see(reqs []Request, p time.Time, st *Status) {
+// It reports whether a request not seen in the last pass came.
+func (c Config) see(reqs []Request, p time.Time, st *Status) (added bool) {
 	found, j := 0, 0
 	for _, r := range reqs {
 		h := valueHash(r.Value)
@@ -486,9 +491,10 @@ func (c Config) see(reqs []Request, p time.Time, st *Status) {
 			continue
 		}
 		st.LastRequestSeen = maxTime(p, st.PendingRebootSince)
+		added = true
 	}
 	if found == len(reqs) && len(reqs) == len(st.Seen) {
-		return
+		return added
 	}
 	seen := make([]string, len(reqs))
 	for i, r := range reqs {
@@ -496,6 +502,7 @@ func (c Config) see(reqs []Request, p time.Time, st *Status) {
 	}
 	slices.Sort(seen)
 	st.Seen = seen
+	return added
 }
 
 // seenID identifies a request in Status.Seen: its annotation name, '#',
@@ -573,6 +580,7 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	clamp("unsureSince", &st.UnsureSince)
 	clamp("offOnSane", &st.OffOnSane)
 	clamp("offOnSaneDecided", &st.OffOnSaneDecided)
+	clamp("stuckOnDecided", &st.StuckOnDecided)
 	if st.ActingSince.After(p) {
 		// Moved earlier it would date earlier processes' presses early:
 		// dropped (a restart then counts them from its own start).

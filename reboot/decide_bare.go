@@ -22,43 +22,46 @@ import (
 // host powered off out of band before the request, or by a power-off
 // decided on such a reading:
 // TestReview36ab_BareRebootAskedDuringStuckOffRunOffForEver,
-// TestReview36ab_UpgradeDuringStuckPoweringOffRunOffForEver). With no
-// request, idle's rule powers such a host on (releasedOn); so does the
-// reboot, with the same rule (a power-on that sets the power, never on
-// an unknown reading, once the power-off is over, offOver, and not
-// while a power-on answers the run, calledInRun), without ending: the
-// power-on is decided for the reboot (Decision.For), and LastPoweredOn
-// is not written (it would end the reboot). While it may still be under
-// way (SoftTimeout + StaleReads after it returned, accepted), a
-// Transitioning reading sends no power-off (the host in POST). A host
-// that reads On in that time was off (the BMC read Transitioning while
-// it was off): the reboot is done, as by its evidence (annotation
-// removed, LastPoweredOn written, a power-on sent that powers nothing
-// off), and no second power cycle is made; a host that still reads
-// Transitioning then is sent the reboot's power-off again. It reports
-// whether it set d. Never with a keyed request present: keyed requests
-// hold the host off until they go.
+// TestReview36ab_UpgradeDuringStuckPoweringOffRunOffForEver,
+// TestReview36abFix_BareStuckOffOneCycle). With no request, idle's rule
+// powers such a host on (releasedOn); so does the reboot, with the same
+// rule (a power-on that sets the power, never on an unknown reading,
+// once every power-off of ours is over, offOver, and not while a
+// power-on answers the run, calledInRun), once its latest power-off was
+// accepted and returned a Config.Precision tick after its latest request
+// was seen (a power-off made before a request joined says nothing of
+// it), without ending: Status.StuckOnDecided is written before it, and
+// LastPoweredOn is not (it would end the reboot). For SoftTimeout +
+// StaleReads after StuckOnDecided a Transitioning reading sends no
+// power-off (the host in POST), unless the power-on was refused (tried
+// again after its back-off), and a host that reads On was off (the BMC
+// read Transitioning while it was off): the reboot is done, as by its
+// evidence (annotation removed, LastPoweredOn written, a power-on that
+// powers nothing off), and no second power cycle is made. A host that
+// still reads Transitioning after that is sent the reboot's power-off
+// again. It reports whether it set d. Never with a keyed request
+// present: keyed requests hold the host off until they go.
 func (c Config) bareStuck(o Observed, st *Status, run time.Duration, now, p time.Time, hasBare, hasKeyed bool, d *Decision) bool {
 	if !hasBare || hasKeyed || !o.Online || o.OnToggles {
 		return false
 	}
-	l, w := o.LastCall, st.work()
-	mine := l.Action == ActionPowerOn && l.For.Is(w)
-	since := now.Sub(l.At)
-	window := mine && l.Class == power.ClassNone && since >= 0 && since < c.SoftTimeout+c.StaleReads
+	l := o.LastCall
+	at := st.StuckOnDecided
+	window := !at.IsZero() && !at.Before(st.PendingRebootSince) && !now.Before(at) && now.Sub(at) < c.SoftTimeout+c.StaleReads
+	onRefused := !at.IsZero() && l.Action == ActionPowerOn && l.Class != power.ClassNone && !l.At.Before(at)
 	switch {
 	case window && o.Power == power.StateOn:
-		return c.bareStuckDone(o, st, p, d)
-	case window && o.Power == power.StateTransitioning:
+		return c.bareStuckDone(st, p, d)
+	case window && o.Power == power.StateTransitioning && !onRefused:
 		d.Phase = PhasePoweringOn
 		d.Reason = "bare reboot; power-on sent on a long Transitioning run: wait for it"
-		d.RequeueAfter = c.cap(min(c.PollInterval, c.SoftTimeout+c.StaleReads-since))
+		d.RequeueAfter = c.cap(min(c.PollInterval, c.SoftTimeout+c.StaleReads-now.Sub(at)))
 		return true
 	case o.Power != power.StateTransitioning:
 		return false
 	}
-	offAccepted := l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(w)
-	onRefused := mine && l.Class != power.ClassNone
+	offAccepted := l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(st.work()) &&
+		!l.At.Before(st.LastRequestSeen.Add(c.Precision))
 	if !offAccepted && !onRefused {
 		return false
 	}
@@ -73,7 +76,8 @@ func (c Config) bareStuck(o Observed, st *Status, run time.Duration, now, p time
 		d.RequeueAfter = c.cap(c.PollInterval)
 		return true
 	}
-	d.Power, d.For = ActionPowerOn, w
+	st.StuckOnDecided = p
+	d.Power = ActionPowerOn
 	d.UpdateStatus = true // a versioned write before every power-on
 	d.Phase = PhasePoweringOn
 	d.Reason = "bare reboot; read Transitioning for long after its power-off (the host may be off): power on (powers nothing off; the reboot stays pending)"
@@ -85,7 +89,7 @@ func (c Config) bareStuck(o Observed, st *Status, run time.Duration, now, p time
 // power-on: as heldOff ends a released one (annotation removed,
 // LastPoweredOn written once the clock has passed the latest request,
 // a power-on that powers nothing off).
-func (c Config) bareStuckDone(o Observed, st *Status, p time.Time, d *Decision) bool {
+func (c Config) bareStuckDone(st *Status, p time.Time, d *Decision) bool {
 	d.Phase = PhasePoweringOn
 	if latest := maxTime(maxTime(st.PendingRebootSince, st.LastRequestSeen), maxTime(st.RewriteSeen, st.LastRewriteSeen)); !p.After(latest) {
 		d.Reason = "bare reboot; on after the power-on: waiting for the clock to pass the latest request"

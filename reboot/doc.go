@@ -210,18 +210,23 @@
 //     request; or the controller restarted before a Status write carried
 //     it: the pass after the call records it only with a write it makes
 //     anyway), such a bare reboot is answered as
-//     idle answers the run: once its own latest power-off, accepted, is
+//     idle answers the run: once its latest power-off, accepted and
+//     returned a Precision tick after its latest request was seen, is
 //     SoftTimeout + StaleReads old, it sends a power-on that sets the
-//     power (decided for the reboot, Decision.For; LastPoweredOn is not
-//     written, the reboot stays pending), sends no power-off on a
+//     power (Status.StuckOnDecided, written before it; LastPoweredOn is
+//     not, the reboot stays pending), sends no power-off on a
 //     Transitioning reading for SoftTimeout + StaleReads after it (the
-//     host in POST), and, if the host reads On in that time, ends as done
-//     (it was off: annotation removed, LastPoweredOn written, a power-on
-//     that powers nothing off; no second power cycle); if it still reads
-//     Transitioning, the power-off goes out again
+//     host in POST; a refused power-on is tried again after its
+//     back-off), and, if the host reads On in that time (also after a
+//     restart), ends as done (it was off: annotation removed,
+//     LastPoweredOn written, a power-on that powers nothing off; no
+//     second power cycle); if it still reads Transitioning, the
+//     power-off goes out again
 //     (TestReview36ab_BareRebootAskedDuringStuckOffRunOffForEver,
-//     TestReview36ab_UpgradeDuringStuckPoweringOffRunOffForEver). Never
-//     with a keyed request present. The run is
+//     TestReview36ab_UpgradeDuringStuckPoweringOffRunOffForEver,
+//     TestReview36abFix_BareStuckOffOneCycle). Never with a keyed request
+//     present. A request that joins the reboot clears OffOnSane and
+//     StuckOnDecided: what came before it says nothing of it. The run is
 //     measured on the monotonic clock from its first reading, if this
 //     controller read On or Off before it (Observed.UnsureWhole); a run
 //     a stuck rule may act on (a reboot pending, Online false, or a
@@ -582,7 +587,7 @@
 //     if a power-off of it decided on an On or Off reading was accepted
 //     before the run (Status.OffOnSane), or, if not, when the host reads
 //     On within SoftTimeout + StaleReads of the power-on the controller
-//     then sends it. A BMC whose power-off job hangs (accepted, shown
+//     then sends it (Status.StuckOnDecided). A BMC whose power-off job hangs (accepted, shown
 //     Transitioning for ever, never carried out) gives the first one's
 //     readings, and its reboot is so reported done, the host powered on,
 //     though it never went off
@@ -593,9 +598,7 @@
 //     never moved so. No request causes two power cycles, except that a
 //     call whose answer was lost may land after the power-on (A5) and
 //     cycle the host once more, which no controller can stop (the state
-//     machines draw such late landings: fake.Fault.Late), and that a
-//     controller restarted between the second exception's power-on and
-//     the On reading after it sends the reboot's power-off again.
+//     machines draw such late landings: fake.Fault.Late).
 //   - Online=false falls back from soft to hard Config.SoftTimeout after
 //     its first soft power-off, timed from the persisted
 //     Status.OfflineSoftSince, whatever restarts (on a BMC that may press,

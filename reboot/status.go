@@ -251,7 +251,9 @@ type Status struct {
 	// TestReview36aa_BareRebootStuckPoweringOffLostAnswerOffForEver,
 	// TestReview36aa_BareRebootStuckPoweringOffClockBackOffForEver). A
 	// status of a Format below 2 (whose OffOnSane was written before the
-	// call, whatever its answer) has it dropped.
+	// call, whatever its answer) has it dropped. A request that joins the
+	// reboot clears it (and OffOnSaneDecided): a power-off before it
+	// says nothing of it.
 	OffOnSane time.Time
 	// OffOnSaneDecided is, while OffOnSane is not set, when a power-off
 	// of the pending reboot was decided in a pass whose reading said On
@@ -263,6 +265,16 @@ type Status struct {
 	// after it (Call.At), moves it to OffOnSane: that call is the latest
 	// power-off's. Zero otherwise.
 	OffOnSaneDecided time.Time
+	// StuckOnDecided is when a pending reboot asked by bare requests
+	// only last decided the power-on that answers a long run of
+	// Transitioning readings after its power-off without ending it
+	// (bareStuck), written in the versioned write before it is sent;
+	// zero, or earlier than PendingRebootSince, otherwise, and cleared
+	// when a request joins. For SoftTimeout + StaleReads after it (on the
+	// controller's clock, so also after a restart) a Transitioning
+	// reading sends no power-off (the host in POST), and an On reading
+	// ends the reboot: the host was off (no second power cycle).
+	StuckOnDecided time.Time
 	// Format is the format of the status: StatusFormat in every status
 	// this version writes (with anything else in it), zero in one written
 	// before every press was recorded in LastPress (power-offs and
@@ -304,7 +316,8 @@ func (s Status) Equal(o Status) bool {
 		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works &&
 		s.SoftSince.Equal(o.SoftSince) && s.OfflineSoftSince.Equal(o.OfflineSoftSince) && s.Format == o.Format &&
 		s.UnsureInterrupted == o.UnsureInterrupted && s.OffOnSane.Equal(o.OffOnSane) &&
-		s.UnsureUnbroken == o.UnsureUnbroken && s.OffOnSaneDecided.Equal(o.OffOnSaneDecided)
+		s.UnsureUnbroken == o.UnsureUnbroken && s.OffOnSaneDecided.Equal(o.OffOnSaneDecided) &&
+		s.StuckOnDecided.Equal(o.StuckOnDecided)
 }
 
 // Pending reports whether a reboot is pending.
