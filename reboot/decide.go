@@ -344,7 +344,8 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		wantHard = wantHard || r.Mode == power.ModeHard
 	}
 
-	moved := false
+	var moved bool
+	var unmoved Status // OffOnSane and OffOnSaneDecided before confirmSaneOff
 	begun := !st.Pending() && len(d.Requests) > 0
 	if begun {
 		// A new reboot. Requests seen while one is pending join it instead.
@@ -372,6 +373,7 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 			c.noteRewrite(p, st)
 		}
 		c.evidence(o, p, st)
+		unmoved.OffOnSane, unmoved.OffOnSaneDecided = st.OffOnSane, st.OffOnSaneDecided
 		moved = st.confirmSaneOff(o)
 	}
 	if st.Pending() {
@@ -400,7 +402,9 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		// a later restart or leadership may count them from then.
 		st.ActingSince = a
 	}
-	d.keepSaneOff(o, moved)
+	if moved {
+		d.keepSaneOff(o, unmoved)
+	}
 	d.UpdateStatus = d.UpdateStatus || !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
 }
 

@@ -321,19 +321,20 @@ func (s *Status) confirmSaneOff(o Observed) bool {
 	return true
 }
 
-// keepSaneOff undoes confirmSaneOff's move in d.Status if nothing else
-// is to be written in this pass (no power call, no other change): the
-// call stays in the controller's memory (Observed.LastCall) until its
-// next call, whose versioned write, like any other write before, carries
-// the move the next pass makes again. A pending reboot so costs no
-// Status write of its own for it; a restart before any write forgets it
-// (bareStuck then answers a long run of Transitioning readings).
-func (d *Decision) keepSaneOff(o Observed, moved bool) {
-	if !moved || d.UpdateStatus || d.Power != ActionNone || len(d.RemoveAnnotations) > 0 {
+// keepSaneOff undoes confirmSaneOff's move in d.Status (back to
+// unmoved's OffOnSane and OffOnSaneDecided) if nothing else is to be
+// written in this pass (no power call, no other change): the call stays
+// in the controller's memory (Observed.LastCall) until its next call,
+// whose versioned write, like any other write before, carries the move
+// the next pass makes again. A pending reboot so costs no Status write
+// of its own for it; a restart before any write forgets it (bareStuck
+// then answers a long run of Transitioning readings).
+func (d *Decision) keepSaneOff(o Observed, unmoved Status) {
+	if d.UpdateStatus || d.Power != ActionNone || len(d.RemoveAnnotations) > 0 {
 		return
 	}
 	alt := d.Status
-	alt.OffOnSane, alt.OffOnSaneDecided = o.Status.OffOnSane, o.Status.OffOnSaneDecided
+	alt.OffOnSane, alt.OffOnSaneDecided = unmoved.OffOnSane, unmoved.OffOnSaneDecided
 	if alt.Equal(o.Status) {
 		d.Status = alt
 	}
