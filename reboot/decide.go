@@ -326,6 +326,12 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		d.Warnings = append(d.Warnings, w)
 	}
 
+	if o.Status.Format < formatSaneOff {
+		// Written before the call, whatever its answer: not a power-off
+		// known accepted (Status.OffOnSane).
+		st.OffOnSane = time.Time{}
+	}
+
 	if o.Deprovisioned {
 		c.deprovision(o, d)
 		return
@@ -338,7 +344,10 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		wantHard = wantHard || r.Mode == power.ModeHard
 	}
 
-	if !st.Pending() && len(d.Requests) > 0 {
+	var moved bool
+	var unmoved Status // OffOnSane and OffOnSaneDecided before confirmSaneOff
+	begun := !st.Pending() && len(d.Requests) > 0
+	if begun {
 		// A new reboot. Requests seen while one is pending join it instead.
 		st.PendingRebootSince = maxTime(p, st.LastPoweredOn)
 		st.Works++
@@ -347,10 +356,16 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 			st.Mode = power.ModeHard
 		}
 		st.Seen, st.LastRequestSeen, st.HoldBroken = nil, time.Time{}, time.Time{}
-		st.RewriteSeen, st.LastRewriteSeen, st.SoftSince, st.OffOnSane = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		st.RewriteSeen, st.LastRewriteSeen, st.SoftSince = time.Time{}, time.Time{}, time.Time{}
+		st.OffOnSane, st.OffOnSaneDecided, st.StuckOnDecided = time.Time{}, time.Time{}, time.Time{}
 	}
 	if st.Pending() {
-		c.see(d.Requests, p, st)
+		if c.see(d.Requests, p, st) && !begun {
+			// A request joined: what the reboot's power-offs and
+			// power-on showed before it says nothing of it
+			// (releasedPending, bareStuck).
+			st.OffOnSane, st.OffOnSaneDecided, st.StuckOnDecided = time.Time{}, time.Time{}, time.Time{}
+		}
 		if o.Changed && hasKeyed && st.LastRequestSeen.Equal(o.Status.LastRequestSeen) {
 			// Someone wrote the record and the requests are as they were:
 			// not a new request, but one may have been removed and added
@@ -358,6 +373,8 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 			c.noteRewrite(p, st)
 		}
 		c.evidence(o, p, st)
+		unmoved.OffOnSane, unmoved.OffOnSaneDecided = st.OffOnSane, st.OffOnSaneDecided
+		moved = st.confirmSaneOff(o)
 	}
 	if st.Pending() {
 		c.pending(o, now, p, hasBare, hasKeyed, wantHard, d)
@@ -384,6 +401,9 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		// Every power-off and press decided so far had returned by then:
 		// a later restart or leadership may count them from then.
 		st.ActingSince = a
+	}
+	if moved {
+		d.keepSaneOff(o, unmoved)
 	}
 	d.UpdateStatus = d.UpdateStatus || !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
 }
@@ -461,7 +481,8 @@ func (c Config) untilEvidence(o Observed, st *Status) time.Duration {
 // see records the requests of the pending reboot: a request not seen in
 // the last pass moves LastRequestSeen to now. Both lists are sorted by
 // name, so one merge suffices, and nothing is allocated unless they differ.
-func (c Config) see(reqs []Request, p time.Time, st *Status) {
+// It reports whether a request not seen in the last pass came.
+func (c Config) see(reqs []Request, p time.Time, st *Status) (added bool) {
 	found, j := 0, 0
 	for _, r := range reqs {
 		h := valueHash(r.Value)
@@ -474,9 +495,10 @@ func (c Config) see(reqs []Request, p time.Time, st *Status) {
 			continue
 		}
 		st.LastRequestSeen = maxTime(p, st.PendingRebootSince)
+		added = true
 	}
 	if found == len(reqs) && len(reqs) == len(st.Seen) {
-		return
+		return added
 	}
 	seen := make([]string, len(reqs))
 	for i, r := range reqs {
@@ -484,6 +506,7 @@ func (c Config) see(reqs []Request, p time.Time, st *Status) {
 	}
 	slices.Sort(seen)
 	st.Seen = seen
+	return added
 }
 
 // seenID identifies a request in Status.Seen: its annotation name, '#',
@@ -560,6 +583,8 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	clamp("offlineOffSeen", &st.OfflineOffSeen)
 	clamp("unsureSince", &st.UnsureSince)
 	clamp("offOnSane", &st.OffOnSane)
+	clamp("offOnSaneDecided", &st.OffOnSaneDecided)
+	clamp("stuckOnDecided", &st.StuckOnDecided)
 	if st.ActingSince.After(p) {
 		// Moved earlier it would date earlier processes' presses early:
 		// dropped (a restart then counts them from its own start).

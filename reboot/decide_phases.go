@@ -25,7 +25,7 @@ func (c Config) deprovision(o Observed, d *Decision) {
 	d.Status.Seen, d.Status.LastRequestSeen = nil, time.Time{}
 	d.Status.RewriteSeen, d.Status.LastRewriteSeen = time.Time{}, time.Time{}
 	d.Status.OfflineSince, d.Status.OfflineMode, d.Status.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
-	d.Status.UnsureSince, d.Status.UnsureInterrupted = time.Time{}, false
+	d.Status.UnsureSince, d.Status.UnsureInterrupted, d.Status.UnsureUnbroken = time.Time{}, false, false
 	d.Phase = PhaseDeprovisioned
 	d.Reason = "deprovisioned: reboot requests cleared"
 	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0
@@ -61,6 +61,17 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 		// TestReview36y_BareRebootOnStuckPoweringOffOffForEver).
 		c.heldOff(o, now, p, hasBare, hasKeyed, d)
 		return
+	}
+	if c.bareStuck(o, st, run, now, p, hasBare, hasKeyed, d) {
+		return
+	}
+	if o.Power == power.StateOn && hasKeyed && st.answered() && !st.HoldBroken.After(st.LastPoweredOff) {
+		// A request joined a reboot whose evidence answered earlier ones
+		// (a client may have been told fenced, and holds the host with
+		// its keyed request): someone else powered the host on, as
+		// heldOff records it
+		// (TestReview36ab_HeldHostPoweredOnWhileSecondFenceJoinsNoHoldBroken).
+		st.HoldBroken = p
 	}
 
 	d.Phase = PhasePoweringOff
@@ -162,9 +173,7 @@ func (c Config) pending(o Observed, now, p time.Time, hasBare, hasKeyed, wantHar
 	if st.Mode == power.ModeSoft && !st.softSent() {
 		st.SoftSince = p // SoftTimeout counts from the first soft power-off
 	}
-	if !isUnsure(o.Power) && !st.offOnSane() {
-		st.OffOnSane = p // a later run of unsure readings began after this reading (releasedPending)
-	}
+	st.noteSaneOff(o.Power, p) // for OffOnSane, once the call is known accepted (releasedPending)
 	d.sendOff(send, st.Mode)
 	if d.Reason == "" && last.Action == ActionPowerOff && last.Mode == send && last.Class == power.ClassNone && o.Power == power.StateOn {
 		d.Reason = "power-off accepted but the host reads on (skipped or lost): power off " + send.String() + " again"

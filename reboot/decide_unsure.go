@@ -16,14 +16,16 @@ func isUnsure(p power.State) bool {
 // it covers the whole run (Observed.UnsureWhole), else the longer of it
 // and the time since Status.UnsureSince (a run that began before a
 // restart), once this process has itself seen unsure readings for
-// unsureNote, and only if no On or Off reading is known to have come
-// since UnsureSince (Status.UnsureInterrupted). UnsureSince is kept
+// unsureNote, and only if the status says no On or Off reading came
+// since UnsureSince (Status.UnsureUnbroken: not in an older version's
+// status, nor once Status.UnsureInterrupted). UnsureSince is kept
 // through spells of On or Off readings shorter than StaleReads
 // (noteUnsure: no write per run of a flapping BMC), so it may date an
 // earlier run: a process that has seen only the end of a short run
 // would take several runs for one and act on a host off all along
 // (TestReview36z_RestartDuringFlappingNullFalseHoldBroken,
-// TestReview36aa_RestartEarlyInLongerFlappingNullFalseHoldBroken).
+// TestReview36aa_RestartEarlyInLongerFlappingNullFalseHoldBroken,
+// TestReview36ab_UpgradeEarlyInLongerFlappingNullFalseHoldBroken).
 // Waiting for unsureNote of its own leaves a restart at most that late
 // on a run that is long.
 func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
@@ -31,7 +33,7 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 		return 0
 	}
 	run := o.UnsureFor
-	if o.UnsureWhole || run < c.unsureNote() || st.UnsureInterrupted {
+	if o.UnsureWhole || run < c.unsureNote() || st.UnsureInterrupted || !st.UnsureUnbroken {
 		return run
 	}
 	if at := st.UnsureSince; !at.IsZero() && !at.After(now) {
@@ -50,8 +52,9 @@ func (c Config) unsureRun(o Observed, st *Status, now time.Time) time.Duration {
 // TestReview36x_OfflineOffHostLongNullRunsChurnUnsureSince), nor do
 // runs no rule reads (TestReview36y_RunningHostNullRunsChurnUnsureSince).
 // A shorter spell of On or Off readings marks it interrupted
-// (Status.UnsureInterrupted), once: a controller restarted later
-// during a run does not count from it. Such a controller, once it has
+// (Status.UnsureInterrupted, and no longer UnsureUnbroken), once: a
+// controller restarted later during a run does not count from it, nor
+// from one an older version wrote (no UnsureUnbroken). Such a controller, once it has
 // read unsure readings for unsureNote itself, writes the run anew from
 // its first one (it did not see the run begin: no earlier instant is
 // known to be in it), and so does one that saw a whole run last
@@ -62,18 +65,20 @@ func (c Config) noteUnsure(o Observed, now time.Time, st *Status) {
 	if !isUnsure(o.Power) {
 		switch {
 		case o.SaneFor >= c.saneClears(o, st):
-			st.UnsureSince, st.UnsureInterrupted = time.Time{}, false
+			st.UnsureSince, st.UnsureInterrupted, st.UnsureUnbroken = time.Time{}, false, false
 		case !st.UnsureSince.IsZero():
-			st.UnsureInterrupted = true
+			st.UnsureInterrupted, st.UnsureUnbroken = true, false
 		}
 		return
 	}
 	if o.UnsureFor < c.unsureNote() || !runMatters(o, st) {
 		return
 	}
-	anew := st.UnsureInterrupted && (!o.UnsureWhole || c.unsureLong(o.UnsureFor))
+	untrusted := st.UnsureInterrupted || !st.UnsureUnbroken
+	anew := untrusted && (!o.UnsureWhole || c.unsureLong(o.UnsureFor))
 	if st.UnsureSince.IsZero() || anew {
 		st.UnsureSince, st.UnsureInterrupted = now.Add(-o.UnsureFor).Truncate(c.Precision), false
+		st.UnsureUnbroken = true
 	}
 }
 
@@ -157,13 +162,19 @@ func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Ti
 // an accepted power-on (it makes a soft power-off wait that long for
 // its POST, poweringOn: one sent every few minutes to a host whose BMC
 // reads Transitioning whatever it does would hold every soft reboot
-// back), RetryDelay for one that was busy or failed, which is tried again no
-// later than SoftTimeout + StaleReads doubled with every such answer in
-// a row before it (Call.Errors). A dead BMC whose every call times out
-// is tried at run lengths about 1, 2, 4, 8... times the first
-// (TestReview36x_FencedHostDeadBMCHammeredForEver); one busy answer
-// after a run of hours is tried again minutes later, not an hour later:
-// the back-off counts from the failures, not from the run's length
+// back), at least RetryDelay for one that failed or got no answer,
+// which is tried again no later than SoftTimeout + StaleReads doubled
+// with every such answer in a row before it (Call.Errors): a dead BMC
+// whose every call times out is tried at run lengths about 1, 2, 4,
+// 8... times the first (TestReview36x_FencedHostDeadBMCHammeredForEver).
+// One that was busy and got an answer, or was refused before it was
+// sent (Call.Fails zero: a 409, a refused login, a Pool's back-off; not
+// a timeout), was not carried out and shows no dead BMC: it is tried
+// again after RetryDelay doubled with every busy or failed answer in a
+// row, at most ReissueAfter, whatever the run's length, so that two 409s
+// do not keep a held host someone powered on running for a quarter of
+// an hour (TestReview36ab_HeldHostOnStuckTwoBusyRunsTwelveMinutes), nor
+// one busy answer after a run of hours a released host off for an hour
 // (TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour). An accepted
 // power-off powers nothing on: it answers the run for offRepeatCap
 // only, so that a held host someone powers on late in a long run is
@@ -175,6 +186,9 @@ func (c Config) runBackoff(l Call, runAt time.Duration) time.Duration {
 	}
 	if l.Class == power.ClassNone {
 		return min(max(runAt, 2*(c.SoftTimeout+c.StaleReads)), retryCap)
+	}
+	if l.Class == power.ClassBusy && l.Fails == 0 {
+		return min(c.RetryDelay<<min(max(l.Errors-1, 0), 16), max(c.ReissueAfter, c.RetryDelay))
 	}
 	return min(max(runAt, c.RetryDelay), (c.SoftTimeout+c.StaleReads)<<min(max(l.Errors-1, 0), 16), retryCap)
 }
@@ -232,11 +246,14 @@ func (c Config) releasedOn(o Observed, run time.Duration, now time.Time) bool {
 // no keyed request left (none was, or every one was withdrawn: keyed
 // requests hold the host until they go), and a long run of
 // Transitioning readings that releasedOn answers. A reboot with a bare
-// request (Annotation) asks it only if a power-off of its own was
-// decided on an On or Off reading (Status.OffOnSane: the run began
-// after that reading, maybe because of it; a run under way before
-// shows nothing of it, and pending sends the power-off again,
-// TestReview36z_BareRebootDoneWithoutPowerOff), its latest power-off
+// request (Annotation) asks it only if a power-off of its own decided
+// on an On or Off reading was accepted (Status.OffOnSane: the run
+// began after that reading and after a power-off the BMC took, maybe
+// because of it; a run under way before, or a power-off refused, shows
+// nothing of it, and pending sends the power-off again,
+// TestReview36z_BareRebootDoneWithoutPowerOff,
+// TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff; bareStuck
+// answers such a run), its latest power-off
 // was accepted (Observed.LastCall, for this reboot: after a restart,
 // pending sends it again) and it is over (offOver): a BMC stuck
 // reading Transitioning while the host is off never gives the Off
@@ -263,11 +280,64 @@ func (c Config) releasedPending(o Observed, st *Status, run time.Duration, now t
 	return none || st.offOnSane() && l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(st.work())
 }
 
-// offOnSane reports whether a power-off of the pending reboot was
-// decided on an On or Off reading (Status.OffOnSane, not an earlier
-// reboot's).
+// offOnSane reports whether a power-off of the pending reboot decided
+// on an On or Off reading was accepted (Status.OffOnSane, not an
+// earlier reboot's).
 func (s Status) offOnSane() bool {
 	return !s.OffOnSane.IsZero() && !s.OffOnSane.Before(s.PendingRebootSince)
+}
+
+// noteSaneOff records, in the status written before a power-off of the
+// pending reboot decided on reading state, whether it was decided on an
+// On or Off reading (Status.OffOnSaneDecided): such a reading starts it
+// (or keeps the earlier such decision's), one that says neither clears
+// it, unless OffOnSane already holds for this reboot.
+func (s *Status) noteSaneOff(state power.State, p time.Time) {
+	switch {
+	case s.offOnSane():
+	case isUnsure(state):
+		s.OffOnSaneDecided = time.Time{}
+	case s.OffOnSaneDecided.IsZero() || s.OffOnSaneDecided.Before(s.PendingRebootSince):
+		s.OffOnSaneDecided = p
+	}
+}
+
+// confirmSaneOff moves Status.OffOnSaneDecided to OffOnSane once the
+// last call (o.LastCall) shows the latest power-off of the pending
+// reboot, decided on an On or Off reading, accepted: a power-off of
+// this reboot, answered with no error, returned at or after the
+// decision (every later power-off decision would have cleared or kept
+// it). A call refused (busy, failed), or never made (a crash between
+// the status write and the call: a restarted controller remembers no
+// call), sets nothing (TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff).
+// It reports whether it moved it (keepSaneOff may undo the move).
+func (s *Status) confirmSaneOff(o Observed) bool {
+	v, l := s.OffOnSaneDecided, o.LastCall
+	if v.IsZero() || v.Before(s.PendingRebootSince) || l.Action != ActionPowerOff ||
+		l.Class != power.ClassNone || !l.For.Is(s.work()) || l.At.Before(v) {
+		return false
+	}
+	s.OffOnSane, s.OffOnSaneDecided = v, time.Time{}
+	return true
+}
+
+// keepSaneOff undoes confirmSaneOff's move in d.Status (back to
+// unmoved's OffOnSane and OffOnSaneDecided) if nothing else is to be
+// written in this pass (no power call, no other change): the call stays
+// in the controller's memory (Observed.LastCall) until its next call,
+// whose versioned write, like any other write before, carries the move
+// the next pass makes again. A pending reboot so costs no Status write
+// of its own for it; a restart before any write forgets it (bareStuck
+// then answers a long run of Transitioning readings).
+func (d *Decision) keepSaneOff(o Observed, unmoved Status) {
+	if d.UpdateStatus || d.Power != ActionNone || len(d.RemoveAnnotations) > 0 {
+		return
+	}
+	alt := d.Status
+	alt.OffOnSane, alt.OffOnSaneDecided = unmoved.OffOnSane, unmoved.OffOnSaneDecided
+	if alt.Equal(o.Status) {
+		d.Status = alt
+	}
 }
 
 // stuckOff sets d to power a held host off after a long run of unsure

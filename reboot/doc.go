@@ -48,7 +48,9 @@
 //     webhooks. Values are never rewritten.
 //   - Status: PendingRebootSince is when the controller first saw the
 //     request; LastPoweredOn when it powered the host on (decided, written
-//     before the power-on is sent); OnConfirmed that LastPoweredOn again
+//     before the power-on is sent; not the power-on that leaves a pending
+//     bare reboot pending on a BMC stuck reading Transitioning, see
+//     Unknown below); OnConfirmed that LastPoweredOn again
 //     once an On reading that cannot be an echo confirmed it; LastPoweredOff
 //     the fencing evidence (see below). A client's reboot is done when its
 //     annotation is gone and LastPoweredOn is later than its request.
@@ -153,18 +155,22 @@
 //     (then a hard power-off, and another twice SoftTimeout + StaleReads
 //     after an accepted one, which powers nothing on, so a host powered
 //     on late in a long run is powered off again within about that
-//     (TestReview36z_HeldHostPoweredOnLateInLongNullRunRunsAnHour); one that failed,
-//     was busy or timed out answers the run for at least RetryDelay and at most
+//     (TestReview36z_HeldHostPoweredOnLateInLongNullRunRunsAnHour); one that failed
+//     or timed out answers the run for at least RetryDelay and at most
 //     SoftTimeout + StaleReads doubled with each such answer in a row
 //     (Call.Errors), so
-//     a dead BMC gets a few calls an hour, not one every RetryDelay, and
-//     one busy answer after a run of hours waits minutes, not an hour:
+//     a dead BMC gets a few calls an hour, not one every RetryDelay; one
+//     the BMC answered busy (a 409, a refused login, a Pool's back-off:
+//     not carried out, and no sign of a dead BMC) for RetryDelay doubled
+//     with each such answer in a row, at most ReissueAfter, whatever the
+//     run's length
+//     (TestReview36ab_HeldHostOnStuckTwoBusyRunsTwelveMinutes,
+//     TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour;
 //     TestReview36x_OfflineUnpluggedHostHammeredForEver,
 //     TestReview36u_OfflineNullReadingsNeverPowerOff,
 //     TestReview36v_OfflineLostHardOffNeverRepeatedOnNull,
 //     TestReview36w_OfflineOffHostFlappingNullForceOffForEver,
-//     TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce,
-//     TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour). A held
+//     TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). A held
 //     host whose readings say neither On nor Off for that long is powered
 //     off hard the same way, again every twice SoftTimeout + StaleReads
 //     while the run lasts (someone may power it on later in the run:
@@ -185,18 +191,42 @@
 //     or only a bare request (Annotation) whose latest power-off the BMC
 //     accepted, when the Off reading never comes (a BMC stuck reading
 //     Transitioning while the host is off), if a power-off of the reboot
-//     was decided on an On or Off reading (Status.OffOnSane, persisted:
-//     the run began after that reading; a run under way before shows
-//     nothing of the power-off, which is sent again,
-//     TestReview36z_BareRebootDoneWithoutPowerOff; no clock is compared,
-//     so a power-off repeated later in the run, a restart or a step of
-//     the wall clock does not keep the host off for good,
-//     TestReview36aa_BareRebootStuckPoweringOffRestartOffForEver): its annotation is removed and
+//     decided on an On or Off reading was accepted (Status.OffOnSane,
+//     persisted, and recorded only once the call's answer shows it
+//     accepted: the run began after that reading and after a power-off
+//     the BMC took; a run under way before, or a power-off refused,
+//     shows nothing of it,
+//     TestReview36z_BareRebootDoneWithoutPowerOff,
+//     TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff; no
+//     clock is compared, so a power-off repeated later in the run, a
+//     restart or a step of the wall clock does not keep the host off for
+//     good, TestReview36aa_BareRebootStuckPoweringOffRestartOffForEver): its annotation is removed and
 //     Status.LastPoweredOn written as for a reboot done, though no Off
 //     reading showed the host off, and Status.LastPoweredOff is not moved
-//     (TestReview36y_BareRebootOnStuckPoweringOffOffForEver; the one
+//     (TestReview36y_BareRebootOnStuckPoweringOffOffForEver; an
 //     exception to the Guarantees' "evidence covering the request",
-//     below). The run is
+//     below). Without OffOnSane (the run began before the power-off the
+//     BMC took, the host maybe off, powered off out of band before the
+//     request; or the controller restarted before a Status write carried
+//     it: the pass after the call records it only with a write it makes
+//     anyway), such a bare reboot is answered as
+//     idle answers the run: once its latest power-off, accepted and
+//     returned a Precision tick after its latest request was seen, is
+//     SoftTimeout + StaleReads old, it sends a power-on that sets the
+//     power (Status.StuckOnDecided, written before it; LastPoweredOn is
+//     not, the reboot stays pending), sends no power-off on a
+//     Transitioning reading for SoftTimeout + StaleReads after it (the
+//     host in POST; a refused power-on is tried again after its
+//     back-off), and, if the host reads On in that time (also after a
+//     restart), ends as done (it was off: annotation removed,
+//     LastPoweredOn written, a power-on that powers nothing off; no
+//     second power cycle); if it still reads Transitioning, the
+//     power-off goes out again
+//     (TestReview36ab_BareRebootAskedDuringStuckOffRunOffForEver,
+//     TestReview36ab_UpgradeDuringStuckPoweringOffRunOffForEver,
+//     TestReview36abFix_BareStuckOffOneCycle). Never with a keyed request
+//     present. A request that joins the reboot clears OffOnSane and
+//     StuckOnDecided: what came before it says nothing of it. The run is
 //     measured on the monotonic clock from its first reading, if this
 //     controller read On or Off before it (Observed.UnsureWhole); a run
 //     a stuck rule may act on (a reboot pending, Online false, or a
@@ -212,7 +242,12 @@
 //     reads itself, and writes that anew, so that it never takes several
 //     short runs of a flapping BMC for one long one and records a
 //     HoldBroken on a host off all along
-//     (TestReview36aa_RestartEarlyInLongerFlappingNullFalseHoldBroken); a
+//     (TestReview36aa_RestartEarlyInLongerFlappingNullFalseHoldBroken). It
+//     counts from UnsureSince only if the status says the run is unbroken
+//     (Status.UnsureUnbroken, written with every UnsureSince): an older
+//     version's status, which has no such mark, is counted from only once
+//     this controller has written its own run
+//     (TestReview36ab_UpgradeEarlyInLongerFlappingNullFalseHoldBroken); a
 //     sane spell no controller read (while none ran) is not known. A
 //     power-off that may press the power button (a Controller that
 //     implements Toggler: Redfish PushPowerButton, IPMI soft shutdown) is
@@ -233,7 +268,7 @@
 //     implements OnToggler) is recorded in Status.LastPress by a
 //     versioned write before it is sent, so a restarted controller counts
 //     a press as possibly in effect from its start if LastPress is set
-//     (or, in a status of an older Status.Format, written before that, a
+//     (or, in a status of Status.Format 0, written before that, a
 //     reboot was pending, Online=false enforced, or, on an OnToggler, a
 //     LastPoweredOn is set: such a status may hide a press), or from
 //     Status.ActingSince if the status bounds it so (A5), and a
@@ -243,7 +278,8 @@
 //     of its own whose answer was lost, a timeout the store applied, stays
 //     its own) counts that press (power-off) as sent at that pass, never
 //     earlier, and likewise a Status.LastPoweredOn (written before every
-//     power-on) as a power-on (Observed.SinceOff, SincePress, PressOver,
+//     power-on but the one a pending bare reboot sends on a long run of
+//     Transitioning readings, above, which sets the power) as a power-on (Observed.SinceOff, SincePress, PressOver,
 //     QuietFor); a press or power-off counted so was not seen answered
 //     and may have been lost, so it counts as sent Config.LostLanding
 //     later still (A5). Another leader writes its value before it sends the
@@ -331,7 +367,14 @@
 // unsupported, as above), in the same pass (backing off as
 // above if it keeps reading On; a hard power-off that may press the
 // button waits as above for an On reading that cannot be an echo). Client.HoldBroken reports it. Evidence for
-// earlier instants stays true.
+// earlier instants stays true. A request that joins a held host makes
+// the reboot pending again until the evidence covers it: an On reading
+// then, while a keyed request is present and the evidence answers the
+// requests seen first, is recorded in HoldBroken too (the host is
+// powered off again in the reboot's mode), so that a client told fenced
+// gets the alarm though the new request's evidence later covers the
+// sighting (TestReview36ab_HeldHostPoweredOnWhileSecondFenceJoinsNoHoldBroken);
+// the joining clients get it as well.
 //
 // A request is new when its annotation and value were not among those
 // seen in the last pass: only that moves LastRequestSeen, and each request
@@ -456,13 +499,13 @@
 //	    (TestReview36n_RestartThenForgetBeforeFirstPassForgetsLostLanding).
 //	    So a restarted controller, or a new leader, whose calls may press
 //	    waits LostLanding longer before it sends any power-off to a host
-//	    whose status shows a press (a LastPress; in a status of an older
-//	    Status.Format also a pending reboot, Online=false being enforced,
+//	    whose status shows a press (a LastPress; in a status of
+//	    Status.Format 0 also a pending reboot, Online=false being enforced,
 //	    or, on an OnToggler, a LastPoweredOn: TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn,
 //	    TestReview36s_RollingUpgradeHandoverPowersHeldHostOn), and a
 //	    power-off that presses SoftTimeout + StaleReads more (the counted
 //	    press may have started a shutdown, pressWait): after an upgrade to
-//	    this format, on a controller whose power-on may press, every host
+//	    Format 1, on a controller whose power-on may press, every host
 //	    whose status shows a LastPoweredOn (the fleet) waits so, and a
 //	    soft reboot asked then gets its soft power-off up to LostLanding +
 //	    SoftTimeout + StaleReads after the upgrade's first pass (6m30s with
@@ -473,7 +516,7 @@
 //	    power-on was decided, and nothing but the old process's end bounds
 //	    when that call returned (LostLanding counts from the return);
 //	    but from Status.ActingSince + Config.Precision, if the status has
-//	    one (and is of StatusFormat: an older version's ActingSince bounds
+//	    one (and is of Status.Format 1 or later: an older version's ActingSince bounds
 //	    nothing, TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress),
 //	    not from its own start or leadership: the controller writes
 //	    it, while a power-off may be in effect, once every power-off and
@@ -537,20 +580,25 @@
 //     (reboot.metal3.io/ with an empty or malformed key) are ignored with a
 //     warning and never hold a host.
 //   - The bare annotation is removed only on evidence covering the
-//     request, but for one exception: a bare reboot whose accepted
-//     power-off is followed, on a BMC whose power-on sets the power, by
-//     Transitioning readings for longer than SoftTimeout + StaleReads
-//     (beginning after a reading that said On or Off) ends as done without
-//     an Off reading (see Unknown, above: a BMC stuck reading it
-//     while the host is off would keep the host off for good). A BMC
-//     whose power-off job hangs (accepted, shown Transitioning for ever,
-//     never carried out) gives the same readings, and its reboot is so
-//     reported done, the host powered on, though it never went off
-//     (TestReview36aa_BareRebootHungPoweringOffReportedDone); the fencing
-//     evidence (Status.LastPoweredOff, Fenced) is never moved so. No
-//     request causes two power cycles, except that a call
-//     whose answer was lost may land after the power-on (A5) and cycle
-//     the host once more, which no controller can stop (the state
+//     request, but for two exceptions, on a BMC whose power-on sets the
+//     power and that reads Transitioning for longer than SoftTimeout +
+//     StaleReads after the reboot's accepted power-off (see Unknown,
+//     above: a BMC stuck reading it while the host is off would keep the
+//     host off for good): the reboot ends as done without an Off reading
+//     if a power-off of it decided on an On or Off reading was accepted
+//     before the run (Status.OffOnSane), or, if not, when the host reads
+//     On within SoftTimeout + StaleReads of the power-on the controller
+//     then sends it (Status.StuckOnDecided). A BMC whose power-off job hangs (accepted, shown
+//     Transitioning for ever, never carried out) gives the first one's
+//     readings, and its reboot is so reported done, the host powered on,
+//     though it never went off
+//     (TestReview36aa_BareRebootHungPoweringOffReportedDone); so would a
+//     BMC that drops an accepted power-off, reads Transitioning while the
+//     host runs and stops doing so right after that power-on, the
+//     second's. The fencing evidence (Status.LastPoweredOff, Fenced) is
+//     never moved so. No request causes two power cycles, except that a
+//     call whose answer was lost may land after the power-on (A5) and
+//     cycle the host once more, which no controller can stop (the state
 //     machines draw such late landings: fake.Fault.Late).
 //   - Online=false falls back from soft to hard Config.SoftTimeout after
 //     its first soft power-off, timed from the persisted
@@ -567,8 +615,9 @@
 //
 // Power-off is issued in the first pass that sees a request. Removing the
 // bare annotation and powering on happen in one pass once the evidence
-// covers every request (or on the stuck-Transitioning exception named in
-// the Guarantees). Requests that arrive while a reboot is pending join
+// covers every request (or on the stuck-Transitioning exceptions named in
+// the Guarantees, the second after a power-on of its own that left the
+// reboot pending). Requests that arrive while a reboot is pending join
 // it; one that arrives after the power-on starts a new reboot. A pass that
 // changes nothing allocates nothing (DecideInto); Decide costs O(k log k)
 // in the number of requests.

@@ -55,8 +55,8 @@ func (b actedBound) offlineOffRecent(st Status) bool {
 // bound returns when (monotonic) every power-off and press that st shows
 // had returned, by its ActingSince, and whether st says so: not if it has
 // no ActingSince, or a LastPress later than it (a press decided after it;
-// the write that records a press clears it), or if it is of an older
-// Status.Format. An older version's ActingSince does not mean this: one
+// the write that records a press clears it), or if its Status.Format
+// is below 1. An older version's ActingSince does not mean this: one
 // (review 36 round 14) wrote its process's start there and never cleared
 // it, and no power-on of it wrote LastPress, so a press such a status
 // hides (Status.hidesPress) may have been decided long after it
@@ -68,7 +68,7 @@ func (b actedBound) offlineOffRecent(st Status) bool {
 // A5).
 func (b actedBound) bound(st Status) (time.Duration, bool) {
 	v := st.ActingSince
-	if !b.set || v.IsZero() || st.Format < StatusFormat || st.LastPress.After(v) {
+	if !b.set || v.IsZero() || st.Format < formatPresses || st.LastPress.After(v) {
 		return 0, false
 	}
 	return b.start - b.startWall.Sub(v) + b.precision, true

@@ -18,7 +18,9 @@ import (
 type Status struct {
 	// LastPoweredOn is the time the controller last decided to power the
 	// host on (the seed's lastPoweredOn), written before the power-on is
-	// sent. A client's bare reboot is done when its annotation is gone and
+	// sent; the power-on a pending bare reboot sends on a long run of
+	// Transitioning readings, which leaves it pending (bareStuck), is not
+	// recorded (it would end the reboot). A client's bare reboot is done when its annotation is gone and
 	// LastPoweredOn is later than its request. It is also the controller's
 	// evidence of its own power-on (a restart is none): a soft power-off
 	// waits for POST on a Transitioning reading only within SoftTimeout +
@@ -108,8 +110,8 @@ type Status struct {
 	// read unsure readings for half of SoftTimeout + StaleReads (it may
 	// date an earlier run, see below:
 	// TestReview36z_RestartDuringFlappingNullFalseHoldBroken), and only
-	// if no On or Off reading is known to have come since
-	// (UnsureInterrupted), so that
+	// if the status says no On or Off reading came since
+	// (UnsureUnbroken), so that
 	// restarts every few minutes do not keep a held host that
 	// someone else powered on running for ever
 	// (TestReview36wFix_HeldHostOnNullRestartsEveryThreeMinutes) nor a
@@ -134,13 +136,27 @@ type Status struct {
 	// its first such reading: a restart's), or that saw the whole run
 	// last SoftTimeout + StaleReads. Cleared with UnsureSince.
 	UnsureInterrupted bool
+	// UnsureUnbroken says that UnsureSince dates the current run: it is
+	// set with every UnsureSince written, and cleared with
+	// UnsureInterrupted's first reading and with UnsureSince. Only then
+	// does a controller that did not see the run begin count from
+	// UnsureSince. A status without it (an older version's, which wrote
+	// UnsureSince but no UnsureInterrupted, or one that lost that mark)
+	// is so not counted from until the controller writes its own run
+	// anew, as above
+	// (TestReview36ab_UpgradeEarlyInLongerFlappingNullFalseHoldBroken).
+	UnsureUnbroken bool
 	// OfflineSoftSince is, for the Online=false enforcement, what
 	// SoftSince is for a pending reboot: when its first soft power-off
 	// was decided; OfflineMode falls back to hard SoftTimeout after it.
 	OfflineSoftSince time.Time
 	// HoldBroken is when the controller first read On, since the evidence
 	// LastPoweredOff last moved, for a host it held off with evidence
-	// covering every request: someone else powered it on. The controller
+	// covering every request, or, with a keyed request present, covering
+	// the requests seen first while requests that joined later wait for
+	// theirs (those clients then see it too): someone else powered it
+	// on (TestReview36ab_HeldHostPoweredOnWhileSecondFenceJoinsNoHoldBroken).
+	// The controller
 	// powered it off again in the same pass (one that may press the power
 	// button waits for an On reading that cannot be an echo). It is also
 	// set when the readings of a held host said neither On nor Off
@@ -193,7 +209,7 @@ type Status struct {
 	// minutes do not put a press off for ever
 	// (TestReview36o_RestartEveryThreeMinutesNeverReboots,
 	// TestReview36o_LeaseHiccupEveryThreeMinutesNeverReboots). Zero if
-	// unknown. Only a status of StatusFormat is read so: an older
+	// unknown. Only a status of Format 1 or later is read so: an older
 	// version wrote its process's start here and never cleared it
 	// (TestReview36t_UpgradeOldActingSinceBoundsHiddenPowerOnPress).
 	ActingSince time.Time
@@ -213,38 +229,80 @@ type Status struct {
 	// (TestReview36t_UpgradeIdleHostSoftRebootHeldSixMinutesThenCutHard,
 	// TestReview36tFix_HeldBackSoftRebootTriedSoftFirst).
 	SoftSince time.Time
-	// OffOnSane is when the controller first decided a power-off of the
-	// pending reboot in a pass whose reading said On or Off (truncated to
-	// Config.Precision), written in the versioned write before it is sent;
-	// zero, or earlier than PendingRebootSince (an earlier reboot's),
-	// while none was. A run of unsure readings under way after it began
-	// after that reading, so maybe because of the power-off: a pending
-	// reboot with only a bare request left ends as a released one on a
-	// long run of Transitioning readings only if it is set (see doc.go,
-	// and Config: releasedPending). Persisted, and clock-free, so that
-	// neither a restart, nor a power-off repeated later in the run, nor
-	// a step of the wall clock loses it
+	// OffOnSane is when a power-off of the pending reboot that the BMC
+	// then accepted (Observed.LastCall: answered with no error, for this
+	// reboot) was decided, in a pass whose reading said On or Off
+	// (truncated to Config.Precision); zero, or earlier than
+	// PendingRebootSince (an earlier reboot's), while none was. The
+	// passes after the call take it from OffOnSaneDecided while their
+	// last call is that one, and write it with the first Status write
+	// they make for another reason or before another power call (no
+	// write of its own): a power-off refused (busy, failed, never sent) or not made (a crash
+	// between the status write and the call) never sets it
+	// (TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff). A run
+	// of unsure readings under way after it began after that reading,
+	// and after a power-off the BMC took, so maybe because of it: a
+	// pending reboot with only a bare request left ends as a released
+	// one on a long run of Transitioning readings if it is set (see
+	// doc.go, and Config: releasedPending). Persisted, and clock-free,
+	// so that neither a restart, nor a power-off repeated later in the
+	// run, nor a step of the wall clock loses it
 	// (TestReview36aa_BareRebootStuckPoweringOffRestartOffForEver,
 	// TestReview36aa_BareRebootStuckPoweringOffLostAnswerOffForEver,
-	// TestReview36aa_BareRebootStuckPoweringOffClockBackOffForEver).
+	// TestReview36aa_BareRebootStuckPoweringOffClockBackOffForEver). A
+	// status of a Format below 2 (whose OffOnSane was written before the
+	// call, whatever its answer) has it dropped. A request that joins the
+	// reboot clears it (and OffOnSaneDecided): a power-off before it
+	// says nothing of it.
 	OffOnSane time.Time
+	// OffOnSaneDecided is, while OffOnSane is not set, when a power-off
+	// of the pending reboot was decided in a pass whose reading said On
+	// or Off (truncated), written in the versioned write before the call;
+	// power-offs decided later on such readings keep it, and one decided
+	// on a reading that says neither clears it (its call, accepted, shows
+	// nothing of a run already under way). The pass after a call the BMC
+	// accepted, decided for this reboot (Call.For) and returned at or
+	// after it (Call.At), moves it to OffOnSane: that call is the latest
+	// power-off's. Zero otherwise.
+	OffOnSaneDecided time.Time
+	// StuckOnDecided is when a pending reboot asked by bare requests
+	// only last decided the power-on that answers a long run of
+	// Transitioning readings after its power-off without ending it
+	// (bareStuck), written in the versioned write before it is sent;
+	// zero, or earlier than PendingRebootSince, otherwise, and cleared
+	// when a request joins. For SoftTimeout + StaleReads after it (on the
+	// controller's clock, so also after a restart) a Transitioning
+	// reading sends no power-off (the host in POST), and an On reading
+	// ends the reboot: the host was off (no second power cycle).
+	StuckOnDecided time.Time
 	// Format is the format of the status: StatusFormat in every status
 	// this version writes (with anything else in it), zero in one written
 	// before every press was recorded in LastPress (power-offs and
 	// pressing power-ons). A controller takes a zero LastPress
-	// as "no press may still land" only in a status of StatusFormat; in an
-	// older one a pending reboot, an Online=false enforcement, or a
+	// as "no press may still land" only in a status of Format 1 or
+	// later; in an older one a pending reboot, an Online=false enforcement, or a
 	// LastPoweredOn on a controller whose power-on may press (OnToggler)
 	// counts as a press a previous process may have sent, in every pass
 	// that reads it (a restart's first, a standby's, a new leader's)
 	// (TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn,
 	// TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn,
-	// TestReview36s_RollingUpgradeHandoverPowersHeldHostOn).
+	// TestReview36s_RollingUpgradeHandoverPowersHeldHostOn). Format 1
+	// recorded every press; format 2 (StatusFormat) writes OffOnSane
+	// only for a power-off the BMC accepted: an older status's OffOnSane
+	// is dropped.
 	Format int
 }
 
 // StatusFormat is the Status.Format this version writes.
-const StatusFormat = 1
+const StatusFormat = 2
+
+// formatPresses is the first Status.Format that records every press in
+// Status.LastPress and bounds the calls it shows by Status.ActingSince.
+const formatPresses = 1
+
+// formatSaneOff is the first Status.Format whose OffOnSane says the
+// power-off was accepted.
+const formatSaneOff = 2
 
 // Equal reports whether s and o hold the same instants, modes and requests.
 func (s Status) Equal(o Status) bool {
@@ -257,7 +315,9 @@ func (s Status) Equal(o Status) bool {
 		s.RewriteSeen.Equal(o.RewriteSeen) && s.LastRewriteSeen.Equal(o.LastRewriteSeen) &&
 		s.LastPress.Equal(o.LastPress) && s.ActingSince.Equal(o.ActingSince) && s.Works == o.Works &&
 		s.SoftSince.Equal(o.SoftSince) && s.OfflineSoftSince.Equal(o.OfflineSoftSince) && s.Format == o.Format &&
-		s.UnsureInterrupted == o.UnsureInterrupted && s.OffOnSane.Equal(o.OffOnSane)
+		s.UnsureInterrupted == o.UnsureInterrupted && s.OffOnSane.Equal(o.OffOnSane) &&
+		s.UnsureUnbroken == o.UnsureUnbroken && s.OffOnSaneDecided.Equal(o.OffOnSaneDecided) &&
+		s.StuckOnDecided.Equal(o.StuckOnDecided)
 }
 
 // Pending reports whether a reboot is pending.
@@ -295,6 +355,13 @@ func (s Status) Covers() bool {
 	// least one precision later, so later than the unfloored instant too.
 	return s.Pending() && !s.LastPoweredOff.IsZero() &&
 		s.LastPoweredOff.After(s.LastRequestSeen) && !s.LastPoweredOff.Before(s.PendingRebootSince)
+}
+
+// answered reports whether the fencing evidence answers some request of
+// the pending reboot: it covers PendingRebootSince, when the requests
+// seen first were seen (a request seen later may not be covered).
+func (s Status) answered() bool {
+	return s.Pending() && !s.LastPoweredOff.IsZero() && !s.LastPoweredOff.Before(s.PendingRebootSince)
 }
 
 // Call is the outcome of the last power call the applier made for this
@@ -455,13 +522,18 @@ type Observed struct {
 	// call answering the run answers it until the run has doubled since
 	// it, at most an hour: an accepted power-on at least twice
 	// SoftTimeout + StaleReads, an accepted power-off exactly that (it
-	// powers nothing on), one that failed, was busy or refused at least
+	// powers nothing on), one that failed or got no answer at least
 	// RetryDelay and at most SoftTimeout + StaleReads doubled with each
-	// such answer in a row (Call.Errors); then the rule calls again
+	// such answer in a row (Call.Errors); one the BMC answered busy or
+	// that was refused before it was sent (busy with Call.Fails zero: not
+	// carried out, no sign of a dead BMC) RetryDelay doubled with each
+	// such answer in a row, at most ReissueAfter, whatever the run's
+	// length; then the rule calls again
 	// (TestReview36x_FencedHostDeadBMCHammeredForEver,
 	// TestReview36x_StuckTransitioningRefusedPowerOnEveryRetryDelay,
 	// TestReview36y_ReleasedDroppedPowerOnOffForEver,
-	// TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour).
+	// TestReview36y_ReleasedAfterLongRunOneBusyOffAnHour,
+	// TestReview36ab_HeldHostOnStuckTwoBusyRunsTwelveMinutes).
 	UnsureFor time.Duration
 	// UnsureWhole says UnsureFor covers the whole current run of unsure
 	// readings: this controller read On or Off before it began (since

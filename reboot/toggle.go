@@ -181,7 +181,7 @@ func (s Status) showsPress(onToggles bool) bool {
 }
 
 // hidesPress reports whether s, a status of an older format
-// (Status.Format below StatusFormat: written before every press was
+// (Status.Format below 1: written before every press was
 // recorded in LastPress), may hide a press a previous process sent: it
 // has no LastPress and shows a pending reboot, an Online=false
 // enforcement (OfflineSince), or, on a controller whose power-on may
@@ -190,7 +190,7 @@ func (s Status) showsPress(onToggles bool) bool {
 // (TestReview36r_UpgradeFromStatusWithoutLastPressPowersHeldHostOn,
 // TestReview36s_UpgradeAfterLostPowerOnPressPowersHeldHostOn).
 func (s Status) hidesPress(onToggles bool) bool {
-	return s.Format < StatusFormat && s.LastPress.IsZero() &&
+	return s.Format < formatPresses && s.LastPress.IsZero() &&
 		(s.Pending() || !s.OfflineSince.IsZero() || onToggles && !s.LastPoweredOn.IsZero())
 }
 
