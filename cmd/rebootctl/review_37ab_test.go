@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/inventory"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// review37abInventory writes an inventory of one server s1 (UUID
+// 00000001-...) and returns its path.
+func review37abInventory(t *testing.T) string {
+	t.Helper()
+	invPath := filepath.Join(t.TempDir(), "inventory.yaml")
+	require.NoError(t, os.WriteFile(invPath, []byte("defaults:\n  bmc: {username: admin, password_env: X37AB_PW, redfish: \"https://127.0.0.1:1\"}\n"+
+		"servers:\n  - {uuid: 00000001-0000-4000-8000-000000000000, hostname: s1, platform: \"1\", bmc: {system: s1}, health: {tcp: \"127.0.0.1:1\"}}\n"), 0o600))
+	t.Setenv("X37AB_PW", "pw")
+	return invPath
+}
+
+// TestReview37ab_AbandonWayOutFailsWhenServerInNewerPlan (review 37
+// round 25): the refusal of an executor with another fleet state file
+// names the way out, "give each of these servers up first (rebootctl
+// plan abandon PLAN SERVER ...)", with the plan of the ledger entry. A
+// server whose power cycle did not settle in an ended plan P (its job
+// gave up at the job timeout: the plan recorded the reboot failed and
+// ended failed; the dead executor's file owes its power-on) is in a
+// newer plan Q the operator created since. The operator follows the
+// refusal: `plan abandon P s1` is refused, "plan Q reboots s1 now:
+// abandon it there"; they do (`plan abandon Q s1`): the abandon record
+// (one per server) now names Q, the ledger entry names P, and the
+// executor is refused again, for ever: no abandon the tool accepts gives
+// the entry up. Expected: following the messages ends the refusal.
+func TestReview37ab_AbandonWayOutFailsWhenServerInNewerPlan(t *testing.T) {
+	ctx := context.Background()
+	invPath := review37abInventory(t)
+	store := filepath.Join(t.TempDir(), "plans.db")
+	ctl := func(args ...string) (int, string) {
+		var out, errw bytes.Buffer
+		cctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		code := run(cctx, append(args, "--store", store, "--inventory", invPath), &out, &errw)
+		return code, out.String() + errw.String()
+	}
+	const server = "00000001-0000-4000-8000-000000000000"
+	code, msg := ctl("plan", "create", "--all", "--target", "2", "--uuid", "p-old")
+	require.Equal(t, exitOK, code, msg)
+	// p-old ended failed: s1's job gave up on its power cycle at the job
+	// timeout (its BMC stopped answering mid-cycle).
+	bs, err := plan.OpenBolt(store)
+	require.NoError(t, err)
+	p, err := bs.Get(ctx, "p-old")
+	require.NoError(t, err)
+	p.State = plan.StateFailed
+	p.Reboots[0].Step = plan.StepFailed
+	p.Reboots[0].JobUUID = "j-old"
+	p.Reboots[0].Error = "job timed out: the server may be off"
+	require.NoError(t, bs.Put(ctx, p))
+	require.NoError(t, bs.Close())
+	code, msg = ctl("plan", "create", "--all", "--target", "2", "--uuid", "p-new")
+	require.Equal(t, exitOK, code, "a new plan of s1 once p-old ended: %s", msg)
+
+	// The dead executor's lease and ledger: its file owes s1 its power-on
+	// (p-old's job).
+	e := &env{ctx: ctx, store: store, errw: io.Discard}
+	host, _ := os.Hostname()
+	owner := lease{ID: newLeaseID(), Host: "dead-machine", PID: 1, State: "/var/lib/first.fleet", StateID: "aaaa", Gen: "g1",
+		Started: time.Now().Add(-time.Hour).UTC(), Interval: time.Second}
+	owed := []inventory.Owed{{Server: server, Hostname: "s1", Plan: "p-old", Job: "j-old", What: inventory.OwedPower}}
+	_, err = claimCore(ctx, lockedStore{e}, owner, lease{}, owed, time.Now().Add(-time.Hour).UTC())
+	require.NoError(t, err)
+
+	other := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: "/var/lib/other.fleet", StateID: "bbbb", Started: time.Now().UTC(), Interval: time.Second}
+	err = claim(ctx, lockedStore{e}, other, time.Now().UTC())
+	require.ErrorIs(t, err, errOtherState)
+	require.Contains(t, err.Error(), "s1 (plan p-old)")
+	t.Logf("refusal: %v", err)
+
+	// The operator follows the messages.
+	code, msg = ctl("plan", "abandon", "p-old", "s1")
+	t.Logf("plan abandon p-old s1: exit %d: %s", code, msg)
+	if code != exitOK {
+		require.Contains(t, msg, "rebootctl plan abandon p-new s1", "the refusal of the abandon names the plan to give")
+		code, msg = ctl("plan", "abandon", "p-new", "s1")
+		t.Logf("plan abandon p-new s1: exit %d: %s", code, msg)
+		require.Equal(t, exitOK, code, msg)
+	}
+	var abandoned []byte
+	require.NoError(t, lockedStore{e}.with(func(st *plan.BoltStore) (err error) {
+		abandoned, err = st.GetMeta(ctx, metaAbandoned)
+		return err
+	}))
+	t.Logf("abandon records: %s", abandoned)
+	var raw []byte
+	require.NoError(t, lockedStore{e}.with(func(st *plan.BoltStore) (err error) { raw, err = st.GetMeta(ctx, metaOwed); return err }))
+	var ledger []inventory.Owed
+	require.NoError(t, json.Unmarshal(raw, &ledger))
+	t.Logf("ledger: %+v", ledger)
+	err = claim(ctx, lockedStore{e}, other, time.Now().UTC())
+	require.NoError(t, err, "the operator gave s1 up as the refusal and the abandon told them to, yet the executor with another fleet state file is still refused")
+}
