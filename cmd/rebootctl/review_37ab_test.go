@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,4 +113,59 @@ func TestReview37ab_AbandonWayOutFailsWhenServerInNewerPlan(t *testing.T) {
 	t.Logf("ledger: %+v", ledger)
 	err = claim(ctx, lockedStore{e}, other, time.Now().UTC())
 	require.NoError(t, err, "the operator gave s1 up as the refusal and the abandon told them to, yet the executor with another fleet state file is still refused")
+}
+
+// TestReview37ab_LiveExecutorInOtherPIDNamespaceTakenForDead (review 37
+// round 25): a lease "of a process of this machine that no longer runs
+// has lapsed at once" (lease.lapsed), and "this machine" is told by the
+// hostname alone. Two executors in containers of one machine with host
+// networking (a Kubernetes hostNetwork pod, docker --network host: the
+// node's hostname) have the same hostname and each its own PID namespace:
+// the PID in the first's lease is not a process in the second's
+// namespace, so the second takes the store over at once from an executor
+// that runs and renewed its lease a moment ago; the first, at its next
+// renewal, sees the second's PID "dead" in its own namespace and takes it
+// back, and so on. Ground truth: the first executor's process (here a
+// process in a new PID namespace, its PID there recorded as the lease's)
+// runs throughout. Expected: errOtherExecutor (one live executor per
+// plan store).
+func TestReview37ab_LiveExecutorInOtherPIDNamespaceTakenForDead(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a PID namespace")
+	}
+	if _, err := os.Stat("/usr/bin/unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	// The first executor: a process in a PID namespace of its own (same
+	// hostname), its PID there printed.
+	target := 60
+	for processRuns(target) {
+		target++
+	}
+	script := fmt.Sprintf("while :; do sleep 120 & p=$!; if [ $p -ge %d ]; then echo $p; wait; exit; fi; kill $p; wait $p 2>/dev/null; done", target)
+	cmd := exec.Command("/usr/bin/unshare", "-p", "-f", "sh", "-c", script)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	nsPID, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	if processRuns(nsPID) {
+		t.Skipf("PID %d runs in this namespace too", nsPID)
+	}
+	require.NoError(t, syscall.Kill(cmd.Process.Pid, 0), "the first executor's process runs")
+
+	e, _, _ := review37sWorld(t, 1)
+	host, _ := os.Hostname()
+	first := lease{ID: newLeaseID(), Host: host, PID: nsPID, State: "/var/lib/rebootctl/plans.db.fleet", StateID: "aaaa", Gen: "g1",
+		Started: time.Now().Add(-time.Hour).UTC(), Interval: 5 * time.Second}
+	require.NoError(t, claim(e.ctx, lockedStore{e}, first, time.Now().UTC()), "the first executor's claim, renewed now")
+
+	second := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: "/var/lib/rebootctl/plans.db.fleet", StateID: "bbbb",
+		Started: time.Now().UTC(), Interval: 5 * time.Second}
+	err = claim(e.ctx, lockedStore{e}, second, time.Now().UTC())
+	require.NoError(t, syscall.Kill(cmd.Process.Pid, 0), "the first executor's process still runs")
+	require.ErrorIs(t, err, errOtherExecutor, "a second executor (same hostname, another PID namespace) took the store over from one that runs and renewed its lease a moment ago")
 }
