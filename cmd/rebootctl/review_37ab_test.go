@@ -169,3 +169,86 @@ func TestReview37ab_LiveExecutorInOtherPIDNamespaceTakenForDead(t *testing.T) {
 	require.NoError(t, syscall.Kill(cmd.Process.Pid, 0), "the first executor's process still runs")
 	require.ErrorIs(t, err, errOtherExecutor, "a second executor (same hostname, another PID namespace) took the store over from one that runs and renewed its lease a moment ago")
 }
+
+// TestReview37ab_StaleAbandonGivesUpTakenBackCycle (review 37 round 25):
+// the operator abandoned s1 in plan p-old mid power cycle (plan abandon:
+// the store keeps the record, s1 -> p-old, for good). After the cut-off,
+// a job of a later plan p-new took s1 back, and with it the abandoned
+// power cycle (inventory/fleet.go:778: h.Job = "", Watch: "the fleet
+// powers it on if it reads off"); p-new was cancelled before its own
+// reboot. s1 is off (the soft power-off sent before the abandon landed)
+// and its BMC refuses the power-on: the fleet state file owes s1 its
+// power-on, and Fleet.Owed lists it with no plan and no job
+// (inventory/owed.go:76, planOf("")): {s1, "", "", power}, exactly what
+// an inventory Fleet returns in this sequence (checked with the
+// inventory test world: softOffSent, Abandon, CreateJob of p9 after
+// ShutdownMax, CancelJob, On refused busy). That executor dies with its
+// file. An executor with another fleet state file is let in at once:
+// owedElsewhere gives a ledger entry with no plan up for an abandon of
+// the server "in any plan" (lease.go:326 given), and the stale abandon
+// in p-old, which the fleet's take-back undid, counts. Nobody is told
+// s1 may be off, and nothing will power it on. Expected: refused, naming
+// s1 (the abandon predates the power cycle the file owes).
+func TestReview37ab_StaleAbandonGivesUpTakenBackCycle(t *testing.T) {
+	ctx := context.Background()
+	invPath := review37abInventory(t)
+	store := filepath.Join(t.TempDir(), "plans.db")
+	ctl := func(args ...string) (int, string) {
+		var out, errw bytes.Buffer
+		cctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		code := run(cctx, append(args, "--store", store, "--inventory", invPath), &out, &errw)
+		return code, out.String() + errw.String()
+	}
+	const server = "00000001-0000-4000-8000-000000000000"
+	code, msg := ctl("plan", "create", "--all", "--target", "2", "--uuid", "p-old")
+	require.Equal(t, exitOK, code, msg)
+	bs, err := plan.OpenBolt(store)
+	require.NoError(t, err)
+	p, err := bs.Get(ctx, "p-old")
+	require.NoError(t, err)
+	p.State = plan.StateRunning
+	p.Reboots[0].Step = plan.StepJob
+	p.Reboots[0].JobUUID = "j-old"
+	require.NoError(t, bs.Put(ctx, p))
+	require.NoError(t, bs.Close())
+	// The operator gives s1 up mid power cycle.
+	code, msg = ctl("plan", "abandon", "p-old", "s1")
+	require.Equal(t, exitOK, code, msg)
+	// p-old ended (s1's reboot failed, abandoned); p-new, created later,
+	// took s1 back and was cancelled before its reboot.
+	bs, err = plan.OpenBolt(store)
+	require.NoError(t, err)
+	p, err = bs.Get(ctx, "p-old")
+	require.NoError(t, err)
+	p.State = plan.StateFailed
+	p.Reboots[0].Step = plan.StepFailed
+	p.Reboots[0].Error = "abandoned by the operator"
+	require.NoError(t, bs.Put(ctx, p))
+	require.NoError(t, bs.Close())
+	code, msg = ctl("plan", "create", "--all", "--target", "2", "--uuid", "p-new")
+	require.Equal(t, exitOK, code, msg)
+	bs, err = plan.OpenBolt(store)
+	require.NoError(t, err)
+	q, err := bs.Get(ctx, "p-new")
+	require.NoError(t, err)
+	q.State = plan.StateCanceled
+	q.Reboots[0].Step = plan.StepFailed
+	q.Reboots[0].Error = "canceled"
+	q.Reboots[0].JobUUID = "j-new"
+	require.NoError(t, bs.Put(ctx, q))
+	require.NoError(t, bs.Close())
+
+	// The dead executor's lease and ledger: the taken-back power cycle.
+	e := &env{ctx: ctx, store: store, errw: io.Discard}
+	owner := lease{ID: newLeaseID(), Host: "dead-machine", PID: 1, State: "/var/lib/first.fleet", StateID: "aaaa", Gen: "g1",
+		Started: time.Now().Add(-time.Hour).UTC(), Interval: time.Second}
+	owed := []inventory.Owed{{Server: server, Hostname: "s1", What: inventory.OwedPower}}
+	_, err = claimCore(ctx, lockedStore{e}, owner, lease{}, owed, time.Now().Add(-time.Hour).UTC())
+	require.NoError(t, err)
+
+	host, _ := os.Hostname()
+	other := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: "/var/lib/other.fleet", StateID: "bbbb", Started: time.Now().UTC(), Interval: time.Second}
+	err = claim(ctx, lockedStore{e}, other, time.Now().UTC())
+	require.ErrorIs(t, err, errOtherState, "the dead executor's file owes s1 its power-on (a cycle its fleet took back after the abandon in p-old), yet an executor with another file was let in: the stale abandon gave it up")
+}
