@@ -47,7 +47,11 @@ const DefaultTaskLimit = 10 * time.Minute
 // never handed to a later pass: a reading is always taken during the call
 // that returns it. The answer of a power-on or power-off that comes too
 // late is kept for the next pass (reboot.LateAnswerer): a slow BMC's "hard
-// power-off unsupported" makes the reboot controller power off soft.
+// power-off unsupported" makes the reboot controller power off soft. A
+// command that may power the host on is written to the host's reboot
+// record before it is sent, when the controller records (Powers.Controller:
+// bookSend), and nothing is sent if that write fails; the record then
+// follows its answer (removed, shortened, or given its task).
 type Async struct {
 	// Power gives a host's controller (Powers.Controller, guarded).
 	Power func(name string) (power.Controller, error)
@@ -155,7 +159,8 @@ type result struct {
 // power-off whose task is followed (a graceful shutdown the OS ignores
 // must not hold back the fallback for TaskLimit: neither can power
 // anything on).
-func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, toggles bool, f func(context.Context) (power.State, error)) (power.State, error) {
+func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, toggles bool, f func(context.Context) (power.State, error),
+	unsent func(error) (power.State, error)) (power.State, error) {
 	a := c.a
 	start := time.Now()
 	offNoToggle := cmd && want == power.StateOff && !toggles
@@ -188,24 +193,50 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, t
 		if cmd {
 			bg = power.WithQueued(bg, &q)
 		}
-		s, err := f(bg)
-		cancel()
-		lost := cmd && err != nil && !resetRefused(err)
+		// A command that may power the host on is recorded in the host's
+		// reboot record before it is sent (Powers.Controller's bookSend),
+		// so that a restarted controller or a new leader holds the host
+		// while it may land, also if this process stops between the
+		// BMC's answer and its next write
+		// (TestReview39aa_CrashBetween202AndBookingNewLeaderFences); a
+		// booking that cannot be written sends nothing.
 		var book taskBooker
 		var bookedAt string
-		if cmd && err == nil && q.Queued() && !offNoToggle {
-			// One that may power the host on is recorded in the host's
-			// reboot record (Powers.Controller's bookTask), so that a
-			// restarted controller or a new leader holds the host too
-			// (TestReview39_QueuedOnOfNormalPathLandsAfterNewLeaderFences).
-			now := time.Now()
-			book, bookedAt = bookTaskOf(context.WithoutCancel(ctx), c.pc, &q, now, now.Add(a.taskLimit()))
-		}
-		if cmd && err == nil && q.Queued() && a.following(ctx, c, &q, want, offNoToggle) {
-			if book != nil {
-				book.taskEnded(context.WithoutCancel(ctx), bookedAt) // the record's hold ends StaleReads after now
+		var s power.State
+		var err error
+		if b, ok := c.pc.(taskBooker); ok && cmd && !offNoToggle {
+			book = b
+			deadline, _ := bg.Deadline()
+			var berr error
+			if bookedAt, berr = b.bookSend(bg, deadline.Add(a.taskLimit())); berr != nil {
+				book = nil
+				s, err = unsent(berr)
 			}
-		} else if cmd && err == nil && q.Queued() {
+		}
+		if err == nil {
+			s, err = f(bg)
+		}
+		cancel()
+		lost := cmd && err != nil && !resetRefused(err)
+		queued := cmd && err == nil && q.Queued()
+		bctx := context.WithoutCancel(ctx)
+		switch {
+		case book != nil && queued:
+			// Accepted for later: the booking says so (its task, Until
+			// TaskLimit after now), so that every replica holds the
+			// host until the task is seen to end
+			// (TestReview39_QueuedOnOfNormalPathLandsAfterNewLeaderFences).
+			bookedAt = book.bookTask(bctx, bookedAt, q.Monitor(), time.Now().Add(a.taskLimit()))
+		case book != nil && commandAnswered(err):
+			book.sendAnswered(bctx, bookedAt) // it can no longer land
+		case book != nil:
+			book.sendLost(bctx, bookedAt) // it may land for LostLanding
+		}
+		if queued && a.following(ctx, c, &q, want, offNoToggle) {
+			if book != nil {
+				book.taskEnded(bctx, bookedAt) // the record's hold ends StaleReads after now
+			}
+		} else if queued {
 			// Accepted for later, and its task not seen to end within
 			// TaskLimit (TestReview39_QueuedOnOfNormalPathTakenAsLanded
 			// for the wait): it may still take effect, so its answer
@@ -275,7 +306,7 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, t
 }
 
 func (c *asyncController) State(ctx context.Context) (power.State, error) {
-	return c.run(ctx, false, power.StateUnknown, false, c.pc.State)
+	return c.run(ctx, false, power.StateUnknown, false, c.pc.State, nil)
 }
 
 func (c *asyncController) On(ctx context.Context) error {
@@ -302,8 +333,8 @@ func (c *asyncController) call(ctx context.Context, la reboot.LateAnswer, toggle
 	if la.Action == reboot.ActionPowerOff {
 		want = power.StateOff
 	}
-	_, err := c.run(ctx, true, want, toggles, func(ctx context.Context) (power.State, error) {
-		la.Err = f(ctx)
+	answer := func(err error) (power.State, error) {
+		la.Err = err
 		c.a.mu.Lock()
 		if c.a.answers == nil {
 			c.a.answers = map[string]reboot.LateAnswer{}
@@ -311,7 +342,8 @@ func (c *asyncController) call(ctx context.Context, la reboot.LateAnswer, toggle
 		c.a.answers[c.host] = la
 		c.a.mu.Unlock()
 		return power.StateUnknown, la.Err
-	})
+	}
+	_, err := c.run(ctx, true, want, toggles, func(ctx context.Context) (power.State, error) { return answer(f(ctx)) }, answer)
 	if !isInFlight(err) {
 		c.LateAnswer() // answered within the pass: the caller has it
 	}
@@ -345,8 +377,7 @@ func (c *asyncController) TogglesOn() bool { return togglesOn(c.pc) }
 // outcome that comes after the pass gave up is kept for the reset path
 // (lateReset).
 func (c *asyncController) Reset(ctx context.Context) error {
-	_, err := c.run(ctx, true, power.StateUnknown, false, func(ctx context.Context) (power.State, error) {
-		err := resetOf(ctx, c.pc)
+	outcome := func(err error) (power.State, error) {
 		c.a.mu.Lock()
 		if c.a.resets == nil {
 			c.a.resets = map[string]resetOutcome{}
@@ -354,7 +385,8 @@ func (c *asyncController) Reset(ctx context.Context) error {
 		c.a.resets[c.host] = resetOutcome{at: time.Now(), err: err}
 		c.a.mu.Unlock()
 		return power.StateUnknown, err
-	})
+	}
+	_, err := c.run(ctx, true, power.StateUnknown, false, func(ctx context.Context) (power.State, error) { return outcome(resetOf(ctx, c.pc)) }, outcome)
 	if !isInFlight(err) {
 		c.a.lateReset(c.host) // answered within the pass: the caller has it
 	}

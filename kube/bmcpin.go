@@ -191,7 +191,9 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 	// this process may have restarted since, or another replica sent
 	// it), also for a host of the same name created afresh whose record
 	// is the earlier host's.
-	serr := p.sentHold(&rec, bmh.Name)
+	// A booking past its Until whose task no replica saw end: its task
+	// monitor is read (taskHold).
+	serr := p.taskHold(bmh, &rec, p.sentHold(&rec, bmh.Name))
 	if rec.Spec.HostUID != string(bmh.UID) {
 		if err := p.earlierHostHold(bmh.Name); err != nil {
 			return err

@@ -229,9 +229,11 @@ func (p *Powers) startPinned(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin, ag
 }
 
 // sweepPinned drops the kept readings that ended more than pinnedReadKeep
-// ago, and the settled power-on attempts sweepPinnedOn drops (p.mu held).
+// ago, the settled power-on attempts sweepPinnedOn drops, and the task
+// readings sweepTasks drops (p.mu held).
 func (p *Powers) sweepPinned() {
 	p.sweepPinnedOn()
+	p.sweepTasks()
 	for name, r := range p.pinned {
 		if r.finished() && time.Since(r.end) > pinnedReadKeep {
 			delete(p.pinned, name)
@@ -239,11 +241,12 @@ func (p *Powers) sweepPinned() {
 	}
 }
 
-// forgetPinned drops host name's kept reading (a running one goes on to
-// its end, unkept).
+// forgetPinned drops host name's kept readings, of its pinned BMC and
+// of a task monitor (a running one goes on to its end, unkept).
 func (p *Powers) forgetPinned(name string) {
 	p.mu.Lock()
 	delete(p.pinned, name)
+	delete(p.tasks, name)
 	p.dropSeen(name)
 	p.forgetPinnedOn(name)
 	p.mu.Unlock()

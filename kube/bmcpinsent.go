@@ -8,8 +8,6 @@ import (
 	"time"
 
 	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
@@ -62,8 +60,11 @@ func (p *Powers) markSent(ctx context.Context, old *metal3.BareMetalHost, o *pin
 	if !ok {
 		until = now.Add(pinnedReadLimit)
 	}
+	// The whole booking is replaced (sentPatch): an earlier one's
+	// Returned or Task would end this one's wait early
+	// (TestMarkSentReplacesEndedBooking).
 	sent := &v1alpha1.PowerOnSent{Address: o.pin.Address, At: stamp(now), Until: stamp(until)}
-	if err := w.Patch(ctx, rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": sent}})); err != nil {
+	if err := w.Patch(ctx, rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": sentPatch(sent)}})); err != nil {
 		return errNotOwed{fmt.Sprintf("it could not be recorded in the reboot record first (%v)", mapError("record of", p.Namespace, old.Name, err))}
 	}
 	p.mu.Lock()
@@ -100,60 +101,45 @@ func (p *Powers) markReturned(parent context.Context, name string, o *pinnedOn, 
 }
 
 // markReturnedAt records now as PowerOnSent.Returned in the record of
-// host name if it still shows the sending at (and no Returned): best
-// effort, bounded by Powers.Timeout, under parent (markReturned).
-func (p *Powers) markReturnedAt(parent context.Context, name, at string) {
-	if at == "" {
-		return
-	}
+// host name if it still shows the booking at (and no Returned): best
+// effort, bounded by Powers.Timeout, under parent (markReturned). It
+// reports whether it was written.
+func (p *Powers) markReturnedAt(parent context.Context, name, at string) bool {
 	returned := stamp(time.Now())
-	w, ok := p.Client.(client.Writer)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(parent, p.readTimeout())
-	defer cancel()
-	key := types.NamespacedName{Namespace: p.Namespace, Name: name}
-	for range markReturnedTries {
-		var rec v1alpha1.RebootRecord
-		if p.Secrets.Get(ctx, key, &rec) != nil {
-			return
-		}
-		if s := rec.Spec.PowerOnSent; s == nil || s.At != at || s.Returned != "" {
-			return // another sending since, or recorded already
-		}
-		err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": map[string]any{"returned": returned}}}))
-		if !apierrors.IsConflict(err) {
-			return
-		}
-	}
+	return p.changeBooking(parent, name, at, func(s *v1alpha1.PowerOnSent) (any, bool) {
+		return map[string]any{"returned": returned}, s.Returned == "" // recorded already: kept
+	})
 }
 
-// sentHold is nil unless rec, the record of host name, shows a power-on
-// through a pinned BMC (PowerOnSent) that may still land on the host or
-// be echoed by a reading of it: until StaleReads after its Until (its
-// Returned, if earlier: the BMC answered it then, or its task ended);
-// one the BMC accepted as a task (Task) with no Returned past that, for
-// good (also ErrTaskOverdue), until an administrator removes it. Then
-// an error wrapping ErrInFlight, so that no replica sends the host
-// anything nor takes evidence from it meanwhile, whatever it keeps in
-// memory (a restart, a new leader). A PowerOnSent that does not parse
-// (only the controller writes it) holds the host until it is removed.
+// sentHold is nil unless rec, the record of host name, shows a power
+// command (PowerOnSent: a power-on through a pinned BMC, or a command
+// through Async that may power the host on) that may still land on the
+// host or be echoed by a reading of it: until StaleReads after its Until,
+// or after its Returned if it has one (the BMC answered it then, or its
+// task was seen to end; one stamped before At belongs to an earlier
+// booking and is ignored); one the BMC accepted as a task (Task) with no
+// Returned past that, for good (also ErrTaskOverdue), until its task is
+// read ended (taskHold) or an administrator removes it. Then an error
+// wrapping ErrInFlight, so that no replica sends the host anything nor
+// takes evidence from it meanwhile, whatever it keeps in memory (a
+// restart, a new leader). A PowerOnSent that does not parse (only the
+// controller writes it) holds the host until it is removed.
 func (p *Powers) sentHold(rec *v1alpha1.RebootRecord, name string) error {
 	s := rec.Spec.PowerOnSent
 	if s == nil {
 		return nil
 	}
 	until, err := time.Parse(time.RFC3339Nano, s.Until)
-	if ret, rerr := time.Parse(time.RFC3339Nano, s.Returned); s.Returned != "" && rerr == nil && ret.Before(until) {
-		until = ret // the BMC answered the On then
-	}
 	if err != nil {
 		return fmt.Errorf("kube: host %s: its reboot record's powerOnSent.until does not parse, so rebootkit cannot tell whether a "+
 			"power-on (or a command the BMC accepted for later that may power it on) through BMC %q may still land: the host is left as it is; once that is past, remove it: "+
 			"kubectl -n %s patch rebootrecord %s --type=merge -p '{\"spec\":{\"powerOnSent\":null}}'", name, s.Address, p.Namespace, name)
 	}
-	if at := until.Add(p.staleReads()); s.Task != "" && s.Returned == "" && !time.Now().Before(at) {
+	ret, returned := bookingReturned(s)
+	if returned {
+		until = ret // the BMC answered it then, or its task ended
+	}
+	if at := until.Add(p.staleReads()); s.Task != "" && !returned && !time.Now().Before(at) {
 		return fmt.Errorf("host %s: a power-on (or restart or power-button press) through its BMC %q, sent or answered at %s, was accepted by that BMC as task %s, "+
 			"which was not seen to end by %s, so it may still land: the host is left as it is; once that task ended or was "+
 			"cancelled on the BMC (a GET of it answers Completed, Exception, Killed or Cancelled), remove the record's wait: "+
@@ -165,6 +151,24 @@ func (p *Powers) sentHold(rec *v1alpha1.RebootRecord, name string) error {
 			"power is read again from %s on: %w", name, s.Address, s.At, s.Until, at.UTC().Format(time.RFC3339Nano), ErrInFlight)
 	}
 	return nil
+}
+
+// bookingReturned is s's Returned and true if it has one that belongs to
+// it: it parses and is not before s's At (a Returned stamped before the
+// booking was made is an earlier booking's, kept by a writer that merged
+// into it: it ends nothing of this one).
+func bookingReturned(s *v1alpha1.PowerOnSent) (time.Time, bool) {
+	if s.Returned == "" {
+		return time.Time{}, false
+	}
+	ret, err := time.Parse(time.RFC3339Nano, s.Returned)
+	if err != nil {
+		return time.Time{}, false
+	}
+	if at, aerr := time.Parse(time.RFC3339Nano, s.At); aerr != nil || ret.Before(at) {
+		return time.Time{}, false
+	}
+	return ret, true
 }
 
 // pinnedTaskPoll is how often the task of a power-on through a pinned
@@ -193,25 +197,17 @@ func (p *Powers) markTask(parent context.Context, name string, o *pinnedOn, moni
 		o.until = until
 	}
 	p.mu.Unlock()
-	w, ok := p.Client.(client.Writer)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(parent, p.readTimeout())
-	defer cancel()
-	key := types.NamespacedName{Namespace: p.Namespace, Name: name}
-	for range markReturnedTries {
-		var rec v1alpha1.RebootRecord
-		if p.Secrets.Get(ctx, key, &rec) != nil {
-			return
-		}
-		if s := rec.Spec.PowerOnSent; s == nil || s.At != at {
-			return // another sending since
-		}
-		patch := map[string]any{"task": cmp.Or(monitor, noTaskNamed), "until": stamp(until)}
-		err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": patch}}))
-		if !apierrors.IsConflict(err) {
-			return
-		}
-	}
+	p.rebookTask(parent, name, at, monitor, until)
+}
+
+// rebookTask records, in the record of host name if it still shows the
+// booking at, that its command was accepted for later as the task at
+// monitor ("" if none named: noTaskNamed), waited for until until
+// (PowerOnSent.Task and Until; its At kept, so that taskEnded and
+// markReturnedAt find it). It reports whether it was written (best
+// effort, bounded by Powers.Timeout, under parent).
+func (p *Powers) rebookTask(parent context.Context, name, at, monitor string, until time.Time) bool {
+	return p.changeBooking(parent, name, at, func(*v1alpha1.PowerOnSent) (any, bool) {
+		return map[string]any{"task": cmp.Or(monitor, noTaskNamed), "until": stamp(until)}, true
+	})
 }

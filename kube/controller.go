@@ -202,16 +202,21 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		return c.bmcChangedResult(err), nil
 	}
+	if errors.Is(err, ErrTaskOverdue) {
+		// The host's record holds it for a task its BMC accepted and no
+		// replica saw end (Powers.Controller: sentHold, taskHold): the
+		// operator is told, as for the in-memory one below
+		// (TestTaskOverdueFromRecordTold), and the host is read again
+		// within IdlePoll (its task monitor is read meanwhile).
+		c.taskOverdueEvent(ctx, req, err)
+		return ctrl.Result{RequeueAfter: cmp.Or(c.IdlePoll, time.Minute)}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if isInFlight(res.PowerErr) {
-		if errors.Is(res.PowerErr, ErrTaskOverdue) && c.Recorder != nil && c.Client != nil {
-			// Left as it is until someone ends the BMC's task: say so.
-			var bmh metal3.BareMetalHost
-			if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
-				c.Recorder.Eventf(&bmh, nil, "Warning", "PowerTaskOverdue", "Reboot", "%v", res.PowerErr)
-			}
+		if errors.Is(res.PowerErr, ErrTaskOverdue) {
+			c.taskOverdueEvent(ctx, req, res.PowerErr) // left as it is until the BMC's task ends: say so
 		}
 		// The call goes on in the background; its end requeues the host.
 		return ctrl.Result{RequeueAfter: cmp.Or(c.IdlePoll, time.Minute)}, nil
@@ -368,4 +373,18 @@ func powerFix(err error) string {
 		return "check the username and password in the host's BMC credentials Secret"
 	}
 	return "check the BMC's address and reachability"
+}
+
+// taskOverdueEvent tells the operator, with a PowerTaskOverdue event on
+// the host, that it is left as it is for a power command its BMC
+// accepted for later whose task was not seen to end (err, an
+// ErrTaskOverdue that names the task and the fix).
+func (c *RebootController) taskOverdueEvent(ctx context.Context, req ctrl.Request, err error) {
+	if c.Recorder == nil || c.Client == nil {
+		return
+	}
+	var bmh metal3.BareMetalHost
+	if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
+		c.Recorder.Eventf(&bmh, nil, "Warning", "PowerTaskOverdue", "Reboot", "%v", err)
+	}
 }

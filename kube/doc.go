@@ -230,13 +230,15 @@
 //     the record says so first (PowerOnSent.Task, its Until moved to the
 //     end of that wait); and once
 //     StaleReads have passed since the Until of the PowerOnSent the
-//     record shows, or since its Returned if that is earlier (written by
+//     record shows, or since its Returned if it has one (written by
 //     the sending controller once the call returned with the BMC's
 //     answer that the On was carried out or refused, or once the task
 //     of an On accepted for later was seen to end or the host read On; a
-//     call with no answer writes none) (kept in the record, so a restarted controller or a
-//     new leader waits as well, StaleReads being its own; it does not
-//     read the task itself, so it waits to Until): until then the pass gets ErrInFlight and
+//     call with no answer writes none; one stamped before the booking's
+//     At is an earlier booking's and is ignored, and each booking
+//     replaces the whole PowerOnSent, so that none keeps an earlier one's
+//     Returned or Task) (kept in the record, so a restarted controller or a
+//     new leader waits as well, StaleReads being its own): until then the pass gets ErrInFlight and
 //     the host is sent nothing and no evidence is taken from it. The same
 //     waits hold for a host deleted and created again under the same
 //     name: the one in memory as long as the process that sent the On
@@ -247,11 +249,22 @@
 //     restarted since the On was sent, is not covered, nor a host whose
 //     record was deleted by hand. An On the BMC accepted for later whose
 //     task was not seen to end within TaskLimit, nor the host to read On,
-//     leaves the host as it is for good (the pass gets ErrTaskOverdue,
+//     leaves the host as it is (the pass gets ErrTaskOverdue,
 //     also ErrInFlight, and a PowerTaskOverdue event that names the task
 //     and the fix: once it ended or was cancelled on the BMC, remove the
 //     record's PowerOnSent), and the owed power-on is not tried again
-//     by this process (restart it, or restore or accept spec.bmc). The wait assumes that a BMC carries out an
+//     by this process (restart it, or restore or accept spec.bmc), until
+//     that task is read ended: past the booking's Until, any replica
+//     that finds it (the sender may be gone) reads the task monitor the
+//     record names itself, in the background (a pass waits for it at
+//     most 250 ms; at most one reading every 30 s), through the pool and
+//     only through a BMC the record trusts with its credentials and TLS
+//     setting for that address (its pin, the power-on it owes, its mark,
+//     its LastBMC; none: not read), the monitor taken as hostile
+//     (power.TaskReader); a Task with a final TaskState, the command's
+//     own outcome, or a 404 or 410 (no such task: read TaskLimit after
+//     the 202, it no longer runs) stamps the booking Returned, and the
+//     host is acted on StaleReads later. The wait assumes that a BMC carries out an
 //     On it answered with anything but a 202, if ever, before the call's
 //     deadline (Until); a POST that got no answer and that the BMC applies
 //     later still (the reboot package's LostLanding) is not covered, nor
@@ -412,16 +425,26 @@
 //     ErrInFlight) and a PowerTaskOverdue event that names the task and
 //     the fix, until the controller restarts. A command through Async
 //     that may power the host on (a power-on, a restart, a press) is
-//     also written, once the BMC's 202 came, to the host's reboot record
-//     (spec.powerOnSent with its task, Until TaskLimit after the answer,
-//     in a compare-and-swap; a host without a record or a failed write
-//     leaves only the wait in memory), and stamped Returned when its
-//     task is seen to end: every replica's Powers.Controller (a
-//     restarted controller, a new leader) holds such a host, sending it
-//     nothing and taking no evidence from it (ErrInFlight), until
-//     StaleReads after that stamp, and past Until with none for good
-//     (ErrTaskOverdue) until an administrator removes it; a replica that
-//     did not send it does not read the task itself. A power-off that is
+//     also written to the host's reboot record before it is sent
+//     (spec.powerOnSent, the whole booking replaced, Until the call's
+//     deadline plus TaskLimit, in a compare-and-swap on the record read,
+//     and only while the record shows no other booking holding the host;
+//     a write that fails sends nothing: the call fails with
+//     power.ErrNotSent; a host without a record, or a Client that
+//     cannot write, records nothing), so that a sender that stops
+//     between the BMC's answer and its next write leaves the host held;
+//     then, once the answer comes, removed if the BMC carried the command
+//     out or refused it (or it was never sent), shortened to the reboot
+//     package's LostLanding (for Powers.SoftTimeout) after a call with no
+//     answer, or, after a 202, given its task with Until TaskLimit after
+//     the answer, and stamped Returned when its task is seen to end:
+//     every replica's Powers.Controller (a restarted controller, a new
+//     leader) holds such a host, sending it nothing and taking no
+//     evidence from it (ErrInFlight), until StaleReads after that stamp,
+//     or after Until with none; past Until with a task and no stamp the
+//     replica reads the task monitor itself, as for the pinned path
+//     above, and holds the host (ErrTaskOverdue, with a PowerTaskOverdue
+//     event) until it reads the task ended or gone. A power-off that is
 //     no press is not written: carried out late, it powers nothing on.
 //   - cmd/rebootkit-controller: a manager binary running both controllers
 //     (kubeconfig, namespace, leader election on by default with the

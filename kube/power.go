@@ -162,8 +162,9 @@ type Powers struct {
 	// TaskLimit bounds how long a power-on through a pinned BMC that the
 	// BMC accepted for later (a Redfish 202 and its task) is followed
 	// (default DefaultTaskLimit): past it the host is left as it is
-	// (ErrTaskOverdue) until an administrator removes the record's
-	// PowerOnSent.
+	// (ErrTaskOverdue) until its task monitor, read by any replica that
+	// finds the record so (taskHold), says the task ended or is gone, or
+	// an administrator removes the record's PowerOnSent.
 	TaskLimit time.Duration
 	// Timeout bounds reading the host and its Secret (default 30 s).
 	Timeout time.Duration
@@ -203,6 +204,7 @@ type Powers struct {
 	pinned map[string]*pinnedRead // background readings of pinned BMCs (pinnedReadsOff)
 	seen   map[string]*pinnedSeen // when their requests were first found gone (pinnedNotBefore)
 	pinOn  map[string]*pinnedOn   // power-on attempts through pinned BMCs (RebootRecord's PowerOnThrough)
+	tasks  map[string]*taskRead   // readings of overdue bookings' task monitors (taskHold)
 	// readCtx is the parent of the pinned readings, cancelled by Close.
 	readCtx  context.Context
 	readStop context.CancelFunc

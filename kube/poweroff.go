@@ -42,6 +42,16 @@ func isPowerOffDisabled(err error) bool { return errors.Is(err, ErrPowerOffDisab
 // controller (power.Resetter): it is how such a host is rebooted.
 func (n noPowerOff) Reset(ctx context.Context) error { return resetOf(ctx, n.Controller) }
 
+// ReadTask passes the reading of a task monitor on to the host's
+// controller (power.TaskReader): a read, never a power-off.
+func (n noPowerOff) ReadTask(ctx context.Context, monitor string) (power.TaskReading, error) {
+	tr, ok := n.Controller.(power.TaskReader)
+	if !ok {
+		return power.TaskNotEnded, &power.Error{Op: "task", Class: power.ClassUnsupported, Message: "the host's power controller cannot read a task monitor"}
+	}
+	return tr.ReadTask(ctx, monitor)
+}
+
 // OnChecked passes the checked power-on on to the host's controller
 // (power.CheckedOner).
 func (n noPowerOff) OnChecked(ctx context.Context, check func(context.Context) error) error {

@@ -18,7 +18,11 @@
 // through [Queued] (WithQueued) whether the BMC accepted a command for
 // later (power/redfish: a 202 Accepted) rather than carrying it out, and
 // how to read whether that task ended (Queued.TaskEnded: power/redfish
-// reads the task monitor the 202 named).
+// reads the task monitor the 202 named). power/redfish and a Pool's
+// Controllers are also a [TaskReader]: they read a task monitor by the
+// address a Queued noted (in another process too, from a record of it),
+// as a read, not a command; the answer says whether the task ended or is
+// gone (the BMC has no such task).
 //
 // # One owner of BMC connections
 //

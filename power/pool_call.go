@@ -237,6 +237,26 @@ func (c *pooled) OnChecked(ctx context.Context, check func(context.Context) erro
 	})
 }
 
+// ReadTask reads a task monitor of the host's BMC through the pool
+// (TaskReader), as State reads its power: the connected adapter's
+// ReadTask, or an error matching ErrUnsupported if it has none.
+func (c *pooled) ReadTask(ctx context.Context, monitor string) (TaskReading, error) {
+	r := TaskNotEnded
+	err := c.call(ctx, "task", func(ctx context.Context, ctrl Controller) error {
+		tr, ok := ctrl.(TaskReader)
+		if !ok {
+			return &Error{Op: "task", Class: ClassUnsupported, Message: "the adapter cannot read a task monitor"}
+		}
+		var err error
+		r, err = tr.ReadTask(ctx, monitor)
+		return err
+	})
+	if err != nil {
+		return TaskNotEnded, err
+	}
+	return r, nil
+}
+
 // Reset restarts the host through the pool (Resetter): the connected
 // adapter's Reset, or an error matching ErrUnsupported if it has none.
 func (c *pooled) Reset(ctx context.Context) error {

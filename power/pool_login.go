@@ -95,7 +95,7 @@ type ConnectInfo struct {
 
 // isCommandOp reports whether op (a call's operation name) is a power
 // command's rather than a read's.
-func isCommandOp(op string) bool { return op != "state" }
+func isCommandOp(op string) bool { return op != "state" && op != "task" }
 
 type connectInfoKey struct{}
 
@@ -309,11 +309,11 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 				continue
 			}
 			var by *entry // a power command's host
-			if op != "state" {
+			if isCommandOp(op) {
 				by = e
 			}
 			evicted, wait, joined := p.evictLocked(ep, now, by)
-			if joined != nil && !evicted && op == "state" {
+			if joined != nil && !evicted && !isCommandOp(op) {
 				// A host joins a kept session (one that serves no
 				// host): a read waits for the join (its caller's time
 				// at most) and never takes the BMC over the bound for

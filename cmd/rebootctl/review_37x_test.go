@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/rebootkit/rebootkit/plan"
 )
@@ -129,12 +130,29 @@ func TestReview37x_ForeignFleetSwappedPastRecheck(t *testing.T) {
 				default:
 				}
 			}
-			f, err := os.OpenFile(fleet, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+			// Mallory's file is hers from the moment it has its name:
+			// made under another name, given to her, then renamed
+			// into place unless the executor made FILE.fleet first
+			// (a create then a chown under the name let the executor
+			// open it, root's, in between: 1 failure in 30 runs).
+			tmp := fleet + ".mallory"
+			f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
 			if err != nil {
 				held <- nil
 				return
 			}
-			_ = f.Chown(mallory, mallory)
+			if err := f.Chown(mallory, mallory); err != nil {
+				_ = f.Close()
+				_ = os.Remove(tmp)
+				held <- nil
+				return
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, fleet, unix.RENAME_NOREPLACE); err != nil {
+				_ = f.Close()
+				_ = os.Remove(tmp)
+				held <- nil
+				return
+			}
 			held <- f
 			for len(fdsOn(fleet)) < 2 {
 				select {

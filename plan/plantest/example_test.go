@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/plan"
@@ -19,4 +21,39 @@ func ExampleNewStore() {
 	_, err := s.Get(context.Background(), "none")
 	fmt.Println(errors.Is(err, plan.ErrNotFound))
 	// Output: true
+}
+
+// ExampleStateMachine shows the constructor StateMachine calls once per
+// case: each call returns a fresh, empty store (here a bbolt file of its
+// own) and the function that closes it. In your test:
+// plantest.StateMachine(t, newStore).
+func ExampleStateMachine() {
+	dir, err := os.MkdirTemp("", "plantest-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	n := 0
+	var newStore plantest.NewStore = func() (plan.Store, func(), error) {
+		n++
+		s, err := plan.OpenBolt(filepath.Join(dir, fmt.Sprintf("plans-%d.db", n)))
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { s.Close() }, nil
+	}
+	for i := 0; i < 2; i++ {
+		s, closeStore, err := newStore()
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		plans, err := s.List(context.Background())
+		fmt.Println(len(plans), err)
+		closeStore()
+	}
+	// Output:
+	// 0 <nil>
+	// 0 <nil>
 }

@@ -8,8 +8,10 @@
 // FleetContract checks a plan.Fleet's job contract through Observe, as the
 // Executor sees it: CreateJob idempotent per job UUID, jobs that outlive
 // their plan, and ObserveView's partiality if the fleet is a ViewFleet.
-// The executor's state machine against a second writer is not part of the
-// kit (plan's own rapid tests run it on the fakes).
+//
+// StateMachine runs the Executor on a fresh store per case with rapid,
+// against a second writer, crashes, clock jumps and fleet faults, checked
+// against the ground truth of a fake fleet (its doc says what it checks).
 package plantest
 
 import (

@@ -3,10 +3,13 @@ package redfish
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/stmcginnis/gofish/schemas"
 
 	"github.com/rebootkit/rebootkit/power"
 )
@@ -72,20 +75,49 @@ func (c *Controller) taskMonitor(s string) string {
 }
 
 // taskEnded reads the task monitor m (one GET on the session, within
-// ctx) and reports whether its task ended: an answer other than 202
-// Accepted whose body has no TaskState (the command's own outcome, per
-// Redfish), or a TaskState of Completed, Exception, Killed or Cancelled.
-// A 202, any other TaskState (Running, New, Pending, Suspended...), a
-// refusal (404 included: a BMC that forgot its task tells nothing) or
-// no answer: not ended.
+// ctx; readTask) and reports whether its task ended (power.TaskEnded). A
+// 202, a TaskState that is not final (Running, New, Pending,
+// Suspended...), an answer that is another resource, a refusal, a 404 or
+// 410 (a BMC that forgot its task tells nothing of what it did meanwhile)
+// or no answer: not ended.
 func (c *Controller) taskEnded(ctx context.Context, m string) (bool, error) {
+	r, err := c.readTask(ctx, m)
+	return r == power.TaskEnded, err
+}
+
+// ReadTask reads the task monitor monitor once, within ctx
+// (power.TaskReader): monitor is taken as hostile, as the 202's own
+// (taskMonitor: a bounded Redfish path on the endpoint's origin; anything
+// else is not read, an error of class unsupported that matches
+// power.ErrNotSent), then read as readTask says.
+func (c *Controller) ReadTask(ctx context.Context, monitor string) (power.TaskReading, error) {
+	m := c.taskMonitor(monitor)
+	if m == "" {
+		return power.TaskNotEnded, &power.Error{Op: "task", Class: power.ClassUnsupported,
+			Message: "not read: not a Redfish task monitor path on this BMC", Err: power.ErrNotSent}
+	}
+	return c.readTask(ctx, m)
+}
+
+// readTask reads the task monitor m (one GET on the session, within
+// ctx): power.TaskEnded for an answer other than 202 Accepted that says
+// the task ended (taskStateEnded), power.TaskGone for 404 Not Found or
+// 410 Gone (the BMC has no such task), power.TaskNotEnded for a 202 or
+// any other answer; a refusal or no answer is an error.
+func (c *Controller) readTask(ctx context.Context, m string) (power.TaskReading, error) {
 	if err := c.lock(ctx, "task"); err != nil {
-		return false, err
+		return power.TaskNotEnded, err
 	}
 	defer c.unlock()
-	var ended bool
+	reading := power.TaskNotEnded
 	err := c.withSession(ctx, func(cl *reqPath) error {
+		reading = power.TaskNotEnded
 		resp, err := cl.Get(m)
+		var re *schemas.Error
+		if errors.As(err, &re) && (re.HTTPReturnedStatusCode == http.StatusNotFound || re.HTTPReturnedStatusCode == http.StatusGone) {
+			reading = power.TaskGone
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -98,30 +130,41 @@ func (c *Controller) taskEnded(ctx context.Context, m string) (bool, error) {
 		if rerr != nil {
 			return rerr
 		}
-		ended = taskStateEnded(b)
+		if taskStateEnded(b) {
+			reading = power.TaskEnded
+		}
 		return nil
 	})
 	if err != nil {
-		return false, c.classify("task", err)
+		return power.TaskNotEnded, c.classify("task", err)
 	}
-	return ended, nil
+	return reading, nil
 }
 
 // taskStateEnded reports whether b, a task monitor's answer other than
-// 202, says its task ended: no TaskState at all (the command's own
-// answer, also an empty body), or one of the final ones.
+// 202, says its task ended: a Task with a final TaskState (Completed,
+// Exception, Killed, Cancelled), or the command's own outcome, which is
+// no resource (an empty body, as a 204 has, or a JSON object with no
+// TaskState that names no resource: no @odata.id nor @odata.type, such as
+// a message or an error). A TaskState that is not final, and any
+// resource with none (the monitor's address answering another resource,
+// say the system itself, tells nothing of the task), do not; nor does
+// anything that is not a JSON object.
 func taskStateEnded(b []byte) bool {
 	var t struct {
 		TaskState *string
+		ID        *json.RawMessage `json:"@odata.id"`
+		Type      *json.RawMessage `json:"@odata.type"`
 	}
-	if len(strings.TrimSpace(string(b))) == 0 {
+	body := strings.TrimSpace(string(b))
+	if body == "" {
 		return true
 	}
-	if json.Unmarshal(b, &t) != nil {
+	if !strings.HasPrefix(body, "{") || json.Unmarshal(b, &t) != nil {
 		return false // neither a task nor an outcome: tells nothing
 	}
 	if t.TaskState == nil {
-		return true
+		return t.ID == nil && t.Type == nil // an outcome, not another resource
 	}
 	switch strings.ToLower(*t.TaskState) {
 	case "completed", "exception", "killed", "cancelled":

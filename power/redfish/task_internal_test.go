@@ -53,6 +53,14 @@ func TestTaskStateEnded(t *testing.T) {
 		`not json`:                           false,
 		`{"TaskState":"Completed\u0000x"}`:   false,
 		`{"error":{"code":"Base.1.8.Oops"}}`: true,
+		// Review 39 round 16: another resource (the monitor's address
+		// answering the system, say) tells nothing of the task.
+		`{"@odata.id":"/redfish/v1/Systems/1","PowerState":"On"}`:                 false,
+		`{"@odata.type":"#Task.v1_4_3.Task","Id":"7"}`:                            false,
+		`{"@odata.id":"/redfish/v1/TaskService/Tasks/7","TaskState":"Completed"}`: true,
+		`{"@odata.id":"/redfish/v1/TaskService/Tasks/7","TaskState":"Running"}`:   false,
+		`null`: false,
+		`[]`:   false,
 	} {
 		assert.Equal(t, want, taskStateEnded([]byte(in)), "%q", in)
 	}

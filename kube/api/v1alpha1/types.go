@@ -93,17 +93,19 @@ type RebootRecordSpec struct {
 	// one after a restart and a new leader alike, sends the host nothing
 	// and takes no evidence from it until StaleReads after Until
 	// (kube.ErrInFlight); past that it changes nothing, unless it names
-	// a Task (below). It is also written, with Task, when a command of
-	// the normal path that may power the host on (a power-on, a restart,
-	// a press of the power button) is accepted by the host's BMC for
-	// later (kube.Async), with At the BMC's answer.
+	// a Task (below). It is also written just before a command of the
+	// normal path that may power the host on (a power-on, a restart, a
+	// press of the power button) is sent (kube.Async), Until the call's
+	// deadline plus the task limit, and then removed once the BMC
+	// answered, Until shortened if no answer came, or Task added if the
+	// BMC accepted it for later. Each writing replaces the whole of it.
 	// +optional
 	PowerOnSent *PowerOnSent `json:"powerOnSent,omitempty"`
 }
 
 // PowerOnSent is a power-on through a pinned BMC that was about to be
-// sent, or a command of the normal path the BMC accepted for later that
-// may power the host on (RebootRecordSpec.PowerOnSent).
+// sent, or a command of the normal path that may power the host on
+// (RebootRecordSpec.PowerOnSent).
 type PowerOnSent struct {
 	// Address is the BMC the command was sent through (the address of
 	// PowerOnThrough, or the host's spec.bmc.address).
@@ -115,10 +117,12 @@ type PowerOnSent struct {
 	Until string `json:"until"`
 	// Returned, if set, is when the call returned with the BMC's answer
 	// (the On landed or was refused by then), written by the sending
-	// controller after it: the wait ends StaleReads after it if it is
-	// before Until. A call with no answer sets none; one the BMC accepted
-	// for later (a Redfish 202 Accepted: it may still land) sets it only
-	// once its task ended or the host read On.
+	// controller after it, or by any controller that read the task
+	// ended (Task): the wait ends StaleReads after it (one before At is
+	// an earlier sending's, and ignored). A call with no answer sets
+	// none; one the BMC accepted for later (a Redfish 202 Accepted: it
+	// may still land) sets it only once its task ended or the host read
+	// On.
 	// +optional
 	Returned string `json:"returned,omitempty"`
 	// Task, if set, says that the BMC accepted the On for later (a
@@ -126,7 +130,8 @@ type PowerOnSent struct {
 	// "(none named)". The sending controller writes it with Until moved
 	// to the end of its wait for the task (Async's DefaultTaskLimit
 	// after the answer); past Until with no Returned, the host is left
-	// as it is until an administrator removes PowerOnSent.
+	// as it is until a controller reads that task monitor ended or gone
+	// (then it sets Returned), or an administrator removes PowerOnSent.
 	// +optional
 	Task string `json:"task,omitempty"`
 }
