@@ -30,10 +30,14 @@ var errOtherExecutor = errors.New("another executor runs on this plan store")
 // lease is an executor's claim on a plan store, renewed at every pass and
 // every interval during a long one (leaseHolder; a pass stops acting when
 // a renewal fails: leasedPass), and checked before every first power-off
-// and every write of a plan (lockedStore.fence). A claim not renewed for three intervals
-// and ten seconds has lapsed; a claim of a process of this machine's boot
-// and PID namespace (PIDNS) that no longer runs has lapsed at once, and so has one its executor gave up
-// when it stopped (release).
+// and every write of a plan (lockedStore.fence). A claim not renewed for
+// three intervals and ten seconds has lapsed, judged by the claimer's
+// clock against the time the renewer's clock wrote (At): the machines
+// sharing a plan store must keep their clocks synchronised (NTP), as a
+// clock behind by more than that makes a live executor's claim look
+// lapsed. A claim of a process of this machine's boot and PID namespace
+// (PIDNS) that no longer runs has lapsed at once, and so has one its
+// executor gave up when it stopped (release).
 type lease struct {
 	ID   string `json:"id"`
 	Host string `json:"host"`
@@ -340,9 +344,9 @@ func canonicalPath(path string) string {
 // nothing of those, and would start each again (a second drain, a
 // second power cycle) or never finish them (a server left off, or
 // drained). A server the operator abandoned in that plan (plan abandon),
-// or, for a ledger entry, in any plan after the ledger first listed it
-// (the abandon the refusal's way out leads to, in the plan that reboots
-// the server now), is owed nothing: they took it over. An abandon
+// or, for a ledger entry, in a plan that reboots it after the ledger
+// first listed the entry (the way out the refusal names leads there when
+// a newer plan reboots the server now), is owed nothing: they took it over. An abandon
 // older than the ledger entry gives it up only in the entry's own plan: a
 // later job took the server back, and what it owes needs a new abandon.
 func owedElsewhere(ctx context.Context, st *plan.BoltStore, cur, me lease) error {
@@ -351,11 +355,22 @@ func owedElsewhere(ctx context.Context, st *plan.BoltStore, cur, me lease) error
 		return err
 	}
 	abandoned := readAbandoned(rawAbandoned)
+	plans, err := st.List(ctx)
+	if err != nil {
+		return err
+	}
+	inPlan := map[string]bool{} // server and plan: the plan reboots the server
+	for _, p := range plans {
+		for _, r := range p.Reboots {
+			inPlan[r.ServerUUID+"\x00"+p.UUID] = true
+		}
+	}
 	// given: the operator abandoned server in that plan, or, for an
-	// entry of the ledger, in any plan since the ledger first listed it
-	// (seen: the abandon the store held then). An abandon older than
-	// the entry, in another plan or none known, does not: the job that
-	// took the server back after it owes what the entry says.
+	// entry of the ledger, in a plan of the store that reboots it, since
+	// the ledger first listed the entry (AbandonSeen: the abandon the
+	// store held then). An abandon older than the entry, in another
+	// plan, does not: the job that took the server back after it owes
+	// what the entry says.
 	given := func(server, planUUID string, entry *owedEntry) bool {
 		a, ok := abandoned[server]
 		if !ok {
@@ -364,11 +379,7 @@ func owedElsewhere(ctx context.Context, st *plan.BoltStore, cur, me lease) error
 		if planUUID != "" && a.Plan == planUUID {
 			return true
 		}
-		return entry != nil && !a.At.Equal(entry.AbandonSeen)
-	}
-	plans, err := st.List(ctx)
-	if err != nil {
-		return err
+		return entry != nil && !a.At.Equal(entry.AbandonSeen) && inPlan[server+"\x00"+a.Plan]
 	}
 	var names []string
 	listed := map[string]bool{}
