@@ -90,3 +90,39 @@ func TestReview35ab_FenceHeldByOwnReadQueuedBehindDeadBlade(t *testing.T) {
 	require.Equalf(t, power.StateOff, s,
 		"blade 1's fence was not sent within 3 s: it waited for its own read queued behind dead blade 2's (Off: %v)", ferr)
 }
+
+// TestReview35ab_PackageDocDoubtRuleStale (Low, doc): the package doc
+// (redfish.go) says a doubtful system's reads "are cancelled and sent
+// again later for a waiting read that ranks higher (of a system not
+// doubtful, or answered since the other became doubtful)". Round 27's
+// rule (readplace.go) ranks systems in doubt by misses first: a system
+// answered after the holder became doubtful, but with more misses, does
+// not cut the holder's read in the extra place. Either the doc sentence
+// or the code is wrong; this asserts the doc.
+func TestReview35ab_PackageDocDoubtRuleStale(t *testing.T) {
+	p := newReadPlaces(1)
+	s := &session{places: p}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder, later := &Controller{sess: s}, &Controller{sess: s}
+	base := time.Now().Add(-time.Hour).UnixNano()
+	inDoubt35(holder, 1, base) // answered at base, doubtful since base+1 min (say)
+	inDoubt35(later, 3, base+int64(10*time.Minute))
+	h, err := p.take(ctx, holder, true, false)
+	require.NoError(t, err)
+	require.Equal(t, placeDoubt, h.kind)
+	go func() { _, _ = p.take(ctx, later, true, false) }()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		p.mu.Lock()
+		cut := h.cut
+		p.mu.Unlock()
+		if cut {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a doubtful system answered since the holder became doubtful did not cut the holder's read in the extra place, as the package doc says it does")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
