@@ -3,6 +3,7 @@ package redfish_test
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -69,4 +70,29 @@ func TestReview35ab_BlindForceOffNeverSentWhileSystemReadHangs(t *testing.T) {
 	resets := b.Resets()
 	require.Equalf(t, power.StateOff, s,
 		"a ForceOff of a system whose read hangs was never sent within its 3 s deadline (resets the BMC received: %v; Off returned %v)", resets, ferr)
+}
+
+// TestReview35ab_ResetOnExpiredContextNotNotSent (Low): when the blind
+// ForceOff's read used up the caller's deadline, the POST is still
+// handed to the HTTP client (cl.sent runs before hc.Do) on a context
+// already done: it cannot reach the BMC, yet the error does not match
+// power.ErrNotSent (the caller must assume it may have powered off) and
+// a lost-reset window is opened for a reset never sent. Ground truth:
+// the BMC received no reset.
+func TestReview35ab_ResetOnExpiredContextNotNotSent(t *testing.T) {
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, hw, "admin", "pw")
+	var hang atomic.Bool
+	srv, pool := hangingSystemBMC35ab(t, b, &hang, "1")
+	ctx := context.Background()
+	c, err := redfish.Connect(ctx, redfish.Config{Endpoint: srv.URL, SystemID: "1", Username: "admin", Password: "pw", RootCAs: pool})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	hang.Store(true)
+	fctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	ferr := c.Off(fctx, power.ModeHard)
+	require.Error(t, ferr)
+	require.Empty(t, b.Resets(), "the BMC received a reset")
+	require.Truef(t, errors.Is(ferr, power.ErrNotSent), "no reset reached the BMC, but the error does not say not sent: %v", ferr)
 }
