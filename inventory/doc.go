@@ -75,7 +75,10 @@
 // powers the server on if the late power-off lands first. The operator can give up on a server
 // (Fleet.Abandon; rebootctl plan abandon): the fleet never powers it on or
 // off again, its job ends failed (undrained), a job of the same plan asked
-// for later is recorded failed at once (the plan moves on), Status shows
+// for later is recorded failed at once (the plan moves on), and so is
+// one of that plan whose reboot is in its job step but which this file
+// does not have (it was in the file of an executor taken over from), never
+// taken for a finished job the fleet collected; Status shows
 // its last known phase, and it counts as down while its health check
 // fails and, if it was abandoned mid power cycle, until a health check
 // begun ShutdownMax after the fleet's last power-off to it passes (an
@@ -179,12 +182,19 @@
 //     and checked before every first power-off (Options.PlanCheck), so
 //     that a second one is refused whatever state file or path it is
 //     given; and one that would take the store over from a dead executor
-//     with another state file is refused while the jobs in that file are
-//     in flight, of a plan in any state (it knows nothing of them, and
-//     would start each again, or never finish a canceled plan's power
-//     cycle). The state file is told by its ID (Fleet.ID: random, kept in
-//     the file, given at its first open, handed to Options.Claim before
-//     any job resumes), not by the machine's hostname nor its path.
+//     with another state file is refused while that file owes a server
+//     anything: a job in flight of a plan in any state, or what
+//     Fleet.Owed lists (a job not ended, a power cycle not settled),
+//     which the executor records in the store with every claim (it knows
+//     nothing of them, and would start each again, or never finish a
+//     power cycle or an undrain). The state file is told by its ID
+//     (Fleet.ID: random, kept in the file, given at its first open,
+//     handed to Options.Claim before any job resumes), not by the
+//     machine's hostname nor its path, and a copy of it taken before from
+//     the file by its generation (Fleet.Advance, FleetIdentity): the
+//     executor advances it before every pass and records it in its
+//     lease, and refuses a file at neither that generation nor the one
+//     before it.
 //   - Health checks must fail while a server is down and pass only when
 //     its services are really up: the plan trusts them for "operational".
 //   - Drain and undrain commands must be idempotent: a restarted executor

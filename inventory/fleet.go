@@ -119,10 +119,12 @@ type Options struct {
 	// command run); "no" cancels the job (why says why).
 	PlanCheck func(ctx context.Context, planUUID, jobUUID string) (live bool, why string, err error)
 	// Claim, if set, is called once the fleet state file is open (and
-	// locked: no other OpenFleet has it) with the file's ID (Fleet.ID),
-	// before any job resumes; its error is OpenFleet's, and nothing
-	// resumes. The executor records the ID in its lease there.
-	Claim func(stateID string) error
+	// locked: no other OpenFleet has it) with the file's identity (its ID
+	// and generations: Fleet.Identity), before any job resumes; its error
+	// is OpenFleet's, and nothing resumes. The executor records the
+	// identity in its lease there, and refuses a copy of the file taken
+	// before the last executor's last pass.
+	Claim func(id FleetIdentity) error
 	// OnBMCError, if set, is called for every BMC error with its class
 	// (metrics).
 	OnBMCError func(class string)
@@ -160,9 +162,10 @@ type Fleet struct {
 	inv  Inventory
 	opts Options
 	db   *bolt.DB
-	id   string // the state file's (ID)
-	now  func() time.Time
-	mono func() time.Duration
+	// ident: the state file's identity (Identity; under mu).
+	ident FleetIdentity
+	now   func() time.Time
+	mono  func() time.Duration
 
 	hosts *boltHosts
 	rec   *reboot.Reconciler
@@ -256,7 +259,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inventory: open %s: %w", path, err)
 	}
-	var id string
+	var id FleetIdentity
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketJobs, bucketHosts} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -313,7 +316,7 @@ func OpenFleet(inv Inventory, path string, opts Options) (*Fleet, error) {
 	if opts.BootID == nil {
 		opts.BootID = linuxBootID
 	}
-	f := &Fleet{inv: inv, opts: opts, db: db, id: id, now: opts.Now, mono: opts.Monotonic,
+	f := &Fleet{inv: inv, opts: opts, db: db, ident: id, now: opts.Now, mono: opts.Monotonic,
 		workers: map[string]bool{}, pokes: map[string]bool{}, liveJob: map[string]string{}, keeping: map[string]bool{},
 		abandoned: map[string]bool{}, selfReboots: map[string]bool{},
 		health:  map[string]healthResult{},

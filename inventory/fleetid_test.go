@@ -44,8 +44,8 @@ func TestFleetIDKeptInFile(t *testing.T) {
 
 	var claimed []string
 	open := func(p string) *Fleet {
-		f, err := OpenFleet(inv, p, Options{manual: true, Claim: func(id string) error {
-			claimed = append(claimed, id)
+		f, err := OpenFleet(inv, p, Options{manual: true, Claim: func(id FleetIdentity) error {
+			claimed = append(claimed, id.ID)
 			return nil
 		}})
 		require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestFleetIDKeptInFile(t *testing.T) {
 
 	// Claim refuses: OpenFleet fails with its error, the file is closed.
 	refuse := errors.New("refused")
-	_, err = OpenFleet(inv, path, Options{manual: true, Claim: func(string) error { return refuse }})
+	_, err = OpenFleet(inv, path, Options{manual: true, Claim: func(FleetIdentity) error { return refuse }})
 	assert.ErrorIs(t, err, refuse)
 	f = open(path)
 	require.NoError(t, f.Close())

@@ -58,6 +58,13 @@ func (f *Fleet) Observe(ctx context.Context, p plan.Plan) (plan.Observations, er
 	if err != nil {
 		return plan.Observations{}, err
 	}
+	for _, r := range p.Reboots {
+		if _, ok := obs.Jobs[r.JobUUID]; !ok {
+			if o, ok := abandonedJobObs(r, p.UUID, hosts[r.ServerUUID]); ok {
+				obs.Jobs[r.JobUUID] = o
+			}
+		}
+	}
 	var servers []Server
 	inPlan := make(map[string]bool, len(p.Reboots))
 	for _, r := range p.Reboots {
@@ -229,6 +236,23 @@ func (f *Fleet) check(ctx context.Context, s Server) error {
 }
 
 // jobObs is what the plan sees of job j (h: its server's record).
+// abandonedJobObs is what Observe reports for the job of r, a reboot of
+// plan planUUID in its job or cancel step, that this fleet state file
+// does not have, when the operator abandoned its server in that plan (h:
+// the server's record): failed, saying so. Its job was in another fleet
+// state file, which the executor was let take the store over from
+// because the abandon gave the server up (cmd/rebootctl): a reboot of
+// it is never taken for one whose job the fleet collected after it ended
+// ("seen once, gone now") and recorded done, though nothing may have
+// rebooted the server.
+func abandonedJobObs(r plan.Reboot, planUUID string, h hostRecord) (plan.JobObs, bool) {
+	if r.JobUUID == "" || r.Step != plan.StepJob && r.Step != plan.StepCancelJob || h.Abandoned == "" || h.AbandonedPlan != planUUID {
+		return plan.JobObs{}, false
+	}
+	return plan.JobObs{Exists: true, Failed: true,
+		Error: "abandoned by the operator (" + h.Abandoned + ") in this plan: no job of it is in this executor's fleet state file"}, true
+}
+
 func jobObs(j JobRecord, h hostRecord) plan.JobObs {
 	o := plan.JobObs{Exists: true, Started: j.Started != nil, Drained: j.Drained != nil,
 		Finished: j.Finished != nil && j.State != JobFailed && j.State != JobCancelled,
@@ -474,6 +498,12 @@ func (f *Fleet) ObserveView(ctx context.Context, v plan.View) (plan.Observations
 			}
 			raw := jb.Get([]byte(r.JobUUID))
 			if raw == nil {
+				var h hostRecord
+				if hr := hb.Get([]byte(r.ServerUUID)); hr != nil && json.Unmarshal(hr, &h) == nil {
+					if o, ok := abandonedJobObs(r, v.UUID, h); ok {
+						obs.Jobs[r.JobUUID] = o
+					}
+				}
 				continue
 			}
 			var j JobRecord

@@ -106,11 +106,21 @@ func (s lockedStore) Get(ctx context.Context, uuid string) (p plan.Plan, err err
 }
 
 func (s lockedStore) Create(ctx context.Context, p plan.Plan) error {
-	return s.with(func(st *plan.BoltStore) error { return st.Create(ctx, p) })
+	return s.with(func(st *plan.BoltStore) error {
+		if err := s.fence(ctx, st); err != nil {
+			return err
+		}
+		return st.Create(ctx, p)
+	})
 }
 
 func (s lockedStore) Put(ctx context.Context, p plan.Plan) error {
-	return s.with(func(st *plan.BoltStore) error { return st.Put(ctx, p) })
+	return s.with(func(st *plan.BoltStore) error {
+		if err := s.fence(ctx, st); err != nil {
+			return err
+		}
+		return st.Put(ctx, p)
+	})
 }
 
 func (s lockedStore) List(ctx context.Context) (ps []plan.Plan, err error) {
@@ -144,7 +154,12 @@ func (s lockedStore) PutView(ctx context.Context, v plan.View) error {
 	if err != nil {
 		return err
 	}
-	return s.with(func(st *plan.BoltStore) error { return st.PutView(ctx, v) })
+	return s.with(func(st *plan.BoltStore) error {
+		if err := s.fence(ctx, st); err != nil {
+			return err
+		}
+		return st.PutView(ctx, v)
+	})
 }
 
 // GetHead reads a plan's header alone (plan.HeadStore): what the
@@ -159,7 +174,12 @@ func (s lockedStore) GetHead(ctx context.Context, uuid string) (v plan.View, err
 
 // PutHead writes a plan's header alone (plan.HeadStore).
 func (s lockedStore) PutHead(ctx context.Context, h plan.View) error {
-	return s.with(func(st *plan.BoltStore) error { return st.PutHead(ctx, h) })
+	return s.with(func(st *plan.BoltStore) error {
+		if err := s.fence(ctx, st); err != nil {
+			return err
+		}
+		return st.PutHead(ctx, h)
+	})
 }
 
 // CommandPending reports whether an operator's command of plan uuid may
@@ -311,29 +331,36 @@ func (e *env) executor(args []string) int {
 	// file not made yet, or made by an older rebootctl), and again, with
 	// the ID the open found or gave, once it is open (Options.Claim).
 	me := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: canonicalPath(*state), Started: time.Now().UTC(), Interval: *interval}
-	stateID, err := inventory.ReadFleetID(*state, executorOwnsFile("the fleet state file"))
+	stateID, err := inventory.ReadFleetIdentity(*state, executorOwnsFile("the fleet state file"))
 	if err != nil && !errors.Is(err, inventory.ErrLocked) {
 		return e.fail(err)
 	}
-	me.StateID = stateID // (another executor's open file: its lease refuses this one, below)
+	// (another executor's open file: its lease refuses this one, below)
+	me.StateID, me.Gen, me.prevGen = stateID.ID, stateID.Gen, stateID.PrevGen
 	if _, err := os.Lstat(*state); errors.Is(err, os.ErrNotExist) {
 		me.StateID = "new:" + me.ID // a file made now: no lease's file, whatever its host and path
 	}
-	if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil {
+	hold := &leaseHolder{store: store, me: me}
+	if err := hold.claim(e.ctx, time.Now().UTC()); err != nil {
 		fmt.Fprintf(e.errw, "rebootctl executor: %v\n", err)
 		return exitError
 	}
+	// Plan store writes of this executor land only while the store's
+	// lease is its own (lockedStore.fence).
+	e.leaseID = me.ID
 	// Given up on return, after the fleet's deferred Close (defers run
-	// last first): nothing of this executor acts any more.
-	defer func() { release(e.store, e.checkStore, me) }()
+	// last first): nothing of this executor acts any more. What its fleet
+	// state file still owes is read before the Close (finalOwed).
+	var finalOwed []inventory.Owed
+	defer func() { release(e.store, e.checkStore, hold.lease(), finalOwed) }()
 	refused := false
 	fleet, err := inventory.OpenFleet(inv, *state, inventory.Options{
-		Claim: func(id string) error {
-			if id == me.StateID {
+		Claim: func(id inventory.FleetIdentity) error {
+			if l := hold.lease(); id.ID == l.StateID && id.Gen == l.Gen && id.PrevGen == l.prevGen {
 				return nil
 			}
-			me.StateID = id // made now, or given its ID now
-			if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil {
+			hold.identify(id) // made now, given its ID now, or not the file read before
+			if err := hold.claim(e.ctx, time.Now().UTC()); err != nil {
 				refused = true
 				return err
 			}
@@ -366,6 +393,8 @@ func (e *env) executor(args []string) int {
 		return e.fail(err)
 	}
 	defer fleet.Close()
+	hold.open(fleet)
+	defer func() { finalOwed = hold.owed() }() // before the Close
 	if *metricsAddr != "" {
 		ln, err := net.Listen("tcp", *metricsAddr)
 		if err != nil {
@@ -410,28 +439,42 @@ func (e *env) executor(args []string) int {
 	}
 	for {
 		start := time.Now()
-		if err := claim(e.ctx, store, me, start.UTC()); errors.Is(err, errOtherExecutor) {
+		// No pass without the lease: one that cannot be renewed stops the
+		// executor when another executor holds the store or its fleet
+		// state file is not the store's (leaseLost), and skips the pass
+		// otherwise (the store cannot be read: the next interval tries
+		// again).
+		if err := hold.renew(e.ctx, start.UTC()); err != nil {
+			if leaseLost(err) {
+				fmt.Fprintf(e.errw, "rebootctl executor: stopping: %v\n", err)
+				return exitError
+			}
+			if e.ctx.Err() == nil {
+				msg := named.Replace(err.Error())
+				logger.Warn("lease not renewed: no pass until it is (nothing started, nothing recorded)", "error", msg)
+				stMu.Lock()
+				st.PassError = "lease not renewed: " + msg
+				stMu.Unlock()
+			}
+		} else if err := e.leasedPass(hold, start, *interval, logger, publish, func(ctx context.Context) error {
+			return e.passAll(ctx, fleet, store, cfg, logger, m, *passTimeout)
+		}); leaseLost(err) {
 			fmt.Fprintf(e.errw, "rebootctl executor: stopping: %v\n", err)
 			return exitError
-		}
-		err := beatDuring(e.ctx, *interval, func() {
-			if err := claim(e.ctx, store, me, time.Now().UTC()); err != nil && !errors.Is(err, context.Canceled) {
-				logger.Warn("lease not renewed during a pass", "error", err.Error())
+		} else {
+			stMu.Lock()
+			if err != nil && !errors.Is(err, context.Canceled) {
+				msg := named.Replace(err.Error())
+				logger.Warn("pass failed", "error", msg)
+				st.PassError = msg
+			} else if err == nil {
+				st.PassError = ""
+				st.LastPass = time.Now().UTC()
+				m.passOK(st.LastPass)
 			}
-			publish()
-		}, func() error { return e.passAll(fleet, store, cfg, logger, m, *passTimeout) })
-		stMu.Lock()
-		if err != nil && !errors.Is(err, context.Canceled) {
-			msg := named.Replace(err.Error())
-			logger.Warn("pass failed", "error", msg)
-			st.PassError = msg
-		} else if err == nil {
-			st.PassError = ""
-			st.LastPass = time.Now().UTC()
-			m.passOK(st.LastPass)
+			stMu.Unlock()
+			m.passDuration(time.Since(start))
 		}
-		stMu.Unlock()
-		m.passDuration(time.Since(start))
 		publish()
 		select {
 		case <-e.ctx.Done():
@@ -582,12 +625,12 @@ func lookupAll(ctx context.Context, inv inventory.Inventory) map[string][]netip.
 // each read and write only, never while the fleet is observed or acted
 // on), each plan with its share of timeout (plan.Turns), then ends the
 // jobs their plans no longer run.
-func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config, logger *slog.Logger, m *metrics, timeout time.Duration) error {
+func (e *env) passAll(ctx context.Context, fleet *inventory.Fleet, store lockedStore, cfg plan.Config, logger *slog.Logger, m *metrics, timeout time.Duration) error {
 	if e.named == nil {
 		e.named = strings.NewReplacer()
 	}
 	var abandoned []byte
-	if err := store.with(func(s *plan.BoltStore) (err error) { abandoned, err = s.GetMeta(e.ctx, metaAbandoned); return err }); err != nil {
+	if err := store.with(func(s *plan.BoltStore) (err error) { abandoned, err = s.GetMeta(ctx, metaAbandoned); return err }); err != nil {
 		return err
 	}
 	// Every abandon is applied before any plan runs: one of a server the
@@ -611,7 +654,7 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 	}
 	// The plans' headers only: a pass reads the reboots of the plans it
 	// runs (their views), never every reboot of every plan ever stored.
-	plans, lerr := store.ListHeads(e.ctx)
+	plans, lerr := store.ListHeads(ctx)
 	exec := &plan.Executor{Fleet: fleet, Store: store, Config: cfg, Now: time.Now, Logger: logger}
 	views := map[string]plan.View{}
 	failed := map[string]bool{}
@@ -624,15 +667,15 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 		}
 		turns = append(turns, plan.Turn{UUID: p.UUID, Acts: p.Acts()})
 	}
-	pctx, cancel := context.WithTimeout(e.ctx, timeout)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// Each plan has its own share of the pass (plan.Turns): a plan whose
 	// fleet call hangs never starves the others, and a plan cut short
 	// runs last in a next pass, with everything the others left.
-	errs, err := e.turns.Run(pctx, turns, func(error) bool { return e.ctx.Err() != nil },
+	errs, err := e.turns.Run(pctx, turns, func(error) bool { return ctx.Err() != nil },
 		func(ctx context.Context, uuid string) error {
-			if e.ctx.Err() != nil {
-				return e.ctx.Err()
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
 			}
 			v, err := exec.Pass(ctx, uuid)
 			if err == nil {
@@ -641,7 +684,7 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 			return err
 		})
 	if err != nil {
-		return e.ctx.Err()
+		return context.Cause(ctx)
 	}
 	for i, err := range errs {
 		uuid := turns[i].UUID
@@ -655,7 +698,10 @@ func (e *env) passAll(fleet *inventory.Fleet, store lockedStore, cfg plan.Config
 		}
 	}
 	m.observe(plans, views, lerr)
-	if err := fleet.Sync(e.ctx, func(j inventory.JobRecord) (bool, bool, string) {
+	if ctx.Err() != nil {
+		return context.Cause(ctx) // the lease was lost: the fleet's jobs are left as they are
+	}
+	if err := fleet.Sync(ctx, func(j inventory.JobRecord) (bool, bool, string) {
 		if failed[j.Plan] {
 			return false, false, ""
 		}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rebootkit/rebootkit/inventory"
 	"github.com/rebootkit/rebootkit/plan"
 )
 
@@ -27,8 +28,9 @@ const metaLease = "executor-lease"
 var errOtherExecutor = errors.New("another executor runs on this plan store")
 
 // lease is an executor's claim on a plan store, renewed at every pass and
-// every interval during a long one, and checked before every first
-// power-off. A claim not renewed for three intervals
+// every interval during a long one (leaseHolder; a pass stops acting when
+// a renewal fails: leasedPass), and checked before every first power-off
+// and every write of a plan (lockedStore.fence). A claim not renewed for three intervals
 // and ten seconds has lapsed; a claim of a process of this machine that
 // no longer runs has lapsed at once, and so has one its executor gave up
 // when it stopped (release).
@@ -42,7 +44,16 @@ type lease struct {
 	// none, the file's device and inode on its machine (claim: fileID);
 	// "" in a lease written by a rebootctl that recorded none (sameState
 	// then falls back to hostname and path).
-	StateID  string        `json:"state_id,omitempty"`
+	StateID string `json:"state_id,omitempty"`
+	// Gen is the fleet state file's generation (inventory.FleetIdentity)
+	// when the claim was written: the executor advances it at every pass
+	// before claiming, so that a copy of the file taken before its last
+	// pass is told from the file (sameGeneration). "" in a lease written
+	// by a rebootctl that recorded none, or whose file had none yet.
+	Gen string `json:"gen,omitempty"`
+	// prevGen is the generation before Gen of this executor's own file
+	// (not stored: only what its file accepts, sameGeneration).
+	prevGen  string
 	Started  time.Time     `json:"started"`
 	At       time.Time     `json:"at"`
 	Interval time.Duration `json:"interval"`
@@ -67,7 +78,11 @@ func (l lease) lapsed(now time.Time, host string) bool {
 }
 
 func (l lease) String() string {
-	return fmt.Sprintf("on %s, pid %d, fleet state %s, last renewed %s", clean(l.Host), l.PID, clean(l.State), l.At.UTC().Format(time.RFC3339))
+	renewed := "last renewed " + l.At.UTC().Format(time.RFC3339)
+	if l.At.IsZero() {
+		renewed = "given up when it stopped"
+	}
+	return fmt.Sprintf("on %s, pid %d, fleet state %s, %s", clean(l.Host), l.PID, clean(l.State), renewed)
 }
 
 // fileID is the identity of the file at path on this machine (its
@@ -102,26 +117,54 @@ func processRuns(pid int) bool {
 }
 
 // claim takes or renews me's lease on the store, in one store operation:
-// it fails with errOtherExecutor while another executor's claim holds.
-// A lease with no StateID gets its file's (fileID).
+// it fails with errOtherExecutor while another executor's claim holds,
+// and, when it takes the store over from another executor's lease,
+// with errStaleState or errOtherState as takeOver says. A lease with no
+// StateID gets its file's (fileID). It neither reads nor writes the
+// ledger of what the fleet state file owes (leaseHolder does).
 func claim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
+	_, err := claimCore(ctx, s, me, lease{}, nil, now)
+	return err
+}
+
+// claimCore is claim for an executor that took the store over from took
+// (zero if none, or its own lease): when me's own lease names another
+// fleet state file than me does now (its file was made or given its ID
+// by the open), me is judged against took again. owed, when not nil, is
+// what me's fleet state file owes (written to the ledger, metaOwed, when
+// it changed); nil leaves the ledger as it is (the fleet is not open
+// yet: the file the lease names keeps the one its last executor wrote).
+// It returns the lease it replaced.
+func claimCore(ctx context.Context, s lockedStore, me, took lease, owed []inventory.Owed, now time.Time) (lease, error) {
 	if me.StateID == "" {
 		me.StateID = fileID(me.State)
 	}
-	return s.with(func(st *plan.BoltStore) error {
+	var cur lease
+	err := s.with(func(st *plan.BoltStore) error {
 		raw, err := st.GetMeta(ctx, metaLease)
 		if err != nil {
 			return err
 		}
-		var cur lease
 		if len(raw) > 0 {
 			_ = json.Unmarshal(raw, &cur)
 		}
 		if err := othersHold(cur, me, now); err != nil {
 			return err
 		}
-		if cur.ID != "" && cur.ID != me.ID && !sameState(cur, me) {
-			if err := inFlightElsewhere(ctx, st, cur, me); err != nil {
+		from := cur
+		if cur.ID == me.ID {
+			from = lease{}
+			if !sameState(cur, me) || sameGeneration(cur, me) != nil {
+				from = took // its file is not the one its lease named: judged again
+			}
+		}
+		if from.ID != "" && from.ID != me.ID {
+			if err := takeOver(ctx, st, from, me); err != nil {
+				return err
+			}
+		}
+		if owed != nil {
+			if err := putOwed(ctx, st, owed); err != nil {
 				return err
 			}
 		}
@@ -132,6 +175,19 @@ func claim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
 		}
 		return st.PutMeta(ctx, metaLease, out)
 	})
+	return cur, err
+}
+
+// takeOver is nil when me may take the store over from cur, the lease of
+// another executor that no longer holds: with the same fleet state file
+// (its ID) only if it is that file and not a copy taken before
+// (sameGeneration: errStaleState); with another file only if cur's file
+// owes no server anything (owedElsewhere: errOtherState).
+func takeOver(ctx context.Context, st *plan.BoltStore, cur, me lease) error {
+	if sameState(cur, me) {
+		return sameGeneration(cur, me)
+	}
+	return owedElsewhere(ctx, st, cur, me)
 }
 
 // othersHold is errOtherExecutor while cur, another executor's claim,
@@ -145,15 +201,16 @@ func othersHold(cur, me lease, now time.Time) error {
 
 // release gives up me's claim on the store at path when this executor
 // stops, once its fleet is closed (nothing of it acts any more; checkStore
-// is the executor's check of the store's file). The lease stays, naming
-// its host and fleet state file (a successor with another file still
-// finds the reboots in flight there: inFlightElsewhere), but lapsed: an
-// executor started next, on this machine in this process or on another
-// machine, need not wait for it to lapse. A lease another executor took
-// over is left alone. It is best effort, bounded by a few seconds (the
-// executor's own context has ended): a lease not released lapses as
-// before.
-func release(path string, checkStore func(*os.File) error, me lease) {
+// is the executor's check of the store's file), with owed, what its
+// fleet state file still owed when it stopped (nil: not known, the ledger
+// is left as it is). The lease stays, naming its host and fleet state
+// file (a successor with another file still finds what that file owes:
+// owedElsewhere), but lapsed: an executor started next, on this machine
+// in this process or on another machine, need not wait for it to lapse.
+// A lease another executor took over is left alone. It is best effort,
+// bounded by a few seconds (the executor's own context has ended): a
+// lease not released lapses as before.
+func release(path string, checkStore func(*os.File) error, me lease, owed []inventory.Owed) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r := &env{ctx: ctx, store: path, errw: io.Discard, checkStore: checkStore}
@@ -166,6 +223,11 @@ func release(path string, checkStore func(*os.File) error, me lease) {
 		if err := json.Unmarshal(raw, &cur); err != nil || cur.ID != me.ID {
 			return err
 		}
+		if owed != nil {
+			if err := putOwed(ctx, st, owed); err != nil {
+				return err
+			}
+		}
 		cur.At = time.Time{}
 		out, err := json.Marshal(cur)
 		if err != nil {
@@ -176,9 +238,43 @@ func release(path string, checkStore func(*os.File) error, me lease) {
 }
 
 // errOtherState: the store's last executor kept its jobs in another
-// fleet state file, and reboots of a plan (running, stopped, or ended
-// with a job still owed, e.g. a power-on) are in flight there.
+// fleet state file, and that file still owes servers something (a job in
+// flight, an undrain, a power-on, a power-off that may still land).
 var errOtherState = errors.New("the last executor on this plan store used another fleet state file, and reboots it started are in flight")
+
+// errStaleState: the fleet state file given has the ID of the one the
+// store's last executor used, but not its generation: it is a copy of it
+// taken before that executor's last pass (a backup, a VM snapshot, a
+// copy on a standby machine), without the jobs and power cycles recorded
+// since.
+var errStaleState = errors.New("the fleet state file given is an older copy of the one the last executor on this plan store used")
+
+// leaseLost says whether err, a claim's, means this executor must stop:
+// another executor holds the store, or its fleet state file is not the
+// one the store's jobs are in.
+func leaseLost(err error) bool {
+	return errors.Is(err, errOtherExecutor) || errors.Is(err, errOtherState) || errors.Is(err, errStaleState)
+}
+
+// sameGeneration is nil when me's fleet state file, the one cur names
+// (sameState), is that file as cur's executor last left it: its
+// generation, or the one before (that executor died between advancing
+// the file and claiming), is cur's. A lease that records no generation
+// (an older rebootctl's, or a file never advanced) accepts any.
+func sameGeneration(cur, me lease) error {
+	if cur.Gen == "" || me.Gen == cur.Gen || me.prevGen == cur.Gen {
+		return nil
+	}
+	gen := me.Gen
+	if gen == "" {
+		gen = "none"
+	}
+	return fmt.Errorf("%w: %s (fleet state file ID %s) is at generation %s, and the last executor on this plan store (%s) recorded generation %s of that file: "+
+		"this one is a copy taken before (a backup, a VM snapshot, a copy on a standby machine) and lacks the jobs and power cycles recorded since, so it is not used. "+
+		"Start the executor with the file that executor used (%s on %s), not a copy of it; "+
+		"if that file is lost, move this copy away and start the executor with a new fleet state file (--state NEWPATH): it then names the servers the lost file still owes something and how to give each up",
+		errStaleState, clean(me.State), clean(me.StateID), clean(gen), cur, clean(cur.Gen), clean(cur.State), clean(cur.Host))
+}
 
 // sameState reports whether two leases name the same fleet state file:
 // the same StateID (the file's own ID: whatever the machine's hostname,
@@ -205,43 +301,95 @@ func canonicalPath(path string) string {
 	return filepath.Clean(path)
 }
 
-// inFlightElsewhere refuses to take the store over from cur, whose jobs
-// are in another fleet state file, while a plan of any state (a
-// canceled or failed one too) has a reboot in its job or cancel step:
-// this executor knows nothing of those jobs, and would start each again
-// (a second drain, a second power cycle of a server the first may have
-// left off) or, for an ended plan, never finish them (a server whose
-// power-on is owed stays off).
-func inFlightElsewhere(ctx context.Context, st *plan.BoltStore, cur, me lease) error {
+// owedElsewhere refuses to take the store over from cur, whose jobs are
+// in another fleet state file, while a server is owed something only
+// that file's executor does: a plan of any state (a canceled or failed
+// one too) has a reboot in its job or cancel step (its job may run, or
+// be created late), or the ledger cur's executor wrote (metaOwed, from
+// its fleet: Fleet.Owed) lists a job not ended (an undrain owed after
+// the power cycle) or a power cycle not settled (a power-on owed after
+// the job gave up, a power-off that may still land). This executor knows
+// nothing of those, and would start each again (a second drain, a
+// second power cycle) or never finish them (a server left off, or
+// drained). A server the operator abandoned in that plan (plan abandon)
+// is owed nothing: they took it over.
+func owedElsewhere(ctx context.Context, st *plan.BoltStore, cur, me lease) error {
+	rawAbandoned, err := st.GetMeta(ctx, metaAbandoned)
+	if err != nil {
+		return err
+	}
+	abandoned := readAbandoned(rawAbandoned)
+	// given: the operator abandoned server in that plan (in any plan,
+	// when the ledger knows none: the job that owes it was pruned).
+	given := func(server, planUUID string) bool {
+		a, ok := abandoned[server]
+		return ok && (planUUID == "" || a.Plan == planUUID)
+	}
 	plans, err := st.List(ctx)
 	if err != nil {
 		return err
 	}
 	var names []string
+	listed := map[string]bool{}
 	for _, p := range plans {
 		// A canceled or failed plan counts too: a reboot of it still in
 		// its job step (a power-on owed after an accepted power-off) or
 		// its cancel step ends only through the job in cur's file.
 		for _, r := range p.Reboots {
-			if r.Step == plan.StepJob || r.Step == plan.StepCancelJob {
-				names = append(names, fmt.Sprintf("%s (plan %s)", r.ServerHostname, p.UUID))
+			if (r.Step == plan.StepJob || r.Step == plan.StepCancelJob) && !given(r.ServerUUID, p.UUID) {
+				names = append(names, fmt.Sprintf("%s (plan %s): its reboot job is in flight", r.ServerHostname, p.UUID))
+				listed[r.ServerUUID+"\x00"+p.UUID] = true
 			}
 		}
+	}
+	owed, err := readOwed(ctx, st)
+	if err != nil {
+		return err
+	}
+	for _, o := range owed {
+		if listed[o.Server+"\x00"+o.Plan] || given(o.Server, o.Plan) {
+			continue
+		}
+		names = append(names, fmt.Sprintf("%s (plan %s): %s", o.Hostname, orAnyPlan(o.Plan), owedWhat(o.What)))
 	}
 	if len(names) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s kept its jobs in %s on %s%s, and the reboots of %s are in flight there. "+
-		"Start the executor on %s with --state %s (or, if that machine was renamed or the file moved, wherever that file is now), so that it resumes them; "+
-		"%sif that file is lost, cancel those plans first "+
-		"(rebootctl plan cancel PLAN) and check each server by hand (it may be drained, or off)",
-		errOtherState, clean(cur.Host), clean(cur.State), clean(cur.Host), stateIDs(cur, me), clean(strings.Join(names, ", ")), clean(cur.Host), clean(cur.State), olderLease(cur, me))
+	return fmt.Errorf("%w: %s kept its jobs in %s on %s%s, and that file still owes these servers: %s. "+
+		"Start the executor on %s with --state %s (or, if that machine was renamed or the file moved, wherever that file is now), so that it finishes them; "+
+		"%sif that file is lost, give each of these servers up first (rebootctl plan abandon PLAN SERVER: no executor powers it again), "+
+		"check each by hand (it may be drained, or off: undrain it, power it on), then start this executor again",
+		errOtherState, clean(cur.Host), clean(cur.State), clean(cur.Host), stateIDs(cur, me), clean(strings.Join(names, "; ")), clean(cur.Host), clean(cur.State), olderLease(cur, me))
+}
+
+// owedWhat says, for an operator, what a fleet state file owes a server
+// (inventory.Owed.What).
+func owedWhat(what string) string {
+	switch what {
+	case inventory.OwedJob:
+		return "its reboot job has not ended: it may still drain, power-cycle or undrain the server"
+	case inventory.OwedPower:
+		return "its power cycle has not settled: it may be off, or a power-off sent to it may still land; that file's executor powers it on"
+	}
+	return "owed " + what
+}
+
+// orAnyPlan names the plan of a ledger entry: "" when the job that owes
+// the server was pruned (any plan of the server then gives it up).
+func orAnyPlan(p string) string {
+	if p == "" {
+		return "not known: abandon it in any plan that reboots it"
+	}
+	return p
 }
 
 // stateIDs says the two fleet state files' IDs when both are known.
 func stateIDs(cur, me lease) string {
 	if cur.StateID == "" || me.StateID == "" {
 		return ""
+	}
+	if strings.HasPrefix(me.StateID, "new:") {
+		return fmt.Sprintf(" (fleet state file ID %s; the one given here, %s, is made new)", clean(cur.StateID), clean(me.State))
 	}
 	return fmt.Sprintf(" (fleet state file ID %s; the one given here, %s, has ID %s)", clean(cur.StateID), clean(me.State), clean(me.StateID))
 }

@@ -135,6 +135,10 @@ type env struct {
 	// checkStore, when set (by the executor: executorOwnsFile), judges
 	// the store's file each open opened, before a byte of it is read.
 	checkStore func(*os.File) error
+	// leaseID, when set (by the executor, once it claimed the store), is
+	// its lease's ID: the executor's writes of plans land only while the
+	// store's lease is that one (lockedStore.fence).
+	leaseID string
 }
 
 func commonFlags(fs *flag.FlagSet, e *env) {
