@@ -211,6 +211,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -375,10 +376,22 @@ func (cfg *Config) maxInFlight() int {
 type Controller struct {
 	cfg Config
 
-	sess *session      // the login; shared with the controllers made on it
-	own  bool          // this Controller made the login (Close logs it out)
-	sem  chan struct{} // held by the operation under way
-	reqs chan struct{} // held by each request it sends (reqPath)
+	sess *session // the login; shared with the controllers made on it
+	own  bool     // this Controller made the login (Close logs it out)
+	// sem is held by the power command under way (On, Off, Reset) and
+	// by Close; rsem by the read under way (State, a task monitor's
+	// read) and by Close. A command never waits for a read: a read that
+	// waits for a read place, or hangs at the BMC, holds rsem, not sem
+	// (TestReview35ab_FenceHeldByOwnReadQueuedBehindDeadBlade).
+	sem  chan struct{}
+	rsem chan struct{}
+	// reqs is held by each request a read sends, creqs by each request a
+	// power command sends (reqPath): one request at a time of each.
+	reqs  chan struct{}
+	creqs chan struct{}
+	// runMu guards lastOffPush, pushOK, pushOverAt and pushOffRun, which
+	// a command writes and the reads (a command's or State's) update.
+	runMu sync.Mutex
 	// In doubt (readplace.go): suspect, a read of this system's was shown
 	// to hang (a read of another system sent after it was answered much
 	// sooner); doubt, a read of its was left unanswered for twice the
@@ -473,19 +486,58 @@ func (c *Controller) staleReads() time.Duration {
 	return 30 * time.Second
 }
 
-// lock takes the Controller for one operation, or gives up when ctx is
-// done: a BMC that never answers must not block later callers past their
+// newController makes the Controller of cfg's system on session sess
+// (own: it made the login).
+func newController(cfg Config, sess *session, own bool) *Controller {
+	return &Controller{cfg: cfg, sess: sess, own: own, sem: make(chan struct{}, 1), rsem: make(chan struct{}, 1),
+		reqs: make(chan struct{}, 1), creqs: make(chan struct{}, 1)}
+}
+
+// take takes lock l for operation op, or gives up when ctx is done: a
+// BMC that never answers must not block later callers past their
 // deadlines.
-func (c *Controller) lock(ctx context.Context, op string) error {
+func take(ctx context.Context, l chan struct{}, op string) error {
 	select {
-	case c.sem <- struct{}{}:
+	case l <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		return &power.Error{Op: op, Class: power.ClassBusy, Message: "another operation on this BMC is under way", Err: ctx.Err()}
 	}
 }
 
+// lock takes the Controller for one power command (or Close), giving up
+// when ctx is done: the error then matches power.ErrNotSent (nothing was
+// sent).
+func (c *Controller) lock(ctx context.Context, op string) error {
+	if err := take(ctx, c.sem, op); err != nil {
+		return notSentYet(err)
+	}
+	return nil
+}
+
 func (c *Controller) unlock() { <-c.sem }
+
+// lockRead takes the Controller for one read (State, a task monitor's),
+// giving up when ctx is done. It waits for no power command, nor a power
+// command for it.
+func (c *Controller) lockRead(ctx context.Context, op string) error {
+	return take(ctx, c.rsem, op)
+}
+
+func (c *Controller) unlockRead() { <-c.rsem }
+
+// notSentYet is err (a *power.Error of a wait for the Controller) saying
+// that nothing was sent, and matching power.ErrNotSent.
+func notSentYet(err error) error {
+	var pe *power.Error
+	if !errors.As(err, &pe) {
+		return err
+	}
+	cp := *pe
+	cp.Message += ": not sent"
+	cp.Err = fmt.Errorf("%w: %w", power.ErrNotSent, pe.Err)
+	return &cp
+}
 
 // Connect opens a session (or sets up basic auth), finds the system and
 // reads its reset action.
@@ -507,7 +559,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	if cfg.BasicAuth && ci.NoSession != nil {
 		ci.NoSession() // every request carries the credentials: no session at the BMC
 	}
-	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
+	c := newController(cfg, nil, true)
 	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), places: newReadPlaces(cfg.maxInFlight())}
 	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
@@ -590,10 +642,14 @@ func (c *Controller) CloseContext(ctx context.Context) error {
 	if !c.own {
 		return nil
 	}
-	if err := c.lock(ctx, "close"); err != nil {
+	if err := take(ctx, c.sem, "close"); err != nil {
 		return err
 	}
 	defer c.unlock()
+	if err := c.lockRead(ctx, "close"); err != nil {
+		return err
+	}
+	defer c.unlockRead()
 	if cl := c.sess.take(); cl != nil {
 		// Bounded by ctx as well: a caller giving up ends the wait.
 		lctx, cancel := context.WithTimeout(ctx, logoutTimeout)
@@ -617,10 +673,10 @@ func (c *Controller) AuthenticatesCalls() bool { return c.cfg.BasicAuth }
 // null, missing, Paused or anything else unknown is power.StateUnknown with
 // no error: the BMC answered, but nothing may be decided on it.
 func (c *Controller) State(ctx context.Context) (power.State, error) {
-	if err := c.lock(ctx, "state"); err != nil {
+	if err := c.lockRead(ctx, "state"); err != nil {
 		return power.StateUnknown, err
 	}
-	defer c.unlock()
+	defer c.unlockRead()
 	s, err := c.readState(ctx)
 	if err != nil {
 		return power.StateUnknown, err
@@ -639,6 +695,8 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 	if err != nil {
 		return power.StateUnknown, c.classify("state", err)
 	}
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
 	switch strings.ToLower(string(sys.PowerState)) {
 	case "off":
 		// Taken StaleReads after a press that was answered, an unbroken

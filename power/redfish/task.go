@@ -79,10 +79,10 @@ func (c *Controller) taskMonitor(s string) string {
 // refusal (404 included: a BMC that forgot its task tells nothing) or
 // no answer: not ended.
 func (c *Controller) taskEnded(ctx context.Context, m string) (bool, error) {
-	if err := c.lock(ctx, "task"); err != nil {
+	if err := c.lockRead(ctx, "task"); err != nil {
 		return false, err
 	}
-	defer c.unlock()
+	defer c.unlockRead()
 	var ended bool
 	err := c.withSession(ctx, func(cl *reqPath) error {
 		resp, err := cl.Get(m)
