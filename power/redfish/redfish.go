@@ -4,7 +4,8 @@
 // Connect finds the ComputerSystem once (by ID, or the only one) and keeps
 // the client, the session and the system's URI, its Reset target and its
 // allowable reset types, so that in steady state reading the power state
-// costs one request and a power change two (read, reset).
+// costs one request, a power change two (read, reset) and a power-off that
+// does not toggle one (the reset).
 //
 // What real BMCs do, and what this adapter does about it:
 //   - Reset types are chosen from the system's allowable values (inline,
@@ -42,9 +43,9 @@
 //     press refused
 //     for its credentials was not carried out and does not count; nor
 //     does a reset whose POST was never handed to the HTTP client (it
-//     waited for the Controller's request slot or a re-login until its
-//     deadline): it opens no window, and its error matches
-//     power.ErrNotSent.
+//     waited for the Controller, its request slot or a re-login until its
+//     deadline, or its context was done when it would have gone out): it
+//     opens no window, and its error matches power.ErrNotSent.
 //     A press or a ForceRestart refused 401 (an expired session: nothing
 //     applied) is posted again after the re-login only on a read taken
 //     after that re-login, the windows above checked again against it:
@@ -65,9 +66,11 @@
 //     directly, because gofish's own allowable-value check refuses
 //     GracefulShutdown in that case.
 //   - A power-off that does not toggle (ForceOff, GracefulShutdown) is
-//     sent whatever the state reads, unknown or Off included: it cannot
-//     power anything on, and an Off read may be a stale echo of a host that
-//     was powered on a moment ago. A system that reads On gets no On reset.
+//     sent without reading the state: it cannot power anything on, an Off
+//     read may be a stale echo of a host that was powered on a moment ago,
+//     and a read that hangs (a blade controller that answers no GET while
+//     the BMC still takes resets) would leave the reset none of the
+//     caller's deadline. A system that reads On gets no On reset.
 //   - A 401 (and a 403 at login, or with BasicAuth to Connect's read of
 //     the Systems collection) is power.ErrAuth, of class failed: the
 //     BMC refused the credentials (a power.Pool backs off hardest after it).
@@ -135,36 +138,49 @@
 //     and proxy settings are the same; otherwise it fails with
 //     power.ErrNotShared and the Pool logs in. Closing such a Controller
 //     does nothing; closing the one that logged in ends the session. Each
-//     Controller sends its requests one at a time, on its own request
-//     path on the session (the session's token and HTTP client, its
+//     Controller sends its reads one at a time, and its power commands'
+//     requests one at a time beside them, on its own request path on the
+//     session (the session's token and HTTP client, its
 //     origin check, body limit and redirect rules), never queued behind
 //     another's: gofish's client sends one request at a time for all its
 //     copies, so only the login and the logout go through it, and a blade
 //     whose reads hang (its join, its reads) never holds up a
 //     neighbour's call on the shared session.
-//   - Reads wait for one of the session's Config.MaxInFlight places;
-//     power commands never do. A slow BMC and dead blades (systems whose
-//     reads hang while the BMC answers the others) look alike until the
-//     BMC answers: a read keeps its place until it ends (its answer's
-//     body read), or until a read of another system, sent after it, is
-//     answered within its own overdue time while the first has been
-//     unanswered four times as long, its usual overdue time and four
-//     times as long as its own system's last answered read took; the
-//     first is then cancelled, sent again later, and its system is
-//     suspect: it sends its reads through one extra place, with the
-//     other suspect systems', until one is answered. A system whose read
-//     was left unanswered at the BMC for twice the usual answer time is
-//     doubtful until one is answered: its reads get a place after the
-//     others' and are cancelled and sent again later for a waiting read
-//     that ranks higher (of a system not doubtful, or answered since the
-//     other became doubtful). While every place is held by an overdue read, one probe
-//     read goes to the BMC beside them, in the extra place, and is
-//     cancelled and sent again later if it is overdue too while another
-//     read waits for a probe. A late answer raises the overdue time (not
-//     the usual one). A BMC, slow or not, is thus sent at most
-//     MaxInFlight + 1 reads at once (readplace.go; one that goes on
-//     working on a cancelled read after its connection closed may still
-//     be working on more).
+//   - Reads wait for a place on their session; power commands wait for
+//     none, nor for any read (a read of their own system's included: a
+//     monitor's read that waits for a place, or hangs at the BMC, holds
+//     up no fence). A session has Config.MaxInFlight places and one extra
+//     place. A slow BMC and dead blades (systems whose reads hang while
+//     the BMC answers the others) look alike until the BMC answers. A
+//     system is in doubt from a read of it that the BMC left unanswered
+//     for twice the usual answer time (doubtful), or that the evidence
+//     showed to hang (suspect), until one of its reads is answered. The
+//     evidence: a read of another system, sent after a read of a system
+//     not in doubt (or a probe), is answered within its own overdue time
+//     while the first has been unanswered four times as long, its usual
+//     overdue time and four times as long as its own system's last
+//     answered read took; the first (a GET) is then cancelled and sent
+//     again later. The MaxInFlight places are the reads' of systems not
+//     in doubt, in line. A doubtful system's read (the highest-ranked
+//     first) takes a free one that none of theirs waits for only while
+//     the extra place is held by a probe or by a read of a system ranked
+//     at least as high, and is cancelled and sent again later when one of
+//     theirs waits; a suspect system's read never takes one. The extra
+//     place is the systems' in doubt: they rank by the reads they missed
+//     since their last answer, fewest first, then by that answer, the
+//     latest first; the one ranked first holds it until its read ends,
+//     cancelled only for a probe or for a waiting read of a system in
+//     doubt that ranks higher and was answered later than the holder's
+//     system (one that missed more reads, answered later or not, waits).
+//     While every MaxInFlight place is held by an overdue read that no
+//     waiting read may cancel and a read of a system not in doubt waits,
+//     that read (of those, the one that began waiting last) goes to the
+//     BMC as a probe, in the extra place, whose read, once overdue while
+//     a probe is wanted, is cancelled and sent again later. A late answer
+//     raises the overdue time (not the usual one). A BMC, slow or not, is
+//     thus sent at most MaxInFlight + 1 reads at once on open connections
+//     (readplace.go; one that goes on working on a cancelled read after
+//     its connection closed may still be working on more).
 //   - Credentials never leave the endpoint's origin: a redirect to another
 //     scheme, host or port is not followed, nor any redirect of a request
 //     with a body (a login, a reset), so the session token, the basic-auth
