@@ -140,3 +140,79 @@ func TestReview36ac_AlwaysTransitioningBareRebootCyclesForEver(t *testing.T) {
 		"one bare reboot, a BMC reading Transitioning whatever the power: %d power cycles by command (%d out of band) in the hour after the request (power-offs %d), annotation still present %v; status %+v; truth %s",
 		cycles, oob, review36xCount(pw, fake.OpOff, at), h.Annotations[reboot.Annotation] != "", h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// review36acStuckOnJump runs TestReview36abFix_BareStuckOffOneCycle's
+// world (a bare hard reboot, the BMC reading Transitioning while the host
+// is off) and moves the wall clock by jump right after bareStuck's
+// power-on. It returns the power, the cycles by command and whether the
+// reboot ended.
+func review36acStuckOnJump(t *testing.T, jump time.Duration) (*fake.Power, int, bool, reboot.Host) {
+	t.Helper()
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var offs atomic.Int64
+	w.Power = nullThenStuckOff{pw, &offs}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(time.Minute), start)
+	require.True(t, pw.HardwareOn(), "the setup: the host runs")
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`}
+	}))
+	jumped := false
+	for end := at.Add(30 * time.Minute); clk.Real().Before(end); {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if testing.Verbose() && res.Decision.Power != reboot.ActionNone {
+			t.Logf("%v %v %v %s %v", clk.Real().Sub(at), res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+		}
+		if !jumped && res.Decision.Power == reboot.ActionPowerOn && !res.Decision.Status.StuckOnDecided.IsZero() {
+			jumped = true
+			clk.Jump(jump)
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Second
+		}
+		clk.Advance(min(next, 30*time.Second))
+	}
+	require.True(t, jumped, "the setup: bareStuck's power-on; truth %s", rebootcheck.DescribeTruth(pw))
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	_, pending := h.Annotations[reboot.Annotation]
+	cycles, oob := rebootcheck.Cycles(pw)
+	return pw, cycles + oob, !pending, h
+}
+
+// TestReview36ac_BareStuckClockStepBackSecondCycle: bareStuck ends the
+// reboot on an On reading only while the wall clock is not before
+// Status.StuckOnDecided (decide_bare.go: window's !now.Before(at)). An NTP
+// step of the wall clock back by 5 s right after its power-on (A3: clocks
+// agree, a step is corrected) makes the On reading that follows fall
+// outside the window: bareStuck returns false, pending sends the reboot's
+// power-off to the host just powered on, and one request power-cycles it
+// twice ("No request causes two power cycles"; the OffOnSane rule was
+// made to compare no clock for this reason).
+func TestReview36ac_BareStuckClockStepBackSecondCycle(t *testing.T) {
+	pw, cycles, done, h := review36acStuckOnJump(t, -5*time.Second)
+	require.True(t, done, "the reboot never ended; status %+v; truth %s", h.Status, rebootcheck.DescribeTruth(pw))
+	require.True(t, pw.HardwareOn(), "off at the end; truth %s", rebootcheck.DescribeTruth(pw))
+	require.Equal(t, 1, cycles, "a 5 s step back of the wall clock after bareStuck's power-on: %d power cycles for one bare request; status %+v; truth %s",
+		cycles, h.Status, rebootcheck.DescribeTruth(pw))
+}
+
+// TestReview36ac_BareStuckClockStepForwardSecondCycle: as
+// TestReview36ac_BareStuckClockStepBackSecondCycle, the wall clock
+// stepped forward by 5 minutes right after bareStuck's power-on (a
+// controller clock that was behind, corrected by NTP): the On reading
+// that follows falls outside the window timed on the wall clock.
+func TestReview36ac_BareStuckClockStepForwardSecondCycle(t *testing.T) {
+	pw, cycles, done, h := review36acStuckOnJump(t, 5*time.Minute)
+	require.True(t, done, "the reboot never ended; status %+v; truth %s", h.Status, rebootcheck.DescribeTruth(pw))
+	require.True(t, pw.HardwareOn(), "off at the end; truth %s", rebootcheck.DescribeTruth(pw))
+	require.Equal(t, 1, cycles, "a 5 min step forward of the wall clock after bareStuck's power-on: %d power cycles for one bare request; status %+v; truth %s",
+		cycles, h.Status, rebootcheck.DescribeTruth(pw))
+}
