@@ -180,6 +180,9 @@ type Fleet struct {
 	pokes   map[string]bool   // servers kicked while their goroutine ran
 	liveJob map[string]string // server UUID -> its live job
 	keeping map[string]bool   // servers whose power bookkeeping has not settled
+	// jobPlan caches the plan of each job Owed named (a job's plan never
+	// changes): a claim of an unchanged file decodes no job record again.
+	jobPlan map[string]string
 	// abandoned: the servers the operator abandoned (watched by
 	// ObserveView: one may be off, or its power-off may still land).
 	abandoned map[string]bool

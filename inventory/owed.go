@@ -36,7 +36,8 @@ type Owed struct {
 // hostname: those with a live job (OwedJob), and those whose power cycle
 // has not settled (OwedPower), but the operator's abandons (Abandon: the
 // fleet owes them nothing more). It reads those servers' records only,
-// never every record of the file.
+// never every record of the file, and each live job's record once: the
+// plan of a job it named before is kept (a job's plan never changes).
 func (f *Fleet) Owed() ([]Owed, error) {
 	f.mu.Lock()
 	live := make(map[string]string, len(f.liveJob))
@@ -49,13 +50,23 @@ func (f *Fleet) Owed() ([]Owed, error) {
 			power = append(power, s)
 		}
 	}
+	cached := make(map[string]string, len(live))
+	for _, j := range live {
+		if p, ok := f.jobPlan[j]; ok {
+			cached[j] = p
+		}
+	}
 	f.mu.Unlock()
 	var out []Owed
 	err := f.db.View(func(tx *bolt.Tx) error {
 		jb, hb := tx.Bucket(bucketJobs), tx.Bucket(bucketHosts)
 		planOf := func(job string) string {
+			if p, ok := cached[job]; ok || job == "" {
+				return p
+			}
 			var j JobRecord
 			if raw := jb.Get([]byte(job)); raw != nil && json.Unmarshal(raw, &j) == nil {
+				cached[job] = j.Plan
 				return j.Plan
 			}
 			return ""
@@ -77,6 +88,11 @@ func (f *Fleet) Owed() ([]Owed, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		f.mu.Lock()
+		f.jobPlan = cached // only the jobs named now: ended ones drop out
+		f.mu.Unlock()
+	}
 	sort.Slice(out, func(i, k int) bool {
 		if out[i].Hostname != out[k].Hostname {
 			return out[i].Hostname < out[k].Hostname

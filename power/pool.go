@@ -21,8 +21,9 @@ var ErrBackoff = errors.New("power: not tried, logins to the BMC with these cred
 // never sent to the BMC: the Pool had no session for it (its login
 // failed, was backing off, was still running when the caller's context
 // ended, or no session slot was free), and by an adapter's own refusal
-// before sending (power/redfish: a PushPowerButton it holds back, or a
-// state it needs and could not read; power/ipmi: a soft shutdown on a
+// before sending (power/redfish: a PushPowerButton it holds back, a
+// state it needs and could not read, or a command whose context ended
+// before it went out; power/ipmi: a soft shutdown on a
 // state it could not read, a session it could not open). A power
 // command whose error matches ErrNotSent certainly changed nothing; any
 // other error of a power command may have been carried out.

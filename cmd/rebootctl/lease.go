@@ -30,14 +30,25 @@ var errOtherExecutor = errors.New("another executor runs on this plan store")
 // lease is an executor's claim on a plan store, renewed at every pass and
 // every interval during a long one (leaseHolder; a pass stops acting when
 // a renewal fails: leasedPass), and checked before every first power-off
-// and every write of a plan (lockedStore.fence). A claim not renewed for three intervals
-// and ten seconds has lapsed; a claim of a process of this machine that
-// no longer runs has lapsed at once, and so has one its executor gave up
-// when it stopped (release).
+// and every write of a plan (lockedStore.fence). A claim not renewed for
+// three intervals and ten seconds has lapsed, judged by the claimer's
+// clock against the time the renewer's clock wrote (At): the machines
+// sharing a plan store must keep their clocks synchronised (NTP), as a
+// clock behind by more than that makes a live executor's claim look
+// lapsed. A claim of a process of this machine's boot and PID namespace
+// (PIDNS) that no longer runs has lapsed at once, and so has one its
+// executor gave up when it stopped (release).
 type lease struct {
-	ID    string `json:"id"`
-	Host  string `json:"host"`
-	PID   int    `json:"pid"`
+	ID   string `json:"id"`
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
+	// PIDNS names the machine's boot and the PID namespace PID is in
+	// (pidNamespace); "" in a lease written by a rebootctl that recorded
+	// none, or for a process not known to be this one. Only a lease of
+	// this boot and this PID namespace is judged by its PID (lapsed):
+	// two containers of one machine with host networking share its
+	// hostname, not their PIDs.
+	PIDNS string `json:"pid_ns,omitempty"`
 	State string `json:"state"`
 	// StateID names the fleet state file: its own ID (inventory's
 	// Fleet.ID, kept in the file), or, for a lease whose executor knew
@@ -65,12 +76,15 @@ func newLeaseID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// lapsed reports whether the claim no longer holds at now.
-func (l lease) lapsed(now time.Time, host string) bool {
+// lapsed reports whether the claim no longer holds at now, for a
+// claimer on host in PID namespace pidNS (pidNamespace): a claim of a
+// process of that same namespace lapses as soon as the process no longer
+// runs; any other is judged by the time of its last renewal only.
+func (l lease) lapsed(now time.Time, host, pidNS string) bool {
 	if l.ID == "" {
 		return true
 	}
-	if l.Host == host && l.PID > 0 && !processRuns(l.PID) {
+	if l.Host == host && l.PIDNS != "" && l.PIDNS == pidNS && l.PID > 0 && !processRuns(l.PID) {
 		return true
 	}
 	ttl := 3*l.Interval + 10*time.Second
@@ -98,6 +112,21 @@ func fileID(path string) string {
 		return ""
 	}
 	return fmt.Sprintf("file:%d:%d", uint64(st.Dev), uint64(st.Ino))
+}
+
+// pidNamespace names this process's boot of its machine and its PID
+// namespace ("BOOTID/pid:[INODE]"), "" when either cannot be read: PIDs
+// of two leases compare only when both name the same.
+func pidNamespace() string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil || ns == "" {
+		return ""
+	}
+	return strings.TrimSpace(string(boot)) + "/" + ns
 }
 
 // processRuns reports whether process pid of this machine runs (a zombie
@@ -138,6 +167,9 @@ func claim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
 func claimCore(ctx context.Context, s lockedStore, me, took lease, owed []inventory.Owed, now time.Time) (lease, error) {
 	if me.StateID == "" {
 		me.StateID = fileID(me.State)
+	}
+	if me.PIDNS == "" && me.PID == os.Getpid() {
+		me.PIDNS = pidNamespace()
 	}
 	var cur lease
 	err := s.with(func(st *plan.BoltStore) error {
@@ -193,7 +225,7 @@ func takeOver(ctx context.Context, st *plan.BoltStore, cur, me lease) error {
 // othersHold is errOtherExecutor while cur, another executor's claim,
 // holds at now.
 func othersHold(cur, me lease, now time.Time) error {
-	if cur.ID != me.ID && !cur.lapsed(now, me.Host) {
+	if cur.ID != me.ID && !cur.lapsed(now, me.Host, me.PIDNS) {
 		return fmt.Errorf("%w (%s): stop it first, or wait until its lease lapses (%s after its last renewal)", errOtherExecutor, cur, 3*cur.Interval+10*time.Second)
 	}
 	return nil
@@ -311,23 +343,43 @@ func canonicalPath(path string) string {
 // the job gave up, a power-off that may still land). This executor knows
 // nothing of those, and would start each again (a second drain, a
 // second power cycle) or never finish them (a server left off, or
-// drained). A server the operator abandoned in that plan (plan abandon)
-// is owed nothing: they took it over.
+// drained). A server the operator abandoned in that plan (plan abandon),
+// or, for a ledger entry, in a plan that reboots it after the ledger
+// first listed the entry (the way out the refusal names leads there when
+// a newer plan reboots the server now), is owed nothing: they took it over. An abandon
+// older than the ledger entry gives it up only in the entry's own plan: a
+// later job took the server back, and what it owes needs a new abandon.
 func owedElsewhere(ctx context.Context, st *plan.BoltStore, cur, me lease) error {
 	rawAbandoned, err := st.GetMeta(ctx, metaAbandoned)
 	if err != nil {
 		return err
 	}
 	abandoned := readAbandoned(rawAbandoned)
-	// given: the operator abandoned server in that plan (in any plan,
-	// when the ledger knows none: the job that owes it was pruned).
-	given := func(server, planUUID string) bool {
-		a, ok := abandoned[server]
-		return ok && (planUUID == "" || a.Plan == planUUID)
-	}
 	plans, err := st.List(ctx)
 	if err != nil {
 		return err
+	}
+	inPlan := map[string]bool{} // server and plan: the plan reboots the server
+	for _, p := range plans {
+		for _, r := range p.Reboots {
+			inPlan[r.ServerUUID+"\x00"+p.UUID] = true
+		}
+	}
+	// given: the operator abandoned server in that plan, or, for an
+	// entry of the ledger, in a plan of the store that reboots it, since
+	// the ledger first listed the entry (AbandonSeen: the abandon the
+	// store held then). An abandon older than the entry, in another
+	// plan, does not: the job that took the server back after it owes
+	// what the entry says.
+	given := func(server, planUUID string, entry *owedEntry) bool {
+		a, ok := abandoned[server]
+		if !ok {
+			return false
+		}
+		if planUUID != "" && a.Plan == planUUID {
+			return true
+		}
+		return entry != nil && !a.At.Equal(entry.AbandonSeen) && inPlan[server+"\x00"+a.Plan]
 	}
 	var names []string
 	listed := map[string]bool{}
@@ -336,7 +388,7 @@ func owedElsewhere(ctx context.Context, st *plan.BoltStore, cur, me lease) error
 		// its job step (a power-on owed after an accepted power-off) or
 		// its cancel step ends only through the job in cur's file.
 		for _, r := range p.Reboots {
-			if (r.Step == plan.StepJob || r.Step == plan.StepCancelJob) && !given(r.ServerUUID, p.UUID) {
+			if (r.Step == plan.StepJob || r.Step == plan.StepCancelJob) && !given(r.ServerUUID, p.UUID, nil) {
 				names = append(names, fmt.Sprintf("%s (plan %s): its reboot job is in flight", r.ServerHostname, p.UUID))
 				listed[r.ServerUUID+"\x00"+p.UUID] = true
 			}
@@ -346,8 +398,9 @@ func owedElsewhere(ctx context.Context, st *plan.BoltStore, cur, me lease) error
 	if err != nil {
 		return err
 	}
-	for _, o := range owed {
-		if listed[o.Server+"\x00"+o.Plan] || given(o.Server, o.Plan) {
+	for i := range owed {
+		o := &owed[i]
+		if listed[o.Server+"\x00"+o.Plan] || given(o.Server, o.Plan, o) {
 			continue
 		}
 		names = append(names, fmt.Sprintf("%s (plan %s): %s", o.Hostname, orAnyPlan(o.Plan), owedWhat(o.What)))

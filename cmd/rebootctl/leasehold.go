@@ -22,12 +22,45 @@ import (
 // file owes anything (owedElsewhere).
 const metaOwed = "executor-owed"
 
-// putOwed writes the ledger, unless it holds owed already.
+// owedEntry is one entry of the ledger: what the fleet state file owes
+// a server, and the abandon of that server the store held when the
+// ledger first listed the entry (AbandonSeen, its time; zero if none).
+// Only an abandon made since gives the entry up, or one in the entry's
+// own plan (owedElsewhere): an older abandon, in another plan, was undone
+// by the job that took the server back and owes it now.
+type owedEntry struct {
+	inventory.Owed
+	AbandonSeen time.Time `json:"abandon_seen,omitempty"`
+}
+
+// sameOwed reports whether a and b are the same thing owed (the same
+// server, plan, job and what).
+func sameOwed(a, b inventory.Owed) bool {
+	return a.Server == b.Server && a.Plan == b.Plan && a.Job == b.Job && a.What == b.What
+}
+
+// putOwed writes the ledger, unless it holds owed already: an entry
+// already listed keeps its AbandonSeen, a new one records the store's
+// abandon of its server now.
 func putOwed(ctx context.Context, st *plan.BoltStore, owed []inventory.Owed) error {
-	if owed == nil {
-		owed = []inventory.Owed{}
+	prev, _ := readOwed(ctx, st) // a ledger that does not decode is replaced
+	rawAbandoned, err := st.GetMeta(ctx, metaAbandoned)
+	if err != nil {
+		return err
 	}
-	out, err := json.Marshal(owed)
+	abandoned := readAbandoned(rawAbandoned)
+	entries := make([]owedEntry, 0, len(owed))
+	for _, o := range owed {
+		e := owedEntry{Owed: o, AbandonSeen: abandoned[o.Server].At}
+		for _, p := range prev {
+			if sameOwed(p.Owed, o) {
+				e.AbandonSeen = p.AbandonSeen
+				break
+			}
+		}
+		entries = append(entries, e)
+	}
+	out, err := json.Marshal(entries)
 	if err != nil {
 		return err
 	}
@@ -39,13 +72,15 @@ func putOwed(ctx context.Context, st *plan.BoltStore, owed []inventory.Owed) err
 }
 
 // readOwed reads the ledger; one that does not decode (hostile bytes, a
-// torn write) owes nothing it can name, and is said so by the error.
-func readOwed(ctx context.Context, st *plan.BoltStore) ([]inventory.Owed, error) {
+// torn write) owes nothing it can name, and is said so by the error. An
+// entry written by a rebootctl that recorded no AbandonSeen has none
+// (zero): any abandon of its server gives it up.
+func readOwed(ctx context.Context, st *plan.BoltStore) ([]owedEntry, error) {
 	raw, err := st.GetMeta(ctx, metaOwed)
 	if err != nil || len(raw) == 0 {
 		return nil, err
 	}
-	var owed []inventory.Owed
+	var owed []owedEntry
 	if err := json.Unmarshal(raw, &owed); err != nil {
 		return nil, errors.Join(errors.New("the ledger of what the last executor's fleet state file owes (meta key "+metaOwed+") does not decode; "+
 			"start the executor with that executor's fleet state file (it writes the ledger again)"), err)

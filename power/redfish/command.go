@@ -51,22 +51,30 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 	}
 	rt := c.choose(prefs)
 	toggle := strings.EqualFold(rt, "PushPowerButton")
+	// A power-off that does not toggle (ForceOff, GracefulShutdown) can
+	// power nothing on, so it is sent without a read: a read of Off may be
+	// an echo of the past (a stale BMC, a host powered on out of band a
+	// moment ago), and skipping the command on it would leave a host
+	// running that the caller is fencing; nor does it wait for a read
+	// that hangs (a blade controller that answers no GET while the BMC
+	// still takes its resets) until the caller's deadline, which would
+	// leave nothing of it for the reset
+	// (TestReview35ab_BlindForceOffNeverSentWhileSystemReadHangs).
+	// Anything else needs a read.
+	blindOff := want == power.StateOff && rt != "" && !toggle
 	// The windows below are checked against when the read began: a read
 	// begun inside one may echo the state before it, however late its
 	// answer arrives.
 	readAt := c.now()
-	cur, err := c.readState(ctx)
-	// A power-off that does not toggle (ForceOff, GracefulShutdown) can
-	// power nothing on, so it is sent whatever the read says: a read of
-	// Off may be an echo of the past (a stale BMC, a host powered on out of
-	// band a moment ago), and skipping the command on it would leave a host
-	// running that the caller is fencing. Anything else needs a read.
-	blindOff := want == power.StateOff && rt != "" && !toggle
-	if err != nil && !blindOff {
-		return notSent(op, err)
-	}
-	if err == nil && cur == want && !blindOff {
-		return nil
+	cur := power.StateUnknown
+	if !blindOff {
+		var err error
+		if cur, err = c.readState(ctx); err != nil {
+			return notSent(op, err)
+		}
+		if cur == want {
+			return nil
+		}
 	}
 	if rt == "" {
 		return &power.Error{Op: op, Class: power.ClassUnsupported,
@@ -137,7 +145,9 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 		// A press refused for its credentials (the session expired and
 		// the login was refused) was not carried out and shuts nothing
 		// down; any other outcome, a timeout included, may have pressed.
+		c.runMu.Lock()
 		c.lastOffPush, c.pushOK, c.pushOverAt, c.pushOffRun = c.now(), pe == nil, time.Time{}, time.Time{}
+		c.runMu.Unlock()
 	}
 	if err == nil {
 		return nil
@@ -173,8 +183,11 @@ func (c *Controller) pressSafe(op string, want, cur power.State, readAt time.Tim
 	// SoftTimeout, and a read shows a state up to StaleReads old: until
 	// both have passed, an On read may echo the state before that
 	// shutdown, and a press would power on a host that is off.
-	if since, over := readAt.Sub(c.lastOffPush), readAt.Sub(c.pushOverAt); want == power.StateOff && !c.lastOffPush.IsZero() && since >= 0 &&
-		(c.pushOverAt.IsZero() && since < c.softTimeout()+c.staleReads() || !c.pushOverAt.IsZero() && over >= 0 && over < c.staleReads()) {
+	c.runMu.Lock()
+	lastOffPush, pushOverAt := c.lastOffPush, c.pushOverAt
+	c.runMu.Unlock()
+	if since, over := readAt.Sub(lastOffPush), readAt.Sub(pushOverAt); want == power.StateOff && !lastOffPush.IsZero() && since >= 0 &&
+		(pushOverAt.IsZero() && since < c.softTimeout()+c.staleReads() || !pushOverAt.IsZero() && over >= 0 && over < c.staleReads()) {
 		return &power.Error{Op: op, Class: power.ClassBusy,
 			Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
 	}
@@ -321,7 +334,7 @@ func (c *Controller) Reset(ctx context.Context) error {
 	}
 	cur, err := c.readState(ctx)
 	if err != nil {
-		return err
+		return notSent(op, err)
 	}
 	if cur != power.StateOn {
 		return &power.Error{Op: op, Class: power.ClassBusy,

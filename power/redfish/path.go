@@ -46,7 +46,11 @@ var _ schemas.Client = (*reqPath)(nil)
 
 // on returns c's request path on session client cl, bound to ctx.
 func (c *Controller) on(ctx context.Context, cl *gofish.APIClient) *reqPath {
-	return &reqPath{c: c, ctx: ctx, cl: cl, slot: c.reqs}
+	slot := c.reqs
+	if isCommand(ctx) {
+		slot = c.creqs // a command's requests wait for no read's
+	}
+	return &reqPath{c: c, ctx: ctx, cl: cl, slot: slot}
 }
 
 // service returns the service root of cl, its requests sent on p.
@@ -165,10 +169,17 @@ func (p *reqPath) do(method, uri string, payload any, headers map[string]string)
 			place.release(nil)
 			return nil, err
 		}
-		if p.sent != nil {
-			p.sent()
+		// A request whose context is done (its caller's deadline passed
+		// while it waited for the slot, which a select may take all the
+		// same, or for its place) is not handed to the HTTP client: it
+		// cannot reach the BMC, and a reset must say it was not sent
+		// (TestReview35ab_ResetOnExpiredContextNotNotSent).
+		if err = ctx.Err(); err == nil {
+			if p.sent != nil {
+				p.sent()
+			}
+			resp, err = p.c.sess.hc.Do(req)
 		}
-		resp, err = p.c.sess.hc.Do(req)
 		if err == nil && ctx.Err() != nil {
 			// An answer that raced the request's end (its caller's
 			// deadline, a cut): not taken, nor timed (a server may

@@ -32,8 +32,17 @@ import (
 // suspect if the evidence showed it, else doubtful. The systems in doubt
 // rank by the reads they missed since their last answer, fewest first,
 // then by that answer, the latest first (readRank). The time a read's
-// attempts cut to make way for another read (below) spent at the BMC
-// does not count: only the BMC's silence does, never a wait for a place.
+// attempts cut to make way for another read (below: a read of a system
+// not in doubt waiting for a MaxInFlight place, or a higher-ranked
+// system in doubt's waiting for the extra place) spent at the BMC does
+// not count: only the BMC's silence does, never a wait for a place. An
+// attempt cut for a probe does count: it is cut only once overdue, when
+// the BMC left it unanswered for four times the usual answer time
+// (doubtAfter is twice that); so while probes are wanted the systems in
+// doubt whose reads they cut fall in rank in turn, and a dead blade
+// ranked first does not take the extra place back after every probe, ahead
+// of its neighbours, for as long as the BMC stays slow
+// (TestProbeCutCountsTowardsMiss).
 // So a system whose reads are answered within their callers' deadlines
 // misses no more reads while it waits, while one whose reads hang misses
 // one for each read that holds a place until its caller gives up (past
@@ -96,7 +105,8 @@ import (
 // that waited longest are likeliest of the sweep whose reads hang). The
 // extra place's read (a GET), once overdue while a probe is wanted, is
 // cut: it waits again, first in line of its rank, and the probe takes
-// the place once the cut request returned. A probe answered in time is
+// the place once the cut request returned (the time of that attempt
+// counts towards a miss, above). A probe answered in time is
 // the evidence; one answered late is a slow BMC's, whose late answer
 // raises the overdue time (answered).
 //
@@ -308,7 +318,7 @@ type readTicket struct {
 	held    bool // it holds its place
 	late    bool // its overdue time passed
 	cut     bool // it was cut
-	madeWay bool // it was cut to make way for a higher-ranked read
+	madeWay bool // it was cut to make way for a higher-ranked read of a system (not for a probe)
 	missed  bool // the evidence showed it hangs (its read is missed)
 }
 
@@ -382,6 +392,9 @@ func (p *readPlaces) extraCutLocked(wanted bool) {
 		if !t.late {
 			return
 		}
+		// Not made way: overdue, it was left unanswered at the BMC
+		// for four times the usual answer time, which counts towards
+		// a miss.
 	case t.kind != placeDoubt:
 		return
 	default:

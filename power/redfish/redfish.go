@@ -4,7 +4,8 @@
 // Connect finds the ComputerSystem once (by ID, or the only one) and keeps
 // the client, the session and the system's URI, its Reset target and its
 // allowable reset types, so that in steady state reading the power state
-// costs one request and a power change two (read, reset).
+// costs one request, a power change two (read, reset) and a power-off that
+// does not toggle one (the reset).
 //
 // What real BMCs do, and what this adapter does about it:
 //   - Reset types are chosen from the system's allowable values (inline,
@@ -42,9 +43,9 @@
 //     press refused
 //     for its credentials was not carried out and does not count; nor
 //     does a reset whose POST was never handed to the HTTP client (it
-//     waited for the Controller's request slot or a re-login until its
-//     deadline): it opens no window, and its error matches
-//     power.ErrNotSent.
+//     waited for the Controller, its request slot or a re-login until its
+//     deadline, or its context was done when it would have gone out): it
+//     opens no window, and its error matches power.ErrNotSent.
 //     A press or a ForceRestart refused 401 (an expired session: nothing
 //     applied) is posted again after the re-login only on a read taken
 //     after that re-login, the windows above checked again against it:
@@ -65,9 +66,11 @@
 //     directly, because gofish's own allowable-value check refuses
 //     GracefulShutdown in that case.
 //   - A power-off that does not toggle (ForceOff, GracefulShutdown) is
-//     sent whatever the state reads, unknown or Off included: it cannot
-//     power anything on, and an Off read may be a stale echo of a host that
-//     was powered on a moment ago. A system that reads On gets no On reset.
+//     sent without reading the state: it cannot power anything on, an Off
+//     read may be a stale echo of a host that was powered on a moment ago,
+//     and a read that hangs (a blade controller that answers no GET while
+//     the BMC still takes resets) would leave the reset none of the
+//     caller's deadline. A system that reads On gets no On reset.
 //   - A 401 (and a 403 at login, or with BasicAuth to Connect's read of
 //     the Systems collection) is power.ErrAuth, of class failed: the
 //     BMC refused the credentials (a power.Pool backs off hardest after it).
@@ -135,36 +138,49 @@
 //     and proxy settings are the same; otherwise it fails with
 //     power.ErrNotShared and the Pool logs in. Closing such a Controller
 //     does nothing; closing the one that logged in ends the session. Each
-//     Controller sends its requests one at a time, on its own request
-//     path on the session (the session's token and HTTP client, its
+//     Controller sends its reads one at a time, and its power commands'
+//     requests one at a time beside them, on its own request path on the
+//     session (the session's token and HTTP client, its
 //     origin check, body limit and redirect rules), never queued behind
 //     another's: gofish's client sends one request at a time for all its
 //     copies, so only the login and the logout go through it, and a blade
 //     whose reads hang (its join, its reads) never holds up a
 //     neighbour's call on the shared session.
-//   - Reads wait for one of the session's Config.MaxInFlight places;
-//     power commands never do. A slow BMC and dead blades (systems whose
-//     reads hang while the BMC answers the others) look alike until the
-//     BMC answers: a read keeps its place until it ends (its answer's
-//     body read), or until a read of another system, sent after it, is
-//     answered within its own overdue time while the first has been
-//     unanswered four times as long, its usual overdue time and four
-//     times as long as its own system's last answered read took; the
-//     first is then cancelled, sent again later, and its system is
-//     suspect: it sends its reads through one extra place, with the
-//     other suspect systems', until one is answered. A system whose read
-//     was left unanswered at the BMC for twice the usual answer time is
-//     doubtful until one is answered: its reads get a place after the
-//     others' and are cancelled and sent again later for a waiting read
-//     that ranks higher (of a system not doubtful, or answered since the
-//     other became doubtful). While every place is held by an overdue read, one probe
-//     read goes to the BMC beside them, in the extra place, and is
-//     cancelled and sent again later if it is overdue too while another
-//     read waits for a probe. A late answer raises the overdue time (not
-//     the usual one). A BMC, slow or not, is thus sent at most
-//     MaxInFlight + 1 reads at once (readplace.go; one that goes on
-//     working on a cancelled read after its connection closed may still
-//     be working on more).
+//   - Reads wait for a place on their session; power commands wait for
+//     none, nor for any read (a read of their own system's included: a
+//     monitor's read that waits for a place, or hangs at the BMC, holds
+//     up no fence). A session has Config.MaxInFlight places and one extra
+//     place. A slow BMC and dead blades (systems whose reads hang while
+//     the BMC answers the others) look alike until the BMC answers. A
+//     system is in doubt from a read of it that the BMC left unanswered
+//     for twice the usual answer time (doubtful), or that the evidence
+//     showed to hang (suspect), until one of its reads is answered. The
+//     evidence: a read of another system, sent after a read of a system
+//     not in doubt (or a probe), is answered within its own overdue time
+//     while the first has been unanswered four times as long, its usual
+//     overdue time and four times as long as its own system's last
+//     answered read took; the first (a GET) is then cancelled and sent
+//     again later. The MaxInFlight places are the reads' of systems not
+//     in doubt, in line. A doubtful system's read (the highest-ranked
+//     first) takes a free one that none of theirs waits for only while
+//     the extra place is held by a probe or by a read of a system ranked
+//     at least as high, and is cancelled and sent again later when one of
+//     theirs waits; a suspect system's read never takes one. The extra
+//     place is the systems' in doubt: they rank by the reads they missed
+//     since their last answer, fewest first, then by that answer, the
+//     latest first; the one ranked first holds it until its read ends,
+//     cancelled only for a probe or for a waiting read of a system in
+//     doubt that ranks higher and was answered later than the holder's
+//     system (one that missed more reads, answered later or not, waits).
+//     While every MaxInFlight place is held by an overdue read that no
+//     waiting read may cancel and a read of a system not in doubt waits,
+//     that read (of those, the one that began waiting last) goes to the
+//     BMC as a probe, in the extra place, whose read, once overdue while
+//     a probe is wanted, is cancelled and sent again later. A late answer
+//     raises the overdue time (not the usual one). A BMC, slow or not, is
+//     thus sent at most MaxInFlight + 1 reads at once on open connections
+//     (readplace.go; one that goes on working on a cancelled read after
+//     its connection closed may still be working on more).
 //   - Credentials never leave the endpoint's origin: a redirect to another
 //     scheme, host or port is not followed, nor any redirect of a request
 //     with a body (a login, a reset), so the session token, the basic-auth
@@ -211,6 +227,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -375,10 +392,22 @@ func (cfg *Config) maxInFlight() int {
 type Controller struct {
 	cfg Config
 
-	sess *session      // the login; shared with the controllers made on it
-	own  bool          // this Controller made the login (Close logs it out)
-	sem  chan struct{} // held by the operation under way
-	reqs chan struct{} // held by each request it sends (reqPath)
+	sess *session // the login; shared with the controllers made on it
+	own  bool     // this Controller made the login (Close logs it out)
+	// sem is held by the power command under way (On, Off, Reset) and
+	// by Close; rsem by the read under way (State, a task monitor's
+	// read) and by Close. A command never waits for a read: a read that
+	// waits for a read place, or hangs at the BMC, holds rsem, not sem
+	// (TestReview35ab_FenceHeldByOwnReadQueuedBehindDeadBlade).
+	sem  chan struct{}
+	rsem chan struct{}
+	// reqs is held by each request a read sends, creqs by each request a
+	// power command sends (reqPath): one request at a time of each.
+	reqs  chan struct{}
+	creqs chan struct{}
+	// runMu guards lastOffPush, pushOK, pushOverAt and pushOffRun, which
+	// a command writes and the reads (a command's or State's) update.
+	runMu sync.Mutex
 	// In doubt (readplace.go): suspect, a read of this system's was shown
 	// to hang (a read of another system sent after it was answered much
 	// sooner); doubt, a read of its was left unanswered for twice the
@@ -473,19 +502,58 @@ func (c *Controller) staleReads() time.Duration {
 	return 30 * time.Second
 }
 
-// lock takes the Controller for one operation, or gives up when ctx is
-// done: a BMC that never answers must not block later callers past their
+// newController makes the Controller of cfg's system on session sess
+// (own: it made the login).
+func newController(cfg Config, sess *session, own bool) *Controller {
+	return &Controller{cfg: cfg, sess: sess, own: own, sem: make(chan struct{}, 1), rsem: make(chan struct{}, 1),
+		reqs: make(chan struct{}, 1), creqs: make(chan struct{}, 1)}
+}
+
+// take takes lock l for operation op, or gives up when ctx is done: a
+// BMC that never answers must not block later callers past their
 // deadlines.
-func (c *Controller) lock(ctx context.Context, op string) error {
+func take(ctx context.Context, l chan struct{}, op string) error {
 	select {
-	case c.sem <- struct{}{}:
+	case l <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		return &power.Error{Op: op, Class: power.ClassBusy, Message: "another operation on this BMC is under way", Err: ctx.Err()}
 	}
 }
 
+// lock takes the Controller for one power command (or Close), giving up
+// when ctx is done: the error then matches power.ErrNotSent (nothing was
+// sent).
+func (c *Controller) lock(ctx context.Context, op string) error {
+	if err := take(ctx, c.sem, op); err != nil {
+		return notSentYet(err)
+	}
+	return nil
+}
+
 func (c *Controller) unlock() { <-c.sem }
+
+// lockRead takes the Controller for one read (State, a task monitor's),
+// giving up when ctx is done. It waits for no power command, nor a power
+// command for it.
+func (c *Controller) lockRead(ctx context.Context, op string) error {
+	return take(ctx, c.rsem, op)
+}
+
+func (c *Controller) unlockRead() { <-c.rsem }
+
+// notSentYet is err (a *power.Error of a wait for the Controller) saying
+// that nothing was sent, and matching power.ErrNotSent.
+func notSentYet(err error) error {
+	var pe *power.Error
+	if !errors.As(err, &pe) {
+		return err
+	}
+	cp := *pe
+	cp.Message += ": not sent"
+	cp.Err = fmt.Errorf("%w: %w", power.ErrNotSent, pe.Err)
+	return &cp
+}
 
 // Connect opens a session (or sets up basic auth), finds the system and
 // reads its reset action.
@@ -507,7 +575,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	if cfg.BasicAuth && ci.NoSession != nil {
 		ci.NoSession() // every request carries the credentials: no session at the BMC
 	}
-	c := &Controller{cfg: cfg, own: true, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
+	c := newController(cfg, nil, true)
 	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), places: newReadPlaces(cfg.maxInFlight())}
 	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
@@ -590,10 +658,14 @@ func (c *Controller) CloseContext(ctx context.Context) error {
 	if !c.own {
 		return nil
 	}
-	if err := c.lock(ctx, "close"); err != nil {
+	if err := take(ctx, c.sem, "close"); err != nil {
 		return err
 	}
 	defer c.unlock()
+	if err := c.lockRead(ctx, "close"); err != nil {
+		return err
+	}
+	defer c.unlockRead()
 	if cl := c.sess.take(); cl != nil {
 		// Bounded by ctx as well: a caller giving up ends the wait.
 		lctx, cancel := context.WithTimeout(ctx, logoutTimeout)
@@ -617,10 +689,10 @@ func (c *Controller) AuthenticatesCalls() bool { return c.cfg.BasicAuth }
 // null, missing, Paused or anything else unknown is power.StateUnknown with
 // no error: the BMC answered, but nothing may be decided on it.
 func (c *Controller) State(ctx context.Context) (power.State, error) {
-	if err := c.lock(ctx, "state"); err != nil {
+	if err := c.lockRead(ctx, "state"); err != nil {
 		return power.StateUnknown, err
 	}
-	defer c.unlock()
+	defer c.unlockRead()
 	s, err := c.readState(ctx)
 	if err != nil {
 		return power.StateUnknown, err
@@ -639,6 +711,8 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 	if err != nil {
 		return power.StateUnknown, c.classify("state", err)
 	}
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
 	switch strings.ToLower(string(sys.PowerState)) {
 	case "off":
 		// Taken StaleReads after a press that was answered, an unbroken

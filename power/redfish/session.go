@@ -161,7 +161,7 @@ func share(ctx context.Context, cfg Config, shared power.Controller) (*Controlle
 		return nil, &power.Error{Op: "connect", Class: power.ClassFailed,
 			Message: fmt.Sprintf("the offered session is not this login's (%T)", shared), Err: power.ErrNotShared}
 	}
-	c := &Controller{cfg: cfg, sess: sh.sess, sem: make(chan struct{}, 1), reqs: make(chan struct{}, 1)}
+	c := newController(cfg, sh.sess, false)
 	stale := c.sess.current()
 	err := c.discover(ctx)
 	var pe *power.Error

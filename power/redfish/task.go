@@ -105,10 +105,10 @@ func (c *Controller) ReadTask(ctx context.Context, monitor string) (power.TaskRe
 // 410 Gone (the BMC has no such task), power.TaskNotEnded for a 202 or
 // any other answer; a refusal or no answer is an error.
 func (c *Controller) readTask(ctx context.Context, m string) (power.TaskReading, error) {
-	if err := c.lock(ctx, "task"); err != nil {
+	if err := c.lockRead(ctx, "task"); err != nil {
 		return power.TaskNotEnded, err
 	}
-	defer c.unlock()
+	defer c.unlockRead()
 	reading := power.TaskNotEnded
 	err := c.withSession(ctx, func(cl *reqPath) error {
 		reading = power.TaskNotEnded

@@ -61,9 +61,9 @@ func TestReview35_PressNeverHandedOverIsNoLostReset(t *testing.T) {
 		first <- c.Off(cctx, power.ModeSoft)
 	}()
 	<-reading
-	c.reqs <- struct{}{} // queued behind the read: the press's POST waits behind it
+	c.creqs <- struct{}{} // queued behind the read: the press's POST waits behind it (a command's slot)
 	err = <-first
-	<-c.reqs
+	<-c.creqs
 	require.Error(t, err)
 	assert.ErrorIs(t, err, power.ErrNotSent, "a press never handed over: %v", err)
 	require.Empty(t, b.Resets(), "no press reached the BMC")
