@@ -357,14 +357,14 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		}
 		st.Seen, st.LastRequestSeen, st.HoldBroken = nil, time.Time{}, time.Time{}
 		st.RewriteSeen, st.LastRewriteSeen, st.SoftSince = time.Time{}, time.Time{}, time.Time{}
-		st.OffOnSane, st.OffOnSaneDecided, st.StuckOnDecided = time.Time{}, time.Time{}, time.Time{}
+		st.OffOnSane, st.OffOnSaneDecided, st.StuckOnDecided, st.StuckGaveUp = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	}
 	if st.Pending() {
 		if c.see(d.Requests, p, st) && !begun {
 			// A request joined: what the reboot's power-offs and
 			// power-on showed before it says nothing of it
 			// (releasedPending, bareStuck).
-			st.OffOnSane, st.OffOnSaneDecided, st.StuckOnDecided = time.Time{}, time.Time{}, time.Time{}
+			st.OffOnSane, st.OffOnSaneDecided, st.StuckOnDecided, st.StuckGaveUp = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 		}
 		if o.Changed && hasKeyed && st.LastRequestSeen.Equal(o.Status.LastRequestSeen) {
 			// Someone wrote the record and the requests are as they were:
@@ -380,6 +380,9 @@ func (c Config) decide(d *Decision, o Observed, now time.Time) {
 		c.pending(o, now, p, hasBare, hasKeyed, wantHard, d)
 	} else {
 		c.idle(o, now, p, d)
+	}
+	if !st.Pending() {
+		st.StuckGaveUp = time.Time{} // the reboot ended (Status.StuckGaveUp)
 	}
 	c.noteUnsure(o, now, st)
 	if d.Power == ActionPowerOff && o.toggles(d.Mode) || d.Power == ActionPowerOn && o.OnToggles {
@@ -585,6 +588,7 @@ func repair(st *Status, p time.Time, precision time.Duration) error {
 	clamp("offOnSane", &st.OffOnSane)
 	clamp("offOnSaneDecided", &st.OffOnSaneDecided)
 	clamp("stuckOnDecided", &st.StuckOnDecided)
+	clamp("stuckGaveUp", &st.StuckGaveUp)
 	if st.ActingSince.After(p) {
 		// Moved earlier it would date earlier processes' presses early:
 		// dropped (a restart then counts them from its own start).

@@ -4,6 +4,8 @@ package reboot
 // reads Transitioning for long after its power-off (bareStuck).
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -34,12 +36,18 @@ import (
 // LastPoweredOn is not (it would end the reboot). For SoftTimeout +
 // StaleReads after StuckOnDecided a Transitioning reading sends no
 // power-off (the host in POST), unless the power-on was refused (tried
-// again after its back-off), and a host that reads On was off (the BMC
-// read Transitioning while it was off): the reboot is done, as by its
+// again after its back-off), and a host that reads On in that time, or
+// at any time after the power-on was accepted, was off (the BMC read
+// Transitioning while it was off): the reboot is done, as by its
 // evidence (annotation removed, LastPoweredOn written, a power-on that
 // powers nothing off), and no second power cycle is made. A host that
-// still reads Transitioning after that is sent the reboot's power-off
-// again. It reports whether it set d. Never with a keyed request
+// still reads Transitioning after that time, the power-on accepted, is
+// given up on (Status.StuckGaveUp, ErrStuckTransitioning): no further
+// power call for the reboot, which stays pending, until an On or Off
+// reading clears it and the usual rules resume (an On reading is no
+// evidence: the power-off goes out again). With the power-on's answer
+// unknown (a restart) the reboot's power-off goes out again. It reports
+// whether it set d. Never with a keyed request
 // present: keyed requests hold the host off until they go.
 func (c Config) bareStuck(o Observed, st *Status, run time.Duration, now, p time.Time, hasBare, hasKeyed bool, d *Decision) bool {
 	if !hasBare || hasKeyed || !o.Online || o.OnToggles {
@@ -47,15 +55,45 @@ func (c Config) bareStuck(o Observed, st *Status, run time.Duration, now, p time
 	}
 	l := o.LastCall
 	at := st.StuckOnDecided
-	window := !at.IsZero() && !at.Before(st.PendingRebootSince) && !now.Before(at) && now.Sub(at) < c.SoftTimeout+c.StaleReads
+	stuck := !at.IsZero() && !at.Before(st.PendingRebootSince)
+	window := stuck && !now.Before(at) && now.Sub(at) < c.SoftTimeout+c.StaleReads
 	onRefused := !at.IsZero() && l.Action == ActionPowerOn && l.Class != power.ClassNone && !l.At.Before(at)
+	// The power-on bareStuck decided for this reboot was accepted: an On
+	// reading after it ends the reboot and a Transitioning one sends no
+	// power-off, whatever the wall clock says
+	// (TestReview36ac_BareStuckClockStepForwardSecondCycle).
+	onAccepted := stuck && l.Action == ActionPowerOn && l.Class == power.ClassNone && !l.At.Before(at)
+	if g := st.StuckGaveUp; !g.IsZero() && !g.Before(st.PendingRebootSince) {
+		if o.Power == power.StateOn || o.Power == power.StateOff {
+			// A sane reading: the usual rules resume (an On reading is
+			// no evidence of its own).
+			st.StuckGaveUp = time.Time{}
+			return false
+		}
+		d.Phase = PhasePoweringOff
+		d.Reason = stuckGaveUpReason(at)
+		d.RequeueAfter = c.cap(c.PollInterval)
+		return true
+	}
 	switch {
-	case window && o.Power == power.StateOn:
+	case (window || onAccepted) && o.Power == power.StateOn:
 		return c.bareStuckDone(st, p, d)
-	case window && o.Power == power.StateTransitioning && !onRefused:
+	case (window || onAccepted && now.Before(at)) && o.Power == power.StateTransitioning && !onRefused:
 		d.Phase = PhasePoweringOn
 		d.Reason = "bare reboot; power-on sent on a long Transitioning run: wait for it"
 		d.RequeueAfter = c.cap(min(c.PollInterval, c.SoftTimeout+c.StaleReads-now.Sub(at)))
+		return true
+	case onAccepted && o.Power == power.StateTransitioning:
+		// Its window ended and the BMC never read On or Off: the
+		// controller cannot tell a host it power-cycled from one whose
+		// power-off was dropped. No more power calls for this reboot
+		// (TestReview36ac_AlwaysTransitioningBareRebootCyclesForEver).
+		st.StuckGaveUp = p
+		d.Phase = PhasePoweringOff
+		d.Reason = stuckGaveUpReason(at)
+		d.Warnings = append(d.Warnings, fmt.Errorf("%w: power-cycled once for this request at %s; fix the BMC or remove the reboot annotation",
+			ErrStuckTransitioning, at.UTC().Format(time.RFC3339)))
+		d.RequeueAfter = c.cap(c.PollInterval)
 		return true
 	case o.Power != power.StateTransitioning:
 		return false
@@ -104,4 +142,19 @@ func (c Config) bareStuckDone(st *Status, p time.Time, d *Decision) bool {
 	d.Reason = "bare reboot; on after the power-on that answered a long Transitioning run (it was off): done, power on (powers nothing off)"
 	d.RequeueAfter = c.PollInterval
 	return true
+}
+
+// ErrStuckTransitioning is the warning Decide gives when it stops making
+// power calls for a pending bare reboot (Status.StuckGaveUp): the BMC read
+// Transitioning, never On or Off, from the reboot's power-off to well after
+// the power-on that answered it, so the controller cannot tell whether the
+// host was power-cycled. Fix the BMC (an On or Off reading resumes the
+// reboot) or remove the reboot annotation.
+var ErrStuckTransitioning = errors.New("reboot: the BMC reads Transitioning for ever")
+
+// stuckGaveUpReason is the Decision.Reason of a reboot bareStuck gave up
+// on, its power-on decided at at.
+func stuckGaveUpReason(at time.Time) string {
+	return "bare reboot; BMC reads Transitioning for ever; power-cycled once for this request at " +
+		at.UTC().Format(time.RFC3339) + ": no more power calls; fix the BMC or remove the reboot annotation"
 }

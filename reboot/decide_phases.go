@@ -26,6 +26,7 @@ func (c Config) deprovision(o Observed, d *Decision) {
 	d.Status.RewriteSeen, d.Status.LastRewriteSeen = time.Time{}, time.Time{}
 	d.Status.OfflineSince, d.Status.OfflineMode, d.Status.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
 	d.Status.UnsureSince, d.Status.UnsureInterrupted, d.Status.UnsureUnbroken = time.Time{}, false, false
+	d.Status.StuckGaveUp = time.Time{}
 	d.Phase = PhaseDeprovisioned
 	d.Reason = "deprovisioned: reboot requests cleared"
 	d.UpdateStatus = !d.Status.Equal(o.Status) || len(d.RemoveAnnotations) > 0

@@ -218,15 +218,31 @@
 //     Transitioning reading for SoftTimeout + StaleReads after it (the
 //     host in POST; a refused power-on is tried again after its
 //     back-off), and, if the host reads On in that time (also after a
-//     restart), ends as done (it was off: annotation removed,
-//     LastPoweredOn written, a power-on that powers nothing off; no
-//     second power cycle); if it still reads Transitioning, the
-//     power-off goes out again
+//     restart) or, that power-on accepted, at any time after it (a step
+//     of the wall clock changes nothing), ends as done (it was off:
+//     annotation removed, LastPoweredOn written, a power-on that powers
+//     nothing off; no second power cycle)
 //     (TestReview36ab_BareRebootAskedDuringStuckOffRunOffForEver,
 //     TestReview36ab_UpgradeDuringStuckPoweringOffRunOffForEver,
-//     TestReview36abFix_BareStuckOffOneCycle). Never with a keyed request
-//     present. A request that joins the reboot clears OffOnSane and
-//     StuckOnDecided: what came before it says nothing of it. The run is
+//     TestReview36abFix_BareStuckOffOneCycle,
+//     TestReview36ac_BareStuckClockStepForwardSecondCycle). If the
+//     power-on was accepted and the host still reads neither On nor Off
+//     once that time is over, the controller cannot tell a host it
+//     power-cycled from one whose power-off the BMC dropped: it gives up
+//     (Status.StuckGaveUp) and makes no further power call for the
+//     reboot, which stays pending (annotation kept, LastPoweredOn not
+//     written), and warns ErrStuckTransitioning for the operator to fix
+//     the BMC or remove the annotation
+//     (TestReview36ac_AlwaysTransitioningBareRebootCyclesForEver,
+//     TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff). A
+//     later On or Off reading clears StuckGaveUp and the usual rules
+//     resume: an Off reading is answered by the evidence rules, an On
+//     reading is no evidence and the power-off goes out again. If the
+//     controller no longer knows the power-on's answer (a restart within
+//     that time) it does not give up: the power-off goes out again.
+//     Never with a keyed request present. A request that joins the
+//     reboot clears OffOnSane, StuckOnDecided and StuckGaveUp: what came
+//     before it says nothing of it. The run is
 //     measured on the monotonic clock from its first reading, if this
 //     controller read On or Off before it (Observed.UnsureWhole); a run
 //     a stuck rule may act on (a reboot pending, Online false, or a
@@ -588,7 +604,8 @@
 //     if a power-off of it decided on an On or Off reading was accepted
 //     before the run (Status.OffOnSane), or, if not, when the host reads
 //     On within SoftTimeout + StaleReads of the power-on the controller
-//     then sends it (Status.StuckOnDecided). A BMC whose power-off job hangs (accepted, shown
+//     then sends it (Status.StuckOnDecided; that power-on accepted, an On
+//     reading at any time after it). A BMC whose power-off job hangs (accepted, shown
 //     Transitioning for ever, never carried out) gives the first one's
 //     readings, and its reboot is so reported done, the host powered on,
 //     though it never went off
@@ -599,7 +616,16 @@
 //     never moved so. No request causes two power cycles, except that a
 //     call whose answer was lost may land after the power-on (A5) and
 //     cycle the host once more, which no controller can stop (the state
-//     machines draw such late landings: fake.Fault.Late).
+//     machines draw such late landings: fake.Fault.Late), and that a
+//     bare reboot whose BMC read only Transitioning from its power-off
+//     to well after the power-on that answered it sends its power-off
+//     again if the BMC then reads On (the controller cannot tell whether
+//     the host went off), or if the controller restarted before it knew
+//     that power-on's answer. While the BMC keeps reading neither On nor
+//     Off after that power-on was accepted, no further call is made
+//     (Status.StuckGaveUp, ErrStuckTransitioning:
+//     TestReview36ac_AlwaysTransitioningBareRebootCyclesForEver,
+//     TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff).
 //   - Online=false falls back from soft to hard Config.SoftTimeout after
 //     its first soft power-off, timed from the persisted
 //     Status.OfflineSoftSince, whatever restarts (on a BMC that may press,

@@ -275,6 +275,17 @@ type Status struct {
 	// reading sends no power-off (the host in POST), and an On reading
 	// ends the reboot: the host was off (no second power cycle).
 	StuckOnDecided time.Time
+	// StuckGaveUp is when bareStuck stopped making power calls for the
+	// pending reboot: its power-on (StuckOnDecided, this reboot's) was
+	// accepted and the BMC still read neither On nor Off SoftTimeout +
+	// StaleReads after it (or at a reading when the wall clock said so).
+	// While it is set, not earlier than PendingRebootSince, no power call
+	// is made for the reboot: it stays pending (annotation kept,
+	// LastPoweredOn not written) and Decide warns ErrStuckTransitioning.
+	// An On or Off reading clears it and the usual rules resume (an On
+	// reading is no evidence); so do a request that joins and the end of
+	// the reboot. Zero otherwise.
+	StuckGaveUp time.Time
 	// Format is the format of the status: StatusFormat in every status
 	// this version writes (with anything else in it), zero in one written
 	// before every press was recorded in LastPress (power-offs and
@@ -317,7 +328,7 @@ func (s Status) Equal(o Status) bool {
 		s.SoftSince.Equal(o.SoftSince) && s.OfflineSoftSince.Equal(o.OfflineSoftSince) && s.Format == o.Format &&
 		s.UnsureInterrupted == o.UnsureInterrupted && s.OffOnSane.Equal(o.OffOnSane) &&
 		s.UnsureUnbroken == o.UnsureUnbroken && s.OffOnSaneDecided.Equal(o.OffOnSaneDecided) &&
-		s.StuckOnDecided.Equal(o.StuckOnDecided)
+		s.StuckOnDecided.Equal(o.StuckOnDecided) && s.StuckGaveUp.Equal(o.StuckGaveUp)
 }
 
 // Pending reports whether a reboot is pending.

@@ -173,7 +173,7 @@ func fullStatus(t testing.TB, at time.Time) reboot.Status {
 		RewriteSeen: sec(6), LastRewriteSeen: sec(7), LastPress: sec(8), ActingSince: sec(9),
 		Works: 7, Format: reboot.StatusFormat, SoftSince: sec(10), OfflineSoftSince: sec(11), OnConfirmed: sec(12),
 		OfflineOffSeen: sec(13), UnsureSince: sec(14), UnsureInterrupted: true, OffOnSane: sec(15),
-		UnsureUnbroken: true, OffOnSaneDecided: sec(16), StuckOnDecided: sec(17),
+		UnsureUnbroken: true, OffOnSaneDecided: sec(16), StuckOnDecided: sec(17), StuckGaveUp: sec(18),
 	}
 	v := reflect.ValueOf(st)
 	for i := 0; i < v.NumField(); i++ {
