@@ -153,3 +153,166 @@ func TestReview36ad_StuckLeaseHiccupAfterAcceptedOnCyclesAgain(t *testing.T) {
 		"one bare reboot, its stuck power-on accepted, one refused Hold a minute later: %d power cycles by command in 40 min; status %+v; truth %s",
 		cycles, h.Status, rebootcheck.DescribeTruth(pw))
 }
+
+// review36adGaveUp runs TestReview36acFix_GaveUpSurvivesRestartThenSaneReadingResumes's
+// world until bareStuck gave up (Status.StuckGaveUp) and returns it.
+func review36adGaveUp(t *testing.T) (*review36World, *reboot.Reconciler, *fake.Power, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var arm atomic.Bool
+	w.Power = alwaysTransitioning{pw, &arm}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`}
+	}))
+	arm.Store(true)
+	review36uLoop(t, rec, clk, at.Add(25*time.Minute), at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.False(t, h.Status.StuckGaveUp.IsZero(), "the setup: bareStuck gave up; status %+v; truth %s", h.Status, rebootcheck.DescribeTruth(pw))
+	require.True(t, pw.HardwareOn(), "the setup: on after the stuck power-on; truth %s", rebootcheck.DescribeTruth(pw))
+	return w, rec, pw, at
+}
+
+// TestReview36ad_GaveUpHostPoweredOffOutOfBandOffForEver: doc.go A2:
+// "Anyone may power the host on or off out of band at any time". Once
+// bareStuck gave up (the BMC reads Transitioning whatever the power), the
+// host (Online true, no hold) is powered off out of band (a technician,
+// a PDU). With no reboot pending, idle's rule powers such a host on
+// (releasedOn: a power-on that sets the power, which powers nothing off;
+// TestReview36ad_NoRebootStuckHostPoweredOffOutOfBandPoweredOn, passing).
+// With the given-up reboot pending, StuckGaveUp stops every power call,
+// power-ons too, though a power-on that sets the power cannot make the
+// second power cycle the give-up exists to prevent: the host stays off
+// for good (Online true), only ErrStuckTransitioning warned.
+func TestReview36ad_GaveUpHostPoweredOffOutOfBandOffForEver(t *testing.T) {
+	w, rec, pw, at := review36adGaveUp(t)
+	pw.OutOfBandOff()
+	oob := w.clk.Real()
+	review36uLoop(t, rec, w.clk, oob.Add(60*time.Minute), at)
+	h, err := w.store.Get(context.Background(), "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn(),
+		"Online true, no hold, powered off out of band after StuckGaveUp: still off an hour later (power-ons since %d); status %+v; truth %s",
+		review36xCount(pw, fake.OpOn, oob), h.Status, rebootcheck.DescribeTruth(pw))
+}
+
+// TestReview36ad_NoRebootStuckHostPoweredOffOutOfBandPoweredOn: the
+// control of TestReview36ad_GaveUpHostPoweredOffOutOfBandOffForEver
+// without a reboot: the same BMC, the host powered off out of band, is
+// powered on by idle's rule (passes; coverage).
+func TestReview36ad_NoRebootStuckHostPoweredOffOutOfBandPoweredOn(t *testing.T) {
+	w := newReview36World()
+	clk := w.clk
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var arm atomic.Bool
+	w.Power = alwaysTransitioning{pw, &arm}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	arm.Store(true)
+	pw.OutOfBandOff()
+	oob := clk.Real()
+	review36uLoop(t, rec, clk, oob.Add(60*time.Minute), oob)
+	require.True(t, pw.HardwareOn(), "truth %s", rebootcheck.DescribeTruth(pw))
+}
+
+// TestReview36ad_GaveUpOnlineFalseThenTrueOffForEver: once bareStuck gave
+// up, the operator sets Online=false (maintenance) and, after the
+// enforcement's power-off, Online=true again. StuckGaveUp survives the
+// episode (nothing clears it: bareStuck is skipped while Online is
+// false), so the host, now off by the controller's own power-off, gets
+// no power-on: off for good with Online true.
+func TestReview36ad_GaveUpOnlineFalseThenTrueOffForEver(t *testing.T) {
+	w, rec, pw, at := review36adGaveUp(t)
+	ctx := context.Background()
+	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	off := w.clk.Real()
+	review36uLoop(t, rec, w.clk, off.Add(20*time.Minute), at)
+	require.False(t, pw.HardwareOn(), "the setup: Online=false powered the host off; truth %s", rebootcheck.DescribeTruth(pw))
+	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	on := w.clk.Real()
+	review36uLoop(t, rec, w.clk, on.Add(60*time.Minute), at)
+	h, err := w.store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn(),
+		"Online=false then true after StuckGaveUp: still off an hour after Online=true (power-ons since %d); status %+v; truth %s",
+		review36xCount(pw, fake.OpOn, on), h.Status, rebootcheck.DescribeTruth(pw))
+}
+
+// review36adDropOn is alwaysTransitioning whose first power-on after arm is
+// answered OK but not carried out (a BMC that accepts a job and drops it,
+// the power-on kind of doc.go's "a BMC whose power-off job hangs").
+type review36adDropOn struct {
+	alwaysTransitioning
+	dropped *atomic.Bool
+}
+
+func (d review36adDropOn) On(ctx context.Context) error {
+	if d.arm.Load() && d.dropped.CompareAndSwap(false, true) {
+		return nil
+	}
+	return d.alwaysTransitioning.On(ctx)
+}
+
+// TestReview36ad_GaveUpAfterDroppedPowerOnOffForEver: a bare hard reboot
+// on a BMC reading Transitioning whatever the power; its ForceOff is
+// carried out, bareStuck's power-on is accepted but dropped. bareStuck
+// gives up (StuckGaveUp) and makes no further power call, power-ons
+// included: the host, off by the controller's own ForceOff, stays off for
+// good with Online true. Idle's rule for the same readings (no reboot
+// pending) sends a power-on that sets the power again every twice
+// SoftTimeout + StaleReads (doc.go: "powered on the same way"); a
+// power-on that sets the power powers nothing off, so repeating it
+// cannot make the second power cycle the give-up prevents.
+func TestReview36ad_GaveUpAfterDroppedPowerOnOffForEver(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var arm, dropped atomic.Bool
+	w.Power = review36adDropOn{alwaysTransitioning{pw, &arm}, &dropped}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`}
+	}))
+	arm.Store(true)
+	review36uLoop(t, rec, clk, at.Add(90*time.Minute), at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, dropped.Load(), "the setup: a power-on was dropped; truth %s", rebootcheck.DescribeTruth(pw))
+	require.True(t, pw.HardwareOn(),
+		"Online true, no hold, the controller's ForceOff carried out and its power-on dropped: off 90 min after the request (power-ons %d, gave up %v); status %+v; truth %s",
+		review36xCount(pw, fake.OpOn, at), h.Status.StuckGaveUp, h.Status, rebootcheck.DescribeTruth(pw))
+}
+
+// TestReview36ad_NoRebootDroppedPowerOnRetried: the control of
+// TestReview36ad_GaveUpAfterDroppedPowerOnOffForEver without a reboot:
+// the host powered off out of band, the BMC reading Transitioning, idle's
+// first power-on dropped: idle sends another and the host is on (passes;
+// coverage).
+func TestReview36ad_NoRebootDroppedPowerOnRetried(t *testing.T) {
+	w := newReview36World()
+	clk := w.clk
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var arm, dropped atomic.Bool
+	w.Power = review36adDropOn{alwaysTransitioning{pw, &arm}, &dropped}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	arm.Store(true)
+	pw.OutOfBandOff()
+	oob := clk.Real()
+	review36uLoop(t, rec, clk, oob.Add(90*time.Minute), oob)
+	require.True(t, dropped.Load(), "the setup")
+	require.True(t, pw.HardwareOn(), "truth %s", rebootcheck.DescribeTruth(pw))
+}
