@@ -316,3 +316,116 @@ func TestReview36ad_NoRebootDroppedPowerOnRetried(t *testing.T) {
 	require.True(t, dropped.Load(), "the setup")
 	require.True(t, pw.HardwareOn(), "truth %s", rebootcheck.DescribeTruth(pw))
 }
+
+// stepBackDuringOn is nullThenStuckOff whose first power-on after arm
+// runs while the wall clock is stepped back by step (an NTP step during a
+// BMC call that takes a few seconds).
+type stepBackDuringOn struct {
+	nullThenStuckOff
+	clk     *fake.Clock
+	step    time.Duration
+	arm     *atomic.Bool
+	stepped *atomic.Bool
+}
+
+func (s stepBackDuringOn) On(ctx context.Context) error {
+	if s.arm.Load() && s.stepped.CompareAndSwap(false, true) {
+		s.clk.Jump(-s.step)
+	}
+	return s.nullThenStuckOff.On(ctx)
+}
+
+// TestReview36ad_BareStuckClockStepBackDuringOnOneCycle (passes;
+// coverage: the future-timestamp repair clamps StuckOnDecided, so the
+// window holds). Round 29
+// made "an On reading at any time after the accepted stuck power-on end
+// the reboot (wall-clock steps change nothing)" (decide_bare.go
+// onAccepted; TestReview36ac_BareStuckClockStepBackSecondCycle steps the
+// clock after the pass). onAccepted requires LastCall.At (the wall clock
+// read once the call returned, reconciler.go) not before
+// Status.StuckOnDecided (the wall clock read before it, truncated): a
+// step of the wall clock back by 5 s while the power-on call runs makes
+// the accepted power-on not count. The On reading that follows is before
+// StuckOnDecided (not in the window) and not onAccepted: pending sends
+// the reboot's power-off to the host just powered on, and one bare
+// request power-cycles it twice (doc.go: "No request causes two power
+// cycles").
+func TestReview36ad_BareStuckClockStepBackDuringOnOneCycle(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var offs atomic.Int64
+	var arm, stepped atomic.Bool
+	w.Power = stepBackDuringOn{nullThenStuckOff{pw, &offs}, clk, 5 * time.Minute, &arm, &stepped}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(time.Minute), start)
+	require.True(t, pw.HardwareOn(), "the setup: the host runs")
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`}
+	}))
+	arm.Store(true)
+	review36uLoop(t, rec, clk, at.Add(30*time.Minute), at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, stepped.Load(), "the setup: bareStuck's power-on; truth %s", rebootcheck.DescribeTruth(pw))
+	require.NotContains(t, h.Annotations, reboot.Annotation, "the reboot never ended; status %+v; truth %s", h.Status, rebootcheck.DescribeTruth(pw))
+	require.True(t, pw.HardwareOn(), "off at the end; truth %s", rebootcheck.DescribeTruth(pw))
+	cycles, oob := rebootcheck.Cycles(pw)
+	require.Equal(t, 1, cycles+oob, "a 5 min step back of the wall clock during bareStuck's power-on call: %d power cycles for one bare request; status %+v; truth %s",
+		cycles+oob, h.Status, rebootcheck.DescribeTruth(pw))
+}
+
+// stepBackDuringOnAT is alwaysTransitioning whose first power-on after
+// arm runs while the wall clock is stepped back by step.
+type stepBackDuringOnAT struct {
+	alwaysTransitioning
+	clk     *fake.Clock
+	step    time.Duration
+	stepped *atomic.Bool
+}
+
+func (s stepBackDuringOnAT) On(ctx context.Context) error {
+	if s.arm.Load() && s.stepped.CompareAndSwap(false, true) {
+		s.clk.Jump(-s.step)
+	}
+	return s.alwaysTransitioning.On(ctx)
+}
+
+// TestReview36ad_AlwaysTransitioningStepBackDuringOnCyclesAgain:
+// TestReview36ac_AlwaysTransitioningBareRebootCyclesForEver's BMC (reads
+// Transitioning whatever the power, every call carried out), the wall
+// clock stepped back by 5 s while bareStuck's power-on call runs (an NTP
+// step). The call's answer (LastCall.At, the wall clock once it returned)
+// is then dated before Status.StuckOnDecided (decided before it), and
+// the next pass's repair of the future StuckOnDecided moves it later
+// still: onAccepted (decide_bare.go) never holds, so the window's end
+// does not give up (StuckGaveUp) but sends the reboot's power-off again:
+// a second power cycle of a running host for one request, which the
+// give-up exists to prevent ("wall-clock steps change nothing").
+func TestReview36ad_AlwaysTransitioningStepBackDuringOnCyclesAgain(t *testing.T) {
+	ctx := context.Background()
+	w := newReview36World()
+	clk, store := w.clk, w.store
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	var arm, stepped atomic.Bool
+	w.Power = stepBackDuringOnAT{alwaysTransitioning{pw, &arm}, clk, 5 * time.Second, &stepped}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	at := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.Annotation: `{"mode":"hard"}`}
+	}))
+	arm.Store(true)
+	review36uLoop(t, rec, clk, at.Add(60*time.Minute), at)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, stepped.Load(), "the setup: bareStuck's power-on; truth %s", rebootcheck.DescribeTruth(pw))
+	cycles, oob := rebootcheck.Cycles(pw)
+	require.LessOrEqual(t, cycles+oob, 1,
+		"one bare reboot, a BMC reading Transitioning whatever the power, the wall clock stepped back 5 s during the stuck power-on call: %d power cycles in the hour (power-offs %d), gave up %v; status %+v; truth %s",
+		cycles+oob, review36xCount(pw, fake.OpOff, at), !h.Status.StuckGaveUp.IsZero(), h.Status, rebootcheck.DescribeTruth(pw))
+}
