@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -77,7 +78,15 @@ func TestReview37ac_ReusedPIDMakesDeadLeaseWaitTTL(t *testing.T) {
 	other := exec.Command("sleep", "60")
 	require.NoError(t, other.Start())
 	t.Cleanup(func() { _ = other.Process.Kill(); _, _ = other.Process.Wait() })
-	dead := lease{ID: newLeaseID(), Host: host, PID: other.Process.Pid, PIDNS: ns, State: e.store + ".fleet", StateID: "aaaa",
+	// Setup changed by the fix (t37d): a lease now records its process's
+	// start in clock ticks after boot (PIDStart), which no wall-clock step
+	// moves; Started, the executor's wall clock, is not compared with the
+	// process's start (a clock stepped since the lease was written would
+	// take a live executor's lease at once). The dead executor's start:
+	// a tick before the program now at its PID.
+	ticks, err := strconv.ParseUint(pidStartTicks(other.Process.Pid), 10, 64)
+	require.NoError(t, err)
+	dead := lease{ID: newLeaseID(), Host: host, PID: other.Process.Pid, PIDNS: ns, PIDStart: strconv.FormatUint(ticks-1, 10), State: e.store + ".fleet", StateID: "aaaa",
 		Started: time.Now().Add(-time.Hour).UTC(), Interval: 5 * time.Second}
 	stepClock(t, nil)
 	require.NoError(t, claim(e.ctx, lockedStore{e}, dead, time.Now().Add(-50*time.Minute).UTC()))
