@@ -260,6 +260,13 @@ func (e *env) executor(args []string) int {
 	if _, code, ok := e.parse(fs, args); !ok {
 		return code
 	}
+	if *interval <= 0 {
+		// A non-positive interval stops the pass loop's ticker and makes
+		// other executors judge the lease by badLeaseInterval
+		// (TestReview37ac_NonPositiveIntervalPanicsExecutor).
+		fmt.Fprintf(e.errw, "rebootctl executor: --interval %s must be positive\n", *interval)
+		return exitUsage
+	}
 	if *passTimeout <= 0 {
 		fmt.Fprintf(e.errw, "rebootctl executor: --pass-timeout %s must be positive\n", *passTimeout)
 		return exitUsage

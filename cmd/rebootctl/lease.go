@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -53,7 +54,13 @@ type lease struct {
 	// two containers of one machine with host networking share its
 	// hostname, not their PIDs.
 	PIDNS string `json:"pid_ns,omitempty"`
-	State string `json:"state"`
+	// PIDStart is when process PID started, in clock ticks after its
+	// machine's boot (/proc/PID/stat, pidStartTicks): a process found at
+	// PID with another start is not the lease's executor, whose PID was
+	// reused (no wall clock is compared). "" in a lease written by a
+	// rebootctl that recorded none, or when it could not be read.
+	PIDStart string `json:"pid_start,omitempty"`
+	State    string `json:"state"`
 	// StateID names the fleet state file: its own ID (inventory's
 	// Fleet.ID, kept in the file), or, for a lease whose executor knew
 	// none, the file's device and inode on its machine (claim: fileID);
@@ -91,30 +98,50 @@ func newLeaseID() string {
 // free reports whether the claim is free to take at once, for a claimer
 // on host in PID namespace pidNS (pidNamespace): there is none, its
 // executor gave it up when it stopped (release), or it is a claim of a
-// process of that same namespace that no longer runs. Any other claim is
+// process of that same namespace that no longer runs (its PID not found,
+// a zombie, or a process started at another time than PIDStart). Any
+// other claim is
 // free only once it went unrenewed for its ttl as the claimer measures
 // it (claimWait).
 func (l lease) free(host, pidNS string) bool {
 	if l.ID == "" || l.At.IsZero() {
 		return true
 	}
-	return l.Host == host && l.PIDNS != "" && l.PIDNS == pidNS && l.PID > 0 && !processRuns(l.PID)
+	if l.Host != host || l.PIDNS == "" || l.PIDNS != pidNS || l.PID <= 0 {
+		return false
+	}
+	if !processRuns(l.PID) {
+		return true
+	}
+	// A process runs at PID: the lease's executor, unless it started at
+	// another time (its PID reused by another program,
+	// TestReview37ac_ReusedPIDMakesDeadLeaseWaitTTL).
+	start := pidStartTicks(l.PID)
+	return l.PIDStart != "" && start != "" && start != l.PIDStart
 }
 
 // ttl is how long the claim holds without a renewal: three intervals and
-// ten seconds (an interval out of range, from hostile bytes, counts as
-// maxLeaseInterval).
+// ten seconds, whatever the interval (an executor renews once per
+// interval between passes: a claimer that judged a long interval by a
+// shorter one would take over a live executor,
+// TestReview37ac_LongIntervalLiveLeaseTakenOver), saturating at the
+// longest time.Duration; an interval that is not positive (garbled or
+// hostile bytes: the executor refuses one) counts as badLeaseInterval.
 func (l lease) ttl() time.Duration {
 	i := l.Interval
-	if i < 0 || i > maxLeaseInterval {
-		i = maxLeaseInterval
+	if i <= 0 {
+		i = badLeaseInterval
+	}
+	const most = time.Duration(math.MaxInt64)
+	if i > (most-10*time.Second)/3 {
+		return most
 	}
 	return 3*i + 10*time.Second
 }
 
-// maxLeaseInterval bounds the interval a lease read from the store is
+// badLeaseInterval is what a lease whose interval is not positive is
 // judged by.
-const maxLeaseInterval = 24 * time.Hour
+const badLeaseInterval = 24 * time.Hour
 
 func (l lease) String() string {
 	renewed := "last renewed " + l.At.UTC().Format(time.RFC3339)
@@ -156,18 +183,45 @@ func pidNamespace() string {
 
 // processRuns reports whether process pid of this machine runs (a zombie
 // does not).
+//
+// A process kill(2) finds counts as running unless its /proc entry shows
+// a zombie: an entry that cannot be read (/proc mounted with hidepid, the
+// process another user's) is no evidence that it died.
 func processRuns(pid int) bool {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return false
 	}
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return !errors.Is(err, os.ErrNotExist)
+		return true
 	}
 	if i := strings.LastIndexByte(string(raw), ')'); i >= 0 && i+2 < len(raw) {
 		return raw[i+2] != 'Z'
 	}
 	return true
+}
+
+// pidStartTicks returns when process pid started, in clock ticks after
+// the machine's boot (field 22 of /proc/PID/stat), "" when it cannot be
+// read.
+func pidStartTicks(pid int) string {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	i := strings.LastIndexByte(string(raw), ')')
+	if i < 0 {
+		return ""
+	}
+	// After the command's closing parenthesis: field 3 (state) onwards.
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	if _, err := strconv.ParseUint(f[19], 10, 64); err != nil {
+		return ""
+	}
+	return f[19]
 }
 
 // claim takes or renews me's lease on the store: it fails with
@@ -204,6 +258,9 @@ func claimLease(ctx context.Context, s lockedStore, me, took lease, owed []inven
 	}
 	if me.PIDNS == "" && me.PID == os.Getpid() {
 		me.PIDNS = pidNamespace()
+	}
+	if me.PIDStart == "" && me.PID == os.Getpid() {
+		me.PIDStart = pidStartTicks(me.PID)
 	}
 	w := claimWait{me: me, renewing: renewing}
 	for {
