@@ -43,7 +43,7 @@ import (
 // LastPoweredOn written, a power-on that powers nothing off), and no
 // second power cycle is made. For SoftTimeout + StaleReads after it
 // (its window, on the controller's clock; a StuckOnDecided in the
-// future is moved to now, repairFuture) a reading that is neither On
+// future is moved to now, repair) a reading that is neither On
 // nor Off sends no power-off (the host in POST), unless the power-on
 // was refused (tried again after its back-off, which starts the window
 // again). Once the window has ended with no On reading the reboot gives
@@ -130,7 +130,7 @@ func (c Config) stuckGiveUp(o Observed, st *Status, run time.Duration, now, p ti
 	at := st.StuckOnDecided.UTC().Format(time.RFC3339)
 	d.Phase = PhasePoweringOn
 	d.Reason = stuckGaveUpReason(st.StuckOnDecided)
-	d.Warnings = append(d.Warnings, fmt.Errorf("%w: a power-off and then a power-on (decided at %s) were sent for this request, and the BMC has read neither On nor Off since, so whether the host was power-cycled is unknown; no further power-off for it; fix the BMC or remove the reboot annotation",
+	d.Warnings = append(d.Warnings, fmt.Errorf("%w: this request's power-off was accepted and a power-on decided at %s, and the BMC has read neither On nor Off since: whether the host was power-cycled, or is on, is unknown; no further power-off for this request (power-ons still go out); fix the BMC or remove the reboot annotation",
 		ErrStuckTransitioning, at))
 	d.RequeueAfter = c.cap(c.PollInterval)
 	if c.releasedOn(o, run, now) {
