@@ -71,7 +71,9 @@ func (c Config) bareStuck(o Observed, st *Status, run time.Duration, now, p time
 		return false
 	case stuck && !window:
 		return c.stuckGiveUp(o, st, run, now, p, d)
-	case window && isUnsure(o.Power) && !onRefused:
+	case window && (o.Power == power.StateUnknown || o.Power == power.StateTransitioning && !onRefused):
+		// (A refused power-on is tried again below on a Transitioning
+		// reading, never on an unknown one.)
 		d.Phase = PhasePoweringOn
 		d.Reason = "bare reboot; power-on sent on a long Transitioning run: wait for it"
 		d.RequeueAfter = c.cap(min(c.PollInterval, c.SoftTimeout+c.StaleReads-now.Sub(at)))
