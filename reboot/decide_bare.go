@@ -33,22 +33,25 @@ import (
 // accepted and returned a Config.Precision tick after its latest request
 // was seen (a power-off made before a request joined says nothing of
 // it), without ending: Status.StuckOnDecided is written before it, and
-// LastPoweredOn is not (it would end the reboot). For SoftTimeout +
-// StaleReads after StuckOnDecided a Transitioning reading sends no
-// power-off (the host in POST), unless the power-on was refused (tried
-// again after its back-off), and a host that reads On in that time, or
-// at any time after the power-on was accepted, was off (the BMC read
-// Transitioning while it was off): the reboot is done, as by its
-// evidence (annotation removed, LastPoweredOn written, a power-on that
-// powers nothing off), and no second power cycle is made. A host that
-// still reads Transitioning after that time, the power-on accepted, is
-// given up on (Status.StuckGaveUp, ErrStuckTransitioning): no further
-// power call for the reboot, which stays pending, until an On or Off
-// reading clears it and the usual rules resume (an On reading is no
-// evidence: the power-off goes out again). With the power-on's answer
-// unknown (a restart) the reboot's power-off goes out again. It reports
-// whether it set d. Never with a keyed request
-// present: keyed requests hold the host off until they go.
+// LastPoweredOn is not (it would end the reboot).
+//
+// From then on only persisted facts decide (StuckOnDecided, this
+// request's, and StuckGaveUp), never what this process knows of the
+// power-on's answer, so a restart or a step of the wall clock changes
+// nothing. An On reading at any time after StuckOnDecided ends the
+// reboot: the host is on after the power-on (annotation removed,
+// LastPoweredOn written, a power-on that powers nothing off), and no
+// second power cycle is made. For SoftTimeout + StaleReads after it
+// (its window, on the controller's clock; a StuckOnDecided in the
+// future is moved to now, repair) a reading that is neither On
+// nor Off sends no power-off (the host in POST), unless the power-on
+// was refused (tried again after its back-off, which starts the window
+// again). Once the window has ended with no On reading the reboot gives
+// up (stuckGiveUp) on a reading that is not Off; an Off reading instead
+// clears StuckOnDecided and StuckGaveUp and the usual rules resume
+// (the host is off: its evidence powers it on). It reports whether it
+// set d. Never with a keyed request present: keyed requests hold the
+// host off until they go.
 func (c Config) bareStuck(o Observed, st *Status, run time.Duration, now, p time.Time, hasBare, hasKeyed bool, d *Decision) bool {
 	if !hasBare || hasKeyed || !o.Online || o.OnToggles {
 		return false
@@ -56,44 +59,24 @@ func (c Config) bareStuck(o Observed, st *Status, run time.Duration, now, p time
 	l := o.LastCall
 	at := st.StuckOnDecided
 	stuck := !at.IsZero() && !at.Before(st.PendingRebootSince)
-	window := stuck && !now.Before(at) && now.Sub(at) < c.SoftTimeout+c.StaleReads
+	gaveUp := stuck && !st.StuckGaveUp.IsZero() && !st.StuckGaveUp.Before(st.PendingRebootSince)
+	window := stuck && !gaveUp && now.Sub(at) < c.SoftTimeout+c.StaleReads
 	onRefused := !at.IsZero() && l.Action == ActionPowerOn && l.Class != power.ClassNone && !l.At.Before(at)
-	// The power-on bareStuck decided for this reboot was accepted: an On
-	// reading after it ends the reboot and a Transitioning one sends no
-	// power-off, whatever the wall clock says
-	// (TestReview36ac_BareStuckClockStepForwardSecondCycle).
-	onAccepted := stuck && l.Action == ActionPowerOn && l.Class == power.ClassNone && !l.At.Before(at)
-	if g := st.StuckGaveUp; !g.IsZero() && !g.Before(st.PendingRebootSince) {
-		if o.Power == power.StateOn || o.Power == power.StateOff {
-			// A sane reading: the usual rules resume (an On reading is
-			// no evidence of its own).
-			st.StuckGaveUp = time.Time{}
-			return false
-		}
-		d.Phase = PhasePoweringOff
-		d.Reason = stuckGaveUpReason(at)
-		d.RequeueAfter = c.cap(c.PollInterval)
-		return true
-	}
 	switch {
-	case (window || onAccepted) && o.Power == power.StateOn:
+	case stuck && o.Power == power.StateOn:
 		return c.bareStuckDone(st, p, d)
-	case (window || onAccepted && now.Before(at)) && o.Power == power.StateTransitioning && !onRefused:
+	case stuck && !window && o.Power == power.StateOff:
+		// A sane reading after the window: the usual rules resume.
+		st.StuckOnDecided, st.StuckGaveUp = time.Time{}, time.Time{}
+		return false
+	case stuck && !window:
+		return c.stuckGiveUp(o, st, run, now, p, d)
+	case window && (o.Power == power.StateUnknown || o.Power == power.StateTransitioning && !onRefused):
+		// (A refused power-on is tried again below on a Transitioning
+		// reading, never on an unknown one.)
 		d.Phase = PhasePoweringOn
 		d.Reason = "bare reboot; power-on sent on a long Transitioning run: wait for it"
 		d.RequeueAfter = c.cap(min(c.PollInterval, c.SoftTimeout+c.StaleReads-now.Sub(at)))
-		return true
-	case onAccepted && o.Power == power.StateTransitioning:
-		// Its window ended and the BMC never read On or Off: the
-		// controller cannot tell a host it power-cycled from one whose
-		// power-off was dropped. No more power calls for this reboot
-		// (TestReview36ac_AlwaysTransitioningBareRebootCyclesForEver).
-		st.StuckGaveUp = p
-		d.Phase = PhasePoweringOff
-		d.Reason = stuckGaveUpReason(at)
-		d.Warnings = append(d.Warnings, fmt.Errorf("%w: power-cycled once for this request at %s; fix the BMC or remove the reboot annotation",
-			ErrStuckTransitioning, at.UTC().Format(time.RFC3339)))
-		d.RequeueAfter = c.cap(c.PollInterval)
 		return true
 	case o.Power != power.StateTransitioning:
 		return false
@@ -123,6 +106,43 @@ func (c Config) bareStuck(o Observed, st *Status, run time.Duration, now, p time
 	return true
 }
 
+// stuckGiveUp decides for a bare reboot whose stuck power-on's window
+// (bareStuck) ended with no On or Off reading: the controller cannot
+// tell a host it power-cycled from one whose power-off was dropped, nor
+// whether the power-on landed. It gives up (Status.StuckGaveUp, written
+// once): the reboot's power-off, which would make a second power cycle,
+// is never sent again for this request, and the reboot stays pending
+// (annotation kept, LastPoweredOn not written). Nothing else is blocked:
+// on a Transitioning reading the power-on is sent again by idle's rule
+// (releasedOn: once every power-off of ours is over, backing off while
+// it answers the run, calledInRun), as a power-on that sets the power
+// cannot make a cycle; so a dropped power-on, a host powered off out of
+// band, or one powered off by Online=false and then set Online again is
+// powered on (TestReview36ad_GaveUpAfterDroppedPowerOnOffForEver,
+// TestReview36ad_GaveUpHostPoweredOffOutOfBandOffForEver,
+// TestReview36ad_GaveUpOnlineFalseThenTrueOffForEver). Online=false's
+// enforcement and keyed requests are decided before bareStuck and are
+// not held back. Every pass warns ErrStuckTransitioning (at most one a
+// PollInterval but for passes others trigger), so that an operator who
+// missed the first warning, or a restarted controller's logs, show it.
+func (c Config) stuckGiveUp(o Observed, st *Status, run time.Duration, now, p time.Time, d *Decision) bool {
+	if st.StuckGaveUp.IsZero() || st.StuckGaveUp.Before(st.PendingRebootSince) {
+		st.StuckGaveUp = p
+	}
+	at := st.StuckOnDecided.UTC().Format(time.RFC3339)
+	d.Phase = PhasePoweringOn
+	d.Reason = stuckGaveUpReason(st.StuckOnDecided)
+	d.Warnings = append(d.Warnings, fmt.Errorf("%w: this request's power-off was accepted and a power-on decided at %s, and the BMC has read neither On nor Off since: whether the host was power-cycled, or is on, is unknown; no further power-off for this request (power-ons still go out); fix the BMC or remove the reboot annotation",
+		ErrStuckTransitioning, at))
+	d.RequeueAfter = c.cap(c.PollInterval)
+	if c.releasedOn(o, run, now) {
+		d.Power = ActionPowerOn
+		d.UpdateStatus = true // a versioned write before every power-on
+		d.Reason = "bare reboot given up on (BMC reads Transitioning for ever): power on again (powers nothing off; no power-off for this request)"
+	}
+	return true
+}
+
 // bareStuckDone ends a bare reboot whose host read On after bareStuck's
 // power-on: as heldOff ends a released one (annotation removed,
 // LastPoweredOn written once the clock has passed the latest request,
@@ -144,17 +164,18 @@ func (c Config) bareStuckDone(st *Status, p time.Time, d *Decision) bool {
 	return true
 }
 
-// ErrStuckTransitioning is the warning Decide gives when it stops making
-// power calls for a pending bare reboot (Status.StuckGaveUp): the BMC read
-// Transitioning, never On or Off, from the reboot's power-off to well after
-// the power-on that answered it, so the controller cannot tell whether the
-// host was power-cycled. Fix the BMC (an On or Off reading resumes the
-// reboot) or remove the reboot annotation.
+// ErrStuckTransitioning is the warning Decide gives, on every pass while
+// it holds, when it stops sending the power-off of a pending bare reboot
+// (Status.StuckGaveUp): the BMC read neither On nor Off from the
+// reboot's power-off to well after the power-on that answered it, so the
+// controller cannot tell whether the host was power-cycled. Power-ons
+// that set the power still go out. Fix the BMC (an On reading ends the
+// reboot, an Off reading resumes it) or remove the reboot annotation.
 var ErrStuckTransitioning = errors.New("reboot: the BMC reads Transitioning for ever")
 
 // stuckGaveUpReason is the Decision.Reason of a reboot bareStuck gave up
 // on, its power-on decided at at.
 func stuckGaveUpReason(at time.Time) string {
-	return "bare reboot; BMC reads Transitioning for ever; power-cycled once for this request at " +
-		at.UTC().Format(time.RFC3339) + ": no more power calls; fix the BMC or remove the reboot annotation"
+	return "bare reboot; BMC reads Transitioning for ever since the power-on decided at " +
+		at.UTC().Format(time.RFC3339) + ": given up, no more power-offs for this request; fix the BMC or remove the reboot annotation"
 }

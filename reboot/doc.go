@@ -214,32 +214,39 @@
 //     returned a Precision tick after its latest request was seen, is
 //     SoftTimeout + StaleReads old, it sends a power-on that sets the
 //     power (Status.StuckOnDecided, written before it; LastPoweredOn is
-//     not, the reboot stays pending), sends no power-off on a
-//     Transitioning reading for SoftTimeout + StaleReads after it (the
-//     host in POST; a refused power-on is tried again after its
-//     back-off), and, if the host reads On in that time (also after a
-//     restart) or, that power-on accepted, at any time after it (a step
-//     of the wall clock changes nothing), ends as done (it was off:
-//     annotation removed, LastPoweredOn written, a power-on that powers
-//     nothing off; no second power cycle)
+//     not, the reboot stays pending), sends no power-off on a reading
+//     that is neither On nor Off for SoftTimeout + StaleReads after it
+//     (the host in POST; a refused power-on is tried again after its
+//     back-off), and, if the host reads On at any time after it, ends as
+//     done (it was off: annotation removed, LastPoweredOn written, a
+//     power-on that powers nothing off; no second power cycle). Only
+//     persisted facts decide from then on (StuckOnDecided, StuckGaveUp),
+//     never what this process knows of the power-on's answer: a restart
+//     or a step of the wall clock changes nothing
 //     (TestReview36ab_BareRebootAskedDuringStuckOffRunOffForEver,
 //     TestReview36ab_UpgradeDuringStuckPoweringOffRunOffForEver,
 //     TestReview36abFix_BareStuckOffOneCycle,
-//     TestReview36ac_BareStuckClockStepForwardSecondCycle). If the
-//     power-on was accepted and the host still reads neither On nor Off
-//     once that time is over, the controller cannot tell a host it
-//     power-cycled from one whose power-off the BMC dropped: it gives up
-//     (Status.StuckGaveUp) and makes no further power call for the
-//     reboot, which stays pending (annotation kept, LastPoweredOn not
-//     written), and warns ErrStuckTransitioning for the operator to fix
-//     the BMC or remove the annotation
+//     TestReview36ac_BareStuckClockStepForwardSecondCycle,
+//     TestReview36ad_StuckRestartEachWindowCyclesForEver). If the host
+//     still reads neither On nor Off once that time is over, the
+//     controller cannot tell a host it power-cycled from one whose
+//     power-off the BMC dropped, nor whether the power-on landed: it
+//     gives up (Status.StuckGaveUp). The give-up blocks only the
+//     reboot's power-off, never sent again for the request, which stays
+//     pending (annotation kept, LastPoweredOn not written); on
+//     Transitioning readings the power-on that sets the power is sent
+//     again as idle sends it (backing off), so a dropped power-on, a
+//     host powered off out of band or by Online=false and then set
+//     Online again is powered on; Online=false and keyed requests act
+//     as ever. Every pass that finds it given up (Online, no keyed
+//     request) warns ErrStuckTransitioning for
+//     the operator to fix the BMC or remove the annotation
 //     (TestReview36ac_AlwaysTransitioningBareRebootCyclesForEver,
-//     TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff). A
-//     later On or Off reading clears StuckGaveUp and the usual rules
-//     resume: an Off reading is answered by the evidence rules, an On
-//     reading is no evidence and the power-off goes out again. If the
-//     controller no longer knows the power-on's answer (a restart within
-//     that time) it does not give up: the power-off goes out again.
+//     TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff,
+//     TestReview36ad_GaveUpAfterDroppedPowerOnOffForEver). An On reading
+//     then ends the reboot as above; an Off reading clears
+//     StuckOnDecided and StuckGaveUp and the usual rules resume (the
+//     evidence rules answer it).
 //     Never with a keyed request present. A request that joins the
 //     reboot clears OffOnSane, StuckOnDecided and StuckGaveUp: what came
 //     before it says nothing of it. The run is
@@ -603,29 +610,26 @@
 //     host off for good): the reboot ends as done without an Off reading
 //     if a power-off of it decided on an On or Off reading was accepted
 //     before the run (Status.OffOnSane), or, if not, when the host reads
-//     On within SoftTimeout + StaleReads of the power-on the controller
-//     then sends it (Status.StuckOnDecided; that power-on accepted, an On
-//     reading at any time after it). A BMC whose power-off job hangs (accepted, shown
+//     On at any time after the power-on the controller then sends it
+//     (Status.StuckOnDecided). A BMC whose power-off job hangs (accepted, shown
 //     Transitioning for ever, never carried out) gives the first one's
 //     readings, and its reboot is so reported done, the host powered on,
 //     though it never went off
 //     (TestReview36aa_BareRebootHungPoweringOffReportedDone); so would a
 //     BMC that drops an accepted power-off, reads Transitioning while the
-//     host runs and stops doing so right after that power-on, the
-//     second's. The fencing evidence (Status.LastPoweredOff, Fenced) is
+//     host runs and stops doing so after that power-on, the second's. The fencing evidence (Status.LastPoweredOff, Fenced) is
 //     never moved so. No request causes two power cycles, except that a
 //     call whose answer was lost may land after the power-on (A5) and
 //     cycle the host once more, which no controller can stop (the state
-//     machines draw such late landings: fake.Fault.Late), and that a
-//     bare reboot whose BMC read only Transitioning from its power-off
-//     to well after the power-on that answered it sends its power-off
-//     again if the BMC then reads On (the controller cannot tell whether
-//     the host went off), or if the controller restarted before it knew
-//     that power-on's answer. While the BMC keeps reading neither On nor
-//     Off after that power-on was accepted, no further call is made
-//     (Status.StuckGaveUp, ErrStuckTransitioning:
+//     machines draw such late landings: fake.Fault.Late). A bare reboot
+//     whose BMC read only Transitioning from its power-off to well after
+//     the power-on that answered it sends no further power-off, whatever
+//     restarts or clock steps (Status.StuckGaveUp, ErrStuckTransitioning:
+//     the host may then not have been power-cycled at all;
 //     TestReview36ac_AlwaysTransitioningBareRebootCyclesForEver,
-//     TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff).
+//     TestReview36ad_StuckRestartEachWindowCyclesForEver), and an On
+//     reading at any time after that power-on ends it; it still sends
+//     power-ons that set the power.
 //   - Online=false falls back from soft to hard Config.SoftTimeout after
 //     its first soft power-off, timed from the persisted
 //     Status.OfflineSoftSince, whatever restarts (on a BMC that may press,

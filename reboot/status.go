@@ -270,21 +270,25 @@ type Status struct {
 	// Transitioning readings after its power-off without ending it
 	// (bareStuck), written in the versioned write before it is sent;
 	// zero, or earlier than PendingRebootSince, otherwise, and cleared
-	// when a request joins. For SoftTimeout + StaleReads after it (on the
-	// controller's clock, so also after a restart) a Transitioning
-	// reading sends no power-off (the host in POST), and an On reading
-	// ends the reboot: the host was off (no second power cycle).
+	// when a request joins or an Off reading comes after its window.
+	// An On reading at any time after it ends the reboot: the host was
+	// off (no second power cycle). For SoftTimeout + StaleReads after it
+	// (its window, on the controller's clock, so also after a restart) a
+	// reading neither On nor Off sends no power-off (the host in POST);
+	// after that window such a reading gives the reboot up
+	// (StuckGaveUp), whether or not the power-on's answer is known.
 	StuckOnDecided time.Time
-	// StuckGaveUp is when bareStuck stopped making power calls for the
-	// pending reboot: its power-on (StuckOnDecided, this reboot's) was
-	// accepted and the BMC still read neither On nor Off SoftTimeout +
-	// StaleReads after it (or at a reading when the wall clock said so).
-	// While it is set, not earlier than PendingRebootSince, no power call
-	// is made for the reboot: it stays pending (annotation kept,
-	// LastPoweredOn not written) and Decide warns ErrStuckTransitioning.
-	// An On or Off reading clears it and the usual rules resume (an On
-	// reading is no evidence); so do a request that joins and the end of
-	// the reboot. Zero otherwise.
+	// StuckGaveUp is when bareStuck gave up on the pending reboot: the
+	// window of its power-on (StuckOnDecided, this reboot's) ended with
+	// the BMC reading neither On nor Off. While it is set, not earlier
+	// than PendingRebootSince, the reboot's power-off is never sent again
+	// (it could make a second power cycle): the reboot stays pending
+	// (annotation kept, LastPoweredOn not written) and Decide warns
+	// ErrStuckTransitioning, while power-ons that set the power still go
+	// out on Transitioning readings. An On reading ends the reboot, an
+	// Off reading clears it (and StuckOnDecided) and the usual rules
+	// resume; so do a request that joins and the end of the reboot.
+	// Zero otherwise.
 	StuckGaveUp time.Time
 	// Format is the format of the status: StatusFormat in every status
 	// this version writes (with anything else in it), zero in one written

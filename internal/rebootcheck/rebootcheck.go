@@ -127,6 +127,22 @@ func Cycles(p *fake.Power) (cycles, outOfBandOffs int) {
 	return cycles, outOfBandOffs
 }
 
+// CycledSince reports whether changes (ground truth, in order: a tail of
+// fake.Power.Truth) hold a power-off followed by a power-on, the hardware
+// running (on) or not before the first of them: the hardware went off
+// and back on, whatever the causes, and whatever it did after.
+func CycledSince(changes []fake.TruthChange, on bool) bool {
+	off := !on
+	for _, tc := range changes {
+		if !tc.On {
+			off = true
+		} else if off {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckCycles returns an error if the hardware was power-cycled by command
 // more often than reboots were decided (episodes) plus power-offs out of
 // band.

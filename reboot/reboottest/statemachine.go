@@ -386,14 +386,20 @@ func stateMachine(newStores NewStores, level int) func(*rapid.T) {
 		// trust. A request joins a reboot pending by ground truth (the
 		// hardware has not been off and back on since the last one
 		// counted) and is not counted: the bound is as tight as the
-		// hardware allows.
+		// hardware allows. One made while the hardware is off counts if
+		// it went off and back on since the last one counted (that
+		// one's cycle is over, whatever came after: an out-of-band
+		// power-off at the same instant, seed 202). The changes are
+		// taken by their place in the ground truth, not their time, so
+		// that changes at the request's own instant are not mistaken
+		// for earlier ones.
 		asked := 0
-		var askedReal time.Time
+		askedTruth, askedOn := 0, false // len(pw.Truth()) and the power at the last one counted
 		ask := func() {
-			now := clk.Real()
-			if asked == 0 || pw.WasOffDuring(askedReal, now) && pw.HardwareOn() {
+			tr := pw.Truth()
+			if asked == 0 || rebootcheck.CycledSince(tr[askedTruth:], askedOn) {
 				asked++
-				askedReal = now
+				askedTruth, askedOn = len(tr), pw.HardwareOn()
 			}
 		}
 		var backJumps time.Duration
