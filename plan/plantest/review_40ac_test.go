@@ -243,3 +243,61 @@ func TestReview40ac_FleetContractPassesSilentServices(t *testing.T) {
 		t.Logf("caught: %v", fails)
 	}
 }
+
+// review40acNoServers is a Fleet of one's own whose Observe reports its
+// jobs but no server (Observations.Servers left nil).
+type review40acNoServers struct{ *fake.Fleet }
+
+func (f review40acNoServers) Observe(ctx context.Context, p plan.Plan) (plan.Observations, error) {
+	o, err := f.Fleet.Observe(ctx, p)
+	o.Servers = nil
+	return o, err
+}
+
+func (f review40acNoServers) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	o, err := f.Fleet.ObserveView(ctx, v)
+	o.Servers = nil
+	return o, err
+}
+
+// TestReview40ac_FleetContractPassesFleetWithoutServers: a Fleet whose
+// Observe never fills Observations.Servers ("a server of the plan missing
+// from the result counts as offline") holds every plan for good: with
+// concurrency 1 and the plan's two servers "offline", no job is ever
+// created (shown below by the Executor), and the plan never ends. The
+// healthy fleet FleetContract is given has its servers up, yet the kit
+// never reads Observations.Servers, and passes it.
+func TestReview40ac_FleetContractPassesFleetWithoutServers(t *testing.T) {
+	newFleet := review40abFleet("", nil, func(f *fake.Fleet) plan.Fleet { return review40acNoServers{f} })
+	f, _ := newFleet()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p, _, err := plan.Create(f.Servers, plan.CreateOptions{UUID: "noservers", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(1), FailureBudget: plan.Count(1), CreatedAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ = plan.Run(p)
+	store := fake.NewPlanStore()
+	if err := store.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	now := at
+	exec := &plan.Executor{Fleet: f.Fleet, Store: store, Now: func() time.Time { return now }}
+	for i := 0; i < 300; i++ {
+		if _, err := exec.Pass(context.Background(), "noservers"); err != nil && !errors.Is(err, plan.ErrConflict) {
+			t.Fatalf("pass: %v", err)
+		}
+		f.Advance(time.Minute)
+		now = now.Add(time.Minute)
+	}
+	got, _ := store.Get(context.Background(), "noservers")
+	t.Logf("the executor on that fleet, after 300 min: state %s, unfinished %v, waiting %q", got.State, got.Unfinished(), got.Waiting)
+	if !got.Unfinished() {
+		t.Fatalf("setup: the plan ended: %s", got.State)
+	}
+	if fails := review40abRun(t, newFleet); len(fails) == 0 {
+		t.Fatalf("FleetContract passed a fleet whose Observe reports no server of a healthy fleet: every plan on it waits for good (%q)", got.Waiting)
+	} else {
+		t.Logf("caught: %v", fails)
+	}
+}
