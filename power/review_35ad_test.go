@@ -80,3 +80,44 @@ func TestReview35ad_EvictedSessionForgetsPressWindowPoweringFencedHostOn(t *test
 		pressAt.Format(time.TimeOnly), b.Resets())
 	require.True(t, hwA.WasOffDuring(offAt, clk.Now()))
 }
+
+// TestReview35ad_ForgottenHostForgetsResetWindowPoweringFencedHostOn
+// (review round 30, the same root cause as above, the other window):
+// power/redfish never sends a PushPowerButton "within Config.StaleReads
+// of this Controller's previous reset" (the read may echo the state from
+// before it). A host fenced with a hard Off (ForceOff, answered: no lost
+// window) whose credentials are then rotated (the caller Forgets it and
+// hands the Pool its new Target, as issue 35 point 5 requires of the kube
+// controller and the executor) gets a new Controller that knows no
+// reset: a soft Off 5 s later (the BMC's reads 20 s stale, the soft
+// power-off a press on this firmware) reads On, the echo of the state
+// before the ForceOff, and presses: the fenced host runs again. The same
+// Controller refuses the press (control: without the Forget the host
+// stays off). Ground truth: the fake hardware.
+func TestReview35ad_ForgottenHostForgetsResetWindowPoweringFencedHostOn(t *testing.T) {
+	for _, forget := range []bool{false, true} {
+		clk := newClock()
+		hw := fake.NewPower(clk.Now, fake.PowerConfig{Report: fake.Report{Stale: 20 * time.Second}})
+		b := redfishtest.NewBMC(clk.Now, hw, "admin", bmcPassword)
+		b.Quirks.NoGraceful = true
+		srv := b.StartTLS()
+		t.Cleanup(srv.Close)
+		pool := newPool(t, clk, power.PoolConfig{})
+		ctx := context.Background()
+		a := pool.Controller("a", clockTarget(srv, clk, "1", "secret-a/v1"))
+		require.NoError(t, a.Off(ctx, power.ModeHard), "the fence: ForceOff")
+		require.Equal(t, []string{"ForceOff"}, b.Resets())
+		require.False(t, hw.HardwareOn())
+		clk.Advance(time.Second)
+		if forget {
+			pool.Forget("a") // the host's Secret was rotated
+			a = pool.Controller("a", clockTarget(srv, clk, "1", "secret-a/v2"))
+		}
+		clk.Advance(4 * time.Second)
+		err := a.Off(ctx, power.ModeSoft)
+		t.Logf("forget=%v: soft Off 5 s after the ForceOff: %v; resets %v", forget, err, b.Resets())
+		clk.Advance(time.Minute)
+		require.False(t, hw.HardwareOn(),
+			"forget=%v: ground truth: the host fenced off 5 s before runs again: a press went out on a stale On read (resets %v)", forget, b.Resets())
+	}
+}
