@@ -410,7 +410,7 @@ func (c *Controller) resetReturned(began time.Time, pe *power.Error, acc accepte
 	windows.noteReset(c.windowKey(), resetOutcome{
 		began: began, returned: c.now(),
 		stale: c.staleReads(), lostSpan: c.lostSpan(), pressSpan: c.softTimeout() + c.staleReads(),
-		lost: pe != nil && !pe.Answered(),
+		lost: pe != nil && !pe.Answered(), queued: pe == nil && acc.queued, monitor: acc.monitor,
 		offPress: offPress,
 	})
 }

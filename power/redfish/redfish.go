@@ -18,13 +18,19 @@
 //     read in the same operation says the host is in the opposite state,
 //     not within Config.StaleReads of the system's previous reset
 //     (the read may echo the state from before it; counted from when its
-//     POST returned, the latest it may have reached the hardware; for a
-//     POST that got no HTTP answer, which the BMC may still apply, not
-//     within Config.LostLanding + SoftTimeout + StaleReads of that
-//     return, whatever resets were answered since: the adapter assumes
-//     that a BMC applies an unanswered reset, if ever, within LostLanding
-//     (default SoftTimeout) of its return, and a press or graceful
-//     shutdown it applies then may shut the OS down SoftTimeout later;
+//     POST returned, the latest an answered reset may have reached the
+//     hardware; for a POST that got no HTTP answer, or was answered 202
+//     Accepted (queued: the BMC may run it later), which the BMC may
+//     still apply, not within Config.LostLanding + SoftTimeout +
+//     StaleReads of that return, whatever resets were answered since,
+//     unless, for a 202, its task is read ended (Queued.TaskEnded,
+//     ReadTask) while it is still the system's latest reset: the answer
+//     of that reading then counts as its return, the reset answered
+//     (TestReview35ad_QueuedPressLandsLateSecondPressPowersFencedHostOn);
+//     the adapter assumes that a BMC applies an unanswered or queued
+//     reset, if ever, within LostLanding (default SoftTimeout) of its
+//     return, and a press or graceful shutdown it applies then may shut
+//     the OS down SoftTimeout later;
 //     the reboot package also counts such a press as sent
 //     reboot.Config.LostLanding after its return, assumption A5),
 //     and, for a power-off,
@@ -33,7 +39,7 @@
 //     an On read may be an echo, and a press would power on a host that
 //     is off), or, once an unbroken run of reads (of any Controller for
 //     the system) begun StaleReads after that press (answered with
-//     success) showed Off for Config.OffSettle, within StaleReads of the
+//     success, not 202, or its task read ended) showed Off for Config.OffSettle, within StaleReads of the
 //     read that completed the run. Every window is checked against when
 //     the read began, not when its answer came (a read begun before a
 //     reset returned is inside its window). The windows are kept per
@@ -304,12 +310,14 @@ type Config struct {
 	// process for the same Endpoint and system (counted from when
 	// its POST returned: a slow BMC may apply it at any time until then;
 	// LostLanding + SoftTimeout + StaleReads for a POST that got no HTTP
-	// answer): the "opposite state" its read shows may be that echo.
+	// answer or was answered 202 Accepted, until its task is read ended):
+	// the "opposite state" its read shows may be that echo.
 	// Default 30 s.
 	StaleReads time.Duration
 	// LostLanding is this adapter's assumption of how late after its
 	// POST returned without an HTTP answer (a timeout, a deadline, a
-	// broken connection) the BMC may still apply a reset. Such a reset
+	// broken connection), or answered 202 Accepted (queued) before its
+	// task is read ended, the BMC may still apply a reset. Such a reset
 	// may be a press or a graceful shutdown that lands that late and
 	// whose OS then takes up to SoftTimeout to shut down, read up to
 	// StaleReads late: no PushPowerButton is sent within LostLanding +

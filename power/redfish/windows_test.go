@@ -78,3 +78,38 @@ func TestWindowRegistryForgetsEndedEntries(t *testing.T) {
 		t.Fatal("dropEnded kept an ended window")
 	}
 }
+
+// TestWindowRegistryQueuedResetUntilTaskEnded: a reset answered 202
+// Accepted keeps a lost reset's window from its return until its task is
+// read ended; then its windows count from that reading, as an answered
+// reset's (a press's run rule included). A reading of another task, or
+// one after a later reset, changes nothing: that queued reset stays lost.
+func TestWindowRegistryQueuedResetUntilTaskEnded(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const stale, lostSpan, pressSpan = 30 * time.Second, 390 * time.Second, 210 * time.Second
+	r := windowRegistry{max: 4096}
+	r.noteReset("k", resetOutcome{began: t0, returned: t0, stale: stale, lostSpan: lostSpan, pressSpan: pressSpan,
+		queued: true, monitor: "/redfish/v1/TaskService/Tasks/7", offPress: true})
+	w := r.get("k")
+	if !w.queued.until.Equal(t0.Add(lostSpan)) || w.pushOK {
+		t.Fatalf("a queued press: %+v, want a lost window and no answered press", w)
+	}
+	r.taskEnded("k", "/redfish/v1/TaskService/Tasks/8", t0.Add(time.Minute), stale, pressSpan)
+	if w := r.get("k"); w.queued.at.IsZero() {
+		t.Fatal("another task's reading ended the queued reset's window")
+	}
+	ended := t0.Add(time.Minute)
+	r.taskEnded("k", "/redfish/v1/TaskService/Tasks/7", ended, stale, pressSpan)
+	w = r.get("k")
+	if !w.queued.at.IsZero() || !w.lost.at.IsZero() || !w.press.at.Equal(ended) || !w.pushOK || !w.reset.until.Equal(ended.Add(stale)) {
+		t.Fatalf("the task read ended at %v: %+v, want the windows of a press answered then", ended, w)
+	}
+
+	// A later reset before the task was read: the queued one stays lost.
+	r.noteReset("q", resetOutcome{began: t0, returned: t0, stale: stale, lostSpan: lostSpan, queued: true, monitor: "/redfish/v1/TaskService/Tasks/9"})
+	r.noteReset("q", resetOutcome{began: t0.Add(time.Second), returned: t0.Add(time.Second), stale: stale, lostSpan: lostSpan})
+	r.taskEnded("q", "/redfish/v1/TaskService/Tasks/9", t0.Add(2*time.Second), stale, pressSpan)
+	if w := r.get("q"); !w.lost.until.Equal(t0.Add(lostSpan)) {
+		t.Fatalf("a queued reset followed by another: %+v, want its lost window kept", w)
+	}
+}
