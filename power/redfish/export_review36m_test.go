@@ -11,7 +11,7 @@ func NoteLostReset36m(endpoint, system string, at, until time.Time) {
 }
 
 // ResetLostWindows36m empties the registry and its floor (the test's
-// cleanup, so that its 4,096 entries do not evict other tests' windows).
+// cleanup, so that its entries do not evict other tests' windows).
 func ResetLostWindows36m() {
 	windows.mu.Lock()
 	defer windows.mu.Unlock()
@@ -24,3 +24,6 @@ func SetOverdueFloor35v(d time.Duration) (restore func()) {
 	old := overdueFloorSet.Swap(int64(d))
 	return func() { overdueFloorSet.Store(old) }
 }
+
+// WindowsMax36m is the registry's bound.
+func WindowsMax36m() int { return windows.max }

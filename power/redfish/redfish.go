@@ -52,7 +52,7 @@
 //     each measured both with the settings of the Controller that opened
 //     it and with those of the one that checks it; a system's record goes
 //     once its windows all ended (the process keeps nothing of hosts
-//     that came and went), for up to 4,096 systems with open windows
+//     that came and went), for up to 65,536 systems with open windows
 //     (past that the records that end first are dropped, and every
 //     system without a record of its own counts as inside the latest of
 //     them until it ends, so no open window is forgotten). They are not

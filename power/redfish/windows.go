@@ -25,7 +25,10 @@ import (
 // entry for counts as inside the latest dropped window, from the latest
 // dropped start until the latest dropped end, and so does a system's new
 // entry while the floor is open (TestReview36m_LostWindowEvictedByOtherBMCs).
-var windows = windowRegistry{max: 4096}
+// The bound holds every system of a 65,536-host wave of resets inside
+// one window (about 7 minutes) without the floor (each entry a few
+// hundred bytes).
+var windows = windowRegistry{max: 1 << 16}
 
 type windowRegistry struct {
 	mu  sync.Mutex
