@@ -791,6 +791,11 @@ func NewPlanStore() *PlanStore {
 func (s *PlanStore) Get(_ context.Context, uuid string) (plan.Plan, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.getLocked(uuid)
+}
+
+// getLocked is Get with s.mu held.
+func (s *PlanStore) getLocked(uuid string) (plan.Plan, error) {
 	d, ok := s.docs[uuid]
 	if !ok {
 		return plan.Plan{}, fmt.Errorf("%w: %s", plan.ErrNotFound, uuid)
@@ -832,7 +837,8 @@ func (s *PlanStore) Create(ctx context.Context, p plan.Plan) error {
 	return nil
 }
 
-// Put implements plan.Store with compare-and-swap on p.Version.
+// Put implements plan.Store with compare-and-swap on p.Version, and
+// refuses what plan.CheckPut refuses (as every store does).
 func (s *PlanStore) Put(_ context.Context, p plan.Plan) error {
 	s.between.run(p.UUID)
 	s.mu.Lock()
@@ -846,6 +852,26 @@ func (s *PlanStore) Put(_ context.Context, p plan.Plan) error {
 	}
 	if p.Version != strconv.Itoa(s.versions[p.UUID]) {
 		return fmt.Errorf("fake: plan %s version %s, current %d: %w", p.UUID, p.Version, s.versions[p.UUID], plan.ErrConflict)
+	}
+	cur, err := s.getLocked(p.UUID)
+	if err != nil {
+		return fmt.Errorf("fake: refusing to overwrite: %w", err)
+	}
+	// The servers unchanged, DryRun not set on a running real plan, and a
+	// plan that starts holding servers checked against the others, under
+	// the lock as the write.
+	if err := plan.CheckPut(cur, p, func() ([]plan.Plan, error) {
+		out := make([]plan.Plan, 0, len(s.docs))
+		for id := range s.docs {
+			o, err := s.getLocked(id)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, o)
+		}
+		return out, nil
+	}); err != nil {
+		return err
 	}
 	d, err := plan.Encode(p)
 	if err != nil {

@@ -48,7 +48,9 @@ var ErrNotLeader = fmt.Errorf("kube: not the leader (lease not held with the mar
 // Lease; seen deleted or held by another identity, the lease is lost at
 // once, within the watch's latency (milliseconds on a healthy API
 // server): Hold refuses, and the contexts it and the wrapped power calls
-// got have ended, until a renewal of this process holds the Lease again.
+// got have ended, until a renewal of this process holds the Lease again
+// (one sent after the loss was seen: the answer of a renewal sent before
+// it, arriving late, does not count).
 // A watch that ends or fails is followed by a read of the Lease and a new
 // watch (with a back-off while reads fail); the lease's own bound above
 // holds whatever the watch sees. Releasing the lease (a record written
@@ -70,6 +72,11 @@ type LeaseGuard struct {
 	validUntil time.Duration
 	duration   time.Duration // the lease's, from the record last written
 	held       bool
+	// sends counts the writes of the record sent (Create, Update);
+	// lostAt is sends when the watch last saw the Lease lost (deleted or
+	// held by another): a write sent before then, whatever its answer,
+	// does not hold the Lease again.
+	sends, lostAt uint64
 	// term is the current stretch of holding (leasewatch.go): it ends,
 	// and with it the contexts Hold and the power calls got, when the
 	// Lease is seen deleted or held by another, or released.
@@ -113,11 +120,24 @@ func (g *LeaseGuard) margin(d time.Duration) time.Duration {
 	return d / 3
 }
 
-// wrote notes a successful write of the record ler sent at sent. The
-// lease lasts what the record says (leaseDurationSeconds, whole seconds:
-// client-go writes LeaseDuration truncated, and the other candidates wait
-// only that long), never more than LeaseDuration.
-func (g *LeaseGuard) wrote(ler resourcelock.LeaderElectionRecord, sent time.Duration) {
+// send notes a write of the record about to be sent: its sending time
+// on the monotonic clock and its sequence number (wrote).
+func (g *LeaseGuard) send() (time.Duration, uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sends++
+	return g.now(), g.sends
+}
+
+// wrote notes a successful write of the record ler sent at sent, the
+// seq-th write sent. The lease lasts what the record says
+// (leaseDurationSeconds, whole seconds: client-go writes LeaseDuration
+// truncated, and the other candidates wait only that long), never more
+// than LeaseDuration. A write sent before the watch saw the Lease lost
+// (deleted, or held by another) begins no term: it was applied before
+// the loss, or raced it, and the Lease may name another leader now; the
+// next renewal, sent after the loss, holds it again if it succeeds.
+func (g *LeaseGuard) wrote(ler resourcelock.LeaderElectionRecord, sent time.Duration, seq uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	d := min(time.Duration(ler.LeaseDurationSeconds)*time.Second, g.LeaseDuration)
@@ -126,6 +146,9 @@ func (g *LeaseGuard) wrote(ler resourcelock.LeaderElectionRecord, sent time.Dura
 		if g.term != nil {
 			g.term.cancel()
 		}
+		return
+	}
+	if seq <= g.lostAt {
 		return
 	}
 	g.beginTerm()
@@ -139,20 +162,20 @@ func (g *LeaseGuard) Get(ctx context.Context) (*resourcelock.LeaderElectionRecor
 
 // Create implements resourcelock.Interface.
 func (g *LeaseGuard) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	sent := g.now()
+	sent, seq := g.send()
 	err := g.Lock.Create(ctx, ler)
 	if err == nil {
-		g.wrote(ler, sent)
+		g.wrote(ler, sent, seq)
 	}
 	return err
 }
 
 // Update implements resourcelock.Interface.
 func (g *LeaseGuard) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	sent := g.now()
+	sent, seq := g.send()
 	err := g.Lock.Update(ctx, ler)
 	if err == nil {
-		g.wrote(ler, sent)
+		g.wrote(ler, sent, seq)
 	}
 	return err
 }

@@ -51,12 +51,17 @@ func (g *LeaseGuard) beginTerm() {
 }
 
 // endTerm ends term if it is the current one: the lease is no longer
-// held, Hold refuses and the contexts it returned end. A term already
-// replaced (a later write found the lease held again) is only ended.
-func (g *LeaseGuard) endTerm(term *leaseTerm) {
+// held, Hold refuses and the contexts it returned end; lost (the Lease
+// seen deleted or held by another) also makes the writes sent so far
+// unable to begin a term again (wrote). A term already replaced (a later
+// write found the lease held again) is only ended.
+func (g *LeaseGuard) endTerm(term *leaseTerm, lost bool) {
 	g.mu.Lock()
 	if g.term == term {
 		g.held = false
+		if lost {
+			g.lostAt = g.sends
+		}
 	}
 	g.mu.Unlock()
 	term.cancel()
@@ -84,7 +89,7 @@ func (g *LeaseGuard) watchLease(term *leaseTerm, leases coordinationv1client.Lea
 	defer tick.Stop()
 	for term.ctx.Err() == nil {
 		if g.expired(term) {
-			g.endTerm(term)
+			g.endTerm(term, false)
 			return
 		}
 		rctx, cancel := context.WithTimeout(term.ctx, leaseWatchTimeout)
@@ -92,7 +97,7 @@ func (g *LeaseGuard) watchLease(term *leaseTerm, leases coordinationv1client.Lea
 		cancel()
 		switch {
 		case apierrors.IsNotFound(err), err == nil && !heldBy(l, id):
-			g.endTerm(term)
+			g.endTerm(term, true)
 			return
 		case err == nil:
 			w, werr := leases.Watch(term.ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
@@ -101,7 +106,7 @@ func (g *LeaseGuard) watchLease(term *leaseTerm, leases coordinationv1client.Lea
 				lost, expired := g.follow(term, w, id, tick.C)
 				w.Stop()
 				if lost || expired {
-					g.endTerm(term)
+					g.endTerm(term, lost)
 					return
 				}
 				wait = 100 * time.Millisecond

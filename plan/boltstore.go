@@ -326,16 +326,12 @@ func (s *BoltStore) Put(_ context.Context, p Plan) error {
 		if len(p.Reboots) != h.Count {
 			return fmt.Errorf("plan %s: %d reboots, stored %d: the servers of a plan do not change", p.UUID, len(p.Reboots), h.Count)
 		}
-		if err := checkDryRunSet(cur, p); err != nil {
-			return err
-		}
-		if NewlyHolds(cur.Unfinished(), cur.DryRun, p.Unfinished(), p.DryRun) {
-			// Set running again, or DryRun cleared: checked against the
-			// others as Create does.
+		err = CheckPut(cur, p, func() ([]Plan, error) {
 			others, _ := listTx(tx.Bucket(bucketPlans))
-			if err := checkHolds(p, !cur.Unfinished(), others); err != nil {
-				return err
-			}
+			return others, nil
+		})
+		if err != nil {
+			return err
 		}
 		for i, r := range p.Reboots {
 			if recs[i].Reboot.ServerUUID != r.ServerUUID {

@@ -173,22 +173,15 @@ func (s FileStore) Put(ctx context.Context, p Plan) error {
 	if version(data) != p.Version {
 		return fmt.Errorf("plan %s: %w", p.UUID, ErrConflict)
 	}
-	if err := sameServers(cur, p); err != nil {
-		return err
-	}
-	if err := checkDryRunSet(cur, p); err != nil {
-		return err
-	}
-	if NewlyHolds(cur.Unfinished(), cur.DryRun, p.Unfinished(), p.DryRun) {
-		// Set running again, or DryRun cleared: checked against the
-		// others as Create does.
+	err = CheckPut(cur, p, func() ([]Plan, error) {
 		others, err := s.List(ctx)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
-			return err
+			return nil, err
 		}
-		if err := checkHolds(p, !cur.Unfinished(), others); err != nil {
-			return err
-		}
+		return others, nil
+	})
+	if err != nil {
+		return err
 	}
 	return s.write(path, p)
 }

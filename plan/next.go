@@ -264,6 +264,9 @@ type pass struct {
 	// kept up to date in the pass (the failure budget).
 	failures int
 	acts     []Action
+	// services names the first reboot whose server is back up but whose
+	// services are not: the plan's Waiting when nothing else is.
+	services string
 }
 
 // enter moves r to step s now, keeping the counts.
@@ -693,6 +696,12 @@ func (ps *pass) advance(i int) {
 			case since() >= c.ServicesTimeout:
 				fail("services not up within " + c.ServicesTimeout.String())
 				continue
+			case !srv.Down && ps.services == "":
+				// Back up, its services not (yet) reported up: named
+				// if nothing else holds the plan (a fleet that never
+				// sets ServicesUp holds it here for ServicesTimeout).
+				ps.services = fmt.Sprintf("waiting: reboot of %s waits for its services: the server is up, services not up (for %s, at most %s, then the reboot fails)",
+					r.ServerHostname, since().Round(time.Second), c.ServicesTimeout)
 			}
 		case StepUnfreeze, StepFailFreeze:
 			switch {

@@ -573,6 +573,9 @@ func (c Config) NextView(v View, obs Observations, now time.Time) (View, []Actio
 	for k := range w.Reboots {
 		w.Reboots[k].Error = BoundText(w.Reboots[k].Error, MaxErrorBytes)
 	}
+	if w.Waiting == "" {
+		w.Waiting = ps.services
+	}
 	w.Waiting = BoundText(w.Waiting, MaxErrorBytes)
 	return w, ps.acts
 }

@@ -31,7 +31,7 @@ func newMetrics() *metrics {
 		reboots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rebootctl_reboots",
 			Help: "Reboots of the plans that are not finished, by step (pending, job, wait_services, done, failed, ...)."}, []string{"step"}),
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rebootctl_plans_waiting",
-			Help: "Plans not finished that start no reboot now, by what holds them: stopped (by an operator), condition (a blocking condition fails), window (outside the maintenance windows), headnode, domain (a failure domain is full), concurrency, shard, other."}, []string{"reason"}),
+			Help: "Plans not finished that start no reboot now, by what holds them: stopped (by an operator), condition (a blocking condition fails), window (outside the maintenance windows), headnode, services (a server back up whose services are not), domain (a failure domain is full), concurrency, shard, other."}, []string{"reason"}),
 		bmcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rebootctl_bmc_errors_total",
 			Help: "BMC calls that failed, by class (auth, unreachable, tls, timeout, busy, unsupported, config, failed); calls refused during a login back-off are not counted."}, []string{"class"}),
 		pass: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rebootctl_pass_duration_seconds",
@@ -115,7 +115,7 @@ func (m *metrics) observe(plans []plan.View, views map[string]plan.View, listErr
 }
 
 // waitReasons are the labels of rebootctl_plans_waiting.
-var waitReasons = []string{"stopped", "condition", "window", "headnode", "domain", "concurrency", "shard", "other"}
+var waitReasons = []string{"stopped", "condition", "window", "headnode", "services", "domain", "concurrency", "shard", "other"}
 
 // waitReason is what holds a plan, from its waiting message (plan.Plan's
 // Waiting), as a label of few values.
@@ -127,6 +127,8 @@ func waitReason(waiting string) string {
 		return "window"
 	case strings.Contains(waiting, "headnode"):
 		return "headnode"
+	case strings.Contains(waiting, "its services"):
+		return "services"
 	case strings.Contains(waiting, "offline there"):
 		return "domain"
 	case strings.Contains(waiting, "server(s) offline"):

@@ -39,6 +39,13 @@ type NewFleet func() (Fleet, error)
 //     UUID, an hour later, from the plan once it is done and from another
 //     plan that names it (RetainJobs is a day);
 //   - a job not created is not observed as existing;
+//   - Observe (and ObserveView) of the healthy fleet reports every server
+//     of the plan in Observations.Servers, not Down, with ServicesUp,
+//     before any job and an hour after the job ended: a server missing
+//     counts as offline (with Concurrency of them, no job starts and the
+//     plan waits for good), and a fleet that leaves ServicesUp false
+//     holds every reboot in wait_services for Config.ServicesTimeout,
+//     then fails it;
 //   - if the fleet is a plan.HeadnodeFleet whose HasHeadnode is true,
 //     Observe (and ObserveView) of the healthy fleet reports
 //     HeadnodeServicesUp, before any job and an hour after the job ended:
@@ -107,6 +114,7 @@ func FleetContract(t testing.TB, newFleet NewFleet) {
 		t.Errorf("Observe before any CreateJob reports a job: %+v", o.Jobs)
 	}
 	checkHeadnode(ctx, t, f.Fleet, p, "before any job")
+	checkServers(ctx, t, f.Fleet, p, "before any job")
 	a := plan.Action{Kind: plan.ActionCreateJob, Server: s1, JobUUID: job, PlanUUID: p.UUID, Drain: true}
 	if err := f.Fleet.CreateJob(ctx, a); err != nil {
 		t.Fatalf("CreateJob: %v", err)
@@ -152,6 +160,7 @@ func FleetContract(t testing.TB, newFleet NewFleet) {
 		t.Errorf("an hour after it finished, from the plan done, the job observed is %+v; a fleet keeps jobs for RetainJobs (%v)", late, plan.RetainJobs)
 	}
 	checkHeadnode(ctx, t, f.Fleet, p, "an hour after the job ended")
+	checkServers(ctx, t, f.Fleet, p, "an hour after the job ended")
 	q := p
 	q.UUID = "plantest-other-plan"
 	q.Reboots = slices.Clone(p.Reboots)

@@ -2,8 +2,11 @@
 // (plans kept in a database of your own): StoreContract checks what the
 // Executor and the operators' commands rely on: ErrNotFound, ErrExists,
 // the store's own check that no server is in two unfinished plans
-// (ErrServerInPlan), compare-and-swap on Version (ErrConflict, nothing
-// written), and List.
+// (ErrServerInPlan) on Create and on a Put that makes a plan hold servers
+// (a dry run's DryRun cleared, a plan that ended set unfinished again:
+// plan.NewlyHolds), a Put setting DryRun on a running plan refused
+// (ErrDryRunSet), a Put changing a plan's servers refused,
+// compare-and-swap on Version (ErrConflict, nothing written), and List.
 //
 // FleetContract checks a plan.Fleet's job contract through Observe, as the
 // Executor sees it: CreateJob idempotent per job UUID, jobs that outlive
@@ -122,4 +125,5 @@ func StoreContract(t testing.TB, newStore NewStore) {
 	if err != nil || len(all) != 2 {
 		t.Errorf("List: %d plans, %v; want 2", len(all), err)
 	}
+	putChecks(ctx, t, s, at)
 }
