@@ -5,10 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"sync/atomic"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -61,4 +64,131 @@ func TestReview36af_ReleasedOnHostPressedOff(t *testing.T) {
 	require.False(t, pw.WasOffDuring(rel, clk.Real()),
 		"a released, Online host that runs and reads On was powered off by the controller's own power-on press (ButtonAll); on calls after release %d; status %+v; truth %s",
 		review36xCount(pw, fake.OpOn, rel), h.Status, rebootcheck.DescribeTruth(pw))
+}
+
+// review36afWriting runs rec on "h" until stop (checked after each pass)
+// or until limit, a second writer writing an annotation of its own every
+// `every` (the issue's inventory sync), and reports whether stop held.
+func review36afWriting(t *testing.T, w *review36World, rec *reboot.Reconciler, limit, every time.Duration, n *int, stop func() bool) bool {
+	t.Helper()
+	ctx := context.Background()
+	end := w.clk.Real().Add(limit)
+	nextWrite := w.clk.Real().Add(every)
+	for w.clk.Real().Before(end) {
+		res, err := rec.Reconcile(ctx, "h")
+		require.NoError(t, err)
+		if stop != nil && stop() {
+			return true
+		}
+		next := res.RequeueAfter
+		if res.Requeue || next <= 0 {
+			next = time.Millisecond
+		}
+		if until := nextWrite.Sub(w.clk.Real()); until <= next {
+			w.clk.Advance(until)
+			*n++
+			v := *n
+			require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) {
+				if h.Annotations == nil {
+					h.Annotations = map[string]string{}
+				}
+				h.Annotations["inventory.example.com/synced"] = time.Duration(v).String()
+			}))
+			nextWrite = nextWrite.Add(every)
+			continue
+		}
+		w.clk.Advance(next)
+	}
+	return stop != nil && stop()
+}
+
+// TestReview36af_FenceAfterStuckRunWithWriterLate: issue 36 item 2: "a
+// request is answered within Lag + StaleReads + 1 s of its arrival
+// whatever else writes the record, with a second writer that never
+// stops". Client A holds a host off (hard fence carried out). Its BMC
+// then reads Transitioning for 20 minutes whatever the power (the held
+// host's stuck rule powers it off hard every few minutes, HoldBroken),
+// then reads right again (Off). Client B asks a hard fence right after
+// the readings come back, an inventory sync writing the record every
+// 10 s throughout. B must be answered within Lag + StaleReads + 1 s.
+func TestReview36af_FenceAfterStuckRunWithWriterLate(t *testing.T) {
+	const lag = time.Second
+	for _, after := range []time.Duration{0, 5 * time.Second, 40 * time.Second} {
+		t.Run(after.String(), func(t *testing.T) {
+			ctx := context.Background()
+			w := newReview36World()
+			clk, store := w.clk, w.store
+			pw := fake.NewPower(clk.Real, fake.PowerConfig{Lag: lag})
+			var arm atomic.Bool
+			w.Power = alwaysTransitioning{pw, &arm}
+			rec := w.newRec()
+			start := clk.Real()
+			n := 0
+			review36afWriting(t, w, rec, 10*time.Minute, 10*time.Second, &n, nil)
+			a := &reboot.Client{Hosts: store, Key: "a", Now: clk.Now}
+			b := &reboot.Client{Hosts: store, Key: "b", Now: clk.Now}
+			fenced := func(c *reboot.Client, tk reboot.Ticket) func() bool {
+				return func() bool { f, err := c.Fenced(ctx, tk); require.NoError(t, err); return f }
+			}
+			tkA, err := a.Request(ctx, "h", power.ModeHard)
+			require.NoError(t, err)
+			require.True(t, review36afWriting(t, w, rec, 2*time.Minute, 10*time.Second, &n, fenced(a, tkA)), "the setup: A fenced")
+			arm.Store(true)
+			review36afWriting(t, w, rec, 20*time.Minute, 10*time.Second, &n, nil)
+			arm.Store(false)
+			review36afWriting(t, w, rec, after, 10*time.Second, &n, nil)
+			require.False(t, pw.HardwareOn(), "the setup: held host off")
+			tkB, err := b.Request(ctx, "h", power.ModeHard)
+			require.NoError(t, err)
+			at := clk.Real()
+			ok := review36afWriting(t, w, rec, 10*time.Minute, 10*time.Second, &n, fenced(b, tkB))
+			h, err := store.Get(ctx, "h")
+			require.NoError(t, err)
+			require.True(t, ok, "B never answered in 10 min; status %+v", h.Status)
+			require.LessOrEqual(t, clk.Real().Sub(at), lag+w.cfg.StaleReads+time.Second,
+				"B's fence, asked %v after a 20 min Transitioning run ended, with a second writer every 10 s: answered after %v; status %+v; truth %s (since start %v)",
+				after, clk.Real().Sub(at), h.Status, rebootcheck.DescribeTruth(pw), at.Sub(start))
+		})
+	}
+}
+
+// TestReview36af_IdleSecondPowerOnPressWhileLostOneMayLand: a BMC whose
+// power-on is a press (fake.ButtonAll: OnToggler). An idle Online host is
+// powered off out of band; the controller presses On, and the answer is
+// lost (a timeout) though the BMC carries the press out 90 s later
+// (A5: within Config.LostLanding, SoftTimeout by default). Doc.go A2/A5:
+// "a power-on whose answer was lost on a controller whose power-on may
+// press the power button (OnToggler): it may land on a host that runs by
+// then and shut it down", and the controller counts such a press "as
+// sent LostLanding after its return" (Observed.SincePress, landWait).
+// idle's power-on on an Off reading checks no landWait: it presses again
+// while the lost press may still land; the host comes on, and the lost
+// press then lands on the running host and shuts it down. Ground truth:
+// once the host is on after the out-of-band power-off, no command may
+// power it off (Online true, no request).
+func TestReview36af_IdleSecondPowerOnPressWhileLostOneMayLand(t *testing.T) {
+	w := newReview36World()
+	clk := w.clk
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
+		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
+	w.Power = pw
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(10*time.Minute), start)
+	require.True(t, pw.HardwareOn(), "the setup: the host runs")
+	pw.OutOfBandOff()
+	pw.FailNext(fake.OpOn, fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: 90 * time.Second})
+	oob := clk.Real()
+	review36uLoop(t, rec, clk, oob.Add(30*time.Minute), start)
+	var firstOn time.Time
+	for _, tc := range pw.Truth() {
+		if tc.On && tc.At.After(oob) {
+			firstOn = tc.At
+			break
+		}
+	}
+	require.False(t, firstOn.IsZero(), "never powered on; truth %s", rebootcheck.DescribeTruth(pw))
+	require.False(t, pw.WasOffDuring(firstOn.Add(time.Millisecond), clk.Real()),
+		"an idle Online host powered on again after an out-of-band power-off was then shut down by the controller's own presses (on calls %d): a second power-on press sent while the lost one could still land; truth %s",
+		review36xCount(pw, fake.OpOn, oob), rebootcheck.DescribeTruth(pw))
 }
