@@ -192,3 +192,77 @@ func TestReview36af_IdleSecondPowerOnPressWhileLostOneMayLand(t *testing.T) {
 		"an idle Online host powered on again after an out-of-band power-off was then shut down by the controller's own presses (on calls %d): a second power-on press sent while the lost one could still land; truth %s",
 		review36xCount(pw, fake.OpOn, oob), rebootcheck.DescribeTruth(pw))
 }
+
+// review36afOnTransitioning reads Transitioning whenever the fake reads
+// On, once armed: a BMC stuck on Transitioning while the host runs (the
+// rapid world's stuckTransitioningOn).
+type review36afOnTransitioning struct {
+	*fake.Power
+	arm *atomic.Bool
+}
+
+func (a review36afOnTransitioning) State(ctx context.Context) (power.State, error) {
+	st, err := a.Power.State(ctx)
+	if err == nil && st == power.StateOn && a.arm.Load() {
+		return power.StateTransitioning, nil
+	}
+	return st, err
+}
+
+// TestReview36af_SoftIgnoredBareRebootDoneWithoutPowerOff: the rapid
+// state machine (TestRebootStateMachineHostile -rapid.seed=1175287, kit
+// check "bare annotation removed, but the hardware has not been off
+// since") made deterministic. A bare soft reboot of a running host whose
+// OS ignores ACPI (fake IgnoreSoft); its soft power-off is decided on an
+// On reading and accepted (Status.OffOnSane), then the BMC reads
+// Transitioning whenever the host is on. Doc.go: soft "falls back to hard
+// Config.SoftTimeout (180 s) after its first soft power-off". The
+// fallback is due at SoftTimeout; releasedPending (offOver, a long run)
+// is due at SoftTimeout + StaleReads. A pass that comes after both (a
+// host with a small StaleReads: any pass more than StaleReads after
+// SoftTimeout; with the default 30 s, a pass gap of 30 s around then)
+// takes releasedPending first: "off and released: power on", annotation
+// removed, LastPoweredOn written, and the host never went off. Ground
+// truth: a bare reboot whose annotation is removed was off since it was
+// asked (the kit's own check).
+func TestReview36af_SoftIgnoredBareRebootDoneWithoutPowerOff(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		stale time.Duration // the host's StaleReads (0: Config's, 30 s)
+		from  time.Duration // no pass from then (after the request)
+		gap   time.Duration // for this long
+	}{
+		{"fast-BMC-StaleReads-2s-pass-gap-5s", 2 * time.Second, 178 * time.Second, 5 * time.Second},
+		{"default-StaleReads-pass-gap-45s", 0, 170 * time.Second, 45 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newReview36World()
+			clk, store := w.clk, w.store
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.StaleReads = c.stale }))
+			pw := fake.NewPower(clk.Real, fake.PowerConfig{IgnoreSoft: true})
+			var arm atomic.Bool
+			w.Power = review36afOnTransitioning{pw, &arm}
+			rec := w.newRec()
+			start := clk.Real()
+			review36uLoop(t, rec, clk, start.Add(5*time.Minute), start)
+			require.NoError(t, store.Mutate("h", func(h *reboot.Host) {
+				h.Annotations = map[string]string{reboot.Annotation: ``}
+			}))
+			at := clk.Real()
+			res, err := rec.Reconcile(ctx, "h")
+			require.NoError(t, err)
+			require.Equal(t, reboot.ActionPowerOff, res.Decision.Power, "the setup: the soft power-off goes out on the On reading (%s)", res.Decision.Reason)
+			arm.Store(true)
+			review36uLoop(t, rec, clk, at.Add(c.from), at)
+			clk.Advance(at.Add(c.from + c.gap).Sub(clk.Real())) // no pass (a busy queue, a store outage, a paused process)
+			review36uLoop(t, rec, clk, at.Add(30*time.Minute), at)
+			h, err := store.Get(ctx, "h")
+			require.NoError(t, err)
+			_, pending := h.Annotations[reboot.Annotation]
+			require.True(t, pending || pw.WasOffDuring(at, clk.Real()),
+				"a bare soft reboot (OS ignores ACPI, BMC reads Transitioning while on) was answered done (annotation removed, LastPoweredOn %v) though the host never went off; the hard fallback was due at SoftTimeout; status %+v; truth %s",
+				h.Status.LastPoweredOn, h.Status, rebootcheck.DescribeTruth(pw))
+		})
+	}
+}
