@@ -226,7 +226,10 @@
 //     another host's working session;
 //   - costs the same per call whatever the number of hosts and BMCs (per
 //     BMC state, maps and an idle list; no scan of the hosts), and after
-//     Forget keeps nothing of a host.
+//     Forget keeps nothing of a host (power/redfish keeps a system's
+//     reset and press windows, per endpoint and system for the whole
+//     process, until they end: a Controller made for it later, through
+//     this Pool or another, still sees them).
 //
 // # The caller's duties
 //

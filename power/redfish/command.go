@@ -118,7 +118,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 			return nil
 		}
 	}
-	sent, refusal, err := c.postReset(ctx, rt, again)
+	sent, acc, refusal, err := c.postReset(ctx, rt, again)
 	if refusal != nil {
 		// The POST was refused for its session (nothing applied), and
 		// what was checked again after the re-login refused the retry
@@ -139,16 +139,10 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 			return unsentReset(pe)
 		}
 	}
-	c.lastReset = began
-	c.resetReturned(pe)
-	if toggle && want == power.StateOff && (pe == nil || !errors.Is(pe, power.ErrAuth)) {
-		// A press refused for its credentials (the session expired and
-		// the login was refused) was not carried out and shuts nothing
-		// down; any other outcome, a timeout included, may have pressed.
-		c.runMu.Lock()
-		c.lastOffPush, c.pushOK, c.pushOverAt, c.pushOffRun = c.now(), pe == nil, time.Time{}, time.Time{}
-		c.runMu.Unlock()
-	}
+	// A press refused for its credentials (the session expired and the
+	// login was refused) was not carried out and shuts nothing down; any
+	// other outcome, a timeout included, may have pressed.
+	c.resetReturned(began, pe, acc, toggle && want == power.StateOff && (pe == nil || !errors.Is(pe, power.ErrAuth)))
 	if err == nil {
 		return nil
 	}
@@ -182,10 +176,10 @@ func (c *Controller) pressSafe(op string, want, cur power.State, readAt time.Tim
 	// After a press for a power-off, the OS may shut down until
 	// SoftTimeout, and a read shows a state up to StaleReads old: until
 	// both have passed, an On read may echo the state before that
-	// shutdown, and a press would power on a host that is off.
-	c.runMu.Lock()
-	lastOffPush, pushOverAt := c.lastOffPush, c.pushOverAt
-	c.runMu.Unlock()
+	// shutdown, and a press would power on a host that is off. The press
+	// may be any Controller's for the same system (windows.go).
+	w := windows.get(c.windowKey())
+	lastOffPush, pushOverAt := w.press.at, w.pushOverAt
 	// The run that ended the window counts only if it was over when the
 	// read began: a read begun before (an answer held back while another
 	// caller's read completed the run) may show the state from before the
@@ -193,7 +187,8 @@ func (c *Controller) pressSafe(op string, want, cur power.State, readAt time.Tim
 	// and so may a read begun before the press itself (a clock stepped back).
 	runOver := !pushOverAt.IsZero() && !pushOverAt.After(readAt)
 	if since, over := readAt.Sub(lastOffPush), readAt.Sub(pushOverAt); want == power.StateOff && !lastOffPush.IsZero() &&
-		(since < 0 || !runOver && since < c.softTimeout()+c.staleReads() || runOver && over < c.staleReads()) {
+		(since < 0 || !runOver && (since < c.softTimeout()+c.staleReads() || readAt.Before(w.press.until)) ||
+			runOver && (over < c.staleReads() || readAt.Before(w.pushOverUntil))) {
 		return &power.Error{Op: op, Class: power.ClassBusy,
 			Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
 	}
@@ -207,7 +202,8 @@ var errReached = errors.New("redfish: the system already reads the wanted state"
 
 // postReset posts the Reset action rt on c's session. sent: the last POST
 // was handed to the HTTP client and not refused with a 401 (it may have
-// reached the BMC and been applied); if not, nothing was applied. A POST
+// reached the BMC and been applied); if not, nothing was applied. acc:
+// whether the last POST was answered 202 Accepted, and its task. A POST
 // refused with a 401 is posted again after a re-login, whose answer may
 // come late, so that what the first POST was decided on may be stale:
 // again, if set, is called just before that POST (a fresh read for a
@@ -215,7 +211,7 @@ var errReached = errors.New("redfish: the system already reads the wanted state"
 // nothing more is posted
 // (TestReview39n_OnlineFalseDuringReloginAfterCheckIgnored,
 // TestReview39_PressResentAfterReloginOnStaleRead).
-func (c *Controller) postReset(ctx context.Context, rt string, again func(context.Context) error) (sent bool, refusal, err error) {
+func (c *Controller) postReset(ctx context.Context, rt string, again func(context.Context) error) (sent bool, acc accepted, refusal, err error) {
 	first := true
 	err = c.withSession(ctx, func(cl *reqPath) error {
 		if !first && again != nil {
@@ -224,12 +220,13 @@ func (c *Controller) postReset(ctx context.Context, rt string, again func(contex
 			}
 		}
 		first = false
+		acc = accepted{}
 		cl.sent = func() { sent = true }
 		resp, err := cl.Post(c.resetTarget, map[string]string{"ResetType": rt})
 		if err == nil && resp != nil && resp.StatusCode == http.StatusAccepted {
 			// A task: the reset may take effect later, until the task
 			// ended (power.Queued; its monitor, if named: task.go).
-			c.noteAccepted(ctx, resp)
+			acc = accepted{queued: true, monitor: c.noteAccepted(ctx, resp)}
 		}
 		if resp != nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
@@ -246,7 +243,15 @@ func (c *Controller) postReset(ctx context.Context, rt string, again func(contex
 		}
 		return err
 	})
-	return sent, refusal, err
+	return sent, acc, refusal, err
+}
+
+// accepted says whether a reset POST was answered 202 Accepted (queued:
+// the BMC may run it later, until its task ended), and the task monitor
+// it named (empty: none valid).
+type accepted struct {
+	queued  bool
+	monitor string
 }
 
 // unsentReset is the error pe of a reset POST never handed to the HTTP
@@ -347,7 +352,7 @@ func (c *Controller) Reset(ctx context.Context) error {
 			Message: fmt.Sprintf("the state reads %s, not On: not sent", cur)}
 	}
 	began := c.now()
-	sent, refusal, err := c.postReset(ctx, rt, func(ctx context.Context) error {
+	sent, acc, refusal, err := c.postReset(ctx, rt, func(ctx context.Context) error {
 		// A retry after a re-login: the read of On may be stale (a
 		// restart of a system that went off may power it on).
 		cur, err := c.readState(ctx)
@@ -374,66 +379,72 @@ func (c *Controller) Reset(ctx context.Context) error {
 			return unsentReset(pe)
 		}
 	}
-	c.lastReset = began
-	c.resetReturned(pe)
+	c.resetReturned(began, pe, acc, false)
 	if pe != nil {
 		return pe
 	}
 	return nil
 }
 
-// resetReturned notes that a reset POST returned with pe (nil: success):
-// it may have reached the hardware at any time until now, so the window
+// resetReturned notes, for every Controller of this system
+// (windows.go), that a reset POST begun at began returned with pe (nil:
+// success), acc saying whether it was answered 202 Accepted (a task) and
+// offPress whether it was a press for a power-off that may have pressed.
+// It may have reached the hardware at any time until now, so the window
 // after it counts from now, if later than its start
 // (TestReview36i_AdapterResetWindowCountsFromPostStart). A POST that got
 // no HTTP answer (pe without a status: a timeout, a deadline, a broken
 // connection), or whose status says a gateway in front of the BMC has no
 // outcome for it (502, 504: power.Error.Answered,
 // TestReview36o_GatewayTimeoutPressKeepsLostWindow), may still be
-// applied after now, so its window is as long
-// as the latest it may land (Config.LostLanding) and then shut the host
-// down in (SoftTimeout) and be read in (StaleReads) (resetQuiet;
+// applied after now, and so may one answered 202 Accepted (queued: the
+// BMC runs it later, until its task ended,
+// TestReview35ad_QueuedPressLandsLateSecondPressPowersFencedHostOn), so
+// its window is as long as the latest it may land (Config.LostLanding)
+// and then shut the host down in (SoftTimeout) and be read in
+// (StaleReads) (resetQuiet;
 // TestReview36j_AdapterResetWindowFromAbandonedPostReturn,
-// TestReview36k_LostPressLandingLateThenSlowShutdown).
-func (c *Controller) resetReturned(pe *power.Error) {
-	if n := c.now(); n.After(c.lastReset) {
-		c.lastReset = n
-	}
-	if pe != nil && !pe.Answered() {
-		c.lostReset = c.lastReset
-		lostWindows.note(c.lostKey(), c.lostReset, c.lostReset.Add(c.lostLanding()+c.softTimeout()+c.staleReads()))
-	}
+// TestReview36k_LostPressLandingLateThenSlowShutdown); a queued reset's
+// task read ended counts as its landing instead (readTask).
+func (c *Controller) resetReturned(began time.Time, pe *power.Error, acc accepted, offPress bool) {
+	windows.noteReset(c.windowKey(), resetOutcome{
+		began: began, returned: c.now(),
+		stale: c.staleReads(), lostSpan: c.lostSpan(), pressSpan: c.softTimeout() + c.staleReads(),
+		lost: pe != nil && !pe.Answered(), queued: pe == nil && acc.queued, monitor: acc.monitor,
+		offPress: offPress,
+	})
 }
 
-// lostKey names this Controller's system in lostWindows.
-func (c *Controller) lostKey() string { return lostKey(c.cfg.Endpoint, c.systemURI) }
+// lostSpan is how long no press goes out after a reset that may land
+// late returned: LostLanding + SoftTimeout + StaleReads.
+func (c *Controller) lostSpan() time.Duration {
+	return c.lostLanding() + c.softTimeout() + c.staleReads()
+}
+
+// windowKey names this Controller's system in windows.
+func (c *Controller) windowKey() string { return windowKey(c.cfg.Endpoint, c.systemURI) }
 
 // resetQuiet reports whether a read begun at readAt is past the windows of
-// this Controller's resets: StaleReads after the last one returned, and
-// LostLanding + SoftTimeout + StaleReads after the last one whose POST got
-// no answer (the BMC may apply it LostLanding late, a press or a graceful
-// shutdown it applies then may shut the OS down SoftTimeout later, and
-// reads echo the state before for StaleReads more), of this Controller or
-// of any other for the same endpoint and system. If not, since is the
-// time from the reset whose window it is in.
+// this system's resets, by this Controller or any other for the same
+// endpoint and system (windows.go): StaleReads after the last one
+// returned, and LostLanding + SoftTimeout + StaleReads after the last one
+// whose POST got no answer or was queued (202) and whose task was not
+// read ended (the BMC may apply it LostLanding late, a press or a
+// graceful shutdown it applies then may shut the OS down SoftTimeout
+// later, and reads echo the state before for StaleReads more), each
+// measured with this Controller's settings and with those of the
+// Controller that noted it; a read begun before such a reset returned is
+// inside its window. If not, since is the time from the reset whose
+// window it is in.
 func (c *Controller) resetQuiet(readAt time.Time) (since time.Duration, ok bool) {
-	if since := readAt.Sub(c.lastReset); !c.lastReset.IsZero() && since >= 0 && since < c.staleReads() {
-		return since, false
-	}
-	// A lost reset of another Controller for the same system (an earlier
-	// login of the Pool) counts too (lostWindows).
-	// The registry's window end counts too (another Controller's
-	// settings, or the floor of windows it had to drop).
-	lost := c.lostReset
-	l := lostWindows.last(c.lostKey())
-	if l.at.After(lost) {
-		lost = l.at
-	}
-	if since := readAt.Sub(lost); !lost.IsZero() && since >= 0 && since < c.lostLanding()+c.softTimeout()+c.staleReads() {
-		return since, false
-	}
-	if readAt.Before(l.until) && !l.at.After(readAt) {
-		return readAt.Sub(l.at), false
+	w := windows.get(c.windowKey())
+	for _, s := range []struct {
+		w window
+		d time.Duration
+	}{{w.reset, c.staleReads()}, {w.lost, c.lostSpan()}, {w.queued, c.lostSpan()}} {
+		if !s.w.at.IsZero() && (readAt.Before(s.w.at.Add(s.d)) || readAt.Before(s.w.until)) {
+			return readAt.Sub(s.w.at), false
+		}
 	}
 	return 0, true
 }

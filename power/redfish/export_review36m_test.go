@@ -7,15 +7,15 @@ import "time"
 // that got no HTTP answer and returned at (its window ending at until):
 // another BMC's lost reset in the same process (review 36 round 13).
 func NoteLostReset36m(endpoint, system string, at, until time.Time) {
-	lostWindows.note(lostKey(endpoint, system), at, until)
+	windows.note(windowKey(endpoint, system), at, until)
 }
 
 // ResetLostWindows36m empties the registry and its floor (the test's
-// cleanup, so that its 4,096 entries do not evict other tests' windows).
+// cleanup, so that its entries do not evict other tests' windows).
 func ResetLostWindows36m() {
-	lostWindows.mu.Lock()
-	defer lostWindows.mu.Unlock()
-	lostWindows.m, lostWindows.floor = nil, lostEntry{}
+	windows.mu.Lock()
+	defer windows.mu.Unlock()
+	windows.m, windows.floor, windows.sweepAt = nil, window{}, 0
 }
 
 // SetOverdueFloor35v makes a read give its place up only after d (see
@@ -24,3 +24,6 @@ func SetOverdueFloor35v(d time.Duration) (restore func()) {
 	old := overdueFloorSet.Swap(int64(d))
 	return func() { overdueFloorSet.Store(old) }
 }
+
+// WindowsMax36m is the registry's bound.
+func WindowsMax36m() int { return windows.max }

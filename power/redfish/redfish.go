@@ -16,30 +16,54 @@
 //     power.ErrUnsupported.
 //   - PushPowerButton toggles the power, so it is sent only when a fresh
 //     read in the same operation says the host is in the opposite state,
-//     not within Config.StaleReads of this Controller's previous reset
+//     not within Config.StaleReads of the system's previous reset
 //     (the read may echo the state from before it; counted from when its
-//     POST returned, the latest it may have reached the hardware; for a
-//     POST that got no HTTP answer, which the BMC may still apply, not
-//     within Config.LostLanding + SoftTimeout + StaleReads of that
-//     return, whatever resets were answered since: the adapter assumes
-//     that a BMC applies an unanswered reset, if ever, within LostLanding
-//     (default SoftTimeout) of its return, and a press or graceful
-//     shutdown it applies then may shut the OS down SoftTimeout later;
-//     that window is kept per endpoint and system in the package, so a
-//     new Controller for the same system, such as the Pool's next login,
-//     keeps it (for up to 4,096 systems with open windows; past that the
-//     windows that end first are dropped, and every system without a
-//     window of its own counts as inside the latest of them until it
-//     ends, so no open window is forgotten); the reboot package also counts such a press as sent
+//     POST returned, the latest an answered reset may have reached the
+//     hardware; for a POST that got no HTTP answer, or was answered 202
+//     Accepted (queued: the BMC may run it later), which the BMC may
+//     still apply, not within Config.LostLanding + SoftTimeout +
+//     StaleReads of that return, whatever resets were answered since,
+//     unless, for a 202, its task is read ended (Queued.TaskEnded,
+//     ReadTask) while it is still the system's latest reset: the answer
+//     of that reading then counts as its return, the reset answered
+//     (TestReview35ad_QueuedPressLandsLateSecondPressPowersFencedHostOn);
+//     the adapter assumes that a BMC applies an unanswered or queued
+//     reset, if ever, within LostLanding (default SoftTimeout) of its
+//     return, and a press or graceful shutdown it applies then may shut
+//     the OS down SoftTimeout later;
+//     the reboot package also counts such a press as sent
 //     reboot.Config.LostLanding after its return, assumption A5),
 //     and, for a power-off,
-//     not within Config.SoftTimeout + StaleReads of its previous press for
-//     a power-off (the OS may still be shutting down from it: an On read
-//     may be an echo, and a press would power on a host that is off),
-//     or, once an unbroken run of reads begun StaleReads after that press
-//     (answered with success) showed Off for Config.OffSettle, within
-//     StaleReads of the read that completed the run. Every window is
-//     checked against when the read began, not when its answer came. A
+//     not within Config.SoftTimeout + StaleReads of the system's previous
+//     press for a power-off (the OS may still be shutting down from it:
+//     an On read may be an echo, and a press would power on a host that
+//     is off), or, once an unbroken run of reads (of any Controller for
+//     the system) begun StaleReads after that press (answered with
+//     success, not 202, or its task read ended) showed Off for Config.OffSettle, within StaleReads of the
+//     read that completed the run. Every window is checked against when
+//     the read began, not when its answer came (a read begun before a
+//     reset returned is inside its window). The windows are kept per
+//     endpoint and system in the package, shared by every Controller of
+//     the process for the same Endpoint and system, whatever its login,
+//     credentials or power.Target (the Pool's next login after an
+//     evicted, retired or abandoned session, or after Pool.Forget and a
+//     new Target, keeps them:
+//     TestReview35ad_EvictedSessionForgetsPressWindowPoweringFencedHostOn),
+//     each measured both with the settings of the Controller that opened
+//     it and with those of the one that checks it; a system's record goes
+//     once its windows all ended (the process keeps nothing of hosts
+//     that came and went), for up to 65,536 systems with open windows
+//     (past that the records that end first are dropped, and every
+//     system without a record of its own counts as inside the latest of
+//     them until it ends, so no open window is forgotten). They are not
+//     shared between processes: a caller that sends power commands to
+//     the same system from two processes (a second replica, a CLI beside
+//     the controller) must keep them apart as the reboot package does:
+//     one leader per host at a time (reboot.Guard), every press recorded
+//     (Status.LastPress) before it is sent and counted by the other
+//     process as sent when it reads it, and a press or power-off not
+//     seen answered counted as sent reboot.Config.LostLanding after its
+//     return (assumption A5). A
 //     press refused
 //     for its credentials was not carried out and does not count; nor
 //     does a reset whose POST was never handed to the HTTP client (it
@@ -227,7 +251,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -283,15 +306,18 @@ type Config struct {
 	Proxy *url.URL
 	// StaleReads bounds how long after a reset the BMC may still report
 	// the state from before it. PushPowerButton is never sent within
-	// StaleReads of this Controller's previous reset (counted from when
+	// StaleReads of the system's previous reset, by any Controller of the
+	// process for the same Endpoint and system (counted from when
 	// its POST returned: a slow BMC may apply it at any time until then;
 	// LostLanding + SoftTimeout + StaleReads for a POST that got no HTTP
-	// answer): the "opposite state" its read shows may be that echo.
+	// answer or was answered 202 Accepted, until its task is read ended):
+	// the "opposite state" its read shows may be that echo.
 	// Default 30 s.
 	StaleReads time.Duration
 	// LostLanding is this adapter's assumption of how late after its
 	// POST returned without an HTTP answer (a timeout, a deadline, a
-	// broken connection) the BMC may still apply a reset. Such a reset
+	// broken connection), or answered 202 Accepted (queued) before its
+	// task is read ended, the BMC may still apply a reset. Such a reset
 	// may be a press or a graceful shutdown that lands that late and
 	// whose OS then takes up to SoftTimeout to shut down, read up to
 	// StaleReads late: no PushPowerButton is sent within LostLanding +
@@ -309,8 +335,9 @@ type Config struct {
 	// SoftTimeout bounds how long the operating system may take to shut
 	// down after a press of the power button for a power-off: until then
 	// the power may still change because of it. No press for a power-off
-	// is sent within SoftTimeout + StaleReads of this Controller's
-	// previous one, so that the On read it needs cannot be an echo of the
+	// is sent within SoftTimeout + StaleReads of the system's previous
+	// one (by any Controller of the process for the same Endpoint and
+	// system), so that the On read it needs cannot be an echo of the
 	// state before that shutdown. Default 180 s (reboot.Config's).
 	SoftTimeout time.Duration
 	// OffSettle is how long before the hardware is off the BMC may
@@ -405,9 +432,6 @@ type Controller struct {
 	// power command sends (reqPath): one request at a time of each.
 	reqs  chan struct{}
 	creqs chan struct{}
-	// runMu guards lastOffPush, pushOK, pushOverAt and pushOffRun, which
-	// a command writes and the reads (a command's or State's) update.
-	runMu sync.Mutex
 	// In doubt (readplace.go): suspect, a read of this system's was shown
 	// to hang (a read of another system sent after it was answered much
 	// sooner); doubt, a read of its was left unanswered for twice the
@@ -423,20 +447,11 @@ type Controller struct {
 
 	systemURI   string
 	resetTarget string
-	allowed     []string  // as the BMC spells them
-	lastReset   time.Time // when this Controller's last reset POST (one handed to the HTTP client) began or returned, the later
-	// lostReset: when the last reset POST that got no HTTP answer (a
-	// timeout, a deadline, a broken connection) returned: the BMC may
-	// still apply it after then (zero: none).
-	lostReset   time.Time
-	lastOffPush time.Time // when it last pressed the button for a power-off
-	// pushOK: that press was answered with success; pushOverAt: when a
-	// read that began StaleReads after it showed Off (its shutdown over).
-	pushOK     bool
-	pushOverAt time.Time
-	// pushOffRun: when the current unbroken run of Off reads begun
-	// StaleReads after that press began (zero: none).
-	pushOffRun time.Time
+	allowed     []string // as the BMC spells them
+	// The windows of this system's resets and presses are kept per
+	// endpoint and system in the package (windows.go), shared by every
+	// Controller for the same system.
+
 	// toggles holds, after each read of the allowable values, bit 1 if a
 	// soft and bit 2 if a hard power-off is PushPowerButton (TogglesOff),
 	// bit 4 if a power-on is (TogglesOn).
@@ -655,6 +670,9 @@ func (c *Controller) Close() error { return c.CloseContext(context.Background())
 
 // CloseContext is Close, giving up when ctx is done.
 func (c *Controller) CloseContext(ctx context.Context) error {
+	// A system whose windows all ended leaves nothing behind (a host
+	// forgotten); one whose windows are open keeps them (windows.go).
+	windows.dropEnded(c.windowKey(), c.now())
 	if !c.own {
 		return nil
 	}
@@ -711,31 +729,23 @@ func (c *Controller) readState(ctx context.Context) (power.State, error) {
 	if err != nil {
 		return power.StateUnknown, c.classify("state", err)
 	}
-	c.runMu.Lock()
-	defer c.runMu.Unlock()
+	state := power.StateUnknown
 	switch strings.ToLower(string(sys.PowerState)) {
 	case "off":
+		state = power.StateOff
+	case "poweringon", "poweringoff":
+		state = power.StateTransitioning
+	case "on":
+		state = power.StateOn
+	}
+	if state != power.StateUnknown {
 		// Taken StaleReads after a press that was answered, an unbroken
 		// run of Off reads OffSettle long shows the hardware off after
-		// it: its shutdown is over. (A BMC may say Off up to OffSettle
-		// before the hardware is off.)
-		if c.pushOK && c.pushOverAt.IsZero() && sent.Sub(c.lastOffPush) >= c.staleReads() {
-			if c.pushOffRun.IsZero() {
-				c.pushOffRun = sent
-			}
-			if sent.Sub(c.pushOffRun) >= c.cfg.OffSettle {
-				c.pushOverAt = c.now()
-			}
-		}
-		return power.StateOff, nil
-	case "poweringon", "poweringoff":
-		c.pushOffRun = time.Time{}
-		return power.StateTransitioning, nil
-	case "on":
-		c.pushOffRun = time.Time{}
-		return power.StateOn, nil
+		// it: its shutdown is over (the run is the system's, whichever
+		// Controller read it; windows.go).
+		windows.observe(c.windowKey(), state == power.StateOff, sent, c.now(), c.staleReads(), c.cfg.OffSettle)
 	}
-	return power.StateUnknown, nil
+	return state, nil
 }
 
 // notSent is the error of a command not sent because the state it needs

@@ -43,8 +43,13 @@ func newRig(t tb, q redfishtest.Quirks, hw fake.PowerConfig) *rig {
 	t.Cleanup(srv.Close)
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
-	return &rig{clk: clk, hw: p, bmc: b, srv: srv,
+	r := &rig{clk: clk, hw: p, bmc: b, srv: srv,
 		cfg: redfish.Config{Endpoint: srv.URL, Username: "admin", Password: secret, RootCAs: pool, Now: clk.Real}}
+	// The windows are the process's per endpoint (the test's own server
+	// may replace the rig's): a later test on a reused port must not see
+	// them.
+	t.Cleanup(func() { redfish.ForgetWindowsOf(srv.URL); redfish.ForgetWindowsOf(r.cfg.Endpoint) })
+	return r
 }
 
 func (r *rig) connect(t tb) *redfish.Controller {

@@ -50,7 +50,7 @@ func TestReview36m_LostWindowEvictedByOtherBMCs(t *testing.T) {
 	// outage), each recorded as resetReturned does.
 	window := 180*time.Second + 180*time.Second + 30*time.Second
 	other := start.Add(time.Second)
-	for i := 0; i < 4096; i++ {
+	for i := 0; i < redfish.WindowsMax36m(); i++ { // (the registry's bound, once 4,096)
 		redfish.NoteLostReset36m(fmt.Sprintf("https://bmc-%d.example", i), "/redfish/v1/Systems/1", other, other.Add(window))
 	}
 	r.clk.Advance(20 * time.Second)

@@ -25,8 +25,8 @@ const (
 // noteAccepted tells ctx's power.Queued (if any) that the BMC accepted
 // a reset for later (resp, a 202): with the task monitor it names, when
 // one is valid (taskMonitor), so that the caller can read whether the
-// task ended (taskEnded).
-func (c *Controller) noteAccepted(ctx context.Context, resp *http.Response) {
+// task ended (taskEnded). It returns that monitor (empty: none valid).
+func (c *Controller) noteAccepted(ctx context.Context, resp *http.Response) string {
 	var body struct {
 		ID string `json:"@odata.id"`
 	}
@@ -39,9 +39,10 @@ func (c *Controller) noteAccepted(ctx context.Context, resp *http.Response) {
 	}
 	if m == "" {
 		power.NoteQueued(ctx)
-		return
+		return ""
 	}
 	power.NoteTask(ctx, m, func(ctx context.Context) (bool, error) { return c.taskEnded(ctx, m) })
+	return m
 }
 
 // taskMonitor is the path on the endpoint's origin that s (a Location
@@ -103,7 +104,10 @@ func (c *Controller) ReadTask(ctx context.Context, monitor string) (power.TaskRe
 // ctx): power.TaskEnded for an answer other than 202 Accepted that says
 // the task ended (taskStateEnded), power.TaskGone for 404 Not Found or
 // 410 Gone (the BMC has no such task), power.TaskNotEnded for a 202 or
-// any other answer; a refusal or no answer is an error.
+// any other answer; a refusal or no answer is an error. A task read ended
+// that is the task of this system's latest reset, queued, ends that
+// reset's lost window: its windows count from this reading's answer
+// (windows.go).
 func (c *Controller) readTask(ctx context.Context, m string) (power.TaskReading, error) {
 	if err := c.lockRead(ctx, "task"); err != nil {
 		return power.TaskNotEnded, err
@@ -137,6 +141,12 @@ func (c *Controller) readTask(ctx context.Context, m string) (power.TaskReading,
 	})
 	if err != nil {
 		return power.TaskNotEnded, c.classify("task", err)
+	}
+	if reading == power.TaskEnded {
+		// The reset queued with this task reached the hardware by now:
+		// its windows count from now, as an answered reset's
+		// (resetReturned, windows.go).
+		windows.taskEnded(c.windowKey(), m, c.now(), c.staleReads(), c.softTimeout()+c.staleReads())
 	}
 	return reading, nil
 }
