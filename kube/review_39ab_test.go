@@ -1,8 +1,8 @@
 package kube
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
