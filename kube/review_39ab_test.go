@@ -18,13 +18,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/kube/api/v1alpha1"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // queuedTask39ab is the task monitor of the power-on the earlier leader
@@ -280,4 +283,57 @@ func TestReview39ab_PinnedOnOverdueNeverRetriedAfterTaskReadEnded(t *testing.T) 
 	assert.True(t, hw.WasOnAt(time.Now()),
 		"task 9 was read ended (Exception) and the booking stamped Returned %s ago, the host is still off and still owed its power-on: "+
 			"it is sent again (BMC resets %d, last pass: %v)", time.Since(stamped).Round(100*time.Millisecond), bmc.queued.Load(), last)
+}
+
+// TestReview39ab_BMCErrorTextEscapesReachEvents (REVIEW.md point 6, a
+// BMC's error text with terminal escapes): a host's BMC answers its power
+// reading with a Redfish error whose message carries terminal escape
+// sequences (OSC 52 writes the reader's clipboard, OSC 0 retitles the
+// window, CSI 2J clears the screen). The controller tells the operator of
+// the failure with a RebootPowerError event on the host, which `kubectl
+// describe bmh` and `kubectl get events` print on the operator's
+// terminal. The module's own rule for a peer's words (internal/termsafe,
+// used by inventory and rebootctl: "never a control character") is not
+// applied in kube: the BMC's escapes reach the event as sent.
+func TestReview39ab_BMCErrorTextEscapesReachEvents(t *testing.T) {
+	ctx := context.Background()
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, hw, "admin", "pw-1")
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	bmh := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", UID: "uid-1"},
+		Spec: metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: redfishAt(srv), CredentialsName: "h1-bmc"}}}
+	rec := &v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1"},
+		Spec: v1alpha1.RebootRecordSpec{HostUID: "uid-1", LastBMC: pinOf(bmh, stamp(time.Now().Add(-time.Hour)))}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}
+	c := crfake.NewClientBuilder().WithScheme(scheme).WithObjects(bmh, rec, secret).Build()
+	p := &Powers{WithoutAdmissionPolicy: true, Client: c, Secrets: c, Namespace: "ns", StaleReads: 100 * time.Millisecond, Timeout: 5 * time.Second,
+		Pool: power.NewPool(power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})}
+	t.Cleanup(func() { _ = p.Close() })
+	const hostile = "\x1b]52;c;cm0gLXJmIH4K\x07\x1b]0;owned\x07\x1b[2Jcall your operator"
+	body := `{"error":{"code":"Base.1.0.GeneralError","message":"` + strings.ReplaceAll(hostile, "\x1b", `\u001b`) + `"}}`
+	body = strings.ReplaceAll(body, "\x07", `\u0007`)
+	for range 20 {
+		b.FailNextGet("/redfish/v1/Systems/1", http.StatusInternalServerError, body)
+	}
+	evr := events.NewFakeRecorder(50)
+	rc := &RebootController{Namespace: "ns", Client: c, Recorder: evr, IdlePoll: time.Second, Ownership: Ownership{NoOperator: true},
+		Reconciler: &reboot.Reconciler{Hosts: &RebootHosts{Client: c, Namespace: "ns"}, Now: time.Now, Power: p.Controller}}
+	var evs []string
+	for range 5 {
+		b.FailNextGet("/redfish/v1/Systems/1", http.StatusInternalServerError, body)
+		_, _ = rc.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "h1"}})
+		evs = append(evs, drainEvents(evr)...)
+	}
+	var bmcWords []string
+	for _, e := range evs {
+		if strings.Contains(e, "call your operator") {
+			bmcWords = append(bmcWords, e)
+		}
+	}
+	require.NotEmpty(t, bmcWords, "premise: the BMC's error reaches an event (events %q)", evs)
+	for _, e := range bmcWords {
+		assert.False(t, strings.ContainsAny(e, "\x1b\x07"), "an event carries the BMC's terminal escapes as sent: %q", e)
+	}
 }
