@@ -337,3 +337,75 @@ func TestReview39ab_BMCErrorTextEscapesReachEvents(t *testing.T) {
 		assert.False(t, strings.ContainsAny(e, "\x1b\x07"), "an event carries the BMC's terminal escapes as sent: %q", e)
 	}
 }
+
+// TestReview39ab_PinnedOnSentAfterOperatorTookHostBack (issue 39 point 1;
+// doc.go: "A host stops being rebootkit's the moment its annotation
+// goes"): a detached host of rebootkit's owes a power-on through its
+// pinned BMC (its BMC changed while its reboot was pending, the pinned BMC
+// read Off). A pass starts the attempt, which waits StaleReads, reads the
+// host and its record again (stillOwed) and sends the On. Meanwhile the
+// detached annotation is removed: the baremetal-operator takes the host
+// back and powers it through Ironic. The attempt's re-read checks the
+// host's UID, the mark and onEligible (online, deprovisioning, request)
+// but not whether the host is still rebootkit's: the On goes out to a
+// host the operator owns (ground truth: the BMC emulator's reset log and
+// hardware), two actors on one host.
+func TestReview39ab_PinnedOnSentAfterOperatorTookHostBack(t *testing.T) {
+	ctx := context.Background()
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	require.NoError(t, hw.Off(ctx, power.ModeHard))
+	b := redfishtest.NewBMC(time.Now, hw, "admin", "pw-1")
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	now := time.Now()
+	pin := v1alpha1.BMCPin{Address: redfishAt(srv), CredentialsName: "h1-bmc", PendingSince: stamp(now.Add(-time.Hour))}
+	bmh := &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", UID: "uid-1",
+		Annotations: map[string]string{metal3.DetachedAnnotation: ""}},
+		Spec:   metal3.BareMetalHostSpec{Online: true, BMC: metal3.BMCDetails{Address: "redfish+http://10.9.9.9/redfish/v1/Systems/1", CredentialsName: "h1-bmc"}},
+		Status: metal3.BareMetalHostStatus{OperationalStatus: metal3.OperationalStatusDetached}}
+	rec := &v1alpha1.RebootRecord{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1"},
+		Spec: v1alpha1.RebootRecordSpec{HostUID: "uid-1", BMCChanged: &pin, PowerOnThrough: &pin}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1-bmc", Labels: map[string]string{BMCHostLabel: "h1"}},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw-1")}}
+	c := crfake.NewClientBuilder().WithScheme(scheme).WithObjects(bmh, rec, secret).Build()
+	p := &Powers{WithoutAdmissionPolicy: true, Client: c, Secrets: c, Namespace: "ns", StaleReads: time.Second, Timeout: 5 * time.Second,
+		Pool: power.NewPool(power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})}
+	t.Cleanup(func() { _ = p.Close() })
+	own := Ownership{}
+	require.True(t, func() bool { ok, _ := own.Ours(bmh); return ok }(), "premise: the host is rebootkit's (detached)")
+
+	// The pass of a host of rebootkit's: the owed power-on's attempt starts.
+	_, err := p.Controller("h1")
+	require.ErrorIs(t, err, ErrBMCChanged)
+	p.mu.Lock()
+	started := p.pinOn["h1"] != nil
+	p.mu.Unlock()
+	require.True(t, started, "premise: the attempt started (%v)", err)
+
+	// The operator takes the host back: the annotation goes (and, once
+	// the operator registered it again, operationalStatus is OK).
+	var h metal3.BareMetalHost
+	require.NoError(t, c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "h1"}, &h))
+	delete(h.Annotations, metal3.DetachedAnnotation)
+	h.Status.OperationalStatus = metal3.OperationalStatusOK
+	require.NoError(t, c.Update(ctx, &h))
+	released := time.Now()
+	ok, _ := own.Ours(&h)
+	require.False(t, ok, "premise: the host is no longer rebootkit's")
+
+	// No pass of the host any more (the RebootController refuses it); the
+	// attempt ends on its own.
+	end := time.Now().Add(8 * time.Second)
+	for time.Now().Before(end) {
+		p.mu.Lock()
+		o := p.pinOn["h1"]
+		done := o == nil || o.finishedOn()
+		p.mu.Unlock()
+		if done {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Empty(t, b.Resets(), "a power-on went to the BMC of a host the operator took back %s before", time.Since(released).Round(100*time.Millisecond))
+	assert.False(t, hw.WasOnAt(time.Now()), "the host the operator owns was powered on by rebootkit")
+}
