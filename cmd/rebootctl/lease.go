@@ -30,14 +30,18 @@ var errOtherExecutor = errors.New("another executor runs on this plan store")
 // lease is an executor's claim on a plan store, renewed at every pass and
 // every interval during a long one (leaseHolder; a pass stops acting when
 // a renewal fails: leasedPass), and checked before every first power-off
-// and every write of a plan (lockedStore.fence). A claim not renewed for
-// three intervals and ten seconds has lapsed, judged by the claimer's
-// clock against the time the renewer's clock wrote (At): the machines
-// sharing a plan store must keep their clocks synchronised (NTP), as a
-// clock behind by more than that makes a live executor's claim look
-// lapsed. A claim of a process of this machine's boot and PID namespace
-// (PIDNS) that no longer runs has lapsed at once, and so has one its
-// executor gave up when it stopped (release).
+// and every write of a plan (lockedStore.fence). No machine judges
+// another's claim by a time that machine's clock wrote: a claimer that
+// finds another executor's claim waits, and takes the store over only
+// once the claim stayed unchanged (no renewal: Seq, the record read) for
+// three intervals and ten seconds as the claimer's own monotonic clock
+// measures it (claimWait); it is refused as soon as it sees a renewal.
+// An executor's renewal that finds another's claim fails at once (its
+// store was taken over). So the lease holds however far apart the
+// clocks of the machines sharing the store are. A
+// claim of a process of this machine's boot and PID namespace (PIDNS)
+// that no longer runs is free at once, and so is one its executor gave
+// up when it stopped (release: At zero).
 type lease struct {
 	ID   string `json:"id"`
 	Host string `json:"host"`
@@ -64,8 +68,16 @@ type lease struct {
 	Gen string `json:"gen,omitempty"`
 	// prevGen is the generation before Gen of this executor's own file
 	// (not stored: only what its file accepts, sameGeneration).
-	prevGen  string
-	Started  time.Time     `json:"started"`
+	prevGen string
+	// Seq counts the writes of the store's lease: each claim and release
+	// writes the one it read's plus one, so that a renewal changes the
+	// record a waiting claimer watches even when the renewing machine's
+	// clock stands still.
+	Seq     uint64    `json:"seq,omitempty"`
+	Started time.Time `json:"started"`
+	// At is when the claim was written, by its machine's clock: for
+	// operators only (no other machine compares it with its own clock);
+	// zero once its executor gave it up (release).
 	At       time.Time     `json:"at"`
 	Interval time.Duration `json:"interval"`
 }
@@ -76,20 +88,33 @@ func newLeaseID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// lapsed reports whether the claim no longer holds at now, for a
-// claimer on host in PID namespace pidNS (pidNamespace): a claim of a
-// process of that same namespace lapses as soon as the process no longer
-// runs; any other is judged by the time of its last renewal only.
-func (l lease) lapsed(now time.Time, host, pidNS string) bool {
-	if l.ID == "" {
+// free reports whether the claim is free to take at once, for a claimer
+// on host in PID namespace pidNS (pidNamespace): there is none, its
+// executor gave it up when it stopped (release), or it is a claim of a
+// process of that same namespace that no longer runs. Any other claim is
+// free only once it went unrenewed for its ttl as the claimer measures
+// it (claimWait).
+func (l lease) free(host, pidNS string) bool {
+	if l.ID == "" || l.At.IsZero() {
 		return true
 	}
-	if l.Host == host && l.PIDNS != "" && l.PIDNS == pidNS && l.PID > 0 && !processRuns(l.PID) {
-		return true
-	}
-	ttl := 3*l.Interval + 10*time.Second
-	return now.Sub(l.At) > ttl || l.At.Sub(now) > ttl // a clock far off either way cannot hold it for ever
+	return l.Host == host && l.PIDNS != "" && l.PIDNS == pidNS && l.PID > 0 && !processRuns(l.PID)
 }
+
+// ttl is how long the claim holds without a renewal: three intervals and
+// ten seconds (an interval out of range, from hostile bytes, counts as
+// maxLeaseInterval).
+func (l lease) ttl() time.Duration {
+	i := l.Interval
+	if i < 0 || i > maxLeaseInterval {
+		i = maxLeaseInterval
+	}
+	return 3*i + 10*time.Second
+}
+
+// maxLeaseInterval bounds the interval a lease read from the store is
+// judged by.
+const maxLeaseInterval = 24 * time.Hour
 
 func (l lease) String() string {
 	renewed := "last renewed " + l.At.UTC().Format(time.RFC3339)
@@ -145,12 +170,13 @@ func processRuns(pid int) bool {
 	return true
 }
 
-// claim takes or renews me's lease on the store, in one store operation:
-// it fails with errOtherExecutor while another executor's claim holds,
-// and, when it takes the store over from another executor's lease,
-// with errStaleState or errOtherState as takeOver says. A lease with no
-// StateID gets its file's (fileID). It neither reads nor writes the
-// ledger of what the fleet state file owes (leaseHolder does).
+// claim takes or renews me's lease on the store: it fails with
+// errOtherExecutor while another executor's claim holds (claimWait: it
+// waits up to that claim's ttl for a renewal), and, when it takes the
+// store over from another executor's lease, with errStaleState or
+// errOtherState as takeOver says. A lease with no StateID gets its
+// file's (fileID). It neither reads nor writes the ledger of what the
+// fleet state file owes (leaseHolder does).
 func claim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
 	_, err := claimCore(ctx, s, me, lease{}, nil, now)
 	return err
@@ -165,13 +191,37 @@ func claim(ctx context.Context, s lockedStore, me lease, now time.Time) error {
 // yet: the file the lease names keeps the one its last executor wrote).
 // It returns the lease it replaced.
 func claimCore(ctx context.Context, s lockedStore, me, took lease, owed []inventory.Owed, now time.Time) (lease, error) {
+	return claimLease(ctx, s, me, took, owed, now, false)
+}
+
+// claimLease is claimCore; renewing says me held the store already (a
+// landed claim of its executor): another executor's lease found then
+// was written since, and ends me's claim at once (errOtherExecutor)
+// whatever its times say, as any change of the record does.
+func claimLease(ctx context.Context, s lockedStore, me, took lease, owed []inventory.Owed, now time.Time, renewing bool) (lease, error) {
 	if me.StateID == "" {
 		me.StateID = fileID(me.State)
 	}
 	if me.PIDNS == "" && me.PID == os.Getpid() {
 		me.PIDNS = pidNamespace()
 	}
+	w := claimWait{me: me, renewing: renewing}
+	for {
+		cur, wait, err := claimOnce(ctx, s, me, took, owed, now, &w)
+		if err != nil || wait <= 0 {
+			return cur, err
+		}
+		if err := w.pause(ctx, s.e.errw, cur, wait); err != nil {
+			return cur, err
+		}
+	}
+}
+
+// claimOnce is one open of the store for claimLease: it writes me's
+// claim, or says how long to wait (w.judge) before reading again.
+func claimOnce(ctx context.Context, s lockedStore, me, took lease, owed []inventory.Owed, now time.Time, w *claimWait) (lease, time.Duration, error) {
 	var cur lease
+	var wait time.Duration
 	err := s.with(func(st *plan.BoltStore) error {
 		raw, err := st.GetMeta(ctx, metaLease)
 		if err != nil {
@@ -180,7 +230,7 @@ func claimCore(ctx context.Context, s lockedStore, me, took lease, owed []invent
 		if len(raw) > 0 {
 			_ = json.Unmarshal(raw, &cur)
 		}
-		if err := othersHold(cur, me, now); err != nil {
+		if wait, err = w.judge(cur, raw); err != nil || wait > 0 {
 			return err
 		}
 		from := cur
@@ -201,13 +251,14 @@ func claimCore(ctx context.Context, s lockedStore, me, took lease, owed []invent
 			}
 		}
 		me.At = now
+		me.Seq = cur.Seq + 1
 		out, err := json.Marshal(me)
 		if err != nil {
 			return err
 		}
 		return st.PutMeta(ctx, metaLease, out)
 	})
-	return cur, err
+	return cur, wait, err
 }
 
 // takeOver is nil when me may take the store over from cur, the lease of
@@ -220,15 +271,6 @@ func takeOver(ctx context.Context, st *plan.BoltStore, cur, me lease) error {
 		return sameGeneration(cur, me)
 	}
 	return owedElsewhere(ctx, st, cur, me)
-}
-
-// othersHold is errOtherExecutor while cur, another executor's claim,
-// holds at now.
-func othersHold(cur, me lease, now time.Time) error {
-	if cur.ID != me.ID && !cur.lapsed(now, me.Host, me.PIDNS) {
-		return fmt.Errorf("%w (%s): stop it first, or wait until its lease lapses (%s after its last renewal)", errOtherExecutor, cur, 3*cur.Interval+10*time.Second)
-	}
-	return nil
 }
 
 // release gives up me's claim on the store at path when this executor
@@ -261,6 +303,7 @@ func release(path string, checkStore func(*os.File) error, me lease, owed []inve
 			}
 		}
 		cur.At = time.Time{}
+		cur.Seq++
 		out, err := json.Marshal(cur)
 		if err != nil {
 			return err

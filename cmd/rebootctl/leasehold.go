@@ -101,7 +101,11 @@ type leaseHolder struct {
 	// claimed: a claim landed (the store's lease records me.Gen), and
 	// none failed since.
 	claimed bool
-	fleet   *inventory.Fleet
+	// held: a claim of this holder landed once. Its claims are renewals
+	// from then on: another executor's lease found ends them at once
+	// (claimLease), with no wait.
+	held  bool
+	fleet *inventory.Fleet
 }
 
 // lease is the holder's lease as last claimed.
@@ -128,8 +132,10 @@ func (h *leaseHolder) open(f *inventory.Fleet) {
 	h.fleet = f
 }
 
-// claim takes or renews the lease (claimCore), with the ledger of what
-// the fleet state file owes once the fleet is open.
+// claim takes or renews the lease (claimLease: the first claim waits
+// for another executor's lease to lapse, the next ones are renewals),
+// with the ledger of what the fleet state file owes once the fleet is
+// open.
 func (h *leaseHolder) claim(ctx context.Context, now time.Time) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -144,11 +150,12 @@ func (h *leaseHolder) claim(ctx context.Context, now time.Time) error {
 			owed = []inventory.Owed{}
 		}
 	}
-	cur, err := claimCore(ctx, h.store, h.me, h.took, owed, now)
+	cur, err := claimLease(ctx, h.store, h.me, h.took, owed, now, h.held)
 	if err != nil {
 		h.claimed = false
 		return err
 	}
+	h.held = true
 	if h.took.ID == "" && cur.ID != "" && cur.ID != h.me.ID {
 		h.took = cur
 	}

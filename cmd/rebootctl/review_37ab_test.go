@@ -162,6 +162,7 @@ func TestReview37ab_LiveExecutorInOtherPIDNamespaceTakenForDead(t *testing.T) {
 	first := lease{ID: newLeaseID(), Host: host, PID: nsPID, State: "/var/lib/rebootctl/plans.db.fleet", StateID: "aaaa", Gen: "g1",
 		Started: time.Now().Add(-time.Hour).UTC(), Interval: 5 * time.Second}
 	require.NoError(t, claim(e.ctx, lockedStore{e}, first, time.Now().UTC()), "the first executor's claim, renewed now")
+	renewing(t, e, first, time.Second, 0) // it runs: it renews its lease every second
 
 	second := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: "/var/lib/rebootctl/plans.db.fleet", StateID: "bbbb",
 		Started: time.Now().UTC(), Interval: 5 * time.Second}
@@ -251,4 +252,38 @@ func TestReview37ab_StaleAbandonGivesUpTakenBackCycle(t *testing.T) {
 	other := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: "/var/lib/other.fleet", StateID: "bbbb", Started: time.Now().UTC(), Interval: time.Second}
 	err = claim(ctx, lockedStore{e}, other, time.Now().UTC())
 	require.ErrorIs(t, err, errOtherState, "the dead executor's file owes s1 its power-on (a cycle its fleet took back after the abandon in p-old), yet an executor with another file was let in: the stale abandon gave it up")
+}
+
+// TestReview37ab_ClockSkewTakesLiveExecutorsLease (review 37 round 25):
+// the lease says "one live executor per plan store, whatever state file
+// or path (a symbolic link, another machine sharing the file)", and
+// lapses "not renewed for three intervals and ten seconds", judged by
+// comparing the At written on the renewing machine's clock with the
+// claiming machine's clock. Two machines sharing the store whose clocks
+// are 40 s apart (NTP not running on one: nothing in the README or the
+// docs asks for synchronised clocks): the executor on the slow machine
+// renews its lease every 5 s, yet each renewal is 40 s old on the other
+// machine's clock, so an executor started there takes the store over at
+// once from an executor that renewed a moment ago; the first, at its next
+// renewal, finds the second's At 40 s in its future (more than the TTL:
+// lapsed too) and takes it back, or stops (errOtherState) once the
+// second started a reboot. Ground truth: the first executor's renewals,
+// 1 s apart in real time. Expected: errOtherExecutor while the first
+// renews (a lease judged by the claimer's own clock: the lease unchanged
+// for the TTL as this machine measures it).
+func TestReview37ab_ClockSkewTakesLiveExecutorsLease(t *testing.T) {
+	e, _, _ := review37sWorld(t, 1)
+	const skew = 40 * time.Second // the first machine's clock is this far behind
+	first := lease{ID: newLeaseID(), Host: "machine-a", PID: 4242, State: "/shared/plans.db.fleet", StateID: "aaaa", Gen: "g1",
+		Started: time.Now().Add(-time.Hour).UTC(), Interval: 5 * time.Second}
+	require.NoError(t, claim(e.ctx, lockedStore{e}, first, time.Now().Add(-skew).UTC()), "the first executor's claim (its clock)")
+	time.Sleep(time.Second)
+	require.NoError(t, claim(e.ctx, lockedStore{e}, first, time.Now().Add(-skew).UTC()), "renewed a second later (its clock)")
+	renewing(t, e, first, time.Second, -skew) // and every second after (its clock)
+
+	host, _ := os.Hostname()
+	second := lease{ID: newLeaseID(), Host: host, PID: os.Getpid(), State: "/var/lib/rebootctl/plans.db.fleet", StateID: "bbbb",
+		Started: time.Now().UTC(), Interval: 5 * time.Second}
+	err := claim(e.ctx, lockedStore{e}, second, time.Now().UTC())
+	require.ErrorIs(t, err, errOtherExecutor, "an executor on a machine whose clock is %s ahead took the store over from one that renewed its lease a moment ago", skew)
 }

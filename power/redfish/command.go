@@ -186,8 +186,14 @@ func (c *Controller) pressSafe(op string, want, cur power.State, readAt time.Tim
 	c.runMu.Lock()
 	lastOffPush, pushOverAt := c.lastOffPush, c.pushOverAt
 	c.runMu.Unlock()
-	if since, over := readAt.Sub(lastOffPush), readAt.Sub(pushOverAt); want == power.StateOff && !lastOffPush.IsZero() && since >= 0 &&
-		(pushOverAt.IsZero() && since < c.softTimeout()+c.staleReads() || !pushOverAt.IsZero() && over >= 0 && over < c.staleReads()) {
+	// The run that ended the window counts only if it was over when the
+	// read began: a read begun before (an answer held back while another
+	// caller's read completed the run) may show the state from before the
+	// shutdown (TestReview35ac_ConcurrentStateReadOpensPressWindowPoweringFencedHostOn),
+	// and so may a read begun before the press itself (a clock stepped back).
+	runOver := !pushOverAt.IsZero() && !pushOverAt.After(readAt)
+	if since, over := readAt.Sub(lastOffPush), readAt.Sub(pushOverAt); want == power.StateOff && !lastOffPush.IsZero() &&
+		(since < 0 || !runOver && since < c.softTimeout()+c.staleReads() || runOver && over < c.staleReads()) {
 		return &power.Error{Op: op, Class: power.ClassBusy,
 			Message: fmt.Sprintf("PushPowerButton toggles the power, and %s after the last press the OS may still be shutting down: not sent", since.Round(time.Millisecond)), Err: power.ErrNotSent}
 	}
