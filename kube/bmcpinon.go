@@ -382,8 +382,8 @@ func (p *Powers) staleReads() time.Duration {
 // before o's On is sent (after the pinned BMC's last answer before it):
 // its record and "" if the record still owes that power-on (its
 // PowerOnThrough is o.pin), the mark still stands (spec.bmc is not the
-// marked BMC), the host is the same one and onEligible holds; else why
-// not (the On is then not sent).
+// marked BMC), the host is the same one, still rebootkit's (stillOurs),
+// and onEligible holds; else why not (the On is then not sent).
 func (p *Powers) stillOwed(ctx context.Context, old *metal3.BareMetalHost, o *pinnedOn) (*v1alpha1.RebootRecord, string) {
 	key := types.NamespacedName{Namespace: p.Namespace, Name: old.Name}
 	var bmh metal3.BareMetalHost
@@ -402,7 +402,30 @@ func (p *Powers) stillOwed(ctx context.Context, old *metal3.BareMetalHost, o *pi
 	case rec.Spec.BMCChanged == nil || samePin(&bmh, rec.Spec.BMCChanged):
 		return nil, "its BMC was restored or accepted"
 	}
+	if why := p.stillOurs(old, &bmh); why != "" {
+		return nil, why
+	}
 	return &rec, onEligible(&bmh)
+}
+
+// stillOurs is "" if bmh, read again just before a power-on Powers sends
+// itself, is still rebootkit's to power, else why not: by Powers.Ownership
+// (the reconciler's Ownership.Ours) if set; in any case a host that was
+// detached when the attempt began (old) must still be, as the
+// baremetal-operator takes a host back the moment its annotation goes
+// (TestReview39ab_PinnedOnSentAfterOperatorTookHostBack).
+func (p *Powers) stillOurs(old, bmh *metal3.BareMetalHost) string {
+	if p.Ownership != nil {
+		if ours, why := p.Ownership.Ours(bmh); !ours {
+			return "the host is no longer rebootkit's: " + why
+		}
+		return ""
+	}
+	if Detached(old) && !Detached(bmh) {
+		return fmt.Sprintf("the host is no longer detached (annotation %s, status.operationalStatus %q): the baremetal-operator may "+
+			"power it again", metal3.DetachedAnnotation, bmh.Status.OperationalStatus)
+	}
+	return ""
 }
 
 // pinnedOnErr is err (wrapping ErrBMCChanged), also wrapping ErrInFlight
