@@ -122,10 +122,10 @@ func errNotBooked(host string, why error) error {
 // (sentHold) while it may land, also if this process stops before its
 // answer. The record shows no booking that still holds the host (one
 // made since this pass read it): else nothing is written and the error
-// says why. A host without a record, or a Client that cannot write,
-// records nothing ("", nil). Any other failure is an error wrapping
-// power.ErrNotSent: the command is not sent. Bounded by Powers.Timeout,
-// under parent.
+// says why (writeBooking, the rule the pinned path's markSent shares). A
+// host without a record, or a Client that cannot write, records nothing
+// ("", nil). Any other failure is an error wrapping power.ErrNotSent: the
+// command is not sent. Bounded by Powers.Timeout, under parent.
 func (p *Powers) bookSend(parent context.Context, name, address string, until time.Time) (string, error) {
 	w, ok := p.Client.(client.Writer)
 	if !ok {
@@ -143,11 +143,11 @@ func (p *Powers) bookSend(parent context.Context, name, address string, until ti
 			}
 			return "", errNotBooked(name, mapError("record of", p.Namespace, name, err))
 		}
-		if err := p.sentHold(&rec, name); err != nil {
-			return "", errNotBooked(name, err)
-		}
 		sent := &v1alpha1.PowerOnSent{Address: address, At: stamp(time.Now()), Until: stamp(until)}
-		err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": sentPatch(sent)}}))
+		held, err := p.writeBooking(ctx, w, &rec, name, sent)
+		if held != nil {
+			return "", errNotBooked(name, held)
+		}
 		if err == nil {
 			return sent.At, nil
 		}
