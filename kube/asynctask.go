@@ -46,6 +46,11 @@ type taskBooker interface {
 	// may still land for the reboot package's LostLanding (Powers:
 	// lostLanding) from now.
 	sendLost(ctx context.Context, at string)
+	// bookingOver reports whether the record no longer shows the booking
+	// at unended: its task was read ended (stamped Returned, by any
+	// replica: taskHold) or the booking was removed. A record that
+	// cannot be read, or is gone, says no.
+	bookingOver(ctx context.Context, at string) bool
 }
 
 // booked is a host's controller from Powers.Controller: p records its
@@ -103,6 +108,11 @@ func (b booked) sendLost(ctx context.Context, at string) {
 	b.p.changeBooking(ctx, b.host, at, func(s *v1alpha1.PowerOnSent) (any, bool) {
 		return map[string]any{"until": stamp(until)}, s.Task == "" && s.Returned == ""
 	})
+}
+
+// bookingOver reads the host's record (Powers.bookingOver).
+func (b booked) bookingOver(ctx context.Context, at string) bool {
+	return b.p.bookingOver(ctx, b.host, at)
 }
 
 // errNotBooked is the error of a command Async did not send because its
@@ -251,4 +261,28 @@ func (c *guarded) sendLost(ctx context.Context, at string) {
 	if b, ok := c.pc.(taskBooker); ok {
 		b.sendLost(ctx, at)
 	}
+}
+
+// bookingOver passes the reading on to the guarded controller, if it
+// records (taskBooker): a read, allowed without the lease.
+func (c *guarded) bookingOver(ctx context.Context, at string) bool {
+	b, ok := c.pc.(taskBooker)
+	return ok && b.bookingOver(ctx, at)
+}
+
+// bookingOver reports whether the record of host name, read uncached
+// (bounded by Powers.Timeout, under parent), no longer shows the booking
+// made at at unended (bookingUnended): stamped Returned or removed. A
+// record that cannot be read, or is gone, says no.
+func (p *Powers) bookingOver(parent context.Context, name, at string) bool {
+	if at == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(parent, p.readTimeout())
+	defer cancel()
+	var rec v1alpha1.RebootRecord
+	if p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, &rec) != nil {
+		return false
+	}
+	return !bookingUnended(&rec, at)
 }

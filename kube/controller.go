@@ -114,6 +114,9 @@ func (c *RebootController) refuseOnce(host string, ann map[string]string) bool {
 // 35): see Forget.
 func (c *RebootController) forget(host string) {
 	c.forgetReset(host) // and the late outcome Async keeps
+	if c.Async != nil {
+		c.Async.forgetHost(host) // and what else Async keeps of it
+	}
 	switch {
 	case c.Forget != nil:
 		c.Forget(host)

@@ -434,7 +434,10 @@
 //     power-on, a restart or a press of the power button (a toggle) the
 //     host is left as it is, every call of it refused with ErrTaskOverdue (also
 //     ErrInFlight) and a PowerTaskOverdue event that names the task and
-//     the fix, until the controller restarts. A command through Async
+//     the fix, until the host's record no longer shows its booking
+//     unended (its task read ended, by any replica: stamped Returned, as
+//     below; or the booking removed), or, for a command no booking
+//     records, until the controller restarts. A command through Async
 //     that may power the host on (a power-on, a restart, a press) is
 //     also written to the host's reboot record before it is sent
 //     (spec.powerOnSent, the whole booking replaced, Until the call's
