@@ -812,18 +812,20 @@ func (s *PlanStore) getLocked(uuid string) (plan.Plan, error) {
 }
 
 // Create implements plan.Store.
-func (s *PlanStore) Create(ctx context.Context, p plan.Plan) error {
+func (s *PlanStore) Create(_ context.Context, p plan.Plan) error {
 	if err := plan.ValidUUID(p.UUID); err != nil {
-		return err
-	}
-	others, err := s.List(ctx)
-	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.docs[p.UUID]; ok {
 		return fmt.Errorf("%w: %s", plan.ErrExists, p.UUID)
+	}
+	// The others read under the lock as the write: two Creates at once
+	// over one server cannot both pass (plantest's race checks).
+	others, err := s.listLocked()
+	if err != nil {
+		return err
 	}
 	if err := plan.CheckOthers(p, others); err != nil {
 		return err
@@ -860,17 +862,7 @@ func (s *PlanStore) Put(_ context.Context, p plan.Plan) error {
 	// The servers unchanged, DryRun not set on a running real plan, and a
 	// plan that starts holding servers checked against the others, under
 	// the lock as the write.
-	if err := plan.CheckPut(cur, p, func() ([]plan.Plan, error) {
-		out := make([]plan.Plan, 0, len(s.docs))
-		for id := range s.docs {
-			o, err := s.getLocked(id)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, o)
-		}
-		return out, nil
-	}); err != nil {
+	if err := plan.CheckPut(cur, p, s.listLocked); err != nil {
 		return err
 	}
 	d, err := plan.Encode(p)
@@ -881,6 +873,19 @@ func (s *PlanStore) Put(_ context.Context, p plan.Plan) error {
 	s.versions[p.UUID]++
 	s.puts++
 	return nil
+}
+
+// listLocked returns every plan; s.mu is held.
+func (s *PlanStore) listLocked() ([]plan.Plan, error) {
+	out := make([]plan.Plan, 0, len(s.docs))
+	for id := range s.docs {
+		o, err := s.getLocked(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 // List implements plan.Store.

@@ -188,6 +188,13 @@ type Powers struct {
 	// Powers makes itself (checkPin powering a host back on through its
 	// pinned BMC): the LeaseGuard's Wrap, as for the Reconciler's calls.
 	Guard func(power.Controller) power.Controller
+	// Ownership, if set, is the RebootController's: a power-on Powers
+	// sends itself (through a host's pinned BMC) goes out only if the host
+	// is still rebootkit's (Ownership.Ours) when read again just before
+	// it. Unset, a host that was detached (Detached) when the attempt
+	// began must still be (the operator takes a host back the moment its
+	// annotation goes).
+	Ownership *Ownership
 	// WithoutAdmissionPolicy runs without the reboot-client admission
 	// policy of config/admission: without it (false, the default),
 	// Controller refuses every host (ErrNoAdmissionPolicy: no credentials

@@ -264,8 +264,9 @@ type pass struct {
 	// kept up to date in the pass (the failure budget).
 	failures int
 	acts     []Action
-	// services names the first reboot whose server is back up but whose
-	// services are not: the plan's Waiting when nothing else is.
+	// services names the first reboot in wait_services whose server is
+	// still down, or back up with its services not: the plan's Waiting
+	// when nothing else is.
 	services string
 }
 
@@ -701,6 +702,12 @@ func (ps *pass) advance(i int) {
 				// if nothing else holds the plan (a fleet that never
 				// sets ServicesUp holds it here for ServicesTimeout).
 				ps.services = fmt.Sprintf("waiting: reboot of %s waits for its services: the server is up, services not up (for %s, at most %s, then the reboot fails)",
+					r.ServerHostname, since().Round(time.Second), c.ServicesTimeout)
+			case srv.Down && ps.services == "":
+				// Its job finished, its server not back up (a boot that
+				// hangs, a slow firmware update): in flight all the
+				// same, named if nothing else holds the plan.
+				ps.services = fmt.Sprintf("waiting: reboot of %s waits for its server to come back up after its power cycle (down for %s since its job finished, at most %s, then the reboot fails)",
 					r.ServerHostname, since().Round(time.Second), c.ServicesTimeout)
 			}
 		case StepUnfreeze, StepFailFreeze:

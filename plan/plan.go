@@ -145,7 +145,8 @@ type Plan struct {
 	// Waiting says why the last pass could not start a reboot it would
 	// have started, e.g. "3 servers offline, concurrency 2", or else what
 	// a reboot in flight waits for (the headnode's services, the shard,
-	// a server back up whose services are not) ("" if none).
+	// a server back up whose services are not, a server still down after
+	// its job finished) ("" if none).
 	Waiting string `json:"waiting,omitempty"`
 	// Concurrency is the most servers of the plan offline at once (servers
 	// down for other reasons count).

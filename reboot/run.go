@@ -28,7 +28,8 @@ type Loop struct {
 	// doubling up to MaxListRetry (or Resync if shorter), until one
 	// succeeds: a store that does not answer as the process starts delays
 	// its keys by about as long as it does not answer, not by a Resync.
-	// nil: only the keys given to Runner.Add.
+	// nil: only the keys given to Runner.Add, each reconciled again at
+	// every Runner.Resync and never forgotten.
 	Keys func(ctx context.Context) ([]string, error)
 	// Watch, if set, returns a channel that receives a value whenever key
 	// changes (HostWatcher.Watch has this shape), closed when ctx is done.
@@ -79,7 +80,8 @@ type Runner struct {
 	// Workers bounds the passes that run at once (default 4).
 	Workers int
 	// Resync is how often Loop.Keys is listed again and every key
-	// reconciled (default 10 min).
+	// reconciled, a listed one when its listing comes in, one given to
+	// Add to a loop without Keys at the tick (default 10 min).
 	Resync time.Duration
 	// MinBackoff and MaxBackoff bound the back-off after failures and
 	// Requeue (defaults 100 ms and 2 min).
@@ -436,8 +438,15 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-tick.C:
 			// Keys of listing loops not listed since the last tick are
 			// forgotten (their watches end) once nothing is due for them.
+			// Keys of loops without Keys (given to Add) are never
+			// forgotten: each is reconciled at every tick, as a listed
+			// key is when its listing comes in.
 			for k, s := range keys {
-				if r.Loops[k.loop].Keys == nil || listFailed[k.loop] || listRunning[k.loop] {
+				if r.Loops[k.loop].Keys == nil {
+					schedule(s, time.Now())
+					continue
+				}
+				if listFailed[k.loop] || listRunning[k.loop] {
 					continue
 				}
 				if !s.listed && !s.running && s.index < 0 {

@@ -31,7 +31,7 @@ func newMetrics() *metrics {
 		reboots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rebootctl_reboots",
 			Help: "Reboots of the plans that are not finished, by step (pending, job, wait_services, done, failed, ...)."}, []string{"step"}),
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rebootctl_plans_waiting",
-			Help: "Plans not finished that start no reboot now, by what holds them: stopped (by an operator), condition (a blocking condition fails), window (outside the maintenance windows), headnode, services (a server back up whose services are not), domain (a failure domain is full), concurrency, shard, other."}, []string{"reason"}),
+			Help: "Plans not finished that start no reboot now, by what holds them: stopped (by an operator), condition (a blocking condition fails), window (outside the maintenance windows), headnode, services (a server back up whose services are not, or not back up after its job), domain (a failure domain is full), concurrency, shard, other."}, []string{"reason"}),
 		bmcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rebootctl_bmc_errors_total",
 			Help: "BMC calls that failed, by class (auth, unreachable, tls, timeout, busy, unsupported, config, failed); calls refused during a login back-off are not counted."}, []string{"class"}),
 		pass: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "rebootctl_pass_duration_seconds",
@@ -127,7 +127,7 @@ func waitReason(waiting string) string {
 		return "window"
 	case strings.Contains(waiting, "headnode"):
 		return "headnode"
-	case strings.Contains(waiting, "its services"):
+	case strings.Contains(waiting, "its services"), strings.Contains(waiting, "its server to come back up"):
 		return "services"
 	case strings.Contains(waiting, "offline there"):
 		return "domain"

@@ -59,4 +59,5 @@ func TestMetricsShowHeldPlans(t *testing.T) {
 	assert.Equal(t, "concurrency", waitReason("waiting: 5 server(s) offline (5 rebooting, 0 down or unknown for other reasons), limit 5"))
 	assert.Equal(t, "headnode", waitReason("waiting: reboot of cn3 waits for the headnode's services (for 10s, at most 1h0m0s)"))
 	assert.Equal(t, "services", waitReason("waiting: reboot of cn3 waits for its services: the server is up, services not up (for 10s, at most 1h0m0s, then the reboot fails)"))
+	assert.Equal(t, "services", waitReason("waiting: reboot of cn3 waits for its server to come back up after its power cycle (down for 10s since its job finished, at most 1h0m0s, then the reboot fails)"))
 }

@@ -254,6 +254,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/termsafe"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
@@ -841,7 +842,8 @@ func (c *Controller) classify(op string, err error) *power.Error {
 }
 
 // redact removes every secret the adapter holds from text a BMC sent (or
-// echoed), in the encodings an echo may use, and bounds its length.
+// echoed), in the encodings an echo may use, then its control characters
+// (termsafe.Clean), and bounds its length.
 func (c *Controller) redact(s string) string {
 	var secrets []string
 	add := func(v string) {
@@ -875,6 +877,9 @@ func (c *Controller) redact(s string) string {
 	for _, v := range secrets {
 		s = strings.ReplaceAll(s, v, "[redacted]")
 	}
+	// A peer's control characters (terminal escapes, line breaks, bidi
+	// overrides) never reach an error: operators read them on terminals.
+	s = termsafe.Clean(s)
 	if len(s) > MaxMessage {
 		s = s[:MaxMessage] + "…(truncated)"
 	}

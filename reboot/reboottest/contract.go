@@ -22,7 +22,12 @@ import (
 // nothing; an Update with a context that ended fails and writes nothing
 // (a reboot.Guard fences a write only through the context it returns: a
 // leader paused between its Hold and its Update resumes with that
-// context ended, and only the store can refuse); and, if the store is a
+// context ended, and only the store can refuse); that of
+// racecheck.Writers Updates at once from one read (through both handles,
+// beside readers, in each of racecheck.Rounds rounds) exactly one
+// succeeds, the others wrap ErrConflict, and the record read back holds
+// the winner's write (a store whose version check is not atomic with its
+// write fails); and, if the store is a
 // reboot.HostWatcher: Watch returns
 // within 10 s, and if it can watch (no error), 100 writes nobody reads
 // from the watch do not block, the watch then holds a value, each of three
@@ -138,6 +143,8 @@ func Contract(t testing.TB, newStores NewStores) {
 		t.Errorf("after an Update with a context that ended: version %q (was %q), annotations %v, LastPoweredOn %v (%v): the write landed",
 			got.Version, cur.Version, got.Annotations, got.Status.LastPoweredOn, err)
 	}
+
+	raceCheck(ctx, t, s.Hosts, other, "h")
 
 	hw, ok := s.Hosts.(reboot.HostWatcher)
 	if !ok {

@@ -2,7 +2,11 @@
 // stores you implement (MachineStore, NodeStore, AdmissionStore, or a
 // RecordStore through remediation.Records): Contract checks, against what
 // the store then returns, the compare-and-swap of State and of the
-// admission record (with the request recorded per admitted Machine),
+// admission record (with the request recorded per admitted Machine; and
+// of racecheck.Writers reconcilers admitting at once from one read,
+// beside readers, in each of racecheck.Rounds rounds: exactly one
+// succeeds, the others wrap ErrConflict, and the record read back admits
+// the winner's Machine only),
 // that a saved State comes back with every field, ErrNotFound, a Machine
 // deleted by Machines.Delete (Get then wraps ErrNotFound, List omits it),
 // a Node deleted only with the UID read, and the metadata rules the
@@ -220,6 +224,8 @@ func Contract(t testing.TB, newStores NewStores) {
 	} else if !got.Members["s1"].Equal(wantMember) {
 		t.Errorf("admissions after a write of s1's member entry: %+v; want %+v (Admissions.Members must be persisted: a Machine deleted mid-remediation is counted by the storm guard where it was, and its admission released at once only if it wrote no request)", got.Members, wantMember)
 	}
+
+	raceAdmissions(ctx, t, s.Admissions)
 
 	// Machines.Delete: escalation deletes a Machine for its owner to
 	// replace, and a deleted Machine's pass (Get: ErrNotFound) is what
