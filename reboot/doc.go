@@ -195,7 +195,9 @@
 //     persisted, and recorded only once the call's answer shows it
 //     accepted: the run began after that reading and after a power-off
 //     the BMC took; a run under way before, or a power-off refused,
-//     shows nothing of it,
+//     shows nothing of it; nor while the reboot is soft and its hard
+//     fallback is due (above): the hard power-off goes out first
+//     (TestReview36af_SoftIgnoredBareRebootDoneWithoutPowerOff),
 //     TestReview36z_BareRebootDoneWithoutPowerOff,
 //     TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff; no
 //     clock is compared, so a power-off repeated later in the run, a
