@@ -372,6 +372,14 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.Reason = "off reading may be stale (power-on sent recently): wait"
 		d.RequeueAfter = c.cap(c.StaleReads - o.QuietFor)
 	case o.Online && o.Power == power.StateOff:
+		if w, no := c.onPressWait(o); no {
+			// A power-on that presses the power button: not while a lost
+			// press may still land, nor on an Off reading that may echo
+			// (TestReview36af_IdleSecondPowerOnPressWhileLostOneMayLand).
+			d.Reason = "off; the power-on presses the power button: wait until no press of ours may land and the reading cannot be an echo"
+			d.RequeueAfter = c.cap(w)
+			return
+		}
 		if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, o.Power, d) {
 			return
 		}
