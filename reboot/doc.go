@@ -289,6 +289,14 @@
 //     Pool's back-off, a call never sent (power.ErrNotSent), a refusal
 //     for leadership) counts as none; one that timed out counts as sent
 //     LostLanding after its return (A5), for the whole SoftTimeout.
+//     A power-on that may press the power button (a Controller that
+//     implements OnToggler) is sent only on an Off reading taken
+//     StaleReads after this controller's previous power-on and after its
+//     previous press may have landed, never while a press whose answer
+//     was lost may still land (TestReview36af_IdleSecondPowerOnPressWhileLostOneMayLand);
+//     a released host that reads On is sent none, its reboot ends with no
+//     call (Status.LastPoweredOn written,
+//     TestReview36af_ReleasedOnHostPressedOff).
 //     Every press (a power-off's, and a power-on's on a Controller that
 //     implements OnToggler) is recorded in Status.LastPress by a
 //     versioned write before it is sent, so a restarted controller counts
