@@ -10,6 +10,7 @@ import (
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/internal/rebootcheck"
 	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // review36agSlowOn is a BMC whose power-on is a press of the power button
@@ -70,5 +71,38 @@ func TestReview36ag_SlowPowerOnPressPressedAgainOnEcho(t *testing.T) {
 	review36uLoop(t, rec, clk, start.Add(20*time.Minute), start)
 	require.False(t, pw.WasOffDuring(firstOn, clk.Real()),
 		"an Online host the controller powered on (a press landing as its slow call returned) was pressed off again by a second power-on press sent on an Off reading that echoes the state before the first (QuietFor counts from Sending, not the return); On calls %d; truth %s",
+		review36xCount(pw, fake.OpOn, start), rebootcheck.DescribeTruth(pw))
+}
+
+// TestReview36ag_SlowAcceptedPowerOnPressPressedAgainOnEcho: as
+// TestReview36ag_SlowPowerOnPressPressedAgainOnEcho with a press the
+// BMC accepts, on a host whose reads are 90 s old (Host.StaleReads, a
+// per-host bound larger than ReissueAfter: c.wait's ReissueAfter from the
+// return then no longer covers for QuietFor counting from Sending). The
+// press is sent at t0 and lands as its 5 s call returns; at t0+90 s
+// QuietFor is 90 s >= StaleReads and the reading (90 s old: t0) says
+// Off: a second press shuts down the host the first just powered on,
+// and so on for ever (the host is power-cycled every 4 minutes).
+func TestReview36ag_SlowAcceptedPowerOnPressPressedAgainOnEcho(t *testing.T) {
+	w := newReview36World()
+	clk := w.clk
+	w.store = fake.NewRebootHosts(reboot.Host{Name: "h", Online: true, StaleReads: 90 * time.Second})
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
+		Report: fake.Report{Stale: 90 * time.Second, NoTransitioning: true}})
+	w.Power = review36agSlowOn{Power: pw, clk: clk, slow: 5 * time.Second}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(3*time.Minute), start)
+	var firstOn time.Time
+	for _, tr := range pw.Truth() {
+		if tr.On {
+			firstOn = tr.At
+			break
+		}
+	}
+	require.False(t, firstOn.IsZero(), "the setup: the controller powered the host on; truth %s", rebootcheck.DescribeTruth(pw))
+	review36uLoop(t, rec, clk, start.Add(20*time.Minute), start)
+	require.False(t, pw.WasOffDuring(firstOn, clk.Real()),
+		"an Online host the controller powered on (an accepted press landing as its slow call returned) was pressed off again by a second power-on press sent on an Off reading that echoes the state before the first; On calls %d; truth %s",
 		review36xCount(pw, fake.OpOn, start), rebootcheck.DescribeTruth(pw))
 }
