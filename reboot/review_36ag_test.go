@@ -106,3 +106,36 @@ func TestReview36ag_SlowAcceptedPowerOnPressPressedAgainOnEcho(t *testing.T) {
 		"an Online host the controller powered on (an accepted press landing as its slow call returned) was pressed off again by a second power-on press sent on an Off reading that echoes the state before the first; On calls %d; truth %s",
 		review36xCount(pw, fake.OpOn, start), rebootcheck.DescribeTruth(pw))
 }
+
+// TestReview36ag_TrackerSlowAcceptedPowerOnPressPressedAgainOnEcho: as
+// TestReview36ag_SlowAcceptedPowerOnPressPressedAgainOnEcho for a caller
+// that runs Decide with a Tracker (kube's path): Tracker.Sending dates the
+// power-on at its start (tracker.go, lastOn) and Sent does not move it to
+// the return, so QuietFor again counts from before the press landed.
+func TestReview36ag_TrackerSlowAcceptedPowerOnPressPressedAgainOnEcho(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true, StaleReads: 90 * time.Second})
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff, Button: fake.ButtonAll, SoftDelay: 20 * time.Second,
+		Report: fake.Report{Stale: 90 * time.Second, NoTransitioning: true}})
+	pc := review36agSlowOn{Power: pw, clk: clk, slow: 5 * time.Second}
+	tr := &reboot.Tracker{}
+	start := clk.Real()
+	for clk.Real().Before(start.Add(20 * time.Minute)) {
+		d, err := trackerPass(ctx, tr, cfg, hosts, pc, clk.Now, clk.Monotonic, "h")
+		require.NoError(t, err)
+		clk.Advance(min(max(d.RequeueAfter, time.Second), 30*time.Second))
+	}
+	var firstOn time.Time
+	for _, tc := range pw.Truth() {
+		if tc.On {
+			firstOn = tc.At
+			break
+		}
+	}
+	require.False(t, firstOn.IsZero(), "the setup: the host was powered on; truth %s", rebootcheck.DescribeTruth(pw))
+	require.False(t, pw.WasOffDuring(firstOn, clk.Real()),
+		"Tracker: an Online host powered on by an accepted press (landing as its 5 s call returned) was pressed off again on an Off echo; On calls %d; truth %s",
+		review36xCount(pw, fake.OpOn, start), rebootcheck.DescribeTruth(pw))
+}
