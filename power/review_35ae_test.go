@@ -3,6 +3,7 @@ package power_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -87,5 +88,62 @@ func TestReview35ae_RespelledEndpointForgetsResetWindowPoweringFencedHostOn(t *t
 			require.False(t, hw.HardwareOn(),
 				"%s then %s (one BMC, one system): ground truth: the host fenced off 5 s before runs again: a press went out on a stale On read (resets %v)", first, then, b.Resets())
 		})
+	}
+}
+
+// staleTarget reaches system 1 of the chassis at srv, the adapter's
+// StaleReads stale, its windows measured on clk.
+func staleTarget(srv *httptest.Server, clk *manualClock, stale time.Duration, config string) power.Target {
+	t := clockTarget(srv, clk, "1", config)
+	cp := x509.NewCertPool()
+	cp.AddCert(srv.Certificate())
+	t.Connect = func(ctx context.Context) (power.Controller, error) {
+		return redfish.Connect(ctx, redfish.Config{Endpoint: srv.URL, SystemID: "1", Username: "admin",
+			Password: bmcPassword, RootCAs: cp, Now: clk.Now, StaleReads: stale})
+	}
+	return t
+}
+
+// TestReview35ae_CloseDropsWindowTheNextControllerStillNeeds (review
+// round 31, Low): the adapter's windows are "each measured both with the
+// settings of the Controller that opened it and with those of the one
+// that checks it", but a Controller's Close drops the system's record
+// as soon as its windows ended by the settings it was noted with
+// (windows.go dropEnded, redfish.go:675). An operator who saw the BMC's
+// reads 20 s stale raises StaleReads from 5 s to 30 s: the Pool Forgets
+// the host and makes its Controller with the new Target 1 s after a
+// fence's ForceOff ended the old 5 s window; the new Controller, whose
+// own setting puts a soft Off (a press on this firmware) 7 s after the
+// ForceOff inside its window, finds no record, reads On (the echo of the
+// state before the ForceOff) and presses: the fenced host runs again.
+// Control: the same new Target for a second host name of the same
+// system, with the first not forgotten (its record still there), is
+// refused.
+func TestReview35ae_CloseDropsWindowTheNextControllerStillNeeds(t *testing.T) {
+	for _, forget := range []bool{false, true} {
+		clk := newClock()
+		hw := fake.NewPower(clk.Now, fake.PowerConfig{Report: fake.Report{Stale: 20 * time.Second}})
+		b := redfishtest.NewBMC(clk.Now, hw, "admin", bmcPassword)
+		b.Quirks.NoGraceful = true
+		srv := b.StartTLS()
+		t.Cleanup(srv.Close)
+		pool := newPool(t, clk, power.PoolConfig{})
+		ctx := context.Background()
+		a := pool.Controller("a", staleTarget(srv, clk, 5*time.Second, "stale=5s"))
+		require.NoError(t, a.Off(ctx, power.ModeHard), "the fence: ForceOff")
+		require.False(t, hw.HardwareOn())
+		clk.Advance(6 * time.Second)
+		name := "a2"
+		if forget {
+			pool.Forget("a") // StaleReads raised: a new Target
+			name = "a"
+		}
+		a2 := pool.Controller(name, staleTarget(srv, clk, 30*time.Second, "stale=30s"))
+		clk.Advance(time.Second)
+		err := a2.Off(ctx, power.ModeSoft)
+		t.Logf("forget=%v: soft Off 7 s after the ForceOff under StaleReads 30 s: %v; resets %v", forget, err, b.Resets())
+		clk.Advance(time.Minute)
+		require.False(t, hw.HardwareOn(),
+			"forget=%v: ground truth: the host fenced off 7 s before runs again: a press went out inside the new Controller's own StaleReads (resets %v)", forget, b.Resets())
 	}
 }
