@@ -43,3 +43,36 @@ func TestReview35ae_FullWindowRegistryCostsAFullScanPerReset(t *testing.T) {
 			full, small, float64(full)/float64(small))
 	}
 }
+
+// TestReview35ae_WaveOfForgottenHostsStaysInRegistry (review round 31,
+// Low; issue 35 point 5: "memory after 100,000 hosts come and go returns
+// to the baseline"; the package doc: "a system's record goes once its
+// windows all ended (the process keeps nothing of hosts that came and
+// went)"): a decommission wave powers 20,000 hosts off (ForceOff,
+// answered: a 30 s window each) and deletes them at once (Pool.Forget:
+// Close drops only records already ended, these are open). An hour
+// later every window has ended, yet nothing sweeps: a sweep runs only
+// when a new record makes the registry double since the last one, so
+// the wave's 20,000 records stay for as long as the fleet does not grow
+// past twice that, whatever hosts come and go in ones and twos.
+func TestReview35ae_WaveOfForgottenHostsStaysInRegistry(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &windowRegistry{max: 1 << 16}
+	const wave = 20_000
+	for i := range wave { // 20,000 hosts in 20 s
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		k := windowKey(fmt.Sprintf("https://10.1.%d.%d", i>>8, i&255), "/redfish/v1/Systems/1")
+		r.noteReset(k, resetOutcome{began: at, returned: at, stale: 30 * time.Second})
+		r.dropEnded(k, at.Add(time.Second)) // forgotten: its Controller closed
+	}
+	// An hour of ordinary churn: a host a minute comes, is reset, goes.
+	for i := range 60 {
+		at := t0.Add(time.Hour + time.Duration(i)*time.Minute)
+		k := windowKey(fmt.Sprintf("https://10.2.0.%d", i), "/redfish/v1/Systems/1")
+		r.noteReset(k, resetOutcome{began: at, returned: at, stale: 30 * time.Second})
+		r.dropEnded(k, at.Add(time.Minute))
+	}
+	if len(r.m) > 200 {
+		t.Fatalf("two hours after a wave of 20,000 forgotten hosts (every window of the wave ended more than an hour before) the registry still holds %d records", len(r.m))
+	}
+}
