@@ -179,13 +179,16 @@ func (c Config) calledInRun(o Observed, run time.Duration, a Action, now time.Ti
 // power-off powers nothing on: it answers the run for offRepeatCap
 // only, so that a held host someone powers on late in a long run is
 // powered off again within the bound the conformance kit checks
-// (TestReview36z_HeldHostPoweredOnLateInLongNullRunRunsAnHour).
+// (TestReview36z_HeldHostPoweredOnLateInLongNullRunRunsAnHour); and an
+// accepted power-on (one that sets the power: never a press) powers
+// nothing off, so it too answers the run for offRepeatCap only: a host
+// with Online true powered off out of band late in a long run is
+// powered on again within twice SoftTimeout + StaleReads, as doc.go says
+// (TestReview36ae_IdleLongRunOutOfBandOffOffAnHour,
+// TestReview36ae_GaveUpLongRunOutOfBandOffOffAnHour).
 func (c Config) runBackoff(l Call, runAt time.Duration) time.Duration {
-	if l.Class == power.ClassNone && l.Action == ActionPowerOff {
+	if l.Class == power.ClassNone && (l.Action == ActionPowerOff || l.Action == ActionPowerOn) {
 		return c.offRepeatCap()
-	}
-	if l.Class == power.ClassNone {
-		return min(max(runAt, 2*(c.SoftTimeout+c.StaleReads)), retryCap)
 	}
 	if l.Class == power.ClassBusy && l.Fails == 0 {
 		return min(c.RetryDelay<<min(max(l.Errors-1, 0), 16), max(c.ReissueAfter, c.RetryDelay))
