@@ -10,7 +10,7 @@ func ForgetWindowsOf(endpoint string) {
 	windows.mu.Lock()
 	defer windows.mu.Unlock()
 	for k := range windows.m {
-		if strings.HasPrefix(k, endpoint+"\x00") {
+		if strings.HasPrefix(k, originOf(endpoint)+"\x00") {
 			delete(windows.m, k)
 		}
 	}

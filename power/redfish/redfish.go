@@ -418,6 +418,9 @@ func (cfg *Config) maxInFlight() int {
 // safe for concurrent use.
 type Controller struct {
 	cfg Config
+	// origin is Origin(cfg.Endpoint): the BMC's name in the window
+	// registry (windows.go).
+	origin string
 
 	sess *session // the login; shared with the controllers made on it
 	own  bool     // this Controller made the login (Close logs it out)
@@ -520,7 +523,7 @@ func (c *Controller) staleReads() time.Duration {
 // newController makes the Controller of cfg's system on session sess
 // (own: it made the login).
 func newController(cfg Config, sess *session, own bool) *Controller {
-	return &Controller{cfg: cfg, sess: sess, own: own, sem: make(chan struct{}, 1), rsem: make(chan struct{}, 1),
+	return &Controller{cfg: cfg, origin: originOf(cfg.Endpoint), sess: sess, own: own, sem: make(chan struct{}, 1), rsem: make(chan struct{}, 1),
 		reqs: make(chan struct{}, 1), creqs: make(chan struct{}, 1)}
 }
 
@@ -573,12 +576,12 @@ func notSentYet(err error) error {
 // Connect opens a session (or sets up basic auth), finds the system and
 // reads its reset action.
 func Connect(ctx context.Context, cfg Config) (*Controller, error) {
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return nil, fmt.Errorf("%w: endpoint must be an http(s) URL", ErrConfig)
+	if _, err := Origin(cfg.Endpoint); err != nil {
+		return nil, err
 	}
-	if u.User != nil {
-		return nil, fmt.Errorf("%w: endpoint must not carry credentials", ErrConfig)
+	u, err := url.Parse(cfg.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("%w: endpoint must be an http(s) URL", ErrConfig)
 	}
 	ci := power.ConnectInfoFrom(ctx)
 	if ci.Command {

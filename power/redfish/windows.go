@@ -7,6 +7,7 @@ package redfish
 // whatever its login, credentials or Target) sees the same windows.
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -96,7 +97,14 @@ func (w *sysWindows) start() time.Time {
 	return later(s, w.press.at)
 }
 
-func windowKey(endpoint, system string) string { return endpoint + "\x00" + system }
+// windowKey names endpoint's system in the registry: by the endpoint's
+// Origin and the system's URI without a trailing slash, so that every
+// spelling of one BMC and system is one key
+// (TestReview35ae_RespelledEndpointForgetsResetWindowPoweringFencedHostOn).
+func windowKey(endpoint, system string) string { return originKey(originOf(endpoint), system) }
+
+// originKey is windowKey of an endpoint whose Origin is origin.
+func originKey(origin, system string) string { return origin + "\x00" + strings.TrimRight(system, "/") }
 
 // resetOutcome is what a reset POST handed to the HTTP client left: when
 // it began and returned, and its windows' lengths in the settings of the
