@@ -31,7 +31,8 @@ var ErrBMCAddress = errors.New("kube: unsupported BMC address")
 type BMCTarget struct {
 	// Protocol is "redfish" or "ipmi".
 	Protocol string
-	// Endpoint is the Redfish base URL (scheme, host, port).
+	// Endpoint is the Redfish base URL (scheme, host, port) in its one
+	// canonical spelling (redfish.Origin): one BMC, one Endpoint.
 	Endpoint string
 	// SystemID is the Redfish system's ID from the address's path, if any.
 	SystemID string
@@ -86,7 +87,15 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 		if strings.HasSuffix(scheme, "+http") {
 			web = "http"
 		}
-		t := BMCTarget{Protocol: "redfish", Endpoint: web + "://" + u.Host}
+		// One BMC is one Endpoint (and Target.BMC) however its address
+		// spells it: redfish:// and redfish-virtualmedia:// of one host,
+		// the default port, a host name's case, an IPv6 address's form
+		// (TestReview35ae_OneChassisTwoBMCNames).
+		origin, err := redfish.Origin(web + "://" + u.Host)
+		if err != nil {
+			return BMCTarget{}, fmt.Errorf("%w: host %q: %w", ErrBMCAddress, u.Host, err)
+		}
+		t := BMCTarget{Protocol: "redfish", Endpoint: origin}
 		path := strings.TrimSuffix(u.Path, "/")
 		if i := strings.LastIndex(path, "/Systems/"); i >= 0 {
 			t.SystemID = path[i+len("/Systems/"):]

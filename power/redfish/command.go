@@ -422,7 +422,7 @@ func (c *Controller) lostSpan() time.Duration {
 }
 
 // windowKey names this Controller's system in windows.
-func (c *Controller) windowKey() string { return windowKey(c.cfg.Endpoint, c.systemURI) }
+func (c *Controller) windowKey() string { return originKey(c.origin, c.systemURI) }
 
 // resetQuiet reports whether a read begun at readAt is past the windows of
 // this system's resets, by this Controller or any other for the same
