@@ -122,13 +122,22 @@ func (p *Powers) markReturned(parent context.Context, name string, o *pinnedOn, 
 }
 
 // markReturnedAt records now as PowerOnSent.Returned in the record of
-// host name if it still shows the booking at (and no Returned): best
-// effort, bounded by Powers.Timeout, under parent (markReturned). It
-// reports whether it was written.
+// host name if it still shows the booking at and does not show it ended
+// already (bookingReturned, the rule sentHold reads it by: a Returned it
+// ignores, stamped before At, is replaced;
+// TestReview39ac_StaleReturnedTaskReadEndedHeldForGood). The stamp is
+// never before At (a clock that stepped back since the booking would
+// write one the hold ignores). Best effort, bounded by Powers.Timeout,
+// under parent (markReturned). It reports whether it was written.
 func (p *Powers) markReturnedAt(parent context.Context, name, at string) bool {
-	returned := stamp(time.Now())
+	now := time.Now()
+	if t, err := time.Parse(time.RFC3339Nano, at); err == nil && now.Before(t) {
+		now = t
+	}
+	returned := stamp(now)
 	return p.changeBooking(parent, name, at, func(s *v1alpha1.PowerOnSent) (any, bool) {
-		return map[string]any{"returned": returned}, s.Returned == "" // recorded already: kept
+		_, ended := bookingReturned(s)
+		return map[string]any{"returned": returned}, !ended // recorded already: kept
 	})
 }
 
