@@ -53,6 +53,15 @@ type pinnedOn struct {
 	// taskEnded: the task of a queued On was read ended, or the host
 	// read On, before TaskLimit (p.mu held).
 	taskEnded bool
+	// monitor: the task monitor of a queued On ("" if none named), kept
+	// so that its booking is written again if markTask's write failed
+	// (rebookOverdue) (set before done is closed).
+	monitor string
+	// rebooking: rebookOverdue's write of it runs; rebooks, rebookAt:
+	// its failed writes so far and when the next is due (p.mu held).
+	rebooking bool
+	rebooks   int
+	rebookAt  time.Time
 	// resolved: the mark was resolved (spec.bmc restored or the BMC
 	// accepted) while o was kept: the reboot package may act on the host
 	// only once o ended and, if its On may have been sent, StaleReads
@@ -165,7 +174,13 @@ func (p *Powers) pinnedPowerOn(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRe
 		}
 		if errors.Is(o.err, ErrTaskOverdue) && bookingUnended(rec, o.sentAt) {
 			// Its task may still land: no other On is sent meanwhile
-			// (the record's PowerOnSent keeps the task).
+			// (the record's PowerOnSent keeps the task). If the record
+			// does not name it (markTask's write failed), it is written
+			// again, backing off, until it does: taskHold then reads
+			// the monitor (TestReview39ac_PinnedOnOverdueTaskUnbookedNeverRetried).
+			if rec.Spec.PowerOnSent.Task == "" {
+				p.rebookOverdue(bmh.Name, o)
+			}
 			return false, fmt.Sprintf("%v: it is left as it is until that task is read ended (rebootkit reads its monitor); "+
 				"once it ended or was cancelled on the BMC, you may remove the record's wait: kubectl -n %s patch rebootrecord %s "+
 				"--type=merge -p '{\"spec\":{\"powerOnSent\":null}}'", o.err, p.Namespace, bmh.Name)
@@ -277,6 +292,9 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 		// Until moved to the end of the wait), then the task is followed
 		// until it ended or the host reads On, at most TaskLimit
 		// (TestReview39_QueuedOnLandsAfterDeadlineUnfencesHost).
+		p.mu.Lock()
+		o.monitor = q.Monitor()
+		p.mu.Unlock()
 		p.markTask(parent, old.Name, o, q.Monitor())
 		if !followTask(parent, &q, pc.State, power.StateOn, pinnedTaskPoll, p.taskLimit()) {
 			o.err = fmt.Errorf("the pinned BMC accepted the power-on as task %s, which had not ended after %s: %w",

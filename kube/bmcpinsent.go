@@ -217,8 +217,9 @@ func (p *Powers) taskLimit() time.Duration { return cmp.Or(p.TaskLimit, DefaultT
 // shows that sending, the task (PowerOnSent.Task) and Until moved to the
 // end of the wait for it (TaskLimit from now), so that a restarted
 // controller or a new leader waits for it too; o.until moves with it. It
-// is best effort (a failed write leaves the call's deadline in the
-// record), bounded by Powers.Timeout, under parent.
+// is bounded by Powers.Timeout, under parent; a failed write leaves the
+// call's deadline in the record until the attempt, once overdue, writes
+// the task again (rebookOverdue).
 func (p *Powers) markTask(parent context.Context, name string, o *pinnedOn, monitor string) {
 	until := time.Now().Add(p.taskLimit())
 	p.mu.Lock()
@@ -228,6 +229,32 @@ func (p *Powers) markTask(parent context.Context, name string, o *pinnedOn, moni
 	}
 	p.mu.Unlock()
 	p.rebookTask(parent, name, at, monitor, until)
+}
+
+// rebookOverdue writes again, in the background, the task of o (an
+// attempt whose On the BMC queued and whose task is overdue) into the
+// booking of host name that does not name it (markTask's write failed),
+// with o's Until (p.mu held): at most one write at a time, the next one
+// backed off after a failure (1 s doubling to a minute). Once written,
+// taskHold reads the task's monitor and stamps the booking when it ended.
+func (p *Powers) rebookOverdue(name string, o *pinnedOn) {
+	if o.rebooking || time.Now().Before(o.rebookAt) || p.readCtx == nil {
+		return
+	}
+	o.rebooking = true
+	at, monitor, until := o.sentAt, o.monitor, o.until
+	go func() {
+		ok := p.rebookTask(p.readCtx, name, at, monitor, until)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		o.rebooking = false
+		if ok {
+			o.rebooks, o.rebookAt = 0, time.Time{}
+			return
+		}
+		o.rebooks++
+		o.rebookAt = time.Now().Add(min(time.Second<<min(o.rebooks-1, 6), time.Minute))
+	}()
 }
 
 // rebookTask records, in the record of host name if it still shows the
