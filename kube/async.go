@@ -195,6 +195,11 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, t
 	go func() {
 		// Not the pass's context: it ends with the pass.
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		// The pass's ownership watch, if any, goes on for the call
+		// (watchOwner): a command is not sent once the host is read no
+		// longer rebootkit's.
+		bg, stopWatch := watchOwner(bg)
+		defer stopWatch()
 		var q power.Queued
 		if cmd {
 			bg = power.WithQueued(bg, &q)

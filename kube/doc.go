@@ -509,6 +509,12 @@
 //     operationalStatus back to OK (or error) and the operator registers
 //     it again and powers it: the status alone does not mean it either.
 //     A host stops being rebootkit's the moment its annotation goes.
+//     So every power command of a pass (and of the background calls
+//     Async runs for it) is watched: the RebootController reads the
+//     host again, uncached (its APIReader), when the pass and each
+//     Async call start and every 250 ms while they run, and once it is no longer
+//     rebootkit's (Ownership.Ours) the command's context is cancelled
+//     (ErrNotOurs): one not yet sent is not sent.
 //   - The operator writes status (status.poweredOn, lastUpdated) only when
 //     something changes, and its power reading comes from Ironic's cached
 //     power state (synced about every 60 s). So OperatorHosts takes
