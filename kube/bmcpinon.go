@@ -195,6 +195,9 @@ func (p *Powers) pinnedPowerOn(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRe
 		return false, fmt.Sprintf("its pinned BMC %q read Off; it is powered back on through that BMC once no power command its "+
 			"record shows may still land (%v)", pin.Address, hold)
 	}
+	if why := p.stillOurs(bmh); why != "" {
+		return false, fmt.Sprintf("its pinned BMC %q read Off; it is not powered back on: %s", pin.Address, why)
+	}
 	if p.readCtx == nil {
 		p.readCtx, p.readStop = context.WithCancel(context.Background())
 	}
@@ -445,28 +448,32 @@ func (p *Powers) stillOwed(ctx context.Context, old *metal3.BareMetalHost, o *pi
 	case rec.Spec.BMCChanged == nil || samePin(&bmh, rec.Spec.BMCChanged):
 		return nil, "its BMC was restored or accepted"
 	}
-	if why := p.stillOurs(old, &bmh); why != "" {
+	if why := p.stillOurs(&bmh); why != "" {
 		return nil, why
 	}
 	return &rec, onEligible(&bmh)
 }
 
-// stillOurs is "" if bmh, read again just before a power-on Powers sends
-// itself, is still rebootkit's to power, else why not: by Powers.Ownership
-// (the reconciler's Ownership.Ours) if set; in any case a host that was
-// detached when the attempt began (old) must still be, as the
-// baremetal-operator takes a host back the moment its annotation goes
-// (TestReview39ab_PinnedOnSentAfterOperatorTookHostBack).
-func (p *Powers) stillOurs(old, bmh *metal3.BareMetalHost) string {
+// stillOurs is "" if bmh, read at the start of a power-on attempt Powers
+// makes itself and again just before its On is sent, is still rebootkit's
+// to power, else why not: by Powers.Ownership (the reconciler's
+// Ownership.Ours), or, unset, a host the baremetal-operator shows its
+// hand on (the detached annotation, or a status.operationalStatus
+// written) must be detached (Detached): the operator takes a host back
+// the moment its annotation goes
+// (TestReview39ab_PinnedOnSentAfterOperatorTookHostBack,
+// TestReview39ac_NilOwnershipPowersHostTakenBackBeforeAttempt).
+func (p *Powers) stillOurs(bmh *metal3.BareMetalHost) string {
 	if p.Ownership != nil {
 		if ours, why := p.Ownership.Ours(bmh); !ours {
 			return "the host is no longer rebootkit's: " + why
 		}
 		return ""
 	}
-	if Detached(old) && !Detached(bmh) {
-		return fmt.Sprintf("the host is no longer detached (annotation %s, status.operationalStatus %q): the baremetal-operator may "+
-			"power it again", metal3.DetachedAnnotation, bmh.Status.OperationalStatus)
+	_, asked := bmh.Annotations[metal3.DetachedAnnotation]
+	if (asked || bmh.Status.OperationalStatus != "") && !Detached(bmh) {
+		return fmt.Sprintf("the host is not detached (annotation %s, status.operationalStatus %q): the baremetal-operator may "+
+			"power it", metal3.DetachedAnnotation, bmh.Status.OperationalStatus)
 	}
 	return ""
 }

@@ -203,8 +203,9 @@
 //     sent only if the record still owes that power-on, the mark still
 //     stands, the host is the same one, it is still rebootkit's
 //     (Powers.Ownership, set to the RebootController's, by Ownership.Ours;
-//     unset, a host detached when the attempt began must still be
-//     detached) and that rule still holds (else
+//     unset, a host with the detached annotation or an operationalStatus
+//     must be detached; the same rule is checked when an attempt begins)
+//     and that rule still holds (else
 //     the attempt ends unsent and the next pass's BMCChanged event says
 //     why), and only once the record says so: RebootRecordSpec.PowerOnSent
 //     (when, and Until: the call's deadline, the latest instant the On may
