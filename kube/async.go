@@ -77,6 +77,9 @@ type Async struct {
 	answers  map[string]reboot.LateAnswer // an On's or Off's answer that came after its pass
 	ended    map[string]callEnd           // when the host's last call returned
 	overdue  map[string]overdueCall       // a task followed past TaskLimit: why the host is left as it is
+	// forgotten: hosts deleted while a call of theirs ran (forgetHost),
+	// pruned when it ends.
+	forgotten map[string]bool
 }
 
 // overdueCall is a host's command whose task was followed past TaskLimit:
@@ -195,6 +198,11 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, t
 	go func() {
 		// Not the pass's context: it ends with the pass.
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		// The pass's ownership watch, if any, goes on for the call
+		// (watchOwner): a command is not sent once the host is read no
+		// longer rebootkit's.
+		bg, stopWatch := watchOwner(bg)
+		defer stopWatch()
 		var q power.Queued
 		if cmd {
 			bg = power.WithQueued(bg, &q)
@@ -283,6 +291,9 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, t
 			lost = true // a call beside this one lost its answer meanwhile: it may still land
 		}
 		a.ended[c.host] = callEnd{at: time.Now(), lost: lost}
+		if a.forgotten[c.host] && a.inflight[c.host] <= 0 {
+			a.pruneHost(c.host) // the host was deleted while this call ran
+		}
 		a.mu.Unlock()
 		done <- result{s, err}
 		mu.Lock()
@@ -435,8 +446,20 @@ func (a *Async) forgetHost(host string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.inflight[host] > 0 {
+		// Pruned when its last call in flight ends (run).
+		if a.forgotten == nil {
+			a.forgotten = map[string]bool{}
+		}
+		a.forgotten[host] = true
 		return
 	}
+	a.pruneHost(host)
+}
+
+// pruneHost drops what a keeps of host, which is gone, but a lost
+// answer's end (a.mu held).
+func (a *Async) pruneHost(host string) {
+	delete(a.forgotten, host)
 	delete(a.answers, host)
 	delete(a.resets, host)
 	if e, ok := a.ended[host]; ok && !e.lost {

@@ -106,7 +106,8 @@ func (b booked) sendAnswered(ctx context.Context, at string) {
 func (b booked) sendLost(ctx context.Context, at string) {
 	until := time.Now().Add(b.p.lostLanding())
 	b.p.changeBooking(ctx, b.host, at, func(s *v1alpha1.PowerOnSent) (any, bool) {
-		return map[string]any{"until": stamp(until)}, s.Task == "" && s.Returned == ""
+		_, ended := bookingReturned(s)
+		return map[string]any{"until": stamp(until)}, s.Task == "" && !ended
 	})
 }
 

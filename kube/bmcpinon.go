@@ -53,6 +53,15 @@ type pinnedOn struct {
 	// taskEnded: the task of a queued On was read ended, or the host
 	// read On, before TaskLimit (p.mu held).
 	taskEnded bool
+	// monitor: the task monitor of a queued On ("" if none named), kept
+	// so that its booking is written again if markTask's write failed
+	// (rebookOverdue) (set before done is closed).
+	monitor string
+	// rebooking: rebookOverdue's write of it runs; rebooks, rebookAt:
+	// its failed writes so far and when the next is due (p.mu held).
+	rebooking bool
+	rebooks   int
+	rebookAt  time.Time
 	// resolved: the mark was resolved (spec.bmc restored or the BMC
 	// accepted) while o was kept: the reboot package may act on the host
 	// only once o ended and, if its On may have been sent, StaleReads
@@ -165,7 +174,13 @@ func (p *Powers) pinnedPowerOn(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRe
 		}
 		if errors.Is(o.err, ErrTaskOverdue) && bookingUnended(rec, o.sentAt) {
 			// Its task may still land: no other On is sent meanwhile
-			// (the record's PowerOnSent keeps the task).
+			// (the record's PowerOnSent keeps the task). If the record
+			// does not name it (markTask's write failed), it is written
+			// again, backing off, until it does: taskHold then reads
+			// the monitor (TestReview39ac_PinnedOnOverdueTaskUnbookedNeverRetried).
+			if rec.Spec.PowerOnSent.Task == "" {
+				p.rebookOverdue(bmh.Name, o)
+			}
 			return false, fmt.Sprintf("%v: it is left as it is until that task is read ended (rebootkit reads its monitor); "+
 				"once it ended or was cancelled on the BMC, you may remove the record's wait: kubectl -n %s patch rebootrecord %s "+
 				"--type=merge -p '{\"spec\":{\"powerOnSent\":null}}'", o.err, p.Namespace, bmh.Name)
@@ -179,6 +194,9 @@ func (p *Powers) pinnedPowerOn(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRe
 	if hold != nil {
 		return false, fmt.Sprintf("its pinned BMC %q read Off; it is powered back on through that BMC once no power command its "+
 			"record shows may still land (%v)", pin.Address, hold)
+	}
+	if why := p.stillOurs(bmh); why != "" {
+		return false, fmt.Sprintf("its pinned BMC %q read Off; it is not powered back on: %s", pin.Address, why)
 	}
 	if p.readCtx == nil {
 		p.readCtx, p.readStop = context.WithCancel(context.Background())
@@ -277,6 +295,9 @@ func (p *Powers) runPinnedOn(parent context.Context, old *metal3.BareMetalHost, 
 		// Until moved to the end of the wait), then the task is followed
 		// until it ended or the host reads On, at most TaskLimit
 		// (TestReview39_QueuedOnLandsAfterDeadlineUnfencesHost).
+		p.mu.Lock()
+		o.monitor = q.Monitor()
+		p.mu.Unlock()
 		p.markTask(parent, old.Name, o, q.Monitor())
 		if !followTask(parent, &q, pc.State, power.StateOn, pinnedTaskPoll, p.taskLimit()) {
 			o.err = fmt.Errorf("the pinned BMC accepted the power-on as task %s, which had not ended after %s: %w",
@@ -427,28 +448,32 @@ func (p *Powers) stillOwed(ctx context.Context, old *metal3.BareMetalHost, o *pi
 	case rec.Spec.BMCChanged == nil || samePin(&bmh, rec.Spec.BMCChanged):
 		return nil, "its BMC was restored or accepted"
 	}
-	if why := p.stillOurs(old, &bmh); why != "" {
+	if why := p.stillOurs(&bmh); why != "" {
 		return nil, why
 	}
 	return &rec, onEligible(&bmh)
 }
 
-// stillOurs is "" if bmh, read again just before a power-on Powers sends
-// itself, is still rebootkit's to power, else why not: by Powers.Ownership
-// (the reconciler's Ownership.Ours) if set; in any case a host that was
-// detached when the attempt began (old) must still be, as the
-// baremetal-operator takes a host back the moment its annotation goes
-// (TestReview39ab_PinnedOnSentAfterOperatorTookHostBack).
-func (p *Powers) stillOurs(old, bmh *metal3.BareMetalHost) string {
+// stillOurs is "" if bmh, read at the start of a power-on attempt Powers
+// makes itself and again just before its On is sent, is still rebootkit's
+// to power, else why not: by Powers.Ownership (the reconciler's
+// Ownership.Ours), or, unset, a host the baremetal-operator shows its
+// hand on (the detached annotation, or a status.operationalStatus
+// written) must be detached (Detached): the operator takes a host back
+// the moment its annotation goes
+// (TestReview39ab_PinnedOnSentAfterOperatorTookHostBack,
+// TestReview39ac_NilOwnershipPowersHostTakenBackBeforeAttempt).
+func (p *Powers) stillOurs(bmh *metal3.BareMetalHost) string {
 	if p.Ownership != nil {
 		if ours, why := p.Ownership.Ours(bmh); !ours {
 			return "the host is no longer rebootkit's: " + why
 		}
 		return ""
 	}
-	if Detached(old) && !Detached(bmh) {
-		return fmt.Sprintf("the host is no longer detached (annotation %s, status.operationalStatus %q): the baremetal-operator may "+
-			"power it again", metal3.DetachedAnnotation, bmh.Status.OperationalStatus)
+	_, asked := bmh.Annotations[metal3.DetachedAnnotation]
+	if (asked || bmh.Status.OperationalStatus != "") && !Detached(bmh) {
+		return fmt.Sprintf("the host is not detached (annotation %s, status.operationalStatus %q): the baremetal-operator may "+
+			"power it", metal3.DetachedAnnotation, bmh.Status.OperationalStatus)
 	}
 	return ""
 }

@@ -122,13 +122,22 @@ func (p *Powers) markReturned(parent context.Context, name string, o *pinnedOn, 
 }
 
 // markReturnedAt records now as PowerOnSent.Returned in the record of
-// host name if it still shows the booking at (and no Returned): best
-// effort, bounded by Powers.Timeout, under parent (markReturned). It
-// reports whether it was written.
+// host name if it still shows the booking at and does not show it ended
+// already (bookingReturned, the rule sentHold reads it by: a Returned it
+// ignores, stamped before At, is replaced;
+// TestReview39ac_StaleReturnedTaskReadEndedHeldForGood). The stamp is
+// never before At (a clock that stepped back since the booking would
+// write one the hold ignores). Best effort, bounded by Powers.Timeout,
+// under parent (markReturned). It reports whether it was written.
 func (p *Powers) markReturnedAt(parent context.Context, name, at string) bool {
-	returned := stamp(time.Now())
+	now := time.Now()
+	if t, err := time.Parse(time.RFC3339Nano, at); err == nil && now.Before(t) {
+		now = t
+	}
+	returned := stamp(now)
 	return p.changeBooking(parent, name, at, func(s *v1alpha1.PowerOnSent) (any, bool) {
-		return map[string]any{"returned": returned}, s.Returned == "" // recorded already: kept
+		_, ended := bookingReturned(s)
+		return map[string]any{"returned": returned}, !ended // recorded already: kept
 	})
 }
 
@@ -208,8 +217,9 @@ func (p *Powers) taskLimit() time.Duration { return cmp.Or(p.TaskLimit, DefaultT
 // shows that sending, the task (PowerOnSent.Task) and Until moved to the
 // end of the wait for it (TaskLimit from now), so that a restarted
 // controller or a new leader waits for it too; o.until moves with it. It
-// is best effort (a failed write leaves the call's deadline in the
-// record), bounded by Powers.Timeout, under parent.
+// is bounded by Powers.Timeout, under parent; a failed write leaves the
+// call's deadline in the record until the attempt, once overdue, writes
+// the task again (rebookOverdue).
 func (p *Powers) markTask(parent context.Context, name string, o *pinnedOn, monitor string) {
 	until := time.Now().Add(p.taskLimit())
 	p.mu.Lock()
@@ -219,6 +229,32 @@ func (p *Powers) markTask(parent context.Context, name string, o *pinnedOn, moni
 	}
 	p.mu.Unlock()
 	p.rebookTask(parent, name, at, monitor, until)
+}
+
+// rebookOverdue writes again, in the background, the task of o (an
+// attempt whose On the BMC queued and whose task is overdue) into the
+// booking of host name that does not name it (markTask's write failed),
+// with o's Until (p.mu held): at most one write at a time, the next one
+// backed off after a failure (1 s doubling to a minute). Once written,
+// taskHold reads the task's monitor and stamps the booking when it ended.
+func (p *Powers) rebookOverdue(name string, o *pinnedOn) {
+	if o.rebooking || time.Now().Before(o.rebookAt) || p.readCtx == nil {
+		return
+	}
+	o.rebooking = true
+	at, monitor, until := o.sentAt, o.monitor, o.until
+	go func() {
+		ok := p.rebookTask(p.readCtx, name, at, monitor, until)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		o.rebooking = false
+		if ok {
+			o.rebooks, o.rebookAt = 0, time.Time{}
+			return
+		}
+		o.rebooks++
+		o.rebookAt = time.Now().Add(min(time.Second<<min(o.rebooks-1, 6), time.Minute))
+	}()
 }
 
 // rebookTask records, in the record of host name if it still shows the

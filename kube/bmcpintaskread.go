@@ -115,10 +115,10 @@ func (p *Powers) taskHold(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord,
 	}
 	switch {
 	case r.cleared:
-		// Stamped; this record was read before the stamp: the next pass
-		// reads it (sentHold holds StaleReads after it).
-		return fmt.Errorf("host %s: the task %s its BMC %q accepted was read %s at %s; the host's power is read again StaleReads later: %w",
-			bmh.Name, s.Task, s.Address, r.reading, r.end.UTC().Format(time.RFC3339Nano), ErrInFlight)
+		// Stamped; this record was read before the stamp, overdue: the
+		// next pass reads it (sentHold holds StaleReads after it).
+		return fmt.Errorf("host %s: the task %s its BMC %q accepted was read %s at %s; the host's power is read again StaleReads later: %w (%w)",
+			bmh.Name, s.Task, s.Address, r.reading, r.end.UTC().Format(time.RFC3339Nano), ErrTaskOverdue, ErrInFlight)
 	case r.err != nil:
 		return fmt.Errorf("%w; rebootkit reads that task's monitor through that BMC every %s, and it could not at %s (%v)",
 			serr, overdueReread, r.end.UTC().Format(time.RFC3339), r.err)

@@ -46,6 +46,10 @@ type RebootController struct {
 	Recorder events.EventRecorder
 	// Client reads the host an event is about (set by SetupWithManager).
 	Client client.Client
+	// APIReader reads a host again, uncached, while a power command of it
+	// runs (the manager's GetAPIReader(); nil: Client): a command is not
+	// sent once the host is read no longer rebootkit's (ErrNotOurs).
+	APIReader client.Reader
 	// MaxConcurrentReconciles is how many hosts are reconciled at once
 	// (default 32): a slow BMC holds one worker, never the namespace.
 	MaxConcurrentReconciles int
@@ -150,6 +154,15 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, nil
 		}
 		c.refuseOnce(req.Name, nil) // ours now: a later refusal is news
+		// Every power command of this pass (and the background calls it
+		// starts through Async) is watched: once the host, read again
+		// uncached, is no longer rebootkit's, a command not yet sent is
+		// not (watchOwner;
+		// TestReview39ac_NormalPathOffSentAfterOperatorTookHostBack).
+		ctx = withOwnerCheck(ctx, ownerCheck(cmp.Or[client.Reader](c.APIReader, c.Client), c.Ownership, req.NamespacedName, bmh.UID))
+		var stop context.CancelFunc
+		ctx, stop = watchOwner(ctx)
+		defer stop()
 		if bmh.Spec.DisablePowerOff {
 			res, err := c.reconcileReset(ctx, &bmh)
 			if errors.Is(err, ErrNoAdmissionPolicy) {
@@ -263,6 +276,9 @@ func (c *RebootController) SetupWithManager(mgr ctrl.Manager) error {
 		c.Recorder = mgr.GetEventRecorder("rebootkit-reboot")
 	}
 	c.Client = mgr.GetClient()
+	if c.APIReader == nil {
+		c.APIReader = mgr.GetAPIReader()
+	}
 	if rh, ok := c.Reconciler.Hosts.(*RebootHosts); ok && rh.Corrupt == nil {
 		rh.Corrupt = func(host string, err error) {
 			var bmh metal3.BareMetalHost

@@ -203,8 +203,9 @@
 //     sent only if the record still owes that power-on, the mark still
 //     stands, the host is the same one, it is still rebootkit's
 //     (Powers.Ownership, set to the RebootController's, by Ownership.Ours;
-//     unset, a host detached when the attempt began must still be
-//     detached) and that rule still holds (else
+//     unset, a host with the detached annotation or an operationalStatus
+//     must be detached; the same rule is checked when an attempt begins)
+//     and that rule still holds (else
 //     the attempt ends unsent and the next pass's BMCChanged event says
 //     why), and only once the record says so: RebootRecordSpec.PowerOnSent
 //     (when, and Until: the call's deadline, the latest instant the On may
@@ -509,6 +510,12 @@
 //     operationalStatus back to OK (or error) and the operator registers
 //     it again and powers it: the status alone does not mean it either.
 //     A host stops being rebootkit's the moment its annotation goes.
+//     So every power command of a pass (and of the background calls
+//     Async runs for it) is watched: the RebootController reads the
+//     host again, uncached (its APIReader), when the pass and each
+//     Async call start and every 250 ms while they run, and once it is no longer
+//     rebootkit's (Ownership.Ours) the command's context is cancelled
+//     (ErrNotOurs): one not yet sent is not sent.
 //   - The operator writes status (status.poweredOn, lastUpdated) only when
 //     something changes, and its power reading comes from Ironic's cached
 //     power state (synced about every 60 s). So OperatorHosts takes

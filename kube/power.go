@@ -198,11 +198,12 @@ type Powers struct {
 	// pinned BMC): the LeaseGuard's Wrap, as for the Reconciler's calls.
 	Guard func(power.Controller) power.Controller
 	// Ownership, if set, is the RebootController's: a power-on Powers
-	// sends itself (through a host's pinned BMC) goes out only if the host
-	// is still rebootkit's (Ownership.Ours) when read again just before
-	// it. Unset, a host that was detached (Detached) when the attempt
-	// began must still be (the operator takes a host back the moment its
-	// annotation goes).
+	// sends itself (through a host's pinned BMC) is attempted only if the
+	// host is rebootkit's (Ownership.Ours) when the attempt begins and
+	// goes out only if it still is when read again, uncached, just before
+	// it. Unset: a host the baremetal-operator shows its hand on (the
+	// detached annotation, or a status.operationalStatus written) must be
+	// detached (Detached).
 	Ownership *Ownership
 	// WithoutAdmissionPolicy runs without the reboot-client admission
 	// policy of config/admission: without it (false, the default),
