@@ -209,3 +209,68 @@ func TestReview36ah_TrackerLateAnsweredPowerOnPressPressedAgainOnEcho(t *testing
 		"Tracker: an Online host powered on by a power-on press answered late (ran %v in the background, landed as it returned) was pressed off again on an Off echo; On calls %d; truth %s",
 		pw.flight, review36xCount(pw.Power, fake.OpOn, start), rebootcheck.DescribeTruth(pw.Power))
 }
+
+// review36ahSlowSoftOff is a BMC whose soft power-off (a graceful
+// shutdown, no press) is slow: the request reaches the OS only as the
+// call returns, `slow` after it was sent (a busy iLO's lock, login and
+// state read first). Everything else is the fake's.
+type review36ahSlowSoftOff struct {
+	*fake.Power
+	clk  *fake.Clock
+	slow time.Duration
+}
+
+func (s review36ahSlowSoftOff) Off(ctx context.Context, m power.Mode) error {
+	if m == power.ModeSoft {
+		s.clk.Advance(s.slow)
+	}
+	return s.Power.Off(ctx, m)
+}
+
+// TestReview36ah_SlowSoftOffCutHardBeforeSoftTimeout: doc.go: soft "asks
+// the OS to shut down and falls back to hard Config.SoftTimeout (180 s)
+// after its first soft power-off", and A2 "a soft shutdown ends within
+// SoftTimeout of the press"; doc.go also says a power-off counts "from
+// when its call returned ... the latest it may have reached the
+// hardware, a slow BMC's lock, login and state read coming first". But
+// Status.SoftSince is stamped at the decision, before the call
+// (decide_phases.go), and softDue counts SoftTimeout from it: a soft
+// power-off whose call takes 90 s leaves the OS 90 s, not 180 s, before
+// the hard cut. Ground truth: the fake's call log (the soft request
+// reached the BMC at its return; the hard power-off came less than
+// SoftTimeout after it), while the OS needed 170 s (inside SoftTimeout): the hard power-off
+// cuts it mid-shutdown.
+func TestReview36ah_SlowSoftOffCutHardBeforeSoftTimeout(t *testing.T) {
+	w := newReview36World()
+	clk := w.clk
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOn, SoftDelay: 170 * time.Second,
+		Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})
+	w.Power = review36ahSlowSoftOff{Power: pw, clk: clk, slow: 90 * time.Second}
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(2*time.Minute), start)
+	req := clk.Real()
+	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": `{"mode":"soft"}`}
+	}))
+	review36uLoop(t, rec, clk, req.Add(10*time.Minute), start)
+	var soft, hard *fake.Call
+	for _, c := range pw.Calls() {
+		c := c
+		if c.Op != fake.OpOff || c.At.Before(req) {
+			continue
+		}
+		if c.Mode == power.ModeSoft && soft == nil {
+			soft = &c
+		}
+		if c.Mode == power.ModeHard && hard == nil {
+			hard = &c
+		}
+	}
+	require.NotNil(t, soft, "the setup: a soft power-off reached the BMC; truth %s", rebootcheck.DescribeTruth(pw))
+	if hard != nil {
+		require.False(t, hard.At.Before(soft.At.Add(w.cfg.SoftTimeout)),
+			"a soft power-off that reached the BMC at %v (its slow call's return) was cut hard at %v, %v later, before SoftTimeout (%v): SoftSince dates it from the decision before the call; truth %s",
+			soft.At.Sub(req), hard.At.Sub(req), hard.At.Sub(soft.At), w.cfg.SoftTimeout, rebootcheck.DescribeTruth(pw))
+	}
+}
