@@ -2,6 +2,7 @@ package reboot_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -273,4 +274,101 @@ func TestReview36ah_SlowSoftOffCutHardBeforeSoftTimeout(t *testing.T) {
 			"a soft power-off that reached the BMC at %v (its slow call's return) was cut hard at %v, %v later, before SoftTimeout (%v): SoftSince dates it from the decision before the call; truth %s",
 			soft.At.Sub(req), hard.At.Sub(req), hard.At.Sub(soft.At), w.cfg.SoftTimeout, rebootcheck.DescribeTruth(pw))
 	}
+}
+
+// review36ahAsyncRefusedSoft is a BMC whose soft power-off presses the
+// power button (fake.ButtonSoft) behind a kube.Async-like wrapper: the
+// first soft power-off runs in the background past its pass (answered
+// busy), every call answers busy until it ends `flight` later, and it
+// ends refused before it reached the hardware (a login refused: a
+// password rotation in progress, power.ErrAuth), handed to the next pass
+// as a LateAnswer. The BMC is healthy afterwards.
+type review36ahAsyncRefusedSoft struct {
+	*fake.Power
+	clk      *fake.Clock
+	flight   time.Duration
+	started  bool
+	endAt    time.Time
+	lateDone bool
+}
+
+func (a *review36ahAsyncRefusedSoft) inFlight() bool {
+	return a.started && a.clk.Real().Before(a.endAt)
+}
+
+func (a *review36ahAsyncRefusedSoft) State(ctx context.Context) (power.State, error) {
+	if a.inFlight() {
+		return power.StateUnknown, errOnInFlight
+	}
+	return a.Power.State(ctx)
+}
+
+func (a *review36ahAsyncRefusedSoft) On(ctx context.Context) error {
+	if a.inFlight() {
+		return errOnInFlight
+	}
+	return a.Power.On(ctx)
+}
+
+func (a *review36ahAsyncRefusedSoft) Off(ctx context.Context, m power.Mode) error {
+	if a.inFlight() {
+		return errOnInFlight
+	}
+	if !a.started && m == power.ModeSoft {
+		a.started, a.endAt = true, a.clk.Real().Add(a.flight)
+		return errOnInFlight
+	}
+	return a.Power.Off(ctx, m)
+}
+
+func (a *review36ahAsyncRefusedSoft) LateAnswer() (reboot.LateAnswer, bool) {
+	if !a.started || a.lateDone || a.inFlight() {
+		return reboot.LateAnswer{}, false
+	}
+	a.lateDone = true
+	return reboot.LateAnswer{Action: reboot.ActionPowerOff, Mode: power.ModeSoft,
+		Err: fmt.Errorf("login refused: %w", power.ErrAuth)}, true
+}
+
+// TestReview36ah_LateRefusedSoftPressBlocksRetryThenCutHard: issue 36
+// item 3: "A call that was not carried out (refused credentials,
+// back-off, busy) is 'not tried': retry soft after RetryDelay and leave
+// escalation to SoftTimeout"; doc.go: "A press refused before it reached
+// the hardware (a refused login, ...) counts as none". A press-soft BMC
+// behind kube.Async: the soft press of a soft request runs 20 s in the
+// background (its pass answered busy) and ends with the login refused.
+// The busy pass noted it as a press sent at its return (sentOff:
+// answerLost), and memory.late (late.go), for an answer not carried out,
+// undoes nothing: SincePress stays counted from the busy pass, so
+// pressTimer holds every soft retry until SoftTimeout + StaleReads after
+// it, while softTimedOut cuts hard SoftTimeout after SoftSince: the host
+// is powered off hard without any soft power-off ever having reached it.
+// Ground truth: the fake's call log (no soft power-off reached the BMC
+// before the hard one).
+func TestReview36ah_LateRefusedSoftPressBlocksRetryThenCutHard(t *testing.T) {
+	w := newReview36World()
+	clk := w.clk
+	pw := &review36ahAsyncRefusedSoft{clk: clk, flight: 20 * time.Second,
+		Power: fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOn, Button: fake.ButtonSoft, SoftDelay: 30 * time.Second,
+			Report: fake.Report{Stale: 5 * time.Second, NoTransitioning: true}})}
+	w.Power = pw
+	rec := w.newRec()
+	start := clk.Real()
+	review36uLoop(t, rec, clk, start.Add(2*time.Minute), start)
+	req := clk.Real()
+	require.NoError(t, w.store.Mutate("h", func(h *reboot.Host) {
+		h.Annotations = map[string]string{reboot.AnnotationPrefix + "b": `{"mode":"soft"}`}
+	}))
+	review36uLoop(t, rec, clk, req.Add(10*time.Minute), start)
+	require.True(t, pw.started && pw.lateDone, "the setup: the first soft press ran in the background and was refused late")
+	var offs []fake.Call
+	for _, c := range pw.Power.Calls() {
+		if c.Op == fake.OpOff && !c.At.Before(req) {
+			offs = append(offs, c)
+		}
+	}
+	require.NotEmpty(t, offs, "the setup: a power-off reached the BMC; truth %s", rebootcheck.DescribeTruth(pw.Power))
+	require.Equal(t, power.ModeSoft, offs[0].Mode,
+		"a soft request whose only soft press was refused (login) late was cut hard at %v without any soft power-off reaching the BMC (the refused press kept counting as a press sent at its busy pass, holding every soft retry); truth %s",
+		offs[0].At.Sub(req), rebootcheck.DescribeTruth(pw.Power))
 }
