@@ -36,13 +36,14 @@
 //     off, and the request is answered, only once its OS shuts down.
 //     An answer that comes after its pass stopped waiting (a power
 //     controller that implements LateAnswerer, as kube.Async does) is
-//     recorded by the next pass; a power-off (press) it shows may have
-//     been carried out counts as sent when that pass took the answer,
+//     recorded by the next pass; a power-off (press) or power-on it shows
+//     may have been carried out counts as sent when that pass took the
+//     answer (TestReview36ah_LateAnsweredPowerOnPressPressedAgainOnEcho),
 //     also if the host was forgotten (Forget) since the call was made
 //     (a call still running when its host is forgotten, or sent by that
 //     pass after it, is recorded in the new memory: a power-off counts
 //     from its return, a power-on from its sending or the Forget, the
-//     later).
+//     later, and from its return).
 //     A bad value counts as soft with a warning (note that the design
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.

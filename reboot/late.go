@@ -38,7 +38,11 @@ type LateAnswer struct {
 // a press (the call was a press, or the controller's Toggler says the
 // mode toggles) as a press sent then whose shutdown is not known over
 // (SincePress, PressOver): SoftTimeout + StaleReads from then
-// (TestReview36h_LateAnsweredPressCountsFromSending). A late answer that
+// (TestReview36h_LateAnsweredPressCountsFromSending). A power-on that may
+// have been carried out counts from then too (Observed.QuietFor), as one
+// answered in its pass counts from its return: an Off reading taken less
+// than StaleReads after the answer may echo the state before it
+// (TestReview36ah_LateAnsweredPowerOnPressPressedAgainOnEcho). A late answer that
 // is itself lost (no protocol status: the IPMI adapter's lost datagram
 // answer, a Pool's deadline) counts it as sent Config.LostLanding after
 // then (A5, TestReview36m_LateLostAnswerClearsLostLanding); an answer
@@ -75,6 +79,9 @@ func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press boo
 	h.lost.settle(on, answerLost(a.Err), pressed, mono)
 	if on && pressed && answerLost(a.Err) {
 		h.off.pressed(mono)
+	}
+	if on {
+		h.onReturned(a.Err, mono)
 	}
 	if a.Action == ActionPowerOff && !notCarriedOut(a.Err) {
 		o := &h.off

@@ -320,7 +320,7 @@ func (t *Tracker) Applied(d Decision, written string) {
 func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 	switch a {
 	case ActionPowerOn:
-		t.mem.lastOn = mono
+		t.mem.lastOn = max(t.mem.lastOn, mono)
 		t.onPress = t.tog.pressedOn()
 	case ActionPowerOff:
 		t.inCall, t.press = true, t.tog.pressed(m)
