@@ -288,7 +288,11 @@
 //     run shows the hardware off after it, as the evidence rule asks). A
 //     press refused before it reached the hardware (a refused login, a
 //     Pool's back-off, a call never sent (power.ErrNotSent), a refusal
-//     for leadership) counts as none; one that timed out counts as sent
+//     for leadership) counts as none, also when it is the late answer of
+//     one answered busy in its pass (the power-off memory goes back to
+//     before the first power-off answered busy since the previous late
+//     answer: TestReview36ah_LateRefusedSoftPressBlocksRetryThenCutHard);
+//     one that timed out counts as sent
 //     LostLanding after its return (A5), for the whole SoftTimeout.
 //     A power-on that may press the power button (a Controller that
 //     implements OnToggler) is sent only on an Off reading taken

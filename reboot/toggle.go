@@ -66,6 +66,7 @@ func (h *memory) sentOn(press bool, err error, done time.Duration) {
 		h.lost.flight.on = true
 	}
 	h.off.pressed(done)
+	h.busyWasSet = false
 }
 
 // onReturned notes a power-on that returned err at m, in its pass
