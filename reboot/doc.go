@@ -36,13 +36,14 @@
 //     off, and the request is answered, only once its OS shuts down.
 //     An answer that comes after its pass stopped waiting (a power
 //     controller that implements LateAnswerer, as kube.Async does) is
-//     recorded by the next pass; a power-off (press) it shows may have
-//     been carried out counts as sent when that pass took the answer,
+//     recorded by the next pass; a power-off (press) or power-on it shows
+//     may have been carried out counts as sent when that pass took the
+//     answer (TestReview36ah_LateAnsweredPowerOnPressPressedAgainOnEcho),
 //     also if the host was forgotten (Forget) since the call was made
 //     (a call still running when its host is forgotten, or sent by that
 //     pass after it, is recorded in the new memory: a power-off counts
 //     from its return, a power-on from its sending or the Forget, the
-//     later).
+//     later, and from its return).
 //     A bad value counts as soft with a warning (note that the design
 //     document's own {'mode':'hard'} is not JSON); Validate rejects it for
 //     webhooks. Values are never rewritten.
@@ -287,7 +288,11 @@
 //     run shows the hardware off after it, as the evidence rule asks). A
 //     press refused before it reached the hardware (a refused login, a
 //     Pool's back-off, a call never sent (power.ErrNotSent), a refusal
-//     for leadership) counts as none; one that timed out counts as sent
+//     for leadership) counts as none, also when it is the late answer of
+//     one answered busy in its pass (the power-off memory goes back to
+//     before the first power-off answered busy since the previous late
+//     answer: TestReview36ah_LateRefusedSoftPressBlocksRetryThenCutHard);
+//     one that timed out counts as sent
 //     LostLanding after its return (A5), for the whole SoftTimeout.
 //     A power-on that may press the power button (a Controller that
 //     implements OnToggler) is sent only on an Off reading taken

@@ -38,7 +38,17 @@ type LateAnswer struct {
 // a press (the call was a press, or the controller's Toggler says the
 // mode toggles) as a press sent then whose shutdown is not known over
 // (SincePress, PressOver): SoftTimeout + StaleReads from then
-// (TestReview36h_LateAnsweredPressCountsFromSending). A late answer that
+// (TestReview36h_LateAnsweredPressCountsFromSending). A power-on that may
+// have been carried out counts from then too (Observed.QuietFor), as one
+// answered in its pass counts from its return: an Off reading taken less
+// than StaleReads after the answer may echo the state before it
+// (TestReview36ah_LateAnsweredPowerOnPressPressedAgainOnEcho). A
+// power-off whose late answer is a refusal before it reached the hardware
+// is undone, as one refused in its pass is: what was known of power-offs
+// goes back to before the first power-off answered busy since the
+// previous late answer, unless one carried out (or a power-on press whose
+// answer was lost) came since, so that a refused soft press is retried
+// soft (TestReview36ah_LateRefusedSoftPressBlocksRetryThenCutHard). A late answer that
 // is itself lost (no protocol status: the IPMI adapter's lost datagram
 // answer, a Pool's deadline) counts it as sent Config.LostLanding after
 // then (A5, TestReview36m_LateLostAnswerClearsLostLanding); an answer
@@ -64,6 +74,8 @@ type LateAnswerer interface {
 func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press bool) Call {
 	work := h.busyFor
 	h.busy, h.busyFor = false, Work{}
+	was, undo := h.busyWas, h.busyWasSet
+	h.busyWas, h.busyWasSet = offState{}, false
 	on := a.Action == ActionPowerOn
 	// It settles the call in flight (A5): one answered counts from now
 	// (below), one whose answer was lost again may land LostLanding
@@ -76,6 +88,9 @@ func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press boo
 	if on && pressed && answerLost(a.Err) {
 		h.off.pressed(mono)
 	}
+	if on {
+		h.onReturned(a.Err, mono)
+	}
 	if a.Action == ActionPowerOff && !notCarriedOut(a.Err) {
 		o := &h.off
 		o.noOff, o.lastOff = false, max(o.lastOff, mono)
@@ -83,6 +98,16 @@ func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press boo
 			// Not known returned: its shutdown is over only SoftTimeout
 			// + StaleReads after now (another press may be in flight).
 			*o = offState{lastOff: o.lastOff, lastPress: max(o.lastPress, mono)}
+		}
+		h.busyPress = false
+	}
+	if a.Action == ActionPowerOff && notCarriedOut(a.Err) {
+		// Refused before it reached the hardware: undone as sentOff
+		// undoes a refusal answered in its pass, back to the memory
+		// before the first power-off answered busy since the last late
+		// answer (TestReview36ah_LateRefusedSoftPressBlocksRetryThenCutHard).
+		if undo {
+			h.off = was
 		}
 		h.busyPress = false
 	}

@@ -198,6 +198,14 @@ type memory struct {
 	busyPress bool
 	busy      bool
 	busyFor   Work
+	// busyWas is the power-off memory from before the first power-off
+	// answered busy since the last late answer (set: busyWasSet), which a
+	// late answer refusing it (notCarriedOut) restores, as sentOff undoes
+	// a refusal answered in its pass. A power-off or power-on press
+	// carried out since drops it (its memory must stay), and so does a
+	// Forget (the new memory counts from the Forget).
+	busyWas    offState
+	busyWasSet bool
 	// lost holds the returns of the last power-off and press whose answer
 	// was lost, or that this controller did not see answered
 	// (Config.LostLanding); it outlives Forget too.

@@ -56,9 +56,7 @@ func togglesOn(pc power.Controller) bool {
 // an answered call counts from its return;
 // TestReview36ag_SlowPowerOnPressPressedAgainOnEcho).
 func (h *memory) sentOn(press bool, err error, done time.Duration) {
-	if !notCarriedOut(err) {
-		h.lastOn = max(h.lastOn, done)
-	}
+	h.onReturned(err, done)
 	if !press || !answerLost(err) {
 		return
 	}
@@ -68,6 +66,19 @@ func (h *memory) sentOn(press bool, err error, done time.Duration) {
 		h.lost.flight.on = true
 	}
 	h.off.pressed(done)
+	h.busyWasSet = false
+}
+
+// onReturned notes a power-on that returned err at m, in its pass
+// (sentOn) or late (memory.late): unless it was refused before it reached
+// the hardware (notCarriedOut), the BMC may have carried it out up to m,
+// so QuietFor counts from m (lastOn), never earlier than it did
+// (TestReview36ag_SlowPowerOnPressPressedAgainOnEcho,
+// TestReview36ah_LateAnsweredPowerOnPressPressedAgainOnEcho).
+func (h *memory) onReturned(err error, m time.Duration) {
+	if !notCarriedOut(err) {
+		h.lastOn = max(h.lastOn, m)
+	}
 }
 
 // pressed notes a press that may have been sent until at: what was known

@@ -320,7 +320,7 @@ func (t *Tracker) Applied(d Decision, written string) {
 func (t *Tracker) Sending(a Action, m power.Mode, mono time.Duration) {
 	switch a {
 	case ActionPowerOn:
-		t.mem.lastOn = mono
+		t.mem.lastOn = max(t.mem.lastOn, mono)
 		t.onPress = t.tog.pressedOn()
 	case ActionPowerOff:
 		t.inCall, t.press = true, t.tog.pressed(m)
@@ -668,11 +668,18 @@ func (h *memory) sendingOff(press bool, m time.Duration) (was offState) {
 // first), so it counts as sent at done, the latest it may have landed
 // (Observed.SinceOff, SincePress: the shutdown bound A2 counts from the
 // press, not from the call's start); a press that returned success is
-// dated.
+// dated. One answered busy (it may go on in the background) keeps was
+// until the late answer (busyWas), which undoes it if it is a refusal
+// (memory.late).
 func (h *memory) sentOff(was offState, press bool, err error, done time.Duration) {
 	if notCarriedOut(err) {
 		h.off = was
 		return
+	}
+	if !errors.Is(err, power.ErrBusy) {
+		h.busyWasSet = false
+	} else if !h.busyWasSet {
+		h.busyWas, h.busyWasSet = was, true
 	}
 	if answerLost(err) {
 		// A5: it may land LostLanding after now; the call in flight
