@@ -515,7 +515,12 @@
 //     host again, uncached (its APIReader), when the pass and each
 //     Async call start and every 250 ms while they run, and once it is no longer
 //     rebootkit's (Ownership.Ours) the command's context is cancelled
-//     (ErrNotOurs): one not yet sent is not sent.
+//     (ErrNotOurs): one not yet sent is not sent. A command may still go
+//     out for as long as it takes to see the change: up to 250 ms plus
+//     one read's time (a read is bounded by 10 s, and the next starts
+//     when it ends), and a command already on the wire is not recalled
+//     (TestReview39ad_OwnerWatchWindowIsReadLatencyNot250ms, kept on the
+//     reviewer's branch m39c: the window it measures is this one).
 //   - The operator writes status (status.poweredOn, lastUpdated) only when
 //     something changes, and its power reading comes from Ironic's cached
 //     power state (synced about every 60 s). So OperatorHosts takes
