@@ -101,11 +101,13 @@ func (h *memory) late(a LateAnswer, now time.Time, mono time.Duration, press boo
 		}
 		h.busyPress = false
 	}
-	if a.Action == ActionPowerOff && notCarriedOut(a.Err) {
+	if notCarriedOut(a.Err) {
 		// Refused before it reached the hardware: undone as sentOff
 		// undoes a refusal answered in its pass, back to the memory
-		// before the first power-off answered busy since the last late
-		// answer (TestReview36ah_LateRefusedSoftPressBlocksRetryThenCutHard).
+		// before the first call answered busy since the last late
+		// answer, a power-off or a power-on press
+		// (TestReview36ah_LateRefusedSoftPressBlocksRetryThenCutHard,
+		// TestReview36ai_LateRefusedPowerOnPressHoldsSoftPress).
 		if undo {
 			h.off = was
 		}

@@ -1,6 +1,7 @@
 package reboot
 
 import (
+	"errors"
 	"time"
 
 	"github.com/rebootkit/rebootkit/power"
@@ -65,8 +66,17 @@ func (h *memory) sentOn(press bool, err error, done time.Duration) {
 	if fly {
 		h.lost.flight.on = true
 	}
+	// One answered busy (it may go on in the background) keeps the
+	// memory from before it until the late answer, which undoes the
+	// press if it is a refusal (memory.late), as sentOff keeps a
+	// power-off's (TestReview36ai_LateRefusedPowerOnPressHoldsSoftPress);
+	// a press lost otherwise may land: nothing undoes it.
+	if !errors.Is(err, power.ErrBusy) {
+		h.busyWasSet = false
+	} else if !h.busyWasSet {
+		h.busyWas, h.busyWasSet = h.off, true
+	}
 	h.off.pressed(done)
-	h.busyWasSet = false
 }
 
 // onReturned notes a power-on that returned err at m, in its pass
