@@ -27,7 +27,12 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 		return nil, fmt.Errorf("inventory: no server %s", uuid)
 	}
 	b := f.inv.BMCOf(s)
+	// One BMC is one name (Target.BMC) and one endpoint, however the
+	// inventory spells it (redfish.Origin).
 	addr := b.Redfish
+	if o, err := redfish.Origin(b.Redfish); err == nil {
+		addr = o
+	}
 	if b.IPMI != "" {
 		addr = "ipmi://" + b.IPMI
 	}
@@ -95,7 +100,11 @@ func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads, offSett
 		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite,
 			Privilege: b.Privilege})
 	}
-	cfg := redfish.Config{Endpoint: b.Redfish, Username: b.Username, Password: pass, BasicAuth: b.UseBasicAuth(), InsecureSkipVerify: b.InsecureSkipVerify(),
+	endpoint := b.Redfish
+	if o, err := redfish.Origin(b.Redfish); err == nil {
+		endpoint = o
+	}
+	cfg := redfish.Config{Endpoint: endpoint, Username: b.Username, Password: pass, BasicAuth: b.UseBasicAuth(), InsecureSkipVerify: b.InsecureSkipVerify(),
 		SystemID: b.System, SoftTimeout: softTimeout, StaleReads: staleReads, OffSettle: offSettle}
 	if b.CAFile != "" {
 		pem, err := os.ReadFile(b.CAFile)

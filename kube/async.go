@@ -76,8 +76,13 @@ type Async struct {
 	resets   map[string]resetOutcome      // a Reset's outcome that came after its pass
 	answers  map[string]reboot.LateAnswer // an On's or Off's answer that came after its pass
 	ended    map[string]callEnd           // when the host's last call returned
-	overdue  map[string]string            // a task followed past TaskLimit: why the host is left as it is
+	overdue  map[string]overdueCall       // a task followed past TaskLimit: why the host is left as it is
 }
+
+// overdueCall is a host's command whose task was followed past TaskLimit:
+// why the host is left as it is, and the At of the booking that records
+// it ("" if none does).
+type overdueCall struct{ why, at string }
 
 // callEnd is when a host's last call returned, and whether its answer
 // was lost (an error that does not say the BMC did nothing: the command
@@ -164,6 +169,7 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, t
 	a := c.a
 	start := time.Now()
 	offNoToggle := cmd && want == power.StateOff && !toggles
+	a.clearOverdue(ctx, c)
 	a.mu.Lock()
 	if a.inflight == nil {
 		a.inflight = map[string]int{}
@@ -172,9 +178,9 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, t
 		a.mu.Unlock()
 		return power.StateUnknown, fmt.Errorf("host %s: %w", c.host, ErrInFlight)
 	}
-	if why, ok := a.overdue[c.host]; ok {
+	if od, ok := a.overdue[c.host]; ok {
 		a.mu.Unlock()
-		return power.StateUnknown, fmt.Errorf("%s: %w (%w)", why, ErrTaskOverdue, ErrInFlight)
+		return power.StateUnknown, fmt.Errorf("%s: %w (%w)", od.why, ErrTaskOverdue, ErrInFlight)
 	}
 	a.inflight[c.host]++
 	a.mu.Unlock()
@@ -252,12 +258,17 @@ func (c *asyncController) run(ctx context.Context, cmd bool, want power.State, t
 			delete(a.answers, c.host)
 			if want != power.StateOff || toggles {
 				if a.overdue == nil {
-					a.overdue = map[string]string{}
+					a.overdue = map[string]overdueCall{}
 				}
-				a.overdue[c.host] = fmt.Sprintf("host %s: a power-on, restart or power-button press its BMC accepted as a task (%s) has not ended after %s, "+
-					"so it may still take effect: the host is left as it is; once that task ended or was cancelled on the BMC "+
-					"(a GET of it answers Completed, Exception, Killed or Cancelled), restart rebootkit-controller",
-					c.host, cmp.Or(q.Monitor(), noTaskNamed), a.taskLimit())
+				od := overdueCall{why: "restart rebootkit-controller"} // no booking records it
+				if book != nil && bookedAt != "" {
+					od = overdueCall{at: bookedAt, why: "rebootkit reads its monitor past the reboot record's wait and lets the host go " +
+						"once it reads it ended (or remove that wait, the record's spec.powerOnSent)"}
+				}
+				od.why = fmt.Sprintf("host %s: a power-on, restart or power-button press its BMC accepted as a task (%s) has not ended "+
+					"after %s, so it may still take effect: the host is left as it is; once that task ended or was cancelled on the BMC "+
+					"(a GET of it answers Completed, Exception, Killed or Cancelled), %s", c.host, cmp.Or(q.Monitor(), noTaskNamed), a.taskLimit(), od.why)
+				a.overdue[c.host] = od
 			}
 			a.mu.Unlock()
 		}
@@ -394,6 +405,44 @@ func (c *asyncController) Reset(ctx context.Context) error {
 }
 
 func isInFlight(err error) bool { return errors.Is(err, ErrInFlight) }
+
+// clearOverdue drops host c's overdue task once the record no longer
+// shows its booking unended (taskBooker.bookingOver: its task read ended
+// by any replica, stamped Returned, or the booking removed): the host's
+// controller (Powers.Controller) then holds it as the record says
+// (sentHold). One no booking records stays until the process restarts.
+func (a *Async) clearOverdue(ctx context.Context, c *asyncController) {
+	a.mu.Lock()
+	od, ok := a.overdue[c.host]
+	a.mu.Unlock()
+	b, booker := c.pc.(taskBooker)
+	if !ok || od.at == "" || !booker || !b.bookingOver(ctx, od.at) {
+		return
+	}
+	a.mu.Lock()
+	if a.overdue[c.host] == od {
+		delete(a.overdue, c.host)
+	}
+	a.mu.Unlock()
+}
+
+// forgetHost drops what a keeps of host, which is gone (RebootController's
+// forget): its late answers and the end of its last call, unless that
+// call's answer was lost (it may still land on a host created again under
+// that name: Settled). A call in flight keeps its entries, and an overdue
+// task stays (it may still land).
+func (a *Async) forgetHost(host string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.inflight[host] > 0 {
+		return
+	}
+	delete(a.answers, host)
+	delete(a.resets, host)
+	if e, ok := a.ended[host]; ok && !e.lost {
+		delete(a.ended, host)
+	}
+}
 
 func (a *Async) taskLimit() time.Duration { return cmp.Or(a.TaskLimit, DefaultTaskLimit) }
 

@@ -46,6 +46,11 @@ type taskBooker interface {
 	// may still land for the reboot package's LostLanding (Powers:
 	// lostLanding) from now.
 	sendLost(ctx context.Context, at string)
+	// bookingOver reports whether the record no longer shows the booking
+	// at unended: its task was read ended (stamped Returned, by any
+	// replica: taskHold) or the booking was removed. A record that
+	// cannot be read, or is gone, says no.
+	bookingOver(ctx context.Context, at string) bool
 }
 
 // booked is a host's controller from Powers.Controller: p records its
@@ -105,6 +110,11 @@ func (b booked) sendLost(ctx context.Context, at string) {
 	})
 }
 
+// bookingOver reads the host's record (Powers.bookingOver).
+func (b booked) bookingOver(ctx context.Context, at string) bool {
+	return b.p.bookingOver(ctx, b.host, at)
+}
+
 // errNotBooked is the error of a command Async did not send because its
 // booking could not be written first: the command was not sent
 // (power.ErrNotSent), and the BMC is not to blame (class busy: the next
@@ -122,10 +132,10 @@ func errNotBooked(host string, why error) error {
 // (sentHold) while it may land, also if this process stops before its
 // answer. The record shows no booking that still holds the host (one
 // made since this pass read it): else nothing is written and the error
-// says why. A host without a record, or a Client that cannot write,
-// records nothing ("", nil). Any other failure is an error wrapping
-// power.ErrNotSent: the command is not sent. Bounded by Powers.Timeout,
-// under parent.
+// says why (writeBooking, the rule the pinned path's markSent shares). A
+// host without a record, or a Client that cannot write, records nothing
+// ("", nil). Any other failure is an error wrapping power.ErrNotSent: the
+// command is not sent. Bounded by Powers.Timeout, under parent.
 func (p *Powers) bookSend(parent context.Context, name, address string, until time.Time) (string, error) {
 	w, ok := p.Client.(client.Writer)
 	if !ok {
@@ -143,11 +153,11 @@ func (p *Powers) bookSend(parent context.Context, name, address string, until ti
 			}
 			return "", errNotBooked(name, mapError("record of", p.Namespace, name, err))
 		}
-		if err := p.sentHold(&rec, name); err != nil {
-			return "", errNotBooked(name, err)
-		}
 		sent := &v1alpha1.PowerOnSent{Address: address, At: stamp(time.Now()), Until: stamp(until)}
-		err := w.Patch(ctx, &rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": sentPatch(sent)}}))
+		held, err := p.writeBooking(ctx, w, &rec, name, sent)
+		if held != nil {
+			return "", errNotBooked(name, held)
+		}
 		if err == nil {
 			return sent.At, nil
 		}
@@ -251,4 +261,28 @@ func (c *guarded) sendLost(ctx context.Context, at string) {
 	if b, ok := c.pc.(taskBooker); ok {
 		b.sendLost(ctx, at)
 	}
+}
+
+// bookingOver passes the reading on to the guarded controller, if it
+// records (taskBooker): a read, allowed without the lease.
+func (c *guarded) bookingOver(ctx context.Context, at string) bool {
+	b, ok := c.pc.(taskBooker)
+	return ok && b.bookingOver(ctx, at)
+}
+
+// bookingOver reports whether the record of host name, read uncached
+// (bounded by Powers.Timeout, under parent), no longer shows the booking
+// made at at unended (bookingUnended): stamped Returned or removed. A
+// record that cannot be read, or is gone, says no.
+func (p *Powers) bookingOver(parent context.Context, name, at string) bool {
+	if at == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(parent, p.readTimeout())
+	defer cancel()
+	var rec v1alpha1.RebootRecord
+	if p.Secrets.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, &rec) != nil {
+		return false
+	}
+	return !bookingUnended(&rec, at)
 }

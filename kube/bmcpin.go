@@ -152,8 +152,10 @@ func samePin(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) bool {
 //     owes through that BMC (PowerOnThrough), which this and later passes
 //     carry on (drivePinnedOn: with back-off, until a reading begun
 //     StaleReads after the call reads On; never while spec.online is
-//     false, the host is being deprovisioned or carries a request; no
-//     evidence is taken from it: no reboot is pending); either way the
+//     false, the host is being deprovisioned or carries a request, nor
+//     while a power command the record shows may still land: sentHold,
+//     taskHold; no evidence is taken from it: no reboot is pending);
+//     either way the
 //     pin is dropped and the record marked BMCChanged, with no call to
 //     the new BMC, so that the host is neither locked out by the old pin
 //     nor handed to the new BMC.
@@ -216,7 +218,7 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 			}
 			what, owed := "the host may be off", false
 			if rec.Spec.PowerOnThrough != nil {
-				what, owed = p.drivePinnedOn(ctx, &rec, bmh)
+				what, owed = p.drivePinnedOn(ctx, &rec, bmh, serr)
 			}
 			return pinnedOnErr(fmt.Errorf("%w: the BMC of host %s (address %q, credentials %q) is not the one rebootkit pinned or last used "+
 				"for it, %q (credentials %q), and a reboot client may have changed it: rebootkit sends it no credentials and takes no "+
@@ -253,8 +255,9 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		return serr
 	}
 	// Marked and not restored, the host is sent nothing but the owed
-	// power-on (above); otherwise it is acted on only once a power-on
-	// the record shows sent can no longer land.
+	// power-on (above), and that only once no command the record shows
+	// may still land (serr); otherwise it is acted on only once a
+	// power-on the record shows sent can no longer land.
 	if serr != nil {
 		return serr
 	}
@@ -320,7 +323,7 @@ func (p *Powers) checkPin(ctx context.Context, bmh *metal3.BareMetalHost) error 
 		what, owed := "the pinned BMC does not read Off", false
 		if off {
 			rec.Spec.BMC, rec.Spec.BMCChanged, rec.Spec.PowerOnThrough = nil, pin, pin
-			what, owed = p.drivePinnedOn(ctx, &rec, bmh)
+			what, owed = p.drivePinnedOn(ctx, &rec, bmh, nil) // no hold: returned above
 		}
 		return pinnedOnErr(fmt.Errorf("%w: the reboot requests of host %s were removed and its BMC changed (address %q, credentials %q; "+
 			"pinned %q, credentials %q) while a reboot client may have made the change (%v): %s; the pin is dropped with no call to "+

@@ -42,8 +42,8 @@ type pinnedOn struct {
 	sent bool
 	// sentAt: the At of the PowerOnSent markSent wrote (set with sent).
 	sentAt string
-	// until: the Until of that PowerOnSent, the latest instant the call
-	// may have reached the BMC (set with sent).
+	// until: the Until of that PowerOnSent (the call's deadline plus
+	// TaskLimit: markSent) (set with sent).
 	until time.Time
 	// queued: the BMC accepted the On for later (power.Queued: a Redfish
 	// 202, a task), so it may land until its task ended (taskEnded), or
@@ -100,18 +100,19 @@ func onEligible(bmh *metal3.BareMetalHost) string {
 
 // drivePinnedOn carries on the power-on rec (bmh's record, marked
 // BMCChanged) owes through its PowerOnThrough BMC: nothing while
-// onEligible refuses; otherwise an attempt is started if none runs and
-// the last one's back-off is over, and once an attempt read On the
-// intent is removed from the record (compare-and-swap). It returns what
-// happened, in the operator's words, and whether the power-on is still
-// owed and may go on (the host is then requeued soon).
-func (p *Powers) drivePinnedOn(ctx context.Context, rec *v1alpha1.RebootRecord, bmh *metal3.BareMetalHost) (string, bool) {
+// onEligible refuses; otherwise an attempt is started if none runs, the
+// last one's back-off is over and the record's hold (hold: sentHold's,
+// through taskHold) is over, and once an attempt read On the intent is
+// removed from the record (compare-and-swap). It returns what happened,
+// in the operator's words, and whether the power-on is still owed and
+// may go on (the host is then requeued soon).
+func (p *Powers) drivePinnedOn(ctx context.Context, rec *v1alpha1.RebootRecord, bmh *metal3.BareMetalHost, hold error) (string, bool) {
 	pin := rec.Spec.PowerOnThrough
 	if why := onEligible(bmh); why != "" {
 		return fmt.Sprintf("its pinned BMC %q read Off, and %s (it is powered on through that BMC once this no longer holds, "+
 			"unless the new BMC is accepted first)", pin.Address, why), false
 	}
-	on, what := p.pinnedPowerOn(bmh, pin)
+	on, what := p.pinnedPowerOn(bmh, rec, hold)
 	if !on {
 		return what, true
 	}
@@ -128,10 +129,19 @@ func (p *Powers) drivePinnedOn(ctx context.Context, rec *v1alpha1.RebootRecord, 
 }
 
 // pinnedPowerOn reports whether an attempt of powering bmh on through the
-// BMC pin names read On, and otherwise what is under way; it starts an
-// attempt when none runs and the back-off of the last failed one is over.
-// It never waits on the BMC.
-func (p *Powers) pinnedPowerOn(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) (bool, string) {
+// BMC its record rec owes it through (PowerOnThrough) read On, and
+// otherwise what is under way; it starts an attempt when none runs, the
+// back-off of the last failed one is over and hold (the record's hold of
+// the host: a power command its booking shows may still land) is nil:
+// one rule with writeBooking's, which refuses to write over such a
+// booking (TestReview39ab_PinnedOnReplacesLiveBookingHostHandedOverWhileTaskRuns).
+// An attempt whose task is overdue (ErrTaskOverdue) is retried once the
+// record no longer shows its booking unended: stamped Returned (its task
+// read ended, by any replica: taskHold) or removed
+// (TestReview39ab_PinnedOnOverdueNeverRetriedAfterTaskReadEnded). It
+// never waits on the BMC.
+func (p *Powers) pinnedPowerOn(bmh *metal3.BareMetalHost, rec *v1alpha1.RebootRecord, hold error) (bool, string) {
+	pin := rec.Spec.PowerOnThrough
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pinOn == nil {
@@ -153,18 +163,22 @@ func (p *Powers) pinnedPowerOn(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) 
 			delete(p.pinOn, bmh.Name)
 			return true, fmt.Sprintf("it was powered back on through its pinned BMC %q (read On after the call)", pin.Address)
 		}
-		if errors.Is(o.err, ErrTaskOverdue) {
+		if errors.Is(o.err, ErrTaskOverdue) && bookingUnended(rec, o.sentAt) {
 			// Its task may still land: no other On is sent meanwhile
 			// (the record's PowerOnSent keeps the task).
-			return false, fmt.Sprintf("%v: it is left as it is; once that task ended or was cancelled on the BMC, remove the "+
-				"record's wait: kubectl -n %s patch rebootrecord %s --type=merge -p '{\"spec\":{\"powerOnSent\":null}}' "+
-				"and restart rebootkit-controller", o.err, p.Namespace, bmh.Name)
+			return false, fmt.Sprintf("%v: it is left as it is until that task is read ended (rebootkit reads its monitor); "+
+				"once it ended or was cancelled on the BMC, you may remove the record's wait: kubectl -n %s patch rebootrecord %s "+
+				"--type=merge -p '{\"spec\":{\"powerOnSent\":null}}'", o.err, p.Namespace, bmh.Name)
 		}
 		if at := o.retryAt(); time.Now().Before(at) {
 			return false, fmt.Sprintf("its pinned BMC %q read Off; powering it back on through that BMC failed (%v), %d time(s): "+
 				"retried at %s", pin.Address, o.err, o.fails+1, at.UTC().Format(time.RFC3339))
 		}
 		fails = o.fails + 1
+	}
+	if hold != nil {
+		return false, fmt.Sprintf("its pinned BMC %q read Off; it is powered back on through that BMC once no power command its "+
+			"record shows may still land (%v)", pin.Address, hold)
 	}
 	if p.readCtx == nil {
 		p.readCtx, p.readStop = context.WithCancel(context.Background())
@@ -173,6 +187,17 @@ func (p *Powers) pinnedPowerOn(bmh *metal3.BareMetalHost, pin *v1alpha1.BMCPin) 
 	p.pinOn[bmh.Name] = o
 	go p.runPinnedOn(p.readCtx, bmh.DeepCopy(), o)
 	return false, fmt.Sprintf("its pinned BMC %q read Off: it is being powered back on through that BMC (attempt %d)", pin.Address, fails+1)
+}
+
+// bookingUnended reports whether rec shows the booking made at at with
+// no Returned of its own: its command (its task) was not recorded ended.
+func bookingUnended(rec *v1alpha1.RebootRecord, at string) bool {
+	s := rec.Spec.PowerOnSent
+	if s == nil || s.At != at {
+		return false
+	}
+	_, returned := bookingReturned(s)
+	return !returned
 }
 
 // finishedOn reports whether o ended.
@@ -382,8 +407,8 @@ func (p *Powers) staleReads() time.Duration {
 // before o's On is sent (after the pinned BMC's last answer before it):
 // its record and "" if the record still owes that power-on (its
 // PowerOnThrough is o.pin), the mark still stands (spec.bmc is not the
-// marked BMC), the host is the same one and onEligible holds; else why
-// not (the On is then not sent).
+// marked BMC), the host is the same one, still rebootkit's (stillOurs),
+// and onEligible holds; else why not (the On is then not sent).
 func (p *Powers) stillOwed(ctx context.Context, old *metal3.BareMetalHost, o *pinnedOn) (*v1alpha1.RebootRecord, string) {
 	key := types.NamespacedName{Namespace: p.Namespace, Name: old.Name}
 	var bmh metal3.BareMetalHost
@@ -402,7 +427,30 @@ func (p *Powers) stillOwed(ctx context.Context, old *metal3.BareMetalHost, o *pi
 	case rec.Spec.BMCChanged == nil || samePin(&bmh, rec.Spec.BMCChanged):
 		return nil, "its BMC was restored or accepted"
 	}
+	if why := p.stillOurs(old, &bmh); why != "" {
+		return nil, why
+	}
 	return &rec, onEligible(&bmh)
+}
+
+// stillOurs is "" if bmh, read again just before a power-on Powers sends
+// itself, is still rebootkit's to power, else why not: by Powers.Ownership
+// (the reconciler's Ownership.Ours) if set; in any case a host that was
+// detached when the attempt began (old) must still be, as the
+// baremetal-operator takes a host back the moment its annotation goes
+// (TestReview39ab_PinnedOnSentAfterOperatorTookHostBack).
+func (p *Powers) stillOurs(old, bmh *metal3.BareMetalHost) string {
+	if p.Ownership != nil {
+		if ours, why := p.Ownership.Ours(bmh); !ours {
+			return "the host is no longer rebootkit's: " + why
+		}
+		return ""
+	}
+	if Detached(old) && !Detached(bmh) {
+		return fmt.Sprintf("the host is no longer detached (annotation %s, status.operationalStatus %q): the baremetal-operator may "+
+			"power it again", metal3.DetachedAnnotation, bmh.Status.OperationalStatus)
+	}
+	return ""
 }
 
 // pinnedOnErr is err (wrapping ErrBMCChanged), also wrapping ErrInFlight

@@ -40,12 +40,15 @@ func (p *Powers) sendPinnedOn(ctx context.Context, pc power.Controller, old *met
 
 // markSent is the check of o's power-on (the host old, a copy of its
 // BareMetalHost): it reads the host and its record again, uncached
-// (stillOwed), and, if the power-on is still owed, records that it is
-// being sent and until when it may land (RebootRecordSpec.PowerOnSent:
+// (stillOwed), and, if the power-on is still owed and the record shows
+// no booking that still holds the host (writeBooking), records that it
+// is being sent and until when it may land (RebootRecordSpec.PowerOnSent:
 // Until is ctx's deadline, the latest instant the call may reach the
-// BMC) in a compare-and-swap on the record it read, so that a write made
-// since that reading (spec.bmc restored, a new mark) sends nothing; o.sent
-// is set once it is written. Any error: the On is not sent.
+// BMC, plus TaskLimit, for an On the BMC accepts for later) in a
+// compare-and-swap on the record it read, so that a write made since
+// that reading (spec.bmc restored, a new mark, another booking) sends
+// nothing; o.sent is set once it is written. Any error: the On is not
+// sent.
 func (p *Powers) markSent(ctx context.Context, old *metal3.BareMetalHost, o *pinnedOn) error {
 	rec, why := p.stillOwed(ctx, old, o)
 	if why != "" {
@@ -56,15 +59,26 @@ func (p *Powers) markSent(ctx context.Context, old *metal3.BareMetalHost, o *pin
 		return errNotOwed{"this Client cannot record the power-on in the record before it is sent"}
 	}
 	now := time.Now()
-	until, ok := ctx.Deadline()
+	deadline, ok := ctx.Deadline()
 	if !ok {
-		until = now.Add(pinnedReadLimit)
+		deadline = now.Add(pinnedReadLimit)
 	}
+	// The BMC may accept the On for later (a 202) up to the deadline,
+	// and carry it out up to TaskLimit after: the booking covers that
+	// until the task is recorded (markTask), as the normal path's does,
+	// so that a crash between the 202 and that write leaves the host
+	// held.
+	until := deadline.Add(p.taskLimit())
 	// The whole booking is replaced (sentPatch): an earlier one's
 	// Returned or Task would end this one's wait early
-	// (TestMarkSentReplacesEndedBooking).
+	// (TestMarkSentReplacesEndedBooking); never one that still holds the
+	// host (writeBooking).
 	sent := &v1alpha1.PowerOnSent{Address: o.pin.Address, At: stamp(now), Until: stamp(until)}
-	if err := w.Patch(ctx, rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": sentPatch(sent)}})); err != nil {
+	held, err := p.writeBooking(ctx, w, rec, old.Name, sent)
+	if held != nil {
+		return errNotOwed{fmt.Sprintf("its record shows a power command that may still land (%v)", held)}
+	}
+	if err != nil {
 		return errNotOwed{fmt.Sprintf("it could not be recorded in the reboot record first (%v)", mapError("record of", p.Namespace, old.Name, err))}
 	}
 	p.mu.Lock()
@@ -82,8 +96,10 @@ const markReturnedTries = 3
 // the record still shows that sending: the On landed or was refused by
 // then, so sentHold's wait ends StaleReads after that instead of after
 // Until, as the in-memory one does (resolvedHold). An On with no answer
-// (a timeout: it may still land) records nothing, nor does one the BMC
-// accepted for later (o.queued: a Redfish 202, a task that may land
+// (a timeout: it may still land) moves Until to the reboot package's
+// LostLanding from now, as the normal path's does (sendLost: only while
+// the booking has no Task and no Returned). Nothing is recorded for an
+// On the BMC accepted for later (o.queued: a Redfish 202, a task that may land
 // after the answer) until its task was seen to end or the host read On
 // (o.taskEnded: then its return is that instant;
 // TestReview39n_AcceptedOnShortensRecordWaitAcrossRestart). It is best effort (a
@@ -94,10 +110,15 @@ func (p *Powers) markReturned(parent context.Context, name string, o *pinnedOn, 
 	sent, at, queued := o.sent, o.sentAt, o.queued && !o.taskEnded
 	p.mu.Unlock()
 	var pe *power.Error
-	if !sent || queued || err != nil && !(errors.As(err, &pe) && pe.Answered()) {
-		return
+	switch {
+	case !sent || queued:
+	case err != nil && !(errors.As(err, &pe) && pe.Answered()):
+		// No answer: it may land for LostLanding from now, as the normal
+		// path's (sendLost), rather than to the booking's Until.
+		booked{p: p, host: name}.sendLost(parent, at)
+	default:
+		p.markReturnedAt(parent, name, at)
 	}
-	p.markReturnedAt(parent, name, at)
 }
 
 // markReturnedAt records now as PowerOnSent.Returned in the record of

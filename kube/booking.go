@@ -68,3 +68,18 @@ func (p *Powers) changeBooking(parent context.Context, name, at string, change f
 	}
 	return false
 }
+
+// writeBooking is the one rule of every path that books a send (bookSend,
+// the normal path's; markSent, the pinned path's): it writes sent as
+// rec's whole booking (sentPatch), in a compare-and-swap on rec (the
+// record of host name, read uncached), only if rec shows no booking that
+// still holds the host (sentHold: a command that may still land, a task
+// not read ended): a live booking is never written over, whoever made it
+// (TestReview39ab_PinnedOnReplacesLiveBookingHostHandedOverWhileTaskRuns).
+// held is that hold (nothing written); err is the write's.
+func (p *Powers) writeBooking(ctx context.Context, w client.Writer, rec *v1alpha1.RebootRecord, name string, sent *v1alpha1.PowerOnSent) (held, err error) {
+	if held := p.sentHold(rec, name); held != nil {
+		return held, nil
+	}
+	return nil, w.Patch(ctx, rec, casPatch(rec.ResourceVersion, map[string]any{"spec": map[string]any{"powerOnSent": sentPatch(sent)}}))
+}

@@ -31,7 +31,7 @@ func (c *RebootController) conflictDelay(host string, bmh *metal3.BareMetalHost)
 	n := c.conflicts[host]
 	c.refusedMu.Unlock()
 	if n == conflictEventAfter && bmh != nil && c.Recorder != nil {
-		c.Recorder.Eventf(bmh, nil, "Warning", "RebootConflict", "Reboot",
+		c.eventf(bmh, nil, "Warning", "RebootConflict", "Reboot",
 			"host %s: %d writes in a row refused as conflicting (someone else writes the host or its RebootRecord %s at the same time, "+
 				"or owns a field rebootkit writes): the controller backs off up to %s between tries; find the other writer "+
 				"(kubectl get baremetalhost %s --show-managed-fields)", host, n, host, conflictCap, host)

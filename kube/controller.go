@@ -114,6 +114,9 @@ func (c *RebootController) refuseOnce(host string, ann map[string]string) bool {
 // 35): see Forget.
 func (c *RebootController) forget(host string) {
 	c.forgetReset(host) // and the late outcome Async keeps
+	if c.Async != nil {
+		c.Async.forgetHost(host) // and what else Async keeps of it
+	}
 	switch {
 	case c.Forget != nil:
 		c.Forget(host)
@@ -142,7 +145,7 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		if ours, why := c.Ownership.Ours(&bmh); !ours {
 			if c.refuseOnce(req.Name, bmh.Annotations) && c.Recorder != nil {
-				c.Recorder.Eventf(&bmh, nil, "Warning", "RebootRefused", "Reboot", "%s", why)
+				c.eventf(&bmh, nil, "Warning", "RebootRefused", "Reboot", "%s", why)
 			}
 			return ctrl.Result{}, nil
 		}
@@ -154,7 +157,7 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			}
 			if errors.Is(err, ErrBMCChanged) {
 				if c.Recorder != nil {
-					c.Recorder.Eventf(&bmh, nil, "Warning", "BMCChanged", "Reboot", "%v", err)
+					c.eventf(&bmh, nil, "Warning", "BMCChanged", "Reboot", "%v", err)
 				}
 				return c.bmcChangedResult(err), nil
 			}
@@ -197,7 +200,7 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if c.Recorder != nil && c.Client != nil {
 			var bmh metal3.BareMetalHost
 			if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
-				c.Recorder.Eventf(&bmh, nil, "Warning", "BMCChanged", "Reboot", "%v", err)
+				c.eventf(&bmh, nil, "Warning", "BMCChanged", "Reboot", "%v", err)
 			}
 		}
 		return c.bmcChangedResult(err), nil
@@ -227,7 +230,7 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if c.Recorder != nil && c.Client != nil {
 			var bmh metal3.BareMetalHost
 			if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
-				c.Recorder.Eventf(&bmh, nil, "Warning", "PowerOffRefused", "Reboot", "%v", res.PowerErr)
+				c.eventf(&bmh, nil, "Warning", "PowerOffRefused", "Reboot", "%v", res.PowerErr)
 			}
 		}
 		return ctrl.Result{RequeueAfter: time.Minute}, nil
@@ -236,7 +239,7 @@ func (c *RebootController) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		var bmh metal3.BareMetalHost
 		if c.Client != nil && c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
 			for _, w := range res.Decision.Warnings {
-				c.Recorder.Eventf(&bmh, nil, "Warning", "RebootAnnotation", "Reboot", "%v", w)
+				c.eventf(&bmh, nil, "Warning", "RebootAnnotation", "Reboot", "%v", w)
 			}
 		}
 	}
@@ -264,7 +267,7 @@ func (c *RebootController) SetupWithManager(mgr ctrl.Manager) error {
 		rh.Corrupt = func(host string, err error) {
 			var bmh metal3.BareMetalHost
 			if c.Client.Get(context.Background(), types.NamespacedName{Namespace: c.Namespace, Name: host}, &bmh) == nil {
-				c.Recorder.Eventf(&bmh, nil, "Warning", "RebootRecordCorrupt", "Reboot",
+				c.eventf(&bmh, nil, "Warning", "RebootRecordCorrupt", "Reboot",
 					"the reboot record of host %s did not parse and is replaced at the next write (%v); its fencing evidence is dropped", host, err)
 			}
 		}
@@ -332,7 +335,7 @@ func (c *RebootController) powerEvent(ctx context.Context, req ctrl.Request, res
 	if err == nil {
 		err, what = res.StateErr, "power state read"
 	}
-	c.Recorder.Eventf(&bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", req.Name, what, err, powerFix(err))
+	c.eventf(&bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s failed: %v; %s", req.Name, what, err, powerFix(err))
 }
 
 // bmcChangedResult requeues a host refused with ErrBMCChanged after a
@@ -354,7 +357,7 @@ func (c *RebootController) policyRefused(ctx context.Context, req ctrl.Request, 
 	if c.Recorder != nil && c.Client != nil {
 		var bmh metal3.BareMetalHost
 		if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
-			c.Recorder.Eventf(&bmh, nil, "Warning", "AdmissionPolicyMissing", "Reboot", "%v", err)
+			c.eventf(&bmh, nil, "Warning", "AdmissionPolicyMissing", "Reboot", "%v", err)
 		}
 	}
 	after := time.Minute
@@ -385,6 +388,6 @@ func (c *RebootController) taskOverdueEvent(ctx context.Context, req ctrl.Reques
 	}
 	var bmh metal3.BareMetalHost
 	if c.Client.Get(ctx, req.NamespacedName, &bmh) == nil {
-		c.Recorder.Eventf(&bmh, nil, "Warning", "PowerTaskOverdue", "Reboot", "%v", err)
+		c.eventf(&bmh, nil, "Warning", "PowerTaskOverdue", "Reboot", "%v", err)
 	}
 }

@@ -201,12 +201,20 @@
 //     which a slow BMC may take up to the pool's CallTimeout to answer),
 //     the host and its record are read again, uncached, and the On is
 //     sent only if the record still owes that power-on, the mark still
-//     stands, the host is the same one and that rule still holds (else
+//     stands, the host is the same one, it is still rebootkit's
+//     (Powers.Ownership, set to the RebootController's, by Ownership.Ours;
+//     unset, a host detached when the attempt began must still be
+//     detached) and that rule still holds (else
 //     the attempt ends unsent and the next pass's BMCChanged event says
 //     why), and only once the record says so: RebootRecordSpec.PowerOnSent
-//     (when, and Until, the call's deadline, the latest instant the On may
-//     reach the BMC) is written in a compare-and-swap on the record just
-//     read, so a write of the record since is seen; a write of the host
+//     (when, and Until: the call's deadline, the latest instant the On may
+//     reach the BMC, plus TaskLimit, for an On the BMC accepts for later)
+//     is written, the whole booking replaced, in a compare-and-swap on the
+//     record just read, so a write of the record since is seen, and only
+//     while that record shows no booking that still holds the host (the
+//     normal path's rule, shared: a booking whose command may still land,
+//     or whose task was not read ended, is never written over, whoever
+//     made it, and no attempt starts while one holds the host); a write of the host
 //     landing between its reading and the On (the record's write and the
 //     command, no answer of the BMC's between them) is not. An On sent
 //     again after an answer (a POST refused for its session and posted
@@ -234,7 +242,8 @@
 //     the sending controller once the call returned with the BMC's
 //     answer that the On was carried out or refused, or once the task
 //     of an On accepted for later was seen to end or the host read On; a
-//     call with no answer writes none; one stamped before the booking's
+//     call with no answer writes none, and moves Until to the reboot
+//     package's LostLanding after its return; one stamped before the booking's
 //     At is an earlier booking's and is ignored, and each booking
 //     replaces the whole PowerOnSent, so that none keeps an earlier one's
 //     Returned or Task) (kept in the record, so a restarted controller or a
@@ -252,9 +261,10 @@
 //     leaves the host as it is (the pass gets ErrTaskOverdue,
 //     also ErrInFlight, and a PowerTaskOverdue event that names the task
 //     and the fix: once it ended or was cancelled on the BMC, remove the
-//     record's PowerOnSent), and the owed power-on is not tried again
-//     by this process (restart it, or restore or accept spec.bmc), until
-//     that task is read ended: past the booking's Until, any replica
+//     record's PowerOnSent), and the owed power-on is not tried again,
+//     by any replica, until that task is read ended or the PowerOnSent
+//     removed (then the process whose attempt it was tries it again, as
+//     after any failed attempt, StaleReads after the stamp): past the booking's Until, any replica
 //     that finds it (the sender may be gone) reads the task monitor the
 //     record names itself, in the background (a pass waits for it at
 //     most 250 ms; at most one reading every 30 s), through the pool and
@@ -266,10 +276,10 @@
 //     the 202, it no longer runs) stamps the booking Returned, and the
 //     host is acted on StaleReads later. The wait assumes that a BMC carries out an
 //     On it answered with anything but a 202, if ever, before the call's
-//     deadline (Until); a POST that got no answer and that the BMC applies
-//     later still (the reboot package's LostLanding) is not covered, nor
-//     a 202 whose record write (Task) failed, whose wait in the record
-//     stays the call's deadline; the sending replica's clock is trusted
+//     deadline, and one that got no answer within the reboot package's
+//     LostLanding after the call returned (a sender that stops before that
+//     write leaves the booking's Until, the deadline plus TaskLimit, as
+//     does a 202 whose record write, Task, failed); the sending replica's clock is trusted
 //     (Until is its time). In either case the pin goes and the record is marked
 //     BMCChanged, with no call to the new BMC, until an administrator
 //     accepts it or spec.bmc is restored.
@@ -424,7 +434,10 @@
 //     power-on, a restart or a press of the power button (a toggle) the
 //     host is left as it is, every call of it refused with ErrTaskOverdue (also
 //     ErrInFlight) and a PowerTaskOverdue event that names the task and
-//     the fix, until the controller restarts. A command through Async
+//     the fix, until the host's record no longer shows its booking
+//     unended (its task read ended, by any replica: stamped Returned, as
+//     below; or the booking removed), or, for a command no booking
+//     records, until the controller restarts. A command through Async
 //     that may power the host on (a power-on, a restart, a press) is
 //     also written to the host's reboot record before it is sent
 //     (spec.powerOnSent, the whole booking replaced, Until the call's

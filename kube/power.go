@@ -31,7 +31,8 @@ var ErrBMCAddress = errors.New("kube: unsupported BMC address")
 type BMCTarget struct {
 	// Protocol is "redfish" or "ipmi".
 	Protocol string
-	// Endpoint is the Redfish base URL (scheme, host, port).
+	// Endpoint is the Redfish base URL (scheme, host, port) in its one
+	// canonical spelling (redfish.Origin): one BMC, one Endpoint.
 	Endpoint string
 	// SystemID is the Redfish system's ID from the address's path, if any.
 	SystemID string
@@ -86,7 +87,15 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 		if strings.HasSuffix(scheme, "+http") {
 			web = "http"
 		}
-		t := BMCTarget{Protocol: "redfish", Endpoint: web + "://" + u.Host}
+		// One BMC is one Endpoint (and Target.BMC) however its address
+		// spells it: redfish:// and redfish-virtualmedia:// of one host,
+		// the default port, a host name's case, an IPv6 address's form
+		// (TestReview35ae_OneChassisTwoBMCNames).
+		origin, err := redfish.Origin(web + "://" + u.Host)
+		if err != nil {
+			return BMCTarget{}, fmt.Errorf("%w: host %q: %w", ErrBMCAddress, u.Host, err)
+		}
+		t := BMCTarget{Protocol: "redfish", Endpoint: origin}
 		path := strings.TrimSuffix(u.Path, "/")
 		if i := strings.LastIndex(path, "/Systems/"); i >= 0 {
 			t.SystemID = path[i+len("/Systems/"):]
@@ -188,6 +197,13 @@ type Powers struct {
 	// Powers makes itself (checkPin powering a host back on through its
 	// pinned BMC): the LeaseGuard's Wrap, as for the Reconciler's calls.
 	Guard func(power.Controller) power.Controller
+	// Ownership, if set, is the RebootController's: a power-on Powers
+	// sends itself (through a host's pinned BMC) goes out only if the host
+	// is still rebootkit's (Ownership.Ours) when read again just before
+	// it. Unset, a host that was detached (Detached) when the attempt
+	// began must still be (the operator takes a host back the moment its
+	// annotation goes).
+	Ownership *Ownership
 	// WithoutAdmissionPolicy runs without the reboot-client admission
 	// policy of config/admission: without it (false, the default),
 	// Controller refuses every host (ErrNoAdmissionPolicy: no credentials

@@ -71,7 +71,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		refusal["spec.online"] = "false"
 	}
 	if c.refuseResetOnce(name, refusal) && c.Recorder != nil {
-		c.Recorder.Eventf(bmh, nil, "Warning", "PowerOffRefused", "Reboot",
+		c.eventf(bmh, nil, "Warning", "PowerOffRefused", "Reboot",
 			"%v: host %s is never powered off by rebootkit, so it cannot be held off (%s): a reboot of it is a reset, "+
 				"asked for with the bare %s annotation; remove the others, or clear spec.disablePowerOff",
 			ErrPowerOffDisabled, name, strings.Join(sortedKeys(refusal), ", "), reboot.Annotation)
@@ -160,7 +160,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 		if s, err := pc.State(ctx); err == nil {
 			o.Power = s
 		} else if !isInFlight(err) && c.Recorder != nil {
-			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot",
+			c.eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot",
 				"host %s: power state read failed: %v; nothing is sent to it until a reading comes: %s", name, err, powerFix(err))
 		}
 		if hs, ok := recordStatus(&rec, bmh, exists); ok {
@@ -205,7 +205,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			return patchHost(ctx, hosts, bmh, unmark)
 		})
 		if err == nil && c.Recorder != nil {
-			c.Recorder.Eventf(bmh, nil, "Normal", "Reset", "Reboot",
+			c.eventf(bmh, nil, "Normal", "Reset", "Reboot",
 				"host %s %s (spec.disablePowerOff: a reboot is a reset, never a power-off); %s removed",
 				name, doneWhat(fin, fin.LeftOff), reboot.Annotation)
 		}
@@ -240,13 +240,13 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 	}
 	c.conflictsEnd(name)
 	if d.GaveUp && c.Recorder != nil {
-		c.Recorder.Eventf(bmh, nil, "Warning", "ResetOutcomeUnknown", "Reboot",
+		c.eventf(bmh, nil, "Warning", "ResetOutcomeUnknown", "Reboot",
 			"host %s was sent %d resets for its request whose outcome is not known (%s): it may have been reset "+
 				"(on NC-SI hardware the reset takes the BMC's port down with the host's NIC); no more resets are sent. Check the host, then remove %s "+
 				"(a new request starts afresh); an Off reading or the BMC's late answer is still taken", name, d.Rec.Resets, unknownWhy(o.Outcome, d.Rec), reboot.Annotation)
 	}
 	if d.Unsupported && c.Recorder != nil {
-		c.Recorder.Eventf(bmh, nil, "Warning", "ResetUnsupported", "Reboot",
+		c.eventf(bmh, nil, "Warning", "ResetUnsupported", "Reboot",
 			"host %s has spec.disablePowerOff and its BMC cannot reset it (%v): it is neither powered off nor reset; "+
 				"reboot it by hand and remove %s, or enable ForceRestart (Redfish) / hard reset (IPMI) on its BMC", name, o.Outcome.err, reboot.Annotation)
 	}
@@ -265,7 +265,7 @@ func (c *RebootController) reconcileReset(ctx context.Context, bmh *metal3.BareM
 			c.noteReset(name, resetOutcome{at: c.Reconciler.Now(), err: cerr})
 		}
 		if cerr != nil && !isInFlight(cerr) && c.Recorder != nil {
-			c.Recorder.Eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s", name, callFailure(d.Call, cerr, d.Rec.Resets, cfg))
+			c.eventf(bmh, nil, "Warning", "RebootPowerError", "Reboot", "host %s: %s", name, callFailure(d.Call, cerr, d.Rec.Resets, cfg))
 		}
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}

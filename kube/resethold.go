@@ -56,7 +56,7 @@ func (c *RebootController) breakHold(ctx context.Context, hosts *RebootHosts, bm
 	})
 	if errors.Is(err, reboot.ErrConflict) || err == nil {
 		if err == nil && c.Recorder != nil {
-			c.Recorder.Eventf(bmh, nil, "Warning", "HoldBroken", "Reboot",
+			c.eventf(bmh, nil, "Warning", "HoldBroken", "Reboot",
 				"host %s, held off with fencing evidence (%s) before spec.disablePowerOff was set, reads on: someone powered it on; "+
 					"its hold is recorded broken (it fences nothing now) and, with spec.disablePowerOff, it is not powered off again",
 				bmh.Name, st.LastPoweredOff.UTC().Format(time.RFC3339))

@@ -227,9 +227,11 @@
 //   - costs the same per call whatever the number of hosts and BMCs (per
 //     BMC state, maps and an idle list; no scan of the hosts), and after
 //     Forget keeps nothing of a host (power/redfish keeps a system's
-//     reset and press windows, per endpoint and system for the whole
-//     process, until they end: a Controller made for it later, through
-//     this Pool or another, still sees them).
+//     reset and press windows, per endpoint (every spelling of one BMC
+//     is one endpoint: redfish.Origin) and system for the whole process,
+//     until they end under the longest settings any of its Controllers
+//     used: a Controller made for it later, through this Pool or another,
+//     still sees them).
 //
 // # The caller's duties
 //
@@ -237,7 +239,8 @@
 //     waits for the calls running, each at most until its deadline, and
 //     logs every session out, waiting for the logouts 10 s at most in
 //     all, however many BMCs do not answer).
-//   - Give each BMC one stable Target.BMC name (its address), each host a
+//   - Give each BMC one stable Target.BMC name (its address, in one
+//     canonical spelling: redfish.Origin for a Redfish endpoint), each host a
 //     stable Target.Config that changes when its configuration (credentials,
 //     TLS, system) does, and hosts with the same credentials to one BMC the
 //     same Target.Login (never the same one to different credentials:

@@ -306,6 +306,23 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 		d.RequeueAfter = c.cap(latest.Add(c.Precision).Sub(now))
 		return
 	}
+	if w, no := c.onPressWait(o); no {
+		if o.Power == power.StateOn {
+			// Released, and powered on by someone else meanwhile, on a
+			// BMC whose power-on presses the power button: a press would
+			// shut the host down. The reboot ends with no call
+			// (TestReview36af_ReleasedOnHostPressedOff).
+			st.LastPoweredOn, st.OnConfirmed = p, time.Time{}
+			st.Seen = nil
+			d.UpdateStatus = true
+			d.Phase = PhaseIdle
+			d.Reason = "released, and powered on by someone else meanwhile: done (a power-on would press the power button)"
+			return
+		}
+		d.Reason = "off and released; the power-on presses the power button: wait for an Off reading that cannot be an echo"
+		d.RequeueAfter = c.cap(w)
+		return
+	}
 	if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, o.Power, d) {
 		return
 	}
@@ -372,6 +389,14 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		d.Reason = "off reading may be stale (power-on sent recently): wait"
 		d.RequeueAfter = c.cap(c.StaleReads - o.QuietFor)
 	case o.Online && o.Power == power.StateOff:
+		if w, no := c.onPressWait(o); no {
+			// A power-on that presses the power button: not while a lost
+			// press may still land, nor on an Off reading that may echo
+			// (TestReview36af_IdleSecondPowerOnPressWhileLostOneMayLand).
+			d.Reason = "off; the power-on presses the power button: wait until no press of ours may land and the reading cannot be an echo"
+			d.RequeueAfter = c.cap(w)
+			return
+		}
 		if c.wait(o.LastCall, ActionPowerOn, power.ModeSoft, now, o.Power, d) {
 			return
 		}

@@ -279,8 +279,16 @@ func (c Config) releasedPending(o Observed, st *Status, run time.Duration, now t
 	if hasKeyed || !o.Online || !c.releasedOn(o, run, now) {
 		return false
 	}
+	if none {
+		return true
+	}
+	if st.Mode == power.ModeSoft && c.softTimedOut(o, st.PendingRebootSince, st.SoftSince, now) {
+		// The hard fallback is due: it goes out first, and the reboot
+		// ends so only after it (TestReview36af_SoftIgnoredBareRebootDoneWithoutPowerOff).
+		return false
+	}
 	l := o.LastCall
-	return none || st.offOnSane() && l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(st.work())
+	return st.offOnSane() && l.Action == ActionPowerOff && l.Class == power.ClassNone && l.For.Is(st.work())
 }
 
 // offOnSane reports whether a power-off of the pending reboot decided

@@ -195,7 +195,9 @@
 //     persisted, and recorded only once the call's answer shows it
 //     accepted: the run began after that reading and after a power-off
 //     the BMC took; a run under way before, or a power-off refused,
-//     shows nothing of it,
+//     shows nothing of it; nor while the reboot is soft and its hard
+//     fallback is due (above): the hard power-off goes out first
+//     (TestReview36af_SoftIgnoredBareRebootDoneWithoutPowerOff),
 //     TestReview36z_BareRebootDoneWithoutPowerOff,
 //     TestReview36ab_BusyFirstOffThenStuckRunDoneWithoutPowerOff; no
 //     clock is compared, so a power-off repeated later in the run, a
@@ -287,6 +289,14 @@
 //     Pool's back-off, a call never sent (power.ErrNotSent), a refusal
 //     for leadership) counts as none; one that timed out counts as sent
 //     LostLanding after its return (A5), for the whole SoftTimeout.
+//     A power-on that may press the power button (a Controller that
+//     implements OnToggler) is sent only on an Off reading taken
+//     StaleReads after this controller's previous power-on and after its
+//     previous press may have landed, never while a press whose answer
+//     was lost may still land (TestReview36af_IdleSecondPowerOnPressWhileLostOneMayLand);
+//     a released host that reads On is sent none, its reboot ends with no
+//     call (Status.LastPoweredOn written,
+//     TestReview36af_ReleasedOnHostPressedOff).
 //     Every press (a power-off's, and a power-on's on a Controller that
 //     implements OnToggler) is recorded in Status.LastPress by a
 //     versioned write before it is sent, so a restarted controller counts

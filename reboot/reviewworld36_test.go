@@ -576,3 +576,21 @@ func review36RequireFirstOffSoft(t *testing.T, pw *fake.Power, req time.Time, so
 	}
 	require.Equal(t, power.ModeSoft, c.Mode, msg, c.At.Sub(req), softTimeout, offs)
 }
+
+// review36NoOnPressBeforeLanding checks the outcome of a run in which
+// review36RequestBeforeLanding found the host never powered on before
+// the lost power-on press (returned at lostAt) landed: since
+// TestReview36af_IdleSecondPowerOnPressWhileLostOneMayLand no power-on
+// that may press goes out while a lost press may still land (the
+// restarted controller counted the previous process's press), so no
+// power-on was sent before the landing, and the landed press left the
+// host on. A controller that forgot the press presses On again at once,
+// and the caller's own checks then run.
+func review36NoOnPressBeforeLanding(t *testing.T, pw *fake.Power, lostAt time.Time, land time.Duration) {
+	t.Helper()
+	for _, c := range pw.Calls() {
+		require.False(t, c.Op == fake.OpOn && c.At.After(lostAt) && c.At.Before(lostAt.Add(land)),
+			"a power-on press sent at %v after the lost one, before it landed; truth %s", c.At.Sub(lostAt), rebootcheck.DescribeTruth(pw))
+	}
+	require.True(t, pw.HardwareOn(), "the lost press landed and left the host on; truth %s", rebootcheck.DescribeTruth(pw))
+}

@@ -48,7 +48,17 @@ func togglesOn(pc power.Controller) bool {
 // running in the background (answered busy: kube.Async) is the call in
 // flight a late answer settles (memory.late,
 // TestReview36o_LateLostPowerOnPressCountsFromPass).
+//
+// Any power-on that may have reached the hardware counts from its return
+// too (lastOn, which QuietFor counts from; noted before the call as
+// well): the BMC may carry it out as it answers, so an Off reading taken
+// less than StaleReads after the return may echo the state before it (A5:
+// an answered call counts from its return;
+// TestReview36ag_SlowPowerOnPressPressedAgainOnEcho).
 func (h *memory) sentOn(press bool, err error, done time.Duration) {
+	if !notCarriedOut(err) {
+		h.lastOn = max(h.lastOn, done)
+	}
 	if !press || !answerLost(err) {
 		return
 	}
@@ -218,4 +228,32 @@ func (c Config) landWait(o Observed) (time.Duration, bool) {
 // after the press.
 func (c Config) pressSettled(o Observed) bool {
 	return o.PressOver && o.PressOverFor >= c.StaleReads || o.SincePress >= c.SoftTimeout+c.StaleReads
+}
+
+// onPressWait says whether a power-on must not be sent in this pass
+// because it may press the power button (OnToggles) of a host that may
+// run, and how long until it could be: issue 36 item 1, the rule
+// pressWait applies to power-offs, the other way round. A press goes out
+// only on an Off reading that cannot be an echo of a state from before a
+// change this controller's calls may have made: StaleReads after its
+// last power-on (QuietFor) and after its last press may have landed
+// (SincePress, a lost one counted as sent LostLanding after its return),
+// and never while a press whose answer was lost may still land
+// (landWait): the host it powers on would be shut down by the late one
+// (TestReview36af_IdleSecondPowerOnPressWhileLostOneMayLand). An On,
+// unknown or transitioning reading sends nothing: the press would shut a
+// running host down (TestReview36af_ReleasedOnHostPressedOff). A power-on
+// that sets the power never waits here.
+func (c Config) onPressWait(o Observed) (time.Duration, bool) {
+	if !o.OnToggles {
+		return 0, false
+	}
+	if w, no := c.landWait(o); no {
+		return w, true
+	}
+	wait := max(c.StaleReads-o.QuietFor, c.StaleReads-o.SincePress, 0)
+	if o.Power != power.StateOff {
+		return max(wait, c.PollInterval), true
+	}
+	return wait, wait > 0
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/termsafe"
 	"github.com/rebootkit/rebootkit/power"
 )
 
@@ -630,12 +631,15 @@ func (c *Controller) classify(op string, err error) error {
 // maxMessage bounds what is kept of an error text.
 const maxMessage = 512
 
+// redact removes the adapter's credentials and a peer's control
+// characters (termsafe.Clean) from an error text, and bounds its length.
 func (c *Controller) redact(s string) string {
 	for _, secret := range []string{c.cfg.Password, c.cfg.Username} {
 		if len(secret) >= 1 {
 			s = strings.ReplaceAll(s, secret, "[redacted]")
 		}
 	}
+	s = termsafe.Clean(s) // no control character of a peer's reaches an error
 	if len(s) > maxMessage {
 		s = s[:maxMessage] + "..."
 	}

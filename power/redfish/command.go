@@ -78,7 +78,7 @@ func (c *Controller) change(ctx context.Context, op string, want power.State, pr
 	}
 	if rt == "" {
 		return &power.Error{Op: op, Class: power.ClassUnsupported,
-			Message: fmt.Sprintf("none of %v among the allowable reset types %v", prefs, c.allowed)}
+			Message: c.redact(fmt.Sprintf("none of %v among the allowable reset types %v", prefs, c.allowed))}
 	}
 	if toggle {
 		if err := c.pressSafe(op, want, cur, readAt); err != nil {
@@ -341,7 +341,7 @@ func (c *Controller) Reset(ctx context.Context) error {
 	rt := c.choose([]string{"ForceRestart"})
 	if rt == "" {
 		return &power.Error{Op: op, Class: power.ClassUnsupported,
-			Message: fmt.Sprintf("ForceRestart is not among the allowable reset types %v", c.allowed)}
+			Message: c.redact(fmt.Sprintf("ForceRestart is not among the allowable reset types %v", c.allowed))}
 	}
 	cur, err := c.readState(ctx)
 	if err != nil {
@@ -422,7 +422,7 @@ func (c *Controller) lostSpan() time.Duration {
 }
 
 // windowKey names this Controller's system in windows.
-func (c *Controller) windowKey() string { return windowKey(c.cfg.Endpoint, c.systemURI) }
+func (c *Controller) windowKey() string { return originKey(c.origin, c.systemURI) }
 
 // resetQuiet reports whether a read begun at readAt is past the windows of
 // this system's resets, by this Controller or any other for the same

@@ -9,9 +9,9 @@ import "strings"
 func ForgetWindowsOf(endpoint string) {
 	windows.mu.Lock()
 	defer windows.mu.Unlock()
-	for k := range windows.m {
-		if strings.HasPrefix(k, endpoint+"\x00") {
-			delete(windows.m, k)
+	for k, w := range windows.m {
+		if strings.HasPrefix(k, originOf(endpoint)+"\x00") {
+			windows.drop(w)
 		}
 	}
 }

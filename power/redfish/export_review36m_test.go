@@ -15,7 +15,7 @@ func NoteLostReset36m(endpoint, system string, at, until time.Time) {
 func ResetLostWindows36m() {
 	windows.mu.Lock()
 	defer windows.mu.Unlock()
-	windows.m, windows.floor, windows.sweepAt = nil, window{}, 0
+	windows.m, windows.h, windows.floor = nil, nil, window{}
 }
 
 // SetOverdueFloor35v makes a read give its place up only after d (see

@@ -44,15 +44,21 @@
 //     the read began, not when its answer came (a read begun before a
 //     reset returned is inside its window). The windows are kept per
 //     endpoint and system in the package, shared by every Controller of
-//     the process for the same Endpoint and system, whatever its login,
+//     the process for the same Endpoint (by its Origin: every spelling of
+//     one BMC, such as https://BMC:443/ and https://bmc, is one) and
+//     system, whatever its login,
 //     credentials or power.Target (the Pool's next login after an
 //     evicted, retired or abandoned session, or after Pool.Forget and a
 //     new Target, keeps them:
 //     TestReview35ad_EvictedSessionForgetsPressWindowPoweringFencedHostOn),
 //     each measured both with the settings of the Controller that opened
 //     it and with those of the one that checks it; a system's record goes
-//     once its windows all ended (the process keeps nothing of hosts
-//     that came and went), for up to 65,536 systems with open windows
+//     once its windows all ended, measured so with the settings of every
+//     Controller the process has made (the longest LostLanding +
+//     SoftTimeout + StaleReads after the latest window began), at the
+//     next operation on the registry, whatever the system (the process
+//     keeps nothing of hosts that came and went; no operation scans the
+//     records), for up to 65,536 systems with open windows
 //     (past that the records that end first are dropped, and every
 //     system without a record of its own counts as inside the latest of
 //     them until it ends, so no open window is forgotten). They are not
@@ -254,6 +260,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/termsafe"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
@@ -418,6 +425,9 @@ func (cfg *Config) maxInFlight() int {
 // safe for concurrent use.
 type Controller struct {
 	cfg Config
+	// origin is Origin(cfg.Endpoint): the BMC's name in the window
+	// registry (windows.go).
+	origin string
 
 	sess *session // the login; shared with the controllers made on it
 	own  bool     // this Controller made the login (Close logs it out)
@@ -520,8 +530,10 @@ func (c *Controller) staleReads() time.Duration {
 // newController makes the Controller of cfg's system on session sess
 // (own: it made the login).
 func newController(cfg Config, sess *session, own bool) *Controller {
-	return &Controller{cfg: cfg, sess: sess, own: own, sem: make(chan struct{}, 1), rsem: make(chan struct{}, 1),
+	c := &Controller{cfg: cfg, origin: originOf(cfg.Endpoint), sess: sess, own: own, sem: make(chan struct{}, 1), rsem: make(chan struct{}, 1),
 		reqs: make(chan struct{}, 1), creqs: make(chan struct{}, 1)}
+	windows.widen(c.lostSpan()) // the registry keeps windows as long as it checks them
+	return c
 }
 
 // take takes lock l for operation op, or gives up when ctx is done: a
@@ -573,12 +585,12 @@ func notSentYet(err error) error {
 // Connect opens a session (or sets up basic auth), finds the system and
 // reads its reset action.
 func Connect(ctx context.Context, cfg Config) (*Controller, error) {
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return nil, fmt.Errorf("%w: endpoint must be an http(s) URL", ErrConfig)
+	if _, err := Origin(cfg.Endpoint); err != nil {
+		return nil, err
 	}
-	if u.User != nil {
-		return nil, fmt.Errorf("%w: endpoint must not carry credentials", ErrConfig)
+	u, err := url.Parse(cfg.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("%w: endpoint must be an http(s) URL", ErrConfig)
 	}
 	ci := power.ConnectInfoFrom(ctx)
 	if ci.Command {
@@ -670,8 +682,10 @@ func (c *Controller) Close() error { return c.CloseContext(context.Background())
 
 // CloseContext is Close, giving up when ctx is done.
 func (c *Controller) CloseContext(ctx context.Context) error {
-	// A system whose windows all ended leaves nothing behind (a host
-	// forgotten); one whose windows are open keeps them (windows.go).
+	// A system whose windows all ended (with the longest settings of the
+	// process's Controllers: the next Controller may check them with its
+	// own) leaves nothing behind; one whose windows are open keeps them
+	// (windows.go, TestReview35ae_CloseDropsWindowTheNextControllerStillNeeds).
 	windows.dropEnded(c.windowKey(), c.now())
 	if !c.own {
 		return nil
@@ -841,7 +855,8 @@ func (c *Controller) classify(op string, err error) *power.Error {
 }
 
 // redact removes every secret the adapter holds from text a BMC sent (or
-// echoed), in the encodings an echo may use, and bounds its length.
+// echoed), in the encodings an echo may use, then its control characters
+// (termsafe.Clean), and bounds its length.
 func (c *Controller) redact(s string) string {
 	var secrets []string
 	add := func(v string) {
@@ -875,6 +890,9 @@ func (c *Controller) redact(s string) string {
 	for _, v := range secrets {
 		s = strings.ReplaceAll(s, v, "[redacted]")
 	}
+	// A peer's control characters (terminal escapes, line breaks, bidi
+	// overrides) never reach an error: operators read them on terminals.
+	s = termsafe.Clean(s)
 	if len(s) > MaxMessage {
 		s = s[:MaxMessage] + "…(truncated)"
 	}

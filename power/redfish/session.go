@@ -187,7 +187,7 @@ func share(ctx context.Context, cfg Config, shared power.Controller) (*Controlle
 func (a Config) sameLogin(b Config) bool {
 	pools := a.RootCAs == b.RootCAs || a.RootCAs != nil && b.RootCAs != nil && a.RootCAs.Equal(b.RootCAs)
 	proxies := a.Proxy == b.Proxy || a.Proxy != nil && b.Proxy != nil && a.Proxy.String() == b.Proxy.String()
-	return strings.TrimSuffix(a.Endpoint, "/") == strings.TrimSuffix(b.Endpoint, "/") &&
+	return originOf(a.Endpoint) == originOf(b.Endpoint) &&
 		a.Username == b.Username && a.Password == b.Password && a.BasicAuth == b.BasicAuth &&
 		a.InsecureSkipVerify == b.InsecureSkipVerify && pools && proxies && a.HTTPClient == b.HTTPClient
 }

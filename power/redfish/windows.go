@@ -7,39 +7,57 @@ package redfish
 // whatever its login, credentials or Target) sees the same windows.
 
 import (
+	"container/heap"
+	"strings"
 	"sync"
 	"time"
 )
 
-// windows holds, per BMC endpoint and system, the windows of its resets
-// and presses (sysWindows), so that a new Controller for the same system
-// keeps them (TestReview36l_LostLandingWindowDiesWithItsController,
+// windows holds, per BMC endpoint (its Origin) and system, the windows
+// of its resets and presses (sysWindows), so that a new Controller for
+// the same system keeps them (TestReview36l_LostLandingWindowDiesWithItsController,
 // TestReview35ad_EvictedSessionForgetsPressWindowPoweringFencedHostOn,
-// TestReview35ad_ForgottenHostForgetsResetWindowPoweringFencedHostOn).
-// Entries whose windows all ended are dropped (swept once the registry
-// doubled since the last sweep, and at a Controller's Close), so that
-// it does not grow with hosts that came and went. It is bounded without
-// forgetting an open window: once full, the entries whose windows ended
-// are dropped; if it is still full, the entry whose windows end first is
-// dropped and the registry's floor takes it: every system it holds no
-// entry for counts as inside the latest dropped window, from the latest
-// dropped start until the latest dropped end, and so does a system's new
-// entry while the floor is open (TestReview36m_LostWindowEvictedByOtherBMCs).
-// The bound holds every system of a 65,536-host wave of resets inside
-// one window (about 7 minutes) without the floor (each entry a few
-// hundred bytes).
+// TestReview35ad_ForgottenHostForgetsResetWindowPoweringFencedHostOn,
+// TestReview35ae_RespelledEndpointForgetsResetWindowPoweringFencedHostOn).
+// A record is kept until its windows all ended, measured with the
+// settings of the Controller that noted each and with the longest
+// settings any Controller of the process has used (span: a Controller
+// checks a window with its own settings too,
+// TestReview35ae_CloseDropsWindowTheNextControllerStillNeeds), and goes
+// then: a min-heap of the records by that end lets every operation pop
+// up to expireBatch ended records (O(log n) each), so that the registry
+// does not keep hosts that came and went
+// (TestReview35ae_WaveOfForgottenHostsStaysInRegistry) and no operation
+// scans it (TestReview35ae_FullWindowRegistryCostsAFullScanPerReset).
+// It is bounded without forgetting an open window: once full, the record
+// whose windows end first is dropped and the registry's floor takes it:
+// every system it holds no record for counts as inside the latest
+// dropped window, from the latest dropped start until the latest dropped
+// end, and so does a system's new record while the floor is open
+// (TestReview36m_LostWindowEvictedByOtherBMCs). The bound holds every
+// system of a 65,536-host wave of resets inside one window (about 7
+// minutes) without the floor (each record a few hundred bytes).
 var windows = windowRegistry{max: 1 << 16}
+
+// expireBatch bounds the ended records one registry operation drops (or
+// re-files after span grew): the lock is held for a bounded time.
+const expireBatch = 256
 
 type windowRegistry struct {
 	mu  sync.Mutex
 	max int
 	m   map[string]*sysWindows
-	// floor is what a system without an entry counts as: inside a lost
+	// h orders m's records by exp, the earliest first.
+	h recHeap
+	// floor is what a system without a record counts as: inside a lost
 	// reset's window from the latest start until the latest end of the
-	// open entries dropped (zero: none).
+	// open records dropped (zero: none).
 	floor window
-	// sweepAt: the size at which the next note sweeps the ended entries.
-	sweepAt int
+	// span is the longest LostLanding + SoftTimeout + StaleReads of any
+	// Controller of the process (widen, at Connect): a record is kept
+	// until span after its latest window began, the longest any
+	// Controller checks a window for.
+	span time.Duration
 }
 
 // window is a span from at until until (zero: none).
@@ -79,6 +97,13 @@ type sysWindows struct {
 	pushOverAt    time.Time
 	pushOverUntil time.Time
 	pushOffRun    time.Time
+
+	// key is the record's key in the registry; exp when it may go (end,
+	// or span after anchor, the later; re-filed, never earlier, as span
+	// grows); idx its place in the registry's heap.
+	key string
+	exp time.Time
+	idx int
 }
 
 // end is when the last of w's windows ends.
@@ -89,6 +114,10 @@ func (w *sysWindows) end() time.Time {
 	return later(e, w.pushOverUntil)
 }
 
+// anchor is when the latest of w's windows began, the end of a press's
+// shutdown included.
+func (w *sysWindows) anchor() time.Time { return later(w.start(), w.pushOverAt) }
+
 // start is when the latest of w's windows began.
 func (w *sysWindows) start() time.Time {
 	s := later(w.reset.at, w.lost.at)
@@ -96,7 +125,14 @@ func (w *sysWindows) start() time.Time {
 	return later(s, w.press.at)
 }
 
-func windowKey(endpoint, system string) string { return endpoint + "\x00" + system }
+// windowKey names endpoint's system in the registry: by the endpoint's
+// Origin and the system's URI without a trailing slash, so that every
+// spelling of one BMC and system is one key
+// (TestReview35ae_RespelledEndpointForgetsResetWindowPoweringFencedHostOn).
+func windowKey(endpoint, system string) string { return originKey(originOf(endpoint), system) }
+
+// originKey is windowKey of an endpoint whose Origin is origin.
+func originKey(origin, system string) string { return origin + "\x00" + strings.TrimRight(system, "/") }
 
 // resetOutcome is what a reset POST handed to the HTTP client left: when
 // it began and returned, and its windows' lengths in the settings of the
@@ -114,49 +150,118 @@ type resetOutcome struct {
 	offPress bool
 }
 
-// entry returns key's entry, made if missing at now (the caller holds
-// r.mu): a new entry inherits the floor while it is open.
+// entry returns key's record, made if missing at now (the caller holds
+// r.mu): a new record inherits the floor while it is open. Records
+// ended by now go first.
 func (r *windowRegistry) entry(key string, now time.Time) *sysWindows {
 	if r.m == nil {
 		r.m = make(map[string]*sysWindows)
 	}
+	r.expire(now)
 	if w, ok := r.m[key]; ok {
 		return w
 	}
 	r.makeRoom(now)
-	w := &sysWindows{}
+	w := &sysWindows{key: key}
 	if now.Before(r.floor.until) {
 		w.lost = r.floor // it counted as inside the floor: it still does
 	}
 	r.m[key] = w
+	w.exp = r.expiry(w)
+	heap.Push(&r.h, w)
 	return w
 }
 
-// makeRoom sweeps the entries whose windows ended by now once the
-// registry doubled since the last sweep (or is full), and, if it is
-// still full, drops the entry whose windows end first into the floor.
+// expiry is when w may go: when its windows all ended, with the settings
+// they were noted with and with the longest any Controller of the
+// process has used (span after anchor).
+func (r *windowRegistry) expiry(w *sysWindows) time.Time {
+	e := w.end()
+	if a := w.anchor(); r.span > 0 && !a.IsZero() {
+		e = later(e, a.Add(r.span))
+	}
+	return e
+}
+
+// refile sets w's place in the heap after its windows changed (the
+// caller holds r.mu).
+func (r *windowRegistry) refile(w *sysWindows) {
+	w.exp = r.expiry(w)
+	heap.Fix(&r.h, w.idx)
+}
+
+// drop removes record w (the caller holds r.mu).
+func (r *windowRegistry) drop(w *sysWindows) {
+	heap.Remove(&r.h, w.idx)
+	delete(r.m, w.key)
+}
+
+// expire drops up to expireBatch records whose windows ended by now, the
+// earliest first (a record filed before span grew is re-filed instead,
+// counted in the batch).
+func (r *windowRegistry) expire(now time.Time) {
+	for range expireBatch {
+		if len(r.h) == 0 || r.h[0].exp.After(now) {
+			return
+		}
+		if w := r.h[0]; r.expiry(w).After(now) {
+			r.refile(w)
+		} else {
+			r.drop(w)
+		}
+	}
+}
+
+// makeRoom drops, if the registry is full, the record whose windows end
+// first into the floor (if they had not ended by now).
 func (r *windowRegistry) makeRoom(now time.Time) {
-	if len(r.m) >= r.sweepAt || len(r.m) >= r.max {
-		live := make(map[string]*sysWindows, len(r.m))
-		for k, w := range r.m {
-			if w.end().After(now) {
-				live[k] = w
-			}
-		}
-		r.m = live // a new map: a swept one keeps its buckets
-		r.sweepAt = max(64, 2*len(r.m))
+	if len(r.m) < r.max || len(r.h) == 0 {
+		return
 	}
-	if len(r.m) >= r.max {
-		var first string
-		for k, w := range r.m {
-			if first == "" || w.end().Before(r.m[first].end()) {
-				first = k
-			}
+	for range expireBatch { // records filed before span grew
+		if w := r.h[0]; r.expiry(w).After(w.exp) {
+			r.refile(w)
+			continue
 		}
-		w := r.m[first]
-		delete(r.m, first)
-		r.floor = r.floor.merge(window{at: w.start(), until: w.end()})
+		break
 	}
+	w := r.h[0]
+	r.drop(w)
+	if w.exp.After(now) {
+		r.floor = r.floor.merge(window{at: w.start(), until: w.exp})
+	}
+}
+
+// widen makes the registry keep every record at least span after its
+// latest window began (a Controller's LostLanding + SoftTimeout +
+// StaleReads, at Connect).
+func (r *windowRegistry) widen(span time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.span = max(r.span, span)
+}
+
+// recHeap is a min-heap of records by exp (container/heap).
+type recHeap []*sysWindows
+
+func (h recHeap) Len() int           { return len(h) }
+func (h recHeap) Less(i, j int) bool { return h[i].exp.Before(h[j].exp) }
+func (h recHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *recHeap) Push(x any) {
+	w := x.(*sysWindows)
+	w.idx = len(*h)
+	*h = append(*h, w)
+}
+func (h *recHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	w.idx = -1
+	return w
 }
 
 // noteReset records o for key.
@@ -164,6 +269,7 @@ func (r *windowRegistry) noteReset(key string, o resetOutcome) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.entry(key, o.returned)
+	defer r.refile(w)
 	at := later(o.began, o.returned)
 	w.reset = w.reset.merge(window{at: at, until: at.Add(o.stale)})
 	if !w.queued.at.IsZero() {
@@ -193,6 +299,7 @@ func (r *windowRegistry) note(key string, at, until time.Time) {
 	defer r.mu.Unlock()
 	w := r.entry(key, at)
 	w.lost = w.lost.merge(window{at: at, until: until})
+	r.refile(w)
 }
 
 // taskEnded records that key's task monitor was read ended at: if it is
@@ -202,10 +309,12 @@ func (r *windowRegistry) note(key string, at, until time.Time) {
 func (r *windowRegistry) taskEnded(key, monitor string, at time.Time, stale, pressSpan time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.expire(at)
 	w, ok := r.m[key]
 	if !ok || monitor == "" || w.queuedMonitor != monitor || at.Before(w.queued.at) {
 		return
 	}
+	defer r.refile(w)
 	w.reset = w.reset.merge(window{at: at, until: at.Add(stale)})
 	if w.queuedPress {
 		w.press = window{at: at, until: later(w.press.until, at.Add(pressSpan))}
@@ -224,6 +333,7 @@ func (r *windowRegistry) taskEnded(key, monitor string, at time.Time, stale, pre
 func (r *windowRegistry) observe(key string, off bool, sent, now time.Time, stale, settle time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.expire(now)
 	w, ok := r.m[key]
 	if !ok {
 		return
@@ -238,6 +348,7 @@ func (r *windowRegistry) observe(key string, off bool, sent, now time.Time, stal
 		}
 		if sent.Sub(w.pushOffRun) >= settle {
 			w.pushOverAt, w.pushOverUntil = now, now.Add(stale)
+			r.refile(w)
 		}
 	}
 }
@@ -253,12 +364,15 @@ func (r *windowRegistry) get(key string) sysWindows {
 	return sysWindows{lost: r.floor}
 }
 
-// dropEnded drops key's entry if its windows all ended by now.
+// dropEnded drops key's record if its windows all ended by now (with
+// the longest settings any Controller used too: see expiry), and the
+// other records ended by now (expire).
 func (r *windowRegistry) dropEnded(key string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if w, ok := r.m[key]; ok && !w.end().After(now) {
-		delete(r.m, key)
+	r.expire(now)
+	if w, ok := r.m[key]; ok && !r.expiry(w).After(now) {
+		r.drop(w)
 	}
 }
 

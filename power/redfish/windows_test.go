@@ -52,8 +52,8 @@ func TestLostRegistryBoundedKeepsOpenWindows(t *testing.T) {
 }
 
 // TestWindowRegistryForgetsEndedEntries: systems that came and went (their
-// windows ended) leave no entry behind: the registry is swept as it
-// grows, and dropEnded (a Controller's Close) drops an ended entry at
+// windows ended) leave no entry behind: they are dropped as time passes
+// (expire), and dropEnded (a Controller's Close) drops an ended entry at
 // once but never an open one.
 func TestWindowRegistryForgetsEndedEntries(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

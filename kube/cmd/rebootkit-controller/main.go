@@ -163,7 +163,7 @@ func run(args []string) int {
 	}
 	pool := power.NewPool(power.PoolConfig{CallTimeout: *callTimeout, ConnectTimeout: *connectTimeout})
 	powers := &kube.Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: *namespace, RootCAs: roots, Pool: pool,
-		SoftTimeout: *softTimeout, StaleReads: *staleReads, WithoutAdmissionPolicy: *withoutPolicy}
+		SoftTimeout: *softTimeout, StaleReads: *staleReads, WithoutAdmissionPolicy: *withoutPolicy, Ownership: &own}
 	if guard != nil {
 		powers.Guard = guard.Wrap
 	}
