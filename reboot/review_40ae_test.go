@@ -21,7 +21,6 @@ type deletableHosts struct {
 	mu        sync.Mutex
 	hosts     map[string]reboot.Host
 	watches   map[string][]chan struct{}
-	deleted   bool
 	getsAfter atomic.Int64 // Gets of a deleted host
 	watchTry  atomic.Int64 // Watch calls for a deleted host
 	liveWatch atomic.Int64 // watches whose ctx is not done
