@@ -20,8 +20,12 @@ import (
 // renewal was sent: the other candidates take the lease only its whole TTL
 // after etcd received that renewal), renewing it and checking the
 // election key first when less than half of that is left; the context it
-// returns ends at that instant. A leader paused after Hold finds the
-// context ended when it resumes; one paused before finds the lease gone.
+// returns ends at that instant, and its Err compares the clock with that
+// instant (reboot.ClockBound): a leader paused after Hold finds the
+// context ended when it resumes, before the deadline's timer fires; one
+// paused before finds the lease gone. A leader paused after its store's
+// last check of the context can still land that one write late: fence
+// writes to this etcd in their transaction (Cmp).
 // After Resign (called, not returned), Hold refuses at once and the
 // contexts it returned before have ended. So it is, within a watch's
 // latency (milliseconds on a healthy cluster), once the election key is
@@ -64,10 +68,22 @@ func (g leaderGuard) Hold(ctx context.Context) (context.Context, context.CancelF
 	if err := l.acting(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", reboot.ErrNotLeader, err)
 	}
+	if !time.Now().Before(until) {
+		// Paused past the lease's end since it was read.
+		return nil, nil, fmt.Errorf("%w: %w: the lease may have ended", reboot.ErrNotLeader, ErrInDoubt)
+	}
 	c, cancel := context.WithDeadline(ctx, until)
 	stop := context.AfterFunc(l.endedContext(), cancel)
-	return c, func() { stop(); cancel() }, nil
+	return reboot.ClockBound(c), func() { stop(); cancel() }, nil
 }
+
+// Cmp is the leadership's fencing comparison: the election key still
+// exists with this leadership's create revision (Rev). Add it to the
+// transactions of your own stores in this etcd: a write so fenced cannot
+// land after the leadership ended, even from a process paused after the
+// Guard's last check (which a Guard's context alone cannot stop).
+// Leadership.Store's writes carry it.
+func (l *Leadership) Cmp() clientv3.Cmp { return l.guard }
 
 // endedContext returns the context that ends when the leadership does:
 // at Resign, when a renewal finds it lost (setLost), when its session

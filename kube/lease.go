@@ -260,8 +260,13 @@ func togglesOn(pc power.Controller) bool {
 // remediation.Reconciler run outside a controller-runtime manager (or its
 // store writes) is fenced by the same lease: it answers only while the
 // lease is held with the margin, and its context ends at the lease's end
-// minus the margin, or as soon as the Lease is seen deleted or held by
-// another (see LeaseGuard).
+// minus the margin (its Err compares the monotonic clock with that end:
+// reboot.ClockBound, so a process paused past it finds it ended on
+// resume), or as soon as the Lease is seen deleted or held by another
+// (see LeaseGuard). A pause after the store's last check of the context
+// can still land that one write late: only a write the API server fences
+// itself (a resourceVersion precondition the next leader's write bumps)
+// cannot.
 func (g *LeaseGuard) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	c, cancel, ok := g.within(ctx)
 	if !ok {

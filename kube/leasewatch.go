@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // leaseTerm is one stretch of holding the lease, from the write that took
@@ -168,7 +170,10 @@ func (g *LeaseGuard) holdTerm() (time.Duration, *leaseTerm) {
 }
 
 // within returns ctx bounded by what remains of the lease and ended with
-// its term, or ok false when the lease is not held with the margin.
+// its term, or ok false when the lease is not held with the margin. The
+// context's Err compares the clock with that bound (reboot.ClockBound,
+// the rule reboot's Fenced applies): a process paused past the lease's
+// end finds it ended when it resumes, before the deadline's timer fires.
 func (g *LeaseGuard) within(ctx context.Context) (context.Context, context.CancelFunc, bool) {
 	left, term := g.holdTerm()
 	if left <= 0 {
@@ -176,8 +181,8 @@ func (g *LeaseGuard) within(ctx context.Context) (context.Context, context.Cance
 	}
 	c, cancel := context.WithTimeout(ctx, left)
 	if term == nil {
-		return c, cancel, true
+		return reboot.ClockBound(c), cancel, true
 	}
 	stop := context.AfterFunc(term.ctx, cancel)
-	return c, func() { stop(); cancel() }, true
+	return reboot.ClockBound(c), func() { stop(); cancel() }, true
 }

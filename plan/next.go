@@ -265,8 +265,9 @@ type pass struct {
 	failures int
 	acts     []Action
 	// services names the first reboot in wait_services whose server is
-	// still down, or back up with its services not: the plan's Waiting
-	// when nothing else is.
+	// still down, or back up with its services not, or in job whose job
+	// the fleet shows not finished (queued, draining, running): the
+	// plan's Waiting when nothing else is.
 	services string
 }
 
@@ -672,6 +673,11 @@ func (ps *pass) advance(i int) {
 				}
 				cancelJob(msg)
 				continue
+			case j.Exists && ps.services == "":
+				// Shown by the fleet, not finished: in flight, holding
+				// its slot until JobTimeout; named if nothing else holds
+				// the plan.
+				ps.services = jobWaiting(r, j, since(), now, c)
 			}
 		case StepCancelJob:
 			// The job may still reboot the server: it stays offline (in

@@ -40,7 +40,10 @@ type Guard interface {
 
 // hold asks g (nil: no fence) before a write or power call described by
 // what, and checks the returned context once more right before the call: a
-// process paused in between finds it past its deadline.
+// process paused in between finds it past its deadline. The context it
+// returns compares the clock with its deadline at every Err (ClockBound):
+// a store that checks it just before it sends refuses after a pause that
+// outlasted the lease, even before the deadline's timer fires.
 func hold(ctx context.Context, g Guard, what string) (context.Context, context.CancelFunc, error) {
 	if g == nil {
 		return ctx, func() {}, nil
@@ -52,6 +55,9 @@ func hold(ctx context.Context, g Guard, what string) (context.Context, context.C
 		}
 		return ctx, func() {}, fmt.Errorf("%s: %w", what, err)
 	}
+	// A deadline is a timer, and a process paused past it resumes with
+	// the timer not yet fired: compare the clock too (ClockBound).
+	gctx = ClockBound(gctx)
 	if gctx.Err() != nil {
 		cancel()
 		return ctx, func() {}, fmt.Errorf("%s: %w: the lease may have ended", what, ErrNotLeader)
@@ -60,7 +66,10 @@ func hold(ctx context.Context, g Guard, what string) (context.Context, context.C
 }
 
 // Fenced runs f (one store write or power call) under g as the reconcilers
-// do: it asks g first and passes f the bounded context. A nil g runs f
+// do: it asks g first and passes f the bounded context (ClockBound: its
+// Err is non-nil once the clock is past its deadline, timer fired or not;
+// a pause after f's last check of it can still land one write late unless
+// the store fences the write itself). A nil g runs f
 // with ctx. Stores and controllers of your own that make extra writes can
 // use it too.
 func Fenced(ctx context.Context, g Guard, what string, f func(context.Context) error) error {

@@ -29,7 +29,10 @@ type Loop struct {
 	// succeeds: a store that does not answer as the process starts delays
 	// its keys by about as long as it does not answer, not by a Resync.
 	// nil: only the keys given to Runner.Add, each reconciled again at
-	// every Runner.Resync and never forgotten.
+	// every Runner.Resync until a pass reports its object gone
+	// (Next.Release) or Runner.Remove drops it: the Runner then forgets
+	// it (its entry and its watch) until it is added again, as a work
+	// queue forgets a deleted object.
 	Keys func(ctx context.Context) ([]string, error)
 	// Watch, if set, returns a channel that receives a value whenever key
 	// changes (HostWatcher.Watch has this shape), closed when ctx is done.
@@ -48,6 +51,12 @@ type Next struct {
 	// After, if positive (and Requeue false), asks for the next pass after
 	// it, and resets the key's back-off.
 	After time.Duration
+	// Release reports the key's object gone (ErrNotFound) with nothing
+	// left to do for it: the Runner forgets the key (its entry and its
+	// watch end) until it is listed or added again, unless a wake-up came
+	// while the pass ran (the key then runs again). Requeue and After are
+	// ignored when it is set.
+	Release bool
 }
 
 // Runner runs Loops: the work queue a controller outside Kubernetes needs
@@ -97,7 +106,7 @@ type Runner struct {
 	Logger *slog.Logger
 
 	once     sync.Once
-	pending  chan runKey
+	pending  chan runReq
 	stopped  chan struct{} // closed when Run returns
 	stopOnce sync.Once
 }
@@ -131,6 +140,12 @@ type runKey struct {
 	key  string
 }
 
+// runReq is a call of Add (or of Remove, remove set) for Run to take.
+type runReq struct {
+	k      runKey
+	remove bool
+}
+
 // keyState is what the Runner knows of one key.
 type keyState struct {
 	k        runKey
@@ -141,6 +156,7 @@ type keyState struct {
 	failures int
 	stop     context.CancelFunc // ends the key's watch
 	listed   bool               // seen in the latest listing (or added)
+	release  bool               // removed while running: forgotten when the pass ends
 }
 
 type dueHeap []*keyState
@@ -170,19 +186,37 @@ type runResult struct {
 // wake-ups wait for Run to take them. Once Run has returned, Add never
 // blocks: it returns an error wrapping ErrRunnerStopped.
 func (r *Runner) Add(loop, key string) error {
+	return r.request(loop, key, false)
+}
+
+// Remove drops key from the loop named loop: the Runner forgets it (its
+// entry and its watch end; a pass running for it ends first) until it is
+// listed or added again. Use it for a key given to Add whose object you
+// know is gone (a server decommissioned); a pass that finds the object
+// gone releases its key itself (Next.Release). It blocks and fails as Add
+// does.
+func (r *Runner) Remove(loop, key string) error {
+	return r.request(loop, key, true)
+}
+
+func (r *Runner) request(loop, key string, remove bool) error {
+	verb, prep := "add", "to"
+	if remove {
+		verb, prep = "remove", "from"
+	}
 	for i, l := range r.Loops {
 		if l.Name == loop {
 			r.init()
 			select {
 			case <-r.stopped:
-				return fmt.Errorf("reboot: runner: add %q to loop %q: %w", key, loop, ErrRunnerStopped)
+				return fmt.Errorf("reboot: runner: %s %q %s loop %q: %w", verb, key, prep, loop, ErrRunnerStopped)
 			default:
 			}
 			select {
-			case r.pending <- runKey{i, key}:
+			case r.pending <- runReq{runKey{i, key}, remove}:
 				return nil
 			case <-r.stopped:
-				return fmt.Errorf("reboot: runner: add %q to loop %q: %w", key, loop, ErrRunnerStopped)
+				return fmt.Errorf("reboot: runner: %s %q %s loop %q: %w", verb, key, prep, loop, ErrRunnerStopped)
 			}
 		}
 	}
@@ -191,7 +225,7 @@ func (r *Runner) Add(loop, key string) error {
 
 func (r *Runner) init() {
 	r.once.Do(func() {
-		r.pending = make(chan runKey, 1024)
+		r.pending = make(chan runReq, 1024)
 		r.stopped = make(chan struct{})
 	})
 }
@@ -343,6 +377,21 @@ func (r *Runner) Run(ctx context.Context) error {
 	// so that no change made between that pass's read and the watch's
 	// start is missed; but no longer than firstWatchWait (a watch that
 	// does not return: an informer that never syncs).
+	// release forgets s: its watch ends, it leaves the heap and the map.
+	// A key that runs is released when its pass ends (s.release).
+	release := func(s *keyState) {
+		if s.running {
+			s.release, s.again = true, false
+			return
+		}
+		if s.stop != nil {
+			s.stop()
+		}
+		if s.index >= 0 {
+			heap.Remove(&due, s.index)
+		}
+		delete(keys, s.k)
+	}
 	wake := func(k runKey) {
 		s := keys[k]
 		if s == nil {
@@ -358,6 +407,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		}
 		s.listed = true
+		s.release = false
 		schedule(s, time.Now())
 	}
 
@@ -410,13 +460,27 @@ func (r *Runner) Run(ctx context.Context) error {
 			free++
 			s := keys[res.k]
 			s.running = false
-			r.done(ctx, s, res, schedule)
-			if s.again {
-				s.again = false
-				schedule(s, time.Now())
+			switch {
+			case s.release:
+				release(s)
+			case res.err == nil && res.next.Release && !s.again:
+				release(s)
+			default:
+				if res.err == nil && res.next.Release {
+					res.next = Next{}
+				}
+				r.done(ctx, s, res, schedule)
+				if s.again {
+					s.again = false
+					schedule(s, time.Now())
+				}
 			}
-		case k := <-r.pending:
-			wake(k)
+		case req := <-r.pending:
+			if !req.remove {
+				wake(req.k)
+			} else if s := keys[req.k]; s != nil {
+				release(s)
+			}
 		case k := <-wakes:
 			if s := keys[k]; s != nil {
 				schedule(s, time.Now())
@@ -438,9 +502,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-tick.C:
 			// Keys of listing loops not listed since the last tick are
 			// forgotten (their watches end) once nothing is due for them.
-			// Keys of loops without Keys (given to Add) are never
-			// forgotten: each is reconciled at every tick, as a listed
-			// key is when its listing comes in.
+			// Keys of loops without Keys (given to Add) are forgotten
+			// only when released (Next.Release, Remove): each is
+			// reconciled at every tick, as a listed key is when its
+			// listing comes in.
 			for k, s := range keys {
 				if r.Loops[k.loop].Keys == nil {
 					schedule(s, time.Now())
@@ -547,7 +612,9 @@ func (r *Runner) warn(ctx context.Context, loop, key, what string, err error) {
 // Loop returns the Reconciler as a Runner's loop named "reboot" over the
 // hosts keys lists: a failed power call asks for a pass after the
 // back-off, Decision.RequeueAfter schedules the next, a host gone from the
-// store (ErrNotFound) is left alone until it is listed or added again, and
+// store (ErrNotFound) is forgotten (Reconciler.Forget) and its key
+// released (Next.Release: no more passes, its watch ends) until it is
+// listed or added again, and
 // Hosts' HostWatcher, if it has one, wakes a host when its record changes.
 func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) Loop {
 	l := Loop{Name: "reboot", Keys: keys,
@@ -555,7 +622,7 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) Loop
 			res, err := r.Reconcile(ctx, name)
 			if errors.Is(err, ErrNotFound) {
 				r.Forget(name)
-				return Next{}, nil
+				return Next{Release: true}, nil
 			}
 			return Next{Requeue: res.Requeue, After: res.RequeueAfter}, err
 		}}

@@ -14,8 +14,9 @@ import (
 // the reboot controller's Reconciler.Loop). A pass that persisted a new
 // State is followed at once by another (as its own write would wake it in
 // Kubernetes); otherwise RequeueAfter schedules the next pass; a Machine
-// that is gone and whose admission is released is left alone until it is
-// listed or added again. Each listing (at start and every Runner.Resync)
+// that is gone and whose admission is released is left alone (its key
+// released: reboot.Next.Release, no more passes, its watch ends) until it
+// is listed or added again. Each listing (at start and every Runner.Resync)
 // adds the admitted Machines (Admissions) that keys does not list: a
 // Machine deleted while no Loop ran (a restart, a leader change) still
 // has its request removed from its host and its admission released. A
@@ -48,7 +49,7 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 		Reconcile: func(ctx context.Context, name string) (reboot.Next, error) {
 			res, err := r.Reconcile(ctx, name)
 			if errors.Is(err, ErrNotFound) && r.gone(ctx, name) {
-				return reboot.Next{}, nil
+				return reboot.Next{Release: true}, nil
 			}
 			if err == nil && res.Decision.UpdateState {
 				// In Kubernetes the Machine's own change would wake it.

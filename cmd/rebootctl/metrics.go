@@ -115,7 +115,7 @@ func (m *metrics) observe(plans []plan.View, views map[string]plan.View, listErr
 }
 
 // waitReasons are the labels of rebootctl_plans_waiting.
-var waitReasons = []string{"stopped", "condition", "window", "headnode", "services", "domain", "concurrency", "shard", "other"}
+var waitReasons = []string{"stopped", "condition", "window", "headnode", "services", "job", "domain", "concurrency", "shard", "other"}
 
 // waitReason is what holds a plan, from its waiting message (plan.Plan's
 // Waiting), as a label of few values.
@@ -129,6 +129,8 @@ func waitReason(waiting string) string {
 		return "headnode"
 	case strings.Contains(waiting, "its services"), strings.Contains(waiting, "its server to come back up"):
 		return "services"
+	case strings.Contains(waiting, "waits for its job"):
+		return "job"
 	case strings.Contains(waiting, "offline there"):
 		return "domain"
 	case strings.Contains(waiting, "server(s) offline"):

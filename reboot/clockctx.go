@@ -1,0 +1,45 @@
+package reboot
+
+import (
+	"context"
+	"time"
+)
+
+// ClockBound returns ctx with an Err that also compares the clock
+// (time.Now, monotonic) with ctx's deadline: past it, Err returns
+// context.DeadlineExceeded even though the deadline's timer has not fired
+// yet. A process stopped (SIGSTOP, a VM paused, a long GC) runs no timers:
+// when it resumes, a context whose deadline went by meanwhile is not done
+// until its timer's goroutine runs, and a store that checks ctx.Err() just
+// before it sends would send a write its Guard no longer covers. The
+// Guards' contexts (hold, Fenced, etcd.Leadership.Guard, kube.LeaseGuard)
+// are so bound. Done still closes at the timer (Err may be non-nil a
+// moment before Done is closed); contexts derived from the result check
+// their own deadline only when their timer fires, so check this one.
+//
+// It narrows the gap, it does not close it: a process paused after the
+// check and before its write leaves the host can still land one write
+// after the lease's end, unless the store fences the write itself (an
+// etcd transaction comparing the election key: etcd.Leadership.Cmp).
+// A ctx without a deadline is returned as it is.
+func ClockBound(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); !ok {
+		return ctx
+	}
+	if _, ok := ctx.(clockBound); ok {
+		return ctx
+	}
+	return clockBound{ctx}
+}
+
+type clockBound struct{ context.Context }
+
+func (c clockBound) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if d, ok := c.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
