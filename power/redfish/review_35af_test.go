@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -167,4 +170,60 @@ func TestReview35af_DotDotResetTargetPowersAnotherPathBMC(t *testing.T) {
 	_ = c.Off(ctx, power.ModeHard)
 	require.Empty(t, b2.Resets(), "host 1's Off was sent to BMC 2 (its reset log); host 2 on: %v", hw2.HardwareOn())
 	require.True(t, hw2.HardwareOn(), "host 2 was powered off by host 1's Off")
+}
+
+// TestReview35af_RespelledBMCNeverJoinsItsSharedSession (endpoint.go
+// Origin: "Two spellings of one BMC ... give one origin, so that one BMC
+// is one endpoint ... to session sharing"): two hosts of one chassis BMC,
+// host A's endpoint spelled http://[::ffff:127.0.0.1]:P (an IPv4-mapped
+// address, as an IPv6-only inventory writes it) and host B's
+// http://127.0.0.1:P; same credentials, one HTTP client. Origin makes
+// them one BMC and Config.sameLogin (session.go:190) accepts the offered
+// session, but the joined Controller builds its URLs from its own
+// endpoint, and the session's origin check (transport.go:102 sameOrigin,
+// which compares host names literally) refuses every one of them
+// (ErrOffOrigin, reported as ErrAfterLogin, not ErrNotShared): host B
+// can never be controlled while A's session is open. In a Pool (which
+// offers the shared session to every host of the same BMC and login, and
+// kube names BMCs by Origin) that is host B refused for good: no fence,
+// no State, no login of its own (ErrNotShared would make one). Same with
+// "bmc" / "bmc." and "[::1]" / "[0:0::1]".
+func TestReview35af_RespelledBMCNeverJoinsItsSharedSession(t *testing.T) {
+	hwA := fake.NewPower(time.Now, fake.PowerConfig{})
+	hwB := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, hwA, "admin", "pw")
+	b.AddSystem("2", hwB)
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	epA := fmt.Sprintf("http://[::ffff:127.0.0.1]:%d", port)
+	epB := fmt.Sprintf("http://127.0.0.1:%d", port)
+	oA, err := redfish.Origin(epA)
+	require.NoError(t, err)
+	oB, err := redfish.Origin(epB)
+	require.NoError(t, err)
+	require.Equal(t, oA, oB, "Origin: one BMC")
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.DialContext = func(ctx context.Context, network, a string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp4", srv.Listener.Addr().String()) // both spellings reach the one BMC
+	}
+	hc := &http.Client{Transport: tr}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfgA := redfish.Config{Endpoint: epA, SystemID: "1", Username: "admin", Password: "pw", HTTPClient: hc}
+	cA, err := redfish.Connect(ctx, cfgA)
+	require.NoError(t, err)
+	defer cA.Close()
+	cfgB := cfgA
+	cfgB.Endpoint, cfgB.SystemID = epB, "2"
+	cB, err := redfish.Connect(power.WithConnectInfo(ctx, power.ConnectInfo{Shared: cA}), cfgB)
+	if err != nil && errors.Is(err, power.ErrNotShared) {
+		return // refused to share: the Pool logs host B in on its own
+	}
+	require.NoError(t, err, "host B (same BMC, same login, endpoint %s) accepted onto A's session (%s) and cannot use it", epB, epA)
+	defer cB.Close()
+	require.NoError(t, cB.Off(ctx, power.ModeHard))
+	require.False(t, hwB.HardwareOn(), "host B not powered off")
 }
