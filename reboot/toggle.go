@@ -48,7 +48,17 @@ func togglesOn(pc power.Controller) bool {
 // running in the background (answered busy: kube.Async) is the call in
 // flight a late answer settles (memory.late,
 // TestReview36o_LateLostPowerOnPressCountsFromPass).
+//
+// Any power-on that may have reached the hardware counts from its return
+// too (lastOn, which QuietFor counts from; noted before the call as
+// well): the BMC may carry it out as it answers, so an Off reading taken
+// less than StaleReads after the return may echo the state before it (A5:
+// an answered call counts from its return;
+// TestReview36ag_SlowPowerOnPressPressedAgainOnEcho).
 func (h *memory) sentOn(press bool, err error, done time.Duration) {
+	if !notCarriedOut(err) {
+		h.lastOn = max(h.lastOn, done)
+	}
 	if !press || !answerLost(err) {
 		return
 	}
