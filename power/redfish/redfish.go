@@ -216,10 +216,15 @@
 //     with a body (a login, a reset), so the session token, the basic-auth
 //     header and a login's password go nowhere else and a login body is
 //     never sent twice; the error wraps ErrRedirect. No request at all is
-//     sent off the origin, whatever URI the BMC gave (a session's Location,
-//     a link): it fails with an error wrapping ErrOffOrigin, and a Reset
-//     target that is not a path of the endpoint's ("/…") makes On and Off
-//     fail without sending anything. The BMC is reached
+//     sent off the endpoint, whatever URI the BMC gave (a session's
+//     Location, a Reset target, a task monitor, a link): its origin and,
+//     on it, the endpoint's own path (a BMC behind a proxy,
+//     "https://proxy/bmc1", is not "https://proxy/bmc2"); a path with a
+//     "." or ".." segment or a percent-encoded '.', '/' or '\' is refused
+//     outright, not resolved. Such a request fails with an error wrapping
+//     ErrOffOrigin, and a Reset target that is not a plain path of the
+//     endpoint's ("/…") makes On and Off fail without sending anything.
+//     The BMC is reached
 //     directly, never through HTTP_PROXY or HTTPS_PROXY from the
 //     environment, unless Config.Proxy names a proxy.
 //   - A reset answered 202 Accepted succeeds without following the task:

@@ -46,8 +46,9 @@ func (c *Controller) httpClient(origin *url.URL) *http.Client {
 }
 
 // ErrOffOrigin is wrapped by the error of a request the Controller
-// refused to send because its URL is not on the endpoint's origin (scheme,
-// host and port) or carries user information: a URI the BMC gave (a
+// refused to send because its URL is not on the endpoint (onEndpoint: its
+// scheme, host and port, a plain path under the endpoint's own path) or
+// carries user information: a URI the BMC gave (a
 // session's Location, a Reset target, a link) that is not a path of the
 // endpoint's. Neither the session token nor the password goes anywhere
 // but the endpoint.
@@ -55,9 +56,58 @@ var ErrOffOrigin = errors.New("redfish: request to another origin than the endpo
 
 // bmcPath reports whether uri, given by the BMC, is a path of the
 // endpoint's: it starts with one "/" (not "//", a network-path reference
-// to another host).
+// to another host), has no "\" or "@", and is a plain path (plainPath:
+// no "." or ".." segment, no percent-encoded '.', '/' or '\'), so that,
+// the endpoint prefixed, it stays under the endpoint's own path.
 func bmcPath(uri string) bool {
-	return strings.HasPrefix(uri, "/") && !strings.HasPrefix(uri, "//") && !strings.ContainsAny(uri, "\\@")
+	if !strings.HasPrefix(uri, "/") || strings.HasPrefix(uri, "//") || strings.ContainsAny(uri, "\\@") {
+		return false
+	}
+	if i := strings.IndexAny(uri, "?#"); i >= 0 {
+		uri = uri[:i]
+	}
+	return plainPath(uri)
+}
+
+// plainPath reports whether p, an escaped URL path, names one resource
+// whatever the server or a proxy in front of it makes of it: no "." or
+// ".." segment (before or after percent-decoding) and no percent-encoded
+// '.', '/' or '\' (nor a '\' decoded), which a server may decode
+// and resolve into another path than the one checked. Such a path is
+// refused outright rather than resolved.
+func plainPath(p string) bool {
+	low := strings.ToLower(p)
+	if strings.Contains(low, "%2e") || strings.Contains(low, "%2f") || strings.Contains(low, "%5c") {
+		return false
+	}
+	dec, err := url.PathUnescape(p)
+	if err != nil || strings.Contains(dec, "\\") {
+		return false
+	}
+	for _, q := range []string{p, dec} {
+		for _, seg := range strings.Split(q, "/") {
+			if seg == "." || seg == ".." {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// onEndpoint reports whether u is on the endpoint (base URL e): the same
+// origin as Origin spells it (scheme, host and port, canonical: "bmc." and
+// "bmc", "[::ffff:10.0.0.1]" and "10.0.0.1" are one host), no user
+// information, and a plain path (plainPath) under e's own path (the path
+// Origin keeps: a BMC behind a proxy, "https://proxy/bmc1", is not
+// "https://proxy/bmc2"). It is the one rule for every request sent,
+// whatever URI the BMC gave.
+func onEndpoint(e, u *url.URL) bool {
+	if u.User != nil || !sameOrigin(e, u) || !plainPath(u.EscapedPath()) || !plainPath(u.Path) {
+		return false
+	}
+	prefix := strings.TrimRight(e.EscapedPath(), "/")
+	p := u.EscapedPath()
+	return prefix == "" || p == prefix || strings.HasPrefix(p, prefix+"/")
 }
 
 // transport is the Controller's own: verified TLS unless told not to, the
@@ -112,7 +162,8 @@ func sameOrigin(a, u *url.URL) bool {
 	return strings.EqualFold(a.Scheme, u.Scheme) && strings.EqualFold(a.Hostname(), u.Hostname()) && port(a) == port(u)
 }
 
-// limitTransport sends only requests to the endpoint's origin (every
+// limitTransport sends only requests on the endpoint (onEndpoint: its
+// origin, under its path; every
 // request may carry the session token or the basic-auth password, and
 // gofish prefixes the endpoint to whatever URI the BMC gave), and bounds
 // every response body to MaxBody bytes.
@@ -122,7 +173,7 @@ type limitTransport struct {
 }
 
 func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.origin != nil && (r.URL.User != nil || !sameOrigin(t.origin, r.URL)) {
+	if t.origin != nil && !onEndpoint(t.origin, r.URL) {
 		if r.Body != nil {
 			_ = r.Body.Close() // RoundTrip must close it, even on error
 		}
