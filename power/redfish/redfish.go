@@ -211,8 +211,9 @@
 //     thus sent at most MaxInFlight + 1 reads at once on open connections
 //     (readplace.go; one that goes on working on a cancelled read after
 //     its connection closed may still be working on more).
-//   - Credentials never leave the endpoint's origin: a redirect to another
-//     scheme, host or port is not followed, nor any redirect of a request
+//   - Credentials never leave the endpoint: a redirect to another scheme,
+//     host or port, or off the endpoint's own path (onto another BMC behind
+//     the same proxy), is not followed, nor any redirect of a request
 //     with a body (a login, a reset), so the session token, the basic-auth
 //     header and a login's password go nowhere else and a login body is
 //     never sent twice; the error wraps ErrRedirect. No request at all is

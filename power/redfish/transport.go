@@ -10,20 +10,21 @@ import (
 	"strings"
 )
 
-// ErrRedirect is wrapped by the error of a request the BMC redirected to
-// another origin (scheme, host or port), or redirected at all when it
+// ErrRedirect is wrapped by the error of a request the BMC redirected off
+// the endpoint (another scheme, host or port, or a path not under the
+// endpoint's own, onEndpoint), or redirected at all when it
 // carried a body (a login, a reset): the redirect is not followed, so that
 // neither the credentials nor a login body go anywhere but the endpoint.
 var ErrRedirect = errors.New("redfish: the BMC redirected the request; not followed")
 
-// maxRedirects bounds the same-origin redirects followed for a read.
+// maxRedirects bounds the redirects on the endpoint followed for a read.
 const maxRedirects = 3
 
 // httpClient returns the Controller's HTTP client: Config.HTTPClient (its
 // transport kept) or one of our own, that reaches the BMC directly unless
 // Config.Proxy says otherwise (never through the environment's
-// HTTP_PROXY/HTTPS_PROXY), never follows a redirect off the endpoint's
-// origin nor one of a request with a body, and bounds every response body.
+// HTTP_PROXY/HTTPS_PROXY), never follows a redirect off the endpoint
+// (onEndpoint) nor one of a request with a body, and bounds every response body.
 func (c *Controller) httpClient(origin *url.URL) *http.Client {
 	var hc http.Client
 	if c.cfg.HTTPClient != nil {
@@ -99,8 +100,8 @@ func plainPath(p string) bool {
 // "bmc", "[::ffff:10.0.0.1]" and "10.0.0.1" are one host), no user
 // information, and a plain path (plainPath) under e's own path (the path
 // Origin keeps: a BMC behind a proxy, "https://proxy/bmc1", is not
-// "https://proxy/bmc2"). It is the one rule for every request sent,
-// whatever URI the BMC gave.
+// "https://proxy/bmc2"). It is the one rule for every request sent and
+// every redirect followed, whatever URI the BMC gave.
 func onEndpoint(e, u *url.URL) bool {
 	if u.User != nil || !sameOrigin(e, u) || !plainPath(u.EscapedPath()) || !plainPath(u.Path) {
 		return false
@@ -132,15 +133,15 @@ func (c *Controller) transport() *http.Transport {
 	return tr
 }
 
-// checkRedirect allows a redirect only of a read without a body, within
-// the endpoint's origin, a few times.
+// checkRedirect allows a redirect only of a read without a body, on the
+// endpoint (onEndpoint: its origin and under its path), a few times.
 func checkRedirect(origin *url.URL, req *http.Request, via []*http.Request) error {
 	first := via[0]
 	switch {
 	case first.Method != http.MethodGet && first.Method != http.MethodHead:
 		return fmt.Errorf("%w: a %s (which may carry credentials in its body) is never redirected", ErrRedirect, first.Method)
-	case !sameOrigin(origin, req.URL):
-		return fmt.Errorf("%w: to another origin than the endpoint's", ErrRedirect)
+	case !onEndpoint(origin, req.URL):
+		return fmt.Errorf("%w: off the endpoint (another origin, or a path not under the endpoint's)", ErrRedirect)
 	case len(via) > maxRedirects:
 		return fmt.Errorf("%w: more than %d redirects", ErrRedirect, maxRedirects)
 	}
