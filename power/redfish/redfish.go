@@ -164,8 +164,10 @@
 //   - One session serves every system of a service: Connect given an open
 //     Controller in power.ConnectInfo.Shared (a power.Pool does that for
 //     hosts with the same BMC and login) makes the new system's Controller
-//     on its session, without a login, if the endpoint, credentials, TLS
-//     and proxy settings are the same; otherwise it fails with
+//     on its session, without a login, if the endpoint (by its Origin: the
+//     session takes every spelling of the BMC), credentials, TLS and proxy
+//     settings are the same; otherwise, or if the session refuses the new
+//     Controller's requests as off its endpoint, it fails with
 //     power.ErrNotShared and the Pool logs in. Closing such a Controller
 //     does nothing; closing the one that logged in ends the session. Each
 //     Controller sends its reads one at a time, and its power commands'

@@ -148,19 +148,22 @@ func checkRedirect(origin *url.URL, req *http.Request, via []*http.Request) erro
 	return nil
 }
 
-// sameOrigin reports whether u has a's scheme, host and port (the default
-// port of the scheme when none is given).
+// sameOrigin reports whether u has a's scheme, host and port, compared
+// as Origin spells them (the default port of the scheme when none is
+// given, one spelling of a host name or an IP address).
 func sameOrigin(a, u *url.URL) bool {
-	port := func(u *url.URL) string {
-		if p := u.Port(); p != "" {
-			return p
-		}
-		if strings.EqualFold(u.Scheme, "https") {
-			return "443"
-		}
-		return "80"
+	oa, ou := hostOrigin(a), hostOrigin(u)
+	return oa != "" && oa == ou
+}
+
+// hostOrigin is Origin of u's scheme and host (no path), or "" if that is
+// no http(s) origin.
+func hostOrigin(u *url.URL) string {
+	o, err := Origin((&url.URL{Scheme: u.Scheme, Host: u.Host}).String())
+	if err != nil {
+		return ""
 	}
-	return strings.EqualFold(a.Scheme, u.Scheme) && strings.EqualFold(a.Hostname(), u.Hostname()) && port(a) == port(u)
+	return o
 }
 
 // limitTransport sends only requests on the endpoint (onEndpoint: its
