@@ -164,8 +164,10 @@
 //   - One session serves every system of a service: Connect given an open
 //     Controller in power.ConnectInfo.Shared (a power.Pool does that for
 //     hosts with the same BMC and login) makes the new system's Controller
-//     on its session, without a login, if the endpoint, credentials, TLS
-//     and proxy settings are the same; otherwise it fails with
+//     on its session, without a login, if the endpoint (by its Origin: the
+//     session takes every spelling of the BMC), credentials, TLS and proxy
+//     settings are the same; otherwise, or if the session refuses the new
+//     Controller's requests as off its endpoint, it fails with
 //     power.ErrNotShared and the Pool logs in. Closing such a Controller
 //     does nothing; closing the one that logged in ends the session. Each
 //     Controller sends its reads one at a time, and its power commands'
@@ -211,15 +213,21 @@
 //     thus sent at most MaxInFlight + 1 reads at once on open connections
 //     (readplace.go; one that goes on working on a cancelled read after
 //     its connection closed may still be working on more).
-//   - Credentials never leave the endpoint's origin: a redirect to another
-//     scheme, host or port is not followed, nor any redirect of a request
+//   - Credentials never leave the endpoint: a redirect to another scheme,
+//     host or port, or off the endpoint's own path (onto another BMC behind
+//     the same proxy), is not followed, nor any redirect of a request
 //     with a body (a login, a reset), so the session token, the basic-auth
 //     header and a login's password go nowhere else and a login body is
 //     never sent twice; the error wraps ErrRedirect. No request at all is
-//     sent off the origin, whatever URI the BMC gave (a session's Location,
-//     a link): it fails with an error wrapping ErrOffOrigin, and a Reset
-//     target that is not a path of the endpoint's ("/…") makes On and Off
-//     fail without sending anything. The BMC is reached
+//     sent off the endpoint, whatever URI the BMC gave (a session's
+//     Location, a Reset target, a task monitor, a link): its origin and,
+//     on it, the endpoint's own path (a BMC behind a proxy,
+//     "https://proxy/bmc1", is not "https://proxy/bmc2"); a path with a
+//     "." or ".." segment or a percent-encoded '.', '/' or '\' is refused
+//     outright, not resolved. Such a request fails with an error wrapping
+//     ErrOffOrigin, and a Reset target that is not a plain path of the
+//     endpoint's ("/…") makes On and Off fail without sending anything.
+//     The BMC is reached
 //     directly, never through HTTP_PROXY or HTTPS_PROXY from the
 //     environment, unless Config.Proxy names a proxy.
 //   - A reset answered 202 Accepted succeeds without following the task:

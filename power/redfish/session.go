@@ -176,6 +176,13 @@ func share(ctx context.Context, cfg Config, shared power.Controller) (*Controlle
 		}
 		err = c.discover(ctx)
 	}
+	if errors.Is(err, ErrOffOrigin) {
+		// The session refuses this endpoint's requests: never a refusal
+		// of this host for as long as that session lives, but a login of
+		// its own.
+		return nil, &power.Error{Op: "connect", Class: power.ClassFailed,
+			Message: "the offered session cannot reach this endpoint", Err: fmt.Errorf("%w: %w", power.ErrNotShared, err)}
+	}
 	if err != nil {
 		return nil, err
 	}

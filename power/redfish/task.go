@@ -58,7 +58,7 @@ func (c *Controller) taskMonitor(s string) string {
 	if !strings.HasPrefix(s, "/") {
 		u, err := url.Parse(s)
 		e, eerr := url.Parse(c.cfg.Endpoint)
-		if err != nil || eerr != nil || u.Scheme == "" || !strings.EqualFold(u.Scheme, e.Scheme) || !strings.EqualFold(u.Host, e.Host) ||
+		if err != nil || eerr != nil || u.Scheme == "" || !sameOrigin(e, u) ||
 			strings.Trim(e.Path, "/") != "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 			return ""
 		}
@@ -69,7 +69,7 @@ func (c *Controller) taskMonitor(s string) string {
 			return ""
 		}
 	}
-	if !bmcPath(s) || !strings.HasPrefix(s, "/redfish/v1/") || strings.Contains(s, "/../") || strings.HasSuffix(s, "/..") {
+	if !bmcPath(s) || !strings.HasPrefix(s, "/redfish/v1/") { // bmcPath: no dot segment
 		return ""
 	}
 	return s

@@ -10,20 +10,21 @@ import (
 	"strings"
 )
 
-// ErrRedirect is wrapped by the error of a request the BMC redirected to
-// another origin (scheme, host or port), or redirected at all when it
+// ErrRedirect is wrapped by the error of a request the BMC redirected off
+// the endpoint (another scheme, host or port, or a path not under the
+// endpoint's own, onEndpoint), or redirected at all when it
 // carried a body (a login, a reset): the redirect is not followed, so that
 // neither the credentials nor a login body go anywhere but the endpoint.
 var ErrRedirect = errors.New("redfish: the BMC redirected the request; not followed")
 
-// maxRedirects bounds the same-origin redirects followed for a read.
+// maxRedirects bounds the redirects on the endpoint followed for a read.
 const maxRedirects = 3
 
 // httpClient returns the Controller's HTTP client: Config.HTTPClient (its
 // transport kept) or one of our own, that reaches the BMC directly unless
 // Config.Proxy says otherwise (never through the environment's
-// HTTP_PROXY/HTTPS_PROXY), never follows a redirect off the endpoint's
-// origin nor one of a request with a body, and bounds every response body.
+// HTTP_PROXY/HTTPS_PROXY), never follows a redirect off the endpoint
+// (onEndpoint) nor one of a request with a body, and bounds every response body.
 func (c *Controller) httpClient(origin *url.URL) *http.Client {
 	var hc http.Client
 	if c.cfg.HTTPClient != nil {
@@ -46,8 +47,9 @@ func (c *Controller) httpClient(origin *url.URL) *http.Client {
 }
 
 // ErrOffOrigin is wrapped by the error of a request the Controller
-// refused to send because its URL is not on the endpoint's origin (scheme,
-// host and port) or carries user information: a URI the BMC gave (a
+// refused to send because its URL is not on the endpoint (onEndpoint: its
+// scheme, host and port, a plain path under the endpoint's own path) or
+// carries user information: a URI the BMC gave (a
 // session's Location, a Reset target, a link) that is not a path of the
 // endpoint's. Neither the session token nor the password goes anywhere
 // but the endpoint.
@@ -55,9 +57,58 @@ var ErrOffOrigin = errors.New("redfish: request to another origin than the endpo
 
 // bmcPath reports whether uri, given by the BMC, is a path of the
 // endpoint's: it starts with one "/" (not "//", a network-path reference
-// to another host).
+// to another host), has no "\" or "@", and is a plain path (plainPath:
+// no "." or ".." segment, no percent-encoded '.', '/' or '\'), so that,
+// the endpoint prefixed, it stays under the endpoint's own path.
 func bmcPath(uri string) bool {
-	return strings.HasPrefix(uri, "/") && !strings.HasPrefix(uri, "//") && !strings.ContainsAny(uri, "\\@")
+	if !strings.HasPrefix(uri, "/") || strings.HasPrefix(uri, "//") || strings.ContainsAny(uri, "\\@") {
+		return false
+	}
+	if i := strings.IndexAny(uri, "?#"); i >= 0 {
+		uri = uri[:i]
+	}
+	return plainPath(uri)
+}
+
+// plainPath reports whether p, an escaped URL path, names one resource
+// whatever the server or a proxy in front of it makes of it: no "." or
+// ".." segment (before or after percent-decoding) and no percent-encoded
+// '.', '/' or '\' (nor a '\' decoded), which a server may decode
+// and resolve into another path than the one checked. Such a path is
+// refused outright rather than resolved.
+func plainPath(p string) bool {
+	low := strings.ToLower(p)
+	if strings.Contains(low, "%2e") || strings.Contains(low, "%2f") || strings.Contains(low, "%5c") {
+		return false
+	}
+	dec, err := url.PathUnescape(p)
+	if err != nil || strings.Contains(dec, "\\") {
+		return false
+	}
+	for _, q := range []string{p, dec} {
+		for _, seg := range strings.Split(q, "/") {
+			if seg == "." || seg == ".." {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// onEndpoint reports whether u is on the endpoint (base URL e): the same
+// origin as Origin spells it (scheme, host and port, canonical: "bmc." and
+// "bmc", "[::ffff:10.0.0.1]" and "10.0.0.1" are one host), no user
+// information, and a plain path (plainPath) under e's own path (the path
+// Origin keeps: a BMC behind a proxy, "https://proxy/bmc1", is not
+// "https://proxy/bmc2"). It is the one rule for every request sent and
+// every redirect followed, whatever URI the BMC gave.
+func onEndpoint(e, u *url.URL) bool {
+	if u.User != nil || !sameOrigin(e, u) || !plainPath(u.EscapedPath()) || !plainPath(u.Path) {
+		return false
+	}
+	prefix := strings.TrimRight(e.EscapedPath(), "/")
+	p := u.EscapedPath()
+	return prefix == "" || p == prefix || strings.HasPrefix(p, prefix+"/")
 }
 
 // transport is the Controller's own: verified TLS unless told not to, the
@@ -82,37 +133,41 @@ func (c *Controller) transport() *http.Transport {
 	return tr
 }
 
-// checkRedirect allows a redirect only of a read without a body, within
-// the endpoint's origin, a few times.
+// checkRedirect allows a redirect only of a read without a body, on the
+// endpoint (onEndpoint: its origin and under its path), a few times.
 func checkRedirect(origin *url.URL, req *http.Request, via []*http.Request) error {
 	first := via[0]
 	switch {
 	case first.Method != http.MethodGet && first.Method != http.MethodHead:
 		return fmt.Errorf("%w: a %s (which may carry credentials in its body) is never redirected", ErrRedirect, first.Method)
-	case !sameOrigin(origin, req.URL):
-		return fmt.Errorf("%w: to another origin than the endpoint's", ErrRedirect)
+	case !onEndpoint(origin, req.URL):
+		return fmt.Errorf("%w: off the endpoint (another origin, or a path not under the endpoint's)", ErrRedirect)
 	case len(via) > maxRedirects:
 		return fmt.Errorf("%w: more than %d redirects", ErrRedirect, maxRedirects)
 	}
 	return nil
 }
 
-// sameOrigin reports whether u has a's scheme, host and port (the default
-// port of the scheme when none is given).
+// sameOrigin reports whether u has a's scheme, host and port, compared
+// as Origin spells them (the default port of the scheme when none is
+// given, one spelling of a host name or an IP address).
 func sameOrigin(a, u *url.URL) bool {
-	port := func(u *url.URL) string {
-		if p := u.Port(); p != "" {
-			return p
-		}
-		if strings.EqualFold(u.Scheme, "https") {
-			return "443"
-		}
-		return "80"
-	}
-	return strings.EqualFold(a.Scheme, u.Scheme) && strings.EqualFold(a.Hostname(), u.Hostname()) && port(a) == port(u)
+	oa, ou := hostOrigin(a), hostOrigin(u)
+	return oa != "" && oa == ou
 }
 
-// limitTransport sends only requests to the endpoint's origin (every
+// hostOrigin is Origin of u's scheme and host (no path), or "" if that is
+// no http(s) origin.
+func hostOrigin(u *url.URL) string {
+	o, err := Origin((&url.URL{Scheme: u.Scheme, Host: u.Host}).String())
+	if err != nil {
+		return ""
+	}
+	return o
+}
+
+// limitTransport sends only requests on the endpoint (onEndpoint: its
+// origin, under its path; every
 // request may carry the session token or the basic-auth password, and
 // gofish prefixes the endpoint to whatever URI the BMC gave), and bounds
 // every response body to MaxBody bytes.
@@ -122,7 +177,7 @@ type limitTransport struct {
 }
 
 func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.origin != nil && (r.URL.User != nil || !sameOrigin(t.origin, r.URL)) {
+	if t.origin != nil && !onEndpoint(t.origin, r.URL) {
 		if r.Body != nil {
 			_ = r.Body.Close() // RoundTrip must close it, even on error
 		}

@@ -213,7 +213,8 @@ func (r *windowRegistry) expire(now time.Time) {
 }
 
 // makeRoom drops, if the registry is full, the record whose windows end
-// first into the floor (if they had not ended by now).
+// first into the floor (if they had not ended by now), with the floor
+// ending where the record's windows end under the current span.
 func (r *windowRegistry) makeRoom(now time.Time) {
 	if len(r.m) < r.max || len(r.h) == 0 {
 		return
@@ -227,8 +228,10 @@ func (r *windowRegistry) makeRoom(now time.Time) {
 	}
 	w := r.h[0]
 	r.drop(w)
-	if w.exp.After(now) {
-		r.floor = r.floor.merge(window{at: w.start(), until: w.exp})
+	// The floor takes the record's windows under the current span (it may
+	// still be filed under an older, shorter one once the batch ran out).
+	if until := r.expiry(w); until.After(now) {
+		r.floor = r.floor.merge(window{at: w.start(), until: until})
 	}
 }
 
