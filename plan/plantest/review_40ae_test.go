@@ -203,8 +203,10 @@ func TestReview40ae_StoreContractPassesStoreRacyAcrossProcesses(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		plantest.StoreContract(r, func() (plan.Store, func(), error) {
-			return &review40aeHandle{disk: newDisk()}, nil, nil
+		plantest.StoreContract(r, func() (plantest.Stores, error) {
+			// The executor's process and rebootctl's, one disk.
+			d := newDisk()
+			return plantest.Stores{Store: &review40aeHandle{disk: d}, Other: &review40aeHandle{disk: d}}, nil
 		})
 	}()
 	<-done
