@@ -108,7 +108,10 @@ func TestReview40ae_ContractPassesAdmissionsRacyAcrossProcesses(t *testing.T) {
 				c.PutNode(n)
 			}
 			mark := func(_ context.Context, m string, on bool) error { c.SetNeedsRemediation(m, on); return nil }
-			return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: &review40aeAdmHandle{disk: &review40aeAdmDisk{}}, Mark: mark}, nil
+			// Two processes' handles on one admission record.
+			d := &review40aeAdmDisk{}
+			return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: &review40aeAdmHandle{disk: d},
+				OtherAdmissions: &review40aeAdmHandle{disk: d}, Mark: mark}, nil
 		})
 	}()
 	<-fin
