@@ -77,6 +77,11 @@ func (c *Cluster) GetAdmissions(context.Context) (remediation.Admissions, error)
 // the key "admissions".
 func (c *Cluster) PutAdmissions(_ context.Context, a remediation.Admissions) error {
 	c.between.run("admissions")
+	return c.putAdmissions(a)
+}
+
+// putAdmissions applies PutAdmissions' compare-and-swap under the lock.
+func (c *Cluster) putAdmissions(a remediation.Admissions) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if a.Version != strconv.Itoa(c.admVersion) {

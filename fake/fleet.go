@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 // Compile-time checks.
 var (
 	_ plan.ViewFleet = (*Fleet)(nil)
-	_ plan.Store     = (*PlanStore)(nil)
 )
 
 // ErrUnavailable is returned by a Fleet while its headnode is down: the
@@ -754,157 +752,6 @@ func (f *Fleet) Frozen() (bool, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.frozen, f.freezes
-}
-
-// PlanStore is an in-memory plan.Store that keeps encoded documents, so
-// that every Get decodes what Put encoded, with a version per plan for
-// compare-and-swap. Not for production.
-type PlanStore struct {
-	mu       sync.Mutex
-	docs     map[string][]byte
-	versions map[string]int
-	failPuts int
-	puts     int
-	between  interloper
-}
-
-// FailPuts makes the next n Puts fail (a crash before the write). Safe
-// while in use.
-func (s *PlanStore) FailPuts(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failPuts += n
-}
-
-// SetInterloper installs a second writer, called with the plan's UUID
-// without the store's lock just before every Put is applied (an operator's
-// run, stop or cancel between the executor's read and write). nil removes
-// it. Safe while in use.
-func (s *PlanStore) SetInterloper(f func(uuid string)) { s.between.set(f) }
-
-// NewPlanStore returns an empty store.
-func NewPlanStore() *PlanStore {
-	return &PlanStore{docs: map[string][]byte{}, versions: map[string]int{}}
-}
-
-// Get implements plan.Store.
-func (s *PlanStore) Get(_ context.Context, uuid string) (plan.Plan, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.getLocked(uuid)
-}
-
-// getLocked is Get with s.mu held.
-func (s *PlanStore) getLocked(uuid string) (plan.Plan, error) {
-	d, ok := s.docs[uuid]
-	if !ok {
-		return plan.Plan{}, fmt.Errorf("%w: %s", plan.ErrNotFound, uuid)
-	}
-	p, err := plan.Decode(d)
-	if err != nil {
-		return plan.Plan{}, fmt.Errorf("%w: %v", plan.ErrCorrupt, err)
-	}
-	if p.UUID != uuid {
-		return plan.Plan{}, fmt.Errorf("%w: key %s holds plan %s", plan.ErrCorrupt, uuid, p.UUID)
-	}
-	p.Version = strconv.Itoa(s.versions[uuid])
-	return p, nil
-}
-
-// Create implements plan.Store.
-func (s *PlanStore) Create(_ context.Context, p plan.Plan) error {
-	if err := plan.ValidUUID(p.UUID); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.docs[p.UUID]; ok {
-		return fmt.Errorf("%w: %s", plan.ErrExists, p.UUID)
-	}
-	// The others read under the lock as the write: two Creates at once
-	// over one server cannot both pass (plantest's race checks).
-	others, err := s.listLocked()
-	if err != nil {
-		return err
-	}
-	if err := plan.CheckOthers(p, others); err != nil {
-		return err
-	}
-	d, err := plan.Encode(p)
-	if err != nil {
-		return err
-	}
-	s.docs[p.UUID] = d
-	s.versions[p.UUID]++
-	return nil
-}
-
-// Put implements plan.Store with compare-and-swap on p.Version, and
-// refuses what plan.CheckPut refuses (as every store does).
-func (s *PlanStore) Put(_ context.Context, p plan.Plan) error {
-	s.between.run(p.UUID)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failPuts > 0 {
-		s.failPuts--
-		return errors.New("fake: injected store failure")
-	}
-	if _, ok := s.docs[p.UUID]; !ok {
-		return fmt.Errorf("%w: %s", plan.ErrNotFound, p.UUID)
-	}
-	if p.Version != strconv.Itoa(s.versions[p.UUID]) {
-		return fmt.Errorf("fake: plan %s version %s, current %d: %w", p.UUID, p.Version, s.versions[p.UUID], plan.ErrConflict)
-	}
-	cur, err := s.getLocked(p.UUID)
-	if err != nil {
-		return fmt.Errorf("fake: refusing to overwrite: %w", err)
-	}
-	// The servers unchanged, DryRun not set on a running real plan, and a
-	// plan that starts holding servers checked against the others, under
-	// the lock as the write.
-	if err := plan.CheckPut(cur, p, s.listLocked); err != nil {
-		return err
-	}
-	d, err := plan.Encode(p)
-	if err != nil {
-		return err
-	}
-	s.docs[p.UUID] = d
-	s.versions[p.UUID]++
-	s.puts++
-	return nil
-}
-
-// listLocked returns every plan; s.mu is held.
-func (s *PlanStore) listLocked() ([]plan.Plan, error) {
-	out := make([]plan.Plan, 0, len(s.docs))
-	for id := range s.docs {
-		o, err := s.getLocked(id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, nil
-}
-
-// List implements plan.Store.
-func (s *PlanStore) List(ctx context.Context) ([]plan.Plan, error) {
-	s.mu.Lock()
-	ids := make([]string, 0, len(s.docs))
-	for id := range s.docs {
-		ids = append(ids, id)
-	}
-	s.mu.Unlock()
-	var out []plan.Plan
-	for _, id := range ids {
-		p, err := s.Get(ctx, id)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 // RebootTime is how long the server's reboot takes from job creation to

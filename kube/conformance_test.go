@@ -81,6 +81,9 @@ func TestRemediationStoresConformance(t *testing.T) {
 			Machines:   &Machines{Client: c, Namespace: ns},
 			Nodes:      &Nodes{Client: c},
 			Admissions: &Admissions{Client: c, Namespace: ns},
+			// A second client on the same API server, as a second
+			// reconciler's process has it.
+			OtherAdmissions: &Admissions{Client: adminClient(t), Namespace: ns},
 			Close: func() {
 				for _, n := range made {
 					_ = c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})

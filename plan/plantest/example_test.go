@@ -2,7 +2,6 @@ package plantest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,20 +12,34 @@ import (
 )
 
 // ExampleNewStore shows the constructor a store's test gives to
-// StoreContract: a fresh, empty store. In your test:
+// StoreContract: a fresh, empty store and a second handle on the same
+// plans, as another process has it (for your store: a second client or
+// Open of the same database). In your test:
 // plantest.StoreContract(t, newStore).
 func ExampleNewStore() {
-	var newStore plantest.NewStore = func() (plan.Store, func(), error) { return fake.NewPlanStore(), nil, nil }
-	s, _, _ := newStore()
-	_, err := s.Get(context.Background(), "none")
-	fmt.Println(errors.Is(err, plan.ErrNotFound))
-	// Output: true
+	var newStore plantest.NewStore = func() (plantest.Stores, error) {
+		s := fake.NewPlanStore()
+		return plantest.Stores{Store: s, Other: s.Other()}, nil
+	}
+	stores, _ := newStore()
+	p, _, err := plan.Create([]plan.Server{{UUID: "u1", Hostname: "host-u1", Platform: "1"}},
+		plan.CreateOptions{UUID: "p1", Target: "2", Select: plan.SelectAll, Concurrency: plan.Count(1), FailureBudget: plan.Count(0)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(stores.Store.Create(context.Background(), p))
+	got, err := stores.Other.Get(context.Background(), "p1")
+	fmt.Println(got.UUID, err)
+	// Output:
+	// <nil>
+	// p1 <nil>
 }
 
 // ExampleStateMachine shows the constructor StateMachine calls once per
 // case: each call returns a fresh, empty store (here a bbolt file of its
-// own) and the function that closes it. In your test:
-// plantest.StateMachine(t, newStore).
+// own, which one process at a time may open: no Other) and the function
+// that closes it. In your test: plantest.StateMachine(t, newStore).
 func ExampleStateMachine() {
 	dir, err := os.MkdirTemp("", "plantest-example")
 	if err != nil {
@@ -35,23 +48,23 @@ func ExampleStateMachine() {
 	}
 	defer os.RemoveAll(dir)
 	n := 0
-	var newStore plantest.NewStore = func() (plan.Store, func(), error) {
+	var newStore plantest.NewStore = func() (plantest.Stores, error) {
 		n++
 		s, err := plan.OpenBolt(filepath.Join(dir, fmt.Sprintf("plans-%d.db", n)))
 		if err != nil {
-			return nil, nil, err
+			return plantest.Stores{}, err
 		}
-		return s, func() { s.Close() }, nil
+		return plantest.Stores{Store: s, Close: func() { s.Close() }}, nil
 	}
 	for i := 0; i < 2; i++ {
-		s, closeStore, err := newStore()
+		stores, err := newStore()
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
-		plans, err := s.List(context.Background())
+		plans, err := stores.Store.List(context.Background())
 		fmt.Println(len(plans), err)
-		closeStore()
+		stores.Close()
 	}
 	// Output:
 	// 0 <nil>

@@ -10,11 +10,15 @@
 // and then both under writers at once: in each of racecheck.Rounds to
 // racecheck.MaxRounds rounds (racecheck.Enough), racecheck.Writers Puts of
 // one plan from one read, released together, and as many Creates of plans
-// over one server, must leave exactly one winner, the others refused with
-// ErrConflict and ErrServerInPlan, and the store's own contents (read
-// back) holding the winner's write and one unfinished plan over the server
-// (a store whose check is not atomic with its write, in its lock or
-// transaction, fails).
+// over one server, half of them through Stores.Other (a second process's
+// handle on the same plans), must leave exactly one winner, the others
+// refused with ErrConflict and ErrServerInPlan, and the store's own
+// contents (read back through Other) holding the winner's write and one
+// unfinished plan over the server (a store whose check is not atomic with
+// its write, in its lock or transaction, fails; so does one whose check is
+// atomic only within one process, such as a sync.Mutex around read, check
+// and write on shared storage, but only if Other is given: with Other nil
+// every writer goes through one handle and such a store passes).
 //
 // FleetContract checks a plan.Fleet's job contract through Observe, as the
 // Executor sees it: CreateJob idempotent per job UUID, jobs that outlive
@@ -38,9 +42,31 @@ import (
 	"github.com/rebootkit/rebootkit/plan"
 )
 
-// NewStore returns a fresh, empty store and a function that closes it
-// (nil if nothing to close).
-type NewStore func() (plan.Store, func(), error)
+// Stores are the handles of one fresh, empty plan store under test.
+type Stores struct {
+	// Store is the handle the kit checks, and StateMachine's executors
+	// and operator use.
+	Store plan.Store
+	// Other is a second handle on the same plans, as another process
+	// (rebootctl beside the executor, a second executor, a second
+	// rebootctl plan create) has it: its own client, connection, Open of
+	// the same directory or database, never Store given again. Its reads
+	// must be current (not from a cache that lags): StoreContract's race
+	// reads the ground truth through it. StoreContract's race sends half
+	// its writers through each handle, so a store whose checks are
+	// atomic with its writes only within one process (a sync.Mutex
+	// around read, check and write on shared storage) fails. nil: the
+	// race runs through Store alone, and cannot catch such a store (give
+	// nil only where the storage admits one handle per process, as
+	// bbolt's exclusive file lock does). StateMachine uses Store only.
+	Other plan.Store
+	// Close, if set, is called when the check or the case is done; it
+	// closes both handles.
+	Close func()
+}
+
+// NewStore returns the handles of a fresh, empty store.
+type NewStore func() (Stores, error)
 
 // runningPlan is a running plan of the servers named.
 func runningPlan(uuid string, at time.Time, servers ...string) (plan.Plan, error) {
@@ -60,13 +86,14 @@ func runningPlan(uuid string, at time.Time, servers ...string) (plan.Plan, error
 func StoreContract(t testing.TB, newStore NewStore) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, closeStore, err := newStore()
+	stores, err := newStore()
 	if err != nil {
 		t.Fatalf("new store: %v", err)
 	}
-	if closeStore != nil {
-		defer closeStore()
+	if stores.Close != nil {
+		defer stores.Close()
 	}
+	s := stores.Store
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	one, err := runningPlan("plan-one", at, "u1", "u2")
 	if err != nil {
@@ -134,5 +161,5 @@ func StoreContract(t testing.TB, newStore NewStore) {
 		t.Errorf("List: %d plans, %v; want 2", len(all), err)
 	}
 	putChecks(ctx, t, s, at)
-	raceChecks(ctx, t, s, at)
+	raceChecks(ctx, t, s, stores.Other, at)
 }

@@ -14,21 +14,41 @@ import (
 // fake, bbolt and the file store (issue 40, point 4). The etcd module runs
 // it on etcd.Store.
 func TestProjectStores(t *testing.T) {
-	t.Run("fake", func(t *testing.T) {
-		plantest.StoreContract(t, func() (plan.Store, func(), error) { return fake.NewPlanStore(), nil, nil })
-	})
-	t.Run("bbolt", func(t *testing.T) {
-		plantest.StoreContract(t, func() (plan.Store, func(), error) {
-			s, err := plan.OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
-			if err != nil {
-				return nil, nil, err
-			}
-			return s, func() { s.Close() }, nil
-		})
-	})
-	t.Run("file", func(t *testing.T) {
-		plantest.StoreContract(t, func() (plan.Store, func(), error) { return plan.FileStore{Dir: t.TempDir()}, nil, nil })
-	})
+	t.Run("fake", func(t *testing.T) { plantest.StoreContract(t, newFake) })
+	t.Run("bbolt", func(t *testing.T) { plantest.StoreContract(t, newBolt(t)) })
+	t.Run("file", func(t *testing.T) { plantest.StoreContract(t, newFile(t)) })
+}
+
+// newFake is a fake.PlanStore and a second handle on its plans.
+func newFake() (plantest.Stores, error) {
+	s := fake.NewPlanStore()
+	return plantest.Stores{Store: s, Other: s.Other()}, nil
+}
+
+// newBolt opens a bbolt file of its own per call. Other is nil: bbolt
+// holds an exclusive lock on its file for as long as it is open (a second
+// OpenBolt of the file, in this process or another, waits a second and
+// fails with plan.ErrLocked), so no second handle can share the file:
+// one process at a time writes it.
+func newBolt(t testing.TB) plantest.NewStore {
+	return func() (plantest.Stores, error) {
+		s, err := plan.OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
+		if err != nil {
+			return plantest.Stores{}, err
+		}
+		return plantest.Stores{Store: s, Close: func() { s.Close() }}, nil
+	}
+}
+
+// newFile is a FileStore on a directory of its own per call, and a second
+// FileStore on the same directory: each call of either takes the
+// directory's lock through its own open of <Dir>/.lock, as another
+// process's FileStore does.
+func newFile(t testing.TB) plantest.NewStore {
+	return func() (plantest.Stores, error) {
+		dir := t.TempDir()
+		return plantest.Stores{Store: plan.FileStore{Dir: dir}, Other: plan.FileStore{Dir: dir}}, nil
+	}
 }
 
 // TestFakeFleet runs the Fleet's job contract on fake.Fleet (issue 40,

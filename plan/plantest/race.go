@@ -3,6 +3,7 @@ package plantest
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,13 +14,23 @@ import (
 // raceChecks calls the store from many writers at once (two executors,
 // an operator's cancel beside a pass, two rebootctl plan create): in each
 // round, racecheck.Writers Puts of one plan with one version, and as many
-// Creates of plans over one server. Exactly one of each must succeed, the
-// others fail with ErrConflict and ErrServerInPlan, and the store's own
-// contents, read back, must hold the winner's write and one unfinished
-// plan over the server: a store whose check is not atomic with its write
-// passes every check made one call at a time.
-func raceChecks(ctx context.Context, t testing.TB, s plan.Store, at time.Time) {
+// Creates of plans over one server, writer i through s if i is even and
+// through other (a second process's handle on the same plans) if odd.
+// Exactly one of each must succeed, the others fail with ErrConflict and
+// ErrServerInPlan, and the store's own contents, read back through other,
+// must hold the winner's write and one unfinished plan over the server: a
+// store whose check is not atomic with its write passes every check made
+// one call at a time, and one whose check is atomic only within one
+// process passes when every writer goes through one handle. other nil:
+// every writer goes through s.
+func raceChecks(ctx context.Context, t testing.TB, s, other plan.Store, at time.Time) {
 	t.Helper()
+	if other == nil {
+		other = s
+	}
+	handles := [2]plan.Store{s, other}
+	var reads atomic.Uint64
+	reader := func() { _, _ = handles[reads.Add(1)%2].Get(ctx, "plan-race") }
 	p, err := runningPlan("plan-race", at, "race-put")
 	if err != nil {
 		t.Fatal(err)
@@ -37,14 +48,14 @@ func raceChecks(ctx context.Context, t testing.TB, s plan.Store, at time.Time) {
 			w := read.Clone()
 			w.Version = read.Version
 			w.Reboots[0].Error = mark(i)
-			return s.Put(ctx, w)
-		}, func() { _, _ = s.Get(ctx, "plan-race") })
+			return handles[i%2].Put(ctx, w)
+		}, reader)
 		winner, err := racecheck.OneWinner(errs, plan.ErrConflict, "Puts of plan-race")
 		if err != nil {
 			t.Errorf("%v (an operator's cancel beside an executor's pass would be lost)", err)
 			return
 		}
-		got, err := s.Get(ctx, "plan-race")
+		got, err := other.Get(ctx, "plan-race")
 		if err != nil {
 			t.Fatalf("Get: %v", err)
 		}
@@ -63,14 +74,13 @@ func raceChecks(ctx context.Context, t testing.TB, s plan.Store, at time.Time) {
 				t.Fatal(err)
 			}
 		}
-		errs := racecheck.Race(racecheck.Writers, func(i int) error { return s.Create(ctx, plans[i]) },
-			func() { _, _ = s.Get(ctx, "plan-race") })
+		errs := racecheck.Race(racecheck.Writers, func(i int) error { return handles[i%2].Create(ctx, plans[i]) }, reader)
 		winner, err := racecheck.OneWinner(errs, plan.ErrServerInPlan, "Creates of plans over "+server)
 		if err != nil {
 			t.Errorf("%v (a server rebooted by two plans at once)", err)
 			return
 		}
-		all, err := s.List(ctx)
+		all, err := other.List(ctx)
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}

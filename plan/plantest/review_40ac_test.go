@@ -166,7 +166,7 @@ func TestReview40ac_StoreContractMissesPutThatHoldsServers(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		plantest.StoreContract(r, func() (plan.Store, func(), error) { return newReview40acStore(), nil, nil })
+		plantest.StoreContract(r, func() (plantest.Stores, error) { return plantest.Stores{Store: newReview40acStore()}, nil })
 	}()
 	<-done
 	if len(r.failed) == 0 {

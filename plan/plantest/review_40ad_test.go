@@ -204,7 +204,7 @@ func TestReview40ad_StoreContractPassesStoreThatLosesCASUnderConcurrency(t *test
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		plantest.StoreContract(r, func() (plan.Store, func(), error) { return newReview40adRacyStore(), nil, nil })
+		plantest.StoreContract(r, func() (plantest.Stores, error) { return plantest.Stores{Store: newReview40adRacyStore()}, nil })
 	}()
 	<-done
 	if len(r.failed) == 0 {

@@ -18,7 +18,7 @@ import (
 // StateMachine is the property test of plan.Executor over the store (a
 // fresh one per case from newStore), run with rapid: one plan over a fake
 // datacenter (fake.Fleet, whose ground truth every check reads), passes of
-// the Executor (Pass, and Run to the end) on the store as given (through
+// the Executor (Pass, and Run to the end) on Stores.Store as given (through
 // plan.Views in some cases when it is not a plan.ViewStore), and between
 // any two steps: the executor killed (after its read, or after its save
 // and before or while acting) or restarted with nothing in memory; a
@@ -72,13 +72,14 @@ func StateMachine(t *testing.T, newStore NewStore) {
 const planUUID = "plantest-state-machine"
 
 func stateMachine(t *rapid.T, newStore NewStore) {
-	store, closeStore, err := newStore()
+	stores, err := newStore()
 	if err != nil {
 		t.Fatalf("new store: %v", err)
 	}
-	if closeStore != nil {
-		defer closeStore()
+	if stores.Close != nil {
+		defer stores.Close()
 	}
+	store := stores.Store
 	clk := fake.NewClock(fake.Epoch)
 	// Half the cases draw no fleet faults and no clock jumps: their plans
 	// run to the end through kills, restarts and second writers alone.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,21 +16,9 @@ import (
 // plan stores: the fake (in memory), bbolt and the file store (issue 40,
 // point 4). The etcd module runs it on etcd.Store.
 func TestStateMachine(t *testing.T) {
-	t.Run("fake", func(t *testing.T) {
-		plantest.StateMachine(t, func() (plan.Store, func(), error) { return fake.NewPlanStore(), nil, nil })
-	})
-	t.Run("bbolt", func(t *testing.T) {
-		plantest.StateMachine(t, func() (plan.Store, func(), error) {
-			s, err := plan.OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
-			if err != nil {
-				return nil, nil, err
-			}
-			return s, func() { s.Close() }, nil
-		})
-	})
-	t.Run("file", func(t *testing.T) {
-		plantest.StateMachine(t, func() (plan.Store, func(), error) { return plan.FileStore{Dir: t.TempDir()}, nil, nil })
-	})
+	t.Run("fake", func(t *testing.T) { plantest.StateMachine(t, newFake) })
+	t.Run("bbolt", func(t *testing.T) { plantest.StateMachine(t, newBolt(t)) })
+	t.Run("file", func(t *testing.T) { plantest.StateMachine(t, newFile(t)) })
 }
 
 // lastWriterWins is a store that ignores versions: the bug the kit exists
@@ -54,7 +41,9 @@ func (s lastWriterWins) Put(ctx context.Context, p plan.Plan) error {
 // must fail with rapid's report.
 func TestStateMachineCatchesLastWriterWins(t *testing.T) {
 	if os.Getenv("PLANTEST_BROKEN_CHILD") != "" {
-		plantest.StateMachine(t, func() (plan.Store, func(), error) { return lastWriterWins{fake.NewPlanStore()}, nil, nil })
+		plantest.StateMachine(t, func() (plantest.Stores, error) {
+			return plantest.Stores{Store: lastWriterWins{fake.NewPlanStore()}}, nil
+		})
 		return
 	}
 	t.Parallel()

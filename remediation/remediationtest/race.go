@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,14 +14,23 @@ import (
 
 // raceAdmissions writes the admission record from many reconcilers at
 // once, each admitting its own Machine from one read, in racecheck.Rounds
-// to racecheck.MaxRounds rounds (racecheck.Enough): exactly one must
-// succeed, the others fail with ErrConflict, and the record read back must
-// admit the winner's Machine and none of the others' (the storm guard's
-// admission is atomic only through this compare-and-swap: an
-// AdmissionStore whose version check is not atomic with its write admits
-// two hosts under a limit of one).
-func raceAdmissions(ctx context.Context, t testing.TB, s remediation.AdmissionStore) {
+// to racecheck.MaxRounds rounds (racecheck.Enough), writer i through s if
+// i is even and through other (a second process's handle on the record)
+// if odd: exactly one must succeed, the others fail with ErrConflict, and
+// the record read back through other must admit the winner's Machine and
+// none of the others' (the storm guard's admission is atomic only through
+// this compare-and-swap: an AdmissionStore whose version check is not
+// atomic with its write admits two hosts under a limit of one, and one
+// whose check is atomic only within one process passes when every writer
+// goes through one handle). other nil: every writer goes through s.
+func raceAdmissions(ctx context.Context, t testing.TB, s, other remediation.AdmissionStore) {
 	t.Helper()
+	if other == nil {
+		other = s
+	}
+	handles := [2]remediation.AdmissionStore{s, other}
+	var reads atomic.Uint64
+	reader := func() { _, _ = handles[reads.Add(1)%2].GetAdmissions(ctx) }
 	for round, began := 0, time.Now(); !racecheck.Enough(round, began); round++ {
 		read, err := s.GetAdmissions(ctx)
 		if err != nil {
@@ -30,14 +40,14 @@ func raceAdmissions(ctx context.Context, t testing.TB, s remediation.AdmissionSt
 		errs := racecheck.Race(racecheck.Writers, func(i int) error {
 			a := read
 			a.Machines = append(slices.Clone(read.Machines), machine(i))
-			return s.PutAdmissions(ctx, a)
-		}, func() { _, _ = s.GetAdmissions(ctx) })
+			return handles[i%2].PutAdmissions(ctx, a)
+		}, reader)
 		winner, err := racecheck.OneWinner(errs, remediation.ErrConflict, "admissions")
 		if err != nil {
 			t.Errorf("%v (two hosts off under a storm-guard limit of one)", err)
 			return
 		}
-		got, err := s.GetAdmissions(ctx)
+		got, err := other.GetAdmissions(ctx)
 		if err != nil {
 			t.Fatalf("GetAdmissions: %v", err)
 		}

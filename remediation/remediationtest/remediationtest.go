@@ -4,9 +4,13 @@
 // the store then returns, the compare-and-swap of State and of the
 // admission record (with the request recorded per admitted Machine; and of
 // racecheck.Writers reconcilers admitting at once from one read, beside
-// readers, in each of racecheck.Rounds to racecheck.MaxRounds rounds
-// (racecheck.Enough): exactly one succeeds, the others wrap ErrConflict,
-// and the record read back admits the winner's Machine only), that a saved
+// readers, half of them through Stores.OtherAdmissions (a second
+// process's handle on the record), in each of racecheck.Rounds to
+// racecheck.MaxRounds rounds (racecheck.Enough): exactly one succeeds,
+// the others wrap ErrConflict, and the record read back through
+// OtherAdmissions admits the winner's Machine only; a store whose check is
+// atomic only within one process fails, but only if OtherAdmissions is
+// given: with it nil every writer goes through one handle), that a saved
 // State comes back with every field, ErrNotFound, a Machine deleted by
 // Machines.Delete (Get then wraps ErrNotFound, List omits it), a Node
 // deleted only with the UID read, and the metadata rules the Reconciler
@@ -48,6 +52,18 @@ type Stores struct {
 	Machines   remediation.MachineStore
 	Nodes      remediation.NodeStore
 	Admissions remediation.AdmissionStore
+	// OtherAdmissions is a second handle on the same admission record,
+	// as another process (a second reconciler) has it: its own client,
+	// connection or Open of the same storage, never Admissions given
+	// again. Its reads must be current: Contract's race reads the record
+	// back through it. The race sends half its writers through each
+	// handle, so an AdmissionStore whose version check is atomic with
+	// its write only within one process (a sync.Mutex around read,
+	// check and write on shared storage) fails. nil: the race runs
+	// through Admissions alone and cannot catch such a store (give nil
+	// only where the storage admits one handle per process).
+	// StateMachine uses Admissions only.
+	OtherAdmissions remediation.AdmissionStore
 	// SingleRecord: Machines and Nodes are one record per server
 	// (remediation.Records): Nodes.Delete and Machines.Delete are not
 	// checked (run the Reconciler with Config.OutOfService).
@@ -225,7 +241,7 @@ func Contract(t testing.TB, newStores NewStores) {
 		t.Errorf("admissions after a write of s1's member entry: %+v; want %+v (Admissions.Members must be persisted: a Machine deleted mid-remediation is counted by the storm guard where it was, and its admission released at once only if it wrote no request)", got.Members, wantMember)
 	}
 
-	raceAdmissions(ctx, t, s.Admissions)
+	raceAdmissions(ctx, t, s.Admissions, s.OtherAdmissions)
 
 	// Machines.Delete: escalation deletes a Machine for its owner to
 	// replace, and a deleted Machine's pass (Get: ErrNotFound) is what

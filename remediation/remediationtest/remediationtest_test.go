@@ -24,7 +24,7 @@ func TestFakeCluster(t *testing.T) {
 			c.PutNode(n)
 		}
 		mark := func(_ context.Context, m string, on bool) error { c.SetNeedsRemediation(m, on); return nil }
-		return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: c, Mark: mark}, nil
+		return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: c, OtherAdmissions: c.OtherAdmissions(), Mark: mark}, nil
 	})
 }
 
@@ -39,7 +39,8 @@ func newRecords(ms []remediation.Machine, ns []remediation.Node) (remediationtes
 		})
 	}
 	machines, nodes := remediation.Records(s)
-	return remediationtest.Stores{Machines: machines, Nodes: nodes, Admissions: fake.NewCluster(), SingleRecord: true,
+	adm := fake.NewCluster()
+	return remediationtest.Stores{Machines: machines, Nodes: nodes, Admissions: adm, OtherAdmissions: adm.OtherAdmissions(), SingleRecord: true,
 		World: recordsWorld{s}}, nil
 }
 
