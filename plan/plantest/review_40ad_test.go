@@ -82,9 +82,9 @@ func (s *review40adRacyStore) Put(_ context.Context, p plan.Plan) error {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %s", plan.ErrNotFound, p.UUID)
 	}
-	if p.Version != strconv.Itoa(s.ver[p.UUID]) {
+	if cur := s.ver[p.UUID]; p.Version != strconv.Itoa(cur) {
 		s.mu.Unlock()
-		return fmt.Errorf("version %s, current %d: %w", p.Version, s.ver[p.UUID], plan.ErrConflict)
+		return fmt.Errorf("version %s, current %d: %w", p.Version, cur, plan.ErrConflict)
 	}
 	all := s.list()
 	err := plan.CheckPut(stored, p, func() ([]plan.Plan, error) { return all, nil })
