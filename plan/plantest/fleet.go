@@ -21,6 +21,14 @@ type Fleet struct {
 	// Advance lets d of time pass in the fleet (its jobs run meanwhile):
 	// advance a fake clock, or run the fleet's workers for d.
 	Advance func(d time.Duration)
+	// ShardPrimary is the UUID of the server hosting the fleet's database
+	// shard's primary, one of the first two Servers, if the fleet is a
+	// plan.ShardFleet with a shard: FleetContract checks that Observe
+	// reports it (Observations.ShardPrimary) and that the Executor freezes
+	// the shard before it creates that server's job. Empty: the fleet has
+	// no shard (a ShardFleet type may have none, as fake.NewFleet with an
+	// empty primary), and only the freeze, unfreeze and health are checked.
+	ShardPrimary string
 	// Close, if set, is called when the check is done.
 	Close func()
 }
@@ -69,7 +77,14 @@ type NewFleet func() (Fleet, error)
 //     it report the shard frozen, and UnfreezeShard, twice, not frozen,
 //     within a minute of fleet time (a shard left frozen after its
 //     primary's reboot keeps that reboot failed_unfreeze and its plan
-//     from ending).
+//     from ending);
+//   - if Fleet.ShardPrimary is set, the fleet is a plan.ShardFleet,
+//     Observe (and ObserveView) reports that server in ShardPrimary, and
+//     the Executor, running a plan over the first two Servers, calls
+//     FreezeShard before it creates that server's job (the calls the
+//     fleet received, recorded by the kit): a fleet that leaves
+//     ShardPrimary empty has its primary rebooted with the shard not
+//     frozen.
 //
 // The jobs must finish within an hour of fleet time (Advance is called in
 // steps of ten seconds up to that).
@@ -179,6 +194,7 @@ func FleetContract(t testing.TB, newFleet NewFleet) {
 	k2 := slices.IndexFunc(p.Reboots, func(r plan.Reboot) bool { return r.ServerUUID == s2 })
 	checkCancel(ctx, t, f, p, k1, k2)
 	checkShard(ctx, t, f, p)
+	checkShardPrimary(ctx, t, f, at)
 }
 
 // checkView checks ObserveView: partial, the view's servers and jobs

@@ -14,7 +14,12 @@
 // handle on the same plans), must leave exactly one winner, the others
 // refused with ErrConflict and ErrServerInPlan, and the store's own
 // contents (read back through Other) holding the winner's write and one
-// unfinished plan over the server (a store whose check is not atomic with
+// unfinished plan over the server; and as many writers, half Putting a
+// dry-run plan of their own over one server with DryRun cleared (a Put
+// that makes a plan hold servers), half Creating a real plan over it,
+// through both handles, must leave at most one accepted, the others
+// refused with ErrServerInPlan (or ErrConflict), and at most one
+// unfinished real plan over the server, the accepted one's (a store whose check is not atomic with
 // its write, in its lock or transaction, fails; so does one whose check is
 // atomic only within one process, such as a sync.Mutex around read, check
 // and write on shared storage, but only if Other is given: with Other nil
@@ -25,7 +30,14 @@
 // their plan, a cancelled job kept and reported ended, ObserveView's
 // partiality if the fleet is a ViewFleet, and the optional abilities: a
 // HeadnodeFleet with a headnode reports its services up, a ShardFleet's
-// freeze and unfreeze are observed.
+// freeze and unfreeze are observed, and, when the caller names the
+// shard's primary (Fleet.ShardPrimary), the fleet reports it
+// (Observations.ShardPrimary) and the Executor freezes the shard before
+// that server's job. An empty Fleet.ShardPrimary means the fleet has no
+// shard among its Servers (a ShardFleet type may have none, as
+// fake.NewFleet with an empty primary): the primary is not checked, so a
+// kit caller whose fleet has a shard must name its primary, and a fleet
+// that never reports the primary named fails.
 //
 // StateMachine runs the Executor on a fresh store per case with rapid,
 // against a second writer, crashes, clock jumps and fleet faults, checked

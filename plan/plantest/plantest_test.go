@@ -65,3 +65,25 @@ func TestFakeFleet(t *testing.T) {
 		return plantest.Fleet{Fleet: f, Servers: f.Servers(), Advance: func(d time.Duration) { clk.Advance(d) }}, nil
 	})
 }
+
+// TestFakeFleetShard runs the Fleet's job contract on fake.Fleet with a
+// database shard whose primary is s1, named in Fleet.ShardPrimary: the
+// fake reports it and the Executor freezes the shard before s1's job.
+func TestFakeFleetShard(t *testing.T) {
+	plantest.FleetContract(t, func() (plantest.Fleet, error) {
+		clk := fake.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		var servers []fake.FleetServer
+		for _, id := range []string{"s1", "s2", "s3"} {
+			servers = append(servers, fake.FleetServer{UUID: id, Hostname: "host-" + id, Platform: "1",
+				Queue: time.Second, Drain: 5 * time.Second, Shutdown: 10 * time.Second, Boot: time.Minute, Services: 30 * time.Second})
+		}
+		f := fake.NewFleet(clk.Now, "s1", servers...)
+		frozen := func() bool { fr, _ := f.Frozen(); return fr }
+		return plantest.Fleet{Fleet: f, Servers: f.Servers(), ShardPrimary: "s1", Advance: func(d time.Duration) { clk.Advance(d) },
+			Close: func() {
+				if frozen() {
+					t.Errorf("the shard is left frozen after the contract")
+				}
+			}}, nil
+	})
+}

@@ -18,7 +18,9 @@ import (
 // through other (a second process's handle on the same plans) if odd.
 // Exactly one of each must succeed, the others fail with ErrConflict and
 // ErrServerInPlan, and the store's own contents, read back through other,
-// must hold the winner's write and one unfinished plan over the server: a
+// must hold the winner's write and one unfinished plan over the server
+// (raceHolds then races a Put that makes a plan hold a server against
+// Creates over it): a
 // store whose check is not atomic with its write passes every check made
 // one call at a time, and one whose check is atomic only within one
 // process passes when every writer goes through one handle. other nil:
@@ -98,4 +100,5 @@ func raceChecks(ctx context.Context, t testing.TB, s, other plan.Store, at time.
 			return
 		}
 	}
+	raceHolds(ctx, t, handles, other, reader, at)
 }

@@ -30,7 +30,7 @@ func review40abFleet(shard string, extra []fake.FleetServer, wrap func(*fake.Fle
 				mine = append(mine, s)
 			}
 		}
-		return plantest.Fleet{Fleet: wrap(f), Servers: mine, Advance: func(d time.Duration) { clk.Advance(d) }}, nil
+		return plantest.Fleet{Fleet: wrap(f), Servers: mine, Advance: func(d time.Duration) { clk.Advance(d) }, ShardPrimary: shard}, nil
 	}
 }
 

@@ -1,0 +1,128 @@
+package plantest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// checkShardPrimary checks, for a Fleet whose caller names the shard's
+// primary (Fleet.ShardPrimary), that the fleet is a plan.ShardFleet, that
+// Observe (and ObserveView) report that primary in
+// Observations.ShardPrimary (the field the Executor decides the freeze
+// on), and that the Executor, running a plan over the first two Servers,
+// calls FreezeShard before it creates the primary's job (ground truth:
+// the calls the fleet received, recorded by the kit, not what the fleet
+// reports). An empty Fleet.ShardPrimary checks nothing: the fleet has no
+// shard among its Servers.
+func checkShardPrimary(ctx context.Context, t testing.TB, f Fleet, at time.Time) {
+	t.Helper()
+	if f.ShardPrimary == "" {
+		return
+	}
+	sf, ok := f.Fleet.(plan.ShardFleet)
+	if !ok {
+		t.Errorf("plantest: Fleet.ShardPrimary is %s, but the fleet is not a plan.ShardFleet: the Executor never freezes a shard (implement FreezeShard and UnfreezeShard, or leave ShardPrimary empty)", f.ShardPrimary)
+		return
+	}
+	if !slices.ContainsFunc(f.Servers[:2], func(s plan.Server) bool { return s.UUID == f.ShardPrimary }) {
+		t.Fatalf("plantest: Fleet.ShardPrimary %s is not one of the first two Servers", f.ShardPrimary)
+	}
+	p, _, err := plan.Create(f.Servers[:2], plan.CreateOptions{UUID: "plantest-shard", Target: "plantest-target", Select: plan.SelectAll,
+		Concurrency: plan.Count(1), FailureBudget: plan.Count(2), CreatedAt: at})
+	if err != nil {
+		t.Fatalf("plantest: create plan: %v", err)
+	}
+	if p, err = plan.Run(p); err != nil {
+		t.Fatalf("plantest: run plan: %v", err)
+	}
+	reported := true
+	for way, o := range observeAll(ctx, t, f.Fleet, p, "the shard's primary") {
+		if o.ShardPrimary != f.ShardPrimary {
+			reported = false
+			t.Errorf("%s of a plan.ShardFleet reports ShardPrimary %q, but its shard's primary is %s (Fleet.ShardPrimary): the Executor decides the freeze on that field, and would reboot %s without freezing the shard",
+				way, o.ShardPrimary, f.ShardPrimary, f.ShardPrimary)
+		}
+	}
+	store := plan.FileStore{Dir: t.TempDir()}
+	if err := store.Create(ctx, p); err != nil {
+		t.Fatalf("plantest: store the plan: %v", err)
+	}
+	rec := &shardRecorder{Fleet: f.Fleet, shard: sf}
+	now := at
+	e := &plan.Executor{Fleet: rec, Store: store, Now: func() time.Time { return now }}
+	primaryJob := -1
+	for i := 0; i < 720 && primaryJob < 0; i++ {
+		if _, err := e.Pass(ctx, p.UUID); err != nil {
+			t.Logf("plantest: executor pass over the shard's plan: %v", err)
+		}
+		primaryJob = rec.index("create-job " + f.ShardPrimary)
+		f.Advance(10 * time.Second)
+		now = now.Add(10 * time.Second)
+	}
+	calls := rec.list()
+	switch freeze := rec.index("freeze"); {
+	case primaryJob < 0 && reported:
+		t.Errorf("in two hours of fleet time the Executor never created the job of the shard's primary %s (fleet calls: %v)", f.ShardPrimary, calls)
+	case primaryJob >= 0 && (freeze < 0 || freeze > primaryJob):
+		t.Errorf("the Executor created the job of the shard's primary %s without freezing the shard first (fleet calls, in order: %v): Observe reports ShardPrimary %q",
+			f.ShardPrimary, calls, observeAll(ctx, t, f.Fleet, p, "the shard's primary")["Observe"].ShardPrimary)
+	}
+	// Let the plan end, so that the shard is unfrozen.
+	for i := 0; i < 720; i++ {
+		v, _ := e.Pass(ctx, p.UUID)
+		if v.UUID != "" && !v.Unfinished() {
+			break
+		}
+		f.Advance(10 * time.Second)
+		now = now.Add(10 * time.Second)
+	}
+}
+
+// shardRecorder is the fleet under test, as a plan.ShardFleet, recording
+// the calls the Executor makes to it, in order.
+type shardRecorder struct {
+	plan.Fleet
+	shard plan.ShardFleet
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *shardRecorder) add(call string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, call)
+}
+
+// index returns the position of the first call named call, or -1.
+func (r *shardRecorder) index(call string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Index(r.calls, call)
+}
+
+func (r *shardRecorder) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.calls)
+}
+
+func (r *shardRecorder) CreateJob(ctx context.Context, a plan.Action) error {
+	r.add(fmt.Sprintf("create-job %s", a.Server))
+	return r.Fleet.CreateJob(ctx, a)
+}
+
+func (r *shardRecorder) FreezeShard(ctx context.Context) error {
+	r.add("freeze")
+	return r.shard.FreezeShard(ctx)
+}
+
+func (r *shardRecorder) UnfreezeShard(ctx context.Context) error {
+	r.add("unfreeze")
+	return r.shard.UnfreezeShard(ctx)
+}
