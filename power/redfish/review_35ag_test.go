@@ -123,3 +123,78 @@ func newProxied35ag(t *testing.T, bmc1, bmc2 http.Handler) *proxied35af {
 	p.pool.AddCert(p.srv.Certificate())
 	return p
 }
+
+// TestReview35ag_PathParameterDotDotResetTargetPowersAnotherPathBMC
+// (transport.go plainPath: a path must name "one resource whatever the
+// server or a proxy in front of it makes of it"; redfish.go: no request is
+// sent off the endpoint, whatever URI the BMC gave): BMC 1 behind
+// https://proxy/bmc1 names its Reset target
+// "/..;/bmc2/redfish/v1/Systems/1/Actions/ComputerSystem.Reset". The
+// segment "..;" is ".." with an (empty) path parameter (RFC 2396 3.3):
+// a proxy that, as servlet containers (Tomcat, Jetty) and the gateways
+// built on them do, drops a segment's ";parameters" before resolving dot
+// segments routes /bmc1/..;/bmc2/... to BMC 2. plainPath only refuses a
+// segment that is exactly "." or "..", so host 1's Off powers off host 2
+// (same fleet credentials). Ground truth: BMC 2's reset log and hw2.
+func TestReview35ag_PathParameterDotDotResetTargetPowersAnotherPathBMC(t *testing.T) {
+	hw1 := fake.NewPower(time.Now, fake.PowerConfig{})
+	hw2 := fake.NewPower(time.Now, fake.PowerConfig{})
+	b1 := redfishtest.NewBMC(time.Now, hw1, "admin", "fleet-pw")
+	b2 := redfishtest.NewBMC(time.Now, hw2, "admin", "fleet-pw")
+	const target = "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset"
+	hostile1 := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.TrimSuffix(r.URL.Path, "/") == "/redfish/v1/Systems/1" {
+			rec := httptest.NewRecorder()
+			b1.ServeHTTP(rec, r)
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.Header().Del("Content-Length")
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write([]byte(strings.ReplaceAll(rec.Body.String(), `"`+target+`"`, `"/..;/bmc2`+target+`"`)))
+			return
+		}
+		b1.ServeHTTP(w, r)
+	})
+	// The proxy: a servlet-style router, path parameters dropped from
+	// every segment, then dot segments resolved, then routed by prefix.
+	routes := map[string]http.Handler{"bmc1": hostile1, "bmc2": b2}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		segs := strings.Split(r.URL.Path, "/")
+		for i, s := range segs {
+			if j := strings.IndexByte(s, ';'); j >= 0 {
+				segs[i] = s[:j]
+			}
+		}
+		clean := path.Clean(strings.Join(segs, "/"))
+		for name, h := range routes {
+			prefix := "/" + name
+			if clean != prefix && !strings.HasPrefix(clean, prefix+"/") {
+				continue
+			}
+			r2 := r.Clone(r.Context())
+			r2.URL.Path, r2.URL.RawPath = strings.TrimPrefix(clean, prefix), ""
+			if r2.URL.Path == "" {
+				r2.URL.Path = "/"
+			}
+			h.ServeHTTP(w, r2)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	c2, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.True(t, hw2.HardwareOn(), "host 2 runs")
+	c, err := redfish.Connect(c2, redfish.Config{Endpoint: srv.URL + "/bmc1", SystemID: "1",
+		Username: "admin", Password: "fleet-pw", BasicAuth: true, RootCAs: pool})
+	require.NoError(t, err)
+	defer c.Close()
+	offErr := c.Off(c2, power.ModeHard)
+	t.Logf("host 1's Off: %v; BMC 1 resets %v, BMC 2 resets %v", offErr, b1.Resets(), b2.Resets())
+	require.Empty(t, b2.Resets(), "host 1's Off was sent to BMC 2 (its reset log); host 2 on: %v", hw2.HardwareOn())
+	require.True(t, hw2.HardwareOn(), "host 2 was powered off by host 1's Off")
+}
