@@ -14,12 +14,29 @@ import (
 )
 
 // Writers is how many writers race in each round, Readers how many
-// readers read beside them, and Rounds how many rounds a kit runs.
+// readers read beside them. A kit runs at least Rounds rounds, and goes
+// on until MinTime has passed since its first round or it has run
+// MaxRounds (see Enough).
 const (
-	Writers = 12
-	Readers = 4
-	Rounds  = 10
+	Writers   = 12
+	Readers   = 4
+	Rounds    = 10
+	MaxRounds = 400
+	MinTime   = 400 * time.Millisecond
 )
+
+// Enough reports whether a kit that began its first round at began and
+// has run rounds rounds may stop. A store of one process whose check is
+// not atomic with its write loses in a round only when the scheduler puts
+// another writer between its check and its write: a fifth of rounds or
+// fewer on two cores under the race detector, so ten rounds miss it about
+// once in ten runs. Fast stores therefore run for MinTime (a few hundred
+// rounds: a miss in fewer than one run in a million), and a slow store,
+// over the network, whose check and write are a round trip apart, at
+// least Rounds.
+func Enough(rounds int, began time.Time) bool {
+	return rounds >= MaxRounds || rounds >= Rounds && time.Since(began) >= MinTime
+}
 
 // WarmUp is how long readers read before the writers are released: a Go
 // mutex waited on for over a millisecond turns fair (it is handed from
@@ -37,7 +54,8 @@ const WarmUp = 2 * time.Millisecond
 // with its write is almost never caught; readers keep the store's lock
 // contended, which hands it from one waiter to the next and puts other
 // writers' checks between a writer's check and its write (a store of one
-// process that loses the compare-and-swap is caught in most rounds).
+// process that loses the compare-and-swap is caught in some rounds: see
+// Enough).
 func Race(n int, write func(i int) error, read func()) []error {
 	errs := make([]error, n)
 	var ready, done, readers, reading sync.WaitGroup

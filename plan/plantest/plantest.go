@@ -7,13 +7,14 @@
 // plan.NewlyHolds), a Put setting DryRun on a running plan refused
 // (ErrDryRunSet), a Put changing a plan's servers refused,
 // compare-and-swap on Version (ErrConflict, nothing written), and List;
-// and then both under writers at once: in each of
-// racecheck.Rounds rounds, racecheck.Writers Puts of one plan from one
-// read, released together, and as many Creates of plans over one server,
-// must leave exactly one winner, the others refused with ErrConflict and
-// ErrServerInPlan, and the store's own contents (read back) holding the
-// winner's write and one unfinished plan over the server (a store whose
-// check is not atomic with its write, in its lock or transaction, fails).
+// and then both under writers at once: in each of racecheck.Rounds to
+// racecheck.MaxRounds rounds (racecheck.Enough), racecheck.Writers Puts of
+// one plan from one read, released together, and as many Creates of plans
+// over one server, must leave exactly one winner, the others refused with
+// ErrConflict and ErrServerInPlan, and the store's own contents (read
+// back) holding the winner's write and one unfinished plan over the server
+// (a store whose check is not atomic with its write, in its lock or
+// transaction, fails).
 //
 // FleetContract checks a plan.Fleet's job contract through Observe, as the
 // Executor sees it: CreateJob idempotent per job UUID, jobs that outlive

@@ -13,31 +13,31 @@ import (
 )
 
 // Contract checks the HostStore's contract directly: Get of a missing host
-// wraps ErrNotFound; Update writes annotations and status (every field) together and
-// returns the record with a new version; an Update with a version that is
-// no longer current (also after a write through the other handle, and
-// also one that changes the Status only, as the reboot controller's
-// power-on does: its compare-and-swap is what stops a power-on decided
-// before a keyed annotation was added) wraps ErrConflict and changes
-// nothing; an Update with a context that ended fails and writes nothing
-// (a reboot.Guard fences a write only through the context it returns: a
-// leader paused between its Hold and its Update resumes with that
-// context ended, and only the store can refuse); that of
+// wraps ErrNotFound; Update writes annotations and status (every field)
+// together and returns the record with a new version; an Update with a
+// version that is no longer current (also after a write through the other
+// handle, and also one that changes the Status only, as the reboot
+// controller's power-on does: its compare-and-swap is what stops a
+// power-on decided before a keyed annotation was added) wraps ErrConflict
+// and changes nothing; an Update with a context that ended fails and
+// writes nothing (a reboot.Guard fences a write only through the context
+// it returns: a leader paused between its Hold and its Update resumes with
+// that context ended, and only the store can refuse); that of
 // racecheck.Writers Updates at once from one read (through both handles,
-// beside readers, in each of racecheck.Rounds rounds) exactly one
-// succeeds, the others wrap ErrConflict, and the record read back holds
-// the winner's write (a store whose version check is not atomic with its
-// write fails); and, if the store is a
-// reboot.HostWatcher: Watch returns
-// within 10 s, and if it can watch (no error), 100 writes nobody reads
-// from the watch do not block, the watch then holds a value, each of three
-// later writes gives another once the value before was read (the first of
-// them changes the Status only: the reboot controller's evidence must
-// wake a watcher too, not only changed annotations), a second Watch of the
-// host while the first runs gets every change as the first does (the
-// reboot loop, remediation's Loop and Client's Wait methods watch one
-// host), ending one of them leaves the other working, and a channel is
-// closed when its context ends (internal/watchcheck).
+// beside readers, in each of racecheck.Rounds to racecheck.MaxRounds
+// rounds (racecheck.Enough)) exactly one succeeds, the others wrap
+// ErrConflict, and the record read back holds the winner's write (a store
+// whose version check is not atomic with its write fails); and, if the
+// store is a reboot.HostWatcher: Watch returns within 10 s, and if it can
+// watch (no error), 100 writes nobody reads from the watch do not block,
+// the watch then holds a value, each of three later writes gives another
+// once the value before was read (the first of them changes the Status
+// only: the reboot controller's evidence must wake a watcher too, not only
+// changed annotations), a second Watch of the host while the first runs
+// gets every change as the first does (the reboot loop, remediation's Loop
+// and Client's Wait methods watch one host), ending one of them leaves the
+// other working, and a channel is closed when its context ends
+// (internal/watchcheck).
 func Contract(t testing.TB, newStores NewStores) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

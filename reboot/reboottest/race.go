@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/rebootkit/rebootkit/internal/racecheck"
 	"github.com/rebootkit/rebootkit/reboot"
@@ -15,15 +16,15 @@ const raceAnnotation = "example.com/race"
 
 // raceCheck calls Update of host name from many writers at once (the
 // controller's status write beside a fencing client's keyed request), in
-// racecheck.Rounds rounds, through both handles, all from one read:
-// exactly one must succeed, the others fail with ErrConflict, and the
-// store's record, read back, must hold the winner's write under a new
-// version. A store whose version check is not atomic with its write
-// passes every check made one call at a time.
+// racecheck.Rounds to racecheck.MaxRounds rounds (racecheck.Enough),
+// through both handles, all from one read: exactly one must succeed, the
+// others fail with ErrConflict, and the store's record, read back, must
+// hold the winner's write under a new version. A store whose version check
+// is not atomic with its write passes every check made one call at a time.
 func raceCheck(ctx context.Context, t testing.TB, hosts, other reboot.HostStore, name string) {
 	t.Helper()
 	handles := []reboot.HostStore{hosts, other}
-	for round := 0; round < racecheck.Rounds; round++ {
+	for round, began := 0, time.Now(); !racecheck.Enough(round, began); round++ {
 		read, err := hosts.Get(ctx, name)
 		if err != nil {
 			t.Fatalf("Get: %v", err)

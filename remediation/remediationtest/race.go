@@ -5,21 +5,23 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rebootkit/rebootkit/internal/racecheck"
 	"github.com/rebootkit/rebootkit/remediation"
 )
 
 // raceAdmissions writes the admission record from many reconcilers at
-// once, each admitting its own Machine from one read, in
-// racecheck.Rounds rounds: exactly one must succeed, the others fail with
-// ErrConflict, and the record read back must admit the winner's Machine
-// and none of the others' (the storm guard's admission is atomic only
-// through this compare-and-swap: an AdmissionStore whose version check is
-// not atomic with its write admits two hosts under a limit of one).
+// once, each admitting its own Machine from one read, in racecheck.Rounds
+// to racecheck.MaxRounds rounds (racecheck.Enough): exactly one must
+// succeed, the others fail with ErrConflict, and the record read back must
+// admit the winner's Machine and none of the others' (the storm guard's
+// admission is atomic only through this compare-and-swap: an
+// AdmissionStore whose version check is not atomic with its write admits
+// two hosts under a limit of one).
 func raceAdmissions(ctx context.Context, t testing.TB, s remediation.AdmissionStore) {
 	t.Helper()
-	for round := 0; round < racecheck.Rounds; round++ {
+	for round, began := 0, time.Now(); !racecheck.Enough(round, began); round++ {
 		read, err := s.GetAdmissions(ctx)
 		if err != nil {
 			t.Fatalf("GetAdmissions: %v", err)

@@ -2,26 +2,26 @@
 // stores you implement (MachineStore, NodeStore, AdmissionStore, or a
 // RecordStore through remediation.Records): Contract checks, against what
 // the store then returns, the compare-and-swap of State and of the
-// admission record (with the request recorded per admitted Machine; and
-// of racecheck.Writers reconcilers admitting at once from one read,
-// beside readers, in each of racecheck.Rounds rounds: exactly one
-// succeeds, the others wrap ErrConflict, and the record read back admits
-// the winner's Machine only),
-// that a saved State comes back with every field, ErrNotFound, a Machine
-// deleted by Machines.Delete (Get then wraps ErrNotFound, List omits it),
-// a Node deleted only with the UID read, and the metadata rules the
-// Reconciler relies on; behind
-// remediation.Records, the RecordStore's own Update compare-and-swap
-// (Records' read-change-write loops count on its ErrConflict); and when
-// the MachineStore is a remediation.MachineWatcher, or the RecordStore a
-// remediation.RecordWatcher, its Watch: it returns within 10 s, and if it
-// can watch (no error), 100 writes nobody reads from the watch do not
-// block, the watch then holds a value, each of three later writes gives
-// another once the value before was read, and its channel is closed when
-// its context ends (Reconciler.Loop does not poll a store that can watch).
-// The writes include the health checker's mark, which the kit writes with
-// Stores.Mark or Stores.World (behind remediation.Records, through the
-// RecordStore): a MachineWatcher given neither fails Contract.
+// admission record (with the request recorded per admitted Machine; and of
+// racecheck.Writers reconcilers admitting at once from one read, beside
+// readers, in each of racecheck.Rounds to racecheck.MaxRounds rounds
+// (racecheck.Enough): exactly one succeeds, the others wrap ErrConflict,
+// and the record read back admits the winner's Machine only), that a saved
+// State comes back with every field, ErrNotFound, a Machine deleted by
+// Machines.Delete (Get then wraps ErrNotFound, List omits it), a Node
+// deleted only with the UID read, and the metadata rules the Reconciler
+// relies on; behind remediation.Records, the RecordStore's own Update
+// compare-and-swap (Records' read-change-write loops count on its
+// ErrConflict); and when the MachineStore is a remediation.MachineWatcher,
+// or the RecordStore a remediation.RecordWatcher, its Watch: it returns
+// within 10 s, and if it can watch (no error), 100 writes nobody reads
+// from the watch do not block, the watch then holds a value, each of three
+// later writes gives another once the value before was read, and its
+// channel is closed when its context ends (Reconciler.Loop does not poll a
+// store that can watch). The writes include the health checker's mark,
+// which the kit writes with Stores.Mark or Stores.World (behind
+// remediation.Records, through the RecordStore): a MachineWatcher given
+// neither fails Contract.
 //
 // StateMachine runs the remediation state machine over the stores, with a
 // second reconciler, crashes, lying BMCs and a health checker, checked
