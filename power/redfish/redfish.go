@@ -45,7 +45,8 @@
 //     reset returned is inside its window). The windows are kept per
 //     endpoint and system in the package, shared by every Controller of
 //     the process for the same Endpoint (by its Origin: every spelling of
-//     one BMC, such as https://BMC:443/ and https://bmc, is one) and
+//     one BMC, such as https://BMC:443/ and https://bmc, or
+//     https://proxy/%7Ebmc1 and https://proxy/~bmc1, is one) and
 //     system, whatever its login,
 //     credentials or power.Target (the Pool's next login after an
 //     evicted, retired or abandoned session, or after Pool.Forget and a
@@ -298,7 +299,9 @@ const (
 // Config says how to reach one BMC.
 type Config struct {
 	// Endpoint is the BMC's base URL, e.g. https://10.0.0.5. It must not
-	// carry credentials.
+	// carry credentials, nor a path with a "." or ".." segment or a ';'
+	// (Origin); a host name that is not ASCII is written in punycode
+	// ("xn--…") unless its letters are Latin ones Origin converts.
 	Endpoint string
 	// Username and Password authenticate; with BasicAuth every request
 	// carries them, otherwise a session is created and its token used.

@@ -95,20 +95,24 @@ func plainPath(p string) bool {
 	return true
 }
 
-// onEndpoint reports whether u is on the endpoint (base URL e): the same
-// origin as Origin spells it (scheme, host and port, canonical: "bmc." and
-// "bmc", "[::ffff:10.0.0.1]" and "10.0.0.1" are one host), no user
-// information, and a plain path (plainPath) under e's own path (the path
-// Origin keeps: a BMC behind a proxy, "https://proxy/bmc1", is not
-// "https://proxy/bmc2"). It is the one rule for every request sent and
-// every redirect followed, whatever URI the BMC gave.
+// onEndpoint reports whether u is on the endpoint (base URL e): no user
+// information, a plain path (plainPath), and, both spelt as Origin
+// spells them (canonical: "bmc." and "bmc", "[::ffff:10.0.0.1]" and
+// "10.0.0.1" are one host, "%7Ebmc1" and "~bmc1" one path), the same
+// origin and a path under e's own path (the path Origin keeps: a BMC
+// behind a proxy, "https://proxy/bmc1", is not "https://proxy/bmc2"). It
+// is the one rule for every request sent and every redirect followed,
+// whatever URI the BMC gave.
 func onEndpoint(e, u *url.URL) bool {
-	if u.User != nil || !sameOrigin(e, u) || !plainPath(u.EscapedPath()) || !plainPath(u.Path) {
+	if u.User != nil || !sameOrigin(e, u) {
 		return false
 	}
-	prefix := strings.TrimRight(e.EscapedPath(), "/")
-	p := u.EscapedPath()
-	return prefix == "" || p == prefix || strings.HasPrefix(p, prefix+"/")
+	ce, err := canonical(e)
+	if err != nil {
+		return false
+	}
+	cu, err := canonical(u) // refuses a path that is no plain path
+	return err == nil && (cu == ce || strings.HasPrefix(cu, ce+"/"))
 }
 
 // transport is the Controller's own: verified TLS unless told not to, the
@@ -159,7 +163,7 @@ func sameOrigin(a, u *url.URL) bool {
 // hostOrigin is Origin of u's scheme and host (no path), or "" if that is
 // no http(s) origin.
 func hostOrigin(u *url.URL) string {
-	o, err := Origin((&url.URL{Scheme: u.Scheme, Host: u.Host}).String())
+	o, err := canonical(&url.URL{Scheme: u.Scheme, Host: u.Host})
 	if err != nil {
 		return ""
 	}

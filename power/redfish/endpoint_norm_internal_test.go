@@ -1,0 +1,132 @@
+package redfish
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"testing"
+)
+
+// dialedHost is the host name net/http dials for http://host/ (its own
+// IDNA conversion, the stdlib's), caught before any connection.
+func dialedHost(t *testing.T, host string) string {
+	t.Helper()
+	var addr string
+	stop := errors.New("stop")
+	tr := &http.Transport{Proxy: nil, DialContext: func(_ context.Context, _, a string) (net.Conn, error) {
+		addr = a
+		return nil, stop
+	}}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.RoundTrip(req); !errors.Is(err, stop) {
+		t.Fatalf("%s: no dial: %v", host, err)
+	}
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestHostASCIIAsNetHTTPDials: every non-ASCII letter hostASCII accepts
+// (idnLetter), upper-case or lower-case, at the start, inside and at the
+// end of a label, is written as net/http dials it; so an IDN host and its
+// punycode spelling are one Origin and name the host net/http reaches.
+func TestHostASCIIAsNetHTTPDials(t *testing.T) {
+	n := 0
+	for r := rune(0x80); r <= 0x17F; r++ {
+		if _, ok := idnLetter(r); !ok {
+			continue
+		}
+		n++
+		for _, h := range []string{string(r) + "bmc.example", "bmc" + string(r) + "x" + string(r) + "-1.example", "Rack-" + string(r)} {
+			got, err := hostASCII(h)
+			if err != nil {
+				t.Fatalf("%q (U+%04X): %v", h, r, err)
+			}
+			if want := dialedHost(t, h); got != want {
+				t.Errorf("%q (U+%04X): hostASCII %q, net/http dials %q", h, r, got, want)
+			}
+		}
+	}
+	if n < 100 {
+		t.Fatalf("only %d letters accepted", n)
+	}
+}
+
+// TestOriginRefusesOtherNonASCIIHosts: a host whose characters hostASCII
+// does not know to convert is refused, with ErrConfig and a message that
+// says what to write.
+func TestOriginRefusesOtherNonASCIIHosts(t *testing.T) {
+	for _, h := range []string{"https://straße.example", "https://ｂｍｃ.example", "https://бмц.example", "https://xn--bü.example", "https://a\u0301.example"} {
+		o, err := Origin(h)
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Origin %q, %v; want ErrConfig", h, o, err)
+			continue
+		}
+		if want := "punycode"; !containsFold(err.Error(), want) {
+			t.Errorf("%s: %v does not say %q", h, err, want)
+		}
+	}
+}
+
+// TestOriginRefusesDotSegmentPaths (review 35ag, Low): an endpoint whose
+// path has a dot segment, raw or encoded, is refused rather
+// than kept as ".../bmc1/.".
+func TestOriginRefusesDotSegmentPaths(t *testing.T) {
+	for _, e := range []string{"https://proxy/bmc1/./", "https://proxy/bmc1/.", "https://proxy/x/../bmc1", "https://proxy/%2e%2E/bmc1"} {
+		if o, err := Origin(e); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Origin %q, %v; want ErrConfig", e, o, err)
+		}
+	}
+}
+
+// TestOnEndpointComparesNormalisedPaths (review 35ag, Low): an endpoint
+// spelled /%7Ebmc1 takes a redirect to /~bmc1/... (one path, RFC 3986
+// 6.2.2.2), and the other way round, but not one to /%7Ebmc2.
+func TestOnEndpointComparesNormalisedPaths(t *testing.T) {
+	for _, c := range []struct {
+		e, u string
+		ok   bool
+	}{
+		{"https://proxy/%7Ebmc1", "https://proxy/~bmc1/redfish/v1/Systems/1", true},
+		{"https://proxy/~bmc1", "https://proxy/%7ebmc1/redfish/v1", true},
+		{"https://proxy/bmc%2a", "https://proxy/bmc%2A/redfish/v1", true},
+		{"https://proxy/%7Ebmc1", "https://proxy/~bmc2/redfish/v1", false},
+		{"https://proxy/%7Ebmc1", "https://proxy/~bmc1x/redfish/v1", false},
+	} {
+		e, _ := url.Parse(c.e)
+		u, _ := url.Parse(c.u)
+		if got := onEndpoint(e, u); got != c.ok {
+			t.Errorf("onEndpoint(%s, %s) = %v, want %v", c.e, c.u, got, c.ok)
+		}
+	}
+}
+
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if equalFoldASCII(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i]|0x20, b[i]|0x20
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
