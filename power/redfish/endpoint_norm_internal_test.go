@@ -130,3 +130,31 @@ func equalFoldASCII(a, b string) bool {
 	}
 	return true
 }
+
+// TestPlainPathRefusesParametersAndDoubleEncoding (review 35ag, High):
+// a ';' (path parameters, raw or encoded: "..;" is ".." to a
+// servlet-style proxy) and a '%' left after one decode (a double
+// encoding, "%252e" is '.' to a server decoding twice) make no plain
+// path, nor an endpoint Origin takes, nor a URL on the endpoint.
+func TestPlainPathRefusesParametersAndDoubleEncoding(t *testing.T) {
+	for _, p := range []string{"/..;/bmc2/redfish/v1", "/bmc1/..;x/bmc2", "/redfish/v1;jsessionid=1", "/redfish%3Bv1", "/%252e%252e/bmc2", "/bmc%2525"} {
+		if plainPath(p) {
+			t.Errorf("plainPath(%q) = true", p)
+		}
+	}
+	for _, p := range []string{"/redfish/v1/Systems/1", "/~bmc1/redfish/v1", "/r%C3%BCck"} {
+		if !plainPath(p) {
+			t.Errorf("plainPath(%q) = false", p)
+		}
+	}
+	for _, e := range []string{"https://proxy/bmc1;x", "https://proxy/bmc%252e", "https://proxy/bmc1%3b"} {
+		if o, err := Origin(e); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Origin %q, %v; want ErrConfig", e, o, err)
+		}
+	}
+	e, _ := url.Parse("https://proxy/bmc1")
+	u, _ := url.Parse("https://proxy/bmc1/..;/bmc2/redfish/v1")
+	if onEndpoint(e, u) {
+		t.Errorf("onEndpoint(%s, %s) = true", e, u)
+	}
+}

@@ -224,7 +224,9 @@
 //     Location, a Reset target, a task monitor, a link): its origin and,
 //     on it, the endpoint's own path (a BMC behind a proxy,
 //     "https://proxy/bmc1", is not "https://proxy/bmc2"); a path with a
-//     "." or ".." segment or a percent-encoded '.', '/' or '\' is refused
+//     "." or ".." segment, a percent-encoded '.', '/' or '\', a ';' (path
+//     parameters: "..;" is ".." to a servlet-style proxy) or a '%' left
+//     once decoded (a double encoding such as "%252e") is refused
 //     outright, not resolved. Such a request fails with an error wrapping
 //     ErrOffOrigin, and a Reset target that is not a plain path of the
 //     endpoint's ("/…") makes On and Off fail without sending anything.

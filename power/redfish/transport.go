@@ -58,7 +58,8 @@ var ErrOffOrigin = errors.New("redfish: request to another origin than the endpo
 // bmcPath reports whether uri, given by the BMC, is a path of the
 // endpoint's: it starts with one "/" (not "//", a network-path reference
 // to another host), has no "\" or "@", and is a plain path (plainPath:
-// no "." or ".." segment, no percent-encoded '.', '/' or '\'), so that,
+// no "." or ".." segment, no ';', no double encoding, no percent-encoded
+// '.', '/' or '\'), so that,
 // the endpoint prefixed, it stays under the endpoint's own path.
 func bmcPath(uri string) bool {
 	if !strings.HasPrefix(uri, "/") || strings.HasPrefix(uri, "//") || strings.ContainsAny(uri, "\\@") {
@@ -72,17 +73,23 @@ func bmcPath(uri string) bool {
 
 // plainPath reports whether p, an escaped URL path, names one resource
 // whatever the server or a proxy in front of it makes of it: no "." or
-// ".." segment (before or after percent-decoding) and no percent-encoded
-// '.', '/' or '\' (nor a '\' decoded), which a server may decode
-// and resolve into another path than the one checked. Such a path is
-// refused outright rather than resolved.
+// ".." segment (before or after percent-decoding), no ';' (raw or
+// encoded: path parameters, which servlet-style proxies strip from a
+// segment before resolving dot segments, so that "..;" is ".."), no '%'
+// left once decoded (a double encoding such as "%252e", which a server
+// decoding twice reads as '.'), and no percent-encoded '.', '/' or '\'
+// (nor a '\' decoded), which a server may decode and resolve into
+// another path than the one checked. Such a path is refused outright
+// rather than resolved.
 func plainPath(p string) bool {
 	low := strings.ToLower(p)
-	if strings.Contains(low, "%2e") || strings.Contains(low, "%2f") || strings.Contains(low, "%5c") {
-		return false
+	for _, bad := range []string{"%2e", "%2f", "%5c", ";", "%3b"} {
+		if strings.Contains(low, bad) {
+			return false
+		}
 	}
 	dec, err := url.PathUnescape(p)
-	if err != nil || strings.Contains(dec, "\\") {
+	if err != nil || strings.ContainsAny(dec, "\\;%") {
 		return false
 	}
 	for _, q := range []string{p, dec} {
