@@ -27,9 +27,10 @@ import (
 // "https://proxy/~bmc1") give one origin, so that one BMC is one
 // endpoint to the window registry and to session sharing, and one
 // power.Target.BMC to a caller that names it by Origin. A host name that
-// is not ASCII is written in its ASCII (punycode, "xn--") form when its
-// letters are Latin ones whose form the IDNA rules leave as they are
-// (hostASCII); any other is refused: write it in its punycode form. It
+// is not ASCII is written in its ASCII (punycode, "xn--") form by the
+// IDNA conversion net/http applies when it dials (hostASCII, through
+// golang.org/x/net/idna's Lookup profile); a name those rules refuse is
+// refused: write it in its punycode form. It
 // fails (ErrConfig) for anything but an http(s) URL with a host and
 // without credentials, and for a path that is no plain path (plainPath:
 // a "." or ".." segment, a ';', an encoded separator or dot).

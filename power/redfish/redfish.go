@@ -302,8 +302,9 @@ const (
 type Config struct {
 	// Endpoint is the BMC's base URL, e.g. https://10.0.0.5. It must not
 	// carry credentials, nor a path with a "." or ".." segment or a ';'
-	// (Origin); a host name that is not ASCII is written in punycode
-	// ("xn--…") unless its letters are Latin ones Origin converts.
+	// (Origin); a host name that is not ASCII is converted to its
+	// punycode ("xn--…") form as net/http dials it, or refused if the
+	// IDNA rules refuse it.
 	Endpoint string
 	// Username and Password authenticate; with BasicAuth every request
 	// carries them, otherwise a session is created and its token used.
