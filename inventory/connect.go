@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/ipmi"
 	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // controller returns server uuid's power controller from the fleet's
@@ -57,7 +57,7 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 		if f.opts.Controller != nil {
 			c, err = f.opts.Controller(ctx, s)
 		} else {
-			c, err = connectBounded(ctx, b, f.opts.Reboot.SoftTimeout, f.opts.Reboot.StaleReads, f.opts.Reboot.OffSettle)
+			c, err = connectBounded(ctx, b, f.opts.Reboot)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("server %s: connect: %w", s.Hostname, err)
@@ -81,13 +81,12 @@ func (f *Fleet) secretPrint(b BMC) string {
 
 // Connect opens the power controller of a BMC (Redfish or IPMI).
 func Connect(ctx context.Context, b BMC) (power.Controller, error) {
-	return connectBounded(ctx, b, 0, 0, 0)
+	return connectBounded(ctx, b, reboot.Config{})
 }
 
-// connectBounded is Connect giving the Redfish adapter the reboot
-// controller's SoftTimeout, StaleReads and OffSettle (zero: the adapter's
-// defaults), so that its own press rule uses the operator's bounds.
-func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads, offSettle time.Duration) (power.Controller, error) {
+// connectBounded is Connect giving the Redfish adapter the bounds of r,
+// the reboot.Config the fleet decides with (redfishConfig).
+func connectBounded(ctx context.Context, b BMC, r reboot.Config) (power.Controller, error) {
 	pass, err := b.Password()
 	if err != nil {
 		return nil, err
@@ -100,12 +99,7 @@ func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads, offSett
 		return ipmi.Connect(ctx, ipmi.Config{Host: host, Port: port, Username: b.Username, Password: pass, CipherSuite: b.CipherSuite,
 			Privilege: b.Privilege})
 	}
-	endpoint := b.Redfish
-	if o, err := redfish.Origin(b.Redfish); err == nil {
-		endpoint = o
-	}
-	cfg := redfish.Config{Endpoint: endpoint, Username: b.Username, Password: pass, BasicAuth: b.UseBasicAuth(), InsecureSkipVerify: b.InsecureSkipVerify(),
-		SystemID: b.System, SoftTimeout: softTimeout, StaleReads: staleReads, OffSettle: offSettle}
+	cfg := redfishConfig(b, pass, r)
 	if b.CAFile != "" {
 		pem, err := os.ReadFile(b.CAFile)
 		if err != nil {
@@ -125,6 +119,21 @@ func connectBounded(ctx context.Context, b BMC, softTimeout, staleReads, offSett
 		return nil, &hintError{msg: "the BMC at " + b.Redfish + " has no Redfish session service (sushy-tools has none): set basic_auth: true in its bmc section of the inventory", err: err}
 	}
 	return c, err
+}
+
+// redfishConfig is the Redfish adapter's Config for b (password pass),
+// with the bounds of r, the reboot.Config the fleet decides with: its
+// SoftTimeout, StaleReads, OffSettle and LostLanding (reboot.LostLandingOf:
+// the adapter's doc asks for it equal to the reboot package's), so that
+// the adapter's own press rule uses the operator's bounds. r's zero
+// SoftTimeout and StaleReads leave the adapter's defaults.
+func redfishConfig(b BMC, pass string, r reboot.Config) redfish.Config {
+	endpoint := b.Redfish
+	if o, err := redfish.Origin(b.Redfish); err == nil {
+		endpoint = o
+	}
+	return redfish.Config{Endpoint: endpoint, Username: b.Username, Password: pass, BasicAuth: b.UseBasicAuth(), InsecureSkipVerify: b.InsecureSkipVerify(),
+		SystemID: b.System, SoftTimeout: r.SoftTimeout, StaleReads: r.StaleReads, OffSettle: r.OffSettle, LostLanding: reboot.LostLandingOf(r)}
 }
 
 // operatorText is a BMC error as an operator reads it: the Redfish

@@ -208,10 +208,10 @@ func (p *Powers) bookTask(parent context.Context, name, address string, answer t
 
 // lostLanding is how long after a power command's call returned with no
 // answer it may still land: the reboot package's LostLanding for
-// Powers.SoftTimeout (set to the Reconciler's), as Async.Settled is
-// asked with.
+// Powers.LostLanding and SoftTimeout (set to the Reconciler's), as
+// Async.Settled is asked with.
 func (p *Powers) lostLanding() time.Duration {
-	return reboot.LostLandingOf(reboot.Config{SoftTimeout: p.SoftTimeout})
+	return reboot.LostLandingOf(reboot.Config{SoftTimeout: p.SoftTimeout, LostLanding: p.LostLanding})
 }
 
 // commandAnswered reports whether err, the outcome of a power command

@@ -450,9 +450,9 @@
 //     between the BMC's answer and its next write leaves the host held;
 //     then, once the answer comes, removed if the BMC carried the command
 //     out or refused it (or it was never sent), shortened to the reboot
-//     package's LostLanding (for Powers.SoftTimeout) after a call with no
-//     answer, or, after a 202, given its task with Until TaskLimit after
-//     the answer, and stamped Returned when its task is seen to end:
+//     package's LostLanding (for Powers.LostLanding and SoftTimeout)
+//     after a call with no answer, or, after a 202, given its task with
+//     Until TaskLimit after the answer, and stamped Returned when its task is seen to end:
 //     every replica's Powers.Controller (a restarted controller, a new
 //     leader) holds such a host, sending it nothing and taking no
 //     evidence from it (ErrInFlight), until StaleReads after that stamp,

@@ -163,11 +163,12 @@ type Powers struct {
 	Namespace string
 	// RootCAs verifies Redfish BMCs (nil: the system's pool).
 	RootCAs *x509.CertPool
-	// SoftTimeout and StaleReads are passed to the Redfish adapter
-	// (redfish.Config): set them to the reboot.Config the Reconciler runs
-	// with, so that the adapter's own press rule uses the same bounds.
-	// Zero: the adapter's defaults.
-	SoftTimeout, StaleReads time.Duration
+	// SoftTimeout, StaleReads, LostLanding and OffSettle are passed to
+	// the Redfish adapter (redfish.Config, redfishConfig): set them to the
+	// reboot.Config the Reconciler runs with, so that the adapter's own
+	// press rule uses the same bounds. Zero: the reboot package's
+	// defaults (LostLanding: reboot.LostLandingOf, SoftTimeout).
+	SoftTimeout, StaleReads, LostLanding, OffSettle time.Duration
 	// TaskLimit bounds how long a power-on through a pinned BMC that the
 	// BMC accepted for later (a Redfish 202 and its task) is followed
 	// (default DefaultTaskLimit): past it the host is left as it is
@@ -336,8 +337,7 @@ func (p *Powers) controllerOf(ctx context.Context, key string, bmh *metal3.BareM
 		target.Connect = func(ctx context.Context) (power.Controller, error) { return ipmi.Connect(ctx, cfg) }
 	default:
 		target.BMC = t.Endpoint
-		cfg := redfish.Config{Endpoint: t.Endpoint, SystemID: t.SystemID, Username: user, Password: pass,
-			InsecureSkipVerify: insecure, RootCAs: p.RootCAs, SoftTimeout: p.SoftTimeout, StaleReads: p.StaleReads}
+		cfg := p.redfishConfig(t, user, pass, insecure)
 		target.Connect = func(ctx context.Context) (power.Controller, error) { return redfish.Connect(ctx, cfg) }
 	}
 	// The login's identity is a fingerprint of the credentials themselves
@@ -354,4 +354,15 @@ func (p *Powers) controllerOf(ctx context.Context, key string, bmh *metal3.BareM
 		return noPowerOff{Controller: pc, host: name}, nil
 	}
 	return pc, nil
+}
+
+// redfishConfig is the Redfish adapter's Config for target t with the
+// credentials user and pass: the bounds of the Reconciler's reboot.Config
+// as Powers holds them (SoftTimeout, StaleReads, OffSettle, and
+// LostLanding as the reboot package uses it, which the adapter's doc
+// asks to keep equal).
+func (p *Powers) redfishConfig(t BMCTarget, user, pass string, insecure bool) redfish.Config {
+	return redfish.Config{Endpoint: t.Endpoint, SystemID: t.SystemID, Username: user, Password: pass,
+		InsecureSkipVerify: insecure, RootCAs: p.RootCAs, SoftTimeout: p.SoftTimeout, StaleReads: p.StaleReads,
+		OffSettle: p.OffSettle, LostLanding: p.lostLanding()}
 }

@@ -19,15 +19,35 @@ import (
 // RFC 5952 writes it, an IPv4-mapped IPv6 address as IPv4), the scheme's
 // default port (443 for https, 80 for http) dropped and any other port
 // written without leading zeros, trailing slashes, a query and a
-// fragment dropped; a path of its own (a BMC behind a proxy) is kept. Two
-// spellings of one BMC ("https://BMC:443/" and "https://bmc") give one
-// origin, so that one BMC is one endpoint to the window registry and to
-// session sharing, and one power.Target.BMC to a caller that names it by
-// Origin. It fails (ErrConfig) for anything but an http(s) URL with a
-// host and without credentials.
+// fragment dropped; a path of its own (a BMC behind a proxy) is kept,
+// normalised as RFC 3986 6.2.2 says (a percent-encoded unreserved
+// character decoded, "%7E" as "~", the hex digits of every other
+// percent-encoding upper-cased). Two spellings of one BMC
+// ("https://BMC:443/" and "https://bmc", "https://proxy/%7ebmc1" and
+// "https://proxy/~bmc1") give one origin, so that one BMC is one
+// endpoint to the window registry and to session sharing, and one
+// power.Target.BMC to a caller that names it by Origin. A host name that
+// is not ASCII is written in its ASCII (punycode, "xn--") form by the
+// IDNA conversion net/http applies when it dials (hostASCII, through
+// golang.org/x/net/idna's Lookup profile); a name those rules refuse is
+// refused: write it in its punycode form. It
+// fails (ErrConfig) for anything but an http(s) URL with a host and
+// without credentials, and for a path that is no plain path (plainPath:
+// a "." or ".." segment, a ';', an encoded separator or dot).
 func Origin(endpoint string) (string, error) {
 	u, err := url.Parse(endpoint)
-	if err != nil || u.Host == "" {
+	if err != nil {
+		return "", fmt.Errorf("%w: endpoint must be an http(s) URL", ErrConfig)
+	}
+	return canonical(u)
+}
+
+// canonical is Origin of u (its query and fragment ignored): the one
+// normalisation of an endpoint or a request URL, by which the window
+// registry (windowKey), session sharing (sameLogin), the origin check
+// (sameOrigin) and the path check (onEndpoint) compare them.
+func canonical(u *url.URL) (string, error) {
+	if u.Host == "" {
 		return "", fmt.Errorf("%w: endpoint must be an http(s) URL", ErrConfig)
 	}
 	scheme := strings.ToLower(u.Scheme)
@@ -41,7 +61,11 @@ func Origin(endpoint string) (string, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		host = a.Unmap().String()
 	} else {
-		host = strings.TrimSuffix(strings.ToLower(host), ".")
+		h, err := hostASCII(strings.TrimSuffix(host, "."))
+		if err != nil {
+			return "", err
+		}
+		host = h
 	}
 	if host == "" {
 		return "", fmt.Errorf("%w: endpoint must name a host", ErrConfig)
@@ -62,7 +86,57 @@ func Origin(endpoint string) (string, error) {
 		host = "[" + host + "]"
 	}
 	host = strings.ReplaceAll(host, "%", "%25") // an IPv6 zone, escaped as in a URL
-	return scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/"), nil
+	p := u.EscapedPath()
+	if !plainPath(p) || !plainPath(u.Path) {
+		return "", fmt.Errorf("%w: endpoint path %q has a dot segment, a ';' or an encoded separator: write the BMC's plain path", ErrConfig, safeText(p))
+	}
+	return scheme + "://" + host + strings.TrimRight(normEscapes(p), "/"), nil
+}
+
+// normEscapes normalises the percent-encodings of p, an escaped URL path
+// that plainPath accepted (every '%' starts a valid encoding), as RFC
+// 3986 6.2.2.1 and 6.2.2.2 say: an encoded unreserved character (ALPHA,
+// DIGIT, '-', '.', '_', '~') decoded, the hex digits of any other
+// encoding upper-cased.
+func normEscapes(p string) string {
+	if !strings.Contains(p, "%") {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] != '%' || i+2 >= len(p) {
+			b.WriteByte(p[i])
+			continue
+		}
+		v, err := strconv.ParseUint(p[i+1:i+3], 16, 8)
+		if err != nil {
+			b.WriteByte(p[i])
+			continue
+		}
+		if c := byte(v); unreserved(c) {
+			b.WriteByte(c)
+		} else {
+			b.WriteString("%" + strings.ToUpper(p[i+1:i+3]))
+		}
+		i += 2
+	}
+	return b.String()
+}
+
+// unreserved reports whether c is an unreserved character of RFC 3986.
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// safeText is s without control characters, for an error message.
+func safeText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // originOf is Origin of endpoint, or endpoint itself if it is no http(s)

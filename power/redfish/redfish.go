@@ -45,7 +45,8 @@
 //     reset returned is inside its window). The windows are kept per
 //     endpoint and system in the package, shared by every Controller of
 //     the process for the same Endpoint (by its Origin: every spelling of
-//     one BMC, such as https://BMC:443/ and https://bmc, is one) and
+//     one BMC, such as https://BMC:443/ and https://bmc, or
+//     https://proxy/%7Ebmc1 and https://proxy/~bmc1, is one) and
 //     system, whatever its login,
 //     credentials or power.Target (the Pool's next login after an
 //     evicted, retired or abandoned session, or after Pool.Forget and a
@@ -223,7 +224,9 @@
 //     Location, a Reset target, a task monitor, a link): its origin and,
 //     on it, the endpoint's own path (a BMC behind a proxy,
 //     "https://proxy/bmc1", is not "https://proxy/bmc2"); a path with a
-//     "." or ".." segment or a percent-encoded '.', '/' or '\' is refused
+//     "." or ".." segment, a percent-encoded '.', '/' or '\', a ';' (path
+//     parameters: "..;" is ".." to a servlet-style proxy) or a '%' left
+//     once decoded (a double encoding such as "%252e") is refused
 //     outright, not resolved. Such a request fails with an error wrapping
 //     ErrOffOrigin, and a Reset target that is not a plain path of the
 //     endpoint's ("/…") makes On and Off fail without sending anything.
@@ -298,7 +301,10 @@ const (
 // Config says how to reach one BMC.
 type Config struct {
 	// Endpoint is the BMC's base URL, e.g. https://10.0.0.5. It must not
-	// carry credentials.
+	// carry credentials, nor a path with a "." or ".." segment or a ';'
+	// (Origin); a host name that is not ASCII is converted to its
+	// punycode ("xn--…") form as net/http dials it, or refused if the
+	// IDNA rules refuse it.
 	Endpoint string
 	// Username and Password authenticate; with BasicAuth every request
 	// carries them, otherwise a session is created and its token used.

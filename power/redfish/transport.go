@@ -58,7 +58,8 @@ var ErrOffOrigin = errors.New("redfish: request to another origin than the endpo
 // bmcPath reports whether uri, given by the BMC, is a path of the
 // endpoint's: it starts with one "/" (not "//", a network-path reference
 // to another host), has no "\" or "@", and is a plain path (plainPath:
-// no "." or ".." segment, no percent-encoded '.', '/' or '\'), so that,
+// no "." or ".." segment, no ';', no double encoding, no percent-encoded
+// '.', '/' or '\'), so that,
 // the endpoint prefixed, it stays under the endpoint's own path.
 func bmcPath(uri string) bool {
 	if !strings.HasPrefix(uri, "/") || strings.HasPrefix(uri, "//") || strings.ContainsAny(uri, "\\@") {
@@ -72,17 +73,23 @@ func bmcPath(uri string) bool {
 
 // plainPath reports whether p, an escaped URL path, names one resource
 // whatever the server or a proxy in front of it makes of it: no "." or
-// ".." segment (before or after percent-decoding) and no percent-encoded
-// '.', '/' or '\' (nor a '\' decoded), which a server may decode
-// and resolve into another path than the one checked. Such a path is
-// refused outright rather than resolved.
+// ".." segment (before or after percent-decoding), no ';' (raw or
+// encoded: path parameters, which servlet-style proxies strip from a
+// segment before resolving dot segments, so that "..;" is ".."), no '%'
+// left once decoded (a double encoding such as "%252e", which a server
+// decoding twice reads as '.'), and no percent-encoded '.', '/' or '\'
+// (nor a '\' decoded), which a server may decode and resolve into
+// another path than the one checked. Such a path is refused outright
+// rather than resolved.
 func plainPath(p string) bool {
 	low := strings.ToLower(p)
-	if strings.Contains(low, "%2e") || strings.Contains(low, "%2f") || strings.Contains(low, "%5c") {
-		return false
+	for _, bad := range []string{"%2e", "%2f", "%5c", ";", "%3b"} {
+		if strings.Contains(low, bad) {
+			return false
+		}
 	}
 	dec, err := url.PathUnescape(p)
-	if err != nil || strings.Contains(dec, "\\") {
+	if err != nil || strings.ContainsAny(dec, "\\;%") {
 		return false
 	}
 	for _, q := range []string{p, dec} {
@@ -95,20 +102,24 @@ func plainPath(p string) bool {
 	return true
 }
 
-// onEndpoint reports whether u is on the endpoint (base URL e): the same
-// origin as Origin spells it (scheme, host and port, canonical: "bmc." and
-// "bmc", "[::ffff:10.0.0.1]" and "10.0.0.1" are one host), no user
-// information, and a plain path (plainPath) under e's own path (the path
-// Origin keeps: a BMC behind a proxy, "https://proxy/bmc1", is not
-// "https://proxy/bmc2"). It is the one rule for every request sent and
-// every redirect followed, whatever URI the BMC gave.
+// onEndpoint reports whether u is on the endpoint (base URL e): no user
+// information, a plain path (plainPath), and, both spelt as Origin
+// spells them (canonical: "bmc." and "bmc", "[::ffff:10.0.0.1]" and
+// "10.0.0.1" are one host, "%7Ebmc1" and "~bmc1" one path), the same
+// origin and a path under e's own path (the path Origin keeps: a BMC
+// behind a proxy, "https://proxy/bmc1", is not "https://proxy/bmc2"). It
+// is the one rule for every request sent and every redirect followed,
+// whatever URI the BMC gave.
 func onEndpoint(e, u *url.URL) bool {
-	if u.User != nil || !sameOrigin(e, u) || !plainPath(u.EscapedPath()) || !plainPath(u.Path) {
+	if u.User != nil || !sameOrigin(e, u) {
 		return false
 	}
-	prefix := strings.TrimRight(e.EscapedPath(), "/")
-	p := u.EscapedPath()
-	return prefix == "" || p == prefix || strings.HasPrefix(p, prefix+"/")
+	ce, err := canonical(e)
+	if err != nil {
+		return false
+	}
+	cu, err := canonical(u) // refuses a path that is no plain path
+	return err == nil && (cu == ce || strings.HasPrefix(cu, ce+"/"))
 }
 
 // transport is the Controller's own: verified TLS unless told not to, the
@@ -159,7 +170,7 @@ func sameOrigin(a, u *url.URL) bool {
 // hostOrigin is Origin of u's scheme and host (no path), or "" if that is
 // no http(s) origin.
 func hostOrigin(u *url.URL) string {
-	o, err := Origin((&url.URL{Scheme: u.Scheme, Host: u.Host}).String())
+	o, err := canonical(&url.URL{Scheme: u.Scheme, Host: u.Host})
 	if err != nil {
 		return ""
 	}

@@ -162,8 +162,10 @@ func run(args []string) int {
 		}
 	}
 	pool := power.NewPool(power.PoolConfig{CallTimeout: *callTimeout, ConnectTimeout: *connectTimeout})
+	rebootCfg := reboot.Config{SoftTimeout: *softTimeout, StaleReads: *staleReads} // the Reconciler's, and the adapter's bounds
 	powers := &kube.Powers{Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Namespace: *namespace, RootCAs: roots, Pool: pool,
-		SoftTimeout: *softTimeout, StaleReads: *staleReads, WithoutAdmissionPolicy: *withoutPolicy, Ownership: &own}
+		SoftTimeout: rebootCfg.SoftTimeout, StaleReads: rebootCfg.StaleReads, LostLanding: rebootCfg.LostLanding, OffSettle: rebootCfg.OffSettle,
+		WithoutAdmissionPolicy: *withoutPolicy, Ownership: &own}
 	if guard != nil {
 		powers.Guard = guard.Wrap
 	}
@@ -201,7 +203,7 @@ func run(args []string) int {
 		}
 	}
 	rec := &reboot.Reconciler{Hosts: &kube.RebootHosts{Client: mgr.GetClient(), Namespace: *namespace}, Power: async.Controller,
-		Now: time.Now, Config: reboot.Config{SoftTimeout: *softTimeout, StaleReads: *staleReads}}
+		Now: time.Now, Config: rebootCfg}
 	if err := (&kube.RebootController{Reconciler: rec, Namespace: *namespace, MaxConcurrentReconciles: *workers, Ownership: own, Async: async,
 		Forget: powers.Forget, ReconcileTimeout: 2*(*callTimeout+*connectTimeout) + 30*time.Second}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "rebootkit-controller:", err)
