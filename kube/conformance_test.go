@@ -83,9 +83,12 @@ func TestRemediationStoresConformance(t *testing.T) {
 			}
 		}
 		return remediationtest.Stores{
-			Machines:   &Machines{Client: c, Namespace: ns},
-			Nodes:      &Nodes{Client: c},
-			Admissions: &Admissions{Client: c, Namespace: ns},
+			Machines: &Machines{Client: c, Namespace: ns},
+			// A second client on the same API server, as a second
+			// reconciler's process has it.
+			OtherMachines: &Machines{Client: adminClient(t), Namespace: ns},
+			Nodes:         &Nodes{Client: c},
+			Admissions:    &Admissions{Client: c, Namespace: ns},
 			// A second client on the same API server, as a second
 			// reconciler's process has it.
 			OtherAdmissions: &Admissions{Client: adminClient(t), Namespace: ns},
