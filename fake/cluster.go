@@ -197,6 +197,11 @@ func (c *Cluster) List(context.Context) ([]remediation.MachineRecord, error) {
 // SaveState implements remediation.MachineStore.
 func (c *Cluster) SaveState(_ context.Context, name, version string, s remediation.State) error {
 	c.between.run(name)
+	return c.saveState(name, version, s)
+}
+
+// saveState is SaveState's compare-and-swap, under the cluster's lock.
+func (c *Cluster) saveState(name, version string, s remediation.State) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec, ok := c.machines[name]

@@ -51,9 +51,11 @@
 // installs a second writer that runs between the component's read and its write (an
 // operator, kubectl, a second reconciler). Fault knobs (FailUpdates,
 // FailPuts, FailNext) are safe to set
-// while the fake is in use. PlanStore.Other and Cluster.OtherAdmissions
-// give a second handle on the same plans or admission record, as another
-// process has it (plantest and remediationtest race writers across both). RebootHosts, Cluster and Records can watch
+// while the fake is in use. RebootHosts.Other, PlanStore.Other,
+// Cluster.OtherMachines and Cluster.OtherAdmissions give a second handle
+// on the same hosts, plans, Machines or admission record, as another
+// process has it (reboottest, plantest and remediationtest race writers
+// across both). RebootHosts, Cluster and Records can watch
 // (reboot.HostWatcher, remediation.MachineWatcher and RecordWatcher):
 // their channels take every write, coalesced, and never block a writer.
 //

@@ -24,7 +24,12 @@ func TestRebootHostsConformance(t *testing.T) {
 	reboottest.Contract(t, func(h reboot.Host) (reboottest.Stores, error) {
 		ns := newNamespace(t, c)
 		newBMH(t, c, ns, h.Name)
-		return reboottest.Stores{Hosts: &RebootHosts{Client: c, Namespace: ns}}, nil
+		return reboottest.Stores{
+			Hosts: &RebootHosts{Client: c, Namespace: ns},
+			// A second client on the same API server, as a fencing
+			// client's process has it.
+			Other: &RebootHosts{Client: adminClient(t), Namespace: ns},
+		}, nil
 	})
 }
 
@@ -78,9 +83,12 @@ func TestRemediationStoresConformance(t *testing.T) {
 			}
 		}
 		return remediationtest.Stores{
-			Machines:   &Machines{Client: c, Namespace: ns},
-			Nodes:      &Nodes{Client: c},
-			Admissions: &Admissions{Client: c, Namespace: ns},
+			Machines: &Machines{Client: c, Namespace: ns},
+			// A second client on the same API server, as a second
+			// reconciler's process has it.
+			OtherMachines: &Machines{Client: adminClient(t), Namespace: ns},
+			Nodes:         &Nodes{Client: c},
+			Admissions:    &Admissions{Client: c, Namespace: ns},
 			// A second client on the same API server, as a second
 			// reconciler's process has it.
 			OtherAdmissions: &Admissions{Client: adminClient(t), Namespace: ns},

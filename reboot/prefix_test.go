@@ -73,7 +73,12 @@ func TestWithPrefix(t *testing.T) {
 // over the fake store.
 func TestWithPrefixConformance(t *testing.T) {
 	reboottest.Check(t, func(h reboot.Host) (reboottest.Stores, error) {
-		s, err := reboot.WithPrefix(fake.NewRebootHosts(h), "reboot.example.com")
-		return reboottest.Stores{Hosts: s}, err
+		raw := fake.NewRebootHosts(h)
+		s, err := reboot.WithPrefix(raw, "reboot.example.com")
+		if err != nil {
+			return reboottest.Stores{}, err
+		}
+		other, err := reboot.WithPrefix(raw.Other(), "reboot.example.com")
+		return reboottest.Stores{Hosts: s, Other: other}, err
 	})
 }

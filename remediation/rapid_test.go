@@ -42,7 +42,7 @@ func TestPhasedStateMachine(t *testing.T) {
 		for _, n := range ns {
 			c.PutNode(n)
 		}
-		return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: c, OtherAdmissions: c.OtherAdmissions(), World: clusterWorld{c}}, nil
+		return remediationtest.Stores{Machines: c, OtherMachines: c.OtherMachines(), Nodes: c.Nodes(), Admissions: c, OtherAdmissions: c.OtherAdmissions(), World: clusterWorld{c}}, nil
 	})
 }
 

@@ -14,6 +14,13 @@ import (
 // reads and writes. Here it lives in memory; yours is a database table
 // with a version column (UPDATE ... WHERE version = ?).
 type inventory struct {
+	*table
+}
+
+// table is the storage every handle (every process) shares: here its
+// lock makes the compare-and-swap atomic across handles, as the
+// database's conditional UPDATE does, not a lock of one handle's own.
+type table struct {
 	mu       sync.Mutex
 	hosts    map[string]reboot.Host
 	version  int
@@ -21,12 +28,17 @@ type inventory struct {
 }
 
 func newInventory(hosts ...reboot.Host) *inventory {
-	inv := &inventory{hosts: map[string]reboot.Host{}, watchers: map[string][]chan struct{}{}}
+	inv := &inventory{&table{hosts: map[string]reboot.Host{}, watchers: map[string][]chan struct{}{}}}
 	for _, h := range hosts {
 		inv.put(h)
 	}
 	return inv
 }
+
+// reopen returns a second handle on the same storage, as another process
+// (a fencing client, a second controller) opens it: the conformance kit
+// races writers across both.
+func (inv *inventory) reopen() *inventory { return &inventory{inv.table} }
 
 // put stores h under a new version and wakes the watchers; inv.mu held
 // (or not yet shared).

@@ -23,11 +23,14 @@ import (
 // writes nothing (a reboot.Guard fences a write only through the context
 // it returns: a leader paused between its Hold and its Update resumes with
 // that context ended, and only the store can refuse); that of
-// racecheck.Writers Updates at once from one read (through both handles,
-// beside readers, in each of racecheck.Rounds to racecheck.MaxRounds
-// rounds (racecheck.Enough)) exactly one succeeds, the others wrap
-// ErrConflict, and the record read back holds the winner's write (a store
-// whose version check is not atomic with its write fails); and, if the
+// racecheck.Writers Updates at once from one read (half through
+// Stores.Other, a second process's handle, beside readers, in each of
+// racecheck.Rounds to racecheck.MaxRounds rounds (racecheck.Enough))
+// exactly one succeeds, the others wrap ErrConflict, and the record read
+// back through Other holds the winner's write (a store whose version
+// check is not atomic with its write fails, also one atomic only within
+// one process; Contract fails when Other is nil, since through one handle
+// it could not catch that); and, if the
 // store is a reboot.HostWatcher: Watch returns within 10 s, and if it can
 // watch (no error), 100 writes nobody reads from the watch do not block,
 // the watch then holds a value, each of three later writes gives another
@@ -50,6 +53,7 @@ func Contract(t testing.TB, newStores NewStores) {
 	}
 	other := s.Other
 	if other == nil {
+		t.Errorf("reboottest: Stores.Other is nil: give a second handle on the same records, as another process has it (its own client, connection or open of the same storage); through Hosts alone the race cannot catch a store whose compare-and-swap is atomic only within one process (the controller's write and a fencing client's keyed request from one read both accepted, the request lost)")
 		other = s.Hosts
 	}
 	if _, err := s.Hosts.Get(ctx, "no-such-host"); !errors.Is(err, reboot.ErrNotFound) {

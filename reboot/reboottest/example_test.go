@@ -10,11 +10,13 @@ import (
 )
 
 // ExampleNewStores shows the constructor a store's test gives to Check:
-// a fresh store holding exactly the host given. In your test:
+// a fresh store holding exactly the host given, and a second handle on
+// it as another process has it. In your test:
 // reboottest.Check(t, newStores).
 func ExampleNewStores() {
 	var newStores reboottest.NewStores = func(h reboot.Host) (reboottest.Stores, error) {
-		return reboottest.Stores{Hosts: fake.NewRebootHosts(h)}, nil
+		s := fake.NewRebootHosts(h)
+		return reboottest.Stores{Hosts: s, Other: s.Other()}, nil
 	}
 	s, _ := newStores(reboot.Host{Name: "db-1", Online: true})
 	h, _ := s.Hosts.Get(context.Background(), "db-1")

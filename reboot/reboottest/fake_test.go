@@ -13,6 +13,7 @@ import (
 func TestFakeStore(t *testing.T) {
 	t.Parallel()
 	reboottest.Check(t, func(h reboot.Host) (reboottest.Stores, error) {
-		return reboottest.Stores{Hosts: fake.NewRebootHosts(h)}, nil
+		s := fake.NewRebootHosts(h)
+		return reboottest.Stores{Hosts: s, Other: s.Other()}, nil
 	})
 }

@@ -64,7 +64,8 @@ func TestContractCatchesLastWriterWins(t *testing.T) {
 		t.Logf("caught: %v", f)
 	}
 	if f := run(func(h reboot.Host) (reboottest.Stores, error) {
-		return reboottest.Stores{Hosts: fake.NewRebootHosts(h)}, nil
+		s := fake.NewRebootHosts(h)
+		return reboottest.Stores{Hosts: s, Other: s.Other()}, nil
 	}); len(f) != 0 {
 		t.Errorf("the fake store failed the contract: %v", f)
 	}

@@ -9,7 +9,9 @@
 //			if err := s.create(h); err != nil { // h exactly as given
 //				return reboottest.Stores{}, err
 //			}
-//			return reboottest.Stores{Hosts: s}, nil
+//			// a second handle on the same records, as another
+//			// process has it (its own client or open of the storage)
+//			return reboottest.Stores{Hosts: s, Other: s.reopen()}, nil
 //		})
 //	}
 //
@@ -59,9 +61,16 @@ type Stores struct {
 	// Hosts is the store the Reconciler uses.
 	Hosts reboot.HostStore
 	// Other is a second handle on the same records, as another process
-	// (a fencing client, an operator) has it; nil uses Hosts. Its reads
-	// must be current (not from a cache that lags): the kit checks the
-	// ground truth through it.
+	// (a fencing client, an operator, a second controller) has it: its
+	// own client, connection or open of the same storage, never Hosts
+	// given again. Its reads must be current (not from a cache that
+	// lags): the kit checks the ground truth through it. Contract's race
+	// sends half its writers through each handle, so a HostStore whose
+	// version check is atomic with its write only within one process (a
+	// sync.Mutex around read, check and write on shared storage) fails.
+	// nil fails Contract (and so Check), naming the missing handle: the
+	// race would run through Hosts alone and could not catch such a
+	// store. The StateMachines use Hosts where Other is nil.
 	Other reboot.HostStore
 	// Close, if set, is called when the case is done.
 	Close func()

@@ -10,13 +10,19 @@
 // the others wrap ErrConflict, and the record read back through
 // OtherAdmissions admits the winner's Machine only; a store whose check is
 // atomic only within one process fails, but only if OtherAdmissions is
-// given: with it nil every writer goes through one handle), that a saved
+// given: with it nil every writer goes through one handle), the
+// compare-and-swap of SaveState raced the same way (racecheck.Writers
+// reconcilers saving one Machine's State from one read, half of them
+// through Stores.OtherMachines if given: exactly one succeeds, the others
+// wrap ErrConflict, and the Machine read back through OtherMachines holds
+// the winner's State under a new version), that a saved
 // State comes back with every field, ErrNotFound, a Machine deleted by
 // Machines.Delete (Get then wraps ErrNotFound, List omits it), a Node
 // deleted only with the UID read, and the metadata rules the Reconciler
 // relies on; behind remediation.Records, the RecordStore's own Update
-// compare-and-swap (Records' read-change-write loops count on its
-// ErrConflict); and when the MachineStore is a remediation.MachineWatcher,
+// compare-and-swap, one call at a time and raced as SaveState is (through
+// the RecordStore behind OtherMachines too, if that is Records'; Records'
+// read-change-write loops count on its ErrConflict); and when the MachineStore is a remediation.MachineWatcher,
 // or the RecordStore a remediation.RecordWatcher, its Watch: it returns
 // within 10 s, and if it can watch (no error), 100 writes nobody reads
 // from the watch do not block, the watch then holds a value, each of three
@@ -49,9 +55,21 @@ import (
 
 // Stores are the handles of one fresh set of stores under test.
 type Stores struct {
-	Machines   remediation.MachineStore
-	Nodes      remediation.NodeStore
-	Admissions remediation.AdmissionStore
+	Machines remediation.MachineStore
+	// OtherMachines is a second handle on the same Machines, as another
+	// process (a second reconciler) has it: its own client, connection
+	// or Open of the same storage, never Machines given again (behind
+	// remediation.Records: Records over a second handle on the
+	// RecordStore). Its reads must be current: Contract's race of
+	// SaveState reads the Machine back through it. The race sends half
+	// its writers through each handle, so a MachineStore whose version
+	// check is atomic with its write only within one process fails. nil:
+	// the race runs through Machines alone and cannot catch such a
+	// store (give nil only where the storage admits one handle per
+	// process). StateMachine uses Machines only.
+	OtherMachines remediation.MachineStore
+	Nodes         remediation.NodeStore
+	Admissions    remediation.AdmissionStore
 	// OtherAdmissions is a second handle on the same admission record,
 	// as another process (a second reconciler) has it: its own client,
 	// connection or Open of the same storage, never Admissions given
@@ -148,6 +166,7 @@ func Contract(t testing.TB, newStores NewStores) {
 	if cur, _ := s.Machines.Get(ctx, "s1"); cur.Machine.NeedsRemediation || !cur.State.Equal(st) {
 		t.Errorf("after RemoveNeedsRemediation: %+v, state %+v; want it cleared and the state kept", cur.Machine, cur.State)
 	}
+	raceSaveState(ctx, t, s.Machines, s.OtherMachines, "s1")
 
 	// Nodes.
 	if n, err := s.Nodes.Get(ctx, "nope"); err != nil || n.Exists {
@@ -201,6 +220,11 @@ func Contract(t testing.TB, newStores NewStores) {
 
 	if rs, ok := remediation.RecordStoreOf(s.Machines); ok {
 		checkRecordStore(ctx, t, rs)
+		var other remediation.RecordStore
+		if s.OtherMachines != nil {
+			other, _ = remediation.RecordStoreOf(s.OtherMachines)
+		}
+		raceRecordUpdate(ctx, t, rs, other, "s1")
 	}
 	checkWatchers(ctx, t, s.Machines, markOf(s))
 

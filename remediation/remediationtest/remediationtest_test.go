@@ -24,7 +24,7 @@ func TestFakeCluster(t *testing.T) {
 			c.PutNode(n)
 		}
 		mark := func(_ context.Context, m string, on bool) error { c.SetNeedsRemediation(m, on); return nil }
-		return remediationtest.Stores{Machines: c, Nodes: c.Nodes(), Admissions: c, OtherAdmissions: c.OtherAdmissions(), Mark: mark}, nil
+		return remediationtest.Stores{Machines: c, OtherMachines: c.OtherMachines(), Nodes: c.Nodes(), Admissions: c, OtherAdmissions: c.OtherAdmissions(), Mark: mark}, nil
 	})
 }
 

@@ -1,0 +1,55 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// Other returns a second handle on the store's hosts, as another process
+// (a fencing client, a second controller) has it: a reboot.HostStore and
+// reboot.HostWatcher of its own that reads and writes the same records,
+// its compare-and-swap checked and written under the store's lock, as
+// processes share records whose compare-and-swap the storage makes
+// atomic. The interloper (SetInterloper) and injected conflicts
+// (FailUpdates) are not used by its Updates, and Updates does not count
+// them.
+func (s *RebootHosts) Other() reboot.HostStore { return &otherHosts{s: s} }
+
+// otherHosts is Other's handle.
+type otherHosts struct{ s *RebootHosts }
+
+// Compile-time check: Other's handle can watch as the store can.
+var _ reboot.HostWatcher = (*otherHosts)(nil)
+
+// Get implements reboot.HostStore.
+func (o *otherHosts) Get(ctx context.Context, name string) (reboot.Host, error) {
+	return o.s.Get(ctx, name)
+}
+
+// Update implements reboot.HostStore with compare-and-swap; nothing is
+// written once ctx has ended.
+func (o *otherHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return reboot.Host{}, fmt.Errorf("fake: host %s: not written: %w", h.Name, err)
+	}
+	cur, ok := s.hosts[h.Name]
+	if !ok {
+		return reboot.Host{}, fmt.Errorf("fake: host %s: %w", h.Name, reboot.ErrNotFound)
+	}
+	if cur.Version != h.Version {
+		return reboot.Host{}, fmt.Errorf("fake: host %s version %s, current %s: %w", h.Name, h.Version, cur.Version, reboot.ErrConflict)
+	}
+	cur.Annotations = h.Annotations
+	cur.Status = h.Status
+	return s.put(cur), nil
+}
+
+// Watch implements reboot.HostWatcher as RebootHosts.Watch does.
+func (o *otherHosts) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
+	return o.s.Watch(ctx, name)
+}
