@@ -75,3 +75,50 @@ func TestReview35ah_IdeographicFullStopSplitsPressWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestReview35ah_DoubleSlashSpellingSplitsPressWindow (redfish.go's doc:
+// the windows are shared "by every Controller of the process for the same
+// Endpoint (by its Origin: every spelling of one BMC ... is one)";
+// plainPath: a path accepted must name "one resource whatever the server
+// or a proxy in front of it makes of it"): a BMC behind a path proxy that
+// merges slashes (nginx's default merge_slashes; newProxied35ag cleans
+// the path as nginx does) is reached as https://proxy/~bmc1 and as
+// https://proxy//~bmc1 (an inventory's base URL joined with a "/bmc1"
+// of its own). Origin keeps the empty segment, so the registry holds two
+// BMCs: the first spelling's ForceOff fence opens no window for the
+// second's soft Off 5 s later, which reads a stale On and presses the
+// fenced host back on. Ground truth: the fake hardware. Control: the
+// trailing-slash spelling (which Origin does merge) keeps the host off.
+func TestReview35ah_DoubleSlashSpellingSplitsPressWindow(t *testing.T) {
+	for _, second := range []string{"/~bmc1/", "//~bmc1"} {
+		t.Run(second, func(t *testing.T) {
+			clk := fake.NewClock(time.Time{})
+			hw := fake.NewPower(clk.Real, fake.PowerConfig{Report: fake.Report{Stale: 20 * time.Second}})
+			b := redfishtest.NewBMC(clk.Real, hw, "admin", secret)
+			b.Quirks.NoGraceful = true // soft off is a press
+			other := redfishtest.NewBMC(clk.Real, fake.NewPower(clk.Real, fake.PowerConfig{}), "admin", secret)
+			p := newProxied35ag(t, b, other)
+			epA, epB := p.srv.URL+"/~bmc1", p.srv.URL+second
+			t.Cleanup(func() { redfish.ForgetWindowsOf(epA); redfish.ForgetWindowsOf(epB) })
+			cfg := redfish.Config{Endpoint: epA, SystemID: "1", Username: "admin", Password: secret, RootCAs: p.pool, Now: clk.Real}
+			cA, err := redfish.Connect(context.Background(), cfg)
+			require.NoError(t, err)
+			require.NoError(t, cA.Off(ctx, power.ModeHard), "the fence: ForceOff")
+			require.False(t, hw.HardwareOn())
+			_ = cA.Close()
+			clk.Advance(5 * time.Second)
+			cfg.Endpoint = epB
+			cB, err := redfish.Connect(context.Background(), cfg)
+			require.NoError(t, err, "%s reaches the same BMC", epB)
+			err = cB.Off(ctx, power.ModeSoft)
+			_ = cB.Close()
+			oA, _ := redfish.Origin(epA)
+			oB, _ := redfish.Origin(epB)
+			t.Logf("second spelling %s (origin %s vs %s): soft Off 5 s after the ForceOff: %v; resets %v", epB, oA, oB, err, b.Resets())
+			clk.Advance(time.Minute)
+			require.False(t, hw.HardwareOn(),
+				"ground truth: the host fenced off 5 s before runs again: a press went out on a stale On read because Origin split one BMC in two (%s vs %s); resets %v",
+				oA, oB, b.Resets())
+		})
+	}
+}
