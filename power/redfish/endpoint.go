@@ -14,8 +14,10 @@ import (
 )
 
 // Origin returns the canonical spelling of endpoint, an http(s) base URL
-// such as a Config.Endpoint: its scheme and host name lower-cased (a
-// trailing dot dropped), an IP address in its canonical form (IPv6 as
+// such as a Config.Endpoint: its scheme and host name lower-cased (one
+// trailing dot dropped, after the IDNA mapping below, which makes a '.'
+// of U+3002 or U+FF0E; a name that still ends in '.' or has an empty
+// label is refused), an IP address in its canonical form (IPv6 as
 // RFC 5952 writes it, an IPv4-mapped IPv6 address as IPv4), the scheme's
 // default port (443 for https, 80 for http) dropped and any other port
 // written without leading zeros, trailing slashes, a query and a
@@ -61,11 +63,19 @@ func canonical(u *url.URL) (string, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		host = a.Unmap().String()
 	} else {
-		h, err := hostASCII(strings.TrimSuffix(host, "."))
+		// Mapped first, then one trailing dot dropped: the IDNA mapping
+		// turns the other full stops (U+3002, U+FF0E, U+FF61) and a '.'
+		// followed by an ignored character (U+00AD) into '.', which
+		// net/http dials as the same name
+		// (TestReview35ah_IdeographicFullStopSplitsPressWindow).
+		h, err := hostASCII(host)
 		if err != nil {
 			return "", err
 		}
-		host = h
+		host = strings.TrimSuffix(h, ".")
+		if host != "" && (strings.HasSuffix(host, ".") || strings.HasPrefix(host, ".") || strings.Contains(host, "..")) {
+			return "", fmt.Errorf("%w: endpoint host %q has an empty label: write the host name without stray dots", ErrConfig, safeText(u.Hostname()))
+		}
 	}
 	if host == "" {
 		return "", fmt.Errorf("%w: endpoint must name a host", ErrConfig)
