@@ -35,7 +35,8 @@ import (
 // refused: write it in its punycode form. It
 // fails (ErrConfig) for anything but an http(s) URL with a host and
 // without credentials, and for a path that is no plain path (plainPath:
-// a "." or ".." segment, a ';', an encoded separator or dot).
+// a "." or ".." segment, an empty segment ("//": write the path with
+// single slashes), a ';', an encoded separator or dot).
 func Origin(endpoint string) (string, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
@@ -97,6 +98,12 @@ func canonical(u *url.URL) (string, error) {
 	}
 	host = strings.ReplaceAll(host, "%", "%25") // an IPv6 zone, escaped as in a URL
 	p := u.EscapedPath()
+	if strings.Contains(p, "//") {
+		// An empty segment: a proxy that merges slashes reads "//bmc1"
+		// as "/bmc1", one that does not as another path; either way
+		// one spelling per BMC (TestReview35ah_DoubleSlashSpellingSplitsPressWindow).
+		return "", fmt.Errorf("%w: endpoint path %q has an empty segment: write the path with single slashes", ErrConfig, safeText(p))
+	}
 	if !plainPath(p) || !plainPath(u.Path) {
 		return "", fmt.Errorf("%w: endpoint path %q has a dot segment, a ';' or an encoded separator: write the BMC's plain path", ErrConfig, safeText(p))
 	}
