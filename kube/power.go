@@ -31,7 +31,8 @@ var ErrBMCAddress = errors.New("kube: unsupported BMC address")
 type BMCTarget struct {
 	// Protocol is "redfish" or "ipmi".
 	Protocol string
-	// Endpoint is the Redfish base URL (scheme, host, port) in its one
+	// Endpoint is the Redfish base URL (scheme, host, port, and the
+	// path before /redfish/v1 of a BMC behind a path proxy) in its one
 	// canonical spelling (redfish.Origin): one BMC, one Endpoint.
 	Endpoint string
 	// SystemID is the Redfish system's ID from the address's path, if any.
@@ -51,8 +52,11 @@ type BMCTarget struct {
 // family (redfish://, redfish+http://, redfish+https://, the
 // virtual-media and UEFI-HTTP variants such as redfish-virtualmedia:// and
 // idrac-virtualmedia://, and vendor variants such as idrac-redfish:// or
-// ilo5-redfish://) with the system's
-// path (/redfish/v1/Systems/ID). Anything else wraps ErrBMCAddress.
+// ilo5-redfish://) with no path or the system's path
+// ([prefix]/redfish/v1/Systems/ID): a prefix (a BMC behind a path proxy,
+// https://proxy/bmc1) is kept in the Endpoint, so /bmc1 and /bmc2 are
+// two BMCs. Anything else (another path: no system is guessed) wraps
+// ErrBMCAddress.
 func ParseBMCAddress(addr string) (BMCTarget, error) {
 	u, err := url.Parse(addr)
 	if err != nil || u.Host == "" {
@@ -87,26 +91,40 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 		if strings.HasSuffix(scheme, "+http") {
 			web = "http"
 		}
+		// The path is empty or "<prefix>/redfish/v1/Systems/<id>": the
+		// prefix (a BMC behind a path proxy, /bmc1 and /bmc2) stays in
+		// the Endpoint, as the baremetal-operator hands ironic the
+		// whole path (TestReview35ah_PathPrefixedBMCsCollapseToOneEndpoint),
+		// and as an inventory's Redfish base URL keeps it.
+		path := strings.TrimSuffix(u.EscapedPath(), "/")
+		prefix, id := "", ""
+		if path != "" {
+			i := strings.LastIndex(path, systemsPath)
+			if i < 0 {
+				return BMCTarget{}, fmt.Errorf("%w: path %q: write the system's path, [prefix]%s<id>, or none", ErrBMCAddress, u.Path, systemsPath)
+			}
+			prefix, id = path[:i], path[i+len(systemsPath):]
+			dec, err := url.PathUnescape(id)
+			if err != nil || dec == "" || strings.Contains(dec, "/") {
+				return BMCTarget{}, fmt.Errorf("%w: system path %q: write it as [prefix]%s<id>", ErrBMCAddress, u.Path, systemsPath)
+			}
+			id = dec
+		}
 		// One BMC is one Endpoint (and Target.BMC) however its address
 		// spells it: redfish:// and redfish-virtualmedia:// of one host,
 		// the default port, a host name's case, an IPv6 address's form
 		// (TestReview35ae_OneChassisTwoBMCNames).
-		origin, err := redfish.Origin(web + "://" + u.Host)
+		origin, err := redfish.Origin(web + "://" + u.Host + prefix)
 		if err != nil {
-			return BMCTarget{}, fmt.Errorf("%w: host %q: %w", ErrBMCAddress, u.Host, err)
+			return BMCTarget{}, fmt.Errorf("%w: %q: %w", ErrBMCAddress, u.Host+prefix, err)
 		}
-		t := BMCTarget{Protocol: "redfish", Endpoint: origin}
-		path := strings.TrimSuffix(u.Path, "/")
-		if i := strings.LastIndex(path, "/Systems/"); i >= 0 {
-			t.SystemID = path[i+len("/Systems/"):]
-			if strings.Contains(t.SystemID, "/") || t.SystemID == "" {
-				return BMCTarget{}, fmt.Errorf("%w: system path %q", ErrBMCAddress, u.Path)
-			}
-		}
-		return t, nil
+		return BMCTarget{Protocol: "redfish", Endpoint: origin, SystemID: id}, nil
 	}
 	return BMCTarget{}, fmt.Errorf("%w: scheme %q (redfish family or ipmi)", ErrBMCAddress, u.Scheme)
 }
+
+// systemsPath is what precedes a system's ID in a Redfish BMC address.
+const systemsPath = "/redfish/v1/Systems/"
 
 // BMCHostLabel on a BMC credentials Secret names the BareMetalHost it
 // belongs to. Powers uses a Secret for a host only if it is bound to that

@@ -14,8 +14,10 @@ import (
 )
 
 // Origin returns the canonical spelling of endpoint, an http(s) base URL
-// such as a Config.Endpoint: its scheme and host name lower-cased (a
-// trailing dot dropped), an IP address in its canonical form (IPv6 as
+// such as a Config.Endpoint: its scheme and host name lower-cased (one
+// trailing dot dropped, after the IDNA mapping below, which makes a '.'
+// of U+3002 or U+FF0E; a name that still ends in '.' or has an empty
+// label is refused), an IP address in its canonical form (IPv6 as
 // RFC 5952 writes it, an IPv4-mapped IPv6 address as IPv4), the scheme's
 // default port (443 for https, 80 for http) dropped and any other port
 // written without leading zeros, trailing slashes, a query and a
@@ -33,7 +35,8 @@ import (
 // refused: write it in its punycode form. It
 // fails (ErrConfig) for anything but an http(s) URL with a host and
 // without credentials, and for a path that is no plain path (plainPath:
-// a "." or ".." segment, a ';', an encoded separator or dot).
+// a "." or ".." segment, an empty segment ("//": write the path with
+// single slashes), a ';', an encoded separator or dot).
 func Origin(endpoint string) (string, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
@@ -61,11 +64,19 @@ func canonical(u *url.URL) (string, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		host = a.Unmap().String()
 	} else {
-		h, err := hostASCII(strings.TrimSuffix(host, "."))
+		// Mapped first, then one trailing dot dropped: the IDNA mapping
+		// turns the other full stops (U+3002, U+FF0E, U+FF61) and a '.'
+		// followed by an ignored character (U+00AD) into '.', which
+		// net/http dials as the same name
+		// (TestReview35ah_IdeographicFullStopSplitsPressWindow).
+		h, err := hostASCII(host)
 		if err != nil {
 			return "", err
 		}
-		host = h
+		host = strings.TrimSuffix(h, ".")
+		if host != "" && (strings.HasSuffix(host, ".") || strings.HasPrefix(host, ".") || strings.Contains(host, "..")) {
+			return "", fmt.Errorf("%w: endpoint host %q has an empty label: write the host name without stray dots", ErrConfig, safeText(u.Hostname()))
+		}
 	}
 	if host == "" {
 		return "", fmt.Errorf("%w: endpoint must name a host", ErrConfig)
@@ -87,6 +98,12 @@ func canonical(u *url.URL) (string, error) {
 	}
 	host = strings.ReplaceAll(host, "%", "%25") // an IPv6 zone, escaped as in a URL
 	p := u.EscapedPath()
+	if strings.Contains(p, "//") {
+		// An empty segment: a proxy that merges slashes reads "//bmc1"
+		// as "/bmc1", one that does not as another path; either way
+		// one spelling per BMC (TestReview35ah_DoubleSlashSpellingSplitsPressWindow).
+		return "", fmt.Errorf("%w: endpoint path %q has an empty segment: write the path with single slashes", ErrConfig, safeText(p))
+	}
 	if !plainPath(p) || !plainPath(u.Path) {
 		return "", fmt.Errorf("%w: endpoint path %q has a dot segment, a ';' or an encoded separator: write the BMC's plain path", ErrConfig, safeText(p))
 	}

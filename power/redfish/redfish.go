@@ -301,8 +301,9 @@ const (
 // Config says how to reach one BMC.
 type Config struct {
 	// Endpoint is the BMC's base URL, e.g. https://10.0.0.5. It must not
-	// carry credentials, nor a path with a "." or ".." segment or a ';'
-	// (Origin); a host name that is not ASCII is converted to its
+	// carry credentials, nor a path with a "." or ".." segment, an empty
+	// segment ("//") or a ';' (Origin); a host name's trailing dot is
+	// dropped (a stray dot elsewhere is refused); a host name that is not ASCII is converted to its
 	// punycode ("xn--…") form as net/http dials it, or refused if the
 	// IDNA rules refuse it.
 	Endpoint string

@@ -58,7 +58,7 @@ var ErrOffOrigin = errors.New("redfish: request to another origin than the endpo
 // bmcPath reports whether uri, given by the BMC, is a path of the
 // endpoint's: it starts with one "/" (not "//", a network-path reference
 // to another host), has no "\" or "@", and is a plain path (plainPath:
-// no "." or ".." segment, no ';', no double encoding, no percent-encoded
+// no "." or ".." segment, no "//", no ';', no double encoding, no percent-encoded
 // '.', '/' or '\'), so that,
 // the endpoint prefixed, it stays under the endpoint's own path.
 func bmcPath(uri string) bool {
@@ -73,7 +73,9 @@ func bmcPath(uri string) bool {
 
 // plainPath reports whether p, an escaped URL path, names one resource
 // whatever the server or a proxy in front of it makes of it: no "." or
-// ".." segment (before or after percent-decoding), no ';' (raw or
+// ".." segment (before or after percent-decoding), no empty segment
+// ("//", which a proxy may merge into one '/' or not; a trailing '/'
+// is no segment), no ';' (raw or
 // encoded: path parameters, which servlet-style proxies strip from a
 // segment before resolving dot segments, so that "..;" is ".."), no '%'
 // left once decoded (a double encoding such as "%252e", which a server
@@ -82,6 +84,9 @@ func bmcPath(uri string) bool {
 // another path than the one checked. Such a path is refused outright
 // rather than resolved.
 func plainPath(p string) bool {
+	if strings.Contains(p, "//") {
+		return false
+	}
 	low := strings.ToLower(p)
 	for _, bad := range []string{"%2e", "%2f", "%5c", ";", "%3b"} {
 		if strings.Contains(low, bad) {
