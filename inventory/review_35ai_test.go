@@ -19,7 +19,7 @@ import (
 // adapter's Endpoint, its window registry, session sharing) names it by
 // redfish.Origin. Two spellings that Origin makes one BMC ("bmc." and
 // "bmc", "[::ffff:10.0.0.5]" and "10.0.0.5", port "0443" and none, an
-// IPv6 address's case and zeros) pass the check as two servers: both
+// IPv6 address's case and zeros, an IDN host and its punycode) pass the check as two servers: both
 // servers' power commands then go to the one system, so rebooting or
 // fencing server b powers off server a's host.
 func TestReview35ai_TwoSpellingsOfOneBMCPassAsTwoServers(t *testing.T) {
@@ -28,6 +28,7 @@ func TestReview35ai_TwoSpellingsOfOneBMCPassAsTwoServers(t *testing.T) {
 		{"https://[::ffff:10.0.0.5]", "https://10.0.0.5"},
 		{"https://bmc.example:0443", "https://bmc.example"},
 		{"https://[2001:DB8:0:0::1]", "https://[2001:db8::1]"},
+		{"https://bücher.example", "https://xn--bcher-kva.example"},
 	}
 	for _, p := range pairs {
 		for _, sys := range []string{"", "1"} {
