@@ -1,0 +1,110 @@
+package plantest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+)
+
+// review40agSickWhileFrozen is a ShardFleet (freeze, unfreeze and the
+// primary all reported) whose Observe reports the shard healthy only
+// while it is not frozen (a fleet of one's own that computes "healthy"
+// as "writable": a frozen shard refuses writes). The Executor unfreezes
+// only a healthy shard (plan/next.go StepUnfreeze), so after the
+// primary's reboot the shard is never unfrozen: the reboot fails
+// "database shard not healthy ...; left frozen", and the shard stays
+// frozen after the plan has ended.
+type review40agSickWhileFrozen struct{ *fake.Fleet }
+
+func (f review40agSickWhileFrozen) Observe(ctx context.Context, p plan.Plan) (plan.Observations, error) {
+	o, err := f.Fleet.Observe(ctx, p)
+	if o.ShardFrozen {
+		o.ShardHealthy = false
+	}
+	return o, err
+}
+
+func (f review40agSickWhileFrozen) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	o, err := f.Fleet.ObserveView(ctx, v)
+	if o.ShardFrozen {
+		o.ShardHealthy = false
+	}
+	return o, err
+}
+
+// review40agRunToEnd runs a plan over s1 (the primary) and s2 to its end
+// with the Executor on a fake clock over wrap(fleet), and returns the
+// fake fleet's own ground truth: the shard frozen at the end, the number
+// of freezes, and the plan's end state.
+func review40agRunToEnd(t *testing.T, wrap func(*fake.Fleet) plan.Fleet) (frozen bool, freezes int, end plan.Plan) {
+	t.Helper()
+	ctx := context.Background()
+	clk := fake.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var servers []fake.FleetServer
+	for _, id := range []string{"s1", "s2"} {
+		servers = append(servers, fake.FleetServer{UUID: id, Hostname: "host-" + id, Platform: "1",
+			Queue: time.Second, Drain: 5 * time.Second, Shutdown: 10 * time.Second, Boot: time.Minute, Services: 30 * time.Second})
+	}
+	f := fake.NewFleet(clk.Now, "s1", servers...)
+	p, _, err := plan.Create(f.Servers(), plan.CreateOptions{UUID: "plan-shard", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(1), FailureBudget: plan.Count(2), CreatedAt: clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = plan.Run(p); err != nil {
+		t.Fatal(err)
+	}
+	store := fake.NewPlanStore()
+	if err := store.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	e := &plan.Executor{Fleet: wrap(f), Store: store, Now: clk.Now}
+	for i := 0; i < 5000; i++ {
+		v, _ := e.Pass(ctx, "plan-shard")
+		if !v.Unfinished() && v.UUID != "" {
+			break
+		}
+		clk.Advance(5 * time.Second)
+	}
+	if end, err = store.Get(ctx, "plan-shard"); err != nil {
+		t.Fatal(err)
+	}
+	if end.Unfinished() {
+		end.UUID = ""
+	}
+	frozen, freezes = f.Frozen()
+	return frozen, freezes, end
+}
+
+// TestReview40ag_FleetContractPassesShardUnhealthyWhileFrozen:
+// FleetContract checks that a ShardFleet reports its shard healthy
+// ("ShardHealthy: the Executor unfreezes only a healthy shard"), but only
+// before the freeze; after FreezeShard it checks ShardFrozen alone, and
+// its run of the Executor over the primary (checkShardPrimary) lets the
+// plan end without looking at how it ended or whether the shard was
+// unfrozen. A fleet that reports the shard unhealthy while frozen passes
+// the kit, and every primary's reboot then fails and leaves the database
+// shard frozen for good after its plan ended (ground truth: the fake
+// fleet's own frozen flag), where the same fleet reporting health
+// honestly ends unfrozen.
+func TestReview40ag_FleetContractPassesShardUnhealthyWhileFrozen(t *testing.T) {
+	hFrozen, hFreezes, hEnd := review40agRunToEnd(t, func(f *fake.Fleet) plan.Fleet { return f })
+	sFrozen, sFreezes, sEnd := review40agRunToEnd(t, func(f *fake.Fleet) plan.Fleet { return review40agSickWhileFrozen{f} })
+	if hFreezes == 0 || hFrozen || hEnd.UUID == "" || sFreezes == 0 || sEnd.UUID == "" {
+		t.Fatalf("setup: honest fleet: %d freezes, frozen at end %v, plan ended %q; sick-while-frozen fleet: %d freezes, plan ended %q",
+			hFreezes, hFrozen, hEnd.State, sFreezes, sEnd.State)
+	}
+	t.Logf("ground truth: honest fleet ends %s, shard frozen %v; fleet unhealthy while frozen ends %s, shard frozen %v (reboot of s1: %q)",
+		hEnd.State, hFrozen, sEnd.State, sFrozen, sEnd.Reboots[0].Error)
+	if !sFrozen {
+		t.Fatalf("setup: the fleet reporting the shard unhealthy while frozen ended unfrozen")
+	}
+	failed := review40abRun(t, review40abFleet("s1", nil, func(f *fake.Fleet) plan.Fleet { return review40agSickWhileFrozen{f} }))
+	if len(failed) == 0 {
+		t.Fatalf("FleetContract passed a plan.ShardFleet that reports its shard unhealthy while frozen: the Executor never unfreezes it, and the shard stays frozen after the plan ended (ground truth: fake fleet frozen=%v after plan %s)", sFrozen, sEnd.State)
+	}
+	t.Logf("caught: %v", failed)
+}
