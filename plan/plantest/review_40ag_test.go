@@ -2,6 +2,7 @@ package plantest_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -105,6 +106,79 @@ func TestReview40ag_FleetContractPassesShardUnhealthyWhileFrozen(t *testing.T) {
 	failed := review40abRun(t, review40abFleet("s1", nil, func(f *fake.Fleet) plan.Fleet { return review40agSickWhileFrozen{f} }))
 	if len(failed) == 0 {
 		t.Fatalf("FleetContract passed a plan.ShardFleet that reports its shard unhealthy while frozen: the Executor never unfreezes it, and the shard stays frozen after the plan ended (ground truth: fake fleet frozen=%v after plan %s)", sFrozen, sEnd.State)
+	}
+	t.Logf("caught: %v", failed)
+}
+
+// review40agPrimaryInFullViewsOnly is a ViewFleet and ShardFleet whose
+// Observe reports the shard's primary, and whose ObserveView reports it
+// only for a view of the whole plan (View.Full): a partial view, the one
+// the Executor observes each pass when its store is a plan.ViewStore
+// (BoltStore, etcd.Store), leaves Observations.ShardPrimary empty.
+type review40agPrimaryInFullViewsOnly struct{ *fake.Fleet }
+
+func (f review40agPrimaryInFullViewsOnly) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	o, err := f.Fleet.ObserveView(ctx, v)
+	if !v.Full() {
+		o.ShardPrimary = ""
+	}
+	return o, err
+}
+
+// TestReview40ag_FleetContractChecksShardPrimaryInFullViewsOnly: the
+// kit's doc says that, when the caller names the shard's primary, "the
+// fleet reports it (Observations.ShardPrimary) and the Executor freezes
+// the shard before that server's job", and ViewFleet's doc that
+// ObserveView observes "the headnode and the shard ... as Observe does".
+// checkShardPrimary asks ObserveView only of a full view (plan.FullView),
+// and runs the Executor over a plan.FileStore, which is not a ViewStore,
+// so the Executor there calls Observe, never ObserveView. A ViewFleet that
+// drops ShardPrimary from partial views passes the kit; under the
+// Executor on a BoltStore (a ViewStore: a partial view each pass) the
+// primary s1 is rebooted without the shard ever being frozen (ground
+// truth: the fake fleet's own freeze and reboot counts).
+func TestReview40ag_FleetContractChecksShardPrimaryInFullViewsOnly(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var servers []fake.FleetServer
+	for _, id := range []string{"s1", "s2"} {
+		servers = append(servers, fake.FleetServer{UUID: id, Hostname: "host-" + id, Platform: "1",
+			Queue: time.Second, Drain: 5 * time.Second, Shutdown: 10 * time.Second, Boot: time.Minute, Services: 30 * time.Second})
+	}
+	f := fake.NewFleet(clk.Now, "s1", servers...)
+	p, _, err := plan.Create(f.Servers(), plan.CreateOptions{UUID: "plan-shard", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(1), FailureBudget: plan.Count(2), CreatedAt: clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = plan.Run(p); err != nil {
+		t.Fatal(err)
+	}
+	store, err := plan.OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	e := &plan.Executor{Fleet: review40agPrimaryInFullViewsOnly{f}, Store: store, Now: clk.Now}
+	for i := 0; i < 2000; i++ {
+		v, _ := e.Pass(ctx, "plan-shard")
+		if !v.Unfinished() && v.UUID != "" {
+			break
+		}
+		clk.Advance(5 * time.Second)
+	}
+	_, freezes := f.Frozen()
+	rebootsS1 := f.Reboots()["s1"]
+	t.Logf("ground truth, Executor on a BoltStore over the fleet: primary s1 rebooted %d time(s), shard frozen %d time(s)", rebootsS1, freezes)
+	if rebootsS1 == 0 || freezes != 0 {
+		t.Fatalf("setup: want the primary rebooted without a freeze; s1 rebooted %d time(s), %d freeze(s)", rebootsS1, freezes)
+	}
+	failed := review40abRun(t, review40abFleet("s1", nil, func(f *fake.Fleet) plan.Fleet { return review40agPrimaryInFullViewsOnly{f} }))
+	if len(failed) == 0 {
+		t.Fatalf("FleetContract passed a ViewFleet whose ObserveView of a partial view omits ShardPrimary: the Executor on a ViewStore reboots the primary s1 (%d time(s)) with %d freezes", rebootsS1, freezes)
 	}
 	t.Logf("caught: %v", failed)
 }
