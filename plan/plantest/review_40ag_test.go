@@ -182,3 +182,85 @@ func TestReview40ag_FleetContractChecksShardPrimaryInFullViewsOnly(t *testing.T)
 	}
 	t.Logf("caught: %v", failed)
 }
+
+// review40agHeadnodeInFullViewsOnly is a ViewFleet with a headnode
+// (HasHeadnode true) whose ObserveView reports HeadnodeServicesUp only for
+// a view of the whole plan: issue 40 point 1's zero value, on the partial
+// views the Executor observes when its store is a plan.ViewStore.
+type review40agHeadnodeInFullViewsOnly struct{ *fake.Fleet }
+
+func (f review40agHeadnodeInFullViewsOnly) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	o, err := f.Fleet.ObserveView(ctx, v)
+	if !v.Full() {
+		o.HeadnodeServicesUp = false
+	}
+	return o, err
+}
+
+// TestReview40ag_FleetContractChecksHeadnodeInFullViewsOnly: FleetContract
+// checks "if the fleet is a plan.HeadnodeFleet whose HasHeadnode is true,
+// Observe (and ObserveView) of the healthy fleet reports
+// HeadnodeServicesUp", but asks ObserveView only of a full view
+// (observeAll: plan.FullView), never of the partial view the Executor
+// observes on a ViewStore. A ViewFleet that leaves the field false in
+// partial views passes the kit, and on a BoltStore every reboot waits in
+// wait_headnode for ServicesTimeout and fails: issue 40 point 1's
+// hour-long stall (ground truth: the fake fleet reboots nobody, and the
+// plan's reboots fail).
+func TestReview40ag_FleetContractChecksHeadnodeInFullViewsOnly(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var servers []fake.FleetServer
+	for _, id := range []string{"s1", "s2"} {
+		servers = append(servers, fake.FleetServer{UUID: id, Hostname: "host-" + id, Platform: "1",
+			Queue: time.Second, Drain: 5 * time.Second, Shutdown: 10 * time.Second, Boot: time.Minute, Services: 30 * time.Second})
+	}
+	head := fake.FleetServer{UUID: "hn", Hostname: "headnode", Platform: "1", Core: true, Headnode: true,
+		Queue: time.Second, Drain: 5 * time.Second, Shutdown: 10 * time.Second, Boot: time.Minute, Services: 30 * time.Second}
+	f := fake.NewFleet(clk.Now, "", append(servers, head)...)
+	var mine []plan.Server
+	for _, s := range f.Servers() {
+		if s.UUID == "s1" || s.UUID == "s2" {
+			mine = append(mine, s)
+		}
+	}
+	p, _, err := plan.Create(mine, plan.CreateOptions{UUID: "plan-head", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(1), FailureBudget: plan.Count(2), CreatedAt: clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = plan.Run(p); err != nil {
+		t.Fatal(err)
+	}
+	store, err := plan.OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	e := &plan.Executor{Fleet: review40agHeadnodeInFullViewsOnly{f}, Store: store, Now: clk.Now}
+	for i := 0; i < 2000; i++ {
+		v, _ := e.Pass(ctx, "plan-head")
+		if !v.Unfinished() && v.UUID != "" {
+			break
+		}
+		clk.Advance(5 * time.Second)
+	}
+	end, err := store.Get(ctx, "plan-head")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reboots := f.Reboots()
+	t.Logf("ground truth, Executor on a BoltStore over the fleet: plan %s after %s, s1 rebooted %d, s2 rebooted %d; s1: %q",
+		end.State, clk.Now().Sub(*p.CreatedAt), reboots["s1"], reboots["s2"], end.Reboots[0].Error)
+	if reboots["s1"]+reboots["s2"] == 2 {
+		t.Fatalf("setup: both servers rebooted: the fleet does not stall")
+	}
+	failed := review40abRun(t, review40abFleet("", []fake.FleetServer{head}, func(f *fake.Fleet) plan.Fleet { return review40agHeadnodeInFullViewsOnly{f} }))
+	if len(failed) == 0 {
+		t.Fatalf("FleetContract passed a HeadnodeFleet whose ObserveView of a partial view leaves HeadnodeServicesUp false: on a ViewStore its plan ends %s with s1 rebooted %d and s2 %d time(s) (issue 40 point 1)", end.State, reboots["s1"], reboots["s2"])
+	}
+	t.Logf("caught: %v", failed)
+}
