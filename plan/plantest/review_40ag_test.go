@@ -264,3 +264,74 @@ func TestReview40ag_FleetContractChecksHeadnodeInFullViewsOnly(t *testing.T) {
 	}
 	t.Logf("caught: %v", failed)
 }
+
+// review40agNoServersInPartialViews is a ViewFleet whose ObserveView of a
+// partial view observes no server at all (Observations.Servers empty):
+// "no server outside the view", but not the view's own either.
+type review40agNoServersInPartialViews struct{ *fake.Fleet }
+
+func (f review40agNoServersInPartialViews) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	o, err := f.Fleet.ObserveView(ctx, v)
+	if !v.Full() {
+		o.Servers = map[string]plan.ServerObs{}
+	}
+	return o, err
+}
+
+// TestReview40ag_FleetContractPassesPartialViewWithoutItsServer:
+// FleetContract's ViewFleet check asks ObserveView of a view holding one
+// reboot only that it sets Partial and observes nothing outside the view;
+// it never checks that the view's own server is observed (the doc's
+// "Observe (and ObserveView) of the healthy fleet reports every server of
+// the plan in Observations.Servers ... a server missing counts as
+// offline" is checked on a full view only). A ViewFleet that observes no
+// server in a partial view passes, and on a BoltStore no job ever starts:
+// three hours on, nobody rebooted, the plan still running (ground truth:
+// the fake fleet's reboot counts).
+func TestReview40ag_FleetContractPassesPartialViewWithoutItsServer(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var servers []fake.FleetServer
+	for _, id := range []string{"s1", "s2"} {
+		servers = append(servers, fake.FleetServer{UUID: id, Hostname: "host-" + id, Platform: "1",
+			Queue: time.Second, Drain: 5 * time.Second, Shutdown: 10 * time.Second, Boot: time.Minute, Services: 30 * time.Second})
+	}
+	f := fake.NewFleet(clk.Now, "", servers...)
+	p, _, err := plan.Create(f.Servers(), plan.CreateOptions{UUID: "plan-view", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(1), FailureBudget: plan.Count(2), CreatedAt: clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = plan.Run(p); err != nil {
+		t.Fatal(err)
+	}
+	store, err := plan.OpenBolt(filepath.Join(t.TempDir(), "plans.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	e := &plan.Executor{Fleet: review40agNoServersInPartialViews{f}, Store: store, Now: clk.Now}
+	var last plan.View
+	for i := 0; i < 3*720; i++ {
+		v, _ := e.Pass(ctx, "plan-view")
+		last = v
+		if !v.Unfinished() && v.UUID != "" {
+			break
+		}
+		clk.Advance(5 * time.Second)
+	}
+	reboots := f.Reboots()
+	t.Logf("ground truth, Executor on a BoltStore over the fleet, after %s: s1 rebooted %d, s2 rebooted %d; plan unfinished %v, waiting %q",
+		clk.Now().Sub(*p.CreatedAt), reboots["s1"], reboots["s2"], last.Unfinished(), last.Waiting)
+	if reboots["s1"]+reboots["s2"] == 2 {
+		t.Fatalf("setup: both servers rebooted: the fleet does not stall")
+	}
+	failed := review40abRun(t, review40abFleet("", nil, func(f *fake.Fleet) plan.Fleet { return review40agNoServersInPartialViews{f} }))
+	if len(failed) == 0 {
+		t.Fatalf("FleetContract passed a ViewFleet whose ObserveView of a partial view observes not even the view's server: on a ViewStore, after %s, s1 rebooted %d and s2 %d time(s)", clk.Now().Sub(*p.CreatedAt), reboots["s1"], reboots["s2"])
+	}
+	t.Logf("caught: %v", failed)
+}
