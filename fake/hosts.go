@@ -98,6 +98,14 @@ func (s *RebootHosts) Get(_ context.Context, name string) (reboot.Host, error) {
 // reboot.Guard's write after its lease ran out is refused).
 func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
 	s.between.run(h.Name)
+	return s.update(ctx, h, true)
+}
+
+// update is the compare-and-swap of both handles (Update, Other's):
+// under the lock, nothing written once ctx has ended, ErrNotFound,
+// ErrConflict unless h.Version is current; this handle's (own) also
+// spends the conflicts FailUpdates injected and counts the write.
+func (s *RebootHosts) update(ctx context.Context, h reboot.Host, own bool) (reboot.Host, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -107,7 +115,7 @@ func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, e
 	if !ok {
 		return reboot.Host{}, fmt.Errorf("fake: host %s: %w", h.Name, reboot.ErrNotFound)
 	}
-	if s.conflicts > 0 {
+	if own && s.conflicts > 0 {
 		s.conflicts--
 		return reboot.Host{}, fmt.Errorf("fake: host %s (injected): %w", h.Name, reboot.ErrConflict)
 	}
@@ -116,7 +124,9 @@ func (s *RebootHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, e
 	}
 	cur.Annotations = h.Annotations
 	cur.Status = h.Status
-	s.updates++
+	if own {
+		s.updates++
+	}
 	return s.put(cur), nil
 }
 

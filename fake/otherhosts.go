@@ -2,7 +2,6 @@ package fake
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/rebootkit/rebootkit/reboot"
 )
@@ -31,22 +30,7 @@ func (o *otherHosts) Get(ctx context.Context, name string) (reboot.Host, error) 
 // Update implements reboot.HostStore with compare-and-swap; nothing is
 // written once ctx has ended.
 func (o *otherHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
-	s := o.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return reboot.Host{}, fmt.Errorf("fake: host %s: not written: %w", h.Name, err)
-	}
-	cur, ok := s.hosts[h.Name]
-	if !ok {
-		return reboot.Host{}, fmt.Errorf("fake: host %s: %w", h.Name, reboot.ErrNotFound)
-	}
-	if cur.Version != h.Version {
-		return reboot.Host{}, fmt.Errorf("fake: host %s version %s, current %s: %w", h.Name, h.Version, cur.Version, reboot.ErrConflict)
-	}
-	cur.Annotations = h.Annotations
-	cur.Status = h.Status
-	return s.put(cur), nil
+	return o.s.update(ctx, h, false)
 }
 
 // Watch implements reboot.HostWatcher as RebootHosts.Watch does.
