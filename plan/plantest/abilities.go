@@ -75,9 +75,9 @@ func checkHeadnode(ctx context.Context, t testing.TB, fleet plan.Fleet, p plan.P
 }
 
 // checkShard checks a plan.ShardFleet's freeze: the healthy fleet's shard
-// reported healthy; FreezeShard (twice: idempotent) observed frozen,
-// UnfreezeShard (twice) observed not frozen, each within a minute of fleet
-// time.
+// reported healthy before, while and after it is frozen; FreezeShard
+// (twice: idempotent) observed frozen, UnfreezeShard (twice) observed not
+// frozen, each within a minute of fleet time.
 func checkShard(ctx context.Context, t testing.TB, f Fleet, p plan.Plan) {
 	t.Helper()
 	sf, ok := f.Fleet.(plan.ShardFleet)
@@ -112,6 +112,10 @@ func checkShard(ctx context.Context, t testing.TB, f Fleet, p plan.Plan) {
 			if ob.o.ShardFrozen != frozen {
 				t.Errorf("a minute after %s, %s reports ShardFrozen %v, want %v (a shard left frozen keeps its primary's reboot failed_unfreeze and its plan from ending; one never seen frozen fails the primary's reboot before its job)",
 					name, ob.way, ob.o.ShardFrozen, frozen)
+			}
+			if !ob.o.ShardHealthy {
+				t.Errorf("a minute after %s, %s reports the healthy fleet's shard not healthy (ShardHealthy false, ShardFrozen %v): the Executor unfreezes only a healthy shard, so a shard reported unhealthy while frozen is never unfrozen: the primary's reboot fails (failed_unfreeze) and the shard stays frozen after its plan ended",
+					name, ob.way, ob.o.ShardFrozen)
 			}
 		}
 	}

@@ -78,8 +78,8 @@ type NewFleet func() (Fleet, error)
 //     list in Offline a server that is up;
 //   - if the fleet is a plan.ShardFleet, Observe (and ObserveView, of
 //     full and partial views) reports the healthy fleet's shard healthy
-//     (ShardHealthy: the Executor unfreezes only a healthy shard);
-//     FreezeShard, twice, makes it
+//     (ShardHealthy: the Executor unfreezes only a healthy shard), before
+//     the freeze, while frozen and after; FreezeShard, twice, makes it
 //     report the shard frozen, and UnfreezeShard, twice, not frozen,
 //     within a minute of fleet time (a shard left frozen after its
 //     primary's reboot keeps that reboot failed_unfreeze and its plan
@@ -92,7 +92,9 @@ type NewFleet func() (Fleet, error)
 //     views as in production), calls FreezeShard before it creates that
 //     server's job (the calls the fleet received, recorded by the kit): a
 //     fleet that leaves ShardPrimary empty has its primary rebooted with
-//     the shard not frozen.
+//     the shard not frozen; the plan then ends within two hours with that
+//     server's reboot done, the last shard call the fleet received an
+//     UnfreezeShard, and the fleet no longer reporting the shard frozen.
 //
 // The jobs must finish within an hour of fleet time (Advance is called in
 // steps of ten seconds up to that).

@@ -19,7 +19,8 @@ import (
 // Servers (over plan.Views of a FileStore for a plan.ViewFleet, so that it
 // observes partial views as it does in production), calls FreezeShard
 // before it creates the primary's job (ground truth: the calls the fleet
-// received, recorded by the kit, not what the fleet reports). An empty Fleet.ShardPrimary checks nothing: the fleet has no
+// received, recorded by the kit, not what the fleet reports), and that
+// the plan then ends as checkShardEnd says. An empty Fleet.ShardPrimary checks nothing: the fleet has no
 // shard among its Servers.
 func checkShardPrimary(ctx context.Context, t testing.TB, f Fleet, at time.Time) {
 	t.Helper()
@@ -80,7 +81,11 @@ func checkShardPrimary(ctx context.Context, t testing.TB, f Fleet, at time.Time)
 		t.Errorf("the Executor created the job of the shard's primary %s without freezing the shard first (fleet calls, in order: %v): Observe reports ShardPrimary %q",
 			f.ShardPrimary, calls, observeAll(ctx, t, f.Fleet, p, "the shard's primary")[0].o.ShardPrimary)
 	}
-	// Let the plan end, so that the shard is unfrozen.
+	if primaryJob < 0 {
+		return
+	}
+	// Let the plan end, so that the shard is unfrozen; then check how it
+	// ended.
 	for i := 0; i < 720; i++ {
 		v, _ := e.Pass(ctx, p.UUID)
 		if v.UUID != "" && !v.Unfinished() {
@@ -88,6 +93,46 @@ func checkShardPrimary(ctx context.Context, t testing.TB, f Fleet, at time.Time)
 		}
 		f.Advance(10 * time.Second)
 		now = now.Add(10 * time.Second)
+	}
+	checkShardEnd(ctx, t, f, store, p.UUID, rec)
+}
+
+// checkShardEnd checks how the plan over the shard's primary ended: done
+// (not failed) within two hours, the primary's reboot done, and the shard
+// unfrozen (ground truth: the fleet's own Observe and ObserveView, and the
+// last freeze or unfreeze call the fleet received being an unfreeze).
+func checkShardEnd(ctx context.Context, t testing.TB, f Fleet, store plan.Store, uuid string, rec *shardRecorder) {
+	t.Helper()
+	end, err := store.Get(ctx, uuid)
+	if err != nil {
+		t.Fatalf("plantest: read the shard's plan: %v", err)
+	}
+	calls := rec.list()
+	if end.Unfinished() {
+		t.Errorf("two hours after the shard's primary %s was rebooted, its plan has not ended (state %s; fleet calls: %v): a shard left frozen keeps its primary's reboot failed_unfreeze",
+			f.ShardPrimary, end.State, calls)
+	}
+	for _, r := range end.Reboots {
+		if r.ServerUUID == f.ShardPrimary && r.Step != plan.StepDone {
+			t.Errorf("the reboot of the shard's primary %s ended %s (%q), want done (fleet calls: %v): a fleet that reports its shard unhealthy while frozen is never unfrozen by the Executor",
+				r.ServerUUID, r.Step, r.Error, calls)
+		}
+	}
+	last := ""
+	for _, c := range calls {
+		if c == "freeze" || c == "unfreeze" {
+			last = c
+		}
+	}
+	if last != "unfreeze" {
+		t.Errorf("after the plan over the shard's primary %s, the last shard call the fleet received is %q, want unfreeze (fleet calls: %v): the shard stays frozen after its plan ended",
+			f.ShardPrimary, last, calls)
+	}
+	for _, ob := range observeAll(ctx, t, f.Fleet, end, "the shard, after its primary's plan") {
+		if ob.o.ShardFrozen {
+			t.Errorf("after the plan over the shard's primary %s ended (%s), %s still reports the shard frozen (ShardFrozen): the shard stays frozen after its plan ended",
+				f.ShardPrimary, end.State, ob.way)
+		}
 	}
 }
 
