@@ -37,7 +37,9 @@ type Fleet struct {
 type NewFleet func() (Fleet, error)
 
 // FleetContract checks the job contract the Executor relies on, through
-// Observe only (what the Executor sees):
+// what the Executor sees (Observe, and for a plan.ViewFleet ObserveView of
+// a full view and of a partial view of each reboot, as on a
+// plan.ViewStore):
 //
 //   - CreateJob is idempotent per job UUID: creating a job again, while
 //     it runs or after it finished, succeeds and creates no second job
@@ -47,16 +49,18 @@ type NewFleet func() (Fleet, error)
 //     UUID, an hour later, from the plan once it is done and from another
 //     plan that names it (RetainJobs is a day);
 //   - a job not created is not observed as existing;
-//   - Observe (and ObserveView) of the healthy fleet reports every server
-//     of the plan in Observations.Servers, not Down, with ServicesUp,
+//   - Observe (and ObserveView of a full view) of the healthy fleet
+//     reports every server of the plan, and ObserveView of a partial view
+//     the view's own server, in Observations.Servers, not Down, with
+//     ServicesUp,
 //     before any job and an hour after the job ended: a server missing
 //     counts as offline (with Concurrency of them, no job starts and the
 //     plan waits for good), and a fleet that leaves ServicesUp false
 //     holds every reboot in wait_services for Config.ServicesTimeout,
 //     then fails it;
 //   - if the fleet is a plan.HeadnodeFleet whose HasHeadnode is true,
-//     Observe (and ObserveView) of the healthy fleet reports
-//     HeadnodeServicesUp, before any job and an hour after the job ended:
+//     Observe (and ObserveView, of full and partial views) of the healthy
+//     fleet reports HeadnodeServicesUp, before any job and an hour after the job ended:
 //     a fleet that leaves it false holds every reboot in wait_headnode
 //     for Config.ServicesTimeout, then fails it;
 //   - CancelJob keeps the job's record: the job cancelled is still
@@ -70,21 +74,27 @@ type NewFleet func() (Fleet, error)
 //     keeps it observed, ended;
 //   - if the fleet is a plan.ViewFleet, ObserveView of a view holding one
 //     reboot sets Partial, observes no server and no job outside the view,
-//     and does not list in Offline a server that is up;
-//   - if the fleet is a plan.ShardFleet, Observe (and ObserveView)
-//     reports the healthy fleet's shard healthy (ShardHealthy: the
-//     Executor unfreezes only a healthy shard); FreezeShard, twice, makes
-//     it report the shard frozen, and UnfreezeShard, twice, not frozen,
+//     observes the view's own server as a full view does, and does not
+//     list in Offline a server that is up;
+//   - if the fleet is a plan.ShardFleet, Observe (and ObserveView, of
+//     full and partial views) reports the healthy fleet's shard healthy
+//     (ShardHealthy: the Executor unfreezes only a healthy shard), before
+//     the freeze, while frozen and after; FreezeShard, twice, makes it
+//     report the shard frozen, and UnfreezeShard, twice, not frozen,
 //     within a minute of fleet time (a shard left frozen after its
 //     primary's reboot keeps that reboot failed_unfreeze and its plan
 //     from ending);
 //   - if Fleet.ShardPrimary is set, the fleet is a plan.ShardFleet,
-//     Observe (and ObserveView) reports that server in ShardPrimary, and
-//     the Executor, running a plan over the first two Servers, calls
-//     FreezeShard before it creates that server's job (the calls the
-//     fleet received, recorded by the kit): a fleet that leaves
-//     ShardPrimary empty has its primary rebooted with the shard not
-//     frozen.
+//     Observe (and ObserveView, of full and partial views) reports that
+//     server in ShardPrimary, and the Executor, running a plan over the
+//     first two Servers (on a plan.ViewStore, plan.Views of a FileStore,
+//     when the fleet is a plan.ViewFleet, so that it observes partial
+//     views as in production), calls FreezeShard before it creates that
+//     server's job (the calls the fleet received, recorded by the kit): a
+//     fleet that leaves ShardPrimary empty has its primary rebooted with
+//     the shard not frozen; the plan then ends within two hours with that
+//     server's reboot done, the last shard call the fleet received an
+//     UnfreezeShard, and the fleet no longer reporting the shard frozen.
 //
 // The jobs must finish within an hour of fleet time (Advance is called in
 // steps of ten seconds up to that).
@@ -198,18 +208,25 @@ func FleetContract(t testing.TB, newFleet NewFleet) {
 }
 
 // checkView checks ObserveView: partial, the view's servers and jobs
-// only (job, of the reboot at k1), and s2, up, not offline.
+// only (job, of the reboot at k1), the view's own server observed as the
+// full view observes it, and s2, up, not offline.
 func checkView(ctx context.Context, t testing.TB, vf plan.ViewFleet, p plan.Plan, k1 int, job, s2 string) {
 	t.Helper()
 	s1 := p.Reboots[k1].ServerUUID
 	full := plan.FullView(p)
-	v := full
-	v.Reboots = []plan.Reboot{p.Reboots[k1]}
-	v.Pos = []int{k1}
-	v.Members = plan.MembersOf(p)
-	o, err := vf.ObserveView(ctx, v)
+	fo, err := vf.ObserveView(ctx, full)
+	if err != nil {
+		t.Fatalf("ObserveView of a full view: %v", err)
+	}
+	o, err := vf.ObserveView(ctx, partialView(p, k1))
 	if err != nil {
 		t.Fatalf("ObserveView: %v", err)
+	}
+	switch s, ok := o.Servers[s1]; {
+	case !ok:
+		t.Errorf("ObserveView of a view of %s does not observe %s in Observations.Servers: the Executor counts a server missing as offline, and on a plan.ViewStore (a partial view each pass) no job starts while Concurrency servers are", s1, s1)
+	case s.Down != fo.Servers[s1].Down || s.ServicesUp != fo.Servers[s1].ServicesUp:
+		t.Errorf("ObserveView of a view of %s observes it %+v, but of the full view %+v: a partial view observes the view's servers as the full one does", s1, s, fo.Servers[s1])
 	}
 	if !o.Partial {
 		t.Errorf("ObserveView did not set Partial: the executor would take the servers it left out as offline")

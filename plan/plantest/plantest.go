@@ -25,19 +25,23 @@
 // and write on shared storage, but only if Other is given: with Other nil
 // every writer goes through one handle and such a store passes).
 //
-// FleetContract checks a plan.Fleet's job contract through Observe, as the
-// Executor sees it: CreateJob idempotent per job UUID, jobs that outlive
-// their plan, a cancelled job kept and reported ended, ObserveView's
-// partiality if the fleet is a ViewFleet, and the optional abilities: a
-// HeadnodeFleet with a headnode reports its services up, a ShardFleet's
-// freeze and unfreeze are observed, and, when the caller names the
+// FleetContract checks a plan.Fleet's job contract through Observe (and,
+// for a ViewFleet, ObserveView of full and partial views), as the Executor
+// sees it: CreateJob idempotent per job UUID, jobs that outlive their
+// plan, a cancelled job kept and reported ended, ObserveView's partiality
+// if the fleet is a ViewFleet (a partial view observing its own server),
+// and the optional abilities: a HeadnodeFleet with a headnode reports its
+// services up, a ShardFleet's freeze and unfreeze are observed and its
+// shard reported healthy while frozen, and, when the caller names the
 // shard's primary (Fleet.ShardPrimary), the fleet reports it
-// (Observations.ShardPrimary) and the Executor freezes the shard before
-// that server's job. An empty Fleet.ShardPrimary means the fleet has no
-// shard among its Servers (a ShardFleet type may have none, as
-// fake.NewFleet with an empty primary): the primary is not checked, so a
-// kit caller whose fleet has a shard must name its primary, and a fleet
-// that never reports the primary named fails.
+// (Observations.ShardPrimary), the Executor (on a ViewStore for a
+// ViewFleet) freezes the shard before that server's job, and the plan ends
+// with that reboot done and the shard unfrozen. An empty
+// Fleet.ShardPrimary means the fleet has no shard among its Servers (a
+// ShardFleet type may have none, as fake.NewFleet with an empty primary):
+// the primary is not checked, so a kit caller whose fleet has a shard must
+// name its primary, and a fleet that never reports the primary named
+// fails.
 //
 // StateMachine runs the Executor on a fresh store per case with rapid,
 // against a second writer, crashes, clock jumps and fleet faults, checked

@@ -13,12 +13,14 @@ import (
 
 // checkShardPrimary checks, for a Fleet whose caller names the shard's
 // primary (Fleet.ShardPrimary), that the fleet is a plan.ShardFleet, that
-// Observe (and ObserveView) report that primary in
-// Observations.ShardPrimary (the field the Executor decides the freeze
-// on), and that the Executor, running a plan over the first two Servers,
-// calls FreezeShard before it creates the primary's job (ground truth:
-// the calls the fleet received, recorded by the kit, not what the fleet
-// reports). An empty Fleet.ShardPrimary checks nothing: the fleet has no
+// Observe (and ObserveView, of full and partial views) report that
+// primary in Observations.ShardPrimary (the field the Executor decides the
+// freeze on), and that the Executor, running a plan over the first two
+// Servers (over plan.Views of a FileStore for a plan.ViewFleet, so that it
+// observes partial views as it does in production), calls FreezeShard
+// before it creates the primary's job (ground truth: the calls the fleet
+// received, recorded by the kit, not what the fleet reports), and that
+// the plan then ends as checkShardEnd says. An empty Fleet.ShardPrimary checks nothing: the fleet has no
 // shard among its Servers.
 func checkShardPrimary(ctx context.Context, t testing.TB, f Fleet, at time.Time) {
 	t.Helper()
@@ -42,20 +44,26 @@ func checkShardPrimary(ctx context.Context, t testing.TB, f Fleet, at time.Time)
 		t.Fatalf("plantest: run plan: %v", err)
 	}
 	reported := true
-	for way, o := range observeAll(ctx, t, f.Fleet, p, "the shard's primary") {
-		if o.ShardPrimary != f.ShardPrimary {
+	for _, ob := range observeAll(ctx, t, f.Fleet, p, "the shard's primary") {
+		if ob.o.ShardPrimary != f.ShardPrimary {
 			reported = false
 			t.Errorf("%s of a plan.ShardFleet reports ShardPrimary %q, but its shard's primary is %s (Fleet.ShardPrimary): the Executor decides the freeze on that field, and would reboot %s without freezing the shard",
-				way, o.ShardPrimary, f.ShardPrimary, f.ShardPrimary)
+				ob.way, ob.o.ShardPrimary, f.ShardPrimary, f.ShardPrimary)
 		}
 	}
-	store := plan.FileStore{Dir: t.TempDir()}
+	var store plan.Store = plan.FileStore{Dir: t.TempDir()}
 	if err := store.Create(ctx, p); err != nil {
 		t.Fatalf("plantest: store the plan: %v", err)
 	}
 	rec := &shardRecorder{Fleet: f.Fleet, shard: sf}
+	var fleet plan.Fleet = rec
+	if vf, ok := f.Fleet.(plan.ViewFleet); ok {
+		// As in production on a ViewStore: the Executor observes partial
+		// views.
+		store, fleet = plan.Views(store), shardViewRecorder{rec, vf}
+	}
 	now := at
-	e := &plan.Executor{Fleet: rec, Store: store, Now: func() time.Time { return now }}
+	e := &plan.Executor{Fleet: fleet, Store: store, Now: func() time.Time { return now }}
 	primaryJob := -1
 	for i := 0; i < 720 && primaryJob < 0; i++ {
 		if _, err := e.Pass(ctx, p.UUID); err != nil {
@@ -71,9 +79,13 @@ func checkShardPrimary(ctx context.Context, t testing.TB, f Fleet, at time.Time)
 		t.Errorf("in two hours of fleet time the Executor never created the job of the shard's primary %s (fleet calls: %v)", f.ShardPrimary, calls)
 	case primaryJob >= 0 && (freeze < 0 || freeze > primaryJob):
 		t.Errorf("the Executor created the job of the shard's primary %s without freezing the shard first (fleet calls, in order: %v): Observe reports ShardPrimary %q",
-			f.ShardPrimary, calls, observeAll(ctx, t, f.Fleet, p, "the shard's primary")["Observe"].ShardPrimary)
+			f.ShardPrimary, calls, observeAll(ctx, t, f.Fleet, p, "the shard's primary")[0].o.ShardPrimary)
 	}
-	// Let the plan end, so that the shard is unfrozen.
+	if primaryJob < 0 {
+		return
+	}
+	// Let the plan end, so that the shard is unfrozen; then check how it
+	// ended.
 	for i := 0; i < 720; i++ {
 		v, _ := e.Pass(ctx, p.UUID)
 		if v.UUID != "" && !v.Unfinished() {
@@ -81,6 +93,46 @@ func checkShardPrimary(ctx context.Context, t testing.TB, f Fleet, at time.Time)
 		}
 		f.Advance(10 * time.Second)
 		now = now.Add(10 * time.Second)
+	}
+	checkShardEnd(ctx, t, f, store, p.UUID, rec)
+}
+
+// checkShardEnd checks how the plan over the shard's primary ended: done
+// (not failed) within two hours, the primary's reboot done, and the shard
+// unfrozen (ground truth: the fleet's own Observe and ObserveView, and the
+// last freeze or unfreeze call the fleet received being an unfreeze).
+func checkShardEnd(ctx context.Context, t testing.TB, f Fleet, store plan.Store, uuid string, rec *shardRecorder) {
+	t.Helper()
+	end, err := store.Get(ctx, uuid)
+	if err != nil {
+		t.Fatalf("plantest: read the shard's plan: %v", err)
+	}
+	calls := rec.list()
+	if end.Unfinished() {
+		t.Errorf("two hours after the shard's primary %s was rebooted, its plan has not ended (state %s; fleet calls: %v): a shard left frozen keeps its primary's reboot failed_unfreeze",
+			f.ShardPrimary, end.State, calls)
+	}
+	for _, r := range end.Reboots {
+		if r.ServerUUID == f.ShardPrimary && r.Step != plan.StepDone {
+			t.Errorf("the reboot of the shard's primary %s ended %s (%q), want done (fleet calls: %v): a fleet that reports its shard unhealthy while frozen is never unfrozen by the Executor",
+				r.ServerUUID, r.Step, r.Error, calls)
+		}
+	}
+	last := ""
+	for _, c := range calls {
+		if c == "freeze" || c == "unfreeze" {
+			last = c
+		}
+	}
+	if last != "unfreeze" {
+		t.Errorf("after the plan over the shard's primary %s, the last shard call the fleet received is %q, want unfreeze (fleet calls: %v): the shard stays frozen after its plan ended",
+			f.ShardPrimary, last, calls)
+	}
+	for _, ob := range observeAll(ctx, t, f.Fleet, end, "the shard, after its primary's plan") {
+		if ob.o.ShardFrozen {
+			t.Errorf("after the plan over the shard's primary %s ended (%s), %s still reports the shard frozen (ShardFrozen): the shard stays frozen after its plan ended",
+				f.ShardPrimary, end.State, ob.way)
+		}
 	}
 }
 
@@ -110,6 +162,24 @@ func (r *shardRecorder) list() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.calls)
+}
+
+// HasHeadnode is the fleet's, so that the Executor waits for the headnode
+// as it does over the fleet itself.
+func (r *shardRecorder) HasHeadnode() bool {
+	hf, ok := r.Fleet.(plan.HeadnodeFleet)
+	return ok && hf.HasHeadnode()
+}
+
+// shardViewRecorder is a shardRecorder of a plan.ViewFleet, itself a
+// plan.ViewFleet.
+type shardViewRecorder struct {
+	*shardRecorder
+	view plan.ViewFleet
+}
+
+func (r shardViewRecorder) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	return r.view.ObserveView(ctx, v)
 }
 
 func (r *shardRecorder) CreateJob(ctx context.Context, a plan.Action) error {
