@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/power/redfish"
 )
 
 // ErrInvalid is wrapped by every error about the inventory's content.
@@ -273,6 +274,9 @@ func (inv *Inventory) check() error {
 			case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
 				return bad("bmc.redfish %q: want https://host[:port]", Scrub(b.Redfish))
 			}
+			if _, err := redfish.Origin(b.Redfish); err != nil {
+				return bad("bmc.redfish %q: %v", Scrub(b.Redfish), err)
+			}
 		}
 		if b.IPMI != "" {
 			if strings.Contains(b.IPMI, "@") {
@@ -363,9 +367,9 @@ func (inv *Inventory) check() error {
 }
 
 // bmcIdentity is what names one BMC-controlled system, whatever the
-// spelling: a Redfish service (scheme and host case aside, the default
-// port made explicit, no trailing slash) and its system, or an IPMI host
-// and port. "" if b names none.
+// spelling: a Redfish service by redfish.Origin (the one spelling the
+// adapter, the Pool and the window registry name it by) and its system,
+// or an IPMI host and port. "" if b names none.
 func bmcIdentity(b BMC) string {
 	if b.IPMI != "" {
 		host, port, err := splitHostPort(b.IPMI, 623)
@@ -374,19 +378,11 @@ func bmcIdentity(b BMC) string {
 		}
 		return "ipmi://" + net.JoinHostPort(strings.ToLower(strings.Trim(host, "[]")), strconv.Itoa(port))
 	}
-	u, err := url.Parse(b.Redfish)
-	if err != nil || u.Host == "" {
+	o, err := redfish.Origin(b.Redfish)
+	if err != nil {
 		return ""
 	}
-	scheme := strings.ToLower(u.Scheme)
-	port := u.Port()
-	if port == "" {
-		port = "443"
-		if scheme == "http" {
-			port = "80"
-		}
-	}
-	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port) + strings.TrimRight(u.Path, "/") + "#" + b.System
+	return o + "#" + b.System
 }
 
 // bmcShown is a BMC as an operator wrote it.

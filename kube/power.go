@@ -52,13 +52,20 @@ type BMCTarget struct {
 // family (redfish://, redfish+http://, redfish+https://, the
 // virtual-media and UEFI-HTTP variants such as redfish-virtualmedia:// and
 // idrac-virtualmedia://, and vendor variants such as idrac-redfish:// or
-// ilo5-redfish://) with no path or the system's path
+// ilo5-redfish://), each also without the "//" after the scheme
+// (redfish:host, ipmi:host:port, read as the operator reads them), with
+// no path or the system's path
 // ([prefix]/redfish/v1/Systems/ID): a prefix (a BMC behind a path proxy,
 // https://proxy/bmc1) is kept in the Endpoint, so /bmc1 and /bmc2 are
 // two BMCs. Anything else (another path: no system is guessed) wraps
 // ErrBMCAddress.
 func ParseBMCAddress(addr string) (BMCTarget, error) {
 	u, err := url.Parse(addr)
+	if err == nil && u.Scheme != "" && u.Opaque != "" {
+		// "redfish:host/…", "ipmi:host:port": read with "//" after the
+		// scheme, as the baremetal-operator does.
+		u, err = url.Parse(u.Scheme + "://" + strings.TrimPrefix(addr[len(u.Scheme)+1:], "//"))
+	}
 	if err != nil || u.Host == "" {
 		return BMCTarget{}, fmt.Errorf("%w: %q", ErrBMCAddress, addr)
 	}
