@@ -1,0 +1,140 @@
+package plantest_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/plan/plantest"
+)
+
+// review40ahSettling is an honest ShardFleet over fake.Fleet whose shard,
+// after each FreezeShard or UnfreezeShard, is reported not healthy for
+// the next 20 seconds of fleet time while it settles (a health probe
+// re-run after the shard's state changed, replication resuming after an
+// unfreeze), then healthy again. Its freeze, its unfreeze and its primary
+// are reported at once and truthfully. The Executor copes with it: it
+// waits (up to Config.ServicesTimeout, an hour) for the shard to be
+// healthy before it unfreezes (plan/next.go StepUnfreeze), and after the
+// unfreeze it looks at ShardFrozen only.
+type review40ahSettling struct {
+	*fake.Fleet
+	now   func() time.Time
+	mu    sync.Mutex
+	until time.Time
+}
+
+func (f *review40ahSettling) settle() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.until = f.now().Add(20 * time.Second)
+}
+
+func (f *review40ahSettling) sick() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now().Before(f.until)
+}
+
+func (f *review40ahSettling) FreezeShard(ctx context.Context) error {
+	err := f.Fleet.FreezeShard(ctx)
+	f.settle()
+	return err
+}
+
+func (f *review40ahSettling) UnfreezeShard(ctx context.Context) error {
+	err := f.Fleet.UnfreezeShard(ctx)
+	f.settle()
+	return err
+}
+
+func (f *review40ahSettling) Observe(ctx context.Context, p plan.Plan) (plan.Observations, error) {
+	o, err := f.Fleet.Observe(ctx, p)
+	if f.sick() {
+		o.ShardHealthy = false
+	}
+	return o, err
+}
+
+func (f *review40ahSettling) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	o, err := f.Fleet.ObserveView(ctx, v)
+	if f.sick() {
+		o.ShardHealthy = false
+	}
+	return o, err
+}
+
+// review40ahFleet is fake.Fleet over s1, s2, s3 (s1 the shard's primary)
+// on a fake clock, wrapped in review40ahSettling.
+func review40ahFleet() (*review40ahSettling, *fake.Clock, []plan.Server) {
+	clk := fake.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var servers []fake.FleetServer
+	for _, id := range []string{"s1", "s2", "s3"} {
+		servers = append(servers, fake.FleetServer{UUID: id, Hostname: "host-" + id, Platform: "1",
+			Queue: time.Second, Drain: 5 * time.Second, Shutdown: 10 * time.Second, Boot: time.Minute, Services: 30 * time.Second})
+	}
+	f := fake.NewFleet(clk.Now, "s1", servers...)
+	return &review40ahSettling{Fleet: f, now: clk.Now}, clk, f.Servers()[:2]
+}
+
+// TestReview40ah_FleetContractFailsShardSettlingAfterFreeze: FleetContract
+// (checkShard, plan/plantest/abilities.go) waits up to a minute of fleet
+// time for the shard to be reported frozen (and unfrozen), but requires
+// ShardHealthy in the very observation where the freeze is first seen,
+// with no wait at all: a fleet whose shard reports itself unhealthy for
+// a few seconds after a freeze or an unfreeze fails the kit, although the
+// Executor, the kit's only reader, runs the primary's plan over that very
+// fleet to its end, the reboot done and the shard unfrozen (ground truth:
+// the fake fleet's own frozen flag). A false failure in a user's CI: the
+// kit promises to check "as the Executor sees it".
+func TestReview40ah_FleetContractFailsShardSettlingAfterFreeze(t *testing.T) {
+	ctx := context.Background()
+	// Ground truth: the Executor over this fleet ends the primary's plan
+	// done, the shard unfrozen.
+	f, clk, servers := review40ahFleet()
+	p, _, err := plan.Create(servers, plan.CreateOptions{UUID: "plan-shard", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(1), FailureBudget: plan.Count(2), CreatedAt: clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = plan.Run(p); err != nil {
+		t.Fatal(err)
+	}
+	store := plan.Views(plan.FileStore{Dir: t.TempDir()})
+	if err := store.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	e := &plan.Executor{Fleet: f, Store: store, Now: clk.Now}
+	for i := 0; i < 2000; i++ {
+		v, _ := e.Pass(ctx, p.UUID)
+		if v.UUID != "" && !v.Unfinished() {
+			break
+		}
+		clk.Advance(5 * time.Second)
+	}
+	end, err := store.Get(ctx, p.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen, freezes := f.Frozen()
+	if end.State != plan.StateComplete || frozen || freezes == 0 {
+		t.Fatalf("setup: the Executor over the settling fleet ends %s (frozen %v, %d freezes): %+v", end.State, frozen, freezes, end.Reboots)
+	}
+	for _, r := range end.Reboots {
+		if r.Step != plan.StepDone {
+			t.Fatalf("setup: reboot of %s ended %s (%q)", r.ServerUUID, r.Step, r.Error)
+		}
+	}
+	t.Logf("ground truth: the Executor ends the primary's plan %s, shard frozen %v after %d freeze(s)", end.State, frozen, freezes)
+
+	failed := review40abRun(t, func() (plantest.Fleet, error) {
+		f, clk, servers := review40ahFleet()
+		return plantest.Fleet{Fleet: f, Servers: servers, ShardPrimary: "s1", Advance: func(d time.Duration) { clk.Advance(d) }}, nil
+	})
+	if len(failed) != 0 {
+		t.Errorf("FleetContract fails an honest ShardFleet whose shard reports itself unhealthy for 20 s after a freeze or an unfreeze (the Executor runs its primary's plan to complete, the shard unfrozen): %q", failed)
+	}
+}
