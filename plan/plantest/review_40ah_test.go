@@ -138,3 +138,103 @@ func TestReview40ah_FleetContractFailsShardSettlingAfterFreeze(t *testing.T) {
 		t.Errorf("FleetContract fails an honest ShardFleet whose shard reports itself unhealthy for 20 s after a freeze or an unfreeze (the Executor runs its primary's plan to complete, the shard unfrozen): %q", failed)
 	}
 }
+
+// review40ahTakeover is an honest ShardFleet over fake.Fleet modelling a
+// replicated shard as sdcadm's is (the freeze exists to stop exactly
+// this): when the primary's server goes down while the shard is not
+// frozen, the other server (the sync) takes over as primary, and Observe
+// reports the new primary truthfully from then on. A frozen shard keeps
+// its primary through the reboot.
+type review40ahTakeover struct {
+	*fake.Fleet
+	mu      sync.Mutex
+	primary string
+}
+
+func (f *review40ahTakeover) fix(o plan.Observations) plan.Observations {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := o.Servers[f.primary]; ok && s.Down && !o.ShardFrozen {
+		if f.primary == "s1" {
+			f.primary = "s2"
+		} else {
+			f.primary = "s1"
+		}
+	}
+	o.ShardPrimary = f.primary
+	return o
+}
+
+func (f *review40ahTakeover) Observe(ctx context.Context, p plan.Plan) (plan.Observations, error) {
+	o, err := f.Fleet.Observe(ctx, p)
+	return f.fix(o), err
+}
+
+func (f *review40ahTakeover) ObserveView(ctx context.Context, v plan.View) (plan.Observations, error) {
+	o, err := f.Fleet.ObserveView(ctx, v)
+	return f.fix(o), err
+}
+
+// TestReview40ah_FleetContractFailsShardTakeover: FleetContract reboots
+// Servers[0] (its first CreateJob, run to its end) with the shard not
+// frozen, before checkShardPrimary asks the fleet for the primary named
+// in Fleet.ShardPrimary ("the server hosting the fleet's database shard's
+// primary", of the fresh fleet). A shard that fails over when its primary
+// goes down unfrozen, and reports the new primary truthfully, fails the
+// kit with "would reboot s1 without freezing the shard", although the
+// Executor, which decides the freeze on ShardPrimary afresh each pass,
+// freezes before the primary's job on that fleet and ends its plan
+// complete and unfrozen (ground truth: the fake's own calls and frozen
+// flag). The kit, not the fleet, caused the takeover: it rebooted the
+// primary unfrozen.
+func TestReview40ah_FleetContractFailsShardTakeover(t *testing.T) {
+	newFleet := func() (*review40ahTakeover, *fake.Clock, []plan.Server) {
+		clk := fake.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		var servers []fake.FleetServer
+		for _, id := range []string{"s1", "s2", "s3"} {
+			servers = append(servers, fake.FleetServer{UUID: id, Hostname: "host-" + id, Platform: "1",
+				Queue: time.Second, Drain: 5 * time.Second, Shutdown: 10 * time.Second, Boot: time.Minute, Services: 30 * time.Second})
+		}
+		f := fake.NewFleet(clk.Now, "s1", servers...)
+		return &review40ahTakeover{Fleet: f, primary: "s1"}, clk, f.Servers()[:2]
+	}
+	ctx := context.Background()
+	f, clk, servers := newFleet()
+	p, _, err := plan.Create(servers, plan.CreateOptions{UUID: "plan-shard", Target: "2", Select: plan.SelectAll,
+		Concurrency: plan.Count(1), FailureBudget: plan.Count(2), CreatedAt: clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = plan.Run(p); err != nil {
+		t.Fatal(err)
+	}
+	store := plan.Views(plan.FileStore{Dir: t.TempDir()})
+	if err := store.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	e := &plan.Executor{Fleet: f, Store: store, Now: clk.Now}
+	for i := 0; i < 2000; i++ {
+		v, _ := e.Pass(ctx, p.UUID)
+		if v.UUID != "" && !v.Unfinished() {
+			break
+		}
+		clk.Advance(5 * time.Second)
+	}
+	end, err := store.Get(ctx, p.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen, freezes := f.Frozen()
+	if end.State != plan.StateComplete || frozen || freezes == 0 || f.primary != "s1" {
+		t.Fatalf("setup: the Executor over the takeover fleet ends %s (frozen %v, %d freezes, primary now %s)", end.State, frozen, freezes, f.primary)
+	}
+	t.Logf("ground truth: the Executor ends the plan %s, %d freeze(s), shard frozen %v, primary still %s (no takeover)", end.State, freezes, frozen, f.primary)
+
+	failed := review40abRun(t, func() (plantest.Fleet, error) {
+		f, clk, servers := newFleet()
+		return plantest.Fleet{Fleet: f, Servers: servers, ShardPrimary: "s1", Advance: func(d time.Duration) { clk.Advance(d) }}, nil
+	})
+	if len(failed) != 0 {
+		t.Errorf("FleetContract fails an honest ShardFleet (primary s1, as it reports when fresh) whose shard fails over when its primary is rebooted unfrozen, which the kit itself does before it checks the primary: %q", failed)
+	}
+}
