@@ -268,3 +268,80 @@ func TestReview40ah_FleetContractShardFailsSlowDrain(t *testing.T) {
 		t.Errorf("FleetContract fails the honest fake fleet whose jobs drain for 20 minutes (each finishes within the hour the kit's doc asks for) once it names its shard's primary: %q", failed)
 	}
 }
+
+// review40ahLagging is an honest ShardFleet and ViewFleet over fake.Fleet
+// whose Observe (the whole fleet: a cached summary) reports the shard's
+// frozen state 30 seconds late, while ObserveView (what the Executor
+// reads on a plan.ViewStore) is current. FleetContract's own checkShard
+// allows this: it waits up to "a minute of fleet time" for every way of
+// observing to report the freeze and the unfreeze.
+type review40ahLagging struct {
+	*fake.Fleet
+	now    func() time.Time
+	mu     sync.Mutex
+	was    bool
+	until  time.Time
+	frozen bool
+}
+
+func (f *review40ahLagging) set(frozen bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if frozen != f.frozen {
+		f.was, f.until, f.frozen = f.frozen, f.now().Add(30*time.Second), frozen
+	}
+}
+
+func (f *review40ahLagging) FreezeShard(ctx context.Context) error {
+	err := f.Fleet.FreezeShard(ctx)
+	f.set(true)
+	return err
+}
+
+func (f *review40ahLagging) UnfreezeShard(ctx context.Context) error {
+	err := f.Fleet.UnfreezeShard(ctx)
+	f.set(false)
+	return err
+}
+
+func (f *review40ahLagging) Observe(ctx context.Context, p plan.Plan) (plan.Observations, error) {
+	o, err := f.Fleet.Observe(ctx, p)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.now().Before(f.until) {
+		o.ShardFrozen = f.was
+	}
+	return o, err
+}
+
+// TestReview40ah_FleetContractShardEndNoWait: checkShardEnd
+// (plan/plantest/shard.go) reads Observe at the very pass the plan ended,
+// with no wait, where checkShard gives every way of observing a minute
+// to report the unfreeze: a fleet (its primary s2, rebooted last, so
+// that the pass that sees the unfreeze ends the plan) whose Observe lags
+// 30 s behind its
+// ObserveView passes checkShard and fails checkShardEnd ("still reports
+// the shard frozen") although the shard is unfrozen (ground truth: the
+// fake's own flag) and Observe reports it so 30 s later.
+func TestReview40ah_FleetContractShardEndNoWait(t *testing.T) {
+	var last *review40ahLagging
+	failed := review40abRun(t, func() (plantest.Fleet, error) {
+		clk := fake.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		var servers []fake.FleetServer
+		for _, id := range []string{"s1", "s2", "s3"} {
+			servers = append(servers, fake.FleetServer{UUID: id, Hostname: "host-" + id, Platform: "1",
+				Queue: time.Second, Drain: 5 * time.Second, Shutdown: 10 * time.Second, Boot: time.Minute, Services: 30 * time.Second})
+		}
+		f := fake.NewFleet(clk.Now, "s2", servers...)
+		last = &review40ahLagging{Fleet: f, now: clk.Now}
+		return plantest.Fleet{Fleet: last, Servers: f.Servers()[:2], ShardPrimary: "s2", Advance: func(d time.Duration) { clk.Advance(d) }}, nil
+	})
+	frozen, freezes := last.Frozen()
+	t.Logf("ground truth after the kit: fake shard frozen %v after %d freeze(s)", frozen, freezes)
+	if frozen {
+		t.Fatalf("setup: the shard is frozen at the end (ground truth)")
+	}
+	if len(failed) != 0 {
+		t.Errorf("FleetContract fails an honest fleet whose Observe reports the unfreeze 30 s late (checkShard allows a minute), the shard unfrozen: %q", failed)
+	}
+}
