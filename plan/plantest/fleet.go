@@ -79,7 +79,9 @@ type NewFleet func() (Fleet, error)
 //   - if the fleet is a plan.ShardFleet, Observe (and ObserveView, of
 //     full and partial views) reports the healthy fleet's shard healthy
 //     (ShardHealthy: the Executor unfreezes only a healthy shard), before
-//     the freeze, while frozen and after; FreezeShard, twice, makes it
+//     the freeze, and again within an hour of fleet time (the default
+//     Config.ServicesTimeout, the Executor's wait for it) of the freeze
+//     and of the unfreeze; FreezeShard, twice, makes it
 //     report the shard frozen, and UnfreezeShard, twice, not frozen,
 //     within a minute of fleet time (a shard left frozen after its
 //     primary's reboot keeps that reboot failed_unfreeze and its plan
