@@ -87,8 +87,10 @@ type NewFleet func() (Fleet, error)
 //     primary's reboot keeps that reboot failed_unfreeze and its plan
 //     from ending);
 //   - if Fleet.ShardPrimary is set, the fleet is a plan.ShardFleet,
-//     Observe (and ObserveView, of full and partial views) reports that
-//     server in ShardPrimary, and the Executor, running a plan over the
+//     Observe (and ObserveView, of full and partial views) of the fresh
+//     fleet (checked first, before the kit's own jobs reboot servers
+//     with the shard not frozen) reports that server in ShardPrimary,
+//     and the Executor, running a plan over the
 //     first two Servers (on a plan.ViewStore, plan.Views of a FileStore,
 //     when the fleet is a plan.ViewFleet, so that it observes partial
 //     views as in production), calls FreezeShard before it creates that
@@ -142,6 +144,10 @@ func FleetContract(t testing.TB, newFleet NewFleet) {
 	}
 	checkHeadnode(ctx, t, f.Fleet, p, "before any job")
 	checkServers(ctx, t, f.Fleet, p, "before any job")
+	// The named primary is checked first, on the fresh fleet: the kit's
+	// own jobs below reboot servers with the shard not frozen, after
+	// which a replicated shard may have failed over, truthfully.
+	checkShardPrimary(ctx, t, f, at)
 	a := plan.Action{Kind: plan.ActionCreateJob, Server: s1, JobUUID: job, PlanUUID: p.UUID, Drain: true}
 	if err := f.Fleet.CreateJob(ctx, a); err != nil {
 		t.Fatalf("CreateJob: %v", err)
@@ -206,7 +212,6 @@ func FleetContract(t testing.TB, newFleet NewFleet) {
 	k2 := slices.IndexFunc(p.Reboots, func(r plan.Reboot) bool { return r.ServerUUID == s2 })
 	checkCancel(ctx, t, f, p, k1, k2)
 	checkShard(ctx, t, f, p)
-	checkShardPrimary(ctx, t, f, at)
 }
 
 // checkView checks ObserveView: partial, the view's servers and jobs

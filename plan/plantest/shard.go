@@ -13,8 +13,9 @@ import (
 
 // checkShardPrimary checks, for a Fleet whose caller names the shard's
 // primary (Fleet.ShardPrimary), that the fleet is a plan.ShardFleet, that
-// Observe (and ObserveView, of full and partial views) report that
-// primary in Observations.ShardPrimary (the field the Executor decides the
+// Observe (and ObserveView, of full and partial views) of the fresh fleet
+// (FleetContract calls it before its own jobs) report that primary in
+// Observations.ShardPrimary (the field the Executor decides the
 // freeze on), and that the Executor, running a plan over the first two
 // Servers (over plan.Views of a FileStore for a plan.ViewFleet, so that it
 // observes partial views as it does in production), calls FreezeShard
@@ -47,7 +48,7 @@ func checkShardPrimary(ctx context.Context, t testing.TB, f Fleet, at time.Time)
 	for _, ob := range observeAll(ctx, t, f.Fleet, p, "the shard's primary") {
 		if ob.o.ShardPrimary != f.ShardPrimary {
 			reported = false
-			t.Errorf("%s of a plan.ShardFleet reports ShardPrimary %q, but its shard's primary is %s (Fleet.ShardPrimary): the Executor decides the freeze on that field, and would reboot %s without freezing the shard",
+			t.Errorf("%s of the fresh plan.ShardFleet (before the kit rebooted any server) reports ShardPrimary %q, but Fleet.ShardPrimary names %s as its shard's primary: the Executor decides the freeze on that field, and would reboot %s without freezing the shard",
 				ob.way, ob.o.ShardPrimary, f.ShardPrimary, f.ShardPrimary)
 		}
 	}
