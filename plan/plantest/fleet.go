@@ -100,8 +100,9 @@ type NewFleet func() (Fleet, error)
 //     server's reboot done, the last shard call the fleet received an
 //     UnfreezeShard, and the fleet no longer reporting the shard frozen.
 //
-// The jobs must finish within an hour of fleet time (Advance is called in
-// steps of ten seconds up to that).
+// The jobs must drain and finish within an hour of fleet time (Advance is
+// called in steps of ten seconds up to that; the kit's Executor runs with
+// DrainTimeout and JobTimeout an hour).
 func FleetContract(t testing.TB, newFleet NewFleet) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
