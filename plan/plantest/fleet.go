@@ -98,7 +98,8 @@ type NewFleet func() (Fleet, error)
 //     fleet that leaves ShardPrimary empty has its primary rebooted with
 //     the shard not frozen; the plan then ends within two hours with that
 //     server's reboot done, the last shard call the fleet received an
-//     UnfreezeShard, and the fleet no longer reporting the shard frozen.
+//     UnfreezeShard, and the fleet no longer reporting the shard frozen
+//     within a minute of fleet time.
 //
 // The jobs must drain and finish within an hour of fleet time (Advance is
 // called in steps of ten seconds up to that; the kit's Executor runs with
