@@ -77,7 +77,14 @@ func checkHeadnode(ctx context.Context, t testing.TB, fleet plan.Fleet, p plan.P
 // checkShard checks a plan.ShardFleet's freeze: the healthy fleet's shard
 // reported healthy before, while and after it is frozen; FreezeShard
 // (twice: idempotent) observed frozen, UnfreezeShard (twice) observed not
-// frozen, each within a minute of fleet time.
+// frozen, each within a minute of fleet time, and the shard healthy again
+// within shardHealthWait (the Executor's default ServicesTimeout, which it
+// waits for the shard's health before it unfreezes).
+// shardHealthWait is how long the kit waits, in fleet time, for a shard
+// to be reported healthy after a freeze or an unfreeze: the default
+// Config.ServicesTimeout, the Executor's own wait before it unfreezes.
+const shardHealthWait = time.Hour
+
 func checkShard(ctx context.Context, t testing.TB, f Fleet, p plan.Plan) {
 	t.Helper()
 	sf, ok := f.Fleet.(plan.ShardFleet)
@@ -96,26 +103,31 @@ func checkShard(ctx context.Context, t testing.TB, f Fleet, p plan.Plan) {
 				t.Errorf("%s (call %d; both are idempotent): %v", name, i+1, err)
 			}
 		}
+		// The state must show within a minute; health, as the Executor
+		// waits for it before it unfreezes, within ServicesTimeout (a
+		// shard may report itself unhealthy while it settles).
 		var got []observed
-		for waited := time.Duration(0); ; waited += 10 * time.Second {
+		var waited time.Duration
+		for ; ; waited += 10 * time.Second {
 			got = observeAll(ctx, t, f.Fleet, p, "after "+name)
-			all := true
+			state, healthy := true, true
 			for _, ob := range got {
-				all = all && ob.o.ShardFrozen == frozen
+				state = state && ob.o.ShardFrozen == frozen
+				healthy = healthy && ob.o.ShardHealthy
 			}
-			if all || waited >= time.Minute {
+			if state && healthy || !state && waited >= time.Minute || waited >= shardHealthWait {
 				break
 			}
 			f.Advance(10 * time.Second)
 		}
 		for _, ob := range got {
 			if ob.o.ShardFrozen != frozen {
-				t.Errorf("a minute after %s, %s reports ShardFrozen %v, want %v (a shard left frozen keeps its primary's reboot failed_unfreeze and its plan from ending; one never seen frozen fails the primary's reboot before its job)",
-					name, ob.way, ob.o.ShardFrozen, frozen)
+				t.Errorf("%v after %s, %s reports ShardFrozen %v, want %v (a shard left frozen keeps its primary's reboot failed_unfreeze and its plan from ending; one never seen frozen fails the primary's reboot before its job)",
+					waited, name, ob.way, ob.o.ShardFrozen, frozen)
 			}
 			if !ob.o.ShardHealthy {
-				t.Errorf("a minute after %s, %s reports the healthy fleet's shard not healthy (ShardHealthy false, ShardFrozen %v): the Executor unfreezes only a healthy shard, so a shard reported unhealthy while frozen is never unfrozen: the primary's reboot fails (failed_unfreeze) and the shard stays frozen after its plan ended",
-					name, ob.way, ob.o.ShardFrozen)
+				t.Errorf("%v after %s, %s reports the healthy fleet's shard not healthy (ShardHealthy false, ShardFrozen %v): the Executor unfreezes only a healthy shard and waits for it Config.ServicesTimeout (%v), so a shard reported unhealthy that long while frozen is never unfrozen: the primary's reboot fails (failed_unfreeze) and the shard stays frozen after its plan ended",
+					waited, name, ob.way, ob.o.ShardFrozen, shardHealthWait)
 			}
 		}
 	}

@@ -79,14 +79,18 @@ type NewFleet func() (Fleet, error)
 //   - if the fleet is a plan.ShardFleet, Observe (and ObserveView, of
 //     full and partial views) reports the healthy fleet's shard healthy
 //     (ShardHealthy: the Executor unfreezes only a healthy shard), before
-//     the freeze, while frozen and after; FreezeShard, twice, makes it
+//     the freeze, and again within an hour of fleet time (the default
+//     Config.ServicesTimeout, the Executor's wait for it) of the freeze
+//     and of the unfreeze; FreezeShard, twice, makes it
 //     report the shard frozen, and UnfreezeShard, twice, not frozen,
 //     within a minute of fleet time (a shard left frozen after its
 //     primary's reboot keeps that reboot failed_unfreeze and its plan
 //     from ending);
 //   - if Fleet.ShardPrimary is set, the fleet is a plan.ShardFleet,
-//     Observe (and ObserveView, of full and partial views) reports that
-//     server in ShardPrimary, and the Executor, running a plan over the
+//     Observe (and ObserveView, of full and partial views) of the fresh
+//     fleet (checked first, before the kit's own jobs reboot servers
+//     with the shard not frozen) reports that server in ShardPrimary,
+//     and the Executor, running a plan over the
 //     first two Servers (on a plan.ViewStore, plan.Views of a FileStore,
 //     when the fleet is a plan.ViewFleet, so that it observes partial
 //     views as in production), calls FreezeShard before it creates that
@@ -94,10 +98,12 @@ type NewFleet func() (Fleet, error)
 //     fleet that leaves ShardPrimary empty has its primary rebooted with
 //     the shard not frozen; the plan then ends within two hours with that
 //     server's reboot done, the last shard call the fleet received an
-//     UnfreezeShard, and the fleet no longer reporting the shard frozen.
+//     UnfreezeShard, and the fleet no longer reporting the shard frozen
+//     within a minute of fleet time.
 //
-// The jobs must finish within an hour of fleet time (Advance is called in
-// steps of ten seconds up to that).
+// The jobs must drain and finish within an hour of fleet time (Advance is
+// called in steps of ten seconds up to that; the kit's Executor runs with
+// DrainTimeout and JobTimeout an hour).
 func FleetContract(t testing.TB, newFleet NewFleet) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -140,6 +146,10 @@ func FleetContract(t testing.TB, newFleet NewFleet) {
 	}
 	checkHeadnode(ctx, t, f.Fleet, p, "before any job")
 	checkServers(ctx, t, f.Fleet, p, "before any job")
+	// The named primary is checked first, on the fresh fleet: the kit's
+	// own jobs below reboot servers with the shard not frozen, after
+	// which a replicated shard may have failed over, truthfully.
+	checkShardPrimary(ctx, t, f, at)
 	a := plan.Action{Kind: plan.ActionCreateJob, Server: s1, JobUUID: job, PlanUUID: p.UUID, Drain: true}
 	if err := f.Fleet.CreateJob(ctx, a); err != nil {
 		t.Fatalf("CreateJob: %v", err)
@@ -204,7 +214,6 @@ func FleetContract(t testing.TB, newFleet NewFleet) {
 	k2 := slices.IndexFunc(p.Reboots, func(r plan.Reboot) bool { return r.ServerUUID == s2 })
 	checkCancel(ctx, t, f, p, k1, k2)
 	checkShard(ctx, t, f, p)
-	checkShardPrimary(ctx, t, f, at)
 }
 
 // checkView checks ObserveView: partial, the view's servers and jobs
