@@ -1,9 +1,24 @@
 package kube
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
+	"time"
+
+	metal3 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/rebootkit/rebootkit/reboot"
 )
 
 // TestReview35aj_IPMIAddressSpellingsAreTwoPoolBMCs (review 35aj, Low).
@@ -42,4 +57,47 @@ func TestReview35aj_IPMIAddressSpellingsAreTwoPoolBMCs(t *testing.T) {
 			t.Errorf("%s and %s reach one IPMI BMC but are two Pool BMCs: Target.BMC %q and %q", p[0], p[1], na, nb)
 		}
 	}
+}
+
+// TestReview35aj_DeletedOperatorHostsRefusalKeptForever (review 35aj,
+// issue 35 item 5: "the kube controller (host deleted ...) must forget
+// what [it] no longer use[s]; memory after 100,000 hosts come and go
+// returns to the baseline"). The RebootController notes, per host, the
+// reboot annotations it last refused (refuseOnce: a host the
+// baremetal-operator manages, whose reboot.metal3.io annotation the
+// operator serves itself: every such reboot in an operator-managed fleet).
+// When the host is deleted, Reconcile's NotFound path calls forget, which
+// drops the reset outcome, Async's state and the Pool's entry, but not the
+// refused entry (nor resetRefused, nor conflicts): with hosts coming and
+// going, c.refused grows by one entry per deleted host, for ever.
+func TestReview35aj_DeletedOperatorHostsRefusalKeptForever(t *testing.T) {
+	ctx := context.Background()
+	const n = 200
+	var objs []client.Object
+	for i := range n {
+		objs = append(objs, &metal3.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("h%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i)),
+			Annotations: map[string]string{reboot.Annotation: ""}}})
+	}
+	c := crfake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	rc := &RebootController{Namespace: "ns", Client: c, Recorder: events.NewFakeRecorder(10 * n), Ownership: Ownership{},
+		Reconciler: &reboot.Reconciler{Hosts: &RebootHosts{Client: c, Namespace: "ns"}, Now: time.Now}}
+	for i := range n {
+		_, err := rc.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("h%d", i)}})
+		require.NoError(t, err)
+	}
+	rc.refusedMu.Lock()
+	before := len(rc.refused)
+	rc.refusedMu.Unlock()
+	require.Equal(t, n, before, "premise: every operator-managed host's reboot annotation was refused (and noted)")
+	for _, o := range objs {
+		require.NoError(t, c.Delete(ctx, o))
+	}
+	for i := range n {
+		_, err := rc.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("h%d", i)}})
+		require.NoError(t, err)
+	}
+	rc.refusedMu.Lock()
+	after := len(rc.refused)
+	rc.refusedMu.Unlock()
+	assert.Zero(t, after, "every host is deleted and forgotten, yet the controller still keeps %d refused entries (one per deleted host)", after)
 }
