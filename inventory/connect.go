@@ -35,6 +35,9 @@ func (f *Fleet) controller(uuid string) (power.Controller, error) {
 	}
 	if b.IPMI != "" {
 		addr = "ipmi://" + b.IPMI
+		if a, err := ipmiAddress(b.IPMI); err == nil {
+			addr = "ipmi://" + a
+		}
 	}
 	// No secret in the config: the password's source and a keyed
 	// fingerprint of its content, so that a changed password (a corrected

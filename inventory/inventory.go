@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -369,14 +370,14 @@ func (inv *Inventory) check() error {
 // bmcIdentity is what names one BMC-controlled system, whatever the
 // spelling: a Redfish service by redfish.Origin (the one spelling the
 // adapter, the Pool and the window registry name it by) and its system,
-// or an IPMI host and port. "" if b names none.
+// or an IPMI host and port (ipmiAddress). "" if b names none.
 func bmcIdentity(b BMC) string {
 	if b.IPMI != "" {
-		host, port, err := splitHostPort(b.IPMI, 623)
+		id, err := ipmiAddress(b.IPMI)
 		if err != nil {
 			return ""
 		}
-		return "ipmi://" + net.JoinHostPort(strings.ToLower(strings.Trim(host, "[]")), strconv.Itoa(port))
+		return "ipmi://" + id
 	}
 	o, err := redfish.Origin(b.Redfish)
 	if err != nil {
@@ -570,6 +571,25 @@ func (d Defaults) commandTimeout() time.Duration {
 		return time.Duration(d.CommandTimeout)
 	}
 	return 15 * time.Minute
+}
+
+// ipmiAddress is an IPMI BMC's address in one spelling: host and port
+// (623 if none), an IP literal in its canonical form (an IPv4-mapped IPv6
+// address as IPv4, IPv6 compressed and lower-case), a host name
+// lower-cased without a trailing dot; so that two spellings of one BMC
+// are one BMC to the inventory's checks and one name to the Pool.
+func ipmiAddress(s string) (string, error) {
+	host, port, err := splitHostPort(s, 623)
+	if err != nil {
+		return "", err
+	}
+	host = strings.Trim(host, "[]")
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	} else {
+		host = strings.TrimSuffix(strings.ToLower(host), ".")
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port)), nil
 }
 
 func splitHostPort(s string, def int) (string, int, error) {
