@@ -49,7 +49,11 @@ func TestReview40ai_ContractPassesStoresIgnoringContext(t *testing.T) {
 
 	expectContractFails(t, func(ms []remediation.Machine, ns []remediation.Node) (remediationtest.Stores, error) {
 		c := seedCluster(fake.NewCluster(), ms, ns)
-		return remediationtest.Stores{Machines: c, OtherMachines: c.OtherMachines(), Nodes: c.Nodes(), Admissions: c,
-			OtherAdmissions: c.OtherAdmissions(), Mark: markOn(c)}, nil
+		// fake.Cluster now refuses such writes (checked above, and by
+		// fake's TestClusterRefusesEndedContext): its handles made blind
+		// to the context stand for the stores that ignore it.
+		b := blindCluster{c}
+		return remediationtest.Stores{Machines: b, OtherMachines: blindMachines{c.OtherMachines()}, Nodes: blindNodes{c.Nodes()}, Admissions: b,
+			OtherAdmissions: blindAdmissions{c.OtherAdmissions()}, Mark: markOn(c)}, nil
 	}, "Contract passed stores whose SaveState, PutAdmissions and Nodes.Delete write with an ended context (a Guard's write after its lease ran out, from a paused leader, lands)")
 }
