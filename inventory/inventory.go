@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -17,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/rebootkit/rebootkit/plan"
+	"github.com/rebootkit/rebootkit/power/ipmi"
 	"github.com/rebootkit/rebootkit/power/redfish"
 )
 
@@ -583,13 +583,7 @@ func ipmiAddress(s string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	host = strings.Trim(host, "[]")
-	if a, err := netip.ParseAddr(host); err == nil {
-		host = a.Unmap().String()
-	} else {
-		host = strings.TrimSuffix(strings.ToLower(host), ".")
-	}
-	return net.JoinHostPort(host, strconv.Itoa(port)), nil
+	return net.JoinHostPort(ipmi.CanonicalHost(host), strconv.Itoa(port)), nil
 }
 
 func splitHostPort(s string, def int) (string, int, error) {

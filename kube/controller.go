@@ -114,10 +114,17 @@ func (c *RebootController) refuseOnce(host string, ann map[string]string) bool {
 	return true
 }
 
-// forget drops what the power layer keeps for host, which is gone (issue
-// 35): see Forget.
+// forget drops what the controller and the power layer keep for host,
+// which is gone (issue 35): the refusals and conflicts noted for its
+// events, the reset outcome, Async's state and the Pool's entry (see
+// Forget).
 func (c *RebootController) forget(host string) {
 	c.forgetReset(host) // and the late outcome Async keeps
+	c.refusedMu.Lock()
+	delete(c.refused, host)
+	delete(c.resetRefused, host)
+	c.refusedMu.Unlock()
+	c.conflictsEnd(host)
 	if c.Async != nil {
 		c.Async.forgetHost(host) // and what else Async keeps of it
 	}

@@ -37,7 +37,9 @@ type BMCTarget struct {
 	Endpoint string
 	// SystemID is the Redfish system's ID from the address's path, if any.
 	SystemID string
-	// Host and Port of an IPMI BMC (port 623 by default).
+	// Host and Port of an IPMI BMC (port 623 by default), the host in one
+	// spelling (ipmi.CanonicalHost), so that two spellings of one BMC are
+	// one Pool BMC.
 	Host string
 	Port int
 	// Privilege of the IPMI session, from the address's privilegelevel
@@ -75,7 +77,7 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 	scheme := strings.ToLower(u.Scheme)
 	switch {
 	case scheme == "ipmi":
-		host, port := u.Hostname(), 623
+		host, port := ipmi.CanonicalHost(u.Hostname()), 623
 		if p := u.Port(); p != "" {
 			n, err := strconv.Atoi(p)
 			if err != nil || n < 1 || n > 65535 {

@@ -34,8 +34,12 @@ const (
 // rounds: a miss in fewer than one run in a million), and a slow store,
 // over the network, whose check and write are a round trip apart, at
 // least Rounds.
-func Enough(rounds int, began time.Time) bool {
-	return rounds >= MaxRounds || rounds >= Rounds && time.Since(began) >= MinTime
+func Enough(rounds int, began time.Time) bool { return EnoughTimes(1, rounds, began) }
+
+// EnoughTimes is Enough for a check whose losing interleaving is rarer:
+// it runs n times as long and as many rounds at most.
+func EnoughTimes(n, rounds int, began time.Time) bool {
+	return rounds >= n*MaxRounds || rounds >= Rounds && time.Since(began) >= time.Duration(n)*MinTime
 }
 
 // WarmUp is how long readers read before the writers are released: a Go

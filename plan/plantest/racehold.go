@@ -25,7 +25,7 @@ import (
 // a time and fails here.
 func raceHolds(ctx context.Context, t testing.TB, handles [2]plan.Store, other plan.Store, reader func(), at time.Time) {
 	t.Helper()
-	for round, began := 0, time.Now(); !racecheck.Enough(round, began); round++ {
+	for round, began := 0, time.Now(); !racecheck.EnoughTimes(4, round, began); round++ {
 		server := fmt.Sprintf("hold-%d", round)
 		id := func(i int) string { return fmt.Sprintf("plan-hold-%d-%d", round, i) }
 		putter := func(i int) bool { return (i/2+round)%2 == 0 }
