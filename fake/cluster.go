@@ -74,16 +74,22 @@ func (c *Cluster) GetAdmissions(context.Context) (remediation.Admissions, error)
 
 // PutAdmissions implements remediation.AdmissionStore with
 // compare-and-swap. The interloper (SetInterloper) is called first with
-// the key "admissions".
-func (c *Cluster) PutAdmissions(_ context.Context, a remediation.Admissions) error {
+// the key "admissions"; then, under the lock, nothing is written once ctx
+// has ended (its Err, asked just before the write: a reboot.Guard's write
+// after its lease ran out is refused).
+func (c *Cluster) PutAdmissions(ctx context.Context, a remediation.Admissions) error {
 	c.between.run("admissions")
-	return c.putAdmissions(a)
+	return c.putAdmissions(ctx, a)
 }
 
-// putAdmissions applies PutAdmissions' compare-and-swap under the lock.
-func (c *Cluster) putAdmissions(a remediation.Admissions) error {
+// putAdmissions applies PutAdmissions' compare-and-swap under the lock,
+// nothing written once ctx has ended.
+func (c *Cluster) putAdmissions(ctx context.Context, a remediation.Admissions) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := ended(ctx, "admissions"); err != nil {
+		return err
+	}
 	if a.Version != strconv.Itoa(c.admVersion) {
 		return fmt.Errorf("fake: admissions version %s, current %d: %w", a.Version, c.admVersion, remediation.ErrConflict)
 	}
@@ -127,6 +133,11 @@ func (c *Cluster) bump(rec *remediation.MachineRecord) {
 func (c *Cluster) SetNeedsRemediation(name string, on bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.setNeedsRemediation(name, on)
+}
+
+// setNeedsRemediation is SetNeedsRemediation; the caller holds the lock.
+func (c *Cluster) setNeedsRemediation(name string, on bool) {
 	if rec, ok := c.machines[name]; ok && rec.Machine.NeedsRemediation != on {
 		rec.Machine.NeedsRemediation = on
 		c.bump(&rec)
@@ -194,16 +205,22 @@ func (c *Cluster) List(context.Context) ([]remediation.MachineRecord, error) {
 	return out, nil
 }
 
-// SaveState implements remediation.MachineStore.
-func (c *Cluster) SaveState(_ context.Context, name, version string, s remediation.State) error {
+// SaveState implements remediation.MachineStore: the interloper
+// (SetInterloper) first, then the compare-and-swap under the lock,
+// nothing written once ctx has ended.
+func (c *Cluster) SaveState(ctx context.Context, name, version string, s remediation.State) error {
 	c.between.run(name)
-	return c.saveState(name, version, s)
+	return c.saveState(ctx, name, version, s)
 }
 
-// saveState is SaveState's compare-and-swap, under the cluster's lock.
-func (c *Cluster) saveState(name, version string, s remediation.State) error {
+// saveState is SaveState's compare-and-swap, under the cluster's lock,
+// nothing written once ctx has ended.
+func (c *Cluster) saveState(ctx context.Context, name, version string, s remediation.State) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := ended(ctx, "machine "+name); err != nil {
+		return err
+	}
 	rec, ok := c.machines[name]
 	if !ok {
 		return fmt.Errorf("fake: machine %s: %w", name, remediation.ErrNotFound)
@@ -217,16 +234,26 @@ func (c *Cluster) saveState(name, version string, s remediation.State) error {
 	return nil
 }
 
-// RemoveNeedsRemediation implements remediation.MachineStore.
-func (c *Cluster) RemoveNeedsRemediation(_ context.Context, name string) error {
-	c.SetNeedsRemediation(name, false)
+// RemoveNeedsRemediation implements remediation.MachineStore; nothing
+// is written once ctx has ended.
+func (c *Cluster) RemoveNeedsRemediation(ctx context.Context, name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := ended(ctx, "machine "+name); err != nil {
+		return err
+	}
+	c.setNeedsRemediation(name, false)
 	return nil
 }
 
-// Delete implements remediation.MachineStore.
-func (c *Cluster) Delete(_ context.Context, name string) error {
+// Delete implements remediation.MachineStore; nothing is deleted once
+// ctx has ended.
+func (c *Cluster) Delete(ctx context.Context, name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := ended(ctx, "machine "+name); err != nil {
+		return err
+	}
 	if _, ok := c.machines[name]; ok {
 		delete(c.machines, name)
 		c.watchers.notify(name)
@@ -245,14 +272,18 @@ func (n *ClusterNodes) Get(_ context.Context, name string) (remediation.Node, er
 	return (*Cluster)(n).Node(name), nil
 }
 
-// Delete implements remediation.NodeStore.
-func (n *ClusterNodes) Delete(_ context.Context, name, uid string) error {
+// Delete implements remediation.NodeStore; nothing is deleted once ctx
+// has ended (asked under the lock, after BeforeNodeFence).
+func (n *ClusterNodes) Delete(ctx context.Context, name, uid string) error {
 	c := (*Cluster)(n)
 	if c.BeforeNodeFence != nil {
 		c.BeforeNodeFence(name)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := ended(ctx, "node "+name); err != nil {
+		return err
+	}
 	if cur, ok := c.nodes[name]; ok {
 		if uid != "" && cur.UID != uid {
 			return fmt.Errorf("fake: node %s has UID %q, not %q: %w", name, cur.UID, uid, remediation.ErrConflict)
@@ -264,14 +295,18 @@ func (n *ClusterNodes) Delete(_ context.Context, name, uid string) error {
 	return nil
 }
 
-// SetOutOfService implements remediation.NodeStore.
-func (n *ClusterNodes) SetOutOfService(_ context.Context, name string, on bool) error {
+// SetOutOfService implements remediation.NodeStore; nothing is written
+// once ctx has ended (asked under the lock, after BeforeNodeFence).
+func (n *ClusterNodes) SetOutOfService(ctx context.Context, name string, on bool) error {
 	c := (*Cluster)(n)
 	if on && c.BeforeNodeFence != nil {
 		c.BeforeNodeFence(name)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := ended(ctx, "node "+name); err != nil {
+		return err
+	}
 	if nd, ok := c.nodes[name]; ok {
 		nd.OutOfService = on
 		c.nodes[name] = nd
@@ -280,11 +315,15 @@ func (n *ClusterNodes) SetOutOfService(_ context.Context, name string, on bool) 
 	return nil
 }
 
-// AddMetadata implements remediation.NodeStore.
-func (n *ClusterNodes) AddMetadata(_ context.Context, name string, labels, annotations map[string]string) error {
+// AddMetadata implements remediation.NodeStore; nothing is written once
+// ctx has ended.
+func (n *ClusterNodes) AddMetadata(ctx context.Context, name string, labels, annotations map[string]string) error {
 	c := (*Cluster)(n)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := ended(ctx, "node "+name); err != nil {
+		return err
+	}
 	nd, ok := c.nodes[name]
 	if !ok {
 		return fmt.Errorf("fake: node %s not found", name)
@@ -304,5 +343,18 @@ func (n *ClusterNodes) AddMetadata(_ context.Context, name string, labels, annot
 	nd.Labels, nd.Annotations = add(nd.Labels, labels), add(nd.Annotations, annotations)
 	c.nodes[name] = nd
 	c.nodeChanged(name)
+	return nil
+}
+
+// ended returns an error naming what if ctx has ended (its Err, which a
+// reboot.ClockBound context reports past its deadline before its timer
+// closes Done), nil otherwise: the cluster's writers ask it under the
+// lock, just before they write, as a store that checks its context before
+// it sends does, so a reboot.Guard's write after its lease ran out is
+// refused and changes nothing.
+func ended(ctx context.Context, what string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fake: %s: not written: %w", what, err)
+	}
 	return nil
 }

@@ -58,6 +58,12 @@
 // across both). RebootHosts, Cluster and Records can watch
 // (reboot.HostWatcher, remediation.MachineWatcher and RecordWatcher):
 // their channels take every write, coalesced, and never block a writer.
+// RebootHosts, Cluster (each of its handles: machines, admissions, nodes)
+// and Records write nothing once the write's context has ended: they ask
+// ctx.Err() under their lock just before they write, as a store that
+// checks its context before it sends does (a reboot.Guard's write after
+// its lease ran out, from a paused leader, is refused; reboottest and
+// remediationtest check it).
 //
 // # A datacenter
 //

@@ -24,6 +24,6 @@ func (o *otherAdmissions) GetAdmissions(ctx context.Context) (remediation.Admiss
 
 // PutAdmissions implements remediation.AdmissionStore with
 // compare-and-swap.
-func (o *otherAdmissions) PutAdmissions(_ context.Context, a remediation.Admissions) error {
-	return o.c.putAdmissions(a)
+func (o *otherAdmissions) PutAdmissions(ctx context.Context, a remediation.Admissions) error {
+	return o.c.putAdmissions(ctx, a)
 }

@@ -29,8 +29,8 @@ func (o *otherMachines) List(ctx context.Context) ([]remediation.MachineRecord, 
 }
 
 // SaveState implements remediation.MachineStore with compare-and-swap.
-func (o *otherMachines) SaveState(_ context.Context, name, version string, s remediation.State) error {
-	return o.c.saveState(name, version, s)
+func (o *otherMachines) SaveState(ctx context.Context, name, version string, s remediation.State) error {
+	return o.c.saveState(ctx, name, version, s)
 }
 
 // RemoveNeedsRemediation implements remediation.MachineStore.

@@ -65,10 +65,15 @@ func (s *Records) List(context.Context) ([]remediation.Record, error) {
 }
 
 // Update implements remediation.RecordStore: it fails with
-// remediation.ErrConflict unless r.Version is the stored one.
-func (s *Records) Update(_ context.Context, r remediation.Record) (remediation.Record, error) {
+// remediation.ErrConflict unless r.Version is the stored one, and writes
+// nothing once ctx has ended (asked under the lock, just before the
+// write: a reboot.Guard's write after its lease ran out is refused).
+func (s *Records) Update(ctx context.Context, r remediation.Record) (remediation.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := ended(ctx, "record "+r.Name); err != nil {
+		return r, err
+	}
 	if s.rs[r.Name].Version != r.Version {
 		return r, fmt.Errorf("fake: record %s: %w", r.Name, remediation.ErrConflict)
 	}

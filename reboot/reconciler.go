@@ -53,7 +53,13 @@ type HostStore interface {
 	// Update writes h's Annotations and Status if h.Version is the current
 	// version, and returns the record with its new version. It returns an
 	// error wrapping ErrConflict if the version is stale. It must write
-	// annotations and status atomically, or annotations first.
+	// annotations and status atomically, or annotations first. It writes
+	// nothing once ctx has ended: it checks ctx.Err() just before it
+	// writes (or sends), not only ctx.Done(), since a Guard's context
+	// (ClockBound) reports the end of its lease through Err before its
+	// timer closes Done; a Guard fences a write only through that
+	// context, so a leader paused between its Hold and its Update is
+	// stopped only by the store (reboottest.Contract checks it).
 	Update(ctx context.Context, h Host) (Host, error)
 }
 

@@ -30,7 +30,14 @@ type MachineRecord struct {
 	Version string
 }
 
-// MachineStore reads and writes Machines.
+// MachineStore reads and writes Machines. Like every store of this
+// package (NodeStore, AdmissionStore, RecordStore), it writes nothing once
+// a write's ctx has ended: it checks ctx.Err() just before it writes (or
+// sends), not only ctx.Done(), since a Guard's context (reboot.ClockBound)
+// reports the end of its lease through Err before its timer closes Done.
+// The Reconciler writes through reboot.Fenced, fenced only by that
+// context: a leader paused between its Hold and its write is stopped
+// only by the store (remediationtest.Contract checks it).
 type MachineStore interface {
 	// Get returns the Machine or an error wrapping ErrNotFound.
 	Get(ctx context.Context, name string) (MachineRecord, error)
@@ -44,7 +51,8 @@ type MachineStore interface {
 	Delete(ctx context.Context, name string) error
 }
 
-// NodeStore reads and changes Nodes.
+// NodeStore reads and changes Nodes; no change once ctx has ended
+// (ctx.Err() checked just before it writes, as MachineStore says).
 type NodeStore interface {
 	// Get returns the Node; Exists is false if there is none (no error).
 	Get(ctx context.Context, name string) (Node, error)
@@ -220,7 +228,9 @@ func (a Admissions) Has(machine string) bool { return slices.Contains(a.Machines
 // AdmissionStore holds the one record that makes the storm guard's
 // admission atomic across concurrent reconciles and processes: a
 // remediation starts only after a compare-and-swap write that adds its
-// Machine to the record it was judged against.
+// Machine to the record it was judged against. PutAdmissions writes
+// nothing once ctx has ended (ctx.Err() checked just before it writes, as
+// MachineStore says).
 type AdmissionStore interface {
 	// GetAdmissions returns the record (empty with a version if none).
 	GetAdmissions(ctx context.Context) (Admissions, error)

@@ -45,7 +45,9 @@ type RecordStore interface {
 	List(ctx context.Context) ([]Record, error)
 	// Update writes r's Unhealthy, OutOfService, Labels, Annotations and
 	// State if r.Version is current (else an error wrapping ErrConflict),
-	// and returns the record with its new version.
+	// and returns the record with its new version. It writes nothing once
+	// ctx has ended: it checks ctx.Err() just before it writes, as
+	// MachineStore says.
 	Update(ctx context.Context, r Record) (Record, error)
 }
 

@@ -71,9 +71,11 @@ func (inv *inventory) Get(_ context.Context, name string) (reboot.Host, error) {
 // Update implements reboot.HostStore: compare-and-swap on the version,
 // and nothing written once ctx has ended. The Guard fences a write only
 // through the context it hands out: a leader paused past its lease
-// resumes with that context ended, and the store must refuse (a database
-// driver that takes the context refuses to send; check it here, under the
-// lock, just before the write).
+// resumes with that context ended, and the store must refuse. Ask
+// ctx.Err() here, under the lock, just before the write: a database
+// driver that only selects on ctx.Done() does not see a Guard's context
+// (reboot.ClockBound) ended by the clock before its timer fires, after a
+// pause (reboottest.Contract gives Update such a context).
 func (inv *inventory) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/endedctx"
 	"github.com/rebootkit/rebootkit/internal/watchcheck"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
@@ -20,9 +21,13 @@ import (
 // controller's power-on does: its compare-and-swap is what stops a
 // power-on decided before a keyed annotation was added) wraps ErrConflict
 // and changes nothing; an Update with a context that ended fails and
-// writes nothing (a reboot.Guard fences a write only through the context
-// it returns: a leader paused between its Hold and its Update resumes with
-// that context ended, and only the store can refuse); that of
+// writes nothing, both with a cancelled context and with one ended by the
+// clock only (reboot.ClockBound past its deadline, as a Guard's is after
+// a pause: Err non-nil, Done not yet closed), so a store must check
+// ctx.Err() just before it writes, not only select on Done (a
+// reboot.Guard fences a write only through the context it returns: a
+// leader paused between its Hold and its Update resumes with that context
+// ended, and only the store can refuse); that of
 // racecheck.Writers Updates at once from one read (half through
 // Stores.Other, a second process's handle, beside readers, in each of
 // racecheck.Rounds to racecheck.MaxRounds rounds (racecheck.Enough))
@@ -130,22 +135,25 @@ func Contract(t testing.TB, newStores NewStores) {
 	}
 
 	// An ended context (a Guard's, its lease run out): refused, nothing
-	// written.
-	cur, err := s.Hosts.Get(ctx, "h")
-	if err != nil {
-		t.Fatalf("Get: %v", err)
-	}
-	late := cur
-	late.Annotations = map[string]string{reboot.AnnotationPrefix + "late": ""}
-	late.Status.LastPoweredOn = at.Add(3 * time.Minute)
-	ended, endCtx := context.WithCancel(ctx)
-	endCtx()
-	if _, err := s.Hosts.Update(ended, late); err == nil {
-		t.Errorf("Update with a context that ended succeeded: a store must check its context before it writes (a reboot.Guard's write after its lease ran out, from a paused leader, would land)")
-	}
-	if got, err := other.Get(ctx, "h"); err != nil || got.Version != cur.Version || got.Annotations[reboot.AnnotationPrefix+"late"] != "" || got.Status.LastPoweredOn.Equal(late.Status.LastPoweredOn) {
-		t.Errorf("after an Update with a context that ended: version %q (was %q), annotations %v, LastPoweredOn %v (%v): the write landed",
-			got.Version, cur.Version, got.Annotations, got.Status.LastPoweredOn, err)
+	// written. Cancelled (Done closed), and ended by the clock only
+	// (reboot.ClockBound past its deadline after a pause: Err non-nil,
+	// Done not yet closed), which a store that selects on Done only
+	// writes with.
+	for _, e := range endedctx.From(ctx) {
+		cur, err := s.Hosts.Get(ctx, "h")
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		late := cur
+		late.Annotations = map[string]string{reboot.AnnotationPrefix + "late": ""}
+		late.Status.LastPoweredOn = at.Add(3 * time.Minute)
+		if _, err := s.Hosts.Update(e.Ctx, late); err == nil {
+			t.Errorf("Update with %s succeeded: a store must check its context (ctx.Err()) just before it writes (a reboot.Guard's write after its lease ran out, from a paused leader, would land)", e.Name)
+		}
+		if got, err := other.Get(ctx, "h"); err != nil || got.Version != cur.Version || got.Annotations[reboot.AnnotationPrefix+"late"] != "" || got.Status.LastPoweredOn.Equal(late.Status.LastPoweredOn) {
+			t.Errorf("after an Update with %s: version %q (was %q), annotations %v, LastPoweredOn %v (%v): the write landed",
+				e.Name, got.Version, cur.Version, got.Annotations, got.Status.LastPoweredOn, err)
+		}
 	}
 
 	raceCheck(ctx, t, s.Hosts, other, "h")

@@ -16,8 +16,10 @@
 //	}
 //
 // Check runs Contract (compare-and-swap, ErrNotFound, the new version
-// returned, annotations and status written together, a HostWatcher that
-// never blocks writers) and StateMachine: a reboot.Reconciler over your
+// returned, annotations and status written together, no write with an
+// ended context (cancelled, or ended by the clock only as a Guard's is
+// after a pause: check ctx.Err() just before you write), a HostWatcher
+// that never blocks writers) and StateMachine: a reboot.Reconciler over your
 // store, fencing clients, a second writer between the Reconciler's read
 // and its write, injected conflicts, crashes and restarts, a lying BMC
 // (the fake package's adversary modes), a jumping clock, and a clock that

@@ -22,7 +22,17 @@
 // relies on; behind remediation.Records, the RecordStore's own Update
 // compare-and-swap, one call at a time and raced as SaveState is (through
 // the RecordStore behind OtherMachines too, if that is Records'; Records'
-// read-change-write loops count on its ErrConflict); and when the MachineStore is a remediation.MachineWatcher,
+// read-change-write loops count on its ErrConflict); that a write with
+// an ended context fails and changes nothing (read back): SaveState
+// (through OtherMachines too), PutAdmissions (through OtherAdmissions
+// too), Nodes.Delete with the UID read, and behind remediation.Records
+// the RecordStore's Update, each with a cancelled context and with one
+// ended by the clock only (reboot.ClockBound past its deadline, as a
+// Guard's is after a pause: Err non-nil, Done not yet closed), so a store
+// must check ctx.Err() just before it writes (the Reconciler writes
+// through reboot.Fenced, fenced only by the Guard's context: a leader
+// paused between its Hold and its write resumes with that context ended,
+// and only the store can refuse); and when the MachineStore is a remediation.MachineWatcher,
 // or the RecordStore a remediation.RecordWatcher, its Watch: it returns
 // within 10 s, and if it can watch (no error), 100 writes nobody reads
 // from the watch do not block, the watch then holds a value, each of three
@@ -166,6 +176,7 @@ func Contract(t testing.TB, newStores NewStores) {
 	if cur, _ := s.Machines.Get(ctx, "s1"); cur.Machine.NeedsRemediation || !cur.State.Equal(st) {
 		t.Errorf("after RemoveNeedsRemediation: %+v, state %+v; want it cleared and the state kept", cur.Machine, cur.State)
 	}
+	checkEndedSaveState(ctx, t, s.Machines, s.OtherMachines, "s1")
 	raceSaveState(ctx, t, s.Machines, s.OtherMachines, "s1")
 
 	// Nodes.
@@ -207,6 +218,7 @@ func Contract(t testing.TB, newStores NewStores) {
 		if n2, err := s.Nodes.Get(ctx, "s2"); err == nil && n2.UID != "" {
 			uid = n2.UID
 		}
+		checkEndedNodeDelete(ctx, t, s.Nodes, "s2", uid)
 		if err := s.Nodes.Delete(ctx, "s2", uid); err != nil {
 			t.Errorf("Nodes.Delete with its UID: %v", err)
 		}
@@ -220,6 +232,7 @@ func Contract(t testing.TB, newStores NewStores) {
 
 	if rs, ok := remediation.RecordStoreOf(s.Machines); ok {
 		checkRecordStore(ctx, t, rs)
+		checkEndedRecordUpdate(ctx, t, rs, "s2")
 		var other remediation.RecordStore
 		if s.OtherMachines != nil {
 			other, _ = remediation.RecordStoreOf(s.OtherMachines)
@@ -265,6 +278,7 @@ func Contract(t testing.TB, newStores NewStores) {
 		t.Errorf("admissions after a write of s1's member entry: %+v; want %+v (Admissions.Members must be persisted: a Machine deleted mid-remediation is counted by the storm guard where it was, and its admission released at once only if it wrote no request)", got.Members, wantMember)
 	}
 
+	checkEndedAdmissions(ctx, t, s.Admissions, s.OtherAdmissions)
 	raceAdmissions(ctx, t, s.Admissions, s.OtherAdmissions)
 
 	// Machines.Delete: escalation deletes a Machine for its owner to

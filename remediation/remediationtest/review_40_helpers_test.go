@@ -41,9 +41,12 @@ func (s *records) List(context.Context) ([]remediation.Record, error) {
 	return out, nil
 }
 
-func (s *records) Update(_ context.Context, r remediation.Record) (remediation.Record, error) {
+func (s *records) Update(ctx context.Context, r remediation.Record) (remediation.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := ctx.Err(); err != nil { // Contract's ended-context check (round 40ai)
+		return r, fmt.Errorf("%s: not written: %w", r.Name, err)
+	}
 	if s.rs[r.Name].Version != r.Version {
 		return r, fmt.Errorf("%s: %w", r.Name, remediation.ErrConflict)
 	}
