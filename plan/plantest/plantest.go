@@ -55,6 +55,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/racecheck"
 	"github.com/rebootkit/rebootkit/plan"
 )
 
@@ -66,7 +67,7 @@ type Stores struct {
 	// Other is a second handle on the same plans, as another process
 	// (rebootctl beside the executor, a second executor, a second
 	// rebootctl plan create) has it: its own client, connection, Open of
-	// the same directory or database, never Store given again. Its reads
+	// the same directory or database, never Store given again (the kit fails when it is the same pointer). Its reads
 	// must be current (not from a cache that lags): StoreContract's race
 	// reads the ground truth through it. StoreContract's race sends half
 	// its writers through each handle, so a store whose checks are
@@ -110,6 +111,9 @@ func StoreContract(t testing.TB, newStore NewStore) {
 		defer stores.Close()
 	}
 	s := stores.Store
+	if racecheck.Same(stores.Other, s) {
+		t.Errorf("plantest: Stores.Other is Stores.Store given again: give a second handle on the same plans (its own client, connection or open of the same storage), or nil where the storage admits one handle per process")
+	}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	one, err := runningPlan("plan-one", at, "u1", "u2")
 	if err != nil {

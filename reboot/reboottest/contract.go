@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rebootkit/rebootkit/internal/endedctx"
+	"github.com/rebootkit/rebootkit/internal/racecheck"
 	"github.com/rebootkit/rebootkit/internal/watchcheck"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
@@ -60,6 +61,8 @@ func Contract(t testing.TB, newStores NewStores) {
 	if other == nil {
 		t.Errorf("reboottest: Stores.Other is nil: give a second handle on the same records, as another process has it (its own client, connection or open of the same storage); through Hosts alone the race cannot catch a store whose compare-and-swap is atomic only within one process (the controller's write and a fencing client's keyed request from one read both accepted, the request lost)")
 		other = s.Hosts
+	} else if racecheck.Same(s.Other, s.Hosts) {
+		t.Errorf("reboottest: Stores.Other is Stores.Hosts given again: give a second handle on the same records (its own client, connection or open of the same storage); through one handle the race cannot catch a store whose compare-and-swap is atomic only within one process")
 	}
 	if _, err := s.Hosts.Get(ctx, "no-such-host"); !errors.Is(err, reboot.ErrNotFound) {
 		t.Errorf("Get of a missing host: %v, want an error wrapping reboot.ErrNotFound", err)

@@ -65,7 +65,7 @@ type Stores struct {
 	// Other is a second handle on the same records, as another process
 	// (a fencing client, an operator, a second controller) has it: its
 	// own client, connection or open of the same storage, never Hosts
-	// given again. Its reads must be current (not from a cache that
+	// given again (the kit fails when it is the same pointer). Its reads must be current (not from a cache that
 	// lags): the kit checks the ground truth through it. Contract's race
 	// sends half its writers through each handle, so a HostStore whose
 	// version check is atomic with its write only within one process (a

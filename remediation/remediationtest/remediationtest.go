@@ -59,6 +59,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebootkit/rebootkit/internal/racecheck"
 	"github.com/rebootkit/rebootkit/internal/watchcheck"
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -68,7 +69,7 @@ type Stores struct {
 	Machines remediation.MachineStore
 	// OtherMachines is a second handle on the same Machines, as another
 	// process (a second reconciler) has it: its own client, connection
-	// or Open of the same storage, never Machines given again (behind
+	// or Open of the same storage, never Machines given again (the kit fails when it is the same pointer) (behind
 	// remediation.Records: Records over a second handle on the
 	// RecordStore). Its reads must be current: Contract's race of
 	// SaveState reads the Machine back through it. The race sends half
@@ -83,7 +84,7 @@ type Stores struct {
 	// OtherAdmissions is a second handle on the same admission record,
 	// as another process (a second reconciler) has it: its own client,
 	// connection or Open of the same storage, never Admissions given
-	// again. Its reads must be current: Contract's race reads the record
+	// again (the kit fails when it is the same pointer). Its reads must be current: Contract's race reads the record
 	// back through it. The race sends half its writers through each
 	// handle, so an AdmissionStore whose version check is atomic with
 	// its write only within one process (a sync.Mutex around read,
@@ -138,6 +139,12 @@ func Contract(t testing.TB, newStores NewStores) {
 	}
 	if s.Close != nil {
 		defer s.Close()
+	}
+	if racecheck.Same(s.OtherMachines, s.Machines) {
+		t.Errorf("remediationtest: Stores.OtherMachines is Stores.Machines given again: give a second handle on the same Machines (its own client, connection or open of the same storage), or nil where the storage admits one handle per process")
+	}
+	if racecheck.Same(s.OtherAdmissions, s.Admissions) {
+		t.Errorf("remediationtest: Stores.OtherAdmissions is Stores.Admissions given again: give a second handle on the same admission record (its own client, connection or open of the same storage), or nil where the storage admits one handle per process")
 	}
 
 	// Machines.
