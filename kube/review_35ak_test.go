@@ -1,6 +1,10 @@
 package kube
 
-import "testing"
+import (
+	"net"
+	"strconv"
+	"testing"
+)
 
 // TestReview35ak_IPMIAddressDialsFoldedHost (review 35aj fix, review 35ak,
 // Low). Round 36 made ParseBMCAddress's IPMI Host ipmi.CanonicalHost of
@@ -14,5 +18,21 @@ func TestReview35ak_IPMIAddressDialsFoldedHost(t *testing.T) {
 	bt, err := ParseBMCAddress("ipmi://\u212Abmc.example:623")
 	if err == nil && bt.Host == "kbmc.example" {
 		t.Errorf("ParseBMCAddress(ipmi://\\u212Abmc.example) dials Host %q: another BMC than the one written", bt.Host)
+	}
+}
+
+// TestReview35ak_IPMIAddressWithoutHostDialsLocalhost (review 35ak, Low).
+// ParseBMCAddress refuses a Redfish address without a host
+// (redfish.Origin: "endpoint must name a host", ErrBMCAddress) but takes
+// ipmi://:623 with Host "": the address is not reported as invalid
+// (ErrBMCAddress); every such host is named the one Pool BMC ":623", and
+// the mistake shows only at each power call, as ipmi.Connect's ErrConfig
+// (ipmi.Config.withDefaults refuses Host ""), retried as a login failure.
+func TestReview35ak_IPMIAddressWithoutHostDialsLocalhost(t *testing.T) {
+	for _, a := range []string{"ipmi://:623", "ipmi://:623?privilegelevel=OPERATOR", "ipmi:%3A623"} {
+		bt, err := ParseBMCAddress(a)
+		if err == nil && bt.Host == "" {
+			t.Errorf("ParseBMCAddress(%q) = Host %q Port %d, no error: Pool BMC %q", a, bt.Host, bt.Port, net.JoinHostPort(bt.Host, strconv.Itoa(bt.Port)))
+		}
 	}
 }
