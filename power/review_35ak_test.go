@@ -2,12 +2,18 @@ package power_test
 
 import (
 	"context"
+	"crypto/x509"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/ipmi/ipmitest"
+	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -52,3 +58,52 @@ func TestReview35ak_IPMIInCallRefusedLoginThenPoolLoginAtOnce(t *testing.T) {
 	require.LessOrEqual(t, rotated.Logins(), 1,
 		"refused logins with one password, no time between them (AuthBackoff, 30 s by default); errors: %v", errs)
 }
+
+// TestReview35ak_BasicAuthRefusedCallThenLoginAtOnce (review 35ak, same
+// root cause as TestReview35ak_IPMIInCallRefusedLoginThenPoolLoginAtOnce).
+// With Redfish BasicAuth every call sends the credentials (the Pool counts
+// such a call answered as a login, succeededLocked). Once the BMC's
+// password is rotated, the first call's 401 (ErrAuth) only retires the
+// session (Pool.release): no back-off starts, and the next call logs in
+// again (Target.Connect, sending the refused credentials) at once.
+// Ground truth: the requests the emulator refused that carried the old
+// basic-auth credentials, with the Pool's clock standing still.
+func TestReview35ak_BasicAuthRefusedCallThenLoginAtOnce(t *testing.T) {
+	clk := newClock()
+	p := fake.NewPower(time.Now, fake.PowerConfig{})
+	b := redfishtest.NewBMC(time.Now, p, "admin", bmcPassword)
+	var refused atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		b.ServeHTTP(rec, r)
+		if u, pw, ok := r.BasicAuth(); ok && u == "admin" && pw == bmcPassword && rec.Code == http.StatusUnauthorized {
+			refused.Add(1)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	cfg := redfish.Config{Endpoint: srv.URL, Username: "admin", Password: bmcPassword, BasicAuth: true, RootCAs: roots}
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	c := pool.Controller("h1", power.Target{BMC: srv.URL, Config: "v1", Connect: func(ctx context.Context) (power.Controller, error) {
+		return redfish.Connect(ctx, cfg)
+	}})
+	ctx := context.Background()
+	_, err := c.State(ctx)
+	require.NoError(t, err)
+	b.SetCredentials("admin", "Rotated-0ther")
+	var errs []error
+	for range 4 {
+		_, err := c.State(ctx)
+		errs = append(errs, err)
+	}
+	require.ErrorIs(t, errs[0], power.ErrAuth)
+	require.LessOrEqual(t, int(refused.Load()), 1,
+		"requests with the refused credentials, no time between them (AuthBackoff, 30 s by default); errors: %v", errs)
+}
+
