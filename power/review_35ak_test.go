@@ -106,4 +106,3 @@ func TestReview35ak_BasicAuthRefusedCallThenLoginAtOnce(t *testing.T) {
 	require.LessOrEqual(t, int(refused.Load()), 1,
 		"requests with the refused credentials, no time between them (AuthBackoff, 30 s by default); errors: %v", errs)
 }
-
