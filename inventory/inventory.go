@@ -283,7 +283,7 @@ func (inv *Inventory) check() error {
 			if strings.Contains(b.IPMI, "@") {
 				return bad("bmc.ipmi %q: no credentials in the address (give username, and password_env or password_file)", Scrub(b.IPMI))
 			}
-			if _, _, err := splitHostPort(b.IPMI, 623); err != nil {
+			if h, _, err := splitHostPort(b.IPMI, 623); err != nil || strings.Trim(h, "[]") == "" {
 				// Not echoed: "admin:pw" is as likely as "host:port".
 				return bad("bmc.ipmi: want host[:port] (a host name or address, a port from 1 to 65535)")
 			}
@@ -583,7 +583,7 @@ func ipmiAddress(s string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return net.JoinHostPort(ipmi.CanonicalHost(host), strconv.Itoa(port)), nil
+	return ipmi.BMCName(host, port), nil
 }
 
 func splitHostPort(s string, def int) (string, int, error) {

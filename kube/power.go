@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -38,8 +37,8 @@ type BMCTarget struct {
 	// SystemID is the Redfish system's ID from the address's path, if any.
 	SystemID string
 	// Host and Port of an IPMI BMC (port 623 by default), the host in one
-	// spelling (ipmi.CanonicalHost), so that two spellings of one BMC are
-	// one Pool BMC.
+	// spelling (ipmi.CanonicalHost); the Pool names the BMC by
+	// ipmi.BMCName, so that two spellings of one BMC are one Pool BMC.
 	Host string
 	Port int
 	// Privilege of the IPMI session, from the address's privilegelevel
@@ -78,6 +77,9 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 	switch {
 	case scheme == "ipmi":
 		host, port := ipmi.CanonicalHost(u.Hostname()), 623
+		if host == "" {
+			return BMCTarget{}, fmt.Errorf("%w: %q names no host (ipmi://host[:port])", ErrBMCAddress, addr)
+		}
 		if p := u.Port(); p != "" {
 			n, err := strconv.Atoi(p)
 			if err != nil || n < 1 || n > 65535 {
@@ -359,7 +361,7 @@ func (p *Powers) controllerOf(ctx context.Context, key string, bmh *metal3.BareM
 	var target power.Target
 	switch t.Protocol {
 	case "ipmi":
-		target.BMC = net.JoinHostPort(t.Host, strconv.Itoa(t.Port))
+		target.BMC = ipmi.BMCName(t.Host, t.Port)
 		cfg := ipmi.Config{Host: t.Host, Port: t.Port, Username: user, Password: pass, Privilege: t.Privilege}
 		target.Connect = func(ctx context.Context) (power.Controller, error) { return ipmi.Connect(ctx, cfg) }
 	default:

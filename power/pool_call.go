@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rebootkit/rebootkit/internal/clockctx"
 )
 
-// release ends a call on s; err is its outcome (nil: success). Calls
-// never back a login off: a success (or an answer of the BMC) ends a
-// back-off after failures that were not the credentials' (an
-// authentication back-off ends with a successful login only, or a call
-// that sent the credentials: CallAuthenticator); a refusal of the credentials
-// (ErrAuth: the session is gone and a re-login was refused) retires the
-// session, so that the next call logs in, under the back-off.
+// release ends a call on s; err is its outcome (nil: success). A success
+// (or an answer of the BMC) ends a back-off after failures that were not
+// the credentials' (an authentication back-off ends with a successful
+// login only, or a call that sent the credentials: CallAuthenticator); a
+// refusal of the credentials (ErrAuth: a re-login inside the call was
+// refused, or the BMC refused credentials the call sent) retires the
+// session and backs the credentials' next login off (AuthBackoff), as a
+// refused login does.
 // c: the call's state; once it was given up on, Close does not wait for it.
 func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
@@ -22,6 +25,14 @@ func (p *Pool) release(s *session, err error, c *callState) {
 	p.timedOutLocked(s, err, c.host)
 	switch {
 	case errors.Is(err, ErrAuth):
+		// The BMC refused the credentials inside the call (a re-login
+		// after the session expired, or basic auth sent with the call):
+		// that refusal backs their next login off as a refused login
+		// does, once per session (its other calls refused at the same
+		// time are the same refusal).
+		if !s.retired {
+			p.failedLocked(s.cr, err)
+		}
 		p.retireLocked(s)
 	case (err == nil || answered(err)) && s.authCalls:
 		p.succeededLocked(s.cr) // the call was a login, in effect
@@ -155,6 +166,10 @@ type pooled struct {
 func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Controller) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.p.cfg.CallTimeout)
 	defer cancel()
+	// The derived context's Err sees the caller's deadline only when its
+	// timer fires: bound it by the clock, so that a Guard's context
+	// (reboot.ClockBound) ended by a pause still ends the call here.
+	ctx = clockctx.Bound(ctx)
 	s, ctrl, err := c.p.acquire(ctx, op, c.host, c.t)
 	if err != nil {
 		return notSent{err}

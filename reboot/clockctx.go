@@ -2,7 +2,8 @@ package reboot
 
 import (
 	"context"
-	"time"
+
+	"github.com/rebootkit/rebootkit/internal/clockctx"
 )
 
 // ClockBound returns ctx with an Err that also compares the clock
@@ -15,31 +16,12 @@ import (
 // Guards' contexts (hold, Fenced, etcd.Leadership.Guard, kube.LeaseGuard)
 // are so bound. Done still closes at the timer (Err may be non-nil a
 // moment before Done is closed); contexts derived from the result check
-// their own deadline only when their timer fires, so check this one.
+// their own deadline only when their timer fires, so check this one, or
+// bound them too (power.Pool bounds the contexts it derives for calls).
 //
 // It narrows the gap, it does not close it: a process paused after the
 // check and before its write leaves the host can still land one write
 // after the lease's end, unless the store fences the write itself (an
 // etcd transaction comparing the election key: etcd.Leadership.Cmp).
 // A ctx without a deadline is returned as it is.
-func ClockBound(ctx context.Context) context.Context {
-	if _, ok := ctx.Deadline(); !ok {
-		return ctx
-	}
-	if _, ok := ctx.(clockBound); ok {
-		return ctx
-	}
-	return clockBound{ctx}
-}
-
-type clockBound struct{ context.Context }
-
-func (c clockBound) Err() error {
-	if err := c.Context.Err(); err != nil {
-		return err
-	}
-	if d, ok := c.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
+func ClockBound(ctx context.Context) context.Context { return clockctx.Bound(ctx) }
