@@ -41,7 +41,7 @@ func openBoltHosts(t testing.TB, h reboot.Host) *boltHosts {
 // writes" (reboot/reconciler.go), and issue 40 point 4 asks that the
 // project's own stores (fakes, bbolt, etcd, kube) run through the
 // published kits in CI. The inventory's bbolt HostStore (boltHosts,
-// inventory/host.go:281) takes `_ context.Context` and writes with any
+// inventory/host.go:286) takes `_ context.Context` and writes with any
 // context, and no test runs it through reboottest. Ground truth: the
 // record read back from the state file after an Update with each ended
 // context of the kit.
