@@ -275,18 +275,36 @@ func (s *boltHosts) modify(name string, change func(*hostRecord) error) (hostRec
 
 var errSkip = errors.New("nothing to write")
 
+// Get returns the host's record, or an error wrapping reboot.ErrNotFound
+// if the state file holds none (the fleet reconciles only servers whose
+// record it wrote).
 func (s *boltHosts) Get(_ context.Context, name string) (reboot.Host, error) {
-	rec, err := s.load(name)
+	var rec hostRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketHosts).Get([]byte(name))
+		if raw == nil {
+			return fmt.Errorf("inventory: host %s has no record in the state file: %w", name, reboot.ErrNotFound)
+		}
+		return json.Unmarshal(raw, &rec)
+	})
 	if err != nil {
 		return reboot.Host{}, err
 	}
 	return reboot.Host{Name: name, Version: strconv.FormatUint(rec.Version, 10), Annotations: rec.Annotations, Online: true, Status: rec.Status}, nil
 }
 
-func (s *boltHosts) Update(_ context.Context, h reboot.Host) (reboot.Host, error) {
+// Update writes h's annotations and status if h.Version is the record's
+// (reboot.ErrConflict if not), and nothing once ctx has ended: ctx.Err()
+// is asked inside the write transaction, just before the write (a Guard's
+// context ends by the clock before its Done closes: a paused leader's
+// late write is refused).
+func (s *boltHosts) Update(ctx context.Context, h reboot.Host) (reboot.Host, error) {
 	rec, err := s.modify(h.Name, func(rec *hostRecord) error {
 		if strconv.FormatUint(rec.Version, 10) != h.Version {
 			return fmt.Errorf("host %s: %w", h.Name, reboot.ErrConflict)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("inventory: host %s not written, its context ended: %w", h.Name, err)
 		}
 		rec.Annotations, rec.Status = h.Annotations, h.Status
 		return nil

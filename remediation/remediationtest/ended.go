@@ -15,7 +15,8 @@ import (
 // can refuse. The checks below give each kind of write an ended context
 // (endedctx.From: cancelled, and ended by the clock only, as
 // reboot.ClockBound reports after a pause) and read the store back: the
-// write must fail and change nothing.
+// write must fail and change nothing (endedmore.go checks the
+// Reconciler's other writes the same way).
 
 // checkEndedSaveState checks that SaveState of machine name with its
 // current version, through machines and through other (if not nil), fails

@@ -23,10 +23,15 @@
 // compare-and-swap, one call at a time and raced as SaveState is (through
 // the RecordStore behind OtherMachines too, if that is Records'; Records'
 // read-change-write loops count on its ErrConflict); that a write with
-// an ended context fails and changes nothing (read back): SaveState
-// (through OtherMachines too), PutAdmissions (through OtherAdmissions
-// too), Nodes.Delete with the UID read, and behind remediation.Records
-// the RecordStore's Update, each with a cancelled context and with one
+// an ended context fails and changes nothing (read back): every write
+// the Reconciler makes to these stores through reboot.Fenced (its host
+// writes go to a reboot.HostStore, which reboottest checks): SaveState,
+// RemoveNeedsRemediation and Machines.Delete (each through OtherMachines
+// too), PutAdmissions (through OtherAdmissions too), Nodes.SetOutOfService
+// (tainting and untainting), Nodes.AddMetadata, Nodes.Delete with the UID
+// read (Machines.Delete and Nodes.Delete not with Stores.SingleRecord),
+// and behind remediation.Records the RecordStore's Update, each with a
+// cancelled context and with one
 // ended by the clock only (reboot.ClockBound past its deadline, as a
 // Guard's is after a pause: Err non-nil, Done not yet closed), so a store
 // must check ctx.Err() just before it writes (the Reconciler writes
@@ -177,6 +182,7 @@ func Contract(t testing.TB, newStores NewStores) {
 	if cur, _ := s.Machines.Get(ctx, "s1"); !cur.State.Equal(st) {
 		t.Errorf("a refused SaveState changed the state to %+v", cur.State)
 	}
+	checkEndedRemoveNeedsRemediation(ctx, t, s.Machines, s.OtherMachines, "s1")
 	if err := s.Machines.RemoveNeedsRemediation(ctx, "s1"); err != nil {
 		t.Errorf("RemoveNeedsRemediation: %v", err)
 	}
@@ -194,18 +200,21 @@ func Contract(t testing.TB, newStores NewStores) {
 	if err != nil || !n.Exists || !n.Ready {
 		t.Fatalf("Nodes.Get: %+v, %v; want s1, existing and ready", n, err)
 	}
+	checkEndedSetOutOfService(ctx, t, s.Nodes, "s1", true)
 	if err := s.Nodes.SetOutOfService(ctx, "s1", true); err != nil {
 		t.Errorf("SetOutOfService: %v", err)
 	}
 	if n, _ := s.Nodes.Get(ctx, "s1"); !n.OutOfService {
 		t.Error("SetOutOfService(true) did not show")
 	}
+	checkEndedSetOutOfService(ctx, t, s.Nodes, "s1", false)
 	if err := s.Nodes.SetOutOfService(ctx, "s1", false); err != nil {
 		t.Errorf("SetOutOfService(false): %v", err)
 	}
 	if n, _ := s.Nodes.Get(ctx, "s1"); n.OutOfService {
 		t.Error("SetOutOfService(false) did not show")
 	}
+	checkEndedAddMetadata(ctx, t, s.Nodes, "s1")
 	if err := s.Nodes.AddMetadata(ctx, "s1", map[string]string{"role": "other", "zone": "a"}, map[string]string{"note": "x"}); err != nil {
 		t.Errorf("AddMetadata: %v", err)
 	}
@@ -296,6 +305,7 @@ func Contract(t testing.TB, newStores NewStores) {
 	if s.SingleRecord {
 		return
 	}
+	checkEndedMachineDelete(ctx, t, s.Machines, s.OtherMachines, "s1")
 	if err := s.Machines.Delete(ctx, "s1"); err != nil {
 		t.Errorf("Machines.Delete: %v", err)
 	}
