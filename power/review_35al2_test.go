@@ -1,0 +1,134 @@
+package power_test
+
+import (
+	"context"
+	"crypto/x509"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/power/redfish"
+	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
+	"github.com/stretchr/testify/require"
+)
+
+// chassis35al serves one Redfish service for systems "1" and "2" through
+// a wrapper: while deny401 is set, a token-bearing GET of deniedPath is
+// answered 401 (a per-system privilege, a front proxy's 401, a BMC
+// rebooting its web server: not a refusal of the credentials, which the
+// emulator keeps accepting at login); while expire is set, every
+// token-bearing request is answered 401 (the session expired).
+type chassis35al struct {
+	b       *redfishtest.BMC
+	srv     *httptest.Server
+	roots   *x509.CertPool
+	deny401 atomic.Bool
+	expire  atomic.Bool
+}
+
+func newChassis35al(t *testing.T, deniedPath string) *chassis35al {
+	t.Helper()
+	c := &chassis35al{}
+	c.b = redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	c.b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
+	c.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := r.Header.Get("X-Auth-Token") != ""
+		if tok && (c.expire.Load() ||
+			c.deny401.Load() && r.Method == http.MethodGet && strings.TrimSuffix(r.URL.Path, "/") == deniedPath) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"code":"Base.1.0.InsufficientPrivilege","message":"denied"}}`))
+			return
+		}
+		c.b.ServeHTTP(w, r)
+	}))
+	t.Cleanup(c.srv.Close)
+	c.roots = x509.NewCertPool()
+	c.roots.AddCert(c.srv.Certificate())
+	return c
+}
+
+func (c *chassis35al) target(id string) power.Target {
+	return power.Target{BMC: c.srv.URL, Config: "admin/" + bmcPassword, Connect: func(ctx context.Context) (power.Controller, error) {
+		return redfish.Connect(ctx, redfish.Config{Endpoint: c.srv.URL, SystemID: id, Username: "admin", Password: bmcPassword, RootCAs: c.roots})
+	}}
+}
+
+// TestReview35al_CallDenied401AfterGoodReloginBacksOffNeighbour (review
+// 35al, issue 35 item 1: "a host's failure never refuses another host
+// whose credentials differ or whose session is open"; package doc:
+// "Calls on an open session are always tried, whatever any login's
+// back-off"). Round 37 made Pool.release back the credentials off on any
+// call ending in ErrAuth. power/redfish turns every 401 of a call into
+// ErrAuth, also when the call's in-call re-login just SUCCEEDED (the
+// credentials are proven, the Pool's gate recorded the success) and the
+// retried request is refused 401 again: a 401 that is no refusal of the
+// credentials (a per-system privilege on a chassis, a front proxy, a BMC
+// web server restarting). Host A's one read then retires the session
+// shared with host B (same chassis, same credentials, session open and
+// working) and starts a 30 s authentication back-off: B's next read is
+// refused with ErrBackoff without touching the BMC. Ground truth: the
+// emulator's own login log (every login with these credentials accepted)
+// and B's system, which the BMC serves to the session all along.
+func TestReview35al_CallDenied401AfterGoodReloginBacksOffNeighbour(t *testing.T) {
+	ch := newChassis35al(t, "/redfish/v1/Systems/1")
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", ch.target("1"))
+	b := pool.Controller("b", ch.target("2"))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	_, err = b.State(ctx)
+	require.NoError(t, err, "B's session is open and works")
+
+	ch.deny401.Store(true) // A's system only: not the credentials
+	_, err = a.State(ctx)
+	require.Error(t, err, "A's system is denied")
+	for _, l := range ch.b.LoginLog() {
+		require.True(t, l.OK, "every login with these credentials was accepted: %+v", ch.b.LoginLog())
+	}
+	clk.Advance(time.Second)
+	_, err = b.State(ctx)
+	require.NoError(t, err,
+		"host B (credentials accepted at the BMC's last login, session open a second ago) refused because host A's system answered 401; A's error: %v; logins: %+v", err, ch.b.LoginLog())
+}
+
+// TestReview35al_InCallRefusedReloginCountsTwice (review 35ak's fix,
+// pool_call.go release; package doc Guarantees: "at least AuthBackoff,
+// doubling with each refusal"; doc: "after an authentication failure
+// AuthBackoff (30 s) doubling"). power/redfish's in-call re-login goes
+// through ConnectInfo.Gate, whose done(err) already records the refusal
+// (failedLocked); round 37 made Pool.release record the call's ErrAuth
+// once more. One refused login is counted as two: the next login waits
+// 2×AuthBackoff (60 s), and each further in-call refusal quadruples the
+// pause instead of doubling it, so an operator who fixed the Secret
+// waits twice as long as documented. Ground truth: the emulator's own
+// login count, with the Pool's clock moved 31 s past the one refusal.
+func TestReview35al_InCallRefusedReloginCountsTwice(t *testing.T) {
+	ch := newChassis35al(t, "")
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", ch.target("1"))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, ch.b.Logins())
+
+	// The password is rotated on the BMC, and the session then expires.
+	ch.b.SetCredentials("admin", "Rotated-0ther")
+	ch.expire.Store(true)
+	_, err = a.State(ctx)
+	require.ErrorIs(t, err, power.ErrAuth, "the in-call re-login was refused")
+	require.Equal(t, 2, ch.b.Logins(), "one in-call re-login, refused")
+
+	clk.Advance(31 * time.Second) // AuthBackoff: 30 s by default
+	_, err = a.State(ctx)
+	require.Equal(t, 3, ch.b.Logins(),
+		"one refusal, then 31 s (AuthBackoff 30 s): the next login is due; the call's error: %v", err)
+}
