@@ -14,6 +14,7 @@ import (
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/power/redfish"
 	"github.com/rebootkit/rebootkit/power/redfish/redfishtest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -37,7 +38,8 @@ func newChassis35al(t *testing.T, deniedPath string) *chassis35al {
 	c.b = redfishtest.NewBMC(time.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
 	c.b.AddSystem("2", fake.NewPower(time.Now, fake.PowerConfig{}))
 	c.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok := r.Header.Get("X-Auth-Token") != ""
+		_, _, basic := r.BasicAuth()
+		tok := r.Header.Get("X-Auth-Token") != "" || basic
 		if tok && (c.expire.Load() ||
 			c.deny401.Load() && r.Method == http.MethodGet && strings.TrimSuffix(r.URL.Path, "/") == deniedPath) {
 			w.Header().Set("Content-Type", "application/json")
@@ -53,9 +55,11 @@ func newChassis35al(t *testing.T, deniedPath string) *chassis35al {
 	return c
 }
 
-func (c *chassis35al) target(id string) power.Target {
+func (c *chassis35al) target(id string) power.Target { return c.targetAuth(id, false) }
+
+func (c *chassis35al) targetAuth(id string, basic bool) power.Target {
 	return power.Target{BMC: c.srv.URL, Config: "admin/" + bmcPassword, Connect: func(ctx context.Context) (power.Controller, error) {
-		return redfish.Connect(ctx, redfish.Config{Endpoint: c.srv.URL, SystemID: id, Username: "admin", Password: bmcPassword, RootCAs: c.roots})
+		return redfish.Connect(ctx, redfish.Config{Endpoint: c.srv.URL, SystemID: id, Username: "admin", Password: bmcPassword, RootCAs: c.roots, BasicAuth: basic})
 	}}
 }
 
@@ -95,8 +99,10 @@ func TestReview35al_CallDenied401AfterGoodReloginBacksOffNeighbour(t *testing.T)
 	}
 	clk.Advance(time.Second)
 	_, err = b.State(ctx)
-	require.NoError(t, err,
-		"host B (credentials accepted at the BMC's last login, session open a second ago) refused because host A's system answered 401; A's error: %v; logins: %+v", err, ch.b.LoginLog())
+	assert.NoError(t, err,
+		"host B (credentials accepted at the BMC's last login, session open a second ago) refused because host A's system answered 401; logins: %+v", ch.b.LoginLog())
+	clk.Advance(time.Second)
+	assert.NoError(t, b.Off(ctx, power.ModeSoft), "host B's fence refused because host A's system answered 401")
 }
 
 // TestReview35al_InCallRefusedReloginCountsTwice (review 35ak's fix,
@@ -131,4 +137,34 @@ func TestReview35al_InCallRefusedReloginCountsTwice(t *testing.T) {
 	_, err = a.State(ctx)
 	require.Equal(t, 3, ch.b.Logins(),
 		"one refusal, then 31 s (AuthBackoff 30 s): the next login is due; the call's error: %v", err)
+}
+
+// TestReview35al_BasicAuthSystem401BacksOffNeighbour (review 35al, same
+// root cause as TestReview35al_CallDenied401AfterGoodReloginBacksOffNeighbour,
+// with BasicAuth): a 401 to host A's own system (the account lacks the
+// privilege on that blade; a proxy in front of it) is, for the Pool, a
+// refusal of the credentials: it starts a 30 s authentication back-off
+// of the login, and host B, whose reads with the same credentials the
+// BMC answers (its last one a second before), is refused with
+// ErrBackoff. Ground truth: the BMC answers B's system to these
+// credentials throughout (the wrapper denies system 1 only).
+func TestReview35al_BasicAuthSystem401BacksOffNeighbour(t *testing.T) {
+	ch := newChassis35al(t, "/redfish/v1/Systems/1")
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", ch.targetAuth("1", true))
+	b := pool.Controller("b", ch.targetAuth("2", true))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	_, err = b.State(ctx)
+	require.NoError(t, err)
+
+	ch.deny401.Store(true) // A's system only: not the credentials
+	_, errA := a.State(ctx)
+	require.Error(t, errA, "A's system is denied")
+	clk.Advance(time.Second)
+	_, err = b.State(ctx)
+	require.NoError(t, err,
+		"host B (its reads with these credentials answered a second ago) refused because host A's system answered 401 (A's error: %v)", errA)
 }
