@@ -168,3 +168,49 @@ func TestReview35al_BasicAuthSystem401BacksOffNeighbour(t *testing.T) {
 	require.NoError(t, err,
 		"host B (its reads with these credentials answered a second ago) refused because host A's system answered 401 (A's error: %v)", errA)
 }
+
+// TestReview35al_CallRefusedByBackoffCountsAsRefusal (review 35al, same
+// root cause as TestReview35al_InCallRefusedReloginCountsTwice: Pool.release
+// takes any call error matching ErrAuth for a refusal). The package doc: "A
+// call that needs a login during a back-off is not tried: it fails at once
+// with an error matching ErrBackoff and the failure that started it (so
+// errors.Is(err, ErrAuth) still tells the operator the password is
+// wrong)". Host C joins host A's shared session after the password was
+// rotated and the session expired: its re-login is refused (one refusal,
+// counted by the gate) and the session is left to A. A's next read meets
+// the expiry too; its in-call re-login is not tried (ErrBackoff, which
+// matches ErrAuth), and release counts that untried login as a second
+// refusal: the back-off doubles to 60 s although the BMC refused one
+// login. Ground truth: the emulator's own login log (one refused login),
+// with the Pool's clock moved 31 s on.
+func TestReview35al_CallRefusedByBackoffCountsAsRefusal(t *testing.T) {
+	ch := newChassis35al(t, "")
+	clk := newClock()
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", ch.target("1"))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, ch.b.Logins())
+
+	ch.b.SetCredentials("admin", "Rotated-0ther")
+	ch.expire.Store(true)
+	c := pool.Controller("c", ch.target("2"))
+	_, errC := c.State(ctx)
+	require.ErrorIs(t, errC, power.ErrAuth, "C's join: the re-login was refused")
+	_, errA := a.State(ctx)
+	require.ErrorIs(t, errA, power.ErrAuth)
+	refused := 0
+	for _, l := range ch.b.LoginLog() {
+		if !l.OK {
+			refused++
+		}
+	}
+	require.Equal(t, 1, refused, "the BMC refused one login: %+v", ch.b.LoginLog())
+	n := ch.b.Logins()
+
+	clk.Advance(31 * time.Second) // AuthBackoff: 30 s by default
+	_, err = a.State(ctx)
+	require.Equal(t, n+1, ch.b.Logins(),
+		"one refusal, then 31 s: the next login is due (C: %v; A: %v; now: %v)", errC, errA, err)
+}
