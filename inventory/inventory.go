@@ -283,7 +283,7 @@ func (inv *Inventory) check() error {
 			if strings.Contains(b.IPMI, "@") {
 				return bad("bmc.ipmi %q: no credentials in the address (give username, and password_env or password_file)", Scrub(b.IPMI))
 			}
-			if h, _, err := splitHostPort(b.IPMI, 623); err != nil || strings.Trim(h, "[]") == "" {
+			if h, _, err := splitHostPort(b.IPMI, 623); err != nil || strings.TrimSuffix(strings.Trim(h, "[]"), ".") == "" {
 				// Not echoed: "admin:pw" is as likely as "host:port".
 				return bad("bmc.ipmi: want host[:port] (a host name or address, a port from 1 to 65535)")
 			}

@@ -77,7 +77,7 @@ func ParseBMCAddress(addr string) (BMCTarget, error) {
 	switch {
 	case scheme == "ipmi":
 		host, port := ipmi.CanonicalHost(u.Hostname()), 623
-		if host == "" {
+		if strings.TrimSuffix(host, ".") == "" {
 			return BMCTarget{}, fmt.Errorf("%w: %q names no host (ipmi://host[:port])", ErrBMCAddress, addr)
 		}
 		if p := u.Port(); p != "" {

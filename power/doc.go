@@ -122,10 +122,15 @@
 //     wrong). Calls on an open session are always tried, whatever any
 //     login's back-off, but for one kind of read (below): one host's
 //     wrong password never refuses another host whose credentials differ
-//     or whose session is open. A call's failure backs nothing off; a
-//     call refused with ErrAuth (the session is gone and a new login was
-//     refused) closes the session, so the next call logs in, under the
-//     back-off. A controller that sends the credentials with every call
+//     or whose session is open. A call's failure backs nothing off but
+//     one: a call refused with ErrAuth (a new login inside it refused, or
+//     credentials sent with it refused) closes the session, so the next
+//     call logs in, and backs the credentials' next login off as a
+//     refused login does, unless the refusal is not theirs or already
+//     counted: the login inside the call went through the Pool (which
+//     counted it) or was not tried (ErrBackoff), a login with them
+//     succeeded meanwhile, or the BMC answered another host's call with
+//     them since this host's last (a refusal of one system). A controller that sends the credentials with every call
 //     (CallAuthenticator: power/redfish with BasicAuth) on a BMC that
 //     holds a refused password's requests back unanswered (a password
 //     rotated after the hosts connected) would send it with every read:

@@ -15,7 +15,8 @@ import (
 // login only, or a call that sent the credentials: CallAuthenticator); a
 // refusal of the credentials (ErrAuth: a re-login inside the call was
 // refused, or the BMC refused credentials the call sent) retires the
-// session and backs the credentials' next login off (AuthBackoff), as a
+// session and, if no login counted it and it is the credentials'
+// (refusedInCallLocked), backs their next login off (AuthBackoff), as a
 // refused login does.
 // c: the call's state; once it was given up on, Close does not wait for it.
 func (p *Pool) release(s *session, err error, c *callState) {
@@ -25,21 +26,37 @@ func (p *Pool) release(s *session, err error, c *callState) {
 	p.timedOutLocked(s, err, c.host)
 	switch {
 	case errors.Is(err, ErrAuth):
-		// The BMC refused the credentials inside the call (a re-login
-		// after the session expired, or basic auth sent with the call):
-		// that refusal backs their next login off as a refused login
-		// does, once per session (its other calls refused at the same
-		// time are the same refusal).
-		if !s.retired {
+		if p.refusedInCallLocked(s, err, c) {
 			p.failedLocked(s.cr, err)
 		}
 		p.retireLocked(s)
 	case (err == nil || answered(err)) && s.authCalls:
+		s.cr.answeredHost = c.host
 		p.succeededLocked(s.cr) // the call was a login, in effect
 	case err == nil || answered(err):
+		s.cr.answeredHost = c.host
 		p.answeredLocked(s.cr)
 	}
 	p.doneLocked(s, c.abandoned)
+}
+
+// refusedInCallLocked reports whether err, the ErrAuth of a call on s,
+// is a refusal of the credentials that no login has counted yet, so that
+// it backs their next login off as a refused login does (p.mu held): a
+// re-login inside the call that bypassed the Pool's gate (IPMI), or basic
+// auth refused (CallAuthenticator). It is not when
+//   - the call's re-login was not tried (ErrBackoff: the back-off runs);
+//   - a login with these credentials ended while the call ran (its
+//     refusal was counted by the gate, or its success proves them: a 401
+//     after it is the host's, not the credentials');
+//   - the BMC answered another host's call with these credentials since
+//     this host's last answered call (the refusal is this system's);
+//   - the session was already retired (its other calls refused at the
+//     same time are the same refusal).
+func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) bool {
+	cr := s.cr
+	return !s.retired && !errors.Is(err, ErrBackoff) && cr.logins == c.logins &&
+		(cr.answeredHost == "" || cr.answeredHost == c.host)
 }
 
 // timedOutLocked records, for a session whose calls send the
@@ -145,8 +162,9 @@ func (heldErr) Is(target error) bool { return target == ErrBackoff }
 // callState is one call's, guarded by Pool.mu.
 type callState struct {
 	host      string
-	released  bool // release ran
-	abandoned bool // given up on past its deadline
+	released  bool   // release ran
+	logins    uint64 // creds.logins when the call began
+	abandoned bool   // given up on past its deadline
 }
 
 // answered reports whether err is an answer of the BMC's (a status, or a
@@ -176,6 +194,9 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 	}
 	res := make(chan error, 1)
 	cs := &callState{host: c.host}
+	c.p.mu.Lock()
+	cs.logins = s.cr.logins
+	c.p.mu.Unlock()
 	go func() {
 		err := f(ctx, ctrl)
 		c.p.release(s, err, cs)
