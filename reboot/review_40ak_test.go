@@ -104,7 +104,7 @@ func TestReview40ak_TrackerActingSinceBeforeSuspendedPowerOffReturned(t *testing
 	}
 }
 
-// TestReview40ak_SuspendDuringPressRestartPressesAgain: a host whose BMC
+// TestReview40ak_ReconcilerSuspendDuringPressActingSinceEarly: a host whose BMC
 // only presses (fake.ButtonAll, an OS that shuts down in 20 s, readings
 // 5 s old) gets a keyed (held) request; the controller's machine is
 // suspended while its press is on its way (the BMC carries it out once
@@ -114,8 +114,11 @@ func TestReview40ak_TrackerActingSinceBeforeSuspendedPowerOffReturned(t *testing
 // the suspend's length too early; the controller restarts a few seconds
 // later, while the OS still shuts down, and the new one counts the press
 // from that ActingSince (actedBound.bound): over long ago. Ground truth:
-// the host must stay off while the keyed annotation is present.
-func TestReview40ak_SuspendDuringPressRestartPressesAgain(t *testing.T) {
+// the host must stay off while the keyed annotation is present (it does:
+// the restarted controller still waits for a non-echo reading), and the
+// ActingSince written must not be before the press returned (it is, by
+// the suspend's length: the failure).
+func TestReview40ak_ReconcilerSuspendDuringPressActingSinceEarly(t *testing.T) {
 	for _, after := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second, 12 * time.Second} {
 		t.Run(after.String(), func(t *testing.T) { review40akSuspendPress(t, after) })
 	}
@@ -190,4 +193,8 @@ func review40akSuspendPress(t *testing.T, after time.Duration) {
 			sp.back.Sub(requestAt), acting.Sub(requestAt), tc.At.Sub(requestAt), rebootcheck.DescribeTruth(pw))
 	}
 	require.False(t, pw.HardwareOn(), "the held host is on at the end; truth %s", rebootcheck.DescribeTruth(pw))
+	if !acting.IsZero() && acting.Add(cfg.Precision).Before(sp.back) {
+		t.Errorf("the Reconciler wrote Status.ActingSince %v, %v before its press returned (%v, wall and real time): the status says every power-off had returned by an instant before one did",
+			acting.Sub(requestAt), sp.back.Sub(acting), sp.back.Sub(requestAt))
+	}
 }
