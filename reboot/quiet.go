@@ -87,20 +87,29 @@ func (h *memory) quietBy(at time.Duration, v time.Time) {
 	h.quiet, h.quietMono, h.quietWall = true, at, v
 }
 
-// quietSince returns Observed.ActingSince: the wall clock (from start on
-// the monotonic clock, startWall on the wall clock) by which every
+// quietSince returns Observed.ActingSince: the wall clock by which every
 // power-off and press that may still be in effect had returned, as far as
 // this memory knows (off.lastOff: its own calls' returns, and what it
 // counted of other processes' and leaders'); zero while a call may still
 // be running in the background (a late answer will say when it ended).
-func (h *memory) quietSince(start time.Duration, startWall time.Time) time.Time {
+// lastOff, a monotonic time, is written on the wall clock twice: from the
+// start (start on the monotonic clock, startWall on the wall clock), which
+// a wall-clock step since does not move, and back from now (nowMono,
+// nowWall), which a monotonic clock stopped since the start (a suspended
+// host, a paused VM: the wall clock ran on) does not move back; the later
+// of the two, since each errs only late but for its own fault.
+func (h *memory) quietSince(start time.Duration, startWall time.Time, nowMono time.Duration, nowWall time.Time) time.Time {
 	if h.lost.flight.off.set {
 		return time.Time{}
 	}
 	if h.quiet && h.off.lastOff <= h.quietMono {
 		return h.quietWall // the status's own value, not rounded up again
 	}
-	return startWall.Add(h.off.lastOff - start)
+	fromStart := startWall.Add(h.off.lastOff - start)
+	if nowWall.IsZero() {
+		return fromStart
+	}
+	return maxTime(fromStart, nowWall.Add(h.off.lastOff-nowMono))
 }
 
 // lead notes that this controller's leadership began at m after it stood

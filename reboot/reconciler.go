@@ -690,7 +690,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		standby, o.OnToggles, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision,
 			now: now, shutdown: 2*cfg.SoftTimeout + cfg.StaleReads})
 	if !standby {
-		o.ActingSince = hm.quietSince(r.start, r.startWall)
+		o.ActingSince = hm.quietSince(r.start, r.startWall, m, now)
 	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, cfg.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)

@@ -269,7 +269,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && stampedAfter(h.Status.LastPress, t.startWall, hc.Precision),
 		standby, rd.OnToggles, t.act.bound(hc, rd.Now))
 	if !standby {
-		o.ActingSince = hm.quietSince(t.act.start, t.act.wall)
+		o.ActingSince = hm.quietSince(t.act.start, t.act.wall, m, rd.Now)
 	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, hc.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(rd.Power, m, max(rd.ReadEnd, m), hc.StaleReads, hc.OffSettle)
