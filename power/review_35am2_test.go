@@ -94,3 +94,40 @@ func TestReview35am2_IPMITwoHostsOneBMCRotatedTwoRefusedLoginsAtOnce(t *testing.
 	assert.LessOrEqual(t, rotated.Logins(), 1,
 		"refused logins with one password and no time between them (AuthBackoff 30 s); h0: %v; h1: %v", err0, err1)
 }
+
+// pausedCtx35am2 is a caller's context after a process pause: its
+// deadline is past but its timer has not fired yet (Done open, Err nil),
+// the case internal/clockctx bounds.
+type pausedCtx35am2 struct{ context.Context }
+
+func (pausedCtx35am2) Deadline() (time.Time, bool) { return time.Now().Add(-time.Second), true }
+
+// TestReview35am2_IPMIPausedOffUnsentNotErrNotSent (review 35am, Low;
+// power.ErrNotSent: "a command whose error matches ErrNotSent certainly
+// changed nothing"; power/ipmi notSent). Round 38 bounds the Pool's call
+// context by the clock (clockctx.Bound): after a pause past the caller's
+// deadline, power/ipmi's link sees ctx.Err() before writing the Chassis
+// Control and sends nothing, but Controller.do takes that error for
+// session trouble: it reports the power-down as maybe sent ("no usable
+// answer", not ErrNotSent) and drops the session (a Close Session sent,
+// a new login at the next call). Ground truth: the emulator's own list
+// of chassis commands received, and its login count.
+func TestReview35am2_IPMIPausedOffUnsentNotErrNotSent(t *testing.T) {
+	pool := newPool(t, nil, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ib, err := ipmitest.NewBMC(fake.NewPower(time.Now, fake.PowerConfig{}), ipmitest.Config{Username: "admin", Password: bmcPassword})
+	require.NoError(t, err)
+	defer ib.Close()
+	c := pool.Controller("i", ipmiTarget(ib, bmcPassword))
+	_, err = c.State(context.Background())
+	require.NoError(t, err)
+	logins := ib.Logins()
+
+	err = c.Off(pausedCtx35am2{context.Background()}, power.ModeHard)
+	require.Error(t, err)
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, []string{ipmitest.Status}, ib.Commands(), "no power command reached the BMC")
+	assert.ErrorIs(t, err, power.ErrNotSent, "a power-down the BMC never received is reported as maybe sent")
+	_, err = c.State(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, logins, ib.Logins(), "the session was dropped for a call that sent nothing: a new login")
+}
