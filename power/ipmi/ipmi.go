@@ -371,7 +371,8 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 				return err
 			}
 		}
-		err := f(c.sess)
+		sess, sentBefore := c.sess, c.sess.sent
+		err := f(sess)
 		if err == nil {
 			return nil
 		}
@@ -381,6 +382,12 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 		}
 		if errors.Is(err, errUnsent) {
 			return err // f sent nothing: the session stays
+		}
+		if ctx.Err() != nil && sess.sent == sentBefore {
+			// The call ended before f sent a datagram (a deadline gone
+			// by during a pause): nothing went out, and the session
+			// stays.
+			return notSent(op, c.classify(op, err))
 		}
 		c.drop()
 		if ctx.Err() != nil || attempt > 0 || errors.Is(err, errNoRepeat) {
