@@ -289,7 +289,8 @@
 //     as above, but its goroutine lives until it returns.
 //   - Target.Connect reports a refused login with an error matching
 //     ErrAuth (power/redfish and power/ipmi do).
-//   - power/ipmi re-establishes a session inside a call on its own, not
-//     through ConnectInfo.Gate: those logins are outside the one-at-a-time
-//     rule (an IPMI BMC serves one host).
+//   - A controller's logins inside a call go through ConnectInfo.Gate
+//     (power/redfish's and power/ipmi's do); one that logs in on its own
+//     is outside the one-at-a-time rule, and its refusals back off only
+//     as a call's ErrAuth does (above).
 package power

@@ -246,12 +246,13 @@ type creds struct {
 	until        time.Time
 	last         error
 	answeredAt   time.Time // when the BMC last answered a request of these credentials (a login, a call)
-	// logins counts the outcomes (successes and failures) of logins with
-	// these credentials; answeredHost is the host whose call with them
+	// loginsOK and loginsFailed count the outcomes of logins with these
+	// credentials; answeredHost is the host whose call with them
 	// the BMC last answered. A call refused with ErrAuth backs them off
 	// only if no login outcome came during it and no other host's call
 	// was answered since its host's (release).
-	logins       uint64
+	loginsOK     uint64
+	loginsFailed uint64
 	answeredHost string
 	// unansweredAt: when a call that sent these credentials
 	// (CallAuthenticator) last ran out of time unanswered; heldUntil and

@@ -15,9 +15,11 @@ import (
 // login only, or a call that sent the credentials: CallAuthenticator); a
 // refusal of the credentials (ErrAuth: a re-login inside the call was
 // refused, or the BMC refused credentials the call sent) retires the
-// session and, if no login counted it and it is the credentials'
-// (refusedInCallLocked), backs their next login off (AuthBackoff), as a
-// refused login does.
+// session, unless a login proved the credentials during the call or the
+// BMC answered another host's call with them since (the refusal is this
+// host's system's), and, if no login counted it and it is the
+// credentials' (refusedInCallLocked), backs their next login off
+// (AuthBackoff), as a refused login does.
 // c: the call's state; once it was given up on, Close does not wait for it.
 func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
@@ -26,10 +28,19 @@ func (p *Pool) release(s *session, err error, c *callState) {
 	p.timedOutLocked(s, err, c.host)
 	switch {
 	case errors.Is(err, ErrAuth):
+		cr := s.cr
+		okDuring, otherAnswered := cr.loginsOK != c.loginsOK, cr.answeredHost != "" && cr.answeredHost != c.host
 		if p.refusedInCallLocked(s, err, c) {
-			p.failedLocked(s.cr, err)
+			p.failedLocked(cr, err)
 		}
-		p.retireLocked(s)
+		if !okDuring && !otherAnswered {
+			// The session's login is gone, or its credentials refused:
+			// the next call logs in. A session whose credentials a login
+			// just proved, or whose other hosts' calls the BMC answered
+			// since, stays: the refusal is this host's system's, and the
+			// hosts sharing the session go on using it.
+			p.retireLocked(s)
+		}
 	case (err == nil || answered(err)) && s.authCalls:
 		s.cr.answeredHost = c.host
 		p.succeededLocked(s.cr) // the call was a login, in effect
@@ -55,7 +66,7 @@ func (p *Pool) release(s *session, err error, c *callState) {
 //     same time are the same refusal).
 func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) bool {
 	cr := s.cr
-	return !s.retired && !errors.Is(err, ErrBackoff) && cr.logins == c.logins &&
+	return !s.retired && !errors.Is(err, ErrBackoff) && cr.loginsOK == c.loginsOK && cr.loginsFailed == c.loginsFailed &&
 		(cr.answeredHost == "" || cr.answeredHost == c.host)
 }
 
@@ -161,10 +172,10 @@ func (heldErr) Is(target error) bool { return target == ErrBackoff }
 
 // callState is one call's, guarded by Pool.mu.
 type callState struct {
-	host      string
-	released  bool   // release ran
-	logins    uint64 // creds.logins when the call began
-	abandoned bool   // given up on past its deadline
+	host                   string
+	released               bool   // release ran
+	loginsOK, loginsFailed uint64 // the creds' counts when the call began
+	abandoned              bool   // given up on past its deadline
 }
 
 // answered reports whether err is an answer of the BMC's (a status, or a
@@ -195,7 +206,7 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 	res := make(chan error, 1)
 	cs := &callState{host: c.host}
 	c.p.mu.Lock()
-	cs.logins = s.cr.logins
+	cs.loginsOK, cs.loginsFailed = s.cr.loginsOK, s.cr.loginsFailed
 	c.p.mu.Unlock()
 	go func() {
 		err := f(ctx, ctrl)

@@ -699,7 +699,7 @@ func (p *Pool) failedLocked(cr *creds, err error) {
 	// (ErrUnanswered, and no answer with them lately) may be a refusal
 	// the BMC holds back: it backs off as one.
 	auth := errors.Is(err, ErrAuth) || errors.Is(err, ErrUnanswered)
-	cr.logins++
+	cr.loginsFailed++
 	var d, limit time.Duration
 	var n int
 	if auth {
@@ -740,7 +740,7 @@ func (p *Pool) unansweredOwnLocked(cr *creds, err error) bool {
 // succeededLocked records a successful login of cr (p.mu held): the
 // credentials are proven and their back-off ends.
 func (p *Pool) succeededLocked(cr *creds) {
-	cr.logins++
+	cr.loginsOK++
 	cr.answeredAt = p.cfg.Now()
 	cr.heldUntil, cr.roundUntil, cr.heldProbes = time.Time{}, time.Time{}, 0
 	clearTurnsLocked(&cr.held)

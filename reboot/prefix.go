@@ -75,7 +75,9 @@ func (p PrefixedHosts) toInternal(k string) string {
 		return Annotation
 	case strings.HasPrefix(k, p.Prefix+"/"):
 		return AnnotationPrefix + k[len(p.Prefix)+1:]
-	case IsRebootAnnotation(k):
+	case IsRebootAnnotation(k) || strings.HasPrefix(k, escapedMetal3):
+		// Escaped, and an escape's look-alike escaped again, so that
+		// toStore gives every key back as it was (one escape dropped).
 		return escapedMetal3 + k
 	}
 	return k

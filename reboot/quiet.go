@@ -35,6 +35,9 @@ type actedBound struct {
 	// shutdown may run (offlineOffRecent): 2x SoftTimeout + StaleReads.
 	now      time.Time
 	shutdown time.Duration
+	// nowMono is the pass's monotonic clock, read with now (when both are
+	// set, bound also converts from now: see bound).
+	nowMono time.Duration
 }
 
 // offlineOffRecent reports whether st shows an Online=false enforcement
@@ -71,7 +74,15 @@ func (b actedBound) bound(st Status) (time.Duration, bool) {
 	if !b.set || v.IsZero() || st.Format < formatPresses || st.LastPress.After(v) {
 		return 0, false
 	}
-	return b.start - b.startWall.Sub(v) + b.precision, true
+	at := b.start - b.startWall.Sub(v)
+	if !b.now.IsZero() {
+		// Also from now: a wall clock wrong at the start and stepped
+		// since would move the start's conversion early (the calls
+		// counted as long returned); each errs only late but for its
+		// own fault, so the later of the two (as quietSince).
+		at = max(at, b.nowMono-b.now.Sub(v))
+	}
+	return at + b.precision, true
 }
 
 // quietBy notes, in a first pass after a restart, that every power-off

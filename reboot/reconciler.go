@@ -688,7 +688,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	o.OnToggles = togglesOn(pc)
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && stampedAfter(h.Status.LastPress, r.startWall, cfg.Precision),
 		standby, o.OnToggles, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision,
-			now: now, shutdown: 2*cfg.SoftTimeout + cfg.StaleReads})
+			now: now, nowMono: m, shutdown: 2*cfg.SoftTimeout + cfg.StaleReads})
 	if !standby {
 		o.ActingSince = hm.quietSince(r.start, r.startWall, m, now)
 	}

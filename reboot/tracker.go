@@ -76,9 +76,9 @@ type acting struct {
 
 // bound is the actedBound of a controller that started at a, whose
 // timestamps are truncated to precision.
-func (a acting) bound(c Config, now time.Time) actedBound {
+func (a acting) bound(c Config, now time.Time, nowMono time.Duration) actedBound {
 	return actedBound{set: true, start: a.start, startWall: a.wall, precision: c.Precision,
-		now: now, shutdown: 2*c.SoftTimeout + c.StaleReads}
+		now: now, nowMono: nowMono, shutdown: 2*c.SoftTimeout + c.StaleReads}
 }
 
 // toggleAnswers are a Reading's SoftToggles, HardToggles and OnToggles; known is
@@ -267,7 +267,7 @@ func (t *Tracker) Observe(rd Reading, cfg Config) Observed {
 	}
 	hc := cfg.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, fromStart && stampedAfter(h.Status.LastPress, t.startWall, hc.Precision),
-		standby, rd.OnToggles, t.act.bound(hc, rd.Now))
+		standby, rd.OnToggles, t.act.bound(hc, rd.Now, m))
 	if !standby {
 		o.ActingSince = hm.quietSince(t.act.start, t.act.wall, m, rd.Now)
 	}

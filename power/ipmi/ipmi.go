@@ -125,6 +125,9 @@ type Controller struct {
 	idle time.Duration
 	// closed: Close was called.
 	closed bool
+	// gate is the Pool's login gate (power.ConnectInfo.Gate), or nil:
+	// every login after Connect's goes through it.
+	gate power.LoginGate
 }
 
 // Connect opens a session with the BMC. Every error is a *power.Error: a
@@ -136,7 +139,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	host := strings.TrimSuffix(strings.TrimPrefix(cfg.Host, "["), "]")
 	c := &Controller{cfg: cfg, st: suites[cfg.CipherSuite], addr: net.JoinHostPort(host, strconv.Itoa(cfg.Port)),
-		sem: make(chan struct{}, 1), idle: idleReopen}
+		sem: make(chan struct{}, 1), idle: idleReopen, gate: power.ConnectInfoFrom(ctx).Gate}
 	if err := c.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -179,6 +182,21 @@ func (c *Controller) connect(ctx context.Context) error {
 		err = c.handshake(ctx)
 	}
 	return err
+}
+
+// relogin opens a new session inside a call (the lock is held): through
+// the Pool's gate when a Pool gave one (one login at a time per BMC, and
+// the credentials' back-off, which counts a refusal), as every login
+// after Connect's.
+func (c *Controller) relogin(ctx context.Context) (err error) {
+	if c.gate != nil {
+		done, gerr := c.gate(ctx)
+		if gerr != nil {
+			return gerr
+		}
+		defer func() { done(err) }()
+	}
+	return c.connect(ctx)
 }
 
 // errLateHandshake marks a session setup that failed past RAKP 2 after
@@ -345,7 +363,7 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 	}
 	for attempt := 0; ; attempt++ {
 		if c.sess == nil {
-			if err := c.connect(ctx); err != nil {
+			if err := c.relogin(ctx); err != nil {
 				if attempt == 0 {
 					// Nothing of this call went out.
 					return notSent(op, c.classify(op, err))
@@ -353,7 +371,8 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 				return err
 			}
 		}
-		err := f(c.sess)
+		sess, sentBefore := c.sess, c.sess.sent
+		err := f(sess)
 		if err == nil {
 			return nil
 		}
@@ -363,6 +382,12 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 		}
 		if errors.Is(err, errUnsent) {
 			return err // f sent nothing: the session stays
+		}
+		if ctx.Err() != nil && sess.sent == sentBefore {
+			// The call ended before f sent a datagram (a deadline gone
+			// by during a pause): nothing went out, and the session
+			// stays.
+			return notSent(op, c.classify(op, err))
 		}
 		c.drop()
 		if ctx.Err() != nil || attempt > 0 || errors.Is(err, errNoRepeat) {
