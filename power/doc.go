@@ -126,11 +126,12 @@
 //     one: a call refused with ErrAuth (a new login inside it refused, or
 //     credentials sent with it refused) closes the session, so the next
 //     call logs in, and backs the credentials' next login off as a
-//     refused login does, unless the refusal is not theirs or already
-//     counted: the login inside the call went through the Pool (which
-//     counted it) or was not tried (ErrBackoff), a login with them
-//     succeeded meanwhile, or the BMC answered another host's call with
-//     them since this host's last (a refusal of one system). A controller that sends the credentials with every call
+//     refused login does, unless it is already counted (the login inside
+//     the call went through the Pool, which counted it, or was not tried:
+//     ErrBackoff) or is not theirs: a login with them succeeded during the
+//     call, or the BMC answered another host's call with them within the
+//     last LoginInterval (a refusal of one system); then that host alone
+//     backs off, as long as after a refused login. A controller that sends the credentials with every call
 //     (CallAuthenticator: power/redfish with BasicAuth) on a BMC that
 //     holds a refused password's requests back unanswered (a password
 //     rotated after the hosts connected) would send it with every read:

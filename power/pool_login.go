@@ -501,9 +501,19 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 				// failed: the host's own, no back-off for its neighbours
 				// (this host backs off alone).
 				p.succeededLocked(cr)
-				p.ownLocked(e, err)
+				if errors.Is(err, ErrAuth) && !errors.Is(err, ErrBackoff) {
+					p.ownAuthLocked(e, err) // its system refused it: as long as a refusal
+				} else {
+					p.ownLocked(e, err)
+				}
 			case p.unansweredOwnLocked(cr, err):
 				p.ownLocked(e, err)
+			case errors.Is(err, ErrAuth) && !errors.Is(err, ErrBackoff) && p.otherAnsweredLocked(cr, e.host):
+				// Refused, while the BMC answers another host's calls
+				// with these credentials (basic auth reads the host's
+				// own system to log in): this host's, it backs off
+				// alone.
+				p.ownAuthLocked(e, err)
 			case !overran:
 				p.failedLocked(cr, err)
 			}
@@ -605,6 +615,20 @@ func (p *Pool) ownLocked(e *entry, err error) {
 	e.ownFails++
 	e.ownLast = err
 	p.markMissingLocked(e, hostsOwn(err) && e.ownFails >= missingAfter)
+	for i := 1; i < e.ownFails && d < limit; i++ {
+		d *= 2
+	}
+	e.ownUntil = p.cfg.Now().Add(min(d, limit))
+}
+
+// ownAuthLocked backs host entry e off alone after a refusal (ErrAuth)
+// that is its own, not its credentials' (p.mu held): AuthBackoff,
+// doubling up to MaxAuthBackoff, as a refused login's, so that the host
+// sends the refused request no more often than a wrong password would.
+func (p *Pool) ownAuthLocked(e *entry, err error) {
+	d, limit := p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
+	e.ownFails++
+	e.ownLast = err
 	for i := 1; i < e.ownFails && d < limit; i++ {
 		d *= 2
 	}
