@@ -88,7 +88,8 @@
 //     neither backs off nor logs out a login other blades' hosts use;
 //     with basic auth such a failure is the login's, unless neither it
 //     nor the read of the host's own system was answered): that failure is the host's own,
-//     and backs that host alone off, Backoff doubling up to MaxBackoff;
+//     and backs that host alone off, Backoff doubling up to MaxBackoff
+//     (AuthBackoff up to MaxAuthBackoff for a refusal, ErrAuth);
 //     the session of such a login (ErrAfterLogin, a system not found
 //     included: power/redfish hands it over with AfterLoginKeep when
 //     ConnectInfo.KeepSession asks) is kept, idle and with no host of its
