@@ -131,8 +131,10 @@
 //     the call went through the Pool, which counted it, or was not tried:
 //     ErrBackoff) or is not theirs: a login with them succeeded during the
 //     call, or the BMC answered another host's call with them within the
-//     last LoginInterval (a refusal of one system); then that host alone
-//     backs off, as long as after a refused login. A controller that sends the credentials with every call
+//     last LoginInterval (a refusal of one system); then the session
+//     stays for the hosts that share it, and that host alone backs off,
+//     as long as after a refused login: its calls are not tried, on its
+//     open session too, until the back-off ends. A controller that sends the credentials with every call
 //     (CallAuthenticator: power/redfish with BasicAuth) on a BMC that
 //     holds a refused password's requests back unanswered (a password
 //     rotated after the hosts connected) would send it with every read:

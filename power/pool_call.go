@@ -15,8 +15,9 @@ import (
 // login only, or a call that sent the credentials: CallAuthenticator); a
 // refusal of the credentials (ErrAuth: a re-login inside the call was
 // refused, or the BMC refused credentials the call sent) retires the
-// session, and backs off their next login or this host alone
-// (refusedInCallLocked).
+// session and backs their next login off, or, if the refusal is this
+// host's own, backs this host alone off and keeps the session for the
+// others (refusedInCallLocked).
 // c: the call's state; once it was given up on, Close does not wait for it.
 func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
@@ -25,39 +26,55 @@ func (p *Pool) release(s *session, err error, c *callState) {
 	p.timedOutLocked(s, err, c.host)
 	switch {
 	case errors.Is(err, ErrAuth):
-		p.refusedInCallLocked(s, err, c)
-		p.retireLocked(s)
+		if !p.refusedInCallLocked(s, err, c) {
+			p.retireLocked(s)
+		}
 	case (err == nil || answered(err)) && s.authCalls:
-		s.cr.answeredHost, s.cr.answeredHostAt = c.host, p.cfg.Now()
+		p.answeredHostLocked(s.cr, c.host)
 		p.succeededLocked(s.cr) // the call was a login, in effect
 	case err == nil || answered(err):
-		s.cr.answeredHost, s.cr.answeredHostAt = c.host, p.cfg.Now()
+		p.answeredHostLocked(s.cr, c.host)
 		p.answeredLocked(s.cr)
 	}
 	p.doneLocked(s, c.abandoned)
 }
 
 // refusedInCallLocked records the ErrAuth err of host c.host's call on
-// s (p.mu held; the caller retires s): nothing, if it is counted already
+// s (p.mu held) and reports whether it is the host's own (then the
+// session stays, for the hosts sharing it; else the caller retires it):
+// nothing, if it is counted already
 // or was not tried (s retired by an earlier refusal, ErrBackoff, a login
 // with the credentials refused while the call ran: the gate counted it);
 // this host's own, if the credentials were proven meanwhile (a login
 // with them succeeded while the call ran: a 401 after it is the host's
 // system's) or the BMC answered another host's call with them within the
-// last LoginInterval: the host backs off alone (ownAuthLocked); else a
+// last LoginInterval: the host backs off alone (ownAuthLocked: its calls
+// are refused, its session or not, until it ends); else a
 // refusal of the credentials (a re-login inside the call that bypassed
 // the gate, or basic auth refused), which backs their next login off as
 // a refused login does.
-func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) {
+func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) (own bool) {
 	cr := s.cr
 	switch {
 	case s.retired, errors.Is(err, ErrBackoff), cr.loginsFailed != c.loginsFailed:
 	case cr.loginsOK != c.loginsOK || p.otherAnsweredLocked(cr, c.host):
-		if e := p.hosts[c.host]; e != nil {
+		if e := p.hosts[c.host]; e != nil && e.sess == s {
 			p.ownAuthLocked(e, err)
+			return true
 		}
 	default:
 		p.failedLocked(cr, err)
+	}
+	return false
+}
+
+// answeredHostLocked notes that the BMC answered host's call with cr's
+// credentials (p.mu held), which ends host's own back-off after a
+// refusal (ownAuthLocked).
+func (p *Pool) answeredHostLocked(cr *creds, host string) {
+	cr.answeredHost, cr.answeredHostAt = host, p.cfg.Now()
+	if e := p.hosts[host]; e != nil && errors.Is(e.ownLast, ErrAuth) {
+		e.ownFails, e.ownLast = 0, nil
 	}
 }
 

@@ -184,6 +184,15 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			if err := p.heldReadLocked(op, e, s); err != nil {
 				return fail(err)
 			}
+			if now := p.cfg.Now(); errors.Is(e.ownLast, ErrAuth) && now.Before(e.ownUntil) {
+				// The BMC refused this host's own requests (not its
+				// credentials, which other hosts' calls prove): it
+				// backs off alone, session or not (ownAuthLocked).
+				return fail(&Error{Op: op, Class: ClassFailed,
+					Message: fmt.Sprintf("not tried: the BMC refused this host's own requests %d time(s) in a row while it answers other hosts with the same credentials, next try in %s",
+						e.ownFails, e.ownUntil.Sub(now).Round(time.Millisecond)),
+					Err: errors.Join(ErrBackoff, e.ownLast)})
+			}
 			p.useLocked(s)
 			unreserve()
 			p.mu.Unlock()
@@ -508,12 +517,6 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 				}
 			case p.unansweredOwnLocked(cr, err):
 				p.ownLocked(e, err)
-			case errors.Is(err, ErrAuth) && !errors.Is(err, ErrBackoff) && p.otherAnsweredLocked(cr, e.host):
-				// Refused, while the BMC answers another host's calls
-				// with these credentials (basic auth reads the host's
-				// own system to log in): this host's, it backs off
-				// alone.
-				p.ownAuthLocked(e, err)
 			case !overran:
 				p.failedLocked(cr, err)
 			}
