@@ -88,7 +88,8 @@
 //     neither backs off nor logs out a login other blades' hosts use;
 //     with basic auth such a failure is the login's, unless neither it
 //     nor the read of the host's own system was answered): that failure is the host's own,
-//     and backs that host alone off, Backoff doubling up to MaxBackoff;
+//     and backs that host alone off, Backoff doubling up to MaxBackoff
+//     (AuthBackoff up to MaxAuthBackoff for a refusal, ErrAuth);
 //     the session of such a login (ErrAfterLogin, a system not found
 //     included: power/redfish hands it over with AfterLoginKeep when
 //     ConnectInfo.KeepSession asks) is kept, idle and with no host of its
@@ -126,11 +127,14 @@
 //     one: a call refused with ErrAuth (a new login inside it refused, or
 //     credentials sent with it refused) closes the session, so the next
 //     call logs in, and backs the credentials' next login off as a
-//     refused login does, unless the refusal is not theirs or already
-//     counted: the login inside the call went through the Pool (which
-//     counted it) or was not tried (ErrBackoff), a login with them
-//     succeeded meanwhile, or the BMC answered another host's call with
-//     them since this host's last (a refusal of one system). A controller that sends the credentials with every call
+//     refused login does, unless it is already counted (the login inside
+//     the call went through the Pool, which counted it, or was not tried:
+//     ErrBackoff) or is not theirs: a login with them succeeded during the
+//     call, or the BMC answered another host's call with them within the
+//     last LoginInterval (a refusal of one system); then the session
+//     stays for the hosts that share it, and that host alone backs off,
+//     as long as after a refused login: its calls are not tried, on its
+//     open session too, until the back-off ends. A controller that sends the credentials with every call
 //     (CallAuthenticator: power/redfish with BasicAuth) on a BMC that
 //     holds a refused password's requests back unanswered (a password
 //     rotated after the hosts connected) would send it with every read:

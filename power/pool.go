@@ -248,12 +248,13 @@ type creds struct {
 	answeredAt   time.Time // when the BMC last answered a request of these credentials (a login, a call)
 	// loginsOK and loginsFailed count the outcomes of logins with these
 	// credentials; answeredHost is the host whose call with them
-	// the BMC last answered. A call refused with ErrAuth backs them off
+	// the BMC last answered, at answeredHostAt. A call refused with ErrAuth backs them off
 	// only if no login outcome came during it and no other host's call
 	// was answered since its host's (release).
-	loginsOK     uint64
-	loginsFailed uint64
-	answeredHost string
+	loginsOK       uint64
+	loginsFailed   uint64
+	answeredHost   string
+	answeredHostAt time.Time
 	// unansweredAt: when a call that sent these credentials
 	// (CallAuthenticator) last ran out of time unanswered; heldUntil and
 	// heldProbes: the reads held since (heldReadLocked): none sent before

@@ -15,11 +15,9 @@ import (
 // login only, or a call that sent the credentials: CallAuthenticator); a
 // refusal of the credentials (ErrAuth: a re-login inside the call was
 // refused, or the BMC refused credentials the call sent) retires the
-// session, unless a login proved the credentials during the call or the
-// BMC answered another host's call with them since (the refusal is this
-// host's system's), and, if no login counted it and it is the
-// credentials' (refusedInCallLocked), backs their next login off
-// (AuthBackoff), as a refused login does.
+// session and backs their next login off, or, if the refusal is this
+// host's own, backs this host alone off and keeps the session for the
+// others (refusedInCallLocked).
 // c: the call's state; once it was given up on, Close does not wait for it.
 func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
@@ -28,46 +26,63 @@ func (p *Pool) release(s *session, err error, c *callState) {
 	p.timedOutLocked(s, err, c.host)
 	switch {
 	case errors.Is(err, ErrAuth):
-		cr := s.cr
-		okDuring, otherAnswered := cr.loginsOK != c.loginsOK, cr.answeredHost != "" && cr.answeredHost != c.host
-		if p.refusedInCallLocked(s, err, c) {
-			p.failedLocked(cr, err)
-		}
-		if !okDuring && !otherAnswered {
-			// The session's login is gone, or its credentials refused:
-			// the next call logs in. A session whose credentials a login
-			// just proved, or whose other hosts' calls the BMC answered
-			// since, stays: the refusal is this host's system's, and the
-			// hosts sharing the session go on using it.
+		if !p.refusedInCallLocked(s, err, c) {
 			p.retireLocked(s)
 		}
 	case (err == nil || answered(err)) && s.authCalls:
-		s.cr.answeredHost = c.host
+		p.answeredHostLocked(s.cr, c.host)
 		p.succeededLocked(s.cr) // the call was a login, in effect
 	case err == nil || answered(err):
-		s.cr.answeredHost = c.host
+		p.answeredHostLocked(s.cr, c.host)
 		p.answeredLocked(s.cr)
 	}
 	p.doneLocked(s, c.abandoned)
 }
 
-// refusedInCallLocked reports whether err, the ErrAuth of a call on s,
-// is a refusal of the credentials that no login has counted yet, so that
-// it backs their next login off as a refused login does (p.mu held): a
-// re-login inside the call that bypassed the Pool's gate (IPMI), or basic
-// auth refused (CallAuthenticator). It is not when
-//   - the call's re-login was not tried (ErrBackoff: the back-off runs);
-//   - a login with these credentials ended while the call ran (its
-//     refusal was counted by the gate, or its success proves them: a 401
-//     after it is the host's, not the credentials');
-//   - the BMC answered another host's call with these credentials since
-//     this host's last answered call (the refusal is this system's);
-//   - the session was already retired (its other calls refused at the
-//     same time are the same refusal).
-func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) bool {
+// refusedInCallLocked records the ErrAuth err of host c.host's call on
+// s (p.mu held) and reports whether it is the host's own (then the
+// session stays, for the hosts sharing it; else the caller retires it):
+// nothing, if it is counted already
+// or was not tried (s retired by an earlier refusal, ErrBackoff, a login
+// with the credentials refused while the call ran: the gate counted it);
+// this host's own, if the credentials were proven meanwhile (a login
+// with them succeeded while the call ran: a 401 after it is the host's
+// system's) or the BMC answered another host's call with them within the
+// last LoginInterval: the host backs off alone (ownAuthLocked: its calls
+// are refused, its session or not, until it ends); else a
+// refusal of the credentials (a re-login inside the call that bypassed
+// the gate, or basic auth refused), which backs their next login off as
+// a refused login does.
+func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) (own bool) {
 	cr := s.cr
-	return !s.retired && !errors.Is(err, ErrBackoff) && cr.loginsOK == c.loginsOK && cr.loginsFailed == c.loginsFailed &&
-		(cr.answeredHost == "" || cr.answeredHost == c.host)
+	switch {
+	case s.retired, errors.Is(err, ErrBackoff), cr.loginsFailed != c.loginsFailed:
+	case cr.loginsOK != c.loginsOK || p.otherAnsweredLocked(cr, c.host):
+		if e := p.hosts[c.host]; e != nil && e.sess == s {
+			p.ownAuthLocked(e, err)
+			return true
+		}
+	default:
+		p.failedLocked(cr, err)
+	}
+	return false
+}
+
+// answeredHostLocked notes that the BMC answered host's call with cr's
+// credentials (p.mu held), which ends host's own back-off after a
+// refusal (ownAuthLocked).
+func (p *Pool) answeredHostLocked(cr *creds, host string) {
+	cr.answeredHost, cr.answeredHostAt = host, p.cfg.Now()
+	if e := p.hosts[host]; e != nil && errors.Is(e.ownLast, ErrAuth) {
+		e.ownFails, e.ownLast = 0, nil
+	}
+}
+
+// otherAnsweredLocked reports whether the BMC answered a call of a host
+// other than host with cr's credentials within the last LoginInterval
+// (p.mu held): the credentials work, and a refusal of host's is its own.
+func (p *Pool) otherAnsweredLocked(cr *creds, host string) bool {
+	return cr.answeredHost != "" && cr.answeredHost != host && p.cfg.Now().Sub(cr.answeredHostAt) < p.cfg.LoginInterval
 }
 
 // timedOutLocked records, for a session whose calls send the

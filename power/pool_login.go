@@ -184,6 +184,15 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			if err := p.heldReadLocked(op, e, s); err != nil {
 				return fail(err)
 			}
+			if now := p.cfg.Now(); errors.Is(e.ownLast, ErrAuth) && now.Before(e.ownUntil) {
+				// The BMC refused this host's own requests (not its
+				// credentials, which other hosts' calls prove): it
+				// backs off alone, session or not (ownAuthLocked).
+				return fail(&Error{Op: op, Class: ClassFailed,
+					Message: fmt.Sprintf("not tried: the BMC refused this host's own requests %d time(s) in a row while it answers other hosts with the same credentials, next try in %s",
+						e.ownFails, e.ownUntil.Sub(now).Round(time.Millisecond)),
+					Err: errors.Join(ErrBackoff, e.ownLast)})
+			}
 			p.useLocked(s)
 			unreserve()
 			p.mu.Unlock()
@@ -501,7 +510,11 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 				// failed: the host's own, no back-off for its neighbours
 				// (this host backs off alone).
 				p.succeededLocked(cr)
-				p.ownLocked(e, err)
+				if errors.Is(err, ErrAuth) && !errors.Is(err, ErrBackoff) {
+					p.ownAuthLocked(e, err) // its system refused it: as long as a refusal
+				} else {
+					p.ownLocked(e, err)
+				}
 			case p.unansweredOwnLocked(cr, err):
 				p.ownLocked(e, err)
 			case !overran:
@@ -605,6 +618,20 @@ func (p *Pool) ownLocked(e *entry, err error) {
 	e.ownFails++
 	e.ownLast = err
 	p.markMissingLocked(e, hostsOwn(err) && e.ownFails >= missingAfter)
+	for i := 1; i < e.ownFails && d < limit; i++ {
+		d *= 2
+	}
+	e.ownUntil = p.cfg.Now().Add(min(d, limit))
+}
+
+// ownAuthLocked backs host entry e off alone after a refusal (ErrAuth)
+// that is its own, not its credentials' (p.mu held): AuthBackoff,
+// doubling up to MaxAuthBackoff, as a refused login's, so that the host
+// sends the refused request no more often than a wrong password would.
+func (p *Pool) ownAuthLocked(e *entry, err error) {
+	d, limit := p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
+	e.ownFails++
+	e.ownLast = err
 	for i := 1; i < e.ownFails && d < limit; i++ {
 		d *= 2
 	}

@@ -361,6 +361,10 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 	if c.sess != nil && time.Since(c.sess.lastAnswer) > c.idle {
 		c.drop()
 	}
+	// sentAny: an attempt of this call sent a datagram; last: the error
+	// of the attempt before this one.
+	sentAny := false
+	var last error
 	for attempt := 0; ; attempt++ {
 		if c.sess == nil {
 			if err := c.relogin(ctx); err != nil {
@@ -368,11 +372,19 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 					// Nothing of this call went out.
 					return notSent(op, c.classify(op, err))
 				}
-				return err
+				if op == "state" {
+					return err // a read: nothing it sent changed anything
+				}
+				// A command went out on the first session and its answer
+				// was lost: its outcome stands (it may have been carried
+				// out); the failed login is told, not matched (this
+				// command was tried: not ErrBackoff's "not tried").
+				return c.classify(op, fmt.Errorf("%w; no new session to repeat it on: %s", last, c.redact(err.Error())))
 			}
 		}
 		sess, sentBefore := c.sess, c.sess.sent
 		err := f(sess)
+		sentAny = sentAny || sess.sent != sentBefore
 		if err == nil {
 			return nil
 		}
@@ -383,7 +395,7 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 		if errors.Is(err, errUnsent) {
 			return err // f sent nothing: the session stays
 		}
-		if ctx.Err() != nil && sess.sent == sentBefore {
+		if ctx.Err() != nil && !sentAny {
 			// The call ended before f sent a datagram (a deadline gone
 			// by during a pause): nothing went out, and the session
 			// stays.
@@ -393,6 +405,7 @@ func (c *Controller) do(ctx context.Context, op string, f func(*session) error) 
 		if ctx.Err() != nil || attempt > 0 || errors.Is(err, errNoRepeat) {
 			return c.classify(op, err)
 		}
+		last = err
 	}
 }
 
