@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
@@ -58,5 +60,45 @@ func TestReview40am_UnlistedFailingKeyNeverForgotten(t *testing.T) {
 	require.True(t, watchEnded.Load() && after == before,
 		"a key no longer listed for %d listings is still watched (watch ended: %v) and reconciled (%d passes in 300ms)",
 		lists.Load(), watchEnded.Load(), after-before)
+	require.ErrorIs(t, stop(), context.Canceled)
+}
+
+// TestReview40am_RebootLoopNeverForgetsHostLeftInventory: the same with
+// the Reconciler's own Loop: a host whose BMC is dead (every power read
+// fails) and that the operator takes out of the inventory (Keys no longer
+// lists it; its record stays) is read and its dead BMC tried by this
+// Runner for ever (every MaxBackoff), against "stops watching keys no
+// longer listed".
+func TestReview40am_RebootLoopNeverForgetsHostLeftInventory(t *testing.T) {
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	var bmcTries atomic.Int32
+	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now,
+		Power: func(string) (power.Controller, error) {
+			bmcTries.Add(1)
+			return nil, errors.New("bmc: no route to host")
+		},
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond, PollInterval: 30 * time.Millisecond}}
+	var lists, passes atomic.Int32
+	l := rb.Loop(func(context.Context) ([]string, error) {
+		if lists.Add(1) == 1 {
+			return []string{"h"}, nil
+		}
+		return []string{}, nil // taken out of the inventory
+	})
+	inner := l.Reconcile
+	l.Reconcile = func(ctx context.Context, k string) (reboot.Next, error) {
+		passes.Add(1)
+		return inner(ctx, k)
+	}
+	r := &reboot.Runner{Resync: 100 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Loops: []reboot.Loop{l}}
+	stop := runFor(t, r)
+	require.Eventually(t, func() bool { return passes.Load() >= 1 }, 10*time.Second, 5*time.Millisecond, "first pass")
+	require.Eventually(t, func() bool { return lists.Load() >= 8 }, 10*time.Second, 5*time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
+	before, tries := passes.Load(), bmcTries.Load()
+	time.Sleep(500 * time.Millisecond)
+	require.Equal(t, before, passes.Load(),
+		"a host no longer listed for %d listings is still reconciled (its dead BMC tried %d times more in 500ms)",
+		lists.Load(), bmcTries.Load()-tries)
 	require.ErrorIs(t, stop(), context.Canceled)
 }
