@@ -23,9 +23,10 @@ type Loop struct {
 	// Runner calls it at start and every Runner.Resync, reconciles each
 	// key listed, and at the next Resync forgets the keys the latest
 	// listing no longer holds: their watches end and no pass is started
-	// for them any more, not even a retry that was due (a pass that kept
-	// failing, Requeue, a short After); a pass running for one ends first
-	// (a listing that fails forgets no key; while a listing is still
+	// for them any more; one whose passes fail is forgotten even with a
+	// retry due, one whose last pass succeeded and asked to come back
+	// (Requeue, After: work under way) once it asks no more, and a pass
+	// running for one ends first (a listing that fails forgets no key; while a listing is still
 	// running, no key is forgotten and the loop is not listed again). A listing that
 	// fails is logged and tried again after a back-off, from MinBackoff
 	// doubling up to MaxListRetry (or Resync if shorter), until one
@@ -504,10 +505,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		case <-tick.C:
 			// Keys of listing loops not listed since the last tick are
-			// forgotten (their watches end), even when a retry is due
-			// (a pass that keeps failing, Requeue, a short After): it is
-			// dropped with them; a key whose pass runs is forgotten when
-			// that pass ends.
+			// forgotten (their watches end) once nothing is due for
+			// them, or when their passes fail, even with a retry due (it
+			// is dropped with them; a key whose pass runs is forgotten
+			// when that pass ends). A key whose last pass succeeded and
+			// asked to come back (Requeue, After) is kept until it asks
+			// no more: its work is under way (a reboot holding a host
+			// off), and dropping it could leave the host off.
 			// Keys of loops without Keys (given to Add) are forgotten
 			// only when released (Next.Release, Remove): each is
 			// reconciled at every tick, as a listed key is when its
@@ -520,7 +524,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				if listFailed[k.loop] || listRunning[k.loop] {
 					continue
 				}
-				if !s.listed {
+				if !s.listed && (s.failures > 0 || !s.running && s.index < 0) {
 					release(s)
 					continue
 				}
