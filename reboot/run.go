@@ -21,13 +21,9 @@ type Loop struct {
 	Reconcile func(ctx context.Context, key string) (Next, error)
 	// Keys lists every key to reconcile (your host or machine names). The
 	// Runner calls it at start and every Runner.Resync, reconciles each
-	// key listed, and at the next Resync forgets the keys the latest
-	// listing no longer holds: their watches end and no pass is started
-	// for them any more; one whose passes fail is forgotten even with a
-	// retry due, one whose last pass succeeded and asked to come back
-	// (Requeue, After: work under way) once it asks no more, and a pass
-	// running for one ends first (a listing that fails forgets no key; while a listing is still
-	// running, no key is forgotten and the loop is not listed again). A listing that
+	// key listed, and stops watching keys no longer listed (a listing
+	// that fails forgets no key; while a listing is still running, no key
+	// is forgotten and the loop is not listed again). A listing that
 	// fails is logged and tried again after a back-off, from MinBackoff
 	// doubling up to MaxListRetry (or Resync if shorter), until one
 	// succeeds: a store that does not answer as the process starts delays
@@ -160,7 +156,7 @@ type keyState struct {
 	failures int
 	stop     context.CancelFunc // ends the key's watch
 	listed   bool               // seen in the latest listing (or added)
-	release  bool               // removed or unlisted while running: forgotten when the pass ends
+	release  bool               // removed while running: forgotten when the pass ends
 }
 
 type dueHeap []*keyState
@@ -505,13 +501,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		case <-tick.C:
 			// Keys of listing loops not listed since the last tick are
-			// forgotten (their watches end) once nothing is due for
-			// them, or when their passes fail, even with a retry due (it
-			// is dropped with them; a key whose pass runs is forgotten
-			// when that pass ends). A key whose last pass succeeded and
-			// asked to come back (Requeue, After) is kept until it asks
-			// no more: its work is under way (a reboot holding a host
-			// off), and dropping it could leave the host off.
+			// forgotten (their watches end) once nothing is due for them.
 			// Keys of loops without Keys (given to Add) are forgotten
 			// only when released (Next.Release, Remove): each is
 			// reconciled at every tick, as a listed key is when its
@@ -524,8 +514,11 @@ func (r *Runner) Run(ctx context.Context) error {
 				if listFailed[k.loop] || listRunning[k.loop] {
 					continue
 				}
-				if !s.listed && (s.failures > 0 || !s.running && s.index < 0) {
-					release(s)
+				if !s.listed && !s.running && s.index < 0 {
+					if s.stop != nil {
+						s.stop()
+					}
+					delete(keys, k)
 					continue
 				}
 				s.listed = false
