@@ -220,10 +220,17 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 	// lasting release OwnerOnline describes, whether or not the host was
 	// on when it came (the controller writes OfflineSince only when it
 	// powers an On host off).
+	//
+	// Likewise for a power-on recorded after the request for a power-off
+	// before it (the request written to a host already off, no power-on
+	// recorded in between: a retry's, persisted while its host was off
+	// for the attempt before): the host is off for the Machine's requests
+	// until it is read On, whatever request's time it is read for.
 	st := h.Status
 	neverOn := !out.PoweredOn && out.Power != power.StateOn && (r.Power != nil || !out.ConfirmedOn)
+	offAt := st.LastPoweredOff.After(req.At) || !st.LastPoweredOff.IsZero() && st.LastPoweredOn.After(req.At)
 	if !(r.gone && out.Offline) && req.Value != "" && !req.At.IsZero() && neverOn &&
-		st.LastPoweredOff.After(req.At) && !st.LastPoweredOn.Before(st.LastPoweredOff) &&
+		offAt && !st.LastPoweredOn.Before(st.LastPoweredOff) &&
 		!st.OfflineSince.After(st.LastPoweredOn) {
 		out.RebootPending = true
 	}

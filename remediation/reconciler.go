@@ -213,8 +213,13 @@ func (m Member) Equal(o Member) bool {
 // rewritten by a controller of that version, which drops the fields it
 // does not know) reads PrevHost from at, the recorded request's time,
 // and takes a request of the Machine's as found there then (Seen = at):
-// unknown errs towards holding.
+// unknown errs towards holding. A recorded request without a time (a
+// failed remediation cleared: LastRequest has no T) gives knownEarliest
+// instead: any power-off of the host counts until it is read on since
+// (with no time, nothing would, and a gone Machine's admission would be
+// released while a host it moved from is off for a request of its).
 func (m Member) movedFrom(at time.Time) []MovedFrom {
+	at = cmp.Or(at, knownEarliest)
 	seen := m.PrevHostSeen
 	if m.PrevHostSince.IsZero() {
 		seen = cmp.Or(seen, at)
