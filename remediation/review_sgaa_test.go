@@ -155,3 +155,102 @@ func TestReviewSgaa_StuckTransitioningBMCReleasesOffHost(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewSgaa_GoneMemberNoTimeDeadBMCHoldsForEver (fa4b924,
+// Member.movedFrom): m0 is gone; its admission (an earlier version's
+// Member: PrevHost h1, no PrevHostSince) records a request without a
+// time (a failed remediation cleared). h1 is m1's host now: m1's reboot
+// powered it off and on long after m0 was deleted, the reboot
+// controller confirmed it On (Status.OnConfirmed == LastPoweredOn), and
+// its BMC has failed every read since (a dead BMC, the hardware on:
+// ground truth). movedFrom now reads h1 from knownEarliest with the
+// request taken as found there, and with Power an unread host is not
+// powered on: m0's admission is kept for as long as h1's BMC is dead,
+// and m2, unhealthy on a healthy BMC, is never admitted (limit 1) while
+// no host is off. On main (no time: not read) m0 is released.
+func TestReviewSgaa_GoneMemberNoTimeDeadBMCHoldsForEver(t *testing.T) {
+	sgaaGoneMemberNoTime(t, false)
+}
+
+// TestReviewSgaa_GoneMemberNoTimeParkedHostHoldsForEver: as
+// TestReviewSgaa_GoneMemberNoTimeDeadBMCHoldsForEver with no fault: h1's
+// BMC reads fine, and h1's owner keeps it powered off (Online false, its
+// controller powered it off: ground truth off) long after its last
+// reboot, for no request of m0's ("its owner's, not this Machine's to
+// count", doc.go). m0's admission is kept as long as h1 is parked.
+func TestReviewSgaa_GoneMemberNoTimeParkedHostHoldsForEver(t *testing.T) {
+	sgaaGoneMemberNoTime(t, true)
+}
+
+func sgaaGoneMemberNoTime(t *testing.T, parked bool) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t0 := clk.Now()
+	st1 := reboot.Status{LastPoweredOff: t0.Add(-10 * time.Minute), LastPoweredOn: t0.Add(-9 * time.Minute), OnConfirmed: t0.Add(-9 * time.Minute),
+		PendingRebootSince: t0.Add(-11 * time.Minute), LastRequestSeen: t0.Add(-11 * time.Minute)}
+	if parked {
+		st1.OfflineSince = t0.Add(-5 * time.Minute)
+	}
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h0", Online: true}, reboot.Host{Name: "h1", Online: !parked, Status: st1}, reboot.Host{Name: "h2", Online: true})
+	powers := map[string]*fake.Power{}
+	for _, h := range []string{"h0", "h1", "h2"} {
+		h := h
+		powers[h] = fake.NewPower(clk.Real, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
+			if h == "h1" && c.Op == fake.OpState && !parked {
+				return fake.Fault{Kind: fake.FaultTimeout} // dead BMC
+			}
+			return fake.Fault{}
+		}})
+	}
+	if parked {
+		powers["h1"].OutOfBandOff() // powered off for its owner (Online false)
+	}
+	c := fake.NewCluster()
+	for _, m := range []string{"m1", "m2"} {
+		if parked && m == "m1" {
+			continue // h1 a spare its owner parked
+		}
+		c.AddMachine(remediation.Machine{Name: m, UID: "uid-" + m, NodeName: m, Cluster: "c"})
+		c.PutNode(remediation.Node{Name: m, UID: "n-" + m, Ready: m != "m2"})
+	}
+	c.SetNeedsRemediation("m2", true)
+	a, err := c.GetAdmissions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Machines = []string{"m0"}
+	a.Requests = map[string]remediation.Request{"m0": {Value: remediation.RebootValue("uid-m0", time.Time{}), Host: "h0"}}
+	a.Members = map[string]remediation.Member{"m0": {Cluster: "c", Wrote: true, PrevHost: "h1"}}
+	if err := c.PutAdmissions(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	rem := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: clk.Now,
+		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: clk.Now, HostsMayVanish: true,
+			Power: func(h string) (power.Controller, error) { return powers[h], nil },
+			HostOf: func(_ context.Context, m string) (string, error) { return "h" + m[1:], nil }},
+		Limit:  remediation.MaxCount(1),
+		Config: remediation.Config{Timeout: 3 * time.Minute, MinHealthyPeriod: 20 * time.Minute}}
+	var lastErr error
+	for i := 0; i < 360; i++ { // an hour of 10 s passes
+		clk.Advance(10 * time.Second)
+		for _, m := range []string{"m0", "m1", "m2"} {
+			if _, err := rem.Reconcile(ctx, m); err != nil && m == "m0" {
+				lastErr = err
+			}
+		}
+		adm, _ := c.GetAdmissions(ctx)
+		if !adm.Has("m0") && adm.Has("m2") {
+			return
+		}
+	}
+	adm, _ := c.GetAdmissions(ctx)
+	off := []string{}
+	for _, h := range []string{"h0", "h1", "h2"} {
+		if !powers[h].HardwareOn() {
+			off = append(off, h)
+		}
+	}
+	rec2, _ := c.Get(ctx, "m2")
+	t.Fatalf("after an hour: admissions %v (hosts off by ground truth: %v); m0's last pass: %v; m2: %s %q",
+		adm.Machines, off, lastErr, rec2.State.Phase, rec2.State.Message)
+}
