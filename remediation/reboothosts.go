@@ -82,7 +82,9 @@ type RebootAPIHosts struct {
 	// released it. A host with Online false, released, and no request of
 	// the Machine's on it is then Host.Offline, not held (for a live
 	// Machine, unless a power-on recorded after the request's power-off
-	// was never read On, by Power or, without it, by the controller's
+	// (or after the request was seen, with no Off reading recorded: a
+	// BMC stuck mid power change) was never read On, by Power or,
+	// without it, by the controller's
 	// Status.OnConfirmed, and the controller did not power the host off
 	// for its owner since: RebootPending; for a Machine that is gone,
 	// ReadRequest, whatever its power). Online false on a host not
@@ -226,9 +228,18 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 	// recorded in between: a retry's, persisted while its host was off
 	// for the attempt before): the host is off for the Machine's requests
 	// until it is read On, whatever request's time it is read for.
+	//
+	// And for a power-on recorded after a request the controller saw at
+	// or after the request's time (PendingRebootSince, or LastRequestSeen
+	// for a request that joined a pending reboot), whether or not a
+	// power-off was recorded: a power-off sent whose Off reading never
+	// came (a BMC stuck reading Transitioning) leaves no LastPoweredOff,
+	// yet the host may be off for the request
+	// (TestReviewSgaa_StuckTransitioningBMCReleasesOffHost).
 	st := h.Status
 	neverOn := !out.PoweredOn && out.Power != power.StateOn && (r.Power != nil || !out.ConfirmedOn)
-	offAt := st.LastPoweredOff.After(req.At) || !st.LastPoweredOff.IsZero() && st.LastPoweredOn.After(req.At)
+	offAt := st.LastPoweredOff.After(req.At) || !st.LastPoweredOff.IsZero() && st.LastPoweredOn.After(req.At) ||
+		seenAfter(st, req.At)
 	if !(r.gone && out.Offline) && req.Value != "" && !req.At.IsZero() && neverOn &&
 		offAt && !st.LastPoweredOn.Before(st.LastPoweredOff) &&
 		!st.OfflineSince.After(st.LastPoweredOn) {
@@ -372,4 +383,15 @@ func RequestTime(v string) time.Time {
 		return time.Time{}
 	}
 	return t
+}
+
+// seenAfter reports whether the reboot controller saw a request at or
+// after at (Status.PendingRebootSince, or Status.LastRequestSeen: a
+// request joining a pending reboot) and recorded a power-on after it.
+func seenAfter(st reboot.Status, at time.Time) bool {
+	seen := st.PendingRebootSince
+	if st.LastRequestSeen.After(seen) {
+		seen = st.LastRequestSeen
+	}
+	return !seen.IsZero() && !seen.Before(at) && st.LastPoweredOn.After(seen)
 }
