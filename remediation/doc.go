@@ -124,9 +124,13 @@
 // earlier version's, or one a controller of that version rewrote during a
 // rolling upgrade, dropping the fields it does not know) cannot say
 // whether a request was found there: it is taken as found at the last
-// request's time (any time, for a recorded request without one: a failed
-// remediation cleared), and the host counted while it may be off after
-// it. A
+// request's time, and the host counted while it may be off after it. A
+// gone Machine's Member whose recorded request has no time (a failed
+// remediation cleared) reads it from the reboot controller's last
+// power-on of the host that it confirmed On with no reboot pending since
+// (Host.OnConfirmedAt: a power-off for any request it saw ended by
+// then), or, without one, from any time (any power-off counts until the
+// host is read on since). A
 // request of the Machine's found on its own host after its remediation
 // ended (done or failed, or none once a failed one was cleared: read on
 // State.Host, the host its last request was written to, whatever HostOf

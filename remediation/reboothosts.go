@@ -237,6 +237,9 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 	// yet the host may be off for the request
 	// (TestReviewSgaa_StuckTransitioningBMCReleasesOffHost).
 	st := h.Status
+	if !st.OnConfirmed.IsZero() && st.OnConfirmed.Equal(st.LastPoweredOn) && !st.LastPoweredOff.After(st.LastPoweredOn) && !st.Pending() {
+		out.OnConfirmedAt = st.OnConfirmed
+	}
 	neverOn := !out.PoweredOn && out.Power != power.StateOn && (r.Power != nil || !out.ConfirmedOn)
 	offAt := st.LastPoweredOff.After(req.At) || !st.LastPoweredOff.IsZero() && st.LastPoweredOn.After(req.At) ||
 		seenAfter(st, req.At)

@@ -215,9 +215,14 @@ func (m Member) Equal(o Member) bool {
 // and takes a request of the Machine's as found there then (Seen = at):
 // unknown errs towards holding. A recorded request without a time (a
 // failed remediation cleared: LastRequest has no T) gives knownEarliest
-// instead: any power-off of the host counts until it is read on since
-// (with no time, nothing would, and a gone Machine's admission would be
-// released while a host it moved from is off for a request of its).
+// instead (with no time, nothing would count, and a gone Machine's
+// admission would be released while a host it moved from is off for a
+// request of its); no admission time is recorded to bound it, so
+// readMembersPrev reads such a host from the reboot controller's last
+// power-on it confirmed On (Host.OnConfirmedAt), where it has one: a
+// power-off for a request of the Machine's ended by then, and one since
+// is another's or its owner's. Without one, any power-off of the host
+// counts until it is read on since.
 func (m Member) movedFrom(at time.Time) []MovedFrom {
 	at = cmp.Or(at, knownEarliest)
 	seen := m.PrevHostSeen
@@ -754,6 +759,18 @@ func (r *Reconciler) readMembersPrev(ctx context.Context, name string, a Admissi
 		h, err := r.readRecorded(ctx, name, Request{Value: RebootValue(uid, time.Time{}), At: e.Since, Host: e.Host})
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, nil, nil, fmt.Errorf("read host %s it moved from: %w", e.Host, err)
+		}
+		if err == nil && e.Since.Equal(knownEarliest) && !h.RebootAnnotation && h.OnConfirmedAt.After(e.Since) {
+			// No time recorded (Member.movedFrom): a request of the
+			// Machine's the reboot controller acted on was ended by a
+			// power-on no later than the one it confirmed On, so the
+			// host is read from that power-on, not from any time (a
+			// later power-off, another's or its owner's, is not this
+			// Machine's to count).
+			h, err = r.readRecorded(ctx, name, Request{Value: RebootValue(uid, time.Time{}), At: h.OnConfirmedAt, Host: e.Host})
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, nil, nil, fmt.Errorf("read host %s it moved from: %w", e.Host, err)
+			}
 		}
 		if h.RebootAnnotation && e.Seen.IsZero() {
 			all[i].Seen, changed = r.Now(), true
