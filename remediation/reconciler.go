@@ -732,7 +732,11 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 		if found[i] || off[i] {
 			// A request of its found there (removed above: read again on
 			// the next pass), or the host may still be off for one.
-			return fmt.Errorf("remediation: machine %s (%s): host %s it moved from, where a request of its was found: %w", name, why, e.Host, ErrHostHeld)
+			what := "which may still be off for a request of its found there"
+			if found[i] {
+				what = "where a request of its was found (removed)"
+			}
+			return fmt.Errorf("remediation: machine %s (%s): host %s it moved from, %s: %w", name, why, e.Host, what, ErrHostHeld)
 		}
 	}
 	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
