@@ -226,7 +226,7 @@ func sgaaGoneMemberNoTime(t *testing.T, parked bool) {
 	}
 	rem := &remediation.Reconciler{Machines: c, Nodes: c.Nodes(), Admissions: c, Now: clk.Now,
 		Hosts: &remediation.RebootAPIHosts{Hosts: hosts, Now: clk.Now, HostsMayVanish: true,
-			Power: func(h string) (power.Controller, error) { return powers[h], nil },
+			Power:  func(h string) (power.Controller, error) { return powers[h], nil },
 			HostOf: func(_ context.Context, m string) (string, error) { return "h" + m[1:], nil }},
 		Limit:  remediation.MaxCount(1),
 		Config: remediation.Config{Timeout: 3 * time.Minute, MinHealthyPeriod: 20 * time.Minute}}
