@@ -149,3 +149,64 @@ func TestReviewSgab_StuckTransitioningOnHostHeldForEver(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewSgab_StuckTransitioningOwnerBlipReleasesOffHost: the scenario
+// afe3342 fixed (TestReviewSgaa_StuckTransitioningBMCReleasesOffHost: h0
+// powered off for m0's request, its BMC then reading Transitioning for
+// ever and refusing power-ons; ground truth off), plus a blip of h0's
+// owner: Online false for 10 minutes, then true again. On a Transitioning
+// reading the reboot controller begins the Online=false enforcement
+// (OfflineSince written: "the enforcement begins on any of them"), so
+// OfflineSince comes after the refused power-on's LastPoweredOn and the
+// "power-on never read On" rule (reboothosts.go read:
+// !OfflineSince.After(LastPoweredOn)) drops RebootPending (once the
+// controller's powering-on wait is over, 3.5 min into the blip): m0's admission is released while h0 is off, and m1 is admitted
+// and its host powered off: two hosts off, limit 1. Online true clears
+// OfflineSince again, but the admission is gone. The comment in read
+// says such a blip "does not let the host go"; RebootAPIHosts.OwnerOnline's
+// doc says a blip "releases nothing". With an honest BMC (an Off reading)
+// the controller writes no OfflineSince for a host already off.
+func TestReviewSgab_StuckTransitioningOwnerBlipReleasesOffHost(t *testing.T) {
+	for _, withPower := range []bool{true, false} {
+		t.Run(map[bool]string{true: "power", false: "nopower"}[withPower], func(t *testing.T) {
+			w := newSgaaWorld(t, withPower)
+			w.c.SetNodeReady("m0", false)
+			w.c.SetNeedsRemediation("m0", true)
+			var stuckAt time.Time
+			setOnline := func(on bool) {
+				if err := w.hosts.Mutate("h0", func(h *reboot.Host) { h.Online = on }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < 720; i++ { // 2 h of 10 s steps
+				w.step(10 * time.Second)
+				if stuckAt.IsZero() && !w.powers["h0"].HardwareOn() {
+					*w.stuck["h0"], w.refuse["h0"] = true, true
+					stuckAt = w.clk.Now()
+					w.c.SetNodeReady("m1", false)
+					w.c.SetNeedsRemediation("m1", true)
+				}
+				if !stuckAt.IsZero() {
+					switch w.clk.Now().Sub(stuckAt) {
+					case time.Hour:
+						setOnline(false) // the owner's blip
+					case time.Hour + 10*time.Minute:
+						setOnline(true)
+					}
+				}
+				if tk := w.taken(); len(tk) > 1 {
+					hh, _ := w.hosts.Get(w.ctx, "h0")
+					adm, _ := w.c.GetAdmissions(w.ctx)
+					t.Fatalf("at %v after h0's BMC stuck: hosts %v off or requested by ground truth (h0 on=%v, h1 on=%v), limit 1; admissions %v; h0 Online=%v LastPoweredOn=%v OfflineSince=%v PendingRebootSince=%v",
+						w.clk.Now().Sub(stuckAt), tk, w.powers["h0"].HardwareOn(), w.powers["h1"].HardwareOn(), adm.Machines, hh.Online, hh.Status.LastPoweredOn, hh.Status.OfflineSince, hh.Status.PendingRebootSince)
+				}
+			}
+			if stuckAt.IsZero() {
+				t.Fatal("premise: h0 never powered off for m0's remediation")
+			}
+			if w.powers["h0"].HardwareOn() {
+				t.Fatal("premise: h0 on again")
+			}
+		})
+	}
+}
