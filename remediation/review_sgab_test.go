@@ -43,7 +43,9 @@ func TestReviewSgab_GoneNoTimeOwnHostStrayReleasedWhileOff(t *testing.T) {
 	}
 	a.Machines = []string{"m0"}
 	a.Requests = map[string]remediation.Request{"m0": {Value: remediation.RebootValue("uid-m0", time.Time{}), Host: "h0"}}
-	a.Members = map[string]remediation.Member{"m0": {Cluster: "c", Wrote: true}}
+	// Kept for a host it had moved from (fa4b924's failure file), since
+	// on again: nothing holds it there.
+	a.Members = map[string]remediation.Member{"m0": {Cluster: "c", Wrote: true, PrevHost: "h1", PrevHostSince: attempt.Add(-10 * time.Minute)}}
 	if err := w.c.PutAdmissions(w.ctx, a); err != nil {
 		t.Fatal(err)
 	}
