@@ -130,7 +130,9 @@
 // power-on of the host that it confirmed On with no reboot pending since
 // (Host.OnConfirmedAt: a power-off for any request it saw ended by
 // then), or, without one, from any time (any power-off counts until the
-// host is read on since). A
+// host is read on since); so is the host that request was written to
+// (Admissions.Requests' Host), on which a late write of its may have
+// landed and been removed in the pass that releases the admission. A
 // request of the Machine's found on its own host after its remediation
 // ended (done or failed, or none once a failed one was cleared: read on
 // State.Host, the host its last request was written to, whatever HostOf

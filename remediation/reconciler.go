@@ -807,12 +807,26 @@ func (r *Reconciler) readMembersPrev(ctx context.Context, name string, a Admissi
 // a RequestReader, through the Machine's mapping, a Machine it does not
 // resolve (ErrNotFound) holding nothing it can tell. A record without a
 // request (written before Admissions.Requests existed) holds nothing it
-// can tell either.
+// can tell either. A recorded request without a time (a failed
+// remediation cleared: LastRequest has no T) is read for any time
+// (knownEarliest), as Member.movedFrom reads a host it moved from: a
+// late write of the Machine's may have landed on the host and had it
+// powered off (TestReviewSgab_GoneNoTimeOwnHostStrayReleasedWhileOff);
+// with no request on it, it is read again from the reboot controller's
+// last confirmed power-on (Host.OnConfirmedAt), as readMembersPrev does.
 func (r *Reconciler) stillHeld(ctx context.Context, name string, req Request) (bool, error) {
-	if req.Value == "" || req.At.IsZero() {
+	if req.Value == "" {
 		return false, nil
 	}
+	noTime := req.At.IsZero()
+	if noTime {
+		req.At = knownEarliest
+	}
 	h, err := r.readRecorded(ctx, name, req)
+	if err == nil && noTime && !h.RebootAnnotation && h.OnConfirmedAt.After(req.At) {
+		req.At = h.OnConfirmedAt
+		h, err = r.readRecorded(ctx, name, req)
+	}
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
