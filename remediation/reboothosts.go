@@ -86,7 +86,9 @@ type RebootAPIHosts struct {
 	// BMC stuck mid power change) was never read On, by Power or,
 	// without it, by the controller's
 	// Status.OnConfirmed, and the controller did not power the host off
-	// for its owner since: RebootPending; for a Machine that is gone,
+	// for its owner since (an OfflineSince after that power-on counts
+	// only once the controller read the host On after it: readOnAfter):
+	// RebootPending; for a Machine that is gone,
 	// ReadRequest, whatever its power). Online false on a host not
 	// released is one reading its owner may take back (a blip) and
 	// releases nothing: the reboot
@@ -236,6 +238,14 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 	// came (a BMC stuck reading Transitioning) leaves no LastPoweredOff,
 	// yet the host may be off for the request
 	// (TestReviewSgaa_StuckTransitioningBMCReleasesOffHost).
+	//
+	// OfflineSince is taken as the owner's power-off of an On host only
+	// when the controller read the host On after its last power-on
+	// (readOnAfter): it begins the Online=false enforcement on any
+	// non-Off reading, Transitioning too, so a BMC stuck reading
+	// Transitioning after a refused power-on would otherwise let an
+	// owner's blip drop RebootPending while the host is off
+	// (TestReviewSgab_StuckTransitioningOwnerBlipReleasesOffHost).
 	st := h.Status
 	if !st.OnConfirmed.IsZero() && st.OnConfirmed.Equal(st.LastPoweredOn) && !st.LastPoweredOff.After(st.LastPoweredOn) && !st.Pending() {
 		out.OnConfirmedAt = st.OnConfirmed
@@ -245,7 +255,7 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 		seenAfter(st, req.At)
 	if !(r.gone && out.Offline) && req.Value != "" && !req.At.IsZero() && neverOn &&
 		offAt && !st.LastPoweredOn.Before(st.LastPoweredOff) &&
-		!st.OfflineSince.After(st.LastPoweredOn) {
+		!(st.OfflineSince.After(st.LastPoweredOn) && readOnAfter(st)) {
 		out.RebootPending = true
 	}
 	return out, nil
@@ -397,4 +407,13 @@ func seenAfter(st reboot.Status, at time.Time) bool {
 		seen = st.LastRequestSeen
 	}
 	return !seen.IsZero() && !seen.Before(at) && st.LastPoweredOn.After(seen)
+}
+
+// readOnAfter reports whether the reboot controller's status shows the
+// host read On after its last recorded power-on (Status.OnConfirmed is
+// LastPoweredOn): only then is an OfflineSince after that power-on
+// evidence that the owner powered an On host off, not the enforcement
+// begun on a Transitioning reading of a host the power-on never reached.
+func readOnAfter(st reboot.Status) bool {
+	return !st.OnConfirmed.IsZero() && st.OnConfirmed.Equal(st.LastPoweredOn)
 }
