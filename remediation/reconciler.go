@@ -927,8 +927,12 @@ func recordedByOther(a Admissions, name string, req Request) bool {
 // one of the same name) is kept because the host its last request was
 // written to is still held for it (held: a reboot pending on it, or off
 // after the request and not powered on since): the pass is retried until
-// the reboot controller powered it on.
-var ErrHostHeld = errors.New("remediation: its host is still held after its reboot request (kept admitted until the reboot controller powers it on; if its BMC keeps refusing, power the host on by hand)")
+// the reboot controller powered it on and, where its evidence needs it,
+// read it On. Unknown errs towards holding: a BMC that refuses power-ons,
+// or reads Transitioning for ever, holds the admission for ever, whether
+// or not the host is on (TestReviewSgab_StuckTransitioningOnHostHeldForEver);
+// the message says what ends it.
+var ErrHostHeld = errors.New("remediation: its host is still held after its reboot request (kept admitted, and counted by the storm guard, until the reboot controller powers it on and reads it On; if its BMC refuses power-ons or keeps reading a power state other than On or Off, fix the BMC, or power the host on by hand; once you have checked the host is on, removing the Machine's name from the admission record releases it)")
 
 // RequestReader is an optional ability of a HostStore that names hosts:
 // it reads the host req.Host for the request req as HostStore.Get does,
