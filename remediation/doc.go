@@ -275,8 +275,9 @@
 // storm guard counts the host. Unknown errs towards holding: a BMC that
 // never reads the host On after the controller's power-on (refusing it,
 // or reading Transitioning for ever) keeps the admission until the BMC is
-// fixed, or a person who checked the host is on removes the Machine's
-// name from the admission record (ErrHostHeld's message says so). A Machine admitted while it had no host,
+// fixed, or a person who checked the host is on (or kept off by its
+// owner for no request of the Machine's) removes the Machine's name from
+// the admission record (ErrHostHeld's message says so). A Machine admitted while it had no host,
 // that wrote no request (Member.Wrote false), is released at once. A
 // remediation that is over and keeps its admission (Held) records its
 // last request (LastRequest) with it if it is not recorded yet, so that

@@ -932,7 +932,7 @@ func recordedByOther(a Admissions, name string, req Request) bool {
 // or reads Transitioning for ever, holds the admission for ever, whether
 // or not the host is on (TestReviewSgab_StuckTransitioningOnHostHeldForEver);
 // the message says what ends it.
-var ErrHostHeld = errors.New("remediation: its host is still held after its reboot request (kept admitted, and counted by the storm guard, until the reboot controller powers it on and reads it On; if its BMC refuses power-ons or keeps reading a power state other than On or Off, fix the BMC, or power the host on by hand; once you have checked the host is on, removing the Machine's name from the admission record releases it)")
+var ErrHostHeld = errors.New("remediation: its host is still held after its reboot request (kept admitted, and counted by the storm guard, until the reboot controller powers it on and reads it On; if its BMC refuses power-ons or keeps reading a power state other than On or Off, fix the BMC, or power the host on by hand; once you have checked the host is on, or kept off by its owner for no request of this Machine's, removing the Machine's name from the admission record releases it)")
 
 // RequestReader is an optional ability of a HostStore that names hosts:
 // it reads the host req.Host for the request req as HostStore.Get does,
