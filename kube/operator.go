@@ -100,6 +100,19 @@ const DefaultOperatorStaleReads = 3 * time.Minute
 // running (its status is at most StaleReads behind the hardware), and on
 // its clock and Ironic's agreeing with the remediation's (the reboot
 // package's assumption A3).
+//
+// It never sets remediation.Host.OnConfirmedAt: a BareMetalHost's status
+// records no time of a power-on read On after the last power-off
+// (status.poweredOn is a bare reading, status.lastUpdated the time of
+// any status write), so a host that is off now gives no bound on when it
+// was last on. A gone Machine's admission whose recorded request has no
+// time thus holds a host it moved from (or its own) that is off, parked
+// by its owner included, until the operator shows it on, or the owner
+// releases it (Offline), or a person who checked it is off for no
+// request of the Machine's removes the Machine's name from the admission
+// record (remediation.ErrHostHeld): unknown errs towards holding
+// (TestReviewSgab_OperatorHostsGoneMemberNoTimeParkedHostHoldsForEver,
+// a documented trade-off).
 type OperatorHosts struct {
 	Client    client.Client
 	Namespace string

@@ -125,6 +125,14 @@
 // rolling upgrade, dropping the fields it does not know) cannot say
 // whether a request was found there: it is taken as found at the last
 // request's time, and the host counted while it may be off after it. A
+// gone Machine's Member whose recorded request has no time (a failed
+// remediation cleared) reads it from the reboot controller's last
+// power-on of the host that it confirmed On with no reboot pending since
+// (Host.OnConfirmedAt: a power-off for any request it saw ended by
+// then), or, without one, from any time (any power-off counts until the
+// host is read on since); so is the host that request was written to
+// (Admissions.Requests' Host), on which a late write of its may have
+// landed and been removed in the pass that releases the admission. A
 // request of the Machine's found on its own host after its remediation
 // ended (done or failed, or none once a failed one was cleared: read on
 // State.Host, the host its last request was written to, whatever HostOf
@@ -264,7 +272,12 @@
 // since HostOf no longer answers for a deleted Machine: the same rule as
 // a live Machine's); until then the pass fails (ErrHostHeld, or the
 // removal's error), the admission is kept, the pass retried, and the
-// storm guard counts the host. A Machine admitted while it had no host,
+// storm guard counts the host. Unknown errs towards holding: a BMC that
+// never reads the host On after the controller's power-on (refusing it,
+// or reading Transitioning for ever) keeps the admission until the BMC is
+// fixed, or a person who checked the host is on (or kept off by its
+// owner for no request of the Machine's) removes the Machine's name from
+// the admission record (ErrHostHeld's message says so). A Machine admitted while it had no host,
 // that wrote no request (Member.Wrote false), is released at once. A
 // remediation that is over and keeps its admission (Held) records its
 // last request (LastRequest) with it if it is not recorded yet, so that

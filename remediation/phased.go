@@ -288,6 +288,17 @@ type Host struct {
 	// (reboot.Status.OnConfirmed): the host was on after the request's
 	// power-off. A move (moveBlocked) takes it as an On reading.
 	ConfirmedOn bool
+	// OnConfirmedAt: the reboot controller's last power-on of the host,
+	// when it confirmed it by an On reading that cannot be an echo
+	// (reboot.Status.OnConfirmed equal to LastPoweredOn), no power-off
+	// was recorded after it and no reboot is pending; zero otherwise, or
+	// where the store cannot tell (it need not set it). Whatever request
+	// it is read for: every reboot the controller ended, for any request
+	// it saw, ended at or before it, and the host was on after it. A host
+	// a gone Machine moved from, read for a request whose time is not
+	// recorded (Member.movedFrom), is read from it rather than from any
+	// time (readMembersPrev).
+	OnConfirmedAt time.Time
 	// OffAfterRequest: the reboot controller recorded the hardware off
 	// after the request (Status.LastPoweredOff after Request.At); with
 	// PoweredOn false, the host may still be off and the controller may

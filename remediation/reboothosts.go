@@ -82,9 +82,13 @@ type RebootAPIHosts struct {
 	// released it. A host with Online false, released, and no request of
 	// the Machine's on it is then Host.Offline, not held (for a live
 	// Machine, unless a power-on recorded after the request's power-off
-	// was never read On, by Power or, without it, by the controller's
+	// (or after the request was seen, with no Off reading recorded: a
+	// BMC stuck mid power change) was never read On, by Power or,
+	// without it, by the controller's
 	// Status.OnConfirmed, and the controller did not power the host off
-	// for its owner since: RebootPending; for a Machine that is gone,
+	// for its owner since (an OfflineSince after that power-on counts
+	// only once the controller read the host On after it: readOnAfter):
+	// RebootPending; for a Machine that is gone,
 	// ReadRequest, whatever its power). Online false on a host not
 	// released is one reading its owner may take back (a blip) and
 	// releases nothing: the reboot
@@ -220,11 +224,38 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 	// lasting release OwnerOnline describes, whether or not the host was
 	// on when it came (the controller writes OfflineSince only when it
 	// powers an On host off).
+	//
+	// Likewise for a power-on recorded after the request for a power-off
+	// before it (the request written to a host already off, no power-on
+	// recorded in between: a retry's, persisted while its host was off
+	// for the attempt before): the host is off for the Machine's requests
+	// until it is read On, whatever request's time it is read for.
+	//
+	// And for a power-on recorded after a request the controller saw at
+	// or after the request's time (PendingRebootSince, or LastRequestSeen
+	// for a request that joined a pending reboot), whether or not a
+	// power-off was recorded: a power-off sent whose Off reading never
+	// came (a BMC stuck reading Transitioning) leaves no LastPoweredOff,
+	// yet the host may be off for the request
+	// (TestReviewSgaa_StuckTransitioningBMCReleasesOffHost).
+	//
+	// OfflineSince is taken as the owner's power-off of an On host only
+	// when the controller read the host On after its last power-on
+	// (readOnAfter): it begins the Online=false enforcement on any
+	// non-Off reading, Transitioning too, so a BMC stuck reading
+	// Transitioning after a refused power-on would otherwise let an
+	// owner's blip drop RebootPending while the host is off
+	// (TestReviewSgab_StuckTransitioningOwnerBlipReleasesOffHost).
 	st := h.Status
+	if !st.OnConfirmed.IsZero() && st.OnConfirmed.Equal(st.LastPoweredOn) && !st.LastPoweredOff.After(st.LastPoweredOn) && !st.Pending() {
+		out.OnConfirmedAt = st.OnConfirmed
+	}
 	neverOn := !out.PoweredOn && out.Power != power.StateOn && (r.Power != nil || !out.ConfirmedOn)
+	offAt := st.LastPoweredOff.After(req.At) || !st.LastPoweredOff.IsZero() && st.LastPoweredOn.After(req.At) ||
+		seenAfter(st, req.At)
 	if !(r.gone && out.Offline) && req.Value != "" && !req.At.IsZero() && neverOn &&
-		st.LastPoweredOff.After(req.At) && !st.LastPoweredOn.Before(st.LastPoweredOff) &&
-		!st.OfflineSince.After(st.LastPoweredOn) {
+		offAt && !st.LastPoweredOn.Before(st.LastPoweredOff) &&
+		!(st.OfflineSince.After(st.LastPoweredOn) && readOnAfter(st)) {
 		out.RebootPending = true
 	}
 	return out, nil
@@ -365,4 +396,24 @@ func RequestTime(v string) time.Time {
 		return time.Time{}
 	}
 	return t
+}
+
+// seenAfter reports whether the reboot controller saw a request at or
+// after at (Status.PendingRebootSince, or Status.LastRequestSeen: a
+// request joining a pending reboot) and recorded a power-on after it.
+func seenAfter(st reboot.Status, at time.Time) bool {
+	seen := st.PendingRebootSince
+	if st.LastRequestSeen.After(seen) {
+		seen = st.LastRequestSeen
+	}
+	return !seen.IsZero() && !seen.Before(at) && st.LastPoweredOn.After(seen)
+}
+
+// readOnAfter reports whether the reboot controller's status shows the
+// host read On after its last recorded power-on (Status.OnConfirmed is
+// LastPoweredOn): only then is an OfflineSince after that power-on
+// evidence that the owner powered an On host off, not the enforcement
+// begun on a Transitioning reading of a host the power-on never reached.
+func readOnAfter(st reboot.Status) bool {
+	return !st.OnConfirmed.IsZero() && st.OnConfirmed.Equal(st.LastPoweredOn)
 }

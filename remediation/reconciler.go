@@ -213,8 +213,18 @@ func (m Member) Equal(o Member) bool {
 // rewritten by a controller of that version, which drops the fields it
 // does not know) reads PrevHost from at, the recorded request's time,
 // and takes a request of the Machine's as found there then (Seen = at):
-// unknown errs towards holding.
+// unknown errs towards holding. A recorded request without a time (a
+// failed remediation cleared: LastRequest has no T) gives knownEarliest
+// instead (with no time, nothing would count, and a gone Machine's
+// admission would be released while a host it moved from is off for a
+// request of its); no admission time is recorded to bound it, so
+// readMembersPrev reads such a host from the reboot controller's last
+// power-on it confirmed On (Host.OnConfirmedAt), where it has one: a
+// power-off for a request of the Machine's ended by then, and one since
+// is another's or its owner's. Without one, any power-off of the host
+// counts until it is read on since.
 func (m Member) movedFrom(at time.Time) []MovedFrom {
+	at = cmp.Or(at, knownEarliest)
 	seen := m.PrevHostSeen
 	if m.PrevHostSince.IsZero() {
 		seen = cmp.Or(seen, at)
@@ -722,7 +732,11 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, name string, a Admissi
 		if found[i] || off[i] {
 			// A request of its found there (removed above: read again on
 			// the next pass), or the host may still be off for one.
-			return fmt.Errorf("remediation: machine %s (%s): host %s it moved from, where a request of its was found: %w", name, why, e.Host, ErrHostHeld)
+			what := "which may still be off for a request of its found there"
+			if found[i] {
+				what = "where a request of its was found (removed)"
+			}
+			return fmt.Errorf("remediation: machine %s (%s): host %s it moved from, %s: %w", name, why, e.Host, what, ErrHostHeld)
 		}
 	}
 	return reboot.Fenced(ctx, r.Guard, "remediation: release "+name, func(ctx context.Context) error { return r.release(ctx, name, nil) })
@@ -749,6 +763,18 @@ func (r *Reconciler) readMembersPrev(ctx context.Context, name string, a Admissi
 		h, err := r.readRecorded(ctx, name, Request{Value: RebootValue(uid, time.Time{}), At: e.Since, Host: e.Host})
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, nil, nil, fmt.Errorf("read host %s it moved from: %w", e.Host, err)
+		}
+		if err == nil && e.Since.Equal(knownEarliest) && !h.RebootAnnotation && h.OnConfirmedAt.After(e.Since) {
+			// No time recorded (Member.movedFrom): a request of the
+			// Machine's the reboot controller acted on was ended by a
+			// power-on no later than the one it confirmed On, so the
+			// host is read from that power-on, not from any time (a
+			// later power-off, another's or its owner's, is not this
+			// Machine's to count).
+			h, err = r.readRecorded(ctx, name, Request{Value: RebootValue(uid, time.Time{}), At: h.OnConfirmedAt, Host: e.Host})
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, nil, nil, fmt.Errorf("read host %s it moved from: %w", e.Host, err)
+			}
 		}
 		if h.RebootAnnotation && e.Seen.IsZero() {
 			all[i].Seen, changed = r.Now(), true
@@ -781,12 +807,26 @@ func (r *Reconciler) readMembersPrev(ctx context.Context, name string, a Admissi
 // a RequestReader, through the Machine's mapping, a Machine it does not
 // resolve (ErrNotFound) holding nothing it can tell. A record without a
 // request (written before Admissions.Requests existed) holds nothing it
-// can tell either.
+// can tell either. A recorded request without a time (a failed
+// remediation cleared: LastRequest has no T) is read for any time
+// (knownEarliest), as Member.movedFrom reads a host it moved from: a
+// late write of the Machine's may have landed on the host and had it
+// powered off (TestReviewSgab_GoneNoTimeOwnHostStrayReleasedWhileOff);
+// with no request on it, it is read again from the reboot controller's
+// last confirmed power-on (Host.OnConfirmedAt), as readMembersPrev does.
 func (r *Reconciler) stillHeld(ctx context.Context, name string, req Request) (bool, error) {
-	if req.Value == "" || req.At.IsZero() {
+	if req.Value == "" {
 		return false, nil
 	}
+	noTime := req.At.IsZero()
+	if noTime {
+		req.At = knownEarliest
+	}
 	h, err := r.readRecorded(ctx, name, req)
+	if err == nil && noTime && !h.RebootAnnotation && h.OnConfirmedAt.After(req.At) {
+		req.At = h.OnConfirmedAt
+		h, err = r.readRecorded(ctx, name, req)
+	}
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -887,8 +927,12 @@ func recordedByOther(a Admissions, name string, req Request) bool {
 // one of the same name) is kept because the host its last request was
 // written to is still held for it (held: a reboot pending on it, or off
 // after the request and not powered on since): the pass is retried until
-// the reboot controller powered it on.
-var ErrHostHeld = errors.New("remediation: its host is still held after its reboot request (kept admitted until the reboot controller powers it on; if its BMC keeps refusing, power the host on by hand)")
+// the reboot controller powered it on and, where its evidence needs it,
+// read it On. Unknown errs towards holding: a BMC that refuses power-ons,
+// or reads Transitioning for ever, holds the admission for ever, whether
+// or not the host is on (TestReviewSgab_StuckTransitioningOnHostHeldForEver);
+// the message says what ends it.
+var ErrHostHeld = errors.New("remediation: its host is still held after its reboot request (kept admitted, and counted by the storm guard, until the reboot controller powers it on and reads it On; if its BMC refuses power-ons or keeps reading a power state other than On or Off, fix the BMC, or power the host on by hand; once you have checked the host is on, or kept off by its owner for no request of this Machine's, removing the Machine's name from the admission record releases it)")
 
 // RequestReader is an optional ability of a HostStore that names hosts:
 // it reads the host req.Host for the request req as HostStore.Get does,
