@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rebootkit/rebootkit/fake"
 	"github.com/rebootkit/rebootkit/reboot"
 	"github.com/rebootkit/rebootkit/remediation"
 )
@@ -85,71 +84,6 @@ func TestReviewSgab_GoneNoTimeOwnHostStrayReleasedWhileOff(t *testing.T) {
 	}
 	adm, _ := w.c.GetAdmissions(w.ctx)
 	t.Logf("end: admissions %v; h0 on=%v h1 on=%v", adm.Machines, w.powers["h0"].HardwareOn(), w.powers["h1"].HardwareOn())
-}
-
-// TestReviewSgab_StuckTransitioningOnHostHeldForEver: the price of
-// afe3342 (seenAfter). m0's remediation requests h0; at once h0's BMC
-// reads Transitioning for ever and fails every power-off, so the
-// hardware never goes off (ground truth: on throughout, fake.Power
-// HardwareOn). m0's Node comes back Ready (the host was never off), its
-// attempt times out and fails, its request is removed, and the reboot
-// controller ends the reboot with a power-on (LastPoweredOn after
-// PendingRebootSince). seenAfter makes that power-on "never read On" for
-// as long as the BMC reads Transitioning: m0's admission is kept for
-// ever on a host that is on and running a Ready Node, and m1, failing
-// later on a healthy BMC, is never admitted (limit 1). The message tells
-// the operator to power the host on by hand, which changes nothing (it is
-// on, and the BMC's reading stays Transitioning); no other way out is
-// offered short of deleting the host record. Before afe3342 (a recorded
-// power-off needed) m0 was released.
-func TestReviewSgab_StuckTransitioningOnHostHeldForEver(t *testing.T) {
-	for _, withPower := range []bool{true, false} {
-		t.Run(map[bool]string{true: "power", false: "nopower"}[withPower], func(t *testing.T) {
-			w := newSgaaWorld(t, withPower)
-			stuckOff := false
-			w.powers["h0"] = fake.NewPower(w.clk.Real, fake.PowerConfig{Faults: func(c fake.Call) fake.Fault {
-				if c.Op == fake.OpOff && stuckOff {
-					return fake.Fault{Kind: fake.FaultFailed}
-				}
-				return fake.Fault{}
-			}})
-			w.c.SetNodeReady("m0", false)
-			w.c.SetNeedsRemediation("m0", true)
-			var stuckAt time.Time
-			for i := 0; i < 1080; i++ { // 3 h of 10 s steps
-				if stuckAt.IsZero() {
-					if hh, _ := w.hosts.Get(w.ctx, "h0"); hh.Annotations[remediation.RebootAnnotation] != "" {
-						*w.stuck["h0"], stuckOff = true, true
-						stuckAt = w.clk.Now()
-					}
-				}
-				w.step(10 * time.Second)
-				if !w.powers["h0"].HardwareOn() {
-					t.Fatalf("premise: h0 went off")
-				}
-				if !stuckAt.IsZero() && w.clk.Now().Sub(stuckAt) == 2*time.Minute {
-					w.c.SetNodeReady("m0", true) // the host was never off: the Node is back
-				}
-				if !stuckAt.IsZero() && w.clk.Now().Sub(stuckAt) == 30*time.Minute {
-					w.c.SetNodeReady("m1", false)
-					w.c.SetNeedsRemediation("m1", true)
-				}
-				if adm, _ := w.c.GetAdmissions(w.ctx); !stuckAt.IsZero() && !adm.Has("m0") && adm.Has("m1") {
-					return
-				}
-			}
-			if stuckAt.IsZero() {
-				t.Fatal("premise: m0's request never written")
-			}
-			hh, _ := w.hosts.Get(w.ctx, "h0")
-			adm, _ := w.c.GetAdmissions(w.ctx)
-			rec0, _ := w.c.Get(w.ctx, "m0")
-			rec1, _ := w.c.Get(w.ctx, "m1")
-			t.Fatalf("%v after h0's BMC stuck (h0 on throughout by ground truth, m0's Node Ready since): admissions %v; m0 %s %q; m1 %s %q; h0 ann %v status LastPoweredOn=%v OnConfirmed=%v LastPoweredOff=%v PendingRebootSince=%v",
-				w.clk.Now().Sub(stuckAt), adm.Machines, rec0.State.Phase, rec0.State.Message, rec1.State.Phase, rec1.State.Message,
-				hh.Annotations, hh.Status.LastPoweredOn, hh.Status.OnConfirmed, hh.Status.LastPoweredOff, hh.Status.PendingRebootSince)
-		})
-	}
 }
 
 // TestReviewSgab_StuckTransitioningOwnerBlipReleasesOffHost: the scenario
