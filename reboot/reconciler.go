@@ -94,6 +94,17 @@ type Result struct {
 	// since a BMC that refuses the credentials for ever may never get a
 	// power call that would fail.
 	StateErr error
+	// Busy says work of this controller's is under way for the host
+	// after this pass: a reboot request or a pending reboot, a host held
+	// off, Online=false enforced, a power call made in this pass, a
+	// power-on decided and not yet confirmed (Status.OnConfirmed), a
+	// press that may still be in effect, or a power-off whose answer was
+	// lost or is still awaited that may still land. It is false for an
+	// idle Online host with nothing of ours in flight, even one whose
+	// power state cannot be read. Loop gives it to the Runner
+	// (Next.Busy): a busy host dropped from the listing is still
+	// reconciled until its work is done.
+	Busy bool
 }
 
 // Reconciler applies decisions for hosts: it reads the host and its power
@@ -804,6 +815,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			res.Requeue, res.RequeueAfter = true, 0
 		}
 	}
+	r.mu.Lock()
+	res.Busy = busy(h, d, r.current(name, hm), r.monotonic(), cfg.LostLanding)
+	r.mu.Unlock()
 	if r.Logger != nil && (d.UpdateStatus || d.Power != ActionNone || len(d.Warnings) > 0) {
 		attrs := []slog.Attr{slog.String("host", name), slog.String("phase", d.Phase.String()),
 			slog.String("power", d.Power.String()), slog.String("reason", d.Reason)}

@@ -21,9 +21,16 @@ type Loop struct {
 	Reconcile func(ctx context.Context, key string) (Next, error)
 	// Keys lists every key to reconcile (your host or machine names). The
 	// Runner calls it at start and every Runner.Resync, reconciles each
-	// key listed, and stops watching keys no longer listed (a listing
-	// that fails forgets no key; while a listing is still running, no key
-	// is forgotten and the loop is not listed again). A listing that
+	// key listed, and forgets a key no longer listed (its entry, its
+	// retries and its watch end; a pass running for it ends first) at the
+	// first Resync tick after a listing without it, unless work is under
+	// way for it: a key whose last pass that succeeded reported
+	// Next.Busy is kept (and reconciled as usual) until one reports it
+	// not busy, whatever is due for it (a key that never had a pass
+	// succeed counts as not busy: a server whose BMC or store record
+	// fails for good is forgotten). A listing that fails forgets no key;
+	// while a listing is still running, no key is forgotten and the loop
+	// is not listed again. A listing that
 	// fails is logged and tried again after a back-off, from MinBackoff
 	// doubling up to MaxListRetry (or Resync if shorter), until one
 	// succeeds: a store that does not answer as the process starts delays
@@ -57,6 +64,17 @@ type Next struct {
 	// while the pass ran (the key then runs again). Requeue and After are
 	// ignored when it is set.
 	Release bool
+	// Busy reports work under way for the key (a reboot in progress, a
+	// host held off or powered off by this controller and not yet known
+	// on again, a request pending, a call whose answer may still land, a
+	// remediation in flight): the Runner keeps the key, and reconciles
+	// it, even when its listing (Loop.Keys) no longer holds it, until a
+	// pass that succeeds reports it not busy. A pass that fails leaves
+	// the key as busy as the last one that succeeded said. Leave it
+	// false for a key with nothing of the controller's own to finish
+	// (an idle host, even one whose BMC does not answer): dropped from
+	// the listing, it is forgotten at the next Resync tick.
+	Busy bool
 }
 
 // Runner runs Loops: the work queue a controller outside Kubernetes needs
@@ -157,6 +175,8 @@ type keyState struct {
 	stop     context.CancelFunc // ends the key's watch
 	listed   bool               // seen in the latest listing (or added)
 	release  bool               // removed while running: forgotten when the pass ends
+	busy     bool               // the last pass that succeeded reported Next.Busy
+	unlisted bool               // not listed at a tick while running: forgotten when the pass ends unless busy
 }
 
 type dueHeap []*keyState
@@ -407,7 +427,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		}
 		s.listed = true
-		s.release = false
+		s.release, s.unlisted = false, false
 		schedule(s, time.Now())
 	}
 
@@ -460,10 +480,20 @@ func (r *Runner) Run(ctx context.Context) error {
 			free++
 			s := keys[res.k]
 			s.running = false
+			if res.err == nil {
+				s.busy = res.next.Busy
+			}
+			unlisted := s.unlisted
+			s.unlisted = false
 			switch {
 			case s.release:
 				release(s)
 			case res.err == nil && res.next.Release && !s.again:
+				release(s)
+			case unlisted && !s.busy && !s.again:
+				// Not listed at the last tick, and nothing under way:
+				// forgotten now that its pass has ended (a wake-up that
+				// came meanwhile runs it once more first).
 				release(s)
 			default:
 				if res.err == nil && res.next.Release {
@@ -501,11 +531,15 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		case <-tick.C:
 			// Keys of listing loops not listed since the last tick are
-			// forgotten (their watches end) once nothing is due for them.
-			// Keys of loops without Keys (given to Add) are forgotten
-			// only when released (Next.Release, Remove): each is
-			// reconciled at every tick, as a listed key is when its
-			// listing comes in.
+			// forgotten (their watches end, their retries are dropped)
+			// unless their last pass that succeeded said work is under
+			// way (Next.Busy), whatever is due for them: a key whose
+			// passes keep failing or asking to come back (a dead BMC)
+			// always has a pass due. One that runs is forgotten when its
+			// pass ends, unless that pass says it busy. Keys of loops
+			// without Keys (given to Add) are forgotten only when
+			// released (Next.Release, Remove): each is reconciled at
+			// every tick, as a listed key is when its listing comes in.
 			for k, s := range keys {
 				if r.Loops[k.loop].Keys == nil {
 					schedule(s, time.Now())
@@ -514,11 +548,12 @@ func (r *Runner) Run(ctx context.Context) error {
 				if listFailed[k.loop] || listRunning[k.loop] {
 					continue
 				}
-				if !s.listed && !s.running && s.index < 0 {
-					if s.stop != nil {
-						s.stop()
+				if !s.listed && !s.busy {
+					if s.running {
+						s.unlisted = true
+					} else {
+						release(s)
 					}
-					delete(keys, k)
 					continue
 				}
 				s.listed = false
@@ -614,7 +649,9 @@ func (r *Runner) warn(ctx context.Context, loop, key, what string, err error) {
 // back-off, Decision.RequeueAfter schedules the next, a host gone from the
 // store (ErrNotFound) is forgotten (Reconciler.Forget) and its key
 // released (Next.Release: no more passes, its watch ends) until it is
-// listed or added again, and
+// listed or added again, a host with work under way (Result.Busy) is
+// reported Next.Busy (the Runner keeps it while its listing no longer
+// holds it), and
 // Hosts' HostWatcher, if it has one, wakes a host when its record changes.
 func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) Loop {
 	l := Loop{Name: "reboot", Keys: keys,
@@ -624,7 +661,7 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) Loop
 				r.Forget(name)
 				return Next{Release: true}, nil
 			}
-			return Next{Requeue: res.Requeue, After: res.RequeueAfter}, err
+			return Next{Requeue: res.Requeue, After: res.RequeueAfter, Busy: res.Busy}, err
 		}}
 	if w, ok := r.Hosts.(HostWatcher); ok {
 		l.Watch = w.Watch

@@ -1,0 +1,43 @@
+package reboot
+
+import "time"
+
+// busy reports whether work of this controller's is under way for host h
+// after a pass that decided d (Result.Busy, Next.Busy): a reboot request
+// or a pending reboot, a host held off, Online=false enforced, a power
+// call made in the pass, a power-on decided and not yet confirmed
+// (Status.OnConfirmed), a press that may still be in effect
+// (Status.LastPress), or a power-off or press whose answer was lost or is
+// still awaited (hm, at monotonic time m) that may still land (landing:
+// Config.LostLanding). It errs on
+// the side of busy: an idle Online host with no request and nothing of
+// ours in flight is the only one it calls not busy, whether or not its
+// power state reads. Called with r.mu held.
+func busy(h Host, d Decision, hm *memory, m, landing time.Duration) bool {
+	st := d.Status
+	switch {
+	case d.Power != ActionNone, len(d.Requests) > 0, st.Pending(),
+		d.Phase != PhaseIdle && d.Phase != PhaseDeprovisioned:
+		return true
+	case !h.Online && !h.Deprovisioned, !st.OfflineSince.IsZero():
+		return true
+	case !st.LastPoweredOn.IsZero() && !st.OnConfirmed.Equal(st.LastPoweredOn), !st.LastPress.IsZero():
+		return true
+	}
+	return hm.callsMayLand(m, landing)
+}
+
+// callsMayLand reports whether a power-off or press of ours may still
+// land at monotonic time m: one whose answer was lost, that this
+// controller did not see answered, or that is still awaited (answered
+// busy: it may go on in the background, LateAnswerer), less than landing
+// ago, as the decisions count them (lostCalls.since).
+func (h *memory) callsMayLand(m, landing time.Duration) bool {
+	l := h.lost
+	for _, a := range []lostAt{l.off, l.press, l.flight.off, l.flight.press} {
+		if a.set && m-a.at < landing {
+			return true
+		}
+	}
+	return false
+}
