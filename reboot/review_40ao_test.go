@@ -181,3 +181,67 @@ func TestReview40ao_UnlistedOnlineFalseHostWithDeadBMCNeverForgotten(t *testing.
 		len(hw.Calls())-calls)
 	require.ErrorIs(t, stop(), context.Canceled)
 }
+
+// guard40ao is a leadership fence that refuses (standby) until lead is set.
+type guard40ao struct{ lead atomic.Bool }
+
+func (g *guard40ao) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if !g.lead.Load() {
+		return ctx, func() {}, reboot.ErrNotLeader
+	}
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	return c, cancel, nil
+}
+
+// TestReview40ao_StandbyForgetsFencedHostDroppedBeforeItLeads: a second
+// process runs as standby (its Guard refuses) while the first fences a
+// host; the host is dropped from the listing; the first process dies and
+// the standby takes the leadership. If the standby's passes for the host
+// never succeeded (a pass that would write fails with ErrNotLeader), its
+// key was never busy and was forgotten: the new leader never powers the
+// released host on.
+func TestReview40ao_StandbyForgetsFencedHostDroppedBeforeItLeads(t *testing.T) {
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	cl, tk := fence40ao(t, store, hw)
+	g := &guard40ao{}
+	var passes, fails atomic.Int32
+	rec := &reboot.Reconciler{Hosts: store, Now: time.Now, Guard: g,
+		Power:  func(string) (power.Controller, error) { return hw, nil },
+		Config: fastCfg40ao}
+	var dropped atomic.Bool
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if dropped.Load() {
+			return []string{}, nil
+		}
+		return []string{"h"}, nil
+	})
+	inner := l.Reconcile
+	l.Reconcile = func(ctx context.Context, k string) (reboot.Next, error) {
+		passes.Add(1)
+		n, err := inner(ctx, k)
+		if err != nil {
+			fails.Add(1)
+			t.Logf("standby pass: %v", err)
+		}
+		return n, err
+	}
+	stop := runFor(t, &reboot.Runner{Resync: 100 * time.Millisecond, MinBackoff: time.Second, MaxBackoff: 2 * time.Second,
+		Loops: []reboot.Loop{l}})
+	defer stop()
+	require.Eventually(t, func() bool { return passes.Load() >= 1 }, 10*time.Second, 5*time.Millisecond, "first pass")
+	time.Sleep(150 * time.Millisecond)
+	dropped.Store(true)
+	time.Sleep(400 * time.Millisecond)
+	g.lead.Store(true) // the first process is gone: this one leads
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, cl.Release(ctx, tk))
+	deadline := time.Now().Add(8 * time.Second)
+	for !hw.HardwareOn() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.True(t, hw.HardwareOn(),
+		"a fenced host dropped from the listing while this process was standby is still off 8 s after its release (standby passes %d, failed %d)",
+		passes.Load(), fails.Load())
+}
