@@ -247,10 +247,10 @@ type creds struct {
 	last         error
 	answeredAt   time.Time // when the BMC last answered a request of these credentials (a login, a call)
 	// loginsOK and loginsFailed count the outcomes of logins with these
-	// credentials; answeredHost is the host whose call with them
-	// the BMC last answered, at answeredHostAt. A call refused with ErrAuth backs them off
-	// only if no login outcome came during it and no other host's call
-	// was answered since its host's (release).
+	// credentials; answeredHost is the host whose call with them the BMC
+	// last answered, at answeredHostAt. A call's ErrAuth is judged from
+	// them (refusedInCallLocked): counted already, this host's own, or
+	// the credentials'.
 	loginsOK       uint64
 	loginsFailed   uint64
 	answeredHost   string
