@@ -4,27 +4,55 @@ import "time"
 
 // busy reports whether work of this controller's is under way for host h
 // after a pass that decided d (Result.Busy, Next.Busy): a reboot request
-// or a pending reboot, a host held off, Online=false enforced, a power
-// call made in the pass, a power-on decided and not yet confirmed
-// (Status.OnConfirmed), a press that may still be in effect
-// (Status.LastPress), or a power-off or press whose answer was lost or is
-// still awaited (hm, at monotonic time m) that may still land (landing:
-// Config.LostLanding). It errs on
-// the side of busy: an idle Online host with no request and nothing of
-// ours in flight is the only one it calls not busy, whether or not its
-// power state reads. Called with r.mu held.
+// or a pending reboot, a host held off, a power call made in the pass,
+// what statusBusy reads in the status decided, or a power-off or press
+// whose answer was lost or is still awaited (hm, at monotonic time m)
+// that may still land (landing: Config.LostLanding). It errs on the side
+// of busy: an idle Online host with no request and nothing of ours in
+// flight is the only one it calls not busy, whether or not its power
+// state reads. Called with r.mu held.
 func busy(h Host, d Decision, hm *memory, m, landing time.Duration) bool {
-	st := d.Status
 	switch {
-	case d.Power != ActionNone, len(d.Requests) > 0, st.Pending(),
+	case d.Power != ActionNone, len(d.Requests) > 0,
 		d.Phase != PhaseIdle && d.Phase != PhaseDeprovisioned:
 		return true
-	case !h.Online && !h.Deprovisioned, !st.OfflineSince.IsZero():
+	case statusBusy(h, d.Status):
+		return true
+	}
+	return hm.callsMayLand(m, landing)
+}
+
+// storedBusy reports whether host h as stored shows work of this
+// controller's under way, before any pass decides on it: a reboot
+// request (an annotation p counts) or what statusBusy reads in its
+// stored status. It is what a pass that read h and then failed reports
+// (Result.Busy), and what Reconciler.Loop adds unlisted hosts by
+// (HostLister).
+func storedBusy(h Host, p Policy) bool {
+	if statusBusy(h, h.Status) {
+		return true
+	}
+	reqs, _ := parseInto(nil, nil, h.Annotations, p)
+	return len(reqs) > 0
+}
+
+// statusBusy reports whether status st of host h shows work of this
+// controller's under way: a pending reboot, Online=false enforced and
+// its power-off not yet known done (Status.OfflineOffSeen), an
+// Online=false enforcement that ended (Online true again) with OfflineSince
+// still set, a power-on decided and not yet confirmed
+// (Status.OnConfirmed), or a press that may still be in effect
+// (Status.LastPress).
+func statusBusy(h Host, st Status) bool {
+	switch {
+	case st.Pending():
+		return true
+	case !h.Online && !h.Deprovisioned && st.OfflineOffSeen.IsZero(), h.Online && !st.OfflineSince.IsZero():
 		return true
 	case !st.LastPoweredOn.IsZero() && !st.OnConfirmed.Equal(st.LastPoweredOn), !st.LastPress.IsZero():
 		return true
 	}
-	return hm.callsMayLand(m, landing)
+	return false
 }
 
 // callsMayLand reports whether a power-off or press of ours may still

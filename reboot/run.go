@@ -24,12 +24,12 @@ type Loop struct {
 	// key listed, and forgets a key no longer listed (its entry, its
 	// retries and its watch end; a pass running for it ends first) at the
 	// first Resync tick after a listing without it, unless work is under
-	// way for it: a key whose last pass that succeeded reported
-	// Next.Busy is kept (and reconciled as usual) until one reports it
-	// not busy, whatever is due for it (a key that never had a pass
-	// succeed counts as not busy: a server whose BMC or store record
-	// fails for good is forgotten). A listing that fails forgets no key;
-	// while a listing is still running, no key is forgotten and the loop
+	// way for it: a key is kept (and reconciled as usual), whatever is due
+	// for it, while the last pass that ended for it reported Next.Busy,
+	// until one reports it not busy (see Next.Busy and Next.Idle for the
+	// passes that fail; a key counts as busy until its first pass ends). A
+	// listing that fails forgets no key; while a listing is still
+	// running, no key is forgotten and the loop
 	// is not listed again. A listing that
 	// fails is logged and tried again after a back-off, from MinBackoff
 	// doubling up to MaxListRetry (or Resync if shorter), until one
@@ -67,14 +67,24 @@ type Next struct {
 	// Busy reports work under way for the key (a reboot in progress, a
 	// host held off or powered off by this controller and not yet known
 	// on again, a request pending, a call whose answer may still land, a
-	// remediation in flight): the Runner keeps the key, and reconciles
-	// it, even when its listing (Loop.Keys) no longer holds it, until a
-	// pass that succeeds reports it not busy. A pass that fails leaves
-	// the key as busy as the last one that succeeded said. Leave it
-	// false for a key with nothing of the controller's own to finish
-	// (an idle host, even one whose BMC does not answer): dropped from
-	// the listing, it is forgotten at the next Resync tick.
+	// remediation in flight), or that the pass could not tell (it failed
+	// before it read the key's object: unknown counts as busy): the
+	// Runner keeps the key, and reconciles it, even when its listing
+	// (Loop.Keys) no longer holds it, until a pass reports it not busy.
+	// A pass that succeeds without Busy reports it not busy; so does one
+	// that fails with Idle. A pass that fails with neither leaves the key
+	// as busy as the pass before it said (a key whose first pass so fails
+	// counts as not busy: a Loop that never sets Busy has its unlisted
+	// keys forgotten). Leave it false for a key with nothing of the
+	// controller's own to finish (an idle host, even one whose BMC does
+	// not answer): dropped from the listing, it is forgotten at the next
+	// Resync tick.
 	Busy bool
+	// Idle, with Busy false, reports that a pass that failed read the
+	// key's object and found no work under way (an idle host whose power
+	// controller cannot be had): the key counts as not busy. It is
+	// ignored when the pass succeeds (Busy alone then says).
+	Idle bool
 }
 
 // Runner runs Loops: the work queue a controller outside Kubernetes needs
@@ -175,7 +185,8 @@ type keyState struct {
 	stop     context.CancelFunc // ends the key's watch
 	listed   bool               // seen in the latest listing (or added)
 	release  bool               // removed while running: forgotten when the pass ends
-	busy     bool               // the last pass that succeeded reported Next.Busy
+	busy     bool               // the last pass that could tell reported Next.Busy (true until a pass ends)
+	ended    bool               // a pass of the key has ended
 	unlisted bool               // not listed at a tick while running: forgotten when the pass ends unless busy
 }
 
@@ -415,7 +426,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	wake := func(k runKey) {
 		s := keys[k]
 		if s == nil {
-			s = &keyState{k: k, index: -1}
+			s = &keyState{k: k, index: -1, busy: true}
 			keys[k] = s
 			if w := r.Loops[k.loop].Watch; w != nil {
 				wctx, wcancel := context.WithCancel(ctx)
@@ -480,9 +491,15 @@ func (r *Runner) Run(ctx context.Context) error {
 			free++
 			s := keys[res.k]
 			s.running = false
-			if res.err == nil {
+			switch {
+			case res.err == nil || res.next.Busy || res.next.Idle:
 				s.busy = res.next.Busy
+			case !s.ended:
+				// Its first pass failed and says nothing: a Loop that
+				// does not report Busy.
+				s.busy = false
 			}
+			s.ended = true
 			unlisted := s.unlisted
 			s.unlisted = false
 			switch {
@@ -532,8 +549,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-tick.C:
 			// Keys of listing loops not listed since the last tick are
 			// forgotten (their watches end, their retries are dropped)
-			// unless their last pass that succeeded said work is under
-			// way (Next.Busy), whatever is due for them: a key whose
+			// unless work is under way for them (keyState.busy: the
+			// last pass that could tell said Next.Busy, or no pass has
+			// ended yet), whatever is due for them: a key whose
 			// passes keep failing or asking to come back (a dead BMC)
 			// always has a pass due. One that runs is forgotten when its
 			// pass ends, unless that pass says it busy. Keys of loops
@@ -661,7 +679,10 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) Loop
 				r.Forget(name)
 				return Next{Release: true}, nil
 			}
-			return Next{Requeue: res.Requeue, After: res.RequeueAfter, Busy: res.Busy}, err
+			// Result.Busy is set also when the pass fails (true when
+			// the record could not be read): a failed pass says Idle
+			// when it is false.
+			return Next{Requeue: res.Requeue, After: res.RequeueAfter, Busy: res.Busy, Idle: err != nil && !res.Busy}, err
 		}}
 	if w, ok := r.Hosts.(HostWatcher); ok {
 		l.Watch = w.Watch
