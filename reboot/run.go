@@ -667,11 +667,22 @@ func (r *Runner) warn(ctx context.Context, loop, key, what string, err error) {
 // back-off, Decision.RequeueAfter schedules the next, a host gone from the
 // store (ErrNotFound) is forgotten (Reconciler.Forget) and its key
 // released (Next.Release: no more passes, its watch ends) until it is
-// listed or added again, a host with work under way (Result.Busy) is
-// reported Next.Busy (the Runner keeps it while its listing no longer
-// holds it), and
-// Hosts' HostWatcher, if it has one, wakes a host when its record changes.
+// listed or added again, a host with work under way (Result.Busy, also
+// when the pass fails; true when its record could not be read) is
+// reported Next.Busy and one whose failed pass read it idle Next.Idle
+// (the Runner keeps a busy host while its listing no longer holds it),
+// and Hosts' HostWatcher, if it has one, wakes a host when its record
+// changes. When Hosts is a HostLister, each listing also holds the hosts
+// keys does not list whose stored record shows work under way, and fails
+// if the store's List fails; otherwise a host dropped from keys' listing
+// while no Runner held its key (the process restarted, or was standby
+// and never read it) is not reconciled again, even if it was left held
+// off: give such a store a List, or keep a host in keys' listing until
+// its work is done.
 func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) Loop {
+	if hl, ok := r.Hosts.(HostLister); ok && keys != nil {
+		keys = r.withBusy(keys, hl)
+	}
 	l := Loop{Name: "reboot", Keys: keys,
 		Reconcile: func(ctx context.Context, name string) (Next, error) {
 			res, err := r.Reconcile(ctx, name)

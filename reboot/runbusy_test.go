@@ -74,3 +74,41 @@ func TestRunnerKeepsUnlistedBusyKey(t *testing.T) {
 	require.Equal(t, n, passes.Load(), "a forgotten key is still reconciled")
 	require.ErrorIs(t, stop(), context.Canceled)
 }
+
+// TestRunnerFailedPassBusyOrIdle: a failed pass counts when it says
+// what it read: Busy keeps an unlisted key from its first pass on (a
+// restarted controller whose passes fail after reading a held host), and
+// Idle then lets the next tick forget it, its passes still failing.
+func TestRunnerFailedPassBusyOrIdle(t *testing.T) {
+	var idle atomic.Bool
+	var lists, passes atomic.Int32
+	r := &reboot.Runner{Resync: 50 * time.Millisecond, MinBackoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond,
+		Loops: []reboot.Loop{{
+			Name: "reboot",
+			Keys: func(context.Context) ([]string, error) {
+				if lists.Add(1) == 1 {
+					return []string{"k"}, nil
+				}
+				return nil, nil
+			},
+			Reconcile: func(context.Context, string) (reboot.Next, error) {
+				passes.Add(1)
+				if idle.Load() {
+					return reboot.Next{Idle: true}, errors.New("bmc: credentials not ready")
+				}
+				return reboot.Next{Busy: true}, errors.New("bmc: credentials not ready")
+			},
+		}}}
+	stop := runFor(t, r)
+	require.Eventually(t, func() bool { return lists.Load() >= 5 }, 10*time.Second, time.Millisecond)
+	n := passes.Load()
+	require.Eventually(t, func() bool { return passes.Load() >= n+5 }, 10*time.Second, time.Millisecond,
+		"a key whose failed passes say Busy, unlisted: no longer reconciled")
+	idle.Store(true)
+	l := lists.Load()
+	require.Eventually(t, func() bool { return lists.Load() >= l+3 }, 10*time.Second, time.Millisecond)
+	n = passes.Load()
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, n, passes.Load(), "a key whose failed passes say Idle, unlisted, is still reconciled")
+	require.ErrorIs(t, stop(), context.Canceled)
+}

@@ -18,7 +18,10 @@ import (
 // released: reboot.Next.Release, no more passes, its watch ends) until it
 // is listed or added again; a Machine with a remediation under way
 // (Result.Busy) is reported reboot.Next.Busy, so that the Runner keeps
-// reconciling it when keys no longer lists it. Each listing (at start and every Runner.Resync)
+// reconciling it when keys no longer lists it (a pass that fails before
+// it decides reports neither Busy nor Idle: the key stays as busy as the
+// pass before said, and one whose first pass so fails counts as not
+// busy; the admitted Machines are listed anyway, see below). Each listing (at start and every Runner.Resync)
 // adds the admitted Machines (Admissions) that keys does not list: a
 // Machine deleted while no Loop ran (a restart, a leader change) still
 // has its request removed from its host and its admission released. A
