@@ -1,0 +1,151 @@
+package reboot_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// TestReview40ap_OnlineTrueAgainWhileBMCUnreadableLeftOffForGood: an
+// operator powers a host off (Online=false) and takes it out of the
+// inventory; the controller forgets it once its power-off is known done
+// (idle, documented). Later the operator puts it back on (Online=true).
+// The store is a HostLister (fake.RebootHosts): its stored status (Online
+// with OfflineSince set: "an Online=false enforcement that ended") shows
+// work under way, so Reconciler.Loop adds it back. But its BMC is
+// unreadable at that moment: the pass cannot power it on ("power state
+// unknown: wait"), yet idle() clears OfflineSince in the status it
+// writes at once (decide_phases.go:353), so busy() says not busy, the
+// Runner forgets the key at the next tick, and the stored record no
+// longer shows anything for the HostLister. When the BMC answers again
+// nothing reconciles the host: it stays off for good, against the fake
+// hardware's truth (safety: no host left off for good; the brief's
+// "Online=false being enforced" power-on).
+func TestReview40ap_OnlineTrueAgainWhileBMCUnreadableLeftOffForGood(t *testing.T) {
+	var dead atomic.Bool
+	hw := fake.NewPower(time.Now, fake.PowerConfig{Faults: func(fake.Call) fake.Fault {
+		if dead.Load() {
+			return fake.Fault{Kind: fake.FaultTimeout}
+		}
+		return fake.Fault{}
+	}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false}, reboot.Host{Name: "other", Online: true})
+	otherHW := fake.NewPower(time.Now, fake.PowerConfig{})
+	rec := &reboot.Reconciler{Hosts: store, Now: time.Now,
+		Power: func(name string) (power.Controller, error) {
+			if name == "other" {
+				return otherHW, nil
+			}
+			return hw, nil
+		},
+		Config: fastCfg40ao}
+	var dropped atomic.Bool
+	var passes atomic.Int32
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if dropped.Load() {
+			return []string{"other"}, nil
+		}
+		return []string{"h", "other"}, nil
+	})
+	inner := l.Reconcile
+	l.Reconcile = func(ctx context.Context, k string) (reboot.Next, error) {
+		if k == "h" {
+			passes.Add(1)
+		}
+		return inner(ctx, k)
+	}
+	stop := runFor(t, &reboot.Runner{Resync: 100 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+		Loops: []reboot.Loop{l}})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.Eventually(t, func() bool {
+		h, err := store.Get(ctx, "h")
+		return err == nil && !hw.HardwareOn() && !h.Status.OfflineOffSeen.IsZero()
+	}, 10*time.Second, 5*time.Millisecond, "setup: Online=false powers it off, known done")
+	dropped.Store(true)                // out of the inventory, powered off
+	time.Sleep(500 * time.Millisecond) // forgotten: idle (documented)
+
+	dead.Store(true) // its BMC does not answer for a moment
+	before := passes.Load()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true })) // back on, please
+	require.Eventually(t, func() bool { return passes.Load() > before }, 5*time.Second, 5*time.Millisecond,
+		"setup: the HostLister adds the host back (Online with OfflineSince set)")
+	time.Sleep(time.Second) // ten Resync ticks with the BMC unreadable
+	dead.Store(false)       // the BMC answers again
+	deadline := time.Now().Add(5 * time.Second)
+	for !hw.HardwareOn() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, hw.HardwareOn(),
+		"a host set Online=true again (after an Online=false power-off) while its BMC was unreadable is still off 5 s after its BMC answers again (passes %d; stored OfflineSince %v, LastPoweredOn %v): the pass that could not power it on cleared OfflineSince and the Runner forgot it",
+		passes.Load(), h.Status.OfflineSince, h.Status.LastPoweredOn)
+}
+
+// TestReview40ap_HeldKeyForgottenWhenOnlineTrueMeetsUnreadableBMC: the
+// same without a restart or a forgotten key: an Online=false host, known
+// off, is kept by the Runner (listed). The operator sets it Online=true
+// and, in the same change, takes it out of the inventory (it is handed
+// back); its BMC is unreadable for a moment. The pass that sees
+// Online=true cannot power it on but clears OfflineSince in the status
+// it writes (decide_phases.go:353) and reports not busy (busy.go:50
+// reads the decided status): the Runner forgets the key at the next
+// tick, and the host stays off for good once its BMC answers.
+func TestReview40ap_HeldKeyForgottenWhenOnlineTrueMeetsUnreadableBMC(t *testing.T) {
+	var dead atomic.Bool
+	hw := fake.NewPower(time.Now, fake.PowerConfig{Faults: func(fake.Call) fake.Fault {
+		if dead.Load() {
+			return fake.Fault{Kind: fake.FaultTimeout}
+		}
+		return fake.Fault{}
+	}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false})
+	rec := &reboot.Reconciler{Hosts: store, Now: time.Now,
+		Power:  func(string) (power.Controller, error) { return hw, nil },
+		Config: fastCfg40ao}
+	var dropped atomic.Bool
+	var passes atomic.Int32
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if dropped.Load() {
+			return []string{}, nil
+		}
+		return []string{"h"}, nil
+	})
+	inner := l.Reconcile
+	l.Reconcile = func(ctx context.Context, k string) (reboot.Next, error) {
+		passes.Add(1)
+		return inner(ctx, k)
+	}
+	stop := runFor(t, &reboot.Runner{Resync: 100 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+		Loops: []reboot.Loop{l}})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.Eventually(t, func() bool {
+		h, err := store.Get(ctx, "h")
+		return err == nil && !hw.HardwareOn() && !h.Status.OfflineOffSeen.IsZero()
+	}, 10*time.Second, 5*time.Millisecond, "setup: Online=false powers it off, known done")
+	dead.Store(true)
+	before := passes.Load()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	dropped.Store(true)
+	require.Eventually(t, func() bool { return passes.Load() > before }, 5*time.Second, time.Millisecond, "setup: a pass sees Online=true")
+	time.Sleep(time.Second)
+	dead.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for !hw.HardwareOn() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.True(t, hw.HardwareOn(),
+		"a held Online=false host set Online=true and unlisted while its BMC was unreadable is still off 5 s after its BMC answers again (passes %d)",
+		passes.Load())
+}
