@@ -2,6 +2,7 @@ package reboot_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,4 +149,95 @@ func TestReview40ap_HeldKeyForgottenWhenOnlineTrueMeetsUnreadableBMC(t *testing.
 	require.True(t, hw.HardwareOn(),
 		"a held Online=false host set Online=true and unlisted while its BMC was unreadable is still off 5 s after its BMC answers again (passes %d)",
 		passes.Load())
+}
+
+// TestReview40ap_FenceReleasedWhileBMCUnreadableUnlisted: a host is
+// fenced (held off by a keyed request) and dropped from the listing
+// (kept: busy). Its BMC stops answering; the fencer releases. Whatever
+// the pass decides while the BMC is unreadable, the host must be
+// powered on once it answers again.
+func TestReview40ap_FenceReleasedWhileBMCUnreadableUnlisted(t *testing.T) {
+	var dead atomic.Bool
+	hw := fake.NewPower(time.Now, fake.PowerConfig{Faults: func(fake.Call) fake.Fault {
+		if dead.Load() {
+			return fake.Fault{Kind: fake.FaultTimeout}
+		}
+		return fake.Fault{}
+	}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: time.Now,
+		Power:  func(string) (power.Controller, error) { return hw, nil },
+		Config: fastCfg40ao}
+	var dropped atomic.Bool
+	var passes atomic.Int32
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if dropped.Load() {
+			return []string{}, nil
+		}
+		return []string{"h"}, nil
+	})
+	inner := l.Reconcile
+	l.Reconcile = func(ctx context.Context, k string) (reboot.Next, error) {
+		passes.Add(1)
+		return inner(ctx, k)
+	}
+	stop := runFor(t, &reboot.Runner{Resync: 100 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+		Loops: []reboot.Loop{l}})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := &reboot.Client{Hosts: store, Key: "fencer", Now: time.Now}
+	tk, err := cl.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	require.NoError(t, cl.WaitFenced(ctx, tk))
+	dropped.Store(true)
+	time.Sleep(300 * time.Millisecond)
+	dead.Store(true)
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, cl.Release(ctx, tk))
+	time.Sleep(2 * time.Second)
+	dead.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for !hw.HardwareOn() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.True(t, hw.HardwareOn(), "a fenced unlisted host released while its BMC was unreadable is still off 5 s after it answers (passes %d)", passes.Load())
+}
+
+// failingLister40ap is fake.RebootHosts whose List (HostLister) always
+// fails: a store whose "every record" query times out or is not
+// permitted, while Get and Update by key work.
+type failingLister40ap struct{ *fake.RebootHosts }
+
+func (failingLister40ap) List(context.Context) ([]reboot.Host, error) {
+	return nil, errors.New("SELECT * FROM hosts: statement timeout")
+}
+
+// TestReview40ap_FailingHostListerStallsListedHosts: the HostLister is an
+// optional extension that only adds hosts; but withBusy fails the whole
+// listing when List fails (hostlister.go:35), so a store whose List fails
+// for ever gets no key reconciled at all: a host keys lists, asked to be
+// fenced, is never powered off (the fencer waits for ever). The keys the
+// user's own listing returns are known; the extra ones cannot be, and
+// only they should be missing.
+func TestReview40ap_FailingHostListerStallsListedHosts(t *testing.T) {
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	store := failingLister40ap{fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})}
+	rec := &reboot.Reconciler{Hosts: store, Now: time.Now,
+		Power:  func(string) (power.Controller, error) { return hw, nil },
+		Config: fastCfg40ao}
+	l := rec.Loop(func(context.Context) ([]string, error) { return []string{"h"}, nil })
+	stop := runFor(t, &reboot.Runner{Resync: 100 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+		Loops: []reboot.Loop{l}})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := &reboot.Client{Hosts: store, Key: "fencer", Now: time.Now}
+	tk, err := cl.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	require.NoError(t, cl.WaitFenced(wctx, tk),
+		"a listed host is never fenced because the store's optional List (HostLister) fails")
+	require.True(t, hw.WasOffDuring(tk.At, time.Now()))
 }
