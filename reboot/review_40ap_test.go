@@ -241,3 +241,73 @@ func TestReview40ap_FailingHostListerStallsListedHosts(t *testing.T) {
 		"a listed host is never fenced because the store's optional List (HostLister) fails")
 	require.True(t, hw.WasOffDuring(tk.At, time.Now()))
 }
+
+// TestReview40ap_RestartOnlineTrueAgainUnlistedLeftOff: no BMC fault at
+// all. A first controller process powers a host off for Online=false
+// (known done) and stops (a restart, an upgrade). Meanwhile the operator
+// hands the host back: Online=true, and out of the inventory's listing.
+// The second process's HostLister (fake.RebootHosts) finds it (Online
+// with OfflineSince set shows work under way) and passes it at once. A
+// restarted Reconciler counts the host as possibly powered on at its
+// start, so for StaleReads its Off reading may be an echo: the pass
+// waits ("off reading may be stale"), but idle() already cleared
+// OfflineSince in the status it writes (decide_phases.go:353), so the
+// pass reports not busy (busy.go:50 reads the decided status) and the
+// stored record no longer shows the power-on owed. The Runner forgets
+// the key at the next Resync tick, the HostLister no longer lists it,
+// and the host stays off for good with a healthy BMC (fake hardware's
+// truth).
+func TestReview40ap_RestartOnlineTrueAgainUnlistedLeftOff(t *testing.T) {
+	cfg := fastCfg40ao
+	cfg.StaleReads = time.Second
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false}, reboot.Host{Name: "other", Online: true})
+	otherHW := fake.NewPower(time.Now, fake.PowerConfig{})
+	pw := func(name string) (power.Controller, error) {
+		if name == "other" {
+			return otherHW, nil
+		}
+		return hw, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	{ // the first process
+		rec := &reboot.Reconciler{Hosts: store, Now: time.Now, Power: pw, Config: cfg}
+		l := rec.Loop(func(context.Context) ([]string, error) { return []string{"h", "other"}, nil })
+		stop := runFor(t, &reboot.Runner{Resync: 100 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+			Loops: []reboot.Loop{l}})
+		require.Eventually(t, func() bool {
+			h, err := store.Get(ctx, "h")
+			return err == nil && !hw.HardwareOn() && !h.Status.OfflineOffSeen.IsZero()
+		}, 20*time.Second, 5*time.Millisecond, "setup: Online=false powers it off, known done")
+		require.ErrorIs(t, stop(), context.Canceled)
+	}
+	// While no controller runs: handed back, and out of the listing.
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+
+	rec := &reboot.Reconciler{Hosts: store, Now: time.Now, Power: pw, Config: cfg}
+	var passes atomic.Int32
+	l := rec.Loop(func(context.Context) ([]string, error) { return []string{"other"}, nil })
+	inner := l.Reconcile
+	l.Reconcile = func(ctx context.Context, k string) (reboot.Next, error) {
+		n, err := inner(ctx, k)
+		if k == "h" {
+			passes.Add(1)
+			t.Logf("pass h: busy=%v after=%v err=%v", n.Busy, n.After, err)
+		}
+		return n, err
+	}
+	stop := runFor(t, &reboot.Runner{Resync: 100 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+		Loops: []reboot.Loop{l}})
+	defer stop()
+	require.Eventually(t, func() bool { return passes.Load() >= 1 }, 5*time.Second, time.Millisecond, "setup: the HostLister adds the host")
+	deadline := time.Now().Add(6 * time.Second) // StaleReads is 1 s
+	for !hw.HardwareOn() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, hw.HardwareOn(),
+		"a host handed back (Online=true) while the controller restarted is still off 6 s after the new process's first pass (passes %d; stored OfflineSince %v): the pass that waited out StaleReads cleared OfflineSince and the Runner forgot it",
+		passes.Load(), h.Status.OfflineSince)
+}
