@@ -311,3 +311,63 @@ func TestReview40ap_RestartOnlineTrueAgainUnlistedLeftOff(t *testing.T) {
 		"a host handed back (Online=true) while the controller restarted is still off 6 s after the new process's first pass (passes %d; stored OfflineSince %v): the pass that waited out StaleReads cleared OfflineSince and the Runner forgot it",
 		passes.Load(), h.Status.OfflineSince)
 }
+
+// TestReview40ap_DeprovisionedUnconfirmedHostPolledForEver: a host is
+// rebooted (a fencer's request, released: the power-on goes out) and
+// deprovisioned (retired) and taken out of the inventory before a fresh
+// On reading confirmed the power-on (Status.OnConfirmed), with its BMC
+// healthy. deprovision() decides nothing of power and never confirms a
+// power-on (only idle() sets OnConfirmed), yet busy() and storedBusy()
+// read the unconfirmed LastPoweredOn (busy.go:52) even for a
+// Deprovisioned host: its key is busy for good, and the HostLister
+// (fake.RebootHosts) adds it back at every listing: a retired host is
+// passed every Resync for the life of the process (the issue: the
+// runner must not poll for ever), and every process after a restart.
+func TestReview40ap_DeprovisionedUnconfirmedHostPolledForEver(t *testing.T) {
+	cfg := fastCfg40ao
+	cfg.StaleReads = 2 * time.Second
+	hw := fake.NewPower(time.Now, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: time.Now,
+		Power:  func(string) (power.Controller, error) { return hw, nil },
+		Config: cfg}
+	var dropped atomic.Bool
+	var passes atomic.Int32
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if dropped.Load() {
+			return []string{}, nil
+		}
+		return []string{"h"}, nil
+	})
+	inner := l.Reconcile
+	l.Reconcile = func(ctx context.Context, k string) (reboot.Next, error) {
+		passes.Add(1)
+		return inner(ctx, k)
+	}
+	stop := runFor(t, &reboot.Runner{Resync: 100 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+		Loops: []reboot.Loop{l}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := &reboot.Client{Hosts: store, Key: "fencer", Now: time.Now}
+	tk, err := cl.Request(ctx, "h", power.ModeHard)
+	require.NoError(t, err)
+	require.NoError(t, cl.WaitFenced(ctx, tk))
+	require.NoError(t, cl.Release(ctx, tk))
+	require.Eventually(t, func() bool {
+		h, err := store.Get(ctx, "h")
+		return err == nil && hw.HardwareOn() && !h.Status.LastPoweredOn.IsZero() && h.Status.OnConfirmed.IsZero()
+	}, 20*time.Second, time.Millisecond, "setup: powered on, not yet confirmed")
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Deprovisioned = true })) // retired
+	dropped.Store(true)
+	time.Sleep(3 * time.Second) // StaleReads passed: nothing of ours may still change its power
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, hw.HardwareOn(), "setup: on")
+	before := passes.Load()
+	time.Sleep(time.Second)
+	after := passes.Load()
+	require.ErrorIs(t, stop(), context.Canceled)
+	require.Equal(t, before, after,
+		"a deprovisioned host out of the listing for 4 s (healthy BMC, on) is still passed: %d passes in the last 1 s (stored LastPoweredOn %v, OnConfirmed %v)",
+		after-before, h.Status.LastPoweredOn, h.Status.OnConfirmed)
+}
