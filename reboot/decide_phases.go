@@ -338,6 +338,12 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	d.RequeueAfter = c.PollInterval
 }
 
+// endOffline ends an Online=false enforcement in status st (Online is
+// true again, and the host reads on or its power-on is decided).
+func (st *Status) endOffline() {
+	st.OfflineSince, st.OfflineMode, st.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
+}
+
 // idle decides for a host with no pending reboot: power follows Online.
 func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	st := &d.Status
@@ -350,8 +356,18 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	fresh := o.Power == power.StateOff && o.QuietFor >= c.StaleReads
 	unsure := isUnsure(o.Power)
 	run := c.unsureRun(o, st, now)
-	if o.Online {
-		st.OfflineSince, st.OfflineMode, st.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
+	if o.Online && o.Power == power.StateOn && o.QuietFor >= c.StaleReads {
+		// Online again and on, in a reading that cannot echo the state
+		// from before a call of ours: the enforcement is over. Until
+		// then (or until a power-on is decided, below) the status keeps
+		// OfflineSince, the record that this controller powered the host
+		// off for Online=false and owes it a power-on (statusBusy): a
+		// pass that must wait (power state unknown, an Off reading that
+		// may be stale, a press that may land) keeps the host busy, and
+		// its key and the HostLister keep it
+		// (TestReview40ap_OnlineTrueAgainWhileBMCUnreadableLeftOffForGood,
+		// TestReview40ap_HeldKeyForgottenWhenOnlineTrueMeetsUnreadableBMC).
+		st.endOffline()
 	}
 	if o.Power == power.StateOn && o.QuietFor >= c.StaleReads && !st.LastPoweredOn.IsZero() {
 		// On after the last power-on, in a reading that cannot echo the
@@ -375,6 +391,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			return
 		}
 		st.LastPoweredOn, st.OnConfirmed = maxTime(p, st.LastPoweredOn), time.Time{}
+		st.endOffline()
 		d.Power = ActionPowerOn
 		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power state " + o.Power.String() + " for long: power on (powers nothing off)"
@@ -401,6 +418,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			return
 		}
 		st.LastPoweredOn, st.OnConfirmed = maxTime(p, st.LastPoweredOn), time.Time{}
+		st.endOffline()
 		d.Power = ActionPowerOn
 		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power on"

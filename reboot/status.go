@@ -72,7 +72,13 @@ type Status struct {
 	// does not end it (an off host whose BMC answers null now and then
 	// would start a new one on every Off/null flip,
 	// TestReview36v_OfflineOffHostFlappingNullChurnsStatus); it records
-	// it in OfflineOffSeen instead.
+	// it in OfflineOffSeen instead. With Online true again it is kept
+	// (with OfflineMode and OfflineOffSeen) until the power-on is
+	// decided or an On reading that cannot echo shows the host on: it
+	// is the record that the host was powered off for Online=false and
+	// is owed a power-on, and keeps the host busy (Result.Busy) while a
+	// pass cannot power it on yet
+	// (TestReview40ap_OnlineTrueAgainWhileBMCUnreadableLeftOffForGood).
 	OfflineSince time.Time
 	OfflineMode  power.Mode
 	// OfflineOffSeen is when an Off reading that cannot echo a state
@@ -189,8 +195,8 @@ type Status struct {
 	// shut it down, A5), written in a versioned write before the call. A restarted controller that finds it set counts a
 	// press as possibly in effect from its start, or from ActingSince
 	// (Observed.SincePress):
-	// Online may have flipped back meanwhile, clearing OfflineSince, while
-	// the OS still shuts down. It is cleared once no reading can echo a
+	// Online may have flipped back meanwhile and the enforcement ended
+	// (OfflineSince cleared: the host read on), while the OS still shuts down. It is cleared once no reading can echo a
 	// state from before the press's shutdown (the window of pressWait has
 	// passed), so that a restart then need not wait.
 	LastPress time.Time
