@@ -8,9 +8,10 @@ import "time"
 // what statusBusy reads in the status decided, or a power-off or press
 // whose answer was lost or is still awaited (hm, at monotonic time m)
 // that may still land (landing: Config.LostLanding). It errs on the side
-// of busy: an idle Online host with no request and nothing of ours in
-// flight is the only one it calls not busy, whether or not its power
-// state reads. Called with r.mu held.
+// of busy: an idle host (Online with no Online=false power-off of ours
+// to undo, or Online=false and known off) or a deprovisioned one, with
+// no request and nothing of ours in flight, is the only one it calls not
+// busy, whether or not its power state reads. Called with r.mu held.
 func busy(h Host, d Decision, hm *memory, m, landing time.Duration) bool {
 	switch {
 	case d.Power != ActionNone, len(d.Requests) > 0,
@@ -38,16 +39,24 @@ func storedBusy(h Host, p Policy) bool {
 
 // statusBusy reports whether status st of host h shows work of this
 // controller's under way: a pending reboot, Online=false enforced and
-// its power-off not yet known done (Status.OfflineOffSeen), an
-// Online=false enforcement that ended (Online true again) with OfflineSince
-// still set, a power-on decided and not yet confirmed
+// its power-off not yet known done (Status.OfflineOffSeen), Online true
+// again after an Online=false enforcement whose power-on is not yet
+// decided (OfflineSince still set: idle keeps it until then, or until
+// the host reads on), a power-on decided and not yet confirmed
 // (Status.OnConfirmed), or a press that may still be in effect
-// (Status.LastPress).
+// (Status.LastPress). For a Deprovisioned host only a pending reboot
+// counts (in a record no pass has settled yet): it is not ours to power
+// on, and deprovision decides no power call, so it never confirms a
+// power-on nor clears a press
+// (TestReview40ap_DeprovisionedUnconfirmedHostPolledForEver); a call of
+// ours that may still land is what busy's memory tells.
 func statusBusy(h Host, st Status) bool {
 	switch {
 	case st.Pending():
 		return true
-	case !h.Online && !h.Deprovisioned && st.OfflineOffSeen.IsZero(), h.Online && !st.OfflineSince.IsZero():
+	case h.Deprovisioned:
+		return false
+	case !h.Online && st.OfflineOffSeen.IsZero(), h.Online && !st.OfflineSince.IsZero():
 		return true
 	case !st.LastPoweredOn.IsZero() && !st.OnConfirmed.Equal(st.LastPoweredOn), !st.LastPress.IsZero():
 		return true

@@ -97,12 +97,19 @@ type Result struct {
 	// Busy says work of this controller's is under way for the host
 	// after this pass: a reboot request or a pending reboot, a host held
 	// off, Online=false enforced and its power-off not yet known done
-	// (Status.OfflineOffSeen), a power call made in this pass, a power-on
-	// decided and not yet confirmed (Status.OnConfirmed), a press that
-	// may still be in effect, or a power-off whose answer was lost or is
-	// still awaited that may still land. It is false for an idle host
-	// (Online, or Online=false and known off) with nothing of ours in
-	// flight, even one whose power state cannot be read. It is set also
+	// (Status.OfflineOffSeen), Online true again after an Online=false
+	// power-off and its power-on not yet decided (Status.OfflineSince
+	// still set: also while the pass cannot power it on, its power state
+	// unknown), a power call made in this pass, a power-on decided and
+	// not yet confirmed (Status.OnConfirmed), a press that may still be
+	// in effect, or a power-off whose answer was lost or is still
+	// awaited that may still land. For a Deprovisioned host only a
+	// power-off or press of ours that may still land counts (and a
+	// pending reboot in the record a failed pass read): it is not ours to
+	// power on. It is false for an idle host
+	// (Online with no Online=false power-off of ours to undo, or
+	// Online=false and known off) with nothing of ours in flight, even
+	// one whose power state cannot be read. It is set also
 	// when Reconcile fails: from the record read (and what this
 	// Reconciler remembers of its calls) when the pass failed after
 	// reading it (a power controller that cannot be had, a write refused,
