@@ -673,8 +673,8 @@ func (r *Runner) warn(ctx context.Context, loop, key, what string, err error) {
 // (the Runner keeps a busy host while its listing no longer holds it),
 // and Hosts' HostWatcher, if it has one, wakes a host when its record
 // changes. When Hosts is a HostLister, each listing also holds the hosts
-// keys does not list whose stored record shows work under way, and fails
-// if the store's List fails; otherwise a host dropped from keys' listing
+// keys does not list whose stored record shows work under way (keys'
+// listing alone when the store's List fails: HostLister); otherwise a host dropped from keys' listing
 // while no Runner held its key (the process restarted, or was standby
 // and never read it) is not reconciled again, even if it was left held
 // off: give such a store a List, or keep a host in keys' listing until
