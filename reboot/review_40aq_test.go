@@ -94,3 +94,73 @@ func TestReview40aq_OnlineFalseAgainAfterUnreadableOnlineTrueCutHardAtOnce(t *te
 	}
 	t.Fatalf("setup: no power-off after Online=false again; truth %s", rebootcheck.DescribeTruth(pw))
 }
+
+// nullReads40aq is a BMC whose reads answer PowerState null (Unknown,
+// no error) while null is set; its calls work.
+type nullReads40aq struct {
+	*fake.Power
+	null *atomic.Bool
+}
+
+func (n nullReads40aq) State(ctx context.Context) (power.State, error) {
+	st, err := n.Power.State(ctx)
+	if err == nil && n.null.Load() {
+		return power.StateUnknown, nil
+	}
+	return st, err
+}
+
+// TestReview40aq_OnlineFalseAgainHostPoweredOnMeanwhileHeldAsOff: the
+// same root cause, the other half of the kept episode (OfflineOffSeen).
+// Online=false powers the host off (soft, the OS shuts down; known
+// done). The operator sets Online=true while the BMC answers null: no
+// power-on can go out, and f663e13 keeps OfflineSince and OfflineOffSeen.
+// Seeing nothing happen, the operator powers it on by hand (truth: on),
+// then sets Online=false again, the BMC still answering null. Before
+// f663e13 this began a new enforcement (a soft power-off on a null
+// reading, as TestReview36u_OfflineNullReadingsNeverPowerOff requires);
+// now the kept OfflineOffSeen answers "off; held while Online is false"
+// and the running host is left on under Online=false until the unsure
+// run is long, then cut hard (stuckOff) without a soft power-off.
+func TestReview40aq_OnlineFalseAgainHostPoweredOnMeanwhileHeldAsOff(t *testing.T) {
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	var null atomic.Bool
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 10 * time.Second})
+	bmc := nullReads40aq{pw, &null}
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return bmc, nil }}
+	start := clk.Real()
+	loop40aq(t, rec, clk, start.Add(10*time.Minute), start)
+
+	t0 := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	loop40aq(t, rec, clk, t0.Add(3*time.Minute), start)
+	h, err := store.Get(context.Background(), "h")
+	require.NoError(t, err)
+	require.True(t, !pw.HardwareOn() && !h.Status.OfflineOffSeen.IsZero(), "setup: off, known done; %+v", h.Status)
+
+	null.Store(true)
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	loop40aq(t, rec, clk, clk.Real().Add(time.Minute), start)
+	pw.OutOfBandOn() // the operator, by hand
+	loop40aq(t, rec, clk, clk.Real().Add(20*time.Second), start)
+
+	t2 := clk.Real()
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	loop40aq(t, rec, clk, t2.Add(10*time.Minute), start)
+	h, err = store.Get(context.Background(), "h")
+	require.NoError(t, err)
+	var first *fake.Call
+	for _, c := range pw.Calls() {
+		if c.Op == fake.OpOff && !c.At.Before(t2) {
+			first = &c
+			break
+		}
+	}
+	require.NotNil(t, first, "no power-off at all in 10 min of Online=false on a running host; status %+v; truth %s", h.Status, rebootcheck.DescribeTruth(pw))
+	require.True(t, first.Mode == power.ModeSoft && first.At.Sub(t2) < cfg.PollInterval+time.Second,
+		"a running host (powered on by hand while Online=true met null reads) set Online=false again: first power-off %v at +%v (want soft at once, as a new enforcement); status %+v; truth %s",
+		first.Mode, first.At.Sub(t2), h.Status, rebootcheck.DescribeTruth(pw))
+}
