@@ -41,8 +41,9 @@ func storedBusy(h Host, p Policy) bool {
 // controller's under way: a pending reboot, Online=false enforced and
 // its power-off not yet known done (Status.OfflineOffSeen), Online true
 // again after an Online=false enforcement whose power-on is not yet
-// decided (OfflineSince still set: idle keeps it until then, or until
-// the host reads on), a power-on decided and not yet confirmed
+// decided (OfflineSince still set, or OfflineOffSeen, which idle keeps
+// as the power-on owed once Online is true, until the power-on is
+// decided or the host reads on), a power-on decided and not yet confirmed
 // (Status.OnConfirmed), or a press that may still be in effect
 // (Status.LastPress). For a Deprovisioned host only a pending reboot
 // counts (in a record no pass has settled yet): it is not ours to power
@@ -56,7 +57,7 @@ func statusBusy(h Host, st Status) bool {
 		return true
 	case h.Deprovisioned:
 		return false
-	case !h.Online && st.OfflineOffSeen.IsZero(), h.Online && !st.OfflineSince.IsZero():
+	case !h.Online && st.OfflineOffSeen.IsZero(), h.Online && (!st.OfflineSince.IsZero() || !st.OfflineOffSeen.IsZero()):
 		return true
 	case !st.LastPoweredOn.IsZero() && !st.OnConfirmed.Equal(st.LastPoweredOn), !st.LastPress.IsZero():
 		return true

@@ -664,7 +664,11 @@
 //     echo showed its power-off done (Status.OfflineOffSeen), a host
 //     powered on by someone else meanwhile is powered off in a new
 //     episode of the enforcement, soft first again
-//     (TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce).
+//     (TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). Online
+//     true again ends the enforcement, also while no power-on can go out
+//     yet (the power-on owed is kept apart, Status.OfflineOffSeen): a
+//     later Online=false begins a new one, soft first
+//     (TestReview40aq_OnlineFalseAgainAfterUnreadableOnlineTrueCutHardAtOnce).
 //
 // Power-off is issued in the first pass that sees a request. Removing the
 // bare annotation and powering on happen in one pass once the evidence

@@ -41,8 +41,7 @@ type actedBound struct {
 }
 
 // offlineOffRecent reports whether st shows an Online=false enforcement
-// that ended (OfflineSince cleared: Online is true again, and the host
-// read on or its power-on was decided) and whose soft
+// that ended (OfflineSince cleared: Online is true again) and whose soft
 // power-off may still be under way: its first one (OfflineSoftSince) was
 // decided less than b.shutdown ago (the last soft one is decided at most
 // SoftTimeout after it, and its OS shutdown runs at most SoftTimeout +

@@ -99,8 +99,8 @@ type Result struct {
 	// off, Online=false enforced and its power-off not yet known done
 	// (Status.OfflineOffSeen), Online true again after an Online=false
 	// power-off and its power-on not yet decided (Status.OfflineSince
-	// still set: also while the pass cannot power it on, its power state
-	// unknown), a power call made in this pass, a power-on decided and
+	// or, once a pass saw Online true, Status.OfflineOffSeen still set:
+	// also while the pass cannot power it on, its power state unknown), a power call made in this pass, a power-on decided and
 	// not yet confirmed (Status.OnConfirmed), a press that may still be
 	// in effect, or a power-off whose answer was lost or is still
 	// awaited that may still land. For a Deprovisioned host only a
