@@ -119,3 +119,62 @@ func TestReview40ar_ControlOnlineFalseUnlistedEnforced(t *testing.T) {
 	}
 	require.False(t, pw.HardwareOn(), "control: an unlisted running host set Online=false is powered off; truth %s", rebootcheck.DescribeTruth(pw))
 }
+
+// TestReview40ar_OwedMarkerOnNeverOffHostHidesOnlineFalse: the same root
+// cause with no hand on the power. Online=false; the soft power-off goes
+// out and the OS ignores it (truth: on all along). A minute later the
+// operator sets Online=true while the BMC's reads time out: owePowerOn
+// sets OfflineOffSeen to OfflineSince (the power-off was never seen
+// done) as the power-on owed. The controller restarts; the host has left
+// the inventory and the operator sets it Online=false again; the BMC
+// answers again. The record reads "Online=false, power-off known done"
+// to statusBusy, so the HostLister never adds it: a host that was never
+// powered off runs on under Online=false for ever.
+func TestReview40ar_OwedMarkerOnNeverOffHostHidesOnlineFalse(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	var readsDead atomic.Bool
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{IgnoreSoft: true, Faults: func(c fake.Call) fake.Fault {
+		if readsDead.Load() && c.Op == fake.OpState {
+			return fake.Fault{Kind: fake.FaultTimeout}
+		}
+		return fake.Fault{}
+	}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	start := clk.Real()
+	loop40aq(t, rec, clk, start.Add(10*time.Minute), start)
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	loop40aq(t, rec, clk, clk.Real().Add(time.Minute), start)
+	readsDead.Store(true)
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = true }))
+	loop40aq(t, rec, clk, clk.Real().Add(10*time.Minute), start)
+	h, err := store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, pw.HardwareOn() && h.Status.OfflineSince.IsZero() && !h.Status.OfflineOffSeen.IsZero(),
+		"setup: host never off, the owed marker set; %+v; truth %s", h.Status, rebootcheck.DescribeTruth(pw))
+
+	require.NoError(t, store.Mutate("h", func(h *reboot.Host) { h.Online = false }))
+	readsDead.Store(false)
+	rec2 := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	l := rec2.Loop(func(context.Context) ([]string, error) { return nil, nil })
+	t2 := clk.Real()
+	listed := false
+	for clk.Real().Before(t2.Add(10 * time.Minute)) {
+		keys, err := l.Keys(ctx)
+		require.NoError(t, err)
+		if slices.Contains(keys, "h") {
+			listed = true
+			_, _ = l.Reconcile(ctx, "h")
+		}
+		clk.Advance(time.Second)
+	}
+	h, err = store.Get(ctx, "h")
+	require.NoError(t, err)
+	require.False(t, pw.HardwareOn(),
+		"a host never powered off (soft ignored), Online=true while its reads failed, then Online=false while unlisted across a restart, is still on after 10 min with a healthy BMC (listed by the HostLister: %v; status %+v; truth %s): the owed marker reads as \"power-off known done\" to statusBusy",
+		listed, h.Status, rebootcheck.DescribeTruth(pw))
+}
