@@ -38,8 +38,11 @@ func storedBusy(h Host, p Policy) bool {
 }
 
 // statusBusy reports whether status st of host h shows work of this
-// controller's under way: a pending reboot, Online=false enforced and
-// its power-off not yet known done (Status.OfflineOffSeen), Online true
+// controller's under way: a pending reboot, Online=false whose
+// enforcement has not begun (OfflineSince zero: OfflineOffSeen alone is
+// the power-on owed of an earlier Online=false, not a power-off of this
+// one, TestReview40ar_OwedMarkerHidesOnlineFalseFromHostLister) or whose
+// power-off is not yet known done (Status.OfflineOffSeen), Online true
 // again after an Online=false enforcement whose power-on is not yet
 // decided (OfflineSince still set, or OfflineOffSeen, which idle keeps
 // as the power-on owed once Online is true, until the power-on is
@@ -57,7 +60,7 @@ func statusBusy(h Host, st Status) bool {
 		return true
 	case h.Deprovisioned:
 		return false
-	case !h.Online && st.OfflineOffSeen.IsZero(), h.Online && (!st.OfflineSince.IsZero() || !st.OfflineOffSeen.IsZero()):
+	case !h.Online && (st.OfflineSince.IsZero() || st.OfflineOffSeen.IsZero()), h.Online && (!st.OfflineSince.IsZero() || !st.OfflineOffSeen.IsZero()):
 		return true
 	case !st.LastPoweredOn.IsZero() && !st.OnConfirmed.Equal(st.LastPoweredOn), !st.LastPress.IsZero():
 		return true

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
 	"github.com/rebootkit/rebootkit/power"
 	"github.com/rebootkit/rebootkit/reboot"
-	"github.com/rebootkit/rebootkit/internal/rebootcheck"
 )
 
 // loop40aq runs passes of h on the fake clock until end, tolerating
