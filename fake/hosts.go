@@ -4,17 +4,20 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
-// Compile-time checks: *RebootHosts is a reboot.HostStore and a
-// reboot.HostWatcher.
+// Compile-time checks: *RebootHosts is a reboot.HostStore, a
+// reboot.HostWatcher and a reboot.HostLister.
 var (
 	_ reboot.HostStore   = (*RebootHosts)(nil)
 	_ reboot.HostWatcher = (*RebootHosts)(nil)
+	_ reboot.HostLister  = (*RebootHosts)(nil)
 )
 
 // RebootHosts is an in-memory reboot.HostStore (the reboot controller's
@@ -157,4 +160,16 @@ func (s *RebootHosts) Updates() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.updates
+}
+
+// List implements reboot.HostLister: copies of every host, sorted by name.
+func (s *RebootHosts) List(context.Context) ([]reboot.Host, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]reboot.Host, 0, len(s.hosts))
+	for _, h := range s.hosts {
+		out = append(out, copyHost(h))
+	}
+	slices.SortFunc(out, func(a, b reboot.Host) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

@@ -338,6 +338,30 @@ func (c Config) heldOff(o Observed, now, p time.Time, hasBare, hasKeyed bool, d 
 	d.RequeueAfter = c.PollInterval
 }
 
+// endOffline ends an Online=false enforcement in status st, and its
+// power-on owed (Online is true again, and the host reads on or its
+// power-on is decided).
+func (st *Status) endOffline() {
+	st.OfflineSince, st.OfflineMode, st.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
+}
+
+// owePowerOn ends the Online=false enforcement in status st (Online is
+// true again) and keeps, in OfflineOffSeen alone, the record that the
+// host was powered off for Online=false and is owed a power-on, until
+// endOffline: a later Online=false begins a new enforcement, soft first
+// (TestReview40aq_OnlineFalseAgainAfterUnreadableOnlineTrueCutHardAtOnce),
+// which does not hold the host as off
+// (TestReview40aq_OnlineFalseAgainHostPoweredOnMeanwhileHeldAsOff).
+func (st *Status) owePowerOn() {
+	if st.OfflineSince.IsZero() {
+		return
+	}
+	if st.OfflineOffSeen.IsZero() {
+		st.OfflineOffSeen = st.OfflineSince
+	}
+	st.OfflineSince, st.OfflineMode = time.Time{}, power.ModeSoft
+}
+
 // idle decides for a host with no pending reboot: power follows Online.
 func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	st := &d.Status
@@ -351,7 +375,21 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	unsure := isUnsure(o.Power)
 	run := c.unsureRun(o, st, now)
 	if o.Online {
-		st.OfflineSince, st.OfflineMode, st.OfflineOffSeen = time.Time{}, power.ModeSoft, time.Time{}
+		// Online again: the enforcement is over (a later Online=false
+		// begins a new one). Until the host reads on in a reading that
+		// cannot echo the state from before a call of ours (here), or
+		// until a power-on is decided (below), the status keeps the
+		// record that this controller powered the host off for
+		// Online=false and owes it a power-on (owePowerOn, statusBusy):
+		// a pass that must wait (power state unknown, an Off reading
+		// that may be stale, a press that may land) keeps the host busy,
+		// and its key and the HostLister keep it
+		// (TestReview40ap_OnlineTrueAgainWhileBMCUnreadableLeftOffForGood,
+		// TestReview40ap_HeldKeyForgottenWhenOnlineTrueMeetsUnreadableBMC).
+		st.owePowerOn()
+		if o.Power == power.StateOn && o.QuietFor >= c.StaleReads {
+			st.endOffline()
+		}
 	}
 	if o.Power == power.StateOn && o.QuietFor >= c.StaleReads && !st.LastPoweredOn.IsZero() {
 		// On after the last power-on, in a reading that cannot echo the
@@ -375,6 +413,7 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			return
 		}
 		st.LastPoweredOn, st.OnConfirmed = maxTime(p, st.LastPoweredOn), time.Time{}
+		st.endOffline()
 		d.Power = ActionPowerOn
 		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power state " + o.Power.String() + " for long: power on (powers nothing off)"
@@ -401,11 +440,12 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 			return
 		}
 		st.LastPoweredOn, st.OnConfirmed = maxTime(p, st.LastPoweredOn), time.Time{}
+		st.endOffline()
 		d.Power = ActionPowerOn
 		d.UpdateStatus = true // a versioned write before every power-on
 		d.Reason = "Online: power on"
 		d.RequeueAfter = c.PollInterval
-	case !o.Online && !st.OfflineOffSeen.IsZero() && (o.Power == power.StateOff || unsure):
+	case !o.Online && !st.OfflineSince.IsZero() && !st.OfflineOffSeen.IsZero() && (o.Power == power.StateOff || unsure):
 		// The enforcement's power-off is done (a fresh Off reading): a
 		// reading that says neither On nor Off repeats nothing
 		// (TestReview36w_OfflineOffHostFlappingNullForceOffForEver),

@@ -109,7 +109,15 @@
 //
 // Reconciler does steps 1 to 5 over a HostStore and power.Controllers;
 // Runner does step 6 for it (Reconciler.Loop), and for the remediation
-// reconciler in the same process. A Guard (Reconciler.Guard) fences every
+// reconciler in the same process. The Runner reconciles the hosts your
+// inventory lists (Loop.Keys) and forgets one dropped from it once a
+// pass that read its record found no work of the controller's under way
+// (Result.Busy, Next.Busy): a host dropped mid-reboot or held off is
+// finished first, an idle one whose BMC is dead is forgotten. A host
+// dropped while no Runner held it (the process restarted, or was
+// standby) is found again only if the HostStore is a HostLister
+// (fake.RebootHosts is; kube.RebootHosts and WithPrefix's store are
+// not): keep such a host listed until its work is done. A Guard (Reconciler.Guard) fences every
 // store write and power call by the process's leadership (assumption A4):
 // etcd.Leadership.Guard and kube.LeaseGuard implement it; the Runner
 // passes a host refused for leadership again after at most
@@ -656,7 +664,11 @@
 //     echo showed its power-off done (Status.OfflineOffSeen), a host
 //     powered on by someone else meanwhile is powered off in a new
 //     episode of the enforcement, soft first again
-//     (TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce).
+//     (TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). Online
+//     true again ends the enforcement, also while no power-on can go out
+//     yet (the power-on owed is kept apart, Status.OfflineOffSeen): a
+//     later Online=false begins a new one, soft first
+//     (TestReview40aq_OnlineFalseAgainAfterUnreadableOnlineTrueCutHardAtOnce).
 //
 // Power-off is issued in the first pass that sees a request. Removing the
 // bare annotation and powering on happen in one pass once the evidence

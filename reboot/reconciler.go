@@ -94,6 +94,30 @@ type Result struct {
 	// since a BMC that refuses the credentials for ever may never get a
 	// power call that would fail.
 	StateErr error
+	// Busy says work of this controller's is under way for the host
+	// after this pass: a reboot request or a pending reboot, a host held
+	// off, Online=false enforced and its power-off not yet known done
+	// (Status.OfflineOffSeen), Online true again after an Online=false
+	// power-off and its power-on not yet decided (Status.OfflineSince
+	// or, once a pass saw Online true, Status.OfflineOffSeen still set:
+	// also while the pass cannot power it on, its power state unknown), a power call made in this pass, a power-on decided and
+	// not yet confirmed (Status.OnConfirmed), a press that may still be
+	// in effect, or a power-off whose answer was lost or is still
+	// awaited that may still land. For a Deprovisioned host only a
+	// power-off or press of ours that may still land counts (and a
+	// pending reboot in the record a failed pass read): it is not ours to
+	// power on. It is false for an idle host
+	// (Online with no Online=false power-off of ours to undo, or
+	// Online=false and known off) with nothing of ours in flight, even
+	// one whose power state cannot be read. It is set also
+	// when Reconcile fails: from the record read (and what this
+	// Reconciler remembers of its calls) when the pass failed after
+	// reading it (a power controller that cannot be had, a write refused,
+	// ErrNotLeader), and true when the record could not be read (unknown
+	// counts as busy). Loop gives it to the Runner (Next.Busy, Next.Idle):
+	// a busy host dropped from the listing is still reconciled until its
+	// work is done.
+	Busy bool
 }
 
 // Reconciler applies decisions for hosts: it reads the host and its power
@@ -608,15 +632,39 @@ func (h *memory) noteVersion(v string) {
 	h.versions[0] = v
 }
 
+// failedBusy is Result.Busy for a pass that read h and then failed,
+// before it decided (d nil) or after deciding d: the stored record's work
+// (storedBusy: what was written before still stands), the decision's
+// (busy), or a call of ours that may still land.
+func (r *Reconciler) failedBusy(name string, h Host, d *Decision) bool {
+	cfg := r.Config.withDefaults().forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
+	if storedBusy(h, cfg.Policy) {
+		return true
+	}
+	m := r.monotonic()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	hm := r.hosts[name]
+	if d != nil {
+		if hm == nil {
+			hm = &memory{}
+		}
+		return busy(h, *d, hm, m, cfg.LostLanding)
+	}
+	return hm != nil && hm.callsMayLand(m, cfg.LostLanding)
+}
+
 // Reconcile runs one pass for the named host.
 func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error) {
 	h, err := r.Hosts.Get(ctx, name)
 	if err != nil {
-		return Result{}, fmt.Errorf("reboot: get host %s: %w", name, err)
+		// Nothing read: whether work is under way is unknown, and
+		// unknown counts as busy (Result.Busy).
+		return Result{Busy: true}, fmt.Errorf("reboot: get host %s: %w", name, err)
 	}
 	pc, err := r.Power(name)
 	if err != nil {
-		return Result{}, fmt.Errorf("reboot: power controller for %s: %w", name, err)
+		return Result{Busy: r.failedBusy(name, h, nil)}, fmt.Errorf("reboot: power controller for %s: %w", name, err)
 	}
 	// Is this process the leader? Asked before the clocks are read: a
 	// pass that counts from its leadership counts from before m.
@@ -729,11 +777,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		})
 		if errors.Is(err, ErrNotLeader) {
 			r.noteHold(false)
+			res.Busy = r.failedBusy(name, h, &d)
 			return res, err
 		}
 		if err != nil {
 			// The record stays unhandled: a change seen in this pass is
 			// seen again in the next.
+			res.Busy = r.failedBusy(name, h, &d)
 			return res, fmt.Errorf("reboot: update host %s: %w", name, err)
 		}
 		r.mu.Lock()
@@ -752,6 +802,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		pctx, cancel, err := hold(ctx, r.Guard, "reboot: "+d.Power.String()+" "+name)
 		r.noteHold(err == nil)
 		if err != nil {
+			res.Busy = r.failedBusy(name, h, &d)
 			return res, err
 		}
 		defer cancel()
@@ -804,6 +855,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			res.Requeue, res.RequeueAfter = true, 0
 		}
 	}
+	r.mu.Lock()
+	res.Busy = busy(h, d, r.current(name, hm), r.monotonic(), cfg.LostLanding)
+	r.mu.Unlock()
 	if r.Logger != nil && (d.UpdateStatus || d.Power != ActionNone || len(d.Warnings) > 0) {
 		attrs := []slog.Attr{slog.String("host", name), slog.String("phase", d.Phase.String()),
 			slog.String("power", d.Power.String()), slog.String("reason", d.Reason)}

@@ -127,3 +127,44 @@ func TestReview40an_UnlistedHostLeftOffAfterOneStoreError(t *testing.T) {
 		"a fenced host released while unlisted, one status write of its Reconciler refused, is still off 8 s later (store error consumed: %v): the Runner forgot its key and nothing powers it on again",
 		!view.armed.Load())
 }
+
+// TestReview40an_UnlistedDeadBMCHostNeverForgotten: round 35's finding
+// (TestReview40am_RebootLoopNeverForgetsHostLeftInventory) is fixed only
+// for a Power factory that fails. A dead BMC whose every call fails (reads
+// time out) makes the Reconciler's pass succeed with RequeueAfter (power
+// state unknown: wait, PollInterval), so the Runner never counts a
+// failure and always has a pass due at the tick: the idle host (no
+// request, no work under way), taken out of the inventory because its BMC
+// is dead, is read (its dead BMC polled) and watched for ever, against
+// Loop.Keys "forgets the keys the latest listing no longer holds".
+func TestReview40an_UnlistedDeadBMCHostNeverForgotten(t *testing.T) {
+	hw := fake.NewPower(time.Now, fake.PowerConfig{
+		Faults: func(fake.Call) fake.Fault { return fake.Fault{Kind: fake.FaultTimeout} }})
+	hosts := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now,
+		Power:  func(string) (power.Controller, error) { return hw, nil },
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond, PollInterval: 30 * time.Millisecond}}
+	var lists, passes atomic.Int32
+	l := rb.Loop(func(context.Context) ([]string, error) {
+		if lists.Add(1) == 1 {
+			return []string{"h"}, nil
+		}
+		return []string{}, nil // taken out of the inventory
+	})
+	inner := l.Reconcile
+	l.Reconcile = func(ctx context.Context, k string) (reboot.Next, error) {
+		passes.Add(1)
+		return inner(ctx, k)
+	}
+	r := &reboot.Runner{Resync: 100 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Loops: []reboot.Loop{l}}
+	stop := runFor(t, r)
+	require.Eventually(t, func() bool { return passes.Load() >= 1 }, 10*time.Second, 5*time.Millisecond, "first pass")
+	require.Eventually(t, func() bool { return lists.Load() >= 8 }, 10*time.Second, 5*time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
+	before, calls := passes.Load(), len(hw.Calls())
+	time.Sleep(500 * time.Millisecond)
+	require.Equal(t, before, passes.Load(),
+		"an idle host whose BMC is dead, no longer listed for %d listings, is still reconciled (its dead BMC called %d times more in 500ms)",
+		lists.Load(), len(hw.Calls())-calls)
+	require.ErrorIs(t, stop(), context.Canceled)
+}

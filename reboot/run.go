@@ -21,9 +21,16 @@ type Loop struct {
 	Reconcile func(ctx context.Context, key string) (Next, error)
 	// Keys lists every key to reconcile (your host or machine names). The
 	// Runner calls it at start and every Runner.Resync, reconciles each
-	// key listed, and stops watching keys no longer listed (a listing
-	// that fails forgets no key; while a listing is still running, no key
-	// is forgotten and the loop is not listed again). A listing that
+	// key listed, and forgets a key no longer listed (its entry, its
+	// retries and its watch end; a pass running for it ends first) at the
+	// first Resync tick after a listing without it, unless work is under
+	// way for it: a key is kept (and reconciled as usual), whatever is due
+	// for it, while the last pass that ended for it reported Next.Busy,
+	// until one reports it not busy (see Next.Busy and Next.Idle for the
+	// passes that fail; a key counts as busy until its first pass ends). A
+	// listing that fails forgets no key; while a listing is still
+	// running, no key is forgotten and the loop
+	// is not listed again. A listing that
 	// fails is logged and tried again after a back-off, from MinBackoff
 	// doubling up to MaxListRetry (or Resync if shorter), until one
 	// succeeds: a store that does not answer as the process starts delays
@@ -57,6 +64,27 @@ type Next struct {
 	// while the pass ran (the key then runs again). Requeue and After are
 	// ignored when it is set.
 	Release bool
+	// Busy reports work under way for the key (a reboot in progress, a
+	// host held off or powered off by this controller and not yet known
+	// on again, a request pending, a call whose answer may still land, a
+	// remediation in flight), or that the pass could not tell (it failed
+	// before it read the key's object: unknown counts as busy): the
+	// Runner keeps the key, and reconciles it, even when its listing
+	// (Loop.Keys) no longer holds it, until a pass reports it not busy.
+	// A pass that succeeds without Busy reports it not busy; so does one
+	// that fails with Idle. A pass that fails with neither leaves the key
+	// as busy as the pass before it said (a key whose first pass so fails
+	// counts as not busy: a Loop that never sets Busy has its unlisted
+	// keys forgotten). Leave it false for a key with nothing of the
+	// controller's own to finish (an idle host, even one whose BMC does
+	// not answer): dropped from the listing, it is forgotten at the next
+	// Resync tick.
+	Busy bool
+	// Idle, with Busy false, reports that a pass that failed read the
+	// key's object and found no work under way (an idle host whose power
+	// controller cannot be had): the key counts as not busy. It is
+	// ignored when the pass succeeds (Busy alone then says).
+	Idle bool
 }
 
 // Runner runs Loops: the work queue a controller outside Kubernetes needs
@@ -157,6 +185,9 @@ type keyState struct {
 	stop     context.CancelFunc // ends the key's watch
 	listed   bool               // seen in the latest listing (or added)
 	release  bool               // removed while running: forgotten when the pass ends
+	busy     bool               // the last pass that could tell reported Next.Busy (true until a pass ends)
+	ended    bool               // a pass of the key has ended
+	unlisted bool               // not listed at a tick while running: forgotten when the pass ends unless busy
 }
 
 type dueHeap []*keyState
@@ -395,7 +426,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	wake := func(k runKey) {
 		s := keys[k]
 		if s == nil {
-			s = &keyState{k: k, index: -1}
+			s = &keyState{k: k, index: -1, busy: true}
 			keys[k] = s
 			if w := r.Loops[k.loop].Watch; w != nil {
 				wctx, wcancel := context.WithCancel(ctx)
@@ -407,7 +438,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		}
 		s.listed = true
-		s.release = false
+		s.release, s.unlisted = false, false
 		schedule(s, time.Now())
 	}
 
@@ -461,9 +492,25 @@ func (r *Runner) Run(ctx context.Context) error {
 			s := keys[res.k]
 			s.running = false
 			switch {
+			case res.err == nil || res.next.Busy || res.next.Idle:
+				s.busy = res.next.Busy
+			case !s.ended:
+				// Its first pass failed and says nothing: a Loop that
+				// does not report Busy.
+				s.busy = false
+			}
+			s.ended = true
+			unlisted := s.unlisted
+			s.unlisted = false
+			switch {
 			case s.release:
 				release(s)
 			case res.err == nil && res.next.Release && !s.again:
+				release(s)
+			case unlisted && !s.busy && !s.again:
+				// Not listed at the last tick, and nothing under way:
+				// forgotten now that its pass has ended (a wake-up that
+				// came meanwhile runs it once more first).
 				release(s)
 			default:
 				if res.err == nil && res.next.Release {
@@ -501,11 +548,16 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		case <-tick.C:
 			// Keys of listing loops not listed since the last tick are
-			// forgotten (their watches end) once nothing is due for them.
-			// Keys of loops without Keys (given to Add) are forgotten
-			// only when released (Next.Release, Remove): each is
-			// reconciled at every tick, as a listed key is when its
-			// listing comes in.
+			// forgotten (their watches end, their retries are dropped)
+			// unless work is under way for them (keyState.busy: the
+			// last pass that could tell said Next.Busy, or no pass has
+			// ended yet), whatever is due for them: a key whose
+			// passes keep failing or asking to come back (a dead BMC)
+			// always has a pass due. One that runs is forgotten when its
+			// pass ends, unless that pass says it busy. Keys of loops
+			// without Keys (given to Add) are forgotten only when
+			// released (Next.Release, Remove): each is reconciled at
+			// every tick, as a listed key is when its listing comes in.
 			for k, s := range keys {
 				if r.Loops[k.loop].Keys == nil {
 					schedule(s, time.Now())
@@ -514,11 +566,12 @@ func (r *Runner) Run(ctx context.Context) error {
 				if listFailed[k.loop] || listRunning[k.loop] {
 					continue
 				}
-				if !s.listed && !s.running && s.index < 0 {
-					if s.stop != nil {
-						s.stop()
+				if !s.listed && !s.busy {
+					if s.running {
+						s.unlisted = true
+					} else {
+						release(s)
 					}
-					delete(keys, k)
 					continue
 				}
 				s.listed = false
@@ -614,9 +667,22 @@ func (r *Runner) warn(ctx context.Context, loop, key, what string, err error) {
 // back-off, Decision.RequeueAfter schedules the next, a host gone from the
 // store (ErrNotFound) is forgotten (Reconciler.Forget) and its key
 // released (Next.Release: no more passes, its watch ends) until it is
-// listed or added again, and
-// Hosts' HostWatcher, if it has one, wakes a host when its record changes.
+// listed or added again, a host with work under way (Result.Busy, also
+// when the pass fails; true when its record could not be read) is
+// reported Next.Busy and one whose failed pass read it idle Next.Idle
+// (the Runner keeps a busy host while its listing no longer holds it),
+// and Hosts' HostWatcher, if it has one, wakes a host when its record
+// changes. When Hosts is a HostLister, each listing also holds the hosts
+// keys does not list whose stored record shows work under way (keys'
+// listing alone when the store's List fails: HostLister); otherwise a host dropped from keys' listing
+// while no Runner held its key (the process restarted, or was standby
+// and never read it) is not reconciled again, even if it was left held
+// off: give such a store a List, or keep a host in keys' listing until
+// its work is done.
 func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) Loop {
+	if hl, ok := r.Hosts.(HostLister); ok && keys != nil {
+		keys = r.withBusy(keys, hl)
+	}
 	l := Loop{Name: "reboot", Keys: keys,
 		Reconcile: func(ctx context.Context, name string) (Next, error) {
 			res, err := r.Reconcile(ctx, name)
@@ -624,7 +690,10 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) Loop
 				r.Forget(name)
 				return Next{Release: true}, nil
 			}
-			return Next{Requeue: res.Requeue, After: res.RequeueAfter}, err
+			// Result.Busy is set also when the pass fails (true when
+			// the record could not be read): a failed pass says Idle
+			// when it is false.
+			return Next{Requeue: res.Requeue, After: res.RequeueAfter, Busy: res.Busy, Idle: err != nil && !res.Busy}, err
 		}}
 	if w, ok := r.Hosts.(HostWatcher); ok {
 		l.Watch = w.Watch

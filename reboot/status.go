@@ -72,7 +72,11 @@ type Status struct {
 	// does not end it (an off host whose BMC answers null now and then
 	// would start a new one on every Off/null flip,
 	// TestReview36v_OfflineOffHostFlappingNullChurnsStatus); it records
-	// it in OfflineOffSeen instead.
+	// it in OfflineOffSeen instead. With Online true again the
+	// enforcement is over: OfflineSince and OfflineMode are cleared, so
+	// that a later Online=false begins a new one, soft first
+	// (TestReview40aq_OnlineFalseAgainAfterUnreadableOnlineTrueCutHardAtOnce),
+	// and OfflineOffSeen is kept (see there) as the power-on owed.
 	OfflineSince time.Time
 	OfflineMode  power.Mode
 	// OfflineOffSeen is when an Off reading that cannot echo a state
@@ -86,7 +90,16 @@ type Status struct {
 	// then again every 2x(SoftTimeout + StaleReads)); an On reading, or such a run, begins a new episode
 	// of the enforcement (a new OfflineSince and Works count, soft
 	// first: TestReview36w_OfflineHostPoweredOnLaterCutHardAtOnce). Zero
-	// while the enforcement's power-off is not known done.
+	// while the enforcement's power-off is not known done. With Online
+	// true again (OfflineSince cleared) it is set, to OfflineSince if it
+	// was zero, as the record that the host was powered off for
+	// Online=false and is owed a power-on, until the power-on is decided
+	// or an On reading that cannot echo shows the host on: it keeps the
+	// host busy (Result.Busy) while a pass cannot power it on yet
+	// (TestReview40ap_OnlineTrueAgainWhileBMCUnreadableLeftOffForGood).
+	// Without OfflineSince it holds nothing off: a later Online=false
+	// begins a new enforcement
+	// (TestReview40aq_OnlineFalseAgainHostPoweredOnMeanwhileHeldAsOff).
 	OfflineOffSeen time.Time
 	// UnsureSince is when the current run of readings that say neither
 	// On nor Off (unknown, transitioning) began (Observed.UnsureFor,
@@ -189,8 +202,8 @@ type Status struct {
 	// shut it down, A5), written in a versioned write before the call. A restarted controller that finds it set counts a
 	// press as possibly in effect from its start, or from ActingSince
 	// (Observed.SincePress):
-	// Online may have flipped back meanwhile, clearing OfflineSince, while
-	// the OS still shuts down. It is cleared once no reading can echo a
+	// Online may have flipped back meanwhile and the enforcement ended
+	// (OfflineSince cleared), while the OS still shuts down. It is cleared once no reading can echo a
 	// state from before the press's shutdown (the window of pressWait has
 	// passed), so that a restart then need not wait.
 	LastPress time.Time

@@ -293,6 +293,13 @@ type Result struct {
 	Decision     Decision
 	TableAction  TableAction
 	RequeueAfter time.Duration
+	// Busy says a remediation is under way for the Machine after the
+	// pass: one in flight or asked for, an admission held, a request or
+	// Node metadata still to clean up, or an action taken in this pass
+	// (with Table: an action taken, NeedsRemediation, or the host's reboot
+	// annotation). Loop gives it to the Runner (reboot.Next.Busy): a busy
+	// Machine dropped from the listing is still reconciled.
+	Busy bool
 }
 
 // Reconcile runs one pass for the named Machine.
@@ -368,7 +375,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		o.MayStart, o.GuardReason = MayStart(fleet, name, r.Limit)
 	}
 	d := r.Config.Decide(o, r.Now())
-	res := Result{Decision: d, RequeueAfter: d.RequeueAfter}
+	res := Result{Decision: d, RequeueAfter: d.RequeueAfter, Busy: busy(o, d)}
 	// The request's T is the time it was written (RequestedAt), as
 	// LastRequest and RequestFor read it: a re-request's At is not the
 	// attempt's start.
@@ -1096,8 +1103,9 @@ func (r *Reconciler) release(ctx context.Context, machine string, adm *Admission
 }
 
 func (r *Reconciler) table(ctx context.Context, rec MachineRecord, node Node, host Host) (Result, error) {
-	a := Table(TableInput{NodeRef: node.Exists, NeedsRemediation: rec.Machine.NeedsRemediation,
-		PoweredOn: host.Power != power.StateOff, RebootAnnotation: host.RebootAnnotation})
+	in := TableInput{NodeRef: node.Exists, NeedsRemediation: rec.Machine.NeedsRemediation,
+		PoweredOn: host.Power != power.StateOff, RebootAnnotation: host.RebootAnnotation}
+	a := Table(in)
 	var err error
 	if a != TableNothing {
 		err = reboot.Fenced(ctx, r.Guard, "remediation: table "+a.String()+" for "+rec.Machine.Name, func(ctx context.Context) error {
@@ -1107,7 +1115,7 @@ func (r *Reconciler) table(ctx context.Context, rec MachineRecord, node Node, ho
 	if err != nil {
 		return Result{TableAction: a}, fmt.Errorf("remediation: table %s for %s: %w", a, rec.Machine.Name, err)
 	}
-	return Result{TableAction: a, RequeueAfter: r.Config.withDefaults().PollInterval}, nil
+	return Result{TableAction: a, RequeueAfter: r.Config.withDefaults().PollInterval, Busy: tableBusy(a, in)}, nil
 }
 
 // tableAct applies the table's action a.

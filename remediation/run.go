@@ -16,7 +16,12 @@ import (
 // Kubernetes); otherwise RequeueAfter schedules the next pass; a Machine
 // that is gone and whose admission is released is left alone (its key
 // released: reboot.Next.Release, no more passes, its watch ends) until it
-// is listed or added again. Each listing (at start and every Runner.Resync)
+// is listed or added again; a Machine with a remediation under way
+// (Result.Busy) is reported reboot.Next.Busy, so that the Runner keeps
+// reconciling it when keys no longer lists it (a pass that fails before
+// it decides reports neither Busy nor Idle: the key stays as busy as the
+// pass before said, and one whose first pass so fails counts as not
+// busy; the admitted Machines are listed anyway, see below). Each listing (at start and every Runner.Resync)
 // adds the admitted Machines (Admissions) that keys does not list: a
 // Machine deleted while no Loop ran (a restart, a leader change) still
 // has its request removed from its host and its admission released. A
@@ -53,9 +58,9 @@ func (r *Reconciler) Loop(keys func(ctx context.Context) ([]string, error)) rebo
 			}
 			if err == nil && res.Decision.UpdateState {
 				// In Kubernetes the Machine's own change would wake it.
-				return reboot.Next{After: time.Nanosecond}, nil
+				return reboot.Next{After: time.Nanosecond, Busy: res.Busy}, nil
 			}
-			return reboot.Next{After: res.RequeueAfter}, err
+			return reboot.Next{After: res.RequeueAfter, Busy: res.Busy}, err
 		}}
 	// Shared by every Machine of this Loop: for a store without Watch,
 	// or one whose Watch cannot start.

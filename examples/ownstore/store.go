@@ -125,3 +125,18 @@ func (inv *inventory) names(context.Context) ([]string, error) {
 	}
 	return ns, nil
 }
+
+// List implements reboot.HostLister (SELECT * FROM hosts): the reboot
+// Loop adds to its listing the hosts whose record shows a reboot of its
+// own under way, whatever names lists (here names lists them all; an
+// inventory that lists only the hosts in service needs it).
+func (inv *inventory) List(context.Context) ([]reboot.Host, error) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	out := make([]reboot.Host, 0, len(inv.hosts))
+	for _, h := range inv.hosts {
+		h.Annotations = maps.Clone(h.Annotations)
+		out = append(out, h)
+	}
+	return out, nil
+}

@@ -1,0 +1,63 @@
+package reboot
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+)
+
+// HostLister is an optional extension of a HostStore: a store that can
+// list every host record it holds. Reconciler.Loop then adds to each
+// listing of its keys the hosts whose stored record shows work of this
+// controller's under way (a reboot requested or pending, a host held
+// off, an Online=false power-off not yet known done, a host set Online
+// again after one whose power-on is not yet decided, a power-on not yet
+// confirmed, a press that may still be in effect; for a deprovisioned
+// host only a pending reboot), so that a host dropped from the inventory
+// while no controller ran for it (a restart, a leader change) is still
+// finished: powered on once released. When List fails, the listing is
+// keys' own (the error is logged to Reconciler.Logger): the hosts keys
+// lists are reconciled all the same, and the Runner keeps every key it
+// holds that is busy; only a host no Runner holds yet (after a restart)
+// waits for a listing whose List succeeds
+// (TestReview40ap_FailingHostListerStallsListedHosts).
+// fake.RebootHosts is one; WithPrefix's store is not.
+type HostLister interface {
+	// List returns every host record the store holds.
+	List(ctx context.Context) ([]Host, error)
+}
+
+// withBusy returns keys followed by the hosts hl lists that keys does not
+// and whose stored record shows work under way (storedBusy). The listing
+// fails only if keys fails (the Runner tries it again after a back-off
+// and forgets no key meanwhile); if hl's List fails it is keys' alone,
+// and the error is logged.
+func (r *Reconciler) withBusy(keys func(context.Context) ([]string, error), hl HostLister) func(context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		ks, err := keys(ctx)
+		if err != nil {
+			return nil, err
+		}
+		hosts, err := hl.List(ctx)
+		if err != nil {
+			if r.Logger != nil {
+				r.Logger.LogAttrs(ctx, slog.LevelWarn, "reboot: list hosts with work under way failed; this listing holds only the inventory's keys (hosts dropped from it while no controller held them wait for the next listing)",
+					slog.String("error", err.Error()))
+			}
+			return ks, nil
+		}
+		p := r.Config.withDefaults().Policy
+		listed := make(map[string]bool, len(ks))
+		for _, k := range ks {
+			listed[k] = true
+		}
+		out := slices.Clip(ks)
+		for _, h := range hosts {
+			if !listed[h.Name] && storedBusy(h, p) {
+				listed[h.Name] = true
+				out = append(out, h.Name)
+			}
+		}
+		return out, nil
+	}
+}
