@@ -247,3 +247,74 @@ func TestReview35ao2_OneBlade401RefusesIdleNeighboursFence(t *testing.T) {
 	}
 	assert.Zero(t, refusedB, "B's fences refused in ten minutes (of %d), its credentials right all along", triesB)
 }
+
+// TestReview35ao2_TokenRotationKillsSessionsRefusedLoginsPerMinute
+// (review 35ao2; package doc: "a BMC with a wrong password sees at most
+// two logins a minute with it"; issue 35 items 1 and 6: logins inside
+// calls go through the one-login rule and back-off). Ten hosts of one
+// chassis share a token session; the BMC's password is changed and the
+// BMC ends the sessions it had (a common BMC policy). Every host's next
+// call meets a 401, re-logs in inside the call through the gate and is
+// refused. Ground truth: the emulator's own login log (refused logins
+// by the test's clock).
+func TestReview35ao2_TokenRotationKillsSessionsRefusedLoginsPerMinute(t *testing.T) {
+	const n = 10
+	clk := newClock()
+	b := redfishtest.NewBMC(clk.Now, fake.NewPower(time.Now, fake.PowerConfig{}), "admin", bmcPassword)
+	for i := 2; i <= n; i++ {
+		b.AddSystem(strconv.Itoa(i), fake.NewPower(time.Now, fake.PowerConfig{}))
+	}
+	var rotated atomic.Bool
+	var mu sync.Mutex
+	oldTokens := map[string]bool{}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok := r.Header.Get("X-Auth-Token"); tok != "" {
+			mu.Lock()
+			dead := rotated.Load() && oldTokens[tok]
+			if !rotated.Load() {
+				oldTokens[tok] = true
+			}
+			mu.Unlock()
+			if dead {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = w.Write([]byte(`{"error":{"code":"Base.1.0.NoValidSession","message":"session ended"}}`))
+				return
+			}
+		}
+		b.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	target := func(id string) power.Target {
+		return power.Target{BMC: srv.URL, Config: "admin/" + bmcPassword, Connect: func(ctx context.Context) (power.Controller, error) {
+			return redfish.Connect(ctx, redfish.Config{Endpoint: srv.URL, SystemID: id, Username: "admin", Password: bmcPassword, RootCAs: roots})
+		}}
+	}
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	hosts := make([]power.Controller, n)
+	for i := range hosts {
+		hosts[i] = pool.Controller(fmt.Sprintf("h%d", i+1), target(strconv.Itoa(i+1)))
+		_, err := hosts[i].State(ctx)
+		require.NoError(t, err)
+	}
+	step := 5 * time.Second / n
+	b.SetCredentials("admin", "Rotated-n3w")
+	rotated.Store(true)
+	for round := 0; round < 36; round++ {
+		for i := range hosts {
+			clk.Advance(step)
+			_, _ = hosts[i].State(ctx)
+		}
+	}
+	var refused []time.Time
+	for _, l := range b.LoginLog() {
+		if !l.OK {
+			refused = append(refused, l.At)
+		}
+	}
+	t.Logf("refused logins: %d in 3 minutes, at most %d in a minute", len(refused), maxPerMinute(refused))
+	assert.LessOrEqual(t, maxPerMinute(refused), 2, "refused logins with the old password in any minute")
+}
