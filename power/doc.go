@@ -89,7 +89,8 @@
 //     with basic auth such a failure is the login's, unless neither it
 //     nor the read of the host's own system was answered): that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff
-//     (AuthBackoff up to MaxAuthBackoff for a refusal, ErrAuth);
+//     (AuthBackoff up to MaxAuthBackoff for a refusal of its system
+//     by a BMC that answers the credentials, ErrSystemRefused);
 //     the session of such a login (ErrAfterLogin, a system not found
 //     included: power/redfish hands it over with AfterLoginKeep when
 //     ConnectInfo.KeepSession asks) is kept, idle and with no host of its
@@ -129,12 +130,21 @@
 //     call logs in, and backs the credentials' next login off as a
 //     refused login does, unless it is already counted (the login inside
 //     the call went through the Pool, which counted it, or was not tried:
-//     ErrBackoff) or is not theirs: a login with them succeeded during the
-//     call, or the BMC answered another host's call with them within the
-//     last LoginInterval (a refusal of one system); then the session
-//     stays for the hosts that share it, and that host alone backs off,
-//     as long as after a refused login: its calls are not tried, on its
-//     open session too, until the back-off ends. A controller that sends the credentials with every call
+//     ErrBackoff) or is not theirs: on a session with a token, a login
+//     with them succeeded during the call (a re-login inside it, refused
+//     again: a refusal of one system). A controller that sends the
+//     credentials with every call (power/redfish with BasicAuth) is asked
+//     to tell the two apart when other hosts use the same credentials
+//     (CallInfo.CheckRefusal, also on Connect and joins, but for the login
+//     retried after their refusal): it reads a resource of no system's,
+//     and an answer makes the refusal ErrSystemRefused (not ErrAuth); a
+//     refused read counts as one more refused request towards the
+//     credentials' back-off (CallInfo.CheckRefused). On such a refusal
+//     of one system the session stays for the hosts that share it, and
+//     that host alone backs off, as long as after a refused login: its
+//     calls are not tried, on its open session too, until the back-off
+//     ends, but for a power command after ErrSystemRefused (a fence is
+//     tried: the BMC answers its credentials). A controller that sends the credentials with every call
 //     (CallAuthenticator: power/redfish with BasicAuth) on a BMC that
 //     holds a refused password's requests back unanswered (a password
 //     rotated after the hosts connected) would send it with every read:

@@ -242,19 +242,19 @@ type creds struct {
 	failures     int      // failed logins in a row, authentication failures apart
 	authFailures int      // authentication failures since the last success
 	auth         bool     // the last failure was an authentication failure
-	proven       bool     // a login with these credentials succeeded here, and none was refused since
-	until        time.Time
-	last         error
-	answeredAt   time.Time // when the BMC last answered a request of these credentials (a login, a call)
+	// checksRefused: refused checks of a refusal (CallInfo.CheckRefused)
+	// not counted yet; the next authentication failure counts them.
+	checksRefused int
+	proven        bool // a login with these credentials succeeded here, and none was refused since
+	until         time.Time
+	last          error
+	answeredAt    time.Time // when the BMC last answered a request of these credentials (a login, a call)
 	// loginsOK and loginsFailed count the outcomes of logins with these
-	// credentials; answeredHost is the host whose call with them
-	// the BMC last answered, at answeredHostAt. A call refused with ErrAuth backs them off
-	// only if no login outcome came during it and no other host's call
-	// was answered since its host's (release).
-	loginsOK       uint64
-	loginsFailed   uint64
-	answeredHost   string
-	answeredHostAt time.Time
+	// credentials (with basic auth, every answered call is one): a call
+	// refused with ErrAuth backs them off only if no login failed during
+	// it and, on a session with a token, none succeeded (release).
+	loginsOK     uint64
+	loginsFailed uint64
 	// unansweredAt: when a call that sent these credentials
 	// (CallAuthenticator) last ran out of time unanswered; heldUntil and
 	// heldProbes: the reads held since (heldReadLocked): none sent before

@@ -15,9 +15,10 @@ import (
 // login only, or a call that sent the credentials: CallAuthenticator); a
 // refusal of the credentials (ErrAuth: a re-login inside the call was
 // refused, or the BMC refused credentials the call sent) retires the
-// session and backs their next login off, or, if the refusal is this
-// host's own, backs this host alone off and keeps the session for the
-// others (refusedInCallLocked).
+// session and backs their next login off (refusedInCallLocked); a
+// refusal of this host's own system while the BMC answers the
+// credentials (ErrSystemRefused: the adapter asked the BMC) backs this
+// host alone off and keeps the session for the others.
 // c: the call's state; once it was given up on, Close does not wait for it.
 func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
@@ -29,11 +30,20 @@ func (p *Pool) release(s *session, err error, c *callState) {
 		if !p.refusedInCallLocked(s, err, c) {
 			p.retireLocked(s)
 		}
+	case errors.Is(err, ErrSystemRefused):
+		if s.authCalls {
+			p.succeededLocked(s.cr) // the BMC answered the credentials the call sent
+		} else {
+			p.answeredLocked(s.cr)
+		}
+		if e := p.hosts[c.host]; e != nil && e.sess == s {
+			p.ownAuthLocked(e, err)
+		}
 	case (err == nil || answered(err)) && s.authCalls:
-		p.answeredHostLocked(s.cr, c.host)
+		p.answeredHostLocked(c.host)
 		p.succeededLocked(s.cr) // the call was a login, in effect
 	case err == nil || answered(err):
-		p.answeredHostLocked(s.cr, c.host)
+		p.answeredHostLocked(c.host)
 		p.answeredLocked(s.cr)
 	}
 	p.doneLocked(s, c.abandoned)
@@ -42,22 +52,23 @@ func (p *Pool) release(s *session, err error, c *callState) {
 // refusedInCallLocked records the ErrAuth err of host c.host's call on
 // s (p.mu held) and reports whether it is the host's own (then the
 // session stays, for the hosts sharing it; else the caller retires it):
-// nothing, if it is counted already
-// or was not tried (s retired by an earlier refusal, ErrBackoff, a login
-// with the credentials refused while the call ran: the gate counted it);
-// this host's own, if the credentials were proven meanwhile (a login
-// with them succeeded while the call ran: a 401 after it is the host's
-// system's) or the BMC answered another host's call with them within the
-// last LoginInterval: the host backs off alone (ownAuthLocked: its calls
-// are refused, its session or not, until it ends); else a
-// refusal of the credentials (a re-login inside the call that bypassed
-// the gate, or basic auth refused), which backs their next login off as
-// a refused login does.
+// nothing, if it is counted already or was not tried (s retired by an
+// earlier refusal, ErrBackoff, a login with the credentials refused
+// while the call ran: the gate counted it); this host's own, on a
+// session with a token (not CallAuthenticator) if a login with the
+// credentials succeeded while the call ran (a re-login inside it, whose
+// retry was refused again: a 401 after it is the host's system's): the
+// host backs off alone (ownAuthLocked: its calls are refused, its
+// session or not, until it ends); else a refusal of the credentials (a
+// re-login inside the call that bypassed the gate, or basic auth
+// refused, which the adapter checked on a resource of no system's:
+// ErrSystemRefused otherwise), which backs their next login off as a
+// refused login does.
 func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) (own bool) {
 	cr := s.cr
 	switch {
 	case s.retired, errors.Is(err, ErrBackoff), cr.loginsFailed != c.loginsFailed:
-	case cr.loginsOK != c.loginsOK || p.otherAnsweredLocked(cr, c.host):
+	case !s.authCalls && cr.loginsOK != c.loginsOK:
 		if e := p.hosts[c.host]; e != nil && e.sess == s {
 			p.ownAuthLocked(e, err)
 			return true
@@ -68,21 +79,19 @@ func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) (own boo
 	return false
 }
 
-// answeredHostLocked notes that the BMC answered host's call with cr's
-// credentials (p.mu held), which ends host's own back-off after a
-// refusal (ownAuthLocked).
-func (p *Pool) answeredHostLocked(cr *creds, host string) {
-	cr.answeredHost, cr.answeredHostAt = host, p.cfg.Now()
-	if e := p.hosts[host]; e != nil && errors.Is(e.ownLast, ErrAuth) {
+// answeredHostLocked notes that the BMC answered host's call (p.mu
+// held), which ends host's own back-off after a refusal (ownAuthLocked).
+func (p *Pool) answeredHostLocked(host string) {
+	if e := p.hosts[host]; e != nil && ownRefusal(e.ownLast) {
 		e.ownFails, e.ownLast = 0, nil
 	}
 }
 
-// otherAnsweredLocked reports whether the BMC answered a call of a host
-// other than host with cr's credentials within the last LoginInterval
-// (p.mu held): the credentials work, and a refusal of host's is its own.
-func (p *Pool) otherAnsweredLocked(cr *creds, host string) bool {
-	return cr.answeredHost != "" && cr.answeredHost != host && p.cfg.Now().Sub(cr.answeredHostAt) < p.cfg.LoginInterval
+// ownRefusal reports whether err, a host's own last failure, is a
+// refusal by the BMC (ErrAuth, ErrSystemRefused): the host backs off
+// alone, its open session or not (ownAuthLocked).
+func ownRefusal(err error) bool {
+	return errors.Is(err, ErrAuth) || errors.Is(err, ErrSystemRefused)
 }
 
 // timedOutLocked records, for a session whose calls send the
@@ -222,6 +231,9 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 	cs := &callState{host: c.host}
 	c.p.mu.Lock()
 	cs.loginsOK, cs.loginsFailed = s.cr.loginsOK, s.cr.loginsFailed
+	// Other hosts use these credentials: a refusal of this host's system
+	// taken for theirs would back the neighbours off too.
+	ctx = WithCallInfo(ctx, c.p.callInfoLocked(s.cr, s.cr.refs > 1))
 	c.p.mu.Unlock()
 	go func() {
 		err := f(ctx, ctrl)

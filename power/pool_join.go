@@ -22,6 +22,7 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 	// power/redfish's share) is counted already.
 	authFailures := e.cr.authFailures
 	jctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr), Command: isCommandOp(op)}), p.cfg.ConnectTimeout)
+	jctx = WithCallInfo(jctx, p.callInfoLocked(e.cr, e.cr.refs > 1 && !e.cr.auth))
 	connect := e.target.Connect
 	type joinResult struct {
 		s     *session
@@ -76,11 +77,14 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 			if pe := (*Error)(nil); !errors.As(err, &pe) {
 				err = &Error{Op: "connect", Class: Classify(err), Err: err}
 			}
-			if errors.Is(err, ErrAuth) {
+			switch {
+			case errors.Is(err, ErrAuth):
 				if e.cr.authFailures == authFailures {
 					p.failedLocked(e.cr, err)
 				}
-			} else {
+			case errors.Is(err, ErrSystemRefused):
+				p.ownAuthLocked(e, err) // its system refused it: as long as a refusal
+			default:
 				p.ownLocked(e, err)
 			}
 			res <- joinResult{err: err}

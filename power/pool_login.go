@@ -93,6 +93,17 @@ type ConnectInfo struct {
 	Command bool
 }
 
+// fenceTried reports whether a call op of a host backing off alone after
+// its own failure last is tried all the same: a power command (a fence)
+// after a refusal of the host's system by a BMC that answers its
+// credentials (ErrSystemRefused): it may have been one intermittent 401,
+// and a fence costs at most one more refused request and its check,
+// none with refused credentials
+// (TestReview35_TransientJoin401RefusesFenceForAuthBackoff).
+func fenceTried(op string, last error) bool {
+	return isCommandOp(op) && errors.Is(last, ErrSystemRefused)
+}
+
 // isCommandOp reports whether op (a call's operation name) is a power
 // command's rather than a read's.
 func isCommandOp(op string) bool { return op != "state" && op != "task" }
@@ -184,12 +195,12 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			if err := p.heldReadLocked(op, e, s); err != nil {
 				return fail(err)
 			}
-			if now := p.cfg.Now(); errors.Is(e.ownLast, ErrAuth) && now.Before(e.ownUntil) {
+			if now := p.cfg.Now(); ownRefusal(e.ownLast) && now.Before(e.ownUntil) && !fenceTried(op, e.ownLast) {
 				// The BMC refused this host's own requests (not its
-				// credentials, which other hosts' calls prove): it
-				// backs off alone, session or not (ownAuthLocked).
+				// credentials, which it answers): it backs off alone,
+				// session or not (ownAuthLocked).
 				return fail(&Error{Op: op, Class: ClassFailed,
-					Message: fmt.Sprintf("not tried: the BMC refused this host's own requests %d time(s) in a row while it answers other hosts with the same credentials, next try in %s",
+					Message: fmt.Sprintf("not tried: the BMC refused this host's own requests %d time(s) in a row while it answers the same credentials, next try in %s",
 						e.ownFails, e.ownUntil.Sub(now).Round(time.Millisecond)),
 					Err: errors.Join(ErrBackoff, e.ownLast)})
 			}
@@ -210,7 +221,7 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			}
 			continue
 		}
-		if e.ownLast != nil && now.Before(e.ownUntil) {
+		if e.ownLast != nil && now.Before(e.ownUntil) && !fenceTried(op, e.ownLast) {
 			return fail(&Error{Op: op, Class: ClassFailed,
 				Message: fmt.Sprintf("not tried: this host's own connection to the BMC failed %d time(s) in a row, next try in %s",
 					e.ownFails, e.ownUntil.Sub(now).Round(time.Millisecond)),
@@ -468,6 +479,10 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	}
 	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx),
 		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession, LoggedIn: loggedIn, Command: isCommandOp(op)}), p.cfg.ConnectTimeout)
+	// A refusal is checked against the credentials only if it may be one
+	// host's own that neighbours would pay for, and not on a retry after
+	// their refusal (the refused password once per login).
+	cctx = WithCallInfo(cctx, p.callInfoLocked(cr, cr.refs > 1 && !cr.auth))
 	connect := e.target.Connect
 	// A Connect that ignores its deadline is the BMC's (or the adapter's)
 	// failure: later logins back off while it runs on.
@@ -510,7 +525,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 				// failed: the host's own, no back-off for its neighbours
 				// (this host backs off alone).
 				p.succeededLocked(cr)
-				if errors.Is(err, ErrAuth) && !errors.Is(err, ErrBackoff) {
+				if errors.Is(err, ErrSystemRefused) {
 					p.ownAuthLocked(e, err) // its system refused it: as long as a refusal
 				} else {
 					p.ownLocked(e, err)
@@ -624,10 +639,11 @@ func (p *Pool) ownLocked(e *entry, err error) {
 	e.ownUntil = p.cfg.Now().Add(min(d, limit))
 }
 
-// ownAuthLocked backs host entry e off alone after a refusal (ErrAuth)
-// that is its own, not its credentials' (p.mu held): AuthBackoff,
-// doubling up to MaxAuthBackoff, as a refused login's, so that the host
-// sends the refused request no more often than a wrong password would.
+// ownAuthLocked backs host entry e off alone after a refusal that is its
+// own, not its credentials' (ErrSystemRefused; ErrAuth after a re-login
+// inside the call succeeded) (p.mu held): AuthBackoff, doubling up to
+// MaxAuthBackoff, as a refused login's, so that the host sends the
+// refused request no more often than a wrong password would.
 func (p *Pool) ownAuthLocked(e *entry, err error) {
 	d, limit := p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
 	e.ownFails++
@@ -734,7 +750,8 @@ func (p *Pool) failedLocked(cr *creds, err error) {
 		// (a password rotated since they last logged in), so their next
 		// login is tried before any working session makes way for it.
 		cr.proven = false
-		cr.authFailures++
+		cr.authFailures += 1 + cr.checksRefused // each refused request the BMC saw
+		cr.checksRefused = 0
 		n, d, limit = cr.authFailures, p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
 	} else {
 		cr.failures++
@@ -772,6 +789,7 @@ func (p *Pool) succeededLocked(cr *creds) {
 	cr.heldUntil, cr.roundUntil, cr.heldProbes = time.Time{}, time.Time{}, 0
 	clearTurnsLocked(&cr.held)
 	cr.failures, cr.authFailures, cr.auth, cr.last, cr.until = 0, 0, false, nil, time.Time{}
+	cr.checksRefused = 0
 	cr.proven = true
 }
 

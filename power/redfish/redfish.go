@@ -105,6 +105,19 @@
 //   - A 401 (and a 403 at login, or with BasicAuth to Connect's read of
 //     the Systems collection) is power.ErrAuth, of class failed: the
 //     BMC refused the credentials (a power.Pool backs off hardest after it).
+//     With BasicAuth, a 401 to a request for the host's own system (a
+//     call's, or Connect's read of the system or its ActionInfo) is
+//     checked once, when the context's power.CallInfo asks for it
+//     (CheckRefusal: a Pool whose other hosts use the same credentials,
+//     but for the login retried after their refusal), by a read of the
+//     SessionService (/redfish/v1/SessionService: it needs the
+//     credentials and asks no blade), bounded by the call's context:
+//     answered 2xx, the BMC refuses this system only (a per-blade
+//     privilege), and the error matches power.ErrSystemRefused, not
+//     power.ErrAuth (power.AfterLogin as well in Connect): a Pool backs
+//     that host alone off; refused too (power.CallInfo.CheckRefused is
+//     called: a Pool counts that request towards the credentials'
+//     back-off), failed or unanswered, power.ErrAuth as before.
 //     Once a session's login was accepted, a failure of a request for the
 //     host's own system during Connect (its resource, its member of the
 //     Systems listing, its ActionInfo; a 401 included, which then is not
@@ -792,13 +805,17 @@ func notSent(op string, err error) error {
 
 // withSession runs f with c's request path on the session, bound to ctx,
 // and once more after re-establishing the session if the BMC answered
-// 401.
+// 401; with BasicAuth, a 401 is checked against the credentials once
+// instead (refusedHere).
 func (c *Controller) withSession(ctx context.Context, f func(*reqPath) error) error {
 	cl := c.sess.current()
 	if cl == nil {
 		return &power.Error{Op: "request", Class: power.ClassFailed, Message: "controller closed"}
 	}
 	err := f(c.on(ctx, cl))
+	if c.cfg.BasicAuth {
+		return c.refusedHere(ctx, cl, err)
+	}
 	var re *schemas.Error
 	if errors.As(err, &re) && re.HTTPReturnedStatusCode == http.StatusUnauthorized && !c.cfg.BasicAuth && ctx.Err() == nil {
 		fresh, lerr := c.sess.relogin(ctx, c, cl)
@@ -820,6 +837,9 @@ func (c *Controller) classify(op string, err error) *power.Error {
 	var pe *power.Error
 	if errors.As(err, &pe) {
 		return pe
+	}
+	if e, ok := c.classifyRefused(op, err); ok {
+		return e
 	}
 	var ce *schemas.CollectionError
 	if errors.As(err, &ce) && ce != nil {
