@@ -282,3 +282,99 @@ func TestReview35ap_RotationRefusedPerMinuteBasicAuth(t *testing.T) {
 		assert.LessOrEqual(t, perMin, 3, "hosts=%d: requests refused with the rotated password in one minute; %d in 3 minutes", n, total)
 	}
 }
+
+// TestReview35ap_LoneHostsBlade401LocksOutLaterNeighbour (review 35ap;
+// issue 35 item 1 "A fencing request for A is refused although its
+// credentials are right"; REVIEW.md "liveness with the fault still
+// on"). Host A is alone with its credentials on a chassis; its blade
+// starts answering 401 (a per-blade privilege), so its refusals are
+// taken for the credentials' (no neighbour: no check, documented) and
+// back them off. Then host B, same credentials, system 2, is added and
+// its fence is tried every minute for ten minutes while A is polled
+// every 5 s. Every later login is "the login retried after their
+// refusal" (CallInfo.CheckRefusal false while creds.auth:
+// pool_login.go login, pool_join.go attach), so A's blade's 401 is
+// never checked again, A's polls win each end of the back-off, and B's
+// fences are refused for as long as A's blade refuses, although the BMC
+// answers B's credentials (ground truth: a direct read of system 2).
+func TestReview35ap_LoneHostsBlade401LocksOutLaterNeighbour(t *testing.T) {
+	clk := newClock()
+	ch := newChassis35ap(t, clk, 2, redfishtest.Quirks{})
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", ch.target("1"))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	ch.deny1.Store(true)
+	for i := 0; i < 24; i++ { // two minutes, A alone
+		clk.Advance(5 * time.Second)
+		_, _ = a.State(ctx)
+	}
+	b := pool.Controller("b", ch.target("2"))
+	ch.directState(t, "2")
+	refusedB, triesB := 0, 0
+	for i := 1; i <= 120; i++ { // ten minutes
+		clk.Advance(5 * time.Second)
+		_, _ = a.State(ctx)
+		if i%12 == 0 {
+			triesB++
+			if err := b.Off(ctx, power.ModeSoft); err != nil {
+				refusedB++
+				t.Logf("t+%ds B's fence: %v", i*5, err)
+			}
+		}
+	}
+	assert.Less(t, refusedB, triesB, "B's fences refused for ten minutes (%d of %d) for A's blade's 401, B's credentials answered all along", refusedB, triesB)
+}
+
+// TestReview35ap_SlowBMCCheckUnansweredBacksNeighboursOff (review 35ap;
+// power/redfish doc "bounded by the call's context"; issue 35 item 1).
+// A slow chassis (each request answered after 350 ms) and a
+// CallTimeout of 600 ms: A's blade answers 401 at 350 ms and the check
+// of it cannot be answered before the call's deadline. "Unanswered ->
+// ErrAuth as before": release counts it against the credentials and
+// retires the session B uses, and B's read and fence are refused
+// without being sent, although the BMC never refused the credentials
+// (ground truth: the emulator's 401 log holds only system 1's paths).
+func TestReview35ap_SlowBMCCheckUnansweredBacksNeighboursOff(t *testing.T) {
+	clk := newClock()
+	ch := newChassis35ap(t, clk, 2, redfishtest.Quirks{})
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 600 * time.Millisecond, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", ch.target("1"))
+	b := pool.Controller("b", ch.target("2"))
+	_, err := b.State(ctx)
+	require.NoError(t, err)
+	_, err = a.State(ctx)
+	require.NoError(t, err)
+
+	old := ch.srv.Config.Handler
+	var slow atomic.Bool
+	ch.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() {
+			select {
+			case <-time.After(350 * time.Millisecond):
+			case <-r.Context().Done():
+			}
+		}
+		old.ServeHTTP(w, r)
+	})
+	slow.Store(true)
+	ch.deny1.Store(true)
+	_, errA := a.State(ctx)
+	t.Logf("A's read: %v", errA)
+	slow.Store(false)
+
+	clk.Advance(time.Second)
+	_, errB := b.State(ctx)
+	errOff := b.Off(ctx, power.ModeSoft)
+	ch.mu.Lock()
+	paths := append([]string(nil), ch.paths...)
+	ch.mu.Unlock()
+	for _, p := range paths {
+		require.True(t, strings.HasPrefix(p, "/redfish/v1/Systems/1"), "ground truth: the BMC refused only system 1, not the credentials (%v)", paths)
+	}
+	ch.directState(t, "2")
+	assert.NoError(t, errB, "B's read after A's check ran out of the call's time")
+	assert.NoError(t, errOff, "B's fence after A's check ran out of the call's time")
+}
