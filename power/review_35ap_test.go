@@ -378,3 +378,48 @@ func TestReview35ap_SlowBMCCheckUnansweredBacksNeighboursOff(t *testing.T) {
 	assert.NoError(t, errB, "B's read after A's check ran out of the call's time")
 	assert.NoError(t, errOff, "B's fence after A's check ran out of the call's time")
 }
+
+// TestReview35ap_RotationWithChurnRefusedPerMinute (review 35ap; package
+// doc "a BMC with a wrong password sees at most two logins a minute with
+// it"; issue 35 items 1 and 5: churn). Ten hosts of one chassis with
+// basic auth and a protected SessionService; the password is rotated;
+// for three minutes every 5 s one host is forgotten (Forget) and a new
+// one, same credentials, takes its system, and every host is polled.
+// Ground truth: the 401s the emulator served, the checks' included.
+func TestReview35ap_RotationWithChurnRefusedPerMinute(t *testing.T) {
+	const n = 10
+	clk := newClock()
+	ch := newChassis35ap(t, clk, n, redfishtest.Quirks{})
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	names := make([]string, n)
+	hosts := make([]power.Controller, n)
+	for i := range hosts {
+		names[i] = fmt.Sprintf("h%d", i+1)
+		hosts[i] = pool.Controller(names[i], ch.target(strconv.Itoa(i+1)))
+		_, err := hosts[i].State(ctx)
+		require.NoError(t, err)
+	}
+	ch.b.SetCredentials("admin", "Rotated-n3w")
+	gen := 0
+	step := 5 * time.Second / n
+	for round := 0; round < 36; round++ {
+		k := round % n
+		pool.Forget(names[k])
+		gen++
+		names[k] = fmt.Sprintf("g%d-h%d", gen, k+1)
+		hosts[k] = pool.Controller(names[k], ch.target(strconv.Itoa(k+1)))
+		for i := range hosts {
+			clk.Advance(step)
+			_, _ = hosts[i].State(ctx)
+		}
+	}
+	r := ch.refusals()
+	ch.mu.Lock()
+	for i := range r {
+		t.Logf("refused at +%s: %s", r[i].Sub(r[0]), ch.paths[i])
+	}
+	ch.mu.Unlock()
+	t.Logf("refused requests: at most %d in a minute, %d in 3 minutes", maxPerMinute(r), len(r))
+	assert.LessOrEqual(t, maxPerMinute(r), 3, "requests refused with the rotated password in one minute, with churn")
+}
