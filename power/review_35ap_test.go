@@ -423,3 +423,54 @@ func TestReview35ap_RotationWithChurnRefusedPerMinute(t *testing.T) {
 	t.Logf("refused requests: at most %d in a minute, %d in 3 minutes", maxPerMinute(r), len(r))
 	assert.LessOrEqual(t, maxPerMinute(r), 3, "requests refused with the rotated password in one minute, with churn")
 }
+
+// TestReview35ap_ConcurrentCallsAtRotationRefusedBurst (review 35ap;
+// package doc "a BMC with a wrong password sees at most two logins a
+// minute with it"; CallInfo.CheckRefused "so that a BMC with a wrong
+// password still sees at most two refused requests a minute"). Twenty
+// hosts of one chassis, basic auth, read at the same time (an executor
+// polls its hosts concurrently), twice a second for five seconds after
+// the password was rotated; the BMC's SessionService answers in 100 ms
+// (a slow BMC). Each call's 401 waits for its check, and calls started
+// meanwhile are sent with the rotated password, each followed by its
+// own check: the BMC's lock-out counter sees 2n refused requests at once
+// (n in-flight reads and n checks, all refused), where the
+// check's doubling buys nothing after the first refused check. Ground
+// truth: the 401s the emulator served.
+func TestReview35ap_ConcurrentCallsAtRotationRefusedBurst(t *testing.T) {
+	const n = 20
+	clk := newClock()
+	ch := newChassis35ap(t, clk, n, redfishtest.Quirks{})
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	hosts := make([]power.Controller, n)
+	for i := range hosts {
+		hosts[i] = pool.Controller(fmt.Sprintf("h%d", i+1), ch.target(strconv.Itoa(i+1)))
+		_, err := hosts[i].State(ctx)
+		require.NoError(t, err)
+	}
+	slow := func(w http.ResponseWriter, r *http.Request) bool {
+		time.Sleep(100 * time.Millisecond)
+		return false
+	}
+	ch.checkHook.Store(&slow)
+	ch.b.SetCredentials("admin", "Rotated-n3w")
+	for round := 0; round < 10; round++ {
+		var wg sync.WaitGroup
+		for i := range hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = hosts[i].State(ctx)
+			}()
+		}
+		wg.Wait()
+		clk.Advance(500 * time.Millisecond)
+	}
+	r := ch.refusals()
+	t.Logf("refused requests: %d in 5 s", len(r))
+	// The reads in flight when the password changed are refused, each
+	// one (no Pool can call them back); their checks ask the BMC the
+	// same question n times over: one refused check tells the Pool.
+	assert.LessOrEqual(t, len(r), n+1, "requests refused with the rotated password, %d hosts read concurrently (the in-flight reads and one check)", n)
+}
