@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,4 +131,40 @@ func TestReview35ap_CheckCancelledByCallerBlamesCredentials(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, []string{"/redfish/v1/Systems/1"}, rb.refused(), "ground truth: only the system was refused; the credentials were never refused")
 	assert.NotErrorIs(t, err, power.ErrAuth, "a caller's cancel during the check turns one blade's 401 into the credentials' refusal: %v", err)
+}
+
+// TestReview35ap_CheckRedirectOffOriginSendsNoCredentials (review 35ap;
+// issue 35 item 7; passing, coverage): the check's read of the
+// SessionService answered 307 to another origin sends nothing there
+// (ground truth: the other server's own log), and the 401 stays
+// power.ErrAuth (the check did not answer).
+func TestReview35ap_CheckRedirectOffOriginSendsNoCredentials(t *testing.T) {
+	var other atomic.Int32
+	var sawAuth atomic.Bool
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		other.Add(1)
+		if r.Header.Get("Authorization") != "" {
+			sawAuth.Store(true)
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer evil.Close()
+	rb := newRefusingBMC(t)
+	ctx := context.Background()
+	c, err := rb.connect(ctx)
+	require.NoError(t, err)
+	defer c.Close()
+	old := rb.srv.Config.Handler
+	rb.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/redfish/v1/SessionService" {
+			http.Redirect(w, r, evil.URL+"/redfish/v1/SessionService", http.StatusTemporaryRedirect)
+			return
+		}
+		old.ServeHTTP(w, r)
+	})
+	rb.deny.Store(true)
+	_, err = c.State(power.WithCallInfo(ctx, power.CallInfo{CheckRefusal: true}))
+	assert.Zero(t, other.Load(), "requests sent to another origin")
+	assert.False(t, sawAuth.Load(), "credentials sent to another origin")
+	assert.NotErrorIs(t, err, power.ErrSystemRefused, "an off-origin redirect is no answer")
 }
