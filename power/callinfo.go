@@ -1,40 +1,179 @@
 package power
 
-import "context"
+import (
+	"context"
+	"errors"
+)
+
+// Verdict is the outcome of a check of the credentials after a refusal
+// (HTTP 401) of a request for a host's own system (CallInfo.Check).
+type Verdict int
+
+const (
+	// VerdictUnknown: the check proved nothing (it was not answered in
+	// time, answered something that is not an authenticated answer, or
+	// was cut): the refusal is neither the credentials' nor surely the
+	// system's. A Pool backs that host alone off and leaves the
+	// credentials, their back-off and the shared session as they are.
+	VerdictUnknown Verdict = iota
+	// CredentialsWork: the BMC answered the credentials on resources that
+	// need them: the refusal is the host's system's (ErrSystemRefused).
+	CredentialsWork
+	// CredentialsRefused: the BMC refused the credentials on the check
+	// too: the refusal is theirs (ErrAuth), and the check was one more
+	// refused request with them.
+	CredentialsRefused
+)
+
+// String names v.
+func (v Verdict) String() string {
+	switch v {
+	case CredentialsWork:
+		return "credentials work"
+	case CredentialsRefused:
+		return "credentials refused"
+	default:
+		return "unknown"
+	}
+}
 
 // CallInfo is what a Pool tells a controller's call, or a Connect, about
 // it through its context (WithCallInfo, CallInfoFrom).
 type CallInfo struct {
 	// CheckRefusal: a refusal (HTTP 401) of a request for the host's own
-	// system may be checked once against the credentials, with one more
-	// request on a resource of no system's, by an adapter that can (power/redfish
-	// with BasicAuth): answered, the refusal is the host's own
-	// (ErrSystemRefused: the Pool backs that host alone off); refused
-	// too, the credentials' (ErrAuth). A Pool sets it when other hosts
-	// use the same BMC and credentials (a refusal of one system taken for
-	// the credentials' would back them off too), and not for the login
-	// retried after the credentials were refused (each refused request
-	// counts towards the account's lock-out: the retry sends the refused
-	// password once). The zero value (no Pool): no check, a 401 is
-	// ErrAuth.
+	// system may be checked against the credentials, with requests on
+	// resources of no system's, by an adapter that can (power/redfish
+	// with BasicAuth): CredentialsWork, the refusal is the host's own
+	// (ErrSystemRefused: the Pool backs that host alone off);
+	// CredentialsRefused, the credentials' (ErrAuth); VerdictUnknown,
+	// neither (a Pool backs that host alone off, as in the first case,
+	// but does not take the credentials for proven). A Pool sets it when
+	// other hosts use the same BMC and credentials (a refusal of one
+	// system taken for the credentials' would back them off too), unless
+	// the credentials back off after a confirmed refusal (a refused
+	// check: the retry sends the refused password once). The zero value
+	// (no Pool): no check, a 401 is ErrAuth.
 	CheckRefusal bool
-	// CheckRefused, if not nil, is called by an adapter whose check
-	// (CheckRefusal) was refused too: the BMC saw one more refused request
-	// with the credentials, which a Pool counts towards their back-off
-	// (AuthBackoff doubles once more), so that a BMC with a wrong password
-	// still sees at most two refused requests a minute.
-	CheckRefused func()
+	// Check, if not nil, runs the check: the adapter passes read (its
+	// requests, bounded by the context read is given, which is not the
+	// caller's: one caller's cancellation does not end a check others
+	// wait for) and takes the Verdict Check returns. A Pool runs at most
+	// one check per credentials at a time: a call refused while one runs
+	// waits for its verdict (bounded by its own context: VerdictUnknown
+	// for it if that ends first), a verdict obtained since the call began
+	// is taken without a new request, and a CredentialsRefused verdict
+	// counts towards the credentials' back-off. Nil with CheckRefusal:
+	// the adapter runs read itself, once, detached from the caller's
+	// cancellation and bounded by its own request timeout.
+	Check func(ctx context.Context, read func(context.Context) Verdict) Verdict
+}
+
+// checkNote is what the check of one call or Connect found (guarded by
+// Pool.mu): asked, whether the adapter asked for one; v, its verdict.
+type checkNote struct {
+	asked bool
+	v     Verdict
+}
+
+// unknownLocked reports whether the call's refusal was checked without
+// a verdict (p.mu held): the Pool takes it for the host's own, and
+// counts nothing against the credentials.
+func (n *checkNote) unknownLocked() bool { return n != nil && n.asked && n.v == VerdictUnknown }
+
+// countedLocked reports whether the call's refusal was checked and the
+// check refused the credentials (p.mu held): Pool.check counted it.
+func (n *checkNote) countedLocked() bool { return n != nil && n.asked && n.v == CredentialsRefused }
+
+// checkRun is one check of a creds' (Pool.check): its verdict once done
+// is closed, and seq, its order among the creds' checks done.
+type checkRun struct {
+	seq  uint64
+	v    Verdict
+	done chan struct{}
 }
 
 // callInfoLocked returns the CallInfo of a call or Connect with cr's
-// credentials (p.mu held): check, whether a refusal is to be checked.
-func (p *Pool) callInfoLocked(cr *creds, check bool) CallInfo {
-	return CallInfo{CheckRefusal: check, CheckRefused: func() {
+// credentials (p.mu held): a check is asked for when other hosts use
+// them and they do not back off after a confirmed refusal; note
+// records its verdict.
+func (p *Pool) callInfoLocked(cr *creds, note *checkNote) CallInfo {
+	if cr.refs <= 1 || (cr.auth && cr.confirmed) {
+		return CallInfo{}
+	}
+	began := cr.checksDone
+	return CallInfo{CheckRefusal: true, Check: func(ctx context.Context, read func(context.Context) Verdict) Verdict {
+		v := p.check(ctx, cr, began, read)
 		p.mu.Lock()
-		defer p.mu.Unlock()
-		cr.checksRefused++ // counted by the back-off that the refusal starts
+		note.asked, note.v = true, v
+		p.mu.Unlock()
+		return v
 	}}
 }
+
+// check returns the verdict of a check of cr's credentials for a call
+// that began when cr.checksDone was began: that of a check done since,
+// or of the one running, without a new request; else that of a new one.
+// So one check runs per credentials at a time. A check runs detached
+// from ctx (a caller's cancellation does not end it for the others),
+// bounded by CallTimeout; ctx bounds the wait only (VerdictUnknown if it
+// ends). A CredentialsRefused verdict is counted here: the refusal it
+// confirms backs the credentials off (the check's refused request and
+// the call's; the calls refused meanwhile count nothing more: release,
+// refusedInCallLocked, which retires their session).
+func (p *Pool) check(ctx context.Context, cr *creds, began uint64, read func(context.Context) Verdict) Verdict {
+	p.mu.Lock()
+	if r := cr.checkLast; r != nil && r.seq > began {
+		p.mu.Unlock()
+		return r.v
+	}
+	if r := cr.checking; r != nil {
+		p.mu.Unlock()
+		return waitCheck(ctx, r)
+	}
+	r := &checkRun{done: make(chan struct{})}
+	cr.checking = r
+	p.mu.Unlock()
+	go func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout)
+		v := read(cctx)
+		cancel()
+		p.mu.Lock()
+		cr.checksDone++
+		r.v, r.seq = v, cr.checksDone
+		cr.checking, cr.checkLast = nil, r
+		if v == CredentialsRefused {
+			cr.confirmed = true
+			cr.checksRefused++ // the check's own refused request
+			p.failedLocked(cr, errCheckRefused)
+		}
+		p.mu.Unlock()
+		close(r.done)
+	}()
+	return waitCheck(ctx, r)
+}
+
+// errCheckRefused is the last failure of credentials a check refused
+// (Pool.check).
+var errCheckRefused = &Error{Op: "check", Class: ClassFailed,
+	Message: "the BMC refused these credentials on a resource that needs them, after refusing a host's request: check the password (was it changed?)",
+	Err:     ErrAuth}
+
+// waitCheck waits for check r, bounded by ctx: its verdict, or
+// VerdictUnknown if ctx ended first.
+func waitCheck(ctx context.Context, r *checkRun) Verdict {
+	select {
+	case <-r.done:
+		return r.v
+	case <-ctx.Done():
+		return VerdictUnknown
+	}
+}
+
+// ErrCheckCut is wrapped by the error of a call refused (HTTP 401) whose
+// check of the credentials (CallInfo) ended with the caller's context,
+// unanswered: it says nothing of the credentials, and matches the
+// context's error, not ErrAuth.
+var ErrCheckCut = errors.New("power: the BMC refused a request for this system, and the check of the credentials was not answered before the call ended")
 
 type callInfoKey struct{}
 

@@ -242,13 +242,21 @@ type creds struct {
 	failures     int      // failed logins in a row, authentication failures apart
 	authFailures int      // authentication failures since the last success
 	auth         bool     // the last failure was an authentication failure
-	// checksRefused: refused checks of a refusal (CallInfo.CheckRefused)
-	// not counted yet; the next authentication failure counts them.
+	// checksRefused: refused checks of a refusal (CallInfo.Check) not
+	// counted yet; the next authentication failure counts them.
 	checksRefused int
-	proven        bool // a login with these credentials succeeded here, and none was refused since
-	until         time.Time
-	last          error
-	answeredAt    time.Time // when the BMC last answered a request of these credentials (a login, a call)
+	// confirmed: a check refused the credentials since their last
+	// success (their refusal is theirs, not one system's: a retry after
+	// it is not checked again). checksDone: the checks done (Pool.check);
+	// checking: the one running, if any; checkLast: the last one done.
+	confirmed  bool
+	checksDone uint64
+	checking   *checkRun
+	checkLast  *checkRun
+	proven     bool // a login with these credentials succeeded here, and none was refused since
+	until      time.Time
+	last       error
+	answeredAt time.Time // when the BMC last answered a request of these credentials (a login, a call)
 	// loginsOK and loginsFailed count the outcomes of logins with these
 	// credentials (with basic auth, every answered call is one): a call
 	// refused with ErrAuth backs them off only if no login failed during

@@ -26,6 +26,14 @@ func (p *Pool) release(s *session, err error, c *callState) {
 	c.released = true
 	p.timedOutLocked(s, err, c.host)
 	switch {
+	case c.note.unknownLocked() && !errors.Is(err, ErrSystemRefused):
+		// Refused, and the check of the credentials proved nothing (cut,
+		// unanswered, no authenticated answer): the host's own, as far
+		// as the Pool can tell; the session and the credentials stay, not
+		// proven (TestReview35ap_CallerCancelDuringCheckBacksNeighboursOff).
+		if e := p.hosts[c.host]; e != nil && e.sess == s {
+			p.ownAuthLocked(e, uncheckedRefusal{err})
+		}
 	case errors.Is(err, ErrAuth):
 		if !p.refusedInCallLocked(s, err, c) {
 			p.retireLocked(s)
@@ -54,20 +62,20 @@ func (p *Pool) release(s *session, err error, c *callState) {
 // session stays, for the hosts sharing it; else the caller retires it):
 // nothing, if it is counted already or was not tried (s retired by an
 // earlier refusal, ErrBackoff, a login with the credentials refused
-// while the call ran: the gate counted it); this host's own, on a
+// while the call ran: the gate counted it, or a check that refused them:
+// Pool.check counted it); this host's own, on a
 // session with a token (not CallAuthenticator) if a login with the
 // credentials succeeded while the call ran (a re-login inside it, whose
 // retry was refused again: a 401 after it is the host's system's): the
 // host backs off alone (ownAuthLocked: its calls are refused, its
 // session or not, until it ends); else a refusal of the credentials (a
 // re-login inside the call that bypassed the gate, or basic auth
-// refused, which the adapter checked on a resource of no system's:
-// ErrSystemRefused otherwise), which backs their next login off as a
+// refused and not checked), which backs their next login off as a
 // refused login does.
 func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) (own bool) {
 	cr := s.cr
 	switch {
-	case s.retired, errors.Is(err, ErrBackoff), cr.loginsFailed != c.loginsFailed:
+	case s.retired, errors.Is(err, ErrBackoff), cr.loginsFailed != c.loginsFailed, c.note.countedLocked():
 	case !s.authCalls && cr.loginsOK != c.loginsOK:
 		if e := p.hosts[c.host]; e != nil && e.sess == s {
 			p.ownAuthLocked(e, err)
@@ -91,8 +99,19 @@ func (p *Pool) answeredHostLocked(host string) {
 // refusal by the BMC (ErrAuth, ErrSystemRefused): the host backs off
 // alone, its open session or not (ownAuthLocked).
 func ownRefusal(err error) bool {
-	return errors.Is(err, ErrAuth) || errors.Is(err, ErrSystemRefused)
+	var u uncheckedRefusal
+	return errors.Is(err, ErrAuth) || errors.Is(err, ErrSystemRefused) || errors.As(err, &u)
 }
+
+// uncheckedRefusal is a host's own last failure (entry.ownLast): a
+// refusal whose check of the credentials proved nothing (VerdictUnknown).
+// The host backs off alone, as after ErrSystemRefused, and its power
+// commands are still tried (fenceTried). It reads and matches as err.
+type uncheckedRefusal struct{ err error }
+
+func (e uncheckedRefusal) Error() string { return e.err.Error() }
+
+func (e uncheckedRefusal) Unwrap() error { return e.err }
 
 // timedOutLocked records, for a session whose calls send the
 // credentials (CallAuthenticator), whether the call of host on s that
@@ -200,6 +219,7 @@ type callState struct {
 	released               bool   // release ran
 	loginsOK, loginsFailed uint64 // the creds' counts when the call began
 	abandoned              bool   // given up on past its deadline
+	note                   checkNote
 }
 
 // answered reports whether err is an answer of the BMC's (a status, or a
@@ -233,7 +253,7 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 	cs.loginsOK, cs.loginsFailed = s.cr.loginsOK, s.cr.loginsFailed
 	// Other hosts use these credentials: a refusal of this host's system
 	// taken for theirs would back the neighbours off too.
-	ctx = WithCallInfo(ctx, c.p.callInfoLocked(s.cr, s.cr.refs > 1))
+	ctx = WithCallInfo(ctx, c.p.callInfoLocked(s.cr, &cs.note))
 	c.p.mu.Unlock()
 	go func() {
 		err := f(ctx, ctrl)

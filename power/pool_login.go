@@ -101,7 +101,8 @@ type ConnectInfo struct {
 // none with refused credentials
 // (TestReview35_TransientJoin401RefusesFenceForAuthBackoff).
 func fenceTried(op string, last error) bool {
-	return isCommandOp(op) && errors.Is(last, ErrSystemRefused)
+	var u uncheckedRefusal
+	return isCommandOp(op) && (errors.Is(last, ErrSystemRefused) || errors.As(last, &u))
 }
 
 // isCommandOp reports whether op (a call's operation name) is a power
@@ -481,8 +482,9 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession, LoggedIn: loggedIn, Command: isCommandOp(op)}), p.cfg.ConnectTimeout)
 	// A refusal is checked against the credentials only if it may be one
 	// host's own that neighbours would pay for, and not on a retry after
-	// their refusal (the refused password once per login).
-	cctx = WithCallInfo(cctx, p.callInfoLocked(cr, cr.refs > 1 && !cr.auth))
+	// their confirmed refusal (the refused password once per login).
+	note := &checkNote{}
+	cctx = WithCallInfo(cctx, p.callInfoLocked(cr, note))
 	connect := e.target.Connect
 	// A Connect that ignores its deadline is the BMC's (or the adapter's)
 	// failure: later logins back off while it runs on.
@@ -513,13 +515,20 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		e.connecting = false
 		defer p.wakeLocked(ep)
 		if s.early {
-			res <- p.settleEarlyLocked(s, e, ctrl, err, waiting, overran)
+			res <- p.settleEarlyLocked(s, e, ctrl, err, waiting, overran, note)
 			return
 		}
 		if err != nil {
 			var kept Controller
 			kept, err = keptSession(err)
 			switch {
+			case note.unknownLocked() && !errors.Is(err, ErrSystemRefused):
+				// Refused, and the check proved nothing: this host backs
+				// off alone; the credentials are neither backed off nor
+				// proven.
+				p.ownAuthLocked(e, uncheckedRefusal{err})
+			case note.countedLocked() && errors.Is(err, ErrAuth):
+				// Its check refused the credentials: counted (Pool.check).
 			case hostsOwn(err):
 				// The login worked; the host's system is not there, or
 				// failed: the host's own, no back-off for its neighbours
@@ -790,6 +799,7 @@ func (p *Pool) succeededLocked(cr *creds) {
 	clearTurnsLocked(&cr.held)
 	cr.failures, cr.authFailures, cr.auth, cr.last, cr.until = 0, 0, false, nil, time.Time{}
 	cr.checksRefused = 0
+	cr.confirmed = false
 	cr.proven = true
 }
 

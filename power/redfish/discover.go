@@ -87,7 +87,7 @@ func (c *Controller) discover(ctx context.Context) error {
 		if err != nil && c.cfg.BasicAuth {
 			// With basic auth nothing proved the credentials yet: a
 			// refusal here is checked on a resource of no system's
-			// (refusedHere, one read): refused there too, it is
+			// (refusedHere): refused there too, it is
 			// theirs, whatever the listing says (with a session the
 			// login proved them; the listing decides), and the system
 			// is not read again (each read with a refused password
@@ -99,7 +99,7 @@ func (c *Controller) discover(ctx context.Context) error {
 			if errors.Is(e, power.ErrSystemRefused) {
 				return power.AfterLogin(e)
 			}
-			if errors.Is(e, power.ErrAuth) {
+			if errors.Is(e, power.ErrAuth) || errors.Is(e, power.ErrCheckCut) {
 				return e
 			}
 		}

@@ -75,9 +75,10 @@ func (rb *refusingBMC) connect(ctx context.Context) (*redfish.Controller, error)
 
 // TestBasicAuthSystem401CheckedOnSessionService: with BasicAuth and
 // power.CallInfo.CheckRefusal, a 401 to a call's read of the system is
-// checked once on the SessionService: answered, the refusal is the
-// system's (power.ErrSystemRefused, not power.ErrAuth); refused too (the
-// password rotated), power.ErrAuth and CheckRefused is called once;
+// checked on the SessionService and the Systems collection: answered,
+// the refusal is the system's (power.ErrSystemRefused, not
+// power.ErrAuth); refused too (the password rotated), power.ErrAuth and
+// the check's verdict (CallInfo.Check) is power.CredentialsRefused, once;
 // without CheckRefusal no check is sent and the 401 is power.ErrAuth.
 // Connect's read of the system gets the same check (power.AfterLogin).
 func TestBasicAuthSystem401CheckedOnSessionService(t *testing.T) {
@@ -87,7 +88,13 @@ func TestBasicAuthSystem401CheckedOnSessionService(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	var checksRefused atomic.Int32
-	check := power.WithCallInfo(ctx, power.CallInfo{CheckRefusal: true, CheckRefused: func() { checksRefused.Add(1) }})
+	check := power.WithCallInfo(ctx, power.CallInfo{CheckRefusal: true, Check: func(ctx context.Context, read func(context.Context) power.Verdict) power.Verdict {
+		v := read(ctx)
+		if v == power.CredentialsRefused {
+			checksRefused.Add(1)
+		}
+		return v
+	}})
 
 	rb.deny.Store(true)
 	_, err = c.State(check)
