@@ -135,16 +135,32 @@
 //     again: a refusal of one system). A controller that sends the
 //     credentials with every call (power/redfish with BasicAuth) is asked
 //     to tell the two apart when other hosts use the same credentials
-//     (CallInfo.CheckRefusal, also on Connect and joins, but for the login
-//     retried after their refusal): it reads a resource of no system's,
-//     and an answer makes the refusal ErrSystemRefused (not ErrAuth); a
-//     refused read counts as one more refused request towards the
-//     credentials' back-off (CallInfo.CheckRefused). On such a refusal
-//     of one system the session stays for the hosts that share it, and
-//     that host alone backs off, as long as after a refused login: its
-//     calls are not tried, on its open session too, until the back-off
-//     ends, but for a power command after ErrSystemRefused (a fence is
-//     tried: the BMC answers its credentials). A controller that sends the credentials with every call
+//     (CallInfo.CheckRefusal, also on Connect and joins), unless they
+//     back off after a confirmed refusal (a check that refused them: the
+//     retry sends the refused password once): it checks them on
+//     resources of no system's, through CallInfo.Check, and the Pool
+//     runs at most one check per credentials at a time (a call refused
+//     meanwhile takes its verdict, or one obtained since the call began,
+//     without a new request), detached from the caller's cancellation and
+//     bounded by CallTimeout. Its Verdict: CredentialsWork makes the
+//     refusal ErrSystemRefused (not ErrAuth); CredentialsRefused keeps it
+//     ErrAuth, and the Pool counts the check as one more refused request
+//     towards the credentials' back-off; VerdictUnknown (the check was
+//     cut, unanswered, or got no authenticated answer) counts nothing
+//     against the credentials and proves nothing for them. This assumes
+//     a BMC that protects its SessionService or its Systems collection
+//     (power/redfish); one that serves neither resource to anyone, or
+//     answers neither, gets VerdictUnknown, and then each host refused
+//     backs off alone: after a password rotation the BMC sees up to one
+//     refused request per host per back-off, not per credentials. On a
+//     refusal of one system (ErrSystemRefused, or VerdictUnknown) the
+//     session stays for the hosts that share it, and that host alone
+//     backs off, as long as after a refused login: its calls are not
+//     tried, on its open session too, until the back-off ends, but for a
+//     power command (a fence is tried: it costs at most one more refused
+//     request). A refused join backs the credentials off and leaves the
+//     shared session open for the hosts whose calls use it (they tell
+//     whether it still works). A controller that sends the credentials with every call
 //     (CallAuthenticator: power/redfish with BasicAuth) on a BMC that
 //     holds a refused password's requests back unanswered (a password
 //     rotated after the hosts connected) would send it with every read:

@@ -107,17 +107,36 @@
 //     BMC refused the credentials (a power.Pool backs off hardest after it).
 //     With BasicAuth, a 401 to a request for the host's own system (a
 //     call's, or Connect's read of the system or its ActionInfo) is
-//     checked once, when the context's power.CallInfo asks for it
+//     checked, when the context's power.CallInfo asks for it
 //     (CheckRefusal: a Pool whose other hosts use the same credentials,
-//     but for the login retried after their refusal), by a read of the
-//     SessionService (/redfish/v1/SessionService: it needs the
-//     credentials and asks no blade), bounded by the call's context:
-//     answered 2xx, the BMC refuses this system only (a per-blade
-//     privilege), and the error matches power.ErrSystemRefused, not
-//     power.ErrAuth (power.AfterLogin as well in Connect): a Pool backs
-//     that host alone off; refused too (power.CallInfo.CheckRefused is
-//     called: a Pool counts that request towards the credentials'
-//     back-off), failed or unanswered, power.ErrAuth as before.
+//     unless they back off after a confirmed refusal), through
+//     CallInfo.Check (a Pool: one check per credentials at a time; nil:
+//     run here, once, bounded by 10 s), detached from the call's
+//     cancellation (the call waits for it as long as its context
+//     allows). The check reads the SessionService
+//     (/redfish/v1/SessionService), then the Systems collection
+//     (/redfish/v1/Systems, no member), following no redirect: both ask
+//     no blade. A 401 to either: power.CredentialsRefused, the error is
+//     power.ErrAuth (a Pool counts the check's request towards the
+//     credentials' back-off). Both answered 200 with a JSON object whose
+//     "@odata.id" is the path read (or the SessionService absent, 404, as
+//     on sushy-tools, and the Systems collection so answered):
+//     power.CredentialsWork, the BMC refuses this system only (a
+//     per-blade privilege), and the error matches power.ErrSystemRefused,
+//     not power.ErrAuth (power.AfterLogin as well in Connect): a Pool
+//     backs that host alone off. Anything else (a login page, a redirect,
+//     no answer in time): power.VerdictUnknown, power.ErrAuth as before,
+//     but a Pool backs that host alone off and counts nothing against
+//     the credentials; if the call's context ended first, the error
+//     matches power.ErrCheckCut and the context's error, not
+//     power.ErrAuth. The check assumes a BMC that protects its
+//     SessionService or its Systems collection (the Redfish
+//     specification requires both; the emulator protects both): one
+//     that serves both to anyone would
+//     answer a refused password with power.CredentialsWork. One that
+//     answers neither gets power.VerdictUnknown: after a password
+//     rotation, each refused host then backs off alone, and the BMC sees
+//     up to one refused request per host per back-off.
 //     Once a session's login was accepted, a failure of a request for the
 //     host's own system during Connect (its resource, its member of the
 //     Systems listing, its ActionInfo; a 401 included, which then is not

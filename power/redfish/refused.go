@@ -19,8 +19,8 @@ import (
 
 // The resources read, with BasicAuth, after a request for the host's
 // system was refused 401 (checkCreds): they need the credentials (the
-// emulator, sushy-tools for the Systems collection, and real BMCs
-// protect them; the Redfish specification requires it) and ask no blade.
+// Redfish specification requires it; the emulator protects them) and
+// ask no blade.
 const (
 	credsCheckPath   = "/redfish/v1/SessionService"
 	systemsCheckPath = "/redfish/v1/Systems"
