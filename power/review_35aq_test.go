@@ -2,7 +2,10 @@ package power_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,4 +78,93 @@ func TestReview35aq_ConfirmedRefusalNeverRechecked(t *testing.T) {
 	}
 	t.Logf("401s served after the lock-out: %d, all system 1's", len(after))
 	assert.Less(t, refusedB, triesB/2, "B's fences refused for ten minutes (%d of %d) after a lock-out that ended, for A's blade's 401 never checked again", refusedB, triesB)
+}
+
+// hooked35aq is newChassis35ap with a hook for every path (hook returns
+// true if it answered) and a count of the check's reads served.
+type hooked35aq struct {
+	*chassis35ap
+	hook     atomic.Pointer[func(w http.ResponseWriter, r *http.Request) bool]
+	ssReads  atomic.Int64 // /redfish/v1/SessionService requests served
+	sysReads atomic.Int64 // /redfish/v1/Systems (collection) requests served
+}
+
+func newHooked35aq(t *testing.T, clk *manualClock, n int) *hooked35aq {
+	h := &hooked35aq{chassis35ap: newChassis35ap(t, clk, n, redfishtest.Quirks{})}
+	inner := h.srv.Config.Handler
+	h.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch strings.TrimSuffix(r.URL.Path, "/") {
+		case "/redfish/v1/SessionService":
+			h.ssReads.Add(1)
+		case "/redfish/v1/Systems":
+			h.sysReads.Add(1)
+		}
+		if f := h.hook.Load(); f != nil && (*f)(w, r) {
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	return h
+}
+
+// TestReview35aq_StaleVerdictReusedAcrossRotation (review 35aq; brief:
+// "a verdict reused across a rotation"; CallInfo.Check "a verdict
+// obtained since the call began is taken without a new request";
+// power/redfish doc: CredentialsWork means "the BMC refuses this system
+// only"). A, B and C share the credentials on one chassis. A's read is
+// slow (its system's request held 300 ms by the BMC). While it is held,
+// B's blade refuses B's read: the check answers, CredentialsWork. Then
+// the password is rotated, and A's held request is answered 401: the
+// credentials', not A's system's (ground truth: the emulator refuses
+// the old password; A's blade was never denied). Pool.check
+// (callinfo.go) takes the verdict of the check done before the rotation
+// because it ended after A's call began (r.seq > began): A's refusal
+// becomes ErrSystemRefused, release calls succeededLocked (the
+// credentials' back-off and failure count reset) and no request asks the
+// BMC after the rotation (ground truth: SessionService reads served).
+func TestReview35aq_StaleVerdictReusedAcrossRotation(t *testing.T) {
+	clk := newClock()
+	ch := newHooked35aq(t, clk, 3)
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", ch.target("1"))
+	b := pool.Controller("b", ch.target("2"))
+	c := pool.Controller("c", ch.target("3"))
+	for _, h := range []power.Controller{a, b, c} {
+		_, err := h.State(ctx)
+		require.NoError(t, err)
+	}
+	clk.Advance(5 * time.Second)
+
+	held := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	hook := func(w http.ResponseWriter, r *http.Request) bool {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems/1"):
+			once.Do(func() { close(held) })
+			<-release
+		case strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems/2"):
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"code":"Base.1.0.InsufficientPrivilege","message":"not allowed"}}`))
+			return true
+		}
+		return false
+	}
+	ch.hook.Store(&hook)
+	errA := make(chan error, 1)
+	go func() { _, err := a.State(ctx); errA <- err }()
+	<-held
+	_, errB := b.State(ctx)
+	t.Logf("B's read (its blade refuses): %v", errB)
+	require.ErrorIs(t, errB, power.ErrSystemRefused, "precondition: B's blade's refusal checked, the credentials answered")
+
+	ch.b.SetCredentials("admin", "Rotated-n3w")
+	ssBefore := ch.ssReads.Load()
+	close(release)
+	err := <-errA
+	t.Logf("A's read, answered 401 after the rotation: %v", err)
+	t.Logf("SessionService reads after the rotation: %d", ch.ssReads.Load()-ssBefore)
+	assert.NotErrorIs(t, err, power.ErrSystemRefused, "A's 401 came after the password was rotated (the credentials'), taken for A's system's on a verdict from before the rotation, with no request to the BMC since")
 }
