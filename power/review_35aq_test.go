@@ -168,3 +168,49 @@ func TestReview35aq_StaleVerdictReusedAcrossRotation(t *testing.T) {
 	t.Logf("SessionService reads after the rotation: %d", ch.ssReads.Load()-ssBefore)
 	assert.NotErrorIs(t, err, power.ErrSystemRefused, "A's 401 came after the password was rotated (the credentials'), taken for A's system's on a verdict from before the rotation, with no request to the BMC since")
 }
+
+// TestReview35aq_CheckOutlivesClose (review 35aq; REVIEW.md "Cancel and
+// end: after a plan is stopped ... nothing of it may start"; brief: "the
+// detached check context outliving the Pool's Close or a Forget";
+// CallInfo.Check "runs read detached from the caller ... bounded by
+// CallTimeout"). A and B share the credentials on one chassis; A's blade
+// answers 401 and the SessionService read of the check is slow. A's
+// caller gives up during the check (ErrCheckCut), then the Pool is
+// closed and Close returns. The check goes on, detached, and sends its
+// second request with the credentials (the Systems collection) after
+// Close returned (ground truth: the requests the BMC served after it).
+func TestReview35aq_CheckOutlivesClose(t *testing.T) {
+	clk := newClock()
+	ch := newHooked35aq(t, clk, 2)
+	pool := power.NewPool(power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second, Now: clk.Now})
+	ctx := context.Background()
+	a := pool.Controller("a", ch.target("1"))
+	b := pool.Controller("b", ch.target("2"))
+	for _, h := range []power.Controller{a, b} {
+		_, err := h.State(ctx)
+		require.NoError(t, err)
+	}
+	release := make(chan struct{})
+	inCheck := make(chan struct{})
+	var once sync.Once
+	hook := func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.TrimSuffix(r.URL.Path, "/") == "/redfish/v1/SessionService" {
+			once.Do(func() { close(inCheck) })
+			<-release
+		}
+		return false
+	}
+	ch.hook.Store(&hook)
+	ch.deny1.Store(true)
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { <-inCheck; time.Sleep(20 * time.Millisecond); cancel() }()
+	_, errA := a.State(cctx)
+	t.Logf("A's read, its caller gone during the check: %v", errA)
+	require.NoError(t, pool.Close())
+	ss, sys := ch.ssReads.Load(), ch.sysReads.Load()
+	close(release)
+	time.Sleep(300 * time.Millisecond)
+	ss2, sys2 := ch.ssReads.Load(), ch.sysReads.Load()
+	t.Logf("after Close returned: SessionService reads %d, Systems collection reads %d", ss2-ss, sys2-sys)
+	assert.Equal(t, sys, sys2, "requests with the credentials sent to the BMC after the Pool's Close returned")
+}
