@@ -214,3 +214,59 @@ func TestReview35aq_CheckOutlivesClose(t *testing.T) {
 	t.Logf("after Close returned: SessionService reads %d, Systems collection reads %d", ss2-ss, sys2-sys)
 	assert.Equal(t, sys, sys2, "requests with the credentials sent to the BMC after the Pool's Close returned")
 }
+
+// TestReview35aq_ForgetDuringCheckLosesRefusal (review 35aq; power doc
+// "Between two logins to a BMC with credentials it refused last there
+// are at least AuthBackoff ... (a Forget of every host using them does
+// not shorten it)"; brief: "hosts joining and leaving (churn, Forget)
+// mid-check"). A and B share the credentials on one chassis; the
+// password is rotated; A's read is refused and its check is slow. A's
+// caller gives up (ErrCheckCut), and both hosts are forgotten (an
+// inventory reload) while the check runs: gcLocked drops the creds
+// record (no back-off yet, nobody uses it). The check is then refused
+// and counted on the dropped record; host C, re-added with the same
+// credentials a second later, sends the refused password at once
+// (ground truth: the 401s the emulator served, three in a second).
+func TestReview35aq_ForgetDuringCheckLosesRefusal(t *testing.T) {
+	clk := newClock()
+	ch := newHooked35aq(t, clk, 3)
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", ch.target("1"))
+	b := pool.Controller("b", ch.target("2"))
+	for _, h := range []power.Controller{a, b} {
+		_, err := h.State(ctx)
+		require.NoError(t, err)
+	}
+	clk.Advance(5 * time.Second)
+	release := make(chan struct{})
+	inCheck := make(chan struct{})
+	var once sync.Once
+	hook := func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.TrimSuffix(r.URL.Path, "/") == "/redfish/v1/SessionService" {
+			once.Do(func() { close(inCheck) })
+			<-release
+		}
+		return false
+	}
+	ch.hook.Store(&hook)
+	ch.b.SetCredentials("admin", "Rotated-n3w")
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { <-inCheck; time.Sleep(20 * time.Millisecond); cancel() }()
+	_, errA := a.State(cctx)
+	t.Logf("A's read, its caller gone during the check: %v", errA)
+	pool.Forget("a")
+	pool.Forget("b")
+	close(release)
+	time.Sleep(200 * time.Millisecond) // the check is answered (401) and counted
+	ch.hook.Store(nil)
+	clk.Advance(time.Second)
+	c := pool.Controller("c", ch.target("3"))
+	_, errC := c.State(ctx)
+	t.Logf("C's read a second later: %v", errC)
+	r := ch.refusals()
+	ch.mu.Lock()
+	t.Logf("401s served: %d %v", len(r), ch.paths)
+	ch.mu.Unlock()
+	assert.LessOrEqual(t, len(r), 2, "the rotated password sent again a second after the BMC refused it twice (A's read and its check): the check's refusal was lost with the Forget")
+}
