@@ -2,7 +2,10 @@ package power_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -269,4 +272,72 @@ func TestReview35aq_ForgetDuringCheckLosesRefusal(t *testing.T) {
 	t.Logf("401s served: %d %v", len(r), ch.paths)
 	ch.mu.Unlock()
 	assert.LessOrEqual(t, len(r), 2, "the rotated password sent again a second after the BMC refused it twice (A's read and its check): the check's refusal was lost with the Forget")
+}
+
+// rotation35aq is rotation35ap on a chassis whose check resources answer
+// anyone (mode "open": the emulator's own JSON, whatever the credentials:
+// CredentialsWork) or answer junk ("junk": a 200 that is no resource:
+// VerdictUnknown), once the password is rotated. It returns the most
+// 401s served in a minute and in all (three minutes).
+func rotation35aq(t *testing.T, n int, mode string) (int, int) {
+	clk := newClock()
+	ch := newHooked35aq(t, clk, n)
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	hosts := make([]power.Controller, n)
+	for i := range hosts {
+		hosts[i] = pool.Controller(fmt.Sprintf("h%d", i+1), ch.target(strconv.Itoa(i+1)))
+		_, err := hosts[i].State(ctx)
+		require.NoError(t, err)
+	}
+	step := 5 * time.Second / time.Duration(n)
+	const rotated = "Rotated-n3w"
+	ch.b.SetCredentials("admin", rotated)
+	hook := func(w http.ResponseWriter, r *http.Request) bool {
+		p := strings.TrimSuffix(r.URL.Path, "/")
+		if p != "/redfish/v1/SessionService" && p != "/redfish/v1/Systems" {
+			return false
+		}
+		if mode == "junk" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"status":"ok"}`))
+			return true
+		}
+		r2 := r.Clone(r.Context())
+		r2.SetBasicAuth("admin", rotated) // served to anyone
+		rec := httptest.NewRecorder()
+		ch.b.ServeHTTP(rec, r2)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		return true
+	}
+	ch.hook.Store(&hook)
+	for round := 0; round < 36; round++ {
+		for i := range hosts {
+			clk.Advance(step)
+			_, _ = hosts[i].State(ctx)
+		}
+	}
+	r := ch.refusals()
+	return maxPerMinute(r), len(r)
+}
+
+// TestReview35aq_RotationUnprovenCheckRefusedPerMinute (review 35aq;
+// coverage, the brief's "lock-out budget per minute for 1, 10, 100 hosts
+// with the check always Unknown" and "a BMC that serves both resources
+// to anyone"; power doc: "up to one refused request per host per
+// back-off"). Asserts the documented bound: at most two refused
+// requests per host in a minute (AuthBackoff 30 s). Ground truth: the
+// 401s the emulator served.
+func TestReview35aq_RotationUnprovenCheckRefusedPerMinute(t *testing.T) {
+	for _, mode := range []string{"junk", "open"} {
+		for _, n := range []int{1, 10, 100} {
+			perMin, total := rotation35aq(t, n, mode)
+			t.Logf("%s: hosts=%d: refused requests: at most %d in a minute, %d in 3 minutes", mode, n, perMin, total)
+			assert.LessOrEqual(t, perMin, 2*n+1, "%s: hosts=%d", mode, n)
+		}
+	}
 }
