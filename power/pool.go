@@ -317,6 +317,9 @@ type entry struct {
 	ownFails int
 	ownLast  error
 	ownUntil time.Time
+	// fenced: a power command went through this host's own back-off
+	// window (fenceTriedLocked); the next one waits for it to end.
+	fenced bool
 	// unanswered: this host's last call on its session sent the
 	// credentials (CallAuthenticator) and ran out of time unanswered;
 	// calledAt: when that call ended.

@@ -93,17 +93,30 @@ type ConnectInfo struct {
 	Command bool
 }
 
-// fenceTried reports whether a call op of a host backing off alone after
-// its own failure last is tried all the same: a power command (a fence)
-// after a refusal of the host's system by a BMC that answers its
-// credentials (ErrSystemRefused): it may have been one intermittent 401,
-// and a fence costs at most one more refused request and its check,
-// none with refused credentials
-// (TestReview35_TransientJoin401RefusesFenceForAuthBackoff).
-func fenceTried(op string, last error) bool {
+// fenceTriedLocked reports whether call op of host e, backing off alone
+// after its own failure last, is tried all the same (p.mu held): a power
+// command (a fence) after a refusal of the host's system by a BMC that
+// answers its credentials (ErrSystemRefused) or whose check proved
+// nothing (uncheckedRefusal): it may have been one intermittent 401. One
+// such command per back-off window goes (the first; later ones wait for
+// the window to end, fenceFreeLocked): a fence costs at most one more
+// refused request (and its check) a window, so a remediation retrying
+// its fence sends no more than a host's own back-off allows
+// (TestReview35_TransientJoin401RefusesFenceForAuthBackoff,
+// TestReview35aq_FenceRetriesBypassUncheckedBackoff).
+func (p *Pool) fenceTriedLocked(e *entry, op string) bool {
 	var u uncheckedRefusal
-	return isCommandOp(op) && (errors.Is(last, ErrSystemRefused) || errors.As(last, &u))
+	if e.fenced || !isCommandOp(op) || !(errors.Is(e.ownLast, ErrSystemRefused) || errors.As(e.ownLast, &u)) {
+		return false
+	}
+	e.fenced = true
+	return true
 }
+
+// fenceFreeLocked notes that a call of e goes outside any back-off of its
+// own (p.mu held): the next back-off window lets a fence through again
+// (fenceTriedLocked).
+func fenceFreeLocked(e *entry) { e.fenced = false }
 
 // isCommandOp reports whether op (a call's operation name) is a power
 // command's rather than a read's.
@@ -136,6 +149,13 @@ func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session
 // freed for it, if any (carryOn).
 func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, held *entry, reserved *endpoint) (*session, Controller, error) {
 	carried := reserved != nil // a login carried on without its caller
+	fencePass := false         // this call goes through its host's back-off as a fence
+	fenceTried := func(e *entry) bool {
+		if !fencePass { // taken once per call, whatever it waits for after
+			fencePass = p.fenceTriedLocked(e, op)
+		}
+		return fencePass
+	}
 	var joinBy time.Time       // when a wait for a join of a kept session ends
 	unreserve := func() {
 		if reserved != nil {
@@ -196,7 +216,9 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			if err := p.heldReadLocked(op, e, s); err != nil {
 				return fail(err)
 			}
-			if now := p.cfg.Now(); ownRefusal(e.ownLast) && now.Before(e.ownUntil) && !fenceTried(op, e.ownLast) {
+			if now := p.cfg.Now(); !ownRefusal(e.ownLast) || !now.Before(e.ownUntil) {
+				fenceFreeLocked(e)
+			} else if !fenceTried(e) {
 				// The BMC refused this host's own requests (not its
 				// credentials, which it answers): it backs off alone,
 				// session or not (ownAuthLocked).
@@ -222,7 +244,9 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			}
 			continue
 		}
-		if e.ownLast != nil && now.Before(e.ownUntil) && !fenceTried(op, e.ownLast) {
+		if e.ownLast == nil || !now.Before(e.ownUntil) {
+			fenceFreeLocked(e)
+		} else if !fenceTried(e) {
 			return fail(&Error{Op: op, Class: ClassFailed,
 				Message: fmt.Sprintf("not tried: this host's own connection to the BMC failed %d time(s) in a row, next try in %s",
 					e.ownFails, e.ownUntil.Sub(now).Round(time.Millisecond)),
