@@ -85,24 +85,29 @@ func (n *checkNote) unknownLocked() bool { return n != nil && n.asked && n.v == 
 func (n *checkNote) countedLocked() bool { return n != nil && n.asked && n.v == CredentialsRefused }
 
 // checkRun is one check of a creds' (Pool.check): its verdict once done
-// is closed, and seq, its order among the creds' checks done.
+// is closed; seq, its order among the creds' checks done; start, among
+// those started.
 type checkRun struct {
-	seq  uint64
-	v    Verdict
-	done chan struct{}
+	seq, start uint64
+	v          Verdict
+	done       chan struct{}
 }
 
 // callInfoLocked returns the CallInfo of a call or Connect with cr's
 // credentials (p.mu held): a check is asked for when other hosts use
-// them and they do not back off after a confirmed refusal; note
-// records its verdict.
+// them and they do not back off after a confirmed refusal (a check that
+// refused them, until their back-off ends: then the next refusal is
+// checked again); note records its verdict.
 func (p *Pool) callInfoLocked(cr *creds, note *checkNote) CallInfo {
-	if cr.refs <= 1 || (cr.auth && cr.confirmed) {
+	if cr.refs <= 1 || (cr.auth && cr.confirmed && p.cfg.Now().Before(cr.until)) {
 		return CallInfo{}
 	}
 	began := cr.checksDone
 	return CallInfo{CheckRefusal: true, Check: func(ctx context.Context, read func(context.Context) Verdict) Verdict {
-		v := p.check(ctx, cr, began, read)
+		v := VerdictUnknown
+		if ctx.Err() == nil { // a caller gone already waits for nothing
+			v = p.check(ctx, cr, began, read)
+		}
 		p.mu.Lock()
 		note.asked, note.v = true, v
 		p.mu.Unlock()
@@ -111,30 +116,59 @@ func (p *Pool) callInfoLocked(cr *creds, note *checkNote) CallInfo {
 }
 
 // check returns the verdict of a check of cr's credentials for a call
-// that began when cr.checksDone was began: that of a check done since,
-// or of the one running, without a new request; else that of a new one.
-// So one check runs per credentials at a time. A check runs detached
-// from ctx (a caller's cancellation does not end it for the others),
-// bounded by CallTimeout; ctx bounds the wait only (VerdictUnknown if it
-// ends). A CredentialsRefused verdict is counted here: the refusal it
-// confirms backs the credentials off (the check's refused request and
-// the call's; the calls refused meanwhile count nothing more: release,
-// refusedInCallLocked, which retires their session).
+// that began when cr.checksDone was began and whose refusal arrived now:
+// that of a check done since the call began, or of the one running,
+// without a new request, if it refused the credentials or proved
+// nothing; CredentialsWork only from a check that started after the
+// refusal arrived (one from before may predate a password change that
+// the refusal is); else that of a new check. So one check runs per
+// credentials at a time. A check runs detached from ctx (a caller's
+// cancellation does not end it for the others), bounded by CallTimeout
+// and by the Pool's Close (which waits for it); ctx bounds the wait only
+// (VerdictUnknown if it ends). A CredentialsRefused verdict is counted
+// here: the refusal it confirms backs the credentials off (the check's
+// refused request and the call's; the calls refused meanwhile count
+// nothing more: release, refusedInCallLocked, which retires their
+// session).
 func (p *Pool) check(ctx context.Context, cr *creds, began uint64, read func(context.Context) Verdict) Verdict {
 	p.mu.Lock()
-	if r := cr.checkLast; r != nil && r.seq > began {
-		p.mu.Unlock()
-		return r.v
+	arrived := cr.checksStarted
+	fresh := func(r *checkRun) bool { return r.v != CredentialsWork || r.start > arrived }
+	for {
+		if r := cr.checkLast; r != nil && r.seq > began && fresh(r) {
+			p.mu.Unlock()
+			return r.v
+		}
+		if r := cr.checking; r != nil {
+			p.mu.Unlock()
+			v := waitCheck(ctx, r)
+			if ctx.Err() != nil || fresh(r) {
+				return v
+			}
+			p.mu.Lock() // it proved the credentials before this refusal: check anew
+			continue
+		}
+		if p.closed {
+			p.mu.Unlock()
+			return VerdictUnknown
+		}
+		break
 	}
-	if r := cr.checking; r != nil {
-		p.mu.Unlock()
-		return waitCheck(ctx, r)
-	}
-	r := &checkRun{done: make(chan struct{})}
+	cr.checksStarted++
+	r := &checkRun{start: cr.checksStarted, done: make(chan struct{})}
 	cr.checking = r
+	p.checks.Add(1)
 	p.mu.Unlock()
 	go func() {
+		defer p.checks.Done()
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout)
+		go func() { // the Pool's Close ends it
+			select {
+			case <-p.stop:
+				cancel()
+			case <-cctx.Done():
+			}
+		}()
 		v := read(cctx)
 		cancel()
 		p.mu.Lock()
@@ -146,6 +180,7 @@ func (p *Pool) check(ctx context.Context, cr *creds, began uint64, read func(con
 			cr.checksRefused++ // the check's own refused request
 			p.failedLocked(cr, errCheckRefused)
 		}
+		p.gcLocked(cr) // kept while the check ran (a Forget of every host)
 		p.mu.Unlock()
 		close(r.done)
 	}()

@@ -200,9 +200,10 @@ type Pool struct {
 	// them out at once).
 	joinedRetired map[*session]struct{}
 	stop, done    chan struct{}
-	seq           uint64      // logins made (session.seq)
-	readyQ        []*endpoint // BMCs whose closes wait for a closer
-	closers       int         // goroutines closing sessions
+	checks        sync.WaitGroup // the checks of credentials running (Pool.check): Close waits for them
+	seq           uint64         // logins made (session.seq)
+	readyQ        []*endpoint    // BMCs whose closes wait for a closer
+	closers       int            // goroutines closing sessions
 }
 
 // endpoint is one BMC's state.
@@ -247,16 +248,18 @@ type creds struct {
 	checksRefused int
 	// confirmed: a check refused the credentials since their last
 	// success (their refusal is theirs, not one system's: a retry after
-	// it is not checked again). checksDone: the checks done (Pool.check);
+	// it is not checked again until their back-off ends). checksDone:
+	// the checks done (Pool.check); checksStarted: those started;
 	// checking: the one running, if any; checkLast: the last one done.
-	confirmed  bool
-	checksDone uint64
-	checking   *checkRun
-	checkLast  *checkRun
-	proven     bool // a login with these credentials succeeded here, and none was refused since
-	until      time.Time
-	last       error
-	answeredAt time.Time // when the BMC last answered a request of these credentials (a login, a call)
+	confirmed     bool
+	checksDone    uint64
+	checksStarted uint64
+	checking      *checkRun
+	checkLast     *checkRun
+	proven        bool // a login with these credentials succeeded here, and none was refused since
+	until         time.Time
+	last          error
+	answeredAt    time.Time // when the BMC last answered a request of these credentials (a login, a call)
 	// loginsOK and loginsFailed count the outcomes of logins with these
 	// credentials (with basic auth, every answered call is one): a call
 	// refused with ErrAuth backs them off only if no login failed during
@@ -438,6 +441,7 @@ func (p *Pool) Close() error {
 	p.mu.Unlock()
 	close(p.stop)
 	<-p.done
+	p.checks.Wait() // ended by p.stop (Pool.check)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Bounded: a call is given up on past its deadline (pooled.call), and
