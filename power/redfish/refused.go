@@ -55,28 +55,31 @@ func (e checkCut) Unwrap() error { return e.err }
 
 // refusedHere returns err, the outcome of a request for the host's own
 // system sent on client, as it is, unless c sends the credentials with
-// every request (BasicAuth), err is a 401, ctx is not done and ctx's
-// power.CallInfo asks for a check (CheckRefusal: a Pool whose other
-// hosts use the credentials, unless they back off after a confirmed
-// refusal): then the credentials are checked (checkCreds), through
-// CallInfo.Check if set (a Pool: one check per credentials at a time),
-// else once here, detached from ctx's cancellation and bounded by
-// checkTimeout, ctx bounding the wait only. power.CredentialsWork: the
+// every request (BasicAuth), err is a 401 and ctx's power.CallInfo asks
+// for a check (CheckRefusal: a Pool whose other hosts use the
+// credentials, unless they back off after a confirmed refusal): then the
+// credentials are checked (checkCreds), through CallInfo.Check if set (a
+// Pool: one check per credentials at a time, power.VerdictUnknown at
+// once if ctx is done already), else once here, detached from ctx's
+// cancellation and bounded by checkTimeout, ctx bounding the wait only
+// (nothing sent if ctx is done already). power.CredentialsWork: the
 // refusal is this system's (systemRefused); no verdict because ctx
-// ended: checkCut; else (refused, or no verdict) err as it is
+// ended: checkCut (a 401 of a call whose caller left is not counted
+// against the credentials); else (refused, or no verdict) err as it is
 // (power.ErrAuth: a Pool acts on the verdict it recorded).
 func (c *Controller) refusedHere(ctx context.Context, client *gofish.APIClient, err error) error {
 	var re *schemas.Error
 	ci := power.CallInfoFrom(ctx)
-	if !c.cfg.BasicAuth || client == nil || ctx.Err() != nil || !ci.CheckRefusal ||
+	if !c.cfg.BasicAuth || client == nil || !ci.CheckRefusal ||
 		!errors.As(err, &re) || re.HTTPReturnedStatusCode != http.StatusUnauthorized {
 		return err
 	}
 	read := func(ctx context.Context) power.Verdict { return c.checkCreds(ctx, client) }
-	var v power.Verdict
-	if ci.Check != nil {
-		v = ci.Check(ctx, read)
-	} else {
+	v := power.VerdictUnknown
+	switch {
+	case ci.Check != nil:
+		v = ci.Check(ctx, read) // VerdictUnknown at once if ctx is done
+	case ctx.Err() == nil:
 		v = checkAlone(ctx, read)
 	}
 	switch {
@@ -127,8 +130,11 @@ const (
 // anyone would (the assumption the package doc states).
 func (c *Controller) checkCreds(ctx context.Context, client *gofish.APIClient) power.Verdict {
 	ss := c.checkRead(ctx, client, credsCheckPath)
-	if ss == checkRefused {
+	switch {
+	case ss == checkRefused:
 		return power.CredentialsRefused
+	case ctx.Err() != nil: // cut (the Pool's Close): nothing more is sent
+		return power.VerdictUnknown
 	}
 	sys := c.checkRead(ctx, client, systemsCheckPath)
 	switch {
