@@ -51,8 +51,8 @@ type CallInfo struct {
 	// other hosts use the same BMC and credentials (a refusal of one
 	// system taken for the credentials' would back them off too), unless
 	// the credentials back off after a confirmed refusal (a refused
-	// check: the retry sends the refused password once). The zero value
-	// (no Pool): no check, a 401 is ErrAuth.
+	// check), until that back-off ends. The zero value (no Pool): no
+	// check, a 401 is ErrAuth.
 	CheckRefusal bool
 	// Check, if not nil, runs the check: the adapter passes read (its
 	// requests, bounded by the context read is given, which is not the
@@ -60,9 +60,12 @@ type CallInfo struct {
 	// wait for) and takes the Verdict Check returns. A Pool runs at most
 	// one check per credentials at a time: a call refused while one runs
 	// waits for its verdict (bounded by its own context: VerdictUnknown
-	// for it if that ends first), a verdict obtained since the call began
-	// is taken without a new request, and a CredentialsRefused verdict
-	// counts towards the credentials' back-off. Nil with CheckRefusal:
+	// for it if that ends first, or at once, with no request, if it has
+	// ended already), a verdict obtained since the call began is taken
+	// without a new request (CredentialsWork only from a check started
+	// after the call's refusal arrived), and a CredentialsRefused verdict
+	// counts towards the credentials' back-off. Close ends the running
+	// checks and waits for them. Nil with CheckRefusal:
 	// the adapter runs read itself, once, detached from the caller's
 	// cancellation and bounded by its own request timeout.
 	Check func(ctx context.Context, read func(context.Context) Verdict) Verdict

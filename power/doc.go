@@ -136,13 +136,21 @@
 //     credentials with every call (power/redfish with BasicAuth) is asked
 //     to tell the two apart when other hosts use the same credentials
 //     (CallInfo.CheckRefusal, also on Connect and joins), unless they
-//     back off after a confirmed refusal (a check that refused them: the
-//     retry sends the refused password once): it checks them on
-//     resources of no system's, through CallInfo.Check, and the Pool
-//     runs at most one check per credentials at a time (a call refused
-//     meanwhile takes its verdict, or one obtained since the call began,
-//     without a new request), detached from the caller's cancellation and
-//     bounded by CallTimeout. Its Verdict: CredentialsWork makes the
+//     back off after a confirmed refusal (a check that refused them),
+//     until that back-off ends: the first refusal after it is checked
+//     again (if the password is still wrong, that costs two refused
+//     requests, the call's and the check's, and backs them off anew).
+//     It checks them on resources of no system's, through
+//     CallInfo.Check, and the Pool runs at most one check per
+//     credentials at a time (a call refused meanwhile takes, without a
+//     new request, the verdict of the one running or of one done since
+//     the call began if it refused the credentials or proved nothing; a
+//     CredentialsWork verdict only from a check that started after the
+//     call's refusal arrived, since one from before may predate a
+//     password change), detached from the caller's cancellation (a
+//     refusal that arrives after the caller left sends no check and
+//     gets VerdictUnknown), bounded by CallTimeout and by Close, which
+//     ends running checks and waits for them. Its Verdict: CredentialsWork makes the
 //     refusal ErrSystemRefused (not ErrAuth); CredentialsRefused keeps it
 //     ErrAuth, and the Pool counts the check as one more refused request
 //     towards the credentials' back-off; VerdictUnknown (the check was
@@ -152,13 +160,19 @@
 //     (power/redfish); one that serves neither resource to anyone, or
 //     answers neither, gets VerdictUnknown, and then each host refused
 //     backs off alone: after a password rotation the BMC sees up to one
-//     refused request per host per back-off, not per credentials. On a
+//     refused request per host per back-off, not per credentials, and
+//     one more per host per back-off for a power command (below): with
+//     the default AuthBackoff (30 s) at most two per host in a minute,
+//     reads or fences retried every 5 s alike, where a BMC that protects
+//     its check resources sees about two a minute for all the hosts of
+//     the credentials. On a
 //     refusal of one system (ErrSystemRefused, or VerdictUnknown) the
 //     session stays for the hosts that share it, and that host alone
 //     backs off, as long as after a refused login: its calls are not
-//     tried, on its open session too, until the back-off ends, but for a
-//     power command (a fence is tried: it costs at most one more refused
-//     request). A refused join backs the credentials off and leaves the
+//     tried, on its open session too, until the back-off ends, but for
+//     one power command per back-off window (the first fence is tried:
+//     it costs at most one more refused request; later ones wait for
+//     the window to end). A refused join backs the credentials off and leaves the
 //     shared session open for the hosts whose calls use it (they tell
 //     whether it still works). A controller that sends the credentials with every call
 //     (CallAuthenticator: power/redfish with BasicAuth) on a BMC that

@@ -106,7 +106,7 @@ func ownRefusal(err error) bool {
 // uncheckedRefusal is a host's own last failure (entry.ownLast): a
 // refusal whose check of the credentials proved nothing (VerdictUnknown).
 // The host backs off alone, as after ErrSystemRefused, and its power
-// commands are still tried (fenceTried). It reads and matches as err.
+// commands are still tried, one per back-off window (fenceTriedLocked). It reads and matches as err.
 type uncheckedRefusal struct{ err error }
 
 func (e uncheckedRefusal) Error() string { return e.err.Error() }

@@ -156,7 +156,7 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 		}
 		return fencePass
 	}
-	var joinBy time.Time       // when a wait for a join of a kept session ends
+	var joinBy time.Time // when a wait for a join of a kept session ends
 	unreserve := func() {
 		if reserved != nil {
 			reserved.reserved--
@@ -505,8 +505,8 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx),
 		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession, LoggedIn: loggedIn, Command: isCommandOp(op)}), p.cfg.ConnectTimeout)
 	// A refusal is checked against the credentials only if it may be one
-	// host's own that neighbours would pay for, and not on a retry after
-	// their confirmed refusal (the refused password once per login).
+	// host's own that neighbours would pay for, and not on a retry during
+	// the back-off of their confirmed refusal (callInfoLocked).
 	note := &checkNote{}
 	cctx = WithCallInfo(cctx, p.callInfoLocked(cr, note))
 	connect := e.target.Connect

@@ -109,11 +109,13 @@
 //     call's, or Connect's read of the system or its ActionInfo) is
 //     checked, when the context's power.CallInfo asks for it
 //     (CheckRefusal: a Pool whose other hosts use the same credentials,
-//     unless they back off after a confirmed refusal), through
-//     CallInfo.Check (a Pool: one check per credentials at a time; nil:
-//     run here, once, bounded by 10 s), detached from the call's
-//     cancellation (the call waits for it as long as its context
-//     allows). The check reads the SessionService
+//     unless they back off after a confirmed refusal, until that
+//     back-off ends), through CallInfo.Check (a Pool: one check per
+//     credentials at a time, ended by its Close; nil: run here, once,
+//     bounded by 10 s), detached from the call's cancellation (the call
+//     waits for it as long as its context allows; a 401 that arrives
+//     after the call's context ended sends no check: power.ErrCheckCut
+//     below). The check reads the SessionService
 //     (/redfish/v1/SessionService), then the Systems collection
 //     (/redfish/v1/Systems, no member), following no redirect: both ask
 //     no blade. A 401 to either: power.CredentialsRefused, the error is
@@ -136,7 +138,9 @@
 //     answer a refused password with power.CredentialsWork. One that
 //     answers neither gets power.VerdictUnknown: after a password
 //     rotation, each refused host then backs off alone, and the BMC sees
-//     up to one refused request per host per back-off.
+//     up to one refused request per host per back-off, and one more for a
+//     power command a Pool lets through that back-off (two per host a
+//     minute with the default 30 s power.PoolConfig.AuthBackoff).
 //     Once a session's login was accepted, a failure of a request for the
 //     host's own system during Connect (its resource, its member of the
 //     Systems listing, its ActionInfo; a 401 included, which then is not
