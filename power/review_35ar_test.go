@@ -1,0 +1,81 @@
+package power_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// resetCounter35ar counts the power actions (POST ...Actions/ComputerSystem.Reset)
+// the BMC served for system id (ground truth: what reached the BMC).
+func resetCounter35ar(ch *hooked35aq, id string) *atomic.Int64 {
+	var n atomic.Int64
+	hook := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems/"+id+"/Actions/") {
+			n.Add(1)
+		}
+		return false
+	}
+	ch.hook.Store(&hook)
+	return &n
+}
+
+// TestReview35ar_CancelledFenceTakesWindowsPass (review 35ar; issue 35
+// item 1 "A fencing request for A is refused although its credentials
+// are right"; power/doc.go "one power command per back-off window (the
+// first fence is tried: it costs at most one more refused request;
+// later ones wait for the window to end)"). A and B share the
+// credentials on one chassis. A's blade answers 401 once (an
+// intermittent per-blade refusal): the check answers the credentials,
+// ErrSystemRefused, A backs off alone. The blade answers again at once.
+// A fence of A whose caller's context had already ended (a remediation
+// that ran out of its deadline) takes the window's fence pass
+// (fenceTriedLocked sets entry.fenced before anything is sent) and
+// sends nothing; the real fence a second later is refused for the rest
+// of the window, although no fence of A reached the BMC in it, A's
+// credentials work and its blade answers (ground truth: the power
+// actions the BMC served for system 1, and a direct read). With
+// ownFails grown (MaxAuthBackoff 30 min) the fence is refused for up to
+// 30 minutes for a request that was never sent.
+func TestReview35ar_CancelledFenceTakesWindowsPass(t *testing.T) {
+	clk := newClock()
+	ch := newHooked35aq(t, clk, 2)
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", ch.target("1"))
+	b := pool.Controller("b", ch.target("2"))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	_, err = b.State(ctx)
+	require.NoError(t, err)
+	resets := resetCounter35ar(ch, "1")
+
+	clk.Advance(5 * time.Second)
+	ch.deny1.Store(true)
+	_, errA := a.State(ctx)
+	t.Logf("A's read, its blade refusing once: %v", errA)
+	require.ErrorIs(t, errA, power.ErrSystemRefused, "precondition: the check answered the credentials")
+	ch.deny1.Store(false) // the blade answers again
+	ch.directState(t, "1")
+
+	clk.Advance(time.Second)
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	errGone := a.Off(gone, power.ModeHard)
+	t.Logf("A's fence by a caller already gone: %v", errGone)
+	require.Error(t, errGone)
+	require.Zero(t, resets.Load(), "precondition: the gone caller's fence sent nothing")
+
+	clk.Advance(time.Second)
+	errFence := a.Off(ctx, power.ModeHard)
+	t.Logf("A's fence a second later: %v (power actions the BMC served for system 1: %d)", errFence, resets.Load())
+	assert.NoError(t, errFence, "A's fence refused: the window's one fence pass went to a caller that sent nothing; A's credentials and blade work")
+	assert.Equal(t, int64(1), resets.Load(), "ground truth: no fence of A reached the BMC")
+}
