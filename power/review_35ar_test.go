@@ -2,7 +2,9 @@ package power_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -78,4 +80,51 @@ func TestReview35ar_CancelledFenceTakesWindowsPass(t *testing.T) {
 	t.Logf("A's fence a second later: %v (power actions the BMC served for system 1: %d)", errFence, resets.Load())
 	assert.NoError(t, errFence, "A's fence refused: the window's one fence pass went to a caller that sent nothing; A's credentials and blade work")
 	assert.Equal(t, int64(1), resets.Load(), "ground truth: no fence of A reached the BMC")
+}
+
+// rotationProtected35ar: n hosts on one chassis share the credentials
+// (basic auth, the emulator protects SessionService and the Systems
+// collection); the password is rotated and each host calls op every
+// 5 s for three minutes. It returns the most 401s the BMC served in a
+// minute, and in all (ground truth: the emulator's refusals).
+func rotationProtected35ar(t *testing.T, n int, op func(context.Context, power.Controller)) (int, int) {
+	clk := newClock()
+	ch := newHooked35aq(t, clk, n)
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	hosts := make([]power.Controller, n)
+	for i := range hosts {
+		hosts[i] = pool.Controller(fmt.Sprintf("h%d", i+1), ch.target(strconv.Itoa(i+1)))
+		_, err := hosts[i].State(ctx)
+		require.NoError(t, err)
+	}
+	step := 5 * time.Second / time.Duration(n)
+	ch.b.SetCredentials("admin", "Rotated-n3w")
+	for round := 0; round < 36; round++ {
+		for i := range hosts {
+			clk.Advance(step)
+			op(ctx, hosts[i])
+		}
+	}
+	r := ch.refusals()
+	return maxPerMinute(r), len(r)
+}
+
+// TestReview35ar_RotationProtectedCheckFencesPerMinute (review 35ar;
+// power/doc.go "where a BMC that protects its check resources sees
+// about two a minute for all the hosts of the credentials"; issue 35
+// item 1/2). Fences retried every 5 s by every host after a rotation,
+// on a BMC that protects its check resources (the emulator as is).
+func TestReview35ar_RotationProtectedCheckFencesPerMinute(t *testing.T) {
+	ops := map[string]func(context.Context, power.Controller){
+		"read":  func(ctx context.Context, h power.Controller) { _, _ = h.State(ctx) },
+		"fence": func(ctx context.Context, h power.Controller) { _ = h.Off(ctx, power.ModeSoft) },
+	}
+	for _, name := range []string{"read", "fence"} {
+		for _, n := range []int{1, 2, 10, 100} {
+			perMin, total := rotationProtected35ar(t, n, ops[name])
+			t.Logf("%s: hosts=%d: refused requests: at most %d in a minute, %d in 3 minutes", name, n, perMin, total)
+			assert.LessOrEqual(t, perMin, 3, "%s: hosts=%d: 401s the BMC served in one minute after a rotation with a protected check (doc: about two a minute for all the hosts)", name, n)
+		}
+	}
 }
