@@ -128,3 +128,53 @@ func TestReview35ar_RotationProtectedCheckFencesPerMinute(t *testing.T) {
 		}
 	}
 }
+
+// TestReview35ar_CancelledFenceRefusesFenceForMinutes (review 35ar;
+// the duration of TestReview35ar_CancelledFenceTakesWindowsPass; REVIEW.md
+// "Durations, not only states"). A's blade refused A's reads a few times
+// in a row (its own back-off grown to minutes, AuthBackoff doubling),
+// then answers again. One fence by a caller already gone (nothing sent)
+// takes the window's fence pass; the remediation's fence, retried every
+// 30 s, is refused until the window ends, minutes during which A's
+// credentials and blade work and no fence of A reached the BMC (ground
+// truth: the power actions served for system 1).
+func TestReview35ar_CancelledFenceRefusesFenceForMinutes(t *testing.T) {
+	clk := newClock()
+	ch := newHooked35aq(t, clk, 2)
+	pool := newPool(t, clk, power.PoolConfig{CallTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second})
+	ctx := context.Background()
+	a := pool.Controller("a", ch.target("1"))
+	b := pool.Controller("b", ch.target("2"))
+	_, err := a.State(ctx)
+	require.NoError(t, err)
+	_, err = b.State(ctx)
+	require.NoError(t, err)
+	resets := resetCounter35ar(ch, "1")
+
+	ch.deny1.Store(true)
+	window := 30 * time.Second
+	for i := 0; i < 4; i++ { // A's reads refused at each end of its own back-off
+		clk.Advance(window + time.Second)
+		_, errA := a.State(ctx)
+		require.ErrorIs(t, errA, power.ErrSystemRefused, "precondition: the check answered the credentials (read %d)", i+1)
+		window *= 2
+	}
+	ch.deny1.Store(false) // the blade answers again
+	ch.directState(t, "1")
+
+	clk.Advance(time.Second)
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	require.Error(t, a.Off(gone, power.ModeHard))
+	require.Zero(t, resets.Load(), "precondition: the gone caller's fence sent nothing")
+
+	var refusedFor time.Duration
+	for ; refusedFor < 30*time.Minute; refusedFor += 30 * time.Second {
+		clk.Advance(30 * time.Second)
+		if a.Off(ctx, power.ModeHard) == nil {
+			break
+		}
+	}
+	t.Logf("A's fence refused for %s after a fence that sent nothing (power actions served for system 1: %d)", refusedFor, resets.Load())
+	assert.Zero(t, refusedFor, "A's fence, retried every 30 s, refused for %s with working credentials and blade: the window's one fence pass went to a caller that sent nothing", refusedFor)
+}
