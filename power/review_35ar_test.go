@@ -178,3 +178,21 @@ func TestReview35ar_CancelledFenceRefusesFenceForMinutes(t *testing.T) {
 	t.Logf("A's fence refused for %s after a fence that sent nothing (power actions served for system 1: %d)", refusedFor, resets.Load())
 	assert.Zero(t, refusedFor, "A's fence, retried every 30 s, refused for %s with working credentials and blade: the window's one fence pass went to a caller that sent nothing", refusedFor)
 }
+
+// TestReview35ar_RotationUnprovenReadsAndFencesPerMinute (review 35ar;
+// power/doc.go "with the default AuthBackoff (30 s) at most two per host
+// in a minute, reads or fences retried every 5 s alike"). Each host is
+// read and fenced every 5 s after a rotation on a BMC whose check gets
+// no authenticated answer (VerdictUnknown). Ground truth: the 401s the
+// emulator served.
+func TestReview35ar_RotationUnprovenReadsAndFencesPerMinute(t *testing.T) {
+	both := func(ctx context.Context, h power.Controller) {
+		_, _ = h.State(ctx)
+		_ = h.Off(ctx, power.ModeSoft)
+	}
+	for _, n := range []int{1, 2, 10} {
+		perMin, total := rotationOp35aq(t, n, "junk", both)
+		t.Logf("hosts=%d, read and fence every 5 s: refused requests: at most %d in a minute, %d in 3 minutes", n, perMin, total)
+		assert.LessOrEqual(t, perMin, 2*n, "hosts=%d: 401s served in one minute (doc: at most two per host)", n)
+	}
+}
