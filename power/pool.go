@@ -322,7 +322,10 @@ type entry struct {
 	ownUntil time.Time
 	// fenced: a power command went through this host's own back-off
 	// window (fenceTriedLocked); the next one waits for it to end.
-	fenced bool
+	// fenceGen counts the passes taken, so that a call gives back its
+	// own only (fenceHold).
+	fenced   bool
+	fenceGen uint64
 	// unanswered: this host's last call on its session sent the
 	// credentials (CallAuthenticator) and ran out of time unanswered;
 	// calledAt: when that call ended.

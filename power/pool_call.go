@@ -24,6 +24,14 @@ func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.released = true
+	if errors.Is(err, ErrNotSent) && !c.note.asked && !errors.Is(err, ErrAuth) &&
+		!errors.Is(err, ErrSystemRefused) && !answered(err) {
+		// The command was not sent, and no request of the call was
+		// answered or refused (a read before it): the window's fence is
+		// still to come
+		// (TestReview35ar_CancelledFenceRefusesFenceForMinutes).
+		p.giveBackFenceLocked(&c.fence)
+	}
 	p.timedOutLocked(s, err, c.host)
 	switch {
 	case c.note.unknownLocked() && !errors.Is(err, ErrSystemRefused):
@@ -220,6 +228,7 @@ type callState struct {
 	loginsOK, loginsFailed uint64 // the creds' counts when the call began
 	abandoned              bool   // given up on past its deadline
 	note                   checkNote
+	fence                  fenceHold // the back-off window's fence pass it took, if any
 }
 
 // answered reports whether err is an answer of the BMC's (a status, or a
@@ -243,12 +252,12 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 	// timer fires: bound it by the clock, so that a Guard's context
 	// (reboot.ClockBound) ended by a pause still ends the call here.
 	ctx = clockctx.Bound(ctx)
-	s, ctrl, err := c.p.acquire(ctx, op, c.host, c.t)
+	cs := &callState{host: c.host}
+	s, ctrl, err := c.p.acquire(ctx, op, c.host, c.t, &cs.fence)
 	if err != nil {
 		return notSent{err}
 	}
 	res := make(chan error, 1)
-	cs := &callState{host: c.host}
 	c.p.mu.Lock()
 	cs.loginsOK, cs.loginsFailed = s.cr.loginsOK, s.cr.loginsFailed
 	// Other hosts use these credentials: a refusal of this host's system

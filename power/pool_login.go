@@ -110,6 +110,7 @@ func (p *Pool) fenceTriedLocked(e *entry, op string) bool {
 		return false
 	}
 	e.fenced = true
+	e.fenceGen++
 	return true
 }
 
@@ -139,20 +140,35 @@ func ConnectInfoFrom(ctx context.Context) ConnectInfo {
 // acquire returns a session and host's controller on it, marked in use,
 // logging in or attaching to a shared session as needed. It honours ctx
 // while it waits.
-func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session, Controller, error) {
+// The back-off window's fence pass, if the call takes one, is noted in
+// hold (fenceHold), for the caller to give back if nothing is sent; an
+// error gives it back here.
+func (p *Pool) acquire(ctx context.Context, op, host string, t Target, hold *fenceHold) (*session, Controller, error) {
 	p.mu.Lock()
-	return p.acquireLocked(ctx, op, host, t, nil, nil)
+	s, ctrl, err := p.acquireLocked(ctx, op, host, t, nil, nil, hold)
+	if err != nil {
+		p.mu.Lock()
+		p.giveBackFenceLocked(hold)
+		p.mu.Unlock()
+	}
+	return s, ctrl, err
 }
 
 // acquireLocked is acquire (p.mu held on entry, released); held: the
 // entry the call started with, reserved: the BMC whose slot an eviction
 // freed for it, if any (carryOn).
-func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, held *entry, reserved *endpoint) (*session, Controller, error) {
+func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, held *entry, reserved *endpoint, hold *fenceHold) (*session, Controller, error) {
 	carried := reserved != nil // a login carried on without its caller
 	fencePass := false         // this call goes through its host's back-off as a fence
 	fenceTried := func(e *entry) bool {
-		if !fencePass { // taken once per call, whatever it waits for after
+		// Taken once per call, whatever it waits for after; never by a
+		// caller already gone, which would send nothing
+		// (TestReview35ar_CancelledFenceTakesWindowsPass).
+		if !fencePass && ctx.Err() == nil {
 			fencePass = p.fenceTriedLocked(e, op)
+			if fencePass {
+				hold.take(e)
+			}
 		}
 		return fencePass
 	}
@@ -428,13 +444,15 @@ func (p *Pool) carryOnLocked(op, host string, t Target, held *entry, ep *endpoin
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
 		defer cancel()
 		p.mu.Lock()
-		s, _, err := p.acquireLocked(ctx, op, host, t, held, ep)
+		var hold fenceHold // a login only: no power command is sent
+		s, _, err := p.acquireLocked(ctx, op, host, t, held, ep, &hold)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.giveBackFenceLocked(&hold)
 		if err != nil {
 			return
 		}
-		p.mu.Lock()
 		p.doneLocked(s, false) // no call: the session waits, idle, for the next
-		p.mu.Unlock()
 	}()
 }
 

@@ -57,7 +57,7 @@ func TestReview35aq_ConfirmedRefusalNeverRechecked(t *testing.T) {
 	ch.mu.Lock()
 	before := len(ch.paths)
 	ch.mu.Unlock()
-	ch.deny1.Store(true)                      // and A's blade refuses
+	ch.deny1.Store(true) // and A's blade refuses
 	ch.directState(t, "2")
 
 	refusedB, triesB := 0, 0

@@ -654,7 +654,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 		ci.NoSession() // every request carries the credentials: no session at the BMC
 	}
 	c := newController(cfg, nil, true)
-	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), places: newReadPlaces(cfg.maxInFlight())}
+	c.sess = newSession(c.httpClient(u), ci.Gate, newReadPlaces(cfg.maxInFlight()))
 	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
 	}
@@ -741,6 +741,9 @@ func (c *Controller) CloseContext(ctx context.Context) error {
 	if !c.own {
 		return nil
 	}
+	// The checks run alone end now: nothing of theirs is sent once Close
+	// returns (TestReview35ar_CheckWithoutPoolOutlivesClose).
+	c.sess.stopChecks()
 	if err := take(ctx, c.sem, "close"); err != nil {
 		return err
 	}

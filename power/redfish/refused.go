@@ -80,7 +80,7 @@ func (c *Controller) refusedHere(ctx context.Context, client *gofish.APIClient, 
 	case ci.Check != nil:
 		v = ci.Check(ctx, read) // VerdictUnknown at once if ctx is done
 	case ctx.Err() == nil:
-		v = checkAlone(ctx, read)
+		v = checkAlone(ctx, c.sess.checksContext(), read)
 	}
 	switch {
 	case v == power.CredentialsWork:
@@ -92,12 +92,13 @@ func (c *Controller) refusedHere(ctx context.Context, client *gofish.APIClient, 
 }
 
 // checkAlone runs read detached from ctx's cancellation, bounded by
-// checkTimeout, and returns its verdict, or power.VerdictUnknown once
-// ctx ends (read goes on to its end).
-func checkAlone(ctx context.Context, read func(context.Context) power.Verdict) power.Verdict {
+// checkTimeout and ended by closing (the Controller's Close: nothing of
+// it is sent once Close returned), and returns its verdict, or
+// power.VerdictUnknown once ctx ends (read goes on to its end).
+func checkAlone(ctx, closing context.Context, read func(context.Context) power.Verdict) power.Verdict {
 	res := make(chan power.Verdict, 1)
 	go func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
+		cctx, cancel := context.WithTimeout(valuesOf{Context: closing, vals: ctx}, checkTimeout)
 		defer cancel()
 		res <- read(cctx)
 	}()
@@ -205,4 +206,20 @@ func (c *Controller) classifyRefused(op string, err error) (_ *power.Error, ok b
 		return &cp, true
 	}
 	return nil, false
+}
+
+// valuesOf is a context ended by its Context (cancellation reaches its
+// children at once: the Context's own values come first, so the context
+// package sees its cancel) and carrying vals' values besides.
+type valuesOf struct {
+	context.Context
+	vals context.Context
+}
+
+// Value returns the Context's value for key, else vals'.
+func (v valuesOf) Value(key any) any {
+	if x := v.Context.Value(key); x != nil {
+		return x
+	}
+	return v.vals.Value(key)
 }
