@@ -172,7 +172,9 @@
 //     tried, on its open session too, until the back-off ends, but for
 //     one power command per back-off window (the first fence is tried:
 //     it costs at most one more refused request; later ones wait for
-//     the window to end). A refused join backs the credentials off and leaves the
+//     the window to end; a fence whose caller is already gone takes no
+//     such pass, and one that ends with nothing sent and nothing
+//     answered, not tried or ErrNotSent, gives it back). A refused join backs the credentials off and leaves the
 //     shared session open for the hosts whose calls use it (they tell
 //     whether it still works). A controller that sends the credentials with every call
 //     (CallAuthenticator: power/redfish with BasicAuth) on a BMC that

@@ -112,7 +112,7 @@
 //     unless they back off after a confirmed refusal, until that
 //     back-off ends), through CallInfo.Check (a Pool: one check per
 //     credentials at a time, ended by its Close; nil: run here, once,
-//     bounded by 10 s), detached from the call's cancellation (the call
+//     bounded by 10 s and ended by the Controller's Close), detached from the call's cancellation (the call
 //     waits for it as long as its context allows; a 401 that arrives
 //     after the call's context ended sends no check: power.ErrCheckCut
 //     below). The check reads the SessionService
