@@ -142,16 +142,31 @@ func ConnectInfoFrom(ctx context.Context) ConnectInfo {
 // while it waits.
 // The back-off window's fence pass, if the call takes one, is noted in
 // hold (fenceHold), for the caller to give back if nothing is sent; an
-// error gives it back here.
+// error that no request to the BMC answered or refused gives it back
+// here (not tried, its caller gone, no connection), one that the BMC
+// answered or refused keeps it: that was the window's fence
+// (TestReview35as_FenceConnectRefusedGivesBackPass).
 func (p *Pool) acquire(ctx context.Context, op, host string, t Target, hold *fenceHold) (*session, Controller, error) {
 	p.mu.Lock()
 	s, ctrl, err := p.acquireLocked(ctx, op, host, t, nil, nil, hold)
-	if err != nil {
+	if err != nil && !reachedBMC(err) {
 		p.mu.Lock()
 		p.giveBackFenceLocked(hold)
 		p.mu.Unlock()
 	}
 	return s, ctrl, err
+}
+
+// reachedBMC reports whether err, a failed login's or call's, says that a
+// request of it reached the BMC and was answered or refused: ErrAuth,
+// ErrSystemRefused, ErrCheckCut (a refusal whose check was cut short) or
+// any answer with a status; not ErrBackoff (not tried: it carries the
+// last refusal it waits out, which this call did not send).
+func reachedBMC(err error) bool {
+	if errors.Is(err, ErrBackoff) {
+		return false
+	}
+	return errors.Is(err, ErrAuth) || errors.Is(err, ErrSystemRefused) || errors.Is(err, ErrCheckCut) || answered(err)
 }
 
 // acquireLocked is acquire (p.mu held on entry, released); held: the
