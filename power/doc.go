@@ -89,7 +89,8 @@
 //     with basic auth such a failure is the login's, unless neither it
 //     nor the read of the host's own system was answered): that failure is the host's own,
 //     and backs that host alone off, Backoff doubling up to MaxBackoff
-//     (AuthBackoff up to MaxAuthBackoff for a refusal, ErrAuth);
+//     (AuthBackoff up to MaxAuthBackoff for a refusal of its system
+//     by a BMC that answers the credentials, ErrSystemRefused);
 //     the session of such a login (ErrAfterLogin, a system not found
 //     included: power/redfish hands it over with AfterLoginKeep when
 //     ConnectInfo.KeepSession asks) is kept, idle and with no host of its
@@ -129,12 +130,53 @@
 //     call logs in, and backs the credentials' next login off as a
 //     refused login does, unless it is already counted (the login inside
 //     the call went through the Pool, which counted it, or was not tried:
-//     ErrBackoff) or is not theirs: a login with them succeeded during the
-//     call, or the BMC answered another host's call with them within the
-//     last LoginInterval (a refusal of one system); then the session
-//     stays for the hosts that share it, and that host alone backs off,
-//     as long as after a refused login: its calls are not tried, on its
-//     open session too, until the back-off ends. A controller that sends the credentials with every call
+//     ErrBackoff) or is not theirs: on a session with a token, a login
+//     with them succeeded during the call (a re-login inside it, refused
+//     again: a refusal of one system). A controller that sends the
+//     credentials with every call (power/redfish with BasicAuth) is asked
+//     to tell the two apart when other hosts use the same credentials
+//     (CallInfo.CheckRefusal, also on Connect and joins), unless they
+//     back off after a confirmed refusal (a check that refused them),
+//     until that back-off ends: the first refusal after it is checked
+//     again (if the password is still wrong, that costs two refused
+//     requests, the call's and the check's, and backs them off anew).
+//     It checks them on resources of no system's, through
+//     CallInfo.Check, and the Pool runs at most one check per
+//     credentials at a time (a call refused meanwhile takes, without a
+//     new request, the verdict of the one running or of one done since
+//     the call began if it refused the credentials or proved nothing; a
+//     CredentialsWork verdict only from a check that started after the
+//     call's refusal arrived, since one from before may predate a
+//     password change), detached from the caller's cancellation (a
+//     refusal that arrives after the caller left sends no check and
+//     gets VerdictUnknown), bounded by CallTimeout and by Close, which
+//     ends running checks and waits for them. Its Verdict: CredentialsWork makes the
+//     refusal ErrSystemRefused (not ErrAuth); CredentialsRefused keeps it
+//     ErrAuth, and the Pool counts the check as one more refused request
+//     towards the credentials' back-off; VerdictUnknown (the check was
+//     cut, unanswered, or got no authenticated answer) counts nothing
+//     against the credentials and proves nothing for them. This assumes
+//     a BMC that protects its SessionService or its Systems collection
+//     (power/redfish); one that serves neither resource to anyone, or
+//     answers neither, gets VerdictUnknown, and then each host refused
+//     backs off alone: after a password rotation the BMC sees up to one
+//     refused request per host per back-off, not per credentials, and
+//     one more per host per back-off for a power command (below): with
+//     the default AuthBackoff (30 s) at most two per host in a minute,
+//     reads or fences retried every 5 s alike, where a BMC that protects
+//     its check resources sees about two a minute for all the hosts of
+//     the credentials. On a
+//     refusal of one system (ErrSystemRefused, or VerdictUnknown) the
+//     session stays for the hosts that share it, and that host alone
+//     backs off, as long as after a refused login: its calls are not
+//     tried, on its open session too, until the back-off ends, but for
+//     one power command per back-off window (the first fence is tried:
+//     it costs at most one more refused request; later ones wait for
+//     the window to end; a fence whose caller is already gone takes no
+//     such pass, and one that ends with nothing sent and nothing
+//     answered, not tried or ErrNotSent, gives it back). A refused join backs the credentials off and leaves the
+//     shared session open for the hosts whose calls use it (they tell
+//     whether it still works). A controller that sends the credentials with every call
 //     (CallAuthenticator: power/redfish with BasicAuth) on a BMC that
 //     holds a refused password's requests back unanswered (a password
 //     rotated after the hosts connected) would send it with every read:

@@ -26,6 +26,17 @@ var (
 	// a Pool backs off hardest after it. The adapters wrap it in a *Error
 	// (Err: ErrAuth).
 	ErrAuth = errors.New("power: authentication failed")
+	// ErrSystemRefused: the BMC refused a request for the host's own
+	// system (HTTP 401: an account without rights on one blade) while it
+	// answered the same credentials on a resource that does not depend on
+	// that system (power/redfish with BasicAuth reads the SessionService
+	// after such a 401). It is the host's own refusal, not the
+	// credentials': it does not match ErrAuth, and a Pool backs that host
+	// alone off (AuthBackoff doubling up to MaxAuthBackoff, as after a
+	// refused login), keeping the session and the credentials for the
+	// other hosts. Of class ClassFailed. A Connect error marks it
+	// AfterLogin as well.
+	ErrSystemRefused = errors.New("power: the BMC refuses this system to credentials it accepts")
 	// ErrNoSystem: the BMC accepted the login, and its authenticated
 	// answer says the system asked for is not there (a blade pulled, a
 	// wrong system ID, several systems and none named). It is the host's

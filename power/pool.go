@@ -200,9 +200,10 @@ type Pool struct {
 	// them out at once).
 	joinedRetired map[*session]struct{}
 	stop, done    chan struct{}
-	seq           uint64      // logins made (session.seq)
-	readyQ        []*endpoint // BMCs whose closes wait for a closer
-	closers       int         // goroutines closing sessions
+	checks        sync.WaitGroup // the checks of credentials running (Pool.check): Close waits for them
+	seq           uint64         // logins made (session.seq)
+	readyQ        []*endpoint    // BMCs whose closes wait for a closer
+	closers       int            // goroutines closing sessions
 }
 
 // endpoint is one BMC's state.
@@ -242,19 +243,29 @@ type creds struct {
 	failures     int      // failed logins in a row, authentication failures apart
 	authFailures int      // authentication failures since the last success
 	auth         bool     // the last failure was an authentication failure
-	proven       bool     // a login with these credentials succeeded here, and none was refused since
-	until        time.Time
-	last         error
-	answeredAt   time.Time // when the BMC last answered a request of these credentials (a login, a call)
+	// checksRefused: refused checks of a refusal (CallInfo.Check) not
+	// counted yet; the next authentication failure counts them.
+	checksRefused int
+	// confirmed: a check refused the credentials since their last
+	// success (their refusal is theirs, not one system's: a retry after
+	// it is not checked again until their back-off ends). checksDone:
+	// the checks done (Pool.check); checksStarted: those started;
+	// checking: the one running, if any; checkLast: the last one done.
+	confirmed     bool
+	checksDone    uint64
+	checksStarted uint64
+	checking      *checkRun
+	checkLast     *checkRun
+	proven        bool // a login with these credentials succeeded here, and none was refused since
+	until         time.Time
+	last          error
+	answeredAt    time.Time // when the BMC last answered a request of these credentials (a login, a call)
 	// loginsOK and loginsFailed count the outcomes of logins with these
-	// credentials; answeredHost is the host whose call with them the BMC
-	// last answered, at answeredHostAt. A call's ErrAuth is judged from
-	// them (refusedInCallLocked): counted already, this host's own, or
-	// the credentials'.
-	loginsOK       uint64
-	loginsFailed   uint64
-	answeredHost   string
-	answeredHostAt time.Time
+	// credentials (with basic auth, every answered call is one): a call
+	// refused with ErrAuth backs them off only if no login failed during
+	// it and, on a session with a token, none succeeded (release).
+	loginsOK     uint64
+	loginsFailed uint64
 	// unansweredAt: when a call that sent these credentials
 	// (CallAuthenticator) last ran out of time unanswered; heldUntil and
 	// heldProbes: the reads held since (heldReadLocked): none sent before
@@ -309,6 +320,12 @@ type entry struct {
 	ownFails int
 	ownLast  error
 	ownUntil time.Time
+	// fenced: a power command went through this host's own back-off
+	// window (fenceTriedLocked); the next one waits for it to end.
+	// fenceGen counts the passes taken, so that a call gives back its
+	// own only (fenceHold).
+	fenced   bool
+	fenceGen uint64
 	// unanswered: this host's last call on its session sent the
 	// credentials (CallAuthenticator) and ran out of time unanswered;
 	// calledAt: when that call ended.
@@ -427,6 +444,7 @@ func (p *Pool) Close() error {
 	p.mu.Unlock()
 	close(p.stop)
 	<-p.done
+	p.checks.Wait() // ended by p.stop (Pool.check)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Bounded: a call is given up on past its deadline (pooled.call), and

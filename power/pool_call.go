@@ -15,25 +15,51 @@ import (
 // login only, or a call that sent the credentials: CallAuthenticator); a
 // refusal of the credentials (ErrAuth: a re-login inside the call was
 // refused, or the BMC refused credentials the call sent) retires the
-// session and backs their next login off, or, if the refusal is this
-// host's own, backs this host alone off and keeps the session for the
-// others (refusedInCallLocked).
+// session and backs their next login off (refusedInCallLocked); a
+// refusal of this host's own system while the BMC answers the
+// credentials (ErrSystemRefused: the adapter asked the BMC) backs this
+// host alone off and keeps the session for the others.
 // c: the call's state; once it was given up on, Close does not wait for it.
 func (p *Pool) release(s *session, err error, c *callState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.released = true
+	if errors.Is(err, ErrNotSent) && !c.note.asked && !errors.Is(err, ErrAuth) &&
+		!errors.Is(err, ErrSystemRefused) && !answered(err) {
+		// The command was not sent, and no request of the call was
+		// answered or refused (a read before it): the window's fence is
+		// still to come
+		// (TestReview35ar_CancelledFenceRefusesFenceForMinutes).
+		p.giveBackFenceLocked(&c.fence)
+	}
 	p.timedOutLocked(s, err, c.host)
 	switch {
+	case c.note.unknownLocked() && !errors.Is(err, ErrSystemRefused):
+		// Refused, and the check of the credentials proved nothing (cut,
+		// unanswered, no authenticated answer): the host's own, as far
+		// as the Pool can tell; the session and the credentials stay, not
+		// proven (TestReview35ap_CallerCancelDuringCheckBacksNeighboursOff).
+		if e := p.hosts[c.host]; e != nil && e.sess == s {
+			p.ownAuthLocked(e, uncheckedRefusal{err})
+		}
 	case errors.Is(err, ErrAuth):
 		if !p.refusedInCallLocked(s, err, c) {
 			p.retireLocked(s)
 		}
+	case errors.Is(err, ErrSystemRefused):
+		if s.authCalls {
+			p.succeededLocked(s.cr) // the BMC answered the credentials the call sent
+		} else {
+			p.answeredLocked(s.cr)
+		}
+		if e := p.hosts[c.host]; e != nil && e.sess == s {
+			p.ownAuthLocked(e, err)
+		}
 	case (err == nil || answered(err)) && s.authCalls:
-		p.answeredHostLocked(s.cr, c.host)
+		p.answeredHostLocked(c.host)
 		p.succeededLocked(s.cr) // the call was a login, in effect
 	case err == nil || answered(err):
-		p.answeredHostLocked(s.cr, c.host)
+		p.answeredHostLocked(c.host)
 		p.answeredLocked(s.cr)
 	}
 	p.doneLocked(s, c.abandoned)
@@ -42,22 +68,23 @@ func (p *Pool) release(s *session, err error, c *callState) {
 // refusedInCallLocked records the ErrAuth err of host c.host's call on
 // s (p.mu held) and reports whether it is the host's own (then the
 // session stays, for the hosts sharing it; else the caller retires it):
-// nothing, if it is counted already
-// or was not tried (s retired by an earlier refusal, ErrBackoff, a login
-// with the credentials refused while the call ran: the gate counted it);
-// this host's own, if the credentials were proven meanwhile (a login
-// with them succeeded while the call ran: a 401 after it is the host's
-// system's) or the BMC answered another host's call with them within the
-// last LoginInterval: the host backs off alone (ownAuthLocked: its calls
-// are refused, its session or not, until it ends); else a
-// refusal of the credentials (a re-login inside the call that bypassed
-// the gate, or basic auth refused), which backs their next login off as
-// a refused login does.
+// nothing, if it is counted already or was not tried (s retired by an
+// earlier refusal, ErrBackoff, a login with the credentials refused
+// while the call ran: the gate counted it, or a check that refused them:
+// Pool.check counted it); this host's own, on a
+// session with a token (not CallAuthenticator) if a login with the
+// credentials succeeded while the call ran (a re-login inside it, whose
+// retry was refused again: a 401 after it is the host's system's): the
+// host backs off alone (ownAuthLocked: its calls are refused, its
+// session or not, until it ends); else a refusal of the credentials (a
+// re-login inside the call that bypassed the gate, or basic auth
+// refused and not checked), which backs their next login off as a
+// refused login does.
 func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) (own bool) {
 	cr := s.cr
 	switch {
-	case s.retired, errors.Is(err, ErrBackoff), cr.loginsFailed != c.loginsFailed:
-	case cr.loginsOK != c.loginsOK || p.otherAnsweredLocked(cr, c.host):
+	case s.retired, errors.Is(err, ErrBackoff), cr.loginsFailed != c.loginsFailed, c.note.countedLocked():
+	case !s.authCalls && cr.loginsOK != c.loginsOK:
 		if e := p.hosts[c.host]; e != nil && e.sess == s {
 			p.ownAuthLocked(e, err)
 			return true
@@ -68,22 +95,31 @@ func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) (own boo
 	return false
 }
 
-// answeredHostLocked notes that the BMC answered host's call with cr's
-// credentials (p.mu held), which ends host's own back-off after a
-// refusal (ownAuthLocked).
-func (p *Pool) answeredHostLocked(cr *creds, host string) {
-	cr.answeredHost, cr.answeredHostAt = host, p.cfg.Now()
-	if e := p.hosts[host]; e != nil && errors.Is(e.ownLast, ErrAuth) {
+// answeredHostLocked notes that the BMC answered host's call (p.mu
+// held), which ends host's own back-off after a refusal (ownAuthLocked).
+func (p *Pool) answeredHostLocked(host string) {
+	if e := p.hosts[host]; e != nil && ownRefusal(e.ownLast) {
 		e.ownFails, e.ownLast = 0, nil
 	}
 }
 
-// otherAnsweredLocked reports whether the BMC answered a call of a host
-// other than host with cr's credentials within the last LoginInterval
-// (p.mu held): the credentials work, and a refusal of host's is its own.
-func (p *Pool) otherAnsweredLocked(cr *creds, host string) bool {
-	return cr.answeredHost != "" && cr.answeredHost != host && p.cfg.Now().Sub(cr.answeredHostAt) < p.cfg.LoginInterval
+// ownRefusal reports whether err, a host's own last failure, is a
+// refusal by the BMC (ErrAuth, ErrSystemRefused): the host backs off
+// alone, its open session or not (ownAuthLocked).
+func ownRefusal(err error) bool {
+	var u uncheckedRefusal
+	return errors.Is(err, ErrAuth) || errors.Is(err, ErrSystemRefused) || errors.As(err, &u)
 }
+
+// uncheckedRefusal is a host's own last failure (entry.ownLast): a
+// refusal whose check of the credentials proved nothing (VerdictUnknown).
+// The host backs off alone, as after ErrSystemRefused, and its power
+// commands are still tried, one per back-off window (fenceTriedLocked). It reads and matches as err.
+type uncheckedRefusal struct{ err error }
+
+func (e uncheckedRefusal) Error() string { return e.err.Error() }
+
+func (e uncheckedRefusal) Unwrap() error { return e.err }
 
 // timedOutLocked records, for a session whose calls send the
 // credentials (CallAuthenticator), whether the call of host on s that
@@ -191,6 +227,8 @@ type callState struct {
 	released               bool   // release ran
 	loginsOK, loginsFailed uint64 // the creds' counts when the call began
 	abandoned              bool   // given up on past its deadline
+	note                   checkNote
+	fence                  fenceHold // the back-off window's fence pass it took, if any
 }
 
 // answered reports whether err is an answer of the BMC's (a status, or a
@@ -214,14 +252,17 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 	// timer fires: bound it by the clock, so that a Guard's context
 	// (reboot.ClockBound) ended by a pause still ends the call here.
 	ctx = clockctx.Bound(ctx)
-	s, ctrl, err := c.p.acquire(ctx, op, c.host, c.t)
+	cs := &callState{host: c.host}
+	s, ctrl, err := c.p.acquire(ctx, op, c.host, c.t, &cs.fence)
 	if err != nil {
 		return notSent{err}
 	}
 	res := make(chan error, 1)
-	cs := &callState{host: c.host}
 	c.p.mu.Lock()
 	cs.loginsOK, cs.loginsFailed = s.cr.loginsOK, s.cr.loginsFailed
+	// Other hosts use these credentials: a refusal of this host's system
+	// taken for theirs would back the neighbours off too.
+	ctx = WithCallInfo(ctx, c.p.callInfoLocked(s.cr, &cs.note))
 	c.p.mu.Unlock()
 	go func() {
 		err := f(ctx, ctrl)

@@ -22,6 +22,8 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 	// power/redfish's share) is counted already.
 	authFailures := e.cr.authFailures
 	jctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx), ConnectInfo{Shared: s.ctrl, Gate: p.gate(e.cr), Command: isCommandOp(op)}), p.cfg.ConnectTimeout)
+	note := &checkNote{}
+	jctx = WithCallInfo(jctx, p.callInfoLocked(e.cr, note))
 	connect := e.target.Connect
 	type joinResult struct {
 		s     *session
@@ -76,11 +78,16 @@ func (p *Pool) attach(ctx context.Context, op string, e *entry, s *session) (_ *
 			if pe := (*Error)(nil); !errors.As(err, &pe) {
 				err = &Error{Op: "connect", Class: Classify(err), Err: err}
 			}
-			if errors.Is(err, ErrAuth) {
+			switch {
+			case note.unknownLocked() && !errors.Is(err, ErrSystemRefused):
+				p.ownAuthLocked(e, uncheckedRefusal{err}) // the check proved nothing: this host's alone
+			case errors.Is(err, ErrAuth):
 				if e.cr.authFailures == authFailures {
 					p.failedLocked(e.cr, err)
 				}
-			} else {
+			case errors.Is(err, ErrSystemRefused):
+				p.ownAuthLocked(e, err) // its system refused it: as long as a refusal
+			default:
 				p.ownLocked(e, err)
 			}
 			res <- joinResult{err: err}
@@ -155,8 +162,9 @@ func (p *Pool) publishEarlyLocked(s *session, sh Controller) {
 // settleEarlyLocked ends the login of e whose session s was shared
 // early (p.mu held): its Connect returned ctrl, or err. A Connect that
 // publishes its session early returns (or hands over, AfterLoginKeep)
-// the controller it offered. It returns the caller's result.
-func (p *Pool) settleEarlyLocked(s *session, e *entry, ctrl Controller, err error, waiting, overran bool) loginResult {
+// the controller it offered. It returns the caller's result. note: the
+// verdict of the check of a refusal, if any.
+func (p *Pool) settleEarlyLocked(s *session, e *entry, ctrl Controller, err error, waiting, overran bool, note *checkNote) loginResult {
 	cr, ep := s.cr, s.cr.ep
 	s.early = false
 	s.joins--
@@ -164,6 +172,10 @@ func (p *Pool) settleEarlyLocked(s *session, e *entry, ctrl Controller, err erro
 	if err != nil {
 		kept, err = keptSession(err)
 		switch {
+		case note.unknownLocked() && !errors.Is(err, ErrSystemRefused):
+			p.ownAuthLocked(e, uncheckedRefusal{err})
+		case note.countedLocked() && errors.Is(err, ErrAuth):
+			// Its check refused the credentials: counted (Pool.check).
 		case hostsOwn(err):
 			p.succeededLocked(cr)
 			p.ownLocked(e, err)

@@ -93,6 +93,32 @@ type ConnectInfo struct {
 	Command bool
 }
 
+// fenceTriedLocked reports whether call op of host e, backing off alone
+// after its own failure last, is tried all the same (p.mu held): a power
+// command (a fence) after a refusal of the host's system by a BMC that
+// answers its credentials (ErrSystemRefused) or whose check proved
+// nothing (uncheckedRefusal): it may have been one intermittent 401. One
+// such command per back-off window goes (the first; later ones wait for
+// the window to end, fenceFreeLocked): a fence costs at most one more
+// refused request (and its check) a window, so a remediation retrying
+// its fence sends no more than a host's own back-off allows
+// (TestReview35_TransientJoin401RefusesFenceForAuthBackoff,
+// TestReview35aq_FenceRetriesBypassUncheckedBackoff).
+func (p *Pool) fenceTriedLocked(e *entry, op string) bool {
+	var u uncheckedRefusal
+	if e.fenced || !isCommandOp(op) || !(errors.Is(e.ownLast, ErrSystemRefused) || errors.As(e.ownLast, &u)) {
+		return false
+	}
+	e.fenced = true
+	e.fenceGen++
+	return true
+}
+
+// fenceFreeLocked notes that a call of e goes outside any back-off of its
+// own (p.mu held): the next back-off window lets a fence through again
+// (fenceTriedLocked).
+func fenceFreeLocked(e *entry) { e.fenced = false }
+
 // isCommandOp reports whether op (a call's operation name) is a power
 // command's rather than a read's.
 func isCommandOp(op string) bool { return op != "state" && op != "task" }
@@ -114,17 +140,54 @@ func ConnectInfoFrom(ctx context.Context) ConnectInfo {
 // acquire returns a session and host's controller on it, marked in use,
 // logging in or attaching to a shared session as needed. It honours ctx
 // while it waits.
-func (p *Pool) acquire(ctx context.Context, op, host string, t Target) (*session, Controller, error) {
+// The back-off window's fence pass, if the call takes one, is noted in
+// hold (fenceHold), for the caller to give back if nothing is sent; an
+// error that no request to the BMC answered or refused gives it back
+// here (not tried, its caller gone, no connection), one that the BMC
+// answered or refused keeps it: that was the window's fence
+// (TestReview35as_FenceConnectRefusedGivesBackPass).
+func (p *Pool) acquire(ctx context.Context, op, host string, t Target, hold *fenceHold) (*session, Controller, error) {
 	p.mu.Lock()
-	return p.acquireLocked(ctx, op, host, t, nil, nil)
+	s, ctrl, err := p.acquireLocked(ctx, op, host, t, nil, nil, hold)
+	if err != nil && !reachedBMC(err) {
+		p.mu.Lock()
+		p.giveBackFenceLocked(hold)
+		p.mu.Unlock()
+	}
+	return s, ctrl, err
+}
+
+// reachedBMC reports whether err, a failed login's or call's, says that a
+// request of it reached the BMC and was answered or refused: ErrAuth,
+// ErrSystemRefused, ErrCheckCut (a refusal whose check was cut short) or
+// any answer with a status; not ErrBackoff (not tried: it carries the
+// last refusal it waits out, which this call did not send).
+func reachedBMC(err error) bool {
+	if errors.Is(err, ErrBackoff) {
+		return false
+	}
+	return errors.Is(err, ErrAuth) || errors.Is(err, ErrSystemRefused) || errors.Is(err, ErrCheckCut) || answered(err)
 }
 
 // acquireLocked is acquire (p.mu held on entry, released); held: the
 // entry the call started with, reserved: the BMC whose slot an eviction
 // freed for it, if any (carryOn).
-func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, held *entry, reserved *endpoint) (*session, Controller, error) {
+func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, held *entry, reserved *endpoint, hold *fenceHold) (*session, Controller, error) {
 	carried := reserved != nil // a login carried on without its caller
-	var joinBy time.Time       // when a wait for a join of a kept session ends
+	fencePass := false         // this call goes through its host's back-off as a fence
+	fenceTried := func(e *entry) bool {
+		// Taken once per call, whatever it waits for after; never by a
+		// caller already gone, which would send nothing
+		// (TestReview35ar_CancelledFenceTakesWindowsPass).
+		if !fencePass && ctx.Err() == nil {
+			fencePass = p.fenceTriedLocked(e, op)
+			if fencePass {
+				hold.take(e)
+			}
+		}
+		return fencePass
+	}
+	var joinBy time.Time // when a wait for a join of a kept session ends
 	unreserve := func() {
 		if reserved != nil {
 			reserved.reserved--
@@ -184,12 +247,14 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			if err := p.heldReadLocked(op, e, s); err != nil {
 				return fail(err)
 			}
-			if now := p.cfg.Now(); errors.Is(e.ownLast, ErrAuth) && now.Before(e.ownUntil) {
+			if now := p.cfg.Now(); !ownRefusal(e.ownLast) || !now.Before(e.ownUntil) {
+				fenceFreeLocked(e)
+			} else if !fenceTried(e) {
 				// The BMC refused this host's own requests (not its
-				// credentials, which other hosts' calls prove): it
-				// backs off alone, session or not (ownAuthLocked).
+				// credentials, which it answers): it backs off alone,
+				// session or not (ownAuthLocked).
 				return fail(&Error{Op: op, Class: ClassFailed,
-					Message: fmt.Sprintf("not tried: the BMC refused this host's own requests %d time(s) in a row while it answers other hosts with the same credentials, next try in %s",
+					Message: fmt.Sprintf("not tried: the BMC refused this host's own requests %d time(s) in a row while it answers the same credentials, next try in %s",
 						e.ownFails, e.ownUntil.Sub(now).Round(time.Millisecond)),
 					Err: errors.Join(ErrBackoff, e.ownLast)})
 			}
@@ -210,7 +275,9 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			}
 			continue
 		}
-		if e.ownLast != nil && now.Before(e.ownUntil) {
+		if e.ownLast == nil || !now.Before(e.ownUntil) {
+			fenceFreeLocked(e)
+		} else if !fenceTried(e) {
 			return fail(&Error{Op: op, Class: ClassFailed,
 				Message: fmt.Sprintf("not tried: this host's own connection to the BMC failed %d time(s) in a row, next try in %s",
 					e.ownFails, e.ownUntil.Sub(now).Round(time.Millisecond)),
@@ -392,13 +459,15 @@ func (p *Pool) carryOnLocked(op, host string, t Target, held *entry, ep *endpoin
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
 		defer cancel()
 		p.mu.Lock()
-		s, _, err := p.acquireLocked(ctx, op, host, t, held, ep)
+		var hold fenceHold // a login only: no power command is sent
+		s, _, err := p.acquireLocked(ctx, op, host, t, held, ep, &hold)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.giveBackFenceLocked(&hold)
 		if err != nil {
 			return
 		}
-		p.mu.Lock()
 		p.doneLocked(s, false) // no call: the session waits, idle, for the next
-		p.mu.Unlock()
 	}()
 }
 
@@ -468,6 +537,11 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 	}
 	cctx, cancel := context.WithTimeout(WithConnectInfo(context.WithoutCancel(ctx),
 		ConnectInfo{Gate: p.gate(cr), KeepSession: true, NoSession: noSession, LoggedIn: loggedIn, Command: isCommandOp(op)}), p.cfg.ConnectTimeout)
+	// A refusal is checked against the credentials only if it may be one
+	// host's own that neighbours would pay for, and not on a retry during
+	// the back-off of their confirmed refusal (callInfoLocked).
+	note := &checkNote{}
+	cctx = WithCallInfo(cctx, p.callInfoLocked(cr, note))
 	connect := e.target.Connect
 	// A Connect that ignores its deadline is the BMC's (or the adapter's)
 	// failure: later logins back off while it runs on.
@@ -498,19 +572,26 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		e.connecting = false
 		defer p.wakeLocked(ep)
 		if s.early {
-			res <- p.settleEarlyLocked(s, e, ctrl, err, waiting, overran)
+			res <- p.settleEarlyLocked(s, e, ctrl, err, waiting, overran, note)
 			return
 		}
 		if err != nil {
 			var kept Controller
 			kept, err = keptSession(err)
 			switch {
+			case note.unknownLocked() && !errors.Is(err, ErrSystemRefused):
+				// Refused, and the check proved nothing: this host backs
+				// off alone; the credentials are neither backed off nor
+				// proven.
+				p.ownAuthLocked(e, uncheckedRefusal{err})
+			case note.countedLocked() && errors.Is(err, ErrAuth):
+				// Its check refused the credentials: counted (Pool.check).
 			case hostsOwn(err):
 				// The login worked; the host's system is not there, or
 				// failed: the host's own, no back-off for its neighbours
 				// (this host backs off alone).
 				p.succeededLocked(cr)
-				if errors.Is(err, ErrAuth) && !errors.Is(err, ErrBackoff) {
+				if errors.Is(err, ErrSystemRefused) {
 					p.ownAuthLocked(e, err) // its system refused it: as long as a refusal
 				} else {
 					p.ownLocked(e, err)
@@ -624,10 +705,11 @@ func (p *Pool) ownLocked(e *entry, err error) {
 	e.ownUntil = p.cfg.Now().Add(min(d, limit))
 }
 
-// ownAuthLocked backs host entry e off alone after a refusal (ErrAuth)
-// that is its own, not its credentials' (p.mu held): AuthBackoff,
-// doubling up to MaxAuthBackoff, as a refused login's, so that the host
-// sends the refused request no more often than a wrong password would.
+// ownAuthLocked backs host entry e off alone after a refusal that is its
+// own, not its credentials' (ErrSystemRefused; ErrAuth after a re-login
+// inside the call succeeded) (p.mu held): AuthBackoff, doubling up to
+// MaxAuthBackoff, as a refused login's, so that the host sends the
+// refused request no more often than a wrong password would.
 func (p *Pool) ownAuthLocked(e *entry, err error) {
 	d, limit := p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
 	e.ownFails++
@@ -734,7 +816,8 @@ func (p *Pool) failedLocked(cr *creds, err error) {
 		// (a password rotated since they last logged in), so their next
 		// login is tried before any working session makes way for it.
 		cr.proven = false
-		cr.authFailures++
+		cr.authFailures += 1 + cr.checksRefused // each refused request the BMC saw
+		cr.checksRefused = 0
 		n, d, limit = cr.authFailures, p.cfg.AuthBackoff, p.cfg.MaxAuthBackoff
 	} else {
 		cr.failures++
@@ -772,6 +855,8 @@ func (p *Pool) succeededLocked(cr *creds) {
 	cr.heldUntil, cr.roundUntil, cr.heldProbes = time.Time{}, time.Time{}, 0
 	clearTurnsLocked(&cr.held)
 	cr.failures, cr.authFailures, cr.auth, cr.last, cr.until = 0, 0, false, nil, time.Time{}
+	cr.checksRefused = 0
+	cr.confirmed = false
 	cr.proven = true
 }
 

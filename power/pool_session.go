@@ -75,8 +75,8 @@ func (p *Pool) gcLocked(cr *creds) {
 	switch {
 	case ep.creds[cr.key] != cr:
 		p.unparkLocked(cr)
-	case cr.refs > 0 || cr.pins > 0 || cr.shared != nil:
-		p.unparkLocked(cr) // in use again
+	case cr.refs > 0 || cr.pins > 0 || cr.shared != nil || cr.checking != nil:
+		p.unparkLocked(cr) // in use again, or its check runs (Pool.check)
 	case cr.last != nil && p.cfg.Now().Before(cr.until):
 		if cr.parkedAt == 0 {
 			heap.Push(&p.parked, cr)

@@ -86,13 +86,20 @@ func (c *Controller) discover(ctx context.Context) error {
 		}
 		if err != nil && c.cfg.BasicAuth {
 			// With basic auth nothing proved the credentials yet: a
-			// refusal here is theirs, whatever the listing says (with a
-			// session the login proved them; the listing decides). It is
-			// not read again: each read with a refused password counts
-			// towards the account's lockout; the Pool backs the login
-			// off, and a success of another host's call on the same
-			// credentials ends that back-off.
-			if e := c.classify("read system", err); errors.Is(e, power.ErrAuth) {
+			// refusal here is checked on a resource of no system's
+			// (refusedHere): refused there too, it is
+			// theirs, whatever the listing says (with a session the
+			// login proved them; the listing decides), and the system
+			// is not read again (each read with a refused password
+			// counts towards the account's lockout): the Pool backs the
+			// login off. Answered there, it is this system's refusal
+			// (power.ErrSystemRefused, power.AfterLogin): the Pool backs
+			// this host alone off.
+			e := c.classify("read system", c.refusedHere(ctx, client, err))
+			if errors.Is(e, power.ErrSystemRefused) {
+				return power.AfterLogin(e)
+			}
+			if errors.Is(e, power.ErrAuth) || errors.Is(e, power.ErrCheckCut) {
 				return e
 			}
 		}
@@ -338,9 +345,16 @@ func (c *Controller) readReset(ctx context.Context, raw []byte) error {
 	// why a power action fails.
 	c.resetTarget, c.allowed = a.Target, a.Allowable
 	if len(a.Allowable) == 0 && a.ActionInfo != "" && bmcPath(a.ActionInfo) {
-		info, err := schemas.GetObject[schemas.ActionInfo](c.on(ctx, c.sess.current()), a.ActionInfo)
+		client := c.sess.current()
+		info, err := schemas.GetObject[schemas.ActionInfo](c.on(ctx, client), a.ActionInfo)
 		if err != nil {
-			return c.classify("read ActionInfo", err)
+			// With BasicAuth a 401 is checked against the
+			// credentials (refusedHere): this system's, if they work.
+			e := c.classify("read ActionInfo", c.refusedHere(ctx, client, err))
+			if errors.Is(e, power.ErrSystemRefused) {
+				return power.AfterLogin(e)
+			}
+			return e
 		}
 		for _, p := range info.Parameters {
 			if p.Name == "ResetType" {

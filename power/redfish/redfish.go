@@ -105,6 +105,42 @@
 //   - A 401 (and a 403 at login, or with BasicAuth to Connect's read of
 //     the Systems collection) is power.ErrAuth, of class failed: the
 //     BMC refused the credentials (a power.Pool backs off hardest after it).
+//     With BasicAuth, a 401 to a request for the host's own system (a
+//     call's, or Connect's read of the system or its ActionInfo) is
+//     checked, when the context's power.CallInfo asks for it
+//     (CheckRefusal: a Pool whose other hosts use the same credentials,
+//     unless they back off after a confirmed refusal, until that
+//     back-off ends), through CallInfo.Check (a Pool: one check per
+//     credentials at a time, ended by its Close; nil: run here, once,
+//     bounded by 10 s and ended by the Controller's Close), detached from the call's cancellation (the call
+//     waits for it as long as its context allows; a 401 that arrives
+//     after the call's context ended sends no check: power.ErrCheckCut
+//     below). The check reads the SessionService
+//     (/redfish/v1/SessionService), then the Systems collection
+//     (/redfish/v1/Systems, no member), following no redirect: both ask
+//     no blade. A 401 to either: power.CredentialsRefused, the error is
+//     power.ErrAuth (a Pool counts the check's request towards the
+//     credentials' back-off). Both answered 200 with a JSON object whose
+//     "@odata.id" is the path read (or the SessionService absent, 404, as
+//     on sushy-tools, and the Systems collection so answered):
+//     power.CredentialsWork, the BMC refuses this system only (a
+//     per-blade privilege), and the error matches power.ErrSystemRefused,
+//     not power.ErrAuth (power.AfterLogin as well in Connect): a Pool
+//     backs that host alone off. Anything else (a login page, a redirect,
+//     no answer in time): power.VerdictUnknown, power.ErrAuth as before,
+//     but a Pool backs that host alone off and counts nothing against
+//     the credentials; if the call's context ended first, the error
+//     matches power.ErrCheckCut and the context's error, not
+//     power.ErrAuth. The check assumes a BMC that protects its
+//     SessionService or its Systems collection (the Redfish
+//     specification requires both; the emulator protects both): one
+//     that serves both to anyone would
+//     answer a refused password with power.CredentialsWork. One that
+//     answers neither gets power.VerdictUnknown: after a password
+//     rotation, each refused host then backs off alone, and the BMC sees
+//     up to one refused request per host per back-off, and one more for a
+//     power command a Pool lets through that back-off (two per host a
+//     minute with the default 30 s power.PoolConfig.AuthBackoff).
 //     Once a session's login was accepted, a failure of a request for the
 //     host's own system during Connect (its resource, its member of the
 //     Systems listing, its ActionInfo; a 401 included, which then is not
@@ -618,7 +654,7 @@ func Connect(ctx context.Context, cfg Config) (*Controller, error) {
 		ci.NoSession() // every request carries the credentials: no session at the BMC
 	}
 	c := newController(cfg, nil, true)
-	c.sess = &session{hc: c.httpClient(u), gate: ci.Gate, busy: make(chan struct{}, 1), places: newReadPlaces(cfg.maxInFlight())}
+	c.sess = newSession(c.httpClient(u), ci.Gate, newReadPlaces(cfg.maxInFlight()))
 	if err := c.connect(ctx, ci); err != nil {
 		return nil, err
 	}
@@ -705,6 +741,9 @@ func (c *Controller) CloseContext(ctx context.Context) error {
 	if !c.own {
 		return nil
 	}
+	// The checks run alone end now: nothing of theirs is sent once Close
+	// returns (TestReview35ar_CheckWithoutPoolOutlivesClose).
+	c.sess.stopChecks()
 	if err := take(ctx, c.sem, "close"); err != nil {
 		return err
 	}
@@ -792,13 +831,17 @@ func notSent(op string, err error) error {
 
 // withSession runs f with c's request path on the session, bound to ctx,
 // and once more after re-establishing the session if the BMC answered
-// 401.
+// 401; with BasicAuth, a 401 is checked against the credentials once
+// instead (refusedHere).
 func (c *Controller) withSession(ctx context.Context, f func(*reqPath) error) error {
 	cl := c.sess.current()
 	if cl == nil {
 		return &power.Error{Op: "request", Class: power.ClassFailed, Message: "controller closed"}
 	}
 	err := f(c.on(ctx, cl))
+	if c.cfg.BasicAuth {
+		return c.refusedHere(ctx, cl, err)
+	}
 	var re *schemas.Error
 	if errors.As(err, &re) && re.HTTPReturnedStatusCode == http.StatusUnauthorized && !c.cfg.BasicAuth && ctx.Err() == nil {
 		fresh, lerr := c.sess.relogin(ctx, c, cl)
@@ -820,6 +863,9 @@ func (c *Controller) classify(op string, err error) *power.Error {
 	var pe *power.Error
 	if errors.As(err, &pe) {
 		return pe
+	}
+	if e, ok := c.classifyRefused(op, err); ok {
+		return e
 	}
 	var ce *schemas.CollectionError
 	if errors.As(err, &ce) && ce != nil {

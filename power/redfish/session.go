@@ -34,6 +34,33 @@ type session struct {
 
 	mu     sync.Mutex
 	client *gofish.APIClient // nil once logged out
+
+	// checks bounds the credentials' checks run alone (checkAlone): the
+	// owning Controller's Close ends it, so nothing of a check is sent
+	// once Close returned. Nil: never ended (tests' bare sessions).
+	checks    context.Context
+	endChecks context.CancelFunc
+}
+
+// newSession returns a session on hc (the owning Controller's).
+func newSession(hc *http.Client, gate power.LoginGate, places *readPlaces) *session {
+	checks, end := context.WithCancel(context.Background())
+	return &session{hc: hc, gate: gate, busy: make(chan struct{}, 1), places: places, checks: checks, endChecks: end}
+}
+
+// checksContext returns the context the checks run alone derive from.
+func (s *session) checksContext() context.Context {
+	if s.checks == nil {
+		return context.Background()
+	}
+	return s.checks
+}
+
+// stopChecks ends the checks run alone on s, at once (before it returns).
+func (s *session) stopChecks() {
+	if s.endChecks != nil {
+		s.endChecks()
+	}
 }
 
 func (s *session) current() *gofish.APIClient {
