@@ -247,7 +247,7 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 	// owner's blip drop RebootPending while the host is off
 	// (TestReviewSgab_StuckTransitioningOwnerBlipReleasesOffHost).
 	st := h.Status
-	if !st.OnConfirmed.IsZero() && st.OnConfirmed.Equal(st.LastPoweredOn) && !st.LastPoweredOff.After(st.LastPoweredOn) && !st.Pending() {
+	if readOnAfter(st) && !st.LastPoweredOff.After(st.LastPoweredOn) && !st.Pending() {
 		out.OnConfirmedAt = st.OnConfirmed
 	}
 	neverOn := !out.PoweredOn && out.Power != power.StateOn && (r.Power != nil || !out.ConfirmedOn)
