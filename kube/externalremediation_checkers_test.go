@@ -30,10 +30,12 @@ import (
 //     not True for `unhealthy` gets one remediation per escalation step,
 //     named after the Node, annotated remediation.medik8s.io/node-name,
 //     owned by the NodeHealthCheck (not a controller reference), its spec
-//     the template's spec.template.spec. A step whose timeout passes
-//     without Succeeded=True is annotated
-//     remediation.medik8s.io/nhc-timed-out and the next step's object is
-//     created at once. A step whose Succeeded is False escalates at once.
+//     the template's spec.template.spec. A step whose timeout passes, or
+//     whose Succeeded is False (even while its object is being deleted),
+//     is annotated remediation.medik8s.io/nhc-timed-out unless Succeeded
+//     is True, recorded as timed out (the NodeHealthCheck's status, alike
+//     for both) and the next step's object is created at once; after the
+//     last step the Node is given up on until it is healthy.
 //     When the Node is Ready again every remediation of it is deleted. A
 //     remediation deleted by someone else while its Node is unhealthy is
 //     created again.
@@ -92,7 +94,7 @@ type nhcDriver struct {
 	mu       sync.Mutex
 	step     map[string]int       // node -> current step
 	created  map[string]time.Time // node -> when the current step's object was created
-	timedOut map[string]time.Time // node -> when a step timed out
+	timedOut map[string]time.Time // node -> when a step timed out or failed (NodeHealthCheck's status timedOut)
 	nextAt   map[string]time.Time // node -> when the next remediator's object was created
 	seen     map[string]time.Time
 }
@@ -195,14 +197,18 @@ func (d *nhcDriver) pass(node string) {
 			}
 			return
 		}
+		// NodeHealthCheck's remediate: a step timed out, or failed
+		// (Succeeded False, whether or not the object is being deleted),
+		// is annotated nhc-timed-out unless it succeeded, then (only once
+		// the annotation is written) recorded TimedOut in the
+		// NodeHealthCheck's status, both cases alike; the next step
+		// follows, and with none left the Node is given up on
+		// (NoTemplateLeft) until it is healthy.
 		failed := meta.IsStatusConditionFalse(r.Status.Conditions, v1alpha1.ConditionSucceeded)
 		if time.Since(d.created[node]) < st.timeout && !failed {
 			return
 		}
-		if meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionSucceeded) {
-			return
-		}
-		if !failed {
+		if !meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionSucceeded) {
 			if r.Annotations == nil {
 				r.Annotations = map[string]string{}
 			}
@@ -210,8 +216,8 @@ func (d *nhcDriver) pass(node string) {
 			if err := c.Update(e.ctx, &r); err != nil {
 				return
 			}
-			d.timedOut[node] = time.Now()
 		}
+		d.timedOut[node] = time.Now()
 		d.step[node] = i + 1
 		d.created[node] = time.Time{}
 		if d.step[node] >= len(d.steps) {

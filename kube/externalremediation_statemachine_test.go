@@ -373,7 +373,7 @@ func TestExternalRemediationStateMachine(t *testing.T) {
 			var b strings.Builder
 			for _, h := range hosts {
 				if to, next := nhc.times(e.nodeOf[h]); !to.IsZero() {
-					fmt.Fprintf(&b, "NHC escalated %s (timed out) at %s, next remediator at %s\n", h, to.Format("15:04:05.000"), next.Format("15:04:05.000"))
+					fmt.Fprintf(&b, "NHC escalated %s (timed out or failed) at %s, next remediator at %s\n", h, to.Format("15:04:05.000"), next.Format("15:04:05.000"))
 				}
 			}
 			return b.String()
