@@ -102,20 +102,35 @@ type checkRun struct {
 // refused them, until their back-off ends: then the next refusal is
 // checked again); note records its verdict.
 func (p *Pool) callInfoLocked(cr *creds, note *checkNote) CallInfo {
-	if cr.refs <= 1 || (cr.auth && cr.confirmed && p.cfg.Now().Before(cr.until)) {
+	if !p.checkAskedLocked(cr) {
 		return CallInfo{}
 	}
 	began := cr.checksDone
 	return CallInfo{CheckRefusal: true, Check: func(ctx context.Context, read func(context.Context) Verdict) Verdict {
-		v := VerdictUnknown
-		if ctx.Err() == nil { // a caller gone already waits for nothing
-			v = p.check(ctx, cr, began, read)
-		}
-		p.mu.Lock()
-		note.asked, note.v = true, v
-		p.mu.Unlock()
-		return v
+		return p.noteCheck(ctx, cr, began, note, read)
 	}}
+}
+
+// checkAskedLocked reports whether a call or Connect with cr's
+// credentials asks for a check of a refusal (p.mu held): when other
+// hosts use them and they do not back off after a confirmed refusal
+// (callInfoLocked).
+func (p *Pool) checkAskedLocked(cr *creds) bool {
+	return cr.refs > 1 && !(cr.auth && cr.confirmed && p.cfg.Now().Before(cr.until))
+}
+
+// noteCheck runs CallInfo.Check for a call or Connect with cr's
+// credentials that began when cr.checksDone was began (Pool.check), and
+// records its verdict in note.
+func (p *Pool) noteCheck(ctx context.Context, cr *creds, began uint64, note *checkNote, read func(context.Context) Verdict) Verdict {
+	v := VerdictUnknown
+	if ctx.Err() == nil { // a caller gone already waits for nothing
+		v = p.check(ctx, cr, began, read)
+	}
+	p.mu.Lock()
+	note.asked, note.v = true, v
+	p.mu.Unlock()
+	return v
 }
 
 // check returns the verdict of a check of cr's credentials for a call

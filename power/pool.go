@@ -1,7 +1,6 @@
 package power
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"log/slog"
@@ -181,7 +180,7 @@ type Pool struct {
 	// last made (Go's maps never shrink: they are copied when mostly
 	// empty, so that memory follows the fleet down after churn).
 	hostsHigh, epsHigh int
-	idle               list.List // *session with no call running, least recently used first
+	idle               idleList // sessions with no call running, least recently used first
 	// parked: logins no host uses whose back-off still runs (a host
 	// forgotten and back at once must not log in again sooner), the
 	// soonest over first.
@@ -293,7 +292,7 @@ type session struct {
 	inUse     int // calls running on it
 	joins     int // hosts joining it (not a use: it stays idle, and is logged out once they are done, or on Close)
 	lastUsed  time.Time
-	idle      *list.Element
+	idle      idleLink // its place on Pool.idle
 	retired   bool
 	early     bool // shared before its login's Connect returned, which it has not yet (pool_join.go)
 	uncounted bool // its login opened no session on the BMC: in neither endpoint.sessions nor live
@@ -501,16 +500,15 @@ func (p *Pool) sweep() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Now()
-	for el := p.idle.Front(); el != nil; {
-		next := el.Next()
-		s := el.Value.(*session)
+	for s := p.idle.Front(); s != nil; {
+		next := s.idle.next
 		if now.Sub(s.lastUsed) < p.cfg.IdleTimeout {
 			break
 		}
 		if s.joins == 0 { // a session being joined is closed after the join
 			p.retireLocked(s)
 		}
-		el = next
+		s = next
 	}
 	// The soonest over first, and only those: no scan of the others.
 	for n := len(p.parked); n > 0 && len(p.parked) > 0 && !now.Before(p.parked[0].until); n-- {

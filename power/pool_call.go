@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/rebootkit/rebootkit/internal/clockctx"
 )
 
 // release ends a call on s; err is its outcome (nil: success). A success
@@ -32,14 +30,14 @@ func (p *Pool) release(s *session, err error, c *callState) {
 		// (TestReview35ar_CancelledFenceRefusesFenceForMinutes).
 		p.giveBackFenceLocked(&c.fence)
 	}
-	p.timedOutLocked(s, err, c.host)
+	p.timedOutLocked(s, err, c.host, c.pc)
 	switch {
 	case c.note.unknownLocked() && !errors.Is(err, ErrSystemRefused):
 		// Refused, and the check of the credentials proved nothing (cut,
 		// unanswered, no authenticated answer): the host's own, as far
 		// as the Pool can tell; the session and the credentials stay, not
 		// proven (TestReview35ap_CallerCancelDuringCheckBacksNeighboursOff).
-		if e := p.hosts[c.host]; e != nil && e.sess == s {
+		if e := p.hostLocked(c.host, c.pc); e != nil && e.sess == s {
 			p.ownAuthLocked(e, uncheckedRefusal{err})
 		}
 	case errors.Is(err, ErrAuth):
@@ -52,14 +50,14 @@ func (p *Pool) release(s *session, err error, c *callState) {
 		} else {
 			p.answeredLocked(s.cr)
 		}
-		if e := p.hosts[c.host]; e != nil && e.sess == s {
+		if e := p.hostLocked(c.host, c.pc); e != nil && e.sess == s {
 			p.ownAuthLocked(e, err)
 		}
 	case (err == nil || answered(err)) && s.authCalls:
-		p.answeredHostLocked(c.host)
+		p.answeredHostLocked(c.host, c.pc)
 		p.succeededLocked(s.cr) // the call was a login, in effect
 	case err == nil || answered(err):
-		p.answeredHostLocked(c.host)
+		p.answeredHostLocked(c.host, c.pc)
 		p.answeredLocked(s.cr)
 	}
 	p.doneLocked(s, c.abandoned)
@@ -85,7 +83,7 @@ func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) (own boo
 	switch {
 	case s.retired, errors.Is(err, ErrBackoff), cr.loginsFailed != c.loginsFailed, c.note.countedLocked():
 	case !s.authCalls && cr.loginsOK != c.loginsOK:
-		if e := p.hosts[c.host]; e != nil && e.sess == s {
+		if e := p.hostLocked(c.host, c.pc); e != nil && e.sess == s {
 			p.ownAuthLocked(e, err)
 			return true
 		}
@@ -95,10 +93,11 @@ func (p *Pool) refusedInCallLocked(s *session, err error, c *callState) (own boo
 	return false
 }
 
-// answeredHostLocked notes that the BMC answered host's call (p.mu
-// held), which ends host's own back-off after a refusal (ownAuthLocked).
-func (p *Pool) answeredHostLocked(host string) {
-	if e := p.hosts[host]; e != nil && ownRefusal(e.ownLast) {
+// answeredHostLocked notes that the BMC answered host's call through
+// Controller pc (p.mu held), which ends host's own back-off after a
+// refusal (ownAuthLocked).
+func (p *Pool) answeredHostLocked(host string, pc *pooled) {
+	if e := p.hostLocked(host, pc); e != nil && ownRefusal(e.ownLast) {
 		e.ownFails, e.ownLast = 0, nil
 	}
 }
@@ -107,6 +106,9 @@ func (p *Pool) answeredHostLocked(host string) {
 // refusal by the BMC (ErrAuth, ErrSystemRefused): the host backs off
 // alone, its open session or not (ownAuthLocked).
 func ownRefusal(err error) bool {
+	if err == nil {
+		return false // at every call: nothing to allocate (errors.As)
+	}
 	var u uncheckedRefusal
 	return errors.Is(err, ErrAuth) || errors.Is(err, ErrSystemRefused) || errors.As(err, &u)
 }
@@ -122,9 +124,10 @@ func (e uncheckedRefusal) Error() string { return e.err.Error() }
 func (e uncheckedRefusal) Unwrap() error { return e.err }
 
 // timedOutLocked records, for a session whose calls send the
-// credentials (CallAuthenticator), whether the call of host on s that
-// ended with err ran out of time unanswered (heldReadLocked; p.mu held).
-func (p *Pool) timedOutLocked(s *session, err error, host string) {
+// credentials (CallAuthenticator), whether the call of host (through
+// Controller pc) on s that ended with err ran out of time unanswered
+// (heldReadLocked; p.mu held).
+func (p *Pool) timedOutLocked(s *session, err error, host string, pc *pooled) {
 	if !s.authCalls {
 		return
 	}
@@ -132,7 +135,7 @@ func (p *Pool) timedOutLocked(s *session, err error, host string) {
 	if out {
 		s.cr.unansweredAt = p.cfg.Now()
 	}
-	if e := p.hosts[host]; e != nil && e.sess == s {
+	if e := p.hostLocked(host, pc); e != nil && e.sess == s {
 		e.unanswered = out
 		e.calledAt = p.cfg.Now()
 	}
@@ -221,14 +224,77 @@ func (heldErr) Error() string {
 
 func (heldErr) Is(target error) bool { return target == ErrBackoff }
 
-// callState is one call's, guarded by Pool.mu.
+// callState is one call's, guarded by Pool.mu but for what is set
+// before its goroutine starts (pooled.call). It is the context the
+// controller's call gets: the caller's, bounded by CallTimeout and by the
+// clock (clockctx), and carrying the call's CallInfo (Value).
 type callState struct {
-	host                   string
-	released               bool   // release ran
-	loginsOK, loginsFailed uint64 // the creds' counts when the call began
-	abandoned              bool   // given up on past its deadline
+	context.Context                               // the caller's, with the call's deadline
+	pc                     *pooled                // the Controller called
+	host                   string                 // pc.host
+	op                     string                 // the operation's name (Error.Op)
+	do                     func(*callState) error // the operation, on ctrl
+	released               bool                   // release ran
+	loginsOK, loginsFailed uint64                 // the creds' counts when the call began
+	abandoned              bool                   // given up on past its deadline
 	note                   checkNote
 	fence                  fenceHold // the back-off window's fence pass it took, if any
+	// Set before the call's goroutine starts: its session and
+	// controller, its credentials, whether a refusal is checked
+	// (checkAskedLocked) and cr.checksDone then.
+	s        *session
+	ctrl     Controller
+	cr       *creds
+	checkAsk bool
+	began    uint64
+	err      error         // the operation's error, once done is closed
+	done     chan struct{} // closed once the operation is released
+	// The operation's argument and result.
+	mode    Mode
+	monitor string
+	onCheck func(context.Context) error
+	state   State
+	task    TaskReading
+}
+
+// Err is the context's error, or context.DeadlineExceeded once the clock
+// is past its deadline although its timer has not fired yet (a Guard's
+// context ended by a pause: reboot.ClockBound).
+func (cs *callState) Err() error {
+	if err := cs.Context.Err(); err != nil {
+		return err
+	}
+	if d, ok := cs.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// Value is the context's value for key: the call's CallInfo
+// (CallInfoFrom), made when the controller asks for it (on a refusal),
+// not at every call.
+func (cs *callState) Value(key any) any {
+	if _, ok := key.(callInfoKey); ok {
+		if !cs.checkAsk {
+			return CallInfo{}
+		}
+		return CallInfo{CheckRefusal: true, Check: cs.check}
+	}
+	return cs.Context.Value(key)
+}
+
+// check is the call's CallInfo.Check.
+func (cs *callState) check(ctx context.Context, read func(context.Context) Verdict) Verdict {
+	return cs.pc.p.noteCheck(ctx, cs.cr, cs.began, &cs.note, read)
+}
+
+// run runs the call's operation on its controller, releases its session,
+// and hands its error to the caller.
+func (cs *callState) run() {
+	err := cs.do(cs)
+	cs.pc.p.release(cs.s, err, cs)
+	cs.err = err
+	close(cs.done)
 }
 
 // answered reports whether err is an answer of the BMC's (a status, or a
@@ -243,42 +309,69 @@ type pooled struct {
 	p    *Pool
 	host string
 	t    Target
+	// e: host's entry its last call found (guarded by p.mu), taken
+	// again without a lookup while it is the host's (not gone: Forget,
+	// or another Target for host, drops it and sets gone); it is made
+	// for t, which does not change (hostLocked, cachedEntryLocked).
+	e *entry
 }
 
-func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Controller) error) error {
-	ctx, cancel := context.WithTimeout(ctx, c.p.cfg.CallTimeout)
-	defer cancel()
+// hostLocked returns host's entry (p.mu held), as p.hosts[host], from
+// pc's cached entry while it is the host's (pc may be nil).
+func (p *Pool) hostLocked(host string, pc *pooled) *entry {
+	if pc != nil && pc.e != nil && !pc.e.gone {
+		return pc.e
+	}
+	return p.hosts[host]
+}
+
+// deadline returns the call's context: ctx bounded by CallTimeout, and
+// its cancel (nil if ctx's own deadline comes first: it is used as it
+// is, with nothing to allocate).
+func (c *pooled) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := time.Now().Add(c.p.cfg.CallTimeout)
+	if cd, ok := ctx.Deadline(); ok && !cd.After(d) {
+		return ctx, nil
+	}
+	return context.WithDeadline(ctx, d)
+}
+
+func (c *pooled) call(ctx context.Context, cs *callState) error {
+	ctx, cancel := c.deadline(ctx)
+	if cancel != nil {
+		defer cancel()
+	}
 	// The derived context's Err sees the caller's deadline only when its
-	// timer fires: bound it by the clock, so that a Guard's context
-	// (reboot.ClockBound) ended by a pause still ends the call here.
-	ctx = clockctx.Bound(ctx)
-	cs := &callState{host: c.host}
-	s, ctrl, err := c.p.acquire(ctx, op, c.host, c.t, &cs.fence)
+	// timer fires: cs's Err bounds it by the clock, so that a Guard's
+	// context (reboot.ClockBound) ended by a pause still ends the call
+	// here.
+	cs.Context, cs.pc, cs.host = ctx, c, c.host
+	op := cs.op
+	s, ctrl, err := c.p.acquire(cs, op, c.host, c.t, &cs.fence, &c.e)
 	if err != nil {
 		return notSent{err}
 	}
-	res := make(chan error, 1)
+	cs.s, cs.ctrl, cs.done = s, ctrl, make(chan struct{})
 	c.p.mu.Lock()
+	cs.cr = s.cr
 	cs.loginsOK, cs.loginsFailed = s.cr.loginsOK, s.cr.loginsFailed
 	// Other hosts use these credentials: a refusal of this host's system
 	// taken for theirs would back the neighbours off too.
-	ctx = WithCallInfo(ctx, c.p.callInfoLocked(s.cr, &cs.note))
+	cs.checkAsk = c.p.checkAskedLocked(s.cr)
+	cs.began = s.cr.checksDone
 	c.p.mu.Unlock()
-	go func() {
-		err := f(ctx, ctrl)
-		c.p.release(s, err, cs)
-		res <- err
-	}()
+	done := cs.done
+	go cs.run()
 	select {
-	case err := <-res:
-		return err
-	case <-ctx.Done():
+	case <-done:
+		return cs.err
+	case <-cs.Done():
 	}
 	t := time.NewTimer(abandonGrace)
 	defer t.Stop()
 	select {
-	case err := <-res:
-		return err
+	case <-done:
+		return cs.err
 	case <-t.C:
 	}
 	// The controller does not honour its deadline: give up on its
@@ -288,88 +381,99 @@ func (c *pooled) call(ctx context.Context, op string, f func(context.Context, Co
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	select {
-	case err := <-res:
-		return err
+	case <-done:
+		return cs.err
 	default:
 	}
 	if cs.released {
-		return <-res // sent without the lock, at once
+		<-done // closed without the lock, at once
+		return cs.err
 	}
 	cs.abandoned = true
 	p.abandonLocked(s)
 	err = &Error{Op: op, Class: ClassBusy, Message: "the BMC did not answer before the deadline", Err: context.DeadlineExceeded}
-	p.timedOutLocked(s, err, c.host)
+	p.timedOutLocked(s, err, c.host, c)
 	return err
 }
 
 // State reads the host's power state through the pool.
 func (c *pooled) State(ctx context.Context) (State, error) {
-	var s State
-	err := c.call(ctx, "state", func(ctx context.Context, ctrl Controller) error {
-		var err error
-		s, err = ctrl.State(ctx)
-		return err
-	})
-	if err != nil {
+	cs := &callState{op: "state", do: doState}
+	if err := c.call(ctx, cs); err != nil {
 		return StateUnknown, err
 	}
-	return s, nil
+	return cs.state, nil
+}
+
+func doState(cs *callState) error {
+	var err error
+	cs.state, err = cs.ctrl.State(cs)
+	return err
 }
 
 // On powers the host on through the pool.
 func (c *pooled) On(ctx context.Context) error {
-	return c.call(ctx, "on", func(ctx context.Context, ctrl Controller) error { return ctrl.On(ctx) })
+	return c.call(ctx, &callState{op: "on", do: doOn})
 }
+
+func doOn(cs *callState) error { return cs.ctrl.On(cs) }
 
 // Off powers the host off through the pool.
 func (c *pooled) Off(ctx context.Context, m Mode) error {
-	return c.call(ctx, OpName(m), func(ctx context.Context, ctrl Controller) error { return ctrl.Off(ctx, m) })
+	return c.call(ctx, &callState{op: OpName(m), do: doOff, mode: m})
 }
+
+func doOff(cs *callState) error { return cs.ctrl.Off(cs, cs.mode) }
 
 // OnChecked powers the host on through the pool (CheckedOner): the
 // connected adapter's OnChecked, or an error matching ErrUnsupported (and
 // ErrNotSent) if it has none. The pool's login, if one is needed, comes
 // before the adapter's reads, so before check.
 func (c *pooled) OnChecked(ctx context.Context, check func(context.Context) error) error {
-	return c.call(ctx, "on", func(ctx context.Context, ctrl Controller) error {
-		o, ok := ctrl.(CheckedOner)
-		if !ok {
-			return &Error{Op: "on", Class: ClassUnsupported, Message: "the adapter cannot check before a power-on", Err: ErrNotSent}
-		}
-		return o.OnChecked(ctx, check)
-	})
+	return c.call(ctx, &callState{op: "on", do: doOnChecked, onCheck: check})
+}
+
+func doOnChecked(cs *callState) error {
+	o, ok := cs.ctrl.(CheckedOner)
+	if !ok {
+		return &Error{Op: "on", Class: ClassUnsupported, Message: "the adapter cannot check before a power-on", Err: ErrNotSent}
+	}
+	return o.OnChecked(cs, cs.onCheck)
 }
 
 // ReadTask reads a task monitor of the host's BMC through the pool
 // (TaskReader), as State reads its power: the connected adapter's
 // ReadTask, or an error matching ErrUnsupported if it has none.
 func (c *pooled) ReadTask(ctx context.Context, monitor string) (TaskReading, error) {
-	r := TaskNotEnded
-	err := c.call(ctx, "task", func(ctx context.Context, ctrl Controller) error {
-		tr, ok := ctrl.(TaskReader)
-		if !ok {
-			return &Error{Op: "task", Class: ClassUnsupported, Message: "the adapter cannot read a task monitor"}
-		}
-		var err error
-		r, err = tr.ReadTask(ctx, monitor)
-		return err
-	})
-	if err != nil {
+	cs := &callState{op: "task", do: doReadTask, monitor: monitor, task: TaskNotEnded}
+	if err := c.call(ctx, cs); err != nil {
 		return TaskNotEnded, err
 	}
-	return r, nil
+	return cs.task, nil
+}
+
+func doReadTask(cs *callState) error {
+	tr, ok := cs.ctrl.(TaskReader)
+	if !ok {
+		return &Error{Op: "task", Class: ClassUnsupported, Message: "the adapter cannot read a task monitor"}
+	}
+	var err error
+	cs.task, err = tr.ReadTask(cs, cs.monitor)
+	return err
 }
 
 // Reset restarts the host through the pool (Resetter): the connected
 // adapter's Reset, or an error matching ErrUnsupported if it has none.
 func (c *pooled) Reset(ctx context.Context) error {
-	return c.call(ctx, "reset", func(ctx context.Context, ctrl Controller) error {
-		r, ok := ctrl.(Resetter)
-		if !ok {
-			return &Error{Op: "reset", Class: ClassUnsupported, Message: "the adapter cannot reset a server"}
-		}
-		return r.Reset(ctx)
-	})
+	return c.call(ctx, &callState{op: "reset", do: doReset})
+}
+
+func doReset(cs *callState) error {
+	r, ok := cs.ctrl.(Resetter)
+	if !ok {
+		return &Error{Op: "reset", Class: ClassUnsupported, Message: "the adapter cannot reset a server"}
+	}
+	return r.Reset(cs)
 }
 
 // notSent is the error of a call the Pool never handed to a controller
@@ -389,7 +493,7 @@ func (e notSent) Unwrap() []error { return []error{ErrNotSent, e.err} }
 func (c *pooled) TogglesOff(m Mode) bool {
 	c.p.mu.Lock()
 	var ctrl Controller
-	if e := c.p.hosts[c.host]; e != nil {
+	if e := c.p.hostLocked(c.host, c); e != nil {
 		ctrl = e.ctrl
 	}
 	c.p.mu.Unlock()
@@ -406,7 +510,7 @@ func (c *pooled) TogglesOff(m Mode) bool {
 func (c *pooled) TogglesOn() bool {
 	c.p.mu.Lock()
 	var ctrl Controller
-	if e := c.p.hosts[c.host]; e != nil {
+	if e := c.p.hostLocked(c.host, c); e != nil {
 		ctrl = e.ctrl
 	}
 	c.p.mu.Unlock()

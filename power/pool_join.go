@@ -224,8 +224,8 @@ func (p *Pool) settleEarlyLocked(s *session, e *entry, ctrl Controller, err erro
 	ep.live[s] = struct{}{}
 	p.trimLocked(ep, s)
 	if !own {
-		if s.inUse == 0 && s.idle == nil {
-			s.idle = p.idle.PushBack(s)
+		if s.inUse == 0 && !s.idle.on {
+			p.idle.PushBack(s)
 		}
 		if err == nil {
 			err = &Error{Op: "connect", Class: ClassBusy, Message: "the host was forgotten during the login"}
@@ -241,8 +241,8 @@ func (p *Pool) settleEarlyLocked(s *session, e *entry, ctrl Controller, err erro
 		p.useLocked(s) // the caller's call
 		return loginResult{s: s, ctrl: ctrl}
 	}
-	if s.inUse == 0 && s.idle == nil {
-		s.idle = p.idle.PushBack(s)
+	if s.inUse == 0 && !s.idle.on {
+		p.idle.PushBack(s)
 	}
 	return loginResult{}
 }

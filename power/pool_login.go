@@ -146,9 +146,9 @@ func ConnectInfoFrom(ctx context.Context) ConnectInfo {
 // here (not tried, its caller gone, no connection), one that the BMC
 // answered or refused keeps it: that was the window's fence
 // (TestReview35as_FenceConnectRefusedGivesBackPass).
-func (p *Pool) acquire(ctx context.Context, op, host string, t Target, hold *fenceHold) (*session, Controller, error) {
+func (p *Pool) acquire(ctx context.Context, op, host string, t Target, hold *fenceHold, cache **entry) (*session, Controller, error) {
 	p.mu.Lock()
-	s, ctrl, err := p.acquireLocked(ctx, op, host, t, nil, nil, hold)
+	s, ctrl, err := p.acquireLocked(ctx, op, host, t, nil, nil, hold, cache)
 	if err != nil && !reachedBMC(err) {
 		p.mu.Lock()
 		p.giveBackFenceLocked(hold)
@@ -172,7 +172,7 @@ func reachedBMC(err error) bool {
 // acquireLocked is acquire (p.mu held on entry, released); held: the
 // entry the call started with, reserved: the BMC whose slot an eviction
 // freed for it, if any (carryOn).
-func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, held *entry, reserved *endpoint, hold *fenceHold) (*session, Controller, error) {
+func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, held *entry, reserved *endpoint, hold *fenceHold, cache **entry) (*session, Controller, error) {
 	carried := reserved != nil // a login carried on without its caller
 	fencePass := false         // this call goes through its host's back-off as a fence
 	fenceTried := func(e *entry) bool {
@@ -233,7 +233,7 @@ func (p *Pool) acquireLocked(ctx context.Context, op, host string, t Target, hel
 			// with credentials it no longer uses.
 			return fail(&Error{Op: op, Class: ClassBusy, Message: "the host's target changed: the login an eviction was for is no longer needed"})
 		}
-		e := p.entryLocked(host, t)
+		e := p.cachedEntryLocked(host, t, cache)
 		held = e
 		cr, ep := e.cr, e.cr.ep
 		if reserved != nil && reserved != ep {
@@ -460,7 +460,7 @@ func (p *Pool) carryOnLocked(op, host string, t Target, held *entry, ep *endpoin
 		defer cancel()
 		p.mu.Lock()
 		var hold fenceHold // a login only: no power command is sent
-		s, _, err := p.acquireLocked(ctx, op, host, t, held, ep, &hold)
+		s, _, err := p.acquireLocked(ctx, op, host, t, held, ep, &hold, nil)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.giveBackFenceLocked(&hold)
@@ -640,7 +640,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 			res <- loginResult{s: s, ctrl: ctrl}
 			return
 		}
-		s.idle = p.idle.PushBack(s)
+		p.idle.PushBack(s)
 	}()
 	select {
 	case r := <-res:
@@ -684,7 +684,7 @@ func (p *Pool) keepLocked(s *session, ctrl Controller, ok bool) {
 	}
 	ep.live[s] = struct{}{}
 	cr.shared = s
-	s.idle = p.idle.PushBack(s)
+	p.idle.PushBack(s)
 }
 
 // ownLocked records a Connect failure of e that is its own (p.mu held):

@@ -89,6 +89,22 @@ func BenchmarkPoolStateFleet(b *testing.B) {
 				}
 			}
 		})
+		// A Controller made for each call, as kube and the inventory do
+		// (the Target is the host's own, kept by the caller).
+		targets, names := make([]power.Target, n), make([]string, n)
+		for i := range n {
+			targets[i], names[i] = f.target(i, 4), host(i)
+		}
+		b.Run(fmt.Sprintf("hosts=%d/read-new-controller", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i = (i + 7919) % n
+				if _, err := pool.Controller(names[i], targets[i]).State(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run(fmt.Sprintf("hosts=%d/forget-and-back", n), func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0

@@ -44,6 +44,24 @@ func (p *Pool) entryLocked(host string, t Target) *entry {
 	return e
 }
 
+// cachedEntryLocked is entryLocked through *cache, the entry the
+// Controller of host and t found last (p.mu held; cache may be nil): it
+// is taken again without a lookup while it is the host's (an entry that
+// left p.hosts is gone, for good, and its Target stays t's), else
+// entryLocked's is, and cached.
+func (p *Pool) cachedEntryLocked(host string, t Target, cache **entry) *entry {
+	if cache == nil {
+		return p.entryLocked(host, t)
+	}
+	if e := *cache; e != nil && !e.gone {
+		e.target.Connect = t.Connect
+		return e
+	}
+	e := p.entryLocked(host, t)
+	*cache = e
+	return e
+}
+
 // detachLocked lets entry e (no longer in p.hosts) go of its session and
 // login, and drops what nobody uses any more (p.mu held).
 func (p *Pool) detachLocked(e *entry) {
@@ -98,9 +116,8 @@ func (p *Pool) gcLocked(cr *creds) {
 func (p *Pool) useLocked(s *session) {
 	p.calls++
 	s.inUse++
-	if s.idle != nil {
-		p.idle.Remove(s.idle)
-		s.idle = nil
+	if s.idle.on {
+		p.idle.Remove(s)
 	}
 }
 
@@ -121,8 +138,8 @@ func (p *Pool) doneLocked(s *session, abandoned bool) {
 			} else {
 				p.joinedRetired[s] = struct{}{} // logged out when its joins end, or on Close
 			}
-		} else if s.idle == nil {
-			s.idle = p.idle.PushBack(s)
+		} else if !s.idle.on {
+			p.idle.PushBack(s)
 			p.trimLocked(s.cr.ep, nil)
 		}
 	}
@@ -146,9 +163,8 @@ func (p *Pool) retireLocked(s *session) {
 	if cr.shared == s {
 		cr.shared = nil
 	}
-	if s.idle != nil {
-		p.idle.Remove(s.idle)
-		s.idle = nil
+	if s.idle.on {
+		p.idle.Remove(s)
 	}
 	for e := range s.entries {
 		e.sess, e.ctrl = nil, nil
