@@ -210,7 +210,8 @@ type endpoint struct {
 	name      string
 	logging   bool                  // a login to this BMC runs
 	sessions  int                   // sessions being opened, open or being closed
-	live      map[*session]struct{} // open and not retired (at most MaxSessions)
+	live      map[*session]struct{} // open and not retired (at most MaxSessions, one more briefly as PoolConfig.MaxSessions says)
+	nlive     int                   // len(live), read without touching the map (trimLocked at every call's end)
 	lastEvict time.Time             // when a login last closed a live session
 	// evicts: when a read's or a power command's login last closed a
 	// live session (evictLocked), the latest first: reads and commands

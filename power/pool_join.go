@@ -221,7 +221,7 @@ func (p *Pool) settleEarlyLocked(s *session, e *entry, ctrl Controller, err erro
 	}
 	// Live from now on: in the bound, trimmed back to it keeping s, idle
 	// when no call uses it.
-	ep.live[s] = struct{}{}
+	ep.addLive(s)
 	p.trimLocked(ep, s)
 	if !own {
 		if s.inUse == 0 && !s.idle.on {

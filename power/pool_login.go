@@ -620,7 +620,7 @@ func (p *Pool) login(ctx context.Context, op string, e *entry) (*session, Contro
 		ca, ok := ctrl.(CallAuthenticator)
 		s.authCalls = ok && ca.AuthenticatesCalls()
 		if !s.uncounted { // a session on the BMC: in the bound
-			ep.live[s] = struct{}{}
+			ep.addLive(s)
 			p.trimLocked(ep, s)
 		}
 		if s.shareable && cr.shared == nil {
@@ -682,7 +682,7 @@ func (p *Pool) keepLocked(s *session, ctrl Controller, ok bool) {
 		p.closeLocked(s) // the closer frees its slot and pin
 		return
 	}
-	ep.live[s] = struct{}{}
+	ep.addLive(s)
 	cr.shared = s
 	p.idle.PushBack(s)
 }

@@ -69,6 +69,7 @@ func (f *fleet) fill(tb testing.TB, pool *power.Pool, n, perBMC int) {
 // 1k, 10k and 100k hosts (four per BMC, one shared session each): a read on
 // an open session, and a host that comes back after Forget (its
 // controller made anew on its BMC's session). Flat across sizes.
+// fake-read is the harness's own share: the fakes read without the Pool.
 func BenchmarkPoolStateFleet(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		f := &fleet{hw: alwaysOn{}}
@@ -112,6 +113,28 @@ func BenchmarkPoolStateFleet(b *testing.B) {
 				i = (i + 7919) % n
 				pool.Forget(host(i))
 				if _, err := ctrls[i].State(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		// The harness alone (no Pool): each host's own fake controller,
+		// as Connect makes it, read at the same stride, so that the
+		// growth the fleet's memory brings to the reads above can be told
+		// from the Pool's own.
+		fakes := make([]power.Controller, n)
+		for i := range n {
+			c, err := targets[i].Connect(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			fakes[i] = c
+		}
+		b.Run(fmt.Sprintf("hosts=%d/fake-read", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i = (i + 7919) % n
+				if _, err := fakes[i].State(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}

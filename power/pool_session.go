@@ -159,7 +159,7 @@ func (p *Pool) retireLocked(s *session) {
 		s.outgoing = true
 		ep.outgoing++
 	}
-	delete(ep.live, s)
+	ep.dropLive(s)
 	if cr.shared == s {
 		cr.shared = nil
 	}
@@ -467,7 +467,7 @@ func (p *Pool) joinWait(ctx context.Context) time.Duration {
 // proven went over the bound, or once a session that was in use then
 // becomes idle.
 func (p *Pool) trimLocked(ep *endpoint, keep *session) {
-	for len(ep.live)+ep.reserved > p.cfg.MaxSessions {
+	for ep.nlive+ep.reserved > p.cfg.MaxSessions {
 		var victim *session
 		for s := range ep.live { // at most MaxSessions+1
 			if s != keep && s.inUse == 0 && (victim == nil || lessRecent(s, victim)) {
