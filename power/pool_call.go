@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rebootkit/rebootkit/internal/clockctx"
 )
 
 // release ends a call on s; err is its outcome (nil: success). A success
@@ -260,15 +262,7 @@ type callState struct {
 // Err is the context's error, or context.DeadlineExceeded once the clock
 // is past its deadline although its timer has not fired yet (a Guard's
 // context ended by a pause: reboot.ClockBound).
-func (cs *callState) Err() error {
-	if err := cs.Context.Err(); err != nil {
-		return err
-	}
-	if d, ok := cs.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
+func (cs *callState) Err() error { return clockctx.Err(cs.Context) }
 
 // Value is the context's value for key: the call's CallInfo
 // (CallInfoFrom), made when the controller asks for it (on a refusal),

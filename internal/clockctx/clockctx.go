@@ -27,11 +27,17 @@ func Bound(ctx context.Context) context.Context {
 
 type bound struct{ context.Context }
 
-func (c bound) Err() error {
-	if err := c.Context.Err(); err != nil {
+func (c bound) Err() error { return Err(c.Context) }
+
+// Err is ctx's error, or context.DeadlineExceeded once the clock
+// (time.Now, monotonic) is past ctx's deadline although its timer has
+// not fired yet: the Err of a bound context, for a type that embeds ctx
+// with its own Err (power's call state).
+func Err(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if d, ok := c.Deadline(); ok && !time.Now().Before(d) {
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
 		return context.DeadlineExceeded
 	}
 	return nil
