@@ -41,13 +41,19 @@ func storedBusy(h Host, p Policy) bool {
 // controller's under way: a pending reboot, Online=false whose
 // enforcement has not begun (OfflineSince zero: OfflineOffSeen alone is
 // the power-on owed of an earlier Online=false, not a power-off of this
-// one, TestReview40ar_OwedMarkerHidesOnlineFalseFromHostLister) or whose
-// power-off is not yet known done (Status.OfflineOffSeen), Online true
+// one, TestReview40ar_OwedMarkerHidesOnlineFalseFromHostLister; idle
+// begins it, already done, for a host that reads Off by a reading that
+// cannot echo, TestReview40as_OnlineFalseHostAlreadyOffNeverForgotten) or
+// whose power-off is not yet known done (Status.OfflineOffSeen), Online true
 // again after an Online=false enforcement whose power-on is not yet
 // decided (OfflineSince still set, or OfflineOffSeen, which idle keeps
 // as the power-on owed once Online is true, until the power-on is
 // decided or the host reads on), a power-on decided and not yet confirmed
-// (Status.OnConfirmed), or a press that may still be in effect
+// (Status.OnConfirmed; also under Online=false, where the host held off
+// never confirms it: whether it may still land cannot be told from the
+// record, nor after a restart, so such a host is held, and kept off,
+// until Online is true again or its record is deleted), or a press that
+// may still be in effect
 // (Status.LastPress). For a Deprovisioned host only a pending reboot
 // counts (in a record no pass has settled yet): it is not ours to power
 // on, and deprovision decides no power call, so it never confirms a

@@ -470,6 +470,19 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		// has passed (TestReview36v_OfflineWhilePoweringOnCutHard).
 		d.Reason = "Online is false; powering on (power-on sent recently): wait"
 		d.RequeueAfter = c.poweringOnWait(o, st, now)
+	case !o.Online && st.OfflineSince.IsZero() && c.freshOff(o):
+		// Already off when Online=false came (powered off by hand, never
+		// powered on), or off again after an earlier enforcement whose
+		// power-on was owed (OfflineOffSeen alone): nothing to power off.
+		// Recorded as an enforcement whose power-off is done, so that the
+		// status reads "Online=false and known off" (statusBusy): else
+		// the host would be busy for ever, never forgotten when unlisted
+		// and listed by the HostLister after every restart
+		// (TestReview40as_OnlineFalseHostAlreadyOffNeverForgotten,
+		// TestReview40as_OwedMarkerOffHostOnlineFalseAgainNeverForgotten).
+		st.OfflineSince, st.OfflineMode, st.OfflineSoftSince, st.OfflineOffSeen = p, power.ModeSoft, time.Time{}, p
+		d.Reason = "Online is false: off"
+		d.RequeueAfter = c.PollInterval
 	case !o.Online && o.Power != power.StateOff:
 		// On, unknown or transitioning: the host is not known off. The
 		// enforcement begins on any of them (a BMC may answer null or

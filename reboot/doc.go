@@ -113,7 +113,13 @@
 // inventory lists (Loop.Keys) and forgets one dropped from it once a
 // pass that read its record found no work of the controller's under way
 // (Result.Busy, Next.Busy): a host dropped mid-reboot or held off is
-// finished first, an idle one whose BMC is dead is forgotten. A host
+// finished first, an idle one whose BMC is dead is forgotten. An
+// Online=false host counts as idle once it is known off (read Off by a
+// reading that cannot echo, also one that was off before Online=false
+// came), unless a power-on of ours decided before Online=false was never
+// confirmed: whether that power-on may still land cannot be told, so
+// such a host is kept, and kept off, until Online is true again or its
+// record is deleted. A host
 // dropped while no Runner held it (the process restarted, or was
 // standby) is found again only if the HostStore is a HostLister
 // (fake.RebootHosts is; kube.RebootHosts and WithPrefix's store are

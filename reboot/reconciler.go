@@ -96,27 +96,26 @@ type Result struct {
 	StateErr error
 	// Busy says work of this controller's is under way for the host
 	// after this pass: a reboot request or a pending reboot, a host held
-	// off, Online=false enforced and its power-off not yet known done
-	// (Status.OfflineOffSeen), Online true again after an Online=false
-	// power-off and its power-on not yet decided (Status.OfflineSince
-	// or, once a pass saw Online true, Status.OfflineOffSeen still set:
-	// also while the pass cannot power it on, its power state unknown), a power call made in this pass, a power-on decided and
-	// not yet confirmed (Status.OnConfirmed), a press that may still be
-	// in effect, or a power-off whose answer was lost or is still
-	// awaited that may still land. For a Deprovisioned host only a
-	// power-off or press of ours that may still land counts (and a
-	// pending reboot in the record a failed pass read): it is not ours to
-	// power on. It is false for an idle host
-	// (Online with no Online=false power-off of ours to undo, or
-	// Online=false and known off) with nothing of ours in flight, even
-	// one whose power state cannot be read. It is set also
-	// when Reconcile fails: from the record read (and what this
-	// Reconciler remembers of its calls) when the pass failed after
-	// reading it (a power controller that cannot be had, a write refused,
-	// ErrNotLeader), and true when the record could not be read (unknown
-	// counts as busy). Loop gives it to the Runner (Next.Busy, Next.Idle):
-	// a busy host dropped from the listing is still reconciled until its
-	// work is done.
+	// off, Online=false whose power-off is not yet known done (the host
+	// not yet read Off by a reading that cannot echo), Online true again
+	// after an Online=false power-off whose power-on is not yet decided,
+	// a power call made in this pass, a power-on decided and not yet
+	// confirmed (Status.OnConfirmed: also under Online=false, where it
+	// is never confirmed while the host is held off), a press that may
+	// still be in effect, or a power-off or press whose answer was lost
+	// or is still awaited that may still land. For a Deprovisioned host
+	// only a power-off or press of ours that may still land counts (and
+	// a pending reboot in the record a failed pass read): it is not ours
+	// to power on. It is false for an idle host (Online with no
+	// Online=false power-off of ours to undo, or Online=false and known
+	// off) with nothing of ours in flight, even one whose power state
+	// cannot be read. It is set also when Reconcile fails: from the
+	// record read (and what this Reconciler remembers of its calls) when
+	// the pass failed after reading it (a power controller that cannot
+	// be had, a write refused, ErrNotLeader), and true when the record
+	// could not be read (unknown counts as busy). Loop gives it to the
+	// Runner (Next.Busy, Next.Idle): a busy host dropped from the listing
+	// is still reconciled until its work is done.
 	Busy bool
 }
 
