@@ -1,0 +1,320 @@
+package reboot_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// TestReview40az_ForgetRuleGroundTruth drives reboot.Reconciler.Loop with
+// the Runner's forget rule, tick by tick (a key is passed while the
+// listing, with the HostLister's stored-busy hosts, holds it, or while
+// the last pass that could tell reported Next.Busy), over random actions:
+// Online flips, hand power-ons and power-offs, listings that drop and
+// re-add the host, restarts (a new Reconciler on the same store), wall
+// clock jumps, a BMC that lies (stale reads, no Transitioning, unreadable
+// reads) and loses or refuses power calls, some landing late (within
+// LostLanding). Ground truth: fake.Power.
+//
+// Safety: when the key is let go, the host's power matches its record's
+// Online (off under Online=false, on under Online=true) unless a hand
+// power change came too recently for any reading to show it; and while
+// it stays let go, with no hand change and no change of its record that
+// relists it, its power does not change (no call of ours lands late).
+// Liveness: dropped from the listing, with the faults still on and no
+// more hand changes, the host is let go within 40 minutes, except for the
+// documented trade-off (Online=false with an unconfirmed power-on of
+// ours: held, and kept off).
+func TestReview40az_ForgetRuleGroundTruth(t *testing.T) { forgetRule40az(t, true) }
+
+// TestReview40az_ForgetRuleGroundTruthOnlineFalse is
+// TestReview40az_ForgetRuleGroundTruth without its check of a host let go
+// off under Online=true (TestReview40az_OnlineBackDuringSoftOffLetGoOffForGood),
+// so that rapid finds what else breaks.
+func TestReview40az_ForgetRuleGroundTruthOnlineFalse(t *testing.T) { forgetRule40az(t, false) }
+
+func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx := context.Background()
+		clk := fake.NewClock(time.Time{})
+		cfg := reboot.DefaultConfig()
+		grace := 2 * time.Minute
+		var mu sync.Mutex
+		rng := rand.New(rand.NewSource(rapid.Int64().Draw(rt, "seed")))
+		pLost := rapid.Float64Range(0, 0.4).Draw(rt, "pLost")
+		pRefuse := rapid.Float64Range(0, 0.3).Draw(rt, "pRefuse")
+		pUnread := rapid.Float64Range(0, 0.3).Draw(rt, "pUnread")
+		dead := false // every call times out, not carried out
+		var deadEnded time.Time
+		faults := func(c fake.Call) fake.Fault {
+			mu.Lock()
+			defer mu.Unlock()
+			if dead {
+				return fake.Fault{Kind: fake.FaultTimeout}
+			}
+			if c.Op == fake.OpState {
+				if rng.Float64() < pUnread {
+					return fake.Fault{Kind: fake.FaultTimeout}
+				}
+				return fake.Fault{}
+			}
+			switch x := rng.Float64(); {
+			case x < pLost:
+				return fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: time.Duration(rng.Int63n(int64(150 * time.Second)))}
+			case x < pLost+pRefuse:
+				return fake.Fault{Kind: fake.FaultFailed}
+			}
+			return fake.Fault{}
+		}
+		initial := power.StateOn
+		if rapid.Bool().Draw(rt, "initialOff") {
+			initial = power.StateOff
+		}
+		pw := fake.NewPower(clk.Real, fake.PowerConfig{
+			Initial:   initial,
+			SoftDelay: time.Duration(rapid.IntRange(0, 60).Draw(rt, "softDelay")) * time.Second,
+			Lag:       time.Duration(rapid.IntRange(0, 5).Draw(rt, "lag")) * time.Second,
+			Faults:    faults,
+			Button:    fake.ButtonKind(rapid.IntRange(0, 2).Draw(rt, "button")),
+			Report: fake.Report{
+				Flap:            rapid.Bool().Draw(rt, "flap"),
+				EarlyOff:        time.Duration(rapid.IntRange(0, 5).Draw(rt, "earlyOff")) * time.Second,
+				Unknown:         rapid.Float64Range(0, 0.2).Draw(rt, "unknown"),
+				Stale:           time.Duration(rapid.IntRange(0, 25).Draw(rt, "stale")) * time.Second,
+				NoTransitioning: rapid.Bool().Draw(rt, "noTrans"),
+			},
+		})
+		store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: rapid.Bool().Draw(rt, "online")})
+		newRec := func() *reboot.Reconciler {
+			return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+				Power: func(string) (power.Controller, error) { return pw, nil }}
+		}
+		rec := newRec()
+		listed := true
+		l := rec.Loop(func(context.Context) ([]string, error) {
+			if listed {
+				return []string{"h"}, nil
+			}
+			return nil, nil
+		})
+		busy := true // held when the test starts: busy until its first pass tells
+		held := true
+		start := clk.Real()
+		lastHand := start.Add(-time.Hour) // Real time of the last hand change
+		var log []string
+		logf := func(f string, a ...any) {
+			log = append(log, fmt.Sprintf("%v ", clk.Real().Sub(start))+fmt.Sprintf(f, a...))
+		}
+		fail := func(f string, a ...any) {
+			h, _ := store.Get(ctx, "h")
+			tail := log
+			if len(tail) > 60 {
+				tail = tail[len(tail)-60:]
+			}
+			for _, s := range tail {
+				rt.Log(s)
+			}
+			rt.Fatalf(f+"\nstatus %+v\ntruth %s", append(a, h.Status, rebootcheck.DescribeTruth(pw))...)
+		}
+		// Let-go episode.
+		var goneAt time.Time
+		var goneOn, gone, checked, hidden bool
+		settle := 10 * time.Second
+		tick := func() {
+			keys, err := l.Keys(ctx)
+			if err != nil {
+				fail("keys: %v", err)
+			}
+			inKeys := slices.Contains(keys, "h")
+			nowHeld := inKeys || busy
+			if nowHeld {
+				// Reconciler.Loop's Reconcile, with the decision logged.
+				res, err := rec.Reconcile(ctx, "h")
+				n := reboot.Next{Busy: res.Busy, Idle: err != nil && !res.Busy}
+				if err == nil || n.Busy || n.Idle {
+					busy = n.Busy
+				}
+				logf("pass busy=%v idle=%v err=%v listed=%v hw=%v: %v %v %q perr=%v", n.Busy, n.Idle, err, listed, pw.HardwareOn(),
+					res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+				nowHeld = inKeys || busy
+			}
+			h, err := store.Get(ctx, "h")
+			if err != nil {
+				fail("get: %v", err)
+			}
+			if held && !nowHeld {
+				gone, goneAt, goneOn, checked = true, clk.Real(), pw.HardwareOn(), false
+				mu.Lock()
+				deadRecent := dead || clk.Real().Sub(deadEnded) < grace // a dead BMC hides a hand change
+				mu.Unlock()
+				hidden = clk.Real().Sub(lastHand) <= grace || deadRecent
+				logf("let go: online=%v hw=%v hidden=%v status %+v", h.Online, goneOn, hidden, h.Status)
+			}
+			if nowHeld {
+				gone = false
+			}
+			// Checked settle (10s: EarlyOff, Lag) after the let-go, while
+			// still let go, with no hand change since.
+			if gone && !checked && !hidden && clk.Real().Sub(goneAt) >= settle && lastHand.Before(goneAt) {
+				checked = true
+				on := pw.HardwareOn()
+				if !h.Online && on {
+					fail("let go at %v while running under Online=false (still running %v later)", goneAt.Sub(start), settle)
+				}
+				tr := pw.Truth()
+				offByUs := len(tr) > 0 && !tr[len(tr)-1].On && tr[len(tr)-1].Cause == fake.CauseCommand
+				if checkOnlineTrue && h.Online && !on && !h.Deprovisioned && offByUs {
+					fail("let go at %v while off under Online=true, powered off by a call of ours", goneAt.Sub(start))
+				}
+				goneOn = on
+			}
+			if gone && checked && lastHand.Before(goneAt) && pw.HardwareOn() != goneOn && (checkOnlineTrue || !h.Online) &&
+				pw.HardwareOn() != h.Online {
+				fail("let go at %v with power on=%v; now on=%v under Online=%v with no hand change since (a call of ours landed unwatched)",
+					goneAt.Sub(start), goneOn, pw.HardwareOn(), h.Online)
+			}
+			held = nowHeld
+			clk.Advance(time.Second)
+		}
+		run := func(d time.Duration) {
+			end := clk.Real().Add(d)
+			for clk.Real().Before(end) {
+				tick()
+			}
+		}
+		steps := rapid.IntRange(1, 12).Draw(rt, "steps")
+		for i := 0; i < steps; i++ {
+			switch a := rapid.IntRange(0, 7).Draw(rt, "action"); a {
+			case 0:
+				var on bool
+				_ = store.Mutate("h", func(h *reboot.Host) { h.Online = !h.Online; on = h.Online })
+				logf("action: Online=%v", on)
+			case 1:
+				pw.OutOfBandOn()
+				lastHand = clk.Real()
+				logf("action: hand on")
+			case 2:
+				pw.OutOfBandOff()
+				lastHand = clk.Real()
+				logf("action: hand off")
+			case 3:
+				listed = !listed
+				logf("action: listed=%v", listed)
+			case 4:
+				rec = newRec()
+				l = rec.Loop(l.Keys) // the HostLister's wrapping again: harmless
+				busy = false
+				logf("action: restart")
+			case 6:
+				mu.Lock()
+				dead = !dead
+				if !dead {
+					deadEnded = clk.Real()
+				}
+				logf("action: dead=%v", dead)
+				mu.Unlock()
+			case 5:
+				d := time.Duration(rapid.IntRange(-600, 600).Draw(rt, "jump")) * time.Second
+				clk.Jump(d)
+				logf("action: clock jump %v", d)
+			}
+			run(time.Duration(rapid.IntRange(1, 600).Draw(rt, "run")) * time.Second)
+		}
+		// Liveness: dropped, no more hand changes, faults still on.
+		listed = false
+		logf("final: unlisted")
+		run(40 * time.Minute)
+		h, _ := store.Get(ctx, "h")
+		mu.Lock()
+		deadNow := dead
+		mu.Unlock()
+		if held && !deadNow {
+			if !h.Online && !h.Status.LastPoweredOn.IsZero() && !h.Status.OnConfirmed.Equal(h.Status.LastPoweredOn) {
+				if pw.HardwareOn() {
+					fail("held under Online=false for an unconfirmed power-on, yet running")
+				}
+				return // the documented trade-off
+			}
+			fail("unlisted host still held after 40 min with no hand change (online=%v)", h.Online)
+		}
+	})
+}
+
+// TestReview40az_OnlineBackDuringSoftOffLetGoOffForGood: an Online=false
+// enforcement sends a soft power-off (accepted; the OS takes 20 s to shut
+// down, an honest BMC: no stale reads, no faults); two seconds later the
+// owner sets Online=true again and the host leaves the inventory. The
+// host still reads On (it is on: its OS is shutting down). idle's Online
+// branch ends the enforcement on that On reading (endOffline,
+// decide_phases.go:389-391: "the host reads on"), dropping the power-on
+// owed, and busy (busy.go:15-24, statusBusy) counts nothing of the soft
+// power-off whose shutdown is under way (Status.OfflineSoftSince, which
+// actedBound.offlineOffRecent counts for a restart): the pass reports not
+// busy and the key is let go. The shutdown completes: the host, Online=
+// true, powered off by this controller, stays off for good, nobody reads
+// it again. Listed, it would have been powered on at the first Off
+// reading. Ground truth: fake.Power.
+func TestReview40az_OnlineBackDuringSoftOffLetGoOffForGood(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	listed := true
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if listed {
+			return []string{"h"}, nil
+		}
+		return nil, nil
+	})
+	start := clk.Real()
+	runLoop40as(t, l, clk, 2*time.Minute)
+	if !pw.HardwareOn() {
+		t.Fatalf("setup: on; truth %s", rebootcheck.DescribeTruth(pw))
+	}
+	offAt := clk.Real()
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = false }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i > 60 {
+			t.Fatalf("setup: no power-off within a minute of Online=false; truth %s", rebootcheck.DescribeTruth(pw))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		if res.Decision.Power == reboot.ActionPowerOff {
+			break
+		}
+	}
+	runLoop40as(t, l, clk, time.Second)
+	// The owner changes their mind; the host leaves the inventory.
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = true }); err != nil {
+		t.Fatal(err)
+	}
+	listed = false
+	held, last := runLoop40as(t, l, clk, 10*time.Minute)
+	h, err := store.Get(ctx, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pw.HardwareOn() && !held {
+		t.Fatalf("Online=true host powered off by our own soft power-off (Online=false at %v, Online=true 2s after it), dropped from the inventory, let go while off and left off for good (last Next %+v; status %+v); truth %s",
+			offAt.Sub(start), last, h.Status, rebootcheck.DescribeTruth(pw))
+	}
+}
