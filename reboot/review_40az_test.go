@@ -127,6 +127,9 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 			}
 			rt.Fatalf(f+"\nstatus %+v\ntruth %s", append(a, h.Status, rebootcheck.DescribeTruth(pw))...)
 		}
+		cl := &reboot.Client{Hosts: store, Key: "fencer", Now: clk.Now}
+		var tk *reboot.Ticket
+		var fencedAt time.Time // Real time Fenced was first true for tk
 		// Let-go episode.
 		var goneAt time.Time
 		var goneOn, gone, checked, hidden bool
@@ -152,6 +155,19 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 			h, err := store.Get(ctx, "h")
 			if err != nil {
 				fail("get: %v", err)
+			}
+			if tk != nil {
+				if fencedAt.IsZero() {
+					if f, err := cl.Fenced(ctx, *tk); err == nil && f {
+						fencedAt = clk.Real()
+						logf("fenced")
+					}
+				} else if pw.HardwareOn() && lastHand.Before(fencedAt) {
+					fail("fenced host (fenced at %v, no hand change since) powered on", fencedAt.Sub(start))
+				}
+				if !nowHeld {
+					fail("let go while a fence request is held")
+				}
 			}
 			if held && !nowHeld {
 				gone, goneAt, goneOn, checked = true, clk.Real(), pw.HardwareOn(), false
@@ -195,7 +211,7 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 		}
 		steps := rapid.IntRange(1, 12).Draw(rt, "steps")
 		for i := 0; i < steps; i++ {
-			switch a := rapid.IntRange(0, 7).Draw(rt, "action"); a {
+			switch a := rapid.IntRange(0, 8).Draw(rt, "action"); a {
 			case 0:
 				var on bool
 				_ = store.Mutate("h", func(h *reboot.Host) { h.Online = !h.Online; on = h.Online })
@@ -224,6 +240,21 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 				}
 				logf("action: dead=%v", dead)
 				mu.Unlock()
+			case 7:
+				if tk == nil {
+					t, err := cl.Request(ctx, "h", power.ModeHard)
+					if err != nil {
+						fail("request: %v", err)
+					}
+					tk, fencedAt = &t, time.Time{}
+					logf("action: fence request")
+				} else {
+					if err := cl.Release(ctx, *tk); err != nil {
+						fail("release: %v", err)
+					}
+					tk = nil
+					logf("action: release")
+				}
 			case 5:
 				d := time.Duration(rapid.IntRange(-600, 600).Draw(rt, "jump")) * time.Second
 				clk.Jump(d)
@@ -232,6 +263,12 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 			run(time.Duration(rapid.IntRange(1, 600).Draw(rt, "run")) * time.Second)
 		}
 		// Liveness: dropped, no more hand changes, faults still on.
+		if tk != nil {
+			if err := cl.Release(ctx, *tk); err != nil {
+				fail("release: %v", err)
+			}
+			tk = nil
+		}
 		listed = false
 		logf("final: unlisted")
 		run(40 * time.Minute)
@@ -316,5 +353,73 @@ func TestReview40az_OnlineBackDuringSoftOffLetGoOffForGood(t *testing.T) {
 	if !pw.HardwareOn() && !held {
 		t.Fatalf("Online=true host powered off by our own soft power-off (Online=false at %v, Online=true 2s after it), dropped from the inventory, let go while off and left off for good (last Next %+v; status %+v); truth %s",
 			offAt.Sub(start), last, h.Status, rebootcheck.DescribeTruth(pw))
+	}
+}
+
+// TestReview40az_ReleasedFenceUnderOnlineFalseNeverForgotten: a fencer
+// requests a hard power-off (Client.Request) of a running host; the host
+// is fenced (Client.Fenced, truth off). While it is held the owner sets
+// Online=false (the node is to stay down), then the fencer releases its
+// request, and the host leaves the inventory. Nothing of the controller's
+// is under way: no request, the host known off (read Off by readings that
+// cannot echo, truth off all along since the fence), no power-on of ours
+// ever decided. But the reboot stays pending (PendingRebootSince: its
+// power-on waits for Online, decide_phases.go:287-289 "off; held while
+// Online is false"), and statusBusy counts a pending reboot as busy
+// (busy.go:67): the key is never let go, the host is passed every
+// PollInterval for as long as Online stays false, and the HostLister adds
+// it to every listing after any restart. The package doc (doc.go:113-121)
+// says an Online=false host known off counts as idle, the one exception
+// being an unconfirmed power-on of ours (there is none here); idle's new
+// write (01d1abd) makes exactly this host idle when no reboot was
+// pending. Ground truth: fake.Power.
+func TestReview40az_ReleasedFenceUnderOnlineFalseNeverForgotten(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 10 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	listed := true
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if listed {
+			return []string{"h"}, nil
+		}
+		return nil, nil
+	})
+	start := clk.Real()
+	runLoop40as(t, l, clk, 2*time.Minute)
+	cl := &reboot.Client{Hosts: store, Key: "fencer", Now: clk.Now}
+	tk, err := cl.Request(ctx, "h", power.ModeHard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runLoop40as(t, l, clk, 2*time.Minute)
+	fenced, err := cl.Fenced(ctx, tk)
+	if err != nil || !fenced || pw.HardwareOn() {
+		t.Fatalf("setup: fenced within 2 min (fenced %v, err %v); truth %s", fenced, err, rebootcheck.DescribeTruth(pw))
+	}
+	offFrom := clk.Real()
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = false }); err != nil {
+		t.Fatal(err)
+	}
+	runLoop40as(t, l, clk, time.Minute)
+	if err := cl.Release(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	runLoop40as(t, l, clk, time.Minute)
+	listed = false
+	held, last := runLoop40as(t, l, clk, 30*time.Minute)
+	h, err := store.Get(ctx, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pw.OffThroughout(offFrom, clk.Real()) {
+		t.Fatalf("truth: off from the fence on; %s", rebootcheck.DescribeTruth(pw))
+	}
+	if held {
+		t.Fatalf("Online=false host known off (truth off since %v), its fence released, no power-on of ours ever decided, dropped from the inventory: still held 30 min later (last Next %+v; PendingRebootSince %v LastPoweredOn %v OfflineSince %v OfflineOffSeen %v); truth %s",
+			offFrom.Sub(start), last, h.Status.PendingRebootSince, h.Status.LastPoweredOn, h.Status.OfflineSince, h.Status.OfflineOffSeen, rebootcheck.DescribeTruth(pw))
 	}
 }
