@@ -45,6 +45,10 @@ func TestReview40az_ForgetRuleGroundTruth(t *testing.T) { forgetRule40az(t, true
 func TestReview40az_ForgetRuleGroundTruthOnlineFalse(t *testing.T) { forgetRule40az(t, false) }
 
 func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
+	var knownOffWrites, letGoOffline, failovers int
+	defer func() {
+		t.Logf("coverage: idle's known-off writes %d, let-go under Online=false %d, failovers %d", knownOffWrites, letGoOffline, failovers)
+	}()
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
 		clk := fake.NewClock(time.Time{})
@@ -98,20 +102,39 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 		})
 		cfg.OffSettle = earlyOff // A1's bound for this BMC
 		store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: rapid.Bool().Draw(rt, "online")})
-		newRec := func() *reboot.Reconciler {
-			return &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		leader := 0
+		twoProcs := rapid.Bool().Draw(rt, "standby") // a second process standing by, a Guard each
+		newRec := func(me int) *reboot.Reconciler {
+			r := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
 				Power: func(string) (power.Controller, error) { return pw, nil }}
+			if twoProcs {
+				r.Guard = guard40az{leader: &leader, me: me}
+			}
+			return r
 		}
-		rec := newRec()
 		listed := true
-		l := rec.Loop(func(context.Context) ([]string, error) {
+		keysFn := func(context.Context) ([]string, error) {
 			if listed {
 				return []string{"h"}, nil
 			}
 			return nil, nil
-		})
-		busy := true // held when the test starts: busy until its first pass tells
-		held := true
+		}
+		type proc struct {
+			rec        *reboot.Reconciler
+			l          reboot.Loop
+			busy, held bool
+		}
+		nprocs := 1
+		if twoProcs {
+			nprocs = 2
+		}
+		procs := make([]*proc, nprocs)
+		for i := range procs {
+			r := newRec(i)
+			// held when the test starts: busy until its first pass tells
+			procs[i] = &proc{rec: r, l: r.Loop(keysFn), busy: true, held: true}
+		}
+		held := true // the leader holds the key
 		start := clk.Real()
 		lastHand := start.Add(-time.Hour) // Real time of the last hand change
 		var log []string
@@ -137,23 +160,29 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 		var goneOn, gone, checked, hidden bool
 		settle := 10 * time.Second
 		tick := func() {
-			keys, err := l.Keys(ctx)
-			if err != nil {
-				fail("keys: %v", err)
-			}
-			inKeys := slices.Contains(keys, "h")
-			nowHeld := inKeys || busy
-			if nowHeld {
-				// Reconciler.Loop's Reconcile, with the decision logged.
-				res, err := rec.Reconcile(ctx, "h")
-				n := reboot.Next{Busy: res.Busy, Idle: err != nil && !res.Busy}
-				if err == nil || n.Busy || n.Idle {
-					busy = n.Busy
+			for i, pr := range procs {
+				keys, err := pr.l.Keys(ctx)
+				if err != nil {
+					fail("keys: %v", err)
 				}
-				logf("pass busy=%v idle=%v err=%v listed=%v hw=%v: %v %v %q perr=%v", n.Busy, n.Idle, err, listed, pw.HardwareOn(),
-					res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
-				nowHeld = inKeys || busy
+				inKeys := slices.Contains(keys, "h")
+				pr.held = inKeys || pr.busy
+				if pr.held {
+					// Reconciler.Loop's Reconcile, with the decision logged.
+					res, err := pr.rec.Reconcile(ctx, "h")
+					n := reboot.Next{Busy: res.Busy, Idle: err != nil && !res.Busy}
+					if err == nil || n.Busy || n.Idle {
+						pr.busy = n.Busy
+					}
+					logf("proc %d (leader %d) pass busy=%v idle=%v err=%v listed=%v hw=%v: %v %v %q perr=%v", i, leader, n.Busy, n.Idle, err, listed, pw.HardwareOn(),
+						res.Decision.Power, res.Decision.Mode, res.Decision.Reason, res.PowerErr)
+					pr.held = inKeys || pr.busy
+					if res.Decision.Reason == "Online is false: off" {
+						knownOffWrites++
+					}
+				}
 			}
+			nowHeld := procs[leader].held
 			h, err := store.Get(ctx, "h")
 			if err != nil {
 				fail("get: %v", err)
@@ -183,6 +212,9 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 				deadRecent := dead || clk.Real().Sub(deadEnded) < grace // a dead BMC hides a hand change
 				mu.Unlock()
 				hidden = clk.Real().Sub(lastHand) <= grace || deadRecent
+				if !h.Online {
+					letGoOffline++
+				}
 				logf("let go: online=%v hw=%v hidden=%v status %+v", h.Online, goneOn, hidden, h.Status)
 			}
 			if nowHeld {
@@ -219,7 +251,7 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 		}
 		steps := rapid.IntRange(1, 12).Draw(rt, "steps")
 		for i := 0; i < steps; i++ {
-			switch a := rapid.IntRange(0, 8).Draw(rt, "action"); a {
+			switch a := rapid.IntRange(0, 9).Draw(rt, "action"); a {
 			case 0:
 				var on bool
 				_ = store.Mutate("h", func(h *reboot.Host) { h.Online = !h.Online; on = h.Online })
@@ -236,10 +268,15 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 				listed = !listed
 				logf("action: listed=%v", listed)
 			case 4:
-				rec = newRec()
-				l = rec.Loop(l.Keys) // the HostLister's wrapping again: harmless
-				busy = false
-				logf("action: restart")
+				r := newRec(leader)
+				procs[leader] = &proc{rec: r, l: r.Loop(keysFn), held: held}
+				logf("action: restart of the leader")
+			case 9:
+				if twoProcs {
+					leader = 1 - leader
+					failovers++
+					logf("action: failover to %d", leader)
+				}
 			case 6:
 				mu.Lock()
 				dead = !dead
@@ -433,4 +470,18 @@ func TestReview40az_ReleasedFenceUnderOnlineFalseNeverForgotten(t *testing.T) {
 		t.Fatalf("Online=false host known off (truth off since %v), its fence released, no power-on of ours ever decided, dropped from the inventory: still held 30 min later (last Next %+v; PendingRebootSince %v LastPoweredOn %v OfflineSince %v OfflineOffSeen %v); truth %s",
 			offFrom.Sub(start), last, h.Status.PendingRebootSince, h.Status.LastPoweredOn, h.Status.OfflineSince, h.Status.OfflineOffSeen, rebootcheck.DescribeTruth(pw))
 	}
+}
+
+// guard40az is a Guard whose process leads while *leader is me.
+type guard40az struct {
+	leader *int
+	me     int
+}
+
+func (g guard40az) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if *g.leader != g.me {
+		return ctx, func() {}, reboot.ErrNotLeader
+	}
+	c, cancel := context.WithCancel(ctx)
+	return c, cancel, nil
 }
