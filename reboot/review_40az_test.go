@@ -251,7 +251,7 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 		}
 		steps := rapid.IntRange(1, 12).Draw(rt, "steps")
 		for i := 0; i < steps; i++ {
-			switch a := rapid.IntRange(0, 9).Draw(rt, "action"); a {
+			switch a := rapid.IntRange(0, 10).Draw(rt, "action"); a {
 			case 0:
 				var on bool
 				_ = store.Mutate("h", func(h *reboot.Host) { h.Online = !h.Online; on = h.Online })
@@ -271,6 +271,15 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 				r := newRec(leader)
 				procs[leader] = &proc{rec: r, l: r.Loop(keysFn), held: held}
 				logf("action: restart of the leader")
+			case 10:
+				// The record deleted and created again under the same name
+				// (a store with no Delete: its status and annotations wiped).
+				on := rapid.Bool().Draw(rt, "recreateOnline")
+				_ = store.Mutate("h", func(h *reboot.Host) {
+					*h = reboot.Host{Name: "h", Online: on}
+				})
+				tk = nil
+				logf("action: record re-created, Online=%v", on)
 			case 9:
 				if twoProcs {
 					leader = 1 - leader
