@@ -14,13 +14,39 @@ import "time"
 // busy, whether or not its power state reads. Called with r.mu held.
 func busy(h Host, d Decision, hm *memory, m, landing time.Duration) bool {
 	switch {
-	case d.Power != ActionNone, len(d.Requests) > 0,
-		d.Phase != PhaseIdle && d.Phase != PhaseDeprovisioned:
+	case d.Power != ActionNone:
 		return true
-	case statusBusy(h, d.Status):
+	case offlineHeldDone(h, d.Status, d.Requests):
+		// Only the bare annotation's end and the power-on are left, for
+		// when Online is true again.
+	case len(d.Requests) > 0, d.Phase != PhaseIdle && d.Phase != PhaseDeprovisioned:
 		return true
 	}
-	return hm.callsMayLand(m, landing)
+	return statusBusy(h, d.Status) || hm.callsMayLand(m, landing)
+}
+
+// offlineHeldDone reports whether host h, whose record says Online=false
+// (not deprovisioned), has a pending reboot with nothing left to do while
+// Online stays false: its power-off known done after every request seen
+// (Status.Covers), the hold never broken since (Status.HoldBroken), no
+// power-on of this reboot's decided on a stuck BMC (StuckOnDecided,
+// StuckGaveUp), and no request but the bare one (reqs): a keyed request is
+// a client's hold, which the controller keeps watching. What is left (the
+// bare annotation's removal and the power-on) waits for Online to be true
+// again, when the stored record shows it (storedBusy) and a HostLister
+// lists the host again
+// (TestReview40az_ReleasedFenceUnderOnlineFalseNeverForgotten).
+func offlineHeldDone(h Host, st Status, reqs []Request) bool {
+	if h.Online || h.Deprovisioned || !st.Covers() || st.HoldBroken.After(st.LastPoweredOff) ||
+		!st.StuckOnDecided.Before(st.PendingRebootSince) || !st.StuckGaveUp.Before(st.PendingRebootSince) {
+		return false
+	}
+	for _, r := range reqs {
+		if r.Keyed() {
+			return false
+		}
+	}
+	return true
 }
 
 // storedBusy reports whether host h as stored shows work of this
@@ -30,15 +56,17 @@ func busy(h Host, d Decision, hm *memory, m, landing time.Duration) bool {
 // (Result.Busy), and what Reconciler.Loop adds unlisted hosts by
 // (HostLister).
 func storedBusy(h Host, p Policy) bool {
-	if statusBusy(h, h.Status) {
+	reqs, _ := parseInto(nil, nil, h.Annotations, p)
+	if len(reqs) > 0 && !offlineHeldDone(h, h.Status, reqs) {
 		return true
 	}
-	reqs, _ := parseInto(nil, nil, h.Annotations, p)
-	return len(reqs) > 0
+	return statusBusy(h, h.Status)
 }
 
 // statusBusy reports whether status st of host h shows work of this
-// controller's under way: a pending reboot, Online=false whose
+// controller's under way: a pending reboot (under Online=false, not once
+// its power-off is known done with nothing left but what waits for
+// Online: offlineHeldDone), Online=false whose
 // enforcement has not begun (OfflineSince zero: OfflineOffSeen alone is
 // the power-on owed of an earlier Online=false, not a power-off of this
 // one, TestReview40ar_OwedMarkerHidesOnlineFalseFromHostLister; idle
@@ -61,17 +89,19 @@ func storedBusy(h Host, p Policy) bool {
 // (TestReview40ap_DeprovisionedUnconfirmedHostPolledForEver); a call of
 // ours that may still land is what busy's memory tells.
 func statusBusy(h Host, st Status) bool {
+	pending := st.Pending()
 	switch {
-	case st.Pending():
+	case pending && !offlineHeldDone(h, st, nil):
 		return true
 	case h.Deprovisioned:
 		return false
+	case pending:
+		// Known off for a pending reboot under Online=false: only what
+		// may still land (below) is left.
 	case !h.Online && (st.OfflineSince.IsZero() || st.OfflineOffSeen.IsZero()), h.Online && (!st.OfflineSince.IsZero() || !st.OfflineOffSeen.IsZero()):
 		return true
-	case !st.LastPoweredOn.IsZero() && !st.OnConfirmed.Equal(st.LastPoweredOn), !st.LastPress.IsZero():
-		return true
 	}
-	return false
+	return !st.LastPoweredOn.IsZero() && !st.OnConfirmed.Equal(st.LastPoweredOn) || !st.LastPress.IsZero()
 }
 
 // callsMayLand reports whether a power-off or press of ours may still

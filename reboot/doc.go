@@ -119,7 +119,14 @@
 // came), unless a power-on of ours decided before Online=false was never
 // confirmed: whether that power-on may still land cannot be told, so
 // such a host is kept, and kept off, until Online is true again or its
-// record is deleted. A host
+// record is deleted. So is a reboot pending under Online=false: once its
+// power-off is known done (Status.Covers) with no request left but the
+// bare annotation, it waits for Online=true (when the HostLister lists it
+// again) and counts as idle, unless someone powered the held host on
+// since (Status.HoldBroken: kept, and kept off, as above). A host set
+// Online again while a soft power-off of ours may still be shutting its
+// OS down (2x SoftTimeout + StaleReads) stays busy until it reads Off and
+// is powered on, or that time is over. A host
 // dropped while no Runner held it (the process restarted, or was
 // standby) is found again only if the HostStore is a HostLister
 // (fake.RebootHosts is; kube.RebootHosts and WithPrefix's store are

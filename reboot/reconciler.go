@@ -96,7 +96,10 @@ type Result struct {
 	StateErr error
 	// Busy says work of this controller's is under way for the host
 	// after this pass: a reboot request or a pending reboot, a host held
-	// off, Online=false whose power-off is not yet known done (the host
+	// off (under Online=false, a reboot whose power-off is known done
+	// with only the bare annotation left waits for Online and is not
+	// busy, unless its hold was broken: see the package doc),
+	// Online=false whose power-off is not yet known done (the host
 	// not yet read Off by a reading that cannot echo), Online true again
 	// after an Online=false power-off whose power-on is not yet decided,
 	// a power call made in this pass, a power-on decided and not yet

@@ -85,8 +85,8 @@ type RebootAPIHosts struct {
 	// (or after the request was seen, with no Off reading recorded: a
 	// BMC stuck mid power change) was never read On, by Power or,
 	// without it, by the controller's
-	// Status.OnConfirmed, and the controller did not power the host off
-	// for its owner since (an OfflineSince after that power-on counts
+	// Status.OnConfirmed, and the controller began no Online=false
+	// enforcement for its owner since (an OfflineSince after that power-on counts
 	// only once the controller read the host On after it: readOnAfter):
 	// RebootPending; for a Machine that is gone,
 	// ReadRequest, whatever its power). Online false on a host not
