@@ -72,3 +72,175 @@ func TestReview40ba_OnlineBackDuringSoftOffWallClockStepLetGoOffForGood(t *testi
 			last, h.Status, rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// TestReview40ba_ReleasedFenceLetGoThenOnlineTrueFoundAgain: the round 50
+// Medium's host (a fence released under Online=false, known off, let go
+// as offlineHeldDone) is set Online=true again while unlisted, with and
+// without a restart: the HostLister (fake.RebootHosts) must find it again
+// and the controller power it on. Ground truth: fake.Power.
+func TestReview40ba_ReleasedFenceLetGoThenOnlineTrueFoundAgain(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		ctx := context.Background()
+		clk := fake.NewClock(time.Time{})
+		cfg := reboot.DefaultConfig()
+		pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 10 * time.Second})
+		store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+		mk := func() reboot.Loop {
+			rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+				Power: func(string) (power.Controller, error) { return pw, nil }}
+			return rec.Loop(func(context.Context) ([]string, error) { return nil, nil })
+		}
+		rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+			Power: func(string) (power.Controller, error) { return pw, nil }}
+		listed := true
+		l := rec.Loop(func(context.Context) ([]string, error) {
+			if listed {
+				return []string{"h"}, nil
+			}
+			return nil, nil
+		})
+		runLoop40as(t, l, clk, 2*time.Minute)
+		cl := &reboot.Client{Hosts: store, Key: "fencer", Now: clk.Now}
+		tk, err := cl.Request(ctx, "h", power.ModeHard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runLoop40as(t, l, clk, 2*time.Minute)
+		if err := store.Mutate("h", func(h *reboot.Host) { h.Online = false }); err != nil {
+			t.Fatal(err)
+		}
+		runLoop40as(t, l, clk, time.Minute)
+		if err := cl.Release(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		runLoop40as(t, l, clk, time.Minute)
+		listed = false
+		held, _ := runLoop40as(t, l, clk, 30*time.Minute)
+		if held || pw.HardwareOn() {
+			t.Fatalf("setup: let go and off (held %v); truth %s", held, rebootcheck.DescribeTruth(pw))
+		}
+		if restart {
+			l = mk()
+		}
+		onAt := clk.Real()
+		if err := store.Mutate("h", func(h *reboot.Host) { h.Online = true }); err != nil {
+			t.Fatal(err)
+		}
+		_, last := runLoop40as(t, l, clk, 10*time.Minute)
+		h, _ := store.Get(ctx, "h")
+		if !pw.HardwareOn() {
+			t.Fatalf("restart %v: Online=true again at %v, host unlisted: left off 10 min (last Next %+v; status %+v); truth %s",
+				restart, onAt, last, h.Status, rebootcheck.DescribeTruth(pw))
+		}
+	}
+}
+
+// TestReview40ba_ReleasedFenceLetGoThenNewFenceAnswered: after the round
+// 50 Medium's let-go (Online=false, a bare reboot pending, known off), a
+// second fencer requests the host: the HostLister must find it again and
+// the request be answered (Client.Fenced) with the host off throughout.
+func TestReview40ba_ReleasedFenceLetGoThenNewFenceAnswered(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 10 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	listed := true
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if listed {
+			return []string{"h"}, nil
+		}
+		return nil, nil
+	})
+	runLoop40as(t, l, clk, 2*time.Minute)
+	cl := &reboot.Client{Hosts: store, Key: "fencer", Now: clk.Now}
+	tk, err := cl.Request(ctx, "h", power.ModeHard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runLoop40as(t, l, clk, 2*time.Minute)
+	offFrom := clk.Real()
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = false }); err != nil {
+		t.Fatal(err)
+	}
+	runLoop40as(t, l, clk, time.Minute)
+	if err := cl.Release(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	runLoop40as(t, l, clk, time.Minute)
+	listed = false
+	held, _ := runLoop40as(t, l, clk, 30*time.Minute)
+	if held || pw.HardwareOn() {
+		t.Fatalf("setup: let go and off (held %v); truth %s", held, rebootcheck.DescribeTruth(pw))
+	}
+	cl2 := &reboot.Client{Hosts: store, Key: "fencer2", Now: clk.Now}
+	tk2, err := cl2.Request(ctx, "h", power.ModeHard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, last := runLoop40as(t, l, clk, 5*time.Minute)
+	fenced, err := cl2.Fenced(ctx, tk2)
+	h, _ := store.Get(ctx, "h")
+	if err != nil || !fenced || !held {
+		t.Fatalf("second fence on the let-go host not answered in 5 min (fenced %v err %v held %v; last Next %+v; status %+v); truth %s",
+			fenced, err, held, last, h.Status, rebootcheck.DescribeTruth(pw))
+	}
+	if !pw.OffThroughout(offFrom, clk.Real()) {
+		t.Fatalf("truth: off from the fence on; %s", rebootcheck.DescribeTruth(pw))
+	}
+}
+
+// TestReview40ba_OnlineBackDuringSoftOffRestartNotLetGo: the round 50
+// High's scenario with a restart (a new Reconciler, no listing) right
+// after Online=true: the stored status alone (shutdownMayRun, storedBusy)
+// must keep the host until its OS has shut down and it is powered on.
+func TestReview40ba_OnlineBackDuringSoftOffRestartNotLetGo(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 100 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	mk := func(listed *bool) (*reboot.Reconciler, reboot.Loop) {
+		rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+			Power: func(string) (power.Controller, error) { return pw, nil }}
+		return rec, rec.Loop(func(context.Context) ([]string, error) {
+			if *listed {
+				return []string{"h"}, nil
+			}
+			return nil, nil
+		})
+	}
+	listed := true
+	rec, l := mk(&listed)
+	runLoop40as(t, l, clk, 2*time.Minute)
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = false }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i > 60 {
+			t.Fatalf("setup: no power-off; truth %s", rebootcheck.DescribeTruth(pw))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		if res.Decision.Power == reboot.ActionPowerOff {
+			break
+		}
+	}
+	runLoop40as(t, l, clk, 30*time.Second)
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = true }); err != nil {
+		t.Fatal(err)
+	}
+	listed = false
+	_, l = mk(&listed)
+	held, last := runLoop40as(t, l, clk, 15*time.Minute)
+	h, _ := store.Get(ctx, "h")
+	if !pw.HardwareOn() && !held {
+		t.Fatalf("restart during the OS's shutdown after Online=true: let go and left off (last Next %+v; status %+v); truth %s",
+			last, h.Status, rebootcheck.DescribeTruth(pw))
+	}
+}
