@@ -244,3 +244,67 @@ func TestReview40ba_OnlineBackDuringSoftOffRestartNotLetGo(t *testing.T) {
 			last, h.Status, rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// TestReview40ba_RecordRecreatedDuringOurSoftOffLetGoOffForGood: found by
+// the rapid model (TestReview40az_ForgetRuleGroundTruth, -rapid.checks=1500,
+// seed 1286738206009785548: "let go at 2m3s with power on=true; now
+// on=false under Online=true with no hand change since"). The owner sets
+// Online=false on a running host; our soft power-off is accepted and the
+// OS starts to shut down. The owner sets Online=true again and the record
+// is deleted and created again under the same name (Online=true, status
+// wiped), and the host leaves the listing. Only this process knows its
+// soft power-off may still land: busy's memory (callsMayLand) counts
+// lost calls only, and the new record has no OfflineSoftSince for
+// shutdownMayRun. The host reads On, is let go, the OS finishes its
+// shutdown, and the Online=true host stays off for good. Ground truth:
+// fake.Power.
+func TestReview40ba_RecordRecreatedDuringOurSoftOffLetGoOffForGood(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	listed := true
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if listed {
+			return []string{"h"}, nil
+		}
+		return nil, nil
+	})
+	runLoop40as(t, l, clk, 2*time.Minute)
+	if !pw.HardwareOn() {
+		t.Fatalf("setup: on; truth %s", rebootcheck.DescribeTruth(pw))
+	}
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = false }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i > 60 {
+			t.Fatalf("setup: no power-off within a minute of Online=false; truth %s", rebootcheck.DescribeTruth(pw))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		if res.Decision.Power == reboot.ActionPowerOff {
+			break
+		}
+	}
+	runLoop40as(t, l, clk, time.Second)
+	if err := store.Mutate("h", func(h *reboot.Host) { *h = reboot.Host{Name: "h", Online: true} }); err != nil {
+		t.Fatal(err)
+	}
+	listed = false
+	held, last := runLoop40as(t, l, clk, 10*time.Minute)
+	h, err := store.Get(ctx, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pw.HardwareOn() && !held {
+		t.Fatalf("Online=true host (record re-created) powered off by our own accepted soft power-off, dropped from the inventory: let go while its OS shut down, left off for good (last Next %+v; status %+v); truth %s",
+			last, h.Status, rebootcheck.DescribeTruth(pw))
+	}
+}
