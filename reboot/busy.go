@@ -11,8 +11,15 @@ import "time"
 // of busy: an idle host (Online with no Online=false power-off of ours
 // to undo, or Online=false and known off) or a deprovisioned one, with
 // no request and nothing of ours in flight, is the only one it calls not
-// busy, whether or not its power state reads. Called with r.mu held.
-func busy(h Host, d Decision, hm *memory, m, landing time.Duration) bool {
+// busy, whether or not its power state reads. An Online host that a
+// power-off of ours may still turn off (hm.offSent, no power-on of ours
+// since, less than shutdown ago on the monotonic clock: a soft one's OS
+// shutdown) is busy too: it may go off after this pass read it on, and
+// the record may no longer say why (a wall clock stepped, the record
+// wiped: TestReview40ba_OnlineBackDuringSoftOffWallClockStepLetGoOffForGood,
+// TestReview40ba_RecordRecreatedDuringOurSoftOffLetGoOffForGood). Called
+// with r.mu held.
+func busy(h Host, d Decision, hm *memory, m, landing, shutdown time.Duration) bool {
 	switch {
 	case d.Power != ActionNone:
 		return true
@@ -22,7 +29,14 @@ func busy(h Host, d Decision, hm *memory, m, landing time.Duration) bool {
 	case len(d.Requests) > 0, d.Phase != PhaseIdle && d.Phase != PhaseDeprovisioned:
 		return true
 	}
-	return statusBusy(h, d.Status) || hm.callsMayLand(m, landing)
+	return statusBusy(h, d.Status) || hm.callsMayLand(m, landing) || h.Online && hm.shutdownMayRun(m, shutdown)
+}
+
+// shutdownMayRun reports whether a power-off of ours may still turn the
+// host off at monotonic time m: one returned less than shutdown ago with
+// no power-on of ours sent since.
+func (h *memory) shutdownMayRun(m, shutdown time.Duration) bool {
+	return h.offSet && h.offSent >= h.lastOn && m-h.offSent < shutdown
 }
 
 // offlineHeldDone reports whether host h, whose record says Online=false

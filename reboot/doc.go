@@ -124,9 +124,11 @@
 // bare annotation, it waits for Online=true (when the HostLister lists it
 // again) and counts as idle, unless someone powered the held host on
 // since (Status.HoldBroken: kept, and kept off, as above). A host set
-// Online again while a soft power-off of ours may still be shutting its
-// OS down (2x SoftTimeout + StaleReads) stays busy until it reads Off and
-// is powered on, or that time is over. A host
+// Online again while a power-off of ours may still turn it off (a soft
+// one's OS shutdown: 2x SoftTimeout + StaleReads, counted on the record's
+// times and on the process's monotonic clock) stays busy until it reads
+// Off and is powered on, a power-on of ours follows, or that time is
+// over. A host
 // dropped while no Runner held it (the process restarted, or was
 // standby) is found again only if the HostStore is a HostLister
 // (fake.RebootHosts is; kube.RebootHosts and WithPrefix's store are

@@ -179,8 +179,16 @@ type memory struct {
 	// readLost: the last power state read got no answer (readAnswered).
 	readLost bool
 	lastOn   time.Duration // monotonic time of the last power-on sent
-	off      offState
-	forgot   bool // Forget was called: nothing is known from before now
+	// offSent is the monotonic time a power-off of this Reconciler's
+	// last returned (not refused before it reached the hardware), valid
+	// while offSet: until a power-on of ours follows it, the host may go
+	// off (a soft one's OS shutdown, a hard one's lag) after a pass read
+	// it on, on this process's clock whatever the wall clock or the
+	// record says (busy's shutdown bound).
+	offSent time.Duration
+	offSet  bool
+	off     offState
+	forgot  bool // Forget was called: nothing is known from before now
 	// startPass: forgotten before this process's first pass of the host,
 	// so its first pass is still that one: what a previous process may
 	// have sent is counted as lost there (sinceOff).
@@ -651,9 +659,9 @@ func (r *Reconciler) failedBusy(name string, h Host, d *Decision) bool {
 		if hm == nil {
 			hm = &memory{}
 		}
-		return busy(h, *d, hm, m, cfg.LostLanding)
+		return busy(h, *d, hm, m, cfg.LostLanding, 2*cfg.SoftTimeout+cfg.StaleReads)
 	}
-	return hm != nil && hm.callsMayLand(m, cfg.LostLanding)
+	return hm != nil && (hm.callsMayLand(m, cfg.LostLanding) || h.Online && hm.shutdownMayRun(m, 2*cfg.SoftTimeout+cfg.StaleReads))
 }
 
 // Reconcile runs one pass for the named host.
@@ -846,6 +854,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 				hm, was = cur, cur.off
 			}
 			hm.sentOff(was, press, err, done)
+			if !notCarriedOut(err) {
+				hm.offSent, hm.offSet = max(hm.offSent, done), true
+			}
 			r.mu.Unlock()
 		}
 		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now(), For: d.For}
@@ -858,7 +869,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 	}
 	r.mu.Lock()
-	res.Busy = busy(h, d, r.current(name, hm), r.monotonic(), cfg.LostLanding)
+	res.Busy = busy(h, d, r.current(name, hm), r.monotonic(), cfg.LostLanding, 2*cfg.SoftTimeout+cfg.StaleReads)
 	r.mu.Unlock()
 	if r.Logger != nil && (d.UpdateStatus || d.Power != ActionNone || len(d.Warnings) > 0) {
 		attrs := []slog.Attr{slog.String("host", name), slog.String("phase", d.Phase.String()),

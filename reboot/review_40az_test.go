@@ -138,7 +138,7 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 		held := true // the leader holds the key
 		start := clk.Real()
 		lastHand := start.Add(-time.Hour) // Real time of the last hand change
-		var recreatedAt time.Time         // Real time of the last record re-creation (action 10)
+		var recreatedAt time.Time         // Real time of the last record wipe (action 10)
 		var log []string
 		logf := func(f string, a ...any) {
 			log = append(log, fmt.Sprintf("%v ", clk.Real().Sub(start))+fmt.Sprintf(f, a...))
@@ -231,9 +231,12 @@ func forgetRule40az(t *testing.T, checkOnlineTrue bool) {
 					fail("let go at %v while running under Online=false (still running %v later)", goneAt.Sub(start), settle)
 				}
 				tr := pw.Truth()
-				// A power-off made for a record since wiped (action 10:
-				// a new host to the controller, with none of the old
-				// record's work) is not the new record's to undo.
+				// A power-off that landed before the record was wiped and
+				// re-created (action 10) belongs to the old record, whose
+				// work it did; the new record, unlisted and showing no work
+				// of ours, is its owner's to list. One landing at or after
+				// the wipe is still ours to watch (the process remembers it:
+				// memory.offSent).
 				offByUs := len(tr) > 0 && !tr[len(tr)-1].On && tr[len(tr)-1].Cause == fake.CauseCommand &&
 					!tr[len(tr)-1].At.Before(recreatedAt)
 				if checkOnlineTrue && h.Online && !on && !h.Deprovisioned && offByUs {
