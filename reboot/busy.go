@@ -36,7 +36,7 @@ func busy(h Host, d Decision, hm *memory, m, landing, shutdown time.Duration) bo
 // host off at monotonic time m: one returned less than shutdown ago with
 // no power-on of ours sent since.
 func (h *memory) shutdownMayRun(m, shutdown time.Duration) bool {
-	return h.offSet && h.offSent >= h.lastOn && m-h.offSent < shutdown
+	return h.offSet && !h.onSince && m-h.offSent < shutdown
 }
 
 // offlineHeldDone reports whether host h, whose record says Online=false

@@ -187,6 +187,8 @@ type memory struct {
 	// record says (busy's shutdown bound).
 	offSent time.Duration
 	offSet  bool
+	// onSince: a power-on of this Reconciler's was sent after offSent.
+	onSince bool
 	off     offState
 	forgot  bool // Forget was called: nothing is known from before now
 	// startPass: forgotten before this process's first pass of the host,
@@ -385,7 +387,11 @@ func newMemory(base time.Duration) *memory {
 func (h *memory) forgotten(m time.Duration) *memory {
 	return &memory{lastOn: m, off: offState{lastOff: m, lastPress: m}, forgot: true,
 		startPass: !h.known && (!h.forgot || h.startPass),
-		busyPress: h.busyPress, busy: h.busy, busyFor: h.busyFor, lost: h.lost}
+		busyPress: h.busyPress, busy: h.busy, busyFor: h.busyFor, lost: h.lost,
+		// A power-off of ours that may still turn the host off is kept:
+		// a record deleted and created again does not stop its OS
+		// shutdown (busy, shutdownMayRun).
+		offSent: h.offSent, offSet: h.offSet, onSince: h.onSince}
 }
 
 // probe asks the Guard, if any, whether this process holds the
@@ -827,7 +833,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			m := r.monotonic()
 			r.mu.Lock()
 			hm = r.current(name, hm)
-			hm.lastOn = max(hm.lastOn, m)
+			hm.lastOn, hm.onSince = max(hm.lastOn, m), true
 			r.mu.Unlock()
 			err = pc.On(ctx)
 			done := r.monotonic()
@@ -855,7 +861,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			}
 			hm.sentOff(was, press, err, done)
 			if !notCarriedOut(err) {
-				hm.offSent, hm.offSet = max(hm.offSent, done), true
+				hm.offSent, hm.offSet, hm.onSince = max(hm.offSent, done), true, false
 			}
 			r.mu.Unlock()
 		}
