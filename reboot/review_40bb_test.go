@@ -1,0 +1,94 @@
+package reboot_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rebootkit/rebootkit/fake"
+	"github.com/rebootkit/rebootkit/internal/rebootcheck"
+	"github.com/rebootkit/rebootkit/power"
+	"github.com/rebootkit/rebootkit/reboot"
+)
+
+// TestReview40bb_RecordDeletedAndRecreatedDuringOurSoftOffLetGoOffForGood:
+// 8595309 keeps an Online host busy while a power-off of ours may still
+// turn it off (memory.offSent, busy.go shutdownMayRun), "whatever the
+// wall clock or a wiped record says", and the 40az model's exemption
+// says a power-off landing at or after the wipe "is still ours to watch
+// (the process remembers it: memory.offSent)". But when the wipe is a
+// delete the Loop sees (a pass between delete and re-create: ErrNotFound,
+// Loop calls Reconciler.Forget), forgotten() (reconciler.go) builds the
+// new memory without offSent/offSet (and with lastOn = the Forget, after
+// offSent): the process no longer remembers its soft power-off. Same
+// story as round 51's Medium (TestReview40ba_RecordRecreatedDuring
+// OurSoftOffLetGoOffForGood) with the deletion observed, as a kube
+// informer normally observes it: Online=false, our soft power-off is
+// accepted, the OS takes 20 s to shut down; the record is deleted (a
+// pass: Release), created again Online=true (re-registered) while the
+// key is still listed for a pass, then dropped from the inventory. The
+// pass reads it On (still shutting down), not busy: let go; the OS shuts
+// down and the Online=true host stays off, unwatched, for good. Ground
+// truth: fake.Power HardwareOn.
+func TestReview40bb_RecordDeletedAndRecreatedDuringOurSoftOffLetGoOffForGood(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	store := &goneStore40ax{RebootHosts: fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})}
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	listed := true
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if listed {
+			return []string{"h"}, nil
+		}
+		return nil, nil
+	})
+	runLoop40as(t, l, clk, 2*time.Minute)
+	if !pw.HardwareOn() {
+		t.Fatalf("setup: on; truth %s", rebootcheck.DescribeTruth(pw))
+	}
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = false }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i > 60 {
+			t.Fatalf("setup: no power-off within a minute of Online=false; truth %s", rebootcheck.DescribeTruth(pw))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		if res.Decision.Power == reboot.ActionPowerOff {
+			break
+		}
+	}
+	// Deleted: the Loop's pass sees ErrNotFound, Forgets and releases.
+	store.gone.Store(true)
+	n, err := l.Reconcile(ctx, "h")
+	if err != nil || !n.Release {
+		t.Fatalf("setup: deletion not seen: %+v %v", n, err)
+	}
+	clk.Advance(time.Second)
+	// Created again, Online=true, fresh record; still listed for a pass.
+	if err := store.Mutate("h", func(h *reboot.Host) { *h = reboot.Host{Name: "h", Online: true} }); err != nil {
+		t.Fatal(err)
+	}
+	store.gone.Store(false)
+	if !pw.HardwareOn() {
+		t.Fatalf("setup: the soft power-off landed already; truth %s", rebootcheck.DescribeTruth(pw))
+	}
+	runLoop40as(t, l, clk, time.Second)
+	listed = false
+	held, last := runLoop40as(t, l, clk, 10*time.Minute)
+	h, err := store.Get(ctx, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pw.HardwareOn() && !held {
+		t.Fatalf("Online=true host (record deleted and re-created) powered off by our own accepted soft power-off, dropped from the inventory: let go while its OS shut down, left off for good (last Next %+v; status %+v); truth %s",
+			last, h.Status, rebootcheck.DescribeTruth(pw))
+	}
+}
