@@ -92,3 +92,84 @@ func TestReview40bb_RecordDeletedAndRecreatedDuringOurSoftOffLetGoOffForGood(t *
 			last, h.Status, rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// TestReview40bb_RecordDeletedAndRecreatedUnlistedDuringOurSoftOffNeverFoundAgain:
+// the same deletion (the Loop's pass sees ErrNotFound: Forget, Release)
+// and re-creation Online=true while our accepted soft power-off still
+// shuts the OS down, the key not listed by keys after the deletion. The
+// 40az model's exemption says a power-off landing after the wipe "is
+// still ours to watch (the process remembers it: memory.offSent)"; but
+// the HostLister path (withBusy, storedBusy) reads the stored record
+// only, never the Reconciler's memory: the fresh record shows no work,
+// so it is never listed, never reconciled, and the host our power-off
+// turned off stays off under Online=true for good. Ground truth:
+// fake.Power HardwareOn.
+func TestReview40bb_RecordDeletedAndRecreatedUnlistedDuringOurSoftOffNeverFoundAgain(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{SoftDelay: 20 * time.Second})
+	store := &goneStore40ax{RebootHosts: fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})}
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	listed := true
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if listed {
+			return []string{"h"}, nil
+		}
+		return nil, nil
+	})
+	runLoop40as(t, l, clk, 2*time.Minute)
+	if !pw.HardwareOn() {
+		t.Fatalf("setup: on; truth %s", rebootcheck.DescribeTruth(pw))
+	}
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = false }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i > 60 {
+			t.Fatalf("setup: no power-off within a minute of Online=false; truth %s", rebootcheck.DescribeTruth(pw))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		if res.Decision.Power == reboot.ActionPowerOff {
+			break
+		}
+	}
+	listed = false
+	store.gone.Store(true)
+	n, err := l.Reconcile(ctx, "h")
+	if err != nil || !n.Release {
+		t.Fatalf("setup: deletion not seen: %+v %v", n, err)
+	}
+	clk.Advance(time.Second)
+	if err := store.Mutate("h", func(h *reboot.Host) { *h = reboot.Host{Name: "h", Online: true} }); err != nil {
+		t.Fatal(err)
+	}
+	store.gone.Store(false)
+	if !pw.HardwareOn() {
+		t.Fatalf("setup: the soft power-off landed already; truth %s", rebootcheck.DescribeTruth(pw))
+	}
+	everListed := false
+	for end := clk.Real().Add(10 * time.Minute); clk.Real().Before(end); clk.Advance(time.Second) {
+		keys, err := l.Keys(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if k == "h" {
+				everListed = true
+				if _, err := l.Reconcile(ctx, "h"); err != nil {
+					t.Logf("pass: %v", err)
+				}
+			}
+		}
+	}
+	if !pw.HardwareOn() {
+		t.Fatalf("Online=true host (record deleted and re-created, unlisted) powered off by our own accepted soft power-off after the deletion: never reconciled again (listed by the HostLister: %v), left off for good; truth %s",
+			everListed, rebootcheck.DescribeTruth(pw))
+	}
+}
