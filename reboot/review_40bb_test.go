@@ -173,3 +173,71 @@ func TestReview40bb_RecordDeletedAndRecreatedUnlistedDuringOurSoftOffNeverFoundA
 			everListed, rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// TestReview40bb_LostPowerOnThenRecordRecreatedOfflineLetGoRunsUnderOnlineFalse
+// (found by the 40az rapid model, -rapid.checks=3000): a power-on of
+// ours whose answer is lost (timeout, carried out Late = 60 s, inside
+// A5's LostLanding = SoftTimeout = 180 s) is remembered only as
+// memory.lastOn; callsMayLand (busy.go) counts lost power-offs and
+// presses, never a lost power-on, and the record, the one place an
+// unconfirmed power-on of ours holds the host under Online=false (the
+// doc.go trade-off), is wiped: the record re-created Online=false (a
+// re-registration, same name). Its passes read the host Off (the
+// power-on has not landed), record it known off, and it is let go
+// (unlisted); the power-on lands a minute later and the server runs
+// under Online=false, unwatched, for good. 8595309 keeps an Online host
+// for a power-off of ours "whatever ... a wiped record says"; the
+// symmetric power-on is not kept. Ground truth: fake.Power HardwareOn.
+func TestReview40bb_LostPowerOnThenRecordRecreatedOfflineLetGoRunsUnderOnlineFalse(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	lostOn := true
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff,
+		Faults: func(c fake.Call) fake.Fault {
+			if c.Op == fake.OpOn && lostOn {
+				lostOn = false
+				return fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: 60 * time.Second}
+			}
+			return fake.Fault{}
+		}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	listed := true
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if listed {
+			return []string{"h"}, nil
+		}
+		return nil, nil
+	})
+	runLoop40as(t, l, clk, time.Minute)
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = true }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i > 60 {
+			t.Fatalf("setup: no power-on within a minute of Online=true; truth %s", rebootcheck.DescribeTruth(pw))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		clk.Advance(time.Second)
+		if res.Decision.Power == reboot.ActionPowerOn {
+			t.Logf("power-on: %v", err)
+			break
+		}
+	}
+	// Re-registered Online=false (status wiped), dropped from the inventory.
+	if err := store.Mutate("h", func(h *reboot.Host) { *h = reboot.Host{Name: "h", Online: false} }); err != nil {
+		t.Fatal(err)
+	}
+	listed = false
+	if pw.HardwareOn() {
+		t.Fatalf("setup: the power-on landed already; truth %s", rebootcheck.DescribeTruth(pw))
+	}
+	held, last := runLoop40as(t, l, clk, 10*time.Minute)
+	if pw.HardwareOn() && !held {
+		h, _ := store.Get(ctx, "h")
+		t.Fatalf("Online=false host powered on by our own lost power-on after it was let go: runs under Online=false, unwatched (last Next %+v; status %+v); truth %s",
+			last, h.Status, rebootcheck.DescribeTruth(pw))
+	}
+}
