@@ -241,3 +241,60 @@ func TestReview40bb_LostPowerOnThenRecordRecreatedOfflineLetGoRunsUnderOnlineFal
 			last, h.Status, rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// TestReview40bb_LostPowerOnThenOnlineFalseSameRecord (passing, control
+// for the test above): the same lost power-on with Online=false set on
+// the same record: its status holds the host (doc.go trade-off).
+func TestReview40bb_LostPowerOnThenOnlineFalseSameRecord(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	lostOn := true
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff,
+		Faults: func(c fake.Call) fake.Fault {
+			if c.Op == fake.OpOn && lostOn {
+				lostOn = false
+				return fake.Fault{Kind: fake.FaultTimeout, Applied: true, Late: 60 * time.Second}
+			}
+			return fake.Fault{}
+		}})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	listed := true
+	l := rec.Loop(func(context.Context) ([]string, error) {
+		if listed {
+			return []string{"h"}, nil
+		}
+		return nil, nil
+	})
+	runLoop40as(t, l, clk, time.Minute)
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = true }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i > 60 {
+			t.Fatalf("setup: no power-on within a minute of Online=true; truth %s", rebootcheck.DescribeTruth(pw))
+		}
+		res, err := rec.Reconcile(ctx, "h")
+		clk.Advance(time.Second)
+		if res.Decision.Power == reboot.ActionPowerOn {
+			t.Logf("power-on: %v", err)
+			break
+		}
+	}
+	// Re-registered Online=false (status wiped), dropped from the inventory.
+	if err := store.Mutate("h", func(h *reboot.Host) { h.Online = false }); err != nil {
+		t.Fatal(err)
+	}
+	listed = false
+	if pw.HardwareOn() {
+		t.Fatalf("setup: the power-on landed already; truth %s", rebootcheck.DescribeTruth(pw))
+	}
+	held, last := runLoop40as(t, l, clk, 10*time.Minute)
+	if pw.HardwareOn() && !held {
+		h, _ := store.Get(ctx, "h")
+		t.Fatalf("Online=false host powered on by our own lost power-on after it was let go: runs under Online=false, unwatched (last Next %+v; status %+v); truth %s",
+			last, h.Status, rebootcheck.DescribeTruth(pw))
+	}
+}
