@@ -118,14 +118,16 @@ func statusBusy(h Host, st Status) bool {
 	return !st.LastPoweredOn.IsZero() && !st.OnConfirmed.Equal(st.LastPoweredOn) || !st.LastPress.IsZero()
 }
 
-// callsMayLand reports whether a power-off or press of ours may still
-// land at monotonic time m: one whose answer was lost, that this
+// callsMayLand reports whether a power call of ours may still land at
+// monotonic time m: a power-off, press or power-on whose answer was lost
+// (a power-on so kept even once the record no longer shows it: wiped or
+// re-created, TestReview40bb_LostPowerOnThenRecordRecreatedOfflineLetGoRunsUnderOnlineFalse), that this
 // controller did not see answered, or that is still awaited (answered
 // busy: it may go on in the background, LateAnswerer), less than landing
 // ago, as the decisions count them (lostCalls.since).
 func (h *memory) callsMayLand(m, landing time.Duration) bool {
 	l := h.lost
-	for _, a := range []lostAt{l.off, l.press, l.flight.off, l.flight.press} {
+	for _, a := range []lostAt{l.off, l.press, l.flight.off, l.flight.press, h.onLost} {
 		if a.set && m-a.at < landing {
 			return true
 		}

@@ -189,8 +189,13 @@ type memory struct {
 	offSet  bool
 	// onSince: a power-on of this Reconciler's was sent after offSent.
 	onSince bool
-	off     offState
-	forgot  bool // Forget was called: nothing is known from before now
+	// onLost is when (monotonic) the last power-on of this Reconciler's
+	// whose answer was lost, or answered busy, returned: it may land until
+	// LostLanding after (A5), whatever the record says by then
+	// (callsMayLand).
+	onLost lostAt
+	off    offState
+	forgot bool // Forget was called: nothing is known from before now
 	// startPass: forgotten before this process's first pass of the host,
 	// so its first pass is still that one: what a previous process may
 	// have sent is counted as lost there (sinceOff).
@@ -391,7 +396,7 @@ func (h *memory) forgotten(m time.Duration) *memory {
 		// A power-off of ours that may still turn the host off is kept:
 		// a record deleted and created again does not stop its OS
 		// shutdown (busy, shutdownMayRun).
-		offSent: h.offSent, offSet: h.offSet, onSince: h.onSince}
+		offSent: h.offSent, offSet: h.offSet, onSince: h.onSince, onLost: h.onLost}
 }
 
 // probe asks the Guard, if any, whether this process holds the
@@ -838,7 +843,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			err = pc.On(ctx)
 			done := r.monotonic()
 			r.mu.Lock()
-			r.current(name, hm).sentOn(togglesOn(pc), err, done)
+			cur := r.current(name, hm)
+			cur.sentOn(togglesOn(pc), err, done)
+			if answerLost(err) || errors.Is(err, power.ErrBusy) {
+				cur.onLost.note(done)
+			}
 			r.mu.Unlock()
 		} else {
 			// Noted before the call, as a power-on is, in the memory held
