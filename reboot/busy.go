@@ -11,7 +11,12 @@ import "time"
 // of busy: an idle host (Online with no Online=false power-off of ours
 // to undo, or Online=false and known off) or a deprovisioned one, with
 // no request and nothing of ours in flight, is the only one it calls not
-// busy, whether or not its power state reads. An Online host that a
+// busy, whether or not its power state reads. A power-off or press of
+// ours whose answer was lost counts for LostLanding and then the OS
+// shutdown it may start (shutdown: 2x SoftTimeout + StaleReads), whatever
+// power-on of ours came after it
+// (TestReview40bc_LostSoftOffLandsAfterOurPowerOnShutsDownLetGoOff). An
+// Online host that a
 // power-off of ours may still turn off (hm.offSent, no power-on of ours
 // since, less than shutdown ago on the monotonic clock: a soft one's OS
 // shutdown) is busy too: it may go off after this pass read it on, and
@@ -29,7 +34,29 @@ func busy(h Host, d Decision, hm *memory, m, landing, shutdown time.Duration) bo
 	case len(d.Requests) > 0, d.Phase != PhaseIdle && d.Phase != PhaseDeprovisioned:
 		return true
 	}
-	return statusBusy(h, d.Status) || hm.callsMayLand(m, landing) || h.Online && hm.shutdownMayRun(m, shutdown)
+	return statusBusy(h, d.Status) || hm.mayChange(h.Online && !h.Deprovisioned, m, landing, shutdown)
+}
+
+// mayChange reports whether what this Reconciler did or read may still
+// change host power (online: its record's Online) at monotonic time m,
+// whatever its record says: a call of ours that may land, and its
+// shutdown (callsMayLand), or for an Online host a power-off of ours
+// that may still turn it off (shutdownMayRun) or a power-on it is owed
+// (owesOn).
+func (h *memory) mayChange(online bool, m, landing, shutdown time.Duration) bool {
+	return h.callsMayLand(m, landing+shutdown) ||
+		online && (h.shutdownMayRun(m, shutdown) || h.owesOn(m, landing+shutdown))
+}
+
+// owesOn reports whether an Online host is owed a power-on by what this
+// Reconciler read at monotonic time m: its last On or Off reading said
+// Off, and no run of unknown readings has lasted window since (a BMC
+// dead that long is let go: the package doc's idle host whose BMC is
+// dead). A pass that waits to power it on (a reading that may echo, a
+// press that may still land) or reads it unknown for a while keeps it
+// (TestReview40bc_LostOfflinePowerOffLandsAfterOnlineTrueUnknownReadingLetsGoOff).
+func (h *memory) owesOn(m, window time.Duration) bool {
+	return h.sawOff && !(h.unknownRun && m-h.unknownSince >= window)
 }
 
 // shutdownMayRun reports whether a power-off of ours may still turn the

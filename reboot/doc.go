@@ -113,7 +113,11 @@
 // inventory lists (Loop.Keys) and forgets one dropped from it once a
 // pass that read its record found no work of the controller's under way
 // (Result.Busy, Next.Busy): a host dropped mid-reboot or held off is
-// finished first, an idle one whose BMC is dead is forgotten. An
+// finished first, an idle one whose BMC is dead is forgotten (an Online
+// host last read Off is owed a power-on, and is not idle until its BMC
+// has read unknown for LostLanding + 2x SoftTimeout + StaleReads; a
+// power-off or press of ours whose answer was lost is waited out for as
+// long, since it may land late and then shut the OS down). An
 // Online=false host counts as idle once it is known off (read Off by a
 // reading that cannot echo, also one that was off before Online=false
 // came), unless a power-on of ours decided before Online=false was never

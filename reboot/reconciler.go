@@ -189,6 +189,9 @@ type memory struct {
 	offSet  bool
 	// onSince: a power-on of this Reconciler's was sent after offSent.
 	onSince bool
+	// sawOff: the last reading this Reconciler took that said On or Off
+	// said Off (busy: an Online host so read is owed a power-on).
+	sawOff bool
 	// onLost is when (monotonic) the last power-on of this Reconciler's
 	// whose answer was lost, or answered busy, returned: it may land until
 	// LostLanding after (A5), whatever the record says by then
@@ -672,7 +675,7 @@ func (r *Reconciler) failedBusy(name string, h Host, d *Decision) bool {
 		}
 		return busy(h, *d, hm, m, cfg.LostLanding, 2*cfg.SoftTimeout+cfg.StaleReads)
 	}
-	return hm != nil && (hm.callsMayLand(m, cfg.LostLanding) || h.Online && hm.shutdownMayRun(m, 2*cfg.SoftTimeout+cfg.StaleReads))
+	return hm != nil && hm.mayChange(h.Online && !h.Deprovisioned, m, cfg.LostLanding, 2*cfg.SoftTimeout+cfg.StaleReads)
 }
 
 // Reconcile runs one pass for the named host.
@@ -763,6 +766,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, cfg.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)
+	switch state {
+	case power.StateOff:
+		hm.sawOff = true
+	case power.StateOn:
+		hm.sawOff = false
+	}
 	o.OffFor, o.UnknownFor, o.UnsureFor, o.SaneFor = hm.reading(state, m, cfg.OffSettle)
 	o.UnsureWhole = hm.unsureRun && hm.unsureWhole
 	if leadLate {
