@@ -362,6 +362,18 @@ func (st *Status) owePowerOn() {
 	st.OfflineSince, st.OfflineMode = time.Time{}, power.ModeSoft
 }
 
+// shutdownMayRun reports whether status st owes a power-on (an
+// Online=false enforcement ended with Online true again: OfflineOffSeen
+// alone) whose enforcement sent a soft power-off (OfflineSoftSince) less
+// than 2x SoftTimeout + StaleReads before now: the OS it asked to shut
+// down may still be doing so (the last soft power-off goes at most
+// SoftTimeout after the first, and its shutdown runs at most SoftTimeout
+// + StaleReads), as a restarted controller counts it (offlineOffRecent).
+func (c Config) shutdownMayRun(st *Status, now time.Time) bool {
+	return st.OfflineSince.IsZero() && !st.OfflineOffSeen.IsZero() && !st.OfflineSoftSince.IsZero() &&
+		now.Sub(st.OfflineSoftSince) < 2*c.SoftTimeout+c.StaleReads
+}
+
 // idle decides for a host with no pending reboot: power follows Online.
 func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 	st := &d.Status
@@ -386,8 +398,14 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		// and its key and the HostLister keep it
 		// (TestReview40ap_OnlineTrueAgainWhileBMCUnreadableLeftOffForGood,
 		// TestReview40ap_HeldKeyForgottenWhenOnlineTrueMeetsUnreadableBMC).
+		// A soft power-off of ours may still be shutting the OS down
+		// (2x SoftTimeout + StaleReads after the first, offlineOffRecent's
+		// bound): an On reading then does not end the enforcement, so the
+		// power-on stays owed and the host busy until it reads Off (and
+		// is powered on) or the shutdown's time is over
+		// (TestReview40az_OnlineBackDuringSoftOffLetGoOffForGood).
 		st.owePowerOn()
-		if o.Power == power.StateOn && o.QuietFor >= c.StaleReads {
+		if o.Power == power.StateOn && o.QuietFor >= c.StaleReads && !c.shutdownMayRun(st, now) {
 			st.endOffline()
 		}
 	}
@@ -470,6 +488,19 @@ func (c Config) idle(o Observed, now, p time.Time, d *Decision) {
 		// has passed (TestReview36v_OfflineWhilePoweringOnCutHard).
 		d.Reason = "Online is false; powering on (power-on sent recently): wait"
 		d.RequeueAfter = c.poweringOnWait(o, st, now)
+	case !o.Online && st.OfflineSince.IsZero() && c.freshOff(o):
+		// Already off when Online=false came (powered off by hand, never
+		// powered on), or off again after an earlier enforcement whose
+		// power-on was owed (OfflineOffSeen alone): nothing to power off.
+		// Recorded as an enforcement whose power-off is done, so that the
+		// status reads "Online=false and known off" (statusBusy): else
+		// the host would be busy for ever, never forgotten when unlisted
+		// and listed by the HostLister after every restart
+		// (TestReview40as_OnlineFalseHostAlreadyOffNeverForgotten,
+		// TestReview40as_OwedMarkerOffHostOnlineFalseAgainNeverForgotten).
+		st.OfflineSince, st.OfflineMode, st.OfflineSoftSince, st.OfflineOffSeen = p, power.ModeSoft, time.Time{}, p
+		d.Reason = "Online is false: off"
+		d.RequeueAfter = c.PollInterval
 	case !o.Online && o.Power != power.StateOff:
 		// On, unknown or transitioning: the host is not known off. The
 		// enforcement begins on any of them (a BMC may answer null or

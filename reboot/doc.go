@@ -113,7 +113,34 @@
 // inventory lists (Loop.Keys) and forgets one dropped from it once a
 // pass that read its record found no work of the controller's under way
 // (Result.Busy, Next.Busy): a host dropped mid-reboot or held off is
-// finished first, an idle one whose BMC is dead is forgotten. A host
+// finished first, an idle one whose BMC is dead is forgotten (an Online
+// host last read Off is owed a power-on, and is not idle until its BMC
+// has read unknown for LostLanding + 2x SoftTimeout + StaleReads; a
+// power-off or press of ours whose answer was lost is waited out for as
+// long, since it may land late and then shut the OS down). An
+// Online=false host counts as idle once it is known off (read Off by a
+// reading that cannot echo, also one that was off before Online=false
+// came), unless a power-on of ours decided before Online=false was never
+// confirmed: whether that power-on may still land cannot be told, so
+// such a host is kept, and kept off, until Online is true again or its
+// record is deleted. So is a reboot pending under Online=false: once its
+// power-off is known done (Status.Covers) with no request left but the
+// bare annotation, it waits for Online=true (when the HostLister lists it
+// again) and counts as idle, unless someone powered the held host on
+// since (Status.HoldBroken: kept, and kept off, as above). A host set
+// Online again while a power-off of ours may still turn it off (a soft
+// one's OS shutdown: 2x SoftTimeout + StaleReads, counted on the record's
+// times and on the process's monotonic clock) stays busy until it reads
+// Off and is powered on, a power-on of ours follows, or that time is
+// over. What this process sent, and read, it remembers on its own clock
+// (also across a record deleted or wiped and created again); what a
+// previous process or another leader sent it knows only from the record.
+// So a host whose record is deleted or wiped while another process's call
+// to it may still land (LostLanding, and the shutdown a power-off may
+// start), then dropped from the inventory after a restart or a change of
+// leader, may be let go before that call lands: keep a host listed for
+// LostLanding + 2x SoftTimeout + StaleReads after you delete or re-create
+// its record. A host
 // dropped while no Runner held it (the process restarted, or was
 // standby) is found again only if the HostStore is a HostLister
 // (fake.RebootHosts is; kube.RebootHosts and WithPrefix's store are

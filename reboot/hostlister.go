@@ -46,17 +46,39 @@ func (r *Reconciler) withBusy(keys func(context.Context) ([]string, error), hl H
 			}
 			return ks, nil
 		}
-		p := r.Config.withDefaults().Policy
+		cfg := r.Config.withDefaults()
 		listed := make(map[string]bool, len(ks))
 		for _, k := range ks {
 			listed[k] = true
 		}
 		out := slices.Clip(ks)
-		for _, h := range hosts {
-			if !listed[h.Name] && storedBusy(h, p) {
+		var more []int // indices in hosts of those storedBusy did not add
+		for i, h := range hosts {
+			if listed[h.Name] {
+				continue
+			}
+			if storedBusy(h, cfg.Policy) {
 				listed[h.Name] = true
 				out = append(out, h.Name)
+			} else {
+				more = append(more, i)
 			}
+		}
+		// A host whose record shows nothing, but that a call of this
+		// Reconciler's may still turn on or off (its record deleted and
+		// created again meanwhile:
+		// TestReview40bb_RecordDeletedAndRecreatedUnlistedDuringOurSoftOffNeverFoundAgain).
+		if len(more) > 0 {
+			m := r.monotonic()
+			r.mu.Lock()
+			for _, i := range more {
+				h := &hosts[i]
+				c := cfg.forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
+				if hm := r.hosts[h.Name]; hm != nil && hm.mayChange(h.Online && !h.Deprovisioned, m, c.LostLanding, 2*c.SoftTimeout+c.StaleReads) {
+					out = append(out, h.Name)
+				}
+			}
+			r.mu.Unlock()
 		}
 		return out, nil
 	}

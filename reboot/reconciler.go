@@ -96,27 +96,29 @@ type Result struct {
 	StateErr error
 	// Busy says work of this controller's is under way for the host
 	// after this pass: a reboot request or a pending reboot, a host held
-	// off, Online=false enforced and its power-off not yet known done
-	// (Status.OfflineOffSeen), Online true again after an Online=false
-	// power-off and its power-on not yet decided (Status.OfflineSince
-	// or, once a pass saw Online true, Status.OfflineOffSeen still set:
-	// also while the pass cannot power it on, its power state unknown), a power call made in this pass, a power-on decided and
-	// not yet confirmed (Status.OnConfirmed), a press that may still be
-	// in effect, or a power-off whose answer was lost or is still
-	// awaited that may still land. For a Deprovisioned host only a
-	// power-off or press of ours that may still land counts (and a
-	// pending reboot in the record a failed pass read): it is not ours to
-	// power on. It is false for an idle host
-	// (Online with no Online=false power-off of ours to undo, or
-	// Online=false and known off) with nothing of ours in flight, even
-	// one whose power state cannot be read. It is set also
-	// when Reconcile fails: from the record read (and what this
-	// Reconciler remembers of its calls) when the pass failed after
-	// reading it (a power controller that cannot be had, a write refused,
-	// ErrNotLeader), and true when the record could not be read (unknown
-	// counts as busy). Loop gives it to the Runner (Next.Busy, Next.Idle):
-	// a busy host dropped from the listing is still reconciled until its
-	// work is done.
+	// off (under Online=false, a reboot whose power-off is known done
+	// with only the bare annotation left waits for Online and is not
+	// busy, unless its hold was broken: see the package doc),
+	// Online=false whose power-off is not yet known done (the host
+	// not yet read Off by a reading that cannot echo), Online true again
+	// after an Online=false power-off whose power-on is not yet decided,
+	// a power call made in this pass, a power-on decided and not yet
+	// confirmed (Status.OnConfirmed: also under Online=false, where it
+	// is never confirmed while the host is held off), a press that may
+	// still be in effect, or a power-off or press whose answer was lost
+	// or is still awaited that may still land. For a Deprovisioned host
+	// only a power-off or press of ours that may still land counts (and
+	// a pending reboot in the record a failed pass read): it is not ours
+	// to power on. It is false for an idle host (Online with no
+	// Online=false power-off of ours to undo, or Online=false and known
+	// off) with nothing of ours in flight, even one whose power state
+	// cannot be read. It is set also when Reconcile fails: from the
+	// record read (and what this Reconciler remembers of its calls) when
+	// the pass failed after reading it (a power controller that cannot
+	// be had, a write refused, ErrNotLeader), and true when the record
+	// could not be read (unknown counts as busy). Loop gives it to the
+	// Runner (Next.Busy, Next.Idle): a busy host dropped from the listing
+	// is still reconciled until its work is done.
 	Busy bool
 }
 
@@ -177,8 +179,26 @@ type memory struct {
 	// readLost: the last power state read got no answer (readAnswered).
 	readLost bool
 	lastOn   time.Duration // monotonic time of the last power-on sent
-	off      offState
-	forgot   bool // Forget was called: nothing is known from before now
+	// offSent is the monotonic time a power-off of this Reconciler's
+	// last returned (not refused before it reached the hardware), valid
+	// while offSet: until a power-on of ours follows it, the host may go
+	// off (a soft one's OS shutdown, a hard one's lag) after a pass read
+	// it on, on this process's clock whatever the wall clock or the
+	// record says (busy's shutdown bound).
+	offSent time.Duration
+	offSet  bool
+	// onSince: a power-on of this Reconciler's was sent after offSent.
+	onSince bool
+	// sawOff: the last reading this Reconciler took that said On or Off
+	// said Off (busy: an Online host so read is owed a power-on).
+	sawOff bool
+	// onLost is when (monotonic) the last power-on of this Reconciler's
+	// whose answer was lost, or answered busy, returned: it may land until
+	// LostLanding after (A5), whatever the record says by then
+	// (callsMayLand).
+	onLost lostAt
+	off    offState
+	forgot bool // Forget was called: nothing is known from before now
 	// startPass: forgotten before this process's first pass of the host,
 	// so its first pass is still that one: what a previous process may
 	// have sent is counted as lost there (sinceOff).
@@ -375,7 +395,11 @@ func newMemory(base time.Duration) *memory {
 func (h *memory) forgotten(m time.Duration) *memory {
 	return &memory{lastOn: m, off: offState{lastOff: m, lastPress: m}, forgot: true,
 		startPass: !h.known && (!h.forgot || h.startPass),
-		busyPress: h.busyPress, busy: h.busy, busyFor: h.busyFor, lost: h.lost}
+		busyPress: h.busyPress, busy: h.busy, busyFor: h.busyFor, lost: h.lost,
+		// A power-off of ours that may still turn the host off is kept:
+		// a record deleted and created again does not stop its OS
+		// shutdown (busy, shutdownMayRun).
+		offSent: h.offSent, offSet: h.offSet, onSince: h.onSince, onLost: h.onLost}
 }
 
 // probe asks the Guard, if any, whether this process holds the
@@ -649,9 +673,9 @@ func (r *Reconciler) failedBusy(name string, h Host, d *Decision) bool {
 		if hm == nil {
 			hm = &memory{}
 		}
-		return busy(h, *d, hm, m, cfg.LostLanding)
+		return busy(h, *d, hm, m, cfg.LostLanding, 2*cfg.SoftTimeout+cfg.StaleReads)
 	}
-	return hm != nil && hm.callsMayLand(m, cfg.LostLanding)
+	return hm != nil && hm.mayChange(h.Online && !h.Deprovisioned, m, cfg.LostLanding, 2*cfg.SoftTimeout+cfg.StaleReads)
 }
 
 // Reconcile runs one pass for the named host.
@@ -742,6 +766,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	}
 	o.SinceOff, o.SincePress = hm.lost.since(o.SinceOff, o.SincePress, m, cfg.LostLanding)
 	o.PressOver, o.PressOverFor = hm.sawState(state, m, mRead, cfg.StaleReads, cfg.OffSettle)
+	switch state {
+	case power.StateOff:
+		hm.sawOff = true
+	case power.StateOn:
+		hm.sawOff = false
+	}
 	o.OffFor, o.UnknownFor, o.UnsureFor, o.SaneFor = hm.reading(state, m, cfg.OffSettle)
 	o.UnsureWhole = hm.unsureRun && hm.unsureWhole
 	if leadLate {
@@ -817,12 +847,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 			m := r.monotonic()
 			r.mu.Lock()
 			hm = r.current(name, hm)
-			hm.lastOn = max(hm.lastOn, m)
+			hm.lastOn, hm.onSince = max(hm.lastOn, m), true
 			r.mu.Unlock()
 			err = pc.On(ctx)
 			done := r.monotonic()
 			r.mu.Lock()
-			r.current(name, hm).sentOn(togglesOn(pc), err, done)
+			cur := r.current(name, hm)
+			cur.sentOn(togglesOn(pc), err, done)
+			if answerLost(err) || errors.Is(err, power.ErrBusy) {
+				cur.onLost.note(done)
+			}
 			r.mu.Unlock()
 		} else {
 			// Noted before the call, as a power-on is, in the memory held
@@ -844,6 +878,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 				hm, was = cur, cur.off
 			}
 			hm.sentOff(was, press, err, done)
+			if !notCarriedOut(err) {
+				hm.offSent, hm.offSet, hm.onSince = max(hm.offSent, done), true, false
+			}
 			r.mu.Unlock()
 		}
 		call := Call{Action: d.Power, Mode: d.Mode, Class: CallClass(err), At: r.Now(), For: d.For}
@@ -856,7 +893,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 	}
 	r.mu.Lock()
-	res.Busy = busy(h, d, r.current(name, hm), r.monotonic(), cfg.LostLanding)
+	res.Busy = busy(h, d, r.current(name, hm), r.monotonic(), cfg.LostLanding, 2*cfg.SoftTimeout+cfg.StaleReads)
 	r.mu.Unlock()
 	if r.Logger != nil && (d.UpdateStatus || d.Power != ActionNone || len(d.Warnings) > 0) {
 		attrs := []slog.Attr{slog.String("host", name), slog.String("phase", d.Phase.String()),

@@ -85,8 +85,8 @@ type RebootAPIHosts struct {
 	// (or after the request was seen, with no Off reading recorded: a
 	// BMC stuck mid power change) was never read On, by Power or,
 	// without it, by the controller's
-	// Status.OnConfirmed, and the controller did not power the host off
-	// for its owner since (an OfflineSince after that power-on counts
+	// Status.OnConfirmed, and the controller began no Online=false
+	// enforcement for its owner since (an OfflineSince after that power-on counts
 	// only once the controller read the host On after it: readOnAfter):
 	// RebootPending; for a Machine that is gone,
 	// ReadRequest, whatever its power). Online false on a host not
@@ -214,7 +214,9 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 	// that was never read On (a BMC refusing it: with Power, no On
 	// reading now; without, no Status.OnConfirmed), and no power-off for
 	// its owner since (Status.OfflineSince, written when the controller
-	// powers an On host off for Online false): the reboot is not over.
+	// begins an Online=false enforcement: when it powers the host off for
+	// it, or when it reads the host Off by a reading that cannot echo with
+	// nothing to power off): the reboot is not over.
 	// The controller powers the host on for it whenever Online is true,
 	// so an owner's Online false-and-back blip does not let the host go
 	// (held: RebootPending).
@@ -222,8 +224,8 @@ func (r *RebootAPIHosts) read(ctx context.Context, machine, name, target string,
 	// Not for a Machine that is gone (ReadRequest) whose host is Offline:
 	// its owner released the host (deprovisioned and kept off), the
 	// lasting release OwnerOnline describes, whether or not the host was
-	// on when it came (the controller writes OfflineSince only when it
-	// powers an On host off).
+	// on when it came (the controller writes OfflineSince also for a host
+	// already off when Online=false came).
 	//
 	// Likewise for a power-on recorded after the request for a power-off
 	// before it (the request written to a host already off, no power-on
