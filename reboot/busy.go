@@ -13,18 +13,19 @@ import "time"
 // no request and nothing of ours in flight, is the only one it calls not
 // busy, whether or not its power state reads. A power-off or press of
 // ours whose answer was lost counts for LostLanding and then the OS
-// shutdown it may start (shutdown: 2x SoftTimeout + StaleReads), whatever
+// shutdown it may start (Config.shutdownBound), whatever
 // power-on of ours came after it
 // (TestReview40bc_LostSoftOffLandsAfterOurPowerOnShutsDownLetGoOff). An
 // Online host that a
 // power-off of ours may still turn off (hm.offSent, no power-on of ours
-// since, less than shutdown ago on the monotonic clock: a soft one's OS
+// since, less than shutdownBound ago on the monotonic clock: a soft one's OS
 // shutdown) is busy too: it may go off after this pass read it on, and
 // the record may no longer say why (a wall clock stepped, the record
 // wiped: TestReview40ba_OnlineBackDuringSoftOffWallClockStepLetGoOffForGood,
 // TestReview40ba_RecordRecreatedDuringOurSoftOffLetGoOffForGood). Called
 // with r.mu held.
-func busy(h Host, d Decision, hm *memory, m, landing, shutdown time.Duration) bool {
+// c is the host's Config (withDefaults, forHost).
+func busy(h Host, d Decision, hm *memory, m time.Duration, c Config) bool {
 	switch {
 	case d.Power != ActionNone:
 		return true
@@ -34,7 +35,13 @@ func busy(h Host, d Decision, hm *memory, m, landing, shutdown time.Duration) bo
 	case len(d.Requests) > 0, d.Phase != PhaseIdle && d.Phase != PhaseDeprovisioned:
 		return true
 	}
-	return statusBusy(h, d.Status) || hm.mayChange(h.Online && !h.Deprovisioned, m, landing, shutdown)
+	return statusBusy(h, d.Status) || hm.mayChangeFor(h, c, m)
+}
+
+// mayChangeFor is mayChange for host h under its Config c (withDefaults,
+// forHost): a deprovisioned host is not ours to power on.
+func (h *memory) mayChangeFor(host Host, c Config, m time.Duration) bool {
+	return h.mayChange(host.Online && !host.Deprovisioned, m, c.LostLanding, c.shutdownBound())
 }
 
 // mayChange reports whether what this Reconciler did or read may still

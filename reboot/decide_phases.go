@@ -371,8 +371,14 @@ func (st *Status) owePowerOn() {
 // + StaleReads), as a restarted controller counts it (offlineOffRecent).
 func (c Config) shutdownMayRun(st *Status, now time.Time) bool {
 	return st.OfflineSince.IsZero() && !st.OfflineOffSeen.IsZero() && !st.OfflineSoftSince.IsZero() &&
-		now.Sub(st.OfflineSoftSince) < 2*c.SoftTimeout+c.StaleReads
+		now.Sub(st.OfflineSoftSince) < c.shutdownBound()
 }
+
+// shutdownBound is how long after its first soft power-off an OS
+// shutdown of ours may still run: the last soft power-off goes at most
+// SoftTimeout after the first, and its shutdown runs at most SoftTimeout
+// + StaleReads (A2).
+func (c Config) shutdownBound() time.Duration { return 2*c.SoftTimeout + c.StaleReads }
 
 // idle decides for a host with no pending reboot: power follows Online.
 func (c Config) idle(o Observed, now, p time.Time, d *Decision) {

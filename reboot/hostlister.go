@@ -74,7 +74,7 @@ func (r *Reconciler) withBusy(keys func(context.Context) ([]string, error), hl H
 			for _, i := range more {
 				h := &hosts[i]
 				c := cfg.forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
-				if hm := r.hosts[h.Name]; hm != nil && hm.mayChange(h.Online && !h.Deprovisioned, m, c.LostLanding, 2*c.SoftTimeout+c.StaleReads) {
+				if hm := r.hosts[h.Name]; hm != nil && hm.mayChangeFor(*h, c, m) {
 					out = append(out, h.Name)
 				}
 			}

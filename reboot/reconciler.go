@@ -673,9 +673,9 @@ func (r *Reconciler) failedBusy(name string, h Host, d *Decision) bool {
 		if hm == nil {
 			hm = &memory{}
 		}
-		return busy(h, *d, hm, m, cfg.LostLanding, 2*cfg.SoftTimeout+cfg.StaleReads)
+		return busy(h, *d, hm, m, cfg)
 	}
-	return hm != nil && hm.mayChange(h.Online && !h.Deprovisioned, m, cfg.LostLanding, 2*cfg.SoftTimeout+cfg.StaleReads)
+	return hm != nil && hm.mayChangeFor(h, cfg, m)
 }
 
 // Reconcile runs one pass for the named host.
@@ -760,7 +760,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 	o.OnToggles = togglesOn(pc)
 	o.SinceOff, o.SincePress = hm.sinceOff(first, h.Status, m, first && !hm.forgot && stampedAfter(h.Status.LastPress, r.startWall, cfg.Precision),
 		standby, o.OnToggles, actedBound{set: true, start: r.start, startWall: r.startWall, precision: cfg.Precision,
-			now: now, nowMono: m, shutdown: 2*cfg.SoftTimeout + cfg.StaleReads})
+			now: now, nowMono: m, shutdown: cfg.shutdownBound()})
 	if !standby {
 		o.ActingSince = hm.quietSince(r.start, r.startWall, m, now)
 	}
@@ -893,7 +893,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 	}
 	r.mu.Lock()
-	res.Busy = busy(h, d, r.current(name, hm), r.monotonic(), cfg.LostLanding, 2*cfg.SoftTimeout+cfg.StaleReads)
+	res.Busy = busy(h, d, r.current(name, hm), r.monotonic(), cfg)
 	r.mu.Unlock()
 	if r.Logger != nil && (d.UpdateStatus || d.Power != ActionNone || len(d.Warnings) > 0) {
 		attrs := []slog.Attr{slog.String("host", name), slog.String("phase", d.Phase.String()),

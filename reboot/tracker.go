@@ -78,7 +78,7 @@ type acting struct {
 // timestamps are truncated to precision.
 func (a acting) bound(c Config, now time.Time, nowMono time.Duration) actedBound {
 	return actedBound{set: true, start: a.start, startWall: a.wall, precision: c.Precision,
-		now: now, nowMono: nowMono, shutdown: 2*c.SoftTimeout + c.StaleReads}
+		now: now, nowMono: nowMono, shutdown: c.shutdownBound()}
 }
 
 // toggleAnswers are a Reading's SoftToggles, HardToggles and OnToggles; known is
