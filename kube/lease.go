@@ -66,6 +66,8 @@ type LeaseGuard struct {
 	// (default a third of the lease's duration as the record says it).
 	Margin time.Duration
 	// Monotonic is the clock (default: the process's monotonic clock).
+	// The guard's Lease watch calls it from its own goroutine: it must be
+	// safe for concurrent use.
 	Monotonic func() time.Duration
 
 	mu         sync.Mutex

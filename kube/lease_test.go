@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,10 +210,11 @@ func TestLeaseGuardUsesRecordDuration(t *testing.T) {
 		{dur: 2500 * time.Millisecond, heldAt: 1950 * time.Millisecond, notHeldAt: 1970 * time.Millisecond},
 		{dur: 3 * time.Second, heldAt: 2950 * time.Millisecond, notHeldAt: 2970 * time.Millisecond},
 	} {
-		var mono time.Duration
+		// The clock is read by the guard's watch goroutine too.
+		var mono atomic.Int64
 		g, err := NewLeaseGuard(cfg, ns, "lease-"+tc.dur.String(), "me", tc.dur, tc.dur/2)
 		require.NoError(t, err)
-		g.Monotonic = func() time.Duration { return mono }
+		g.Monotonic = func() time.Duration { return time.Duration(mono.Load()) }
 		g.Margin = 40 * time.Millisecond
 		now := metav1.Now()
 		// What client-go's leader election writes.
@@ -220,10 +222,10 @@ func TestLeaseGuardUsesRecordDuration(t *testing.T) {
 			AcquireTime: now, RenewTime: now}
 		require.NoError(t, g.Create(ctx, ler))
 		if tc.heldAt > 0 {
-			mono = tc.heldAt
+			mono.Store(int64(tc.heldAt))
 			assert.True(t, g.Held(), "%v: held at %v", tc.dur, tc.heldAt)
 		}
-		mono = tc.notHeldAt
+		mono.Store(int64(tc.notHeldAt))
 		assert.False(t, g.Held(), "%v: other candidates may take a lease of %d s: not held at %v", tc.dur, ler.LeaseDurationSeconds, tc.notHeldAt)
 		pc := g.Wrap(fake.NewPower(time.Now, fake.PowerConfig{}))
 		assert.ErrorIs(t, pc.Off(ctx, power.ModeHard), ErrNotLeader)
