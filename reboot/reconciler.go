@@ -106,7 +106,11 @@ type Result struct {
 	// confirmed (Status.OnConfirmed: also under Online=false, where it
 	// is never confirmed while the host is held off), a press that may
 	// still be in effect, or a power-off or press whose answer was lost
-	// or is still awaited that may still land. For a Deprovisioned host
+	// or is still awaited that may still land. Every host is busy for
+	// LostLanding + 2x SoftTimeout + StaleReads after this Reconciler's
+	// first pass and after it begins to lead (Guard): a call of the
+	// process or leader before it may land that late, and nothing it
+	// can read says which hosts it went to. For a Deprovisioned host
 	// only a power-off or press of ours that may still land counts (and
 	// a pending reboot in the record a failed pass read): it is not ours
 	// to power on. It is false for an idle host (Online with no
@@ -170,6 +174,10 @@ type Reconciler struct {
 	// Reconciler without a Guard leads from its start.
 	leading bool
 	leadAt  time.Duration // monotonic: when it last began to lead (its first Hold that succeeded)
+	// began is when (monotonic) this Reconciler first read a host's
+	// memory or othersMayLand was first asked (begun).
+	began time.Duration
+	begun bool
 }
 
 // memory is what a Reconciler remembers of one host between passes; a
@@ -334,6 +342,9 @@ func (r *Reconciler) monotonic() time.Duration {
 func (r *Reconciler) mem(name string, m time.Duration, wall time.Time) *memory {
 	if !r.started {
 		r.started, r.start, r.startWall = true, m, wall
+	}
+	if !r.begun {
+		r.begun, r.began = true, m
 	}
 	if r.hosts == nil {
 		r.hosts = map[string]*memory{}
@@ -668,6 +679,9 @@ func (r *Reconciler) failedBusy(name string, h Host, d *Decision) bool {
 	m := r.monotonic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.othersMayLand(m, cfg) {
+		return true
+	}
 	hm := r.hosts[name]
 	if d != nil {
 		if hm == nil {
@@ -893,7 +907,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 	}
 	r.mu.Lock()
-	res.Busy = busy(h, d, r.current(name, hm), r.monotonic(), cfg)
+	mb := r.monotonic()
+	res.Busy = r.othersMayLand(mb, cfg) || busy(h, d, r.current(name, hm), mb, cfg)
 	r.mu.Unlock()
 	if r.Logger != nil && (d.UpdateStatus || d.Power != ActionNone || len(d.Warnings) > 0) {
 		attrs := []slog.Attr{slog.String("host", name), slog.String("phase", d.Phase.String()),
