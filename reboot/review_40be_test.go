@@ -162,3 +162,78 @@ func TestReview40be_FailoverWithNoPassNeverOpensWindow(t *testing.T) {
 			standbyGone, failAt, procs[0].held, rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// flapGuard40be leads always, but refuses every Hold asked during the first
+// two seconds of every period (a lease renewal that comes late: the
+// guard's margin), with no other leader ever.
+type flapGuard40be struct {
+	clk    *fake.Clock
+	period time.Duration
+}
+
+func (g flapGuard40be) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if g.clk.Monotonic()%g.period < 2*time.Second {
+		return ctx, func() {}, reboot.ErrNotLeader
+	}
+	c, cancel := context.WithCancel(ctx)
+	return c, cancel, nil
+}
+
+// TestReview40be_RefusedHoldEveryFewMinutesKeepsIdleUnlistedHostForEver:
+// the only process leads throughout, but its Guard refuses a Hold for two
+// seconds every 5 min (a late lease renewal; no other leader ever). Every
+// success after a refusal moves leadAt (noteHold), so othersMayLand's
+// window (LostLanding + 2x SoftTimeout + StaleReads, 9 min by default)
+// never closes: an idle Online=true host with a sane BMC, dropped from the
+// inventory, is never let go (and a HostLister lists every record for
+// ever). Liveness with the fault on: it must be let go in bounded time.
+func TestReview40be_RefusedHoldEveryFewMinutesKeepsIdleUnlistedHostForEver(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	cfg := reboot.DefaultConfig()
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true}, reboot.Host{Name: "x", Online: true})
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+		Guard: flapGuard40be{clk: clk, period: 5 * time.Minute},
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	listed := []string{"h", "x"}
+	l := rec.Loop(func(context.Context) ([]string, error) { return listed, nil })
+	held := map[string]bool{"h": true, "x": true}
+	busy := map[string]bool{"h": true, "x": true}
+	var dropped, letGo time.Duration
+	for s := 0; s < 90*60; s++ {
+		if s == 15*60 {
+			listed = []string{"x"} // h dropped; x stays listed
+			dropped = clk.Monotonic()
+		}
+		keys, err := l.Keys(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"h", "x"} {
+			held[k] = slices.Contains(keys, k) || busy[k]
+			if !held[k] {
+				continue
+			}
+			if s%10 != 0 && k == "x" {
+				continue // x: a pass every 10 s (its Resync)
+			}
+			n, err := l.Reconcile(ctx, k)
+			if err == nil || n.Busy || n.Idle {
+				busy[k] = n.Busy
+			}
+			held[k] = slices.Contains(keys, k) || busy[k]
+		}
+		if dropped > 0 && !held["h"] && letGo == 0 {
+			letGo = clk.Monotonic()
+		}
+		clk.Advance(time.Second)
+	}
+	if !pw.HardwareOn() {
+		t.Fatalf("setup: host off; truth %s", rebootcheck.DescribeTruth(pw))
+	}
+	if letGo == 0 {
+		t.Fatalf("idle Online=true host (BMC sane, on throughout), dropped from the inventory at %v, still held 75 min later: a Hold refused for 2 s every 5 min (no other leader ever) reopens othersMayLand's %v window at each success",
+			dropped, reboot.LostLandingOf(cfg)+2*cfg.SoftTimeout+cfg.StaleReads)
+	}
+}
