@@ -41,9 +41,11 @@ func busy(h Host, d Decision, hm *memory, m time.Duration, c Config) bool {
 // othersMayLand reports whether a power call of another process's may
 // still land at monotonic time m, or a shutdown it started still run: one
 // sent by the process that ran before this Reconciler started, or by the
-// leader before this one began to lead (its first Hold that succeeded),
-// whose answer was lost (A5). Such a call may land until LostLanding after
-// that start, and a power-off's OS shutdown run shutdownBound more (c: the
+// leader before this one began to lead (othersAt: its first Hold that
+// succeeded, not counting a refusal inside its lease's margin when the
+// Guard is a GuardTerm), whose answer was lost (A5). Such a call may land
+// until LostLanding after that start, and a power-off's OS shutdown run
+// shutdownBound more (c: the
 // host's Config, withDefaults and forHost). Neither this process's memory
 // nor the record tells which hosts it was sent to: the record may have
 // been wiped or re-created since
@@ -57,7 +59,7 @@ func (r *Reconciler) othersMayLand(m time.Duration, c Config) bool {
 	if !r.begun {
 		r.begun, r.began = true, m
 	}
-	return m-max(r.began, r.leadAt) < c.LostLanding+c.shutdownBound()
+	return m-max(r.began, r.othersAt) < c.LostLanding+c.shutdownBound()
 }
 
 // mayChangeFor is mayChange for host h under its Config c (withDefaults,

@@ -137,10 +137,12 @@
 // previous process or another leader sent it may not know at all (the
 // record may have been wiped since), so for LostLanding + 2x SoftTimeout
 // + StaleReads after a Reconciler's first pass, and after it begins to
-// lead (Guard), every host it reads is busy (such a call may land that
-// late and then shut the OS down) and a HostLister's listing adds every
-// record it holds: a host dropped from the inventory then is let go only
-// after that window. A host
+// lead (a Guard's Hold succeeds after a refusal, asked by a pass or a
+// HostLister listing; with a GuardTerm, only when its Term changed, so a
+// refusal inside the lease's margin does not count), every host it reads
+// is busy (such a call may land that late and then shut the OS down) and
+// a HostLister's listing adds every record it holds: a host dropped from
+// the inventory then is let go only after that window. A host
 // dropped while no Runner held it (the process restarted, or was
 // standby) is found again only if the HostStore is a HostLister
 // (fake.RebootHosts is; kube.RebootHosts and WithPrefix's store are

@@ -15,7 +15,8 @@ var ErrNotLeader = errors.New("reboot: not the leader: no write and no power cal
 // controller acts on a host at a time). Reconciler (and
 // remediation.Reconciler) ask it right before every store write and every
 // power call, never to fence a read; the Reconciler also asks it at the
-// start of every pass, only to learn whether it leads (the first Hold that
+// start of every pass, and its Loop at every listing over a HostLister,
+// only to learn whether it leads (the first Hold that
 // succeeds after a refusal, or after its start, begins its leadership: see
 // doc.go, Evidence).
 //
@@ -36,6 +37,26 @@ type Guard interface {
 	// margin now (then it must not act). The caller makes its one write or
 	// power call with that context and then cancels it.
 	Hold(ctx context.Context) (context.Context, context.CancelFunc, error)
+}
+
+// GuardTerm is an optional extension of Guard (found by type assertion):
+// it tells a lease held without a break from one lost or lapsed. Without
+// it, every Hold that succeeds after a refusal counts as a new leadership,
+// which another leader's calls may have preceded; the Reconciler then
+// keeps every host busy for a while (Result.Busy). A Guard that refuses
+// now and then while it still holds its lease (a renewal that comes
+// inside the margin) reopens that window each time unless it is a
+// GuardTerm. etcd.Leadership.Guard and kube.LeaseGuard are.
+type GuardTerm interface {
+	Guard
+	// Term identifies the stretch of leadership the last Hold that
+	// succeeded belongs to. Two Holds that succeeded, each followed by a
+	// Term call, returned the same value only if the lease was held
+	// without a break from the first to the second: it was never lost,
+	// released, nor left to lapse unrenewed in between, so no other
+	// process may have led then. Its value after a refused Hold does
+	// not matter. It must not block.
+	Term() uint64
 }
 
 // hold asks g (nil: no fence) before a write or power call described by

@@ -17,9 +17,11 @@ import (
 // while no controller ran for it (a restart, a leader change) is still
 // finished: powered on once released. For LostLanding + 2x SoftTimeout +
 // StaleReads after the Reconciler's first pass, and after it begins to
-// lead, it adds every host the store holds: a call of the process or
-// leader before it may still land on any of them, and their records may
-// no longer say so (Result.Busy). When List fails, the listing is
+// lead (each listing asks the Guard, so a standby that became leader with
+// no key to pass learns it there), it adds every host the store holds: a
+// call of the process or leader before it may still land on any of them,
+// and their records may no longer say so (Result.Busy). When List fails,
+// the listing is
 // keys' own (the error is logged to Reconciler.Logger): the hosts keys
 // lists are reconciled all the same, and the Runner keeps every key it
 // holds that is busy; only a host no Runner holds yet (after a restart)
@@ -42,6 +44,11 @@ func (r *Reconciler) withBusy(keys func(context.Context) ([]string, error), hl H
 		if err != nil {
 			return nil, err
 		}
+		// Does this process lead now? A standby that became leader
+		// while its Runner held no key runs no pass that would ask
+		// (TestReview40be_FailoverWithNoPassNeverOpensWindow): its
+		// othersMayLand window opens here.
+		r.probe(ctx)
 		hosts, err := hl.List(ctx)
 		if err != nil {
 			if r.Logger != nil {

@@ -130,3 +130,93 @@ func TestRestartFindsPreviousProcessLostPowerOffAfterWipe(t *testing.T) {
 		})
 	}
 }
+
+// termGuard leads throughout; its Term is *term, and it refuses while
+// *refuse is set.
+type termGuard struct{ term, refuse *int }
+
+func (g termGuard) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if *g.refuse != 0 {
+		return ctx, func() {}, reboot.ErrNotLeader
+	}
+	c, cancel := context.WithCancel(ctx)
+	return c, cancel, nil
+}
+
+func (g termGuard) Term() uint64 { return uint64(*g.term) }
+
+// TestGuardTermDecidesWhetherOthersWindowReopens: an idle Online host with
+// a sane BMC, dropped from the inventory at 30 min, under a GuardTerm that
+// leads throughout. A refusal inside the margin (the Term unchanged) does
+// not reopen othersMayLand's window: the host is let go at once. A new
+// Term, seen while leading with no refusal in between (the lease lapsed
+// and was taken again between two passes), or after a refusal, reopens
+// it: the host is held for the window after that Hold.
+func TestGuardTermDecidesWhetherOthersWindowReopens(t *testing.T) {
+	cfg := reboot.DefaultConfig()
+	window := reboot.LostLandingOf(cfg) + 2*cfg.SoftTimeout + cfg.StaleReads
+	for _, tc := range []struct {
+		name      string
+		refuse    bool // refused for 2 s at 29 min
+		newTerm   bool // the Term changes at 29 min
+		heldUntil time.Duration
+	}{
+		{"refusal, same term", true, false, 0},
+		{"new term, no refusal", false, true, 29*time.Minute + window},
+		{"refusal and new term", true, true, 29*time.Minute + window},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := fake.NewClock(time.Time{})
+			pw := fake.NewPower(clk.Real, fake.PowerConfig{})
+			store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
+			term, refuse := 1, 0
+			rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+				Guard: termGuard{term: &term, refuse: &refuse},
+				Power: func(string) (power.Controller, error) { return pw, nil }}
+			listed := []string{"h"}
+			l := rec.Loop(func(context.Context) ([]string, error) { return listed, nil })
+			held := true
+			var letGo time.Duration
+			for s := 0; s < 60*60; s++ {
+				at := time.Duration(s) * time.Second
+				switch at {
+				case 29 * time.Minute:
+					if tc.refuse {
+						refuse = 1
+					}
+					if tc.newTerm {
+						term = 2
+					}
+				case 29*time.Minute + 2*time.Second:
+					refuse = 0
+				case 30 * time.Minute:
+					listed = nil
+				}
+				keys, err := l.Keys(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if slices.Contains(keys, "h") || held {
+					if letGo > 0 {
+						t.Fatalf("let go at %v, reconciled again at %v", letGo, at)
+					}
+					n, err := l.Reconcile(ctx, "h")
+					if err == nil || n.Busy || n.Idle {
+						held = n.Busy
+					}
+				} else if letGo == 0 && at >= 30*time.Minute {
+					letGo = at
+				}
+				clk.Advance(time.Second)
+			}
+			if !pw.HardwareOn() {
+				t.Fatalf("setup: off; truth %s", rebootcheck.DescribeTruth(pw))
+			}
+			want := max(tc.heldUntil, 30*time.Minute)
+			if letGo < want || letGo > want+10*time.Second {
+				t.Fatalf("let go at %v, want within 10 s after %v", letGo, want)
+			}
+		})
+	}
+}

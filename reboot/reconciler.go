@@ -108,9 +108,9 @@ type Result struct {
 	// still be in effect, or a power-off or press whose answer was lost
 	// or is still awaited that may still land. Every host is busy for
 	// LostLanding + 2x SoftTimeout + StaleReads after this Reconciler's
-	// first pass and after it begins to lead (Guard): a call of the
-	// process or leader before it may land that late, and nothing it
-	// can read says which hosts it went to. For a Deprovisioned host
+	// first pass and after it begins to lead (Guard; GuardTerm): a call
+	// of the process or leader before it may land that late, and nothing
+	// it can read says which hosts it went to. For a Deprovisioned host
 	// only a power-off or press of ours that may still land counts (and
 	// a pending reboot in the record a failed pass read): it is not ours
 	// to power on. It is false for an idle host (Online with no
@@ -178,6 +178,13 @@ type Reconciler struct {
 	// memory or othersMayLand was first asked (begun).
 	began time.Duration
 	begun bool
+	// othersAt is when (monotonic) the Guard last let this Reconciler
+	// lead after another leader may have led (othersMayLand): the first
+	// Hold that succeeded after a refusal, or after the start, or one in
+	// a new Term (GuardTerm); term is that Term (termSet).
+	othersAt time.Duration
+	term     uint64
+	termSet  bool
 }
 
 // memory is what a Reconciler remembers of one host between passes; a
@@ -432,13 +439,31 @@ func (r *Reconciler) probe(ctx context.Context) {
 // while it stood by count as sent now (memory.lead), if later: the Guard
 // promises that the previous leader's calls, bounded by its lease, are
 // over by then.
+//
+// For othersMayLand it notes when another leader may last have led before
+// this one: at that first success, unless the Guard is a GuardTerm whose
+// Term is the one of the last success (the lease was held throughout: a
+// refusal inside its margin), and at any success in a new Term.
 func (r *Reconciler) noteHold(ok bool) {
 	if r.Guard == nil {
 		return
 	}
+	var term uint64
+	tg, termed := r.Guard.(GuardTerm)
+	if ok && termed {
+		term = tg.Term()
+	}
 	m := r.monotonic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	sameTerm := termed && r.termSet && term == r.term
+	newTerm := termed && r.termSet && term != r.term
+	if ok && (!r.leading && !sameTerm || newTerm) {
+		r.othersAt = m
+	}
+	if ok && termed {
+		r.term, r.termSet = term, true
+	}
 	if !ok || r.leading {
 		r.leading = ok
 		return

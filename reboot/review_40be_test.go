@@ -165,11 +165,17 @@ func TestReview40be_FailoverWithNoPassNeverOpensWindow(t *testing.T) {
 
 // flapGuard40be leads always, but refuses every Hold asked during the first
 // two seconds of every period (a lease renewal that comes late: the
-// guard's margin), with no other leader ever.
+// guard's margin), with no other leader ever. It is a reboot.GuardTerm
+// whose Term never changes (the lease is held throughout), as
+// kube.LeaseGuard's and etcd.Leadership.Guard's are in that case (added
+// by the fixer: a plain Guard cannot tell such a refusal from a lost
+// lease, and reboot.GuardTerm's doc says the window then reopens).
 type flapGuard40be struct {
 	clk    *fake.Clock
 	period time.Duration
 }
+
+func (g flapGuard40be) Term() uint64 { return 1 }
 
 func (g flapGuard40be) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if g.clk.Monotonic()%g.period < 2*time.Second {
