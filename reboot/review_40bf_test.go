@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,9 +25,18 @@ import (
 // quiet failover pauses the leader (it asks nothing) while the other
 // leads, after which the first takes the lease back without having seen
 // a refusal. Ground truth: fake.Power.
-func TestReview40bf_ForgetRuleGroundTruthGuardTerm(t *testing.T) { forgetRule40bf(t, true) }
+func TestReview40bf_ForgetRuleGroundTruthGuardTerm(t *testing.T) { forgetRule40bf(t, true, 1) }
 
-func forgetRule40bf(t *testing.T, checkOnlineTrue bool) {
+// TestReview40bf_ForgetRuleGroundTruthGuardTermQuietFailovers is the same
+// model without refusals inside the margin (which
+// TestReview40bf_MarginRefusalNeverConfirmsPowerOnHostHeldForEver shows
+// keep a host for ever), so that rapid looks for the rest: failovers with
+// a new Term, quiet ones included.
+func TestReview40bf_ForgetRuleGroundTruthGuardTermQuietFailovers(t *testing.T) {
+	forgetRule40bf(t, true, 0)
+}
+
+func forgetRule40bf(t *testing.T, checkOnlineTrue bool, marginScale float64) {
 	var knownOffWrites, letGoOffline, failovers int
 	defer func() {
 		t.Logf("coverage: idle's known-off writes %d, let-go under Online=false %d, failovers %d", knownOffWrites, letGoOffline, failovers)
@@ -87,7 +97,7 @@ func forgetRule40bf(t *testing.T, checkOnlineTrue bool) {
 		leader := 0
 		var terms [2]uint64 // each process's Term: bumped when it begins to lead
 		var margin [2]bool  // the leader's Hold refused inside its lease's margin (same Term)
-		pMargin := rapid.Float64Range(0, 0.3).Draw(rt, "pMargin") * marginScale40bf
+		pMargin := rapid.Float64Range(0, 0.3).Draw(rt, "pMargin") * marginScale
 		var paused [2]bool                           // a process paused (not ticked): asks nothing
 		twoProcs := rapid.Bool().Draw(rt, "standby") // a second process standing by, a Guard each
 		newRec := func(me int) *reboot.Reconciler {
@@ -456,6 +466,94 @@ func TestReview40bf_MarginRefusalNeverConfirmsPowerOnHostHeldForEver(t *testing.
 	}
 }
 
-// marginScale40bf scales the model's pMargin (0: no refusal inside the
-// margin; a diagnostic knob).
-var marginScale40bf = 1.0
+// termGuard40bf is a GuardTerm safe for concurrent use: it leads unless
+// refuse is set, in Term term.
+type termGuard40bf struct {
+	refuse atomic.Bool
+	term   atomic.Uint64
+}
+
+func (g *termGuard40bf) Hold(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if g.refuse.Load() {
+		return ctx, func() {}, reboot.ErrNotLeader
+	}
+	c, cancel := context.WithCancel(ctx)
+	return c, cancel, nil
+}
+
+func (g *termGuard40bf) Term() uint64 { return g.term.Load() }
+
+// TestReview40bf_ConcurrentListingsAndPassesProbe: a Loop's HostLister
+// listings and passes of several keys ask a GuardTerm at once while its
+// Term changes and it refuses now and then (run it with -race: noteHold's
+// r.term and r.othersAt, probe in withBusy). After the last Term change,
+// with the Guard leading, every record is listed (othersMayLand's window
+// reopened by the new Term). Coverage; passes.
+func TestReview40bf_ConcurrentListingsAndPassesProbe(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Time{})
+	pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOn})
+	names := []string{"a", "b", "c", "d"}
+	var hosts []reboot.Host
+	for _, n := range names {
+		hosts = append(hosts, reboot.Host{Name: n, Online: true})
+	}
+	store := fake.NewRebootHosts(hosts...)
+	g := &termGuard40bf{}
+	g.term.Store(1)
+	rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: reboot.DefaultConfig(), Guard: g,
+		Power: func(string) (power.Controller, error) { return pw, nil }}
+	l := rec.Loop(func(context.Context) ([]string, error) { return nil, nil })
+	// Past the first window: nothing listed.
+	if _, err := l.Keys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	keys, err := l.Keys(ctx)
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("setup: %v %v", keys, err)
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if i%2 == 0 {
+					_, _ = l.Keys(ctx)
+				} else {
+					_, _ = l.Reconcile(ctx, names[i])
+				}
+			}
+		}(i)
+	}
+	for k := 0; k < 200; k++ {
+		g.refuse.Store(k%7 == 3)
+		if k%11 == 5 {
+			g.term.Add(1)
+		}
+		clk.Advance(time.Second)
+		time.Sleep(100 * time.Microsecond)
+	}
+	g.refuse.Store(false)
+	close(stop)
+	wg.Wait()
+	clk.Advance(time.Hour)
+	if keys, _ := l.Keys(ctx); len(keys) != 0 {
+		t.Fatalf("an hour after the last change, with no new Term: listed %v", keys)
+	}
+	g.term.Add(1)
+	keys, err = l.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != len(names) {
+		t.Fatalf("a new Term while leading: the listing holds %v, not every record", keys)
+	}
+}
