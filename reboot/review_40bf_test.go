@@ -557,3 +557,63 @@ func TestReview40bf_ConcurrentListingsAndPassesProbe(t *testing.T) {
 		t.Fatalf("a new Term while leading: the listing holds %v, not every record", keys)
 	}
 }
+
+// TestReview40bf_MarginRefusalEveryFiveMinutesOfflineHostLetGo (coverage;
+// passes): round 55's flapping Guard (flapGuard40be: a reboot.GuardTerm whose Term
+// never changes, a Hold refused for 2 s every 5 min inside its margin, no
+// other leader ever) and an Online=false host held off by this
+// controller (OfflineSince, its power-off seen done: OfflineOffSeen), off
+// on a sane BMC, dropped from the inventory. A pass run during a refusal
+// is a standby's, and the success after it begins a "leadership"
+// (noteHold: memory.lead); the record's power-off is this controller's
+// own (known values), so it is not counted as another leader's call that
+// may land. The host must be let go in bounded time, and is.
+func TestReview40bf_MarginRefusalEveryFiveMinutesOfflineHostLetGo(t *testing.T) {
+	for _, period := range []time.Duration{time.Hour, 5 * time.Minute} {
+		ctx := context.Background()
+		clk := fake.NewClock(time.Time{})
+		cfg := reboot.DefaultConfig()
+		pw := fake.NewPower(clk.Real, fake.PowerConfig{Initial: power.StateOff})
+		off := clk.Now().Add(-time.Hour)
+		store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false,
+			Status: reboot.Status{OfflineSince: off, OfflineOffSeen: off.Add(time.Minute)}})
+		clk.Advance(3 * time.Second) // out of the first refusal
+		rec := &reboot.Reconciler{Hosts: store, Now: clk.Now, Monotonic: clk.Monotonic, Config: cfg,
+			Guard: flapGuard40be{clk: clk, period: period},
+			Power: func(string) (power.Controller, error) { return pw, nil }}
+		listed := []string{"h"}
+		l := rec.Loop(func(context.Context) ([]string, error) { return listed, nil })
+		busy := true
+		var dropped, letGo time.Duration
+		for s := 0; s < 90*60; s++ {
+			if s == 60 {
+				listed = nil
+				dropped = clk.Monotonic()
+			}
+			keys, err := l.Keys(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inKeys := slices.Contains(keys, "h")
+			if inKeys || busy {
+				n, err := l.Reconcile(ctx, "h")
+				if err == nil || n.Busy || n.Idle {
+					busy = n.Busy
+				}
+			}
+			if dropped > 0 && !inKeys && !busy && letGo == 0 {
+				letGo = clk.Monotonic()
+			}
+			clk.Advance(time.Second)
+		}
+		if pw.HardwareOn() {
+			t.Fatalf("setup: host on; truth %s", rebootcheck.DescribeTruth(pw))
+		}
+		if letGo == 0 {
+			h, _ := store.Get(ctx, "h")
+			t.Fatalf("refusal every %v: Online=false host held off (off throughout, BMC sane), dropped from the inventory at %v, still held 89 min later (status %+v): a GuardTerm Hold refused inside its margin, same Term, counts as a new leadership for the memory (lead)",
+				period, dropped, h.Status)
+		}
+		t.Logf("refusal every %v: let go %v after the drop", period, letGo-dropped)
+	}
+}
