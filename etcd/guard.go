@@ -77,11 +77,18 @@ func (g leaderGuard) Hold(ctx context.Context) (context.Context, context.CancelF
 	return reboot.ClockBound(c), func() { stop(); cancel() }, nil
 }
 
-// Term implements reboot.GuardTerm: the leadership's fencing token (Rev).
+// Term implements reboot.GuardTerm: the leadership's fencing token (Rev)
+// while it may act (not resigned, not found lost, its session not ended,
+// its lease not possibly run out since it was last confirmed), else zero.
 // A Leadership once lost is never held again (a new Campaign returns a new
 // one, with a new Rev), and while it acts its lease was renewed without a
-// break: a Hold refused in doubt and then granted kept the same lease.
-func (g leaderGuard) Term() uint64 { return uint64(g.l.Rev) }
+// break: a Hold refused in doubt meanwhile kept the same lease.
+func (g leaderGuard) Term() uint64 {
+	if g.l.acting() != nil {
+		return 0
+	}
+	return uint64(g.l.Rev)
+}
 
 var _ reboot.GuardTerm = leaderGuard{}
 

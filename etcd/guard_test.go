@@ -202,6 +202,9 @@ func TestGuardTermIsTheFencingToken(t *testing.T) {
 	require.True(t, ok, "the Guard is a reboot.GuardTerm")
 	require.Equal(t, uint64(l.Rev), g.Term())
 	require.NoError(t, l.Resign(ctx))
+	require.Zero(t, g.Term(), "resigned: no term")
 	l2, _ := lead(t, p, "one", 30)
-	require.NotEqual(t, g.Term(), l2.Guard().(reboot.GuardTerm).Term(), "a new leadership has a new Term")
+	t2 := l2.Guard().(reboot.GuardTerm).Term()
+	require.NotZero(t, t2)
+	require.NotEqual(t, uint64(l.Rev), t2, "a new leadership has a new Term")
 }

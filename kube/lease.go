@@ -205,14 +205,20 @@ func (g *LeaseGuard) remaining() time.Duration {
 	return left
 }
 
-// Term implements reboot.GuardTerm: it changes whenever a term of holding
-// the Lease begins, after the last one ended (the Lease seen deleted or
-// held by another, released, or run out unrenewed) or when a write is
-// sent after the lease ran out. A Hold refused inside the margin while
-// the lease is renewed in time keeps the term.
+// Term implements reboot.GuardTerm: the number of the current term of
+// holding the Lease, or zero while none is held (not yet written, the
+// Lease seen deleted or held by another, released, or its lease run out
+// unrenewed on the guard's clock). A new term begins after the last one
+// ended, and when a write is sent after the lease ran out (another
+// candidate may have held it meanwhile, seen by the watch or not). A Hold
+// refused inside the margin while the lease is renewed in time keeps the
+// term.
 func (g *LeaseGuard) Term() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if !g.held || g.term == nil || g.term.ctx.Err() != nil || g.now() >= g.validUntil {
+		return 0
+	}
 	return g.terms
 }
 

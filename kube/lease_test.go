@@ -251,9 +251,11 @@ func TestLeaseGuardTermKeptUnlessLapsed(t *testing.T) {
 	ler := resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 10, AcquireTime: now, RenewTime: now}
 	require.NoError(t, g.Create(ctx, ler))
 	t1 := gt.Term()
+	require.NotZero(t, t1)
 	// Inside the margin (the last 10/3 s): refused, the lease still held.
 	mono.Store(int64(8 * time.Second))
 	require.False(t, g.Held(), "inside the margin")
+	require.Equal(t, t1, gt.Term(), "inside the margin: the same term")
 	update := func() {
 		t.Helper()
 		cur, _, err := g.Get(ctx)
@@ -266,6 +268,7 @@ func TestLeaseGuardTermKeptUnlessLapsed(t *testing.T) {
 	require.Equal(t, t1, gt.Term(), "a renewal in time keeps the term")
 	// Run out unrenewed: the renewal is sent after the lease's end (18 s).
 	mono.Store(int64(19 * time.Second))
+	require.Zero(t, gt.Term(), "run out: no term")
 	update()
 	require.True(t, g.Held())
 	t2 := gt.Term()
@@ -278,6 +281,7 @@ func TestLeaseGuardTermKeptUnlessLapsed(t *testing.T) {
 	rel.AcquireTime = cur.AcquireTime
 	require.NoError(t, g.Update(ctx, rel))
 	require.False(t, g.Held(), "released")
+	require.Zero(t, gt.Term(), "released: no term")
 	mono.Store(int64(20 * time.Second))
 	update2, _, err := g.Get(ctx)
 	require.NoError(t, err)

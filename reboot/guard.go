@@ -41,21 +41,23 @@ type Guard interface {
 
 // GuardTerm is an optional extension of Guard (found by type assertion):
 // it tells a lease held without a break from one lost or lapsed. Without
-// it, every Hold that succeeds after a refusal counts as a new leadership,
-// which another leader's calls may have preceded; the Reconciler then
-// keeps every host busy for a while (Result.Busy). A Guard that refuses
-// now and then while it still holds its lease (a renewal that comes
-// inside the margin) reopens that window each time unless it is a
-// GuardTerm. etcd.Leadership.Guard and kube.LeaseGuard are.
+// it, every Hold refused makes the Reconciler stand by, and the next that
+// succeeds begins a new leadership, which another leader's calls may have
+// preceded: the Reconciler then counts the values it read meanwhile as
+// another leader's and keeps every host busy for a while (Result.Busy).
+// With it, a Hold refused while Term is still the value of the last Hold
+// that succeeded (a renewal that comes inside the guard's margin) is no
+// change of leader, and a success in a new Term is one even if no
+// refusal was seen. etcd.Leadership.Guard and kube.LeaseGuard are
+// GuardTerms.
 type GuardTerm interface {
 	Guard
-	// Term identifies the stretch of leadership the last Hold that
-	// succeeded belongs to. Two Holds that succeeded, each followed by a
-	// Term call, returned the same value only if the lease was held
-	// without a break from the first to the second: it was never lost,
-	// released, nor left to lapse unrenewed in between, so no other
-	// process may have led then. Its value after a refused Hold does
-	// not matter. It must not block.
+	// Term returns a non-zero identifier of the stretch of leadership
+	// this process is in now, or zero if it may not hold the leadership
+	// now (lost, released, run out unrenewed, or unknown). It returns the
+	// same non-zero value at two moments only if the lease was held
+	// without a break between them, so that no other process may have
+	// led then. It must not block.
 	Term() uint64
 }
 

@@ -154,7 +154,8 @@ type Reconciler struct {
 	// process's leadership (see Guard); a refused pass returns an error
 	// wrapping ErrNotLeader and acts no more. It is also asked at the
 	// start of every pass: until a Hold succeeds (and after one is
-	// refused) the Reconciler stands by, and counts the power calls the
+	// refused, unless a GuardTerm's Term says the lease is still held)
+	// the Reconciler stands by, and counts the power calls the
 	// status shows (another leader's) as sent at every pass, then as sent
 	// when its leadership began (see doc.go, Evidence); a pass that read
 	// its clocks before the leadership began (another host's pass made
@@ -179,9 +180,10 @@ type Reconciler struct {
 	began time.Duration
 	begun bool
 	// othersAt is when (monotonic) the Guard last let this Reconciler
-	// lead after another leader may have led (othersMayLand): the first
-	// Hold that succeeded after a refusal, or after the start, or one in
-	// a new Term (GuardTerm); term is that Term (termSet).
+	// lead after another leader may have led (othersMayLand): when its
+	// leadership last began (noteHold; leadAt too); term is the
+	// GuardTerm's Term at the last Hold that succeeded (termSet: one was
+	// given, non-zero).
 	othersAt time.Duration
 	term     uint64
 	termSet  bool
@@ -438,37 +440,43 @@ func (r *Reconciler) probe(ctx context.Context) {
 // after its start) begins its leadership now, and every host's values read
 // while it stood by count as sent now (memory.lead), if later: the Guard
 // promises that the previous leader's calls, bounded by its lease, are
-// over by then.
+// over by then. A leadership begun also opens othersMayLand's window
+// (othersAt).
 //
-// For othersMayLand it notes when another leader may last have led before
-// this one: at that first success, unless the Guard is a GuardTerm whose
-// Term is the one of the last success (the lease was held throughout: a
-// refusal inside its margin), and at any success in a new Term.
+// With a GuardTerm, a refusal while its Term is still that of the last
+// success is one inside the lease's margin: the lease is held, no other
+// leader may act, and the Reconciler does not stand by (its writes and
+// calls are refused all the same). A success in a Term other than the
+// last success's begins a leadership even without a refusal seen in
+// between: the lease was lost or lapsed meanwhile (a process paused
+// between two passes).
 func (r *Reconciler) noteHold(ok bool) {
 	if r.Guard == nil {
 		return
 	}
 	var term uint64
 	tg, termed := r.Guard.(GuardTerm)
-	if ok && termed {
+	if termed {
 		term = tg.Term()
 	}
 	m := r.monotonic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	sameTerm := termed && r.termSet && term == r.term
-	newTerm := termed && r.termSet && term != r.term
-	if ok && (!r.leading && !sameTerm || newTerm) {
-		r.othersAt = m
-	}
-	if ok && termed {
-		r.term, r.termSet = term, true
-	}
-	if !ok || r.leading {
-		r.leading = ok
+	same := termed && term != 0 && r.termSet && term == r.term
+	if !ok {
+		if !same {
+			r.leading = false
+		}
 		return
 	}
-	r.leading, r.leadAt = true, m
+	begin := !r.leading || termed && !same
+	if termed {
+		r.term, r.termSet = term, term != 0
+	}
+	if !begin {
+		return
+	}
+	r.leading, r.leadAt, r.othersAt = true, m, m
 	for _, h := range r.hosts {
 		h.lead(m)
 		if !h.known {

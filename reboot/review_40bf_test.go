@@ -95,8 +95,10 @@ func forgetRule40bf(t *testing.T, checkOnlineTrue bool, marginScale float64) {
 		cfg.OffSettle = earlyOff // A1's bound for this BMC
 		store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: rapid.Bool().Draw(rt, "online")})
 		leader := 0
-		var terms [2]uint64 // each process's Term: bumped when it begins to lead
-		var margin [2]bool  // the leader's Hold refused inside its lease's margin (same Term)
+		// each process's Term: bumped when it begins to lead; non-zero
+		// (GuardTerm: zero says "not held"; the fixer's change)
+		terms := [2]uint64{1, 1}
+		var margin [2]bool // the leader's Hold refused inside its lease's margin (same Term)
 		pMargin := rapid.Float64Range(0, 0.3).Draw(rt, "pMargin") * marginScale
 		var paused [2]bool                           // a process paused (not ticked): asks nothing
 		twoProcs := rapid.Bool().Draw(rt, "standby") // a second process standing by, a Guard each
@@ -398,7 +400,15 @@ func (g guard40bf) Hold(ctx context.Context) (context.Context, context.CancelFun
 	return c, cancel, nil
 }
 
-func (g guard40bf) Term() uint64 { return g.terms[g.me] }
+// Term is zero while this process does not lead (the contract of
+// reboot.GuardTerm as round 56's fix states it: the fixer's change, the
+// reviewer's Term returned the last term whoever led).
+func (g guard40bf) Term() uint64 {
+	if *g.leader != g.me {
+		return 0
+	}
+	return g.terms[g.me]
+}
 
 // TestReview40bf_MarginRefusalNeverConfirmsPowerOnHostHeldForEver: the
 // only process leads throughout; its Guard is a reboot.GuardTerm whose Term
