@@ -79,7 +79,8 @@ func (g leaderGuard) Hold(ctx context.Context) (context.Context, context.CancelF
 
 // Term implements reboot.GuardTerm: the leadership's fencing token (Rev)
 // while it may act (not resigned, not found lost, its session not ended,
-// its lease not possibly run out since it was last confirmed), else zero.
+// confirmed by a Hold and its lease not possibly run out since), else
+// zero.
 // A Leadership once lost is never held again (a new Campaign returns a new
 // one, with a new Rev), and while it acts its lease was renewed without a
 // break: a Hold refused in doubt meanwhile kept the same lease.
