@@ -212,7 +212,10 @@ func (g *LeaseGuard) remaining() time.Duration {
 // ended, and when a write is sent after the lease ran out (another
 // candidate may have held it meanwhile, seen by the watch or not). A Hold
 // refused inside the margin while the lease is renewed in time keeps the
-// term.
+// term. Term reads non-zero until the lease's end on the guard's clock,
+// while Hold refuses from the margin before it: within assumption A4
+// another candidate, whose clock runs fast, may take the Lease in that
+// margin while Term still reads this term (reboot.GuardTerm says so).
 func (g *LeaseGuard) Term() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()

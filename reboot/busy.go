@@ -41,9 +41,10 @@ func busy(h Host, d Decision, hm *memory, m time.Duration, c Config) bool {
 // othersMayLand reports whether a power call of another process's may
 // still land at monotonic time m, or a shutdown it started still run: one
 // sent by the process that ran before this Reconciler started, or by the
-// leader before this one began to lead (othersAt: its first Hold that
-// succeeded, not counting a refusal inside its lease's margin when the
-// Guard is a GuardTerm), whose answer was lost (A5). Such a call may land
+// leader before this one began to lead (othersAt, noteHold: its first
+// Hold that succeeded after a refusal or its start, not counting a
+// refusal inside its lease's margin when the Guard is a GuardTerm, or a
+// success in a new Term), whose answer was lost (A5). Such a call may land
 // until LostLanding after that start, and a power-off's OS shutdown run
 // shutdownBound more (c: the
 // host's Config, withDefaults and forHost). Neither this process's memory

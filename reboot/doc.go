@@ -138,8 +138,10 @@
 // record may have been wiped since), so for LostLanding + 2x SoftTimeout
 // + StaleReads after a Reconciler's first pass, and after it begins to
 // lead (a Guard's Hold succeeds after a refusal, asked by a pass or a
-// HostLister listing; with a GuardTerm, only when its Term changed, so a
-// refusal inside the lease's margin does not count), every host it reads
+// HostLister listing; with a GuardTerm, a refusal while its Term still
+// reads the last success's value, inside the lease's margin, does not
+// count, and a success in a new Term does even with no refusal seen),
+// every host it reads
 // is busy (such a call may land that late and then shut the OS down) and
 // a HostLister's listing adds every record it holds: a host dropped from
 // the inventory then is let go only after that window. A host

@@ -55,9 +55,14 @@ type GuardTerm interface {
 	// Term returns a non-zero identifier of the stretch of leadership
 	// this process is in now, or zero if it may not hold the leadership
 	// now (lost, released, run out unrenewed, or unknown). It returns the
-	// same non-zero value at two moments only if the lease was held
-	// without a break between them, so that no other process may have
-	// led then. It must not block.
+	// same non-zero value at two moments only if, by this process's
+	// clock, the lease was held without a break between them: no other
+	// process took it then, within the clock assumption the Guard's Hold
+	// makes (A4: another's clock may run fast by up to the guard's
+	// margin, so it may take the lease that much before this one's Term
+	// reads zero; Hold refuses from then on). A Term that reads zero and
+	// then the same value again counts as a new leadership (the cautious
+	// reading). It must not block.
 	Term() uint64
 }
 

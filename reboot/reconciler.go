@@ -444,9 +444,11 @@ func (r *Reconciler) probe(ctx context.Context) {
 // (othersAt).
 //
 // With a GuardTerm, a refusal while its Term is still that of the last
-// success is one inside the lease's margin: the lease is held, no other
-// leader may act, and the Reconciler does not stand by (its writes and
-// calls are refused all the same). A success in a Term other than the
+// success is one inside the lease's margin: the lease is held (within
+// the clock assumption, see GuardTerm), and the Reconciler does not
+// stand by: its writes and calls are refused all the same, and values
+// another writer wrote meanwhile still count as another's where it reads
+// them (memory.own). A success in a Term other than the
 // last success's begins a leadership even without a refusal seen in
 // between: the lease was lost or lapsed meanwhile (a process paused
 // between two passes).
