@@ -11,7 +11,7 @@ import (
 	"github.com/rebootkit/rebootkit/reboot"
 )
 
-// Guard returns the leadership as a reboot.Guard: the fence that
+// Guard returns the leadership as a reboot.Guard (and reboot.GuardTerm): the fence that
 // reboot.Reconciler and remediation.Reconciler ask before every store
 // write and power call (assumption A4), for controllers whose stores are
 // not this etcd (an HA database's own inventory, say). It is the same
@@ -76,6 +76,22 @@ func (g leaderGuard) Hold(ctx context.Context) (context.Context, context.CancelF
 	stop := context.AfterFunc(l.endedContext(), cancel)
 	return reboot.ClockBound(c), func() { stop(); cancel() }, nil
 }
+
+// Term implements reboot.GuardTerm: the leadership's fencing token (Rev)
+// while it may act (not resigned, not found lost, its session not ended,
+// confirmed by a Hold and its lease not possibly run out since), else
+// zero.
+// A Leadership once lost is never held again (a new Campaign returns a new
+// one, with a new Rev), and while it acts its lease was renewed without a
+// break: a Hold refused in doubt meanwhile kept the same lease.
+func (g leaderGuard) Term() uint64 {
+	if g.l.acting() != nil {
+		return 0
+	}
+	return uint64(g.l.Rev)
+}
+
+var _ reboot.GuardTerm = leaderGuard{}
 
 // Cmp is the leadership's fencing comparison: the election key still
 // exists with this leadership's create revision (Rev). Add it to the

@@ -187,3 +187,31 @@ func TestGuardResignEndsHeldContexts(t *testing.T) {
 		t.Fatal("a context Hold returned before Resign is still live after it")
 	}
 }
+
+// TestGuardTermIsTheFencingToken: the Guard is a reboot.GuardTerm whose
+// Term is the leadership's Rev, so that a reboot.Reconciler tells a Hold
+// refused in doubt and granted again (the same leadership) from a new
+// leadership, which another leader's calls may have preceded; two
+// leaderships of one candidate have different Terms.
+func TestGuardTermIsTheFencingToken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := prefix(t)
+	l, _ := lead(t, p, "one", 30)
+	g, ok := l.Guard().(reboot.GuardTerm)
+	require.True(t, ok, "the Guard is a reboot.GuardTerm")
+	require.Zero(t, g.Term(), "not yet confirmed: no term")
+	_, hcancel, err := g.Hold(ctx)
+	require.NoError(t, err)
+	hcancel()
+	require.Equal(t, uint64(l.Rev), g.Term(), "confirmed by a Hold: the fencing token")
+	require.NoError(t, l.Resign(ctx))
+	require.Zero(t, g.Term(), "resigned: no term")
+	l2, _ := lead(t, p, "one", 30)
+	_, hcancel, err = l2.Guard().Hold(ctx)
+	require.NoError(t, err)
+	hcancel()
+	t2 := l2.Guard().(reboot.GuardTerm).Term()
+	require.NotZero(t, t2)
+	require.NotEqual(t, uint64(l.Rev), t2, "a new leadership has a new Term")
+}

@@ -83,6 +83,8 @@ type LeaseGuard struct {
 	// and with it the contexts Hold and the power calls got, when the
 	// Lease is seen deleted or held by another, or released.
 	term *leaseTerm
+	// terms counts the terms begun (Term).
+	terms uint64
 	// leases, leaseNS and leaseName: where NewLeaseGuard's Lease is
 	// watched, through a client without the lock's request timeout.
 	leases             coordinationv1client.LeasesGetter
@@ -153,6 +155,12 @@ func (g *LeaseGuard) wrote(ler resourcelock.LeaderElectionRecord, sent time.Dura
 	if seq <= g.lostAt {
 		return
 	}
+	if g.term != nil && sent >= g.validUntil {
+		// The lease had run out unrenewed when this write was sent:
+		// another candidate may have held it meanwhile, so this write
+		// begins a new term (Term), whether or not the watch saw that.
+		g.term.cancel()
+	}
 	g.beginTerm()
 	g.held, g.validUntil, g.duration = true, sent+d, d
 }
@@ -196,6 +204,28 @@ func (g *LeaseGuard) remaining() time.Duration {
 	left, _ := g.holdTerm()
 	return left
 }
+
+// Term implements reboot.GuardTerm: the number of the current term of
+// holding the Lease, or zero while none is held (not yet written, the
+// Lease seen deleted or held by another, released, or its lease run out
+// unrenewed on the guard's clock). A new term begins after the last one
+// ended, and when a write is sent after the lease ran out (another
+// candidate may have held it meanwhile, seen by the watch or not). A Hold
+// refused inside the margin while the lease is renewed in time keeps the
+// term. Term reads non-zero until the lease's end on the guard's clock,
+// while Hold refuses from the margin before it: within assumption A4
+// another candidate, whose clock runs fast, may take the Lease in that
+// margin while Term still reads this term (reboot.GuardTerm says so).
+func (g *LeaseGuard) Term() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.held || g.term == nil || g.term.ctx.Err() != nil || g.now() >= g.validUntil {
+		return 0
+	}
+	return g.terms
+}
+
+var _ reboot.GuardTerm = (*LeaseGuard)(nil)
 
 // Held reports whether this process holds the lease with the margin.
 func (g *LeaseGuard) Held() bool { return g.remaining() > 0 }

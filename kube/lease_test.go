@@ -231,3 +231,62 @@ func TestLeaseGuardUsesRecordDuration(t *testing.T) {
 		assert.ErrorIs(t, pc.Off(ctx, power.ModeHard), ErrNotLeader)
 	}
 }
+
+// TestLeaseGuardTermKeptUnlessLapsed: LeaseGuard is a reboot.GuardTerm. A
+// renewal sent while the lease is still valid keeps the Term (a Hold
+// refused inside the margin meanwhile was no change of leader); one sent
+// after the lease ran out unrenewed begins a new Term (another candidate
+// may have led in between, whether or not the watch saw it), and so does
+// a write after the Lease was released.
+func TestLeaseGuardTermKeptUnlessLapsed(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	ns := newNamespace(t, adminClient(t))
+	var mono atomic.Int64 // read by the guard's watch goroutine too
+	g, err := NewLeaseGuard(cfg, ns, "lease-term", "me", 10*time.Second, 5*time.Second)
+	require.NoError(t, err)
+	g.Monotonic = func() time.Duration { return time.Duration(mono.Load()) }
+	var gt reboot.GuardTerm = g
+	now := metav1.Now()
+	ler := resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 10, AcquireTime: now, RenewTime: now}
+	require.NoError(t, g.Create(ctx, ler))
+	t1 := gt.Term()
+	require.NotZero(t, t1)
+	// Inside the margin (the last 10/3 s): refused, the lease still held.
+	mono.Store(int64(8 * time.Second))
+	require.False(t, g.Held(), "inside the margin")
+	require.Equal(t, t1, gt.Term(), "inside the margin: the same term")
+	update := func() {
+		t.Helper()
+		cur, _, err := g.Get(ctx)
+		require.NoError(t, err)
+		cur.RenewTime = metav1.Now()
+		require.NoError(t, g.Update(ctx, *cur))
+	}
+	update() // sent at 8 s, before the lease's end at 10 s
+	require.True(t, g.Held())
+	require.Equal(t, t1, gt.Term(), "a renewal in time keeps the term")
+	// Run out unrenewed: the renewal is sent after the lease's end (18 s).
+	mono.Store(int64(19 * time.Second))
+	require.Zero(t, gt.Term(), "run out: no term")
+	update()
+	require.True(t, g.Held())
+	t2 := gt.Term()
+	require.NotEqual(t, t1, t2, "a renewal sent after the lease ran out begins a new term")
+	// Released (a record naming no holder), then held again.
+	rel := ler
+	rel.HolderIdentity, rel.RenewTime = "", metav1.Now()
+	cur, _, err := g.Get(ctx)
+	require.NoError(t, err)
+	rel.AcquireTime = cur.AcquireTime
+	require.NoError(t, g.Update(ctx, rel))
+	require.False(t, g.Held(), "released")
+	require.Zero(t, gt.Term(), "released: no term")
+	mono.Store(int64(20 * time.Second))
+	update2, _, err := g.Get(ctx)
+	require.NoError(t, err)
+	update2.HolderIdentity, update2.LeaseDurationSeconds, update2.RenewTime = "me", 10, metav1.Now()
+	require.NoError(t, g.Update(ctx, *update2))
+	require.True(t, g.Held())
+	require.NotEqual(t, t2, gt.Term(), "held again after a release: a new term")
+}

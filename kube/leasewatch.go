@@ -47,6 +47,7 @@ func (g *LeaseGuard) beginTerm() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.term = &leaseTerm{ctx: ctx, cancel: cancel}
+	g.terms++
 	if leases, ns, name, ok := g.watched(); ok {
 		go g.watchLease(g.term, leases.Leases(ns), name)
 	}

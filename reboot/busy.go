@@ -38,6 +38,31 @@ func busy(h Host, d Decision, hm *memory, m time.Duration, c Config) bool {
 	return statusBusy(h, d.Status) || hm.mayChangeFor(h, c, m)
 }
 
+// othersMayLand reports whether a power call of another process's may
+// still land at monotonic time m, or a shutdown it started still run: one
+// sent by the process that ran before this Reconciler started, or by the
+// leader before this one began to lead (othersAt, noteHold: its first
+// Hold that succeeded after a refusal or its start, not counting a
+// refusal inside its lease's margin when the Guard is a GuardTerm, or a
+// success in a new Term), whose answer was lost (A5). Such a call may land
+// until LostLanding after that start, and a power-off's OS shutdown run
+// shutdownBound more (c: the
+// host's Config, withDefaults and forHost). Neither this process's memory
+// nor the record tells which hosts it was sent to: the record may have
+// been wiped or re-created since
+// (TestReview40bd_ModelNewSeedLostCallLandsAfterRecreateOnlineLetGo), so
+// every host counts as busy until then. The window counts from the first
+// pass that read a host's memory, or the first time this is asked if
+// earlier (began: a pass whose every try fails before it reads a host's
+// memory, a Power factory that fails, begins it too); no earlier than the
+// start. r.mu must be held.
+func (r *Reconciler) othersMayLand(m time.Duration, c Config) bool {
+	if !r.begun {
+		r.begun, r.began = true, m
+	}
+	return m-max(r.began, r.othersAt) < c.LostLanding+c.shutdownBound()
+}
+
 // mayChangeFor is mayChange for host h under its Config c (withDefaults,
 // forHost): a deprovisioned host is not ours to power on.
 func (h *memory) mayChangeFor(host Host, c Config, m time.Duration) bool {

@@ -134,13 +134,17 @@
 // Off and is powered on, a power-on of ours follows, or that time is
 // over. What this process sent, and read, it remembers on its own clock
 // (also across a record deleted or wiped and created again); what a
-// previous process or another leader sent it knows only from the record.
-// So a host whose record is deleted or wiped while another process's call
-// to it may still land (LostLanding, and the shutdown a power-off may
-// start), then dropped from the inventory after a restart or a change of
-// leader, may be let go before that call lands: keep a host listed for
-// LostLanding + 2x SoftTimeout + StaleReads after you delete or re-create
-// its record. A host
+// previous process or another leader sent it may not know at all (the
+// record may have been wiped since), so for LostLanding + 2x SoftTimeout
+// + StaleReads after a Reconciler's first pass, and after it begins to
+// lead (a Guard's Hold succeeds after a refusal, asked by a pass or a
+// HostLister listing; with a GuardTerm, a refusal while its Term still
+// reads the last success's value, inside the lease's margin, does not
+// count, and a success in a new Term does even with no refusal seen),
+// every host it reads
+// is busy (such a call may land that late and then shut the OS down) and
+// a HostLister's listing adds every record it holds: a host dropped from
+// the inventory then is let go only after that window. A host
 // dropped while no Runner held it (the process restarted, or was
 // standby) is found again only if the HostStore is a HostLister
 // (fake.RebootHosts is; kube.RebootHosts and WithPrefix's store are

@@ -15,7 +15,8 @@ var ErrNotLeader = errors.New("reboot: not the leader: no write and no power cal
 // controller acts on a host at a time). Reconciler (and
 // remediation.Reconciler) ask it right before every store write and every
 // power call, never to fence a read; the Reconciler also asks it at the
-// start of every pass, only to learn whether it leads (the first Hold that
+// start of every pass, and its Loop at every listing over a HostLister,
+// only to learn whether it leads (the first Hold that
 // succeeds after a refusal, or after its start, begins its leadership: see
 // doc.go, Evidence).
 //
@@ -36,6 +37,33 @@ type Guard interface {
 	// margin now (then it must not act). The caller makes its one write or
 	// power call with that context and then cancels it.
 	Hold(ctx context.Context) (context.Context, context.CancelFunc, error)
+}
+
+// GuardTerm is an optional extension of Guard (found by type assertion):
+// it tells a lease held without a break from one lost or lapsed. Without
+// it, every Hold refused makes the Reconciler stand by, and the next that
+// succeeds begins a new leadership, which another leader's calls may have
+// preceded: the Reconciler then counts the values it read meanwhile as
+// another leader's and keeps every host busy for a while (Result.Busy).
+// With it, a Hold refused while Term is still the value of the last Hold
+// that succeeded (a renewal that comes inside the guard's margin) is no
+// change of leader, and a success in a new Term is one even if no
+// refusal was seen. etcd.Leadership.Guard and kube.LeaseGuard are
+// GuardTerms.
+type GuardTerm interface {
+	Guard
+	// Term returns a non-zero identifier of the stretch of leadership
+	// this process is in now, or zero if it may not hold the leadership
+	// now (lost, released, run out unrenewed, or unknown). It returns the
+	// same non-zero value at two moments only if, by this process's
+	// clock, the lease was held without a break between them: no other
+	// process took it then, within the clock assumption the Guard's Hold
+	// makes (A4: another's clock may run fast by up to the guard's
+	// margin, so it may take the lease that much before this one's Term
+	// reads zero; Hold refuses from then on). A Term that reads zero and
+	// then the same value again counts as a new leadership (the cautious
+	// reading). It must not block.
+	Term() uint64
 }
 
 // hold asks g (nil: no fence) before a write or power call described by

@@ -15,7 +15,13 @@ import (
 // confirmed, a press that may still be in effect; for a deprovisioned
 // host only a pending reboot), so that a host dropped from the inventory
 // while no controller ran for it (a restart, a leader change) is still
-// finished: powered on once released. When List fails, the listing is
+// finished: powered on once released. For LostLanding + 2x SoftTimeout +
+// StaleReads after the Reconciler's first pass, and after it begins to
+// lead (each listing asks the Guard, so a standby that became leader with
+// no key to pass learns it there), it adds every host the store holds: a
+// call of the process or leader before it may still land on any of them,
+// and their records may no longer say so (Result.Busy). When List fails,
+// the listing is
 // keys' own (the error is logged to Reconciler.Logger): the hosts keys
 // lists are reconciled all the same, and the Runner keeps every key it
 // holds that is busy; only a host no Runner holds yet (after a restart)
@@ -38,6 +44,11 @@ func (r *Reconciler) withBusy(keys func(context.Context) ([]string, error), hl H
 		if err != nil {
 			return nil, err
 		}
+		// Does this process lead now? A standby that became leader
+		// while its Runner held no key runs no pass that would ask
+		// (TestReview40be_FailoverWithNoPassNeverOpensWindow): its
+		// othersMayLand window opens here.
+		r.probe(ctx)
 		hosts, err := hl.List(ctx)
 		if err != nil {
 			if r.Logger != nil {
@@ -67,14 +78,16 @@ func (r *Reconciler) withBusy(keys func(context.Context) ([]string, error), hl H
 		// A host whose record shows nothing, but that a call of this
 		// Reconciler's may still turn on or off (its record deleted and
 		// created again meanwhile:
-		// TestReview40bb_RecordDeletedAndRecreatedUnlistedDuringOurSoftOffNeverFoundAgain).
+		// TestReview40bb_RecordDeletedAndRecreatedUnlistedDuringOurSoftOffNeverFoundAgain),
+		// or, early after the start or a leadership's beginning, one of
+		// the process or leader before it (othersMayLand).
 		if len(more) > 0 {
 			m := r.monotonic()
 			r.mu.Lock()
 			for _, i := range more {
 				h := &hosts[i]
 				c := cfg.forHost(Observed{StaleReads: h.StaleReads, OffSettle: h.OffSettle})
-				if hm := r.hosts[h.Name]; hm != nil && hm.mayChangeFor(*h, c, m) {
+				if hm := r.hosts[h.Name]; r.othersMayLand(m, c) || hm != nil && hm.mayChangeFor(*h, c, m) {
 					out = append(out, h.Name)
 				}
 			}

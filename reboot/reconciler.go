@@ -106,7 +106,11 @@ type Result struct {
 	// confirmed (Status.OnConfirmed: also under Online=false, where it
 	// is never confirmed while the host is held off), a press that may
 	// still be in effect, or a power-off or press whose answer was lost
-	// or is still awaited that may still land. For a Deprovisioned host
+	// or is still awaited that may still land. Every host is busy for
+	// LostLanding + 2x SoftTimeout + StaleReads after this Reconciler's
+	// first pass and after it begins to lead (Guard; GuardTerm): a call
+	// of the process or leader before it may land that late, and nothing
+	// it can read says which hosts it went to. For a Deprovisioned host
 	// only a power-off or press of ours that may still land counts (and
 	// a pending reboot in the record a failed pass read): it is not ours
 	// to power on. It is false for an idle host (Online with no
@@ -150,7 +154,8 @@ type Reconciler struct {
 	// process's leadership (see Guard); a refused pass returns an error
 	// wrapping ErrNotLeader and acts no more. It is also asked at the
 	// start of every pass: until a Hold succeeds (and after one is
-	// refused) the Reconciler stands by, and counts the power calls the
+	// refused, unless a GuardTerm's Term says the lease is still held)
+	// the Reconciler stands by, and counts the power calls the
 	// status shows (another leader's) as sent at every pass, then as sent
 	// when its leadership began (see doc.go, Evidence); a pass that read
 	// its clocks before the leadership began (another host's pass made
@@ -170,6 +175,18 @@ type Reconciler struct {
 	// Reconciler without a Guard leads from its start.
 	leading bool
 	leadAt  time.Duration // monotonic: when it last began to lead (its first Hold that succeeded)
+	// began is when (monotonic) this Reconciler first read a host's
+	// memory or othersMayLand was first asked (begun).
+	began time.Duration
+	begun bool
+	// othersAt is when (monotonic) the Guard last let this Reconciler
+	// lead after another leader may have led (othersMayLand): when its
+	// leadership last began (noteHold; leadAt too); term is the
+	// GuardTerm's Term at the last Hold that succeeded (termSet: one was
+	// given, non-zero).
+	othersAt time.Duration
+	term     uint64
+	termSet  bool
 }
 
 // memory is what a Reconciler remembers of one host between passes; a
@@ -335,6 +352,9 @@ func (r *Reconciler) mem(name string, m time.Duration, wall time.Time) *memory {
 	if !r.started {
 		r.started, r.start, r.startWall = true, m, wall
 	}
+	if !r.begun {
+		r.begun, r.began = true, m
+	}
 	if r.hosts == nil {
 		r.hosts = map[string]*memory{}
 	}
@@ -420,19 +440,45 @@ func (r *Reconciler) probe(ctx context.Context) {
 // after its start) begins its leadership now, and every host's values read
 // while it stood by count as sent now (memory.lead), if later: the Guard
 // promises that the previous leader's calls, bounded by its lease, are
-// over by then.
+// over by then. A leadership begun also opens othersMayLand's window
+// (othersAt).
+//
+// With a GuardTerm, a refusal while its Term is still that of the last
+// success is one inside the lease's margin: the lease is held (within
+// the clock assumption, see GuardTerm), and the Reconciler does not
+// stand by: its writes and calls are refused all the same, and values
+// another writer wrote meanwhile still count as another's where it reads
+// them (memory.own). A success in a Term other than the
+// last success's begins a leadership even without a refusal seen in
+// between: the lease was lost or lapsed meanwhile (a process paused
+// between two passes).
 func (r *Reconciler) noteHold(ok bool) {
 	if r.Guard == nil {
 		return
 	}
+	var term uint64
+	tg, termed := r.Guard.(GuardTerm)
+	if termed {
+		term = tg.Term()
+	}
 	m := r.monotonic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !ok || r.leading {
-		r.leading = ok
+	same := termed && term != 0 && r.termSet && term == r.term
+	if !ok {
+		if !same {
+			r.leading = false
+		}
 		return
 	}
-	r.leading, r.leadAt = true, m
+	begin := !r.leading || termed && !same
+	if termed {
+		r.term, r.termSet = term, term != 0
+	}
+	if !begin {
+		return
+	}
+	r.leading, r.leadAt, r.othersAt = true, m, m
 	for _, h := range r.hosts {
 		h.lead(m)
 		if !h.known {
@@ -668,6 +714,9 @@ func (r *Reconciler) failedBusy(name string, h Host, d *Decision) bool {
 	m := r.monotonic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.othersMayLand(m, cfg) {
+		return true
+	}
 	hm := r.hosts[name]
 	if d != nil {
 		if hm == nil {
@@ -893,7 +942,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name string) (Result, error)
 		}
 	}
 	r.mu.Lock()
-	res.Busy = busy(h, d, r.current(name, hm), r.monotonic(), cfg)
+	mb := r.monotonic()
+	res.Busy = r.othersMayLand(mb, cfg) || busy(h, d, r.current(name, hm), mb, cfg)
 	r.mu.Unlock()
 	if r.Logger != nil && (d.UpdateStatus || d.Power != ActionNone || len(d.Warnings) > 0) {
 		attrs := []slog.Attr{slog.String("host", name), slog.String("phase", d.Phase.String()),

@@ -77,7 +77,12 @@ func TestReview40am_RebootLoopNeverForgetsHostLeftInventory(t *testing.T) {
 			bmcTries.Add(1)
 			return nil, errors.New("bmc: no route to host")
 		},
-		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond, PollInterval: 30 * time.Millisecond}}
+		// LostLanding and SoftTimeout short: a Reconciler keeps every host
+		// busy for LostLanding + 2x SoftTimeout + StaleReads after its start
+		// (another process's lost call may land: othersMayLand); the host is
+		// let go after that.
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond, PollInterval: 30 * time.Millisecond,
+			SoftTimeout: 100 * time.Millisecond, LostLanding: 100 * time.Millisecond}}
 	var lists, passes atomic.Int32
 	l := rb.Loop(func(context.Context) ([]string, error) {
 		if lists.Add(1) == 1 {

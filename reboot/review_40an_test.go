@@ -142,8 +142,13 @@ func TestReview40an_UnlistedDeadBMCHostNeverForgotten(t *testing.T) {
 		Faults: func(fake.Call) fake.Fault { return fake.Fault{Kind: fake.FaultTimeout} }})
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
 	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now,
-		Power:  func(string) (power.Controller, error) { return hw, nil },
-		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond, PollInterval: 30 * time.Millisecond}}
+		Power: func(string) (power.Controller, error) { return hw, nil },
+		// LostLanding and SoftTimeout short: a Reconciler keeps every host
+		// busy for LostLanding + 2x SoftTimeout + StaleReads after its start
+		// (another process's lost call may land: othersMayLand); the host is
+		// let go after that.
+		Config: reboot.Config{StaleReads: 100 * time.Millisecond, Precision: time.Millisecond, QuickPoll: 20 * time.Millisecond, PollInterval: 30 * time.Millisecond,
+			SoftTimeout: 100 * time.Millisecond, LostLanding: 100 * time.Millisecond}}
 	var lists, passes atomic.Int32
 	l := rb.Loop(func(context.Context) ([]string, error) {
 		if lists.Add(1) == 1 {

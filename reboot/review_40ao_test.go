@@ -152,9 +152,15 @@ func TestReview40ao_UnlistedOnlineFalseHostWithDeadBMCNeverForgotten(t *testing.
 		return fake.Fault{}
 	}})
 	hosts := fake.NewRebootHosts(reboot.Host{Name: "h", Online: false})
+	// LostLanding and SoftTimeout short: a Reconciler keeps every host
+	// busy for LostLanding + 2x SoftTimeout + StaleReads after its start
+	// (another process's lost call may land: othersMayLand); the host is
+	// let go after that.
+	cfg := fastCfg40ao
+	cfg.SoftTimeout, cfg.LostLanding = 200*time.Millisecond, 200*time.Millisecond
 	rb := &reboot.Reconciler{Hosts: hosts, Now: time.Now,
 		Power:  func(string) (power.Controller, error) { return hw, nil },
-		Config: fastCfg40ao}
+		Config: cfg}
 	var dropped atomic.Bool
 	var passes atomic.Int32
 	l := rb.Loop(func(context.Context) ([]string, error) {

@@ -326,6 +326,11 @@ func TestReview40ap_RestartOnlineTrueAgainUnlistedLeftOff(t *testing.T) {
 func TestReview40ap_DeprovisionedUnconfirmedHostPolledForEver(t *testing.T) {
 	cfg := fastCfg40ao
 	cfg.StaleReads = 2 * time.Second
+	// LostLanding and SoftTimeout short: a Reconciler keeps every host
+	// busy for LostLanding + 2x SoftTimeout + StaleReads after its start
+	// (another process's lost call may land: othersMayLand); the host is
+	// let go after that.
+	cfg.SoftTimeout, cfg.LostLanding = 200*time.Millisecond, 200*time.Millisecond
 	hw := fake.NewPower(time.Now, fake.PowerConfig{})
 	store := fake.NewRebootHosts(reboot.Host{Name: "h", Online: true})
 	rec := &reboot.Reconciler{Hosts: store, Now: time.Now,

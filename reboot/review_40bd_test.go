@@ -120,3 +120,27 @@ func TestReview40bd_LostSoftOffThenOnlineTrueRestartNeverFoundAgain(t *testing.T
 			everListed, rebootcheck.DescribeTruth(pw))
 	}
 }
+
+// TestReview40bd_ModelNewSeedLostCallLandsAfterRecreateOnlineLetGo
+// replays the 40az ground-truth model (forgetRule40az, Online=true check
+// on) on a case it found on 9bdc358 with a new seed (-rapid.seed=424242,
+// 3,000 checks, failed after 845: -rapid.seed=781677; fail file under
+// testdata/rapid/ of this test's name, replayed first, so the test is
+// deterministic). Two processes with Guards, BMC pLost 0.4, pRefuse 0.3,
+// pUnread 0.3, 20% null readings, button 1. At 27m16s Online=false: proc
+// 1 (leader) sends the soft power-off, its answer is lost (it lands at
+// 29m09s, within LostLanding); proc 0 (standby) read the record before
+// proc 1 wrote it. At 27m17s the record is re-created Online=true (status
+// wiped: no trace of the power-off). At 27m38s failover to proc 0, whose
+// memory never heard of the call (lead() counts only calls a status it
+// read showed: quiet.go:151-152); at 27m44s the host is dropped from the
+// inventory and proc 0's pass reports Busy=false (clean record, nothing
+// of its own in flight): let go. Proc 1, standing by, keeps the key busy
+// (its memory's callsMayLand) but cannot act ("not the leader"). The
+// power-off lands at 29m09s: the Online=true host is off, its leader has
+// let it go, for good. Ground truth: fake.Power truth (off by command).
+// The model's exemption does not apply: the power-off lands after the
+// wipe.
+func TestReview40bd_ModelNewSeedLostCallLandsAfterRecreateOnlineLetGo(t *testing.T) {
+	forgetRule40az(t, true)
+}
