@@ -41,7 +41,7 @@ func busy(h Host, d Decision, hm *memory, m time.Duration, c Config) bool {
 // othersMayLand reports whether a power call of another process's may
 // still land at monotonic time m, or a shutdown it started still run: one
 // sent by the process that ran before this Reconciler started, or by the
-// leader before this one began to lead (othersAt, noteHold: its first
+// leader before this one began to lead (leadAt, noteHold: its first
 // Hold that succeeded after a refusal or its start, not counting a
 // refusal inside its lease's margin when the Guard is a GuardTerm, or a
 // success in a new Term), whose answer was lost (A5). Such a call may land
@@ -60,7 +60,7 @@ func (r *Reconciler) othersMayLand(m time.Duration, c Config) bool {
 	if !r.begun {
 		r.begun, r.began = true, m
 	}
-	return m-max(r.began, r.othersAt) < c.LostLanding+c.shutdownBound()
+	return m-max(r.began, r.leadAt) < c.LostLanding+c.shutdownBound()
 }
 
 // mayChangeFor is mayChange for host h under its Config c (withDefaults,

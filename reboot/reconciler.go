@@ -179,14 +179,10 @@ type Reconciler struct {
 	// memory or othersMayLand was first asked (begun).
 	began time.Duration
 	begun bool
-	// othersAt is when (monotonic) the Guard last let this Reconciler
-	// lead after another leader may have led (othersMayLand): when its
-	// leadership last began (noteHold; leadAt too); term is the
-	// GuardTerm's Term at the last Hold that succeeded (termSet: one was
-	// given, non-zero).
-	othersAt time.Duration
-	term     uint64
-	termSet  bool
+	// term is the GuardTerm's Term at the last Hold that succeeded
+	// (termSet: one was given, non-zero).
+	term    uint64
+	termSet bool
 }
 
 // memory is what a Reconciler remembers of one host between passes; a
@@ -441,7 +437,7 @@ func (r *Reconciler) probe(ctx context.Context) {
 // while it stood by count as sent now (memory.lead), if later: the Guard
 // promises that the previous leader's calls, bounded by its lease, are
 // over by then. A leadership begun also opens othersMayLand's window
-// (othersAt).
+// (from leadAt).
 //
 // With a GuardTerm, a refusal while its Term is still that of the last
 // success is one inside the lease's margin: the lease is held (within
@@ -478,7 +474,7 @@ func (r *Reconciler) noteHold(ok bool) {
 	if !begin {
 		return
 	}
-	r.leading, r.leadAt, r.othersAt = true, m, m
+	r.leading, r.leadAt = true, m
 	for _, h := range r.hosts {
 		h.lead(m)
 		if !h.known {

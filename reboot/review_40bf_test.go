@@ -496,7 +496,7 @@ func (g *termGuard40bf) Term() uint64 { return g.term.Load() }
 // TestReview40bf_ConcurrentListingsAndPassesProbe: a Loop's HostLister
 // listings and passes of several keys ask a GuardTerm at once while its
 // Term changes and it refuses now and then (run it with -race: noteHold's
-// r.term and r.othersAt, probe in withBusy). After the last Term change,
+// r.term and r.leadAt, probe in withBusy). After the last Term change,
 // with the Guard leading, every record is listed (othersMayLand's window
 // reopened by the new Term). Coverage; passes.
 func TestReview40bf_ConcurrentListingsAndPassesProbe(t *testing.T) {
